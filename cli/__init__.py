@@ -1,0 +1,1 @@
+"""The `mfsdp` command line: thin click commands over `mfsdp_ckpt` and `trainer`."""

@@ -1,0 +1,358 @@
+"""Save and resume training state as DTensor checkpoints, atomically.
+
+The save protocol, designed so that a crash at any instant leaves the previous step and
+the tracker valid:
+
+1. rank 0 clears a stale `global_step_N.tmp/` and every rank writes DCP files into it;
+2. each rank fsyncs and hashes the files it wrote; hashes are gathered on rank 0;
+3. rank 0 writes `huggingface/` assets, then `manifest.json` last, fsyncs, and renames
+   `global_step_N.tmp` to `global_step_N` (a step dir without a manifest never counts);
+4. rank 0 replaces the tracker with `os.replace`, then prunes old steps (`keep_last`).
+
+With `async_save=True` only the copy to host memory happens in the training loop; the
+rest runs in a background thread on a dedicated gloo group, and the next save (or
+`close()`) waits for it. Policy (which step, what to keep) lives here; what the bytes of
+a DCP file mean lives in `reader.py`; where files go lives in `layout.py`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint._nested_dict import flatten_state_dict
+
+from mfsdp_ckpt import __version__, layout
+from mfsdp_ckpt.manifest import CONTENT_KINDS, Manifest, hash_files, read_manifest
+from mfsdp_ckpt.safe_dcp import SafeFileSystemReader, SafeLoadPlanner
+
+MODEL, OPTIMIZER, EXTRA = CONTENT_KINDS
+KILL_AT_ENV = "MFSDP_CKPT_KILL_AT"  # fault injection for the crash-safety suite (see tests)
+
+SAVE_PHASES = (
+    "before_files",  # temp dir exists, nothing written
+    "after_files",  # DCP files written, not yet hashed
+    "before_manifest",  # files hashed and gathered, huggingface/ written
+    "after_manifest",  # manifest written, temp dir not yet renamed
+    "after_rename",  # step dir final, tracker not yet replaced
+)
+
+
+class Stateful(Protocol):
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None: ...
+
+
+class CheckpointContentsError(ValueError):
+    """save_contents / load_contents ask for something impossible or absent."""
+
+
+def check_contents(contents: Iterable[str], what: str) -> tuple[str, ...]:
+    """Validate a contents list; optimizer state is keyed by parameters, so it needs the model."""
+    contents = tuple(contents)
+    unknown = [c for c in contents if c not in CONTENT_KINDS]
+    if unknown:
+        raise CheckpointContentsError(f"{what}: unknown item(s) {unknown}; choose from {list(CONTENT_KINDS)}")
+    if OPTIMIZER in contents and MODEL not in contents:
+        raise CheckpointContentsError(
+            f"{what}: 'optimizer' needs 'model' too (optimizer state is keyed by the model's parameters)"
+        )
+    if not contents:
+        raise CheckpointContentsError(f"{what}: nothing to save or load")
+    return contents
+
+
+def _rank() -> int:
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def _world_size() -> int:
+    return dist.get_world_size() if dist.is_initialized() else 1
+
+
+def _maybe_die(phase: str) -> None:
+    """Crash-safety tests set MFSDP_CKPT_KILL_AT=<phase>[:<rank>] to SIGKILL a rank here."""
+    target = os.environ.get(KILL_AT_ENV)
+    if not target:
+        return
+    name, _, rank = target.partition(":")
+    if name == phase and (not rank or int(rank) == _rank()):
+        os.kill(os.getpid(), 9)
+
+
+def _versions() -> dict[str, str]:
+    versions = {"torch": torch.__version__, "mfsdp": __version__}
+    for package in ("transformers", "megatron_fsdp"):
+        try:
+            versions[package] = __import__(package).__version__
+        except Exception:  # not installed: nothing to record
+            pass
+    return versions
+
+
+class Checkpointer:
+    """One run directory's checkpoints: save (sync or async), find the resume point, load."""
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike,
+        *,
+        strategy: str,
+        keep_last: int | None = None,
+        async_save: bool = False,
+        model_family: str | None = None,
+        hash_workers: int = 4,
+    ):
+        if keep_last is not None and keep_last < 1:
+            raise ValueError(f"keep_last must be >= 1 or None, got {keep_last}")
+        self.run_dir = Path(run_dir)
+        self.strategy = strategy
+        self.keep_last = keep_last
+        self.async_save = async_save
+        self.model_family = model_family
+        self.hash_workers = hash_workers
+        # A separate gloo group lets background finalization talk while training uses NCCL.
+        self._group = dist.new_group(backend="gloo") if dist.is_initialized() else None
+        self._pending: threading.Thread | None = None
+        self._pending_error: BaseException | None = None
+        if _rank() == 0:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+
+    # ----------------------------------------------------------------- save
+    def save(
+        self,
+        step: int,
+        states: Mapping[str, Stateful | dict[str, Any]],
+        *,
+        contents: Iterable[str] = CONTENT_KINDS,
+        hf_assets: Callable[[Path], None] | None = None,
+        info: dict[str, Any] | None = None,
+    ) -> Path:
+        """Save `states[kind]` for each kind in contents as step `step`; returns the step dir.
+
+        `hf_assets(dir)` runs on rank 0 to write config/tokenizer files into huggingface/.
+        """
+        contents = check_contents(contents, "save_contents")
+        missing = [kind for kind in contents if kind not in states]
+        if missing:
+            raise CheckpointContentsError(f"save_contents asks for {missing} but no state was given")
+        self.wait()
+        started = time.monotonic()
+        tmp = layout.tmp_step_dir(self.run_dir, step)
+        if _rank() == 0:
+            if tmp.exists():
+                shutil.rmtree(tmp)
+            (tmp / layout.DIST_CKPT_DIR).mkdir(parents=True)
+        self._barrier()
+        _maybe_die("before_files")
+        state_dict = {kind: _state_of(states[kind]) for kind in contents}
+        writer_args = dict(checkpoint_id=str(tmp / layout.DIST_CKPT_DIR), process_group=self._group)
+        finish_args = (step, tmp, contents, hf_assets, info or {}, started)
+        if self.async_save:
+            future = dcp.async_save(state_dict, **writer_args)
+            self._pending = threading.Thread(
+                target=self._finish_in_background, args=(future, *finish_args), daemon=False
+            )
+            self._pending.start()
+        else:
+            dcp.save(state_dict, **writer_args)
+            self._finish(*finish_args)
+        return layout.step_dir(self.run_dir, step)
+
+    def wait(self) -> None:
+        """Block until an async save in flight is committed; re-raise its failure here."""
+        if self._pending is not None:
+            self._pending.join()
+            self._pending = None
+        if self._pending_error is not None:
+            error, self._pending_error = self._pending_error, None
+            raise RuntimeError(f"async checkpoint save failed: {error}") from error
+
+    def close(self) -> None:
+        self.wait()
+
+    def _finish_in_background(self, future: Any, *finish_args: Any) -> None:
+        try:
+            future.result()
+            self._finish(*finish_args)
+        except BaseException as err:  # surfaced by wait() in the training thread
+            self._pending_error = err
+
+    def _finish(
+        self,
+        step: int,
+        tmp: Path,
+        contents: tuple[str, ...],
+        hf_assets: Callable[[Path], None] | None,
+        info: dict[str, Any],
+        started: float,
+    ) -> None:
+        dcp_dir = tmp / layout.DIST_CKPT_DIR
+        _maybe_die("after_files")
+        own = sorted(
+            f"{layout.DIST_CKPT_DIR}/{name}"
+            for name in os.listdir(dcp_dir)
+            if name.startswith(f"__{_rank()}_")
+        )
+        for name in own:
+            layout.fsync_path(tmp / name)
+        records = hash_files(tmp, own, self.hash_workers)
+        gathered = [None] * _world_size() if _rank() == 0 else None
+        if dist.is_initialized():
+            dist.gather_object(records, gathered, dst=0, group=self._group)
+        else:
+            gathered = [records]
+        if _rank() == 0:
+            self._commit(step, tmp, contents, hf_assets, info, started, gathered)
+        self._barrier()
+
+    def _commit(self, step, tmp, contents, hf_assets, info, started, gathered) -> None:
+        files = {}
+        for part in gathered:
+            files.update(part)
+        if hf_assets is not None:
+            hf_dir = tmp / layout.HF_ASSETS_DIR
+            hf_dir.mkdir(exist_ok=True)
+            hf_assets(hf_dir)
+        extra_names = [f"{layout.DIST_CKPT_DIR}/{layout.DCP_METADATA_FILE}"]
+        extra_names += [
+            str(p.relative_to(tmp)) for p in sorted((tmp / layout.HF_ASSETS_DIR).rglob("*")) if p.is_file()
+        ]
+        for name in extra_names:
+            layout.fsync_path(tmp / name)
+        files.update(hash_files(tmp, extra_names, self.hash_workers))
+        _maybe_die("before_manifest")
+        manifest = Manifest(
+            step=step,
+            world_size=_world_size(),
+            strategy=self.strategy,
+            contents=list(contents),
+            files=dict(sorted(files.items())),
+            model_family=self.model_family,
+            versions=_versions(),
+            created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            save_seconds=round(time.monotonic() - started, 3),
+            info=info,
+        )
+        manifest_path = tmp / layout.MANIFEST_FILE
+        with open(manifest_path, "w") as handle:
+            handle.write(manifest.to_json())
+            handle.flush()
+            os.fsync(handle.fileno())
+        for directory in (tmp / layout.DIST_CKPT_DIR, tmp):
+            layout.fsync_path(directory)
+        _maybe_die("after_manifest")
+        final = layout.step_dir(self.run_dir, step)
+        if final.exists():  # re-saving a step: move the old one aside only once the new one is whole
+            aside = final.with_name(final.name + ".old")
+            shutil.rmtree(aside, ignore_errors=True)
+            os.rename(final, aside)
+            os.rename(tmp, final)
+            shutil.rmtree(aside)
+        else:
+            os.rename(tmp, final)
+        layout.fsync_path(self.run_dir)
+        _maybe_die("after_rename")
+        layout.write_tracker(self.run_dir, step)
+        self._prune(step)
+
+    def _prune(self, newest: int) -> None:
+        for name in os.listdir(self.run_dir):
+            if name.endswith(layout.TMP_STEP_SUFFIX) and name.startswith(layout.STEP_DIR_PREFIX):
+                stale = layout.parse_step_dir_name(name[: -len(layout.TMP_STEP_SUFFIX)])
+                if stale is not None and stale < newest:
+                    shutil.rmtree(self.run_dir / name, ignore_errors=True)
+        if self.keep_last is None:
+            return
+        steps = layout.list_complete_steps(self.run_dir)
+        for old in steps[: max(0, len(steps) - self.keep_last)]:
+            if old != newest:
+                shutil.rmtree(layout.step_dir(self.run_dir, old))
+
+    def _barrier(self) -> None:
+        if dist.is_initialized():
+            dist.barrier(group=self._group)
+
+    # ----------------------------------------------------------------- load
+    def find_resume(self, resume: str) -> layout.CheckpointPaths | None:
+        """`auto`: newest complete step in run_dir (None if none); `disable`: None; else a path."""
+        if resume == "disable":
+            return None
+        if resume == "auto":
+            steps = layout.list_complete_steps(self.run_dir)
+            if not steps:
+                return None
+            tracked = layout.read_tracker(self.run_dir)
+            step = tracked if tracked in steps else steps[-1]
+            return layout.resolve_checkpoint(layout.step_dir(self.run_dir, step))
+        return layout.resolve_checkpoint(resume)
+
+    def load(
+        self,
+        paths: layout.CheckpointPaths,
+        states: Mapping[str, Stateful | dict[str, Any]],
+        *,
+        contents: Iterable[str] = CONTENT_KINDS,
+    ) -> Manifest | None:
+        return load_checkpoint(paths, states, contents=contents)
+
+
+def load_checkpoint(
+    paths: layout.CheckpointPaths,
+    states: Mapping[str, Stateful | dict[str, Any]],
+    *,
+    contents: Iterable[str] = CONTENT_KINDS,
+) -> Manifest | None:
+    """Load `contents` from a checkpoint into `states`, resharding to the current world size.
+
+    Model and optimizer keys must all be present; `extra` keys absent from the checkpoint
+    (per-rank RNG of ranks that did not exist then) are left as they are.
+    """
+    contents = check_contents(contents, "load_contents")
+    manifest = read_manifest(paths.manifest) if paths.manifest else None
+    if manifest is not None:
+        absent = [kind for kind in contents if kind not in manifest.contents]
+        if absent:
+            raise CheckpointContentsError(
+                f"{paths.manifest}: checkpoint holds {manifest.contents}, not {absent}"
+            )
+    reader = SafeFileSystemReader(str(paths.dist_ckpt))
+    stored = reader.read_metadata().state_dict_metadata
+    wanted = {kind: _state_of(states[kind]) for kind in contents}
+    flat, mapping = flatten_state_dict(wanted)
+    missing = [key for key in flat if key not in stored and not key.startswith(f"{EXTRA}.")]
+    if missing:
+        raise CheckpointContentsError(
+            f"{paths.dist_ckpt}: {len(missing)} key(s) missing from the checkpoint, e.g. {missing[:3]}"
+        )
+    for key in [k for k in flat if k.startswith(f"{EXTRA}.") and k not in stored]:
+        _drop_path(wanted, mapping[key])
+    dcp.load(wanted, storage_reader=reader, planner=SafeLoadPlanner(allow_partial_load=True))
+    for kind in contents:
+        target = states[kind]
+        if hasattr(target, "load_state_dict"):
+            target.load_state_dict(wanted[kind])
+        else:
+            target.update(wanted[kind])
+    return manifest
+
+
+def _state_of(state: Stateful | dict[str, Any]) -> dict[str, Any]:
+    return state.state_dict() if hasattr(state, "state_dict") else state
+
+
+def _drop_path(tree: dict[str, Any], path: tuple) -> None:
+    node: Any = tree
+    for key in path[:-1]:
+        node = node[key]
+    del node[path[-1]]

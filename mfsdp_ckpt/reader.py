@@ -1,0 +1,311 @@
+"""Offline reader for DCP checkpoints: no process group, no GPU, no code execution.
+
+It turns `.metadata` into a plain table of tensors (name, global shape, dtype, chunks)
+and reads one full tensor at a time by stitching its chunks, so memory stays bounded by
+the largest tensor whatever the model size. It reads what torch FSDP2 writes (even
+shards) and what Megatron-FSDP writes (uneven shards, empty local shards), as well as
+Megatron-core's fsdp_dtensor checkpoints.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.distributed.checkpoint import metadata as dcp_metadata
+
+from mfsdp_ckpt.layout import DCP_METADATA_FILE
+from mfsdp_ckpt.safe_metadata import UnsafeMetadataError, load_metadata_bytes
+from mfsdp_ckpt.storage import ByteStore, CheckpointFileError, LocalByteStore
+
+# Any single tensor above this is an absurd shape, not a model weight: refuse before allocating.
+MAX_TENSOR_BYTES = 1 << 40
+
+
+class CheckpointFormatError(ValueError):
+    """The metadata describes something inconsistent; the message names the tensor."""
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One stored piece of a tensor: where it sits in the tensor and where its bytes are."""
+
+    offsets: tuple[int, ...]
+    sizes: tuple[int, ...]
+    file: str | None
+    file_offset: int
+    length: int
+    transforms: tuple[str, ...] = ()
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.sizes)
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    name: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    chunks: tuple[Chunk, ...]
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.dtype.itemsize
+
+
+@dataclass(frozen=True)
+class ObjectEntry:
+    """A non-tensor value DCP stored as a torch.save blob (ints, RNG tuples, configs)."""
+
+    name: str
+    file: str | None
+    file_offset: int
+    length: int
+    transforms: tuple[str, ...] = ()
+
+
+def _int_tuple(value: Any, what: str) -> tuple[int, ...]:
+    try:
+        items = tuple(value)
+    except TypeError:
+        raise CheckpointFormatError(f"{what}: expected a sequence of ints, got {value!r}") from None
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in items):
+        raise CheckpointFormatError(f"{what}: expected non-negative ints, got {items!r}")
+    return items
+
+
+def _nonneg_int(value: Any, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise CheckpointFormatError(f"{what}: expected a non-negative int, got {value!r}")
+    return value
+
+
+def _storage_location(storage_data: dict, key: str, index: Any) -> tuple[str | None, int, int, tuple]:
+    info = storage_data.get(index)
+    if info is None:
+        return None, 0, 0, ()
+    relative_path = getattr(info, "relative_path", None)
+    if not isinstance(relative_path, str):
+        raise CheckpointFormatError(f"{key}: storage entry has no file name")
+    offset = _nonneg_int(getattr(info, "offset", None), f"{key}: storage offset")
+    length = _nonneg_int(getattr(info, "length", None), f"{key}: storage length")
+    transforms = tuple(getattr(info, "transform_descriptors", None) or ())
+    return relative_path, offset, length, transforms
+
+
+def parse_metadata(md: dcp_metadata.Metadata) -> tuple[dict[str, TensorEntry], dict[str, ObjectEntry]]:
+    """Normalize DCP metadata into checked, plain tables. Raises on malformed entries."""
+    storage_data = md.storage_data if isinstance(md.storage_data, dict) else {}
+    tensors: dict[str, TensorEntry] = {}
+    objects: dict[str, ObjectEntry] = {}
+    for key, item in md.state_dict_metadata.items():
+        if not isinstance(key, str):
+            raise CheckpointFormatError(f"state dict key {key!r} is not a string")
+        if isinstance(item, dcp_metadata.BytesStorageMetadata):
+            location = _storage_location(storage_data, key, dcp_metadata.MetadataIndex(key))
+            objects[key] = ObjectEntry(key, *location)
+            continue
+        if not isinstance(item, dcp_metadata.TensorStorageMetadata):
+            raise CheckpointFormatError(f"{key}: unknown metadata entry {type(item).__name__}")
+        shape = _int_tuple(item.size, f"{key}: shape")
+        dtype = getattr(item.properties, "dtype", None)
+        if not isinstance(dtype, torch.dtype):
+            raise CheckpointFormatError(f"{key}: dtype {dtype!r} is not a torch dtype")
+        if math.prod(shape) * dtype.itemsize > MAX_TENSOR_BYTES:
+            raise CheckpointFormatError(f"{key}: shape {shape} ({dtype}) is absurdly large")
+        chunks = []
+        for chunk in item.chunks:
+            offsets = _int_tuple(chunk.offsets, f"{key}: chunk offsets")
+            sizes = _int_tuple(chunk.sizes, f"{key}: chunk sizes")
+            if len(offsets) != len(shape) or len(sizes) != len(shape):
+                raise CheckpointFormatError(
+                    f"{key}: chunk rank {len(offsets)}/{len(sizes)} differs from tensor rank {len(shape)}"
+                )
+            index = dcp_metadata.MetadataIndex(key, torch.Size(offsets))
+            location = _storage_location(storage_data, key, index)
+            chunks.append(Chunk(offsets, sizes, *location))
+        tensors[key] = TensorEntry(key, shape, dtype, tuple(chunks))
+    return tensors, objects
+
+
+def chunk_coverage_problems(entry: TensorEntry) -> list[str]:
+    """Why the chunks do not tile the tensor exactly (empty list when they do)."""
+    problems = []
+    for chunk in entry.chunks:
+        for dim, (off, size, full) in enumerate(zip(chunk.offsets, chunk.sizes, entry.shape)):
+            if off + size > full:
+                problems.append(
+                    f"chunk at {chunk.offsets} size {chunk.sizes} runs past dim {dim} ({full})"
+                )
+                break
+    if problems:
+        return problems
+    nonempty = [c for c in entry.chunks if c.numel > 0]
+    covered = sum(c.numel for c in nonempty)
+    if _overlaps(nonempty, len(entry.shape)):
+        problems.append("chunks overlap")
+    elif covered < entry.numel:
+        problems.append(f"chunks cover {covered} of {entry.numel} elements (gap)")
+    elif covered > entry.numel:
+        problems.append(f"chunks cover {covered} elements, more than the tensor's {entry.numel}")
+    return problems
+
+
+def _overlaps(chunks: list[Chunk], ndim: int) -> bool:
+    if len(chunks) < 2 or ndim == 0:
+        return len(chunks) > 1
+    varying = [
+        d for d in range(ndim)
+        if len({(c.offsets[d], c.sizes[d]) for c in chunks}) > 1
+    ]
+    if len(varying) <= 1:  # slabs along one dim (how FSDP shards): a sort decides it
+        dim = varying[0] if varying else 0
+        spans = sorted((c.offsets[dim], c.offsets[dim] + c.sizes[dim]) for c in chunks)
+        return any(nxt[0] < prev[1] for prev, nxt in zip(spans, spans[1:]))
+    for i, a in enumerate(chunks):
+        for b in chunks[i + 1 :]:
+            if all(
+                a.offsets[d] < b.offsets[d] + b.sizes[d] and b.offsets[d] < a.offsets[d] + a.sizes[d]
+                for d in range(ndim)
+            ):
+                return True
+    return False
+
+
+def _decode_blob(raw: bytes, transforms: tuple[str, ...], where: str) -> io.BytesIO:
+    if not transforms:
+        return io.BytesIO(raw)
+    try:
+        from torch.distributed.checkpoint._extension import ExtensionRegistry
+
+        stream: Any = io.BytesIO(raw)
+        for extension in reversed(ExtensionRegistry().from_descriptor_list(list(transforms))):
+            stream = extension.transform_from(stream)
+        return io.BytesIO(stream.read())
+    except Exception as err:
+        raise CheckpointFormatError(f"{where}: cannot decode transforms {transforms}: {err}") from None
+
+
+def load_blob(raw: bytes, transforms: tuple[str, ...], where: str) -> Any:
+    """torch.load with weights_only: tensors and plain containers only, never code."""
+    try:
+        return torch.load(_decode_blob(raw, transforms, where), map_location="cpu", weights_only=True)
+    except CheckpointFormatError:
+        raise
+    except Exception as err:
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointFormatError(f"{where}: unreadable blob ({first_line})") from None
+
+
+class CheckpointReader:
+    """Tables and values of one DCP directory, read on demand.
+
+    >>> reader = CheckpointReader("run/global_step_10/dist_ckpt")
+    >>> for name, tensor in reader.iter_tensors(prefix="model."):
+    ...     ...
+    """
+
+    def __init__(self, dist_ckpt_dir: str | os.PathLike, store: ByteStore | None = None):
+        self.root = Path(dist_ckpt_dir)
+        self.store = store or LocalByteStore(self.root)
+        size = self.store.size(DCP_METADATA_FILE)
+        where = str(self.root / DCP_METADATA_FILE)
+        if size is None:
+            raise CheckpointFileError(f"{where}: file is missing (not a DCP checkpoint)")
+        raw = self.store.read_range(DCP_METADATA_FILE, 0, size)
+        self.metadata = load_metadata_bytes(raw, source=where)
+        try:
+            self.tensors, self.objects = parse_metadata(self.metadata)
+        except CheckpointFormatError as err:
+            raise CheckpointFormatError(f"{where}: {err}") from None
+
+    def tensor_names(self, prefix: str = "") -> list[str]:
+        return [name for name in self.tensors if name.startswith(prefix)]
+
+    def files(self) -> dict[str, int]:
+        """Each data file the metadata refers to, with the bytes it must hold at least."""
+        needed: dict[str, int] = {}
+        entries: Iterable[Chunk | ObjectEntry] = [
+            *(c for e in self.tensors.values() for c in e.chunks),
+            *self.objects.values(),
+        ]
+        for item in entries:
+            if item.file is not None:
+                needed[item.file] = max(needed.get(item.file, 0), item.file_offset + item.length)
+        return needed
+
+    def _where(self, name: str, file: str | None) -> str:
+        return f"{self.root / (file or '?')} [{name}]"
+
+    def read_chunk(self, entry: TensorEntry, chunk: Chunk) -> torch.Tensor:
+        where = self._where(entry.name, chunk.file)
+        if chunk.file is None:
+            raise CheckpointFormatError(f"{where}: chunk at {chunk.offsets} has no storage entry")
+        raw = self.store.read_range(chunk.file, chunk.file_offset, chunk.length)
+        value = load_blob(raw, chunk.transforms, where)
+        if not isinstance(value, torch.Tensor):
+            raise CheckpointFormatError(f"{where}: blob holds {type(value).__name__}, not a tensor")
+        if tuple(value.shape) != chunk.sizes:
+            raise CheckpointFormatError(
+                f"{where}: chunk holds shape {tuple(value.shape)}, metadata says {chunk.sizes}"
+            )
+        return value
+
+    def read_tensor(self, name: str) -> torch.Tensor:
+        """The full tensor, stitched from its chunks (one chunk in memory at a time)."""
+        entry = self.tensors.get(name)
+        if entry is None:
+            raise KeyError(f"{self.root}: no tensor named {name!r}")
+        problems = chunk_coverage_problems(entry)
+        if problems:
+            raise CheckpointFormatError(f"{self.root / DCP_METADATA_FILE} [{name}]: {problems[0]}")
+        if len(entry.chunks) == 1 and entry.chunks[0].sizes == entry.shape:
+            return self.read_chunk(entry, entry.chunks[0]).to(entry.dtype).contiguous()
+        out = torch.empty(entry.shape, dtype=entry.dtype)
+        for chunk in entry.chunks:
+            if chunk.numel == 0:
+                continue
+            region = out
+            for dim, (off, size) in enumerate(zip(chunk.offsets, chunk.sizes)):
+                region = region.narrow(dim, off, size)
+            region.copy_(self.read_chunk(entry, chunk))
+        return out
+
+    def iter_tensors(
+        self, names: Iterable[str] | None = None, prefix: str = ""
+    ) -> Iterator[tuple[str, torch.Tensor]]:
+        for name in names if names is not None else self.tensor_names(prefix):
+            yield name, self.read_tensor(name)
+
+    def read_object(self, name: str) -> Any:
+        entry = self.objects.get(name)
+        if entry is None:
+            raise KeyError(f"{self.root}: no object named {name!r}")
+        where = self._where(name, entry.file)
+        if entry.file is None:
+            raise CheckpointFormatError(f"{where}: object has no storage entry")
+        raw = self.store.read_range(entry.file, entry.file_offset, entry.length)
+        return load_blob(raw, entry.transforms, where)
+
+
+__all__ = [
+    "CheckpointFileError",
+    "CheckpointFormatError",
+    "CheckpointReader",
+    "Chunk",
+    "ObjectEntry",
+    "TensorEntry",
+    "UnsafeMetadataError",
+    "chunk_coverage_problems",
+]

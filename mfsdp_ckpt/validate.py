@@ -1,0 +1,258 @@
+"""`mfsdp ckpt validate`: every check a checkpoint must pass before anyone trusts it.
+
+Each check appends `Finding`s naming the file or tensor and what is wrong; nothing here
+raises for a bad checkpoint (a missing path is the caller's usage error). The cheap checks
+(metadata, files, chunk coverage, optimizer/model/config agreement, tracker) always run;
+`deep=True` adds sha256 against the manifest and reading every tensor (NaN/Inf counts).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from mfsdp_ckpt import layout, names
+from mfsdp_ckpt.manifest import Manifest, ManifestError, read_manifest, sha256_file
+from mfsdp_ckpt.reader import CheckpointFormatError, CheckpointReader, chunk_coverage_problems
+from mfsdp_ckpt.safe_metadata import UnsafeMetadataError
+from mfsdp_ckpt.storage import CheckpointFileError
+
+ERROR, WARNING = "error", "warning"
+
+Progress = Callable[[int, int], None]  # (done, total) over tensors / bytes
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: str
+    where: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.severity}: {self.where}: {self.message}"
+
+
+@dataclass
+class ValidationReport:
+    path: str
+    checkpoint: str | None = None
+    step: int | None = None
+    findings: list[Finding] = field(default_factory=list)
+    tensors: int = 0
+    tensor_bytes: int = 0
+    files: int = 0
+    deep: bool = False
+
+    def add(self, severity: str, where: str | Path, message: str) -> None:
+        self.findings.append(Finding(severity, str(where), message))
+
+    def ok(self, strict: bool = False) -> bool:
+        bad = {ERROR, WARNING} if strict else {ERROR}
+        return not any(f.severity in bad for f in self.findings)
+
+    def to_dict(self, strict: bool = False) -> dict:
+        data = asdict(self)
+        data["valid"] = self.ok(strict)
+        return data
+
+
+def validate_checkpoint(
+    path: str | os.PathLike, *, deep: bool = False, progress: Progress | None = None
+) -> ValidationReport:
+    """Validate a run dir (follows the tracker), a step dir, or a bare dist_ckpt dir.
+
+    Raises `layout.CheckpointPathError` only when `path` is not a checkpoint at all.
+    """
+    report = ValidationReport(path=str(path), deep=deep)
+    paths = _resolve(Path(path), report)
+    report.checkpoint, report.step = str(paths.dist_ckpt), paths.step
+    manifest = _check_manifest(paths, report)
+    try:
+        reader = CheckpointReader(paths.dist_ckpt)
+    except (UnsafeMetadataError, CheckpointFormatError, CheckpointFileError) as err:
+        report.add(ERROR, paths.dist_ckpt / layout.DCP_METADATA_FILE, str(err).split(": ", 1)[-1])
+        return report
+    report.tensors = len(reader.tensors)
+    report.tensor_bytes = sum(e.nbytes for e in reader.tensors.values())
+    _check_files(paths, reader, manifest, report)
+    _check_chunks(reader, report)
+    _check_contents(paths, reader, manifest, report)
+    _check_optimizer(reader, report)
+    _check_against_config(paths, reader, report)
+    if deep:
+        if manifest is not None:
+            _check_hashes(paths, manifest, report)
+        _check_values(reader, report, progress)
+    return report
+
+
+def _resolve(given: Path, report: ValidationReport) -> layout.CheckpointPaths:
+    """Resolve like the loader, but report a tracker that names a missing step."""
+    tracker = given / layout.TRACKER_FILE
+    if given.is_dir() and tracker.exists() and not (given / layout.DCP_METADATA_FILE).exists():
+        try:
+            step = layout.read_tracker(given)
+        except layout.CheckpointPathError as err:
+            report.add(ERROR, tracker, str(err).split(": ", 1)[-1])
+            step = None
+        steps = layout.list_complete_steps(given)
+        if step is not None and step not in steps:
+            report.add(ERROR, tracker, f"names step {step}, which is missing or incomplete")
+        if step is not None and steps and step < steps[-1]:
+            report.add(WARNING, tracker, f"names step {step} but step {steps[-1]} is complete too")
+        chosen = step if step in steps else (steps[-1] if steps else None)
+        if chosen is None:
+            raise layout.CheckpointPathError(f"{given}: no complete checkpoint step in this run dir")
+        return layout.resolve_checkpoint(layout.step_dir(given, chosen))
+    return layout.resolve_checkpoint(given)
+
+
+def _check_manifest(paths: layout.CheckpointPaths, report: ValidationReport) -> Manifest | None:
+    if paths.manifest is None:
+        return None  # bare dist_ckpt (Megatron-LM, verl): nothing to compare against
+    try:
+        manifest = read_manifest(paths.manifest)
+    except ManifestError as err:
+        report.add(ERROR, paths.manifest, str(err).split(": ", 1)[-1])
+        return None
+    if paths.step is not None and manifest.step != paths.step:
+        report.add(ERROR, paths.manifest, f"says step {manifest.step}, directory is step {paths.step}")
+    return manifest
+
+
+def _check_files(paths, reader: CheckpointReader, manifest: Manifest | None, report) -> None:
+    needed = reader.files()
+    for name, min_size in sorted(needed.items()):
+        size = _safe_size(reader, name, report)
+        if size is None:
+            continue
+        if size < min_size:
+            report.add(ERROR, paths.dist_ckpt / name, f"has {size} bytes, metadata needs {min_size} (truncated)")
+    if manifest is None or paths.step_dir is None:
+        report.files = len(needed) + 1
+        return
+    report.files = len(manifest.files)
+    for name, record in sorted(manifest.files.items()):
+        file = paths.step_dir / name
+        if not file.is_file():
+            if not any(f.where == str(file) for f in report.findings):
+                report.add(ERROR, file, "listed in the manifest but missing")
+        elif file.stat().st_size != record.size:
+            report.add(ERROR, file, f"has {file.stat().st_size} bytes, manifest says {record.size}")
+    listed = set(manifest.files)
+    for file in sorted(paths.step_dir.rglob("*")):
+        relative = str(file.relative_to(paths.step_dir))
+        if file.is_file() and relative not in listed and relative != layout.MANIFEST_FILE:
+            report.add(WARNING, file, "not listed in the manifest (unknown file)")
+    for name in needed:
+        if f"{layout.DIST_CKPT_DIR}/{name}" not in listed:
+            report.add(ERROR, paths.dist_ckpt / name, "referenced by .metadata but not in the manifest")
+
+
+def _safe_size(reader: CheckpointReader, name: str, report: ValidationReport) -> int | None:
+    try:
+        size = reader.store.size(name)
+    except CheckpointFileError as err:
+        report.add(ERROR, reader.root / name, str(err).split(": ", 1)[-1])
+        return None
+    if size is None:
+        report.add(ERROR, reader.root / name, "referenced by .metadata but missing")
+    return size
+
+
+def _check_chunks(reader: CheckpointReader, report: ValidationReport) -> None:
+    for entry in reader.tensors.values():
+        for problem in chunk_coverage_problems(entry):
+            report.add(ERROR, f"{reader.root / layout.DCP_METADATA_FILE} [{entry.name}]", problem)
+
+
+def _check_contents(paths, reader: CheckpointReader, manifest: Manifest | None, report) -> None:
+    keys = list(reader.tensors) + list(reader.objects)
+    present = {
+        "model": any(k.startswith(names.MODEL_KEY_PREFIX) for k in keys),
+        "optimizer": any(k.startswith("optimizer.") for k in keys),
+        "extra": any(k.startswith(names.EXTRA_KEY_PREFIX) for k in keys),
+    }
+    if manifest is not None:
+        for kind in manifest.contents:
+            if not present[kind]:
+                report.add(ERROR, paths.dist_ckpt, f"manifest lists '{kind}' but the checkpoint has no {kind} state")
+    if not present["model"]:
+        report.add(ERROR, paths.dist_ckpt, "no model weights (no keys under 'model.')")
+
+
+def _check_optimizer(reader: CheckpointReader, report: ValidationReport) -> None:
+    """Adam moments, where present, must exist for every parameter and match its shape."""
+    tensors = reader.tensors
+    if not any(k.startswith(names.OPTIMIZER_STATE_PREFIX) for k in tensors):
+        return
+    for key in names.model_keys(list(tensors)):
+        for moment in names.ADAM_MOMENTS:
+            moment_key = names.optimizer_moment_key(key, moment)
+            state = tensors.get(moment_key)
+            if state is None:
+                if not _is_tied_duplicate(key, tensors):
+                    report.add(ERROR, f"[{key}]", f"optimizer state {moment} is missing")
+            elif state.shape != tensors[key].shape:
+                report.add(ERROR, f"[{moment_key}]", f"shape {state.shape} differs from the parameter's {tensors[key].shape}")
+
+
+def _is_tied_duplicate(key: str, tensors: dict) -> bool:
+    """A tied lm_head is saved twice in the model state but once in the optimizer's."""
+    return names.hf_name(key).endswith("lm_head.weight") and any(
+        names.hf_name(k).endswith("embed_tokens.weight") for k in tensors
+    )
+
+
+def _check_against_config(paths, reader: CheckpointReader, report: ValidationReport) -> None:
+    if paths.hf_assets is None or not (paths.hf_assets / "config.json").is_file():
+        return
+    from mfsdp_ckpt.hf_config import HFConfigError, expected_weights, load_hf_config
+
+    config_file = paths.hf_assets / "config.json"
+    try:
+        expected = expected_weights(load_hf_config(config_file))
+    except HFConfigError as err:
+        report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
+        return
+    stored = {names.hf_name(k[len(names.MODEL_KEY_PREFIX):]): e for k, e in reader.tensors.items() if k.startswith(names.MODEL_KEY_PREFIX)}
+    if stored and not set(stored) & set(expected.allowed):
+        return  # not HF-named weights (Megatron-core layout): the exporter's name map checks those
+    for name, shape in expected.required.items():
+        entry = stored.get(name)
+        if entry is None:
+            report.add(ERROR, f"[model.{name}]", f"missing; {config_file} ({expected.model_type}) expects it")
+        elif entry.shape != shape:
+            report.add(ERROR, f"[model.{name}]", f"shape {entry.shape}, {config_file} expects {shape}")
+    for name in sorted(set(stored) - set(expected.allowed)):
+        report.add(ERROR, f"[model.{name}]", f"unexpected for {expected.model_type} per {config_file}")
+
+
+def _check_hashes(paths, manifest: Manifest, report: ValidationReport) -> None:
+    for name, record in sorted(manifest.files.items()):
+        file = paths.step_dir / name
+        if file.is_file() and file.stat().st_size == record.size and sha256_file(file) != record.sha256:
+            report.add(ERROR, file, "sha256 differs from the manifest (bytes changed after save)")
+
+
+def _check_values(reader: CheckpointReader, report: ValidationReport, progress: Progress | None) -> None:
+    import torch
+
+    entries = list(reader.tensors.values())
+    for done, entry in enumerate(entries, 1):
+        where = f"[{entry.name}]"
+        if not chunk_coverage_problems(entry):
+            try:
+                tensor = reader.read_tensor(entry.name)
+            except (CheckpointFormatError, CheckpointFileError) as err:
+                report.add(ERROR, where, str(err))
+            else:
+                if tensor.is_floating_point():
+                    nans = int(torch.isnan(tensor).sum())
+                    infs = int(torch.isinf(tensor).sum())
+                    if nans or infs:
+                        report.add(ERROR, where, f"{nans} NaN and {infs} Inf values")
+        if progress:
+            progress(done, len(entries))

@@ -1,0 +1,110 @@
+"""The embedded default: a tiny Qwen2-shaped model and a tokenizer built locally.
+
+Nothing here downloads anything. The tokenizer is a byte-level BPE trained in a second on
+synthetic GSM8K-style text, with Qwen's chat markers and a chat template whose
+`{% generation %}` block lets transformers return assistant-token masks for SFT.
+Head dim is 32 so that vLLM's CPU attention accepts the model too.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if message['role'] == 'assistant' %}"
+    "{{ '<|im_start|>assistant\n' }}{% generation %}{{ message['content'] + '<|im_end|>' }}{% endgeneration %}{{ '\n' }}"
+    "{% else %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
+    "{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+GSM8K_SUFFIX = 'Let\'s think step by step and output the final answer after "####".'
+
+
+def tiny_config_kwargs(vocab_size: int) -> dict:
+    """Qwen2 shape in miniature: GQA (4 query heads, 2 KV groups), qkv bias, SwiGLU, RMSNorm, RoPE."""
+    return dict(
+        vocab_size=vocab_size,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        rope_theta=10000.0,
+    )
+
+
+def synthetic_arithmetic(n: int, seed: int = 0) -> list[dict]:
+    """GSM8K-shaped rows: a word problem and a worked answer ending in `#### <number>`."""
+    rng = random.Random(seed)
+    rows = []
+    for index in range(n):
+        a, b = rng.randint(1, 20), rng.randint(1, 20)
+        question = f"Tom has {a} apples and buys {b} more. How many apples does Tom have now?"
+        answer = f"Tom has {a} + {b} = {a + b} apples.\n#### {a + b}"
+        rows.append({"question": question, "answer": answer, "index": index})
+    return rows
+
+
+def build_tokenizer(vocab_size: int = 512):
+    """A PreTrainedTokenizerFast with Qwen-style chat markers, trained on synthetic text."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    corpus = []
+    for row in synthetic_arithmetic(400, seed=1234):
+        corpus += [row["question"] + " " + GSM8K_SUFFIX, row["answer"]]
+    corpus += [str(i) for i in range(200)] + ["system", "user", "assistant", "You are a helpful assistant."]
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(corpus, trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        bos_token=None,
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def build_tiny_model_dir(out_dir: str | os.PathLike, seed: int = 0, with_weights: bool = False) -> Path:
+    """Write config.json, generation_config.json and tokenizer files (and weights if asked).
+
+    The directory then works wherever a Hugging Face model dir is expected.
+    """
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer()
+    config = Qwen2Config(
+        **tiny_config_kwargs(len(tokenizer)),
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None,
+    )
+    config.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    GenerationConfig(
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, do_sample=False
+    ).save_pretrained(out)
+    if with_weights:
+        torch.manual_seed(seed)
+        Qwen2ForCausalLM(config).save_pretrained(out)
+    return out
