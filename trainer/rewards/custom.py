@@ -1,0 +1,35 @@
+"""Load a user's reward function from a python file (`reward.path`, `reward.name`).
+
+This executes the file on purpose: it is the user's own code, named in the user's own config,
+exactly like verl's `custom_reward_function`. Checkpoints and data files never reach here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from pathlib import Path
+
+
+class RewardError(ValueError):
+    """A reward cannot be computed or loaded; the message names the file, function or data source."""
+
+
+def load_reward_function(path: str | Path, name: str = "compute_score") -> Callable:
+    file = Path(path)
+    if not file.is_file():
+        raise RewardError(f"reward.path {str(file)!r}: no such file")
+    spec = importlib.util.spec_from_file_location(f"mfsdp_user_reward_{file.stem}", file)
+    if spec is None or spec.loader is None:
+        raise RewardError(f"reward.path {str(file)!r}: not a python file")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:
+        raise RewardError(f"reward.path {str(file)!r}: importing it failed: {type(err).__name__}: {err}") from err
+    function = getattr(module, name, None)
+    if function is None:
+        raise RewardError(f"reward.name {name!r}: {str(file)!r} defines no such function")
+    if not callable(function):
+        raise RewardError(f"reward.name {name!r} in {str(file)!r} is not callable")
+    return function
