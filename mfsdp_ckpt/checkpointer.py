@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import FileSystemWriter
 from torch.distributed.checkpoint._nested_dict import flatten_state_dict
 
 from mfsdp_ckpt import __version__, layout
@@ -112,6 +113,7 @@ class Checkpointer:
         async_save: bool = False,
         model_family: str | None = None,
         hash_workers: int = 4,
+        io_threads: int = 4,
     ):
         if keep_last is not None and keep_last < 1:
             raise ValueError(f"keep_last must be >= 1 or None, got {keep_last}")
@@ -121,6 +123,7 @@ class Checkpointer:
         self.async_save = async_save
         self.model_family = model_family
         self.hash_workers = hash_workers
+        self.io_threads = io_threads
         # A separate gloo group lets background finalization talk while training uses NCCL.
         self._group = dist.new_group(backend="gloo") if dist.is_initialized() else None
         self._pending: threading.Thread | None = None
@@ -156,7 +159,8 @@ class Checkpointer:
         self._barrier()
         _maybe_die("before_files")
         state_dict = {kind: _state_of(states[kind]) for kind in contents}
-        writer_args = dict(checkpoint_id=str(tmp / layout.DIST_CKPT_DIR), process_group=self._group)
+        writer = FileSystemWriter(str(tmp / layout.DIST_CKPT_DIR), thread_count=self.io_threads)
+        writer_args = dict(storage_writer=writer, process_group=self._group)
         finish_args = (step, tmp, contents, hf_assets, info or {}, started)
         if self.async_save:
             future = dcp.async_save(state_dict, **writer_args)

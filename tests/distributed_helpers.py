@@ -1,0 +1,46 @@
+"""Run a function in N CPU processes joined by a gloo process group (as torchrun would).
+
+Tests use real torch.distributed on CPU: FSDP2 over gloo writes the same DTensor
+checkpoints Megatron-FSDP writes on GPUs, so the checkpoint layer is tested for real.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _entry(rank: int, world_size: int, port: int, fn: Callable, args: tuple) -> None:
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+        WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
+    )
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    try:
+        fn(rank, world_size, *args)
+    finally:
+        dist.destroy_process_group()
+
+
+def run_distributed(fn: Callable[..., Any], world_size: int, *args: Any) -> None:
+    """Call fn(rank, world_size, *args) in `world_size` spawned processes; raise if any fails."""
+    mp.start_processes(_entry, args=(world_size, _free_port(), fn, args), nprocs=world_size,
+                       start_method="spawn", join=True)
+
+
+def scratch_dir() -> str:
+    return tempfile.mkdtemp(prefix="mfsdp-test-")
