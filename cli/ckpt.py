@@ -103,3 +103,8 @@ class _progress_bar:
     def __exit__(self, *exc) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+from cli.export_hf import export_hf  # noqa: E402  (command defined in its own module)
+
+ckpt.add_command(export_hf)

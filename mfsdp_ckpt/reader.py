@@ -22,7 +22,7 @@ from torch.distributed.checkpoint import metadata as dcp_metadata
 
 from mfsdp_ckpt.layout import DCP_METADATA_FILE
 from mfsdp_ckpt.safe_metadata import UnsafeMetadataError, load_metadata_bytes
-from mfsdp_ckpt.storage import ByteStore, CheckpointFileError, LocalByteStore
+from mfsdp_ckpt.storage import ByteStore, CheckpointFileError, LocalByteStore, RangeFile
 
 # Any single tensor above this is an absurd shape, not a model weight: refuse before allocating.
 MAX_TENSOR_BYTES = 1 << 40
@@ -208,6 +208,20 @@ def load_blob(raw: bytes, transforms: tuple[str, ...], where: str) -> Any:
         raise CheckpointFormatError(f"{where}: unreadable blob ({first_line})") from None
 
 
+def _load_streamed(file: RangeFile, where: str) -> Any:
+    """`load_blob` over a ranged file (weights_only too); storage errors keep their message."""
+    try:
+        return torch.load(file, map_location="cpu", weights_only=True)
+    except CheckpointFileError:
+        raise
+    except Exception as err:
+        cause = err.__context__ if isinstance(err.__context__, CheckpointFileError) else None
+        if cause is not None:
+            raise cause from None
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointFormatError(f"{where}: unreadable blob ({first_line})") from None
+
+
 class CheckpointReader:
     """Tables and values of one DCP directory, read on demand.
 
@@ -252,8 +266,11 @@ class CheckpointReader:
         where = self._where(entry.name, chunk.file)
         if chunk.file is None:
             raise CheckpointFormatError(f"{where}: chunk at {chunk.offsets} has no storage entry")
-        raw = self.store.read_range(chunk.file, chunk.file_offset, chunk.length)
-        value = load_blob(raw, chunk.transforms, where)
+        if chunk.transforms:
+            raw = self.store.read_range(chunk.file, chunk.file_offset, chunk.length)
+            value = load_blob(raw, chunk.transforms, where)
+        else:  # stream: the payload lands in the tensor's memory with no second copy
+            value = _load_streamed(RangeFile(self.store, chunk.file, chunk.file_offset, chunk.length), where)
         if not isinstance(value, torch.Tensor):
             raise CheckpointFormatError(f"{where}: blob holds {type(value).__name__}, not a tensor")
         if tuple(value.shape) != chunk.sizes:

@@ -1,0 +1,110 @@
+"""`mfsdp ckpt export-hf`: a thin click layer over `mfsdp_ckpt.export_hf.export_hf`."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from cli.errors import friendly_errors
+
+
+def _error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    from mfsdp_ckpt.export_hf import ExportError, ExportUsageError
+    from mfsdp_ckpt.layout import CheckpointPathError
+    from mfsdp_ckpt.manifest import ManifestError
+    from mfsdp_ckpt.reader import CheckpointFormatError
+    from mfsdp_ckpt.safe_metadata import UnsafeMetadataError
+    from mfsdp_ckpt.storage import CheckpointFileError
+
+    usage = (ExportUsageError, CheckpointPathError)
+    failure = (ExportError, CheckpointFormatError, CheckpointFileError, UnsafeMetadataError, ManifestError, OSError)
+    return usage, failure
+
+
+class _Progress:
+    """tqdm over bytes, with the tensor count alongside; silent when stderr is not a terminal."""
+
+    def __init__(self, enabled: bool):
+        self.enabled, self.bar = enabled and sys.stderr.isatty(), None
+
+    def __call__(self, tensors: int, total_tensors: int, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        from tqdm import tqdm
+
+        if self.bar is None:
+            self.bar = tqdm(total=total, unit="B", unit_scale=True, file=sys.stderr, leave=False, desc="export")
+        self.bar.update(done - self.bar.n)
+        self.bar.set_postfix_str(f"{tensors}/{total_tensors} tensors", refresh=False)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+@click.command("export-hf")
+@click.argument("ckpt")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory to create.")
+@click.option("--dtype", type=click.Choice(["auto", "bf16", "fp16", "fp32"]), default="auto", show_default=True,
+              help="auto = the dtype in config.json (bf16 for Qwen and Llama releases); without one there, "
+                   "the checkpoint's own (fp32 main params).")
+@click.option("--max-shard-size", default="5GB", show_default=True, help="Largest safetensors file (5GB, 500MB, ...).")
+@click.option("--hf-config", type=click.Path(exists=False), default=None,
+              help="HF model dir (config + tokenizer) or config.json; needed when the checkpoint has no "
+                   "huggingface/ dir (Megatron-LM), and wins over it when given.")
+@click.option("--layout", "layout_name", type=click.Choice(["auto", "hf", "mcore"]), default="auto", show_default=True,
+              help="Weight names: hf (transformers, FSDP2, megatron_fsdp.fully_shard) or mcore "
+                   "(Megatron-core GPTModel, fsdp_dtensor).")
+@click.option("--workers", type=click.IntRange(1, 64), default=4, show_default=True,
+              help="Threads reading, converting and writing concurrently.")
+@click.option("--io", type=click.Choice(["auto", "local", "tensorstore"]), default="auto", show_default=True,
+              help="How bytes are read: auto = os.pread for paths, tensorstore for URLs.")
+@click.option("--verify", is_flag=True, help="Re-read every written tensor and compare it with its source; exit 1 on any mismatch.")
+@click.option("--overwrite", is_flag=True, help="Replace DIR if it exists (only once the new export is complete).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def export_hf(ckpt: str, out_dir: str, dtype: str, max_shard_size: str, hf_config: str | None, layout_name: str,
+              workers: int, io: str, verify: bool, overwrite: bool, as_json: bool) -> None:
+    """Convert a checkpoint to a Hugging Face model directory, on CPU, in bounded memory.
+
+    CKPT is a run dir (newest complete step via the tracker), a step dir, a bare dist_ckpt
+    dir (Megatron-LM, Megatron-Bridge, verl), or a URL (file://, gs://, s3://, http(s)://).
+    The result loads with AutoModelForCausalLM.from_pretrained(DIR) and
+    AutoTokenizer.from_pretrained(DIR): model*.safetensors (+ index when sharded) and the
+    config, generation config and tokenizer files. Tensors stream a few at a time (peak
+    memory about the largest tensor plus a fixed buffer); the export appears only when
+    complete. Exit 0 ok, 1 bad checkpoint or verify mismatch, 2 bad usage.
+
+    \b
+    Examples:
+      mfsdp ckpt export-hf runs/sft --out hf/sft
+      mfsdp ckpt export-hf ckpts/iter_0001000 --hf-config Qwen2.5-7B/ --out hf/q7 --dtype bf16 --verify
+    """
+    from mfsdp_ckpt.export_hf import export_hf as run_export
+    from mfsdp_ckpt.export_hf import parse_size
+
+    usage, failure = _error_types()
+    progress = _Progress(enabled=not as_json)
+
+    @friendly_errors(usage=usage, failure=failure)
+    def run():
+        try:
+            return run_export(
+                ckpt, out_dir, dtype=dtype, max_shard_size=parse_size(max_shard_size), hf_config=hf_config,
+                layout_name=layout_name, workers=workers, verify=verify, overwrite=overwrite, io=io,
+                progress=progress,
+            )
+        finally:
+            progress.close()
+
+    result = run()
+    if as_json:
+        data = {k: getattr(result, k) for k in ("out_dir", "layout", "model_type", "dtype", "tensors", "bytes",
+                                                 "files", "seconds", "mismatches", "notes")}
+        data["gb_per_s"] = result.gb_per_s
+        click.echo(json.dumps(data, indent=2))
+    else:
+        for note in result.notes:
+            click.echo(f"note: {note}", err=True)
+        click.echo(result.summary())

@@ -1,0 +1,591 @@
+"""Export a DCP checkpoint (ours, FSDP2, Megatron-FSDP, Megatron-core fsdp_dtensor) to a
+Hugging Face model directory, on CPU, in bounded memory.
+
+How it stays small and fast:
+
+* planning first: names are mapped (`name_maps`), every output shape is checked against
+  the HF config and the safetensors layout is fixed before a byte of weight is read;
+* streaming: each worker reads one stored tensor straight into its own memory, converts
+  it (QKV de-interleave, gate/up split, dtype cast) and `pwrite`s the result at its
+  planned offset; a byte budget keeps the tensors in flight under the largest one plus
+  a fixed buffer, so peak memory does not grow with the model;
+* atomic: everything is written into a hidden sibling directory that is renamed into
+  place at the end; any failure or Ctrl-C removes it, so there is never a half export.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from mfsdp_ckpt import layout
+from mfsdp_ckpt.hf_config import HFConfigError, expected_weights, load_hf_config
+from mfsdp_ckpt.name_maps import (
+    COPY,
+    LAYOUTS,
+    Geometry,
+    MappedTensor,
+    MappingError,
+    detect_layout,
+    map_names,
+    model_tensors,
+)
+from mfsdp_ckpt.reader import CheckpointReader, TensorEntry
+from mfsdp_ckpt.safetensors_writer import INDEX_FILE, ShardedSafetensorsWriter
+from mfsdp_ckpt.storage import ByteStore
+from mfsdp_ckpt.tensorstore_store import is_url, join_location, open_store
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+_CONFIG_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+WEIGHT_FILE_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".distcp")
+WEIGHT_INDEX_FILES = (INDEX_FILE, "pytorch_model.bin.index.json")
+MIN_BUFFER_BYTES = 512 << 20
+
+Progress = Callable[[int, int, int, int], None]  # tensors done/total, bytes done/total
+
+
+class ExportUsageError(ValueError):
+    """What was asked cannot be done as asked (exit 2): output exists, no config, bad layout."""
+
+
+class ExportError(ValueError):
+    """The checkpoint cannot be exported (exit 1): no model, shapes contradict the config."""
+
+
+@dataclass
+class ExportResult:
+    out_dir: str
+    layout: str
+    model_type: str
+    dtype: str
+    tensors: int
+    bytes: int
+    files: list[str]
+    seconds: float
+    mismatches: list[str] | None = None  # None: not verified
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def gb_per_s(self) -> float:
+        return self.bytes / 1e9 / self.seconds if self.seconds else 0.0
+
+    def summary(self) -> str:
+        verified = " verified," if self.mismatches == [] else ""
+        return (
+            f"exported {self.tensors} tensors, {self.bytes / 1e9:.2f} GB in {self.seconds:.1f} s"
+            f" ({self.gb_per_s:.2f} GB/s),{verified} {len(self.files)} file(s), {self.dtype},"
+            f" layout {self.layout}, {self.model_type} -> {self.out_dir}"
+        )
+
+
+def parse_size(text: str) -> int:
+    """`5GB`, `500MB`, `2GiB`, `1000000` -> bytes (decimal units as in transformers)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)\s*", text, re.IGNORECASE)
+    if not match:
+        raise ExportUsageError(f"--max-shard-size {text!r}: expected e.g. 5GB, 500MB or a byte count")
+    number, unit = float(match.group(1)), match.group(2).upper().rstrip("B")
+    scale = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+             "KI": 2**10, "MI": 2**20, "GI": 2**30, "TI": 2**40}[unit]
+    if number * scale < 1:
+        raise ExportUsageError(f"--max-shard-size {text!r}: must be at least one byte")
+    return int(number * scale)
+
+
+# --------------------------------------------------------------------------- sources
+@dataclass
+class _Source:
+    """A resolved checkpoint: its store, its reader and where its HF assets are (if any)."""
+
+    location: str
+    reader: CheckpointReader
+    hf_assets: str | None
+    protected: list[Path]  # local dirs the export must never replace
+
+
+def _resolve_source(ckpt: str, io: str) -> _Source:
+    if not is_url(ckpt):
+        paths = layout.resolve_checkpoint(ckpt)
+        store = open_store(str(paths.dist_ckpt), io)
+        reader = CheckpointReader(paths.dist_ckpt, store=store)
+        hf = str(paths.hf_assets) if paths.hf_assets and paths.hf_assets.is_dir() else None
+        protected = [p.resolve() for p in (paths.dist_ckpt, paths.step_dir, paths.run_dir) if p is not None]
+        return _Source(str(paths.dist_ckpt), reader, hf, protected)
+    root = open_store(ckpt, io)
+    dist_ckpt, step_dir = _resolve_url(ckpt, root)
+    reader = CheckpointReader(dist_ckpt, store=open_store(dist_ckpt, io))
+    hf = join_location(step_dir, layout.HF_ASSETS_DIR) if step_dir else None
+    return _Source(dist_ckpt, reader, hf, [])
+
+
+def _resolve_url(url: str, root: ByteStore) -> tuple[str, str | None]:
+    """The URL twin of layout.resolve_checkpoint: bare dist_ckpt, step dir, or run dir."""
+    if root.size(layout.DCP_METADATA_FILE) is not None:
+        return url, None
+    if root.size(f"{layout.DIST_CKPT_DIR}/{layout.DCP_METADATA_FILE}") is not None:
+        return join_location(url, layout.DIST_CKPT_DIR), url
+    tracker_size = root.size(layout.TRACKER_FILE)
+    if tracker_size is not None:
+        text = root.read_range(layout.TRACKER_FILE, 0, tracker_size).decode(errors="replace").strip()
+        if not text.isdigit():
+            raise layout.CheckpointPathError(f"{url}/{layout.TRACKER_FILE}: expected a step number")
+        step = join_location(url, f"{layout.STEP_DIR_PREFIX}{int(text)}")
+        return join_location(step, layout.DIST_CKPT_DIR), step
+    raise layout.CheckpointPathError(
+        f"{url}: not a checkpoint (no {layout.DCP_METADATA_FILE}, no {layout.DIST_CKPT_DIR}/, no {layout.TRACKER_FILE})"
+    )
+
+
+def _asset_files(location: str, io: str) -> dict[str, Callable[[], bytes]]:
+    """Files of an HF assets dir (config, tokenizer, ...) without weights: name -> loader."""
+    if not is_url(location):
+        base = Path(location)
+        if base.is_file():
+            return {"config.json": base.read_bytes}
+        files = {}
+        for path in sorted(base.rglob("*")):
+            relative = str(path.relative_to(base))
+            if path.is_file() and not _is_weight_file(relative):
+                files[relative] = path.read_bytes
+        return files
+    store = open_store(location, io)
+    return {
+        name: (lambda name=name: store.read_range(name, 0, store.size(name) or 0))
+        for name in store.list_files()
+        if not _is_weight_file(name)
+    }
+
+
+def _is_weight_file(name: str) -> bool:
+    return name.endswith(WEIGHT_FILE_SUFFIXES) or Path(name).name in WEIGHT_INDEX_FILES
+
+
+# --------------------------------------------------------------------------- planning
+@dataclass
+class ExportPlan:
+    """Everything decided before a weight is read."""
+
+    source: _Source
+    layout: str
+    model_type: str
+    geometry: Geometry
+    items: list[MappedTensor]
+    dtype: torch.dtype  # floating tensors are written in this dtype
+    dtypes: dict[str, torch.dtype]  # per target name (integer tensors keep theirs)
+
+    def entry(self, item: MappedTensor) -> TensorEntry:
+        return self.source.reader.tensors[item.source]
+
+    def specs(self) -> list[tuple[str, torch.dtype, tuple[int, ...]]]:
+        rows = [
+            (target, self.dtypes[target], shape)
+            for item in self.items
+            for target, shape in zip(item.targets, item.shapes)
+        ]
+        return sorted(rows, key=lambda row: _natural_key(row[0]))
+
+
+def _natural_key(name: str) -> list:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def _config_dtype(config) -> torch.dtype | None:
+    value = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+    if isinstance(value, torch.dtype):
+        return value
+    return _CONFIG_DTYPES.get(str(value).replace("torch.", "")) if value else None
+
+
+def choose_dtype(requested: str, config, stored: list[TensorEntry]) -> torch.dtype:
+    """`auto` is the config's dtype (bf16 for Qwen/Llama releases), as verl/HF users expect;
+    without one in the config, the checkpoint's own floating dtype."""
+    if requested != "auto":
+        if requested not in DTYPES:
+            raise ExportUsageError(f"--dtype {requested!r}: choose auto, {', '.join(DTYPES)}")
+        return DTYPES[requested]
+    chosen = _config_dtype(config)
+    if chosen is not None:
+        return chosen
+    floating = [e.dtype for e in stored if e.dtype.is_floating_point]
+    return max(set(floating), key=floating.count) if floating else torch.float32
+
+
+def plan_export(source: _Source, config, *, layout_name: str = "auto", dtype: str = "auto") -> ExportPlan:
+    """Map names, check them against the config, choose output dtypes. Raises before any I/O."""
+    if layout_name not in ("auto", *LAYOUTS):
+        raise ExportUsageError(f"--layout {layout_name!r}: choose auto, {', '.join(LAYOUTS)}")
+    reader = source.reader
+    stored = model_tensors(reader.tensors)
+    if not stored:
+        raise ExportError(f"{source.location}: checkpoint holds no model weights (no model tensors)")
+    paths = {path: reader.tensors[key].shape for path, key in stored.items()}
+    try:
+        chosen_layout = detect_layout(paths) if layout_name == "auto" else layout_name
+        geometry = Geometry.from_config(config)
+        items = map_names(paths, stored, chosen_layout, config.model_type, geometry)
+    except MappingError as err:
+        raise ExportUsageError(f"{source.location}: {err}") from None
+    _check_against_config(source, config, items, chosen_layout)
+    out_dtype = choose_dtype(dtype, config, [reader.tensors[k] for k in stored.values()])
+    dtypes = {}
+    for item in items:
+        src_dtype = reader.tensors[item.source].dtype
+        for target in item.targets:
+            dtypes[target] = out_dtype if src_dtype.is_floating_point else src_dtype
+    return ExportPlan(source, chosen_layout, config.model_type, geometry, items, out_dtype, dtypes)
+
+
+def _check_against_config(source: _Source, config, items: list[MappedTensor], chosen_layout: str) -> None:
+    expected = expected_weights(config)
+    produced = {t: (shape, item.source) for item in items for t, shape in zip(item.targets, item.shapes)}
+    unknown = sorted(t for t in produced if t not in expected.allowed)
+    if unknown:
+        sources = [produced[t][1] for t in unknown]
+        raise ExportUsageError(
+            f"{source.location}: {len(unknown)} tensor(s) unknown to {config.model_type}"
+            f" ({chosen_layout} layout), e.g. {', '.join(sources[:3])}"
+        )
+    for target, (shape, src) in produced.items():
+        if tuple(expected.allowed[target]) != tuple(shape):
+            raise ExportError(
+                f"{source.location} [{src}]: shape {shape} as {target}, but the config"
+                f" ({config.model_type}) says {tuple(expected.allowed[target])}"
+            )
+    required = set(expected.required)
+    if expected.tie_word_embeddings:
+        required.discard("lm_head.weight")
+    missing = sorted(required - set(produced), key=_natural_key)
+    if missing:
+        raise ExportError(
+            f"{source.location}: checkpoint lacks {len(missing)} weight(s) the config needs, e.g. {missing[0]}"
+        )
+
+
+# --------------------------------------------------------------------------- conversion
+def convert(plan: ExportPlan, item: MappedTensor) -> list[tuple[str, torch.Tensor]]:
+    """Read one stored tensor and return its HF tensors, cast to the export dtype."""
+    tensor = plan.source.reader.read_tensor(item.source)
+    outputs = item.transform.apply(tensor, plan.geometry)
+    del tensor
+    return [(name, value.to(plan.dtypes[name])) for name, value in zip(item.targets, outputs)]
+
+
+def _task_cost(plan: ExportPlan, item: MappedTensor) -> int:
+    """Bytes one task holds at its peak: the stored tensor plus any copies made from it."""
+    source = plan.entry(item).nbytes
+    copies = item.transform is not COPY or any(plan.dtypes[t] != plan.entry(item).dtype for t in item.targets)
+    out = sum(
+        torch.Size(shape).numel() * plan.dtypes[t].itemsize for t, shape in zip(item.targets, item.shapes)
+    )
+    return source + (out if copies else 0)
+
+
+class _ByteBudget:
+    """At most `limit` bytes of tensors in flight; one task may always run alone."""
+
+    def __init__(self, limit: int):
+        self.limit, self.in_flight = limit, 0
+        self._cond = threading.Condition()
+
+    def acquire(self, cost: int, stop: threading.Event) -> bool:
+        with self._cond:
+            while self.in_flight and self.in_flight + cost > self.limit:
+                if stop.is_set():
+                    return False
+                self._cond.wait(0.1)
+            self.in_flight += cost
+            return not stop.is_set()
+
+    def release(self, cost: int) -> None:
+        with self._cond:
+            self.in_flight -= cost
+            self._cond.notify_all()
+
+
+def _run_tasks(
+    plan: ExportPlan,
+    work: Callable[[MappedTensor], int],
+    workers: int,
+    buffer_bytes: int,
+    progress: Progress | None,
+    total_bytes: int,
+) -> None:
+    """Run `work(item) -> bytes` over the plan in threads under the byte budget."""
+    items = sorted(plan.items, key=lambda it: _read_order(plan.entry(it)))
+    costs = {item.source: _task_cost(plan, item) for item in items}
+    budget = _ByteBudget(max(max(costs.values(), default=0), buffer_bytes))
+    stop = threading.Event()
+    lock = threading.Lock()
+    done = {"tensors": 0, "bytes": 0}
+
+    def task(item: MappedTensor) -> None:
+        cost = costs[item.source]
+        if not budget.acquire(cost, stop):
+            budget.release(cost)
+            return
+        try:
+            written = work(item)
+        finally:
+            budget.release(cost)
+        with lock:
+            done["tensors"] += 1
+            done["bytes"] += written
+            if progress is not None:
+                progress(done["tensors"], len(items), done["bytes"], total_bytes)
+
+    pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="export")
+    try:
+        futures = [pool.submit(task, item) for item in items]
+        finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        for future in finished:
+            if future.exception() is not None:
+                raise future.exception()
+    finally:
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _read_order(entry: TensorEntry) -> tuple:
+    first = min((c for c in entry.chunks if c.file), key=lambda c: (c.file, c.file_offset), default=None)
+    return (first.file, first.file_offset) if first else ("", 0)
+
+
+# --------------------------------------------------------------------------- export
+def _check_out_dir(out: Path, overwrite: bool, protected: list[Path]) -> None:
+    resolved = out.resolve()
+    for keep in protected:
+        if resolved == keep or resolved in keep.parents:
+            raise ExportUsageError(f"{out}: holds the checkpoint being exported; choose another --out")
+    if out.exists() or out.is_symlink():
+        if not out.is_dir():
+            raise ExportUsageError(f"{out}: exists and is not a directory")
+        if not overwrite:
+            raise ExportUsageError(f"{out}: already exists (pass --overwrite to replace it)")
+    if not out.parent.is_dir():
+        raise ExportUsageError(f"{out.parent}: parent directory does not exist")
+
+
+def _write_assets(assets: dict[str, Callable[[], bytes]], target: Path) -> None:
+    for name, load in assets.items():
+        path = target / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(load())
+
+
+def _set_config_dtype(config_file: Path, dtype: torch.dtype) -> None:
+    """The exported config names the dtype actually written, as save_pretrained does."""
+    data = json.loads(config_file.read_text())
+    name = str(dtype).replace("torch.", "")
+    data["dtype"] = name
+    if "torch_dtype" in data:
+        data["torch_dtype"] = name
+    config_file.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _replace_dir(tmp: Path, out: Path) -> None:
+    """Move the finished export into place; an old export is removed only after."""
+    if out.exists():
+        aside = out.with_name(f".{out.name}.old-{os.getpid()}")
+        os.rename(out, aside)
+        os.rename(tmp, out)
+        shutil.rmtree(aside)
+    else:
+        os.rename(tmp, out)
+    layout.fsync_path(out.parent)
+
+
+def export_hf(
+    ckpt: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    dtype: str = "auto",
+    max_shard_size: int = 5 * 10**9,
+    hf_config: str | os.PathLike | None = None,
+    layout_name: str = "auto",
+    workers: int = 4,
+    verify: bool = False,
+    overwrite: bool = False,
+    io: str = "auto",
+    buffer_bytes: int = MIN_BUFFER_BYTES,
+    progress: Progress | None = None,
+) -> ExportResult:
+    """Convert `ckpt` (run dir, step dir, bare dist_ckpt dir, or URL) into `out_dir`.
+
+    Raises ExportUsageError / CheckpointPathError (bad usage), ExportError,
+    CheckpointFormatError / CheckpointFileError / UnsafeMetadataError (bad checkpoint),
+    OSError (disk full, unwritable). On any failure nothing is left at `out_dir`.
+    """
+    started = time.monotonic()
+    out = Path(out_dir)
+    source = _resolve_source(str(ckpt), io)
+    _check_out_dir(out, overwrite, source.protected)
+    asset_location = str(hf_config) if hf_config is not None else source.hf_assets
+    if asset_location is None:
+        raise ExportUsageError(
+            f"{source.location}: the checkpoint has no {layout.HF_ASSETS_DIR}/ dir; pass --hf-config DIR|config.json"
+        )
+    if hf_config is not None and not Path(hf_config).exists():
+        raise ExportUsageError(f"{hf_config}: no such file or directory (--hf-config)")
+    assets = _asset_files(asset_location, io)
+    if "config.json" not in assets:
+        raise ExportUsageError(f"{asset_location}: no config.json; pass --hf-config DIR|config.json")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; the export is an ordinary directory
+    writer: ShardedSafetensorsWriter | None = None
+    try:
+        _write_assets(assets, tmp)
+        try:
+            config = load_hf_config(tmp / "config.json")
+        except HFConfigError as err:
+            raise ExportUsageError(str(err).replace(str(tmp / "config.json"), f"{asset_location} config.json")) from None
+        plan = plan_export(source, config, layout_name=layout_name, dtype=dtype)
+        writer = ShardedSafetensorsWriter(tmp, plan.specs(), max_shard_size)
+        writer.open()
+
+        def work(item: MappedTensor) -> int:
+            written = 0
+            for name, tensor in convert(plan, item):
+                writer.write(name, tensor)
+                written += tensor.nbytes
+            return written
+
+        _run_tasks(plan, work, workers, buffer_bytes, progress, writer.total_bytes)
+        writer.close()
+        _set_config_dtype(tmp / "config.json", plan.dtype)
+        for name in assets:
+            layout.fsync_path(tmp / name)
+        mismatches = verify_export(plan, tmp, workers=workers, buffer_bytes=buffer_bytes) if verify else None
+        if mismatches:
+            raise ExportVerifyError(mismatches)
+        layout.fsync_path(tmp)
+        _replace_dir(tmp, out)
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    notes = []
+    if not any(name.startswith("tokenizer") for name in assets):
+        notes.append(f"no tokenizer files in {asset_location}; AutoTokenizer will not load {out}")
+    return ExportResult(
+        out_dir=str(out),
+        layout=plan.layout,
+        model_type=plan.model_type,
+        dtype=str(plan.dtype).replace("torch.", ""),
+        tensors=len(writer.slots),
+        bytes=writer.total_bytes,
+        files=sorted(writer.files),
+        seconds=time.monotonic() - started,
+        mismatches=mismatches,
+        notes=notes,
+    )
+
+
+class ExportVerifyError(ExportError):
+    """--verify found written tensors that differ from their source."""
+
+    def __init__(self, mismatches: list[str]):
+        self.mismatches = mismatches
+        shown = "; ".join(mismatches[:3]) + (f" (+{len(mismatches) - 3} more)" if len(mismatches) > 3 else "")
+        super().__init__(f"verify: {len(mismatches)} mismatch(es): {shown}")
+
+
+# --------------------------------------------------------------------------- verify
+def verify_export(
+    plan: ExportPlan, out_dir: str | os.PathLike, *, workers: int = 4, buffer_bytes: int = MIN_BUFFER_BYTES
+) -> list[str]:
+    """Re-open the written safetensors and compare every tensor, bit for bit, with its
+    source after conversion and cast. Returns one line per problem (empty: all equal)."""
+    from safetensors import SafetensorError, safe_open
+
+    out = Path(out_dir)
+    where = _written_files(out)
+    problems: list[str] = []
+    expected = {name for item in plan.items for name in item.targets}
+    problems += [f"{name}: missing from {out}" for name in sorted(expected - set(where), key=_natural_key)]
+    problems += [f"{name}: in {where[name]} but not in the checkpoint" for name in sorted(set(where) - expected)]
+    lock = threading.Lock()
+
+    def work(item: MappedTensor) -> int:
+        found = []
+        for name, wanted in convert(plan, item):
+            if name not in where:
+                continue
+            try:
+                with safe_open(str(out / where[name]), framework="pt") as handle:
+                    written = handle.get_tensor(name)
+            except (SafetensorError, OSError) as err:
+                found.append(f"{name}: unreadable in {where[name]} ({err})")
+                continue
+            if written.dtype != wanted.dtype or written.shape != wanted.shape:
+                found.append(f"{name}: {tuple(written.shape)} {written.dtype} written, {tuple(wanted.shape)} {wanted.dtype} expected")
+            elif not torch.equal(_bits(written), _bits(wanted)):
+                differing = int((_bits(written) != _bits(wanted)).sum())
+                found.append(f"{name}: {differing} byte(s) differ from {item.source} in {where[name]}")
+        with lock:
+            problems.extend(found)
+        return sum(torch.Size(s).numel() for s in item.shapes)
+
+    _run_tasks(plan, work, workers, buffer_bytes, None, 0)
+    return problems
+
+
+def _bits(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.contiguous().reshape(-1).view(torch.uint8)
+
+
+def _written_files(out: Path) -> dict[str, str]:
+    """{tensor name: file} from the index, or from the single file's header."""
+    from safetensors import safe_open
+
+    index = out / INDEX_FILE
+    if index.is_file():
+        return dict(json.loads(index.read_text())["weight_map"])
+    files = sorted(out.glob("*.safetensors"))
+    mapping = {}
+    for file in files:
+        with safe_open(str(file), framework="pt") as handle:
+            mapping.update({name: file.name for name in handle.keys()})
+    return mapping
+
+
+def verify_export_dir(
+    ckpt: str | os.PathLike, out_dir: str | os.PathLike, *, layout_name: str = "auto", io: str = "auto", workers: int = 4
+) -> list[str]:
+    """Verify an existing export against its checkpoint, using the export's own config.json
+    (so the dtype is the one written)."""
+    source = _resolve_source(str(ckpt), io)
+    try:
+        config = load_hf_config(Path(out_dir) / "config.json")
+    except HFConfigError as err:
+        raise ExportUsageError(str(err)) from None
+    return verify_export(plan_export(source, config, layout_name=layout_name), out_dir, workers=workers)
+
+
+__all__ = [
+    "DTYPES",
+    "ExportError",
+    "ExportPlan",
+    "ExportResult",
+    "ExportUsageError",
+    "ExportVerifyError",
+    "choose_dtype",
+    "convert",
+    "export_hf",
+    "parse_size",
+    "plan_export",
+    "verify_export",
+    "verify_export_dir",
+]

@@ -1,0 +1,269 @@
+"""The one place that maps weight names between checkpoint layouts and Hugging Face.
+
+Two layouts are understood:
+
+* ``hf``: module names as `transformers` uses them (what our trainer, FSDP2 and
+  `megatron_fsdp.fully_shard` write for HF models), possibly under wrapper segments
+  (`module.`, `_orig_mod.`, ...). Names pass through unchanged.
+* ``mcore``: Megatron-core GPTModel names (Megatron-LM, Megatron-Bridge and verl with
+  ckpt_format `fsdp_dtensor`, stored under `model.module.`). A table per model family
+  says which stored tensor becomes which HF tensor(s) and how: copied, QKV
+  de-interleaved per query group, or SwiGLU fc1 split into gate and up.
+
+Why tables and small exact functions: a conversion that is wrong by one row permutation
+still loads and produces garbage, so every rule is explicit, shape-checked against the
+config before a byte is read, and tested against independently written inverses.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import torch
+
+from mfsdp_ckpt import names
+
+HF, MCORE = "hf", "mcore"
+LAYOUTS = (HF, MCORE)
+_HF_ROOTS = ("model", "lm_head")
+_MCORE_ROOTS = ("embedding", "decoder", "output_layer")
+SKIPPED_SUFFIXES = ("_extra_state",)  # Transformer Engine's fp8 bookkeeping: not a weight
+
+
+class MappingError(ValueError):
+    """Names or shapes that no rule of the layout/family explains; the message names them."""
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """The config numbers the fused mcore tensors are laid out by."""
+
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    tie_word_embeddings: bool
+
+    @classmethod
+    def from_config(cls, config) -> Geometry:
+        num_heads = config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // num_heads
+        return cls(
+            num_heads=num_heads,
+            num_kv_heads=getattr(config, "num_key_value_heads", None) or num_heads,
+            head_dim=head_dim,
+            tie_word_embeddings=bool(getattr(config, "tie_word_embeddings", False)),
+        )
+
+
+# ----------------------------------------------------------------- exact tensor transforms
+def split_qkv(fused: torch.Tensor, geometry: Geometry) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Megatron's linear_qkv (weight or bias) -> HF q, k, v.
+
+    Megatron interleaves per query group g: rows [q heads of g, k_g, v_g], each head_dim
+    rows, so each TP rank owns whole groups. HF stacks all q heads, then all k, then all v.
+    """
+    groups, per_group = geometry.num_kv_heads, geometry.num_heads // geometry.num_kv_heads
+    rest = fused.shape[1:]
+    view = fused.reshape(groups, per_group + 2, geometry.head_dim, *rest)
+    q = view[:, :per_group].reshape(geometry.num_heads * geometry.head_dim, *rest)
+    k = view[:, per_group].reshape(groups * geometry.head_dim, *rest)
+    v = view[:, per_group + 1].reshape(groups * geometry.head_dim, *rest)
+    return q.contiguous(), k.contiguous(), v.contiguous()
+
+
+def split_gate_up(fused: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Megatron's fused SwiGLU linear_fc1 [gate; up] -> HF gate_proj, up_proj (TP=1 layout)."""
+    gate, up = fused.chunk(2, dim=0)
+    return gate.contiguous(), up.contiguous()
+
+
+def _qkv_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
+    rows = (g.num_heads + 2 * g.num_kv_heads) * g.head_dim
+    if not shape or shape[0] != rows or g.num_heads % g.num_kv_heads:
+        raise MappingError(
+            f"fused QKV has shape {shape}; the config ({g.num_heads} heads, {g.num_kv_heads} KV heads,"
+            f" head_dim {g.head_dim}) needs {rows} rows"
+        )
+    rest = shape[1:]
+    return [(g.num_heads * g.head_dim, *rest), (g.num_kv_heads * g.head_dim, *rest), (g.num_kv_heads * g.head_dim, *rest)]
+
+
+def _gate_up_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
+    if not shape or shape[0] % 2:
+        raise MappingError(f"fused gate/up has shape {shape}; dim 0 must be even")
+    return [(shape[0] // 2, *shape[1:])] * 2
+
+
+@dataclass(frozen=True)
+class Transform:
+    """How one stored tensor becomes its HF tensor(s): output shapes (planning) and values."""
+
+    name: str
+    shapes: Callable[[tuple[int, ...], Geometry], list[tuple[int, ...]]]
+    apply: Callable[[torch.Tensor, Geometry], tuple[torch.Tensor, ...]]
+
+
+COPY = Transform("copy", lambda shape, g: [shape], lambda t, g: (t,))
+QKV = Transform("qkv", _qkv_shapes, split_qkv)
+GATE_UP = Transform("gate_up", _gate_up_shapes, lambda t, g: split_gate_up(t))
+
+
+@dataclass(frozen=True)
+class Rule:
+    """`source` is a regex over the stored (unwrapped) name; `targets` are HF names with {layer}."""
+
+    source: str
+    targets: tuple[str, ...]
+    transform: Transform = COPY
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_pattern", re.compile(self.source))
+
+
+_L = r"decoder\.layers\.(?P<layer>\d+)\."
+_H = "model.layers.{layer}."
+
+# Rules every dense GPT family shares (local spec and Transformer Engine spec names).
+_COMMON = (
+    Rule(r"embedding\.word_embeddings\.weight", ("model.embed_tokens.weight",)),
+    Rule(r"decoder\.final_layernorm\.weight", ("model.norm.weight",)),
+    Rule(r"output_layer\.weight", ("lm_head.weight",)),
+    Rule(_L + r"input_layernorm\.weight", (_H + "input_layernorm.weight",)),
+    Rule(_L + r"self_attention\.linear_qkv\.layer_norm_weight", (_H + "input_layernorm.weight",)),
+    Rule(
+        _L + r"self_attention\.linear_qkv\.weight",
+        (_H + "self_attn.q_proj.weight", _H + "self_attn.k_proj.weight", _H + "self_attn.v_proj.weight"),
+        QKV,
+    ),
+    Rule(_L + r"self_attention\.linear_proj\.weight", (_H + "self_attn.o_proj.weight",)),
+    Rule(_L + r"pre_mlp_layernorm\.weight", (_H + "post_attention_layernorm.weight",)),
+    Rule(_L + r"mlp\.linear_fc1\.layer_norm_weight", (_H + "post_attention_layernorm.weight",)),
+    Rule(_L + r"mlp\.linear_fc1\.weight", (_H + "mlp.gate_proj.weight", _H + "mlp.up_proj.weight"), GATE_UP),
+    Rule(_L + r"mlp\.linear_fc1\.weight_w", (_H + "mlp.gate_proj.weight",)),  # fsdp_dtensor split form
+    Rule(_L + r"mlp\.linear_fc1\.weight_v", (_H + "mlp.up_proj.weight",)),
+    Rule(_L + r"mlp\.linear_fc2\.weight", (_H + "mlp.down_proj.weight",)),
+)
+_QKV_BIAS = (
+    Rule(
+        _L + r"self_attention\.linear_qkv\.bias",
+        (_H + "self_attn.q_proj.bias", _H + "self_attn.k_proj.bias", _H + "self_attn.v_proj.bias"),
+        QKV,
+    ),
+)
+_QK_NORM = (
+    Rule(_L + r"self_attention\.q_layernorm\.weight", (_H + "self_attn.q_norm.weight",)),
+    Rule(_L + r"self_attention\.k_layernorm\.weight", (_H + "self_attn.k_norm.weight",)),
+)
+
+# One table per family, keyed by the HF config's model_type (Qwen2.5 is model_type qwen2).
+MCORE_FAMILIES: dict[str, tuple[Rule, ...]] = {
+    "qwen2": _COMMON + _QKV_BIAS,
+    "qwen3": _COMMON + _QK_NORM,
+    "llama": _COMMON,
+}
+
+
+@dataclass(frozen=True)
+class MappedTensor:
+    """One stored tensor and the HF tensors it becomes."""
+
+    source: str  # the stored DCP key
+    targets: tuple[str, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    transform: Transform
+
+
+def model_tensors(stored_keys: Iterable[str]) -> dict[str, str]:
+    """{module path: stored key} for the model weights; optimizer, RNG, args skipped.
+
+    When top-level `model.` keys exist, only those count (optimizer state mentions
+    parameter names too); otherwise the checkpoint is a bare model state dict.
+    """
+    keys = [k for k in stored_keys if not k.endswith(SKIPPED_SUFFIXES)]
+    under_model = [k for k in keys if k.startswith(names.MODEL_KEY_PREFIX)]
+    wrapped = {}
+    for key in under_model:
+        inner = names.hf_name(key[len(names.MODEL_KEY_PREFIX):])
+        if inner.split(".", 1)[0] in _HF_ROOTS + _MCORE_ROOTS:
+            wrapped[inner] = key
+    if wrapped:
+        return wrapped
+    bare = {}
+    for key in keys:
+        if key.startswith(("optimizer.", names.EXTRA_KEY_PREFIX)):
+            continue
+        plain = names.hf_name(key)
+        if plain.split(".", 1)[0] in _HF_ROOTS + _MCORE_ROOTS:
+            bare[plain] = key
+    return bare
+
+
+def detect_layout(module_paths: Iterable[str]) -> str:
+    """`hf` or `mcore` from the root segment of the names; MappingError when neither."""
+    roots = {path.split(".", 1)[0] for path in module_paths}
+    if roots and roots <= set(_HF_ROOTS):
+        return HF
+    if roots and roots <= set(_MCORE_ROOTS):
+        return MCORE
+    if not roots:
+        raise MappingError("the checkpoint holds no model weights")
+    raise MappingError(f"names mix or match no known layout (roots {sorted(roots)})")
+
+
+def _first(items: list[str], count: int = 3) -> str:
+    shown = ", ".join(items[:count])
+    return shown + (f" (+{len(items) - count} more)" if len(items) > count else "")
+
+
+def map_names(
+    module_paths: dict[str, tuple[int, ...]],
+    stored_keys: dict[str, str],
+    layout: str,
+    model_type: str,
+    geometry: Geometry,
+) -> list[MappedTensor]:
+    """Plan the conversion: which stored tensor becomes which HF tensors, with shapes.
+
+    `module_paths` maps unwrapped names to stored shapes. Raises MappingError naming the
+    first tensors no rule explains, and for shapes the config contradicts. A tied
+    output layer is dropped (transformers' save_pretrained omits `lm_head.weight` too).
+    """
+    planned: list[MappedTensor] = []
+    if layout == HF:
+        for path, shape in module_paths.items():
+            planned.append(MappedTensor(stored_keys[path], (path,), (shape,), COPY))
+    else:
+        rules = MCORE_FAMILIES.get(model_type)
+        if rules is None:
+            raise MappingError(
+                f"model family {model_type!r} has no mcore name table (known: {sorted(MCORE_FAMILIES)})"
+            )
+        unmapped = []
+        for path, shape in module_paths.items():
+            rule, match = next(
+                ((r, m) for r in rules if (m := r._pattern.fullmatch(path))), (None, None)  # type: ignore[attr-defined]
+            )
+            if rule is None:
+                unmapped.append(path)
+                continue
+            targets = tuple(t.format(**match.groupdict()) for t in rule.targets)
+            try:
+                shapes = tuple(rule.transform.shapes(shape, geometry))
+            except MappingError as err:
+                raise MappingError(f"[{stored_keys[path]}]: {err}") from None
+            planned.append(MappedTensor(stored_keys[path], targets, shapes, rule.transform))
+        if unmapped:
+            raise MappingError(
+                f"{len(unmapped)} tensor(s) have no {model_type} mcore mapping: {_first(sorted(unmapped))}"
+            )
+    if geometry.tie_word_embeddings:
+        planned = [p for p in planned if p.targets != ("lm_head.weight",)]
+    seen: dict[str, str] = {}
+    for item in planned:
+        for target in item.targets:
+            if target in seen:
+                raise MappingError(f"{target} comes from both {seen[target]} and {item.source}")
+            seen[target] = item.source
+    return planned
