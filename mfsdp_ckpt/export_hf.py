@@ -37,6 +37,7 @@ from mfsdp_ckpt.name_maps import (
     Geometry,
     MappedTensor,
     MappingError,
+    ShapeError,
     detect_layout,
     map_names,
     model_tensors,
@@ -233,6 +234,8 @@ def plan_export(source: _Source, config, *, layout_name: str = "auto", dtype: st
         chosen_layout = detect_layout(paths) if layout_name == "auto" else layout_name
         geometry = Geometry.from_config(config)
         items = map_names(paths, stored, chosen_layout, config.model_type, geometry)
+    except ShapeError as err:
+        raise ExportError(f"{source.location} {err}") from None
     except MappingError as err:
         raise ExportUsageError(f"{source.location}: {err}") from None
     _check_against_config(source, config, items, chosen_layout)

@@ -33,7 +33,11 @@ SKIPPED_SUFFIXES = ("_extra_state",)  # Transformer Engine's fp8 bookkeeping: no
 
 
 class MappingError(ValueError):
-    """Names or shapes that no rule of the layout/family explains; the message names them."""
+    """Names that no rule of the layout/family explains; the message names them."""
+
+
+class ShapeError(MappingError):
+    """A stored shape the config contradicts (the checkpoint, not the request, is wrong)."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,7 @@ def split_gate_up(fused: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def _qkv_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
     rows = (g.num_heads + 2 * g.num_kv_heads) * g.head_dim
     if not shape or shape[0] != rows or g.num_heads % g.num_kv_heads:
-        raise MappingError(
+        raise ShapeError(
             f"fused QKV has shape {shape}; the config ({g.num_heads} heads, {g.num_kv_heads} KV heads,"
             f" head_dim {g.head_dim}) needs {rows} rows"
         )
@@ -92,7 +96,7 @@ def _qkv_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
 
 def _gate_up_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
     if not shape or shape[0] % 2:
-        raise MappingError(f"fused gate/up has shape {shape}; dim 0 must be even")
+        raise ShapeError(f"fused gate/up has shape {shape}; dim 0 must be even")
     return [(shape[0] // 2, *shape[1:])] * 2
 
 
@@ -251,8 +255,8 @@ def map_names(
             targets = tuple(t.format(**match.groupdict()) for t in rule.targets)
             try:
                 shapes = tuple(rule.transform.shapes(shape, geometry))
-            except MappingError as err:
-                raise MappingError(f"[{stored_keys[path]}]: {err}") from None
+            except ShapeError as err:
+                raise ShapeError(f"[{stored_keys[path]}]: {err}") from None
             planned.append(MappedTensor(stored_keys[path], targets, shapes, rule.transform))
         if unmapped:
             raise MappingError(
