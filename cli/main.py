@@ -22,9 +22,9 @@ def app() -> None:
 
 def _register() -> None:
     """Command groups live one per module; importing them here keeps `mfsdp --help` complete."""
-    from cli import ckpt, demo
+    from cli import ckpt, data, demo, train
 
-    for command in (ckpt.ckpt, demo.demo):
+    for command in (ckpt.ckpt, demo.demo, train.train, data.data):
         app.add_command(command)
 
 

@@ -1,0 +1,59 @@
+"""`mfsdp data gsm8k|math`: official dataset files -> SFT and RL parquet tables."""
+
+from __future__ import annotations
+
+import click
+
+from cli.errors import friendly_errors
+
+
+def _convert(dataset: str, inputs: tuple[str, ...], out_dir: str, split: str | None) -> None:
+    from trainer.data.files import DataFileError
+    from trainer.data.math_datasets import convert_files
+
+    @friendly_errors(usage=(DataFileError,))
+    def run() -> None:
+        for name, path in convert_files(dataset, list(inputs), out_dir, split).items():
+            click.echo(f"{name}: {path}")
+
+    run()
+
+
+@click.group()
+def data() -> None:
+    """Prepare training data."""
+
+
+_INPUT = click.option("--input", "inputs", multiple=True, required=True, type=click.Path(dir_okay=False),
+                      help="Official file (jsonl or parquet); repeat for train and test.")
+_OUT = click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+                    help="Writes OUT/sft/<split>.parquet and OUT/rl/<split>.parquet.")
+_SPLIT = click.option("--split", default=None, help="Split name (default: the input file's stem).")
+
+
+@data.command()
+@_INPUT
+@_OUT
+@_SPLIT
+def gsm8k(inputs: tuple[str, ...], out_dir: str, split: str | None) -> None:
+    """GSM8K (`question`, `answer` with a final `#### N`) -> SFT `messages` and verl RL rows.
+
+    \b
+    Example:
+      mfsdp data gsm8k --input gsm8k/train.jsonl --input gsm8k/test.jsonl --out data/gsm8k
+    """
+    _convert("gsm8k", inputs, out_dir, split)
+
+
+@data.command()
+@_INPUT
+@_OUT
+@_SPLIT
+def math(inputs: tuple[str, ...], out_dir: str, split: str | None) -> None:
+    """MATH (`problem`, `solution` with a final `\\boxed{...}`) -> SFT and verl RL rows.
+
+    \b
+    Example:
+      mfsdp data math --input MATH/train.parquet --out data/math
+    """
+    _convert("math", inputs, out_dir, split)

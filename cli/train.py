@@ -1,0 +1,97 @@
+"""`mfsdp train sft`: supervised fine-tuning from a YAML config plus `key=value` overrides."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import click
+
+from cli.errors import friendly_errors
+
+
+def _usage_errors() -> tuple[type[BaseException], ...]:
+    from mfsdp_ckpt.checkpointer import CheckpointContentsError
+    from mfsdp_ckpt.layout import CheckpointPathError
+    from trainer.config import ConfigError
+    from trainer.data.chat import ChatFormatError
+    from trainer.data.files import DataFileError
+    from trainer.sft import ResumeMismatchError
+
+    return (ConfigError, DataFileError, ChatFormatError, CheckpointPathError, CheckpointContentsError,
+            ResumeMismatchError)
+
+
+@click.group()
+def train() -> None:
+    """Train a model (SFT now; GRPO joins this group)."""
+
+
+@train.command(context_settings={"ignore_unknown_options": False})
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+              help="YAML config (sections model, data, optim, strategy, checkpoint, trainer).")
+@click.option("--nproc-per-node", type=int, default=1, show_default=True,
+              help="Start this many processes on this machine through torchrun (one per GPU).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+@click.argument("overrides", nargs=-1)
+def sft(config_path: str | None, nproc_per_node: int, as_json: bool, overrides: tuple[str, ...]) -> None:
+    """Supervised fine-tuning with Megatron-FSDP (CUDA) or FSDP2 (anywhere).
+
+    OVERRIDES are dotted `key=value` pairs applied over the YAML file, verl style. Unknown
+    keys are errors that name the closest valid keys. Resumes from the run directory's
+    newest checkpoint unless checkpoint.resume=disable.
+
+    \b
+    Examples:
+      mfsdp train sft --config examples/sft_tiny_cpu.yaml trainer.total_steps=20
+      mfsdp train sft --config examples/sft_gsm8k_qwen.yaml --nproc-per-node 8
+      torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29500 \\
+          -m cli.train sft --config examples/sft_gsm8k_qwen.yaml
+    """
+    command = friendly_errors(usage=_usage_errors(), failure=(FloatingPointError,))(run_sft_command)
+    command(config_path, nproc_per_node, as_json, list(overrides))
+
+
+def run_sft_command(config_path: str | None, nproc_per_node: int, as_json: bool, overrides: list[str]) -> None:
+    from trainer.config import ConfigError, SFTConfig, load_config
+
+    cfg = load_config(SFTConfig, config_path, overrides)  # validate before starting any process
+    if nproc_per_node < 1:
+        raise ConfigError("--nproc-per-node must be >= 1")
+    if nproc_per_node > 1 and "RANK" not in os.environ:
+        sys.exit(_launch_torchrun(config_path, nproc_per_node, as_json, overrides))
+    from trainer.sft import run_sft
+
+    result = run_sft(cfg)
+    if int(os.environ.get("RANK", 0)) != 0:
+        return
+    last = result.losses[max(result.losses)] if result.losses else None
+    summary = {
+        "run_dir": str(result.run_dir),
+        "final_step": result.final_step,
+        "resumed_from": result.resumed_from,
+        "final_loss": last,
+        "val_loss": result.eval_losses[max(result.eval_losses)] if result.eval_losses else None,
+        "checkpoint": str(result.last_checkpoint) if result.last_checkpoint else None,
+    }
+    if as_json:
+        click.echo(json.dumps(summary))
+    else:
+        loss = f", loss {last:.4f}" if last is not None else ""
+        click.echo(f"sft: step {result.final_step}{loss}; checkpoint {summary['checkpoint']}")
+
+
+def _launch_torchrun(config_path: str | None, nproc: int, as_json: bool, overrides: list[str]) -> int:
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+               "-m", "cli.train", "sft"]
+    if config_path:
+        command += ["--config", config_path]
+    if as_json:
+        command.append("--json")
+    return subprocess.call(command + overrides)
+
+
+if __name__ == "__main__":
+    train(prog_name="mfsdp train")

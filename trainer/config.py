@@ -1,0 +1,288 @@
+"""Typed run configuration: dataclass defaults, then a YAML file, then `key=value` overrides.
+
+The same loader serves every command (`mfsdp train sft`, later `mfsdp train grpo`): a
+command defines a top-level dataclass whose fields are section dataclasses and calls
+`load_config(ThatClass, yaml_path, overrides)`. Sections shared between commands
+(`model`, `optim`, `strategy`, `checkpoint`, ...) are defined once here; a command adds
+its own section by adding a field.
+
+Mistakes fail before any work starts, with one line that names the key: an unknown key
+lists its closest matches (a typo like `optim.lrr` must not silently train with the
+default), and a wrong type says what was expected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration mistake; the message names the key (and file) and what is wrong."""
+
+
+# --------------------------------------------------------------------------- sections
+
+
+@dataclass
+class ModelConfig:
+    """Which causal LM to train. With no `path`, a random model of shape `shape` is built."""
+
+    path: str | None = None  # local Hugging Face model dir (config.json, tokenizer, weights)
+    shape: str = "tiny"  # used when path is unset: tiny | qwen2-0.5b | qwen2-1.5b | qwen2.5-7b | ...
+    random_init: bool = False  # with `path`: take only its config.json, initialise randomly
+    tokenizer: str | None = None  # default: `path`, else the embedded tiny tokenizer
+    overrides: dict[str, Any] = field(default_factory=dict)  # HF config fields, e.g. {num_hidden_layers: 4}
+    attn_implementation: str = "sdpa"
+    activation_checkpointing: bool = False
+    compile: bool = False  # torch.compile each decoder layer
+    loss: Literal["chunked", "plain"] = "chunked"  # chunked: never materialises full fp32 logits
+    loss_chunk_tokens: int = 2048
+
+
+@dataclass
+class DataConfig:
+    """Chat data (`messages` or `prompt`/`response` columns) and how it becomes micro-batches."""
+
+    train_files: list[str] = field(default_factory=list)  # parquet or jsonl
+    val_files: list[str] = field(default_factory=list)
+    val_ratio: float = 0.0  # without val_files: hold out this fraction of train rows
+    messages_key: str = "messages"
+    prompt_key: str = "prompt"
+    response_key: str = "response"
+    max_length: int = 1024
+    truncation: Literal["error", "left", "right"] = "error"
+    packing: bool = True  # token-budget micro-batches of packed sequences; False: padded
+    global_batch_size: int = 16  # sequences per optimizer step, all ranks together
+    max_tokens_per_micro_batch: int = 4096  # packing: token budget per micro-batch per rank
+    micro_batch_size: int = 2  # padded mode: sequences per micro-batch per rank
+    shuffle: bool = True
+
+
+@dataclass
+class OptimConfig:
+    """AdamW with warmup then cosine / linear / constant decay to `min_lr` (verl's SFT defaults)."""
+
+    lr: float = 1e-5
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
+    eps: float = 1e-8
+    weight_decay: float = 0.01
+    warmup_steps: int = 0  # wins over warmup_ratio when > 0
+    warmup_ratio: float = 0.0
+    scheduler: Literal["cosine", "linear", "constant"] = "cosine"
+    min_lr: float = 0.0
+    clip_grad: float = 1.0  # global grad-norm clip; 0 disables
+    fused: bool | None = None  # None: fused AdamW on CUDA, foreach on CPU
+
+
+@dataclass
+class StrategyConfig:
+    """How the model is sharded. `auto`: megatron_fsdp on CUDA with >= 2 ranks, else fsdp2."""
+
+    name: Literal["auto", "megatron_fsdp", "fsdp2"] = "auto"
+    mixed_precision: Literal["auto", "bf16", "fp32"] = "auto"  # auto: bf16 on CUDA, fp32 on CPU
+    # Megatron-FSDP options (see megatron_fsdp.fully_shard).
+    zero_dp_strategy: Literal["no_shard", "optim", "optim_grads", "optim_grads_params"] = "optim_grads_params"
+    unit_modules: Literal["decoder", "decoder+embedding"] = "decoder"
+    overlap_grad_reduce: bool = True
+    overlap_param_gather: bool = True
+    fsdp_double_buffer: bool = False
+    disable_bucketing: bool = False
+    bucket_size: int | None = None  # elements per gradient bucket; None: Megatron-FSDP's default
+    # FSDP2 options.
+    reshard_after_forward: bool = True
+
+
+@dataclass
+class CheckpointConfig:
+    save_every: int = 0  # steps; 0: only at the end
+    keep_last: int | None = None
+    async_save: bool = False
+    resume: str = "auto"  # auto | disable | PATH (run, step or dist_ckpt dir)
+
+
+@dataclass
+class TrainerConfig:
+    run_dir: str = "runs/sft"
+    epochs: int = 1
+    total_steps: int | None = None  # default: epochs x (train rows // global_batch_size)
+    stop_at_step: int | None = None  # leave early (after a checkpoint), e.g. at a job's time limit
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    log_every: int = 1
+    eval_every: int = 0  # steps; 0: only at the end when there is validation data
+    tensorboard: bool = False
+    progress_bar: bool = True
+    peak_tflops: float | None = None  # per device, for MFU; default 790 (H200 bf16) on CUDA
+
+
+@dataclass
+class SFTConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    strategy: StrategyConfig = field(default_factory=StrategyConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+
+
+# --------------------------------------------------------------------------- loading
+
+T = typing.TypeVar("T")
+
+
+def load_config(cls: type[T], path: str | os.PathLike | None = None, overrides: list[str] = ()) -> T:
+    """Defaults of `cls`, updated by the YAML file at `path`, then by `a.b=value` overrides."""
+    tree: dict[str, Any] = {}
+    source = str(path) if path else "config"
+    if path is not None:
+        try:
+            with open(path) as handle:
+                loaded = yaml.safe_load(handle)
+        except OSError as err:
+            raise ConfigError(f"{path}: cannot read config ({err.strerror})") from err
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from err
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: top level must be a mapping of sections, found {type(loaded).__name__}")
+        tree = loaded or {}
+    config = _build(cls, tree, prefix="", source=source)  # the file alone, so errors name the file
+    if not overrides:
+        return config
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"override {item!r}: expected key=value, e.g. optim.lr=2e-5")
+        _set_dotted(tree, key.strip(), yaml.safe_load(text) if text.strip() else None)
+    return _build(cls, tree, prefix="", source="command-line override")
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+    """Plain nested dict (for logs, checkpoint info, and writing the resolved config back out)."""
+    return dataclasses.asdict(config)
+
+
+def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    node = tree
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"override {dotted}: {part} is not a section")
+    node[parts[-1]] = value
+
+
+def _build(cls: type, values: dict[str, Any], prefix: str, source: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    known = [f.name for f in dataclasses.fields(cls)]
+    for key in values:
+        if key not in known:
+            raise ConfigError(_unknown_key_message(cls, prefix, str(key), source))
+    kwargs = {}
+    for name in known:
+        if name not in values:
+            continue
+        kwargs[name] = _coerce(hints[name], values[name], f"{prefix}{name}", source)
+    return cls(**kwargs)
+
+
+def _unknown_key_message(cls: type, prefix: str, key: str, source: str) -> str:
+    """Suggest keys close to the whole dotted name, then keys whose last part is close
+    (so `lrr` finds `optim.lr` and `optim.warmup` finds `optim.warmup_steps`)."""
+    candidates = _all_keys(cls, prefix)
+    full = f"{prefix}{key}"
+    close = difflib.get_close_matches(full, candidates, n=3, cutoff=0.6)
+    by_leaf = {candidate.rsplit(".", 1)[-1]: candidate for candidate in candidates}
+    for leaf in difflib.get_close_matches(key, list(by_leaf), n=3, cutoff=0.6):
+        if by_leaf[leaf] not in close:
+            close.append(by_leaf[leaf])
+    hint = f"; did you mean {', '.join(close[:3])}?" if close else ""
+    return f"{source}: unknown config key '{full}'{hint}"
+
+
+def _all_keys(cls: type, prefix: str = "") -> list[str]:
+    keys = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        kind = hints[f.name]
+        if dataclasses.is_dataclass(kind):
+            keys.append(f"{prefix}{f.name}")
+            keys += _all_keys(kind, f"{prefix}{f.name}.")
+        else:
+            keys.append(f"{prefix}{f.name}")
+    return keys
+
+
+def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
+    """Check `value` against the annotation `kind`; accept obvious widenings (int -> float)."""
+
+    def bad(expected: str) -> ConfigError:
+        return ConfigError(f"{source}: config key '{key}' expects {expected}, got {value!r}")
+
+    if dataclasses.is_dataclass(kind):
+        if not isinstance(value, dict):
+            raise bad(f"a section (mapping of {', '.join(f.name for f in dataclasses.fields(kind))})")
+        return _build(kind, value, f"{key}.", source)
+    origin = typing.get_origin(kind)
+    args = typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        for option in options:
+            try:
+                return _coerce(option, value, key, source)
+            except ConfigError:
+                continue
+        raise bad(" or ".join(_type_name(a) for a in args))
+    if origin is Literal:
+        if value not in args:
+            raise bad("one of " + " | ".join(str(a) for a in args))
+        return value
+    if origin is list:
+        if isinstance(value, str) and args and args[0] is str:
+            return [value]  # a single file is a list of one
+        if not isinstance(value, (list, tuple)):
+            raise bad(f"a list of {_type_name(args[0]) if args else 'values'}")
+        return [_coerce(args[0], v, f"{key}[{i}]", source) for i, v in enumerate(value)] if args else list(value)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise bad("a mapping")
+        return dict(value)
+    if kind is Any:
+        return value
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise bad("true or false")
+        return value
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad("an integer")
+        return value
+    if kind is float:
+        if isinstance(value, str):  # YAML 1.1 reads `2e-5` (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                raise bad("a number") from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad("a number")
+        return float(value)
+    if kind is str:
+        if not isinstance(value, str):
+            raise bad("a string")
+        return value
+    raise bad(_type_name(kind))  # an annotation this loader does not know: a bug in the schema
+
+
+def _type_name(kind: Any) -> str:
+    if kind is type(None):
+        return "null"
+    return getattr(kind, "__name__", str(kind))

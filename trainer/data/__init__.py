@@ -1,0 +1,1 @@
+"""SFT data: reading rows, chat tokenization with assistant-only loss masks, micro-batching."""

@@ -1,0 +1,94 @@
+"""Turn one chat (a list of {role, content} turns) into token ids and an assistant-token mask.
+
+Loss is taken on assistant tokens only. When the tokenizer's chat template marks assistant
+text with `{% generation %}`, transformers returns that mask directly. Most shipped
+templates (Qwen2.5's included) do not, so the fallback renders growing prefixes of the
+conversation: the tokens an assistant turn adds after the prompt for it
+(`add_generation_prompt=True`) are that turn's tokens. The fallback checks that each
+prefix really is a prefix of the full tokenization and refuses templates where it is not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+class ChatFormatError(ValueError):
+    """A row cannot become a training example; the message names the row and the reason."""
+
+
+@dataclass
+class Example:
+    input_ids: list[int]
+    loss_mask: list[int]  # 1 where the token is assistant output (a training target)
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    @property
+    def num_targets(self) -> int:
+        """Positions with a loss: tokens that are targets and have a token before them."""
+        return sum(self.loss_mask[1:])
+
+
+def messages_of(row: dict[str, Any], messages_key: str, prompt_key: str, response_key: str) -> list[dict]:
+    """verl's SFT `messages` column, or `prompt` (text or chat turns) + `response` text."""
+    if messages_key in row and row[messages_key] is not None:
+        messages = list(row[messages_key])
+    elif prompt_key in row and response_key in row:
+        prompt = row[prompt_key]
+        turns = list(prompt) if isinstance(prompt, (list, tuple)) else [{"role": "user", "content": str(prompt)}]
+        messages = turns + [{"role": "assistant", "content": str(row[response_key])}]
+    else:
+        raise ChatFormatError(f"no '{messages_key}' column and no '{prompt_key}'/'{response_key}' columns")
+    for turn in messages:
+        if not isinstance(turn, dict) or "role" not in turn or "content" not in turn:
+            raise ChatFormatError(f"each chat turn needs 'role' and 'content', found {turn!r}")
+    if not any(turn["role"] == "assistant" for turn in messages):
+        raise ChatFormatError("the conversation has no assistant turn to learn from")
+    return [{"role": turn["role"], "content": turn["content"]} for turn in messages]
+
+
+def tokenize_chat(tokenizer: Any, messages: list[dict]) -> Example:
+    if "{% generation %}" in (tokenizer.chat_template or "") or "{%- generation %}" in (tokenizer.chat_template or ""):
+        encoded = tokenizer.apply_chat_template(
+            messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+        )
+        return Example(list(encoded["input_ids"]), list(encoded["assistant_masks"]))
+    return _tokenize_by_prefixes(tokenizer, messages)
+
+
+def _tokenize_by_prefixes(tokenizer: Any, messages: list[dict]) -> Example:
+    def ids(turns: list[dict], add_generation_prompt: bool) -> list[int]:
+        return list(tokenizer.apply_chat_template(turns, tokenize=True, add_generation_prompt=add_generation_prompt,
+                                                  return_dict=True)["input_ids"])
+
+    full = ids(messages, False)
+    mask = [0] * len(full)
+    for index, turn in enumerate(messages):
+        if turn["role"] != "assistant":
+            continue
+        start = len(ids(messages[:index], True))
+        through = ids(messages[: index + 1], False)
+        if full[: len(through)] != through:
+            raise ChatFormatError("the chat template does not render conversations prefix by prefix; "
+                                  "add {% generation %} markers to it")
+        for position in range(start, len(through)):
+            mask[position] = 1
+    return Example(full, mask)
+
+
+def truncate(example: Example, max_length: int, mode: str, where: str) -> Example:
+    """`error`: refuse; `left`: keep the last max_length tokens; `right`: keep the first."""
+    if len(example) <= max_length:
+        return example
+    if mode == "error":
+        raise ChatFormatError(
+            f"{where}: {len(example)} tokens > data.max_length={max_length} (raise it or set data.truncation=left|right)"
+        )
+    if mode == "left":
+        return Example(example.input_ids[-max_length:], example.loss_mask[-max_length:])
+    if mode == "right":
+        return Example(example.input_ids[:max_length], example.loss_mask[:max_length])
+    raise ValueError(f"data.truncation: unknown mode {mode!r}")

@@ -1,0 +1,58 @@
+"""Read table rows from parquet or jsonl files, and write them back (one reader for every command)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+class DataFileError(ValueError):
+    """A data file is missing, unreadable or not the format its name says; the message names it."""
+
+
+def read_rows(paths: list[str] | str) -> list[dict[str, Any]]:
+    """All rows of the given files, in order; `.parquet` or `.jsonl`/`.json` (one object per line)."""
+    rows: list[dict[str, Any]] = []
+    for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
+        rows += _read_one(Path(path))
+    return rows
+
+
+def _read_one(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise DataFileError(f"{path}: no such file")
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            return pq.read_table(path).to_pylist()
+        except Exception as err:  # pyarrow raises several types for a broken file
+            raise DataFileError(f"{path}: not a readable parquet file ({err})") from err
+    if suffix in (".jsonl", ".json"):
+        rows = []
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise DataFileError(f"{path}:{number}: not valid JSON ({err.msg})") from err
+                if not isinstance(row, dict):
+                    raise DataFileError(f"{path}:{number}: expected a JSON object per line")
+                rows.append(row)
+        return rows
+    raise DataFileError(f"{path}: unknown data format {suffix!r} (use .parquet or .jsonl)")
+
+
+def write_parquet(rows: list[dict[str, Any]], path: str | os.PathLike) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), out)
+    return out

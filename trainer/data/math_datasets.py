@@ -1,0 +1,96 @@
+"""Convert the official GSM8K and MATH files into SFT (`messages`) and RL (verl columns) tables.
+
+RL rows follow verl's preprocessing so its reward functions and ours read them the same
+way: `data_source`, `prompt` (chat turns), `ability`, `reward_model` {style: "rule",
+ground_truth}, `extra_info` {split, index, question, answer}. SFT rows carry the same user
+prompt and the reference solution as the assistant turn.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from trainer.data.files import DataFileError, read_rows, write_parquet
+from trainer.rewards.math import last_boxed
+from trainer.tiny import GSM8K_SUFFIX
+
+GSM8K_SOURCE = "openai/gsm8k"
+MATH_SOURCE = "DigitalLearningGmbH/MATH-lighteval"
+MATH_SUFFIX = "Let's think step by step and output the final answer within \\boxed{}."
+
+
+def gsm8k_ground_truth(answer: str) -> str:
+    """The number after the last `####`, without thousands separators."""
+    if "####" not in answer:
+        raise ValueError("answer has no '#### <number>' line")
+    return answer.split("####")[-1].strip().replace(",", "")
+
+
+def gsm8k_rows(rows: list[dict[str, Any]], split: str) -> tuple[list[dict], list[dict]]:
+    sft, rl = [], []
+    for index, row in enumerate(rows):
+        question, answer = _require(row, index, "question", "answer")
+        prompt = f"{question} {GSM8K_SUFFIX}"
+        try:
+            truth = gsm8k_ground_truth(answer)
+        except ValueError as err:
+            raise DataFileError(f"row {index}: {err}") from None
+        sft.append(_sft_row(prompt, answer, split, index))
+        rl.append(_rl_row(GSM8K_SOURCE, prompt, truth, split, index, question, answer))
+    return sft, rl
+
+
+def math_rows(rows: list[dict[str, Any]], split: str) -> tuple[list[dict], list[dict]]:
+    sft, rl = [], []
+    for index, row in enumerate(rows):
+        problem, solution = _require(row, index, "problem", "solution")
+        truth = last_boxed(solution)
+        if truth is None:
+            raise DataFileError(f"row {index}: solution has no \\boxed{{...}} answer")
+        prompt = f"{problem} {MATH_SUFFIX}"
+        sft.append(_sft_row(prompt, solution, split, index))
+        rl.append(_rl_row(MATH_SOURCE, prompt, truth, split, index, problem, solution))
+    return sft, rl
+
+
+CONVERTERS = {"gsm8k": gsm8k_rows, "math": math_rows}
+
+
+def convert_files(dataset: str, inputs: list[str], out_dir: str | Path, split: str | None = None) -> dict[str, Path]:
+    """Convert each input file; the split name is `split` or the file's stem (train, test)."""
+    written = {}
+    for path in inputs:
+        name = split or Path(path).stem.split(".")[0]
+        rows = read_rows(path)
+        try:
+            sft, rl = CONVERTERS[dataset](rows, name)
+        except DataFileError as err:
+            raise DataFileError(f"{path}: {err}") from None
+        written[f"sft/{name}"] = write_parquet(sft, Path(out_dir) / "sft" / f"{name}.parquet")
+        written[f"rl/{name}"] = write_parquet(rl, Path(out_dir) / "rl" / f"{name}.parquet")
+    return written
+
+
+def _require(row: dict[str, Any], index: int, *columns: str) -> list[str]:
+    missing = [c for c in columns if not isinstance(row.get(c), str)]
+    if missing:
+        raise DataFileError(f"row {index}: missing text column(s) {missing} (found {sorted(row)})")
+    return [row[c] for c in columns]
+
+
+def _sft_row(prompt: str, response: str, split: str, index: int) -> dict[str, Any]:
+    return {
+        "messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": response}],
+        "extra_info": {"split": split, "index": index},
+    }
+
+
+def _rl_row(source: str, prompt: str, truth: str, split: str, index: int, question: str, answer: str) -> dict[str, Any]:
+    return {
+        "data_source": source,
+        "prompt": [{"role": "user", "content": prompt}],
+        "ability": "math",
+        "reward_model": {"style": "rule", "ground_truth": truth},
+        "extra_info": {"split": split, "index": index, "question": question, "answer": answer},
+    }

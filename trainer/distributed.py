@@ -1,0 +1,86 @@
+"""Process group, device and mesh for one training run, in one process or under torchrun.
+
+A lone process still gets a (world size 1) process group: the sharding strategies and the
+checkpointer then take one code path whether a run has one rank or many.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+    started_group: bool  # this call created the process group, so teardown destroys it
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def resolve_device(choice: str) -> str:
+    """`auto`: cuda when a GPU is visible, else cpu."""
+    if choice == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("trainer.device=cuda but no CUDA device is visible")
+    return choice
+
+
+def init_distributed(device_choice: str = "auto", timeout_minutes: int = 30) -> DistEnv:
+    """Join torchrun's group (RANK/WORLD_SIZE set) or start a single-rank group on a free port."""
+    device_type = resolve_device(device_choice)
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    if device_type == "cuda":
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+    started = False
+    if not dist.is_initialized():
+        backend = "nccl" if device_type == "cuda" else "gloo"
+        timeout = datetime.timedelta(minutes=timeout_minutes)
+        if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+            dist.init_process_group(backend, timeout=timeout, device_id=device if device_type == "cuda" else None)
+        else:
+            dist.init_process_group(
+                backend, init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1, timeout=timeout
+            )
+        started = True
+    return DistEnv(dist.get_rank(), dist.get_world_size(), local_rank, device, started)
+
+
+def shutdown(env: DistEnv) -> None:
+    if env.started_group and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def all_reduce_sum(values: list[float], device: torch.device) -> list[float]:
+    """Sum a few scalars over all ranks in one collective (float64, so token counts stay exact)."""
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(tensor)
+    return tensor.tolist()
+
+
+def all_reduce_max(value: int, device: torch.device) -> int:
+    tensor = torch.tensor([value], dtype=torch.int64, device=device)
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return int(tensor.item())

@@ -1,0 +1,152 @@
+"""Build the Hugging Face causal LM and tokenizer a run trains, and what a checkpoint ships with it.
+
+A model comes from a local model dir (weights, or only its config with `random_init`) or,
+for tests and benchmarks, from a named shape (`tiny`, `qwen2-1.5b`, ...) with random
+weights, so nothing is ever downloaded. The model's `forward` is replaced by one that
+returns the summed token loss: the loss then runs inside the module call, where FSDP2 and
+Megatron-FSDP have the LM head's weight gathered, and the state dict keeps the plain
+Hugging Face parameter names (a wrapper module would prefix every name).
+"""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainer.config import ConfigError, ModelConfig
+from trainer.loss import linear_cross_entropy_sum
+
+SUPPORTED_FAMILIES = ("qwen2", "qwen3", "llama")
+
+# Public architecture shapes (config.json fields) for random-init runs; vocab sizes as shipped.
+SHAPES: dict[str, dict[str, Any]] = {
+    "qwen2-0.5b": dict(model_type="qwen2", hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                       num_attention_heads=14, num_key_value_heads=2, vocab_size=151936,
+                       tie_word_embeddings=True, rope_theta=1000000.0, max_position_embeddings=32768),
+    "qwen2-1.5b": dict(model_type="qwen2", hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
+                       num_attention_heads=12, num_key_value_heads=2, vocab_size=151936,
+                       tie_word_embeddings=True, rope_theta=1000000.0, max_position_embeddings=32768),
+    "qwen2.5-7b": dict(model_type="qwen2", hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+                       num_attention_heads=28, num_key_value_heads=4, vocab_size=152064,
+                       tie_word_embeddings=False, rope_theta=1000000.0, max_position_embeddings=32768),
+    "qwen3-0.6b": dict(model_type="qwen3", hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                       num_attention_heads=16, num_key_value_heads=8, head_dim=128, vocab_size=151936,
+                       tie_word_embeddings=True, rope_theta=1000000.0, max_position_embeddings=40960),
+    "llama3.2-1b": dict(model_type="llama", hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                        num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
+                        tie_word_embeddings=True, rope_theta=500000.0, max_position_embeddings=131072),
+}
+
+
+def load_tokenizer(cfg: ModelConfig):
+    """The tokenizer named by `tokenizer`, else the model dir's, else the embedded tiny one."""
+    source = cfg.tokenizer or cfg.path
+    if source is None:
+        from trainer.tiny import build_tokenizer
+
+        return build_tokenizer()
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(source)
+
+
+def build_hf_config(cfg: ModelConfig, tokenizer) -> Any:
+    from transformers import AutoConfig
+
+    if cfg.path is not None:
+        config = AutoConfig.from_pretrained(cfg.path, **cfg.overrides)
+    elif cfg.shape == "tiny":
+        from transformers import Qwen2Config
+
+        from trainer.tiny import tiny_config_kwargs
+
+        config = Qwen2Config(
+            **{**tiny_config_kwargs(len(tokenizer)), **cfg.overrides},
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+    elif cfg.shape in SHAPES:
+        fields = {**SHAPES[cfg.shape], **cfg.overrides}
+        config = AutoConfig.for_model(fields.pop("model_type"), **fields)
+    else:
+        raise ConfigError(f"model.shape: unknown shape {cfg.shape!r}; choose tiny, {', '.join(SHAPES)} or set model.path")
+    if config.model_type not in SUPPORTED_FAMILIES:
+        raise ConfigError(
+            f"model: family {config.model_type!r} is not supported; supported: {', '.join(SUPPORTED_FAMILIES)}"
+        )
+    if len(tokenizer) > config.vocab_size:
+        raise ConfigError(f"model: tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {config.vocab_size}")
+    config._attn_implementation = cfg.attn_implementation
+    return config
+
+
+def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) -> torch.nn.Module:
+    """fp32 model on `device` (the strategy casts compute to bf16); every rank builds the same one."""
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    if cfg.path is not None and not cfg.random_init:
+        model = AutoModelForCausalLM.from_pretrained(
+            cfg.path, config=config, dtype=torch.float32, attn_implementation=cfg.attn_implementation
+        ).to(device)
+    else:
+        with torch.device(device):
+            model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation=cfg.attn_implementation)
+    model.train()
+    if cfg.activation_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if cfg.compile:
+        for layer in decoder_layers(model):
+            layer.compile()  # in place: parameter names stay as they are
+    attach_loss_forward(model, cfg.loss, cfg.loss_chunk_tokens)
+    return model
+
+
+def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    return list(model.model.layers)
+
+
+def decoder_layer_class(model: torch.nn.Module) -> type:
+    return type(decoder_layers(model)[0])
+
+
+def attach_loss_forward(model: torch.nn.Module, mode: str, chunk_tokens: int) -> None:
+    """Make `model(input_ids, position_ids, targets, attention_mask=None)` return the summed loss."""
+
+    def forward(self, input_ids, position_ids, targets, attention_mask=None):
+        hidden = self.model(
+            input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask, use_cache=False
+        ).last_hidden_state
+        return linear_cross_entropy_sum(hidden, self.lm_head.weight, targets, mode, chunk_tokens)
+
+    model.forward = types.MethodType(forward, model)
+
+
+def write_hf_assets(target: Path, config: Any, tokenizer, model_path: str | None) -> None:
+    """config.json, tokenizer files and generation_config.json: what export needs besides weights."""
+    from transformers import GenerationConfig
+
+    config.save_pretrained(target)
+    tokenizer.save_pretrained(target)
+    source = Path(model_path) / "generation_config.json" if model_path else None
+    if source is not None and source.is_file():
+        (target / "generation_config.json").write_bytes(source.read_bytes())
+    else:
+        GenerationConfig(
+            eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, do_sample=False
+        ).save_pretrained(target)
+
+
+def count_parameters(config: Any) -> dict[str, int]:
+    """Matmul parameters (what 6*N*tokens counts: layers + LM head) and the embedding, from the config."""
+    hidden, layers = config.hidden_size, config.num_hidden_layers
+    heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+    head_dim = getattr(config, "head_dim", None) or hidden // heads
+    attention = hidden * head_dim * (heads + 2 * kv_heads) + heads * head_dim * hidden
+    mlp = 3 * hidden * config.intermediate_size
+    per_layer = attention + mlp
+    head = config.vocab_size * hidden
+    return {"matmul": layers * per_layer + head, "embedding": head, "attention_dim": heads * head_dim}

@@ -1,0 +1,100 @@
+"""AdamW, the learning-rate schedule, and gradient clipping over sharded gradients.
+
+The schedule is a pure function of the step (`lr_at`), applied to the param groups before
+each update: nothing schedule-related needs saving, and resume cannot get it wrong.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import torch
+import torch.distributed as dist
+
+from trainer.config import OptimConfig
+
+NO_DECAY_GROUP, DECAY_GROUP = "no_decay", "decay"
+
+
+def warmup_steps(cfg: OptimConfig, total_steps: int) -> int:
+    if cfg.warmup_steps > 0:
+        return cfg.warmup_steps
+    return int(math.ceil(cfg.warmup_ratio * total_steps))
+
+
+def lr_at(step: int, cfg: OptimConfig, total_steps: int) -> float:
+    """Learning rate of update number `step` (0-based).
+
+    Warmup rises linearly to `lr`, reaching it on the last warmup update (the first update
+    already moves: step 0 gets lr / warmup, not 0); then cosine, linear or constant decay
+    over the remaining updates toward `min_lr`.
+    """
+    warm = warmup_steps(cfg, total_steps)
+    if step < warm:
+        return cfg.lr * (step + 1) / warm
+    if cfg.scheduler == "constant":
+        return cfg.lr
+    progress = min(1.0, (step - warm) / max(1, total_steps - warm))
+    if cfg.scheduler == "cosine":
+        factor = 0.5 * (1.0 + math.cos(math.pi * progress))
+    elif cfg.scheduler == "linear":
+        factor = 1.0 - progress
+    else:
+        raise ValueError(f"optim.scheduler: unknown {cfg.scheduler!r}")
+    return cfg.min_lr + (cfg.lr - cfg.min_lr) * factor
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+
+
+def param_groups(named_params: Iterable[tuple[str, torch.nn.Parameter]], weight_decay: float) -> list[dict]:
+    """Biases and norm weights (1-D tensors) get no weight decay, as in verl and Megatron."""
+    decay, no_decay = [], []
+    for name, param in named_params:
+        if not param.requires_grad:
+            continue
+        (no_decay if param.ndim <= 1 or name.endswith(".bias") else decay).append(param)
+    groups = [{"params": decay, "weight_decay": weight_decay, "name": DECAY_GROUP}]
+    if no_decay:
+        groups.append({"params": no_decay, "weight_decay": 0.0, "name": NO_DECAY_GROUP})
+    return groups
+
+
+def build_adamw(groups: list[dict], cfg: OptimConfig, device: torch.device) -> torch.optim.AdamW:
+    fused = cfg.fused if cfg.fused is not None else device.type == "cuda"
+    return torch.optim.AdamW(
+        groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay,
+        fused=fused or None, foreach=None if fused else True,
+    )
+
+
+def local_grad(param: torch.Tensor) -> torch.Tensor | None:
+    grad = param.grad
+    if grad is None:
+        return None
+    return grad.to_local() if hasattr(grad, "to_local") else grad
+
+
+def clip_grad_norm(
+    params: Iterable[torch.Tensor], max_norm: float, device: torch.device, group: dist.ProcessGroup | None = None
+) -> float:
+    """Global L2 norm of gradients sharded over `group` (each rank holds disjoint shards); clip in place.
+
+    Summing squared local norms and reducing once is exact for any sharding, even or
+    uneven, because every element lives on exactly one rank (data-parallel sharding, tp=1).
+    Returns the norm before clipping; `max_norm <= 0` only measures.
+    """
+    grads = [g for g in (local_grad(p) for p in params) if g is not None and g.numel()]
+    squares = torch.zeros((), dtype=torch.float32, device=device)
+    for grad in grads:
+        squares += torch.linalg.vector_norm(grad, 2, dtype=torch.float32).pow(2)
+    if dist.is_initialized() and dist.get_world_size(group) > 1:
+        dist.all_reduce(squares, group=group)
+    norm = squares.sqrt()
+    if max_norm > 0 and grads:
+        coef = torch.clamp(max_norm / (norm + 1e-6), max=1.0)
+        torch._foreach_mul_(grads, coef)
+    return float(norm.item())

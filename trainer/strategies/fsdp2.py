@@ -1,0 +1,35 @@
+"""torch FSDP2 (`fully_shard`): one unit per decoder layer plus the root; runs on CPU/gloo too."""
+
+from __future__ import annotations
+
+import torch
+from torch.distributed.device_mesh import init_device_mesh
+
+from trainer.config import OptimConfig
+from trainer.model import decoder_layers
+from trainer.optim import build_adamw, param_groups
+from trainer.state import ModelState, OptimizerState
+from trainer.strategies.base import Stateful, Strategy
+
+
+class FSDP2Strategy(Strategy):
+    name = "fsdp2"
+
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        mesh = init_device_mesh(self.env.device.type, (self.env.world_size,), mesh_dim_names=("dp",))
+        policy = MixedPrecisionPolicy(param_dtype=self.compute_dtype, reduce_dtype=torch.float32)
+        for layer in decoder_layers(model):
+            fully_shard(layer, mesh=mesh, mp_policy=policy, reshard_after_forward=self.cfg.reshard_after_forward)
+        fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=self.cfg.reshard_after_forward)
+        return model
+
+    def build_optimizer(self, model: torch.nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
+        return build_adamw(param_groups(model.named_parameters(), cfg.weight_decay), cfg, self.env.device)
+
+    def model_state(self, model: torch.nn.Module) -> Stateful:
+        return ModelState(model)
+
+    def optimizer_state(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Stateful:
+        return OptimizerState(model, optimizer)

@@ -1,0 +1,215 @@
+"""NVIDIA Megatron-FSDP (`megatron_fsdp.fully_shard_model` / `fully_shard_optimizer`), CUDA only.
+
+Decoder layers are the FSDP units (optionally the embedding too), ZeRO-3
+(`optim_grads_params`) by default, bf16 compute weights with fp32 main weights and fp32
+main gradients. Megatron-FSDP needs a device mesh with a tensor-parallel dimension even
+at tp=1, so the mesh is (dp, tp=1) named ("dp", "tp").
+
+Two 0.6.1 behaviours are handled here:
+
+* `fully_shard_optimizer` runs a synthetic `optimizer.step()` on zero gradients to create
+  the optimizer state ahead of checkpoint loading. That advances Adam's step counter to 1,
+  so the first real update uses the bias correction of step 2 (about 1.36x too small with
+  betas 0.9/0.95), and applies one decoupled weight decay with the initial lr. We run that
+  setup with lr 0 (no decay, no update) and reset the step counters afterwards
+  (`shard_optimizer_without_phantom_step`); the state then equals a fresh optimizer's.
+* With a data-parallel group of size 1 and `optim_grads_params`, gradients double on
+  every micro-batch; such runs are refused with a message pointing to `fsdp2`.
+
+`fully_shard` (the one-call API) also replaces the optimizer's param groups by a single
+group, which would lose the no-weight-decay group for biases and norms; building the
+optimizer ourselves on the distributed parameters keeps it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.distributed.tensor import DTensor
+
+from trainer.config import ConfigError, OptimConfig
+from trainer.model import decoder_layer_class
+from trainer.optim import build_adamw, param_groups
+from trainer.strategies.base import Stateful, Strategy
+
+WRAPPER_PREFIX = "module."
+
+
+def shard_optimizer_without_phantom_step(
+    optimizer: torch.optim.Optimizer, setup: Callable[[torch.optim.Optimizer], Any]
+) -> Any:
+    """Run Megatron-FSDP's optimizer `setup` so that it leaves no trace of its init step.
+
+    `setup` may call `optimizer.step()` on zero gradients (0.6.1 does). With every group's
+    lr at 0 that step changes no weight (AdamW's decay and update both scale with lr) and
+    leaves zero moments; resetting `step` to 0 makes the next real update the first one.
+    """
+    saved = [group["lr"] for group in optimizer.param_groups]
+    for group in optimizer.param_groups:
+        group["lr"] = 0.0
+    try:
+        result = setup(optimizer)
+    finally:
+        for group, lr in zip(optimizer.param_groups, saved):
+            group["lr"] = lr
+    reset_step_counters(optimizer)
+    return result
+
+
+def reset_step_counters(optimizer: torch.optim.Optimizer) -> None:
+    for state in optimizer.state.values():
+        step = state.get("step")
+        if isinstance(step, torch.Tensor):
+            step.zero_()
+        elif step is not None:
+            state["step"] = 0
+
+
+class MegatronFSDPStrategy(Strategy):
+    name = "megatron_fsdp"
+
+    def __init__(self, cfg, env):
+        super().__init__(cfg, env)
+        if env.device.type != "cuda":
+            raise ConfigError("strategy.name=megatron_fsdp needs CUDA; use strategy.name=fsdp2 on CPU")
+        if env.world_size == 1 and cfg.zero_dp_strategy in ("optim_grads", "optim_grads_params"):
+            raise ConfigError(
+                "strategy.name=megatron_fsdp with one data-parallel rank: megatron-fsdp 0.6.1 doubles gradients "
+                "every micro-batch when sharding gradients over a group of size 1; use strategy.name=fsdp2 "
+                "or run >= 2 ranks"
+            )
+
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        import megatron_fsdp
+        from megatron_fsdp import fully_shard as fully_shard_module
+        from torch.distributed.device_mesh import init_device_mesh
+
+        mesh = init_device_mesh("cuda", (self.env.world_size, 1), mesh_dim_names=("dp", "tp"))
+        units: list[type] = [decoder_layer_class(model)]
+        if self.cfg.unit_modules == "decoder+embedding":
+            units.append(type(model.get_input_embeddings()))
+        # Compute weights take the module's dtype; main weights and grads stay fp32.
+        model.to(self.compute_dtype)
+        policy = megatron_fsdp.MixedPrecisionPolicy(main_params_dtype=torch.float32, main_grads_dtype=torch.float32)
+        if self.cfg.bucket_size is not None:
+            _set_default_bucket_size(fully_shard_module, self.cfg.bucket_size)
+        return megatron_fsdp.fully_shard_model(
+            module=model,
+            device_mesh=mesh,
+            dp_shard_dim="dp",
+            tp_dim="tp",
+            fsdp_unit_modules=units,
+            zero_dp_strategy=self.cfg.zero_dp_strategy,
+            device=self.env.device,
+            mixed_precision_policy=policy,
+            overlap_grad_reduce=self.cfg.overlap_grad_reduce,
+            overlap_param_gather=self.cfg.overlap_param_gather,
+            fsdp_double_buffer=self.cfg.fsdp_double_buffer,
+            disable_bucketing=self.cfg.disable_bucketing,
+            sync_model_each_microbatch=True,
+            preproc_state_dict_for_dcp_ckpt=True,
+        )
+
+    def build_optimizer(self, model: torch.nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
+        import megatron_fsdp
+
+        model._replace_param_with_distributed_if_needed()
+        named = [(_strip(name), p) for name, p in model.named_parameters()]
+        optimizer = build_adamw(param_groups(named, cfg.weight_decay), cfg, self.env.device)
+        return shard_optimizer_without_phantom_step(
+            optimizer, lambda opt: megatron_fsdp.fully_shard_optimizer(opt, preproc_state_dict_for_dcp_ckpt=True)
+        )
+
+    def before_optimizer_step(self, model: torch.nn.Module) -> None:
+        model.finish_grad_sync()
+
+    def zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
+        optimizer.zero_grad()  # Megatron-FSDP's zero_grad also zeroes its gradient buffer
+
+    def model_state(self, model: torch.nn.Module) -> Stateful:
+        return MegatronModelState(model)
+
+    def optimizer_state(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Stateful:
+        return MegatronOptimizerState(model, optimizer)
+
+
+def _strip(name: str) -> str:
+    return name[len(WRAPPER_PREFIX):] if name.startswith(WRAPPER_PREFIX) else name
+
+
+def _set_default_bucket_size(fully_shard_module: Any, bucket_size: int) -> None:
+    """`fully_shard_model` builds its DistributedDataParallelConfig internally with no bucket
+    size argument; give the class it uses a different default instead."""
+    base = fully_shard_module.DistributedDataParallelConfig
+
+    class WithBucketSize(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any):
+            kwargs.setdefault("bucket_size", bucket_size)
+            super().__init__(*args, **kwargs)
+
+    fully_shard_module.DistributedDataParallelConfig = WithBucketSize
+
+
+class MegatronModelState:
+    """Model weights as DTensors under their Hugging Face names (the wrapper's `module.` removed),
+    so a Megatron-FSDP checkpoint has the same keys as an FSDP2 one. The fp32 main weights are
+    what is saved; after loading them, the bf16 compute weights are refreshed from them."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+
+    def state_dict(self) -> dict[str, Any]:
+        self.model._replace_param_with_distributed_if_needed()
+        return {_strip(k): v for k, v in self.model.state_dict().items()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.model._replace_param_with_distributed_if_needed()
+        current = self.model.state_dict()
+        for key, value in state_dict.items():
+            target = current[WRAPPER_PREFIX + key]
+            if target is not value:
+                _copy_into(target, value)
+        self.model.install_optimized_model_weights()
+
+
+class MegatronOptimizerState:
+    """Adam state keyed by parameter name, in the layout torch's `get_optimizer_state_dict` uses
+    (`state.<name>.exp_avg`, `param_groups`), holding the optimizer's own DTensors: DCP loads
+    into them in place. Ranks whose shard of a parameter is empty have no state for it and
+    neither save nor load it."""
+
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer):
+        self.model, self.optimizer = model, optimizer
+
+    def _names(self) -> dict[int, str]:
+        self.model._replace_param_with_distributed_if_needed()
+        return {id(p): _strip(n) for n, p in self.model.named_parameters()}
+
+    def state_dict(self) -> dict[str, Any]:
+        self.optimizer.state_dict()  # runs Megatron-FSDP's hook that attaches uneven-shard metadata (collective)
+        names = self._names()
+        state = {names[id(p)]: dict(s) for p, s in self.optimizer.state.items()}
+        groups = []
+        for group in self.optimizer.param_groups:
+            entry = {k: v for k, v in group.items() if k != "params"}
+            entry["params"] = [names[id(p)] for p in group["params"]]
+            groups.append(entry)
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        names = self._names()
+        by_name = {names[id(p)]: s for p, s in self.optimizer.state.items()}
+        for name, saved in state_dict["state"].items():
+            for key, value in saved.items():
+                target = by_name[name].get(key)
+                if isinstance(target, torch.Tensor) and target is not value:
+                    _copy_into(target, value)
+
+
+def _copy_into(target: torch.Tensor, value: Any) -> None:
+    with torch.no_grad():
+        local_target = target._local_tensor if isinstance(target, DTensor) else target
+        local_value = value._local_tensor if isinstance(value, DTensor) else value
+        local_target.copy_(torch.as_tensor(local_value))
