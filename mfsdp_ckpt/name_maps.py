@@ -179,41 +179,45 @@ class MappedTensor:
     transform: Transform
 
 
+def _root(path: str) -> str:
+    return path.split(".", 1)[0]
+
+
 def model_tensors(stored_keys: Iterable[str]) -> dict[str, str]:
     """{module path: stored key} for the model weights; optimizer, RNG, args skipped.
 
-    When top-level `model.` keys exist, only those count (optimizer state mentions
-    parameter names too); otherwise the checkpoint is a bare model state dict.
+    `model.module.decoder.layers.0...` (Megatron-LM) and `model.model.layers.0...` (our
+    trainer) lose the top-level `model.` and wrapper segments. When no name under `model.`
+    has a known root, the checkpoint is a bare model state dict (`dcp.save(model.state_dict())`)
+    and every tensor outside optimizer/extra state is a weight, names kept.
     """
     keys = [k for k in stored_keys if not k.endswith(SKIPPED_SUFFIXES)]
-    under_model = [k for k in keys if k.startswith(names.MODEL_KEY_PREFIX)]
-    wrapped = {}
-    for key in under_model:
-        inner = names.hf_name(key[len(names.MODEL_KEY_PREFIX):])
-        if inner.split(".", 1)[0] in _HF_ROOTS + _MCORE_ROOTS:
-            wrapped[inner] = key
-    if wrapped:
-        return wrapped
-    bare = {}
-    for key in keys:
-        if key.startswith(("optimizer.", names.EXTRA_KEY_PREFIX)):
-            continue
-        plain = names.hf_name(key)
-        if plain.split(".", 1)[0] in _HF_ROOTS + _MCORE_ROOTS:
-            bare[plain] = key
-    return bare
+    under_model = {
+        names.hf_name(k[len(names.MODEL_KEY_PREFIX):]): k for k in keys if k.startswith(names.MODEL_KEY_PREFIX)
+    }
+    if any(_root(path) in _HF_ROOTS + _MCORE_ROOTS for path in under_model):
+        return under_model
+    return {
+        names.hf_name(k): k for k in keys if not k.startswith(("optimizer.", names.EXTRA_KEY_PREFIX))
+    }
 
 
 def detect_layout(module_paths: Iterable[str]) -> str:
-    """`hf` or `mcore` from the root segment of the names; MappingError when neither."""
-    roots = {path.split(".", 1)[0] for path in module_paths}
-    if roots and roots <= set(_HF_ROOTS):
-        return HF
-    if roots and roots <= set(_MCORE_ROOTS):
-        return MCORE
-    if not roots:
+    """`hf` or `mcore`, by which layout's roots the names use; MappingError naming the
+    first tensors that fit neither (or when the two are mixed)."""
+    paths = list(module_paths)
+    if not paths:
         raise MappingError("the checkpoint holds no model weights")
-    raise MappingError(f"names mix or match no known layout (roots {sorted(roots)})")
+    hf = [p for p in paths if _root(p) in _HF_ROOTS]
+    mcore = [p for p in paths if _root(p) in _MCORE_ROOTS]
+    chosen, other = (HF, mcore) if len(hf) >= len(mcore) else (MCORE, hf)
+    unknown = sorted(set(paths) - set(hf) - set(mcore)) + sorted(other)
+    if unknown or not (hf or mcore):
+        raise MappingError(
+            f"{len(unknown)} tensor(s) fit neither the hf nor the mcore layout"
+            f" (most names are {chosen}): {_first(unknown)}"
+        )
+    return chosen
 
 
 def _first(items: list[str], count: int = 3) -> str:
