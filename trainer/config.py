@@ -282,7 +282,12 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
     raise bad(_type_name(kind))  # an annotation this loader does not know: a bug in the schema
 
 
+_TYPE_WORDS = {int: "an integer", float: "a number", bool: "true or false", str: "a string", type(None): "null"}
+
+
 def _type_name(kind: Any) -> str:
-    if kind is type(None):
-        return "null"
+    if kind in _TYPE_WORDS:
+        return _TYPE_WORDS[kind]
+    if typing.get_origin(kind) is list:
+        return "a list"
     return getattr(kind, "__name__", str(kind))
