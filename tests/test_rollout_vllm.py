@@ -1,0 +1,92 @@
+"""The vllm rollout engine (runs where vLLM is installed; CPU build: scripts/install_vllm_cpu.sh).
+
+vLLM initializes torch.distributed and changes torch's thread settings in its process, so the
+engine runs in a spawned child and the checks compare what it sends back.
+"""
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from trainer.rollout.vllm_engine import vllm_available
+
+pytestmark = pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed (scripts/install_vllm_cpu.sh)")
+
+PROMPTS = [[5, 17, 33, 60, 71], [9, 8], [100, 200, 300, 7, 7, 7, 7, 41]]
+
+
+def _perturbed(model_dir, seed):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.2)
+    return model.eval()
+
+
+def _run_engine(_rank, model_dir, results):
+    from trainer.rollout.base import SamplingParams
+    from trainer.rollout.vllm_engine import VLLMRolloutEngine
+
+    engine = VLLMRolloutEngine(str(model_dir), dtype="float32", max_model_len=128, enforce_eager=True, seed=0)
+    before = engine.generate(PROMPTS, SamplingParams(temperature=0, max_tokens=10))
+    # named_parameters() leaves out the tied lm_head: the engine must refresh it from the embedding.
+    engine.update_weights(_perturbed(model_dir, 2).named_parameters())
+    sampled = engine.generate(PROMPTS, SamplingParams(n=2, max_tokens=10, seed=3, logprobs=True))
+    again = engine.generate(PROMPTS, SamplingParams(n=2, max_tokens=10, seed=3, logprobs=True))
+    greedy = engine.generate(PROMPTS, SamplingParams(temperature=0, max_tokens=10, n=2))
+    stop_token = greedy.token_lists()[0][3]
+    engine.eos_token_ids = [stop_token]
+    stopped = engine.generate(PROMPTS, SamplingParams(temperature=0, max_tokens=10))
+    results.update(before=before, sampled=sampled, again=again, greedy=greedy, stopped=stopped, stop_token=stop_token)
+
+
+@pytest.fixture(scope="module")
+def engine_results(tmp_path_factory):
+    from trainer.tiny import build_tiny_model_dir
+
+    model_dir = build_tiny_model_dir(tmp_path_factory.mktemp("tiny"), with_weights=True)
+    results = mp.Manager().dict()
+    mp.start_processes(_run_engine, args=(model_dir, results), nprocs=1, join=True, start_method="spawn")
+    return model_dir, dict(results)
+
+
+def _reference_logprobs(model, prompt, response):
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + response])).logits[0, len(prompt) - 1 : -1]
+    return torch.log_softmax(logits, -1).gather(-1, torch.tensor(response)[:, None]).squeeze(-1)
+
+
+def test_logprobs_after_weight_push_match_transformers(engine_results):
+    model_dir, results = engine_results
+    pushed = _perturbed(model_dir, 2)
+    sampled = results["sampled"]
+    assert sampled.prompt_index == [0, 0, 1, 1, 2, 2]
+    for row, response in enumerate(sampled.token_lists()):
+        expected = _reference_logprobs(pushed, PROMPTS[sampled.prompt_index[row]], response)
+        torch.testing.assert_close(sampled.logprobs[row, : len(response)], expected, atol=1e-4, rtol=0)
+    assert torch.equal(sampled.response_ids, results["again"].response_ids)  # seeded: reproducible
+    assert len({tuple(r) for r in sampled.token_lists()[:2]}) == 2  # the n samples differ
+
+
+def test_greedy_matches_transformers_and_changes_after_push(engine_results):
+    model_dir, results = engine_results
+    pushed = _perturbed(model_dir, 2)
+    greedy = results["greedy"]
+    assert greedy.prompt_index == [0, 0, 1, 1, 2, 2]
+    for row, prompt in enumerate(PROMPTS):
+        ref = pushed.generate(torch.tensor([prompt]), max_new_tokens=10, do_sample=False, eos_token_id=2, pad_token_id=0)
+        assert greedy.token_lists()[2 * row] == greedy.token_lists()[2 * row + 1] == ref[0, len(prompt) :].tolist()
+    assert results["before"].token_lists() != greedy.token_lists()[::2]  # the push took effect
+
+
+def test_stops_at_eos_and_masks_the_rest(engine_results):
+    _, results = engine_results
+    stopped, stop_token = results["stopped"], results["stop_token"]
+    full = results["greedy"].token_lists()[::2]
+    for row, response in enumerate(full):
+        end = response.index(stop_token) + 1 if stop_token in response else len(response)
+        assert stopped.token_lists()[row] == response[:end]
+        assert stopped.response_mask[row].tolist() == [1] * end + [0] * (stopped.response_mask.shape[1] - end)

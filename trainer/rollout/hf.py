@@ -1,0 +1,137 @@
+"""The `hf` rollout engine: transformers weights, batched KV-cache generation, no vLLM needed.
+
+It keeps its own inference copy of the model (like a colocated vLLM does), so the actor can
+stay sharded; `update_weights` copies the actor's gathered tensors into it in place. Decoding
+uses `static_cache` (preallocated cache, CUDA graphs on GPU) for the Llama family and
+`dynamic_cache` (the model's own forward) for everything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import torch
+
+from trainer.rollout import static_cache
+from trainer.rollout.base import RolloutBatch, RolloutEngine, SamplingParams
+from trainer.rollout.dynamic_cache import DynamicCacheDecoder
+from trainer.rollout.sampling import sample_next
+
+DECODERS = ("auto", "static", "dynamic")
+EOS_CHECK_EVERY = 8  # steps between host syncs that stop early once every row has ended
+
+
+class HFRolloutEngine(RolloutEngine):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        eos_token_ids: Sequence[int],
+        pad_token_id: int,
+        decoder: str = "auto",
+        cuda_graphs: bool = True,
+        max_num_seqs: int = 1024,
+    ):
+        if decoder not in DECODERS:
+            raise ValueError(f"rollout.hf.decoder {decoder!r} is not one of {', '.join(DECODERS)}")
+        self.model = model.eval()
+        self.eos_token_ids = list(eos_token_ids)
+        self.pad_token_id = pad_token_id
+        self.max_num_seqs = max_num_seqs
+        self.device = next(model.parameters()).device
+        if decoder == "static" or (decoder == "auto" and static_cache.supports(model)):
+            self.decoder = static_cache.StaticCacheDecoder(model, pad_token_id, cuda_graphs=cuda_graphs)
+        else:
+            self.decoder = DynamicCacheDecoder(model, pad_token_id)
+        # state_dict(keep_vars) names tied weights under both names (lm_head.weight and the embedding).
+        self._parameters = dict(model.state_dict(keep_vars=True))
+
+    @classmethod
+    def from_pretrained(cls, model_dir: str, dtype: torch.dtype, device: str | torch.device, **kwargs) -> "HFRolloutEngine":
+        """An engine over a Hugging Face model directory (weights on disk), for use outside training."""
+        from transformers import AutoModelForCausalLM, GenerationConfig
+
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device)
+        generation = GenerationConfig.from_pretrained(model_dir)
+        eos = generation.eos_token_id if generation.eos_token_id is not None else model.config.eos_token_id
+        eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
+        pad = generation.pad_token_id if generation.pad_token_id is not None else (eos_ids[0] if eos_ids else 0)
+        return cls(model, eos_ids, pad, **kwargs)
+
+    def update_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        with torch.no_grad():
+            for name, tensor in weights:
+                target = self._parameters.get(name)
+                if target is None:
+                    raise KeyError(f"rollout weight update: the model has no parameter {name!r}")
+                if tuple(target.shape) != tuple(tensor.shape):
+                    raise ValueError(f"rollout weight update: {name!r} has shape {tuple(tensor.shape)}, expected {tuple(target.shape)}")
+                target.copy_(tensor.to(device=target.device, dtype=target.dtype))
+
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> RolloutBatch:
+        prompts = [list(p) for p in prompts]
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("rollout: an empty prompt cannot be continued")
+        generator = None
+        if not params.greedy:
+            generator = torch.Generator(device=self.device)
+            generator.manual_seed(params.seed if params.seed is not None else int(torch.randint(0, 2**62, ()).item()))
+        per_chunk = max(1, self.max_num_seqs // params.n)
+        parts = [self._generate_chunk(prompts[i : i + per_chunk], params, generator) for i in range(0, len(prompts), per_chunk)]
+        return _concat(parts, self.pad_token_id, params.n)
+
+    @torch.inference_mode()
+    def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams, generator) -> RolloutBatch:
+        rows = len(prompts) * params.n
+        eos = torch.tensor(self.eos_token_ids, dtype=torch.long, device=self.device)
+        tokens = torch.full((rows, params.max_tokens), self.pad_token_id, dtype=torch.long, device=self.device)
+        mask = torch.zeros((rows, params.max_tokens), dtype=torch.long, device=self.device)
+        logprobs = torch.zeros((rows, params.max_tokens), dtype=torch.float32, device=self.device) if params.logprobs else None
+        finished = torch.zeros(rows, dtype=torch.bool, device=self.device)
+        logits = self.decoder.prefill(prompts, params.n, params.max_tokens)
+        steps = 0
+        for step in range(params.max_tokens):
+            chosen = sample_next(logits, params, generator)
+            alive = ~finished
+            tokens[:, step] = torch.where(alive, chosen, self.pad_token_id)
+            mask[:, step] = alive.long()
+            if logprobs is not None:
+                picked = torch.log_softmax(logits, dim=-1).gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
+                logprobs[:, step] = torch.where(alive, picked, 0.0)
+            finished = finished | torch.isin(chosen, eos)
+            steps = step + 1
+            if steps == params.max_tokens or (steps % EOS_CHECK_EVERY == 0 and bool(finished.all())):
+                break
+            logits = self.decoder.decode(tokens[:, step])
+        width = max(1, int(mask[:, :steps].sum(-1).max()))
+        return RolloutBatch(
+            response_ids=tokens[:, :width].cpu(),
+            response_mask=mask[:, :width].cpu(),
+            logprobs=logprobs[:, :width].cpu() if logprobs is not None else None,
+            prompt_index=[i for i in range(len(prompts)) for _ in range(params.n)],
+        )
+
+    def close(self) -> None:
+        self.decoder.release()
+        self.model = None
+        self._parameters = {}
+
+
+def _concat(parts: list[RolloutBatch], pad_token_id: int, n: int) -> RolloutBatch:
+    """Join per-chunk batches (different widths), renumbering prompt indices."""
+    if len(parts) == 1:
+        return parts[0]
+    width = max(p.response_ids.shape[1] for p in parts)
+
+    def widen(t: torch.Tensor, value) -> torch.Tensor:
+        return torch.nn.functional.pad(t, (0, width - t.shape[1]), value=value)
+
+    index, offset = [], 0
+    for part in parts:
+        index += [i + offset for i in part.prompt_index]
+        offset += len(part.prompt_index) // n
+    return RolloutBatch(
+        response_ids=torch.cat([widen(p.response_ids, pad_token_id) for p in parts]),
+        response_mask=torch.cat([widen(p.response_mask, 0) for p in parts]),
+        logprobs=torch.cat([widen(p.logprobs, 0.0) for p in parts]) if parts[0].logprobs is not None else None,
+        prompt_index=index,
+    )

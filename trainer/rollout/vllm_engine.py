@@ -1,0 +1,115 @@
+"""The `vllm` rollout engine: a vLLM `LLM` in this process, next to the actor (colocated).
+
+In-process (VLLM_ENABLE_V1_MULTIPROCESSING=0) the engine's worker is reachable directly, so a
+weight push is a function call with the actor's gathered tensors (no IPC, no disk). After the
+push: on CPU vLLM keeps a repacked copy of a tied lm_head that the reload does not refresh, so it
+is repacked; and the prefix cache is reset, or blocks computed with the old weights would be
+reused. One engine per process (tensor parallel 1): data-parallel ranks each own one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+
+import torch
+
+from trainer.rollout.base import RolloutBatch, RolloutEngine, SamplingParams, pack_responses
+
+
+def vllm_available() -> bool:
+    try:
+        import vllm  # noqa: F401
+    except Exception:  # a broken install (e.g. mismatched torchvision) counts as absent
+        return False
+    return True
+
+
+class VLLMRolloutEngine(RolloutEngine):
+    def __init__(
+        self,
+        model_dir: str,
+        dtype: str = "bfloat16",
+        max_model_len: int = 1024,
+        gpu_memory_utilization: float = 0.5,
+        seed: int = 0,
+        enforce_eager: bool = False,
+        cpu_kv_cache_gib: int = 1,
+    ):
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(cpu_kv_cache_gib))
+        from vllm import LLM
+
+        self.llm = LLM(
+            model=str(model_dir),
+            dtype=dtype,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            seed=seed,
+            enforce_eager=enforce_eager,
+            logprobs_mode="raw_logprobs",
+        )
+        self.eos_token_ids = _eos_ids(self.llm)
+        self.pad_token_id = self.llm.get_tokenizer().pad_token_id or 0
+        self._seed = seed
+
+    def _worker(self):
+        return self.llm.llm_engine.model_executor.driver_worker.worker
+
+    def update_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        worker = self._worker()
+        worker.reload_weights(weights_iterator=iter(weights))
+        model = worker.model_runner.get_model()
+        if model.config.tie_word_embeddings and worker.device.type == "cpu":
+            model.lm_head.quant_method.process_weights_after_loading(model.lm_head)
+        self.llm.reset_prefix_cache()
+
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> RolloutBatch:
+        from vllm import SamplingParams as VLLMSamplingParams
+        from vllm.inputs import TokensPrompt
+
+        # vLLM samples greedily only with n = 1, so greedy n > 1 repeats the prompt instead.
+        copies = params.n if params.greedy else 1
+        per_request = 1 if params.greedy else params.n
+        base_seed = params.seed if params.seed is not None else self._seed
+        requests, sampling = [], []
+        for index, prompt in enumerate(prompts):
+            for copy in range(copies):
+                requests.append(TokensPrompt(prompt_token_ids=list(prompt)))
+                sampling.append(
+                    VLLMSamplingParams(
+                        n=per_request,
+                        temperature=params.temperature,
+                        top_p=params.top_p,
+                        top_k=params.top_k,
+                        max_tokens=params.max_tokens,
+                        seed=None if params.greedy else base_seed + (index * copies + copy) * params.n,
+                        logprobs=0 if params.logprobs else None,
+                        stop_token_ids=self.eos_token_ids,
+                        detokenize=False,
+                    )
+                )
+        outputs = self.llm.generate(requests, sampling, use_tqdm=False)
+        responses, logprobs, prompt_index = [], [], []
+        for request_index, output in enumerate(outputs):
+            for completion in output.outputs:
+                tokens = list(completion.token_ids)
+                responses.append(tokens)
+                prompt_index.append(request_index // copies)
+                if params.logprobs:
+                    logprobs.append([step[token].logprob for step, token in zip(completion.logprobs, tokens)])
+        return pack_responses(responses, logprobs if params.logprobs else None, prompt_index, self.pad_token_id)
+
+    def close(self) -> None:
+        self.llm = None
+
+
+def _eos_ids(llm) -> list[int]:
+    """End-of-sequence ids from the model's generation config, else the tokenizer's."""
+    config = llm.llm_engine.model_config
+    eos = getattr(config.hf_config, "eos_token_id", None)
+    generation = config.try_get_generation_config() if hasattr(config, "try_get_generation_config") else {}
+    eos = generation.get("eos_token_id", eos)
+    if eos is None:
+        eos = llm.get_tokenizer().eos_token_id
+    return [eos] if isinstance(eos, int) else list(eos)
