@@ -1,63 +1,104 @@
-"""`mfsdp demo`: the whole product on a tiny model, on CPU, with nothing downloaded."""
+"""`mfsdp demo`: the whole product on a tiny model, on CPU, with nothing downloaded.
+
+Data in GSM8K's official format -> `mfsdp data gsm8k` -> `mfsdp train sft` (FSDP2, two
+processes under torchrun) -> `mfsdp ckpt validate --deep` -> `mfsdp ckpt export-hf` ->
+reload the export with transformers and answer a question. Each stage is the library call
+behind the matching command, so the demo exercises what users run.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import click
 
+EXAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "sft_tiny_cpu.yaml"
+
 
 @click.command()
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="runs/demo", show_default=True,
-              help="Run directory to create (replaced if it exists).")
-def demo(out_dir: str) -> None:
-    """Build a tiny Qwen2-shaped model and tokenizer locally, take an optimizer step,
-    checkpoint it through the checkpoint layer, then validate and inspect the checkpoint.
+              help="Demo directory to create (replaced if it exists).")
+@click.option("--nproc", type=click.IntRange(1, 8), default=2, show_default=True,
+              help="Training processes (torchrun with gloo on CPU when > 1).")
+@click.option("--steps", type=click.IntRange(1), default=80, show_default=True, help="SFT optimizer steps.")
+def demo(out_dir: str, nproc: int, steps: int) -> None:
+    """Train a tiny Qwen2-shaped model on synthetic GSM8K-style data on CPU, checkpoint it,
+    validate the checkpoint, export it to Hugging Face safetensors, and generate from it.
 
     \b
     Example:
       mfsdp demo --out /tmp/mfsdp-demo
     """
-    import shutil
-
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from mfsdp_ckpt.checkpointer import Checkpointer
-    from mfsdp_ckpt.inspect import describe_checkpoint, format_description
+    from mfsdp_ckpt.export_hf import export_hf
     from mfsdp_ckpt.validate import validate_checkpoint
-    from trainer.state import ModelState, OptimizerState
-    from trainer.tiny import build_tiny_model_dir
+    from trainer.data.math_datasets import convert_files
+    from trainer.tiny import build_tiny_model_dir, synthetic_arithmetic
 
     out = Path(out_dir)
     shutil.rmtree(out, ignore_errors=True)
-    model_dir = build_tiny_model_dir(out / "init_model")
-    torch.manual_seed(0)
-    from transformers import AutoConfig
+    started = time.monotonic()
 
-    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_dir))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    batch = torch.randint(0, model.config.vocab_size, (2, 32))
-    loss = model(input_ids=batch, labels=batch).loss
-    loss.backward()
-    optimizer.step()
-    click.echo(f"[demo] one step on CPU, loss {loss.item():.4f}")
+    raw = out / "gsm8k_format" / "train.jsonl"
+    raw.parent.mkdir(parents=True)
+    raw.write_text("".join(json.dumps({"question": r["question"], "answer": r["answer"]}) + "\n"
+                           for r in synthetic_arithmetic(320, seed=7)))
+    tables = convert_files("gsm8k", [str(raw)], out / "data")
+    model_dir = build_tiny_model_dir(out / "init_model", with_weights=True)
+    _say(f"data: {tables['sft/train']} (SFT) and {tables['rl/train']} (RL); initial model: {model_dir}")
 
-    def copy_hf_assets(target: Path) -> None:
-        for file in model_dir.iterdir():
-            shutil.copy2(file, target / file.name)
+    run_dir = out / "sft"
+    overrides = [
+        f"model.path={model_dir}", f"data.train_files={tables['sft/train']}", f"trainer.run_dir={run_dir}",
+        f"trainer.total_steps={steps}", "data.global_batch_size=16", f"checkpoint.save_every={max(1, steps // 2)}",
+        "trainer.progress_bar=false", "trainer.log_every=5", f"trainer.eval_every={max(1, steps // 2)}",
+    ]
+    command = [sys.executable, "-m", "cli.train", "sft", "--config", str(EXAMPLE_CONFIG), *overrides]
+    if nproc > 1:
+        command[1:3] = ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", "-m", "cli.train"]
+    _say(f"train: {nproc} process(es), FSDP2 on CPU, {steps} steps")
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    if subprocess.call(command, env=env, cwd=Path(__file__).resolve().parents[1]) != 0:
+        raise SystemExit(1)
 
-    checkpointer = Checkpointer(out, strategy="none", model_family="qwen2")
-    step_dir = checkpointer.save(
-        1,
-        {"model": ModelState(model), "optimizer": OptimizerState(model, optimizer), "extra": {"step": 1}},
-        hf_assets=copy_hf_assets,
-    )
-    click.echo(f"[demo] saved {step_dir}")
-    report = validate_checkpoint(out, deep=True)
+    report = validate_checkpoint(run_dir, deep=True)
     for finding in report.findings:
-        click.echo(f"[demo] {finding}")
-    click.echo(f"[demo] validate --deep: {'valid' if report.ok() else 'INVALID'}")
-    click.echo(format_description(describe_checkpoint(out)))
+        _say(f"validate: {finding}")
+    _say(f"validate --deep {run_dir}: {'valid' if report.ok() else 'INVALID'}")
     if not report.ok():
         raise SystemExit(1)
+
+    hf_dir = out / "hf"
+    result = export_hf(run_dir, hf_dir, dtype="fp32", verify=True)
+    if result.mismatches:
+        _say(f"export-hf: {len(result.mismatches)} tensor(s) differ from the checkpoint")
+        raise SystemExit(1)
+    _say(f"export-hf: {result.tensors} tensors, {result.bytes / 2**20:.1f} MiB -> {hf_dir} (verified)")
+
+    question = synthetic_arithmetic(1, seed=99)[0]["question"]
+    _say(f"generate: {question!r} -> {_generate(hf_dir, question)!r}")
+    _say(f"done in {time.monotonic() - started:.0f}s; run: {run_dir}, export: {hf_dir}")
+
+
+def _generate(model_dir: Path, question: str) -> str:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainer.tiny import GSM8K_SUFFIX
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": f"{question} {GSM8K_SUFFIX}"}],
+                                           add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    with torch.no_grad():
+        output = model.generate(**prompt, max_new_tokens=32, do_sample=False)
+    return tokenizer.decode(output[0, prompt["input_ids"].shape[1]:], skip_special_tokens=True)
+
+
+def _say(message: str) -> None:
+    click.echo(f"[demo] {message}")

@@ -80,6 +80,7 @@ def run_sft_command(config_path: str | None, nproc_per_node: int, as_json: bool,
         click.echo(json.dumps(summary))
     else:
         loss = f", loss {last:.4f}" if last is not None else ""
+        loss += f", val loss {summary['val_loss']:.4f}" if summary["val_loss"] is not None else ""
         click.echo(f"sft: step {result.final_step}{loss}; checkpoint {summary['checkpoint']}")
 
 

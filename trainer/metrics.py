@@ -65,6 +65,8 @@ def bar_postfix(metrics: dict[str, Any]) -> dict[str, str]:
         "gnorm": f"{metrics['train/grad_norm']:.3f}",
         "tok/s": f"{metrics['perf/tokens_per_s']:.0f}",
     }
+    if metrics.get("val/loss") is not None:
+        shown["val"] = f"{metrics['val/loss']:.4f}"
     if metrics.get("perf/mfu") is not None:
         shown["mfu"] = f"{100 * metrics['perf/mfu']:.1f}%"
     return shown
