@@ -97,7 +97,9 @@ def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) 
             model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation=cfg.attn_implementation)
     model.train()
     if cfg.activation_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        # transformers >= 5.2x renames gradient_checkpointing_enable to activation_checkpointing_enable
+        enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+        enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if cfg.compile:
         for layer in decoder_layers(model):
             layer.compile()  # in place: parameter names stay as they are
