@@ -98,8 +98,10 @@ def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) 
     model.train()
     if cfg.activation_checkpointing:
         # transformers >= 5.2x renames gradient_checkpointing_enable to activation_checkpointing_enable
-        enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
-        enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if hasattr(model, "activation_checkpointing_enable"):
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if cfg.compile:
         for layer in decoder_layers(model):
             layer.compile()  # in place: parameter names stay as they are
