@@ -9,9 +9,9 @@ the tracker valid:
    `global_step_N.tmp` to `global_step_N` (a step dir without a manifest never counts);
 4. rank 0 replaces the tracker with `os.replace`, then prunes old steps (`keep_last`).
 
-With `async_save=True` only the copy to host memory happens in the training loop; the
-rest runs in a background thread on a dedicated gloo group, and the next save (or
-`close()`) waits for it. Policy (which step, what to keep) lives here; what the bytes of
+With `async_save=True` only the copy to host memory (`staging.py`) happens in the
+training loop; DCP writing and steps 2-4 run in a background thread on a dedicated gloo
+group, and the next save (or `close()`) waits for it. Policy (which step, what to keep) lives here; what the bytes of
 a DCP file mean lives in `reader.py`; where files go lives in `layout.py`.
 """
 
@@ -35,6 +35,7 @@ from torch.distributed.checkpoint._nested_dict import flatten_state_dict
 from mfsdp_ckpt import __version__, layout
 from mfsdp_ckpt.manifest import CONTENT_KINDS, Manifest, hash_files, read_manifest
 from mfsdp_ckpt.safe_dcp import SafeFileSystemReader, SafeLoadPlanner
+from mfsdp_ckpt.staging import HostStager
 
 MODEL, OPTIMIZER, EXTRA = CONTENT_KINDS
 KILL_AT_ENV = "MFSDP_CKPT_KILL_AT"  # fault injection for the crash-safety suite (see tests)
@@ -126,6 +127,7 @@ class Checkpointer:
         self.io_threads = io_threads
         # A separate gloo group lets background finalization talk while training uses NCCL.
         self._group = dist.new_group(backend="gloo") if dist.is_initialized() else None
+        self._stager = HostStager()
         self._pending: threading.Thread | None = None
         self._pending_error: BaseException | None = None
         if _rank() == 0:
@@ -163,9 +165,9 @@ class Checkpointer:
         writer_args = dict(storage_writer=writer, process_group=self._group)
         finish_args = (step, tmp, contents, hf_assets, info or {}, started)
         if self.async_save:
-            future = dcp.async_save(state_dict, **writer_args)
+            staged = self._stager.stage(state_dict)  # the only part training waits for
             self._pending = threading.Thread(
-                target=self._finish_in_background, args=(future, *finish_args), daemon=False
+                target=self._save_in_background, args=(staged, writer_args, finish_args), daemon=False
             )
             self._pending.start()
         else:
@@ -185,9 +187,9 @@ class Checkpointer:
     def close(self) -> None:
         self.wait()
 
-    def _finish_in_background(self, future: Any, *finish_args: Any) -> None:
+    def _save_in_background(self, staged: dict, writer_args: dict, finish_args: tuple) -> None:
         try:
-            future.result()
+            dcp.save(staged, **writer_args)
             self._finish(*finish_args)
         except BaseException as err:  # surfaced by wait() in the training thread
             self._pending_error = err

@@ -79,10 +79,12 @@ def states_of(model, optimizer, step: int) -> dict:
 def train_and_save(rank: int, world_size: int, run_dir: str, steps: int, out: str, async_save: bool = False) -> None:
     model, optimizer = build(sharded=world_size > 1)
     train(model, optimizer, steps)
+    state = full_state(model, optimizer)
     checkpointer = Checkpointer(run_dir, strategy="fsdp2", keep_last=2, async_save=async_save)
     checkpointer.save(steps, states_of(model, optimizer, steps), hf_assets=lambda d: tiny_config().save_pretrained(d))
+    if async_save:  # training goes on while the save is written: it must not leak into it
+        train(model, optimizer, 2, seed=50)
     checkpointer.close()
-    state = full_state(model, optimizer)
     if rank == 0:
         torch.save(state, out)
 
@@ -101,3 +103,36 @@ def load_and_dump(rank: int, world_size: int, path: str, out: str) -> None:
 def run_single(fn, *args) -> None:
     """Run a workload in this process with no process group (rank 0 of 1)."""
     fn(0, 1, *args)
+
+
+def uneven_rows(rank: int) -> tuple[int, int]:
+    """Megatron-FSDP-style split of a 10-row tensor: rank 0 holds 7 rows, rank 1 holds 3."""
+    return (0, 7) if rank == 0 else (7, 3)
+
+
+def save_uneven_dtensor(rank: int, world_size: int, run_dir: str, async_save: bool) -> None:
+    """Attach true chunk offsets to local shards the way Megatron-FSDP does, then save."""
+    from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, MetadataIndex
+    from torch.distributed.checkpoint.planner import TensorWriteData, WriteItem, WriteItemType
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard
+    from torch.distributed.checkpoint.metadata import TensorProperties
+
+    mesh = init_device_mesh("cpu", (world_size,))
+    start, rows = uneven_rows(rank)
+    full = torch.arange(40, dtype=torch.float32).reshape(10, 4)
+    local = full[start : start + rows].clone()
+    tensor = DTensor.from_local(local, mesh, [Shard(0)], shape=full.shape, stride=full.stride(), run_check=False)
+    chunk = ChunkStorageMetadata(offsets=torch.Size([start, 0]), sizes=torch.Size([rows, 4]))
+
+    def write_items(fqn, obj):
+        return [WriteItem(type=WriteItemType.SHARD, index=MetadataIndex(fqn, chunk.offsets),
+                          tensor_data=TensorWriteData(chunk=chunk, properties=TensorProperties.create_from_tensor(local),
+                                                      size=full.shape))]
+
+    tensor._local_tensor.__create_chunk_list__ = lambda: [chunk]
+    tensor._local_tensor.__create_write_items__ = write_items
+    checkpointer = Checkpointer(run_dir, strategy="megatron_fsdp", async_save=async_save)
+    checkpointer.save(1, {"model": {"w": tensor}}, contents=("model",))
+    local.add_(1000)  # training moves on; an async save must hold the values at save time
+    checkpointer.close()

@@ -1,0 +1,187 @@
+"""Checkpoint save/load throughput of a Qwen2-1.5B-shaped model + AdamW state on GPUs.
+
+Compares, in one run on the same disk: plain `torch.distributed.checkpoint.save/load`
+(the baseline users get from Megatron-LM / verl), mfsdp's Checkpointer (atomic protocol,
+fsync, per-rank sha256, manifest) with 1 and N writer threads, the training stall of an
+async save, and `dd` with direct I/O writing and reading the same byte count.
+
+    torchrun --nproc-per-node 2 bench/ckpt_io.py --dir /root/ckpt_bench [--shape 1.5b]
+
+Prints a table; the last lines are JSON for the record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from mfsdp_ckpt import layout  # noqa: E402
+from mfsdp_ckpt.checkpointer import Checkpointer, load_checkpoint  # noqa: E402
+
+SHAPES = {
+    "1.5b": dict(vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
+                 num_attention_heads=12, num_key_value_heads=2, tie_word_embeddings=True),
+    "0.5b": dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                 num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True),
+    "tiny": dict(vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True),
+}
+
+
+def build(shape: str):
+    import megatron_fsdp
+    from torch.distributed.device_mesh import init_device_mesh
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers.models.qwen2.modeling_qwen2 import Qwen2DecoderLayer
+
+    mesh = init_device_mesh("cuda", (dist.get_world_size(), 1), mesh_dim_names=("dp", "tp"))
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = Qwen2ForCausalLM(Qwen2Config(**SHAPES[shape]))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    model, optimizer = megatron_fsdp.fully_shard(
+        model, optimizer, device_mesh=mesh, dp_shard_dim="dp", tp_dim="tp",
+        fsdp_unit_modules=[Qwen2DecoderLayer], zero_dp_strategy="optim_grads_params",
+    )
+    batch = torch.randint(0, 500, (1, 128), device="cuda")
+    model(input_ids=batch, labels=batch).loss.backward()
+    model.finish_grad_sync()
+    optimizer.step()
+    optimizer.zero_grad()
+    return model, optimizer
+
+
+def named_optimizer_state(model, optimizer) -> dict:
+    raw = optimizer.state_dict()
+    name_of = {id(p): n for n, p in model.named_parameters()}
+    names = [name_of[id(p)] for g in optimizer.param_groups for p in g["params"]]
+    return {"state": {names[i]: s for i, s in raw["state"].items()}}
+
+
+def dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def drop_caches() -> bool:
+    try:
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def timed(fn) -> float:
+    torch.cuda.synchronize()
+    dist.barrier()
+    start = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    dist.barrier()
+    return time.perf_counter() - start
+
+
+def dd(path: Path, nbytes: int) -> tuple[float, float]:
+    block = 64 << 20
+    count = max(1, nbytes // block)
+    start = time.perf_counter()
+    subprocess.run(["dd", "if=/dev/zero", f"of={path}", f"bs={block}", f"count={count}", "oflag=direct"],
+                   check=True, capture_output=True)
+    write = count * block / (time.perf_counter() - start)
+    drop_caches()
+    start = time.perf_counter()
+    subprocess.run(["dd", f"if={path}", "of=/dev/null", f"bs={block}", "iflag=direct"], check=True, capture_output=True)
+    read = count * block / (time.perf_counter() - start)
+    path.unlink()
+    return write, read
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--dir", required=True)
+    parser.add_argument("--shape", default="1.5b", choices=sorted(SHAPES))
+    parser.add_argument("--threads", type=int, default=8)
+    args = parser.parse_args()
+    dist.init_process_group("nccl")
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    rank = dist.get_rank()
+    root = Path(args.dir)
+    if rank == 0:
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
+    dist.barrier()
+    model, optimizer = build(args.shape)
+    state = lambda: {"model": model.state_dict(), "optimizer": named_optimizer_state(model, optimizer)}  # noqa: E731
+    rows = []
+
+    def record(name: str, seconds: float, nbytes: int, note: str = "") -> None:
+        rows.append({"method": name, "seconds": round(seconds, 2), "GB": round(nbytes / 1e9, 2),
+                     "GB/s": round(nbytes / seconds / 1e9, 3), "note": note})
+
+    gloo = dist.new_group(backend="gloo")
+    plain = root / "plain"
+    seconds = timed(lambda: dcp.save(state(), checkpoint_id=str(plain), process_group=gloo))
+    nbytes = dir_bytes(plain)
+    record("dcp.save (baseline)", seconds, nbytes)
+
+    for threads in (1, args.threads):
+        run = root / f"mfsdp_t{threads}"
+        checkpointer = Checkpointer(run, strategy="megatron_fsdp", io_threads=threads, hash_workers=threads)
+        seconds = timed(lambda: checkpointer.save(1, {**state(), "extra": {"step": 1}}))
+        record(f"mfsdp save, {threads} writer threads", seconds, dir_bytes(layout.step_dir(run, 1)),
+               "atomic + fsync + sha256 + manifest")
+        if threads != args.threads and rank == 0:
+            shutil.rmtree(run)
+
+    run = root / f"mfsdp_t{args.threads}"
+    cached = drop_caches()
+    seconds = timed(lambda: dcp.load(state(), checkpoint_id=str(plain), process_group=gloo))
+    record("dcp.load (baseline)", seconds, nbytes, "page cache dropped" if cached else "page cache warm")
+    cached = drop_caches()
+    target = {**state(), "extra": {"step": 0}}
+    seconds = timed(lambda: load_checkpoint(layout.resolve_checkpoint(run), target))
+    record("mfsdp load", seconds, nbytes, "page cache dropped" if cached else "page cache warm")
+
+    if rank == 0:  # keep the disk's free space for the next save
+        shutil.rmtree(plain)
+        shutil.rmtree(run)
+    dist.barrier()
+    async_run = root / "mfsdp_async"
+    checkpointer = Checkpointer(async_run, strategy="megatron_fsdp", async_save=True, io_threads=args.threads,
+                                hash_workers=args.threads)
+    stall = timed(lambda: checkpointer.save(1, {**state(), "extra": {"step": 1}}))
+    total = stall + timed(checkpointer.wait)
+    record("mfsdp async save (to commit)", total, nbytes, f"training stalled {stall:.2f} s")
+
+    if rank == 0:
+        write, read = dd(root / "dd.bin", nbytes)
+        rows.append({"method": "dd oflag=direct (write)", "GB/s": round(write / 1e9, 3), "GB": round(nbytes / 1e9, 2)})
+        rows.append({"method": "dd iflag=direct (read)", "GB/s": round(read / 1e9, 3), "GB": round(nbytes / 1e9, 2)})
+        for row in rows:
+            base = write if "save" in row["method"] or "write" in row["method"] else read
+            row["vs dd"] = round(row["GB/s"] * 1e9 / base, 2)
+        print(f"\n{'method':<40} {'GB':>7} {'s':>7} {'GB/s':>7} {'vs dd':>6}  note")
+        for row in rows:
+            print(f"{row['method']:<40} {row['GB']:>7} {row.get('seconds', ''):>7} {row['GB/s']:>7} "
+                  f"{row['vs dd']:>6}  {row.get('note', '')}")
+        print(json.dumps({"shape": args.shape, "world_size": dist.get_world_size(),
+                          "gpu": torch.cuda.get_device_name(), "rows": rows}))
+    dist.barrier()
+    if rank == 0:
+        shutil.rmtree(root, ignore_errors=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

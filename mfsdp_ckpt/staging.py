@@ -1,0 +1,58 @@
+"""Copy a state dict to host memory so an async save can write it while training goes on.
+
+torch's own async staging rebuilds DTensors and drops what Megatron-FSDP attaches to
+their local shards (`__create_chunk_list__` / `__create_write_items__`, which tell DCP
+the true uneven chunk offsets): the save then fails with "Failed to validate global
+plan". This stager keeps those hooks. Host buffers are pinned on CUDA and reused across
+saves, so the training stall is one device-to-host copy, not an allocation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.distributed.tensor import DTensor
+
+_DCP_HOOKS = ("__create_chunk_list__", "__create_write_items__")
+
+
+class HostStager:
+    def __init__(self) -> None:
+        self._buffers: dict[str, torch.Tensor] = {}
+
+    def stage(self, state: Any) -> Any:
+        """A copy of `state` whose tensors live in host memory; call before training resumes."""
+        staged = self._copy("", state)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        return staged
+
+    def _copy(self, key: str, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: self._copy(f"{key}.{k}", v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._copy(f"{key}.{i}", v) for i, v in enumerate(value)]
+        if isinstance(value, DTensor):
+            local = value._local_tensor
+            staged = DTensor.from_local(
+                self._host_copy(key, local), device_mesh=value.device_mesh, placements=value.placements,
+                shape=value.shape, stride=value.stride(), run_check=False,
+            )
+            for hook in _DCP_HOOKS:  # on the DTensor's own local tensor: from_local wraps a view
+                if hasattr(local, hook):
+                    setattr(staged._local_tensor, hook, getattr(local, hook))
+            return staged
+        if isinstance(value, torch.Tensor):
+            return self._host_copy(key, value)
+        return value
+
+    def _host_copy(self, key: str, tensor: torch.Tensor) -> torch.Tensor:
+        tensor = tensor.detach()
+        buffer = self._buffers.get(key)
+        if buffer is None or buffer.shape != tensor.shape or buffer.dtype != tensor.dtype:
+            pin = tensor.is_cuda
+            buffer = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=pin)
+            self._buffers[key] = buffer
+        buffer.copy_(tensor, non_blocking=tensor.is_cuda)
+        return buffer
