@@ -15,6 +15,7 @@ How it stays small and fast:
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -42,7 +43,7 @@ from mfsdp_ckpt.name_maps import (
     map_names,
     model_tensors,
 )
-from mfsdp_ckpt.reader import CheckpointReader, TensorEntry
+from mfsdp_ckpt.reader import CheckpointReader, TensorEntry, chunk_coverage_problems
 from mfsdp_ckpt.safetensors_writer import INDEX_FILE, ShardedSafetensorsWriter
 from mfsdp_ckpt.storage import ByteStore
 from mfsdp_ckpt.tensorstore_store import is_url, join_location, open_store
@@ -187,13 +188,18 @@ class ExportPlan:
     def entry(self, item: MappedTensor) -> TensorEntry:
         return self.source.reader.tensors[item.source]
 
+    def ordered_items(self) -> list[MappedTensor]:
+        """Items in the order their bytes lie in the checkpoint files."""
+        return sorted(self.items, key=lambda item: _read_order(self.entry(item)))
+
     def specs(self) -> list[tuple[str, torch.dtype, tuple[int, ...]]]:
-        rows = [
+        """Output tensors in read order, so reads and writes both run front to back
+        (safetensors readers do not care about the order inside a file)."""
+        return [
             (target, self.dtypes[target], shape)
-            for item in self.items
+            for item in self.ordered_items()
             for target, shape in zip(item.targets, item.shapes)
         ]
-        return sorted(rows, key=lambda row: _natural_key(row[0]))
 
 
 def _natural_key(name: str) -> list:
@@ -322,10 +328,11 @@ def _run_tasks(
     buffer_bytes: int,
     progress: Progress | None,
     total_bytes: int,
+    cost: Callable[[ExportPlan, MappedTensor], int] = _task_cost,
 ) -> None:
     """Run `work(item) -> bytes` over the plan in threads under the byte budget."""
-    items = sorted(plan.items, key=lambda it: _read_order(plan.entry(it)))
-    costs = {item.source: _task_cost(plan, item) for item in items}
+    items = plan.ordered_items()
+    costs = {item.source: cost(plan, item) for item in items}
     budget = _ByteBudget(max(max(costs.values(), default=0), buffer_bytes))
     stop = threading.Event()
     lock = threading.Lock()
@@ -356,6 +363,49 @@ def _run_tasks(
     finally:
         stop.set()
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+_NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF}
+
+
+def _kernel_copyable(plan: ExportPlan, item: MappedTensor) -> bool:
+    """Bytes that need no conversion (same name layout, same dtype) and sit in dim-0 slabs
+    (how FSDP2 and Megatron-FSDP shard) can go file-to-file without entering user memory."""
+    entry = plan.entry(item)
+    return (
+        item.transform is COPY
+        and plan.dtypes[item.targets[0]] == entry.dtype
+        and entry.numel > 0
+        and hasattr(plan.source.reader.store, "open_fd")
+        and not chunk_coverage_problems(entry)
+        and all(c.numel == 0 or (c.offsets[1:] == (0,) * (len(c.offsets) - 1) and c.sizes[1:] == entry.shape[1:])
+                for c in entry.chunks)
+    )
+
+
+def _copy_in_kernel(plan: ExportPlan, item: MappedTensor, writer: ShardedSafetensorsWriter) -> bool:
+    """copy_file_range each chunk's raw bytes into place; False (nothing claimed) when a blob
+    is not plain raw bytes or the kernel/filesystem cannot, so the caller decodes instead."""
+    reader, entry = plan.source.reader, plan.entry(item)
+    chunks = [c for c in entry.chunks if c.numel]
+    offsets = [reader.raw_payload_offset(entry, c) for c in chunks]
+    if any(offset is None for offset in offsets):
+        return False
+    row_bytes = entry.nbytes // entry.shape[0] if entry.shape else entry.nbytes
+    try:
+        for index, (chunk, offset) in enumerate(zip(chunks, offsets)):
+            fd = reader.store.open_fd(chunk.file)
+            try:
+                start = chunk.offsets[0] * row_bytes if entry.shape else 0
+                writer.copy_range(item.targets[0], fd, offset, start, chunk.numel * entry.dtype.itemsize,
+                                  done=index == len(chunks) - 1)
+            finally:
+                os.close(fd)
+    except OSError as err:
+        if err.errno in _NO_KERNEL_COPY:
+            return False
+        raise
+    return True
 
 
 def _read_order(entry: TensorEntry) -> tuple:
@@ -457,14 +507,21 @@ def export_hf(
         writer = ShardedSafetensorsWriter(tmp, plan.specs(), max_shard_size)
         writer.open()
 
+        copyable = {item.source for item in plan.items if _kernel_copyable(plan, item)}
+
         def work(item: MappedTensor) -> int:
+            if item.source in copyable and _copy_in_kernel(plan, item, writer):
+                return writer.slots[item.targets[0]].nbytes
             written = 0
             for name, tensor in convert(plan, item):
                 writer.write(name, tensor)
                 written += tensor.nbytes
             return written
 
-        _run_tasks(plan, work, workers, buffer_bytes, progress, writer.total_bytes)
+        def cost(plan: ExportPlan, item: MappedTensor) -> int:  # in-kernel copies hold no memory
+            return 0 if item.source in copyable else _task_cost(plan, item)
+
+        _run_tasks(plan, work, workers, buffer_bytes, progress, writer.total_bytes, cost)
         writer.close()
         _set_config_dtype(tmp / "config.json", plan.dtype)
         for name in assets:

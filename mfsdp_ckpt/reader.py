@@ -279,6 +279,49 @@ class CheckpointReader:
             )
         return value
 
+    def raw_payload_offset(self, entry: TensorEntry, chunk: Chunk) -> int | None:
+        """Where in `chunk.file` the chunk's raw little-endian bytes start, when its blob holds
+        exactly the chunk as one contiguous, uncompressed storage (what DCP writes); else None.
+
+        Lets export copy such bytes file-to-file (copy_file_range) with no trip through
+        user memory. The blob's pickle is read under FakeTensorMode: shapes only, no data.
+        """
+        if chunk.transforms or chunk.file is None or chunk.numel == 0:
+            return None
+        import struct
+        import zipfile
+
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        blob = RangeFile(self.store, chunk.file, chunk.file_offset, chunk.length)
+        try:
+            with FakeTensorMode():
+                fake = torch.load(blob, map_location="cpu", weights_only=True)
+            nbytes = chunk.numel * entry.dtype.itemsize
+            if (
+                not isinstance(fake, torch.Tensor) or tuple(fake.shape) != chunk.sizes or fake.dtype != entry.dtype
+                or not fake.is_contiguous() or fake.storage_offset() != 0 or fake.untyped_storage().nbytes() != nbytes
+            ):
+                return None
+            blob.seek(0)
+            archive = zipfile.ZipFile(blob)
+            records = [i for i in archive.infolist() if "/data/" in i.filename and not i.filename.endswith("/")]
+            orders = [i for i in archive.infolist() if i.filename.endswith("/byteorder")]
+            if len(records) != 1 or records[0].compress_type != zipfile.ZIP_STORED or records[0].file_size != nbytes:
+                return None
+            if orders and archive.read(orders[0]) != b"little":
+                return None
+            blob.seek(records[0].header_offset)
+            local = blob.read(30)
+            if len(local) != 30 or local[:4] != b"PK\x03\x04":
+                return None
+            name_len, extra_len = struct.unpack("<HH", local[26:30])
+            return chunk.file_offset + records[0].header_offset + 30 + name_len + extra_len
+        except CheckpointFileError:
+            raise
+        except Exception:  # anything unusual: the caller takes the ordinary (decoding) path
+            return None
+
     def read_tensor(self, name: str) -> torch.Tensor:
         """The full tensor, stitched from its chunks (one chunk in memory at a time)."""
         entry = self.tensors.get(name)

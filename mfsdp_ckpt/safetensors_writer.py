@@ -156,6 +156,23 @@ class ShardedSafetensorsWriter:
         with self._lock:
             self._written.add(name)
 
+    def copy_range(self, name: str, src_fd: int, src_offset: int, start: int, nbytes: int, done: bool) -> None:
+        """Copy `nbytes` of raw tensor bytes from another file into `name` at byte `start`
+        of its slot, in the kernel (copy_file_range: no user-space copy). `done` marks the
+        tensor complete. Raises OSError where the kernel or filesystem cannot."""
+        slot = self.slots[name]
+        if start < 0 or start + nbytes > slot.nbytes:
+            raise ValueError(f"{name}: bytes [{start}, {start + nbytes}) outside its {slot.nbytes}")
+        fd, copied = self._fds[slot.file], 0
+        while copied < nbytes:
+            count = os.copy_file_range(src_fd, fd, nbytes - copied, src_offset + copied, slot.offset + start + copied)
+            if count <= 0:
+                raise OSError(5, f"{self.out_dir / slot.file}: copy_file_range stopped at {copied} of {nbytes} bytes")
+            copied += count
+        if done:
+            with self._lock:
+                self._written.add(name)
+
     def close(self) -> None:
         """Check every tensor arrived, fsync the files, write the index (when sharded)."""
         missing = sorted(set(self.slots) - self._written)

@@ -135,6 +135,14 @@ class LocalByteStore:
             )
         return path, fd
 
+    def open_fd(self, name: str) -> int:
+        """A read-only descriptor of `name` (for copy_file_range); the caller closes it."""
+        path = self._path(name)
+        try:
+            return os.open(path, os.O_RDONLY)
+        except OSError as err:
+            raise CheckpointFileError(f"{path}: {'file is missing' if err.errno == 2 else err.strerror}") from None
+
     def read_into(self, name: str, offset: int, buffer: memoryview) -> None:
         """pread straight into `buffer` (a tensor's memory): no intermediate bytes object."""
         path, fd = self._open_checked(name, offset, len(buffer))

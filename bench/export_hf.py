@@ -1,0 +1,170 @@
+"""export-hf on CPU: wall time and peak RSS against the usual ways out, in one run.
+
+Makes Qwen2.5-shaped checkpoints (random fp32 weights, model only, one process, through
+mfsdp's Checkpointer), then runs each method in a fresh subprocess, timing it and reading
+that child's peak RSS from wait4(), so the numbers are independent:
+
+* `cp -r` of the dist_ckpt bytes (the floor any converter is measured against), and
+  `cp -r` + `sync` (export fsyncs its files, so this is the like-for-like floor);
+* `mfsdp ckpt export-hf` (fp32 like the baselines; also bf16 and with --io tensorstore);
+* (i) `dcp_to_torch_save` + `torch.load` + `safetensors.torch.save_file`;
+* (ii) `_load_state_dict_from_keys` of everything + `save_file`.
+
+    python bench/export_hf.py --dir /work/bench_export --shapes 0.5b 1.5b 3b --baselines-at 1.5b
+
+Prints a markdown table (ratio of wall time to cp; RSS against the target
+1.5 x largest tensor + 0.5 GiB) and, last, one JSON line per row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GIB = 2**30
+SHAPES = {
+    "0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14),
+    "1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12),
+    "3b": dict(hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16),
+}
+COMMON = dict(vocab_size=151936, num_key_value_heads=2, tie_word_embeddings=True, max_position_embeddings=32768)
+
+MAKE_CHECKPOINT = """
+import sys, torch
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from transformers import AutoModelForCausalLM, Qwen2Config
+from mfsdp_ckpt.checkpointer import Checkpointer
+from trainer.tiny import build_tokenizer
+config = Qwen2Config(**{config!r}, dtype="bfloat16")
+with torch.device("meta"):
+    shapes = {{n: tuple(p.shape) for n, p in AutoModelForCausalLM.from_config(config).named_parameters()}}
+generator = torch.Generator().manual_seed(0)
+weights = {{n: torch.empty(s).normal_(0, 0.02, generator=generator) for n, s in shapes.items()}}
+def assets(target):
+    config.save_pretrained(target)
+    build_tokenizer().save_pretrained(target)
+Checkpointer({run!r}, strategy="none", model_family="qwen2").save(1, {{"model": weights}}, contents=("model",), hf_assets=assets)
+"""
+
+DCP_TO_TORCH_SAVE = """
+import torch
+from safetensors.torch import save_file
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+dcp_to_torch_save({src!r}, {out!r} + ".pt")
+state = torch.load({out!r} + ".pt", weights_only=True)["model"]
+save_file({{k: v.contiguous() for k, v in state.items() if k != "lm_head.weight"}}, {out!r} + ".safetensors")
+"""
+
+LOAD_FROM_KEYS = """
+from safetensors.torch import save_file
+from torch.distributed.checkpoint.state_dict_loader import _load_state_dict_from_keys
+state = _load_state_dict_from_keys(checkpoint_id={src!r})["model"]
+save_file({{k: v.contiguous() for k, v in state.items() if k != "lm_head.weight"}}, {out!r} + ".safetensors")
+"""
+
+
+def run_measured(argv: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (GiB) of one child process, from wait4 (this child only)."""
+    started = time.monotonic()
+    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    _pid, status, usage = os.wait4(child.pid, 0)
+    wall = time.monotonic() - started
+    if status != 0:
+        raise RuntimeError(f"{argv[:4]} failed ({status}): {child.stderr.read().decode()[-2000:]}")
+    return wall, usage.ru_maxrss * 1024 / GIB
+
+
+def make_checkpoint(shape: str, base: Path) -> Path:
+    run = base / f"ckpt_{shape}"
+    if (run / "latest_checkpointed_iteration.txt").exists():
+        return run
+    shutil.rmtree(run, ignore_errors=True)
+    config = {**COMMON, **SHAPES[shape]}
+    code = MAKE_CHECKPOINT.format(root=str(ROOT), config=config, run=str(run))
+    wall, rss = run_measured([sys.executable, "-c", code])
+    print(f"# made {run} in {wall:.0f} s", file=sys.stderr)
+    return run
+
+
+def checkpoint_stats(run: Path) -> tuple[int, int]:
+    sys.path.insert(0, str(ROOT))
+    from mfsdp_ckpt.reader import CheckpointReader
+
+    reader = CheckpointReader(run / "global_step_1" / "dist_ckpt")
+    sizes = [entry.nbytes for entry in reader.tensors.values()]
+    return sum(sizes), max(sizes)
+
+
+def methods(shape: str, run: Path, out: Path, baselines: bool) -> list[tuple[str, list[str]]]:
+    dist_ckpt = str(run / "global_step_1" / "dist_ckpt")
+    export = [sys.executable, "-c", "from cli.main import main; main()", "ckpt", "export-hf", str(run), "--out", str(out)]
+    rows = [
+        ("cp -r dist_ckpt", ["cp", "-r", dist_ckpt, str(out)]),
+        ("cp -r dist_ckpt + sync (durable, as export is)", ["sh", "-c", f"cp -r {dist_ckpt} {out} && sync -f {out}"]),
+        ("mfsdp export-hf fp32", export + ["--dtype", "fp32"]),
+        ("mfsdp export-hf bf16 (auto)", export),
+    ]
+    if baselines:
+        rows += [
+            ("mfsdp export-hf fp32 --io tensorstore", export + ["--dtype", "fp32", "--io", "tensorstore"]),
+            ("(i) dcp_to_torch_save+load+save_file", [sys.executable, "-c", DCP_TO_TORCH_SAVE.format(src=dist_ckpt, out=str(out))]),
+            ("(ii) _load_state_dict_from_keys+save_file", [sys.executable, "-c", LOAD_FROM_KEYS.format(src=dist_ckpt, out=str(out))]),
+        ]
+    return rows
+
+
+def clear(out: Path) -> None:
+    for path in (out, Path(f"{out}.pt"), Path(f"{out}.safetensors")):
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dir", type=Path, default=Path("/work/bench_export"))
+    parser.add_argument("--shapes", nargs="+", default=["0.5b", "1.5b", "3b"], choices=list(SHAPES))
+    parser.add_argument("--baselines-at", nargs="*", default=["1.5b"])
+    parser.add_argument("--keep", action="store_true", help="Keep the checkpoints for another run.")
+    args = parser.parse_args()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    results = []
+    for shape in args.shapes:
+        run = make_checkpoint(shape, args.dir)
+        total, largest = checkpoint_stats(run)
+        target = 1.5 * largest / GIB + 0.5
+        out = args.dir / f"out_{shape}"
+        clear(out)
+        subprocess.run(["cp", "-r", str(run / "global_step_1" / "dist_ckpt"), str(out)], check=True)  # warm the page cache
+        clear(out)
+        cp_wall = None
+        for name, argv in methods(shape, run, out, shape in args.baselines_at):
+            wall, rss = run_measured(argv)
+            clear(out)
+            cp_wall = wall if cp_wall is None else cp_wall
+            results.append(dict(shape=shape, method=name, wall_s=round(wall, 2), ratio_vs_cp=round(wall / cp_wall, 2),
+                                peak_rss_gib=round(rss, 2), model_gb=round(total / 1e9, 2),
+                                largest_tensor_gib=round(largest / GIB, 3), rss_target_gib=round(target, 2)))
+            print(f"# {shape} {name}: {wall:.1f} s, {rss:.2f} GiB", file=sys.stderr)
+        if not args.keep:
+            shutil.rmtree(run)
+    print("| shape | model GB | largest tensor GiB | method | wall s | x cp | peak RSS GiB | RSS target GiB |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r['shape']} | {r['model_gb']} | {r['largest_tensor_gib']} | {r['method']} | {r['wall_s']} |"
+              f" {r['ratio_vs_cp']} | {r['peak_rss_gib']} | {r['rss_target_gib']} |")
+    for r in results:
+        print(json.dumps(r))
+
+
+if __name__ == "__main__":
+    main()
