@@ -22,8 +22,9 @@ def app() -> None:
 
 def _register() -> None:
     """Command groups live one per module; importing them here keeps `mfsdp --help` complete."""
-    from cli import ckpt, data, demo, train
+    from cli import ckpt, data, demo, train, train_grpo
 
+    train.train.add_command(train_grpo.grpo)
     for command in (ckpt.ckpt, demo.demo, train.train, data.data):
         app.add_command(command)
 

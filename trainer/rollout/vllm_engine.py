@@ -35,6 +35,7 @@ class VLLMRolloutEngine(RolloutEngine):
         seed: int = 0,
         enforce_eager: bool = False,
         cpu_kv_cache_gib: int = 1,
+        load_format: str = "auto",
     ):
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(cpu_kv_cache_gib))
@@ -48,6 +49,7 @@ class VLLMRolloutEngine(RolloutEngine):
             seed=seed,
             enforce_eager=enforce_eager,
             logprobs_mode="raw_logprobs",
+            load_format=load_format,  # "dummy": random weights, the trainer pushes the real ones
         )
         self.eos_token_ids = _eos_ids(self.llm)
         self.pad_token_id = self.llm.get_tokenizer().pad_token_id or 0

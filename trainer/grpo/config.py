@@ -1,0 +1,106 @@
+"""`mfsdp train grpo` configuration: the shared sections plus GRPO's own, verl's names.
+
+Batch sizes follow verl: `data.train_batch_size` and `actor.ppo_mini_batch_size` count
+prompts (all ranks together), each rolled out `rollout.n` times; micro-batch sizes count
+responses per rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from trainer.config import CheckpointConfig, ModelConfig, OptimConfig, StrategyConfig, TrainerConfig
+
+
+@dataclass
+class RLDataConfig:
+    """verl-format RL parquet/jsonl: `prompt` (chat turns), `data_source`, `reward_model.ground_truth`."""
+
+    train_files: list[str] = field(default_factory=list)
+    val_files: list[str] = field(default_factory=list)
+    prompt_key: str = "prompt"
+    max_prompt_length: int = 512
+    filter_overlong_prompts: bool = True  # False: a prompt over max_prompt_length is an error
+    train_batch_size: int = 32  # prompts per step, all ranks
+    val_max_samples: int | None = None  # validate on the first N val prompts
+    shuffle: bool = True
+
+
+@dataclass
+class ActorConfig:
+    ppo_mini_batch_size: int = 16  # prompts per optimizer step, all ranks
+    ppo_micro_batch_size_per_gpu: int = 2  # responses per forward/backward
+    log_prob_micro_batch_size_per_gpu: int = 8  # responses per no-grad log-prob forward
+    ppo_epochs: int = 1
+    clip_ratio_low: float = 0.2
+    clip_ratio_high: float = 0.2
+    clip_ratio_c: float = 3.0  # dual-clip bound for negative advantages
+    loss_agg_mode: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = "token-mean"
+    use_kl_loss: bool = True
+    kl_loss_coef: float = 0.001
+    kl_loss_type: Literal["k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl"] = "low_var_kl"
+    entropy_coeff: float = 0.0
+
+
+@dataclass
+class AlgorithmConfig:
+    adv_estimator: Literal["grpo"] = "grpo"
+    norm_adv_by_std_in_grpo: bool = True
+    epsilon: float = 1e-6
+
+
+@dataclass
+class RolloutConfig:
+    """`auto`: vllm when it is installed, else hf. Validation is greedy with one sample."""
+
+    name: Literal["auto", "vllm", "hf"] = "auto"
+    n: int = 5
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    max_response_length: int = 512
+    dtype: Literal["auto", "bf16", "fp32"] = "auto"  # auto: bf16 on CUDA, fp32 on CPU
+    gpu_memory_utilization: float = 0.5  # vllm
+    enforce_eager: bool = False  # vllm: no CUDA graphs
+    cuda_graphs: bool = True  # hf: capture the decode step on CUDA
+    max_num_seqs: int = 1024  # hf: sequences decoded together
+
+
+@dataclass
+class RewardConfig:
+    """Built-in rules by data_source, or `compute_score(data_source, solution_str, ground_truth, extra_info)`
+    from your own file."""
+
+    path: str | None = None
+    name: str = "compute_score"
+
+
+@dataclass
+class GRPOTrainerConfig(TrainerConfig):
+    run_dir: str = "runs/grpo"
+    val_before_train: bool = False
+
+
+@dataclass
+class ActorOptimConfig(OptimConfig):
+    """verl's actor defaults: lr 1e-6, constant schedule, betas (0.9, 0.999), clip 1.0."""
+
+    lr: float = 1e-6
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    weight_decay: float = 0.01
+    scheduler: Literal["cosine", "linear", "constant"] = "constant"
+
+
+@dataclass
+class GRPOConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: RLDataConfig = field(default_factory=RLDataConfig)
+    actor: ActorConfig = field(default_factory=ActorConfig)
+    optim: ActorOptimConfig = field(default_factory=ActorOptimConfig)
+    strategy: StrategyConfig = field(default_factory=StrategyConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    trainer: GRPOTrainerConfig = field(default_factory=GRPOTrainerConfig)
