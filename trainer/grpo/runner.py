@@ -262,7 +262,8 @@ def train_step(run: _Run, step: int) -> dict[str, Any]:
     prompts = [run.train[i] for i in rows]
     params = SamplingParams(n=cfg.rollout.n, temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
                             top_k=cfg.rollout.top_k, max_tokens=cfg.rollout.max_response_length,
-                            seed=(cfg.trainer.seed * 1_000_003 + step) * 4096 + env.rank)
+                            seed=(cfg.trainer.seed * 1_000_003 + step) * 4096 + env.rank,
+                            logprobs=cfg.rollout.temperature == 1.0)
     with _timed(times, "timing/rollout_s", env.device):
         batch = run.engine.generate([p.prompt_ids for p in prompts], params)
     responses = batch.token_lists()
@@ -276,6 +277,9 @@ def train_step(run: _Run, step: int) -> dict[str, Any]:
     micro = cfg.actor.log_prob_micro_batch_size_per_gpu
     with _timed(times, "timing/old_log_prob_s", env.device):
         data.old_log_probs = compute_log_probs(run.actor, data, micro, cfg.rollout.temperature, env.device)
+    mismatch = 0.0
+    if batch.logprobs is not None:  # the engine and the actor score the same tokens with the same weights
+        mismatch = float(((batch.logprobs - data.old_log_probs).abs() * data.response_mask).sum())
     if run.reference is not None:
         with _timed(times, "timing/ref_log_prob_s", env.device):
             data.ref_log_probs = compute_log_probs(run.reference, data, micro, cfg.rollout.temperature, env.device)
@@ -285,9 +289,9 @@ def train_step(run: _Run, step: int) -> dict[str, Any]:
         push_weights(run)
     lengths = data.response_mask.sum(1).float()
     response_tokens, prompt_tokens = float(lengths.sum()), float(prompt_mask.sum())
-    (reward_sum, reward_sq, accuracy_sum, count, truncated, tokens, prompt_total) = all_reduce_sum(
+    (reward_sum, reward_sq, accuracy_sum, count, truncated, tokens, prompt_total, mismatch) = all_reduce_sum(
         [float(rewards.sum()), float((rewards ** 2).sum()), sum(scores.accuracy), len(responses),
-         float((lengths >= cfg.rollout.max_response_length).sum()), response_tokens, prompt_tokens], env.device)
+         float((lengths >= cfg.rollout.max_response_length).sum()), response_tokens, prompt_tokens, mismatch], env.device)
     length_max = _all_reduce_max_float(float(lengths.max()), env.device)
     mean = reward_sum / count
     seconds = time.perf_counter() - started
@@ -300,6 +304,8 @@ def train_step(run: _Run, step: int) -> dict[str, Any]:
         "response/clip_ratio": truncated / count,
         **update,
         **times,
+        # mean |log p_engine - log p_actor| per response token: 0 up to precision when the weight push works
+        "rollout/actor_logprob_diff": mismatch / max(tokens, 1.0) if batch.logprobs is not None else None,
         "timing/step_s": seconds,
         "perf/tokens_per_s": (tokens + prompt_total) / seconds,
         "perf/rollout_tokens_per_s": tokens / max(times["timing/rollout_s"], 1e-9) / env.world_size,
