@@ -4,15 +4,14 @@ import math
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
 
+from tests.rollout_support import PROMPTS, perturbed_model, reference_logprobs
 from trainer.rollout.base import SamplingParams
 from trainer.rollout.hf import HFRolloutEngine
 from trainer.rollout.sampling import filter_logits
 from trainer.rollout.static_cache import StaticCacheDecoder
 from trainer.tiny import build_tiny_model_dir
 
-PROMPTS = [[5, 17, 33, 60, 71], [9, 8], [100, 200, 300, 7, 7, 7, 7, 41]]
 DECODERS = ["static", "dynamic"]
 
 
@@ -21,23 +20,8 @@ def model_dir(tmp_path_factory):
     return build_tiny_model_dir(tmp_path_factory.mktemp("tiny"), with_weights=True)
 
 
-def _perturbed(model_dir, seed):
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(torch.randn_like(parameter) * 0.2)
-    return model.eval()
-
-
-def _reference_logprobs(model, prompt, response):
-    with torch.no_grad():
-        logits = model(torch.tensor([prompt + response])).logits[0, len(prompt) - 1 : -1]
-    return torch.log_softmax(logits, -1).gather(-1, torch.tensor(response)[:, None]).squeeze(-1)
-
-
 def test_static_decoder_logits_match_transformers_on_padded_batch(model_dir):
-    model = _perturbed(model_dir, 1)
+    model = perturbed_model(model_dir, 1)
     decoder = StaticCacheDecoder(model, pad_token_id=0)
     with torch.no_grad():
         logits = decoder.prefill(PROMPTS, 1, 4)
@@ -52,19 +36,19 @@ def test_static_decoder_logits_match_transformers_on_padded_batch(model_dir):
 @pytest.mark.parametrize("decoder", DECODERS)
 def test_logprobs_after_weight_push_match_transformers(model_dir, decoder):
     engine = HFRolloutEngine.from_pretrained(str(model_dir), torch.float32, "cpu", decoder=decoder)
-    pushed = _perturbed(model_dir, 2)
+    pushed = perturbed_model(model_dir, 2)
     engine.update_weights(pushed.state_dict().items())  # includes the tied lm_head.weight name
     out = engine.generate(PROMPTS, SamplingParams(n=2, max_tokens=10, seed=3, logprobs=True))
     assert out.prompt_index == [0, 0, 1, 1, 2, 2]
     for row, response in enumerate(out.token_lists()):
-        expected = _reference_logprobs(pushed, PROMPTS[out.prompt_index[row]], response)
+        expected = reference_logprobs(pushed, PROMPTS[out.prompt_index[row]], response)
         torch.testing.assert_close(out.logprobs[row, : len(response)], expected, atol=1e-4, rtol=0)
         assert out.logprobs[row, len(response) :].abs().sum() == 0
 
 
 @pytest.mark.parametrize("decoder", DECODERS)
 def test_greedy_matches_transformers_generate(model_dir, decoder):
-    model = _perturbed(model_dir, 4)
+    model = perturbed_model(model_dir, 4)
     engine = HFRolloutEngine(model, eos_token_ids=[2], pad_token_id=0, decoder=decoder)
     out = engine.generate(PROMPTS, SamplingParams(temperature=0, max_tokens=12))
     for row, prompt in enumerate(PROMPTS):
@@ -74,7 +58,7 @@ def test_greedy_matches_transformers_generate(model_dir, decoder):
 
 @pytest.mark.parametrize("decoder", DECODERS)
 def test_stops_at_eos_and_masks_the_rest(model_dir, decoder):
-    model = _perturbed(model_dir, 5)
+    model = perturbed_model(model_dir, 5)
     free = HFRolloutEngine(model, eos_token_ids=[], pad_token_id=0, decoder=decoder)
     greedy = SamplingParams(temperature=0, max_tokens=12)
     full = free.generate(PROMPTS, greedy).token_lists()
@@ -90,7 +74,7 @@ def test_stops_at_eos_and_masks_the_rest(model_dir, decoder):
 
 
 def test_seeds_top_k_and_chunking(model_dir):
-    model = _perturbed(model_dir, 6)
+    model = perturbed_model(model_dir, 6)
     engine = HFRolloutEngine(model, eos_token_ids=[2], pad_token_id=0)
     sample = SamplingParams(n=3, max_tokens=8, seed=11)
     first, again = engine.generate(PROMPTS, sample), engine.generate(PROMPTS, sample)

