@@ -51,3 +51,19 @@ def test_adam_step_counter_shows_the_upstream_init_step():
     reader = CheckpointReader(layout.resolve_checkpoint(FIXTURE / "run").dist_ckpt)
     steps = {reader.read_tensor(k).item() for k in reader.tensors if k.endswith(".step")}
     assert steps == {len(PROVENANCE["losses"]) + 1}
+
+
+def test_export_reproduces_logits_megatron_fsdp_computed_on_gpu(tmp_path):
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    from mfsdp_ckpt.export_hf import export_hf
+
+    result = export_hf(FIXTURE / "run", tmp_path / "hf", dtype="fp32", verify=True)
+    assert result.mismatches == []
+    recorded = load_file(FIXTURE / "logits.safetensors")
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "hf", dtype=torch.float32).eval()
+    with torch.no_grad():
+        logits = model(input_ids=recorded["input_ids"]).logits
+    torch.testing.assert_close(logits, recorded["logits"], rtol=0, atol=1e-4)
