@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# GPU proof runs and benchmarks on a 2xH200 machine, one stage per argument:
+#   scripts/gpu_proof.sh OUTDIR ckpt_io sft_test sft_proof sft_bench grpo_proof rollout_bench
+# Each stage logs to OUTDIR/<stage>.log and the script goes on to the next one if a stage
+# fails. Needs megatron-fsdp importable (PYTHONPATH) and this repo as the working dir.
+set -u
+out=$1; shift
+mkdir -p "$out"
+export PYTHONPATH=${PYTHONPATH:-}:$PWD PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# `mfsdp` without installing the package; prints wall time and peak RSS of the command.
+mfsdp_timed() {
+  python3 -c 'import resource, subprocess, sys, time
+start = time.time()
+code = subprocess.call([sys.executable, "-c", "from cli.main import main; main()", *sys.argv[1:]])
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
+print(f"wall {time.time() - start:.1f} s, peak RSS {peak:.2f} GiB")
+sys.exit(code)' "$@"
+}
+runs=${RUNS_DIR:-/root/mfsdp_runs}
+
+stage_ckpt_io() { torchrun --nproc-per-node 2 bench/ckpt_io.py --dir "$runs/ckpt_bench"; }
+
+stage_sft_test() { python3 -m pytest -m gpu -q -x tests/test_sft_megatron_gpu.py -p no:cacheprovider; }
+
+stage_sft_proof() {
+  python3 -c "from pathlib import Path; from tests.sft_support import write_chat_jsonl; write_chat_jsonl(Path('$runs/train.jsonl'), rows=4096)"
+  local args="--config examples/sft_tiny_cpu.yaml --nproc-per-node 2 model.shape=qwen2-0.5b data.train_files=$runs/train.jsonl trainer.run_dir=$runs/sft05 trainer.device=cuda strategy.name=megatron_fsdp strategy.mixed_precision=bf16 data.global_batch_size=64 data.max_length=512 data.max_tokens_per_micro_batch=8192 optim.lr=1e-4 optim.min_lr=1e-5 trainer.total_steps=60 checkpoint.save_every=30 trainer.eval_every=30 trainer.progress_bar=false"
+  python3 -m cli.train sft $args trainer.stop_at_step=30 &&
+  python3 -m cli.train sft $args &&
+  mfsdp_timed ckpt validate "$runs/sft05" --deep &&
+  mfsdp_timed ckpt export-hf "$runs/sft05" --out "$runs/hf05" --verify
+}
+
+stage_sft_bench() {
+  torchrun --nproc-per-node 2 bench/sft_throughput.py --shape qwen2-1.5b --seq 4096 --micro-batch 2 --repeat 2 \
+    --variants "${SFT_VARIANTS:-fsdp2:plain,megatron_fsdp:plain,megatron_fsdp:chunked,megatron_fsdp:chunked+packed,megatron_fsdp:chunked+compile}"
+}
+
+status=0
+for stage in "$@"; do
+  echo "=== $stage $(date -u +%H:%M:%S)"
+  start=$SECONDS
+  if "stage_$stage" >"$out/$stage.log" 2>&1; then result=ok; else result=FAILED; status=1; fi
+  echo "=== $stage $result in $((SECONDS - start)) s"
+  grep -vE "Warning|warnings.warn|^\s*$" "$out/$stage.log" | tail -n "${TAIL:-15}"
+done
+exit $status
