@@ -27,11 +27,12 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
 from mfsdp_ckpt import layout
-from mfsdp_ckpt.hf_config import HFConfigError, expected_weights, load_hf_config
+from mfsdp_ckpt.hf_config import ExpectedWeights, HFConfigError, expected_weights, load_hf_config
 from mfsdp_ckpt.name_maps import (
     COPY,
     LAYOUTS,
@@ -40,12 +41,13 @@ from mfsdp_ckpt.name_maps import (
     MappingError,
     ShapeError,
     detect_layout,
+    hf_state_dict_shapes,
     map_names,
     model_tensors,
 )
 from mfsdp_ckpt.reader import CheckpointReader, TensorEntry, chunk_coverage_problems
 from mfsdp_ckpt.safetensors_writer import INDEX_FILE, ShardedSafetensorsWriter
-from mfsdp_ckpt.storage import ByteStore
+from mfsdp_ckpt.storage import ByteStore, CheckpointFileError
 from mfsdp_ckpt.tensorstore_store import is_url, join_location, open_store
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -172,6 +174,38 @@ def _is_weight_file(name: str) -> bool:
     return name.endswith(WEIGHT_FILE_SUFFIXES) or Path(name).name in WEIGHT_INDEX_FILES
 
 
+# --------------------------------------------------------------------------- config
+class JsonConfig(SimpleNamespace):
+    """config.json of a family whose weight shapes `name_maps` knows, kept as plain JSON.
+
+    Export needs only model_type, a few numbers and the dtype; reading them without
+    transformers saves its import and a meta-device model (seconds, more than exporting
+    a 0.5B model). Any other config goes through transformers as before."""
+
+    hf_shapes: dict[str, tuple[int, ...]]
+
+
+def load_config(path: str | os.PathLike):
+    """A `JsonConfig` when name_maps knows the family and every number it needs is in
+    the file; otherwise (or for any problem with the file) transformers' config."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        data = None
+    shapes = hf_state_dict_shapes(data) if isinstance(data, dict) else None
+    if shapes is None:
+        return load_hf_config(path)
+    return JsonConfig(**data, hf_shapes=shapes)
+
+
+def _expected_weights(config) -> ExpectedWeights:
+    if not isinstance(config, JsonConfig):
+        return expected_weights(config)
+    tied = bool(config.tie_word_embeddings)
+    required = {name: shape for name, shape in config.hf_shapes.items() if not (tied and name == "lm_head.weight")}
+    return ExpectedWeights(config.model_type, required, dict(config.hf_shapes), tied)
+
+
 # --------------------------------------------------------------------------- planning
 @dataclass
 class ExportPlan:
@@ -255,7 +289,7 @@ def plan_export(source: _Source, config, *, layout_name: str = "auto", dtype: st
 
 
 def _check_against_config(source: _Source, config, items: list[MappedTensor], chosen_layout: str) -> None:
-    expected = expected_weights(config)
+    expected = _expected_weights(config)
     produced = {t: (shape, item.source) for item in items for t, shape in zip(item.targets, item.shapes)}
     unknown = sorted(t for t in produced if t not in expected.allowed)
     if unknown:
@@ -366,15 +400,17 @@ def _run_tasks(
 
 
 _NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF}
+STREAM_PIECE_ELEMENTS = 4 << 20  # a cast converts this many elements at a time (16 MiB of fp32)
 
 
-def _kernel_copyable(plan: ExportPlan, item: MappedTensor) -> bool:
-    """Bytes that need no conversion (same name layout, same dtype) and sit in dim-0 slabs
-    (how FSDP2 and Megatron-FSDP shard) can go file-to-file without entering user memory."""
+def _streamable(plan: ExportPlan, item: MappedTensor) -> bool:
+    """Tensors that keep their name layout and sit in dim-0 slabs (how FSDP2 and Megatron-FSDP
+    shard) map each chunk to one contiguous byte range of the output, so they can be
+    streamed chunk by chunk: copied in the kernel when the dtype stays, cast a piece at a
+    time when it changes. Neither holds the tensor in memory."""
     entry = plan.entry(item)
     return (
         item.transform is COPY
-        and plan.dtypes[item.targets[0]] == entry.dtype
         and entry.numel > 0
         and hasattr(plan.source.reader.store, "open_fd")
         and not chunk_coverage_problems(entry)
@@ -383,22 +419,38 @@ def _kernel_copyable(plan: ExportPlan, item: MappedTensor) -> bool:
     )
 
 
-def _copy_in_kernel(plan: ExportPlan, item: MappedTensor, writer: ShardedSafetensorsWriter) -> bool:
-    """copy_file_range each chunk's raw bytes into place; False (nothing claimed) when a blob
-    is not plain raw bytes or the kernel/filesystem cannot, so the caller decodes instead."""
+class _PieceBuffers(threading.local):
+    """Per-thread buffers a cast reads into and converts into, allocated once and reused
+    (fresh allocations cost page faults that, on this kind of VM, cost more than the copy)."""
+
+    def get(self, nbytes: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if getattr(self, "nbytes", 0) < nbytes:
+            self.source, self.target, self.nbytes = torch.empty(nbytes, dtype=torch.uint8), torch.empty(nbytes, dtype=torch.uint8), nbytes
+        return self.source, self.target
+
+
+def _stream(plan: ExportPlan, item: MappedTensor, writer: ShardedSafetensorsWriter, buffers: _PieceBuffers) -> bool:
+    """Stream one `_streamable` tensor into place; False (nothing claimed) when a blob is not
+    plain raw bytes or the kernel/filesystem cannot copy, so the caller decodes instead."""
     reader, entry = plan.source.reader, plan.entry(item)
     chunks = [c for c in entry.chunks if c.numel]
     offsets = [reader.raw_payload_offset(entry, c) for c in chunks]
     if any(offset is None for offset in offsets):
         return False
-    row_bytes = entry.nbytes // entry.shape[0] if entry.shape else entry.nbytes
+    name, out_dtype = item.targets[0], plan.dtypes[item.targets[0]]
+    row = entry.numel // entry.shape[0] if entry.shape else 1  # elements per dim-0 row
     try:
         for index, (chunk, offset) in enumerate(zip(chunks, offsets)):
             fd = reader.store.open_fd(chunk.file)
             try:
-                start = chunk.offsets[0] * row_bytes if entry.shape else 0
-                writer.copy_range(item.targets[0], fd, offset, start, chunk.numel * entry.dtype.itemsize,
-                                  done=index == len(chunks) - 1)
+                _check_size(fd, offset + chunk.numel * entry.dtype.itemsize, reader.root / chunk.file)
+                start, done = (chunk.offsets[0] * row if entry.shape else 0), index == len(chunks) - 1
+                if out_dtype == entry.dtype:
+                    size = entry.dtype.itemsize
+                    writer.copy_range(name, fd, offset, start * size, chunk.numel * size, done=done)
+                else:
+                    _cast_range(fd, offset, entry.dtype, chunk.numel, writer, name, start, out_dtype, done, buffers,
+                                reader.root / chunk.file)
             finally:
                 os.close(fd)
     except OSError as err:
@@ -406,6 +458,36 @@ def _copy_in_kernel(plan: ExportPlan, item: MappedTensor, writer: ShardedSafeten
             return False
         raise
     return True
+
+
+def _check_size(fd: int, needed: int, path: Path) -> None:
+    size = os.fstat(fd).st_size
+    if size < needed:
+        raise CheckpointFileError(f"{path}: needs {needed} bytes but the file has {size} (truncated?)")
+
+
+def _cast_range(fd: int, offset: int, dtype: torch.dtype, numel: int, writer: ShardedSafetensorsWriter, name: str,
+                start: int, out_dtype: torch.dtype, done: bool, buffers: _PieceBuffers, path: Path) -> None:
+    """Read `numel` raw `dtype` elements at `offset` of `fd` and write them cast to `out_dtype`
+    at element `start` of `name`, a bounded piece at a time (torch rounds as `.to()` does)."""
+    source, target = buffers.get(STREAM_PIECE_ELEMENTS * max(dtype.itemsize, out_dtype.itemsize))
+    for first in range(0, numel, STREAM_PIECE_ELEMENTS):
+        count = min(STREAM_PIECE_ELEMENTS, numel - first)
+        raw = source[: count * dtype.itemsize]
+        _pread_exact(fd, memoryview(raw.numpy()), offset + first * dtype.itemsize, path)
+        cast = target[: count * out_dtype.itemsize].view(out_dtype)
+        cast.copy_(raw.view(dtype))
+        last = done and first + count == numel
+        writer.write_range(name, memoryview(cast.view(torch.uint8).numpy()), (start + first) * out_dtype.itemsize, last)
+
+
+def _pread_exact(fd: int, buffer: memoryview, offset: int, path: Path) -> None:
+    done = 0
+    while done < len(buffer):
+        count = os.preadv(fd, [buffer[done:]], offset + done)
+        if count <= 0:
+            raise CheckpointFileError(f"{path}: unexpected end of file at byte {offset + done} (truncated?)")
+        done += count
 
 
 def _read_order(entry: TensorEntry) -> tuple:
@@ -500,17 +582,18 @@ def export_hf(
     try:
         _write_assets(assets, tmp)
         try:
-            config = load_hf_config(tmp / "config.json")
+            config = load_config(tmp / "config.json")
         except HFConfigError as err:
             raise ExportUsageError(str(err).replace(str(tmp / "config.json"), f"{asset_location} config.json")) from None
         plan = plan_export(source, config, layout_name=layout_name, dtype=dtype)
         writer = ShardedSafetensorsWriter(tmp, plan.specs(), max_shard_size)
         writer.open()
 
-        copyable = {item.source for item in plan.items if _kernel_copyable(plan, item)}
+        streamable = {item.source for item in plan.items if _streamable(plan, item)}
+        buffers = _PieceBuffers()
 
         def work(item: MappedTensor) -> int:
-            if item.source in copyable and _copy_in_kernel(plan, item, writer):
+            if item.source in streamable and _stream(plan, item, writer, buffers):
                 return writer.slots[item.targets[0]].nbytes
             written = 0
             for name, tensor in convert(plan, item):
@@ -518,8 +601,8 @@ def export_hf(
                 written += tensor.nbytes
             return written
 
-        def cost(plan: ExportPlan, item: MappedTensor) -> int:  # in-kernel copies hold no memory
-            return 0 if item.source in copyable else _task_cost(plan, item)
+        def cost(plan: ExportPlan, item: MappedTensor) -> int:  # streams hold only their thread's buffers
+            return 0 if item.source in streamable else _task_cost(plan, item)
 
         _run_tasks(plan, work, workers, buffer_bytes, progress, writer.total_bytes, cost)
         writer.close()
@@ -628,7 +711,7 @@ def verify_export_dir(
     (so the dtype is the one written)."""
     source = _resolve_source(str(ckpt), io)
     try:
-        config = load_hf_config(Path(out_dir) / "config.json")
+        config = load_config(Path(out_dir) / "config.json")
     except HFConfigError as err:
         raise ExportUsageError(str(err)) from None
     return verify_export(plan_export(source, config, layout_name=layout_name), out_dir, workers=workers)

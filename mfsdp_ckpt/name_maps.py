@@ -169,6 +169,78 @@ MCORE_FAMILIES: dict[str, tuple[Rule, ...]] = {
 }
 
 
+# ----------------------------------------------------------------- HF names and shapes
+# What `AutoModelForCausalLM.from_config(config).state_dict()` holds for the dense families
+# above, computed from config.json numbers alone: building even a meta-device model costs
+# the transformers import plus model construction (seconds, on a 2-core machine), more
+# than exporting a small model. tests/test_export_config_shapes.py holds these tables to
+# the meta-device model for each family and its bias / tie / head_dim variants.
+_INT_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+             "num_attention_heads", "num_key_value_heads")
+_FLAG_KEYS: dict[str, tuple[str, ...]] = {  # booleans each family's weight set depends on
+    "qwen2": ("tie_word_embeddings",),
+    "qwen3": ("tie_word_embeddings", "attention_bias"),
+    "llama": ("tie_word_embeddings", "attention_bias", "mlp_bias"),
+}
+
+
+def hf_state_dict_shapes(config: dict) -> dict[str, tuple[int, ...]] | None:
+    """{HF state-dict name: shape} for a known family's config.json, or None when the
+    family is unknown or a number it needs is absent (the caller then asks transformers).
+    `lm_head.weight` is included even when tied, as in the model's state_dict."""
+    family = config.get("model_type")
+    flags = _FLAG_KEYS.get(family)  # type: ignore[arg-type]
+    if flags is None:
+        return None
+    if not all(_is_int(config.get(key)) for key in _INT_KEYS):
+        return None
+    if not all(isinstance(config.get(key), bool) for key in flags):
+        return None
+    head_dim = config.get("head_dim")
+    if family == "qwen3" and not _is_int(head_dim):  # qwen3's default is 128, not hidden / heads
+        return None
+    if head_dim is not None and not _is_int(head_dim):
+        return None
+    hidden, inter, heads, kv = (config[k] for k in ("hidden_size", "intermediate_size",
+                                                    "num_attention_heads", "num_key_value_heads"))
+    if heads == 0:
+        return None
+    head_dim = head_dim or hidden // heads
+    qkv_bias = family == "qwen2" or config.get("attention_bias", False)
+    o_bias = family != "qwen2" and config.get("attention_bias", False)
+    mlp_bias = config.get("mlp_bias", False)
+    layer = {
+        "self_attn.q_proj.weight": (heads * head_dim, hidden),
+        "self_attn.k_proj.weight": (kv * head_dim, hidden),
+        "self_attn.v_proj.weight": (kv * head_dim, hidden),
+        "self_attn.o_proj.weight": (hidden, heads * head_dim),
+        "mlp.gate_proj.weight": (inter, hidden),
+        "mlp.up_proj.weight": (inter, hidden),
+        "mlp.down_proj.weight": (hidden, inter),
+        "input_layernorm.weight": (hidden,),
+        "post_attention_layernorm.weight": (hidden,),
+    }
+    if qkv_bias:
+        layer.update({"self_attn.q_proj.bias": (heads * head_dim,), "self_attn.k_proj.bias": (kv * head_dim,),
+                      "self_attn.v_proj.bias": (kv * head_dim,)})
+    if o_bias:
+        layer["self_attn.o_proj.bias"] = (hidden,)
+    if mlp_bias:
+        layer.update({"mlp.gate_proj.bias": (inter,), "mlp.up_proj.bias": (inter,), "mlp.down_proj.bias": (hidden,)})
+    if family == "qwen3":
+        layer.update({"self_attn.q_norm.weight": (head_dim,), "self_attn.k_norm.weight": (head_dim,)})
+    shapes = {"model.embed_tokens.weight": (config["vocab_size"], hidden)}
+    for index in range(config["num_hidden_layers"]):
+        shapes.update({f"model.layers.{index}.{name}": shape for name, shape in layer.items()})
+    shapes["model.norm.weight"] = (hidden,)
+    shapes["lm_head.weight"] = (config["vocab_size"], hidden)
+    return shapes
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 @dataclass(frozen=True)
 class MappedTensor:
     """One stored tensor and the HF tensors it becomes."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import pickle
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -222,6 +223,54 @@ def _load_streamed(file: RangeFile, where: str) -> Any:
         raise CheckpointFormatError(f"{where}: unreadable blob ({first_line})") from None
 
 
+# Typed storage classes torch.save names in a tensor's pickle, by the dtype they hold.
+_STORAGE_DTYPES = {
+    f"{name}Storage": dtype
+    for name, dtype in (("Float", torch.float32), ("BFloat16", torch.bfloat16), ("Half", torch.float16),
+                        ("Double", torch.float64), ("Long", torch.int64), ("Int", torch.int32),
+                        ("Short", torch.int16), ("Char", torch.int8), ("Byte", torch.uint8), ("Bool", torch.bool))
+}
+
+
+class _LayoutUnpickler(pickle.Unpickler):
+    """Reads the pickle of one torch.save'd tensor as plain data. Only the globals such a
+    pickle names are admitted, each replaced by a harmless stand-in; any other global
+    (or any other shape of pickle) makes `_tensor_layout` answer None."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
+            return lambda storage, offset, size, stride, *rest: (storage, offset, tuple(size), tuple(stride))
+        if (module, name) == ("collections", "OrderedDict"):
+            return dict
+        if module == "torch" and name in _STORAGE_DTYPES:
+            return _STORAGE_DTYPES[name]
+        raise pickle.UnpicklingError(f"{module}.{name}")
+
+    def persistent_load(self, pid: Any) -> Any:
+        return pid  # ("storage", dtype, key, location, numel)
+
+
+def _tensor_layout(data: bytes) -> tuple | None:
+    """(dtype, storage numel, storage offset, size, stride) of a plain tensor pickle, else None."""
+    try:
+        value = _LayoutUnpickler(io.BytesIO(data)).load()
+        storage, offset, size, stride = value
+        kind, dtype, _key, _location, numel = storage
+    except Exception:
+        return None
+    if kind != "storage" or not isinstance(dtype, torch.dtype):
+        return None
+    return dtype, numel, offset, size, stride
+
+
+def _contiguous_strides(sizes: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(sizes):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
 class CheckpointReader:
     """Tables and values of one DCP directory, read on demand.
 
@@ -284,27 +333,24 @@ class CheckpointReader:
         exactly the chunk as one contiguous, uncompressed storage (what DCP writes); else None.
 
         Lets export copy such bytes file-to-file (copy_file_range) with no trip through
-        user memory. The blob's pickle is read under FakeTensorMode: shapes only, no data.
+        user memory. The blob's pickle is read as data (`_tensor_layout`): which storage,
+        offset, shape and strides, never a tensor and never code.
         """
         if chunk.transforms or chunk.file is None or chunk.numel == 0:
             return None
         import struct
         import zipfile
 
-        from torch._subclasses.fake_tensor import FakeTensorMode
-
         blob = RangeFile(self.store, chunk.file, chunk.file_offset, chunk.length)
         try:
-            with FakeTensorMode():
-                fake = torch.load(blob, map_location="cpu", weights_only=True)
-            nbytes = chunk.numel * entry.dtype.itemsize
-            if (
-                not isinstance(fake, torch.Tensor) or tuple(fake.shape) != chunk.sizes or fake.dtype != entry.dtype
-                or not fake.is_contiguous() or fake.storage_offset() != 0 or fake.untyped_storage().nbytes() != nbytes
-            ):
-                return None
-            blob.seek(0)
             archive = zipfile.ZipFile(blob)
+            pickles = [i for i in archive.infolist() if i.filename.endswith("/data.pkl")]
+            if len(pickles) != 1:
+                return None
+            layout = _tensor_layout(archive.read(pickles[0]))
+            nbytes = chunk.numel * entry.dtype.itemsize
+            if layout is None or layout != (entry.dtype, chunk.numel, 0, chunk.sizes, _contiguous_strides(chunk.sizes)):
+                return None
             records = [i for i in archive.infolist() if "/data/" in i.filename and not i.filename.endswith("/")]
             orders = [i for i in archive.infolist() if i.filename.endswith("/byteorder")]
             if len(records) != 1 or records[0].compress_type != zipfile.ZIP_STORED or records[0].file_size != nbytes:

@@ -153,16 +153,22 @@ class ShardedSafetensorsWriter:
             )
         data = tensor.detach().contiguous().reshape(-1).view(torch.uint8).numpy()
         _pwrite_all(self._fds[slot.file], memoryview(data), slot.offset, self.out_dir / slot.file)
-        with self._lock:
-            self._written.add(name)
+        self._mark_written(name)
+
+    def write_range(self, name: str, data: memoryview, start: int, done: bool) -> None:
+        """Write raw bytes of `name` (already in its planned dtype) at byte `start` of its
+        slot: lets a tensor be converted and written a piece at a time. `done` marks it
+        complete."""
+        slot = self._range(name, start, len(data))
+        _pwrite_all(self._fds[slot.file], data, slot.offset + start, self.out_dir / slot.file)
+        if done:
+            self._mark_written(name)
 
     def copy_range(self, name: str, src_fd: int, src_offset: int, start: int, nbytes: int, done: bool) -> None:
         """Copy `nbytes` of raw tensor bytes from another file into `name` at byte `start`
         of its slot, in the kernel (copy_file_range: no user-space copy). `done` marks the
         tensor complete. Raises OSError where the kernel or filesystem cannot."""
-        slot = self.slots[name]
-        if start < 0 or start + nbytes > slot.nbytes:
-            raise ValueError(f"{name}: bytes [{start}, {start + nbytes}) outside its {slot.nbytes}")
+        slot = self._range(name, start, nbytes)
         fd, copied = self._fds[slot.file], 0
         while copied < nbytes:
             count = os.copy_file_range(src_fd, fd, nbytes - copied, src_offset + copied, slot.offset + start + copied)
@@ -170,8 +176,17 @@ class ShardedSafetensorsWriter:
                 raise OSError(5, f"{self.out_dir / slot.file}: copy_file_range stopped at {copied} of {nbytes} bytes")
             copied += count
         if done:
-            with self._lock:
-                self._written.add(name)
+            self._mark_written(name)
+
+    def _range(self, name: str, start: int, nbytes: int) -> TensorSlot:
+        slot = self.slots[name]
+        if start < 0 or start + nbytes > slot.nbytes:
+            raise ValueError(f"{name}: bytes [{start}, {start + nbytes}) outside its {slot.nbytes}")
+        return slot
+
+    def _mark_written(self, name: str) -> None:
+        with self._lock:
+            self._written.add(name)
 
     def close(self) -> None:
         """Check every tensor arrived, fsync the files, write the index (when sharded)."""

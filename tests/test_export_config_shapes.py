@@ -1,0 +1,49 @@
+"""export-hf reads config.json of known families without transformers; the names and
+shapes it derives must equal what a meta-device transformers model holds, for every
+variant that changes the weight set (biases, tied embeddings, explicit head_dim)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from transformers import LlamaConfig, Qwen2Config, Qwen3Config
+
+from mfsdp_ckpt.export_hf import JsonConfig, _expected_weights, load_config
+from mfsdp_ckpt.hf_config import expected_weights, load_hf_config
+
+SMALL = dict(vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=2, num_attention_heads=4)
+
+VARIANTS = {
+    "qwen2 tied": Qwen2Config(**SMALL, num_key_value_heads=2, tie_word_embeddings=True),
+    "qwen2 untied": Qwen2Config(**SMALL, num_key_value_heads=1, tie_word_embeddings=False),
+    "qwen3 head_dim 16": Qwen3Config(**SMALL, num_key_value_heads=2, head_dim=16, tie_word_embeddings=True),
+    "qwen3 attention bias": Qwen3Config(**SMALL, num_key_value_heads=4, head_dim=8, attention_bias=True),
+    "llama gqa": LlamaConfig(**SMALL, num_key_value_heads=2),
+    "llama all biases, head_dim 24": LlamaConfig(**SMALL, num_key_value_heads=4, head_dim=24,
+                                                 attention_bias=True, mlp_bias=True, tie_word_embeddings=True),
+}
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_json_shapes_equal_meta_model(variant, tmp_path):
+    VARIANTS[variant].save_pretrained(tmp_path)
+    config = load_config(tmp_path / "config.json")
+    assert isinstance(config, JsonConfig)  # the fast path was taken
+    fast = _expected_weights(config)
+    meta = expected_weights(load_hf_config(tmp_path))
+    assert fast.allowed == meta.allowed
+    assert fast.required == meta.required
+    assert fast.tie_word_embeddings == meta.tie_word_embeddings
+
+
+def test_missing_number_or_unknown_family_goes_through_transformers(tmp_path):
+    VARIANTS["qwen3 head_dim 16"].save_pretrained(tmp_path)
+    data = json.loads((tmp_path / "config.json").read_text())
+    del data["head_dim"]  # qwen3's default head_dim is not hidden / heads: never guess it
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    config = load_config(tmp_path / "config.json")
+    assert not isinstance(config, JsonConfig) and config.head_dim == 128
+    data.update(model_type="mistral", head_dim=16)
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    assert not isinstance(load_config(tmp_path / "config.json"), JsonConfig)
