@@ -136,8 +136,10 @@ def main() -> None:
         ratio = f"{row['tokens_per_s'] / base:.2f}" if base else "-"
         shown = f"{agree[row['engine']]:.3f}" if row["engine"] in agree else "-"
         print(f"| {row['engine']} | {row['first_s']:.2f} | {row['best_s']:.2f} | {row['tokens_per_s']:.0f} | {ratio} | {shown} |")
+    graphs = graph_engine.decoder.cuda_graphs
+    print(f"\nhf engine decoded with CUDA graphs: {graphs}")
     print(json.dumps({"shape": args.shape, "prompts": args.prompts, "new_tokens": args.new_tokens, "rows": rows,
-                      "greedy_agreement": agree}))
+                      "greedy_agreement": agree, "cuda_graphs": graphs}))
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:

@@ -22,12 +22,12 @@ def model(tmp_path_factory):
 
 def test_cuda_graph_decode_matches_transformers(model):
     engine = HFRolloutEngine(model, eos_token_ids=[2], pad_token_id=0, cuda_graphs=True)
-    assert engine.decoder.cuda_graphs
     for _ in range(2):  # the second call replays the graph captured by the first
         out = engine.generate(PROMPTS, SamplingParams(n=2, max_tokens=24, seed=5, logprobs=True))
         for row, response in enumerate(out.token_lists()):
             expected = reference_logprobs(model, PROMPTS[out.prompt_index[row]], response)
             torch.testing.assert_close(out.logprobs[row, : len(response)], expected, atol=1e-4, rtol=0)
+    assert engine.decoder.cuda_graphs and engine.decoder._graphs, "graph capture fell back to eager decoding"
     eager = HFRolloutEngine(model, eos_token_ids=[2], pad_token_id=0, cuda_graphs=False)
     greedy = SamplingParams(temperature=0, max_tokens=24)
     assert engine.generate(PROMPTS, greedy).token_lists() == eager.generate(PROMPTS, greedy).token_lists()

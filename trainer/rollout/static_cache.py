@@ -15,6 +15,7 @@ only, which keeps its (unused) values finite.
 
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -163,6 +164,19 @@ class StaticCacheDecoder:
         self._graphs[key] = _DecodeGraph(graph, tokens, slot, pad, keys, values, logits)
         return self._graphs[key]
 
+    def _try_graph(self, rows: int, width: int) -> _DecodeGraph | None:
+        """The captured decode step, or None (eager decoding) when graphs are off or capture fails:
+        a capture failure costs speed, never the run."""
+        if not self.cuda_graphs:
+            return None
+        try:
+            return self._graph_for(rows, width)
+        except RuntimeError as err:
+            warnings.warn(f"rollout: CUDA graph capture failed, decoding eagerly from now on ({err})")
+            self.cuda_graphs = False
+            self._graphs.clear()
+            return None
+
     def release(self) -> None:
         """Drop graphs, caches and generation state (after a weight update nothing needs recapture:
         graphs read the parameters in place; this is for freeing memory)."""
@@ -180,12 +194,11 @@ class StaticCacheDecoder:
         padded = torch.full((count, longest), self.pad_token_id, dtype=torch.long, device=self.device)
         for row, prompt in enumerate(prompts):
             padded[row, longest - len(prompt) :] = torch.tensor(prompt, dtype=torch.long, device=self.device)
-        if self.cuda_graphs:
-            graph = self._graph_for(rows, width)
+        graph = self._try_graph(rows, width)
+        if graph is not None:
             keys, values = graph.keys, graph.values
             graph.pad.copy_(pad.repeat_interleave(n).unsqueeze(1))
         else:
-            graph = None
             keys, values = self._new_cache(rows, width)
         logits = []
         columns = torch.arange(longest, device=self.device)
