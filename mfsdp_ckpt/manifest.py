@@ -54,8 +54,8 @@ class Manifest:
     def from_json(cls, text: str, source: str = "manifest.json") -> "Manifest":
         try:
             data = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ManifestError(f"{source}: not valid JSON ({err})") from None
+        except (ValueError, RecursionError) as err:  # bad JSON, a 5000-digit number, [[[[... nesting
+            raise ManifestError(f"{source}: not valid JSON ({str(err)[:200]})") from None
         if not isinstance(data, dict):
             raise ManifestError(f"{source}: top level must be an object")
         return cls._from_dict(data, source)

@@ -76,20 +76,26 @@ class ObjectEntry:
     transforms: tuple[str, ...] = ()
 
 
+MAX_INT = 2**63 - 1  # sizes and offsets are int64 in torch and on disk
+
+
 def _int_tuple(value: Any, what: str) -> tuple[int, ...]:
-    try:
-        items = tuple(value)
-    except TypeError:
-        raise CheckpointFormatError(f"{what}: expected a sequence of ints, got {value!r}") from None
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in items):
-        raise CheckpointFormatError(f"{what}: expected non-negative ints, got {items!r}")
+    if not isinstance(value, (tuple, list)):  # torch.Size is a tuple
+        raise CheckpointFormatError(f"{what}: expected a sequence of ints, got {type(value).__name__}")
+    items = tuple(value)
+    if len(items) > 64 or not all(_is_index(v) for v in items):
+        raise CheckpointFormatError(f"{what}: expected at most 64 ints in [0, 2**63), got {items!r:.200}")
     return items
 
 
 def _nonneg_int(value: Any, what: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise CheckpointFormatError(f"{what}: expected a non-negative int, got {value!r}")
+    if not _is_index(value):
+        raise CheckpointFormatError(f"{what}: expected an int in [0, 2**63), got {value!r:.200}")
     return value
+
+
+def _is_index(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_INT
 
 
 def _storage_location(storage_data: dict, key: str, index: Any) -> tuple[str | None, int, int, tuple]:
@@ -101,13 +107,16 @@ def _storage_location(storage_data: dict, key: str, index: Any) -> tuple[str | N
         raise CheckpointFormatError(f"{key}: storage entry has no file name")
     offset = _nonneg_int(getattr(info, "offset", None), f"{key}: storage offset")
     length = _nonneg_int(getattr(info, "length", None), f"{key}: storage length")
-    transforms = tuple(getattr(info, "transform_descriptors", None) or ())
-    return relative_path, offset, length, transforms
+    transforms = getattr(info, "transform_descriptors", None) or ()
+    if not isinstance(transforms, (list, tuple)) or not all(isinstance(t, str) for t in transforms):
+        raise CheckpointFormatError(f"{key}: storage transforms {transforms!r:.200} are not a list of names")
+    return relative_path, offset, length, tuple(transforms)
 
 
 def parse_metadata(md: dcp_metadata.Metadata) -> tuple[dict[str, TensorEntry], dict[str, ObjectEntry]]:
     """Normalize DCP metadata into checked, plain tables. Raises on malformed entries."""
-    storage_data = md.storage_data if isinstance(md.storage_data, dict) else {}
+    storage_data = getattr(md, "storage_data", None)
+    storage_data = storage_data if isinstance(storage_data, dict) else {}
     tensors: dict[str, TensorEntry] = {}
     objects: dict[str, ObjectEntry] = {}
     for key, item in md.state_dict_metadata.items():
@@ -119,16 +128,19 @@ def parse_metadata(md: dcp_metadata.Metadata) -> tuple[dict[str, TensorEntry], d
             continue
         if not isinstance(item, dcp_metadata.TensorStorageMetadata):
             raise CheckpointFormatError(f"{key}: unknown metadata entry {type(item).__name__}")
-        shape = _int_tuple(item.size, f"{key}: shape")
-        dtype = getattr(item.properties, "dtype", None)
+        shape = _int_tuple(getattr(item, "size", None), f"{key}: shape")
+        dtype = getattr(getattr(item, "properties", None), "dtype", None)
         if not isinstance(dtype, torch.dtype):
             raise CheckpointFormatError(f"{key}: dtype {dtype!r} is not a torch dtype")
         if math.prod(shape) * dtype.itemsize > MAX_TENSOR_BYTES:
             raise CheckpointFormatError(f"{key}: shape {shape} ({dtype}) is absurdly large")
+        stored_chunks = getattr(item, "chunks", None)
+        if not isinstance(stored_chunks, (list, tuple)):
+            raise CheckpointFormatError(f"{key}: chunks are {type(stored_chunks).__name__}, not a list")
         chunks = []
-        for chunk in item.chunks:
-            offsets = _int_tuple(chunk.offsets, f"{key}: chunk offsets")
-            sizes = _int_tuple(chunk.sizes, f"{key}: chunk sizes")
+        for chunk in stored_chunks:
+            offsets = _int_tuple(getattr(chunk, "offsets", None), f"{key}: chunk offsets")
+            sizes = _int_tuple(getattr(chunk, "sizes", None), f"{key}: chunk sizes")
             if len(offsets) != len(shape) or len(sizes) != len(shape):
                 raise CheckpointFormatError(
                     f"{key}: chunk rank {len(offsets)}/{len(sizes)} differs from tensor rank {len(shape)}"
