@@ -1,19 +1,23 @@
 """export-hf on CPU: wall time and peak RSS against the usual ways out, in one run.
 
 Makes Qwen2.5-shaped checkpoints (random fp32 weights, model only, one process, through
-mfsdp's Checkpointer), then runs each method in a fresh subprocess, timing it and reading
-that child's peak RSS from wait4(), so the numbers are independent:
+mfsdp's Checkpointer; kept for the next run), then runs each method in a fresh subprocess,
+timing it and reading that child's peak RSS from wait4(), so the numbers are independent.
+Methods are interleaved and repeated (`--repeat`, rotating the order each round) and the
+median wall time is reported, because one run on a shared VM moves by +-50%:
 
 * `cp -r` of the dist_ckpt bytes (the floor any converter is measured against), and
   `cp -r` + `sync` (export fsyncs its files, so this is the like-for-like floor);
 * `mfsdp ckpt export-hf` (fp32 like the baselines; also bf16 and with --io tensorstore);
 * (i) `dcp_to_torch_save` + `torch.load` + `safetensors.torch.save_file`;
-* (ii) `_load_state_dict_from_keys` of everything + `save_file`.
+* (ii) `_load_state_dict_from_keys` of everything + `save_file`;
+* start-up alone (importing the CLI and the export module), the fixed cost in every row.
 
-    python bench/export_hf.py --dir /work/bench_export --shapes 0.5b 1.5b 3b --baselines-at 1.5b
+    python bench/export_hf.py --dir /work/bench_export --shapes 0.5b 1.5b 3b --baselines-at 1.5b --repeat 3
 
-Prints a markdown table (ratio of wall time to cp; RSS against the target
-1.5 x largest tensor + 0.5 GiB) and, last, one JSON line per row.
+Prints a markdown table (median wall time, its ratio to cp and to cp + sync, the spread;
+peak RSS against the target 1.5 x largest tensor + 0.5 GiB; load average while it ran)
+and, last, one JSON line per row.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -103,22 +108,36 @@ def checkpoint_stats(run: Path) -> tuple[int, int]:
     return sum(sizes), max(sizes)
 
 
-def methods(shape: str, run: Path, out: Path, baselines: bool) -> list[tuple[str, list[str]]]:
+CP, CP_SYNC = "cp -r dist_ckpt", "cp -r dist_ckpt + sync (durable, as export is)"
+STARTUP = "start-up only: import cli + export module"
+
+
+def export_argv(run: Path, out: Path) -> list[str]:
+    return [sys.executable, "-c", "from cli.main import main; main()", "ckpt", "export-hf", str(run), "--out", str(out)]
+
+
+def methods(run: Path, out: Path) -> list[tuple[str, list[str]]]:
+    """The methods every shape runs, repeated and interleaved."""
     dist_ckpt = str(run / "global_step_1" / "dist_ckpt")
-    export = [sys.executable, "-c", "from cli.main import main; main()", "ckpt", "export-hf", str(run), "--out", str(out)]
-    rows = [
-        ("cp -r dist_ckpt", ["cp", "-r", dist_ckpt, str(out)]),
-        ("cp -r dist_ckpt + sync (durable, as export is)", ["sh", "-c", f"cp -r {dist_ckpt} {out} && sync -f {out}"]),
+    export = export_argv(run, out)
+    return [
+        (CP, ["cp", "-r", dist_ckpt, str(out)]),
+        (CP_SYNC, ["sh", "-c", f"cp -r {dist_ckpt} {out} && sync -f {out}"]),
         ("mfsdp export-hf fp32", export + ["--dtype", "fp32"]),
         ("mfsdp export-hf bf16 (auto)", export),
+        (STARTUP, [sys.executable, "-c", "import cli.main, mfsdp_ckpt.export_hf"]),
     ]
-    if baselines:
-        rows += [
-            ("mfsdp export-hf fp32 --io tensorstore", export + ["--dtype", "fp32", "--io", "tensorstore"]),
-            ("(i) dcp_to_torch_save+load+save_file", [sys.executable, "-c", DCP_TO_TORCH_SAVE.format(src=dist_ckpt, out=str(out))]),
-            ("(ii) _load_state_dict_from_keys+save_file", [sys.executable, "-c", LOAD_FROM_KEYS.format(src=dist_ckpt, out=str(out))]),
-        ]
-    return rows
+
+
+def baseline_methods(run: Path, out: Path) -> list[tuple[str, list[str]]]:
+    """The slow ways out (each holds the whole model), at --baselines-at shapes."""
+    dist_ckpt = str(run / "global_step_1" / "dist_ckpt")
+    export = export_argv(run, out)
+    return [
+        ("mfsdp export-hf fp32 --io tensorstore", export + ["--dtype", "fp32", "--io", "tensorstore"]),
+        ("(i) dcp_to_torch_save+load+save_file", [sys.executable, "-c", DCP_TO_TORCH_SAVE.format(src=dist_ckpt, out=str(out))]),
+        ("(ii) _load_state_dict_from_keys+save_file", [sys.executable, "-c", LOAD_FROM_KEYS.format(src=dist_ckpt, out=str(out))]),
+    ]
 
 
 def clear(out: Path) -> None:
@@ -129,39 +148,62 @@ def clear(out: Path) -> None:
             path.unlink()
 
 
+def measure_shape(shape: str, args: argparse.Namespace) -> list[dict]:
+    """Every method for one shape: `--repeat` interleaved rounds (order rotated each round),
+    baselines `--baseline-repeat` times; median wall time, max peak RSS."""
+    run = make_checkpoint(shape, args.dir)
+    total, largest = checkpoint_stats(run)
+    out = args.dir / f"out_{shape}"
+    clear(out)
+    subprocess.run(["cp", "-r", str(run / "global_step_1" / "dist_ckpt"), str(out)], check=True)  # warm the page cache
+    clear(out)
+    rounds = [methods(run, out)] * args.repeat
+    if shape in args.baselines_at:
+        rounds = [r + (baseline_methods(run, out) if i < args.baseline_repeat else []) for i, r in enumerate(rounds)]
+    walls: dict[str, list[float]] = {}
+    rss: dict[str, float] = {}
+    loads = [os.getloadavg()[0]]
+    for index, row in enumerate(rounds):
+        for name, argv in row[index % len(row):] + row[: index % len(row)]:
+            os.sync()  # start each method with no dirty pages of the one before
+            wall, peak = run_measured(argv)
+            clear(out)
+            walls.setdefault(name, []).append(wall)
+            rss[name] = max(rss.get(name, 0.0), peak)
+            loads.append(os.getloadavg()[0])
+            print(f"# {shape} {name}: {wall:.1f} s, {peak:.2f} GiB, load {loads[-1]:.1f}", file=sys.stderr)
+    if args.cleanup:
+        shutil.rmtree(run)
+    cp, cp_sync = statistics.median(walls[CP]), statistics.median(walls[CP_SYNC])
+    return [
+        dict(shape=shape, method=name, wall_s=round(statistics.median(times), 2), runs=len(times),
+             wall_min_max=[round(min(times), 2), round(max(times), 2)], ratio_vs_cp=round(statistics.median(times) / cp, 2),
+             ratio_vs_cp_sync=round(statistics.median(times) / cp_sync, 2), peak_rss_gib=round(rss[name], 2),
+             model_gb=round(total / 1e9, 2), largest_tensor_gib=round(largest / GIB, 3),
+             rss_target_gib=round(1.5 * largest / GIB + 0.5, 2), load_min_max=[round(min(loads), 1), round(max(loads), 1)])
+        for name, times in walls.items()
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", type=Path, default=Path("/work/bench_export"))
     parser.add_argument("--shapes", nargs="+", default=["0.5b", "1.5b", "3b"], choices=list(SHAPES))
     parser.add_argument("--baselines-at", nargs="*", default=["1.5b"])
-    parser.add_argument("--keep", action="store_true", help="Keep the checkpoints for another run.")
+    parser.add_argument("--repeat", type=int, default=3, help="Interleaved rounds of the main methods (median reported).")
+    parser.add_argument("--baseline-repeat", type=int, default=1, help="Rounds that include the slow baselines.")
+    parser.add_argument("--cleanup", action="store_true", help="Delete the checkpoints afterwards (default: keep them).")
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
-    results = []
-    for shape in args.shapes:
-        run = make_checkpoint(shape, args.dir)
-        total, largest = checkpoint_stats(run)
-        target = 1.5 * largest / GIB + 0.5
-        out = args.dir / f"out_{shape}"
-        clear(out)
-        subprocess.run(["cp", "-r", str(run / "global_step_1" / "dist_ckpt"), str(out)], check=True)  # warm the page cache
-        clear(out)
-        cp_wall = None
-        for name, argv in methods(shape, run, out, shape in args.baselines_at):
-            wall, rss = run_measured(argv)
-            clear(out)
-            cp_wall = wall if cp_wall is None else cp_wall
-            results.append(dict(shape=shape, method=name, wall_s=round(wall, 2), ratio_vs_cp=round(wall / cp_wall, 2),
-                                peak_rss_gib=round(rss, 2), model_gb=round(total / 1e9, 2),
-                                largest_tensor_gib=round(largest / GIB, 3), rss_target_gib=round(target, 2)))
-            print(f"# {shape} {name}: {wall:.1f} s, {rss:.2f} GiB", file=sys.stderr)
-        if not args.keep:
-            shutil.rmtree(run)
-    print("| shape | model GB | largest tensor GiB | method | wall s | x cp | peak RSS GiB | RSS target GiB |")
-    print("|---|---|---|---|---|---|---|---|")
+    results = [row for shape in args.shapes for row in measure_shape(shape, args)]
+    print("| shape | model GB | largest tensor GiB | method | median wall s (min-max, runs) | x cp | x cp+sync"
+          " | peak RSS GiB | RSS target GiB | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['shape']} | {r['model_gb']} | {r['largest_tensor_gib']} | {r['method']} | {r['wall_s']} |"
-              f" {r['ratio_vs_cp']} | {r['peak_rss_gib']} | {r['rss_target_gib']} |")
+        low, high = r["wall_min_max"]
+        print(f"| {r['shape']} | {r['model_gb']} | {r['largest_tensor_gib']} | {r['method']} | {r['wall_s']} ({low}-{high}, {r['runs']}) |"
+              f" {r['ratio_vs_cp']} | {r['ratio_vs_cp_sync']} | {r['peak_rss_gib']} | {r['rss_target_gib']} |"
+              f" {r['load_min_max'][0]}-{r['load_min_max'][1]} |")
     for r in results:
         print(json.dumps(r))
 

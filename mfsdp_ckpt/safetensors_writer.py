@@ -123,6 +123,10 @@ class ShardedSafetensorsWriter:
         self._fds: dict[str, int] = {}
         self._written: set[str] = set()
         self._lock = threading.Lock()
+        # One writer per file at a time: concurrent buffered writes into one ext4 file
+        # contend on its inode and page-cache locks and ran 2-10x slower than one thread
+        # writing big pieces (docs/benchmarks.md); the other threads read and convert.
+        self._file_locks = {file: threading.Lock() for file in self.files}
 
     @property
     def total_bytes(self) -> int:
@@ -152,7 +156,8 @@ class ShardedSafetensorsWriter:
                 f"{name}: got {tuple(tensor.shape)} {tensor.dtype}, planned {slot.shape} {slot.dtype}"
             )
         data = tensor.detach().contiguous().reshape(-1).view(torch.uint8).numpy()
-        _pwrite_all(self._fds[slot.file], memoryview(data), slot.offset, self.out_dir / slot.file)
+        with self._file_locks[slot.file]:
+            _pwrite_all(self._fds[slot.file], memoryview(data), slot.offset, self.out_dir / slot.file)
         self._mark_written(name)
 
     def write_range(self, name: str, data: memoryview, start: int, done: bool) -> None:
@@ -160,7 +165,8 @@ class ShardedSafetensorsWriter:
         slot: lets a tensor be converted and written a piece at a time. `done` marks it
         complete."""
         slot = self._range(name, start, len(data))
-        _pwrite_all(self._fds[slot.file], data, slot.offset + start, self.out_dir / slot.file)
+        with self._file_locks[slot.file]:
+            _pwrite_all(self._fds[slot.file], data, slot.offset + start, self.out_dir / slot.file)
         if done:
             self._mark_written(name)
 
@@ -170,11 +176,12 @@ class ShardedSafetensorsWriter:
         tensor complete. Raises OSError where the kernel or filesystem cannot."""
         slot = self._range(name, start, nbytes)
         fd, copied = self._fds[slot.file], 0
-        while copied < nbytes:
-            count = os.copy_file_range(src_fd, fd, nbytes - copied, src_offset + copied, slot.offset + start + copied)
-            if count <= 0:
-                raise OSError(5, f"{self.out_dir / slot.file}: copy_file_range stopped at {copied} of {nbytes} bytes")
-            copied += count
+        with self._file_locks[slot.file]:
+            while copied < nbytes:
+                count = os.copy_file_range(src_fd, fd, nbytes - copied, src_offset + copied, slot.offset + start + copied)
+                if count <= 0:
+                    raise OSError(5, f"{self.out_dir / slot.file}: copy_file_range stopped at {copied} of {nbytes} bytes")
+                copied += count
         if done:
             self._mark_written(name)
 
