@@ -18,9 +18,11 @@ def _error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseExce
     from mfsdp_ckpt.reader import CheckpointFormatError
     from mfsdp_ckpt.safe_metadata import UnsafeMetadataError
     from mfsdp_ckpt.storage import CheckpointFileError
+    from mfsdp_ckpt.validate import CheckpointInvalidError
 
     usage = (ExportUsageError, CheckpointPathError)
-    failure = (ExportError, CheckpointFormatError, CheckpointFileError, UnsafeMetadataError, ManifestError, OSError)
+    failure = (ExportError, CheckpointFormatError, CheckpointFileError, UnsafeMetadataError, ManifestError, OSError,
+               CheckpointInvalidError)
     return usage, failure
 
 

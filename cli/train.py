@@ -24,6 +24,17 @@ def _usage_errors() -> tuple[type[BaseException], ...]:
             ResumeMismatchError)
 
 
+def _failure_errors() -> tuple[type[BaseException], ...]:
+    """A run that cannot go on: a damaged checkpoint to resume, a save that failed (disk full),
+    a run dir that cannot be written (OSError names the path)."""
+    from cli.ckpt import BAD_CHECKPOINT
+    from mfsdp_ckpt.checkpointer import CheckpointLoadError, CheckpointSaveError
+    from mfsdp_ckpt.validate import CheckpointInvalidError
+
+    return (FloatingPointError, CheckpointInvalidError, CheckpointLoadError, CheckpointSaveError, *BAD_CHECKPOINT,
+            OSError)
+
+
 @click.group()
 def train() -> None:
     """Train a model (SFT now; GRPO joins this group)."""
@@ -50,7 +61,7 @@ def sft(config_path: str | None, nproc_per_node: int, as_json: bool, overrides: 
       torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29500 \\
           -m cli.train sft --config examples/sft_gsm8k_qwen.yaml
     """
-    command = friendly_errors(usage=_usage_errors(), failure=(FloatingPointError,))(run_sft_command)
+    command = friendly_errors(usage=_usage_errors(), failure=_failure_errors())(run_sft_command)
     command(config_path, nproc_per_node, as_json, list(overrides))
 
 

@@ -17,9 +17,11 @@ a DCP file mean lives in `reader.py`; where files go lives in `layout.py`.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import shutil
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -30,18 +32,22 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemWriter
+from torch.distributed.checkpoint.filesystem import FileSystem
 from torch.distributed.checkpoint._nested_dict import flatten_state_dict
+from torch.distributed.checkpoint.api import CheckpointException
 
 from mfsdp_ckpt import __version__, layout
 from mfsdp_ckpt.manifest import CONTENT_KINDS, Manifest, hash_files, read_manifest
 from mfsdp_ckpt.safe_dcp import SafeFileSystemReader, SafeLoadPlanner
 from mfsdp_ckpt.staging import HostStager
+from mfsdp_ckpt.validate import invalid_checkpoint, manifest_hash_errors, require_valid
 
 MODEL, OPTIMIZER, EXTRA = CONTENT_KINDS
-KILL_AT_ENV = "MFSDP_CKPT_KILL_AT"  # fault injection for the crash-safety suite (see tests)
+KILL_AT_ENV = "MFSDP_CKPT_KILL_AT"  # <phase>[:<rank>][@<step>]: crash-safety tests SIGKILL a rank there
 
 SAVE_PHASES = (
     "before_files",  # temp dir exists, nothing written
+    "mid_file",  # a DCP data file being written holds its first bytes only
     "after_files",  # DCP files written, not yet hashed
     "before_manifest",  # files hashed and gathered, huggingface/ written
     "after_manifest",  # manifest written, temp dir not yet renamed
@@ -82,14 +88,102 @@ def _world_size() -> int:
     return dist.get_world_size() if dist.is_initialized() else 1
 
 
-def _maybe_die(phase: str) -> None:
-    """Crash-safety tests set MFSDP_CKPT_KILL_AT=<phase>[:<rank>] to SIGKILL a rank here."""
+def _kill_targets(phase: str, step: int) -> bool:
+    """Whether MFSDP_CKPT_KILL_AT=<phase>[:<rank>][@<step>] names this phase, rank and step."""
     target = os.environ.get(KILL_AT_ENV)
     if not target:
-        return
+        return False
+    target, _, at_step = target.partition("@")
     name, _, rank = target.partition(":")
-    if name == phase and (not rank or int(rank) == _rank()):
-        os.kill(os.getpid(), 9)
+    return name == phase and (not rank or int(rank) == _rank()) and (not at_step or int(at_step) == step)
+
+
+def _maybe_die(phase: str, step: int) -> None:
+    """Crash-safety tests SIGKILL a rank here (no cleanup, no flush: as a node failure would)."""
+    if _kill_targets(phase, step):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class _CheckedFileSystem(FileSystem):
+    """DCP's extra writer threads (torch `_write_files_from_queue`) report a failed write
+    only by printing a traceback: the save goes on without that file's entries and can
+    commit a checkpoint with data missing. While `capturing`, a failed write (ENOSPC,
+    EIO, ...) is recorded here instead, and `_CheckedWriter.write_data` raises it on that
+    rank, where DCP's own collectives carry it to every rank."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.capturing = False
+        self.failures: list[tuple[str, BaseException]] = []
+
+    @contextlib.contextmanager
+    def create_stream(self, path: str | os.PathLike, mode: str):
+        try:
+            with super().create_stream(path, mode) as stream:
+                yield self._wrap(stream, mode)
+        except Exception as err:
+            if not self.capturing:
+                raise
+            self.failures.append((str(path), err))
+
+    def _wrap(self, stream: Any, mode: str) -> Any:
+        return stream
+
+
+class _CheckedWriter(FileSystemWriter):
+    def __init__(self, path: str, *, thread_count: int, kill_mid_file: bool = False):
+        super().__init__(path, thread_count=thread_count)
+        self.fs = _DieMidFile() if kill_mid_file else _CheckedFileSystem()
+
+    def write_data(self, plan: Any, planner: Any) -> Any:
+        self.fs.capturing, self.fs.failures = True, []
+        try:
+            result = super().write_data(plan, planner)
+        finally:
+            self.fs.capturing = False
+        if self.fs.failures:
+            path, err = self.fs.failures[0]
+            raise OSError(f"{path}: {_os_reason(err)}")
+        return result
+
+
+def _os_reason(err: BaseException) -> str:
+    """The OSError behind a write failure (torch's zip writer re-raises ENOSPC as a
+    RuntimeError about positions), else the error itself, in one line."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.strerror:
+            return seen.strerror
+        seen = seen.__cause__ or seen.__context__
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}"
+
+
+class _DieMidFile(_CheckedFileSystem):
+    """Fault injection for the `mid_file` phase: the first DCP data file to reach
+    `MID_FILE_BYTES` is flushed to that point and the process is SIGKILLed, leaving a
+    partial file in the temp dir, as a crash during the write would."""
+
+    MID_FILE_BYTES = 4096
+
+    def _wrap(self, stream: Any, mode: str) -> Any:
+        return _KillAfterBytes(stream, self.MID_FILE_BYTES) if "w" in mode else stream
+
+
+class _KillAfterBytes:
+    def __init__(self, stream: Any, limit: int):
+        self._stream, self._limit, self._written = stream, limit, 0
+
+    def write(self, data: Any) -> int:
+        count = self._stream.write(data)
+        self._written += count
+        if self._written >= self._limit:
+            self._stream.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return count
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _versions() -> dict[str, str]:
@@ -159,9 +253,10 @@ class Checkpointer:
                 shutil.rmtree(tmp)
             (tmp / layout.DIST_CKPT_DIR).mkdir(parents=True)
         self._barrier()
-        _maybe_die("before_files")
+        _maybe_die("before_files", step)
         state_dict = {kind: _state_of(states[kind]) for kind in contents}
-        writer = FileSystemWriter(str(tmp / layout.DIST_CKPT_DIR), thread_count=self.io_threads)
+        writer = _CheckedWriter(str(tmp / layout.DIST_CKPT_DIR), thread_count=self.io_threads,
+                                kill_mid_file=_kill_targets("mid_file", step))
         writer_args = dict(storage_writer=writer, process_group=self._group)
         finish_args = (step, tmp, contents, hf_assets, info or {}, started)
         if self.async_save:
@@ -171,9 +266,22 @@ class Checkpointer:
             )
             self._pending.start()
         else:
+            self._write(state_dict, writer_args, finish_args)
+        return layout.step_dir(self.run_dir, step)
+
+    def _write(self, state_dict: dict, writer_args: dict, finish_args: tuple) -> None:
+        """DCP files, then hashes, manifest, rename, tracker. A failure (disk full, a dead
+        peer) becomes one CheckpointSaveError; the temp dir is removed to give the space
+        back, and the previous step and the tracker are untouched."""
+        step, tmp = finish_args[0], finish_args[1]
+        try:
             dcp.save(state_dict, **writer_args)
             self._finish(*finish_args)
-        return layout.step_dir(self.run_dir, step)
+        except (CheckpointException, OSError) as err:
+            if _rank() == 0:
+                shutil.rmtree(tmp, ignore_errors=True)
+            cause = _first_failure(err) if isinstance(err, CheckpointException) else f"{type(err).__name__}: {err}"
+            raise CheckpointSaveError(f"{tmp}: saving step {step} failed: {cause}") from None
 
     def wait(self) -> None:
         """Block until an async save in flight is committed; re-raise its failure here."""
@@ -182,15 +290,16 @@ class Checkpointer:
             self._pending = None
         if self._pending_error is not None:
             error, self._pending_error = self._pending_error, None
-            raise RuntimeError(f"async checkpoint save failed: {error}") from error
+            if isinstance(error, CheckpointSaveError):
+                raise error
+            raise CheckpointSaveError(f"async checkpoint save failed: {error}") from error
 
     def close(self) -> None:
         self.wait()
 
     def _save_in_background(self, staged: dict, writer_args: dict, finish_args: tuple) -> None:
         try:
-            dcp.save(staged, **writer_args)
-            self._finish(*finish_args)
+            self._write(staged, writer_args, finish_args)
         except BaseException as err:  # surfaced by wait() in the training thread
             self._pending_error = err
 
@@ -204,7 +313,7 @@ class Checkpointer:
         started: float,
     ) -> None:
         dcp_dir = tmp / layout.DIST_CKPT_DIR
-        _maybe_die("after_files")
+        _maybe_die("after_files", step)
         own = sorted(
             f"{layout.DIST_CKPT_DIR}/{name}"
             for name in os.listdir(dcp_dir)
@@ -237,7 +346,7 @@ class Checkpointer:
         for name in extra_names:
             layout.fsync_path(tmp / name)
         files.update(hash_files(tmp, extra_names, self.hash_workers))
-        _maybe_die("before_manifest")
+        _maybe_die("before_manifest", step)
         manifest = Manifest(
             step=step,
             world_size=_world_size(),
@@ -257,7 +366,7 @@ class Checkpointer:
             os.fsync(handle.fileno())
         for directory in (tmp / layout.DIST_CKPT_DIR, tmp):
             layout.fsync_path(directory)
-        _maybe_die("after_manifest")
+        _maybe_die("after_manifest", step)
         final = layout.step_dir(self.run_dir, step)
         if final.exists():  # re-saving a step: move the old one aside only once the new one is whole
             aside = final.with_name(final.name + ".old")
@@ -268,7 +377,7 @@ class Checkpointer:
         else:
             os.rename(tmp, final)
         layout.fsync_path(self.run_dir)
-        _maybe_die("after_rename")
+        _maybe_die("after_rename", step)
         layout.write_tracker(self.run_dir, step)
         self._prune(step)
 
@@ -310,7 +419,7 @@ class Checkpointer:
         *,
         contents: Iterable[str] = CONTENT_KINDS,
     ) -> Manifest | None:
-        return load_checkpoint(paths, states, contents=contents)
+        return load_checkpoint(paths, states, contents=contents, group=self._group)
 
 
 def load_checkpoint(
@@ -318,13 +427,18 @@ def load_checkpoint(
     states: Mapping[str, Stateful | dict[str, Any]],
     *,
     contents: Iterable[str] = CONTENT_KINDS,
+    group: dist.ProcessGroup | None = None,
 ) -> Manifest | None:
     """Load `contents` from a checkpoint into `states`, resharding to the current world size.
 
-    Model and optimizer keys must all be present; `extra` keys absent from the checkpoint
-    (per-rank RNG of ranks that did not exist then) are left as they are.
+    The checkpoint is validated first (cheap checks, and sha256 of the manifest's files
+    with the hashing split over the ranks of `group`): a damaged or hostile checkpoint is
+    refused with CheckpointInvalidError before DCP reads a byte. Model and optimizer keys
+    must all be present; `extra` keys absent from the checkpoint (per-rank RNG of ranks
+    that did not exist then) are left as they are.
     """
     contents = check_contents(contents, "load_contents")
+    _verify_before_load(paths, group)
     manifest = read_manifest(paths.manifest) if paths.manifest else None
     if manifest is not None:
         absent = [kind for kind in contents if kind not in manifest.contents]
@@ -343,7 +457,10 @@ def load_checkpoint(
         )
     for key in [k for k in flat if k.startswith(f"{EXTRA}.") and k not in stored]:
         _drop_path(wanted, mapping[key])
-    dcp.load(wanted, storage_reader=reader, planner=SafeLoadPlanner(allow_partial_load=True))
+    try:
+        dcp.load(wanted, storage_reader=reader, planner=SafeLoadPlanner(allow_partial_load=True))
+    except CheckpointException as err:  # a BaseException carrying every rank's traceback
+        raise CheckpointLoadError(f"{paths.dist_ckpt}: load failed: {_first_failure(err)}") from None
     for kind in contents:
         target = states[kind]
         if hasattr(target, "load_state_dict"):
@@ -351,6 +468,36 @@ def load_checkpoint(
         else:
             target.update(wanted[kind])
     return manifest
+
+
+class CheckpointSaveError(RuntimeError):
+    """A save failed (disk full, unwritable, a rank died); the previous checkpoint is intact."""
+
+
+class CheckpointLoadError(RuntimeError):
+    """DCP failed to read a checkpoint that passed validation (the message is one line)."""
+
+
+def _verify_before_load(paths: layout.CheckpointPaths, group: dist.ProcessGroup | None) -> None:
+    """Every rank runs the cheap checks (same files, same verdict) and hashes its share of
+    the files; the ranks agree on the outcome so that none enters DCP's collectives alone."""
+    require_valid(paths, manifest_only=True)
+    rank, world = (dist.get_rank(group), dist.get_world_size(group)) if dist.is_initialized() else (0, 1)
+    errors = manifest_hash_errors(paths, rank, world)
+    if world > 1:
+        gathered: list[list[str] | None] = [None] * world
+        dist.all_gather_object(gathered, errors, group=group)
+        errors = [line for part in gathered for line in part or []]
+    if errors:
+        raise invalid_checkpoint(sorted(errors), paths.step_dir or paths.dist_ckpt)
+
+
+def _first_failure(err: CheckpointException) -> str:
+    """The first rank's exception as one line (DCP's own message is a page of tracebacks)."""
+    first = next(iter(err.failures.values()), (err, None))
+    cause = first[0] if isinstance(first, tuple) else first  # (exception, traceback summary)
+    text = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
+    return f"{type(cause).__name__}: {text}" if text else type(cause).__name__
 
 
 def _state_of(state: Stateful | dict[str, Any]) -> dict[str, Any]:

@@ -3,7 +3,9 @@
 Stock DCP unpickles `.metadata` with `pickle.load` and loads non-tensor items with
 `torch.load(weights_only=False)`: resuming from a crafted checkpoint would run its code.
 These two overrides swap in the allow-listed metadata loader and weights-only loading;
-everything else is stock DCP, so resharding across world sizes works unchanged.
+the reader also refuses file names that leave the checkpoint directory (`../x`, absolute
+paths, symlinks pointing out), which stock DCP would follow. Everything else is stock
+DCP, so resharding across world sizes works unchanged.
 """
 
 from __future__ import annotations
@@ -18,11 +20,16 @@ from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
 
 from mfsdp_ckpt.layout import DCP_METADATA_FILE
 from mfsdp_ckpt.safe_metadata import load_metadata
+from mfsdp_ckpt.storage import LocalByteStore
 
 
 class SafeFileSystemReader(FileSystemReader):
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
         metadata = load_metadata(f"{self.path}/{DCP_METADATA_FILE}")
+        store = LocalByteStore(self.path)
+        storage = metadata.storage_data if isinstance(metadata.storage_data, dict) else {}
+        for info in storage.values():
+            store.size(str(getattr(info, "relative_path", "")))  # raises CheckpointFileError if it escapes
         if getattr(metadata, "storage_meta", None) is None:
             metadata.storage_meta = StorageMeta()
         metadata.storage_meta.load_id = self.load_id

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from mfsdp_ckpt import layout, names
@@ -86,6 +86,49 @@ def validate_checkpoint(
             _check_hashes(paths, manifest, report)
         _check_values(reader, report, progress)
     return report
+
+
+class CheckpointInvalidError(ValueError):
+    """A checkpoint about to be loaded or exported failed validation (first error in the message)."""
+
+
+def require_valid(paths: layout.CheckpointPaths, *, manifest_only: bool = False) -> ValidationReport | None:
+    """Refuse a checkpoint before anyone reads it: the cheap checks of `validate_checkpoint`,
+    raising CheckpointInvalidError with the first error.
+
+    Resume and export call this so that a damaged, truncated or booby-trapped checkpoint
+    (a path escaping the directory, a symlink out of it, a manifest that disagrees with
+    the files) is refused with one clear line instead of failing deep inside DCP or,
+    worse, loading. `manifest_only` skips checkpoints without a manifest (bare dist_ckpt
+    dirs of Megatron-LM or verl), whose optimizer layouts validate does not know; their
+    reads are still confined to the directory by the reader.
+    """
+    if manifest_only and paths.manifest is None:
+        return None
+    target = paths.step_dir or paths.dist_ckpt
+    report = validate_checkpoint(target)
+    errors = [f"{f.where}: {f.message}" for f in report.findings if f.severity == ERROR]
+    if errors:
+        raise invalid_checkpoint(errors, target)
+    return report
+
+
+def manifest_hash_errors(paths: layout.CheckpointPaths, share: int = 0, count: int = 1) -> list[str]:
+    """sha256 of every `share`-th of each `count` files the manifest lists (ranks of a job
+    split the hashing); one line per file whose bytes changed after the save."""
+    if paths.manifest is None:
+        return []
+    manifest = read_manifest(paths.manifest)
+    mine = dict(sorted(manifest.files.items())[share::count])
+    report = ValidationReport(path=str(paths.step_dir))
+    _check_hashes(paths, replace(manifest, files=mine), report)
+    return [f"{f.where}: {f.message}" for f in report.findings]
+
+
+def invalid_checkpoint(errors: list[str], target: Path) -> CheckpointInvalidError:
+    """One line: the first error, and how many more `mfsdp ckpt validate` will list."""
+    more = f" (+{len(errors) - 1} more; see mfsdp ckpt validate {target})" if len(errors) > 1 else ""
+    return CheckpointInvalidError(errors[0] + more)
 
 
 def _resolve(given: Path, report: ValidationReport) -> layout.CheckpointPaths:
