@@ -13,13 +13,14 @@ import torch.multiprocessing as mp
 
 from mfsdp_ckpt.reader import CheckpointReader
 from trainer.config import load_config
+from trainer.data.files import write_parquet
 from trainer.data.math_datasets import gsm8k_rows
 from trainer.grpo.config import GRPOConfig, RLDataConfig
 from trainer.grpo.data import RLDataError, load_rl_prompts
 from trainer.grpo.runner import run_grpo
 from trainer.grpo.synthetic import write_addition_data
-from trainer.data.files import write_parquet
 from trainer.metrics import read_metrics
+from trainer.rollout.vllm_engine import vllm_available
 from trainer.tiny import build_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -83,21 +84,26 @@ def test_resume_computes_what_an_uninterrupted_run_computes(task):
     assert record["rollout/actor_logprob_diff"] < 1e-4
 
 
-def test_two_ranks(task):
-    """FSDP2 over 2 gloo ranks: each rank rolls out its share; the gathered weights reach both engines."""
+@pytest.mark.parametrize("engine", [
+    "hf", pytest.param("vllm", marks=pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed")),
+])
+def test_two_ranks(task, engine):
+    """FSDP2 over 2 gloo ranks: each rank rolls out its share with its own engine; the gathered
+    weights reach both engines (their log-probs equal the actor's)."""
     root, files, reward = task
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    run = f"two_{engine}"
     done = subprocess.run(
         MFSDP + ["train", "grpo", "--nproc-per-node", "2", "--json"]
-        + _overrides(root, files, reward, "two", steps=2),
+        + _overrides(root, files, reward, run, steps=2) + [f"rollout.name={engine}", "rollout.enforce_eager=true"],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["final_step"] == 2 and summary["val_accuracy"] is not None
-    manifest = json.loads((root / "two" / "global_step_2" / "manifest.json").read_text())
-    assert manifest["world_size"] == 2
-    records = [r for r in read_metrics(root / "two") if "reward/mean" in r]
+    manifest = json.loads((root / run / "global_step_2" / "manifest.json").read_text())
+    assert manifest["world_size"] == 2 and manifest["info"]["rollout"] == engine
+    records = [r for r in read_metrics(root / run) if "reward/mean" in r]
     assert len(records) == 2
     assert max(r["rollout/actor_logprob_diff"] for r in records) < 1e-4
 
