@@ -380,6 +380,26 @@ class CheckpointReader:
         except Exception:  # anything unusual: the caller takes the ordinary (decoding) path
             return None
 
+    def _check_stored(self, entry: TensorEntry, chunk: Chunk) -> None:
+        """A chunk's blob must exist, fit in its file and, uncompressed, hold at least its
+        elements' bytes (DCP saves each chunk with its own storage). Checked before the
+        output is allocated, so metadata claiming 512 GB over a tiny file costs nothing."""
+        where = self._where(entry.name, chunk.file)
+        if chunk.file is None:
+            raise CheckpointFormatError(f"{where}: chunk at {chunk.offsets} has no storage entry")
+        size = self.store.size(chunk.file)
+        if size is None:
+            raise CheckpointFileError(f"{where}: file is missing")
+        if chunk.file_offset + chunk.length > size:
+            raise CheckpointFileError(
+                f"{where}: needs bytes [{chunk.file_offset}, {chunk.file_offset + chunk.length}) but the file has"
+                f" {size} (truncated?)"
+            )
+        if not chunk.transforms and chunk.length < chunk.numel * entry.dtype.itemsize:
+            raise CheckpointFormatError(
+                f"{where}: a blob of {chunk.length} bytes cannot hold {chunk.numel} {entry.dtype} elements"
+            )
+
     def read_tensor(self, name: str) -> torch.Tensor:
         """The full tensor, stitched from its chunks (one chunk in memory at a time)."""
         entry = self.tensors.get(name)
@@ -388,6 +408,9 @@ class CheckpointReader:
         problems = chunk_coverage_problems(entry)
         if problems:
             raise CheckpointFormatError(f"{self.root / DCP_METADATA_FILE} [{name}]: {problems[0]}")
+        for chunk in entry.chunks:
+            if chunk.numel:
+                self._check_stored(entry, chunk)
         if len(entry.chunks) == 1 and entry.chunks[0].sizes == entry.shape:
             return self.read_chunk(entry, entry.chunks[0]).to(entry.dtype).contiguous()
         out = torch.empty(entry.shape, dtype=entry.dtype)
