@@ -88,8 +88,9 @@ def load_metadata_bytes(data: bytes, source: str = "<bytes>") -> dcp_metadata.Me
     except UnsafeMetadataError as err:
         raise UnsafeMetadataError(f"{source}: {err}") from None
     except Exception as err:  # any damage in the pickle stream: truncated, bad opcode, bad args
+        detail = str(err) or ("the file ends early (truncated?)" if isinstance(err, EOFError) else "")
         raise UnsafeMetadataError(
-            f"{source}: unreadable DCP metadata ({type(err).__name__}: {err})"
+            f"{source}: unreadable DCP metadata ({type(err).__name__}: {detail[:200]})"
         ) from None
     if not isinstance(result, dcp_metadata.Metadata):
         raise UnsafeMetadataError(
