@@ -214,8 +214,12 @@ def _safe_size(reader: CheckpointReader, name: str, report: ValidationReport) ->
 
 def _check_chunks(reader: CheckpointReader, report: ValidationReport) -> None:
     for entry in reader.tensors.values():
+        where = f"{reader.root / layout.DCP_METADATA_FILE} [{entry.name}]"
         for problem in chunk_coverage_problems(entry):
-            report.add(ERROR, f"{reader.root / layout.DCP_METADATA_FILE} [{entry.name}]", problem)
+            report.add(ERROR, where, problem)
+        for chunk in entry.chunks:
+            if chunk.numel and chunk.file is None:  # what a save that lost a file's writes leaves
+                report.add(ERROR, where, f"chunk at {chunk.offsets} has no storage entry (its bytes were never written)")
 
 
 def _check_contents(paths, reader: CheckpointReader, manifest: Manifest | None, report) -> None:

@@ -243,6 +243,12 @@ def drop_optimizer_state(run: Path) -> None:
     _rewrite_metadata(run, edit)
 
 
+def drop_storage_entry(run: Path) -> None:
+    """What a save leaves when a writer thread's file fails silently (stock DCP): a chunk
+    in the metadata with no storage entry."""
+    _rewrite_metadata(run, lambda metadata: metadata.storage_data.pop(_first_model_chunk(metadata)))
+
+
 def metadata_runs_code(run: Path) -> None:
     path = dist_ckpt(run) / layout.DCP_METADATA_FILE
     path.write_bytes(pickle.dumps(_RunsCode(marker_for(run))))
@@ -394,6 +400,12 @@ FAULTS: tuple[Fault, ...] = (
         "validate": Expect(1, "manifest lists 'optimizer' but the checkpoint has no optimizer state"),
         "export-hf": Expect(REFUSED, "no optimizer state"),
         "resume": Expect(REFUSED, "no optimizer state"),
+    }),
+    Fault("storage_entry_missing", "corruption", ".metadata: a model chunk has no storage entry",
+          drop_storage_entry, {
+        "validate": Expect(1, "has no storage entry"),
+        "export-hf": Expect(REFUSED, "has no storage entry"),
+        "resume": Expect(REFUSED, "has no storage entry"),
     }),
     Fault("metadata_runs_code", "hostile", ".metadata is a pickle that calls os.system", metadata_runs_code, {
         "validate": Expect(1, "refusing to load global"),
