@@ -4,11 +4,15 @@ Hugging Face model directory, on CPU, in bounded memory.
 How it stays small and fast:
 
 * planning first: names are mapped (`name_maps`), every output shape is checked against
-  the HF config and the safetensors layout is fixed before a byte of weight is read;
-* streaming: each worker reads one stored tensor straight into its own memory, converts
-  it (QKV de-interleave, gate/up split, dtype cast) and `pwrite`s the result at its
-  planned offset; a byte budget keeps the tensors in flight under the largest one plus
-  a fixed buffer, so peak memory does not grow with the model;
+  the HF config (for Qwen2/Qwen3/Llama from config.json alone, without importing
+  transformers) and the safetensors layout is fixed before a byte of weight is read;
+* streaming: a tensor that keeps its name is copied file-to-file in the kernel, or cast
+  a 64 MiB piece at a time through per-thread buffers, so it never sits in memory whole;
+  a tensor that is split or de-interleaved (mcore QKV, gate/up) is read whole, converted
+  and `pwrite`n at its planned offset, under a byte budget of the largest one plus a
+  fixed buffer. Peak memory does not grow with the model. Each output file has one
+  writer at a time (concurrent writes into one file were slower); other threads read
+  and convert meanwhile;
 * atomic: everything is written into a hidden sibling directory that is renamed into
   place at the end; any failure or Ctrl-C removes it, so there is never a half export.
 """
@@ -49,6 +53,7 @@ from mfsdp_ckpt.reader import CheckpointReader, TensorEntry, chunk_coverage_prob
 from mfsdp_ckpt.safetensors_writer import INDEX_FILE, ShardedSafetensorsWriter
 from mfsdp_ckpt.storage import ByteStore, CheckpointFileError
 from mfsdp_ckpt.tensorstore_store import is_url, join_location, open_store
+from mfsdp_ckpt.validate import require_valid
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 _CONFIG_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
@@ -576,6 +581,8 @@ def export_hf(
     assets = _asset_files(asset_location, io)
     if "config.json" not in assets:
         raise ExportUsageError(f"{asset_location}: no config.json; pass --hf-config DIR|config.json")
+    if not is_url(str(ckpt)):  # damaged or hostile: refused with validate's first error, before planning
+        require_valid(layout.resolve_checkpoint(ckpt), manifest_only=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
     umask = os.umask(0)
     os.umask(umask)
