@@ -19,6 +19,7 @@ import datetime
 import os
 import platform
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -184,6 +185,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "reliability.md")
     parser.add_argument("--skip-crash", action="store_true", help="Leave out the 2-process kill runs (~3 min).")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run `finally`s: kill launched ranks, remove scratch
     started = time.monotonic()
     sections: dict[str, tuple[list[str], int]] = {}
     with tempfile.TemporaryDirectory(prefix="mfsdp-reliability-") as tmp:
