@@ -536,15 +536,21 @@ def launch_two_ranks(data: Path, run: Path, *extra: str, kill_at: str | None = N
     return process.returncode, out + err
 
 
-def losses(run: Path) -> dict[int, float]:
-    """step -> train loss from metrics.jsonl; a resumed run's lines override the first run's."""
+def losses(run: Path, skip_lines: int = 0) -> dict[int, float]:
+    """step -> train loss from metrics.jsonl after its first `skip_lines` lines (a resumed
+    run appends; its lines override the killed run's)."""
     result = {}
     path = run / "metrics.jsonl"
-    for line in path.read_text().splitlines() if path.exists() else []:
+    for line in (path.read_text().splitlines() if path.exists() else [])[skip_lines:]:
         record = json.loads(line)
         if "train/loss" in record:
             result[record["step"]] = record["train/loss"]
     return result
+
+
+def metrics_lines(run: Path) -> int:
+    path = run / "metrics.jsonl"
+    return len(path.read_text().splitlines()) if path.exists() else 0
 
 
 @dataclass
@@ -574,6 +580,7 @@ def run_crash(crash: Crash, data: Path, root: Path, reference: dict[int, float])
         validated_step = None
     if outcome.exit_code != 0 or validated_step != CRASH_STEPS - 2:
         problems.append(f"validate: exit {outcome.exit_code}, step {validated_step}, expected exit 0, step 2")
+    logged_before_resume = metrics_lines(run)
     resume_rc, resume_log = launch_two_ranks(data, run, *extra)
     resumed_from = None
     for line in reversed(resume_log.splitlines()):
@@ -582,9 +589,10 @@ def run_crash(crash: Crash, data: Path, root: Path, reference: dict[int, float])
             break
     if resume_rc != 0 or resumed_from != CRASH_STEPS - 2:
         problems.append(f"resume: exit {resume_rc}, resumed from {resumed_from}: {resume_log[-800:]}")
-    equal = losses(run) == reference
+    resumed = losses(run, skip_lines=logged_before_resume)  # what the resumed run itself computed
+    equal = losses(run) == reference and resumed == {k: v for k, v in reference.items() if k > CRASH_STEPS - 2}
     if not equal:
-        problems.append(f"losses differ from the uninterrupted run: {losses(run)} vs {reference}")
+        problems.append(f"losses differ from the uninterrupted run: {losses(run)} (resumed {resumed}) vs {reference}")
     if resume_rc == 0 and invoke(["ckpt", "validate", run, "--deep", "--strict"]).exit_code != 0:
         problems.append("the resumed run's final checkpoint does not validate --deep --strict")
     return CrashResult(crash, killed_rc, outcome, validated_step, resume_rc, resumed_from, equal, problems)
