@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU proof runs and benchmarks on a 2xH200 machine, one stage per argument:
-#   scripts/gpu_proof.sh OUTDIR ckpt_io sft_test sft_proof sft_bench grpo_proof rollout_bench
+#   scripts/gpu_proof.sh OUTDIR ckpt_io sft_test sft_proof sft_bench grpo_proof rollout_test rollout_bench mcore_fixtures
 # Each stage logs to OUTDIR/<stage>.log and the script goes on to the next one if a stage
 # fails. Needs megatron-fsdp importable (PYTHONPATH) and this repo as the working dir.
 set -u
@@ -9,6 +9,7 @@ mkdir -p "$out"
 export PYTHONPATH=${PYTHONPATH:-}:$PWD PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # `mfsdp` without installing the package; prints wall time and peak RSS of the command.
+mfsdp() { python3 -c 'from cli.main import main; main()' "$@"; }
 mfsdp_timed() {
   python3 -c 'import resource, subprocess, sys, time
 start = time.time()
@@ -35,6 +36,25 @@ stage_sft_proof() {
 stage_sft_bench() {
   torchrun --nproc-per-node 2 bench/sft_throughput.py --shape qwen2-1.5b --seq 4096 --micro-batch 2 --repeat 2 \
     --variants "${SFT_VARIANTS:-fsdp2:plain,megatron_fsdp:plain,megatron_fsdp:chunked,megatron_fsdp:chunked+packed,megatron_fsdp:chunked+compile}"
+}
+
+stage_grpo_proof() {  # Megatron-FSDP actor + hf engine, Qwen2-0.5B shape, checkpoint at 2, resume to 4
+  python3 -m trainer.grpo.synthetic "$runs/addition" || return 1
+  # A random model never earns the task's reward; a digit-fraction reward gives non-zero advantages.
+  printf 'def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return sum(c.isdigit() for c in solution_str) / max(len(solution_str), 1)\n' >"$runs/digits_reward.py"
+  local args="--config examples/grpo_gsm8k_qwen.yaml --nproc-per-node 2 model.path=null model.shape=qwen2-0.5b model.activation_checkpointing=false data.train_files=$runs/addition/rl/train.parquet data.val_files=$runs/addition/rl/test.parquet data.max_prompt_length=64 rollout.name=hf reward.path=$runs/digits_reward.py trainer.run_dir=$runs/grpo05 trainer.total_steps=4 checkpoint.save_every=2 trainer.eval_every=2 trainer.device=cuda trainer.progress_bar=false"
+  mfsdp train grpo $args trainer.stop_at_step=2 && mfsdp train grpo $args &&
+  mfsdp ckpt validate "$runs/grpo05" --deep && cat "$runs/grpo05/metrics.jsonl"
+}
+
+stage_rollout_test() { python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_rollout_hf_gpu.py; }
+
+stage_rollout_bench() {
+  CUDA_VISIBLE_DEVICES=0 python3 bench/rollout.py --shape qwen2-1.5b --prompts 256 --prompt-len 128 --new-tokens 512 --repeat 1
+}
+
+stage_mcore_fixtures() {  # needs megatron-core 0.19.x on PYTHONPATH too
+  torchrun --nproc-per-node 2 tests/fixtures/mcore/make_mcore_fixtures.py --out "$runs/mcore"
 }
 
 status=0
