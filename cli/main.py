@@ -22,9 +22,8 @@ def app() -> None:
 
 def _register() -> None:
     """Command groups live one per module; importing them here keeps `mfsdp --help` complete."""
-    from cli import ckpt, data, demo, train, train_grpo
+    from cli import ckpt, data, demo, train
 
-    train.train.add_command(train_grpo.grpo)
     for command in (ckpt.ckpt, demo.demo, train.train, data.data):
         app.add_command(command)
 

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import click
 
 from cli.errors import friendly_errors
+from cli.launch import last_value, launch_if_needed, report
+from cli.train_grpo import grpo
 
 
 def _usage_errors() -> tuple[type[BaseException], ...]:
@@ -18,13 +15,13 @@ def _usage_errors() -> tuple[type[BaseException], ...]:
     from trainer.config import ConfigError
     from trainer.data.chat import ChatFormatError
     from trainer.data.files import DataFileError
-    from trainer.sft import ResumeMismatchError
+    from trainer.resume import ResumeMismatchError
 
     return (ConfigError, DataFileError, ChatFormatError, CheckpointPathError, CheckpointContentsError,
             ResumeMismatchError)
 
 
-def _failure_errors() -> tuple[type[BaseException], ...]:
+def run_failure_errors() -> tuple[type[BaseException], ...]:
     """A run that cannot go on: a damaged checkpoint to resume, a save that failed (disk full),
     a run dir that cannot be written (OSError names the path)."""
     from cli.ckpt import BAD_CHECKPOINT
@@ -37,7 +34,13 @@ def _failure_errors() -> tuple[type[BaseException], ...]:
 
 @click.group()
 def train() -> None:
-    """Train a model (SFT now; GRPO joins this group)."""
+    """Train a model: supervised fine-tuning (sft) or reinforcement learning with GRPO (grpo).
+
+    \b
+    Examples:
+      mfsdp train sft --config examples/sft_tiny_cpu.yaml trainer.total_steps=20
+      mfsdp train grpo --config examples/grpo_tiny_cpu.yaml trainer.total_steps=20
+    """
 
 
 @train.command(context_settings={"ignore_unknown_options": False})
@@ -61,49 +64,27 @@ def sft(config_path: str | None, nproc_per_node: int, as_json: bool, overrides: 
       torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29500 \\
           -m cli.train sft --config examples/sft_gsm8k_qwen.yaml
     """
-    command = friendly_errors(usage=_usage_errors(), failure=_failure_errors())(run_sft_command)
+    command = friendly_errors(usage=_usage_errors(), failure=run_failure_errors())(run_sft_command)
     command(config_path, nproc_per_node, as_json, list(overrides))
 
 
 def run_sft_command(config_path: str | None, nproc_per_node: int, as_json: bool, overrides: list[str]) -> None:
-    from trainer.config import ConfigError, SFTConfig, load_config
+    from trainer.config import SFTConfig, load_config
 
     cfg = load_config(SFTConfig, config_path, overrides)  # validate before starting any process
-    if nproc_per_node < 1:
-        raise ConfigError("--nproc-per-node must be >= 1")
-    if nproc_per_node > 1 and "RANK" not in os.environ:
-        sys.exit(_launch_torchrun(config_path, nproc_per_node, as_json, overrides))
+    launch_if_needed("sft", config_path, nproc_per_node, as_json, overrides)
     from trainer.sft import run_sft
 
     result = run_sft(cfg)
-    if int(os.environ.get("RANK", 0)) != 0:
-        return
-    last = result.losses[max(result.losses)] if result.losses else None
-    summary = {
-        "run_dir": str(result.run_dir),
-        "final_step": result.final_step,
-        "resumed_from": result.resumed_from,
-        "final_loss": last,
-        "val_loss": result.eval_losses[max(result.eval_losses)] if result.eval_losses else None,
-        "checkpoint": str(result.last_checkpoint) if result.last_checkpoint else None,
-    }
-    if as_json:
-        click.echo(json.dumps(summary))
-    else:
-        loss = f", loss {last:.4f}" if last is not None else ""
-        loss += f", val loss {summary['val_loss']:.4f}" if summary["val_loss"] is not None else ""
-        click.echo(f"sft: step {result.final_step}{loss}; checkpoint {summary['checkpoint']}")
+    loss, val_loss = last_value(result.losses), last_value(result.eval_losses)
+    checkpoint = str(result.last_checkpoint) if result.last_checkpoint else None
+    summary = {"run_dir": str(result.run_dir), "final_step": result.final_step, "resumed_from": result.resumed_from,
+               "final_loss": loss, "val_loss": val_loss, "checkpoint": checkpoint}
+    shown = (f", loss {loss:.4f}" if loss is not None else "") + (f", val loss {val_loss:.4f}" if val_loss is not None else "")
+    report(summary, as_json, f"sft: step {result.final_step}{shown}; checkpoint {checkpoint}")
 
 
-def _launch_torchrun(config_path: str | None, nproc: int, as_json: bool, overrides: list[str]) -> int:
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-               "-m", "cli.train", "sft"]
-    if config_path:
-        command += ["--config", config_path]
-    if as_json:
-        command.append("--json")
-    return subprocess.call(command + overrides)
-
+train.add_command(grpo)
 
 if __name__ == "__main__":
     train(prog_name="mfsdp train")

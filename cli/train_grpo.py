@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import click
 
 from cli.errors import friendly_errors
+from cli.launch import last_value, launch_if_needed, report
 
 
 def _usage_errors() -> tuple[type[BaseException], ...]:
@@ -19,7 +15,7 @@ def _usage_errors() -> tuple[type[BaseException], ...]:
     from trainer.data.files import DataFileError
     from trainer.grpo.data import RLDataError
     from trainer.rewards.custom import RewardError
-    from trainer.sft import ResumeMismatchError
+    from trainer.resume import ResumeMismatchError
 
     return (ConfigError, DataFileError, RLDataError, RewardError, CheckpointPathError, CheckpointContentsError,
             ResumeMismatchError)
@@ -47,41 +43,28 @@ def grpo(config_path: str | None, nproc_per_node: int, as_json: bool, overrides:
       mfsdp train grpo --config examples/grpo_tiny_cpu.yaml trainer.total_steps=20
       mfsdp train grpo --config examples/grpo_gsm8k_qwen.yaml --nproc-per-node 8 model.path=/models/Qwen2.5-Math-7B
     """
-    command = friendly_errors(usage=_usage_errors(), failure=(FloatingPointError,))(run_grpo_command)
+    from cli.train import run_failure_errors  # here: cli.train imports this module to register grpo
+
+    command = friendly_errors(usage=_usage_errors(), failure=run_failure_errors())(run_grpo_command)
     command(config_path, nproc_per_node, as_json, list(overrides))
 
 
 def run_grpo_command(config_path: str | None, nproc_per_node: int, as_json: bool, overrides: list[str]) -> None:
-    from trainer.config import ConfigError, load_config
+    from trainer.config import load_config
     from trainer.grpo.config import GRPOConfig
 
     cfg = load_config(GRPOConfig, config_path, overrides)  # validate before starting any process
-    if nproc_per_node < 1:
-        raise ConfigError("--nproc-per-node must be >= 1")
-    if nproc_per_node > 1 and "RANK" not in os.environ:
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc_per_node}",
-                   "-m", "cli.train_grpo"] + (["--config", config_path] if config_path else [])
-        sys.exit(subprocess.call(command + (["--json"] if as_json else []) + overrides))
+    launch_if_needed("grpo", config_path, nproc_per_node, as_json, overrides)
     from trainer.grpo.runner import run_grpo
 
     result = run_grpo(cfg)
-    if int(os.environ.get("RANK", 0)) != 0:
-        return
-    last = result.rewards[max(result.rewards)] if result.rewards else None
-    summary = {
-        "run_dir": str(result.run_dir),
-        "final_step": result.final_step,
-        "resumed_from": result.resumed_from,
-        "reward_mean": last,
-        "val_accuracy": result.val_accuracy[max(result.val_accuracy)] if result.val_accuracy else None,
-        "checkpoint": str(result.last_checkpoint) if result.last_checkpoint else None,
-    }
-    if as_json:
-        click.echo(json.dumps(summary))
-    else:
-        shown = f", reward {last:.3f}" if last is not None else ""
-        shown += f", val accuracy {summary['val_accuracy']:.3f}" if summary["val_accuracy"] is not None else ""
-        click.echo(f"grpo: step {result.final_step}{shown}; checkpoint {summary['checkpoint']}")
+    reward, accuracy = last_value(result.rewards), last_value(result.val_accuracy)
+    checkpoint = str(result.last_checkpoint) if result.last_checkpoint else None
+    summary = {"run_dir": str(result.run_dir), "final_step": result.final_step, "resumed_from": result.resumed_from,
+               "reward_mean": reward, "val_accuracy": accuracy, "checkpoint": checkpoint}
+    shown = (f", reward {reward:.3f}" if reward is not None else "") + (
+        f", val accuracy {accuracy:.3f}" if accuracy is not None else "")
+    report(summary, as_json, f"grpo: step {result.final_step}{shown}; checkpoint {checkpoint}")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ from mfsdp_ckpt.validate import validate_checkpoint
 from tests.distributed_helpers import run_distributed
 from tests.sft_support import tiny_config, write_chat_jsonl
 from trainer.metrics import read_metrics
-from trainer.sft import ResumeMismatchError, run_sft
+from trainer.resume import ResumeMismatchError
+from trainer.sft import run_sft
 
 SETTINGS = ("trainer.total_steps=6", "data.global_batch_size=8", "data.max_tokens_per_micro_batch=256",
             "optim.warmup_steps=2")

@@ -1,10 +1,10 @@
 """Typed run configuration: dataclass defaults, then a YAML file, then `key=value` overrides.
 
-The same loader serves every command (`mfsdp train sft`, later `mfsdp train grpo`): a
-command defines a top-level dataclass whose fields are section dataclasses and calls
+The same loader serves every command (`mfsdp train sft`, `mfsdp train grpo`): a command
+defines a top-level dataclass whose fields are section dataclasses and calls
 `load_config(ThatClass, yaml_path, overrides)`. Sections shared between commands
-(`model`, `optim`, `strategy`, `checkpoint`, ...) are defined once here; a command adds
-its own section by adding a field.
+(`model`, `optim`, `strategy`, `checkpoint`, `trainer`) are defined once here in `RunConfig`;
+a command subclasses it and adds its own sections as fields.
 
 Mistakes fail before any work starts, with one line that names the key: an unknown key
 lists its closest matches (a typo like `optim.lrr` must not silently train with the
@@ -19,9 +19,13 @@ import os
 import types
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+
+
+RESOLVED_CONFIG_FILE = "config.yaml"  # in the run dir: the config the run used
 
 
 class ConfigError(ValueError):
@@ -124,13 +128,20 @@ class TrainerConfig:
 
 
 @dataclass
-class SFTConfig:
+class RunConfig:
+    """The sections every training command has; a command's config subclasses this, adds its
+    own sections, and may narrow a shared one (GRPO's actor optimizer defaults)."""
+
     model: ModelConfig = field(default_factory=ModelConfig)
-    data: DataConfig = field(default_factory=DataConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     strategy: StrategyConfig = field(default_factory=StrategyConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
+
+
+@dataclass
+class SFTConfig(RunConfig):
+    data: DataConfig = field(default_factory=DataConfig)
 
 
 # --------------------------------------------------------------------------- loading
@@ -167,6 +178,15 @@ def load_config(cls: type[T], path: str | os.PathLike | None = None, overrides: 
 def config_to_dict(config: Any) -> dict[str, Any]:
     """Plain nested dict (for logs, checkpoint info, and writing the resolved config back out)."""
     return dataclasses.asdict(config)
+
+
+def write_resolved_config(run_dir: str | os.PathLike, config: Any) -> Path:
+    """Write the config a run really uses (defaults, file and overrides) into its run dir, so the
+    run can be understood and repeated from its outputs alone."""
+    path = Path(run_dir) / RESOLVED_CONFIG_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False))
+    return path
 
 
 def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import datetime
 import os
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -63,6 +65,17 @@ def init_distributed(device_choice: str = "auto", timeout_minutes: int = 30) -> 
 def shutdown(env: DistEnv) -> None:
     if env.started_group and dist.is_initialized():
         dist.destroy_process_group()
+
+
+@contextmanager
+def distributed_run(device_choice: str = "auto") -> Iterator[DistEnv]:
+    """`init_distributed` for the length of a run; the group it started is destroyed even when
+    the run fails, so a caller (a test, a notebook) can start the next run in the same process."""
+    env = init_distributed(device_choice)
+    try:
+        yield env
+    finally:
+        shutdown(env)
 
 
 def free_port() -> int:

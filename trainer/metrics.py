@@ -54,8 +54,9 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def progress_bar(total: int, initial: int, enabled: bool) -> tqdm:
-    return tqdm(total=total, initial=initial, desc="sft", unit="step", disable=not enabled, dynamic_ncols=True)
+def progress_bar(desc: str, total: int, initial: int, enabled: bool) -> tqdm:
+    """Steps `initial` (resumed) to `total` on stderr, labelled with the runner's name (`desc`)."""
+    return tqdm(total=total, initial=initial, desc=desc, unit="step", disable=not enabled, dynamic_ncols=True)
 
 
 def bar_postfix(metrics: dict[str, Any]) -> dict[str, str]:

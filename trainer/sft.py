@@ -20,27 +20,22 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 
 from mfsdp_ckpt.checkpointer import Checkpointer
 from mfsdp_ckpt.layout import step_dir
-from trainer.config import ConfigError, SFTConfig, config_to_dict
+from trainer.config import ConfigError, SFTConfig, write_resolved_config
 from trainer.data.batching import MicroBatch, collate, global_batch, plan_micro_batches, rank_share
 from trainer.data.chat import Example
 from trainer.data.sft_dataset import load_sft_splits
-from trainer.distributed import DistEnv, all_reduce_max, all_reduce_sum, init_distributed, shutdown
+from trainer.distributed import DistEnv, all_reduce_max, all_reduce_sum, distributed_run
 from trainer.metrics import MetricsLogger, bar_postfix, progress_bar
 from trainer.model import build_hf_config, build_model, count_parameters, load_tokenizer, write_hf_assets
 from trainer.optim import clip_grad_norm, lr_at, set_lr
+from trainer.resume import new_progress, resume_if_any
 from trainer.strategies import make_strategy
 from trainer.strategies.base import Strategy
 
 H200_BF16_PEAK_TFLOPS = 790.0  # measured dense bf16 matmul peak of one H200 (docs/benchmarks.md)
-RESOLVED_CONFIG_FILE = "config.yaml"
-
-
-class ResumeMismatchError(ValueError):
-    """The checkpoint to resume was trained with data settings that place steps differently."""
 
 
 @dataclass
@@ -72,11 +67,8 @@ class _Run:
 
 
 def run_sft(cfg: SFTConfig) -> SFTResult:
-    env = init_distributed(cfg.trainer.device)
-    try:
+    with distributed_run(cfg.trainer.device) as env:
         return _run(cfg, env)
-    finally:
-        shutdown(env)
 
 
 def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
@@ -105,24 +97,17 @@ def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
         run_dir, strategy=strategy.name, keep_last=cfg.checkpoint.keep_last,
         async_save=cfg.checkpoint.async_save, model_family=hf_config.model_type,
     )
-    progress = {"step": 0, "global_batch_size": cfg.data.global_batch_size, "train_rows": len(train),
-                "seed": cfg.trainer.seed}
+    progress = new_progress(cfg.data.global_batch_size, len(train), cfg.trainer.seed)
     states = {
         "model": strategy.model_state(model),
         "optimizer": strategy.optimizer_state(model, optimizer),
         "extra": progress,
     }
-    result = SFTResult(run_dir=run_dir, final_step=0, resumed_from=None)
-    resume = checkpointer.find_resume(cfg.checkpoint.resume)
-    if resume is not None:
-        expected = dict(progress)
-        checkpointer.load(resume, states)
-        _check_resume(expected, progress, resume.dist_ckpt)
-        result.resumed_from = int(progress["step"])
+    resume = resume_if_any(checkpointer, cfg.checkpoint.resume, states)
     start = int(progress["step"])
+    result = SFTResult(run_dir=run_dir, final_step=0, resumed_from=start if resume is not None else None)
     if env.is_main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / RESOLVED_CONFIG_FILE).write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
+        write_resolved_config(run_dir, cfg)
         print(
             f"[sft] {strategy.name} on {env.world_size} x {env.device.type}, {hf_config.model_type} "
             f"{counts['matmul'] / 1e6:.1f}M matmul params, {len(train)} train / {len(val)} val rows, "
@@ -139,7 +124,7 @@ def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
         )
 
     metrics = MetricsLogger(run_dir, env.is_main, cfg.trainer.tensorboard)
-    bar = progress_bar(total_steps, start, env.is_main and cfg.trainer.progress_bar)
+    bar = progress_bar("sft", total_steps, start, env.is_main and cfg.trainer.progress_bar)
     last_saved = None
     stop = min(total_steps, cfg.trainer.stop_at_step or total_steps)
     try:
@@ -189,15 +174,6 @@ def _check_config(cfg: SFTConfig) -> None:
         raise ConfigError(f"data.val_ratio must be in [0, 1), got {data.val_ratio}")
     if cfg.trainer.log_every < 1:
         raise ConfigError("trainer.log_every must be >= 1")
-
-
-def _check_resume(expected: dict[str, Any], restored: dict[str, Any], where: Path) -> None:
-    for key in ("global_batch_size", "train_rows", "seed"):
-        if int(restored[key]) != int(expected[key]):
-            raise ResumeMismatchError(
-                f"{where}: checkpoint was trained with {key}={restored[key]}, this run has {expected[key]}; "
-                "steps would map to different data (use checkpoint.resume=disable to start over)"
-            )
 
 
 def _micro_batches(run: _Run, examples: list[Example], rows: list[int]) -> list[MicroBatch]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from trainer.config import CheckpointConfig, ModelConfig, OptimConfig, StrategyConfig, TrainerConfig
+from trainer.config import OptimConfig, RunConfig, TrainerConfig
 
 
 @dataclass
@@ -93,14 +93,11 @@ class ActorOptimConfig(OptimConfig):
 
 
 @dataclass
-class GRPOConfig:
-    model: ModelConfig = field(default_factory=ModelConfig)
+class GRPOConfig(RunConfig):
+    optim: ActorOptimConfig = field(default_factory=ActorOptimConfig)
+    trainer: GRPOTrainerConfig = field(default_factory=GRPOTrainerConfig)
     data: RLDataConfig = field(default_factory=RLDataConfig)
     actor: ActorConfig = field(default_factory=ActorConfig)
-    optim: ActorOptimConfig = field(default_factory=ActorOptimConfig)
-    strategy: StrategyConfig = field(default_factory=StrategyConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
-    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
-    trainer: GRPOTrainerConfig = field(default_factory=GRPOTrainerConfig)

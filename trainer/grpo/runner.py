@@ -25,27 +25,25 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
-from tqdm import tqdm
 
 from mfsdp_ckpt.checkpointer import Checkpointer
 from mfsdp_ckpt.layout import step_dir
-from trainer.config import ConfigError, config_to_dict
+from trainer.config import ConfigError, write_resolved_config
 from trainer.data.batching import global_batch, rank_share
-from trainer.distributed import DistEnv, all_reduce_sum, init_distributed, shutdown
+from trainer.distributed import DistEnv, all_reduce_sum, distributed_run
 from trainer.grpo.actor import RolloutData, attach_logprob_forward, compute_log_probs, left_pad, micro_batch_loss, UpdateStats
 from trainer.grpo.advantage import grpo_token_advantages
 from trainer.grpo.aggregation import LossScale
 from trainer.grpo.config import GRPOConfig
 from trainer.grpo.data import RLPrompt, load_rl_prompts
 from trainer.grpo.weights import iter_full_weights
-from trainer.metrics import MetricsLogger
+from trainer.metrics import MetricsLogger, progress_bar
 from trainer.model import build_hf_config, build_model, load_tokenizer, write_hf_assets
 from trainer.optim import clip_grad_norm, lr_at, set_lr
+from trainer.resume import new_progress, resume_if_any
 from trainer.rewards.dispatch import RewardScorer
 from trainer.rollout.base import RolloutEngine, SamplingParams
 from trainer.rollout.build import build_rollout_engine, engine_name
-from trainer.sft import RESOLVED_CONFIG_FILE, _check_resume
 from trainer.strategies import make_strategy
 from trainer.strategies.base import Strategy
 
@@ -80,11 +78,8 @@ class _Run:
 
 
 def run_grpo(cfg: GRPOConfig) -> GRPOResult:
-    env = init_distributed(cfg.trainer.device)
-    try:
+    with distributed_run(cfg.trainer.device) as env:
         return _run(cfg, env)
-    finally:
-        shutdown(env)
 
 
 def check_config(cfg: GRPOConfig, world_size: int) -> None:
@@ -169,19 +164,13 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
                         "random_init": cfg.model.random_init, "seed": cfg.trainer.seed}
     checkpointer = Checkpointer(run_dir, strategy=strategy.name, keep_last=cfg.checkpoint.keep_last,
                                 async_save=cfg.checkpoint.async_save, model_family=hf_config.model_type)
-    progress = {"step": 0, "global_batch_size": cfg.data.train_batch_size, "train_rows": len(train), "seed": cfg.trainer.seed}
+    progress = new_progress(cfg.data.train_batch_size, len(train), cfg.trainer.seed)
     states = {"model": strategy.model_state(actor), "optimizer": strategy.optimizer_state(actor, optimizer), "extra": progress}
-    result = GRPOResult(run_dir=run_dir, final_step=0, resumed_from=None)
-    resume = checkpointer.find_resume(cfg.checkpoint.resume)
-    if resume is not None:
-        expected = dict(progress)
-        checkpointer.load(resume, states)
-        _check_resume(expected, progress, resume.dist_ckpt)
-        result.resumed_from = int(progress["step"])
+    resume = resume_if_any(checkpointer, cfg.checkpoint.resume, states)
     start = int(progress["step"])
+    result = GRPOResult(run_dir=run_dir, final_step=0, resumed_from=start if resume is not None else None)
     if env.is_main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / RESOLVED_CONFIG_FILE).write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
+        write_resolved_config(run_dir, cfg)
         print(f"[grpo] {strategy.name} on {env.world_size} x {env.device.type}, rollout {name}, {len(train)} train prompts"
               f" ({dropped} over data.max_prompt_length dropped), {len(val)} val, steps {start} -> {total_steps}"
               + (f" (resumed from {resume.step_dir})" if resume else ""), file=sys.stderr)
@@ -200,7 +189,7 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
     metrics = MetricsLogger(run_dir, env.is_main, cfg.trainer.tensorboard)
     if val and cfg.trainer.val_before_train and start == 0:
         metrics.log(0, validate(run))
-    bar = tqdm(total=total_steps, initial=start, desc="grpo", unit="step", disable=not show, dynamic_ncols=True)
+    bar = progress_bar("grpo", total_steps, start, show)
     stop = min(total_steps, cfg.trainer.stop_at_step or total_steps)
     last_saved = resume.step_dir if resume is not None else None
     try:
