@@ -36,7 +36,13 @@ from types import SimpleNamespace
 import torch
 
 from mfsdp_ckpt import layout
-from mfsdp_ckpt.hf_config import ExpectedWeights, HFConfigError, expected_weights, load_hf_config
+from mfsdp_ckpt.hf_config import (
+    ExpectedWeights,
+    HFConfigError,
+    expected_weights,
+    load_hf_config,
+    weights_from_table,
+)
 from mfsdp_ckpt.name_maps import (
     COPY,
     LAYOUTS,
@@ -206,9 +212,7 @@ def load_config(path: str | os.PathLike):
 def _expected_weights(config) -> ExpectedWeights:
     if not isinstance(config, JsonConfig):
         return expected_weights(config)
-    tied = bool(config.tie_word_embeddings)
-    required = {name: shape for name, shape in config.hf_shapes.items() if not (tied and name == "lm_head.weight")}
-    return ExpectedWeights(config.model_type, required, dict(config.hf_shapes), tied)
+    return weights_from_table(config.model_type, config.hf_shapes, bool(config.tie_word_embeddings))
 
 
 # --------------------------------------------------------------------------- planning

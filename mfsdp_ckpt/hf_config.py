@@ -25,10 +25,8 @@ class ExpectedWeights:
     tie_word_embeddings: bool
 
 
-def load_hf_config(path: str | os.PathLike):
-    """A transformers config from a directory or a config.json path (local files only)."""
-    from transformers import AutoConfig
-
+def read_config_json(path: str | os.PathLike) -> tuple[Path, dict]:
+    """config.json (from a directory or a file path) as plain data, with a model_type."""
     path = Path(path)
     config_file = path / "config.json" if path.is_dir() else path
     try:
@@ -40,6 +38,14 @@ def load_hf_config(path: str | os.PathLike):
     model_type = data.get("model_type") if isinstance(data, dict) else None
     if not isinstance(model_type, str):
         raise HFConfigError(f"{config_file}: no model_type")
+    return config_file, data
+
+
+def load_hf_config(path: str | os.PathLike):
+    """A transformers config from a directory or a config.json path (local files only)."""
+    from transformers import AutoConfig
+
+    config_file, data = read_config_json(path)
     try:
         return AutoConfig.for_model(**data)
     except Exception as err:
@@ -56,3 +62,22 @@ def expected_weights(config) -> ExpectedWeights:
     allowed = {name: tuple(t.shape) for name, t in model.state_dict().items()}
     tied = bool(getattr(config, "tie_word_embeddings", False))
     return ExpectedWeights(config.model_type, required, allowed, tied)
+
+
+def expected_weights_for(path: str | os.PathLike) -> ExpectedWeights:
+    """The weights config.json implies. Known families (Qwen2, Qwen3, Llama) come from
+    name_maps' table in milliseconds, without importing transformers (validate runs before
+    every resume and export); anything else from a meta-device model."""
+    from mfsdp_ckpt.name_maps import hf_state_dict_shapes
+
+    _config_file, data = read_config_json(path)
+    shapes = hf_state_dict_shapes(data)
+    if shapes is None:
+        return expected_weights(load_hf_config(path))
+    return weights_from_table(data["model_type"], shapes, bool(data.get("tie_word_embeddings", False)))
+
+
+def weights_from_table(model_type: str, shapes: dict[str, tuple[int, ...]], tied: bool) -> ExpectedWeights:
+    """ExpectedWeights from a full state-dict shape table; a tied lm_head is optional."""
+    required = {name: shape for name, shape in shapes.items() if not (tied and name == "lm_head.weight")}
+    return ExpectedWeights(model_type, required, dict(shapes), tied)

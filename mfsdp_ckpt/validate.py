@@ -263,11 +263,11 @@ def _is_tied_duplicate(key: str, tensors: dict) -> bool:
 def _check_against_config(paths, reader: CheckpointReader, report: ValidationReport) -> None:
     if paths.hf_assets is None or not (paths.hf_assets / "config.json").is_file():
         return
-    from mfsdp_ckpt.hf_config import HFConfigError, expected_weights, load_hf_config
+    from mfsdp_ckpt.hf_config import HFConfigError, expected_weights_for
 
     config_file = paths.hf_assets / "config.json"
     try:
-        expected = expected_weights(load_hf_config(config_file))
+        expected = expected_weights_for(config_file)
     except HFConfigError as err:
         report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
         return

@@ -47,3 +47,18 @@ def test_missing_number_or_unknown_family_goes_through_transformers(tmp_path):
     data.update(model_type="mistral", head_dim=16)
     (tmp_path / "config.json").write_text(json.dumps(data))
     assert not isinstance(load_config(tmp_path / "config.json"), JsonConfig)
+
+
+def test_validate_fast_path_agrees_with_meta_model(tmp_path):
+    """validate's config check uses name_maps for known families; it must expect exactly
+    what a meta-device transformers model holds, tied lm_head optional."""
+    from transformers import Qwen2Config
+
+    from mfsdp_ckpt.hf_config import expected_weights, expected_weights_for
+
+    config = Qwen2Config(vocab_size=96, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True)
+    config.save_pretrained(tmp_path)
+    fast, slow = expected_weights_for(tmp_path), expected_weights(config)
+    assert fast.allowed == slow.allowed and fast.required == slow.required
+    assert "lm_head.weight" not in fast.required and fast.tie_word_embeddings
