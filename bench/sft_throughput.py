@@ -40,7 +40,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trainer.config import ModelConfig, OptimConfig, StrategyConfig  # noqa: E402
-from trainer.data.batching import collate_packed, collate_padded, pack  # noqa: E402
+from trainer.data.batching import collate_packed, collate_padded  # noqa: E402
 from trainer.data.chat import Example  # noqa: E402
 from trainer.distributed import init_distributed, shutdown  # noqa: E402
 from trainer.model import build_hf_config, build_model, count_parameters  # noqa: E402
@@ -135,7 +135,7 @@ def run_variant(variant: Variant, args, env) -> dict:
     for step in range(args.warmup + args.steps):
         _sync(cuda)
         started = time.perf_counter()
-        tokens = targets = attention = 0
+        tokens = attention = 0
         for batch in batches:
             batch_on_device = batch.to(env.device)
             loss = model(**batch_on_device.inputs)

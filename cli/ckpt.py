@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from cli.errors import EXIT_FAILED, UsageProblem, friendly_errors
+from cli.errors import EXIT_FAILED, friendly_errors
 from mfsdp_ckpt.layout import CheckpointPathError
 from mfsdp_ckpt.manifest import ManifestError
 from mfsdp_ckpt.reader import CheckpointFormatError

@@ -18,13 +18,6 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class UsageProblem(click.UsageError):
-    """A problem with what the user asked for: printed as one line, exit 2."""
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"error: {self.format_message()}", err=True)
-
-
 def fail(message: str, code: int = EXIT_FAILED) -> None:
     click.echo(f"error: {message}", err=True)
     sys.exit(code)

@@ -367,16 +367,7 @@ class Checkpointer:
         for directory in (tmp / layout.DIST_CKPT_DIR, tmp):
             layout.fsync_path(directory)
         _maybe_die("after_manifest", step)
-        final = layout.step_dir(self.run_dir, step)
-        if final.exists():  # re-saving a step: move the old one aside only once the new one is whole
-            aside = final.with_name(final.name + ".old")
-            shutil.rmtree(aside, ignore_errors=True)
-            os.rename(final, aside)
-            os.rename(tmp, final)
-            shutil.rmtree(aside)
-        else:
-            os.rename(tmp, final)
-        layout.fsync_path(self.run_dir)
+        layout.replace_dir(tmp, layout.step_dir(self.run_dir, step))  # re-saving a step replaces it whole
         _maybe_die("after_rename", step)
         layout.write_tracker(self.run_dir, step)
         self._prune(step)

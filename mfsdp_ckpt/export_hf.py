@@ -538,18 +538,6 @@ def _set_config_dtype(config_file: Path, dtype: torch.dtype) -> None:
     config_file.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def _replace_dir(tmp: Path, out: Path) -> None:
-    """Move the finished export into place; an old export is removed only after."""
-    if out.exists():
-        aside = out.with_name(f".{out.name}.old-{os.getpid()}")
-        os.rename(out, aside)
-        os.rename(tmp, out)
-        shutil.rmtree(aside)
-    else:
-        os.rename(tmp, out)
-    layout.fsync_path(out.parent)
-
-
 def export_hf(
     ckpt: str | os.PathLike,
     out_dir: str | os.PathLike,
@@ -626,7 +614,7 @@ def export_hf(
         if mismatches:
             raise ExportVerifyError(mismatches)
         layout.fsync_path(tmp)
-        _replace_dir(tmp, out)
+        layout.replace_dir(tmp, out)
     except BaseException:
         if writer is not None:
             writer.abort()

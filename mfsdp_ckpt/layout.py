@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,6 +84,20 @@ def write_tracker(run_dir: str | os.PathLike, step: int) -> None:
         os.fsync(handle.fileno())
     os.replace(tmp, run / TRACKER_FILE)
     fsync_path(run)
+
+
+def replace_dir(new: Path, target: Path) -> None:
+    """Rename a finished directory onto `target`; an existing one is removed only after the
+    new one is in place, so at every instant one whole version exists."""
+    if target.exists():
+        aside = target.with_name(f".{target.name}.old-{os.getpid()}")
+        shutil.rmtree(aside, ignore_errors=True)
+        os.rename(target, aside)
+        os.rename(new, target)
+        shutil.rmtree(aside)
+    else:
+        os.rename(new, target)
+    fsync_path(target.parent)
 
 
 def fsync_path(path: str | os.PathLike) -> None:

@@ -81,4 +81,4 @@ def test_resaving_a_step_replaces_it_whole(tmp_path, model_and_optimizer):
     fresh, fresh_optimizer = work.build(sharded=False)
     load_checkpoint(layout.resolve_checkpoint(tmp_path), states(fresh, fresh_optimizer, 0))
     assert torch.equal(fresh.model.norm.weight, model.model.norm.weight)
-    assert not list(tmp_path.glob("*.old")) and not list(tmp_path.glob("*.tmp"))
+    assert not list(tmp_path.glob("*old*")) and not list(tmp_path.glob("*.tmp"))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import pickle
-from pathlib import Path
 
 import pytest
 import torch
