@@ -64,7 +64,7 @@ class _Progress:
               help="Threads reading, converting and writing concurrently.")
 @click.option("--io", type=click.Choice(["auto", "local", "tensorstore"]), default="auto", show_default=True,
               help="How bytes are read: auto = os.pread for paths, tensorstore for URLs.")
-@click.option("--verify", is_flag=True, help="Re-read every written tensor and compare it with its source; exit 1 on any mismatch.")
+@click.option("--verify", is_flag=True, help="Re-read every written tensor and compare it with its source, and hash the checkpoint's files against its manifest; exit 1 on any mismatch.")
 @click.option("--overwrite", is_flag=True, help="Replace DIR if it exists (only once the new export is complete).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def export_hf(ckpt: str, out_dir: str, dtype: str, max_shard_size: str, hf_config: str | None, layout_name: str,

@@ -59,7 +59,7 @@ from mfsdp_ckpt.reader import CheckpointReader, TensorEntry, chunk_coverage_prob
 from mfsdp_ckpt.safetensors_writer import INDEX_FILE, ShardedSafetensorsWriter
 from mfsdp_ckpt.storage import ByteStore, CheckpointFileError
 from mfsdp_ckpt.tensorstore_store import is_url, join_location, open_store
-from mfsdp_ckpt.validate import require_valid
+from mfsdp_ckpt.validate import manifest_hash_errors, require_valid
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 _CONFIG_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
@@ -573,8 +573,9 @@ def export_hf(
     assets = _asset_files(asset_location, io)
     if "config.json" not in assets:
         raise ExportUsageError(f"{asset_location}: no config.json; pass --hf-config DIR|config.json")
-    if not is_url(str(ckpt)):  # damaged or hostile: refused with validate's first error, before planning
-        require_valid(layout.resolve_checkpoint(ckpt), manifest_only=True)
+    local_paths = None if is_url(str(ckpt)) else layout.resolve_checkpoint(ckpt)
+    if local_paths is not None:  # damaged or hostile: refused with validate's first error, before planning
+        require_valid(local_paths, manifest_only=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
     umask = os.umask(0)
     os.umask(umask)
@@ -611,6 +612,8 @@ def export_hf(
         for name in assets:
             layout.fsync_path(tmp / name)
         mismatches = verify_export(plan, tmp, workers=workers, buffer_bytes=buffer_bytes) if verify else None
+        if verify and local_paths is not None:  # bytes flipped after save match their own reads: hash them
+            mismatches = manifest_hash_errors(local_paths, workers=workers) + mismatches
         if mismatches:
             raise ExportVerifyError(mismatches)
         layout.fsync_path(tmp)

@@ -364,8 +364,9 @@ FAULTS: tuple[Fault, ...] = (
     }),
     Fault("flipped_byte", "corruption", "one byte in the middle of the largest .distcp inverted", flip_byte, {
         "validate": Expect(1, "sha256 differs from the manifest"),
-        "export-hf": Expect(0, wrote_nothing=False, note="export does not hash: the files hold the optimizer's "
-                            "bytes too, so hashing would triple its reads; `validate --deep` and resume catch it"),
+        "export-hf": Expect(0, wrote_nothing=False, note="plain export does not hash: the files hold the optimizer's "
+                            "bytes too, so hashing would triple its reads; `export-hf --verify`, `validate --deep` "
+                            "and resume catch it"),
         "resume": Expect(REFUSED, "sha256"),
     }),
     Fault("deleted_shard", "corruption", "largest .distcp deleted", delete_shard, {
