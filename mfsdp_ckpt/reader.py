@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.distributed.checkpoint import metadata as dcp_metadata
 
+from mfsdp_ckpt import plain_metadata
 from mfsdp_ckpt.layout import DCP_METADATA_FILE
-from mfsdp_ckpt.safe_metadata import UnsafeMetadataError, load_metadata_bytes
+from mfsdp_ckpt.safe_metadata import UnsafeMetadataError, load_plain_metadata_bytes
 from mfsdp_ckpt.storage import ByteStore, CheckpointFileError, LocalByteStore, RangeFile
 
 # Any single tensor above this is an absurd shape, not a model weight: refuse before allocating.
@@ -113,7 +113,7 @@ def _storage_location(storage_data: dict, key: str, index: Any) -> tuple[str | N
     return relative_path, offset, length, tuple(transforms)
 
 
-def parse_metadata(md: dcp_metadata.Metadata) -> tuple[dict[str, TensorEntry], dict[str, ObjectEntry]]:
+def parse_metadata(md: plain_metadata.Metadata) -> tuple[dict[str, TensorEntry], dict[str, ObjectEntry]]:
     """Normalize DCP metadata into checked, plain tables. Raises on malformed entries."""
     storage_data = getattr(md, "storage_data", None)
     storage_data = storage_data if isinstance(storage_data, dict) else {}
@@ -122,11 +122,11 @@ def parse_metadata(md: dcp_metadata.Metadata) -> tuple[dict[str, TensorEntry], d
     for key, item in md.state_dict_metadata.items():
         if not isinstance(key, str):
             raise CheckpointFormatError(f"state dict key {key!r} is not a string")
-        if isinstance(item, dcp_metadata.BytesStorageMetadata):
-            location = _storage_location(storage_data, key, dcp_metadata.MetadataIndex(key))
+        if isinstance(item, plain_metadata.BytesStorageMetadata):
+            location = _storage_location(storage_data, key, plain_metadata.MetadataIndex(key))
             objects[key] = ObjectEntry(key, *location)
             continue
-        if not isinstance(item, dcp_metadata.TensorStorageMetadata):
+        if not isinstance(item, plain_metadata.TensorStorageMetadata):
             raise CheckpointFormatError(f"{key}: unknown metadata entry {type(item).__name__}")
         shape = _int_tuple(getattr(item, "size", None), f"{key}: shape")
         dtype = getattr(getattr(item, "properties", None), "dtype", None)
@@ -145,7 +145,7 @@ def parse_metadata(md: dcp_metadata.Metadata) -> tuple[dict[str, TensorEntry], d
                 raise CheckpointFormatError(
                     f"{key}: chunk rank {len(offsets)}/{len(sizes)} differs from tensor rank {len(shape)}"
                 )
-            index = dcp_metadata.MetadataIndex(key, torch.Size(offsets))
+            index = plain_metadata.MetadataIndex(key, offsets)
             location = _storage_location(storage_data, key, index)
             chunks.append(Chunk(offsets, sizes, *location))
         tensors[key] = TensorEntry(key, shape, dtype, tuple(chunks))
@@ -299,7 +299,7 @@ class CheckpointReader:
         if size is None:
             raise CheckpointFileError(f"{where}: file is missing (not a DCP checkpoint)")
         raw = self.store.read_range(DCP_METADATA_FILE, 0, size)
-        self.metadata = load_metadata_bytes(raw, source=where)
+        self.metadata = load_plain_metadata_bytes(raw, source=where)
         try:
             self.tensors, self.objects = parse_metadata(self.metadata)
         except CheckpointFormatError as err:

@@ -5,19 +5,43 @@
 unpickler admits only the handful of classes DCP itself writes and refuses every other
 global by name. Callables are never admitted, except torch's layout lookup, which is
 wrapped so it can only return a layout object.
+
+Two class tables, one unpickler: `load_plain_metadata_bytes` builds the plain stand-ins
+of `mfsdp_ckpt.plain_metadata` (for the offline reader: importing DCP costs seconds of
+start-up), `load_metadata[_bytes]` builds DCP's own classes, which `dcp.load` needs.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import pickle
+from collections import OrderedDict
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import torch
-from torch.distributed.checkpoint import metadata as dcp_metadata
-from torch.distributed.checkpoint.filesystem import _StorageInfo
+
+from mfsdp_ckpt import plain_metadata
+
+if TYPE_CHECKING:
+    from torch.distributed.checkpoint.metadata import Metadata
 
 MAX_METADATA_BYTES = 1 << 30  # a 1 GiB .metadata would describe ~10M tensors: refuse beyond
+
+_DCP_METADATA_MODULE = "torch.distributed.checkpoint.metadata"
+_DCP_FILESYSTEM_MODULE = "torch.distributed.checkpoint.filesystem"
+_DCP_METADATA_CLASSES = (
+    "Metadata",
+    "TensorStorageMetadata",
+    "BytesStorageMetadata",
+    "TensorProperties",
+    "ChunkStorageMetadata",
+    "MetadataIndex",
+    "StorageMeta",
+    "_MEM_FORMAT_ENCODING",
+)
 
 
 class UnsafeMetadataError(ValueError):
@@ -34,28 +58,22 @@ def _layout_by_name(name: str) -> torch.layout:
     return layout
 
 
-def _allowed_globals() -> dict[tuple[str, str], object]:
+def _class_table(metadata_classes: ModuleType, storage_info: type) -> dict[tuple[str, str], object]:
+    """Every global a DCP `.metadata` may name, mapped to what builds it: torch's dtypes,
+    Size and layouts, and DCP's metadata classes taken from `metadata_classes` (DCP's own
+    module or `plain_metadata`)."""
     allowed: dict[tuple[str, str], object] = {
         ("torch.serialization", "_get_layout"): _layout_by_name,
         ("torch", "Size"): torch.Size,
-        ("torch.distributed.checkpoint.filesystem", "_StorageInfo"): _StorageInfo,
-        ("collections", "OrderedDict"): __import__("collections").OrderedDict,
+        (_DCP_FILESYSTEM_MODULE, "_StorageInfo"): storage_info,
+        ("collections", "OrderedDict"): OrderedDict,
         ("pathlib", "PosixPath"): Path,
         ("pathlib", "WindowsPath"): Path,
         ("pathlib", "Path"): Path,
     }
-    for name in (
-        "Metadata",
-        "TensorStorageMetadata",
-        "BytesStorageMetadata",
-        "TensorProperties",
-        "ChunkStorageMetadata",
-        "MetadataIndex",
-        "StorageMeta",
-        "_MEM_FORMAT_ENCODING",
-    ):
-        if hasattr(dcp_metadata, name):
-            allowed[("torch.distributed.checkpoint.metadata", name)] = getattr(dcp_metadata, name)
+    for name in _DCP_METADATA_CLASSES:
+        if hasattr(metadata_classes, name):
+            allowed[(_DCP_METADATA_MODULE, name)] = getattr(metadata_classes, name)
     for attr in dir(torch):
         value = getattr(torch, attr, None)
         if isinstance(value, torch.dtype):
@@ -63,28 +81,44 @@ def _allowed_globals() -> dict[tuple[str, str], object]:
     return allowed
 
 
-_ALLOWED = _allowed_globals()
+@functools.cache
+def _plain_classes() -> dict[tuple[str, str], object]:
+    return _class_table(plain_metadata, plain_metadata._StorageInfo)
+
+
+@functools.cache
+def _dcp_classes() -> dict[tuple[str, str], object]:
+    from torch.distributed.checkpoint import metadata as dcp_metadata
+    from torch.distributed.checkpoint.filesystem import _StorageInfo
+
+    return _class_table(dcp_metadata, _StorageInfo)
 
 
 class _RestrictedUnpickler(pickle._Unpickler):
     """The pure-Python unpickler: its memo is a dict. The C unpickler's memo is an array
     sized by the largest index a PUT opcode names, so a 9-byte file with
     `LONG_BINPUT 0x7fffffff` makes it allocate and zero 16 GiB (about 10x slower to
-    parse, which for DCP metadata is milliseconds to seconds)."""
+    parse, which for DCP metadata is milliseconds to seconds).
+
+    `allowed` maps (module, name) to the object a global resolves to; anything else is refused."""
+
+    def __init__(self, file: io.BytesIO, allowed: dict[tuple[str, str], object]):
+        super().__init__(file)
+        self.allowed = allowed
 
     def find_class(self, module: str, name: str) -> object:
         try:
-            return _ALLOWED[(module, name)]
+            return self.allowed[(module, name)]
         except KeyError:
             raise UnsafeMetadataError(
                 f"refusing to load global {module}.{name}: not a DCP metadata type"
             ) from None
 
 
-def load_metadata_bytes(data: bytes, source: str = "<bytes>") -> dcp_metadata.Metadata:
-    """Unpickle DCP metadata from bytes with the allow-list; `source` names the file in errors."""
+def _unpickle(data: bytes, source: str, allowed: dict[tuple[str, str], object]) -> Any:
+    """The Metadata object in `data`, built from `allowed` only; `source` names the file in errors."""
     try:
-        result = _RestrictedUnpickler(io.BytesIO(data)).load()
+        result = _RestrictedUnpickler(io.BytesIO(data), allowed).load()
     except UnsafeMetadataError as err:
         raise UnsafeMetadataError(f"{source}: {err}") from None
     except Exception as err:  # any damage in the pickle stream: truncated, bad opcode, bad args
@@ -92,7 +126,7 @@ def load_metadata_bytes(data: bytes, source: str = "<bytes>") -> dcp_metadata.Me
         raise UnsafeMetadataError(
             f"{source}: unreadable DCP metadata ({type(err).__name__}: {detail[:200]})"
         ) from None
-    if not isinstance(result, dcp_metadata.Metadata):
+    if not isinstance(result, allowed[(_DCP_METADATA_MODULE, "Metadata")]):
         raise UnsafeMetadataError(
             f"{source}: holds a {type(result).__name__}, not DCP Metadata"
         )
@@ -101,8 +135,18 @@ def load_metadata_bytes(data: bytes, source: str = "<bytes>") -> dcp_metadata.Me
     return result
 
 
-def load_metadata(path: str | Path) -> dcp_metadata.Metadata:
-    """Read a `.metadata` file safely (see module docstring)."""
+def load_plain_metadata_bytes(data: bytes, source: str = "<bytes>") -> plain_metadata.Metadata:
+    """DCP metadata as `plain_metadata` objects (no DCP import); for reading, not `dcp.load`."""
+    return _unpickle(data, source, _plain_classes())
+
+
+def load_metadata_bytes(data: bytes, source: str = "<bytes>") -> Metadata:
+    """DCP metadata as DCP's own `Metadata`, with the allow-list; `source` names the file in errors."""
+    return _unpickle(data, source, _dcp_classes())
+
+
+def load_metadata(path: str | Path) -> Metadata:
+    """Read a `.metadata` file safely (see module docstring) into DCP's own `Metadata`."""
     path = Path(path)
     size = path.stat().st_size
     if size > MAX_METADATA_BYTES:

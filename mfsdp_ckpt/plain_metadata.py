@@ -1,0 +1,107 @@
+"""Plain stand-ins for the classes DCP pickles into `.metadata`, for offline reading.
+
+The offline reader (validate, inspect, export-hf) only needs the attribute values in
+`.metadata`, not DCP itself. Naming the real classes means importing
+`torch.distributed.checkpoint`, which pulls in DTensor, torch.fx and sympy: about 0.65 s
+on a quiet machine and several seconds on a loaded one, paid by every export before it
+reads a byte. `safe_metadata` builds these instead when the caller only reads; a real
+`dcp.load` still gets DCP's own classes (`safe_metadata.load_metadata`).
+
+Each class keeps the name, fields and pickled state layout of its DCP original
+(torch 2.x `torch/distributed/checkpoint/{metadata,filesystem}.py`), so the same bytes
+unpickle into either. They carry data only: no behaviour worth calling.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+@dataclass
+class ChunkStorageMetadata:
+    offsets: tuple[int, ...]
+    sizes: tuple[int, ...]
+
+
+class _MEM_FORMAT_ENCODING(Enum):  # DCP's name, as pickled
+    TORCH_CONTIGUOUS_FORMAT = 0
+    TORCH_CHANNELS_LAST = 1
+    TORCH_PRESERVE_FORMAT = 2
+
+
+@dataclass
+class TensorProperties:
+    """DCP pickles these as a 5-tuple (its `__getstate__`); `memory_format` stays encoded."""
+
+    dtype: Any = None
+    layout: Any = None
+    requires_grad: bool = False
+    memory_format: _MEM_FORMAT_ENCODING = _MEM_FORMAT_ENCODING.TORCH_CONTIGUOUS_FORMAT
+    pin_memory: bool = False
+
+    def __setstate__(self, state: tuple) -> None:
+        self.dtype, self.layout, self.requires_grad, self.memory_format, self.pin_memory = state
+
+
+@dataclass
+class TensorStorageMetadata:
+    properties: TensorProperties
+    size: tuple[int, ...]
+    chunks: list[ChunkStorageMetadata]
+
+
+@dataclass
+class BytesStorageMetadata:
+    pass
+
+
+@dataclass
+class StorageMeta:
+    checkpoint_id: Any = None
+    save_id: str | None = None
+    load_id: str | None = None
+    modules: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Metadata:
+    state_dict_metadata: dict[str, TensorStorageMetadata | BytesStorageMetadata]
+    planner_data: Any = None
+    storage_data: Any = None
+    storage_meta: StorageMeta | None = None
+    version: str | None = None
+
+
+@dataclass(frozen=True)
+class MetadataIndex:
+    """Key of `Metadata.storage_data`: equal and hashed by (fqn, offset) as DCP's is.
+    `offset` is a torch.Size when unpickled; a tuple of the same ints finds it."""
+
+    fqn: str
+    offset: tuple[int, ...] | None = None
+    index: int | None = field(default=None, hash=False, compare=False)
+
+
+@dataclass
+class _StorageInfo:
+    """Where a blob lives (`torch.distributed.checkpoint.filesystem._StorageInfo`).
+    DCP leaves `None` fields out of the pickled state, hence the one class default; a
+    missing required field stays missing, so the reader reports it."""
+
+    relative_path: str
+    offset: int
+    length: int
+    transform_descriptors: list[str] | None = None
+
+
+__all__ = [
+    "BytesStorageMetadata",
+    "ChunkStorageMetadata",
+    "Metadata",
+    "MetadataIndex",
+    "StorageMeta",
+    "TensorProperties",
+    "TensorStorageMetadata",
+]
