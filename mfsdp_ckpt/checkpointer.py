@@ -4,7 +4,8 @@ The save protocol, designed so that a crash at any instant leaves the previous s
 the tracker valid:
 
 1. rank 0 clears a stale `global_step_N.tmp/` and every rank writes DCP files into it;
-2. each rank fsyncs and hashes the files it wrote; hashes are gathered on rank 0;
+2. each rank fsyncs the files it wrote (hashed as they were written, `dcp_writer.py`);
+   the hashes are gathered on rank 0;
 3. rank 0 writes `huggingface/` assets, then `manifest.json` last, fsyncs, and renames
    `global_step_N.tmp` to `global_step_N` (a step dir without a manifest never counts);
 4. rank 0 replaces the tracker with `os.replace`, then prunes old steps (`keep_last`).
@@ -17,7 +18,6 @@ a DCP file mean lives in `reader.py`; where files go lives in `layout.py`.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import os
 import shutil
@@ -31,13 +31,18 @@ from typing import Any, Protocol
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint import FileSystemWriter
-from torch.distributed.checkpoint.filesystem import FileSystem
 from torch.distributed.checkpoint._nested_dict import flatten_state_dict
 from torch.distributed.checkpoint.api import CheckpointException
 
 from mfsdp_ckpt import __version__, layout
-from mfsdp_ckpt.manifest import CONTENT_KINDS, Manifest, hash_files, read_manifest
+from mfsdp_ckpt.dcp_writer import CheckedWriter
+from mfsdp_ckpt.manifest import (
+    CONTENT_KINDS,
+    FileRecord,
+    Manifest,
+    hash_files,
+    read_manifest,
+)
 from mfsdp_ckpt.safe_dcp import SafeFileSystemReader, SafeLoadPlanner
 from mfsdp_ckpt.staging import HostStager
 from mfsdp_ckpt.validate import invalid_checkpoint, manifest_hash_errors, require_valid
@@ -102,88 +107,6 @@ def _maybe_die(phase: str, step: int) -> None:
     """Crash-safety tests SIGKILL a rank here (no cleanup, no flush: as a node failure would)."""
     if _kill_targets(phase, step):
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-class _CheckedFileSystem(FileSystem):
-    """DCP's extra writer threads (torch `_write_files_from_queue`) report a failed write
-    only by printing a traceback: the save goes on without that file's entries and can
-    commit a checkpoint with data missing. While `capturing`, a failed write (ENOSPC,
-    EIO, ...) is recorded here instead, and `_CheckedWriter.write_data` raises it on that
-    rank, where DCP's own collectives carry it to every rank."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.capturing = False
-        self.failures: list[tuple[str, BaseException]] = []
-
-    @contextlib.contextmanager
-    def create_stream(self, path: str | os.PathLike, mode: str):
-        try:
-            with super().create_stream(path, mode) as stream:
-                yield self._wrap(stream, mode)
-        except Exception as err:
-            if not self.capturing:
-                raise
-            self.failures.append((str(path), err))
-
-    def _wrap(self, stream: Any, mode: str) -> Any:
-        return stream
-
-
-class _CheckedWriter(FileSystemWriter):
-    def __init__(self, path: str, *, thread_count: int, kill_mid_file: bool = False):
-        super().__init__(path, thread_count=thread_count)
-        self.fs = _DieMidFile() if kill_mid_file else _CheckedFileSystem()
-
-    def write_data(self, plan: Any, planner: Any) -> Any:
-        self.fs.capturing, self.fs.failures = True, []
-        try:
-            result = super().write_data(plan, planner)
-        finally:
-            self.fs.capturing = False
-        if self.fs.failures:
-            path, err = self.fs.failures[0]
-            raise OSError(f"{path}: {_os_reason(err)}")
-        return result
-
-
-def _os_reason(err: BaseException) -> str:
-    """The OSError behind a write failure (torch's zip writer re-raises ENOSPC as a
-    RuntimeError about positions), else the error itself, in one line."""
-    seen: BaseException | None = err
-    while seen is not None:
-        if isinstance(seen, OSError) and seen.strerror:
-            return seen.strerror
-        seen = seen.__cause__ or seen.__context__
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0] if text else ''}"
-
-
-class _DieMidFile(_CheckedFileSystem):
-    """Fault injection for the `mid_file` phase: the first DCP data file to reach
-    `MID_FILE_BYTES` is flushed to that point and the process is SIGKILLed, leaving a
-    partial file in the temp dir, as a crash during the write would."""
-
-    MID_FILE_BYTES = 4096
-
-    def _wrap(self, stream: Any, mode: str) -> Any:
-        return _KillAfterBytes(stream, self.MID_FILE_BYTES) if "w" in mode else stream
-
-
-class _KillAfterBytes:
-    def __init__(self, stream: Any, limit: int):
-        self._stream, self._limit, self._written = stream, limit, 0
-
-    def write(self, data: Any) -> int:
-        count = self._stream.write(data)
-        self._written += count
-        if self._written >= self._limit:
-            self._stream.flush()
-            os.kill(os.getpid(), signal.SIGKILL)
-        return count
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
 
 
 def _versions() -> dict[str, str]:
@@ -255,28 +178,27 @@ class Checkpointer:
         self._barrier()
         _maybe_die("before_files", step)
         state_dict = {kind: _state_of(states[kind]) for kind in contents}
-        writer = _CheckedWriter(str(tmp / layout.DIST_CKPT_DIR), thread_count=self.io_threads,
-                                kill_mid_file=_kill_targets("mid_file", step))
-        writer_args = dict(storage_writer=writer, process_group=self._group)
+        writer = CheckedWriter(str(tmp / layout.DIST_CKPT_DIR), thread_count=self.io_threads,
+                               kill_mid_file=_kill_targets("mid_file", step))
         finish_args = (step, tmp, contents, hf_assets, info or {}, started)
         if self.async_save:
             staged = self._stager.stage(state_dict)  # the only part training waits for
             self._pending = threading.Thread(
-                target=self._save_in_background, args=(staged, writer_args, finish_args), daemon=False
+                target=self._save_in_background, args=(staged, writer, finish_args), daemon=False
             )
             self._pending.start()
         else:
-            self._write(state_dict, writer_args, finish_args)
+            self._write(state_dict, writer, finish_args)
         return layout.step_dir(self.run_dir, step)
 
-    def _write(self, state_dict: dict, writer_args: dict, finish_args: tuple) -> None:
+    def _write(self, state_dict: dict, writer: CheckedWriter, finish_args: tuple) -> None:
         """DCP files, then hashes, manifest, rename, tracker. A failure (disk full, a dead
         peer) becomes one CheckpointSaveError; the temp dir is removed to give the space
         back, and the previous step and the tracker are untouched."""
         step, tmp = finish_args[0], finish_args[1]
         try:
-            dcp.save(state_dict, **writer_args)
-            self._finish(*finish_args)
+            dcp.save(state_dict, storage_writer=writer, process_group=self._group)
+            self._finish(*finish_args, hashed=writer.hashed_while_written())
         except (CheckpointException, OSError) as err:
             if _rank() == 0:
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -297,9 +219,9 @@ class Checkpointer:
     def close(self) -> None:
         self.wait()
 
-    def _save_in_background(self, staged: dict, writer_args: dict, finish_args: tuple) -> None:
+    def _save_in_background(self, staged: dict, writer: CheckedWriter, finish_args: tuple) -> None:
         try:
-            self._write(staged, writer_args, finish_args)
+            self._write(staged, writer, finish_args)
         except BaseException as err:  # surfaced by wait() in the training thread
             self._pending_error = err
 
@@ -311,7 +233,10 @@ class Checkpointer:
         hf_assets: Callable[[Path], None] | None,
         info: dict[str, Any],
         started: float,
+        hashed: dict[str, FileRecord],
     ) -> None:
+        """`hashed`: records of files hashed while written (by file name); the others are
+        read back and hashed here."""
         dcp_dir = tmp / layout.DIST_CKPT_DIR
         _maybe_die("after_files", step)
         own = sorted(
@@ -319,9 +244,15 @@ class Checkpointer:
             for name in os.listdir(dcp_dir)
             if name.startswith(f"__{_rank()}_")
         )
+        records, unhashed = {}, []
         for name in own:
             layout.fsync_path(tmp / name)
-        records = hash_files(tmp, own, self.hash_workers)
+            known = hashed.get(Path(name).name)
+            if known is not None and known.size == (tmp / name).stat().st_size:
+                records[name] = known
+            else:
+                unhashed.append(name)
+        records.update(hash_files(tmp, unhashed, self.hash_workers))
         gathered = [None] * _world_size() if _rank() == 0 else None
         if dist.is_initialized():
             dist.gather_object(records, gathered, dst=0, group=self._group)
