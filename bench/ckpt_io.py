@@ -2,10 +2,11 @@
 
 Compares, in one run on the same disk: plain `torch.distributed.checkpoint.save/load`
 (the baseline users get from Megatron-LM / verl), mfsdp's Checkpointer (atomic protocol,
-fsync, per-rank sha256, manifest) with 1 and N writer threads, the training stall of an
-async save, and `dd` with direct I/O writing and reading the same byte count.
+fsync, per-rank sha256, manifest) with each `--threads` count of writer threads, the
+training stall of two async saves (the first one also allocates the pinned host buffers
+that later saves reuse), and `dd` with direct I/O writing and reading the same byte count.
 
-    torchrun --nproc-per-node 2 bench/ckpt_io.py --dir /root/ckpt_bench [--shape 1.5b]
+    torchrun --nproc-per-node 2 bench/ckpt_io.py --dir /root/ckpt_bench [--shape 1.5b] [--threads 8,16]
 
 Prints a table; the last lines are JSON for the record.
 """
@@ -111,8 +112,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dir", required=True)
     parser.add_argument("--shape", default="1.5b", choices=sorted(SHAPES))
-    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--threads", default="8,16", help="writer thread counts to time, comma-separated; "
+                        "the last one also serves the load and async rows")
     args = parser.parse_args()
+    thread_counts = [int(n) for n in args.threads.split(",")]
     dist.init_process_group("nccl")
     torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     rank = dist.get_rank()
@@ -135,16 +138,16 @@ def main() -> None:
     nbytes = dir_bytes(plain)
     record("dcp.save (baseline)", seconds, nbytes)
 
-    for threads in (1, args.threads):
+    for threads in thread_counts:
         run = root / f"mfsdp_t{threads}"
         checkpointer = Checkpointer(run, strategy="megatron_fsdp", io_threads=threads, hash_workers=threads)
         seconds = timed(lambda: checkpointer.save(1, {**state(), "extra": {"step": 1}}))
         record(f"mfsdp save, {threads} writer threads", seconds, dir_bytes(layout.step_dir(run, 1)),
                "atomic + fsync + sha256 + manifest")
-        if threads != args.threads and rank == 0:
+        if threads != thread_counts[-1] and rank == 0:
             shutil.rmtree(run)
 
-    run = root / f"mfsdp_t{args.threads}"
+    run = root / f"mfsdp_t{thread_counts[-1]}"
     cached = drop_caches()
     seconds = timed(lambda: dcp.load(state(), checkpoint_id=str(plain), process_group=gloo))
     record("dcp.load (baseline)", seconds, nbytes, "page cache dropped" if cached else "page cache warm")
@@ -158,11 +161,15 @@ def main() -> None:
         shutil.rmtree(run)
     dist.barrier()
     async_run = root / "mfsdp_async"
-    checkpointer = Checkpointer(async_run, strategy="megatron_fsdp", async_save=True, io_threads=args.threads,
-                                hash_workers=args.threads)
-    stall = timed(lambda: checkpointer.save(1, {**state(), "extra": {"step": 1}}))
-    total = stall + timed(checkpointer.wait)
-    record("mfsdp async save (to commit)", total, nbytes, f"training stalled {stall:.2f} s")
+    checkpointer = Checkpointer(async_run, strategy="megatron_fsdp", async_save=True,
+                                io_threads=thread_counts[-1], hash_workers=thread_counts[-1], keep_last=1)
+    for step, what in ((1, "first, pins host buffers"), (2, "reuses them")):
+        states = {}
+        state_s = timed(lambda: states.update(state()))
+        save_s = timed(lambda: checkpointer.save(step, {**states, "extra": {"step": step}}))
+        total = state_s + save_s + timed(checkpointer.wait)
+        record(f"mfsdp async save {step} (to commit)", total, nbytes,
+               f"training stalled {state_s + save_s:.2f} s ({what}): state_dict {state_s:.2f} s + save() {save_s:.2f} s")
 
     if rank == 0:
         write, read = dd(root / "dd.bin", nbytes)
