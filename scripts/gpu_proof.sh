@@ -34,8 +34,9 @@ stage_sft_proof() {
 }
 
 stage_sft_bench() {
-  torchrun --nproc-per-node 2 bench/sft_throughput.py --shape qwen2-1.5b --seq 4096 --micro-batch 2 --repeat 2 \
-    --variants "${SFT_VARIANTS:-fsdp2:plain,megatron_fsdp:plain,megatron_fsdp:chunked,megatron_fsdp:chunked+packed,megatron_fsdp:chunked+compile}"
+  torchrun --nproc-per-node 2 bench/sft_throughput.py --shape qwen2-1.5b --seq 4096 \
+    --micro-batch "${SFT_MICRO_BATCH:-2}" --repeat "${SFT_REPEAT:-2}" \
+    --variants "${SFT_VARIANTS:-fsdp2:plain,megatron_fsdp:plain,megatron_fsdp:chunked,megatron_fsdp:plain+compile,megatron_fsdp:chunked+compile}"
 }
 
 stage_grpo_proof() {  # Megatron-FSDP actor + hf engine, Qwen2-0.5B shape, checkpoint at 2, resume to 4
