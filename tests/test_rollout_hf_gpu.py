@@ -35,3 +35,15 @@ def test_cuda_graph_decode_matches_transformers(model):
         ref = model.generate(torch.tensor([prompt], device="cuda"), max_new_tokens=24, do_sample=False, eos_token_id=2,
                              pad_token_id=0)
         assert engine.generate([prompt], greedy).token_lists()[0] == ref[0, len(prompt):].tolist()
+
+
+def test_cuda_graphs_per_attention_span_match_transformers(model):
+    """Long responses cross several 128-slot spans, each decoded by its own captured graph."""
+    engine = HFRolloutEngine(model, eos_token_ids=[], pad_token_id=0, cuda_graphs=True)
+    out = engine.generate(PROMPTS[:3], SamplingParams(n=2, max_tokens=300, seed=11, logprobs=True))
+    for row, response in enumerate(out.token_lists()):
+        assert len(response) == 300
+        expected = reference_logprobs(model, PROMPTS[out.prompt_index[row]], response)
+        torch.testing.assert_close(out.logprobs[row], expected, atol=1e-4, rtol=0)
+    spans = sorted(span for graphs in engine.decoder._graphs.values() for span in graphs.by_span)
+    assert engine.decoder.cuda_graphs and spans == [128, 256, 384], spans

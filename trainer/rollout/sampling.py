@@ -33,4 +33,9 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
     if params.greedy:
         return logits.argmax(dim=-1)
     probs = torch.softmax(filter_logits(logits, params), dim=-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    # The exponential race, argmax(p / E) with E ~ Exp(1), draws from `probs` exactly as
+    # multinomial does, minus multinomial's validity check, which reads a value back to the
+    # host and so makes every decode step wait for the GPU to go idle. E is kept above 0 so
+    # that a filtered-out token (p = 0) can never win through 0 / 0.
+    race = torch.empty_like(probs).exponential_(generator=generator).clamp_(min=torch.finfo(probs.dtype).tiny)
+    return probs.div_(race).argmax(dim=-1)

@@ -5,7 +5,9 @@ transformers' `generate` spends most of a decode step outside the GPU: a growing
 small kernel at a time. Here the model's own linear, norm, rotary and MLP modules run over a
 KV cache allocated once for the whole generation, attention is two batched matmuls over the
 cache (grouped-query heads without repeating K/V), and on CUDA the whole decode step is
-captured once as a CUDA graph and replayed, so a step costs what its kernels cost.
+captured as a CUDA graph and replayed, so a step costs what its kernels cost. There is one
+graph per attention span (a multiple of SLOT_BUCKET slots), so a step reads only the part of
+the cache that is filled so far, not all of it.
 
 Layout: prompts are left-padded to a common length P; the cache slot of a token is its column
 in that padded layout, the same for every row; a row's rotary position is its slot minus its
@@ -17,7 +19,8 @@ from __future__ import annotations
 
 import warnings
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -59,16 +62,20 @@ def _attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: tor
 
 
 @dataclass
-class _DecodeGraph:
-    """A captured decode step and the fixed buffers it reads and writes."""
+class _DecodeGraphs:
+    """Decode steps captured for one (rows, width) cache: one graph per attention span (a
+    multiple of SLOT_BUCKET), so early steps do not read the empty end of the cache. The
+    graphs share the cache, the input buffers, the output buffer and one memory pool; they
+    run one after another on one stream, never concurrently, which makes sharing safe."""
 
-    graph: torch.cuda.CUDAGraph
     tokens: torch.Tensor  # (R, 1)
     slot: torch.Tensor  # (1,)
     pad: torch.Tensor  # (R, 1)
     keys: list[torch.Tensor]
     values: list[torch.Tensor]
-    logits: torch.Tensor  # (R, V) float32
+    logits: torch.Tensor  # (R, V) float32, written by every graph
+    by_span: dict[int, torch.cuda.CUDAGraph] = field(default_factory=dict)
+    pool: Any = None
 
 
 class StaticCacheDecoder:
@@ -87,7 +94,7 @@ class StaticCacheDecoder:
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
         self.cuda_graphs = cuda_graphs and self.device.type == "cuda"
-        self._graphs: OrderedDict[tuple[int, int], _DecodeGraph] = OrderedDict()
+        self._graphs: OrderedDict[tuple[int, int], _DecodeGraphs] = OrderedDict()
         self._state: dict = {}
 
     # -- the model, on our cache -------------------------------------------------------------
@@ -140,7 +147,7 @@ class StaticCacheDecoder:
         make = lambda: [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.layers]  # noqa: E731
         return make(), make()
 
-    def _graph_for(self, rows: int, width: int) -> _DecodeGraph:
+    def _graphs_for(self, rows: int, width: int) -> _DecodeGraphs:
         key = (rows, width)
         if key in self._graphs:
             self._graphs.move_to_end(key)
@@ -148,10 +155,23 @@ class StaticCacheDecoder:
         while len(self._graphs) >= 2:  # train and validation shapes; older ones give their memory back
             self._graphs.popitem(last=False)
         keys, values = self._new_cache(rows, width)
-        tokens = torch.zeros((rows, 1), dtype=torch.long, device=self.device)
-        slot = torch.zeros((1,), dtype=torch.long, device=self.device)
-        pad = torch.zeros((rows, 1), dtype=torch.long, device=self.device)
-        step = lambda: self._decode_step(tokens, slot, pad, keys, values, width)  # noqa: E731
+        self._graphs[key] = _DecodeGraphs(
+            tokens=torch.zeros((rows, 1), dtype=torch.long, device=self.device),
+            slot=torch.zeros((1,), dtype=torch.long, device=self.device),
+            pad=torch.zeros((rows, 1), dtype=torch.long, device=self.device),
+            keys=keys,
+            values=values,
+            logits=torch.empty((rows, self.model.config.vocab_size), dtype=torch.float32, device=self.device),
+        )
+        return self._graphs[key]
+
+    def _capture(self, graphs: _DecodeGraphs, span: int) -> torch.cuda.CUDAGraph:
+        """Capture the decode step over the first `span` slots. Its warm-up runs write the
+        current token's keys and values, as the replay that follows will: harmless."""
+
+        def step() -> None:
+            graphs.logits.copy_(self._decode_step(graphs.tokens, graphs.slot, graphs.pad, graphs.keys, graphs.values, span))
+
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
@@ -159,23 +179,17 @@ class StaticCacheDecoder:
                 step()
         torch.cuda.current_stream(self.device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            logits = step()
-        self._graphs[key] = _DecodeGraph(graph, tokens, slot, pad, keys, values, logits)
-        return self._graphs[key]
+        with torch.cuda.graph(graph, pool=graphs.pool):
+            step()
+        graphs.pool = graphs.pool if graphs.pool is not None else graph.pool()
+        graphs.by_span[span] = graph
+        return graph
 
-    def _try_graph(self, rows: int, width: int) -> _DecodeGraph | None:
-        """The captured decode step, or None (eager decoding) when graphs are off or capture fails:
-        a capture failure costs speed, never the run."""
-        if not self.cuda_graphs:
-            return None
-        try:
-            return self._graph_for(rows, width)
-        except RuntimeError as err:
-            warnings.warn(f"rollout: CUDA graph capture failed, decoding eagerly from now on ({err})")
-            self.cuda_graphs = False
-            self._graphs.clear()
-            return None
+    def _graph_off(self, err: RuntimeError) -> None:
+        """A capture failure costs speed, never the run: decode eagerly from now on."""
+        warnings.warn(f"rollout: CUDA graph capture failed, decoding eagerly from now on ({err})")
+        self.cuda_graphs = False
+        self._graphs.clear()
 
     def release(self) -> None:
         """Drop graphs, caches and generation state (after a weight update nothing needs recapture:
@@ -194,10 +208,10 @@ class StaticCacheDecoder:
         padded = torch.full((count, longest), self.pad_token_id, dtype=torch.long, device=self.device)
         for row, prompt in enumerate(prompts):
             padded[row, longest - len(prompt) :] = torch.tensor(prompt, dtype=torch.long, device=self.device)
-        graph = self._try_graph(rows, width)
-        if graph is not None:
-            keys, values = graph.keys, graph.values
-            graph.pad.copy_(pad.repeat_interleave(n).unsqueeze(1))
+        graphs = self._graphs_for(rows, width) if self.cuda_graphs else None
+        if graphs is not None:
+            keys, values = graphs.keys, graphs.values
+            graphs.pad.copy_(pad.repeat_interleave(n).unsqueeze(1))
         else:
             keys, values = self._new_cache(rows, width)
         logits = []
@@ -213,7 +227,7 @@ class StaticCacheDecoder:
             for cache, chunk in zip(keys + values, chunk_keys + chunk_values):
                 grouped = cache.view(count, n, *cache.shape[1:])
                 grouped[start:stop, :, :, :longest] = chunk.unsqueeze(1)
-        self._state = dict(graph=graph, keys=keys, values=values, width=width, next_slot=longest,
+        self._state = dict(graphs=graphs, keys=keys, values=values, width=width, next_slot=longest,
                            pad=pad.repeat_interleave(n).unsqueeze(1))
         return torch.cat(logits).repeat_interleave(n, dim=0)
 
@@ -224,11 +238,17 @@ class StaticCacheDecoder:
         if slot_index >= state["width"]:
             raise RuntimeError("static cache is full: decode called more than max_new_tokens times")
         state["next_slot"] += 1
-        graph = state["graph"]
-        if graph is not None:
-            graph.tokens.copy_(tokens.view(-1, 1))
-            graph.slot.fill_(slot_index)
-            graph.graph.replay()
-            return graph.logits
+        graphs = state["graphs"] if self.cuda_graphs else None
+        if graphs is not None:
+            graphs.tokens.copy_(tokens.view(-1, 1))
+            graphs.slot.fill_(slot_index)
+            span = min(state["width"], -(-(slot_index + 1) // SLOT_BUCKET) * SLOT_BUCKET)
+            try:
+                graph = graphs.by_span.get(span) or self._capture(graphs, span)
+            except RuntimeError as err:
+                self._graph_off(err)
+            else:
+                graph.replay()
+                return graphs.logits
         slot = torch.tensor([slot_index], device=self.device)
         return self._decode_step(tokens.view(-1, 1), slot, state["pad"], state["keys"], state["values"], slot_index + 1)
