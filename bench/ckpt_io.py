@@ -14,8 +14,10 @@ Prints a table; the last lines are JSON for the record.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
+import pstats
 import shutil
 import subprocess
 import sys
@@ -114,6 +116,8 @@ def main() -> None:
     parser.add_argument("--shape", default="1.5b", choices=sorted(SHAPES))
     parser.add_argument("--threads", default="8,16", help="writer thread counts to time, comma-separated; "
                         "the last one also serves the load and async rows")
+    parser.add_argument("--profile-stall", action="store_true",
+                        help="print rank 0's cProfile (top 25 cumulative) of the second async save's stall")
     args = parser.parse_args()
     thread_counts = [int(n) for n in args.threads.split(",")]
     dist.init_process_group("nccl")
@@ -164,12 +168,20 @@ def main() -> None:
     checkpointer = Checkpointer(async_run, strategy="megatron_fsdp", async_save=True,
                                 io_threads=thread_counts[-1], hash_workers=thread_counts[-1], keep_last=1)
     for step, what in ((1, "first, pins host buffers"), (2, "reuses them")):
+        profiler = cProfile.Profile() if args.profile_stall and step == 2 and rank == 0 else None
+        if profiler is not None:
+            profiler.enable()
         states = {}
-        state_s = timed(lambda: states.update(state()))
+        model_s = timed(lambda: states.update(model=model.state_dict()))
+        optim_s = timed(lambda: states.update(optimizer=named_optimizer_state(model, optimizer)))
         save_s = timed(lambda: checkpointer.save(step, {**states, "extra": {"step": step}}))
-        total = state_s + save_s + timed(checkpointer.wait)
+        if profiler is not None:
+            profiler.disable()
+            pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+        total = model_s + optim_s + save_s + timed(checkpointer.wait)
         record(f"mfsdp async save {step} (to commit)", total, nbytes,
-               f"training stalled {state_s + save_s:.2f} s ({what}): state_dict {state_s:.2f} s + save() {save_s:.2f} s")
+               f"training stalled {model_s + optim_s + save_s:.2f} s ({what}): model state_dict {model_s:.2f} s "
+               f"+ optimizer state_dict {optim_s:.2f} s + save() {save_s:.2f} s")
 
     if rank == 0:
         write, read = dd(root / "dd.bin", nbytes)

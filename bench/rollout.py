@@ -99,6 +99,8 @@ def main() -> None:
     parser.add_argument("--engines", default="generate,hf,hf_eager",
                         help="generate (baseline, first), hf (CUDA graphs), hf_eager (static cache, no graphs)")
     parser.add_argument("--check-tokens", type=int, default=32, help="greedy tokens compared against generate")
+    parser.add_argument("--profile", action="store_true",
+                        help="after the table, profile one hf engine run and print its top GPU kernels and ops")
     args = parser.parse_args()
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
     model = build(args.shape, dtype, args.device)
@@ -140,6 +142,20 @@ def main() -> None:
     print(f"\nhf engine decoded with CUDA graphs: {graphs}")
     print(json.dumps({"shape": args.shape, "prompts": args.prompts, "new_tokens": args.new_tokens, "rows": rows,
                       "greedy_agreement": agree, "cuda_graphs": graphs}))
+    if args.profile:
+        print_profile(runners["hf"], args.device)
+
+
+def print_profile(run, device: str) -> None:
+    """Where one run's time goes: the ops and kernels with the most device (or CPU) time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with profile(activities=activities) as prof:
+        seconds, _ = timed(run, device)
+    sort_by = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
+    print(f"\nprofile of one hf engine run ({seconds:.2f} s under the profiler), top 25 by {sort_by}:")
+    print(prof.key_averages().table(sort_by=sort_by, row_limit=25))
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
