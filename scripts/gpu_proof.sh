@@ -20,7 +20,7 @@ sys.exit(code)' "$@"
 }
 runs=${RUNS_DIR:-/root/mfsdp_runs}
 
-stage_ckpt_io() { torchrun --nproc-per-node 2 bench/ckpt_io.py --dir "$runs/ckpt_bench"; }
+stage_ckpt_io() { torchrun --nproc-per-node 2 bench/ckpt_io.py --dir "$runs/ckpt_bench" ${CKPT_IO_ARGS:-}; }
 
 stage_sft_test() { python3 -m pytest -m gpu -q -x tests/test_sft_megatron_gpu.py -p no:cacheprovider; }
 
@@ -51,7 +51,7 @@ stage_grpo_proof() {  # Megatron-FSDP actor + hf engine, Qwen2-0.5B shape, check
 stage_rollout_test() { python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_rollout_hf_gpu.py; }
 
 stage_rollout_bench() {
-  CUDA_VISIBLE_DEVICES=0 python3 bench/rollout.py --shape qwen2-1.5b --prompts 256 --prompt-len 128 --new-tokens 512 --repeat 1
+  CUDA_VISIBLE_DEVICES=0 python3 bench/rollout.py --shape qwen2-1.5b --prompts 256 --prompt-len 128 --new-tokens 512 --repeat 1 ${ROLLOUT_ARGS:-}
 }
 
 stage_mcore_fixtures() {  # needs megatron-core 0.19.x on PYTHONPATH too
