@@ -5,6 +5,10 @@ their local shards (`__create_chunk_list__` / `__create_write_items__`, which te
 the true uneven chunk offsets): the save then fails with "Failed to validate global
 plan". This stager keeps those hooks. Host buffers are pinned on CUDA and reused across
 saves, so the training stall is one device-to-host copy, not an allocation.
+
+A staged DTensor is built directly on the source's spec with the host buffer as its local
+shard. `DTensor.from_local` would instead rebuild the spec (slow: ~0.4 ms per tensor, a
+second per save at 1.5B) and, the mesh being a CUDA mesh, move the buffer back to the GPU.
 """
 
 from __future__ import annotations
@@ -35,14 +39,13 @@ class HostStager:
             return [self._copy(f"{key}.{i}", v) for i, v in enumerate(value)]
         if isinstance(value, DTensor):
             local = value._local_tensor
-            staged = DTensor.from_local(
-                self._host_copy(key, local), device_mesh=value.device_mesh, placements=value.placements,
-                shape=value.shape, stride=value.stride(), run_check=False,
-            )
-            for hook in _DCP_HOOKS:  # on the DTensor's own local tensor: from_local wraps a view
+            buffer = self._host_copy(key, local)
+            for hook in _DCP_HOOKS:  # the buffer is reused: drop a hook the source no longer has
                 if hasattr(local, hook):
-                    setattr(staged._local_tensor, hook, getattr(local, hook))
-            return staged
+                    setattr(buffer, hook, getattr(local, hook))
+                elif hasattr(buffer, hook):
+                    delattr(buffer, hook)
+            return DTensor(buffer, value._spec, requires_grad=False)
         if isinstance(value, torch.Tensor):
             return self._host_copy(key, value)
         return value

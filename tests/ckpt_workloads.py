@@ -89,6 +89,22 @@ def train_and_save(rank: int, world_size: int, run_dir: str, steps: int, out: st
         torch.save(state, out)
 
 
+def save_twice_async(rank: int, world_size: int, run_dir: str, out: str) -> None:
+    """Two async saves in a row: the second reuses the first one's host buffers, and each
+    checkpoint must hold the values of its own step."""
+    model, optimizer = build(sharded=world_size > 1)
+    checkpointer = Checkpointer(run_dir, strategy="fsdp2", keep_last=2, async_save=True)
+    states = []
+    for step in (1, 2):
+        train(model, optimizer, 1, seed=step)
+        states.append(full_state(model, optimizer))
+        checkpointer.save(step, states_of(model, optimizer, step))
+    train(model, optimizer, 1, seed=9)  # training goes on while step 2 is written
+    checkpointer.close()
+    if rank == 0:
+        torch.save(states, out)
+
+
 def load_and_dump(rank: int, world_size: int, path: str, out: str) -> None:
     model, optimizer = build(sharded=world_size > 1)
     train(model, optimizer, 1, seed=99)  # different values and initialized optimizer state

@@ -89,6 +89,17 @@ def test_async_save_commits_and_round_trips(tmp_path):
         assert torch.equal(reader.read_tensor(key), expected[key]), key
 
 
+def test_consecutive_async_saves_each_hold_their_own_step(tmp_path):
+    out = tmp_path / "states.pt"
+    run_distributed(work.save_twice_async, 2, str(tmp_path / "run"), str(out))
+    for step, expected in zip((1, 2), torch.load(out)):
+        reader = CheckpointReader(layout.step_dir(tmp_path / "run", step) / "dist_ckpt")
+        keys = [k for k in expected if k.startswith(("model.", "optimizer.state."))]
+        assert keys
+        for key in keys:
+            assert torch.equal(reader.read_tensor(key), expected[key]), (step, key)
+
+
 @pytest.mark.parametrize("async_save", [False, True])
 def test_uneven_shards_with_megatron_style_chunk_hooks(tmp_path, async_save):
     """Megatron-FSDP attaches true (uneven) chunk offsets to local shards; sync and async
