@@ -72,6 +72,23 @@ def named_optimizer_state(model, optimizer) -> dict:
     return {"state": {names[i]: s for i, s in raw["state"].items()}}
 
 
+def async_copy_is_exact(model, state, run: Path) -> bool:
+    """Zero the model's shards, load the newest async checkpoint into them and compare:
+    host staging must have captured exactly what the GPUs held."""
+    from torch.distributed.tensor import DTensor
+
+    expected = {k: v.to_local().clone() for k, v in model.state_dict().items() if isinstance(v, DTensor)}
+    target = {**state(), "extra": {"step": 0}}
+    for value in target["model"].values():  # in place: the shards keep Megatron-FSDP's chunk hooks
+        if isinstance(value, DTensor):
+            value.to_local().zero_()
+    load_checkpoint(layout.resolve_checkpoint(run), target)
+    same = all(torch.equal(target["model"][k].to_local(), v) for k, v in expected.items())
+    verdict = torch.tensor([int(same)], device="cuda")
+    dist.all_reduce(verdict, op=dist.ReduceOp.MIN)
+    return bool(verdict.item())
+
+
 def dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -183,7 +200,9 @@ def main() -> None:
                f"training stalled {model_s + optim_s + save_s:.2f} s ({what}): model state_dict {model_s:.2f} s "
                f"+ optimizer state_dict {optim_s:.2f} s + save() {save_s:.2f} s")
 
+    exact = async_copy_is_exact(model, state, async_run)
     if rank == 0:
+        print(f"async save 2 loads back equal to the model's shards at save time: {exact}")
         write, read = dd(root / "dd.bin", nbytes)
         rows.append({"method": "dd oflag=direct (write)", "GB/s": round(write / 1e9, 3), "GB": round(nbytes / 1e9, 2)})
         rows.append({"method": "dd iflag=direct (read)", "GB/s": round(read / 1e9, 3), "GB": round(nbytes / 1e9, 2)})
