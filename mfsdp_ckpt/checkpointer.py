@@ -182,13 +182,15 @@ class Checkpointer:
                                kill_mid_file=_kill_targets("mid_file", step))
         finish_args = (step, tmp, contents, hf_assets, info or {}, started)
         if self.async_save:
-            staged = self._stager.stage(state_dict)  # the only part training waits for
+            staged = self._stager.stage(state_dict, copy_host_tensors=True)  # the only part training waits for
             self._pending = threading.Thread(
                 target=self._save_in_background, args=(staged, writer, finish_args), daemon=False
             )
             self._pending.start()
         else:
-            self._write(state_dict, writer, finish_args)
+            # GPU shards go to host first, in one pass of non-blocking copies: DCP's writer
+            # threads would otherwise copy tensor by tensor, each copy a CUDA sync.
+            self._write(self._stager.stage(state_dict, copy_host_tensors=False), writer, finish_args)
         return layout.step_dir(self.run_dir, step)
 
     def _write(self, state_dict: dict, writer: CheckedWriter, finish_args: tuple) -> None:

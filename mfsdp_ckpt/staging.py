@@ -4,7 +4,8 @@ torch's own async staging rebuilds DTensors and drops what Megatron-FSDP attache
 their local shards (`__create_chunk_list__` / `__create_write_items__`, which tell DCP
 the true uneven chunk offsets): the save then fails with "Failed to validate global
 plan". This stager keeps those hooks. Host buffers are pinned on CUDA and reused across
-saves, so the training stall is one device-to-host copy, not an allocation.
+saves, so the training stall is one device-to-host copy, not an allocation; the price is
+host memory the size of this rank's GPU shards, held between saves.
 
 A staged DTensor is built directly on the source's spec with the host buffer as its local
 shard. `DTensor.from_local` would instead rebuild the spec (slow: ~0.4 ms per tensor, a
@@ -25,18 +26,24 @@ class HostStager:
     def __init__(self) -> None:
         self._buffers: dict[str, torch.Tensor] = {}
 
-    def stage(self, state: Any) -> Any:
-        """A copy of `state` whose tensors live in host memory; call before training resumes."""
-        staged = self._copy("", state)
+    def stage(self, state: Any, *, copy_host_tensors: bool) -> Any:
+        """`state` with every tensor in host memory; call before training resumes.
+
+        `copy_host_tensors=False` leaves tensors already on the host as they are (a
+        synchronous save only needs device tensors moved); True snapshots them too (an
+        async save must not see training's later updates)."""
+        staged = self._copy("", state, copy_host_tensors)
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         return staged
 
-    def _copy(self, key: str, value: Any) -> Any:
+    def _copy(self, key: str, value: Any, copy_host: bool) -> Any:
         if isinstance(value, dict):
-            return {k: self._copy(f"{key}.{k}", v) for k, v in value.items()}
+            return {k: self._copy(f"{key}.{k}", v, copy_host) for k, v in value.items()}
         if isinstance(value, list):
-            return [self._copy(f"{key}.{i}", v) for i, v in enumerate(value)]
+            return [self._copy(f"{key}.{i}", v, copy_host) for i, v in enumerate(value)]
+        if isinstance(value, torch.Tensor) and not value.is_cuda and not copy_host:
+            return value
         if isinstance(value, DTensor):
             local = value._local_tensor
             buffer = self._host_copy(key, local)
