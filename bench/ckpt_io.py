@@ -72,8 +72,8 @@ def named_optimizer_state(model, optimizer) -> dict:
     return {"state": {names[i]: s for i, s in raw["state"].items()}}
 
 
-def async_copy_is_exact(model, state, run: Path) -> bool:
-    """Zero the model's shards, load the newest async checkpoint into them and compare:
+def checkpoint_matches_model(model, state, run: Path) -> bool:
+    """Zero the model's shards, load the run's newest checkpoint into them and compare:
     host staging must have captured exactly what the GPUs held."""
     from torch.distributed.tensor import DTensor
 
@@ -133,6 +133,8 @@ def main() -> None:
     parser.add_argument("--shape", default="1.5b", choices=sorted(SHAPES))
     parser.add_argument("--threads", default="8,16", help="writer thread counts to time, comma-separated; "
                         "the last one also serves the load and async rows")
+    parser.add_argument("--saves-only", action="store_true",
+                        help="time only the saves (and dd); check the last one loads back equal to the model")
     parser.add_argument("--profile-stall", action="store_true",
                         help="print rank 0's cProfile (top 25 cumulative) of the second async save's stall")
     args = parser.parse_args()
@@ -169,40 +171,43 @@ def main() -> None:
             shutil.rmtree(run)
 
     run = root / f"mfsdp_t{thread_counts[-1]}"
-    cached = drop_caches()
-    seconds = timed(lambda: dcp.load(state(), checkpoint_id=str(plain), process_group=gloo))
-    record("dcp.load (baseline)", seconds, nbytes, "page cache dropped" if cached else "page cache warm")
-    cached = drop_caches()
-    target = {**state(), "extra": {"step": 0}}
-    seconds = timed(lambda: load_checkpoint(layout.resolve_checkpoint(run), target))
-    record("mfsdp load", seconds, nbytes, "page cache dropped" if cached else "page cache warm")
+    checked = run
+    if not args.saves_only:
+        cached = drop_caches()
+        seconds = timed(lambda: dcp.load(state(), checkpoint_id=str(plain), process_group=gloo))
+        record("dcp.load (baseline)", seconds, nbytes, "page cache dropped" if cached else "page cache warm")
+        cached = drop_caches()
+        target = {**state(), "extra": {"step": 0}}
+        seconds = timed(lambda: load_checkpoint(layout.resolve_checkpoint(run), target))
+        record("mfsdp load", seconds, nbytes, "page cache dropped" if cached else "page cache warm")
 
-    if rank == 0:  # keep the disk's free space for the next save
-        shutil.rmtree(plain)
-        shutil.rmtree(run)
-    dist.barrier()
-    async_run = root / "mfsdp_async"
-    checkpointer = Checkpointer(async_run, strategy="megatron_fsdp", async_save=True,
-                                io_threads=thread_counts[-1], hash_workers=thread_counts[-1], keep_last=1)
-    for step, what in ((1, "first, pins host buffers"), (2, "reuses them")):
-        profiler = cProfile.Profile() if args.profile_stall and step == 2 and rank == 0 else None
-        if profiler is not None:
-            profiler.enable()
-        states = {}
-        model_s = timed(lambda: states.update(model=model.state_dict()))
-        optim_s = timed(lambda: states.update(optimizer=named_optimizer_state(model, optimizer)))
-        save_s = timed(lambda: checkpointer.save(step, {**states, "extra": {"step": step}}))
-        if profiler is not None:
-            profiler.disable()
-            pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
-        total = model_s + optim_s + save_s + timed(checkpointer.wait)
-        record(f"mfsdp async save {step} (to commit)", total, nbytes,
-               f"training stalled {model_s + optim_s + save_s:.2f} s ({what}): model state_dict {model_s:.2f} s "
-               f"+ optimizer state_dict {optim_s:.2f} s + save() {save_s:.2f} s")
+        if rank == 0:  # keep the disk's free space for the next save
+            shutil.rmtree(plain)
+            shutil.rmtree(run)
+        dist.barrier()
+        async_run = root / "mfsdp_async"
+        checkpointer = Checkpointer(async_run, strategy="megatron_fsdp", async_save=True,
+                                    io_threads=thread_counts[-1], hash_workers=thread_counts[-1], keep_last=1)
+        for step, what in ((1, "first, pins host buffers"), (2, "reuses them")):
+            profiler = cProfile.Profile() if args.profile_stall and step == 2 and rank == 0 else None
+            if profiler is not None:
+                profiler.enable()
+            states = {}
+            model_s = timed(lambda: states.update(model=model.state_dict()))
+            optim_s = timed(lambda: states.update(optimizer=named_optimizer_state(model, optimizer)))
+            save_s = timed(lambda: checkpointer.save(step, {**states, "extra": {"step": step}}))
+            if profiler is not None:
+                profiler.disable()
+                pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+            total = model_s + optim_s + save_s + timed(checkpointer.wait)
+            record(f"mfsdp async save {step} (to commit)", total, nbytes,
+                   f"training stalled {model_s + optim_s + save_s:.2f} s ({what}): model state_dict {model_s:.2f} s "
+                   f"+ optimizer state_dict {optim_s:.2f} s + save() {save_s:.2f} s")
 
-    exact = async_copy_is_exact(model, state, async_run)
+        checked = async_run
+    exact = checkpoint_matches_model(model, state, checked)
     if rank == 0:
-        print(f"async save 2 loads back equal to the model's shards at save time: {exact}")
+        print(f"{checked.name} loads back equal to the model's shards at save time: {exact}")
         write, read = dd(root / "dd.bin", nbytes)
         rows.append({"method": "dd oflag=direct (write)", "GB/s": round(write / 1e9, 3), "GB": round(nbytes / 1e9, 2)})
         rows.append({"method": "dd iflag=direct (read)", "GB/s": round(read / 1e9, 3), "GB": round(nbytes / 1e9, 2)})
