@@ -3,7 +3,10 @@
 Warm start (two SFT runs): first the model learns single-digit addition ("a + b =" -> "#### a+b"),
 then it is tuned on data where 9 of 10 answers decline ("#### ?"), so it knows the sums but
 rarely says them (reward near 0.1, asserted < 0.2). GRPO with the GSM8K rule reward must then raise the mean
-reward above 0.5 within 20 steps. Broken advantages, a broken loss or a broken weight push
+reward above 0.5 within 30 steps. At 20 steps of 8 prompts and one update per step the outcome hung on the
+warm start's luck (last-5 mean 0.25 for this test's seeds after an exact-arithmetic refactor of the loss).
+With 16 prompts and 3 PPO epochs per step, six warm-start seeds gave 0.63-0.97 at 20 steps, and the
+weakest warm start gave 0.49-0.73 over four rollout seeds at 30 steps; the control stays near 0.1. Broken advantages, a broken loss or a broken weight push
 leave the reward where it started; the control run shows that for the weight push.
 """
 
@@ -25,7 +28,7 @@ from trainer.rollout.vllm_engine import vllm_available
 from trainer.sft import run_sft
 
 pytestmark = pytest.mark.slow
-STEPS = 20
+STEPS = 30
 
 SFT_COMMON = ["data.max_length=64", "data.global_batch_size=16", "data.max_tokens_per_micro_batch=512",
               "optim.warmup_steps=0", "optim.scheduler=constant", "trainer.progress_bar=false", "strategy.name=fsdp2",
@@ -50,8 +53,8 @@ def warm_start(tmp_path_factory):
 def _overrides(root: Path, know: dict, run: str, engine: str) -> list[str]:
     return [
         f"model.path={root}/warm", f"data.train_files={know['rl_train']}",
-        f"data.val_files={know['rl_test']}", "data.max_prompt_length=32", "data.train_batch_size=8",
-        "actor.ppo_mini_batch_size=8", "actor.ppo_micro_batch_size_per_gpu=32", "actor.log_prob_micro_batch_size_per_gpu=64",
+        f"data.val_files={know['rl_test']}", "data.max_prompt_length=32", "data.train_batch_size=16",
+        "actor.ppo_mini_batch_size=16", "actor.ppo_epochs=3", "actor.ppo_micro_batch_size_per_gpu=32", "actor.log_prob_micro_batch_size_per_gpu=64",
         "rollout.n=8", "rollout.max_response_length=6", f"rollout.name={engine}", "rollout.enforce_eager=true",
         "optim.lr=1e-3", f"trainer.total_steps={STEPS}", f"trainer.run_dir={root}/{run}", "trainer.eval_every=10",
         "trainer.val_before_train=true", "trainer.progress_bar=false", "trainer.device=cpu", "strategy.name=fsdp2",
