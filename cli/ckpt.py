@@ -8,10 +8,9 @@ import sys
 import click
 
 from cli.errors import EXIT_FAILED, friendly_errors
+from mfsdp_ckpt.errors import CheckpointFormatError, UnsafeMetadataError
 from mfsdp_ckpt.layout import CheckpointPathError
 from mfsdp_ckpt.manifest import ManifestError
-from mfsdp_ckpt.reader import CheckpointFormatError
-from mfsdp_ckpt.safe_metadata import UnsafeMetadataError
 from mfsdp_ckpt.storage import CheckpointFileError
 
 BAD_CHECKPOINT = (CheckpointFormatError, CheckpointFileError, UnsafeMetadataError, ManifestError)

@@ -12,11 +12,10 @@ from cli.errors import friendly_errors
 
 
 def _error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    from mfsdp_ckpt.errors import CheckpointFormatError, UnsafeMetadataError
     from mfsdp_ckpt.export_hf import ExportError, ExportUsageError
     from mfsdp_ckpt.layout import CheckpointPathError
     from mfsdp_ckpt.manifest import ManifestError
-    from mfsdp_ckpt.reader import CheckpointFormatError
-    from mfsdp_ckpt.safe_metadata import UnsafeMetadataError
     from mfsdp_ckpt.storage import CheckpointFileError
     from mfsdp_ckpt.validate import CheckpointInvalidError
 

@@ -21,16 +21,13 @@ from typing import Any
 import torch
 
 from mfsdp_ckpt import plain_metadata
+from mfsdp_ckpt.errors import CheckpointFormatError, UnsafeMetadataError
 from mfsdp_ckpt.layout import DCP_METADATA_FILE
-from mfsdp_ckpt.safe_metadata import UnsafeMetadataError, load_plain_metadata_bytes
+from mfsdp_ckpt.safe_metadata import load_plain_metadata_bytes
 from mfsdp_ckpt.storage import ByteStore, CheckpointFileError, LocalByteStore, RangeFile
 
 # Any single tensor above this is an absurd shape, not a model weight: refuse before allocating.
 MAX_TENSOR_BYTES = 1 << 40
-
-
-class CheckpointFormatError(ValueError):
-    """The metadata describes something inconsistent; the message names the tensor."""
 
 
 @dataclass(frozen=True)

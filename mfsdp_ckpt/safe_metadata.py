@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from mfsdp_ckpt import plain_metadata
+from mfsdp_ckpt.errors import UnsafeMetadataError
 
 if TYPE_CHECKING:
     from torch.distributed.checkpoint.metadata import Metadata
@@ -42,10 +43,6 @@ _DCP_METADATA_CLASSES = (
     "StorageMeta",
     "_MEM_FORMAT_ENCODING",
 )
-
-
-class UnsafeMetadataError(ValueError):
-    """The `.metadata` file is not plain DCP metadata (it names a forbidden global, or is damaged)."""
 
 
 def _layout_by_name(name: str) -> torch.layout:

@@ -95,3 +95,13 @@ def test_plain_metadata_reads_the_same_values_as_dcp(dist_ckpt):
     assert type(plain).__module__ == "mfsdp_ckpt.plain_metadata"
     assert _summary(plain) == _summary(real)
     assert len(_summary(plain)[1]) == 3  # two tensors and one object, each with its storage entry
+
+
+def test_cli_root_and_help_import_no_torch():
+    """`mfsdp --help`, and every command's early errors, answer in a fraction of a second."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); from cli.main import app; "
+         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers')))", str(REPO)],
+        capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
