@@ -3,11 +3,11 @@
 Warm start (two SFT runs): first the model learns single-digit addition ("a + b =" -> "#### a+b"),
 then it is tuned on data where 9 of 10 answers decline ("#### ?"), so it knows the sums but
 rarely says them (reward near 0.1, asserted < 0.2). GRPO with the GSM8K rule reward must then raise the mean
-reward above 0.5 within 30 steps. At 20 steps of 8 prompts and one update per step the outcome hung on the
-warm start's luck (last-5 mean 0.25 for this test's seeds after an exact-arithmetic refactor of the loss).
-With 16 prompts and 3 PPO epochs per step, six warm-start seeds gave 0.63-0.97 at 20 steps, and the
-weakest warm start gave 0.49-0.73 over four rollout seeds at 30 steps; the control stays near 0.1. Broken advantages, a broken loss or a broken weight push
-leave the reward where it started; the control run shows that for the weight push.
+reward above 0.5 within 30 steps. The run is sized for margin: with 8 prompts, one update per step and 20
+steps, whether the reward crossed 0.5 depended on the warm start's seed (a loss refactor that changes no
+math flipped it); 16 prompts and 3 PPO epochs per step clear it across warm-start and rollout seeds.
+Broken advantages, a broken loss or a broken weight push leave the reward where it started; the control
+run shows that for the weight push.
 """
 
 import json
