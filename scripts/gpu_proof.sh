@@ -22,7 +22,7 @@ runs=${RUNS_DIR:-/root/mfsdp_runs}
 
 stage_ckpt_io() { torchrun --nproc-per-node 2 bench/ckpt_io.py --dir "$runs/ckpt_bench" ${CKPT_IO_ARGS:-}; }
 
-stage_sft_test() { python3 -m pytest -m gpu -q -x tests/test_sft_megatron_gpu.py -p no:cacheprovider; }
+stage_sft_test() { python3 -m pytest -m gpu -q -x -s tests/test_sft_megatron_gpu.py tests/test_uneven_chunks_gpu.py -p no:cacheprovider; }
 
 stage_sft_proof() {
   python3 -c "from pathlib import Path; from tests.sft_support import write_chat_jsonl; write_chat_jsonl(Path('$runs/train.jsonl'), rows=4096)"

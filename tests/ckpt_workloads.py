@@ -127,27 +127,18 @@ def uneven_rows(rank: int) -> tuple[int, int]:
 
 
 def save_uneven_dtensor(rank: int, world_size: int, run_dir: str, async_save: bool) -> None:
-    """Attach true chunk offsets to local shards the way Megatron-FSDP does, then save."""
-    from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, MetadataIndex
-    from torch.distributed.checkpoint.planner import TensorWriteData, WriteItem, WriteItemType
+    """Attach true chunk offsets to local shards as the Megatron-FSDP strategy does, then save."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Shard
-    from torch.distributed.checkpoint.metadata import TensorProperties
+
+    from mfsdp_ckpt.uneven_chunks import attach_uneven_chunk_metadata
 
     mesh = init_device_mesh("cpu", (world_size,))
     start, rows = uneven_rows(rank)
     full = torch.arange(40, dtype=torch.float32).reshape(10, 4)
     local = full[start : start + rows].clone()
     tensor = DTensor.from_local(local, mesh, [Shard(0)], shape=full.shape, stride=full.stride(), run_check=False)
-    chunk = ChunkStorageMetadata(offsets=torch.Size([start, 0]), sizes=torch.Size([rows, 4]))
-
-    def write_items(fqn, obj):
-        return [WriteItem(type=WriteItemType.SHARD, index=MetadataIndex(fqn, chunk.offsets),
-                          tensor_data=TensorWriteData(chunk=chunk, properties=TensorProperties.create_from_tensor(local),
-                                                      size=full.shape))]
-
-    tensor._local_tensor.__create_chunk_list__ = lambda: [chunk]
-    tensor._local_tensor.__create_write_items__ = write_items
+    attach_uneven_chunk_metadata({"w": tensor})
     checkpointer = Checkpointer(run_dir, strategy="megatron_fsdp", async_save=async_save)
     checkpointer.save(1, {"model": {"w": tensor}}, contents=("model",))
     local.add_(1000)  # training moves on; an async save must hold the values at save time

@@ -16,6 +16,10 @@ Two 0.6.1 behaviours are handled here:
 * With a data-parallel group of size 1 and `optim_grads_params`, gradients double on
   every micro-batch; such runs are refused with a message pointing to `fsdp2`.
 
+Megatron-FSDP's own state-dict hooks, which tell DCP where each uneven shard lies, are
+turned off (`preproc_state_dict_for_dcp_ckpt=False`): they run one collective per tensor
+on every save. `mfsdp_ckpt.uneven_chunks` attaches the same offsets with one collective.
+
 `fully_shard` (the one-call API) also replaces the optimizer's param groups by a single
 group, which would lose the no-weight-decay group for biases and norms; building the
 optimizer ourselves on the distributed parameters keeps it.
@@ -23,12 +27,15 @@ optimizer ourselves on the distributed parameters keeps it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 from torch.distributed.tensor import DTensor
 
+from mfsdp_ckpt.uneven_chunks import attach_uneven_chunk_metadata
 from trainer.config import ConfigError, OptimConfig
 from trainer.model import decoder_layer_class
 from trainer.optim import build_adamw, param_groups
@@ -83,34 +90,33 @@ class MegatronFSDPStrategy(Strategy):
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         import megatron_fsdp
-        from megatron_fsdp import fully_shard as fully_shard_module
         from torch.distributed.device_mesh import init_device_mesh
 
         mesh = init_device_mesh("cuda", (self.env.world_size, 1), mesh_dim_names=("dp", "tp"))
+        self.dp_group = mesh.get_group("dp")
         units: list[type] = [decoder_layer_class(model)]
         if self.cfg.unit_modules == "decoder+embedding":
             units.append(type(model.get_input_embeddings()))
         # Compute weights take the module's dtype; main weights and grads stay fp32.
         model.to(self.compute_dtype)
         policy = megatron_fsdp.MixedPrecisionPolicy(main_params_dtype=torch.float32, main_grads_dtype=torch.float32)
-        if self.cfg.bucket_size is not None:
-            _set_default_bucket_size(fully_shard_module, self.cfg.bucket_size)
-        return megatron_fsdp.fully_shard_model(
-            module=model,
-            device_mesh=mesh,
-            dp_shard_dim="dp",
-            tp_dim="tp",
-            fsdp_unit_modules=units,
-            zero_dp_strategy=self.cfg.zero_dp_strategy,
-            device=self.env.device,
-            mixed_precision_policy=policy,
-            overlap_grad_reduce=self.cfg.overlap_grad_reduce,
-            overlap_param_gather=self.cfg.overlap_param_gather,
-            fsdp_double_buffer=self.cfg.fsdp_double_buffer,
-            disable_bucketing=self.cfg.disable_bucketing,
-            sync_model_each_microbatch=True,
-            preproc_state_dict_for_dcp_ckpt=True,
-        )
+        with _default_bucket_size(self.cfg.bucket_size):
+            return megatron_fsdp.fully_shard_model(
+                module=model,
+                device_mesh=mesh,
+                dp_shard_dim="dp",
+                tp_dim="tp",
+                fsdp_unit_modules=units,
+                zero_dp_strategy=self.cfg.zero_dp_strategy,
+                device=self.env.device,
+                mixed_precision_policy=policy,
+                overlap_grad_reduce=self.cfg.overlap_grad_reduce,
+                overlap_param_gather=self.cfg.overlap_param_gather,
+                fsdp_double_buffer=self.cfg.fsdp_double_buffer,
+                disable_bucketing=self.cfg.disable_bucketing,
+                sync_model_each_microbatch=True,
+                preproc_state_dict_for_dcp_ckpt=False,
+            )
 
     def build_optimizer(self, model: torch.nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
         import megatron_fsdp
@@ -119,7 +125,7 @@ class MegatronFSDPStrategy(Strategy):
         named = [(_strip(name), p) for name, p in model.named_parameters()]
         optimizer = build_adamw(param_groups(named, cfg.weight_decay), cfg, self.env.device)
         return shard_optimizer_without_phantom_step(
-            optimizer, lambda opt: megatron_fsdp.fully_shard_optimizer(opt, preproc_state_dict_for_dcp_ckpt=True)
+            optimizer, lambda opt: megatron_fsdp.fully_shard_optimizer(opt, preproc_state_dict_for_dcp_ckpt=False)
         )
 
     def before_optimizer_step(self, model: torch.nn.Module) -> None:
@@ -129,40 +135,52 @@ class MegatronFSDPStrategy(Strategy):
         optimizer.zero_grad()  # Megatron-FSDP's zero_grad also zeroes its gradient buffer
 
     def model_state(self, model: torch.nn.Module) -> Stateful:
-        return MegatronModelState(model)
+        return MegatronModelState(model, self.dp_group)
 
     def optimizer_state(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Stateful:
-        return MegatronOptimizerState(model, optimizer)
+        return MegatronOptimizerState(model, optimizer, self.dp_group)
 
 
 def _strip(name: str) -> str:
     return name[len(WRAPPER_PREFIX):] if name.startswith(WRAPPER_PREFIX) else name
 
 
-def _set_default_bucket_size(fully_shard_module: Any, bucket_size: int) -> None:
+@contextmanager
+def _default_bucket_size(bucket_size: int | None) -> Iterator[None]:
     """`fully_shard_model` builds its DistributedDataParallelConfig internally with no bucket
-    size argument; give the class it uses a different default instead."""
-    base = fully_shard_module.DistributedDataParallelConfig
+    size argument; while it runs, give the class it uses a different default."""
+    if bucket_size is None:
+        yield
+        return
+    module = importlib.import_module("megatron_fsdp.fully_shard")  # the package re-exports a function of that name
+    base = module.DistributedDataParallelConfig
 
     class WithBucketSize(base):  # type: ignore[misc, valid-type]
         def __init__(self, *args: Any, **kwargs: Any):
             kwargs.setdefault("bucket_size", bucket_size)
             super().__init__(*args, **kwargs)
 
-    fully_shard_module.DistributedDataParallelConfig = WithBucketSize
+    module.DistributedDataParallelConfig = WithBucketSize
+    try:
+        yield
+    finally:
+        module.DistributedDataParallelConfig = base
 
 
 class MegatronModelState:
     """Model weights as DTensors under their Hugging Face names (the wrapper's `module.` removed),
     so a Megatron-FSDP checkpoint has the same keys as an FSDP2 one. The fp32 main weights are
-    what is saved; after loading them, the bf16 compute weights are refreshed from them."""
+    what is saved; after loading them, the bf16 compute weights are refreshed from them.
+    Each call returns new DTensors (`state_dict` detaches), so each gets its chunk offsets."""
 
-    def __init__(self, model: torch.nn.Module):
-        self.model = model
+    def __init__(self, model: torch.nn.Module, group: torch.distributed.ProcessGroup):
+        self.model, self.group = model, group
 
     def state_dict(self) -> dict[str, Any]:
         self.model._replace_param_with_distributed_if_needed()
-        return {_strip(k): v for k, v in self.model.state_dict().items()}
+        state = {_strip(k): v for k, v in self.model.state_dict().items()}
+        attach_uneven_chunk_metadata(state, self.group)
+        return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.model._replace_param_with_distributed_if_needed()
@@ -180,17 +198,17 @@ class MegatronOptimizerState:
     into them in place. Ranks whose shard of a parameter is empty have no state for it and
     neither save nor load it."""
 
-    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer):
-        self.model, self.optimizer = model, optimizer
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, group: torch.distributed.ProcessGroup):
+        self.model, self.optimizer, self.group = model, optimizer, group
 
     def _names(self) -> dict[int, str]:
         self.model._replace_param_with_distributed_if_needed()
         return {id(p): _strip(n) for n, p in self.model.named_parameters()}
 
     def state_dict(self) -> dict[str, Any]:
-        self.optimizer.state_dict()  # runs Megatron-FSDP's hook that attaches uneven-shard metadata (collective)
         names = self._names()
         state = {names[id(p)]: dict(s) for p, s in self.optimizer.state.items()}
+        attach_uneven_chunk_metadata(state, self.group)
         groups = []
         for group in self.optimizer.param_groups:
             entry = {k: v for k, v in group.items() if k != "params"}
