@@ -31,6 +31,7 @@ import torch.distributed.checkpoint as dcp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mfsdp_ckpt import layout  # noqa: E402
 from mfsdp_ckpt.checkpointer import Checkpointer, load_checkpoint  # noqa: E402
+from trainer.distributed import init_distributed  # noqa: E402
 
 SHAPES = {
     "1.5b": dict(vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
@@ -42,34 +43,37 @@ SHAPES = {
 }
 
 
-def build(shape: str):
-    import megatron_fsdp
-    from torch.distributed.device_mesh import init_device_mesh
+def build(shape: str, env):
+    """The model and optimizer as `mfsdp train` builds them: the Megatron-FSDP strategy (ZeRO-3,
+    bf16 compute, fp32 main weights) after one training step, so Adam state exists."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
-    from transformers.models.qwen2.modeling_qwen2 import Qwen2DecoderLayer
 
-    mesh = init_device_mesh("cuda", (dist.get_world_size(), 1), mesh_dim_names=("dp", "tp"))
+    from trainer.config import OptimConfig, StrategyConfig
+    from trainer.strategies import make_strategy
+
+    strategy = make_strategy(StrategyConfig(name="megatron_fsdp", mixed_precision="bf16"), env)
     torch.manual_seed(0)
     with torch.device("cuda"):
-        model = Qwen2ForCausalLM(Qwen2Config(**SHAPES[shape]))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
-    model, optimizer = megatron_fsdp.fully_shard(
-        model, optimizer, device_mesh=mesh, dp_shard_dim="dp", tp_dim="tp",
-        fsdp_unit_modules=[Qwen2DecoderLayer], zero_dp_strategy="optim_grads_params",
-    )
+        model = strategy.wrap(Qwen2ForCausalLM(Qwen2Config(**SHAPES[shape])))
+    optimizer = strategy.build_optimizer(model, OptimConfig(lr=1e-5))
     batch = torch.randint(0, 500, (1, 128), device="cuda")
     model(input_ids=batch, labels=batch).loss.backward()
-    model.finish_grad_sync()
+    strategy.before_optimizer_step(model)
     optimizer.step()
-    optimizer.zero_grad()
-    return model, optimizer
+    strategy.zero_grad(optimizer)
+    return strategy, model, optimizer
 
 
-def named_optimizer_state(model, optimizer) -> dict:
-    raw = optimizer.state_dict()
-    name_of = {id(p): n for n, p in model.named_parameters()}
-    names = [name_of[id(p)] for g in optimizer.param_groups for p in g["params"]]
-    return {"state": {names[i]: s for i, s in raw["state"].items()}}
+def chunk_metadata_seconds(model, group) -> tuple[float, float]:
+    """Seconds to attach uneven-chunk offsets to the model state dict: Megatron-FSDP's own
+    per-tensor collectives (what its state-dict hook runs) against mfsdp's single gather."""
+    from megatron_fsdp.uneven_dtensor import preprocess_state_dict_for_uneven_dtensor
+
+    from mfsdp_ckpt.uneven_chunks import attach_uneven_chunk_metadata
+
+    megatron = timed(lambda: preprocess_state_dict_for_uneven_dtensor(model.state_dict()))
+    ours = timed(lambda: attach_uneven_chunk_metadata(model.state_dict(), group))
+    return megatron, ours
 
 
 def checkpoint_matches_model(model, state, run: Path) -> bool:
@@ -77,9 +81,9 @@ def checkpoint_matches_model(model, state, run: Path) -> bool:
     host staging must have captured exactly what the GPUs held."""
     from torch.distributed.tensor import DTensor
 
-    expected = {k: v.to_local().clone() for k, v in model.state_dict().items() if isinstance(v, DTensor)}
+    expected = {k: v.to_local().clone() for k, v in state()["model"].items() if isinstance(v, DTensor)}
     target = {**state(), "extra": {"step": 0}}
-    for value in target["model"].values():  # in place: the shards keep Megatron-FSDP's chunk hooks
+    for value in target["model"].values():  # in place: the shards keep their chunk offsets
         if isinstance(value, DTensor):
             value.to_local().zero_()
     load_checkpoint(layout.resolve_checkpoint(run), target)
@@ -139,16 +143,16 @@ def main() -> None:
                         help="print rank 0's cProfile (top 25 cumulative) of the second async save's stall")
     args = parser.parse_args()
     thread_counts = [int(n) for n in args.threads.split(",")]
-    dist.init_process_group("nccl")
-    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-    rank = dist.get_rank()
+    env = init_distributed("cuda")
+    rank = env.rank
     root = Path(args.dir)
     if rank == 0:
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
     dist.barrier()
-    model, optimizer = build(args.shape)
-    state = lambda: {"model": model.state_dict(), "optimizer": named_optimizer_state(model, optimizer)}  # noqa: E731
+    strategy, model, optimizer = build(args.shape, env)
+    model_state, optimizer_state = strategy.model_state(model), strategy.optimizer_state(model, optimizer)
+    state = lambda: {"model": model_state.state_dict(), "optimizer": optimizer_state.state_dict()}  # noqa: E731
     rows = []
 
     def record(name: str, seconds: float, nbytes: int, note: str = "") -> None:
@@ -193,8 +197,8 @@ def main() -> None:
             if profiler is not None:
                 profiler.enable()
             states = {}
-            model_s = timed(lambda: states.update(model=model.state_dict()))
-            optim_s = timed(lambda: states.update(optimizer=named_optimizer_state(model, optimizer)))
+            model_s = timed(lambda: states.update(model=model_state.state_dict()))
+            optim_s = timed(lambda: states.update(optimizer=optimizer_state.state_dict()))
             save_s = timed(lambda: checkpointer.save(step, {**states, "extra": {"step": step}}))
             if profiler is not None:
                 profiler.disable()
@@ -205,6 +209,10 @@ def main() -> None:
                    f"+ optimizer state_dict {optim_s:.2f} s + save() {save_s:.2f} s")
 
         checked = async_run
+        megatron_s, ours_s = chunk_metadata_seconds(model, strategy.dp_group)
+        if rank == 0:
+            print(f"uneven-chunk offsets for the model state dict: Megatron-FSDP per-tensor {megatron_s:.3f} s, "
+                  f"mfsdp one gather {ours_s:.3f} s ({megatron_s / ours_s:.1f}x)")
     exact = checkpoint_matches_model(model, state, checked)
     if rank == 0:
         print(f"{checked.name} loads back equal to the model's shards at save time: {exact}")
