@@ -21,6 +21,7 @@ import json
 import random
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -96,8 +97,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16")
-    parser.add_argument("--engines", default="generate,hf,hf_eager",
-                        help="generate (baseline, first), hf (CUDA graphs), hf_eager (static cache, no graphs)")
+    parser.add_argument("--engines", default="generate,hf,hf_unfused,hf_eager",
+                        help="generate (baseline, first), hf (CUDA graphs of torch.compile-fused ops), hf_unfused "
+                        "(CUDA graphs of plain ops), hf_eager (static cache, no graphs)")
     parser.add_argument("--check-tokens", type=int, default=32, help="greedy tokens compared against generate")
     parser.add_argument("--profile", action="store_true",
                         help="after the table, profile an hf engine run of up to 64 new tokens and print its top "
@@ -108,12 +110,11 @@ def main() -> None:
     prompts = make_prompts(args.prompts, args.prompt_len, model.config.vocab_size)
     generated = args.prompts * args.new_tokens
     graph_engine = HFRolloutEngine(model, [], PAD, cuda_graphs=True, max_num_seqs=args.prompts)
+    unfused_engine = HFRolloutEngine(model, [], PAD, cuda_graphs=True, max_num_seqs=args.prompts, fused_ops=False)
     eager_engine = HFRolloutEngine(model, [], PAD, cuda_graphs=False, max_num_seqs=args.prompts)
-    runners = {
-        "generate": lambda: run_generate(model, prompts, args.new_tokens, args.device),
-        "hf": lambda: run_engine(graph_engine, prompts, args.new_tokens),
-        "hf_eager": lambda: run_engine(eager_engine, prompts, args.new_tokens),
-    }
+    engines = {"hf": graph_engine, "hf_unfused": unfused_engine, "hf_eager": eager_engine}
+    runners = {"generate": lambda: run_generate(model, prompts, args.new_tokens, args.device)}
+    runners.update({name: partial(run_engine, engine, prompts, args.new_tokens) for name, engine in engines.items()})
     names = [n.strip() for n in args.engines.split(",") if n.strip()]
     rows = []
     for name in names:
@@ -125,7 +126,7 @@ def main() -> None:
     check = prompts[:8]
     reference = run_generate(model, check, args.check_tokens, args.device, greedy=True)
     agree = {}
-    for name, engine in (("hf", graph_engine), ("hf_eager", eager_engine)):
+    for name, engine in engines.items():
         if name in names:
             ours = run_engine(engine, check, args.check_tokens, greedy=True)
             agree[name] = sum(_common_prefix(a, b) for a, b in zip(ours, reference)) / (len(check) * args.check_tokens)

@@ -7,6 +7,7 @@ import torch
 
 from tests.rollout_support import PROMPTS, perturbed_model, reference_logprobs
 from trainer.rollout.base import SamplingParams
+from trainer.rollout.decode_ops import DecodeOps
 from trainer.rollout.hf import HFRolloutEngine
 from trainer.rollout.sampling import filter_logits
 from trainer.rollout.static_cache import StaticCacheDecoder
@@ -20,9 +21,12 @@ def model_dir(tmp_path_factory):
     return build_tiny_model_dir(tmp_path_factory.mktemp("tiny"), with_weights=True)
 
 
-def test_static_decoder_logits_match_transformers_on_padded_batch(model_dir):
+@pytest.mark.parametrize("ops", ["eager", "compiled"])
+def test_static_decoder_logits_match_transformers_on_padded_batch(model_dir, ops):
+    """`compiled` runs the torch.compile-fused ops (what CUDA-graph decoding captures) here on CPU."""
     model = perturbed_model(model_dir, 1)
     decoder = StaticCacheDecoder(model, pad_token_id=0)
+    decoder.eager_ops = getattr(DecodeOps, ops)()
     with torch.no_grad():
         logits = decoder.prefill(PROMPTS, 1, 4)
         nxt = logits.argmax(-1)

@@ -30,6 +30,7 @@ class HFRolloutEngine(RolloutEngine):
         decoder: str = "auto",
         cuda_graphs: bool = True,
         max_num_seqs: int = 1024,
+        fused_ops: bool = True,
     ):
         if decoder not in DECODERS:
             raise ValueError(f"rollout.hf.decoder {decoder!r} is not one of {', '.join(DECODERS)}")
@@ -39,7 +40,8 @@ class HFRolloutEngine(RolloutEngine):
         self.max_num_seqs = max_num_seqs
         self.device = next(model.parameters()).device
         if decoder == "static" or (decoder == "auto" and static_cache.supports(model)):
-            self.decoder = static_cache.StaticCacheDecoder(model, pad_token_id, cuda_graphs=cuda_graphs)
+            self.decoder = static_cache.StaticCacheDecoder(model, pad_token_id, cuda_graphs=cuda_graphs,
+                                                          fused_ops=fused_ops)
         else:
             self.decoder = DynamicCacheDecoder(model, pad_token_id)
         # state_dict(keep_vars) names tied weights under both names (lm_head.weight and the embedding).

@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import warnings
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from trainer.rollout.decode_ops import DecodeOps
 
 SUPPORTED_MODEL_TYPES = ("qwen2", "qwen3", "llama")
 SLOT_BUCKET = 128  # cache widths are rounded up to this, so graphs are reused across batches
@@ -35,17 +38,14 @@ def supports(model: torch.nn.Module) -> bool:
     return (
         config.model_type in SUPPORTED_MODEL_TYPES
         and all(kind == "full_attention" for kind in layer_types)
+        and getattr(config, "hidden_act", None) == "silu"
         and hasattr(model, "model")
         and hasattr(model.model, "rotary_emb")
     )
 
 
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-def _attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:
+def _attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, scale: float,
+            softmax: Callable[..., torch.Tensor]) -> torch.Tensor:
     """q (R, H, T, D), keys/values (R, KV, S, D), mask (R, 1, T, S) bool -> (R, H, T, D).
 
     Query head h reads KV head h // (H // KV), as transformers' repeat_kv does; grouping the
@@ -55,10 +55,13 @@ def _attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: tor
     kv_heads, width = keys.shape[1], keys.shape[2]
     group = heads // kv_heads
     grouped = q.reshape(rows, kv_heads, group * steps, dim)
-    scores = torch.matmul(grouped, keys.transpose(-1, -2)).float() * scale
-    scores = scores.view(rows, kv_heads, group, steps, width).masked_fill(~mask.unsqueeze(2), float("-inf"))
-    probs = torch.softmax(scores, dim=-1).to(values.dtype).view(rows, kv_heads, group * steps, width)
+    scores = torch.matmul(grouped, keys.transpose(-1, -2)).view(rows, kv_heads, group, steps, width)
+    probs = softmax(scores, mask.unsqueeze(2), scale, values.dtype).view(rows, kv_heads, group * steps, width)
     return torch.matmul(probs, values).view(rows, heads, steps, dim)
+
+
+def _norm_args(norm: torch.nn.Module) -> tuple[torch.Tensor, float]:
+    return norm.weight, norm.variance_epsilon
 
 
 @dataclass
@@ -81,7 +84,8 @@ class _DecodeGraphs:
 class StaticCacheDecoder:
     """prefill(prompts, n, max_new) then decode(tokens) step by step; one generation at a time."""
 
-    def __init__(self, model: torch.nn.Module, pad_token_id: int, cuda_graphs: bool = True, prefill_rows: int = 32):
+    def __init__(self, model: torch.nn.Module, pad_token_id: int, cuda_graphs: bool = True, prefill_rows: int = 32,
+                 fused_ops: bool = True):
         if not supports(model):
             raise ValueError(f"static-cache decoding does not support model_type {model.config.model_type!r}")
         self.model, self.inner = model, model.model
@@ -94,6 +98,10 @@ class StaticCacheDecoder:
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
         self.cuda_graphs = cuda_graphs and self.device.type == "cuda"
+        # Graph-captured decode steps run compiled ops; prefill (shapes vary with every batch)
+        # and eager decoding run the plain functions.
+        self.eager_ops = DecodeOps.eager()
+        self.graph_ops = DecodeOps.compiled() if fused_ops and self.cuda_graphs else self.eager_ops
         self._graphs: OrderedDict[tuple[int, int], _DecodeGraphs] = OrderedDict()
         self._state: dict = {}
 
@@ -108,37 +116,41 @@ class StaticCacheDecoder:
         keys: list[torch.Tensor],
         values: list[torch.Tensor],
         attend: int,
+        ops: DecodeOps,
     ) -> torch.Tensor:
-        """Run tokens (R, T) at cache `slots` (T,), attending over the first `attend` slots; last logits."""
+        """Run tokens (R, T) at cache `slots` (T,), attending over the first `attend` slots; last logits.
+
+        The layer's own linear modules and weights, with its norms, rotary, SiLU and softmax
+        as `ops` (each residual add fused with the norm after it)."""
         rows, steps = tokens.shape
-        hidden = self.inner.embed_tokens(tokens)
-        cos, sin = self.inner.rotary_emb(hidden, positions)
+        residual = self.inner.embed_tokens(tokens)
+        cos, sin = self.inner.rotary_emb(residual, positions)
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-        for layer, layer_keys, layer_values in zip(self.layers, keys, values):
-            attention = layer.self_attn
-            x = layer.input_layernorm(hidden)
+        x = ops.rms_norm(residual, *_norm_args(self.layers[0].input_layernorm))
+        for index, (layer, layer_keys, layer_values) in enumerate(zip(self.layers, keys, values)):
+            attention, mlp = layer.self_attn, layer.mlp
             q = attention.q_proj(x).view(rows, steps, -1, self.head_dim)
             k = attention.k_proj(x).view(rows, steps, -1, self.head_dim)
             v = attention.v_proj(x).view(rows, steps, -1, self.head_dim).transpose(1, 2)
             if hasattr(attention, "q_norm"):  # Qwen3
-                q, k = attention.q_norm(q), attention.k_norm(k)
-            q, k = q.transpose(1, 2), k.transpose(1, 2)
-            q = q * cos + _rotate_half(q) * sin
-            k = k * cos + _rotate_half(k) * sin
+                q, k = ops.rms_norm(q, *_norm_args(attention.q_norm)), ops.rms_norm(k, *_norm_args(attention.k_norm))
+            q, k = ops.rotary(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
             layer_keys.index_copy_(2, slots, k.to(layer_keys.dtype))
             layer_values.index_copy_(2, slots, v.to(layer_values.dtype))
-            out = _attend(q, layer_keys[:, :, :attend], layer_values[:, :, :attend], mask, self.scale)
-            hidden = hidden + attention.o_proj(out.transpose(1, 2).reshape(rows, steps, -1))
-            hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
-        last = self.inner.norm(hidden[:, -1])
-        return self.model.lm_head(last).float()
+            out = _attend(q, layer_keys[:, :, :attend], layer_values[:, :, :attend], mask, self.scale, ops.masked_softmax)
+            attended = attention.o_proj(out.transpose(1, 2).reshape(rows, steps, -1))
+            residual, x = ops.add_rms_norm(residual, attended, *_norm_args(layer.post_attention_layernorm))
+            following = self.layers[index + 1].input_layernorm if index + 1 < len(self.layers) else self.inner.norm
+            mlp_out = mlp.down_proj(ops.silu_mul(mlp.gate_proj(x), mlp.up_proj(x)))
+            residual, x = ops.add_rms_norm(residual, mlp_out, *_norm_args(following))
+        return self.model.lm_head(x[:, -1]).float()
 
-    def _decode_step(self, tokens, slot, pad, keys, values, attend: int) -> torch.Tensor:
+    def _decode_step(self, tokens, slot, pad, keys, values, attend: int, ops: DecodeOps) -> torch.Tensor:
         """One token per row at cache slot `slot` (a device tensor, so a graph can replay it)."""
         columns = torch.arange(attend, device=tokens.device)
         mask = ((columns >= pad) & (columns <= slot)).view(tokens.shape[0], 1, 1, attend)
         positions = (slot - pad).clamp(min=0)
-        return self._forward(tokens, positions, slot, mask, keys, values, attend)
+        return self._forward(tokens, positions, slot, mask, keys, values, attend, ops)
 
     # -- cache and graphs --------------------------------------------------------------------
 
@@ -170,7 +182,8 @@ class StaticCacheDecoder:
         current token's keys and values, as the replay that follows will: harmless."""
 
         def step() -> None:
-            graphs.logits.copy_(self._decode_step(graphs.tokens, graphs.slot, graphs.pad, graphs.keys, graphs.values, span))
+            graphs.logits.copy_(self._decode_step(graphs.tokens, graphs.slot, graphs.pad, graphs.keys, graphs.values, span,
+                                                  self.graph_ops))
 
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
@@ -223,7 +236,8 @@ class StaticCacheDecoder:
             mask = (causal & ((columns >= chunk_pad) | torch.eye(longest, dtype=torch.bool, device=self.device))).unsqueeze(1)
             positions = (columns[None, :] - pad[start:stop, None]).clamp(min=0)
             chunk_keys, chunk_values = self._new_cache(stop - start, longest)
-            logits.append(self._forward(padded[start:stop], positions, columns, mask, chunk_keys, chunk_values, longest))
+            logits.append(self._forward(padded[start:stop], positions, columns, mask, chunk_keys, chunk_values, longest,
+                                        self.eager_ops))
             for cache, chunk in zip(keys + values, chunk_keys + chunk_values):
                 grouped = cache.view(count, n, *cache.shape[1:])
                 grouped[start:stop, :, :, :longest] = chunk.unsqueeze(1)
@@ -251,4 +265,5 @@ class StaticCacheDecoder:
                 graph.replay()
                 return graphs.logits
         slot = torch.tensor([slot_index], device=self.device)
-        return self._decode_step(tokens.view(-1, 1), slot, state["pad"], state["keys"], state["values"], slot_index + 1)
+        return self._decode_step(tokens.view(-1, 1), slot, state["pad"], state["keys"], state["values"], slot_index + 1,
+                                 self.eager_ops)
