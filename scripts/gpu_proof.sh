@@ -34,7 +34,7 @@ stage_sft_proof() {
 }
 
 stage_sft_bench() {
-  torchrun --nproc-per-node 2 bench/sft_throughput.py --shape qwen2-1.5b --seq 4096 \
+  torchrun --nproc-per-node 2 bench/sft_throughput.py --shape qwen2-1.5b --seq "${SFT_SEQ:-4096}" \
     --micro-batch "${SFT_MICRO_BATCH:-2}" --repeat "${SFT_REPEAT:-2}" \
     --variants "${SFT_VARIANTS:-fsdp2:plain,megatron_fsdp:plain,megatron_fsdp:chunked,megatron_fsdp:plain+compile,megatron_fsdp:chunked+compile}"
 }
