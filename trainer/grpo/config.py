@@ -64,6 +64,7 @@ class RolloutConfig:
     gpu_memory_utilization: float = 0.5  # vllm
     enforce_eager: bool = False  # vllm: no CUDA graphs
     cuda_graphs: bool = True  # hf: capture the decode step on CUDA
+    fused_ops: bool = True  # hf: torch.compile-fuse the captured step's norms, rotary, SiLU, softmax
     max_num_seqs: int = 1024  # hf: sequences decoded together
 
 

@@ -154,7 +154,8 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
         write_assets=lambda target: write_hf_assets(target, hf_config, tokenizer, cfg.model.path),
         device=env.device, dtype=_rollout_dtype(cfg, env.device), max_model_len=max_model_len,
         seed=cfg.trainer.seed + env.rank, gpu_memory_utilization=cfg.rollout.gpu_memory_utilization,
-        enforce_eager=cfg.rollout.enforce_eager, cuda_graphs=cfg.rollout.cuda_graphs, max_num_seqs=cfg.rollout.max_num_seqs,
+        enforce_eager=cfg.rollout.enforce_eager, cuda_graphs=cfg.rollout.cuda_graphs, fused_ops=cfg.rollout.fused_ops,
+        max_num_seqs=cfg.rollout.max_num_seqs,
     )
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     run = _Run(cfg, env, strategy, actor, optimizer, reference, engine, RewardScorer(cfg.reward.path, cfg.reward.name),

@@ -46,6 +46,7 @@ def build_rollout_engine(
     gpu_memory_utilization: float = 0.5,
     enforce_eager: bool = False,
     cuda_graphs: bool = True,
+    fused_ops: bool = True,
     max_num_seqs: int = 1024,
 ) -> RolloutEngine:
     """An engine with the model's architecture; its weights are whatever the trainer pushes next.
@@ -62,7 +63,7 @@ def build_rollout_engine(
         with torch.device(device):
             model = AutoModelForCausalLM.from_config(hf_config, dtype=dtype)
         return HFRolloutEngine(model, eos_token_ids(tokenizer, model_path), pad, cuda_graphs=cuda_graphs,
-                               max_num_seqs=max_num_seqs)
+                               fused_ops=fused_ops, max_num_seqs=max_num_seqs)
     from trainer.rollout.vllm_engine import VLLMRolloutEngine
 
     assets_dir.mkdir(parents=True, exist_ok=True)
