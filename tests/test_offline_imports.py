@@ -3,21 +3,25 @@
 `torch.distributed.checkpoint` drags in DTensor, torch.fx and sympy (0.65 s quiet, seconds
 under load), and transformers more: start-up is the largest cost of exporting a small model
 (docs/benchmarks.md). The reader unpickles `.metadata` into `mfsdp_ckpt.plain_metadata`
-instead of DCP's classes; this holds the stand-ins equal to what DCP itself reads.
+instead of DCP's classes; this holds the stand-ins equal to what DCP itself reads, and
+the plain dtype records (`mfsdp_ckpt.dtypes`) equal to torch's own.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 import torch
 
-from mfsdp_ckpt import layout
+from mfsdp_ckpt import dtypes, layout
 from mfsdp_ckpt.checkpointer import Checkpointer
+from mfsdp_ckpt.reader import _tensor_layout
 from mfsdp_ckpt.safe_metadata import load_metadata_bytes, load_plain_metadata_bytes
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,6 +59,30 @@ def test_importing_the_export_command_loads_no_dcp_nor_transformers():
     assert loaded == [], f"importing export-hf loaded {loaded[:5]}"
 
 
+def test_dtype_records_match_torch():
+    """Every torch dtype has a record with its size and kind; the safetensors codes are the
+    ones safetensors writes, and torch.save's storage classes map back to their dtype."""
+    from safetensors.torch import save
+
+    for attr in dir(torch):
+        value = getattr(torch, attr)
+        if isinstance(value, torch.dtype):
+            record = dtypes.BY_NAME[attr]
+            assert record.torch == value and str(record) == str(value), attr
+            assert (record.itemsize, record.is_floating_point) == (value.itemsize, value.is_floating_point), attr
+    for record in set(dtypes.BY_NAME.values()):
+        if record.safetensors:
+            blob = save({"x": torch.zeros(1, dtype=record.torch)})
+            header = json.loads(blob[8 : 8 + int.from_bytes(blob[:8], "little")])
+            assert header["x"]["dtype"] == record.safetensors, record
+        if record.storage:
+            buffer = io.BytesIO()
+            torch.save(torch.zeros(3, dtype=record.torch), buffer)
+            archive = zipfile.ZipFile(buffer)
+            pickled = next(name for name in archive.namelist() if name.endswith("/data.pkl"))
+            assert _tensor_layout(archive.read(pickled))[0] is record
+
+
 def test_reading_validating_and_inspecting_load_no_dcp(dist_ckpt):
     body = (
         "from mfsdp_ckpt.reader import CheckpointReader\n"
@@ -71,10 +99,12 @@ def test_reading_validating_and_inspecting_load_no_dcp(dist_ckpt):
 
 
 def _summary(metadata) -> tuple:
-    """What the reader takes from metadata, in plain values, for either class table."""
+    """What the reader takes from metadata, in plain values, for either class table (dtypes
+    and layouts by name: torch's own objects or the plain stand-ins)."""
     items = {
         key: (type(item).__name__, tuple(getattr(item, "size", ())),
-              getattr(getattr(item, "properties", None), "dtype", None),
+              str(getattr(getattr(item, "properties", None), "dtype", None)),
+              str(getattr(getattr(item, "properties", None), "layout", None)),
               [(tuple(c.offsets), tuple(c.sizes)) for c in getattr(item, "chunks", [])])
         for key, item in metadata.state_dict_metadata.items()
     }
