@@ -11,7 +11,9 @@ median wall time is reported, because one run on a shared VM moves by +-50%:
 * `mfsdp ckpt export-hf` (fp32 like the baselines; also bf16 and with --io tensorstore);
 * (i) `dcp_to_torch_save` + `torch.load` + `safetensors.torch.save_file`;
 * (ii) `_load_state_dict_from_keys` of everything + `save_file`;
-* start-up alone (importing the CLI and the export module), the fixed cost in every row.
+* start-up alone (importing the CLI and the export module), the fixed cost in every row,
+  and start-up + `import torch`, which a cast (bf16) or a tensor transform adds; fp32 of
+  an fp32 checkpoint does not import torch.
 
     python bench/export_hf.py --dir /work/bench_export --shapes 0.5b 1.5b 3b --baselines-at 1.5b --repeat 3
 
@@ -110,6 +112,7 @@ def checkpoint_stats(run: Path) -> tuple[int, int]:
 
 CP, CP_SYNC = "cp -r dist_ckpt", "cp -r dist_ckpt + sync (durable, as export is)"
 STARTUP = "start-up only: import cli + export module"
+STARTUP_TORCH = "start-up + import torch (what a cast adds)"
 
 
 def export_argv(run: Path, out: Path) -> list[str]:
@@ -126,6 +129,7 @@ def methods(run: Path, out: Path) -> list[tuple[str, list[str]]]:
         ("mfsdp export-hf fp32", export + ["--dtype", "fp32"]),
         ("mfsdp export-hf bf16 (auto)", export),
         (STARTUP, [sys.executable, "-c", "import cli.main, mfsdp_ckpt.export_hf"]),
+        (STARTUP_TORCH, [sys.executable, "-c", "import cli.main, mfsdp_ckpt.export_hf, torch"]),
     ]
 
 

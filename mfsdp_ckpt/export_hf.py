@@ -14,28 +14,35 @@ How it stays small and fast:
   writer at a time (concurrent writes into one file were slower); other threads read
   and convert meanwhile;
 * atomic: everything is written into a hidden sibling directory that is renamed into
-  place at the end; any failure or Ctrl-C removes it, so there is never a half export.
+  place at the end; any failure or Ctrl-C removes it, so there is never a half export;
+* no torch unless a tensor's values change: planning, the kernel copy and every check
+  before it use plain dtype records (`mfsdp_ckpt.dtypes`). torch is imported where a cast,
+  a split or `--verify` first needs it, or a blob is not raw bytes and must be decoded.
+  Its import costs ~1.5 s on a 2-core machine, which is what kept fp32 export above
+  1.2x `cp` at 1.5B and 3B (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import re
 import shutil
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-
-import torch
+from typing import TYPE_CHECKING
 
 from mfsdp_ckpt import layout
+from mfsdp_ckpt.dtypes import BFLOAT16, BY_NAME, FLOAT16, FLOAT32, DType
 from mfsdp_ckpt.hf_config import (
     ExpectedWeights,
     HFConfigError,
@@ -61,8 +68,11 @@ from mfsdp_ckpt.storage import ByteStore, CheckpointFileError
 from mfsdp_ckpt.tensorstore_store import is_url, join_location, open_store
 from mfsdp_ckpt.validate import manifest_hash_errors, require_valid
 
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-_CONFIG_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+if TYPE_CHECKING:
+    import torch
+
+DTYPES = {"bf16": BFLOAT16, "fp16": FLOAT16, "fp32": FLOAT32}
+_CONFIG_DTYPES = {dtype.name: dtype for dtype in DTYPES.values()}  # what a config.json string may name
 WEIGHT_FILE_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".distcp")
 WEIGHT_INDEX_FILES = (INDEX_FILE, "pytorch_model.bin.index.json")
 MIN_BUFFER_BYTES = 512 << 20
@@ -225,8 +235,8 @@ class ExportPlan:
     model_type: str
     geometry: Geometry
     items: list[MappedTensor]
-    dtype: torch.dtype  # floating tensors are written in this dtype
-    dtypes: dict[str, torch.dtype]  # per target name (integer tensors keep theirs)
+    dtype: DType  # floating tensors are written in this dtype
+    dtypes: dict[str, DType]  # per target name (integer tensors keep theirs)
 
     def entry(self, item: MappedTensor) -> TensorEntry:
         return self.source.reader.tensors[item.source]
@@ -235,7 +245,7 @@ class ExportPlan:
         """Items in the order their bytes lie in the checkpoint files."""
         return sorted(self.items, key=lambda item: _read_order(self.entry(item)))
 
-    def specs(self) -> list[tuple[str, torch.dtype, tuple[int, ...]]]:
+    def specs(self) -> list[tuple[str, DType, tuple[int, ...]]]:
         """Output tensors in read order, so reads and writes both run front to back
         (safetensors readers do not care about the order inside a file)."""
         return [
@@ -249,14 +259,17 @@ def _natural_key(name: str) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
-def _config_dtype(config) -> torch.dtype | None:
+def _config_dtype(config) -> DType | None:
+    """The dtype a config names: in config.json a string (bfloat16, float16 or float32); in
+    a transformers config possibly any torch.dtype, looked up by its name."""
     value = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
-    if isinstance(value, torch.dtype):
-        return value
-    return _CONFIG_DTYPES.get(str(value).replace("torch.", "")) if value else None
+    if not value:
+        return None
+    name = str(value).removeprefix("torch.")
+    return _CONFIG_DTYPES.get(name) if isinstance(value, str) else BY_NAME.get(name)
 
 
-def choose_dtype(requested: str, config, stored: list[TensorEntry]) -> torch.dtype:
+def choose_dtype(requested: str, config, stored: list[TensorEntry]) -> DType:
     """`auto` is the config's dtype (bf16 for Qwen/Llama releases), as verl/HF users expect;
     without one in the config, the checkpoint's own floating dtype."""
     if requested != "auto":
@@ -266,8 +279,8 @@ def choose_dtype(requested: str, config, stored: list[TensorEntry]) -> torch.dty
     chosen = _config_dtype(config)
     if chosen is not None:
         return chosen
-    floating = [e.dtype for e in stored if e.dtype.is_floating_point]
-    return max(set(floating), key=floating.count) if floating else torch.float32
+    floating = Counter(e.dtype for e in stored if e.dtype.is_floating_point)
+    return floating.most_common(1)[0][0] if floating else FLOAT32
 
 
 def plan_export(source: _Source, config, *, layout_name: str = "auto", dtype: str = "auto") -> ExportPlan:
@@ -329,16 +342,14 @@ def convert(plan: ExportPlan, item: MappedTensor) -> list[tuple[str, torch.Tenso
     tensor = plan.source.reader.read_tensor(item.source)
     outputs = item.transform.apply(tensor, plan.geometry)
     del tensor
-    return [(name, value.to(plan.dtypes[name])) for name, value in zip(item.targets, outputs)]
+    return [(name, value.to(plan.dtypes[name].torch)) for name, value in zip(item.targets, outputs)]
 
 
 def _task_cost(plan: ExportPlan, item: MappedTensor) -> int:
     """Bytes one task holds at its peak: the stored tensor plus any copies made from it."""
     source = plan.entry(item).nbytes
     copies = item.transform is not COPY or any(plan.dtypes[t] != plan.entry(item).dtype for t in item.targets)
-    out = sum(
-        torch.Size(shape).numel() * plan.dtypes[t].itemsize for t, shape in zip(item.targets, item.shapes)
-    )
+    out = sum(math.prod(shape) * plan.dtypes[t].itemsize for t, shape in zip(item.targets, item.shapes))
     return source + (out if copies else 0)
 
 
@@ -438,6 +449,8 @@ class _PieceBuffers(threading.local):
     (fresh allocations cost page faults that, on this kind of VM, cost more than the copy)."""
 
     def get(self, source_bytes: int, target_bytes: int) -> tuple[torch.Tensor, torch.Tensor]:
+        import torch
+
         if getattr(self, "source", None) is None or self.source.numel() < source_bytes:
             self.source = torch.empty(source_bytes, dtype=torch.uint8)
         if getattr(self, "target", None) is None or self.target.numel() < target_bytes:
@@ -482,17 +495,19 @@ def _check_size(fd: int, needed: int, path: Path) -> None:
         raise CheckpointFileError(f"{path}: needs {needed} bytes but the file has {size} (truncated?)")
 
 
-def _cast_range(fd: int, offset: int, dtype: torch.dtype, numel: int, writer: ShardedSafetensorsWriter, name: str,
-                start: int, out_dtype: torch.dtype, done: bool, buffers: _PieceBuffers, path: Path) -> None:
+def _cast_range(fd: int, offset: int, dtype: DType, numel: int, writer: ShardedSafetensorsWriter, name: str,
+                start: int, out_dtype: DType, done: bool, buffers: _PieceBuffers, path: Path) -> None:
     """Read `numel` raw `dtype` elements at `offset` of `fd` and write them cast to `out_dtype`
     at element `start` of `name`, a bounded piece at a time (torch rounds as `.to()` does)."""
+    import torch
+
     source, target = buffers.get(STREAM_PIECE_ELEMENTS * dtype.itemsize, STREAM_PIECE_ELEMENTS * out_dtype.itemsize)
     for first in range(0, numel, STREAM_PIECE_ELEMENTS):
         count = min(STREAM_PIECE_ELEMENTS, numel - first)
         raw = source[: count * dtype.itemsize]
         _pread_exact(fd, memoryview(raw.numpy()), offset + first * dtype.itemsize, path)
-        cast = target[: count * out_dtype.itemsize].view(out_dtype)
-        cast.copy_(raw.view(dtype))
+        cast = target[: count * out_dtype.itemsize].view(out_dtype.torch)
+        cast.copy_(raw.view(dtype.torch))
         last = done and first + count == numel
         writer.write_range(name, memoryview(cast.view(torch.uint8).numpy()), (start + first) * out_dtype.itemsize, last)
 
@@ -533,13 +548,12 @@ def _write_assets(assets: dict[str, Callable[[], bytes]], target: Path) -> None:
         path.write_bytes(load())
 
 
-def _set_config_dtype(config_file: Path, dtype: torch.dtype) -> None:
+def _set_config_dtype(config_file: Path, dtype: DType) -> None:
     """The exported config names the dtype actually written, as save_pretrained does."""
     data = json.loads(config_file.read_text())
-    name = str(dtype).replace("torch.", "")
-    data["dtype"] = name
+    data["dtype"] = dtype.name
     if "torch_dtype" in data:
-        data["torch_dtype"] = name
+        data["torch_dtype"] = dtype.name
     config_file.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
@@ -635,7 +649,7 @@ def export_hf(
         out_dir=str(out),
         layout=plan.layout,
         model_type=plan.model_type,
-        dtype=str(plan.dtype).replace("torch.", ""),
+        dtype=plan.dtype.name,
         tensors=len(writer.slots),
         bytes=writer.total_bytes,
         files=sorted(writer.files),
@@ -660,6 +674,7 @@ def verify_export(
 ) -> list[str]:
     """Re-open the written safetensors and compare every tensor, bit for bit, with its
     source after conversion and cast. Returns one line per problem (empty: all equal)."""
+    import torch
     from safetensors import SafetensorError, safe_open
 
     out = Path(out_dir)
@@ -688,13 +703,15 @@ def verify_export(
                 found.append(f"{name}: {differing} byte(s) differ from {item.source} in {where[name]}")
         with lock:
             problems.extend(found)
-        return sum(torch.Size(s).numel() for s in item.shapes)
+        return sum(math.prod(s) for s in item.shapes)
 
     _run_tasks(plan, work, workers, buffer_bytes, None, 0)
     return problems
 
 
 def _bits(tensor: torch.Tensor) -> torch.Tensor:
+    import torch
+
     return tensor.contiguous().reshape(-1).view(torch.uint8)
 
 

@@ -18,7 +18,7 @@ def describe_checkpoint(path: str | os.PathLike) -> dict:
         {
             "name": entry.name,
             "shape": list(entry.shape),
-            "dtype": str(entry.dtype).removeprefix("torch."),
+            "dtype": entry.dtype.name,
             "chunks": len(entry.chunks),
             "bytes": entry.nbytes,
         }

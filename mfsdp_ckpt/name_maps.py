@@ -20,10 +20,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-
-import torch
+from typing import TYPE_CHECKING
 
 from mfsdp_ckpt import names
+
+if TYPE_CHECKING:  # the transforms get tensors from their caller; planning needs no torch
+    import torch
 
 HF, MCORE = "hf", "mcore"
 LAYOUTS = (HF, MCORE)

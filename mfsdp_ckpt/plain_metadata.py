@@ -9,7 +9,9 @@ reads a byte. `safe_metadata` builds these instead when the caller only reads; a
 
 Each class keeps the name, fields and pickled state layout of its DCP original
 (torch 2.x `torch/distributed/checkpoint/{metadata,filesystem}.py`), so the same bytes
-unpickle into either. They carry data only: no behaviour worth calling.
+unpickle into either. They carry data only: no behaviour worth calling. What the pickle
+names of torch itself arrives plain too (`safe_metadata`): a dtype as a
+`mfsdp_ckpt.dtypes.DType`, a `torch.Size` as a tuple, a layout as its name.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ class _MEM_FORMAT_ENCODING(Enum):  # DCP's name, as pickled
 class TensorProperties:
     """DCP pickles these as a 5-tuple (its `__getstate__`); `memory_format` stays encoded."""
 
-    dtype: Any = None
-    layout: Any = None
+    dtype: Any = None  # a mfsdp_ckpt.dtypes.DType
+    layout: Any = None  # its name: "torch.strided"
     requires_grad: bool = False
     memory_format: _MEM_FORMAT_ENCODING = _MEM_FORMAT_ENCODING.TORCH_CONTIGUOUS_FORMAT
     pin_memory: bool = False
@@ -77,7 +79,7 @@ class Metadata:
 @dataclass(frozen=True)
 class MetadataIndex:
     """Key of `Metadata.storage_data`: equal and hashed by (fqn, offset) as DCP's is.
-    `offset` is a torch.Size when unpickled; a tuple of the same ints finds it."""
+    `offset` (a torch.Size in DCP's own) unpickles as a tuple of ints."""
 
     fqn: str
     offset: tuple[int, ...] | None = None

@@ -5,6 +5,11 @@ and reads one full tensor at a time by stitching its chunks, so memory stays bou
 the largest tensor whatever the model size. It reads what torch FSDP2 writes (even
 shards) and what Megatron-FSDP writes (uneven shards, empty local shards), as well as
 Megatron-core's fsdp_dtensor checkpoints.
+
+The tables (and everything export plans from them) need no torch: dtypes are
+`mfsdp_ckpt.dtypes` records. torch is imported only to decode a blob into a tensor
+(`read_chunk`, `read_tensor`, `read_object`), so a caller that only copies raw bytes
+(`raw_payload_offset`) never pays its ~1.5 s import.
 """
 
 from __future__ import annotations
@@ -16,15 +21,16 @@ import pickle
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from mfsdp_ckpt import plain_metadata
+from mfsdp_ckpt import dtypes, plain_metadata
 from mfsdp_ckpt.errors import CheckpointFormatError, UnsafeMetadataError
 from mfsdp_ckpt.layout import DCP_METADATA_FILE
 from mfsdp_ckpt.safe_metadata import load_plain_metadata_bytes
 from mfsdp_ckpt.storage import ByteStore, CheckpointFileError, LocalByteStore, RangeFile
+
+if TYPE_CHECKING:
+    import torch
 
 # Any single tensor above this is an absurd shape, not a model weight: refuse before allocating.
 MAX_TENSOR_BYTES = 1 << 40
@@ -50,7 +56,7 @@ class Chunk:
 class TensorEntry:
     name: str
     shape: tuple[int, ...]
-    dtype: torch.dtype
+    dtype: dtypes.DType
     chunks: tuple[Chunk, ...]
 
     @property
@@ -127,7 +133,7 @@ def parse_metadata(md: plain_metadata.Metadata) -> tuple[dict[str, TensorEntry],
             raise CheckpointFormatError(f"{key}: unknown metadata entry {type(item).__name__}")
         shape = _int_tuple(getattr(item, "size", None), f"{key}: shape")
         dtype = getattr(getattr(item, "properties", None), "dtype", None)
-        if not isinstance(dtype, torch.dtype):
+        if not isinstance(dtype, dtypes.DType):
             raise CheckpointFormatError(f"{key}: dtype {dtype!r} is not a torch dtype")
         if math.prod(shape) * dtype.itemsize > MAX_TENSOR_BYTES:
             raise CheckpointFormatError(f"{key}: shape {shape} ({dtype}) is absurdly large")
@@ -209,6 +215,8 @@ def _decode_blob(raw: bytes, transforms: tuple[str, ...], where: str) -> io.Byte
 
 def load_blob(raw: bytes, transforms: tuple[str, ...], where: str) -> Any:
     """torch.load with weights_only: tensors and plain containers only, never code."""
+    import torch
+
     try:
         return torch.load(_decode_blob(raw, transforms, where), map_location="cpu", weights_only=True)
     except CheckpointFormatError:
@@ -220,6 +228,8 @@ def load_blob(raw: bytes, transforms: tuple[str, ...], where: str) -> Any:
 
 def _load_streamed(file: RangeFile, where: str) -> Any:
     """`load_blob` over a ranged file (weights_only too); storage errors keep their message."""
+    import torch
+
     try:
         return torch.load(file, map_location="cpu", weights_only=True)
     except CheckpointFileError:
@@ -232,15 +242,6 @@ def _load_streamed(file: RangeFile, where: str) -> Any:
         raise CheckpointFormatError(f"{where}: unreadable blob ({first_line})") from None
 
 
-# Typed storage classes torch.save names in a tensor's pickle, by the dtype they hold.
-_STORAGE_DTYPES = {
-    f"{name}Storage": dtype
-    for name, dtype in (("Float", torch.float32), ("BFloat16", torch.bfloat16), ("Half", torch.float16),
-                        ("Double", torch.float64), ("Long", torch.int64), ("Int", torch.int32),
-                        ("Short", torch.int16), ("Char", torch.int8), ("Byte", torch.uint8), ("Bool", torch.bool))
-}
-
-
 class _LayoutUnpickler(pickle.Unpickler):
     """Reads the pickle of one torch.save'd tensor as plain data. Only the globals such a
     pickle names are admitted, each replaced by a harmless stand-in; any other global
@@ -251,8 +252,8 @@ class _LayoutUnpickler(pickle.Unpickler):
             return lambda storage, offset, size, stride, *rest: (storage, offset, tuple(size), tuple(stride))
         if (module, name) == ("collections", "OrderedDict"):
             return dict
-        if module == "torch" and name in _STORAGE_DTYPES:
-            return _STORAGE_DTYPES[name]
+        if module == "torch" and name in dtypes.BY_STORAGE:  # typed storage classes, by the dtype they hold
+            return dtypes.BY_STORAGE[name]
         raise pickle.UnpicklingError(f"{module}.{name}")
 
     def persistent_load(self, pid: Any) -> Any:
@@ -267,7 +268,7 @@ def _tensor_layout(data: bytes) -> tuple | None:
         kind, dtype, _key, _location, numel = storage
     except Exception:
         return None
-    if kind != "storage" or not isinstance(dtype, torch.dtype):
+    if kind != "storage" or not isinstance(dtype, dtypes.DType):
         return None
     return dtype, numel, offset, size, stride
 
@@ -321,6 +322,8 @@ class CheckpointReader:
         return f"{self.root / (file or '?')} [{name}]"
 
     def read_chunk(self, entry: TensorEntry, chunk: Chunk) -> torch.Tensor:
+        import torch
+
         where = self._where(entry.name, chunk.file)
         if chunk.file is None:
             raise CheckpointFormatError(f"{where}: chunk at {chunk.offsets} has no storage entry")
@@ -399,6 +402,8 @@ class CheckpointReader:
 
     def read_tensor(self, name: str) -> torch.Tensor:
         """The full tensor, stitched from its chunks (one chunk in memory at a time)."""
+        import torch
+
         entry = self.tensors.get(name)
         if entry is None:
             raise KeyError(f"{self.root}: no tensor named {name!r}")
@@ -409,8 +414,8 @@ class CheckpointReader:
             if chunk.numel:
                 self._check_stored(entry, chunk)
         if len(entry.chunks) == 1 and entry.chunks[0].sizes == entry.shape:
-            return self.read_chunk(entry, entry.chunks[0]).to(entry.dtype).contiguous()
-        out = torch.empty(entry.shape, dtype=entry.dtype)
+            return self.read_chunk(entry, entry.chunks[0]).to(entry.dtype.torch).contiguous()
+        out = torch.empty(entry.shape, dtype=entry.dtype.torch)
         for chunk in entry.chunks:
             if chunk.numel == 0:
                 continue

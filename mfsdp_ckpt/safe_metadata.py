@@ -3,12 +3,16 @@
 `.metadata` is a pickled `torch.distributed.checkpoint.metadata.Metadata`. A plain
 `pickle.load` of a file from someone else's checkpoint can execute anything, so this
 unpickler admits only the handful of classes DCP itself writes and refuses every other
-global by name. Callables are never admitted, except torch's layout lookup, which is
-wrapped so it can only return a layout object.
+global by name. Callables are never admitted, except `torch.Size` (a tuple of ints) and
+torch's layout lookup, which is wrapped so it can only return a layout.
 
 Two class tables, one unpickler: `load_plain_metadata_bytes` builds the plain stand-ins
 of `mfsdp_ckpt.plain_metadata` (for the offline reader: importing DCP costs seconds of
 start-up), `load_metadata[_bytes]` builds DCP's own classes, which `dcp.load` needs.
+The pickle also names three things of torch itself: dtypes (`torch.float32`), `torch.Size`
+and a layout (`torch.serialization._get_layout("torch.strided")`). The plain table maps
+them to `mfsdp_ckpt.dtypes` records, `tuple` and the layout's name, so reading metadata
+imports no torch at all (~1.5 s of export start-up, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -21,12 +25,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-import torch
-
-from mfsdp_ckpt import plain_metadata
+from mfsdp_ckpt import dtypes, plain_metadata
 from mfsdp_ckpt.errors import UnsafeMetadataError
 
 if TYPE_CHECKING:
+    import torch
     from torch.distributed.checkpoint.metadata import Metadata
 
 MAX_METADATA_BYTES = 1 << 30  # a 1 GiB .metadata would describe ~10M tensors: refuse beyond
@@ -45,23 +48,32 @@ _DCP_METADATA_CLASSES = (
 )
 
 
+# torch's layouts (`torch.strided`, ...), by the names `_get_layout` is pickled with
+_LAYOUT_NAMES = frozenset(f"torch.{name}" for name in (
+    "strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "_mkldnn", "jagged"))
+
+
+def _layout_name(name: str) -> str:
+    """Stand-in for torch.serialization._get_layout: only ever yields a known layout's name."""
+    if not isinstance(name, str) or name not in _LAYOUT_NAMES:
+        raise UnsafeMetadataError(f"layout name {name!r} is not a torch layout")
+    return name
+
+
 def _layout_by_name(name: str) -> torch.layout:
-    """Stand-in for torch.serialization._get_layout: only ever yields a torch.layout."""
-    if not isinstance(name, str) or not name.startswith("torch."):
-        raise UnsafeMetadataError(f"layout name {name!r} is not a torch layout")
-    layout = getattr(torch, name[len("torch.") :], None)
-    if not isinstance(layout, torch.layout):
-        raise UnsafeMetadataError(f"layout name {name!r} is not a torch layout")
-    return layout
+    """`_layout_name`, then the torch.layout itself (for DCP's own classes)."""
+    import torch
+
+    return getattr(torch, _layout_name(name)[len("torch.") :])
 
 
-def _class_table(metadata_classes: ModuleType, storage_info: type) -> dict[tuple[str, str], object]:
+def _class_table(metadata_classes: ModuleType, storage_info: type, torch_globals: dict[tuple[str, str], object]
+                 ) -> dict[tuple[str, str], object]:
     """Every global a DCP `.metadata` may name, mapped to what builds it: torch's dtypes,
-    Size and layouts, and DCP's metadata classes taken from `metadata_classes` (DCP's own
-    module or `plain_metadata`)."""
+    Size and layouts as `torch_globals` builds them, and DCP's metadata classes taken from
+    `metadata_classes` (DCP's own module or `plain_metadata`)."""
     allowed: dict[tuple[str, str], object] = {
-        ("torch.serialization", "_get_layout"): _layout_by_name,
-        ("torch", "Size"): torch.Size,
+        **torch_globals,
         (_DCP_FILESYSTEM_MODULE, "_StorageInfo"): storage_info,
         ("collections", "OrderedDict"): OrderedDict,
         ("pathlib", "PosixPath"): Path,
@@ -71,24 +83,29 @@ def _class_table(metadata_classes: ModuleType, storage_info: type) -> dict[tuple
     for name in _DCP_METADATA_CLASSES:
         if hasattr(metadata_classes, name):
             allowed[(_DCP_METADATA_MODULE, name)] = getattr(metadata_classes, name)
-    for attr in dir(torch):
-        value = getattr(torch, attr, None)
-        if isinstance(value, torch.dtype):
-            allowed[("torch", attr)] = value
     return allowed
 
 
 @functools.cache
 def _plain_classes() -> dict[tuple[str, str], object]:
-    return _class_table(plain_metadata, plain_metadata._StorageInfo)
+    torch_globals: dict[tuple[str, str], object] = {("torch", name): dtype for name, dtype in dtypes.BY_NAME.items()}
+    torch_globals[("torch", "Size")] = tuple  # torch.Size is a tuple of ints; the reader checks the ints
+    torch_globals[("torch.serialization", "_get_layout")] = _layout_name
+    return _class_table(plain_metadata, plain_metadata._StorageInfo, torch_globals)
 
 
 @functools.cache
 def _dcp_classes() -> dict[tuple[str, str], object]:
+    import torch
     from torch.distributed.checkpoint import metadata as dcp_metadata
     from torch.distributed.checkpoint.filesystem import _StorageInfo
 
-    return _class_table(dcp_metadata, _StorageInfo)
+    torch_globals: dict[tuple[str, str], object] = {
+        ("torch", attr): value for attr in dir(torch) if isinstance(value := getattr(torch, attr, None), torch.dtype)
+    }
+    torch_globals[("torch", "Size")] = torch.Size
+    torch_globals[("torch.serialization", "_get_layout")] = _layout_by_name
+    return _class_table(dcp_metadata, _StorageInfo, torch_globals)
 
 
 class _RestrictedUnpickler(pickle._Unpickler):

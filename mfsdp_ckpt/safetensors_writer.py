@@ -6,6 +6,8 @@ Because every name, shape and dtype is known up front, each file's header and ev
 tensor's absolute offset are computed in `__init__`; tensors are then written with
 `os.pwrite` in whatever order they are ready, from any thread, with no buffering of a
 whole shard. Files are preallocated so a full disk fails at the start, not at the end.
+Planning and raw-byte writes (`write_range`, `copy_range`) need no torch (dtypes are
+`mfsdp_ckpt.dtypes` records); only `write`, which takes a tensor, touches it.
 """
 
 from __future__ import annotations
@@ -16,25 +18,15 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-
+from mfsdp_ckpt.dtypes import DType
 from mfsdp_ckpt.layout import fsync_path
 
-SAFETENSORS_DTYPES = {
-    torch.float64: "F64",
-    torch.float32: "F32",
-    torch.float16: "F16",
-    torch.bfloat16: "BF16",
-    torch.int64: "I64",
-    torch.int32: "I32",
-    torch.int16: "I16",
-    torch.int8: "I8",
-    torch.uint8: "U8",
-    torch.bool: "BOOL",
-    torch.float8_e4m3fn: "F8_E4M3",
-    torch.float8_e5m2: "F8_E5M2",
-}
+if TYPE_CHECKING:
+    import torch
+
+Spec = tuple[str, DType, tuple[int, ...]]  # one output tensor: name, dtype, shape
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 _PWRITE_MAX = 1 << 30  # Linux caps one write at ~2 GiB; stay well under
@@ -45,7 +37,7 @@ class TensorSlot:
     """Where one tensor's bytes go: file and absolute byte offset."""
 
     name: str
-    dtype: torch.dtype
+    dtype: DType
     shape: tuple[int, ...]
     file: str
     offset: int
@@ -59,7 +51,7 @@ def shard_file_name(index: int, count: int) -> str:
     return SINGLE_FILE if count == 1 else f"model-{index + 1:05d}-of-{count:05d}.safetensors"
 
 
-def _assign_shards(specs: list[tuple[str, torch.dtype, tuple[int, ...]]], max_shard_bytes: int) -> list[list[int]]:
+def _assign_shards(specs: list[Spec], max_shard_bytes: int) -> list[list[int]]:
     """Greedy, in order: start a new shard when the next tensor would overflow this one."""
     shards: list[list[int]] = [[]]
     size = 0
@@ -73,14 +65,14 @@ def _assign_shards(specs: list[tuple[str, torch.dtype, tuple[int, ...]]], max_sh
     return shards
 
 
-def _header(slots: list[tuple[str, torch.dtype, tuple[int, ...]]]) -> tuple[bytes, list[int]]:
+def _header(slots: list[Spec]) -> tuple[bytes, list[int]]:
     """The padded header and each tensor's offset relative to the data section."""
     entries: dict[str, object] = {"__metadata__": {"format": "pt"}}
     relative, position = [], 0
     for name, dtype, shape in slots:
         nbytes = math.prod(shape) * dtype.itemsize
         entries[name] = {
-            "dtype": SAFETENSORS_DTYPES[dtype],
+            "dtype": dtype.safetensors,
             "shape": list(shape),
             "data_offsets": [position, position + nbytes],
         }
@@ -94,17 +86,17 @@ def _header(slots: list[tuple[str, torch.dtype, tuple[int, ...]]]) -> tuple[byte
 class ShardedSafetensorsWriter:
     """`write(name, tensor)` from any thread; `close()` fsyncs and writes the index.
 
-    >>> writer = ShardedSafetensorsWriter(out, [("w", torch.bfloat16, (4, 4))], 5 * 10**9)
+    >>> writer = ShardedSafetensorsWriter(out, [("w", dtypes.BFLOAT16, (4, 4))], 5 * 10**9)
     >>> writer.write("w", torch.zeros(4, 4, dtype=torch.bfloat16)); writer.close()
     """
 
     def __init__(
         self,
         out_dir: str | os.PathLike,
-        specs: list[tuple[str, torch.dtype, tuple[int, ...]]],
+        specs: list[Spec],
         max_shard_bytes: int,
     ):
-        unknown = [(name, dtype) for name, dtype, _ in specs if dtype not in SAFETENSORS_DTYPES]
+        unknown = [(name, dtype) for name, dtype, _ in specs if dtype.safetensors is None]
         if unknown:
             raise ValueError(f"{unknown[0][0]}: dtype {unknown[0][1]} has no safetensors code")
         self.out_dir = Path(out_dir)
@@ -148,10 +140,12 @@ class ShardedSafetensorsWriter:
             _pwrite_all(fd, memoryview(self._headers[file]), 0, path)
 
     def write(self, name: str, tensor: torch.Tensor) -> None:
+        import torch
+
         slot = self.slots.get(name)
         if slot is None:
             raise KeyError(f"{name}: not in the planned export")
-        if tensor.dtype != slot.dtype or tuple(tensor.shape) != slot.shape:
+        if tensor.dtype != slot.dtype.torch or tuple(tensor.shape) != slot.shape:
             raise ValueError(
                 f"{name}: got {tuple(tensor.shape)} {tensor.dtype}, planned {slot.shape} {slot.dtype}"
             )
