@@ -2,12 +2,14 @@
 
 transformers' `generate` spends most of a decode step outside the GPU: a growing DynamicCache
 (one `torch.cat` per layer per step), attention-mask rebuilding and logits processors, one
-small kernel at a time. Here the model's own linear, norm, rotary and MLP modules run over a
-KV cache allocated once for the whole generation, attention is two batched matmuls over the
-cache (grouped-query heads without repeating K/V), and on CUDA the whole decode step is
-captured as a CUDA graph and replayed, so a step costs what its kernels cost. There is one
-graph per attention span (a multiple of SLOT_BUCKET slots), so a step reads only the part of
-the cache that is filled so far, not all of it.
+small kernel at a time. Here the model's own embedding, linear layers, rotary tables and
+norm weights run over a KV cache allocated once for the whole generation, with the
+element-wise work (norms, rotary, SiLU, softmax) as `decode_ops` functions; attention is
+two batched matmuls over the cache (grouped-query heads without repeating K/V). On CUDA the
+whole decode step, its element-wise ops fused by torch.compile, is captured as a CUDA graph
+and replayed, so a step costs what its kernels cost. There is one graph per attention span
+(a multiple of SLOT_BUCKET slots), so a step reads only the part of the cache that is
+filled so far, not all of it.
 
 Layout: prompts are left-padded to a common length P; the cache slot of a token is its column
 in that padded layout, the same for every row; a row's rotary position is its slot minus its
