@@ -64,14 +64,18 @@ class _Progress:
 @click.option("--io", type=click.Choice(["auto", "local", "tensorstore"]), default="auto", show_default=True,
               help="How bytes are read: auto = os.pread for paths, tensorstore for URLs.")
 @click.option("--verify", is_flag=True, help="Re-read every written tensor and compare it with its source, and hash the checkpoint's files against its manifest; exit 1 on any mismatch.")
+@click.option("--role", type=click.Choice(["actor", "critic"]), default=None,
+              help="verl RL step with actor/ and critic/: which one (default actor; a critic is refused, "
+                   "its value head is not a language model).")
 @click.option("--overwrite", is_flag=True, help="Replace DIR if it exists (only once the new export is complete).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def export_hf(ckpt: str, out_dir: str, dtype: str, max_shard_size: str, hf_config: str | None, layout_name: str,
-              workers: int, io: str, verify: bool, overwrite: bool, as_json: bool) -> None:
+              workers: int, io: str, verify: bool, role: str | None, overwrite: bool, as_json: bool) -> None:
     """Convert a checkpoint to a Hugging Face model directory, on CPU, in bounded memory.
 
-    CKPT is a run dir (newest complete step via the tracker), a step dir, a bare dist_ckpt
-    dir (Megatron-LM, Megatron-Bridge, verl), or a URL (file://, gs://, s3://, http(s)://).
+    CKPT is any level of a checkpoint (run dir via the tracker, step dir, verl's actor/ or
+    actor/model/, a dist_ckpt dir, Megatron-LM's iter_0000100/, a directory holding one
+    run; layouts in docs/interop.md), or a URL (file://, gs://, s3://, http(s)://).
     The result loads with AutoModelForCausalLM.from_pretrained(DIR) and
     AutoTokenizer.from_pretrained(DIR): model*.safetensors (+ index when sharded) and the
     config, generation config and tokenizer files. Tensors stream a few at a time (peak
@@ -80,7 +84,8 @@ def export_hf(ckpt: str, out_dir: str, dtype: str, max_shard_size: str, hf_confi
 
     \b
     Examples:
-      mfsdp ckpt export-hf runs/sft --out hf/sft
+      mfsdp ckpt export-hf runs/demo --out hf/demo
+      mfsdp ckpt export-hf verl_run/global_step_40 --out hf/step40
       mfsdp ckpt export-hf ckpts/iter_0001000 --hf-config Qwen2.5-7B/ --out hf/q7 --dtype bf16 --verify
     """
     # Tensors are allocated and freed one after another; with transparent huge pages torch
@@ -99,7 +104,7 @@ def export_hf(ckpt: str, out_dir: str, dtype: str, max_shard_size: str, hf_confi
             return run_export(
                 ckpt, out_dir, dtype=dtype, max_shard_size=parse_size(max_shard_size), hf_config=hf_config,
                 layout_name=layout_name, workers=workers, verify=verify, overwrite=overwrite, io=io,
-                progress=progress,
+                progress=progress, role=role,
             )
         finally:
             progress.close()

@@ -1,0 +1,230 @@
+"""Every `ckpt` command on every layout verl and Megatron-LM write, at every level.
+
+Parametrized over fixture dirs holding `dist_ckpt/` + `config.json`: a CPU stand-in made by
+tests/fixtures/megatron_lm_optim/make_megatron_lm_optim.py (Megatron-LM's keys, with a
+distributed optimizer's state), and a real Megatron-core save when
+tests/fixtures/mcore_optim/ is present. Each is laid out as verl RL v1 and v2, verl SFT,
+Megatron-LM and a bare dist_ckpt dir (tests/interop_support.py); mfsdp's own layout comes
+from tests/fixtures/megatron_fsdp_qwen2.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from interop_support import BUILDERS, DAMAGE, STEP, verl_rl_v1
+
+from cli.main import app
+from mfsdp_ckpt import layout
+
+FIXTURES = Path(__file__).parent / "fixtures"
+OURS = FIXTURES / "megatron_fsdp_qwen2" / "run"
+REAL_OPTIM = FIXTURES / "mcore_optim"
+
+
+def _maker():
+    spec = importlib.util.spec_from_file_location(
+        "make_megatron_lm_optim", FIXTURES / "megatron_lm_optim" / "make_megatron_lm_optim.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def made_optim(tmp_path_factory) -> Path:
+    return _maker().make(tmp_path_factory.mktemp("megatron_lm_optim"))
+
+
+OPTIM_FIXTURES = ["made"] + (["real"] if (REAL_OPTIM / "dist_ckpt" / ".metadata").is_file() else [])
+
+
+@pytest.fixture(params=OPTIM_FIXTURES)
+def optim_fixture(request, made_optim) -> Path:
+    return made_optim if request.param == "made" else REAL_OPTIM
+
+
+def run_cli(*args) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def one_error_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+# --------------------------------------------------------------------------- the matrix
+@pytest.mark.parametrize("kind", list(BUILDERS))
+def test_every_command_reads_every_layout(kind, optim_fixture, tmp_path):
+    laid = BUILDERS[kind](optim_fixture, tmp_path)
+    config = [] if laid.has_hf_config else ["--hf-config", optim_fixture / "config.json"]
+    for level, path in laid.levels.items():
+        paths = layout.resolve_checkpoint(path)
+        assert (paths.dist_ckpt, paths.kind) == (laid.dist_ckpt, kind), level
+    code, out, err = run_cli("ckpt", "validate", laid.run)
+    assert code == 0 and out.splitlines()[-1].startswith(f"valid: {laid.dist_ckpt} ({kind}"), out + err
+    assert "no manifest, so file hashes were not checked" in out
+    code, out, err = run_cli("ckpt", "validate", laid.run, "--deep", "--json", *config)
+    report = json.loads(out)
+    assert code == 0 and report["valid"] and report["findings"] == [], out + err
+    assert report["layout"] == kind and report["has_manifest"] is False
+    code, out, err = run_cli("ckpt", "validate", laid.run, "--strict")
+    assert code == 1 and "(--strict requires one)" in out, out + err
+    code, out, err = run_cli("ckpt", "inspect", laid.run, "--json")
+    described = json.loads(out)
+    assert code == 0 and described["layout"] == kind
+    objects = {o["name"]: o for o in described["objects"]}
+    if "iteration" in objects:  # Megatron-LM's scalars decode; its argparse.Namespace never does
+        assert isinstance(objects["iteration"]["value"], int)
+        assert objects["args"]["value"] is None and objects["args"]["not_decoded"]
+    code, out, err = run_cli("ckpt", "export-hf", laid.run, "--out", tmp_path / "hf", "--verify", *config)
+    assert code == 0 and "verified" in out and "MiB" in out, out + err
+    assert (tmp_path / "hf" / "config.json").is_file()
+
+
+def test_our_layout_is_unchanged(tmp_path):
+    run = shutil.copytree(OURS, tmp_path / "run")
+    step = layout.step_dir(run, 2)
+    for path in (run, step, step / "dist_ckpt"):
+        paths = layout.resolve_checkpoint(path)
+        assert paths.kind == layout.MFSDP and paths.manifest == step / "manifest.json"
+    code, out, err = run_cli("ckpt", "validate", run, "--deep", "--strict")
+    assert code == 0 and "no manifest" not in out and "(mfsdp, step 2" in out, out + err
+    assert run_cli("ckpt", "inspect", run)[0] == 0
+    code, out, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "hf")
+    assert code == 0, out + err
+
+
+def test_megatron_optimizer_names_match_their_parameters(made_optim, tmp_path):
+    """Megatron's `optimizer.state.module.module.module.<param>.exp_avg` (and the SwiGLU
+    weight_w/weight_v split) must pair with `model.module.<param>`: a missing moment is an
+    error naming the parameter, a state of no parameter only a warning."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    maker = _maker()
+    state = maker.state_dict(maker.CONFIG)
+    moments = state["optimizer"]["state"]
+    del moments["module.module.module.decoder.layers.0.mlp.linear_fc1.weight_v"]["exp_avg"]
+    moments["module.module.module.decoder.layers.7.extra.weight"] = {"exp_avg": torch.zeros(2)}
+    dcp.save(state, checkpoint_id=str(tmp_path / "dist_ckpt"), no_dist=True)
+    code, out, _ = run_cli("ckpt", "validate", tmp_path / "dist_ckpt", "--json")
+    findings = json.loads(out)["findings"]
+    assert code == 1
+    assert [(f["severity"], f["message"]) for f in findings] == [
+        ("error", "optimizer state exp_avg is missing"),
+        ("warning", "optimizer state matches no model parameter"),
+    ]
+    assert findings[0]["where"] == "[model.module.decoder.layers.0.mlp.linear_fc1.weight_v]"
+
+
+# --------------------------------------------------------------------------- damage
+@pytest.mark.parametrize("kind", ["verl-rl-v1", "megatron-lm"])
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_damaged_foreign_checkpoints_fail(kind, damage, made_optim, tmp_path):
+    laid = BUILDERS[kind](made_optim, tmp_path)
+    DAMAGE[damage](laid.dist_ckpt)
+    config = [] if laid.has_hf_config else ["--hf-config", made_optim / "config.json"]
+    code, out, err = run_cli("ckpt", "validate", laid.run)
+    assert code == 1 and out.splitlines()[-1].startswith("INVALID:"), out + err
+    code, out, err = run_cli("ckpt", "export-hf", laid.run, "--out", tmp_path / "hf", *config)
+    assert code == 1, out + err
+    one_error_line(err)
+    assert not (tmp_path / "hf").exists()
+
+
+# --------------------------------------------------------------------------- usage
+def test_actor_is_the_default_and_a_critic_is_not_exported(made_optim, tmp_path):
+    laid = verl_rl_v1(made_optim, tmp_path)
+    step = laid.levels["step"]
+    actor = layout.resolve_checkpoint(step)
+    assert (actor.role, actor.roles) == ("actor", ("actor", "critic"))
+    critic = layout.resolve_checkpoint(step, role="critic")
+    assert critic.dist_ckpt == step / "critic" / "dist_ckpt"
+    code, out, err = run_cli("ckpt", "validate", laid.run, "--role", "critic")
+    assert code == 0 and "critic" in out, out + err
+    code, out, err = run_cli("ckpt", "export-hf", laid.run, "--role", "critic", "--out", tmp_path / "hf")
+    assert code == 2 and "value head is not a language model" in one_error_line(err)
+
+
+def _usage_cases():
+    def no_layout(root, fixture):
+        (root / "empty").mkdir()
+        return ["ckpt", "validate", root / "empty"], "not a checkpoint (looked for .metadata"
+
+    def steps_without_tracker(root, fixture):
+        laid = BUILDERS["verl-sft"](fixture, root)
+        (laid.run / "latest_checkpointed_iteration.txt").unlink()
+        shutil.copytree(laid.levels["step"], laid.run / "global_step_80")
+        return ["ckpt", "inspect", laid.run], "2 step dirs and no latest_checkpointed_iteration.txt"
+
+    def hf_without_config(root, fixture):
+        laid = BUILDERS["verl-rl-v1"](fixture, root)
+        (laid.levels["actor"] / "huggingface" / "config.json").unlink()
+        return ["ckpt", "export-hf", laid.run, "--out", root / "hf"], "pass --hf-config"
+
+    def unfinished_save(root, fixture):
+        (root / "run" / "global_step_3.tmp").mkdir(parents=True)
+        return ["ckpt", "validate", root / "run"], "a save of step 3 did not finish"
+
+    def hugging_face_dir(root, fixture):
+        (root / "hf").mkdir()
+        shutil.copy2(fixture / "config.json", root / "hf" / "config.json")
+        (root / "hf" / "model.safetensors").write_bytes(b"{}")
+        return ["ckpt", "export-hf", root / "hf", "--out", root / "out"], "mfsdp ckpt import-hf"
+
+    def several_runs(root, fixture):
+        BUILDERS["verl-sft"](fixture, root / "runs")
+        BUILDERS["megatron-lm"](fixture, root / "runs")
+        return ["ckpt", "validate", root / "runs"], "holds 2 runs; give one of them"
+
+    def missing_role(root, fixture):
+        laid = BUILDERS["verl-rl-v2"](fixture, root)
+        return ["ckpt", "inspect", laid.run, "--role", "critic"], "no critic/ here"
+
+    def role_on_megatron(root, fixture):
+        laid = BUILDERS["megatron-lm"](fixture, root)
+        return ["ckpt", "inspect", laid.run, "--role", "actor"], "has no actor/ critic/ roles"
+
+    def out_inside_checkpoint(root, fixture):
+        laid = BUILDERS["verl-sft"](fixture, root)
+        out = laid.levels["step"] / "dist_ckpt" / "hf"
+        return ["ckpt", "export-hf", laid.run / "global_step_40", "--out", out], "lies inside the checkpoint"
+
+    def out_onto_sibling_step(root, fixture):
+        laid = BUILDERS["verl-sft"](fixture, root)
+        other = BUILDERS["megatron-lm"](fixture, root)
+        out = other.run / "iter_0000080"
+        return ["ckpt", "export-hf", laid.run, "--out", out, "--overwrite"], "lies inside the checkpoint"
+
+    return {f.__name__: f for f in (no_layout, steps_without_tracker, hf_without_config, unfinished_save,
+                                     hugging_face_dir, several_runs, missing_role, role_on_megatron,
+                                     out_inside_checkpoint, out_onto_sibling_step)}
+
+
+USAGE = _usage_cases()
+
+
+@pytest.mark.parametrize("case", list(USAGE))
+def test_usage_errors_are_one_line_exit_2(case, made_optim, tmp_path):
+    args, words = USAGE[case](tmp_path, made_optim)
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    code, out, err = run_cli(*args)
+    assert code == 2, out + err
+    assert words in one_error_line(err)
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before  # nothing written, nothing removed
+
+
+def test_a_directory_holding_one_run_resolves_to_it(made_optim, tmp_path):
+    laid = BUILDERS["verl-sft"](made_optim, tmp_path / "runs" / "demo")
+    code, out, err = run_cli("ckpt", "validate", tmp_path / "runs" / "demo", "--deep")
+    assert code == 0, out + err
+    assert f"holds one run: reading {laid.run}" in err
