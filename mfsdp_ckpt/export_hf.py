@@ -627,7 +627,7 @@ def export_hf(
     if "config.json" not in assets:
         raise ExportUsageError(f"{asset_location}: no config.json; pass --hf-config DIR|config.json")
     if local_paths is not None:  # damaged or hostile: refused with validate's first error, before planning
-        require_valid(local_paths)
+        require_valid(local_paths, manifest_only=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
     umask = os.umask(0)
     os.umask(umask)
