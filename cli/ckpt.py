@@ -97,12 +97,11 @@ Examples:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (for scripts and CI).")
 @friendly_errors(usage=(CheckpointPathError,))
 def validate(path: str, role: str | None, deep: bool, strict: bool, hf_config: str | None, as_json: bool) -> None:
-    from mfsdp_ckpt.layout import resolve_checkpoint
     from mfsdp_ckpt.validate import validate_checkpoint
 
-    _say_note(resolve_checkpoint(path, role=role).note)
     with _progress_bar(enabled=deep and not as_json, unit="tensor") as progress:
         report = validate_checkpoint(path, deep=deep, progress=progress, role=role, hf_config=hf_config)
+    _say_note(report.note)
     if as_json:
         click.echo(json.dumps(report.to_dict(strict), indent=2))
     else:

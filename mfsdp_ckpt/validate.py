@@ -53,6 +53,7 @@ class ValidationReport:
     layout: str | None = None
     role: str | None = None
     has_manifest: bool = True
+    note: str | None = None  # how the path was read (a parent dir holding one run), for stderr
 
     def add(self, severity: str, where: str | Path, message: str) -> None:
         self.findings.append(Finding(severity, str(where), message))
@@ -101,6 +102,7 @@ def validate_paths(
     report = report or ValidationReport(path=str(paths.step_dir or paths.dist_ckpt), deep=deep)
     report.checkpoint, report.step = str(paths.dist_ckpt), paths.step
     report.layout, report.role, report.has_manifest = paths.kind, paths.role, paths.has_manifest
+    report.note = paths.note
     manifest = _check_manifest(paths, report)
     try:
         reader = CheckpointReader(paths.dist_ckpt)

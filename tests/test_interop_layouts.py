@@ -224,7 +224,13 @@ def test_usage_errors_are_one_line_exit_2(case, made_optim, tmp_path):
 
 
 def test_a_directory_holding_one_run_resolves_to_it(made_optim, tmp_path):
+    """As `mfsdp demo` leaves runs/demo: the run beside data, an HF model dir and an export."""
     laid = BUILDERS["verl-sft"](made_optim, tmp_path / "runs" / "demo")
+    for model_dir in ("init_model", "hf"):
+        (tmp_path / "runs" / "demo" / model_dir).mkdir()
+        shutil.copy2(made_optim / "config.json", tmp_path / "runs" / "demo" / model_dir / "config.json")
+        (tmp_path / "runs" / "demo" / model_dir / "model.safetensors").write_bytes(b"{}")
+    (tmp_path / "runs" / "demo" / "data").mkdir()
     code, out, err = run_cli("ckpt", "validate", tmp_path / "runs" / "demo", "--deep")
     assert code == 0, out + err
     assert f"holds one run: reading {laid.run}" in err
