@@ -22,7 +22,9 @@ one run. Layouts: mfsdp's own; verl RL (global_step_N/actor[/model]/dist_ckpt) a
 (global_step_N/dist_ckpt); Megatron-LM (iter_0000100/ with .metadata). See docs/interop.md."""
 
 ROLE_OPTION = click.option(
-    "--role", type=click.Choice(["actor", "critic"]), default=None,
+    "--role",
+    type=click.Choice(["actor", "critic"]),
+    default=None,
     help="verl RL step with actor/ and critic/: which one (default actor).",
 )
 
@@ -69,7 +71,8 @@ def inspect(path: str, role: str | None, as_json: bool) -> None:
     click.echo(json.dumps(description, indent=2) if as_json else format_description(description))
 
 
-@ckpt.command(help=f"""Check that a checkpoint is complete and intact. Exit 0 valid, 1 invalid, 2 bad usage.
+@ckpt.command(
+    help=f"""Check that a checkpoint is complete and intact. Exit 0 valid, 1 invalid, 2 bad usage.
 
 {PATH_HELP}
 
@@ -86,21 +89,37 @@ then says hashes were not checked, and --strict fails.
 Examples:
   mfsdp ckpt validate runs/demo --deep
   mfsdp ckpt validate megatron_run/iter_0000100 --hf-config Qwen2.5-7B/ --json
-""")
+"""
+)
 @click.argument("path", type=click.Path())
 @ROLE_OPTION
-@click.option("--deep", is_flag=True, help="Also check sha256 of every file and read every tensor (NaN/Inf).")
-@click.option("--strict", is_flag=True,
-              help="Treat warnings (unknown files, stale tracker) and a missing manifest as failures.")
-@click.option("--hf-config", type=click.Path(exists=True), default=None,
-              help="HF model dir or config.json to check weight shapes against (wins over huggingface/).")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (for scripts and CI).")
+@click.option(
+    "--deep", is_flag=True, help="Also check sha256 of every file and read every tensor (NaN/Inf)."
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Treat warnings (unknown files, stale tracker) and a missing manifest as failures.",
+)
+@click.option(
+    "--hf-config",
+    type=click.Path(exists=True),
+    default=None,
+    help="HF model dir or config.json to check weight shapes against (wins over huggingface/).",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the report as JSON (for scripts and CI)."
+)
 @friendly_errors(usage=(CheckpointPathError,))
-def validate(path: str, role: str | None, deep: bool, strict: bool, hf_config: str | None, as_json: bool) -> None:
+def validate(
+    path: str, role: str | None, deep: bool, strict: bool, hf_config: str | None, as_json: bool
+) -> None:
     from mfsdp_ckpt.validate import validate_checkpoint
 
     with _progress_bar(enabled=deep and not as_json, unit="tensor") as progress:
-        report = validate_checkpoint(path, deep=deep, progress=progress, role=role, hf_config=hf_config)
+        report = validate_checkpoint(
+            path, deep=deep, progress=progress, role=role, hf_config=hf_config
+        )
     _say_note(report.note)
     if as_json:
         click.echo(json.dumps(report.to_dict(strict), indent=2))
@@ -113,16 +132,19 @@ def validate(path: str, role: str | None, deep: bool, strict: bool, hf_config: s
 
 
 def _verdict(report, strict: bool, deep: bool) -> str:
-    """The one-line verdict; for a checkpoint without a manifest it says what that leaves unchecked."""
+    """The one-line verdict; without a manifest it says what that leaves unchecked."""
     verdict = "valid" if report.ok(strict) else "INVALID"
     role = f" {report.role}," if report.role else ""
     unhashed = ""
     if not report.has_manifest:
-        unhashed = "; no manifest, so file hashes were not checked" + (" (--strict requires one)" if strict else "")
+        unhashed = "; no manifest, so file hashes were not checked" + (
+            " (--strict requires one)" if strict else ""
+        )
     return (
         f"{verdict}: {report.checkpoint} ({report.layout},{role} step "
         f"{report.step if report.step is not None else '-'}, {report.tensors} tensors, "
-        f"{report.tensor_bytes / 2**20:.1f} MiB, {report.files} files{', deep' if deep else ''}{unhashed})"
+        f"{report.tensor_bytes / 2**20:.1f} MiB, {report.files} files"
+        f"{', deep' if deep else ''}{unhashed})"
     )
 
 

@@ -115,7 +115,8 @@ class ExportResult:
 
 
 def _human_bytes(count: int) -> str:
-    """GB (decimal, as --max-shard-size) from 1 GB up; MiB below, so small models do not read 0.00 GB."""
+    """GB (decimal, as --max-shard-size) from 1 GB up; MiB below, so that small models
+    do not read 0.00 GB."""
     return f"{count / 1e9:.2f} GB" if count >= 10**9 else f"{count / 2**20:.2f} MiB"
 
 
@@ -146,7 +147,9 @@ class _Source:
 def source_for(paths: layout.CheckpointPaths, reader: CheckpointReader) -> _Source:
     """The export source of a resolved local checkpoint (validate plans with it too)."""
     hf = str(paths.hf_assets) if paths.hf_assets and paths.hf_assets.is_dir() else None
-    protected = [p.resolve() for p in (paths.dist_ckpt, paths.step_dir, paths.run_dir) if p is not None]
+    protected = [
+        p.resolve() for p in (paths.dist_ckpt, paths.step_dir, paths.run_dir) if p is not None
+    ]
     return _Source(str(paths.dist_ckpt), reader, hf, protected)
 
 
@@ -192,7 +195,9 @@ def _resolve_url(url: str, root: ByteStore) -> tuple[str, str | None]:
 MAX_ASSET_BYTES = 1 << 30  # a tokenizer.json is tens of MB; nothing that is not a weight is larger
 
 
-def _asset_files(location: str, io: str, root: str | os.PathLike | None = None) -> dict[str, Callable[[], bytes]]:
+def _asset_files(
+    location: str, io: str, root: str | os.PathLike | None = None
+) -> dict[str, Callable[[], bytes]]:
     """Files of an HF assets dir (config, tokenizer, ...) without weights: name -> loader.
 
     Local files must be regular files, read bounded through `safe_files`; with `root` (the
@@ -202,9 +207,15 @@ def _asset_files(location: str, io: str, root: str | os.PathLike | None = None) 
     Hugging Face cache snapshot is symlinks into ../../blobs by design."""
     if not is_url(location):
         base = Path(location)
-        candidates = [("config.json", base)] if base.is_file() else [
-            (relative, base / relative) for relative in layout.list_files(base) if not _is_weight_file(relative)
-        ]
+        candidates = (
+            [("config.json", base)]
+            if base.is_file()
+            else [
+                (relative, base / relative)
+                for relative in layout.list_files(base)
+                if not _is_weight_file(relative)
+            ]
+        )
         files = {}
         for name, path in candidates:
             safe_files.regular_file(path, root=root)
@@ -561,7 +572,9 @@ def _check_out_dir(out: Path, overwrite: bool, protected: list[Path]) -> None:
             raise ExportUsageError(f"{out}: holds the checkpoint being exported; choose another --out")
     inside = layout.checkpoint_containing(resolved)
     if inside is not None:
-        raise ExportUsageError(f"{out}: lies inside the checkpoint {inside}; choose an --out outside it")
+        raise ExportUsageError(
+            f"{out}: lies inside the checkpoint {inside}; choose an --out outside it"
+        )
     if out.exists() or out.is_symlink():
         if not out.is_dir():
             raise ExportUsageError(f"{out}: exists and is not a directory")

@@ -24,7 +24,13 @@ def describe_object(reader: CheckpointReader, entry: ObjectEntry, decode: bool) 
     Decoding goes only through the reader's restricted loader, which builds plain data and
     tensors and refuses anything else: an argparse.Namespace or numpy RNG state shows as
     "not decoded", and nothing stored in the checkpoint ever runs."""
-    described = {"name": entry.name, "kind": "opaque", "bytes": entry.length, "value": None, "not_decoded": None}
+    described = {
+        "name": entry.name,
+        "kind": "opaque",
+        "bytes": entry.length,
+        "value": None,
+        "not_decoded": None,
+    }
     if entry.file is None:
         described["not_decoded"] = "no storage entry"
         return described
@@ -90,8 +96,14 @@ def format_description(description: dict) -> str:
         f"step        {description['step'] if description['step'] is not None else '-'}",
         f"contents    {', '.join(description['contents'])}",
     ]
-    lines.append(f"layout      {description['layout']}" + (
-        f" ({description['role']}; roles: {', '.join(description['roles'])})" if description["role"] else ""))
+    lines.append(
+        f"layout      {description['layout']}"
+        + (
+            f" ({description['role']}; roles: {', '.join(description['roles'])})"
+            if description["role"]
+            else ""
+        )
+    )
     for key in ("world_size", "strategy", "model_family", "created_at"):
         if description[key] is not None:
             lines.append(f"{key:<11} {description[key]}")
@@ -111,7 +123,8 @@ def format_description(description: dict) -> str:
         for entry in description["objects"]:
             value = repr(entry["value"]) if entry["value"] is not None else ""
             value = f"(not decoded: {entry['not_decoded']})" if entry["not_decoded"] else value
-            lines.append(f"{entry['name']:<{width}}  {entry['kind']:<8} {entry['bytes']:>9}  {value}".rstrip())
+            row = f"{entry['name']:<{width}}  {entry['kind']:<8} {entry['bytes']:>9}  {value}"
+            lines.append(row.rstrip())
     totals = description["totals"]
     groups = ", ".join(f"{g} {n}" for g, n in totals["by_group"].items())
     lines.append("")

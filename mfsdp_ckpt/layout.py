@@ -55,7 +55,13 @@ ROLES = ("actor", "critic")
 DEFAULT_ROLE = "actor"
 # layout kinds, as reported by inspect/validate and named in docs/interop.md
 MFSDP, VERL_RL_V1, VERL_RL_V2, VERL_SFT, MEGATRON_LM, BARE_DCP = (
-    "mfsdp", "verl-rl-v1", "verl-rl-v2", "verl-sft", "megatron-lm", "dist_ckpt")
+    "mfsdp",
+    "verl-rl-v1",
+    "verl-rl-v2",
+    "verl-sft",
+    "megatron-lm",
+    "dist_ckpt",
+)
 
 TRACKER_MAX_BYTES = 64  # "release" or a step number, with slack for a newline
 CONTENTS_MAX_BYTES = 1 << 20  # ckpt_contents.json: a few hundred bytes in practice
@@ -105,7 +111,9 @@ def read_tracker(run_dir: str | os.PathLike) -> int | None:
     if text is None:
         return None
     if not _STEP_TEXT_RE.fullmatch(text):
-        raise CheckpointPathError(f"{Path(run_dir) / TRACKER_FILE}: expected a step number, found {text[:40]!r}")
+        raise CheckpointPathError(
+            f"{Path(run_dir) / TRACKER_FILE}: expected a step number, found {text[:40]!r}"
+        )
     return int(text)
 
 
@@ -159,8 +167,6 @@ def fsync_path(path: str | os.PathLike) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
 
 
 # --------------------------------------------------------------------------- resolution
@@ -265,7 +271,8 @@ def resolve_checkpoint(
     paths = _resolve_dir(given, role, _depth)
     if role is not None and paths.role is None:
         raise CheckpointPathError(
-            f"--role {role}: {given} is a {paths.kind} checkpoint, which has no {'/ '.join(ROLES)}/ roles"
+            f"--role {role}: {given} is a {paths.kind} checkpoint, which has no"
+            f" {'/ '.join(ROLES)}/ roles"
         )
     return paths
 
@@ -276,7 +283,9 @@ def _resolve_dir(given: Path, role: str | None, _depth: int) -> CheckpointPaths:
     names = _children(given)
     if DIST_CKPT_DIR in names and _is_dcp(given / DIST_CKPT_DIR):
         return _from_dcp_dir(given / DIST_CKPT_DIR, role)
-    if VERL_CONTENTS_FILE in names or (VERL_MODEL_DIR in names and _is_dir(given / VERL_MODEL_DIR / DIST_CKPT_DIR)):
+    if VERL_CONTENTS_FILE in names or (
+        VERL_MODEL_DIR in names and _is_dir(given / VERL_MODEL_DIR / DIST_CKPT_DIR)
+    ):
         return _from_v2_role_dir(given, role)
     present_roles = [r for r in ROLES if r in names and _is_dir(given / r)]
     if present_roles:
@@ -325,21 +334,32 @@ def _from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:
     if parse_step_dir_name(parent.name) is not None:  # ours or verl SFT: no role level
         kind = MFSDP if _is_file(parent / MANIFEST_FILE) else VERL_SFT
         return CheckpointPaths(dcp, parent, parent.parent, kind, hf_dir=hf_dir)
-    if parent.name == VERL_MODEL_DIR and parent.parent.name in ROLES:  # verl v2: actor/model/dist_ckpt
+    if (
+        parent.name == VERL_MODEL_DIR and parent.parent.name in ROLES
+    ):  # verl v2: actor/model/dist_ckpt
         return _role_paths(dcp, parent.parent, VERL_RL_V2, hf_dir, role)
     if parent.name in ROLES:  # verl v1: actor/dist_ckpt
         return _role_paths(dcp, parent, VERL_RL_V1, hf_dir, role)
     return CheckpointPaths(dist_ckpt=dcp, hf_dir=hf_dir)
 
 
-def _role_paths(dcp: Path, role_dir: Path, kind: str, hf_dir: Path | None, role: str | None) -> CheckpointPaths:
+def _role_paths(
+    dcp: Path, role_dir: Path, kind: str, hf_dir: Path | None, role: str | None
+) -> CheckpointPaths:
     if role is not None and role != role_dir.name:
-        raise CheckpointPathError(f"{role_dir}: is the {role_dir.name}'s checkpoint, not the {role}'s")
+        raise CheckpointPathError(
+            f"{role_dir}: is the {role_dir.name}'s checkpoint, not the {role}'s"
+        )
     step = role_dir.parent
     is_step = parse_step_dir_name(step.name) is not None
     return CheckpointPaths(
-        dcp, step if is_step else None, step.parent if is_step else None, kind,
-        role=role_dir.name, roles=(role_dir.name,), hf_dir=hf_dir,
+        dcp,
+        step if is_step else None,
+        step.parent if is_step else None,
+        kind,
+        role=role_dir.name,
+        roles=(role_dir.name,),
+        hf_dir=hf_dir,
     )
 
 
@@ -352,7 +372,9 @@ def _from_v2_role_dir(role_dir: Path, role: str | None) -> CheckpointPaths:
     if not _is_dcp(dcp):
         hf = role_dir / VERL_MODEL_DIR / HF_ASSETS_DIR
         hint = f"; its weights are a Hugging Face dir: {hf}" if _is_dir(hf) else ""
-        raise CheckpointPathError(f"{dcp}: no {DCP_METADATA_FILE} (verl saved no dist_ckpt model state{hint})")
+        raise CheckpointPathError(
+            f"{dcp}: no {DCP_METADATA_FILE} (verl saved no dist_ckpt model state{hint})"
+        )
     return _from_dcp_dir(dcp, role)
 
 
@@ -374,9 +396,13 @@ def _from_role_parent(step: Path, present: list[str], role: str | None) -> Check
     """A verl RL step dir: actor/ and maybe critic/; the actor unless `role` says otherwise."""
     chosen = role or (DEFAULT_ROLE if DEFAULT_ROLE in present else None)
     if chosen is None:
-        raise CheckpointPathError(f"{step}: holds {', '.join(present)}/ only; pass --role {present[0]}")
+        raise CheckpointPathError(
+            f"{step}: holds {', '.join(present)}/ only; pass --role {present[0]}"
+        )
     if chosen not in present:
-        raise CheckpointPathError(f"{step}: no {chosen}/ here (it holds {', '.join(p + '/' for p in present)})")
+        raise CheckpointPathError(
+            f"{step}: no {chosen}/ here (it holds {', '.join(p + '/' for p in present)})"
+        )
     paths = resolve_checkpoint(step / chosen, role=chosen, _depth=1)
     return _with(paths, roles=tuple(present))
 
@@ -390,8 +416,11 @@ def _with(paths: CheckpointPaths, **changes) -> CheckpointPaths:
 def _step_dirs(run: Path, names: list[str]) -> dict[str, Path]:
     """Step dirs of any layout in a run dir: {name: path}."""
     return {
-        n: run / n for n in names
-        if (parse_step_dir_name(n) is not None or _ITER_DIR_RE.match(n) or n == MEGATRON_RELEASE_DIR)
+        n: run / n
+        for n in names
+        if (
+            parse_step_dir_name(n) is not None or _ITER_DIR_RE.match(n) or n == MEGATRON_RELEASE_DIR
+        )
         and _is_dir(run / n)
     }
 
@@ -402,11 +431,14 @@ def _from_run_dir(run: Path, names: list[str], role: str | None) -> CheckpointPa
     tracked = read_tracker_text(run) if TRACKER_FILE in names else None
     if not steps:
         if tracked is not None:
-            raise CheckpointPathError(f"{run / TRACKER_FILE}: names {tracked!r}, but there is no step dir here")
+            raise CheckpointPathError(
+                f"{run / TRACKER_FILE}: names {tracked!r}, but there is no step dir here"
+            )
         unfinished = sorted(int(m.group(1)) for m in map(_TMP_STEP_RE.match, names) if m)
         if unfinished:
             raise CheckpointPathError(
-                f"{run}: a save of step {unfinished[-1]} did not finish ({STEP_DIR_PREFIX}{unfinished[-1]}"
+                f"{run}: a save of step {unfinished[-1]} did not finish"
+                f" ({STEP_DIR_PREFIX}{unfinished[-1]}"
                 f"{TMP_STEP_SUFFIX}/ only); no complete checkpoint here"
             )
         return None
@@ -433,12 +465,16 @@ def _tracked_step_dir(run: Path, tracked: str, steps: dict[str, Path]) -> Path:
     if tracked == MEGATRON_RELEASE_DIR:
         candidates = [MEGATRON_RELEASE_DIR]
     else:
-        candidates = [f"{STEP_DIR_PREFIX}{int(tracked)}", f"{MEGATRON_ITER_PREFIX}{int(tracked):07d}"]
+        candidates = [
+            f"{STEP_DIR_PREFIX}{int(tracked)}",
+            f"{MEGATRON_ITER_PREFIX}{int(tracked):07d}",
+        ]
     for name in candidates:
         if name in steps:
             return steps[name]
     raise CheckpointPathError(
-        f"{run / TRACKER_FILE}: names {tracked!r}, but {' / '.join(c + '/' for c in candidates)} is missing"
+        f"{run / TRACKER_FILE}: names {tracked!r}, but"
+        f" {' / '.join(c + '/' for c in candidates)} is missing"
     )
 
 
@@ -446,15 +482,20 @@ def _from_our_run_dir(run: Path, tracked: str | None) -> CheckpointPaths:
     """mfsdp's run dir: the tracker's step, which must be complete (manifest written)."""
     if tracked is not None:
         if tracked == MEGATRON_RELEASE_DIR:
-            raise CheckpointPathError(f"{run / TRACKER_FILE}: expected a step number, found 'release'")
+            raise CheckpointPathError(
+                f"{run / TRACKER_FILE}: expected a step number, found 'release'"
+            )
         target = step_dir(run, int(tracked))
         if not _is_file(target / MANIFEST_FILE):
             raise CheckpointPathError(
-                f"{run / TRACKER_FILE}: names step {int(tracked)}, but {target} is missing or incomplete"
+                f"{run / TRACKER_FILE}: names step {int(tracked)}, but {target} is missing"
+                " or incomplete"
             )
     else:
         target = step_dir(run, list_complete_steps(run)[-1])
-    return CheckpointPaths(target / DIST_CKPT_DIR, target, run, MFSDP, hf_dir=target / HF_ASSETS_DIR)
+    return CheckpointPaths(
+        target / DIST_CKPT_DIR, target, run, MFSDP, hf_dir=target / HF_ASSETS_DIR
+    )
 
 
 def _from_parent_of_runs(given: Path, names: list[str], role: str | None) -> CheckpointPaths:
@@ -497,7 +538,11 @@ def checkpoint_containing(path: str | os.PathLike) -> Path | None:
 
 def _is_checkpoint_dir(candidate: Path) -> bool:
     name = candidate.name
-    if parse_step_dir_name(name) is not None or _TMP_STEP_RE.match(name) or _ITER_DIR_RE.match(name):
+    if (
+        parse_step_dir_name(name) is not None
+        or _TMP_STEP_RE.match(name)
+        or _ITER_DIR_RE.match(name)
+    ):
         return _is_dir(candidate) or _is_file(candidate.parent / TRACKER_FILE)
     if not _is_dir(candidate):
         return False
@@ -527,7 +572,9 @@ def list_files(root: str | os.PathLike) -> list[str]:
         try:
             entries = list(os.scandir(directory))
         except OSError as err:
-            raise CheckpointPathError(f"{str(directory)[:200]}: cannot list ({err.strerror or err})") from None
+            raise CheckpointPathError(
+                f"{str(directory)[:200]}: cannot list ({err.strerror or err})"
+            ) from None
         seen += len(entries)
         if seen > MAX_WALK_ENTRIES:
             raise CheckpointPathError(f"{base}: more than {MAX_WALK_ENTRIES} entries")

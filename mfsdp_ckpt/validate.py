@@ -59,7 +59,8 @@ class ValidationReport:
         self.findings.append(Finding(severity, str(where), message))
 
     def ok(self, strict: bool = False) -> bool:
-        """No errors; with `strict`, no warnings either and a manifest whose hashes could be checked."""
+        """No errors; with `strict`, no warnings either, and a manifest whose hashes
+        could be checked."""
         bad = {ERROR, WARNING} if strict else {ERROR}
         if strict and not self.has_manifest:
             return False
@@ -173,7 +174,9 @@ def invalid_checkpoint(errors: list[str], target: Path) -> CheckpointInvalidErro
     return CheckpointInvalidError(errors[0] + more)
 
 
-def _resolve(given: Path, report: ValidationReport, role: str | None = None) -> layout.CheckpointPaths:
+def _resolve(
+    given: Path, report: ValidationReport, role: str | None = None
+) -> layout.CheckpointPaths:
     """Resolve like the loader, but report a tracker of ours that names a missing step."""
     tracker = given / layout.TRACKER_FILE
     if _is_our_run_dir(given) and role is None:
@@ -243,7 +246,9 @@ def _check_files(paths, reader: CheckpointReader, manifest: Manifest | None, rep
         present = []
     for relative in present:
         if relative not in listed and relative != layout.MANIFEST_FILE:
-            report.add(WARNING, paths.step_dir / relative, "not listed in the manifest (unknown file)")
+            report.add(
+                WARNING, paths.step_dir / relative, "not listed in the manifest (unknown file)"
+            )
     for name in needed:
         if f"{layout.DIST_CKPT_DIR}/{name}" not in listed:
             report.add(ERROR, paths.dist_ckpt / name, "referenced by .metadata but not in the manifest")
@@ -270,7 +275,9 @@ def _check_chunks(reader: CheckpointReader, report: ValidationReport) -> None:
                 report.add(ERROR, where, f"chunk at {chunk.offsets} has no storage entry (its bytes were never written)")
 
 
-_MODEL_ENTRY_RE = re.compile(r"^model[0-9]*\.")  # `model.`, or `model0.`, `model1.` (virtual pipeline)
+_MODEL_ENTRY_RE = re.compile(
+    r"^model[0-9]*\."
+)  # `model.`, or `model0.`, `model1.` (virtual pipeline)
 _TIED_PAIRS = (  # (output name, input name) a tied model saves twice but optimizes once
     ("lm_head.weight", "embed_tokens.weight"),
     ("output_layer.weight", "embedding.word_embeddings.weight"),
@@ -282,8 +289,8 @@ def _model_keys(keys) -> list[str]:
 
 
 def _parameter_name(model_key: str) -> str:
-    """`model.module.decoder.layers.0.mlp.linear_fc1.weight_w` -> `decoder.layers.0.mlp.linear_fc1.weight_w`:
-    the name both the model state and every optimizer's state agree on, wrappers removed."""
+    """`model.module.decoder.layers.0.mlp.linear_fc1.weight_w` ->
+    `decoder.layers.0.mlp.linear_fc1.weight_w`: the name both the model state and every optimizer's state agree on, wrappers removed."""
     return names.hf_name(model_key.split(".", 1)[1])
 
 
@@ -321,7 +328,7 @@ def _check_optimizer(reader: CheckpointReader, report: ValidationReport) -> None
     for key in tensors:
         if not key.startswith(prefix):
             continue
-        path, _, state_name = key[len(prefix):].rpartition(".")
+        path, _, state_name = key[len(prefix) :].rpartition(".")
         name = names.hf_name(path)
         if name in params:
             found.setdefault(name, {})[state_name] = key
@@ -335,16 +342,24 @@ def _check_optimizer(reader: CheckpointReader, report: ValidationReport) -> None
                 if not _is_tied_duplicate(name, params):
                     report.add(ERROR, f"[{key}]", f"optimizer state {moment} is missing")
             elif tensors[state_key].shape != tensors[key].shape:
-                report.add(ERROR, f"[{state_key}]",
-                           f"shape {tensors[state_key].shape} differs from the parameter's {tensors[key].shape}")
+                report.add(
+                    ERROR,
+                    f"[{state_key}]",
+                    f"shape {tensors[state_key].shape} differs from the parameter's"
+                    f" {tensors[key].shape}",
+                )
     if unmatched:
         more = f" (+{len(unmatched) - 1} more)" if len(unmatched) > 1 else ""
-        report.add(WARNING, f"[{unmatched[0]}]", f"optimizer state matches no model parameter{more}")
+        report.add(
+            WARNING, f"[{unmatched[0]}]", f"optimizer state matches no model parameter{more}"
+        )
 
 
 def _is_tied_duplicate(name: str, params: dict[str, str]) -> bool:
     """A tied output layer is saved twice in the model state but once in the optimizer's."""
-    return any(name.endswith(out) and any(p.endswith(inp) for p in params) for out, inp in _TIED_PAIRS)
+    return any(
+        name.endswith(out) and any(p.endswith(inp) for p in params) for out, inp in _TIED_PAIRS
+    )
 
 
 def _config_file(paths: layout.CheckpointPaths, hf_config: str | os.PathLike | None) -> Path | None:
@@ -356,8 +371,12 @@ def _config_file(paths: layout.CheckpointPaths, hf_config: str | os.PathLike | N
     return paths.hf_assets / "config.json"
 
 
-def _check_against_config(paths, reader: CheckpointReader, report: ValidationReport,
-                          hf_config: str | os.PathLike | None = None) -> None:
+def _check_against_config(
+    paths,
+    reader: CheckpointReader,
+    report: ValidationReport,
+    hf_config: str | os.PathLike | None = None,
+) -> None:
     config_file = _config_file(paths, hf_config)
     if config_file is None:
         return
@@ -386,7 +405,9 @@ def _check_against_config(paths, reader: CheckpointReader, report: ValidationRep
         report.add(ERROR, f"[model.{name}]", f"unexpected for {expected.model_type} per {config_file}")
 
 
-def _check_mapped_against_config(paths, reader: CheckpointReader, report: ValidationReport, config_file: Path) -> None:
+def _check_mapped_against_config(
+    paths, reader: CheckpointReader, report: ValidationReport, config_file: Path
+) -> None:
     """Weights not named as in transformers (Megatron-core's GPTModel): map them as export
     would and check every resulting shape against the config, before anyone exports."""
     from mfsdp_ckpt import export_hf
@@ -397,7 +418,9 @@ def _check_mapped_against_config(paths, reader: CheckpointReader, report: Valida
         source = export_hf.source_for(paths, reader)
         export_hf.plan_export(source, config)
     except (export_hf.ExportError, export_hf.ExportUsageError, HFConfigError) as err:
-        report.add(ERROR, config_file, f"the weights do not fit this config: {str(err).split(': ', 1)[-1]}")
+        report.add(
+            ERROR, config_file, f"the weights do not fit this config: {str(err).split(': ', 1)[-1]}"
+        )
 
 
 def _check_hashes(paths, manifest: Manifest, report: ValidationReport) -> None:
@@ -421,7 +444,9 @@ def _check_objects(reader: CheckpointReader, report: ValidationReport) -> None:
     for name, entry in sorted(reader.objects.items()):
         where = f"[{name}]"
         if entry.file is None:
-            report.add(ERROR, where, "non-tensor entry has no storage entry (its bytes were never written)")
+            report.add(
+                ERROR, where, "non-tensor entry has no storage entry (its bytes were never written)"
+            )
             continue
         if entry.transforms or entry.length > MAX_OBJECT_CHECK_BYTES:
             continue
@@ -436,9 +461,15 @@ def _check_objects(reader: CheckpointReader, report: ValidationReport) -> None:
                 if not any(m.filename.endswith("data.pkl") for m in members):
                     report.add(ERROR, where, "blob is not a torch.save archive (no data.pkl)")
                 elif any(m.compress_type != zipfile.ZIP_STORED for m in members):
-                    report.add(WARNING, where, "blob has compressed members (torch.save never writes them)")
+                    report.add(
+                        WARNING, where, "blob has compressed members (torch.save never writes them)"
+                    )
                 elif archive.testzip() is not None:
-                    report.add(ERROR, where, f"blob member {archive.testzip()} fails its CRC (bytes changed)")
+                    report.add(
+                        ERROR,
+                        where,
+                        f"blob member {archive.testzip()} fails its CRC (bytes changed)",
+                    )
         except (zipfile.BadZipFile, ValueError, EOFError) as err:
             report.add(ERROR, where, f"blob is not a readable torch.save archive ({err})")
 

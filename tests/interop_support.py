@@ -63,13 +63,30 @@ def verl_rl_v2(fixture: Path, root: Path) -> Laid:
     for empty in ("optimizer", "extra"):  # with Megatron-FSDP all state sits in model/dist_ckpt
         (actor / empty / "dist_ckpt").mkdir(parents=True)
     (actor / "transformer_config.json").write_text(json.dumps({"num_layers": 1}))
-    contents = {name: {"path": f"{name}/dist_ckpt", "format": "megatron_dist_checkpoint"}
-                for name in ("model", "optimizer", "extra")}
-    (actor / "ckpt_contents.json").write_text(json.dumps(
-        {"schema_version": 2, "framework": "megatron", "role": "actor", "global_step": STEP,
-         "save_contents": ["model", "optimizer", "extra"], "contents": contents}))
+    contents = {
+        name: {"path": f"{name}/dist_ckpt", "format": "megatron_dist_checkpoint"}
+        for name in ("model", "optimizer", "extra")
+    }
+    (actor / "ckpt_contents.json").write_text(
+        json.dumps(
+            {
+                "schema_version": 2,
+                "framework": "megatron",
+                "role": "actor",
+                "global_step": STEP,
+                "save_contents": ["model", "optimizer", "extra"],
+                "contents": contents,
+            }
+        )
+    )
     _tracker(run, str(STEP))
-    levels = {"run": run, "step": actor.parent, "actor": actor, "model": actor / "model", "dist_ckpt": dcp}
+    levels = {
+        "run": run,
+        "step": actor.parent,
+        "actor": actor,
+        "model": actor / "model",
+        "dist_ckpt": dcp,
+    }
     return Laid(run, levels, dcp, True)
 
 
@@ -95,8 +112,13 @@ def bare_dist_ckpt(fixture: Path, root: Path) -> Laid:
     return Laid(dcp, {"dist_ckpt": dcp}, dcp, False)
 
 
-BUILDERS = {"verl-rl-v1": verl_rl_v1, "verl-rl-v2": verl_rl_v2, "verl-sft": verl_sft,
-            "megatron-lm": megatron_lm, "dist_ckpt": bare_dist_ckpt}
+BUILDERS = {
+    "verl-rl-v1": verl_rl_v1,
+    "verl-rl-v2": verl_rl_v2,
+    "verl-sft": verl_sft,
+    "megatron-lm": megatron_lm,
+    "dist_ckpt": bare_dist_ckpt,
+}
 
 
 # --------------------------------------------------------------------------- damage
@@ -121,14 +143,22 @@ def leave_coverage_gap(dcp: Path) -> str:
 
     with open(dcp / ".metadata", "rb") as handle:
         metadata = pickle.load(handle)
-    key, item = next((k, v) for k, v in metadata.state_dict_metadata.items()
-                     if k.startswith("model.") and len(getattr(v, "size", ())) == 2)
+    key, item = next(
+        (k, v)
+        for k, v in metadata.state_dict_metadata.items()
+        if k.startswith("model.") and len(getattr(v, "size", ())) == 2
+    )
     chunk = item.chunks[0]
-    item.chunks[0] = ChunkStorageMetadata(offsets=chunk.offsets,
-                                          sizes=type(chunk.sizes)((chunk.sizes[0] - 1, *chunk.sizes[1:])))
+    item.chunks[0] = ChunkStorageMetadata(
+        offsets=chunk.offsets, sizes=type(chunk.sizes)((chunk.sizes[0] - 1, *chunk.sizes[1:]))
+    )
     with open(dcp / ".metadata", "wb") as handle:
         pickle.dump(metadata, handle)
     return key
 
 
-DAMAGE = {"truncated": truncate_shard, "missing_shard": remove_shard, "coverage_gap": leave_coverage_gap}
+DAMAGE = {
+    "truncated": truncate_shard,
+    "missing_shard": remove_shard,
+    "coverage_gap": leave_coverage_gap,
+}

@@ -29,7 +29,8 @@ REAL_OPTIM = FIXTURES / "mcore_optim"
 
 def _maker():
     spec = importlib.util.spec_from_file_location(
-        "make_megatron_lm_optim", FIXTURES / "megatron_lm_optim" / "make_megatron_lm_optim.py")
+        "make_megatron_lm_optim", FIXTURES / "megatron_lm_optim" / "make_megatron_lm_optim.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -70,7 +71,9 @@ def test_every_command_reads_every_layout(kind, optim_fixture, tmp_path):
         paths = layout.resolve_checkpoint(path)
         assert (paths.dist_ckpt, paths.kind) == (laid.dist_ckpt, kind), level
     code, out, err = run_cli("ckpt", "validate", laid.run)
-    assert code == 0 and out.splitlines()[-1].startswith(f"valid: {laid.dist_ckpt} ({kind}"), out + err
+    assert code == 0 and out.splitlines()[-1].startswith(f"valid: {laid.dist_ckpt} ({kind}"), (
+        out + err
+    )
     assert "no manifest, so file hashes were not checked" in out
     code, out, err = run_cli("ckpt", "validate", laid.run, "--deep", "--json", *config)
     report = json.loads(out)
@@ -85,7 +88,9 @@ def test_every_command_reads_every_layout(kind, optim_fixture, tmp_path):
     if "iteration" in objects:  # Megatron-LM's scalars decode; its argparse.Namespace never does
         assert isinstance(objects["iteration"]["value"], int)
         assert objects["args"]["value"] is None and objects["args"]["not_decoded"]
-    code, out, err = run_cli("ckpt", "export-hf", laid.run, "--out", tmp_path / "hf", "--verify", *config)
+    code, out, err = run_cli(
+        "ckpt", "export-hf", laid.run, "--out", tmp_path / "hf", "--verify", *config
+    )
     assert code == 0 and "verified" in out and "MiB" in out, out + err
     assert (tmp_path / "hf" / "config.json").is_file()
 
@@ -151,7 +156,9 @@ def test_actor_is_the_default_and_a_critic_is_not_exported(made_optim, tmp_path)
     assert critic.dist_ckpt == step / "critic" / "dist_ckpt"
     code, out, err = run_cli("ckpt", "validate", laid.run, "--role", "critic")
     assert code == 0 and "critic" in out, out + err
-    code, out, err = run_cli("ckpt", "export-hf", laid.run, "--role", "critic", "--out", tmp_path / "hf")
+    code, out, err = run_cli(
+        "ckpt", "export-hf", laid.run, "--role", "critic", "--out", tmp_path / "hf"
+    )
     assert code == 2 and "value head is not a language model" in one_error_line(err)
 
 
@@ -197,17 +204,42 @@ def _usage_cases():
     def out_inside_checkpoint(root, fixture):
         laid = BUILDERS["verl-sft"](fixture, root)
         out = laid.levels["step"] / "dist_ckpt" / "hf"
-        return ["ckpt", "export-hf", laid.run / "global_step_40", "--out", out], "lies inside the checkpoint"
+        return [
+            "ckpt",
+            "export-hf",
+            laid.run / "global_step_40",
+            "--out",
+            out,
+        ], "lies inside the checkpoint"
 
     def out_onto_sibling_step(root, fixture):
         laid = BUILDERS["verl-sft"](fixture, root)
         other = BUILDERS["megatron-lm"](fixture, root)
         out = other.run / "iter_0000080"
-        return ["ckpt", "export-hf", laid.run, "--out", out, "--overwrite"], "lies inside the checkpoint"
+        return [
+            "ckpt",
+            "export-hf",
+            laid.run,
+            "--out",
+            out,
+            "--overwrite",
+        ], "lies inside the checkpoint"
 
-    return {f.__name__: f for f in (no_layout, steps_without_tracker, hf_without_config, unfinished_save,
-                                     hugging_face_dir, several_runs, missing_role, role_on_megatron,
-                                     out_inside_checkpoint, out_onto_sibling_step)}
+    return {
+        f.__name__: f
+        for f in (
+            no_layout,
+            steps_without_tracker,
+            hf_without_config,
+            unfinished_save,
+            hugging_face_dir,
+            several_runs,
+            missing_role,
+            role_on_megatron,
+            out_inside_checkpoint,
+            out_onto_sibling_step,
+        )
+    }
 
 
 USAGE = _usage_cases()
@@ -228,7 +260,9 @@ def test_a_directory_holding_one_run_resolves_to_it(made_optim, tmp_path):
     laid = BUILDERS["verl-sft"](made_optim, tmp_path / "runs" / "demo")
     for model_dir in ("init_model", "hf"):
         (tmp_path / "runs" / "demo" / model_dir).mkdir()
-        shutil.copy2(made_optim / "config.json", tmp_path / "runs" / "demo" / model_dir / "config.json")
+        shutil.copy2(
+            made_optim / "config.json", tmp_path / "runs" / "demo" / model_dir / "config.json"
+        )
         (tmp_path / "runs" / "demo" / model_dir / "model.safetensors").write_bytes(b"{}")
     (tmp_path / "runs" / "demo" / "data").mkdir()
     code, out, err = run_cli("ckpt", "validate", tmp_path / "runs" / "demo", "--deep")
