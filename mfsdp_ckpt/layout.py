@@ -332,7 +332,7 @@ def _from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:
         return CheckpointPaths(dist_ckpt=dcp)
     hf_dir = parent / HF_ASSETS_DIR if _is_dir(parent / HF_ASSETS_DIR) else None
     if parse_step_dir_name(parent.name) is not None:  # ours or verl SFT: no role level
-        kind = MFSDP if _is_file(parent / MANIFEST_FILE) else VERL_SFT
+        kind = MFSDP if _is_ours(parent) else VERL_SFT
         return CheckpointPaths(dcp, parent, parent.parent, kind, hf_dir=hf_dir)
     if (
         parent.name == VERL_MODEL_DIR and parent.parent.name in ROLES
@@ -341,6 +341,12 @@ def _from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:
     if parent.name in ROLES:  # verl v1: actor/dist_ckpt
         return _role_paths(dcp, parent, VERL_RL_V1, hf_dir, role)
     return CheckpointPaths(dist_ckpt=dcp, hf_dir=hf_dir)
+
+
+def _is_ours(step: Path) -> bool:
+    """A step mfsdp wrote: it has a manifest, or a sibling step of its run has one (then a
+    missing manifest is damage to report, not a sign of verl, whose steps never have one)."""
+    return _is_file(step / MANIFEST_FILE) or bool(list_complete_steps(step.parent))
 
 
 def _role_paths(

@@ -268,3 +268,27 @@ def test_a_directory_holding_one_run_resolves_to_it(made_optim, tmp_path):
     code, out, err = run_cli("ckpt", "validate", tmp_path / "runs" / "demo", "--deep")
     assert code == 0, out + err
     assert f"holds one run: reading {laid.run}" in err
+
+
+def test_a_step_of_ours_without_its_manifest_is_still_ours(tmp_path):
+    run = shutil.copytree(OURS, tmp_path / "run")
+    shutil.copytree(layout.step_dir(run, 2), layout.step_dir(run, 3))
+    (layout.step_dir(run, 3) / "manifest.json").unlink()
+    paths = layout.resolve_checkpoint(layout.step_dir(run, 3))
+    assert paths.kind == layout.MFSDP
+    code, out, err = run_cli("ckpt", "validate", layout.step_dir(run, 3))
+    assert code == 1 and "manifest is missing" in out, out + err
+
+
+def test_megatron_release_and_a_config_that_does_not_fit(made_optim, tmp_path):
+    run = tmp_path / "megatron"
+    shutil.copytree(made_optim / "dist_ckpt", run / "release")
+    (run / "latest_checkpointed_iteration.txt").write_text("release")
+    paths = layout.resolve_checkpoint(run)
+    assert (paths.kind, paths.dist_ckpt, paths.step) == (layout.MEGATRON_LM, run / "release", None)
+    wrong = json.loads((made_optim / "config.json").read_text())
+    wrong["intermediate_size"] += 8
+    (tmp_path / "wrong.json").write_text(json.dumps(wrong))
+    code, out, err = run_cli("ckpt", "validate", run, "--hf-config", tmp_path / "wrong.json")
+    assert code == 1 and "the weights do not fit this config" in out, out + err
+    assert run_cli("ckpt", "validate", run, "--hf-config", made_optim / "config.json")[0] == 0
