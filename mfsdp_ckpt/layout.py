@@ -529,33 +529,39 @@ def _from_parent_of_runs(given: Path, names: list[str], role: str | None) -> Che
 
 # --------------------------------------------------------------------------- outputs
 def checkpoint_containing(path: str | os.PathLike) -> Path | None:
-    """The checkpoint (run, step, role or DCP dir) that `path` is, or lies inside; None if none.
+    """The checkpoint that `path` is or lies inside (a step, role or DCP dir, or, for `path`
+    itself, a run or a dir holding a dist_ckpt); None if none.
 
     Writing an export there would add unlisted files to a checkpoint, or, with --overwrite,
-    replace a step (`--out RUN/global_step_40`): callers refuse such output paths.
-    `path` need not exist; its existing ancestors are what decide.
+    replace one (`--out RUN/global_step_40`): callers refuse such output paths. A new dir
+    beside the steps of a run (`RUN/hf`) is fine. `path` need not exist; what exists of it
+    and its ancestors decides.
     """
     current = Path(os.path.abspath(path))
     for candidate in (current, *current.parents):
-        if _is_checkpoint_dir(candidate):
+        if _is_checkpoint_dir(candidate, is_target=candidate == current):
             return candidate
     return None
 
 
-def _is_checkpoint_dir(candidate: Path) -> bool:
+def _is_checkpoint_dir(candidate: Path, is_target: bool) -> bool:
     name = candidate.name
-    if (
+    step_like = bool(
         parse_step_dir_name(name) is not None
         or _TMP_STEP_RE.match(name)
         or _ITER_DIR_RE.match(name)
-    ):
-        return _is_dir(candidate) or _is_file(candidate.parent / TRACKER_FILE)
+        or name == MEGATRON_RELEASE_DIR
+    )
+    if step_like and _is_file(candidate.parent / TRACKER_FILE):
+        return True  # a step of a run, saved or still to come
     if not _is_dir(candidate):
         return False
-    return any(
-        _is_file(candidate / marker)
-        for marker in (DCP_METADATA_FILE, MANIFEST_FILE, VERL_CONTENTS_FILE, TRACKER_FILE)
-    ) or _is_dcp(candidate / DIST_CKPT_DIR)
+    markers = (DCP_METADATA_FILE, MANIFEST_FILE, VERL_CONTENTS_FILE)
+    if any(_is_file(candidate / marker) for marker in markers):
+        return True
+    if step_like and any(_is_dir(candidate / part) for part in (DIST_CKPT_DIR, *ROLES)):
+        return True
+    return is_target and (_is_file(candidate / TRACKER_FILE) or _is_dir(candidate / DIST_CKPT_DIR))
 
 
 # --------------------------------------------------------------------------- walking
