@@ -9,13 +9,48 @@ manager, ray_trainer and sft_trainer, and Megatron-LM's checkpointing.py (docs/i
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import pickle
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+from click.testing import CliRunner
+
+from cli.main import app
+
 STEP = 40
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def maker():
+    """tests/fixtures/megatron_lm_optim/make_megatron_lm_optim.py as a module."""
+    path = FIXTURES / "megatron_lm_optim" / "make_megatron_lm_optim.py"
+    spec = importlib.util.spec_from_file_location("make_megatron_lm_optim", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def made_optim(tmp_path_factory) -> Path:
+    """The Megatron-LM-shaped checkpoint with optimizer state, made once per session."""
+    return maker().make(tmp_path_factory.mktemp("megatron_lm_optim"))
+
+
+def run_cli(*args) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def one_error_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, stderr
+    return lines[0]
 
 
 @dataclass

@@ -10,35 +10,26 @@ from tests/fixtures/megatron_fsdp_qwen2.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from interop_support import BUILDERS, DAMAGE, STEP, verl_rl_v1
+from interop_support import (  # noqa: F401 (made_optim is a fixture)
+    BUILDERS,
+    DAMAGE,
+    made_optim,
+    maker,
+    one_error_line,
+    run_cli,
+    verl_rl_v1,
+)
 
-from cli.main import app
 from mfsdp_ckpt import layout
 
 FIXTURES = Path(__file__).parent / "fixtures"
 OURS = FIXTURES / "megatron_fsdp_qwen2" / "run"
 REAL_OPTIM = FIXTURES / "mcore_optim"
-
-
-def _maker():
-    spec = importlib.util.spec_from_file_location(
-        "make_megatron_lm_optim", FIXTURES / "megatron_lm_optim" / "make_megatron_lm_optim.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="session")
-def made_optim(tmp_path_factory) -> Path:
-    return _maker().make(tmp_path_factory.mktemp("megatron_lm_optim"))
 
 
 OPTIM_FIXTURES = ["made"] + (["real"] if (REAL_OPTIM / "dist_ckpt" / ".metadata").is_file() else [])
@@ -47,19 +38,6 @@ OPTIM_FIXTURES = ["made"] + (["real"] if (REAL_OPTIM / "dist_ckpt" / ".metadata"
 @pytest.fixture(params=OPTIM_FIXTURES)
 def optim_fixture(request, made_optim) -> Path:
     return made_optim if request.param == "made" else REAL_OPTIM
-
-
-def run_cli(*args) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, [str(a) for a in args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.stdout, result.stderr
-
-
-def one_error_line(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1, stderr
-    return lines[0]
 
 
 # --------------------------------------------------------------------------- the matrix
@@ -115,8 +93,8 @@ def test_megatron_optimizer_names_match_their_parameters(made_optim, tmp_path):
     import torch
     import torch.distributed.checkpoint as dcp
 
-    maker = _maker()
-    state = maker.state_dict(maker.CONFIG)
+    maker_module = maker()
+    state = maker_module.state_dict(maker_module.CONFIG)
     moments = state["optimizer"]["state"]
     del moments["module.module.module.decoder.layers.0.mlp.linear_fc1.weight_v"]["exp_avg"]
     moments["module.module.module.decoder.layers.7.extra.weight"] = {"exp_avg": torch.zeros(2)}
