@@ -32,7 +32,7 @@ import os
 import re
 import shutil
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mfsdp_ckpt import safe_files
@@ -372,7 +372,7 @@ def _role_paths(
 def _from_v2_role_dir(role_dir: Path, role: str | None) -> CheckpointPaths:
     """verl v2's `actor/`: with Megatron-FSDP every state is in model/dist_ckpt (the
     optimizer/ and extra/ dirs exist but are empty, though ckpt_contents.json lists them)."""
-    if VERL_CONTENTS_FILE in os.listdir(role_dir):
+    if VERL_CONTENTS_FILE in _children(role_dir):
         read_verl_contents(role_dir)  # a hostile or broken file is refused here, in one line
     dcp = role_dir / VERL_MODEL_DIR / DIST_CKPT_DIR
     if not _is_dcp(dcp):
@@ -414,8 +414,6 @@ def _from_role_parent(step: Path, present: list[str], role: str | None) -> Check
 
 
 def _with(paths: CheckpointPaths, **changes) -> CheckpointPaths:
-    from dataclasses import replace
-
     return replace(paths, **changes)
 
 
