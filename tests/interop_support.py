@@ -1,6 +1,7 @@
 """Lay one DCP checkpoint out the ways verl and Megatron-LM do, for the interop tests.
 
-Each builder takes a fixture dir (`dist_ckpt/` + `config.json`) and a fresh directory and
+Each builder takes a fixture dir (`config.json` and a DCP dir, `dist_ckpt/` or
+`run/iter_NNNNNNN/`) and a fresh directory and
 returns a `Laid` naming the run dir, every level a user may pass (run, step, role, model,
 dist_ckpt), and whether the layout carries its own HF config (Megatron-LM and a bare DCP
 dir do not: commands need --hf-config). The shapes follow verl's megatron checkpoint
@@ -61,8 +62,17 @@ class Laid:
     has_hf_config: bool
 
 
+def dcp_of(fixture: Path) -> Path:
+    """A fixture's DCP dir: `dist_ckpt/`, or the step of the Megatron-LM run it holds
+    (`run/iter_NNNNNNN/`, as in tests/fixtures/mcore_optim/<family>/)."""
+    if (fixture / "dist_ckpt" / ".metadata").is_file():
+        return fixture / "dist_ckpt"
+    (step,) = sorted((fixture / "run").glob("iter_*"))
+    return step
+
+
 def _copy_dcp(fixture: Path, target: Path) -> Path:
-    shutil.copytree(fixture / "dist_ckpt", target)
+    shutil.copytree(dcp_of(fixture), target)
     return target
 
 

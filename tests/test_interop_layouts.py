@@ -1,9 +1,9 @@
 """Every `ckpt` command on every layout verl and Megatron-LM write, at every level.
 
-Parametrized over fixture dirs holding `dist_ckpt/` + `config.json`: a CPU stand-in made by
+Parametrized over fixtures with optimizer state: a CPU stand-in made by
 tests/fixtures/megatron_lm_optim/make_megatron_lm_optim.py (Megatron-LM's keys, with a
-distributed optimizer's state), and a real Megatron-core save when
-tests/fixtures/mcore_optim/ is present. Each is laid out as verl RL v1 and v2, verl SFT,
+distributed optimizer's state), and each real Megatron-core save found in
+tests/fixtures/mcore_optim/<family>/ (config.json + run/iter_NNNNNNN/). Each is laid out as verl RL v1 and v2, verl SFT,
 Megatron-LM and a bare dist_ckpt dir (tests/interop_support.py); mfsdp's own layout comes
 from tests/fixtures/megatron_fsdp_qwen2.
 """
@@ -32,12 +32,25 @@ OURS = FIXTURES / "megatron_fsdp_qwen2" / "run"
 REAL_OPTIM = FIXTURES / "mcore_optim"
 
 
-OPTIM_FIXTURES = ["made"] + (["real"] if (REAL_OPTIM / "dist_ckpt" / ".metadata").is_file() else [])
+REAL_FAMILIES = sorted(
+    p.name for p in REAL_OPTIM.glob("*") if (p / "config.json").is_file() and any(p.glob("run/iter_*"))
+)
 
 
-@pytest.fixture(params=OPTIM_FIXTURES)
+@pytest.fixture(params=["made", *(f"real-{family}" for family in REAL_FAMILIES)])
 def optim_fixture(request, made_optim) -> Path:
-    return made_optim if request.param == "made" else REAL_OPTIM
+    return made_optim if request.param == "made" else REAL_OPTIM / request.param.removeprefix("real-")
+
+
+@pytest.mark.parametrize("family", REAL_FAMILIES)
+def test_a_real_megatron_lm_run_with_optimizer_validates_clean(family):
+    """The case that said "optimizer state exp_avg is missing" for every parameter."""
+    run = REAL_OPTIM / family / "run"
+    config = REAL_OPTIM / family / "config.json"
+    code, out, err = run_cli("ckpt", "validate", run, "--deep", "--hf-config", config, "--json")
+    report = json.loads(out)
+    assert code == 0 and report["valid"] and report["findings"] == [], out + err
+    assert report["layout"] == layout.MEGATRON_LM and report["step"] == 3
 
 
 # --------------------------------------------------------------------------- the matrix
