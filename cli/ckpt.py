@@ -16,71 +16,136 @@ from mfsdp_ckpt.storage import CheckpointFileError
 BAD_CHECKPOINT = (CheckpointFormatError, CheckpointFileError, UnsafeMetadataError, ManifestError)
 
 
-@click.group()
+PATH_HELP = """PATH is any level of a checkpoint: a run dir (follows
+latest_checkpointed_iteration.txt), a step dir, a dist_ckpt dir, or a directory holding
+one run. Layouts: mfsdp's own; verl RL (global_step_N/actor[/model]/dist_ckpt) and SFT
+(global_step_N/dist_ckpt); Megatron-LM (iter_0000100/ with .metadata). See docs/interop.md."""
+
+ROLE_OPTION = click.option(
+    "--role",
+    type=click.Choice(["actor", "critic"]),
+    default=None,
+    help="verl RL step with actor/ and critic/: which one (default actor).",
+)
+
+
+@click.group(epilog="""\b
+Examples:
+  mfsdp ckpt inspect runs/demo
+  mfsdp ckpt validate runs/demo --deep
+  mfsdp ckpt validate ckpts/verl_run/global_step_40 --role critic
+  mfsdp ckpt export-hf runs/demo --out hf/demo
+  mfsdp ckpt export-hf megatron_run --hf-config Qwen2.5-7B/ --out hf/q7""")
 def ckpt() -> None:
-    """Inspect, validate and export checkpoints, on any machine (CPU only is fine)."""
+    """Inspect, validate and export checkpoints, on any machine (CPU only is fine).
+
+    Reads mfsdp's checkpoints and those verl and Megatron-LM write (Megatron-FSDP,
+    fsdp_dtensor), at any directory level.
+    """
 
 
-@ckpt.command()
+def _say_note(paths_note: str | None) -> None:
+    """How a path was read (e.g. runs/demo holds one run: runs/demo/sft), on stderr."""
+    if paths_note:
+        click.echo(f"note: {paths_note}", err=True)
+
+
+@ckpt.command(help=f"""Show a checkpoint's step, layout, tensors, non-tensor entries and totals.
+
+{PATH_HELP}
+
+\b
+Examples:
+  mfsdp ckpt inspect runs/demo
+  mfsdp ckpt inspect runs/demo/sft/global_step_4/dist_ckpt --json | jq .tensors[0]
+""")
 @click.argument("path", type=click.Path())
+@ROLE_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @friendly_errors(usage=(CheckpointPathError,), failure=BAD_CHECKPOINT)
-def inspect(path: str, as_json: bool) -> None:
-    """Show a checkpoint's step, contents, tensors and totals.
-
-    PATH is a run dir (the tracker's step), a step dir, or a bare dist_ckpt dir.
-
-    \b
-    Example:
-      mfsdp ckpt inspect runs/demo
-      mfsdp ckpt inspect runs/demo/global_step_4/dist_ckpt --json | jq .tensors[0]
-    """
+def inspect(path: str, role: str | None, as_json: bool) -> None:
     from mfsdp_ckpt.inspect import describe_checkpoint, format_description
 
-    description = describe_checkpoint(path)
+    description = describe_checkpoint(path, role=role)
+    _say_note(description["note"])
     click.echo(json.dumps(description, indent=2) if as_json else format_description(description))
 
 
-@ckpt.command()
+@ckpt.command(
+    help=f"""Check that a checkpoint is complete and intact. Exit 0 valid, 1 invalid, 2 bad usage.
+
+{PATH_HELP}
+
+\b
+Checks: metadata readable (safely: nothing in it can run code); every referenced
+file present with the right size; chunks tile every tensor exactly; optimizer state
+shaped like its parameters (FSDP2's and Megatron's distributed-optimizer names);
+weights agree with huggingface/config.json (or --hf-config); tracker points at a
+complete step. --deep adds sha256 against the manifest, reads every tensor (NaN/Inf)
+and checks every non-tensor blob. verl and Megatron-LM write no manifest: the verdict
+then says hashes were not checked, and --strict fails.
+
+\b
+Examples:
+  mfsdp ckpt validate runs/demo --deep
+  mfsdp ckpt validate megatron_run/iter_0000100 --hf-config Qwen2.5-7B/ --json
+"""
+)
 @click.argument("path", type=click.Path())
-@click.option("--deep", is_flag=True, help="Also check sha256 of every file and read every tensor (NaN/Inf).")
-@click.option("--strict", is_flag=True, help="Treat warnings (unknown files, stale tracker) as failures.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (for scripts and CI).")
+@ROLE_OPTION
+@click.option(
+    "--deep", is_flag=True, help="Also check sha256 of every file and read every tensor (NaN/Inf)."
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Treat warnings (unknown files, stale tracker) and a missing manifest as failures.",
+)
+@click.option(
+    "--hf-config",
+    type=click.Path(exists=True),
+    default=None,
+    help="HF model dir or config.json to check weight shapes against (wins over huggingface/).",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the report as JSON (for scripts and CI)."
+)
 @friendly_errors(usage=(CheckpointPathError,))
-def validate(path: str, deep: bool, strict: bool, as_json: bool) -> None:
-    """Check that a checkpoint is complete and intact. Exit 0 valid, 1 invalid, 2 bad usage.
-
-    PATH is a run dir (follows latest_checkpointed_iteration.txt), a step dir, or a bare
-    dist_ckpt dir as Megatron-LM, Megatron-Bridge or verl write it (no manifest).
-
-    \b
-    Checks: metadata readable (safely: nothing in it can run code); every referenced
-    file present with the right size; chunks tile every tensor exactly; optimizer state
-    shaped like its parameters; weights agree with huggingface/config.json; tracker
-    points at a complete step. --deep adds sha256 against the manifest and reads every
-    tensor, counting NaN/Inf.
-
-    \b
-    Example:
-      mfsdp ckpt validate runs/sft --deep
-    """
+def validate(
+    path: str, role: str | None, deep: bool, strict: bool, hf_config: str | None, as_json: bool
+) -> None:
     from mfsdp_ckpt.validate import validate_checkpoint
 
     with _progress_bar(enabled=deep and not as_json, unit="tensor") as progress:
-        report = validate_checkpoint(path, deep=deep, progress=progress)
+        report = validate_checkpoint(
+            path, deep=deep, progress=progress, role=role, hf_config=hf_config
+        )
+    _say_note(report.note)
     if as_json:
         click.echo(json.dumps(report.to_dict(strict), indent=2))
     else:
         for finding in report.findings:
             click.echo(str(finding))
-        verdict = "valid" if report.ok(strict) else "INVALID"
-        click.echo(
-            f"{verdict}: {report.checkpoint} (step {report.step if report.step is not None else '-'}, "
-            f"{report.tensors} tensors, {report.tensor_bytes / 2**20:.1f} MiB, {report.files} files"
-            f"{', deep' if deep else ''})"
-        )
+        click.echo(_verdict(report, strict, deep))
     if not report.ok(strict):
         sys.exit(EXIT_FAILED)
+
+
+def _verdict(report, strict: bool, deep: bool) -> str:
+    """The one-line verdict; without a manifest it says what that leaves unchecked."""
+    verdict = "valid" if report.ok(strict) else "INVALID"
+    role = f" {report.role}," if report.role else ""
+    unhashed = ""
+    if not report.has_manifest:
+        unhashed = "; no manifest, so file hashes were not checked" + (
+            " (--strict requires one)" if strict else ""
+        )
+    return (
+        f"{verdict}: {report.checkpoint} ({report.layout},{role} step "
+        f"{report.step if report.step is not None else '-'}, {report.tensors} tensors, "
+        f"{report.tensor_bytes / 2**20:.1f} MiB, {report.files} files"
+        f"{', deep' if deep else ''}{unhashed})"
+    )
 
 
 class _progress_bar:

@@ -48,30 +48,91 @@ class _Progress:
 
 @click.command("export-hf")
 @click.argument("ckpt")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory to create.")
-@click.option("--dtype", type=click.Choice(["auto", "bf16", "fp16", "fp32"]), default="auto", show_default=True,
-              help="auto = the dtype in config.json (bf16 for Qwen and Llama releases); without one there, "
-                   "the checkpoint's own (fp32 main params).")
-@click.option("--max-shard-size", default="5GB", show_default=True, help="Largest safetensors file (5GB, 500MB, ...).")
-@click.option("--hf-config", type=click.Path(exists=False), default=None,
-              help="HF model dir (config + tokenizer) or config.json; needed when the checkpoint has no "
-                   "huggingface/ dir (Megatron-LM), and wins over it when given.")
-@click.option("--layout", "layout_name", type=click.Choice(["auto", "hf", "mcore"]), default="auto", show_default=True,
-              help="Weight names: hf (transformers, FSDP2, megatron_fsdp.fully_shard) or mcore "
-                   "(Megatron-core GPTModel, fsdp_dtensor).")
-@click.option("--workers", type=click.IntRange(1, 64), default=4, show_default=True,
-              help="Threads reading, converting and writing concurrently.")
-@click.option("--io", type=click.Choice(["auto", "local", "tensorstore"]), default="auto", show_default=True,
-              help="How bytes are read: auto = os.pread for paths, tensorstore for URLs.")
-@click.option("--verify", is_flag=True, help="Re-read every written tensor and compare it with its source, and hash the checkpoint's files against its manifest; exit 1 on any mismatch.")
-@click.option("--overwrite", is_flag=True, help="Replace DIR if it exists (only once the new export is complete).")
+@click.option(
+    "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory to create."
+)
+@click.option(
+    "--dtype",
+    type=click.Choice(["auto", "bf16", "fp16", "fp32"]),
+    default="auto",
+    show_default=True,
+    help="auto = the dtype in config.json (bf16 for Qwen and Llama releases); without one there, "
+    "the checkpoint's own (fp32 main params).",
+)
+@click.option(
+    "--max-shard-size",
+    default="5GB",
+    show_default=True,
+    help="Largest safetensors file (5GB, 500MB, ...).",
+)
+@click.option(
+    "--hf-config",
+    type=click.Path(exists=False),
+    default=None,
+    help="HF model dir (config + tokenizer) or config.json; needed when the checkpoint has no "
+    "huggingface/ dir (Megatron-LM), and wins over it when given.",
+)
+@click.option(
+    "--layout",
+    "layout_name",
+    type=click.Choice(["auto", "hf", "mcore"]),
+    default="auto",
+    show_default=True,
+    help="Weight names: hf (transformers, FSDP2, megatron_fsdp.fully_shard) or mcore "
+    "(Megatron-core GPTModel, fsdp_dtensor).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=4,
+    show_default=True,
+    help="Threads reading, converting and writing concurrently.",
+)
+@click.option(
+    "--io",
+    type=click.Choice(["auto", "local", "tensorstore"]),
+    default="auto",
+    show_default=True,
+    help="How bytes are read: auto = os.pread for paths, tensorstore for URLs.",
+)
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Re-read every written tensor and compare it with its source, and hash the checkpoint's"
+    " files against its manifest; exit 1 on any mismatch.",
+)
+@click.option(
+    "--role",
+    type=click.Choice(["actor", "critic"]),
+    default=None,
+    help="verl RL step with actor/ and critic/: which one (default actor; a critic is refused, "
+    "its value head is not a language model).",
+)
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Replace DIR if it exists (only once the new export is complete).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def export_hf(ckpt: str, out_dir: str, dtype: str, max_shard_size: str, hf_config: str | None, layout_name: str,
-              workers: int, io: str, verify: bool, overwrite: bool, as_json: bool) -> None:
+def export_hf(
+    ckpt: str,
+    out_dir: str,
+    dtype: str,
+    max_shard_size: str,
+    hf_config: str | None,
+    layout_name: str,
+    workers: int,
+    io: str,
+    verify: bool,
+    role: str | None,
+    overwrite: bool,
+    as_json: bool,
+) -> None:
     """Convert a checkpoint to a Hugging Face model directory, on CPU, in bounded memory.
 
-    CKPT is a run dir (newest complete step via the tracker), a step dir, a bare dist_ckpt
-    dir (Megatron-LM, Megatron-Bridge, verl), or a URL (file://, gs://, s3://, http(s)://).
+    CKPT is any level of a checkpoint (run dir via the tracker, step dir, verl's actor/ or
+    actor/model/, a dist_ckpt dir, Megatron-LM's iter_0000100/, a directory holding one
+    run; layouts in docs/interop.md), or a URL (file://, gs://, s3://, http(s)://).
     The result loads with AutoModelForCausalLM.from_pretrained(DIR) and
     AutoTokenizer.from_pretrained(DIR): model*.safetensors (+ index when sharded) and the
     config, generation config and tokenizer files. Tensors stream a few at a time (peak
@@ -80,7 +141,8 @@ def export_hf(ckpt: str, out_dir: str, dtype: str, max_shard_size: str, hf_confi
 
     \b
     Examples:
-      mfsdp ckpt export-hf runs/sft --out hf/sft
+      mfsdp ckpt export-hf runs/demo --out hf/demo
+      mfsdp ckpt export-hf verl_run/global_step_40 --out hf/step40
       mfsdp ckpt export-hf ckpts/iter_0001000 --hf-config Qwen2.5-7B/ --out hf/q7 --dtype bf16 --verify
     """
     # Tensors are allocated and freed one after another; with transparent huge pages torch
@@ -97,9 +159,18 @@ def export_hf(ckpt: str, out_dir: str, dtype: str, max_shard_size: str, hf_confi
     def run():
         try:
             return run_export(
-                ckpt, out_dir, dtype=dtype, max_shard_size=parse_size(max_shard_size), hf_config=hf_config,
-                layout_name=layout_name, workers=workers, verify=verify, overwrite=overwrite, io=io,
+                ckpt,
+                out_dir,
+                dtype=dtype,
+                max_shard_size=parse_size(max_shard_size),
+                hf_config=hf_config,
+                layout_name=layout_name,
+                workers=workers,
+                verify=verify,
+                overwrite=overwrite,
+                io=io,
                 progress=progress,
+                role=role,
             )
         finally:
             progress.close()

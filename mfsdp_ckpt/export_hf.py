@@ -41,7 +41,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from mfsdp_ckpt import layout
+from mfsdp_ckpt import layout, safe_files
 from mfsdp_ckpt.dtypes import BFLOAT16, BY_NAME, FLOAT16, FLOAT32, DType
 from mfsdp_ckpt.hf_config import (
     ExpectedWeights,
@@ -108,10 +108,16 @@ class ExportResult:
     def summary(self) -> str:
         verified = " verified," if self.mismatches == [] else ""
         return (
-            f"exported {self.tensors} tensors, {self.bytes / 1e9:.2f} GB in {self.seconds:.1f} s"
+            f"exported {self.tensors} tensors, {_human_bytes(self.bytes)} in {self.seconds:.1f} s"
             f" ({self.gb_per_s:.2f} GB/s),{verified} {len(self.files)} file(s), {self.dtype},"
             f" layout {self.layout}, {self.model_type} -> {self.out_dir}"
         )
+
+
+def _human_bytes(count: int) -> str:
+    """GB (decimal, as --max-shard-size) from 1 GB up; MiB below, so that small models
+    do not read 0.00 GB."""
+    return f"{count / 1e9:.2f} GB" if count >= 10**9 else f"{count / 2**20:.2f} MiB"
 
 
 def parse_size(text: str) -> int:
@@ -138,14 +144,29 @@ class _Source:
     protected: list[Path]  # local dirs the export must never replace
 
 
-def _resolve_source(ckpt: str, io: str) -> _Source:
+def source_for(paths: layout.CheckpointPaths, reader: CheckpointReader) -> _Source:
+    """The export source of a resolved local checkpoint (validate plans with it too)."""
+    hf = str(paths.hf_assets) if paths.hf_assets and paths.hf_assets.is_dir() else None
+    protected = [
+        p.resolve() for p in (paths.dist_ckpt, paths.step_dir, paths.run_dir) if p is not None
+    ]
+    return _Source(str(paths.dist_ckpt), reader, hf, protected)
+
+
+def _refuse_critic(paths: layout.CheckpointPaths) -> None:
+    if paths.role == "critic":
+        raise ExportUsageError(
+            f"{paths.dist_ckpt}: the critic's value head is not a language model (no lm_head);"
+            " export the actor (--role actor)"
+        )
+
+
+def _resolve_source(ckpt: str, io: str, role: str | None = None) -> _Source:
     if not is_url(ckpt):
-        paths = layout.resolve_checkpoint(ckpt)
+        paths = layout.resolve_checkpoint(ckpt, role=role)
+        _refuse_critic(paths)
         store = open_store(str(paths.dist_ckpt), io)
-        reader = CheckpointReader(paths.dist_ckpt, store=store)
-        hf = str(paths.hf_assets) if paths.hf_assets and paths.hf_assets.is_dir() else None
-        protected = [p.resolve() for p in (paths.dist_ckpt, paths.step_dir, paths.run_dir) if p is not None]
-        return _Source(str(paths.dist_ckpt), reader, hf, protected)
+        return source_for(paths, CheckpointReader(paths.dist_ckpt, store=store))
     root = open_store(ckpt, io)
     dist_ckpt, step_dir = _resolve_url(ckpt, root)
     reader = CheckpointReader(dist_ckpt, store=open_store(dist_ckpt, io))
@@ -171,17 +192,34 @@ def _resolve_url(url: str, root: ByteStore) -> tuple[str, str | None]:
     )
 
 
-def _asset_files(location: str, io: str) -> dict[str, Callable[[], bytes]]:
-    """Files of an HF assets dir (config, tokenizer, ...) without weights: name -> loader."""
+MAX_ASSET_BYTES = 1 << 30  # a tokenizer.json is tens of MB; nothing that is not a weight is larger
+
+
+def _asset_files(
+    location: str, io: str, root: str | os.PathLike | None = None
+) -> dict[str, Callable[[], bytes]]:
+    """Files of an HF assets dir (config, tokenizer, ...) without weights: name -> loader.
+
+    Local files must be regular files, read bounded through `safe_files`; with `root` (the
+    checkpoint, for its own huggingface/ dir) they must also resolve inside it, so a symlink
+    that leads out (a user's ~/.ssh/id_rsa copied into the export) is refused in one line
+    before anything is written. A --hf-config dir the user names has no such root: a
+    Hugging Face cache snapshot is symlinks into ../../blobs by design."""
     if not is_url(location):
         base = Path(location)
-        if base.is_file():
-            return {"config.json": base.read_bytes}
+        candidates = (
+            [("config.json", base)]
+            if base.is_file()
+            else [
+                (relative, base / relative)
+                for relative in layout.list_files(base)
+                if not _is_weight_file(relative)
+            ]
+        )
         files = {}
-        for path in sorted(base.rglob("*")):
-            relative = str(path.relative_to(base))
-            if path.is_file() and not _is_weight_file(relative):
-                files[relative] = path.read_bytes
+        for name, path in candidates:
+            safe_files.regular_file(path, root=root)
+            files[name] = lambda path=path: safe_files.read_bytes(path, MAX_ASSET_BYTES, root=root)
         return files
     store = open_store(location, io)
     return {
@@ -532,6 +570,11 @@ def _check_out_dir(out: Path, overwrite: bool, protected: list[Path]) -> None:
     for keep in protected:
         if resolved == keep or resolved in keep.parents:
             raise ExportUsageError(f"{out}: holds the checkpoint being exported; choose another --out")
+    inside = layout.checkpoint_containing(resolved)
+    if inside is not None:
+        raise ExportUsageError(
+            f"{out}: lies inside the checkpoint {inside}; choose an --out outside it"
+        )
     if out.exists() or out.is_symlink():
         if not out.is_dir():
             raise ExportUsageError(f"{out}: exists and is not a directory")
@@ -571,8 +614,10 @@ def export_hf(
     io: str = "auto",
     buffer_bytes: int = MIN_BUFFER_BYTES,
     progress: Progress | None = None,
+    role: str | None = None,
 ) -> ExportResult:
-    """Convert `ckpt` (run dir, step dir, bare dist_ckpt dir, or URL) into `out_dir`.
+    """Convert `ckpt` (any level of any layout `layout.resolve_checkpoint` reads, or a URL)
+    into `out_dir`; `role` picks verl's actor (default) or critic (refused: not an LM).
 
     Raises ExportUsageError / CheckpointPathError (bad usage), ExportError,
     CheckpointFormatError / CheckpointFileError / UnsafeMetadataError (bad checkpoint),
@@ -580,7 +625,7 @@ def export_hf(
     """
     started = time.monotonic()
     out = Path(out_dir)
-    source = _resolve_source(str(ckpt), io)
+    source = _resolve_source(str(ckpt), io, role)
     _check_out_dir(out, overwrite, source.protected)
     asset_location = str(hf_config) if hf_config is not None else source.hf_assets
     if asset_location is None:
@@ -589,10 +634,11 @@ def export_hf(
         )
     if hf_config is not None and not Path(hf_config).exists():
         raise ExportUsageError(f"{hf_config}: no such file or directory (--hf-config)")
-    assets = _asset_files(asset_location, io)
+    local_paths = None if is_url(str(ckpt)) else layout.resolve_checkpoint(ckpt, role=role)
+    asset_root = local_paths.root if local_paths is not None and hf_config is None else None
+    assets = _asset_files(asset_location, io, asset_root)
     if "config.json" not in assets:
         raise ExportUsageError(f"{asset_location}: no config.json; pass --hf-config DIR|config.json")
-    local_paths = None if is_url(str(ckpt)) else layout.resolve_checkpoint(ckpt)
     if local_paths is not None:  # damaged or hostile: refused with validate's first error, before planning
         require_valid(local_paths, manifest_only=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
@@ -642,7 +688,7 @@ def export_hf(
             writer.abort()
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    notes = []
+    notes = [local_paths.note] if local_paths is not None and local_paths.note else []
     if not any(name.startswith("tokenizer") for name in assets):
         notes.append(f"no tokenizer files in {asset_location}; AutoTokenizer will not load {out}")
     return ExportResult(

@@ -6,12 +6,50 @@ import os
 from collections import Counter
 
 from mfsdp_ckpt import layout
+from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.manifest import read_manifest
-from mfsdp_ckpt.reader import CheckpointReader
+from mfsdp_ckpt.reader import CheckpointReader, ObjectEntry
+from mfsdp_ckpt.storage import CheckpointFileError
+
+# Non-tensor entries decoded to show their value: small ones only, a bounded number of them.
+MAX_DECODED_OBJECT_BYTES = 64 << 10
+MAX_DECODED_OBJECTS = 512
+MAX_SHOWN_VALUE_CHARS = 60
+_SCALARS = (bool, int, float, str)
 
 
-def describe_checkpoint(path: str | os.PathLike) -> dict:
-    paths = layout.resolve_checkpoint(path)
+def describe_object(reader: CheckpointReader, entry: ObjectEntry, decode: bool) -> dict:
+    """Key, kind and byte size of a non-tensor entry; for a scalar also its value.
+
+    Decoding goes only through the reader's restricted loader, which builds plain data and
+    tensors and refuses anything else: an argparse.Namespace or numpy RNG state shows as
+    "not decoded", and nothing stored in the checkpoint ever runs."""
+    described = {
+        "name": entry.name,
+        "kind": "opaque",
+        "bytes": entry.length,
+        "value": None,
+        "not_decoded": None,
+    }
+    if entry.file is None:
+        described["not_decoded"] = "no storage entry"
+        return described
+    if not decode or entry.length > MAX_DECODED_OBJECT_BYTES:
+        described["not_decoded"] = "too large or too many to decode"
+        return described
+    try:
+        value = reader.read_object(entry.name)
+    except (CheckpointFormatError, CheckpointFileError):
+        described["not_decoded"] = "holds types the restricted reader refuses"
+        return described
+    described["kind"] = type(value).__name__
+    if isinstance(value, _SCALARS):
+        described["value"] = value if not isinstance(value, str) else value[:MAX_SHOWN_VALUE_CHARS]
+    return described
+
+
+def describe_checkpoint(path: str | os.PathLike, *, role: str | None = None) -> dict:
+    paths = layout.resolve_checkpoint(path, role=role)
     reader = CheckpointReader(paths.dist_ckpt)
     manifest = read_manifest(paths.manifest) if paths.manifest and paths.manifest.is_file() else None
     tensors = [
@@ -25,16 +63,24 @@ def describe_checkpoint(path: str | os.PathLike) -> dict:
         for entry in reader.tensors.values()
     ]
     groups = Counter(entry["name"].split(".", 1)[0] for entry in tensors)
+    objects = [
+        describe_object(reader, entry, decode=index < MAX_DECODED_OBJECTS)
+        for index, entry in enumerate(sorted(reader.objects.values(), key=lambda e: e.name))
+    ]
     return {
         "checkpoint": str(paths.dist_ckpt),
         "step": paths.step,
+        "layout": paths.kind,
+        "role": paths.role,
+        "roles": list(paths.roles),
+        "note": paths.note,
         "contents": manifest.contents if manifest else sorted(groups),
         "world_size": manifest.world_size if manifest else None,
         "strategy": manifest.strategy if manifest else None,
         "model_family": manifest.model_family if manifest else None,
         "created_at": manifest.created_at if manifest else None,
         "tensors": tensors,
-        "objects": sorted(reader.objects),
+        "objects": objects,
         "totals": {
             "tensors": len(tensors),
             "bytes": sum(t["bytes"] for t in tensors),
@@ -50,6 +96,14 @@ def format_description(description: dict) -> str:
         f"step        {description['step'] if description['step'] is not None else '-'}",
         f"contents    {', '.join(description['contents'])}",
     ]
+    lines.append(
+        f"layout      {description['layout']}"
+        + (
+            f" ({description['role']}; roles: {', '.join(description['roles'])})"
+            if description["role"]
+            else ""
+        )
+    )
     for key in ("world_size", "strategy", "model_family", "created_at"):
         if description[key] is not None:
             lines.append(f"{key:<11} {description[key]}")
@@ -62,6 +116,15 @@ def format_description(description: dict) -> str:
             f"{tensor['name']:<{width}}  {shape:<16} {tensor['dtype']:<9} {tensor['chunks']:>6} "
             f"{tensor['bytes'] / 2**20:>9.2f}"
         )
+    if description["objects"]:
+        width = max(len(o["name"]) for o in description["objects"])
+        lines.append("")
+        lines.append(f"{'non-tensor entry':<{width}}  {'kind':<8} {'bytes':>9}  value")
+        for entry in description["objects"]:
+            value = repr(entry["value"]) if entry["value"] is not None else ""
+            value = f"(not decoded: {entry['not_decoded']})" if entry["not_decoded"] else value
+            row = f"{entry['name']:<{width}}  {entry['kind']:<8} {entry['bytes']:>9}  {value}"
+            lines.append(row.rstrip())
     totals = description["totals"]
     groups = ", ".join(f"{g} {n}" for g, n in totals["by_group"].items())
     lines.append("")

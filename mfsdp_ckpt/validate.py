@@ -4,16 +4,21 @@ Each check appends `Finding`s naming the file or tensor and what is wrong; nothi
 raises for a bad checkpoint (a missing path is the caller's usage error). The cheap checks
 (metadata, files, chunk coverage, optimizer/model/config agreement, tracker) always run;
 `deep=True` adds sha256 against the manifest and reading every tensor (NaN/Inf counts).
+
+Checkpoints verl and Megatron-LM write have no manifest: every check that needs none
+still runs (coverage, each chunk inside its file, file sizes, values, shapes against the
+HF config), the report says that hashes were not checked, and `strict` refuses them.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mfsdp_ckpt import layout, names
+from mfsdp_ckpt import layout, names, safe_files
 from mfsdp_ckpt.manifest import Manifest, ManifestError, hash_files, read_manifest, sha256_file
 from mfsdp_ckpt.reader import CheckpointFormatError, CheckpointReader, chunk_coverage_problems
 from mfsdp_ckpt.safe_metadata import UnsafeMetadataError
@@ -45,12 +50,20 @@ class ValidationReport:
     tensor_bytes: int = 0
     files: int = 0
     deep: bool = False
+    layout: str | None = None
+    role: str | None = None
+    has_manifest: bool = True
+    note: str | None = None  # how the path was read (a parent dir holding one run), for stderr
 
     def add(self, severity: str, where: str | Path, message: str) -> None:
         self.findings.append(Finding(severity, str(where), message))
 
     def ok(self, strict: bool = False) -> bool:
+        """No errors; with `strict`, no warnings either, and a manifest whose hashes
+        could be checked."""
         bad = {ERROR, WARNING} if strict else {ERROR}
+        if strict and not self.has_manifest:
+            return False
         return not any(f.severity in bad for f in self.findings)
 
     def to_dict(self, strict: bool = False) -> dict:
@@ -60,15 +73,37 @@ class ValidationReport:
 
 
 def validate_checkpoint(
-    path: str | os.PathLike, *, deep: bool = False, progress: Progress | None = None
+    path: str | os.PathLike,
+    *,
+    deep: bool = False,
+    progress: Progress | None = None,
+    role: str | None = None,
+    hf_config: str | os.PathLike | None = None,
 ) -> ValidationReport:
-    """Validate a run dir (follows the tracker), a step dir, or a bare dist_ckpt dir.
+    """Validate any level of any layout `layout.resolve_checkpoint` knows (ours, verl,
+    Megatron-LM, a bare dist_ckpt dir); `role` picks verl's actor or critic, `hf_config`
+    supplies the config a checkpoint without huggingface/ lacks.
 
     Raises `layout.CheckpointPathError` only when `path` is not a checkpoint at all.
     """
     report = ValidationReport(path=str(path), deep=deep)
-    paths = _resolve(Path(path), report)
+    paths = _resolve(Path(path), report, role)
+    return validate_paths(paths, report, deep=deep, progress=progress, hf_config=hf_config)
+
+
+def validate_paths(
+    paths: layout.CheckpointPaths,
+    report: ValidationReport | None = None,
+    *,
+    deep: bool = False,
+    progress: Progress | None = None,
+    hf_config: str | os.PathLike | None = None,
+) -> ValidationReport:
+    """The checks of `validate_checkpoint` on an already resolved checkpoint."""
+    report = report or ValidationReport(path=str(paths.step_dir or paths.dist_ckpt), deep=deep)
     report.checkpoint, report.step = str(paths.dist_ckpt), paths.step
+    report.layout, report.role, report.has_manifest = paths.kind, paths.role, paths.has_manifest
+    report.note = paths.note
     manifest = _check_manifest(paths, report)
     try:
         reader = CheckpointReader(paths.dist_ckpt)
@@ -81,11 +116,12 @@ def validate_checkpoint(
     _check_chunks(reader, report)
     _check_contents(paths, reader, manifest, report)
     _check_optimizer(reader, report)
-    _check_against_config(paths, reader, report)
+    _check_against_config(paths, reader, report, hf_config)
     if deep:
         if manifest is not None:
             _check_hashes(paths, manifest, report)
         _check_values(reader, report, progress)
+        _check_objects(reader, report)
     return report
 
 
@@ -107,7 +143,7 @@ def require_valid(paths: layout.CheckpointPaths, *, manifest_only: bool = False)
     if manifest_only and paths.manifest is None:
         return None
     target = paths.step_dir or paths.dist_ckpt
-    report = validate_checkpoint(target)
+    report = validate_paths(paths)
     errors = [f"{f.where}: {f.message}" for f in report.findings if f.severity == ERROR]
     if errors:
         raise invalid_checkpoint(errors, target)
@@ -138,10 +174,12 @@ def invalid_checkpoint(errors: list[str], target: Path) -> CheckpointInvalidErro
     return CheckpointInvalidError(errors[0] + more)
 
 
-def _resolve(given: Path, report: ValidationReport) -> layout.CheckpointPaths:
-    """Resolve like the loader, but report a tracker that names a missing step."""
+def _resolve(
+    given: Path, report: ValidationReport, role: str | None = None
+) -> layout.CheckpointPaths:
+    """Resolve like the loader, but report a tracker of ours that names a missing step."""
     tracker = given / layout.TRACKER_FILE
-    if given.is_dir() and tracker.exists() and not (given / layout.DCP_METADATA_FILE).exists():
+    if _is_our_run_dir(given) and role is None:
         try:
             step = layout.read_tracker(given)
         except layout.CheckpointPathError as err:
@@ -156,7 +194,16 @@ def _resolve(given: Path, report: ValidationReport) -> layout.CheckpointPaths:
         if chosen is None:
             raise layout.CheckpointPathError(f"{given}: no complete checkpoint step in this run dir")
         return layout.resolve_checkpoint(layout.step_dir(given, chosen))
-    return layout.resolve_checkpoint(given)
+    return layout.resolve_checkpoint(given, role=role)
+
+
+def _is_our_run_dir(given: Path) -> bool:
+    """A run dir mfsdp wrote: a tracker and at least one step with a manifest."""
+    return (
+        os.path.lexists(given / layout.TRACKER_FILE)
+        and not (given / layout.DCP_METADATA_FILE).exists()
+        and bool(layout.list_complete_steps(given))
+    )
 
 
 def _check_manifest(paths: layout.CheckpointPaths, report: ValidationReport) -> Manifest | None:
@@ -192,10 +239,16 @@ def _check_files(paths, reader: CheckpointReader, manifest: Manifest | None, rep
         elif file.stat().st_size != record.size:
             report.add(ERROR, file, f"has {file.stat().st_size} bytes, manifest says {record.size}")
     listed = set(manifest.files)
-    for file in sorted(paths.step_dir.rglob("*")):
-        relative = str(file.relative_to(paths.step_dir))
-        if file.is_file() and relative not in listed and relative != layout.MANIFEST_FILE:
-            report.add(WARNING, file, "not listed in the manifest (unknown file)")
+    try:
+        present = layout.list_files(paths.step_dir)
+    except layout.CheckpointPathError as err:
+        report.add(ERROR, paths.step_dir, str(err).split(": ", 1)[-1])
+        present = []
+    for relative in present:
+        if relative not in listed and relative != layout.MANIFEST_FILE:
+            report.add(
+                WARNING, paths.step_dir / relative, "not listed in the manifest (unknown file)"
+            )
     for name in needed:
         if f"{layout.DIST_CKPT_DIR}/{name}" not in listed:
             report.add(ERROR, paths.dist_ckpt / name, "referenced by .metadata but not in the manifest")
@@ -222,10 +275,29 @@ def _check_chunks(reader: CheckpointReader, report: ValidationReport) -> None:
                 report.add(ERROR, where, f"chunk at {chunk.offsets} has no storage entry (its bytes were never written)")
 
 
+_MODEL_ENTRY_RE = re.compile(
+    r"^model[0-9]*\."
+)  # `model.`, or `model0.`, `model1.` (virtual pipeline)
+_TIED_PAIRS = (  # (output name, input name) a tied model saves twice but optimizes once
+    ("lm_head.weight", "embed_tokens.weight"),
+    ("output_layer.weight", "embedding.word_embeddings.weight"),
+)
+
+
+def _model_keys(keys) -> list[str]:
+    return [key for key in keys if _MODEL_ENTRY_RE.match(key)]
+
+
+def _parameter_name(model_key: str) -> str:
+    """`model.module.decoder.layers.0.mlp.linear_fc1.weight_w` ->
+    `decoder.layers.0.mlp.linear_fc1.weight_w`: the name both the model state and every optimizer's state agree on, wrappers removed."""
+    return names.hf_name(model_key.split(".", 1)[1])
+
+
 def _check_contents(paths, reader: CheckpointReader, manifest: Manifest | None, report) -> None:
     keys = list(reader.tensors) + list(reader.objects)
     present = {
-        "model": any(k.startswith(names.MODEL_KEY_PREFIX) for k in keys),
+        "model": bool(_model_keys(keys)),
         "optimizer": any(k.startswith("optimizer.") for k in keys),
         "extra": any(k.startswith(names.EXTRA_KEY_PREFIX) for k in keys),
     }
@@ -238,42 +310,91 @@ def _check_contents(paths, reader: CheckpointReader, manifest: Manifest | None, 
 
 
 def _check_optimizer(reader: CheckpointReader, report: ValidationReport) -> None:
-    """Adam moments, where present, must exist for every parameter and match its shape."""
+    """Adam moments, where present, must exist for every parameter and match its shape.
+
+    States are matched to parameters by name with wrapper segments removed, which covers
+    FSDP2's `optimizer.state.<param>.exp_avg` and Megatron's distributed optimizer,
+    `optimizer.state.module.module.module.<param>.exp_avg` (SwiGLU fc1 split into
+    weight_w/weight_v as in the model). A state that matches no parameter is a warning:
+    an optimizer may legitimately hold more than the model state shows.
+    """
     tensors = reader.tensors
-    if not any(k.startswith(names.OPTIMIZER_STATE_PREFIX) for k in tensors):
+    prefix = names.OPTIMIZER_STATE_PREFIX
+    if not any(k.startswith(prefix) for k in tensors):
         return
-    for key in names.model_keys(list(tensors)):
+    params = {_parameter_name(key): key for key in _model_keys(tensors)}
+    found: dict[str, dict[str, str]] = {}
+    unmatched = []
+    for key in tensors:
+        if not key.startswith(prefix):
+            continue
+        path, _, state_name = key[len(prefix) :].rpartition(".")
+        name = names.hf_name(path)
+        if name in params:
+            found.setdefault(name, {})[state_name] = key
+        else:
+            unmatched.append(key)
+    for name, key in params.items():
+        states = found.get(name, {})
         for moment in names.ADAM_MOMENTS:
-            moment_key = names.optimizer_moment_key(key, moment)
-            state = tensors.get(moment_key)
-            if state is None:
-                if not _is_tied_duplicate(key, tensors):
+            state_key = states.get(moment)
+            if state_key is None:
+                if not _is_tied_duplicate(name, params):
                     report.add(ERROR, f"[{key}]", f"optimizer state {moment} is missing")
-            elif state.shape != tensors[key].shape:
-                report.add(ERROR, f"[{moment_key}]", f"shape {state.shape} differs from the parameter's {tensors[key].shape}")
+            elif tensors[state_key].shape != tensors[key].shape:
+                report.add(
+                    ERROR,
+                    f"[{state_key}]",
+                    f"shape {tensors[state_key].shape} differs from the parameter's"
+                    f" {tensors[key].shape}",
+                )
+    if unmatched:
+        more = f" (+{len(unmatched) - 1} more)" if len(unmatched) > 1 else ""
+        report.add(
+            WARNING, f"[{unmatched[0]}]", f"optimizer state matches no model parameter{more}"
+        )
 
 
-def _is_tied_duplicate(key: str, tensors: dict) -> bool:
-    """A tied lm_head is saved twice in the model state but once in the optimizer's."""
-    return names.hf_name(key).endswith("lm_head.weight") and any(
-        names.hf_name(k).endswith("embed_tokens.weight") for k in tensors
+def _is_tied_duplicate(name: str, params: dict[str, str]) -> bool:
+    """A tied output layer is saved twice in the model state but once in the optimizer's."""
+    return any(
+        name.endswith(out) and any(p.endswith(inp) for p in params) for out, inp in _TIED_PAIRS
     )
 
 
-def _check_against_config(paths, reader: CheckpointReader, report: ValidationReport) -> None:
+def _config_file(paths: layout.CheckpointPaths, hf_config: str | os.PathLike | None) -> Path | None:
+    if hf_config is not None:
+        given = Path(hf_config)
+        return given / "config.json" if given.is_dir() else given
     if paths.hf_assets is None or not (paths.hf_assets / "config.json").is_file():
+        return None
+    return paths.hf_assets / "config.json"
+
+
+def _check_against_config(
+    paths,
+    reader: CheckpointReader,
+    report: ValidationReport,
+    hf_config: str | os.PathLike | None = None,
+) -> None:
+    config_file = _config_file(paths, hf_config)
+    if config_file is None:
         return
     from mfsdp_ckpt.hf_config import HFConfigError, expected_weights_for
 
-    config_file = paths.hf_assets / "config.json"
     try:
+        safe_files.regular_file(config_file, root=None if hf_config is not None else paths.root)
         expected = expected_weights_for(config_file)
+    except CheckpointFileError as err:
+        report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
+        return
     except HFConfigError as err:
         report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
         return
     stored = {names.hf_name(k[len(names.MODEL_KEY_PREFIX):]): e for k, e in reader.tensors.items() if k.startswith(names.MODEL_KEY_PREFIX)}
     if stored and not set(stored) & set(expected.allowed):
-        return  # not HF-named weights (Megatron-core layout): the exporter's name map checks those
+        _check_mapped_against_config(paths, reader, report, config_file)
+        return
     for name, shape in expected.required.items():
         entry = stored.get(name)
         if entry is None:
@@ -284,11 +405,73 @@ def _check_against_config(paths, reader: CheckpointReader, report: ValidationRep
         report.add(ERROR, f"[model.{name}]", f"unexpected for {expected.model_type} per {config_file}")
 
 
+def _check_mapped_against_config(
+    paths, reader: CheckpointReader, report: ValidationReport, config_file: Path
+) -> None:
+    """Weights not named as in transformers (Megatron-core's GPTModel): map them as export
+    would and check every resulting shape against the config, before anyone exports."""
+    from mfsdp_ckpt import export_hf
+    from mfsdp_ckpt.hf_config import HFConfigError
+
+    try:
+        config = export_hf.load_config(config_file)
+        source = export_hf.source_for(paths, reader)
+        export_hf.plan_export(source, config)
+    except (export_hf.ExportError, export_hf.ExportUsageError, HFConfigError) as err:
+        report.add(
+            ERROR, config_file, f"the weights do not fit this config: {str(err).split(': ', 1)[-1]}"
+        )
+
+
 def _check_hashes(paths, manifest: Manifest, report: ValidationReport) -> None:
     for name, record in sorted(manifest.files.items()):
         file = paths.step_dir / name
         if file.is_file() and file.stat().st_size == record.size and sha256_file(file) != record.sha256:
             report.add(ERROR, file, _HASH_MISMATCH)
+
+
+MAX_OBJECT_CHECK_BYTES = 64 << 20  # larger non-tensor blobs are checked for size only
+
+
+def _check_objects(reader: CheckpointReader, report: ValidationReport) -> None:
+    """Every non-tensor blob (args, iteration, RNG state, scheduler) is a whole torch.save
+    archive whose stored members match their CRCs. Checked as a zip container only: the
+    pickle inside is not loaded, so nothing in it (an argparse.Namespace, numpy RNG
+    arrays, or a crafted class) is ever constructed."""
+    import io
+    import zipfile
+
+    for name, entry in sorted(reader.objects.items()):
+        where = f"[{name}]"
+        if entry.file is None:
+            report.add(
+                ERROR, where, "non-tensor entry has no storage entry (its bytes were never written)"
+            )
+            continue
+        if entry.transforms or entry.length > MAX_OBJECT_CHECK_BYTES:
+            continue
+        try:
+            raw = reader.store.read_range(entry.file, entry.file_offset, entry.length)
+        except CheckpointFileError as err:
+            report.add(ERROR, where, str(err).split(": ", 1)[-1])
+            continue
+        try:
+            with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+                members = archive.infolist()
+                if not any(m.filename.endswith("data.pkl") for m in members):
+                    report.add(ERROR, where, "blob is not a torch.save archive (no data.pkl)")
+                elif any(m.compress_type != zipfile.ZIP_STORED for m in members):
+                    report.add(
+                        WARNING, where, "blob has compressed members (torch.save never writes them)"
+                    )
+                elif archive.testzip() is not None:
+                    report.add(
+                        ERROR,
+                        where,
+                        f"blob member {archive.testzip()} fails its CRC (bytes changed)",
+                    )
+        except (zipfile.BadZipFile, ValueError, EOFError) as err:
+            report.add(ERROR, where, f"blob is not a readable torch.save archive ({err})")
 
 
 def _check_values(reader: CheckpointReader, report: ValidationReport, progress: Progress | None) -> None:
