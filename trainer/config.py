@@ -47,8 +47,9 @@ class ModelConfig:
     attn_implementation: str = "sdpa"
     activation_checkpointing: bool = False
     compile: bool = False  # torch.compile each decoder layer
-    loss: Literal["chunked", "plain"] = "chunked"  # chunked: never materialises full fp32 logits
+    loss: Literal["chunked", "plain", "liger"] = "chunked"  # chunked: never materialises full fp32 logits
     loss_chunk_tokens: int = 2048
+    liger: bool = False  # liger-kernel RoPE, RMSNorm, SwiGLU (trainer/kernels.py); loss=liger for its fused CE
 
 
 @dataclass

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from trainer.config import ConfigError, ModelConfig
+from trainer.kernels import apply_kernels
 from trainer.loss import linear_cross_entropy_sum
 
 SUPPORTED_FAMILIES = ("qwen2", "qwen3", "llama")
@@ -102,6 +103,7 @@ def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) 
             model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    apply_kernels(model, cfg)
     if cfg.compile:
         for layer in decoder_layers(model):
             layer.compile()  # in place: parameter names stay as they are

@@ -65,6 +65,19 @@ def shard_optimizer_without_phantom_step(
     return result
 
 
+ONE_RANK_ZERO_DP = "optim"
+
+
+def one_rank_zero_dp_strategy(configured: str, world_size: int, override: bool = True) -> str:
+    """On a data-parallel group of size 1 nothing is sharded whatever the strategy says (every
+    buffer is whole), but megatron-fsdp 0.6.1 doubles gradients every micro-batch when told to
+    shard gradients over such a group. There, `ONE_RANK_ZERO_DP` gives the same memory and
+    arithmetic through the path that accumulates gradients correctly."""
+    if override and world_size == 1 and configured in ("optim_grads", "optim_grads_params"):
+        return ONE_RANK_ZERO_DP
+    return configured
+
+
 def reset_step_counters(optimizer: torch.optim.Optimizer) -> None:
     for state in optimizer.state.values():
         step = state.get("step")
@@ -77,16 +90,17 @@ def reset_step_counters(optimizer: torch.optim.Optimizer) -> None:
 class MegatronFSDPStrategy(Strategy):
     name = "megatron_fsdp"
 
+    one_rank_override = True
+
     def __init__(self, cfg, env):
         super().__init__(cfg, env)
         if env.device.type != "cuda":
             raise ConfigError("strategy.name=megatron_fsdp needs CUDA; use strategy.name=fsdp2 on CPU")
-        if env.world_size == 1 and cfg.zero_dp_strategy in ("optim_grads", "optim_grads_params"):
-            raise ConfigError(
-                "strategy.name=megatron_fsdp with one data-parallel rank: megatron-fsdp 0.6.1 doubles gradients "
-                "every micro-batch when sharding gradients over a group of size 1; use strategy.name=fsdp2 "
-                "or run >= 2 ranks"
-            )
+
+    @property
+    def zero_dp_strategy(self) -> str:
+        """What `fully_shard_model` is given: the configured strategy, except on one rank."""
+        return one_rank_zero_dp_strategy(self.cfg.zero_dp_strategy, self.env.world_size, self.one_rank_override)
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         import megatron_fsdp
@@ -107,7 +121,7 @@ class MegatronFSDPStrategy(Strategy):
                 dp_shard_dim="dp",
                 tp_dim="tp",
                 fsdp_unit_modules=units,
-                zero_dp_strategy=self.cfg.zero_dp_strategy,
+                zero_dp_strategy=self.zero_dp_strategy,
                 device=self.env.device,
                 mixed_precision_policy=policy,
                 overlap_grad_reduce=self.cfg.overlap_grad_reduce,
