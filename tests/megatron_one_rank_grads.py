@@ -1,14 +1,12 @@
-"""One optimizer step's gradients on one GPU: Megatron-FSDP (one data-parallel rank) vs FSDP2.
+"""Gradients on one GPU: Megatron-FSDP (one data-parallel rank) vs FSDP2, over two optimizer steps.
 
-Same tiny model, seed and micro-batches for each; prints one JSON line per Megatron-FSDP
-setting with, per gradient tensor, the relative error against FSDP2 and the ratio of the
-norms (2.0 would be a doubled gradient). Run directly on a CUDA machine:
+Same tiny model, seed and micro-batches for each; each step's gradients are compared after
+`before_optimizer_step` (the second step also checks that the first step's optimizer update
+and `zero_grad` left the gradient buffers clean). Prints one JSON line per step and setting
+with the largest relative error against FSDP2 over the gradient tensors and the range of
+their norm ratios (a doubled gradient reads 2.0). Run directly on a CUDA machine:
 
-    python tests/megatron_one_rank_grads.py --micro-batches 1 3 [--zero-dp optim_grads_params]
-    python tests/megatron_one_rank_grads.py --unguarded --zero-dp optim_grads_params optim no_shard
-
-`--unguarded` wraps with the `zero_dp_strategy` as given, without the strategy's one-rank
-handling, to show what megatron-fsdp 0.6.1 itself does on a group of size 1.
+    python tests/megatron_one_rank_grads.py --micro-batches 1 3 [--zero-dp optim_grads_params optim]
 """
 
 from __future__ import annotations
@@ -31,8 +29,8 @@ from trainer.model import build_hf_config, build_model, load_tokenizer  # noqa: 
 from trainer.strategies import make_strategy  # noqa: E402
 
 
-def micro_batches(count: int, vocab: int, device: torch.device) -> list:
-    rng = random.Random(5)
+def micro_batches(count: int, vocab: int, device: torch.device, step: int) -> list:
+    rng = random.Random(5 + step)
     batches = []
     for _ in range(count):
         docs = [Example([rng.randrange(3, vocab) for _ in range(48)], [0] * 8 + [1] * 40) for _ in range(2)]
@@ -41,34 +39,29 @@ def micro_batches(count: int, vocab: int, device: torch.device) -> list:
 
 
 def step_gradients(strategy_cfg: StrategyConfig, model_cfg: ModelConfig, env, count: int,
-                   unguarded: bool) -> dict[str, torch.Tensor]:
-    """Full fp32 gradients by Hugging Face name after `count` micro-batches of one step."""
+                   steps: int) -> list[dict[str, torch.Tensor]]:
+    """Full fp32 gradients by Hugging Face name, per optimizer step, after `count` micro-batches."""
     tokenizer = load_tokenizer(model_cfg)
     hf_config = build_hf_config(model_cfg, tokenizer)
-    if unguarded:
-        from trainer.strategies.base import Strategy
-        from trainer.strategies.megatron_fsdp import MegatronFSDPStrategy
-
-        strategy = MegatronFSDPStrategy.__new__(MegatronFSDPStrategy)
-        Strategy.__init__(strategy, strategy_cfg, env)
-        strategy.one_rank_override = False
-    else:
-        strategy = make_strategy(strategy_cfg, env)
+    strategy = make_strategy(strategy_cfg, env)
     model = strategy.wrap(build_model(model_cfg, hf_config, env.device, seed=0))
     optimizer = strategy.build_optimizer(model, OptimConfig(lr=1e-3))
-    for batch in micro_batches(count, hf_config.vocab_size, env.device):
-        model(**batch.inputs).backward()
-    strategy.before_optimizer_step(model)
-    grads = {}
-    for name, param in model.named_parameters():
-        grad = param.grad
-        if grad is None:
-            continue
-        full = grad.full_tensor() if hasattr(grad, "full_tensor") else grad
-        grads[name.removeprefix("module.")] = full.detach().float().cpu().reshape(-1)
+    per_step = []
+    for step in range(steps):
+        for batch in micro_batches(count, hf_config.vocab_size, env.device, step):
+            model(**batch.inputs).backward()
+        strategy.before_optimizer_step(model)
+        grads = {}
+        for name, param in model.named_parameters():
+            if param.grad is not None:
+                full = param.grad.full_tensor() if hasattr(param.grad, "full_tensor") else param.grad
+                grads[name.removeprefix("module.")] = full.detach().float().cpu().reshape(-1)
+        per_step.append(grads)
+        optimizer.step()
+        strategy.zero_grad(optimizer)
     del model, optimizer
     torch.cuda.empty_cache()
-    return grads
+    return per_step
 
 
 def compare(ours: dict[str, torch.Tensor], reference: dict[str, torch.Tensor]) -> dict:
@@ -86,20 +79,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--micro-batches", type=int, nargs="+", default=[1, 3])
     parser.add_argument("--zero-dp", nargs="+", default=["optim_grads_params"])
-    parser.add_argument("--unguarded", action="store_true")
+    parser.add_argument("--steps", type=int, default=2)
     args = parser.parse_args()
     env = init_distributed("cuda")
     model_cfg = ModelConfig(shape="tiny", loss="chunked")
     try:
         for count in args.micro_batches:
             reference = step_gradients(StrategyConfig(name="fsdp2", mixed_precision="bf16"), model_cfg, env, count,
-                                       unguarded=False)
+                                       args.steps)
             for zero_dp in args.zero_dp:
                 cfg = StrategyConfig(name="megatron_fsdp", mixed_precision="bf16", zero_dp_strategy=zero_dp)
-                ours = step_gradients(cfg, model_cfg, env, count, args.unguarded)
-                report = {"zero_dp": zero_dp, "micro_batches": count, "unguarded": args.unguarded,
-                          **compare(ours, reference)}
-                print(json.dumps(report), flush=True)
+                ours = step_gradients(cfg, model_cfg, env, count, args.steps)
+                for step, (mine, theirs) in enumerate(zip(ours, reference), start=1):
+                    report = {"zero_dp": zero_dp, "micro_batches": count, "step": step, **compare(mine, theirs)}
+                    print(json.dumps(report), flush=True)
     finally:
         shutdown(env)
 

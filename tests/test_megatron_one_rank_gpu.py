@@ -1,5 +1,5 @@
 """Megatron-FSDP on one data-parallel rank (1 GPU: pytest -m gpu tests/test_megatron_one_rank_gpu.py):
-one step's gradients equal FSDP2's at 1 and 3 micro-batches, and SFT trains."""
+each of two steps' gradients equals FSDP2's at 1, 2 and 3 micro-batches, and SFT trains."""
 
 from __future__ import annotations
 
@@ -25,11 +25,11 @@ def _env() -> dict:
 def test_one_rank_gradients_equal_fsdp2():
     pytest.importorskip("megatron_fsdp")
     done = subprocess.run([sys.executable, str(REPO / "tests" / "megatron_one_rank_grads.py"), "--micro-batches", "1",
-                           "3"], capture_output=True, text=True, cwd=REPO, timeout=600, env=_env())
+                           "2", "3"], capture_output=True, text=True, cwd=REPO, timeout=600, env=_env())
     assert done.returncode == 0, done.stderr[-4000:]
     reports = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     print(reports)
-    assert [r["micro_batches"] for r in reports] == [1, 3]
+    assert [(r["micro_batches"], r["step"]) for r in reports] == [(m, s) for m in (1, 2, 3) for s in (1, 2)]
     for report in reports:  # bf16 compute in both; a doubled gradient has a norm ratio of 2
         assert not report["missing"], report
         assert report["max_rel_err"] < 3e-2 and 0.98 < report["norm_ratio_min"] <= report["norm_ratio_max"] < 1.02, report

@@ -5,16 +5,17 @@ Decoder layers are the FSDP units (optionally the embedding too), ZeRO-3
 main gradients. Megatron-FSDP needs a device mesh with a tensor-parallel dimension even
 at tp=1, so the mesh is (dp, tp=1) named ("dp", "tp").
 
-Two 0.6.1 behaviours are handled here:
+One 0.6.1 behaviour is handled here: `fully_shard_optimizer` runs a synthetic `optimizer.step()` on zero gradients to create
+the optimizer state ahead of checkpoint loading. That advances Adam's step counter to 1,
+so the first real update uses the bias correction of step 2 (about 1.36x too small with
+betas 0.9/0.95), and applies one decoupled weight decay with the initial lr. We run that
+setup with lr 0 (no decay, no update) and reset the step counters afterwards
+(`shard_optimizer_without_phantom_step`); the state then equals a fresh optimizer's.
 
-* `fully_shard_optimizer` runs a synthetic `optimizer.step()` on zero gradients to create
-  the optimizer state ahead of checkpoint loading. That advances Adam's step counter to 1,
-  so the first real update uses the bias correction of step 2 (about 1.36x too small with
-  betas 0.9/0.95), and applies one decoupled weight decay with the initial lr. We run that
-  setup with lr 0 (no decay, no update) and reset the step counters afterwards
-  (`shard_optimizer_without_phantom_step`); the state then equals a fresh optimizer's.
-* With a data-parallel group of size 1 and `optim_grads_params`, gradients double on
-  every micro-batch; such runs are refused with a message pointing to `fsdp2`.
+One data-parallel rank works with these settings (`sync_model_each_microbatch=True`, fp32
+main gradients, `optimizer.zero_grad()` every step): on 1xH200 each of two steps' gradients
+equals FSDP2's at 1, 2 and 3 micro-batches (tests/megatron_one_rank_grads.py). A group of
+size 1 keeps every buffer whole, so ZeRO-3 there costs what no sharding costs.
 
 Megatron-FSDP's own state-dict hooks, which tell DCP where each uneven shard lies, are
 turned off (`preproc_state_dict_for_dcp_ckpt=False`): they run one collective per tensor
@@ -65,19 +66,6 @@ def shard_optimizer_without_phantom_step(
     return result
 
 
-ONE_RANK_ZERO_DP = "optim"
-
-
-def one_rank_zero_dp_strategy(configured: str, world_size: int, override: bool = True) -> str:
-    """On a data-parallel group of size 1 nothing is sharded whatever the strategy says (every
-    buffer is whole), but megatron-fsdp 0.6.1 doubles gradients every micro-batch when told to
-    shard gradients over such a group. There, `ONE_RANK_ZERO_DP` gives the same memory and
-    arithmetic through the path that accumulates gradients correctly."""
-    if override and world_size == 1 and configured in ("optim_grads", "optim_grads_params"):
-        return ONE_RANK_ZERO_DP
-    return configured
-
-
 def reset_step_counters(optimizer: torch.optim.Optimizer) -> None:
     for state in optimizer.state.values():
         step = state.get("step")
@@ -90,17 +78,10 @@ def reset_step_counters(optimizer: torch.optim.Optimizer) -> None:
 class MegatronFSDPStrategy(Strategy):
     name = "megatron_fsdp"
 
-    one_rank_override = True
-
     def __init__(self, cfg, env):
         super().__init__(cfg, env)
         if env.device.type != "cuda":
             raise ConfigError("strategy.name=megatron_fsdp needs CUDA; use strategy.name=fsdp2 on CPU")
-
-    @property
-    def zero_dp_strategy(self) -> str:
-        """What `fully_shard_model` is given: the configured strategy, except on one rank."""
-        return one_rank_zero_dp_strategy(self.cfg.zero_dp_strategy, self.env.world_size, self.one_rank_override)
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         import megatron_fsdp
@@ -121,7 +102,7 @@ class MegatronFSDPStrategy(Strategy):
                 dp_shard_dim="dp",
                 tp_dim="tp",
                 fsdp_unit_modules=units,
-                zero_dp_strategy=self.zero_dp_strategy,
+                zero_dp_strategy=self.cfg.zero_dp_strategy,
                 device=self.env.device,
                 mixed_precision_policy=policy,
                 overlap_grad_reduce=self.cfg.overlap_grad_reduce,
