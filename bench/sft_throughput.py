@@ -15,6 +15,8 @@ A lever set is `lever+lever...`; levers:
   full | packed | padded   data: every row exactly --seq tokens (default); variable-length
                     documents packed into rows of micro_batch*seq tokens; or the same
                     documents padded to --seq
+  varlen            attention through model.attn_implementation=varlen (trainer/attention.py):
+                    packed rows use torch's variable-length flash kernel (default: --attn)
   compile           torch.compile each decoder layer
   ac                activation checkpointing of every decoder layer
 Megatron-FSDP only (allowed when megatron_fsdp is the only strategy, having no twin):
@@ -54,7 +56,7 @@ from trainer.strategies import make_strategy  # noqa: E402
 
 STRATEGIES = ("fsdp2", "megatron_fsdp")
 LOSSES = {"plain": "plain", "chunked": "chunked", "flce": "liger"}
-COMMON_LEVERS = {*LOSSES, "liger", "full", "packed", "padded", "compile", "ac"}
+COMMON_LEVERS = {*LOSSES, "liger", "full", "packed", "padded", "varlen", "compile", "ac"}
 MEGATRON_LEVERS = {"embed_unit", "double_buffer", "no_overlap"}
 
 
@@ -65,6 +67,7 @@ class Variant:
     loss: str = "plain"
     data: str = "full"
     liger: bool = False
+    varlen: bool = False
     compile: bool = False
     ac: bool = False
     embed_unit: bool = False
@@ -125,7 +128,7 @@ def synthetic_micro_batches(variant: Variant, args, vocab: int, count: int) -> l
         budget = args.micro_batch * args.seq
         docs, used = [], 0
         while True:
-            length = rng.randint(args.min_doc, args.seq)
+            length = rng.randint(args.min_doc, args.max_doc or args.seq)
             if used + length > budget:
                 break
             docs.append(Example([rng.randrange(vocab) for _ in range(length)], [1] * length))
@@ -141,7 +144,8 @@ def synthetic_micro_batches(variant: Variant, args, vocab: int, count: int) -> l
 def run_variant(variant: Variant, args, env) -> dict:
     model_cfg = ModelConfig(shape=args.shape, loss=variant.loss, loss_chunk_tokens=args.chunk_tokens,
                             liger=variant.liger, compile=variant.compile, activation_checkpointing=variant.ac,
-                            attn_implementation=args.attn, overrides=dict(args.override))
+                            attn_implementation="varlen" if variant.varlen else args.attn,
+                            overrides=dict(args.override))
     strategy_cfg = StrategyConfig(
         name=variant.strategy, mixed_precision="bf16",
         unit_modules="decoder+embedding" if variant.embed_unit else "decoder",
@@ -222,6 +226,7 @@ def main() -> None:
     parser.add_argument("--micro-batch", type=int, default=2)
     parser.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step")
     parser.add_argument("--min-doc", type=int, default=256, help="shortest document for packed/padded data")
+    parser.add_argument("--max-doc", type=int, default=None, help="longest document (default: --seq)")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=1, help="alternate the variant list this many times")
@@ -251,8 +256,8 @@ def main() -> None:
             variant.results.append(run_variant(variant, args, env))
             if env.is_main:
                 r = variant.results[-1]
-                print(f"[bench] {variant.spec}: {r['tflops_per_gpu']:.0f} TFLOP/s/GPU, {r['peak_mem_gib']:.1f} GiB",
-                      file=sys.stderr, flush=True)
+                print(f"[bench] {variant.spec}: {r['tokens_per_s_per_gpu']:.0f} tok/s/GPU, {r['tflops_per_gpu']:.1f} "
+                      f"TFLOP/s/GPU, {r['peak_mem_gib']:.1f} GiB", file=sys.stderr, flush=True)
     finally:
         shutdown(env)
     if not env.is_main:

@@ -44,7 +44,7 @@ class ModelConfig:
     random_init: bool = False  # with `path`: take only its config.json, initialise randomly
     tokenizer: str | None = None  # default: `path`, else the embedded tiny tokenizer
     overrides: dict[str, Any] = field(default_factory=dict)  # HF config fields, e.g. {num_hidden_layers: 4}
-    attn_implementation: str = "sdpa"
+    attn_implementation: str = "sdpa"  # sdpa | varlen (packed rows: trainer/attention.py) | flex_attention
     activation_checkpointing: bool = False
     compile: bool = False  # torch.compile each decoder layer
     loss: Literal["chunked", "plain", "liger"] = "chunked"  # chunked: never materialises full fp32 logits

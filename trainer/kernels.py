@@ -1,17 +1,19 @@
-"""Fused kernels swapped into a built model: liger-kernel's RoPE, RMSNorm and SwiGLU.
+"""Fused kernels swapped into a built model: liger-kernel's RoPE, RMSNorm and SwiGLU (and, by
+importing trainer.attention, the `varlen` attention implementation for packed rows).
 
 These are three of the four kernels verl's `use_liger` turns on; the fourth, liger's fused
 linear cross-entropy, is a loss mode (`model.loss=liger`, in `trainer.loss`) because our
 model's forward ends in `linear_cross_entropy_sum`, not in the Hugging Face forward liger
-patches. RMSNorm and SwiGLU are patched on this model's own modules; RoPE is replaced in
-the family's transformers module (liger patches the module's `apply_rotary_pos_emb`), so
-every model of that family built later in the process uses it too.
+patches. liger patches this model's own norm and MLP modules, and also replaces RoPE and the
+norm and MLP classes in the family's transformers module, so every model of that family
+built later in the process uses them too.
 """
 
 from __future__ import annotations
 
 import torch
 
+import trainer.attention  # noqa: F401  (registers model.attn_implementation=varlen with transformers)
 from trainer.config import ConfigError, ModelConfig
 
 _LIGER_APPLIERS = {"qwen2": "apply_liger_kernel_to_qwen2", "qwen3": "apply_liger_kernel_to_qwen3",
