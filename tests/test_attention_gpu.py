@@ -25,6 +25,7 @@ def test_varlen_matches_sdpa_block_mask_with_gqa():
     heads, kv_heads, dim, total = 12, 2, 128, sum(lengths)
     module = torch.nn.Module()
     module.is_causal = True
+    module.num_key_value_groups = heads // kv_heads  # SDPA's reference path repeats the key/value heads
     leaves = [torch.randn(1, h, total, dim, device="cuda", dtype=torch.bfloat16, requires_grad=True)
               for h in (heads, kv_heads, kv_heads)]
     mask = _block_causal_mask(lengths, "cuda")[None, None]

@@ -32,7 +32,10 @@ def test_one_rank_gradients_equal_fsdp2():
     assert [(r["micro_batches"], r["step"]) for r in reports] == [(m, s) for m in (1, 2, 3) for s in (1, 2)]
     for report in reports:  # bf16 compute in both; a doubled gradient has a norm ratio of 2
         assert not report["missing"], report
-        assert report["max_rel_err"] < 3e-2 and 0.98 < report["norm_ratio_min"] <= report["norm_ratio_max"] < 1.02, report
+        # After one update the two runs' weights differ by bf16 rounding too, so the smallest
+        # tensors (k_proj biases) drift most: 1.3-1.6% at step 1, up to 3.1% at step 2 on 1xH200.
+        assert report["rel_err"] < 2e-2 and report["max_rel_err"] < 5e-2, report
+        assert 0.98 < report["norm_ratio_min"] <= report["norm_ratio_max"] < 1.02, report
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
