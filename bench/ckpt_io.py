@@ -101,9 +101,9 @@ def dcp_baselines(state, root: Path, group, threads: int) -> list[tuple[str, flo
     from torch.distributed.checkpoint import FileSystemWriter
 
     threaded = root / "plain_threaded"
-    rows = [(f"dcp.save, FileSystemWriter(thread_count={threads})",
-             timed(lambda: dcp.save(state(), storage_writer=FileSystemWriter(str(threaded), thread_count=threads),
-                                    process_group=group)))]
+    writer = FileSystemWriter(str(threaded), thread_count=threads)
+    seconds = timed(lambda: dcp.save(state(), storage_writer=writer, process_group=group))
+    rows = [(f"dcp.save, FileSystemWriter(thread_count={threads})", seconds)]
     background = root / "plain_async"
     futures = []
     try:

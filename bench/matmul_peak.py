@@ -25,12 +25,18 @@ def datasheet_peak(device_name: str) -> float | None:
     return next((v for k, v in DATASHEET_BF16_TFLOPS.items() if k in device_name), None)
 
 
-def measure_matmul_tflops(size: int = 8192, repeat: int = 20, warmup: int = 5, pairs: int = 3) -> dict[str, float]:
+def measure_matmul_tflops(
+    size: int = 8192, repeat: int = 20, warmup: int = 5, pairs: int = 3
+) -> dict[str, float]:
     """Median and best TFLOP/s of `size`^3 bf16 products on the current CUDA device."""
     generator = torch.Generator(device="cuda").manual_seed(0)
-    inputs = [(torch.randn(size, size, device="cuda", dtype=torch.bfloat16, generator=generator),
-               torch.randn(size, size, device="cuda", dtype=torch.bfloat16, generator=generator))
-              for _ in range(pairs)]
+    inputs = [
+        (
+            torch.randn(size, size, device="cuda", dtype=torch.bfloat16, generator=generator),
+            torch.randn(size, size, device="cuda", dtype=torch.bfloat16, generator=generator),
+        )
+        for _ in range(pairs)
+    ]
     out = torch.empty(size, size, device="cuda", dtype=torch.bfloat16)
     for i in range(warmup):
         torch.matmul(*inputs[i % pairs], out=out)
@@ -43,11 +49,16 @@ def measure_matmul_tflops(size: int = 8192, repeat: int = 20, warmup: int = 5, p
         end.synchronize()
         seconds.append(start.elapsed_time(end) / 1e3)
     flops = 2.0 * size**3
-    return {"median_tflops": flops / statistics.median(seconds) / 1e12, "best_tflops": flops / min(seconds) / 1e12}
+    return {
+        "median_tflops": flops / statistics.median(seconds) / 1e12,
+        "best_tflops": flops / min(seconds) / 1e12,
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--size", type=int, default=8192)
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--json", action="store_true", help="print one JSON line instead of text")
@@ -58,8 +69,10 @@ def main() -> None:
     if args.json:
         print(json.dumps(result))
         return
-    print(f"{name}: bf16 {args.size}^3 matmul, median {result['median_tflops']:.0f} TFLOP/s, "
-          f"best {result['best_tflops']:.0f} (datasheet dense bf16: {result['datasheet_tflops']})")
+    print(
+        f"{name}: bf16 {args.size}^3 matmul, median {result['median_tflops']:.0f} TFLOP/s, "
+        f"best {result['best_tflops']:.0f} (datasheet dense bf16: {result['datasheet_tflops']})"
+    )
 
 
 if __name__ == "__main__":

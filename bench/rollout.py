@@ -70,12 +70,13 @@ def left_padded(prompts: list[list[int]], device: str) -> tuple[torch.Tensor, to
 
 def run_generate(model, prompts, new_tokens: int, device: str, greedy: bool = False,
                  static: bool = False) -> list[list[int]]:
-    """`static`: transformers' static KV cache, with which `generate` torch.compiles the decode step."""
+    """`static`: transformers' static KV cache, with which `generate` compiles the decode step."""
     ids, mask = left_padded(prompts, device)
     extra = {"cache_implementation": "static"} if static else {}
     with torch.inference_mode():
-        out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-                             do_sample=not greedy, temperature=1.0, top_p=1.0, top_k=0, pad_token_id=PAD, **extra)
+        out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens,
+                             min_new_tokens=new_tokens, do_sample=not greedy, temperature=1.0,
+                             top_p=1.0, top_k=0, pad_token_id=PAD, **extra)
     return out[:, ids.shape[1]:].tolist()
 
 
@@ -120,9 +121,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16")
-    parser.add_argument("--bandwidth", type=float, default=4.8e12, help="device memory bytes/s (H200: 4.8e12)")
+    parser.add_argument("--bandwidth", type=float, default=4.8e12,
+                        help="device memory bytes/s (H200: 4.8e12)")
     parser.add_argument("--engines", default="generate,generate_static,hf,hf_unfused,hf_eager",
-                        help="generate (baseline, first), generate_static (static cache + torch.compile), hf (CUDA graphs of torch.compile-fused ops), hf_unfused "
+                        help="generate (baseline, first), generate_static (static cache + "
+                        "torch.compile), hf (CUDA graphs of torch.compile-fused ops), hf_unfused "
                         "(CUDA graphs of plain ops), hf_eager (static cache, no graphs)")
     parser.add_argument("--check-tokens", type=int, default=32, help="greedy tokens compared against generate")
     parser.add_argument("--profile", action="store_true",
@@ -137,8 +140,11 @@ def main() -> None:
     unfused_engine = HFRolloutEngine(model, [], PAD, cuda_graphs=True, max_num_seqs=args.prompts, fused_ops=False)
     eager_engine = HFRolloutEngine(model, [], PAD, cuda_graphs=False, max_num_seqs=args.prompts)
     engines = {"hf": graph_engine, "hf_unfused": unfused_engine, "hf_eager": eager_engine}
-    runners = {"generate": lambda: run_generate(model, prompts, args.new_tokens, args.device),
-               "generate_static": lambda: run_generate(model, prompts, args.new_tokens, args.device, static=True)}
+    runners = {
+        "generate": lambda: run_generate(model, prompts, args.new_tokens, args.device),
+        "generate_static": lambda: run_generate(model, prompts, args.new_tokens, args.device,
+                                                static=True),
+    }
     runners.update({name: partial(run_engine, engine, prompts, args.new_tokens) for name, engine in engines.items()})
     names = [n.strip() for n in args.engines.split(",") if n.strip()]
     rows = []
@@ -163,12 +169,14 @@ def main() -> None:
     print(f"\n{args.shape}, {args.prompts} prompts x {args.new_tokens} new tokens (prompts {args.prompt_len // 2}-"
           f"{args.prompt_len} tokens), {args.dtype}, {device_name}\n")
     print(f"decode bandwidth limit: {floor_s:.3f} s at {args.bandwidth / 1e12:.1f} TB/s\n")
-    print("| engine | first run s | best s | generated tok/s | x generate | of bandwidth limit | greedy agreement |")
+    print("| engine | first run s | best s | generated tok/s | x generate | of bandwidth limit "
+          "| greedy agreement |")
     print("|---|---|---|---|---|---|---|")
     for row in rows:
         ratio = f"{row['tokens_per_s'] / base:.2f}" if base else "-"
         shown = f"{agree[row['engine']]:.3f}" if row["engine"] in agree else "-"
-        print(f"| {row['engine']} | {row['first_s']:.2f} | {row['best_s']:.2f} | {row['tokens_per_s']:.0f} | {ratio} "
+        print(f"| {row['engine']} | {row['first_s']:.2f} | {row['best_s']:.2f} "
+              f"| {row['tokens_per_s']:.0f} | {ratio} "
               f"| {100 * row['bandwidth_fraction']:.1f}% | {shown} |")
     graphs = graph_engine.decoder.cuda_graphs
     print(f"\nhf engine decoded with CUDA graphs: {graphs}")

@@ -88,8 +88,10 @@ def parse_variant(strategy: str, levers: str, twins: bool) -> Variant:
     for lever in filter(None, levers.split("+")):
         if lever.startswith("bucket=") or lever in MEGATRON_LEVERS:
             if strategy != "megatron_fsdp" or twins:
-                raise SystemExit(f"lever {lever!r} exists for megatron_fsdp alone: it has no FSDP2 twin; "
-                                 "run it with --strategies megatron_fsdp")
+                raise SystemExit(
+                    f"lever {lever!r} exists for megatron_fsdp alone: it has no FSDP2 twin; "
+                    "run it with --strategies megatron_fsdp"
+                )
             if lever.startswith("bucket="):
                 variant.bucket = int(lever.split("=", 1)[1])
             elif lever == "no_overlap":
@@ -97,8 +99,10 @@ def parse_variant(strategy: str, levers: str, twins: bool) -> Variant:
             else:
                 setattr(variant, lever, True)
         elif lever not in COMMON_LEVERS:
-            raise SystemExit(f"lever set {levers!r}: unknown lever {lever!r}; choose from "
-                             f"{sorted(COMMON_LEVERS | MEGATRON_LEVERS)} or bucket=N")
+            raise SystemExit(
+                f"lever set {levers!r}: unknown lever {lever!r}; choose from "
+                f"{sorted(COMMON_LEVERS | MEGATRON_LEVERS)} or bucket=N"
+            )
         elif lever in LOSSES:
             variant.loss = LOSSES[lever]
         elif lever in ("full", "packed", "padded"):
@@ -118,12 +122,16 @@ def schedule(variants: list[Variant], repeat: int) -> list[Variant]:
 
 def synthetic_micro_batches(variant: Variant, args, vocab: int, count: int) -> list:
     """`count` micro-batches of random tokens; every position is a target (pretraining-like SFT)."""
-    rng = random.Random(17)  # same documents on every rank, so every rank runs as many micro-batches
+    rng = random.Random(
+        17
+    )  # same documents on every rank, so every rank runs as many micro-batches
     batches = []
     for _ in range(count):
         if variant.data == "full":
-            docs = [Example([rng.randrange(vocab) for _ in range(args.seq)], [1] * args.seq)
-                    for _ in range(args.micro_batch)]
+            docs = [
+                Example([rng.randrange(vocab) for _ in range(args.seq)], [1] * args.seq)
+                for _ in range(args.micro_batch)
+            ]
             batches.append(collate_padded(docs, 0))
             continue
         budget = args.micro_batch * args.seq
@@ -146,15 +154,24 @@ def run_variant(variant: Variant, args, env) -> dict:
     # What earlier variants of this process still hold (compiled graphs keep their modules
     # alive) is not this variant's memory: the peak is reported above it.
     held = torch.cuda.memory_allocated() if env.device.type == "cuda" else 0
-    model_cfg = ModelConfig(shape=args.shape, loss=variant.loss, loss_chunk_tokens=args.chunk_tokens,
-                            liger=variant.liger, compile=variant.compile, activation_checkpointing=variant.ac,
-                            attn_implementation="varlen" if variant.varlen else args.attn,
-                            overrides=dict(args.override))
+    model_cfg = ModelConfig(
+        shape=args.shape,
+        loss=variant.loss,
+        loss_chunk_tokens=args.chunk_tokens,
+        liger=variant.liger,
+        compile=variant.compile,
+        activation_checkpointing=variant.ac,
+        attn_implementation="varlen" if variant.varlen else args.attn,
+        overrides=dict(args.override),
+    )
     strategy_cfg = StrategyConfig(
-        name=variant.strategy, mixed_precision="bf16",
+        name=variant.strategy,
+        mixed_precision="bf16",
         unit_modules="decoder+embedding" if variant.embed_unit else "decoder",
-        fsdp_double_buffer=variant.double_buffer, overlap_grad_reduce=variant.overlap,
-        overlap_param_gather=variant.overlap, bucket_size=variant.bucket,
+        fsdp_double_buffer=variant.double_buffer,
+        overlap_grad_reduce=variant.overlap,
+        overlap_param_gather=variant.overlap,
+        bucket_size=variant.bucket,
     )
     hf_config = build_hf_config(model_cfg, _NoTokenizer())
     strategy = make_strategy(strategy_cfg, env)
@@ -184,7 +201,10 @@ def run_variant(variant: Variant, args, env) -> dict:
         if step >= args.warmup:
             timings.append(time.perf_counter() - started)
     seconds = sorted(timings)[len(timings) // 2]  # median step
-    flops = 6.0 * counts["matmul"] * tokens + 6.0 * hf_config.num_hidden_layers * counts["attention_dim"] * attention
+    flops = (
+        6.0 * counts["matmul"] * tokens
+        + 6.0 * hf_config.num_hidden_layers * counts["attention_dim"] * attention
+    )
     result = {
         "variant": variant.spec,
         "tokens_per_s_per_gpu": tokens / seconds,
@@ -225,72 +245,123 @@ class _NoTokenizer:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--shape", default="qwen2-1.5b")
     parser.add_argument("--seq", type=int, default=4096)
     parser.add_argument("--micro-batch", type=int, default=2)
-    parser.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step")
-    parser.add_argument("--min-doc", type=int, default=256, help="shortest document for packed/padded data")
-    parser.add_argument("--max-doc", type=int, default=None, help="longest document (default: --seq)")
+    parser.add_argument(
+        "--grad-accum", type=int, default=1, help="micro-batches per optimizer step"
+    )
+    parser.add_argument(
+        "--min-doc", type=int, default=256, help="shortest document for packed/padded data"
+    )
+    parser.add_argument(
+        "--max-doc", type=int, default=None, help="longest document (default: --seq)"
+    )
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--repeat", type=int, default=1, help="alternate the variant list this many times")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="alternate the variant list this many times"
+    )
     parser.add_argument("--chunk-tokens", type=int, default=4096)
     parser.add_argument("--attn", default="sdpa")
-    parser.add_argument("--matmul-peak", type=float, default=None,
-                        help="measured bf16 matmul TFLOP/s per GPU; default: measure it now (bench/matmul_peak.py)")
-    parser.add_argument("--override", type=_key_value, action="append", default=[],
-                        help="HF config field for the shape, e.g. num_hidden_layers=2 (repeatable)")
-    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="cpu: smoke test with fsdp2 only")
-    parser.add_argument("--strategies", default="fsdp2,megatron_fsdp", help="each lever set runs on each of these")
-    parser.add_argument("--levers", default="plain,chunked,chunked+compile",
-                        help="comma-separated lever sets (see above)")
+    parser.add_argument(
+        "--matmul-peak",
+        type=float,
+        default=None,
+        help="measured bf16 matmul TFLOP/s per GPU; default: measure it now (bench/matmul_peak.py)",
+    )
+    parser.add_argument(
+        "--override",
+        type=_key_value,
+        action="append",
+        default=[],
+        help="HF config field for the shape, e.g. num_hidden_layers=2 (repeatable)",
+    )
+    parser.add_argument(
+        "--device", default="cuda", choices=["cuda", "cpu"], help="cpu: smoke test with fsdp2 only"
+    )
+    parser.add_argument(
+        "--strategies", default="fsdp2,megatron_fsdp", help="each lever set runs on each of these"
+    )
+    parser.add_argument(
+        "--levers",
+        default="plain,chunked,chunked+compile",
+        help="comma-separated lever sets (see above)",
+    )
     parser.add_argument("--json", dest="json_out", default=None, help="also write the results here")
     args = parser.parse_args()
     strategies = [s for s in args.strategies.split(",") if s]
     if not strategies or set(strategies) - set(STRATEGIES):
         raise SystemExit(f"--strategies: choose from {', '.join(STRATEGIES)}")
-    variants = [parse_variant(strategy, levers, twins=len(strategies) > 1)
-                for levers in args.levers.split(",") for strategy in strategies]
+    variants = [
+        parse_variant(strategy, levers, twins=len(strategies) > 1)
+        for levers in args.levers.split(",")
+        for strategy in strategies
+    ]
     env = init_distributed(args.device)
     cuda = env.device.type == "cuda"
-    matmul_peak = args.matmul_peak or (measure_matmul_tflops()["median_tflops"] if cuda else float("nan"))
+    matmul_peak = args.matmul_peak or (
+        measure_matmul_tflops()["median_tflops"] if cuda else float("nan")
+    )
     datasheet = (datasheet_peak(torch.cuda.get_device_name()) if cuda else None) or float("nan")
     try:
         for variant in schedule(variants, args.repeat):
             variant.results.append(run_variant(variant, args, env))
             if env.is_main:
                 r = variant.results[-1]
-                print(f"[bench] {variant.spec}: {r['tokens_per_s_per_gpu']:.0f} tok/s/GPU, {r['tflops_per_gpu']:.1f} "
-                      f"TFLOP/s/GPU, {r['peak_mem_gib']:.1f} GiB", file=sys.stderr, flush=True)
+                print(
+                    f"[bench] {variant.spec}: {r['tokens_per_s_per_gpu']:.0f} tok/s/GPU, "
+                    f"{r['tflops_per_gpu']:.1f} TFLOP/s/GPU, {r['peak_mem_gib']:.1f} GiB",
+                    file=sys.stderr,
+                    flush=True,
+                )
     finally:
         shutdown(env)
     if not env.is_main:
         return
     print_table(variants, args, env.world_size, matmul_peak, datasheet)
     if args.json_out:
-        runs = [{"strategy": v.strategy, "levers": v.levers, "results": v.results} for v in variants]
-        Path(args.json_out).write_text(json.dumps({"args": vars(args), "matmul_peak": matmul_peak, "runs": runs},
-                                                  indent=1, default=str))
+        runs = [
+            {"strategy": v.strategy, "levers": v.levers, "results": v.results} for v in variants
+        ]
+        Path(args.json_out).write_text(
+            json.dumps(
+                {"args": vars(args), "matmul_peak": matmul_peak, "runs": runs},
+                indent=1,
+                default=str,
+            )
+        )
 
 
-def print_table(variants: list[Variant], args, world_size: int, matmul_peak: float, datasheet: float) -> None:
+def print_table(
+    variants: list[Variant], args, world_size: int, matmul_peak: float, datasheet: float
+) -> None:
     rows = {v.spec: _best(v) for v in variants}
     base = rows[variants[0].spec]["tflops_per_gpu"]
-    print(f"\n{args.shape}, seq {args.seq}, micro-batch {args.micro_batch}, grad-accum {args.grad_accum}, "
-          f"{world_size} GPU(s), median of {args.steps} steps, best of {args.repeat} round(s); "
-          f"measured bf16 matmul peak {matmul_peak:.0f} TFLOP/s, datasheet {datasheet:.0f}\n")
-    print(f"| strategy | levers | tok/s/GPU | TFLOP/s/GPU | MFU ({datasheet:.0f}) | of measured peak "
-          f"({matmul_peak:.0f}) | peak GiB | vs first row | Megatron-FSDP vs FSDP2 twin |")
+    print(
+        f"\n{args.shape}, seq {args.seq}, micro-batch {args.micro_batch}, "
+        f"grad-accum {args.grad_accum}, "
+        f"{world_size} GPU(s), median of {args.steps} steps, best of {args.repeat} round(s); "
+        f"measured bf16 matmul peak {matmul_peak:.0f} TFLOP/s, datasheet {datasheet:.0f}\n"
+    )
+    print(
+        f"| strategy | levers | tok/s/GPU | TFLOP/s/GPU | MFU ({datasheet:.0f}) | of measured peak "
+        f"({matmul_peak:.0f}) | peak GiB | vs first row | Megatron-FSDP vs FSDP2 twin |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for variant in variants:
         row = rows[variant.spec]
         twin = rows.get(f"fsdp2:{variant.levers}") if variant.strategy == "megatron_fsdp" else None
         twin_ratio = f"{row['tflops_per_gpu'] / twin['tflops_per_gpu']:.3f}x" if twin else "-"
-        print(f"| {variant.strategy} | {variant.levers} | {row['tokens_per_s_per_gpu']:,.0f} | "
-              f"{row['tflops_per_gpu']:.1f} | {100 * row['tflops_per_gpu'] / datasheet:.1f}% | "
-              f"{100 * row['tflops_per_gpu'] / matmul_peak:.1f}% | {row['peak_mem_gib']:.1f} | "
-              f"{row['tflops_per_gpu'] / base:.3f}x | {twin_ratio} |")
+        print(
+            f"| {variant.strategy} | {variant.levers} | {row['tokens_per_s_per_gpu']:,.0f} | "
+            f"{row['tflops_per_gpu']:.1f} | {100 * row['tflops_per_gpu'] / datasheet:.1f}% | "
+            f"{100 * row['tflops_per_gpu'] / matmul_peak:.1f}% | {row['peak_mem_gib']:.1f} | "
+            f"{row['tflops_per_gpu'] / base:.3f}x | {twin_ratio} |"
+        )
 
 
 def _best(variant: Variant) -> dict:

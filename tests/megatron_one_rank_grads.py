@@ -4,7 +4,8 @@ Same tiny model, seed and micro-batches for each; each step's gradients are comp
 `before_optimizer_step` (the second step also checks that the first step's optimizer update
 and `zero_grad` left the gradient buffers clean). Prints one JSON line per step and setting
 with the relative error against FSDP2 over all gradients together and the largest over the
-tensors, and the range of their norm ratios (a doubled gradient reads 2.0). Run directly on a CUDA machine:
+tensors, and the range of their norm ratios (a doubled gradient reads 2.0). Run directly on a
+CUDA machine:
 
     python tests/megatron_one_rank_grads.py --micro-batches 1 3 [--zero-dp optim_grads_params optim]
 """
@@ -33,13 +34,17 @@ def micro_batches(count: int, vocab: int, device: torch.device, step: int) -> li
     rng = random.Random(5 + step)
     batches = []
     for _ in range(count):
-        docs = [Example([rng.randrange(3, vocab) for _ in range(48)], [0] * 8 + [1] * 40) for _ in range(2)]
+        docs = [
+            Example([rng.randrange(3, vocab) for _ in range(48)], [0] * 8 + [1] * 40)
+            for _ in range(2)
+        ]
         batches.append(collate_padded(docs, 0).to(device))
     return batches
 
 
-def step_gradients(strategy_cfg: StrategyConfig, model_cfg: ModelConfig, env, count: int,
-                   steps: int) -> list[dict[str, torch.Tensor]]:
+def step_gradients(
+    strategy_cfg: StrategyConfig, model_cfg: ModelConfig, env, count: int, steps: int
+) -> list[dict[str, torch.Tensor]]:
     """Full fp32 gradients by Hugging Face name, per optimizer step, after `count` micro-batches."""
     tokenizer = load_tokenizer(model_cfg)
     hf_config = build_hf_config(model_cfg, tokenizer)
@@ -54,7 +59,9 @@ def step_gradients(strategy_cfg: StrategyConfig, model_cfg: ModelConfig, env, co
         grads = {}
         for name, param in model.named_parameters():
             if param.grad is not None:
-                full = param.grad.full_tensor() if hasattr(param.grad, "full_tensor") else param.grad
+                full = (
+                    param.grad.full_tensor() if hasattr(param.grad, "full_tensor") else param.grad
+                )
                 grads[name.removeprefix("module.")] = full.detach().float().cpu().reshape(-1)
         per_step.append(grads)
         optimizer.step()
@@ -71,15 +78,24 @@ def compare(ours: dict[str, torch.Tensor], reference: dict[str, torch.Tensor]) -
         rel[name] = ((mine - ref).norm() / ref.norm().clamp(min=1e-30)).item()
         ratio[name] = (mine.norm() / ref.norm().clamp(min=1e-30)).item()
     names = sorted(reference)
-    everything = (torch.cat([ours[n] for n in names]) - torch.cat([reference[n] for n in names])).norm()
+    everything = (
+        torch.cat([ours[n] for n in names]) - torch.cat([reference[n] for n in names])
+    ).norm()
     overall = (everything / torch.cat([reference[n] for n in names]).norm()).item()
-    return {"missing": sorted(set(reference) - set(ours)), "rel_err": overall, "max_rel_err": max(rel.values()),
-            "norm_ratio_min": min(ratio.values()), "norm_ratio_max": max(ratio.values()),
-            "worst": max(rel, key=rel.get)}
+    return {
+        "missing": sorted(set(reference) - set(ours)),
+        "rel_err": overall,
+        "max_rel_err": max(rel.values()),
+        "norm_ratio_min": min(ratio.values()),
+        "norm_ratio_max": max(ratio.values()),
+        "worst": max(rel, key=rel.get),
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--micro-batches", type=int, nargs="+", default=[1, 3])
     parser.add_argument("--zero-dp", nargs="+", default=["optim_grads_params"])
     parser.add_argument("--steps", type=int, default=2)
@@ -88,13 +104,25 @@ def main() -> None:
     model_cfg = ModelConfig(shape="tiny", loss="chunked")
     try:
         for count in args.micro_batches:
-            reference = step_gradients(StrategyConfig(name="fsdp2", mixed_precision="bf16"), model_cfg, env, count,
-                                       args.steps)
+            reference = step_gradients(
+                StrategyConfig(name="fsdp2", mixed_precision="bf16"),
+                model_cfg,
+                env,
+                count,
+                args.steps,
+            )
             for zero_dp in args.zero_dp:
-                cfg = StrategyConfig(name="megatron_fsdp", mixed_precision="bf16", zero_dp_strategy=zero_dp)
+                cfg = StrategyConfig(
+                    name="megatron_fsdp", mixed_precision="bf16", zero_dp_strategy=zero_dp
+                )
                 ours = step_gradients(cfg, model_cfg, env, count, args.steps)
                 for step, (mine, theirs) in enumerate(zip(ours, reference), start=1):
-                    report = {"zero_dp": zero_dp, "micro_batches": count, "step": step, **compare(mine, theirs)}
+                    report = {
+                        "zero_dp": zero_dp,
+                        "micro_batches": count,
+                        "step": step,
+                        **compare(mine, theirs),
+                    }
                     print(json.dumps(report), flush=True)
     finally:
         shutdown(env)

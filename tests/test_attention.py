@@ -14,7 +14,9 @@ from trainer.model import build_hf_config, build_model, load_tokenizer
 
 
 def test_packed_rows_carry_document_boundaries():
-    batch = collate_packed([Example([5, 6, 7, 8], [0, 1, 1, 1]), Example([9, 10, 11], [0, 1, 1])], pad_id=0)
+    batch = collate_packed(
+        [Example([5, 6, 7, 8], [0, 1, 1, 1]), Example([9, 10, 11], [0, 1, 1])], pad_id=0
+    )
     assert batch.inputs["cu_seqlens"].tolist() == [0, 4, 7]
     assert batch.inputs["cu_seqlens"].dtype == torch.int32
 
@@ -30,7 +32,9 @@ def test_varlen_packed_loss_and_gradients_equal_unpacked():
         examples.append(Example(ids, [0] * prompt + [1] * (length - prompt)))
     runs = {
         "packed": lambda: model(**collate_packed(examples, tokenizer.pad_token_id).inputs),
-        "one by one": lambda: sum(model(**collate_packed([e], tokenizer.pad_token_id).inputs) for e in examples),
+        "one by one": lambda: sum(
+            model(**collate_packed([e], tokenizer.pad_token_id).inputs) for e in examples
+        ),
         "padded": lambda: model(**collate_padded(examples, tokenizer.pad_token_id).inputs),
     }
     results = {}

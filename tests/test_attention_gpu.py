@@ -13,7 +13,9 @@ pytestmark = pytest.mark.gpu
 
 
 def _block_causal_mask(lengths: list[int], device) -> torch.Tensor:
-    doc = torch.repeat_interleave(torch.arange(len(lengths), device=device), torch.tensor(lengths, device=device))
+    doc = torch.repeat_interleave(
+        torch.arange(len(lengths), device=device), torch.tensor(lengths, device=device)
+    )
     position = torch.arange(sum(lengths), device=device)
     return (doc[:, None] == doc[None, :]) & (position[None, :] <= position[:, None])
 
@@ -25,14 +27,19 @@ def test_varlen_matches_sdpa_block_mask_with_gqa():
     heads, kv_heads, dim, total = 12, 2, 128, sum(lengths)
     module = torch.nn.Module()
     module.is_causal = True
-    module.num_key_value_groups = heads // kv_heads  # SDPA's reference path repeats the key/value heads
-    leaves = [torch.randn(1, h, total, dim, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-              for h in (heads, kv_heads, kv_heads)]
+    module.num_key_value_groups = (
+        heads // kv_heads
+    )  # SDPA's reference path repeats the key/value heads
+    leaves = [
+        torch.randn(1, h, total, dim, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        for h in (heads, kv_heads, kv_heads)
+    ]
     mask = _block_causal_mask(lengths, "cuda")[None, None]
     results = []
     for kwargs in ({"cu_seqlens": document_boundaries(lengths).cuda()}, {}):
-        out, _ = varlen_attention_forward(module, *leaves, mask if not kwargs else None, scaling=dim**-0.5,
-                                          **kwargs)
+        out, _ = varlen_attention_forward(
+            module, *leaves, mask if not kwargs else None, scaling=dim**-0.5, **kwargs
+        )
         grads = torch.autograd.grad(out.float().square().sum(), leaves)
         results.append((out.float(), *[g.float() for g in grads]))
     for ours, reference in zip(*results):

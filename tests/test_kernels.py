@@ -12,8 +12,10 @@ from trainer.config import ConfigError, ModelConfig
 from trainer.model import build_hf_config, build_model, load_tokenizer
 
 
-@pytest.mark.parametrize(("settings", "named"), [({"liger": True}, "model.liger=true"),
-                                                 ({"loss": "liger"}, "model.loss=liger")])
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [({"liger": True}, "model.liger=true"), ({"loss": "liger"}, "model.loss=liger")],
+)
 def test_liger_settings_without_liger_kernel_name_the_setting(monkeypatch, settings, named):
     monkeypatch.setitem(sys.modules, "liger_kernel", None)  # importing it now raises ImportError
     cfg = ModelConfig(**settings)

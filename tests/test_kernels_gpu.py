@@ -41,13 +41,19 @@ def test_liger_kernels_model_matches_plain_model():
         hf_config = build_hf_config(cfg, load_tokenizer(cfg))
         model = build_model(cfg, hf_config, torch.device("cuda"), seed=0).to(torch.bfloat16)
         if liger:
-            assert type(model.model.norm).__name__ != "LigerRMSNorm" and model.model.norm._get_name() == "LigerRMSNorm"
+            assert (
+                type(model.model.norm).__name__ != "LigerRMSNorm"
+                and model.model.norm._get_name() == "LigerRMSNorm"
+            )
         generator = torch.Generator().manual_seed(1)
         ids = torch.randint(3, hf_config.vocab_size, (2, 64), generator=generator).cuda()
         positions = torch.arange(64, device="cuda").expand(2, 64)
         loss = model(input_ids=ids, position_ids=positions, targets=ids.roll(-1, dims=1))
         loss.backward()
-        outputs[liger] = (loss.float().item(), model.model.layers[0].mlp.down_proj.weight.grad.float().clone())
+        outputs[liger] = (
+            loss.float().item(),
+            model.model.layers[0].mlp.down_proj.weight.grad.float().clone(),
+        )
     print({k: v[0] for k, v in outputs.items()})
     assert outputs[True][0] == pytest.approx(outputs[False][0], rel=1e-2)
     error = (outputs[True][1] - outputs[False][1]).norm() / outputs[False][1].norm()

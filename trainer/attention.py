@@ -39,12 +39,15 @@ def varlen_attention_forward(
     """transformers' attention signature: query [batch, heads, seq, dim] in, [batch, seq, heads,
     dim] out. Packed rows on CUDA go through `varlen_attn`; the rest through SDPA."""
     if cu_seqlens is None or not query.is_cuda or dropout:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      **kwargs)
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
     from torch.nn.attention.varlen import varlen_attn
 
     if query.shape[0] != 1:
-        raise ValueError(f"varlen attention: a packed micro-batch is one row, got {query.shape[0]} rows")
+        raise ValueError(
+            f"varlen attention: a packed micro-batch is one row, got {query.shape[0]} rows"
+        )
     groups = query.shape[1] // key.shape[1]
     # [1, heads, seq, dim] -> [seq, heads, dim]; torch 2.11's varlen_attn has no GQA option,
     # so each key/value head is repeated for its group of query heads.
@@ -54,7 +57,9 @@ def varlen_attention_forward(
     # The row length bounds every document's: an exact maximum would cost a device-to-host
     # sync per call, and a new integer per micro-batch would recompile compiled layers.
     longest = query.shape[2]
-    out = varlen_attn(q, k, v, cu_seqlens, cu_seqlens, longest, longest, scale=scaling, window_size=(-1, 0))
+    out = varlen_attn(
+        q, k, v, cu_seqlens, cu_seqlens, longest, longest, scale=scaling, window_size=(-1, 0)
+    )
     return out.unsqueeze(0), None
 
 

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import torch
 
-import trainer.attention  # noqa: F401  (registers model.attn_implementation=varlen with transformers)
+import trainer.attention  # noqa: F401  (registers attn_implementation=varlen with transformers)
 from trainer.config import ConfigError, ModelConfig
 
-_LIGER_APPLIERS = {"qwen2": "apply_liger_kernel_to_qwen2", "qwen3": "apply_liger_kernel_to_qwen3",
-                   "llama": "apply_liger_kernel_to_llama"}
+_LIGER_APPLIERS = {
+    "qwen2": "apply_liger_kernel_to_qwen2",
+    "qwen3": "apply_liger_kernel_to_qwen3",
+    "llama": "apply_liger_kernel_to_llama",
+}
 
 
 def apply_kernels(model: torch.nn.Module, cfg: ModelConfig) -> None:
@@ -32,7 +35,14 @@ def apply_kernels(model: torch.nn.Module, cfg: ModelConfig) -> None:
     if family not in _LIGER_APPLIERS:
         raise ConfigError(f"model.liger: no liger-kernel patch for family {family!r}")
     apply = getattr(monkey_patch, _LIGER_APPLIERS[family])
-    apply(rope=True, rms_norm=True, swiglu=True, cross_entropy=False, fused_linear_cross_entropy=False, model=model)
+    apply(
+        rope=True,
+        rms_norm=True,
+        swiglu=True,
+        cross_entropy=False,
+        fused_linear_cross_entropy=False,
+        model=model,
+    )
 
 
 def import_liger(setting: str):
@@ -40,5 +50,7 @@ def import_liger(setting: str):
     try:
         from liger_kernel.transformers import monkey_patch
     except ImportError as error:
-        raise ConfigError(f"{setting} needs liger-kernel (pip install liger-kernel): {error}") from None
+        raise ConfigError(
+            f"{setting} needs liger-kernel (pip install liger-kernel): {error}"
+        ) from None
     return monkey_patch

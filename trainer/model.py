@@ -121,12 +121,13 @@ def decoder_layer_class(model: torch.nn.Module) -> type:
 
 def attach_loss_forward(model: torch.nn.Module, mode: str, chunk_tokens: int) -> None:
     """Make `model(input_ids, position_ids, targets, attention_mask=None, cu_seqlens=None)` return
-    the summed loss; `cu_seqlens` (packed rows) reaches every attention call (trainer/attention.py)."""
+    the summed loss; `cu_seqlens` (packed rows) reaches every attention call (trainer/attention)."""
 
     def forward(self, input_ids, position_ids, targets, attention_mask=None, cu_seqlens=None):
         packed = {} if cu_seqlens is None else {"cu_seqlens": cu_seqlens}
         hidden = self.model(
-            input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask, use_cache=False, **packed
+            input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
+            use_cache=False, **packed,
         ).last_hidden_state
         return linear_cross_entropy_sum(hidden, self.lm_head.weight, targets, mode, chunk_tokens)
 

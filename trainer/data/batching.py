@@ -76,7 +76,8 @@ def pad_to_count(micro_batches: list[list[int]], count: int) -> list[list[int]]:
 
 @dataclass
 class MicroBatch:
-    inputs: dict[str, torch.Tensor]  # input_ids, position_ids, targets[, attention_mask | cu_seqlens]
+    # input_ids, position_ids, targets[, attention_mask (padded) | cu_seqlens (packed)]
+    inputs: dict[str, torch.Tensor]
     tokens: int  # real (non-padding) tokens
     targets: int  # positions with a loss
     doc_lengths: list[int]  # for attention FLOPs

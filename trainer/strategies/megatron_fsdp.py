@@ -5,12 +5,13 @@ Decoder layers are the FSDP units (optionally the embedding too), ZeRO-3
 main gradients. Megatron-FSDP needs a device mesh with a tensor-parallel dimension even
 at tp=1, so the mesh is (dp, tp=1) named ("dp", "tp").
 
-One 0.6.1 behaviour is handled here: `fully_shard_optimizer` runs a synthetic `optimizer.step()` on zero gradients to create
-the optimizer state ahead of checkpoint loading. That advances Adam's step counter to 1,
-so the first real update uses the bias correction of step 2 (about 1.36x too small with
-betas 0.9/0.95), and applies one decoupled weight decay with the initial lr. We run that
-setup with lr 0 (no decay, no update) and reset the step counters afterwards
-(`shard_optimizer_without_phantom_step`); the state then equals a fresh optimizer's.
+One 0.6.1 behaviour is handled here: `fully_shard_optimizer` runs a synthetic
+`optimizer.step()` on zero gradients to create the optimizer state ahead of checkpoint
+loading. That advances Adam's step counter to 1, so the first real update uses the bias
+correction of step 2 (about 1.36x too small with betas 0.9/0.95), and applies one decoupled
+weight decay with the initial lr. We run that setup with lr 0 (no decay, no update) and
+reset the step counters afterwards (`shard_optimizer_without_phantom_step`); the state then
+equals a fresh optimizer's.
 
 One data-parallel rank works with these settings (`sync_model_each_microbatch=True`, fp32
 main gradients, `optimizer.zero_grad()` every step): on 1xH200 each of two steps' gradients
