@@ -1,10 +1,13 @@
-"""Rollout throughput: the hf engine (static KV cache + CUDA graphs) vs plain `model.generate`.
+"""Rollout throughput: the hf engine (static KV cache + CUDA graphs) vs `model.generate`, plain and
+with transformers' static cache + torch.compile (`cache_implementation="static"`).
 
 Same random-init model of a public shape, same prompts (random token ids, lengths between
 half and all of --prompt-len, left-padded), sampling at temperature 1, every sequence
 generating exactly --new-tokens tokens (no EOS), all prompts in one batch. Each engine runs
 once untimed (CUDA-graph capture, cuBLAS and allocator warm-up), then --repeat timed runs;
-the table shows the best, generated tokens/s and the ratio to `generate` (the baseline).
+the table shows the best, generated tokens/s, the ratio to `generate` (the baseline), and the
+fraction of the decode bandwidth limit: the bytes every decode step must read (all weights
+once, plus each sequence's KV cache so far), summed over the steps, over --bandwidth.
 A short greedy check reports how many of the first tokens the two agree on (bf16 numerics
 may part ways after a near tie; a wrong decoder parts at once).
 
@@ -65,17 +68,38 @@ def left_padded(prompts: list[list[int]], device: str) -> tuple[torch.Tensor, to
     return ids.to(device), mask.to(device)
 
 
-def run_generate(model, prompts, new_tokens: int, device: str, greedy: bool = False) -> list[list[int]]:
+def run_generate(model, prompts, new_tokens: int, device: str, greedy: bool = False,
+                 static: bool = False) -> list[list[int]]:
+    """`static`: transformers' static KV cache, with which `generate` compiles the decode step."""
     ids, mask = left_padded(prompts, device)
+    extra = {"cache_implementation": "static"} if static else {}
     with torch.inference_mode():
-        out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-                             do_sample=not greedy, temperature=1.0, top_p=1.0, top_k=0, pad_token_id=PAD)
+        out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens,
+                             min_new_tokens=new_tokens, do_sample=not greedy, temperature=1.0,
+                             top_p=1.0, top_k=0, pad_token_id=PAD, **extra)
     return out[:, ids.shape[1]:].tolist()
 
 
 def run_engine(engine: HFRolloutEngine, prompts, new_tokens: int, greedy: bool = False) -> list[list[int]]:
     params = SamplingParams(temperature=0 if greedy else 1.0, max_tokens=new_tokens, seed=0)
     return engine.generate(prompts, params).token_lists()
+
+
+def decode_bytes(model, prompt_lengths: list[int], new_tokens: int) -> float:
+    """Bytes the decode steps must read at the least. The prefill yields the first new token;
+    each of the `new_tokens - 1` decode steps after it reads every weight once (the LM head
+    included; the embedding lookup reads one row a sequence, counted as nothing) and, for each
+    sequence, the keys and values of every position it attends to: at step j, its prompt and
+    j generated tokens (the current one included)."""
+    config = model.config
+    dtype_bytes = next(model.parameters()).element_size()
+    weights = sum(p.numel() for p in model.model.layers.parameters()) + sum(
+        p.numel() for p in model.model.norm.parameters()) + model.lm_head.weight.numel()
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    kv_per_position = config.num_hidden_layers * 2 * config.num_key_value_heads * head_dim
+    steps = new_tokens - 1
+    positions = sum(length * steps + steps * (steps + 1) // 2 for length in prompt_lengths)
+    return (steps * weights + positions * kv_per_position) * dtype_bytes
 
 
 def timed(fn, device: str) -> tuple[float, list[list[int]]]:
@@ -97,8 +121,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16")
-    parser.add_argument("--engines", default="generate,hf,hf_unfused,hf_eager",
-                        help="generate (baseline, first), hf (CUDA graphs of torch.compile-fused ops), hf_unfused "
+    parser.add_argument("--bandwidth", type=float, default=4.8e12,
+                        help="device memory bytes/s (H200: 4.8e12)")
+    parser.add_argument("--engines", default="generate,generate_static,hf,hf_unfused,hf_eager",
+                        help="generate (baseline, first), generate_static (static cache + "
+                        "torch.compile), hf (CUDA graphs of torch.compile-fused ops), hf_unfused "
                         "(CUDA graphs of plain ops), hf_eager (static cache, no graphs)")
     parser.add_argument("--check-tokens", type=int, default=32, help="greedy tokens compared against generate")
     parser.add_argument("--profile", action="store_true",
@@ -113,7 +140,11 @@ def main() -> None:
     unfused_engine = HFRolloutEngine(model, [], PAD, cuda_graphs=True, max_num_seqs=args.prompts, fused_ops=False)
     eager_engine = HFRolloutEngine(model, [], PAD, cuda_graphs=False, max_num_seqs=args.prompts)
     engines = {"hf": graph_engine, "hf_unfused": unfused_engine, "hf_eager": eager_engine}
-    runners = {"generate": lambda: run_generate(model, prompts, args.new_tokens, args.device)}
+    runners = {
+        "generate": lambda: run_generate(model, prompts, args.new_tokens, args.device),
+        "generate_static": lambda: run_generate(model, prompts, args.new_tokens, args.device,
+                                                static=True),
+    }
     runners.update({name: partial(run_engine, engine, prompts, args.new_tokens) for name, engine in engines.items()})
     names = [n.strip() for n in args.engines.split(",") if n.strip()]
     rows = []
@@ -131,15 +162,22 @@ def main() -> None:
             ours = run_engine(engine, check, args.check_tokens, greedy=True)
             agree[name] = sum(_common_prefix(a, b) for a, b in zip(ours, reference)) / (len(check) * args.check_tokens)
     base = next((r["tokens_per_s"] for r in rows if r["engine"] == "generate"), None)
+    floor_s = decode_bytes(model, [len(p) for p in prompts], args.new_tokens) / args.bandwidth
+    for row in rows:
+        row["bandwidth_fraction"] = floor_s / row["best_s"]
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
     print(f"\n{args.shape}, {args.prompts} prompts x {args.new_tokens} new tokens (prompts {args.prompt_len // 2}-"
           f"{args.prompt_len} tokens), {args.dtype}, {device_name}\n")
-    print("| engine | first run s | best s | generated tok/s | x generate | greedy agreement |")
-    print("|---|---|---|---|---|---|")
+    print(f"decode bandwidth limit: {floor_s:.3f} s at {args.bandwidth / 1e12:.1f} TB/s\n")
+    print("| engine | first run s | best s | generated tok/s | x generate | of bandwidth limit "
+          "| greedy agreement |")
+    print("|---|---|---|---|---|---|---|")
     for row in rows:
         ratio = f"{row['tokens_per_s'] / base:.2f}" if base else "-"
         shown = f"{agree[row['engine']]:.3f}" if row["engine"] in agree else "-"
-        print(f"| {row['engine']} | {row['first_s']:.2f} | {row['best_s']:.2f} | {row['tokens_per_s']:.0f} | {ratio} | {shown} |")
+        print(f"| {row['engine']} | {row['first_s']:.2f} | {row['best_s']:.2f} "
+              f"| {row['tokens_per_s']:.0f} | {ratio} "
+              f"| {100 * row['bandwidth_fraction']:.1f}% | {shown} |")
     graphs = graph_engine.decoder.cuda_graphs
     print(f"\nhf engine decoded with CUDA graphs: {graphs}")
     print(json.dumps({"shape": args.shape, "prompts": args.prompts, "new_tokens": args.new_tokens, "rows": rows,

@@ -1,27 +1,34 @@
-"""SFT step throughput: Megatron-FSDP vs FSDP2 + plain Hugging Face loss, same model, data, settings.
+"""SFT step throughput at equal levers: every lever set runs on every strategy (its twin row).
 
 Every variant runs in this one process group, one after another (optionally alternating
 `--repeat` times), on a random-init model of a public shape, with synthetic tokens. It
 prints, per variant: useful tokens/s/GPU, TFLOP/s/GPU (6*N*tokens for the matmuls incl.
-the LM head + 6*L*d_attn*sum(doc_len^2) for causal attention), MFU against the measured
-bf16 peak (790 TFLOP/s per H200 by default), peak memory, and the ratio to the first
-variant (the baseline).
+the LM head + 6*L*d_attn*sum(doc_len^2) for causal attention), MFU against the datasheet
+dense bf16 peak (989 TFLOP/s for an H200) and against the matmul peak measured at the start
+of the run (bench/matmul_peak.py), peak memory above what the process already held when the
+variant started, the ratio to the first row, and the ratio of
+each Megatron-FSDP row to its FSDP2 twin with the same levers.
 
-A variant is `strategy:lever+lever...`, strategy `fsdp2` or `megatron_fsdp`; levers:
-  plain | chunked   loss over the vocabulary: full fp32 logits (HF's way) or chunked, fused grads
+A lever set is `lever+lever...`; levers:
+  plain | chunked | flce   loss over the vocabulary: full fp32 logits (HF's way), our chunked
+                    loss with fused grads, or liger-kernel's fused linear cross-entropy
+  liger             liger-kernel RoPE, RMSNorm, SwiGLU (with flce: what verl's use_liger turns on)
   full | packed | padded   data: every row exactly --seq tokens (default); variable-length
                     documents packed into rows of micro_batch*seq tokens; or the same
                     documents padded to --seq
+  varlen            attention through model.attn_implementation=varlen (trainer/attention.py):
+                    packed rows use torch's variable-length flash kernel (default: --attn)
   compile           torch.compile each decoder layer
   ac                activation checkpointing of every decoder layer
-  embed_unit        Megatron-FSDP: the embedding is an FSDP unit too
-  double_buffer     Megatron-FSDP: fsdp_double_buffer
-  no_overlap        Megatron-FSDP: overlap_grad_reduce / overlap_param_gather off
-  bucket=N          Megatron-FSDP: gradient bucket size in elements
+Megatron-FSDP only (allowed when megatron_fsdp is the only strategy, having no twin):
+  embed_unit | double_buffer | no_overlap | bucket=N
 
-2xH200 example (the issue's target shape):
-  torchrun --nproc-per-node 2 bench/sft_throughput.py --shape qwen2-1.5b --seq 4096 --micro-batch 2 \
-      --variants fsdp2:plain,megatron_fsdp:plain,megatron_fsdp:chunked,megatron_fsdp:chunked+compile
+liger-kernel replaces RoPE and the norm and MLP classes in transformers' model module for the
+whole process, so every lever set with `liger` runs after all those without it (all rounds).
+
+1xH200 example:
+  python bench/sft_throughput.py --shape qwen2-1.5b --seq 4096 --micro-batch 2 \
+      --strategies fsdp2,megatron_fsdp --levers plain,chunked+compile,liger+flce
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.matmul_peak import datasheet_peak, measure_matmul_tflops  # noqa: E402
 from trainer.config import ModelConfig, OptimConfig, StrategyConfig  # noqa: E402
 from trainer.data.batching import collate_packed, collate_padded  # noqa: E402
 from trainer.data.chat import Example  # noqa: E402
@@ -47,15 +55,20 @@ from trainer.model import build_hf_config, build_model, count_parameters  # noqa
 from trainer.optim import clip_grad_norm  # noqa: E402
 from trainer.strategies import make_strategy  # noqa: E402
 
-LEVERS = {"plain", "chunked", "full", "packed", "padded", "compile", "ac", "embed_unit", "double_buffer", "no_overlap"}
+STRATEGIES = ("fsdp2", "megatron_fsdp")
+LOSSES = {"plain": "plain", "chunked": "chunked", "flce": "liger"}
+COMMON_LEVERS = {*LOSSES, "liger", "full", "packed", "padded", "varlen", "compile", "ac"}
+MEGATRON_LEVERS = {"embed_unit", "double_buffer", "no_overlap"}
 
 
 @dataclass
 class Variant:
-    spec: str
     strategy: str
+    levers: str
     loss: str = "plain"
     data: str = "full"
+    liger: bool = False
+    varlen: bool = False
     compile: bool = False
     ac: bool = False
     embed_unit: bool = False
@@ -64,42 +77,67 @@ class Variant:
     bucket: int | None = None
     results: list[dict] = field(default_factory=list)
 
+    @property
+    def spec(self) -> str:
+        return f"{self.strategy}:{self.levers}"
 
-def parse_variant(spec: str) -> Variant:
-    strategy, _, levers = spec.partition(":")
-    if strategy not in ("fsdp2", "megatron_fsdp"):
-        raise SystemExit(f"variant {spec!r}: strategy must be fsdp2 or megatron_fsdp")
-    variant = Variant(spec, strategy)
+
+def parse_variant(strategy: str, levers: str, twins: bool) -> Variant:
+    """One strategy with one lever set; `twins`: the set also runs on another strategy."""
+    variant = Variant(strategy, levers)
     for lever in filter(None, levers.split("+")):
-        if lever.startswith("bucket="):
-            variant.bucket = int(lever.split("=", 1)[1])
-        elif lever not in LEVERS:
-            raise SystemExit(f"variant {spec!r}: unknown lever {lever!r}; choose from {sorted(LEVERS)} or bucket=N")
-        elif lever in ("plain", "chunked"):
-            variant.loss = lever
+        if lever.startswith("bucket=") or lever in MEGATRON_LEVERS:
+            if strategy != "megatron_fsdp" or twins:
+                raise SystemExit(
+                    f"lever {lever!r} exists for megatron_fsdp alone: it has no FSDP2 twin; "
+                    "run it with --strategies megatron_fsdp"
+                )
+            if lever.startswith("bucket="):
+                variant.bucket = int(lever.split("=", 1)[1])
+            elif lever == "no_overlap":
+                variant.overlap = False
+            else:
+                setattr(variant, lever, True)
+        elif lever not in COMMON_LEVERS:
+            raise SystemExit(
+                f"lever set {levers!r}: unknown lever {lever!r}; choose from "
+                f"{sorted(COMMON_LEVERS | MEGATRON_LEVERS)} or bucket=N"
+            )
+        elif lever in LOSSES:
+            variant.loss = LOSSES[lever]
         elif lever in ("full", "packed", "padded"):
             variant.data = lever
-        elif lever == "no_overlap":
-            variant.overlap = False
         else:
             setattr(variant, lever, True)
     return variant
 
 
+def schedule(variants: list[Variant], repeat: int) -> list[Variant]:
+    """The run order: `repeat` alternating rounds of the variants without liger, then of those
+    with it (liger's patches would otherwise reach the later variants' models)."""
+    plain = [v for v in variants if not v.liger]
+    liger = [v for v in variants if v.liger]
+    return plain * repeat + liger * repeat
+
+
 def synthetic_micro_batches(variant: Variant, args, vocab: int, count: int) -> list:
     """`count` micro-batches of random tokens; every position is a target (pretraining-like SFT)."""
-    rng = random.Random(17)  # same documents on every rank, so every rank runs as many micro-batches
+    rng = random.Random(
+        17
+    )  # same documents on every rank, so every rank runs as many micro-batches
     batches = []
     for _ in range(count):
         if variant.data == "full":
-            docs = [Example([rng.randrange(vocab) for _ in range(args.seq)], [1] * args.seq)
-                    for _ in range(args.micro_batch)]
+            docs = [
+                Example([rng.randrange(vocab) for _ in range(args.seq)], [1] * args.seq)
+                for _ in range(args.micro_batch)
+            ]
             batches.append(collate_padded(docs, 0))
             continue
         budget = args.micro_batch * args.seq
         docs, used = [], 0
         while True:
-            length = rng.randint(args.min_doc, args.seq)
+            length = rng.randint(args.min_doc, args.max_doc or args.seq)
             if used + length > budget:
                 break
             docs.append(Example([rng.randrange(vocab) for _ in range(length)], [1] * length))
@@ -113,14 +151,27 @@ def synthetic_micro_batches(variant: Variant, args, vocab: int, count: int) -> l
 
 
 def run_variant(variant: Variant, args, env) -> dict:
-    model_cfg = ModelConfig(shape=args.shape, loss=variant.loss, loss_chunk_tokens=args.chunk_tokens,
-                            compile=variant.compile, activation_checkpointing=variant.ac,
-                            attn_implementation=args.attn, overrides=dict(args.override))
+    # What earlier variants of this process still hold (compiled graphs keep their modules
+    # alive) is not this variant's memory: the peak is reported above it.
+    held = torch.cuda.memory_allocated() if env.device.type == "cuda" else 0
+    model_cfg = ModelConfig(
+        shape=args.shape,
+        loss=variant.loss,
+        loss_chunk_tokens=args.chunk_tokens,
+        liger=variant.liger,
+        compile=variant.compile,
+        activation_checkpointing=variant.ac,
+        attn_implementation="varlen" if variant.varlen else args.attn,
+        overrides=dict(args.override),
+    )
     strategy_cfg = StrategyConfig(
-        name=variant.strategy, mixed_precision="bf16",
+        name=variant.strategy,
+        mixed_precision="bf16",
         unit_modules="decoder+embedding" if variant.embed_unit else "decoder",
-        fsdp_double_buffer=variant.double_buffer, overlap_grad_reduce=variant.overlap,
-        overlap_param_gather=variant.overlap, bucket_size=variant.bucket,
+        fsdp_double_buffer=variant.double_buffer,
+        overlap_grad_reduce=variant.overlap,
+        overlap_param_gather=variant.overlap,
+        bucket_size=variant.bucket,
     )
     hf_config = build_hf_config(model_cfg, _NoTokenizer())
     strategy = make_strategy(strategy_cfg, env)
@@ -150,13 +201,16 @@ def run_variant(variant: Variant, args, env) -> dict:
         if step >= args.warmup:
             timings.append(time.perf_counter() - started)
     seconds = sorted(timings)[len(timings) // 2]  # median step
-    flops = 6.0 * counts["matmul"] * tokens + 6.0 * hf_config.num_hidden_layers * counts["attention_dim"] * attention
+    flops = (
+        6.0 * counts["matmul"] * tokens
+        + 6.0 * hf_config.num_hidden_layers * counts["attention_dim"] * attention
+    )
     result = {
         "variant": variant.spec,
         "tokens_per_s_per_gpu": tokens / seconds,
         "tflops_per_gpu": flops / seconds / 1e12,
-        "mfu": flops / seconds / 1e12 / args.peak_tflops,
-        "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else 0.0,
+        "peak_mem_gib": (torch.cuda.max_memory_allocated() - held) / 2**30 if cuda else 0.0,
+        "held_at_start_gib": held / 2**30,
         "step_s": seconds,
         "loss": float(loss.item()) / max(batches[-1].targets, 1),
     }
@@ -191,48 +245,123 @@ class _NoTokenizer:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--shape", default="qwen2-1.5b")
     parser.add_argument("--seq", type=int, default=4096)
     parser.add_argument("--micro-batch", type=int, default=2)
-    parser.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step")
-    parser.add_argument("--min-doc", type=int, default=256, help="shortest document for packed/padded data")
+    parser.add_argument(
+        "--grad-accum", type=int, default=1, help="micro-batches per optimizer step"
+    )
+    parser.add_argument(
+        "--min-doc", type=int, default=256, help="shortest document for packed/padded data"
+    )
+    parser.add_argument(
+        "--max-doc", type=int, default=None, help="longest document (default: --seq)"
+    )
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--repeat", type=int, default=1, help="alternate the variant list this many times")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="alternate the variant list this many times"
+    )
     parser.add_argument("--chunk-tokens", type=int, default=4096)
     parser.add_argument("--attn", default="sdpa")
-    parser.add_argument("--peak-tflops", type=float, default=790.0, help="bf16 peak per GPU (H200: about 790)")
-    parser.add_argument("--override", type=_key_value, action="append", default=[],
-                        help="HF config field for the shape, e.g. num_hidden_layers=2 (repeatable)")
-    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="cpu: smoke test with fsdp2 only")
-    parser.add_argument("--variants", default="fsdp2:plain,megatron_fsdp:plain,megatron_fsdp:chunked")
+    parser.add_argument(
+        "--matmul-peak",
+        type=float,
+        default=None,
+        help="measured bf16 matmul TFLOP/s per GPU; default: measure it now (bench/matmul_peak.py)",
+    )
+    parser.add_argument(
+        "--override",
+        type=_key_value,
+        action="append",
+        default=[],
+        help="HF config field for the shape, e.g. num_hidden_layers=2 (repeatable)",
+    )
+    parser.add_argument(
+        "--device", default="cuda", choices=["cuda", "cpu"], help="cpu: smoke test with fsdp2 only"
+    )
+    parser.add_argument(
+        "--strategies", default="fsdp2,megatron_fsdp", help="each lever set runs on each of these"
+    )
+    parser.add_argument(
+        "--levers",
+        default="plain,chunked,chunked+compile",
+        help="comma-separated lever sets (see above)",
+    )
     parser.add_argument("--json", dest="json_out", default=None, help="also write the results here")
     args = parser.parse_args()
-    variants = [parse_variant(s) for s in args.variants.split(",")]
+    strategies = [s for s in args.strategies.split(",") if s]
+    if not strategies or set(strategies) - set(STRATEGIES):
+        raise SystemExit(f"--strategies: choose from {', '.join(STRATEGIES)}")
+    variants = [
+        parse_variant(strategy, levers, twins=len(strategies) > 1)
+        for levers in args.levers.split(",")
+        for strategy in strategies
+    ]
     env = init_distributed(args.device)
+    cuda = env.device.type == "cuda"
+    matmul_peak = args.matmul_peak or (
+        measure_matmul_tflops()["median_tflops"] if cuda else float("nan")
+    )
+    datasheet = (datasheet_peak(torch.cuda.get_device_name()) if cuda else None) or float("nan")
     try:
-        for _ in range(args.repeat):
-            for variant in variants:
-                variant.results.append(run_variant(variant, args, env))
-                if env.is_main:
-                    r = variant.results[-1]
-                    print(f"[bench] {r['variant']}: {r['tflops_per_gpu']:.0f} TFLOP/s/GPU, {r['peak_mem_gib']:.1f} GiB",
-                          file=sys.stderr)
+        for variant in schedule(variants, args.repeat):
+            variant.results.append(run_variant(variant, args, env))
+            if env.is_main:
+                r = variant.results[-1]
+                print(
+                    f"[bench] {variant.spec}: {r['tokens_per_s_per_gpu']:.0f} tok/s/GPU, "
+                    f"{r['tflops_per_gpu']:.1f} TFLOP/s/GPU, {r['peak_mem_gib']:.1f} GiB",
+                    file=sys.stderr,
+                    flush=True,
+                )
     finally:
         shutdown(env)
     if not env.is_main:
         return
-    rows = [_best(v) for v in variants]
-    base = rows[0]["tflops_per_gpu"]
-    print(f"\n{args.shape}, seq {args.seq}, micro-batch {args.micro_batch}, grad-accum {args.grad_accum}, "
-          f"{env.world_size} GPUs, median of {args.steps} steps, best of {args.repeat} round(s)")
-    print(f"{'variant':<44} {'tok/s/GPU':>10} {'TFLOP/s/GPU':>12} {'MFU':>6} {'peak GiB':>9} {'vs base':>8}")
-    for row in rows:
-        print(f"{row['variant']:<44} {row['tokens_per_s_per_gpu']:>10.0f} {row['tflops_per_gpu']:>12.1f} "
-              f"{100 * row['mfu']:>5.1f}% {row['peak_mem_gib']:>9.1f} {row['tflops_per_gpu'] / base:>7.3f}x")
+    print_table(variants, args, env.world_size, matmul_peak, datasheet)
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps({"args": vars(args), "runs": [v.results for v in variants]}, indent=1))
+        runs = [
+            {"strategy": v.strategy, "levers": v.levers, "results": v.results} for v in variants
+        ]
+        Path(args.json_out).write_text(
+            json.dumps(
+                {"args": vars(args), "matmul_peak": matmul_peak, "runs": runs},
+                indent=1,
+                default=str,
+            )
+        )
+
+
+def print_table(
+    variants: list[Variant], args, world_size: int, matmul_peak: float, datasheet: float
+) -> None:
+    rows = {v.spec: _best(v) for v in variants}
+    base = rows[variants[0].spec]["tflops_per_gpu"]
+    print(
+        f"\n{args.shape}, seq {args.seq}, micro-batch {args.micro_batch}, "
+        f"grad-accum {args.grad_accum}, "
+        f"{world_size} GPU(s), median of {args.steps} steps, best of {args.repeat} round(s); "
+        f"measured bf16 matmul peak {matmul_peak:.0f} TFLOP/s, datasheet {datasheet:.0f}\n"
+    )
+    print(
+        f"| strategy | levers | tok/s/GPU | TFLOP/s/GPU | MFU ({datasheet:.0f}) | of measured peak "
+        f"({matmul_peak:.0f}) | peak GiB | vs first row | Megatron-FSDP vs FSDP2 twin |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for variant in variants:
+        row = rows[variant.spec]
+        twin = rows.get(f"fsdp2:{variant.levers}") if variant.strategy == "megatron_fsdp" else None
+        twin_ratio = f"{row['tflops_per_gpu'] / twin['tflops_per_gpu']:.3f}x" if twin else "-"
+        print(
+            f"| {variant.strategy} | {variant.levers} | {row['tokens_per_s_per_gpu']:,.0f} | "
+            f"{row['tflops_per_gpu']:.1f} | {100 * row['tflops_per_gpu'] / datasheet:.1f}% | "
+            f"{100 * row['tflops_per_gpu'] / matmul_peak:.1f}% | {row['peak_mem_gib']:.1f} | "
+            f"{row['tflops_per_gpu'] / base:.3f}x | {twin_ratio} |"
+        )
 
 
 def _best(variant: Variant) -> dict:

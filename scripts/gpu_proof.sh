@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# GPU proof runs and benchmarks on a 2xH200 machine, one stage per argument:
-#   scripts/gpu_proof.sh OUTDIR ckpt_io sft_test sft_proof sft_bench grpo_proof rollout_test rollout_bench mcore_fixtures
+# GPU proof runs and benchmarks on an H200 machine (NPROC GPUs, default: all it has), one stage
+# per argument:
+#   scripts/gpu_proof.sh OUTDIR matmul_peak one_rank_test ckpt_io sft_test sft_proof sft_bench
+#                        grpo_proof rollout_test rollout_bench mcore_fixtures
 # Each stage logs to OUTDIR/<stage>.log and the script goes on to the next one if a stage
 # fails. Needs megatron-fsdp importable (PYTHONPATH) and this repo as the working dir.
 set -u
@@ -19,8 +21,11 @@ print(f"wall {time.time() - start:.1f} s, peak RSS {peak:.2f} GiB")
 sys.exit(code)' "$@"
 }
 runs=${RUNS_DIR:-/root/mfsdp_runs}
+nproc=${NPROC:-$(nvidia-smi -L | wc -l)}
 
-stage_ckpt_io() { torchrun --nproc-per-node 2 bench/ckpt_io.py --dir "$runs/ckpt_bench" ${CKPT_IO_ARGS:-}; }
+stage_ckpt_io() {
+  torchrun --nproc-per-node "$nproc" bench/ckpt_io.py --dir "$runs/ckpt_bench" ${CKPT_IO_ARGS:-}
+}
 
 stage_sft_test() { python3 -m pytest -m gpu -q -x -s tests/test_sft_megatron_gpu.py tests/test_uneven_chunks_gpu.py -p no:cacheprovider; }
 
@@ -33,11 +38,19 @@ stage_sft_proof() {
   mfsdp_timed ckpt export-hf "$runs/sft05" --out "$runs/hf05" --verify
 }
 
-stage_sft_bench() {
-  torchrun --nproc-per-node 2 bench/sft_throughput.py --shape qwen2-1.5b --seq "${SFT_SEQ:-4096}" \
-    --micro-batch "${SFT_MICRO_BATCH:-2}" --repeat "${SFT_REPEAT:-2}" \
-    --variants "${SFT_VARIANTS:-fsdp2:plain,megatron_fsdp:plain,megatron_fsdp:chunked,megatron_fsdp:plain+compile,megatron_fsdp:chunked+compile}"
+stage_sft_bench() {  # every lever set on every strategy (equal-lever twins)
+  torchrun --nproc-per-node "$nproc" bench/sft_throughput.py --shape qwen2-1.5b \
+    --seq "${SFT_SEQ:-4096}" --micro-batch "${SFT_MICRO_BATCH:-2}" --repeat "${SFT_REPEAT:-1}" \
+    --strategies "${SFT_STRATEGIES:-fsdp2,megatron_fsdp}" \
+    --levers "${SFT_LEVERS:-plain,flce,liger+flce,chunked+compile,flce+compile}" ${SFT_ARGS:-}
 }
+
+stage_one_rank_test() {  # Megatron-FSDP on one rank, liger-kernel, varlen attention (1 GPU)
+  python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_megatron_one_rank_gpu.py \
+    tests/test_kernels_gpu.py tests/test_attention_gpu.py
+}
+
+stage_matmul_peak() { python3 bench/matmul_peak.py; }
 
 stage_grpo_proof() {  # Megatron-FSDP actor + hf engine, Qwen2-0.5B shape, checkpoint at 2, resume to 4
   python3 -m trainer.grpo.synthetic "$runs/addition" || return 1

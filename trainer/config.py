@@ -44,11 +44,14 @@ class ModelConfig:
     random_init: bool = False  # with `path`: take only its config.json, initialise randomly
     tokenizer: str | None = None  # default: `path`, else the embedded tiny tokenizer
     overrides: dict[str, Any] = field(default_factory=dict)  # HF config fields, e.g. {num_hidden_layers: 4}
+    # sdpa | varlen (packed rows through flash attention: trainer/attention.py) | flex_attention
     attn_implementation: str = "sdpa"
     activation_checkpointing: bool = False
     compile: bool = False  # torch.compile each decoder layer
-    loss: Literal["chunked", "plain"] = "chunked"  # chunked: never materialises full fp32 logits
+    # chunked: never materialises full fp32 logits; liger: liger-kernel's fused linear CE
+    loss: Literal["chunked", "plain", "liger"] = "chunked"
     loss_chunk_tokens: int = 2048
+    liger: bool = False  # liger-kernel RoPE, RMSNorm, SwiGLU (trainer/kernels.py)
 
 
 @dataclass

@@ -82,6 +82,19 @@ def chunked_cross_entropy_sum(
     return _ChunkedLinearCrossEntropy.apply(hidden, weight, targets, chunk_tokens)
 
 
+def liger_cross_entropy_sum(
+    hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor
+) -> torch.Tensor:
+    """liger-kernel's fused linear cross-entropy (Triton): the same chunk-at-a-time idea as
+    the chunked path, with the softmax and its gradient in one kernel per chunk."""
+    from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy
+
+    flat = hidden.reshape(-1, hidden.shape[-1])
+    return liger_fused_linear_cross_entropy(
+        flat, weight, targets.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum"
+    )
+
+
 def linear_cross_entropy_sum(
     hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, mode: str = "chunked", chunk_tokens: int = 2048
 ) -> torch.Tensor:
@@ -89,4 +102,6 @@ def linear_cross_entropy_sum(
         return plain_cross_entropy_sum(hidden, weight, targets)
     if mode == "chunked":
         return chunked_cross_entropy_sum(hidden, weight, targets, chunk_tokens)
-    raise ValueError(f"unknown loss mode {mode!r}: choose chunked or plain")
+    if mode == "liger":
+        return liger_cross_entropy_sum(hidden, weight, targets)
+    raise ValueError(f"unknown loss mode {mode!r}: choose chunked, plain or liger")

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from trainer.config import ConfigError, ModelConfig
+from trainer.kernels import apply_kernels
 from trainer.loss import linear_cross_entropy_sum
 
 SUPPORTED_FAMILIES = ("qwen2", "qwen3", "llama")
@@ -102,6 +103,7 @@ def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) 
             model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    apply_kernels(model, cfg)
     if cfg.compile:
         for layer in decoder_layers(model):
             layer.compile()  # in place: parameter names stay as they are
@@ -118,11 +120,14 @@ def decoder_layer_class(model: torch.nn.Module) -> type:
 
 
 def attach_loss_forward(model: torch.nn.Module, mode: str, chunk_tokens: int) -> None:
-    """Make `model(input_ids, position_ids, targets, attention_mask=None)` return the summed loss."""
+    """Make `model(input_ids, position_ids, targets, attention_mask=None, cu_seqlens=None)` return
+    the summed loss; `cu_seqlens` (packed rows) reaches every attention call (trainer/attention)."""
 
-    def forward(self, input_ids, position_ids, targets, attention_mask=None):
+    def forward(self, input_ids, position_ids, targets, attention_mask=None, cu_seqlens=None):
+        packed = {} if cu_seqlens is None else {"cu_seqlens": cu_seqlens}
         hidden = self.model(
-            input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask, use_cache=False
+            input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
+            use_cache=False, **packed,
         ).last_hidden_state
         return linear_cross_entropy_sum(hidden, self.lm_head.weight, targets, mode, chunk_tokens)
 

@@ -76,7 +76,8 @@ def pad_to_count(micro_batches: list[list[int]], count: int) -> list[list[int]]:
 
 @dataclass
 class MicroBatch:
-    inputs: dict[str, torch.Tensor]  # input_ids, position_ids, targets[, attention_mask]
+    # input_ids, position_ids, targets[, attention_mask (padded) | cu_seqlens (packed)]
+    inputs: dict[str, torch.Tensor]
     tokens: int  # real (non-padding) tokens
     targets: int  # positions with a loss
     doc_lengths: list[int]  # for attention FLOPs
@@ -91,8 +92,17 @@ def shifted_targets(example: Example) -> list[int]:
     return [ids[t + 1] if mask[t + 1] else IGNORE_INDEX for t in range(len(ids) - 1)] + [IGNORE_INDEX]
 
 
+def document_boundaries(lengths: list[int]) -> torch.Tensor:
+    """`cu_seqlens` of documents laid end to end: [0, l0, l0 + l1, ...] as int32."""
+    bounds = [0]
+    for length in lengths:
+        bounds.append(bounds[-1] + length)
+    return torch.tensor(bounds, dtype=torch.int32)
+
+
 def collate_packed(examples: list[Example], pad_id: int) -> MicroBatch:
-    """One row [1, total tokens]; position ids restart per document (HF then masks per document)."""
+    """One row [1, total tokens]; position ids restart per document (SDPA then masks per
+    document) and `cu_seqlens` marks where each starts (variable-length attention reads it)."""
     if not examples:
         return _empty(pad_id)
     ids, positions, targets = [], [], []
@@ -104,6 +114,7 @@ def collate_packed(examples: list[Example], pad_id: int) -> MicroBatch:
         "input_ids": torch.tensor([ids]),
         "position_ids": torch.tensor([positions]),
         "targets": torch.tensor([targets]),
+        "cu_seqlens": document_boundaries([len(e) for e in examples]),
     }
     return MicroBatch(inputs, len(ids), sum(t != IGNORE_INDEX for t in targets), [len(e) for e in examples])
 

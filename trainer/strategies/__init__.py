@@ -8,8 +8,8 @@ from trainer.strategies.base import Strategy
 
 
 def make_strategy(cfg: StrategyConfig, env: DistEnv) -> Strategy:
-    """`auto` picks Megatron-FSDP on CUDA when it is installed and there are >= 2 ranks
-    (0.6.1 doubles gradients with a single data-parallel rank), else FSDP2."""
+    """`auto` picks Megatron-FSDP on CUDA when it is installed and there are >= 2 ranks, else
+    FSDP2 (on one GPU both run; FSDP2 stays the default there, see docs/benchmarks.md)."""
     name = cfg.name
     if name == "auto":
         name = "megatron_fsdp" if env.device.type == "cuda" and env.world_size > 1 and _has_megatron_fsdp() else "fsdp2"

@@ -5,16 +5,18 @@ Decoder layers are the FSDP units (optionally the embedding too), ZeRO-3
 main gradients. Megatron-FSDP needs a device mesh with a tensor-parallel dimension even
 at tp=1, so the mesh is (dp, tp=1) named ("dp", "tp").
 
-Two 0.6.1 behaviours are handled here:
+One 0.6.1 behaviour is handled here: `fully_shard_optimizer` runs a synthetic
+`optimizer.step()` on zero gradients to create the optimizer state ahead of checkpoint
+loading. That advances Adam's step counter to 1, so the first real update uses the bias
+correction of step 2 (about 1.36x too small with betas 0.9/0.95), and applies one decoupled
+weight decay with the initial lr. We run that setup with lr 0 (no decay, no update) and
+reset the step counters afterwards (`shard_optimizer_without_phantom_step`); the state then
+equals a fresh optimizer's.
 
-* `fully_shard_optimizer` runs a synthetic `optimizer.step()` on zero gradients to create
-  the optimizer state ahead of checkpoint loading. That advances Adam's step counter to 1,
-  so the first real update uses the bias correction of step 2 (about 1.36x too small with
-  betas 0.9/0.95), and applies one decoupled weight decay with the initial lr. We run that
-  setup with lr 0 (no decay, no update) and reset the step counters afterwards
-  (`shard_optimizer_without_phantom_step`); the state then equals a fresh optimizer's.
-* With a data-parallel group of size 1 and `optim_grads_params`, gradients double on
-  every micro-batch; such runs are refused with a message pointing to `fsdp2`.
+One data-parallel rank works with these settings (`sync_model_each_microbatch=True`, fp32
+main gradients, `optimizer.zero_grad()` every step): on 1xH200 each of two steps' gradients
+equals FSDP2's at 1, 2 and 3 micro-batches (tests/megatron_one_rank_grads.py). A group of
+size 1 keeps every buffer whole, so ZeRO-3 there costs what no sharding costs.
 
 Megatron-FSDP's own state-dict hooks, which tell DCP where each uneven shard lies, are
 turned off (`preproc_state_dict_for_dcp_ckpt=False`): they run one collective per tensor
@@ -81,12 +83,6 @@ class MegatronFSDPStrategy(Strategy):
         super().__init__(cfg, env)
         if env.device.type != "cuda":
             raise ConfigError("strategy.name=megatron_fsdp needs CUDA; use strategy.name=fsdp2 on CPU")
-        if env.world_size == 1 and cfg.zero_dp_strategy in ("optim_grads", "optim_grads_params"):
-            raise ConfigError(
-                "strategy.name=megatron_fsdp with one data-parallel rank: megatron-fsdp 0.6.1 doubles gradients "
-                "every micro-batch when sharding gradients over a group of size 1; use strategy.name=fsdp2 "
-                "or run >= 2 ranks"
-            )
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         import megatron_fsdp

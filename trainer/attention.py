@@ -1,0 +1,67 @@
+"""Variable-length attention for packed rows (`model.attn_implementation=varlen`).
+
+A packed row holds several documents end to end. SDPA can only be told so with a
+block-diagonal mask over the whole row, and SDPA with an explicit mask runs a kernel that
+visits every query-key pair of the row. `torch.nn.attention.varlen.varlen_attn` (flash
+attention over `cu_seqlens`, torch >= 2.10 on CUDA) visits only the pairs inside each
+document. The packing passes the documents' boundaries as `cu_seqlens` (int32, [docs + 1]);
+they travel through the model's forward kwargs to every attention call.
+
+Everything else stays SDPA, mask included: rows without `cu_seqlens` (padded batches,
+generation), and every call on CPU, where the block mask transformers builds from the
+restarting position ids keeps the same numerics.
+
+Registered with transformers under `varlen` at import: a name must be registered before a
+model is built with it, and both registries are process-wide.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+NAME = "varlen"
+
+
+def varlen_attention_forward(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    cu_seqlens: torch.Tensor | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """transformers' attention signature: query [batch, heads, seq, dim] in, [batch, seq, heads,
+    dim] out. Packed rows on CUDA go through `varlen_attn`; the rest through SDPA."""
+    if cu_seqlens is None or not query.is_cuda or dropout:
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
+    from torch.nn.attention.varlen import varlen_attn
+
+    if query.shape[0] != 1:
+        raise ValueError(
+            f"varlen attention: a packed micro-batch is one row, got {query.shape[0]} rows"
+        )
+    groups = query.shape[1] // key.shape[1]
+    # [1, heads, seq, dim] -> [seq, heads, dim]; torch 2.11's varlen_attn has no GQA option,
+    # so each key/value head is repeated for its group of query heads.
+    q = query[0].transpose(0, 1)
+    k = key[0].repeat_interleave(groups, dim=0).transpose(0, 1)
+    v = value[0].repeat_interleave(groups, dim=0).transpose(0, 1)
+    # The row length bounds every document's: an exact maximum would cost a device-to-host
+    # sync per call, and a new integer per micro-batch would recompile compiled layers.
+    longest = query.shape[2]
+    out = varlen_attn(
+        q, k, v, cu_seqlens, cu_seqlens, longest, longest, scale=scaling, window_size=(-1, 0)
+    )
+    return out.unsqueeze(0), None
+
+
+AttentionInterface.register(NAME, varlen_attention_forward)
+AttentionMaskInterface.register(NAME, sdpa_mask)
