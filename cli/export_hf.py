@@ -19,7 +19,9 @@ def _error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseExce
     from mfsdp_ckpt.storage import CheckpointFileError
     from mfsdp_ckpt.validate import CheckpointInvalidError
 
-    usage = (ExportUsageError, CheckpointPathError)
+    from mfsdp_ckpt.out_dir import OutputDirError
+
+    usage = (ExportUsageError, CheckpointPathError, OutputDirError)
     failure = (ExportError, CheckpointFormatError, CheckpointFileError, UnsafeMetadataError, ManifestError, OSError,
                CheckpointInvalidError)
     return usage, failure
@@ -48,7 +50,7 @@ class _Progress:
 
 @click.command("export-hf")
 @click.argument("ckpt")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory to create.")
+@click.option("--out", "out_dir", required=True, help="Directory to create.")
 @click.option("--dtype", type=click.Choice(["auto", "bf16", "fp16", "fp32"]), default="auto", show_default=True,
               help="auto = the dtype in config.json (bf16 for Qwen and Llama releases); without one there, "
                    "the checkpoint's own (fp32 main params).")
@@ -64,10 +66,12 @@ class _Progress:
 @click.option("--io", type=click.Choice(["auto", "local", "tensorstore"]), default="auto", show_default=True,
               help="How bytes are read: auto = os.pread for paths, tensorstore for URLs.")
 @click.option("--verify", is_flag=True, help="Re-read every written tensor and compare it with its source, and hash the checkpoint's files against its manifest; exit 1 on any mismatch.")
-@click.option("--overwrite", is_flag=True, help="Replace DIR if it exists (only once the new export is complete).")
+@click.option("--overwrite", is_flag=True, help="Replace DIR if it exists and is empty or an earlier export "
+                                                 "(only once the new export is complete).")
+@click.option("--allow-nonfinite", is_flag=True, help="Export weights holding NaN/Inf (by default exit 1 naming one).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def export_hf(ckpt: str, out_dir: str, dtype: str, max_shard_size: str, hf_config: str | None, layout_name: str,
-              workers: int, io: str, verify: bool, overwrite: bool, as_json: bool) -> None:
+              workers: int, io: str, verify: bool, overwrite: bool, allow_nonfinite: bool, as_json: bool) -> None:
     """Convert a checkpoint to a Hugging Face model directory, on CPU, in bounded memory.
 
     CKPT is a run dir (newest complete step via the tracker), a step dir, a bare dist_ckpt
@@ -99,7 +103,7 @@ def export_hf(ckpt: str, out_dir: str, dtype: str, max_shard_size: str, hf_confi
             return run_export(
                 ckpt, out_dir, dtype=dtype, max_shard_size=parse_size(max_shard_size), hf_config=hf_config,
                 layout_name=layout_name, workers=workers, verify=verify, overwrite=overwrite, io=io,
-                progress=progress,
+                progress=progress, allow_nonfinite=allow_nonfinite,
             )
         finally:
             progress.close()
