@@ -299,7 +299,10 @@ def plan_export(source: _Source, config, *, layout_name: str = "auto", dtype: st
     if layout_name not in ("auto", *LAYOUTS):
         raise ExportUsageError(f"--layout {layout_name!r}: choose auto, {', '.join(LAYOUTS)}")
     reader = source.reader
-    stored = model_tensors(reader.tensors)
+    try:
+        stored = model_tensors(reader.tensors)
+    except MappingError as err:  # two stored names for one weight: the checkpoint is ambiguous
+        raise ExportError(f"{source.location}: {err}") from None
     if not stored:
         raise ExportError(f"{source.location}: checkpoint holds no model weights (no model tensors)")
     paths = {path: reader.tensors[key].shape for path, key in stored.items()}
