@@ -66,12 +66,14 @@ class _Progress:
 @click.option("--io", type=click.Choice(["auto", "local", "tensorstore"]), default="auto", show_default=True,
               help="How bytes are read: auto = os.pread for paths, tensorstore for URLs.")
 @click.option("--verify", is_flag=True, help="Re-read every written tensor and compare it with its source, and hash the checkpoint's files against its manifest; exit 1 on any mismatch.")
-@click.option("--overwrite", is_flag=True, help="Replace DIR if it exists and is empty or an earlier export "
-                                                 "(only once the new export is complete).")
-@click.option("--allow-nonfinite", is_flag=True, help="Export weights holding NaN/Inf (by default exit 1 naming one).")
+@click.option("--overwrite", is_flag=True,
+              help="Replace DIR if it is empty or an earlier export (once the new one is done).")
+@click.option("--allow-nonfinite", is_flag=True,
+              help="Export weights holding NaN/Inf (by default: exit 1 naming one).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def export_hf(ckpt: str, out_dir: str, dtype: str, max_shard_size: str, hf_config: str | None, layout_name: str,
-              workers: int, io: str, verify: bool, overwrite: bool, allow_nonfinite: bool, as_json: bool) -> None:
+              workers: int, io: str, verify: bool, overwrite: bool, allow_nonfinite: bool,
+              as_json: bool) -> None:
     """Convert a checkpoint to a Hugging Face model directory, on CPU, in bounded memory.
 
     CKPT is a run dir (newest complete step via the tracker), a step dir, a bare dist_ckpt

@@ -391,7 +391,12 @@ def load_checkpoint(
     return manifest
 
 
-def check_same_state(where: Path, stored: Mapping[str, Any], flat: Mapping[str, Any], kinds: list[str]) -> None:
+_ANOTHER_MODEL = " (another model config? checkpoint.resume=disable starts over)"
+
+
+def check_same_state(
+    where: Path, stored: Mapping[str, Any], flat: Mapping[str, Any], kinds: list[str]
+) -> None:
     """CheckpointContentsError (one line) unless, for each kind, the checkpoint's keys and
     the run's are the same set and every tensor has the same global shape. Loading with
     keys left over on either side would resume a different model without a word (a layer
@@ -401,22 +406,24 @@ def check_same_state(where: Path, stored: Mapping[str, Any], flat: Mapping[str, 
     missing = sorted(wanted - set(stored))
     if missing:
         raise CheckpointContentsError(
-            f"{where}: {len(missing)} key(s) of this run missing from the checkpoint, e.g. {missing[:3]}"
-            " (another model config? checkpoint.resume=disable starts over)"
+            f"{where}: {len(missing)} key(s) of this run missing from the checkpoint,"
+            f" e.g. {missing[:3]}{_ANOTHER_MODEL}"
         )
     unexpected = sorted(key for key in stored if key.startswith(prefixes) and key not in wanted)
     if unexpected:
         raise CheckpointContentsError(
-            f"{where}: {len(unexpected)} key(s) of the checkpoint this run does not have, e.g. {unexpected[:3]}"
-            " (another model config? checkpoint.resume=disable starts over)"
+            f"{where}: {len(unexpected)} key(s) of the checkpoint this run does not have,"
+            f" e.g. {unexpected[:3]}{_ANOTHER_MODEL}"
         )
     for key in sorted(wanted):
         shape = getattr(flat[key], "shape", None)
         stored_shape = getattr(stored[key], "size", None)
-        if isinstance(flat[key], torch.Tensor) and stored_shape is not None and tuple(shape) != tuple(stored_shape):
+        if not isinstance(flat[key], torch.Tensor) or stored_shape is None:
+            continue
+        if tuple(shape) != tuple(stored_shape):
             raise CheckpointContentsError(
-                f"{where}: {key} has shape {tuple(stored_shape)} in the checkpoint, {tuple(shape)} in this run"
-                " (another model config? checkpoint.resume=disable starts over)"
+                f"{where}: {key} has shape {tuple(stored_shape)} in the checkpoint,"
+                f" {tuple(shape)} in this run{_ANOTHER_MODEL}"
             )
 
 

@@ -345,8 +345,8 @@ def _check_against_config(source: _Source, config, items: list[MappedTensor], ch
         stored = source.reader.tensors[produced[target][1]].dtype
         if not stored.is_floating_point:
             raise ExportError(
-                f"{source.location} [{produced[target][1]}]: stored as {stored.name}, but {target} is a"
-                f" floating-point weight of {config.model_type}; refusing to export it"
+                f"{source.location} [{produced[target][1]}]: stored as {stored.name}, but {target}"
+                f" is a floating-point weight of {config.model_type}; refusing to export it"
             )
     if expected.tie_word_embeddings:
         required.discard("lm_head.weight")
@@ -536,7 +536,9 @@ def _count_nonfinite(data: memoryview, dtype: DType) -> int:
     return int(np.count_nonzero((words & mask) == mask))
 
 
-def _check_finite_range(plan: ExportPlan, item: MappedTensor, fd: int, offset: int, numel: int) -> None:
+def _check_finite_range(
+    plan: ExportPlan, item: MappedTensor, fd: int, offset: int, numel: int
+) -> None:
     """NonFiniteError when `numel` raw elements at `offset` of `fd` hold NaN/Inf; the bytes
     are mapped a piece at a time (they are read into the page cache the copy then uses)."""
     dtype = plan.entry(item).dtype
@@ -555,12 +557,15 @@ def _check_finite_range(plan: ExportPlan, item: MappedTensor, fd: int, offset: i
         raise _nonfinite(plan, item, found, overflow=False)
 
 
-def _nonfinite(plan: ExportPlan, item: MappedTensor, count: int, overflow: bool | None) -> NonFiniteError:
+def _nonfinite(
+    plan: ExportPlan, item: MappedTensor, count: int, overflow: bool | None
+) -> NonFiniteError:
     """`overflow`: the source was finite (True), was not (False), or is not known (None)."""
     what = {True: f"overflows {plan.dtype.name} ({count} value(s) become Inf)",
             False: f"holds {count} NaN/Inf value(s) (a diverged run?)",
             None: f"has {count} NaN/Inf value(s) as {plan.dtype.name}"}[overflow]
-    return NonFiniteError(f"{plan.source.location} [{item.source}]: {what}; --allow-nonfinite exports it anyway")
+    return NonFiniteError(
+        f"{plan.source.location} [{item.source}]: {what}; --allow-nonfinite exports it anyway")
 
 
 def _check_size(fd: int, needed: int, path: Path) -> None:
@@ -583,9 +588,11 @@ def _cast_range(fd: int, offset: int, dtype: DType, numel: int, writer: ShardedS
         _pread_exact(fd, memoryview(raw.numpy()), offset + first * dtype.itemsize, path)
         cast = target[: count * out_dtype.itemsize].view(out_dtype.torch)
         cast.copy_(raw.view(dtype.torch))
-        if cast.is_floating_point() and not bool(torch.isfinite(cast).all()):  # one pass over cached bytes
-            buffers.nonfinite += int((~torch.isfinite(cast)).sum())
-            buffers.overflow = buffers.overflow and bool(torch.isfinite(raw.view(dtype.torch)).all())
+        finite = torch.isfinite(cast)  # one pass over bytes still in cache
+        if not bool(finite.all()):
+            buffers.nonfinite += int((~finite).sum())
+            source_finite = bool(torch.isfinite(raw.view(dtype.torch)).all())
+            buffers.overflow = buffers.overflow and source_finite
         last = done and first + count == numel
         writer.write_range(name, memoryview(cast.view(torch.uint8).numpy()), (start + first) * out_dtype.itemsize, last)
 
@@ -621,7 +628,8 @@ _LAYER_INDEX = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 def _layer_cap(source: _Source) -> int:
     """The most layers config.json may claim for this checkpoint: the layer indices its
     weight names hold plus a tolerance, and never above hf_config.MAX_LAYERS."""
-    indices = {int(m.group(1)) for name in source.reader.tensors if (m := _LAYER_INDEX.search(name))}
+    found = (_LAYER_INDEX.search(name) for name in source.reader.tensors)
+    indices = {int(match.group(1)) for match in found if match}
     return min(MAX_LAYERS, len(indices) + LAYER_TOLERANCE)
 
 
@@ -717,8 +725,9 @@ def export_hf(
                 return writer.slots[item.targets[0]].nbytes
             written = 0
             for name, tensor in convert(plan, item):
-                if not allow_nonfinite and tensor.is_floating_point() and not bool(tensor.isfinite().all()):
-                    raise _nonfinite(plan, item, int((~tensor.isfinite()).sum()), overflow=None)
+                finite = tensor.isfinite() if tensor.is_floating_point() else None
+                if not allow_nonfinite and finite is not None and not bool(finite.all()):
+                    raise _nonfinite(plan, item, int((~finite).sum()), overflow=None)
                 writer.write(name, tensor)
                 written += tensor.nbytes
             return written

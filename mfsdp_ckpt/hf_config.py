@@ -60,13 +60,16 @@ def check_geometry(data: dict, where: str | os.PathLike, max_layers: int = MAX_L
             raise HFConfigError(f"{where}: {key} must be a positive integer, got {value!r}"[:300])
     layers = data.get("num_hidden_layers")
     if layers is not None and layers > max_layers:
-        raise HFConfigError(f"{where}: num_hidden_layers={layers} is more than the {max_layers} allowed here")
+        raise HFConfigError(f"{where}: num_hidden_layers={layers} is over the {max_layers} allowed")
     heads, kv_heads = data.get("num_attention_heads"), data.get("num_key_value_heads")
     if heads is not None and kv_heads is not None and heads % kv_heads:
-        raise HFConfigError(f"{where}: num_attention_heads={heads} is not a multiple of num_key_value_heads={kv_heads}")
+        raise HFConfigError(
+            f"{where}: num_attention_heads={heads} is not a multiple of"
+            f" num_key_value_heads={kv_heads}")
     hidden = data.get("hidden_size")
     if heads is not None and hidden is not None and data.get("head_dim") is None and hidden % heads:
-        raise HFConfigError(f"{where}: hidden_size={hidden} is not a multiple of num_attention_heads={heads}")
+        raise HFConfigError(
+            f"{where}: hidden_size={hidden} is not a multiple of num_attention_heads={heads}")
 
 
 def load_hf_config(path: str | os.PathLike):

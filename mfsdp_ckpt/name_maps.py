@@ -59,14 +59,16 @@ class Geometry:
                 raise MappingError(f"config: {name} must be a positive integer, got {value!r}")
         if self.num_heads % self.num_kv_heads:
             raise MappingError(
-                f"config: {self.num_heads} attention heads do not split into {self.num_kv_heads} KV heads"
+                f"config: {self.num_heads} attention heads do not split into"
+                f" {self.num_kv_heads} KV heads"
             )
 
     @classmethod
     def from_config(cls, config) -> Geometry:
         num_heads = config.num_attention_heads
         if not _is_int(num_heads) or num_heads <= 0:
-            raise MappingError(f"config: num_attention_heads must be a positive integer, got {num_heads!r}")
+            raise MappingError(
+                f"config: num_attention_heads must be a positive integer, got {num_heads!r}")
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // num_heads
         return cls(
             num_heads=num_heads,
@@ -280,12 +282,14 @@ def model_tensors(stored_keys: Iterable[str]) -> dict[str, str]:
     """
     keys = [k for k in stored_keys if not k.endswith(SKIPPED_SUFFIXES)]
     under_model = _unique_paths(
-        (names.hf_name(k[len(names.MODEL_KEY_PREFIX):]), k) for k in keys if k.startswith(names.MODEL_KEY_PREFIX)
+        (names.hf_name(k[len(names.MODEL_KEY_PREFIX):]), k)
+        for k in keys if k.startswith(names.MODEL_KEY_PREFIX)
     )
     if any(_root(path) in _HF_ROOTS + _MCORE_ROOTS for path in under_model):
         return under_model
     return _unique_paths(
-        (names.hf_name(k), k) for k in keys if not k.startswith(("optimizer.", names.EXTRA_KEY_PREFIX))
+        (names.hf_name(k), k)
+        for k in keys if not k.startswith(("optimizer.", names.EXTRA_KEY_PREFIX))
     )
 
 
@@ -296,7 +300,8 @@ def _unique_paths(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
     found: dict[str, str] = {}
     for path, key in pairs:
         if path in found:
-            raise MappingError(f"{found[path]} and {key} both name the weight {path}; refusing to pick one")
+            raise MappingError(
+                f"{found[path]} and {key} both name the weight {path}; refusing to pick one")
         found[path] = key
     return found
 

@@ -40,7 +40,8 @@ from mfsdp_ckpt.layout import fsync_path
 LOCK_SUFFIX = ".out-lock"
 _WORK_TAG = ".export-"
 # Checkpoint pieces that --overwrite must never delete (layout.py's names).
-_CHECKPOINT_MARKERS = (".metadata", "dist_ckpt", "manifest.json", "latest_checkpointed_iteration.txt")
+_CHECKPOINT_MARKERS = (".metadata", "dist_ckpt", "manifest.json",
+                       "latest_checkpointed_iteration.txt")
 _MODEL_EXPORT_FILES = ("model.safetensors", "model.safetensors.index.json")
 _RENAME_NOREPLACE, _RENAME_EXCHANGE = 1, 2
 
@@ -56,7 +57,8 @@ def _renameat2(src: Path, dst: Path, flags: int) -> None:
         function = ctypes.CDLL(None, use_errno=True).renameat2
     except (AttributeError, OSError):
         raise OSError(errno.ENOSYS, "renameat2 is not available") from None
-    function.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+    function.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                         ctypes.c_uint)
     at_fdcwd = -100
     if function(at_fdcwd, os.fsencode(src), at_fdcwd, os.fsencode(dst), flags) != 0:
         code = ctypes.get_errno()
@@ -104,15 +106,15 @@ def _checked_target(out: Path) -> Path:
     above it, a symlink, a file, a missing parent."""
     absolute = Path(os.path.abspath(out))
     if absolute.name in ("", ".", "..") or absolute == Path(absolute.anchor):
-        raise OutputDirError(f"{out}: not a directory name an output can be created at; name a new directory")
+        raise OutputDirError(f"{out}: not a name an output can be created at; name a new directory")
     try:
         cwd = Path.cwd().resolve()
         if absolute.resolve() == cwd or absolute.resolve() in cwd.parents:
-            raise OutputDirError(f"{out}: is the current directory or contains it; name a new directory")
+            raise OutputDirError(f"{out}: is the current directory or above it; name a new one")
     except OSError:
         pass
     if absolute.is_symlink():
-        raise OutputDirError(f"{out}: is a symlink; give the real path (a link is neither followed nor replaced)")
+        raise OutputDirError(f"{out}: is a symlink; give the real path (links are not replaced)")
     if absolute.exists() and not absolute.is_dir():
         raise OutputDirError(f"{out}: exists and is not a directory")
     if not absolute.parent.is_dir():
@@ -151,7 +153,7 @@ class OutputClaim:
         self.tmp = out.with_name(f".{out.name}{_WORK_TAG}tmp-{os.getpid()}")
         self._lock_path = out.with_name(f".{out.name}{LOCK_SUFFIX}")
         self._lock_fd: int | None = None
-        self._original: tuple[int, int] | None = None  # (st_dev, st_ino) of what --overwrite replaces
+        self._original: tuple[int, int] | None = None  # (st_dev, st_ino) --overwrite may replace
         self.published = False
 
     # ---------------------------------------------------------------- lifecycle
@@ -200,7 +202,8 @@ class OutputClaim:
 
     # ---------------------------------------------------------------- internals
     def _appeared(self) -> OutputDirError:
-        return OutputDirError(f"{self.out}: appeared while this command ran; left as it is, nothing written")
+        return OutputDirError(
+            f"{self.out}: appeared while this command ran; left as it is, nothing written")
 
     def _existing_target(self) -> tuple[int, int] | None:
         try:
@@ -213,7 +216,8 @@ class OutputClaim:
             raise OutputDirError(f"{self.out}: already exists (pass --overwrite to replace it)")
         problem = replaceable_problem(self.out)
         if problem:
-            raise OutputDirError(f"{self.out}: {problem}; --overwrite replaces only those, remove it yourself")
+            raise OutputDirError(
+                f"{self.out}: {problem}; --overwrite replaces only those, remove it yourself")
         return info.st_dev, info.st_ino
 
     def _replace_original(self) -> None:
@@ -238,7 +242,8 @@ class OutputClaim:
         shutil.rmtree(self.tmp)
 
     def _changed(self) -> OutputDirError:
-        return OutputDirError(f"{self.out}: was replaced by something else while this command ran; left as it is")
+        return OutputDirError(
+            f"{self.out}: was replaced by something else while this command ran; left as it is")
 
     def _is_original(self, path: Path) -> bool:
         try:
@@ -258,7 +263,8 @@ class OutputClaim:
                 owner = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
                 os.close(fd)
                 raise OutputDirError(
-                    f"{self.out}: another command is writing it (pid {owner}); wait for it or choose another --out"
+                    f"{self.out}: another command is writing it (pid {owner});"
+                    " wait for it or choose another --out"
                 ) from None
             try:
                 same = os.fstat(fd).st_ino == os.lstat(self._lock_path).st_ino
@@ -301,4 +307,5 @@ def claim_output(out: str | os.PathLike, overwrite: bool = False) -> OutputClaim
     return OutputClaim(_checked_target(Path(out)), overwrite).acquire()
 
 
-__all__ = ["OutputClaim", "OutputDirError", "claim_output", "exchange", "rename_noreplace", "replaceable_problem"]
+__all__ = ["OutputClaim", "OutputDirError", "claim_output", "exchange", "rename_noreplace",
+           "replaceable_problem"]

@@ -49,10 +49,11 @@ def test_existing_out_needs_overwrite_then_is_replaced(run_dir, tmp_path):
     out.mkdir()
     (out / "old.txt").write_text("keep me: not an export")
     _assert_clean_failure(_export(str(run_dir), "--out", str(out)), 2, str(out), "--overwrite")
-    _assert_clean_failure(_export(str(run_dir), "--out", str(out), "--overwrite"), 2, str(out), "not a model export")
+    refused = _export(str(run_dir), "--out", str(out), "--overwrite")
+    _assert_clean_failure(refused, 2, str(out), "not a model export")
     assert (out / "old.txt").read_text() == "keep me: not an export"
     (out / "old.txt").unlink()
-    assert _export(str(run_dir), "--out", str(out)).exit_code == 2  # an empty dir still needs --overwrite
+    assert _export(str(run_dir), "--out", str(out)).exit_code == 2  # empty: still needs --overwrite
     assert _export(str(run_dir), "--out", str(out), "--overwrite").exit_code == 0
     (out / "old.txt").write_text("an earlier export's extra file")
     result = _export(str(run_dir), "--out", str(out), "--overwrite")

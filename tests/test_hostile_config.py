@@ -62,11 +62,13 @@ def test_alias_bombs_in_a_file_are_refused_fast(tmp_path, bomb, section):
 
 @pytest.mark.parametrize("bomb", BOMBS)
 def test_alias_bombs_in_an_override_are_refused_fast(bomb):
-    refused(lambda: load_config(SFTConfig, None, [f"model.overrides={BOMBS[bomb]}"]), "model.overrides")
+    override = f"model.overrides={BOMBS[bomb]}"
+    refused(lambda: load_config(SFTConfig, None, [override]), "model.overrides")
 
 
 def test_anchors_that_stay_small_still_work(tmp_path):
-    path = write(tmp_path, "optim: &o {lr: 0.001}\nmodel:\n  overrides: {a: &a [1, 2], b: [*a, *a]}\n")
+    text = "optim: &o {lr: 0.001}\nmodel:\n  overrides: {a: &a [1, 2], b: [*a, *a]}\n"
+    path = write(tmp_path, text)
     assert load_config(SFTConfig, path).model.overrides == {"a": [1, 2], "b": [[1, 2], [1, 2]]}
 
 
@@ -118,7 +120,8 @@ def test_deep_nesting_is_refused(tmp_path, depth):
 
 OUT_OF_RANGE = [
     ("optim.lr", "nan"), ("optim.lr", ".inf"), ("optim.lr", "-1e-5"), ("optim.eps", "0"),
-    ("optim.betas", "[2, 3]"), ("optim.betas", "[0.9]"), ("optim.betas", "[0.9, 1.0]"), ("optim.betas", "[-0.1, 0.9]"),
+    ("optim.betas", "[2, 3]"), ("optim.betas", "[0.9]"), ("optim.betas", "[0.9, 1.0]"),
+    ("optim.betas", "[-0.1, 0.9]"),
     ("optim.weight_decay", "-0.1"), ("optim.warmup_ratio", "1.5"), ("optim.warmup_steps", "-1"),
     ("optim.clip_grad", "nan"), ("optim.min_lr", "-1"),
     ("checkpoint.keep_last", "0"), ("checkpoint.keep_last", "-3"), ("checkpoint.save_every", "-5"),
@@ -138,9 +141,11 @@ def test_sft_values_out_of_range_name_the_key(key, value):
 
 @pytest.mark.parametrize("key, value", [
     ("rollout.n", "0"), ("rollout.top_p", "0"), ("rollout.top_p", "1.5"), ("rollout.top_k", "0"),
-    ("rollout.temperature", "-1"), ("rollout.gpu_memory_utilization", "2"), ("rollout.max_response_length", "0"),
+    ("rollout.temperature", "-1"), ("rollout.gpu_memory_utilization", "2"),
+    ("rollout.max_response_length", "0"),
     ("actor.ppo_epochs", "0"), ("actor.clip_ratio_c", "0.5"), ("actor.kl_loss_coef", "-1"),
-    ("actor.ppo_mini_batch_size", "-16"), ("data.train_batch_size", "0"), ("algorithm.epsilon", "0"),
+    ("actor.ppo_mini_batch_size", "-16"), ("data.train_batch_size", "0"),
+    ("algorithm.epsilon", "0"),
     ("optim.lr", "nan"), ("optim.betas", "[0.9, 1.5]"),
 ])
 def test_grpo_values_out_of_range_name_the_key(key, value):
@@ -155,11 +160,13 @@ def test_range_errors_in_a_file_name_the_file(tmp_path):
 def test_values_at_the_edges_are_accepted():
     cfg = load_config(SFTConfig, None, [
         "optim.lr=0", "optim.betas=[0, 0.999]", "checkpoint.keep_last=1", "checkpoint.save_every=0",
-        "trainer.total_steps=1", "optim.warmup_ratio=1", "data.val_ratio=0", "trainer.total_steps=null",
+        "trainer.total_steps=1", "optim.warmup_ratio=1", "data.val_ratio=0",
+        "trainer.total_steps=null",
     ])
     assert (cfg.optim.lr, cfg.optim.betas, cfg.checkpoint.keep_last, cfg.trainer.total_steps) == (
         0.0, [0.0, 0.999], 1, None)
-    grpo = load_config(GRPOConfig, None, ["rollout.top_k=-1", "rollout.top_k=50", "rollout.top_p=1"])
+    edges = ["rollout.top_k=-1", "rollout.top_k=50", "rollout.top_p=1"]
+    grpo = load_config(GRPOConfig, None, edges)
     assert (grpo.rollout.top_k, grpo.rollout.top_p) == (50, 1.0)
 
 
@@ -184,12 +191,24 @@ def test_cli_refuses_in_one_line_with_exit_2(tmp_path, case):
     assert len(lines) == 1 and lines[0].startswith("error: "), result.output
 
 
-@pytest.mark.parametrize("raw", ["caf\xe9".encode("latin-1"), b"\xff\xfe{}", b'{"messages": []}\n\x80\n'])
+@pytest.mark.parametrize("raw", ["caf\xe9".encode("latin-1"), b"\xff\xfe{}",
+                                 b'{"messages": []}\n\x80\n'])
 def test_data_files_that_are_not_utf8_are_refused_in_one_line(tmp_path, raw):
     data = tmp_path / "train.jsonl"
     data.write_bytes(raw)
-    result = CliRunner().invoke(app, ["train", "sft", "trainer.device=cpu", f"data.train_files={data}",
-                                      f"trainer.run_dir={tmp_path / 'run'}", "trainer.progress_bar=false"])
+    result = CliRunner().invoke(app, [
+        "train", "sft", "trainer.device=cpu", f"data.train_files={data}",
+        f"trainer.run_dir={tmp_path / 'run'}", "trainer.progress_bar=false",
+    ])
     assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "UTF-8" in lines[0] and str(data) in lines[0], result.output
+
+
+@pytest.mark.parametrize("overrides", [
+    "{num_attention_heads: 0}", "{num_hidden_layers: -1}", "{num_hidden_layers: 100000000}",
+    "{hidden_size: 0}", "{num_attention_heads: 4, num_key_value_heads: 3}", "{vocab_size: 1.5}",
+])
+def test_model_overrides_with_sizes_that_make_no_sense_are_refused(overrides):
+    override = f"model.overrides={overrides}"
+    refused(lambda: load_config(SFTConfig, None, [override]), "'model.overrides'", "must be")

@@ -68,7 +68,8 @@ def _listing(directory: Path) -> list[str]:
 
 
 def _tree(directory: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+    files = (p for p in sorted(directory.rglob("*")) if p.is_file())
+    return {str(p.relative_to(directory)): p.read_bytes() for p in files}
 
 
 # --------------------------------------------------------------------------- paths
@@ -121,7 +122,8 @@ def test_overwrite_keeps_a_directory_that_is_not_an_earlier_export(run_dir, tmp_
             (out / name).parent.mkdir(parents=True, exist_ok=True)
             (out / name).write_text(text)
     before = _tree(out)
-    _one_line_error(_export(run_dir, "--out", out, "--overwrite"), 2, str(out), "--overwrite replaces only")
+    result = _export(run_dir, "--out", out, "--overwrite")
+    _one_line_error(result, 2, str(out), "--overwrite replaces only")
     assert _tree(out) == before and _listing(tmp_path) == ["out"]
 
 
@@ -143,10 +145,10 @@ export_hf(ckpt, out, overwrite="--overwrite" in sys.argv, progress=progress, wor
 """
 
 
-def _start_export(run_dir: Path, out: Path, mode: str, marker: Path, *extra: str) -> subprocess.Popen:
+def _start_export(run_dir: Path, out: Path, mode: str, marker: Path, *extra: str):
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.Popen([sys.executable, "-c", EXPORT_SCRIPT, str(run_dir), str(out), mode, str(marker),
-                             *extra], env=env, stderr=subprocess.PIPE, text=True)
+    argv = [sys.executable, "-c", EXPORT_SCRIPT, str(run_dir), str(out), mode, str(marker), *extra]
+    return subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
 
 
 def _wait_for(path: Path, process: subprocess.Popen, seconds: float = 60.0) -> None:
@@ -158,7 +160,7 @@ def _wait_for(path: Path, process: subprocess.Popen, seconds: float = 60.0) -> N
 
 
 @pytest.mark.parametrize("overwrite", [False, True])
-def test_a_second_export_into_the_same_out_is_refused_while_the_first_runs(run_dir, tmp_path, overwrite):
+def test_a_second_export_into_one_out_is_refused_while_the_first_runs(run_dir, tmp_path, overwrite):
     parent = tmp_path / "parent"
     parent.mkdir()
     out, marker = parent / "out", tmp_path / "first-is-writing"
@@ -166,7 +168,8 @@ def test_a_second_export_into_the_same_out_is_refused_while_the_first_runs(run_d
     first = _start_export(run_dir, out, "hold", marker, "6", *flags)
     try:
         _wait_for(marker, first)
-        _one_line_error(_export(run_dir, "--out", out, *flags), 2, str(out), "another command is writing it")
+        second = _export(run_dir, "--out", out, *flags)
+        _one_line_error(second, 2, str(out), "another command is writing it")
         with pytest.raises(OutputDirError, match="another command"):
             claim_output(out, overwrite=True)
     finally:
@@ -203,7 +206,7 @@ APPEARING = {
 
 @pytest.mark.parametrize("overwrite", [False, True])
 @pytest.mark.parametrize("kind", APPEARING)
-def test_something_created_at_out_during_the_export_is_never_replaced(run_dir, tmp_path, kind, overwrite):
+def test_what_appears_at_out_during_export_is_never_replaced(run_dir, tmp_path, kind, overwrite):
     parent = tmp_path / "parent"
     parent.mkdir()
     out = parent / "out"
@@ -251,7 +254,7 @@ def _bare_checkpoint(root: Path, assets: Path, edit) -> Path:
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(assets))
-    state = {f"model.{name}": tensor.detach().clone() for name, tensor in model.state_dict().items()}
+    state = {f"model.{name}": value.detach().clone() for name, value in model.state_dict().items()}
     edit(state)
     target = root / "dist_ckpt"
     dcp.save(state, checkpoint_id=str(target), no_dist=True)
@@ -275,13 +278,15 @@ NONFINITE = {
 @pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])  # kernel copy, cast, cast
 @pytest.mark.parametrize("case", NONFINITE)
 def test_nonfinite_weights_are_refused_naming_the_tensor(tmp_path, assets, case, dtype):
-    key = {"nan-embedding": "embed_tokens", "inf-mlp": "layers.1.mlp.down_proj", "neg-inf-norm": "model.norm"}[case]
+    key = {"nan-embedding": "embed_tokens", "inf-mlp": "layers.1.mlp.down_proj",
+           "neg-inf-norm": "model.norm"}[case]
     ckpt = _bare_checkpoint(tmp_path, assets, NONFINITE[case])
     out = tmp_path / "parent" / "out"
     out.parent.mkdir()
-    _one_line_error(_export(ckpt, "--hf-config", assets, "--out", out, "--dtype", dtype), 1, key, "NaN/Inf")
+    args = (ckpt, "--hf-config", assets, "--out", out, "--dtype", dtype)
+    _one_line_error(_export(*args), 1, key, "NaN/Inf")
     assert _listing(out.parent) == []
-    assert _export(ckpt, "--hf-config", assets, "--out", out, "--dtype", dtype, "--allow-nonfinite").exit_code == 0
+    assert _export(*args, "--allow-nonfinite").exit_code == 0
     with safe_open(str(out / "model.safetensors"), framework="pt") as handle:
         name = next(n for n in handle.keys() if key in n)
         assert not bool(handle.get_tensor(name).isfinite().all())
@@ -289,7 +294,8 @@ def test_nonfinite_weights_are_refused_naming_the_tensor(tmp_path, assets, case,
 
 @pytest.mark.parametrize("value", [1e6, -7e4])
 def test_values_that_overflow_the_export_dtype_are_refused(tmp_path, assets, value):
-    ckpt = _bare_checkpoint(tmp_path, assets, _set("model.model.layers.0.self_attn.o_proj.weight", (1, 2), value))
+    edit = _set("model.model.layers.0.self_attn.o_proj.weight", (1, 2), value)
+    ckpt = _bare_checkpoint(tmp_path, assets, edit)
     out = tmp_path / "out"
     _one_line_error(_export(ckpt, "--hf-config", assets, "--out", out, "--dtype", "fp16"), 1,
                     "o_proj", "overflows float16")
@@ -297,7 +303,8 @@ def test_values_that_overflow_the_export_dtype_are_refused(tmp_path, assets, val
 
 
 @pytest.mark.parametrize("dtype", [torch.int8, torch.int32, torch.int64, torch.bool, torch.uint8])
-@pytest.mark.parametrize("key", ["model.model.layers.0.self_attn.q_proj.weight", "model.model.norm.weight"])
+@pytest.mark.parametrize("key", ["model.model.layers.0.self_attn.q_proj.weight",
+                                 "model.model.norm.weight"])
 def test_integer_weights_are_refused(tmp_path, assets, dtype, key):
     def edit(state):
         state[key] = (state[key] * 100).to(dtype)
@@ -305,8 +312,9 @@ def test_integer_weights_are_refused(tmp_path, assets, dtype, key):
     ckpt = _bare_checkpoint(tmp_path, assets, edit)
     out = tmp_path / "out"
     for export_dtype in ("auto", "bf16", "fp32"):
-        _one_line_error(_export(ckpt, "--hf-config", assets, "--out", out, "--dtype", export_dtype), 1,
-                        key, f"stored as {str(dtype).removeprefix('torch.')}", "floating-point weight")
+        result = _export(ckpt, "--hf-config", assets, "--out", out, "--dtype", export_dtype)
+        stored = f"stored as {str(dtype).removeprefix('torch.')}"
+        _one_line_error(result, 1, key, stored, "floating-point weight")
     assert _listing(tmp_path) == ["dist_ckpt"]
 
 
@@ -326,7 +334,8 @@ def test_two_stored_names_for_one_weight_are_refused_naming_both(tmp_path, asset
 
     ckpt = _bare_checkpoint(tmp_path, assets, edit)
     out = tmp_path / "out"
-    _one_line_error(_export(ckpt, "--hf-config", assets, "--out", out), 1, alias, original, "refusing to pick")
+    result = _export(ckpt, "--hf-config", assets, "--out", out)
+    _one_line_error(result, 1, alias, original, "refusing to pick")
     assert not out.exists()
 
 
@@ -356,7 +365,8 @@ def _config_variant(tmp_path: Path, assets: Path, **changes) -> Path:
     ({"head_dim": 0}, "head_dim must be a positive integer"),
     ({"num_hidden_layers": True}, "num_hidden_layers must be a positive integer"),
 ])
-def test_config_geometry_that_makes_no_sense_is_refused_fast(tmp_path, run_dir, assets, changes, needle):
+def test_config_geometry_that_makes_no_sense_is_refused_fast(tmp_path, run_dir, assets, changes,
+                                                             needle):
     config = _config_variant(tmp_path, assets, **changes)
     out = tmp_path / "out"
     started = time.monotonic()
@@ -366,7 +376,8 @@ def test_config_geometry_that_makes_no_sense_is_refused_fast(tmp_path, run_dir, 
 
 
 @pytest.mark.parametrize("as_url", [False, True])
-def test_sizes_not_backed_by_the_files_are_refused_before_reserving_disk(tmp_path, assets, monkeypatch, as_url):
+def test_sizes_not_backed_by_files_are_refused_before_reserving_disk(tmp_path, assets, monkeypatch,
+                                                                     as_url):
     """The embedding claims 2**27 rows (64 GiB of fp32) over the blob of the tiny one; the
     output files' preallocation is watched (it is ignored where the filesystem cannot)."""
     rows = 2**27
@@ -382,10 +393,15 @@ def test_sizes_not_backed_by_the_files_are_refused_before_reserving_disk(tmp_pat
     out.parent.mkdir()
     reserved = []
     fallocate = os.posix_fallocate
-    monkeypatch.setattr(os, "posix_fallocate", lambda fd, offset, size: (reserved.append(size),
-                                                                         fallocate(fd, offset, size)))
+
+    def watched(fd: int, offset: int, size: int) -> None:
+        reserved.append(size)
+        fallocate(fd, offset, size)
+
+    monkeypatch.setattr(os, "posix_fallocate", watched)
     started = time.monotonic()
-    with pytest.raises((CheckpointFileError, CheckpointFormatError), match="embed_tokens.*cannot hold"):
+    unbacked = (CheckpointFileError, CheckpointFormatError)
+    with pytest.raises(unbacked, match="embed_tokens.*cannot hold"):
         export_hf(f"file://{ckpt}" if as_url else ckpt, out, hf_config=config, workers=1)
     assert time.monotonic() - started < FAST_SECONDS
     assert max(reserved, default=0) < 2**30, reserved

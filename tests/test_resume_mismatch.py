@@ -19,16 +19,20 @@ from tests.distributed_helpers import run_distributed
 from tests.sft_support import REPO, tiny_config, write_chat_jsonl
 from trainer.sft import run_sft
 
-SETTINGS = ("trainer.total_steps=4", "data.global_batch_size=8", "data.max_tokens_per_micro_batch=256")
+SETTINGS = ("trainer.total_steps=4", "data.global_batch_size=8",
+            "data.max_tokens_per_micro_batch=256")
 # name: (overrides of the rerun, resume from a bare copy of dist_ckpt/, expected text in the error)
 VARIANTS = {
     "same-model": ((), False, None),
     "fewer-layers": (("model.overrides={num_hidden_layers: 1}",), False, "num_hidden_layers=2"),
     "more-layers": (("model.overrides={num_hidden_layers: 3}",), False, "num_hidden_layers=2"),
     "wider-mlp": (("model.overrides={intermediate_size: 192}",), False, "intermediate_size=256"),
-    "untied-head": (("model.overrides={tie_word_embeddings: false}",), False, "tie_word_embeddings=True"),
-    "fewer-layers-bare": (("model.overrides={num_hidden_layers: 1}",), True, "this run does not have"),
-    "more-layers-bare": (("model.overrides={num_hidden_layers: 3}",), True, "missing from the checkpoint"),
+    "untied-head": (("model.overrides={tie_word_embeddings: false}",), False,
+                    "tie_word_embeddings=True"),
+    "fewer-layers-bare": (("model.overrides={num_hidden_layers: 1}",), True,
+                          "this run does not have"),
+    "more-layers-bare": (("model.overrides={num_hidden_layers: 3}",), True,
+                         "missing from the checkpoint"),
     "wider-mlp-bare": (("model.overrides={intermediate_size: 192}",), True,
                        "has shape (128, 256) in the checkpoint"),
 }
@@ -46,7 +50,8 @@ def _rerun_variants(rank: int, world_size: int, root: str) -> None:
         run_dir = root / name / "run" if bare else root / name
         resume = [f"checkpoint.resume={root / name / 'bare'}"] if bare else []
         try:
-            result = run_sft(tiny_config(root / "train.jsonl", run_dir, *SETTINGS, *overrides, *resume))
+            config = tiny_config(root / "train.jsonl", run_dir, *SETTINGS, *overrides, *resume)
+            result = run_sft(config)
             outcomes[name] = {"ok": True, "resumed_from": result.resumed_from,
                               "final_step": result.final_step}
         except Exception as err:  # the outcome under test: which error, with which message
@@ -68,7 +73,8 @@ def trained(tmp_path_factory) -> Path:
 def outcomes(trained) -> dict:
     for name, (_overrides, bare, _expected) in VARIANTS.items():
         if bare:
-            shutil.copytree(trained / "base" / "global_step_2" / "dist_ckpt", trained / name / "bare")
+            dist_ckpt = trained / "base" / "global_step_2" / "dist_ckpt"
+            shutil.copytree(dist_ckpt, trained / name / "bare")
         else:
             shutil.copytree(trained / "base", trained / name)
     run_distributed(_rerun_variants, 2, str(trained))

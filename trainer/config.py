@@ -27,6 +27,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 
+from mfsdp_ckpt.hf_config import HFConfigError, check_geometry
 from trainer.config_yaml import YAMLConfigError, parse_yaml, read_yaml_file
 
 
@@ -57,6 +58,20 @@ UnitOpen = Annotated[float, Range("in [0, 1)", lambda v: 0 <= v < 1)]  # Adam be
 UnitPositive = Annotated[float, Range("in (0, 1]", lambda v: 0 < v <= 1)]
 
 
+def _sane_geometry(overrides: dict[str, Any]) -> bool:
+    try:
+        check_geometry(overrides, "model.overrides")
+    except HFConfigError:
+        return False
+    return True
+
+
+HFOverrides = Annotated[dict[str, Any], Range(
+    "HF config fields whose sizes are positive integers that divide (heads by KV heads)",
+    _sane_geometry,
+)]
+
+
 # --------------------------------------------------------------------------- sections
 
 
@@ -68,7 +83,7 @@ class ModelConfig:
     shape: str = "tiny"  # used when path is unset: tiny | qwen2-0.5b | qwen2-1.5b | qwen2.5-7b | ...
     random_init: bool = False  # with `path`: take only its config.json, initialise randomly
     tokenizer: str | None = None  # default: `path`, else the embedded tiny tokenizer
-    overrides: dict[str, Any] = field(default_factory=dict)  # HF config fields, e.g. {num_hidden_layers: 4}
+    overrides: HFOverrides = field(default_factory=dict)  # HF config fields: {num_hidden_layers: 4}
     attn_implementation: str = "sdpa"
     activation_checkpointing: bool = False
     compile: bool = False  # torch.compile each decoder layer
@@ -90,7 +105,7 @@ class DataConfig:
     truncation: Literal["error", "left", "right"] = "error"
     packing: bool = True  # token-budget micro-batches of packed sequences; False: padded
     global_batch_size: Positive[int] = 16  # sequences per optimizer step, all ranks together
-    max_tokens_per_micro_batch: Positive[int] = 4096  # packing: token budget per micro-batch per rank
+    max_tokens_per_micro_batch: Positive[int] = 4096  # packing: tokens per micro-batch per rank
     micro_batch_size: Positive[int] = 2  # padded mode: sequences per micro-batch per rank
     shuffle: bool = True
 
@@ -127,7 +142,7 @@ class StrategyConfig:
     overlap_param_gather: bool = True
     fsdp_double_buffer: bool = False
     disable_bucketing: bool = False
-    bucket_size: Positive[int] | None = None  # elements per gradient bucket; None: Megatron-FSDP's default
+    bucket_size: Positive[int] | None = None  # elements per gradient bucket; None: Megatron-FSDP's
     # FSDP2 options.
     reshard_after_forward: bool = True
 
@@ -145,14 +160,14 @@ class TrainerConfig:
     run_dir: str = "runs/sft"
     epochs: Positive[int] = 1
     total_steps: Positive[int] | None = None  # default: epochs x (train rows // global_batch_size)
-    stop_at_step: Positive[int] | None = None  # leave early (after a checkpoint), e.g. at a job's time limit
+    stop_at_step: Positive[int] | None = None  # stop early, after a checkpoint (a job's time limit)
     seed: NonNegative[int] = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
     log_every: Positive[int] = 1
     eval_every: NonNegative[int] = 0  # steps; 0: only at the end when there is validation data
     tensorboard: bool = False
     progress_bar: bool = True
-    peak_tflops: Positive[float] | None = None  # per device, for MFU; default 790 (H200 bf16) on CUDA
+    peak_tflops: Positive[float] | None = None  # per device, MFU; CUDA default 790 (H200 bf16)
 
 
 @dataclass
@@ -285,7 +300,8 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
         coerced = _coerce(base, value, key, source)
         for check in checks:
             if isinstance(check, Range) and not check.accepts(coerced):
-                raise RangeError(f"{source}: config key '{key}' must be {check.text}, got {_shown(value)}")
+                raise RangeError(
+                    f"{source}: config key '{key}' must be {check.text}, got {_shown(value)}")
         return coerced
     if dataclasses.is_dataclass(kind):
         if not isinstance(value, dict):
@@ -343,7 +359,8 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
         else:
             number = float(value)
         if not math.isfinite(number):  # nan and inf: no setting means either
-            raise RangeError(f"{source}: config key '{key}' must be a finite number, got {_shown(value)}")
+            raise RangeError(
+                f"{source}: config key '{key}' must be a finite number, got {_shown(value)}")
         return number
     if kind is str:
         if not isinstance(value, str):

@@ -40,7 +40,7 @@ class _BoundedLoader(yaml.SafeLoader):
         if self.check_event(yaml.AliasEvent):
             self.aliases += 1
             if self.aliases > MAX_ALIASES:
-                raise YAMLConfigError(f"{self.source}: more than {MAX_ALIASES} aliases (*name); refusing")
+                raise YAMLConfigError(f"{self.source}: more than {MAX_ALIASES} aliases; refusing")
         self.depth += 1
         if self.depth > MAX_DEPTH:
             raise YAMLConfigError(f"{self.source}: nested deeper than {MAX_DEPTH} levels; refusing")
@@ -50,7 +50,7 @@ class _BoundedLoader(yaml.SafeLoader):
             self.depth -= 1
         if isinstance(node.tag, str) and node.tag.startswith(_PYTHON_TAG):
             shown = "!!python/" + node.tag[len(_PYTHON_TAG):]
-            raise YAMLConfigError(f"{self.source}: YAML tag {shown[:80]!r} is not allowed (plain data only)")
+            raise YAMLConfigError(f"{self.source}: YAML tag {shown[:80]!r} is not allowed")
         return node
 
 
@@ -70,7 +70,7 @@ def _expanded_size(node: yaml.Node, source: str) -> int:
             total += sum(size(key) + size(value) for key, value in current.value)
         if total > MAX_EXPANDED_NODES:
             raise YAMLConfigError(
-                f"{source}: expands to more than {MAX_EXPANDED_NODES} values through anchors/aliases; refusing"
+                f"{source}: expands to over {MAX_EXPANDED_NODES} values through anchors/aliases"
             )
         sizes[id(current)] = total
         return total
@@ -107,9 +107,9 @@ def read_yaml_file(path: str | os.PathLike) -> Any:
     except OSError as err:
         raise YAMLConfigError(f"{path}: cannot read config ({err.strerror})") from None
     if len(raw) > MAX_CONFIG_BYTES:
-        raise YAMLConfigError(f"{path}: larger than {MAX_CONFIG_BYTES >> 20} MiB; not a config file")
+        raise YAMLConfigError(f"{path}: over {MAX_CONFIG_BYTES >> 20} MiB; not a config file")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise YAMLConfigError(f"{path}: not UTF-8 text (byte {err.start}); save the config as UTF-8") from None
+        raise YAMLConfigError(f"{path}: not UTF-8 text (byte {err.start})") from None
     return parse_yaml(text, str(path))

@@ -19,10 +19,12 @@ from mfsdp_ckpt.layout import CheckpointPaths
 DATA_POSITION_KEYS = ("global_batch_size", "train_rows", "seed")
 # The HF config fields that decide which tensors a model has and how they are computed
 # from each other; a run resuming a step must agree with it on every one.
-MODEL_CONFIG_KEYS = ("model_type", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                     "num_attention_heads", "num_key_value_heads", "head_dim", "tie_word_embeddings",
-                     "attention_bias", "mlp_bias", "hidden_act", "rms_norm_eps", "rope_theta",
-                     "rope_scaling", "max_position_embeddings")
+MODEL_CONFIG_KEYS = (
+    "model_type", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+    "num_attention_heads", "num_key_value_heads", "head_dim", "tie_word_embeddings",
+    "attention_bias", "mlp_bias", "hidden_act", "rms_norm_eps", "rope_theta", "rope_scaling",
+    "max_position_embeddings",
+)
 
 
 class ResumeMismatchError(ValueError):
@@ -35,7 +37,10 @@ def new_progress(global_batch_size: int, train_rows: int, seed: int) -> dict[str
 
 
 def resume_if_any(
-    checkpointer: Checkpointer, resume: str, states: dict[str, Any], model_config: dict[str, Any] | None = None
+    checkpointer: Checkpointer,
+    resume: str,
+    states: dict[str, Any],
+    model_config: dict[str, Any] | None = None,
 ) -> CheckpointPaths | None:
     """Load the checkpoint `resume` names ("auto", "disable" or a path) into `states`.
 
@@ -71,7 +76,8 @@ def check_model_config(found: CheckpointPaths, model_config: dict[str, Any]) -> 
         if key in saved and key in model_config and saved[key] != model_config[key]:
             raise ResumeMismatchError(
                 f"{config_file}: checkpoint was trained with {key}={saved[key]!r}, this run has "
-                f"{model_config[key]!r}; it is another model (use checkpoint.resume=disable to start over)"
+                f"{model_config[key]!r}; it is another model"
+                " (use checkpoint.resume=disable to start over)"
             )
 
 
