@@ -519,21 +519,23 @@ def _stream(plan: ExportPlan, item: MappedTensor, writer: ShardedSafetensorsWrit
     return True
 
 
-# Exponent bits of the IEEE formats: all ones is Inf or NaN. Checked on the raw bytes, so the
-# kernel-copy path needs neither torch nor a copy (fp8 formats are not checked).
-_EXPONENT_MASKS = {"float64": ("<u8", 0x7FF0000000000000), "float32": ("<u4", 0x7F800000),
-                   "float16": ("<u2", 0x7C00), "bfloat16": ("<u2", 0x7F80)}
+# Checked on the raw bytes, so the kernel-copy path needs neither torch nor a copy: numpy's
+# isfinite for the types it has; for bfloat16, all exponent bits set (Inf or NaN). fp8
+# formats are not checked.
+_NUMPY_FLOATS = {"float64": "<f8", "float32": "<f4", "float16": "<f2"}
+_BF16_EXPONENT = 0x7F80
 
 
 def _count_nonfinite(data: memoryview, dtype: DType) -> int:
     import numpy as np
 
-    spec = _EXPONENT_MASKS.get(dtype.name)
-    if spec is None:
-        return 0
-    words = np.frombuffer(data, dtype=spec[0])
-    mask = np.array(spec[1], dtype=spec[0])
-    return int(np.count_nonzero((words & mask) == mask))
+    if dtype.name in _NUMPY_FLOATS:
+        values = np.frombuffer(data, dtype=_NUMPY_FLOATS[dtype.name])
+        return 0 if np.isfinite(values).all() else int(np.count_nonzero(~np.isfinite(values)))
+    if dtype.name == "bfloat16":
+        exponent = np.frombuffer(data, dtype="<u2") & np.uint16(_BF16_EXPONENT)
+        return int(np.count_nonzero(exponent == _BF16_EXPONENT))
+    return 0
 
 
 def _check_finite_range(
@@ -542,7 +544,7 @@ def _check_finite_range(
     """NonFiniteError when `numel` raw elements at `offset` of `fd` hold NaN/Inf; the bytes
     are mapped a piece at a time (they are read into the page cache the copy then uses)."""
     dtype = plan.entry(item).dtype
-    if dtype.name not in _EXPONENT_MASKS or numel == 0:
+    if numel == 0 or dtype.name not in (*_NUMPY_FLOATS, "bfloat16"):
         return
     start = offset - offset % mmap.ALLOCATIONGRANULARITY
     length = offset + numel * dtype.itemsize - start
