@@ -19,7 +19,9 @@ def _error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseExce
     from mfsdp_ckpt.storage import CheckpointFileError
     from mfsdp_ckpt.validate import CheckpointInvalidError
 
-    usage = (ExportUsageError, CheckpointPathError)
+    from mfsdp_ckpt.out_dir import OutputDirError
+
+    usage = (ExportUsageError, CheckpointPathError, OutputDirError)
     failure = (ExportError, CheckpointFormatError, CheckpointFileError, UnsafeMetadataError, ManifestError, OSError,
                CheckpointInvalidError)
     return usage, failure
@@ -48,9 +50,7 @@ class _Progress:
 
 @click.command("export-hf")
 @click.argument("ckpt")
-@click.option(
-    "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory to create."
-)
+@click.option("--out", "out_dir", required=True, help="Directory to create.")
 @click.option(
     "--dtype",
     type=click.Choice(["auto", "bf16", "fp16", "fp32"]),
@@ -111,7 +111,12 @@ class _Progress:
 @click.option(
     "--overwrite",
     is_flag=True,
-    help="Replace DIR if it exists (only once the new export is complete).",
+    help="Replace DIR if it is empty or an earlier export (once the new one is done).",
+)
+@click.option(
+    "--allow-nonfinite",
+    is_flag=True,
+    help="Export weights holding NaN/Inf (by default: exit 1 naming one).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def export_hf(
@@ -126,6 +131,7 @@ def export_hf(
     verify: bool,
     role: str | None,
     overwrite: bool,
+    allow_nonfinite: bool,
     as_json: bool,
 ) -> None:
     """Convert a checkpoint to a Hugging Face model directory, on CPU, in bounded memory.
@@ -171,6 +177,7 @@ def export_hf(
                 io=io,
                 progress=progress,
                 role=role,
+                allow_nonfinite=allow_nonfinite,
             )
         finally:
             progress.close()

@@ -358,8 +358,9 @@ def load_checkpoint(
     The checkpoint is validated first (cheap checks, and sha256 of the manifest's files
     with the hashing split over the ranks of `group`): a damaged or hostile checkpoint is
     refused with CheckpointInvalidError before DCP reads a byte. Model and optimizer keys
-    must all be present; `extra` keys absent from the checkpoint (per-rank RNG of ranks
-    that did not exist then) are left as they are.
+    must match both ways, with equal shapes (a checkpoint of another model is refused, not
+    partially loaded); `extra` keys absent from the checkpoint (per-rank RNG of ranks that
+    did not exist then) are left as they are.
     """
     contents = check_contents(contents, "load_contents")
     _verify_before_load(paths, group)
@@ -374,11 +375,7 @@ def load_checkpoint(
     stored = reader.read_metadata().state_dict_metadata
     wanted = {kind: _state_of(states[kind]) for kind in contents}
     flat, mapping = flatten_state_dict(wanted)
-    missing = [key for key in flat if key not in stored and not key.startswith(f"{EXTRA}.")]
-    if missing:
-        raise CheckpointContentsError(
-            f"{paths.dist_ckpt}: {len(missing)} key(s) missing from the checkpoint, e.g. {missing[:3]}"
-        )
+    check_same_state(paths.dist_ckpt, stored, flat, [kind for kind in contents if kind != EXTRA])
     for key in [k for k in flat if k.startswith(f"{EXTRA}.") and k not in stored]:
         _drop_path(wanted, mapping[key])
     try:
@@ -392,6 +389,42 @@ def load_checkpoint(
         else:
             target.update(wanted[kind])
     return manifest
+
+
+_ANOTHER_MODEL = " (another model config? checkpoint.resume=disable starts over)"
+
+
+def check_same_state(
+    where: Path, stored: Mapping[str, Any], flat: Mapping[str, Any], kinds: list[str]
+) -> None:
+    """CheckpointContentsError (one line) unless, for each kind, the checkpoint's keys and
+    the run's are the same set and every tensor has the same global shape. Loading with
+    keys left over on either side would resume a different model without a word (a layer
+    dropped, a later save missing tensors)."""
+    prefixes = tuple(f"{kind}." for kind in kinds)
+    wanted = {key for key in flat if key.startswith(prefixes)}
+    missing = sorted(wanted - set(stored))
+    if missing:
+        raise CheckpointContentsError(
+            f"{where}: {len(missing)} key(s) of this run missing from the checkpoint,"
+            f" e.g. {missing[:3]}{_ANOTHER_MODEL}"
+        )
+    unexpected = sorted(key for key in stored if key.startswith(prefixes) and key not in wanted)
+    if unexpected:
+        raise CheckpointContentsError(
+            f"{where}: {len(unexpected)} key(s) of the checkpoint this run does not have,"
+            f" e.g. {unexpected[:3]}{_ANOTHER_MODEL}"
+        )
+    for key in sorted(wanted):
+        shape = getattr(flat[key], "shape", None)
+        stored_shape = getattr(stored[key], "size", None)
+        if not isinstance(flat[key], torch.Tensor) or stored_shape is None:
+            continue
+        if tuple(shape) != tuple(stored_shape):
+            raise CheckpointContentsError(
+                f"{where}: {key} has shape {tuple(stored_shape)} in the checkpoint,"
+                f" {tuple(shape)} in this run{_ANOTHER_MODEL}"
+            )
 
 
 class CheckpointSaveError(RuntimeError):

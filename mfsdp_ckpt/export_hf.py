@@ -27,10 +27,9 @@ from __future__ import annotations
 import errno
 import json
 import math
+import mmap
 import os
 import re
-import shutil
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -45,7 +44,9 @@ from mfsdp_ckpt import layout, safe_files
 from mfsdp_ckpt.dtypes import BFLOAT16, BY_NAME, FLOAT16, FLOAT32, DType
 from mfsdp_ckpt.hf_config import (
     ExpectedWeights,
+    MAX_LAYERS,
     HFConfigError,
+    check_geometry,
     expected_weights,
     load_hf_config,
     weights_from_table,
@@ -62,6 +63,7 @@ from mfsdp_ckpt.name_maps import (
     map_names,
     model_tensors,
 )
+from mfsdp_ckpt.out_dir import claim_output
 from mfsdp_ckpt.reader import CheckpointReader, TensorEntry, chunk_coverage_problems
 from mfsdp_ckpt.safetensors_writer import INDEX_FILE, ShardedSafetensorsWriter
 from mfsdp_ckpt.storage import ByteStore, CheckpointFileError
@@ -86,6 +88,10 @@ class ExportUsageError(ValueError):
 
 class ExportError(ValueError):
     """The checkpoint cannot be exported (exit 1): no model, shapes contradict the config."""
+
+
+class NonFiniteError(ExportError):
+    """A weight holds NaN or Inf (a diverged run), or a cast overflows the export dtype."""
 
 
 @dataclass
@@ -244,13 +250,17 @@ class JsonConfig(SimpleNamespace):
     hf_shapes: dict[str, tuple[int, ...]]
 
 
-def load_config(path: str | os.PathLike):
+def load_config(path: str | os.PathLike, max_layers: int = MAX_LAYERS):
     """A `JsonConfig` when name_maps knows the family and every number it needs is in
-    the file; otherwise (or for any problem with the file) transformers' config."""
+    the file; otherwise (or for any problem with the file) transformers' config. Sizes
+    that are not positive, do not divide, or claim more than `max_layers` layers are
+    refused (HFConfigError) before any name is generated from them."""
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError):
         data = None
+    if isinstance(data, dict):
+        check_geometry(data, path, max_layers)
     shapes = hf_state_dict_shapes(data) if isinstance(data, dict) else None
     if shapes is None:
         return load_hf_config(path)
@@ -275,6 +285,7 @@ class ExportPlan:
     items: list[MappedTensor]
     dtype: DType  # floating tensors are written in this dtype
     dtypes: dict[str, DType]  # per target name (integer tensors keep theirs)
+    allow_nonfinite: bool = False  # False: a NaN/Inf written out stops the export
 
     def entry(self, item: MappedTensor) -> TensorEntry:
         return self.source.reader.tensors[item.source]
@@ -326,7 +337,10 @@ def plan_export(source: _Source, config, *, layout_name: str = "auto", dtype: st
     if layout_name not in ("auto", *LAYOUTS):
         raise ExportUsageError(f"--layout {layout_name!r}: choose auto, {', '.join(LAYOUTS)}")
     reader = source.reader
-    stored = model_tensors(reader.tensors)
+    try:
+        stored = model_tensors(reader.tensors)
+    except MappingError as err:  # two stored names for one weight: the checkpoint is ambiguous
+        raise ExportError(f"{source.location}: {err}") from None
     if not stored:
         raise ExportError(f"{source.location}: checkpoint holds no model weights (no model tensors)")
     paths = {path: reader.tensors[key].shape for path, key in stored.items()}
@@ -365,6 +379,13 @@ def _check_against_config(source: _Source, config, items: list[MappedTensor], ch
                 f" ({config.model_type}) says {tuple(expected.allowed[target])}"
             )
     required = set(expected.required)
+    for target in sorted(required.intersection(produced), key=_natural_key):
+        stored = source.reader.tensors[produced[target][1]].dtype
+        if not stored.is_floating_point:
+            raise ExportError(
+                f"{source.location} [{produced[target][1]}]: stored as {stored.name}, but {target}"
+                f" is a floating-point weight of {config.model_type}; refusing to export it"
+            )
     if expected.tie_word_embeddings:
         required.discard("lm_head.weight")
     missing = sorted(required - set(produced), key=_natural_key)
@@ -484,7 +505,12 @@ def _streamable(plan: ExportPlan, item: MappedTensor) -> bool:
 
 class _PieceBuffers(threading.local):
     """Per-thread buffers a cast reads into and converts into, allocated once and reused
-    (fresh allocations cost page faults that, on this kind of VM, cost more than the copy)."""
+    (fresh allocations cost page faults that, on this kind of VM, cost more than the copy).
+    `nonfinite` counts the NaN/Inf the last cast wrote; `overflow` says its source was
+    finite, so the values were out of the export dtype's range."""
+
+    nonfinite = 0
+    overflow = False
 
     def get(self, source_bytes: int, target_bytes: int) -> tuple[torch.Tensor, torch.Tensor]:
         import torch
@@ -514,10 +540,14 @@ def _stream(plan: ExportPlan, item: MappedTensor, writer: ShardedSafetensorsWrit
                 start, done = (chunk.offsets[0] * row if entry.shape else 0), index == len(chunks) - 1
                 if out_dtype == entry.dtype:
                     size = entry.dtype.itemsize
+                    if not plan.allow_nonfinite:
+                        _check_finite_range(plan, item, fd, offset, chunk.numel)
                     writer.copy_range(name, fd, offset, start * size, chunk.numel * size, done=done)
                 else:
                     _cast_range(fd, offset, entry.dtype, chunk.numel, writer, name, start, out_dtype, done, buffers,
                                 reader.root / chunk.file)
+                    if not plan.allow_nonfinite and buffers.nonfinite:
+                        raise _nonfinite(plan, item, buffers.nonfinite, buffers.overflow)
             finally:
                 os.close(fd)
     except OSError as err:
@@ -525,6 +555,57 @@ def _stream(plan: ExportPlan, item: MappedTensor, writer: ShardedSafetensorsWrit
             return False
         raise
     return True
+
+
+# Checked on the raw bytes, so the kernel-copy path needs neither torch nor a copy: numpy's
+# isfinite for the types it has; for bfloat16, all exponent bits set (Inf or NaN). fp8
+# formats are not checked.
+_NUMPY_FLOATS = {"float64": "<f8", "float32": "<f4", "float16": "<f2"}
+_BF16_EXPONENT = 0x7F80
+
+
+def _count_nonfinite(data: memoryview, dtype: DType) -> int:
+    import numpy as np
+
+    if dtype.name in _NUMPY_FLOATS:
+        values = np.frombuffer(data, dtype=_NUMPY_FLOATS[dtype.name])
+        return 0 if np.isfinite(values).all() else int(np.count_nonzero(~np.isfinite(values)))
+    if dtype.name == "bfloat16":
+        exponent = np.frombuffer(data, dtype="<u2") & np.uint16(_BF16_EXPONENT)
+        return int(np.count_nonzero(exponent == _BF16_EXPONENT))
+    return 0
+
+
+def _check_finite_range(
+    plan: ExportPlan, item: MappedTensor, fd: int, offset: int, numel: int
+) -> None:
+    """NonFiniteError when `numel` raw elements at `offset` of `fd` hold NaN/Inf; the bytes
+    are mapped a piece at a time (they are read into the page cache the copy then uses)."""
+    dtype = plan.entry(item).dtype
+    if numel == 0 or dtype.name not in (*_NUMPY_FLOATS, "bfloat16"):
+        return
+    start = offset - offset % mmap.ALLOCATIONGRANULARITY
+    length = offset + numel * dtype.itemsize - start
+    with mmap.mmap(fd, length, prot=mmap.PROT_READ, offset=start) as mapped:
+        view, step = memoryview(mapped), STREAM_PIECE_ELEMENTS * dtype.itemsize
+        try:
+            found = sum(_count_nonfinite(view[first:min(first + step, length)], dtype)
+                        for first in range(offset - start, length, step))
+        finally:
+            view.release()
+    if found:
+        raise _nonfinite(plan, item, found, overflow=False)
+
+
+def _nonfinite(
+    plan: ExportPlan, item: MappedTensor, count: int, overflow: bool | None
+) -> NonFiniteError:
+    """`overflow`: the source was finite (True), was not (False), or is not known (None)."""
+    what = {True: f"overflows {plan.dtype.name} ({count} value(s) become Inf)",
+            False: f"holds {count} NaN/Inf value(s) (a diverged run?)",
+            None: f"has {count} NaN/Inf value(s) as {plan.dtype.name}"}[overflow]
+    return NonFiniteError(
+        f"{plan.source.location} [{item.source}]: {what}; --allow-nonfinite exports it anyway")
 
 
 def _check_size(fd: int, needed: int, path: Path) -> None:
@@ -540,12 +621,18 @@ def _cast_range(fd: int, offset: int, dtype: DType, numel: int, writer: ShardedS
     import torch
 
     source, target = buffers.get(STREAM_PIECE_ELEMENTS * dtype.itemsize, STREAM_PIECE_ELEMENTS * out_dtype.itemsize)
+    buffers.nonfinite, buffers.overflow = 0, True
     for first in range(0, numel, STREAM_PIECE_ELEMENTS):
         count = min(STREAM_PIECE_ELEMENTS, numel - first)
         raw = source[: count * dtype.itemsize]
         _pread_exact(fd, memoryview(raw.numpy()), offset + first * dtype.itemsize, path)
         cast = target[: count * out_dtype.itemsize].view(out_dtype.torch)
         cast.copy_(raw.view(dtype.torch))
+        finite = torch.isfinite(cast)  # one pass over bytes still in cache
+        if not bool(finite.all()):
+            buffers.nonfinite += int((~finite).sum())
+            source_finite = bool(torch.isfinite(raw.view(dtype.torch)).all())
+            buffers.overflow = buffers.overflow and source_finite
         last = done and first + count == numel
         writer.write_range(name, memoryview(cast.view(torch.uint8).numpy()), (start + first) * out_dtype.itemsize, last)
 
@@ -565,7 +652,7 @@ def _read_order(entry: TensorEntry) -> tuple:
 
 
 # --------------------------------------------------------------------------- export
-def _check_out_dir(out: Path, overwrite: bool, protected: list[Path]) -> None:
+def _check_out_dir(out: Path, protected: list[Path]) -> None:
     resolved = out.resolve()
     for keep in protected:
         if resolved == keep or resolved in keep.parents:
@@ -574,14 +661,34 @@ def _check_out_dir(out: Path, overwrite: bool, protected: list[Path]) -> None:
     if inside is not None:
         raise ExportUsageError(
             f"{out}: lies inside the checkpoint {inside}; choose an --out outside it"
+            " (--overwrite replaces only an empty directory or an earlier export)"
         )
-    if out.exists() or out.is_symlink():
-        if not out.is_dir():
-            raise ExportUsageError(f"{out}: exists and is not a directory")
-        if not overwrite:
-            raise ExportUsageError(f"{out}: already exists (pass --overwrite to replace it)")
-    if not out.parent.is_dir():
-        raise ExportUsageError(f"{out.parent}: parent directory does not exist")
+
+
+# How many more layers config.json may name than the checkpoint's names hold; a few more
+# get the "checkpoint lacks weights" message that names one, many more are refused early.
+LAYER_TOLERANCE = 8
+_LAYER_INDEX = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+
+
+def _layer_cap(source: _Source) -> int:
+    """The most layers config.json may claim for this checkpoint: the layer indices its
+    weight names hold plus a tolerance, and never above hf_config.MAX_LAYERS."""
+    found = (_LAYER_INDEX.search(name) for name in source.reader.tensors)
+    indices = {int(match.group(1)) for match in found if match}
+    return min(MAX_LAYERS, len(indices) + LAYER_TOLERANCE)
+
+
+def _check_backed(plan: ExportPlan) -> None:
+    """Every chunk the plan reads lies inside its file and can hold its elements, so the
+    sizes the output reserves are backed by real bytes (metadata claiming 1 TiB over a
+    1 KB blob must not make export reserve 1 TiB of disk first)."""
+    reader = plan.source.reader
+    for item in plan.items:
+        entry = plan.entry(item)
+        for chunk in entry.chunks:
+            if chunk.numel:
+                reader._check_stored(entry, chunk)
 
 
 def _write_assets(assets: dict[str, Callable[[], bytes]], target: Path) -> None:
@@ -615,18 +722,21 @@ def export_hf(
     buffer_bytes: int = MIN_BUFFER_BYTES,
     progress: Progress | None = None,
     role: str | None = None,
+    allow_nonfinite: bool = False,
 ) -> ExportResult:
     """Convert `ckpt` (any level of any layout `layout.resolve_checkpoint` reads, or a URL)
     into `out_dir`; `role` picks verl's actor (default) or critic (refused: not an LM).
 
-    Raises ExportUsageError / CheckpointPathError (bad usage), ExportError,
+    Raises ExportUsageError / CheckpointPathError / OutputDirError (bad usage), ExportError
+    (NonFiniteError: a weight holds NaN/Inf, unless `allow_nonfinite`),
     CheckpointFormatError / CheckpointFileError / UnsafeMetadataError (bad checkpoint),
-    OSError (disk full, unwritable). On any failure nothing is left at `out_dir`.
+    OSError (disk full, unwritable). On any failure nothing is left at `out_dir`, and
+    `overwrite` replaces only an empty directory or an earlier export (`out_dir.py`).
     """
     started = time.monotonic()
     out = Path(out_dir)
     source = _resolve_source(str(ckpt), io, role)
-    _check_out_dir(out, overwrite, source.protected)
+    _check_out_dir(out, source.protected)
     asset_location = str(hf_config) if hf_config is not None else source.hf_assets
     if asset_location is None:
         raise ExportUsageError(
@@ -641,18 +751,18 @@ def export_hf(
         raise ExportUsageError(f"{asset_location}: no config.json; pass --hf-config DIR|config.json")
     if local_paths is not None:  # damaged or hostile: refused with validate's first error, before planning
         require_valid(local_paths, manifest_only=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; the export is an ordinary directory
+    claim = claim_output(out, overwrite)
+    tmp = claim.tmp
     writer: ShardedSafetensorsWriter | None = None
     try:
         _write_assets(assets, tmp)
         try:
-            config = load_config(tmp / "config.json")
+            config = load_config(tmp / "config.json", _layer_cap(source))
         except HFConfigError as err:
             raise ExportUsageError(str(err).replace(str(tmp / "config.json"), f"{asset_location} config.json")) from None
         plan = plan_export(source, config, layout_name=layout_name, dtype=dtype)
+        plan.allow_nonfinite = allow_nonfinite
+        _check_backed(plan)  # before the output files reserve the plan's bytes
         writer = ShardedSafetensorsWriter(tmp, plan.specs(), max_shard_size)
         writer.open()
 
@@ -664,6 +774,9 @@ def export_hf(
                 return writer.slots[item.targets[0]].nbytes
             written = 0
             for name, tensor in convert(plan, item):
+                finite = tensor.isfinite() if tensor.is_floating_point() else None
+                if not allow_nonfinite and finite is not None and not bool(finite.all()):
+                    raise _nonfinite(plan, item, int((~finite).sum()), overflow=None)
                 writer.write(name, tensor)
                 written += tensor.nbytes
             return written
@@ -681,13 +794,13 @@ def export_hf(
             mismatches = manifest_hash_errors(local_paths, workers=workers) + mismatches
         if mismatches:
             raise ExportVerifyError(mismatches)
-        layout.fsync_path(tmp)
-        layout.replace_dir(tmp, out)
+        claim.publish()
     except BaseException:
         if writer is not None:
             writer.abort()
-        shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        claim.release()
     notes = [local_paths.note] if local_paths is not None and local_paths.note else []
     if not any(name.startswith("tokenizer") for name in assets):
         notes.append(f"no tokenizer files in {asset_location}; AutoTokenizer will not load {out}")

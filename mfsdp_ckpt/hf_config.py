@@ -41,11 +41,43 @@ def read_config_json(path: str | os.PathLike) -> tuple[Path, dict]:
     return config_file, data
 
 
+# The largest released dense models have ~130 layers; a config claiming more than this is
+# not a model to export but a way to make name generation run for hours.
+MAX_LAYERS = 1024
+_POSITIVE_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                  "num_attention_heads", "num_key_value_heads", "head_dim")
+
+
+def check_geometry(data: dict, where: str | os.PathLike, max_layers: int = MAX_LAYERS) -> None:
+    """HFConfigError (one line naming the key) unless the sizes config.json gives are
+    positive integers that divide as attention needs, with at most `max_layers` layers.
+    Checked before any name or shape is generated from them."""
+    for key in _POSITIVE_KEYS:
+        value = data.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise HFConfigError(f"{where}: {key} must be a positive integer, got {value!r}"[:300])
+    layers = data.get("num_hidden_layers")
+    if layers is not None and layers > max_layers:
+        raise HFConfigError(f"{where}: num_hidden_layers={layers} is over the {max_layers} allowed")
+    heads, kv_heads = data.get("num_attention_heads"), data.get("num_key_value_heads")
+    if heads is not None and kv_heads is not None and heads % kv_heads:
+        raise HFConfigError(
+            f"{where}: num_attention_heads={heads} is not a multiple of"
+            f" num_key_value_heads={kv_heads}")
+    hidden = data.get("hidden_size")
+    if heads is not None and hidden is not None and data.get("head_dim") is None and hidden % heads:
+        raise HFConfigError(
+            f"{where}: hidden_size={hidden} is not a multiple of num_attention_heads={heads}")
+
+
 def load_hf_config(path: str | os.PathLike):
     """A transformers config from a directory or a config.json path (local files only)."""
     from transformers import AutoConfig
 
     config_file, data = read_config_json(path)
+    check_geometry(data, config_file)
     try:
         return AutoConfig.for_model(**data)
     except Exception as err:
@@ -70,7 +102,8 @@ def expected_weights_for(path: str | os.PathLike) -> ExpectedWeights:
     every resume and export); anything else from a meta-device model."""
     from mfsdp_ckpt.name_maps import hf_state_dict_shapes
 
-    _config_file, data = read_config_json(path)
+    config_file, data = read_config_json(path)
+    check_geometry(data, config_file)
     shapes = hf_state_dict_shapes(data)
     if shapes is None:
         return expected_weights(load_hf_config(path))

@@ -148,15 +148,25 @@ def write_tracker(run_dir: str | os.PathLike, step: int) -> None:
 
 def replace_dir(new: Path, target: Path) -> None:
     """Rename a finished directory onto `target`; an existing one is removed only after the
-    new one is in place, so at every instant one whole version exists."""
-    if target.exists():
+    new one is in place, so at every instant one whole version exists. On Linux the two are
+    swapped in one `renameat2(RENAME_EXCHANGE)` and a missing target is created with
+    `RENAME_NOREPLACE`, so no instant shows neither and nothing appearing meanwhile is
+    replaced; elsewhere the old one is moved aside first."""
+    from mfsdp_ckpt.out_dir import exchange, rename_noreplace
+
+    if not target.exists() and not target.is_symlink():
+        rename_noreplace(new, target)
+    elif target.is_dir() and not target.is_symlink() and exchange(new, target):
+        shutil.rmtree(new)  # it holds the old version now
+    else:
         aside = target.with_name(f".{target.name}.old-{os.getpid()}")
         shutil.rmtree(aside, ignore_errors=True)
         os.rename(target, aside)
         os.rename(new, target)
-        shutil.rmtree(aside)
-    else:
-        os.rename(new, target)
+        if aside.is_symlink():
+            aside.unlink()
+        else:
+            shutil.rmtree(aside)
     fsync_path(target.parent)
 
 

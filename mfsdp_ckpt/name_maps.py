@@ -51,9 +51,24 @@ class Geometry:
     head_dim: int
     tie_word_embeddings: bool
 
+    def __post_init__(self) -> None:
+        """Numbers the splits divide by: a zero or negative one would crash or mis-slice."""
+        for name in ("num_heads", "num_kv_heads", "head_dim"):
+            value = getattr(self, name)
+            if not _is_int(value) or value <= 0:
+                raise MappingError(f"config: {name} must be a positive integer, got {value!r}")
+        if self.num_heads % self.num_kv_heads:
+            raise MappingError(
+                f"config: {self.num_heads} attention heads do not split into"
+                f" {self.num_kv_heads} KV heads"
+            )
+
     @classmethod
     def from_config(cls, config) -> Geometry:
         num_heads = config.num_attention_heads
+        if not _is_int(num_heads) or num_heads <= 0:
+            raise MappingError(
+                f"config: num_attention_heads must be a positive integer, got {num_heads!r}")
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // num_heads
         return cls(
             num_heads=num_heads,
@@ -266,14 +281,29 @@ def model_tensors(stored_keys: Iterable[str]) -> dict[str, str]:
     and every tensor outside optimizer/extra state is a weight, names kept.
     """
     keys = [k for k in stored_keys if not k.endswith(SKIPPED_SUFFIXES)]
-    under_model = {
-        names.hf_name(k[len(names.MODEL_KEY_PREFIX):]): k for k in keys if k.startswith(names.MODEL_KEY_PREFIX)
-    }
+    under_model = _unique_paths(
+        (names.hf_name(k[len(names.MODEL_KEY_PREFIX):]), k)
+        for k in keys if k.startswith(names.MODEL_KEY_PREFIX)
+    )
     if any(_root(path) in _HF_ROOTS + _MCORE_ROOTS for path in under_model):
         return under_model
-    return {
-        names.hf_name(k): k for k in keys if not k.startswith(("optimizer.", names.EXTRA_KEY_PREFIX))
-    }
+    return _unique_paths(
+        (names.hf_name(k), k)
+        for k in keys if not k.startswith(("optimizer.", names.EXTRA_KEY_PREFIX))
+    )
+
+
+def _unique_paths(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """{module path: stored key}; MappingError when two stored keys lose their wrapper
+    segments to the same path (`model.x` and `model._orig_mod.x`): which one is the
+    model's weight cannot be known, and picking one would export the other silently."""
+    found: dict[str, str] = {}
+    for path, key in pairs:
+        if path in found:
+            raise MappingError(
+                f"{found[path]} and {key} both name the weight {path}; refusing to pick one")
+        found[path] = key
+    return found
 
 
 def detect_layout(module_paths: Iterable[str]) -> str:

@@ -47,9 +47,15 @@ def test_missing_checkpoint_path_is_usage(tmp_path):
 def test_existing_out_needs_overwrite_then_is_replaced(run_dir, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    (out / "old.txt").write_text("keep me unless --overwrite")
+    (out / "old.txt").write_text("keep me: not an export")
     _assert_clean_failure(_export(str(run_dir), "--out", str(out)), 2, str(out), "--overwrite")
-    assert (out / "old.txt").exists()
+    refused = _export(str(run_dir), "--out", str(out), "--overwrite")
+    _assert_clean_failure(refused, 2, str(out), "not a model export")
+    assert (out / "old.txt").read_text() == "keep me: not an export"
+    (out / "old.txt").unlink()
+    assert _export(str(run_dir), "--out", str(out)).exit_code == 2  # empty: still needs --overwrite
+    assert _export(str(run_dir), "--out", str(out), "--overwrite").exit_code == 0
+    (out / "old.txt").write_text("an earlier export's extra file")
     result = _export(str(run_dir), "--out", str(out), "--overwrite")
     assert result.exit_code == 0, result.output
     assert not (out / "old.txt").exists() and (out / "model.safetensors").exists()

@@ -8,21 +8,27 @@ a command subclasses it and adds its own sections as fields.
 
 Mistakes fail before any work starts, with one line that names the key: an unknown key
 lists its closest matches (a typo like `optim.lrr` must not silently train with the
-default), and a wrong type says what was expected.
+default), a wrong type says what was expected, and a value out of its field's range
+(declared on the field: `lr: NonNegative[float]`) says which range.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
+
+from mfsdp_ckpt.hf_config import HFConfigError, check_geometry
+from trainer.config_yaml import YAMLConfigError, parse_yaml, read_yaml_file
 
 
 RESOLVED_CONFIG_FILE = "config.yaml"  # in the run dir: the config the run used
@@ -30,6 +36,40 @@ RESOLVED_CONFIG_FILE = "config.yaml"  # in the run dir: the config the run used
 
 class ConfigError(ValueError):
     """A configuration mistake; the message names the key (and file) and what is wrong."""
+
+
+# --------------------------------------------------------------------------- ranges
+
+
+@dataclass(frozen=True)
+class Range:
+    """A check on a field's value, declared in its annotation (`Annotated[int, Range(...)]`)
+    and applied by the loader after the type check; `text` completes "must be ..."."""
+
+    text: str
+    accepts: Callable[[Any], bool]
+
+
+T = typing.TypeVar("T")
+Positive = Annotated[T, Range("> 0", lambda v: v > 0)]
+NonNegative = Annotated[T, Range(">= 0", lambda v: v >= 0)]
+Fraction = Annotated[float, Range("in [0, 1]", lambda v: 0 <= v <= 1)]
+UnitOpen = Annotated[float, Range("in [0, 1)", lambda v: 0 <= v < 1)]  # Adam betas, held-out shares
+UnitPositive = Annotated[float, Range("in (0, 1]", lambda v: 0 < v <= 1)]
+
+
+def _sane_geometry(overrides: dict[str, Any]) -> bool:
+    try:
+        check_geometry(overrides, "model.overrides")
+    except HFConfigError:
+        return False
+    return True
+
+
+HFOverrides = Annotated[dict[str, Any], Range(
+    "HF config fields whose sizes are positive integers that divide (heads by KV heads)",
+    _sane_geometry,
+)]
 
 
 # --------------------------------------------------------------------------- sections
@@ -43,14 +83,14 @@ class ModelConfig:
     shape: str = "tiny"  # used when path is unset: tiny | qwen2-0.5b | qwen2-1.5b | qwen2.5-7b | ...
     random_init: bool = False  # with `path`: take only its config.json, initialise randomly
     tokenizer: str | None = None  # default: `path`, else the embedded tiny tokenizer
-    overrides: dict[str, Any] = field(default_factory=dict)  # HF config fields, e.g. {num_hidden_layers: 4}
+    overrides: HFOverrides = field(default_factory=dict)  # HF config fields: {num_hidden_layers: 4}
     # sdpa | varlen (packed rows through flash attention: trainer/attention.py) | flex_attention
     attn_implementation: str = "sdpa"
     activation_checkpointing: bool = False
     compile: bool = False  # torch.compile each decoder layer
     # chunked: never materialises full fp32 logits; liger: liger-kernel's fused linear CE
     loss: Literal["chunked", "plain", "liger"] = "chunked"
-    loss_chunk_tokens: int = 2048
+    loss_chunk_tokens: Positive[int] = 2048
     liger: bool = False  # liger-kernel RoPE, RMSNorm, SwiGLU (trainer/kernels.py)
 
 
@@ -60,32 +100,35 @@ class DataConfig:
 
     train_files: list[str] = field(default_factory=list)  # parquet or jsonl
     val_files: list[str] = field(default_factory=list)
-    val_ratio: float = 0.0  # without val_files: hold out this fraction of train rows
+    val_ratio: UnitOpen = 0.0  # without val_files: hold out this fraction of train rows
     messages_key: str = "messages"
     prompt_key: str = "prompt"
     response_key: str = "response"
-    max_length: int = 1024
+    max_length: Positive[int] = 1024
     truncation: Literal["error", "left", "right"] = "error"
     packing: bool = True  # token-budget micro-batches of packed sequences; False: padded
-    global_batch_size: int = 16  # sequences per optimizer step, all ranks together
-    max_tokens_per_micro_batch: int = 4096  # packing: token budget per micro-batch per rank
-    micro_batch_size: int = 2  # padded mode: sequences per micro-batch per rank
+    global_batch_size: Positive[int] = 16  # sequences per optimizer step, all ranks together
+    max_tokens_per_micro_batch: Positive[int] = 4096  # packing: tokens per micro-batch per rank
+    micro_batch_size: Positive[int] = 2  # padded mode: sequences per micro-batch per rank
     shuffle: bool = True
+
+
+Betas = Annotated[list[UnitOpen], Range("two numbers in [0, 1)", lambda v: len(v) == 2)]
 
 
 @dataclass
 class OptimConfig:
     """AdamW with warmup then cosine / linear / constant decay to `min_lr` (verl's SFT defaults)."""
 
-    lr: float = 1e-5
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
-    eps: float = 1e-8
-    weight_decay: float = 0.01
-    warmup_steps: int = 0  # wins over warmup_ratio when > 0
-    warmup_ratio: float = 0.0
+    lr: NonNegative[float] = 1e-5
+    betas: Betas = field(default_factory=lambda: [0.9, 0.95])
+    eps: Positive[float] = 1e-8
+    weight_decay: NonNegative[float] = 0.01
+    warmup_steps: NonNegative[int] = 0  # wins over warmup_ratio when > 0
+    warmup_ratio: Fraction = 0.0
     scheduler: Literal["cosine", "linear", "constant"] = "cosine"
-    min_lr: float = 0.0
-    clip_grad: float = 1.0  # global grad-norm clip; 0 disables
+    min_lr: NonNegative[float] = 0.0
+    clip_grad: NonNegative[float] = 1.0  # global grad-norm clip; 0 disables
     fused: bool | None = None  # None: fused AdamW on CUDA, foreach on CPU
 
 
@@ -102,15 +145,15 @@ class StrategyConfig:
     overlap_param_gather: bool = True
     fsdp_double_buffer: bool = False
     disable_bucketing: bool = False
-    bucket_size: int | None = None  # elements per gradient bucket; None: Megatron-FSDP's default
+    bucket_size: Positive[int] | None = None  # elements per gradient bucket; None: Megatron-FSDP's
     # FSDP2 options.
     reshard_after_forward: bool = True
 
 
 @dataclass
 class CheckpointConfig:
-    save_every: int = 0  # steps; 0: only at the end
-    keep_last: int | None = None
+    save_every: NonNegative[int] = 0  # steps; 0: only at the end
+    keep_last: Positive[int] | None = None
     async_save: bool = False
     resume: str = "auto"  # auto | disable | PATH (run, step or dist_ckpt dir)
 
@@ -118,16 +161,16 @@ class CheckpointConfig:
 @dataclass
 class TrainerConfig:
     run_dir: str = "runs/sft"
-    epochs: int = 1
-    total_steps: int | None = None  # default: epochs x (train rows // global_batch_size)
-    stop_at_step: int | None = None  # leave early (after a checkpoint), e.g. at a job's time limit
-    seed: int = 0
+    epochs: Positive[int] = 1
+    total_steps: Positive[int] | None = None  # default: epochs x (train rows // global_batch_size)
+    stop_at_step: Positive[int] | None = None  # stop early, after a checkpoint (a job's time limit)
+    seed: NonNegative[int] = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    log_every: int = 1
-    eval_every: int = 0  # steps; 0: only at the end when there is validation data
+    log_every: Positive[int] = 1
+    eval_every: NonNegative[int] = 0  # steps; 0: only at the end when there is validation data
     tensorboard: bool = False
     progress_bar: bool = True
-    peak_tflops: float | None = None  # per device, for MFU; default 790 (H200 bf16) on CUDA
+    peak_tflops: Positive[float] | None = None  # per device, MFU; CUDA default 790 (H200 bf16)
 
 
 @dataclass
@@ -149,8 +192,6 @@ class SFTConfig(RunConfig):
 
 # --------------------------------------------------------------------------- loading
 
-T = typing.TypeVar("T")
-
 
 def load_config(cls: type[T], path: str | os.PathLike | None = None, overrides: list[str] = ()) -> T:
     """Defaults of `cls`, updated by the YAML file at `path`, then by `a.b=value` overrides."""
@@ -158,12 +199,9 @@ def load_config(cls: type[T], path: str | os.PathLike | None = None, overrides: 
     source = str(path) if path else "config"
     if path is not None:
         try:
-            with open(path) as handle:
-                loaded = yaml.safe_load(handle)
-        except OSError as err:
-            raise ConfigError(f"{path}: cannot read config ({err.strerror})") from err
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from err
+            loaded = read_yaml_file(path)
+        except YAMLConfigError as err:
+            raise ConfigError(str(err)) from None
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{path}: top level must be a mapping of sections, found {type(loaded).__name__}")
         tree = loaded or {}
@@ -174,8 +212,19 @@ def load_config(cls: type[T], path: str | os.PathLike | None = None, overrides: 
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"override {item!r}: expected key=value, e.g. optim.lr=2e-5")
-        _set_dotted(tree, key.strip(), yaml.safe_load(text) if text.strip() else None)
+        _set_dotted(tree, key.strip(), parse_override_value(key.strip(), text))
     return _build(cls, tree, prefix="", source="command-line override")
+
+
+def parse_override_value(key: str, text: str) -> Any:
+    """The YAML value of one `key=value` override (None when empty), under the same bounds
+    as a config file (no python tags, no alias bombs)."""
+    if not text.strip():
+        return None
+    try:
+        return parse_yaml(text, f"override {key}")
+    except YAMLConfigError as err:
+        raise ConfigError(str(err)) from None
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:
@@ -203,7 +252,7 @@ def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
 
 
 def _build(cls: type, values: dict[str, Any], prefix: str, source: str) -> Any:
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     known = [f.name for f in dataclasses.fields(cls)]
     for key in values:
         if key not in known:
@@ -249,6 +298,14 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
     def bad(expected: str) -> ConfigError:
         return ConfigError(f"{source}: config key '{key}' expects {expected}, got {value!r}")
 
+    if typing.get_origin(kind) is Annotated:
+        base, *checks = typing.get_args(kind)
+        coerced = _coerce(base, value, key, source)
+        for check in checks:
+            if isinstance(check, Range) and not check.accepts(coerced):
+                raise RangeError(
+                    f"{source}: config key '{key}' must be {check.text}, got {_shown(value)}")
+        return coerced
     if dataclasses.is_dataclass(kind):
         if not isinstance(value, dict):
             raise bad(f"a section (mapping of {', '.join(f.name for f in dataclasses.fields(kind))})")
@@ -259,11 +316,16 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
         if value is None and type(None) in args:
             return None
         options = [a for a in args if a is not type(None)]
+        out_of_range = None
         for option in options:
             try:
                 return _coerce(option, value, key, source)
+            except RangeError as err:  # the type fits: its range is the message
+                out_of_range = out_of_range or err
             except ConfigError:
                 continue
+        if out_of_range is not None:
+            raise out_of_range
         raise bad(" or ".join(_type_name(a) for a in args))
     if origin is Literal:
         if value not in args:
@@ -292,17 +354,30 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
     if kind is float:
         if isinstance(value, str):  # YAML 1.1 reads `2e-5` (no dot) as a string
             try:
-                return float(value)
+                number = float(value)
             except ValueError:
                 raise bad("a number") from None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
             raise bad("a number")
-        return float(value)
+        else:
+            number = float(value)
+        if not math.isfinite(number):  # nan and inf: no setting means either
+            raise RangeError(
+                f"{source}: config key '{key}' must be a finite number, got {_shown(value)}")
+        return number
     if kind is str:
         if not isinstance(value, str):
             raise bad("a string")
         return value
     raise bad(_type_name(kind))  # an annotation this loader does not know: a bug in the schema
+
+
+class RangeError(ConfigError):
+    """A value of the right type outside its field's declared range."""
+
+
+def _shown(value: Any) -> str:
+    return repr(value)[:80]
 
 
 _TYPE_WORDS = {int: "an integer", float: "a number", bool: "true or false", str: "a string", type(None): "null"}
@@ -313,4 +388,6 @@ def _type_name(kind: Any) -> str:
         return _TYPE_WORDS[kind]
     if typing.get_origin(kind) is list:
         return "a list"
+    if typing.get_origin(kind) is Annotated:
+        return _type_name(typing.get_args(kind)[0])
     return getattr(kind, "__name__", str(kind))

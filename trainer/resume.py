@@ -13,9 +13,18 @@ from pathlib import Path
 from typing import Any
 
 from mfsdp_ckpt.checkpointer import Checkpointer
+from mfsdp_ckpt.hf_config import HFConfigError, load_hf_config
 from mfsdp_ckpt.layout import CheckpointPaths
 
 DATA_POSITION_KEYS = ("global_batch_size", "train_rows", "seed")
+# The HF config fields that decide which tensors a model has and how they are computed
+# from each other; a run resuming a step must agree with it on every one.
+MODEL_CONFIG_KEYS = (
+    "model_type", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+    "num_attention_heads", "num_key_value_heads", "head_dim", "tie_word_embeddings",
+    "attention_bias", "mlp_bias", "hidden_act", "rms_norm_eps", "rope_theta", "rope_scaling",
+    "max_position_embeddings",
+)
 
 
 class ResumeMismatchError(ValueError):
@@ -27,20 +36,49 @@ def new_progress(global_batch_size: int, train_rows: int, seed: int) -> dict[str
     return {"step": 0, "global_batch_size": global_batch_size, "train_rows": train_rows, "seed": seed}
 
 
-def resume_if_any(checkpointer: Checkpointer, resume: str, states: dict[str, Any]) -> CheckpointPaths | None:
+def resume_if_any(
+    checkpointer: Checkpointer,
+    resume: str,
+    states: dict[str, Any],
+    model_config: dict[str, Any] | None = None,
+) -> CheckpointPaths | None:
     """Load the checkpoint `resume` names ("auto", "disable" or a path) into `states`.
 
     `states["extra"]` is the run's progress dict (`new_progress`); after the load it holds the
-    checkpoint's step. Returns the checkpoint loaded, or None when the run starts fresh.
+    checkpoint's step. `model_config` (the run's HF config as a dict) must agree with the
+    step's huggingface/config.json. Returns the checkpoint loaded, or None when the run
+    starts fresh.
     """
     found = checkpointer.find_resume(resume)
     if found is None:
         return None
+    if model_config is not None:
+        check_model_config(found, model_config)
     progress = states["extra"]
     expected = dict(progress)
     checkpointer.load(found, states)
     check_data_position(expected, progress, found.dist_ckpt)
     return found
+
+
+def check_model_config(found: CheckpointPaths, model_config: dict[str, Any]) -> None:
+    """ResumeMismatchError naming the first field where the checkpoint's HF config and this
+    run's differ (a step without huggingface/config.json is checked by keys and shapes only;
+    a field only one transformers version knows is not compared)."""
+    config_file = found.hf_assets / "config.json" if found.hf_assets else None
+    if config_file is None or not config_file.is_file():
+        return
+    try:  # through transformers, so fields save_pretrained left out (defaults) are filled in
+        saved = load_hf_config(config_file).to_dict()
+    except HFConfigError as err:
+        raise ResumeMismatchError(f"cannot compare model configs: {err}") from None
+    for key in MODEL_CONFIG_KEYS:
+        if key in saved and key in model_config and saved[key] != model_config[key]:
+            raise ResumeMismatchError(
+                f"{config_file}: checkpoint was trained with {key}={saved[key]!r}, this run has "
+                f"{model_config[key]!r}; it is another model"
+                " (use checkpoint.resume=disable to start over)"
+            )
 
 
 def check_data_position(expected: dict[str, Any], restored: dict[str, Any], where: Path) -> None:

@@ -103,7 +103,7 @@ def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
         "optimizer": strategy.optimizer_state(model, optimizer),
         "extra": progress,
     }
-    resume = resume_if_any(checkpointer, cfg.checkpoint.resume, states)
+    resume = resume_if_any(checkpointer, cfg.checkpoint.resume, states, hf_config.to_dict())
     start = int(progress["step"])
     result = SFTResult(run_dir=run_dir, final_step=0, resumed_from=start if resume is not None else None)
     if env.is_main:

@@ -32,20 +32,30 @@ def _read_one(path: Path) -> list[dict[str, Any]]:
         except Exception as err:  # pyarrow raises several types for a broken file
             raise DataFileError(f"{path}: not a readable parquet file ({err})") from err
     if suffix in (".jsonl", ".json"):
-        rows = []
-        with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise DataFileError(f"{path}:{number}: not valid JSON ({err.msg})") from err
-                if not isinstance(row, dict):
-                    raise DataFileError(f"{path}:{number}: expected a JSON object per line")
-                rows.append(row)
-        return rows
+        return _read_jsonl(path)
     raise DataFileError(f"{path}: unknown data format {suffix!r} (use .parquet or .jsonl)")
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """One JSON object per line; lines are decoded one by one so bad bytes name their line."""
+    rows = []
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise DataFileError(
+                    f"{path}:{number}: not UTF-8 text (byte {err.start} of the line)") from None
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DataFileError(f"{path}:{number}: not valid JSON ({err.msg})") from err
+            if not isinstance(row, dict):
+                raise DataFileError(f"{path}:{number}: expected a JSON object per line")
+            rows.append(row)
+    return rows
 
 
 def write_parquet(rows: list[dict[str, Any]], path: str | os.PathLike) -> Path:

@@ -8,9 +8,21 @@ responses per rank.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Literal
 
-from trainer.config import OptimConfig, RunConfig, TrainerConfig
+from trainer.config import (
+    Betas,
+    NonNegative,
+    OptimConfig,
+    Positive,
+    Range,
+    RunConfig,
+    TrainerConfig,
+    UnitPositive,
+)
+
+AboveOne = Annotated[float, Range("> 1", lambda v: v > 1)]
+TopK = Annotated[int, Range("-1 (off) or >= 1", lambda v: v == -1 or v >= 1)]
 
 
 @dataclass
@@ -20,25 +32,25 @@ class RLDataConfig:
     train_files: list[str] = field(default_factory=list)
     val_files: list[str] = field(default_factory=list)
     prompt_key: str = "prompt"
-    max_prompt_length: int = 512
+    max_prompt_length: Positive[int] = 512
     filter_overlong_prompts: bool = True  # False: a prompt over max_prompt_length is an error
-    train_batch_size: int = 32  # prompts per step, all ranks
-    val_max_samples: int | None = None  # validate on the first N val prompts
+    train_batch_size: Positive[int] = 32  # prompts per step, all ranks
+    val_max_samples: Positive[int] | None = None  # validate on the first N val prompts
     shuffle: bool = True
 
 
 @dataclass
 class ActorConfig:
-    ppo_mini_batch_size: int = 16  # prompts per optimizer step, all ranks
-    ppo_micro_batch_size_per_gpu: int = 2  # responses per forward/backward
-    log_prob_micro_batch_size_per_gpu: int = 8  # responses per no-grad log-prob forward
-    ppo_epochs: int = 1
-    clip_ratio_low: float = 0.2
-    clip_ratio_high: float = 0.2
-    clip_ratio_c: float = 3.0  # dual-clip bound for negative advantages
+    ppo_mini_batch_size: Positive[int] = 16  # prompts per optimizer step, all ranks
+    ppo_micro_batch_size_per_gpu: Positive[int] = 2  # responses per forward/backward
+    log_prob_micro_batch_size_per_gpu: Positive[int] = 8  # responses per no-grad log-prob forward
+    ppo_epochs: Positive[int] = 1
+    clip_ratio_low: NonNegative[float] = 0.2
+    clip_ratio_high: NonNegative[float] = 0.2
+    clip_ratio_c: AboveOne = 3.0  # dual-clip bound for negative advantages
     loss_agg_mode: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = "token-mean"
     use_kl_loss: bool = True
-    kl_loss_coef: float = 0.001
+    kl_loss_coef: NonNegative[float] = 0.001
     kl_loss_type: Literal["k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl"] = "low_var_kl"
     entropy_coeff: float = 0.0
 
@@ -47,7 +59,7 @@ class ActorConfig:
 class AlgorithmConfig:
     adv_estimator: Literal["grpo"] = "grpo"
     norm_adv_by_std_in_grpo: bool = True
-    epsilon: float = 1e-6
+    epsilon: Positive[float] = 1e-6
 
 
 @dataclass
@@ -55,17 +67,17 @@ class RolloutConfig:
     """`auto`: vllm when it is installed, else hf. Validation is greedy with one sample."""
 
     name: Literal["auto", "vllm", "hf"] = "auto"
-    n: int = 5
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = -1
-    max_response_length: int = 512
+    n: Positive[int] = 5
+    temperature: NonNegative[float] = 1.0
+    top_p: UnitPositive = 1.0
+    top_k: TopK = -1
+    max_response_length: Positive[int] = 512
     dtype: Literal["auto", "bf16", "fp32"] = "auto"  # auto: bf16 on CUDA, fp32 on CPU
-    gpu_memory_utilization: float = 0.5  # vllm
+    gpu_memory_utilization: UnitPositive = 0.5  # vllm
     enforce_eager: bool = False  # vllm: no CUDA graphs
     cuda_graphs: bool = True  # hf: capture the decode step on CUDA
     fused_ops: bool = True  # hf: torch.compile-fuse the captured step's norms, rotary, SiLU, softmax
-    max_num_seqs: int = 1024  # hf: sequences decoded together
+    max_num_seqs: Positive[int] = 1024  # hf: sequences decoded together
 
 
 @dataclass
@@ -87,9 +99,9 @@ class GRPOTrainerConfig(TrainerConfig):
 class ActorOptimConfig(OptimConfig):
     """verl's actor defaults: lr 1e-6, constant schedule, betas (0.9, 0.999), clip 1.0."""
 
-    lr: float = 1e-6
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
-    weight_decay: float = 0.01
+    lr: NonNegative[float] = 1e-6
+    betas: Betas = field(default_factory=lambda: [0.9, 0.999])
+    weight_decay: NonNegative[float] = 0.01
     scheduler: Literal["cosine", "linear", "constant"] = "constant"
 
 

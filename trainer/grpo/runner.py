@@ -167,7 +167,7 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
                                 async_save=cfg.checkpoint.async_save, model_family=hf_config.model_type)
     progress = new_progress(cfg.data.train_batch_size, len(train), cfg.trainer.seed)
     states = {"model": strategy.model_state(actor), "optimizer": strategy.optimizer_state(actor, optimizer), "extra": progress}
-    resume = resume_if_any(checkpointer, cfg.checkpoint.resume, states)
+    resume = resume_if_any(checkpointer, cfg.checkpoint.resume, states, hf_config.to_dict())
     start = int(progress["step"])
     result = GRPOResult(run_dir=run_dir, final_step=0, resumed_from=start if resume is not None else None)
     if env.is_main:

@@ -1,0 +1,115 @@
+"""YAML for run configs, with bounds: a config is a few kilobytes of plain data, so anything
+that is not (a file too big to be a config, bytes that are not UTF-8, anchors that expand
+into a billion nodes, `!!python/...` tags, nesting deeper than any config) is refused with
+one line instead of hanging, eating memory, or printing a traceback.
+
+Why count expansion and not only aliases: a 581-byte "billion laughs" document has a few
+dozen aliases, each naming a list of aliases; PyYAML shares the repeated nodes, so parsing
+is cheap, but everything that walks the result (type checks, `asdict`, writing the resolved
+config back) visits every repetition. The size of the tree as walked is what must be small.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import Any
+
+import yaml
+
+MAX_CONFIG_BYTES = 1 << 20
+MAX_ALIASES = 1000
+MAX_EXPANDED_NODES = 100_000  # scalars, lists and mappings, counting each alias's expansion
+MAX_DEPTH = 64
+_PYTHON_TAG = "tag:yaml.org,2002:python/"
+
+
+class YAMLConfigError(ValueError):
+    """The text is not a small plain YAML document; the message starts with its source."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses python tags, too many aliases and too deep nesting while
+    composing, before anything is built."""
+
+    def __init__(self, stream: str, source: str):
+        super().__init__(stream)
+        self.source, self.aliases, self.depth = source, 0, 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_ALIASES:
+                raise YAMLConfigError(f"{self.source}: more than {MAX_ALIASES} aliases; refusing")
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise YAMLConfigError(f"{self.source}: nested deeper than {MAX_DEPTH} levels; refusing")
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+        if isinstance(node.tag, str) and node.tag.startswith(_PYTHON_TAG):
+            shown = "!!python/" + node.tag[len(_PYTHON_TAG):]
+            raise YAMLConfigError(f"{self.source}: YAML tag {shown[:80]!r} is not allowed")
+        return node
+
+
+def _expanded_size(node: yaml.Node, source: str) -> int:
+    """Nodes of the tree as walked, each alias counted with its whole expansion; stops
+    counting past the cap (sizes of shared nodes are memoised, so this is linear)."""
+    sizes: dict[int, int] = {}
+
+    def size(current: yaml.Node) -> int:
+        known = sizes.get(id(current))
+        if known is not None:
+            return known
+        total = 1
+        if isinstance(current, yaml.SequenceNode):
+            total += sum(size(child) for child in current.value)
+        elif isinstance(current, yaml.MappingNode):
+            total += sum(size(key) + size(value) for key, value in current.value)
+        if total > MAX_EXPANDED_NODES:
+            raise YAMLConfigError(
+                f"{source}: expands to over {MAX_EXPANDED_NODES} values through anchors/aliases"
+            )
+        sizes[id(current)] = total
+        return total
+
+    return size(node)
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """One YAML document as plain data (None for an empty one), or YAMLConfigError."""
+    loader = _BoundedLoader(text, source)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_size(node, source)
+        return loader.construct_document(node)
+    except yaml.YAMLError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise YAMLConfigError(f"{source}: not valid YAML ({first})") from None
+    except RecursionError:
+        raise YAMLConfigError(f"{source}: nested too deeply; refusing") from None
+    finally:
+        loader.dispose()
+
+
+def read_yaml_file(path: str | os.PathLike) -> Any:
+    """The YAML document in a regular file of at most MAX_CONFIG_BYTES of UTF-8."""
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise YAMLConfigError(f"{path}: not a regular file")
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
+    except OSError as err:
+        raise YAMLConfigError(f"{path}: cannot read config ({err.strerror})") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise YAMLConfigError(f"{path}: over {MAX_CONFIG_BYTES >> 20} MiB; not a config file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise YAMLConfigError(f"{path}: not UTF-8 text (byte {err.start})") from None
+    return parse_yaml(text, str(path))
