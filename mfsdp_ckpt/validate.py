@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mfsdp_ckpt import layout, names
+from mfsdp_ckpt.lora import check_base_model
 from mfsdp_ckpt.manifest import Manifest, ManifestError, hash_files, read_manifest, sha256_file
 from mfsdp_ckpt.reader import CheckpointFormatError, CheckpointReader, chunk_coverage_problems
 from mfsdp_ckpt.safe_metadata import UnsafeMetadataError
@@ -82,6 +83,7 @@ def validate_checkpoint(
     _check_contents(paths, reader, manifest, report)
     _check_optimizer(reader, report)
     _check_against_config(paths, reader, report)
+    check_base_model(manifest, report, deep=deep, source=str(paths.manifest))
     if deep:
         if manifest is not None:
             _check_hashes(paths, manifest, report)
