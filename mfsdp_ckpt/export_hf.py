@@ -571,13 +571,24 @@ def export_hf(
     io: str = "auto",
     buffer_bytes: int = MIN_BUFFER_BYTES,
     progress: Progress | None = None,
+    adapter_only: bool = False,
 ) -> ExportResult:
     """Convert `ckpt` (run dir, step dir, bare dist_ckpt dir, or URL) into `out_dir`.
+
+    A LoRA checkpoint is merged onto its base model, or with `adapter_only` written as a
+    PEFT adapter dir (`mfsdp_ckpt.lora_export`).
 
     Raises ExportUsageError / CheckpointPathError (bad usage), ExportError,
     CheckpointFormatError / CheckpointFileError / UnsafeMetadataError (bad checkpoint),
     OSError (disk full, unwritable). On any failure nothing is left at `out_dir`.
     """
+    from mfsdp_ckpt.lora_export import export_lora, lora_manifest  # it builds on this module
+
+    if adapter_only or lora_manifest(ckpt) is not None:
+        return export_lora(
+            ckpt, out_dir, adapter_only=adapter_only, dtype=dtype, max_shard_size=max_shard_size,
+            hf_config=hf_config, verify=verify, overwrite=overwrite, progress=progress,
+        )
     started = time.monotonic()
     out = Path(out_dir)
     source = _resolve_source(str(ckpt), io)
