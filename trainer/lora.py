@@ -14,11 +14,13 @@ never update, so an fp32 copy of them would only cost memory.
 from __future__ import annotations
 
 import json
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_model_state_dict,
@@ -51,7 +53,22 @@ class LoraSetup:
     base_path: str | None
     random_init: bool
     seed: int
-    base_record: BaseModelRecord | None = None  # hashed lazily, once
+    _base: Future | None = None
+
+    def describe_base_in_background(self) -> None:
+        """Start hashing the base's weight files (tens of GB for a 7B model: seconds to a
+        minute) in a thread, so that it overlaps training instead of stalling the first save.
+        hashlib releases the GIL while it hashes."""
+        if self._base is None:
+            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hash-base-model")
+            self._base = pool.submit(
+                describe_base_model, self.base_path, random_init=self.random_init, seed=self.seed
+            )
+            pool.shutdown(wait=False)
+
+    def base_record(self) -> BaseModelRecord:
+        self.describe_base_in_background()
+        return self._base.result()
 
 
 def lora_enabled(cfg: ModelConfig) -> bool:
@@ -144,7 +161,9 @@ def _read_adapter(path: Path) -> tuple[Any, dict[str, torch.Tensor]]:
     if not isinstance(fields, dict) or fields.get("peft_type") != "LORA":
         raise ConfigError(f"model.lora_adapter_path: {config_file} is not a LoRA adapter config")
     known = set(LoraConfig.__dataclass_fields__)
-    config = LoraConfig(**{k: v for k, v in fields.items() if k in known})
+    # Dropout draws from the RNG, which checkpoints do not carry: 0 keeps resume exact.
+    config = LoraConfig(**{k: v for k, v in fields.items() if k in known and k != "lora_dropout"},
+                        lora_dropout=0.0)
     return config, load_file(str(weights_file))
 
 
@@ -208,6 +227,8 @@ class AdapterState:
         self.model = model
         self.setup: LoraSetup = model._mfsdp_lora
         self.trainable = {name for name, param in model.named_parameters() if param.requires_grad}
+        if not dist.is_initialized() or dist.get_rank() == 0:  # the rank that writes manifests
+            self.setup.describe_base_in_background()
 
     def state_dict(self) -> dict[str, Any]:
         return {k: v for k, v in get_model_state_dict(self.model).items() if k in self.trainable}
@@ -218,10 +239,6 @@ class AdapterState:
         set_model_state_dict(self.model, state_dict, options=StateDictOptions(strict=False))
 
     def manifest_fields(self) -> dict[str, Any]:
-        setup = self.setup
-        if setup.base_record is None:
-            setup.base_record = describe_base_model(
-                setup.base_path, random_init=setup.random_init, seed=setup.seed
-            )
-        config = dict(setup.peft_config, base_model_name_or_path=setup.base_record.path)
-        return {"base_model": setup.base_record.to_dict(), "lora": config}
+        base = self.setup.base_record()
+        config = dict(self.setup.peft_config, base_model_name_or_path=base.path)
+        return {"base_model": base.to_dict(), "lora": config}
