@@ -59,7 +59,12 @@ from mfsdp_ckpt.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.reader import CheckpointReader
 from mfsdp_ckpt.safetensors_writer import SINGLE_FILE, ShardedSafetensorsWriter, Spec
 from mfsdp_ckpt.tensorstore_store import is_url
-from mfsdp_ckpt.validate import ERROR, invalid_checkpoint, validate_checkpoint
+from mfsdp_ckpt.validate import (
+    ERROR,
+    invalid_checkpoint,
+    manifest_hash_errors,
+    validate_checkpoint,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -127,8 +132,12 @@ def export_lora(
             result = _write_merged(
                 adapter, base, assets, tmp, dtype, max_shard_size, verify, progress
             )
-        for name in result.files:
-            layout.fsync_path(tmp / name)
+        if verify:  # bytes flipped after save match their own reads: hash them too
+            result.mismatches = manifest_hash_errors(paths) + result.mismatches
+            if result.mismatches:
+                raise ExportVerifyError(result.mismatches)
+        for path in sorted(tmp.rglob("*")):
+            layout.fsync_path(path)
         layout.fsync_path(tmp)
         layout.replace_dir(tmp, out)
     except BaseException:
@@ -238,8 +247,6 @@ def _write_adapter(
         mismatches = _compare(
             tmp / ADAPTER_WEIGHTS_FILE, list(targets), lambda name: tensor(targets[name])
         )
-        if mismatches:
-            raise ExportVerifyError(mismatches)
     written_dtypes = ",".join(sorted({d.name for d in out_dtype.values()}))
     return ExportResult(
         "", ADAPTER_LAYOUT, manifest.model_family or "", written_dtypes, len(specs),
@@ -344,14 +351,12 @@ def _write_merged(
             for file in sorted(writer.files):
                 written = [name for name in order if writer.slots[name].file == file]
                 mismatches += _compare(tmp / file, written, merged)
-            if mismatches:
-                raise ExportVerifyError(mismatches)
     notes = [] if any(n.startswith("tokenizer") for n in assets) else [
         f"no tokenizer files in {asset_location}; AutoTokenizer will not load the export"
     ]
     return ExportResult(
         "", MERGED_LAYOUT, config.model_type, out_dtype.name, len(order), writer.total_bytes,
-        sorted(assets) + sorted(writer.files), 0.0, mismatches, notes,
+        sorted(writer.files), 0.0, mismatches, notes,
     )
 
 
