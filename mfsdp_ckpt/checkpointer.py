@@ -386,6 +386,10 @@ def load_checkpoint(
             raise CheckpointContentsError(
                 f"{paths.manifest}: checkpoint holds {manifest.contents}, not {absent}"
             )
+    for kind in contents:  # a state may refuse a checkpoint it cannot continue (LoRA: another base)
+        check = getattr(states[kind], "check_manifest", None)
+        if check is not None:
+            check(manifest, paths)
     reader = SafeFileSystemReader(str(paths.dist_ckpt))
     stored = reader.read_metadata().state_dict_metadata
     wanted = {kind: _state_of(states[kind]) for kind in contents}

@@ -178,6 +178,30 @@ def base_model_problems(
     return errors, []
 
 
+def base_mismatch(trained_on: BaseModelRecord, current: BaseModelRecord) -> str | None:
+    """Why an adapter trained on `trained_on` must not continue on `current`, or None when
+    they are the same weights (the same files by sha256, or the same random init; the
+    directory may have moved)."""
+    if trained_on.random_init or current.random_init:
+        if trained_on.random_init and current.random_init and trained_on.seed == current.seed:
+            return None
+        return (f"adapter was trained on {_describe(trained_on)}, "
+                f"this run's base is {_describe(current)}")
+    if trained_on.files == current.files:
+        return None
+    differing = sorted(set(trained_on.files) ^ set(current.files)) or sorted(
+        name for name in trained_on.files if trained_on.files[name] != current.files[name]
+    )
+    return (f"adapter was trained on the base in {trained_on.path}; {differing[0]} in this run's "
+            f"base {current.path} is missing, extra or has other bytes")
+
+
+def _describe(record: BaseModelRecord) -> str:
+    if record.random_init:
+        return f"a random init (seed {record.seed})"
+    return f"the weights in {record.path}"
+
+
 def check_base_model(
     manifest: Manifest | None, report: ValidationReport, *, deep: bool, source: str
 ) -> None:

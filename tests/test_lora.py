@@ -24,6 +24,7 @@ from tests.distributed_helpers import run_distributed
 from tests.sft_support import tiny_config, write_chat_jsonl
 from trainer.config import ConfigError, ModelConfig, load_config
 from trainer.metrics import read_metrics
+from trainer.resume import ResumeMismatchError
 from trainer.sft import run_sft
 
 RANK, ALPHA = 8, 16
@@ -49,6 +50,11 @@ def _two_rank_runs(rank: int, world_size: int, root: str) -> None:
     # bf16 compute: frozen base held in bf16 next to fp32 adapters inside each FSDP2 unit
     run_sft(tiny_config(data, root / "bf16", base, *SETTINGS, "trainer.total_steps=2",
                         "strategy.mixed_precision=bf16"))
+    # the adapter must not continue on other weights of the same shapes: every rank refuses
+    other = f"model.path={root / 'other_base'}"
+    with pytest.raises(ResumeMismatchError, match="model.safetensors in this run's base"):
+        resume = f"checkpoint.resume={root / 'split'}"
+        run_sft(tiny_config(data, root / "wrong_base", other, *SETTINGS, resume))
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +63,7 @@ def runs(tmp_path_factory) -> Path:
 
     root = tmp_path_factory.mktemp("lora")
     build_tiny_model_dir(root / "base", seed=0, with_weights=True)
+    build_tiny_model_dir(root / "other_base", seed=1, with_weights=True)  # same shapes and sizes
     write_chat_jsonl(root / "train.jsonl", rows=40)
     run_distributed(_two_rank_runs, 2, str(root))
     return root
@@ -141,10 +148,7 @@ def test_validate_checks_the_base_named_in_the_manifest(runs, tmp_path):
     assert report.ok() and not report.ok(strict=True)
     assert any("not present here; cannot check" in f.message for f in report.findings)
 
-    other = tmp_path / "other_base"
-    from trainer.tiny import build_tiny_model_dir
-
-    build_tiny_model_dir(other, seed=1, with_weights=True)  # same shapes and size, other weights
+    other = shutil.copytree(runs / "other_base", tmp_path / "other_base")  # same sizes, other bytes
     swapped = _with_base(runs, tmp_path / "swapped", other)
     assert validate_checkpoint(swapped).ok(strict=True)  # cheap checks compare sizes only
     deep = validate_checkpoint(swapped, deep=True)

@@ -27,13 +27,18 @@ from torch.distributed.checkpoint.state_dict import (
     set_model_state_dict,
 )
 
+from mfsdp_ckpt.layout import CheckpointPaths
 from mfsdp_ckpt.lora import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
     BaseModelRecord,
+    base_mismatch,
     describe_base_model,
+    read_base_model,
 )
+from mfsdp_ckpt.manifest import Manifest, ManifestError
 from trainer.config import ConfigError, ModelConfig, check_lora_fields
+from trainer.resume import ResumeMismatchError
 
 # The loss forward reads these weights directly (trainer/model.py), so an adapter on them
 # would be silently skipped.
@@ -237,6 +242,29 @@ class AdapterState:
         # strict=False: the frozen base is absent on purpose; the checkpointer has already
         # refused a checkpoint that lacks any adapter key asked for.
         set_model_state_dict(self.model, state_dict, options=StateDictOptions(strict=False))
+
+    def check_manifest(self, manifest: Manifest | None, paths: CheckpointPaths) -> None:
+        """Refuse to continue an adapter on another base than it was trained on: it would load
+        without complaint and train a different model. Rank 0 compares the base files' sha256
+        (hashed anyway for the manifest) and tells the others, so every rank stops together."""
+        if manifest is None or manifest.base_model is None:
+            return
+        problem = None
+        if not dist.is_initialized() or dist.get_rank() == 0:
+            try:
+                trained_on = read_base_model(manifest, str(paths.manifest))
+                problem = base_mismatch(trained_on, self.setup.base_record())
+            except ManifestError as err:
+                problem = str(err)
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            verdict = [problem]
+            dist.broadcast_object_list(verdict, src=0)
+            problem = verdict[0]
+        if problem is not None:
+            raise ResumeMismatchError(
+                f"{paths.manifest}: {problem}; set model.path to that base "
+                "(or checkpoint.resume=disable to start over)"
+            )
 
     def manifest_fields(self) -> dict[str, Any]:
         base = self.setup.base_record()
