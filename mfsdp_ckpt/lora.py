@@ -127,8 +127,8 @@ def base_weight_files(base_dir: str | os.PathLike) -> list[str]:
 def describe_base_model(
     path: str | None, *, random_init: bool, seed: int | None, workers: int = 4
 ) -> BaseModelRecord:
-    """Record the base a LoRA run adapts, hashing its weight files (once per run: seconds per
-    GB, so the trainer caches the result)."""
+    """Record the base a LoRA run adapts, hashing its weight files (every byte of the base,
+    so the trainer does it once per run, in the background)."""
     if path is None or random_init:
         return BaseModelRecord(str(Path(path).resolve()) if path else None, True, seed)
     root = Path(path).resolve()

@@ -61,9 +61,9 @@ class LoraSetup:
     _base: Future | None = None
 
     def describe_base_in_background(self) -> None:
-        """Start hashing the base's weight files (tens of GB for a 7B model: seconds to a
-        minute) in a thread, so that it overlaps training instead of stalling the first save.
-        hashlib releases the GIL while it hashes."""
+        """Start hashing the base's weight files (every byte of the base) in a thread, so that
+        it overlaps training instead of stalling the first save; hashlib releases the GIL
+        while it hashes."""
         if self._base is None:
             pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hash-base-model")
             self._base = pool.submit(
@@ -88,7 +88,7 @@ def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
     check_lora_fields(cfg)
     if not lora_enabled(cfg):
         return
-    from peft import LoraConfig, inject_adapter_in_model, set_peft_model_state_dict
+    from peft import LoraConfig, inject_adapter_in_model
 
     weights = None
     if cfg.lora_adapter_path is not None:
@@ -111,7 +111,7 @@ def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
             "(the loss reads its weight directly); adapt the decoder's linear layers"
         )
     if weights is not None:
-        _load_adapter_weights(model, weights, cfg.lora_adapter_path, set_peft_model_state_dict)
+        _load_adapter_weights(model, weights, cfg.lora_adapter_path)
     for name, param in model.named_parameters():
         param.requires_grad_(is_adapter_param(name))
     model._mfsdp_lora = LoraSetup(
@@ -189,8 +189,11 @@ def _adapted_modules(model: torch.nn.Module) -> list[str]:
     ]
 
 
-def _load_adapter_weights(model: torch.nn.Module, weights: dict, path: str | None, load) -> None:
-    result = load(model, weights)
+def _load_adapter_weights(model: torch.nn.Module, weights: dict, path: str | None) -> None:
+    """Load a saved adapter's tensors (PEFT's names) into the injected layers, all or nothing."""
+    from peft import set_peft_model_state_dict
+
+    result = set_peft_model_state_dict(model, weights)
     unexpected = list(result.unexpected_keys)
     missing = [key for key in result.missing_keys if is_adapter_param(key)]
     if unexpected or missing:
@@ -216,11 +219,10 @@ def _json_safe_config(config: Any, adapted: list[str]) -> dict[str, Any]:
 
 
 def _jsonable(value: Any) -> Any:
+    """Sets (PEFT keeps some fields as sets) become sorted lists; nested configs, dicts."""
     if isinstance(value, (set, frozenset, tuple)):
         return sorted(value)
-    if hasattr(value, "to_dict"):
-        return value.to_dict()
-    return getattr(value, "__dict__", str(value))
+    return value.to_dict() if hasattr(value, "to_dict") else str(value)
 
 
 class AdapterState:
@@ -254,7 +256,7 @@ class AdapterState:
             try:
                 trained_on = read_base_model(manifest, str(paths.manifest))
                 problem = base_mismatch(trained_on, self.setup.base_record())
-            except ManifestError as err:
+            except (ManifestError, OSError) as err:  # the other ranks wait for a verdict
                 problem = str(err)
         if dist.is_initialized() and dist.get_world_size() > 1:
             verdict = [problem]
