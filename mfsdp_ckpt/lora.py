@@ -155,27 +155,35 @@ def base_model_problems(
     root = Path(record.path)
     if not root.is_dir():
         return [], [f"base model dir {root} is not present here; cannot check it"]
-    errors = []
+    try:
+        present = set(base_weight_files(root))
+    except OSError as err:
+        return [(str(root), f"cannot list the base model dir ({err.strerror})")], []
+    errors = [(str(root / name), "weight file not in the manifest's base model record")
+              for name in sorted(present - set(record.files))]
     if not record.files:
         errors.append((str(root), "manifest records no weight files for the base model"))
-    present = set(base_weight_files(root))
-    for name in sorted(present - set(record.files)):
-        errors.append((str(root / name), "weight file not in the manifest's base model record"))
     for name, expected in sorted(record.files.items()):
-        file = root / name
-        try:
-            info = os.stat(file)
-        except OSError:
-            errors.append((str(file), "base model weight file is missing"))
-            continue
-        if not stat.S_ISREG(info.st_mode):
-            errors.append((str(file), "not a regular file"))
-        elif info.st_size != expected.size:
-            trained = f"the adapter was trained on {expected.size}"
-            errors.append((str(file), f"has {info.st_size} bytes, {trained}"))
-        elif deep and sha256_file(file) != expected.sha256:
-            errors.append((str(file), "sha256 differs from the base the adapter was trained on"))
+        problem = _weight_file_problem(root / name, expected, deep)
+        if problem is not None:
+            errors.append((str(root / name), problem))
     return errors, []
+
+
+def _weight_file_problem(file: Path, expected: FileRecord, deep: bool) -> str | None:
+    try:
+        info = os.stat(file)
+        if not stat.S_ISREG(info.st_mode):
+            return "not a regular file"
+        if info.st_size != expected.size:
+            return f"has {info.st_size} bytes, the adapter was trained on {expected.size}"
+        if deep and sha256_file(file) != expected.sha256:
+            return "sha256 differs from the base the adapter was trained on"
+    except FileNotFoundError:
+        return "base model weight file is missing"
+    except OSError as err:
+        return f"cannot read it ({err.strerror})"
+    return None
 
 
 def base_mismatch(trained_on: BaseModelRecord, current: BaseModelRecord) -> str | None:

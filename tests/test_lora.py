@@ -5,6 +5,7 @@ logits PEFT itself computes."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -159,6 +160,24 @@ def test_validate_checks_the_base_named_in_the_manifest(runs, tmp_path):
     missing = validate_checkpoint(swapped)
     errors = [f.message for f in missing.findings if f.severity == "error"]
     assert any("weight file is missing" in message for message in errors)
+
+
+def test_validate_reads_only_regular_files_directly_in_the_base_dir(runs, tmp_path):
+    escape = _with_base(runs, tmp_path / "escape", runs / "base")
+    data = json.loads((escape / "manifest.json").read_text())
+    record = data["base_model"]["files"]["model.safetensors"]
+    data["base_model"]["files"] = {"../train.jsonl": record}  # outside the base dir
+    (escape / "manifest.json").write_text(json.dumps(data))
+    errors = [f.message for f in validate_checkpoint(escape).findings if f.severity == "error"]
+    assert any("is not a plain file name" in message for message in errors), errors
+
+    fifo_base = tmp_path / "fifo_base"
+    fifo_base.mkdir()
+    os.mkfifo(fifo_base / "model.safetensors")  # opening it to hash would block forever
+    fifo = _with_base(runs, tmp_path / "fifo", fifo_base)
+    report = validate_checkpoint(fifo, deep=True)
+    errors = [f.message for f in report.findings if f.severity == "error"]
+    assert errors == ["not a regular file"]
 
 
 def test_merged_export_equals_peft_on_its_base(exports):
