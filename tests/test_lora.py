@@ -4,6 +4,7 @@ logits PEFT itself computes."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.multiprocessing as mp
 from _export_support import fixed_inputs, load_report, logits_of
 from click.testing import CliRunner
 
@@ -212,6 +214,36 @@ def test_adapter_export_holds_the_trained_adapter(exports):
     config = json.loads((exports / "adapter" / "adapter_config.json").read_text())
     assert config["base_model_name_or_path"] == str((exports / "base").resolve())
     assert config["r"] == RANK and config["target_modules"] == LINEAR
+
+
+def _load_in_vllm(_rank: int, adapter_dir: str, results: dict) -> None:
+    """vLLM's own LoRA loading path (config checks, then tensors), in a child process: vLLM
+    changes process-wide torch settings when imported."""
+    from vllm.config.lora import LoRAConfig
+    from vllm.lora.lora_model import LoRAModel
+    from vllm.lora.peft_helper import PEFTHelper
+
+    helper = PEFTHelper.from_local_dir(adapter_dir, max_position_embeddings=512)
+    helper.validate_legal(LoRAConfig(max_lora_rank=RANK))
+    model = LoRAModel.from_local_checkpoint(adapter_dir, set(LINEAR), helper, lora_model_id=1,
+                                            device="cpu", dtype=torch.float32)
+    for name, weights in model.loras.items():
+        results[name] = (weights.lora_a.clone(), weights.lora_b.clone(), weights.scaling)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed")
+def test_vllm_lora_loader_accepts_the_adapter_export(exports):
+    from safetensors.torch import load_file
+
+    results = mp.Manager().dict()
+    mp.start_processes(_load_in_vllm, args=(str(exports / "adapter"), results), nprocs=1, join=True,
+                       start_method="spawn")
+    written = load_file(str(exports / "adapter" / "adapter_model.safetensors"))
+    assert len(results) == 2 * len(LINEAR)  # every linear layer of both decoder layers
+    for module, (lora_a, lora_b, scaling) in results.items():
+        assert torch.equal(lora_a, written[f"base_model.model.{module}.lora_A.weight"]), module
+        assert torch.equal(lora_b, written[f"base_model.model.{module}.lora_B.weight"]), module
+        assert scaling == ALPHA / RANK
 
 
 def test_cli_exports_and_refusals(exports, tmp_path):
