@@ -109,6 +109,13 @@ class _Progress:
     "its value head is not a language model).",
 )
 @click.option(
+    "--adapter-only",
+    is_flag=True,
+    help="LoRA checkpoints: write a PEFT adapter dir (adapter_config.json + "
+    "adapter_model.safetensors). Without it a LoRA checkpoint exports merged "
+    "onto the base model its manifest names.",
+)
+@click.option(
     "--overwrite",
     is_flag=True,
     help="Replace DIR if it is empty or an earlier export (once the new one is done).",
@@ -130,6 +137,7 @@ def export_hf(
     io: str,
     verify: bool,
     role: str | None,
+    adapter_only: bool,
     overwrite: bool,
     allow_nonfinite: bool,
     as_json: bool,
@@ -150,6 +158,7 @@ def export_hf(
       mfsdp ckpt export-hf runs/demo --out hf/demo
       mfsdp ckpt export-hf verl_run/global_step_40 --out hf/step40
       mfsdp ckpt export-hf ckpts/iter_0001000 --hf-config Qwen2.5-7B/ --out hf/q7 --dtype bf16 --verify
+      mfsdp ckpt export-hf runs/sft-lora --out hf/lora-adapter --adapter-only
     """
     # Tensors are allocated and freed one after another; with transparent huge pages torch
     # faults them in 2 MiB at a time instead of 4 KiB (measured 2-5x faster reads, see
@@ -178,6 +187,7 @@ def export_hf(
                 progress=progress,
                 role=role,
                 allow_nonfinite=allow_nonfinite,
+                adapter_only=adapter_only,
             )
         finally:
             progress.close()

@@ -66,6 +66,19 @@ class Stateful(Protocol):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None: ...
 
 
+def _manifest_fields(states: Mapping[str, Any]) -> dict[str, Any]:
+    """Optional manifest fields a state describes itself with: a state may have
+    `manifest_fields() -> dict` (a LoRA adapter names its base model and PEFT config).
+    Called on rank 0 when the manifest is written, so costly work (hashing a base model)
+    runs once, off the other ranks, and in the background with async saves."""
+    fields: dict[str, Any] = {}
+    for state in states.values():
+        describe = getattr(state, "manifest_fields", None)
+        if describe is not None:
+            fields.update(describe())
+    return fields
+
+
 class CheckpointContentsError(ValueError):
     """save_contents / load_contents ask for something impossible or absent."""
 
@@ -180,7 +193,7 @@ class Checkpointer:
         state_dict = {kind: _state_of(states[kind]) for kind in contents}
         writer = CheckedWriter(str(tmp / layout.DIST_CKPT_DIR), thread_count=self.io_threads,
                                kill_mid_file=_kill_targets("mid_file", step))
-        finish_args = (step, tmp, contents, hf_assets, info or {}, started)
+        finish_args = (step, tmp, contents, hf_assets, info or {}, started, states)
         if self.async_save:
             staged = self._stager.stage(state_dict, copy_host_tensors=True)  # the only part training waits for
             self._pending = threading.Thread(
@@ -235,6 +248,7 @@ class Checkpointer:
         hf_assets: Callable[[Path], None] | None,
         info: dict[str, Any],
         started: float,
+        states: Mapping[str, Any],
         hashed: dict[str, FileRecord],
     ) -> None:
         """`hashed`: records of files hashed while written (by file name); the others are
@@ -261,10 +275,11 @@ class Checkpointer:
         else:
             gathered = [records]
         if _rank() == 0:
-            self._commit(step, tmp, contents, hf_assets, info, started, gathered)
+            fields = _manifest_fields(states)
+            self._commit(step, tmp, contents, hf_assets, info, started, gathered, fields)
         self._barrier()
 
-    def _commit(self, step, tmp, contents, hf_assets, info, started, gathered) -> None:
+    def _commit(self, step, tmp, contents, hf_assets, info, started, gathered, fields) -> None:
         files = {}
         for part in gathered:
             files.update(part)
@@ -291,6 +306,7 @@ class Checkpointer:
             created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             save_seconds=round(time.monotonic() - started, 3),
             info=info,
+            **fields,
         )
         manifest_path = tmp / layout.MANIFEST_FILE
         with open(manifest_path, "w") as handle:
@@ -371,6 +387,10 @@ def load_checkpoint(
             raise CheckpointContentsError(
                 f"{paths.manifest}: checkpoint holds {manifest.contents}, not {absent}"
             )
+    for kind in contents:  # a state may refuse a checkpoint it cannot continue (LoRA: another base)
+        check = getattr(states[kind], "check_manifest", None)
+        if check is not None:
+            check(manifest, paths)
     reader = SafeFileSystemReader(str(paths.dist_ckpt))
     stored = reader.read_metadata().state_dict_metadata
     wanted = {kind: _state_of(states[kind]) for kind in contents}

@@ -723,9 +723,13 @@ def export_hf(
     progress: Progress | None = None,
     role: str | None = None,
     allow_nonfinite: bool = False,
+    adapter_only: bool = False,
 ) -> ExportResult:
     """Convert `ckpt` (any level of any layout `layout.resolve_checkpoint` reads, or a URL)
     into `out_dir`; `role` picks verl's actor (default) or critic (refused: not an LM).
+
+    A LoRA checkpoint is merged onto its base model, or with `adapter_only` written as a
+    PEFT adapter dir (`mfsdp_ckpt.lora_export`).
 
     Raises ExportUsageError / CheckpointPathError / OutputDirError (bad usage), ExportError
     (NonFiniteError: a weight holds NaN/Inf, unless `allow_nonfinite`),
@@ -733,6 +737,13 @@ def export_hf(
     OSError (disk full, unwritable). On any failure nothing is left at `out_dir`, and
     `overwrite` replaces only an empty directory or an earlier export (`out_dir.py`).
     """
+    from mfsdp_ckpt.lora_export import export_lora, lora_manifest  # it builds on this module
+
+    if adapter_only or lora_manifest(ckpt) is not None:
+        return export_lora(
+            ckpt, out_dir, adapter_only=adapter_only, dtype=dtype, max_shard_size=max_shard_size,
+            hf_config=hf_config, verify=verify, overwrite=overwrite, progress=progress,
+        )
     started = time.monotonic()
     out = Path(out_dir)
     source = _resolve_source(str(ckpt), io, role)

@@ -45,6 +45,9 @@ class Manifest:
     save_seconds: float | None = None
     info: dict[str, Any] = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
+    # LoRA runs only (mfsdp_ckpt/lora.py): the base model the adapter needs, and its PEFT config.
+    base_model: dict[str, Any] | None = None
+    lora: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -102,6 +105,8 @@ class Manifest:
             "created_at": str,
             "save_seconds": (int, float, type(None)),
             "info": dict,
+            "base_model": (dict, type(None)),
+            "lora": (dict, type(None)),
         }
         extras = {}
         for key, kind in optional.items():

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mfsdp_ckpt import layout, names, safe_files
+from mfsdp_ckpt.lora import check_base_model
 from mfsdp_ckpt.manifest import Manifest, ManifestError, hash_files, read_manifest, sha256_file
 from mfsdp_ckpt.reader import CheckpointFormatError, CheckpointReader, chunk_coverage_problems
 from mfsdp_ckpt.safe_metadata import UnsafeMetadataError
@@ -116,7 +117,9 @@ def validate_paths(
     _check_chunks(reader, report)
     _check_contents(paths, reader, manifest, report)
     _check_optimizer(reader, report)
-    _check_against_config(paths, reader, report, hf_config)
+    if manifest is None or manifest.lora is None:  # a LoRA step holds adapters, not the config's weights
+        _check_against_config(paths, reader, report, hf_config)
+    check_base_model(manifest, report, deep=deep, source=str(paths.manifest))
     if deep:
         if manifest is not None:
             _check_hashes(paths, manifest, report)

@@ -92,6 +92,22 @@ class ModelConfig:
     loss: Literal["chunked", "plain", "liger"] = "chunked"
     loss_chunk_tokens: Positive[int] = 2048
     liger: bool = False  # liger-kernel RoPE, RMSNorm, SwiGLU (trainer/kernels.py)
+    # LoRA (verl's names; docs/lora.md): rank 0 trains every weight; > 0 trains adapters only.
+    lora_rank: int = 0
+    lora_alpha: float = 16.0
+    target_modules: str | list[str] = "all-linear"  # module names (q_proj, ...) or all-linear
+    lora_adapter_path: str | None = None  # start from this PEFT adapter dir (implies LoRA)
+
+
+def check_lora_fields(cfg: ModelConfig) -> None:
+    """LoRA settings that cannot work, refused before a model is built (one line, names the key)."""
+    if cfg.lora_rank < 0:
+        raise ConfigError(f"model.lora_rank must be >= 0 (0 turns LoRA off), got {cfg.lora_rank}")
+    if cfg.lora_alpha <= 0:
+        raise ConfigError(f"model.lora_alpha must be > 0, got {cfg.lora_alpha}")
+    targets = [cfg.target_modules] if isinstance(cfg.target_modules, str) else cfg.target_modules
+    if not targets or any(not name for name in targets):
+        raise ConfigError("model.target_modules: give module names (q_proj, ...) or all-linear")
 
 
 @dataclass

@@ -18,6 +18,7 @@ import torch
 
 from trainer.config import ConfigError, ModelConfig
 from trainer.kernels import apply_kernels
+from trainer.lora import apply_lora
 from trainer.loss import linear_cross_entropy_sum
 
 SUPPORTED_FAMILIES = ("qwen2", "qwen3", "llama")
@@ -97,6 +98,7 @@ def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) 
         with torch.device(device):
             model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation=cfg.attn_implementation)
     model.train()
+    apply_lora(model, cfg, seed)  # no-op unless model.lora_rank > 0 or lora_adapter_path is set
     if cfg.activation_checkpointing:
         # transformers >= 5.2x renames gradient_checkpointing_enable to activation_checkpointing_enable
         if hasattr(model, "activation_checkpointing_enable"):

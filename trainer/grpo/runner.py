@@ -37,6 +37,7 @@ from trainer.grpo.aggregation import LossScale
 from trainer.grpo.config import GRPOConfig
 from trainer.grpo.data import RLPrompt, load_rl_prompts
 from trainer.grpo.weights import iter_full_weights
+from trainer.lora import lora_enabled, refuse_lora
 from trainer.metrics import MetricsLogger, progress_bar
 from trainer.model import build_hf_config, build_model, load_tokenizer, write_hf_assets
 from trainer.optim import clip_grad_norm, lr_at, set_lr
@@ -102,6 +103,7 @@ def check_config(cfg: GRPOConfig, world_size: int) -> None:
                           f"must be a multiple of actor.ppo_micro_batch_size_per_gpu={actor.ppo_micro_batch_size_per_gpu}")
     if cfg.trainer.log_every < 1:
         raise ConfigError("trainer.log_every must be >= 1")
+    refuse_lora(lora_enabled(cfg.model), "GRPO")
 
 
 @contextmanager

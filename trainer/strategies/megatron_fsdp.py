@@ -39,6 +39,7 @@ from torch.distributed.tensor import DTensor
 
 from mfsdp_ckpt.uneven_chunks import attach_uneven_chunk_metadata
 from trainer.config import ConfigError, OptimConfig
+from trainer.lora import is_lora_model, refuse_lora
 from trainer.model import decoder_layer_class
 from trainer.optim import build_adamw, param_groups
 from trainer.strategies.base import Stateful, Strategy
@@ -88,6 +89,7 @@ class MegatronFSDPStrategy(Strategy):
         import megatron_fsdp
         from torch.distributed.device_mesh import init_device_mesh
 
+        refuse_lora(is_lora_model(model), "strategy.name=megatron_fsdp")
         mesh = init_device_mesh("cuda", (self.env.world_size, 1), mesh_dim_names=("dp", "tp"))
         self.dp_group = mesh.get_group("dp")
         units: list[type] = [decoder_layer_class(model)]

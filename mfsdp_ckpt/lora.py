@@ -1,0 +1,261 @@
+"""What a LoRA checkpoint says about itself: which base model it adapts and how.
+
+A LoRA step's dist_ckpt holds only the adapter (and its optimizer state): the weights it
+adapts live in the base model directory. The manifest therefore records that base (its
+path and the size and sha256 of each weight file, hashed once per run) and the adapter's
+PEFT config, so that years later `validate` can tell whether the base on disk is still
+the one the adapter was trained on, and export can merge or write a PEFT adapter without
+the code that trained it.
+
+Adapter weights are stored under the names PEFT gives them inside the model
+(`model.layers.0.self_attn.q_proj.lora_A.default.weight`); `peft_name` maps them to the
+names of a saved PEFT adapter (`base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight`).
+No torch here: validate and export plan with plain records.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mfsdp_ckpt.manifest import FileRecord, Manifest, ManifestError, hash_files, sha256_file
+
+if TYPE_CHECKING:
+    from mfsdp_ckpt.validate import ValidationReport
+
+BASE_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+ADAPTER_CONFIG_FILE = "adapter_config.json"  # a PEFT adapter dir: config + weights
+ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
+PEFT_PREFIX = "base_model.model."  # what PeftModel puts in front of the model's own names
+_ADAPTER_KEY = re.compile(r"^(?P<module>.+)\.lora_(?P<which>[AB])\.(?P<adapter>[^.]+)\.weight$")
+
+
+@dataclass(frozen=True)
+class AdapterKey:
+    """One stored adapter matrix: the module it adapts, A or B, and PEFT's adapter name."""
+
+    module: str
+    which: str
+    adapter: str
+
+
+def parse_adapter_key(name: str) -> AdapterKey | None:
+    """`model.layers.0.mlp.up_proj.lora_B.default.weight` ->
+    (`model.layers.0.mlp.up_proj`, `B`, `default`); None for any other name."""
+    match = _ADAPTER_KEY.match(name)
+    return AdapterKey(match["module"], match["which"], match["adapter"]) if match else None
+
+
+def peft_name(key: AdapterKey) -> str:
+    """The tensor name a saved PEFT adapter (adapter_model.safetensors) uses."""
+    return f"{PEFT_PREFIX}{key.module}.lora_{key.which}.weight"
+
+
+# --------------------------------------------------------------------------- base model
+@dataclass
+class BaseModelRecord:
+    """The manifest's `base_model`: where the frozen weights came from.
+
+    `path` is None (and `files` empty) when the base was a random init of a named shape:
+    then only the seed identifies it and nothing on disk can be checked.
+    """
+
+    path: str | None
+    random_init: bool
+    seed: int | None
+    files: dict[str, FileRecord] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "random_init": self.random_init,
+            "seed": self.seed,
+            "files": {
+                name: {"size": r.size, "sha256": r.sha256} for name, r in sorted(self.files.items())
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str) -> BaseModelRecord:
+        where = f"{source}: field 'base_model'"
+        if not isinstance(data, dict):
+            raise ManifestError(f"{where} is not an object")
+        path, seed, random_init = data.get("path"), data.get("seed"), data.get("random_init", False)
+        if path is not None and not isinstance(path, str):
+            raise ManifestError(f"{where}: 'path' is not a string")
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+            raise ManifestError(f"{where}: 'seed' is not an integer")
+        if not isinstance(random_init, bool):
+            raise ManifestError(f"{where}: 'random_init' is not true or false")
+        files = data.get("files", {})
+        if not isinstance(files, dict):
+            raise ManifestError(f"{where}: 'files' is not an object")
+        records = {}
+        for name, record in files.items():
+            if not _is_plain_name(name):
+                raise ManifestError(f"{where}: file name {name!r} is not a plain file name")
+            record = record if isinstance(record, dict) else {}
+            size, digest = record.get("size"), record.get("sha256")
+            if not _is_count(size) or not isinstance(digest, str) or len(digest) != 64:
+                raise ManifestError(f"{where}: record for {name!r} needs size and sha256")
+            records[name] = FileRecord(size, digest)
+        return cls(path, random_init, seed, records)
+
+
+def _is_plain_name(name: Any) -> bool:
+    """A file directly in the base dir: no path separators, no `..`."""
+    return isinstance(name, str) and name not in ("", ".", "..") and not set(name) & {"/", "\x00"}
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def base_weight_files(base_dir: str | os.PathLike) -> list[str]:
+    """Weight files directly in a model dir (HF cache snapshots link them: links are followed)."""
+    root = Path(base_dir)
+    return sorted(
+        entry.name for entry in root.iterdir()
+        if entry.name.endswith(BASE_WEIGHT_SUFFIXES) and entry.is_file()
+    )
+
+
+def describe_base_model(
+    path: str | None, *, random_init: bool, seed: int | None, workers: int = 4
+) -> BaseModelRecord:
+    """Record the base a LoRA run adapts, hashing its weight files (every byte of the base,
+    so the trainer does it once per run, in the background)."""
+    if path is None or random_init:
+        return BaseModelRecord(str(Path(path).resolve()) if path else None, True, seed)
+    root = Path(path).resolve()
+    files = hash_files(root, base_weight_files(root), workers)
+    return BaseModelRecord(str(root), False, seed, files)
+
+
+def read_base_model(manifest: Manifest, source: str = "manifest.json") -> BaseModelRecord | None:
+    if manifest.base_model is None:
+        return None
+    return BaseModelRecord.from_dict(manifest.base_model, source)
+
+
+def base_model_problems(
+    record: BaseModelRecord, *, deep: bool
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """(errors as (where, what), cannot-check notes): is the base on disk the recorded one?
+
+    Reads only the files the record names, directly in its directory, and only regular
+    files (a FIFO or device there would block or never end); `deep` adds sha256, which
+    reads every byte of the base (the cheap check compares sizes)."""
+    if record.path is None or record.random_init:
+        return [], [f"base model was a random init (seed {record.seed}); nothing on disk to check"]
+    root = Path(record.path)
+    if not root.is_dir():
+        return [], [f"base model dir {root} is not present here; cannot check it"]
+    try:
+        present = set(base_weight_files(root))
+    except OSError as err:
+        return [(str(root), f"cannot list the base model dir ({err.strerror})")], []
+    errors = [(str(root / name), "weight file not in the manifest's base model record")
+              for name in sorted(present - set(record.files))]
+    if not record.files:
+        errors.append((str(root), "manifest records no weight files for the base model"))
+    for name, expected in sorted(record.files.items()):
+        problem = _weight_file_problem(root / name, expected, deep)
+        if problem is not None:
+            errors.append((str(root / name), problem))
+    return errors, []
+
+
+def _weight_file_problem(file: Path, expected: FileRecord, deep: bool) -> str | None:
+    try:
+        info = os.stat(file)
+        if not stat.S_ISREG(info.st_mode):
+            return "not a regular file"
+        if info.st_size != expected.size:
+            return f"has {info.st_size} bytes, the adapter was trained on {expected.size}"
+        if deep and sha256_file(file) != expected.sha256:
+            return "sha256 differs from the base the adapter was trained on"
+    except FileNotFoundError:
+        return "base model weight file is missing"
+    except OSError as err:
+        return f"cannot read it ({err.strerror})"
+    return None
+
+
+def base_mismatch(trained_on: BaseModelRecord, current: BaseModelRecord) -> str | None:
+    """Why an adapter trained on `trained_on` must not continue on `current`, or None when
+    they are the same weights (the same files by sha256, or the same random init; the
+    directory may have moved)."""
+    if trained_on.random_init or current.random_init:
+        if trained_on.random_init and current.random_init and trained_on.seed == current.seed:
+            return None
+        return (f"adapter was trained on {_describe(trained_on)}, "
+                f"this run's base is {_describe(current)}")
+    if trained_on.files == current.files:
+        return None
+    differing = sorted(set(trained_on.files) ^ set(current.files)) or sorted(
+        name for name in trained_on.files if trained_on.files[name] != current.files[name]
+    )
+    return (f"adapter was trained on the base in {trained_on.path}; {differing[0]} in this run's "
+            f"base {current.path} is missing, extra or has other bytes")
+
+
+def _describe(record: BaseModelRecord) -> str:
+    if record.random_init:
+        return f"a random init (seed {record.seed})"
+    return f"the weights in {record.path}"
+
+
+def check_base_model(
+    manifest: Manifest | None, report: ValidationReport, *, deep: bool, source: str
+) -> None:
+    """validate's LoRA check: the base named in the manifest is the one present (or a warning
+    saying why it cannot be checked). Nothing for checkpoints that are not LoRA."""
+    from mfsdp_ckpt.validate import ERROR, WARNING
+
+    if manifest is None or manifest.base_model is None:
+        return
+    try:
+        record = read_base_model(manifest, source)
+    except ManifestError as err:
+        report.add(ERROR, source, str(err).split(": ", 1)[-1])
+        return
+    errors, notes = base_model_problems(record, deep=deep)
+    for where, message in errors:
+        report.add(ERROR, where, message)
+    for note in notes:
+        report.add(WARNING, source, note)
+
+
+# --------------------------------------------------------------------------- LoRA config
+@dataclass(frozen=True)
+class LoraSettings:
+    """What merging needs from the recorded PEFT config (plain LoRA only)."""
+
+    rank: int
+    alpha: float
+    use_rslora: bool
+
+    @property
+    def scale(self) -> float:
+        """PEFT's scaling of B @ A: alpha / r, or alpha / sqrt(r) with rank-stabilised LoRA."""
+        return self.alpha / (self.rank ** 0.5 if self.use_rslora else self.rank)
+
+
+def read_lora_settings(manifest: Manifest, source: str = "manifest.json") -> LoraSettings:
+    config = manifest.lora
+    where = f"{source}: field 'lora'"
+    if not isinstance(config, dict) or config.get("peft_type") != "LORA":
+        raise ManifestError(f"{where} is not a PEFT LoRA config")
+    rank, alpha = config.get("r"), config.get("lora_alpha")
+    if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
+        raise ManifestError(f"{where}: 'r' is not a positive integer")
+    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or alpha <= 0:
+        raise ManifestError(f"{where}: 'lora_alpha' is not a positive number")
+    if config.get("rank_pattern") or config.get("alpha_pattern") or config.get("use_dora"):
+        raise ManifestError(f"{where}: per-module rank/alpha patterns and DoRA are not supported")
+    return LoraSettings(rank, float(alpha), bool(config.get("use_rslora", False)))

@@ -1,0 +1,274 @@
+"""LoRA on the model a run trains: PEFT adapters injected in place, the base frozen.
+
+`peft.inject_adapter_in_model` replaces each target `nn.Linear` with PEFT's LoRA layer
+inside the Hugging Face model itself, instead of wrapping the model in a `PeftModel`:
+the module tree, `model.model.layers` (the sharding units) and the loss forward stay as
+they are, and adapter parameters get PEFT's names
+(`model.layers.0.self_attn.q_proj.lora_A.default.weight`), which export maps to a saved
+adapter's names. Only adapter parameters require grad, so the optimizer (which takes
+trainable parameters only), gradient reduction and the checkpoint see the adapter alone.
+Frozen base weights are held in the compute dtype (`hold_frozen_in_compute_dtype`): they
+never update, so an fp32 copy of them would only cost memory.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    set_model_state_dict,
+)
+
+from mfsdp_ckpt.layout import CheckpointPaths
+from mfsdp_ckpt.lora import (
+    ADAPTER_CONFIG_FILE,
+    ADAPTER_WEIGHTS_FILE,
+    BaseModelRecord,
+    base_mismatch,
+    describe_base_model,
+    read_base_model,
+)
+from mfsdp_ckpt.manifest import Manifest, ManifestError
+from trainer.config import ConfigError, ModelConfig, check_lora_fields
+from trainer.resume import ResumeMismatchError
+
+# The loss forward reads these weights directly (trainer/model.py), so an adapter on them
+# would be silently skipped.
+_UNADAPTABLE = ("lm_head", "embed_tokens")
+# PEFT config fields that change what the adapter computes beyond plain B @ A * alpha / r;
+# export merges plain LoRA only, so a run refuses them up front rather than at export.
+_UNSUPPORTED = {"use_dora": False, "rank_pattern": {}, "alpha_pattern": {}, "bias": "none",
+                "modules_to_save": None, "fan_in_fan_out": False, "layer_replication": None,
+                "trainable_token_indices": None, "target_parameters": None}
+
+
+@dataclass
+class LoraSetup:
+    """What a LoRA model knows about itself, for its checkpoint's manifest."""
+
+    peft_config: dict[str, Any]  # JSON-safe PEFT LoraConfig (adapter_config.json contents)
+    base_path: str | None
+    random_init: bool
+    seed: int
+    _base: Future | None = None
+
+    def describe_base_in_background(self) -> None:
+        """Start hashing the base's weight files (every byte of the base) in a thread, so that
+        it overlaps training instead of stalling the first save; hashlib releases the GIL
+        while it hashes."""
+        if self._base is None:
+            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hash-base-model")
+            self._base = pool.submit(
+                describe_base_model, self.base_path, random_init=self.random_init, seed=self.seed
+            )
+            pool.shutdown(wait=False)
+
+    def base_record(self) -> BaseModelRecord:
+        self.describe_base_in_background()
+        return self._base.result()
+
+
+def lora_enabled(cfg: ModelConfig) -> bool:
+    """verl's rule: a rank above 0 or an adapter to start from turns LoRA on."""
+    return cfg.lora_rank > 0 or cfg.lora_adapter_path is not None
+
+
+def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
+    """Inject LoRA adapters into `model` in place and freeze everything else (no-op when off).
+
+    Adapter init draws from torch's RNG, which the caller seeded identically on every rank."""
+    check_lora_fields(cfg)
+    if not lora_enabled(cfg):
+        return
+    from peft import LoraConfig, inject_adapter_in_model
+
+    weights = None
+    if cfg.lora_adapter_path is not None:
+        config, weights = _read_adapter(Path(cfg.lora_adapter_path))
+    else:
+        config = LoraConfig(
+            r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, target_modules=cfg.target_modules,
+            lora_dropout=0.0, bias="none", task_type="CAUSAL_LM",
+        )
+    _refuse_unsupported(config, cfg)
+    try:
+        inject_adapter_in_model(config, model)
+    except ValueError as err:  # e.g. target modules not found in the model
+        raise ConfigError(f"model.target_modules: {str(err).splitlines()[0]}") from None
+    adapted = _adapted_modules(model)
+    wrong = sorted({name.rsplit(".", 1)[-1] for name in adapted} & set(_UNADAPTABLE))
+    if wrong:
+        raise ConfigError(
+            f"model.target_modules: {', '.join(wrong)} cannot take a LoRA adapter here "
+            "(the loss reads its weight directly); adapt the decoder's linear layers"
+        )
+    if weights is not None:
+        _load_adapter_weights(model, weights, cfg.lora_adapter_path)
+    for name, param in model.named_parameters():
+        param.requires_grad_(is_adapter_param(name))
+    model._mfsdp_lora = LoraSetup(
+        peft_config=_json_safe_config(config, adapted), base_path=cfg.path,
+        random_init=cfg.random_init, seed=seed,
+    )
+
+
+def refuse_lora(enabled: bool, what: str) -> None:
+    """Where LoRA is not wired in yet, fail before any work instead of training the wrong thing."""
+    if enabled:
+        raise ConfigError(
+            f"model.lora_rank / model.lora_adapter_path: LoRA is not supported with {what} yet "
+            "(LoRA trains SFT with strategy.name=fsdp2)"
+        )
+
+
+def is_adapter_param(name: str) -> bool:
+    return ".lora_A." in name or ".lora_B." in name
+
+
+def is_lora_model(model: torch.nn.Module) -> bool:
+    return getattr(model, "_mfsdp_lora", None) is not None
+
+
+def hold_frozen_in_compute_dtype(model: torch.nn.Module, dtype: torch.dtype) -> None:
+    """Cast parameters that do not train to `dtype` before sharding: they are only ever read
+    in the compute dtype. (FSDP2 needs one original dtype across the trainable parameters of
+    a unit, not across frozen ones, so fp32 adapters sit next to bf16 base weights.)"""
+    for param in model.parameters():
+        if not param.requires_grad and param.is_floating_point():
+            param.data = param.data.to(dtype)
+
+
+def _read_adapter(path: Path) -> tuple[Any, dict[str, torch.Tensor]]:
+    """A local PEFT adapter dir: its LoraConfig and weights (safetensors only: never unpickled)."""
+    from peft import LoraConfig
+    from safetensors.torch import load_file
+
+    config_file, weights_file = path / ADAPTER_CONFIG_FILE, path / ADAPTER_WEIGHTS_FILE
+    for needed in (config_file, weights_file):
+        if not needed.is_file():
+            raise ConfigError(
+                f"model.lora_adapter_path: {needed} is missing "
+                f"(a PEFT adapter dir has {ADAPTER_CONFIG_FILE} and {ADAPTER_WEIGHTS_FILE})"
+            )
+    try:
+        fields = json.loads(config_file.read_text())
+    except (OSError, ValueError) as err:
+        where = f"model.lora_adapter_path: {config_file}"
+        raise ConfigError(f"{where} is not valid JSON ({err})") from None
+    if not isinstance(fields, dict) or fields.get("peft_type") != "LORA":
+        raise ConfigError(f"model.lora_adapter_path: {config_file} is not a LoRA adapter config")
+    known = set(LoraConfig.__dataclass_fields__)
+    # Dropout draws from the RNG, which checkpoints do not carry: 0 keeps resume exact.
+    config = LoraConfig(**{k: v for k, v in fields.items() if k in known and k != "lora_dropout"},
+                        lora_dropout=0.0)
+    return config, load_file(str(weights_file))
+
+
+def _refuse_unsupported(config: Any, cfg: ModelConfig) -> None:
+    for name, plain in _UNSUPPORTED.items():
+        value = getattr(config, name, plain)
+        if value != plain and not (plain is None and not value):
+            where = "model"
+            if cfg.lora_adapter_path:
+                where = f"model.lora_adapter_path ({cfg.lora_adapter_path})"
+            raise ConfigError(f"{where}: LoRA option {name}={value!r} is not supported")
+
+
+def _adapted_modules(model: torch.nn.Module) -> list[str]:
+    return [
+        name for name, module in model.named_modules()
+        if hasattr(module, "lora_A") and len(module.lora_A)
+    ]
+
+
+def _load_adapter_weights(model: torch.nn.Module, weights: dict, path: str | None) -> None:
+    """Load a saved adapter's tensors (PEFT's names) into the injected layers, all or nothing."""
+    from peft import set_peft_model_state_dict
+
+    result = set_peft_model_state_dict(model, weights)
+    unexpected = list(result.unexpected_keys)
+    missing = [key for key in result.missing_keys if is_adapter_param(key)]
+    if unexpected or missing:
+        example = (unexpected or missing)[0]
+        raise ConfigError(
+            f"model.lora_adapter_path: {path} does not fit this model ({len(unexpected)} "
+            f"unexpected, {len(missing)} missing adapter weights, e.g. {example})"
+        )
+
+
+def _json_safe_config(config: Any, adapted: list[str]) -> dict[str, Any]:
+    """adapter_config.json contents. target_modules lists the adapted layers' own names
+    (q_proj, ...), which PEFT matches by suffix and vLLM's LoRA loader expects."""
+    data = config.to_dict()
+    data["target_modules"] = sorted({name.rsplit(".", 1)[-1] for name in adapted})
+    if isinstance(data["lora_alpha"], float) and data["lora_alpha"].is_integer():
+        data["lora_alpha"] = int(data["lora_alpha"])  # as verl and PEFT write it
+    data["inference_mode"] = True  # what a saved adapter says (PEFT's save_pretrained sets it)
+    data["peft_type"] = str(getattr(data["peft_type"], "value", data["peft_type"]))
+    task = data.get("task_type")
+    data["task_type"] = str(getattr(task, "value", task)) if task is not None else None
+    return json.loads(json.dumps(data, default=_jsonable))
+
+
+def _jsonable(value: Any) -> Any:
+    """Sets (PEFT keeps some fields as sets) become sorted lists; nested configs, dicts."""
+    if isinstance(value, (set, frozenset, tuple)):
+        return sorted(value)
+    return value.to_dict() if hasattr(value, "to_dict") else str(value)
+
+
+class AdapterState:
+    """The checkpoint's `model` entry for a LoRA run: the trainable (adapter) parameters only,
+    as sharded DTensors; the frozen base comes back from the base model when the run is built.
+    Also describes the adapter and its base for the manifest (`Checkpointer`)."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+        self.setup: LoraSetup = model._mfsdp_lora
+        self.trainable = {name for name, param in model.named_parameters() if param.requires_grad}
+        if not dist.is_initialized() or dist.get_rank() == 0:  # the rank that writes manifests
+            self.setup.describe_base_in_background()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in get_model_state_dict(self.model).items() if k in self.trainable}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        # strict=False: the frozen base is absent on purpose; the checkpointer has already
+        # refused a checkpoint that lacks any adapter key asked for.
+        set_model_state_dict(self.model, state_dict, options=StateDictOptions(strict=False))
+
+    def check_manifest(self, manifest: Manifest | None, paths: CheckpointPaths) -> None:
+        """Refuse to continue an adapter on another base than it was trained on: it would load
+        without complaint and train a different model. Rank 0 compares the base files' sha256
+        (hashed anyway for the manifest) and tells the others, so every rank stops together."""
+        if manifest is None or manifest.base_model is None:
+            return
+        problem = None
+        if not dist.is_initialized() or dist.get_rank() == 0:
+            try:
+                trained_on = read_base_model(manifest, str(paths.manifest))
+                problem = base_mismatch(trained_on, self.setup.base_record())
+            except (ManifestError, OSError) as err:  # the other ranks wait for a verdict
+                problem = str(err)
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            verdict = [problem]
+            dist.broadcast_object_list(verdict, src=0)
+            problem = verdict[0]
+        if problem is not None:
+            raise ResumeMismatchError(
+                f"{paths.manifest}: {problem}; set model.path to that base "
+                "(or checkpoint.resume=disable to start over)"
+            )
+
+    def manifest_fields(self) -> dict[str, Any]:
+        base = self.setup.base_record()
+        config = dict(self.setup.peft_config, base_model_name_or_path=base.path)
+        return {"base_model": base.to_dict(), "lora": config}
