@@ -7,7 +7,11 @@ from collections import Counter
 
 from mfsdp_ckpt import layout
 from mfsdp_ckpt.manifest import read_manifest
+from mfsdp_ckpt.printable import printable
 from mfsdp_ckpt.reader import CheckpointReader
+
+
+MAX_NAME_CHARS = 200  # a tensor name column wider than this is a crafted name
 
 
 def describe_checkpoint(path: str | os.PathLike) -> dict:
@@ -45,25 +49,28 @@ def describe_checkpoint(path: str | os.PathLike) -> dict:
 
 
 def format_description(description: dict) -> str:
+    """The description as terminal text: names escaped and cut (mfsdp_ckpt.printable), so a
+    crafted name can neither drive the terminal nor widen every line of the table."""
     lines = [
-        f"checkpoint  {description['checkpoint']}",
+        f"checkpoint  {printable(description['checkpoint'])}",
         f"step        {description['step'] if description['step'] is not None else '-'}",
-        f"contents    {', '.join(description['contents'])}",
+        f"contents    {printable(', '.join(description['contents']))}",
     ]
     for key in ("world_size", "strategy", "model_family", "created_at"):
         if description[key] is not None:
-            lines.append(f"{key:<11} {description[key]}")
-    width = max((len(t["name"]) for t in description["tensors"]), default=4)
+            lines.append(f"{key:<11} {printable(description[key])}")
+    names = [printable(t["name"], MAX_NAME_CHARS) for t in description["tensors"]]
+    width = max((len(name) for name in names), default=4)
     lines.append("")
     lines.append(f"{'name':<{width}}  {'shape':<16} {'dtype':<9} {'chunks':>6} {'MiB':>9}")
-    for tensor in description["tensors"]:
+    for name, tensor in zip(names, description["tensors"]):
         shape = "x".join(map(str, tensor["shape"])) or "scalar"
         lines.append(
-            f"{tensor['name']:<{width}}  {shape:<16} {tensor['dtype']:<9} {tensor['chunks']:>6} "
+            f"{name:<{width}}  {shape:<16} {tensor['dtype']:<9} {tensor['chunks']:>6} "
             f"{tensor['bytes'] / 2**20:>9.2f}"
         )
     totals = description["totals"]
-    groups = ", ".join(f"{g} {n}" for g, n in totals["by_group"].items())
+    groups = printable(", ".join(f"{printable(g, MAX_NAME_CHARS)} {n}" for g, n in totals["by_group"].items()))
     lines.append("")
     lines.append(
         f"total       {totals['tensors']} tensors ({groups}), {totals['bytes'] / 2**20:.2f} MiB "

@@ -157,6 +157,17 @@ def parse_metadata(md: plain_metadata.Metadata) -> tuple[dict[str, TensorEntry],
     return tensors, objects
 
 
+def chunk_backing_problem(entry: TensorEntry, chunk: Chunk) -> str | None:
+    """Why `chunk`'s blob cannot hold the elements its metadata declares, else None. An
+    uncompressed torch.save blob holds its storage's bytes plus a zip directory, so it is
+    never shorter than them (a compressed one may be: only decoding tells)."""
+    if chunk.file is None or chunk.transforms or not chunk.numel:
+        return None
+    if chunk.length < chunk.numel * entry.dtype.itemsize:
+        return f"a blob of {chunk.length} bytes cannot hold {chunk.numel} {entry.dtype} elements"
+    return None
+
+
 MAX_LISTED_PROBLEMS = 20  # per tensor; 40,000 bad chunks are one problem said 40,000 times
 
 
@@ -472,10 +483,9 @@ class CheckpointReader:
                 f"{where}: needs bytes [{chunk.file_offset}, {chunk.file_offset + chunk.length}) but the file has"
                 f" {size} (truncated?)"
             )
-        if not chunk.transforms and chunk.length < chunk.numel * entry.dtype.itemsize:
-            raise CheckpointFormatError(
-                f"{where}: a blob of {chunk.length} bytes cannot hold {chunk.numel} {entry.dtype} elements"
-            )
+        problem = chunk_backing_problem(entry, chunk)
+        if problem:
+            raise CheckpointFormatError(f"{where}: {problem}")
 
     def read_tensor(self, name: str) -> torch.Tensor:
         """The full tensor, stitched from its chunks (one chunk in memory at a time)."""
@@ -527,5 +537,6 @@ __all__ = [
     "ObjectEntry",
     "TensorEntry",
     "UnsafeMetadataError",
+    "chunk_backing_problem",
     "chunk_coverage_problems",
 ]

@@ -14,8 +14,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mfsdp_ckpt import layout, names
+from mfsdp_ckpt.printable import printable
 from mfsdp_ckpt.manifest import Manifest, ManifestError, hash_files, read_manifest, sha256_file
-from mfsdp_ckpt.reader import CheckpointFormatError, CheckpointReader, chunk_coverage_problems
+from mfsdp_ckpt.reader import (
+    CheckpointFormatError,
+    CheckpointReader,
+    chunk_backing_problem,
+    chunk_coverage_problems,
+)
 from mfsdp_ckpt.safe_metadata import UnsafeMetadataError
 from mfsdp_ckpt.storage import CheckpointFileError
 
@@ -32,7 +38,8 @@ class Finding:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.severity}: {self.where}: {self.message}"
+        """One terminal line, whatever names from the checkpoint it quotes."""
+        return printable(f"{self.severity}: {self.where}: {self.message}")
 
 
 @dataclass
@@ -79,6 +86,7 @@ def validate_checkpoint(
     report.tensor_bytes = sum(e.nbytes for e in reader.tensors.values())
     _check_files(paths, reader, manifest, report)
     _check_chunks(reader, report)
+    _check_backing(reader, report)
     _check_contents(paths, reader, manifest, report)
     _check_optimizer(reader, report)
     _check_against_config(paths, reader, report)
@@ -184,10 +192,11 @@ def _check_files(paths, reader: CheckpointReader, manifest: Manifest | None, rep
         report.files = len(needed) + 1
         return
     report.files = len(manifest.files)
+    reported = {f.where for f in report.findings}  # a set: 100,000 listed files stay linear
     for name, record in sorted(manifest.files.items()):
         file = paths.step_dir / name
         if not file.is_file():
-            if not any(f.where == str(file) for f in report.findings):
+            if str(file) not in reported:
                 report.add(ERROR, file, "listed in the manifest but missing")
         elif file.stat().st_size != record.size:
             report.add(ERROR, file, f"has {file.stat().st_size} bytes, manifest says {record.size}")
@@ -220,6 +229,17 @@ def _check_chunks(reader: CheckpointReader, report: ValidationReport) -> None:
         for chunk in entry.chunks:
             if chunk.numel and chunk.file is None:  # what a save that lost a file's writes leaves
                 report.add(ERROR, where, f"chunk at {chunk.offsets} has no storage entry (its bytes were never written)")
+
+
+def _check_backing(reader: CheckpointReader, report: ValidationReport) -> None:
+    """Each chunk's blob must be able to hold the bytes its metadata declares (no file is
+    read: a tensor claiming 1 TiB over a 1 KB blob is caught by the cheap checks)."""
+    for entry in reader.tensors.values():
+        for chunk in entry.chunks:
+            problem = chunk_backing_problem(entry, chunk)
+            if problem:
+                report.add(ERROR, f"{reader.root / layout.DCP_METADATA_FILE} [{entry.name}]", problem)
+                break
 
 
 def _check_contents(paths, reader: CheckpointReader, manifest: Manifest | None, report) -> None:
@@ -267,7 +287,7 @@ def _check_against_config(paths, reader: CheckpointReader, report: ValidationRep
 
     config_file = paths.hf_assets / "config.json"
     try:
-        expected = expected_weights_for(config_file)
+        expected = expected_weights_for(config_file, root=paths.step_dir)
     except HFConfigError as err:
         report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
         return
@@ -287,7 +307,7 @@ def _check_against_config(paths, reader: CheckpointReader, report: ValidationRep
 def _check_hashes(paths, manifest: Manifest, report: ValidationReport) -> None:
     for name, record in sorted(manifest.files.items()):
         file = paths.step_dir / name
-        if file.is_file() and file.stat().st_size == record.size and sha256_file(file) != record.sha256:
+        if file.is_file() and file.stat().st_size == record.size and sha256_file(file, paths.step_dir) != record.sha256:
             report.add(ERROR, file, _HASH_MISMATCH)
 
 
