@@ -250,11 +250,11 @@ def _any_pair_overlaps(chunks: list[Chunk], dims: tuple[int, ...]) -> bool:
     return False
 
 
-_BLOB_OVERHEAD = 1 << 20  # zip directory and pickle around a tensor's bytes, generously
+BLOB_OVERHEAD = 1 << 20  # zip directory and pickle around a tensor's bytes, generously
 MAX_OBJECT_BYTES = 1 << 30  # a non-tensor value (RNG states, loader state) decoded from its transforms
 
 
-def _decode_blob(raw: bytes, transforms: tuple[str, ...], where: str, limit: int = MAX_OBJECT_BYTES) -> io.BytesIO:
+def decode_blob(raw: bytes, transforms: tuple[str, ...], where: str, limit: int = MAX_OBJECT_BYTES) -> io.BytesIO:
     """The blob with its transforms (compression, ...) undone, refusing output past `limit`
     bytes: a compressed blob may expand without bound."""
     if not transforms:
@@ -279,7 +279,7 @@ def load_blob(raw: bytes, transforms: tuple[str, ...], where: str, limit: int = 
     import torch
 
     try:
-        decoded = _decode_blob(raw, transforms, where, limit)
+        decoded = decode_blob(raw, transforms, where, limit)
         check_blob(decoded, len(decoded.getbuffer()), where)
         return torch.load(decoded, map_location="cpu", weights_only=True)
     except CheckpointFormatError:
@@ -396,7 +396,7 @@ class CheckpointReader:
             raise CheckpointFormatError(f"{where}: chunk at {chunk.offsets} has no storage entry")
         if chunk.transforms:
             raw = self.store.read_range(chunk.file, chunk.file_offset, chunk.length)
-            value = load_blob(raw, chunk.transforms, where, limit=chunk.numel * entry.dtype.itemsize + _BLOB_OVERHEAD)
+            value = load_blob(raw, chunk.transforms, where, limit=chunk.numel * entry.dtype.itemsize + BLOB_OVERHEAD)
         else:  # stream: the payload lands in the tensor's memory with no second copy
             blob = RangeFile(self.store, chunk.file, chunk.file_offset, chunk.length)
             self._stored_layout(entry, chunk, blob, where)
