@@ -4,7 +4,7 @@ Each DCP blob is a zip archive (torch.save's format) holding a pickle (`data.pkl
 record per storage. Loading it hands the archive to torch's zip reader and the pickle to
 its weights-only unpickler, which admit no code but bound nothing: a DEFLATE member
 inflates without limit, a central directory of millions of entries becomes millions of
-Python objects, a `data.pkl` of EMPTY_DICT opcodes allocates ~72 bytes per byte, and a
+Python objects, a `data.pkl` of EMPTY_DICT opcodes allocates tens of bytes per byte, and a
 storage may claim far more elements than its record holds. torch.save writes none of
 these (it stores members uncompressed, a handful per tensor), so `open_blob` refuses them
 from the end-of-archive record and the member table, reading only those. Errors are one
@@ -22,7 +22,7 @@ from mfsdp_ckpt.restricted_pickle import PickleRefused, check_pickle_limits
 MAX_MEMBERS = 4096  # a tensor blob has 7; an object blob one more per tensor it holds
 MAX_DIRECTORY_BYTES = 1 << 20
 MAX_PICKLE_BYTES = 64 << 20
-MAX_PICKLE_OPS = 1_000_000  # ~72 MB of objects at worst; a tensor's pickle has ~30 opcodes
+MAX_PICKLE_OPS = 1_000_000  # a tensor's pickle has ~30 opcodes; an object blob's scale with its values
 
 
 def open_blob(file: BinaryIO, length: int, where: str) -> zipfile.ZipFile:

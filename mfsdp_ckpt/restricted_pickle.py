@@ -13,8 +13,8 @@ opcode table. On top of the allow-list of globals it:
 * counts opcodes and refuses past `max_ops` (each opcode retains at most a few dozen
   bytes beyond the input's own bytes, so the count bounds memory);
 * lets BUILD, SETITEM(S) and APPEND(S) touch only objects this pickle created itself
-  (records made by NEWOBJ/REDUCE of an admitted record class, and its own dicts and
-  lists), each record BUILT once, with only its declared fields;
+  (records made by NEWOBJ/REDUCE of an admitted record class, each BUILT once with only
+  its declared fields; dicts and lists, which no admitted global is);
 * hashes only flat keys (scalars, tuples of scalars, records holding those), so a key
   nested a million tuples deep cannot overflow the C stack while being hashed;
 * refuses every other opcode (sets, extensions, protocol-0 class instantiation,
@@ -29,11 +29,13 @@ import dataclasses
 import io
 import pickle
 import pickletools
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-# Worst case measured for retained objects per opcode is ~72 bytes (a stream of EMPTY_DICT,
-# tests/test_reliability_limits.py), so 12M opcodes stay under 1 GiB.
+# An opcode retains at most ~72 bytes (floods of EMPTY_DICT, EMPTY_LIST or MARK; measured by
+# scripts/pickle_budget.py), so 12M opcodes stay under 1 GiB. A real .metadata takes ~69
+# opcodes per chunk: the limit admits ~170,000 chunks.
 DEFAULT_MAX_OPS = 12_000_000
 _SCALARS = (str, int, float, bool, bytes, type(None))
 
@@ -74,6 +76,14 @@ def _hashable_key(value: Any) -> bool:
         isinstance(v, tuple) and is_flat(v) or isinstance(v, _SCALARS) for v in state.values())
 
 
+def _check_table(allowed: dict[tuple[str, str], object]) -> None:
+    """Dicts and lists on the stack are then always this pickle's own (EMPTY_DICT, LIST,
+    ...; no admitted constructor returns a shared one), so SETITEM and APPEND need no
+    bookkeeping per container, which would double the memory of a flood of them."""
+    if any(isinstance(value, (dict, list)) for value in allowed.values()):
+        raise TypeError("a class table may not admit a dict or list object")
+
+
 class RestrictedUnpickler(pickle._Unpickler):
     """Unpickles `data` into fresh objects built only from `allowed`.
 
@@ -87,6 +97,7 @@ class RestrictedUnpickler(pickle._Unpickler):
     def __init__(self, data: bytes, allowed: dict[tuple[str, str], object], records: tuple[type, ...],
                  *, max_ops: int = DEFAULT_MAX_OPS, persistent_load: Callable[[Any], Any] | None = None):
         super().__init__(io.BytesIO(data))
+        _check_table(allowed)
         self.allowed, self.records, self.max_ops = allowed, records, max_ops
         self._callables = {id(v): v for v in allowed.values() if callable(v)}
         self._fresh: dict[int, Any] = {}  # id -> object created here (kept alive: ids stay unique)
@@ -109,34 +120,21 @@ class RestrictedUnpickler(pickle._Unpickler):
     def _mine(self, obj: Any) -> bool:
         return self._fresh.get(id(obj)) is obj
 
-    def _fresh_container(self, value: Any) -> Any:
-        self._fresh[id(value)] = value
-        return value
-
-    def _load_empty_dict(self) -> None:
-        self.append(self._fresh_container({}))
-
-    def _load_empty_list(self) -> None:
-        self.append(self._fresh_container([]))
-
-    def _load_list(self) -> None:
-        self.append(self._fresh_container(self.pop_mark()))
-
-    def _load_dict(self) -> None:
-        items = self.pop_mark()
-        target = self._fresh_container({})
-        self._set_items(target, items)
-        self.append(target)
-
     def _set_items(self, target: Any, items: list) -> None:
-        if not (isinstance(target, dict) and self._mine(target)):
-            raise PickleRefused(f"SETITEM on a {type(target).__name__} this pickle did not create")
+        if type(target) not in (dict, OrderedDict):  # never shared: see _check_table
+            raise PickleRefused(f"SETITEM on a {type(target).__name__}")
         if len(items) % 2:
             raise PickleRefused("SETITEMS with an odd number of items")
         for i in range(0, len(items), 2):
             if not _hashable_key(items[i]):
                 raise PickleRefused(f"dict key of type {type(items[i]).__name__} is not plain data")
             target[items[i]] = items[i + 1]
+
+    def _load_dict(self) -> None:
+        items = self.pop_mark()
+        target: dict = {}
+        self._set_items(target, items)
+        self.append(target)
 
     def _load_setitem(self) -> None:
         value, key = self.stack.pop(), self.stack.pop()
@@ -147,8 +145,8 @@ class RestrictedUnpickler(pickle._Unpickler):
         self._set_items(self.stack[-1], items)
 
     def _extend(self, target: Any, items: list) -> None:
-        if type(target) is not list or not self._mine(target):
-            raise PickleRefused(f"APPEND to a {type(target).__name__} this pickle did not create")
+        if type(target) is not list:  # never shared: see _check_table
+            raise PickleRefused(f"APPEND to a {type(target).__name__}")
         target.extend(items)
 
     def _load_append(self) -> None:
@@ -167,7 +165,7 @@ class RestrictedUnpickler(pickle._Unpickler):
         if isinstance(func, type) and issubclass(func, dict):
             if args:  # items arrive by SETITEMS, where keys are checked before hashing
                 raise PickleRefused(f"{func.__name__} built with arguments")
-            return self._fresh_container(func())
+            return func()
         result = func(*args)
         if isinstance(func, type) and func in self.records:
             self._fresh[id(result)] = result
@@ -234,8 +232,7 @@ def _dispatch_table() -> dict[int, Callable]:
     own = RestrictedUnpickler
     handlers: dict[int, Callable] = {_opcode(name): base[_opcode(name)] for name in _PLAIN_OPS}
     handlers.update({
-        _opcode("EMPTY_DICT"): own._load_empty_dict, _opcode("EMPTY_LIST"): own._load_empty_list,
-        _opcode("LIST"): own._load_list, _opcode("DICT"): own._load_dict,
+        _opcode("DICT"): own._load_dict,
         _opcode("SETITEM"): own._load_setitem, _opcode("SETITEMS"): own._load_setitems,
         _opcode("APPEND"): own._load_append, _opcode("APPENDS"): own._load_appends,
         _opcode("REDUCE"): own._load_reduce, _opcode("NEWOBJ"): own._load_newobj,

@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     import torch
     from torch.distributed.checkpoint.metadata import Metadata
 
-# A .metadata costs ~144 bytes per chunk (bench: scripts/metadata_opcodes.py); 256 MiB is far past
-# any real checkpoint, and a larger file is refused before it is read.
+# A .metadata costs ~144 bytes per chunk (scripts/pickle_budget.py): 256 MiB is far past what
+# the opcode limit admits anyway, and a larger (or sparse) file is refused before it is read.
 MAX_METADATA_BYTES = 256 << 20
 
 _DCP_METADATA_MODULE = "torch.distributed.checkpoint.metadata"
