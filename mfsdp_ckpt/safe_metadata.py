@@ -4,7 +4,10 @@
 `pickle.load` of a file from someone else's checkpoint can execute anything, so this
 unpickler admits only the handful of classes DCP itself writes and refuses every other
 global by name. Callables are never admitted, except `torch.Size` (a tuple of ints) and
-torch's layout lookup, which is wrapped so it can only return a layout.
+torch's layout lookup, which is wrapped so it can only return a layout. The unpickler is
+`restricted_pickle`'s: fresh objects only (nothing admitted can be mutated), a bounded
+opcode count, and a file of at most MAX_METADATA_BYTES; what it returns must then match
+DCP's shape exactly (`metadata_schema`).
 
 Two class tables, one unpickler: `load_plain_metadata_bytes` builds the plain stand-ins
 of `mfsdp_ckpt.plain_metadata` (for the offline reader: importing DCP costs seconds of
