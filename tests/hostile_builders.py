@@ -148,17 +148,25 @@ def saved_tensor_blob(tensor: torch.Tensor) -> bytes:
 
 
 def rezip(blob: bytes, replace: dict[str, bytes] | None = None, compress: set[str] = frozenset(),
-          extra_members: int = 0, pad: int = 0) -> bytes:
-    """A torch.save blob rebuilt with members replaced, some DEFLATE-compressed, padded with
-    `extra_members` empty members or one stored member of `pad` bytes (so the blob is as
-    long as the data it declares and only a look inside can refuse it)."""
+          extra_members: int = 0, pad: int = 0, inflated: int = 0) -> bytes:
+    """A torch.save blob rebuilt with members replaced, padded with `extra_members` empty
+    members or one stored member of `pad` bytes (so the blob is as long as the data it
+    declares and only a look inside can refuse it), and the members in `compress` DEFLATEd
+    (with `inflated`: replaced by that many zero bytes, streamed: a zip bomb)."""
     source = zipfile.ZipFile(io.BytesIO(blob))
     out = io.BytesIO()
-    with zipfile.ZipFile(out, "w") as target:
+    with zipfile.ZipFile(out, "w", compresslevel=1) as target:
         for info in source.infolist():
-            data = (replace or {}).get(info.filename.split("/", 1)[1], source.read(info))
-            kind = zipfile.ZIP_DEFLATED if info.filename.split("/", 1)[1] in compress else zipfile.ZIP_STORED
-            target.writestr(zipfile.ZipInfo(info.filename), data, compress_type=kind)
+            short = info.filename.split("/", 1)[1]
+            entry = zipfile.ZipInfo(info.filename)
+            entry.compress_type = zipfile.ZIP_DEFLATED if short in compress else zipfile.ZIP_STORED
+            if short in compress and inflated:
+                entry._compresslevel = 1  # zeros compress as well at level 1, several times faster
+                with target.open(entry, "w", force_zip64=True) as member:
+                    for _ in range(inflated >> 24):
+                        member.write(bytes(1 << 24))
+                continue
+            target.writestr(entry, (replace or {}).get(short, source.read(info)))
         for i in range(extra_members):
             target.writestr(zipfile.ZipInfo(f"archive/pad/{i}"), b"")
         if pad:
