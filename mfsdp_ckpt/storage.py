@@ -179,9 +179,20 @@ class LocalByteStore:
             return None
         return os.stat(safe_files.regular_file(path, self.root)).st_size
 
+    MAX_DEPTH = 64  # a checkpoint nests two or three levels; a 1,500-deep chain is crafted
+
     def list_files(self) -> list[str]:
-        names = []
-        for dirpath, _dirnames, filenames in os.walk(self.root):
-            for filename in filenames:
-                names.append(os.path.relpath(os.path.join(dirpath, filename), self.root))
+        """Every file under the root, by relative name. Iterative, not following symlinks to
+        directories, and refusing nesting past MAX_DEPTH (os.walk recurses: RecursionError)."""
+        names, pending = [], [(self.root, 0)]
+        while pending:
+            directory, depth = pending.pop()
+            if depth > self.MAX_DEPTH:
+                raise CheckpointFileError(f"{directory}: nested deeper than {self.MAX_DEPTH} directories")
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append((entry.path, depth + 1))
+                    elif not entry.is_dir():  # a link to a directory is not listed (as os.walk)
+                        names.append(os.path.relpath(entry.path, self.root))
         return sorted(names)
