@@ -19,7 +19,7 @@ from typing import Any
 from mfsdp_ckpt.errors import UnsafeMetadataError
 
 _MODULE = "torch.distributed.checkpoint.metadata"
-MAX_INT = 2**63 - 1
+MAX_INT = 2**63 - 1  # sizes and offsets are int64 in torch and on disk
 MAX_RANK = 64
 MAX_PLAIN_DEPTH = 8  # planner_data is {fqn: (path, segments)}; deeper is not DCP's
 

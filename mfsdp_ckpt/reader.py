@@ -27,6 +27,7 @@ from mfsdp_ckpt import dtypes, plain_metadata
 from mfsdp_ckpt.blob_guard import blob_pickle, check_blob, open_blob
 from mfsdp_ckpt.errors import CheckpointFormatError, UnsafeMetadataError
 from mfsdp_ckpt.layout import DCP_METADATA_FILE
+from mfsdp_ckpt.metadata_schema import MAX_INT
 from mfsdp_ckpt.restricted_pickle import restricted_loads
 from mfsdp_ckpt.safe_metadata import MAX_METADATA_BYTES, load_plain_metadata_bytes
 from mfsdp_ckpt.storage import ByteStore, CheckpointFileError, LocalByteStore, RangeFile
@@ -81,7 +82,6 @@ class ObjectEntry:
     transforms: tuple[str, ...] = ()
 
 
-MAX_INT = 2**63 - 1  # sizes and offsets are int64 in torch and on disk
 
 
 def _int_tuple(value: Any, what: str) -> tuple[int, ...]:
@@ -290,11 +290,11 @@ def load_blob(raw: bytes, transforms: tuple[str, ...], where: str, limit: int = 
 
 
 def _load_streamed(file: RangeFile, where: str) -> Any:
-    """`load_blob` over a ranged file (weights_only too); storage errors keep their message."""
+    """`load_blob` over a ranged file (weights_only too), for a blob `_stored_layout` has
+    already checked; storage errors keep their message."""
     import torch
 
     try:
-        check_blob(file, file.length, where)
         return torch.load(file, map_location="cpu", weights_only=True)
     except (CheckpointFileError, CheckpointFormatError):
         raise
