@@ -225,7 +225,7 @@ def _blob_bombs(shape: tuple[int, ...]) -> dict[str, tuple[bytes, str]]:
     bigger = zipfile.ZipFile(io.BytesIO(saved_tensor_blob(torch.zeros(numel + (1 << 20))[:numel].view(shape))))
     bigger_pkl = bigger.read(next(n for n in bigger.namelist() if n.endswith("data.pkl")))
     return {
-        "deflate_bomb": (rezip(real, compress={pkl}, inflated=2 << 30, pad=numel * 4), "compressed"),  # data.pkl: 9 MB
+        "deflate_bomb": (rezip(real, compress={pkl}, inflated=256 << 20, pad=numel * 4), "compressed"),
         "pickle_flood": (rezip(real, replace={pkl: _flood(b"}", 40 << 20)}), "pickle opcodes"),  # the 40 MB one
         "pickle_memo": (rezip(real, replace={pkl: b"\x80\x02Nr" + struct.pack("<I", 0x10000000) + b"."}),
                         "memo index"),
@@ -258,16 +258,18 @@ def _many_chunks(kind: str, count: int):
     return (count + 1, count + 1), [ChunkStorageMetadata(torch.Size([i, i]), torch.Size([2, 2])) for i in range(count)]
 
 
-for _kind, _expected in (("slabs", ""), ("grid", ""), ("staircase", "irregular tiling too large to check")):
-    @plant(f"chunks_40000_{_kind}", "bounds")
-    def _planted(run: Path, kind=_kind, expected=_expected):
+# slabs at the count issue 13 reports; grid and staircase at 10,000: 50M pairs, past the time limit pairwise
+for _kind, _count, _expected in (("slabs", 40_000, ""), ("grid", 10_000, ""),
+                                 ("staircase", 10_000, "irregular tiling too large to check")):
+    @plant(f"chunks_{_count}_{_kind}", "bounds")
+    def _planted(run: Path, kind=_kind, count=_count, expected=_expected):
         def edit(metadata) -> None:
             from torch.distributed.checkpoint.metadata import MetadataIndex
 
             key = model_weight(metadata)
             item = metadata.state_dict_metadata[key]
             info = next(v for k, v in metadata.storage_data.items() if k.fqn == key)
-            shape, chunks = _many_chunks(kind, 40_000)
+            shape, chunks = _many_chunks(kind, count)
             item.size, item.chunks = torch.Size(shape), chunks
             for index in [i for i in metadata.storage_data if i.fqn == key]:
                 del metadata.storage_data[index]
@@ -395,7 +397,7 @@ def _names(kind: str) -> list[str]:
 def test_hostile_sizes_are_refused_within_limits(outcomes, case):
     records, fragment = outcomes[case]
     for record in records:
-        if case.startswith("chunks_40000") and not fragment:  # a valid tiling of a wrong shape
+        if case.startswith("chunks_") and not fragment:  # a valid tiling of a wrong shape
             assert record["escaped"] is None and record["seconds"] < MAX_SECONDS, record["first"]
             assert "overlap" not in record["output"] and "gap" not in record["output"], record["first"]
         elif case.startswith("name_"):  # accepted or not, printed bounded

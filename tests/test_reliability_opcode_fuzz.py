@@ -42,7 +42,7 @@ from mfsdp_ckpt.storage import CheckpointFileError
 from test_reliability_fuzz import MemoryStore
 
 DOCUMENTED = (UnsafeMetadataError, CheckpointFormatError, CheckpointFileError)
-EXAMPLES = {"metadata": 1500, "blob": 1000}
+EXAMPLES = {"metadata": 1000, "blob": 800}
 LIMIT_BYTES = 3 << 29  # 1.5 GiB above the process
 TIME_LIMIT_S = 240
 
