@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mfsdp_ckpt import layout, names
-from mfsdp_ckpt.printable import printable
 from mfsdp_ckpt.manifest import Manifest, ManifestError, hash_files, read_manifest, sha256_file
+from mfsdp_ckpt.printable import printable
 from mfsdp_ckpt.reader import (
     CheckpointFormatError,
     CheckpointReader,
