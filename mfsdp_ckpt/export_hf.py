@@ -48,6 +48,7 @@ from mfsdp_ckpt.hf_config import (
     HFConfigError,
     expected_weights,
     load_hf_config,
+    read_config_json,
     weights_from_table,
 )
 from mfsdp_ckpt.name_maps import (
@@ -210,7 +211,7 @@ def load_config(path: str | os.PathLike):
     """A `JsonConfig` when name_maps knows the family and every number it needs is in
     the file; otherwise (or for any problem with the file) transformers' config."""
     try:
-        data = json.loads(Path(path).read_text())
+        data = read_config_json(path)[1]  # a regular file, bounded: never a FIFO or /dev/zero
     except (OSError, ValueError):
         data = None
     shapes = hf_state_dict_shapes(data) if isinstance(data, dict) else None
