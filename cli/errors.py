@@ -19,7 +19,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def fail(message: str, code: int = EXIT_FAILED) -> None:
-    click.echo(f"error: {message}", err=True)
+    from mfsdp_ckpt.printable import printable  # messages quote names from checkpoints
+
+    click.echo(f"error: {printable(message)}", err=True)
     sys.exit(code)
 
 

@@ -49,6 +49,7 @@ from mfsdp_ckpt.hf_config import (
     check_geometry,
     expected_weights,
     load_hf_config,
+    read_config_json,
     weights_from_table,
 )
 from mfsdp_ckpt.name_maps import (
@@ -256,7 +257,7 @@ def load_config(path: str | os.PathLike, max_layers: int = MAX_LAYERS):
     that are not positive, do not divide, or claim more than `max_layers` layers are
     refused (HFConfigError) before any name is generated from them."""
     try:
-        data = json.loads(Path(path).read_text())
+        data = read_config_json(path)[1]  # a regular file, bounded: never a FIFO or /dev/zero
     except (OSError, ValueError):
         data = None
     if isinstance(data, dict):

@@ -25,16 +25,27 @@ class ExpectedWeights:
     tie_word_embeddings: bool
 
 
-def read_config_json(path: str | os.PathLike) -> tuple[Path, dict]:
-    """config.json (from a directory or a file path) as plain data, with a model_type."""
+MAX_CONFIG_BYTES = 4 << 20  # a config.json is a few KB
+
+
+def read_config_json(path: str | os.PathLike, root: str | os.PathLike | None = None) -> tuple[Path, dict]:
+    """config.json (from a directory or a file path) as plain data, with a model_type.
+
+    Read through safe_files: a regular file of at most MAX_CONFIG_BYTES and, when `root` is
+    given (the checkpoint directory), one that resolves inside it."""
+    from mfsdp_ckpt.safe_files import read_text
+    from mfsdp_ckpt.storage import CheckpointFileError
+
     path = Path(path)
     config_file = path / "config.json" if path.is_dir() else path
+    if not os.path.lexists(config_file):
+        raise HFConfigError(f"{config_file}: no such file")
     try:
-        data = json.loads(config_file.read_text())
-    except FileNotFoundError:
-        raise HFConfigError(f"{config_file}: no such file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise HFConfigError(f"{config_file}: not valid JSON ({err})") from None
+        data = json.loads(read_text(config_file, MAX_CONFIG_BYTES, root))
+    except CheckpointFileError as err:
+        raise HFConfigError(str(err)) from None
+    except (ValueError, RecursionError) as err:  # bad JSON, a 5000-digit number, deep nesting
+        raise HFConfigError(f"{config_file}: not valid JSON ({str(err)[:200]})") from None
     model_type = data.get("model_type") if isinstance(data, dict) else None
     if not isinstance(model_type, str):
         raise HFConfigError(f"{config_file}: no model_type")
@@ -72,11 +83,11 @@ def check_geometry(data: dict, where: str | os.PathLike, max_layers: int = MAX_L
             f"{where}: hidden_size={hidden} is not a multiple of num_attention_heads={heads}")
 
 
-def load_hf_config(path: str | os.PathLike):
+def load_hf_config(path: str | os.PathLike, root: str | os.PathLike | None = None):
     """A transformers config from a directory or a config.json path (local files only)."""
     from transformers import AutoConfig
 
-    config_file, data = read_config_json(path)
+    config_file, data = read_config_json(path, root)
     check_geometry(data, config_file)
     try:
         return AutoConfig.for_model(**data)
@@ -96,17 +107,17 @@ def expected_weights(config) -> ExpectedWeights:
     return ExpectedWeights(config.model_type, required, allowed, tied)
 
 
-def expected_weights_for(path: str | os.PathLike) -> ExpectedWeights:
+def expected_weights_for(path: str | os.PathLike, root: str | os.PathLike | None = None) -> ExpectedWeights:
     """The weights config.json implies. Known families (Qwen2, Qwen3, Llama) come from
     name_maps' table in milliseconds, without importing transformers (validate runs before
     every resume and export); anything else from a meta-device model."""
     from mfsdp_ckpt.name_maps import hf_state_dict_shapes
 
-    config_file, data = read_config_json(path)
+    config_file, data = read_config_json(path, root)
     check_geometry(data, config_file)
     shapes = hf_state_dict_shapes(data)
     if shapes is None:
-        return expected_weights(load_hf_config(path))
+        return expected_weights(load_hf_config(path, root))
     return weights_from_table(data["model_type"], shapes, bool(data.get("tie_word_embeddings", False)))
 
 

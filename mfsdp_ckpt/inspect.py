@@ -8,6 +8,7 @@ from collections import Counter
 from mfsdp_ckpt import layout
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.manifest import read_manifest
+from mfsdp_ckpt.printable import printable
 from mfsdp_ckpt.reader import CheckpointReader, ObjectEntry
 from mfsdp_ckpt.storage import CheckpointFileError
 
@@ -15,6 +16,7 @@ from mfsdp_ckpt.storage import CheckpointFileError
 MAX_DECODED_OBJECT_BYTES = 64 << 10
 MAX_DECODED_OBJECTS = 512
 MAX_SHOWN_VALUE_CHARS = 60
+MAX_NAME_CHARS = 200  # a tensor name column wider than this is a crafted name
 _SCALARS = (bool, int, float, str)
 
 
@@ -51,7 +53,7 @@ def describe_object(reader: CheckpointReader, entry: ObjectEntry, decode: bool) 
 def describe_checkpoint(path: str | os.PathLike, *, role: str | None = None) -> dict:
     paths = layout.resolve_checkpoint(path, role=role)
     reader = CheckpointReader(paths.dist_ckpt)
-    manifest = read_manifest(paths.manifest) if paths.manifest and paths.manifest.is_file() else None
+    manifest = read_manifest(paths.manifest) if paths.manifest and os.path.lexists(paths.manifest) else None
     tensors = [
         {
             "name": entry.name,
@@ -91,10 +93,12 @@ def describe_checkpoint(path: str | os.PathLike, *, role: str | None = None) -> 
 
 
 def format_description(description: dict) -> str:
+    """The description as terminal text: names escaped and cut (mfsdp_ckpt.printable), so a
+    crafted name can neither drive the terminal nor widen every line of the table."""
     lines = [
-        f"checkpoint  {description['checkpoint']}",
+        f"checkpoint  {printable(description['checkpoint'])}",
         f"step        {description['step'] if description['step'] is not None else '-'}",
-        f"contents    {', '.join(description['contents'])}",
+        f"contents    {printable(', '.join(description['contents']))}",
     ]
     lines.append(
         f"layout      {description['layout']}"
@@ -106,27 +110,29 @@ def format_description(description: dict) -> str:
     )
     for key in ("world_size", "strategy", "model_family", "created_at"):
         if description[key] is not None:
-            lines.append(f"{key:<11} {description[key]}")
-    width = max((len(t["name"]) for t in description["tensors"]), default=4)
+            lines.append(f"{key:<11} {printable(description[key])}")
+    names = [printable(t["name"], MAX_NAME_CHARS) for t in description["tensors"]]
+    width = max((len(name) for name in names), default=4)
     lines.append("")
     lines.append(f"{'name':<{width}}  {'shape':<16} {'dtype':<9} {'chunks':>6} {'MiB':>9}")
-    for tensor in description["tensors"]:
+    for name, tensor in zip(names, description["tensors"]):
         shape = "x".join(map(str, tensor["shape"])) or "scalar"
         lines.append(
-            f"{tensor['name']:<{width}}  {shape:<16} {tensor['dtype']:<9} {tensor['chunks']:>6} "
+            f"{name:<{width}}  {shape:<16} {tensor['dtype']:<9} {tensor['chunks']:>6} "
             f"{tensor['bytes'] / 2**20:>9.2f}"
         )
     if description["objects"]:
-        width = max(len(o["name"]) for o in description["objects"])
+        object_names = [printable(o["name"], MAX_NAME_CHARS) for o in description["objects"]]
+        width = max(len(name) for name in object_names)
         lines.append("")
         lines.append(f"{'non-tensor entry':<{width}}  {'kind':<8} {'bytes':>9}  value")
-        for entry in description["objects"]:
-            value = repr(entry["value"]) if entry["value"] is not None else ""
+        for name, entry in zip(object_names, description["objects"]):
+            value = printable(repr(entry["value"])) if entry["value"] is not None else ""
             value = f"(not decoded: {entry['not_decoded']})" if entry["not_decoded"] else value
-            row = f"{entry['name']:<{width}}  {entry['kind']:<8} {entry['bytes']:>9}  {value}"
+            row = f"{name:<{width}}  {entry['kind']:<8} {entry['bytes']:>9}  {value}"
             lines.append(row.rstrip())
     totals = description["totals"]
-    groups = ", ".join(f"{g} {n}" for g, n in totals["by_group"].items())
+    groups = printable(", ".join(f"{printable(g, MAX_NAME_CHARS)} {n}" for g, n in totals["by_group"].items()))
     lines.append("")
     lines.append(
         f"total       {totals['tensors']} tensors ({groups}), {totals['bytes'] / 2**20:.2f} MiB "

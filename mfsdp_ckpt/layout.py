@@ -355,8 +355,10 @@ def _from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:
 
 def _is_ours(step: Path) -> bool:
     """A step mfsdp wrote: it has a manifest, or a sibling step of its run has one (then a
-    missing manifest is damage to report, not a sign of verl, whose steps never have one)."""
-    return _is_file(step / MANIFEST_FILE) or bool(list_complete_steps(step.parent))
+    missing manifest is damage to report, not a sign of verl, whose steps never have one).
+    Any entry named manifest.json counts: a FIFO or a link there is a damaged mfsdp step,
+    which validate then refuses, not a verl step to read without one."""
+    return os.path.lexists(step / MANIFEST_FILE) or bool(list_complete_steps(step.parent))
 
 
 def _role_paths(

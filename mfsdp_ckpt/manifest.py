@@ -15,11 +15,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mfsdp_ckpt import safe_files
 from mfsdp_ckpt.storage import CheckpointFileError, _check_relative_name
 
 FORMAT_VERSION = 1
 CONTENT_KINDS = ("model", "optimizer", "extra")
 _HASH_BLOCK = 8 << 20
+MAX_MANIFEST_BYTES = 64 << 20  # ~150 bytes per listed file: far past any real step
 
 
 class ManifestError(ValueError):
@@ -131,19 +133,23 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 
 
 def read_manifest(path: str | os.PathLike) -> Manifest:
+    """The manifest at `path`: a regular file in its step directory, at most
+    MAX_MANIFEST_BYTES (a FIFO or a link to /dev/zero is refused, never opened)."""
     path = Path(path)
+    if not os.path.lexists(path):
+        raise ManifestError(f"{path}: manifest is missing")
     try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ManifestError(f"{path}: manifest is missing") from None
-    except UnicodeDecodeError:
-        raise ManifestError(f"{path}: not valid UTF-8 text") from None
+        text = safe_files.read_text(path, MAX_MANIFEST_BYTES, root=path.parent)
+    except CheckpointFileError as err:
+        raise ManifestError(str(err)) from None
     return Manifest.from_json(text, source=str(path))
 
 
-def sha256_file(path: str | os.PathLike) -> str:
+def sha256_file(path: str | os.PathLike, root: str | os.PathLike | None = None) -> str:
+    """sha256 of a regular file (inside `root` when given); anything else is refused unread."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    fd = safe_files.open_regular(path, root)
+    with os.fdopen(fd, "rb") as handle:
         while block := handle.read(_HASH_BLOCK):
             digest.update(block)
     return digest.hexdigest()
@@ -155,7 +161,7 @@ def hash_files(root: str | os.PathLike, names: list[str], workers: int = 4) -> d
 
     def record(name: str) -> tuple[str, FileRecord]:
         path = root / name
-        return name, FileRecord(path.stat().st_size, sha256_file(path))
+        return name, FileRecord(path.stat().st_size, sha256_file(path, root))
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         return dict(pool.map(record, names))

@@ -9,7 +9,8 @@ reads a byte. `safe_metadata` builds these instead when the caller only reads; a
 
 Each class keeps the name, fields and pickled state layout of its DCP original
 (torch 2.x `torch/distributed/checkpoint/{metadata,filesystem}.py`), so the same bytes
-unpickle into either. They carry data only: no behaviour worth calling. What the pickle
+unpickle into either. They carry data only: no behaviour worth calling, and they are
+frozen, so nothing that reads them can change what the next reader sees. What the pickle
 names of torch itself arrives plain too (`safe_metadata`): a dtype as a
 `mfsdp_ckpt.dtypes.DType`, a `torch.Size` as a tuple, a layout as its name.
 """
@@ -21,7 +22,7 @@ from enum import Enum
 from typing import Any
 
 
-@dataclass
+@dataclass(frozen=True)
 class ChunkStorageMetadata:
     offsets: tuple[int, ...]
     sizes: tuple[int, ...]
@@ -33,7 +34,7 @@ class _MEM_FORMAT_ENCODING(Enum):  # DCP's name, as pickled
     TORCH_PRESERVE_FORMAT = 2
 
 
-@dataclass
+@dataclass(frozen=True)
 class TensorProperties:
     """DCP pickles these as a 5-tuple (its `__getstate__`); `memory_format` stays encoded."""
 
@@ -44,22 +45,25 @@ class TensorProperties:
     pin_memory: bool = False
 
     def __setstate__(self, state: tuple) -> None:
-        self.dtype, self.layout, self.requires_grad, self.memory_format, self.pin_memory = state
+        if not isinstance(state, tuple) or len(state) != 5:
+            raise ValueError("TensorProperties state is not a 5-tuple")
+        for name, value in zip(("dtype", "layout", "requires_grad", "memory_format", "pin_memory"), state):
+            object.__setattr__(self, name, value)
 
 
-@dataclass
+@dataclass(frozen=True)
 class TensorStorageMetadata:
     properties: TensorProperties
     size: tuple[int, ...]
     chunks: list[ChunkStorageMetadata]
 
 
-@dataclass
+@dataclass(frozen=True)
 class BytesStorageMetadata:
     pass
 
 
-@dataclass
+@dataclass(frozen=True)
 class StorageMeta:
     checkpoint_id: Any = None
     save_id: str | None = None
@@ -67,7 +71,7 @@ class StorageMeta:
     modules: list[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Metadata:
     state_dict_metadata: dict[str, TensorStorageMetadata | BytesStorageMetadata]
     planner_data: Any = None
@@ -86,7 +90,7 @@ class MetadataIndex:
     index: int | None = field(default=None, hash=False, compare=False)
 
 
-@dataclass
+@dataclass(frozen=True)
 class _StorageInfo:
     """Where a blob lives (`torch.distributed.checkpoint.filesystem._StorageInfo`).
     DCP leaves `None` fields out of the pickled state, hence the one class default; a

@@ -17,16 +17,19 @@ from __future__ import annotations
 import io
 import math
 import os
-import pickle
+import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mfsdp_ckpt import dtypes, plain_metadata
+from mfsdp_ckpt.blob_guard import blob_pickle, check_blob, open_blob
 from mfsdp_ckpt.errors import CheckpointFormatError, UnsafeMetadataError
 from mfsdp_ckpt.layout import DCP_METADATA_FILE
-from mfsdp_ckpt.safe_metadata import load_plain_metadata_bytes
+from mfsdp_ckpt.metadata_schema import MAX_INT
+from mfsdp_ckpt.restricted_pickle import restricted_loads
+from mfsdp_ckpt.safe_metadata import MAX_METADATA_BYTES, load_plain_metadata_bytes
 from mfsdp_ckpt.storage import ByteStore, CheckpointFileError, LocalByteStore, RangeFile
 
 if TYPE_CHECKING:
@@ -79,7 +82,6 @@ class ObjectEntry:
     transforms: tuple[str, ...] = ()
 
 
-MAX_INT = 2**63 - 1  # sizes and offsets are int64 in torch and on disk
 
 
 def _int_tuple(value: Any, what: str) -> tuple[int, ...]:
@@ -155,21 +157,45 @@ def parse_metadata(md: plain_metadata.Metadata) -> tuple[dict[str, TensorEntry],
     return tensors, objects
 
 
+def chunk_backing_problem(entry: TensorEntry, chunk: Chunk) -> str | None:
+    """Why `chunk`'s blob cannot hold the elements its metadata declares, else None. An
+    uncompressed torch.save blob holds its storage's bytes plus a zip directory, so it is
+    never shorter than them (a compressed one may be: only decoding tells)."""
+    if chunk.file is None or chunk.transforms or not chunk.numel:
+        return None
+    if chunk.length < chunk.numel * entry.dtype.itemsize:
+        return f"a blob of {chunk.length} bytes cannot hold {chunk.numel} {entry.dtype} elements"
+    return None
+
+
+MAX_LISTED_PROBLEMS = 20  # per tensor; 40,000 bad chunks are one problem said 40,000 times
+
+
 def chunk_coverage_problems(entry: TensorEntry) -> list[str]:
-    """Why the chunks do not tile the tensor exactly (empty list when they do)."""
+    """Why the chunks do not tile the tensor exactly (empty list when they do).
+
+    In bounds, pairwise disjoint and summing to the tensor's element count is an exact
+    tiling. Time is O(n log n) in the number of chunks for every layout FSDP, TP and
+    Megatron-FSDP write (slabs along one dim, grids); see `_overlaps`."""
     problems = []
+    past = 0
     for chunk in entry.chunks:
         for dim, (off, size, full) in enumerate(zip(chunk.offsets, chunk.sizes, entry.shape)):
             if off + size > full:
-                problems.append(
-                    f"chunk at {chunk.offsets} size {chunk.sizes} runs past dim {dim} ({full})"
-                )
+                past += 1
+                if len(problems) < MAX_LISTED_PROBLEMS:
+                    problems.append(f"chunk at {chunk.offsets} size {chunk.sizes} runs past dim {dim} ({full})")
                 break
+    if past > len(problems):
+        problems.append(f"{past - len(problems)} more chunks run past the tensor's shape")
     if problems:
         return problems
     nonempty = [c for c in entry.chunks if c.numel > 0]
     covered = sum(c.numel for c in nonempty)
-    if _overlaps(nonempty, len(entry.shape)):
+    overlap = _overlaps(nonempty, tuple(range(len(entry.shape))))
+    if overlap is None:
+        problems.append(f"{len(nonempty)} chunks form an irregular tiling too large to check")
+    elif overlap:
         problems.append("chunks overlap")
     elif covered < entry.numel:
         problems.append(f"chunks cover {covered} of {entry.numel} elements (gap)")
@@ -178,28 +204,59 @@ def chunk_coverage_problems(entry: TensorEntry) -> list[str]:
     return problems
 
 
-def _overlaps(chunks: list[Chunk], ndim: int) -> bool:
-    if len(chunks) < 2 or ndim == 0:
-        return len(chunks) > 1
-    varying = [
-        d for d in range(ndim)
-        if len({(c.offsets[d], c.sizes[d]) for c in chunks}) > 1
-    ]
-    if len(varying) <= 1:  # slabs along one dim (how FSDP shards): a sort decides it
-        dim = varying[0] if varying else 0
-        spans = sorted((c.offsets[dim], c.offsets[dim] + c.sizes[dim]) for c in chunks)
-        return any(nxt[0] < prev[1] for prev, nxt in zip(spans, spans[1:]))
-    for i, a in enumerate(chunks):
-        for b in chunks[i + 1 :]:
-            if all(
-                a.offsets[d] < b.offsets[d] + b.sizes[d] and b.offsets[d] < a.offsets[d] + a.sizes[d]
-                for d in range(ndim)
-            ):
+_PAIRWISE_BUDGET = 1_000_000  # chunk pairs compared one by one, at most (about a second)
+
+
+def _overlaps(chunks: list[Chunk], dims: tuple[int, ...]) -> bool | None:
+    """Whether two of these non-empty chunks share an element (None: too irregular to tell).
+
+    Splits on a dim along which the chunks' distinct spans are disjoint (sorting decides
+    that), then asks the same of each group of chunks sharing one span, on the other dims.
+    Slabs and grids split all the way down: O(n log n) per dim. Chunks identical on every
+    dim overlap. Only spans that partly overlap on every remaining dim fall back to
+    comparing pairs, within a fixed budget."""
+    pending = [(chunks, dims)]
+    pairs = 0
+    while pending:
+        group, remaining = pending.pop()
+        if len(group) < 2:
+            continue
+        if not remaining:
+            return True  # same span on every dim
+        for dim in remaining:
+            spans: dict[tuple[int, int], list[Chunk]] = {}
+            for chunk in group:
+                spans.setdefault((chunk.offsets[dim], chunk.sizes[dim]), []).append(chunk)
+            ordered = sorted(spans)
+            if all(a[0] + a[1] <= b[0] for a, b in zip(ordered, ordered[1:])):
+                rest = tuple(d for d in remaining if d != dim)
+                pending.extend((members, rest) for members in spans.values())
+                break
+        else:
+            pairs += len(group) * (len(group) - 1) // 2
+            if pairs > _PAIRWISE_BUDGET:
+                return None
+            if _any_pair_overlaps(group, remaining):
                 return True
     return False
 
 
-def _decode_blob(raw: bytes, transforms: tuple[str, ...], where: str) -> io.BytesIO:
+def _any_pair_overlaps(chunks: list[Chunk], dims: tuple[int, ...]) -> bool:
+    for i, a in enumerate(chunks):
+        for b in chunks[i + 1 :]:
+            if all(a.offsets[d] < b.offsets[d] + b.sizes[d] and b.offsets[d] < a.offsets[d] + a.sizes[d]
+                   for d in dims):
+                return True
+    return False
+
+
+BLOB_OVERHEAD = 1 << 20  # zip directory and pickle around a tensor's bytes, generously
+MAX_OBJECT_BYTES = 1 << 30  # a non-tensor value (RNG states, loader state) decoded from its transforms
+
+
+def decode_blob(raw: bytes, transforms: tuple[str, ...], where: str, limit: int = MAX_OBJECT_BYTES) -> io.BytesIO:
+    """The blob with its transforms (compression, ...) undone, refusing output past `limit`
+    bytes: a compressed blob may expand without bound."""
     if not transforms:
         return io.BytesIO(raw)
     try:
@@ -208,67 +265,75 @@ def _decode_blob(raw: bytes, transforms: tuple[str, ...], where: str) -> io.Byte
         stream: Any = io.BytesIO(raw)
         for extension in reversed(ExtensionRegistry().from_descriptor_list(list(transforms))):
             stream = extension.transform_from(stream)
-        return io.BytesIO(stream.read())
+        data = stream.read(limit + 1)
     except Exception as err:
         raise CheckpointFormatError(f"{where}: cannot decode transforms {transforms}: {err}") from None
+    if len(data) > limit:
+        raise CheckpointFormatError(f"{where}: blob expands past {limit} bytes when decoded")
+    return io.BytesIO(data)
 
 
-def load_blob(raw: bytes, transforms: tuple[str, ...], where: str) -> Any:
-    """torch.load with weights_only: tensors and plain containers only, never code."""
+def load_blob(raw: bytes, transforms: tuple[str, ...], where: str, limit: int = MAX_OBJECT_BYTES) -> Any:
+    """torch.load with weights_only (tensors and plain containers only, never code), after
+    blob_guard's structure checks."""
     import torch
 
     try:
-        return torch.load(_decode_blob(raw, transforms, where), map_location="cpu", weights_only=True)
+        decoded = decode_blob(raw, transforms, where, limit)
+        check_blob(decoded, len(decoded.getbuffer()), where)
+        return torch.load(decoded, map_location="cpu", weights_only=True)
     except CheckpointFormatError:
         raise
     except Exception as err:
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise CheckpointFormatError(f"{where}: unreadable blob ({first_line})") from None
+        raise CheckpointFormatError(f"{where}: unreadable blob ({first_line[:200]})") from None
 
 
 def _load_streamed(file: RangeFile, where: str) -> Any:
-    """`load_blob` over a ranged file (weights_only too); storage errors keep their message."""
+    """`load_blob` over a ranged file (weights_only too), for a blob `_stored_layout` has
+    already checked; storage errors keep their message."""
     import torch
 
     try:
         return torch.load(file, map_location="cpu", weights_only=True)
-    except CheckpointFileError:
+    except (CheckpointFileError, CheckpointFormatError):
         raise
     except Exception as err:
         cause = err.__context__ if isinstance(err.__context__, CheckpointFileError) else None
         if cause is not None:
             raise cause from None
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise CheckpointFormatError(f"{where}: unreadable blob ({first_line})") from None
+        raise CheckpointFormatError(f"{where}: unreadable blob ({first_line[:200]})") from None
 
 
-class _LayoutUnpickler(pickle.Unpickler):
-    """Reads the pickle of one torch.save'd tensor as plain data. Only the globals such a
-    pickle names are admitted, each replaced by a harmless stand-in; any other global
-    (or any other shape of pickle) makes `_tensor_layout` answer None."""
+def _rebuild_tensor_layout(storage: Any, offset: Any, size: Any, stride: Any, *rest: Any) -> tuple:
+    """Stand-in for torch._utils._rebuild_tensor_v2: the tensor's layout as plain data."""
+    return storage, offset, size, stride
 
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
-            return lambda storage, offset, size, stride, *rest: (storage, offset, tuple(size), tuple(stride))
-        if (module, name) == ("collections", "OrderedDict"):
-            return dict
-        if module == "torch" and name in dtypes.BY_STORAGE:  # typed storage classes, by the dtype they hold
-            return dtypes.BY_STORAGE[name]
-        raise pickle.UnpicklingError(f"{module}.{name}")
 
-    def persistent_load(self, pid: Any) -> Any:
-        return pid  # ("storage", dtype, key, location, numel)
+# The globals a torch.save'd tensor's pickle names, each replaced by a harmless stand-in.
+_LAYOUT_GLOBALS: dict[tuple[str, str], object] = {
+    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_layout,
+    ("collections", "OrderedDict"): dict,
+    **{("torch", name): dtype for name, dtype in dtypes.BY_STORAGE.items()},  # typed storages, by dtype
+}
+_LAYOUT_MAX_OPS = 1000  # a tensor's pickle has ~30 opcodes
 
 
 def _tensor_layout(data: bytes) -> tuple | None:
-    """(dtype, storage numel, storage offset, size, stride) of a plain tensor pickle, else None."""
+    """(dtype, storage numel, storage offset, size, stride) of a plain tensor pickle, else None.
+    Read with the restricted unpickler: data only, a few opcodes, no memo to inflate."""
     try:
-        value = _LayoutUnpickler(io.BytesIO(data)).load()
+        value = restricted_loads(data, _LAYOUT_GLOBALS, max_ops=_LAYOUT_MAX_OPS, persistent_load=lambda pid: pid)
         storage, offset, size, stride = value
         kind, dtype, _key, _location, numel = storage
     except Exception:
         return None
     if kind != "storage" or not isinstance(dtype, dtypes.DType):
+        return None
+    if not all(isinstance(v, tuple) and all(_is_index(i) for i in v) for v in (size, stride)):
+        return None
+    if not (_is_index(offset) and _is_index(numel)):
         return None
     return dtype, numel, offset, size, stride
 
@@ -296,6 +361,8 @@ class CheckpointReader:
         where = str(self.root / DCP_METADATA_FILE)
         if size is None:
             raise CheckpointFileError(f"{where}: file is missing (not a DCP checkpoint)")
+        if size > MAX_METADATA_BYTES:  # refused before reading: a sparse file can claim any size
+            raise UnsafeMetadataError(f"{where}: {size} bytes, more than the {MAX_METADATA_BYTES} DCP metadata may have")
         raw = self.store.read_range(DCP_METADATA_FILE, 0, size)
         self.metadata = load_plain_metadata_bytes(raw, source=where)
         try:
@@ -329,16 +396,43 @@ class CheckpointReader:
             raise CheckpointFormatError(f"{where}: chunk at {chunk.offsets} has no storage entry")
         if chunk.transforms:
             raw = self.store.read_range(chunk.file, chunk.file_offset, chunk.length)
-            value = load_blob(raw, chunk.transforms, where)
+            value = load_blob(raw, chunk.transforms, where, limit=chunk.numel * entry.dtype.itemsize + BLOB_OVERHEAD)
         else:  # stream: the payload lands in the tensor's memory with no second copy
-            value = _load_streamed(RangeFile(self.store, chunk.file, chunk.file_offset, chunk.length), where)
+            blob = RangeFile(self.store, chunk.file, chunk.file_offset, chunk.length)
+            self._stored_layout(entry, chunk, blob, where)
+            blob.seek(0)
+            value = _load_streamed(blob, where)
         if not isinstance(value, torch.Tensor):
             raise CheckpointFormatError(f"{where}: blob holds {type(value).__name__}, not a tensor")
+        if value.dtype != entry.dtype.torch:  # never cast silently: the bytes mean something else
+            raise CheckpointFormatError(f"{where}: blob holds {value.dtype} data, metadata says {entry.dtype}")
         if tuple(value.shape) != chunk.sizes:
             raise CheckpointFormatError(
                 f"{where}: chunk holds shape {tuple(value.shape)}, metadata says {chunk.sizes}"
             )
         return value
+
+    def _stored_layout(self, entry: TensorEntry, chunk: Chunk, blob: RangeFile, where: str
+                       ) -> tuple[tuple, zipfile.ZipInfo] | None:
+        """The layout of a chunk's blob and its one data record, checked against the metadata
+        before anything is allocated: the dtype it holds (int64 bytes under a float32 name are
+        refused, not cast), its shape, and a record exactly as large as its storage claims.
+        None when the pickle is not the plain one-tensor shape (torch.load then decides)."""
+        archive = open_blob(blob, chunk.length, where)
+        layout = _tensor_layout(blob_pickle(archive, where))
+        if layout is None:
+            return None
+        dtype, numel, _offset, size, _stride = layout
+        if dtype != entry.dtype:
+            raise CheckpointFormatError(f"{where}: blob holds {dtype} data, metadata says {entry.dtype}")
+        if size != chunk.sizes:
+            raise CheckpointFormatError(f"{where}: chunk holds shape {size}, metadata says {chunk.sizes}")
+        records = [i for i in archive.infolist() if "/data/" in i.filename and not i.filename.endswith("/")]
+        if len(records) != 1 or records[0].file_size != numel * dtype.itemsize:
+            raise CheckpointFormatError(
+                f"{where}: blob's storage claims {numel} {dtype} elements but holds"
+                f" {sum(r.file_size for r in records)} bytes")
+        return layout, records[0]
 
     def raw_payload_offset(self, entry: TensorEntry, chunk: Chunk) -> int | None:
         """Where in `chunk.file` the chunk's raw little-endian bytes start, when its blob holds
@@ -351,33 +445,27 @@ class CheckpointReader:
         if chunk.transforms or chunk.file is None or chunk.numel == 0:
             return None
         import struct
-        import zipfile
 
         blob = RangeFile(self.store, chunk.file, chunk.file_offset, chunk.length)
         try:
+            stored = self._stored_layout(entry, chunk, blob, self._where(entry.name, chunk.file))
+            expected = (entry.dtype, chunk.numel, 0, chunk.sizes, _contiguous_strides(chunk.sizes))
+            if stored is None or stored[0] != expected:
+                return None
+            record = stored[1]
             archive = zipfile.ZipFile(blob)
-            pickles = [i for i in archive.infolist() if i.filename.endswith("/data.pkl")]
-            if len(pickles) != 1:
-                return None
-            layout = _tensor_layout(archive.read(pickles[0]))
-            nbytes = chunk.numel * entry.dtype.itemsize
-            if layout is None or layout != (entry.dtype, chunk.numel, 0, chunk.sizes, _contiguous_strides(chunk.sizes)):
-                return None
-            records = [i for i in archive.infolist() if "/data/" in i.filename and not i.filename.endswith("/")]
             orders = [i for i in archive.infolist() if i.filename.endswith("/byteorder")]
-            if len(records) != 1 or records[0].compress_type != zipfile.ZIP_STORED or records[0].file_size != nbytes:
-                return None
             if orders and archive.read(orders[0]) != b"little":
                 return None
-            blob.seek(records[0].header_offset)
+            blob.seek(record.header_offset)
             local = blob.read(30)
             if len(local) != 30 or local[:4] != b"PK\x03\x04":
                 return None
             name_len, extra_len = struct.unpack("<HH", local[26:30])
-            return chunk.file_offset + records[0].header_offset + 30 + name_len + extra_len
+            return chunk.file_offset + record.header_offset + 30 + name_len + extra_len
         except CheckpointFileError:
             raise
-        except Exception:  # anything unusual: the caller takes the ordinary (decoding) path
+        except Exception:  # anything unusual: the caller takes the ordinary (decoding) path, which refuses
             return None
 
     def _check_stored(self, entry: TensorEntry, chunk: Chunk) -> None:
@@ -395,10 +483,9 @@ class CheckpointReader:
                 f"{where}: needs bytes [{chunk.file_offset}, {chunk.file_offset + chunk.length}) but the file has"
                 f" {size} (truncated?)"
             )
-        if not chunk.transforms and chunk.length < chunk.numel * entry.dtype.itemsize:
-            raise CheckpointFormatError(
-                f"{where}: a blob of {chunk.length} bytes cannot hold {chunk.numel} {entry.dtype} elements"
-            )
+        problem = chunk_backing_problem(entry, chunk)
+        if problem:
+            raise CheckpointFormatError(f"{where}: {problem}")
 
     def read_tensor(self, name: str) -> torch.Tensor:
         """The full tensor, stitched from its chunks (one chunk in memory at a time)."""
@@ -414,7 +501,7 @@ class CheckpointReader:
             if chunk.numel:
                 self._check_stored(entry, chunk)
         if len(entry.chunks) == 1 and entry.chunks[0].sizes == entry.shape:
-            return self.read_chunk(entry, entry.chunks[0]).to(entry.dtype.torch).contiguous()
+            return self.read_chunk(entry, entry.chunks[0]).contiguous()
         out = torch.empty(entry.shape, dtype=entry.dtype.torch)
         for chunk in entry.chunks:
             if chunk.numel == 0:
@@ -450,5 +537,6 @@ __all__ = [
     "ObjectEntry",
     "TensorEntry",
     "UnsafeMetadataError",
+    "chunk_backing_problem",
     "chunk_coverage_problems",
 ]

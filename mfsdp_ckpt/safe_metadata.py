@@ -4,7 +4,10 @@
 `pickle.load` of a file from someone else's checkpoint can execute anything, so this
 unpickler admits only the handful of classes DCP itself writes and refuses every other
 global by name. Callables are never admitted, except `torch.Size` (a tuple of ints) and
-torch's layout lookup, which is wrapped so it can only return a layout.
+torch's layout lookup, which is wrapped so it can only return a layout. The unpickler is
+`restricted_pickle`'s: fresh objects only (nothing admitted can be mutated), a bounded
+opcode count, and a file of at most MAX_METADATA_BYTES; what it returns must then match
+DCP's shape exactly (`metadata_schema`).
 
 Two class tables, one unpickler: `load_plain_metadata_bytes` builds the plain stand-ins
 of `mfsdp_ckpt.plain_metadata` (for the offline reader: importing DCP costs seconds of
@@ -17,22 +20,24 @@ imports no torch at all (~1.5 s of export start-up, docs/benchmarks.md).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import io
-import pickle
 from collections import OrderedDict
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from mfsdp_ckpt import dtypes, plain_metadata
+from mfsdp_ckpt import dtypes, metadata_schema, plain_metadata, safe_files
 from mfsdp_ckpt.errors import UnsafeMetadataError
+from mfsdp_ckpt.restricted_pickle import PickleRefused, restricted_loads
 
 if TYPE_CHECKING:
     import torch
     from torch.distributed.checkpoint.metadata import Metadata
 
-MAX_METADATA_BYTES = 1 << 30  # a 1 GiB .metadata would describe ~10M tensors: refuse beyond
+# A .metadata costs ~144 bytes per chunk (scripts/pickle_budget.py): 256 MiB is far past what
+# the opcode limit admits anyway, and a larger (or sparse) file is refused before it is read.
+MAX_METADATA_BYTES = 256 << 20
 
 _DCP_METADATA_MODULE = "torch.distributed.checkpoint.metadata"
 _DCP_FILESYSTEM_MODULE = "torch.distributed.checkpoint.filesystem"
@@ -48,16 +53,18 @@ _DCP_METADATA_CLASSES = (
 )
 
 
-# torch's layouts (`torch.strided`, ...), by the names `_get_layout` is pickled with
-_LAYOUT_NAMES = frozenset(f"torch.{name}" for name in (
-    "strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "_mkldnn", "jagged"))
+# torch's layouts (`torch.strided`, ...), by the names `_get_layout` is pickled with; the
+# values are the canonical strings the plain table hands out (the schema compares identity)
+_LAYOUTS = {name: name for name in (f"torch.{layout}" for layout in (
+    "strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "_mkldnn", "jagged"))}
+_LAYOUT_NAMES = frozenset(_LAYOUTS)
 
 
 def _layout_name(name: str) -> str:
     """Stand-in for torch.serialization._get_layout: only ever yields a known layout's name."""
-    if not isinstance(name, str) or name not in _LAYOUT_NAMES:
-        raise UnsafeMetadataError(f"layout name {name!r} is not a torch layout")
-    return name
+    if not isinstance(name, str) or name not in _LAYOUTS:
+        raise UnsafeMetadataError(f"layout name {name!r:.80} is not a torch layout")
+    return _LAYOUTS[name]
 
 
 def _layout_by_name(name: str) -> torch.layout:
@@ -108,32 +115,17 @@ def _dcp_classes() -> dict[tuple[str, str], object]:
     return _class_table(dcp_metadata, _StorageInfo, torch_globals)
 
 
-class _RestrictedUnpickler(pickle._Unpickler):
-    """The pure-Python unpickler: its memo is a dict. The C unpickler's memo is an array
-    sized by the largest index a PUT opcode names, so a 9-byte file with
-    `LONG_BINPUT 0x7fffffff` makes it allocate and zero 16 GiB (about 10x slower to
-    parse, which for DCP metadata is milliseconds to seconds).
-
-    `allowed` maps (module, name) to the object a global resolves to; anything else is refused."""
-
-    def __init__(self, file: io.BytesIO, allowed: dict[tuple[str, str], object]):
-        super().__init__(file)
-        self.allowed = allowed
-
-    def find_class(self, module: str, name: str) -> object:
-        try:
-            return self.allowed[(module, name)]
-        except KeyError:
-            raise UnsafeMetadataError(
-                f"refusing to load global {module}.{name}: not a DCP metadata type"
-            ) from None
+def _records(allowed: dict[tuple[str, str], object]) -> tuple[type, ...]:
+    """The record classes of a table: the only things a pickle may create and fill."""
+    return tuple(v for v in allowed.values() if isinstance(v, type) and dataclasses.is_dataclass(v))
 
 
 def _unpickle(data: bytes, source: str, allowed: dict[tuple[str, str], object]) -> Any:
-    """The Metadata object in `data`, built from `allowed` only; `source` names the file in errors."""
+    """The Metadata object in `data`, built from `allowed` only (see restricted_pickle) and
+    checked against the schema; `source` names the file in errors."""
     try:
-        result = _RestrictedUnpickler(io.BytesIO(data), allowed).load()
-    except UnsafeMetadataError as err:
+        result = restricted_loads(data, allowed, _records(allowed))
+    except (PickleRefused, UnsafeMetadataError) as err:
         raise UnsafeMetadataError(f"{source}: {err}") from None
     except Exception as err:  # any damage in the pickle stream: truncated, bad opcode, bad args
         detail = str(err) or ("the file ends early (truncated?)" if isinstance(err, EOFError) else "")
@@ -144,8 +136,10 @@ def _unpickle(data: bytes, source: str, allowed: dict[tuple[str, str], object]) 
         raise UnsafeMetadataError(
             f"{source}: holds a {type(result).__name__}, not DCP Metadata"
         )
-    if not isinstance(getattr(result, "state_dict_metadata", None), dict):
-        raise UnsafeMetadataError(f"{source}: Metadata has no state_dict_metadata table")
+    try:
+        metadata_schema.check(result, allowed)
+    except UnsafeMetadataError as err:
+        raise UnsafeMetadataError(f"{source}: {err}") from None
     return result
 
 
@@ -160,9 +154,8 @@ def load_metadata_bytes(data: bytes, source: str = "<bytes>") -> Metadata:
 
 
 def load_metadata(path: str | Path) -> Metadata:
-    """Read a `.metadata` file safely (see module docstring) into DCP's own `Metadata`."""
+    """Read a `.metadata` file safely (see module docstring) into DCP's own `Metadata`:
+    a regular file inside its own directory, at most MAX_METADATA_BYTES, read once."""
     path = Path(path)
-    size = path.stat().st_size
-    if size > MAX_METADATA_BYTES:
-        raise UnsafeMetadataError(f"{path}: {size} bytes is too large for DCP metadata")
-    return load_metadata_bytes(path.read_bytes(), source=str(path))
+    data = safe_files.read_bytes(path, MAX_METADATA_BYTES, root=path.parent)
+    return load_metadata_bytes(data, source=str(path))

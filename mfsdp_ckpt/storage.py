@@ -118,14 +118,16 @@ class LocalByteStore:
             raise CheckpointFileError(f"{path}: symlink points outside the checkpoint ({real})")
         return path
 
+    def _open(self, path: str) -> int:
+        """A descriptor of a regular file inside the root (safe_files: no FIFO, device or
+        directory is ever opened, so a crafted shard cannot hang or stream forever)."""
+        from mfsdp_ckpt import safe_files  # it imports this module's error type
+
+        return safe_files.open_regular(path, self.root)
+
     def _open_checked(self, name: str, offset: int, length: int) -> tuple[str, int]:
         path = self._path(name)
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            raise CheckpointFileError(f"{path}: file is missing") from None
-        except OSError as err:
-            raise CheckpointFileError(f"{path}: unreadable ({err.strerror})") from None
+        fd = self._open(path)
         size = os.fstat(fd).st_size
         if offset < 0 or length < 0 or offset + length > size:
             os.close(fd)
@@ -137,11 +139,7 @@ class LocalByteStore:
 
     def open_fd(self, name: str) -> int:
         """A read-only descriptor of `name` (for copy_file_range); the caller closes it."""
-        path = self._path(name)
-        try:
-            return os.open(path, os.O_RDONLY)
-        except OSError as err:
-            raise CheckpointFileError(f"{path}: {'file is missing' if err.errno == 2 else err.strerror}") from None
+        return self._open(self._path(name))
 
     def read_into(self, name: str, offset: int, buffer: memoryview) -> None:
         """pread straight into `buffer` (a tensor's memory): no intermediate bytes object."""
@@ -173,14 +171,28 @@ class LocalByteStore:
             os.close(fd)
 
     def size(self, name: str) -> int | None:
-        try:
-            return os.stat(self._path(name)).st_size
-        except FileNotFoundError:
+        """Bytes in `name`; None when it is missing. Anything but a regular file is refused."""
+        from mfsdp_ckpt import safe_files
+
+        path = self._path(name)
+        if not os.path.lexists(path):
             return None
+        return os.stat(safe_files.regular_file(path, self.root)).st_size
+
+    MAX_DEPTH = 64  # a checkpoint nests two or three levels; a 1,500-deep chain is crafted
 
     def list_files(self) -> list[str]:
-        names = []
-        for dirpath, _dirnames, filenames in os.walk(self.root):
-            for filename in filenames:
-                names.append(os.path.relpath(os.path.join(dirpath, filename), self.root))
+        """Every file under the root, by relative name. Iterative, not following symlinks to
+        directories, and refusing nesting past MAX_DEPTH (os.walk recurses: RecursionError)."""
+        names, pending = [], [(self.root, 0)]
+        while pending:
+            directory, depth = pending.pop()
+            if depth > self.MAX_DEPTH:
+                raise CheckpointFileError(f"{directory}: nested deeper than {self.MAX_DEPTH} directories")
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append((entry.path, depth + 1))
+                    elif not entry.is_dir():  # a link to a directory is not listed (as os.walk)
+                        names.append(os.path.relpath(entry.path, self.root))
         return sorted(names)

@@ -21,7 +21,13 @@ from pathlib import Path
 from mfsdp_ckpt import layout, names, safe_files
 from mfsdp_ckpt.lora import check_base_model
 from mfsdp_ckpt.manifest import Manifest, ManifestError, hash_files, read_manifest, sha256_file
-from mfsdp_ckpt.reader import CheckpointFormatError, CheckpointReader, chunk_coverage_problems
+from mfsdp_ckpt.printable import printable
+from mfsdp_ckpt.reader import (
+    CheckpointFormatError,
+    CheckpointReader,
+    chunk_backing_problem,
+    chunk_coverage_problems,
+)
 from mfsdp_ckpt.safe_metadata import UnsafeMetadataError
 from mfsdp_ckpt.storage import CheckpointFileError
 
@@ -38,7 +44,8 @@ class Finding:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.severity}: {self.where}: {self.message}"
+        """One terminal line, whatever names from the checkpoint it quotes."""
+        return printable(f"{self.severity}: {self.where}: {self.message}")
 
 
 @dataclass
@@ -115,6 +122,7 @@ def validate_paths(
     report.tensor_bytes = sum(e.nbytes for e in reader.tensors.values())
     _check_files(paths, reader, manifest, report)
     _check_chunks(reader, report)
+    _check_backing(reader, report)
     _check_contents(paths, reader, manifest, report)
     _check_optimizer(reader, report)
     if manifest is None or manifest.lora is None:  # a LoRA step holds adapters, not the config's weights
@@ -234,10 +242,11 @@ def _check_files(paths, reader: CheckpointReader, manifest: Manifest | None, rep
         report.files = len(needed) + 1
         return
     report.files = len(manifest.files)
+    reported = {f.where for f in report.findings}  # a set: 100,000 listed files stay linear
     for name, record in sorted(manifest.files.items()):
         file = paths.step_dir / name
         if not file.is_file():
-            if not any(f.where == str(file) for f in report.findings):
+            if str(file) not in reported:
                 report.add(ERROR, file, "listed in the manifest but missing")
         elif file.stat().st_size != record.size:
             report.add(ERROR, file, f"has {file.stat().st_size} bytes, manifest says {record.size}")
@@ -295,6 +304,17 @@ def _parameter_name(model_key: str) -> str:
     """`model.module.decoder.layers.0.mlp.linear_fc1.weight_w` ->
     `decoder.layers.0.mlp.linear_fc1.weight_w`: the name both the model state and every optimizer's state agree on, wrappers removed."""
     return names.hf_name(model_key.split(".", 1)[1])
+
+
+def _check_backing(reader: CheckpointReader, report: ValidationReport) -> None:
+    """Each chunk's blob must be able to hold the bytes its metadata declares (no file is
+    read: a tensor claiming 1 TiB over a 1 KB blob is caught by the cheap checks)."""
+    for entry in reader.tensors.values():
+        for chunk in entry.chunks:
+            problem = chunk_backing_problem(entry, chunk)
+            if problem:
+                report.add(ERROR, f"{reader.root / layout.DCP_METADATA_FILE} [{entry.name}]", problem)
+                break
 
 
 def _check_contents(paths, reader: CheckpointReader, manifest: Manifest | None, report) -> None:
@@ -387,7 +407,7 @@ def _check_against_config(
 
     try:
         safe_files.regular_file(config_file, root=None if hf_config is not None else paths.root)
-        expected = expected_weights_for(config_file)
+        expected = expected_weights_for(config_file, root=None if hf_config is not None else paths.root)
     except CheckpointFileError as err:
         report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
         return
@@ -429,8 +449,13 @@ def _check_mapped_against_config(
 def _check_hashes(paths, manifest: Manifest, report: ValidationReport) -> None:
     for name, record in sorted(manifest.files.items()):
         file = paths.step_dir / name
-        if file.is_file() and file.stat().st_size == record.size and sha256_file(file) != record.sha256:
-            report.add(ERROR, file, _HASH_MISMATCH)
+        if not file.is_file() or file.stat().st_size != record.size:
+            continue  # reported by _check_files
+        try:
+            if sha256_file(file, paths.step_dir) != record.sha256:
+                report.add(ERROR, file, _HASH_MISMATCH)
+        except CheckpointFileError as err:  # a link out of the step or a special file: never read
+            report.add(ERROR, file, str(err).split(": ", 1)[-1])
 
 
 MAX_OBJECT_CHECK_BYTES = 64 << 20  # larger non-tensor blobs are checked for size only

@@ -33,7 +33,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from tests import reliability_support as rs  # noqa: E402
 
-PYTEST_SUITES = ("tests/test_reliability_hostile.py", "tests/test_reliability_fuzz.py")
+PYTEST_SUITES = ("tests/test_reliability_hostile.py", "tests/test_reliability_fuzz.py",
+                 "tests/test_reliability_limits.py", "tests/test_reliability_opcode_fuzz.py")
 
 
 def cell(text: str, scratch: Path, limit: int = 140) -> str:
@@ -164,13 +165,35 @@ def render(sections: dict[str, tuple[list[str], int]], seconds: float) -> str:
         "|---|---|---|---|---|",
         *sections["bad"][0],
         "",
-        "## Hostile allocations and fuzzing (pytest suites)",
+        "## Hostile bytes, allocations and fuzzing (pytest suites)",
         "",
         "`tests/test_reliability_hostile.py` measures peak RSS growth (getrusage, fresh process) while",
         "the reader refuses metadata that would allocate: a 9-byte pickle naming memo slot 2**28, a 10 TB",
         "tensor, 512 GB tiled over a few bytes, offsets past int64. `tests/test_reliability_fuzz.py` runs",
         "11,000 derandomized hypothesis cases over `.metadata` bytes, generated pickles of the allowed",
         "DCP types with absurd values, and manifest JSON: each must parse or raise a documented error.",
+        "",
+        "`tests/test_reliability_limits.py` plants hostile bytes by class, each class as several generated",
+        "instances, and runs `validate` (cheap and `--deep`), `inspect` and `export-hf` on them in one",
+        "process capped at its size after imports + 1.5 GiB of address space (RLIMIT_AS), 30 s per",
+        "command: (1) BUILD/SETITEM/APPEND on every global either class table admits, which must be",
+        "refused with the dtype table unchanged; (2) opcode floods at the 12,000,000-opcode limit of",
+        "`.metadata` (each object-making opcode retains at most ~72 bytes: `scripts/pickle_budget.py`),",
+        "memo indices near 2**31, a key nested 100,000 tuples deep, sparse 300 MiB and 3 GiB `.metadata`",
+        "(the limit is 256 MiB), blob pickles flooded or with huge memo indices, a DEFLATE-compressed",
+        "data.pkl inflating to 256 MiB, 5,000 zip members, a storage claiming more than its record,",
+        "40,000 chunks as slabs, 10,000 as a grid",
+        "and as an irregular staircase, a manifest listing 100,000 missing files, names of 5,000 and 200,000",
+        "characters; (3) a FIFO, `/dev/zero`, a directory or a link out of the checkpoint where",
+        "`.metadata`, `manifest.json` or a shard belongs; (4) tensors claiming up to 1 TiB over a small",
+        "blob, and blobs holding int32/int64/float64/complex64 data under a float32 name; (5) tensor",
+        "names with ANSI escapes, newlines, bidi overrides and NULs. A case passes when every command",
+        "refuses with one `error:` line (validate: its findings and INVALID verdict), exit 1 or 2, no",
+        "exception (MemoryError and TimeoutError included), bounded output, and no export left behind.",
+        "`tests/test_reliability_opcode_fuzz.py` cuts real `.metadata` and blob `data.pkl` pickles into",
+        "opcodes and mutates them as programs (delete, repeat, swap, insert attack opcodes and gadgets),",
+        "2,800 derandomized cases under the same address-space limit: each parses or raises a documented",
+        "error, and the dtype table is unchanged after every case.",
         "",
         "| Suite | Test | Time | Result |",
         "|---|---|---|---|",
