@@ -49,6 +49,7 @@ from mfsdp_ckpt.name_maps import (
     HF,
     LAYOUTS,
     MCORE,
+    MCORE_IMPORT_FAMILIES,
     MCORE_NORMS,
     Geometry,
     ImportItem,
@@ -129,6 +130,9 @@ def plan_model_import(hf_dir: Path, *, layout_name: str = MCORE, dtype: str = "a
         raise ImportUsageError(f"{hf_dir}: no config.json; not a Hugging Face model dir")
     try:
         config = load_config(hf_dir / "config.json")
+        if config.model_type not in MCORE_IMPORT_FAMILIES:
+            raise ImportUsageError(f"{hf_dir}: model family {config.model_type!r} has no mcore name table"
+                                   f" (import-hf reads {', '.join(sorted(MCORE_IMPORT_FAMILIES))})")
         expected = expected_weights_for(hf_dir)
         source = SafetensorsSource(hf_dir)
     except HFConfigError as err:
