@@ -2,64 +2,68 @@
 
 `dcp.save` plans over the whole state dict, so every tensor must be in memory (or at
 least referenced) before the first byte is written. Import has the opposite shape: a
-tensor exists only between its read and its write. This writer produces the same files
-`dcp.save` with torch's FileSystemWriter does on one rank, but item by item:
+tensor exists only between its read and its write, or not at all when its bytes go file
+to file in the kernel. This writer produces what `dcp.save` with torch's
+FileSystemWriter produces on one rank, item by item:
 
-* each tensor is `torch.save`d into the data file at the current position, exactly as
-  FileSystemWriter's `_write_item` does, and its (offset, length) recorded;
+* each tensor is a `torch.save` blob appended to the data file (`torch_save_format`); its
+  payload is written by the caller at a given file offset (`copy_file_range` from the
+  source, or a tensor's bytes), so the writer never holds it;
 * a non-tensor value (Megatron-LM's `checkpoint_version`, `iteration`) is a torch.save'd
   BYTE_IO blob, as DCP stores any non-tensor leaf;
-* at the end `.metadata` is DCP's own `Metadata` (each tensor one whole chunk, planner
-  data mapping flat keys to their nested path, storage data to file ranges), pickled as
-  FileSystemWriter pickles it, after the data file is fsynced.
+* at the end `.metadata` is DCP's `Metadata` (each tensor one whole chunk, planner data
+  mapping flat keys to their nested path, storage data to file ranges), written after the
+  data file is fsynced.
 
 So `dcp.load`, Megatron-LM's fsdp_dtensor load and our offline reader read it as they
-read any single-rank save. Every byte written is hashed on the way (`_HashingStream`),
-so a manifest costs no second pass.
+read any single-rank save, and none of this imports torch.
 """
 
 from __future__ import annotations
 
-import io
+import math
 import os
-import pickle
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch.distributed.checkpoint.filesystem import CURRENT_DCP_VERSION, _StorageInfo
-from torch.distributed.checkpoint.metadata import (
-    BytesStorageMetadata,
-    ChunkStorageMetadata,
-    Metadata,
-    MetadataIndex,
-    StorageMeta,
-    TensorProperties,
-    TensorStorageMetadata,
+from mfsdp_ckpt import plain_metadata
+from mfsdp_ckpt.dtypes import BY_NAME, DType
+from mfsdp_ckpt.layout import DCP_METADATA_FILE, fsync_path
+from mfsdp_ckpt.torch_save_format import (
+    MAX_BLOB_BYTES,
+    BlobLayout,
+    Size,
+    dump_metadata,
+    object_blob,
+    tensor_metadata,
+    tensor_pickle,
 )
 
-from mfsdp_ckpt.dcp_writer import _HashingStream
-from mfsdp_ckpt.layout import DCP_METADATA_FILE, fsync_path
-from mfsdp_ckpt.manifest import FileRecord
+if TYPE_CHECKING:
+    import torch
 
 DATA_FILE = "__0_0.distcp"  # what rank 0's first writer thread names its file
+DCP_VERSION = "1.0.0"  # torch.distributed.checkpoint.filesystem.CURRENT_DCP_VERSION
+_PWRITE_MAX = 1 << 30
+FillPayload = Callable[[int, int], None]  # (data file fd, absolute offset) -> payload written there
 
 
 class StreamingDcpWriter:
     """Append items to one `.distcp` file, then `finish()` writes `.metadata`.
 
-    Keys are nested paths as the state dict would hold them: ("model", "module.decoder...")
-    is stored under the flat key "model.module.decoder..." like DCP's flatten_state_dict.
+    Paths are nested state-dict paths: ("model", "module.decoder...") is stored under the
+    flat key "model.module.decoder..." as DCP's flatten_state_dict names it.
     """
 
     def __init__(self, dist_ckpt_dir: str | os.PathLike):
         self.root = Path(dist_ckpt_dir)
         self.root.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.root / DATA_FILE, "wb")
-        self._stream = _HashingStream(self._file)
-        self._tensors: dict[str, TensorStorageMetadata | BytesStorageMetadata] = {}
-        self._storage: dict[MetadataIndex, _StorageInfo] = {}
+        self.fd = os.open(self.root / DATA_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        self.size = 0
+        self._entries: dict[str, Any] = {}
+        self._storage: dict[plain_metadata.MetadataIndex, plain_metadata._StorageInfo] = {}
         self._planner: dict[str, tuple[str, ...]] = {}
 
     def _claim(self, path: tuple[str, ...]) -> str:
@@ -69,50 +73,87 @@ class StreamingDcpWriter:
         self._planner[key] = path
         return key
 
-    def add_tensor(self, path: tuple[str, ...], tensor: torch.Tensor) -> None:
+    def add_raw(self, path: tuple[str, ...], dtype: DType, shape: tuple[int, ...], fill: FillPayload) -> None:
+        """A tensor whose `prod(shape) * itemsize` raw little-endian bytes `fill` writes."""
+        nbytes = math.prod(shape) * dtype.itemsize
+        layout = BlobLayout(tensor_pickle(dtype, shape), nbytes)
+        if layout.length > MAX_BLOB_BYTES:
+            raise BlobTooLargeError(f"{'.'.join(path)}: {nbytes} bytes need a ZIP64 blob")
         key = self._claim(path)
+        start = self.size
+        self._pwrite(layout.head, start)
+        fill(self.fd, start + layout.payload_offset)
+        self._pwrite(layout.tail, start + layout.payload_offset + nbytes)
+        self.size = start + layout.length
+        self._record(key, tensor_metadata(dtype, shape), Size([0] * len(shape)), start)
+
+    def add_tensor(self, path: tuple[str, ...], tensor: torch.Tensor) -> None:
+        """A tensor in memory: its bytes framed as above, or `torch.save` itself when the
+        blob needs ZIP64 (a tensor of 4 GiB or more)."""
+        import torch
+
         tensor = tensor.detach().contiguous()
-        offset = self._stream.size
-        torch.save(tensor, self._stream)
-        zeros = torch.Size([0] * tensor.dim())
-        self._tensors[key] = TensorStorageMetadata(
-            properties=TensorProperties(dtype=tensor.dtype),
-            size=tensor.shape,
-            chunks=[ChunkStorageMetadata(offsets=zeros, sizes=tensor.shape)],
-        )
-        self._storage[MetadataIndex(key, zeros)] = _StorageInfo(DATA_FILE, offset, self._stream.size - offset)
+        dtype = BY_NAME[str(tensor.dtype).removeprefix("torch.")]
+        data = memoryview(tensor.reshape(-1).view(torch.uint8).numpy())
+        try:
+            self.add_raw(path, dtype, tuple(tensor.shape), lambda fd, at: _pwrite_all(fd, data, at))
+        except BlobTooLargeError:
+            key = self._claim(path)
+            start = self.size
+            with os.fdopen(os.dup(self.fd), "wb") as handle:
+                handle.seek(start)
+                torch.save(tensor, handle)
+                self.size = handle.tell()
+            self._record(key, tensor_metadata(dtype, tuple(tensor.shape)), Size([0] * tensor.dim()), start)
 
     def add_object(self, path: tuple[str, ...], value: Any) -> None:
         key = self._claim(path)
-        blob = io.BytesIO()
-        torch.save(value, blob)
-        offset = self._stream.size
-        self._stream.write(blob.getbuffer())
-        self._tensors[key] = BytesStorageMetadata()
-        self._storage[MetadataIndex(key)] = _StorageInfo(DATA_FILE, offset, self._stream.size - offset)
+        blob, start = object_blob(value), self.size
+        self._pwrite(blob, start)
+        self.size = start + len(blob)
+        self._record(key, plain_metadata.BytesStorageMetadata(), None, start)
 
-    def finish(self) -> dict[str, FileRecord]:
-        """Flush the data, write `.metadata`; returns size and sha256 of both, by file name."""
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
-        records = {DATA_FILE: self._stream.record()}
-        metadata = Metadata(
-            state_dict_metadata=self._tensors,
+    def _record(self, key: str, entry: Any, offsets: Size | None, start: int) -> None:
+        self._entries[key] = entry
+        index = plain_metadata.MetadataIndex(key, offsets)
+        self._storage[index] = plain_metadata._StorageInfo(DATA_FILE, start, self.size - start)
+
+    def _pwrite(self, data: bytes, at: int) -> None:
+        _pwrite_all(self.fd, memoryview(data), at)
+
+    def finish(self) -> list[str]:
+        """fsync the data, write `.metadata`; returns the file names written."""
+        os.fsync(self.fd)
+        os.close(self.fd)
+        self.fd = -1
+        metadata = plain_metadata.Metadata(
+            state_dict_metadata=self._entries,
             planner_data=self._planner,
             storage_data=self._storage,
-            storage_meta=StorageMeta(checkpoint_id=str(self.root), save_id=str(uuid.uuid4())),
-            version=CURRENT_DCP_VERSION,
+            storage_meta=plain_metadata.StorageMeta(save_id=str(uuid.uuid4())),
+            version=DCP_VERSION,
         )
         with open(self.root / DCP_METADATA_FILE, "wb") as handle:
-            stream = _HashingStream(handle)
-            pickle.dump(metadata, stream)
+            handle.write(dump_metadata(metadata))
             handle.flush()
             os.fsync(handle.fileno())
-        records[DCP_METADATA_FILE] = stream.record()
         fsync_path(self.root)
-        return records
+        return [DATA_FILE, DCP_METADATA_FILE]
 
     def abort(self) -> None:
-        if not self._file.closed:
-            self._file.close()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class BlobTooLargeError(ValueError):
+    """The tensor needs a ZIP64 blob, which only `torch.save` writes here."""
+
+
+def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
+    done = 0
+    while done < len(data):
+        count = os.pwrite(fd, data[done:done + _PWRITE_MAX], offset + done)
+        if count <= 0:
+            raise OSError(5, f"pwrite stopped at {done} of {len(data)} bytes")
+        done += count

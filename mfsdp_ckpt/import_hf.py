@@ -25,11 +25,13 @@ export's own output-directory handling: a failure leaves nothing at OUT.
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import math
 import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,7 +46,7 @@ from mfsdp_ckpt.export_hf import (
     load_config,
 )
 from mfsdp_ckpt.hf_config import HFConfigError, expected_weights_for
-from mfsdp_ckpt.manifest import FileRecord, Manifest, hash_files
+from mfsdp_ckpt.manifest import Manifest, hash_files
 from mfsdp_ckpt.name_maps import (
     HF,
     LAYOUTS,
@@ -63,6 +65,8 @@ from mfsdp_ckpt.safetensors_source import SafetensorsError, SafetensorsSource
 MCORE_MODEL_PREFIX = "module."  # Megatron-LM's model state dict sits under the DDP/FSDP wrapper
 MCORE_CHECKPOINT_VERSION = 3.0  # what megatron/training/checkpointing.py writes today
 IMPORT_STRATEGY = "import"  # manifest `strategy` of an import: no training run wrote it
+_NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF}
+_COPY_PIECE = 8 << 20
 
 
 class ImportUsageError(ExportUsageError):
@@ -166,33 +170,85 @@ def _check_against_config(hf_dir: Path, shapes: dict[str, tuple[int, ...]], expe
 
 
 def _convert(plan: ImportPlan, item: ImportItem):
-    """Read the item's source tensors, merge them and cast: the tensor to write."""
+    """Read the item's source tensors, merge them and cast: the tensor to write (torch path)."""
     sources = [plan.source.read(name) for name in item.sources]
     tensor = item.merge.apply(sources, plan.geometry)
     del sources
     return tensor.to(plan.out_dtype(item).torch)
 
 
-def _write_model(plan: ImportPlan, dist_ckpt: Path, progress: Progress | None) -> tuple[dict[str, FileRecord], int]:
-    from mfsdp_ckpt.dcp_stream_writer import StreamingDcpWriter
+def _keeps_bytes(plan: ImportPlan, item: ImportItem) -> bool:
+    """Its bytes stay as stored (no cast), so they can move file to file."""
+    return all(plan.source.tensors[name].dtype == plan.out_dtype(item) for name in item.sources)
+
+
+def _copy_payload(plan: ImportPlan, item: ImportItem) -> Callable[[int, int], None]:
+    """Write the item's bytes at (fd, offset) from the safetensors files: `copy_file_range`
+    per byte range of the merge (one for most tensors, 3 per query group for a QKV)."""
+    entries = [plan.source.tensors[name] for name in item.sources]
+    ranges = item.merge.ranges([entry.nbytes for entry in entries], plan.geometry)
+
+    def fill(out_fd: int, at: int) -> None:
+        fds = [os.open(plan.source.root / entry.file, os.O_RDONLY) for entry in entries]
+        try:
+            for index, offset, length in ranges:
+                copy_bytes(fds[index], entries[index].offset + offset, out_fd, at, length)
+                at += length
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    return fill
+
+
+def copy_bytes(src_fd: int, src_offset: int, dst_fd: int, dst_offset: int, length: int) -> None:
+    """`length` bytes file to file, in the kernel where it can (no user-space copy), else
+    through a bounded buffer (filesystems without copy_file_range)."""
+    done = 0
+    try:
+        while done < length:
+            count = os.copy_file_range(src_fd, dst_fd, length - done, src_offset + done, dst_offset + done)
+            if count <= 0:
+                raise OSError(5, f"copy_file_range stopped at {done} of {length} bytes (source truncated?)")
+            done += count
+        return
+    except OSError as err:
+        if err.errno not in _NO_KERNEL_COPY:
+            raise
+    while done < length:
+        piece = os.pread(src_fd, min(_COPY_PIECE, length - done), src_offset + done)
+        if not piece:
+            raise OSError(5, f"source ended at {done} of {length} bytes (truncated?)")
+        os.pwrite(dst_fd, piece, dst_offset + done)
+        done += len(piece)
+
+
+def _write_model(plan: ImportPlan, dist_ckpt: Path, progress: Progress | None) -> int:
+    from mfsdp_ckpt.dcp_stream_writer import BlobTooLargeError, StreamingDcpWriter
 
     writer = StreamingDcpWriter(dist_ckpt)
     total = sum(plan.nbytes(item) for item in plan.items)
     written = 0
     try:
         for index, item in enumerate(plan.items):
-            writer.add_tensor(plan.state_path(item), _convert(plan, item))
+            path, dtype = plan.state_path(item), plan.out_dtype(item)
+            try:
+                if not _keeps_bytes(plan, item):
+                    raise BlobTooLargeError("a cast needs the tensor")
+                writer.add_raw(path, dtype, item.shape, _copy_payload(plan, item))
+            except BlobTooLargeError:
+                writer.add_tensor(path, _convert(plan, item))
             written += plan.nbytes(item)
             if progress is not None:
                 progress(index + 1, len(plan.items), written, total)
         if plan.layout == MCORE:
             writer.add_object(("checkpoint_version",), MCORE_CHECKPOINT_VERSION)
             writer.add_object(("iteration",), 0)
-        records = writer.finish()
+        writer.finish()
     except BaseException:
         writer.abort()
         raise
-    return records, written
+    return written
 
 
 def import_hf(
@@ -220,7 +276,7 @@ def import_hf(
     os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; the result is an ordinary directory
     try:
         if plan.layout == MCORE:
-            _, written = _write_model(plan, tmp, progress)
+            written = _write_model(plan, tmp, progress)
             checkpoint = out
         else:
             written = _write_run_dir(plan, source_dir, tmp, started, progress)
@@ -241,12 +297,9 @@ def import_hf(
 
 def _write_run_dir(plan: ImportPlan, hf_dir: Path, run: Path, started: float, progress: Progress | None) -> int:
     """Our layout: step 0 with dist_ckpt, huggingface/ (config, tokenizer), manifest, tracker."""
-    from mfsdp_ckpt.checkpointer import _versions
-
     step = layout.step_dir(run, 0)
-    records, written = _write_model(plan, step / layout.DIST_CKPT_DIR, progress)
-    files = {f"{layout.DIST_CKPT_DIR}/{name}": record for name, record in records.items() if record is not None}
-    unhashed = [f"{layout.DIST_CKPT_DIR}/{name}" for name, record in records.items() if record is None]
+    written = _write_model(plan, step / layout.DIST_CKPT_DIR, progress)
+    dcp_files = [str(p.relative_to(step)) for p in sorted((step / layout.DIST_CKPT_DIR).iterdir())]
     assets = step / layout.HF_ASSETS_DIR
     assets.mkdir()
     for name, load in _asset_files(str(hf_dir), "local").items():
@@ -255,7 +308,7 @@ def _write_run_dir(plan: ImportPlan, hf_dir: Path, run: Path, started: float, pr
         target.write_bytes(load())
         layout.fsync_path(target)
     asset_names = [str(p.relative_to(step)) for p in sorted(assets.rglob("*")) if p.is_file()]
-    files.update(hash_files(step, asset_names + unhashed))
+    files = hash_files(step, dcp_files + asset_names)
     manifest = Manifest(
         step=0,
         world_size=1,
@@ -263,7 +316,7 @@ def _write_run_dir(plan: ImportPlan, hf_dir: Path, run: Path, started: float, pr
         contents=["model"],
         files=dict(sorted(files.items())),
         model_family=plan.model_type,
-        versions=_versions(),
+        versions=_package_versions(),
         created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         save_seconds=round(time.monotonic() - started, 3),
         info={"imported_from": str(hf_dir.resolve())},
@@ -275,6 +328,22 @@ def _write_run_dir(plan: ImportPlan, hf_dir: Path, run: Path, started: float, pr
     layout.fsync_path(step)
     layout.write_tracker(run, 0)
     return written
+
+
+def _package_versions() -> dict[str, str]:
+    """What the manifest records of the software, read from package metadata: importing
+    torch only to ask its version would cost more than a small import."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from mfsdp_ckpt import __version__
+
+    found = {"mfsdp": __version__}
+    for package in ("torch", "transformers", "safetensors"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            pass
+    return found
 
 
 __all__ = ["ImportFailedError", "ImportPlan", "ImportResult", "ImportUsageError", "import_hf", "plan_model_import"]

@@ -99,6 +99,19 @@ def merge_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, geometry: Geome
     return fused.reshape((geometry.num_heads + 2 * groups) * geometry.head_dim, *rest)
 
 
+def qkv_merge_ranges(source_bytes: list[int], geometry: Geometry) -> list[tuple[int, int, int]]:
+    """`merge_qkv` as byte ranges, in output order: (source 0/1/2 = q/k/v, offset, length).
+    Whole rows move, so a merge whose dtype stays is a few file-to-file copies, no torch."""
+    groups, per_group, head = geometry.num_kv_heads, geometry.num_heads // geometry.num_kv_heads, geometry.head_dim
+    row = source_bytes[0] // (geometry.num_heads * head)
+    ranges = []
+    for group in range(groups):
+        ranges.append((0, group * per_group * head * row, per_group * head * row))
+        ranges.append((1, group * head * row, head * row))
+        ranges.append((2, group * head * row, head * row))
+    return ranges
+
+
 def _qkv_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
     rows = (g.num_heads + 2 * g.num_kv_heads) * g.head_dim
     if not shape or shape[0] != rows or g.num_heads % g.num_kv_heads:
@@ -205,6 +218,7 @@ class Merge:
     name: str
     shape: Callable[[list[tuple[int, ...]], Geometry], tuple[int, ...]]
     apply: Callable[[list[torch.Tensor], Geometry], torch.Tensor]
+    ranges: Callable[[list[int], Geometry], list[tuple[int, int, int]]]  # the same, as byte copies
 
 
 def _merged_qkv_shape(shapes: list[tuple[int, ...]], g: Geometry) -> tuple[int, ...]:
@@ -217,8 +231,9 @@ def _merged_qkv_shape(shapes: list[tuple[int, ...]], g: Geometry) -> tuple[int, 
     return ((g.num_heads + 2 * g.num_kv_heads) * g.head_dim, *shapes[0][1:])
 
 
-KEEP = Merge("keep", lambda shapes, g: tuple(shapes[0]), lambda tensors, g: tensors[0])
-QKV_MERGE = Merge("qkv", _merged_qkv_shape, lambda tensors, g: merge_qkv(*tensors, g))
+KEEP = Merge("keep", lambda shapes, g: tuple(shapes[0]), lambda tensors, g: tensors[0],
+             lambda sizes, g: [(0, 0, sizes[0])])
+QKV_MERGE = Merge("qkv", _merged_qkv_shape, lambda tensors, g: merge_qkv(*tensors, g), qkv_merge_ranges)
 
 
 @dataclass(frozen=True)

@@ -202,15 +202,15 @@ def test_failure_while_writing_leaves_nothing(tmp_path, monkeypatch):
 
     source = _hf_model(tmp_path, "qwen3", tied=False)
     calls = {"count": 0}
-    original = dcp_stream_writer.StreamingDcpWriter.add_tensor
+    original = dcp_stream_writer.StreamingDcpWriter.add_raw
 
-    def fail_on_third(self, path, tensor):
+    def fail_on_third(self, *args):
         calls["count"] += 1
         if calls["count"] == 3:
             raise OSError(28, "No space left on device")
-        original(self, path, tensor)
+        original(self, *args)
 
-    monkeypatch.setattr(dcp_stream_writer.StreamingDcpWriter, "add_tensor", fail_on_third)
+    monkeypatch.setattr(dcp_stream_writer.StreamingDcpWriter, "add_raw", fail_on_third)
     with pytest.raises(OSError):
         import_hf(source, tmp_path / "out", layout_name="hf")
     assert not (tmp_path / "out").exists() and _leftovers(tmp_path) == []
