@@ -16,13 +16,16 @@ FileSystemWriter produces on one rank, item by item:
   data file is fsynced.
 
 So `dcp.load`, Megatron-LM's fsdp_dtensor load and our offline reader read it as they
-read any single-rank save, and none of this imports torch.
+read any single-rank save, and none of this imports torch. With `hash_data` the data
+file's sha256 (for a manifest) is computed alongside, by a thread trailing the writer.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
+import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from mfsdp_ckpt import plain_metadata
 from mfsdp_ckpt.dtypes import BY_NAME, DType
 from mfsdp_ckpt.layout import DCP_METADATA_FILE, fsync_path
+from mfsdp_ckpt.manifest import FileRecord
 from mfsdp_ckpt.torch_save_format import (
     MAX_BLOB_BYTES,
     BlobLayout,
@@ -47,6 +51,7 @@ if TYPE_CHECKING:
 DATA_FILE = "__0_0.distcp"  # what rank 0's first writer thread names its file
 DCP_VERSION = "1.0.0"  # torch.distributed.checkpoint.filesystem.CURRENT_DCP_VERSION
 _PWRITE_MAX = 1 << 30
+_HASH_PIECE = 8 << 20
 FillPayload = Callable[[int, int], None]  # (data file fd, absolute offset) -> payload written there
 
 
@@ -57,11 +62,12 @@ class StreamingDcpWriter:
     flat key "model.module.decoder..." as DCP's flatten_state_dict names it.
     """
 
-    def __init__(self, dist_ckpt_dir: str | os.PathLike):
+    def __init__(self, dist_ckpt_dir: str | os.PathLike, *, hash_data: bool = False):
         self.root = Path(dist_ckpt_dir)
         self.root.mkdir(parents=True, exist_ok=True)
         self.fd = os.open(self.root / DATA_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
         self.size = 0
+        self._hasher = _TrailingHasher(self.root / DATA_FILE) if hash_data else None
         self._entries: dict[str, Any] = {}
         self._storage: dict[plain_metadata.MetadataIndex, plain_metadata._StorageInfo] = {}
         self._planner: dict[str, tuple[str, ...]] = {}
@@ -114,6 +120,8 @@ class StreamingDcpWriter:
         self._record(key, plain_metadata.BytesStorageMetadata(), None, start)
 
     def _record(self, key: str, entry: Any, offsets: Size | None, start: int) -> None:
+        if self._hasher is not None:
+            self._hasher.advance(self.size)
         self._entries[key] = entry
         index = plain_metadata.MetadataIndex(key, offsets)
         self._storage[index] = plain_metadata._StorageInfo(DATA_FILE, start, self.size - start)
@@ -121,11 +129,13 @@ class StreamingDcpWriter:
     def _pwrite(self, data: bytes, at: int) -> None:
         _pwrite_all(self.fd, memoryview(data), at)
 
-    def finish(self) -> list[str]:
-        """fsync the data, write `.metadata`; returns the file names written."""
+    def finish(self) -> dict[str, FileRecord | None]:
+        """fsync the data, write `.metadata`; returns the files written, each with its size
+        and sha256 when `hash_data` (else None)."""
         os.fsync(self.fd)
         os.close(self.fd)
         self.fd = -1
+        records: dict[str, FileRecord | None] = {DATA_FILE: self._hasher.finish() if self._hasher else None}
         metadata = plain_metadata.Metadata(
             state_dict_metadata=self._entries,
             planner_data=self._planner,
@@ -133,17 +143,75 @@ class StreamingDcpWriter:
             storage_meta=plain_metadata.StorageMeta(save_id=str(uuid.uuid4())),
             version=DCP_VERSION,
         )
+        pickled = dump_metadata(metadata)
         with open(self.root / DCP_METADATA_FILE, "wb") as handle:
-            handle.write(dump_metadata(metadata))
+            handle.write(pickled)
             handle.flush()
             os.fsync(handle.fileno())
         fsync_path(self.root)
-        return [DATA_FILE, DCP_METADATA_FILE]
+        records[DCP_METADATA_FILE] = FileRecord(len(pickled), hashlib.sha256(pickled).hexdigest())
+        return records
 
     def abort(self) -> None:
+        if self._hasher is not None:
+            self._hasher.stop()
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+class _TrailingHasher:
+    """sha256 of the data file, computed in a thread that follows the writer: the bytes a
+    tensor just landed are hashed (read back from the page cache) while the next tensor is
+    copied in the kernel, so on two cores the manifest's hash costs little extra time.
+    hashlib and pread release the GIL."""
+
+    def __init__(self, path: Path):
+        self.fd = os.open(path, os.O_RDONLY)
+        self.digest = hashlib.sha256()
+        self.hashed = 0
+        self.target = 0
+        self.closed = False
+        self.error: BaseException | None = None
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="import-hash", daemon=True)
+        self._thread.start()
+
+    def advance(self, upto: int) -> None:
+        with self._cond:
+            self.target = upto
+            self._cond.notify()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    while self.hashed >= self.target and not self.closed:
+                        self._cond.wait()
+                    if self.hashed >= self.target and self.closed:
+                        return
+                    target = self.target
+                while self.hashed < target:
+                    piece = os.pread(self.fd, min(_HASH_PIECE, target - self.hashed), self.hashed)
+                    if not piece:
+                        raise OSError(5, f"data file shorter than the {target} bytes written")
+                    self.digest.update(piece)
+                    self.hashed += len(piece)
+        except BaseException as err:  # re-raised by finish() in the writer's thread
+            self.error = err
+
+    def stop(self) -> None:
+        with self._cond:
+            self.closed = True
+            self._cond.notify()
+        self._thread.join()
+        os.close(self.fd)
+
+    def finish(self) -> FileRecord:
+        self.stop()
+        if self.error is not None:
+            raise self.error
+        return FileRecord(self.hashed, self.digest.hexdigest())
 
 
 class BlobTooLargeError(ValueError):

@@ -46,7 +46,7 @@ from mfsdp_ckpt.export_hf import (
     load_config,
 )
 from mfsdp_ckpt.hf_config import HFConfigError, expected_weights_for
-from mfsdp_ckpt.manifest import Manifest, hash_files
+from mfsdp_ckpt.manifest import FileRecord, Manifest, hash_files
 from mfsdp_ckpt.name_maps import (
     HF,
     LAYOUTS,
@@ -223,10 +223,11 @@ def copy_bytes(src_fd: int, src_offset: int, dst_fd: int, dst_offset: int, lengt
         done += len(piece)
 
 
-def _write_model(plan: ImportPlan, dist_ckpt: Path, progress: Progress | None) -> int:
+def _write_model(plan: ImportPlan, dist_ckpt: Path, progress: Progress | None,
+                 hash_data: bool = False) -> tuple[int, dict[str, FileRecord | None]]:
     from mfsdp_ckpt.dcp_stream_writer import BlobTooLargeError, StreamingDcpWriter
 
-    writer = StreamingDcpWriter(dist_ckpt)
+    writer = StreamingDcpWriter(dist_ckpt, hash_data=hash_data)
     total = sum(plan.nbytes(item) for item in plan.items)
     written = 0
     try:
@@ -244,11 +245,11 @@ def _write_model(plan: ImportPlan, dist_ckpt: Path, progress: Progress | None) -
         if plan.layout == MCORE:
             writer.add_object(("checkpoint_version",), MCORE_CHECKPOINT_VERSION)
             writer.add_object(("iteration",), 0)
-        writer.finish()
+        records = writer.finish()
     except BaseException:
         writer.abort()
         raise
-    return written
+    return written, records
 
 
 def import_hf(
@@ -276,7 +277,7 @@ def import_hf(
     os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; the result is an ordinary directory
     try:
         if plan.layout == MCORE:
-            written = _write_model(plan, tmp, progress)
+            written, _ = _write_model(plan, tmp, progress)
             checkpoint = out
         else:
             written = _write_run_dir(plan, source_dir, tmp, started, progress)
@@ -298,8 +299,7 @@ def import_hf(
 def _write_run_dir(plan: ImportPlan, hf_dir: Path, run: Path, started: float, progress: Progress | None) -> int:
     """Our layout: step 0 with dist_ckpt, huggingface/ (config, tokenizer), manifest, tracker."""
     step = layout.step_dir(run, 0)
-    written = _write_model(plan, step / layout.DIST_CKPT_DIR, progress)
-    dcp_files = [str(p.relative_to(step)) for p in sorted((step / layout.DIST_CKPT_DIR).iterdir())]
+    written, records = _write_model(plan, step / layout.DIST_CKPT_DIR, progress, hash_data=True)
     assets = step / layout.HF_ASSETS_DIR
     assets.mkdir()
     for name, load in _asset_files(str(hf_dir), "local").items():
@@ -308,7 +308,8 @@ def _write_run_dir(plan: ImportPlan, hf_dir: Path, run: Path, started: float, pr
         target.write_bytes(load())
         layout.fsync_path(target)
     asset_names = [str(p.relative_to(step)) for p in sorted(assets.rglob("*")) if p.is_file()]
-    files = hash_files(step, dcp_files + asset_names)
+    files = hash_files(step, asset_names)
+    files.update({f"{layout.DIST_CKPT_DIR}/{name}": record for name, record in records.items()})
     manifest = Manifest(
         step=0,
         world_size=1,
