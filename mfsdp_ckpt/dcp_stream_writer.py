@@ -79,7 +79,9 @@ class StreamingDcpWriter:
         self._planner[key] = path
         return key
 
-    def add_raw(self, path: tuple[str, ...], dtype: DType, shape: tuple[int, ...], fill: FillPayload) -> None:
+    def add_raw(
+        self, path: tuple[str, ...], dtype: DType, shape: tuple[int, ...], fill: FillPayload
+    ) -> None:
         """A tensor whose `prod(shape) * itemsize` raw little-endian bytes `fill` writes."""
         nbytes = math.prod(shape) * dtype.itemsize
         layout = BlobLayout(tensor_pickle(dtype, shape), nbytes)
@@ -110,7 +112,9 @@ class StreamingDcpWriter:
                 handle.seek(start)
                 torch.save(tensor, handle)
                 self.size = handle.tell()
-            self._record(key, tensor_metadata(dtype, tuple(tensor.shape)), Size([0] * tensor.dim()), start)
+            self._record(
+                key, tensor_metadata(dtype, tuple(tensor.shape)), Size([0] * tensor.dim()), start
+            )
 
     def add_object(self, path: tuple[str, ...], value: Any) -> None:
         key = self._claim(path)
@@ -135,7 +139,9 @@ class StreamingDcpWriter:
         os.fsync(self.fd)
         os.close(self.fd)
         self.fd = -1
-        records: dict[str, FileRecord | None] = {DATA_FILE: self._hasher.finish() if self._hasher else None}
+        records: dict[str, FileRecord | None] = {
+            DATA_FILE: self._hasher.finish() if self._hasher else None
+        }
         metadata = plain_metadata.Metadata(
             state_dict_metadata=self._entries,
             planner_data=self._planner,
@@ -221,7 +227,7 @@ class BlobTooLargeError(ValueError):
 def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
     done = 0
     while done < len(data):
-        count = os.pwrite(fd, data[done:done + _PWRITE_MAX], offset + done)
+        count = os.pwrite(fd, data[done : done + _PWRITE_MAX], offset + done)
         if count <= 0:
             raise OSError(5, f"pwrite stopped at {done} of {len(data)} bytes")
         done += count

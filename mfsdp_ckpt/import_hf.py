@@ -48,7 +48,6 @@ from mfsdp_ckpt.export_hf import (
 from mfsdp_ckpt.hf_config import HFConfigError, expected_weights_for
 from mfsdp_ckpt.manifest import FileRecord, Manifest, hash_files
 from mfsdp_ckpt.name_maps import (
-    HF,
     LAYOUTS,
     MCORE,
     MCORE_IMPORT_FAMILIES,
@@ -70,7 +69,7 @@ _COPY_PIECE = 8 << 20
 
 
 class ImportUsageError(ExportUsageError):
-    """What was asked cannot be done as asked (exit 2): no model there, output exists, bad option."""
+    """Cannot be done as asked (exit 2): no model there, output exists, a bad option."""
 
 
 class ImportFailedError(ValueError):
@@ -93,7 +92,8 @@ class ImportResult:
         rate = self.bytes / 1e9 / self.seconds if self.seconds else 0.0
         return (
             f"imported {self.tensors} tensors, {self.bytes / 2**20:.1f} MiB in {self.seconds:.1f} s"
-            f" ({rate:.2f} GB/s), {self.dtype}, layout {self.layout}, {self.model_type} -> {self.out_dir}"
+            f" ({rate:.2f} GB/s), {self.dtype}, layout {self.layout}, {self.model_type}"
+            f" -> {self.out_dir}"
         )
 
 
@@ -119,8 +119,9 @@ class ImportPlan:
         return (MODEL_KEY_PREFIX.rstrip("."), prefix + item.target)
 
 
-def plan_model_import(hf_dir: Path, *, layout_name: str = MCORE, dtype: str = "auto",
-                      norms: str = "local") -> ImportPlan:
+def plan_model_import(
+    hf_dir: Path, *, layout_name: str = MCORE, dtype: str = "auto", norms: str = "local"
+) -> ImportPlan:
     """Read config and safetensors headers, map names, check shapes; no weight is read."""
     if layout_name not in LAYOUTS:
         raise ImportUsageError(f"--layout {layout_name!r}: choose {', '.join(LAYOUTS)}")
@@ -135,8 +136,10 @@ def plan_model_import(hf_dir: Path, *, layout_name: str = MCORE, dtype: str = "a
     try:
         config = load_config(hf_dir / "config.json")
         if config.model_type not in MCORE_IMPORT_FAMILIES:
-            raise ImportUsageError(f"{hf_dir}: model family {config.model_type!r} has no mcore name table"
-                                   f" (import-hf reads {', '.join(sorted(MCORE_IMPORT_FAMILIES))})")
+            raise ImportUsageError(
+                f"{hf_dir}: model family {config.model_type!r} has no mcore name table"
+                f" (import-hf reads {', '.join(sorted(MCORE_IMPORT_FAMILIES))})"
+            )
         expected = expected_weights_for(hf_dir)
         source = SafetensorsSource(hf_dir)
     except HFConfigError as err:
@@ -152,21 +155,34 @@ def plan_model_import(hf_dir: Path, *, layout_name: str = MCORE, dtype: str = "a
         raise ImportFailedError(f"{hf_dir} {err}") from None
     except MappingError as err:
         raise ImportUsageError(f"{hf_dir}: {err}") from None
-    return ImportPlan(source, layout_name, config.model_type, geometry, items,
-                      None if dtype == "auto" else DTYPES[dtype])
+    return ImportPlan(
+        source,
+        layout_name,
+        config.model_type,
+        geometry,
+        items,
+        None if dtype == "auto" else DTYPES[dtype],
+    )
 
 
 def _check_against_config(hf_dir: Path, shapes: dict[str, tuple[int, ...]], expected) -> None:
     unknown = sorted(name for name in shapes if name not in expected.allowed)
     if unknown:
-        raise ImportFailedError(f"{hf_dir}: {len(unknown)} tensor(s) unknown to {expected.model_type}, e.g. {unknown[0]}")
+        raise ImportFailedError(
+            f"{hf_dir}: {len(unknown)} tensor(s) unknown to {expected.model_type},"
+            f" e.g. {unknown[0]}"
+        )
     for name, shape in shapes.items():
         if tuple(expected.allowed[name]) != tuple(shape):
-            raise ImportFailedError(f"{hf_dir} [{name}]: shape {tuple(shape)}, but config.json says"
-                               f" {tuple(expected.allowed[name])}")
+            raise ImportFailedError(
+                f"{hf_dir} [{name}]: shape {tuple(shape)}, but config.json says"
+                f" {tuple(expected.allowed[name])}"
+            )
     missing = sorted(set(expected.required) - set(shapes))
     if missing:
-        raise ImportFailedError(f"{hf_dir}: weights lack {len(missing)} tensor(s) config.json needs, e.g. {missing[0]}")
+        raise ImportFailedError(
+            f"{hf_dir}: weights lack {len(missing)} tensor(s) config.json needs, e.g. {missing[0]}"
+        )
 
 
 def _convert(plan: ImportPlan, item: ImportItem):
@@ -207,9 +223,13 @@ def copy_bytes(src_fd: int, src_offset: int, dst_fd: int, dst_offset: int, lengt
     done = 0
     try:
         while done < length:
-            count = os.copy_file_range(src_fd, dst_fd, length - done, src_offset + done, dst_offset + done)
+            count = os.copy_file_range(
+                src_fd, dst_fd, length - done, src_offset + done, dst_offset + done
+            )
             if count <= 0:
-                raise OSError(5, f"copy_file_range stopped at {done} of {length} bytes (source truncated?)")
+                raise OSError(
+                    5, f"copy_file_range stopped at {done} of {length} bytes (source truncated?)"
+                )
             done += count
         return
     except OSError as err:
@@ -223,8 +243,9 @@ def copy_bytes(src_fd: int, src_offset: int, dst_fd: int, dst_offset: int, lengt
         done += len(piece)
 
 
-def _write_model(plan: ImportPlan, dist_ckpt: Path, progress: Progress | None,
-                 hash_data: bool = False) -> tuple[int, dict[str, FileRecord | None]]:
+def _write_model(
+    plan: ImportPlan, dist_ckpt: Path, progress: Progress | None, hash_data: bool = False
+) -> tuple[int, dict[str, FileRecord | None]]:
     from mfsdp_ckpt.dcp_stream_writer import BlobTooLargeError, StreamingDcpWriter
 
     writer = StreamingDcpWriter(dist_ckpt, hash_data=hash_data)
@@ -289,14 +310,27 @@ def import_hf(
         raise
     notes = []
     if plan.layout == MCORE:
-        notes.append("config and tokenizer are not part of an mcore checkpoint: pass"
-                     f" --hf-config {source_dir} to export-hf, validate and training")
+        notes.append(
+            "config and tokenizer are not part of an mcore checkpoint: pass"
+            f" --hf-config {source_dir} to export-hf, validate and training"
+        )
     dtypes = sorted({plan.out_dtype(item).name for item in plan.items})
-    return ImportResult(str(out), plan.layout, plan.model_type, "+".join(dtypes), len(plan.items), written,
-                        time.monotonic() - started, str(checkpoint), notes)
+    return ImportResult(
+        str(out),
+        plan.layout,
+        plan.model_type,
+        "+".join(dtypes),
+        len(plan.items),
+        written,
+        time.monotonic() - started,
+        str(checkpoint),
+        notes,
+    )
 
 
-def _write_run_dir(plan: ImportPlan, hf_dir: Path, run: Path, started: float, progress: Progress | None) -> int:
+def _write_run_dir(
+    plan: ImportPlan, hf_dir: Path, run: Path, started: float, progress: Progress | None
+) -> int:
     """Our layout: step 0 with dist_ckpt, huggingface/ (config, tokenizer), manifest, tracker."""
     step = layout.step_dir(run, 0)
     written, records = _write_model(plan, step / layout.DIST_CKPT_DIR, progress, hash_data=True)
@@ -347,4 +381,11 @@ def _package_versions() -> dict[str, str]:
     return found
 
 
-__all__ = ["ImportFailedError", "ImportPlan", "ImportResult", "ImportUsageError", "import_hf", "plan_model_import"]
+__all__ = [
+    "ImportFailedError",
+    "ImportPlan",
+    "ImportResult",
+    "ImportUsageError",
+    "import_hf",
+    "plan_model_import",
+]

@@ -67,13 +67,19 @@ def weight_files(model_dir: Path) -> list[str]:
         try:
             weight_map = json.loads(index.read_text())["weight_map"]
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as err:
-            raise SafetensorsError(f"{index}: not a safetensors index ({err.__class__.__name__}: {err})") from None
-        if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
+            raise SafetensorsError(
+                f"{index}: not a safetensors index ({err.__class__.__name__}: {err})"
+            ) from None
+        if not isinstance(weight_map, dict) or not all(
+            isinstance(f, str) for f in weight_map.values()
+        ):
             raise SafetensorsError(f"{index}: weight_map must map names to file names")
         files = sorted(set(weight_map.values()))
         for name in files:
             if Path(name).name != name or name in ("", ".", ".."):
-                raise SafetensorsError(f"{index}: file {name!r} is not a plain file name inside {model_dir}")
+                raise SafetensorsError(
+                    f"{index}: file {name!r} is not a plain file name inside {model_dir}"
+                )
         return files
     if (model_dir / SINGLE_FILE).is_file():
         return [SINGLE_FILE]
@@ -94,7 +100,9 @@ def read_header(path: Path, relative: str) -> dict[str, StoredTensor]:
                 raise SafetensorsError(f"{path}: shorter than a safetensors header")
             (length,) = struct.unpack("<Q", prefix)
             if length > min(MAX_HEADER_BYTES, size - 8):
-                raise SafetensorsError(f"{path}: header length {length} does not fit the file ({size} bytes)")
+                raise SafetensorsError(
+                    f"{path}: header length {length} does not fit the file ({size} bytes)"
+                )
             raw = handle.read(length)
     except FileNotFoundError:
         raise SafetensorsError(f"{path}: no such file (named by {INDEX_FILE})") from None
@@ -128,9 +136,13 @@ def _entry(path: Path, relative: str, name: str, info, data_start: int, size: in
     begin, end = offsets
     entry = StoredTensor(name, relative, dtype, tuple(shape), data_start + begin)
     if end - begin != entry.nbytes:
-        raise SafetensorsError(f"{where}: {end - begin} bytes stored for shape {tuple(shape)} {dtype}")
+        raise SafetensorsError(
+            f"{where}: {end - begin} bytes stored for shape {tuple(shape)} {dtype}"
+        )
     if data_start + end > size:
-        raise SafetensorsError(f"{where}: bytes end at {data_start + end} but the file has {size} (truncated?)")
+        raise SafetensorsError(
+            f"{where}: bytes end at {data_start + end} but the file has {size} (truncated?)"
+        )
     return entry
 
 
@@ -151,8 +163,10 @@ class SafetensorsSource:
         for relative in weight_files(self.root):
             for name, entry in read_header(self.root / relative, relative).items():
                 if name in self.tensors:
-                    raise SafetensorsError(f"{self.root}: {name} is stored in both {self.tensors[name].file}"
-                                           f" and {relative}")
+                    raise SafetensorsError(
+                        f"{self.root}: {name} is stored in both {self.tensors[name].file}"
+                        f" and {relative}"
+                    )
                 self.tensors[name] = entry
 
     def read(self, name: str) -> torch.Tensor:
@@ -175,7 +189,9 @@ class SafetensorsSource:
             while done < len(buffer):
                 count = os.preadv(fd, [buffer[done:]], entry.offset + start + done)
                 if count <= 0:
-                    raise SafetensorsError(f"{path} [{entry.name}]: unexpected end of file (truncated?)")
+                    raise SafetensorsError(
+                        f"{path} [{entry.name}]: unexpected end of file (truncated?)"
+                    )
                 done += count
         finally:
             os.close(fd)

@@ -37,7 +37,9 @@ from mfsdp_ckpt import plain_metadata
 from mfsdp_ckpt.dtypes import DType
 
 ALIGNMENT = 64  # torch's record alignment (its `.storage_alignment`)
-MAX_BLOB_BYTES = (1 << 32) - (1 << 16)  # beyond this a blob needs ZIP64; callers fall back to torch.save
+MAX_BLOB_BYTES = (1 << 32) - (
+    1 << 16
+)  # beyond this a blob needs ZIP64; callers fall back to torch.save
 _PREFIX = "archive/"
 _DOS_DATE = 0x21  # 1980-01-01, what torch writes
 
@@ -72,13 +74,21 @@ def tensor_pickle(dtype: DType, shape: Sequence[int]) -> bytes:
     """`data.pkl` of a contiguous CPU tensor whose storage is record `data/0`."""
     if dtype.storage is None:
         raise ValueError(f"{dtype} has no typed storage name to pickle")
-    return b"".join((
-        b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\n((",
-        _pickle_str("storage"), f"ctorch\n{dtype.storage}\n".encode(), _pickle_str("0"), _pickle_str("cpu"),
-        _pickle_int(math.prod(shape)), b"tQ",
-        _pickle_int(0), _pickle_tuple(shape), _pickle_tuple(contiguous_strides(shape)),
-        b"\x89ccollections\nOrderedDict\n)RtR.",
-    ))
+    return b"".join(
+        (
+            b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\n((",
+            _pickle_str("storage"),
+            f"ctorch\n{dtype.storage}\n".encode(),
+            _pickle_str("0"),
+            _pickle_str("cpu"),
+            _pickle_int(math.prod(shape)),
+            b"tQ",
+            _pickle_int(0),
+            _pickle_tuple(shape),
+            _pickle_tuple(contiguous_strides(shape)),
+            b"\x89ccollections\nOrderedDict\n)RtR.",
+        )
+    )
 
 
 class BlobLayout:
@@ -86,8 +96,12 @@ class BlobLayout:
     payload (`payload_bytes` long) at `payload_offset`, `tail` right after it."""
 
     def __init__(self, data_pkl: bytes, payload_bytes: int | None):
-        records = [("data.pkl", data_pkl), (".format_version", b"1"), (".storage_alignment", b"64"),
-                   ("byteorder", b"little")]
+        records = [
+            ("data.pkl", data_pkl),
+            (".format_version", b"1"),
+            (".storage_alignment", b"64"),
+            ("byteorder", b"little"),
+        ]
         after = [("version", b"3\n"), (".data/serialization_id", _serialization_id())]
         head, entries = bytearray(), []
         for name, data in records:
@@ -104,8 +118,17 @@ class BlobLayout:
         directory_offset = base + len(tail)
         directory = b"".join(_central_record(*entry) for entry in entries)
         tail += directory
-        tail += struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(entries), len(entries), len(directory),
-                            directory_offset, 0)
+        tail += struct.pack(
+            "<IHHHHIIH",
+            0x06054B50,
+            0,
+            0,
+            len(entries),
+            len(entries),
+            len(directory),
+            directory_offset,
+            0,
+        )
         self.tail = bytes(tail)
         self.length = base + len(tail)
 
@@ -114,24 +137,54 @@ def _serialization_id() -> bytes:
     return str(secrets.randbits(128)).zfill(40)[:40].encode()
 
 
-def _local_record(out: bytearray, name: str, data: bytes, size: int, base: int = 0) -> tuple[str, int, int, int]:
+def _local_record(
+    out: bytearray, name: str, data: bytes, size: int, base: int = 0
+) -> tuple[str, int, int, int]:
     """Append a stored record's local header (padded so its data starts 64-aligned, counted
-    from the blob's start: `base` + len(out)) and `data`; returns (name, size, header offset, crc)."""
+    from the blob's start: `base` + len(out)) and `data`.
+    Returns (name, size, header offset, crc)."""
     full = (_PREFIX + name).encode()
     offset = base + len(out)
     unpadded = offset + 30 + len(full)
     padding = -(unpadded + 4) % ALIGNMENT + 4  # an extra field is at least its 4-byte header
-    extra = struct.pack("<HH", 0x4246, padding - 4) + b"Z" * (padding - 4)  # torch's "FB" padding field
-    crc = zlib.crc32(data) if data else 0  # the payload's is left 0: nothing reads it as a ZIP member
-    out += struct.pack("<IHHHHHIIIHH", 0x04034B50, 0, 0, 0, 0, _DOS_DATE, crc, size, size, len(full), len(extra))
+    extra = struct.pack("<HH", 0x4246, padding - 4) + b"Z" * (
+        padding - 4
+    )  # torch's "FB" padding field
+    crc = (
+        zlib.crc32(data) if data else 0
+    )  # the payload's is left 0: nothing reads it as a ZIP member
+    out += struct.pack(
+        "<IHHHHHIIIHH", 0x04034B50, 0, 0, 0, 0, _DOS_DATE, crc, size, size, len(full), len(extra)
+    )
     out += full + extra + data
     return full.decode(), size, offset, crc
 
 
 def _central_record(name: str, size: int, offset: int, crc: int) -> bytes:
     raw = name.encode()
-    return struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 0, 0, 0, 0, 0, _DOS_DATE, crc, size, size, len(raw),
-                       0, 0, 0, 0, 0, offset) + raw
+    return (
+        struct.pack(
+            "<IHHHHHHIIIHHHHHII",
+            0x02014B50,
+            0,
+            0,
+            0,
+            0,
+            0,
+            _DOS_DATE,
+            crc,
+            size,
+            size,
+            len(raw),
+            0,
+            0,
+            0,
+            0,
+            0,
+            offset,
+        )
+        + raw
+    )
 
 
 def object_blob(value: Any) -> bytes:
@@ -159,11 +212,20 @@ _TORCH_SIZE = _Global("torch", "Size")
 _GET_LAYOUT = _Global("torch.serialization", "_get_layout")
 _DCP_CLASSES = {
     cls: _Global("torch.distributed.checkpoint.metadata", cls.__name__)
-    for cls in (plain_metadata.Metadata, plain_metadata.TensorStorageMetadata, plain_metadata.TensorProperties,
-                plain_metadata.ChunkStorageMetadata, plain_metadata.BytesStorageMetadata,
-                plain_metadata.MetadataIndex, plain_metadata.StorageMeta, plain_metadata._MEM_FORMAT_ENCODING)
+    for cls in (
+        plain_metadata.Metadata,
+        plain_metadata.TensorStorageMetadata,
+        plain_metadata.TensorProperties,
+        plain_metadata.ChunkStorageMetadata,
+        plain_metadata.BytesStorageMetadata,
+        plain_metadata.MetadataIndex,
+        plain_metadata.StorageMeta,
+        plain_metadata._MEM_FORMAT_ENCODING,
+    )
 }
-_DCP_CLASSES[plain_metadata._StorageInfo] = _Global("torch.distributed.checkpoint.filesystem", "_StorageInfo")
+_DCP_CLASSES[plain_metadata._StorageInfo] = _Global(
+    "torch.distributed.checkpoint.filesystem", "_StorageInfo"
+)
 
 
 class DcpMetadataPickler(pickle._Pickler):
@@ -182,10 +244,20 @@ class DcpMetadataPickler(pickle._Pickler):
             return obj.name  # written as a global by save_global
         if isinstance(obj, plain_metadata.TensorProperties):  # DCP's __getstate__ is this tuple
             layout = (_GET_LAYOUT, (obj.layout or "torch.strided",))
-            state = (obj.dtype, _Reduced(*layout), obj.requires_grad, obj.memory_format, obj.pin_memory)
+            state = (
+                obj.dtype,
+                _Reduced(*layout),
+                obj.requires_grad,
+                obj.memory_format,
+                obj.pin_memory,
+            )
             return (copyreg.__newobj__, (type(obj),), state)
         if isinstance(obj, plain_metadata._StorageInfo):  # DCP leaves None fields out
-            return (copyreg.__newobj__, (type(obj),), {k: v for k, v in vars(obj).items() if v is not None})
+            return (
+                copyreg.__newobj__,
+                (type(obj),),
+                {k: v for k, v in vars(obj).items() if v is not None},
+            )
         if isinstance(obj, _Reduced):
             return (obj.func, obj.args)
         return NotImplemented

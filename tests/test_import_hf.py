@@ -24,8 +24,16 @@ from mfsdp_ckpt.validate import validate_checkpoint
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mcore"
 FAMILIES = ("qwen2", "qwen3", "llama")
-TINY = dict(vocab_size=96, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, max_position_embeddings=64, dtype="bfloat16")
+TINY = dict(
+    vocab_size=96,
+    hidden_size=32,
+    intermediate_size=48,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+    dtype="bfloat16",
+)
 
 
 def _bits(tensor: torch.Tensor) -> torch.Tensor:
@@ -65,12 +73,19 @@ def test_import_of_export_equals_what_megatron_wrote(family, tmp_path):
     fixture = FIXTURES / family
     export_hf(fixture / "dist_ckpt", tmp_path / "hf", hf_config=fixture / "config.json")
     result = import_hf(tmp_path / "hf", tmp_path / "mcore", layout_name="mcore")
-    original, imported = CheckpointReader(fixture / "dist_ckpt"), CheckpointReader(tmp_path / "mcore")
+    original, imported = (
+        CheckpointReader(fixture / "dist_ckpt"),
+        CheckpointReader(tmp_path / "mcore"),
+    )
     assert sorted(imported.tensors) == sorted(original.tensors)
-    _assert_same_tensors({k: original.read_tensor(k) for k in original.tensors},
-                         {k: imported.read_tensor(k) for k in imported.tensors})
+    _assert_same_tensors(
+        {k: original.read_tensor(k) for k in original.tensors},
+        {k: imported.read_tensor(k) for k in imported.tensors},
+    )
     assert sorted(imported.objects) == ["checkpoint_version", "iteration"]
-    assert imported.read_object("checkpoint_version") == 3.0 and imported.read_object("iteration") == 0
+    assert (
+        imported.read_object("checkpoint_version") == 3.0 and imported.read_object("iteration") == 0
+    )
     assert result.tensors == len(original.tensors) and result.layout == "mcore"
 
 
@@ -104,8 +119,12 @@ def test_dcp_load_reads_the_result_into_plain_tensors(layout_name, tmp_path):
     source = _hf_model(tmp_path, "qwen3", tied=True)
     result = import_hf(source, tmp_path / "ckpt", layout_name=layout_name)
     reader = CheckpointReader(result.checkpoint)
-    state = {"model": {k[len("model."):]: torch.zeros(e.shape, dtype=e.dtype.torch)
-                       for k, e in reader.tensors.items()}}
+    state = {
+        "model": {
+            k[len("model.") :]: torch.zeros(e.shape, dtype=e.dtype.torch)
+            for k, e in reader.tensors.items()
+        }
+    }
     dcp.load(state, checkpoint_id=result.checkpoint)
     hf = _safetensors(source)
     loaded = state["model"]
@@ -113,10 +132,14 @@ def test_dcp_load_reads_the_result_into_plain_tensors(layout_name, tmp_path):
         assert torch.equal(loaded["lm_head.weight"], hf["model.embed_tokens.weight"])
         assert all(torch.equal(loaded[name], hf[name]) for name in hf)
     else:
-        assert torch.equal(loaded["module.embedding.word_embeddings.weight"], hf["model.embed_tokens.weight"])
+        assert torch.equal(
+            loaded["module.embedding.word_embeddings.weight"], hf["model.embed_tokens.weight"]
+        )
         assert "module.output_layer.weight" not in loaded  # tied: Megatron shares the embedding
-        assert torch.equal(loaded["module.decoder.layers.1.mlp.linear_fc1.weight_v"],
-                           hf["model.layers.1.mlp.up_proj.weight"])
+        assert torch.equal(
+            loaded["module.decoder.layers.1.mlp.linear_fc1.weight_v"],
+            hf["model.layers.1.mlp.up_proj.weight"],
+        )
 
 
 def test_our_layout_validates_deep_and_strict_and_inspects(tmp_path):
@@ -126,9 +149,16 @@ def test_our_layout_validates_deep_and_strict_and_inspects(tmp_path):
     assert (tmp_path / "run" / "latest_checkpointed_iteration.txt").read_text().strip() == "0"
     step = tmp_path / "run" / "global_step_0"
     assert sorted(p.name for p in (step / "huggingface").iterdir()) == [
-        "config.json", "generation_config.json", "tokenizer_config.json"]
+        "config.json",
+        "generation_config.json",
+        "tokenizer_config.json",
+    ]
     manifest = json.loads((step / "manifest.json").read_text())
-    assert manifest["contents"] == ["model"] and manifest["strategy"] == "import" and manifest["step"] == 0
+    assert (
+        manifest["contents"] == ["model"]
+        and manifest["strategy"] == "import"
+        and manifest["step"] == 0
+    )
     report = validate_checkpoint(tmp_path / "run", deep=True)
     assert report.ok(strict=True), [str(f) for f in report.findings]
     (step / "dist_ckpt" / "__0_0.distcp").open("r+b").write(b"\x00" * 64)  # the hashes are real
@@ -159,20 +189,23 @@ def test_cli_ok_json_and_existing_output(tmp_path):
     out = tmp_path / "out"
     first = _cli(str(source), "--out", str(out), "--json")
     assert first.exit_code == 0, first.output
-    assert json.loads(first.output[first.output.index("{"):])["model_type"] == "qwen2"
+    assert json.loads(first.output[first.output.index("{") :])["model_type"] == "qwen2"
     again = _cli(str(source), "--out", str(out))
     assert again.exit_code == 2 and "already exists (pass --overwrite" in again.output
     assert _cli(str(source), "--out", str(out), "--overwrite").exit_code == 0
 
 
-@pytest.mark.parametrize("damage, code, message", [
-    ("truncate", 1, "truncated?"),
-    ("index_escape", 1, "is not a plain file name"),
-    ("shape", 1, "but config.json says"),
-    ("no_config", 2, "no config.json"),
-    ("family", 2, "has no mcore name table"),
-    ("missing", 2, "no such directory"),
-])
+@pytest.mark.parametrize(
+    "damage, code, message",
+    [
+        ("truncate", 1, "truncated?"),
+        ("index_escape", 1, "is not a plain file name"),
+        ("shape", 1, "but config.json says"),
+        ("no_config", 2, "no config.json"),
+        ("family", 2, "has no mcore name table"),
+        ("missing", 2, "no such directory"),
+    ],
+)
 def test_cli_errors_are_one_line_and_leave_nothing(tmp_path, damage, code, message):
     source = _hf_model(tmp_path, "qwen2", tied=True)
     weights = source / "model.safetensors"
@@ -180,7 +213,9 @@ def test_cli_errors_are_one_line_and_leave_nothing(tmp_path, damage, code, messa
     if damage == "truncate":
         os.truncate(weights, weights.stat().st_size - 10)
     elif damage == "index_escape":
-        (source / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"x": "../model.safetensors"}}))
+        (source / "model.safetensors.index.json").write_text(
+            json.dumps({"weight_map": {"x": "../model.safetensors"}})
+        )
     elif damage == "shape":
         (source / "config.json").write_text(json.dumps({**config, "intermediate_size": 64}))
     elif damage == "no_config":

@@ -16,8 +16,12 @@ from trainer.config import ConfigError
 from trainer.model import build_hf_config, load_tokenizer
 from trainer.sft import run_sft
 
-STEPS = ("data.global_batch_size=8", "data.max_tokens_per_micro_batch=256", "optim.warmup_steps=0",
-         "checkpoint.resume=disable")
+STEPS = (
+    "data.global_batch_size=8",
+    "data.max_tokens_per_micro_batch=256",
+    "optim.warmup_steps=0",
+    "checkpoint.resume=disable",
+)
 
 
 def _first_loss(data: Path, run_dir: Path, *overrides: str) -> float:
@@ -41,27 +45,45 @@ def test_first_step_from_checkpoints_equals_from_their_export(trained):
     root, data = trained
     from_export = _first_loss(data, root / "b_hf", f"model.path={root / 'hf'}")
     from_run = _first_loss(data, root / "b_run", f"model.path={root / 'run'}")
-    from_step = _first_loss(data, root / "b_step", f"model.path={root / 'run' / 'global_step_2' / 'dist_ckpt'}")
-    from_mcore = _first_loss(data, root / "b_mcore", f"model.path={root / 'mcore'}", f"model.hf_config={root / 'hf'}")
+    from_step = _first_loss(
+        data, root / "b_step", f"model.path={root / 'run' / 'global_step_2' / 'dist_ckpt'}"
+    )
+    from_mcore = _first_loss(
+        data, root / "b_mcore", f"model.path={root / 'mcore'}", f"model.hf_config={root / 'hf'}"
+    )
     from_import = _first_loss(data, root / "b_ours", f"model.path={root / 'ours'}")
     assert from_run == from_export and from_step == from_export  # same floats, not merely close
     assert from_mcore == from_export and from_import == from_export
-    fresh = _first_loss(data, root / "b_fresh")  # the seed's random weights: loading really happened
+    fresh = _first_loss(
+        data, root / "b_fresh"
+    )  # the seed's random weights: loading really happened
     assert fresh != from_export
 
 
 def test_mcore_checkpoint_without_hf_config_says_what_to_pass(trained):
     root, _ = trained
-    with pytest.raises(ConfigError, match=r"^model.path: checkpoint .*mcore has no huggingface/config.json"
-                                          r".*set model.hf_config=DIR"):
-        load_tokenizer(tiny_config(root / "train.jsonl", root / "x", f"model.path={root / 'mcore'}").model)
+    with pytest.raises(
+        ConfigError,
+        match=r"^model.path: checkpoint .*mcore has no huggingface/config.json"
+        r".*set model.hf_config=DIR",
+    ):
+        load_tokenizer(
+            tiny_config(root / "train.jsonl", root / "x", f"model.path={root / 'mcore'}").model
+        )
 
 
 def test_checkpoint_that_does_not_fit_the_config_is_refused(trained, tmp_path):
     root, data = trained
     with pytest.raises(ConfigError, match=r"^model.path: .*shape"):
-        run_sft(tiny_config(data, tmp_path / "r", *STEPS, f"model.path={root / 'run'}",
-                            "model.overrides={hidden_size: 64}"))
+        run_sft(
+            tiny_config(
+                data,
+                tmp_path / "r",
+                *STEPS,
+                f"model.path={root / 'run'}",
+                "model.overrides={hidden_size: 64}",
+            )
+        )
 
 
 @pytest.mark.parametrize("key", ["model.path", "model.tokenizer"])
@@ -76,16 +98,30 @@ def test_missing_path_is_one_line_naming_key_and_path(tmp_path, key):
 
 def test_dir_that_is_neither_model_nor_checkpoint(tmp_path):
     (tmp_path / "empty").mkdir()
-    cfg = tiny_config(tmp_path / "d.jsonl", tmp_path / "r", f"model.path={tmp_path / 'empty'}").model
-    with pytest.raises(ConfigError, match=r"^model.path: .*empty is neither a Hugging Face model dir"):
+    cfg = tiny_config(
+        tmp_path / "d.jsonl", tmp_path / "r", f"model.path={tmp_path / 'empty'}"
+    ).model
+    with pytest.raises(
+        ConfigError, match=r"^model.path: .*empty is neither a Hugging Face model dir"
+    ):
         load_tokenizer(cfg)
 
 
 def test_cli_missing_model_path_exits_2_in_one_line(tmp_path):
-    result = CliRunner().invoke(app, ["train", "sft", "--config", str(REPO / "examples" / "sft_tiny_cpu.yaml"),
-                                      "model.path=/models/nope", f"trainer.run_dir={tmp_path / 'run'}"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "train",
+            "sft",
+            "--config",
+            str(REPO / "examples" / "sft_tiny_cpu.yaml"),
+            "model.path=/models/nope",
+            f"trainer.run_dir={tmp_path / 'run'}",
+        ],
+    )
     assert result.exit_code == 2, result.output
     assert result.output.strip().splitlines() == [
-        "error: model.path: /models/nope does not exist (a local Hugging Face model dir or checkpoint is needed;"
+        "error: model.path: /models/nope does not exist"
+        " (a local Hugging Face model dir or checkpoint is needed;"
         " nothing is downloaded)"
     ]

@@ -47,8 +47,10 @@ def load_tokenizer(cfg: ModelConfig):
     `hf_config` dir), else the embedded tiny one. Local files only: nothing is downloaded."""
     if cfg.tokenizer is not None:
         if not Path(cfg.tokenizer).exists():
-            raise ConfigError(f"model.tokenizer: {cfg.tokenizer} does not exist (a local tokenizer dir is needed;"
-                              " nothing is downloaded)")
+            raise ConfigError(
+                f"model.tokenizer: {cfg.tokenizer} does not exist"
+                " (a local tokenizer dir is needed; nothing is downloaded)"
+            )
         source = Path(cfg.tokenizer)
     else:
         model_source = resolve_model_source(cfg)
@@ -67,7 +69,8 @@ def build_hf_config(cfg: ModelConfig, tokenizer) -> Any:
 
     source = resolve_model_source(cfg)
     if source is not None:
-        config = AutoConfig.from_pretrained(str(source.assets), local_files_only=True, **cfg.overrides)
+        assets = str(source.assets)
+        config = AutoConfig.from_pretrained(assets, local_files_only=True, **cfg.overrides)
     elif cfg.shape == "tiny":
         from transformers import Qwen2Config
 
@@ -102,7 +105,10 @@ def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) 
     source = resolve_model_source(cfg) if not cfg.random_init else None
     if source is not None and source.checkpoint is None:
         model = AutoModelForCausalLM.from_pretrained(
-            str(source.assets), config=config, dtype=torch.float32, attn_implementation=cfg.attn_implementation,
+            str(source.assets),
+            config=config,
+            dtype=torch.float32,
+            attn_implementation=cfg.attn_implementation,
             local_files_only=True,
         ).to(device)
     else:

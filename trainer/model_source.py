@@ -36,8 +36,10 @@ class ModelSource:
 def _checked_dir(key: str, value: str) -> Path:
     path = Path(value)
     if not path.exists():
-        raise ConfigError(f"{key}: {value} does not exist (a local Hugging Face model dir or checkpoint is"
-                          " needed; nothing is downloaded)")
+        raise ConfigError(
+            f"{key}: {value} does not exist (a local Hugging Face model dir or checkpoint is"
+            " needed; nothing is downloaded)"
+        )
     return path
 
 
@@ -47,18 +49,24 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
         return None
     path = _checked_dir("model.path", cfg.path)
     if not path.is_dir():
-        raise ConfigError(f"model.path: {cfg.path} is not a directory (give a Hugging Face model dir or a"
-                          " checkpoint)")
+        raise ConfigError(
+            f"model.path: {cfg.path} is not a directory (give a Hugging Face model dir or a"
+            " checkpoint)"
+        )
     if (path / "config.json").is_file():
         if not cfg.random_init and not any(any(path.glob(p)) for p in _HF_WEIGHT_PATTERNS):
-            raise ConfigError(f"model.path: {cfg.path} has config.json but no weights (*.safetensors); set"
-                              " model.random_init=true to train from its config alone")
+            raise ConfigError(
+                f"model.path: {cfg.path} has config.json but no weights (*.safetensors); set"
+                " model.random_init=true to train from its config alone"
+            )
         return ModelSource(assets=path)
     try:
         checkpoint = resolve_checkpoint(path)
     except CheckpointPathError as err:
-        raise ConfigError(f"model.path: {cfg.path} is neither a Hugging Face model dir (no config.json) nor a"
-                          f" checkpoint ({err})") from None
+        raise ConfigError(
+            f"model.path: {cfg.path} is neither a Hugging Face model dir (no config.json) nor a"
+            f" checkpoint ({err})"
+        ) from None
     return ModelSource(assets=_checkpoint_assets(cfg, checkpoint), checkpoint=checkpoint)
 
 
@@ -71,8 +79,10 @@ def _checkpoint_assets(cfg: ModelConfig, checkpoint: CheckpointPaths) -> Path:
         return assets
     hf = checkpoint.hf_assets
     if hf is None or not (hf / "config.json").is_file():
-        raise ConfigError(f"model.path: checkpoint {checkpoint.dist_ckpt} has no huggingface/config.json beside"
-                          " it; set model.hf_config=DIR (the Hugging Face dir with its config and tokenizer)")
+        raise ConfigError(
+            f"model.path: checkpoint {checkpoint.dist_ckpt} has no huggingface/config.json beside"
+            " it; set model.hf_config=DIR (the Hugging Face dir with its config and tokenizer)"
+        )
     return hf
 
 
@@ -82,14 +92,25 @@ def load_checkpoint_weights(model, source: ModelSource) -> None:
     validate's first error before a byte is read, as export does."""
     import torch
 
-    from mfsdp_ckpt.export_hf import ExportError, ExportUsageError, _resolve_source, convert, plan_export
+    from mfsdp_ckpt.export_hf import (
+        ExportError,
+        ExportUsageError,
+        _resolve_source,
+        convert,
+        plan_export,
+    )
     from mfsdp_ckpt.validate import require_valid
 
     assert source.checkpoint is not None
     require_valid(source.checkpoint, manifest_only=True)
     try:
-        plan = plan_export(_resolve_source(str(source.checkpoint.dist_ckpt), "local"), model.config, dtype="fp32")
-    except (ExportUsageError, ExportError) as err:  # the checkpoint does not fit the config it was given
+        plan = plan_export(
+            _resolve_source(str(source.checkpoint.dist_ckpt), "local"), model.config, dtype="fp32"
+        )
+    except (
+        ExportUsageError,
+        ExportError,
+    ) as err:  # the checkpoint does not fit the config it was given
         raise ConfigError(f"model.path: {err}") from None
     targets = dict(model.named_parameters()) | dict(model.named_buffers())
     loaded = set()
@@ -97,11 +118,15 @@ def load_checkpoint_weights(model, source: ModelSource) -> None:
         for item in plan.ordered_items():
             for name, tensor in convert(plan, item):
                 if name not in targets:
-                    raise ConfigError(f"model.path: {source.checkpoint.dist_ckpt} holds {name}, which the model"
-                                      " built from its config does not have")
+                    raise ConfigError(
+                        f"model.path: {source.checkpoint.dist_ckpt} holds {name}, which the model"
+                        " built from its config does not have"
+                    )
                 targets[name].copy_(tensor)
                 loaded.add(name)
     missing = sorted(set(dict(model.named_parameters())) - loaded)
     if missing:
-        raise ConfigError(f"model.path: {source.checkpoint.dist_ckpt} lacks {len(missing)} weight(s), e.g."
-                          f" {missing[0]}")
+        raise ConfigError(
+            f"model.path: {source.checkpoint.dist_ckpt} lacks {len(missing)} weight(s), e.g."
+            f" {missing[0]}"
+        )
