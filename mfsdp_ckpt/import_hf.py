@@ -14,12 +14,16 @@ Two target layouts (`name_maps.plan_import` decides the names):
   and the tracker, weights under their transformers names, so training starts from it
   (`model.path=OUT`) and every `mfsdp ckpt` command reads it.
 
-Planning (names, shapes against config.json, dtypes) happens before a weight is read.
-Each tensor is then read with one `pread` (`SafetensorsSource`), merged if the layout
-fuses it (QKV), cast if asked, and appended to the data file (`StreamingDcpWriter`):
-peak memory is the largest tensor group (q, k, v and their fusion) plus a constant.
-Everything is built in a hidden sibling of OUT and renamed into place at the end, through
-export's own output-directory handling: a failure leaves nothing at OUT.
+Planning (names, shapes against config.json, dtypes) happens before a weight is read,
+from the safetensors headers alone (`SafetensorsSource`). Then each tensor is appended to
+the data file as a `torch.save` blob (`StreamingDcpWriter`): when its dtype stays, its
+bytes go file to file in the kernel (`copy_file_range`; a QKV fusion is a permutation of
+whole rows, so a few range copies), without torch and without passing through this
+process's memory; only a `--dtype` cast reads the tensor (one `pread`), merges and casts
+it in torch. Peak memory is flat (tens of MiB) without a cast, and the largest tensor
+group (q, k, v and their fusion) plus a constant with one. Everything is built in a
+hidden sibling of OUT and renamed into place at the end, through export's own
+output-directory checks: a failure leaves nothing at OUT.
 """
 
 from __future__ import annotations
@@ -311,8 +315,8 @@ def import_hf(
     notes = []
     if plan.layout == MCORE:
         notes.append(
-            "config and tokenizer are not part of an mcore checkpoint: pass"
-            f" --hf-config {source_dir} to export-hf, validate and training"
+            f"config and tokenizer stay in {source_dir}: pass --hf-config {source_dir} to"
+            f" export-hf, model.hf_config={source_dir} to mfsdp train"
         )
     dtypes = sorted({plan.out_dtype(item).name for item in plan.items})
     return ImportResult(

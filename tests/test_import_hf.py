@@ -87,6 +87,7 @@ def test_import_of_export_equals_what_megatron_wrote(family, tmp_path):
         imported.read_object("checkpoint_version") == 3.0 and imported.read_object("iteration") == 0
     )
     assert result.tensors == len(original.tensors) and result.layout == "mcore"
+    assert validate_checkpoint(tmp_path / "mcore", deep=True).ok()
 
 
 @pytest.mark.parametrize("family", FAMILIES)
