@@ -250,3 +250,19 @@ def test_failure_while_writing_leaves_nothing(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         import_hf(source, tmp_path / "out", layout_name="hf")
     assert not (tmp_path / "out").exists() and _leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("heads, kv_heads, head_dim", [(4, 2, 16), (6, 2, 8), (8, 8, 4), (4, 1, 8)])
+@pytest.mark.parametrize("bias", [False, True])
+def test_qkv_merge_as_tensors_and_as_byte_ranges_inverts_the_split(heads, kv_heads, head_dim, bias):
+    from mfsdp_ckpt.name_maps import Geometry, merge_qkv, qkv_merge_ranges, split_qkv
+
+    geometry = Geometry(heads, kv_heads, head_dim, False)
+    rows = (heads + 2 * kv_heads) * head_dim
+    fused = torch.randn(rows) if bias else torch.randn(rows, 24)
+    q, k, v = split_qkv(fused, geometry)
+    assert torch.equal(merge_qkv(q, k, v, geometry), fused)
+    sources = [_bits(t).numpy().tobytes() for t in (q, k, v)]
+    ranges = qkv_merge_ranges([len(s) for s in sources], geometry)
+    copied = b"".join(sources[index][offset : offset + length] for index, offset, length in ranges)
+    assert copied == _bits(fused).numpy().tobytes()
