@@ -107,10 +107,7 @@ def load_checkpoint_weights(model, source: ModelSource) -> None:
         plan = plan_export(
             _resolve_source(str(source.checkpoint.dist_ckpt), "local"), model.config, dtype="fp32"
         )
-    except (
-        ExportUsageError,
-        ExportError,
-    ) as err:  # the checkpoint does not fit the config it was given
+    except (ExportUsageError, ExportError) as err:  # the checkpoint does not fit the config
         raise ConfigError(f"model.path: {err}") from None
     targets = dict(model.named_parameters()) | dict(model.named_buffers())
     loaded = set()
