@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU proof runs and benchmarks on a 2xH200 machine, one stage per argument:
-#   scripts/gpu_proof.sh OUTDIR ckpt_io sft_test sft_proof sft_bench grpo_proof rollout_test rollout_bench mcore_fixtures
+#   scripts/gpu_proof.sh OUTDIR ckpt_io sft_test sft_proof sft_bench grpo_proof rollout_test rollout_bench mcore_fixtures mcore_import
 # Each stage logs to OUTDIR/<stage>.log and the script goes on to the next one if a stage
 # fails. Needs megatron-fsdp importable (PYTHONPATH) and this repo as the working dir.
 set -u
@@ -56,6 +56,13 @@ stage_rollout_bench() {
 
 stage_mcore_fixtures() {  # needs megatron-core 0.19.x on PYTHONPATH too
   torchrun --nproc-per-node 2 tests/fixtures/mcore/make_mcore_fixtures.py --out "$runs/mcore"
+}
+
+stage_mcore_import() {  # import-hf --layout mcore -> Megatron-LM's fsdp_dtensor load -> logits vs transformers
+  for family in qwen2 qwen3 llama; do
+    torchrun --nproc-per-node 1 scripts/mcore_import_proof.py --family "$family" \
+      --hf-dir "$runs/import_hf_$family" --work "$runs/import_$family" || return 1
+  done
 }
 
 status=0

@@ -213,6 +213,10 @@ def main() -> None:
             reference = hf_model(input_ids=input_ids.cuda()).logits.float().cpu()
         diff = float((megatron - reference).abs().max())
         ok = diff <= args.tol and not report["checkpoint_keys_not_requested"]
+        if diff > args.tol:  # diagnosis only: were the loaded main weights never installed?
+            fsdp_model.module.install_optimized_model_weights()
+            again = fixtures.megatron_logits(fsdp_model.eval(), input_ids)
+            report["max_abs_diff_after_explicit_install"] = float((again - reference).abs().max())
         if rank == 0:
             print(
                 json.dumps(
