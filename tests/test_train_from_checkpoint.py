@@ -107,14 +107,21 @@ def test_dir_that_is_neither_model_nor_checkpoint(tmp_path):
         load_tokenizer(cfg)
 
 
-def test_cli_missing_model_path_exits_2_in_one_line(tmp_path):
+@pytest.mark.parametrize("command", ["sft", "grpo"])
+@pytest.mark.parametrize("nproc", ["1", "2"])
+def test_cli_missing_model_path_exits_2_in_one_line(tmp_path, command, nproc):
+    """The example configs name a model this machine lacks: one line, exit 2, before any
+    process starts (with 2 processes too)."""
+    config = REPO / "examples" / f"{command}_gsm8k_qwen.yaml"
     result = CliRunner().invoke(
         app,
         [
             "train",
-            "sft",
+            command,
             "--config",
-            str(REPO / "examples" / "sft_tiny_cpu.yaml"),
+            str(config),
+            "--nproc-per-node",
+            nproc,
             "model.path=/models/nope",
             f"trainer.run_dir={tmp_path / 'run'}",
         ],
@@ -122,6 +129,5 @@ def test_cli_missing_model_path_exits_2_in_one_line(tmp_path):
     assert result.exit_code == 2, result.output
     assert result.output.strip().splitlines() == [
         "error: model.path: /models/nope does not exist"
-        " (a local Hugging Face model dir or checkpoint is needed;"
-        " nothing is downloaded)"
+        " (a local Hugging Face model dir or checkpoint is needed; nothing is downloaded)"
     ]
