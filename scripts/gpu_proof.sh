@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU proof runs and benchmarks on a 2xH200 machine, one stage per argument:
-#   scripts/gpu_proof.sh OUTDIR ckpt_io sft_test sft_proof sft_bench grpo_proof rollout_test rollout_bench mcore_fixtures mcore_import
+#   scripts/gpu_proof.sh OUTDIR ckpt_io sft_test sft_proof sft_bench grpo_proof rollout_test rollout_bench mcore_fixtures
 # Each stage logs to OUTDIR/<stage>.log and the script goes on to the next one if a stage
 # fails. Needs megatron-fsdp importable (PYTHONPATH) and this repo as the working dir.
 set -u
