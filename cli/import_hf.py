@@ -51,7 +51,8 @@ def _error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseExce
 @click.option(
     "--overwrite",
     is_flag=True,
-    help="Replace OUT if it exists (only once the new checkpoint is complete).",
+    help="Replace OUT if it exists (only once the new checkpoint is complete); a checkpoint "
+    "there is never replaced.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def import_hf(

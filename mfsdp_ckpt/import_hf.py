@@ -295,6 +295,7 @@ def import_hf(
     started = time.monotonic()
     source_dir, out = Path(hf_dir), Path(out_dir)
     plan = plan_model_import(source_dir, layout_name=layout_name, dtype=dtype, norms=norms)
+    _refuse_replacing_a_checkpoint(out)
     _check_out_dir(out, overwrite, [source_dir.resolve()])
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.import-", dir=out.parent))
     umask = os.umask(0)
@@ -329,6 +330,21 @@ def import_hf(
         time.monotonic() - started,
         str(checkpoint),
         notes,
+    )
+
+
+def _refuse_replacing_a_checkpoint(out: Path) -> None:
+    """--overwrite replaces a directory, never a checkpoint: a mistyped --out must not cost
+    a training run (a previous import is removed by hand)."""
+    if not out.is_dir():
+        return
+    try:
+        found = layout.resolve_checkpoint(out)
+    except layout.CheckpointPathError:
+        return
+    raise ImportUsageError(
+        f"{out}: holds a checkpoint ({found.dist_ckpt}); import never replaces one"
+        " (remove it first, or choose another --out)"
     )
 
 

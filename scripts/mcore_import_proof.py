@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -194,7 +195,8 @@ def main() -> None:
             from mfsdp_ckpt.import_hf import import_hf
 
             args.work.mkdir(parents=True, exist_ok=True)
-            imported = import_hf(args.hf_dir, checkpoint, layout_name="mcore", overwrite=True)
+            shutil.rmtree(checkpoint, ignore_errors=True)  # this proof's own earlier import
+            imported = import_hf(args.hf_dir, checkpoint, layout_name="mcore")
             print(f"[proof] {imported.summary()}", file=sys.stderr)
         dist.barrier()
         family = use_geometry(json.loads((args.hf_dir / "config.json").read_text()))

@@ -191,9 +191,15 @@ def test_cli_ok_json_and_existing_output(tmp_path):
     first = _cli(str(source), "--out", str(out), "--json")
     assert first.exit_code == 0, first.output
     assert json.loads(first.output[first.output.index("{") :])["model_type"] == "qwen2"
-    again = _cli(str(source), "--out", str(out))
-    assert again.exit_code == 2 and "already exists (pass --overwrite" in again.output
-    assert _cli(str(source), "--out", str(out), "--overwrite").exit_code == 0
+    again = _cli(str(source), "--out", str(out), "--overwrite")  # a checkpoint is never replaced
+    assert again.exit_code == 2 and "holds a checkpoint" in again.output, again.output
+    assert CheckpointReader(out).tensors  # still the first import
+    plain = tmp_path / "plain"
+    (plain / "notes").mkdir(parents=True)
+    assert _cli(str(source), "--out", str(plain)).exit_code == 2  # exists
+    replaced = _cli(str(source), "--out", str(plain), "--overwrite")
+    assert replaced.exit_code == 0, replaced.output
+    assert not (plain / "notes").exists() and (plain / ".metadata").is_file()
 
 
 @pytest.mark.parametrize(
