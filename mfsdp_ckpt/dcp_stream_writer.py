@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import mmap
 import os
 import threading
 import uuid
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
 DATA_FILE = "__0_0.distcp"  # what rank 0's first writer thread names its file
 DCP_VERSION = "1.0.0"  # torch.distributed.checkpoint.filesystem.CURRENT_DCP_VERSION
 _PWRITE_MAX = 1 << 30
-_HASH_PIECE = 8 << 20
+_HASH_PIECE = 64 << 20
 FillPayload = Callable[[int, int], None]  # (data file fd, absolute offset) -> payload written there
 
 
@@ -197,14 +198,26 @@ class _TrailingHasher:
                     if self.hashed >= self.target and self.closed:
                         return
                     target = self.target
-                while self.hashed < target:
-                    piece = os.pread(self.fd, min(_HASH_PIECE, target - self.hashed), self.hashed)
-                    if not piece:
-                        raise OSError(5, f"data file shorter than the {target} bytes written")
-                    self.digest.update(piece)
-                    self.hashed += len(piece)
+                self._hash_range(target)
         except BaseException as err:  # re-raised by finish() in the writer's thread
             self.error = err
+
+    def _hash_range(self, target: int) -> None:
+        """Hash [hashed, target) through read-only mappings of at most `_HASH_PIECE` bytes:
+        the page cache is hashed in place, with no copy into a buffer first, and mapped
+        pages never add more than one window to the RSS."""
+        if os.fstat(self.fd).st_size < target:
+            raise OSError(5, f"data file shorter than the {target} bytes written")
+        while self.hashed < target:
+            start = self.hashed - self.hashed % mmap.ALLOCATIONGRANULARITY
+            end = min(target, start + _HASH_PIECE)
+            with mmap.mmap(self.fd, end - start, prot=mmap.PROT_READ, offset=start) as mapped:
+                view = memoryview(mapped)
+                try:
+                    self.digest.update(view[self.hashed - start :])
+                finally:
+                    view.release()
+            self.hashed = end
 
     def stop(self) -> None:
         with self._cond:
