@@ -141,8 +141,8 @@ def plan_model_import(
         config = load_config(hf_dir / "config.json")
         if config.model_type not in MCORE_IMPORT_FAMILIES:
             raise ImportUsageError(
-                f"{hf_dir}: model family {config.model_type!r} has no mcore name table"
-                f" (import-hf reads {', '.join(sorted(MCORE_IMPORT_FAMILIES))})"
+                f"{hf_dir}: model family {config.model_type!r} is not one import-hf reads"
+                f" ({', '.join(sorted(MCORE_IMPORT_FAMILIES))})"
             )
         expected = expected_weights_for(hf_dir)
         source = SafetensorsSource(hf_dir)

@@ -209,7 +209,7 @@ def test_cli_ok_json_and_existing_output(tmp_path):
         ("index_escape", 1, "is not a plain file name"),
         ("shape", 1, "but config.json says"),
         ("no_config", 2, "no config.json"),
-        ("family", 2, "has no mcore name table"),
+        ("family", 2, "'gpt2' is not one import-hf reads"),
         ("missing", 2, "no such directory"),
     ],
 )
