@@ -6,17 +6,17 @@ tensor exists only between its read and its write, or not at all when its bytes 
 to file in the kernel. This writer produces what `dcp.save` with torch's
 FileSystemWriter produces on one rank, item by item:
 
-* each tensor is a `torch.save` blob appended to the data file (`torch_save_format`); its
+* each tensor is a `torch.save` blob appended to a data file (`torch_save_format`); its
   payload is written by the caller at a given file offset (`copy_file_range` from the
   source, or a tensor's bytes), so the writer never holds it;
 * a non-tensor value (Megatron-LM's `checkpoint_version`, `iteration`) is a torch.save'd
   BYTE_IO blob, as DCP stores any non-tensor leaf;
 * at the end `.metadata` is DCP's `Metadata` (each tensor one whole chunk, planner data
   mapping flat keys to their nested path, storage data to file ranges), written after the
-  data file is fsynced.
+  data files are fsynced.
 
 So `dcp.load`, Megatron-LM's fsdp_dtensor load and our offline reader read it as they
-read any single-rank save, and none of this imports torch. With `hash_data` the data
+read any single-rank save, and none of this imports torch. With `hash_data` each data
 file's sha256 (for a manifest) is computed alongside, by a thread trailing the writer.
 """
 
@@ -29,6 +29,7 @@ import os
 import threading
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +50,6 @@ from mfsdp_ckpt.torch_save_format import (
 if TYPE_CHECKING:
     import torch
 
-DATA_FILE = "__0_0.distcp"  # what rank 0's first writer thread names its file
 DCP_VERSION = "1.0.0"  # torch.distributed.checkpoint.filesystem.CURRENT_DCP_VERSION
 _PWRITE_MAX = 1 << 30
 _HASH_PIECE = 64 << 20
@@ -57,27 +57,48 @@ FillPayload = Callable[[int, int], None]  # (data file fd, absolute offset) -> p
 
 
 class StreamingDcpWriter:
-    """Append items to one `.distcp` file, then `finish()` writes `.metadata`.
+    """Append items to `.distcp` data files, then `finish()` writes `.metadata`.
 
     Paths are nested state-dict paths: ("model", "module.decoder...") is stored under the
-    flat key "model.module.decoder..." as DCP's flatten_state_dict names it.
+    flat key "model.module.decoder..." as DCP's flatten_state_dict names it. A new data
+    file (`__0_1.distcp`, ...) starts once one holds `file_bytes`: with `hash_data`, each
+    file is hashed by its own thread, so hashing spreads over the cores while the copies
+    go on (sha256 is a sequential pass per file).
     """
 
-    def __init__(self, dist_ckpt_dir: str | os.PathLike, *, hash_data: bool = False):
+    def __init__(
+        self,
+        dist_ckpt_dir: str | os.PathLike,
+        *,
+        hash_data: bool = False,
+        file_bytes: int = 1 << 30,
+    ):
         self.root = Path(dist_ckpt_dir)
         self.root.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(self.root / DATA_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-        self.size = 0
-        self._hasher = _TrailingHasher(self.root / DATA_FILE) if hash_data else None
+        self.hash_data, self.file_bytes = hash_data, file_bytes
+        self._files: list[_DataFile] = []
         self._entries: dict[str, Any] = {}
         self._storage: dict[plain_metadata.MetadataIndex, plain_metadata._StorageInfo] = {}
         self._planner: dict[str, tuple[str, ...]] = {}
+        self._open_next()
+
+    @property
+    def _file(self) -> _DataFile:
+        return self._files[-1]
+
+    def _open_next(self) -> None:
+        name = f"__0_{len(self._files)}.distcp"  # rank 0's file names, as FileSystemWriter's
+        fd = os.open(self.root / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        hasher = _TrailingHasher(self.root / name) if self.hash_data else None
+        self._files.append(_DataFile(name, fd, 0, hasher))
 
     def _claim(self, path: tuple[str, ...]) -> str:
         key = ".".join(path)
         if key in self._planner:
             raise ValueError(f"{key}: written twice")
         self._planner[key] = path
+        if self._file.size >= self.file_bytes:
+            self._open_next()
         return key
 
     def add_raw(
@@ -89,11 +110,12 @@ class StreamingDcpWriter:
         if layout.length > MAX_BLOB_BYTES:
             raise BlobTooLargeError(f"{'.'.join(path)}: {nbytes} bytes need a ZIP64 blob")
         key = self._claim(path)
-        start = self.size
-        self._pwrite(layout.head, start)
-        fill(self.fd, start + layout.payload_offset)
-        self._pwrite(layout.tail, start + layout.payload_offset + nbytes)
-        self.size = start + layout.length
+        file = self._file
+        start = file.size
+        _pwrite_all(file.fd, memoryview(layout.head), start)
+        fill(file.fd, start + layout.payload_offset)
+        _pwrite_all(file.fd, memoryview(layout.tail), start + layout.payload_offset + nbytes)
+        file.size = start + layout.length
         self._record(key, tensor_metadata(dtype, shape), Size([0] * len(shape)), start)
 
     def add_tensor(self, path: tuple[str, ...], tensor: torch.Tensor) -> None:
@@ -108,41 +130,42 @@ class StreamingDcpWriter:
             self.add_raw(path, dtype, tuple(tensor.shape), lambda fd, at: _pwrite_all(fd, data, at))
         except BlobTooLargeError:
             key = self._claim(path)
-            start = self.size
-            with os.fdopen(os.dup(self.fd), "wb") as handle:
+            file = self._file
+            start = file.size
+            with os.fdopen(os.dup(file.fd), "wb") as handle:
                 handle.seek(start)
                 torch.save(tensor, handle)
-                self.size = handle.tell()
+                file.size = handle.tell()
             self._record(
                 key, tensor_metadata(dtype, tuple(tensor.shape)), Size([0] * tensor.dim()), start
             )
 
     def add_object(self, path: tuple[str, ...], value: Any) -> None:
         key = self._claim(path)
-        blob, start = object_blob(value), self.size
-        self._pwrite(blob, start)
-        self.size = start + len(blob)
+        file = self._file
+        blob, start = object_blob(value), file.size
+        _pwrite_all(file.fd, memoryview(blob), start)
+        file.size = start + len(blob)
         self._record(key, plain_metadata.BytesStorageMetadata(), None, start)
 
     def _record(self, key: str, entry: Any, offsets: Size | None, start: int) -> None:
-        if self._hasher is not None:
-            self._hasher.advance(self.size)
+        file = self._file
+        if file.hasher is not None:
+            file.hasher.advance(file.size)
         self._entries[key] = entry
         index = plain_metadata.MetadataIndex(key, offsets)
-        self._storage[index] = plain_metadata._StorageInfo(DATA_FILE, start, self.size - start)
-
-    def _pwrite(self, data: bytes, at: int) -> None:
-        _pwrite_all(self.fd, memoryview(data), at)
+        self._storage[index] = plain_metadata._StorageInfo(file.name, start, file.size - start)
 
     def finish(self) -> dict[str, FileRecord | None]:
         """fsync the data, write `.metadata`; returns the files written, each with its size
         and sha256 when `hash_data` (else None)."""
-        os.fsync(self.fd)
-        os.close(self.fd)
-        self.fd = -1
-        records: dict[str, FileRecord | None] = {
-            DATA_FILE: self._hasher.finish() if self._hasher else None
-        }
+        records: dict[str, FileRecord | None] = {}
+        for file in self._files:
+            os.fsync(file.fd)
+            os.close(file.fd)
+            file.fd = -1
+        for file in self._files:
+            records[file.name] = file.hasher.finish() if file.hasher else None
         metadata = plain_metadata.Metadata(
             state_dict_metadata=self._entries,
             planner_data=self._planner,
@@ -160,11 +183,20 @@ class StreamingDcpWriter:
         return records
 
     def abort(self) -> None:
-        if self._hasher is not None:
-            self._hasher.stop()
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        for file in self._files:
+            if file.hasher is not None:
+                file.hasher.stop()
+            if file.fd >= 0:
+                os.close(file.fd)
+                file.fd = -1
+
+
+@dataclass
+class _DataFile:
+    name: str
+    fd: int
+    size: int
+    hasher: _TrailingHasher | None
 
 
 class _TrailingHasher:

@@ -70,6 +70,9 @@ MCORE_CHECKPOINT_VERSION = 3.0  # what megatron/training/checkpointing.py writes
 IMPORT_STRATEGY = "import"  # manifest `strategy` of an import: no training run wrote it
 _NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF}
 _COPY_PIECE = 8 << 20
+# A new DCP data file starts after this many bytes, so the manifest's per-file sha256 runs
+# in several threads at once (one per file) alongside the copies.
+DATA_FILE_BYTES = 1 << 30
 
 
 class ImportUsageError(ExportUsageError):
@@ -252,7 +255,7 @@ def _write_model(
 ) -> tuple[int, dict[str, FileRecord | None]]:
     from mfsdp_ckpt.dcp_stream_writer import BlobTooLargeError, StreamingDcpWriter
 
-    writer = StreamingDcpWriter(dist_ckpt, hash_data=hash_data)
+    writer = StreamingDcpWriter(dist_ckpt, hash_data=hash_data, file_bytes=DATA_FILE_BYTES)
     total = sum(plan.nbytes(item) for item in plan.items)
     written = 0
     try:

@@ -288,3 +288,22 @@ def test_tensors_too_large_for_a_plain_zip_go_through_torch_save(tmp_path, monke
     assert all(torch.equal(reader.read_tensor(f"model.{name}"), hf[name]) for name in hf)
     export_hf(tmp_path / "run", tmp_path / "back")
     _assert_same_tensors(hf, _safetensors(tmp_path / "back"))
+
+
+@pytest.mark.parametrize("layout_name", ["mcore", "hf"])
+def test_several_data_files_each_hashed(tmp_path, monkeypatch, layout_name):
+    """Past DATA_FILE_BYTES a new data file starts (each hashed by its own thread)."""
+    from mfsdp_ckpt import import_hf as import_module
+
+    monkeypatch.setattr(import_module, "DATA_FILE_BYTES", 8_000)
+    source = _hf_model(tmp_path, "llama", tied=False)
+    result = import_hf(source, tmp_path / "ckpt", layout_name=layout_name)
+    files = sorted(p.name for p in Path(result.checkpoint).glob("*.distcp"))
+    assert len(files) > 3 and files[0] == "__0_0.distcp"
+    if layout_name == "hf":
+        manifest = json.loads((tmp_path / "ckpt" / "global_step_0" / "manifest.json").read_text())
+        assert {f"dist_ckpt/{name}" for name in files} <= set(manifest["files"])
+        assert validate_checkpoint(tmp_path / "ckpt", deep=True).ok(strict=True)
+    hf_config = {"hf_config": source} if layout_name == "mcore" else {}
+    export_hf(tmp_path / "ckpt", tmp_path / "back", **hf_config)
+    _assert_same_tensors(_safetensors(source), _safetensors(tmp_path / "back"))
