@@ -172,3 +172,5 @@ class _progress_bar:
 from cli.export_hf import export_hf  # noqa: E402  (command defined in its own module)
 
 ckpt.add_command(export_hf)
+from cli.import_hf import import_hf  # noqa: E402
+ckpt.add_command(import_hf)

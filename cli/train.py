@@ -70,8 +70,10 @@ def sft(config_path: str | None, nproc_per_node: int, as_json: bool, overrides: 
 
 def run_sft_command(config_path: str | None, nproc_per_node: int, as_json: bool, overrides: list[str]) -> None:
     from trainer.config import SFTConfig, load_config
+    from trainer.model_source import resolve_model_source
 
     cfg = load_config(SFTConfig, config_path, overrides)  # validate before starting any process
+    resolve_model_source(cfg.model)  # a missing model.path fails here, in one line, not once per rank
     launch_if_needed("sft", config_path, nproc_per_node, as_json, overrides)
     from trainer.sft import run_sft
 

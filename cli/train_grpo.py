@@ -52,8 +52,10 @@ def grpo(config_path: str | None, nproc_per_node: int, as_json: bool, overrides:
 def run_grpo_command(config_path: str | None, nproc_per_node: int, as_json: bool, overrides: list[str]) -> None:
     from trainer.config import load_config
     from trainer.grpo.config import GRPOConfig
+    from trainer.model_source import resolve_model_source
 
     cfg = load_config(GRPOConfig, config_path, overrides)  # validate before starting any process
+    resolve_model_source(cfg.model)  # a missing model.path fails here, in one line, not once per rank
     launch_if_needed("grpo", config_path, nproc_per_node, as_json, overrides)
     from trainer.grpo.runner import run_grpo
 

@@ -100,6 +100,36 @@ def split_gate_up(fused: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return gate.contiguous(), up.contiguous()
 
 
+def merge_qkv(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, geometry: Geometry
+) -> torch.Tensor:
+    """HF q, k, v (weight or bias) -> Megatron's linear_qkv: the exact inverse of `split_qkv`
+    (per query group g, rows [q heads of g, k_g, v_g], each head_dim rows)."""
+    import torch
+
+    groups, per_group = geometry.num_kv_heads, geometry.num_heads // geometry.num_kv_heads
+    rest = q.shape[1:]
+    q_groups = q.reshape(groups, per_group, geometry.head_dim, *rest)
+    k_groups = k.reshape(groups, 1, geometry.head_dim, *rest)
+    v_groups = v.reshape(groups, 1, geometry.head_dim, *rest)
+    fused = torch.cat((q_groups, k_groups, v_groups), dim=1)
+    return fused.reshape((geometry.num_heads + 2 * groups) * geometry.head_dim, *rest)
+
+
+def qkv_merge_ranges(source_bytes: list[int], geometry: Geometry) -> list[tuple[int, int, int]]:
+    """`merge_qkv` as byte ranges, in output order: (source 0/1/2 = q/k/v, offset, length).
+    Whole rows move, so a merge whose dtype stays is a few file-to-file copies, no torch."""
+    groups, head = geometry.num_kv_heads, geometry.head_dim
+    per_group = geometry.num_heads // groups
+    row = source_bytes[0] // (geometry.num_heads * head)
+    ranges = []
+    for group in range(groups):
+        ranges.append((0, group * per_group * head * row, per_group * head * row))
+        ranges.append((1, group * head * row, head * row))
+        ranges.append((2, group * head * row, head * row))
+    return ranges
+
+
 def _qkv_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
     rows = (g.num_heads + 2 * g.num_kv_heads) * g.head_dim
     if not shape or shape[0] != rows or g.num_heads % g.num_kv_heads:
@@ -184,6 +214,182 @@ MCORE_FAMILIES: dict[str, tuple[Rule, ...]] = {
     "qwen3": _COMMON + _QK_NORM,
     "llama": _COMMON,
 }
+
+
+# ----------------------------------------------------------------- HF -> mcore (import)
+# The inverse direction, written out rather than derived from the rules above: those accept
+# every variant a checkpoint may hold (local and Transformer Engine norm names, fused and
+# split fc1), while an import must emit exactly one. Megatron's fsdp_dtensor save splits
+# the SwiGLU fc1 into weight_w (gate) / weight_v (up) (handle_swiglu_in_state_dict), so
+# that is what is written, and what its load path turns back into the fused parameter.
+# local spec (get_gpt_layer_local_spec) or Transformer Engine's norms fused into the linears
+MCORE_NORMS = ("local", "te")
+_MCORE_NORM_NAMES = {
+    "local": (_L + "input_layernorm.weight", _L + "pre_mlp_layernorm.weight"),
+    "te": (
+        _L + "self_attention.linear_qkv.layer_norm_weight",
+        _L + "mlp.linear_fc1.layer_norm_weight",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Merge:
+    """How the HF source tensor(s) of one mcore tensor become it: shape (planning) and values."""
+
+    name: str
+    shape: Callable[[list[tuple[int, ...]], Geometry], tuple[int, ...]]
+    apply: Callable[[list[torch.Tensor], Geometry], torch.Tensor]
+    ranges: Callable[[list[int], Geometry], list[tuple[int, int, int]]]  # the same, as byte copies
+
+
+def _merged_qkv_shape(shapes: list[tuple[int, ...]], g: Geometry) -> tuple[int, ...]:
+    expected = _qkv_shapes(((g.num_heads + 2 * g.num_kv_heads) * g.head_dim, *shapes[0][1:]), g)
+    if [tuple(s) for s in shapes] != expected:
+        raise ShapeError(
+            f"q, k, v have shapes {shapes}; the config ({g.num_heads} heads,"
+            f" {g.num_kv_heads} KV heads, head_dim {g.head_dim}) needs {expected}"
+        )
+    return ((g.num_heads + 2 * g.num_kv_heads) * g.head_dim, *shapes[0][1:])
+
+
+KEEP = Merge("keep", lambda shapes, g: tuple(shapes[0]), lambda tensors, g: tensors[0],
+             lambda sizes, g: [(0, 0, sizes[0])])
+QKV_MERGE = Merge(
+    "qkv", _merged_qkv_shape, lambda tensors, g: merge_qkv(*tensors, g), qkv_merge_ranges
+)
+
+
+@dataclass(frozen=True)
+class ImportRule:
+    """`target` is the mcore module path (with {layer}); `sources` the HF names it is made of."""
+
+    target: str
+    sources: tuple[str, ...]
+    merge: Merge = KEEP
+
+
+def _import_rule(target: str, *sources: str, merge: Merge = KEEP) -> ImportRule:
+    return ImportRule(target.replace(_L, "decoder.layers.{layer}."), sources, merge)
+
+
+def _import_common(norms: str) -> tuple[ImportRule, ...]:
+    input_norm, pre_mlp_norm = _MCORE_NORM_NAMES[norms]
+    return (
+        _import_rule(r"embedding.word_embeddings.weight", "model.embed_tokens.weight"),
+        _import_rule(r"decoder.final_layernorm.weight", "model.norm.weight"),
+        _import_rule(r"output_layer.weight", "lm_head.weight"),
+        _import_rule(input_norm, _H + "input_layernorm.weight"),
+        _import_rule(
+            _L + "self_attention.linear_qkv.weight",
+            _H + "self_attn.q_proj.weight",
+            _H + "self_attn.k_proj.weight",
+            _H + "self_attn.v_proj.weight",
+            merge=QKV_MERGE,
+        ),
+        _import_rule(_L + "self_attention.linear_proj.weight", _H + "self_attn.o_proj.weight"),
+        _import_rule(pre_mlp_norm, _H + "post_attention_layernorm.weight"),
+        _import_rule(_L + "mlp.linear_fc1.weight_w", _H + "mlp.gate_proj.weight"),
+        _import_rule(_L + "mlp.linear_fc1.weight_v", _H + "mlp.up_proj.weight"),
+        _import_rule(_L + "mlp.linear_fc2.weight", _H + "mlp.down_proj.weight"),
+    )
+
+
+_IMPORT_QKV_BIAS = (
+    _import_rule(
+        _L + "self_attention.linear_qkv.bias",
+        _H + "self_attn.q_proj.bias",
+        _H + "self_attn.k_proj.bias",
+        _H + "self_attn.v_proj.bias",
+        merge=QKV_MERGE,
+    ),
+)
+_IMPORT_QK_NORM = (
+    _import_rule(_L + "self_attention.q_layernorm.weight", _H + "self_attn.q_norm.weight"),
+    _import_rule(_L + "self_attention.k_layernorm.weight", _H + "self_attn.k_norm.weight"),
+)
+
+# One table per family (norm names aside), keyed like MCORE_FAMILIES.
+MCORE_IMPORT_FAMILIES: dict[str, Callable[[str], tuple[ImportRule, ...]]] = {
+    "qwen2": lambda norms: _import_common(norms) + _IMPORT_QKV_BIAS,
+    "qwen3": lambda norms: _import_common(norms) + _IMPORT_QK_NORM,
+    "llama": lambda norms: _import_common(norms),
+}
+
+
+@dataclass(frozen=True)
+class ImportItem:
+    """One tensor to write: its module path in the target layout, the HF tensors it is made of."""
+
+    target: str
+    sources: tuple[str, ...]
+    shape: tuple[int, ...]
+    merge: Merge
+
+
+def plan_import(
+    hf_shapes: dict[str, tuple[int, ...]],
+    layout: str,
+    model_type: str,
+    geometry: Geometry,
+    norms: str = "local",
+) -> list[ImportItem]:
+    """Which HF tensors make which target tensor, with shapes; raises before any I/O.
+
+    `hf` keeps every name (a tied `lm_head.weight` absent from the file is written from the
+    embedding, as the trainer's own state dict holds it). `mcore` applies the family's
+    table: every HF tensor must be used exactly once, a rule's sources come all or none,
+    and a tied model gets no output_layer (Megatron shares the embedding).
+    """
+    if layout == HF:
+        items = [ImportItem(name, (name,), tuple(shape), KEEP) for name, shape in hf_shapes.items()]
+        embedding = hf_shapes.get("model.embed_tokens.weight")
+        if geometry.tie_word_embeddings and "lm_head.weight" not in hf_shapes and embedding:
+            items.append(
+                ImportItem("lm_head.weight", ("model.embed_tokens.weight",), tuple(embedding), KEEP)
+            )
+        return items
+    table = MCORE_IMPORT_FAMILIES.get(model_type)
+    if table is None:
+        raise MappingError(
+            f"model family {model_type!r} has no mcore name table"
+            f" (known: {sorted(MCORE_IMPORT_FAMILIES)})"
+        )
+    if norms not in MCORE_NORMS:
+        raise MappingError(f"norm names {norms!r}: choose {', '.join(MCORE_NORMS)}")
+    remaining = dict(hf_shapes)
+    if geometry.tie_word_embeddings:
+        remaining.pop("lm_head.weight", None)  # tied: the same values as the embedding
+    layer_of = re.compile(r"model\.layers\.(\d+)\.")
+    layers = sorted({int(m.group(1)) for name in hf_shapes if (m := layer_of.match(name))})
+    items: list[ImportItem] = []
+    for rule in table(norms):
+        for layer in layers if "{layer}" in rule.target else [None]:
+            fields = {"layer": layer} if layer is not None else {}
+            sources = tuple(s.format(**fields) for s in rule.sources)
+            present = [s for s in sources if s in remaining]
+            if not present:
+                continue
+            if len(present) != len(sources):
+                missing = sorted(set(sources) - set(present))
+                raise MappingError(
+                    f"{rule.target.format(**fields)} needs {', '.join(sources)};"
+                    f" missing {_first(missing)}"
+                )
+            target = rule.target.format(**fields)
+            try:
+                shape = rule.merge.shape([tuple(remaining[s]) for s in sources], geometry)
+            except ShapeError as err:
+                raise ShapeError(f"[{target}]: {err}") from None
+            items.append(ImportItem(target, sources, shape, rule.merge))
+            for source in sources:
+                del remaining[source]
+    if remaining:
+        raise MappingError(
+            f"{len(remaining)} tensor(s) have no {model_type} mcore mapping:"
+            f" {_first(sorted(remaining))}"
+        )
+    return items
 
 
 # ----------------------------------------------------------------- HF names and shapes

@@ -71,6 +71,13 @@ stage_mcore_fixtures() {  # needs megatron-core 0.19.x on PYTHONPATH too
   torchrun --nproc-per-node 2 tests/fixtures/mcore/make_mcore_fixtures.py --out "$runs/mcore"
 }
 
+stage_mcore_import() {  # import-hf --layout mcore -> Megatron-LM's fsdp_dtensor load -> logits vs transformers
+  for family in qwen2 qwen3 llama; do
+    torchrun --nproc-per-node 1 scripts/mcore_import_proof.py --family "$family" \
+      --hf-dir "$runs/import_hf_$family" --work "$runs/import_$family" || return 1
+  done
+}
+
 status=0
 for stage in "$@"; do
   echo "=== $stage $(date -u +%H:%M:%S)"

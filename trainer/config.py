@@ -79,7 +79,8 @@ HFOverrides = Annotated[dict[str, Any], Range(
 class ModelConfig:
     """Which causal LM to train. With no `path`, a random model of shape `shape` is built."""
 
-    path: str | None = None  # local Hugging Face model dir (config.json, tokenizer, weights)
+    path: str | None = None  # local HF model dir (config.json, tokenizer, weights) or any checkpoint
+    hf_config: str | None = None  # for a checkpoint without huggingface/: the HF config + tokenizer dir
     shape: str = "tiny"  # used when path is unset: tiny | qwen2-0.5b | qwen2-1.5b | qwen2.5-7b | ...
     random_init: bool = False  # with `path`: take only its config.json, initialise randomly
     tokenizer: str | None = None  # default: `path`, else the embedded tiny tokenizer

@@ -20,6 +20,7 @@ from trainer.config import ConfigError, ModelConfig
 from trainer.kernels import apply_kernels
 from trainer.lora import apply_lora
 from trainer.loss import linear_cross_entropy_sum
+from trainer.model_source import load_checkpoint_weights, resolve_model_source
 
 SUPPORTED_FAMILIES = ("qwen2", "qwen3", "llama")
 
@@ -44,22 +45,34 @@ SHAPES: dict[str, dict[str, Any]] = {
 
 
 def load_tokenizer(cfg: ModelConfig):
-    """The tokenizer named by `tokenizer`, else the model dir's, else the embedded tiny one."""
-    source = cfg.tokenizer or cfg.path
+    """The tokenizer named by `tokenizer`, else the model dir's (a checkpoint's huggingface/ or
+    `hf_config` dir), else the embedded tiny one. Local files only: nothing is downloaded."""
+    if cfg.tokenizer is not None:
+        if not Path(cfg.tokenizer).exists():
+            raise ConfigError(
+                f"model.tokenizer: {cfg.tokenizer} does not exist"
+                " (a local tokenizer dir is needed; nothing is downloaded)"
+            )
+        source = Path(cfg.tokenizer)
+    else:
+        model_source = resolve_model_source(cfg)
+        source = model_source.assets if model_source is not None else None
     if source is None:
         from trainer.tiny import build_tokenizer
 
         return build_tokenizer()
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(source)
+    return AutoTokenizer.from_pretrained(str(source), local_files_only=True)
 
 
 def build_hf_config(cfg: ModelConfig, tokenizer) -> Any:
     from transformers import AutoConfig
 
-    if cfg.path is not None:
-        config = AutoConfig.from_pretrained(cfg.path, **cfg.overrides)
+    source = resolve_model_source(cfg)
+    if source is not None:
+        assets = str(source.assets)
+        config = AutoConfig.from_pretrained(assets, local_files_only=True, **cfg.overrides)
     elif cfg.shape == "tiny":
         from transformers import Qwen2Config
 
@@ -86,17 +99,25 @@ def build_hf_config(cfg: ModelConfig, tokenizer) -> Any:
 
 
 def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) -> torch.nn.Module:
-    """fp32 model on `device` (the strategy casts compute to bf16); every rank builds the same one."""
+    """fp32 model on `device` (the strategy casts compute to bf16); every rank builds the same one.
+    From a checkpoint, the weights stream into the model built from its config."""
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(seed)
-    if cfg.path is not None and not cfg.random_init:
+    source = resolve_model_source(cfg) if not cfg.random_init else None
+    if source is not None and source.checkpoint is None:
         model = AutoModelForCausalLM.from_pretrained(
-            cfg.path, config=config, dtype=torch.float32, attn_implementation=cfg.attn_implementation
+            str(source.assets),
+            config=config,
+            dtype=torch.float32,
+            attn_implementation=cfg.attn_implementation,
+            local_files_only=True,
         ).to(device)
     else:
         with torch.device(device):
             model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation=cfg.attn_implementation)
+        if source is not None:
+            load_checkpoint_weights(model, source)
     model.train()
     apply_lora(model, cfg, seed)  # no-op unless model.lora_rank > 0 or lora_adapter_path is set
     if cfg.activation_checkpointing:
@@ -142,13 +163,24 @@ def write_hf_assets(target: Path, config: Any, tokenizer, model_path: str | None
 
     config.save_pretrained(target)
     tokenizer.save_pretrained(target)
-    source = Path(model_path) / "generation_config.json" if model_path else None
+    source = _generation_config_of(model_path)
     if source is not None and source.is_file():
         (target / "generation_config.json").write_bytes(source.read_bytes())
     else:
         GenerationConfig(
             eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, do_sample=False
         ).save_pretrained(target)
+
+
+def _generation_config_of(model_path: str | None) -> Path | None:
+    """generation_config.json of the model dir, or of a checkpoint's huggingface/ dir."""
+    if model_path is None:
+        return None
+    try:
+        source = resolve_model_source(ModelConfig(path=model_path, random_init=True))
+    except ConfigError:
+        return None
+    return source.assets / "generation_config.json" if source is not None else None
 
 
 def count_parameters(config: Any) -> dict[str, int]:

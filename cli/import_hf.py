@@ -1,0 +1,119 @@
+"""`mfsdp ckpt import-hf`: a thin click layer over `mfsdp_ckpt.import_hf.import_hf`."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from cli.errors import friendly_errors
+
+
+def _error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    from mfsdp_ckpt.export_hf import ExportUsageError
+    from mfsdp_ckpt.import_hf import ImportFailedError
+
+    return (ExportUsageError,), (ImportFailedError, OSError)
+
+
+@click.command("import-hf")
+@click.argument("hf_dir", type=click.Path())
+@click.option(
+    "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory to create."
+)
+@click.option(
+    "--layout",
+    "layout_name",
+    type=click.Choice(["mcore", "hf"]),
+    default="mcore",
+    show_default=True,
+    help="mcore: a Megatron-core fsdp_dtensor checkpoint (Megatron-LM, verl); OUT is the DCP dir. "
+    "hf: an mfsdp run dir (step 0, manifest, huggingface/) that training starts from.",
+)
+@click.option(
+    "--mcore-norms",
+    "norms",
+    type=click.Choice(["local", "te"]),
+    default="local",
+    show_default=True,
+    help="mcore layernorm names: local = input_layernorm / pre_mlp_layernorm "
+    "(Megatron-core's local "
+    "spec, no Transformer Engine); te = TE's fused ...linear_qkv.layer_norm_weight / "
+    "...mlp.linear_fc1.layer_norm_weight.",
+)
+@click.option(
+    "--dtype",
+    type=click.Choice(["auto", "bf16", "fp16", "fp32"]),
+    default="auto",
+    show_default=True,
+    help="auto keeps each tensor's stored dtype (bit-exact); otherwise floating tensors are cast.",
+)
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Replace OUT if it exists (only once the new checkpoint is complete); a checkpoint "
+    "there is never replaced.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def import_hf(
+    hf_dir: str,
+    out_dir: str,
+    layout_name: str,
+    norms: str,
+    dtype: str,
+    overwrite: bool,
+    as_json: bool,
+) -> None:
+    """Convert a Hugging Face safetensors model into a DCP checkpoint, on CPU, in bounded memory.
+
+    HF_DIR holds config.json and model.safetensors (or shards with model.safetensors.index.json);
+    Qwen2/Qwen2.5, Qwen3 and Llama 3, tied or untied. Tensors stream one at a time (peak memory
+    about the largest tensor); OUT appears only when complete. Exit 0 ok, 1 unreadable or
+    inconsistent model, 2 bad usage.
+
+    \b
+    Examples:
+      mfsdp ckpt import-hf Qwen2.5-0.5B --out megatron/release
+      mfsdp ckpt import-hf Qwen2.5-0.5B --out runs/q05 --layout hf
+    """
+    from cli.ckpt import _progress_bar
+    from mfsdp_ckpt.import_hf import import_hf as run_import
+
+    usage, failure = _error_types()
+
+    @friendly_errors(usage=usage, failure=failure)
+    def run():
+        with _progress_bar(enabled=not as_json, unit="tensor") as update:
+            progress = (
+                (lambda tensors, total, _bytes, _total_bytes: update(tensors, total))
+                if update
+                else None
+            )
+            return run_import(
+                hf_dir,
+                out_dir,
+                layout_name=layout_name,
+                dtype=dtype,
+                norms=norms,
+                overwrite=overwrite,
+                progress=progress,
+            )
+
+    result = run()
+    if as_json:
+        fields = (
+            "out_dir",
+            "layout",
+            "model_type",
+            "dtype",
+            "tensors",
+            "bytes",
+            "seconds",
+            "checkpoint",
+            "notes",
+        )
+        click.echo(json.dumps({name: getattr(result, name) for name in fields}, indent=2))
+    else:
+        for note in result.notes:
+            click.echo(f"note: {note}", err=True)
+        click.echo(result.summary())

@@ -1,0 +1,129 @@
+"""Where a run's starting model comes from: a Hugging Face model dir or any checkpoint.
+
+`model.path` may name a Hugging Face dir (config.json + safetensors) or anything
+`mfsdp ckpt export-hf` reads: our run and step dirs, a bare DCP dir as Megatron-LM and
+verl write it, an `mfsdp ckpt import-hf` result. A checkpoint's weights stream straight
+into the model being built, one tensor at a time, through export's own planning (the
+same name tables, shape checks and conversions), so starting from a checkpoint and from
+its export give the same model bit for bit, with no export in between.
+
+The path is checked here before transformers sees it: given a path that does not exist,
+transformers takes it for a Hub repo id (and with network access would download it).
+Nothing is ever fetched: every transformers call that reads these paths gets
+`local_files_only=True`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mfsdp_ckpt.layout import CheckpointPathError, CheckpointPaths, resolve_checkpoint
+from trainer.config import ConfigError, ModelConfig
+
+_HF_WEIGHT_PATTERNS = ("*.safetensors", "*.bin")
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """`assets`: the dir with config.json (and tokenizer files); `checkpoint`: where weights
+    come from when they are not in `assets` as a Hugging Face model."""
+
+    assets: Path
+    checkpoint: CheckpointPaths | None = None
+
+
+def _checked_dir(key: str, value: str) -> Path:
+    path = Path(value)
+    if not path.exists():
+        raise ConfigError(
+            f"{key}: {value} does not exist (a local Hugging Face model dir or checkpoint is"
+            " needed; nothing is downloaded)"
+        )
+    return path
+
+
+def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
+    """The model's source for `cfg.path`, or None when the run builds a named shape."""
+    if cfg.path is None:
+        return None
+    path = _checked_dir("model.path", cfg.path)
+    if not path.is_dir():
+        raise ConfigError(
+            f"model.path: {cfg.path} is not a directory (give a Hugging Face model dir or a"
+            " checkpoint)"
+        )
+    if (path / "config.json").is_file():
+        if not cfg.random_init and not any(any(path.glob(p)) for p in _HF_WEIGHT_PATTERNS):
+            raise ConfigError(
+                f"model.path: {cfg.path} has config.json but no weights (*.safetensors); set"
+                " model.random_init=true to train from its config alone"
+            )
+        return ModelSource(assets=path)
+    try:
+        checkpoint = resolve_checkpoint(path)
+    except CheckpointPathError as err:
+        raise ConfigError(
+            f"model.path: {cfg.path} is neither a Hugging Face model dir (no config.json) nor a"
+            f" checkpoint ({err})"
+        ) from None
+    return ModelSource(assets=_checkpoint_assets(cfg, checkpoint), checkpoint=checkpoint)
+
+
+def _checkpoint_assets(cfg: ModelConfig, checkpoint: CheckpointPaths) -> Path:
+    if cfg.hf_config is not None:
+        assets = _checked_dir("model.hf_config", cfg.hf_config)
+        assets = assets.parent if assets.is_file() else assets
+        if not (assets / "config.json").is_file():
+            raise ConfigError(f"model.hf_config: {cfg.hf_config} has no config.json")
+        return assets
+    hf = checkpoint.hf_assets
+    if hf is None or not (hf / "config.json").is_file():
+        raise ConfigError(
+            f"model.path: checkpoint {checkpoint.dist_ckpt} has no huggingface/config.json beside"
+            " it; set model.hf_config=DIR (the Hugging Face dir with its config and tokenizer)"
+        )
+    return hf
+
+
+def load_checkpoint_weights(model, source: ModelSource) -> None:
+    """Copy the checkpoint's model weights into `model` (built from the same config), one
+    tensor at a time; every parameter must be covered. Refuses a damaged checkpoint with
+    validate's first error before a byte is read, as export does."""
+    import torch
+
+    from mfsdp_ckpt.export_hf import (
+        ExportError,
+        ExportUsageError,
+        _resolve_source,
+        convert,
+        plan_export,
+    )
+    from mfsdp_ckpt.validate import require_valid
+
+    assert source.checkpoint is not None
+    require_valid(source.checkpoint, manifest_only=True)
+    try:
+        plan = plan_export(
+            _resolve_source(str(source.checkpoint.dist_ckpt), "local"), model.config, dtype="fp32"
+        )
+    except (ExportUsageError, ExportError) as err:  # the checkpoint does not fit the config
+        raise ConfigError(f"model.path: {err}") from None
+    targets = dict(model.named_parameters()) | dict(model.named_buffers())
+    loaded = set()
+    with torch.no_grad():
+        for item in plan.ordered_items():
+            for name, tensor in convert(plan, item):
+                if name not in targets:
+                    raise ConfigError(
+                        f"model.path: {source.checkpoint.dist_ckpt} holds {name}, which the model"
+                        " built from its config does not have"
+                    )
+                targets[name].copy_(tensor)
+                loaded.add(name)
+    missing = sorted(set(dict(model.named_parameters())) - loaded)
+    if missing:
+        raise ConfigError(
+            f"model.path: {source.checkpoint.dist_ckpt} lacks {len(missing)} weight(s), e.g."
+            f" {missing[0]}"
+        )
