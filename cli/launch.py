@@ -63,14 +63,20 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     """Load and check the config without importing torch; a mistake exits 2 in one line."""
     import logging
 
+    from cli.verbosity import configure_logging
     from trainer.config import ConfigError, load_config
 
+    configure_logging()  # a rank torchrun started takes `-v` from the environment
     if os.environ.get(CONFIG_CHECKED):  # the launching process showed the notes already
         logging.getLogger("mfsdp.config").setLevel(logging.ERROR)
+    from trainer.metrics import require_trackers
+
     try:
-        return load_config(cls, config_path, overrides)
+        cfg = load_config(cls, config_path, overrides)
+        require_trackers(cfg.trainer)
     except ConfigError as err:
         fail(str(err), EXIT_USAGE)
+    return cfg
 
 
 def start(subcommand: str, cfg: Any, launch: Launch, config_path: str | None, as_json: bool,

@@ -24,6 +24,8 @@ from typing import Any, Literal
 
 import yaml
 
+from trainer import verl_keys
+
 
 RESOLVED_CONFIG_FILE = "config.yaml"  # in the run dir: the config the run used
 
@@ -122,7 +124,13 @@ class TrainerConfig:
     device: Literal["auto", "cpu", "cuda"] = "auto"
     log_every: int = 1
     eval_every: int = 0  # steps; 0: only at the end when there is validation data
-    tensorboard: bool = False
+    tensorboard: bool = False  # same as adding tensorboard to `logger`
+    # Experiment trackers, verl's names: console and jsonl (RUN_DIR/metrics.jsonl) always run;
+    # tensorboard (RUN_DIR/tensorboard/) and wandb (RUN_DIR/wandb/; WANDB_MODE=offline works).
+    logger: list[Literal["console", "jsonl", "tensorboard", "wandb"]] = field(
+        default_factory=lambda: ["console", "jsonl"])
+    project_name: str = "mfsdp"  # wandb project
+    experiment_name: str | None = None  # wandb run name; default: the run dir's name
     progress_bar: bool = True
     peak_tflops: float | None = None  # per device, for MFU; default 790 (H200 bf16) on CUDA
 
@@ -163,15 +171,18 @@ def load_config(cls: type[T], path: str | os.PathLike | None = None, overrides: 
             raise ConfigError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from err
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{path}: top level must be a mapping of sections, found {type(loaded).__name__}")
-        tree = loaded or {}
+        tree = verl_keys.adopt_tree(cls, loaded or {}, source)
     config = _build(cls, tree, prefix="", source=source)  # the file alone, so errors name the file
     if not overrides:
         return config
+    pairs = []
     for item in overrides:
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"override {item!r}: expected key=value, e.g. optim.lr=2e-5")
-        _set_dotted(tree, key.strip(), yaml.safe_load(text) if text.strip() else None)
+        pairs.append((key.strip(), yaml.safe_load(text) if text.strip() else None))
+    for key, value in verl_keys.adopt_pairs(cls, pairs, "command-line override"):
+        set_dotted(tree, key, value)
     return _build(cls, tree, prefix="", source="command-line override")
 
 
@@ -189,7 +200,8 @@ def write_resolved_config(run_dir: str | os.PathLike, config: Any) -> Path:
     return path
 
 
-def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+def set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set `a.b.c` in a nested dict, creating sections on the way (YAML files and overrides)."""
     node = tree
     parts = dotted.split(".")
     for part in parts[:-1]:
