@@ -79,6 +79,19 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     return cfg
 
 
+DATA_HINT = ("make it with `mfsdp data gsm8k|math --input OFFICIAL_FILE --out DIR` (writes DIR/{kind}/<split>.parquet) "
+             "or `mfsdp data synthetic --out DIR`")
+
+
+def check_data_files(data: Any, kind: str) -> None:
+    """A missing data file is reported before anything starts, with how to make one; `kind` is
+    `sft` or `rl`, the table family `mfsdp data` writes."""
+    for key in ("train_files", "val_files"):
+        for path in getattr(data, key):
+            if not os.path.exists(path):
+                fail(f"data.{key}: {path}: no such file; {DATA_HINT.format(kind=kind)}", EXIT_USAGE)
+
+
 def start(subcommand: str, cfg: Any, launch: Launch, config_path: str | None, as_json: bool,
           overrides: list[str]) -> None:
     """Choose CPU threads, then return when this process should train; when it should launch

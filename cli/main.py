@@ -27,9 +27,9 @@ def app(verbose: int) -> None:
 
 def _register() -> None:
     """Command groups live one per module; importing them here keeps `mfsdp --help` complete."""
-    from cli import ckpt, data, demo, train
+    from cli import ckpt, config, data, demo, train
 
-    for command in (ckpt.ckpt, demo.demo, train.train, data.data):
+    for command in (ckpt.ckpt, demo.demo, train.train, data.data, config.config):
         app.add_command(command)
 
 

@@ -186,6 +186,11 @@ def load_config(cls: type[T], path: str | os.PathLike | None = None, overrides: 
     return _build(cls, tree, prefix="", source="command-line override")
 
 
+def config_from_tree(cls: type[T], tree: dict[str, Any], source: str) -> T:
+    """`cls` from an already nested mapping (a converted verl config), checked like a file."""
+    return _build(cls, tree, prefix="", source=source)
+
+
 def config_to_dict(config: Any) -> dict[str, Any]:
     """Plain nested dict (for logs, checkpoint info, and writing the resolved config back out)."""
     return dataclasses.asdict(config)

@@ -227,7 +227,7 @@ def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tu
     for given, value in pairs:
         raw_key = given.lstrip("+")  # Hydra's `+key=` (add) and `++key=` (force)
         key = _normalise(raw_key)
-        if _is_native(cls, key):
+        if is_native(cls, key):
             if key != raw_key:
                 _note(raw_key, {key: value}, "")
             out.append((key, value))
@@ -284,7 +284,7 @@ def _normalise(key: str) -> str:
     return key
 
 
-def _is_native(cls: type, key: str) -> bool:
+def is_native(cls: type, key: str) -> bool:
     """Whether dotted `key` names a field of `cls` (a mapping field absorbs the rest of the key)."""
     kind: Any = cls
     for part in key.split("."):
