@@ -37,4 +37,22 @@ _register()
 
 
 def main() -> None:
-    app(prog_name="mfsdp")
+    """The `mfsdp` entry point. A usage mistake (unknown option, missing argument) is one
+    line and exit 2, like every other error, instead of click's usage block."""
+    import sys
+
+    try:
+        app.main(prog_name="mfsdp", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as err:  # `mfsdp ckpt` alone: its help, as click shows it
+        click.echo(err.format_message(), err=True)
+        sys.exit(2)
+    except click.UsageError as err:
+        where = f"; see '{err.ctx.command_path} --help'" if err.ctx is not None else ""
+        click.echo(f"error: {err.format_message().rstrip('.')}{where}", err=True)
+        sys.exit(2)
+    except click.ClickException as err:
+        click.echo(f"error: {err.format_message()}", err=True)
+        sys.exit(err.exit_code)
+    except click.Abort:
+        click.echo("error: aborted", err=True)
+        sys.exit(130)

@@ -240,9 +240,12 @@ def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tu
         if rule is None and leaf in PARALLEL_SIZES:
             rule = Rule(None, _only((1, None), "mfsdp shards data-parallel only (FSDP): model parallel sizes are 1"),
                         why="model parallel sizes are 1 here (FSDP only)")
-        if rule is None or command not in rule.commands:
+        if rule is None:
             out.append((key, value))  # not a verl key we know: the loader names the closest keys
             continue
+        if command not in rule.commands:
+            raise ConfigError(f"{source}: verl key '{raw_key}' is for mfsdp train {rule.commands[0]}, "
+                              f"not {command}")
         try:
             mapped = rule.apply(value)
         except Unsupported as err:
