@@ -94,7 +94,7 @@ def check_data_files(data: Any, kind: str) -> None:
 
 def start(subcommand: str, cfg: Any, launch: Launch, config_path: str | None, as_json: bool,
           overrides: list[str]) -> None:
-    """Choose CPU threads, then return when this process should train; when it should launch
+    """Check the launch flags and data files, choose CPU threads, then return when this process should train; when it should launch
     ranks instead, run torchrun and exit with its status (a failed rank fails the command)."""
     from trainer.threads import configure_threads, model_hidden_size
 
@@ -104,6 +104,7 @@ def start(subcommand: str, cfg: Any, launch: Launch, config_path: str | None, as
     launching = "RANK" not in os.environ and (launch.nproc_per_node > 1 or launch.multi_node)
     if launch.multi_node and not launch.rdzv_endpoint:
         fail("--nnodes > 1 needs --rdzv-endpoint HOST:PORT that every machine reaches", EXIT_USAGE)
+    check_data_files(cfg.data, "rl" if subcommand == "grpo" else "sft")
     local_ranks = launch.nproc_per_node if launching else int(os.environ.get("LOCAL_WORLD_SIZE", 1))
     configure_threads(model_hidden_size(cfg.model), local_ranks)
     _quiet_known_warnings()

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from cli.errors import friendly_errors
-from cli.launch import Launch, check_config, check_data_files, last_value, launch_options, report, start
+from cli.launch import Launch, check_config, last_value, launch_options, report, start
 from cli.train_grpo import grpo
 
 
@@ -68,7 +68,6 @@ def sft(config_path: str | None, as_json: bool, overrides: tuple[str, ...], **la
     from trainer.config import SFTConfig
 
     cfg = check_config(SFTConfig, config_path, list(overrides))
-    check_data_files(cfg.data, "sft")
     start("sft", cfg, Launch(**launch), config_path, as_json, list(overrides))
     command = friendly_errors(usage=_usage_errors(), failure=run_failure_errors())(run_sft_command)
     command(cfg, as_json)

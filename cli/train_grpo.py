@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from cli.errors import friendly_errors
-from cli.launch import Launch, check_config, check_data_files, last_value, launch_options, report, start
+from cli.launch import Launch, check_config, last_value, launch_options, report, start
 
 
 def _usage_errors() -> tuple[type[BaseException], ...]:
@@ -49,7 +49,6 @@ def grpo(config_path: str | None, as_json: bool, overrides: tuple[str, ...], **l
     from trainer.grpo.config import GRPOConfig
 
     cfg = check_config(GRPOConfig, config_path, list(overrides))
-    check_data_files(cfg.data, "rl")
     start("grpo", cfg, Launch(**launch), config_path, as_json, list(overrides))
     command = friendly_errors(usage=_usage_errors(), failure=run_failure_errors())(run_grpo_command)
     command(cfg, as_json)
