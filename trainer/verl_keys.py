@@ -36,14 +36,22 @@ class Unsupported(ValueError):
 @dataclass(frozen=True)
 class Rule:
     """How one verl key becomes mfsdp keys. `convert` maps the value to {mfsdp key: value}
-    ({} drops it, with `why` logged) or raises Unsupported; `commands` limits it to sft or grpo."""
+    ({} drops it, with `why` logged) or raises Unsupported; `commands` limits it to sft or grpo.
+    A `target` that is `not_built` yet in this config fails with that reason, except at a
+    `harmless` value (LoRA's rank 0), which is dropped."""
 
     target: str | None
     convert: Callable[[Any], dict[str, Any]] | None = None
     why: str = ""
     commands: tuple[str, ...] = ("sft", "grpo")
+    not_built: str = ""
+    harmless: tuple[Any, ...] = ()
 
-    def apply(self, value: Any) -> dict[str, Any]:
+    def apply(self, cls: type, value: Any) -> dict[str, Any]:
+        if self.not_built and not is_native(cls, self.target):
+            if value in self.harmless:
+                return {}
+            raise Unsupported(self.not_built)
         if self.convert is not None:
             return self.convert(value)
         return {self.target: value} if self.target else {}
@@ -95,6 +103,7 @@ def _pad_mode(value: Any) -> dict[str, Any]:
 
 
 NOT_YET_LORA = "LoRA is not supported yet"
+LORA_KEYS = {"lora_rank": (0, None), "lora_alpha": (), "target_modules": ()}  # name: values that mean no LoRA
 LAUNCH = "a launch setting here: pass --nproc-per-node / --nnodes to mfsdp train"
 
 # verl key -> rule. Optimizer keys are listed once under `optim.` (SFT's section) and also
@@ -102,6 +111,10 @@ LAUNCH = "a launch setting here: pass --nproc-per-node / --nnodes to mfsdp train
 RULES: dict[str, Rule] = {
     # optimizer (verl's optim/fsdp.yaml and optim/megatron.yaml names)
     "optim.lr_warmup_steps_ratio": Rule("optim.warmup_ratio"),
+    "optim.warmup_steps_ratio": Rule("optim.warmup_ratio"),
+    "optim.lr_scheduler": Rule(None, _scheduler),
+    "optim.min_lr_ratio": Rule(None, _only((0, 0.0), "optim.min_lr here is absolute: set optim.min_lr to "
+                                                     "min_lr_ratio x lr"), why="0 is mfsdp's default optim.min_lr"),
     "optim.lr_warmup_steps": Rule(None, _to("optim.warmup_steps", lambda v: max(0, v) if isinstance(v, int) else v)),
     "optim.lr_decay_style": Rule(None, _scheduler),
     "optim.warmup_style": Rule(None, _scheduler),
@@ -111,7 +124,7 @@ RULES: dict[str, Rule] = {
     "optim.optimizer": Rule(None, _only(("AdamW", "adam"), "the optimizer here is AdamW"),
                             why="the optimizer here is AdamW"),
     "optim.grad_clip": Rule("optim.clip_grad"),
-    "actor_rollout_ref.actor.grad_clip": Rule("optim.clip_grad"),
+    ACTOR + "grad_clip": Rule("optim.clip_grad", commands=("grpo",)),
     # actor (GRPO)
     **{ACTOR + name: Rule(f"actor.{name}", commands=("grpo",)) for name in (
         "ppo_mini_batch_size", "ppo_micro_batch_size_per_gpu", "ppo_epochs", "clip_ratio_low", "clip_ratio_high",
@@ -125,12 +138,16 @@ RULES: dict[str, Rule] = {
     ACTOR + "strategy": Rule(None, _only(("megatron", "fsdp", "fsdp2"), "set strategy.name here"),
                              why="strategy.name picks the sharding here", commands=("grpo",)),
     ACTOR + "megatron.use_megatron_fsdp": Rule(None, _strategy, commands=("grpo",)),
-    ACTOR + "megatron.use_mbridge": Rule(None, why="Hugging Face checkpoints load directly here"),
-    ACTOR + "megatron.vanilla_mbridge": Rule(None, why="Hugging Face checkpoints load directly here"),
-    ACTOR + "megatron.param_offload": Rule(None, _only(False, "CPU offload is not supported yet"), why="no offload"),
-    ACTOR + "megatron.optimizer_offload": Rule(None, _only(False, "CPU offload is not supported yet"), why="no offload"),
-    ACTOR + "megatron.grad_offload": Rule(None, _only(False, "CPU offload is not supported yet"), why="no offload"),
-    "actor_rollout_ref.ref.megatron.use_megatron_fsdp": Rule(None, why="the reference model uses the actor's strategy"),
+    ACTOR + "megatron.use_mbridge": Rule(None, why="Hugging Face checkpoints load directly here", commands=("grpo",)),
+    ACTOR + "megatron.vanilla_mbridge": Rule(None, why="Hugging Face checkpoints load directly here", commands=("grpo",)),
+    ACTOR + "megatron.param_offload": Rule(None, _only(False, "CPU offload is not supported yet"), why="no offload",
+                                  commands=("grpo",)),
+    ACTOR + "megatron.optimizer_offload": Rule(None, _only(False, "CPU offload is not supported yet"), why="no offload",
+                                  commands=("grpo",)),
+    ACTOR + "megatron.grad_offload": Rule(None, _only(False, "CPU offload is not supported yet"), why="no offload",
+                                  commands=("grpo",)),
+    "actor_rollout_ref.ref.megatron.use_megatron_fsdp": Rule(None, why="the reference model uses the actor's strategy",
+                                                             commands=("grpo",)),
     "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": Rule("actor.log_prob_micro_batch_size_per_gpu",
                                                                     commands=("grpo",)),
     ROLLOUT + "log_prob_micro_batch_size_per_gpu": Rule("actor.log_prob_micro_batch_size_per_gpu", commands=("grpo",)),
@@ -159,12 +176,9 @@ RULES: dict[str, Rule] = {
     "model.partial_pretrain": Rule("model.path"),
     "actor_rollout_ref.model.use_remove_padding": Rule(None, why="sequences are always packed without padding"),
     "model.use_remove_padding": Rule(None, why="sequences are always packed without padding"),
-    "actor_rollout_ref.model.lora_rank": Rule(None, _only((0, None), NOT_YET_LORA), why="0 means no LoRA"),
-    "model.lora_rank": Rule(None, _only((0, None), NOT_YET_LORA), why="0 means no LoRA"),
-    "actor_rollout_ref.model.lora_alpha": Rule(None, why=f"used only with lora_rank > 0 ({NOT_YET_LORA})"),
-    "model.lora_alpha": Rule(None, why=f"used only with lora_rank > 0 ({NOT_YET_LORA})"),
-    "actor_rollout_ref.model.target_modules": Rule(None, why=f"used only with lora_rank > 0 ({NOT_YET_LORA})"),
-    "model.target_modules": Rule(None, why=f"used only with lora_rank > 0 ({NOT_YET_LORA})"),
+    **{f"{prefix}model.{name}": Rule(f"model.{name}", why=f"{NOT_YET_LORA}; 0 means none",
+                                     not_built=NOT_YET_LORA, harmless=harmless)
+       for prefix in ("actor_rollout_ref.", "") for name, harmless in LORA_KEYS.items()},
     # algorithm and reward (GRPO)
     "algorithm.use_kl_in_reward": Rule(None, _only(False, "KL in the reward is not supported; use "
                                                           "actor.use_kl_loss (GRPO's KL loss)"),
@@ -195,7 +209,7 @@ RULES: dict[str, Rule] = {
     "trainer.critic_warmup": Rule(None, _only(0, "there is no critic in GRPO"), why="GRPO has no critic",
                                   commands=("grpo",)),
     "trainer.default_hdfs_dir": Rule(None, _only(None, "HDFS copies are not supported; trainer.run_dir is local "
-                                                       "or a mounted path")),
+                                                       "or a mounted path"), why="null means no HDFS copy"),
     # trainer.resume_mode + trainer.resume_from_path are read together (see `_resume`)
 }
 
@@ -247,7 +261,7 @@ def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tu
             raise ConfigError(f"{source}: verl key '{raw_key}' is for mfsdp train {rule.commands[0]}, "
                               f"not {command}")
         try:
-            mapped = rule.apply(value)
+            mapped = rule.apply(cls, value)
         except Unsupported as err:
             raise ConfigError(f"{source}: verl key '{raw_key}={value}' has no equivalent here: {err}") from None
         _note(raw_key, mapped, rule.why)
