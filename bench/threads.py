@@ -26,10 +26,22 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SHAPES = {"tiny": dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
-                       num_key_value_heads=2),
-          "small": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=2, num_attention_heads=14,
-                        num_key_value_heads=2)}
+SHAPES = {
+    "tiny": dict(
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    ),
+    "small": dict(
+        hidden_size=896,
+        intermediate_size=4864,
+        num_hidden_layers=2,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+    ),
+}
 
 STEPS = """
 import json, os, statistics, sys, time
@@ -65,15 +77,24 @@ while True:
 
 def measure(shape: str, setting: str, steps: int) -> dict:
     """One cell: `setting` is a thread count, `torch` (torch's default) or `mfsdp` (the choice)."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "MFSDP_THREADS_CHOSEN")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "MFSDP_THREADS_CHOSEN")
+    }
     env["PYTHONPATH"] = str(REPO)
     if setting.isdigit():
         env["OMP_NUM_THREADS"] = setting
     batch, seq = (8, 128) if shape == "tiny" else (4, 128)
     args = json.dumps([SHAPES[shape], batch, seq, steps, setting == "mfsdp"])
-    done = subprocess.run([sys.executable, "-c", STEPS, args], env=env, cwd=REPO, capture_output=True, text=True,
-                          timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-c", STEPS, args],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"{shape}/{setting}: {done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -88,7 +109,9 @@ def busy_jobs(count: int) -> list[subprocess.Popen]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=10, help="timed steps per cell (after 3 warm-up steps)")
+    parser.add_argument(
+        "--steps", type=int, default=10, help="timed steps per cell (after 3 warm-up steps)"
+    )
     parser.add_argument("--shapes", default="tiny,small")
     parser.add_argument("--busy-jobs", type=int, default=None, help="default: one per core")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
@@ -97,35 +120,53 @@ def main() -> None:
     counts = sorted({1, min(2, cores), cores})
     settings = [str(c) for c in counts] + ["torch", "mfsdp"]
     rows = []
+    load: dict[str, float] = {}
     for condition in ("idle", "busy"):
         jobs = busy_jobs(args.busy_jobs or cores) if condition == "busy" else []
+        load[condition] = os.getloadavg()[0]  # other users' work too: "idle" is this machine's idle
         try:
             for shape in args.shapes.split(","):
                 for setting in settings:
                     cell = measure(shape, setting, args.steps)
-                    rows.append({"condition": condition, "shape": shape, "setting": setting, **cell})
+                    rows.append(
+                        {"condition": condition, "shape": shape, "setting": setting, **cell}
+                    )
         finally:
             for job in jobs:
                 job.kill()
                 job.wait()
-    print(f"{cores} core(s) available; step time is the median of {args.steps} steps\n")
+    print(f"{cores} core(s) available; step time is the median of {args.steps} steps; 1-minute "
+          f"load average at the start: idle {load['idle']:.1f}, busy {load['busy']:.1f}\n")
     print("| condition | model | setting | threads | step ms | vs OMP_NUM_THREADS=1 |")
     print("|---|---|---|---|---|---|")
     verdicts = []
     for condition in ("idle", "busy"):
         for shape in args.shapes.split(","):
-            cells = {r["setting"]: r for r in rows if r["condition"] == condition and r["shape"] == shape}
+            cells = {
+                r["setting"]: r for r in rows if r["condition"] == condition and r["shape"] == shape
+            }
             one = cells["1"]["step_s"]
             for setting, cell in cells.items():
-                name = {"torch": "torch default", "mfsdp": "mfsdp's choice"}.get(setting, f"OMP_NUM_THREADS={setting}")
-                print(f"| {condition} | {shape} | {name} | {cell['threads']} | {1000 * cell['step_s']:.1f} | "
-                      f"{cell['step_s'] / one:.2f}x |")
+                name = {"torch": "torch default", "mfsdp": "mfsdp's choice"}.get(
+                    setting, f"OMP_NUM_THREADS={setting}"
+                )
+                print(
+                    f"| {condition} | {shape} | {name} | {cell['threads']} | "
+                    f"{1000 * cell['step_s']:.1f} | "
+                    f"{cell['step_s'] / one:.2f}x |"
+                )
             chosen = cells["mfsdp"]["step_s"]
             if condition == "busy":
-                verdicts.append(f"busy {shape}: mfsdp's choice {chosen / one:.2f}x OMP_NUM_THREADS=1 (limit 1.5x)")
+                verdicts.append(
+                    f"busy {shape}: mfsdp's choice {chosen / one:.2f}x OMP_NUM_THREADS=1 "
+                    "(limit 1.5x)"
+                )
             else:
                 best = min(cells[str(c)]["step_s"] for c in counts)
-                verdicts.append(f"idle {shape}: mfsdp's choice {chosen / best:.2f}x the best fixed count (limit 1.10x)")
+                verdicts.append(
+                    f"idle {shape}: mfsdp's choice {chosen / best:.2f}x the best fixed count "
+                    "(limit 1.10x)"
+                )
     print()
     print("\n".join(verdicts))
     if args.json:

@@ -21,8 +21,15 @@ def config() -> None:
 
 @config.command("from-verl")
 @click.argument("source", type=click.Path(dir_okay=False))
-@click.option("--command", "command", type=click.Choice(["auto", "sft", "grpo"]), default="auto", show_default=True,
-              help="Which trainer the config is for; auto: from verl's module (main_ppo: grpo) or YAML sections.")
+@click.option(
+    "--command",
+    "command",
+    type=click.Choice(["auto", "sft", "grpo"]),
+    default="auto",
+    show_default=True,
+    help="Which trainer the config is for; auto: from verl's module (main_ppo: grpo) "
+    "or the YAML's sections.",
+)
 def from_verl(source: str, command: str) -> None:
     """Print SOURCE (a shell script that runs `python3 -m verl.trainer.main_ppo key=value ...`
     or verl's SFT trainer, or a verl YAML config) as an mfsdp YAML config on stdout.
@@ -42,7 +49,10 @@ def from_verl(source: str, command: str) -> None:
         conversion = convert_verl(source, None if command == "auto" else command)
         click.echo(conversion.to_yaml(source), nl=False)
         if conversion.dropped:
-            click.echo(f"from-verl: {len(conversion.dropped)} key(s) not carried over (listed at the top)", err=True)
+            click.echo(
+                f"from-verl: {len(conversion.dropped)} key(s) not carried over (listed at the top)",
+                err=True,
+            )
             raise SystemExit(EXIT_FAILED)
 
     run()

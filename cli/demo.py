@@ -95,11 +95,11 @@ def _claim(out: Path) -> None:
     directory is refused (exit 2), since its contents are not the demo's to delete."""
     if out.is_dir() and any(out.iterdir()):
         if not (out / DEMO_MARKER).is_file():
-            fail(f"{out}: directory is not empty and is not a previous demo's output (no {DEMO_MARKER}); "
-                 "choose a new --out", EXIT_USAGE)
+            fail(f"{out}: directory is not empty and is not a previous demo's output "
+                 f"(no {DEMO_MARKER}); choose a new --out", EXIT_USAGE)
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / DEMO_MARKER).write_text("written by mfsdp demo: this directory is replaced by the next demo run\n")
+    (out / DEMO_MARKER).write_text("written by mfsdp demo: the next demo run replaces this dir\n")
 
 
 def _generate(model_dir: Path, question: str) -> str:

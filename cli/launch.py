@@ -22,7 +22,9 @@ import click
 
 from cli.errors import EXIT_USAGE, fail
 
-CONFIG_CHECKED = "MFSDP_CONFIG_CHECKED"  # set by the launching process: ranks stay quiet about notes
+CONFIG_CHECKED = (
+    "MFSDP_CONFIG_CHECKED"  # set by the launching process: ranks stay quiet about notes
+)
 
 
 @dataclass(frozen=True)
@@ -43,16 +45,38 @@ class Launch:
 def launch_options(command: Callable) -> Callable:
     """The torchrun flags every train command takes (same names as torchrun's)."""
     options = [
-        click.option("--nproc-per-node", type=int, default=1, show_default=True,
-                     help="Processes on this machine (one per GPU), started through torchrun."),
-        click.option("--nnodes", type=int, default=1, show_default=True,
-                     help="Machines in the run; start the same command on each (docs/multinode.md)."),
-        click.option("--node-rank", type=click.IntRange(0), default=None,
-                     help="This machine's index, 0..nnodes-1 (torchrun assigns one when left out)."),
-        click.option("--rdzv-endpoint", default=None, metavar="HOST:PORT",
-                     help="Rendezvous address all machines reach (torchrun's c10d backend)."),
-        click.option("--rdzv-id", default="mfsdp", show_default=True,
-                     help="Job id shared by the machines of one run."),
+        click.option(
+            "--nproc-per-node",
+            type=int,
+            default=1,
+            show_default=True,
+            help="Processes on this machine (one per GPU), started through torchrun.",
+        ),
+        click.option(
+            "--nnodes",
+            type=int,
+            default=1,
+            show_default=True,
+            help="Machines in the run; start the same command on each (docs/multinode.md).",
+        ),
+        click.option(
+            "--node-rank",
+            type=click.IntRange(0),
+            default=None,
+            help="This machine's index, 0..nnodes-1 (torchrun assigns one when left out).",
+        ),
+        click.option(
+            "--rdzv-endpoint",
+            default=None,
+            metavar="HOST:PORT",
+            help="Rendezvous address all machines reach (torchrun's c10d backend).",
+        ),
+        click.option(
+            "--rdzv-id",
+            default="mfsdp",
+            show_default=True,
+            help="Job id shared by the machines of one run.",
+        ),
     ]
     for option in reversed(options):
         command = option(command)
@@ -79,8 +103,11 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     return cfg
 
 
-DATA_HINT = ("make it with `mfsdp data gsm8k|math --input OFFICIAL_FILE --out DIR` (writes DIR/{kind}/<split>.parquet) "
-             "or `mfsdp data synthetic --out DIR`")
+DATA_HINT = (
+    "make it with `mfsdp data gsm8k|math --input OFFICIAL_FILE --out DIR` "
+    "(writes DIR/{kind}/<split>.parquet) "
+    "or `mfsdp data synthetic --out DIR`"
+)
 
 
 def check_data_files(data: Any, kind: str) -> None:
@@ -92,10 +119,17 @@ def check_data_files(data: Any, kind: str) -> None:
                 fail(f"data.{key}: {path}: no such file; {DATA_HINT.format(kind=kind)}", EXIT_USAGE)
 
 
-def start(subcommand: str, cfg: Any, launch: Launch, config_path: str | None, as_json: bool,
-          overrides: list[str]) -> None:
-    """Check the launch flags and data files, choose CPU threads, then return when this process should train; when it should launch
-    ranks instead, run torchrun and exit with its status (a failed rank fails the command)."""
+def start(
+    subcommand: str,
+    cfg: Any,
+    launch: Launch,
+    config_path: str | None,
+    as_json: bool,
+    overrides: list[str],
+) -> None:
+    """Check the launch flags and data files, choose CPU threads, then return when this
+    process should train; when it should launch ranks instead, run torchrun and exit with
+    its status (a failed rank fails the command)."""
     from trainer.threads import configure_threads, model_hidden_size
 
     for flag, value in (("--nproc-per-node", launch.nproc_per_node), ("--nnodes", launch.nnodes)):
@@ -110,16 +144,28 @@ def start(subcommand: str, cfg: Any, launch: Launch, config_path: str | None, as
     _quiet_known_warnings()
     if launching:
         os.environ[CONFIG_CHECKED] = "1"
-        sys.exit(subprocess.call(torchrun_command(subcommand, launch, config_path, as_json, overrides)))
+        sys.exit(
+            subprocess.call(torchrun_command(subcommand, launch, config_path, as_json, overrides))
+        )
 
 
-def torchrun_command(subcommand: str, launch: Launch, config_path: str | None, as_json: bool,
-                     overrides: list[str]) -> list[str]:
+def torchrun_command(
+    subcommand: str, launch: Launch, config_path: str | None, as_json: bool, overrides: list[str]
+) -> list[str]:
     """`python -m torch.distributed.run ... -m cli.train SUBCOMMAND [--config F] [--json] OVERRIDES`."""
-    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={launch.nproc_per_node}"]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={launch.nproc_per_node}",
+    ]
     if launch.multi_node:
-        command += [f"--nnodes={launch.nnodes}", "--rdzv-backend=c10d", f"--rdzv-endpoint={launch.rdzv_endpoint}",
-                    f"--rdzv-id={launch.rdzv_id}"]
+        command += [
+            f"--nnodes={launch.nnodes}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={launch.rdzv_endpoint}",
+            f"--rdzv-id={launch.rdzv_id}",
+        ]
         if launch.node_rank is not None:
             command.append(f"--node-rank={launch.node_rank}")
     else:

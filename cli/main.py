@@ -9,7 +9,8 @@ from mfsdp_ckpt import __version__
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="mfsdp")
-@click.option("-v", "--verbose", count=True, help="Log what the library does (-v: checkpoint save/load timings).")
+@click.option("-v", "--verbose", count=True,
+              help="Log what the library does (-v: checkpoint save/load timings; -vv: more).")
 def app(verbose: int) -> None:
     """Train LLMs with Megatron-FSDP and work with their DTensor checkpoints.
 
@@ -43,7 +44,7 @@ def main() -> None:
 
     try:
         app.main(prog_name="mfsdp", standalone_mode=False)
-    except click.exceptions.NoArgsIsHelpError as err:  # `mfsdp ckpt` alone: its help, as click shows it
+    except click.exceptions.NoArgsIsHelpError as err:  # `mfsdp ckpt` alone: its help
         click.echo(err.format_message(), err=True)
         sys.exit(2)
     except click.UsageError as err:

@@ -29,8 +29,9 @@ def configure_logging() -> None:
         return
     rank = os.environ.get("RANK")
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(
-        f"[%(name)s{' rank ' + rank if rank is not None else ''}] %(message)s"))
+    handler.setFormatter(
+        logging.Formatter(f"[%(name)s{' rank ' + rank if rank is not None else ''}] %(message)s")
+    )
     for name in OUR_LOGGERS:
         logger = logging.getLogger(name)
         logger.setLevel(level)

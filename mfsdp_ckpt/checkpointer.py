@@ -205,7 +205,8 @@ class Checkpointer:
         step, tmp = finish_args[0], finish_args[1]
         try:
             dcp.save(state_dict, storage_writer=writer, process_group=self._group)
-            log.info("step %d: tensor files written in %.2f s", step, time.monotonic() - finish_args[5])
+            log.info("step %d: tensor files written in %.2f s", step,
+                     time.monotonic() - finish_args[5])
             self._finish(*finish_args, hashed=writer.hashed_while_written())
         except (CheckpointException, OSError) as err:
             if _rank() == 0:
@@ -311,7 +312,8 @@ class Checkpointer:
         layout.write_tracker(self.run_dir, step)
         size = sum(record.size for record in files.values())
         log.info("step %d: committed %s (%d files, %.1f MiB) %.2f s after the save began", step,
-                 layout.step_dir(self.run_dir, step), len(files), size / 2**20, time.monotonic() - started)
+                 layout.step_dir(self.run_dir, step), len(files), size / 2**20,
+                 time.monotonic() - started)
         self._prune(step)
 
     def _prune(self, newest: int) -> None:
@@ -402,7 +404,8 @@ def load_checkpoint(
             target.load_state_dict(wanted[kind])
         else:
             target.update(wanted[kind])
-    log.info("%s: loaded %s in %.2f s", paths.dist_ckpt, ", ".join(contents), time.monotonic() - started)
+    log.info("%s: loaded %s in %.2f s", paths.dist_ckpt, ", ".join(contents),
+             time.monotonic() - started)
     return manifest
 
 

@@ -27,26 +27,47 @@ except SystemExit as done:
 
 
 def mfsdp(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from cli.main import main; main()", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", "from cli.main import main; main()", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
-@pytest.mark.parametrize("command, override", [("sft", "optim.lrr=1"), ("grpo", "actor_rollout_ref.rollout.mode=async")])
+@pytest.mark.parametrize(
+    "command, override", [("sft", "optim.lrr=1"), ("grpo", "actor_rollout_ref.rollout.mode=async")]
+)
 def test_a_config_mistake_is_reported_before_torch_loads(command, override):
-    loaded = modules_after(MAIN_CATCHING_EXIT, "train", command, override, roots=("torch", "transformers"))
+    loaded = modules_after(
+        MAIN_CATCHING_EXIT, "train", command, override, roots=("torch", "transformers")
+    )
     assert loaded == []
 
 
 def test_a_config_mistake_is_one_line_and_exit_2():
     done = mfsdp("train", "sft", "--config", "examples/sft_tiny_cpu.yaml", "optim.lrr=1")
-    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "did you mean optim.lr" in done.stderr
+    assert (
+        done.returncode == 2
+        and done.stderr.count("\n") == 1
+        and "did you mean optim.lr" in done.stderr
+    )
 
 
 def test_missing_rl_data_says_how_to_make_it(tmp_path):
-    done = mfsdp("train", "grpo", "--config", "examples/grpo_tiny_cpu.yaml", f"data.train_files={tmp_path / 'rl.parquet'}")
+    done = mfsdp(
+        "train",
+        "grpo",
+        "--config",
+        "examples/grpo_tiny_cpu.yaml",
+        f"data.train_files={tmp_path / 'rl.parquet'}",
+    )
     assert done.returncode == 2
     assert f"data.train_files: {tmp_path / 'rl.parquet'}: no such file" in done.stderr
-    assert "mfsdp data gsm8k|math" in done.stderr and "mfsdp data synthetic --out DIR" in done.stderr
+    assert (
+        "mfsdp data gsm8k|math" in done.stderr and "mfsdp data synthetic --out DIR" in done.stderr
+    )
 
 
 def test_usage_errors_are_one_line():
@@ -55,8 +76,14 @@ def test_usage_errors_are_one_line():
     assert done.stderr == "error: No such option '--no-such-flag'; see 'mfsdp train sft --help'\n"
 
 
-@pytest.mark.parametrize("group, example", [("train", "mfsdp train sft --config"), ("data", "mfsdp data synthetic --out"),
-                                            ("config", "mfsdp config from-verl")])
+@pytest.mark.parametrize(
+    "group, example",
+    [
+        ("train", "mfsdp train sft --config"),
+        ("data", "mfsdp data synthetic --out"),
+        ("config", "mfsdp config from-verl"),
+    ],
+)
 def test_group_help_shows_examples(group, example):
     result = CliRunner().invoke(app, [group, "--help"])
     assert result.exit_code == 0 and "Examples:" in result.output and example in result.output
@@ -69,7 +96,10 @@ def test_data_synthetic_help_creates_nothing_and_out_writes_tables(tmp_path, mon
     result = CliRunner().invoke(app, ["data", "synthetic", "--out", "addition"])
     assert result.exit_code == 0, result.output
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.parquet")) == [
-        "addition/rl/test.parquet", "addition/rl/train.parquet", "addition/sft/train.parquet"]
+        "addition/rl/test.parquet",
+        "addition/rl/train.parquet",
+        "addition/sft/train.parquet",
+    ]
 
 
 def test_demo_refuses_a_directory_that_is_not_its_own(tmp_path):
@@ -92,11 +122,21 @@ def test_demo_replaces_only_a_previous_demo(tmp_path):
 
 
 def test_multi_node_flags_reach_torchrun():
-    command = torchrun_command("sft", Launch(nproc_per_node=8, nnodes=2, node_rank=1, rdzv_endpoint="node0:29500"),
-                               "c.yaml", False, ["optim.lr=1e-5"])
+    command = torchrun_command(
+        "sft",
+        Launch(nproc_per_node=8, nnodes=2, node_rank=1, rdzv_endpoint="node0:29500"),
+        "c.yaml",
+        False,
+        ["optim.lr=1e-5"],
+    )
     assert command[1:3] == ["-m", "torch.distributed.run"] and "--standalone" not in command
-    for flag in ("--nproc-per-node=8", "--nnodes=2", "--node-rank=1", "--rdzv-backend=c10d",
-                 "--rdzv-endpoint=node0:29500"):
+    for flag in (
+        "--nproc-per-node=8",
+        "--nnodes=2",
+        "--node-rank=1",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=node0:29500",
+    ):
         assert flag in command
     assert command[-6:] == ["-m", "cli.train", "sft", "--config", "c.yaml", "optim.lr=1e-5"]
     single = torchrun_command("grpo", Launch(nproc_per_node=2), None, True, [])

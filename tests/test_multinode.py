@@ -16,9 +16,23 @@ CONFIG = str(REPO / "examples" / "sft_tiny_cpu.yaml")
 
 
 def sft_command(data, run_dir, *launch: str) -> list[str]:
-    return [sys.executable, "-m", "cli.train", "sft", "--config", CONFIG, *launch, "--json",
-            f"data.train_files={data}", f"trainer.run_dir={run_dir}", "trainer.total_steps=3", "data.val_ratio=0",
-            "data.global_batch_size=8", "trainer.progress_bar=false", "trainer.eval_every=0"]
+    return [
+        sys.executable,
+        "-m",
+        "cli.train",
+        "sft",
+        "--config",
+        CONFIG,
+        *launch,
+        "--json",
+        f"data.train_files={data}",
+        f"trainer.run_dir={run_dir}",
+        "trainer.total_steps=3",
+        "data.val_ratio=0",
+        "data.global_batch_size=8",
+        "trainer.progress_bar=false",
+        "trainer.eval_every=0",
+    ]
 
 
 def losses(run_dir) -> dict[int, float]:
@@ -28,15 +42,37 @@ def losses(run_dir) -> dict[int, float]:
 @pytest.mark.slow
 def test_two_nodes_train_like_one_node_with_two_processes(tmp_path):
     data = write_chat_jsonl(tmp_path / "train.jsonl", rows=32)
-    one_node = subprocess.run(sft_command(data, tmp_path / "one_node", "--nproc-per-node", "2"), cwd=REPO,
-                              capture_output=True, text=True, timeout=300)
+    one_node = subprocess.run(
+        sft_command(data, tmp_path / "one_node", "--nproc-per-node", "2"),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert one_node.returncode == 0, one_node.stderr[-3000:]
 
     endpoint = f"127.0.0.1:{free_port()}"
-    nodes = [subprocess.Popen(sft_command(data, tmp_path / "two_nodes", "--nnodes", "2", "--node-rank", str(rank),
-                                          "--rdzv-endpoint", endpoint, "--rdzv-id", f"test-{endpoint}"),
-                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for rank in (0, 1)]
+    nodes = [
+        subprocess.Popen(
+            sft_command(
+                data,
+                tmp_path / "two_nodes",
+                "--nnodes",
+                "2",
+                "--node-rank",
+                str(rank),
+                "--rdzv-endpoint",
+                endpoint,
+                "--rdzv-id",
+                f"test-{endpoint}",
+            ),
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
     try:
         outputs = [node.communicate(timeout=300) for node in nodes]
     finally:

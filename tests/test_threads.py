@@ -47,17 +47,30 @@ def test_tiny_models_take_one_thread(eight_cores):
 
 def test_wait_policy_is_passive_unless_the_user_set_one(eight_cores):
     assert choose_threads(4096, 1, idle_cores=8.0, environ={}).wait_policy == "PASSIVE"
-    assert choose_threads(4096, 1, idle_cores=8.0, environ={"OMP_WAIT_POLICY": "ACTIVE"}).wait_policy is None
+    assert (
+        choose_threads(4096, 1, idle_cores=8.0, environ={"OMP_WAIT_POLICY": "ACTIVE"}).wait_policy
+        is None
+    )
 
 
 def test_hidden_size_without_building_the_model(tmp_path):
     model = SimpleNamespace(path=None, shape="tiny", overrides={})
     assert model_hidden_size(model) == 128
     assert model_hidden_size(SimpleNamespace(path=None, shape="qwen2-1.5b", overrides={})) is None
-    assert model_hidden_size(SimpleNamespace(path=None, shape="tiny", overrides={"hidden_size": 64})) == 64
+    assert (
+        model_hidden_size(SimpleNamespace(path=None, shape="tiny", overrides={"hidden_size": 64}))
+        == 64
+    )
     (tmp_path / "config.json").write_text('{"hidden_size": 3584}')
-    assert model_hidden_size(SimpleNamespace(path=str(tmp_path), shape="tiny", overrides={})) == 3584
-    assert model_hidden_size(SimpleNamespace(path=str(tmp_path / "absent"), shape="tiny", overrides={})) is None
+    assert (
+        model_hidden_size(SimpleNamespace(path=str(tmp_path), shape="tiny", overrides={})) == 3584
+    )
+    assert (
+        model_hidden_size(
+            SimpleNamespace(path=str(tmp_path / "absent"), shape="tiny", overrides={})
+        )
+        is None
+    )
 
 
 def test_idle_sample_counts_only_allowed_cores():
@@ -76,9 +89,17 @@ print(choice.threads, torch.get_num_threads())
 
 @pytest.mark.parametrize("hidden", [128, 4096])
 def test_the_choice_reaches_torch_and_is_logged_once(hidden):
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", threads.CHOSEN_MARKER)}
-    done = subprocess.run([sys.executable, "-c", CHOSEN_THEN_TORCH, str(hidden)], capture_output=True, text=True,
-                          env={**env, "PYTHONPATH": REPO}, cwd=REPO, timeout=120)
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", threads.CHOSEN_MARKER)
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", CHOSEN_THEN_TORCH, str(hidden)],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": REPO},
+        cwd=REPO,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     chosen, in_torch = map(int, done.stdout.split())
     assert chosen == in_torch >= 1

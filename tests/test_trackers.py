@@ -18,8 +18,14 @@ def tracked_run(tmp_path_factory):
     pytest.importorskip("wandb")  # the `dev` extra installs it; only a bare install lacks it
     root = tmp_path_factory.mktemp("trackers")
     data = write_chat_jsonl(root / "train.jsonl", rows=16)
-    cfg = tiny_config(data, root / "run", "trainer.total_steps=2", "trainer.logger=[console,jsonl,tensorboard,wandb]",
-                      "trainer.project_name=mfsdp-tests", "trainer.experiment_name=tracked")
+    cfg = tiny_config(
+        data,
+        root / "run",
+        "trainer.total_steps=2",
+        "trainer.logger=[console,jsonl,tensorboard,wandb]",
+        "trainer.project_name=mfsdp-tests",
+        "trainer.experiment_name=tracked",
+    )
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("WANDB_MODE", "offline")
         patch.setenv("WANDB_SILENT", "true")
@@ -51,9 +57,14 @@ def test_wandb_offline_run_holds_the_metrics(tracked_run):
 def test_a_missing_tracker_package_is_one_line_before_training(tmp_path, monkeypatch):
     from trainer.metrics import require_trackers
 
-    monkeypatch.setitem(sys.modules, "wandb", None)  # as if not installed: find_spec and import fail
+    monkeypatch.setitem(
+        sys.modules, "wandb", None
+    )  # as if not installed: find_spec and import fail
     cfg = tiny_config(tmp_path / "absent.jsonl", tmp_path / "run", "trainer.logger=[console,wandb]")
-    with pytest.raises(ConfigError, match=r"^trainer.logger has wandb but the wandb package is missing: pip install"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^trainer.logger has wandb but the wandb package is missing: pip install",
+    ):
         require_trackers(cfg.trainer)
 
 

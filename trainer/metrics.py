@@ -40,7 +40,8 @@ class MetricsLogger:
         if "wandb" in trackers:
             import wandb
 
-            self._wandb = wandb.init(project=trainer.project_name, name=trainer.experiment_name or self.run_dir.name,
+            self._wandb = wandb.init(project=trainer.project_name,
+                                     name=trainer.experiment_name or self.run_dir.name,
                                      dir=str(self.run_dir), config=_resolved_config(self.run_dir))
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
@@ -77,7 +78,8 @@ def require_trackers(trainer: Any) -> set[str]:
     trackers = set(trainer.logger) | ({"tensorboard"} if trainer.tensorboard else set())
     for name, install in TRACKER_PACKAGES.items():
         if name in trackers and importlib.util.find_spec(name) is None:
-            raise ConfigError(f"trainer.logger has {name} but the {name} package is missing: {install}")
+            raise ConfigError(
+                f"trainer.logger has {name} but the {name} package is missing: {install}")
     return trackers
 
 

@@ -31,7 +31,9 @@ from typing import Any
 
 TINY_HIDDEN_SIZE = 512  # hidden sizes below this train fastest on one thread (bench/threads.py)
 TINY_SHAPE_HIDDEN_SIZE = 128  # model.shape=tiny (trainer/tiny.py)
-CHOSEN_MARKER = "MFSDP_THREADS_CHOSEN"  # set once chosen, so launched ranks neither re-choose nor re-log
+CHOSEN_MARKER = (
+    "MFSDP_THREADS_CHOSEN"  # set once chosen, so launched ranks neither re-choose nor re-log
+)
 SAMPLE_SECONDS = 0.1
 
 
@@ -46,8 +48,12 @@ class ThreadChoice:
         return f"{self.threads} CPU thread(s) per process ({self.reason}{policy})"
 
 
-def choose_threads(hidden_size: int | None, local_ranks: int, idle_cores: float | None = None,
-                   environ: dict[str, str] | None = None) -> ThreadChoice:
+def choose_threads(
+    hidden_size: int | None,
+    local_ranks: int,
+    idle_cores: float | None = None,
+    environ: dict[str, str] | None = None,
+) -> ThreadChoice:
     """The thread count and wait policy for one of `local_ranks` processes on this machine.
 
     `hidden_size` None means unknown (treated as large); `idle_cores` None samples /proc/stat.
@@ -61,7 +67,9 @@ def choose_threads(hidden_size: int | None, local_ranks: int, idle_cores: float 
     ranks = max(1, local_ranks)
     share = max(1, len(cores) // ranks)
     if hidden_size is not None and hidden_size < TINY_HIDDEN_SIZE:
-        return ThreadChoice(1, policy, f"hidden size {hidden_size} < {TINY_HIDDEN_SIZE}: ops too small to split")
+        return ThreadChoice(
+            1, policy, f"hidden size {hidden_size} < {TINY_HIDDEN_SIZE}: ops too small to split"
+        )
     idle = idle_cores_now(cores) if idle_cores is None else idle_cores
     # A quarter core of slack: background noise on an idle machine must not cost a thread.
     free_share = max(1, int(idle / ranks + 0.25))
@@ -82,7 +90,8 @@ def configure_threads(hidden_size: int | None, local_ranks: int) -> ThreadChoice
     os.environ[CHOSEN_MARKER] = "1"
     if "torch" in sys.modules:  # imported already (a notebook, a test): the count still applies
         sys.modules["torch"].set_num_threads(choice.threads)
-    print(f"[mfsdp] {choice.describe()}; set OMP_NUM_THREADS to override", file=sys.stderr)
+    if os.environ.get("LOCAL_RANK", "0") == "0":  # under a user's own torchrun: one line per machine
+        print(f"[mfsdp] {choice.describe()}; set OMP_NUM_THREADS to override", file=sys.stderr)
     return choice
 
 

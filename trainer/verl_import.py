@@ -56,7 +56,9 @@ def convert_verl(path: str | Path, command: str | None = None) -> Conversion:
     except OSError as err:
         raise VerlSourceError(f"{source}: cannot read ({err.strerror})") from None
     if len(raw) > MAX_SOURCE_BYTES:
-        raise VerlSourceError(f"{source}: larger than {MAX_SOURCE_BYTES // 1024} KiB; not a launch script or config")
+        raise VerlSourceError(
+            f"{source}: larger than {MAX_SOURCE_BYTES // 1024} KiB; not a launch script or config"
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -70,9 +72,13 @@ def convert_verl(path: str | Path, command: str | None = None) -> Conversion:
     else:
         pairs, found = _script_pairs(text, source)
         command = command or found
-    estimator = dict(pairs).get("algorithm.adv_estimator", tree.get("algorithm", {}).get("adv_estimator", "grpo"))
+    estimator = dict(pairs).get(
+        "algorithm.adv_estimator", tree.get("algorithm", {}).get("adv_estimator", "grpo")
+    )
     if command == "grpo" and estimator != "grpo":
-        raise VerlSourceError(f"{source}: algorithm.adv_estimator={estimator}; mfsdp trains GRPO only")
+        raise VerlSourceError(
+            f"{source}: algorithm.adv_estimator={estimator}; mfsdp trains GRPO only"
+        )
     return _convert(tree, pairs, command, str(source))
 
 
@@ -108,10 +114,15 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str]:
             continue
         for module in GRPO_MODULES + SFT_MODULES:
             if module in words:
-                found = ("grpo" if module in GRPO_MODULES else "sft", words[words.index(module) + 1:])
+                found = (
+                    "grpo" if module in GRPO_MODULES else "sft",
+                    words[words.index(module) + 1 :],
+                )
     if found is None:
-        raise VerlSourceError(f"{source}: no `python3 -m verl.trainer.main_ppo ...` or verl SFT trainer "
-                              "command found (or give a verl YAML config)")
+        raise VerlSourceError(
+            f"{source}: no `python3 -m verl.trainer.main_ppo ...` or verl SFT trainer "
+            "command found (or give a verl YAML config)"
+        )
     command, words = found
     pairs = []
     for word in words:
@@ -134,7 +145,9 @@ def _substitute(value: str, variables: dict[str, str]) -> str:
     return _REFERENCE.sub(replace, value)
 
 
-def _convert(tree: dict[str, Any], pairs: list[tuple[str, Any]], command: str, source: str) -> Conversion:
+def _convert(
+    tree: dict[str, Any], pairs: list[tuple[str, Any]], command: str, source: str
+) -> Conversion:
     """`tree` (keys already mfsdp's) plus `pairs` carried over one by one, so one key that
     cannot be carried is reported without stopping the rest; the result is checked whole."""
     from trainer.config import ConfigError, config_from_tree, config_to_dict, set_dotted
@@ -146,7 +159,9 @@ def _convert(tree: dict[str, Any], pairs: list[tuple[str, Any]], command: str, s
     log.addHandler(collected)
     propagate, log.propagate = log.propagate, False
     try:
-        resume = [pair for pair in pairs if pair[0] in ("trainer.resume_mode", "trainer.resume_from_path")]
+        resume = [
+            pair for pair in pairs if pair[0] in ("trainer.resume_mode", "trainer.resume_from_path")
+        ]
         groups = [[pair] for pair in pairs if pair not in resume] + ([resume] if resume else [])
         for group in groups:
             shown = ", ".join(f"{key}={value}" for key, value in group)
@@ -164,27 +179,42 @@ def _convert(tree: dict[str, Any], pairs: list[tuple[str, Any]], command: str, s
         log.removeHandler(collected)
         log.propagate = propagate
     conversion.notes = [message.removeprefix("note: ") for message in collected.messages]
-    conversion.notes += [f"{key}: null in verl, the mfsdp default stays" for key in _drop_nulls(conversion.tree)]
+    conversion.notes += [
+        f"{key}: null in verl, the mfsdp default stays" for key in _drop_nulls(conversion.tree)
+    ]
     try:
         built = config_to_dict(config_from_tree(cls, conversion.tree, source))
     except ConfigError as err:
         raise VerlSourceError(str(err)) from None
     conversion.tree = _typed(conversion.tree, built)  # 1e-6 as a number, 0 as 0.0 where floats go
-    conversion.notes += [f"{key}={value}: set the shell variable, or edit the path"
-                         for key, value in _leaves(conversion.tree) if "$" in str(value)]
+    conversion.notes += [
+        f"{key}={value}: set the shell variable, or edit the path"
+        for key, value in _leaves(conversion.tree)
+        if "$" in str(value)
+    ]
     return conversion
 
 
 def _typed(tree: dict[str, Any], built: dict[str, Any]) -> dict[str, Any]:
     """The keys of `tree` with the values the config loader made of them."""
-    return {key: _typed(value, built[key]) if isinstance(value, dict) and isinstance(built[key], dict)
-            and key != "overrides" else built[key] for key, value in tree.items()}
+    return {
+        key: (
+            _typed(value, built[key])
+            if isinstance(value, dict) and isinstance(built[key], dict) and key != "overrides"
+            else built[key]
+        )
+        for key, value in tree.items()
+    }
 
 
 def _leaves(tree: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     pairs = []
     for key, value in tree.items():
-        pairs += _leaves(value, f"{prefix}{key}.") if isinstance(value, dict) else [(f"{prefix}{key}", value)]
+        pairs += (
+            _leaves(value, f"{prefix}{key}.")
+            if isinstance(value, dict)
+            else [(f"{prefix}{key}", value)]
+        )
     return pairs
 
 

@@ -24,9 +24,15 @@ log = logging.getLogger("mfsdp.config")
 
 ACTOR = "actor_rollout_ref.actor."
 ROLLOUT = "actor_rollout_ref.rollout."
-PARALLEL_SIZES = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
-                  "expert_model_parallel_size", "virtual_pipeline_model_parallel_size",
-                  "ulysses_sequence_parallel_size", "expert_tensor_parallel_size")
+PARALLEL_SIZES = (
+    "tensor_model_parallel_size",
+    "pipeline_model_parallel_size",
+    "context_parallel_size",
+    "expert_model_parallel_size",
+    "virtual_pipeline_model_parallel_size",
+    "ulysses_sequence_parallel_size",
+    "expert_tensor_parallel_size",
+)
 
 
 class Unsupported(ValueError):
@@ -57,7 +63,9 @@ class Rule:
         return {self.target: value} if self.target else {}
 
 
-def _to(target: str, convert: Callable[[Any], Any] = lambda v: v) -> Callable[[Any], dict[str, Any]]:
+def _to(
+    target: str, convert: Callable[[Any], Any] = lambda v: v
+) -> Callable[[Any], dict[str, Any]]:
     return lambda value: {target: convert(value)}
 
 
@@ -93,7 +101,9 @@ def _scheduler(value: Any) -> dict[str, Any]:
 def _strategy(value: Any) -> dict[str, Any]:
     if value is True:
         return {"strategy.name": "megatron_fsdp"}
-    raise Unsupported("mfsdp shards with Megatron-FSDP or FSDP2 only; set strategy.name=fsdp2 for torch FSDP2")
+    raise Unsupported(
+        "mfsdp shards with Megatron-FSDP or FSDP2 only; set strategy.name=fsdp2 for torch FSDP2"
+    )
 
 
 def _pad_mode(value: Any) -> dict[str, Any]:
@@ -103,7 +113,11 @@ def _pad_mode(value: Any) -> dict[str, Any]:
 
 
 NOT_YET_LORA = "LoRA is not supported yet"
-LORA_KEYS = {"lora_rank": (0, None), "lora_alpha": (), "target_modules": ()}  # name: values that mean no LoRA
+LORA_KEYS = {
+    "lora_rank": (0, None),
+    "lora_alpha": (),
+    "target_modules": (),
+}  # name: values that mean no LoRA
 LAUNCH = "a launch setting here: pass --nproc-per-node / --nnodes to mfsdp train"
 
 # verl key -> rule. Optimizer keys are listed once under `optim.` (SFT's section) and also
@@ -113,83 +127,193 @@ RULES: dict[str, Rule] = {
     "optim.lr_warmup_steps_ratio": Rule("optim.warmup_ratio"),
     "optim.warmup_steps_ratio": Rule("optim.warmup_ratio"),
     "optim.lr_scheduler": Rule(None, _scheduler),
-    "optim.min_lr_ratio": Rule(None, _only((0, 0.0), "optim.min_lr here is absolute: set optim.min_lr to "
-                                                     "min_lr_ratio x lr"), why="0 is mfsdp's default optim.min_lr"),
-    "optim.lr_warmup_steps": Rule(None, _to("optim.warmup_steps", lambda v: max(0, v) if isinstance(v, int) else v)),
+    "optim.min_lr_ratio": Rule(
+        None,
+        _only((0, 0.0), "optim.min_lr here is absolute: set optim.min_lr to " "min_lr_ratio x lr"),
+        why="0 is mfsdp's default optim.min_lr",
+    ),
+    "optim.lr_warmup_steps": Rule(
+        None, _to("optim.warmup_steps", lambda v: max(0, v) if isinstance(v, int) else v)
+    ),
     "optim.lr_decay_style": Rule(None, _scheduler),
     "optim.warmup_style": Rule(None, _scheduler),
     "optim.lr_scheduler_type": Rule(None, _scheduler),
-    "optim.total_training_steps": Rule(None, _only((-1, None), "set trainer.total_steps instead"),
-                                       why="verl fills it from trainer.total_training_steps"),
-    "optim.optimizer": Rule(None, _only(("AdamW", "adam"), "the optimizer here is AdamW"),
-                            why="the optimizer here is AdamW"),
+    "optim.total_training_steps": Rule(
+        None,
+        _only((-1, None), "set trainer.total_steps instead"),
+        why="verl fills it from trainer.total_training_steps",
+    ),
+    "optim.optimizer": Rule(
+        None,
+        _only(("AdamW", "adam"), "the optimizer here is AdamW"),
+        why="the optimizer here is AdamW",
+    ),
     "optim.grad_clip": Rule("optim.clip_grad"),
     ACTOR + "grad_clip": Rule("optim.clip_grad", commands=("grpo",)),
     # actor (GRPO)
-    **{ACTOR + name: Rule(f"actor.{name}", commands=("grpo",)) for name in (
-        "ppo_mini_batch_size", "ppo_micro_batch_size_per_gpu", "ppo_epochs", "clip_ratio_low", "clip_ratio_high",
-        "clip_ratio_c", "loss_agg_mode", "use_kl_loss", "kl_loss_coef", "kl_loss_type", "entropy_coeff")},
-    ACTOR + "clip_ratio": Rule(None, lambda v: {"actor.clip_ratio_low": v, "actor.clip_ratio_high": v},
-                               commands=("grpo",)),
-    ACTOR + "use_dynamic_bsz": Rule(None, _only(False, "dynamic (token-budget) batches are not supported yet in GRPO; "
-                                                       "micro-batches count responses"),
-                                    why="fixed micro-batches are the only kind in GRPO", commands=("grpo",)),
-    ACTOR + "ppo_max_token_len_per_gpu": Rule(None, why="used only with use_dynamic_bsz", commands=("grpo",)),
-    ACTOR + "strategy": Rule(None, _only(("megatron", "fsdp", "fsdp2"), "set strategy.name here"),
-                             why="strategy.name picks the sharding here", commands=("grpo",)),
+    **{
+        ACTOR + name: Rule(f"actor.{name}", commands=("grpo",))
+        for name in (
+            "ppo_mini_batch_size",
+            "ppo_micro_batch_size_per_gpu",
+            "ppo_epochs",
+            "clip_ratio_low",
+            "clip_ratio_high",
+            "clip_ratio_c",
+            "loss_agg_mode",
+            "use_kl_loss",
+            "kl_loss_coef",
+            "kl_loss_type",
+            "entropy_coeff",
+        )
+    },
+    ACTOR
+    + "clip_ratio": Rule(
+        None, lambda v: {"actor.clip_ratio_low": v, "actor.clip_ratio_high": v}, commands=("grpo",)
+    ),
+    ACTOR
+    + "use_dynamic_bsz": Rule(
+        None,
+        _only(
+            False,
+            "dynamic (token-budget) batches are not supported yet in GRPO; "
+            "micro-batches count responses",
+        ),
+        why="fixed micro-batches are the only kind in GRPO",
+        commands=("grpo",),
+    ),
+    ACTOR
+    + "ppo_max_token_len_per_gpu": Rule(
+        None, why="used only with use_dynamic_bsz", commands=("grpo",)
+    ),
+    ACTOR
+    + "strategy": Rule(
+        None,
+        _only(("megatron", "fsdp", "fsdp2"), "set strategy.name here"),
+        why="strategy.name picks the sharding here",
+        commands=("grpo",),
+    ),
     ACTOR + "megatron.use_megatron_fsdp": Rule(None, _strategy, commands=("grpo",)),
-    ACTOR + "megatron.use_mbridge": Rule(None, why="Hugging Face checkpoints load directly here", commands=("grpo",)),
-    ACTOR + "megatron.vanilla_mbridge": Rule(None, why="Hugging Face checkpoints load directly here", commands=("grpo",)),
-    ACTOR + "megatron.param_offload": Rule(None, _only(False, "CPU offload is not supported yet"), why="no offload",
-                                  commands=("grpo",)),
-    ACTOR + "megatron.optimizer_offload": Rule(None, _only(False, "CPU offload is not supported yet"), why="no offload",
-                                  commands=("grpo",)),
-    ACTOR + "megatron.grad_offload": Rule(None, _only(False, "CPU offload is not supported yet"), why="no offload",
-                                  commands=("grpo",)),
-    "actor_rollout_ref.ref.megatron.use_megatron_fsdp": Rule(None, why="the reference model uses the actor's strategy",
-                                                             commands=("grpo",)),
-    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": Rule("actor.log_prob_micro_batch_size_per_gpu",
-                                                                    commands=("grpo",)),
-    ROLLOUT + "log_prob_micro_batch_size_per_gpu": Rule("actor.log_prob_micro_batch_size_per_gpu", commands=("grpo",)),
-    ROLLOUT + "log_prob_use_dynamic_bsz": Rule(None, _only(False, "dynamic log-prob batches are not supported yet"),
-                                               why="fixed log-prob micro-batches are the only kind", commands=("grpo",)),
-    "actor_rollout_ref.ref.log_prob_use_dynamic_bsz": Rule(None, _only(False, "dynamic log-prob batches are not "
-                                                                              "supported yet"),
-                                                           why="fixed log-prob micro-batches are the only kind",
-                                                           commands=("grpo",)),
-    "actor_rollout_ref.hybrid_engine": Rule(None, _only(True, "the rollout here is always colocated with the actor"),
-                                            why="the rollout is always colocated with the actor", commands=("grpo",)),
+    ACTOR
+    + "megatron.use_mbridge": Rule(
+        None, why="Hugging Face checkpoints load directly here", commands=("grpo",)
+    ),
+    ACTOR
+    + "megatron.vanilla_mbridge": Rule(
+        None, why="Hugging Face checkpoints load directly here", commands=("grpo",)
+    ),
+    ACTOR
+    + "megatron.param_offload": Rule(
+        None, _only(False, "CPU offload is not supported yet"), why="no offload", commands=("grpo",)
+    ),
+    ACTOR
+    + "megatron.optimizer_offload": Rule(
+        None, _only(False, "CPU offload is not supported yet"), why="no offload", commands=("grpo",)
+    ),
+    ACTOR
+    + "megatron.grad_offload": Rule(
+        None, _only(False, "CPU offload is not supported yet"), why="no offload", commands=("grpo",)
+    ),
+    "actor_rollout_ref.ref.megatron.use_megatron_fsdp": Rule(
+        None, why="the reference model uses the actor's strategy", commands=("grpo",)
+    ),
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": Rule(
+        "actor.log_prob_micro_batch_size_per_gpu", commands=("grpo",)
+    ),
+    ROLLOUT
+    + "log_prob_micro_batch_size_per_gpu": Rule(
+        "actor.log_prob_micro_batch_size_per_gpu", commands=("grpo",)
+    ),
+    ROLLOUT
+    + "log_prob_use_dynamic_bsz": Rule(
+        None,
+        _only(False, "dynamic log-prob batches are not supported yet"),
+        why="fixed log-prob micro-batches are the only kind",
+        commands=("grpo",),
+    ),
+    "actor_rollout_ref.ref.log_prob_use_dynamic_bsz": Rule(
+        None,
+        _only(False, "dynamic log-prob batches are not " "supported yet"),
+        why="fixed log-prob micro-batches are the only kind",
+        commands=("grpo",),
+    ),
+    "actor_rollout_ref.hybrid_engine": Rule(
+        None,
+        _only(True, "the rollout here is always colocated with the actor"),
+        why="the rollout is always colocated with the actor",
+        commands=("grpo",),
+    ),
     # rollout (GRPO)
-    **{ROLLOUT + name: Rule(f"rollout.{name}", commands=("grpo",)) for name in (
-        "n", "temperature", "top_p", "top_k", "gpu_memory_utilization", "enforce_eager")},
+    **{
+        ROLLOUT + name: Rule(f"rollout.{name}", commands=("grpo",))
+        for name in (
+            "n",
+            "temperature",
+            "top_p",
+            "top_k",
+            "gpu_memory_utilization",
+            "enforce_eager",
+        )
+    },
     ROLLOUT + "name": Rule(None, _rollout_name, commands=("grpo",)),
-    ROLLOUT + "mode": Rule(None, _only("sync", "async rollout (agent loops) is not supported: the rollout here is "
-                                               "colocated and synchronous"),
-                           why="the rollout is colocated and synchronous", commands=("grpo",)),
-    ROLLOUT + "max_model_len": Rule(None, why="the engine sizes it from max_prompt_length + max_response_length",
-                                    commands=("grpo",)),
+    ROLLOUT
+    + "mode": Rule(
+        None,
+        _only(
+            "sync",
+            "async rollout (agent loops) is not supported: the rollout here is "
+            "colocated and synchronous",
+        ),
+        why="the rollout is colocated and synchronous",
+        commands=("grpo",),
+    ),
+    ROLLOUT
+    + "max_model_len": Rule(
+        None,
+        why="the engine sizes it from max_prompt_length + max_response_length",
+        commands=("grpo",),
+    ),
     "data.max_response_length": Rule("rollout.max_response_length", commands=("grpo",)),
     # model
     "actor_rollout_ref.model.path": Rule("model.path"),
     "actor_rollout_ref.model.enable_gradient_checkpointing": Rule("model.activation_checkpointing"),
     "model.enable_gradient_checkpointing": Rule("model.activation_checkpointing"),
     "model.partial_pretrain": Rule("model.path"),
-    "actor_rollout_ref.model.use_remove_padding": Rule(None, why="sequences are always packed without padding"),
+    "actor_rollout_ref.model.use_remove_padding": Rule(
+        None, why="sequences are always packed without padding"
+    ),
     "model.use_remove_padding": Rule(None, why="sequences are always packed without padding"),
-    **{f"{prefix}model.{name}": Rule(f"model.{name}", why=f"{NOT_YET_LORA}; 0 means none",
-                                     not_built=NOT_YET_LORA, harmless=harmless)
-       for prefix in ("actor_rollout_ref.", "") for name, harmless in LORA_KEYS.items()},
+    **{
+        f"{prefix}model.{name}": Rule(
+            f"model.{name}",
+            why=f"{NOT_YET_LORA}; 0 means none",
+            not_built=NOT_YET_LORA,
+            harmless=harmless,
+        )
+        for prefix in ("actor_rollout_ref.", "")
+        for name, harmless in LORA_KEYS.items()
+    },
     # algorithm and reward (GRPO)
-    "algorithm.use_kl_in_reward": Rule(None, _only(False, "KL in the reward is not supported; use "
-                                                          "actor.use_kl_loss (GRPO's KL loss)"),
-                                       why="GRPO here puts KL in the loss (actor.use_kl_loss)", commands=("grpo",)),
+    "algorithm.use_kl_in_reward": Rule(
+        None,
+        _only(
+            False, "KL in the reward is not supported; use " "actor.use_kl_loss (GRPO's KL loss)"
+        ),
+        why="GRPO here puts KL in the loss (actor.use_kl_loss)",
+        commands=("grpo",),
+    ),
     "custom_reward_function.path": Rule("reward.path", commands=("grpo",)),
     "custom_reward_function.name": Rule("reward.name", commands=("grpo",)),
     "reward.custom_reward_function.path": Rule("reward.path", commands=("grpo",)),
     "reward.custom_reward_function.name": Rule("reward.name", commands=("grpo",)),
-    "reward_model.enable": Rule(None, _only(False, "model-based rewards are not supported yet; rewards are rules "
-                                                   "or reward.path"),
-                                why="rewards are rules or reward.path", commands=("grpo",)),
+    "reward_model.enable": Rule(
+        None,
+        _only(
+            False, "model-based rewards are not supported yet; rewards are rules " "or reward.path"
+        ),
+        why="rewards are rules or reward.path",
+        commands=("grpo",),
+    ),
     # SFT data (verl's sft_trainer.yaml)
     "data.train_batch_size": Rule("data.global_batch_size", commands=("sft",)),
     "data.micro_batch_size_per_gpu": Rule("data.micro_batch_size", commands=("sft",)),
@@ -206,10 +330,14 @@ RULES: dict[str, Rule] = {
     "trainer.max_ckpt_to_keep": Rule("checkpoint.keep_last"),
     "trainer.n_gpus_per_node": Rule(None, why=LAUNCH),
     "trainer.nnodes": Rule(None, why=LAUNCH),
-    "trainer.critic_warmup": Rule(None, _only(0, "there is no critic in GRPO"), why="GRPO has no critic",
-                                  commands=("grpo",)),
-    "trainer.default_hdfs_dir": Rule(None, _only(None, "HDFS copies are not supported; trainer.run_dir is local "
-                                                       "or a mounted path"), why="null means no HDFS copy"),
+    "trainer.critic_warmup": Rule(
+        None, _only(0, "there is no critic in GRPO"), why="GRPO has no critic", commands=("grpo",)
+    ),
+    "trainer.default_hdfs_dir": Rule(
+        None,
+        _only(None, "HDFS copies are not supported; trainer.run_dir is local " "or a mounted path"),
+        why="null means no HDFS copy",
+    ),
     # trainer.resume_mode + trainer.resume_from_path are read together (see `_resume`)
 }
 
@@ -252,18 +380,27 @@ def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tu
             continue
         rule = RULES.get(key)
         if rule is None and leaf in PARALLEL_SIZES:
-            rule = Rule(None, _only((1, None), "mfsdp shards data-parallel only (FSDP): model parallel sizes are 1"),
-                        why="model parallel sizes are 1 here (FSDP only)")
+            rule = Rule(
+                None,
+                _only(
+                    (1, None), "mfsdp shards data-parallel only (FSDP): model parallel sizes are 1"
+                ),
+                why="model parallel sizes are 1 here (FSDP only)",
+            )
         if rule is None:
             out.append((key, value))  # not a verl key we know: the loader names the closest keys
             continue
         if command not in rule.commands:
-            raise ConfigError(f"{source}: verl key '{raw_key}' is for mfsdp train {rule.commands[0]}, "
-                              f"not {command}")
+            raise ConfigError(
+                f"{source}: verl key '{raw_key}' is for mfsdp train {rule.commands[0]}, "
+                f"not {command}"
+            )
         try:
             mapped = rule.apply(cls, value)
         except Unsupported as err:
-            raise ConfigError(f"{source}: verl key '{raw_key}={value}' has no equivalent here: {err}") from None
+            raise ConfigError(
+                f"{source}: verl key '{raw_key}={value}' has no equivalent here: {err}"
+            ) from None
         _note(raw_key, mapped, rule.why)
         out += mapped.items()
     if resume:
@@ -271,7 +408,9 @@ def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tu
     return out
 
 
-def split_foreign(cls: type, tree: dict[str, Any], prefix: str = "") -> tuple[dict[str, Any], list[tuple[str, Any]]]:
+def split_foreign(
+    cls: type, tree: dict[str, Any], prefix: str = ""
+) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
     """The part of `tree` that names `cls`'s fields, and the rest as dotted pairs."""
     hints = typing.get_type_hints(cls)
     native: dict[str, Any] = {}
@@ -297,7 +436,7 @@ def _flatten(key: str, value: Any) -> list[tuple[str, Any]]:
 def _normalise(key: str) -> str:
     """The actor's optimizer section is `optim` here (GRPO trains one model)."""
     if key.startswith(ACTOR + "optim."):
-        key = "optim." + key[len(ACTOR + "optim."):]
+        key = "optim." + key[len(ACTOR + "optim.") :]
     return key
 
 
@@ -315,18 +454,23 @@ def is_native(cls: type, key: str) -> bool:
 
 
 def _resume(resume: dict[str, Any], source: str) -> str:
-    """verl's resume_mode (auto | disable | resume_path) and resume_from_path -> checkpoint.resume."""
+    """verl's resume_mode (auto | disable | resume_path) and resume_from_path ->
+    checkpoint.resume."""
     from trainer.config import ConfigError
 
     mode, path = resume.get("resume_mode", "auto"), resume.get("resume_from_path")
     if mode == "resume_path" or (mode == "auto" and path):
         if not path:
-            raise ConfigError(f"{source}: trainer.resume_mode=resume_path needs trainer.resume_from_path")
+            raise ConfigError(
+                f"{source}: trainer.resume_mode=resume_path needs trainer.resume_from_path"
+            )
         target = str(path)
     elif mode in ("auto", "disable"):
         target = mode
     else:
-        raise ConfigError(f"{source}: trainer.resume_mode must be auto, disable or resume_path, got {mode!r}")
+        raise ConfigError(
+            f"{source}: trainer.resume_mode must be auto, disable or resume_path, got {mode!r}"
+        )
     _note("trainer.resume_mode/resume_from_path", {"checkpoint.resume": target}, "")
     return target
 
