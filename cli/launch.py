@@ -22,9 +22,8 @@ import click
 
 from cli.errors import EXIT_USAGE, fail
 
-CONFIG_CHECKED = (
-    "MFSDP_CONFIG_CHECKED"  # set by the launching process: ranks stay quiet about notes
-)
+# Set by the launching process, so its ranks do not repeat the config notes it showed.
+CONFIG_CHECKED = "MFSDP_CONFIG_CHECKED"
 
 
 @dataclass(frozen=True)

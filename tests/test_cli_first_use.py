@@ -3,6 +3,7 @@ torch loads), data made by `mfsdp data`, a demo that never deletes what is not i
 group help with examples, one-line usage errors, and `./dev` itself."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -153,3 +154,35 @@ def test_dev_without_a_command_prints_its_usage_only():
     assert done.returncode == 2
     assert "./dev mfsdp ARGS" in done.stdout and "set -euo" not in done.stdout
     assert json.dumps(done.stdout).count("#") == 0
+
+
+def test_verbose_shows_what_a_save_and_a_load_cost(tmp_path, monkeypatch):
+    """`mfsdp -v` turns mfsdp's loggers to INFO (and tells launched ranks so); the
+    checkpointer then says what each save and load cost."""
+    import logging
+
+    import torch
+
+    from cli.verbosity import LEVEL_VARIABLE, set_verbosity
+    from mfsdp_ckpt import layout
+    from mfsdp_ckpt.checkpointer import Checkpointer
+
+    monkeypatch.setenv(LEVEL_VARIABLE, "")  # restored (unset) after the test
+    logger = logging.getLogger("mfsdp_ckpt")
+    monkeypatch.setattr(logger, "level", logger.level)
+    monkeypatch.setattr(logger, "handlers", [])
+    set_verbosity(1)
+    assert logger.level == logging.INFO and len(logger.handlers) == 1
+    assert os.environ[LEVEL_VARIABLE] == "INFO"
+    seen = []
+    logger.handlers[0].emit = lambda record: seen.append(record.getMessage())
+    state = {"model": {"w": torch.arange(6.0)}}
+    checkpointer = Checkpointer(tmp_path / "run", strategy="none")
+    checkpointer.save(3, state, contents=("model",))
+    checkpointer.load(
+        layout.resolve_checkpoint(tmp_path / "run"),
+        {"model": {"w": torch.zeros(6)}},
+        contents=("model",),
+    )
+    assert any(line.startswith("step 3: committed") and "MiB" in line for line in seen), seen
+    assert any(" loaded model in " in line for line in seen), seen

@@ -2,8 +2,6 @@
 here fail in one line, and `mfsdp config from-verl` converts verl scripts and configs."""
 
 import logging
-import subprocess
-import sys
 from dataclasses import dataclass, field
 
 import pytest
@@ -300,14 +298,7 @@ def test_from_verl_refuses_what_is_not_a_verl_run(tmp_path):
 
 
 def test_from_verl_command_line_exit_codes(tmp_path):
-    def run(*args):
-        return subprocess.run(
-            [sys.executable, "-c", "from cli.main import main; main()", *args],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+    from tests.test_cli_first_use import mfsdp as run
 
     ok = run("config", "from-verl", str(EXAMPLES / "run_grpo_megatron_fsdp.sh"))
     assert ok.returncode == 0, ok.stderr

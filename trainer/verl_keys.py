@@ -129,7 +129,7 @@ RULES: dict[str, Rule] = {
     "optim.lr_scheduler": Rule(None, _scheduler),
     "optim.min_lr_ratio": Rule(
         None,
-        _only((0, 0.0), "optim.min_lr here is absolute: set optim.min_lr to " "min_lr_ratio x lr"),
+        _only((0, 0.0), "optim.min_lr here is absolute: set optim.min_lr to min_lr_ratio x lr"),
         why="0 is mfsdp's default optim.min_lr",
     ),
     "optim.lr_warmup_steps": Rule(
@@ -233,7 +233,7 @@ RULES: dict[str, Rule] = {
     ),
     "actor_rollout_ref.ref.log_prob_use_dynamic_bsz": Rule(
         None,
-        _only(False, "dynamic log-prob batches are not " "supported yet"),
+        _only(False, "dynamic log-prob batches are not supported yet"),
         why="fixed log-prob micro-batches are the only kind",
         commands=("grpo",),
     ),
@@ -296,9 +296,7 @@ RULES: dict[str, Rule] = {
     # algorithm and reward (GRPO)
     "algorithm.use_kl_in_reward": Rule(
         None,
-        _only(
-            False, "KL in the reward is not supported; use " "actor.use_kl_loss (GRPO's KL loss)"
-        ),
+        _only(False, "KL in the reward is not supported; use actor.use_kl_loss (GRPO's KL loss)"),
         why="GRPO here puts KL in the loss (actor.use_kl_loss)",
         commands=("grpo",),
     ),
@@ -308,9 +306,7 @@ RULES: dict[str, Rule] = {
     "reward.custom_reward_function.name": Rule("reward.name", commands=("grpo",)),
     "reward_model.enable": Rule(
         None,
-        _only(
-            False, "model-based rewards are not supported yet; rewards are rules " "or reward.path"
-        ),
+        _only(False, "model-based rewards are not supported yet; rewards are rules or reward.path"),
         why="rewards are rules or reward.path",
         commands=("grpo",),
     ),
@@ -335,7 +331,7 @@ RULES: dict[str, Rule] = {
     ),
     "trainer.default_hdfs_dir": Rule(
         None,
-        _only(None, "HDFS copies are not supported; trainer.run_dir is local " "or a mounted path"),
+        _only(None, "HDFS copies are not supported; trainer.run_dir is local or a mounted path"),
         why="null means no HDFS copy",
     ),
     # trainer.resume_mode + trainer.resume_from_path are read together (see `_resume`)
