@@ -98,6 +98,12 @@ def test_sft_keys_from_verls_sft_trainer():
     ) == (0.2, "linear", 0, 3)
 
 
+def test_a_single_logger_name_is_a_list_of_one():
+    assert sft("trainer.logger=console").trainer.logger == ["console"]
+    with pytest.raises(ConfigError, match="expects one of console | jsonl | tensorboard | wandb"):
+        sft("trainer.logger=[console,mlflow]")
+
+
 def test_the_same_name_means_each_commands_own_unit():
     """verl's data.train_batch_size counts prompts in GRPO (native here) and sequences in SFT."""
     assert grpo("data.train_batch_size=8").data.train_batch_size == 8

@@ -284,8 +284,9 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
             raise bad("one of " + " | ".join(str(a) for a in args))
         return value
     if origin is list:
-        if isinstance(value, str) and args and args[0] is str:
-            return [value]  # a single file is a list of one
+        one_text = args and (args[0] is str or typing.get_origin(args[0]) is Literal)
+        if isinstance(value, str) and one_text:
+            value = [value]  # a single file is a list of one; so is `trainer.logger=console`
         if not isinstance(value, (list, tuple)):
             raise bad(f"a list of {_type_name(args[0]) if args else 'values'}")
         return [_coerce(args[0], v, f"{key}[{i}]", source) for i, v in enumerate(value)] if args else list(value)
