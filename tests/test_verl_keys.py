@@ -2,6 +2,7 @@
 here fail in one line, and `mfsdp config from-verl` converts verl scripts and configs."""
 
 import logging
+import re
 from dataclasses import dataclass, field
 
 import pytest
@@ -100,7 +101,7 @@ def test_sft_keys_from_verls_sft_trainer():
 
 def test_a_single_logger_name_is_a_list_of_one():
     assert sft("trainer.logger=console").trainer.logger == ["console"]
-    with pytest.raises(ConfigError, match="expects one of console | jsonl | tensorboard | wandb"):
+    with pytest.raises(ConfigError, match=re.escape("expects one of console | jsonl | tensorboard")):
         sft("trainer.logger=[console,mlflow]")
 
 
