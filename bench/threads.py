@@ -85,7 +85,7 @@ def measure(shape: str, setting: str, steps: int) -> dict:
     env["PYTHONPATH"] = str(REPO)
     if setting.isdigit():
         env["OMP_NUM_THREADS"] = setting
-    batch, seq = (8, 128) if shape == "tiny" else (4, 128)
+    batch, seq = (8, 128) if shape == "tiny" else (2, 128)
     args = json.dumps([SHAPES[shape], batch, seq, steps, setting == "mfsdp"])
     done = subprocess.run(
         [sys.executable, "-c", STEPS, args],
@@ -109,9 +109,8 @@ def busy_jobs(count: int) -> list[subprocess.Popen]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--steps", type=int, default=10, help="timed steps per cell (after 3 warm-up steps)"
-    )
+    parser.add_argument("--steps", type=int, default=6, help="timed steps per cell (after 3 warm-up)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved repeats of every cell")
     parser.add_argument("--shapes", default="tiny,small")
     parser.add_argument("--busy-jobs", type=int, default=None, help="default: one per core")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
@@ -124,19 +123,37 @@ def main() -> None:
     for condition in ("idle", "busy"):
         jobs = busy_jobs(args.busy_jobs or cores) if condition == "busy" else []
         load[condition] = os.getloadavg()[0]  # other users' work too: "idle" is this machine's idle
+        samples: dict[tuple[str, str], list[dict]] = {}
         try:
-            for shape in args.shapes.split(","):
-                for setting in settings:
-                    cell = measure(shape, setting, args.steps)
-                    rows.append(
-                        {"condition": condition, "shape": shape, "setting": setting, **cell}
-                    )
+            # Rounds interleave the settings, so a change in the machine's load between cells
+            # lands on every setting alike; each cell is the median over the rounds.
+            for _ in range(args.rounds):
+                for shape in args.shapes.split(","):
+                    for setting in settings:
+                        samples.setdefault((shape, setting), []).append(
+                            measure(shape, setting, args.steps)
+                        )
         finally:
             for job in jobs:
                 job.kill()
                 job.wait()
-    print(f"{cores} core(s) available; step time is the median of {args.steps} steps; 1-minute "
-          f"load average at the start: idle {load['idle']:.1f}, busy {load['busy']:.1f}\n")
+        for (shape, setting), cells in samples.items():
+            step_s = statistics.median(cell["step_s"] for cell in cells)
+            rows.append(
+                {
+                    "condition": condition,
+                    "shape": shape,
+                    "setting": setting,
+                    "threads": cells[0]["threads"],
+                    "step_s": step_s,
+                    "rounds": [cell["step_s"] for cell in cells],
+                }
+            )
+    print(
+        f"{cores} core(s) available; step time: median of {args.steps} steps, then median of "
+        f"{args.rounds} interleaved rounds; 1-minute "
+        f"load average at the start: idle {load['idle']:.1f}, busy {load['busy']:.1f}\n"
+    )
     print("| condition | model | setting | threads | step ms | vs OMP_NUM_THREADS=1 |")
     print("|---|---|---|---|---|---|")
     verdicts = []

@@ -11,8 +11,10 @@ from 0.1 s to 8-13 s. So `mfsdp train` picks the count itself, per process, from
   machine gets fewer threads;
 - the model: below `TINY_HIDDEN_SIZE` a matmul is too small to split, one thread is fastest;
 
-and asks OpenMP to sleep, not spin, while it waits (`OMP_WAIT_POLICY=PASSIVE`), so a worker
-that lost its core does not burn the core the others need. Both are environment variables
+and asks OpenMP to sleep, not spin, while it waits (`OMP_WAIT_POLICY=PASSIVE`, the standard
+switch: GNU's libgomp in torch's Linux wheels and Intel's runtime both read it; for Intel's
+it means what `KMP_BLOCKTIME=0` does), so a worker that lost its core does not burn the
+core the others need. Both are environment variables
 OpenMP reads once when torch loads it, so they are set in this process before torch is
 imported and inherited by the ranks torchrun starts. A user's `OMP_NUM_THREADS` or
 `OMP_WAIT_POLICY` always wins. `bench/threads.py` measures the choice against fixed counts
@@ -29,7 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-TINY_HIDDEN_SIZE = 512  # hidden sizes below this train fastest on one thread (bench/threads.py)
+# One thread below this hidden size whatever the load: a tiny model's matmuls are too small
+# to split. It lies between the widths bench/threads.py times (tiny 128, small 896).
+TINY_HIDDEN_SIZE = 512
 TINY_SHAPE_HIDDEN_SIZE = 128  # model.shape=tiny (trainer/tiny.py)
 CHOSEN_MARKER = (
     "MFSDP_THREADS_CHOSEN"  # set once chosen, so launched ranks neither re-choose nor re-log
