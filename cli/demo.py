@@ -18,12 +18,14 @@ from pathlib import Path
 
 import click
 
+from cli.errors import EXIT_USAGE, fail
+
 EXAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "sft_tiny_cpu.yaml"
 
 
 @click.command()
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="runs/demo", show_default=True,
-              help="Demo directory to create (replaced if it exists).")
+              help="Demo directory: new, empty, or a previous demo's (which is replaced).")
 @click.option("--nproc", type=click.IntRange(1, 8), default=2, show_default=True,
               help="Training processes (torchrun with gloo on CPU when > 1).")
 @click.option("--steps", type=click.IntRange(1), default=80, show_default=True, help="SFT optimizer steps.")
@@ -41,7 +43,7 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
     from trainer.tiny import build_tiny_model_dir, synthetic_arithmetic
 
     out = Path(out_dir)
-    shutil.rmtree(out, ignore_errors=True)
+    _claim(out)
     started = time.monotonic()
 
     raw = out / "gsm8k_format" / "train.jsonl"
@@ -83,6 +85,21 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
     question = synthetic_arithmetic(1, seed=99)[0]["question"]
     _say(f"generate: {question!r} -> {_generate(hf_dir, question)!r}")
     _say(f"done in {time.monotonic() - started:.0f}s; run: {run_dir}, export: {hf_dir}")
+
+
+DEMO_MARKER = ".mfsdp-demo"  # written first into every demo dir: only such a dir is ever replaced
+
+
+def _claim(out: Path) -> None:
+    """Make `out` an empty demo dir. A previous demo's output is replaced; any other non-empty
+    directory is refused (exit 2), since its contents are not the demo's to delete."""
+    if out.is_dir() and any(out.iterdir()):
+        if not (out / DEMO_MARKER).is_file():
+            fail(f"{out}: directory is not empty and is not a previous demo's output "
+                 f"(no {DEMO_MARKER}); choose a new --out", EXIT_USAGE)
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / DEMO_MARKER).write_text("written by mfsdp demo: the next demo run replaces this dir\n")
 
 
 def _generate(model_dir: Path, question: str) -> str:

@@ -12,8 +12,9 @@ from cli.errors import friendly_errors
 def _error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
     from mfsdp_ckpt.export_hf import ExportUsageError
     from mfsdp_ckpt.import_hf import ImportFailedError
+    from mfsdp_ckpt.out_dir import OutputDirError
 
-    return (ExportUsageError,), (ImportFailedError, OSError)
+    return (ExportUsageError, OutputDirError), (ImportFailedError, OSError)
 
 
 @click.command("import-hf")

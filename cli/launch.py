@@ -1,9 +1,11 @@
-"""What every `mfsdp train` command does around its runner: start ranks, report the result.
+"""What every `mfsdp train` command does around its runner: check the config, start ranks,
+report the result.
 
-`mfsdp train sft|grpo --nproc-per-node N` runs the same subcommand again under
-`torch.distributed.run --standalone`; each rank then finds RANK set and trains instead of
-launching again. One module, so every training command starts its ranks and prints its
-summary the same way.
+The config is checked before torch is imported, so a mistake costs a fraction of a second,
+and the CPU thread count is chosen then too (`trainer.threads`: OpenMP reads it when torch
+loads). `mfsdp train sft|grpo --nproc-per-node N [--nnodes M ...]` then runs the same
+subcommand again under `torch.distributed.run`; each rank finds RANK set and trains instead
+of launching again. One module, so every training command starts and reports the same way.
 """
 
 from __future__ import annotations
@@ -12,35 +14,177 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import click
 
+from cli.errors import EXIT_USAGE, fail
 
-def launch_if_needed(subcommand: str, config_path: str | None, nproc_per_node: int, as_json: bool,
-                     overrides: list[str]) -> None:
-    """Return when this process should train; with N > 1 and no torchrun yet, run N ranks and exit.
-
-    The parent exits with torchrun's status, so a failed rank fails the command.
-    """
-    from trainer.config import ConfigError
-
-    if nproc_per_node < 1:
-        raise ConfigError("--nproc-per-node must be >= 1")
-    if nproc_per_node > 1 and "RANK" not in os.environ:
-        sys.exit(subprocess.call(torchrun_command(subcommand, config_path, nproc_per_node, as_json, overrides)))
+# Set by the launching process, so its ranks do not repeat the config notes it showed.
+CONFIG_CHECKED = "MFSDP_CONFIG_CHECKED"
 
 
-def torchrun_command(subcommand: str, config_path: str | None, nproc_per_node: int, as_json: bool,
-                     overrides: list[str]) -> list[str]:
+@dataclass(frozen=True)
+class Launch:
+    """Where the ranks of a run come from: torchrun's own flags, passed through."""
+
+    nproc_per_node: int = 1
+    nnodes: int = 1
+    node_rank: int | None = None
+    rdzv_endpoint: str | None = None
+    rdzv_id: str = "mfsdp"
+
+    @property
+    def multi_node(self) -> bool:
+        return self.nnodes > 1 or self.rdzv_endpoint is not None
+
+
+def launch_options(command: Callable) -> Callable:
+    """The torchrun flags every train command takes (same names as torchrun's)."""
+    options = [
+        click.option(
+            "--nproc-per-node",
+            type=int,
+            default=1,
+            show_default=True,
+            help="Processes on this machine (one per GPU), started through torchrun.",
+        ),
+        click.option(
+            "--nnodes",
+            type=int,
+            default=1,
+            show_default=True,
+            help="Machines in the run; start the same command on each (docs/multinode.md).",
+        ),
+        click.option(
+            "--node-rank",
+            type=click.IntRange(0),
+            default=None,
+            help="This machine's index, 0..nnodes-1 (torchrun assigns one when left out).",
+        ),
+        click.option(
+            "--rdzv-endpoint",
+            default=None,
+            metavar="HOST:PORT",
+            help="Rendezvous address all machines reach (torchrun's c10d backend).",
+        ),
+        click.option(
+            "--rdzv-id",
+            default="mfsdp",
+            show_default=True,
+            help="Job id shared by the machines of one run.",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def check_config(cls: type, config_path: str | None, overrides: list[str]) -> Any:
+    """Load and check the config without importing torch; a mistake exits 2 in one line."""
+    import logging
+
+    from cli.verbosity import configure_logging
+    from trainer.config import ConfigError, load_config
+
+    configure_logging()  # a rank torchrun started takes `-v` from the environment
+    if os.environ.get(CONFIG_CHECKED):  # the launching process showed the notes already
+        logging.getLogger("mfsdp.config").setLevel(logging.ERROR)
+    from trainer.metrics import require_trackers
+    from trainer.model_source import resolve_model_source
+
+    try:
+        cfg = load_config(cls, config_path, overrides)
+        require_trackers(cfg.trainer)
+        resolve_model_source(cfg.model)  # a missing model.path fails here, not once per rank
+    except ConfigError as err:
+        fail(str(err), EXIT_USAGE)
+    return cfg
+
+
+DATA_HINT = (
+    "make it with `mfsdp data gsm8k|math --input OFFICIAL_FILE --out DIR` "
+    "(writes DIR/{kind}/<split>.parquet) "
+    "or `mfsdp data synthetic --out DIR`"
+)
+
+
+def check_data_files(data: Any, kind: str) -> None:
+    """A missing data file is reported before anything starts, with how to make one; `kind` is
+    `sft` or `rl`, the table family `mfsdp data` writes."""
+    for key in ("train_files", "val_files"):
+        for path in getattr(data, key):
+            if not os.path.exists(path):
+                fail(f"data.{key}: {path}: no such file; {DATA_HINT.format(kind=kind)}", EXIT_USAGE)
+
+
+def start(
+    subcommand: str,
+    cfg: Any,
+    launch: Launch,
+    config_path: str | None,
+    as_json: bool,
+    overrides: list[str],
+) -> None:
+    """Check the launch flags and data files, choose CPU threads, then return when this
+    process should train; when it should launch ranks instead, run torchrun and exit with
+    its status (a failed rank fails the command)."""
+    from trainer.threads import configure_threads, model_hidden_size
+
+    for flag, value in (("--nproc-per-node", launch.nproc_per_node), ("--nnodes", launch.nnodes)):
+        if value < 1:
+            fail(f"{flag} must be >= 1", EXIT_USAGE)
+    launching = "RANK" not in os.environ and (launch.nproc_per_node > 1 or launch.multi_node)
+    if launch.multi_node and not launch.rdzv_endpoint:
+        fail("--nnodes > 1 needs --rdzv-endpoint HOST:PORT that every machine reaches", EXIT_USAGE)
+    check_data_files(cfg.data, "rl" if subcommand == "grpo" else "sft")
+    local_ranks = launch.nproc_per_node if launching else int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    configure_threads(model_hidden_size(cfg.model), local_ranks)
+    _quiet_known_warnings()
+    if launching:
+        os.environ[CONFIG_CHECKED] = "1"
+        sys.exit(
+            subprocess.call(torchrun_command(subcommand, launch, config_path, as_json, overrides))
+        )
+
+
+def torchrun_command(
+    subcommand: str, launch: Launch, config_path: str | None, as_json: bool, overrides: list[str]
+) -> list[str]:
     """`python -m torch.distributed.run ... -m cli.train SUBCOMMAND [--config F] [--json] OVERRIDES`."""
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc_per_node}",
-               "-m", "cli.train", subcommand]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={launch.nproc_per_node}",
+    ]
+    if launch.multi_node:
+        command += [
+            f"--nnodes={launch.nnodes}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={launch.rdzv_endpoint}",
+            f"--rdzv-id={launch.rdzv_id}",
+        ]
+        if launch.node_rank is not None:
+            command.append(f"--node-rank={launch.node_rank}")
+    else:
+        command.append("--standalone")
+    command += ["-m", "cli.train", subcommand]
     if config_path:
         command += ["--config", config_path]
     if as_json:
         command.append("--json")
     return command + list(overrides)
+
+
+def _quiet_known_warnings() -> None:
+    """megatron_fsdp warns on import that Transformer Engine and Apex are missing (always so
+    on CPU; it then uses its own kernels): the warning broke the progress bar mid-line."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message="Transformer Engine and Apex are not installed")
 
 
 def report(summary: dict[str, Any], as_json: bool, line: str) -> None:

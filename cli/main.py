@@ -9,22 +9,28 @@ from mfsdp_ckpt import __version__
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="mfsdp")
-def app() -> None:
+@click.option("-v", "--verbose", count=True,
+              help="Log what the library does (-v: checkpoint save/load timings; -vv: more).")
+def app(verbose: int) -> None:
     """Train LLMs with Megatron-FSDP and work with their DTensor checkpoints.
 
     \b
     Examples:
       mfsdp demo                                  # tiny end-to-end run on CPU
-      mfsdp ckpt validate runs/demo --deep        # is this checkpoint intact?
-      mfsdp ckpt export-hf runs/demo --out hf/    # to Hugging Face safetensors
+      mfsdp ckpt validate runs/demo/sft --deep    # is this checkpoint intact?
+      mfsdp ckpt export-hf runs/demo/sft --out hf/    # to Hugging Face safetensors
+      mfsdp -v train sft --config examples/sft_tiny_cpu.yaml    # with save/load timings
     """
+    from cli.verbosity import set_verbosity
+
+    set_verbosity(verbose)
 
 
 def _register() -> None:
     """Command groups live one per module; importing them here keeps `mfsdp --help` complete."""
-    from cli import ckpt, data, demo, train
+    from cli import ckpt, config, data, demo, train
 
-    for command in (ckpt.ckpt, demo.demo, train.train, data.data):
+    for command in (ckpt.ckpt, demo.demo, train.train, data.data, config.config):
         app.add_command(command)
 
 
@@ -32,4 +38,22 @@ _register()
 
 
 def main() -> None:
-    app(prog_name="mfsdp")
+    """The `mfsdp` entry point. A usage mistake (unknown option, missing argument) is one
+    line and exit 2, like every other error, instead of click's usage block."""
+    import sys
+
+    try:
+        app.main(prog_name="mfsdp", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as err:  # `mfsdp ckpt` alone: its help
+        click.echo(err.format_message(), err=True)
+        sys.exit(2)
+    except click.UsageError as err:
+        where = f"; see '{err.ctx.command_path} --help'" if err.ctx is not None else ""
+        click.echo(f"error: {err.format_message().rstrip('.')}{where}", err=True)
+        sys.exit(2)
+    except click.ClickException as err:
+        click.echo(f"error: {err.format_message()}", err=True)
+        sys.exit(err.exit_code)
+    except click.Abort:
+        click.echo("error: aborted", err=True)
+        sys.exit(130)

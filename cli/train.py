@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from cli.errors import friendly_errors
-from cli.launch import last_value, launch_if_needed, report
+from cli.launch import Launch, check_config, last_value, launch_options, report, start
 from cli.train_grpo import grpo
 
 
@@ -46,35 +48,32 @@ def train() -> None:
 @train.command(context_settings={"ignore_unknown_options": False})
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="YAML config (sections model, data, optim, strategy, checkpoint, trainer).")
-@click.option("--nproc-per-node", type=int, default=1, show_default=True,
-              help="Start this many processes on this machine through torchrun (one per GPU).")
+@launch_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.argument("overrides", nargs=-1)
-def sft(config_path: str | None, nproc_per_node: int, as_json: bool, overrides: tuple[str, ...]) -> None:
+def sft(config_path: str | None, as_json: bool, overrides: tuple[str, ...], **launch: Any) -> None:
     """Supervised fine-tuning with Megatron-FSDP (CUDA) or FSDP2 (anywhere).
 
-    OVERRIDES are dotted `key=value` pairs applied over the YAML file, verl style. Unknown
-    keys are errors that name the closest valid keys. Resumes from the run directory's
-    newest checkpoint unless checkpoint.resume=disable.
+    OVERRIDES are dotted `key=value` pairs applied over the YAML file, verl style; verl's own
+    key names work too (docs/verl.md). Unknown keys are errors that name the closest valid
+    keys. Resumes from the run directory's newest checkpoint unless checkpoint.resume=disable.
 
     \b
     Examples:
       mfsdp train sft --config examples/sft_tiny_cpu.yaml trainer.total_steps=20
       mfsdp train sft --config examples/sft_gsm8k_qwen.yaml --nproc-per-node 8
-      torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29500 \\
-          -m cli.train sft --config examples/sft_gsm8k_qwen.yaml
+      mfsdp train sft --config examples/sft_gsm8k_qwen.yaml --nproc-per-node 8 \\
+          --nnodes 2 --node-rank 0 --rdzv-endpoint node0:29500
     """
+    from trainer.config import SFTConfig
+
+    cfg = check_config(SFTConfig, config_path, list(overrides))
+    start("sft", cfg, Launch(**launch), config_path, as_json, list(overrides))
     command = friendly_errors(usage=_usage_errors(), failure=run_failure_errors())(run_sft_command)
-    command(config_path, nproc_per_node, as_json, list(overrides))
+    command(cfg, as_json)
 
 
-def run_sft_command(config_path: str | None, nproc_per_node: int, as_json: bool, overrides: list[str]) -> None:
-    from trainer.config import SFTConfig, load_config
-    from trainer.model_source import resolve_model_source
-
-    cfg = load_config(SFTConfig, config_path, overrides)  # validate before starting any process
-    resolve_model_source(cfg.model)  # a missing model.path fails here, in one line, not once per rank
-    launch_if_needed("sft", config_path, nproc_per_node, as_json, overrides)
+def run_sft_command(cfg: Any, as_json: bool) -> None:
     from trainer.sft import run_sft
 
     result = run_sft(cfg)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from cli.errors import friendly_errors
-from cli.launch import last_value, launch_if_needed, report
+from cli.launch import Launch, check_config, last_value, launch_options, report, start
 
 
 def _usage_errors() -> tuple[type[BaseException], ...]:
@@ -25,38 +27,34 @@ def _usage_errors() -> tuple[type[BaseException], ...]:
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="YAML config (sections model, data, actor, optim, strategy, rollout, algorithm, reward, "
                    "checkpoint, trainer).")
-@click.option("--nproc-per-node", type=int, default=1, show_default=True,
-              help="Start this many processes on this machine through torchrun (one per GPU).")
+@launch_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.argument("overrides", nargs=-1)
-def grpo(config_path: str | None, nproc_per_node: int, as_json: bool, overrides: tuple[str, ...]) -> None:
+def grpo(config_path: str | None, as_json: bool, overrides: tuple[str, ...], **launch: Any) -> None:
     """GRPO: roll out n responses per prompt, score them with a rule or your reward function,
     and update the policy with group-relative advantages (verl's algorithm and names).
 
-    OVERRIDES are dotted `key=value` pairs applied over the YAML file. Resumes from the run
-    directory's newest checkpoint unless checkpoint.resume=disable. Per-step metrics go to
-    RUN_DIR/metrics.jsonl.
+    OVERRIDES are dotted `key=value` pairs applied over the YAML file; verl's own key names
+    work too (docs/verl.md). Resumes from the run directory's newest checkpoint unless
+    checkpoint.resume=disable. Per-step metrics go to RUN_DIR/metrics.jsonl (and to the
+    trackers in trainer.logger).
 
     \b
     Examples:
-      python -m trainer.grpo.synthetic runs/addition
+      mfsdp data synthetic --out runs/addition
       mfsdp train grpo --config examples/grpo_tiny_cpu.yaml trainer.total_steps=20
       mfsdp train grpo --config examples/grpo_gsm8k_qwen.yaml --nproc-per-node 8 model.path=/models/Qwen2.5-Math-7B
     """
     from cli.train import run_failure_errors  # here: cli.train imports this module to register grpo
-
-    command = friendly_errors(usage=_usage_errors(), failure=run_failure_errors())(run_grpo_command)
-    command(config_path, nproc_per_node, as_json, list(overrides))
-
-
-def run_grpo_command(config_path: str | None, nproc_per_node: int, as_json: bool, overrides: list[str]) -> None:
-    from trainer.config import load_config
     from trainer.grpo.config import GRPOConfig
-    from trainer.model_source import resolve_model_source
 
-    cfg = load_config(GRPOConfig, config_path, overrides)  # validate before starting any process
-    resolve_model_source(cfg.model)  # a missing model.path fails here, in one line, not once per rank
-    launch_if_needed("grpo", config_path, nproc_per_node, as_json, overrides)
+    cfg = check_config(GRPOConfig, config_path, list(overrides))
+    start("grpo", cfg, Launch(**launch), config_path, as_json, list(overrides))
+    command = friendly_errors(usage=_usage_errors(), failure=run_failure_errors())(run_grpo_command)
+    command(cfg, as_json)
+
+
+def run_grpo_command(cfg: Any, as_json: bool) -> None:
     from trainer.grpo.runner import run_grpo
 
     result = run_grpo(cfg)

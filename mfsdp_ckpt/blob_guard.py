@@ -62,7 +62,12 @@ def blob_pickle(archive: zipfile.ZipFile, where: str) -> bytes:
         raise CheckpointFormatError(f"{where}: blob holds {len(pickles)} pickles, torch.save writes one")
     if pickles[0].file_size > MAX_PICKLE_BYTES:
         raise CheckpointFormatError(f"{where}: blob pickle of {pickles[0].file_size} bytes is too large")
-    data = archive.read(pickles[0])
+    try:
+        data = archive.read(pickles[0])
+    except OSError:
+        raise
+    except Exception as err:  # a damaged local header or CRC: zipfile's own error types
+        raise CheckpointFormatError(f"{where}: unreadable blob ({type(err).__name__}: {str(err)[:120]})") from None
     try:
         check_pickle_limits(data, MAX_PICKLE_OPS, "blob pickle")
     except PickleRefused as err:

@@ -19,6 +19,7 @@ a DCP file mean lives in `reader.py`; where files go lives in `layout.py`.
 from __future__ import annotations
 
 import datetime as _dt
+import logging
 import os
 import shutil
 import signal
@@ -46,6 +47,8 @@ from mfsdp_ckpt.manifest import (
 from mfsdp_ckpt.safe_dcp import SafeFileSystemReader, SafeLoadPlanner
 from mfsdp_ckpt.staging import HostStager
 from mfsdp_ckpt.validate import invalid_checkpoint, manifest_hash_errors, require_valid
+
+log = logging.getLogger(__name__)  # INFO: what each save and load cost (`mfsdp -v ...`)
 
 MODEL, OPTIMIZER, EXTRA = CONTENT_KINDS
 KILL_AT_ENV = "MFSDP_CKPT_KILL_AT"  # <phase>[:<rank>][@<step>]: crash-safety tests SIGKILL a rank there
@@ -196,6 +199,8 @@ class Checkpointer:
         finish_args = (step, tmp, contents, hf_assets, info or {}, started, states)
         if self.async_save:
             staged = self._stager.stage(state_dict, copy_host_tensors=True)  # the only part training waits for
+            log.info("step %d: staged to host memory in %.2f s; writing in the background", step,
+                     time.monotonic() - started)
             self._pending = threading.Thread(
                 target=self._save_in_background, args=(staged, writer, finish_args), daemon=False
             )
@@ -213,6 +218,8 @@ class Checkpointer:
         step, tmp = finish_args[0], finish_args[1]
         try:
             dcp.save(state_dict, storage_writer=writer, process_group=self._group)
+            log.info("step %d: tensor files written in %.2f s", step,
+                     time.monotonic() - finish_args[5])
             self._finish(*finish_args, hashed=writer.hashed_while_written())
         except (CheckpointException, OSError) as err:
             if _rank() == 0:
@@ -319,6 +326,10 @@ class Checkpointer:
         layout.replace_dir(tmp, layout.step_dir(self.run_dir, step))  # re-saving a step replaces it whole
         _maybe_die("after_rename", step)
         layout.write_tracker(self.run_dir, step)
+        size = sum(record.size for record in files.values())
+        log.info("step %d: committed %s (%d files, %.1f MiB) %.2f s after the save began", step,
+                 layout.step_dir(self.run_dir, step), len(files), size / 2**20,
+                 time.monotonic() - started)
         self._prune(step)
 
     def _prune(self, newest: int) -> None:
@@ -379,7 +390,9 @@ def load_checkpoint(
     did not exist then) are left as they are.
     """
     contents = check_contents(contents, "load_contents")
+    started = time.monotonic()
     _verify_before_load(paths, group)
+    log.info("%s: verified in %.2f s", paths.dist_ckpt, time.monotonic() - started)
     manifest = read_manifest(paths.manifest) if paths.manifest else None
     if manifest is not None:
         absent = [kind for kind in contents if kind not in manifest.contents]
@@ -408,6 +421,8 @@ def load_checkpoint(
             target.load_state_dict(wanted[kind])
         else:
             target.update(wanted[kind])
+    log.info("%s: loaded %s in %.2f s", paths.dist_ckpt, ", ".join(contents),
+             time.monotonic() - started)
     return manifest
 
 

@@ -32,8 +32,6 @@ import datetime as _dt
 import errno
 import math
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,6 +49,7 @@ from mfsdp_ckpt.export_hf import (
 )
 from mfsdp_ckpt.hf_config import HFConfigError, expected_weights_for
 from mfsdp_ckpt.manifest import FileRecord, Manifest, hash_files
+from mfsdp_ckpt.out_dir import claim_output
 from mfsdp_ckpt.name_maps import (
     LAYOUTS,
     MCORE,
@@ -299,23 +298,15 @@ def import_hf(
     source_dir, out = Path(hf_dir), Path(out_dir)
     plan = plan_model_import(source_dir, layout_name=layout_name, dtype=dtype, norms=norms)
     _refuse_replacing_a_checkpoint(out)
-    _check_out_dir(out, overwrite, [source_dir.resolve()])
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.import-", dir=out.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; the result is an ordinary directory
-    try:
+    _check_out_dir(out, [source_dir.resolve()])
+    with claim_output(out, overwrite) as claim:
         if plan.layout == MCORE:
-            written, _ = _write_model(plan, tmp, progress)
+            written, _ = _write_model(plan, claim.tmp, progress)
             checkpoint = out
         else:
-            written = _write_run_dir(plan, source_dir, tmp, started, progress)
+            written = _write_run_dir(plan, source_dir, claim.tmp, started, progress)
             checkpoint = layout.step_dir(out, 0) / layout.DIST_CKPT_DIR
-        layout.fsync_path(tmp)
-        layout.replace_dir(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        claim.publish()
     notes = []
     if plan.layout == MCORE:
         notes.append(

@@ -53,7 +53,7 @@ stage_one_rank_test() {  # Megatron-FSDP on one rank, liger-kernel, varlen atten
 stage_matmul_peak() { python3 bench/matmul_peak.py; }
 
 stage_grpo_proof() {  # Megatron-FSDP actor + hf engine, Qwen2-0.5B shape, checkpoint at 2, resume to 4
-  python3 -m trainer.grpo.synthetic "$runs/addition" || return 1
+  mfsdp data synthetic --out "$runs/addition" || return 1
   # A random model never earns the task's reward; a digit-fraction reward gives non-zero advantages.
   printf 'def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return sum(c.isdigit() for c in solution_str) / max(len(solution_str), 1)\n' >"$runs/digits_reward.py"
   local args="--config examples/grpo_gsm8k_qwen.yaml --nproc-per-node 2 model.path=null model.shape=qwen2-0.5b model.activation_checkpointing=false data.train_files=$runs/addition/rl/train.parquet data.val_files=$runs/addition/rl/test.parquet data.max_prompt_length=64 rollout.name=hf reward.path=$runs/digits_reward.py trainer.run_dir=$runs/grpo05 trainer.total_steps=4 checkpoint.save_every=2 trainer.eval_every=2 trainer.device=cuda trainer.progress_bar=false"

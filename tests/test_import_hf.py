@@ -197,9 +197,13 @@ def test_cli_ok_json_and_existing_output(tmp_path):
     plain = tmp_path / "plain"
     (plain / "notes").mkdir(parents=True)
     assert _cli(str(source), "--out", str(plain)).exit_code == 2  # exists
+    kept = _cli(str(source), "--out", str(plain), "--overwrite")  # not ours to replace
+    assert kept.exit_code == 2 and "--overwrite replaces only" in kept.output, kept.output
+    assert (plain / "notes").is_dir()
+    (plain / "notes").rmdir()  # an empty directory is replaced
     replaced = _cli(str(source), "--out", str(plain), "--overwrite")
     assert replaced.exit_code == 0, replaced.output
-    assert not (plain / "notes").exists() and (plain / ".metadata").is_file()
+    assert (plain / ".metadata").is_file()
 
 
 @pytest.mark.parametrize(

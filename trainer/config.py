@@ -29,6 +29,7 @@ import yaml
 
 from mfsdp_ckpt.hf_config import HFConfigError, check_geometry
 from trainer.config_yaml import YAMLConfigError, parse_yaml, read_yaml_file
+from trainer import verl_keys
 
 
 RESOLVED_CONFIG_FILE = "config.yaml"  # in the run dir: the config the run used
@@ -185,7 +186,13 @@ class TrainerConfig:
     device: Literal["auto", "cpu", "cuda"] = "auto"
     log_every: Positive[int] = 1
     eval_every: NonNegative[int] = 0  # steps; 0: only at the end when there is validation data
-    tensorboard: bool = False
+    tensorboard: bool = False  # same as adding tensorboard to `logger`
+    # Experiment trackers, verl's names: console and jsonl (RUN_DIR/metrics.jsonl) always run;
+    # tensorboard (RUN_DIR/tensorboard/) and wandb (RUN_DIR/wandb/; WANDB_MODE=offline works).
+    logger: list[Literal["console", "jsonl", "tensorboard", "wandb"]] = field(
+        default_factory=lambda: ["console", "jsonl"])
+    project_name: str = "mfsdp"  # wandb project
+    experiment_name: str | None = None  # wandb run name; default: the run dir's name
     progress_bar: bool = True
     peak_tflops: Positive[float] | None = None  # per device, MFU; CUDA default 790 (H200 bf16)
 
@@ -221,15 +228,18 @@ def load_config(cls: type[T], path: str | os.PathLike | None = None, overrides: 
             raise ConfigError(str(err)) from None
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{path}: top level must be a mapping of sections, found {type(loaded).__name__}")
-        tree = loaded or {}
+        tree = verl_keys.adopt_tree(cls, loaded or {}, source)
     config = _build(cls, tree, prefix="", source=source)  # the file alone, so errors name the file
     if not overrides:
         return config
+    pairs = []
     for item in overrides:
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"override {item!r}: expected key=value, e.g. optim.lr=2e-5")
-        _set_dotted(tree, key.strip(), parse_override_value(key.strip(), text))
+        pairs.append((key.strip(), parse_override_value(key.strip(), text)))
+    for key, value in verl_keys.adopt_pairs(cls, pairs, "command-line override"):
+        set_dotted(tree, key, value)
     return _build(cls, tree, prefix="", source="command-line override")
 
 
@@ -242,6 +252,11 @@ def parse_override_value(key: str, text: str) -> Any:
         return parse_yaml(text, f"override {key}")
     except YAMLConfigError as err:
         raise ConfigError(str(err)) from None
+
+
+def config_from_tree(cls: type[T], tree: dict[str, Any], source: str) -> T:
+    """`cls` from an already nested mapping (a converted verl config), checked like a file."""
+    return _build(cls, tree, prefix="", source=source)
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:
@@ -258,7 +273,8 @@ def write_resolved_config(run_dir: str | os.PathLike, config: Any) -> Path:
     return path
 
 
-def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+def set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set `a.b.c` in a nested dict, creating sections on the way (YAML files and overrides)."""
     node = tree
     parts = dotted.split(".")
     for part in parts[:-1]:
@@ -349,8 +365,9 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
             raise bad("one of " + " | ".join(str(a) for a in args))
         return value
     if origin is list:
-        if isinstance(value, str) and args and args[0] is str:
-            return [value]  # a single file is a list of one
+        one_text = args and (args[0] is str or typing.get_origin(args[0]) is Literal)
+        if isinstance(value, str) and one_text:
+            value = [value]  # a single file is a list of one; so is `trainer.logger=console`
         if not isinstance(value, (list, tuple)):
             raise bad(f"a list of {_type_name(args[0]) if args else 'values'}")
         return [_coerce(args[0], v, f"{key}[{i}]", source) for i, v in enumerate(value)] if args else list(value)

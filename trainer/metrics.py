@@ -1,5 +1,6 @@
-"""Training metrics: one JSON line per logged step in `<run_dir>/metrics.jsonl` (rank 0),
-optionally TensorBoard event files under `<run_dir>/tensorboard/`, and the progress bar."""
+"""Training metrics: one JSON line per logged step in `<run_dir>/metrics.jsonl` (rank 0), the
+trackers named in `trainer.logger` (verl's names: tensorboard under `<run_dir>/tensorboard/`,
+wandb under `<run_dir>/wandb/`), and the progress bar."""
 
 from __future__ import annotations
 
@@ -16,20 +17,32 @@ TENSORBOARD_DIR = "tensorboard"
 
 
 class MetricsLogger:
-    def __init__(self, run_dir: str | Path, enabled: bool, tensorboard: bool = False):
+    """Writes each logged step to metrics.jsonl and to every tracker the config names.
+
+    Trackers start on the main rank only and fail at start, in one line, when their package is
+    missing: a run must not train for hours and then lose its curves.
+    """
+
+    def __init__(self, run_dir: str | Path, enabled: bool, trainer: Any):
         self.enabled = enabled
-        self.path = Path(run_dir) / METRICS_FILE
-        self._writer = None
-        if enabled:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            if tensorboard:
-                try:
-                    from torch.utils.tensorboard import SummaryWriter
-                except ImportError as err:
-                    raise RuntimeError(
-                        "trainer.tensorboard=true needs the tensorboard package: pip install tensorboard"
-                    ) from err
-                self._writer = SummaryWriter(str(Path(run_dir) / TENSORBOARD_DIR))
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / METRICS_FILE
+        self._tensorboard = None
+        self._wandb = None
+        if not enabled:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        trackers = require_trackers(trainer)
+        if "tensorboard" in trackers:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tensorboard = SummaryWriter(str(self.run_dir / TENSORBOARD_DIR))
+        if "wandb" in trackers:
+            import wandb
+
+            self._wandb = wandb.init(project=trainer.project_name,
+                                     name=trainer.experiment_name or self.run_dir.name,
+                                     dir=str(self.run_dir), config=_resolved_config(self.run_dir))
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         if not self.enabled:
@@ -37,14 +50,50 @@ class MetricsLogger:
         record = {"step": step, "time": round(time.time(), 3), **metrics}
         with open(self.path, "a") as handle:
             handle.write(json.dumps(record) + "\n")
-        if self._writer is not None:
-            for key, value in metrics.items():
-                if isinstance(value, (int, float)) and math.isfinite(value):
-                    self._writer.add_scalar(key, value, step)
+        scalars = {key: value for key, value in metrics.items()
+                   if isinstance(value, (int, float)) and math.isfinite(value)}
+        if self._tensorboard is not None:
+            for key, value in scalars.items():
+                self._tensorboard.add_scalar(key, value, step)
+        if self._wandb is not None:
+            self._wandb.log(scalars, step=step)
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
+        if self._tensorboard is not None:
+            self._tensorboard.close()
+        if self._wandb is not None:
+            self._wandb.finish()
+
+
+TRACKER_PACKAGES = {"tensorboard": "pip install tensorboard", "wandb": "pip install 'mfsdp[wandb]'"}
+
+
+def require_trackers(trainer: Any) -> set[str]:
+    """The trackers `trainer.logger` (and `trainer.tensorboard`) name; a missing package is a
+    one-line ConfigError, checked before the run starts (no torch needed)."""
+    import importlib.util
+
+    from trainer.config import ConfigError
+
+    trackers = set(trainer.logger) | ({"tensorboard"} if trainer.tensorboard else set())
+    for name, install in TRACKER_PACKAGES.items():
+        if name in trackers and importlib.util.find_spec(name) is None:
+            raise ConfigError(
+                f"trainer.logger has {name} but the {name} package is missing: {install}")
+    return trackers
+
+
+def _resolved_config(run_dir: Path) -> dict[str, Any] | None:
+    """The config the run wrote into its run dir (trainer.config.write_resolved_config), so the
+    tracker shows the hyper-parameters beside the curves."""
+    import yaml
+
+    from trainer.config import RESOLVED_CONFIG_FILE
+
+    try:
+        return yaml.safe_load((run_dir / RESOLVED_CONFIG_FILE).read_text())
+    except (OSError, yaml.YAMLError):
+        return None
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:

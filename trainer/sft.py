@@ -123,7 +123,7 @@ def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
             info={"train_loss": result.losses.get(step), "total_steps": total_steps},
         )
 
-    metrics = MetricsLogger(run_dir, env.is_main, cfg.trainer.tensorboard)
+    metrics = MetricsLogger(run_dir, env.is_main, cfg.trainer)
     bar = progress_bar("sft", total_steps, start, env.is_main and cfg.trainer.progress_bar)
     last_saved = None
     stop = min(total_steps, cfg.trainer.stop_at_step or total_steps)

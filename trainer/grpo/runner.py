@@ -189,7 +189,7 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
     times: dict[str, float] = {}
     with _timed(times, "timing/weight_push_s", env.device):
         push_weights(run)
-    metrics = MetricsLogger(run_dir, env.is_main, cfg.trainer.tensorboard)
+    metrics = MetricsLogger(run_dir, env.is_main, cfg.trainer)
     if val and cfg.trainer.val_before_train and start == 0:
         metrics.log(0, validate(run))
     bar = progress_bar("grpo", total_steps, start, show)

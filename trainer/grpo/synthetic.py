@@ -4,13 +4,12 @@ Rows come in both of the project's formats (SFT `messages`, verl RL columns with
 data_source `openai/gsm8k`, so the built-in GSM8K rule scores them). Used by the learning
 tests and by `examples/grpo_tiny_cpu.yaml`:
 
-    python -m trainer.grpo.synthetic runs/addition
+    mfsdp data synthetic --out runs/addition
 """
 
 from __future__ import annotations
 
 import random
-import sys
 from pathlib import Path
 
 from trainer.data.files import write_parquet
@@ -57,7 +56,3 @@ def write_addition_data(out_dir: str | Path, seed: int = 0, digits: int = 10, ma
         "rl_test": write_parquet(rl[:32], out / "rl" / "test.parquet"),
     }
 
-
-if __name__ == "__main__":
-    for name, path in write_addition_data(sys.argv[1] if len(sys.argv) > 1 else "runs/addition").items():
-        print(f"{name}: {path}")

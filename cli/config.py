@@ -1,0 +1,58 @@
+"""`mfsdp config from-verl`: a verl launch script or YAML config as an mfsdp config file."""
+
+from __future__ import annotations
+
+import click
+
+from cli.errors import EXIT_FAILED, friendly_errors
+
+
+@click.group()
+def config() -> None:
+    """Work with run configs (YAML files for `mfsdp train sft|grpo --config`).
+
+    \b
+    Examples:
+      mfsdp config from-verl run_qwen2_grpo.sh > grpo.yaml
+      mfsdp config from-verl verl_sft.yaml --command sft > sft.yaml
+      mfsdp train grpo --config grpo.yaml --nproc-per-node 8
+    """
+
+
+@config.command("from-verl")
+@click.argument("source", type=click.Path(dir_okay=False))
+@click.option(
+    "--command",
+    "command",
+    type=click.Choice(["auto", "sft", "grpo"]),
+    default="auto",
+    show_default=True,
+    help="Which trainer the config is for; auto: from verl's module (main_ppo: grpo) "
+    "or the YAML's sections.",
+)
+def from_verl(source: str, command: str) -> None:
+    """Print SOURCE (a shell script that runs `python3 -m verl.trainer.main_ppo key=value ...`
+    or verl's SFT trainer, or a verl YAML config) as an mfsdp YAML config on stdout.
+
+    Comments at the top say how each verl key was carried over and which keys were not,
+    and why. Exit 0: every key carried over; 1: some were not (the YAML is still printed);
+    2: SOURCE is not a verl script or config. Nothing in the script is executed.
+
+    \b
+    Example:
+      mfsdp config from-verl examples/verl/run_grpo_megatron_fsdp.sh > grpo.yaml
+    """
+    from trainer.verl_import import VerlSourceError, convert_verl
+
+    @friendly_errors(usage=(VerlSourceError,))
+    def run() -> None:
+        conversion = convert_verl(source, None if command == "auto" else command)
+        click.echo(conversion.to_yaml(source), nl=False)
+        if conversion.dropped:
+            click.echo(
+                f"from-verl: {len(conversion.dropped)} key(s) not carried over (listed at the top)",
+                err=True,
+            )
+            raise SystemExit(EXIT_FAILED)
+
+    run()

@@ -1,0 +1,241 @@
+"""A verl run (its launch script or its YAML config) as an mfsdp config, for `mfsdp config
+from-verl`: what carries over, under which mfsdp key, and what does not and why.
+
+The key table is `trainer.verl_keys`; this module only finds the `key=value` pairs (in a
+shell script: the arguments of `python3 -m verl.trainer.main_ppo` or of verl's SFT trainer,
+backslash continuations joined, simple `NAME=value` variables substituted) and reports.
+Nothing in the script is executed.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainer import verl_keys
+
+MAX_SOURCE_BYTES = 1 << 20  # launch scripts and configs are a few KiB
+GRPO_MODULES = ("verl.trainer.main_ppo",)
+SFT_MODULES = ("verl.trainer.fsdp_sft_trainer", "verl.trainer.sft_trainer")
+_VARIABLE = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+class VerlSourceError(ValueError):
+    """The file is not a verl launch script or YAML config this can read; names the file."""
+
+
+@dataclass
+class Conversion:
+    command: str  # sft | grpo
+    tree: dict[str, Any]  # the mfsdp config (nested sections)
+    notes: list[str] = field(default_factory=list)  # how verl keys were carried over
+    dropped: list[str] = field(default_factory=list)  # "key=value: why not" for keys not carried
+
+    def to_yaml(self, source: str) -> str:
+        lines = [f"# mfsdp train {self.command} --config THIS_FILE   (converted from {source})"]
+        lines += [f"# {note}" for note in self.notes]
+        lines += [f"# NOT carried over: {item}" for item in self.dropped]
+        body = yaml.safe_dump(self.tree, sort_keys=False) if self.tree else "{}\n"
+        return "\n".join(lines) + "\n" + body
+
+
+def convert_verl(path: str | Path, command: str | None = None) -> Conversion:
+    """Read a verl launch script or YAML config at `path` as an mfsdp config for `command`
+    (sft | grpo; None: from the script's module or the YAML's sections)."""
+    source = Path(path)
+    try:
+        with open(source, "rb") as handle:
+            raw = handle.read(MAX_SOURCE_BYTES + 1)
+    except OSError as err:
+        raise VerlSourceError(f"{source}: cannot read ({err.strerror})") from None
+    if len(raw) > MAX_SOURCE_BYTES:
+        raise VerlSourceError(
+            f"{source}: larger than {MAX_SOURCE_BYTES // 1024} KiB; not a launch script or config"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise VerlSourceError(f"{source}: not UTF-8 text") from None
+    tree: dict[str, Any] = {}
+    if source.suffix.lower() in (".yaml", ".yml"):
+        tree = _yaml_tree(text, source)
+        command = command or ("grpo" if "actor_rollout_ref" in tree else "sft")
+        tree, pairs = verl_keys.split_foreign(_config_class(command), tree)
+        pairs = [(key, value) for key, value in pairs if key.rsplit(".", 1)[-1] != "_target_"]
+    else:
+        pairs, found = _script_pairs(text, source)
+        command = command or found
+    estimator = dict(pairs).get(
+        "algorithm.adv_estimator", tree.get("algorithm", {}).get("adv_estimator", "grpo")
+    )
+    if command == "grpo" and estimator != "grpo":
+        raise VerlSourceError(
+            f"{source}: algorithm.adv_estimator={estimator}; mfsdp trains GRPO only"
+        )
+    return _convert(tree, pairs, command, str(source))
+
+
+def _config_class(command: str) -> type:
+    from trainer.config import SFTConfig
+    from trainer.grpo.config import GRPOConfig
+
+    return GRPOConfig if command == "grpo" else SFTConfig
+
+
+def _yaml_tree(text: str, source: Path) -> dict[str, Any]:
+    try:
+        tree = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise VerlSourceError(f"{source}: not valid YAML ({str(err).splitlines()[0]})") from None
+    if not isinstance(tree, dict):
+        raise VerlSourceError(f"{source}: top level must be a mapping of sections")
+    tree.pop("defaults", None)  # Hydra's list of other files to merge: not keys
+    return tree
+
+
+def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str]:
+    """The `key=value` arguments of the script's (last) verl trainer command."""
+    variables: dict[str, str] = {}
+    found: tuple[str, list[str]] | None = None
+    for line in text.replace("\\\r\n", " ").replace("\\\n", " ").splitlines():
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError:
+            continue  # an unbalanced quote: not a line this reads
+        if len(words) == 1 and (match := _VARIABLE.match(words[0])):
+            variables[match.group(1)] = _substitute(match.group(2), variables)
+            continue
+        for module in GRPO_MODULES + SFT_MODULES:
+            if module in words:
+                found = (
+                    "grpo" if module in GRPO_MODULES else "sft",
+                    words[words.index(module) + 1 :],
+                )
+    if found is None:
+        raise VerlSourceError(
+            f"{source}: no `python3 -m verl.trainer.main_ppo ...` or verl SFT trainer "
+            "command found (or give a verl YAML config)"
+        )
+    command, words = found
+    pairs = []
+    for word in words:
+        key, sep, value = word.partition("=")
+        if sep and not key.startswith("-"):
+            text_value = _substitute(value, variables)
+            pairs.append((key, yaml.safe_load(text_value) if text_value.strip() else None))
+    return pairs, command
+
+
+def _substitute(value: str, variables: dict[str, str]) -> str:
+    """`$NAME`, `${NAME}` and `${NAME:-default}` from the script's own assignments; others stay."""
+
+    def replace(match: re.Match) -> str:
+        name = match.group(1) or match.group(3)
+        if name in variables:
+            return variables[name]
+        return match.group(2) if match.group(2) is not None else match.group(0)
+
+    return _REFERENCE.sub(replace, value)
+
+
+def _convert(
+    tree: dict[str, Any], pairs: list[tuple[str, Any]], command: str, source: str
+) -> Conversion:
+    """`tree` (keys already mfsdp's) plus `pairs` carried over one by one, so one key that
+    cannot be carried is reported without stopping the rest; the result is checked whole."""
+    from trainer.config import ConfigError, config_from_tree, config_to_dict, set_dotted
+
+    cls = _config_class(command)
+    conversion = Conversion(command, tree)
+    collected = _Collect()
+    log = logging.getLogger("mfsdp.config")
+    log.addHandler(collected)
+    propagate, log.propagate = log.propagate, False
+    try:
+        resume = [
+            pair for pair in pairs if pair[0] in ("trainer.resume_mode", "trainer.resume_from_path")
+        ]
+        groups = [[pair] for pair in pairs if pair not in resume] + ([resume] if resume else [])
+        for group in groups:
+            shown = ", ".join(f"{key}={value}" for key, value in group)
+            try:
+                adopted = verl_keys.adopt_pairs(cls, group, source)
+            except ConfigError as err:
+                conversion.dropped.append(f"{shown}: {str(err).split(': ', 2)[-1]}")
+                continue
+            for key, value in adopted:
+                if verl_keys.is_native(cls, key):
+                    set_dotted(conversion.tree, key, value)
+                else:
+                    conversion.dropped.append(f"{key}={value}: no such key here")
+    finally:
+        log.removeHandler(collected)
+        log.propagate = propagate
+    conversion.notes = [message.removeprefix("note: ") for message in collected.messages]
+    conversion.notes += [
+        f"{key}: null in verl, the mfsdp default stays" for key in _drop_nulls(conversion.tree)
+    ]
+    try:
+        built = config_to_dict(config_from_tree(cls, conversion.tree, source))
+    except ConfigError as err:
+        raise VerlSourceError(str(err)) from None
+    conversion.tree = _typed(conversion.tree, built)  # 1e-6 as a number, 0 as 0.0 where floats go
+    conversion.notes += [
+        f"{key}={value}: set the shell variable, or edit the path"
+        for key, value in _leaves(conversion.tree)
+        if "$" in str(value)
+    ]
+    return conversion
+
+
+def _typed(tree: dict[str, Any], built: dict[str, Any]) -> dict[str, Any]:
+    """The keys of `tree` with the values the config loader made of them."""
+    return {
+        key: (
+            _typed(value, built[key])
+            if isinstance(value, dict) and isinstance(built[key], dict) and key != "overrides"
+            else built[key]
+        )
+        for key, value in tree.items()
+    }
+
+
+def _leaves(tree: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    pairs = []
+    for key, value in tree.items():
+        pairs += (
+            _leaves(value, f"{prefix}{key}.")
+            if isinstance(value, dict)
+            else [(f"{prefix}{key}", value)]
+        )
+    return pairs
+
+
+def _drop_nulls(tree: dict[str, Any], prefix: str = "") -> list[str]:
+    """Remove null leaves (verl's "not set") and sections left empty; the dotted keys removed."""
+    removed = []
+    for key in list(tree):
+        if isinstance(tree[key], dict) and tree[key]:
+            removed += _drop_nulls(tree[key], f"{prefix}{key}.")
+            if not tree[key]:
+                del tree[key]
+        elif tree[key] is None:
+            removed.append(f"{prefix}{key}")
+            del tree[key]
+    return removed
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())

@@ -1,0 +1,479 @@
+"""verl's config key names, read as mfsdp's: one table, used by the config loader.
+
+A verl user's overrides (`actor_rollout_ref.actor.optim.lr=1e-6`, `trainer.save_freq=10`,
+SFT's `data.train_batch_size=256`) work as they are: each becomes its mfsdp key, with one
+logged line that names the canonical key. Keys that mean nothing here (`rollout.mode=async`,
+tensor parallel sizes above 1) fail with one line saying why, instead of being ignored.
+docs/verl.md lists every key; `mfsdp config from-verl` prints a verl command line as YAML.
+
+Units follow verl: GRPO's `ppo_mini_batch_size` and `data.train_batch_size` count prompts
+(each rolled out `rollout.n` times), micro-batch sizes count responses per GPU, SFT's
+`data.train_batch_size` counts sequences over all GPUs, `max_token_len_per_gpu` tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("mfsdp.config")
+
+ACTOR = "actor_rollout_ref.actor."
+ROLLOUT = "actor_rollout_ref.rollout."
+PARALLEL_SIZES = (
+    "tensor_model_parallel_size",
+    "pipeline_model_parallel_size",
+    "context_parallel_size",
+    "expert_model_parallel_size",
+    "virtual_pipeline_model_parallel_size",
+    "ulysses_sequence_parallel_size",
+    "expert_tensor_parallel_size",
+)
+
+
+class Unsupported(ValueError):
+    """A verl key (or value) that mfsdp cannot honour; the message says why."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How one verl key becomes mfsdp keys. `convert` maps the value to {mfsdp key: value}
+    ({} drops it, with `why` logged) or raises Unsupported; `commands` limits it to sft or grpo.
+    A `target` that is `not_built` yet in this config fails with that reason, except at a
+    `harmless` value (LoRA's rank 0), which is dropped."""
+
+    target: str | None
+    convert: Callable[[Any], dict[str, Any]] | None = None
+    why: str = ""
+    commands: tuple[str, ...] = ("sft", "grpo")
+    not_built: str = ""
+    harmless: tuple[Any, ...] = ()
+
+    def apply(self, cls: type, value: Any) -> dict[str, Any]:
+        if self.not_built and not is_native(cls, self.target):
+            if value in self.harmless:
+                return {}
+            raise Unsupported(self.not_built)
+        if self.convert is not None:
+            return self.convert(value)
+        return {self.target: value} if self.target else {}
+
+
+def _to(
+    target: str, convert: Callable[[Any], Any] = lambda v: v
+) -> Callable[[Any], dict[str, Any]]:
+    return lambda value: {target: convert(value)}
+
+
+def _freq(value: Any) -> Any:
+    """verl's -1 (never) is mfsdp's 0 (periodically never; at the end still)."""
+    return 0 if isinstance(value, int) and value < 0 else value
+
+
+def _only(allowed: Any, why: str) -> Callable[[Any], dict[str, Any]]:
+    """A key accepted only at its harmless value(s) here, dropped then; any other value fails."""
+    allowed = allowed if isinstance(allowed, tuple) else (allowed,)
+
+    def convert(value: Any) -> dict[str, Any]:
+        if value in allowed:
+            return {}
+        raise Unsupported(why)
+
+    return convert
+
+
+def _rollout_name(value: Any) -> dict[str, Any]:
+    if value in ("vllm", "hf", "auto"):
+        return {"rollout.name": value}
+    raise Unsupported("rollout engines here are vllm and hf (colocated); sglang is not supported")
+
+
+def _scheduler(value: Any) -> dict[str, Any]:
+    if value in ("constant", "cosine", "linear"):
+        return {"optim.scheduler": value}
+    raise Unsupported("optim.scheduler here is constant, cosine or linear")
+
+
+def _strategy(value: Any) -> dict[str, Any]:
+    if value is True:
+        return {"strategy.name": "megatron_fsdp"}
+    raise Unsupported(
+        "mfsdp shards with Megatron-FSDP or FSDP2 only; set strategy.name=fsdp2 for torch FSDP2"
+    )
+
+
+def _pad_mode(value: Any) -> dict[str, Any]:
+    if value in ("no_padding", "right"):
+        return {"data.packing": value == "no_padding"}
+    raise Unsupported("data.pad_mode here is no_padding (packed) or right (padded)")
+
+
+NOT_YET_LORA = "LoRA is not supported yet"
+LORA_KEYS = {
+    "lora_rank": (0, None),
+    "lora_alpha": (),
+    "target_modules": (),
+}  # name: values that mean no LoRA
+LAUNCH = "a launch setting here: pass --nproc-per-node / --nnodes to mfsdp train"
+
+# verl key -> rule. Optimizer keys are listed once under `optim.` (SFT's section) and also
+# reached from the actor's `actor_rollout_ref.actor.optim.` (see `_normalise`).
+RULES: dict[str, Rule] = {
+    # optimizer (verl's optim/fsdp.yaml and optim/megatron.yaml names)
+    "optim.lr_warmup_steps_ratio": Rule("optim.warmup_ratio"),
+    "optim.warmup_steps_ratio": Rule("optim.warmup_ratio"),
+    "optim.lr_scheduler": Rule(None, _scheduler),
+    "optim.min_lr_ratio": Rule(
+        None,
+        _only((0, 0.0), "optim.min_lr here is absolute: set optim.min_lr to min_lr_ratio x lr"),
+        why="0 is mfsdp's default optim.min_lr",
+    ),
+    "optim.lr_warmup_steps": Rule(
+        None, _to("optim.warmup_steps", lambda v: max(0, v) if isinstance(v, int) else v)
+    ),
+    "optim.lr_decay_style": Rule(None, _scheduler),
+    "optim.warmup_style": Rule(None, _scheduler),
+    "optim.lr_scheduler_type": Rule(None, _scheduler),
+    "optim.total_training_steps": Rule(
+        None,
+        _only((-1, None), "set trainer.total_steps instead"),
+        why="verl fills it from trainer.total_training_steps",
+    ),
+    "optim.optimizer": Rule(
+        None,
+        _only(("AdamW", "adam"), "the optimizer here is AdamW"),
+        why="the optimizer here is AdamW",
+    ),
+    "optim.grad_clip": Rule("optim.clip_grad"),
+    ACTOR + "grad_clip": Rule("optim.clip_grad", commands=("grpo",)),
+    # actor (GRPO)
+    **{
+        ACTOR + name: Rule(f"actor.{name}", commands=("grpo",))
+        for name in (
+            "ppo_mini_batch_size",
+            "ppo_micro_batch_size_per_gpu",
+            "ppo_epochs",
+            "clip_ratio_low",
+            "clip_ratio_high",
+            "clip_ratio_c",
+            "loss_agg_mode",
+            "use_kl_loss",
+            "kl_loss_coef",
+            "kl_loss_type",
+            "entropy_coeff",
+        )
+    },
+    ACTOR
+    + "clip_ratio": Rule(
+        None, lambda v: {"actor.clip_ratio_low": v, "actor.clip_ratio_high": v}, commands=("grpo",)
+    ),
+    ACTOR
+    + "use_dynamic_bsz": Rule(
+        None,
+        _only(
+            False,
+            "dynamic (token-budget) batches are not supported yet in GRPO; "
+            "micro-batches count responses",
+        ),
+        why="fixed micro-batches are the only kind in GRPO",
+        commands=("grpo",),
+    ),
+    ACTOR
+    + "ppo_max_token_len_per_gpu": Rule(
+        None, why="used only with use_dynamic_bsz", commands=("grpo",)
+    ),
+    ACTOR
+    + "strategy": Rule(
+        None,
+        _only(("megatron", "fsdp", "fsdp2"), "set strategy.name here"),
+        why="strategy.name picks the sharding here",
+        commands=("grpo",),
+    ),
+    ACTOR + "megatron.use_megatron_fsdp": Rule(None, _strategy, commands=("grpo",)),
+    ACTOR
+    + "megatron.use_mbridge": Rule(
+        None, why="Hugging Face checkpoints load directly here", commands=("grpo",)
+    ),
+    ACTOR
+    + "megatron.vanilla_mbridge": Rule(
+        None, why="Hugging Face checkpoints load directly here", commands=("grpo",)
+    ),
+    ACTOR
+    + "megatron.param_offload": Rule(
+        None, _only(False, "CPU offload is not supported yet"), why="no offload", commands=("grpo",)
+    ),
+    ACTOR
+    + "megatron.optimizer_offload": Rule(
+        None, _only(False, "CPU offload is not supported yet"), why="no offload", commands=("grpo",)
+    ),
+    ACTOR
+    + "megatron.grad_offload": Rule(
+        None, _only(False, "CPU offload is not supported yet"), why="no offload", commands=("grpo",)
+    ),
+    "actor_rollout_ref.ref.megatron.use_megatron_fsdp": Rule(
+        None, why="the reference model uses the actor's strategy", commands=("grpo",)
+    ),
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": Rule(
+        "actor.log_prob_micro_batch_size_per_gpu", commands=("grpo",)
+    ),
+    ROLLOUT
+    + "log_prob_micro_batch_size_per_gpu": Rule(
+        "actor.log_prob_micro_batch_size_per_gpu", commands=("grpo",)
+    ),
+    ROLLOUT
+    + "log_prob_use_dynamic_bsz": Rule(
+        None,
+        _only(False, "dynamic log-prob batches are not supported yet"),
+        why="fixed log-prob micro-batches are the only kind",
+        commands=("grpo",),
+    ),
+    "actor_rollout_ref.ref.log_prob_use_dynamic_bsz": Rule(
+        None,
+        _only(False, "dynamic log-prob batches are not supported yet"),
+        why="fixed log-prob micro-batches are the only kind",
+        commands=("grpo",),
+    ),
+    "actor_rollout_ref.hybrid_engine": Rule(
+        None,
+        _only(True, "the rollout here is always colocated with the actor"),
+        why="the rollout is always colocated with the actor",
+        commands=("grpo",),
+    ),
+    # rollout (GRPO)
+    **{
+        ROLLOUT + name: Rule(f"rollout.{name}", commands=("grpo",))
+        for name in (
+            "n",
+            "temperature",
+            "top_p",
+            "top_k",
+            "gpu_memory_utilization",
+            "enforce_eager",
+        )
+    },
+    ROLLOUT + "name": Rule(None, _rollout_name, commands=("grpo",)),
+    ROLLOUT
+    + "mode": Rule(
+        None,
+        _only(
+            "sync",
+            "async rollout (agent loops) is not supported: the rollout here is "
+            "colocated and synchronous",
+        ),
+        why="the rollout is colocated and synchronous",
+        commands=("grpo",),
+    ),
+    ROLLOUT
+    + "max_model_len": Rule(
+        None,
+        why="the engine sizes it from max_prompt_length + max_response_length",
+        commands=("grpo",),
+    ),
+    "data.max_response_length": Rule("rollout.max_response_length", commands=("grpo",)),
+    # model
+    "actor_rollout_ref.model.path": Rule("model.path"),
+    "actor_rollout_ref.model.enable_gradient_checkpointing": Rule("model.activation_checkpointing"),
+    "model.enable_gradient_checkpointing": Rule("model.activation_checkpointing"),
+    "model.partial_pretrain": Rule("model.path"),
+    "actor_rollout_ref.model.use_remove_padding": Rule(
+        None, why="sequences are always packed without padding"
+    ),
+    "model.use_remove_padding": Rule(None, why="sequences are always packed without padding"),
+    **{
+        f"{prefix}model.{name}": Rule(
+            f"model.{name}",
+            why=f"{NOT_YET_LORA}; 0 means none",
+            not_built=NOT_YET_LORA,
+            harmless=harmless,
+        )
+        for prefix in ("actor_rollout_ref.", "")
+        for name, harmless in LORA_KEYS.items()
+    },
+    # algorithm and reward (GRPO)
+    "algorithm.use_kl_in_reward": Rule(
+        None,
+        _only(False, "KL in the reward is not supported; use actor.use_kl_loss (GRPO's KL loss)"),
+        why="GRPO here puts KL in the loss (actor.use_kl_loss)",
+        commands=("grpo",),
+    ),
+    "custom_reward_function.path": Rule("reward.path", commands=("grpo",)),
+    "custom_reward_function.name": Rule("reward.name", commands=("grpo",)),
+    "reward.custom_reward_function.path": Rule("reward.path", commands=("grpo",)),
+    "reward.custom_reward_function.name": Rule("reward.name", commands=("grpo",)),
+    "reward_model.enable": Rule(
+        None,
+        _only(False, "model-based rewards are not supported yet; rewards are rules or reward.path"),
+        why="rewards are rules or reward.path",
+        commands=("grpo",),
+    ),
+    # SFT data (verl's sft_trainer.yaml)
+    "data.train_batch_size": Rule("data.global_batch_size", commands=("sft",)),
+    "data.micro_batch_size_per_gpu": Rule("data.micro_batch_size", commands=("sft",)),
+    "data.use_dynamic_bsz": Rule("data.packing", commands=("sft",)),
+    "data.max_token_len_per_gpu": Rule("data.max_tokens_per_micro_batch", commands=("sft",)),
+    "data.pad_mode": Rule(None, _pad_mode, commands=("sft",)),
+    # trainer
+    "trainer.total_epochs": Rule("trainer.epochs"),
+    "trainer.total_training_steps": Rule("trainer.total_steps"),
+    "trainer.default_local_dir": Rule("trainer.run_dir"),
+    "trainer.save_freq": Rule(None, _to("checkpoint.save_every", _freq)),
+    "trainer.test_freq": Rule(None, _to("trainer.eval_every", _freq)),
+    "trainer.max_actor_ckpt_to_keep": Rule("checkpoint.keep_last"),
+    "trainer.max_ckpt_to_keep": Rule("checkpoint.keep_last"),
+    "trainer.n_gpus_per_node": Rule(None, why=LAUNCH),
+    "trainer.nnodes": Rule(None, why=LAUNCH),
+    "trainer.critic_warmup": Rule(
+        None, _only(0, "there is no critic in GRPO"), why="GRPO has no critic", commands=("grpo",)
+    ),
+    "trainer.default_hdfs_dir": Rule(
+        None,
+        _only(None, "HDFS copies are not supported; trainer.run_dir is local or a mounted path"),
+        why="null means no HDFS copy",
+    ),
+    # trainer.resume_mode + trainer.resume_from_path are read together (see `_resume`)
+}
+
+
+def command_of(cls: type) -> str:
+    """`grpo` for GRPO's config class (it has a rollout section), else `sft`."""
+    return "grpo" if "rollout" in {f.name for f in dataclasses.fields(cls)} else "sft"
+
+
+def adopt_tree(cls: type, tree: dict[str, Any], source: str) -> dict[str, Any]:
+    """`tree` (a loaded YAML file) with its verl keys rewritten as mfsdp keys. Keys that are
+    neither are left in place, for the loader's unknown-key error to name."""
+    from trainer.config import set_dotted
+
+    native, foreign = split_foreign(cls, tree)
+    for key, value in adopt_pairs(cls, foreign, source):
+        set_dotted(native, key, value)
+    return native
+
+
+def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tuple[str, Any]]:
+    """Dotted `(key, value)` pairs (command-line overrides, in order) with verl's keys rewritten;
+    mfsdp's own keys and unknown keys pass through unchanged."""
+    from trainer.config import ConfigError
+
+    command = command_of(cls)
+    out: list[tuple[str, Any]] = []
+    resume: dict[str, Any] = {}
+    for given, value in pairs:
+        raw_key = given.lstrip("+")  # Hydra's `+key=` (add) and `++key=` (force)
+        key = _normalise(raw_key)
+        if is_native(cls, key):
+            if key != raw_key:
+                _note(raw_key, {key: value}, "")
+            out.append((key, value))
+            continue
+        leaf = key.rsplit(".", 1)[-1]
+        if key in ("trainer.resume_mode", "trainer.resume_from_path"):
+            resume[leaf] = value
+            continue
+        rule = RULES.get(key)
+        if rule is None and leaf in PARALLEL_SIZES:
+            rule = Rule(
+                None,
+                _only(
+                    (1, None), "mfsdp shards data-parallel only (FSDP): model parallel sizes are 1"
+                ),
+                why="model parallel sizes are 1 here (FSDP only)",
+            )
+        if rule is None:
+            out.append((key, value))  # not a verl key we know: the loader names the closest keys
+            continue
+        if command not in rule.commands:
+            raise ConfigError(
+                f"{source}: verl key '{raw_key}' is for mfsdp train {rule.commands[0]}, "
+                f"not {command}"
+            )
+        try:
+            mapped = rule.apply(cls, value)
+        except Unsupported as err:
+            raise ConfigError(
+                f"{source}: verl key '{raw_key}={value}' has no equivalent here: {err}"
+            ) from None
+        _note(raw_key, mapped, rule.why)
+        out += mapped.items()
+    if resume:
+        out.append(("checkpoint.resume", _resume(resume, source)))
+    return out
+
+
+def split_foreign(
+    cls: type, tree: dict[str, Any], prefix: str = ""
+) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
+    """The part of `tree` that names `cls`'s fields, and the rest as dotted pairs."""
+    hints = typing.get_type_hints(cls)
+    native: dict[str, Any] = {}
+    foreign: list[tuple[str, Any]] = []
+    for key, value in tree.items():
+        kind = hints.get(key) if isinstance(key, str) else None
+        if kind is None:
+            foreign += _flatten(f"{prefix}{key}", value)
+        elif dataclasses.is_dataclass(kind) and isinstance(value, dict):
+            native[key], more = split_foreign(kind, value, f"{prefix}{key}.")
+            foreign += more
+        else:
+            native[key] = value
+    return native, foreign
+
+
+def _flatten(key: str, value: Any) -> list[tuple[str, Any]]:
+    if isinstance(value, dict) and value and key not in RULES:
+        return [pair for sub, item in value.items() for pair in _flatten(f"{key}.{sub}", item)]
+    return [(key, value)]
+
+
+def _normalise(key: str) -> str:
+    """The actor's optimizer section is `optim` here (GRPO trains one model)."""
+    if key.startswith(ACTOR + "optim."):
+        key = "optim." + key[len(ACTOR + "optim.") :]
+    return key
+
+
+def is_native(cls: type, key: str) -> bool:
+    """Whether dotted `key` names a field of `cls` (a mapping field absorbs the rest of the key)."""
+    kind: Any = cls
+    for part in key.split("."):
+        if not dataclasses.is_dataclass(kind):
+            return typing.get_origin(kind) is dict
+        hints = typing.get_type_hints(kind)
+        if part not in hints:
+            return False
+        kind = hints[part]
+    return True
+
+
+def _resume(resume: dict[str, Any], source: str) -> str:
+    """verl's resume_mode (auto | disable | resume_path) and resume_from_path ->
+    checkpoint.resume."""
+    from trainer.config import ConfigError
+
+    mode, path = resume.get("resume_mode", "auto"), resume.get("resume_from_path")
+    if mode == "resume_path" or (mode == "auto" and path):
+        if not path:
+            raise ConfigError(
+                f"{source}: trainer.resume_mode=resume_path needs trainer.resume_from_path"
+            )
+        target = str(path)
+    elif mode in ("auto", "disable"):
+        target = mode
+    else:
+        raise ConfigError(
+            f"{source}: trainer.resume_mode must be auto, disable or resume_path, got {mode!r}"
+        )
+    _note("trainer.resume_mode/resume_from_path", {"checkpoint.resume": target}, "")
+    return target
+
+
+def _note(verl_key: str, mapped: dict[str, Any], why: str) -> None:
+    if mapped:
+        shown = ", ".join(f"{key}={value}" for key, value in mapped.items())
+        log.warning("note: verl's %s is %s here", verl_key, shown)
+    else:
+        log.warning("note: verl's %s is ignored: %s", verl_key, why)
