@@ -92,9 +92,8 @@ class StreamingDcpWriter:
         `HASH_THREADS` hashers still run the copy waits for the oldest: threads, mapped
         windows (RSS) and hashing lag stay bounded whatever the model size."""
         if self._files:
-            previous = self._file
-            os.fsync(previous.fd)  # done with it: a huge model must not hold a descriptor per GiB
-            os.close(previous.fd)
+            previous = self._file  # closed, not yet fsynced: finish() syncs all files at once,
+            os.close(previous.fd)  # so writeback overlaps the copies instead of stalling them
             previous.fd = -1
         if self._files and self._file.hasher is not None:
             self._file.hasher.seal()
@@ -176,9 +175,9 @@ class StreamingDcpWriter:
         records: dict[str, FileRecord | None] = {}
         for file in self._files:
             if file.fd >= 0:
-                os.fsync(file.fd)
                 os.close(file.fd)
                 file.fd = -1
+            fsync_path(self.root / file.name)
         for file in self._files:
             records[file.name] = file.hasher.finish() if file.hasher else None
         metadata = plain_metadata.Metadata(
