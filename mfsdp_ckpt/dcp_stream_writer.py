@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 DCP_VERSION = "1.0.0"  # torch.distributed.checkpoint.filesystem.CURRENT_DCP_VERSION
 _PWRITE_MAX = 1 << 30
 _HASH_PIECE = 64 << 20
+HASH_THREADS = 2  # data files hashed at once (the machines this runs on may have 2 cores)
 FillPayload = Callable[[int, int], None]  # (data file fd, absolute offset) -> payload written there
 
 
@@ -87,6 +88,18 @@ class StreamingDcpWriter:
         return self._files[-1]
 
     def _open_next(self) -> None:
+        """Start the next data file. The previous one's hasher is sealed, and while
+        `HASH_THREADS` hashers still run the copy waits for the oldest: threads, mapped
+        windows (RSS) and hashing lag stay bounded whatever the model size."""
+        if self._files:
+            previous = self._file  # closed, not yet fsynced: finish() syncs all files at once,
+            os.close(previous.fd)  # so writeback overlaps the copies instead of stalling them
+            previous.fd = -1
+        if self._files and self._file.hasher is not None:
+            self._file.hasher.seal()
+            running = [f.hasher for f in self._files if f.hasher is not None and f.hasher.running]
+            while len(running) >= HASH_THREADS:
+                running.pop(0).join()
         name = f"__0_{len(self._files)}.distcp"  # rank 0's file names, as FileSystemWriter's
         fd = os.open(self.root / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
         hasher = _TrailingHasher(self.root / name) if self.hash_data else None
@@ -161,9 +174,10 @@ class StreamingDcpWriter:
         and sha256 when `hash_data` (else None)."""
         records: dict[str, FileRecord | None] = {}
         for file in self._files:
-            os.fsync(file.fd)
-            os.close(file.fd)
-            file.fd = -1
+            if file.fd >= 0:
+                os.close(file.fd)
+                file.fd = -1
+            fsync_path(self.root / file.name)
         for file in self._files:
             records[file.name] = file.hasher.finish() if file.hasher else None
         metadata = plain_metadata.Metadata(
@@ -200,10 +214,9 @@ class _DataFile:
 
 
 class _TrailingHasher:
-    """sha256 of the data file, computed in a thread that follows the writer: the bytes a
-    tensor just landed are hashed (read back from the page cache) while the next tensor is
-    copied in the kernel, so on two cores the manifest's hash costs little extra time.
-    hashlib and pread release the GIL."""
+    """sha256 of one data file, computed in a thread that follows the writer: the bytes a
+    tensor just landed are hashed (from the page cache, through a mapping) while the next
+    tensor is copied in the kernel. hashlib releases the GIL."""
 
     def __init__(self, path: Path):
         self.fd = os.open(path, os.O_RDONLY)
@@ -233,6 +246,8 @@ class _TrailingHasher:
                 self._hash_range(target)
         except BaseException as err:  # re-raised by finish() in the writer's thread
             self.error = err
+        finally:
+            os.close(self.fd)
 
     def _hash_range(self, target: int) -> None:
         """Hash [hashed, target) through read-only mappings of at most `_HASH_PIECE` bytes:
@@ -251,12 +266,22 @@ class _TrailingHasher:
                     view.release()
             self.hashed = end
 
-    def stop(self) -> None:
+    def seal(self) -> None:
+        """The file is complete: hash what is left, then end the thread."""
         with self._cond:
             self.closed = True
             self._cond.notify()
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self) -> None:
         self._thread.join()
-        os.close(self.fd)
+
+    def stop(self) -> None:
+        self.seal()
+        self.join()
 
     def finish(self) -> FileRecord:
         self.stop()
