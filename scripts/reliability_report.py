@@ -34,7 +34,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 from tests import reliability_support as rs  # noqa: E402
 
 PYTEST_SUITES = ("tests/test_reliability_hostile.py", "tests/test_reliability_fuzz.py",
-                 "tests/test_reliability_limits.py", "tests/test_reliability_opcode_fuzz.py")
+                 "tests/test_reliability_limits.py", "tests/test_reliability_opcode_fuzz.py",
+                 "tests/test_hostile_outputs.py", "tests/test_hostile_config.py",
+                 "tests/test_resume_mismatch.py", "tests/test_interop_hostile.py",
+                 "tests/test_safe_files.py")
 
 
 def cell(text: str, scratch: Path, limit: int = 140) -> str:
