@@ -30,7 +30,7 @@ from mfsdp_ckpt.checkpointer import Checkpointer
 from mfsdp_ckpt.layout import step_dir
 from trainer.config import ConfigError, write_resolved_config
 from trainer.data.batching import global_batch, rank_share
-from trainer.distributed import DistEnv, all_reduce_sum, distributed_run
+from trainer.distributed import DistEnv, all_reduce_max, all_reduce_sum, distributed_run
 from trainer.grpo.actor import RolloutData, attach_logprob_forward, compute_log_probs, left_pad, micro_batch_loss, UpdateStats
 from trainer.grpo.advantage import grpo_token_advantages
 from trainer.grpo.aggregation import LossScale
@@ -284,7 +284,7 @@ def train_step(run: _Run, step: int) -> dict[str, Any]:
     (reward_sum, reward_sq, accuracy_sum, count, truncated, tokens, prompt_total, mismatch) = all_reduce_sum(
         [float(rewards.sum()), float((rewards ** 2).sum()), sum(scores.accuracy), len(responses),
          float((lengths >= cfg.rollout.max_response_length).sum()), response_tokens, prompt_tokens, mismatch], env.device)
-    length_max = _all_reduce_max_float(float(lengths.max()), env.device)
+    length_max = all_reduce_max(float(lengths.max()), env.device)
     mean = reward_sum / count
     seconds = time.perf_counter() - started
     record = {
@@ -303,15 +303,6 @@ def train_step(run: _Run, step: int) -> dict[str, Any]:
         "perf/rollout_tokens_per_s": tokens / max(times["timing/rollout_s"], 1e-9) / env.world_size,
     }
     return record
-
-
-def _all_reduce_max_float(value: float, device: torch.device) -> float:
-    import torch.distributed as dist
-
-    tensor = torch.tensor([value], dtype=torch.float64, device=device)
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
-    return float(tensor.item())
 
 
 def update_policy(run: _Run, data: RolloutData, step: int) -> dict[str, float]:
