@@ -28,9 +28,10 @@ from trainer.data.batching import MicroBatch, collate, global_batch, plan_micro_
 from trainer.data.chat import Example
 from trainer.data.sft_dataset import load_sft_splits
 from trainer.distributed import DistEnv, all_reduce_max, all_reduce_sum, distributed_run
-from trainer.metrics import MetricsLogger, bar_postfix, progress_bar
+from trainer.metrics import MetricsLogger, bar_postfix
 from trainer.model import build_hf_config, build_model, count_parameters, load_tokenizer, write_hf_assets
 from trainer.optim import clip_grad_norm, lr_at, set_lr
+from trainer.progress import step_bar
 from trainer.resume import new_progress, resume_if_any
 from trainer.strategies import make_strategy
 from trainer.strategies.base import Strategy
@@ -124,7 +125,7 @@ def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
         )
 
     metrics = MetricsLogger(run_dir, env.is_main, cfg.trainer)
-    bar = progress_bar("sft", total_steps, start, env.is_main and cfg.trainer.progress_bar)
+    bar = step_bar("sft", total_steps, start, env.is_main and cfg.trainer.progress_bar)
     last_saved = None
     stop = min(total_steps, cfg.trainer.stop_at_step or total_steps)
     try:

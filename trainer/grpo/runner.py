@@ -38,9 +38,10 @@ from trainer.grpo.config import GRPOConfig
 from trainer.grpo.data import RLPrompt, load_rl_prompts
 from trainer.grpo.weights import iter_full_weights
 from trainer.lora import lora_enabled, refuse_lora
-from trainer.metrics import MetricsLogger, progress_bar
+from trainer.metrics import MetricsLogger
 from trainer.model import build_hf_config, build_model, load_tokenizer, write_hf_assets
 from trainer.optim import clip_grad_norm, lr_at, set_lr
+from trainer.progress import step_bar
 from trainer.resume import new_progress, resume_if_any
 from trainer.rewards.dispatch import RewardScorer
 from trainer.rollout.base import RolloutEngine, SamplingParams
@@ -192,7 +193,7 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
     metrics = MetricsLogger(run_dir, env.is_main, cfg.trainer)
     if val and cfg.trainer.val_before_train and start == 0:
         metrics.log(0, validate(run))
-    bar = progress_bar("grpo", total_steps, start, show)
+    bar = step_bar("grpo", total_steps, start, show)
     stop = min(total_steps, cfg.trainer.stop_at_step or total_steps)
     last_saved = resume.step_dir if resume is not None else None
     try:
