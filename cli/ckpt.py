@@ -12,6 +12,7 @@ from mfsdp_ckpt.errors import CheckpointFormatError, UnsafeMetadataError
 from mfsdp_ckpt.layout import CheckpointPathError
 from mfsdp_ckpt.manifest import ManifestError
 from mfsdp_ckpt.storage import CheckpointFileError
+from trainer.progress import CallbackBar
 
 BAD_CHECKPOINT = (CheckpointFormatError, CheckpointFileError, UnsafeMetadataError, ManifestError)
 
@@ -116,7 +117,7 @@ def validate(
 ) -> None:
     from mfsdp_ckpt.validate import validate_checkpoint
 
-    with _progress_bar(enabled=deep and not as_json, unit="tensor") as progress:
+    with CallbackBar(enabled=deep and not as_json, unit="tensor") as progress:
         report = validate_checkpoint(
             path, deep=deep, progress=progress, role=role, hf_config=hf_config
         )
@@ -146,27 +147,6 @@ def _verdict(report, strict: bool, deep: bool) -> str:
         f"{report.tensor_bytes / 2**20:.1f} MiB, {report.files} files"
         f"{', deep' if deep else ''}{unhashed})"
     )
-
-
-class _progress_bar:
-    """A tqdm bar on stderr that takes (done, total) callbacks; a no-op when disabled."""
-
-    def __init__(self, enabled: bool, unit: str):
-        self.enabled, self.unit, self.bar = enabled and sys.stderr.isatty(), unit, None
-
-    def __enter__(self):
-        return self.update if self.enabled else None
-
-    def update(self, done: int, total: int) -> None:
-        from tqdm import tqdm
-
-        if self.bar is None:
-            self.bar = tqdm(total=total, unit=self.unit, file=sys.stderr, leave=False)
-        self.bar.update(done - self.bar.n)
-
-    def __exit__(self, *exc) -> None:
-        if self.bar is not None:
-            self.bar.close()
 
 
 from cli.export_hf import export_hf  # noqa: E402  (command defined in its own module)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 import click
 
 from cli.errors import friendly_errors
+from trainer.progress import CallbackBar
 
 
 def _error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
@@ -25,27 +25,6 @@ def _error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseExce
     failure = (ExportError, CheckpointFormatError, CheckpointFileError, UnsafeMetadataError, ManifestError, OSError,
                CheckpointInvalidError)
     return usage, failure
-
-
-class _Progress:
-    """tqdm over bytes, with the tensor count alongside; silent when stderr is not a terminal."""
-
-    def __init__(self, enabled: bool):
-        self.enabled, self.bar = enabled and sys.stderr.isatty(), None
-
-    def __call__(self, tensors: int, total_tensors: int, done: int, total: int) -> None:
-        if not self.enabled:
-            return
-        from tqdm import tqdm
-
-        if self.bar is None:
-            self.bar = tqdm(total=total, unit="B", unit_scale=True, file=sys.stderr, leave=False, desc="export")
-        self.bar.update(done - self.bar.n)
-        self.bar.set_postfix_str(f"{tensors}/{total_tensors} tensors", refresh=False)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
 
 
 @click.command("export-hf")
@@ -168,7 +147,10 @@ def export_hf(
     from mfsdp_ckpt.export_hf import parse_size
 
     usage, failure = _error_types()
-    progress = _Progress(enabled=not as_json)
+    bar = CallbackBar(enabled=not as_json, unit="B", desc="export", unit_scale=True)
+
+    def progress(tensors: int, total_tensors: int, done: int, total: int) -> None:
+        bar.update(done, total, f"{tensors}/{total_tensors} tensors")
 
     @friendly_errors(usage=usage, failure=failure)
     def run():
@@ -190,7 +172,7 @@ def export_hf(
                 adapter_only=adapter_only,
             )
         finally:
-            progress.close()
+            bar.close()
 
     result = run()
     if as_json:

@@ -7,6 +7,7 @@ import json
 import click
 
 from cli.errors import friendly_errors
+from trainer.progress import CallbackBar
 
 
 def _error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
@@ -77,14 +78,13 @@ def import_hf(
       mfsdp ckpt import-hf Qwen2.5-0.5B --out megatron/release
       mfsdp ckpt import-hf Qwen2.5-0.5B --out runs/q05 --layout hf
     """
-    from cli.ckpt import _progress_bar
     from mfsdp_ckpt.import_hf import import_hf as run_import
 
     usage, failure = _error_types()
 
     @friendly_errors(usage=usage, failure=failure)
     def run():
-        with _progress_bar(enabled=not as_json, unit="tensor") as update:
+        with CallbackBar(enabled=not as_json, unit="tensor") as update:
             progress = (
                 (lambda tensors, total, _bytes, _total_bytes: update(tensors, total))
                 if update

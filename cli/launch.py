@@ -16,7 +16,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
 
@@ -198,3 +198,24 @@ def report(summary: dict[str, Any], as_json: bool, line: str) -> None:
 def last_value(by_step: dict[int, float]) -> float | None:
     """The newest step's value of a per-step series, None when the run logged none."""
     return by_step[max(by_step)] if by_step else None
+
+
+class FinalValue(NamedTuple):
+    """One number a finished run reports: its JSON key, its words in the line, its format."""
+
+    key: str
+    label: str
+    value: float | None
+    fmt: str
+
+
+def report_run(kind: str, result: Any, as_json: bool, finals: list[FinalValue]) -> None:
+    """Report a runner's result (`SFTResult`, `GRPOResult`): where it wrote, the step it
+    reached, the step it resumed from, its final values and its last checkpoint."""
+    checkpoint = str(result.last_checkpoint) if result.last_checkpoint else None
+    summary = {"run_dir": str(result.run_dir), "final_step": result.final_step,
+               "resumed_from": result.resumed_from,
+               **{final.key: final.value for final in finals}, "checkpoint": checkpoint}
+    shown = "".join(f", {final.label} {final.value:{final.fmt}}"
+                    for final in finals if final.value is not None)
+    report(summary, as_json, f"{kind}: step {result.final_step}{shown}; checkpoint {checkpoint}")

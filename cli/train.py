@@ -7,7 +7,8 @@ from typing import Any
 import click
 
 from cli.errors import friendly_errors
-from cli.launch import Launch, check_config, last_value, launch_options, report, start
+from cli.launch import (FinalValue, Launch, check_config, last_value, launch_options, report_run,
+                        start)
 from cli.train_grpo import grpo
 
 
@@ -77,12 +78,10 @@ def run_sft_command(cfg: Any, as_json: bool) -> None:
     from trainer.sft import run_sft
 
     result = run_sft(cfg)
-    loss, val_loss = last_value(result.losses), last_value(result.eval_losses)
-    checkpoint = str(result.last_checkpoint) if result.last_checkpoint else None
-    summary = {"run_dir": str(result.run_dir), "final_step": result.final_step, "resumed_from": result.resumed_from,
-               "final_loss": loss, "val_loss": val_loss, "checkpoint": checkpoint}
-    shown = (f", loss {loss:.4f}" if loss is not None else "") + (f", val loss {val_loss:.4f}" if val_loss is not None else "")
-    report(summary, as_json, f"sft: step {result.final_step}{shown}; checkpoint {checkpoint}")
+    report_run("sft", result, as_json, [
+        FinalValue("final_loss", "loss", last_value(result.losses), ".4f"),
+        FinalValue("val_loss", "val loss", last_value(result.eval_losses), ".4f"),
+    ])
 
 
 train.add_command(grpo)

@@ -7,7 +7,8 @@ from typing import Any
 import click
 
 from cli.errors import friendly_errors
-from cli.launch import Launch, check_config, last_value, launch_options, report, start
+from cli.launch import (FinalValue, Launch, check_config, last_value, launch_options, report_run,
+                        start)
 
 
 def _usage_errors() -> tuple[type[BaseException], ...]:
@@ -58,14 +59,10 @@ def run_grpo_command(cfg: Any, as_json: bool) -> None:
     from trainer.grpo.runner import run_grpo
 
     result = run_grpo(cfg)
-    reward, accuracy = last_value(result.rewards), last_value(result.val_accuracy)
-    checkpoint = str(result.last_checkpoint) if result.last_checkpoint else None
-    summary = {"run_dir": str(result.run_dir), "final_step": result.final_step, "resumed_from": result.resumed_from,
-               "reward_mean": reward, "val_accuracy": accuracy, "checkpoint": checkpoint}
-    shown = (f", reward {reward:.3f}" if reward is not None else "") + (
-        f", val accuracy {accuracy:.3f}" if accuracy is not None else "")
-    report(summary, as_json, f"grpo: step {result.final_step}{shown}; checkpoint {checkpoint}")
-
+    report_run("grpo", result, as_json, [
+        FinalValue("reward_mean", "reward", last_value(result.rewards), ".3f"),
+        FinalValue("val_accuracy", "val accuracy", last_value(result.val_accuracy), ".3f"),
+    ])
 
 if __name__ == "__main__":
     grpo(prog_name="mfsdp train grpo")

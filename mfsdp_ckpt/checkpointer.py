@@ -27,13 +27,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint._nested_dict import flatten_state_dict
 from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.stateful import Stateful
 
 from mfsdp_ckpt import __version__, layout
 from mfsdp_ckpt.dcp_writer import CheckedWriter
@@ -61,12 +62,6 @@ SAVE_PHASES = (
     "after_manifest",  # manifest written, temp dir not yet renamed
     "after_rename",  # step dir final, tracker not yet replaced
 )
-
-
-class Stateful(Protocol):
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None: ...
 
 
 def _manifest_fields(states: Mapping[str, Any]) -> dict[str, Any]:

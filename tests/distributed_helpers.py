@@ -7,7 +7,6 @@ checkpoints Megatron-FSDP writes on GPUs, so the checkpoint layer is tested for 
 from __future__ import annotations
 
 import os
-import socket
 import tempfile
 from collections.abc import Callable
 from typing import Any
@@ -16,11 +15,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from trainer.distributed import free_port
 
 
 def _entry(rank: int, world_size: int, port: int, fn: Callable, args: tuple) -> None:
@@ -38,7 +33,7 @@ def _entry(rank: int, world_size: int, port: int, fn: Callable, args: tuple) -> 
 
 def run_distributed(fn: Callable[..., Any], world_size: int, *args: Any) -> None:
     """Call fn(rank, world_size, *args) in `world_size` spawned processes; raise if any fails."""
-    mp.start_processes(_entry, args=(world_size, _free_port(), fn, args), nprocs=world_size,
+    mp.start_processes(_entry, args=(world_size, free_port(), fn, args), nprocs=world_size,
                        start_method="spawn", join=True)
 
 

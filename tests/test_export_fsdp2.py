@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from pathlib import Path
 
 import pytest
@@ -23,12 +22,7 @@ from cli.main import app
 from mfsdp_ckpt.export_hf import export_hf, verify_export_dir
 from mfsdp_ckpt.reader import CheckpointReader
 from mfsdp_ckpt.safetensors_writer import INDEX_FILE
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from trainer.distributed import free_port
 
 
 def _train_and_save(rank: int, world: int, root: str, port: int) -> None:
@@ -79,7 +73,7 @@ def fsdp2_run(tmp_path_factory) -> Path:
 
     root = tmp_path_factory.mktemp("fsdp2")
     build_tiny_model_dir(root / "assets")
-    mp.spawn(_train_and_save, args=(2, str(root), _free_port()), nprocs=2, join=True)
+    mp.spawn(_train_and_save, args=(2, str(root), free_port()), nprocs=2, join=True)
     return root
 
 

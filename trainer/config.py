@@ -10,6 +10,21 @@ Mistakes fail before any work starts, with one line that names the key: an unkno
 lists its closest matches (a typo like `optim.lrr` must not silently train with the
 default), a wrong type says what was expected, and a value out of its field's range
 (declared on the field: `lr: NonNegative[float]`) says which range.
+
+Why a hand-written loader and not OmegaConf structured configs (what verl uses) or pydantic:
+whichever typed the values, three parts would stay ours, because neither library does them:
+reading YAML under bounds (`trainer.config_yaml`: size, alias expansion, python tags, depth),
+verl's key names (`trainer.verl_keys` rewrites keys before anything is typed), and the one-line
+error with its "did you mean" list. A library would replace only `_build`/`_coerce`, and bring:
+- OmegaConf: a new dependency (this project does not install verl); no value ranges, so the
+  range checks stay here; an unknown key raises its own multi-line error (key, full key, object
+  type) with no close match, which every call would have to catch and rewrite.
+- pydantic (installed only as another package's dependency): errors are multi-line
+  ("1 validation error for ...", the location, a documentation link) and an unknown key says
+  "Extra inputs are not permitted" with no close match; and either mode changes what configs
+  are accepted: lax mode takes `trainer.total_steps: "5"` as 5 where this loader refuses a
+  string, strict mode refuses `lr: 2e-5`, which PyYAML (YAML 1.1) reads as a string and this
+  loader takes as a number.
 """
 
 from __future__ import annotations

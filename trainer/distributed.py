@@ -12,9 +12,12 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 import torch.distributed as dist
+
+Number = TypeVar("Number", int, float)
 
 
 @dataclass(frozen=True)
@@ -92,8 +95,10 @@ def all_reduce_sum(values: list[float], device: torch.device) -> list[float]:
     return tensor.tolist()
 
 
-def all_reduce_max(value: int, device: torch.device) -> int:
-    tensor = torch.tensor([value], dtype=torch.int64, device=device)
+def all_reduce_max(value: Number, device: torch.device) -> Number:
+    """The largest `value` over all ranks, of the type given (float64 on the wire, like
+    `all_reduce_sum`: exact for any count a run holds)."""
+    tensor = torch.tensor([value], dtype=torch.float64, device=device)
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
-    return int(tensor.item())
+    return type(value)(tensor.item())

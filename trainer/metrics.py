@@ -1,6 +1,6 @@
 """Training metrics: one JSON line per logged step in `<run_dir>/metrics.jsonl` (rank 0), the
 trackers named in `trainer.logger` (verl's names: tensorboard under `<run_dir>/tensorboard/`,
-wandb under `<run_dir>/wandb/`), and the progress bar."""
+wandb under `<run_dir>/wandb/`), and what the progress bar shows."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ import math
 import time
 from pathlib import Path
 from typing import Any
-
-from tqdm import tqdm
 
 METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
@@ -101,11 +99,6 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def progress_bar(desc: str, total: int, initial: int, enabled: bool) -> tqdm:
-    """Steps `initial` (resumed) to `total` on stderr, labelled with the runner's name (`desc`)."""
-    return tqdm(total=total, initial=initial, desc=desc, unit="step", disable=not enabled, dynamic_ncols=True)
 
 
 def bar_postfix(metrics: dict[str, Any]) -> dict[str, str]:

@@ -17,7 +17,6 @@ an uninterrupted run computes. The reference model is rebuilt from the initial w
 from __future__ import annotations
 
 import math
-import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,11 +25,9 @@ from typing import Any
 
 import torch
 
-from mfsdp_ckpt.checkpointer import Checkpointer
-from mfsdp_ckpt.layout import step_dir
-from trainer.config import ConfigError, write_resolved_config
+from trainer.config import ConfigError
 from trainer.data.batching import global_batch, rank_share
-from trainer.distributed import DistEnv, all_reduce_sum, distributed_run
+from trainer.distributed import DistEnv, all_reduce_max, all_reduce_sum
 from trainer.grpo.actor import RolloutData, attach_logprob_forward, compute_log_probs, left_pad, micro_batch_loss, UpdateStats
 from trainer.grpo.advantage import grpo_token_advantages
 from trainer.grpo.aggregation import LossScale
@@ -38,13 +35,13 @@ from trainer.grpo.config import GRPOConfig
 from trainer.grpo.data import RLPrompt, load_rl_prompts
 from trainer.grpo.weights import iter_full_weights
 from trainer.lora import lora_enabled, refuse_lora
-from trainer.metrics import MetricsLogger, progress_bar
+from trainer.metrics import MetricsLogger
 from trainer.model import build_hf_config, build_model, load_tokenizer, write_hf_assets
 from trainer.optim import clip_grad_norm, lr_at, set_lr
-from trainer.resume import new_progress, resume_if_any
 from trainer.rewards.dispatch import RewardScorer
 from trainer.rollout.base import RolloutEngine, SamplingParams
 from trainer.rollout.build import build_rollout_engine, engine_name
+from trainer.runner import StepHooks, TrainingRun, planned_steps, run_in_process_group
 from trainer.strategies import make_strategy
 from trainer.strategies.base import Strategy
 
@@ -62,9 +59,11 @@ class GRPOResult:
 
 
 @dataclass
-class _Run:
-    cfg: GRPOConfig
-    env: DistEnv
+class GRPOSteps(StepHooks):
+    """What a GRPO step needs besides the shared `TrainingRun`, and the GRPO step itself: the
+    hooks `TrainingRun.loop` calls."""
+
+    run: TrainingRun
     strategy: Strategy
     actor: torch.nn.Module
     optimizer: torch.optim.Optimizer
@@ -75,12 +74,199 @@ class _Run:
     pad_id: int
     train: list[RLPrompt]
     val: list[RLPrompt]
-    total_steps: int
+    rollout_name: str  # the engine that runs, recorded in every manifest
+    reference_source: dict[str, Any]  # recorded in every manifest: how to rebuild the reference
+    result: GRPOResult
+
+    def before_first_step(self, metrics: MetricsLogger) -> None:
+        if self.val and self.cfg.trainer.val_before_train and self.run.start == 0:
+            metrics.log(0, self.validate())
+
+    def after_step(self, done: int, record: dict[str, Any], metrics: MetricsLogger) -> None:
+        cfg, run = self.cfg, self.run
+        self.result.rewards[done] = record["reward/mean"]
+        if self.val and run.is_due(cfg.trainer.eval_every, done):
+            record.update(self.validate())
+            self.result.val_accuracy[done] = record["val/accuracy"]
+        if run.is_due(cfg.checkpoint.save_every, done) or done == run.stop:
+            timing: dict[str, float] = {}
+            with _timed(timing, "timing/checkpoint_s", self.env.device):
+                run.save(done, info={"reference_model": self.reference_source,
+                                     "total_steps": run.total_steps,
+                                     "reward_mean": record.get("reward/mean"),
+                                     "rollout": self.rollout_name})
+            record.update(timing)
+        if run.should_log(done):
+            metrics.log(done, record)
+
+    def bar_postfix(self, record: dict[str, Any]) -> dict[str, str]:
+        shown = {"reward": f"{record['reward/mean']:.3f}",
+                 "len": f"{record['response/length_mean']:.0f}",
+                 "kl": f"{record.get('actor/kl_loss', 0.0):.4f}",
+                 "tok/s": f"{record['perf/tokens_per_s']:.0f}"}
+        if "val/accuracy" in record:
+            shown["val"] = f"{record['val/accuracy']:.3f}"
+        return shown
+
+    def after_last_step(self, metrics: MetricsLogger) -> None:
+        stop = self.run.stop
+        if self.val and stop > self.run.start and stop not in self.result.val_accuracy:
+            final = self.validate()
+            self.result.val_accuracy[stop] = final["val/accuracy"]
+            metrics.log(stop, final)
+
+    def close(self) -> None:
+        self.engine.close()
+
+    def _score(self, prompts: list[RLPrompt], prompt_index: list[int],
+               responses: list[list[int]]):
+        texts = self.tokenizer.batch_decode(responses, skip_special_tokens=True)
+        rows = [prompts[i] for i in prompt_index]
+        return self.scorer([r.data_source for r in rows], texts, [r.ground_truth for r in rows],
+                           [r.extra_info for r in rows])
+
+    def train_step(self, step: int) -> dict[str, Any]:
+        cfg, env = self.cfg, self.env
+        times: dict[str, float] = {}
+        started = time.perf_counter()
+        batch_rows = global_batch(len(self.train), cfg.data.train_batch_size, step,
+                                  cfg.trainer.seed, cfg.data.shuffle)
+        rows = rank_share(batch_rows, env.rank, env.world_size)
+        prompts = [self.train[i] for i in rows]
+        params = SamplingParams(n=cfg.rollout.n, temperature=cfg.rollout.temperature,
+                                top_p=cfg.rollout.top_p, top_k=cfg.rollout.top_k,
+                                max_tokens=cfg.rollout.max_response_length,
+                                seed=(cfg.trainer.seed * 1_000_003 + step) * 4096 + env.rank,
+                                logprobs=cfg.rollout.temperature == 1.0)
+        with _timed(times, "timing/rollout_s", env.device):
+            batch = self.engine.generate([p.prompt_ids for p in prompts], params)
+        responses = batch.token_lists()
+        with _timed(times, "timing/reward_s", env.device):
+            scores = self._score(prompts, batch.prompt_index, responses)
+        rewards = torch.tensor(scores.rewards, dtype=torch.float32)
+        prompt_ids, prompt_mask = left_pad([prompts[i].prompt_ids for i in batch.prompt_index],
+                                           self.pad_id)
+        data = RolloutData(prompt_ids, prompt_mask, batch.response_ids, batch.response_mask)
+        data.advantages = grpo_token_advantages(
+            rewards, data.response_mask, batch.prompt_index, cfg.algorithm.epsilon,
+            cfg.algorithm.norm_adv_by_std_in_grpo)
+        micro, temperature = cfg.actor.log_prob_micro_batch_size_per_gpu, cfg.rollout.temperature
+        with _timed(times, "timing/old_log_prob_s", env.device):
+            data.old_log_probs = compute_log_probs(self.actor, data, micro, temperature, env.device)
+        mismatch = 0.0
+        if batch.logprobs is not None:  # engine and actor score the same tokens, same weights
+            gap = (batch.logprobs - data.old_log_probs).abs() * data.response_mask
+            mismatch = float(gap.sum())
+        if self.reference is not None:
+            with _timed(times, "timing/ref_log_prob_s", env.device):
+                data.ref_log_probs = compute_log_probs(self.reference, data, micro, temperature,
+                                                       env.device)
+        with _timed(times, "timing/update_s", env.device):
+            update = self.update_policy(data, step)
+        with _timed(times, "timing/weight_push_s", env.device):
+            push_weights(self)
+        lengths = data.response_mask.sum(1).float()
+        response_tokens, prompt_tokens = float(lengths.sum()), float(prompt_mask.sum())
+        truncated = float((lengths >= cfg.rollout.max_response_length).sum())
+        (reward_sum, reward_sq, accuracy_sum, count, truncated, tokens, prompt_total,
+         mismatch) = all_reduce_sum(
+            [float(rewards.sum()), float((rewards ** 2).sum()), sum(scores.accuracy),
+             len(responses), truncated, response_tokens, prompt_tokens, mismatch], env.device)
+        length_max = all_reduce_max(float(lengths.max()), env.device)
+        mean = reward_sum / count
+        seconds = time.perf_counter() - started
+        record = {
+            "reward/mean": mean,
+            "reward/std": math.sqrt(max(reward_sq / count - mean * mean, 0.0)),
+            "reward/accuracy": accuracy_sum / count,
+            "response/length_mean": tokens / count,
+            "response/length_max": length_max,
+            "response/clip_ratio": truncated / count,
+            **update,
+            **times,
+            # mean |log p_engine - log p_actor| per response token: 0 up to precision when the
+            # weight push works
+            "rollout/actor_logprob_diff": (mismatch / max(tokens, 1.0)
+                                           if batch.logprobs is not None else None),
+            "timing/step_s": seconds,
+            "perf/tokens_per_s": (tokens + prompt_total) / seconds,
+            "perf/rollout_tokens_per_s": (tokens / max(times["timing/rollout_s"], 1e-9)
+                                          / env.world_size),
+        }
+        return record
+
+    def update_policy(self, data: RolloutData, step: int) -> dict[str, float]:
+        """`ppo_epochs` passes over this rank's rollouts in shuffled mini-batches, one optimizer
+        step each."""
+        cfg, env = self.cfg, self.env
+        actor_cfg = cfg.actor
+        per_rank_mini = actor_cfg.ppo_mini_batch_size // env.world_size * cfg.rollout.n
+        lr = lr_at(step, cfg.optim, self.run.total_steps)
+        totals, grad_norms, updates = UpdateStats(), [], 0
+        self.actor.train()
+        for epoch in range(actor_cfg.ppo_epochs):
+            seed = (cfg.trainer.seed * 1_000_003 + step) * 64 + epoch
+            shuffle = torch.Generator().manual_seed(seed)
+            order = torch.randperm(data.rows, generator=shuffle)
+            for start in range(0, data.rows, per_rank_mini):
+                mini = order[start : start + per_rank_mini]
+                micro = actor_cfg.ppo_micro_batch_size_per_gpu
+                micro_batches = [mini[i : i + micro] for i in range(0, len(mini), micro)]
+                scale = LossScale.of([data.response_mask[m].to(env.device) for m in micro_batches],
+                                     norm_length=cfg.rollout.max_response_length)
+                stats = UpdateStats()
+                for rows in micro_batches:
+                    loss = micro_batch_loss(self.actor, data, rows, actor_cfg, scale,
+                                            cfg.rollout.temperature, env.device, stats)
+                    loss.backward()
+                self.strategy.before_optimizer_step(self.actor)
+                trainable = self.strategy.trainable_params(self.actor, self.optimizer)
+                grad_norm = clip_grad_norm(trainable, cfg.optim.clip_grad, env.device)
+                if not math.isfinite(grad_norm):
+                    raise FloatingPointError(f"step {step + 1}: gradient norm is {grad_norm}; "
+                                             "stopping before the update")
+                set_lr(self.optimizer, lr)
+                self.optimizer.step()
+                self.strategy.zero_grad(self.optimizer)
+                grad_norms.append(grad_norm)
+                reduced = all_reduce_sum([getattr(stats, k) for k in vars(stats)], env.device)
+                for key, value in zip(vars(stats), reduced):
+                    setattr(totals, key, getattr(totals, key) + value / scale.dp_size)
+                updates += 1
+        record = {f"actor/{key}": value / updates for key, value in vars(totals).items()}
+        if not actor_cfg.use_kl_loss:
+            record.pop("actor/kl_loss")
+        record.update({"actor/grad_norm": sum(grad_norms) / len(grad_norms), "actor/lr": lr,
+                       "actor/updates": updates})
+        return record
+
+    @torch.no_grad()
+    def validate(self) -> dict[str, float]:
+        """Greedy, one response per validation prompt; mean reward and accuracy over all of them."""
+        cfg, env = self.cfg, self.env
+        rows = rank_share(list(range(len(self.val))), env.rank, env.world_size)
+        prompts = [self.val[i] for i in rows]
+        reward_sum = accuracy_sum = 0.0
+        if prompts:
+            greedy = SamplingParams(temperature=0, max_tokens=cfg.rollout.max_response_length)
+            batch = self.engine.generate([p.prompt_ids for p in prompts], greedy)
+            scores = self._score(prompts, batch.prompt_index, batch.token_lists())
+            reward_sum, accuracy_sum = sum(scores.rewards), sum(scores.accuracy)
+        reward_sum, accuracy_sum, count = all_reduce_sum([reward_sum, accuracy_sum, len(prompts)],
+                                                         env.device)
+        return {"val/reward": reward_sum / max(count, 1),
+                "val/accuracy": accuracy_sum / max(count, 1)}
+
+
+def push_weights(steps: GRPOSteps) -> None:
+    """Gather the actor's weights (collective) and load them into this rank's rollout engine
+    (a module function, so a test can stop the push and watch the policy stop improving)."""
+    state = steps.strategy.model_state(steps.actor).state_dict()
+    steps.engine.update_weights(iter_full_weights(state))
 
 
 def run_grpo(cfg: GRPOConfig) -> GRPOResult:
-    with distributed_run(cfg.trainer.device) as env:
-        return _run(cfg, env)
+    return run_in_process_group(cfg, _run)
 
 
 def check_config(cfg: GRPOConfig, world_size: int) -> None:
@@ -139,232 +325,53 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
     tokenizer = load_tokenizer(cfg.model)
     hf_config = build_hf_config(cfg.model, tokenizer)
     train, dropped = load_rl_prompts(cfg.data.train_files, cfg.data, tokenizer, progress=show)
-    val = load_rl_prompts(cfg.data.val_files, cfg.data, tokenizer, limit=cfg.data.val_max_samples)[0] if cfg.data.val_files else []
-    per_epoch = len(train) // cfg.data.train_batch_size
-    if per_epoch == 0:
-        raise ConfigError(f"data.train_batch_size={cfg.data.train_batch_size} exceeds the {len(train)} usable training prompts")
-    total_steps = cfg.trainer.total_steps or cfg.trainer.epochs * per_epoch
+    val = []
+    if cfg.data.val_files:
+        val = load_rl_prompts(cfg.data.val_files, cfg.data, tokenizer,
+                              limit=cfg.data.val_max_samples)[0]
+    batch_size = cfg.data.train_batch_size
+    total_steps = planned_steps(cfg, "data.train_batch_size", batch_size, len(train),
+                                "usable training prompts")
     strategy = make_strategy(cfg.strategy, env)
     actor = _build_policy(cfg, hf_config, strategy, env)
     optimizer = strategy.build_optimizer(actor, cfg.optim)
     reference = _build_policy(cfg, hf_config, strategy, env).eval() if cfg.actor.use_kl_loss else None
     max_model_len = cfg.data.max_prompt_length + cfg.rollout.max_response_length
     name = engine_name(cfg.rollout.name)
+
+    def write_assets(target: Path) -> None:
+        write_hf_assets(target, hf_config, tokenizer, cfg.model.path)
+
     engine = build_rollout_engine(
         name, hf_config=hf_config, tokenizer=tokenizer, model_path=cfg.model.path,
-        assets_dir=run_dir / ROLLOUT_ASSETS_DIR / f"rank{env.rank}",
-        write_assets=lambda target: write_hf_assets(target, hf_config, tokenizer, cfg.model.path),
+        assets_dir=run_dir / ROLLOUT_ASSETS_DIR / f"rank{env.rank}", write_assets=write_assets,
         device=env.device, dtype=_rollout_dtype(cfg, env.device), max_model_len=max_model_len,
         seed=cfg.trainer.seed + env.rank, gpu_memory_utilization=cfg.rollout.gpu_memory_utilization,
-        enforce_eager=cfg.rollout.enforce_eager, cuda_graphs=cfg.rollout.cuda_graphs, fused_ops=cfg.rollout.fused_ops,
-        max_num_seqs=cfg.rollout.max_num_seqs,
+        enforce_eager=cfg.rollout.enforce_eager, cuda_graphs=cfg.rollout.cuda_graphs,
+        fused_ops=cfg.rollout.fused_ops, max_num_seqs=cfg.rollout.max_num_seqs,
     )
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    run = _Run(cfg, env, strategy, actor, optimizer, reference, engine, RewardScorer(cfg.reward.path, cfg.reward.name),
-               tokenizer, pad_id, train, val, total_steps)
-
-    reference_source = {"path": cfg.model.path, "shape": cfg.model.shape if cfg.model.path is None else None,
-                        "random_init": cfg.model.random_init, "seed": cfg.trainer.seed}
-    checkpointer = Checkpointer(run_dir, strategy=strategy.name, keep_last=cfg.checkpoint.keep_last,
-                                async_save=cfg.checkpoint.async_save, model_family=hf_config.model_type)
-    progress = new_progress(cfg.data.train_batch_size, len(train), cfg.trainer.seed)
-    states = {"model": strategy.model_state(actor), "optimizer": strategy.optimizer_state(actor, optimizer), "extra": progress}
-    resume = resume_if_any(checkpointer, cfg.checkpoint.resume, states, hf_config.to_dict())
-    start = int(progress["step"])
-    result = GRPOResult(run_dir=run_dir, final_step=0, resumed_from=start if resume is not None else None)
-    if env.is_main:
-        write_resolved_config(run_dir, cfg)
-        print(f"[grpo] {strategy.name} on {env.world_size} x {env.device.type}, rollout {name}, {len(train)} train prompts"
-              f" ({dropped} over data.max_prompt_length dropped), {len(val)} val, steps {start} -> {total_steps}"
-              + (f" (resumed from {resume.step_dir})" if resume else ""), file=sys.stderr)
-
-    def save(step: int, record: dict[str, Any]) -> Path:
-        progress["step"] = step
-        return checkpointer.save(
-            step, states, hf_assets=lambda target: write_hf_assets(target, hf_config, tokenizer, cfg.model.path),
-            info={"reference_model": reference_source, "total_steps": total_steps,
-                  "reward_mean": record.get("reward/mean"), "rollout": name},
-        )
-
-    times: dict[str, float] = {}
-    with _timed(times, "timing/weight_push_s", env.device):
-        push_weights(run)
-    metrics = MetricsLogger(run_dir, env.is_main, cfg.trainer)
-    if val and cfg.trainer.val_before_train and start == 0:
-        metrics.log(0, validate(run))
-    bar = progress_bar("grpo", total_steps, start, show)
-    stop = min(total_steps, cfg.trainer.stop_at_step or total_steps)
-    last_saved = resume.step_dir if resume is not None else None
-    try:
-        for step in range(start, stop):
-            record = train_step(run, step)
-            done = step + 1
-            result.rewards[done] = record["reward/mean"]
-            if val and cfg.trainer.eval_every and done % cfg.trainer.eval_every == 0:
-                record.update(validate(run))
-                result.val_accuracy[done] = record["val/accuracy"]
-            if (cfg.checkpoint.save_every and done % cfg.checkpoint.save_every == 0) or done == stop:
-                timing: dict[str, float] = {}
-                with _timed(timing, "timing/checkpoint_s", env.device):
-                    last_saved = save(done, record)
-                record.update(timing)
-            if done % cfg.trainer.log_every == 0 or done == stop:
-                metrics.log(done, record)
-            bar.set_postfix(_postfix(record), refresh=False)
-            bar.update(1)
-        if val and stop > start and stop not in result.val_accuracy:
-            final = validate(run)
-            result.val_accuracy[stop] = final["val/accuracy"]
-            metrics.log(stop, final)
-        checkpointer.close()
-    finally:
-        bar.close()
-        metrics.close()
-        engine.close()
-    result.final_step = max(stop, start)
-    result.last_checkpoint = last_saved if last_saved is not None else (step_dir(run_dir, start) if resume else None)
-    return result
-
-
-def _postfix(record: dict[str, Any]) -> dict[str, str]:
-    shown = {"reward": f"{record['reward/mean']:.3f}", "len": f"{record['response/length_mean']:.0f}",
-             "kl": f"{record.get('actor/kl_loss', 0.0):.4f}", "tok/s": f"{record['perf/tokens_per_s']:.0f}"}
-    if "val/accuracy" in record:
-        shown["val"] = f"{record['val/accuracy']:.3f}"
-    return shown
-
-
-def push_weights(run: _Run) -> None:
-    """Gather the actor's weights (collective) and load them into this rank's rollout engine."""
-    run.engine.update_weights(iter_full_weights(run.strategy.model_state(run.actor).state_dict()))
-
-
-def _score(run: _Run, prompts: list[RLPrompt], prompt_index: list[int], responses: list[list[int]]):
-    texts = run.tokenizer.batch_decode(responses, skip_special_tokens=True)
-    rows = [prompts[i] for i in prompt_index]
-    return run.scorer([r.data_source for r in rows], texts, [r.ground_truth for r in rows], [r.extra_info for r in rows])
-
-
-def train_step(run: _Run, step: int) -> dict[str, Any]:
-    cfg, env = run.cfg, run.env
-    times: dict[str, float] = {}
-    started = time.perf_counter()
-    rows = rank_share(global_batch(len(run.train), cfg.data.train_batch_size, step, cfg.trainer.seed, cfg.data.shuffle),
-                      env.rank, env.world_size)
-    prompts = [run.train[i] for i in rows]
-    params = SamplingParams(n=cfg.rollout.n, temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
-                            top_k=cfg.rollout.top_k, max_tokens=cfg.rollout.max_response_length,
-                            seed=(cfg.trainer.seed * 1_000_003 + step) * 4096 + env.rank,
-                            logprobs=cfg.rollout.temperature == 1.0)
-    with _timed(times, "timing/rollout_s", env.device):
-        batch = run.engine.generate([p.prompt_ids for p in prompts], params)
-    responses = batch.token_lists()
-    with _timed(times, "timing/reward_s", env.device):
-        scores = _score(run, prompts, batch.prompt_index, responses)
-    rewards = torch.tensor(scores.rewards, dtype=torch.float32)
-    prompt_ids, prompt_mask = left_pad([prompts[i].prompt_ids for i in batch.prompt_index], run.pad_id)
-    data = RolloutData(prompt_ids, prompt_mask, batch.response_ids, batch.response_mask)
-    data.advantages = grpo_token_advantages(rewards, data.response_mask, batch.prompt_index,
-                                            cfg.algorithm.epsilon, cfg.algorithm.norm_adv_by_std_in_grpo)
-    micro = cfg.actor.log_prob_micro_batch_size_per_gpu
-    with _timed(times, "timing/old_log_prob_s", env.device):
-        data.old_log_probs = compute_log_probs(run.actor, data, micro, cfg.rollout.temperature, env.device)
-    mismatch = 0.0
-    if batch.logprobs is not None:  # the engine and the actor score the same tokens with the same weights
-        mismatch = float(((batch.logprobs - data.old_log_probs).abs() * data.response_mask).sum())
-    if run.reference is not None:
-        with _timed(times, "timing/ref_log_prob_s", env.device):
-            data.ref_log_probs = compute_log_probs(run.reference, data, micro, cfg.rollout.temperature, env.device)
-    with _timed(times, "timing/update_s", env.device):
-        update = update_policy(run, data, step)
-    with _timed(times, "timing/weight_push_s", env.device):
-        push_weights(run)
-    lengths = data.response_mask.sum(1).float()
-    response_tokens, prompt_tokens = float(lengths.sum()), float(prompt_mask.sum())
-    (reward_sum, reward_sq, accuracy_sum, count, truncated, tokens, prompt_total, mismatch) = all_reduce_sum(
-        [float(rewards.sum()), float((rewards ** 2).sum()), sum(scores.accuracy), len(responses),
-         float((lengths >= cfg.rollout.max_response_length).sum()), response_tokens, prompt_tokens, mismatch], env.device)
-    length_max = _all_reduce_max_float(float(lengths.max()), env.device)
-    mean = reward_sum / count
-    seconds = time.perf_counter() - started
-    record = {
-        "reward/mean": mean,
-        "reward/std": math.sqrt(max(reward_sq / count - mean * mean, 0.0)),
-        "reward/accuracy": accuracy_sum / count,
-        "response/length_mean": tokens / count,
-        "response/length_max": length_max,
-        "response/clip_ratio": truncated / count,
-        **update,
-        **times,
-        # mean |log p_engine - log p_actor| per response token: 0 up to precision when the weight push works
-        "rollout/actor_logprob_diff": mismatch / max(tokens, 1.0) if batch.logprobs is not None else None,
-        "timing/step_s": seconds,
-        "perf/tokens_per_s": (tokens + prompt_total) / seconds,
-        "perf/rollout_tokens_per_s": tokens / max(times["timing/rollout_s"], 1e-9) / env.world_size,
-    }
-    return record
-
-
-def _all_reduce_max_float(value: float, device: torch.device) -> float:
-    import torch.distributed as dist
-
-    tensor = torch.tensor([value], dtype=torch.float64, device=device)
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
-    return float(tensor.item())
-
-
-def update_policy(run: _Run, data: RolloutData, step: int) -> dict[str, float]:
-    """`ppo_epochs` passes over this rank's rollouts in shuffled mini-batches, one optimizer step each."""
-    cfg, env = run.cfg, run.env
-    actor_cfg = cfg.actor
-    per_rank_mini = actor_cfg.ppo_mini_batch_size // env.world_size * cfg.rollout.n
-    lr = lr_at(step, cfg.optim, run.total_steps)
-    totals, grad_norms, updates = UpdateStats(), [], 0
-    run.actor.train()
-    for epoch in range(actor_cfg.ppo_epochs):
-        shuffle = torch.Generator().manual_seed((cfg.trainer.seed * 1_000_003 + step) * 64 + epoch)
-        order = torch.randperm(data.rows, generator=shuffle)
-        for start in range(0, data.rows, per_rank_mini):
-            mini = order[start : start + per_rank_mini]
-            micro_batches = [mini[i : i + actor_cfg.ppo_micro_batch_size_per_gpu]
-                             for i in range(0, len(mini), actor_cfg.ppo_micro_batch_size_per_gpu)]
-            scale = LossScale.of([data.response_mask[m].to(env.device) for m in micro_batches],
-                                 norm_length=cfg.rollout.max_response_length)
-            stats = UpdateStats()
-            for rows in micro_batches:
-                loss = micro_batch_loss(run.actor, data, rows, actor_cfg, scale, cfg.rollout.temperature, env.device, stats)
-                loss.backward()
-            run.strategy.before_optimizer_step(run.actor)
-            grad_norm = clip_grad_norm(run.strategy.trainable_params(run.actor, run.optimizer), cfg.optim.clip_grad, env.device)
-            if not math.isfinite(grad_norm):
-                raise FloatingPointError(f"step {step + 1}: gradient norm is {grad_norm}; stopping before the update")
-            set_lr(run.optimizer, lr)
-            run.optimizer.step()
-            run.strategy.zero_grad(run.optimizer)
-            grad_norms.append(grad_norm)
-            reduced = all_reduce_sum([getattr(stats, k) for k in vars(stats)], env.device)
-            for key, value in zip(vars(stats), reduced):
-                setattr(totals, key, getattr(totals, key) + value / scale.dp_size)
-            updates += 1
-    record = {f"actor/{key}": value / updates for key, value in vars(totals).items()}
-    if not actor_cfg.use_kl_loss:
-        record.pop("actor/kl_loss")
-    record.update({"actor/grad_norm": sum(grad_norms) / len(grad_norms), "actor/lr": lr, "actor/updates": updates})
-    return record
-
-
-@torch.no_grad()
-def validate(run: _Run) -> dict[str, float]:
-    """Greedy, one response per validation prompt; mean reward and accuracy over all of them."""
-    cfg, env = run.cfg, run.env
-    rows = rank_share(list(range(len(run.val))), env.rank, env.world_size)
-    prompts = [run.val[i] for i in rows]
-    reward_sum = accuracy_sum = 0.0
-    if prompts:
-        batch = run.engine.generate([p.prompt_ids for p in prompts],
-                                    SamplingParams(temperature=0, max_tokens=cfg.rollout.max_response_length))
-        scores = _score(run, prompts, batch.prompt_index, batch.token_lists())
-        reward_sum, accuracy_sum = sum(scores.rewards), sum(scores.accuracy)
-    reward_sum, accuracy_sum, count = all_reduce_sum([reward_sum, accuracy_sum, len(prompts)], env.device)
-    return {"val/reward": reward_sum / max(count, 1), "val/accuracy": accuracy_sum / max(count, 1)}
+    scorer = RewardScorer(cfg.reward.path, cfg.reward.name)
+    run = TrainingRun.open(
+        "grpo", cfg, env, strategy=strategy, model=actor, optimizer=optimizer, hf_config=hf_config,
+        hf_assets=write_assets, batch_size=batch_size, train_rows=len(train),
+        total_steps=total_steps,
+    )
+    run.announce(f"{strategy.name} on {env.world_size} x {env.device.type}, rollout {name}, "
+                 f"{len(train)} train prompts ({dropped} over data.max_prompt_length dropped), "
+                 f"{len(val)} val")
+    steps = GRPOSteps(
+        run=run, strategy=strategy, actor=actor, optimizer=optimizer, reference=reference,
+        engine=engine, scorer=scorer, tokenizer=tokenizer,
+        pad_id=(tokenizer.pad_token_id if tokenizer.pad_token_id is not None
+                else tokenizer.eos_token_id),
+        train=train, val=val, rollout_name=name,
+        reference_source={"path": cfg.model.path,
+                          "shape": cfg.model.shape if cfg.model.path is None else None,
+                          "random_init": cfg.model.random_init, "seed": cfg.trainer.seed},
+        result=GRPOResult(run_dir=run_dir, final_step=0, resumed_from=run.resumed_from),
+    )
+    push_weights(steps)
+    run.loop(steps)
+    steps.result.final_step = run.final_step
+    steps.result.last_checkpoint = run.last_saved
+    return steps.result

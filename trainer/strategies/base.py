@@ -9,18 +9,11 @@ FSDP2 and Megatron-FSDP, so the loop scales each rank's loss by the world size
 
 from __future__ import annotations
 
-from typing import Any, Protocol
-
 import torch
+from torch.distributed.checkpoint.stateful import Stateful
 
 from trainer.config import OptimConfig, StrategyConfig
 from trainer.distributed import DistEnv
-
-
-class Stateful(Protocol):
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None: ...
 
 
 class Strategy:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from torch.distributed.checkpoint.stateful import Stateful
 from torch.distributed.device_mesh import init_device_mesh
 
 from trainer.config import OptimConfig
@@ -10,7 +11,7 @@ from trainer.lora import AdapterState, hold_frozen_in_compute_dtype, is_lora_mod
 from trainer.model import decoder_layers
 from trainer.optim import build_adamw, param_groups
 from trainer.state import ModelState, OptimizerState
-from trainer.strategies.base import Stateful, Strategy
+from trainer.strategies.base import Strategy
 
 
 class FSDP2Strategy(Strategy):

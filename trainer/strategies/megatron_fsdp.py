@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
+from torch.distributed.checkpoint.stateful import Stateful
 from torch.distributed.tensor import DTensor
 
 from mfsdp_ckpt.uneven_chunks import attach_uneven_chunk_metadata
@@ -42,7 +43,7 @@ from trainer.config import ConfigError, OptimConfig
 from trainer.lora import is_lora_model, refuse_lora
 from trainer.model import decoder_layer_class
 from trainer.optim import build_adamw, param_groups
-from trainer.strategies.base import Stateful, Strategy
+from trainer.strategies.base import Strategy
 
 WRAPPER_PREFIX = "module."
 

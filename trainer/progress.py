@@ -1,0 +1,60 @@
+"""Progress bars on stderr: the training loop's step bar and the bars the `mfsdp ckpt` commands
+draw from `mfsdp_ckpt`'s (done, total) callbacks.
+
+`mfsdp_ckpt` draws nothing itself (a library reports progress through callbacks), so the one
+place that knows how a bar looks is here, the lowest layer that draws one; the CLI imports it.
+tqdm is imported only when a bar is drawn: the offline commands import this module and must
+start fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from types import TracebackType
+from typing import Any
+
+
+def step_bar(desc: str, total: int, initial: int, enabled: bool) -> Any:
+    """Steps `initial` (resumed) to `total`, labelled with the runner's name (`desc`); a
+    disabled bar (other ranks, `trainer.progress_bar=false`) still takes every call."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=initial, desc=desc, unit="step", disable=not enabled,
+                dynamic_ncols=True, file=sys.stderr)
+
+
+class CallbackBar:
+    """A bar fed `(done, total)` by a library callback, drawn only when stderr is a terminal
+    (a log file or a pipe would fill with carriage returns).
+
+    As a context manager it yields `update`, or None when disabled, so a caller can pass the
+    callback straight on and the library skips the calls altogether.
+    """
+
+    def __init__(self, enabled: bool, unit: str, desc: str | None = None, unit_scale: bool = False):
+        self.enabled = enabled and sys.stderr.isatty()
+        self.unit, self.desc, self.unit_scale = unit, desc, unit_scale
+        self._bar: Any = None
+
+    def update(self, done: int, total: int, postfix: str | None = None) -> None:
+        if not self.enabled:
+            return
+        if self._bar is None:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, unit=self.unit, unit_scale=self.unit_scale,
+                             desc=self.desc, file=sys.stderr, leave=False)
+        self._bar.update(done - self._bar.n)
+        if postfix is not None:
+            self._bar.set_postfix_str(postfix, refresh=False)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+    def __enter__(self):  # -> the callback, or None when nothing is drawn
+        return self.update if self.enabled else None
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()

@@ -1,0 +1,182 @@
+"""The skeleton every training run shares; SFT (`trainer.sft`) and GRPO (`trainer.grpo.runner`)
+supply only what differs: their config checks, model and data, and one optimizer step.
+
+A run: process group -> config check -> build -> resume -> step loop -> final save -> result.
+`run_in_process_group` starts and always tears down the group; `TrainingRun.open` makes the
+checkpointer, resumes from the newest step (`trainer.resume`) and writes the resolved config;
+`TrainingRun.loop` runs the steps with the metrics log and the progress bar and closes them
+however the loop ends. One skeleton, so the two runners cannot drift apart in how they resume,
+save, count steps or shut down.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+
+from mfsdp_ckpt.checkpointer import Checkpointer
+from mfsdp_ckpt.layout import CheckpointPaths
+from trainer.config import ConfigError, write_resolved_config
+from trainer.distributed import DistEnv, distributed_run
+from trainer.metrics import MetricsLogger
+from trainer.progress import step_bar
+from trainer.resume import new_progress, resume_if_any
+from trainer.strategies.base import Strategy
+
+Result = TypeVar("Result")
+
+
+def run_in_process_group(cfg: Any, body: Callable[[Any, DistEnv], Result]) -> Result:
+    """`body(cfg, env)` inside the run's process group, destroyed even when the run fails."""
+    with distributed_run(cfg.trainer.device) as env:
+        return body(cfg, env)
+
+
+def planned_steps(cfg: Any, batch_key: str, batch_size: int, rows: int, rows_named: str) -> int:
+    """`trainer.total_steps`, else `trainer.epochs` full batches per epoch; ConfigError naming
+    `batch_key` when not one batch fits in the `rows` training rows."""
+    per_epoch = rows // batch_size
+    if per_epoch == 0:
+        raise ConfigError(f"{batch_key}={batch_size} exceeds the {rows} {rows_named}")
+    return cfg.trainer.total_steps or cfg.trainer.epochs * per_epoch
+
+
+class StepHooks:
+    """What a runner kind does each step; `TrainingRun.loop` calls these in this order. A kind
+    subclasses this as a dataclass whose first field is its `run`."""
+
+    run: TrainingRun
+
+    @property
+    def cfg(self) -> Any:
+        return self.run.cfg
+
+    @property
+    def env(self) -> DistEnv:
+        return self.run.env
+
+    def before_first_step(self, metrics: MetricsLogger) -> None:
+        """Anything logged before the first step (GRPO's `val_before_train`)."""
+
+    def train_step(self, step: int) -> dict[str, Any]:
+        """One optimizer step (0-based `step`); the record of metrics it logs."""
+        raise NotImplementedError
+
+    def after_step(self, done: int, record: dict[str, Any], metrics: MetricsLogger) -> None:
+        """Evaluate, save and log step `done` (1-based), in the order this kind needs."""
+        raise NotImplementedError
+
+    def bar_postfix(self, record: dict[str, Any]) -> dict[str, str]:
+        raise NotImplementedError
+
+    def after_last_step(self, metrics: MetricsLogger) -> None:
+        """Final evaluation and save, once the loop ran its steps."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the kind holds (a rollout engine), however the loop ended."""
+
+
+@dataclass
+class TrainingRun:
+    """The parts every run has besides its model and data: where it writes, how many steps it
+    takes, its checkpointer and the state that checkpoints hold."""
+
+    name: str  # "sft" or "grpo": labels the log lines and the progress bar
+    cfg: Any
+    env: DistEnv
+    run_dir: Path
+    total_steps: int
+    checkpointer: Checkpointer
+    states: dict[str, Any]
+    resume: CheckpointPaths | None
+    hf_assets: Callable[[Path], None]
+    start: int  # the first step to run: the resumed checkpoint's, else 0
+    last_saved: Path | None = field(default=None)
+
+    @classmethod
+    def open(
+        cls, name: str, cfg: Any, env: DistEnv, *, strategy: Strategy, model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer, hf_config: Any, hf_assets: Callable[[Path], None],
+        batch_size: int, train_rows: int, total_steps: int,
+    ) -> TrainingRun:
+        """Make the checkpointer, load the step to resume (if any) into the model and optimizer,
+        and write the resolved config into the run dir (main rank)."""
+        run_dir = Path(cfg.trainer.run_dir)
+        checkpointer = Checkpointer(
+            run_dir, strategy=strategy.name, keep_last=cfg.checkpoint.keep_last,
+            async_save=cfg.checkpoint.async_save, model_family=hf_config.model_type,
+        )
+        states = {
+            "model": strategy.model_state(model),
+            "optimizer": strategy.optimizer_state(model, optimizer),
+            "extra": new_progress(batch_size, train_rows, cfg.trainer.seed),
+        }
+        resume = resume_if_any(checkpointer, cfg.checkpoint.resume, states, hf_config.to_dict())
+        if env.is_main:
+            write_resolved_config(run_dir, cfg)
+        return cls(name, cfg, env, run_dir, total_steps, checkpointer, states, resume, hf_assets,
+                   start=int(states["extra"]["step"]),  # the step of the checkpoint loaded
+                   last_saved=resume.step_dir if resume is not None else None)
+
+    @property
+    def stop(self) -> int:
+        """One past the last step this process runs (`trainer.stop_at_step` ends it early)."""
+        return min(self.total_steps, self.cfg.trainer.stop_at_step or self.total_steps)
+
+    @property
+    def resumed_from(self) -> int | None:
+        return self.start if self.resume is not None else None
+
+    @property
+    def final_step(self) -> int:
+        return max(self.stop, self.start)
+
+    def announce(self, what: str) -> None:
+        """One line on stderr (main rank): what runs, and from which step to which."""
+        if self.env.is_main:
+            resumed = f" (resumed from {self.resume.step_dir})" if self.resume else ""
+            print(f"[{self.name}] {what}, steps {self.start} -> {self.total_steps}{resumed}",
+                  file=sys.stderr)
+
+    def save(self, step: int, info: dict[str, Any]) -> Path:
+        """Checkpoint the state at `step` (1-based), with `info` in its manifest."""
+        self.states["extra"]["step"] = step
+        self.last_saved = self.checkpointer.save(step, self.states, hf_assets=self.hf_assets,
+                                                 info=info)
+        return self.last_saved
+
+    def loop(self, hooks: StepHooks) -> None:
+        """Steps `start` to `stop`, then the final evaluation and save; the metrics log, the
+        progress bar and what `hooks` holds are closed however it ends."""
+        metrics = MetricsLogger(self.run_dir, self.env.is_main, self.cfg.trainer)
+        bar = None
+        try:
+            hooks.before_first_step(metrics)
+            bar = step_bar(self.name, self.total_steps, self.start,
+                           self.env.is_main and self.cfg.trainer.progress_bar)
+            for step in range(self.start, self.stop):
+                record = hooks.train_step(step)
+                hooks.after_step(step + 1, record, metrics)
+                bar.set_postfix(hooks.bar_postfix(record), refresh=False)
+                bar.update(1)
+            hooks.after_last_step(metrics)
+            self.checkpointer.close()
+        finally:
+            if bar is not None:
+                bar.close()
+            metrics.close()
+            hooks.close()
+
+    def is_due(self, every: int, done: int) -> bool:
+        """Whether an `every`-steps event (0: never) falls on step `done`."""
+        return bool(every) and done % every == 0
+
+    def should_log(self, done: int) -> bool:
+        """Every `trainer.log_every` steps, and the last step this process runs."""
+        return done % self.cfg.trainer.log_every == 0 or done == self.stop
