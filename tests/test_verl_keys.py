@@ -3,13 +3,12 @@ here fail in one line, and `mfsdp config from-verl` converts verl scripts and co
 
 import logging
 import re
-from dataclasses import dataclass, field
 
 import pytest
 import yaml
 
 from tests.sft_support import REPO
-from trainer.config import ConfigError, ModelConfig, SFTConfig, load_config
+from trainer.config import ConfigError, SFTConfig, load_config
 from trainer.grpo.config import GRPOConfig
 from trainer.verl_import import VerlSourceError, convert_verl
 from trainer.verl_keys import RULES
@@ -138,8 +137,6 @@ def test_resume_mode_and_path_read_together(resume, expected):
             "model parallel sizes are 1",
         ),
         ("actor_rollout_ref.rollout.tensor_model_parallel_size=4", "model parallel sizes are 1"),
-        ("actor_rollout_ref.model.lora_rank=16", "LoRA is not supported yet"),
-        ("actor_rollout_ref.model.lora_alpha=32", "LoRA is not supported yet"),
         ("actor_rollout_ref.rollout.name=sglang", "sglang is not supported"),
         ("actor_rollout_ref.actor.megatron.use_megatron_fsdp=False", "Megatron-FSDP or FSDP2 only"),
         ("trainer.resume_mode=resume_path", "needs trainer.resume_from_path"),
@@ -162,30 +159,20 @@ def test_harmless_values_of_such_keys_are_accepted():
     assert cfg == GRPOConfig()
 
 
-def test_lora_keys_map_once_the_config_has_lora_fields():
-    @dataclass
-    class LoraModel(ModelConfig):
-        lora_rank: int = 0
-        lora_alpha: int = 16
-        target_modules: str = "all-linear"
-
-    @dataclass
-    class LoraGRPO(GRPOConfig):
-        model: LoraModel = field(default_factory=LoraModel)
-
+def test_lora_keys_map_to_the_model_section():
     cfg = load_config(
-        LoraGRPO,
+        GRPOConfig,
         None,
         [
             "actor_rollout_ref.model.lora_rank=8",
             "actor_rollout_ref.model.lora_alpha=32",
-            "actor_rollout_ref.model.target_modules=q_proj",
+            "actor_rollout_ref.model.target_modules=[q_proj,v_proj]",
         ],
     )
     assert (cfg.model.lora_rank, cfg.model.lora_alpha, cfg.model.target_modules) == (
         8,
         32,
-        "q_proj",
+        ["q_proj", "v_proj"],
     )
 
 
@@ -219,7 +206,7 @@ def test_every_mapped_key_names_a_real_mfsdp_key():
     from trainer.verl_keys import is_native
 
     for verl_key, rule in RULES.items():
-        if rule.target and not rule.not_built:
+        if rule.target:
             classes = (
                 [GRPOConfig]
                 if rule.commands == ("grpo",)

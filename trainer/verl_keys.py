@@ -42,22 +42,14 @@ class Unsupported(ValueError):
 @dataclass(frozen=True)
 class Rule:
     """How one verl key becomes mfsdp keys. `convert` maps the value to {mfsdp key: value}
-    ({} drops it, with `why` logged) or raises Unsupported; `commands` limits it to sft or grpo.
-    A `target` that is `not_built` yet in this config fails with that reason, except at a
-    `harmless` value (LoRA's rank 0), which is dropped."""
+    ({} drops it, with `why` logged) or raises Unsupported; `commands` limits it to sft or grpo."""
 
     target: str | None
     convert: Callable[[Any], dict[str, Any]] | None = None
     why: str = ""
     commands: tuple[str, ...] = ("sft", "grpo")
-    not_built: str = ""
-    harmless: tuple[Any, ...] = ()
 
     def apply(self, cls: type, value: Any) -> dict[str, Any]:
-        if self.not_built and not is_native(cls, self.target):
-            if value in self.harmless:
-                return {}
-            raise Unsupported(self.not_built)
         if self.convert is not None:
             return self.convert(value)
         return {self.target: value} if self.target else {}
@@ -112,12 +104,7 @@ def _pad_mode(value: Any) -> dict[str, Any]:
     raise Unsupported("data.pad_mode here is no_padding (packed) or right (padded)")
 
 
-NOT_YET_LORA = "LoRA is not supported yet"
-LORA_KEYS = {
-    "lora_rank": (0, None),
-    "lora_alpha": (),
-    "target_modules": (),
-}  # name: values that mean no LoRA
+LORA_KEYS = ("lora_rank", "lora_alpha", "target_modules", "lora_adapter_path")  # same names here
 LAUNCH = "a launch setting here: pass --nproc-per-node / --nnodes to mfsdp train"
 
 # verl key -> rule. Optimizer keys are listed once under `optim.` (SFT's section) and also
@@ -284,14 +271,9 @@ RULES: dict[str, Rule] = {
     ),
     "model.use_remove_padding": Rule(None, why="sequences are always packed without padding"),
     **{
-        f"{prefix}model.{name}": Rule(
-            f"model.{name}",
-            why=f"{NOT_YET_LORA}; 0 means none",
-            not_built=NOT_YET_LORA,
-            harmless=harmless,
-        )
+        f"{prefix}model.{name}": Rule(f"model.{name}")
         for prefix in ("actor_rollout_ref.", "")
-        for name, harmless in LORA_KEYS.items()
+        for name in LORA_KEYS
     },
     # algorithm and reward (GRPO)
     "algorithm.use_kl_in_reward": Rule(
