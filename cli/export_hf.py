@@ -8,24 +8,6 @@ import sys
 
 import click
 
-from cli.errors import friendly_errors
-
-
-def _error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
-    from mfsdp_ckpt.errors import CheckpointFormatError, UnsafeMetadataError
-    from mfsdp_ckpt.export_hf import ExportError, ExportUsageError
-    from mfsdp_ckpt.layout import CheckpointPathError
-    from mfsdp_ckpt.manifest import ManifestError
-    from mfsdp_ckpt.storage import CheckpointFileError
-    from mfsdp_ckpt.validate import CheckpointInvalidError
-
-    from mfsdp_ckpt.out_dir import OutputDirError
-
-    usage = (ExportUsageError, CheckpointPathError, OutputDirError)
-    failure = (ExportError, CheckpointFormatError, CheckpointFileError, UnsafeMetadataError, ManifestError, OSError,
-               CheckpointInvalidError)
-    return usage, failure
-
 
 class _Progress:
     """tqdm over bytes, with the tensor count alongside; silent when stderr is not a terminal."""
@@ -167,10 +149,8 @@ def export_hf(
     from mfsdp_ckpt.export_hf import export_hf as run_export
     from mfsdp_ckpt.export_hf import parse_size
 
-    usage, failure = _error_types()
     progress = _Progress(enabled=not as_json)
 
-    @friendly_errors(usage=usage, failure=failure)
     def run():
         try:
             return run_export(

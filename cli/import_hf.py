@@ -6,16 +6,6 @@ import json
 
 import click
 
-from cli.errors import friendly_errors
-
-
-def _error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
-    from mfsdp_ckpt.export_hf import ExportUsageError
-    from mfsdp_ckpt.import_hf import ImportFailedError
-    from mfsdp_ckpt.out_dir import OutputDirError
-
-    return (ExportUsageError, OutputDirError), (ImportFailedError, OSError)
-
 
 @click.command("import-hf")
 @click.argument("hf_dir", type=click.Path())
@@ -80,9 +70,6 @@ def import_hf(
     from cli.ckpt import _progress_bar
     from mfsdp_ckpt.import_hf import import_hf as run_import
 
-    usage, failure = _error_types()
-
-    @friendly_errors(usage=usage, failure=failure)
     def run():
         with _progress_bar(enabled=not as_json, unit="tensor") as update:
             progress = (

@@ -47,6 +47,7 @@ from mfsdp_ckpt.manifest import (
 from mfsdp_ckpt.safe_dcp import SafeFileSystemReader, SafeLoadPlanner
 from mfsdp_ckpt.staging import HostStager
 from mfsdp_ckpt.validate import invalid_checkpoint, manifest_hash_errors, require_valid
+from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 
 log = logging.getLogger(__name__)  # INFO: what each save and load cost (`mfsdp -v ...`)
 
@@ -82,7 +83,7 @@ def _manifest_fields(states: Mapping[str, Any]) -> dict[str, Any]:
     return fields
 
 
-class CheckpointContentsError(ValueError):
+class CheckpointContentsError(MfsdpUsageError, ValueError):
     """save_contents / load_contents ask for something impossible or absent."""
 
 
@@ -462,11 +463,11 @@ def check_same_state(
             )
 
 
-class CheckpointSaveError(RuntimeError):
+class CheckpointSaveError(MfsdpFailedError, RuntimeError):
     """A save failed (disk full, unwritable, a rank died); the previous checkpoint is intact."""
 
 
-class CheckpointLoadError(RuntimeError):
+class CheckpointLoadError(MfsdpFailedError, RuntimeError):
     """DCP failed to read a checkpoint that passed validation (the message is one line)."""
 
 

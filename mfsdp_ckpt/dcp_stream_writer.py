@@ -46,6 +46,7 @@ from mfsdp_ckpt.torch_save_format import (
     tensor_metadata,
     tensor_pickle,
 )
+from mfsdp_ckpt.errors import MfsdpFailedError
 
 if TYPE_CHECKING:
     import torch
@@ -265,7 +266,7 @@ class _TrailingHasher:
         return FileRecord(self.hashed, self.digest.hexdigest())
 
 
-class BlobTooLargeError(ValueError):
+class BlobTooLargeError(MfsdpFailedError, ValueError):
     """The tensor needs a ZIP64 blob, which only `torch.save` writes here."""
 
 

@@ -70,6 +70,7 @@ from mfsdp_ckpt.safetensors_writer import INDEX_FILE, ShardedSafetensorsWriter
 from mfsdp_ckpt.storage import ByteStore, CheckpointFileError
 from mfsdp_ckpt.tensorstore_store import is_url, join_location, open_store
 from mfsdp_ckpt.validate import manifest_hash_errors, require_valid
+from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 
 if TYPE_CHECKING:
     import torch
@@ -83,11 +84,11 @@ MIN_BUFFER_BYTES = 512 << 20
 Progress = Callable[[int, int, int, int], None]  # tensors done/total, bytes done/total
 
 
-class ExportUsageError(ValueError):
+class ExportUsageError(MfsdpUsageError, ValueError):
     """What was asked cannot be done as asked (exit 2): output exists, no config, bad layout."""
 
 
-class ExportError(ValueError):
+class ExportError(MfsdpFailedError, ValueError):
     """The checkpoint cannot be exported (exit 1): no model, shapes contradict the config."""
 
 

@@ -11,9 +11,10 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from mfsdp_ckpt.errors import MfsdpUsageError
 
 
-class HFConfigError(ValueError):
+class HFConfigError(MfsdpUsageError, ValueError):
     """config.json is missing, unreadable, or names a model transformers cannot build."""
 
 

@@ -63,6 +63,7 @@ from mfsdp_ckpt.name_maps import (
 )
 from mfsdp_ckpt.names import MODEL_KEY_PREFIX
 from mfsdp_ckpt.safetensors_source import SafetensorsError, SafetensorsSource
+from mfsdp_ckpt.errors import MfsdpFailedError
 
 MCORE_MODEL_PREFIX = "module."  # Megatron-LM's model state dict sits under the DDP/FSDP wrapper
 MCORE_CHECKPOINT_VERSION = 3.0  # what megatron/training/checkpointing.py writes today
@@ -78,7 +79,7 @@ class ImportUsageError(ExportUsageError):
     """Cannot be done as asked (exit 2): no model there, output exists, a bad option."""
 
 
-class ImportFailedError(ValueError):
+class ImportFailedError(MfsdpFailedError, ValueError):
     """The model cannot be imported (exit 1): unreadable weights, shapes the config contradicts."""
 
 

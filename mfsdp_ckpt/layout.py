@@ -37,6 +37,7 @@ from pathlib import Path
 
 from mfsdp_ckpt import safe_files
 from mfsdp_ckpt.storage import CheckpointFileError
+from mfsdp_ckpt.errors import MfsdpUsageError
 
 TRACKER_FILE = "latest_checkpointed_iteration.txt"
 STEP_DIR_PREFIX = "global_step_"
@@ -74,7 +75,7 @@ _STEP_TEXT_RE = re.compile(r"[0-9]{1,18}")  # ASCII only: "²".isdigit() is True
 _HF_WEIGHT_SUFFIXES = (".safetensors", ".bin")
 
 
-class CheckpointPathError(ValueError):
+class CheckpointPathError(MfsdpUsageError, ValueError):
     """A path given by the user does not name a checkpoint; the message says why."""
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from mfsdp_ckpt import safe_files
 from mfsdp_ckpt.storage import CheckpointFileError, _check_relative_name
+from mfsdp_ckpt.errors import MfsdpFailedError
 
 FORMAT_VERSION = 1
 CONTENT_KINDS = ("model", "optimizer", "extra")
@@ -24,7 +25,7 @@ _HASH_BLOCK = 8 << 20
 MAX_MANIFEST_BYTES = 64 << 20  # ~150 bytes per listed file: far past any real step
 
 
-class ManifestError(ValueError):
+class ManifestError(MfsdpFailedError, ValueError):
     """manifest.json is missing a field, has a wrong type, or names an unsafe path."""
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mfsdp_ckpt import names
+from mfsdp_ckpt.errors import MfsdpFailedError
 
 if TYPE_CHECKING:  # the transforms get tensors from their caller; planning needs no torch
     import torch
@@ -34,7 +35,7 @@ _MCORE_ROOTS = ("embedding", "decoder", "output_layer")
 SKIPPED_SUFFIXES = ("_extra_state",)  # Transformer Engine's fp8 bookkeeping: not a weight
 
 
-class MappingError(ValueError):
+class MappingError(MfsdpFailedError, ValueError):
     """Names that no rule of the layout/family explains; the message names them."""
 
 

@@ -36,6 +36,7 @@ import stat
 from pathlib import Path
 
 from mfsdp_ckpt.layout import fsync_path
+from mfsdp_ckpt.errors import MfsdpUsageError
 
 LOCK_SUFFIX = ".out-lock"
 _WORK_TAG = ".export-"
@@ -46,7 +47,7 @@ _MODEL_EXPORT_FILES = ("model.safetensors", "model.safetensors.index.json")
 _RENAME_NOREPLACE, _RENAME_EXCHANGE = 1, 2
 
 
-class OutputDirError(ValueError):
+class OutputDirError(MfsdpUsageError, ValueError):
     """The output path cannot be claimed or published as asked (bad usage: exit 2)."""
 
 

@@ -32,6 +32,7 @@ import pickletools
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
+from mfsdp_ckpt.errors import MfsdpFailedError
 
 # An opcode retains at most ~72 bytes (floods of EMPTY_DICT, EMPTY_LIST or MARK; measured by
 # scripts/pickle_budget.py), so 12M opcodes stay under 1 GiB. A real .metadata takes ~69
@@ -40,7 +41,7 @@ DEFAULT_MAX_OPS = 12_000_000
 _SCALARS = (str, int, float, bool, bytes, type(None))
 
 
-class PickleRefused(pickle.UnpicklingError):
+class PickleRefused(MfsdpFailedError, pickle.UnpicklingError):
     """The pickle does something a data-only checkpoint pickle never does, or is too large."""
 
 

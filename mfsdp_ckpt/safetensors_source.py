@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.dtypes import BY_NAME, DType
 from mfsdp_ckpt.safetensors_writer import INDEX_FILE, SINGLE_FILE
+from mfsdp_ckpt.errors import MfsdpFailedError
 
 if TYPE_CHECKING:
     import torch
@@ -35,7 +36,7 @@ MAX_INDEX_BYTES = 100 << 20
 _BY_CODE = {d.safetensors: d for d in BY_NAME.values() if d.safetensors}
 
 
-class SafetensorsError(ValueError):
+class SafetensorsError(MfsdpFailedError, ValueError):
     """A model dir or safetensors file that cannot be read as claimed; names the file."""
 
 

@@ -12,9 +12,10 @@ import io
 import os
 from pathlib import Path
 from typing import Protocol
+from mfsdp_ckpt.errors import MfsdpFailedError
 
 
-class CheckpointFileError(OSError):
+class CheckpointFileError(MfsdpFailedError, OSError):
     """A file the checkpoint refers to is missing, short, or escapes the checkpoint dir."""
 
 

@@ -30,6 +30,7 @@ from mfsdp_ckpt.reader import (
 )
 from mfsdp_ckpt.safe_metadata import UnsafeMetadataError
 from mfsdp_ckpt.storage import CheckpointFileError
+from mfsdp_ckpt.errors import MfsdpFailedError
 
 ERROR, WARNING = "error", "warning"
 _HASH_MISMATCH = "sha256 differs from the manifest (bytes changed after save)"
@@ -136,7 +137,7 @@ def validate_paths(
     return report
 
 
-class CheckpointInvalidError(ValueError):
+class CheckpointInvalidError(MfsdpFailedError, ValueError):
     """A checkpoint about to be loaded or exported failed validation (first error in the message)."""
 
 

@@ -30,7 +30,7 @@ from trainer.data.sft_dataset import load_sft_splits
 from trainer.distributed import DistEnv, all_reduce_max, all_reduce_sum, distributed_run
 from trainer.metrics import MetricsLogger, bar_postfix, progress_bar
 from trainer.model import build_hf_config, build_model, count_parameters, load_tokenizer, write_hf_assets
-from trainer.optim import clip_grad_norm, lr_at, set_lr
+from trainer.optim import NonFiniteGradientError, clip_grad_norm, lr_at, set_lr
 from trainer.resume import new_progress, resume_if_any
 from trainer.strategies import make_strategy
 from trainer.strategies.base import Strategy
@@ -211,7 +211,7 @@ def _train_step(run: _Run, step: int) -> dict[str, Any]:
         run.strategy.trainable_params(run.model, run.optimizer), cfg.optim.clip_grad, env.device
     )
     if not math.isfinite(grad_norm):
-        raise FloatingPointError(f"step {step + 1}: gradient norm is {grad_norm}; stopping before the update")
+        raise NonFiniteGradientError(f"step {step + 1}: gradient norm is {grad_norm}; stopping before the update")
     lr = lr_at(step, cfg.optim, run.total_steps)
     set_lr(run.optimizer, lr)
     run.optimizer.step()

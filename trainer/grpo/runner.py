@@ -40,7 +40,7 @@ from trainer.grpo.weights import iter_full_weights
 from trainer.lora import lora_enabled, refuse_lora
 from trainer.metrics import MetricsLogger, progress_bar
 from trainer.model import build_hf_config, build_model, load_tokenizer, write_hf_assets
-from trainer.optim import clip_grad_norm, lr_at, set_lr
+from trainer.optim import NonFiniteGradientError, clip_grad_norm, lr_at, set_lr
 from trainer.resume import new_progress, resume_if_any
 from trainer.rewards.dispatch import RewardScorer
 from trainer.rollout.base import RolloutEngine, SamplingParams
@@ -338,7 +338,7 @@ def update_policy(run: _Run, data: RolloutData, step: int) -> dict[str, float]:
             run.strategy.before_optimizer_step(run.actor)
             grad_norm = clip_grad_norm(run.strategy.trainable_params(run.actor, run.optimizer), cfg.optim.clip_grad, env.device)
             if not math.isfinite(grad_norm):
-                raise FloatingPointError(f"step {step + 1}: gradient norm is {grad_norm}; stopping before the update")
+                raise NonFiniteGradientError(f"step {step + 1}: gradient norm is {grad_norm}; stopping before the update")
             set_lr(run.optimizer, lr)
             run.optimizer.step()
             run.strategy.zero_grad(run.optimizer)
