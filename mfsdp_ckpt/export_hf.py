@@ -422,13 +422,15 @@ class _ByteBudget:
         self._cond = threading.Condition()
 
     def acquire(self, cost: int, stop: threading.Event) -> bool:
+        """Take `cost` bytes and return True; or, once `stop` is set (a task failed), return
+        False having taken nothing, so only a True is ever released."""
         with self._cond:
-            while self.in_flight and self.in_flight + cost > self.limit:
-                if stop.is_set():
-                    return False
+            while not stop.is_set() and self.in_flight and self.in_flight + cost > self.limit:
                 self._cond.wait(0.1)
+            if stop.is_set():
+                return False
             self.in_flight += cost
-            return not stop.is_set()
+            return True
 
     def release(self, cost: int) -> None:
         with self._cond:
@@ -456,7 +458,6 @@ def _run_tasks(
     def task(item: MappedTensor) -> None:
         cost = costs[item.source]
         if not budget.acquire(cost, stop):
-            budget.release(cost)
             return
         try:
             written = work(item)
