@@ -36,9 +36,10 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint._nested_dict import flatten_state_dict
 from torch.distributed.checkpoint.api import CheckpointException
 
-from mfsdp_ckpt import __version__, layout
+from mfsdp_ckpt import __version__
+from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.dcp_writer import CheckedWriter
-from mfsdp_ckpt.manifest import (
+from mfsdp_ckpt.format.manifest import (
     CONTENT_KINDS,
     FileRecord,
     Manifest,

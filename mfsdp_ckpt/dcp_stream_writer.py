@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mfsdp_ckpt import plain_metadata
-from mfsdp_ckpt.dtypes import BY_NAME, DType
-from mfsdp_ckpt.layout import DCP_METADATA_FILE, fsync_path
-from mfsdp_ckpt.manifest import FileRecord
-from mfsdp_ckpt.torch_save_format import (
+from mfsdp_ckpt.format import plain_metadata
+from mfsdp_ckpt.format.dtypes import BY_NAME, DType
+from mfsdp_ckpt.format.layout import DCP_METADATA_FILE, fsync_path
+from mfsdp_ckpt.format.manifest import FileRecord
+from mfsdp_ckpt.format.torch_save_format import (
     MAX_BLOB_BYTES,
     BlobLayout,
     Size,

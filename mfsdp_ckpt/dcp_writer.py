@@ -23,7 +23,7 @@ from typing import Any
 from torch.distributed.checkpoint import FileSystemWriter
 from torch.distributed.checkpoint.filesystem import FileSystem
 
-from mfsdp_ckpt.manifest import FileRecord
+from mfsdp_ckpt.format.manifest import FileRecord
 
 
 class _HashingStream:

@@ -16,7 +16,7 @@ How it stays small and fast:
 * atomic: everything is written into a hidden sibling directory that is renamed into
   place at the end; any failure or Ctrl-C removes it, so there is never a half export;
 * no torch unless a tensor's values change: planning, the kernel copy and every check
-  before it use plain dtype records (`mfsdp_ckpt.dtypes`). torch is imported where a cast,
+  before it use plain dtype records (`mfsdp_ckpt.format.dtypes`). torch is imported where a cast,
   a split or `--verify` first needs it, or a blob is not raw bytes and must be decoded.
   Its import costs ~1.5 s on a 2-core machine, which is what kept fp32 export above
   1.2x `cp` at 1.5B and 3B (docs/benchmarks.md).
@@ -40,8 +40,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from mfsdp_ckpt import layout, safe_files
-from mfsdp_ckpt.dtypes import BFLOAT16, BY_NAME, FLOAT16, FLOAT32, DType
+from mfsdp_ckpt import safe_files
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format.dtypes import BFLOAT16, BY_NAME, FLOAT16, FLOAT32, DType
 from mfsdp_ckpt.hf_config import (
     ExpectedWeights,
     MAX_LAYERS,

@@ -37,8 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mfsdp_ckpt import layout
-from mfsdp_ckpt.dtypes import DType
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.export_hf import (
     DTYPES,
     ExportUsageError,
@@ -48,7 +48,7 @@ from mfsdp_ckpt.export_hf import (
     load_config,
 )
 from mfsdp_ckpt.hf_config import HFConfigError, expected_weights_for
-from mfsdp_ckpt.manifest import FileRecord, Manifest, hash_files
+from mfsdp_ckpt.format.manifest import FileRecord, Manifest, hash_files
 from mfsdp_ckpt.out_dir import claim_output
 from mfsdp_ckpt.name_maps import (
     LAYOUTS,
@@ -61,7 +61,7 @@ from mfsdp_ckpt.name_maps import (
     ShapeError,
     plan_import,
 )
-from mfsdp_ckpt.names import MODEL_KEY_PREFIX
+from mfsdp_ckpt.format.state_keys import MODEL_KEY_PREFIX
 from mfsdp_ckpt.safetensors_source import SafetensorsError, SafetensorsSource
 from mfsdp_ckpt.errors import MfsdpFailedError
 

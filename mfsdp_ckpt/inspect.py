@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-from mfsdp_ckpt import layout
+from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.errors import CheckpointFormatError
-from mfsdp_ckpt.manifest import read_manifest
+from mfsdp_ckpt.format.manifest import read_manifest
 from mfsdp_ckpt.printable import printable
 from mfsdp_ckpt.reader import CheckpointReader, ObjectEntry
 from mfsdp_ckpt.storage import CheckpointFileError

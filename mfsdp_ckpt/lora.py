@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mfsdp_ckpt.manifest import FileRecord, Manifest, ManifestError, hash_files, sha256_file
+from mfsdp_ckpt.format.manifest import FileRecord, Manifest, ManifestError, hash_files, sha256_file
 
 if TYPE_CHECKING:
     from mfsdp_ckpt.validate import ValidationReport

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mfsdp_ckpt import layout, names
-from mfsdp_ckpt.dtypes import BY_NAME, DType
+from mfsdp_ckpt.format import layout, state_keys
+from mfsdp_ckpt.format.dtypes import BY_NAME, DType
 from mfsdp_ckpt.export_hf import (
     ExportError,
     ExportResult,
@@ -53,7 +53,7 @@ from mfsdp_ckpt.lora import (
     read_base_model,
     read_lora_settings,
 )
-from mfsdp_ckpt.manifest import Manifest, ManifestError, read_manifest
+from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.out_dir import claim_output
 from mfsdp_ckpt.reader import CheckpointReader
 from mfsdp_ckpt.safetensors_writer import SINGLE_FILE, ShardedSafetensorsWriter, Spec
@@ -193,8 +193,8 @@ def _read_adapter(paths: layout.CheckpointPaths, manifest: Manifest) -> _Adapter
     reader = CheckpointReader(paths.dist_ckpt)
     where = paths.dist_ckpt
     modules: dict[str, dict[str, str]] = {}
-    for key in names.model_keys(list(reader.tensors)):
-        parsed = parse_adapter_key(names.hf_name(key[len(names.MODEL_KEY_PREFIX):]))
+    for key in state_keys.model_keys(list(reader.tensors)):
+        parsed = parse_adapter_key(state_keys.hf_name(key[len(state_keys.MODEL_KEY_PREFIX):]))
         if parsed is None:
             raise ExportError(f"{where} [{key}]: not an adapter weight, yet the manifest says LoRA")
         modules.setdefault(parsed.module, {})[parsed.which] = key

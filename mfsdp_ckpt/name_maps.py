@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mfsdp_ckpt import names
+from mfsdp_ckpt.format import state_keys
 from mfsdp_ckpt.errors import MfsdpFailedError
 
 if TYPE_CHECKING:  # the transforms get tensors from their caller; planning needs no torch
@@ -489,14 +489,14 @@ def model_tensors(stored_keys: Iterable[str]) -> dict[str, str]:
     """
     keys = [k for k in stored_keys if not k.endswith(SKIPPED_SUFFIXES)]
     under_model = _unique_paths(
-        (names.hf_name(k[len(names.MODEL_KEY_PREFIX):]), k)
-        for k in keys if k.startswith(names.MODEL_KEY_PREFIX)
+        (state_keys.hf_name(k[len(state_keys.MODEL_KEY_PREFIX):]), k)
+        for k in keys if k.startswith(state_keys.MODEL_KEY_PREFIX)
     )
     if any(_root(path) in _HF_ROOTS + _MCORE_ROOTS for path in under_model):
         return under_model
     return _unique_paths(
-        (names.hf_name(k), k)
-        for k in keys if not k.startswith(("optimizer.", names.EXTRA_KEY_PREFIX))
+        (state_keys.hf_name(k), k)
+        for k in keys if not k.startswith(("optimizer.", state_keys.EXTRA_KEY_PREFIX))
     )
 
 

@@ -35,7 +35,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from mfsdp_ckpt.layout import fsync_path
+from mfsdp_ckpt.format.layout import fsync_path
 from mfsdp_ckpt.errors import MfsdpUsageError
 
 LOCK_SUFFIX = ".out-lock"

@@ -7,7 +7,7 @@ shards) and what Megatron-FSDP writes (uneven shards, empty local shards), as we
 Megatron-core's fsdp_dtensor checkpoints.
 
 The tables (and everything export plans from them) need no torch: dtypes are
-`mfsdp_ckpt.dtypes` records. torch is imported only to decode a blob into a tensor
+`mfsdp_ckpt.format.dtypes` records. torch is imported only to decode a blob into a tensor
 (`read_chunk`, `read_tensor`, `read_object`), so a caller that only copies raw bytes
 (`raw_payload_offset`) never pays its ~1.5 s import.
 """
@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mfsdp_ckpt import dtypes, plain_metadata
-from mfsdp_ckpt.blob_guard import blob_pickle, check_blob, open_blob
+from mfsdp_ckpt.format import dtypes, plain_metadata
+from mfsdp_ckpt.format.blob_guard import blob_pickle, check_blob, open_blob
 from mfsdp_ckpt.errors import CheckpointFormatError, UnsafeMetadataError
-from mfsdp_ckpt.layout import DCP_METADATA_FILE
-from mfsdp_ckpt.metadata_schema import MAX_INT
-from mfsdp_ckpt.restricted_pickle import restricted_loads
-from mfsdp_ckpt.safe_metadata import MAX_METADATA_BYTES, load_plain_metadata_bytes
+from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
+from mfsdp_ckpt.format.metadata_schema import MAX_INT
+from mfsdp_ckpt.format.restricted_pickle import restricted_loads
+from mfsdp_ckpt.format.safe_metadata import MAX_METADATA_BYTES, load_plain_metadata_bytes
 from mfsdp_ckpt.storage import ByteStore, CheckpointFileError, LocalByteStore, RangeFile
 
 if TYPE_CHECKING:

@@ -22,10 +22,10 @@ from torch.distributed.checkpoint._traverse import set_element
 from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
 from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner
 
-from mfsdp_ckpt.blob_guard import check_blob
-from mfsdp_ckpt.layout import DCP_METADATA_FILE
+from mfsdp_ckpt.format.blob_guard import check_blob
+from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
 from mfsdp_ckpt.reader import BLOB_OVERHEAD, MAX_OBJECT_BYTES, decode_blob
-from mfsdp_ckpt.safe_metadata import load_metadata
+from mfsdp_ckpt.format.safe_metadata import load_metadata
 from mfsdp_ckpt.storage import LocalByteStore, RangeFile
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mfsdp_ckpt.dtypes import BY_NAME, DType
+from mfsdp_ckpt.format.dtypes import BY_NAME, DType
 from mfsdp_ckpt.safetensors_writer import INDEX_FILE, SINGLE_FILE
 from mfsdp_ckpt.errors import MfsdpFailedError
 

@@ -7,7 +7,7 @@ tensor's absolute offset are computed in `__init__`; tensors are then written wi
 `os.pwrite` in whatever order they are ready, from any thread, with no buffering of a
 whole shard. Files are preallocated so a full disk fails at the start, not at the end.
 Planning and raw-byte writes (`write_range`, `copy_range`) need no torch (dtypes are
-`mfsdp_ckpt.dtypes` records); only `write`, which takes a tensor, touches it.
+`mfsdp_ckpt.format.dtypes` records); only `write`, which takes a tensor, touches it.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mfsdp_ckpt.dtypes import DType
-from mfsdp_ckpt.layout import fsync_path
+from mfsdp_ckpt.format.dtypes import DType
+from mfsdp_ckpt.format.layout import fsync_path
 
 if TYPE_CHECKING:
     import torch

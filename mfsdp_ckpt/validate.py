@@ -18,9 +18,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mfsdp_ckpt import layout, names, safe_files
+from mfsdp_ckpt import safe_files
+from mfsdp_ckpt.format import layout, state_keys
 from mfsdp_ckpt.lora import check_base_model
-from mfsdp_ckpt.manifest import Manifest, ManifestError, hash_files, read_manifest, sha256_file
+from mfsdp_ckpt.format.manifest import Manifest, ManifestError, hash_files, read_manifest, sha256_file
 from mfsdp_ckpt.printable import printable
 from mfsdp_ckpt.reader import (
     CheckpointFormatError,
@@ -28,7 +29,7 @@ from mfsdp_ckpt.reader import (
     chunk_backing_problem,
     chunk_coverage_problems,
 )
-from mfsdp_ckpt.safe_metadata import UnsafeMetadataError
+from mfsdp_ckpt.format.safe_metadata import UnsafeMetadataError
 from mfsdp_ckpt.storage import CheckpointFileError
 from mfsdp_ckpt.errors import MfsdpFailedError
 
@@ -304,7 +305,7 @@ def _model_keys(keys) -> list[str]:
 def _parameter_name(model_key: str) -> str:
     """`model.module.decoder.layers.0.mlp.linear_fc1.weight_w` ->
     `decoder.layers.0.mlp.linear_fc1.weight_w`: the name both the model state and every optimizer's state agree on, wrappers removed."""
-    return names.hf_name(model_key.split(".", 1)[1])
+    return state_keys.hf_name(model_key.split(".", 1)[1])
 
 
 def _check_backing(reader: CheckpointReader, report: ValidationReport) -> None:
@@ -323,7 +324,7 @@ def _check_contents(paths, reader: CheckpointReader, manifest: Manifest | None, 
     present = {
         "model": bool(_model_keys(keys)),
         "optimizer": any(k.startswith("optimizer.") for k in keys),
-        "extra": any(k.startswith(names.EXTRA_KEY_PREFIX) for k in keys),
+        "extra": any(k.startswith(state_keys.EXTRA_KEY_PREFIX) for k in keys),
     }
     if manifest is not None:
         for kind in manifest.contents:
@@ -343,7 +344,7 @@ def _check_optimizer(reader: CheckpointReader, report: ValidationReport) -> None
     an optimizer may legitimately hold more than the model state shows.
     """
     tensors = reader.tensors
-    prefix = names.OPTIMIZER_STATE_PREFIX
+    prefix = state_keys.OPTIMIZER_STATE_PREFIX
     if not any(k.startswith(prefix) for k in tensors):
         return
     params = {_parameter_name(key): key for key in _model_keys(tensors)}
@@ -353,14 +354,14 @@ def _check_optimizer(reader: CheckpointReader, report: ValidationReport) -> None
         if not key.startswith(prefix):
             continue
         path, _, state_name = key[len(prefix) :].rpartition(".")
-        name = names.hf_name(path)
+        name = state_keys.hf_name(path)
         if name in params:
             found.setdefault(name, {})[state_name] = key
         else:
             unmatched.append(key)
     for name, key in params.items():
         states = found.get(name, {})
-        for moment in names.ADAM_MOMENTS:
+        for moment in state_keys.ADAM_MOMENTS:
             state_key = states.get(moment)
             if state_key is None:
                 if not _is_tied_duplicate(name, params):
@@ -415,7 +416,7 @@ def _check_against_config(
     except HFConfigError as err:
         report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
         return
-    stored = {names.hf_name(k[len(names.MODEL_KEY_PREFIX):]): e for k, e in reader.tensors.items() if k.startswith(names.MODEL_KEY_PREFIX)}
+    stored = {state_keys.hf_name(k[len(state_keys.MODEL_KEY_PREFIX):]): e for k, e in reader.tensors.items() if k.startswith(state_keys.MODEL_KEY_PREFIX)}
     if stored and not set(stored) & set(expected.allowed):
         _check_mapped_against_config(paths, reader, report, config_file)
         return

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mfsdp_ckpt import layout
+from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.reader import CheckpointReader
 from mfsdp_ckpt.validate import validate_checkpoint
 

@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 from torch.distributed.checkpoint import metadata as dcp_metadata
 from torch.distributed.checkpoint.filesystem import _StorageInfo
 
-from mfsdp_ckpt import layout
+from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.checkpointer import Checkpointer
-from mfsdp_ckpt.manifest import Manifest, ManifestError
+from mfsdp_ckpt.format.manifest import Manifest, ManifestError
 from mfsdp_ckpt.reader import CheckpointFormatError, CheckpointReader, chunk_coverage_problems
-from mfsdp_ckpt.safe_metadata import UnsafeMetadataError
+from mfsdp_ckpt.format.safe_metadata import UnsafeMetadataError
 from mfsdp_ckpt.storage import CheckpointFileError
 
 DOCUMENTED = (UnsafeMetadataError, CheckpointFormatError, CheckpointFileError)

@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 
 from distributed_helpers import run_distributed
-from mfsdp_ckpt import layout
+from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.reader import CheckpointReader
 
 WORLD = 3

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from mfsdp_ckpt.layout import CheckpointPathError, CheckpointPaths, resolve_checkpoint
+from mfsdp_ckpt.format.layout import CheckpointPathError, CheckpointPaths, resolve_checkpoint
 from trainer.config import ConfigError, ModelConfig
 
 _HF_WEIGHT_PATTERNS = ("*.safetensors", "*.bin")

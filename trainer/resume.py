@@ -14,7 +14,7 @@ from typing import Any
 
 from mfsdp_ckpt.checkpointer import Checkpointer
 from mfsdp_ckpt.hf_config import HFConfigError, load_hf_config
-from mfsdp_ckpt.layout import CheckpointPaths
+from mfsdp_ckpt.format.layout import CheckpointPaths
 from mfsdp_ckpt.errors import MfsdpUsageError
 
 DATA_POSITION_KEYS = ("global_batch_size", "train_rows", "seed")

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from mfsdp_ckpt.checkpointer import Checkpointer
-from mfsdp_ckpt.layout import step_dir
+from mfsdp_ckpt.format.layout import step_dir
 from trainer.config import ConfigError, SFTConfig, write_resolved_config
 from trainer.data.batching import MicroBatch, collate, global_batch, plan_micro_batches, rank_share
 from trainer.data.chat import Example

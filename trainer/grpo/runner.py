@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from mfsdp_ckpt.checkpointer import Checkpointer
-from mfsdp_ckpt.layout import step_dir
+from mfsdp_ckpt.format.layout import step_dir
 from trainer.config import ConfigError, write_resolved_config
 from trainer.data.batching import global_batch, rank_share
 from trainer.distributed import DistEnv, all_reduce_sum, distributed_run

@@ -17,7 +17,7 @@ import zipfile
 from typing import BinaryIO
 
 from mfsdp_ckpt.errors import CheckpointFormatError
-from mfsdp_ckpt.restricted_pickle import PickleRefused, check_pickle_limits
+from mfsdp_ckpt.format.restricted_pickle import PickleRefused, check_pickle_limits
 
 MAX_MEMBERS = 4096  # a tensor blob has 7; an object blob one more per tensor it holds
 MAX_DIRECTORY_BYTES = 1 << 20

@@ -12,7 +12,7 @@ Each class keeps the name, fields and pickled state layout of its DCP original
 unpickle into either. They carry data only: no behaviour worth calling, and they are
 frozen, so nothing that reads them can change what the next reader sees. What the pickle
 names of torch itself arrives plain too (`safe_metadata`): a dtype as a
-`mfsdp_ckpt.dtypes.DType`, a `torch.Size` as a tuple, a layout as its name.
+`mfsdp_ckpt.format.dtypes.DType`, a `torch.Size` as a tuple, a layout as its name.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class _MEM_FORMAT_ENCODING(Enum):  # DCP's name, as pickled
 class TensorProperties:
     """DCP pickles these as a 5-tuple (its `__getstate__`); `memory_format` stays encoded."""
 
-    dtype: Any = None  # a mfsdp_ckpt.dtypes.DType
+    dtype: Any = None  # a mfsdp_ckpt.format.dtypes.DType
     layout: Any = None  # its name: "torch.strided"
     requires_grad: bool = False
     memory_format: _MEM_FORMAT_ENCODING = _MEM_FORMAT_ENCODING.TORCH_CONTIGUOUS_FORMAT

@@ -81,7 +81,7 @@ class _Table:
 
 
 def _layout_names(layout: Any) -> list[str]:
-    from mfsdp_ckpt.safe_metadata import _LAYOUT_NAMES
+    from mfsdp_ckpt.format.safe_metadata import _LAYOUT_NAMES
 
     names = []
     for name in sorted(_LAYOUT_NAMES):

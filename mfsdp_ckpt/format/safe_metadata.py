@@ -10,11 +10,11 @@ opcode count, and a file of at most MAX_METADATA_BYTES; what it returns must the
 DCP's shape exactly (`metadata_schema`).
 
 Two class tables, one unpickler: `load_plain_metadata_bytes` builds the plain stand-ins
-of `mfsdp_ckpt.plain_metadata` (for the offline reader: importing DCP costs seconds of
+of `mfsdp_ckpt.format.plain_metadata` (for the offline reader: importing DCP costs seconds of
 start-up), `load_metadata[_bytes]` builds DCP's own classes, which `dcp.load` needs.
 The pickle also names three things of torch itself: dtypes (`torch.float32`), `torch.Size`
 and a layout (`torch.serialization._get_layout("torch.strided")`). The plain table maps
-them to `mfsdp_ckpt.dtypes` records, `tuple` and the layout's name, so reading metadata
+them to `mfsdp_ckpt.format.dtypes` records, `tuple` and the layout's name, so reading metadata
 imports no torch at all (~1.5 s of export start-up, docs/benchmarks.md).
 """
 
@@ -27,9 +27,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from mfsdp_ckpt import dtypes, metadata_schema, plain_metadata, safe_files
+from mfsdp_ckpt import safe_files
+from mfsdp_ckpt.format import dtypes, metadata_schema, plain_metadata
 from mfsdp_ckpt.errors import UnsafeMetadataError
-from mfsdp_ckpt.restricted_pickle import PickleRefused, restricted_loads
+from mfsdp_ckpt.format.restricted_pickle import PickleRefused, restricted_loads
 
 if TYPE_CHECKING:
     import torch

@@ -33,8 +33,8 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from mfsdp_ckpt import plain_metadata
-from mfsdp_ckpt.dtypes import DType
+from mfsdp_ckpt.format import plain_metadata
+from mfsdp_ckpt.format.dtypes import DType
 
 ALIGNMENT = 64  # torch's record alignment (its `.storage_alignment`)
 MAX_BLOB_BYTES = (1 << 32) - (
