@@ -103,7 +103,7 @@ def make_checkpoint(shape: str, base: Path) -> Path:
 
 def checkpoint_stats(run: Path) -> tuple[int, int]:
     sys.path.insert(0, str(ROOT))
-    from mfsdp_ckpt.reader import CheckpointReader
+    from mfsdp_ckpt.storage.reader import CheckpointReader
 
     reader = CheckpointReader(run / "global_step_1" / "dist_ckpt")
     sizes = [entry.nbytes for entry in reader.tensors.values()]

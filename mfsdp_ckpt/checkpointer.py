@@ -38,7 +38,7 @@ from torch.distributed.checkpoint.api import CheckpointException
 
 from mfsdp_ckpt import __version__
 from mfsdp_ckpt.format import layout
-from mfsdp_ckpt.dcp_writer import CheckedWriter
+from mfsdp_ckpt.storage.dcp_writer import CheckedWriter
 from mfsdp_ckpt.format.manifest import (
     CONTENT_KINDS,
     FileRecord,
@@ -46,8 +46,8 @@ from mfsdp_ckpt.format.manifest import (
     hash_files,
     read_manifest,
 )
-from mfsdp_ckpt.safe_dcp import SafeFileSystemReader, SafeLoadPlanner
-from mfsdp_ckpt.staging import HostStager
+from mfsdp_ckpt.storage.safe_dcp import SafeFileSystemReader, SafeLoadPlanner
+from mfsdp_ckpt.storage.staging import HostStager
 from mfsdp_ckpt.validate import invalid_checkpoint, manifest_hash_errors, require_valid
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 

@@ -40,7 +40,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from mfsdp_ckpt import safe_files
+from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dtypes import BFLOAT16, BY_NAME, FLOAT16, FLOAT32, DType
 from mfsdp_ckpt.hf_config import (
@@ -65,11 +65,11 @@ from mfsdp_ckpt.name_maps import (
     map_names,
     model_tensors,
 )
-from mfsdp_ckpt.out_dir import claim_output
-from mfsdp_ckpt.reader import CheckpointReader, TensorEntry, chunk_coverage_problems
-from mfsdp_ckpt.safetensors_writer import INDEX_FILE, ShardedSafetensorsWriter
-from mfsdp_ckpt.storage import ByteStore, CheckpointFileError
-from mfsdp_ckpt.tensorstore_store import is_url, join_location, open_store
+from mfsdp_ckpt.storage.out_dir import claim_output
+from mfsdp_ckpt.storage.reader import CheckpointReader, TensorEntry, chunk_coverage_problems
+from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE, ShardedSafetensorsWriter
+from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError
+from mfsdp_ckpt.storage.tensorstore_store import is_url, join_location, open_store
 from mfsdp_ckpt.validate import manifest_hash_errors, require_valid
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 

@@ -34,8 +34,8 @@ def read_config_json(path: str | os.PathLike, root: str | os.PathLike | None = N
 
     Read through safe_files: a regular file of at most MAX_CONFIG_BYTES and, when `root` is
     given (the checkpoint directory), one that resolves inside it."""
-    from mfsdp_ckpt.safe_files import read_text
-    from mfsdp_ckpt.storage import CheckpointFileError
+    from mfsdp_ckpt.storage.safe_files import read_text
+    from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
     path = Path(path)
     config_file = path / "config.json" if path.is_dir() else path

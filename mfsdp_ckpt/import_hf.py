@@ -49,7 +49,7 @@ from mfsdp_ckpt.export_hf import (
 )
 from mfsdp_ckpt.hf_config import HFConfigError, expected_weights_for
 from mfsdp_ckpt.format.manifest import FileRecord, Manifest, hash_files
-from mfsdp_ckpt.out_dir import claim_output
+from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.name_maps import (
     LAYOUTS,
     MCORE,
@@ -62,7 +62,7 @@ from mfsdp_ckpt.name_maps import (
     plan_import,
 )
 from mfsdp_ckpt.format.state_keys import MODEL_KEY_PREFIX
-from mfsdp_ckpt.safetensors_source import SafetensorsError, SafetensorsSource
+from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, SafetensorsSource
 from mfsdp_ckpt.errors import MfsdpFailedError
 
 MCORE_MODEL_PREFIX = "module."  # Megatron-LM's model state dict sits under the DDP/FSDP wrapper
@@ -253,7 +253,7 @@ def copy_bytes(src_fd: int, src_offset: int, dst_fd: int, dst_offset: int, lengt
 def _write_model(
     plan: ImportPlan, dist_ckpt: Path, progress: Progress | None, hash_data: bool = False
 ) -> tuple[int, dict[str, FileRecord | None]]:
-    from mfsdp_ckpt.dcp_stream_writer import BlobTooLargeError, StreamingDcpWriter
+    from mfsdp_ckpt.storage.dcp_stream_writer import BlobTooLargeError, StreamingDcpWriter
 
     writer = StreamingDcpWriter(dist_ckpt, hash_data=hash_data, file_bytes=DATA_FILE_BYTES)
     total = sum(plan.nbytes(item) for item in plan.items)

@@ -54,10 +54,10 @@ from mfsdp_ckpt.lora import (
     read_lora_settings,
 )
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
-from mfsdp_ckpt.out_dir import claim_output
-from mfsdp_ckpt.reader import CheckpointReader
-from mfsdp_ckpt.safetensors_writer import SINGLE_FILE, ShardedSafetensorsWriter, Spec
-from mfsdp_ckpt.tensorstore_store import is_url
+from mfsdp_ckpt.storage.out_dir import claim_output
+from mfsdp_ckpt.storage.reader import CheckpointReader
+from mfsdp_ckpt.storage.safetensors_writer import SINGLE_FILE, ShardedSafetensorsWriter, Spec
+from mfsdp_ckpt.storage.tensorstore_store import is_url
 from mfsdp_ckpt.validate import (
     ERROR,
     invalid_checkpoint,

@@ -18,19 +18,19 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mfsdp_ckpt import safe_files
+from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.format import layout, state_keys
 from mfsdp_ckpt.lora import check_base_model
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, hash_files, read_manifest, sha256_file
 from mfsdp_ckpt.printable import printable
-from mfsdp_ckpt.reader import (
+from mfsdp_ckpt.storage.reader import (
     CheckpointFormatError,
     CheckpointReader,
     chunk_backing_problem,
     chunk_coverage_problems,
 )
 from mfsdp_ckpt.format.safe_metadata import UnsafeMetadataError
-from mfsdp_ckpt.storage import CheckpointFileError
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.errors import MfsdpFailedError
 
 ERROR, WARNING = "error", "warning"

@@ -131,7 +131,7 @@ def save_uneven_dtensor(rank: int, world_size: int, run_dir: str, async_save: bo
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Shard
 
-    from mfsdp_ckpt.uneven_chunks import attach_uneven_chunk_metadata
+    from mfsdp_ckpt.storage.uneven_chunks import attach_uneven_chunk_metadata
 
     mesh = init_device_mesh("cpu", (world_size,))
     start, rows = uneven_rows(rank)

@@ -21,8 +21,8 @@ from safetensors import safe_open
 
 from cli.main import app
 from mfsdp_ckpt.export_hf import export_hf, verify_export_dir
-from mfsdp_ckpt.reader import CheckpointReader
-from mfsdp_ckpt.safetensors_writer import INDEX_FILE
+from mfsdp_ckpt.storage.reader import CheckpointReader
+from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE
 
 
 def _free_port() -> int:

@@ -11,7 +11,7 @@ from safetensors import safe_open
 
 from mfsdp_ckpt import export_hf as export_module
 from mfsdp_ckpt.export_hf import export_hf, verify_export_dir
-from mfsdp_ckpt.reader import CheckpointReader
+from mfsdp_ckpt.storage.reader import CheckpointReader
 
 
 @pytest.fixture(scope="module")

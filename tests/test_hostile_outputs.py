@@ -28,9 +28,9 @@ from torch.distributed.checkpoint.metadata import ChunkStorageMetadata
 from cli.main import app
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.export_hf import export_hf
-from mfsdp_ckpt.out_dir import OutputDirError, claim_output
+from mfsdp_ckpt.storage.out_dir import OutputDirError, claim_output
 from mfsdp_ckpt.format.safe_metadata import load_metadata
-from mfsdp_ckpt.storage import CheckpointFileError
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
 REPO = Path(__file__).resolve().parents[1]
 FAST_SECONDS = 20.0

@@ -19,7 +19,7 @@ from safetensors import safe_open
 from cli.main import app
 from mfsdp_ckpt.export_hf import export_hf
 from mfsdp_ckpt.import_hf import import_hf
-from mfsdp_ckpt.reader import CheckpointReader
+from mfsdp_ckpt.storage.reader import CheckpointReader
 from mfsdp_ckpt.validate import validate_checkpoint
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mcore"
@@ -244,7 +244,7 @@ def test_cli_errors_are_one_line_and_leave_nothing(tmp_path, damage, code, messa
 
 
 def test_failure_while_writing_leaves_nothing(tmp_path, monkeypatch):
-    from mfsdp_ckpt import dcp_stream_writer
+    from mfsdp_ckpt.storage import dcp_stream_writer
 
     source = _hf_model(tmp_path, "qwen3", tied=False)
     calls = {"count": 0}
@@ -281,7 +281,7 @@ def test_qkv_merge_as_tensors_and_as_byte_ranges_inverts_the_split(heads, kv_hea
 def test_tensors_too_large_for_a_plain_zip_go_through_torch_save(tmp_path, monkeypatch):
     """A blob of 4 GiB or more needs ZIP64, which torch.save writes; shrink the limit so
     every tensor takes that path, and the result must read back the same everywhere."""
-    from mfsdp_ckpt import dcp_stream_writer
+    from mfsdp_ckpt.storage import dcp_stream_writer
 
     monkeypatch.setattr(dcp_stream_writer, "MAX_BLOB_BYTES", 2048)
     source = _hf_model(tmp_path, "qwen2", tied=False)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mfsdp_ckpt.format import layout
-from mfsdp_ckpt.reader import CheckpointReader
+from mfsdp_ckpt.storage.reader import CheckpointReader
 from mfsdp_ckpt.validate import validate_checkpoint
 
 FIXTURE = Path(__file__).parent / "fixtures" / "megatron_fsdp_qwen2"

@@ -24,7 +24,7 @@ import torch
 
 from mfsdp_ckpt.format import dtypes, layout
 from mfsdp_ckpt.checkpointer import Checkpointer
-from mfsdp_ckpt.reader import _tensor_layout
+from mfsdp_ckpt.storage.reader import _tensor_layout
 from mfsdp_ckpt.format.safe_metadata import load_metadata_bytes, load_plain_metadata_bytes
 
 REPO = Path(__file__).resolve().parents[1]
@@ -117,7 +117,7 @@ def test_dtype_records_match_torch():
 
 def test_reading_validating_and_inspecting_load_no_dcp(dist_ckpt):
     body = (
-        "from mfsdp_ckpt.reader import CheckpointReader\n"
+        "from mfsdp_ckpt.storage.reader import CheckpointReader\n"
         "from mfsdp_ckpt.validate import validate_checkpoint\n"
         "from mfsdp_ckpt.inspect import describe_checkpoint\n"
         "reader = CheckpointReader(sys.argv[2])\n"

@@ -34,9 +34,9 @@ MAX_GROWTH_MIB = 200  # what torch itself may touch on the way; a refused bomb i
 PROBE = r"""
 import json, resource, sys
 sys.path.insert(0, sys.argv[1])
-from mfsdp_ckpt.reader import CheckpointReader, CheckpointFormatError
+from mfsdp_ckpt.storage.reader import CheckpointReader, CheckpointFormatError
 from mfsdp_ckpt.format.safe_metadata import UnsafeMetadataError, load_metadata_bytes
-from mfsdp_ckpt.storage import CheckpointFileError
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.validate import validate_checkpoint
 
 def unpickle(target):

@@ -133,7 +133,7 @@ def test_records_are_fresh_built_once_and_frozen(pristine):
         with pytest.raises(UnsafeMetadataError, match="BUILD"):
             load_plain_metadata_bytes(data)
         assert why
-    from mfsdp_ckpt.reader import CheckpointReader
+    from mfsdp_ckpt.storage.reader import CheckpointReader
 
     reader = CheckpointReader(dist_of(pristine))
     entry = next(iter(reader.tensors.values()))
@@ -210,7 +210,7 @@ for _size in (300 << 20, 3 << 30):
 
 # -- 2. bounds: blob pickles and archives
 def _target(run: Path):
-    from mfsdp_ckpt.reader import CheckpointReader
+    from mfsdp_ckpt.storage.reader import CheckpointReader
 
     return max((e for e in CheckpointReader(dist_of(run)).tensors.values()
                 if e.name.startswith("model.") and e.dtype.name == "float32"), key=lambda e: e.numel)

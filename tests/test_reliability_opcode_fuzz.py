@@ -36,9 +36,9 @@ from torch.distributed.checkpoint.metadata import (
 
 from mfsdp_ckpt.format import dtypes, layout
 from mfsdp_ckpt.checkpointer import Checkpointer
-from mfsdp_ckpt.reader import CheckpointFormatError, CheckpointReader, chunk_coverage_problems, load_blob
+from mfsdp_ckpt.storage.reader import CheckpointFormatError, CheckpointReader, chunk_coverage_problems, load_blob
 from mfsdp_ckpt.format.safe_metadata import UnsafeMetadataError
-from mfsdp_ckpt.storage import CheckpointFileError
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from test_reliability_fuzz import MemoryStore
 
 DOCUMENTED = (UnsafeMetadataError, CheckpointFormatError, CheckpointFileError)

@@ -35,8 +35,8 @@ import stat
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from mfsdp_ckpt import safe_files
-from mfsdp_ckpt.storage import CheckpointFileError
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.errors import MfsdpUsageError
 
 TRACKER_FILE = "latest_checkpointed_iteration.txt"
@@ -153,7 +153,7 @@ def replace_dir(new: Path, target: Path) -> None:
     swapped in one `renameat2(RENAME_EXCHANGE)` and a missing target is created with
     `RENAME_NOREPLACE`, so no instant shows neither and nothing appearing meanwhile is
     replaced; elsewhere the old one is moved aside first."""
-    from mfsdp_ckpt.out_dir import exchange, rename_noreplace
+    from mfsdp_ckpt.storage.out_dir import exchange, rename_noreplace
 
     if not target.exists() and not target.is_symlink():
         rename_noreplace(new, target)

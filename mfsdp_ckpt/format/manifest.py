@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mfsdp_ckpt import safe_files
-from mfsdp_ckpt.storage import CheckpointFileError, _check_relative_name
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError, _check_relative_name
 from mfsdp_ckpt.errors import MfsdpFailedError
 
 FORMAT_VERSION = 1

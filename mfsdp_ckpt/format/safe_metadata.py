@@ -27,7 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from mfsdp_ckpt import safe_files
+from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.format import dtypes, metadata_schema, plain_metadata
 from mfsdp_ckpt.errors import UnsafeMetadataError
 from mfsdp_ckpt.format.restricted_pickle import PickleRefused, restricted_loads

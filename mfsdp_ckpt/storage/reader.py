@@ -30,7 +30,7 @@ from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
 from mfsdp_ckpt.format.metadata_schema import MAX_INT
 from mfsdp_ckpt.format.restricted_pickle import restricted_loads
 from mfsdp_ckpt.format.safe_metadata import MAX_METADATA_BYTES, load_plain_metadata_bytes
-from mfsdp_ckpt.storage import ByteStore, CheckpointFileError, LocalByteStore, RangeFile
+from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError, LocalByteStore, RangeFile
 
 if TYPE_CHECKING:
     import torch

@@ -20,7 +20,7 @@ import os
 import stat
 from pathlib import Path
 
-from mfsdp_ckpt.storage import CheckpointFileError
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
 _KIND_NAMES = {
     stat.S_IFIFO: "a FIFO",

@@ -122,7 +122,7 @@ class LocalByteStore:
     def _open(self, path: str) -> int:
         """A descriptor of a regular file inside the root (safe_files: no FIFO, device or
         directory is ever opened, so a crafted shard cannot hang or stream forever)."""
-        from mfsdp_ckpt import safe_files  # it imports this module's error type
+        from mfsdp_ckpt.storage import safe_files  # it imports this module's error type
 
         return safe_files.open_regular(path, self.root)
 
@@ -173,7 +173,7 @@ class LocalByteStore:
 
     def size(self, name: str) -> int | None:
         """Bytes in `name`; None when it is missing. Anything but a regular file is refused."""
-        from mfsdp_ckpt import safe_files
+        from mfsdp_ckpt.storage import safe_files
 
         path = self._path(name)
         if not os.path.lexists(path):

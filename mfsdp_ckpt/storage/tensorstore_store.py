@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mfsdp_ckpt.storage import ByteStore, CheckpointFileError, LocalByteStore, _check_relative_name
+from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError, LocalByteStore, _check_relative_name
 
 URL_SCHEMES = ("file://", "gs://", "s3://", "http://", "https://")
 _SIZE_IN_ERROR = re.compile(r"value of size (\d+)")
