@@ -55,7 +55,7 @@ def _make_model_dir(shape: str, base: Path) -> Path:
     import torch
 
     from mfsdp_ckpt.format.dtypes import BFLOAT16
-    from mfsdp_ckpt.name_maps import hf_state_dict_shapes
+    from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
     from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
 
     model = base / f"hf_{shape}"
@@ -120,10 +120,10 @@ def methods(model: Path, out: Path) -> list[tuple[str, list[str]]]:
             [
                 sys.executable,
                 "-c",
-                "import cli.main, mfsdp_ckpt.import_hf, mfsdp_ckpt.storage.dcp_stream_writer",
+                "import cli.main, mfsdp_ckpt.convert.import_hf, mfsdp_ckpt.storage.dcp_stream_writer",
             ],
         ),
-        (STARTUP_TORCH, [sys.executable, "-c", "import cli.main, mfsdp_ckpt.import_hf, torch"]),
+        (STARTUP_TORCH, [sys.executable, "-c", "import cli.main, mfsdp_ckpt.convert.import_hf, torch"]),
     ]
 
 

@@ -1,4 +1,4 @@
-"""`mfsdp ckpt export-hf`: a thin click layer over `mfsdp_ckpt.export_hf.export_hf`."""
+"""`mfsdp ckpt export-hf`: a thin click layer over `mfsdp_ckpt.convert.export_hf.export_hf`."""
 
 from __future__ import annotations
 
@@ -146,8 +146,8 @@ def export_hf(
     # faults them in 2 MiB at a time instead of 4 KiB (measured 2-5x faster reads, see
     # docs/benchmarks.md). Read by torch at its first large allocation, so set it first.
     os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
-    from mfsdp_ckpt.export_hf import export_hf as run_export
-    from mfsdp_ckpt.export_hf import parse_size
+    from mfsdp_ckpt.convert.export_hf import export_hf as run_export
+    from mfsdp_ckpt.convert.export_hf import parse_size
 
     progress = _Progress(enabled=not as_json)
 

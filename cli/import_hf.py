@@ -1,4 +1,4 @@
-"""`mfsdp ckpt import-hf`: a thin click layer over `mfsdp_ckpt.import_hf.import_hf`."""
+"""`mfsdp ckpt import-hf`: a thin click layer over `mfsdp_ckpt.convert.import_hf.import_hf`."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def import_hf(
       mfsdp ckpt import-hf Qwen2.5-0.5B --out runs/q05 --layout hf
     """
     from cli.ckpt import _progress_bar
-    from mfsdp_ckpt.import_hf import import_hf as run_import
+    from mfsdp_ckpt.convert.import_hf import import_hf as run_import
 
     def run():
         with _progress_bar(enabled=not as_json, unit="tensor") as update:

@@ -405,7 +405,7 @@ def _check_against_config(
     config_file = _config_file(paths, hf_config)
     if config_file is None:
         return
-    from mfsdp_ckpt.hf_config import HFConfigError, expected_weights_for
+    from mfsdp_ckpt.convert.hf_config import HFConfigError, expected_weights_for
 
     try:
         safe_files.regular_file(config_file, root=None if hf_config is not None else paths.root)
@@ -435,8 +435,8 @@ def _check_mapped_against_config(
 ) -> None:
     """Weights not named as in transformers (Megatron-core's GPTModel): map them as export
     would and check every resulting shape against the config, before anyone exports."""
-    from mfsdp_ckpt import export_hf
-    from mfsdp_ckpt.hf_config import HFConfigError
+    from mfsdp_ckpt.convert import export_hf
+    from mfsdp_ckpt.convert.hf_config import HFConfigError
 
     try:
         config = export_hf.load_config(config_file)

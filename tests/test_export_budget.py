@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from mfsdp_ckpt import export_hf
+from mfsdp_ckpt.convert import export_hf
 
 
 def test_acquire_after_stop_takes_nothing():

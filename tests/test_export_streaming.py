@@ -9,8 +9,8 @@ import torch
 from _export_support import save_single_process_checkpoint
 from safetensors import safe_open
 
-from mfsdp_ckpt import export_hf as export_module
-from mfsdp_ckpt.export_hf import export_hf, verify_export_dir
+from mfsdp_ckpt.convert import export_hf as export_module
+from mfsdp_ckpt.convert.export_hf import export_hf, verify_export_dir
 from mfsdp_ckpt.storage.reader import CheckpointReader
 
 

@@ -27,7 +27,7 @@ from torch.distributed.checkpoint.metadata import ChunkStorageMetadata
 
 from cli.main import app
 from mfsdp_ckpt.errors import CheckpointFormatError
-from mfsdp_ckpt.export_hf import export_hf
+from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.storage.out_dir import OutputDirError, claim_output
 from mfsdp_ckpt.format.safe_metadata import load_metadata
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
@@ -131,7 +131,7 @@ def test_overwrite_keeps_a_directory_that_is_not_an_earlier_export(run_dir, tmp_
 EXPORT_SCRIPT = """
 import os, signal, sys, time
 from mfsdp_ckpt.errors import CheckpointFormatError
-from mfsdp_ckpt.export_hf import export_hf
+from mfsdp_ckpt.convert.export_hf import export_hf
 ckpt, out, mode, marker = sys.argv[1:5]
 
 def progress(done, total, written, total_bytes):

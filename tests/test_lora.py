@@ -17,7 +17,7 @@ from _export_support import fixed_inputs, load_report, logits_of
 from click.testing import CliRunner
 
 from cli.main import app
-from mfsdp_ckpt.export_hf import export_hf
+from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.format.layout import list_complete_steps, resolve_checkpoint
 from mfsdp_ckpt.lora import parse_adapter_key, peft_name
 from mfsdp_ckpt.format.manifest import read_manifest, sha256_file

@@ -58,7 +58,7 @@ def test_export_reproduces_logits_megatron_fsdp_computed_on_gpu(tmp_path):
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
-    from mfsdp_ckpt.export_hf import export_hf
+    from mfsdp_ckpt.convert.export_hf import export_hf
 
     result = export_hf(FIXTURE / "run", tmp_path / "hf", dtype="fp32", verify=True)
     assert result.mismatches == []

@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 
-from mfsdp_ckpt.hf_config import HFConfigError, check_geometry
+from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry
 from trainer.config_yaml import YAMLConfigError, parse_yaml, read_yaml_file
 from trainer import verl_keys
 from mfsdp_ckpt.errors import MfsdpUsageError

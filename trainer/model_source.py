@@ -92,7 +92,7 @@ def load_checkpoint_weights(model, source: ModelSource) -> None:
     validate's first error before a byte is read, as export does."""
     import torch
 
-    from mfsdp_ckpt.export_hf import (
+    from mfsdp_ckpt.convert.export_hf import (
         ExportError,
         ExportUsageError,
         _resolve_source,

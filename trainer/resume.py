@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mfsdp_ckpt.checkpointer import Checkpointer
-from mfsdp_ckpt.hf_config import HFConfigError, load_hf_config
+from mfsdp_ckpt.convert.hf_config import HFConfigError, load_hf_config
 from mfsdp_ckpt.format.layout import CheckpointPaths
 from mfsdp_ckpt.errors import MfsdpUsageError
 

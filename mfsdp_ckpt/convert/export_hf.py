@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dtypes import BFLOAT16, BY_NAME, FLOAT16, FLOAT32, DType
-from mfsdp_ckpt.hf_config import (
+from mfsdp_ckpt.convert.hf_config import (
     ExpectedWeights,
     MAX_LAYERS,
     HFConfigError,
@@ -53,7 +53,7 @@ from mfsdp_ckpt.hf_config import (
     read_config_json,
     weights_from_table,
 )
-from mfsdp_ckpt.name_maps import (
+from mfsdp_ckpt.convert.name_maps import (
     COPY,
     LAYOUTS,
     Geometry,
@@ -733,7 +733,7 @@ def export_hf(
     into `out_dir`; `role` picks verl's actor (default) or critic (refused: not an LM).
 
     A LoRA checkpoint is merged onto its base model, or with `adapter_only` written as a
-    PEFT adapter dir (`mfsdp_ckpt.lora_export`).
+    PEFT adapter dir (`mfsdp_ckpt.convert.lora_export`).
 
     Raises ExportUsageError / CheckpointPathError / OutputDirError (bad usage), ExportError
     (NonFiniteError: a weight holds NaN/Inf, unless `allow_nonfinite`),
@@ -741,7 +741,7 @@ def export_hf(
     OSError (disk full, unwritable). On any failure nothing is left at `out_dir`, and
     `overwrite` replaces only an empty directory or an earlier export (`out_dir.py`).
     """
-    from mfsdp_ckpt.lora_export import export_lora, lora_manifest  # it builds on this module
+    from mfsdp_ckpt.convert.lora_export import export_lora, lora_manifest  # it builds on this module
 
     if adapter_only or lora_manifest(ckpt) is not None:
         return export_lora(

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.format import layout, state_keys
 from mfsdp_ckpt.format.dtypes import BY_NAME, DType
-from mfsdp_ckpt.export_hf import (
+from mfsdp_ckpt.convert.export_hf import (
     ExportError,
     ExportResult,
     ExportUsageError,
@@ -40,7 +40,7 @@ from mfsdp_ckpt.export_hf import (
     choose_dtype,
     load_config,
 )
-from mfsdp_ckpt.hf_config import HFConfigError
+from mfsdp_ckpt.convert.hf_config import HFConfigError
 from mfsdp_ckpt.lora import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,

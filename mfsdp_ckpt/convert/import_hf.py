@@ -39,7 +39,7 @@ from pathlib import Path
 
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dtypes import DType
-from mfsdp_ckpt.export_hf import (
+from mfsdp_ckpt.convert.export_hf import (
     DTYPES,
     ExportUsageError,
     Progress,
@@ -47,10 +47,10 @@ from mfsdp_ckpt.export_hf import (
     _check_out_dir,
     load_config,
 )
-from mfsdp_ckpt.hf_config import HFConfigError, expected_weights_for
+from mfsdp_ckpt.convert.hf_config import HFConfigError, expected_weights_for
 from mfsdp_ckpt.format.manifest import FileRecord, Manifest, hash_files
 from mfsdp_ckpt.storage.out_dir import claim_output
-from mfsdp_ckpt.name_maps import (
+from mfsdp_ckpt.convert.name_maps import (
     LAYOUTS,
     MCORE,
     MCORE_IMPORT_FAMILIES,
