@@ -57,7 +57,7 @@ Examples:
 @ROLE_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 def inspect(path: str, role: str | None, as_json: bool) -> None:
-    from mfsdp_ckpt.inspect import describe_checkpoint, format_description
+    from mfsdp_ckpt.check.describe import describe_checkpoint, format_description
 
     description = describe_checkpoint(path, role=role)
     _say_note(description["note"])
@@ -106,7 +106,7 @@ Examples:
 def validate(
     path: str, role: str | None, deep: bool, strict: bool, hf_config: str | None, as_json: bool
 ) -> None:
-    from mfsdp_ckpt.validate import validate_checkpoint
+    from mfsdp_ckpt.check.validate import validate_checkpoint
 
     with _progress_bar(enabled=deep and not as_json, unit="tensor") as progress:
         report = validate_checkpoint(

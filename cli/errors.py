@@ -27,7 +27,7 @@ T = TypeVar("T")
 
 
 def fail(message: str, code: int = EXIT_FAILED) -> None:
-    from mfsdp_ckpt.printable import printable  # messages quote names from checkpoints
+    from mfsdp_ckpt.check.printable import printable  # messages quote names from checkpoints
 
     click.echo(f"error: {printable(message)}", err=True)
     sys.exit(code)

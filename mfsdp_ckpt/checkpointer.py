@@ -48,7 +48,7 @@ from mfsdp_ckpt.format.manifest import (
 )
 from mfsdp_ckpt.storage.safe_dcp import SafeFileSystemReader, SafeLoadPlanner
 from mfsdp_ckpt.storage.staging import HostStager
-from mfsdp_ckpt.validate import invalid_checkpoint, manifest_hash_errors, require_valid
+from mfsdp_ckpt.check.validate import invalid_checkpoint, manifest_hash_errors, require_valid
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 
 log = logging.getLogger(__name__)  # INFO: what each save and load cost (`mfsdp -v ...`)

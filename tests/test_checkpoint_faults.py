@@ -19,7 +19,7 @@ from distributed_helpers import run_distributed
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.storage.reader import CheckpointFormatError, CheckpointReader
 from mfsdp_ckpt.format.safe_metadata import UnsafeMetadataError, load_metadata
-from mfsdp_ckpt.validate import validate_checkpoint
+from mfsdp_ckpt.check.validate import validate_checkpoint
 
 
 @pytest.fixture(scope="module")

@@ -118,8 +118,8 @@ def test_dtype_records_match_torch():
 def test_reading_validating_and_inspecting_load_no_dcp(dist_ckpt):
     body = (
         "from mfsdp_ckpt.storage.reader import CheckpointReader\n"
-        "from mfsdp_ckpt.validate import validate_checkpoint\n"
-        "from mfsdp_ckpt.inspect import describe_checkpoint\n"
+        "from mfsdp_ckpt.check.validate import validate_checkpoint\n"
+        "from mfsdp_ckpt.check.describe import describe_checkpoint\n"
         "reader = CheckpointReader(sys.argv[2])\n"
         "assert reader.read_tensor('model.w').shape == (6, 4), reader.tensors\n"
         "assert reader.read_object('extra.step') == 1\n"

@@ -37,7 +37,7 @@ sys.path.insert(0, sys.argv[1])
 from mfsdp_ckpt.storage.reader import CheckpointReader, CheckpointFormatError
 from mfsdp_ckpt.format.safe_metadata import UnsafeMetadataError, load_metadata_bytes
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
-from mfsdp_ckpt.validate import validate_checkpoint
+from mfsdp_ckpt.check.validate import validate_checkpoint
 
 def unpickle(target):
     load_metadata_bytes(open(target, "rb").read())

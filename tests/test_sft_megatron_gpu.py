@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from mfsdp_ckpt.storage.reader import CheckpointReader
-from mfsdp_ckpt.validate import validate_checkpoint
+from mfsdp_ckpt.check.validate import validate_checkpoint
 from tests.sft_support import REPO, write_chat_jsonl
 from trainer.metrics import read_metrics
 

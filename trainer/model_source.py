@@ -99,7 +99,7 @@ def load_checkpoint_weights(model, source: ModelSource) -> None:
         convert,
         plan_export,
     )
-    from mfsdp_ckpt.validate import require_valid
+    from mfsdp_ckpt.check.validate import require_valid
 
     assert source.checkpoint is not None
     require_valid(source.checkpoint, manifest_only=True)

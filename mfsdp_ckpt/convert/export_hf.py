@@ -70,7 +70,7 @@ from mfsdp_ckpt.storage.reader import CheckpointReader, TensorEntry, chunk_cover
 from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE, ShardedSafetensorsWriter
 from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError
 from mfsdp_ckpt.storage.tensorstore_store import is_url, join_location, open_store
-from mfsdp_ckpt.validate import manifest_hash_errors, require_valid
+from mfsdp_ckpt.check.validate import manifest_hash_errors, require_valid
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 
 if TYPE_CHECKING:

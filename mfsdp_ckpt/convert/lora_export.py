@@ -58,7 +58,7 @@ from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from mfsdp_ckpt.storage.safetensors_writer import SINGLE_FILE, ShardedSafetensorsWriter, Spec
 from mfsdp_ckpt.storage.tensorstore_store import is_url
-from mfsdp_ckpt.validate import (
+from mfsdp_ckpt.check.validate import (
     ERROR,
     invalid_checkpoint,
     manifest_hash_errors,

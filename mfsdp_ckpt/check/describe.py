@@ -8,7 +8,7 @@ from collections import Counter
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format.manifest import read_manifest
-from mfsdp_ckpt.printable import printable
+from mfsdp_ckpt.check.printable import printable
 from mfsdp_ckpt.storage.reader import CheckpointReader, ObjectEntry
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
@@ -93,7 +93,7 @@ def describe_checkpoint(path: str | os.PathLike, *, role: str | None = None) -> 
 
 
 def format_description(description: dict) -> str:
-    """The description as terminal text: names escaped and cut (mfsdp_ckpt.printable), so a
+    """The description as terminal text: names escaped and cut (mfsdp_ckpt.check.printable), so a
     crafted name can neither drive the terminal nor widen every line of the table."""
     lines = [
         f"checkpoint  {printable(description['checkpoint'])}",

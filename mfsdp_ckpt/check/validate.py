@@ -22,7 +22,7 @@ from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.format import layout, state_keys
 from mfsdp_ckpt.lora import check_base_model
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, hash_files, read_manifest, sha256_file
-from mfsdp_ckpt.printable import printable
+from mfsdp_ckpt.check.printable import printable
 from mfsdp_ckpt.storage.reader import (
     CheckpointFormatError,
     CheckpointReader,
