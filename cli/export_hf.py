@@ -143,8 +143,9 @@ def export_hf(
       mfsdp ckpt export-hf runs/sft-lora --out hf/lora-adapter --adapter-only
     """
     # Tensors are allocated and freed one after another; with transparent huge pages torch
-    # faults them in 2 MiB at a time instead of 4 KiB (measured 2-5x faster reads, see
-    # docs/benchmarks.md). Read by torch at its first large allocation, so set it first.
+    # faults them in 2 MiB pages instead of 4 KiB ones, fewer faults per tensor (the
+    # settings docs/benchmarks.md's export runs use). Read by torch at its first large
+    # allocation, so set it first.
     os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
     from mfsdp_ckpt.convert.export_hf import export_hf as run_export
     from mfsdp_ckpt.convert.export_hf import parse_size

@@ -35,7 +35,7 @@ from trainer.resume import new_progress, resume_if_any
 from trainer.strategies import make_strategy
 from trainer.strategies.base import Strategy
 
-H200_BF16_PEAK_TFLOPS = 790.0  # measured dense bf16 matmul peak of one H200 (docs/benchmarks.md)
+H200_BF16_PEAK_TFLOPS = 790.0  # 1xH200's bf16 matmul peak: bench/matmul_peak.py, best 791 (docs/benchmarks.md)
 
 
 @dataclass

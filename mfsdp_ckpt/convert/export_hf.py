@@ -18,8 +18,8 @@ How it stays small and fast:
 * no torch unless a tensor's values change: planning, the kernel copy and every check
   before it use plain dtype records (`mfsdp_ckpt.format.dtypes`). torch is imported where a cast,
   a split or `--verify` first needs it, or a blob is not raw bytes and must be decoded.
-  Its import costs ~1.5 s on a 2-core machine, which is what kept fp32 export above
-  1.2x `cp` at 1.5B and 3B (docs/benchmarks.md).
+  Its import is a start-up cost on the order of `cp`'s whole copy (bench/export_hf.py's
+  "start-up + import torch" row, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -485,9 +485,7 @@ def _run_tasks(
 _NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF}
 # A cast converts this many elements at a time (4 MiB of fp32 in, 2 MiB of bf16 out): small
 # enough that the piece just read is still in cache when it is cast and the cast still in
-# cache when it is written. At 1.5B in bf16 the read-cast-write loop took 1.3 s at 1M
-# elements against 4.6 s at 2M and 6-8 s at 16M (docs/benchmarks.md); mapping the source
-# instead of reading it was no faster at this size.
+# cache when it is written.
 STREAM_PIECE_ELEMENTS = 1 << 20
 
 

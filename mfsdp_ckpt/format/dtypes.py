@@ -2,8 +2,8 @@
 
 Export copies a tensor that keeps its name and dtype file-to-file in the kernel: all it
 needs to know of the dtype is its size, whether it is floating point and its safetensors
-code. Importing torch costs ~1.5 s of start-up on a 2-core machine, about as long as `cp`
-takes to copy a 1.5B model (docs/benchmarks.md). So the offline path (metadata, the
+code. Importing torch is a start-up cost on the order of `cp`'s whole copy of a model
+(bench/export_hf.py's "start-up + import torch" row, docs/benchmarks.md). So the offline path (metadata, the
 reader's tables, export planning, safetensors headers) names dtypes by these records, and
 only code that computes on tensor data (a cast, a QKV split, torch.load of a blob) imports
 torch, through `DType.torch`.

@@ -15,7 +15,7 @@ start-up), `load_metadata[_bytes]` builds DCP's own classes, which `dcp.load` ne
 The pickle also names three things of torch itself: dtypes (`torch.float32`), `torch.Size`
 and a layout (`torch.serialization._get_layout("torch.strided")`). The plain table maps
 them to `mfsdp_ckpt.format.dtypes` records, `tuple` and the layout's name, so reading metadata
-imports no torch at all (~1.5 s of export start-up, docs/benchmarks.md).
+imports no torch at all (its import is export's start-up cost: bench/export_hf.py).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ protocol relies on:
 - a failed write in any of DCP's writer threads fails the save on that rank (torch only
   prints it and goes on, which could commit a checkpoint with data missing);
 - every data file is hashed (sha256) as its bytes are written, so the manifest needs no
-  second pass over ~10 GB per rank: the digest is of exactly the bytes handed to the
+  second pass over every byte a rank wrote: the digest is of exactly the bytes handed to the
   kernel, which is what a re-read from the page cache would have hashed;
 - fault injection for crash-safety tests (`mid_file`: SIGKILL with a file half written).
 """

@@ -9,7 +9,7 @@ Megatron-core's fsdp_dtensor checkpoints.
 The tables (and everything export plans from them) need no torch: dtypes are
 `mfsdp_ckpt.format.dtypes` records. torch is imported only to decode a blob into a tensor
 (`read_chunk`, `read_tensor`, `read_object`), so a caller that only copies raw bytes
-(`raw_payload_offset`) never pays its ~1.5 s import.
+(`raw_payload_offset`) never pays for its import.
 """
 
 from __future__ import annotations

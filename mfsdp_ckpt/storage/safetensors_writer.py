@@ -116,8 +116,8 @@ class ShardedSafetensorsWriter:
         self._written: set[str] = set()
         self._lock = threading.Lock()
         # One writer per file at a time: concurrent buffered writes into one ext4 file
-        # contend on its inode and page-cache locks and ran 2-10x slower than one thread
-        # writing big pieces (docs/benchmarks.md); the other threads read and convert.
+        # contend on its inode and page-cache locks, slower than one thread writing big
+        # pieces; the other threads read and convert.
         self._file_locks = {file: threading.Lock() for file in self.files}
 
     @property
