@@ -258,7 +258,9 @@ class Checkpointer:
     def close(self) -> None:
         self.wait()
 
-    def _save_in_background(self, staged: dict, writer: CheckedWriter, pending: _PendingSave) -> None:
+    def _save_in_background(
+        self, staged: dict, writer: CheckedWriter, pending: _PendingSave
+    ) -> None:
         try:
             self._write(staged, writer, pending)
         except BaseException as err:  # surfaced by wait() in the training thread

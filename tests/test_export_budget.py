@@ -9,11 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from mfsdp_ckpt.convert import export_hf
+from mfsdp_ckpt.convert import export_scheduler
 
 
 def test_acquire_after_stop_takes_nothing():
-    budget, stop = export_hf._ByteBudget(10), threading.Event()
+    budget, stop = export_scheduler._ByteBudget(10), threading.Event()
     assert budget.acquire(8, stop)
     stop.set()
     assert not budget.acquire(8, stop)  # would wait for room: gives up instead
@@ -24,12 +24,12 @@ def test_acquire_after_stop_takes_nothing():
 def test_budget_is_back_to_zero_after_a_failed_export(monkeypatch):
     budgets = []
 
-    class RecordedBudget(export_hf._ByteBudget):
+    class RecordedBudget(export_scheduler._ByteBudget):
         def __init__(self, limit: int):
             super().__init__(limit)
             budgets.append(self)
 
-    monkeypatch.setattr(export_hf, "_ByteBudget", RecordedBudget)
+    monkeypatch.setattr(export_scheduler, "_ByteBudget", RecordedBudget)
     items = [SimpleNamespace(source=f"t{i}") for i in range(8)]
     plan = SimpleNamespace(ordered_items=lambda: items)
 
@@ -40,6 +40,6 @@ def test_budget_is_back_to_zero_after_a_failed_export(monkeypatch):
         return 10
 
     with pytest.raises(OSError):
-        export_hf._run_tasks(plan, work, workers=4, buffer_bytes=10, progress=None,
+        export_scheduler._run_tasks(plan, work, workers=4, buffer_bytes=10, progress=None,
                              total_bytes=80, cost=lambda _plan, _item: 10)
     assert budgets[0].in_flight == 0

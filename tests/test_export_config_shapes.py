@@ -9,7 +9,7 @@ import json
 import pytest
 from transformers import LlamaConfig, Qwen2Config, Qwen3Config
 
-from mfsdp_ckpt.convert.export_hf import JsonConfig, _expected_weights, load_config
+from mfsdp_ckpt.convert.export_source import JsonConfig, _expected_weights, load_config
 from mfsdp_ckpt.convert.hf_config import expected_weights, load_hf_config
 
 SMALL = dict(vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=2, num_attention_heads=4)

@@ -435,14 +435,16 @@ def _check_mapped_against_config(
 ) -> None:
     """Weights not named as in transformers (Megatron-core's GPTModel): map them as export
     would and check every resulting shape against the config, before anyone exports."""
-    from mfsdp_ckpt.convert import export_hf
+    from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError
+    from mfsdp_ckpt.convert.export_plan import plan_export
+    from mfsdp_ckpt.convert.export_source import load_config, source_for
     from mfsdp_ckpt.convert.hf_config import HFConfigError
 
     try:
-        config = export_hf.load_config(config_file)
-        source = export_hf.source_for(paths, reader)
-        export_hf.plan_export(source, config)
-    except (export_hf.ExportError, export_hf.ExportUsageError, HFConfigError) as err:
+        config = load_config(config_file)
+        source = source_for(paths, reader)
+        plan_export(source, config)
+    except (ExportError, ExportUsageError, HFConfigError) as err:
         report.add(
             ERROR, config_file, f"the weights do not fit this config: {str(err).split(': ', 1)[-1]}"
         )

@@ -39,14 +39,11 @@ from pathlib import Path
 
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dtypes import DType
-from mfsdp_ckpt.convert.export_hf import (
-    DTYPES,
-    ExportUsageError,
-    Progress,
-    _asset_files,
-    _check_out_dir,
-    load_config,
-)
+from mfsdp_ckpt.convert.export_errors import ExportUsageError
+from mfsdp_ckpt.convert.export_hf import _check_out_dir
+from mfsdp_ckpt.convert.export_plan import DTYPES
+from mfsdp_ckpt.convert.export_scheduler import Progress
+from mfsdp_ckpt.convert.export_source import _asset_files, load_config
 from mfsdp_ckpt.convert.hf_config import HFConfigError, expected_weights_for
 from mfsdp_ckpt.format.manifest import FileRecord, Manifest, hash_files
 from mfsdp_ckpt.storage.out_dir import claim_output

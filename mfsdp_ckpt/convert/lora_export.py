@@ -27,19 +27,12 @@ from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.format import layout, state_keys
 from mfsdp_ckpt.format.dtypes import BY_NAME, DType
-from mfsdp_ckpt.convert.export_hf import (
-    ExportError,
-    ExportResult,
-    ExportUsageError,
-    ExportVerifyError,
-    Progress,
-    _asset_files,
-    _bits,
-    _check_out_dir,
-    _set_config_dtype,
-    choose_dtype,
-    load_config,
-)
+from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, ExportVerifyError
+from mfsdp_ckpt.convert.export_hf import ExportResult, _check_out_dir, _set_config_dtype
+from mfsdp_ckpt.convert.export_plan import choose_dtype
+from mfsdp_ckpt.convert.export_scheduler import Progress
+from mfsdp_ckpt.convert.export_source import _asset_files, load_config
+from mfsdp_ckpt.convert.export_verify import _bits
 from mfsdp_ckpt.convert.hf_config import HFConfigError
 from mfsdp_ckpt.lora import (
     ADAPTER_CONFIG_FILE,

@@ -3,8 +3,8 @@
 tensorstore issues byte-range reads concurrently from its own thread pool and releases
 the GIL while waiting, so export workers overlap their reads. `open_store` picks the
 store from the location: plain paths use `LocalByteStore` (os.pread: tensorstore is
-slower on local disk, `bench/export_hf.py --io tensorstore` in docs/benchmarks.md), `file://`, `gs://`, `s3://`, `http(s)://` URLs
-use tensorstore. `--io tensorstore` forces it for a local path.
+slower on local disk, `bench/export_hf.py --io tensorstore` in docs/benchmarks.md);
+`file://`, `gs://`, `s3://`, `http(s)://` URLs use tensorstore. `--io tensorstore` forces it for a local path.
 """
 
 from __future__ import annotations
