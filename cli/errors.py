@@ -13,7 +13,7 @@ from __future__ import annotations
 import errno
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -26,7 +26,8 @@ EXIT_INTERRUPTED = 130
 T = TypeVar("T")
 
 
-def fail(message: str, code: int = EXIT_FAILED) -> None:
+def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
+    """Print `error: <message>` (names from checkpoints made printable) and exit with `code`."""
     from mfsdp_ckpt.check.printable import printable  # messages quote names from checkpoints
 
     click.echo(f"error: {printable(message)}", err=True)
@@ -50,7 +51,6 @@ def report_errors(run: Callable[[], T]) -> T:
         fail(str(err), EXIT_FAILED)
     except KeyboardInterrupt:
         fail("interrupted", EXIT_INTERRUPTED)
-    raise AssertionError("unreachable: fail() exits")
 
 
 class MfsdpGroup(click.Group):
