@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from mfsdp_ckpt.format import layout
-from mfsdp_ckpt.format.safe_metadata import load_metadata
+from mfsdp_ckpt.format.dcp_metadata import load_metadata
 
 REPO = Path(__file__).resolve().parents[1]
 BUDGET = 3 << 29  # 1.5 GiB above the process after imports: the 1 GiB target plus the tiny model's tensors

@@ -34,7 +34,7 @@ if str(REPO) not in sys.path:  # the report script imports this module from outs
 from cli.main import app  # noqa: E402
 from mfsdp_ckpt.format import layout  # noqa: E402
 from mfsdp_ckpt.checkpointer import KILL_AT_ENV as KILL_ENV  # noqa: E402
-from mfsdp_ckpt.format.safe_metadata import load_metadata  # noqa: E402
+from mfsdp_ckpt.format.dcp_metadata import load_metadata  # noqa: E402
 from tests.sft_support import write_chat_jsonl  # noqa: E402
 
 CONFIG = str(REPO / "examples" / "sft_tiny_cpu.yaml")

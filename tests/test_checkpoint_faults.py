@@ -18,7 +18,7 @@ from cli.main import app
 from distributed_helpers import run_distributed
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.storage.reader import CheckpointFormatError, CheckpointReader
-from mfsdp_ckpt.format.safe_metadata import UnsafeMetadataError, load_metadata
+from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError, load_metadata
 from mfsdp_ckpt.check.validate import validate_checkpoint
 
 

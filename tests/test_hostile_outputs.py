@@ -29,7 +29,7 @@ from cli.main import app
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.storage.out_dir import OutputDirError, claim_output
-from mfsdp_ckpt.format.safe_metadata import load_metadata
+from mfsdp_ckpt.format.dcp_metadata import load_metadata
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
 REPO = Path(__file__).resolve().parents[1]

@@ -2,7 +2,7 @@
 
 `torch.distributed.checkpoint` drags in DTensor, torch.fx and sympy (0.65 s quiet, seconds
 under load), and transformers more: start-up is the largest cost of exporting a small model
-(docs/benchmarks.md). The reader unpickles `.metadata` into `mfsdp_ckpt.format.plain_metadata`
+(docs/benchmarks.md). The reader unpickles `.metadata` into `mfsdp_ckpt.format.dcp_metadata`
 instead of DCP's classes; this holds the stand-ins equal to what DCP itself reads.
 
 An export that changes no tensor's values (fp32 from fp32) imports no torch at all: its
@@ -25,7 +25,7 @@ import torch
 from mfsdp_ckpt.format import dtypes, layout
 from mfsdp_ckpt.checkpointer import Checkpointer
 from mfsdp_ckpt.storage.reader import _tensor_layout
-from mfsdp_ckpt.format.safe_metadata import load_metadata_bytes, load_plain_metadata_bytes
+from mfsdp_ckpt.format.dcp_metadata import load_metadata_bytes, load_plain_metadata_bytes
 
 REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("torch.distributed.checkpoint", "torch.distributed.tensor", "transformers")
@@ -154,7 +154,7 @@ def test_plain_metadata_reads_the_same_values_as_dcp(dist_ckpt):
     raw = (dist_ckpt / layout.DCP_METADATA_FILE).read_bytes()
     real, plain = load_metadata_bytes(raw), load_plain_metadata_bytes(raw)
     assert isinstance(real, Metadata) and not isinstance(plain, Metadata)
-    assert type(plain).__module__ == "mfsdp_ckpt.format.plain_metadata"
+    assert type(plain).__module__ == "mfsdp_ckpt.format.dcp_metadata"
     assert _summary(plain) == _summary(real)
     assert len(_summary(plain)[1]) == 3  # two tensors and one object, each with its storage entry
 

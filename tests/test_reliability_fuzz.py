@@ -24,7 +24,7 @@ from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.checkpointer import Checkpointer
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError
 from mfsdp_ckpt.storage.reader import CheckpointFormatError, CheckpointReader, chunk_coverage_problems
-from mfsdp_ckpt.format.safe_metadata import UnsafeMetadataError
+from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
 DOCUMENTED = (UnsafeMetadataError, CheckpointFormatError, CheckpointFileError)

@@ -26,7 +26,7 @@ from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, Metadata
 
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.checkpointer import Checkpointer
-from mfsdp_ckpt.format.safe_metadata import load_metadata
+from mfsdp_ckpt.format.dcp_metadata import load_metadata
 
 REPO = Path(__file__).resolve().parents[1]
 MAX_GROWTH_MIB = 200  # what torch itself may touch on the way; a refused bomb is GiBs
@@ -35,7 +35,7 @@ PROBE = r"""
 import json, resource, sys
 sys.path.insert(0, sys.argv[1])
 from mfsdp_ckpt.storage.reader import CheckpointReader, CheckpointFormatError
-from mfsdp_ckpt.format.safe_metadata import UnsafeMetadataError, load_metadata_bytes
+from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError, load_metadata_bytes
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.check.validate import validate_checkpoint
 

@@ -46,7 +46,7 @@ from hostile_builders import (
 )
 from mfsdp_ckpt.format import dtypes, layout
 from mfsdp_ckpt.format.restricted_pickle import DEFAULT_MAX_OPS
-from mfsdp_ckpt.format.safe_metadata import (
+from mfsdp_ckpt.format.dcp_metadata import (
     UnsafeMetadataError,
     _dcp_classes,
     _plain_classes,
@@ -157,7 +157,7 @@ def test_every_opcode_counts_against_the_limit(opcode, table):
     """Each object-making opcode, flooded past a small limit, is refused by count (the
     full-size flood runs in test_metadata_floods_...: seconds, so once)."""
     from mfsdp_ckpt.format.restricted_pickle import PickleRefused, restricted_loads
-    from mfsdp_ckpt.format.safe_metadata import _records
+    from mfsdp_ckpt.format.dcp_metadata import _records
 
     allowed = _plain_classes() if table == "plain" else _dcp_classes()
     data = b"\x80\x02" + RECORD + FLOODS[opcode] * 20_000 + b"."

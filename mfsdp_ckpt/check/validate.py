@@ -29,7 +29,7 @@ from mfsdp_ckpt.storage.reader import (
     chunk_backing_problem,
     chunk_coverage_problems,
 )
-from mfsdp_ckpt.format.safe_metadata import UnsafeMetadataError
+from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.errors import MfsdpFailedError
 

@@ -15,7 +15,7 @@ tensor in memory, where the kernel could copy the bytes file to file. So the two
   and computing it would mean reading every byte); the small records carry real CRCs,
   which Python's zipfile checks when the offline reader looks at `data.pkl`;
 * `.metadata` is DCP's `Metadata` pickled as FileSystemWriter pickles it; the objects are
-  `plain_metadata`'s stand-ins, written under DCP's class names (`DcpMetadataPickler`).
+  `dcp_metadata`'s stand-ins, written under DCP's class names (`DcpMetadataPickler`).
 
 tests/test_torch_save_format.py holds both to torch: `torch.load` of a blob equals the
 tensor, and the unpickled `.metadata` equals the one `dcp.save` writes field for field.
@@ -33,7 +33,7 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from mfsdp_ckpt.format import plain_metadata
+from mfsdp_ckpt.format import dcp_metadata
 from mfsdp_ckpt.format.dtypes import DType
 
 ALIGNMENT = 64  # torch's record alignment (its `.storage_alignment`)
@@ -213,23 +213,23 @@ _GET_LAYOUT = _Global("torch.serialization", "_get_layout")
 _DCP_CLASSES = {
     cls: _Global("torch.distributed.checkpoint.metadata", cls.__name__)
     for cls in (
-        plain_metadata.Metadata,
-        plain_metadata.TensorStorageMetadata,
-        plain_metadata.TensorProperties,
-        plain_metadata.ChunkStorageMetadata,
-        plain_metadata.BytesStorageMetadata,
-        plain_metadata.MetadataIndex,
-        plain_metadata.StorageMeta,
-        plain_metadata._MEM_FORMAT_ENCODING,
+        dcp_metadata.Metadata,
+        dcp_metadata.TensorStorageMetadata,
+        dcp_metadata.TensorProperties,
+        dcp_metadata.ChunkStorageMetadata,
+        dcp_metadata.BytesStorageMetadata,
+        dcp_metadata.MetadataIndex,
+        dcp_metadata.StorageMeta,
+        dcp_metadata._MEM_FORMAT_ENCODING,
     )
 }
-_DCP_CLASSES[plain_metadata._StorageInfo] = _Global(
+_DCP_CLASSES[dcp_metadata._StorageInfo] = _Global(
     "torch.distributed.checkpoint.filesystem", "_StorageInfo"
 )
 
 
 class DcpMetadataPickler(pickle._Pickler):
-    """Pickles `plain_metadata` objects as DCP's own classes, dtypes as `torch.<name>`.
+    """Pickles `dcp_metadata` objects as DCP's own classes, dtypes as `torch.<name>`.
 
     The pure-Python pickler is used because its `save_global` can be told a name without
     importing the module (the C pickler would import torch to check it)."""
@@ -242,7 +242,7 @@ class DcpMetadataPickler(pickle._Pickler):
             return (_TORCH_SIZE, (tuple(obj),))
         if isinstance(obj, (DType, _Global)):
             return obj.name  # written as a global by save_global
-        if isinstance(obj, plain_metadata.TensorProperties):  # DCP's __getstate__ is this tuple
+        if isinstance(obj, dcp_metadata.TensorProperties):  # DCP's __getstate__ is this tuple
             layout = (_GET_LAYOUT, (obj.layout or "torch.strided",))
             state = (
                 obj.dtype,
@@ -252,7 +252,7 @@ class DcpMetadataPickler(pickle._Pickler):
                 obj.pin_memory,
             )
             return (copyreg.__newobj__, (type(obj),), state)
-        if isinstance(obj, plain_metadata._StorageInfo):  # DCP leaves None fields out
+        if isinstance(obj, dcp_metadata._StorageInfo):  # DCP leaves None fields out
             return (
                 copyreg.__newobj__,
                 (type(obj),),
@@ -277,16 +277,16 @@ class _Reduced:
         self.func, self.args = func, args
 
 
-def tensor_metadata(dtype: DType, shape: Sequence[int]) -> plain_metadata.TensorStorageMetadata:
+def tensor_metadata(dtype: DType, shape: Sequence[int]) -> dcp_metadata.TensorStorageMetadata:
     """One whole-tensor entry (a single chunk at offset 0), as a one-rank save records it."""
-    properties = plain_metadata.TensorProperties(dtype=dtype, layout="torch.strided")
+    properties = dcp_metadata.TensorProperties(dtype=dtype, layout="torch.strided")
     zeros, size = Size([0] * len(shape)), Size(shape)
-    return plain_metadata.TensorStorageMetadata(
-        properties, size, [plain_metadata.ChunkStorageMetadata(offsets=zeros, sizes=size)]
+    return dcp_metadata.TensorStorageMetadata(
+        properties, size, [dcp_metadata.ChunkStorageMetadata(offsets=zeros, sizes=size)]
     )
 
 
-def dump_metadata(metadata: plain_metadata.Metadata) -> bytes:
+def dump_metadata(metadata: dcp_metadata.Metadata) -> bytes:
     out = io.BytesIO()
     DcpMetadataPickler(out).dump(metadata)
     return out.getvalue()

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mfsdp_ckpt.format import plain_metadata
+from mfsdp_ckpt.format import dcp_metadata
 from mfsdp_ckpt.format.dtypes import BY_NAME, DType
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE, fsync_path
 from mfsdp_ckpt.format.manifest import FileRecord
@@ -79,7 +79,7 @@ class StreamingDcpWriter:
         self.hash_data, self.file_bytes = hash_data, file_bytes
         self._files: list[_DataFile] = []
         self._entries: dict[str, Any] = {}
-        self._storage: dict[plain_metadata.MetadataIndex, plain_metadata._StorageInfo] = {}
+        self._storage: dict[dcp_metadata.MetadataIndex, dcp_metadata._StorageInfo] = {}
         self._planner: dict[str, tuple[str, ...]] = {}
         self._open_next()
 
@@ -147,15 +147,15 @@ class StreamingDcpWriter:
         blob, start = object_blob(value), file.size
         _pwrite_all(file.fd, memoryview(blob), start)
         file.size = start + len(blob)
-        self._record(key, plain_metadata.BytesStorageMetadata(), None, start)
+        self._record(key, dcp_metadata.BytesStorageMetadata(), None, start)
 
     def _record(self, key: str, entry: Any, offsets: Size | None, start: int) -> None:
         file = self._file
         if file.hasher is not None:
             file.hasher.advance(file.size)
         self._entries[key] = entry
-        index = plain_metadata.MetadataIndex(key, offsets)
-        self._storage[index] = plain_metadata._StorageInfo(file.name, start, file.size - start)
+        index = dcp_metadata.MetadataIndex(key, offsets)
+        self._storage[index] = dcp_metadata._StorageInfo(file.name, start, file.size - start)
 
     def finish(self) -> dict[str, FileRecord | None]:
         """fsync the data, write `.metadata`; returns the files written, each with its size
@@ -167,11 +167,11 @@ class StreamingDcpWriter:
             file.fd = -1
         for file in self._files:
             records[file.name] = file.hasher.finish() if file.hasher else None
-        metadata = plain_metadata.Metadata(
+        metadata = dcp_metadata.Metadata(
             state_dict_metadata=self._entries,
             planner_data=self._planner,
             storage_data=self._storage,
-            storage_meta=plain_metadata.StorageMeta(save_id=str(uuid.uuid4())),
+            storage_meta=dcp_metadata.StorageMeta(save_id=str(uuid.uuid4())),
             version=DCP_VERSION,
         )
         pickled = dump_metadata(metadata)

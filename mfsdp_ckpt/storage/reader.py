@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mfsdp_ckpt.format import dtypes, plain_metadata
+from mfsdp_ckpt.format import dcp_metadata, dtypes
 from mfsdp_ckpt.format.blob_guard import blob_pickle, check_blob, open_blob
 from mfsdp_ckpt.errors import CheckpointFormatError, UnsafeMetadataError
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
-from mfsdp_ckpt.format.metadata_schema import MAX_INT
+from mfsdp_ckpt.format.dcp_metadata import MAX_INT
 from mfsdp_ckpt.format.restricted_pickle import restricted_loads
-from mfsdp_ckpt.format.safe_metadata import MAX_METADATA_BYTES, load_plain_metadata_bytes
+from mfsdp_ckpt.format.dcp_metadata import MAX_METADATA_BYTES, load_plain_metadata_bytes
 from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError, LocalByteStore, RangeFile
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ def _storage_location(storage_data: dict, key: str, index: Any) -> tuple[str | N
     return relative_path, offset, length, tuple(transforms)
 
 
-def parse_metadata(md: plain_metadata.Metadata) -> tuple[dict[str, TensorEntry], dict[str, ObjectEntry]]:
+def parse_metadata(md: dcp_metadata.Metadata) -> tuple[dict[str, TensorEntry], dict[str, ObjectEntry]]:
     """Normalize DCP metadata into checked, plain tables. Raises on malformed entries."""
     storage_data = getattr(md, "storage_data", None)
     storage_data = storage_data if isinstance(storage_data, dict) else {}
@@ -127,11 +127,11 @@ def parse_metadata(md: plain_metadata.Metadata) -> tuple[dict[str, TensorEntry],
     for key, item in md.state_dict_metadata.items():
         if not isinstance(key, str):
             raise CheckpointFormatError(f"state dict key {key!r} is not a string")
-        if isinstance(item, plain_metadata.BytesStorageMetadata):
-            location = _storage_location(storage_data, key, plain_metadata.MetadataIndex(key))
+        if isinstance(item, dcp_metadata.BytesStorageMetadata):
+            location = _storage_location(storage_data, key, dcp_metadata.MetadataIndex(key))
             objects[key] = ObjectEntry(key, *location)
             continue
-        if not isinstance(item, plain_metadata.TensorStorageMetadata):
+        if not isinstance(item, dcp_metadata.TensorStorageMetadata):
             raise CheckpointFormatError(f"{key}: unknown metadata entry {type(item).__name__}")
         shape = _int_tuple(getattr(item, "size", None), f"{key}: shape")
         dtype = getattr(getattr(item, "properties", None), "dtype", None)
@@ -150,7 +150,7 @@ def parse_metadata(md: plain_metadata.Metadata) -> tuple[dict[str, TensorEntry],
                 raise CheckpointFormatError(
                     f"{key}: chunk rank {len(offsets)}/{len(sizes)} differs from tensor rank {len(shape)}"
                 )
-            index = plain_metadata.MetadataIndex(key, offsets)
+            index = dcp_metadata.MetadataIndex(key, offsets)
             location = _storage_location(storage_data, key, index)
             chunks.append(Chunk(offsets, sizes, *location))
         tensors[key] = TensorEntry(key, shape, dtype, tuple(chunks))

@@ -25,7 +25,7 @@ from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner
 from mfsdp_ckpt.format.blob_guard import check_blob
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
 from mfsdp_ckpt.storage.reader import BLOB_OVERHEAD, MAX_OBJECT_BYTES, decode_blob
-from mfsdp_ckpt.format.safe_metadata import load_metadata
+from mfsdp_ckpt.format.dcp_metadata import load_metadata
 from mfsdp_ckpt.storage.byte_store import LocalByteStore, RangeFile
 
 
