@@ -30,7 +30,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from mfsdp_ckpt import layout  # noqa: E402
+from mfsdp_ckpt.format import layout  # noqa: E402
 from mfsdp_ckpt.checkpointer import Checkpointer, load_checkpoint  # noqa: E402
 from trainer.distributed import init_distributed  # noqa: E402
 
@@ -70,7 +70,7 @@ def chunk_metadata_seconds(model, group) -> tuple[float, float]:
     per-tensor collectives (what its state-dict hook runs) against mfsdp's single gather."""
     from megatron_fsdp.uneven_dtensor import preprocess_state_dict_for_uneven_dtensor
 
-    from mfsdp_ckpt.uneven_chunks import attach_uneven_chunk_metadata
+    from mfsdp_ckpt.storage.uneven_chunks import attach_uneven_chunk_metadata
 
     megatron = timed(lambda: preprocess_state_dict_for_uneven_dtensor(model.state_dict()))
     ours = timed(lambda: attach_uneven_chunk_metadata(model.state_dict(), group))

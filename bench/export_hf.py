@@ -103,7 +103,7 @@ def make_checkpoint(shape: str, base: Path) -> Path:
 
 def checkpoint_stats(run: Path) -> tuple[int, int]:
     sys.path.insert(0, str(ROOT))
-    from mfsdp_ckpt.reader import CheckpointReader
+    from mfsdp_ckpt.storage.reader import CheckpointReader
 
     reader = CheckpointReader(run / "global_step_1" / "dist_ckpt")
     sizes = [entry.nbytes for entry in reader.tensors.values()]
@@ -128,8 +128,8 @@ def methods(run: Path, out: Path) -> list[tuple[str, list[str]]]:
         (CP_SYNC, ["sh", "-c", f"cp -r {dist_ckpt} {out} && sync -f {out}"]),
         ("mfsdp export-hf fp32", export + ["--dtype", "fp32"]),
         ("mfsdp export-hf bf16 (auto)", export),
-        (STARTUP, [sys.executable, "-c", "import cli.main, mfsdp_ckpt.export_hf"]),
-        (STARTUP_TORCH, [sys.executable, "-c", "import cli.main, mfsdp_ckpt.export_hf, torch"]),
+        (STARTUP, [sys.executable, "-c", "import cli.main, mfsdp_ckpt.convert.export_hf"]),
+        (STARTUP_TORCH, [sys.executable, "-c", "import cli.main, mfsdp_ckpt.convert.export_hf, torch"]),
     ]
 
 

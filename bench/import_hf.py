@@ -54,9 +54,9 @@ def _make_model_dir(shape: str, base: Path) -> Path:
     """config.json + sharded bf16 safetensors of random N(0, 0.02) weights, one tensor in memory."""
     import torch
 
-    from mfsdp_ckpt.dtypes import BFLOAT16
-    from mfsdp_ckpt.name_maps import hf_state_dict_shapes
-    from mfsdp_ckpt.safetensors_writer import ShardedSafetensorsWriter
+    from mfsdp_ckpt.format.dtypes import BFLOAT16
+    from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
+    from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
 
     model = base / f"hf_{shape}"
     if (model / "config.json").exists():
@@ -93,7 +93,7 @@ def _make_model_dir(shape: str, base: Path) -> Path:
 
 
 def model_stats(model: Path) -> tuple[int, int]:  # headers only: no weights in this process
-    from mfsdp_ckpt.safetensors_source import SafetensorsSource
+    from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource
 
     sizes = [entry.nbytes for entry in SafetensorsSource(model).tensors.values()]
     return sum(sizes), max(sizes)
@@ -120,10 +120,10 @@ def methods(model: Path, out: Path) -> list[tuple[str, list[str]]]:
             [
                 sys.executable,
                 "-c",
-                "import cli.main, mfsdp_ckpt.import_hf, mfsdp_ckpt.dcp_stream_writer",
+                "import cli.main, mfsdp_ckpt.convert.import_hf, mfsdp_ckpt.storage.dcp_stream_writer",
             ],
         ),
-        (STARTUP_TORCH, [sys.executable, "-c", "import cli.main, mfsdp_ckpt.import_hf, torch"]),
+        (STARTUP_TORCH, [sys.executable, "-c", "import cli.main, mfsdp_ckpt.convert.import_hf, torch"]),
     ]
 
 

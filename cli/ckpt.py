@@ -7,14 +7,8 @@ import sys
 
 import click
 
-from cli.errors import EXIT_FAILED, friendly_errors
-from mfsdp_ckpt.errors import CheckpointFormatError, UnsafeMetadataError
-from mfsdp_ckpt.layout import CheckpointPathError
-from mfsdp_ckpt.manifest import ManifestError
-from mfsdp_ckpt.storage import CheckpointFileError
+from cli.errors import EXIT_FAILED
 from trainer.progress import CallbackBar
-
-BAD_CHECKPOINT = (CheckpointFormatError, CheckpointFileError, UnsafeMetadataError, ManifestError)
 
 
 PATH_HELP = """PATH is any level of a checkpoint: a run dir (follows
@@ -63,9 +57,8 @@ Examples:
 @click.argument("path", type=click.Path())
 @ROLE_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-@friendly_errors(usage=(CheckpointPathError,), failure=BAD_CHECKPOINT)
 def inspect(path: str, role: str | None, as_json: bool) -> None:
-    from mfsdp_ckpt.inspect import describe_checkpoint, format_description
+    from mfsdp_ckpt.check.describe import describe_checkpoint, format_description
 
     description = describe_checkpoint(path, role=role)
     _say_note(description["note"])
@@ -111,11 +104,10 @@ Examples:
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the report as JSON (for scripts and CI)."
 )
-@friendly_errors(usage=(CheckpointPathError,))
 def validate(
     path: str, role: str | None, deep: bool, strict: bool, hf_config: str | None, as_json: bool
 ) -> None:
-    from mfsdp_ckpt.validate import validate_checkpoint
+    from mfsdp_ckpt.check.validate import validate_checkpoint
 
     with CallbackBar(enabled=deep and not as_json, unit="tensor") as progress:
         report = validate_checkpoint(

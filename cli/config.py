@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli.errors import EXIT_FAILED, friendly_errors
+from cli.errors import EXIT_FAILED
 
 
 @click.group()
@@ -42,17 +42,13 @@ def from_verl(source: str, command: str) -> None:
     Example:
       mfsdp config from-verl examples/verl/run_grpo_megatron_fsdp.sh > grpo.yaml
     """
-    from trainer.verl_import import VerlSourceError, convert_verl
+    from trainer.verl_import import convert_verl
 
-    @friendly_errors(usage=(VerlSourceError,))
-    def run() -> None:
-        conversion = convert_verl(source, None if command == "auto" else command)
-        click.echo(conversion.to_yaml(source), nl=False)
-        if conversion.dropped:
-            click.echo(
-                f"from-verl: {len(conversion.dropped)} key(s) not carried over (listed at the top)",
-                err=True,
-            )
-            raise SystemExit(EXIT_FAILED)
-
-    run()
+    conversion = convert_verl(source, None if command == "auto" else command)
+    click.echo(conversion.to_yaml(source), nl=False)
+    if conversion.dropped:
+        click.echo(
+            f"from-verl: {len(conversion.dropped)} key(s) not carried over (listed at the top)",
+            err=True,
+        )
+        raise SystemExit(EXIT_FAILED)

@@ -4,19 +4,13 @@ from __future__ import annotations
 
 import click
 
-from cli.errors import friendly_errors
 
 
 def _convert(dataset: str, inputs: tuple[str, ...], out_dir: str, split: str | None) -> None:
-    from trainer.data.files import DataFileError
     from trainer.data.math_datasets import convert_files
 
-    @friendly_errors(usage=(DataFileError,))
-    def run() -> None:
-        for name, path in convert_files(dataset, list(inputs), out_dir, split).items():
-            click.echo(f"{name}: {path}")
-
-    run()
+    for name, path in convert_files(dataset, list(inputs), out_dir, split).items():
+        click.echo(f"{name}: {path}")
 
 
 @click.group()

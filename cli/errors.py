@@ -1,48 +1,61 @@
 """Turn library errors into one clear line and the exit code users script against.
 
 Exit codes: 0 ok, 1 the check or the run failed (bad checkpoint, runtime failure),
-2 bad usage (wrong flags, paths that are not what the command needs).
+2 bad usage (wrong flags, paths that are not what the command needs). Every error mfsdp
+raises on purpose derives from `MfsdpError`, whose kind carries the code, so this module
+is the one place that maps errors: each command group's `invoke` runs through
+`report_errors`. Anything else is a bug in mfsdp and keeps its traceback, so it gets
+reported.
 """
 
 from __future__ import annotations
 
-import functools
+import errno
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+from mfsdp_ckpt.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, MfsdpError
 
-F = TypeVar("F", bound=Callable[..., Any])
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "MfsdpGroup", "fail", "report_errors"]
+
+EXIT_INTERRUPTED = 130
+
+T = TypeVar("T")
 
 
-def fail(message: str, code: int = EXIT_FAILED) -> None:
-    from mfsdp_ckpt.printable import printable  # messages quote names from checkpoints
+def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
+    """Print `error: <message>` (names from checkpoints made printable) and exit with `code`."""
+    from mfsdp_ckpt.check.printable import printable  # messages quote names from checkpoints
 
     click.echo(f"error: {printable(message)}", err=True)
     sys.exit(code)
 
 
-def friendly_errors(usage: tuple[type[BaseException], ...] = (), failure: tuple[type[BaseException], ...] = ()) -> Callable[[F], F]:
-    """Map exception types to `error: <message>` and exit 2 (usage) or 1 (failure).
+def report_errors(run: Callable[[], T]) -> T:
+    """Run a command: an `MfsdpError` becomes `error: <message>` and its kind's exit code.
 
-    Anything else is a bug in mfsdp and keeps its traceback, so it gets reported.
+    An OSError is the machine failing the run (disk full, a directory that cannot be
+    written; the message names the path), not a bug: exit 1 in one line too. A broken
+    pipe (`mfsdp ... | head`) stays click's quiet exit.
     """
+    try:
+        return run()
+    except MfsdpError as err:
+        fail(str(err), err.exit_code)
+    except OSError as err:
+        if err.errno == errno.EPIPE:
+            raise
+        fail(str(err), EXIT_FAILED)
+    except KeyboardInterrupt:
+        fail("interrupted", EXIT_INTERRUPTED)
 
-    def decorate(command: F) -> F:
-        @functools.wraps(command)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return command(*args, **kwargs)
-            except usage as err:
-                fail(str(err), EXIT_USAGE)
-            except failure as err:
-                fail(str(err), EXIT_FAILED)
-            except KeyboardInterrupt:
-                fail("interrupted", 130)
 
-        return wrapper  # type: ignore[return-value]
+class MfsdpGroup(click.Group):
+    """A command group whose commands report errors through `report_errors`, whether it is
+    run as `mfsdp` or on its own (`python -m cli.train` under torchrun)."""
 
-    return decorate
+    def invoke(self, ctx: click.Context) -> Any:
+        return report_errors(lambda: super(MfsdpGroup, self).invoke(ctx))

@@ -1,4 +1,4 @@
-"""`mfsdp ckpt export-hf`: a thin click layer over `mfsdp_ckpt.export_hf.export_hf`."""
+"""`mfsdp ckpt export-hf`: a thin click layer over `mfsdp_ckpt.convert.export_hf.export_hf`."""
 
 from __future__ import annotations
 
@@ -7,24 +7,7 @@ import os
 
 import click
 
-from cli.errors import friendly_errors
 from trainer.progress import CallbackBar
-
-
-def _error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
-    from mfsdp_ckpt.errors import CheckpointFormatError, UnsafeMetadataError
-    from mfsdp_ckpt.export_hf import ExportError, ExportUsageError
-    from mfsdp_ckpt.layout import CheckpointPathError
-    from mfsdp_ckpt.manifest import ManifestError
-    from mfsdp_ckpt.storage import CheckpointFileError
-    from mfsdp_ckpt.validate import CheckpointInvalidError
-
-    from mfsdp_ckpt.out_dir import OutputDirError
-
-    usage = (ExportUsageError, CheckpointPathError, OutputDirError)
-    failure = (ExportError, CheckpointFormatError, CheckpointFileError, UnsafeMetadataError, ManifestError, OSError,
-               CheckpointInvalidError)
-    return usage, failure
 
 
 @click.command("export-hf")
@@ -140,19 +123,18 @@ def export_hf(
       mfsdp ckpt export-hf runs/sft-lora --out hf/lora-adapter --adapter-only
     """
     # Tensors are allocated and freed one after another; with transparent huge pages torch
-    # faults them in 2 MiB at a time instead of 4 KiB (measured 2-5x faster reads, see
-    # docs/benchmarks.md). Read by torch at its first large allocation, so set it first.
+    # faults them in 2 MiB pages instead of 4 KiB ones, fewer faults per tensor (the
+    # settings docs/benchmarks.md's export runs use). Read by torch at its first large
+    # allocation, so set it first.
     os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
-    from mfsdp_ckpt.export_hf import export_hf as run_export
-    from mfsdp_ckpt.export_hf import parse_size
+    from mfsdp_ckpt.convert.export_hf import export_hf as run_export
+    from mfsdp_ckpt.convert.export_hf import parse_size
 
-    usage, failure = _error_types()
     bar = CallbackBar(enabled=not as_json, unit="B", desc="export", unit_scale=True)
 
     def progress(tensors: int, total_tensors: int, done: int, total: int) -> None:
         bar.update(done, total, f"{tensors}/{total_tensors} tensors")
 
-    @friendly_errors(usage=usage, failure=failure)
     def run():
         try:
             return run_export(

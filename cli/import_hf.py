@@ -1,4 +1,4 @@
-"""`mfsdp ckpt import-hf`: a thin click layer over `mfsdp_ckpt.import_hf.import_hf`."""
+"""`mfsdp ckpt import-hf`: a thin click layer over `mfsdp_ckpt.convert.import_hf.import_hf`."""
 
 from __future__ import annotations
 
@@ -6,16 +6,7 @@ import json
 
 import click
 
-from cli.errors import friendly_errors
 from trainer.progress import CallbackBar
-
-
-def _error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
-    from mfsdp_ckpt.export_hf import ExportUsageError
-    from mfsdp_ckpt.import_hf import ImportFailedError
-    from mfsdp_ckpt.out_dir import OutputDirError
-
-    return (ExportUsageError, OutputDirError), (ImportFailedError, OSError)
 
 
 @click.command("import-hf")
@@ -78,11 +69,8 @@ def import_hf(
       mfsdp ckpt import-hf Qwen2.5-0.5B --out megatron/release
       mfsdp ckpt import-hf Qwen2.5-0.5B --out runs/q05 --layout hf
     """
-    from mfsdp_ckpt.import_hf import import_hf as run_import
+    from mfsdp_ckpt.convert.import_hf import import_hf as run_import
 
-    usage, failure = _error_types()
-
-    @friendly_errors(usage=usage, failure=failure)
     def run():
         with CallbackBar(enabled=not as_json, unit="tensor") as update:
             progress = (

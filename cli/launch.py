@@ -87,7 +87,7 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     import logging
 
     from cli.verbosity import configure_logging
-    from trainer.config import ConfigError, load_config
+    from trainer.config import load_config
 
     configure_logging()  # a rank torchrun started takes `-v` from the environment
     if os.environ.get(CONFIG_CHECKED):  # the launching process showed the notes already
@@ -95,12 +95,9 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     from trainer.metrics import require_trackers
     from trainer.model_source import resolve_model_source
 
-    try:
-        cfg = load_config(cls, config_path, overrides)
-        require_trackers(cfg.trainer)
-        resolve_model_source(cfg.model)  # a missing model.path fails here, not once per rank
-    except ConfigError as err:
-        fail(str(err), EXIT_USAGE)
+    cfg = load_config(cls, config_path, overrides)
+    require_trackers(cfg.trainer)
+    resolve_model_source(cfg.model)  # a missing model.path fails here, not once per rank
     return cfg
 
 

@@ -6,36 +6,13 @@ from typing import Any
 
 import click
 
-from cli.errors import friendly_errors
+from cli.errors import MfsdpGroup
 from cli.launch import (FinalValue, Launch, check_config, last_value, launch_options, report_run,
                         start)
 from cli.train_grpo import grpo
 
 
-def _usage_errors() -> tuple[type[BaseException], ...]:
-    from mfsdp_ckpt.checkpointer import CheckpointContentsError
-    from mfsdp_ckpt.layout import CheckpointPathError
-    from trainer.config import ConfigError
-    from trainer.data.chat import ChatFormatError
-    from trainer.data.files import DataFileError
-    from trainer.resume import ResumeMismatchError
-
-    return (ConfigError, DataFileError, ChatFormatError, CheckpointPathError, CheckpointContentsError,
-            ResumeMismatchError)
-
-
-def run_failure_errors() -> tuple[type[BaseException], ...]:
-    """A run that cannot go on: a damaged checkpoint to resume, a save that failed (disk full),
-    a run dir that cannot be written (OSError names the path)."""
-    from cli.ckpt import BAD_CHECKPOINT
-    from mfsdp_ckpt.checkpointer import CheckpointLoadError, CheckpointSaveError
-    from mfsdp_ckpt.validate import CheckpointInvalidError
-
-    return (FloatingPointError, CheckpointInvalidError, CheckpointLoadError, CheckpointSaveError, *BAD_CHECKPOINT,
-            OSError)
-
-
-@click.group()
+@click.group(cls=MfsdpGroup)
 def train() -> None:
     """Train a model: supervised fine-tuning (sft) or reinforcement learning with GRPO (grpo).
 
@@ -70,8 +47,7 @@ def sft(config_path: str | None, as_json: bool, overrides: tuple[str, ...], **la
 
     cfg = check_config(SFTConfig, config_path, list(overrides))
     start("sft", cfg, Launch(**launch), config_path, as_json, list(overrides))
-    command = friendly_errors(usage=_usage_errors(), failure=run_failure_errors())(run_sft_command)
-    command(cfg, as_json)
+    run_sft_command(cfg, as_json)
 
 
 def run_sft_command(cfg: Any, as_json: bool) -> None:

@@ -6,22 +6,8 @@ from typing import Any
 
 import click
 
-from cli.errors import friendly_errors
 from cli.launch import (FinalValue, Launch, check_config, last_value, launch_options, report_run,
                         start)
-
-
-def _usage_errors() -> tuple[type[BaseException], ...]:
-    from mfsdp_ckpt.checkpointer import CheckpointContentsError
-    from mfsdp_ckpt.layout import CheckpointPathError
-    from trainer.config import ConfigError
-    from trainer.data.files import DataFileError
-    from trainer.grpo.data import RLDataError
-    from trainer.rewards.custom import RewardError
-    from trainer.resume import ResumeMismatchError
-
-    return (ConfigError, DataFileError, RLDataError, RewardError, CheckpointPathError, CheckpointContentsError,
-            ResumeMismatchError)
 
 
 @click.command()
@@ -46,13 +32,11 @@ def grpo(config_path: str | None, as_json: bool, overrides: tuple[str, ...], **l
       mfsdp train grpo --config examples/grpo_tiny_cpu.yaml trainer.total_steps=20
       mfsdp train grpo --config examples/grpo_gsm8k_qwen.yaml --nproc-per-node 8 model.path=/models/Qwen2.5-Math-7B
     """
-    from cli.train import run_failure_errors  # here: cli.train imports this module to register grpo
     from trainer.grpo.config import GRPOConfig
 
     cfg = check_config(GRPOConfig, config_path, list(overrides))
     start("grpo", cfg, Launch(**launch), config_path, as_json, list(overrides))
-    command = friendly_errors(usage=_usage_errors(), failure=run_failure_errors())(run_grpo_command)
-    command(cfg, as_json)
+    run_grpo_command(cfg, as_json)
 
 
 def run_grpo_command(cfg: Any, as_json: bool) -> None:
@@ -63,6 +47,3 @@ def run_grpo_command(cfg: Any, as_json: bool) -> None:
         FinalValue("reward_mean", "reward", last_value(result.rewards), ".3f"),
         FinalValue("val_accuracy", "val accuracy", last_value(result.val_accuracy), ".3f"),
     ])
-
-if __name__ == "__main__":
-    grpo(prog_name="mfsdp train grpo")

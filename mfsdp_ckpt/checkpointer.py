@@ -26,6 +26,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,18 +37,20 @@ from torch.distributed.checkpoint._nested_dict import flatten_state_dict
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.stateful import Stateful
 
-from mfsdp_ckpt import __version__, layout
-from mfsdp_ckpt.dcp_writer import CheckedWriter
-from mfsdp_ckpt.manifest import (
+from mfsdp_ckpt import __version__
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.storage.dcp_writer import CheckedWriter
+from mfsdp_ckpt.format.manifest import (
     CONTENT_KINDS,
     FileRecord,
     Manifest,
     hash_files,
     read_manifest,
 )
-from mfsdp_ckpt.safe_dcp import SafeFileSystemReader, SafeLoadPlanner
-from mfsdp_ckpt.staging import HostStager
-from mfsdp_ckpt.validate import invalid_checkpoint, manifest_hash_errors, require_valid
+from mfsdp_ckpt.storage.safe_dcp import SafeFileSystemReader, SafeLoadPlanner
+from mfsdp_ckpt.storage.staging import HostStager
+from mfsdp_ckpt.check.validate import invalid_checkpoint, manifest_hash_errors, require_valid
+from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 
 log = logging.getLogger(__name__)  # INFO: what each save and load cost (`mfsdp -v ...`)
 
@@ -77,7 +80,21 @@ def _manifest_fields(states: Mapping[str, Any]) -> dict[str, Any]:
     return fields
 
 
-class CheckpointContentsError(ValueError):
+@dataclass(frozen=True)
+class _PendingSave:
+    """What a save needs after its tensor files are written (possibly in a background
+    thread): where the temp dir is, what the manifest records, when the save started."""
+
+    step: int
+    tmp: Path
+    contents: tuple[str, ...]
+    hf_assets: Callable[[Path], None] | None
+    info: dict[str, Any]
+    started: float
+    states: Mapping[str, Any]
+
+
+class CheckpointContentsError(MfsdpUsageError, ValueError):
     """save_contents / load_contents ask for something impossible or absent."""
 
 
@@ -191,31 +208,31 @@ class Checkpointer:
         state_dict = {kind: _state_of(states[kind]) for kind in contents}
         writer = CheckedWriter(str(tmp / layout.DIST_CKPT_DIR), thread_count=self.io_threads,
                                kill_mid_file=_kill_targets("mid_file", step))
-        finish_args = (step, tmp, contents, hf_assets, info or {}, started, states)
+        pending = _PendingSave(step, tmp, contents, hf_assets, info or {}, started, states)
         if self.async_save:
             staged = self._stager.stage(state_dict, copy_host_tensors=True)  # the only part training waits for
             log.info("step %d: staged to host memory in %.2f s; writing in the background", step,
                      time.monotonic() - started)
             self._pending = threading.Thread(
-                target=self._save_in_background, args=(staged, writer, finish_args), daemon=False
+                target=self._save_in_background, args=(staged, writer, pending), daemon=False
             )
             self._pending.start()
         else:
             # GPU shards go to host first, in one pass of non-blocking copies: DCP's writer
             # threads would otherwise copy tensor by tensor, each copy a CUDA sync.
-            self._write(self._stager.stage(state_dict, copy_host_tensors=False), writer, finish_args)
+            self._write(self._stager.stage(state_dict, copy_host_tensors=False), writer, pending)
         return layout.step_dir(self.run_dir, step)
 
-    def _write(self, state_dict: dict, writer: CheckedWriter, finish_args: tuple) -> None:
+    def _write(self, state_dict: dict, writer: CheckedWriter, pending: _PendingSave) -> None:
         """DCP files, then hashes, manifest, rename, tracker. A failure (disk full, a dead
         peer) becomes one CheckpointSaveError; the temp dir is removed to give the space
         back, and the previous step and the tracker are untouched."""
-        step, tmp = finish_args[0], finish_args[1]
+        step, tmp = pending.step, pending.tmp
         try:
             dcp.save(state_dict, storage_writer=writer, process_group=self._group)
             log.info("step %d: tensor files written in %.2f s", step,
-                     time.monotonic() - finish_args[5])
-            self._finish(*finish_args, hashed=writer.hashed_while_written())
+                     time.monotonic() - pending.started)
+            self._finish(pending, hashed=writer.hashed_while_written())
         except (CheckpointException, OSError) as err:
             if _rank() == 0:
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -236,25 +253,18 @@ class Checkpointer:
     def close(self) -> None:
         self.wait()
 
-    def _save_in_background(self, staged: dict, writer: CheckedWriter, finish_args: tuple) -> None:
+    def _save_in_background(
+        self, staged: dict, writer: CheckedWriter, pending: _PendingSave
+    ) -> None:
         try:
-            self._write(staged, writer, finish_args)
+            self._write(staged, writer, pending)
         except BaseException as err:  # surfaced by wait() in the training thread
             self._pending_error = err
 
-    def _finish(
-        self,
-        step: int,
-        tmp: Path,
-        contents: tuple[str, ...],
-        hf_assets: Callable[[Path], None] | None,
-        info: dict[str, Any],
-        started: float,
-        states: Mapping[str, Any],
-        hashed: dict[str, FileRecord],
-    ) -> None:
+    def _finish(self, pending: _PendingSave, hashed: dict[str, FileRecord]) -> None:
         """`hashed`: records of files hashed while written (by file name); the others are
         read back and hashed here."""
+        step, tmp = pending.step, pending.tmp
         dcp_dir = tmp / layout.DIST_CKPT_DIR
         _maybe_die("after_files", step)
         own = sorted(
@@ -277,11 +287,18 @@ class Checkpointer:
         else:
             gathered = [records]
         if _rank() == 0:
-            fields = _manifest_fields(states)
-            self._commit(step, tmp, contents, hf_assets, info, started, gathered, fields)
+            self._commit(pending, gathered, _manifest_fields(pending.states))
         self._barrier()
 
-    def _commit(self, step, tmp, contents, hf_assets, info, started, gathered, fields) -> None:
+    def _commit(
+        self,
+        pending: _PendingSave,
+        gathered: list[dict[str, FileRecord]],
+        fields: dict[str, Any],
+    ) -> None:
+        """Rank 0: hash the last files, write the manifest, rename the step into place and
+        point the tracker at it."""
+        step, tmp, hf_assets = pending.step, pending.tmp, pending.hf_assets
         files = {}
         for part in gathered:
             files.update(part)
@@ -301,13 +318,13 @@ class Checkpointer:
             step=step,
             world_size=_world_size(),
             strategy=self.strategy,
-            contents=list(contents),
+            contents=list(pending.contents),
             files=dict(sorted(files.items())),
             model_family=self.model_family,
             versions=_versions(),
             created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            save_seconds=round(time.monotonic() - started, 3),
-            info=info,
+            save_seconds=round(time.monotonic() - pending.started, 3),
+            info=pending.info,
             **fields,
         )
         manifest_path = tmp / layout.MANIFEST_FILE
@@ -324,7 +341,7 @@ class Checkpointer:
         size = sum(record.size for record in files.values())
         log.info("step %d: committed %s (%d files, %.1f MiB) %.2f s after the save began", step,
                  layout.step_dir(self.run_dir, step), len(files), size / 2**20,
-                 time.monotonic() - started)
+                 time.monotonic() - pending.started)
         self._prune(step)
 
     def _prune(self, newest: int) -> None:
@@ -457,11 +474,11 @@ def check_same_state(
             )
 
 
-class CheckpointSaveError(RuntimeError):
+class CheckpointSaveError(MfsdpFailedError, RuntimeError):
     """A save failed (disk full, unwritable, a rank died); the previous checkpoint is intact."""
 
 
-class CheckpointLoadError(RuntimeError):
+class CheckpointLoadError(MfsdpFailedError, RuntimeError):
     """DCP failed to read a checkpoint that passed validation (the message is one line)."""
 
 

@@ -1,16 +1,39 @@
-"""Errors about a checkpoint's contents, importable without torch.
+"""The root of every error mfsdp raises on purpose, importable without torch.
 
-The CLI names them in its error handling for every command, so `mfsdp --help` and the
-commands that fail early (a bad path, bad usage) must not pay for importing torch to
-learn these two names.
+Two kinds carry the exit code users script against: `MfsdpUsageError` (2: what was asked
+cannot be done as asked: a path that is not a checkpoint, a bad config key) and
+`MfsdpFailedError` (1: the check or the run failed: a damaged checkpoint, a failed save).
+The CLI catches `MfsdpError` in one place and maps it by kind; anything else is a bug in
+mfsdp and keeps its traceback. Importing this module must stay cheap: `mfsdp --help` and
+the commands that fail early never pay for torch.
 """
 
 from __future__ import annotations
 
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
-class CheckpointFormatError(ValueError):
+
+class MfsdpError(Exception):
+    """An error whose message is one line naming the file or key and what is wrong."""
+
+    exit_code: int = EXIT_FAILED
+
+
+class MfsdpUsageError(MfsdpError):
+    """What was asked cannot be done as asked (exit 2)."""
+
+    exit_code = EXIT_USAGE
+
+
+class MfsdpFailedError(MfsdpError):
+    """The check or the run failed (exit 1)."""
+
+    exit_code = EXIT_FAILED
+
+
+class CheckpointFormatError(MfsdpFailedError, ValueError):
     """The metadata describes something inconsistent; the message names the tensor."""
 
 
-class UnsafeMetadataError(ValueError):
+class UnsafeMetadataError(MfsdpFailedError, ValueError):
     """The `.metadata` file is not plain DCP metadata (it names a forbidden global, or is damaged)."""

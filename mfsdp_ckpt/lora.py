@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mfsdp_ckpt.manifest import FileRecord, Manifest, ManifestError, hash_files, sha256_file
+from mfsdp_ckpt.format.manifest import FileRecord, Manifest, ManifestError, hash_files, sha256_file
 
 if TYPE_CHECKING:
-    from mfsdp_ckpt.validate import ValidationReport
+    from mfsdp_ckpt.check.validate import ValidationReport
 
 BASE_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 ADAPTER_CONFIG_FILE = "adapter_config.json"  # a PEFT adapter dir: config + weights
@@ -215,7 +215,7 @@ def check_base_model(
 ) -> None:
     """validate's LoRA check: the base named in the manifest is the one present (or a warning
     saying why it cannot be checked). Nothing for checkpoints that are not LoRA."""
-    from mfsdp_ckpt.validate import ERROR, WARNING
+    from mfsdp_ckpt.check.validate import ERROR, WARNING
 
     if manifest is None or manifest.base_model is None:
         return

@@ -4,7 +4,7 @@ Megatron-FSDP through Megatron-LM's fsdp_dtensor load path and computes transfor
 Needs CUDA, megatron-core 0.19.2 and megatron-fsdp 0.6.1 (no Transformer Engine: the local
 layer spec). Steps:
 
-1. import HF_DIR with `mfsdp_ckpt.import_hf` (layout mcore) into WORK/mcore; when HF_DIR
+1. import HF_DIR with `mfsdp_ckpt.convert.import_hf` (layout mcore) into WORK/mcore; when HF_DIR
    has no config.json, first write a random tiny model of `--family` there (transformers,
    fp32, norms and biases perturbed so a wrong mapping shows);
 2. build the GPTModel exactly as tests/fixtures/mcore/make_mcore_fixtures.py does (its own
@@ -192,7 +192,7 @@ def main() -> None:
         if rank == 0:
             if not (args.hf_dir / "config.json").is_file():
                 write_random_model(args.hf_dir, args.family)
-            from mfsdp_ckpt.import_hf import import_hf
+            from mfsdp_ckpt.convert.import_hf import import_hf
 
             args.work.mkdir(parents=True, exist_ok=True)
             shutil.rmtree(checkpoint, ignore_errors=True)  # this proof's own earlier import

@@ -6,9 +6,9 @@
 1. Memory each opcode can retain: floods of the cheapest object-making opcodes (EMPTY_DICT,
    EMPTY_LIST, MARK, NEWOBJ of an admitted record) read by `load_plain_metadata_bytes`,
    each in a fresh process, peak RSS growth divided by the opcode count. The worst bounds
-   DEFAULT_MAX_OPS (mfsdp_ckpt/restricted_pickle.py) so that a refused flood stays < 1 GiB.
+   DEFAULT_MAX_OPS (mfsdp_ckpt/format/restricted_pickle.py) so that a refused flood stays < 1 GiB.
 2. What a real DCP `.metadata` costs per chunk: bytes and opcodes of a pickled Metadata of
-   100 tensors x 64 chunks, as DCP writes it (MAX_METADATA_BYTES, safe_metadata.py).
+   100 tensors x 64 chunks, as DCP writes it (MAX_METADATA_BYTES, dcp_metadata.py).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ FLOODS = {"EMPTY_DICT": b"}", "EMPTY_LIST": b"]", "MARK": b"(", "NEWOBJ": b"h\x0
 PROBE = r"""
 import resource, sys
 sys.path.insert(0, sys.argv[1])
-from mfsdp_ckpt.safe_metadata import load_plain_metadata_bytes
+from mfsdp_ckpt.format.dcp_metadata import load_plain_metadata_bytes
 data = open(sys.argv[2], "rb").read()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 try:

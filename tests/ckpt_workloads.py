@@ -12,7 +12,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from mfsdp_ckpt import layout
+from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.checkpointer import Checkpointer, load_checkpoint
 from trainer.state import ModelState, OptimizerState
 from trainer.tiny import tiny_config_kwargs
@@ -131,7 +131,7 @@ def save_uneven_dtensor(rank: int, world_size: int, run_dir: str, async_save: bo
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Shard
 
-    from mfsdp_ckpt.uneven_chunks import attach_uneven_chunk_metadata
+    from mfsdp_ckpt.storage.uneven_chunks import attach_uneven_chunk_metadata
 
     mesh = init_device_mesh("cpu", (world_size,))
     start, rows = uneven_rows(rank)

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import torch
 
-from mfsdp_ckpt import layout
-from mfsdp_ckpt.safe_metadata import load_metadata
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format.dcp_metadata import load_metadata
 
 REPO = Path(__file__).resolve().parents[1]
 BUDGET = 3 << 29  # 1.5 GiB above the process after imports: the 1 GiB target plus the tiny model's tensors
@@ -35,7 +35,7 @@ sys.path.insert(0, sys.argv[1])
 budget, timeout, cases = int(sys.argv[2]), int(sys.argv[3]), json.load(open(sys.argv[4]))
 from click.testing import CliRunner
 from cli.main import app
-import torch, mfsdp_ckpt.export_hf, mfsdp_ckpt.validate, mfsdp_ckpt.inspect  # in the baseline
+import torch, mfsdp_ckpt.convert.export_hf, mfsdp_ckpt.check.validate, mfsdp_ckpt.check.describe  # in the baseline
 vm = int(open("/proc/self/status").read().split("VmSize:")[1].split()[0]) * 1024
 resource.setrlimit(resource.RLIMIT_AS, (vm + budget, resource.getrlimit(resource.RLIMIT_AS)[1]))
 

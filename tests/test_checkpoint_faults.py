@@ -16,10 +16,10 @@ from click.testing import CliRunner
 import ckpt_workloads as work
 from cli.main import app
 from distributed_helpers import run_distributed
-from mfsdp_ckpt import layout
-from mfsdp_ckpt.reader import CheckpointFormatError, CheckpointReader
-from mfsdp_ckpt.safe_metadata import UnsafeMetadataError, load_metadata
-from mfsdp_ckpt.validate import validate_checkpoint
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.storage.reader import CheckpointFormatError, CheckpointReader
+from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError, load_metadata
+from mfsdp_ckpt.check.validate import validate_checkpoint
 
 
 @pytest.fixture(scope="module")

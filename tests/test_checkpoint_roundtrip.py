@@ -10,9 +10,9 @@ import torch
 
 import ckpt_workloads as work
 from distributed_helpers import run_distributed
-from mfsdp_ckpt import layout
-from mfsdp_ckpt.manifest import read_manifest
-from mfsdp_ckpt.reader import CheckpointReader
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format.manifest import read_manifest
+from mfsdp_ckpt.storage.reader import CheckpointReader
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import ckpt_workloads as work
-from mfsdp_ckpt import layout
+from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.checkpointer import Checkpointer, CheckpointContentsError, load_checkpoint
 from trainer.state import ModelState, OptimizerState
 

@@ -164,7 +164,7 @@ def test_verbose_shows_what_a_save_and_a_load_cost(tmp_path, monkeypatch):
     import torch
 
     from cli.verbosity import LEVEL_VARIABLE, set_verbosity
-    from mfsdp_ckpt import layout
+    from mfsdp_ckpt.format import layout
     from mfsdp_ckpt.checkpointer import Checkpointer
 
     monkeypatch.setenv(LEVEL_VARIABLE, "")  # restored (unset) after the test

@@ -9,8 +9,8 @@ import json
 import pytest
 from transformers import LlamaConfig, Qwen2Config, Qwen3Config
 
-from mfsdp_ckpt.export_hf import JsonConfig, _expected_weights, load_config
-from mfsdp_ckpt.hf_config import expected_weights, load_hf_config
+from mfsdp_ckpt.convert.export_source import JsonConfig, _expected_weights, load_config
+from mfsdp_ckpt.convert.hf_config import expected_weights, load_hf_config
 
 SMALL = dict(vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=2, num_attention_heads=4)
 
@@ -54,7 +54,7 @@ def test_validate_fast_path_agrees_with_meta_model(tmp_path):
     what a meta-device transformers model holds, tied lm_head optional."""
     from transformers import Qwen2Config
 
-    from mfsdp_ckpt.hf_config import expected_weights, expected_weights_for
+    from mfsdp_ckpt.convert.hf_config import expected_weights, expected_weights_for
 
     config = Qwen2Config(vocab_size=96, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                          num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True)

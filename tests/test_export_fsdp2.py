@@ -19,9 +19,10 @@ from click.testing import CliRunner
 from safetensors import safe_open
 
 from cli.main import app
-from mfsdp_ckpt.export_hf import export_hf, verify_export_dir
-from mfsdp_ckpt.reader import CheckpointReader
-from mfsdp_ckpt.safetensors_writer import INDEX_FILE
+from mfsdp_ckpt.convert.export_hf import export_hf
+from mfsdp_ckpt.convert.export_verify import verify_export_dir
+from mfsdp_ckpt.storage.reader import CheckpointReader
+from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE
 from trainer.distributed import free_port
 
 

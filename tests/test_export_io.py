@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from _export_support import save_single_process_checkpoint
 
-from mfsdp_ckpt.export_hf import export_hf
-from mfsdp_ckpt.reader import CheckpointReader
-from mfsdp_ckpt.storage import CheckpointFileError, LocalByteStore
-from mfsdp_ckpt.tensorstore_store import TensorstoreByteStore, open_store
+from mfsdp_ckpt.convert.export_hf import export_hf
+from mfsdp_ckpt.storage.reader import CheckpointReader
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError, LocalByteStore
+from mfsdp_ckpt.storage.tensorstore_store import TensorstoreByteStore, open_store
 
 
 @pytest.fixture(scope="module")

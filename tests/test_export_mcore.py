@@ -1,6 +1,6 @@
 """Megatron-core layout: synthetic fsdp_dtensor-style checkpoints built from HF models.
 
-The HF -> mcore direction is written here independently of `mfsdp_ckpt.name_maps`
+The HF -> mcore direction is written here independently of `mfsdp_ckpt.convert.name_maps`
 (concatenation per query group rather than a reshape-and-slice), saved with plain
 `torch.distributed.checkpoint.save` into a bare directory under Megatron-LM's top-level
 `model.module.` keys, then exported and compared with the original model's logits.
@@ -15,8 +15,8 @@ from _export_support import fixed_inputs, load_report, logits_of
 from click.testing import CliRunner
 
 from cli.main import app
-from mfsdp_ckpt.export_hf import export_hf
-from mfsdp_ckpt.name_maps import Geometry, split_qkv
+from mfsdp_ckpt.convert.export_hf import export_hf
+from mfsdp_ckpt.convert.name_maps import Geometry, split_qkv
 
 FAMILIES = {
     # GQA 4:2, qkv bias, tied embeddings (Qwen2 / Qwen2.5)

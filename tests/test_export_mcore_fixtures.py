@@ -14,7 +14,7 @@ import pytest
 import torch
 from _export_support import load_report, logits_of
 
-from mfsdp_ckpt.export_hf import export_hf
+from mfsdp_ckpt.convert.export_hf import export_hf
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mcore"
 FAMILY_DIRS = sorted(p for p in FIXTURES.iterdir() if (p / "dist_ckpt" / ".metadata").is_file()) if FIXTURES.is_dir() else []

@@ -9,9 +9,11 @@ import torch
 from _export_support import save_single_process_checkpoint
 from safetensors import safe_open
 
-from mfsdp_ckpt import export_hf as export_module
-from mfsdp_ckpt.export_hf import export_hf, verify_export_dir
-from mfsdp_ckpt.reader import CheckpointReader
+from mfsdp_ckpt.convert import export_stream
+from mfsdp_ckpt.convert.export_hf import export_hf
+from mfsdp_ckpt.convert.export_plan import DTYPES
+from mfsdp_ckpt.convert.export_verify import verify_export_dir
+from mfsdp_ckpt.storage.reader import CheckpointReader
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +27,7 @@ def run_dir(tmp_path_factory):
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_piecewise_cast_equals_whole_tensor_cast(run_dir, tmp_path, monkeypatch, dtype):
-    monkeypatch.setattr(export_module, "STREAM_PIECE_ELEMENTS", 1021)  # prime: pieces end mid-row
+    monkeypatch.setattr(export_stream, "STREAM_PIECE_ELEMENTS", 1021)  # prime: pieces end mid-row
     out = tmp_path / "hf"
     result = export_hf(run_dir, out, dtype=dtype)
     reader = CheckpointReader(run_dir / "global_step_1" / "dist_ckpt")
@@ -33,6 +35,6 @@ def test_piecewise_cast_equals_whole_tensor_cast(run_dir, tmp_path, monkeypatch,
     assert reader.tensors[f"model.{name}"].numel > 10 * 1021  # really split into many pieces
     with safe_open(str(out / "model.safetensors"), framework="pt") as handle:
         written = handle.get_tensor(name)
-    assert torch.equal(written, reader.read_tensor(f"model.{name}").to(export_module.DTYPES[dtype].torch))
+    assert torch.equal(written, reader.read_tensor(f"model.{name}").to(DTYPES[dtype].torch))
     assert verify_export_dir(run_dir, out) == []  # every tensor, against read + .to()
-    assert result.dtype == export_module.DTYPES[dtype].name
+    assert result.dtype == DTYPES[dtype].name

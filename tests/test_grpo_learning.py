@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from mfsdp_ckpt.export_hf import export_hf
+from mfsdp_ckpt.convert.export_hf import export_hf
 from trainer.config import SFTConfig, load_config
 from trainer.grpo import runner
 from trainer.grpo.config import GRPOConfig

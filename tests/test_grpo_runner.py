@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from mfsdp_ckpt.reader import CheckpointReader
+from mfsdp_ckpt.storage.reader import CheckpointReader
 from trainer.config import load_config
 from trainer.data.files import write_parquet
 from trainer.data.math_datasets import gsm8k_rows

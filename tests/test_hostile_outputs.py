@@ -27,10 +27,10 @@ from torch.distributed.checkpoint.metadata import ChunkStorageMetadata
 
 from cli.main import app
 from mfsdp_ckpt.errors import CheckpointFormatError
-from mfsdp_ckpt.export_hf import export_hf
-from mfsdp_ckpt.out_dir import OutputDirError, claim_output
-from mfsdp_ckpt.safe_metadata import load_metadata
-from mfsdp_ckpt.storage import CheckpointFileError
+from mfsdp_ckpt.convert.export_hf import export_hf
+from mfsdp_ckpt.storage.out_dir import OutputDirError, claim_output
+from mfsdp_ckpt.format.dcp_metadata import load_metadata
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
 REPO = Path(__file__).resolve().parents[1]
 FAST_SECONDS = 20.0
@@ -131,7 +131,7 @@ def test_overwrite_keeps_a_directory_that_is_not_an_earlier_export(run_dir, tmp_
 EXPORT_SCRIPT = """
 import os, signal, sys, time
 from mfsdp_ckpt.errors import CheckpointFormatError
-from mfsdp_ckpt.export_hf import export_hf
+from mfsdp_ckpt.convert.export_hf import export_hf
 ckpt, out, mode, marker = sys.argv[1:5]
 
 def progress(done, total, written, total_bytes):
@@ -325,7 +325,7 @@ def test_integer_weights_are_refused(tmp_path, assets, dtype, key):
     "model.model.layers.1._checkpoint_wrapped_module.self_attn.k_proj.weight",
 ])
 def test_two_stored_names_for_one_weight_are_refused_naming_both(tmp_path, assets, alias):
-    from mfsdp_ckpt.names import hf_name
+    from mfsdp_ckpt.format.state_keys import hf_name
 
     original = "model." + hf_name(alias.removeprefix("model."))
 

@@ -17,10 +17,10 @@ from click.testing import CliRunner
 from safetensors import safe_open
 
 from cli.main import app
-from mfsdp_ckpt.export_hf import export_hf
-from mfsdp_ckpt.import_hf import import_hf
-from mfsdp_ckpt.reader import CheckpointReader
-from mfsdp_ckpt.validate import validate_checkpoint
+from mfsdp_ckpt.convert.export_hf import export_hf
+from mfsdp_ckpt.convert.import_hf import import_hf
+from mfsdp_ckpt.storage.reader import CheckpointReader
+from mfsdp_ckpt.check.validate import validate_checkpoint
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mcore"
 FAMILIES = ("qwen2", "qwen3", "llama")
@@ -244,7 +244,7 @@ def test_cli_errors_are_one_line_and_leave_nothing(tmp_path, damage, code, messa
 
 
 def test_failure_while_writing_leaves_nothing(tmp_path, monkeypatch):
-    from mfsdp_ckpt import dcp_stream_writer
+    from mfsdp_ckpt.storage import dcp_stream_writer
 
     source = _hf_model(tmp_path, "qwen3", tied=False)
     calls = {"count": 0}
@@ -265,7 +265,7 @@ def test_failure_while_writing_leaves_nothing(tmp_path, monkeypatch):
 @pytest.mark.parametrize("heads, kv_heads, head_dim", [(4, 2, 16), (6, 2, 8), (8, 8, 4), (4, 1, 8)])
 @pytest.mark.parametrize("bias", [False, True])
 def test_qkv_merge_as_tensors_and_as_byte_ranges_inverts_the_split(heads, kv_heads, head_dim, bias):
-    from mfsdp_ckpt.name_maps import Geometry, merge_qkv, qkv_merge_ranges, split_qkv
+    from mfsdp_ckpt.convert.name_maps import Geometry, merge_qkv, qkv_merge_ranges, split_qkv
 
     geometry = Geometry(heads, kv_heads, head_dim, False)
     rows = (heads + 2 * kv_heads) * head_dim
@@ -281,7 +281,7 @@ def test_qkv_merge_as_tensors_and_as_byte_ranges_inverts_the_split(heads, kv_hea
 def test_tensors_too_large_for_a_plain_zip_go_through_torch_save(tmp_path, monkeypatch):
     """A blob of 4 GiB or more needs ZIP64, which torch.save writes; shrink the limit so
     every tensor takes that path, and the result must read back the same everywhere."""
-    from mfsdp_ckpt import dcp_stream_writer
+    from mfsdp_ckpt.storage import dcp_stream_writer
 
     monkeypatch.setattr(dcp_stream_writer, "MAX_BLOB_BYTES", 2048)
     source = _hf_model(tmp_path, "qwen2", tied=False)
@@ -297,7 +297,7 @@ def test_tensors_too_large_for_a_plain_zip_go_through_torch_save(tmp_path, monke
 @pytest.mark.parametrize("layout_name", ["mcore", "hf"])
 def test_several_data_files_each_hashed(tmp_path, monkeypatch, layout_name):
     """Past DATA_FILE_BYTES a new data file starts (each hashed by its own thread)."""
-    from mfsdp_ckpt import import_hf as import_module
+    from mfsdp_ckpt.convert import import_hf as import_module
 
     monkeypatch.setattr(import_module, "DATA_FILE_BYTES", 8_000)
     source = _hf_model(tmp_path, "llama", tied=False)

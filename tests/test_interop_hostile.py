@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from interop_support import BUILDERS, made_optim, one_error_line, run_cli  # noqa: F401 (fixture)
 
-from mfsdp_ckpt import layout
+from mfsdp_ckpt.format import layout
 
 TRACKERS = {
     "fifo": lambda p: os.mkfifo(p),

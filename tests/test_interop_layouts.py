@@ -25,7 +25,7 @@ from interop_support import (  # noqa: F401 (made_optim is a fixture)
     verl_rl_v1,
 )
 
-from mfsdp_ckpt import layout
+from mfsdp_ckpt.format import layout
 
 FIXTURES = Path(__file__).parent / "fixtures"
 OURS = FIXTURES / "megatron_fsdp_qwen2" / "run"

@@ -17,12 +17,12 @@ from _export_support import fixed_inputs, load_report, logits_of
 from click.testing import CliRunner
 
 from cli.main import app
-from mfsdp_ckpt.export_hf import export_hf
-from mfsdp_ckpt.layout import list_complete_steps, resolve_checkpoint
+from mfsdp_ckpt.convert.export_hf import export_hf
+from mfsdp_ckpt.format.layout import list_complete_steps, resolve_checkpoint
 from mfsdp_ckpt.lora import parse_adapter_key, peft_name
-from mfsdp_ckpt.manifest import read_manifest, sha256_file
-from mfsdp_ckpt.reader import CheckpointReader
-from mfsdp_ckpt.validate import validate_checkpoint
+from mfsdp_ckpt.format.manifest import read_manifest, sha256_file
+from mfsdp_ckpt.storage.reader import CheckpointReader
+from mfsdp_ckpt.check.validate import validate_checkpoint
 from tests.distributed_helpers import run_distributed
 from tests.sft_support import tiny_config, write_chat_jsonl
 from trainer.config import ConfigError, ModelConfig, load_config

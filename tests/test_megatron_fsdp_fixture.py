@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from mfsdp_ckpt import layout
-from mfsdp_ckpt.reader import CheckpointReader
-from mfsdp_ckpt.validate import validate_checkpoint
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.storage.reader import CheckpointReader
+from mfsdp_ckpt.check.validate import validate_checkpoint
 
 FIXTURE = Path(__file__).parent / "fixtures" / "megatron_fsdp_qwen2"
 PROVENANCE = json.loads((FIXTURE / "provenance.json").read_text())
@@ -58,7 +58,7 @@ def test_export_reproduces_logits_megatron_fsdp_computed_on_gpu(tmp_path):
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
-    from mfsdp_ckpt.export_hf import export_hf
+    from mfsdp_ckpt.convert.export_hf import export_hf
 
     result = export_hf(FIXTURE / "run", tmp_path / "hf", dtype="fp32", verify=True)
     assert result.mismatches == []

@@ -2,12 +2,12 @@
 
 `torch.distributed.checkpoint` drags in DTensor, torch.fx and sympy (0.65 s quiet, seconds
 under load), and transformers more: start-up is the largest cost of exporting a small model
-(docs/benchmarks.md). The reader unpickles `.metadata` into `mfsdp_ckpt.plain_metadata`
+(docs/benchmarks.md). The reader unpickles `.metadata` into `mfsdp_ckpt.format.dcp_metadata`
 instead of DCP's classes; this holds the stand-ins equal to what DCP itself reads.
 
 An export that changes no tensor's values (fp32 from fp32) imports no torch at all: its
 bytes go file to file in the kernel, and torch's import alone (~1.5 s) kept it above 1.2x
-`cp`. Dtypes on that path are `mfsdp_ckpt.dtypes` records, held here to torch's own.
+`cp`. Dtypes on that path are `mfsdp_ckpt.format.dtypes` records, held here to torch's own.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from mfsdp_ckpt import dtypes, layout
+from mfsdp_ckpt.format import dtypes, layout
 from mfsdp_ckpt.checkpointer import Checkpointer
-from mfsdp_ckpt.reader import _tensor_layout
-from mfsdp_ckpt.safe_metadata import load_metadata_bytes, load_plain_metadata_bytes
+from mfsdp_ckpt.storage.reader import _tensor_layout
+from mfsdp_ckpt.format.dcp_metadata import load_metadata_bytes, load_plain_metadata_bytes
 
 REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("torch.distributed.checkpoint", "torch.distributed.tensor", "transformers")
@@ -73,7 +73,7 @@ def hf_run(tmp_path_factory) -> Path:
 
 
 def test_importing_the_export_command_loads_no_torch():
-    loaded = modules_after("import cli.main, cli.export_hf, mfsdp_ckpt.export_hf", roots=("torch", "transformers"))
+    loaded = modules_after("import cli.main, cli.export_hf, mfsdp_ckpt.convert.export_hf", roots=("torch", "transformers"))
     assert loaded == [], f"importing export-hf loaded {loaded[:5]}"
 
 
@@ -81,7 +81,7 @@ def test_importing_the_export_command_loads_no_torch():
 def test_export_imports_torch_only_to_cast(hf_run, tmp_path, dtype, casts):
     """fp32 from fp32 checkpoints (validation, planning, kernel copy, config) runs without
     torch; bf16 imports it for the cast, which also shows this check sees an import."""
-    from mfsdp_ckpt.export_hf import verify_export_dir
+    from mfsdp_ckpt.convert.export_verify import verify_export_dir
 
     out = tmp_path / "hf"
     loaded = modules_after(RUN_CLI, "ckpt", "export-hf", str(hf_run), "--out", str(out), "--dtype", dtype,
@@ -117,9 +117,9 @@ def test_dtype_records_match_torch():
 
 def test_reading_validating_and_inspecting_load_no_dcp(dist_ckpt):
     body = (
-        "from mfsdp_ckpt.reader import CheckpointReader\n"
-        "from mfsdp_ckpt.validate import validate_checkpoint\n"
-        "from mfsdp_ckpt.inspect import describe_checkpoint\n"
+        "from mfsdp_ckpt.storage.reader import CheckpointReader\n"
+        "from mfsdp_ckpt.check.validate import validate_checkpoint\n"
+        "from mfsdp_ckpt.check.describe import describe_checkpoint\n"
         "reader = CheckpointReader(sys.argv[2])\n"
         "assert reader.read_tensor('model.w').shape == (6, 4), reader.tensors\n"
         "assert reader.read_object('extra.step') == 1\n"
@@ -154,7 +154,7 @@ def test_plain_metadata_reads_the_same_values_as_dcp(dist_ckpt):
     raw = (dist_ckpt / layout.DCP_METADATA_FILE).read_bytes()
     real, plain = load_metadata_bytes(raw), load_plain_metadata_bytes(raw)
     assert isinstance(real, Metadata) and not isinstance(plain, Metadata)
-    assert type(plain).__module__ == "mfsdp_ckpt.plain_metadata"
+    assert type(plain).__module__ == "mfsdp_ckpt.format.dcp_metadata"
     assert _summary(plain) == _summary(real)
     assert len(_summary(plain)[1]) == 3  # two tensors and one object, each with its storage entry
 

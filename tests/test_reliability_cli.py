@@ -50,7 +50,7 @@ def test_a_write_failing_in_one_writer_thread_fails_the_save(tmp_path):
     import subprocess
     import sys
 
-    from mfsdp_ckpt import layout
+    from mfsdp_ckpt.format import layout
 
     done = subprocess.run([sys.executable, "-c", WRITER_THREAD_FAILURE, str(rs.REPO), str(tmp_path / "run")],
                           capture_output=True, text=True, timeout=300)

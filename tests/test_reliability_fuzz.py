@@ -20,12 +20,12 @@ from hypothesis import strategies as st
 from torch.distributed.checkpoint import metadata as dcp_metadata
 from torch.distributed.checkpoint.filesystem import _StorageInfo
 
-from mfsdp_ckpt import layout
+from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.checkpointer import Checkpointer
-from mfsdp_ckpt.manifest import Manifest, ManifestError
-from mfsdp_ckpt.reader import CheckpointFormatError, CheckpointReader, chunk_coverage_problems
-from mfsdp_ckpt.safe_metadata import UnsafeMetadataError
-from mfsdp_ckpt.storage import CheckpointFileError
+from mfsdp_ckpt.format.manifest import Manifest, ManifestError
+from mfsdp_ckpt.storage.reader import CheckpointFormatError, CheckpointReader, chunk_coverage_problems
+from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
 DOCUMENTED = (UnsafeMetadataError, CheckpointFormatError, CheckpointFileError)
 CASES = {"metadata_bytes": 4000, "metadata_generated": 3000, "manifest": 4000}  # 11,000 in all

@@ -24,9 +24,9 @@ import pytest
 import torch
 from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, MetadataIndex
 
-from mfsdp_ckpt import layout
+from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.checkpointer import Checkpointer
-from mfsdp_ckpt.safe_metadata import load_metadata
+from mfsdp_ckpt.format.dcp_metadata import load_metadata
 
 REPO = Path(__file__).resolve().parents[1]
 MAX_GROWTH_MIB = 200  # what torch itself may touch on the way; a refused bomb is GiBs
@@ -34,10 +34,10 @@ MAX_GROWTH_MIB = 200  # what torch itself may touch on the way; a refused bomb i
 PROBE = r"""
 import json, resource, sys
 sys.path.insert(0, sys.argv[1])
-from mfsdp_ckpt.reader import CheckpointReader, CheckpointFormatError
-from mfsdp_ckpt.safe_metadata import UnsafeMetadataError, load_metadata_bytes
-from mfsdp_ckpt.storage import CheckpointFileError
-from mfsdp_ckpt.validate import validate_checkpoint
+from mfsdp_ckpt.storage.reader import CheckpointReader, CheckpointFormatError
+from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError, load_metadata_bytes
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.check.validate import validate_checkpoint
 
 def unpickle(target):
     load_metadata_bytes(open(target, "rb").read())

@@ -44,9 +44,9 @@ from hostile_builders import (
     step_of,
     write_metadata,
 )
-from mfsdp_ckpt import dtypes, layout
-from mfsdp_ckpt.restricted_pickle import DEFAULT_MAX_OPS
-from mfsdp_ckpt.safe_metadata import (
+from mfsdp_ckpt.format import dtypes, layout
+from mfsdp_ckpt.format.restricted_pickle import DEFAULT_MAX_OPS
+from mfsdp_ckpt.format.dcp_metadata import (
     UnsafeMetadataError,
     _dcp_classes,
     _plain_classes,
@@ -133,7 +133,7 @@ def test_records_are_fresh_built_once_and_frozen(pristine):
         with pytest.raises(UnsafeMetadataError, match="BUILD"):
             load_plain_metadata_bytes(data)
         assert why
-    from mfsdp_ckpt.reader import CheckpointReader
+    from mfsdp_ckpt.storage.reader import CheckpointReader
 
     reader = CheckpointReader(dist_of(pristine))
     entry = next(iter(reader.tensors.values()))
@@ -156,8 +156,8 @@ RECORD = b"ctorch.distributed.checkpoint.metadata\nBytesStorageMetadata\nq\x00"
 def test_every_opcode_counts_against_the_limit(opcode, table):
     """Each object-making opcode, flooded past a small limit, is refused by count (the
     full-size flood runs in test_metadata_floods_...: seconds, so once)."""
-    from mfsdp_ckpt.restricted_pickle import PickleRefused, restricted_loads
-    from mfsdp_ckpt.safe_metadata import _records
+    from mfsdp_ckpt.format.restricted_pickle import PickleRefused, restricted_loads
+    from mfsdp_ckpt.format.dcp_metadata import _records
 
     allowed = _plain_classes() if table == "plain" else _dcp_classes()
     data = b"\x80\x02" + RECORD + FLOODS[opcode] * 20_000 + b"."
@@ -210,7 +210,7 @@ for _size in (300 << 20, 3 << 30):
 
 # -- 2. bounds: blob pickles and archives
 def _target(run: Path):
-    from mfsdp_ckpt.reader import CheckpointReader
+    from mfsdp_ckpt.storage.reader import CheckpointReader
 
     return max((e for e in CheckpointReader(dist_of(run)).tensors.values()
                 if e.name.startswith("model.") and e.dtype.name == "float32"), key=lambda e: e.numel)

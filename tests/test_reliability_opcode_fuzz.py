@@ -34,11 +34,11 @@ from torch.distributed.checkpoint.metadata import (
     TensorStorageMetadata,
 )
 
-from mfsdp_ckpt import dtypes, layout
+from mfsdp_ckpt.format import dtypes, layout
 from mfsdp_ckpt.checkpointer import Checkpointer
-from mfsdp_ckpt.reader import CheckpointFormatError, CheckpointReader, chunk_coverage_problems, load_blob
-from mfsdp_ckpt.safe_metadata import UnsafeMetadataError
-from mfsdp_ckpt.storage import CheckpointFileError
+from mfsdp_ckpt.storage.reader import CheckpointFormatError, CheckpointReader, chunk_coverage_problems, load_blob
+from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from test_reliability_fuzz import MemoryStore
 
 DOCUMENTED = (UnsafeMetadataError, CheckpointFormatError, CheckpointFileError)
@@ -150,7 +150,7 @@ def read_everything(files: dict[str, bytes]) -> None:
 
 @pytest.mark.parametrize("protocol", [2, 4])
 def test_metadata_opcode_mutations(checkpoint_files, protocol):
-    from mfsdp_ckpt.safe_metadata import load_metadata_bytes
+    from mfsdp_ckpt.format.dcp_metadata import load_metadata_bytes
 
     base = pickle.dumps(load_metadata_bytes(checkpoint_files[layout.DCP_METADATA_FILE]), protocol=protocol)
     before, seen = fingerprint(), {"parsed": 0, "refused": 0}

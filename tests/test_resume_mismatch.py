@@ -15,7 +15,7 @@ import torch
 from click.testing import CliRunner
 
 from cli.main import app
-from mfsdp_ckpt.layout import list_complete_steps
+from mfsdp_ckpt.format.layout import list_complete_steps
 from tests.distributed_helpers import run_distributed
 from tests.sft_support import REPO, tiny_config, write_chat_jsonl
 from trainer.sft import run_sft

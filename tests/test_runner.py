@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sft_support import tiny_config, write_chat_jsonl
 
-from mfsdp_ckpt.layout import step_dir
+from mfsdp_ckpt.format.layout import step_dir
 from trainer.metrics import read_metrics
 from trainer.sft import run_sft
 

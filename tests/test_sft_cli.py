@@ -7,7 +7,7 @@ import sys
 from click.testing import CliRunner
 
 from cli.main import app
-from mfsdp_ckpt.layout import list_complete_steps
+from mfsdp_ckpt.format.layout import list_complete_steps
 from tests.sft_support import REPO, write_chat_jsonl
 
 CONFIG = str(REPO / "examples" / "sft_tiny_cpu.yaml")

@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from cli.main import app
-from mfsdp_ckpt.export_hf import export_hf
-from mfsdp_ckpt.import_hf import import_hf
+from mfsdp_ckpt.convert.export_hf import export_hf
+from mfsdp_ckpt.convert.import_hf import import_hf
 from tests.sft_support import REPO, tiny_config, write_chat_jsonl
 from trainer.config import ConfigError
 from trainer.model import build_hf_config, load_tokenizer

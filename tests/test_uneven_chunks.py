@@ -12,8 +12,8 @@ import torch
 import torch.distributed as dist
 
 from distributed_helpers import run_distributed
-from mfsdp_ckpt import layout
-from mfsdp_ckpt.reader import CheckpointReader
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.storage.reader import CheckpointReader
 
 WORLD = 3
 FULL = {
@@ -43,7 +43,7 @@ def _pieces(rank: int, rows: dict[str, tuple[int, ...]], fill: bool) -> dict:
 
 def save_then_load(rank: int, world_size: int, run_dir: str, out_dir: str) -> None:
     from mfsdp_ckpt.checkpointer import Checkpointer, load_checkpoint
-    from mfsdp_ckpt.uneven_chunks import attach_uneven_chunk_metadata
+    from mfsdp_ckpt.storage.uneven_chunks import attach_uneven_chunk_metadata
 
     saved = _pieces(rank, SAVE_ROWS, fill=True)
     attach_uneven_chunk_metadata(saved)
@@ -70,7 +70,7 @@ def refuses_partial(rank: int, world_size: int, out_dir: str) -> None:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor, Partial
 
-    from mfsdp_ckpt.uneven_chunks import attach_uneven_chunk_metadata
+    from mfsdp_ckpt.storage.uneven_chunks import attach_uneven_chunk_metadata
 
     mesh = init_device_mesh("cpu", (world_size,))
     tensor = DTensor.from_local(torch.ones(2), mesh, [Partial()])

@@ -42,15 +42,16 @@ from typing import Annotated, Any, Literal
 
 import yaml
 
-from mfsdp_ckpt.hf_config import HFConfigError, check_geometry
+from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry
 from trainer.config_yaml import YAMLConfigError, parse_yaml, read_yaml_file
 from trainer import verl_keys
+from mfsdp_ckpt.errors import MfsdpUsageError
 
 
 RESOLVED_CONFIG_FILE = "config.yaml"  # in the run dir: the config the run used
 
 
-class ConfigError(ValueError):
+class ConfigError(MfsdpUsageError, ValueError):
     """A configuration mistake; the message names the key (and file) and what is wrong."""
 
 

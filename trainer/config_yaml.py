@@ -16,6 +16,7 @@ import stat
 from typing import Any
 
 import yaml
+from mfsdp_ckpt.errors import MfsdpUsageError
 
 MAX_CONFIG_BYTES = 1 << 20
 MAX_ALIASES = 1000
@@ -24,7 +25,7 @@ MAX_DEPTH = 64
 _PYTHON_TAG = "tag:yaml.org,2002:python/"
 
 
-class YAMLConfigError(ValueError):
+class YAMLConfigError(MfsdpUsageError, ValueError):
     """The text is not a small plain YAML document; the message starts with its source."""
 
 

@@ -27,7 +27,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_model_state_dict,
 )
 
-from mfsdp_ckpt.layout import CheckpointPaths
+from mfsdp_ckpt.format.layout import CheckpointPaths
 from mfsdp_ckpt.lora import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
@@ -36,7 +36,7 @@ from mfsdp_ckpt.lora import (
     describe_base_model,
     read_base_model,
 )
-from mfsdp_ckpt.manifest import Manifest, ManifestError
+from mfsdp_ckpt.format.manifest import Manifest, ManifestError
 from trainer.config import ConfigError, ModelConfig, check_lora_fields
 from trainer.resume import ResumeMismatchError
 

@@ -31,8 +31,8 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk: int) -> torch.Tensor:
         # Every matmul runs in the compute dtype (bf16 on GPU, fp32 accumulation inside the
-        # kernel); only the softmax is fp32. A fp32 weight-gradient matmul is ~15x slower
-        # on tensor cores and cost this path 20% of the step. Rows without a label are
+        # kernel); only the softmax is fp32. A fp32 weight-gradient matmul is many times
+        # slower on tensor cores. Rows without a label are
         # masked arithmetically (zeroed hidden rows, zeroed gradient rows) rather than
         # selected with a boolean index, which would stall on a device-to-host sync.
         flat_hidden = hidden.reshape(-1, hidden.shape[-1])

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from mfsdp_ckpt.layout import CheckpointPathError, CheckpointPaths, resolve_checkpoint
+from mfsdp_ckpt.format.layout import CheckpointPathError, CheckpointPaths, resolve_checkpoint
 from trainer.config import ConfigError, ModelConfig
 
 _HF_WEIGHT_PATTERNS = ("*.safetensors", "*.bin")
@@ -92,14 +92,10 @@ def load_checkpoint_weights(model, source: ModelSource) -> None:
     validate's first error before a byte is read, as export does."""
     import torch
 
-    from mfsdp_ckpt.export_hf import (
-        ExportError,
-        ExportUsageError,
-        _resolve_source,
-        convert,
-        plan_export,
-    )
-    from mfsdp_ckpt.validate import require_valid
+    from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError
+    from mfsdp_ckpt.convert.export_plan import convert, plan_export
+    from mfsdp_ckpt.convert.export_source import _resolve_source
+    from mfsdp_ckpt.check.validate import require_valid
 
     assert source.checkpoint is not None
     require_valid(source.checkpoint, manifest_only=True)

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 import torch
 import torch.distributed as dist
 
+from mfsdp_ckpt.errors import MfsdpFailedError
 from trainer.config import OptimConfig
 
 NO_DECAY_GROUP, DECAY_GROUP = "no_decay", "decay"
@@ -76,6 +77,10 @@ def local_grad(param: torch.Tensor) -> torch.Tensor | None:
     if grad is None:
         return None
     return grad.to_local() if hasattr(grad, "to_local") else grad
+
+
+class NonFiniteGradientError(MfsdpFailedError, FloatingPointError):
+    """The gradient norm is NaN or Inf: the run stops before the update spoils the weights."""
 
 
 def clip_grad_norm(

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from mfsdp_ckpt.checkpointer import Checkpointer
-from mfsdp_ckpt.hf_config import HFConfigError, load_hf_config
-from mfsdp_ckpt.layout import CheckpointPaths
+from mfsdp_ckpt.convert.hf_config import HFConfigError, load_hf_config
+from mfsdp_ckpt.format.layout import CheckpointPaths
+from mfsdp_ckpt.errors import MfsdpUsageError
 
 DATA_POSITION_KEYS = ("global_batch_size", "train_rows", "seed")
 # The HF config fields that decide which tensors a model has and how they are computed
@@ -27,7 +28,7 @@ MODEL_CONFIG_KEYS = (
 )
 
 
-class ResumeMismatchError(ValueError):
+class ResumeMismatchError(MfsdpUsageError, ValueError):
     """The checkpoint to resume was trained with data settings that place steps differently."""
 
 

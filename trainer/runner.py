@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import torch
 
 from mfsdp_ckpt.checkpointer import Checkpointer
-from mfsdp_ckpt.layout import CheckpointPaths
+from mfsdp_ckpt.format.layout import CheckpointPaths
 from trainer.config import ConfigError, write_resolved_config
 from trainer.distributed import DistEnv, distributed_run
 from trainer.metrics import MetricsLogger

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from mfsdp_ckpt.layout import step_dir
+from mfsdp_ckpt.format.layout import step_dir
 from trainer.config import ConfigError, SFTConfig
 from trainer.data.batching import MicroBatch, collate, global_batch, plan_micro_batches, rank_share
 from trainer.data.chat import Example
@@ -29,12 +29,12 @@ from trainer.data.sft_dataset import load_sft_splits
 from trainer.distributed import DistEnv, all_reduce_max, all_reduce_sum
 from trainer.metrics import MetricsLogger, bar_postfix
 from trainer.model import build_hf_config, build_model, count_parameters, load_tokenizer, write_hf_assets
-from trainer.optim import clip_grad_norm, lr_at, set_lr
+from trainer.optim import NonFiniteGradientError, clip_grad_norm, lr_at, set_lr
 from trainer.runner import StepHooks, TrainingRun, planned_steps, run_in_process_group
 from trainer.strategies import make_strategy
 from trainer.strategies.base import Strategy
 
-H200_BF16_PEAK_TFLOPS = 790.0  # measured dense bf16 matmul peak of one H200 (docs/benchmarks.md)
+H200_BF16_PEAK_TFLOPS = 790.0  # 1xH200's bf16 matmul peak: bench/matmul_peak.py, best 791 (docs/benchmarks.md)
 
 
 @dataclass
@@ -128,7 +128,7 @@ class SFTSteps(StepHooks):
         trainable = self.strategy.trainable_params(self.model, self.optimizer)
         grad_norm = clip_grad_norm(trainable, cfg.optim.clip_grad, env.device)
         if not math.isfinite(grad_norm):
-            raise FloatingPointError(
+            raise NonFiniteGradientError(
                 f"step {step + 1}: gradient norm is {grad_norm}; stopping before the update")
         lr = lr_at(step, cfg.optim, self.run.total_steps)
         set_lr(self.optimizer, lr)

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from trainer import verl_keys
+from mfsdp_ckpt.errors import MfsdpUsageError
 
 MAX_SOURCE_BYTES = 1 << 20  # launch scripts and configs are a few KiB
 GRPO_MODULES = ("verl.trainer.main_ppo",)
@@ -27,7 +28,7 @@ _VARIABLE = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
-class VerlSourceError(ValueError):
+class VerlSourceError(MfsdpUsageError, ValueError):
     """The file is not a verl launch script or YAML config this can read; names the file."""
 
 

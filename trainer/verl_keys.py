@@ -19,6 +19,7 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from mfsdp_ckpt.errors import MfsdpUsageError
 
 log = logging.getLogger("mfsdp.config")
 
@@ -35,7 +36,7 @@ PARALLEL_SIZES = (
 )
 
 
-class Unsupported(ValueError):
+class Unsupported(MfsdpUsageError, ValueError):
     """A verl key (or value) that mfsdp cannot honour; the message says why."""
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from mfsdp_ckpt.errors import MfsdpUsageError
 
 
-class ChatFormatError(ValueError):
+class ChatFormatError(MfsdpUsageError, ValueError):
     """A row cannot become a training example; the message names the row and the reason."""
 
 

@@ -6,9 +6,10 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+from mfsdp_ckpt.errors import MfsdpUsageError
 
 
-class DataFileError(ValueError):
+class DataFileError(MfsdpUsageError, ValueError):
     """A data file is missing, unreadable or not the format its name says; the message names it."""
 
 

@@ -14,9 +14,10 @@ from tqdm import tqdm
 
 from trainer.data.files import read_rows
 from trainer.grpo.config import RLDataConfig
+from mfsdp_ckpt.errors import MfsdpUsageError
 
 
-class RLDataError(ValueError):
+class RLDataError(MfsdpUsageError, ValueError):
     """A row cannot become a prompt; the message names the file, row and reason."""
 
 

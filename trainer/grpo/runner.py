@@ -37,7 +37,7 @@ from trainer.grpo.weights import iter_full_weights
 from trainer.lora import lora_enabled, refuse_lora
 from trainer.metrics import MetricsLogger
 from trainer.model import build_hf_config, build_model, load_tokenizer, write_hf_assets
-from trainer.optim import clip_grad_norm, lr_at, set_lr
+from trainer.optim import NonFiniteGradientError, clip_grad_norm, lr_at, set_lr
 from trainer.rewards.dispatch import RewardScorer
 from trainer.rollout.base import RolloutEngine, SamplingParams
 from trainer.rollout.build import build_rollout_engine, engine_name
@@ -223,7 +223,7 @@ class GRPOSteps(StepHooks):
                 trainable = self.strategy.trainable_params(self.actor, self.optimizer)
                 grad_norm = clip_grad_norm(trainable, cfg.optim.clip_grad, env.device)
                 if not math.isfinite(grad_norm):
-                    raise FloatingPointError(f"step {step + 1}: gradient norm is {grad_norm}; "
+                    raise NonFiniteGradientError(f"step {step + 1}: gradient norm is {grad_norm}; "
                                              "stopping before the update")
                 set_lr(self.optimizer, lr)
                 self.optimizer.step()

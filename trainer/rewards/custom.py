@@ -9,9 +9,10 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable
 from pathlib import Path
+from mfsdp_ckpt.errors import MfsdpUsageError
 
 
-class RewardError(ValueError):
+class RewardError(MfsdpUsageError, ValueError):
     """A reward cannot be computed or loaded; the message names the file, function or data source."""
 
 

@@ -20,7 +20,7 @@ size 1 keeps every buffer whole, so ZeRO-3 there costs what no sharding costs.
 
 Megatron-FSDP's own state-dict hooks, which tell DCP where each uneven shard lies, are
 turned off (`preproc_state_dict_for_dcp_ckpt=False`): they run one collective per tensor
-on every save. `mfsdp_ckpt.uneven_chunks` attaches the same offsets with one collective.
+on every save. `mfsdp_ckpt.storage.uneven_chunks` attaches the same offsets with one collective.
 
 `fully_shard` (the one-call API) also replaces the optimizer's param groups by a single
 group, which would lose the no-weight-decay group for biases and norms; building the
@@ -38,7 +38,7 @@ import torch
 from torch.distributed.checkpoint.stateful import Stateful
 from torch.distributed.tensor import DTensor
 
-from mfsdp_ckpt.uneven_chunks import attach_uneven_chunk_metadata
+from mfsdp_ckpt.storage.uneven_chunks import attach_uneven_chunk_metadata
 from trainer.config import ConfigError, OptimConfig
 from trainer.lora import is_lora_model, refuse_lora
 from trainer.model import decoder_layer_class

@@ -1,0 +1,527 @@
+"""`mfsdp ckpt validate`: every check a checkpoint must pass before anyone trusts it.
+
+Each check appends `Finding`s naming the file or tensor and what is wrong; nothing here
+raises for a bad checkpoint (a missing path is the caller's usage error). The cheap checks
+(metadata, files, chunk coverage, optimizer/model/config agreement, tracker) always run;
+`deep=True` adds sha256 against the manifest and reading every tensor (NaN/Inf counts).
+
+Checkpoints verl and Megatron-LM write have no manifest: every check that needs none
+still runs (coverage, each chunk inside its file, file sizes, values, shapes against the
+HF config), the report says that hashes were not checked, and `strict` refuses them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.format import layout, state_keys
+from mfsdp_ckpt.lora import check_base_model
+from mfsdp_ckpt.format.manifest import Manifest, ManifestError, hash_files, read_manifest, sha256_file
+from mfsdp_ckpt.check.printable import printable
+from mfsdp_ckpt.storage.reader import (
+    CheckpointFormatError,
+    CheckpointReader,
+    chunk_backing_problem,
+    chunk_coverage_problems,
+)
+from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.errors import MfsdpFailedError
+
+ERROR, WARNING = "error", "warning"
+_HASH_MISMATCH = "sha256 differs from the manifest (bytes changed after save)"
+
+Progress = Callable[[int, int], None]  # (done, total) over tensors / bytes
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: str
+    where: str
+    message: str
+
+    def __str__(self) -> str:
+        """One terminal line, whatever names from the checkpoint it quotes."""
+        return printable(f"{self.severity}: {self.where}: {self.message}")
+
+
+@dataclass
+class ValidationReport:
+    path: str
+    checkpoint: str | None = None
+    step: int | None = None
+    findings: list[Finding] = field(default_factory=list)
+    tensors: int = 0
+    tensor_bytes: int = 0
+    files: int = 0
+    deep: bool = False
+    layout: str | None = None
+    role: str | None = None
+    has_manifest: bool = True
+    note: str | None = None  # how the path was read (a parent dir holding one run), for stderr
+
+    def add(self, severity: str, where: str | Path, message: str) -> None:
+        self.findings.append(Finding(severity, str(where), message))
+
+    def ok(self, strict: bool = False) -> bool:
+        """No errors; with `strict`, no warnings either, and a manifest whose hashes
+        could be checked."""
+        bad = {ERROR, WARNING} if strict else {ERROR}
+        if strict and not self.has_manifest:
+            return False
+        return not any(f.severity in bad for f in self.findings)
+
+    def to_dict(self, strict: bool = False) -> dict:
+        data = asdict(self)
+        data["valid"] = self.ok(strict)
+        return data
+
+
+def validate_checkpoint(
+    path: str | os.PathLike,
+    *,
+    deep: bool = False,
+    progress: Progress | None = None,
+    role: str | None = None,
+    hf_config: str | os.PathLike | None = None,
+) -> ValidationReport:
+    """Validate any level of any layout `layout.resolve_checkpoint` knows (ours, verl,
+    Megatron-LM, a bare dist_ckpt dir); `role` picks verl's actor or critic, `hf_config`
+    supplies the config a checkpoint without huggingface/ lacks.
+
+    Raises `layout.CheckpointPathError` only when `path` is not a checkpoint at all.
+    """
+    report = ValidationReport(path=str(path), deep=deep)
+    paths = _resolve(Path(path), report, role)
+    return validate_paths(paths, report, deep=deep, progress=progress, hf_config=hf_config)
+
+
+def validate_paths(
+    paths: layout.CheckpointPaths,
+    report: ValidationReport | None = None,
+    *,
+    deep: bool = False,
+    progress: Progress | None = None,
+    hf_config: str | os.PathLike | None = None,
+) -> ValidationReport:
+    """The checks of `validate_checkpoint` on an already resolved checkpoint."""
+    report = report or ValidationReport(path=str(paths.step_dir or paths.dist_ckpt), deep=deep)
+    report.checkpoint, report.step = str(paths.dist_ckpt), paths.step
+    report.layout, report.role, report.has_manifest = paths.kind, paths.role, paths.has_manifest
+    report.note = paths.note
+    manifest = _check_manifest(paths, report)
+    try:
+        reader = CheckpointReader(paths.dist_ckpt)
+    except (UnsafeMetadataError, CheckpointFormatError, CheckpointFileError) as err:
+        report.add(ERROR, paths.dist_ckpt / layout.DCP_METADATA_FILE, str(err).split(": ", 1)[-1])
+        return report
+    report.tensors = len(reader.tensors)
+    report.tensor_bytes = sum(e.nbytes for e in reader.tensors.values())
+    _check_files(paths, reader, manifest, report)
+    _check_chunks(reader, report)
+    _check_backing(reader, report)
+    _check_contents(paths, reader, manifest, report)
+    _check_optimizer(reader, report)
+    if manifest is None or manifest.lora is None:  # a LoRA step holds adapters, not the config's weights
+        _check_against_config(paths, reader, report, hf_config)
+    check_base_model(manifest, report, deep=deep, source=str(paths.manifest))
+    if deep:
+        if manifest is not None:
+            _check_hashes(paths, manifest, report)
+        _check_values(reader, report, progress)
+        _check_objects(reader, report)
+    return report
+
+
+class CheckpointInvalidError(MfsdpFailedError, ValueError):
+    """A checkpoint about to be loaded or exported failed validation (first error in the message)."""
+
+
+def require_valid(paths: layout.CheckpointPaths, *, manifest_only: bool = False) -> ValidationReport | None:
+    """Refuse a checkpoint before anyone reads it: the cheap checks of `validate_checkpoint`,
+    raising CheckpointInvalidError with the first error.
+
+    Resume and export call this so that a damaged, truncated or booby-trapped checkpoint
+    (a path escaping the directory, a symlink out of it, a manifest that disagrees with
+    the files) is refused with one clear line instead of failing deep inside DCP or,
+    worse, loading. `manifest_only` skips checkpoints without a manifest (bare dist_ckpt
+    dirs of Megatron-LM or verl), whose optimizer layouts validate does not know; their
+    reads are still confined to the directory by the reader.
+    """
+    if manifest_only and paths.manifest is None:
+        return None
+    target = paths.step_dir or paths.dist_ckpt
+    report = validate_paths(paths)
+    errors = [f"{f.where}: {f.message}" for f in report.findings if f.severity == ERROR]
+    if errors:
+        raise invalid_checkpoint(errors, target)
+    return report
+
+
+def manifest_hash_errors(
+    paths: layout.CheckpointPaths, share: int = 0, count: int = 1, workers: int = 4
+) -> list[str]:
+    """sha256 of every `share`-th of each `count` files the manifest lists (ranks of a job
+    split the hashing; `workers` threads each), one line per file whose bytes changed."""
+    if paths.manifest is None:
+        return []
+    manifest = read_manifest(paths.manifest)
+    mine = [
+        name for name in sorted(manifest.files)[share::count]
+        if (paths.step_dir / name).is_file() and (paths.step_dir / name).stat().st_size == manifest.files[name].size
+    ]
+    actual = hash_files(paths.step_dir, mine, workers)
+    return [
+        f"{paths.step_dir / name}: {_HASH_MISMATCH}" for name in mine if actual[name].sha256 != manifest.files[name].sha256
+    ]
+
+
+def invalid_checkpoint(errors: list[str], target: Path) -> CheckpointInvalidError:
+    """One line: the first error, and how many more `mfsdp ckpt validate` will list."""
+    more = f" (+{len(errors) - 1} more; see mfsdp ckpt validate {target})" if len(errors) > 1 else ""
+    return CheckpointInvalidError(errors[0] + more)
+
+
+def _resolve(
+    given: Path, report: ValidationReport, role: str | None = None
+) -> layout.CheckpointPaths:
+    """Resolve like the loader, but report a tracker of ours that names a missing step."""
+    tracker = given / layout.TRACKER_FILE
+    if _is_our_run_dir(given) and role is None:
+        try:
+            step = layout.read_tracker(given)
+        except layout.CheckpointPathError as err:
+            report.add(ERROR, tracker, str(err).split(": ", 1)[-1])
+            step = None
+        steps = layout.list_complete_steps(given)
+        if step is not None and step not in steps:
+            report.add(ERROR, tracker, f"names step {step}, which is missing or incomplete")
+        if step is not None and steps and step < steps[-1]:
+            report.add(WARNING, tracker, f"names step {step} but step {steps[-1]} is complete too")
+        chosen = step if step in steps else (steps[-1] if steps else None)
+        if chosen is None:
+            raise layout.CheckpointPathError(f"{given}: no complete checkpoint step in this run dir")
+        return layout.resolve_checkpoint(layout.step_dir(given, chosen))
+    return layout.resolve_checkpoint(given, role=role)
+
+
+def _is_our_run_dir(given: Path) -> bool:
+    """A run dir mfsdp wrote: a tracker and at least one step with a manifest."""
+    return (
+        os.path.lexists(given / layout.TRACKER_FILE)
+        and not (given / layout.DCP_METADATA_FILE).exists()
+        and bool(layout.list_complete_steps(given))
+    )
+
+
+def _check_manifest(paths: layout.CheckpointPaths, report: ValidationReport) -> Manifest | None:
+    if paths.manifest is None:
+        return None  # bare dist_ckpt (Megatron-LM, verl): nothing to compare against
+    try:
+        manifest = read_manifest(paths.manifest)
+    except ManifestError as err:
+        report.add(ERROR, paths.manifest, str(err).split(": ", 1)[-1])
+        return None
+    if paths.step is not None and manifest.step != paths.step:
+        report.add(ERROR, paths.manifest, f"says step {manifest.step}, directory is step {paths.step}")
+    return manifest
+
+
+def _check_files(paths, reader: CheckpointReader, manifest: Manifest | None, report) -> None:
+    needed = reader.files()
+    for name, min_size in sorted(needed.items()):
+        size = _safe_size(reader, name, report)
+        if size is None:
+            continue
+        if size < min_size:
+            report.add(ERROR, paths.dist_ckpt / name, f"has {size} bytes, metadata needs {min_size} (truncated)")
+    if manifest is None or paths.step_dir is None:
+        report.files = len(needed) + 1
+        return
+    report.files = len(manifest.files)
+    reported = {f.where for f in report.findings}  # a set: 100,000 listed files stay linear
+    for name, record in sorted(manifest.files.items()):
+        file = paths.step_dir / name
+        if not file.is_file():
+            if str(file) not in reported:
+                report.add(ERROR, file, "listed in the manifest but missing")
+        elif file.stat().st_size != record.size:
+            report.add(ERROR, file, f"has {file.stat().st_size} bytes, manifest says {record.size}")
+    listed = set(manifest.files)
+    try:
+        present = layout.list_files(paths.step_dir)
+    except layout.CheckpointPathError as err:
+        report.add(ERROR, paths.step_dir, str(err).split(": ", 1)[-1])
+        present = []
+    for relative in present:
+        if relative not in listed and relative != layout.MANIFEST_FILE:
+            report.add(
+                WARNING, paths.step_dir / relative, "not listed in the manifest (unknown file)"
+            )
+    for name in needed:
+        if f"{layout.DIST_CKPT_DIR}/{name}" not in listed:
+            report.add(ERROR, paths.dist_ckpt / name, "referenced by .metadata but not in the manifest")
+
+
+def _safe_size(reader: CheckpointReader, name: str, report: ValidationReport) -> int | None:
+    try:
+        size = reader.store.size(name)
+    except CheckpointFileError as err:
+        report.add(ERROR, reader.root / name, str(err).split(": ", 1)[-1])
+        return None
+    if size is None:
+        report.add(ERROR, reader.root / name, "referenced by .metadata but missing")
+    return size
+
+
+def _check_chunks(reader: CheckpointReader, report: ValidationReport) -> None:
+    for entry in reader.tensors.values():
+        where = f"{reader.root / layout.DCP_METADATA_FILE} [{entry.name}]"
+        for problem in chunk_coverage_problems(entry):
+            report.add(ERROR, where, problem)
+        for chunk in entry.chunks:
+            if chunk.numel and chunk.file is None:  # what a save that lost a file's writes leaves
+                report.add(ERROR, where, f"chunk at {chunk.offsets} has no storage entry (its bytes were never written)")
+
+
+_MODEL_ENTRY_RE = re.compile(
+    r"^model[0-9]*\."
+)  # `model.`, or `model0.`, `model1.` (virtual pipeline)
+_TIED_PAIRS = (  # (output name, input name) a tied model saves twice but optimizes once
+    ("lm_head.weight", "embed_tokens.weight"),
+    ("output_layer.weight", "embedding.word_embeddings.weight"),
+)
+
+
+def _model_keys(keys) -> list[str]:
+    return [key for key in keys if _MODEL_ENTRY_RE.match(key)]
+
+
+def _parameter_name(model_key: str) -> str:
+    """`model.module.decoder.layers.0.mlp.linear_fc1.weight_w` ->
+    `decoder.layers.0.mlp.linear_fc1.weight_w`: the name both the model state and every optimizer's state agree on, wrappers removed."""
+    return state_keys.hf_name(model_key.split(".", 1)[1])
+
+
+def _check_backing(reader: CheckpointReader, report: ValidationReport) -> None:
+    """Each chunk's blob must be able to hold the bytes its metadata declares (no file is
+    read: a tensor claiming 1 TiB over a 1 KB blob is caught by the cheap checks)."""
+    for entry in reader.tensors.values():
+        for chunk in entry.chunks:
+            problem = chunk_backing_problem(entry, chunk)
+            if problem:
+                report.add(ERROR, f"{reader.root / layout.DCP_METADATA_FILE} [{entry.name}]", problem)
+                break
+
+
+def _check_contents(paths, reader: CheckpointReader, manifest: Manifest | None, report) -> None:
+    keys = list(reader.tensors) + list(reader.objects)
+    present = {
+        "model": bool(_model_keys(keys)),
+        "optimizer": any(k.startswith("optimizer.") for k in keys),
+        "extra": any(k.startswith(state_keys.EXTRA_KEY_PREFIX) for k in keys),
+    }
+    if manifest is not None:
+        for kind in manifest.contents:
+            if not present[kind]:
+                report.add(ERROR, paths.dist_ckpt, f"manifest lists '{kind}' but the checkpoint has no {kind} state")
+    if not present["model"]:
+        report.add(ERROR, paths.dist_ckpt, "no model weights (no keys under 'model.')")
+
+
+def _check_optimizer(reader: CheckpointReader, report: ValidationReport) -> None:
+    """Adam moments, where present, must exist for every parameter and match its shape.
+
+    States are matched to parameters by name with wrapper segments removed, which covers
+    FSDP2's `optimizer.state.<param>.exp_avg` and Megatron's distributed optimizer,
+    `optimizer.state.module.module.module.<param>.exp_avg` (SwiGLU fc1 split into
+    weight_w/weight_v as in the model). A state that matches no parameter is a warning:
+    an optimizer may legitimately hold more than the model state shows.
+    """
+    tensors = reader.tensors
+    prefix = state_keys.OPTIMIZER_STATE_PREFIX
+    if not any(k.startswith(prefix) for k in tensors):
+        return
+    params = {_parameter_name(key): key for key in _model_keys(tensors)}
+    found: dict[str, dict[str, str]] = {}
+    unmatched = []
+    for key in tensors:
+        if not key.startswith(prefix):
+            continue
+        path, _, state_name = key[len(prefix) :].rpartition(".")
+        name = state_keys.hf_name(path)
+        if name in params:
+            found.setdefault(name, {})[state_name] = key
+        else:
+            unmatched.append(key)
+    for name, key in params.items():
+        states = found.get(name, {})
+        for moment in state_keys.ADAM_MOMENTS:
+            state_key = states.get(moment)
+            if state_key is None:
+                if not _is_tied_duplicate(name, params):
+                    report.add(ERROR, f"[{key}]", f"optimizer state {moment} is missing")
+            elif tensors[state_key].shape != tensors[key].shape:
+                report.add(
+                    ERROR,
+                    f"[{state_key}]",
+                    f"shape {tensors[state_key].shape} differs from the parameter's"
+                    f" {tensors[key].shape}",
+                )
+    if unmatched:
+        more = f" (+{len(unmatched) - 1} more)" if len(unmatched) > 1 else ""
+        report.add(
+            WARNING, f"[{unmatched[0]}]", f"optimizer state matches no model parameter{more}"
+        )
+
+
+def _is_tied_duplicate(name: str, params: dict[str, str]) -> bool:
+    """A tied output layer is saved twice in the model state but once in the optimizer's."""
+    return any(
+        name.endswith(out) and any(p.endswith(inp) for p in params) for out, inp in _TIED_PAIRS
+    )
+
+
+def _config_file(paths: layout.CheckpointPaths, hf_config: str | os.PathLike | None) -> Path | None:
+    if hf_config is not None:
+        given = Path(hf_config)
+        return given / "config.json" if given.is_dir() else given
+    if paths.hf_assets is None or not (paths.hf_assets / "config.json").is_file():
+        return None
+    return paths.hf_assets / "config.json"
+
+
+def _check_against_config(
+    paths,
+    reader: CheckpointReader,
+    report: ValidationReport,
+    hf_config: str | os.PathLike | None = None,
+) -> None:
+    config_file = _config_file(paths, hf_config)
+    if config_file is None:
+        return
+    from mfsdp_ckpt.convert.hf_config import HFConfigError, expected_weights_for
+
+    try:
+        safe_files.regular_file(config_file, root=None if hf_config is not None else paths.root)
+        expected = expected_weights_for(config_file, root=None if hf_config is not None else paths.root)
+    except CheckpointFileError as err:
+        report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
+        return
+    except HFConfigError as err:
+        report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
+        return
+    stored = {state_keys.hf_name(k[len(state_keys.MODEL_KEY_PREFIX):]): e for k, e in reader.tensors.items() if k.startswith(state_keys.MODEL_KEY_PREFIX)}
+    if stored and not set(stored) & set(expected.allowed):
+        _check_mapped_against_config(paths, reader, report, config_file)
+        return
+    for name, shape in expected.required.items():
+        entry = stored.get(name)
+        if entry is None:
+            report.add(ERROR, f"[model.{name}]", f"missing; {config_file} ({expected.model_type}) expects it")
+        elif entry.shape != shape:
+            report.add(ERROR, f"[model.{name}]", f"shape {entry.shape}, {config_file} expects {shape}")
+    for name in sorted(set(stored) - set(expected.allowed)):
+        report.add(ERROR, f"[model.{name}]", f"unexpected for {expected.model_type} per {config_file}")
+
+
+def _check_mapped_against_config(
+    paths, reader: CheckpointReader, report: ValidationReport, config_file: Path
+) -> None:
+    """Weights not named as in transformers (Megatron-core's GPTModel): map them as export
+    would and check every resulting shape against the config, before anyone exports."""
+    from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError
+    from mfsdp_ckpt.convert.export_plan import plan_export
+    from mfsdp_ckpt.convert.export_source import load_config, source_for
+    from mfsdp_ckpt.convert.hf_config import HFConfigError
+
+    try:
+        config = load_config(config_file)
+        source = source_for(paths, reader)
+        plan_export(source, config)
+    except (ExportError, ExportUsageError, HFConfigError) as err:
+        report.add(
+            ERROR, config_file, f"the weights do not fit this config: {str(err).split(': ', 1)[-1]}"
+        )
+
+
+def _check_hashes(paths, manifest: Manifest, report: ValidationReport) -> None:
+    for name, record in sorted(manifest.files.items()):
+        file = paths.step_dir / name
+        if not file.is_file() or file.stat().st_size != record.size:
+            continue  # reported by _check_files
+        try:
+            if sha256_file(file, paths.step_dir) != record.sha256:
+                report.add(ERROR, file, _HASH_MISMATCH)
+        except CheckpointFileError as err:  # a link out of the step or a special file: never read
+            report.add(ERROR, file, str(err).split(": ", 1)[-1])
+
+
+MAX_OBJECT_CHECK_BYTES = 64 << 20  # larger non-tensor blobs are checked for size only
+
+
+def _check_objects(reader: CheckpointReader, report: ValidationReport) -> None:
+    """Every non-tensor blob (args, iteration, RNG state, scheduler) is a whole torch.save
+    archive whose stored members match their CRCs. Checked as a zip container only: the
+    pickle inside is not loaded, so nothing in it (an argparse.Namespace, numpy RNG
+    arrays, or a crafted class) is ever constructed."""
+    import io
+    import zipfile
+
+    for name, entry in sorted(reader.objects.items()):
+        where = f"[{name}]"
+        if entry.file is None:
+            report.add(
+                ERROR, where, "non-tensor entry has no storage entry (its bytes were never written)"
+            )
+            continue
+        if entry.transforms or entry.length > MAX_OBJECT_CHECK_BYTES:
+            continue
+        try:
+            raw = reader.store.read_range(entry.file, entry.file_offset, entry.length)
+        except CheckpointFileError as err:
+            report.add(ERROR, where, str(err).split(": ", 1)[-1])
+            continue
+        try:
+            with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+                members = archive.infolist()
+                if not any(m.filename.endswith("data.pkl") for m in members):
+                    report.add(ERROR, where, "blob is not a torch.save archive (no data.pkl)")
+                elif any(m.compress_type != zipfile.ZIP_STORED for m in members):
+                    report.add(
+                        WARNING, where, "blob has compressed members (torch.save never writes them)"
+                    )
+                elif archive.testzip() is not None:
+                    report.add(
+                        ERROR,
+                        where,
+                        f"blob member {archive.testzip()} fails its CRC (bytes changed)",
+                    )
+        except (zipfile.BadZipFile, ValueError, EOFError) as err:
+            report.add(ERROR, where, f"blob is not a readable torch.save archive ({err})")
+
+
+def _check_values(reader: CheckpointReader, report: ValidationReport, progress: Progress | None) -> None:
+    import torch
+
+    entries = list(reader.tensors.values())
+    for done, entry in enumerate(entries, 1):
+        where = f"[{entry.name}]"
+        if not chunk_coverage_problems(entry):
+            try:
+                tensor = reader.read_tensor(entry.name)
+            except (CheckpointFormatError, CheckpointFileError) as err:
+                report.add(ERROR, where, str(err))
+            else:
+                if tensor.is_floating_point():
+                    nans = int(torch.isnan(tensor).sum())
+                    infs = int(torch.isinf(tensor).sum())
+                    if nans or infs:
+                        report.add(ERROR, where, f"{nans} NaN and {infs} Inf values")
+        if progress:
+            progress(done, len(entries))

@@ -1,0 +1,27 @@
+"""Errors of export-hf by kind: usage (exit 2) and failed export (exit 1).
+"""
+
+from __future__ import annotations
+
+from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
+
+
+class ExportUsageError(MfsdpUsageError, ValueError):
+    """What was asked cannot be done as asked (exit 2): output exists, no config, bad layout."""
+
+
+class ExportError(MfsdpFailedError, ValueError):
+    """The checkpoint cannot be exported (exit 1): no model, shapes contradict the config."""
+
+
+class NonFiniteError(ExportError):
+    """A weight holds NaN or Inf (a diverged run), or a cast overflows the export dtype."""
+
+
+class ExportVerifyError(ExportError):
+    """--verify found written tensors that differ from their source."""
+
+    def __init__(self, mismatches: list[str]):
+        self.mismatches = mismatches
+        shown = "; ".join(mismatches[:3]) + (f" (+{len(mismatches) - 3} more)" if len(mismatches) > 3 else "")
+        super().__init__(f"verify: {len(mismatches)} mismatch(es): {shown}")

@@ -1,0 +1,280 @@
+"""Export a DCP checkpoint (ours, FSDP2, Megatron-FSDP, Megatron-core fsdp_dtensor) to a
+Hugging Face model directory, on CPU, in bounded memory.
+
+How it stays small and fast:
+
+* planning first: names are mapped (`name_maps`), every output shape is checked against
+  the HF config (for Qwen2/Qwen3/Llama from config.json alone, without importing
+  transformers) and the safetensors layout is fixed before a byte of weight is read;
+* streaming: a tensor that keeps its name is copied file-to-file in the kernel, or cast
+  a 4 MiB piece at a time through per-thread buffers, so it never sits in memory whole;
+  a tensor that is split or de-interleaved (mcore QKV, gate/up) is read whole, converted
+  and `pwrite`n at its planned offset, under a byte budget of the largest one plus a
+  fixed buffer. Peak memory does not grow with the model. Each output file has one
+  writer at a time (concurrent writes into one file were slower); other threads read
+  and convert meanwhile;
+* atomic: everything is written into a hidden sibling directory that is renamed into
+  place at the end; any failure or Ctrl-C removes it, so there is never a half export;
+* no torch unless a tensor's values change: planning, the kernel copy and every check
+  before it use plain dtype records (`mfsdp_ckpt.format.dtypes`). torch is imported where a cast,
+  a split or `--verify` first needs it, or a blob is not raw bytes and must be decoded.
+  Its import is a start-up cost on the order of `cp`'s whole copy (bench/export_hf.py's
+  "start-up + import torch" row, docs/benchmarks.md).
+
+This module runs an export from end to end; each step lives in its own module:
+`export_source` (the checkpoint, its HF assets and config), `export_plan` (names, shapes,
+dtypes), `export_scheduler` (threads under the byte budget), `export_stream` (kernel copy
+and piecewise cast), `export_verify` (--verify), `export_errors`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mfsdp_ckpt.check.validate import manifest_hash_errors, require_valid
+from mfsdp_ckpt.convert.export_errors import ExportUsageError, ExportVerifyError
+from mfsdp_ckpt.convert.export_plan import ExportPlan, _task_cost, convert, plan_export
+from mfsdp_ckpt.convert.export_scheduler import MIN_BUFFER_BYTES, Progress, _run_tasks
+from mfsdp_ckpt.convert.export_source import _asset_files, _resolve_source, _Source, load_config
+from mfsdp_ckpt.convert.export_stream import _nonfinite, _PieceBuffers, _stream, _streamable
+from mfsdp_ckpt.convert.export_verify import verify_export
+from mfsdp_ckpt.convert.hf_config import MAX_LAYERS, HFConfigError
+from mfsdp_ckpt.convert.name_maps import MappedTensor
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format.dtypes import DType
+from mfsdp_ckpt.storage.out_dir import claim_output
+from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
+from mfsdp_ckpt.storage.tensorstore_store import is_url
+
+
+@dataclass
+class ExportResult:
+    out_dir: str
+    layout: str
+    model_type: str
+    dtype: str
+    tensors: int
+    bytes: int
+    files: list[str]
+    seconds: float
+    mismatches: list[str] | None = None  # None: not verified
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def gb_per_s(self) -> float:
+        return self.bytes / 1e9 / self.seconds if self.seconds else 0.0
+
+    def summary(self) -> str:
+        verified = " verified," if self.mismatches == [] else ""
+        return (
+            f"exported {self.tensors} tensors, {_human_bytes(self.bytes)} in {self.seconds:.1f} s"
+            f" ({self.gb_per_s:.2f} GB/s),{verified} {len(self.files)} file(s), {self.dtype},"
+            f" layout {self.layout}, {self.model_type} -> {self.out_dir}"
+        )
+
+
+def _human_bytes(count: int) -> str:
+    """GB (decimal, as --max-shard-size) from 1 GB up; MiB below, so that small models
+    do not read 0.00 GB."""
+    return f"{count / 1e9:.2f} GB" if count >= 10**9 else f"{count / 2**20:.2f} MiB"
+
+
+def parse_size(text: str) -> int:
+    """`5GB`, `500MB`, `2GiB`, `1000000` -> bytes (decimal units as in transformers)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)\s*", text, re.IGNORECASE)
+    if not match:
+        raise ExportUsageError(f"--max-shard-size {text!r}: expected e.g. 5GB, 500MB or a byte count")
+    number, unit = float(match.group(1)), match.group(2).upper().rstrip("B")
+    scale = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+             "KI": 2**10, "MI": 2**20, "GI": 2**30, "TI": 2**40}[unit]
+    if number * scale < 1:
+        raise ExportUsageError(f"--max-shard-size {text!r}: must be at least one byte")
+    return int(number * scale)
+
+
+def _check_out_dir(out: Path, protected: list[Path]) -> None:
+    resolved = out.resolve()
+    for keep in protected:
+        if resolved == keep or resolved in keep.parents:
+            raise ExportUsageError(f"{out}: holds the checkpoint being exported; choose another --out")
+    inside = layout.checkpoint_containing(resolved)
+    if inside is not None:
+        raise ExportUsageError(
+            f"{out}: lies inside the checkpoint {inside}; choose an --out outside it"
+            " (--overwrite replaces only an empty directory or an earlier export)"
+        )
+
+
+# How many more layers config.json may name than the checkpoint's names hold; a few more
+# get the "checkpoint lacks weights" message that names one, many more are refused early.
+LAYER_TOLERANCE = 8
+
+
+_LAYER_INDEX = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+
+
+def _layer_cap(source: _Source) -> int:
+    """The most layers config.json may claim for this checkpoint: the layer indices its
+    weight names hold plus a tolerance, and never above hf_config.MAX_LAYERS."""
+    found = (_LAYER_INDEX.search(name) for name in source.reader.tensors)
+    indices = {int(match.group(1)) for match in found if match}
+    return min(MAX_LAYERS, len(indices) + LAYER_TOLERANCE)
+
+
+def _check_backed(plan: ExportPlan) -> None:
+    """Every chunk the plan reads lies inside its file and can hold its elements, so the
+    sizes the output reserves are backed by real bytes (metadata claiming 1 TiB over a
+    1 KB blob must not make export reserve 1 TiB of disk first)."""
+    reader = plan.source.reader
+    for item in plan.items:
+        entry = plan.entry(item)
+        for chunk in entry.chunks:
+            if chunk.numel:
+                reader._check_stored(entry, chunk)
+
+
+def _write_assets(assets: dict[str, Callable[[], bytes]], target: Path) -> None:
+    for name, load in assets.items():
+        path = target / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(load())
+
+
+def _set_config_dtype(config_file: Path, dtype: DType) -> None:
+    """The exported config names the dtype actually written, as save_pretrained does."""
+    data = json.loads(config_file.read_text())
+    data["dtype"] = dtype.name
+    if "torch_dtype" in data:
+        data["torch_dtype"] = dtype.name
+    config_file.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def export_hf(
+    ckpt: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    dtype: str = "auto",
+    max_shard_size: int = 5 * 10**9,
+    hf_config: str | os.PathLike | None = None,
+    layout_name: str = "auto",
+    workers: int = 4,
+    verify: bool = False,
+    overwrite: bool = False,
+    io: str = "auto",
+    buffer_bytes: int = MIN_BUFFER_BYTES,
+    progress: Progress | None = None,
+    role: str | None = None,
+    allow_nonfinite: bool = False,
+    adapter_only: bool = False,
+) -> ExportResult:
+    """Convert `ckpt` (any level of any layout `layout.resolve_checkpoint` reads, or a URL)
+    into `out_dir`; `role` picks verl's actor (default) or critic (refused: not an LM).
+
+    A LoRA checkpoint is merged onto its base model, or with `adapter_only` written as a
+    PEFT adapter dir (`mfsdp_ckpt.convert.lora_export`).
+
+    Raises ExportUsageError / CheckpointPathError / OutputDirError (bad usage), ExportError
+    (NonFiniteError: a weight holds NaN/Inf, unless `allow_nonfinite`),
+    CheckpointFormatError / CheckpointFileError / UnsafeMetadataError (bad checkpoint),
+    OSError (disk full, unwritable). On any failure nothing is left at `out_dir`, and
+    `overwrite` replaces only an empty directory or an earlier export (`out_dir.py`).
+    """
+    from mfsdp_ckpt.convert.lora_export import (  # it builds on this module
+        export_lora,
+        lora_manifest,
+    )
+
+    if adapter_only or lora_manifest(ckpt) is not None:
+        return export_lora(
+            ckpt, out_dir, adapter_only=adapter_only, dtype=dtype, max_shard_size=max_shard_size,
+            hf_config=hf_config, verify=verify, overwrite=overwrite, progress=progress,
+        )
+    started = time.monotonic()
+    out = Path(out_dir)
+    source = _resolve_source(str(ckpt), io, role)
+    _check_out_dir(out, source.protected)
+    asset_location = str(hf_config) if hf_config is not None else source.hf_assets
+    if asset_location is None:
+        raise ExportUsageError(
+            f"{source.location}: the checkpoint has no {layout.HF_ASSETS_DIR}/ dir; pass --hf-config DIR|config.json"
+        )
+    if hf_config is not None and not Path(hf_config).exists():
+        raise ExportUsageError(f"{hf_config}: no such file or directory (--hf-config)")
+    local_paths = None if is_url(str(ckpt)) else layout.resolve_checkpoint(ckpt, role=role)
+    asset_root = local_paths.root if local_paths is not None and hf_config is None else None
+    assets = _asset_files(asset_location, io, asset_root)
+    if "config.json" not in assets:
+        raise ExportUsageError(f"{asset_location}: no config.json; pass --hf-config DIR|config.json")
+    if local_paths is not None:  # damaged or hostile: refused with validate's first error, before planning
+        require_valid(local_paths, manifest_only=True)
+    claim = claim_output(out, overwrite)
+    tmp = claim.tmp
+    writer: ShardedSafetensorsWriter | None = None
+    try:
+        _write_assets(assets, tmp)
+        try:
+            config = load_config(tmp / "config.json", _layer_cap(source))
+        except HFConfigError as err:
+            raise ExportUsageError(str(err).replace(str(tmp / "config.json"), f"{asset_location} config.json")) from None
+        plan = plan_export(source, config, layout_name=layout_name, dtype=dtype)
+        plan.allow_nonfinite = allow_nonfinite
+        _check_backed(plan)  # before the output files reserve the plan's bytes
+        writer = ShardedSafetensorsWriter(tmp, plan.specs(), max_shard_size)
+        writer.open()
+
+        streamable = {item.source for item in plan.items if _streamable(plan, item)}
+        buffers = _PieceBuffers()
+
+        def work(item: MappedTensor) -> int:
+            if item.source in streamable and _stream(plan, item, writer, buffers):
+                return writer.slots[item.targets[0]].nbytes
+            written = 0
+            for name, tensor in convert(plan, item):
+                finite = tensor.isfinite() if tensor.is_floating_point() else None
+                if not allow_nonfinite and finite is not None and not bool(finite.all()):
+                    raise _nonfinite(plan, item, int((~finite).sum()), overflow=None)
+                writer.write(name, tensor)
+                written += tensor.nbytes
+            return written
+
+        def cost(plan: ExportPlan, item: MappedTensor) -> int:  # streams hold only their thread's buffers
+            return 0 if item.source in streamable else _task_cost(plan, item)
+
+        _run_tasks(plan, work, workers, buffer_bytes, progress, writer.total_bytes, cost)
+        writer.close()
+        _set_config_dtype(tmp / "config.json", plan.dtype)
+        for name in assets:
+            layout.fsync_path(tmp / name)
+        mismatches = verify_export(plan, tmp, workers=workers, buffer_bytes=buffer_bytes) if verify else None
+        if verify and local_paths is not None:  # bytes flipped after save match their own reads: hash them
+            mismatches = manifest_hash_errors(local_paths, workers=workers) + mismatches
+        if mismatches:
+            raise ExportVerifyError(mismatches)
+        claim.publish()
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+    finally:
+        claim.release()
+    notes = [local_paths.note] if local_paths is not None and local_paths.note else []
+    if not any(name.startswith("tokenizer") for name in assets):
+        notes.append(f"no tokenizer files in {asset_location}; AutoTokenizer will not load {out}")
+    return ExportResult(
+        out_dir=str(out),
+        layout=plan.layout,
+        model_type=plan.model_type,
+        dtype=plan.dtype.name,
+        tensors=len(writer.slots),
+        bytes=writer.total_bytes,
+        files=sorted(writer.files),
+        seconds=time.monotonic() - started,
+        mismatches=mismatches,
+        notes=notes,
+    )

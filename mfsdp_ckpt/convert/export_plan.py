@@ -1,0 +1,178 @@
+"""The export plan: stored names mapped to HF names, checked against the config, dtypes chosen,
+all before a byte of weight is read.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError
+from mfsdp_ckpt.convert.export_source import _expected_weights, _Source
+from mfsdp_ckpt.convert.name_maps import (
+    COPY,
+    LAYOUTS,
+    Geometry,
+    MappedTensor,
+    MappingError,
+    ShapeError,
+    detect_layout,
+    map_names,
+    model_tensors,
+)
+from mfsdp_ckpt.format.dtypes import BFLOAT16, BY_NAME, FLOAT16, FLOAT32, DType
+from mfsdp_ckpt.storage.reader import TensorEntry
+
+if TYPE_CHECKING:
+    import torch
+
+
+DTYPES = {"bf16": BFLOAT16, "fp16": FLOAT16, "fp32": FLOAT32}
+
+
+_CONFIG_DTYPES = {dtype.name: dtype for dtype in DTYPES.values()}  # what a config.json string may name
+
+
+@dataclass
+class ExportPlan:
+    """Everything decided before a weight is read."""
+
+    source: _Source
+    layout: str
+    model_type: str
+    geometry: Geometry
+    items: list[MappedTensor]
+    dtype: DType  # floating tensors are written in this dtype
+    dtypes: dict[str, DType]  # per target name (integer tensors keep theirs)
+    allow_nonfinite: bool = False  # False: a NaN/Inf written out stops the export
+
+    def entry(self, item: MappedTensor) -> TensorEntry:
+        return self.source.reader.tensors[item.source]
+
+    def ordered_items(self) -> list[MappedTensor]:
+        """Items in the order their bytes lie in the checkpoint files."""
+        return sorted(self.items, key=lambda item: _read_order(self.entry(item)))
+
+    def specs(self) -> list[tuple[str, DType, tuple[int, ...]]]:
+        """Output tensors in read order, so reads and writes both run front to back
+        (safetensors readers do not care about the order inside a file)."""
+        return [
+            (target, self.dtypes[target], shape)
+            for item in self.ordered_items()
+            for target, shape in zip(item.targets, item.shapes)
+        ]
+
+
+def _natural_key(name: str) -> list:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def _config_dtype(config) -> DType | None:
+    """The dtype a config names: in config.json a string (bfloat16, float16 or float32); in
+    a transformers config possibly any torch.dtype, looked up by its name."""
+    value = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+    if not value:
+        return None
+    name = str(value).removeprefix("torch.")
+    return _CONFIG_DTYPES.get(name) if isinstance(value, str) else BY_NAME.get(name)
+
+
+def choose_dtype(requested: str, config, stored: list[TensorEntry]) -> DType:
+    """`auto` is the config's dtype (bf16 for Qwen/Llama releases), as verl/HF users expect;
+    without one in the config, the checkpoint's own floating dtype."""
+    if requested != "auto":
+        if requested not in DTYPES:
+            raise ExportUsageError(f"--dtype {requested!r}: choose auto, {', '.join(DTYPES)}")
+        return DTYPES[requested]
+    chosen = _config_dtype(config)
+    if chosen is not None:
+        return chosen
+    floating = Counter(e.dtype for e in stored if e.dtype.is_floating_point)
+    return floating.most_common(1)[0][0] if floating else FLOAT32
+
+
+def plan_export(source: _Source, config, *, layout_name: str = "auto", dtype: str = "auto") -> ExportPlan:
+    """Map names, check them against the config, choose output dtypes. Raises before any I/O."""
+    if layout_name not in ("auto", *LAYOUTS):
+        raise ExportUsageError(f"--layout {layout_name!r}: choose auto, {', '.join(LAYOUTS)}")
+    reader = source.reader
+    try:
+        stored = model_tensors(reader.tensors)
+    except MappingError as err:  # two stored names for one weight: the checkpoint is ambiguous
+        raise ExportError(f"{source.location}: {err}") from None
+    if not stored:
+        raise ExportError(f"{source.location}: checkpoint holds no model weights (no model tensors)")
+    paths = {path: reader.tensors[key].shape for path, key in stored.items()}
+    try:
+        chosen_layout = detect_layout(paths) if layout_name == "auto" else layout_name
+        geometry = Geometry.from_config(config)
+        items = map_names(paths, stored, chosen_layout, config.model_type, geometry)
+    except ShapeError as err:
+        raise ExportError(f"{source.location} {err}") from None
+    except MappingError as err:
+        raise ExportUsageError(f"{source.location}: {err}") from None
+    _check_against_config(source, config, items, chosen_layout)
+    out_dtype = choose_dtype(dtype, config, [reader.tensors[k] for k in stored.values()])
+    dtypes = {}
+    for item in items:
+        src_dtype = reader.tensors[item.source].dtype
+        for target in item.targets:
+            dtypes[target] = out_dtype if src_dtype.is_floating_point else src_dtype
+    return ExportPlan(source, chosen_layout, config.model_type, geometry, items, out_dtype, dtypes)
+
+
+def _check_against_config(source: _Source, config, items: list[MappedTensor], chosen_layout: str) -> None:
+    expected = _expected_weights(config)
+    produced = {t: (shape, item.source) for item in items for t, shape in zip(item.targets, item.shapes)}
+    unknown = sorted(t for t in produced if t not in expected.allowed)
+    if unknown:
+        sources = [produced[t][1] for t in unknown]
+        raise ExportUsageError(
+            f"{source.location}: {len(unknown)} tensor(s) unknown to {config.model_type}"
+            f" ({chosen_layout} layout), e.g. {', '.join(sources[:3])}"
+        )
+    for target, (shape, src) in produced.items():
+        if tuple(expected.allowed[target]) != tuple(shape):
+            raise ExportError(
+                f"{source.location} [{src}]: shape {shape} as {target}, but the config"
+                f" ({config.model_type}) says {tuple(expected.allowed[target])}"
+            )
+    required = set(expected.required)
+    for target in sorted(required.intersection(produced), key=_natural_key):
+        stored = source.reader.tensors[produced[target][1]].dtype
+        if not stored.is_floating_point:
+            raise ExportError(
+                f"{source.location} [{produced[target][1]}]: stored as {stored.name}, but {target}"
+                f" is a floating-point weight of {config.model_type}; refusing to export it"
+            )
+    if expected.tie_word_embeddings:
+        required.discard("lm_head.weight")
+    missing = sorted(required - set(produced), key=_natural_key)
+    if missing:
+        raise ExportError(
+            f"{source.location}: checkpoint lacks {len(missing)} weight(s) the config needs, e.g. {missing[0]}"
+        )
+
+
+def convert(plan: ExportPlan, item: MappedTensor) -> list[tuple[str, torch.Tensor]]:
+    """Read one stored tensor and return its HF tensors, cast to the export dtype."""
+    tensor = plan.source.reader.read_tensor(item.source)
+    outputs = item.transform.apply(tensor, plan.geometry)
+    del tensor
+    return [(name, value.to(plan.dtypes[name].torch)) for name, value in zip(item.targets, outputs)]
+
+
+def _task_cost(plan: ExportPlan, item: MappedTensor) -> int:
+    """Bytes one task holds at its peak: the stored tensor plus any copies made from it."""
+    source = plan.entry(item).nbytes
+    copies = item.transform is not COPY or any(plan.dtypes[t] != plan.entry(item).dtype for t in item.targets)
+    out = sum(math.prod(shape) * plan.dtypes[t].itemsize for t, shape in zip(item.targets, item.shapes))
+    return source + (out if copies else 0)
+
+
+def _read_order(entry: TensorEntry) -> tuple:
+    first = min((c for c in entry.chunks if c.file), key=lambda c: (c.file, c.file_offset), default=None)
+    return (first.file, first.file_offset) if first else ("", 0)

@@ -1,0 +1,84 @@
+"""The export's thread scheduler: tasks in read order under a byte budget, so peak memory
+is the largest tensor plus a fixed buffer, whatever the model size.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+
+from mfsdp_ckpt.convert.export_plan import ExportPlan, _task_cost
+from mfsdp_ckpt.convert.name_maps import MappedTensor
+
+MIN_BUFFER_BYTES = 512 << 20
+
+
+Progress = Callable[[int, int, int, int], None]  # tensors done/total, bytes done/total
+
+
+class _ByteBudget:
+    """At most `limit` bytes of tensors in flight; one task may always run alone."""
+
+    def __init__(self, limit: int):
+        self.limit, self.in_flight = limit, 0
+        self._cond = threading.Condition()
+
+    def acquire(self, cost: int, stop: threading.Event) -> bool:
+        """Take `cost` bytes and return True; or, once `stop` is set (a task failed), return
+        False having taken nothing, so only a True is ever released."""
+        with self._cond:
+            while not stop.is_set() and self.in_flight and self.in_flight + cost > self.limit:
+                self._cond.wait(0.1)
+            if stop.is_set():
+                return False
+            self.in_flight += cost
+            return True
+
+    def release(self, cost: int) -> None:
+        with self._cond:
+            self.in_flight -= cost
+            self._cond.notify_all()
+
+
+def _run_tasks(
+    plan: ExportPlan,
+    work: Callable[[MappedTensor], int],
+    workers: int,
+    buffer_bytes: int,
+    progress: Progress | None,
+    total_bytes: int,
+    cost: Callable[[ExportPlan, MappedTensor], int] = _task_cost,
+) -> None:
+    """Run `work(item) -> bytes` over the plan in threads under the byte budget."""
+    items = plan.ordered_items()
+    costs = {item.source: cost(plan, item) for item in items}
+    budget = _ByteBudget(max(max(costs.values(), default=0), buffer_bytes))
+    stop = threading.Event()
+    lock = threading.Lock()
+    done = {"tensors": 0, "bytes": 0}
+
+    def task(item: MappedTensor) -> None:
+        cost = costs[item.source]
+        if not budget.acquire(cost, stop):
+            return
+        try:
+            written = work(item)
+        finally:
+            budget.release(cost)
+        with lock:
+            done["tensors"] += 1
+            done["bytes"] += written
+            if progress is not None:
+                progress(done["tensors"], len(items), done["bytes"], total_bytes)
+
+    pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="export")
+    try:
+        futures = [pool.submit(task, item) for item in items]
+        finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        for future in finished:
+            if future.exception() is not None:
+                raise future.exception()
+    finally:
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)

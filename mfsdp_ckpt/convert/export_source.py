@@ -1,0 +1,165 @@
+"""Where an export reads from: the checkpoint (local or URL), its HF assets and its config.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+from mfsdp_ckpt.convert.export_errors import ExportUsageError
+from mfsdp_ckpt.convert.hf_config import (
+    MAX_LAYERS,
+    ExpectedWeights,
+    check_geometry,
+    expected_weights,
+    load_hf_config,
+    read_config_json,
+    weights_from_table,
+)
+from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.byte_store import ByteStore
+from mfsdp_ckpt.storage.reader import CheckpointReader
+from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE
+from mfsdp_ckpt.storage.tensorstore_store import is_url, join_location, open_store
+
+WEIGHT_FILE_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".distcp")
+
+
+WEIGHT_INDEX_FILES = (INDEX_FILE, "pytorch_model.bin.index.json")
+
+
+@dataclass
+class _Source:
+    """A resolved checkpoint: its store, its reader and where its HF assets are (if any)."""
+
+    location: str
+    reader: CheckpointReader
+    hf_assets: str | None
+    protected: list[Path]  # local dirs the export must never replace
+
+
+def source_for(paths: layout.CheckpointPaths, reader: CheckpointReader) -> _Source:
+    """The export source of a resolved local checkpoint (validate plans with it too)."""
+    hf = str(paths.hf_assets) if paths.hf_assets and paths.hf_assets.is_dir() else None
+    protected = [
+        p.resolve() for p in (paths.dist_ckpt, paths.step_dir, paths.run_dir) if p is not None
+    ]
+    return _Source(str(paths.dist_ckpt), reader, hf, protected)
+
+
+def _refuse_critic(paths: layout.CheckpointPaths) -> None:
+    if paths.role == "critic":
+        raise ExportUsageError(
+            f"{paths.dist_ckpt}: the critic's value head is not a language model (no lm_head);"
+            " export the actor (--role actor)"
+        )
+
+
+def _resolve_source(ckpt: str, io: str, role: str | None = None) -> _Source:
+    if not is_url(ckpt):
+        paths = layout.resolve_checkpoint(ckpt, role=role)
+        _refuse_critic(paths)
+        store = open_store(str(paths.dist_ckpt), io)
+        return source_for(paths, CheckpointReader(paths.dist_ckpt, store=store))
+    root = open_store(ckpt, io)
+    dist_ckpt, step_dir = _resolve_url(ckpt, root)
+    reader = CheckpointReader(dist_ckpt, store=open_store(dist_ckpt, io))
+    hf = join_location(step_dir, layout.HF_ASSETS_DIR) if step_dir else None
+    return _Source(dist_ckpt, reader, hf, [])
+
+
+def _resolve_url(url: str, root: ByteStore) -> tuple[str, str | None]:
+    """The URL twin of layout.resolve_checkpoint: bare dist_ckpt, step dir, or run dir."""
+    if root.size(layout.DCP_METADATA_FILE) is not None:
+        return url, None
+    if root.size(f"{layout.DIST_CKPT_DIR}/{layout.DCP_METADATA_FILE}") is not None:
+        return join_location(url, layout.DIST_CKPT_DIR), url
+    tracker_size = root.size(layout.TRACKER_FILE)
+    if tracker_size is not None:
+        text = root.read_range(layout.TRACKER_FILE, 0, tracker_size).decode(errors="replace").strip()
+        if not text.isdigit():
+            raise layout.CheckpointPathError(f"{url}/{layout.TRACKER_FILE}: expected a step number")
+        step = join_location(url, f"{layout.STEP_DIR_PREFIX}{int(text)}")
+        return join_location(step, layout.DIST_CKPT_DIR), step
+    raise layout.CheckpointPathError(
+        f"{url}: not a checkpoint (no {layout.DCP_METADATA_FILE}, no {layout.DIST_CKPT_DIR}/, no {layout.TRACKER_FILE})"
+    )
+
+
+MAX_ASSET_BYTES = 1 << 30  # a tokenizer.json is tens of MB; nothing that is not a weight is larger
+
+
+def _asset_files(
+    location: str, io: str, root: str | os.PathLike | None = None
+) -> dict[str, Callable[[], bytes]]:
+    """Files of an HF assets dir (config, tokenizer, ...) without weights: name -> loader.
+
+    Local files must be regular files, read bounded through `safe_files`; with `root` (the
+    checkpoint, for its own huggingface/ dir) they must also resolve inside it, so a symlink
+    that leads out (a user's ~/.ssh/id_rsa copied into the export) is refused in one line
+    before anything is written. A --hf-config dir the user names has no such root: a
+    Hugging Face cache snapshot is symlinks into ../../blobs by design."""
+    if not is_url(location):
+        base = Path(location)
+        candidates = (
+            [("config.json", base)]
+            if base.is_file()
+            else [
+                (relative, base / relative)
+                for relative in layout.list_files(base)
+                if not _is_weight_file(relative)
+            ]
+        )
+        files = {}
+        for name, path in candidates:
+            safe_files.regular_file(path, root=root)
+            files[name] = lambda path=path: safe_files.read_bytes(path, MAX_ASSET_BYTES, root=root)
+        return files
+    store = open_store(location, io)
+    return {
+        name: (lambda name=name: store.read_range(name, 0, store.size(name) or 0))
+        for name in store.list_files()
+        if not _is_weight_file(name)
+    }
+
+
+def _is_weight_file(name: str) -> bool:
+    return name.endswith(WEIGHT_FILE_SUFFIXES) or Path(name).name in WEIGHT_INDEX_FILES
+
+
+class JsonConfig(SimpleNamespace):
+    """config.json of a family whose weight shapes `name_maps` knows, kept as plain JSON.
+
+    Export needs only model_type, a few numbers and the dtype; reading them without
+    transformers saves its import and a meta-device model (seconds, more than exporting
+    a 0.5B model). Any other config goes through transformers as before."""
+
+    hf_shapes: dict[str, tuple[int, ...]]
+
+
+def load_config(path: str | os.PathLike, max_layers: int = MAX_LAYERS):
+    """A `JsonConfig` when name_maps knows the family and every number it needs is in
+    the file; otherwise (or for any problem with the file) transformers' config. Sizes
+    that are not positive, do not divide, or claim more than `max_layers` layers are
+    refused (HFConfigError) before any name is generated from them."""
+    try:
+        data = read_config_json(path)[1]  # a regular file, bounded: never a FIFO or /dev/zero
+    except (OSError, ValueError):
+        data = None
+    if isinstance(data, dict):
+        check_geometry(data, path, max_layers)
+    shapes = hf_state_dict_shapes(data) if isinstance(data, dict) else None
+    if shapes is None:
+        return load_hf_config(path)
+    return JsonConfig(**data, hf_shapes=shapes)
+
+
+def _expected_weights(config) -> ExpectedWeights:
+    if not isinstance(config, JsonConfig):
+        return expected_weights(config)
+    return weights_from_table(config.model_type, config.hf_shapes, bool(config.tie_word_embeddings))

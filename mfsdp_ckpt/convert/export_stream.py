@@ -1,0 +1,193 @@
+"""Streaming I/O: a tensor that keeps its name is copied file-to-file in the kernel, or cast
+a bounded piece at a time through per-thread buffers; NaN/Inf are counted on the way.
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mfsdp_ckpt.convert.export_errors import NonFiniteError
+from mfsdp_ckpt.convert.export_plan import ExportPlan
+from mfsdp_ckpt.convert.name_maps import COPY, MappedTensor
+from mfsdp_ckpt.format.dtypes import DType
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.storage.reader import chunk_coverage_problems
+from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
+
+if TYPE_CHECKING:
+    import torch
+
+
+_NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF}
+
+
+# A cast converts this many elements at a time (4 MiB of fp32 in, 2 MiB of bf16 out): small
+# enough that the piece just read is still in cache when it is cast and the cast still in
+# cache when it is written.
+STREAM_PIECE_ELEMENTS = 1 << 20
+
+
+def _streamable(plan: ExportPlan, item: MappedTensor) -> bool:
+    """Tensors that keep their name layout and sit in dim-0 slabs (how FSDP2 and Megatron-FSDP
+    shard) map each chunk to one contiguous byte range of the output, so they can be
+    streamed chunk by chunk: copied in the kernel when the dtype stays, cast a piece at a
+    time when it changes. Neither holds the tensor in memory."""
+    entry = plan.entry(item)
+    return (
+        item.transform is COPY
+        and entry.numel > 0
+        and hasattr(plan.source.reader.store, "open_fd")
+        and not chunk_coverage_problems(entry)
+        and all(c.numel == 0 or (c.offsets[1:] == (0,) * (len(c.offsets) - 1) and c.sizes[1:] == entry.shape[1:])
+                for c in entry.chunks)
+    )
+
+
+class _PieceBuffers(threading.local):
+    """Per-thread buffers a cast reads into and converts into, allocated once and reused
+    (fresh allocations cost page faults that, on this kind of VM, cost more than the copy).
+    `nonfinite` counts the NaN/Inf the last cast wrote; `overflow` says its source was
+    finite, so the values were out of the export dtype's range."""
+
+    nonfinite = 0
+    overflow = False
+
+    def get(self, source_bytes: int, target_bytes: int) -> tuple[torch.Tensor, torch.Tensor]:
+        import torch
+
+        if getattr(self, "source", None) is None or self.source.numel() < source_bytes:
+            self.source = torch.empty(source_bytes, dtype=torch.uint8)
+        if getattr(self, "target", None) is None or self.target.numel() < target_bytes:
+            self.target = torch.empty(target_bytes, dtype=torch.uint8)
+        return self.source, self.target
+
+
+def _stream(plan: ExportPlan, item: MappedTensor, writer: ShardedSafetensorsWriter, buffers: _PieceBuffers) -> bool:
+    """Stream one `_streamable` tensor into place; False (nothing claimed) when a blob is not
+    plain raw bytes or the kernel/filesystem cannot copy, so the caller decodes instead."""
+    reader, entry = plan.source.reader, plan.entry(item)
+    chunks = [c for c in entry.chunks if c.numel]
+    offsets = [reader.raw_payload_offset(entry, c) for c in chunks]
+    if any(offset is None for offset in offsets):
+        return False
+    name, out_dtype = item.targets[0], plan.dtypes[item.targets[0]]
+    row = entry.numel // entry.shape[0] if entry.shape else 1  # elements per dim-0 row
+    try:
+        for index, (chunk, offset) in enumerate(zip(chunks, offsets)):
+            fd = reader.store.open_fd(chunk.file)
+            try:
+                _check_size(fd, offset + chunk.numel * entry.dtype.itemsize, reader.root / chunk.file)
+                start, done = (chunk.offsets[0] * row if entry.shape else 0), index == len(chunks) - 1
+                if out_dtype == entry.dtype:
+                    size = entry.dtype.itemsize
+                    if not plan.allow_nonfinite:
+                        _check_finite_range(plan, item, fd, offset, chunk.numel)
+                    writer.copy_range(name, fd, offset, start * size, chunk.numel * size, done=done)
+                else:
+                    _cast_range(fd, offset, entry.dtype, chunk.numel, writer, name, start, out_dtype, done, buffers,
+                                reader.root / chunk.file)
+                    if not plan.allow_nonfinite and buffers.nonfinite:
+                        raise _nonfinite(plan, item, buffers.nonfinite, buffers.overflow)
+            finally:
+                os.close(fd)
+    except OSError as err:
+        if err.errno in _NO_KERNEL_COPY:
+            return False
+        raise
+    return True
+
+
+# Checked on the raw bytes, so the kernel-copy path needs neither torch nor a copy: numpy's
+# isfinite for the types it has; for bfloat16, all exponent bits set (Inf or NaN). fp8
+# formats are not checked.
+_NUMPY_FLOATS = {"float64": "<f8", "float32": "<f4", "float16": "<f2"}
+
+
+_BF16_EXPONENT = 0x7F80
+
+
+def _count_nonfinite(data: memoryview, dtype: DType) -> int:
+    import numpy as np
+
+    if dtype.name in _NUMPY_FLOATS:
+        values = np.frombuffer(data, dtype=_NUMPY_FLOATS[dtype.name])
+        return 0 if np.isfinite(values).all() else int(np.count_nonzero(~np.isfinite(values)))
+    if dtype.name == "bfloat16":
+        exponent = np.frombuffer(data, dtype="<u2") & np.uint16(_BF16_EXPONENT)
+        return int(np.count_nonzero(exponent == _BF16_EXPONENT))
+    return 0
+
+
+def _check_finite_range(
+    plan: ExportPlan, item: MappedTensor, fd: int, offset: int, numel: int
+) -> None:
+    """NonFiniteError when `numel` raw elements at `offset` of `fd` hold NaN/Inf; the bytes
+    are mapped a piece at a time (they are read into the page cache the copy then uses)."""
+    dtype = plan.entry(item).dtype
+    if numel == 0 or dtype.name not in (*_NUMPY_FLOATS, "bfloat16"):
+        return
+    start = offset - offset % mmap.ALLOCATIONGRANULARITY
+    length = offset + numel * dtype.itemsize - start
+    with mmap.mmap(fd, length, prot=mmap.PROT_READ, offset=start) as mapped:
+        view, step = memoryview(mapped), STREAM_PIECE_ELEMENTS * dtype.itemsize
+        try:
+            found = sum(_count_nonfinite(view[first:min(first + step, length)], dtype)
+                        for first in range(offset - start, length, step))
+        finally:
+            view.release()
+    if found:
+        raise _nonfinite(plan, item, found, overflow=False)
+
+
+def _nonfinite(
+    plan: ExportPlan, item: MappedTensor, count: int, overflow: bool | None
+) -> NonFiniteError:
+    """`overflow`: the source was finite (True), was not (False), or is not known (None)."""
+    what = {True: f"overflows {plan.dtype.name} ({count} value(s) become Inf)",
+            False: f"holds {count} NaN/Inf value(s) (a diverged run?)",
+            None: f"has {count} NaN/Inf value(s) as {plan.dtype.name}"}[overflow]
+    return NonFiniteError(
+        f"{plan.source.location} [{item.source}]: {what}; --allow-nonfinite exports it anyway")
+
+
+def _check_size(fd: int, needed: int, path: Path) -> None:
+    size = os.fstat(fd).st_size
+    if size < needed:
+        raise CheckpointFileError(f"{path}: needs {needed} bytes but the file has {size} (truncated?)")
+
+
+def _cast_range(fd: int, offset: int, dtype: DType, numel: int, writer: ShardedSafetensorsWriter, name: str,
+                start: int, out_dtype: DType, done: bool, buffers: _PieceBuffers, path: Path) -> None:
+    """Read `numel` raw `dtype` elements at `offset` of `fd` and write them cast to `out_dtype`
+    at element `start` of `name`, a bounded piece at a time (torch rounds as `.to()` does)."""
+    import torch
+
+    source, target = buffers.get(STREAM_PIECE_ELEMENTS * dtype.itemsize, STREAM_PIECE_ELEMENTS * out_dtype.itemsize)
+    buffers.nonfinite, buffers.overflow = 0, True
+    for first in range(0, numel, STREAM_PIECE_ELEMENTS):
+        count = min(STREAM_PIECE_ELEMENTS, numel - first)
+        raw = source[: count * dtype.itemsize]
+        _pread_exact(fd, memoryview(raw.numpy()), offset + first * dtype.itemsize, path)
+        cast = target[: count * out_dtype.itemsize].view(out_dtype.torch)
+        cast.copy_(raw.view(dtype.torch))
+        finite = torch.isfinite(cast)  # one pass over bytes still in cache
+        if not bool(finite.all()):
+            buffers.nonfinite += int((~finite).sum())
+            source_finite = bool(torch.isfinite(raw.view(dtype.torch)).all())
+            buffers.overflow = buffers.overflow and source_finite
+        last = done and first + count == numel
+        writer.write_range(name, memoryview(cast.view(torch.uint8).numpy()), (start + first) * out_dtype.itemsize, last)
+
+
+def _pread_exact(fd: int, buffer: memoryview, offset: int, path: Path) -> None:
+    done = 0
+    while done < len(buffer):
+        count = os.preadv(fd, [buffer[done:]], offset + done)
+        if count <= 0:
+            raise CheckpointFileError(f"{path}: unexpected end of file at byte {offset + done} (truncated?)")
+        done += count

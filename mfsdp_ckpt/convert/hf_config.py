@@ -1,0 +1,128 @@
+"""What a Hugging Face config says the weights must be: names and shapes, without weights.
+
+The model is instantiated on the `meta` device, so this costs no memory and works for any
+family transformers knows (Qwen2/2.5, Qwen3, Llama 3, ...), with no per-family table to
+keep in sync. `config.json` is parsed as JSON, never executed (`trust_remote_code` is off).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from mfsdp_ckpt.errors import MfsdpUsageError
+
+
+class HFConfigError(MfsdpUsageError, ValueError):
+    """config.json is missing, unreadable, or names a model transformers cannot build."""
+
+
+@dataclass(frozen=True)
+class ExpectedWeights:
+    model_type: str
+    required: dict[str, tuple[int, ...]]  # parameters (tied ones once)
+    allowed: dict[str, tuple[int, ...]]  # every key a full state dict may hold
+    tie_word_embeddings: bool
+
+
+MAX_CONFIG_BYTES = 4 << 20  # a config.json is a few KB
+
+
+def read_config_json(path: str | os.PathLike, root: str | os.PathLike | None = None) -> tuple[Path, dict]:
+    """config.json (from a directory or a file path) as plain data, with a model_type.
+
+    Read through safe_files: a regular file of at most MAX_CONFIG_BYTES and, when `root` is
+    given (the checkpoint directory), one that resolves inside it."""
+    from mfsdp_ckpt.storage.safe_files import read_text
+    from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+
+    path = Path(path)
+    config_file = path / "config.json" if path.is_dir() else path
+    if not os.path.lexists(config_file):
+        raise HFConfigError(f"{config_file}: no such file")
+    try:
+        data = json.loads(read_text(config_file, MAX_CONFIG_BYTES, root))
+    except CheckpointFileError as err:
+        raise HFConfigError(str(err)) from None
+    except (ValueError, RecursionError) as err:  # bad JSON, a 5000-digit number, deep nesting
+        raise HFConfigError(f"{config_file}: not valid JSON ({str(err)[:200]})") from None
+    model_type = data.get("model_type") if isinstance(data, dict) else None
+    if not isinstance(model_type, str):
+        raise HFConfigError(f"{config_file}: no model_type")
+    return config_file, data
+
+
+# The largest released dense models have ~130 layers; a config claiming more than this is
+# not a model to export but a way to make name generation run for hours.
+MAX_LAYERS = 1024
+_POSITIVE_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                  "num_attention_heads", "num_key_value_heads", "head_dim")
+
+
+def check_geometry(data: dict, where: str | os.PathLike, max_layers: int = MAX_LAYERS) -> None:
+    """HFConfigError (one line naming the key) unless the sizes config.json gives are
+    positive integers that divide as attention needs, with at most `max_layers` layers.
+    Checked before any name or shape is generated from them."""
+    for key in _POSITIVE_KEYS:
+        value = data.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise HFConfigError(f"{where}: {key} must be a positive integer, got {value!r}"[:300])
+    layers = data.get("num_hidden_layers")
+    if layers is not None and layers > max_layers:
+        raise HFConfigError(f"{where}: num_hidden_layers={layers} is over the {max_layers} allowed")
+    heads, kv_heads = data.get("num_attention_heads"), data.get("num_key_value_heads")
+    if heads is not None and kv_heads is not None and heads % kv_heads:
+        raise HFConfigError(
+            f"{where}: num_attention_heads={heads} is not a multiple of"
+            f" num_key_value_heads={kv_heads}")
+    hidden = data.get("hidden_size")
+    if heads is not None and hidden is not None and data.get("head_dim") is None and hidden % heads:
+        raise HFConfigError(
+            f"{where}: hidden_size={hidden} is not a multiple of num_attention_heads={heads}")
+
+
+def load_hf_config(path: str | os.PathLike, root: str | os.PathLike | None = None):
+    """A transformers config from a directory or a config.json path (local files only)."""
+    from transformers import AutoConfig
+
+    config_file, data = read_config_json(path, root)
+    check_geometry(data, config_file)
+    try:
+        return AutoConfig.for_model(**data)
+    except Exception as err:
+        raise HFConfigError(f"{config_file}: transformers cannot read it ({err})") from None
+
+
+def expected_weights(config) -> ExpectedWeights:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    required = {name: tuple(p.shape) for name, p in model.named_parameters()}
+    allowed = {name: tuple(t.shape) for name, t in model.state_dict().items()}
+    tied = bool(getattr(config, "tie_word_embeddings", False))
+    return ExpectedWeights(config.model_type, required, allowed, tied)
+
+
+def expected_weights_for(path: str | os.PathLike, root: str | os.PathLike | None = None) -> ExpectedWeights:
+    """The weights config.json implies. Known families (Qwen2, Qwen3, Llama) come from
+    name_maps' table in milliseconds, without importing transformers (validate runs before
+    every resume and export); anything else from a meta-device model."""
+    from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
+
+    config_file, data = read_config_json(path, root)
+    check_geometry(data, config_file)
+    shapes = hf_state_dict_shapes(data)
+    if shapes is None:
+        return expected_weights(load_hf_config(path, root))
+    return weights_from_table(data["model_type"], shapes, bool(data.get("tie_word_embeddings", False)))
+
+
+def weights_from_table(model_type: str, shapes: dict[str, tuple[int, ...]], tied: bool) -> ExpectedWeights:
+    """ExpectedWeights from a full state-dict shape table; a tied lm_head is optional."""
+    required = {name: shape for name, shape in shapes.items() if not (tied and name == "lm_head.weight")}
+    return ExpectedWeights(model_type, required, dict(shapes), tied)

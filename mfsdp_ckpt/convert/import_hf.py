@@ -1,0 +1,403 @@
+"""Import a Hugging Face safetensors model as a DCP checkpoint, on CPU, in bounded memory.
+
+Two target layouts (`name_maps.plan_import` decides the names):
+
+* ``mcore``: the model entries Megatron-LM, Megatron-Bridge and verl write for Megatron-FSDP
+  (`--ckpt-format fsdp_dtensor`): `model.module.decoder.layers.N...`, QKV interleaved per
+  query group, SwiGLU fc1 as `weight_w`/`weight_v`, plus Megatron-LM's top-level
+  `checkpoint_version` (3.0) and `iteration` (0). OUT is the DCP directory itself
+  (`.metadata` + `__0_0.distcp`), what Megatron-LM keeps in `iter_0000000/` or `release/`
+  and verl in `dist_ckpt/`. Norm names follow the local layer spec by default
+  (`input_layernorm`, `pre_mlp_layernorm`), as Megatron-core without Transformer Engine
+  writes them; `norms="te"` writes TE's fused `layer_norm_weight` names instead.
+* ``hf``: our own run layout: `OUT/global_step_0/{dist_ckpt/, huggingface/, manifest.json}`
+  and the tracker, weights under their transformers names, so training starts from it
+  (`model.path=OUT`) and every `mfsdp ckpt` command reads it.
+
+Planning (names, shapes against config.json, dtypes) happens before a weight is read,
+from the safetensors headers alone (`SafetensorsSource`). Then each tensor is appended to
+the data file as a `torch.save` blob (`StreamingDcpWriter`): when its dtype stays, its
+bytes go file to file in the kernel (`copy_file_range`; a QKV fusion is a permutation of
+whole rows, so a few range copies), without torch and without passing through this
+process's memory; only a `--dtype` cast reads the tensor (one `pread`), merges and casts
+it in torch. Peak memory is flat (tens of MiB) without a cast, and the largest tensor
+group (q, k, v and their fusion) plus a constant with one. Everything is built in a
+hidden sibling of OUT and renamed into place at the end, through export's own
+output-directory checks: a failure leaves nothing at OUT.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import errno
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format.dtypes import DType
+from mfsdp_ckpt.convert.export_errors import ExportUsageError
+from mfsdp_ckpt.convert.export_hf import _check_out_dir
+from mfsdp_ckpt.convert.export_plan import DTYPES
+from mfsdp_ckpt.convert.export_scheduler import Progress
+from mfsdp_ckpt.convert.export_source import _asset_files, load_config
+from mfsdp_ckpt.convert.hf_config import HFConfigError, expected_weights_for
+from mfsdp_ckpt.format.manifest import FileRecord, Manifest, hash_files
+from mfsdp_ckpt.storage.out_dir import claim_output
+from mfsdp_ckpt.convert.name_maps import (
+    LAYOUTS,
+    MCORE,
+    MCORE_IMPORT_FAMILIES,
+    MCORE_NORMS,
+    Geometry,
+    ImportItem,
+    MappingError,
+    ShapeError,
+    plan_import,
+)
+from mfsdp_ckpt.format.state_keys import MODEL_KEY_PREFIX
+from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, SafetensorsSource
+from mfsdp_ckpt.errors import MfsdpFailedError
+
+MCORE_MODEL_PREFIX = "module."  # Megatron-LM's model state dict sits under the DDP/FSDP wrapper
+MCORE_CHECKPOINT_VERSION = 3.0  # what megatron/training/checkpointing.py writes today
+IMPORT_STRATEGY = "import"  # manifest `strategy` of an import: no training run wrote it
+_NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF}
+_COPY_PIECE = 8 << 20
+# A new DCP data file starts after this many bytes, so the manifest's per-file sha256 runs
+# in several threads at once (one per file) alongside the copies.
+DATA_FILE_BYTES = 1 << 30
+
+
+class ImportUsageError(ExportUsageError):
+    """Cannot be done as asked (exit 2): no model there, output exists, a bad option."""
+
+
+class ImportFailedError(MfsdpFailedError, ValueError):
+    """The model cannot be imported (exit 1): unreadable weights, shapes the config contradicts."""
+
+
+@dataclass
+class ImportResult:
+    out_dir: str
+    layout: str
+    model_type: str
+    dtype: str
+    tensors: int
+    bytes: int
+    seconds: float
+    checkpoint: str  # the DCP directory written (OUT itself for mcore)
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        rate = self.bytes / 1e9 / self.seconds if self.seconds else 0.0
+        return (
+            f"imported {self.tensors} tensors, {self.bytes / 2**20:.1f} MiB in {self.seconds:.1f} s"
+            f" ({rate:.2f} GB/s), {self.dtype}, layout {self.layout}, {self.model_type}"
+            f" -> {self.out_dir}"
+        )
+
+
+@dataclass
+class ImportPlan:
+    source: SafetensorsSource
+    layout: str
+    model_type: str
+    geometry: Geometry
+    items: list[ImportItem]
+    dtype: DType | None  # None: every tensor keeps its stored dtype
+
+    def out_dtype(self, item: ImportItem) -> DType:
+        stored = self.source.tensors[item.sources[0]].dtype
+        return self.dtype if self.dtype is not None and stored.is_floating_point else stored
+
+    def nbytes(self, item: ImportItem) -> int:
+        return math.prod(item.shape) * self.out_dtype(item).itemsize
+
+    def state_path(self, item: ImportItem) -> tuple[str, str]:
+        """The nested state-dict path the tensor is saved under: ("model", module path)."""
+        prefix = MCORE_MODEL_PREFIX if self.layout == MCORE else ""
+        return (MODEL_KEY_PREFIX.rstrip("."), prefix + item.target)
+
+
+def plan_model_import(
+    hf_dir: Path, *, layout_name: str = MCORE, dtype: str = "auto", norms: str = "local"
+) -> ImportPlan:
+    """Read config and safetensors headers, map names, check shapes; no weight is read."""
+    if layout_name not in LAYOUTS:
+        raise ImportUsageError(f"--layout {layout_name!r}: choose {', '.join(LAYOUTS)}")
+    if norms not in MCORE_NORMS:
+        raise ImportUsageError(f"--mcore-norms {norms!r}: choose {', '.join(MCORE_NORMS)}")
+    if dtype != "auto" and dtype not in DTYPES:
+        raise ImportUsageError(f"--dtype {dtype!r}: choose auto, {', '.join(DTYPES)}")
+    if not hf_dir.is_dir():
+        raise ImportUsageError(f"{hf_dir}: no such directory (give a Hugging Face model dir)")
+    if not (hf_dir / "config.json").is_file():
+        raise ImportUsageError(f"{hf_dir}: no config.json; not a Hugging Face model dir")
+    try:
+        config = load_config(hf_dir / "config.json")
+        if config.model_type not in MCORE_IMPORT_FAMILIES:
+            raise ImportUsageError(
+                f"{hf_dir}: model family {config.model_type!r} is not one import-hf reads"
+                f" ({', '.join(sorted(MCORE_IMPORT_FAMILIES))})"
+            )
+        expected = expected_weights_for(hf_dir)
+        source = SafetensorsSource(hf_dir)
+    except HFConfigError as err:
+        raise ImportUsageError(str(err)) from None
+    except SafetensorsError as err:
+        raise ImportFailedError(str(err)) from None
+    shapes = {name: entry.shape for name, entry in source.tensors.items()}
+    _check_against_config(hf_dir, shapes, expected)
+    geometry = Geometry.from_config(config)
+    try:
+        items = plan_import(shapes, layout_name, config.model_type, geometry, norms)
+    except ShapeError as err:
+        raise ImportFailedError(f"{hf_dir} {err}") from None
+    except MappingError as err:
+        raise ImportUsageError(f"{hf_dir}: {err}") from None
+    return ImportPlan(
+        source,
+        layout_name,
+        config.model_type,
+        geometry,
+        items,
+        None if dtype == "auto" else DTYPES[dtype],
+    )
+
+
+def _check_against_config(hf_dir: Path, shapes: dict[str, tuple[int, ...]], expected) -> None:
+    unknown = sorted(name for name in shapes if name not in expected.allowed)
+    if unknown:
+        raise ImportFailedError(
+            f"{hf_dir}: {len(unknown)} tensor(s) unknown to {expected.model_type},"
+            f" e.g. {unknown[0]}"
+        )
+    for name, shape in shapes.items():
+        if tuple(expected.allowed[name]) != tuple(shape):
+            raise ImportFailedError(
+                f"{hf_dir} [{name}]: shape {tuple(shape)}, but config.json says"
+                f" {tuple(expected.allowed[name])}"
+            )
+    missing = sorted(set(expected.required) - set(shapes))
+    if missing:
+        raise ImportFailedError(
+            f"{hf_dir}: weights lack {len(missing)} tensor(s) config.json needs, e.g. {missing[0]}"
+        )
+
+
+def _convert(plan: ImportPlan, item: ImportItem):
+    """Read the item's source tensors, merge them and cast: the tensor to write (torch path)."""
+    sources = [plan.source.read(name) for name in item.sources]
+    tensor = item.merge.apply(sources, plan.geometry)
+    del sources
+    return tensor.to(plan.out_dtype(item).torch)
+
+
+def _keeps_bytes(plan: ImportPlan, item: ImportItem) -> bool:
+    """Its bytes stay as stored (no cast), so they can move file to file."""
+    return all(plan.source.tensors[name].dtype == plan.out_dtype(item) for name in item.sources)
+
+
+def _copy_payload(plan: ImportPlan, item: ImportItem) -> Callable[[int, int], None]:
+    """Write the item's bytes at (fd, offset) from the safetensors files: `copy_file_range`
+    per byte range of the merge (one for most tensors, 3 per query group for a QKV)."""
+    entries = [plan.source.tensors[name] for name in item.sources]
+    ranges = item.merge.ranges([entry.nbytes for entry in entries], plan.geometry)
+
+    def fill(out_fd: int, at: int) -> None:
+        fds = [os.open(plan.source.root / entry.file, os.O_RDONLY) for entry in entries]
+        try:
+            for index, offset, length in ranges:
+                copy_bytes(fds[index], entries[index].offset + offset, out_fd, at, length)
+                at += length
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    return fill
+
+
+def copy_bytes(src_fd: int, src_offset: int, dst_fd: int, dst_offset: int, length: int) -> None:
+    """`length` bytes file to file, in the kernel where it can (no user-space copy), else
+    through a bounded buffer (filesystems without copy_file_range)."""
+    done = 0
+    try:
+        while done < length:
+            count = os.copy_file_range(
+                src_fd, dst_fd, length - done, src_offset + done, dst_offset + done
+            )
+            if count <= 0:
+                raise OSError(
+                    5, f"copy_file_range stopped at {done} of {length} bytes (source truncated?)"
+                )
+            done += count
+        return
+    except OSError as err:
+        if err.errno not in _NO_KERNEL_COPY:
+            raise
+    while done < length:
+        piece = os.pread(src_fd, min(_COPY_PIECE, length - done), src_offset + done)
+        if not piece:
+            raise OSError(5, f"source ended at {done} of {length} bytes (truncated?)")
+        os.pwrite(dst_fd, piece, dst_offset + done)
+        done += len(piece)
+
+
+def _write_model(
+    plan: ImportPlan, dist_ckpt: Path, progress: Progress | None, hash_data: bool = False
+) -> tuple[int, dict[str, FileRecord | None]]:
+    from mfsdp_ckpt.storage.dcp_stream_writer import BlobTooLargeError, StreamingDcpWriter
+
+    writer = StreamingDcpWriter(dist_ckpt, hash_data=hash_data, file_bytes=DATA_FILE_BYTES)
+    total = sum(plan.nbytes(item) for item in plan.items)
+    written = 0
+    try:
+        for index, item in enumerate(plan.items):
+            path, dtype = plan.state_path(item), plan.out_dtype(item)
+            try:
+                if not _keeps_bytes(plan, item):
+                    raise BlobTooLargeError("a cast needs the tensor")
+                writer.add_raw(path, dtype, item.shape, _copy_payload(plan, item))
+            except BlobTooLargeError:
+                writer.add_tensor(path, _convert(plan, item))
+            written += plan.nbytes(item)
+            if progress is not None:
+                progress(index + 1, len(plan.items), written, total)
+        if plan.layout == MCORE:
+            writer.add_object(("checkpoint_version",), MCORE_CHECKPOINT_VERSION)
+            writer.add_object(("iteration",), 0)
+        records = writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+    return written, records
+
+
+def import_hf(
+    hf_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    layout_name: str = MCORE,
+    dtype: str = "auto",
+    norms: str = "local",
+    overwrite: bool = False,
+    progress: Progress | None = None,
+) -> ImportResult:
+    """Convert the safetensors model in `hf_dir` into a DCP checkpoint at `out_dir`.
+
+    Raises ImportUsageError (bad usage: exit 2), ImportFailedError (unreadable or inconsistent
+    model: exit 1), OSError (disk full, unwritable). On any failure nothing is left at OUT.
+    """
+    started = time.monotonic()
+    source_dir, out = Path(hf_dir), Path(out_dir)
+    plan = plan_model_import(source_dir, layout_name=layout_name, dtype=dtype, norms=norms)
+    _refuse_replacing_a_checkpoint(out)
+    _check_out_dir(out, [source_dir.resolve()])
+    with claim_output(out, overwrite) as claim:
+        if plan.layout == MCORE:
+            written, _ = _write_model(plan, claim.tmp, progress)
+            checkpoint = out
+        else:
+            written = _write_run_dir(plan, source_dir, claim.tmp, started, progress)
+            checkpoint = layout.step_dir(out, 0) / layout.DIST_CKPT_DIR
+        claim.publish()
+    notes = []
+    if plan.layout == MCORE:
+        notes.append(
+            f"config and tokenizer stay in {source_dir}: pass --hf-config {source_dir} to"
+            f" export-hf, model.hf_config={source_dir} to mfsdp train"
+        )
+    dtypes = sorted({plan.out_dtype(item).name for item in plan.items})
+    return ImportResult(
+        str(out),
+        plan.layout,
+        plan.model_type,
+        "+".join(dtypes),
+        len(plan.items),
+        written,
+        time.monotonic() - started,
+        str(checkpoint),
+        notes,
+    )
+
+
+def _refuse_replacing_a_checkpoint(out: Path) -> None:
+    """--overwrite replaces a directory, never a checkpoint: a mistyped --out must not cost
+    a training run (a previous import is removed by hand)."""
+    if not out.is_dir():
+        return
+    try:
+        found = layout.resolve_checkpoint(out)
+    except layout.CheckpointPathError:
+        return
+    raise ImportUsageError(
+        f"{out}: holds a checkpoint ({found.dist_ckpt}); import never replaces one"
+        " (remove it first, or choose another --out)"
+    )
+
+
+def _write_run_dir(
+    plan: ImportPlan, hf_dir: Path, run: Path, started: float, progress: Progress | None
+) -> int:
+    """Our layout: step 0 with dist_ckpt, huggingface/ (config, tokenizer), manifest, tracker."""
+    step = layout.step_dir(run, 0)
+    written, records = _write_model(plan, step / layout.DIST_CKPT_DIR, progress, hash_data=True)
+    assets = step / layout.HF_ASSETS_DIR
+    assets.mkdir()
+    for name, load in _asset_files(str(hf_dir), "local").items():
+        target = assets / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(load())
+        layout.fsync_path(target)
+    asset_names = [str(p.relative_to(step)) for p in sorted(assets.rglob("*")) if p.is_file()]
+    files = hash_files(step, asset_names)
+    files.update({f"{layout.DIST_CKPT_DIR}/{name}": record for name, record in records.items()})
+    manifest = Manifest(
+        step=0,
+        world_size=1,
+        strategy=IMPORT_STRATEGY,
+        contents=["model"],
+        files=dict(sorted(files.items())),
+        model_family=plan.model_type,
+        versions=_package_versions(),
+        created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        save_seconds=round(time.monotonic() - started, 3),
+        info={"imported_from": str(hf_dir.resolve())},
+    )
+    with open(step / layout.MANIFEST_FILE, "w") as handle:
+        handle.write(manifest.to_json())
+        handle.flush()
+        os.fsync(handle.fileno())
+    layout.fsync_path(step)
+    layout.write_tracker(run, 0)
+    return written
+
+
+def _package_versions() -> dict[str, str]:
+    """What the manifest records of the software, read from package metadata: importing
+    torch only to ask its version would cost more than a small import."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from mfsdp_ckpt import __version__
+
+    found = {"mfsdp": __version__}
+    for package in ("torch", "transformers", "safetensors"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            pass
+    return found
+
+
+__all__ = [
+    "ImportFailedError",
+    "ImportPlan",
+    "ImportResult",
+    "ImportUsageError",
+    "import_hf",
+    "plan_model_import",
+]

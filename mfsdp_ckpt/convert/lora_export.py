@@ -1,0 +1,409 @@
+"""Export a LoRA checkpoint: the merged full model, or a PEFT adapter directory.
+
+A LoRA step holds the adapter only; its manifest names the base model dir and the sha256
+of its weight files (`mfsdp_ckpt/lora.py`). The merged export streams the base's
+safetensors one tensor at a time, adds `scale * B @ A` (in fp32) to each adapted weight,
+casts to the export dtype and writes it: peak memory is one base tensor plus its delta,
+and the result loads with plain `transformers`. The base files are hashed first and must
+match the manifest: merging onto another base would silently produce a different model.
+`adapter_only` writes `adapter_config.json` + `adapter_model.safetensors`, which
+`peft.PeftModel.from_pretrained(base, DIR)` loads; it needs no base at all.
+
+Both are written into a hidden sibling dir renamed into place at the end, as
+`export_hf` does: a failure leaves nothing at the output path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mfsdp_ckpt.format import layout, state_keys
+from mfsdp_ckpt.format.dtypes import BY_NAME, DType
+from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, ExportVerifyError
+from mfsdp_ckpt.convert.export_hf import ExportResult, _check_out_dir, _set_config_dtype
+from mfsdp_ckpt.convert.export_plan import choose_dtype
+from mfsdp_ckpt.convert.export_scheduler import Progress
+from mfsdp_ckpt.convert.export_source import _asset_files, load_config
+from mfsdp_ckpt.convert.export_verify import _bits
+from mfsdp_ckpt.convert.hf_config import HFConfigError
+from mfsdp_ckpt.lora import (
+    ADAPTER_CONFIG_FILE,
+    ADAPTER_WEIGHTS_FILE,
+    AdapterKey,
+    BaseModelRecord,
+    LoraSettings,
+    base_model_problems,
+    parse_adapter_key,
+    peft_name,
+    read_base_model,
+    read_lora_settings,
+)
+from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
+from mfsdp_ckpt.storage.out_dir import claim_output
+from mfsdp_ckpt.storage.reader import CheckpointReader
+from mfsdp_ckpt.storage.safetensors_writer import SINGLE_FILE, ShardedSafetensorsWriter, Spec
+from mfsdp_ckpt.storage.tensorstore_store import is_url
+from mfsdp_ckpt.check.validate import (
+    ERROR,
+    invalid_checkpoint,
+    manifest_hash_errors,
+    validate_checkpoint,
+)
+
+if TYPE_CHECKING:
+    import torch
+
+MERGED_LAYOUT, ADAPTER_LAYOUT = "hf (LoRA merged)", "peft adapter"
+_BY_SAFETENSORS_CODE = {d.safetensors: d for d in BY_NAME.values() if d.safetensors}
+
+
+def lora_manifest(ckpt: str | os.PathLike) -> Manifest | None:
+    """The manifest of a local LoRA checkpoint, else None (not LoRA, a URL, or no readable
+    manifest: the ordinary export path then reports whatever is wrong)."""
+    if is_url(str(ckpt)):
+        return None
+    try:
+        paths = layout.resolve_checkpoint(ckpt)
+        manifest = read_manifest(paths.manifest) if paths.manifest else None
+    except (layout.CheckpointPathError, ManifestError, OSError):
+        return None
+    return manifest if manifest is not None and manifest.lora is not None else None
+
+
+def export_lora(
+    ckpt: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    adapter_only: bool = False,
+    dtype: str = "auto",
+    max_shard_size: int = 5 * 10**9,
+    hf_config: str | os.PathLike | None = None,
+    verify: bool = False,
+    overwrite: bool = False,
+    progress: Progress | None = None,
+) -> ExportResult:
+    """Merged HF model (default) or PEFT adapter dir (`adapter_only`) from a LoRA checkpoint.
+
+    Raises ExportUsageError (not a LoRA checkpoint, output exists), ExportError or
+    CheckpointInvalidError (damaged checkpoint, base missing or changed), OSError.
+    """
+    started = time.monotonic()
+    manifest = lora_manifest(ckpt)
+    if manifest is None:
+        raise ExportUsageError(
+            f"{ckpt}: not a local LoRA checkpoint (its manifest records no adapter); "
+            "--adapter-only needs one"
+        )
+    paths = layout.resolve_checkpoint(ckpt)
+    try:
+        base = read_base_model(manifest, str(paths.manifest))
+    except ManifestError as err:
+        raise ExportError(str(err)) from None
+    _refuse_if_invalid(paths, base, adapter_only)
+    adapter = _read_adapter(paths, manifest)
+    out = Path(out_dir)
+    keep = [p.resolve() for p in (paths.dist_ckpt, paths.step_dir, paths.run_dir) if p is not None]
+    _check_out_dir(out, keep)
+    with claim_output(out, overwrite) as claim:
+        tmp = claim.tmp
+        if adapter_only:
+            result = _write_adapter(adapter, manifest, base, tmp, dtype, verify, progress)
+        else:
+            assets = str(hf_config) if hf_config is not None else str(paths.hf_assets)
+            result = _write_merged(
+                adapter, base, assets, tmp, dtype, max_shard_size, verify, progress
+            )
+        if verify:  # bytes flipped after save match their own reads: hash them too
+            result.mismatches = manifest_hash_errors(paths) + result.mismatches
+            if result.mismatches:
+                raise ExportVerifyError(result.mismatches)
+        for path in sorted(tmp.rglob("*")):
+            layout.fsync_path(path)
+        layout.fsync_path(tmp)
+        claim.publish()
+    result.out_dir, result.seconds = str(out), time.monotonic() - started
+    return result
+
+
+def _refuse_if_invalid(
+    paths: layout.CheckpointPaths, base: BaseModelRecord | None, adapter_only: bool
+) -> None:
+    """validate's cheap checks, as every export runs them; an adapter-only export does not
+    need the base, so findings about the base dir do not block it."""
+    report = validate_checkpoint(paths.step_dir)
+    base_dir = base.path if base is not None and base.path else None
+
+    def blocks(where: str) -> bool:
+        return not (adapter_only and base_dir is not None and where.startswith(base_dir))
+
+    errors = [
+        f"{f.where}: {f.message}"
+        for f in report.findings
+        if f.severity == ERROR and blocks(f.where)
+    ]
+    if errors:
+        raise invalid_checkpoint(errors, paths.step_dir)
+
+
+# --------------------------------------------------------------------------- the adapter
+@dataclass
+class _Adapter:
+    """The stored adapter: per adapted module, the checkpoint keys of its A and B."""
+
+    reader: CheckpointReader
+    modules: dict[str, dict[str, str]]  # module path -> {"A": key, "B": key}
+    settings: LoraSettings
+
+    def keys(self) -> list[tuple[AdapterKey, str]]:
+        return [
+            (AdapterKey(module, which, "default"), pair[which])
+            for module, pair in sorted(self.modules.items())
+            for which in ("A", "B")
+        ]
+
+    def delta(self, module: str) -> torch.Tensor:
+        """scale * B @ A in fp32: what PEFT adds to the module's weight."""
+        pair = self.modules[module]
+        a = self.reader.read_tensor(pair["A"]).float()
+        b = self.reader.read_tensor(pair["B"]).float()
+        return (b @ a) * self.settings.scale
+
+
+def _read_adapter(paths: layout.CheckpointPaths, manifest: Manifest) -> _Adapter:
+    """Pair up the stored lora_A / lora_B tensors and check them against the recorded rank."""
+    try:
+        settings = read_lora_settings(manifest, str(paths.manifest))
+    except ManifestError as err:
+        raise ExportError(str(err)) from None
+    reader = CheckpointReader(paths.dist_ckpt)
+    where = paths.dist_ckpt
+    modules: dict[str, dict[str, str]] = {}
+    for key in state_keys.model_keys(list(reader.tensors)):
+        parsed = parse_adapter_key(state_keys.hf_name(key[len(state_keys.MODEL_KEY_PREFIX):]))
+        if parsed is None:
+            raise ExportError(f"{where} [{key}]: not an adapter weight, yet the manifest says LoRA")
+        modules.setdefault(parsed.module, {})[parsed.which] = key
+    if not modules:
+        raise ExportError(f"{where}: no adapter weights (no lora_A / lora_B tensors)")
+    for module, pair in sorted(modules.items()):
+        if set(pair) != {"A", "B"}:
+            raise ExportError(f"{where}: {module} has lora_{''.join(pair)} only, not both A and B")
+        a, b = reader.tensors[pair["A"]].shape, reader.tensors[pair["B"]].shape
+        if len(a) != 2 or len(b) != 2 or a[0] != settings.rank or b[1] != settings.rank:
+            raise ExportError(
+                f"{where}: {module} lora_A {a} / lora_B {b} do not fit rank {settings.rank}"
+            )
+    return _Adapter(reader, modules, settings)
+
+
+def _write_adapter(
+    adapter: _Adapter,
+    manifest: Manifest,
+    base: BaseModelRecord | None,
+    tmp: Path,
+    dtype: str,
+    verify: bool,
+    progress: Progress | None,
+) -> ExportResult:
+    """adapter_model.safetensors (PEFT's names; `auto` keeps the stored dtype) and the
+    recorded PEFT config as adapter_config.json."""
+    stored = adapter.reader.tensors
+    out_dtype = {key: choose_dtype(dtype, None, [stored[key]]) for _, key in adapter.keys()}
+
+    def tensor(key: str) -> torch.Tensor:
+        return adapter.reader.read_tensor(key).to(out_dtype[key].torch)
+
+    targets = {peft_name(parsed): key for parsed, key in adapter.keys()}
+    specs: list[Spec] = [(name, out_dtype[key], stored[key].shape) for name, key in targets.items()]
+    writer = ShardedSafetensorsWriter(tmp, specs, max_shard_bytes=sys.maxsize)  # PEFT: one file
+    _write_all(writer, list(targets), lambda name: tensor(targets[name]), progress)
+    os.replace(tmp / SINGLE_FILE, tmp / ADAPTER_WEIGHTS_FILE)
+    config = dict(manifest.lora, base_model_name_or_path=base.path if base is not None else None)
+    (tmp / ADAPTER_CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    mismatches = None
+    if verify:
+        mismatches = _compare(
+            tmp / ADAPTER_WEIGHTS_FILE, list(targets), lambda name: tensor(targets[name])
+        )
+    written_dtypes = ",".join(sorted({d.name for d in out_dtype.values()}))
+    return ExportResult(
+        "", ADAPTER_LAYOUT, manifest.model_family or "", written_dtypes, len(specs),
+        writer.total_bytes, [ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE], 0.0, mismatches,
+    )
+
+
+# --------------------------------------------------------------------------- merged
+@dataclass(frozen=True)
+class _BaseTensor:
+    file: str
+    dtype: DType
+    shape: tuple[int, ...]
+
+
+def _base_tensors(base: BaseModelRecord | None) -> tuple[Path, dict[str, _BaseTensor]]:
+    """The base's safetensors tensors (names, dtypes, shapes from the headers), after checking
+    that the base on disk is, byte for byte, the one the adapter was trained on."""
+    from safetensors import safe_open
+
+    if base is None or base.path is None or base.random_init:
+        raise ExportError(
+            "the base model was a random init: there is nothing to merge onto "
+            "(export the adapter with --adapter-only)"
+        )
+    errors, notes = base_model_problems(base, deep=True)
+    if errors or notes:
+        where, what = errors[0] if errors else (base.path, notes[0])
+        raise ExportError(f"{where}: {what}; a merged export needs that exact base "
+                          "(or use --adapter-only)")
+    root = Path(base.path)
+    files = [name for name in sorted(base.files) if name.endswith(".safetensors")]
+    if not files:
+        raise ExportError(f"{root}: no *.safetensors weights (a merged export reads those only)")
+    tensors: dict[str, _BaseTensor] = {}
+    for file in files:
+        with safe_open(str(root / file), framework="pt") as handle:
+            for name in handle.keys():
+                piece = handle.get_slice(name)
+                dtype = _BY_SAFETENSORS_CODE.get(piece.get_dtype())
+                if dtype is None:
+                    unknown = piece.get_dtype()
+                    raise ExportError(f"{root / file} [{name}]: dtype {unknown} is not supported")
+                tensors[name] = _BaseTensor(file, dtype, tuple(piece.get_shape()))
+    return root, tensors
+
+
+def _write_merged(
+    adapter: _Adapter,
+    base: BaseModelRecord | None,
+    asset_location: str,
+    tmp: Path,
+    dtype: str,
+    max_shard_size: int,
+    verify: bool,
+    progress: Progress | None,
+) -> ExportResult:
+    """The HF model dir: the checkpoint's config and tokenizer files, and every base tensor
+    (adapted ones merged) in the export dtype (`auto`: the config's)."""
+    from safetensors import safe_open
+
+    assets = _asset_files(asset_location, "local") if Path(asset_location).exists() else {}
+    if "config.json" not in assets:
+        raise ExportUsageError(
+            f"{asset_location}: no config.json; pass --hf-config DIR|config.json"
+        )
+    for name, load in assets.items():
+        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / name).write_bytes(load())
+    try:
+        config = load_config(tmp / "config.json")
+    except HFConfigError as err:
+        message = str(err).replace(str(tmp / "config.json"), f"{asset_location} config.json")
+        raise ExportUsageError(message) from None
+    root, tensors = _base_tensors(base)
+    adapted = _check_fits_base(adapter, root, tensors)
+    out_dtype = choose_dtype(dtype, config, [])
+    dtypes = {
+        name: out_dtype if t.dtype.is_floating_point else t.dtype for name, t in tensors.items()
+    }
+    # base files in turn, each tensor once: the writer plans offsets, so the order is free
+    order = sorted(tensors, key=lambda name: tensors[name].file)
+    specs: list[Spec] = [(name, dtypes[name], tensors[name].shape) for name in order]
+    writer = ShardedSafetensorsWriter(tmp, specs, max_shard_size)
+    with ExitStack() as stack:
+        handles: dict[str, object] = {}
+
+        def merged(name: str) -> torch.Tensor:
+            file = tensors[name].file
+            if file not in handles:
+                handles[file] = stack.enter_context(safe_open(str(root / file), framework="pt"))
+            tensor = handles[file].get_tensor(name)
+            if name in adapted:
+                tensor = tensor.float() + adapter.delta(adapted[name])
+            return tensor.to(dtypes[name].torch)
+
+        _write_all(writer, order, merged, progress)
+        _set_config_dtype(tmp / "config.json", out_dtype)
+        mismatches = None
+        if verify:
+            mismatches = []
+            for file in sorted(writer.files):
+                written = [name for name in order if writer.slots[name].file == file]
+                mismatches += _compare(tmp / file, written, merged)
+    notes = [] if any(n.startswith("tokenizer") for n in assets) else [
+        f"no tokenizer files in {asset_location}; AutoTokenizer will not load the export"
+    ]
+    return ExportResult(
+        "", MERGED_LAYOUT, config.model_type, out_dtype.name, len(order), writer.total_bytes,
+        sorted(writer.files), 0.0, mismatches, notes,
+    )
+
+
+def _check_fits_base(
+    adapter: _Adapter, root: Path, tensors: dict[str, _BaseTensor]
+) -> dict[str, str]:
+    """{base weight name: module} for every adapted module; each must exist with B @ A's shape."""
+    adapted = {}
+    for module, pair in adapter.modules.items():
+        name = f"{module}.weight"
+        target = tensors.get(name)
+        stored = adapter.reader.tensors
+        rows, cols = stored[pair["B"]].shape[0], stored[pair["A"]].shape[1]
+        if target is None:
+            raise ExportError(f"{root}: the base has no {name} for the adapter on {module}")
+        if target.shape != (rows, cols):
+            raise ExportError(
+                f"{root} [{name}]: shape {target.shape}, the adapter needs {(rows, cols)}"
+            )
+        adapted[name] = module
+    return adapted
+
+
+# --------------------------------------------------------------------------- shared
+def _write_all(
+    writer: ShardedSafetensorsWriter,
+    order: list[str],
+    compute: Callable[[str], torch.Tensor],
+    progress: Progress | None,
+) -> None:
+    """Write each tensor in `order`, one in memory at a time; on failure nothing is kept."""
+    writer.open()
+    try:
+        written = 0
+        for done, name in enumerate(order, 1):
+            writer.write(name, compute(name))
+            written += writer.slots[name].nbytes
+            if progress is not None:
+                progress(done, len(order), written, writer.total_bytes)
+        writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def _compare(
+    file: Path, names_in_file: list[str], expected: Callable[[str], torch.Tensor]
+) -> list[str]:
+    """Bit-for-bit comparison of each written tensor with a fresh computation of it."""
+    import torch
+    from safetensors import safe_open
+
+    problems = []
+    with safe_open(str(file), framework="pt") as handle:
+        present = set(handle.keys())
+        for name in names_in_file:
+            if name not in present:
+                problems.append(f"{name}: missing from {file}")
+                continue
+            written, wanted = handle.get_tensor(name), expected(name)
+            same = written.dtype == wanted.dtype and written.shape == wanted.shape
+            if not same or not torch.equal(_bits(written), _bits(wanted)):
+                problems.append(f"{name}: differs in {file} from what its sources give")
+    return problems

@@ -1,0 +1,588 @@
+"""The one place that maps weight names between checkpoint layouts and Hugging Face.
+
+Two layouts are understood:
+
+* ``hf``: module names as `transformers` uses them (what our trainer, FSDP2 and
+  `megatron_fsdp.fully_shard` write for HF models), possibly under wrapper segments
+  (`module.`, `_orig_mod.`, ...). Names pass through unchanged.
+* ``mcore``: Megatron-core GPTModel names (Megatron-LM, Megatron-Bridge and verl with
+  ckpt_format `fsdp_dtensor`, stored under `model.module.`). A table per model family
+  says which stored tensor becomes which HF tensor(s) and how: copied, QKV
+  de-interleaved per query group, or SwiGLU fc1 split into gate and up.
+
+Why tables and small exact functions: a conversion that is wrong by one row permutation
+still loads and produces garbage, so every rule is explicit, shape-checked against the
+config before a byte is read, and tested against independently written inverses.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mfsdp_ckpt.format import state_keys
+from mfsdp_ckpt.errors import MfsdpFailedError
+
+if TYPE_CHECKING:  # the transforms get tensors from their caller; planning needs no torch
+    import torch
+
+HF, MCORE = "hf", "mcore"
+LAYOUTS = (HF, MCORE)
+_HF_ROOTS = ("model", "lm_head")
+_MCORE_ROOTS = ("embedding", "decoder", "output_layer")
+SKIPPED_SUFFIXES = ("_extra_state",)  # Transformer Engine's fp8 bookkeeping: not a weight
+
+
+class MappingError(MfsdpFailedError, ValueError):
+    """Names that no rule of the layout/family explains; the message names them."""
+
+
+class ShapeError(MappingError):
+    """A stored shape the config contradicts (the checkpoint, not the request, is wrong)."""
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """The config numbers the fused mcore tensors are laid out by."""
+
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    tie_word_embeddings: bool
+
+    def __post_init__(self) -> None:
+        """Numbers the splits divide by: a zero or negative one would crash or mis-slice."""
+        for name in ("num_heads", "num_kv_heads", "head_dim"):
+            value = getattr(self, name)
+            if not _is_int(value) or value <= 0:
+                raise MappingError(f"config: {name} must be a positive integer, got {value!r}")
+        if self.num_heads % self.num_kv_heads:
+            raise MappingError(
+                f"config: {self.num_heads} attention heads do not split into"
+                f" {self.num_kv_heads} KV heads"
+            )
+
+    @classmethod
+    def from_config(cls, config) -> Geometry:
+        num_heads = config.num_attention_heads
+        if not _is_int(num_heads) or num_heads <= 0:
+            raise MappingError(
+                f"config: num_attention_heads must be a positive integer, got {num_heads!r}")
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // num_heads
+        return cls(
+            num_heads=num_heads,
+            num_kv_heads=getattr(config, "num_key_value_heads", None) or num_heads,
+            head_dim=head_dim,
+            tie_word_embeddings=bool(getattr(config, "tie_word_embeddings", False)),
+        )
+
+
+# ----------------------------------------------------------------- exact tensor transforms
+def split_qkv(fused: torch.Tensor, geometry: Geometry) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Megatron's linear_qkv (weight or bias) -> HF q, k, v.
+
+    Megatron interleaves per query group g: rows [q heads of g, k_g, v_g], each head_dim
+    rows, so each TP rank owns whole groups. HF stacks all q heads, then all k, then all v.
+    """
+    groups, per_group = geometry.num_kv_heads, geometry.num_heads // geometry.num_kv_heads
+    rest = fused.shape[1:]
+    view = fused.reshape(groups, per_group + 2, geometry.head_dim, *rest)
+    q = view[:, :per_group].reshape(geometry.num_heads * geometry.head_dim, *rest)
+    k = view[:, per_group].reshape(groups * geometry.head_dim, *rest)
+    v = view[:, per_group + 1].reshape(groups * geometry.head_dim, *rest)
+    return q.contiguous(), k.contiguous(), v.contiguous()
+
+
+def split_gate_up(fused: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Megatron's fused SwiGLU linear_fc1 [gate; up] -> HF gate_proj, up_proj (TP=1 layout)."""
+    gate, up = fused.chunk(2, dim=0)
+    return gate.contiguous(), up.contiguous()
+
+
+def merge_qkv(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, geometry: Geometry
+) -> torch.Tensor:
+    """HF q, k, v (weight or bias) -> Megatron's linear_qkv: the exact inverse of `split_qkv`
+    (per query group g, rows [q heads of g, k_g, v_g], each head_dim rows)."""
+    import torch
+
+    groups, per_group = geometry.num_kv_heads, geometry.num_heads // geometry.num_kv_heads
+    rest = q.shape[1:]
+    q_groups = q.reshape(groups, per_group, geometry.head_dim, *rest)
+    k_groups = k.reshape(groups, 1, geometry.head_dim, *rest)
+    v_groups = v.reshape(groups, 1, geometry.head_dim, *rest)
+    fused = torch.cat((q_groups, k_groups, v_groups), dim=1)
+    return fused.reshape((geometry.num_heads + 2 * groups) * geometry.head_dim, *rest)
+
+
+def qkv_merge_ranges(source_bytes: list[int], geometry: Geometry) -> list[tuple[int, int, int]]:
+    """`merge_qkv` as byte ranges, in output order: (source 0/1/2 = q/k/v, offset, length).
+    Whole rows move, so a merge whose dtype stays is a few file-to-file copies, no torch."""
+    groups, head = geometry.num_kv_heads, geometry.head_dim
+    per_group = geometry.num_heads // groups
+    row = source_bytes[0] // (geometry.num_heads * head)
+    ranges = []
+    for group in range(groups):
+        ranges.append((0, group * per_group * head * row, per_group * head * row))
+        ranges.append((1, group * head * row, head * row))
+        ranges.append((2, group * head * row, head * row))
+    return ranges
+
+
+def _qkv_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
+    rows = (g.num_heads + 2 * g.num_kv_heads) * g.head_dim
+    if not shape or shape[0] != rows or g.num_heads % g.num_kv_heads:
+        raise ShapeError(
+            f"fused QKV has shape {shape}; the config ({g.num_heads} heads, {g.num_kv_heads} KV heads,"
+            f" head_dim {g.head_dim}) needs {rows} rows"
+        )
+    rest = shape[1:]
+    return [(g.num_heads * g.head_dim, *rest), (g.num_kv_heads * g.head_dim, *rest), (g.num_kv_heads * g.head_dim, *rest)]
+
+
+def _gate_up_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
+    if not shape or shape[0] % 2:
+        raise ShapeError(f"fused gate/up has shape {shape}; dim 0 must be even")
+    return [(shape[0] // 2, *shape[1:])] * 2
+
+
+@dataclass(frozen=True)
+class Transform:
+    """How one stored tensor becomes its HF tensor(s): output shapes (planning) and values."""
+
+    name: str
+    shapes: Callable[[tuple[int, ...], Geometry], list[tuple[int, ...]]]
+    apply: Callable[[torch.Tensor, Geometry], tuple[torch.Tensor, ...]]
+
+
+COPY = Transform("copy", lambda shape, g: [shape], lambda t, g: (t,))
+QKV = Transform("qkv", _qkv_shapes, split_qkv)
+GATE_UP = Transform("gate_up", _gate_up_shapes, lambda t, g: split_gate_up(t))
+
+
+@dataclass(frozen=True)
+class Rule:
+    """`source` is a regex over the stored (unwrapped) name; `targets` are HF names with {layer}."""
+
+    source: str
+    targets: tuple[str, ...]
+    transform: Transform = COPY
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_pattern", re.compile(self.source))
+
+
+_L = r"decoder\.layers\.(?P<layer>\d+)\."
+_H = "model.layers.{layer}."
+
+# Rules every dense GPT family shares (local spec and Transformer Engine spec names).
+_COMMON = (
+    Rule(r"embedding\.word_embeddings\.weight", ("model.embed_tokens.weight",)),
+    Rule(r"decoder\.final_layernorm\.weight", ("model.norm.weight",)),
+    Rule(r"output_layer\.weight", ("lm_head.weight",)),
+    Rule(_L + r"input_layernorm\.weight", (_H + "input_layernorm.weight",)),
+    Rule(_L + r"self_attention\.linear_qkv\.layer_norm_weight", (_H + "input_layernorm.weight",)),
+    Rule(
+        _L + r"self_attention\.linear_qkv\.weight",
+        (_H + "self_attn.q_proj.weight", _H + "self_attn.k_proj.weight", _H + "self_attn.v_proj.weight"),
+        QKV,
+    ),
+    Rule(_L + r"self_attention\.linear_proj\.weight", (_H + "self_attn.o_proj.weight",)),
+    Rule(_L + r"pre_mlp_layernorm\.weight", (_H + "post_attention_layernorm.weight",)),
+    Rule(_L + r"mlp\.linear_fc1\.layer_norm_weight", (_H + "post_attention_layernorm.weight",)),
+    Rule(_L + r"mlp\.linear_fc1\.weight", (_H + "mlp.gate_proj.weight", _H + "mlp.up_proj.weight"), GATE_UP),
+    Rule(_L + r"mlp\.linear_fc1\.weight_w", (_H + "mlp.gate_proj.weight",)),  # fsdp_dtensor split form
+    Rule(_L + r"mlp\.linear_fc1\.weight_v", (_H + "mlp.up_proj.weight",)),
+    Rule(_L + r"mlp\.linear_fc2\.weight", (_H + "mlp.down_proj.weight",)),
+)
+_QKV_BIAS = (
+    Rule(
+        _L + r"self_attention\.linear_qkv\.bias",
+        (_H + "self_attn.q_proj.bias", _H + "self_attn.k_proj.bias", _H + "self_attn.v_proj.bias"),
+        QKV,
+    ),
+)
+_QK_NORM = (
+    Rule(_L + r"self_attention\.q_layernorm\.weight", (_H + "self_attn.q_norm.weight",)),
+    Rule(_L + r"self_attention\.k_layernorm\.weight", (_H + "self_attn.k_norm.weight",)),
+)
+
+# One table per family, keyed by the HF config's model_type (Qwen2.5 is model_type qwen2).
+MCORE_FAMILIES: dict[str, tuple[Rule, ...]] = {
+    "qwen2": _COMMON + _QKV_BIAS,
+    "qwen3": _COMMON + _QK_NORM,
+    "llama": _COMMON,
+}
+
+
+# ----------------------------------------------------------------- HF -> mcore (import)
+# The inverse direction, written out rather than derived from the rules above: those accept
+# every variant a checkpoint may hold (local and Transformer Engine norm names, fused and
+# split fc1), while an import must emit exactly one. Megatron's fsdp_dtensor save splits
+# the SwiGLU fc1 into weight_w (gate) / weight_v (up) (handle_swiglu_in_state_dict), so
+# that is what is written, and what its load path turns back into the fused parameter.
+# local spec (get_gpt_layer_local_spec) or Transformer Engine's norms fused into the linears
+MCORE_NORMS = ("local", "te")
+_MCORE_NORM_NAMES = {
+    "local": (_L + "input_layernorm.weight", _L + "pre_mlp_layernorm.weight"),
+    "te": (
+        _L + "self_attention.linear_qkv.layer_norm_weight",
+        _L + "mlp.linear_fc1.layer_norm_weight",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Merge:
+    """How the HF source tensor(s) of one mcore tensor become it: shape (planning) and values."""
+
+    name: str
+    shape: Callable[[list[tuple[int, ...]], Geometry], tuple[int, ...]]
+    apply: Callable[[list[torch.Tensor], Geometry], torch.Tensor]
+    ranges: Callable[[list[int], Geometry], list[tuple[int, int, int]]]  # the same, as byte copies
+
+
+def _merged_qkv_shape(shapes: list[tuple[int, ...]], g: Geometry) -> tuple[int, ...]:
+    expected = _qkv_shapes(((g.num_heads + 2 * g.num_kv_heads) * g.head_dim, *shapes[0][1:]), g)
+    if [tuple(s) for s in shapes] != expected:
+        raise ShapeError(
+            f"q, k, v have shapes {shapes}; the config ({g.num_heads} heads,"
+            f" {g.num_kv_heads} KV heads, head_dim {g.head_dim}) needs {expected}"
+        )
+    return ((g.num_heads + 2 * g.num_kv_heads) * g.head_dim, *shapes[0][1:])
+
+
+KEEP = Merge("keep", lambda shapes, g: tuple(shapes[0]), lambda tensors, g: tensors[0],
+             lambda sizes, g: [(0, 0, sizes[0])])
+QKV_MERGE = Merge(
+    "qkv", _merged_qkv_shape, lambda tensors, g: merge_qkv(*tensors, g), qkv_merge_ranges
+)
+
+
+@dataclass(frozen=True)
+class ImportRule:
+    """`target` is the mcore module path (with {layer}); `sources` the HF names it is made of."""
+
+    target: str
+    sources: tuple[str, ...]
+    merge: Merge = KEEP
+
+
+def _import_rule(target: str, *sources: str, merge: Merge = KEEP) -> ImportRule:
+    return ImportRule(target.replace(_L, "decoder.layers.{layer}."), sources, merge)
+
+
+def _import_common(norms: str) -> tuple[ImportRule, ...]:
+    input_norm, pre_mlp_norm = _MCORE_NORM_NAMES[norms]
+    return (
+        _import_rule(r"embedding.word_embeddings.weight", "model.embed_tokens.weight"),
+        _import_rule(r"decoder.final_layernorm.weight", "model.norm.weight"),
+        _import_rule(r"output_layer.weight", "lm_head.weight"),
+        _import_rule(input_norm, _H + "input_layernorm.weight"),
+        _import_rule(
+            _L + "self_attention.linear_qkv.weight",
+            _H + "self_attn.q_proj.weight",
+            _H + "self_attn.k_proj.weight",
+            _H + "self_attn.v_proj.weight",
+            merge=QKV_MERGE,
+        ),
+        _import_rule(_L + "self_attention.linear_proj.weight", _H + "self_attn.o_proj.weight"),
+        _import_rule(pre_mlp_norm, _H + "post_attention_layernorm.weight"),
+        _import_rule(_L + "mlp.linear_fc1.weight_w", _H + "mlp.gate_proj.weight"),
+        _import_rule(_L + "mlp.linear_fc1.weight_v", _H + "mlp.up_proj.weight"),
+        _import_rule(_L + "mlp.linear_fc2.weight", _H + "mlp.down_proj.weight"),
+    )
+
+
+_IMPORT_QKV_BIAS = (
+    _import_rule(
+        _L + "self_attention.linear_qkv.bias",
+        _H + "self_attn.q_proj.bias",
+        _H + "self_attn.k_proj.bias",
+        _H + "self_attn.v_proj.bias",
+        merge=QKV_MERGE,
+    ),
+)
+_IMPORT_QK_NORM = (
+    _import_rule(_L + "self_attention.q_layernorm.weight", _H + "self_attn.q_norm.weight"),
+    _import_rule(_L + "self_attention.k_layernorm.weight", _H + "self_attn.k_norm.weight"),
+)
+
+# One table per family (norm names aside), keyed like MCORE_FAMILIES.
+MCORE_IMPORT_FAMILIES: dict[str, Callable[[str], tuple[ImportRule, ...]]] = {
+    "qwen2": lambda norms: _import_common(norms) + _IMPORT_QKV_BIAS,
+    "qwen3": lambda norms: _import_common(norms) + _IMPORT_QK_NORM,
+    "llama": lambda norms: _import_common(norms),
+}
+
+
+@dataclass(frozen=True)
+class ImportItem:
+    """One tensor to write: its module path in the target layout, the HF tensors it is made of."""
+
+    target: str
+    sources: tuple[str, ...]
+    shape: tuple[int, ...]
+    merge: Merge
+
+
+def plan_import(
+    hf_shapes: dict[str, tuple[int, ...]],
+    layout: str,
+    model_type: str,
+    geometry: Geometry,
+    norms: str = "local",
+) -> list[ImportItem]:
+    """Which HF tensors make which target tensor, with shapes; raises before any I/O.
+
+    `hf` keeps every name (a tied `lm_head.weight` absent from the file is written from the
+    embedding, as the trainer's own state dict holds it). `mcore` applies the family's
+    table: every HF tensor must be used exactly once, a rule's sources come all or none,
+    and a tied model gets no output_layer (Megatron shares the embedding).
+    """
+    if layout == HF:
+        items = [ImportItem(name, (name,), tuple(shape), KEEP) for name, shape in hf_shapes.items()]
+        embedding = hf_shapes.get("model.embed_tokens.weight")
+        if geometry.tie_word_embeddings and "lm_head.weight" not in hf_shapes and embedding:
+            items.append(
+                ImportItem("lm_head.weight", ("model.embed_tokens.weight",), tuple(embedding), KEEP)
+            )
+        return items
+    table = MCORE_IMPORT_FAMILIES.get(model_type)
+    if table is None:
+        raise MappingError(
+            f"model family {model_type!r} has no mcore name table"
+            f" (known: {sorted(MCORE_IMPORT_FAMILIES)})"
+        )
+    if norms not in MCORE_NORMS:
+        raise MappingError(f"norm names {norms!r}: choose {', '.join(MCORE_NORMS)}")
+    remaining = dict(hf_shapes)
+    if geometry.tie_word_embeddings:
+        remaining.pop("lm_head.weight", None)  # tied: the same values as the embedding
+    layer_of = re.compile(r"model\.layers\.(\d+)\.")
+    layers = sorted({int(m.group(1)) for name in hf_shapes if (m := layer_of.match(name))})
+    items: list[ImportItem] = []
+    for rule in table(norms):
+        for layer in layers if "{layer}" in rule.target else [None]:
+            fields = {"layer": layer} if layer is not None else {}
+            sources = tuple(s.format(**fields) for s in rule.sources)
+            present = [s for s in sources if s in remaining]
+            if not present:
+                continue
+            if len(present) != len(sources):
+                missing = sorted(set(sources) - set(present))
+                raise MappingError(
+                    f"{rule.target.format(**fields)} needs {', '.join(sources)};"
+                    f" missing {_first(missing)}"
+                )
+            target = rule.target.format(**fields)
+            try:
+                shape = rule.merge.shape([tuple(remaining[s]) for s in sources], geometry)
+            except ShapeError as err:
+                raise ShapeError(f"[{target}]: {err}") from None
+            items.append(ImportItem(target, sources, shape, rule.merge))
+            for source in sources:
+                del remaining[source]
+    if remaining:
+        raise MappingError(
+            f"{len(remaining)} tensor(s) have no {model_type} mcore mapping:"
+            f" {_first(sorted(remaining))}"
+        )
+    return items
+
+
+# ----------------------------------------------------------------- HF names and shapes
+# What `AutoModelForCausalLM.from_config(config).state_dict()` holds for the dense families
+# above, computed from config.json numbers alone: building even a meta-device model costs
+# the transformers import plus model construction (seconds, on a 2-core machine), more
+# than exporting a small model. tests/test_export_config_shapes.py holds these tables to
+# the meta-device model for each family and its bias / tie / head_dim variants.
+_INT_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+             "num_attention_heads", "num_key_value_heads")
+_FLAG_KEYS: dict[str, tuple[str, ...]] = {  # booleans each family's weight set depends on
+    "qwen2": ("tie_word_embeddings",),
+    "qwen3": ("tie_word_embeddings", "attention_bias"),
+    "llama": ("tie_word_embeddings", "attention_bias", "mlp_bias"),
+}
+
+
+def hf_state_dict_shapes(config: dict) -> dict[str, tuple[int, ...]] | None:
+    """{HF state-dict name: shape} for a known family's config.json, or None when the
+    family is unknown or a number it needs is absent (the caller then asks transformers).
+    `lm_head.weight` is included even when tied, as in the model's state_dict."""
+    family = config.get("model_type")
+    flags = _FLAG_KEYS.get(family)  # type: ignore[arg-type]
+    if flags is None:
+        return None
+    if not all(_is_int(config.get(key)) for key in _INT_KEYS):
+        return None
+    if not all(isinstance(config.get(key), bool) for key in flags):
+        return None
+    head_dim = config.get("head_dim")
+    if family == "qwen3" and not _is_int(head_dim):  # qwen3's default is 128, not hidden / heads
+        return None
+    if head_dim is not None and not _is_int(head_dim):
+        return None
+    hidden, inter, heads, kv = (config[k] for k in ("hidden_size", "intermediate_size",
+                                                    "num_attention_heads", "num_key_value_heads"))
+    if heads == 0:
+        return None
+    head_dim = head_dim or hidden // heads
+    qkv_bias = family == "qwen2" or config.get("attention_bias", False)
+    o_bias = family != "qwen2" and config.get("attention_bias", False)
+    mlp_bias = config.get("mlp_bias", False)
+    layer = {
+        "self_attn.q_proj.weight": (heads * head_dim, hidden),
+        "self_attn.k_proj.weight": (kv * head_dim, hidden),
+        "self_attn.v_proj.weight": (kv * head_dim, hidden),
+        "self_attn.o_proj.weight": (hidden, heads * head_dim),
+        "mlp.gate_proj.weight": (inter, hidden),
+        "mlp.up_proj.weight": (inter, hidden),
+        "mlp.down_proj.weight": (hidden, inter),
+        "input_layernorm.weight": (hidden,),
+        "post_attention_layernorm.weight": (hidden,),
+    }
+    if qkv_bias:
+        layer.update({"self_attn.q_proj.bias": (heads * head_dim,), "self_attn.k_proj.bias": (kv * head_dim,),
+                      "self_attn.v_proj.bias": (kv * head_dim,)})
+    if o_bias:
+        layer["self_attn.o_proj.bias"] = (hidden,)
+    if mlp_bias:
+        layer.update({"mlp.gate_proj.bias": (inter,), "mlp.up_proj.bias": (inter,), "mlp.down_proj.bias": (hidden,)})
+    if family == "qwen3":
+        layer.update({"self_attn.q_norm.weight": (head_dim,), "self_attn.k_norm.weight": (head_dim,)})
+    shapes = {"model.embed_tokens.weight": (config["vocab_size"], hidden)}
+    for index in range(config["num_hidden_layers"]):
+        shapes.update({f"model.layers.{index}.{name}": shape for name, shape in layer.items()})
+    shapes["model.norm.weight"] = (hidden,)
+    shapes["lm_head.weight"] = (config["vocab_size"], hidden)
+    return shapes
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+@dataclass(frozen=True)
+class MappedTensor:
+    """One stored tensor and the HF tensors it becomes."""
+
+    source: str  # the stored DCP key
+    targets: tuple[str, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    transform: Transform
+
+
+def _root(path: str) -> str:
+    return path.split(".", 1)[0]
+
+
+def model_tensors(stored_keys: Iterable[str]) -> dict[str, str]:
+    """{module path: stored key} for the model weights; optimizer, RNG, args skipped.
+
+    `model.module.decoder.layers.0...` (Megatron-LM) and `model.model.layers.0...` (our
+    trainer) lose the top-level `model.` and wrapper segments. When no name under `model.`
+    has a known root, the checkpoint is a bare model state dict (`dcp.save(model.state_dict())`)
+    and every tensor outside optimizer/extra state is a weight, names kept.
+    """
+    keys = [k for k in stored_keys if not k.endswith(SKIPPED_SUFFIXES)]
+    under_model = _unique_paths(
+        (state_keys.hf_name(k[len(state_keys.MODEL_KEY_PREFIX):]), k)
+        for k in keys if k.startswith(state_keys.MODEL_KEY_PREFIX)
+    )
+    if any(_root(path) in _HF_ROOTS + _MCORE_ROOTS for path in under_model):
+        return under_model
+    return _unique_paths(
+        (state_keys.hf_name(k), k)
+        for k in keys if not k.startswith(("optimizer.", state_keys.EXTRA_KEY_PREFIX))
+    )
+
+
+def _unique_paths(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """{module path: stored key}; MappingError when two stored keys lose their wrapper
+    segments to the same path (`model.x` and `model._orig_mod.x`): which one is the
+    model's weight cannot be known, and picking one would export the other silently."""
+    found: dict[str, str] = {}
+    for path, key in pairs:
+        if path in found:
+            raise MappingError(
+                f"{found[path]} and {key} both name the weight {path}; refusing to pick one")
+        found[path] = key
+    return found
+
+
+def detect_layout(module_paths: Iterable[str]) -> str:
+    """`hf` or `mcore`, by which layout's roots the names use; MappingError naming the
+    first tensors that fit neither (or when the two are mixed)."""
+    paths = list(module_paths)
+    if not paths:
+        raise MappingError("the checkpoint holds no model weights")
+    hf = [p for p in paths if _root(p) in _HF_ROOTS]
+    mcore = [p for p in paths if _root(p) in _MCORE_ROOTS]
+    chosen, other = (HF, mcore) if len(hf) >= len(mcore) else (MCORE, hf)
+    unknown = sorted(set(paths) - set(hf) - set(mcore)) + sorted(other)
+    if unknown or not (hf or mcore):
+        raise MappingError(
+            f"{len(unknown)} tensor(s) fit neither the hf nor the mcore layout"
+            f" (most names are {chosen}): {_first(unknown)}"
+        )
+    return chosen
+
+
+def _first(items: list[str], count: int = 3) -> str:
+    shown = ", ".join(items[:count])
+    return shown + (f" (+{len(items) - count} more)" if len(items) > count else "")
+
+
+def map_names(
+    module_paths: dict[str, tuple[int, ...]],
+    stored_keys: dict[str, str],
+    layout: str,
+    model_type: str,
+    geometry: Geometry,
+) -> list[MappedTensor]:
+    """Plan the conversion: which stored tensor becomes which HF tensors, with shapes.
+
+    `module_paths` maps unwrapped names to stored shapes. Raises MappingError naming the
+    first tensors no rule explains, and for shapes the config contradicts. A tied
+    output layer is dropped (transformers' save_pretrained omits `lm_head.weight` too).
+    """
+    planned: list[MappedTensor] = []
+    if layout == HF:
+        for path, shape in module_paths.items():
+            planned.append(MappedTensor(stored_keys[path], (path,), (shape,), COPY))
+    else:
+        rules = MCORE_FAMILIES.get(model_type)
+        if rules is None:
+            raise MappingError(
+                f"model family {model_type!r} has no mcore name table (known: {sorted(MCORE_FAMILIES)})"
+            )
+        unmapped = []
+        for path, shape in module_paths.items():
+            rule, match = next(
+                ((r, m) for r in rules if (m := r._pattern.fullmatch(path))), (None, None)  # type: ignore[attr-defined]
+            )
+            if rule is None:
+                unmapped.append(path)
+                continue
+            targets = tuple(t.format(**match.groupdict()) for t in rule.targets)
+            try:
+                shapes = tuple(rule.transform.shapes(shape, geometry))
+            except ShapeError as err:
+                raise ShapeError(f"[{stored_keys[path]}]: {err}") from None
+            planned.append(MappedTensor(stored_keys[path], targets, shapes, rule.transform))
+        if unmapped:
+            raise MappingError(
+                f"{len(unmapped)} tensor(s) have no {model_type} mcore mapping: {_first(sorted(unmapped))}"
+            )
+    if geometry.tie_word_embeddings:
+        planned = [p for p in planned if p.targets != ("lm_head.weight",)]
+    seen: dict[str, str] = {}
+    for item in planned:
+        for target in item.targets:
+            if target in seen:
+                raise MappingError(f"{target} comes from both {seen[target]} and {item.source}")
+            seen[target] = item.source
+    return planned

@@ -1,0 +1,426 @@
+"""Read DCP's `.metadata` pickle without letting it run code, into plain or DCP classes.
+
+`.metadata` is a pickled `torch.distributed.checkpoint.metadata.Metadata`. A plain
+`pickle.load` of a file from someone else's checkpoint can execute anything, so this
+unpickler admits only the handful of classes DCP itself writes and refuses every other
+global by name. Callables are never admitted, except `torch.Size` (a tuple of ints) and
+torch's layout lookup, which is wrapped so it can only return a layout. The unpickler is
+`restricted_pickle`'s: fresh objects only (nothing admitted can be mutated), a bounded
+opcode count, and a file of at most MAX_METADATA_BYTES. The three parts of that one job:
+
+* plain stand-ins for the classes DCP pickles (`Metadata`, `TensorStorageMetadata`, ...).
+  The offline reader (validate, inspect, export-hf) only needs the attribute values, not
+  DCP itself; naming the real classes means importing `torch.distributed.checkpoint`,
+  which pulls in DTensor, torch.fx and sympy, paid by every export before it reads a
+  byte. Each class keeps the name, fields and pickled state layout of its DCP original
+  (torch 2.x `torch/distributed/checkpoint/{metadata,filesystem}.py`), so the same bytes
+  unpickle into either. They carry data only and are frozen, so nothing that reads them
+  can change what the next reader sees;
+* the schema: the unpickler guarantees objects are fresh and of admitted classes, but not
+  what their fields hold (a dict where a size belongs, a list nested a million deep in
+  `planner_data`). `check_schema` checks it once, for both class tables, so every later
+  reader sees only string keys, dtypes from the fixed table, ints in [0, 2**63),
+  well-formed chunk lists and storage entries, and shallow plain data. Its messages name
+  the key and the offending type, never a repr of the value;
+* loading: `load_plain_metadata_bytes` builds the plain stand-ins (for the offline
+  reader), `load_metadata[_bytes]` builds DCP's own classes, which `dcp.load` needs. The
+  pickle also names three things of torch itself: dtypes (`torch.float32`), `torch.Size`
+  and a layout (`torch.serialization._get_layout("torch.strided")`). The plain table maps
+  them to `mfsdp_ckpt.format.dtypes` records, `tuple` and the layout's name, so reading
+  metadata imports no torch at all (its import is export's start-up cost:
+  bench/export_hf.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import sys
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from mfsdp_ckpt.errors import UnsafeMetadataError
+from mfsdp_ckpt.format import dtypes
+from mfsdp_ckpt.format.restricted_pickle import PickleRefused, restricted_loads
+from mfsdp_ckpt.storage import safe_files
+
+if TYPE_CHECKING:
+    import torch
+    from torch.distributed.checkpoint.metadata import Metadata as DcpMetadata
+
+
+
+@dataclass(frozen=True)
+class ChunkStorageMetadata:
+    offsets: tuple[int, ...]
+    sizes: tuple[int, ...]
+
+
+class _MEM_FORMAT_ENCODING(Enum):  # DCP's name, as pickled
+    TORCH_CONTIGUOUS_FORMAT = 0
+    TORCH_CHANNELS_LAST = 1
+    TORCH_PRESERVE_FORMAT = 2
+
+
+@dataclass(frozen=True)
+class TensorProperties:
+    """DCP pickles these as a 5-tuple (its `__getstate__`); `memory_format` stays encoded."""
+
+    dtype: Any = None  # a mfsdp_ckpt.format.dtypes.DType
+    layout: Any = None  # its name: "torch.strided"
+    requires_grad: bool = False
+    memory_format: _MEM_FORMAT_ENCODING = _MEM_FORMAT_ENCODING.TORCH_CONTIGUOUS_FORMAT
+    pin_memory: bool = False
+
+    def __setstate__(self, state: tuple) -> None:
+        if not isinstance(state, tuple) or len(state) != 5:
+            raise ValueError("TensorProperties state is not a 5-tuple")
+        for name, value in zip(("dtype", "layout", "requires_grad", "memory_format", "pin_memory"), state):
+            object.__setattr__(self, name, value)
+
+
+@dataclass(frozen=True)
+class TensorStorageMetadata:
+    properties: TensorProperties
+    size: tuple[int, ...]
+    chunks: list[ChunkStorageMetadata]
+
+
+@dataclass(frozen=True)
+class BytesStorageMetadata:
+    pass
+
+
+@dataclass(frozen=True)
+class StorageMeta:
+    checkpoint_id: Any = None
+    save_id: str | None = None
+    load_id: str | None = None
+    modules: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Metadata:
+    state_dict_metadata: dict[str, TensorStorageMetadata | BytesStorageMetadata]
+    planner_data: Any = None
+    storage_data: Any = None
+    storage_meta: StorageMeta | None = None
+    version: str | None = None
+
+
+@dataclass(frozen=True)
+class MetadataIndex:
+    """Key of `Metadata.storage_data`: equal and hashed by (fqn, offset) as DCP's is.
+    `offset` (a torch.Size in DCP's own) unpickles as a tuple of ints."""
+
+    fqn: str
+    offset: tuple[int, ...] | None = None
+    index: int | None = field(default=None, hash=False, compare=False)
+
+
+@dataclass(frozen=True)
+class _StorageInfo:
+    """Where a blob lives (`torch.distributed.checkpoint.filesystem._StorageInfo`).
+    DCP leaves `None` fields out of the pickled state, hence the one class default; a
+    missing required field stays missing, so the reader reports it."""
+
+    relative_path: str
+    offset: int
+    length: int
+    transform_descriptors: list[str] | None = None
+
+
+
+
+_MODULE = "torch.distributed.checkpoint.metadata"
+MAX_INT = 2**63 - 1  # sizes and offsets are int64 in torch and on disk
+MAX_RANK = 64
+MAX_PLAIN_DEPTH = 8  # planner_data is {fqn: (path, segments)}; deeper is not DCP's
+
+
+def _fail(message: str) -> None:
+    raise UnsafeMetadataError(message)
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int and 0 <= value <= MAX_INT
+
+
+def _ints(value: Any, what: str) -> None:
+    if not isinstance(value, (tuple, list)) or len(value) > MAX_RANK or not all(_is_int(v) for v in value):
+        _fail(f"{what}: expected at most {MAX_RANK} ints in [0, 2**63), got {type(value).__name__}")
+
+
+def _field(obj: Any, name: str, what: str) -> Any:
+    try:
+        return getattr(obj, name)
+    except AttributeError:
+        _fail(f"{what}: {type(obj).__name__} lacks field {name!r}")
+
+
+def _plain(value: Any, what: str, depth: int = 0) -> None:
+    """Scalars and shallow tuples/lists/dicts of them: what planner_data holds."""
+    if value is None or type(value) in (str, int, float, bool, bytes):
+        return
+    if depth >= MAX_PLAIN_DEPTH:
+        _fail(f"{what}: nested deeper than {MAX_PLAIN_DEPTH}")
+    if type(value) in (tuple, list):
+        for item in value:
+            _plain(item, what, depth + 1)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _plain(key, what, depth + 1)
+            _plain(item, what, depth + 1)
+    else:
+        _fail(f"{what}: holds a {type(value).__name__}, not plain data")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Table:
+    """The classes and torch values one class table resolves names to."""
+
+    classes: dict[str, type]
+    dtypes: frozenset[int]  # ids of the admitted dtype objects (compared by identity)
+    layouts: frozenset[int]
+    storage_info: type
+
+    @classmethod
+    def of(cls, allowed: dict[tuple[str, str], object]) -> _Table:
+        classes = {name: value for (module, name), value in allowed.items() if module == _MODULE}
+        torch_values = [value for (module, name), value in allowed.items() if module == "torch" and name != "Size"]
+        layout = allowed[("torch.serialization", "_get_layout")]
+        layouts = frozenset(id(layout(name)) for name in _layout_names(layout))
+        storage_info = allowed[("torch.distributed.checkpoint.filesystem", "_StorageInfo")]
+        return cls(classes, frozenset(id(v) for v in torch_values), layouts, storage_info)
+
+
+def _layout_names(layout: Any) -> list[str]:
+
+    names = []
+    for name in sorted(_LAYOUT_NAMES):
+        try:
+            layout(name)
+            names.append(name)
+        except Exception:  # a layout this torch lacks
+            continue
+    return names
+
+
+def _check_tensor(key: str, item: Any, table: _Table) -> None:
+    properties = _field(item, "properties", key)
+    if not isinstance(properties, table.classes["TensorProperties"]):
+        _fail(f"{key}: properties are a {type(properties).__name__}")
+    if id(_field(properties, "dtype", key)) not in table.dtypes:
+        _fail(f"{key}: dtype is a {type(properties.dtype).__name__}, not a torch dtype")
+    if id(_field(properties, "layout", key)) not in table.layouts:
+        _fail(f"{key}: layout is not a torch layout")
+    for flag in ("requires_grad", "pin_memory"):
+        if type(_field(properties, flag, key)) is not bool:
+            _fail(f"{key}: {flag} is not a bool")
+    size = _field(item, "size", key)
+    _ints(size, f"{key}: shape")
+    chunks = _field(item, "chunks", key)
+    if type(chunks) is not list:
+        _fail(f"{key}: chunks are a {type(chunks).__name__}, not a list")
+    chunk_class = table.classes["ChunkStorageMetadata"]
+    for chunk in chunks:
+        if not isinstance(chunk, chunk_class):
+            _fail(f"{key}: a chunk is a {type(chunk).__name__}")
+        _ints(_field(chunk, "offsets", key), f"{key}: chunk offsets")
+        _ints(_field(chunk, "sizes", key), f"{key}: chunk sizes")
+
+
+def _check_storage(storage: Any, table: _Table) -> None:
+    if storage is None:
+        return
+    if not isinstance(storage, dict):
+        _fail(f"storage_data is a {type(storage).__name__}, not a table")
+    index_class = table.classes["MetadataIndex"]
+    for index, info in storage.items():
+        if not isinstance(index, index_class) or type(_field(index, "fqn", "storage key")) is not str:
+            _fail(f"storage_data key is a {type(index).__name__}, not a MetadataIndex")
+        where = f"{index.fqn}: storage"
+        offset = _field(index, "offset", where)
+        if offset is not None:
+            _ints(offset, f"{where} index offset")
+        if _field(index, "index", where) is not None and not _is_int(index.index):
+            _fail(f"{where}: index is not an int")
+        if not isinstance(info, table.storage_info):
+            _fail(f"{where}: entry is a {type(info).__name__}, not _StorageInfo")
+        if type(_field(info, "relative_path", where)) is not str:
+            _fail(f"{where}: file name is a {type(info.relative_path).__name__}")
+        for name in ("offset", "length"):
+            if not _is_int(_field(info, name, where)):
+                _fail(f"{where}: {name} is not an int in [0, 2**63)")
+        transforms = getattr(info, "transform_descriptors", None)
+        if transforms is not None and (type(transforms) is not list or not all(type(t) is str for t in transforms)):
+            _fail(f"{where}: transforms are not a list of names")
+
+
+def _check_storage_meta(meta: Any, table: _Table) -> None:
+    if meta is None:
+        return
+    if not isinstance(meta, table.classes.get("StorageMeta", ())):
+        _fail(f"storage_meta is a {type(meta).__name__}")
+    for name in ("save_id", "load_id"):
+        if getattr(meta, name, None) is not None and type(getattr(meta, name)) is not str:
+            _fail(f"storage_meta.{name} is not a string")
+    checkpoint_id = getattr(meta, "checkpoint_id", None)
+    if checkpoint_id is not None and not isinstance(checkpoint_id, str) and type(checkpoint_id).__name__ not in (
+            "PosixPath", "WindowsPath", "Path"):
+        _fail("storage_meta.checkpoint_id is not a path")
+    modules = getattr(meta, "modules", [])
+    if type(modules) is not list or not all(type(m) is str for m in modules):
+        _fail("storage_meta.modules is not a list of names")
+
+
+def check_schema(metadata: Any, allowed: dict[tuple[str, str], object]) -> None:
+    """Raise UnsafeMetadataError unless `metadata` has exactly DCP's shape (module docstring)."""
+    table = _Table.of(allowed)
+    state = _field(metadata, "state_dict_metadata", "Metadata")
+    if not isinstance(state, dict):
+        _fail("Metadata has no state_dict_metadata table")
+    tensor_class, bytes_class = table.classes["TensorStorageMetadata"], table.classes["BytesStorageMetadata"]
+    for key, item in state.items():
+        if type(key) is not str:
+            _fail(f"state dict key is a {type(key).__name__}, not a string")
+        if isinstance(item, tensor_class):
+            _check_tensor(key, item, table)
+        elif not isinstance(item, bytes_class):
+            _fail(f"{key}: unknown metadata entry {type(item).__name__}")
+    _check_storage(getattr(metadata, "storage_data", None), table)
+    _plain(getattr(metadata, "planner_data", None), "planner_data")
+    _check_storage_meta(getattr(metadata, "storage_meta", None), table)
+    version = getattr(metadata, "version", None)
+    if version is not None and type(version) is not str:
+        _fail("version is not a string")
+
+
+# A .metadata costs ~144 bytes per chunk (scripts/pickle_budget.py): 256 MiB is far past what
+# the opcode limit admits anyway, and a larger (or sparse) file is refused before it is read.
+MAX_METADATA_BYTES = 256 << 20
+
+_DCP_METADATA_MODULE = "torch.distributed.checkpoint.metadata"
+_DCP_FILESYSTEM_MODULE = "torch.distributed.checkpoint.filesystem"
+_DCP_METADATA_CLASSES = (
+    "Metadata",
+    "TensorStorageMetadata",
+    "BytesStorageMetadata",
+    "TensorProperties",
+    "ChunkStorageMetadata",
+    "MetadataIndex",
+    "StorageMeta",
+    "_MEM_FORMAT_ENCODING",
+)
+
+
+# torch's layouts (`torch.strided`, ...), by the names `_get_layout` is pickled with; the
+# values are the canonical strings the plain table hands out (the schema compares identity)
+_LAYOUTS = {name: name for name in (f"torch.{layout}" for layout in (
+    "strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "_mkldnn", "jagged"))}
+_LAYOUT_NAMES = frozenset(_LAYOUTS)
+
+
+def _layout_name(name: str) -> str:
+    """Stand-in for torch.serialization._get_layout: only ever yields a known layout's name."""
+    if not isinstance(name, str) or name not in _LAYOUTS:
+        raise UnsafeMetadataError(f"layout name {name!r:.80} is not a torch layout")
+    return _LAYOUTS[name]
+
+
+def _layout_by_name(name: str) -> torch.layout:
+    """`_layout_name`, then the torch.layout itself (for DCP's own classes)."""
+    import torch
+
+    return getattr(torch, _layout_name(name)[len("torch.") :])
+
+
+def _class_table(metadata_classes: ModuleType, storage_info: type, torch_globals: dict[tuple[str, str], object]
+                 ) -> dict[tuple[str, str], object]:
+    """Every global a DCP `.metadata` may name, mapped to what builds it: torch's dtypes,
+    Size and layouts as `torch_globals` builds them, and DCP's metadata classes taken from
+    `metadata_classes` (DCP's own module, or this one for the plain stand-ins)."""
+    allowed: dict[tuple[str, str], object] = {
+        **torch_globals,
+        (_DCP_FILESYSTEM_MODULE, "_StorageInfo"): storage_info,
+        ("collections", "OrderedDict"): OrderedDict,
+        ("pathlib", "PosixPath"): Path,
+        ("pathlib", "WindowsPath"): Path,
+        ("pathlib", "Path"): Path,
+    }
+    for name in _DCP_METADATA_CLASSES:
+        if hasattr(metadata_classes, name):
+            allowed[(_DCP_METADATA_MODULE, name)] = getattr(metadata_classes, name)
+    return allowed
+
+
+@functools.cache
+def _plain_classes() -> dict[tuple[str, str], object]:
+    torch_globals: dict[tuple[str, str], object] = {("torch", name): dtype for name, dtype in dtypes.BY_NAME.items()}
+    torch_globals[("torch", "Size")] = tuple  # torch.Size is a tuple of ints; the reader checks the ints
+    torch_globals[("torch.serialization", "_get_layout")] = _layout_name
+    return _class_table(sys.modules[__name__], _StorageInfo, torch_globals)  # the plain classes above
+
+
+@functools.cache
+def _dcp_classes() -> dict[tuple[str, str], object]:
+    import torch
+    from torch.distributed.checkpoint import metadata as dcp_metadata
+    from torch.distributed.checkpoint.filesystem import _StorageInfo
+
+    torch_globals: dict[tuple[str, str], object] = {
+        ("torch", attr): value for attr in dir(torch) if isinstance(value := getattr(torch, attr, None), torch.dtype)
+    }
+    torch_globals[("torch", "Size")] = torch.Size
+    torch_globals[("torch.serialization", "_get_layout")] = _layout_by_name
+    return _class_table(dcp_metadata, _StorageInfo, torch_globals)
+
+
+def _records(allowed: dict[tuple[str, str], object]) -> tuple[type, ...]:
+    """The record classes of a table: the only things a pickle may create and fill."""
+    return tuple(v for v in allowed.values() if isinstance(v, type) and dataclasses.is_dataclass(v))
+
+
+def _unpickle(data: bytes, source: str, allowed: dict[tuple[str, str], object]) -> Any:
+    """The Metadata object in `data`, built from `allowed` only (see restricted_pickle) and
+    checked against the schema; `source` names the file in errors."""
+    try:
+        result = restricted_loads(data, allowed, _records(allowed))
+    except (PickleRefused, UnsafeMetadataError) as err:
+        raise UnsafeMetadataError(f"{source}: {err}") from None
+    except Exception as err:  # any damage in the pickle stream: truncated, bad opcode, bad args
+        detail = str(err) or ("the file ends early (truncated?)" if isinstance(err, EOFError) else "")
+        raise UnsafeMetadataError(
+            f"{source}: unreadable DCP metadata ({type(err).__name__}: {detail[:200]})"
+        ) from None
+    if not isinstance(result, allowed[(_DCP_METADATA_MODULE, "Metadata")]):
+        raise UnsafeMetadataError(
+            f"{source}: holds a {type(result).__name__}, not DCP Metadata"
+        )
+    try:
+        check_schema(result, allowed)
+    except UnsafeMetadataError as err:
+        raise UnsafeMetadataError(f"{source}: {err}") from None
+    return result
+
+
+def load_plain_metadata_bytes(data: bytes, source: str = "<bytes>") -> Metadata:
+    """DCP metadata as the plain stand-ins above (no DCP import); for reading, not `dcp.load`."""
+    return _unpickle(data, source, _plain_classes())
+
+
+def load_metadata_bytes(data: bytes, source: str = "<bytes>") -> DcpMetadata:
+    """DCP metadata as DCP's own `Metadata`, with the allow-list; `source` names the file in errors."""
+    return _unpickle(data, source, _dcp_classes())
+
+
+def load_metadata(path: str | Path) -> DcpMetadata:
+    """Read a `.metadata` file safely (see module docstring) into DCP's own `Metadata`:
+    a regular file inside its own directory, at most MAX_METADATA_BYTES, read once."""
+    path = Path(path)
+    data = safe_files.read_bytes(path, MAX_METADATA_BYTES, root=path.parent)
+    return load_metadata_bytes(data, source=str(path))

@@ -1,0 +1,609 @@
+"""The one place that decides where a checkpoint's files live on disk.
+
+mfsdp writes a run directory with one sub-directory per saved step plus a tracker file::
+
+    <run_dir>/
+        latest_checkpointed_iteration.txt   # newest *complete* step (verl's name)
+        global_step_<N>/
+            dist_ckpt/        # torch.distributed.checkpoint: .metadata + __<rank>_<i>.distcp
+            huggingface/      # config.json, tokenizer files, generation_config.json
+            manifest.json     # written last: its presence marks the step complete
+
+and reads, besides its own, the layouts verl and Megatron-LM write (docs/interop.md)::
+
+    verl RL v1    RUN/global_step_N/{data.pt, actor/{dist_ckpt/, huggingface/}, critic/...}
+    verl RL v2    RUN/global_step_N/actor/{ckpt_contents.json, model/{dist_ckpt/, huggingface/},
+                  optimizer/dist_ckpt/, extra/dist_ckpt/}
+    verl SFT      RUN/global_step_N/{dist_ckpt/, huggingface/, data_<rank>.pt}
+    Megatron-LM   RUN/iter_0000100/{.metadata, *.distcp} (tracker "100" or "release")
+
+Any level of any of them resolves (run, step, role, `model/`, `dist_ckpt/`) to a
+`CheckpointPaths`. Everything else in mfsdp (the saver, the reader, validate, export) asks
+this module for paths, so the layouts are decided in exactly one place. Every small file
+read here (tracker, ckpt_contents.json) goes through `safe_files`: a FIFO, a huge file or
+a symlink out of the checkpoint is one line, never a hang.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import shutil
+import stat
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.errors import MfsdpUsageError
+
+TRACKER_FILE = "latest_checkpointed_iteration.txt"
+STEP_DIR_PREFIX = "global_step_"
+DIST_CKPT_DIR = "dist_ckpt"
+HF_ASSETS_DIR = "huggingface"
+MANIFEST_FILE = "manifest.json"
+DCP_METADATA_FILE = ".metadata"
+TMP_STEP_SUFFIX = ".tmp"
+
+# verl and Megatron-LM names
+MEGATRON_ITER_PREFIX = "iter_"
+MEGATRON_RELEASE_DIR = "release"
+VERL_CONTENTS_FILE = "ckpt_contents.json"
+VERL_MODEL_DIR = "model"
+ROLES = ("actor", "critic")
+DEFAULT_ROLE = "actor"
+# layout kinds, as reported by inspect/validate and named in docs/interop.md
+MFSDP, VERL_RL_V1, VERL_RL_V2, VERL_SFT, MEGATRON_LM, BARE_DCP = (
+    "mfsdp",
+    "verl-rl-v1",
+    "verl-rl-v2",
+    "verl-sft",
+    "megatron-lm",
+    "dist_ckpt",
+)
+
+TRACKER_MAX_BYTES = 64  # "release" or a step number, with slack for a newline
+CONTENTS_MAX_BYTES = 1 << 20  # ckpt_contents.json: a few hundred bytes in practice
+MAX_RUNS_LISTED = 8
+
+_STEP_DIR_RE = re.compile(rf"^{STEP_DIR_PREFIX}([0-9]{{1,18}})$")
+_TMP_STEP_RE = re.compile(rf"^{STEP_DIR_PREFIX}([0-9]{{1,18}}){re.escape(TMP_STEP_SUFFIX)}$")
+_ITER_DIR_RE = re.compile(rf"^{MEGATRON_ITER_PREFIX}([0-9]{{7,18}})$")
+_STEP_TEXT_RE = re.compile(r"[0-9]{1,18}")  # ASCII only: "²".isdigit() is True
+_HF_WEIGHT_SUFFIXES = (".safetensors", ".bin")
+
+
+class CheckpointPathError(MfsdpUsageError, ValueError):
+    """A path given by the user does not name a checkpoint; the message says why."""
+
+
+def step_dir(run_dir: str | os.PathLike, step: int) -> Path:
+    return Path(run_dir) / f"{STEP_DIR_PREFIX}{step}"
+
+
+def tmp_step_dir(run_dir: str | os.PathLike, step: int) -> Path:
+    """Sibling of the final step dir; a save is built here and renamed when complete."""
+    return Path(run_dir) / f"{STEP_DIR_PREFIX}{step}{TMP_STEP_SUFFIX}"
+
+
+def parse_step_dir_name(name: str) -> int | None:
+    match = _STEP_DIR_RE.match(name)
+    return int(match.group(1)) if match else None
+
+
+def list_complete_steps(run_dir: str | os.PathLike) -> list[int]:
+    """Steps whose directory holds a manifest, ascending. Temporary dirs never count."""
+    run = Path(run_dir)
+    if not run.is_dir():
+        return []
+    steps = []
+    for child in run.iterdir():
+        step = parse_step_dir_name(child.name)
+        if step is not None and (child / MANIFEST_FILE).is_file():
+            steps.append(step)
+    return sorted(steps)
+
+
+def read_tracker(run_dir: str | os.PathLike) -> int | None:
+    """The step named by mfsdp's (or verl's) tracker, or None when there is no tracker yet."""
+    text = read_tracker_text(run_dir)
+    if text is None:
+        return None
+    if not _STEP_TEXT_RE.fullmatch(text):
+        raise CheckpointPathError(
+            f"{Path(run_dir) / TRACKER_FILE}: expected a step number, found {text[:40]!r}"
+        )
+    return int(text)
+
+
+def read_tracker_text(run_dir: str | os.PathLike) -> str | None:
+    """The tracker's stripped text (a step, or Megatron-LM's `release`); None when absent.
+
+    Read through `safe_files`: a FIFO, a directory, 5,000 digits or non-UTF-8 bytes are
+    one line naming the file, not a hang or a traceback."""
+    tracker = Path(run_dir) / TRACKER_FILE
+    if not os.path.lexists(tracker):
+        return None
+    try:
+        text = safe_files.read_text(tracker, TRACKER_MAX_BYTES, root=run_dir).strip()
+    except CheckpointFileError as err:
+        raise CheckpointPathError(str(err)) from None
+    if not (_STEP_TEXT_RE.fullmatch(text) or text == MEGATRON_RELEASE_DIR):
+        raise CheckpointPathError(f"{tracker}: expected a step number, found {text[:40]!r}")
+    return text
+
+
+def write_tracker(run_dir: str | os.PathLike, step: int) -> None:
+    """Replace the tracker atomically: readers see the old step or the new one, never neither."""
+    run = Path(run_dir)
+    tmp = run / f".{TRACKER_FILE}.{os.getpid()}.tmp"
+    with open(tmp, "w") as handle:
+        handle.write(f"{step}\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, run / TRACKER_FILE)
+    fsync_path(run)
+
+
+def replace_dir(new: Path, target: Path) -> None:
+    """Rename a finished directory onto `target`; an existing one is removed only after the
+    new one is in place, so at every instant one whole version exists. On Linux the two are
+    swapped in one `renameat2(RENAME_EXCHANGE)` and a missing target is created with
+    `RENAME_NOREPLACE`, so no instant shows neither and nothing appearing meanwhile is
+    replaced; elsewhere the old one is moved aside first."""
+    from mfsdp_ckpt.storage.out_dir import exchange, rename_noreplace
+
+    if not target.exists() and not target.is_symlink():
+        rename_noreplace(new, target)
+    elif target.is_dir() and not target.is_symlink() and exchange(new, target):
+        shutil.rmtree(new)  # it holds the old version now
+    else:
+        aside = target.with_name(f".{target.name}.old-{os.getpid()}")
+        shutil.rmtree(aside, ignore_errors=True)
+        os.rename(target, aside)
+        os.rename(new, target)
+        if aside.is_symlink():
+            aside.unlink()
+        else:
+            shutil.rmtree(aside)
+    fsync_path(target.parent)
+
+
+def fsync_path(path: str | os.PathLike) -> None:
+    """Flush a file, or a directory's entries (POSIX needs that for a rename to be durable)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# --------------------------------------------------------------------------- resolution
+@dataclass(frozen=True)
+class CheckpointPaths:
+    """Where one checkpoint's pieces are.
+
+    `kind` names the layout (MFSDP, VERL_RL_V1, ...); `step_dir` is None for a bare
+    dist_ckpt dir; `hf_dir` is the huggingface/ beside the dist_ckpt when there is one;
+    `role` is verl's actor/critic; `note` is what the caller should tell the user about
+    how the path was read (e.g. a parent dir that holds one run), or None.
+    """
+
+    dist_ckpt: Path
+    step_dir: Path | None = None
+    run_dir: Path | None = None
+    kind: str = BARE_DCP
+    role: str | None = None
+    roles: tuple[str, ...] = ()
+    hf_dir: Path | None = None
+    note: str | None = None
+
+    @property
+    def has_manifest(self) -> bool:
+        return self.kind == MFSDP
+
+    @property
+    def manifest(self) -> Path | None:
+        """mfsdp's manifest.json; None for layouts that have none (verl, Megatron-LM)."""
+        return self.step_dir / MANIFEST_FILE if self.has_manifest and self.step_dir else None
+
+    @property
+    def hf_assets(self) -> Path | None:
+        return self.hf_dir
+
+    @property
+    def step(self) -> int | None:
+        if self.step_dir is None:
+            return None
+        step = parse_step_dir_name(self.step_dir.name)
+        return step if step is not None else _iter_step(self.step_dir.name)
+
+    @property
+    def root(self) -> Path:
+        """The outermost directory of this one checkpoint: reads must stay inside it."""
+        if self.step_dir is not None:
+            return self.step_dir
+        if self.hf_dir is not None:
+            return Path(os.path.commonpath([self.dist_ckpt, self.hf_dir]))
+        return self.dist_ckpt
+
+
+def _iter_step(name: str) -> int | None:
+    match = _ITER_DIR_RE.match(name)
+    return int(match.group(1)) if match else None
+
+
+def _is_file(path: Path) -> bool:
+    """lstat-based: a symlink, FIFO or unreadable entry is not taken as the file it names."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except OSError:  # missing, ELOOP, ENAMETOOLONG: not a directory we can use
+        return False
+
+
+def _children(directory: Path) -> list[str]:
+    try:
+        return sorted(os.listdir(directory))
+    except OSError as err:
+        raise CheckpointPathError(f"{directory}: cannot list ({err.strerror or err})") from None
+
+
+def _is_dcp(directory: Path) -> bool:
+    return _is_file(directory / DCP_METADATA_FILE)
+
+
+def _looks_like_hf_model(directory: Path, names: list[str]) -> bool:
+    return "config.json" in names and any(n.endswith(_HF_WEIGHT_SUFFIXES) for n in names)
+
+
+def resolve_checkpoint(
+    path: str | os.PathLike, *, role: str | None = None, _depth: int = 0
+) -> CheckpointPaths:
+    """Resolve any level of any known layout to one checkpoint's paths.
+
+    Accepts a run dir (follows the tracker), a step dir, verl's `actor/` or `actor/model/`,
+    a `dist_ckpt/`, Megatron-LM's `iter_NNNNNNN/` or `release/`, or a directory holding
+    exactly one run. `role` picks verl's actor (default) or critic. Raises
+    CheckpointPathError with one line (what was looked for, or which choice to make).
+    """
+    if role is not None and role not in ROLES:
+        raise CheckpointPathError(f"--role {role!r}: choose {' or '.join(ROLES)}")
+    given = Path(path)
+    _check_is_dir(given)
+    paths = _resolve_dir(given, role, _depth)
+    if role is not None and paths.role is None:
+        raise CheckpointPathError(
+            f"--role {role}: {given} is a {paths.kind} checkpoint, which has no"
+            f" {'/ '.join(ROLES)}/ roles"
+        )
+    return paths
+
+
+def _resolve_dir(given: Path, role: str | None, _depth: int) -> CheckpointPaths:
+    if _is_dcp(given):
+        return _from_dcp_dir(given, role)
+    names = _children(given)
+    if DIST_CKPT_DIR in names and _is_dcp(given / DIST_CKPT_DIR):
+        return _from_dcp_dir(given / DIST_CKPT_DIR, role)
+    if VERL_CONTENTS_FILE in names or (
+        VERL_MODEL_DIR in names and _is_dir(given / VERL_MODEL_DIR / DIST_CKPT_DIR)
+    ):
+        return _from_v2_role_dir(given, role)
+    present_roles = [r for r in ROLES if r in names and _is_dir(given / r)]
+    if present_roles:
+        return _from_role_parent(given, present_roles, role)
+    if _looks_like_hf_model(given, names):
+        raise CheckpointPathError(
+            f"{given}: a Hugging Face model dir, not a training checkpoint"
+            f" (to make one from it: mfsdp ckpt import-hf {given} --out DIR)"
+        )
+    run = _from_run_dir(given, names, role)
+    if run is not None:
+        return run
+    if _depth == 0:
+        return _from_parent_of_runs(given, names, role)
+    raise _not_a_checkpoint(given)
+
+
+def _check_is_dir(given: Path) -> None:
+    try:
+        mode = os.stat(given).st_mode
+    except FileNotFoundError:
+        raise CheckpointPathError(f"{given}: no such file or directory") from None
+    except OSError as err:  # ELOOP (symlink loop), ENAMETOOLONG (a 1,500-deep chain)
+        reason = "symlink loop" if err.errno == errno.ELOOP else (err.strerror or str(err))
+        raise CheckpointPathError(f"{str(given)[:200]}: cannot open ({reason})") from None
+    if not stat.S_ISDIR(mode):
+        raise CheckpointPathError(f"{given}: not a directory (give a run, step or dist_ckpt dir)")
+
+
+def _not_a_checkpoint(given: Path) -> CheckpointPathError:
+    return CheckpointPathError(
+        f"{given}: not a checkpoint (looked for {DCP_METADATA_FILE}, {DIST_CKPT_DIR}/, "
+        f"{'/ '.join(ROLES)}/, {VERL_MODEL_DIR}/{DIST_CKPT_DIR}/, {TRACKER_FILE}, "
+        f"{STEP_DIR_PREFIX}N/, {MEGATRON_ITER_PREFIX}NNNNNNN/)"
+    )
+
+
+def _from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:
+    """Name the layout of a DCP dir from the directories around it."""
+    parent = dcp.parent
+    if _ITER_DIR_RE.match(dcp.name) or (dcp.name == MEGATRON_RELEASE_DIR):
+        return CheckpointPaths(dist_ckpt=dcp, step_dir=dcp, run_dir=parent, kind=MEGATRON_LM)
+    if dcp.name != DIST_CKPT_DIR:
+        return CheckpointPaths(dist_ckpt=dcp)
+    hf_dir = parent / HF_ASSETS_DIR if _is_dir(parent / HF_ASSETS_DIR) else None
+    if parse_step_dir_name(parent.name) is not None:  # ours or verl SFT: no role level
+        kind = MFSDP if _is_ours(parent) else VERL_SFT
+        return CheckpointPaths(dcp, parent, parent.parent, kind, hf_dir=hf_dir)
+    if (
+        parent.name == VERL_MODEL_DIR and parent.parent.name in ROLES
+    ):  # verl v2: actor/model/dist_ckpt
+        return _role_paths(dcp, parent.parent, VERL_RL_V2, hf_dir, role)
+    if parent.name in ROLES:  # verl v1: actor/dist_ckpt
+        return _role_paths(dcp, parent, VERL_RL_V1, hf_dir, role)
+    return CheckpointPaths(dist_ckpt=dcp, hf_dir=hf_dir)
+
+
+def _is_ours(step: Path) -> bool:
+    """A step mfsdp wrote: it has a manifest, or a sibling step of its run has one (then a
+    missing manifest is damage to report, not a sign of verl, whose steps never have one).
+    Any entry named manifest.json counts: a FIFO or a link there is a damaged mfsdp step,
+    which validate then refuses, not a verl step to read without one."""
+    return os.path.lexists(step / MANIFEST_FILE) or bool(list_complete_steps(step.parent))
+
+
+def _role_paths(
+    dcp: Path, role_dir: Path, kind: str, hf_dir: Path | None, role: str | None
+) -> CheckpointPaths:
+    if role is not None and role != role_dir.name:
+        raise CheckpointPathError(
+            f"{role_dir}: is the {role_dir.name}'s checkpoint, not the {role}'s"
+        )
+    step = role_dir.parent
+    is_step = parse_step_dir_name(step.name) is not None
+    return CheckpointPaths(
+        dcp,
+        step if is_step else None,
+        step.parent if is_step else None,
+        kind,
+        role=role_dir.name,
+        roles=(role_dir.name,),
+        hf_dir=hf_dir,
+    )
+
+
+def _from_v2_role_dir(role_dir: Path, role: str | None) -> CheckpointPaths:
+    """verl v2's `actor/`: with Megatron-FSDP every state is in model/dist_ckpt (the
+    optimizer/ and extra/ dirs exist but are empty, though ckpt_contents.json lists them)."""
+    if VERL_CONTENTS_FILE in _children(role_dir):
+        read_verl_contents(role_dir)  # a hostile or broken file is refused here, in one line
+    dcp = role_dir / VERL_MODEL_DIR / DIST_CKPT_DIR
+    if not _is_dcp(dcp):
+        hf = role_dir / VERL_MODEL_DIR / HF_ASSETS_DIR
+        hint = f"; its weights are a Hugging Face dir: {hf}" if _is_dir(hf) else ""
+        raise CheckpointPathError(
+            f"{dcp}: no {DCP_METADATA_FILE} (verl saved no dist_ckpt model state{hint})"
+        )
+    return _from_dcp_dir(dcp, role)
+
+
+def read_verl_contents(role_dir: Path) -> dict:
+    """verl's ckpt_contents.json (schema 2), bounded and read only as JSON data."""
+    file = role_dir / VERL_CONTENTS_FILE
+    try:
+        data = json.loads(safe_files.read_text(file, CONTENTS_MAX_BYTES, root=role_dir))
+    except CheckpointFileError as err:
+        raise CheckpointPathError(str(err)) from None
+    except ValueError as err:
+        raise CheckpointPathError(f"{file}: not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise CheckpointPathError(f"{file}: expected a JSON object")
+    return data
+
+
+def _from_role_parent(step: Path, present: list[str], role: str | None) -> CheckpointPaths:
+    """A verl RL step dir: actor/ and maybe critic/; the actor unless `role` says otherwise."""
+    chosen = role or (DEFAULT_ROLE if DEFAULT_ROLE in present else None)
+    if chosen is None:
+        raise CheckpointPathError(
+            f"{step}: holds {', '.join(present)}/ only; pass --role {present[0]}"
+        )
+    if chosen not in present:
+        raise CheckpointPathError(
+            f"{step}: no {chosen}/ here (it holds {', '.join(p + '/' for p in present)})"
+        )
+    paths = resolve_checkpoint(step / chosen, role=chosen, _depth=1)
+    return _with(paths, roles=tuple(present))
+
+
+def _with(paths: CheckpointPaths, **changes) -> CheckpointPaths:
+    return replace(paths, **changes)
+
+
+def _step_dirs(run: Path, names: list[str]) -> dict[str, Path]:
+    """Step dirs of any layout in a run dir: {name: path}."""
+    return {
+        n: run / n
+        for n in names
+        if (
+            parse_step_dir_name(n) is not None or _ITER_DIR_RE.match(n) or n == MEGATRON_RELEASE_DIR
+        )
+        and _is_dir(run / n)
+    }
+
+
+def _from_run_dir(run: Path, names: list[str], role: str | None) -> CheckpointPaths | None:
+    """A run dir of any layout, or None when `run` is not one."""
+    steps = _step_dirs(run, names)
+    tracked = read_tracker_text(run) if TRACKER_FILE in names else None
+    if not steps:
+        if tracked is not None:
+            raise CheckpointPathError(
+                f"{run / TRACKER_FILE}: names {tracked!r}, but there is no step dir here"
+            )
+        unfinished = sorted(int(m.group(1)) for m in map(_TMP_STEP_RE.match, names) if m)
+        if unfinished:
+            raise CheckpointPathError(
+                f"{run}: a save of step {unfinished[-1]} did not finish"
+                f" ({STEP_DIR_PREFIX}{unfinished[-1]}"
+                f"{TMP_STEP_SUFFIX}/ only); no complete checkpoint here"
+            )
+        return None
+    ours = [n for n, p in steps.items() if _is_file(p / MANIFEST_FILE)]
+    if ours:
+        return _from_our_run_dir(run, tracked)
+    if tracked is not None:
+        target = _tracked_step_dir(run, tracked, steps)
+        return _with(resolve_checkpoint(target, role=role, _depth=1), run_dir=run)
+    if len(steps) > 1:
+        shown = ", ".join(sorted(steps, key=_natural)[-MAX_RUNS_LISTED:])
+        raise CheckpointPathError(
+            f"{run}: {len(steps)} step dirs and no {TRACKER_FILE}; give one of them ({shown})"
+        )
+    (only,) = steps.values()
+    return _with(resolve_checkpoint(only, role=role, _depth=1), run_dir=run)
+
+
+def _natural(name: str) -> list:
+    return [int(part) if part.isdigit() else part for part in re.split(r"([0-9]+)", name)]
+
+
+def _tracked_step_dir(run: Path, tracked: str, steps: dict[str, Path]) -> Path:
+    if tracked == MEGATRON_RELEASE_DIR:
+        candidates = [MEGATRON_RELEASE_DIR]
+    else:
+        candidates = [
+            f"{STEP_DIR_PREFIX}{int(tracked)}",
+            f"{MEGATRON_ITER_PREFIX}{int(tracked):07d}",
+        ]
+    for name in candidates:
+        if name in steps:
+            return steps[name]
+    raise CheckpointPathError(
+        f"{run / TRACKER_FILE}: names {tracked!r}, but"
+        f" {' / '.join(c + '/' for c in candidates)} is missing"
+    )
+
+
+def _from_our_run_dir(run: Path, tracked: str | None) -> CheckpointPaths:
+    """mfsdp's run dir: the tracker's step, which must be complete (manifest written)."""
+    if tracked is not None:
+        if tracked == MEGATRON_RELEASE_DIR:
+            raise CheckpointPathError(
+                f"{run / TRACKER_FILE}: expected a step number, found 'release'"
+            )
+        target = step_dir(run, int(tracked))
+        if not _is_file(target / MANIFEST_FILE):
+            raise CheckpointPathError(
+                f"{run / TRACKER_FILE}: names step {int(tracked)}, but {target} is missing"
+                " or incomplete"
+            )
+    else:
+        target = step_dir(run, list_complete_steps(run)[-1])
+    return CheckpointPaths(
+        target / DIST_CKPT_DIR, target, run, MFSDP, hf_dir=target / HF_ASSETS_DIR
+    )
+
+
+def _from_parent_of_runs(given: Path, names: list[str], role: str | None) -> CheckpointPaths:
+    """A directory holding runs (e.g. `mfsdp demo --out runs/demo` writes runs/demo/sft):
+    exactly one resolves to it, with a note; several are listed."""
+    runs = []
+    for name in names:
+        child = given / name
+        if not _is_dir(child) or name.startswith("."):
+            continue
+        try:
+            child_names = os.listdir(child)
+        except OSError:
+            continue
+        if TRACKER_FILE in child_names or _step_dirs(child, child_names):
+            runs.append(child)
+    if not runs:
+        raise _not_a_checkpoint(given)
+    if len(runs) > 1:
+        shown = ", ".join(str(r) for r in runs[:MAX_RUNS_LISTED])
+        raise CheckpointPathError(f"{given}: holds {len(runs)} runs; give one of them ({shown})")
+    paths = resolve_checkpoint(runs[0], role=role, _depth=1)
+    return _with(paths, note=f"{given} holds one run: reading {runs[0]}")
+
+
+# --------------------------------------------------------------------------- outputs
+def checkpoint_containing(path: str | os.PathLike) -> Path | None:
+    """The checkpoint that `path` is or lies inside (a step, role or DCP dir, or, for `path`
+    itself, a run or a dir holding a dist_ckpt); None if none.
+
+    Writing an export there would add unlisted files to a checkpoint, or, with --overwrite,
+    replace one (`--out RUN/global_step_40`): callers refuse such output paths. A new dir
+    beside the steps of a run (`RUN/hf`) is fine. `path` need not exist; what exists of it
+    and its ancestors decides.
+    """
+    current = Path(os.path.abspath(path))
+    for candidate in (current, *current.parents):
+        if _is_checkpoint_dir(candidate, is_target=candidate == current):
+            return candidate
+    return None
+
+
+def _is_checkpoint_dir(candidate: Path, is_target: bool) -> bool:
+    name = candidate.name
+    step_like = bool(
+        parse_step_dir_name(name) is not None
+        or _TMP_STEP_RE.match(name)
+        or _ITER_DIR_RE.match(name)
+        or name == MEGATRON_RELEASE_DIR
+    )
+    if step_like and _is_file(candidate.parent / TRACKER_FILE):
+        return True  # a step of a run, saved or still to come
+    if not _is_dir(candidate):
+        return False
+    markers = (DCP_METADATA_FILE, MANIFEST_FILE, VERL_CONTENTS_FILE)
+    if any(_is_file(candidate / marker) for marker in markers):
+        return True
+    if step_like and any(_is_dir(candidate / part) for part in (DIST_CKPT_DIR, *ROLES)):
+        return True
+    return is_target and (_is_file(candidate / TRACKER_FILE) or _is_dir(candidate / DIST_CKPT_DIR))
+
+
+# --------------------------------------------------------------------------- walking
+MAX_WALK_DEPTH = 32
+MAX_WALK_ENTRIES = 100_000
+
+
+def list_files(root: str | os.PathLike) -> list[str]:
+    """Relative paths of the regular files and symlinks under `root`, sorted, without
+    following symlinked directories; bounded in depth and count so that a 1,500-deep
+    chain or a symlink loop is one line (CheckpointPathError), not a crash or a hang."""
+    base = Path(root)
+    found: list[str] = []
+    pending: list[tuple[Path, int]] = [(base, 0)]
+    seen = 0
+    while pending:
+        directory, depth = pending.pop()
+        if depth > MAX_WALK_DEPTH:
+            raise CheckpointPathError(f"{base}: directories nested more than {MAX_WALK_DEPTH} deep")
+        try:
+            entries = list(os.scandir(directory))
+        except OSError as err:
+            raise CheckpointPathError(
+                f"{str(directory)[:200]}: cannot list ({err.strerror or err})"
+            ) from None
+        seen += len(entries)
+        if seen > MAX_WALK_ENTRIES:
+            raise CheckpointPathError(f"{base}: more than {MAX_WALK_ENTRIES} entries")
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                pending.append((Path(entry.path), depth + 1))
+            else:
+                found.append(os.path.relpath(entry.path, base))
+    return sorted(found)

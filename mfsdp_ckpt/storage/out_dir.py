@@ -1,0 +1,312 @@
+"""Claim an output directory exclusively, build it hidden, publish it without replacing
+anything this command did not mean to replace.
+
+What a command that writes a directory (`export-hf`, `import-hf`) needs, in one place:
+
+* one writer per output: a lock file `.<name>.out-lock` next to `<out>`, held with
+  `flock` for the whole command. The kernel drops the lock when the process dies, so a
+  SIGKILLed run never blocks the next one, and a second concurrent run into the same
+  `<out>` is refused instead of silently replacing the first one's result;
+* a hidden work directory `.<name>.export-tmp-<pid>` next to `<out>` (same filesystem, so
+  publishing is one rename). Work directories of ours that a killed run left behind are
+  removed by the next run into the same `<out>`, once it holds the lock (no live owner
+  can then exist);
+* publishing with `renameat2(RENAME_NOREPLACE)`: a directory someone else created at
+  `<out>` meanwhile is never replaced. With `overwrite`, only the directory that was at
+  `<out>` when the command started is replaced, and only when it is empty or a previous
+  model export (config.json plus safetensors, nothing of a checkpoint): the two are
+  swapped atomically with `RENAME_EXCHANGE`, the identity of what was swapped out is
+  checked (swapped back if it is not the original), then it is deleted. At every instant
+  `<out>` holds one whole version.
+
+Where `renameat2` is missing (not Linux, old libc, a filesystem without it), publishing
+falls back to `mkdir(<out>)` (fails if anything is there) and renaming onto that empty
+directory of our own, which the kernel refuses if it is no longer empty.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import os
+import re
+import shutil
+import stat
+from pathlib import Path
+
+from mfsdp_ckpt.format.layout import fsync_path
+from mfsdp_ckpt.errors import MfsdpUsageError
+
+LOCK_SUFFIX = ".out-lock"
+_WORK_TAG = ".export-"
+# Checkpoint pieces that --overwrite must never delete (layout.py's names).
+_CHECKPOINT_MARKERS = (".metadata", "dist_ckpt", "manifest.json",
+                       "latest_checkpointed_iteration.txt")
+_MODEL_EXPORT_FILES = ("model.safetensors", "model.safetensors.index.json")
+_RENAME_NOREPLACE, _RENAME_EXCHANGE = 1, 2
+
+
+class OutputDirError(MfsdpUsageError, ValueError):
+    """The output path cannot be claimed or published as asked (bad usage: exit 2)."""
+
+
+# --------------------------------------------------------------------------- renames
+def _renameat2(src: Path, dst: Path, flags: int) -> None:
+    """renameat2(2) through libc; OSError(ENOSYS) where it is not available."""
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        raise OSError(errno.ENOSYS, "renameat2 is not available") from None
+    function.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                         ctypes.c_uint)
+    at_fdcwd = -100
+    if function(at_fdcwd, os.fsencode(src), at_fdcwd, os.fsencode(dst), flags) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), str(dst))
+
+
+def _unsupported(err: OSError) -> bool:
+    return err.errno in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP)
+
+
+def rename_noreplace(src: Path, dst: Path) -> None:
+    """Rename `src` to `dst`; FileExistsError when anything is at `dst` (never replaced)."""
+    try:
+        _renameat2(src, dst, _RENAME_NOREPLACE)
+        return
+    except OSError as err:
+        if not _unsupported(err):
+            raise
+    os.mkdir(dst)  # FileExistsError when taken; from here `dst` is an empty dir of ours
+    try:
+        os.rename(src, dst)  # onto an empty directory only: ENOTEMPTY if someone wrote into it
+    except OSError:
+        try:
+            os.rmdir(dst)
+        except OSError:
+            pass
+        raise
+
+
+def exchange(first: Path, second: Path) -> bool:
+    """Swap two existing paths atomically; False where the system cannot (nothing moved)."""
+    try:
+        _renameat2(first, second, _RENAME_EXCHANGE)
+    except OSError as err:
+        if _unsupported(err):
+            return False
+        raise
+    return True
+
+
+# --------------------------------------------------------------------------- claim
+def _checked_target(out: Path) -> Path:
+    """`out` made absolute (not resolved: a symlink must stay visible), or OutputDirError for
+    paths no command may create or replace: `.`, `..`, `/`, the current directory or one
+    above it, a symlink, a file, a missing parent."""
+    absolute = Path(os.path.abspath(out))
+    if absolute.name in ("", ".", "..") or absolute == Path(absolute.anchor):
+        raise OutputDirError(f"{out}: not a name an output can be created at; name a new directory")
+    try:
+        cwd = Path.cwd().resolve()
+        if absolute.resolve() == cwd or absolute.resolve() in cwd.parents:
+            raise OutputDirError(f"{out}: is the current directory or above it; name a new one")
+    except OSError:
+        pass
+    if absolute.is_symlink():
+        raise OutputDirError(f"{out}: is a symlink; give the real path (links are not replaced)")
+    if absolute.exists() and not absolute.is_dir():
+        raise OutputDirError(f"{out}: exists and is not a directory")
+    if not absolute.parent.is_dir():
+        raise OutputDirError(f"{absolute.parent}: parent directory does not exist")
+    return absolute
+
+
+def replaceable_problem(path: Path) -> str | None:
+    """Why --overwrite may not replace the directory at `path`, or None when it may: it is
+    empty, or it is a previous model export (config.json and safetensors at the top, and
+    nothing that marks a checkpoint). Anything else is someone's data, never deleted."""
+    try:
+        entries = {entry.name for entry in os.scandir(path)}
+    except OSError as err:
+        return f"cannot be listed ({err.strerror})"
+    if not entries:
+        return None
+    marks = sorted(entries.intersection(_CHECKPOINT_MARKERS)) + sorted(
+        name for name in entries if name.startswith("global_step_"))
+    if marks:
+        return f"holds a checkpoint ({marks[0]})"
+    if "config.json" in entries and entries.intersection(_MODEL_EXPORT_FILES):
+        return None
+    return "is not a model export (no config.json with model*.safetensors) and not empty"
+
+
+class OutputClaim:
+    """An exclusive claim on one output path: write into `.tmp`, then `publish()`.
+
+    Use it as a context manager; leaving it without `publish()` (an error, Ctrl-C) removes
+    the work directory, and leaving it always releases the lock and its file."""
+
+    def __init__(self, out: Path, overwrite: bool):
+        self.out = out
+        self.overwrite = overwrite
+        self.tmp = out.with_name(f".{out.name}{_WORK_TAG}tmp-{os.getpid()}")
+        self._lock_path = out.with_name(f".{out.name}{LOCK_SUFFIX}")
+        self._lock_fd: int | None = None
+        self._original: tuple[int, int] | None = None  # (st_dev, st_ino) --overwrite may replace
+        self.published = False
+
+    # ---------------------------------------------------------------- lifecycle
+    def acquire(self) -> OutputClaim:
+        self._lock()
+        try:
+            self._remove_stale_work_dirs()
+            self._original = self._existing_target()
+            os.mkdir(self.tmp)
+        except BaseException:
+            self._unlock()
+            raise
+        return self
+
+    def __enter__(self) -> OutputClaim:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.release()
+
+    def release(self) -> None:
+        """Remove the work directory (unless published) and drop the lock."""
+        if self._lock_fd is None:
+            return
+        if not self.published:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        self._unlock()
+
+    def publish(self) -> None:
+        """Move the finished work directory to `out`; OutputDirError (work dir removed by
+        `release`) when `out` is not what this command may replace."""
+        fsync_path(self.tmp)
+        if self._original is None:
+            try:
+                rename_noreplace(self.tmp, self.out)
+            except (FileExistsError, IsADirectoryError, NotADirectoryError) as err:
+                raise self._appeared() from err
+            except OSError as err:
+                if err.errno in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise self._appeared() from None
+                raise
+        else:
+            self._replace_original()
+        self.published = True
+        fsync_path(self.out.parent)
+
+    # ---------------------------------------------------------------- internals
+    def _appeared(self) -> OutputDirError:
+        return OutputDirError(
+            f"{self.out}: appeared while this command ran; left as it is, nothing written")
+
+    def _existing_target(self) -> tuple[int, int] | None:
+        try:
+            info = os.lstat(self.out)
+        except FileNotFoundError:
+            return None
+        if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+            raise OutputDirError(f"{self.out}: exists and is not a directory")
+        if not self.overwrite:
+            raise OutputDirError(f"{self.out}: already exists (pass --overwrite to replace it)")
+        problem = replaceable_problem(self.out)
+        if problem:
+            raise OutputDirError(
+                f"{self.out}: {problem}; --overwrite replaces only those, remove it yourself")
+        return info.st_dev, info.st_ino
+
+    def _replace_original(self) -> None:
+        """Swap the new directory in; the old one (now at `.tmp`) must be the original."""
+        try:
+            swapped = exchange(self.tmp, self.out)
+        except FileNotFoundError:  # the original went away meanwhile: publish into the gap
+            self._original = None
+            self.publish()
+            return
+        if not swapped:
+            aside = self.out.with_name(f".{self.out.name}{_WORK_TAG}old-{os.getpid()}")
+            if not self._is_original(self.out):
+                raise self._changed()
+            os.rename(self.out, aside)
+            rename_noreplace(self.tmp, self.out)
+            shutil.rmtree(aside)
+            return
+        if not self._is_original(self.tmp):  # someone put another directory there: undo
+            exchange(self.tmp, self.out)
+            raise self._changed()
+        shutil.rmtree(self.tmp)
+
+    def _changed(self) -> OutputDirError:
+        return OutputDirError(
+            f"{self.out}: was replaced by something else while this command ran; left as it is")
+
+    def _is_original(self, path: Path) -> bool:
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            return False
+        return (info.st_dev, info.st_ino) == self._original
+
+    def _lock(self) -> None:
+        """flock on `.<name>.out-lock`; the inode check makes a lock file unlinked by a
+        finishing owner between our open and our flock count as not held."""
+        while True:
+            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                owner = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+                os.close(fd)
+                raise OutputDirError(
+                    f"{self.out}: another command is writing it (pid {owner});"
+                    " wait for it or choose another --out"
+                ) from None
+            try:
+                same = os.fstat(fd).st_ino == os.lstat(self._lock_path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+                self._lock_fd = fd
+                return
+            os.close(fd)
+
+    def _unlock(self) -> None:
+        if self._lock_fd is None:
+            return
+        try:
+            os.unlink(self._lock_path)  # while still held: nobody can hold a lock on it now
+        except FileNotFoundError:
+            pass
+        os.close(self._lock_fd)
+        self._lock_fd = None
+
+    def _remove_stale_work_dirs(self) -> None:
+        """Work dirs of earlier runs into this `out` (ours by name; with the lock held no
+        live owner exists). Also the random-suffix names earlier versions used."""
+        pattern = re.compile(rf"\.{re.escape(self.out.name)}{re.escape(_WORK_TAG)}"
+                             r"(?:(?:tmp|old)-\d+|[a-z0-9_]{8})")
+        for entry in os.scandir(self.out.parent):
+            if pattern.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def claim_output(out: str | os.PathLike, overwrite: bool = False) -> OutputClaim:
+    """Claim `out` for this process, or OutputDirError (one line) saying why not.
+
+    >>> with claim_output("hf/model", overwrite=False) as claim:
+    ...     (claim.tmp / "config.json").write_text("{}")
+    ...     claim.publish()
+    """
+    return OutputClaim(_checked_target(Path(out)), overwrite).acquire()
+
+
+__all__ = ["OutputClaim", "OutputDirError", "claim_output", "exchange", "rename_noreplace",
+           "replaceable_problem"]

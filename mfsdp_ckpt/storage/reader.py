@@ -1,0 +1,542 @@
+"""Offline reader for DCP checkpoints: no process group, no GPU, no code execution.
+
+It turns `.metadata` into a plain table of tensors (name, global shape, dtype, chunks)
+and reads one full tensor at a time by stitching its chunks, so memory stays bounded by
+the largest tensor whatever the model size. It reads what torch FSDP2 writes (even
+shards) and what Megatron-FSDP writes (uneven shards, empty local shards), as well as
+Megatron-core's fsdp_dtensor checkpoints.
+
+The tables (and everything export plans from them) need no torch: dtypes are
+`mfsdp_ckpt.format.dtypes` records. torch is imported only to decode a blob into a tensor
+(`read_chunk`, `read_tensor`, `read_object`), so a caller that only copies raw bytes
+(`raw_payload_offset`) never pays for its import.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import zipfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mfsdp_ckpt.format import dcp_metadata, dtypes
+from mfsdp_ckpt.format.blob_guard import blob_pickle, check_blob, open_blob
+from mfsdp_ckpt.errors import CheckpointFormatError, UnsafeMetadataError
+from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
+from mfsdp_ckpt.format.dcp_metadata import MAX_INT
+from mfsdp_ckpt.format.restricted_pickle import restricted_loads
+from mfsdp_ckpt.format.dcp_metadata import MAX_METADATA_BYTES, load_plain_metadata_bytes
+from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError, LocalByteStore, RangeFile
+
+if TYPE_CHECKING:
+    import torch
+
+# Any single tensor above this is an absurd shape, not a model weight: refuse before allocating.
+MAX_TENSOR_BYTES = 1 << 40
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One stored piece of a tensor: where it sits in the tensor and where its bytes are."""
+
+    offsets: tuple[int, ...]
+    sizes: tuple[int, ...]
+    file: str | None
+    file_offset: int
+    length: int
+    transforms: tuple[str, ...] = ()
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.sizes)
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    name: str
+    shape: tuple[int, ...]
+    dtype: dtypes.DType
+    chunks: tuple[Chunk, ...]
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.dtype.itemsize
+
+
+@dataclass(frozen=True)
+class ObjectEntry:
+    """A non-tensor value DCP stored as a torch.save blob (ints, RNG tuples, configs)."""
+
+    name: str
+    file: str | None
+    file_offset: int
+    length: int
+    transforms: tuple[str, ...] = ()
+
+
+
+
+def _int_tuple(value: Any, what: str) -> tuple[int, ...]:
+    if not isinstance(value, (tuple, list)):  # torch.Size is a tuple
+        raise CheckpointFormatError(f"{what}: expected a sequence of ints, got {type(value).__name__}")
+    items = tuple(value)
+    if len(items) > 64 or not all(_is_index(v) for v in items):
+        raise CheckpointFormatError(f"{what}: expected at most 64 ints in [0, 2**63), got {items!r:.200}")
+    return items
+
+
+def _nonneg_int(value: Any, what: str) -> int:
+    if not _is_index(value):
+        raise CheckpointFormatError(f"{what}: expected an int in [0, 2**63), got {value!r:.200}")
+    return value
+
+
+def _is_index(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_INT
+
+
+def _storage_location(storage_data: dict, key: str, index: Any) -> tuple[str | None, int, int, tuple]:
+    info = storage_data.get(index)
+    if info is None:
+        return None, 0, 0, ()
+    relative_path = getattr(info, "relative_path", None)
+    if not isinstance(relative_path, str):
+        raise CheckpointFormatError(f"{key}: storage entry has no file name")
+    offset = _nonneg_int(getattr(info, "offset", None), f"{key}: storage offset")
+    length = _nonneg_int(getattr(info, "length", None), f"{key}: storage length")
+    transforms = getattr(info, "transform_descriptors", None) or ()
+    if not isinstance(transforms, (list, tuple)) or not all(isinstance(t, str) for t in transforms):
+        raise CheckpointFormatError(f"{key}: storage transforms {transforms!r:.200} are not a list of names")
+    return relative_path, offset, length, tuple(transforms)
+
+
+def parse_metadata(md: dcp_metadata.Metadata) -> tuple[dict[str, TensorEntry], dict[str, ObjectEntry]]:
+    """Normalize DCP metadata into checked, plain tables. Raises on malformed entries."""
+    storage_data = getattr(md, "storage_data", None)
+    storage_data = storage_data if isinstance(storage_data, dict) else {}
+    tensors: dict[str, TensorEntry] = {}
+    objects: dict[str, ObjectEntry] = {}
+    for key, item in md.state_dict_metadata.items():
+        if not isinstance(key, str):
+            raise CheckpointFormatError(f"state dict key {key!r} is not a string")
+        if isinstance(item, dcp_metadata.BytesStorageMetadata):
+            location = _storage_location(storage_data, key, dcp_metadata.MetadataIndex(key))
+            objects[key] = ObjectEntry(key, *location)
+            continue
+        if not isinstance(item, dcp_metadata.TensorStorageMetadata):
+            raise CheckpointFormatError(f"{key}: unknown metadata entry {type(item).__name__}")
+        shape = _int_tuple(getattr(item, "size", None), f"{key}: shape")
+        dtype = getattr(getattr(item, "properties", None), "dtype", None)
+        if not isinstance(dtype, dtypes.DType):
+            raise CheckpointFormatError(f"{key}: dtype {dtype!r} is not a torch dtype")
+        if math.prod(shape) * dtype.itemsize > MAX_TENSOR_BYTES:
+            raise CheckpointFormatError(f"{key}: shape {shape} ({dtype}) is absurdly large")
+        stored_chunks = getattr(item, "chunks", None)
+        if not isinstance(stored_chunks, (list, tuple)):
+            raise CheckpointFormatError(f"{key}: chunks are {type(stored_chunks).__name__}, not a list")
+        chunks = []
+        for chunk in stored_chunks:
+            offsets = _int_tuple(getattr(chunk, "offsets", None), f"{key}: chunk offsets")
+            sizes = _int_tuple(getattr(chunk, "sizes", None), f"{key}: chunk sizes")
+            if len(offsets) != len(shape) or len(sizes) != len(shape):
+                raise CheckpointFormatError(
+                    f"{key}: chunk rank {len(offsets)}/{len(sizes)} differs from tensor rank {len(shape)}"
+                )
+            index = dcp_metadata.MetadataIndex(key, offsets)
+            location = _storage_location(storage_data, key, index)
+            chunks.append(Chunk(offsets, sizes, *location))
+        tensors[key] = TensorEntry(key, shape, dtype, tuple(chunks))
+    return tensors, objects
+
+
+def chunk_backing_problem(entry: TensorEntry, chunk: Chunk) -> str | None:
+    """Why `chunk`'s blob cannot hold the elements its metadata declares, else None. An
+    uncompressed torch.save blob holds its storage's bytes plus a zip directory, so it is
+    never shorter than them (a compressed one may be: only decoding tells)."""
+    if chunk.file is None or chunk.transforms or not chunk.numel:
+        return None
+    if chunk.length < chunk.numel * entry.dtype.itemsize:
+        return f"a blob of {chunk.length} bytes cannot hold {chunk.numel} {entry.dtype} elements"
+    return None
+
+
+MAX_LISTED_PROBLEMS = 20  # per tensor; 40,000 bad chunks are one problem said 40,000 times
+
+
+def chunk_coverage_problems(entry: TensorEntry) -> list[str]:
+    """Why the chunks do not tile the tensor exactly (empty list when they do).
+
+    In bounds, pairwise disjoint and summing to the tensor's element count is an exact
+    tiling. Time is O(n log n) in the number of chunks for every layout FSDP, TP and
+    Megatron-FSDP write (slabs along one dim, grids); see `_overlaps`."""
+    problems = []
+    past = 0
+    for chunk in entry.chunks:
+        for dim, (off, size, full) in enumerate(zip(chunk.offsets, chunk.sizes, entry.shape)):
+            if off + size > full:
+                past += 1
+                if len(problems) < MAX_LISTED_PROBLEMS:
+                    problems.append(f"chunk at {chunk.offsets} size {chunk.sizes} runs past dim {dim} ({full})")
+                break
+    if past > len(problems):
+        problems.append(f"{past - len(problems)} more chunks run past the tensor's shape")
+    if problems:
+        return problems
+    nonempty = [c for c in entry.chunks if c.numel > 0]
+    covered = sum(c.numel for c in nonempty)
+    overlap = _overlaps(nonempty, tuple(range(len(entry.shape))))
+    if overlap is None:
+        problems.append(f"{len(nonempty)} chunks form an irregular tiling too large to check")
+    elif overlap:
+        problems.append("chunks overlap")
+    elif covered < entry.numel:
+        problems.append(f"chunks cover {covered} of {entry.numel} elements (gap)")
+    elif covered > entry.numel:
+        problems.append(f"chunks cover {covered} elements, more than the tensor's {entry.numel}")
+    return problems
+
+
+_PAIRWISE_BUDGET = 1_000_000  # chunk pairs compared one by one, at most (about a second)
+
+
+def _overlaps(chunks: list[Chunk], dims: tuple[int, ...]) -> bool | None:
+    """Whether two of these non-empty chunks share an element (None: too irregular to tell).
+
+    Splits on a dim along which the chunks' distinct spans are disjoint (sorting decides
+    that), then asks the same of each group of chunks sharing one span, on the other dims.
+    Slabs and grids split all the way down: O(n log n) per dim. Chunks identical on every
+    dim overlap. Only spans that partly overlap on every remaining dim fall back to
+    comparing pairs, within a fixed budget."""
+    pending = [(chunks, dims)]
+    pairs = 0
+    while pending:
+        group, remaining = pending.pop()
+        if len(group) < 2:
+            continue
+        if not remaining:
+            return True  # same span on every dim
+        for dim in remaining:
+            spans: dict[tuple[int, int], list[Chunk]] = {}
+            for chunk in group:
+                spans.setdefault((chunk.offsets[dim], chunk.sizes[dim]), []).append(chunk)
+            ordered = sorted(spans)
+            if all(a[0] + a[1] <= b[0] for a, b in zip(ordered, ordered[1:])):
+                rest = tuple(d for d in remaining if d != dim)
+                pending.extend((members, rest) for members in spans.values())
+                break
+        else:
+            pairs += len(group) * (len(group) - 1) // 2
+            if pairs > _PAIRWISE_BUDGET:
+                return None
+            if _any_pair_overlaps(group, remaining):
+                return True
+    return False
+
+
+def _any_pair_overlaps(chunks: list[Chunk], dims: tuple[int, ...]) -> bool:
+    for i, a in enumerate(chunks):
+        for b in chunks[i + 1 :]:
+            if all(a.offsets[d] < b.offsets[d] + b.sizes[d] and b.offsets[d] < a.offsets[d] + a.sizes[d]
+                   for d in dims):
+                return True
+    return False
+
+
+BLOB_OVERHEAD = 1 << 20  # zip directory and pickle around a tensor's bytes, generously
+MAX_OBJECT_BYTES = 1 << 30  # a non-tensor value (RNG states, loader state) decoded from its transforms
+
+
+def decode_blob(raw: bytes, transforms: tuple[str, ...], where: str, limit: int = MAX_OBJECT_BYTES) -> io.BytesIO:
+    """The blob with its transforms (compression, ...) undone, refusing output past `limit`
+    bytes: a compressed blob may expand without bound."""
+    if not transforms:
+        return io.BytesIO(raw)
+    try:
+        from torch.distributed.checkpoint._extension import ExtensionRegistry
+
+        stream: Any = io.BytesIO(raw)
+        for extension in reversed(ExtensionRegistry().from_descriptor_list(list(transforms))):
+            stream = extension.transform_from(stream)
+        data = stream.read(limit + 1)
+    except Exception as err:
+        raise CheckpointFormatError(f"{where}: cannot decode transforms {transforms}: {err}") from None
+    if len(data) > limit:
+        raise CheckpointFormatError(f"{where}: blob expands past {limit} bytes when decoded")
+    return io.BytesIO(data)
+
+
+def load_blob(raw: bytes, transforms: tuple[str, ...], where: str, limit: int = MAX_OBJECT_BYTES) -> Any:
+    """torch.load with weights_only (tensors and plain containers only, never code), after
+    blob_guard's structure checks."""
+    import torch
+
+    try:
+        decoded = decode_blob(raw, transforms, where, limit)
+        check_blob(decoded, len(decoded.getbuffer()), where)
+        return torch.load(decoded, map_location="cpu", weights_only=True)
+    except CheckpointFormatError:
+        raise
+    except Exception as err:
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointFormatError(f"{where}: unreadable blob ({first_line[:200]})") from None
+
+
+def _load_streamed(file: RangeFile, where: str) -> Any:
+    """`load_blob` over a ranged file (weights_only too), for a blob `_stored_layout` has
+    already checked; storage errors keep their message."""
+    import torch
+
+    try:
+        return torch.load(file, map_location="cpu", weights_only=True)
+    except (CheckpointFileError, CheckpointFormatError):
+        raise
+    except Exception as err:
+        cause = err.__context__ if isinstance(err.__context__, CheckpointFileError) else None
+        if cause is not None:
+            raise cause from None
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointFormatError(f"{where}: unreadable blob ({first_line[:200]})") from None
+
+
+def _rebuild_tensor_layout(storage: Any, offset: Any, size: Any, stride: Any, *rest: Any) -> tuple:
+    """Stand-in for torch._utils._rebuild_tensor_v2: the tensor's layout as plain data."""
+    return storage, offset, size, stride
+
+
+# The globals a torch.save'd tensor's pickle names, each replaced by a harmless stand-in.
+_LAYOUT_GLOBALS: dict[tuple[str, str], object] = {
+    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_layout,
+    ("collections", "OrderedDict"): dict,
+    **{("torch", name): dtype for name, dtype in dtypes.BY_STORAGE.items()},  # typed storages, by dtype
+}
+_LAYOUT_MAX_OPS = 1000  # a tensor's pickle has ~30 opcodes
+
+
+def _tensor_layout(data: bytes) -> tuple | None:
+    """(dtype, storage numel, storage offset, size, stride) of a plain tensor pickle, else None.
+    Read with the restricted unpickler: data only, a few opcodes, no memo to inflate."""
+    try:
+        value = restricted_loads(data, _LAYOUT_GLOBALS, max_ops=_LAYOUT_MAX_OPS, persistent_load=lambda pid: pid)
+        storage, offset, size, stride = value
+        kind, dtype, _key, _location, numel = storage
+    except Exception:
+        return None
+    if kind != "storage" or not isinstance(dtype, dtypes.DType):
+        return None
+    if not all(isinstance(v, tuple) and all(_is_index(i) for i in v) for v in (size, stride)):
+        return None
+    if not (_is_index(offset) and _is_index(numel)):
+        return None
+    return dtype, numel, offset, size, stride
+
+
+def _contiguous_strides(sizes: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(sizes):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+class CheckpointReader:
+    """Tables and values of one DCP directory, read on demand.
+
+    >>> reader = CheckpointReader("run/global_step_10/dist_ckpt")
+    >>> for name, tensor in reader.iter_tensors(prefix="model."):
+    ...     ...
+    """
+
+    def __init__(self, dist_ckpt_dir: str | os.PathLike, store: ByteStore | None = None):
+        self.root = Path(dist_ckpt_dir)
+        self.store = store or LocalByteStore(self.root)
+        size = self.store.size(DCP_METADATA_FILE)
+        where = str(self.root / DCP_METADATA_FILE)
+        if size is None:
+            raise CheckpointFileError(f"{where}: file is missing (not a DCP checkpoint)")
+        if size > MAX_METADATA_BYTES:  # refused before reading: a sparse file can claim any size
+            raise UnsafeMetadataError(f"{where}: {size} bytes, more than the {MAX_METADATA_BYTES} DCP metadata may have")
+        raw = self.store.read_range(DCP_METADATA_FILE, 0, size)
+        self.metadata = load_plain_metadata_bytes(raw, source=where)
+        try:
+            self.tensors, self.objects = parse_metadata(self.metadata)
+        except CheckpointFormatError as err:
+            raise CheckpointFormatError(f"{where}: {err}") from None
+
+    def tensor_names(self, prefix: str = "") -> list[str]:
+        return [name for name in self.tensors if name.startswith(prefix)]
+
+    def files(self) -> dict[str, int]:
+        """Each data file the metadata refers to, with the bytes it must hold at least."""
+        needed: dict[str, int] = {}
+        entries: Iterable[Chunk | ObjectEntry] = [
+            *(c for e in self.tensors.values() for c in e.chunks),
+            *self.objects.values(),
+        ]
+        for item in entries:
+            if item.file is not None:
+                needed[item.file] = max(needed.get(item.file, 0), item.file_offset + item.length)
+        return needed
+
+    def _where(self, name: str, file: str | None) -> str:
+        return f"{self.root / (file or '?')} [{name}]"
+
+    def read_chunk(self, entry: TensorEntry, chunk: Chunk) -> torch.Tensor:
+        import torch
+
+        where = self._where(entry.name, chunk.file)
+        if chunk.file is None:
+            raise CheckpointFormatError(f"{where}: chunk at {chunk.offsets} has no storage entry")
+        if chunk.transforms:
+            raw = self.store.read_range(chunk.file, chunk.file_offset, chunk.length)
+            value = load_blob(raw, chunk.transforms, where, limit=chunk.numel * entry.dtype.itemsize + BLOB_OVERHEAD)
+        else:  # stream: the payload lands in the tensor's memory with no second copy
+            blob = RangeFile(self.store, chunk.file, chunk.file_offset, chunk.length)
+            self._stored_layout(entry, chunk, blob, where)
+            blob.seek(0)
+            value = _load_streamed(blob, where)
+        if not isinstance(value, torch.Tensor):
+            raise CheckpointFormatError(f"{where}: blob holds {type(value).__name__}, not a tensor")
+        if value.dtype != entry.dtype.torch:  # never cast silently: the bytes mean something else
+            raise CheckpointFormatError(f"{where}: blob holds {value.dtype} data, metadata says {entry.dtype}")
+        if tuple(value.shape) != chunk.sizes:
+            raise CheckpointFormatError(
+                f"{where}: chunk holds shape {tuple(value.shape)}, metadata says {chunk.sizes}"
+            )
+        return value
+
+    def _stored_layout(self, entry: TensorEntry, chunk: Chunk, blob: RangeFile, where: str
+                       ) -> tuple[tuple, zipfile.ZipInfo] | None:
+        """The layout of a chunk's blob and its one data record, checked against the metadata
+        before anything is allocated: the dtype it holds (int64 bytes under a float32 name are
+        refused, not cast), its shape, and a record exactly as large as its storage claims.
+        None when the pickle is not the plain one-tensor shape (torch.load then decides)."""
+        archive = open_blob(blob, chunk.length, where)
+        layout = _tensor_layout(blob_pickle(archive, where))
+        if layout is None:
+            return None
+        dtype, numel, _offset, size, _stride = layout
+        if dtype != entry.dtype:
+            raise CheckpointFormatError(f"{where}: blob holds {dtype} data, metadata says {entry.dtype}")
+        if size != chunk.sizes:
+            raise CheckpointFormatError(f"{where}: chunk holds shape {size}, metadata says {chunk.sizes}")
+        records = [i for i in archive.infolist() if "/data/" in i.filename and not i.filename.endswith("/")]
+        if len(records) != 1 or records[0].file_size != numel * dtype.itemsize:
+            raise CheckpointFormatError(
+                f"{where}: blob's storage claims {numel} {dtype} elements but holds"
+                f" {sum(r.file_size for r in records)} bytes")
+        return layout, records[0]
+
+    def raw_payload_offset(self, entry: TensorEntry, chunk: Chunk) -> int | None:
+        """Where in `chunk.file` the chunk's raw little-endian bytes start, when its blob holds
+        exactly the chunk as one contiguous, uncompressed storage (what DCP writes); else None.
+
+        Lets export copy such bytes file-to-file (copy_file_range) with no trip through
+        user memory. The blob's pickle is read as data (`_tensor_layout`): which storage,
+        offset, shape and strides, never a tensor and never code.
+        """
+        if chunk.transforms or chunk.file is None or chunk.numel == 0:
+            return None
+        import struct
+
+        blob = RangeFile(self.store, chunk.file, chunk.file_offset, chunk.length)
+        try:
+            stored = self._stored_layout(entry, chunk, blob, self._where(entry.name, chunk.file))
+            expected = (entry.dtype, chunk.numel, 0, chunk.sizes, _contiguous_strides(chunk.sizes))
+            if stored is None or stored[0] != expected:
+                return None
+            record = stored[1]
+            archive = zipfile.ZipFile(blob)
+            orders = [i for i in archive.infolist() if i.filename.endswith("/byteorder")]
+            if orders and archive.read(orders[0]) != b"little":
+                return None
+            blob.seek(record.header_offset)
+            local = blob.read(30)
+            if len(local) != 30 or local[:4] != b"PK\x03\x04":
+                return None
+            name_len, extra_len = struct.unpack("<HH", local[26:30])
+            return chunk.file_offset + record.header_offset + 30 + name_len + extra_len
+        except CheckpointFileError:
+            raise
+        except Exception:  # anything unusual: the caller takes the ordinary (decoding) path, which refuses
+            return None
+
+    def _check_stored(self, entry: TensorEntry, chunk: Chunk) -> None:
+        """A chunk's blob must exist, fit in its file and, uncompressed, hold at least its
+        elements' bytes (DCP saves each chunk with its own storage). Checked before the
+        output is allocated, so metadata claiming 512 GB over a tiny file costs nothing."""
+        where = self._where(entry.name, chunk.file)
+        if chunk.file is None:
+            raise CheckpointFormatError(f"{where}: chunk at {chunk.offsets} has no storage entry")
+        size = self.store.size(chunk.file)
+        if size is None:
+            raise CheckpointFileError(f"{where}: file is missing")
+        if chunk.file_offset + chunk.length > size:
+            raise CheckpointFileError(
+                f"{where}: needs bytes [{chunk.file_offset}, {chunk.file_offset + chunk.length}) but the file has"
+                f" {size} (truncated?)"
+            )
+        problem = chunk_backing_problem(entry, chunk)
+        if problem:
+            raise CheckpointFormatError(f"{where}: {problem}")
+
+    def read_tensor(self, name: str) -> torch.Tensor:
+        """The full tensor, stitched from its chunks (one chunk in memory at a time)."""
+        import torch
+
+        entry = self.tensors.get(name)
+        if entry is None:
+            raise KeyError(f"{self.root}: no tensor named {name!r}")
+        problems = chunk_coverage_problems(entry)
+        if problems:
+            raise CheckpointFormatError(f"{self.root / DCP_METADATA_FILE} [{name}]: {problems[0]}")
+        for chunk in entry.chunks:
+            if chunk.numel:
+                self._check_stored(entry, chunk)
+        if len(entry.chunks) == 1 and entry.chunks[0].sizes == entry.shape:
+            return self.read_chunk(entry, entry.chunks[0]).contiguous()
+        out = torch.empty(entry.shape, dtype=entry.dtype.torch)
+        for chunk in entry.chunks:
+            if chunk.numel == 0:
+                continue
+            region = out
+            for dim, (off, size) in enumerate(zip(chunk.offsets, chunk.sizes)):
+                region = region.narrow(dim, off, size)
+            region.copy_(self.read_chunk(entry, chunk))
+        return out
+
+    def iter_tensors(
+        self, names: Iterable[str] | None = None, prefix: str = ""
+    ) -> Iterator[tuple[str, torch.Tensor]]:
+        for name in names if names is not None else self.tensor_names(prefix):
+            yield name, self.read_tensor(name)
+
+    def read_object(self, name: str) -> Any:
+        entry = self.objects.get(name)
+        if entry is None:
+            raise KeyError(f"{self.root}: no object named {name!r}")
+        where = self._where(name, entry.file)
+        if entry.file is None:
+            raise CheckpointFormatError(f"{where}: object has no storage entry")
+        raw = self.store.read_range(entry.file, entry.file_offset, entry.length)
+        return load_blob(raw, entry.transforms, where)
+
+
+__all__ = [
+    "CheckpointFileError",
+    "CheckpointFormatError",
+    "CheckpointReader",
+    "Chunk",
+    "ObjectEntry",
+    "TensorEntry",
+    "UnsafeMetadataError",
+    "chunk_backing_problem",
+    "chunk_coverage_problems",
+]

@@ -1,0 +1,77 @@
+"""DCP reader and planner for `dcp.load` that never unpickle untrusted bytes.
+
+Stock DCP unpickles `.metadata` with `pickle.load` and loads non-tensor items with
+`torch.load(weights_only=False)`: resuming from a crafted checkpoint would run its code.
+These overrides swap in the allow-listed metadata loader, blob_guard's structure checks
+before each blob is loaded, and weights-only loading;
+the reader also refuses file names that leave the checkpoint directory (`../x`, absolute
+paths, symlinks pointing out), which stock DCP would follow. Everything else is stock
+DCP, so resharding across world sizes works unchanged.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from concurrent.futures import Future
+from typing import Any
+
+import torch
+from torch.distributed.checkpoint import DefaultLoadPlanner, FileSystemReader
+from torch.distributed.checkpoint._traverse import set_element
+from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
+from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner
+
+from mfsdp_ckpt.format.blob_guard import check_blob
+from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
+from mfsdp_ckpt.storage.reader import BLOB_OVERHEAD, MAX_OBJECT_BYTES, decode_blob
+from mfsdp_ckpt.format.dcp_metadata import load_metadata
+from mfsdp_ckpt.storage.byte_store import LocalByteStore, RangeFile
+
+
+class SafeFileSystemReader(FileSystemReader):
+    def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+        metadata = load_metadata(f"{self.path}/{DCP_METADATA_FILE}")
+        store = LocalByteStore(self.path)
+        storage = metadata.storage_data if isinstance(metadata.storage_data, dict) else {}
+        for info in storage.values():
+            store.size(str(getattr(info, "relative_path", "")))  # refuses escapes and non-regular files
+        if getattr(metadata, "storage_meta", None) is None:
+            metadata.storage_meta = StorageMeta()
+        metadata.storage_meta.load_id = self.load_id
+        self._declared = metadata.state_dict_metadata
+        return metadata
+
+    def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
+        """Stock DCP, after every blob the plan reads passed blob_guard's checks (stock DCP
+        hands each blob straight to torch.load, whose zip reader and unpickler bound nothing)."""
+        store = LocalByteStore(self.path)
+        for item in plan.items:
+            info = self.storage_data[item.storage_index]
+            where = f"{self.path}/{info.relative_path} [{item.storage_index.fqn}]"
+            if info.transform_descriptors:
+                raw = store.read_range(info.relative_path, info.offset, info.length)
+                decoded = decode_blob(raw, tuple(info.transform_descriptors), where, self._decoded_limit(item))
+                check_blob(decoded, len(decoded.getbuffer()), where)
+            else:
+                check_blob(RangeFile(store, info.relative_path, info.offset, info.length), info.length, where)
+        return super().read_data(plan, planner)
+
+    def _decoded_limit(self, item: Any) -> int:
+        """Bytes a transformed blob may decode to: its chunk's, or MAX_OBJECT_BYTES for objects."""
+        entry = getattr(self, "_declared", {}).get(item.storage_index.fqn)
+        for chunk in getattr(entry, "chunks", ()):
+            if tuple(chunk.offsets) == tuple(item.storage_index.offset or ()):
+                return math.prod(chunk.sizes) * entry.properties.dtype.itemsize + BLOB_OVERHEAD
+        return MAX_OBJECT_BYTES
+
+
+class SafeLoadPlanner(DefaultLoadPlanner):
+    def load_bytes(self, read_item: Any, value: io.BytesIO) -> None:
+        fqn = read_item.dest_index.fqn
+        check_blob(value, len(value.getbuffer()), fqn)
+        loaded = torch.load(value, map_location="cpu", weights_only=True)
+        if self.flatten_state_dict:
+            set_element(self.original_state_dict, self.mappings[fqn], loaded)
+        else:
+            self.state_dict[fqn] = loaded

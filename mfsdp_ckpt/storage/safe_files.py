@@ -1,0 +1,109 @@
+"""Open files that a checkpoint names without trusting what they are or where they lead.
+
+A checkpoint directory is user data that may be damaged or crafted. Every small file the
+tools read (tracker, manifest, config.json, tokenizer files, DCP `.metadata`) goes through
+here so that three rules hold in one place:
+
+* only regular files are read: a FIFO, a device (`/dev/zero`) or a directory where a file
+  is expected is refused before it is opened, since reading one can hang or never end;
+* nothing outside the checkpoint is read: a path (or a symlink on it) that resolves
+  outside `root` is refused, so a crafted link cannot copy a user's files into an export;
+* reads are bounded: a file larger than the caller's limit is refused, not read whole.
+
+Errors are `CheckpointFileError` with one line that names the path.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+
+_KIND_NAMES = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a directory",
+    stat.S_IFLNK: "a symlink",
+}
+
+
+def _kind(mode: int) -> str:
+    return _KIND_NAMES.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def resolve_inside(path: str | os.PathLike, root: str | os.PathLike | None) -> str:
+    """The real path of `path`, refusing loops, missing targets and escapes from `root`."""
+    try:
+        real = os.path.realpath(path, strict=True)
+    except FileNotFoundError:
+        raise CheckpointFileError(f"{path}: file is missing") from None
+    except OSError as err:  # ELOOP, ENAMETOOLONG, EACCES: say which, in one line
+        reason = "symlink loop" if err.errno == errno.ELOOP else (err.strerror or str(err))
+        raise CheckpointFileError(f"{path}: cannot resolve ({reason})") from None
+    if root is not None:
+        real_root = os.path.realpath(root)
+        if os.path.commonpath([real, real_root]) != real_root:
+            raise CheckpointFileError(f"{path}: resolves outside the checkpoint ({real})")
+    return real
+
+
+def regular_file(path: str | os.PathLike, root: str | os.PathLike | None = None) -> str:
+    """The real path of `path` after checking it is a regular file inside `root`."""
+    real = resolve_inside(path, root)
+    mode = os.stat(real).st_mode
+    if not stat.S_ISREG(mode):
+        raise CheckpointFileError(f"{path}: {_kind(mode)}, not a regular file")
+    return real
+
+
+def open_regular(path: str | os.PathLike, root: str | os.PathLike | None = None) -> int:
+    """A read-only descriptor of a regular file inside `root`; the caller closes it.
+
+    O_NONBLOCK keeps a FIFO swapped in after the check from blocking the open, and the
+    descriptor itself is checked again, so the check and the read see the same file.
+    """
+    real = regular_file(path, root)
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        raise CheckpointFileError(f"{path}: unreadable ({err.strerror or err})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise CheckpointFileError(f"{path}: {_kind(mode)}, not a regular file")
+    return fd
+
+
+def read_bytes(path: str | os.PathLike, limit: int, root: str | os.PathLike | None = None) -> bytes:
+    """All bytes of a regular file inside `root`, refusing files larger than `limit`."""
+    fd = open_regular(path, root)
+    try:
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise CheckpointFileError(f"{path}: {size} bytes, more than the {limit} this file may have")
+        chunks, total = [], 0
+        while total <= limit:
+            piece = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not piece:
+                break
+            chunks.append(piece)
+            total += len(piece)
+        if total > limit:  # grew while being read
+            raise CheckpointFileError(f"{path}: more than the {limit} bytes this file may have")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_text(path: str | os.PathLike, limit: int, root: str | os.PathLike | None = None) -> str:
+    """A regular file's text (UTF-8), bounded as `read_bytes`; bad encoding is one line."""
+    data = read_bytes(path, limit, root)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise CheckpointFileError(f"{Path(path)}: not UTF-8 text (byte {err.start})") from None

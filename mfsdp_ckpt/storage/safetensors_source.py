@@ -1,0 +1,198 @@
+"""Read a Hugging Face model's safetensors weights one tensor at a time, from headers alone.
+
+A safetensors file is an 8-byte little-endian header length, a JSON header (name ->
+dtype, shape, [begin, end) byte offsets into the data section that follows) and raw
+little-endian bytes. Parsing the headers ourselves (instead of `safe_open`, which maps
+whole files) lets import plan every output before a weight is read, check every offset
+against the file size up front, and `pread` exactly one tensor's bytes into memory it
+owns: peak memory is the largest tensor, whatever the model size.
+
+A sharded model names its files in `model.safetensors.index.json`; the index's file
+names must be plain names inside the model dir (a hostile index must not make import
+read `/etc/...`). Nothing here executes anything from the files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mfsdp_ckpt.format.dtypes import BY_NAME, DType
+from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE, SINGLE_FILE
+from mfsdp_ckpt.errors import MfsdpFailedError
+
+if TYPE_CHECKING:
+    import torch
+
+# A header is names, shapes and offsets: 100 MB would describe ~1M tensors. Anything larger
+# is not a model header, and reading it whole would be the unbounded allocation we avoid.
+MAX_HEADER_BYTES = 100 << 20
+MAX_INDEX_BYTES = 100 << 20
+_BY_CODE = {d.safetensors: d for d in BY_NAME.values() if d.safetensors}
+
+
+class SafetensorsError(MfsdpFailedError, ValueError):
+    """A model dir or safetensors file that cannot be read as claimed; names the file."""
+
+
+@dataclass(frozen=True)
+class StoredTensor:
+    """One tensor of a safetensors file: where its raw bytes are."""
+
+    name: str
+    file: str  # relative to the model dir
+    dtype: DType
+    shape: tuple[int, ...]
+    offset: int  # absolute byte offset in `file`
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.dtype.itemsize
+
+
+def weight_files(model_dir: Path) -> list[str]:
+    """The safetensors files of a model dir: the index's, else the single file."""
+    index = model_dir / INDEX_FILE
+    if index.is_file():
+        if index.stat().st_size > MAX_INDEX_BYTES:
+            raise SafetensorsError(f"{index}: larger than {MAX_INDEX_BYTES} bytes; not an index")
+        try:
+            weight_map = json.loads(index.read_text())["weight_map"]
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as err:
+            raise SafetensorsError(
+                f"{index}: not a safetensors index ({err.__class__.__name__}: {err})"
+            ) from None
+        if not isinstance(weight_map, dict) or not all(
+            isinstance(f, str) for f in weight_map.values()
+        ):
+            raise SafetensorsError(f"{index}: weight_map must map names to file names")
+        files = sorted(set(weight_map.values()))
+        for name in files:
+            if Path(name).name != name or name in ("", ".", ".."):
+                raise SafetensorsError(
+                    f"{index}: file {name!r} is not a plain file name inside {model_dir}"
+                )
+        return files
+    if (model_dir / SINGLE_FILE).is_file():
+        return [SINGLE_FILE]
+    singles = sorted(p.name for p in model_dir.glob("*.safetensors") if p.is_file())
+    if len(singles) == 1:
+        return singles
+    found = "several .safetensors files and no index" if singles else "no .safetensors weights"
+    raise SafetensorsError(f"{model_dir}: {found} (expected {SINGLE_FILE} or {INDEX_FILE})")
+
+
+def read_header(path: Path, relative: str) -> dict[str, StoredTensor]:
+    """The tensors one file holds, every range checked against the file's size."""
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            prefix = handle.read(8)
+            if len(prefix) != 8:
+                raise SafetensorsError(f"{path}: shorter than a safetensors header")
+            (length,) = struct.unpack("<Q", prefix)
+            if length > min(MAX_HEADER_BYTES, size - 8):
+                raise SafetensorsError(
+                    f"{path}: header length {length} does not fit the file ({size} bytes)"
+                )
+            raw = handle.read(length)
+    except FileNotFoundError:
+        raise SafetensorsError(f"{path}: no such file (named by {INDEX_FILE})") from None
+    try:
+        header = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError) as err:
+        raise SafetensorsError(f"{path}: header is not valid JSON ({err})") from None
+    if not isinstance(header, dict):
+        raise SafetensorsError(f"{path}: header is not a JSON object")
+    data_start = 8 + length
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        tensors[name] = _entry(path, relative, name, info, data_start, size)
+    return tensors
+
+
+def _entry(path: Path, relative: str, name: str, info, data_start: int, size: int) -> StoredTensor:
+    where = f"{path} [{name}]"
+    if not isinstance(info, dict):
+        raise SafetensorsError(f"{where}: entry is not an object")
+    dtype = _BY_CODE.get(info.get("dtype"))
+    if dtype is None:
+        raise SafetensorsError(f"{where}: dtype {info.get('dtype')!r} is not one import reads")
+    shape, offsets = info.get("shape"), info.get("data_offsets")
+    if not isinstance(shape, list) or not all(_is_count(d) for d in shape):
+        raise SafetensorsError(f"{where}: shape {shape!r:.80} is not a list of non-negative ints")
+    if not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_count(o) for o in offsets):
+        raise SafetensorsError(f"{where}: data_offsets {offsets!r:.80} is not [begin, end]")
+    begin, end = offsets
+    entry = StoredTensor(name, relative, dtype, tuple(shape), data_start + begin)
+    if end - begin != entry.nbytes:
+        raise SafetensorsError(
+            f"{where}: {end - begin} bytes stored for shape {tuple(shape)} {dtype}"
+        )
+    if data_start + end > size:
+        raise SafetensorsError(
+            f"{where}: bytes end at {data_start + end} but the file has {size} (truncated?)"
+        )
+    return entry
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
+
+
+class SafetensorsSource:
+    """All weight tensors of a Hugging Face model dir, by name, read on demand.
+
+    >>> source = SafetensorsSource("Qwen2.5-0.5B")
+    >>> tensor = source.read("model.embed_tokens.weight")
+    """
+
+    def __init__(self, model_dir: str | os.PathLike):
+        self.root = Path(model_dir)
+        self.tensors: dict[str, StoredTensor] = {}
+        for relative in weight_files(self.root):
+            for name, entry in read_header(self.root / relative, relative).items():
+                if name in self.tensors:
+                    raise SafetensorsError(
+                        f"{self.root}: {name} is stored in both {self.tensors[name].file}"
+                        f" and {relative}"
+                    )
+                self.tensors[name] = entry
+
+    def read(self, name: str) -> torch.Tensor:
+        """The tensor's bytes, read into a fresh tensor of its dtype and shape (one pread)."""
+        import torch
+
+        entry = self.tensors[name]
+        out = torch.empty(entry.shape, dtype=entry.dtype.torch)
+        if entry.nbytes:
+            view = memoryview(out.reshape(-1).view(torch.uint8).numpy())
+            self.read_into(entry, view)
+        return out
+
+    def read_into(self, entry: StoredTensor, buffer: memoryview, start: int = 0) -> None:
+        """Fill `buffer` with the entry's bytes from byte `start` on."""
+        path = self.root / entry.file
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            done = 0
+            while done < len(buffer):
+                count = os.preadv(fd, [buffer[done:]], entry.offset + start + done)
+                if count <= 0:
+                    raise SafetensorsError(
+                        f"{path} [{entry.name}]: unexpected end of file (truncated?)"
+                    )
+                done += count
+        finally:
+            os.close(fd)

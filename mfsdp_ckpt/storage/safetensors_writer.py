@@ -1,0 +1,223 @@
+"""Write sharded safetensors whose layout is fixed before the first tensor arrives.
+
+safetensors is an 8-byte little-endian header length, a JSON header (name -> dtype,
+shape, [begin, end) byte offsets into the data section), then raw little-endian bytes.
+Because every name, shape and dtype is known up front, each file's header and every
+tensor's absolute offset are computed in `__init__`; tensors are then written with
+`os.pwrite` in whatever order they are ready, from any thread, with no buffering of a
+whole shard. Files are preallocated so a full disk fails at the start, not at the end.
+Planning and raw-byte writes (`write_range`, `copy_range`) need no torch (dtypes are
+`mfsdp_ckpt.format.dtypes` records); only `write`, which takes a tensor, touches it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mfsdp_ckpt.format.dtypes import DType
+from mfsdp_ckpt.format.layout import fsync_path
+
+if TYPE_CHECKING:
+    import torch
+
+Spec = tuple[str, DType, tuple[int, ...]]  # one output tensor: name, dtype, shape
+SINGLE_FILE = "model.safetensors"
+INDEX_FILE = "model.safetensors.index.json"
+_PWRITE_MAX = 1 << 30  # Linux caps one write at ~2 GiB; stay well under
+
+
+@dataclass(frozen=True)
+class TensorSlot:
+    """Where one tensor's bytes go: file and absolute byte offset."""
+
+    name: str
+    dtype: DType
+    shape: tuple[int, ...]
+    file: str
+    offset: int
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
+def shard_file_name(index: int, count: int) -> str:
+    return SINGLE_FILE if count == 1 else f"model-{index + 1:05d}-of-{count:05d}.safetensors"
+
+
+def _assign_shards(specs: list[Spec], max_shard_bytes: int) -> list[list[int]]:
+    """Greedy, in order: start a new shard when the next tensor would overflow this one."""
+    shards: list[list[int]] = [[]]
+    size = 0
+    for i, (_name, dtype, shape) in enumerate(specs):
+        nbytes = math.prod(shape) * dtype.itemsize
+        if shards[-1] and size + nbytes > max_shard_bytes:
+            shards.append([])
+            size = 0
+        shards[-1].append(i)
+        size += nbytes
+    return shards
+
+
+def _header(slots: list[Spec]) -> tuple[bytes, list[int]]:
+    """The padded header and each tensor's offset relative to the data section."""
+    entries: dict[str, object] = {"__metadata__": {"format": "pt"}}
+    relative, position = [], 0
+    for name, dtype, shape in slots:
+        nbytes = math.prod(shape) * dtype.itemsize
+        entries[name] = {
+            "dtype": dtype.safetensors,
+            "shape": list(shape),
+            "data_offsets": [position, position + nbytes],
+        }
+        relative.append(position)
+        position += nbytes
+    raw = json.dumps(entries, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)  # data section 8-byte aligned, as safetensors writes it
+    return len(raw).to_bytes(8, "little") + raw, relative
+
+
+class ShardedSafetensorsWriter:
+    """`write(name, tensor)` from any thread; `close()` fsyncs and writes the index.
+
+    >>> writer = ShardedSafetensorsWriter(out, [("w", dtypes.BFLOAT16, (4, 4))], 5 * 10**9)
+    >>> writer.write("w", torch.zeros(4, 4, dtype=torch.bfloat16)); writer.close()
+    """
+
+    def __init__(
+        self,
+        out_dir: str | os.PathLike,
+        specs: list[Spec],
+        max_shard_bytes: int,
+    ):
+        unknown = [(name, dtype) for name, dtype, _ in specs if dtype.safetensors is None]
+        if unknown:
+            raise ValueError(f"{unknown[0][0]}: dtype {unknown[0][1]} has no safetensors code")
+        self.out_dir = Path(out_dir)
+        shards = _assign_shards(specs, max_shard_bytes)
+        self.slots: dict[str, TensorSlot] = {}
+        self.files: dict[str, int] = {}  # file name -> total bytes
+        self._headers: dict[str, bytes] = {}
+        for index, members in enumerate(shards):
+            file = shard_file_name(index, len(shards))
+            chosen = [specs[i] for i in members]
+            header, relative = _header(chosen)
+            self._headers[file] = header
+            for (name, dtype, shape), offset in zip(chosen, relative):
+                self.slots[name] = TensorSlot(name, dtype, tuple(shape), file, len(header) + offset)
+            self.files[file] = len(header) + sum(math.prod(s) * d.itemsize for _, d, s in chosen)
+        self._fds: dict[str, int] = {}
+        self._written: set[str] = set()
+        self._lock = threading.Lock()
+        # One writer per file at a time: concurrent buffered writes into one ext4 file
+        # contend on its inode and page-cache locks, slower than one thread writing big
+        # pieces; the other threads read and convert.
+        self._file_locks = {file: threading.Lock() for file in self.files}
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(slot.nbytes for slot in self.slots.values())
+
+    def open(self) -> None:
+        """Create every file, preallocate it (ENOSPC now rather than later), write headers."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        for file, size in self.files.items():
+            path = self.out_dir / file
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            self._fds[file] = fd
+            if size and hasattr(os, "posix_fallocate"):
+                try:
+                    os.posix_fallocate(fd, 0, size)
+                except OSError as err:
+                    if err.errno not in (95, 22):  # EOPNOTSUPP / EINVAL: filesystem can't; fine
+                        raise OSError(err.errno, f"{path}: cannot reserve {size} bytes ({err.strerror})") from None
+            _pwrite_all(fd, memoryview(self._headers[file]), 0, path)
+
+    def write(self, name: str, tensor: torch.Tensor) -> None:
+        import torch
+
+        slot = self.slots.get(name)
+        if slot is None:
+            raise KeyError(f"{name}: not in the planned export")
+        if tensor.dtype != slot.dtype.torch or tuple(tensor.shape) != slot.shape:
+            raise ValueError(
+                f"{name}: got {tuple(tensor.shape)} {tensor.dtype}, planned {slot.shape} {slot.dtype}"
+            )
+        data = tensor.detach().contiguous().reshape(-1).view(torch.uint8).numpy()
+        with self._file_locks[slot.file]:
+            _pwrite_all(self._fds[slot.file], memoryview(data), slot.offset, self.out_dir / slot.file)
+        self._mark_written(name)
+
+    def write_range(self, name: str, data: memoryview, start: int, done: bool) -> None:
+        """Write raw bytes of `name` (already in its planned dtype) at byte `start` of its
+        slot: lets a tensor be converted and written a piece at a time. `done` marks it
+        complete."""
+        slot = self._range(name, start, len(data))
+        with self._file_locks[slot.file]:
+            _pwrite_all(self._fds[slot.file], data, slot.offset + start, self.out_dir / slot.file)
+        if done:
+            self._mark_written(name)
+
+    def copy_range(self, name: str, src_fd: int, src_offset: int, start: int, nbytes: int, done: bool) -> None:
+        """Copy `nbytes` of raw tensor bytes from another file into `name` at byte `start`
+        of its slot, in the kernel (copy_file_range: no user-space copy). `done` marks the
+        tensor complete. Raises OSError where the kernel or filesystem cannot."""
+        slot = self._range(name, start, nbytes)
+        fd, copied = self._fds[slot.file], 0
+        with self._file_locks[slot.file]:
+            while copied < nbytes:
+                count = os.copy_file_range(src_fd, fd, nbytes - copied, src_offset + copied, slot.offset + start + copied)
+                if count <= 0:
+                    raise OSError(5, f"{self.out_dir / slot.file}: copy_file_range stopped at {copied} of {nbytes} bytes")
+                copied += count
+        if done:
+            self._mark_written(name)
+
+    def _range(self, name: str, start: int, nbytes: int) -> TensorSlot:
+        slot = self.slots[name]
+        if start < 0 or start + nbytes > slot.nbytes:
+            raise ValueError(f"{name}: bytes [{start}, {start + nbytes}) outside its {slot.nbytes}")
+        return slot
+
+    def _mark_written(self, name: str) -> None:
+        with self._lock:
+            self._written.add(name)
+
+    def close(self) -> None:
+        """Check every tensor arrived, fsync the files, write the index (when sharded)."""
+        missing = sorted(set(self.slots) - self._written)
+        if missing:
+            raise RuntimeError(f"{len(missing)} tensor(s) never written, e.g. {missing[0]}")
+        for file, fd in self._fds.items():
+            os.fsync(fd)
+        self.abort()
+        if len(self.files) > 1:
+            index = {
+                "metadata": {"total_size": self.total_bytes},
+                "weight_map": {name: slot.file for name, slot in sorted(self.slots.items())},
+            }
+            path = self.out_dir / INDEX_FILE
+            path.write_text(json.dumps(index, indent=2) + "\n")
+            fsync_path(path)
+
+    def abort(self) -> None:
+        """Close file descriptors (the caller removes the temporary directory)."""
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+
+def _pwrite_all(fd: int, data: memoryview, offset: int, path: Path) -> None:
+    position = 0
+    while position < len(data):
+        try:
+            written = os.pwrite(fd, data[position : position + _PWRITE_MAX], offset + position)
+        except OSError as err:
+            raise OSError(err.errno, f"{path}: write failed ({err.strerror})") from None
+        position += written

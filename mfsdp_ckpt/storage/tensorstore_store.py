@@ -1,0 +1,99 @@
+"""A `ByteStore` over tensorstore's kvstore: local files, GCS, S3, HTTP with one code path.
+
+tensorstore issues byte-range reads concurrently from its own thread pool and releases
+the GIL while waiting, so export workers overlap their reads. `open_store` picks the
+store from the location: plain paths use `LocalByteStore` (os.pread: tensorstore is
+slower on local disk, `bench/export_hf.py --io tensorstore` in docs/benchmarks.md);
+`file://`, `gs://`, `s3://`, `http(s)://` URLs use tensorstore. `--io tensorstore` forces it for a local path.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError, LocalByteStore, _check_relative_name
+
+URL_SCHEMES = ("file://", "gs://", "s3://", "http://", "https://")
+_SIZE_IN_ERROR = re.compile(r"value of size (\d+)")
+
+
+def is_url(location: str) -> bool:
+    return location.startswith(URL_SCHEMES)
+
+
+def join_location(location: str, *parts: str) -> str:
+    """Join path segments onto a path or URL without mangling `scheme://` (Path would)."""
+    if not is_url(location):
+        return str(Path(location, *parts))
+    return "/".join([location.rstrip("/"), *parts])
+
+
+class TensorstoreByteStore:
+    """Byte ranges of files under one kvstore URL (`file:///x`, `gs://bucket/x`, ...)."""
+
+    def __init__(self, url: str):
+        import tensorstore as ts
+
+        self.root = url.rstrip("/") + "/"
+        try:
+            self._kv = ts.KvStore.open(self.root).result()
+        except Exception as err:
+            raise CheckpointFileError(f"{url}: tensorstore cannot open it ({_first_line(err)})") from None
+
+    def _read(self, name: str, byte_range: slice | None) -> bytes:
+        _check_relative_name(name)
+        try:
+            result = self._kv.read(name, byte_range=byte_range).result()
+        except Exception as err:
+            raise CheckpointFileError(f"{self.root}{name}: read failed ({_first_line(err)})") from None
+        if result.state != "value":
+            raise CheckpointFileError(f"{self.root}{name}: file is missing")
+        return result.value
+
+    def read_range(self, name: str, offset: int, length: int) -> bytes:
+        if length == 0:
+            return b""
+        data = self._read(name, slice(offset, offset + length))
+        if len(data) != length:
+            raise CheckpointFileError(
+                f"{self.root}{name}: needs bytes [{offset}, {offset + length}), got {len(data)} (truncated?)"
+            )
+        return data
+
+    def size(self, name: str) -> int | None:
+        """kvstore has no stat: ask for a range past any real file and read the size from
+        the OUT_OF_RANGE answer; fall back to reading the value when a driver words it otherwise."""
+        _check_relative_name(name)
+        beyond = 1 << 62
+        try:
+            result = self._kv.read(name, byte_range=slice(beyond, beyond + 1)).result()
+        except Exception as err:
+            match = _SIZE_IN_ERROR.search(str(err))
+            if match:
+                return int(match.group(1))
+            result = None
+        if result is not None and result.state == "missing":
+            return None
+        try:
+            return len(self._read(name, None))
+        except CheckpointFileError:
+            return None
+
+    def list_files(self) -> list[str]:
+        return sorted(key.decode() for key in self._kv.list().result())
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def open_store(location: str, io: str = "auto") -> ByteStore:
+    """The store for a dist_ckpt location. io: auto (URL -> tensorstore), local, tensorstore."""
+    if io == "tensorstore" or (io == "auto" and is_url(location)):
+        url = location if is_url(location) else "file://" + str(Path(location).resolve())
+        return TensorstoreByteStore(url)
+    if is_url(location):
+        raise ValueError(f"{location}: a URL needs the tensorstore I/O layer (--io tensorstore or auto)")
+    return LocalByteStore(location)
