@@ -420,7 +420,7 @@ def load_checkpoint(
     stored = reader.read_metadata().state_dict_metadata
     wanted = {kind: _state_of(states[kind]) for kind in contents}
     flat, mapping = flatten_state_dict(wanted)
-    check_same_state(paths.dist_ckpt, stored, flat, [kind for kind in contents if kind != EXTRA])
+    check_same_state(paths.dist_ckpt, stored, flat, [kind for kind in contents if kind != EXTRA], group)
     for key in [k for k in flat if k.startswith(f"{EXTRA}.") and k not in stored]:
         _drop_path(wanted, mapping[key])
     try:
@@ -442,21 +442,31 @@ _ANOTHER_MODEL = " (another model config? checkpoint.resume=disable starts over)
 
 
 def check_same_state(
-    where: Path, stored: Mapping[str, Any], flat: Mapping[str, Any], kinds: list[str]
+    where: Path,
+    stored: Mapping[str, Any],
+    flat: Mapping[str, Any],
+    kinds: list[str],
+    group: dist.ProcessGroup | None = None,
 ) -> None:
     """CheckpointContentsError (one line) unless, for each kind, the checkpoint's keys and
     the run's are the same set and every tensor has the same global shape. Loading with
     keys left over on either side would resume a different model without a word (a layer
-    dropped, a later save missing tensors)."""
+    dropped, a later save missing tensors). The run's keys are those of all ranks together:
+    Adam keeps no state for a rank's empty shard, so one rank alone may lack a key."""
     prefixes = tuple(f"{kind}." for kind in kinds)
     wanted = {key for key in flat if key.startswith(prefixes)}
+    held = set(wanted)
+    if dist.is_initialized() and dist.get_world_size(group) > 1:  # before any rank may raise
+        every_rank: list[Any] = [None] * dist.get_world_size(group)
+        dist.all_gather_object(every_rank, sorted(wanted), group=group)
+        held = held.union(*every_rank)
     missing = sorted(wanted - set(stored))
     if missing:
         raise CheckpointContentsError(
             f"{where}: {len(missing)} key(s) of this run missing from the checkpoint,"
             f" e.g. {missing[:3]}{_ANOTHER_MODEL}"
         )
-    unexpected = sorted(key for key in stored if key.startswith(prefixes) and key not in wanted)
+    unexpected = sorted(key for key in stored if key.startswith(prefixes) and key not in held)
     if unexpected:
         raise CheckpointContentsError(
             f"{where}: {len(unexpected)} key(s) of the checkpoint this run does not have,"
