@@ -108,7 +108,7 @@ def test_grpo_with_vllm_rollout_learns(warm_start):
     # Own process: vLLM changes process-wide state (torch threads, distributed groups).
     env = {**os.environ, "OMP_NUM_THREADS": "2", "VLLM_CPU_KVCACHE_SPACE": "1"}
     done = subprocess.run(
-        [sys.executable, "-m", "cli.train_grpo", "--json"] + _overrides(root, know, "grpo_vllm", "vllm"),
+        [sys.executable, "-m", "cli.train", "grpo", "--json"] + _overrides(root, know, "grpo_vllm", "vllm"),
         capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parents[1], timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
