@@ -80,7 +80,9 @@ def test_idle_sample_counts_only_allowed_cores():
 
 CHOSEN_THEN_TORCH = """
 import sys
+from cli.verbosity import configure_logging
 from trainer.threads import configure_threads
+configure_logging()
 choice = configure_threads(int(sys.argv[1]), 1)
 import torch
 print(choice.threads, torch.get_num_threads())
@@ -96,7 +98,7 @@ def test_the_choice_reaches_torch_and_is_logged_once(hidden):
         [sys.executable, "-c", CHOSEN_THEN_TORCH, str(hidden)],
         capture_output=True,
         text=True,
-        env={**env, "PYTHONPATH": REPO},
+        env={**env, "PYTHONPATH": REPO, "MFSDP_LOG_LEVEL": "INFO"},
         cwd=REPO,
         timeout=120,
     )

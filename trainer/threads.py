@@ -24,6 +24,7 @@ on an idle and a busy machine (docs/threads.md).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
@@ -84,7 +85,7 @@ def choose_threads(
 
 def configure_threads(hidden_size: int | None, local_ranks: int) -> ThreadChoice | None:
     """Choose once per job, before torch loads OpenMP: set the environment this process and the
-    ranks it launches inherit, log the choice to stderr once. None when already chosen upstream."""
+    ranks it launches inherit, log the choice once (INFO). None when already chosen upstream."""
     if os.environ.get(CHOSEN_MARKER):
         return None
     choice = choose_threads(hidden_size, local_ranks)
@@ -95,7 +96,9 @@ def configure_threads(hidden_size: int | None, local_ranks: int) -> ThreadChoice
     if "torch" in sys.modules:  # imported already (a notebook, a test): the count still applies
         sys.modules["torch"].set_num_threads(choice.threads)
     if os.environ.get("LOCAL_RANK", "0") == "0":  # under a user's own torchrun: one line per machine
-        print(f"[mfsdp] {choice.describe()}; set OMP_NUM_THREADS to override", file=sys.stderr)
+        # INFO (`mfsdp -v`): an error a run stops with stays the only line it prints
+        logging.getLogger("mfsdp.threads").info(
+            "%s; set OMP_NUM_THREADS to override", choice.describe())
     return choice
 
 
