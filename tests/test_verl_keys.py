@@ -101,7 +101,9 @@ def test_sft_keys_from_verls_sft_trainer():
 
 def test_a_single_logger_name_is_a_list_of_one():
     assert sft("trainer.logger=console").trainer.logger == ["console"]
-    with pytest.raises(ConfigError, match=re.escape("expects one of console | jsonl | tensorboard")):
+    with pytest.raises(
+        ConfigError, match=re.escape("expects one of console | jsonl | tensorboard")
+    ):
         sft("trainer.logger=[console,mlflow]")
 
 
@@ -138,8 +140,6 @@ def test_resume_mode_and_path_read_together(resume, expected):
             "model parallel sizes are 1",
         ),
         ("actor_rollout_ref.rollout.tensor_model_parallel_size=4", "model parallel sizes are 1"),
-        ("actor_rollout_ref.model.lora_rank=16", "LoRA is not supported yet"),
-        ("actor_rollout_ref.model.lora_alpha=32", "LoRA is not supported yet"),
         ("actor_rollout_ref.rollout.name=sglang", "sglang is not supported"),
         ("actor_rollout_ref.actor.megatron.use_megatron_fsdp=False", "Megatron-FSDP or FSDP2 only"),
         ("trainer.resume_mode=resume_path", "needs trainer.resume_from_path"),
@@ -160,6 +160,36 @@ def test_harmless_values_of_such_keys_are_accepted():
         "trainer.n_gpus_per_node=8",
     )
     assert cfg == GRPOConfig()
+
+
+@dataclass
+class ModelWithoutLora:
+    path: str | None = None
+
+
+@dataclass
+class ConfigWithoutLora:
+    """A config whose model section has no LoRA fields (as before LoRA was built)."""
+
+    model: ModelWithoutLora = field(default_factory=ModelWithoutLora)
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        "actor_rollout_ref.model.lora_rank=16",
+        "actor_rollout_ref.model.lora_alpha=32",
+        "model.target_modules=all-linear",
+    ],
+)
+def test_lora_keys_fail_where_the_config_has_no_lora_fields(override):
+    with pytest.raises(ConfigError, match="LoRA is not supported yet") as caught:
+        load_config(ConfigWithoutLora, None, [override])
+    assert "\n" not in str(caught.value)
+    assert (
+        load_config(ConfigWithoutLora, None, ["actor_rollout_ref.model.lora_rank=0"]).model.path
+        is None
+    )
 
 
 def test_lora_keys_map_once_the_config_has_lora_fields():
