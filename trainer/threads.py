@@ -2,8 +2,8 @@
 
 torch's default is one intra-op thread per core of the machine, for every process. With
 several ranks on one machine, or other jobs keeping the cores busy, that oversubscribes the
-cores, and OpenMP's workers spin while they wait for preempted peers: a tiny GRPO step went
-from 0.1 s to 8-13 s. So `mfsdp train` picks the count itself, per process, from
+cores, and OpenMP's workers spin while they wait for preempted peers (bench/threads.py's
+busy rows show the cost). So `mfsdp train` picks the count itself, per process, from
 
 - the cores this process may run on (`os.sched_getaffinity`), shared by the local ranks
   (`LOCAL_WORLD_SIZE`, or the `--nproc-per-node` about to be launched);
