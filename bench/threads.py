@@ -48,7 +48,7 @@ import json, os, statistics, sys, time
 shape, batch, seq, steps, choose = json.loads(sys.argv[1])
 if choose:  # mfsdp's choice, made as `mfsdp train` makes it: before torch loads
     from trainer.threads import configure_threads
-    configure_threads(shape["hidden_size"], 1)
+    configure_threads(1)
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 torch.manual_seed(0)

@@ -128,7 +128,7 @@ def start(
     """Check the launch flags and data files, choose CPU threads, then return when this
     process should train; when it should launch ranks instead, run torchrun and exit with
     its status (a failed rank fails the command)."""
-    from trainer.threads import configure_threads, model_hidden_size
+    from trainer.threads import configure_threads
 
     for flag, value in (("--nproc-per-node", launch.nproc_per_node), ("--nnodes", launch.nnodes)):
         if value < 1:
@@ -138,7 +138,7 @@ def start(
         fail("--nnodes > 1 needs --rdzv-endpoint HOST:PORT that every machine reaches", EXIT_USAGE)
     check_data_files(cfg.data, "rl" if subcommand == "grpo" else "sft")
     local_ranks = launch.nproc_per_node if launching else int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-    configure_threads(model_hidden_size(cfg.model), local_ranks)
+    configure_threads(local_ranks)
     _quiet_known_warnings()
     if launching:
         os.environ[CONFIG_CHECKED] = "1"

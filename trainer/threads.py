@@ -8,10 +8,11 @@ busy rows show the cost). So `mfsdp train` picks the count itself, per process, 
 - the cores this process may run on (`os.sched_getaffinity`), shared by the local ranks
   (`LOCAL_WORLD_SIZE`, or the `--nproc-per-node` about to be launched);
 - how many of those cores are idle right now (a 0.1 s sample of /proc/stat), so a busy
-  machine gets fewer threads;
-- the model: below `TINY_HIDDEN_SIZE` a matmul is too small to split, one thread is fastest;
+  machine gets fewer threads. The model's size is not a rule: on an idle 2-core machine even
+  the tiny model (hidden 128) steps faster on both cores (bench/threads.py);
 
-and asks OpenMP to sleep, not spin, while it waits (`OMP_WAIT_POLICY=PASSIVE`, the standard
+and, where cores are busy, asks OpenMP to sleep, not spin, while it waits
+(`OMP_WAIT_POLICY=PASSIVE`, the standard
 switch: GNU's libgomp in torch's Linux wheels and Intel's runtime both read it; for Intel's
 it means what `KMP_BLOCKTIME=0` does), so a worker that lost its core does not burn the
 core the others need. Both are environment variables
@@ -23,19 +24,13 @@ on an idle and a busy machine (docs/threads.md).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-# One thread below this hidden size whatever the load: a tiny model's matmuls are too small
-# to split. It lies between the widths bench/threads.py times (tiny 128, small 896).
-TINY_HIDDEN_SIZE = 512
-TINY_SHAPE_HIDDEN_SIZE = 128  # model.shape=tiny (trainer/tiny.py)
 CHOSEN_MARKER = (
     "MFSDP_THREADS_CHOSEN"  # set once chosen, so launched ranks neither re-choose nor re-log
 )
@@ -54,41 +49,38 @@ class ThreadChoice:
 
 
 def choose_threads(
-    hidden_size: int | None,
     local_ranks: int,
     idle_cores: float | None = None,
     environ: dict[str, str] | None = None,
 ) -> ThreadChoice:
     """The thread count and wait policy for one of `local_ranks` processes on this machine.
 
-    `hidden_size` None means unknown (treated as large); `idle_cores` None samples /proc/stat.
+    `idle_cores` None samples /proc/stat.
     """
     environ = os.environ if environ is None else environ
-    policy = None if "OMP_WAIT_POLICY" in environ else "PASSIVE"
     user = environ.get("OMP_NUM_THREADS", "").strip()
     if user.isdigit() and int(user) > 0:
         return ThreadChoice(int(user), None, "OMP_NUM_THREADS as set")
     cores = available_cores()
     ranks = max(1, local_ranks)
     share = max(1, len(cores) // ranks)
-    if hidden_size is not None and hidden_size < TINY_HIDDEN_SIZE:
-        return ThreadChoice(
-            1, policy, f"hidden size {hidden_size} < {TINY_HIDDEN_SIZE}: ops too small to split"
-        )
     idle = idle_cores_now(cores) if idle_cores is None else idle_cores
     # A quarter core of slack: background noise on an idle machine must not cost a thread.
     free_share = max(1, int(idle / ranks + 0.25))
     threads = min(share, free_share)
     busy = f", {len(cores) - idle:.1f} busy" if threads < share else ""
+    # Sleeping waiters only pay where cores are contended: on an idle machine the wake-up
+    # latency makes small ops slower (bench/threads.py, idle rows).
+    policy = "PASSIVE" if threads < share and "OMP_WAIT_POLICY" not in environ else None
     return ThreadChoice(threads, policy, f"{len(cores)} core(s){busy}, {ranks} local rank(s)")
 
 
-def configure_threads(hidden_size: int | None, local_ranks: int) -> ThreadChoice | None:
+def configure_threads(local_ranks: int) -> ThreadChoice | None:
     """Choose once per job, before torch loads OpenMP: set the environment this process and the
     ranks it launches inherit, log the choice once (INFO). None when already chosen upstream."""
     if os.environ.get(CHOSEN_MARKER):
         return None
-    choice = choose_threads(hidden_size, local_ranks)
+    choice = choose_threads(local_ranks)
     os.environ["OMP_NUM_THREADS"] = str(choice.threads)
     if choice.wait_policy:
         os.environ["OMP_WAIT_POLICY"] = choice.wait_policy
@@ -100,24 +92,6 @@ def configure_threads(hidden_size: int | None, local_ranks: int) -> ThreadChoice
         logging.getLogger("mfsdp.threads").info(
             "%s; set OMP_NUM_THREADS to override", choice.describe())
     return choice
-
-
-def model_hidden_size(model_cfg: Any) -> int | None:
-    """The hidden size a model config names, without building it (None when unknown): an
-    explicit override, the tiny shape, or `hidden_size` in the model dir's config.json."""
-    override = (model_cfg.overrides or {}).get("hidden_size")
-    if isinstance(override, int):
-        return override
-    if model_cfg.path is None:
-        return TINY_SHAPE_HIDDEN_SIZE if model_cfg.shape == "tiny" else None
-    try:
-        with open(Path(model_cfg.path) / "config.json", encoding="utf-8") as handle:
-            size = json.loads(handle.read(1 << 20)).get("hidden_size")
-    except (OSError, ValueError, AttributeError):
-        return None  # the model loader reports a bad model dir; threads need not
-    return size if isinstance(size, int) else None
-
-
 def available_cores() -> list[int]:
     """The CPUs this process may run on (a cgroup or `taskset` may allow fewer than exist)."""
     try:
