@@ -35,12 +35,33 @@ from mfsdp_ckpt.checkpointer import Checkpointer, load_checkpoint  # noqa: E402
 from trainer.distributed import init_distributed  # noqa: E402
 
 SHAPES = {
-    "1.5b": dict(vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
-                 num_attention_heads=12, num_key_value_heads=2, tie_word_embeddings=True),
-    "0.5b": dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-                 num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True),
-    "tiny": dict(vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                 num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True),
+    "1.5b": dict(
+        vocab_size=151936,
+        hidden_size=1536,
+        intermediate_size=8960,
+        num_hidden_layers=28,
+        num_attention_heads=12,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+    ),
+    "0.5b": dict(
+        vocab_size=151936,
+        hidden_size=896,
+        intermediate_size=4864,
+        num_hidden_layers=24,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+    ),
+    "tiny": dict(
+        vocab_size=512,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+    ),
 }
 
 
@@ -82,7 +103,9 @@ def checkpoint_matches_model(model, state, run: Path) -> bool:
     host staging must have captured exactly what the GPUs held."""
     from torch.distributed.tensor import DTensor
 
-    expected = {k: v.to_local().clone() for k, v in state()["model"].items() if isinstance(v, DTensor)}
+    expected = {
+        k: v.to_local().clone() for k, v in state()["model"].items() if isinstance(v, DTensor)
+    }
     target = {**state(), "extra": {"step": 0}}
     for value in target["model"].values():  # in place: the shards keep their chunk offsets
         if isinstance(value, DTensor):
@@ -107,10 +130,17 @@ def dcp_baselines(state, root: Path, group, threads: int) -> list[tuple[str, flo
     background = root / "plain_async"
     futures = []
     try:
-        stall = timed(lambda: futures.append(dcp.async_save(state(), checkpoint_id=str(background),
-                                                            process_group=group)))
-        rows.append((f"dcp.async_save (to completion; training stalled {stall:.2f} s)",
-                     stall + timed(lambda: futures[0].result())))
+        stall = timed(
+            lambda: futures.append(
+                dcp.async_save(state(), checkpoint_id=str(background), process_group=group)
+            )
+        )
+        rows.append(
+            (
+                f"dcp.async_save (to completion; training stalled {stall:.2f} s)",
+                stall + timed(lambda: futures[0].result()),
+            )
+        )
     except RuntimeError as error:  # a baseline that fails is a row too, with its error
         rows.append((f"dcp.async_save: failed, RuntimeError: {error}", float("nan")))
     if dist.get_rank() == 0:
@@ -147,12 +177,19 @@ def dd(path: Path, nbytes: int) -> tuple[float, float]:
     block = 64 << 20
     count = max(1, nbytes // block)
     start = time.perf_counter()
-    subprocess.run(["dd", "if=/dev/zero", f"of={path}", f"bs={block}", f"count={count}", "oflag=direct"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["dd", "if=/dev/zero", f"of={path}", f"bs={block}", f"count={count}", "oflag=direct"],
+        check=True,
+        capture_output=True,
+    )
     write = count * block / (time.perf_counter() - start)
     drop_caches()
     start = time.perf_counter()
-    subprocess.run(["dd", f"if={path}", "of=/dev/null", f"bs={block}", "iflag=direct"], check=True, capture_output=True)
+    subprocess.run(
+        ["dd", f"if={path}", "of=/dev/null", f"bs={block}", "iflag=direct"],
+        check=True,
+        capture_output=True,
+    )
     read = count * block / (time.perf_counter() - start)
     path.unlink()
     return write, read
@@ -162,12 +199,22 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dir", required=True)
     parser.add_argument("--shape", default="1.5b", choices=sorted(SHAPES))
-    parser.add_argument("--threads", default="8,16", help="writer thread counts to time, comma-separated; "
-                        "the last one also serves the load and async rows")
-    parser.add_argument("--saves-only", action="store_true",
-                        help="time only the saves (and dd); check the last one loads back equal to the model")
-    parser.add_argument("--profile-stall", action="store_true",
-                        help="print rank 0's cProfile (top 25 cumulative) of the second async save's stall")
+    parser.add_argument(
+        "--threads",
+        default="8,16",
+        help="writer thread counts to time, comma-separated; "
+        "the last one also serves the load and async rows",
+    )
+    parser.add_argument(
+        "--saves-only",
+        action="store_true",
+        help="time only the saves (and dd); check the last one loads back equal to the model",
+    )
+    parser.add_argument(
+        "--profile-stall",
+        action="store_true",
+        help="print rank 0's cProfile (top 25 cumulative) of the second async save's stall",
+    )
     args = parser.parse_args()
     thread_counts = [int(n) for n in args.threads.split(",")]
     env = init_distributed("cuda")
@@ -178,13 +225,23 @@ def main() -> None:
         root.mkdir(parents=True)
     dist.barrier()
     strategy, model, optimizer = build(args.shape, env)
-    model_state, optimizer_state = strategy.model_state(model), strategy.optimizer_state(model, optimizer)
+    model_state, optimizer_state = (
+        strategy.model_state(model),
+        strategy.optimizer_state(model, optimizer),
+    )
     state = lambda: {"model": model_state.state_dict(), "optimizer": optimizer_state.state_dict()}  # noqa: E731
     rows = []
 
     def record(name: str, seconds: float, nbytes: int, note: str = "") -> None:
-        rows.append({"method": name, "seconds": round(seconds, 2), "GB": round(nbytes / 1e9, 2),
-                     "GB/s": round(nbytes / seconds / 1e9, 3), "note": note})
+        rows.append(
+            {
+                "method": name,
+                "seconds": round(seconds, 2),
+                "GB": round(nbytes / 1e9, 2),
+                "GB/s": round(nbytes / seconds / 1e9, 3),
+                "note": note,
+            }
+        )
 
     gloo = dist.new_group(backend="gloo")
     plain = root / "plain"
@@ -196,10 +253,16 @@ def main() -> None:
 
     for threads in thread_counts:
         run = root / f"mfsdp_t{threads}"
-        checkpointer = Checkpointer(run, strategy="megatron_fsdp", io_threads=threads, hash_workers=threads)
+        checkpointer = Checkpointer(
+            run, strategy="megatron_fsdp", io_threads=threads, hash_workers=threads
+        )
         seconds = timed(lambda: checkpointer.save(1, {**state(), "extra": {"step": 1}}))
-        record(f"mfsdp save, {threads} writer threads", seconds, dir_bytes(layout.step_dir(run, 1)),
-               "atomic + fsync + sha256 + manifest")
+        record(
+            f"mfsdp save, {threads} writer threads",
+            seconds,
+            dir_bytes(layout.step_dir(run, 1)),
+            "atomic + fsync + sha256 + manifest",
+        )
         if threads != thread_counts[-1] and rank == 0:
             shutil.rmtree(run)
 
@@ -208,7 +271,12 @@ def main() -> None:
     if not args.saves_only:
         cached = drop_caches()
         seconds = timed(lambda: dcp.load(state(), checkpoint_id=str(plain), process_group=gloo))
-        record("dcp.load (baseline)", seconds, nbytes, "page cache dropped" if cached else "page cache warm")
+        record(
+            "dcp.load (baseline)",
+            seconds,
+            nbytes,
+            "page cache dropped" if cached else "page cache warm",
+        )
         cached = drop_caches()
         target = {**state(), "extra": {"step": 0}}
         seconds = timed(lambda: load_checkpoint(layout.resolve_checkpoint(run), target))
@@ -219,10 +287,18 @@ def main() -> None:
             shutil.rmtree(run)
         dist.barrier()
         async_run = root / "mfsdp_async"
-        checkpointer = Checkpointer(async_run, strategy="megatron_fsdp", async_save=True,
-                                    io_threads=thread_counts[-1], hash_workers=thread_counts[-1], keep_last=1)
+        checkpointer = Checkpointer(
+            async_run,
+            strategy="megatron_fsdp",
+            async_save=True,
+            io_threads=thread_counts[-1],
+            hash_workers=thread_counts[-1],
+            keep_last=1,
+        )
         for step, what in ((1, "first, pins host buffers"), (2, "reuses them")):
-            profiler = cProfile.Profile() if args.profile_stall and step == 2 and rank == 0 else None
+            profiler = (
+                cProfile.Profile() if args.profile_stall and step == 2 and rank == 0 else None
+            )
             if profiler is not None:
                 profiler.enable()
             states = {}
@@ -233,30 +309,58 @@ def main() -> None:
                 profiler.disable()
                 pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
             total = model_s + optim_s + save_s + timed(checkpointer.wait)
-            record(f"mfsdp async save {step} (to commit)", total, nbytes,
-                   f"training stalled {model_s + optim_s + save_s:.2f} s ({what}): model state_dict {model_s:.2f} s "
-                   f"+ optimizer state_dict {optim_s:.2f} s + save() {save_s:.2f} s")
+            record(
+                f"mfsdp async save {step} (to commit)",
+                total,
+                nbytes,
+                f"training stalled {model_s + optim_s + save_s:.2f} s ({what}): model state_dict {model_s:.2f} s "
+                f"+ optimizer state_dict {optim_s:.2f} s + save() {save_s:.2f} s",
+            )
 
         checked = async_run
         megatron_s, ours_s = chunk_metadata_seconds(model, strategy.dp_group)
         if rank == 0:
-            print(f"uneven-chunk offsets for the model state dict: Megatron-FSDP per-tensor {megatron_s:.3f} s, "
-                  f"mfsdp one gather {ours_s:.3f} s ({megatron_s / ours_s:.1f}x)")
+            print(
+                f"uneven-chunk offsets for the model state dict: Megatron-FSDP per-tensor {megatron_s:.3f} s, "
+                f"mfsdp one gather {ours_s:.3f} s ({megatron_s / ours_s:.1f}x)"
+            )
     exact = checkpoint_matches_model(model, state, checked)
     if rank == 0:
         print(f"{checked.name} loads back equal to the model's shards at save time: {exact}")
         write, read = dd(root / "dd.bin", nbytes)
-        rows.append({"method": "dd oflag=direct (write)", "GB/s": round(write / 1e9, 3), "GB": round(nbytes / 1e9, 2)})
-        rows.append({"method": "dd iflag=direct (read)", "GB/s": round(read / 1e9, 3), "GB": round(nbytes / 1e9, 2)})
+        rows.append(
+            {
+                "method": "dd oflag=direct (write)",
+                "GB/s": round(write / 1e9, 3),
+                "GB": round(nbytes / 1e9, 2),
+            }
+        )
+        rows.append(
+            {
+                "method": "dd iflag=direct (read)",
+                "GB/s": round(read / 1e9, 3),
+                "GB": round(nbytes / 1e9, 2),
+            }
+        )
         for row in rows:
             base = write if "save" in row["method"] or "write" in row["method"] else read
             row["vs dd"] = round(row["GB/s"] * 1e9 / base, 2)
         print(f"\n{'method':<40} {'GB':>7} {'s':>7} {'GB/s':>7} {'vs dd':>6}  note")
         for row in rows:
-            print(f"{row['method']:<40} {row['GB']:>7} {row.get('seconds', ''):>7} {row['GB/s']:>7} "
-                  f"{row['vs dd']:>6}  {row.get('note', '')}")
-        print(json.dumps({"shape": args.shape, "world_size": dist.get_world_size(),
-                          "gpu": torch.cuda.get_device_name(), "rows": rows}))
+            print(
+                f"{row['method']:<40} {row['GB']:>7} {row.get('seconds', ''):>7} {row['GB/s']:>7} "
+                f"{row['vs dd']:>6}  {row.get('note', '')}"
+            )
+        print(
+            json.dumps(
+                {
+                    "shape": args.shape,
+                    "world_size": dist.get_world_size(),
+                    "gpu": torch.cuda.get_device_name(),
+                    "rows": rows,
+                }
+            )
+        )
     dist.barrier()
     if rank == 0:
         shutil.rmtree(root, ignore_errors=True)

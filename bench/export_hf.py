@@ -37,11 +37,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 2**30
 SHAPES = {
-    "0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14),
-    "1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12),
-    "3b": dict(hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16),
+    "0.5b": dict(
+        hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14
+    ),
+    "1.5b": dict(
+        hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12
+    ),
+    "3b": dict(
+        hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16
+    ),
 }
-COMMON = dict(vocab_size=151936, num_key_value_heads=2, tie_word_embeddings=True, max_position_embeddings=32768)
+COMMON = dict(
+    vocab_size=151936,
+    num_key_value_heads=2,
+    tie_word_embeddings=True,
+    max_position_embeddings=32768,
+)
 
 MAKE_CHECKPOINT = """
 import sys, torch
@@ -81,7 +92,12 @@ save_file({{k: v.contiguous() for k, v in state.items() if k != "lm_head.weight"
 def run_measured(argv: list[str]) -> tuple[float, float]:
     """Wall seconds and peak RSS (GiB) of one child process, from wait4 (this child only)."""
     started = time.monotonic()
-    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    child = subprocess.Popen(
+        argv,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     _pid, status, usage = os.wait4(child.pid, 0)
     wall = time.monotonic() - started
     if status != 0:
@@ -116,7 +132,16 @@ STARTUP_TORCH = "start-up + import torch (what a cast adds)"
 
 
 def export_argv(run: Path, out: Path) -> list[str]:
-    return [sys.executable, "-c", "from cli.main import main; main()", "ckpt", "export-hf", str(run), "--out", str(out)]
+    return [
+        sys.executable,
+        "-c",
+        "from cli.main import main; main()",
+        "ckpt",
+        "export-hf",
+        str(run),
+        "--out",
+        str(out),
+    ]
 
 
 def methods(run: Path, out: Path) -> list[tuple[str, list[str]]]:
@@ -129,7 +154,10 @@ def methods(run: Path, out: Path) -> list[tuple[str, list[str]]]:
         ("mfsdp export-hf fp32", export + ["--dtype", "fp32"]),
         ("mfsdp export-hf bf16 (auto)", export),
         (STARTUP, [sys.executable, "-c", "import cli.main, mfsdp_ckpt.convert.export_hf"]),
-        (STARTUP_TORCH, [sys.executable, "-c", "import cli.main, mfsdp_ckpt.convert.export_hf, torch"]),
+        (
+            STARTUP_TORCH,
+            [sys.executable, "-c", "import cli.main, mfsdp_ckpt.convert.export_hf, torch"],
+        ),
     ]
 
 
@@ -138,9 +166,18 @@ def baseline_methods(run: Path, out: Path) -> list[tuple[str, list[str]]]:
     dist_ckpt = str(run / "global_step_1" / "dist_ckpt")
     export = export_argv(run, out)
     return [
-        ("mfsdp export-hf fp32 --io tensorstore", export + ["--dtype", "fp32", "--io", "tensorstore"]),
-        ("(i) dcp_to_torch_save+load+save_file", [sys.executable, "-c", DCP_TO_TORCH_SAVE.format(src=dist_ckpt, out=str(out))]),
-        ("(ii) _load_state_dict_from_keys+save_file", [sys.executable, "-c", LOAD_FROM_KEYS.format(src=dist_ckpt, out=str(out))]),
+        (
+            "mfsdp export-hf fp32 --io tensorstore",
+            export + ["--dtype", "fp32", "--io", "tensorstore"],
+        ),
+        (
+            "(i) dcp_to_torch_save+load+save_file",
+            [sys.executable, "-c", DCP_TO_TORCH_SAVE.format(src=dist_ckpt, out=str(out))],
+        ),
+        (
+            "(ii) _load_state_dict_from_keys+save_file",
+            [sys.executable, "-c", LOAD_FROM_KEYS.format(src=dist_ckpt, out=str(out))],
+        ),
     ]
 
 
@@ -159,32 +196,49 @@ def measure_shape(shape: str, args: argparse.Namespace) -> list[dict]:
     total, largest = checkpoint_stats(run)
     out = args.dir / f"out_{shape}"
     clear(out)
-    subprocess.run(["cp", "-r", str(run / "global_step_1" / "dist_ckpt"), str(out)], check=True)  # warm the page cache
+    subprocess.run(
+        ["cp", "-r", str(run / "global_step_1" / "dist_ckpt"), str(out)], check=True
+    )  # warm the page cache
     clear(out)
     rounds = [methods(run, out)] * args.repeat
     if shape in args.baselines_at:
-        rounds = [r + (baseline_methods(run, out) if i < args.baseline_repeat else []) for i, r in enumerate(rounds)]
+        rounds = [
+            r + (baseline_methods(run, out) if i < args.baseline_repeat else [])
+            for i, r in enumerate(rounds)
+        ]
     walls: dict[str, list[float]] = {}
     rss: dict[str, float] = {}
     loads = [os.getloadavg()[0]]
     for index, row in enumerate(rounds):
-        for name, argv in row[index % len(row):] + row[: index % len(row)]:
+        for name, argv in row[index % len(row) :] + row[: index % len(row)]:
             os.sync()  # start each method with no dirty pages of the one before
             wall, peak = run_measured(argv)
             clear(out)
             walls.setdefault(name, []).append(wall)
             rss[name] = max(rss.get(name, 0.0), peak)
             loads.append(os.getloadavg()[0])
-            print(f"# {shape} {name}: {wall:.1f} s, {peak:.2f} GiB, load {loads[-1]:.1f}", file=sys.stderr)
+            print(
+                f"# {shape} {name}: {wall:.1f} s, {peak:.2f} GiB, load {loads[-1]:.1f}",
+                file=sys.stderr,
+            )
     if args.cleanup:
         shutil.rmtree(run)
     cp, cp_sync = statistics.median(walls[CP]), statistics.median(walls[CP_SYNC])
     return [
-        dict(shape=shape, method=name, wall_s=round(statistics.median(times), 2), runs=len(times),
-             wall_min_max=[round(min(times), 2), round(max(times), 2)], ratio_vs_cp=round(statistics.median(times) / cp, 2),
-             ratio_vs_cp_sync=round(statistics.median(times) / cp_sync, 2), peak_rss_gib=round(rss[name], 2),
-             model_gb=round(total / 1e9, 2), largest_tensor_gib=round(largest / GIB, 3),
-             rss_target_gib=round(1.5 * largest / GIB + 0.5, 2), load_min_max=[round(min(loads), 1), round(max(loads), 1)])
+        dict(
+            shape=shape,
+            method=name,
+            wall_s=round(statistics.median(times), 2),
+            runs=len(times),
+            wall_min_max=[round(min(times), 2), round(max(times), 2)],
+            ratio_vs_cp=round(statistics.median(times) / cp, 2),
+            ratio_vs_cp_sync=round(statistics.median(times) / cp_sync, 2),
+            peak_rss_gib=round(rss[name], 2),
+            model_gb=round(total / 1e9, 2),
+            largest_tensor_gib=round(largest / GIB, 3),
+            rss_target_gib=round(1.5 * largest / GIB + 0.5, 2),
+            load_min_max=[round(min(loads), 1), round(max(loads), 1)],
+        )
         for name, times in walls.items()
     ]
 
@@ -194,20 +248,35 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=Path("/work/bench_export"))
     parser.add_argument("--shapes", nargs="+", default=["0.5b", "1.5b", "3b"], choices=list(SHAPES))
     parser.add_argument("--baselines-at", nargs="*", default=["1.5b"])
-    parser.add_argument("--repeat", type=int, default=3, help="Interleaved rounds of the main methods (median reported).")
-    parser.add_argument("--baseline-repeat", type=int, default=1, help="Rounds that include the slow baselines.")
-    parser.add_argument("--cleanup", action="store_true", help="Delete the checkpoints afterwards (default: keep them).")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="Interleaved rounds of the main methods (median reported).",
+    )
+    parser.add_argument(
+        "--baseline-repeat", type=int, default=1, help="Rounds that include the slow baselines."
+    )
+    parser.add_argument(
+        "--cleanup",
+        action="store_true",
+        help="Delete the checkpoints afterwards (default: keep them).",
+    )
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
     results = [row for shape in args.shapes for row in measure_shape(shape, args)]
-    print("| shape | model GB | largest tensor GiB | method | median wall s (min-max, runs) | x cp | x cp+sync"
-          " | peak RSS GiB | RSS target GiB | load |")
+    print(
+        "| shape | model GB | largest tensor GiB | method | median wall s (min-max, runs) | x cp | x cp+sync"
+        " | peak RSS GiB | RSS target GiB | load |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         low, high = r["wall_min_max"]
-        print(f"| {r['shape']} | {r['model_gb']} | {r['largest_tensor_gib']} | {r['method']} | {r['wall_s']} ({low}-{high}, {r['runs']}) |"
-              f" {r['ratio_vs_cp']} | {r['ratio_vs_cp_sync']} | {r['peak_rss_gib']} | {r['rss_target_gib']} |"
-              f" {r['load_min_max'][0]}-{r['load_min_max'][1]} |")
+        print(
+            f"| {r['shape']} | {r['model_gb']} | {r['largest_tensor_gib']} | {r['method']} | {r['wall_s']} ({low}-{high}, {r['runs']}) |"
+            f" {r['ratio_vs_cp']} | {r['ratio_vs_cp_sync']} | {r['peak_rss_gib']} | {r['rss_target_gib']} |"
+            f" {r['load_min_max'][0]}-{r['load_min_max'][1]} |"
+        )
     for r in results:
         print(json.dumps(r))
 

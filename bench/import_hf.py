@@ -123,7 +123,10 @@ def methods(model: Path, out: Path) -> list[tuple[str, list[str]]]:
                 "import cli.main, mfsdp_ckpt.convert.import_hf, mfsdp_ckpt.storage.dcp_stream_writer",
             ],
         ),
-        (STARTUP_TORCH, [sys.executable, "-c", "import cli.main, mfsdp_ckpt.convert.import_hf, torch"]),
+        (
+            STARTUP_TORCH,
+            [sys.executable, "-c", "import cli.main, mfsdp_ckpt.convert.import_hf, torch"],
+        ),
     ]
 
 

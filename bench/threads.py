@@ -109,7 +109,9 @@ def busy_jobs(count: int) -> list[subprocess.Popen]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=6, help="timed steps per cell (after 3 warm-up)")
+    parser.add_argument(
+        "--steps", type=int, default=6, help="timed steps per cell (after 3 warm-up)"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="interleaved repeats of every cell")
     parser.add_argument("--shapes", default="tiny,small")
     parser.add_argument("--busy-jobs", type=int, default=None, help="default: one per core")

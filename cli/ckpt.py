@@ -24,13 +24,15 @@ ROLE_OPTION = click.option(
 )
 
 
-@click.group(epilog="""\b
+@click.group(
+    epilog="""\b
 Examples:
   mfsdp ckpt inspect runs/demo
   mfsdp ckpt validate runs/demo --deep
   mfsdp ckpt validate ckpts/verl_run/global_step_40 --role critic
   mfsdp ckpt export-hf runs/demo --out hf/demo
-  mfsdp ckpt export-hf megatron_run --hf-config Qwen2.5-7B/ --out hf/q7""")
+  mfsdp ckpt export-hf megatron_run --hf-config Qwen2.5-7B/ --out hf/q7"""
+)
 def ckpt() -> None:
     """Inspect, validate and export checkpoints, on any machine (CPU only is fine).
 
@@ -45,7 +47,8 @@ def _say_note(paths_note: str | None) -> None:
         click.echo(f"note: {paths_note}", err=True)
 
 
-@ckpt.command(help=f"""Show a checkpoint's step, layout, tensors, non-tensor entries and totals.
+@ckpt.command(
+    help=f"""Show a checkpoint's step, layout, tensors, non-tensor entries and totals.
 
 {PATH_HELP}
 
@@ -53,7 +56,8 @@ def _say_note(paths_note: str | None) -> None:
 Examples:
   mfsdp ckpt inspect runs/demo
   mfsdp ckpt inspect runs/demo/sft/global_step_4/dist_ckpt --json | jq .tensors[0]
-""")
+"""
+)
 @click.argument("path", type=click.Path())
 @ROLE_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
@@ -145,4 +149,5 @@ from cli.export_hf import export_hf  # noqa: E402  (command defined in its own m
 
 ckpt.add_command(export_hf)
 from cli.import_hf import import_hf  # noqa: E402
+
 ckpt.add_command(import_hf)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 
-
 def _convert(dataset: str, inputs: tuple[str, ...], out_dir: str, split: str | None) -> None:
     from trainer.data.math_datasets import convert_files
 
@@ -26,10 +25,21 @@ def data() -> None:
     """
 
 
-_INPUT = click.option("--input", "inputs", multiple=True, required=True, type=click.Path(dir_okay=False),
-                      help="Official file (jsonl or parquet); repeat for train and test.")
-_OUT = click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
-                    help="Writes OUT/sft/<split>.parquet and OUT/rl/<split>.parquet.")
+_INPUT = click.option(
+    "--input",
+    "inputs",
+    multiple=True,
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Official file (jsonl or parquet); repeat for train and test.",
+)
+_OUT = click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Writes OUT/sft/<split>.parquet and OUT/rl/<split>.parquet.",
+)
 _SPLIT = click.option("--split", default=None, help="Split name (default: the input file's stem).")
 
 
@@ -62,11 +72,21 @@ def math(inputs: tuple[str, ...], out_dir: str, split: str | None) -> None:
 
 
 @data.command()
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
-              help="Writes OUT/sft/train.parquet and OUT/rl/{train,test}.parquet.")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Writes OUT/sft/train.parquet and OUT/rl/{train,test}.parquet.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Order of the problems.")
-@click.option("--digits", type=click.IntRange(1, 1000), default=10, show_default=True,
-              help="Operands a + b with a, b below this.")
+@click.option(
+    "--digits",
+    type=click.IntRange(1, 1000),
+    default=10,
+    show_default=True,
+    help="Operands a + b with a, b below this.",
+)
 def synthetic(out_dir: str, seed: int, digits: int) -> None:
     """Single-digit addition ("3 + 4 =" -> "#### 7"), scored by the built-in GSM8K rule: a
     task a tiny model learns in CPU minutes (examples/grpo_tiny_cpu.yaml trains on it).

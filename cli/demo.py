@@ -24,11 +24,24 @@ EXAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "sft_tiny_cp
 
 
 @click.command()
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="runs/demo", show_default=True,
-              help="Demo directory: new, empty, or a previous demo's (which is replaced).")
-@click.option("--nproc", type=click.IntRange(1, 8), default=2, show_default=True,
-              help="Training processes (torchrun with gloo on CPU when > 1).")
-@click.option("--steps", type=click.IntRange(1), default=80, show_default=True, help="SFT optimizer steps.")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    default="runs/demo",
+    show_default=True,
+    help="Demo directory: new, empty, or a previous demo's (which is replaced).",
+)
+@click.option(
+    "--nproc",
+    type=click.IntRange(1, 8),
+    default=2,
+    show_default=True,
+    help="Training processes (torchrun with gloo on CPU when > 1).",
+)
+@click.option(
+    "--steps", type=click.IntRange(1), default=80, show_default=True, help="SFT optimizer steps."
+)
 def demo(out_dir: str, nproc: int, steps: int) -> None:
     """Train a tiny Qwen2-shaped model on synthetic GSM8K-style data on CPU, checkpoint it,
     validate the checkpoint, export it to Hugging Face safetensors, and generate from it.
@@ -48,21 +61,48 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
 
     raw = out / "gsm8k_format" / "train.jsonl"
     raw.parent.mkdir(parents=True)
-    raw.write_text("".join(json.dumps({"question": r["question"], "answer": r["answer"]}) + "\n"
-                           for r in synthetic_arithmetic(320, seed=7)))
+    raw.write_text(
+        "".join(
+            json.dumps({"question": r["question"], "answer": r["answer"]}) + "\n"
+            for r in synthetic_arithmetic(320, seed=7)
+        )
+    )
     tables = convert_files("gsm8k", [str(raw)], out / "data")
     model_dir = build_tiny_model_dir(out / "init_model", with_weights=True)
-    _say(f"data: {tables['sft/train']} (SFT) and {tables['rl/train']} (RL); initial model: {model_dir}")
+    _say(
+        f"data: {tables['sft/train']} (SFT) and {tables['rl/train']} (RL); initial model: {model_dir}"
+    )
 
     run_dir = out / "sft"
     overrides = [
-        f"model.path={model_dir}", f"data.train_files={tables['sft/train']}", f"trainer.run_dir={run_dir}",
-        f"trainer.total_steps={steps}", "data.global_batch_size=16", f"checkpoint.save_every={max(1, steps // 2)}",
-        "trainer.progress_bar=false", "trainer.log_every=5", f"trainer.eval_every={max(1, steps // 2)}",
+        f"model.path={model_dir}",
+        f"data.train_files={tables['sft/train']}",
+        f"trainer.run_dir={run_dir}",
+        f"trainer.total_steps={steps}",
+        "data.global_batch_size=16",
+        f"checkpoint.save_every={max(1, steps // 2)}",
+        "trainer.progress_bar=false",
+        "trainer.log_every=5",
+        f"trainer.eval_every={max(1, steps // 2)}",
     ]
-    command = [sys.executable, "-m", "cli.train", "sft", "--config", str(EXAMPLE_CONFIG), *overrides]
+    command = [
+        sys.executable,
+        "-m",
+        "cli.train",
+        "sft",
+        "--config",
+        str(EXAMPLE_CONFIG),
+        *overrides,
+    ]
     if nproc > 1:
-        command[1:3] = ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", "-m", "cli.train"]
+        command[1:3] = [
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc-per-node={nproc}",
+            "-m",
+            "cli.train",
+        ]
     _say(f"train: {nproc} process(es), FSDP2 on CPU, {steps} steps")
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     if subprocess.call(command, env=env, cwd=Path(__file__).resolve().parents[1]) != 0:
@@ -80,7 +120,9 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
     if result.mismatches:
         _say(f"export-hf: {len(result.mismatches)} tensor(s) differ from the checkpoint")
         raise SystemExit(1)
-    _say(f"export-hf: {result.tensors} tensors, {result.bytes / 2**20:.1f} MiB -> {hf_dir} (verified)")
+    _say(
+        f"export-hf: {result.tensors} tensors, {result.bytes / 2**20:.1f} MiB -> {hf_dir} (verified)"
+    )
 
     question = synthetic_arithmetic(1, seed=99)[0]["question"]
     _say(f"generate: {question!r} -> {_generate(hf_dir, question)!r}")
@@ -95,8 +137,11 @@ def _claim(out: Path) -> None:
     directory is refused (exit 2), since its contents are not the demo's to delete."""
     if out.is_dir() and any(out.iterdir()):
         if not (out / DEMO_MARKER).is_file():
-            fail(f"{out}: directory is not empty and is not a previous demo's output "
-                 f"(no {DEMO_MARKER}); choose a new --out", EXIT_USAGE)
+            fail(
+                f"{out}: directory is not empty and is not a previous demo's output "
+                f"(no {DEMO_MARKER}); choose a new --out",
+                EXIT_USAGE,
+            )
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / DEMO_MARKER).write_text("written by mfsdp demo: the next demo run replaces this dir\n")
@@ -110,11 +155,15 @@ def _generate(model_dir: Path, question: str) -> str:
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": f"{question} {GSM8K_SUFFIX}"}],
-                                           add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": f"{question} {GSM8K_SUFFIX}"}],
+        add_generation_prompt=True,
+        return_tensors="pt",
+        return_dict=True,
+    )
     with torch.no_grad():
         output = model.generate(**prompt, max_new_tokens=32, do_sample=False)
-    return tokenizer.decode(output[0, prompt["input_ids"].shape[1]:], skip_special_tokens=True)
+    return tokenizer.decode(output[0, prompt["input_ids"].shape[1] :], skip_special_tokens=True)
 
 
 def _say(message: str) -> None:

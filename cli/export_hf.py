@@ -158,8 +158,21 @@ def export_hf(
 
     result = run()
     if as_json:
-        data = {k: getattr(result, k) for k in ("out_dir", "layout", "model_type", "dtype", "tensors", "bytes",
-                                                 "files", "seconds", "mismatches", "notes")}
+        data = {
+            k: getattr(result, k)
+            for k in (
+                "out_dir",
+                "layout",
+                "model_type",
+                "dtype",
+                "tensors",
+                "bytes",
+                "files",
+                "seconds",
+                "mismatches",
+                "notes",
+            )
+        }
         data["gb_per_s"] = result.gb_per_s
         click.echo(json.dumps(data, indent=2))
     else:

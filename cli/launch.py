@@ -210,9 +210,14 @@ def report_run(kind: str, result: Any, as_json: bool, finals: list[FinalValue]) 
     """Report a runner's result (`SFTResult`, `GRPOResult`): where it wrote, the step it
     reached, the step it resumed from, its final values and its last checkpoint."""
     checkpoint = str(result.last_checkpoint) if result.last_checkpoint else None
-    summary = {"run_dir": str(result.run_dir), "final_step": result.final_step,
-               "resumed_from": result.resumed_from,
-               **{final.key: final.value for final in finals}, "checkpoint": checkpoint}
-    shown = "".join(f", {final.label} {final.value:{final.fmt}}"
-                    for final in finals if final.value is not None)
+    summary = {
+        "run_dir": str(result.run_dir),
+        "final_step": result.final_step,
+        "resumed_from": result.resumed_from,
+        **{final.key: final.value for final in finals},
+        "checkpoint": checkpoint,
+    }
+    shown = "".join(
+        f", {final.label} {final.value:{final.fmt}}" for final in finals if final.value is not None
+    )
     report(summary, as_json, f"{kind}: step {result.final_step}{shown}; checkpoint {checkpoint}")

@@ -8,10 +8,17 @@ from cli.errors import MfsdpGroup
 from mfsdp_ckpt import __version__
 
 
-@click.group(cls=MfsdpGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=MfsdpGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="mfsdp")
-@click.option("-v", "--verbose", count=True,
-              help="Log what the library does (-v: checkpoint save/load timings; -vv: more).")
+@click.option(
+    "-v",
+    "--verbose",
+    count=True,
+    help="Log what the library does (-v: checkpoint save/load timings; -vv: more).",
+)
 def app(verbose: int) -> None:
     """Train LLMs with Megatron-FSDP and work with their DTensor checkpoints.
 

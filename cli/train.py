@@ -7,8 +7,15 @@ from typing import Any
 import click
 
 from cli.errors import MfsdpGroup
-from cli.launch import (FinalValue, Launch, check_config, last_value, launch_options, report_run,
-                        start)
+from cli.launch import (
+    FinalValue,
+    Launch,
+    check_config,
+    last_value,
+    launch_options,
+    report_run,
+    start,
+)
 from cli.train_grpo import grpo
 
 
@@ -24,8 +31,13 @@ def train() -> None:
 
 
 @train.command(context_settings={"ignore_unknown_options": False})
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
-              help="YAML config (sections model, data, optim, strategy, checkpoint, trainer).")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="YAML config (sections model, data, optim, strategy, checkpoint, trainer).",
+)
 @launch_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.argument("overrides", nargs=-1)
@@ -54,10 +66,15 @@ def run_sft_command(cfg: Any, as_json: bool) -> None:
     from trainer.sft import run_sft
 
     result = run_sft(cfg)
-    report_run("sft", result, as_json, [
-        FinalValue("final_loss", "loss", last_value(result.losses), ".4f"),
-        FinalValue("val_loss", "val loss", last_value(result.eval_losses), ".4f"),
-    ])
+    report_run(
+        "sft",
+        result,
+        as_json,
+        [
+            FinalValue("final_loss", "loss", last_value(result.losses), ".4f"),
+            FinalValue("val_loss", "val loss", last_value(result.eval_losses), ".4f"),
+        ],
+    )
 
 
 train.add_command(grpo)

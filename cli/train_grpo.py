@@ -6,14 +6,26 @@ from typing import Any
 
 import click
 
-from cli.launch import (FinalValue, Launch, check_config, last_value, launch_options, report_run,
-                        start)
+from cli.launch import (
+    FinalValue,
+    Launch,
+    check_config,
+    last_value,
+    launch_options,
+    report_run,
+    start,
+)
 
 
 @click.command()
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
-              help="YAML config (sections model, data, actor, optim, strategy, rollout, algorithm, reward, "
-                   "checkpoint, trainer).")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="YAML config (sections model, data, actor, optim, strategy, rollout, algorithm, reward, "
+    "checkpoint, trainer).",
+)
 @launch_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.argument("overrides", nargs=-1)
@@ -43,7 +55,12 @@ def run_grpo_command(cfg: Any, as_json: bool) -> None:
     from trainer.grpo.runner import run_grpo
 
     result = run_grpo(cfg)
-    report_run("grpo", result, as_json, [
-        FinalValue("reward_mean", "reward", last_value(result.rewards), ".3f"),
-        FinalValue("val_accuracy", "val accuracy", last_value(result.val_accuracy), ".3f"),
-    ])
+    report_run(
+        "grpo",
+        result,
+        as_json,
+        [
+            FinalValue("reward_mean", "reward", last_value(result.rewards), ".3f"),
+            FinalValue("val_accuracy", "val accuracy", last_value(result.val_accuracy), ".3f"),
+        ],
+    )

@@ -55,7 +55,9 @@ from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 log = logging.getLogger(__name__)  # INFO: what each save and load cost (`mfsdp -v ...`)
 
 MODEL, OPTIMIZER, EXTRA = CONTENT_KINDS
-KILL_AT_ENV = "MFSDP_CKPT_KILL_AT"  # <phase>[:<rank>][@<step>]: crash-safety tests SIGKILL a rank there
+KILL_AT_ENV = (
+    "MFSDP_CKPT_KILL_AT"  # <phase>[:<rank>][@<step>]: crash-safety tests SIGKILL a rank there
+)
 
 SAVE_PHASES = (
     "before_files",  # temp dir exists, nothing written
@@ -103,7 +105,9 @@ def check_contents(contents: Iterable[str], what: str) -> tuple[str, ...]:
     contents = tuple(contents)
     unknown = [c for c in contents if c not in CONTENT_KINDS]
     if unknown:
-        raise CheckpointContentsError(f"{what}: unknown item(s) {unknown}; choose from {list(CONTENT_KINDS)}")
+        raise CheckpointContentsError(
+            f"{what}: unknown item(s) {unknown}; choose from {list(CONTENT_KINDS)}"
+        )
     if OPTIMIZER in contents and MODEL not in contents:
         raise CheckpointContentsError(
             f"{what}: 'optimizer' needs 'model' too (optimizer state is keyed by the model's parameters)"
@@ -128,7 +132,11 @@ def _kill_targets(phase: str, step: int) -> bool:
         return False
     target, _, at_step = target.partition("@")
     name, _, rank = target.partition(":")
-    return name == phase and (not rank or int(rank) == _rank()) and (not at_step or int(at_step) == step)
+    return (
+        name == phase
+        and (not rank or int(rank) == _rank())
+        and (not at_step or int(at_step) == step)
+    )
 
 
 def _maybe_die(phase: str, step: int) -> None:
@@ -195,7 +203,9 @@ class Checkpointer:
         contents = check_contents(contents, "save_contents")
         missing = [kind for kind in contents if kind not in states]
         if missing:
-            raise CheckpointContentsError(f"save_contents asks for {missing} but no state was given")
+            raise CheckpointContentsError(
+                f"save_contents asks for {missing} but no state was given"
+            )
         self.wait()
         started = time.monotonic()
         tmp = layout.tmp_step_dir(self.run_dir, step)
@@ -206,13 +216,21 @@ class Checkpointer:
         self._barrier()
         _maybe_die("before_files", step)
         state_dict = {kind: _state_of(states[kind]) for kind in contents}
-        writer = CheckedWriter(str(tmp / layout.DIST_CKPT_DIR), thread_count=self.io_threads,
-                               kill_mid_file=_kill_targets("mid_file", step))
+        writer = CheckedWriter(
+            str(tmp / layout.DIST_CKPT_DIR),
+            thread_count=self.io_threads,
+            kill_mid_file=_kill_targets("mid_file", step),
+        )
         pending = _PendingSave(step, tmp, contents, hf_assets, info or {}, started, states)
         if self.async_save:
-            staged = self._stager.stage(state_dict, copy_host_tensors=True)  # the only part training waits for
-            log.info("step %d: staged to host memory in %.2f s; writing in the background", step,
-                     time.monotonic() - started)
+            staged = self._stager.stage(
+                state_dict, copy_host_tensors=True
+            )  # the only part training waits for
+            log.info(
+                "step %d: staged to host memory in %.2f s; writing in the background",
+                step,
+                time.monotonic() - started,
+            )
             self._pending = threading.Thread(
                 target=self._save_in_background, args=(staged, writer, pending), daemon=False
             )
@@ -230,13 +248,18 @@ class Checkpointer:
         step, tmp = pending.step, pending.tmp
         try:
             dcp.save(state_dict, storage_writer=writer, process_group=self._group)
-            log.info("step %d: tensor files written in %.2f s", step,
-                     time.monotonic() - pending.started)
+            log.info(
+                "step %d: tensor files written in %.2f s", step, time.monotonic() - pending.started
+            )
             self._finish(pending, hashed=writer.hashed_while_written())
         except (CheckpointException, OSError) as err:
             if _rank() == 0:
                 shutil.rmtree(tmp, ignore_errors=True)
-            cause = _first_failure(err) if isinstance(err, CheckpointException) else f"{type(err).__name__}: {err}"
+            cause = (
+                _first_failure(err)
+                if isinstance(err, CheckpointException)
+                else f"{type(err).__name__}: {err}"
+            )
             raise CheckpointSaveError(f"{tmp}: saving step {step} failed: {cause}") from None
 
     def wait(self) -> None:
@@ -308,7 +331,9 @@ class Checkpointer:
             hf_assets(hf_dir)
         extra_names = [f"{layout.DIST_CKPT_DIR}/{layout.DCP_METADATA_FILE}"]
         extra_names += [
-            str(p.relative_to(tmp)) for p in sorted((tmp / layout.HF_ASSETS_DIR).rglob("*")) if p.is_file()
+            str(p.relative_to(tmp))
+            for p in sorted((tmp / layout.HF_ASSETS_DIR).rglob("*"))
+            if p.is_file()
         ]
         for name in extra_names:
             layout.fsync_path(tmp / name)
@@ -335,13 +360,20 @@ class Checkpointer:
         for directory in (tmp / layout.DIST_CKPT_DIR, tmp):
             layout.fsync_path(directory)
         _maybe_die("after_manifest", step)
-        layout.replace_dir(tmp, layout.step_dir(self.run_dir, step))  # re-saving a step replaces it whole
+        layout.replace_dir(
+            tmp, layout.step_dir(self.run_dir, step)
+        )  # re-saving a step replaces it whole
         _maybe_die("after_rename", step)
         layout.write_tracker(self.run_dir, step)
         size = sum(record.size for record in files.values())
-        log.info("step %d: committed %s (%d files, %.1f MiB) %.2f s after the save began", step,
-                 layout.step_dir(self.run_dir, step), len(files), size / 2**20,
-                 time.monotonic() - pending.started)
+        log.info(
+            "step %d: committed %s (%d files, %.1f MiB) %.2f s after the save began",
+            step,
+            layout.step_dir(self.run_dir, step),
+            len(files),
+            size / 2**20,
+            time.monotonic() - pending.started,
+        )
         self._prune(step)
 
     def _prune(self, newest: int) -> None:
@@ -420,21 +452,26 @@ def load_checkpoint(
     stored = reader.read_metadata().state_dict_metadata
     wanted = {kind: _state_of(states[kind]) for kind in contents}
     flat, mapping = flatten_state_dict(wanted)
-    check_same_state(paths.dist_ckpt, stored, flat, [kind for kind in contents if kind != EXTRA], group)
+    check_same_state(
+        paths.dist_ckpt, stored, flat, [kind for kind in contents if kind != EXTRA], group
+    )
     for key in [k for k in flat if k.startswith(f"{EXTRA}.") and k not in stored]:
         _drop_path(wanted, mapping[key])
     try:
         dcp.load(wanted, storage_reader=reader, planner=SafeLoadPlanner(allow_partial_load=True))
     except CheckpointException as err:  # a BaseException carrying every rank's traceback
-        raise CheckpointLoadError(f"{paths.dist_ckpt}: load failed: {_first_failure(err)}") from None
+        raise CheckpointLoadError(
+            f"{paths.dist_ckpt}: load failed: {_first_failure(err)}"
+        ) from None
     for kind in contents:
         target = states[kind]
         if hasattr(target, "load_state_dict"):
             target.load_state_dict(wanted[kind])
         else:
             target.update(wanted[kind])
-    log.info("%s: loaded %s in %.2f s", paths.dist_ckpt, ", ".join(contents),
-             time.monotonic() - started)
+    log.info(
+        "%s: loaded %s in %.2f s", paths.dist_ckpt, ", ".join(contents), time.monotonic() - started
+    )
     return manifest
 
 
@@ -496,7 +533,9 @@ def _verify_before_load(paths: layout.CheckpointPaths, group: dist.ProcessGroup 
     """Every rank runs the cheap checks (same files, same verdict) and hashes its share of
     the files; the ranks agree on the outcome so that none enters DCP's collectives alone."""
     require_valid(paths, manifest_only=True)
-    rank, world = (dist.get_rank(group), dist.get_world_size(group)) if dist.is_initialized() else (0, 1)
+    rank, world = (
+        (dist.get_rank(group), dist.get_world_size(group)) if dist.is_initialized() else (0, 1)
+    )
     errors = manifest_hash_errors(paths, rank, world)
     if world > 1:
         gathered: list[list[str] | None] = [None] * world

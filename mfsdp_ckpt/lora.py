@@ -119,7 +119,8 @@ def base_weight_files(base_dir: str | os.PathLike) -> list[str]:
     """Weight files directly in a model dir (HF cache snapshots link them: links are followed)."""
     root = Path(base_dir)
     return sorted(
-        entry.name for entry in root.iterdir()
+        entry.name
+        for entry in root.iterdir()
         if entry.name.endswith(BASE_WEIGHT_SUFFIXES) and entry.is_file()
     )
 
@@ -159,8 +160,10 @@ def base_model_problems(
         present = set(base_weight_files(root))
     except OSError as err:
         return [(str(root), f"cannot list the base model dir ({err.strerror})")], []
-    errors = [(str(root / name), "weight file not in the manifest's base model record")
-              for name in sorted(present - set(record.files))]
+    errors = [
+        (str(root / name), "weight file not in the manifest's base model record")
+        for name in sorted(present - set(record.files))
+    ]
     if not record.files:
         errors.append((str(root), "manifest records no weight files for the base model"))
     for name, expected in sorted(record.files.items()):
@@ -193,15 +196,19 @@ def base_mismatch(trained_on: BaseModelRecord, current: BaseModelRecord) -> str 
     if trained_on.random_init or current.random_init:
         if trained_on.random_init and current.random_init and trained_on.seed == current.seed:
             return None
-        return (f"adapter was trained on {_describe(trained_on)}, "
-                f"this run's base is {_describe(current)}")
+        return (
+            f"adapter was trained on {_describe(trained_on)}, "
+            f"this run's base is {_describe(current)}"
+        )
     if trained_on.files == current.files:
         return None
     differing = sorted(set(trained_on.files) ^ set(current.files)) or sorted(
         name for name in trained_on.files if trained_on.files[name] != current.files[name]
     )
-    return (f"adapter was trained on the base in {trained_on.path}; {differing[0]} in this run's "
-            f"base {current.path} is missing, extra or has other bytes")
+    return (
+        f"adapter was trained on the base in {trained_on.path}; {differing[0]} in this run's "
+        f"base {current.path} is missing, extra or has other bytes"
+    )
 
 
 def _describe(record: BaseModelRecord) -> str:
@@ -243,7 +250,7 @@ class LoraSettings:
     @property
     def scale(self) -> float:
         """PEFT's scaling of B @ A: alpha / r, or alpha / sqrt(r) with rank-stabilised LoRA."""
-        return self.alpha / (self.rank ** 0.5 if self.use_rslora else self.rank)
+        return self.alpha / (self.rank**0.5 if self.use_rslora else self.rank)
 
 
 def read_lora_settings(manifest: Manifest, source: str = "manifest.json") -> LoraSettings:

@@ -40,12 +40,18 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
 
 def bytes_per_opcode(name: str, body: bytes, scratch: Path) -> float:
     prefix = b"\x80\x02" + (RECORD if name == "NEWOBJ" else b"")
-    ops_per_body = sum(1 for _ in pickletools.genops(prefix + body + b".")) - sum(1 for _ in pickletools.genops(prefix + b"."))
+    ops_per_body = sum(1 for _ in pickletools.genops(prefix + body + b".")) - sum(
+        1 for _ in pickletools.genops(prefix + b".")
+    )
     count = FLOOD_OPS // ops_per_body
     path = scratch / f"{name}.pkl"
     path.write_bytes(prefix + body * count + b".")
-    grew = subprocess.run([sys.executable, "-c", PROBE, str(REPO), str(path)], capture_output=True, text=True,
-                          check=True).stdout.split()[-1]
+    grew = subprocess.run(
+        [sys.executable, "-c", PROBE, str(REPO), str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()[-1]
     ops = sum(1 for _ in pickletools.genops(path.read_bytes()))
     return int(grew) / ops
 
@@ -53,19 +59,35 @@ def bytes_per_opcode(name: str, body: bytes, scratch: Path) -> float:
 def metadata_per_chunk() -> tuple[float, float]:
     import torch
     from torch.distributed.checkpoint.filesystem import _StorageInfo
-    from torch.distributed.checkpoint.metadata import (ChunkStorageMetadata, Metadata, MetadataIndex, StorageMeta,
-                                                       TensorProperties, TensorStorageMetadata)
+    from torch.distributed.checkpoint.metadata import (
+        ChunkStorageMetadata,
+        Metadata,
+        MetadataIndex,
+        StorageMeta,
+        TensorProperties,
+        TensorStorageMetadata,
+    )
 
     state, storage, chunks_total = {}, {}, 0
     for t in range(100):
         name = f"optimizer.state.model.layers.{t}.mlp.weight.exp_avg"
-        chunks = [ChunkStorageMetadata(torch.Size([r * 8, 0]), torch.Size([8, 4096])) for r in range(64)]
-        state[name] = TensorStorageMetadata(TensorProperties(dtype=torch.float32), torch.Size([512, 4096]), chunks)
+        chunks = [
+            ChunkStorageMetadata(torch.Size([r * 8, 0]), torch.Size([8, 4096])) for r in range(64)
+        ]
+        state[name] = TensorStorageMetadata(
+            TensorProperties(dtype=torch.float32), torch.Size([512, 4096]), chunks
+        )
         for r, chunk in enumerate(chunks):
-            storage[MetadataIndex(name, chunk.offsets, r)] = _StorageInfo(f"__{r}_0.distcp", 12345678, 131072)
+            storage[MetadataIndex(name, chunk.offsets, r)] = _StorageInfo(
+                f"__{r}_0.distcp", 12345678, 131072
+            )
         chunks_total += len(chunks)
-    metadata = Metadata(state, planner_data={k: tuple(k.split(".")) for k in state}, storage_data=storage,
-                        storage_meta=StorageMeta())
+    metadata = Metadata(
+        state,
+        planner_data={k: tuple(k.split(".")) for k in state},
+        storage_data=storage,
+        storage_meta=StorageMeta(),
+    )
     data = pickle.dumps(metadata)
     return len(data) / chunks_total, sum(1 for _ in pickletools.genops(data)) / chunks_total
 
@@ -75,7 +97,9 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as scratch:
         for name, body in FLOODS.items():
-            print(f"{name:<11} flood: {bytes_per_opcode(name, body, Path(scratch)):.0f} bytes retained per opcode")
+            print(
+                f"{name:<11} flood: {bytes_per_opcode(name, body, Path(scratch)):.0f} bytes retained per opcode"
+            )
     size, ops = metadata_per_chunk()
     print(f"DCP .metadata: {size:.0f} bytes and {ops:.0f} opcodes per chunk")
 

@@ -33,11 +33,17 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from tests import reliability_support as rs  # noqa: E402
 
-PYTEST_SUITES = ("tests/test_reliability_hostile.py", "tests/test_reliability_fuzz.py",
-                 "tests/test_reliability_limits.py", "tests/test_reliability_opcode_fuzz.py",
-                 "tests/test_hostile_outputs.py", "tests/test_hostile_config.py",
-                 "tests/test_resume_mismatch.py", "tests/test_interop_hostile.py",
-                 "tests/test_safe_files.py")
+PYTEST_SUITES = (
+    "tests/test_reliability_hostile.py",
+    "tests/test_reliability_fuzz.py",
+    "tests/test_reliability_limits.py",
+    "tests/test_reliability_opcode_fuzz.py",
+    "tests/test_hostile_outputs.py",
+    "tests/test_hostile_config.py",
+    "tests/test_resume_mismatch.py",
+    "tests/test_interop_hostile.py",
+    "tests/test_safe_files.py",
+)
 
 
 def cell(text: str, scratch: Path, limit: int = 140) -> str:
@@ -61,11 +67,15 @@ def matrix_rows(scratch: Path) -> tuple[list[str], int]:
     rows, failures = [], 0
     for fault in rs.FAULTS:
         for consumer in rs.CONSUMERS:
-            observed = rs.apply_and_consume(fault, pristine, scratch / f"{fault.name}-{consumer}", consumer)
+            observed = rs.apply_and_consume(
+                fault, pristine, scratch / f"{fault.name}-{consumer}", consumer
+            )
             failures += bool(observed.problems)
-            rows.append(f"| {fault.name} | {fault.kind} | {fault.what} | {consumer} | "
-                        f"{expected_text(fault.expect[consumer])} | {cell(observed.outcome.brief(), scratch)} | "
-                        f"{verdict(observed.problems)} |")
+            rows.append(
+                f"| {fault.name} | {fault.kind} | {fault.what} | {consumer} | "
+                f"{expected_text(fault.expect[consumer])} | {cell(observed.outcome.brief(), scratch)} | "
+                f"{verdict(observed.problems)} |"
+            )
     return rows, failures
 
 
@@ -75,13 +85,17 @@ def bad_input_rows(scratch: Path) -> tuple[list[str], int]:
     for bad in rs.BAD_INPUTS:
         observed = rs.run_bad_input(bad, pristine, scratch / f"bad-{bad.name}")
         failures += bool(observed.problems)
-        rows.append(f"| {bad.name} | {bad.what} | exit {bad.exit_code}, says “{bad.fragment}” | "
-                    f"{cell(observed.outcome.brief(), scratch)} | {verdict(observed.problems)} |")
+        rows.append(
+            f"| {bad.name} | {bad.what} | exit {bad.exit_code}, says “{bad.fragment}” | "
+            f"{cell(observed.outcome.brief(), scratch)} | {verdict(observed.problems)} |"
+        )
     observed, how = rs.disk_full_run(pristine, scratch / "disk-full")
     failures += bool(observed.problems)
-    rows.append(f"| disk_full | resumed run's next save hits a full disk: {how} | exit 1, says “saving step”, "
-                f"step 2 and tracker intact, no temp dir | {cell(observed.outcome.brief(), scratch)} | "
-                f"{verdict(observed.problems)} |")
+    rows.append(
+        f"| disk_full | resumed run's next save hits a full disk: {how} | exit 1, says “saving step”, "
+        f"step 2 and tracker intact, no temp dir | {cell(observed.outcome.brief(), scratch)} | "
+        f"{verdict(observed.problems)} |"
+    )
     return rows, failures
 
 
@@ -93,25 +107,42 @@ def crash_rows(scratch: Path) -> tuple[list[str], int]:
         started = time.monotonic()
         result = rs.run_crash(crash, data, scratch, reference)
         failures += bool(result.problems)
-        rows.append(f"| {crash.name} | {crash.when} | `{crash.kill_at}` | {result.killed_rc} | "
-                    f"exit {result.validate.exit_code}, step {result.validated_step} | {result.resumed_from} | "
-                    f"{'bitwise equal' if result.losses_equal else 'differ'} | {time.monotonic() - started:.0f} s | "
-                    f"{verdict(result.problems)} |")
+        rows.append(
+            f"| {crash.name} | {crash.when} | `{crash.kill_at}` | {result.killed_rc} | "
+            f"exit {result.validate.exit_code}, step {result.validated_step} | {result.resumed_from} | "
+            f"{'bitwise equal' if result.losses_equal else 'differ'} | {time.monotonic() - started:.0f} s | "
+            f"{verdict(result.problems)} |"
+        )
     return rows, failures
 
 
 def pytest_rows(scratch: Path) -> tuple[list[str], int]:
     report = scratch / "junit.xml"
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
-                    *PYTEST_SUITES], cwd=REPO, capture_output=True, text=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={report}",
+            *PYTEST_SUITES,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     rows, failures = [], 0
     for case in ElementTree.parse(report).iter("testcase"):
         failed = case.find("failure") is not None or case.find("error") is not None
         skipped = case.find("skipped") is not None
         failures += failed or skipped
         outcome = "**FAIL**" if failed else ("**skipped**" if skipped else "pass")
-        rows.append(f"| {case.get('classname', '').split('.')[-1]} | {case.get('name')} | "
-                    f"{float(case.get('time', 0)):.1f} s | {outcome} |")
+        rows.append(
+            f"| {case.get('classname', '').split('.')[-1]} | {case.get('name')} | "
+            f"{float(case.get('time', 0)):.1f} s | {outcome} |"
+        )
     return rows, failures
 
 
@@ -207,11 +238,17 @@ def render(sections: dict[str, tuple[list[str], int]], seconds: float) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "reliability.md")
-    parser.add_argument("--skip-crash", action="store_true", help="Leave out the 2-process kill runs (~3 min).")
+    parser.add_argument(
+        "--skip-crash", action="store_true", help="Leave out the 2-process kill runs (~3 min)."
+    )
     args = parser.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run `finally`s: kill launched ranks, remove scratch
+    signal.signal(
+        signal.SIGTERM, lambda *_: sys.exit(143)
+    )  # run `finally`s: kill launched ranks, remove scratch
     started = time.monotonic()
     sections: dict[str, tuple[list[str], int]] = {}
     with tempfile.TemporaryDirectory(prefix="mfsdp-reliability-") as tmp:

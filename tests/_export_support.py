@@ -15,7 +15,9 @@ def fixed_inputs(vocab_size: int, batch: int = 2, length: int = 12) -> torch.Ten
     return torch.randint(0, vocab_size, (batch, length), generator=generator)
 
 
-def logits_of(model_dir: str | Path, input_ids: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+def logits_of(
+    model_dir: str | Path, input_ids: torch.Tensor, dtype: torch.dtype | None = None
+) -> torch.Tensor:
     """Load an export exactly as a user would and run it."""
     from transformers import AutoModelForCausalLM
 
@@ -44,7 +46,9 @@ def copy_hf_assets_from(model_dir: Path):
     return copy
 
 
-def save_single_process_checkpoint(run_dir: Path, assets_dir: Path, seed: int = 0) -> torch.nn.Module:
+def save_single_process_checkpoint(
+    run_dir: Path, assets_dir: Path, seed: int = 0
+) -> torch.nn.Module:
     """A one-process checkpoint of the tiny model through Checkpointer; returns the model."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -56,7 +60,11 @@ def save_single_process_checkpoint(run_dir: Path, assets_dir: Path, seed: int = 
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     Checkpointer(run_dir, strategy="none", model_family="qwen2").save(
         1,
-        {"model": ModelState(model), "optimizer": OptimizerState(model, optimizer), "extra": {"step": 1}},
+        {
+            "model": ModelState(model),
+            "optimizer": OptimizerState(model, optimizer),
+            "extra": {"step": 1},
+        },
         contents=("model", "extra"),
         hf_assets=copy_hf_assets_from(assets_dir),
     )

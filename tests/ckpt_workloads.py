@@ -22,7 +22,9 @@ VOCAB = 96
 
 def tiny_config() -> Qwen2Config:
     kwargs = tiny_config_kwargs(VOCAB)
-    kwargs.update(hidden_size=64, intermediate_size=96, num_attention_heads=2, num_key_value_heads=1)
+    kwargs.update(
+        hidden_size=64, intermediate_size=96, num_attention_heads=2, num_key_value_heads=1
+    )
     return Qwen2Config(**kwargs)
 
 
@@ -37,7 +39,9 @@ def build(sharded: bool) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
 
 
 def train(model, optimizer, steps: int, seed: int = 1) -> list[float]:
-    generator = torch.Generator().manual_seed(seed + (dist.get_rank() if dist.is_initialized() else 0))
+    generator = torch.Generator().manual_seed(
+        seed + (dist.get_rank() if dist.is_initialized() else 0)
+    )
     losses = []
     for _ in range(steps):
         batch = torch.randint(0, VOCAB, (2, 12), generator=generator)
@@ -51,7 +55,10 @@ def train(model, optimizer, steps: int, seed: int = 1) -> list[float]:
 
 def full_state(model, optimizer) -> dict[str, torch.Tensor]:
     """Every model and optimizer tensor as a full (unsharded) tensor, keyed like the checkpoint."""
-    states = {"model": ModelState(model).state_dict(), "optimizer": OptimizerState(model, optimizer).state_dict()}
+    states = {
+        "model": ModelState(model).state_dict(),
+        "optimizer": OptimizerState(model, optimizer).state_dict(),
+    }
     flat = {}
 
     def visit(prefix: str, value) -> None:
@@ -76,12 +83,18 @@ def states_of(model, optimizer, step: int) -> dict:
     }
 
 
-def train_and_save(rank: int, world_size: int, run_dir: str, steps: int, out: str, async_save: bool = False) -> None:
+def train_and_save(
+    rank: int, world_size: int, run_dir: str, steps: int, out: str, async_save: bool = False
+) -> None:
     model, optimizer = build(sharded=world_size > 1)
     train(model, optimizer, steps)
     state = full_state(model, optimizer)
     checkpointer = Checkpointer(run_dir, strategy="fsdp2", keep_last=2, async_save=async_save)
-    checkpointer.save(steps, states_of(model, optimizer, steps), hf_assets=lambda d: tiny_config().save_pretrained(d))
+    checkpointer.save(
+        steps,
+        states_of(model, optimizer, steps),
+        hf_assets=lambda d: tiny_config().save_pretrained(d),
+    )
     if async_save:  # training goes on while the save is written: it must not leak into it
         train(model, optimizer, 2, seed=50)
     checkpointer.close()
@@ -109,7 +122,9 @@ def load_and_dump(rank: int, world_size: int, path: str, out: str) -> None:
     model, optimizer = build(sharded=world_size > 1)
     train(model, optimizer, 1, seed=99)  # different values and initialized optimizer state
     extra: dict = {"step": -1, f"rng_rank{rank}": torch.get_rng_state()}
-    load_checkpoint(layout.resolve_checkpoint(path), {**states_of(model, optimizer, 0), "extra": extra})
+    load_checkpoint(
+        layout.resolve_checkpoint(path), {**states_of(model, optimizer, 0), "extra": extra}
+    )
     state = full_state(model, optimizer)
     state["extra.step"] = torch.tensor(extra["step"])
     if rank == 0:
@@ -137,7 +152,9 @@ def save_uneven_dtensor(rank: int, world_size: int, run_dir: str, async_save: bo
     start, rows = uneven_rows(rank)
     full = torch.arange(40, dtype=torch.float32).reshape(10, 4)
     local = full[start : start + rows].clone()
-    tensor = DTensor.from_local(local, mesh, [Shard(0)], shape=full.shape, stride=full.stride(), run_check=False)
+    tensor = DTensor.from_local(
+        local, mesh, [Shard(0)], shape=full.shape, stride=full.stride(), run_check=False
+    )
     attach_uneven_chunk_metadata({"w": tensor})
     checkpointer = Checkpointer(run_dir, strategy="megatron_fsdp", async_save=async_save)
     checkpointer.save(1, {"model": {"w": tensor}}, contents=("model",))

@@ -20,8 +20,11 @@ from trainer.distributed import free_port
 
 def _entry(rank: int, world_size: int, port: int, fn: Callable, args: tuple) -> None:
     os.environ.update(
-        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-        WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        LOCAL_RANK=str(rank),
     )
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world_size)
@@ -33,8 +36,13 @@ def _entry(rank: int, world_size: int, port: int, fn: Callable, args: tuple) -> 
 
 def run_distributed(fn: Callable[..., Any], world_size: int, *args: Any) -> None:
     """Call fn(rank, world_size, *args) in `world_size` spawned processes; raise if any fails."""
-    mp.start_processes(_entry, args=(world_size, free_port(), fn, args), nprocs=world_size,
-                       start_method="spawn", join=True)
+    mp.start_processes(
+        _entry,
+        args=(world_size, free_port(), fn, args),
+        nprocs=world_size,
+        start_method="spawn",
+        join=True,
+    )
 
 
 def scratch_dir() -> str:

@@ -26,7 +26,9 @@ from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dcp_metadata import load_metadata
 
 REPO = Path(__file__).resolve().parents[1]
-BUDGET = 3 << 29  # 1.5 GiB above the process after imports: the 1 GiB target plus the tiny model's tensors
+BUDGET = (
+    3 << 29
+)  # 1.5 GiB above the process after imports: the 1 GiB target plus the tiny model's tensors
 CASE_TIMEOUT_S = 30
 
 PROBE = r"""
@@ -65,14 +67,20 @@ print(json.dumps(records))
 """
 
 
-def run_limited(cases: list[list[str]], scratch: Path, budget: int = BUDGET, timeout: int = CASE_TIMEOUT_S
-                ) -> list[dict]:
+def run_limited(
+    cases: list[list[str]], scratch: Path, budget: int = BUDGET, timeout: int = CASE_TIMEOUT_S
+) -> list[dict]:
     """Run each CLI argument list in one limited process (module docstring)."""
     spec = scratch / "cases.json"
     spec.write_text(json.dumps([[str(a) for a in args] for args in cases]))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "2"}
-    done = subprocess.run([sys.executable, "-c", PROBE, str(REPO), str(budget), str(timeout), str(spec)],
-                          capture_output=True, text=True, timeout=timeout * len(cases) + 120, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(REPO), str(budget), str(timeout), str(spec)],
+        capture_output=True,
+        text=True,
+        timeout=timeout * len(cases) + 120,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -94,7 +102,10 @@ def rehash(run: Path) -> None:
     for name in list(data["files"]):
         file = step / name
         if file.is_file() and not file.is_symlink():
-            data["files"][name] = {"size": file.stat().st_size, "sha256": hashlib.sha256(file.read_bytes()).hexdigest()}
+            data["files"][name] = {
+                "size": file.stat().st_size,
+                "sha256": hashlib.sha256(file.read_bytes()).hexdigest(),
+            }
     path.write_text(json.dumps(data, indent=2))
 
 
@@ -114,8 +125,13 @@ def model_weight(metadata, dtype=torch.float32) -> str:
     """The largest model tensor of `dtype` (the tiny model's embedding)."""
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-    tensors = [(k, v) for k, v in metadata.state_dict_metadata.items()
-               if k.startswith("model.") and isinstance(v, TensorStorageMetadata) and v.properties.dtype == dtype]
+    tensors = [
+        (k, v)
+        for k, v in metadata.state_dict_metadata.items()
+        if k.startswith("model.")
+        and isinstance(v, TensorStorageMetadata)
+        and v.properties.dtype == dtype
+    ]
     return max(tensors, key=lambda kv: kv[1].size.numel())[0]
 
 
@@ -147,8 +163,14 @@ def saved_tensor_blob(tensor: torch.Tensor) -> bytes:
     return buffer.getvalue()
 
 
-def rezip(blob: bytes, replace: dict[str, bytes] | None = None, compress: set[str] = frozenset(),
-          extra_members: int = 0, pad: int = 0, inflated: int = 0) -> bytes:
+def rezip(
+    blob: bytes,
+    replace: dict[str, bytes] | None = None,
+    compress: set[str] = frozenset(),
+    extra_members: int = 0,
+    pad: int = 0,
+    inflated: int = 0,
+) -> bytes:
     """A torch.save blob rebuilt with members replaced, padded with `extra_members` empty
     members or one stored member of `pad` bytes (so the blob is as long as the data it
     declares and only a look inside can refuse it), and the members in `compress` DEFLATEd

@@ -32,8 +32,15 @@ def main(out: Path) -> None:
     env = init_distributed("cuda")
     strategy = make_strategy(StrategyConfig(name="megatron_fsdp", mixed_precision="bf16"), env)
     torch.manual_seed(0)
-    config = Qwen2Config(vocab_size=512, hidden_size=128, intermediate_size=320, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False)
+    config = Qwen2Config(
+        vocab_size=512,
+        hidden_size=128,
+        intermediate_size=320,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=False,
+    )
     with torch.device("cuda"):
         model = strategy.wrap(Qwen2ForCausalLM(config))
     optimizer = strategy.build_optimizer(model, OptimConfig(lr=1e-3))
@@ -45,14 +52,23 @@ def main(out: Path) -> None:
     model_state = strategy.model_state(model).state_dict()
     adam_state = strategy.optimizer_state(model, optimizer).state_dict()["state"]
     lookup = {f"model.{k}": v for k, v in model_state.items()}
-    lookup.update({f"optim.{n}.{k}": v for n, s in adam_state.items() for k, v in s.items() if isinstance(v, DTensor)})
+    lookup.update(
+        {
+            f"optim.{n}.{k}": v
+            for n, s in adam_state.items()
+            for k, v in s.items()
+            if isinstance(v, DTensor)
+        }
+    )
     ours = {key: chunk(tensor) for key, tensor in lookup.items()}
 
     held = [None] * dist.get_world_size()
     dist.all_gather_object(held, sorted(ours))
     on_every_rank = sorted(set.intersection(*(set(keys) for keys in held)))
     theirs = {}
-    for key in on_every_rank:  # Megatron's function is collective: same tensors, same order everywhere
+    for (
+        key
+    ) in on_every_rank:  # Megatron's function is collective: same tensors, same order everywhere
         meta = gather_and_compute_chunk_metadata(lookup[key])
         theirs[key] = [*meta.offsets, *meta.sizes]
     report = {

@@ -39,8 +39,14 @@ from tests.sft_support import write_chat_jsonl  # noqa: E402
 
 CONFIG = str(REPO / "examples" / "sft_tiny_cpu.yaml")
 BASE_STEP = 2  # the pristine run saves this one step
-RUN_SETTINGS = ("data.val_ratio=0", "trainer.eval_every=0", "trainer.progress_bar=false",
-                "data.global_batch_size=8", "data.max_tokens_per_micro_batch=256", "optim.warmup_steps=1")
+RUN_SETTINGS = (
+    "data.val_ratio=0",
+    "trainer.eval_every=0",
+    "trainer.progress_bar=false",
+    "data.global_batch_size=8",
+    "data.max_tokens_per_micro_batch=256",
+    "optim.warmup_steps=1",
+)
 MARKER = "pwned"  # a file a booby-trapped checkpoint tries to create next to the run dir
 BAIT = "outside.distcp"  # a file outside the checkpoint that hostile paths point at
 
@@ -48,8 +54,16 @@ BAIT = "outside.distcp"  # a file outside the checkpoint that hostile paths poin
 # --------------------------------------------------------------------------- pristine run
 def sft_args(data: Path, run_dir: Path, *extra: str) -> list[str]:
     """`mfsdp train sft` arguments for the tiny default on `data`, writing `run_dir`."""
-    return ["train", "sft", "--config", CONFIG, f"data.train_files={data}", f"trainer.run_dir={run_dir}",
-            *RUN_SETTINGS, *extra]
+    return [
+        "train",
+        "sft",
+        "--config",
+        CONFIG,
+        f"data.train_files={data}",
+        f"trainer.run_dir={run_dir}",
+        *RUN_SETTINGS,
+        *extra,
+    ]
 
 
 def make_pristine(root: Path) -> Path:
@@ -100,9 +114,13 @@ class Outcome:
 def invoke(args: list[str]) -> Outcome:
     try:
         result = CliRunner().invoke(app, [str(a) for a in args])
-    except BaseException as err:  # DCP's CheckpointException is a BaseException: click lets it through
+    except (
+        BaseException
+    ) as err:  # DCP's CheckpointException is a BaseException: click lets it through
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        return Outcome(1, f"{type(err).__name__}: {first}", f"Traceback: {type(err).__name__}: {err}", True)
+        return Outcome(
+            1, f"{type(err).__name__}: {first}", f"Traceback: {type(err).__name__}: {err}", True
+        )
     output = result.output
     escaped = result.exception is not None and not isinstance(result.exception, SystemExit)
     if escaped:
@@ -158,8 +176,10 @@ def _rehash(run: Path, *names: str) -> None:
     def edit(data: dict) -> None:
         for name in names:
             file = step_dir(run) / name
-            data["files"][name] = {"size": file.stat().st_size,
-                                   "sha256": hashlib.sha256(file.read_bytes()).hexdigest()}
+            data["files"][name] = {
+                "size": file.stat().st_size,
+                "sha256": hashlib.sha256(file.read_bytes()).hexdigest(),
+            }
 
     _edit_manifest(run, edit)
 
@@ -219,7 +239,9 @@ def add_unknown_file(run: Path) -> None:
 
 def edit_manifest_size(run: Path) -> None:
     name = f"{layout.DIST_CKPT_DIR}/{biggest_shard(run).name}"
-    _edit_manifest(run, lambda data: data["files"][name].update(size=data["files"][name]["size"] + 1))
+    _edit_manifest(
+        run, lambda data: data["files"][name].update(size=data["files"][name]["size"] + 1)
+    )
 
 
 def truncate_metadata(run: Path) -> None:
@@ -276,7 +298,9 @@ def blob_runs_code(run: Path) -> None:
 
 
 def manifest_path_traversal(run: Path) -> None:
-    _edit_manifest(run, lambda data: data["files"].update({"../../x": {"size": 1, "sha256": "0" * 64}}))
+    _edit_manifest(
+        run, lambda data: data["files"].update({"../../x": {"size": 1, "sha256": "0" * 64}})
+    )
 
 
 def metadata_path_traversal(run: Path) -> None:
@@ -317,7 +341,9 @@ def absurd_offset(run: Path) -> None:
 
     def edit(metadata) -> None:
         index = _first_model_chunk(metadata)
-        metadata.storage_data[index] = dataclasses.replace(metadata.storage_data[index], offset=2**62, length=2**41)
+        metadata.storage_data[index] = dataclasses.replace(
+            metadata.storage_data[index], offset=2**62, length=2**41
+        )
 
     _rewrite_metadata(run, edit)
 
@@ -339,7 +365,11 @@ class Expect:
             problems.append(f"exit {outcome.exit_code}, expected {self.exit_code}")
         if self.fragment and self.fragment not in outcome.output:
             problems.append(f"output lacks {self.fragment!r}")
-        if outcome.exit_code != 0 and not outcome.message.startswith("error:") and outcome.message.strip():
+        if (
+            outcome.exit_code != 0
+            and not outcome.message.startswith("error:")
+            and outcome.message.strip()
+        ):
             if "INVALID" not in outcome.message:  # validate's verdict line is its one-line answer
                 problems.append(f"not a one-line error: {outcome.message!r}")
         return problems
@@ -357,94 +387,195 @@ class Fault:
 REFUSED = 1  # a bad checkpoint is a failed run/check (exit 1); a path that is not one is usage (2)
 
 FAULTS: tuple[Fault, ...] = (
-    Fault("truncated_shard", "corruption", "largest .distcp loses its last 100 bytes", truncate_shard, {
-        "validate": Expect(1, "(truncated)"),
-        "export-hf": Expect(REFUSED, "truncated"),
-        "resume": Expect(REFUSED, "truncated"),
-    }),
-    Fault("flipped_byte", "corruption", "one byte in the middle of the largest .distcp inverted", flip_byte, {
-        "validate": Expect(1, "sha256 differs from the manifest"),
-        "export-hf": Expect(0, wrote_nothing=False, note="plain export does not hash: the files hold the optimizer's "
-                            "bytes too, so hashing would triple its reads; `export-hf --verify`, `validate --deep` "
-                            "and resume catch it"),
-        "resume": Expect(REFUSED, "sha256"),
-    }),
-    Fault("deleted_shard", "corruption", "largest .distcp deleted", delete_shard, {
-        "validate": Expect(1, "missing"),
-        "export-hf": Expect(REFUSED, "missing"),
-        "resume": Expect(REFUSED, "missing"),
-    }),
-    Fault("unknown_file", "corruption", "an extra __7_0.distcp no manifest or metadata names", add_unknown_file, {
-        "validate": Expect(0, "not listed in the manifest (unknown file)"),
-        "export-hf": Expect(0, wrote_nothing=False),
-        "resume": Expect(0, wrote_nothing=False),
-    }),
-    Fault("manifest_size_edited", "corruption", "manifest.json: one file's size + 1", edit_manifest_size, {
-        "validate": Expect(1, "manifest says"),
-        "export-hf": Expect(REFUSED, "manifest says"),
-        "resume": Expect(REFUSED, "manifest says"),
-    }),
-    Fault("metadata_truncated", "corruption", ".metadata cut to its first 200 bytes", truncate_metadata, {
-        "validate": Expect(1, "unreadable DCP metadata"),
-        "export-hf": Expect(REFUSED, "unreadable DCP metadata"),
-        "resume": Expect(REFUSED, "unreadable DCP metadata"),
-    }),
-    Fault("tracker_missing_step", "corruption", "tracker names step 7, which does not exist",
-          tracker_names_missing_step, {
-        "validate": Expect(1, "names step 7, which is missing or incomplete"),
-        "export-hf": Expect(2, "names step 7"),
-        "resume": Expect(0, wrote_nothing=False, note="resume=auto takes the newest complete step (2) when the "
-                         "tracker names a missing one; the checkpoint it loads is intact"),
-    }),
-    Fault("optimizer_absent", "corruption", "manifest lists 'optimizer'; .metadata has no optimizer state",
-          drop_optimizer_state, {
-        "validate": Expect(1, "manifest lists 'optimizer' but the checkpoint has no optimizer state"),
-        "export-hf": Expect(REFUSED, "no optimizer state"),
-        "resume": Expect(REFUSED, "no optimizer state"),
-    }),
-    Fault("storage_entry_missing", "corruption", ".metadata: a model chunk has no storage entry",
-          drop_storage_entry, {
-        "validate": Expect(1, "has no storage entry"),
-        "export-hf": Expect(REFUSED, "has no storage entry"),
-        "resume": Expect(REFUSED, "has no storage entry"),
-    }),
-    Fault("metadata_runs_code", "hostile", ".metadata is a pickle that calls os.system", metadata_runs_code, {
-        "validate": Expect(1, "refusing to load global"),
-        "export-hf": Expect(REFUSED, "refusing to load global"),
-        "resume": Expect(REFUSED, "refusing to load global"),
-    }),
-    Fault("blob_runs_code", "hostile", "a model tensor's blob is a torch.save that calls os.system",
-          blob_runs_code, {
-        "validate": Expect(1, "unreadable blob"),
-        "export-hf": Expect(REFUSED, "unreadable blob"),
-        "resume": Expect(REFUSED, "Weights only load failed"),
-    }),
-    Fault("manifest_path_traversal", "hostile", "manifest.json lists '../../x'", manifest_path_traversal, {
-        "validate": Expect(1, "escapes the checkpoint directory"),
-        "export-hf": Expect(REFUSED, "escapes the checkpoint directory"),
-        "resume": Expect(REFUSED, "escapes the checkpoint directory"),
-    }),
-    Fault("metadata_path_traversal", "hostile", ".metadata points a shard at '../../outside.distcp'",
-          metadata_path_traversal, {
-        "validate": Expect(1, "escapes the checkpoint directory"),
-        "export-hf": Expect(REFUSED, "escapes the checkpoint directory"),
-        "resume": Expect(REFUSED, "escapes the checkpoint directory"),
-    }),
-    Fault("symlink_out", "hostile", "largest .distcp is a symlink to a copy outside the checkpoint", symlink_out, {
-        "validate": Expect(1, "outside the checkpoint"),
-        "export-hf": Expect(REFUSED, "outside the checkpoint"),
-        "resume": Expect(REFUSED, "outside the checkpoint"),
-    }),
-    Fault("absurd_shape", "hostile", "a tensor claims shape (2**40, 2**40)", absurd_shape, {
-        "validate": Expect(1, "absurdly large"),
-        "export-hf": Expect(REFUSED, "absurdly large"),
-        "resume": Expect(REFUSED, "absurdly large"),
-    }),
-    Fault("absurd_offset", "hostile", "a chunk claims offset 2**62, length 2**41", absurd_offset, {
-        "validate": Expect(1, "truncated"),
-        "export-hf": Expect(REFUSED, "truncated"),
-        "resume": Expect(REFUSED, "truncated"),
-    }),
+    Fault(
+        "truncated_shard",
+        "corruption",
+        "largest .distcp loses its last 100 bytes",
+        truncate_shard,
+        {
+            "validate": Expect(1, "(truncated)"),
+            "export-hf": Expect(REFUSED, "truncated"),
+            "resume": Expect(REFUSED, "truncated"),
+        },
+    ),
+    Fault(
+        "flipped_byte",
+        "corruption",
+        "one byte in the middle of the largest .distcp inverted",
+        flip_byte,
+        {
+            "validate": Expect(1, "sha256 differs from the manifest"),
+            "export-hf": Expect(
+                0,
+                wrote_nothing=False,
+                note="plain export does not hash: the files hold the optimizer's "
+                "bytes too, so hashing would triple its reads; `export-hf --verify`, `validate --deep` "
+                "and resume catch it",
+            ),
+            "resume": Expect(REFUSED, "sha256"),
+        },
+    ),
+    Fault(
+        "deleted_shard",
+        "corruption",
+        "largest .distcp deleted",
+        delete_shard,
+        {
+            "validate": Expect(1, "missing"),
+            "export-hf": Expect(REFUSED, "missing"),
+            "resume": Expect(REFUSED, "missing"),
+        },
+    ),
+    Fault(
+        "unknown_file",
+        "corruption",
+        "an extra __7_0.distcp no manifest or metadata names",
+        add_unknown_file,
+        {
+            "validate": Expect(0, "not listed in the manifest (unknown file)"),
+            "export-hf": Expect(0, wrote_nothing=False),
+            "resume": Expect(0, wrote_nothing=False),
+        },
+    ),
+    Fault(
+        "manifest_size_edited",
+        "corruption",
+        "manifest.json: one file's size + 1",
+        edit_manifest_size,
+        {
+            "validate": Expect(1, "manifest says"),
+            "export-hf": Expect(REFUSED, "manifest says"),
+            "resume": Expect(REFUSED, "manifest says"),
+        },
+    ),
+    Fault(
+        "metadata_truncated",
+        "corruption",
+        ".metadata cut to its first 200 bytes",
+        truncate_metadata,
+        {
+            "validate": Expect(1, "unreadable DCP metadata"),
+            "export-hf": Expect(REFUSED, "unreadable DCP metadata"),
+            "resume": Expect(REFUSED, "unreadable DCP metadata"),
+        },
+    ),
+    Fault(
+        "tracker_missing_step",
+        "corruption",
+        "tracker names step 7, which does not exist",
+        tracker_names_missing_step,
+        {
+            "validate": Expect(1, "names step 7, which is missing or incomplete"),
+            "export-hf": Expect(2, "names step 7"),
+            "resume": Expect(
+                0,
+                wrote_nothing=False,
+                note="resume=auto takes the newest complete step (2) when the "
+                "tracker names a missing one; the checkpoint it loads is intact",
+            ),
+        },
+    ),
+    Fault(
+        "optimizer_absent",
+        "corruption",
+        "manifest lists 'optimizer'; .metadata has no optimizer state",
+        drop_optimizer_state,
+        {
+            "validate": Expect(
+                1, "manifest lists 'optimizer' but the checkpoint has no optimizer state"
+            ),
+            "export-hf": Expect(REFUSED, "no optimizer state"),
+            "resume": Expect(REFUSED, "no optimizer state"),
+        },
+    ),
+    Fault(
+        "storage_entry_missing",
+        "corruption",
+        ".metadata: a model chunk has no storage entry",
+        drop_storage_entry,
+        {
+            "validate": Expect(1, "has no storage entry"),
+            "export-hf": Expect(REFUSED, "has no storage entry"),
+            "resume": Expect(REFUSED, "has no storage entry"),
+        },
+    ),
+    Fault(
+        "metadata_runs_code",
+        "hostile",
+        ".metadata is a pickle that calls os.system",
+        metadata_runs_code,
+        {
+            "validate": Expect(1, "refusing to load global"),
+            "export-hf": Expect(REFUSED, "refusing to load global"),
+            "resume": Expect(REFUSED, "refusing to load global"),
+        },
+    ),
+    Fault(
+        "blob_runs_code",
+        "hostile",
+        "a model tensor's blob is a torch.save that calls os.system",
+        blob_runs_code,
+        {
+            "validate": Expect(1, "unreadable blob"),
+            "export-hf": Expect(REFUSED, "unreadable blob"),
+            "resume": Expect(REFUSED, "Weights only load failed"),
+        },
+    ),
+    Fault(
+        "manifest_path_traversal",
+        "hostile",
+        "manifest.json lists '../../x'",
+        manifest_path_traversal,
+        {
+            "validate": Expect(1, "escapes the checkpoint directory"),
+            "export-hf": Expect(REFUSED, "escapes the checkpoint directory"),
+            "resume": Expect(REFUSED, "escapes the checkpoint directory"),
+        },
+    ),
+    Fault(
+        "metadata_path_traversal",
+        "hostile",
+        ".metadata points a shard at '../../outside.distcp'",
+        metadata_path_traversal,
+        {
+            "validate": Expect(1, "escapes the checkpoint directory"),
+            "export-hf": Expect(REFUSED, "escapes the checkpoint directory"),
+            "resume": Expect(REFUSED, "escapes the checkpoint directory"),
+        },
+    ),
+    Fault(
+        "symlink_out",
+        "hostile",
+        "largest .distcp is a symlink to a copy outside the checkpoint",
+        symlink_out,
+        {
+            "validate": Expect(1, "outside the checkpoint"),
+            "export-hf": Expect(REFUSED, "outside the checkpoint"),
+            "resume": Expect(REFUSED, "outside the checkpoint"),
+        },
+    ),
+    Fault(
+        "absurd_shape",
+        "hostile",
+        "a tensor claims shape (2**40, 2**40)",
+        absurd_shape,
+        {
+            "validate": Expect(1, "absurdly large"),
+            "export-hf": Expect(REFUSED, "absurdly large"),
+            "resume": Expect(REFUSED, "absurdly large"),
+        },
+    ),
+    Fault(
+        "absurd_offset",
+        "hostile",
+        "a chunk claims offset 2**62, length 2**41",
+        absurd_offset,
+        {
+            "validate": Expect(1, "truncated"),
+            "export-hf": Expect(REFUSED, "truncated"),
+            "resume": Expect(REFUSED, "truncated"),
+        },
+    ),
 )
 
 
@@ -478,7 +609,11 @@ def apply_and_consume(fault: Fault, pristine: Path, scratch: Path, consumer: str
 
 # --------------------------------------------------------------------------- crash harness
 CRASH_STEPS = 4  # total steps; saves at 2 and 4, the kill lands in the save of step 4
-CRASH_SETTINGS = (f"trainer.total_steps={CRASH_STEPS}", "checkpoint.save_every=2", "strategy.name=fsdp2")
+CRASH_SETTINGS = (
+    f"trainer.total_steps={CRASH_STEPS}",
+    "checkpoint.save_every=2",
+    "strategy.name=fsdp2",
+)
 CRASH_TIMEOUT_S = 180
 
 
@@ -496,12 +631,21 @@ CRASHES: tuple[Crash, ...] = (
     Crash("before_files", "temp dir made, before any file", f"before_files:1@{CRASH_STEPS}"),
     Crash("mid_file", "rank 1 dies 4 KiB into its first data file", f"mid_file:1@{CRASH_STEPS}"),
     Crash("after_files", "all DCP files written, none hashed", f"after_files:0@{CRASH_STEPS}"),
-    Crash("before_manifest", "files hashed, huggingface/ written, before the manifest",
-          f"before_manifest:0@{CRASH_STEPS}"),
-    Crash("after_manifest", "manifest written, before the rename", f"after_manifest:0@{CRASH_STEPS}"),
+    Crash(
+        "before_manifest",
+        "files hashed, huggingface/ written, before the manifest",
+        f"before_manifest:0@{CRASH_STEPS}",
+    ),
+    Crash(
+        "after_manifest", "manifest written, before the rename", f"after_manifest:0@{CRASH_STEPS}"
+    ),
     Crash("after_rename", "step dir renamed, before the tracker", f"after_rename:0@{CRASH_STEPS}"),
-    Crash("async_mid_file", "async save: rank 0's background writer dies mid-file",
-          f"mid_file:0@{CRASH_STEPS}", async_save=True),
+    Crash(
+        "async_mid_file",
+        "async save: rank 0's background writer dies mid-file",
+        f"mid_file:0@{CRASH_STEPS}",
+        async_save=True,
+    ),
 )
 
 
@@ -509,7 +653,9 @@ def crash_data(root: Path) -> Path:
     return write_chat_jsonl(root / "train.jsonl", rows=40)
 
 
-def launch_two_ranks(data: Path, run: Path, *extra: str, kill_at: str | None = None) -> tuple[int, str]:
+def launch_two_ranks(
+    data: Path, run: Path, *extra: str, kill_at: str | None = None
+) -> tuple[int, str]:
     """`mfsdp train sft --nproc-per-node 2` in its own session; on a hang (a rank stuck in a
     collective after its peer died) the whole process group is killed. Returns (rc, stderr)."""
     import signal
@@ -519,10 +665,25 @@ def launch_two_ranks(data: Path, run: Path, *extra: str, kill_at: str | None = N
     env.pop(KILL_ENV, None)
     if kill_at:
         env[KILL_ENV] = kill_at
-    command = [sys.executable, "-m", "cli.train", "sft", "--nproc-per-node", "2", "--json",
-               *sft_args(data, run, *CRASH_SETTINGS, *extra)[2:]]
-    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True)
+    command = [
+        sys.executable,
+        "-m",
+        "cli.train",
+        "sft",
+        "--nproc-per-node",
+        "2",
+        "--json",
+        *sft_args(data, run, *CRASH_SETTINGS, *extra)[2:],
+    ]
+    process = subprocess.Popen(
+        command,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, err = process.communicate(timeout=CRASH_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -576,11 +737,13 @@ def run_crash(crash: Crash, data: Path, root: Path, reference: dict[int, float])
         problems.append("the run was not killed (fault point never reached)")
     outcome = invoke(["ckpt", "validate", run, "--json"])
     try:
-        validated_step = json.loads(outcome.output[outcome.output.index("{"):])["step"]
+        validated_step = json.loads(outcome.output[outcome.output.index("{") :])["step"]
     except ValueError:
         validated_step = None
     if outcome.exit_code != 0 or validated_step != CRASH_STEPS - 2:
-        problems.append(f"validate: exit {outcome.exit_code}, step {validated_step}, expected exit 0, step 2")
+        problems.append(
+            f"validate: exit {outcome.exit_code}, step {validated_step}, expected exit 0, step 2"
+        )
     logged_before_resume = metrics_lines(run)
     resume_rc, resume_log = launch_two_ranks(data, run, *extra)
     resumed_from = None
@@ -589,14 +752,22 @@ def run_crash(crash: Crash, data: Path, root: Path, reference: dict[int, float])
             resumed_from = json.loads(line).get("resumed_from")
             break
     if resume_rc != 0 or resumed_from != CRASH_STEPS - 2:
-        problems.append(f"resume: exit {resume_rc}, resumed from {resumed_from}: {resume_log[-800:]}")
+        problems.append(
+            f"resume: exit {resume_rc}, resumed from {resumed_from}: {resume_log[-800:]}"
+        )
     resumed = losses(run, skip_lines=logged_before_resume)  # what the resumed run itself computed
-    equal = losses(run) == reference and resumed == {k: v for k, v in reference.items() if k > CRASH_STEPS - 2}
+    equal = losses(run) == reference and resumed == {
+        k: v for k, v in reference.items() if k > CRASH_STEPS - 2
+    }
     if not equal:
-        problems.append(f"losses differ from the uninterrupted run: {losses(run)} (resumed {resumed}) vs {reference}")
+        problems.append(
+            f"losses differ from the uninterrupted run: {losses(run)} (resumed {resumed}) vs {reference}"
+        )
     if resume_rc == 0 and invoke(["ckpt", "validate", run, "--deep", "--strict"]).exit_code != 0:
         problems.append("the resumed run's final checkpoint does not validate --deep --strict")
-    return CrashResult(crash, killed_rc, outcome, validated_step, resume_rc, resumed_from, equal, problems)
+    return CrashResult(
+        crash, killed_rc, outcome, validated_step, resume_rc, resumed_from, equal, problems
+    )
 
 
 def reference_run(data: Path, root: Path) -> dict[int, float]:
@@ -625,47 +796,135 @@ def _write(path: Path, text: str) -> Path:
 
 
 def _sft_on(root: Path, data: Path | None = None, *extra: str) -> list:
-    return sft_args(data or root / "train.jsonl", root / "run", f"trainer.total_steps={BASE_STEP + 2}", *extra)
+    return sft_args(
+        data or root / "train.jsonl", root / "run", f"trainer.total_steps={BASE_STEP + 2}", *extra
+    )
 
 
 BAD_INPUTS: tuple[BadInput, ...] = (
-    BadInput("unknown_key", "override optim.lrr=1", lambda r: _sft_on(r, None, "optim.lrr=1"),
-             2, "unknown config key 'optim.lrr'; did you mean optim.lr"),
-    BadInput("mistyped_value", "override optim.lr=fast", lambda r: _sft_on(r, None, "optim.lr=fast"),
-             2, "config key 'optim.lr' expects a number, got 'fast'"),
-    BadInput("unknown_key_in_file", "YAML file with trainer.stepz", lambda r: [
-        "train", "sft", "--config", _write(r / "bad.yaml", "trainer:\n  stepz: 3\n")],
-             2, "unknown config key 'trainer.stepz'"),
-    BadInput("config_not_yaml", "config file that is not YAML", lambda r: [
-        "train", "sft", "--config", _write(r / "bad.yaml", "model: [\n")], 2, "not valid YAML"),
-    BadInput("config_missing", "--config pointing nowhere", lambda r: ["train", "sft", "--config", r / "nope.yaml"],
-             2, "cannot read config"),
-    BadInput("data_missing", "data.train_files pointing nowhere", lambda r: _sft_on(r, r / "absent.jsonl"),
-             2, "absent.jsonl: no such file"),
-    BadInput("missing_columns", "rows without messages or prompt/response", lambda r: _sft_on(
-        r, _write(r / "nocol.jsonl", '{"question": "1+1"}\n' * 20)), 2, "no 'messages' column"),
-    BadInput("empty_dataset", "an empty jsonl file", lambda r: _sft_on(r, _write(r / "empty.jsonl", "")),
-             2, "exceeds the 0 training rows"),
-    BadInput("prompt_too_long", "rows longer than data.max_length with truncation=error",
-             lambda r: _sft_on(r, None, "data.max_length=16", "data.truncation=error"),
-             2, "tokens > data.max_length=16"),
-    BadInput("resume_path_missing", "checkpoint.resume=<missing path>",
-             lambda r: _sft_on(r, None, f"checkpoint.resume={r / 'nope'}"), 2, "nope: no such file or directory"),
-    BadInput("run_dir_unwritable", "trainer.run_dir below a regular file", lambda r: sft_args(
-        r / "train.jsonl", r / "train.jsonl" / "run", "trainer.total_steps=1"), 1, "Not a directory"),
-    BadInput("nproc_zero", "--nproc-per-node 0", lambda r: [*_sft_on(r)[:2], "--nproc-per-node", "0", *_sft_on(r)[2:]],
-             2, "--nproc-per-node must be >= 1"),
-    BadInput("export_out_unwritable", "export-hf --out below a regular file", lambda r: [
-        "ckpt", "export-hf", r / "run", "--out", r / "train.jsonl" / "hf"], 2, "parent directory does not exist"),
-    BadInput("export_out_exists", "export-hf --out onto an existing dir", lambda r: [
-        "ckpt", "export-hf", r / "run", "--out", r], 2, "holds the checkpoint being exported"),
-    BadInput("export_ckpt_missing", "export-hf of a missing path", lambda r: [
-        "ckpt", "export-hf", r / "nope", "--out", r / "hf"], 2, "no such file or directory"),
-    BadInput("validate_not_a_checkpoint", "validate of a dir that holds no checkpoint", lambda r: [
-        "ckpt", "validate", r / "run" / layout.step_dir(r, BASE_STEP).name / layout.HF_ASSETS_DIR],
-             2, "not a checkpoint"),
-    BadInput("data_input_missing", "data gsm8k --input pointing nowhere", lambda r: [
-        "data", "gsm8k", "--input", r / "nope.jsonl", "--out", r / "data"], 2, "nope.jsonl"),
+    BadInput(
+        "unknown_key",
+        "override optim.lrr=1",
+        lambda r: _sft_on(r, None, "optim.lrr=1"),
+        2,
+        "unknown config key 'optim.lrr'; did you mean optim.lr",
+    ),
+    BadInput(
+        "mistyped_value",
+        "override optim.lr=fast",
+        lambda r: _sft_on(r, None, "optim.lr=fast"),
+        2,
+        "config key 'optim.lr' expects a number, got 'fast'",
+    ),
+    BadInput(
+        "unknown_key_in_file",
+        "YAML file with trainer.stepz",
+        lambda r: ["train", "sft", "--config", _write(r / "bad.yaml", "trainer:\n  stepz: 3\n")],
+        2,
+        "unknown config key 'trainer.stepz'",
+    ),
+    BadInput(
+        "config_not_yaml",
+        "config file that is not YAML",
+        lambda r: ["train", "sft", "--config", _write(r / "bad.yaml", "model: [\n")],
+        2,
+        "not valid YAML",
+    ),
+    BadInput(
+        "config_missing",
+        "--config pointing nowhere",
+        lambda r: ["train", "sft", "--config", r / "nope.yaml"],
+        2,
+        "cannot read config",
+    ),
+    BadInput(
+        "data_missing",
+        "data.train_files pointing nowhere",
+        lambda r: _sft_on(r, r / "absent.jsonl"),
+        2,
+        "absent.jsonl: no such file",
+    ),
+    BadInput(
+        "missing_columns",
+        "rows without messages or prompt/response",
+        lambda r: _sft_on(r, _write(r / "nocol.jsonl", '{"question": "1+1"}\n' * 20)),
+        2,
+        "no 'messages' column",
+    ),
+    BadInput(
+        "empty_dataset",
+        "an empty jsonl file",
+        lambda r: _sft_on(r, _write(r / "empty.jsonl", "")),
+        2,
+        "exceeds the 0 training rows",
+    ),
+    BadInput(
+        "prompt_too_long",
+        "rows longer than data.max_length with truncation=error",
+        lambda r: _sft_on(r, None, "data.max_length=16", "data.truncation=error"),
+        2,
+        "tokens > data.max_length=16",
+    ),
+    BadInput(
+        "resume_path_missing",
+        "checkpoint.resume=<missing path>",
+        lambda r: _sft_on(r, None, f"checkpoint.resume={r / 'nope'}"),
+        2,
+        "nope: no such file or directory",
+    ),
+    BadInput(
+        "run_dir_unwritable",
+        "trainer.run_dir below a regular file",
+        lambda r: sft_args(r / "train.jsonl", r / "train.jsonl" / "run", "trainer.total_steps=1"),
+        1,
+        "Not a directory",
+    ),
+    BadInput(
+        "nproc_zero",
+        "--nproc-per-node 0",
+        lambda r: [*_sft_on(r)[:2], "--nproc-per-node", "0", *_sft_on(r)[2:]],
+        2,
+        "--nproc-per-node must be >= 1",
+    ),
+    BadInput(
+        "export_out_unwritable",
+        "export-hf --out below a regular file",
+        lambda r: ["ckpt", "export-hf", r / "run", "--out", r / "train.jsonl" / "hf"],
+        2,
+        "parent directory does not exist",
+    ),
+    BadInput(
+        "export_out_exists",
+        "export-hf --out onto an existing dir",
+        lambda r: ["ckpt", "export-hf", r / "run", "--out", r],
+        2,
+        "holds the checkpoint being exported",
+    ),
+    BadInput(
+        "export_ckpt_missing",
+        "export-hf of a missing path",
+        lambda r: ["ckpt", "export-hf", r / "nope", "--out", r / "hf"],
+        2,
+        "no such file or directory",
+    ),
+    BadInput(
+        "validate_not_a_checkpoint",
+        "validate of a dir that holds no checkpoint",
+        lambda r: [
+            "ckpt",
+            "validate",
+            r / "run" / layout.step_dir(r, BASE_STEP).name / layout.HF_ASSETS_DIR,
+        ],
+        2,
+        "not a checkpoint",
+    ),
+    BadInput(
+        "data_input_missing",
+        "data gsm8k --input pointing nowhere",
+        lambda r: ["data", "gsm8k", "--input", r / "nope.jsonl", "--out", r / "data"],
+        2,
+        "nope.jsonl",
+    ),
 )
 
 
@@ -700,9 +959,22 @@ def disk_full_run(pristine: Path, scratch: Path) -> tuple[Observed, str]:
     used = sum(p.stat().st_size for p in run.rglob("*") if p.is_file())
     mount = scratch / "disk"
     mount.mkdir()
-    mounted = os.geteuid() == 0 and subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={used + DISK_FULL_HEADROOM}", "tmpfs", str(mount)],
-        capture_output=True).returncode == 0
+    mounted = (
+        os.geteuid() == 0
+        and subprocess.run(
+            [
+                "mount",
+                "-t",
+                "tmpfs",
+                "-o",
+                f"size={used + DISK_FULL_HEADROOM}",
+                "tmpfs",
+                str(mount),
+            ],
+            capture_output=True,
+        ).returncode
+        == 0
+    )
     how = "tmpfs (ENOSPC)" if mounted else "RLIMIT_FSIZE (EFBIG)"
     try:
         target = mount / "run"
@@ -713,14 +985,31 @@ def disk_full_run(pristine: Path, scratch: Path) -> tuple[Observed, str]:
         def limit_file_size() -> None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (DISK_FULL_HEADROOM, DISK_FULL_HEADROOM))
 
-        command = [sys.executable, "-m", "cli.train", "sft",
-                   *sft_args(scratch / "src" / "train.jsonl", target, f"trainer.total_steps={BASE_STEP + 2}")[2:]]
-        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "OMP_NUM_THREADS": "1"},
-                              preexec_fn=None if mounted else limit_file_size)
+        command = [
+            sys.executable,
+            "-m",
+            "cli.train",
+            "sft",
+            *sft_args(
+                scratch / "src" / "train.jsonl", target, f"trainer.total_steps={BASE_STEP + 2}"
+            )[2:],
+        ]
+        done = subprocess.run(
+            command,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+            preexec_fn=None if mounted else limit_file_size,
+        )
         errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-        outcome = Outcome(done.returncode, errors[0] if errors else done.stderr.strip()[-300:], done.stderr,
-                          "Traceback" in done.stderr)
+        outcome = Outcome(
+            done.returncode,
+            errors[0] if errors else done.stderr.strip()[-300:],
+            done.stderr,
+            "Traceback" in done.stderr,
+        )
         problems = Expect(1, "saving step").check(outcome)
         if len(errors) != 1:
             problems.append(f"{len(errors)} error lines")

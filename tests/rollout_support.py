@@ -21,6 +21,10 @@ def reference_logprobs(model, prompt: list[int], response: list[int]) -> torch.T
     """log p(response tokens) by a plain transformers forward over prompt + response (on CPU)."""
     device = next(model.parameters()).device
     with torch.no_grad():
-        logits = model(torch.tensor([prompt + response], device=device)).logits[0, len(prompt) - 1 : -1]
-    picked = torch.log_softmax(logits.float(), -1).gather(-1, torch.tensor(response, device=device)[:, None])
+        logits = model(torch.tensor([prompt + response], device=device)).logits[
+            0, len(prompt) - 1 : -1
+        ]
+    picked = torch.log_softmax(logits.float(), -1).gather(
+        -1, torch.tensor(response, device=device)[:, None]
+    )
     return picked.squeeze(-1).cpu()

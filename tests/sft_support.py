@@ -28,6 +28,12 @@ def tiny_config(train_file: Path, run_dir: Path, *overrides: str) -> SFTConfig:
     return load_config(
         SFTConfig,
         REPO / "examples" / "sft_tiny_cpu.yaml",
-        [f"data.train_files={train_file}", f"trainer.run_dir={run_dir}", "trainer.progress_bar=false",
-         "data.val_ratio=0", "trainer.eval_every=0", *overrides],
+        [
+            f"data.train_files={train_file}",
+            f"trainer.run_dir={run_dir}",
+            "trainer.progress_bar=false",
+            "data.val_ratio=0",
+            "trainer.eval_every=0",
+            *overrides,
+        ],
     )

@@ -114,7 +114,9 @@ def test_manifest_lists_optimizer_that_is_absent(tmp_path):
     from trainer.state import ModelState
 
     run = tmp_path / "run"
-    Checkpointer(run, strategy="none").save(1, {"model": ModelState(model), "extra": {"step": 1}}, contents=("model", "extra"))
+    Checkpointer(run, strategy="none").save(
+        1, {"model": ModelState(model), "extra": {"step": 1}}, contents=("model", "extra")
+    )
     manifest_path = layout.step_dir(run, 1) / "manifest.json"
     data = json.loads(manifest_path.read_text())
     data["contents"].append("optimizer")

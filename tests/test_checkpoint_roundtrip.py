@@ -66,7 +66,9 @@ def test_reshard_two_to_one(two_rank_ckpt, tmp_path):
     out = tmp_path / "loaded.pt"
     work.run_single(work.load_and_dump, str(run), str(out))
     loaded = torch.load(out)
-    assert_same_state(expected, loaded, [k for k in expected if k.startswith(("model.", "optimizer.state."))])
+    assert_same_state(
+        expected, loaded, [k for k in expected if k.startswith(("model.", "optimizer.state."))]
+    )
     assert loaded["extra.step"].item() == 3
 
 
@@ -76,7 +78,9 @@ def test_reshard_one_to_two(tmp_path):
     out = tmp_path / "loaded.pt"
     run_distributed(work.load_and_dump, 2, str(tmp_path / "run"), str(out))
     expected, loaded = torch.load(single), torch.load(out)
-    assert_same_state(expected, loaded, [k for k in expected if k.startswith(("model.", "optimizer.state."))])
+    assert_same_state(
+        expected, loaded, [k for k in expected if k.startswith(("model.", "optimizer.state."))]
+    )
 
 
 def test_async_save_commits_and_round_trips(tmp_path):
@@ -108,4 +112,6 @@ def test_uneven_shards_with_megatron_style_chunk_hooks(tmp_path, async_save):
     reader = CheckpointReader(layout.step_dir(tmp_path / "run", 1) / "dist_ckpt")
     entry = reader.tensors["model.w"]
     assert sorted(c.sizes for c in entry.chunks) == [(3, 4), (7, 4)]
-    assert torch.equal(reader.read_tensor("model.w"), torch.arange(40, dtype=torch.float32).reshape(10, 4))
+    assert torch.equal(
+        reader.read_tensor("model.w"), torch.arange(40, dtype=torch.float32).reshape(10, 4)
+    )

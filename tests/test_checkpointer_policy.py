@@ -19,7 +19,11 @@ def model_and_optimizer():
 
 
 def states(model, optimizer, step):
-    return {"model": ModelState(model), "optimizer": OptimizerState(model, optimizer), "extra": {"step": step}}
+    return {
+        "model": ModelState(model),
+        "optimizer": OptimizerState(model, optimizer),
+        "extra": {"step": step},
+    }
 
 
 def test_optimizer_without_model_is_refused(tmp_path, model_and_optimizer):
@@ -51,7 +55,9 @@ def test_resume_auto_ignores_incomplete_and_temporary_steps(tmp_path, model_and_
 
 def test_load_only_model_from_a_model_only_checkpoint(tmp_path, model_and_optimizer):
     model, optimizer = model_and_optimizer
-    Checkpointer(tmp_path, strategy="none").save(1, {"model": ModelState(model)}, contents=("model",))
+    Checkpointer(tmp_path, strategy="none").save(
+        1, {"model": ModelState(model)}, contents=("model",)
+    )
     fresh, fresh_optimizer = work.build(sharded=False)
     paths = layout.resolve_checkpoint(tmp_path)
     with pytest.raises(CheckpointContentsError, match="holds \\['model'\\], not \\['optimizer'"):

@@ -13,8 +13,14 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_yaml_then_overrides_win(tmp_path):
-    path = write(tmp_path, "optim:\n  lr: 1.0e-4\n  betas: [0.8, 0.9]\ndata:\n  train_files: a.jsonl\n")
-    cfg = load_config(SFTConfig, path, ["optim.lr=2e-5", "trainer.total_steps=7", "model.overrides={num_hidden_layers: 3}"])
+    path = write(
+        tmp_path, "optim:\n  lr: 1.0e-4\n  betas: [0.8, 0.9]\ndata:\n  train_files: a.jsonl\n"
+    )
+    cfg = load_config(
+        SFTConfig,
+        path,
+        ["optim.lr=2e-5", "trainer.total_steps=7", "model.overrides={num_hidden_layers: 3}"],
+    )
     assert cfg.optim.lr == 2e-5  # `2e-5` is a string to YAML 1.1; numbers still parse
     assert cfg.optim.betas == [0.8, 0.9]
     assert cfg.data.train_files == ["a.jsonl"]  # one file is a list of one
@@ -32,7 +38,10 @@ def test_unknown_key_in_file_names_file_key_and_matches(tmp_path):
 
 
 def test_unknown_override_and_section_suggestions():
-    with pytest.raises(ConfigError, match=r"override: unknown config key 'optim.warmup'; did you mean optim.warmup_steps"):
+    with pytest.raises(
+        ConfigError,
+        match=r"override: unknown config key 'optim.warmup'; did you mean optim.warmup_steps",
+    ):
         load_config(SFTConfig, None, ["optim.warmup=3"])
     with pytest.raises(ConfigError, match=r"unknown config key 'modell'; did you mean model"):
         load_config(SFTConfig, None, ["modell.path=x"])
@@ -72,7 +81,13 @@ def test_nullable_fields_accept_null():
 def test_gsm8k_example_mirrors_the_seed_settings():
     cfg = load_config(SFTConfig, REPO / "examples" / "sft_gsm8k_qwen.yaml")
     optim = cfg.optim
-    assert (optim.lr, optim.warmup_ratio, optim.weight_decay, optim.betas, optim.clip_grad) == (1e-5, 0.2, 0.1, [0.9, 0.95], 1.0)
+    assert (optim.lr, optim.warmup_ratio, optim.weight_decay, optim.betas, optim.clip_grad) == (
+        1e-5,
+        0.2,
+        0.1,
+        [0.9, 0.95],
+        1.0,
+    )
     assert (optim.scheduler, optim.min_lr) == ("cosine", 1e-6)
     assert cfg.strategy.name == "megatron_fsdp" and cfg.data.packing
     assert load_config(SFTConfig, REPO / "examples" / "sft_tiny_cpu.yaml").strategy.name == "fsdp2"

@@ -1,7 +1,12 @@
 import pytest
 
 from trainer.data.batching import (
-    collate_packed, global_batch, pack, plan_micro_batches, rank_share, shifted_targets,
+    collate_packed,
+    global_batch,
+    pack,
+    plan_micro_batches,
+    rank_share,
+    shifted_targets,
 )
 from trainer.data.chat import Example
 from trainer.loss import IGNORE_INDEX
@@ -10,10 +15,14 @@ from trainer.loss import IGNORE_INDEX
 def test_global_batches_cover_each_epoch_once_and_reshuffle():
     rows, size = 23, 5  # 4 full batches per epoch, 3 rows dropped
     epoch0 = [r for step in range(4) for r in global_batch(rows, size, step, seed=1, shuffle=True)]
-    epoch1 = [r for step in range(4, 8) for r in global_batch(rows, size, step, seed=1, shuffle=True)]
+    epoch1 = [
+        r for step in range(4, 8) for r in global_batch(rows, size, step, seed=1, shuffle=True)
+    ]
     assert len(set(epoch0)) == 20 and len(set(epoch1)) == 20
     assert epoch0 != epoch1
-    assert global_batch(rows, size, 2, seed=1, shuffle=True) == global_batch(rows, size, 2, seed=1, shuffle=True)
+    assert global_batch(rows, size, 2, seed=1, shuffle=True) == global_batch(
+        rows, size, 2, seed=1, shuffle=True
+    )
     assert global_batch(rows, size, 1, seed=0, shuffle=False) == [5, 6, 7, 8, 9]
     with pytest.raises(ValueError, match="larger than"):
         global_batch(4, 5, 0, seed=0, shuffle=False)
@@ -51,5 +60,7 @@ def test_targets_shift_within_documents_only():
     batch = collate_packed([first, second], pad_id=0)
     assert batch.inputs["position_ids"].tolist() == [[0, 1, 2, 3, 0, 1, 2]]
     # the last token of document 1 never predicts the first of document 2
-    assert batch.inputs["targets"].tolist() == [[IGNORE_INDEX, 12, 13, IGNORE_INDEX, 21, 22, IGNORE_INDEX]]
+    assert batch.inputs["targets"].tolist() == [
+        [IGNORE_INDEX, 12, 13, IGNORE_INDEX, 21, 22, IGNORE_INDEX]
+    ]
     assert (batch.tokens, batch.targets, batch.doc_lengths) == (7, 4, [4, 3])

@@ -27,37 +27,57 @@ def assistant_text(tokenizer, example: Example) -> str:
 def test_loss_only_on_assistant_tokens_with_generation_template(tokenizer):
     example = tokenize_chat(tokenizer, CONVERSATION)
     assert len(example.input_ids) == len(example.loss_mask)
-    assert assistant_text(tokenizer, example) == "Tom has 3 + 4 = 7 apples.\n#### 7<|im_end|>#### 9<|im_end|>"
+    assert (
+        assistant_text(tokenizer, example)
+        == "Tom has 3 + 4 = 7 apples.\n#### 7<|im_end|>#### 9<|im_end|>"
+    )
     full = tokenizer.decode(example.input_ids)
-    assert "Tom has 3 apples and buys" in full and "Tom has 3 apples and buys" not in assistant_text(tokenizer, example)
+    assert (
+        "Tom has 3 apples and buys" in full
+        and "Tom has 3 apples and buys" not in assistant_text(tokenizer, example)
+    )
 
 
 def test_prefix_fallback_for_templates_without_generation_markers(tokenizer):
     plain = build_tokenizer()
-    plain.chat_template = plain.chat_template.replace("{% generation %}", "").replace("{% endgeneration %}", "")
+    plain.chat_template = plain.chat_template.replace("{% generation %}", "").replace(
+        "{% endgeneration %}", ""
+    )
     example = tokenize_chat(plain, CONVERSATION)
     reference = tokenize_chat(tokenizer, CONVERSATION)
     assert example.input_ids == reference.input_ids
     # same assistant spans, plus the newline the template writes after each <|im_end|>
-    assert assistant_text(plain, example) == "Tom has 3 + 4 = 7 apples.\n#### 7<|im_end|>\n#### 9<|im_end|>\n"
+    assert (
+        assistant_text(plain, example)
+        == "Tom has 3 + 4 = 7 apples.\n#### 7<|im_end|>\n#### 9<|im_end|>\n"
+    )
 
 
 def test_prefix_fallback_refuses_templates_that_are_not_prefix_stable(tokenizer):
     odd = build_tokenizer()
-    odd.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}{{ messages | length }}"
+    odd.chat_template = (
+        "{% for m in messages %}{{ m['content'] }}{% endfor %}{{ messages | length }}"
+    )
     with pytest.raises(ChatFormatError, match="prefix"):
         chat._tokenize_by_prefixes(odd, CONVERSATION)
 
 
 def test_prompt_response_columns_and_bad_rows():
     assert messages_of({"prompt": "2+2?", "response": "4"}, "messages", "prompt", "response") == [
-        {"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": "4"},
+    ]
     turns = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
-    assert messages_of({"prompt": turns, "response": "a"}, "messages", "prompt", "response")[:2] == turns
+    assert (
+        messages_of({"prompt": turns, "response": "a"}, "messages", "prompt", "response")[:2]
+        == turns
+    )
     with pytest.raises(ChatFormatError, match="no 'messages' column"):
         messages_of({"text": "x"}, "messages", "prompt", "response")
     with pytest.raises(ChatFormatError, match="no assistant turn"):
-        messages_of({"messages": [{"role": "user", "content": "q"}]}, "messages", "prompt", "response")
+        messages_of(
+            {"messages": [{"role": "user", "content": "q"}]}, "messages", "prompt", "response"
+        )
 
 
 def test_truncation_modes():
@@ -73,9 +93,13 @@ def test_truncation_modes():
 
 def test_dataset_errors_name_file_and_row(tmp_path, tokenizer):
     path = tmp_path / "train.jsonl"
-    path.write_text('{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}\n'
-                    '{"messages": [{"role": "user", "content": "q"}]}\n')
-    with pytest.raises(ChatFormatError, match=r"train.jsonl row 1: the conversation has no assistant turn"):
+    path.write_text(
+        '{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}\n'
+        '{"messages": [{"role": "user", "content": "q"}]}\n'
+    )
+    with pytest.raises(
+        ChatFormatError, match=r"train.jsonl row 1: the conversation has no assistant turn"
+    ):
         load_sft_splits(DataConfig(train_files=[str(path)]), tokenizer, seed=0, progress=False)
 
 

@@ -11,23 +11,33 @@ from trainer.rewards.gsm8k import compute_score
 
 # Rows in the official openai/grade-school-math format (question, answer ending in "#### N").
 GSM8K_ROWS = [
-    {"question": "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
-                 "How many clips did Natalia sell altogether in April and May?",
-     "answer": "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips "
-               "altogether in April and May.\n#### 72"},
-    {"question": "A company pays $1,000 a week for 2 weeks. How much in total?",
-     "answer": "1,000 * 2 = <<1000*2=2000>>2,000\n#### 2,000"},
+    {
+        "question": "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+        "How many clips did Natalia sell altogether in April and May?",
+        "answer": "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips "
+        "altogether in April and May.\n#### 72",
+    },
+    {
+        "question": "A company pays $1,000 a week for 2 weeks. How much in total?",
+        "answer": "1,000 * 2 = <<1000*2=2000>>2,000\n#### 2,000",
+    },
 ]
 MATH_ROWS = [
-    {"problem": "What is $\\frac{1}{2} + \\frac{1}{4}$?", "level": "Level 1", "type": "Prealgebra",
-     "solution": "We have $\\frac{1}{2} + \\frac{1}{4} = \\boxed{\\frac{3}{4}}$."},
+    {
+        "problem": "What is $\\frac{1}{2} + \\frac{1}{4}$?",
+        "level": "Level 1",
+        "type": "Prealgebra",
+        "solution": "We have $\\frac{1}{2} + \\frac{1}{4} = \\boxed{\\frac{3}{4}}$.",
+    },
 ]
 
 
 def test_gsm8k_jsonl_to_sft_and_rl_parquet(tmp_path):
     source = tmp_path / "train.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in GSM8K_ROWS))
-    result = CliRunner().invoke(app, ["data", "gsm8k", "--input", str(source), "--out", str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        app, ["data", "gsm8k", "--input", str(source), "--out", str(tmp_path / "out")]
+    )
     assert result.exit_code == 0, result.output
     sft = read_rows(tmp_path / "out" / "sft" / "train.parquet")
     rl = read_rows(tmp_path / "out" / "rl" / "train.parquet")
@@ -48,7 +58,9 @@ def test_gsm8k_jsonl_to_sft_and_rl_parquet(tmp_path):
 def test_gsm8k_parquet_input_and_split_option(tmp_path):
     source = tmp_path / "main-00000.parquet"
     pq.write_table(pa.Table.from_pylist(GSM8K_ROWS), source)
-    result = CliRunner().invoke(app, ["data", "gsm8k", "--input", str(source), "--out", str(tmp_path), "--split", "test"])
+    result = CliRunner().invoke(
+        app, ["data", "gsm8k", "--input", str(source), "--out", str(tmp_path), "--split", "test"]
+    )
     assert result.exit_code == 0, result.output
     assert read_rows(tmp_path / "rl" / "test.parquet")[0]["extra_info"]["split"] == "test"
 
@@ -56,20 +68,30 @@ def test_gsm8k_parquet_input_and_split_option(tmp_path):
 def test_math_boxed_answers(tmp_path):
     source = tmp_path / "test.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in MATH_ROWS))
-    assert CliRunner().invoke(app, ["data", "math", "--input", str(source), "--out", str(tmp_path)]).exit_code == 0
+    assert (
+        CliRunner()
+        .invoke(app, ["data", "math", "--input", str(source), "--out", str(tmp_path)])
+        .exit_code
+        == 0
+    )
     row = read_rows(tmp_path / "rl" / "test.parquet")[0]
     assert row["reward_model"]["ground_truth"] == "\\frac{3}{4}"
     assert row["prompt"][0]["content"].endswith("within \\boxed{}.")
 
 
-@pytest.mark.parametrize("content, message", [
-    ('{"question": "q", "answer": "no marker"}\n', "row 0: answer has no '#### <number>' line"),
-    ('{"question": "q"}\n', "missing text column"),
-    ("not json\n", "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ('{"question": "q", "answer": "no marker"}\n', "row 0: answer has no '#### <number>' line"),
+        ('{"question": "q"}\n', "missing text column"),
+        ("not json\n", "not valid JSON"),
+    ],
+)
 def test_bad_input_is_a_usage_error(tmp_path, content, message):
     source = tmp_path / "train.jsonl"
     source.write_text(content)
-    result = CliRunner().invoke(app, ["data", "gsm8k", "--input", str(source), "--out", str(tmp_path / "o")])
+    result = CliRunner().invoke(
+        app, ["data", "gsm8k", "--input", str(source), "--out", str(tmp_path / "o")]
+    )
     assert result.exit_code == 2
     assert message in result.output and "train.jsonl" in result.output

@@ -16,7 +16,12 @@ from mfsdp_ckpt.format.manifest import FileRecord, read_manifest, sha256_file
 
 
 def test_data_files_are_hashed_as_written(tmp_path):
-    state = {"w": torch.randn(300, 70), "ids": torch.arange(1000), "half": torch.randn(33).half(), "extra": {"step": 3}}
+    state = {
+        "w": torch.randn(300, 70),
+        "ids": torch.arange(1000),
+        "half": torch.randn(33).half(),
+        "extra": {"step": 3},
+    }
     writer = CheckedWriter(str(tmp_path), thread_count=2)
     dcp.save(state, storage_writer=writer)
     hashed = writer.hashed_while_written()
@@ -29,7 +34,9 @@ def test_data_files_are_hashed_as_written(tmp_path):
 def test_stream_that_seeks_gets_no_digest():
     stream = _HashingStream(io.BytesIO())
     stream.write(b"abc")
-    assert stream.record() == FileRecord(3, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+    assert stream.record() == FileRecord(
+        3, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    )
     stream.seek(0)
     stream.write(b"x")
     assert stream.record() is None
@@ -54,10 +61,13 @@ def test_checkpointer_reads_no_data_file_back_to_hash_it(tmp_path, monkeypatch):
 
     monkeypatch.setattr(checkpointer_module, "hash_files", recording_hash_files)
     step_dir = Checkpointer(tmp_path, strategy="none", io_threads=3).save(
-        5, {"model": {"w": torch.randn(64, 64)}, "extra": {"step": 5}}, contents=("model", "extra"))
+        5, {"model": {"w": torch.randn(64, 64)}, "extra": {"step": 5}}, contents=("model", "extra")
+    )
     manifest = read_manifest(step_dir / "manifest.json")
     data_files = [name for name in manifest.files if name.endswith(".distcp")]
     assert len(data_files) == 3
     assert not [name for name in read_back if name.endswith(".distcp")]
     for name in data_files:
-        assert manifest.files[name] == FileRecord((step_dir / name).stat().st_size, sha256_file(step_dir / name))
+        assert manifest.files[name] == FileRecord(
+            (step_dir / name).stat().st_size, sha256_file(step_dir / name)
+        )

@@ -17,8 +17,11 @@ from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError, MfsdpUsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("mfsdp_ckpt", "trainer", "cli")
-BUILTIN_ERRORS = {name for name, value in vars(builtins).items()
-                  if isinstance(value, type) and issubclass(value, Exception)}
+BUILTIN_ERRORS = {
+    name
+    for name, value in vars(builtins).items()
+    if isinstance(value, type) and issubclass(value, Exception)
+}
 
 
 def _error_classes() -> list[tuple[str, str]]:
@@ -62,11 +65,14 @@ def _group_raising(error: BaseException) -> click.Group:
     return group
 
 
-@pytest.mark.parametrize(("error", "code"), [
-    (MfsdpUsageError("runs/x: not a checkpoint"), 2),
-    (MfsdpFailedError("runs/x/.metadata: damaged"), 1),
-    (OSError(28, "No space left on device"), 1),
-])
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (MfsdpUsageError("runs/x: not a checkpoint"), 2),
+        (MfsdpFailedError("runs/x/.metadata: damaged"), 1),
+        (OSError(28, "No space left on device"), 1),
+    ],
+)
 def test_errors_become_one_line_and_their_kinds_exit_code(error, code):
     result = CliRunner().invoke(_group_raising(error), ["go"])
     assert result.exit_code == code

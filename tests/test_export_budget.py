@@ -40,6 +40,13 @@ def test_budget_is_back_to_zero_after_a_failed_export(monkeypatch):
         return 10
 
     with pytest.raises(OSError):
-        export_scheduler._run_tasks(plan, work, workers=4, buffer_bytes=10, progress=None,
-                             total_bytes=80, cost=lambda _plan, _item: 10)
+        export_scheduler._run_tasks(
+            plan,
+            work,
+            workers=4,
+            buffer_bytes=10,
+            progress=None,
+            total_bytes=80,
+            cost=lambda _plan, _item: 10,
+        )
     assert budgets[0].in_flight == 0

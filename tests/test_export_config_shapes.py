@@ -12,16 +12,28 @@ from transformers import LlamaConfig, Qwen2Config, Qwen3Config
 from mfsdp_ckpt.convert.export_source import JsonConfig, _expected_weights, load_config
 from mfsdp_ckpt.convert.hf_config import expected_weights, load_hf_config
 
-SMALL = dict(vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=2, num_attention_heads=4)
+SMALL = dict(
+    vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=2, num_attention_heads=4
+)
 
 VARIANTS = {
     "qwen2 tied": Qwen2Config(**SMALL, num_key_value_heads=2, tie_word_embeddings=True),
     "qwen2 untied": Qwen2Config(**SMALL, num_key_value_heads=1, tie_word_embeddings=False),
-    "qwen3 head_dim 16": Qwen3Config(**SMALL, num_key_value_heads=2, head_dim=16, tie_word_embeddings=True),
-    "qwen3 attention bias": Qwen3Config(**SMALL, num_key_value_heads=4, head_dim=8, attention_bias=True),
+    "qwen3 head_dim 16": Qwen3Config(
+        **SMALL, num_key_value_heads=2, head_dim=16, tie_word_embeddings=True
+    ),
+    "qwen3 attention bias": Qwen3Config(
+        **SMALL, num_key_value_heads=4, head_dim=8, attention_bias=True
+    ),
     "llama gqa": LlamaConfig(**SMALL, num_key_value_heads=2),
-    "llama all biases, head_dim 24": LlamaConfig(**SMALL, num_key_value_heads=4, head_dim=24,
-                                                 attention_bias=True, mlp_bias=True, tie_word_embeddings=True),
+    "llama all biases, head_dim 24": LlamaConfig(
+        **SMALL,
+        num_key_value_heads=4,
+        head_dim=24,
+        attention_bias=True,
+        mlp_bias=True,
+        tie_word_embeddings=True,
+    ),
 }
 
 
@@ -56,8 +68,15 @@ def test_validate_fast_path_agrees_with_meta_model(tmp_path):
 
     from mfsdp_ckpt.convert.hf_config import expected_weights, expected_weights_for
 
-    config = Qwen2Config(vocab_size=96, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True)
+    config = Qwen2Config(
+        vocab_size=96,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=True,
+    )
     config.save_pretrained(tmp_path)
     fast, slow = expected_weights_for(tmp_path), expected_weights(config)
     assert fast.allowed == slow.allowed and fast.required == slow.required

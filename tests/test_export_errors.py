@@ -70,7 +70,11 @@ def test_out_that_holds_the_checkpoint_is_refused(run_dir, tmp_path):
 
 def test_checkpoint_without_model_exits_1(tmp_path):
     ckpt = tmp_path / "ckpt"
-    dcp.save({"extra": {"step": torch.tensor(3)}, "optimizer": {"lr": torch.tensor(0.1)}}, checkpoint_id=str(ckpt), no_dist=True)
+    dcp.save(
+        {"extra": {"step": torch.tensor(3)}, "optimizer": {"lr": torch.tensor(0.1)}},
+        checkpoint_id=str(ckpt),
+        no_dist=True,
+    )
     (tmp_path / "out").mkdir()
     result = _export(str(ckpt), "--out", str(tmp_path / "out" / "x"), "--hf-config", str(tmp_path))
     assert result.exit_code == 2 and "config.json" in result.output  # the config is checked first
@@ -120,23 +124,45 @@ def test_shapes_contradicting_config_exit_1(run_dir, tmp_path):
     config.intermediate_size = 384
     config.save_pretrained(tmp_path / "other")
     (tmp_path / "out").mkdir()
-    result = _export(str(run_dir), "--out", str(tmp_path / "out" / "x"), "--hf-config", str(tmp_path / "other"))
+    result = _export(
+        str(run_dir), "--out", str(tmp_path / "out" / "x"), "--hf-config", str(tmp_path / "other")
+    )
     _assert_clean_failure(result, 1, "mlp", "384", out_parent=tmp_path / "out")
 
 
 def test_unknown_layout_exits_2_naming_tensors(tmp_path):
     ckpt = tmp_path / "ckpt"
-    dcp.save({"model": {"encoder.block.0.weight": torch.ones(2, 2), "embedding.word_embeddings.weight": torch.ones(2, 2)}},
-             checkpoint_id=str(ckpt), no_dist=True)
+    dcp.save(
+        {
+            "model": {
+                "encoder.block.0.weight": torch.ones(2, 2),
+                "embedding.word_embeddings.weight": torch.ones(2, 2),
+            }
+        },
+        checkpoint_id=str(ckpt),
+        no_dist=True,
+    )
     from trainer.tiny import build_tiny_model_dir
 
     (tmp_path / "out").mkdir()
-    result = _export(str(ckpt), "--out", str(tmp_path / "out" / "x"), "--hf-config", str(build_tiny_model_dir(tmp_path / "a")))
-    _assert_clean_failure(result, 2, "encoder.block.0.weight", "neither", out_parent=tmp_path / "out")
+    result = _export(
+        str(ckpt),
+        "--out",
+        str(tmp_path / "out" / "x"),
+        "--hf-config",
+        str(build_tiny_model_dir(tmp_path / "a")),
+    )
+    _assert_clean_failure(
+        result, 2, "encoder.block.0.weight", "neither", out_parent=tmp_path / "out"
+    )
 
 
 def test_bad_max_shard_size_is_usage(run_dir, tmp_path):
-    _assert_clean_failure(_export(str(run_dir), "--out", str(tmp_path / "x"), "--max-shard-size", "lots"), 2, "--max-shard-size")
+    _assert_clean_failure(
+        _export(str(run_dir), "--out", str(tmp_path / "x"), "--max-shard-size", "lots"),
+        2,
+        "--max-shard-size",
+    )
 
 
 def test_disk_full_exits_1_and_leaves_nothing(run_dir, tmp_path, monkeypatch):
@@ -146,7 +172,9 @@ def test_disk_full_exits_1_and_leaves_nothing(run_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(os, "posix_fallocate", full)
     (tmp_path / "out").mkdir()
     result = _export(str(run_dir), "--out", str(tmp_path / "out" / "x"))
-    _assert_clean_failure(result, 1, "model.safetensors", "No space left", out_parent=tmp_path / "out")
+    _assert_clean_failure(
+        result, 1, "model.safetensors", "No space left", out_parent=tmp_path / "out"
+    )
 
 
 def test_verify_catches_bytes_flipped_after_save(run_dir, tmp_path):

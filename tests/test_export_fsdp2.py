@@ -57,7 +57,11 @@ def _train_and_save(rank: int, world: int, root: str, port: int) -> None:
             optimizer.zero_grad()
         Checkpointer(Path(root) / "run", strategy="fsdp2", model_family="qwen2").save(
             2,
-            {"model": ModelState(model), "optimizer": OptimizerState(model, optimizer), "extra": {"step": 2}},
+            {
+                "model": ModelState(model),
+                "optimizer": OptimizerState(model, optimizer),
+                "extra": {"step": 2},
+            },
             hf_assets=copy_hf_assets_from(assets),
         )
         with torch.no_grad():
@@ -119,20 +123,39 @@ def test_sharded_output_with_index(fsdp2_run, tmp_path):
     out = tmp_path / "sharded"
     result = export_hf(fsdp2_run / "run", out, dtype="fp32", max_shard_size=300_000, workers=3)
     assert len(result.files) >= 4
-    assert result.files == [f"model-{i:05d}-of-{len(result.files):05d}.safetensors" for i in range(1, len(result.files) + 1)]
+    assert result.files == [
+        f"model-{i:05d}-of-{len(result.files):05d}.safetensors"
+        for i in range(1, len(result.files) + 1)
+    ]
     index = json.loads((out / INDEX_FILE).read_text())
     assert sorted(set(index["weight_map"].values())) == result.files
     assert index["metadata"]["total_size"] == result.bytes
     for file in result.files:
-        assert (out / file).stat().st_size <= 300_000 + 4096 or len(safe_open(str(out / file), "pt").keys()) == 1
+        assert (out / file).stat().st_size <= 300_000 + 4096 or len(
+            safe_open(str(out / file), "pt").keys()
+        ) == 1
     trained = torch.load(fsdp2_run / "trained_logits.pt")
-    torch.testing.assert_close(logits_of(out, fixed_inputs(trained.shape[-1])), trained, rtol=0, atol=1e-5)
+    torch.testing.assert_close(
+        logits_of(out, fixed_inputs(trained.shape[-1])), trained, rtol=0, atol=1e-5
+    )
 
 
 def test_verify_passes_then_catches_a_corrupted_tensor(fsdp2_run, tmp_path):
     out = tmp_path / "hf"
     runner = CliRunner()
-    ok = runner.invoke(app, ["ckpt", "export-hf", str(fsdp2_run / "run"), "--out", str(out), "--verify", "--dtype", "fp32"])
+    ok = runner.invoke(
+        app,
+        [
+            "ckpt",
+            "export-hf",
+            str(fsdp2_run / "run"),
+            "--out",
+            str(out),
+            "--verify",
+            "--dtype",
+            "fp32",
+        ],
+    )
     assert ok.exit_code == 0, ok.output
     assert "verified" in ok.output
     assert verify_export_dir(fsdp2_run / "run", out) == []

@@ -42,8 +42,12 @@ def test_export_from_url_equals_local_export(run_dir, tmp_path):
     local = export_hf(run_dir, tmp_path / "local")
     remote = export_hf(f"file://{run_dir}", tmp_path / "url", workers=3)
     assert remote.files == local.files == ["model.safetensors"]
-    assert (tmp_path / "url" / "model.safetensors").read_bytes() == (tmp_path / "local" / "model.safetensors").read_bytes()
-    assert (tmp_path / "url" / "tokenizer.json").read_bytes() == (tmp_path / "local" / "tokenizer.json").read_bytes()
+    assert (tmp_path / "url" / "model.safetensors").read_bytes() == (
+        tmp_path / "local" / "model.safetensors"
+    ).read_bytes()
+    assert (tmp_path / "url" / "tokenizer.json").read_bytes() == (
+        tmp_path / "local" / "tokenizer.json"
+    ).read_bytes()
     forced = export_hf(run_dir, tmp_path / "forced", io="tensorstore")
     assert forced.bytes == local.bytes
 

@@ -33,9 +33,16 @@ def _hf_model(family: str, vocab: int = 512):
 
     spec = dict(FAMILIES[family])
     config = AutoConfig.for_model(
-        spec.pop("model_type"), vocab_size=vocab, hidden_size=128, intermediate_size=192,
-        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        max_position_embeddings=256, rms_norm_eps=1e-6, **spec,
+        spec.pop("model_type"),
+        vocab_size=vocab,
+        hidden_size=128,
+        intermediate_size=192,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        rms_norm_eps=1e-6,
+        **spec,
     )
     torch.manual_seed(7)
     model = AutoModelForCausalLM.from_config(config).eval()
@@ -46,7 +53,9 @@ def _hf_model(family: str, vocab: int = 512):
     return model
 
 
-def _interleave_per_group(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, groups: int) -> torch.Tensor:
+def _interleave_per_group(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, groups: int
+) -> torch.Tensor:
     """Megatron's linear_qkv from HF q, k, v: for each KV group, its q heads then k then v."""
     q_parts, k_parts, v_parts = q.chunk(groups), k.chunk(groups), v.chunk(groups)
     return torch.cat([torch.cat([q_parts[g], k_parts[g], v_parts[g]]) for g in range(groups)])
@@ -56,15 +65,20 @@ def to_mcore(model, *, norms: str, fc1: str) -> dict[str, torch.Tensor]:
     """The GPTModel state dict of an HF model. norms: local|te; fc1: fused|split."""
     hf = model.state_dict()
     groups = model.config.num_key_value_heads
-    out = {"embedding.word_embeddings.weight": hf["model.embed_tokens.weight"],
-           "decoder.final_layernorm.weight": hf["model.norm.weight"]}
+    out = {
+        "embedding.word_embeddings.weight": hf["model.embed_tokens.weight"],
+        "decoder.final_layernorm.weight": hf["model.norm.weight"],
+    }
     if "lm_head.weight" in hf and not model.config.tie_word_embeddings:
         out["output_layer.weight"] = hf["lm_head.weight"]
     for i in range(model.config.num_hidden_layers):
         h, m = f"model.layers.{i}.", f"decoder.layers.{i}."
         attn = h + "self_attn."
         out[m + "self_attention.linear_qkv.weight"] = _interleave_per_group(
-            hf[attn + "q_proj.weight"], hf[attn + "k_proj.weight"], hf[attn + "v_proj.weight"], groups
+            hf[attn + "q_proj.weight"],
+            hf[attn + "k_proj.weight"],
+            hf[attn + "v_proj.weight"],
+            groups,
         )
         if attn + "q_proj.bias" in hf:
             out[m + "self_attention.linear_qkv.bias"] = _interleave_per_group(
@@ -78,7 +92,9 @@ def to_mcore(model, *, norms: str, fc1: str) -> dict[str, torch.Tensor]:
             out[m + "input_layernorm.weight"] = hf[h + "input_layernorm.weight"]
             out[m + "pre_mlp_layernorm.weight"] = hf[h + "post_attention_layernorm.weight"]
         else:  # Transformer Engine spec: norms fused into the following linear
-            out[m + "self_attention.linear_qkv.layer_norm_weight"] = hf[h + "input_layernorm.weight"]
+            out[m + "self_attention.linear_qkv.layer_norm_weight"] = hf[
+                h + "input_layernorm.weight"
+            ]
             out[m + "mlp.linear_fc1.layer_norm_weight"] = hf[h + "post_attention_layernorm.weight"]
         gate, up = hf[h + "mlp.gate_proj.weight"], hf[h + "mlp.up_proj.weight"]
         if fc1 == "fused":
@@ -94,7 +110,12 @@ def save_megatron_style(path, weights: dict[str, torch.Tensor]) -> None:
     """Top-level keys like Megatron-LM's fsdp_dtensor save: model (under module.), optimizer, iteration."""
     state = {
         "model": {f"module.{k}": v for k, v in weights.items()},
-        "optimizer": {"state": {f"module.{k}": {"exp_avg": torch.zeros_like(v)} for k, v in list(weights.items())[:2]}},
+        "optimizer": {
+            "state": {
+                f"module.{k}": {"exp_avg": torch.zeros_like(v)}
+                for k, v in list(weights.items())[:2]
+            }
+        },
         "iteration": 10,
         "checkpoint_version": 3.0,
     }
@@ -112,8 +133,14 @@ def _assets(model, tmp_path):
 
 @pytest.mark.parametrize(
     "family,norms,fc1",
-    [("qwen2", "local", "split"), ("qwen2", "te", "fused"), ("qwen3", "local", "split"),
-     ("qwen3", "te", "fused"), ("llama", "local", "fused"), ("llama", "te", "split")],
+    [
+        ("qwen2", "local", "split"),
+        ("qwen2", "te", "fused"),
+        ("qwen3", "local", "split"),
+        ("qwen3", "te", "fused"),
+        ("llama", "local", "fused"),
+        ("llama", "te", "split"),
+    ],
 )
 def test_mcore_export_matches_hf_logits(tmp_path, family, norms, fc1):
     model = _hf_model(family)
@@ -146,8 +173,21 @@ def test_cli_mcore_bare_dir_needs_hf_config_then_works(tmp_path):
     runner = CliRunner()
     missing = runner.invoke(app, ["ckpt", "export-hf", str(ckpt), "--out", str(tmp_path / "a")])
     assert missing.exit_code == 2 and "--hf-config" in missing.output
-    done = runner.invoke(app, ["ckpt", "export-hf", str(ckpt), "--out", str(tmp_path / "b"), "--hf-config",
-                               str(_assets(model, tmp_path) / "config.json"), "--dtype", "bf16", "--verify"])
+    done = runner.invoke(
+        app,
+        [
+            "ckpt",
+            "export-hf",
+            str(ckpt),
+            "--out",
+            str(tmp_path / "b"),
+            "--hf-config",
+            str(_assets(model, tmp_path) / "config.json"),
+            "--dtype",
+            "bf16",
+            "--verify",
+        ],
+    )
     assert done.exit_code == 0, done.output
     assert "layout mcore" in done.output and "bfloat16" in done.output
     assert not (tmp_path / "a").exists()
@@ -160,14 +200,29 @@ def test_unknown_family_and_unmapped_names_exit_2(tmp_path):
     weights["decoder.layers.0.self_attention.linear_proj.bias"] = torch.zeros(128)
     save_megatron_style(ckpt, weights)
     runner = CliRunner()
-    result = runner.invoke(app, ["ckpt", "export-hf", str(ckpt), "--out", str(tmp_path / "o"),
-                                 "--hf-config", str(_assets(model, tmp_path))])
+    result = runner.invoke(
+        app,
+        [
+            "ckpt",
+            "export-hf",
+            str(ckpt),
+            "--out",
+            str(tmp_path / "o"),
+            "--hf-config",
+            str(_assets(model, tmp_path)),
+        ],
+    )
     assert result.exit_code == 2
     assert "decoder.layers.0.self_attention.linear_proj.bias" in result.output
     assert result.output.count("\n") == 1
     gpt2 = tmp_path / "gpt2.json"
-    gpt2.write_text('{"model_type": "gpt2", "n_embd": 128, "n_layer": 2, "n_head": 4, "vocab_size": 512}')
-    result = runner.invoke(app, ["ckpt", "export-hf", str(ckpt), "--out", str(tmp_path / "o"), "--hf-config", str(gpt2)])
+    gpt2.write_text(
+        '{"model_type": "gpt2", "n_embd": 128, "n_layer": 2, "n_head": 4, "vocab_size": 512}'
+    )
+    result = runner.invoke(
+        app,
+        ["ckpt", "export-hf", str(ckpt), "--out", str(tmp_path / "o"), "--hf-config", str(gpt2)],
+    )
     assert result.exit_code == 2 and "gpt2" in result.output and "mcore" in result.output
     assert not (tmp_path / "o").exists()
 
@@ -179,6 +234,9 @@ def test_qkv_shape_contradicting_config_exits_1(tmp_path):
     assets = _assets(model, tmp_path)
     model.config.num_key_value_heads = 4  # config now wants 3x4 heads of rows; checkpoint has 4+2+2
     model.config.save_pretrained(assets)
-    result = CliRunner().invoke(app, ["ckpt", "export-hf", str(ckpt), "--out", str(tmp_path / "o"), "--hf-config", str(assets)])
+    result = CliRunner().invoke(
+        app,
+        ["ckpt", "export-hf", str(ckpt), "--out", str(tmp_path / "o"), "--hf-config", str(assets)],
+    )
     assert result.exit_code == 1, result.output
     assert "linear_qkv" in result.output and "rows" in result.output

@@ -19,9 +19,17 @@ from _export_support import load_report, logits_of
 from mfsdp_ckpt.convert.export_hf import export_hf
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mcore"
-FAMILY_DIRS = sorted(p for p in FIXTURES.iterdir() if (p / "dist_ckpt" / ".metadata").is_file()) if FIXTURES.is_dir() else []
+FAMILY_DIRS = (
+    sorted(p for p in FIXTURES.iterdir() if (p / "dist_ckpt" / ".metadata").is_file())
+    if FIXTURES.is_dir()
+    else []
+)
 OPTIM_FIXTURES = Path(__file__).parent / "fixtures" / "mcore_optim"
-RUN_DIRS = sorted(p for p in OPTIM_FIXTURES.iterdir() if (p / "run").is_dir()) if OPTIM_FIXTURES.is_dir() else []
+RUN_DIRS = (
+    sorted(p for p in OPTIM_FIXTURES.iterdir() if (p / "run").is_dir())
+    if OPTIM_FIXTURES.is_dir()
+    else []
+)
 
 
 @pytest.mark.parametrize("family_dir", FAMILY_DIRS, ids=[p.name for p in FAMILY_DIRS])
@@ -29,7 +37,13 @@ def test_megatron_core_checkpoint_exports_to_its_logits(family_dir: Path, tmp_pa
     provenance = json.loads((family_dir / "provenance.json").read_text())
     assert any(key.endswith("linear_qkv.weight") for key in provenance["model_keys"])
     out = tmp_path / "hf"
-    result = export_hf(family_dir / "dist_ckpt", out, hf_config=family_dir / "config.json", dtype="fp32", verify=True)
+    result = export_hf(
+        family_dir / "dist_ckpt",
+        out,
+        hf_config=family_dir / "config.json",
+        dtype="fp32",
+        verify=True,
+    )
     assert result.layout == "mcore" and result.mismatches == []
     assert load_report(out) == {}
     recorded = torch.load(family_dir / "logits.pt")
@@ -40,7 +54,9 @@ def test_megatron_core_checkpoint_exports_to_its_logits(family_dir: Path, tmp_pa
 @pytest.mark.parametrize("family_dir", RUN_DIRS, ids=[p.name for p in RUN_DIRS])
 def test_megatron_lm_run_with_optimizer_exports_to_its_logits(family_dir: Path, tmp_path):
     out = tmp_path / "hf"
-    result = export_hf(family_dir / "run", out, hf_config=family_dir / "config.json", dtype="fp32", verify=True)
+    result = export_hf(
+        family_dir / "run", out, hf_config=family_dir / "config.json", dtype="fp32", verify=True
+    )
     assert result.layout == "mcore" and result.mismatches == []
     recorded = torch.load(family_dir / "logits.pt")
     exported = logits_of(out, recorded["input_ids"])

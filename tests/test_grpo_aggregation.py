@@ -28,7 +28,9 @@ def test_modes_by_hand(mode, expected):
 
 def test_sum_norm_uses_configured_length():
     scale = LossScale.local(MASK, norm_length=8)
-    assert aggregate(LOSS, MASK, "seq-mean-token-sum-norm", scale).item() == pytest.approx((6 / 8 + 11 / 8) / 2)
+    assert aggregate(LOSS, MASK, "seq-mean-token-sum-norm", scale).item() == pytest.approx(
+        (6 / 8 + 11 / 8) / 2
+    )
 
 
 def test_unknown_mode_is_rejected():

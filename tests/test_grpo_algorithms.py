@@ -18,7 +18,9 @@ GROUPS = ["a", "b", "a", "c", "a", "a", "b"]
 def test_grpo_advantage_normalized_by_unbiased_std():
     # group a: mean 0.5, unbiased std sqrt(4 * 0.25 / 3) = 0.577350..., so +-0.5 / (0.577350 + 1e-6)
     a = 0.5 / (math.sqrt(1 / 3) + 1e-6)
-    expected = torch.tensor([a, 0.0, -a, 0.7, -a, a, 0.0])  # b: std 0 -> 0 / eps = 0; c: (0.7 - 0) / 1
+    expected = torch.tensor(
+        [a, 0.0, -a, 0.7, -a, a, 0.0]
+    )  # b: std 0 -> 0 / eps = 0; c: (0.7 - 0) / 1
     got = group_advantages(SCORES, GROUPS, epsilon=1e-6, norm_adv_by_std=True)
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)
 
@@ -68,7 +70,13 @@ def test_ppo_clip_loss_cases():
 
 def test_ppo_clip_loss_asymmetric_ranges_and_dual_clip_c():
     # low 0.1, high 0.3: (1.5, +1) -> -1.3; (0.5, -1) -> 0.9; c = 2: (5.0, -1) -> 2
-    _, terms = _terms([1.5, 0.5, 5.0], [1.0, -1.0, -1.0], clip_ratio_low=0.1, clip_ratio_high=0.3, clip_ratio_c=2.0)
+    _, terms = _terms(
+        [1.5, 0.5, 5.0],
+        [1.0, -1.0, -1.0],
+        clip_ratio_low=0.1,
+        clip_ratio_high=0.3,
+        clip_ratio_c=2.0,
+    )
     torch.testing.assert_close(terms.loss, torch.tensor([-1.3, 0.9, 2.0]))
 
 
@@ -103,10 +111,13 @@ def test_low_var_kl_clamps():
 
 def test_token_log_probs_and_entropy():
     logits = torch.tensor([[0.0, math.log(3.0)]])  # p = [1/4, 3/4]
-    torch.testing.assert_close(token_log_probs(logits, torch.tensor([1])), torch.tensor([math.log(0.75)]))
+    torch.testing.assert_close(
+        token_log_probs(logits, torch.tensor([1])), torch.tensor([math.log(0.75)])
+    )
     # temperature 2: logits [0, ln3 / 2] -> p(0) = 1 / (1 + sqrt 3)
     torch.testing.assert_close(
-        token_log_probs(logits, torch.tensor([0]), temperature=2.0), torch.tensor([-math.log(1 + math.sqrt(3))])
+        token_log_probs(logits, torch.tensor([0]), temperature=2.0),
+        torch.tensor([-math.log(1 + math.sqrt(3))]),
     )
     # H = -(1/4 ln 1/4 + 3/4 ln 3/4) = 0.5623351
     torch.testing.assert_close(entropy_from_logits(logits), torch.tensor([0.5623351]))

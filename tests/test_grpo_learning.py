@@ -30,9 +30,17 @@ from trainer.sft import run_sft
 pytestmark = pytest.mark.slow
 STEPS = 30
 
-SFT_COMMON = ["data.max_length=64", "data.global_batch_size=16", "data.max_tokens_per_micro_batch=512",
-              "optim.warmup_steps=0", "optim.scheduler=constant", "trainer.progress_bar=false", "strategy.name=fsdp2",
-              "trainer.log_every=1000", "trainer.device=cpu"]
+SFT_COMMON = [
+    "data.max_length=64",
+    "data.global_batch_size=16",
+    "data.max_tokens_per_micro_batch=512",
+    "optim.warmup_steps=0",
+    "optim.scheduler=constant",
+    "trainer.progress_bar=false",
+    "strategy.name=fsdp2",
+    "trainer.log_every=1000",
+    "trainer.device=cpu",
+]
 
 
 @pytest.fixture(scope="module")
@@ -40,24 +48,61 @@ def warm_start(tmp_path_factory):
     root = tmp_path_factory.mktemp("learn")
     know = write_addition_data(root / "know", digits=5)
     mix = write_addition_data(root / "mix", digits=5, declines=9)
-    run_sft(load_config(SFTConfig, None, SFT_COMMON + [
-        f"data.train_files={know['sft']}", "optim.lr=3e-3", "trainer.total_steps=200", f"trainer.run_dir={root}/sft1"]))
+    run_sft(
+        load_config(
+            SFTConfig,
+            None,
+            SFT_COMMON
+            + [
+                f"data.train_files={know['sft']}",
+                "optim.lr=3e-3",
+                "trainer.total_steps=200",
+                f"trainer.run_dir={root}/sft1",
+            ],
+        )
+    )
     export_hf(root / "sft1", root / "sft1_hf")
-    run_sft(load_config(SFTConfig, None, SFT_COMMON + [
-        f"model.path={root}/sft1_hf", f"data.train_files={mix['sft']}",
-        "optim.lr=1e-3", "trainer.total_steps=60", f"trainer.run_dir={root}/sft2"]))
+    run_sft(
+        load_config(
+            SFTConfig,
+            None,
+            SFT_COMMON
+            + [
+                f"model.path={root}/sft1_hf",
+                f"data.train_files={mix['sft']}",
+                "optim.lr=1e-3",
+                "trainer.total_steps=60",
+                f"trainer.run_dir={root}/sft2",
+            ],
+        )
+    )
     export_hf(root / "sft2", root / "warm")
     return root, know
 
 
 def _overrides(root: Path, know: dict, run: str, engine: str) -> list[str]:
     return [
-        f"model.path={root}/warm", f"data.train_files={know['rl_train']}",
-        f"data.val_files={know['rl_test']}", "data.max_prompt_length=32", "data.train_batch_size=16",
-        "actor.ppo_mini_batch_size=16", "actor.ppo_epochs=3", "actor.ppo_micro_batch_size_per_gpu=32", "actor.log_prob_micro_batch_size_per_gpu=64",
-        "rollout.n=8", "rollout.max_response_length=6", f"rollout.name={engine}", "rollout.enforce_eager=true",
-        "optim.lr=1e-3", f"trainer.total_steps={STEPS}", f"trainer.run_dir={root}/{run}", "trainer.eval_every=10",
-        "trainer.val_before_train=true", "trainer.progress_bar=false", "trainer.device=cpu", "strategy.name=fsdp2",
+        f"model.path={root}/warm",
+        f"data.train_files={know['rl_train']}",
+        f"data.val_files={know['rl_test']}",
+        "data.max_prompt_length=32",
+        "data.train_batch_size=16",
+        "actor.ppo_mini_batch_size=16",
+        "actor.ppo_epochs=3",
+        "actor.ppo_micro_batch_size_per_gpu=32",
+        "actor.log_prob_micro_batch_size_per_gpu=64",
+        "rollout.n=8",
+        "rollout.max_response_length=6",
+        f"rollout.name={engine}",
+        "rollout.enforce_eager=true",
+        "optim.lr=1e-3",
+        f"trainer.total_steps={STEPS}",
+        f"trainer.run_dir={root}/{run}",
+        "trainer.eval_every=10",
+        "trainer.val_before_train=true",
+        "trainer.progress_bar=false",
+        "trainer.device=cpu",
+        "strategy.name=fsdp2",
         "checkpoint.save_every=0",
     ]
 
@@ -75,7 +120,11 @@ def _assert_learned(run_dir: Path) -> None:
     assert rewards[0] < 0.2 and val[0] < 0.2, (rewards, val)
     assert sum(rewards[-5:]) / 5 > 0.5, rewards
     assert val[-1] > 0.5, val
-    diffs = [r["rollout/actor_logprob_diff"] for r in read_metrics(run_dir) if "rollout/actor_logprob_diff" in r]
+    diffs = [
+        r["rollout/actor_logprob_diff"]
+        for r in read_metrics(run_dir)
+        if "rollout/actor_logprob_diff" in r
+    ]
     assert max(diffs) < 1e-4  # the engine samples from exactly the actor's weights, every step
 
 
@@ -102,14 +151,21 @@ def test_without_weight_push_the_reward_stays_low(warm_start, monkeypatch):
     assert sum(rewards[-5:]) / 5 < 0.3, rewards
 
 
-@pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed (scripts/install_vllm_cpu.sh)")
+@pytest.mark.skipif(
+    not vllm_available(), reason="vLLM is not installed (scripts/install_vllm_cpu.sh)"
+)
 def test_grpo_with_vllm_rollout_learns(warm_start):
     root, know = warm_start
     # Own process: vLLM changes process-wide state (torch threads, distributed groups).
     env = {**os.environ, "OMP_NUM_THREADS": "2", "VLLM_CPU_KVCACHE_SPACE": "1"}
     done = subprocess.run(
-        [sys.executable, "-m", "cli.train", "grpo", "--json"] + _overrides(root, know, "grpo_vllm", "vllm"),
-        capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parents[1], timeout=600,
+        [sys.executable, "-m", "cli.train", "grpo", "--json"]
+        + _overrides(root, know, "grpo_vllm", "vllm"),
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=Path(__file__).resolve().parents[1],
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])

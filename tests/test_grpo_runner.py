@@ -25,27 +25,55 @@ from trainer.tiny import build_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 MFSDP = [sys.executable, "-c", "from cli.main import main; main()"]
-COMPARED = ("reward/mean", "actor/pg_loss", "actor/kl_loss", "actor/grad_norm", "actor/entropy", "actor/ppo_kl")
+COMPARED = (
+    "reward/mean",
+    "actor/pg_loss",
+    "actor/kl_loss",
+    "actor/grad_norm",
+    "actor/entropy",
+    "actor/ppo_kl",
+)
 
 
 @pytest.fixture(scope="module")
 def task(tmp_path_factory):
     root = tmp_path_factory.mktemp("grpo")
     files = write_addition_data(root / "data", digits=4)
-    reward = root / "longer_is_better.py"  # dense signal for a random model: longer answers score more
-    reward.write_text("def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
-                      "    return min(len(solution_str), 40) / 40\n")
+    reward = (
+        root / "longer_is_better.py"
+    )  # dense signal for a random model: longer answers score more
+    reward.write_text(
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    return min(len(solution_str), 40) / 40\n"
+    )
     return root, files, reward
 
 
 def _overrides(root, files, reward, run, steps=4):
     return [
-        f"data.train_files={files['rl_train']}", f"data.val_files={files['rl_test']}", "data.max_prompt_length=32",
-        "data.train_batch_size=4", "data.val_max_samples=4", "actor.ppo_mini_batch_size=2", "actor.ppo_micro_batch_size_per_gpu=2",
-        "actor.log_prob_micro_batch_size_per_gpu=3", "actor.ppo_epochs=2", "actor.loss_agg_mode=seq-mean-token-mean",
-        "actor.entropy_coeff=0.01", "rollout.n=4", "rollout.max_response_length=8", "rollout.name=hf", "optim.lr=1e-3",
-        f"reward.path={reward}", f"trainer.total_steps={steps}", f"trainer.run_dir={root}/{run}", "trainer.eval_every=2",
-        "trainer.progress_bar=false", "trainer.device=cpu", "strategy.name=fsdp2", "checkpoint.save_every=2",
+        f"data.train_files={files['rl_train']}",
+        f"data.val_files={files['rl_test']}",
+        "data.max_prompt_length=32",
+        "data.train_batch_size=4",
+        "data.val_max_samples=4",
+        "actor.ppo_mini_batch_size=2",
+        "actor.ppo_micro_batch_size_per_gpu=2",
+        "actor.log_prob_micro_batch_size_per_gpu=3",
+        "actor.ppo_epochs=2",
+        "actor.loss_agg_mode=seq-mean-token-mean",
+        "actor.entropy_coeff=0.01",
+        "rollout.n=4",
+        "rollout.max_response_length=8",
+        "rollout.name=hf",
+        "optim.lr=1e-3",
+        f"reward.path={reward}",
+        f"trainer.total_steps={steps}",
+        f"trainer.run_dir={root}/{run}",
+        "trainer.eval_every=2",
+        "trainer.progress_bar=false",
+        "trainer.device=cpu",
+        "strategy.name=fsdp2",
+        "checkpoint.save_every=2",
     ]
 
 
@@ -58,7 +86,11 @@ def test_resume_computes_what_an_uninterrupted_run_computes(task):
     root, files, reward = task
     straight = run_grpo(load_config(GRPOConfig, None, _overrides(root, files, reward, "straight")))
     assert straight.final_step == 4 and straight.resumed_from is None
-    first = run_grpo(load_config(GRPOConfig, None, _overrides(root, files, reward, "split") + ["trainer.stop_at_step=2"]))
+    first = run_grpo(
+        load_config(
+            GRPOConfig, None, _overrides(root, files, reward, "split") + ["trainer.stop_at_step=2"]
+        )
+    )
     assert first.final_step == 2
     second = run_grpo(load_config(GRPOConfig, None, _overrides(root, files, reward, "split")))
     assert second.resumed_from == 2 and second.final_step == 4
@@ -69,24 +101,50 @@ def test_resume_computes_what_an_uninterrupted_run_computes(task):
     for step in (3, 4):
         for key in COMPARED:
             assert b[step][key] == pytest.approx(a[step][key], rel=1e-5, abs=1e-7), (step, key)
-    final_a, final_b = _model_tensors(straight.last_checkpoint), _model_tensors(second.last_checkpoint)
+    final_a, final_b = (
+        _model_tensors(straight.last_checkpoint),
+        _model_tensors(second.last_checkpoint),
+    )
     assert final_a.keys() == final_b.keys() and final_a
     for name in final_a:
         torch.testing.assert_close(final_b[name], final_a[name], rtol=1e-5, atol=1e-6)
     manifest = json.loads((second.last_checkpoint / "manifest.json").read_text())
-    assert manifest["info"]["reference_model"] == {"path": None, "shape": "tiny", "random_init": False, "seed": 0}
+    assert manifest["info"]["reference_model"] == {
+        "path": None,
+        "shape": "tiny",
+        "random_init": False,
+        "seed": 0,
+    }
     record = a[4]
-    for key in ("reward/std", "reward/accuracy", "response/length_mean", "response/length_max", "actor/clipfrac",
-                "timing/rollout_s", "timing/old_log_prob_s", "timing/ref_log_prob_s", "timing/update_s",
-                "timing/weight_push_s", "timing/checkpoint_s", "perf/tokens_per_s", "val/accuracy"):
+    for key in (
+        "reward/std",
+        "reward/accuracy",
+        "response/length_mean",
+        "response/length_max",
+        "actor/clipfrac",
+        "timing/rollout_s",
+        "timing/old_log_prob_s",
+        "timing/ref_log_prob_s",
+        "timing/update_s",
+        "timing/weight_push_s",
+        "timing/checkpoint_s",
+        "perf/tokens_per_s",
+        "val/accuracy",
+    ):
         assert key in record, key
     assert record["actor/updates"] == 2 * 2  # ppo_epochs x (4 prompts / mini-batch of 2)
     assert record["rollout/actor_logprob_diff"] < 1e-4
 
 
-@pytest.mark.parametrize("engine", [
-    "hf", pytest.param("vllm", marks=pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed")),
-])
+@pytest.mark.parametrize(
+    "engine",
+    [
+        "hf",
+        pytest.param(
+            "vllm", marks=pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed")
+        ),
+    ],
+)
 def test_two_ranks(task, engine):
     """FSDP2 over 2 gloo ranks: each rank rolls out its share with its own engine; the gathered
     weights reach both engines (their log-probs equal the actor's)."""
@@ -94,9 +152,15 @@ def test_two_ranks(task, engine):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
     run = f"two_{engine}"
     done = subprocess.run(
-        MFSDP + ["train", "grpo", "--nproc-per-node", "2", "--json"]
-        + _overrides(root, files, reward, run, steps=2) + [f"rollout.name={engine}", "rollout.enforce_eager=true"],
-        capture_output=True, text=True, env=env, cwd=REPO, timeout=300,
+        MFSDP
+        + ["train", "grpo", "--nproc-per-node", "2", "--json"]
+        + _overrides(root, files, reward, run, steps=2)
+        + [f"rollout.name={engine}", "rollout.enforce_eager=true"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
@@ -123,7 +187,9 @@ def _gather_main(rank, world, port, out):
         for label, rows in (("uneven", [(0, 2), (2, 3)]), ("empty", [(0, 3), (3, 3)])):
             start, stop = rows[rank]
             local = whole[start:stop].clone()
-            value = DTensor.from_local(local, mesh, [Shard(0)], run_check=False, shape=whole.shape, stride=whole.stride())
+            value = DTensor.from_local(
+                local, mesh, [Shard(0)], run_check=False, shape=whole.shape, stride=whole.stride()
+            )
             results[label] = full_tensor(value)
         out[rank] = results
     finally:
@@ -141,8 +207,10 @@ def test_full_tensor_gathers_uneven_and_empty_shards():
 
 
 def test_rl_rows_from_the_gsm8k_converter_load_unchanged(tmp_path):
-    rows = [{"question": "Tom has 3 apples and buys 4 more. How many?", "answer": "3 + 4 = 7\n#### 7"},
-            {"question": "A " + "very " * 200 + "long question?", "answer": "#### 1,000"}]
+    rows = [
+        {"question": "Tom has 3 apples and buys 4 more. How many?", "answer": "3 + 4 = 7\n#### 7"},
+        {"question": "A " + "very " * 200 + "long question?", "answer": "#### 1,000"},
+    ]
     _, rl = gsm8k_rows(rows, "train")
     path = write_parquet(rl, tmp_path / "rl.parquet")
     tokenizer = build_tokenizer()
@@ -152,9 +220,18 @@ def test_rl_rows_from_the_gsm8k_converter_load_unchanged(tmp_path):
     assert prompts[0].extra_info["index"] == 0
     text = tokenizer.decode(prompts[0].prompt_ids)
     assert text.endswith("<|im_start|>assistant\n") and "Tom has 3 apples" in text
-    with pytest.raises(RLDataError, match=r"row 1: prompt has \d+ tokens > data.max_prompt_length=128"):
-        load_rl_prompts([str(path)], RLDataConfig(max_prompt_length=128, filter_overlong_prompts=False), tokenizer)
-    broken = write_parquet([{"prompt": [{"role": "user", "content": "hi"}], "data_source": "x"}], tmp_path / "bad.parquet")
+    with pytest.raises(
+        RLDataError, match=r"row 1: prompt has \d+ tokens > data.max_prompt_length=128"
+    ):
+        load_rl_prompts(
+            [str(path)],
+            RLDataConfig(max_prompt_length=128, filter_overlong_prompts=False),
+            tokenizer,
+        )
+    broken = write_parquet(
+        [{"prompt": [{"role": "user", "content": "hi"}], "data_source": "x"}],
+        tmp_path / "bad.parquet",
+    )
     with pytest.raises(RLDataError, match="row 0: no reward_model.ground_truth"):
         load_rl_prompts([str(broken)], RLDataConfig(), tokenizer)
 
@@ -163,13 +240,21 @@ def test_rl_rows_from_the_gsm8k_converter_load_unchanged(tmp_path):
     "overrides, message",
     [
         (["data.train_files=/nonexistent.parquet"], "/nonexistent.parquet: no such file"),
-        (["data.train_batch_size=6", "actor.ppo_mini_batch_size=4"], "must be a multiple of actor.ppo_mini_batch_size=4"),
+        (
+            ["data.train_batch_size=6", "actor.ppo_mini_batch_size=4"],
+            "must be a multiple of actor.ppo_mini_batch_size=4",
+        ),
         (["actor.kl_loss_type=k9"], "actor.kl_loss_type' expects one of"),
         (["rollout.name=sglang"], "rollout.name' expects one of"),
     ],
 )
 def test_cli_usage_errors(tmp_path, overrides, message):
-    done = subprocess.run(MFSDP + ["train", "grpo", f"trainer.run_dir={tmp_path}/run"] + overrides,
-                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    done = subprocess.run(
+        MFSDP + ["train", "grpo", f"trainer.run_dir={tmp_path}/run"] + overrides,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.startswith("error: ") and message in done.stderr

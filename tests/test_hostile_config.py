@@ -92,12 +92,15 @@ def test_python_tags_are_refused_in_files_and_overrides(tmp_path, tag):
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("raw", [
-    "optim:\n  lr: 0.001 # caf\xe9\n".encode("latin-1"),
-    "optim: {lr: 0.001}\n".encode("utf-16"),
-    b"\xff\xfe\xfd",
-    b"optim:\n  lr: 0.001\n\x80\n",
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "optim:\n  lr: 0.001 # caf\xe9\n".encode("latin-1"),
+        "optim: {lr: 0.001}\n".encode("utf-16"),
+        b"\xff\xfe\xfd",
+        b"optim:\n  lr: 0.001\n\x80\n",
+    ],
+)
 def test_config_files_that_are_not_utf8_are_refused(tmp_path, raw):
     path = write(tmp_path, raw)
     refused(lambda: load_config(SFTConfig, path), str(path), "UTF-8")
@@ -119,18 +122,37 @@ def test_deep_nesting_is_refused(tmp_path, depth):
 
 
 OUT_OF_RANGE = [
-    ("optim.lr", "nan"), ("optim.lr", ".inf"), ("optim.lr", "-1e-5"), ("optim.eps", "0"),
-    ("optim.betas", "[2, 3]"), ("optim.betas", "[0.9]"), ("optim.betas", "[0.9, 1.0]"),
+    ("optim.lr", "nan"),
+    ("optim.lr", ".inf"),
+    ("optim.lr", "-1e-5"),
+    ("optim.eps", "0"),
+    ("optim.betas", "[2, 3]"),
+    ("optim.betas", "[0.9]"),
+    ("optim.betas", "[0.9, 1.0]"),
     ("optim.betas", "[-0.1, 0.9]"),
-    ("optim.weight_decay", "-0.1"), ("optim.warmup_ratio", "1.5"), ("optim.warmup_steps", "-1"),
-    ("optim.clip_grad", "nan"), ("optim.min_lr", "-1"),
-    ("checkpoint.keep_last", "0"), ("checkpoint.keep_last", "-3"), ("checkpoint.save_every", "-5"),
-    ("trainer.total_steps", "-1"), ("trainer.total_steps", "0"), ("trainer.epochs", "0"),
-    ("trainer.stop_at_step", "-2"), ("trainer.log_every", "0"), ("trainer.eval_every", "-1"),
-    ("trainer.seed", "-7"), ("trainer.peak_tflops", "0"),
-    ("data.global_batch_size", "0"), ("data.max_length", "-10"), ("data.val_ratio", "1.0"),
-    ("data.max_tokens_per_micro_batch", "0"), ("data.micro_batch_size", "-1"),
-    ("model.loss_chunk_tokens", "0"), ("strategy.bucket_size", "0"),
+    ("optim.weight_decay", "-0.1"),
+    ("optim.warmup_ratio", "1.5"),
+    ("optim.warmup_steps", "-1"),
+    ("optim.clip_grad", "nan"),
+    ("optim.min_lr", "-1"),
+    ("checkpoint.keep_last", "0"),
+    ("checkpoint.keep_last", "-3"),
+    ("checkpoint.save_every", "-5"),
+    ("trainer.total_steps", "-1"),
+    ("trainer.total_steps", "0"),
+    ("trainer.epochs", "0"),
+    ("trainer.stop_at_step", "-2"),
+    ("trainer.log_every", "0"),
+    ("trainer.eval_every", "-1"),
+    ("trainer.seed", "-7"),
+    ("trainer.peak_tflops", "0"),
+    ("data.global_batch_size", "0"),
+    ("data.max_length", "-10"),
+    ("data.val_ratio", "1.0"),
+    ("data.max_tokens_per_micro_batch", "0"),
+    ("data.micro_batch_size", "-1"),
+    ("model.loss_chunk_tokens", "0"),
+    ("strategy.bucket_size", "0"),
 ]
 
 
@@ -139,15 +161,26 @@ def test_sft_values_out_of_range_name_the_key(key, value):
     refused(lambda: load_config(SFTConfig, None, [f"{key}={value}"]), f"'{key}", "must be")
 
 
-@pytest.mark.parametrize("key, value", [
-    ("rollout.n", "0"), ("rollout.top_p", "0"), ("rollout.top_p", "1.5"), ("rollout.top_k", "0"),
-    ("rollout.temperature", "-1"), ("rollout.gpu_memory_utilization", "2"),
-    ("rollout.max_response_length", "0"),
-    ("actor.ppo_epochs", "0"), ("actor.clip_ratio_c", "0.5"), ("actor.kl_loss_coef", "-1"),
-    ("actor.ppo_mini_batch_size", "-16"), ("data.train_batch_size", "0"),
-    ("algorithm.epsilon", "0"),
-    ("optim.lr", "nan"), ("optim.betas", "[0.9, 1.5]"),
-])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("rollout.n", "0"),
+        ("rollout.top_p", "0"),
+        ("rollout.top_p", "1.5"),
+        ("rollout.top_k", "0"),
+        ("rollout.temperature", "-1"),
+        ("rollout.gpu_memory_utilization", "2"),
+        ("rollout.max_response_length", "0"),
+        ("actor.ppo_epochs", "0"),
+        ("actor.clip_ratio_c", "0.5"),
+        ("actor.kl_loss_coef", "-1"),
+        ("actor.ppo_mini_batch_size", "-16"),
+        ("data.train_batch_size", "0"),
+        ("algorithm.epsilon", "0"),
+        ("optim.lr", "nan"),
+        ("optim.betas", "[0.9, 1.5]"),
+    ],
+)
 def test_grpo_values_out_of_range_name_the_key(key, value):
     refused(lambda: load_config(GRPOConfig, None, [f"{key}={value}"]), f"'{key}", "must be")
 
@@ -158,13 +191,26 @@ def test_range_errors_in_a_file_name_the_file(tmp_path):
 
 
 def test_values_at_the_edges_are_accepted():
-    cfg = load_config(SFTConfig, None, [
-        "optim.lr=0", "optim.betas=[0, 0.999]", "checkpoint.keep_last=1", "checkpoint.save_every=0",
-        "trainer.total_steps=1", "optim.warmup_ratio=1", "data.val_ratio=0",
-        "trainer.total_steps=null",
-    ])
+    cfg = load_config(
+        SFTConfig,
+        None,
+        [
+            "optim.lr=0",
+            "optim.betas=[0, 0.999]",
+            "checkpoint.keep_last=1",
+            "checkpoint.save_every=0",
+            "trainer.total_steps=1",
+            "optim.warmup_ratio=1",
+            "data.val_ratio=0",
+            "trainer.total_steps=null",
+        ],
+    )
     assert (cfg.optim.lr, cfg.optim.betas, cfg.checkpoint.keep_last, cfg.trainer.total_steps) == (
-        0.0, [0.0, 0.999], 1, None)
+        0.0,
+        [0.0, 0.999],
+        1,
+        None,
+    )
     edges = ["rollout.top_k=-1", "rollout.top_k=50", "rollout.top_p=1"]
     grpo = load_config(GRPOConfig, None, edges)
     assert (grpo.rollout.top_k, grpo.rollout.top_p) == (50, 1.0)
@@ -191,24 +237,39 @@ def test_cli_refuses_in_one_line_with_exit_2(tmp_path, case):
     assert len(lines) == 1 and lines[0].startswith("error: "), result.output
 
 
-@pytest.mark.parametrize("raw", ["caf\xe9".encode("latin-1"), b"\xff\xfe{}",
-                                 b'{"messages": []}\n\x80\n'])
+@pytest.mark.parametrize(
+    "raw", ["caf\xe9".encode("latin-1"), b"\xff\xfe{}", b'{"messages": []}\n\x80\n']
+)
 def test_data_files_that_are_not_utf8_are_refused_in_one_line(tmp_path, raw):
     data = tmp_path / "train.jsonl"
     data.write_bytes(raw)
-    result = CliRunner().invoke(app, [
-        "train", "sft", "trainer.device=cpu", f"data.train_files={data}",
-        f"trainer.run_dir={tmp_path / 'run'}", "trainer.progress_bar=false",
-    ])
+    result = CliRunner().invoke(
+        app,
+        [
+            "train",
+            "sft",
+            "trainer.device=cpu",
+            f"data.train_files={data}",
+            f"trainer.run_dir={tmp_path / 'run'}",
+            "trainer.progress_bar=false",
+        ],
+    )
     assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "UTF-8" in lines[0] and str(data) in lines[0], result.output
 
 
-@pytest.mark.parametrize("overrides", [
-    "{num_attention_heads: 0}", "{num_hidden_layers: -1}", "{num_hidden_layers: 100000000}",
-    "{hidden_size: 0}", "{num_attention_heads: 4, num_key_value_heads: 3}", "{vocab_size: 1.5}",
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        "{num_attention_heads: 0}",
+        "{num_hidden_layers: -1}",
+        "{num_hidden_layers: 100000000}",
+        "{hidden_size: 0}",
+        "{num_attention_heads: 4, num_key_value_heads: 3}",
+        "{vocab_size: 1.5}",
+    ],
+)
 def test_model_overrides_with_sizes_that_make_no_sense_are_refused(overrides):
     override = f"model.overrides={overrides}"
     refused(lambda: load_config(SFTConfig, None, [override]), "'model.overrides'", "must be")

@@ -116,8 +116,11 @@ def test_overwrite_keeps_a_directory_that_is_not_an_earlier_export(run_dir, tmp_
         shutil.copytree(run_dir, out)
     else:
         out.mkdir()
-        files = {"notes": {"notes.txt": "x"}, "config-only": {"config.json": "{}"},
-                 "nested-data": {"data/train.jsonl": "{}", "config.json": "{}"}}[content]
+        files = {
+            "notes": {"notes.txt": "x"},
+            "config-only": {"config.json": "{}"},
+            "nested-data": {"data/train.jsonl": "{}", "config.json": "{}"},
+        }[content]
         for name, text in files.items():
             (out / name).parent.mkdir(parents=True, exist_ok=True)
             (out / name).write_text(text)
@@ -278,8 +281,11 @@ NONFINITE = {
 @pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])  # kernel copy, cast, cast
 @pytest.mark.parametrize("case", NONFINITE)
 def test_nonfinite_weights_are_refused_naming_the_tensor(tmp_path, assets, case, dtype):
-    key = {"nan-embedding": "embed_tokens", "inf-mlp": "layers.1.mlp.down_proj",
-           "neg-inf-norm": "model.norm"}[case]
+    key = {
+        "nan-embedding": "embed_tokens",
+        "inf-mlp": "layers.1.mlp.down_proj",
+        "neg-inf-norm": "model.norm",
+    }[case]
     ckpt = _bare_checkpoint(tmp_path, assets, NONFINITE[case])
     out = tmp_path / "parent" / "out"
     out.parent.mkdir()
@@ -297,14 +303,19 @@ def test_values_that_overflow_the_export_dtype_are_refused(tmp_path, assets, val
     edit = _set("model.model.layers.0.self_attn.o_proj.weight", (1, 2), value)
     ckpt = _bare_checkpoint(tmp_path, assets, edit)
     out = tmp_path / "out"
-    _one_line_error(_export(ckpt, "--hf-config", assets, "--out", out, "--dtype", "fp16"), 1,
-                    "o_proj", "overflows float16")
+    _one_line_error(
+        _export(ckpt, "--hf-config", assets, "--out", out, "--dtype", "fp16"),
+        1,
+        "o_proj",
+        "overflows float16",
+    )
     assert not out.exists()
 
 
 @pytest.mark.parametrize("dtype", [torch.int8, torch.int32, torch.int64, torch.bool, torch.uint8])
-@pytest.mark.parametrize("key", ["model.model.layers.0.self_attn.q_proj.weight",
-                                 "model.model.norm.weight"])
+@pytest.mark.parametrize(
+    "key", ["model.model.layers.0.self_attn.q_proj.weight", "model.model.norm.weight"]
+)
 def test_integer_weights_are_refused(tmp_path, assets, dtype, key):
     def edit(state):
         state[key] = (state[key] * 100).to(dtype)
@@ -318,12 +329,15 @@ def test_integer_weights_are_refused(tmp_path, assets, dtype, key):
     assert _listing(tmp_path) == ["dist_ckpt"]
 
 
-@pytest.mark.parametrize("alias", [
-    "model._orig_mod.model.norm.weight",
-    "model.module.model.layers.0.mlp.up_proj.weight",
-    "model.model._fsdp_wrapped_module.embed_tokens.weight",
-    "model.model.layers.1._checkpoint_wrapped_module.self_attn.k_proj.weight",
-])
+@pytest.mark.parametrize(
+    "alias",
+    [
+        "model._orig_mod.model.norm.weight",
+        "model.module.model.layers.0.mlp.up_proj.weight",
+        "model.model._fsdp_wrapped_module.embed_tokens.weight",
+        "model.model.layers.1._checkpoint_wrapped_module.self_attn.k_proj.weight",
+    ],
+)
 def test_two_stored_names_for_one_weight_are_refused_naming_both(tmp_path, assets, alias):
     from mfsdp_ckpt.format.state_keys import hf_name
 
@@ -348,25 +362,29 @@ def _config_variant(tmp_path: Path, assets: Path, **changes) -> Path:
     return target
 
 
-@pytest.mark.parametrize("changes, needle", [
-    ({"num_hidden_layers": 100_000_000}, "num_hidden_layers=100000000"),
-    ({"num_hidden_layers": 1000}, "num_hidden_layers=1000"),
-    ({"num_hidden_layers": -2}, "num_hidden_layers must be a positive integer"),
-    ({"num_hidden_layers": "2"}, "num_hidden_layers must be a positive integer"),
-    ({"num_attention_heads": 0}, "num_attention_heads must be a positive integer"),
-    ({"num_attention_heads": -4}, "num_attention_heads must be a positive integer"),
-    ({"num_attention_heads": 3}, "num_attention_heads=3 is not a multiple"),
-    ({"num_attention_heads": 6, "num_key_value_heads": 2}, "hidden_size=128 is not a multiple"),
-    ({"num_key_value_heads": 3}, "not a multiple of num_key_value_heads=3"),
-    ({"num_key_value_heads": 0}, "num_key_value_heads must be a positive integer"),
-    ({"hidden_size": 0}, "hidden_size must be a positive integer"),
-    ({"vocab_size": -5}, "vocab_size must be a positive integer"),
-    ({"intermediate_size": 2.5}, "intermediate_size must be a positive integer"),
-    ({"head_dim": 0}, "head_dim must be a positive integer"),
-    ({"num_hidden_layers": True}, "num_hidden_layers must be a positive integer"),
-])
-def test_config_geometry_that_makes_no_sense_is_refused_fast(tmp_path, run_dir, assets, changes,
-                                                             needle):
+@pytest.mark.parametrize(
+    "changes, needle",
+    [
+        ({"num_hidden_layers": 100_000_000}, "num_hidden_layers=100000000"),
+        ({"num_hidden_layers": 1000}, "num_hidden_layers=1000"),
+        ({"num_hidden_layers": -2}, "num_hidden_layers must be a positive integer"),
+        ({"num_hidden_layers": "2"}, "num_hidden_layers must be a positive integer"),
+        ({"num_attention_heads": 0}, "num_attention_heads must be a positive integer"),
+        ({"num_attention_heads": -4}, "num_attention_heads must be a positive integer"),
+        ({"num_attention_heads": 3}, "num_attention_heads=3 is not a multiple"),
+        ({"num_attention_heads": 6, "num_key_value_heads": 2}, "hidden_size=128 is not a multiple"),
+        ({"num_key_value_heads": 3}, "not a multiple of num_key_value_heads=3"),
+        ({"num_key_value_heads": 0}, "num_key_value_heads must be a positive integer"),
+        ({"hidden_size": 0}, "hidden_size must be a positive integer"),
+        ({"vocab_size": -5}, "vocab_size must be a positive integer"),
+        ({"intermediate_size": 2.5}, "intermediate_size must be a positive integer"),
+        ({"head_dim": 0}, "head_dim must be a positive integer"),
+        ({"num_hidden_layers": True}, "num_hidden_layers must be a positive integer"),
+    ],
+)
+def test_config_geometry_that_makes_no_sense_is_refused_fast(
+    tmp_path, run_dir, assets, changes, needle
+):
     config = _config_variant(tmp_path, assets, **changes)
     out = tmp_path / "out"
     started = time.monotonic()
@@ -376,8 +394,9 @@ def test_config_geometry_that_makes_no_sense_is_refused_fast(tmp_path, run_dir, 
 
 
 @pytest.mark.parametrize("as_url", [False, True])
-def test_sizes_not_backed_by_files_are_refused_before_reserving_disk(tmp_path, assets, monkeypatch,
-                                                                     as_url):
+def test_sizes_not_backed_by_files_are_refused_before_reserving_disk(
+    tmp_path, assets, monkeypatch, as_url
+):
     """The embedding claims 2**27 rows (64 GiB of fp32) over the blob of the tiny one; the
     output files' preallocation is watched (it is ignored where the filesystem cannot)."""
     rows = 2**27

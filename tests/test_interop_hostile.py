@@ -79,9 +79,7 @@ def _deep_chain(top: Path, depth: int) -> Path:
     return top
 
 
-def test_a_1500_deep_chain_in_the_hf_dir_is_one_line(
-    made_optim, tmp_path, deep_chains
-):  # noqa: F811
+def test_a_1500_deep_chain_in_the_hf_dir_is_one_line(made_optim, tmp_path, deep_chains):  # noqa: F811
     laid = BUILDERS["verl-sft"](made_optim, tmp_path)
     deep_chains.append(_deep_chain(laid.levels["step"] / "huggingface", 1500))
     code, out, err = run_cli("ckpt", "export-hf", laid.run, "--out", tmp_path / "hf")
@@ -109,9 +107,7 @@ def test_a_symlink_loop_in_a_step_dir_is_one_line(made_optim, tmp_path):  # noqa
 
 
 @pytest.mark.parametrize("name", ["tokenizer.json", "config.json"])
-def test_an_asset_symlinked_out_of_the_checkpoint_is_not_exported(
-    name, made_optim, tmp_path
-):  # noqa: F811
+def test_an_asset_symlinked_out_of_the_checkpoint_is_not_exported(name, made_optim, tmp_path):  # noqa: F811
     secret = tmp_path / "secret.txt"
     secret.write_text("a user's private file")
     if name == "config.json":

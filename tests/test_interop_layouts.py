@@ -33,13 +33,17 @@ REAL_OPTIM = FIXTURES / "mcore_optim"
 
 
 REAL_FAMILIES = sorted(
-    p.name for p in REAL_OPTIM.glob("*") if (p / "config.json").is_file() and any(p.glob("run/iter_*"))
+    p.name
+    for p in REAL_OPTIM.glob("*")
+    if (p / "config.json").is_file() and any(p.glob("run/iter_*"))
 )
 
 
 @pytest.fixture(params=["made", *(f"real-{family}" for family in REAL_FAMILIES)])
 def optim_fixture(request, made_optim) -> Path:
-    return made_optim if request.param == "made" else REAL_OPTIM / request.param.removeprefix("real-")
+    return (
+        made_optim if request.param == "made" else REAL_OPTIM / request.param.removeprefix("real-")
+    )
 
 
 @pytest.mark.parametrize("family", REAL_FAMILIES)

@@ -33,8 +33,13 @@ from trainer.sft import run_sft
 RANK, ALPHA = 8, 16
 LINEAR = ["down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"]
 SETTINGS = (
-    "trainer.total_steps=4", "data.global_batch_size=8", "data.max_tokens_per_micro_batch=256",
-    "optim.warmup_steps=1", "optim.lr=1e-2", f"model.lora_rank={RANK}", f"model.lora_alpha={ALPHA}",
+    "trainer.total_steps=4",
+    "data.global_batch_size=8",
+    "data.max_tokens_per_micro_batch=256",
+    "optim.warmup_steps=1",
+    "optim.lr=1e-2",
+    f"model.lora_rank={RANK}",
+    f"model.lora_alpha={ALPHA}",
 )
 
 
@@ -51,8 +56,16 @@ def _two_rank_runs(rank: int, world_size: int, root: str) -> None:
     second = run_sft(tiny_config(data, root / "split", base, *SETTINGS))
     assert second.resumed_from == 2 and second.final_step == 4
     # bf16 compute: frozen base held in bf16 next to fp32 adapters inside each FSDP2 unit
-    run_sft(tiny_config(data, root / "bf16", base, *SETTINGS, "trainer.total_steps=2",
-                        "strategy.mixed_precision=bf16"))
+    run_sft(
+        tiny_config(
+            data,
+            root / "bf16",
+            base,
+            *SETTINGS,
+            "trainer.total_steps=2",
+            "strategy.mixed_precision=bf16",
+        )
+    )
     # the adapter must not continue on other weights of the same shapes: every rank refuses
     other = f"model.path={root / 'other_base'}"
     with pytest.raises(ResumeMismatchError, match="model.safetensors in this run's base"):
@@ -83,8 +96,15 @@ def _adapter_bytes(config: dict) -> int:
     """fp32 bytes of rank-RANK adapters on every linear layer of the decoder, from the config."""
     hidden, inter = config["hidden_size"], config["intermediate_size"]
     kv = config["num_key_value_heads"] * hidden // config["num_attention_heads"]
-    shapes = [(hidden, hidden), (hidden, kv), (hidden, kv), (hidden, hidden),
-              (hidden, inter), (hidden, inter), (inter, hidden)]  # (in, out): q k v o gate up down
+    shapes = [
+        (hidden, hidden),
+        (hidden, kv),
+        (hidden, kv),
+        (hidden, hidden),
+        (hidden, inter),
+        (hidden, inter),
+        (inter, hidden),
+    ]  # (in, out): q k v o gate up down
     per_layer = sum(RANK * (fan_in + fan_out) for fan_in, fan_out in shapes)
     return 4 * config["num_hidden_layers"] * per_layer
 
@@ -103,7 +123,7 @@ def test_checkpoint_holds_the_adapter_only(runs):
     paths = resolve_checkpoint(runs / "split")
     reader = CheckpointReader(paths.dist_ckpt)
     model_keys = [k for k in reader.tensors if k.startswith("model.")]
-    parsed = [parse_adapter_key(k[len("model."):]) for k in model_keys]
+    parsed = [parse_adapter_key(k[len("model.") :]) for k in model_keys]
     assert all(parsed) and len(parsed) == 2 * 2 * len(LINEAR)  # A and B, 2 layers
     assert sorted({p.module.rsplit(".", 1)[-1] for p in parsed}) == LINEAR
     config = json.loads((runs / "base" / "config.json").read_text())
@@ -125,8 +145,10 @@ def test_manifest_records_base_model_and_lora_config(runs):
     base = runs / "base"
     assert manifest.base_model["path"] == str(base.resolve())
     assert manifest.base_model["files"] == {
-        "model.safetensors": {"size": (base / "model.safetensors").stat().st_size,
-                              "sha256": sha256_file(base / "model.safetensors")}
+        "model.safetensors": {
+            "size": (base / "model.safetensors").stat().st_size,
+            "sha256": sha256_file(base / "model.safetensors"),
+        }
     }
     assert manifest.lora["r"] == RANK and manifest.lora["lora_alpha"] == ALPHA
     assert manifest.lora["target_modules"] == LINEAR and manifest.lora["peft_type"] == "LORA"
@@ -205,8 +227,9 @@ def test_adapter_export_holds_the_trained_adapter(exports):
     reader = CheckpointReader(resolve_checkpoint(exports / "split").dist_ckpt)
     written = load_file(str(exports / "adapter" / "adapter_model.safetensors"))
     stored = {
-        peft_name(parse_adapter_key(key[len("model."):])): key
-        for key in reader.tensors if key.startswith("model.")
+        peft_name(parse_adapter_key(key[len("model.") :])): key
+        for key in reader.tensors
+        if key.startswith("model.")
     }
     assert sorted(written) == sorted(stored)
     for name, key in stored.items():
@@ -225,8 +248,9 @@ def _load_in_vllm(_rank: int, adapter_dir: str, results: dict) -> None:
 
     helper = PEFTHelper.from_local_dir(adapter_dir, max_position_embeddings=512)
     helper.validate_legal(LoRAConfig(max_lora_rank=RANK))
-    model = LoRAModel.from_local_checkpoint(adapter_dir, set(LINEAR), helper, lora_model_id=1,
-                                            device="cpu", dtype=torch.float32)
+    model = LoRAModel.from_local_checkpoint(
+        adapter_dir, set(LINEAR), helper, lora_model_id=1, device="cpu", dtype=torch.float32
+    )
     for name, weights in model.loras.items():
         results[name] = (weights.lora_a.clone(), weights.lora_b.clone(), weights.scaling)
 
@@ -236,8 +260,13 @@ def test_vllm_lora_loader_accepts_the_adapter_export(exports):
     from safetensors.torch import load_file
 
     results = mp.Manager().dict()
-    mp.start_processes(_load_in_vllm, args=(str(exports / "adapter"), results), nprocs=1, join=True,
-                       start_method="spawn")
+    mp.start_processes(
+        _load_in_vllm,
+        args=(str(exports / "adapter"), results),
+        nprocs=1,
+        join=True,
+        start_method="spawn",
+    )
     written = load_file(str(exports / "adapter" / "adapter_model.safetensors"))
     assert len(results) == 2 * len(LINEAR)  # every linear layer of both decoder layers
     for module, (lora_a, lora_b, scaling) in results.items():

@@ -44,8 +44,20 @@ atexit.register(lambda: print(json.dumps(sorted(
 def modules_after(body: str, *args: str, roots: tuple[str, ...] = HEAVY) -> list[str]:
     """Run `body` in a fresh interpreter (`sys.argv[2:]` = `args`); the modules under `roots`
     (packages, with their submodules) in its sys.modules when it exits."""
-    done = subprocess.run([sys.executable, "-c", LOADED_AT_EXIT.format(body=body), str(REPO), json.dumps(roots), *args],
-                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            LOADED_AT_EXIT.format(body=body),
+            str(REPO),
+            json.dumps(roots),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -54,7 +66,8 @@ def modules_after(body: str, *args: str, roots: tuple[str, ...] = HEAVY) -> list
 def dist_ckpt(tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("imports") / "run"
     Checkpointer(run, strategy="none").save(
-        1, {"model": {"w": torch.randn(6, 4), "b": torch.randn(4)}, "extra": {"step": 1}},
+        1,
+        {"model": {"w": torch.randn(6, 4), "b": torch.randn(4)}, "extra": {"step": 1}},
         contents=("model", "extra"),
     )
     return layout.step_dir(run, 1) / layout.DIST_CKPT_DIR
@@ -73,7 +86,10 @@ def hf_run(tmp_path_factory) -> Path:
 
 
 def test_importing_the_export_command_loads_no_torch():
-    loaded = modules_after("import cli.main, cli.export_hf, mfsdp_ckpt.convert.export_hf", roots=("torch", "transformers"))
+    loaded = modules_after(
+        "import cli.main, cli.export_hf, mfsdp_ckpt.convert.export_hf",
+        roots=("torch", "transformers"),
+    )
     assert loaded == [], f"importing export-hf loaded {loaded[:5]}"
 
 
@@ -84,8 +100,17 @@ def test_export_imports_torch_only_to_cast(hf_run, tmp_path, dtype, casts):
     from mfsdp_ckpt.convert.export_verify import verify_export_dir
 
     out = tmp_path / "hf"
-    loaded = modules_after(RUN_CLI, "ckpt", "export-hf", str(hf_run), "--out", str(out), "--dtype", dtype,
-                           roots=("torch", "transformers"))
+    loaded = modules_after(
+        RUN_CLI,
+        "ckpt",
+        "export-hf",
+        str(hf_run),
+        "--out",
+        str(out),
+        "--dtype",
+        dtype,
+        roots=("torch", "transformers"),
+    )
     assert ("torch" in loaded) == casts, f"export-hf --dtype {dtype} loaded {loaded[:5]}"
     assert "transformers" not in loaded
     assert verify_export_dir(hf_run, out) == []  # and what it wrote is right, tensor for tensor
@@ -101,7 +126,10 @@ def test_dtype_records_match_torch():
         if isinstance(value, torch.dtype):
             record = dtypes.BY_NAME[attr]
             assert record.torch == value and str(record) == str(value), attr
-            assert (record.itemsize, record.is_floating_point) == (value.itemsize, value.is_floating_point), attr
+            assert (record.itemsize, record.is_floating_point) == (
+                value.itemsize,
+                value.is_floating_point,
+            ), attr
     for record in set(dtypes.BY_NAME.values()):
         if record.safetensors:
             blob = save({"x": torch.zeros(1, dtype=record.torch)})
@@ -134,15 +162,22 @@ def _summary(metadata) -> tuple:
     """What the reader takes from metadata, in plain values, for either class table (dtypes
     and layouts by name: torch's own objects or the plain stand-ins)."""
     items = {
-        key: (type(item).__name__, tuple(getattr(item, "size", ())),
-              str(getattr(getattr(item, "properties", None), "dtype", None)),
-              str(getattr(getattr(item, "properties", None), "layout", None)),
-              [(tuple(c.offsets), tuple(c.sizes)) for c in getattr(item, "chunks", [])])
+        key: (
+            type(item).__name__,
+            tuple(getattr(item, "size", ())),
+            str(getattr(getattr(item, "properties", None), "dtype", None)),
+            str(getattr(getattr(item, "properties", None), "layout", None)),
+            [(tuple(c.offsets), tuple(c.sizes)) for c in getattr(item, "chunks", [])],
+        )
         for key, item in metadata.state_dict_metadata.items()
     }
     storage = {
-        (index.fqn, tuple(index.offset) if index.offset is not None else None):
-            (info.relative_path, info.offset, info.length, getattr(info, "transform_descriptors", None))
+        (index.fqn, tuple(index.offset) if index.offset is not None else None): (
+            info.relative_path,
+            info.offset,
+            info.length,
+            getattr(info, "transform_descriptors", None),
+        )
         for index, info in metadata.storage_data.items()
     }
     return items, storage

@@ -52,7 +52,15 @@ def test_a_write_failing_in_one_writer_thread_fails_the_save(tmp_path):
 
     from mfsdp_ckpt.format import layout
 
-    done = subprocess.run([sys.executable, "-c", WRITER_THREAD_FAILURE, str(rs.REPO), str(tmp_path / "run")],
-                          capture_output=True, text=True, timeout=300)
-    assert done.stdout.startswith("refused: ") and "File too large" in done.stdout, done.stdout + done.stderr[-2000:]
-    assert layout.list_complete_steps(tmp_path / "run") == [] and not list((tmp_path / "run").glob("*.tmp"))
+    done = subprocess.run(
+        [sys.executable, "-c", WRITER_THREAD_FAILURE, str(rs.REPO), str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.stdout.startswith("refused: ") and "File too large" in done.stdout, (
+        done.stdout + done.stderr[-2000:]
+    )
+    assert layout.list_complete_steps(tmp_path / "run") == [] and not list(
+        (tmp_path / "run").glob("*.tmp")
+    )

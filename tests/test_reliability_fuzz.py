@@ -23,7 +23,11 @@ from torch.distributed.checkpoint.filesystem import _StorageInfo
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.checkpointer import Checkpointer
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError
-from mfsdp_ckpt.storage.reader import CheckpointFormatError, CheckpointReader, chunk_coverage_problems
+from mfsdp_ckpt.storage.reader import (
+    CheckpointFormatError,
+    CheckpointReader,
+    chunk_coverage_problems,
+)
 from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
@@ -33,8 +37,13 @@ ran = {name: 0 for name in CASES}
 
 
 def fuzz_settings(name: str):
-    return settings(max_examples=CASES[name], derandomize=True, database=None, deadline=None,
-                    suppress_health_check=list(HealthCheck))
+    return settings(
+        max_examples=CASES[name],
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
 
 
 class MemoryStore:
@@ -48,7 +57,9 @@ class MemoryStore:
         if data is None:
             raise CheckpointFileError(f"{name}: file is missing")
         if offset < 0 or length < 0 or offset + length > len(data):
-            raise CheckpointFileError(f"{name}: needs bytes [{offset}, {offset + length}) (truncated?)")
+            raise CheckpointFileError(
+                f"{name}: needs bytes [{offset}, {offset + length}) (truncated?)"
+            )
         return data[offset : offset + length]
 
     def size(self, name: str) -> int | None:
@@ -62,9 +73,15 @@ class MemoryStore:
 def real_checkpoint(tmp_path_factory) -> tuple[dict[str, bytes], str]:
     """A small real DCP checkpoint (tensors of several ranks and dtypes, an object, a scalar)."""
     run = tmp_path_factory.mktemp("fuzz") / "run"
-    model = {"w": torch.randn(6, 4), "b": torch.arange(4, dtype=torch.int64), "h": torch.randn(3).half(),
-             "s": torch.tensor(2.5)}
-    Checkpointer(run, strategy="none").save(1, {"model": model, "extra": {"step": 1}}, contents=("model", "extra"))
+    model = {
+        "w": torch.randn(6, 4),
+        "b": torch.arange(4, dtype=torch.int64),
+        "h": torch.randn(3).half(),
+        "s": torch.tensor(2.5),
+    }
+    Checkpointer(run, strategy="none").save(
+        1, {"model": model, "extra": {"step": 1}}, contents=("model", "extra")
+    )
     step = layout.step_dir(run, 1)
     files = {p.name: p.read_bytes() for p in (step / layout.DIST_CKPT_DIR).iterdir()}
     return files, (step / layout.MANIFEST_FILE).read_text()
@@ -85,7 +102,9 @@ def read_everything(files: dict[str, bytes], pristine: CheckpointReader | None =
             reader.read_object(name)
 
 
-def mutate(data: bytes, edits: list[tuple[int, int]], cut: int | None, insert: tuple[int, bytes] | None) -> bytes:
+def mutate(
+    data: bytes, edits: list[tuple[int, int]], cut: int | None, insert: tuple[int, bytes] | None
+) -> bytes:
     buffer = bytearray(data)
     for position, value in edits:
         buffer[position % len(buffer)] = value
@@ -120,11 +139,15 @@ def test_mutated_metadata_bytes(real_checkpoint):
     assert ran["metadata_bytes"] >= CASES["metadata_bytes"]
 
 
-WILD_INT = st.one_of(st.integers(-3, 64), st.integers(-(2**70), 2**70), st.sampled_from([2**63 - 1, 2**63, 2**64]))
+WILD_INT = st.one_of(
+    st.integers(-3, 64), st.integers(-(2**70), 2**70), st.sampled_from([2**63 - 1, 2**63, 2**64])
+)
 WILD = st.one_of(WILD_INT, st.none(), st.text(max_size=8), st.floats(allow_nan=True), st.booleans())
 DIMS = st.one_of(st.lists(WILD_INT, max_size=4).map(tuple), WILD)
-NAMES = st.one_of(st.sampled_from(["__0_0.distcp", "../../etc/passwd", "/abs", "", "a\x00b", "missing.distcp"]),
-                  st.text(max_size=12))
+NAMES = st.one_of(
+    st.sampled_from(["__0_0.distcp", "../../etc/passwd", "/abs", "", "a\x00b", "missing.distcp"]),
+    st.text(max_size=12),
+)
 
 
 def _object(cls, **fields):
@@ -139,26 +162,60 @@ def hostile_metadata(draw) -> bytes:
     state, storage = {}, {}
     for key in draw(st.lists(st.one_of(st.text(max_size=10), WILD_INT), max_size=4)):
         if draw(st.booleans()):
-            chunks = draw(st.one_of(st.lists(st.builds(
-                lambda o, s: _object(dcp_metadata.ChunkStorageMetadata, offsets=o, sizes=s), DIMS, DIMS),
-                max_size=3), WILD))
-            properties = _object(dcp_metadata.TensorProperties,
-                                 dtype=draw(st.one_of(st.sampled_from([torch.float32, torch.bfloat16, torch.int8]), WILD)))
-            state[key] = _object(dcp_metadata.TensorStorageMetadata, properties=properties,
-                                 size=draw(DIMS), chunks=chunks)
+            chunks = draw(
+                st.one_of(
+                    st.lists(
+                        st.builds(
+                            lambda o, s: _object(
+                                dcp_metadata.ChunkStorageMetadata, offsets=o, sizes=s
+                            ),
+                            DIMS,
+                            DIMS,
+                        ),
+                        max_size=3,
+                    ),
+                    WILD,
+                )
+            )
+            properties = _object(
+                dcp_metadata.TensorProperties,
+                dtype=draw(
+                    st.one_of(st.sampled_from([torch.float32, torch.bfloat16, torch.int8]), WILD)
+                ),
+            )
+            state[key] = _object(
+                dcp_metadata.TensorStorageMetadata,
+                properties=properties,
+                size=draw(DIMS),
+                chunks=chunks,
+            )
             for chunk in chunks if isinstance(chunks, list) else []:
                 offsets = chunk.offsets if isinstance(chunk.offsets, tuple) else ()
                 if all(isinstance(v, int) and 0 <= v < 2**63 for v in offsets):
                     index = dcp_metadata.MetadataIndex(str(key), torch.Size(offsets))
-                    storage[index] = _object(_StorageInfo, relative_path=draw(NAMES), offset=draw(WILD_INT),
-                                             length=draw(WILD_INT), transform_descriptors=draw(st.none() | st.just(["zstd"])))
+                    storage[index] = _object(
+                        _StorageInfo,
+                        relative_path=draw(NAMES),
+                        offset=draw(WILD_INT),
+                        length=draw(WILD_INT),
+                        transform_descriptors=draw(st.none() | st.just(["zstd"])),
+                    )
         else:
             state[key] = dcp_metadata.BytesStorageMetadata()
             storage[dcp_metadata.MetadataIndex(str(key))] = _object(
-                _StorageInfo, relative_path=draw(NAMES), offset=draw(WILD_INT), length=draw(WILD_INT),
-                transform_descriptors=None)
-    metadata = _object(dcp_metadata.Metadata, state_dict_metadata=draw(st.one_of(st.just(state), WILD)),
-                       planner_data=None, storage_data=draw(st.one_of(st.just(storage), WILD)), storage_meta=None)
+                _StorageInfo,
+                relative_path=draw(NAMES),
+                offset=draw(WILD_INT),
+                length=draw(WILD_INT),
+                transform_descriptors=None,
+            )
+    metadata = _object(
+        dcp_metadata.Metadata,
+        state_dict_metadata=draw(st.one_of(st.just(state), WILD)),
+        planner_data=None,
+        storage_data=draw(st.one_of(st.just(storage), WILD)),
+        storage_meta=None,
+    )
     return pickle.dumps(metadata)
 
 
@@ -180,11 +237,24 @@ def test_generated_metadata_with_absurd_values(real_checkpoint):
 
 JSON_VALUE = st.recursive(
     st.one_of(st.none(), st.booleans(), WILD_INT, st.floats(allow_nan=False), st.text(max_size=8)),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
     max_leaves=8,
 )
-FIELDS = ["format_version", "step", "world_size", "strategy", "contents", "files", "model_family", "versions",
-          "created_at", "save_seconds", "info"]
+FIELDS = [
+    "format_version",
+    "step",
+    "world_size",
+    "strategy",
+    "contents",
+    "files",
+    "model_family",
+    "versions",
+    "created_at",
+    "save_seconds",
+    "info",
+]
 
 
 def test_mutated_manifests(real_checkpoint):
@@ -206,11 +276,14 @@ def test_mutated_manifests(real_checkpoint):
             text = json.dumps(dict(real, files=files))
         else:  # the text itself mutated: truncated, characters changed, huge numbers, deep nesting
             text = manifest_text
-            for position, char in data.draw(st.lists(st.tuples(st.integers(0, 1 << 16), st.characters()), max_size=4)):
+            for position, char in data.draw(
+                st.lists(st.tuples(st.integers(0, 1 << 16), st.characters()), max_size=4)
+            ):
                 position %= len(text)
                 text = text[:position] + char + text[position + 1 :]
             text = text[: data.draw(st.integers(0, len(text)))] + data.draw(
-                st.sampled_from(["", "9" * 5000, "[" * 100000, "\ud800", "}"]))
+                st.sampled_from(["", "9" * 5000, "[" * 100000, "\ud800", "}"])
+            )
         try:
             manifest = Manifest.from_json(text)
         except ManifestError:

@@ -65,8 +65,12 @@ print(json.dumps({"outcomes": outcomes, "grew_mib": grew}))
 
 def probe(target: Path, *actions: str) -> dict:
     """Run `actions` on `target` in a fresh process: {"outcomes": {action: text}, "grew_mib": peak RSS growth}."""
-    done = subprocess.run([sys.executable, "-c", PROBE, str(REPO), str(target), ",".join(actions)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(REPO), str(target), ",".join(actions)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -75,7 +79,9 @@ def probe(target: Path, *actions: str) -> dict:
 def small_ckpt(tmp_path) -> Path:
     """A one-tensor checkpoint (fp32, 4 x 4) whose .metadata the cases rewrite."""
     run = tmp_path / "run"
-    Checkpointer(run, strategy="none").save(1, {"model": {"w": torch.randn(4, 4)}}, contents=("model",))
+    Checkpointer(run, strategy="none").save(
+        1, {"model": {"w": torch.randn(4, 4)}}, contents=("model",)
+    )
     return layout.step_dir(run, 1) / layout.DIST_CKPT_DIR
 
 
@@ -115,14 +121,20 @@ def test_half_terabyte_tensor_in_a_tiny_file_is_refused_before_allocating(small_
         old_index = next(iter(metadata.storage_data))
         info = metadata.storage_data.pop(old_index)
         item.size = torch.Size([2 * half])
-        item.chunks = [ChunkStorageMetadata(torch.Size([0]), torch.Size([half])),
-                       ChunkStorageMetadata(torch.Size([half]), torch.Size([half]))]
+        item.chunks = [
+            ChunkStorageMetadata(torch.Size([0]), torch.Size([half])),
+            ChunkStorageMetadata(torch.Size([half]), torch.Size([half])),
+        ]
         for offset in (0, half):
-            metadata.storage_data[MetadataIndex("model.w", torch.Size([offset]))] = dataclasses.replace(info)
+            metadata.storage_data[MetadataIndex("model.w", torch.Size([offset]))] = (
+                dataclasses.replace(info)
+            )
 
     rewrite(small_ckpt, edit)
     result = probe(small_ckpt, "read_all", "validate_deep")
-    assert all("cannot hold 68719476736 torch.float32 elements" in t for t in result["outcomes"].values()), result
+    assert all(
+        "cannot hold 68719476736 torch.float32 elements" in t for t in result["outcomes"].values()
+    ), result
     assert result["grew_mib"] < MAX_GROWTH_MIB, result
 
 

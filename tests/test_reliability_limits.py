@@ -74,7 +74,9 @@ def copy_of(pristine: Path, scratch: Path, name: str) -> Path:
     return run
 
 
-def assert_refused(record: dict, codes=(1, 2), fragment: str = "", max_output: int = 1 << 20) -> None:
+def assert_refused(
+    record: dict, codes=(1, 2), fragment: str = "", max_output: int = 1 << 20
+) -> None:
     """Refused in one line (validate: findings, then its INVALID verdict), within limits."""
     where = f"{record['args']}: {record['first']}"
     assert record["escaped"] is None, f"{record['escaped']} escaped: {where}"
@@ -88,8 +90,11 @@ def assert_refused(record: dict, codes=(1, 2), fragment: str = "", max_output: i
 
 # --------------------------------------------------------------------------- 1. mutation
 def _admitted_globals() -> list[tuple[str, tuple[str, str]]]:
-    return [(table, key) for table, classes in (("plain", _plain_classes()), ("dcp", _dcp_classes()))
-            for key in classes]
+    return [
+        (table, key)
+        for table, classes in (("plain", _plain_classes()), ("dcp", _dcp_classes()))
+        for key in classes
+    ]
 
 
 MUTATIONS = {  # what follows the global on the stack, then STOP
@@ -104,8 +109,10 @@ MUTATIONS = {  # what follows the global on the stack, then STOP
 
 def _fingerprint() -> list:
     """Everything a mutation could reach: every dtype record's fields and the tables."""
-    return [sorted(vars(d).items()) for d in dtypes.BY_NAME.values()] + [sorted(dtypes.BY_NAME), sorted(
-        dtypes.BY_STORAGE)]
+    return [sorted(vars(d).items()) for d in dtypes.BY_NAME.values()] + [
+        sorted(dtypes.BY_NAME),
+        sorted(dtypes.BY_STORAGE),
+    ]
 
 
 @pytest.mark.parametrize("mutation", sorted(MUTATIONS))
@@ -146,8 +153,16 @@ def _flood(body: bytes, ops: int) -> bytes:
     return b"\x80\x02" + body * ops + b"."
 
 
-FLOODS = {"EMPTY_DICT": b"}", "EMPTY_LIST": b"]", "MARK": b"(", "EMPTY_TUPLE": b")", "TUPLE1": b")\x85",
-          "NEWOBJ": b"h\x00)\x81", "MEMOIZE": b"N\x94", "DUP": b"N2"}
+FLOODS = {
+    "EMPTY_DICT": b"}",
+    "EMPTY_LIST": b"]",
+    "MARK": b"(",
+    "EMPTY_TUPLE": b")",
+    "TUPLE1": b")\x85",
+    "NEWOBJ": b"h\x00)\x81",
+    "MEMOIZE": b"N\x94",
+    "DUP": b"N2",
+}
 RECORD = b"ctorch.distributed.checkpoint.metadata\nBytesStorageMetadata\nq\x00"
 
 
@@ -167,7 +182,9 @@ def test_every_opcode_counts_against_the_limit(opcode, table):
 
 # Every CLI case below is planted into its own copy of the pristine run, then all of them
 # run in ONE limited process (`outcomes`): a process start costs seconds, a case far less.
-PLANTS: dict[str, tuple[str, object]] = {}  # case name -> (class, plant(run) -> commands, expectations)
+PLANTS: dict[
+    str, tuple[str, object]
+] = {}  # case name -> (class, plant(run) -> commands, expectations)
 
 
 def plant(name: str, kind: str):
@@ -183,7 +200,10 @@ def validate_only(run: Path) -> list[list]:
 
 
 def deep_and_export(run: Path) -> list[list]:
-    return [["ckpt", "validate", run, "--deep"], ["ckpt", "export-hf", run, "--out", run.parent / "hf"]]
+    return [
+        ["ckpt", "validate", run, "--deep"],
+        ["ckpt", "export-hf", run, "--out", run.parent / "hf"],
+    ]
 
 
 # -- 2. bounds: .metadata
@@ -193,27 +213,46 @@ def _metadata_plant(name: str, data_or_edit, fragment: str, commands=None) -> No
             data_or_edit(run)
         else:
             write_metadata(run, data_or_edit)
-        return (commands or (lambda r: [["ckpt", "validate", r], ["ckpt", "inspect", r]]))(run), fragment
+        return (commands or (lambda r: [["ckpt", "validate", r], ["ckpt", "inspect", r]]))(
+            run
+        ), fragment
 
     plant(name, "bounds")(planted)
 
 
-_metadata_plant("empty_dict_flood", _flood(b"}", DEFAULT_MAX_OPS + 1000), "pickle opcodes", validate_only)
-_metadata_plant("memo_index_2g", b"\x80\x02Nr" + struct.pack("<I", 0x7FFFFFF0) + b".", "not DCP Metadata")
-_metadata_plant("memo_index_256m", b"\x80\x02Nr" + struct.pack("<I", 0x10000000) + b"N.", "not DCP Metadata")
+_metadata_plant(
+    "empty_dict_flood", _flood(b"}", DEFAULT_MAX_OPS + 1000), "pickle opcodes", validate_only
+)
+_metadata_plant(
+    "memo_index_2g", b"\x80\x02Nr" + struct.pack("<I", 0x7FFFFFF0) + b".", "not DCP Metadata"
+)
+_metadata_plant(
+    "memo_index_256m", b"\x80\x02Nr" + struct.pack("<I", 0x10000000) + b"N.", "not DCP Metadata"
+)
 _metadata_plant("deep_tuple_key", b"\x80\x02})" + b"\x85" * 100_000 + b"Ns.", "dict key")
-_metadata_plant("long4_integer", b"\x80\x02\x8b" + struct.pack("<i", 1 << 20) + bytes(1 << 20) + b".", "LONG4")
+_metadata_plant(
+    "long4_integer", b"\x80\x02\x8b" + struct.pack("<i", 1 << 20) + bytes(1 << 20) + b".", "LONG4"
+)
 for _size in (300 << 20, 3 << 30):
-    _metadata_plant(f"sparse_metadata_{_size >> 20}m",
-                    lambda run, size=_size: os.truncate(dist_of(run) / layout.DCP_METADATA_FILE, size), "bytes")
+    _metadata_plant(
+        f"sparse_metadata_{_size >> 20}m",
+        lambda run, size=_size: os.truncate(dist_of(run) / layout.DCP_METADATA_FILE, size),
+        "bytes",
+    )
 
 
 # -- 2. bounds: blob pickles and archives
 def _target(run: Path):
     from mfsdp_ckpt.storage.reader import CheckpointReader
 
-    return max((e for e in CheckpointReader(dist_of(run)).tensors.values()
-                if e.name.startswith("model.") and e.dtype.name == "float32"), key=lambda e: e.numel)
+    return max(
+        (
+            e
+            for e in CheckpointReader(dist_of(run)).tensors.values()
+            if e.name.startswith("model.") and e.dtype.name == "float32"
+        ),
+        key=lambda e: e.numel,
+    )
 
 
 @functools.cache
@@ -222,19 +261,30 @@ def _blob_bombs(shape: tuple[int, ...]) -> dict[str, tuple[bytes, str]]:
     real = saved_tensor_blob(torch.zeros(shape))
     pkl = "data.pkl"
     numel = torch.Size(shape).numel()
-    bigger = zipfile.ZipFile(io.BytesIO(saved_tensor_blob(torch.zeros(numel + (1 << 20))[:numel].view(shape))))
+    bigger = zipfile.ZipFile(
+        io.BytesIO(saved_tensor_blob(torch.zeros(numel + (1 << 20))[:numel].view(shape)))
+    )
     bigger_pkl = bigger.read(next(n for n in bigger.namelist() if n.endswith("data.pkl")))
     return {
-        "deflate_bomb": (rezip(real, compress={pkl}, inflated=256 << 20, pad=numel * 4), "compressed"),
-        "pickle_flood": (rezip(real, replace={pkl: _flood(b"}", 40 << 20)}), "pickle opcodes"),  # the 40 MB one
-        "pickle_memo": (rezip(real, replace={pkl: b"\x80\x02Nr" + struct.pack("<I", 0x10000000) + b"."}),
-                        "memo index"),
+        "deflate_bomb": (
+            rezip(real, compress={pkl}, inflated=256 << 20, pad=numel * 4),
+            "compressed",
+        ),
+        "pickle_flood": (
+            rezip(real, replace={pkl: _flood(b"}", 40 << 20)}),
+            "pickle opcodes",
+        ),  # the 40 MB one
+        "pickle_memo": (
+            rezip(real, replace={pkl: b"\x80\x02Nr" + struct.pack("<I", 0x10000000) + b"."}),
+            "memo index",
+        ),
         "many_members": (rezip(real, extra_members=5000), "members"),
         "storage_claims_more": (rezip(real, replace={pkl: bigger_pkl}), "storage claims"),
     }
 
 
 for _bomb in ("deflate_bomb", "pickle_flood", "pickle_memo", "many_members", "storage_claims_more"):
+
     @plant(f"blob_{_bomb}", "bounds")
     def _planted(run: Path, bomb=_bomb):
         target = _target(run)
@@ -250,17 +300,28 @@ def _many_chunks(kind: str, count: int):
     from torch.distributed.checkpoint.metadata import ChunkStorageMetadata
 
     if kind == "slabs":
-        return (count,), [ChunkStorageMetadata(torch.Size([i]), torch.Size([1])) for i in range(count)]
-    side = int(count ** 0.5)
+        return (count,), [
+            ChunkStorageMetadata(torch.Size([i]), torch.Size([1])) for i in range(count)
+        ]
+    side = int(count**0.5)
     if kind == "grid":
-        return (side, side), [ChunkStorageMetadata(torch.Size([i, j]), torch.Size([1, 1]))
-                              for i in range(side) for j in range(side)]
-    return (count + 1, count + 1), [ChunkStorageMetadata(torch.Size([i, i]), torch.Size([2, 2])) for i in range(count)]
+        return (side, side), [
+            ChunkStorageMetadata(torch.Size([i, j]), torch.Size([1, 1]))
+            for i in range(side)
+            for j in range(side)
+        ]
+    return (count + 1, count + 1), [
+        ChunkStorageMetadata(torch.Size([i, i]), torch.Size([2, 2])) for i in range(count)
+    ]
 
 
 # slabs at the count issue 13 reports; grid and staircase at 10,000: 50M pairs, past the time limit pairwise
-for _kind, _count, _expected in (("slabs", 40_000, ""), ("grid", 10_000, ""),
-                                 ("staircase", 10_000, "irregular tiling too large to check")):
+for _kind, _count, _expected in (
+    ("slabs", 40_000, ""),
+    ("grid", 10_000, ""),
+    ("staircase", 10_000, "irregular tiling too large to check"),
+):
+
     @plant(f"chunks_{_count}_{_kind}", "bounds")
     def _planted(run: Path, kind=_kind, count=_count, expected=_expected):
         def edit(metadata) -> None:
@@ -284,12 +345,15 @@ for _kind, _count, _expected in (("slabs", 40_000, ""), ("grid", 10_000, ""),
 def _planted(run: Path):
     path = step_of(run) / layout.MANIFEST_FILE
     data = json.loads(path.read_text())
-    data["files"].update({f"dist_ckpt/gone_{i}.distcp": {"size": 1, "sha256": "0" * 64} for i in range(100_000)})
+    data["files"].update(
+        {f"dist_ckpt/gone_{i}.distcp": {"size": 1, "sha256": "0" * 64} for i in range(100_000)}
+    )
     path.write_text(json.dumps(data))
     return validate_only(run), "listed in the manifest but missing"
 
 
 for _length in (5_000, 200_000):
+
     @plant(f"name_{_length}_chars", "bounds")
     def _planted(run: Path, length=_length):
         def edit(metadata) -> None:
@@ -297,7 +361,9 @@ for _length in (5_000, 200_000):
             long = "model." + "x" * length
             metadata.state_dict_metadata[long] = metadata.state_dict_metadata.pop(key)
             for index in [i for i in metadata.storage_data if i.fqn == key]:
-                metadata.storage_data[dataclasses.replace(index, fqn=long)] = metadata.storage_data.pop(index)
+                metadata.storage_data[dataclasses.replace(index, fqn=long)] = (
+                    metadata.storage_data.pop(index)
+                )
 
         edit_metadata(run, edit)
         return [["ckpt", "inspect", run], ["ckpt", "validate", run]], "chars)"
@@ -305,8 +371,11 @@ for _length in (5_000, 200_000):
 
 # -- 3. special files
 def _plant_special(run: Path, target: str, kind: str) -> None:
-    path = {"metadata": dist_of(run) / layout.DCP_METADATA_FILE, "manifest": step_of(run) / layout.MANIFEST_FILE,
-            "shard": max(dist_of(run).glob("*.distcp"), key=lambda p: p.stat().st_size)}[target]
+    path = {
+        "metadata": dist_of(run) / layout.DCP_METADATA_FILE,
+        "manifest": step_of(run) / layout.MANIFEST_FILE,
+        "shard": max(dist_of(run).glob("*.distcp"), key=lambda p: p.stat().st_size),
+    }[target]
     outside = run.parent / "outside"
     if kind == "link_out":
         shutil.copy(path, outside)
@@ -323,15 +392,19 @@ def _plant_special(run: Path, target: str, kind: str) -> None:
 
 for _where in ("metadata", "manifest", "shard"):
     for _what in ("fifo", "dev_zero", "directory", "link_out"):
+
         @plant(f"{_where}_{_what}", "special")
         def _planted(run: Path, where=_where, what=_what):
             _plant_special(run, where, what)
-            inspect = [] if where == "shard" else [["ckpt", "inspect", run]]  # inspect reads no shard
+            inspect = (
+                [] if where == "shard" else [["ckpt", "inspect", run]]
+            )  # inspect reads no shard
             return deep_and_export(run) + inspect, ""
 
 
 # -- 4. declared bytes
 for _shape in ((2**38,), (2**20, 2**18), (3, 2**36)):
+
     @plant("claims_" + "x".join(map(str, _shape)), "declared")
     def _planted(run: Path, shape=_shape):
         def edit(metadata) -> None:
@@ -347,9 +420,14 @@ for _shape in ((2**38,), (2**20, 2**18), (3, 2**36)):
             metadata.storage_data[MetadataIndex(key, item.chunks[0].offsets)] = info
 
         edit_metadata(run, edit)
-        return [["ckpt", "validate", run], ["ckpt", "export-hf", run, "--out", run.parent / "hf"]], "cannot hold"
+        return [
+            ["ckpt", "validate", run],
+            ["ckpt", "export-hf", run, "--out", run.parent / "hf"],
+        ], "cannot hold"
+
 
 for _stored in (torch.int32, torch.int64, torch.float64, torch.complex64):
+
     @plant(f"blob_holds_{str(_stored).split('.')[1]}", "declared")
     def _planted(run: Path, stored=_stored):
         target = _target(run)
@@ -358,8 +436,15 @@ for _stored in (torch.int32, torch.int64, torch.float64, torch.complex64):
 
 
 # -- 5. terminal injection
-HOSTILE_NAMES = ["\x1b[2J\x1b[31mred", "a\nvalid: forged line", "\r\x08\x07", "\u202etxt.exe", "\x00nul",
-                 "\u2028sep", "missing.\x1b]0;title\x07"]
+HOSTILE_NAMES = [
+    "\x1b[2J\x1b[31mred",
+    "a\nvalid: forged line",
+    "\r\x08\x07",
+    "\u202etxt.exe",
+    "\x00nul",
+    "\u2028sep",
+    "missing.\x1b]0;title\x07",
+]
 
 
 @plant("hostile_names", "terminal")
@@ -368,10 +453,17 @@ def _planted(run: Path):
 
     named = run.parent / "named"
     Checkpointer(named, strategy="none").save(
-        1, {"model": {f"layer.{i}.{n}": torch.zeros(2) for i, n in enumerate(HOSTILE_NAMES)}}, contents=("model",))
+        1,
+        {"model": {f"layer.{i}.{n}": torch.zeros(2) for i, n in enumerate(HOSTILE_NAMES)}},
+        contents=("model",),
+    )
     for shard in dist_of(named).glob("*.distcp"):
         shard.unlink()  # so that validate's findings quote every name
-    return [["ckpt", "inspect", named], ["ckpt", "validate", named, "--deep"], ["ckpt", "inspect", named, "--json"]], ""
+    return [
+        ["ckpt", "inspect", named],
+        ["ckpt", "validate", named, "--deep"],
+        ["ckpt", "inspect", named, "--json"],
+    ], ""
 
 
 @pytest.fixture(scope="module")
@@ -399,11 +491,15 @@ def test_hostile_sizes_are_refused_within_limits(outcomes, case):
     for record in records:
         if case.startswith("chunks_") and not fragment:  # a valid tiling of a wrong shape
             assert record["escaped"] is None and record["seconds"] < MAX_SECONDS, record["first"]
-            assert "overlap" not in record["output"] and "gap" not in record["output"], record["first"]
+            assert "overlap" not in record["output"] and "gap" not in record["output"], record[
+                "first"
+            ]
         elif case.startswith("name_"):  # accepted or not, printed bounded
             assert record["escaped"] is None and record["output_bytes"] < 64 << 10, record["first"]
             assert fragment in record["output"], record["first"]
-        elif case.startswith("manifest_"):  # one finding per listed file: linear in the manifest's 12 MB
+        elif case.startswith(
+            "manifest_"
+        ):  # one finding per listed file: linear in the manifest's 12 MB
             assert_refused(record, fragment=fragment, max_output=32 << 20)
         else:
             assert_refused(record, fragment=fragment)

@@ -34,9 +34,22 @@ def test_fault(pristine, tmp_path, fault, consumer):
 
 def test_every_issue_fault_is_in_the_matrix():
     """The faults the reliability issue names, so the table cannot quietly shrink."""
-    required = {"truncated_shard", "flipped_byte", "deleted_shard", "unknown_file", "manifest_size_edited",
-                "metadata_truncated", "tracker_missing_step", "optimizer_absent", "metadata_runs_code",
-                "blob_runs_code", "manifest_path_traversal", "metadata_path_traversal", "symlink_out",
-                "absurd_shape", "absurd_offset"}
+    required = {
+        "truncated_shard",
+        "flipped_byte",
+        "deleted_shard",
+        "unknown_file",
+        "manifest_size_edited",
+        "metadata_truncated",
+        "tracker_missing_step",
+        "optimizer_absent",
+        "metadata_runs_code",
+        "blob_runs_code",
+        "manifest_path_traversal",
+        "metadata_path_traversal",
+        "symlink_out",
+        "absurd_shape",
+        "absurd_offset",
+    }
     assert required <= {f.name for f in rs.FAULTS}
     assert all(set(f.expect) == set(rs.CONSUMERS) for f in rs.FAULTS)

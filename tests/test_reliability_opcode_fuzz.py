@@ -36,7 +36,12 @@ from torch.distributed.checkpoint.metadata import (
 
 from mfsdp_ckpt.format import dtypes, layout
 from mfsdp_ckpt.checkpointer import Checkpointer
-from mfsdp_ckpt.storage.reader import CheckpointFormatError, CheckpointReader, chunk_coverage_problems, load_blob
+from mfsdp_ckpt.storage.reader import (
+    CheckpointFormatError,
+    CheckpointReader,
+    chunk_coverage_problems,
+    load_blob,
+)
 from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from test_reliability_fuzz import MemoryStore
@@ -82,22 +87,71 @@ def _global(module: str, name: str) -> bytes:
 
 
 VOCABULARY = [
-    b"b", b"s", b"u", b"a", b"e", b"}", b"]", b")", b"(", b"0", b"1", b"2", b"N", b"\x81", b"R", b"t",
-    b"\x85", b"\x86", b"\x87", b"\x88", b"\x89", b".", b"l", b"d",
-    b"h\x00", b"h\x07", b"j" + struct.pack("<I", 0x7FFFFFFF), b"q\xff", b"r" + struct.pack("<I", 0x10000000),
-    b"\x94", b"K\xff", b"J" + struct.pack("<i", -5), b"\x8a\x09" + b"\xff" * 9, b"\x8b\x00\x00\x10\x00",
-    b"\x8c\x03abc", b"X\x00\x00\x00\x80", b"\x95" + struct.pack("<Q", 1 << 40),
-    _global("torch", "float32"), _global("torch", "FloatStorage"), _global("torch", "Size"),
-    _global("collections", "OrderedDict"), _global("torch.distributed.checkpoint.metadata", "MetadataIndex"),
+    b"b",
+    b"s",
+    b"u",
+    b"a",
+    b"e",
+    b"}",
+    b"]",
+    b")",
+    b"(",
+    b"0",
+    b"1",
+    b"2",
+    b"N",
+    b"\x81",
+    b"R",
+    b"t",
+    b"\x85",
+    b"\x86",
+    b"\x87",
+    b"\x88",
+    b"\x89",
+    b".",
+    b"l",
+    b"d",
+    b"h\x00",
+    b"h\x07",
+    b"j" + struct.pack("<I", 0x7FFFFFFF),
+    b"q\xff",
+    b"r" + struct.pack("<I", 0x10000000),
+    b"\x94",
+    b"K\xff",
+    b"J" + struct.pack("<i", -5),
+    b"\x8a\x09" + b"\xff" * 9,
+    b"\x8b\x00\x00\x10\x00",
+    b"\x8c\x03abc",
+    b"X\x00\x00\x00\x80",
+    b"\x95" + struct.pack("<Q", 1 << 40),
+    _global("torch", "float32"),
+    _global("torch", "FloatStorage"),
+    _global("torch", "Size"),
+    _global("collections", "OrderedDict"),
+    _global("torch.distributed.checkpoint.metadata", "MetadataIndex"),
     _global("torch.distributed.checkpoint.metadata", "_MEM_FORMAT_ENCODING"),
-    _global("torch._utils", "_rebuild_tensor_v2"), _global("os", "system"), _global("builtins", "getattr"),
-    b"\x8f", b"\x90", b"\x91", b"\x82\x01", b"Pid\n", b"Q", b"i__main__\nX\n", b"o", b"\x97", b"\x98",
-    b"}" * 64, b"(" * 64, b")" + b"\x85" * 64,
+    _global("torch._utils", "_rebuild_tensor_v2"),
+    _global("os", "system"),
+    _global("builtins", "getattr"),
+    b"\x8f",
+    b"\x90",
+    b"\x91",
+    b"\x82\x01",
+    b"Pid\n",
+    b"Q",
+    b"i__main__\nX\n",
+    b"o",
+    b"\x97",
+    b"\x98",
+    b"}" * 64,
+    b"(" * 64,
+    b")" + b"\x85" * 64,
     # gadgets: a whole mutation of an admitted object, stack left balanced (POP)
     _global("torch", "float32") + b"}\x8c\x0bsafetensors\x8c\x03I32sb0",
     _global("torch", "int8") + b"N}\x8c\x08itemsizeK\x04s\x86b0",
     _global("collections", "OrderedDict") + b"\x8c\x01kNs0",
-    _global("torch.distributed.checkpoint.metadata", "_MEM_FORMAT_ENCODING") + b"K\x00\x85R}\x8c\x01xNsb0",
+    _global("torch.distributed.checkpoint.metadata", "_MEM_FORMAT_ENCODING")
+    + b"K\x00\x85R}\x8c\x01xNsb0",
 ]
 
 
@@ -123,15 +177,26 @@ def mutated(draw, base: bytes) -> bytes:
 
 
 def fuzz_settings(name: str):
-    return settings(max_examples=EXAMPLES[name], derandomize=True, database=None, deadline=None,
-                    suppress_health_check=list(HealthCheck))
+    return settings(
+        max_examples=EXAMPLES[name],
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
 
 
 @pytest.fixture(scope="module")
 def checkpoint_files(tmp_path_factory) -> dict[str, bytes]:
     run = tmp_path_factory.mktemp("opfuzz") / "run"
-    model = {"w": torch.randn(6, 4), "b": torch.arange(4, dtype=torch.int64), "h": torch.randn(3).half()}
-    Checkpointer(run, strategy="none").save(1, {"model": model, "extra": {"step": 1}}, contents=("model", "extra"))
+    model = {
+        "w": torch.randn(6, 4),
+        "b": torch.arange(4, dtype=torch.int64),
+        "h": torch.randn(3).half(),
+    }
+    Checkpointer(run, strategy="none").save(
+        1, {"model": model, "extra": {"step": 1}}, contents=("model", "extra")
+    )
     dist = layout.step_dir(run, 1) / layout.DIST_CKPT_DIR
     return {p.name: p.read_bytes() for p in dist.iterdir()}
 
@@ -152,7 +217,9 @@ def read_everything(files: dict[str, bytes]) -> None:
 def test_metadata_opcode_mutations(checkpoint_files, protocol):
     from mfsdp_ckpt.format.dcp_metadata import load_metadata_bytes
 
-    base = pickle.dumps(load_metadata_bytes(checkpoint_files[layout.DCP_METADATA_FILE]), protocol=protocol)
+    base = pickle.dumps(
+        load_metadata_bytes(checkpoint_files[layout.DCP_METADATA_FILE]), protocol=protocol
+    )
     before, seen = fingerprint(), {"parsed": 0, "refused": 0}
 
     @fuzz_settings("metadata")
@@ -174,8 +241,10 @@ def _blob_checkpoint(blob: bytes) -> dict[str, bytes]:
     """A one-tensor checkpoint (float32 4x4) whose only chunk is `blob`."""
     properties = TensorProperties(dtype=torch.float32)
     chunk = ChunkStorageMetadata(torch.Size([0, 0]), torch.Size([4, 4]))
-    metadata = Metadata({"w": TensorStorageMetadata(properties, torch.Size([4, 4]), [chunk])},
-                        storage_data={MetadataIndex("w", chunk.offsets): _StorageInfo("b.distcp", 0, len(blob))})
+    metadata = Metadata(
+        {"w": TensorStorageMetadata(properties, torch.Size([4, 4]), [chunk])},
+        storage_data={MetadataIndex("w", chunk.offsets): _StorageInfo("b.distcp", 0, len(blob))},
+    )
     return {layout.DCP_METADATA_FILE: pickle.dumps(metadata), "b.distcp": blob}
 
 
@@ -195,7 +264,10 @@ def _with_pickle(blob: bytes, member: str, data: bytes) -> bytes:
     source, out = zipfile.ZipFile(io.BytesIO(blob)), io.BytesIO()
     with zipfile.ZipFile(out, "w") as target:
         for info in source.infolist():
-            target.writestr(zipfile.ZipInfo(info.filename), data if info.filename == member else source.read(info))
+            target.writestr(
+                zipfile.ZipInfo(info.filename),
+                data if info.filename == member else source.read(info),
+            )
     return out.getvalue()
 
 

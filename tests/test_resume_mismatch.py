@@ -20,21 +20,36 @@ from tests.distributed_helpers import run_distributed
 from tests.sft_support import REPO, tiny_config, write_chat_jsonl
 from trainer.sft import run_sft
 
-SETTINGS = ("trainer.total_steps=4", "data.global_batch_size=8",
-            "data.max_tokens_per_micro_batch=256")
+SETTINGS = (
+    "trainer.total_steps=4",
+    "data.global_batch_size=8",
+    "data.max_tokens_per_micro_batch=256",
+)
 # name: (overrides of the rerun, resume from a bare copy of dist_ckpt/, expected text in the error)
 VARIANTS = {
     "same-model": ((), False, None),
     "fewer-layers": (("model.overrides={num_hidden_layers: 1}",), False, "num_hidden_layers=2"),
     "wider-mlp": (("model.overrides={intermediate_size: 192}",), False, "intermediate_size=256"),
-    "untied-head": (("model.overrides={tie_word_embeddings: false}",), False,
-                    "tie_word_embeddings=True"),
-    "fewer-layers-bare": (("model.overrides={num_hidden_layers: 1}",), True,
-                          "this run does not have"),
-    "more-layers-bare": (("model.overrides={num_hidden_layers: 3}",), True,
-                         "missing from the checkpoint"),
-    "wider-mlp-bare": (("model.overrides={intermediate_size: 192}",), True,
-                       "has shape (128, 256) in the checkpoint"),
+    "untied-head": (
+        ("model.overrides={tie_word_embeddings: false}",),
+        False,
+        "tie_word_embeddings=True",
+    ),
+    "fewer-layers-bare": (
+        ("model.overrides={num_hidden_layers: 1}",),
+        True,
+        "this run does not have",
+    ),
+    "more-layers-bare": (
+        ("model.overrides={num_hidden_layers: 3}",),
+        True,
+        "missing from the checkpoint",
+    ),
+    "wider-mlp-bare": (
+        ("model.overrides={intermediate_size: 192}",),
+        True,
+        "has shape (128, 256) in the checkpoint",
+    ),
 }
 
 
@@ -61,8 +76,11 @@ def _train_then_rerun_variants(rank: int, world_size: int, root: str) -> None:
         try:
             config = tiny_config(root / "train.jsonl", run_dir, *SETTINGS, *overrides, *resume)
             result = run_sft(config)
-            outcomes[name] = {"ok": True, "resumed_from": result.resumed_from,
-                              "final_step": result.final_step}
+            outcomes[name] = {
+                "ok": True,
+                "resumed_from": result.resumed_from,
+                "final_step": result.final_step,
+            }
         except Exception as err:  # the outcome under test: which error, with which message
             outcomes[name] = {"ok": False, "type": type(err).__name__, "message": str(err)}
     if rank == 0:
@@ -101,12 +119,22 @@ def test_the_same_model_resumes(outcomes, trained):
 def test_cli_refuses_in_one_line_with_exit_2(trained, tmp_path):
     run_dir = tmp_path / "run"
     shutil.copytree(trained / "base", run_dir)
-    result = CliRunner().invoke(app, [
-        "train", "sft", "--config", str(REPO / "examples" / "sft_tiny_cpu.yaml"),
-        f"data.train_files={trained / 'train.jsonl'}", f"trainer.run_dir={run_dir}",
-        "trainer.progress_bar=false", "data.val_ratio=0", "trainer.eval_every=0", *SETTINGS,
-        "model.overrides={num_hidden_layers: 1}",
-    ])
+    result = CliRunner().invoke(
+        app,
+        [
+            "train",
+            "sft",
+            "--config",
+            str(REPO / "examples" / "sft_tiny_cpu.yaml"),
+            f"data.train_files={trained / 'train.jsonl'}",
+            f"trainer.run_dir={run_dir}",
+            "trainer.progress_bar=false",
+            "data.val_ratio=0",
+            "trainer.eval_every=0",
+            *SETTINGS,
+            "model.overrides={num_hidden_layers: 1}",
+        ],
+    )
     assert result.exit_code == 2, result.output
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "num_hidden_layers=2" in errors[0], result.output

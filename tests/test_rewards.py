@@ -89,7 +89,9 @@ def test_dispatch_by_data_source():
 
 def test_scorer_mixed_batch():
     scores = RewardScorer()(
-        ["openai/gsm8k", "lighteval/MATH", "openai/gsm8k"], ["#### 3", r"\boxed{2}", "#### 9"], ["3", "2", "4"]
+        ["openai/gsm8k", "lighteval/MATH", "openai/gsm8k"],
+        ["#### 3", r"\boxed{2}", "#### 9"],
+        ["3", "2", "4"],
     )
     assert scores.rewards == [1.0, 1.0, 0.0]
     assert scores.accuracy == [1.0, 1.0, 0.0]

@@ -56,7 +56,13 @@ def test_greedy_matches_transformers_generate(model_dir, decoder):
     engine = HFRolloutEngine(model, eos_token_ids=[2], pad_token_id=0, decoder=decoder)
     out = engine.generate(PROMPTS, SamplingParams(temperature=0, max_tokens=12))
     for row, prompt in enumerate(PROMPTS):
-        ref = model.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False, eos_token_id=2, pad_token_id=0)
+        ref = model.generate(
+            torch.tensor([prompt]),
+            max_new_tokens=12,
+            do_sample=False,
+            eos_token_id=2,
+            pad_token_id=0,
+        )
         assert out.token_lists()[row] == ref[0, len(prompt) :].tolist()
 
 
@@ -68,11 +74,15 @@ def test_stops_at_eos_and_masks_the_rest(model_dir, decoder):
     full = free.generate(PROMPTS, greedy).token_lists()
     assert all(len(r) == 12 for r in full)  # no EOS: runs to max_tokens
     stop_token = full[0][3]  # make the 4th token of the first response the end of sequence
-    stopped = HFRolloutEngine(model, eos_token_ids=[stop_token], pad_token_id=0, decoder=decoder).generate(PROMPTS, greedy)
+    stopped = HFRolloutEngine(
+        model, eos_token_ids=[stop_token], pad_token_id=0, decoder=decoder
+    ).generate(PROMPTS, greedy)
     for row, response in enumerate(full):
         end = response.index(stop_token) + 1 if stop_token in response else len(response)
         assert stopped.token_lists()[row] == response[:end]  # EOS itself is kept and masked in
-        assert stopped.response_mask[row].tolist() == [1] * end + [0] * (stopped.response_mask.shape[1] - end)
+        assert stopped.response_mask[row].tolist() == [1] * end + [0] * (
+            stopped.response_mask.shape[1] - end
+        )
         assert (stopped.response_ids[row, end:] == 0).all()
     assert len(stopped.token_lists()[0]) == 4
 
@@ -104,7 +114,9 @@ def test_filter_logits_top_k_top_p():
     assert kept(top_p=0.81) == [True, True, True, False]
     scaled = filter_logits(logits, SamplingParams(temperature=2.0))
     torch.testing.assert_close(scaled, logits / 2)
-    assert math.isclose(torch.softmax(filter_logits(logits, SamplingParams(top_k=2)), -1)[0, 0].item(), 0.625)
+    assert math.isclose(
+        torch.softmax(filter_logits(logits, SamplingParams(top_k=2)), -1)[0, 0].item(), 0.625
+    )
 
 
 def test_bad_updates_and_params_are_rejected(model_dir):

@@ -11,13 +11,18 @@ from trainer.rollout.base import SamplingParams
 from trainer.rollout.hf import HFRolloutEngine
 from trainer.tiny import build_tiny_model_dir
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
+]
 PROMPTS = BASE_PROMPTS * 3
 
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
-    return perturbed_model(build_tiny_model_dir(tmp_path_factory.mktemp("tiny"), with_weights=True), 0, "cuda")
+    return perturbed_model(
+        build_tiny_model_dir(tmp_path_factory.mktemp("tiny"), with_weights=True), 0, "cuda"
+    )
 
 
 def test_cuda_graph_decode_matches_transformers(model):
@@ -26,15 +31,27 @@ def test_cuda_graph_decode_matches_transformers(model):
         out = engine.generate(PROMPTS, SamplingParams(n=2, max_tokens=24, seed=5, logprobs=True))
         for row, response in enumerate(out.token_lists()):
             expected = reference_logprobs(model, PROMPTS[out.prompt_index[row]], response)
-            torch.testing.assert_close(out.logprobs[row, : len(response)], expected, atol=1e-4, rtol=0)
-    assert engine.decoder.cuda_graphs and engine.decoder._graphs, "graph capture fell back to eager decoding"
+            torch.testing.assert_close(
+                out.logprobs[row, : len(response)], expected, atol=1e-4, rtol=0
+            )
+    assert engine.decoder.cuda_graphs and engine.decoder._graphs, (
+        "graph capture fell back to eager decoding"
+    )
     eager = HFRolloutEngine(model, eos_token_ids=[2], pad_token_id=0, cuda_graphs=False)
     greedy = SamplingParams(temperature=0, max_tokens=24)
-    assert engine.generate(PROMPTS, greedy).token_lists() == eager.generate(PROMPTS, greedy).token_lists()
+    assert (
+        engine.generate(PROMPTS, greedy).token_lists()
+        == eager.generate(PROMPTS, greedy).token_lists()
+    )
     for row, prompt in enumerate(PROMPTS[:3]):
-        ref = model.generate(torch.tensor([prompt], device="cuda"), max_new_tokens=24, do_sample=False, eos_token_id=2,
-                             pad_token_id=0)
-        assert engine.generate([prompt], greedy).token_lists()[0] == ref[0, len(prompt):].tolist()
+        ref = model.generate(
+            torch.tensor([prompt], device="cuda"),
+            max_new_tokens=24,
+            do_sample=False,
+            eos_token_id=2,
+            pad_token_id=0,
+        )
+        assert engine.generate([prompt], greedy).token_lists()[0] == ref[0, len(prompt) :].tolist()
 
 
 def test_cuda_graphs_per_attention_span_match_transformers(model):

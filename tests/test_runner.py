@@ -15,8 +15,15 @@ def test_a_save_on_the_last_step_still_gets_the_final_evaluation(tmp_path):
     it takes a run that saved on its last step for one that ran no step at all."""
     data = write_chat_jsonl(tmp_path / "train.jsonl", rows=40)
     run_dir = tmp_path / "run"
-    cfg = tiny_config(data, run_dir, "trainer.total_steps=2", "checkpoint.save_every=2",
-                      "data.val_ratio=0.2", "trainer.device=cpu", "strategy.name=fsdp2")
+    cfg = tiny_config(
+        data,
+        run_dir,
+        "trainer.total_steps=2",
+        "checkpoint.save_every=2",
+        "data.val_ratio=0.2",
+        "trainer.device=cpu",
+        "strategy.name=fsdp2",
+    )
 
     result = run_sft(cfg)
 

@@ -18,12 +18,15 @@ def test_reads_a_regular_file_inside_the_root(tmp_path):
     assert read_text(tmp_path / "link.json", limit=10, root=tmp_path) == "{}"
 
 
-@pytest.mark.parametrize("make, words", [
-    (lambda p: os.mkfifo(p), "FIFO"),
-    (lambda p: os.symlink("/dev/zero", p), "outside the checkpoint"),
-    (lambda p: os.mkdir(p), "directory"),
-    (lambda p: os.symlink(p.name, p), "symlink loop"),
-])
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda p: os.mkfifo(p), "FIFO"),
+        (lambda p: os.symlink("/dev/zero", p), "outside the checkpoint"),
+        (lambda p: os.mkdir(p), "directory"),
+        (lambda p: os.symlink(p.name, p), "symlink loop"),
+    ],
+)
 def test_refuses_what_is_not_a_regular_file_inside(tmp_path, make, words):
     target = tmp_path / "manifest.json"
     make(target)

@@ -20,11 +20,16 @@ def _sft(*args: str):
 def test_unknown_key_is_usage_error_with_suggestion():
     result = _sft("optim.lrr=1")
     assert result.exit_code == 2
-    assert "error: command-line override: unknown config key 'optim.lrr'; did you mean optim.lr" in result.output
+    assert (
+        "error: command-line override: unknown config key 'optim.lrr'; did you mean optim.lr"
+        in result.output
+    )
 
 
 def test_missing_data_file_is_usage_error(tmp_path):
-    result = _sft(f"data.train_files={tmp_path / 'absent.jsonl'}", f"trainer.run_dir={tmp_path / 'run'}")
+    result = _sft(
+        f"data.train_files={tmp_path / 'absent.jsonl'}", f"trainer.run_dir={tmp_path / 'run'}"
+    )
     assert result.exit_code == 2
     assert "absent.jsonl: no such file" in result.output
 
@@ -37,12 +42,31 @@ def test_help_has_an_example():
 def test_two_processes_through_torchrun_then_resume_in_one(tmp_path):
     data = write_chat_jsonl(tmp_path / "train.jsonl", rows=32)
     run_dir = tmp_path / "run"
-    common = [f"data.train_files={data}", f"trainer.run_dir={run_dir}", "trainer.progress_bar=false",
-              "data.val_ratio=0", "data.global_batch_size=8"]
+    common = [
+        f"data.train_files={data}",
+        f"trainer.run_dir={run_dir}",
+        "trainer.progress_bar=false",
+        "data.val_ratio=0",
+        "data.global_batch_size=8",
+    ]
     launched = subprocess.run(
-        [sys.executable, "-m", "cli.train", "sft", "--config", CONFIG, "--nproc-per-node", "2", "--json",
-         "trainer.total_steps=2", *common],
-        capture_output=True, text=True, cwd=REPO, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "cli.train",
+            "sft",
+            "--config",
+            CONFIG,
+            "--nproc-per-node",
+            "2",
+            "--json",
+            "trainer.total_steps=2",
+            *common,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
     )
     assert launched.returncode == 0, launched.stderr[-2000:]
     summary = json.loads(launched.stdout.strip().splitlines()[-1])
@@ -56,7 +80,9 @@ def test_two_processes_through_torchrun_then_resume_in_one(tmp_path):
 
 
 def test_demo_trains_validates_exports_and_generates(tmp_path):
-    result = CliRunner().invoke(app, ["demo", "--out", str(tmp_path / "demo"), "--steps", "4", "--nproc", "1"])
+    result = CliRunner().invoke(
+        app, ["demo", "--out", str(tmp_path / "demo"), "--steps", "4", "--nproc", "1"]
+    )
     assert result.exit_code == 0, result.output[-3000:]
     assert f"validate --deep {tmp_path / 'demo' / 'sft'}: valid" in result.stdout
     assert "(verified)" in result.stdout and "[demo] generate: " in result.stdout

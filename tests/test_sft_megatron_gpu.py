@@ -22,10 +22,25 @@ CONFIG = str(REPO / "examples" / "sft_tiny_cpu.yaml")
 
 
 def _train(run_dir, data, strategy, *extra):
-    command = [sys.executable, "-m", "cli.train", "sft", "--config", CONFIG, "--nproc-per-node", "2", "--json",
-               f"data.train_files={data}", f"trainer.run_dir={run_dir}", "trainer.device=cuda",
-               f"strategy.name={strategy}", "strategy.mixed_precision=bf16", "trainer.progress_bar=false",
-               "data.val_ratio=0", *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "cli.train",
+        "sft",
+        "--config",
+        CONFIG,
+        "--nproc-per-node",
+        "2",
+        "--json",
+        f"data.train_files={data}",
+        f"trainer.run_dir={run_dir}",
+        "trainer.device=cuda",
+        f"strategy.name={strategy}",
+        "strategy.mixed_precision=bf16",
+        "trainer.progress_bar=false",
+        "data.val_ratio=0",
+        *extra,
+    ]
     done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -50,7 +65,9 @@ def test_megatron_fsdp_sft_trains_resumes_and_matches_fsdp2_names(tmp_path):
     theirs = CheckpointReader(reference / "global_step_1" / "dist_ckpt").tensors
     model_keys = lambda tensors: sorted(k for k in tensors if k.startswith("model."))  # noqa: E731
     assert model_keys(ours) == model_keys(theirs)
-    assert ours["model.model.embed_tokens.weight"].dtype.name == "float32"  # fp32 main weights are saved
+    assert (
+        ours["model.model.embed_tokens.weight"].dtype.name == "float32"
+    )  # fp32 main weights are saved
     fsdp2_first = [r["train/loss"] for r in read_metrics(reference) if r["step"] == 1][0]
     assert losses[1] == pytest.approx(fsdp2_first, rel=2e-2)
 

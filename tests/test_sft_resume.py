@@ -14,8 +14,12 @@ from trainer.metrics import read_metrics
 from trainer.resume import ResumeMismatchError
 from trainer.sft import run_sft
 
-SETTINGS = ("trainer.total_steps=6", "data.global_batch_size=8", "data.max_tokens_per_micro_batch=256",
-            "optim.warmup_steps=2")
+SETTINGS = (
+    "trainer.total_steps=6",
+    "data.global_batch_size=8",
+    "data.max_tokens_per_micro_batch=256",
+    "optim.warmup_steps=2",
+)
 
 
 def _losses(run_dir: Path) -> dict[int, float]:
@@ -67,5 +71,12 @@ def test_resume_refuses_a_different_global_batch(two_rank_runs, tmp_path):
     shutil.copytree(two_rank_runs / "split", run_dir)
     overrides = [s for s in SETTINGS if not s.startswith("data.global_batch_size")]
     with pytest.raises(ResumeMismatchError, match="global_batch_size=8, this run has 4"):
-        run_sft(tiny_config(two_rank_runs / "train.jsonl", run_dir, *overrides, "data.global_batch_size=4",
-                            "trainer.total_steps=8"))
+        run_sft(
+            tiny_config(
+                two_rank_runs / "train.jsonl",
+                run_dir,
+                *overrides,
+                "data.global_batch_size=4",
+                "trainer.total_steps=8",
+            )
+        )

@@ -43,8 +43,7 @@ def test_waiters_sleep_only_on_a_busy_machine_unless_the_user_set_a_policy(eight
     assert choose_threads(1, idle_cores=8.0, environ={}).wait_policy is None
     assert choose_threads(1, idle_cores=2.0, environ={}).wait_policy == "PASSIVE"
     assert (
-        choose_threads(1, idle_cores=2.0, environ={"OMP_WAIT_POLICY": "ACTIVE"}).wait_policy
-        is None
+        choose_threads(1, idle_cores=2.0, environ={"OMP_WAIT_POLICY": "ACTIVE"}).wait_policy is None
     )
 
 

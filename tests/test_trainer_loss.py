@@ -67,8 +67,10 @@ def test_packed_and_padded_loss_equal_unpacked_loss(tiny_model, mode):
     assert padded.item() == pytest.approx(one_by_one.item(), rel=1e-5)
     # gradients agree too (packing must not leak attention across documents)
     grads = []
-    for loss_fn in (lambda: model(**packed_batch.inputs),
-                    lambda: sum(model(**collate_packed([e], tokenizer.pad_token_id).inputs) for e in examples)):
+    for loss_fn in (
+        lambda: model(**packed_batch.inputs),
+        lambda: sum(model(**collate_packed([e], tokenizer.pad_token_id).inputs) for e in examples),
+    ):
         model.zero_grad()
         loss_fn().backward()
         grads.append(model.model.layers[0].self_attn.q_proj.weight.grad.clone())

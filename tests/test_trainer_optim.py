@@ -17,7 +17,9 @@ def test_warmup_then_cosine_to_min_lr():
     assert lr_at(2, cfg, total) == pytest.approx(1e-5)  # decay starts at full lr
     # halfway through the 8 decay updates: cosine factor 0.5
     assert lr_at(6, cfg, total) == pytest.approx(1e-6 + 0.5 * 9e-6)
-    assert lr_at(9, cfg, total) == pytest.approx(1e-6 + 9e-6 * 0.5 * (1 + math.cos(math.pi * 7 / 8)))
+    assert lr_at(9, cfg, total) == pytest.approx(
+        1e-6 + 9e-6 * 0.5 * (1 + math.cos(math.pi * 7 / 8))
+    )
     lrs = [lr_at(s, cfg, total) for s in range(2, total)]
     assert all(a > b for a, b in zip(lrs, lrs[1:])) and min(lrs) > 1e-6
 
@@ -27,14 +29,18 @@ def test_linear_constant_and_warmup_steps_win():
     assert warmup_steps(linear, 5) == 1
     assert [lr_at(s, linear, 5) for s in range(5)] == pytest.approx([1.0, 1.0, 0.75, 0.5, 0.25])
     constant = OptimConfig(lr=0.3, warmup_steps=3, scheduler="constant")
-    assert [lr_at(s, constant, 6) for s in range(6)] == pytest.approx([0.1, 0.2, 0.3, 0.3, 0.3, 0.3])
+    assert [lr_at(s, constant, 6) for s in range(6)] == pytest.approx(
+        [0.1, 0.2, 0.3, 0.3, 0.3, 0.3]
+    )
 
 
 def test_no_weight_decay_for_biases_and_norms():
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))
     groups = param_groups(model.named_parameters(), 0.1)
     decay, no_decay = groups
-    assert [p.shape for p in decay["params"]] == [torch.Size([4, 4])] and decay["weight_decay"] == 0.1
+    assert [p.shape for p in decay["params"]] == [torch.Size([4, 4])] and decay[
+        "weight_decay"
+    ] == 0.1
     assert len(no_decay["params"]) == 3 and no_decay["weight_decay"] == 0.0
 
 
@@ -49,9 +55,13 @@ def test_clip_grad_norm_single_process_matches_torch():
         twin.grad = grad.clone()
     expected = torch.nn.utils.clip_grad_norm_(twins, 1.0)
     norm = clip_grad_norm(params, 1.0, torch.device("cpu"))
-    assert norm == pytest.approx(torch.cat([g.flatten() for g in reference]).norm().item(), rel=1e-6)
+    assert norm == pytest.approx(
+        torch.cat([g.flatten() for g in reference]).norm().item(), rel=1e-6
+    )
     assert norm == pytest.approx(float(expected), rel=1e-6)
-    assert torch.cat([p.grad.flatten() for p in params]).norm().item() == pytest.approx(1.0, rel=1e-5)
+    assert torch.cat([p.grad.flatten() for p in params]).norm().item() == pytest.approx(
+        1.0, rel=1e-5
+    )
 
 
 def _emulate_megatron_fsdp_061_setup(optimizer: torch.optim.Optimizer) -> None:
@@ -65,7 +75,9 @@ def _emulate_megatron_fsdp_061_setup(optimizer: torch.optim.Optimizer) -> None:
     optimizer.zero_grad()
 
 
-def _train(model: torch.nn.Module, optimizer: torch.optim.Optimizer, steps: int) -> list[torch.Tensor]:
+def _train(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, steps: int
+) -> list[torch.Tensor]:
     torch.manual_seed(1)
     snapshots = []
     for _ in range(steps):

@@ -36,8 +36,14 @@ def _pieces(rank: int, rows: dict[str, tuple[int, ...]], fill: bool) -> dict:
         start, count = sum(rows[key][:rank]), rows[key][rank]
         if key == "exp_avg" and count == 0:
             continue
-        local = full[start : start + count].clone() if fill else torch.zeros_like(full[start : start + count])
-        state[key] = DTensor.from_local(local, mesh, [Shard(0)], shape=full.shape, stride=full.stride(), run_check=False)
+        local = (
+            full[start : start + count].clone()
+            if fill
+            else torch.zeros_like(full[start : start + count])
+        )
+        state[key] = DTensor.from_local(
+            local, mesh, [Shard(0)], shape=full.shape, stride=full.stride(), run_check=False
+        )
     return state
 
 
@@ -47,7 +53,10 @@ def save_then_load(rank: int, world_size: int, run_dir: str, out_dir: str) -> No
 
     saved = _pieces(rank, SAVE_ROWS, fill=True)
     attach_uneven_chunk_metadata(saved)
-    chunks = {key: [list(c.offsets) + list(c.sizes) for c in t.__create_chunk_list__()] for key, t in saved.items()}
+    chunks = {
+        key: [list(c.offsets) + list(c.sizes) for c in t.__create_chunk_list__()]
+        for key, t in saved.items()
+    }
     from megatron_fsdp.uneven_dtensor import gather_and_compute_chunk_metadata
 
     megatron = {}
@@ -63,7 +72,9 @@ def save_then_load(rank: int, world_size: int, run_dir: str, out_dir: str) -> No
     load_checkpoint(layout.resolve_checkpoint(run_dir), {"model": loaded}, contents=("model",))
     expected = _pieces(rank, LOAD_ROWS, fill=True)
     same = {key: torch.equal(loaded[key].to_local(), expected[key].to_local()) for key in expected}
-    Path(out_dir, f"rank{rank}.json").write_text(json.dumps({"chunks": chunks, "megatron": megatron, "loaded_equal": same}))
+    Path(out_dir, f"rank{rank}.json").write_text(
+        json.dumps({"chunks": chunks, "megatron": megatron, "loaded_equal": same})
+    )
 
 
 def refuses_partial(rank: int, world_size: int, out_dir: str) -> None:
@@ -85,7 +96,9 @@ def refuses_partial(rank: int, world_size: int, out_dir: str) -> None:
 def saved_and_loaded(tmp_path_factory) -> tuple[Path, dict[int, dict]]:
     root = tmp_path_factory.mktemp("uneven")
     run_distributed(save_then_load, WORLD, str(root / "run"), str(root))
-    return root / "run", {rank: json.loads((root / f"rank{rank}.json").read_text()) for rank in range(WORLD)}
+    return root / "run", {
+        rank: json.loads((root / f"rank{rank}.json").read_text()) for rank in range(WORLD)
+    }
 
 
 def test_each_rank_gets_the_offset_of_the_rows_before_it(saved_and_loaded):
@@ -96,7 +109,9 @@ def test_each_rank_gets_the_offset_of_the_rows_before_it(saved_and_loaded):
                 assert key not in seen["chunks"]
                 continue
             width = list(FULL[key].shape[1:])
-            assert seen["chunks"][key] == [[sum(rows[:rank])] + [0] * len(width) + [rows[rank]] + width], (rank, key)
+            assert seen["chunks"][key] == [
+                [sum(rows[:rank])] + [0] * len(width) + [rows[rank]] + width
+            ], (rank, key)
 
 
 def test_offsets_equal_megatron_fsdp_per_tensor_ones(saved_and_loaded):
@@ -110,14 +125,19 @@ def test_offline_reader_stitches_the_uneven_chunks(saved_and_loaded):
     reader = CheckpointReader(layout.step_dir(run_dir, 1) / "dist_ckpt")
     for key, full in FULL.items():
         entry = reader.tensors[f"model.{key}"]
-        assert sorted(c.sizes[0] for c in entry.chunks) == sorted(n for n in SAVE_ROWS[key] if n), key
+        assert sorted(c.sizes[0] for c in entry.chunks) == sorted(n for n in SAVE_ROWS[key] if n), (
+            key
+        )
         assert torch.equal(reader.read_tensor(f"model.{key}"), full), key
 
 
 def test_load_into_a_different_uneven_layout(saved_and_loaded):
     _, by_rank = saved_and_loaded
     for rank, seen in by_rank.items():
-        assert seen["loaded_equal"] and all(seen["loaded_equal"].values()), (rank, seen["loaded_equal"])
+        assert seen["loaded_equal"] and all(seen["loaded_equal"].values()), (
+            rank,
+            seen["loaded_equal"],
+        )
 
 
 def test_refuses_placements_it_cannot_place(tmp_path):

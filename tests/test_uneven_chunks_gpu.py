@@ -19,13 +19,31 @@ pytestmark = pytest.mark.gpu
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
 def test_offsets_match_megatron_fsdp_for_model_and_adam_state(tmp_path):
     pytest.importorskip("megatron_fsdp")
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-               str(REPO / "tests" / "megatron_chunk_offsets.py"), str(tmp_path)]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=600,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])})
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        str(REPO / "tests" / "megatron_chunk_offsets.py"),
+        str(tmp_path),
+    ]
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        },
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     reports = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(2)]
     print(reports)
     for report in reports:
         assert report["compared"] > 20 and report["mismatches"] == {}, report
-    assert sum(r["empty_pieces"] for r in reports) > 0, "no empty shard: the uneven case went untested"
+    assert sum(r["empty_pieces"] for r in reports) > 0, (
+        "no empty shard: the uneven case went untested"
+    )

@@ -100,7 +100,9 @@ def test_sft_keys_from_verls_sft_trainer():
 
 def test_a_single_logger_name_is_a_list_of_one():
     assert sft("trainer.logger=console").trainer.logger == ["console"]
-    with pytest.raises(ConfigError, match=re.escape("expects one of console | jsonl | tensorboard")):
+    with pytest.raises(
+        ConfigError, match=re.escape("expects one of console | jsonl | tensorboard")
+    ):
         sft("trainer.logger=[console,mlflow]")
 
 
@@ -210,7 +212,9 @@ def test_every_mapped_key_names_a_real_mfsdp_key():
             classes = (
                 [GRPOConfig]
                 if rule.commands == ("grpo",)
-                else [SFTConfig] if rule.commands == ("sft",) else [SFTConfig, GRPOConfig]
+                else [SFTConfig]
+                if rule.commands == ("sft",)
+                else [SFTConfig, GRPOConfig]
             )
             assert all(is_native(cls, rule.target) for cls in classes), verl_key
 

@@ -83,10 +83,13 @@ def _sane_geometry(overrides: dict[str, Any]) -> bool:
     return True
 
 
-HFOverrides = Annotated[dict[str, Any], Range(
-    "HF config fields whose sizes are positive integers that divide (heads by KV heads)",
-    _sane_geometry,
-)]
+HFOverrides = Annotated[
+    dict[str, Any],
+    Range(
+        "HF config fields whose sizes are positive integers that divide (heads by KV heads)",
+        _sane_geometry,
+    ),
+]
 
 
 # --------------------------------------------------------------------------- sections
@@ -96,9 +99,15 @@ HFOverrides = Annotated[dict[str, Any], Range(
 class ModelConfig:
     """Which causal LM to train. With no `path`, a random model of shape `shape` is built."""
 
-    path: str | None = None  # local HF model dir (config.json, tokenizer, weights) or any checkpoint
-    hf_config: str | None = None  # for a checkpoint without huggingface/: the HF config + tokenizer dir
-    shape: str = "tiny"  # used when path is unset: tiny | qwen2-0.5b | qwen2-1.5b | qwen2.5-7b | ...
+    path: str | None = (
+        None  # local HF model dir (config.json, tokenizer, weights) or any checkpoint
+    )
+    hf_config: str | None = (
+        None  # for a checkpoint without huggingface/: the HF config + tokenizer dir
+    )
+    shape: str = (
+        "tiny"  # used when path is unset: tiny | qwen2-0.5b | qwen2-1.5b | qwen2.5-7b | ...
+    )
     random_init: bool = False  # with `path`: take only its config.json, initialise randomly
     tokenizer: str | None = None  # default: `path`, else the embedded tiny tokenizer
     overrides: HFOverrides = field(default_factory=dict)  # HF config fields: {num_hidden_layers: 4}
@@ -173,7 +182,9 @@ class StrategyConfig:
     name: Literal["auto", "megatron_fsdp", "fsdp2"] = "auto"
     mixed_precision: Literal["auto", "bf16", "fp32"] = "auto"  # auto: bf16 on CUDA, fp32 on CPU
     # Megatron-FSDP options (see megatron_fsdp.fully_shard).
-    zero_dp_strategy: Literal["no_shard", "optim", "optim_grads", "optim_grads_params"] = "optim_grads_params"
+    zero_dp_strategy: Literal["no_shard", "optim", "optim_grads", "optim_grads_params"] = (
+        "optim_grads_params"
+    )
     unit_modules: Literal["decoder", "decoder+embedding"] = "decoder"
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
@@ -206,7 +217,8 @@ class TrainerConfig:
     # Experiment trackers, verl's names: console and jsonl (RUN_DIR/metrics.jsonl) always run;
     # tensorboard (RUN_DIR/tensorboard/) and wandb (RUN_DIR/wandb/; WANDB_MODE=offline works).
     logger: list[Literal["console", "jsonl", "tensorboard", "wandb"]] = field(
-        default_factory=lambda: ["console", "jsonl"])
+        default_factory=lambda: ["console", "jsonl"]
+    )
     project_name: str = "mfsdp"  # wandb project
     experiment_name: str | None = None  # wandb run name; default: the run dir's name
     progress_bar: bool = True
@@ -233,7 +245,9 @@ class SFTConfig(RunConfig):
 # --------------------------------------------------------------------------- loading
 
 
-def load_config(cls: type[T], path: str | os.PathLike | None = None, overrides: list[str] = ()) -> T:
+def load_config(
+    cls: type[T], path: str | os.PathLike | None = None, overrides: list[str] = ()
+) -> T:
     """Defaults of `cls`, updated by the YAML file at `path`, then by `a.b=value` overrides."""
     tree: dict[str, Any] = {}
     source = str(path) if path else "config"
@@ -243,7 +257,9 @@ def load_config(cls: type[T], path: str | os.PathLike | None = None, overrides: 
         except YAMLConfigError as err:
             raise ConfigError(str(err)) from None
         if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: top level must be a mapping of sections, found {type(loaded).__name__}")
+            raise ConfigError(
+                f"{path}: top level must be a mapping of sections, found {type(loaded).__name__}"
+            )
         tree = verl_keys.adopt_tree(cls, loaded or {}, source)
     config = _build(cls, tree, prefix="", source=source)  # the file alone, so errors name the file
     if not overrides:
@@ -353,11 +369,14 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
         for check in checks:
             if isinstance(check, Range) and not check.accepts(coerced):
                 raise RangeError(
-                    f"{source}: config key '{key}' must be {check.text}, got {_shown(value)}")
+                    f"{source}: config key '{key}' must be {check.text}, got {_shown(value)}"
+                )
         return coerced
     if dataclasses.is_dataclass(kind):
         if not isinstance(value, dict):
-            raise bad(f"a section (mapping of {', '.join(f.name for f in dataclasses.fields(kind))})")
+            raise bad(
+                f"a section (mapping of {', '.join(f.name for f in dataclasses.fields(kind))})"
+            )
         return _build(kind, value, f"{key}.", source)
     origin = typing.get_origin(kind)
     args = typing.get_args(kind)
@@ -386,7 +405,11 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
             value = [value]  # a single file is a list of one; so is `trainer.logger=console`
         if not isinstance(value, (list, tuple)):
             raise bad(f"a list of {_type_name(args[0]) if args else 'values'}")
-        return [_coerce(args[0], v, f"{key}[{i}]", source) for i, v in enumerate(value)] if args else list(value)
+        return (
+            [_coerce(args[0], v, f"{key}[{i}]", source) for i, v in enumerate(value)]
+            if args
+            else list(value)
+        )
     if origin is dict:
         if not isinstance(value, dict):
             raise bad("a mapping")
@@ -413,7 +436,8 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
             number = float(value)
         if not math.isfinite(number):  # nan and inf: no setting means either
             raise RangeError(
-                f"{source}: config key '{key}' must be a finite number, got {_shown(value)}")
+                f"{source}: config key '{key}' must be a finite number, got {_shown(value)}"
+            )
         return number
     if kind is str:
         if not isinstance(value, str):
@@ -430,7 +454,13 @@ def _shown(value: Any) -> str:
     return repr(value)[:80]
 
 
-_TYPE_WORDS = {int: "an integer", float: "a number", bool: "true or false", str: "a string", type(None): "null"}
+_TYPE_WORDS = {
+    int: "an integer",
+    float: "a number",
+    bool: "true or false",
+    str: "a string",
+    type(None): "null",
+}
 
 
 def _type_name(kind: Any) -> str:

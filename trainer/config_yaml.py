@@ -50,7 +50,7 @@ class _BoundedLoader(yaml.SafeLoader):
         finally:
             self.depth -= 1
         if isinstance(node.tag, str) and node.tag.startswith(_PYTHON_TAG):
-            shown = "!!python/" + node.tag[len(_PYTHON_TAG):]
+            shown = "!!python/" + node.tag[len(_PYTHON_TAG) :]
             raise YAMLConfigError(f"{self.source}: YAML tag {shown[:80]!r} is not allowed")
         return node
 

@@ -56,10 +56,16 @@ def init_distributed(device_choice: str = "auto", timeout_minutes: int = 30) -> 
         backend = "nccl" if device_type == "cuda" else "gloo"
         timeout = datetime.timedelta(minutes=timeout_minutes)
         if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-            dist.init_process_group(backend, timeout=timeout, device_id=device if device_type == "cuda" else None)
+            dist.init_process_group(
+                backend, timeout=timeout, device_id=device if device_type == "cuda" else None
+            )
         else:
             dist.init_process_group(
-                backend, init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1, timeout=timeout
+                backend,
+                init_method=f"tcp://127.0.0.1:{free_port()}",
+                rank=0,
+                world_size=1,
+                timeout=timeout,
             )
         started = True
     return DistEnv(dist.get_rank(), dist.get_world_size(), local_rank, device, started)

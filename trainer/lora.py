@@ -45,9 +45,17 @@ from trainer.resume import ResumeMismatchError
 _UNADAPTABLE = ("lm_head", "embed_tokens")
 # PEFT config fields that change what the adapter computes beyond plain B @ A * alpha / r;
 # export merges plain LoRA only, so a run refuses them up front rather than at export.
-_UNSUPPORTED = {"use_dora": False, "rank_pattern": {}, "alpha_pattern": {}, "bias": "none",
-                "modules_to_save": None, "fan_in_fan_out": False, "layer_replication": None,
-                "trainable_token_indices": None, "target_parameters": None}
+_UNSUPPORTED = {
+    "use_dora": False,
+    "rank_pattern": {},
+    "alpha_pattern": {},
+    "bias": "none",
+    "modules_to_save": None,
+    "fan_in_fan_out": False,
+    "layer_replication": None,
+    "trainable_token_indices": None,
+    "target_parameters": None,
+}
 
 
 @dataclass
@@ -95,8 +103,12 @@ def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
         config, weights = _read_adapter(Path(cfg.lora_adapter_path))
     else:
         config = LoraConfig(
-            r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, target_modules=cfg.target_modules,
-            lora_dropout=0.0, bias="none", task_type="CAUSAL_LM",
+            r=cfg.lora_rank,
+            lora_alpha=cfg.lora_alpha,
+            target_modules=cfg.target_modules,
+            lora_dropout=0.0,
+            bias="none",
+            task_type="CAUSAL_LM",
         )
     _refuse_unsupported(config, cfg)
     try:
@@ -115,8 +127,10 @@ def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
     for name, param in model.named_parameters():
         param.requires_grad_(is_adapter_param(name))
     model._mfsdp_lora = LoraSetup(
-        peft_config=_json_safe_config(config, adapted), base_path=cfg.path,
-        random_init=cfg.random_init, seed=seed,
+        peft_config=_json_safe_config(config, adapted),
+        base_path=cfg.path,
+        random_init=cfg.random_init,
+        seed=seed,
     )
 
 
@@ -167,8 +181,9 @@ def _read_adapter(path: Path) -> tuple[Any, dict[str, torch.Tensor]]:
         raise ConfigError(f"model.lora_adapter_path: {config_file} is not a LoRA adapter config")
     known = set(LoraConfig.__dataclass_fields__)
     # Dropout draws from the RNG, which checkpoints do not carry: 0 keeps resume exact.
-    config = LoraConfig(**{k: v for k, v in fields.items() if k in known and k != "lora_dropout"},
-                        lora_dropout=0.0)
+    config = LoraConfig(
+        **{k: v for k, v in fields.items() if k in known and k != "lora_dropout"}, lora_dropout=0.0
+    )
     return config, load_file(str(weights_file))
 
 
@@ -184,7 +199,8 @@ def _refuse_unsupported(config: Any, cfg: ModelConfig) -> None:
 
 def _adapted_modules(model: torch.nn.Module) -> list[str]:
     return [
-        name for name, module in model.named_modules()
+        name
+        for name, module in model.named_modules()
         if hasattr(module, "lora_A") and len(module.lora_A)
     ]
 

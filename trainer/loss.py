@@ -21,15 +21,24 @@ import torch.nn.functional as F
 IGNORE_INDEX = -100
 
 
-def plain_cross_entropy_sum(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+def plain_cross_entropy_sum(
+    hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor
+) -> torch.Tensor:
     """Reference path: full logits in fp32, as Hugging Face's `ForCausalLMLoss` does."""
     logits = F.linear(hidden, weight).float()
-    return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum")
+    return F.cross_entropy(
+        logits.view(-1, logits.shape[-1]),
+        targets.reshape(-1),
+        ignore_index=IGNORE_INDEX,
+        reduction="sum",
+    )
 
 
 class _ChunkedLinearCrossEntropy(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk: int) -> torch.Tensor:
+    def forward(
+        ctx, hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk: int
+    ) -> torch.Tensor:
         # Every matmul runs in the compute dtype (bf16 on GPU, fp32 accumulation inside the
         # kernel); only the softmax is fp32. A fp32 weight-gradient matmul is many times
         # slower on tensor cores. Rows without a label are
@@ -51,7 +60,9 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
             if needs_grad:
                 # d(loss)/d(logits) = softmax - onehot; rows without a label are zeroed below.
                 probs = log_probs.exp_()
-                probs.scatter_add_(1, safe_labels, torch.full_like(safe_labels, -1.0, dtype=probs.dtype))
+                probs.scatter_add_(
+                    1, safe_labels, torch.full_like(safe_labels, -1.0, dtype=probs.dtype)
+                )
                 grad_logits = probs.to(weight.dtype)
                 del log_probs, probs
                 grad_hidden[start : start + chunk] = (grad_logits @ weight).masked_fill_(~keep, 0.0)
@@ -96,7 +107,11 @@ def liger_cross_entropy_sum(
 
 
 def linear_cross_entropy_sum(
-    hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, mode: str = "chunked", chunk_tokens: int = 2048
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    targets: torch.Tensor,
+    mode: str = "chunked",
+    chunk_tokens: int = 2048,
 ) -> torch.Tensor:
     if mode == "plain":
         return plain_cross_entropy_sum(hidden, weight, targets)

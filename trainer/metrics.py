@@ -38,9 +38,12 @@ class MetricsLogger:
         if "wandb" in trackers:
             import wandb
 
-            self._wandb = wandb.init(project=trainer.project_name,
-                                     name=trainer.experiment_name or self.run_dir.name,
-                                     dir=str(self.run_dir), config=_resolved_config(self.run_dir))
+            self._wandb = wandb.init(
+                project=trainer.project_name,
+                name=trainer.experiment_name or self.run_dir.name,
+                dir=str(self.run_dir),
+                config=_resolved_config(self.run_dir),
+            )
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         if not self.enabled:
@@ -48,8 +51,11 @@ class MetricsLogger:
         record = {"step": step, "time": round(time.time(), 3), **metrics}
         with open(self.path, "a") as handle:
             handle.write(json.dumps(record) + "\n")
-        scalars = {key: value for key, value in metrics.items()
-                   if isinstance(value, (int, float)) and math.isfinite(value)}
+        scalars = {
+            key: value
+            for key, value in metrics.items()
+            if isinstance(value, (int, float)) and math.isfinite(value)
+        }
         if self._tensorboard is not None:
             for key, value in scalars.items():
                 self._tensorboard.add_scalar(key, value, step)
@@ -77,7 +83,8 @@ def require_trackers(trainer: Any) -> set[str]:
     for name, install in TRACKER_PACKAGES.items():
         if name in trackers and importlib.util.find_spec(name) is None:
             raise ConfigError(
-                f"trainer.logger has {name} but the {name} package is missing: {install}")
+                f"trainer.logger has {name} but the {name} package is missing: {install}"
+            )
     return trackers
 
 

@@ -26,21 +26,67 @@ SUPPORTED_FAMILIES = ("qwen2", "qwen3", "llama")
 
 # Public architecture shapes (config.json fields) for random-init runs; vocab sizes as shipped.
 SHAPES: dict[str, dict[str, Any]] = {
-    "qwen2-0.5b": dict(model_type="qwen2", hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-                       num_attention_heads=14, num_key_value_heads=2, vocab_size=151936,
-                       tie_word_embeddings=True, rope_theta=1000000.0, max_position_embeddings=32768),
-    "qwen2-1.5b": dict(model_type="qwen2", hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
-                       num_attention_heads=12, num_key_value_heads=2, vocab_size=151936,
-                       tie_word_embeddings=True, rope_theta=1000000.0, max_position_embeddings=32768),
-    "qwen2.5-7b": dict(model_type="qwen2", hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
-                       num_attention_heads=28, num_key_value_heads=4, vocab_size=152064,
-                       tie_word_embeddings=False, rope_theta=1000000.0, max_position_embeddings=32768),
-    "qwen3-0.6b": dict(model_type="qwen3", hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
-                       num_attention_heads=16, num_key_value_heads=8, head_dim=128, vocab_size=151936,
-                       tie_word_embeddings=True, rope_theta=1000000.0, max_position_embeddings=40960),
-    "llama3.2-1b": dict(model_type="llama", hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
-                        num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
-                        tie_word_embeddings=True, rope_theta=500000.0, max_position_embeddings=131072),
+    "qwen2-0.5b": dict(
+        model_type="qwen2",
+        hidden_size=896,
+        intermediate_size=4864,
+        num_hidden_layers=24,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+        vocab_size=151936,
+        tie_word_embeddings=True,
+        rope_theta=1000000.0,
+        max_position_embeddings=32768,
+    ),
+    "qwen2-1.5b": dict(
+        model_type="qwen2",
+        hidden_size=1536,
+        intermediate_size=8960,
+        num_hidden_layers=28,
+        num_attention_heads=12,
+        num_key_value_heads=2,
+        vocab_size=151936,
+        tie_word_embeddings=True,
+        rope_theta=1000000.0,
+        max_position_embeddings=32768,
+    ),
+    "qwen2.5-7b": dict(
+        model_type="qwen2",
+        hidden_size=3584,
+        intermediate_size=18944,
+        num_hidden_layers=28,
+        num_attention_heads=28,
+        num_key_value_heads=4,
+        vocab_size=152064,
+        tie_word_embeddings=False,
+        rope_theta=1000000.0,
+        max_position_embeddings=32768,
+    ),
+    "qwen3-0.6b": dict(
+        model_type="qwen3",
+        hidden_size=1024,
+        intermediate_size=3072,
+        num_hidden_layers=28,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        head_dim=128,
+        vocab_size=151936,
+        tie_word_embeddings=True,
+        rope_theta=1000000.0,
+        max_position_embeddings=40960,
+    ),
+    "llama3.2-1b": dict(
+        model_type="llama",
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=16,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        vocab_size=128256,
+        tie_word_embeddings=True,
+        rope_theta=500000.0,
+        max_position_embeddings=131072,
+    ),
 }
 
 
@@ -87,13 +133,17 @@ def build_hf_config(cfg: ModelConfig, tokenizer) -> Any:
         fields = {**SHAPES[cfg.shape], **cfg.overrides}
         config = AutoConfig.for_model(fields.pop("model_type"), **fields)
     else:
-        raise ConfigError(f"model.shape: unknown shape {cfg.shape!r}; choose tiny, {', '.join(SHAPES)} or set model.path")
+        raise ConfigError(
+            f"model.shape: unknown shape {cfg.shape!r}; choose tiny, {', '.join(SHAPES)} or set model.path"
+        )
     if config.model_type not in SUPPORTED_FAMILIES:
         raise ConfigError(
             f"model: family {config.model_type!r} is not supported; supported: {', '.join(SUPPORTED_FAMILIES)}"
         )
     if len(tokenizer) > config.vocab_size:
-        raise ConfigError(f"model: tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {config.vocab_size}")
+        raise ConfigError(
+            f"model: tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {config.vocab_size}"
+        )
     config._attn_implementation = cfg.attn_implementation
     return config
 
@@ -115,7 +165,9 @@ def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) 
         ).to(device)
     else:
         with torch.device(device):
-            model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation=cfg.attn_implementation)
+            model = AutoModelForCausalLM.from_config(
+                config, dtype=torch.float32, attn_implementation=cfg.attn_implementation
+            )
         if source is not None:
             load_checkpoint_weights(model, source)
     model.train()
@@ -123,9 +175,13 @@ def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) 
     if cfg.activation_checkpointing:
         # transformers >= 5.2x renames gradient_checkpointing_enable to activation_checkpointing_enable
         if hasattr(model, "activation_checkpointing_enable"):
-            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            model.activation_checkpointing_enable(
+                activation_checkpointing_kwargs={"use_reentrant": False}
+            )
         else:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
     apply_kernels(model, cfg)
     if cfg.compile:
         for layer in decoder_layers(model):
@@ -149,8 +205,11 @@ def attach_loss_forward(model: torch.nn.Module, mode: str, chunk_tokens: int) ->
     def forward(self, input_ids, position_ids, targets, attention_mask=None, cu_seqlens=None):
         packed = {} if cu_seqlens is None else {"cu_seqlens": cu_seqlens}
         hidden = self.model(
-            input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
-            use_cache=False, **packed,
+            input_ids=input_ids,
+            position_ids=position_ids,
+            attention_mask=attention_mask,
+            use_cache=False,
+            **packed,
         ).last_hidden_state
         return linear_cross_entropy_sum(hidden, self.lm_head.weight, targets, mode, chunk_tokens)
 
@@ -168,7 +227,9 @@ def write_hf_assets(target: Path, config: Any, tokenizer, model_path: str | None
         (target / "generation_config.json").write_bytes(source.read_bytes())
     else:
         GenerationConfig(
-            eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, do_sample=False
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+            do_sample=False,
         ).save_pretrained(target)
 
 
@@ -192,4 +253,8 @@ def count_parameters(config: Any) -> dict[str, int]:
     mlp = 3 * hidden * config.intermediate_size
     per_layer = attention + mlp
     head = config.vocab_size * hidden
-    return {"matmul": layers * per_layer + head, "embedding": head, "attention_dim": heads * head_dim}
+    return {
+        "matmul": layers * per_layer + head,
+        "embedding": head,
+        "attention_dim": heads * head_dim,
+    }

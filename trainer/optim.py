@@ -51,7 +51,9 @@ def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
         group["lr"] = lr
 
 
-def param_groups(named_params: Iterable[tuple[str, torch.nn.Parameter]], weight_decay: float) -> list[dict]:
+def param_groups(
+    named_params: Iterable[tuple[str, torch.nn.Parameter]], weight_decay: float
+) -> list[dict]:
     """Biases and norm weights (1-D tensors) get no weight decay, as in verl and Megatron."""
     decay, no_decay = [], []
     for name, param in named_params:
@@ -67,8 +69,13 @@ def param_groups(named_params: Iterable[tuple[str, torch.nn.Parameter]], weight_
 def build_adamw(groups: list[dict], cfg: OptimConfig, device: torch.device) -> torch.optim.AdamW:
     fused = cfg.fused if cfg.fused is not None else device.type == "cuda"
     return torch.optim.AdamW(
-        groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay,
-        fused=fused or None, foreach=None if fused else True,
+        groups,
+        lr=cfg.lr,
+        betas=tuple(cfg.betas),
+        eps=cfg.eps,
+        weight_decay=cfg.weight_decay,
+        fused=fused or None,
+        foreach=None if fused else True,
     )
 
 
@@ -84,7 +91,10 @@ class NonFiniteGradientError(MfsdpFailedError, FloatingPointError):
 
 
 def clip_grad_norm(
-    params: Iterable[torch.Tensor], max_norm: float, device: torch.device, group: dist.ProcessGroup | None = None
+    params: Iterable[torch.Tensor],
+    max_norm: float,
+    device: torch.device,
+    group: dist.ProcessGroup | None = None,
 ) -> float:
     """Global L2 norm of gradients sharded over `group` (each rank holds disjoint shards); clip in place.
 

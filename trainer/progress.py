@@ -19,8 +19,15 @@ def step_bar(desc: str, total: int, initial: int, enabled: bool) -> Any:
     disabled bar (other ranks, `trainer.progress_bar=false`) still takes every call."""
     from tqdm import tqdm
 
-    return tqdm(total=total, initial=initial, desc=desc, unit="step", disable=not enabled,
-                dynamic_ncols=True, file=sys.stderr)
+    return tqdm(
+        total=total,
+        initial=initial,
+        desc=desc,
+        unit="step",
+        disable=not enabled,
+        dynamic_ncols=True,
+        file=sys.stderr,
+    )
 
 
 class CallbackBar:
@@ -42,8 +49,14 @@ class CallbackBar:
         if self._bar is None:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total, unit=self.unit, unit_scale=self.unit_scale,
-                             desc=self.desc, file=sys.stderr, leave=False)
+            self._bar = tqdm(
+                total=total,
+                unit=self.unit,
+                unit_scale=self.unit_scale,
+                desc=self.desc,
+                file=sys.stderr,
+                leave=False,
+            )
         self._bar.update(done - self._bar.n)
         if postfix is not None:
             self._bar.set_postfix_str(postfix, refresh=False)
@@ -55,6 +68,10 @@ class CallbackBar:
     def __enter__(self):  # -> the callback, or None when nothing is drawn
         return self.update if self.enabled else None
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
         self.close()

@@ -21,9 +21,21 @@ DATA_POSITION_KEYS = ("global_batch_size", "train_rows", "seed")
 # The HF config fields that decide which tensors a model has and how they are computed
 # from each other; a run resuming a step must agree with it on every one.
 MODEL_CONFIG_KEYS = (
-    "model_type", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-    "num_attention_heads", "num_key_value_heads", "head_dim", "tie_word_embeddings",
-    "attention_bias", "mlp_bias", "hidden_act", "rms_norm_eps", "rope_theta", "rope_scaling",
+    "model_type",
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "tie_word_embeddings",
+    "attention_bias",
+    "mlp_bias",
+    "hidden_act",
+    "rms_norm_eps",
+    "rope_theta",
+    "rope_scaling",
     "max_position_embeddings",
 )
 
@@ -34,7 +46,12 @@ class ResumeMismatchError(MfsdpUsageError, ValueError):
 
 def new_progress(global_batch_size: int, train_rows: int, seed: int) -> dict[str, int]:
     """The checkpoint's `extra` state: the step plus what places a step's data."""
-    return {"step": 0, "global_batch_size": global_batch_size, "train_rows": train_rows, "seed": seed}
+    return {
+        "step": 0,
+        "global_batch_size": global_batch_size,
+        "train_rows": train_rows,
+        "seed": seed,
+    }
 
 
 def resume_if_any(

@@ -101,16 +101,29 @@ class TrainingRun:
 
     @classmethod
     def open(
-        cls, name: str, cfg: Any, env: DistEnv, *, strategy: Strategy, model: torch.nn.Module,
-        optimizer: torch.optim.Optimizer, hf_config: Any, hf_assets: Callable[[Path], None],
-        batch_size: int, train_rows: int, total_steps: int,
+        cls,
+        name: str,
+        cfg: Any,
+        env: DistEnv,
+        *,
+        strategy: Strategy,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        hf_config: Any,
+        hf_assets: Callable[[Path], None],
+        batch_size: int,
+        train_rows: int,
+        total_steps: int,
     ) -> TrainingRun:
         """Make the checkpointer, load the step to resume (if any) into the model and optimizer,
         and write the resolved config into the run dir (main rank)."""
         run_dir = Path(cfg.trainer.run_dir)
         checkpointer = Checkpointer(
-            run_dir, strategy=strategy.name, keep_last=cfg.checkpoint.keep_last,
-            async_save=cfg.checkpoint.async_save, model_family=hf_config.model_type,
+            run_dir,
+            strategy=strategy.name,
+            keep_last=cfg.checkpoint.keep_last,
+            async_save=cfg.checkpoint.async_save,
+            model_family=hf_config.model_type,
         )
         states = {
             "model": strategy.model_state(model),
@@ -120,9 +133,19 @@ class TrainingRun:
         resume = resume_if_any(checkpointer, cfg.checkpoint.resume, states, hf_config.to_dict())
         if env.is_main:
             write_resolved_config(run_dir, cfg)
-        return cls(name, cfg, env, run_dir, total_steps, checkpointer, states, resume, hf_assets,
-                   start=int(states["extra"]["step"]),  # the step of the checkpoint loaded
-                   last_saved=resume.step_dir if resume is not None else None)
+        return cls(
+            name,
+            cfg,
+            env,
+            run_dir,
+            total_steps,
+            checkpointer,
+            states,
+            resume,
+            hf_assets,
+            start=int(states["extra"]["step"]),  # the step of the checkpoint loaded
+            last_saved=resume.step_dir if resume is not None else None,
+        )
 
     @property
     def stop(self) -> int:
@@ -141,14 +164,17 @@ class TrainingRun:
         """One line on stderr (main rank): what runs, and from which step to which."""
         if self.env.is_main:
             resumed = f" (resumed from {self.resume.step_dir})" if self.resume else ""
-            print(f"[{self.name}] {what}, steps {self.start} -> {self.total_steps}{resumed}",
-                  file=sys.stderr)
+            print(
+                f"[{self.name}] {what}, steps {self.start} -> {self.total_steps}{resumed}",
+                file=sys.stderr,
+            )
 
     def save(self, step: int, info: dict[str, Any]) -> Path:
         """Checkpoint the state at `step` (1-based), with `info` in its manifest."""
         self.states["extra"]["step"] = step
-        self.last_saved = self.checkpointer.save(step, self.states, hf_assets=self.hf_assets,
-                                                 info=info)
+        self.last_saved = self.checkpointer.save(
+            step, self.states, hf_assets=self.hf_assets, info=info
+        )
         return self.last_saved
 
     def loop(self, hooks: StepHooks) -> None:
@@ -158,8 +184,12 @@ class TrainingRun:
         bar = None
         try:
             hooks.before_first_step(metrics)
-            bar = step_bar(self.name, self.total_steps, self.start,
-                           self.env.is_main and self.cfg.trainer.progress_bar)
+            bar = step_bar(
+                self.name,
+                self.total_steps,
+                self.start,
+                self.env.is_main and self.cfg.trainer.progress_bar,
+            )
             for step in range(self.start, self.stop):
                 record = hooks.train_step(step)
                 hooks.after_step(step + 1, record, metrics)

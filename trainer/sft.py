@@ -28,13 +28,21 @@ from trainer.data.chat import Example
 from trainer.data.sft_dataset import load_sft_splits
 from trainer.distributed import DistEnv, all_reduce_max, all_reduce_sum
 from trainer.metrics import MetricsLogger, bar_postfix
-from trainer.model import build_hf_config, build_model, count_parameters, load_tokenizer, write_hf_assets
+from trainer.model import (
+    build_hf_config,
+    build_model,
+    count_parameters,
+    load_tokenizer,
+    write_hf_assets,
+)
 from trainer.optim import NonFiniteGradientError, clip_grad_norm, lr_at, set_lr
 from trainer.runner import StepHooks, TrainingRun, planned_steps, run_in_process_group
 from trainer.strategies import make_strategy
 from trainer.strategies.base import Strategy
 
-H200_BF16_PEAK_TFLOPS = 790.0  # 1xH200's bf16 matmul peak: bench/matmul_peak.py, best 791 (docs/benchmarks.md)
+H200_BF16_PEAK_TFLOPS = (
+    790.0  # 1xH200's bf16 matmul peak: bench/matmul_peak.py, best 791 (docs/benchmarks.md)
+)
 
 
 @dataclass
@@ -91,8 +99,10 @@ class SFTSteps(StepHooks):
             self._save(final)
 
     def _save(self, step: int) -> None:
-        self.run.save(step, info={"train_loss": self.result.losses.get(step),
-                                  "total_steps": self.run.total_steps})
+        self.run.save(
+            step,
+            info={"train_loss": self.result.losses.get(step), "total_steps": self.run.total_steps},
+        )
 
     def _micro_batches(self, examples: list[Example], rows: list[int]) -> list[MicroBatch]:
         """This rank's micro-batches for `rows`, as many as the busiest rank needs."""
@@ -101,14 +111,16 @@ class SFTSteps(StepHooks):
         limits = (data.packing, data.max_tokens_per_micro_batch, data.micro_batch_size)
         count = all_reduce_max(len(plan_micro_batches(mine, *limits)), self.env.device)
         groups = plan_micro_batches(mine, *limits, count)
-        return [collate([examples[row] for row in group], data.packing, self.pad_id)
-                for group in groups]
+        return [
+            collate([examples[row] for row in group], data.packing, self.pad_id) for group in groups
+        ]
 
     def train_step(self, step: int) -> dict[str, Any]:
         cfg, env = self.cfg, self.env
         started = time.perf_counter()
-        batch = global_batch(len(self.train), cfg.data.global_batch_size, step, cfg.trainer.seed,
-                             cfg.data.shuffle)
+        batch = global_batch(
+            len(self.train), cfg.data.global_batch_size, step, cfg.trainer.seed, cfg.data.shuffle
+        )
         rows = rank_share(batch, env.rank, env.world_size)
         micro_batches = self._micro_batches(self.train, rows)
         local_targets = sum(mb.targets for mb in micro_batches)
@@ -129,7 +141,8 @@ class SFTSteps(StepHooks):
         grad_norm = clip_grad_norm(trainable, cfg.optim.clip_grad, env.device)
         if not math.isfinite(grad_norm):
             raise NonFiniteGradientError(
-                f"step {step + 1}: gradient norm is {grad_norm}; stopping before the update")
+                f"step {step + 1}: gradient norm is {grad_norm}; stopping before the update"
+            )
         lr = lr_at(step, cfg.optim, self.run.total_steps)
         set_lr(self.optimizer, lr)
         self.optimizer.step()
@@ -138,8 +151,9 @@ class SFTSteps(StepHooks):
         if env.device.type == "cuda":
             torch.cuda.synchronize()
         seconds = time.perf_counter() - started
-        flops = (self.flops_per_token * global_tokens
-                 + self.attention_flops_factor * global_attention)
+        flops = (
+            self.flops_per_token * global_tokens + self.attention_flops_factor * global_attention
+        )
         tflops_per_device = flops / seconds / env.world_size / 1e12
         record = {
             "train/loss": total_loss / max(global_targets, 1.0),
@@ -178,31 +192,48 @@ def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
     _check_config(cfg)
     tokenizer = load_tokenizer(cfg.model)
     hf_config = build_hf_config(cfg.model, tokenizer)
-    train, val = load_sft_splits(cfg.data, tokenizer, cfg.trainer.seed, progress=env.is_main and cfg.trainer.progress_bar)
+    train, val = load_sft_splits(
+        cfg.data, tokenizer, cfg.trainer.seed, progress=env.is_main and cfg.trainer.progress_bar
+    )
     batch_size = cfg.data.global_batch_size
-    total_steps = planned_steps(cfg, "data.global_batch_size", batch_size, len(train),
-                                "training rows")
+    total_steps = planned_steps(
+        cfg, "data.global_batch_size", batch_size, len(train), "training rows"
+    )
     strategy = make_strategy(cfg.strategy, env)
     model = strategy.wrap(build_model(cfg.model, hf_config, env.device, cfg.trainer.seed))
     optimizer = strategy.build_optimizer(model, cfg.optim)
     counts = count_parameters(hf_config)
     run = TrainingRun.open(
-        "sft", cfg, env, strategy=strategy, model=model, optimizer=optimizer, hf_config=hf_config,
+        "sft",
+        cfg,
+        env,
+        strategy=strategy,
+        model=model,
+        optimizer=optimizer,
+        hf_config=hf_config,
         hf_assets=lambda target: write_hf_assets(target, hf_config, tokenizer, cfg.model.path),
-        batch_size=batch_size, train_rows=len(train), total_steps=total_steps,
+        batch_size=batch_size,
+        train_rows=len(train),
+        total_steps=total_steps,
     )
     run.announce(
         f"{strategy.name} on {env.world_size} x {env.device.type}, {hf_config.model_type} "
         f"{counts['matmul'] / 1e6:.1f}M matmul params, {len(train)} train / {len(val)} val rows"
     )
     steps = SFTSteps(
-        run=run, strategy=strategy, model=model, optimizer=optimizer, train=train, val=val,
-        pad_id=(tokenizer.pad_token_id if tokenizer.pad_token_id is not None
-                else tokenizer.eos_token_id),
+        run=run,
+        strategy=strategy,
+        model=model,
+        optimizer=optimizer,
+        train=train,
+        val=val,
+        pad_id=(
+            tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        ),
         flops_per_token=6.0 * counts["matmul"],
         attention_flops_factor=6.0 * hf_config.num_hidden_layers * counts["attention_dim"],
-        peak_tflops=cfg.trainer.peak_tflops or (
-            H200_BF16_PEAK_TFLOPS if env.device.type == "cuda" else None),
+        peak_tflops=cfg.trainer.peak_tflops
+        or (H200_BF16_PEAK_TFLOPS if env.device.type == "cuda" else None),
         result=SFTResult(run_dir=run.run_dir, final_step=0, resumed_from=run.resumed_from),
     )
     run.loop(steps)

@@ -87,11 +87,16 @@ def configure_threads(local_ranks: int) -> ThreadChoice | None:
     os.environ[CHOSEN_MARKER] = "1"
     if "torch" in sys.modules:  # imported already (a notebook, a test): the count still applies
         sys.modules["torch"].set_num_threads(choice.threads)
-    if os.environ.get("LOCAL_RANK", "0") == "0":  # under a user's own torchrun: one line per machine
+    if (
+        os.environ.get("LOCAL_RANK", "0") == "0"
+    ):  # under a user's own torchrun: one line per machine
         # INFO (`mfsdp -v`): an error a run stops with stays the only line it prints
         logging.getLogger("mfsdp.threads").info(
-            "%s; set OMP_NUM_THREADS to override", choice.describe())
+            "%s; set OMP_NUM_THREADS to override", choice.describe()
+        )
     return choice
+
+
 def available_cores() -> list[int]:
     """The CPUs this process may run on (a cgroup or `taskset` may allow fewer than exist)."""
     try:

@@ -72,7 +72,12 @@ def build_tokenizer(vocab_size: int = 512):
     corpus = []
     for row in synthetic_arithmetic(400, seed=1234):
         corpus += [row["question"] + " " + GSM8K_SUFFIX, row["answer"]]
-    corpus += [str(i) for i in range(200)] + ["system", "user", "assistant", "You are a helpful assistant."]
+    corpus += [str(i) for i in range(200)] + [
+        "system",
+        "user",
+        "assistant",
+        "You are a helpful assistant.",
+    ]
     qwen2 = Qwen2Tokenizer().backend_tokenizer
     tokenizer = Tokenizer(models.BPE())
     tokenizer.normalizer = qwen2.normalizer
@@ -96,7 +101,9 @@ def build_tokenizer(vocab_size: int = 512):
     return fast
 
 
-def build_tiny_model_dir(out_dir: str | os.PathLike, seed: int = 0, with_weights: bool = False) -> Path:
+def build_tiny_model_dir(
+    out_dir: str | os.PathLike, seed: int = 0, with_weights: bool = False
+) -> Path:
     """Write config.json, generation_config.json and tokenizer files (and weights if asked).
 
     The directory then works wherever a Hugging Face model dir is expected.

@@ -155,12 +155,10 @@ RULES: dict[str, Rule] = {
             "entropy_coeff",
         )
     },
-    ACTOR
-    + "clip_ratio": Rule(
+    ACTOR + "clip_ratio": Rule(
         None, lambda v: {"actor.clip_ratio_low": v, "actor.clip_ratio_high": v}, commands=("grpo",)
     ),
-    ACTOR
-    + "use_dynamic_bsz": Rule(
+    ACTOR + "use_dynamic_bsz": Rule(
         None,
         _only(
             False,
@@ -170,36 +168,29 @@ RULES: dict[str, Rule] = {
         why="fixed micro-batches are the only kind in GRPO",
         commands=("grpo",),
     ),
-    ACTOR
-    + "ppo_max_token_len_per_gpu": Rule(
+    ACTOR + "ppo_max_token_len_per_gpu": Rule(
         None, why="used only with use_dynamic_bsz", commands=("grpo",)
     ),
-    ACTOR
-    + "strategy": Rule(
+    ACTOR + "strategy": Rule(
         None,
         _only(("megatron", "fsdp", "fsdp2"), "set strategy.name here"),
         why="strategy.name picks the sharding here",
         commands=("grpo",),
     ),
     ACTOR + "megatron.use_megatron_fsdp": Rule(None, _strategy, commands=("grpo",)),
-    ACTOR
-    + "megatron.use_mbridge": Rule(
+    ACTOR + "megatron.use_mbridge": Rule(
         None, why="Hugging Face checkpoints load directly here", commands=("grpo",)
     ),
-    ACTOR
-    + "megatron.vanilla_mbridge": Rule(
+    ACTOR + "megatron.vanilla_mbridge": Rule(
         None, why="Hugging Face checkpoints load directly here", commands=("grpo",)
     ),
-    ACTOR
-    + "megatron.param_offload": Rule(
+    ACTOR + "megatron.param_offload": Rule(
         None, _only(False, "CPU offload is not supported yet"), why="no offload", commands=("grpo",)
     ),
-    ACTOR
-    + "megatron.optimizer_offload": Rule(
+    ACTOR + "megatron.optimizer_offload": Rule(
         None, _only(False, "CPU offload is not supported yet"), why="no offload", commands=("grpo",)
     ),
-    ACTOR
-    + "megatron.grad_offload": Rule(
+    ACTOR + "megatron.grad_offload": Rule(
         None, _only(False, "CPU offload is not supported yet"), why="no offload", commands=("grpo",)
     ),
     "actor_rollout_ref.ref.megatron.use_megatron_fsdp": Rule(
@@ -208,12 +199,10 @@ RULES: dict[str, Rule] = {
     "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": Rule(
         "actor.log_prob_micro_batch_size_per_gpu", commands=("grpo",)
     ),
-    ROLLOUT
-    + "log_prob_micro_batch_size_per_gpu": Rule(
+    ROLLOUT + "log_prob_micro_batch_size_per_gpu": Rule(
         "actor.log_prob_micro_batch_size_per_gpu", commands=("grpo",)
     ),
-    ROLLOUT
-    + "log_prob_use_dynamic_bsz": Rule(
+    ROLLOUT + "log_prob_use_dynamic_bsz": Rule(
         None,
         _only(False, "dynamic log-prob batches are not supported yet"),
         why="fixed log-prob micro-batches are the only kind",
@@ -244,8 +233,7 @@ RULES: dict[str, Rule] = {
         )
     },
     ROLLOUT + "name": Rule(None, _rollout_name, commands=("grpo",)),
-    ROLLOUT
-    + "mode": Rule(
+    ROLLOUT + "mode": Rule(
         None,
         _only(
             "sync",
@@ -255,8 +243,7 @@ RULES: dict[str, Rule] = {
         why="the rollout is colocated and synchronous",
         commands=("grpo",),
     ),
-    ROLLOUT
-    + "max_model_len": Rule(
+    ROLLOUT + "max_model_len": Rule(
         None,
         why="the engine sizes it from max_prompt_length + max_response_length",
         commands=("grpo",),

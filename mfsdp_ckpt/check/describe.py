@@ -53,7 +53,11 @@ def describe_object(reader: CheckpointReader, entry: ObjectEntry, decode: bool) 
 def describe_checkpoint(path: str | os.PathLike, *, role: str | None = None) -> dict:
     paths = layout.resolve_checkpoint(path, role=role)
     reader = CheckpointReader(paths.dist_ckpt)
-    manifest = read_manifest(paths.manifest) if paths.manifest and os.path.lexists(paths.manifest) else None
+    manifest = (
+        read_manifest(paths.manifest)
+        if paths.manifest and os.path.lexists(paths.manifest)
+        else None
+    )
     tensors = [
         {
             "name": entry.name,
@@ -132,7 +136,9 @@ def format_description(description: dict) -> str:
             row = f"{name:<{width}}  {entry['kind']:<8} {entry['bytes']:>9}  {value}"
             lines.append(row.rstrip())
     totals = description["totals"]
-    groups = printable(", ".join(f"{printable(g, MAX_NAME_CHARS)} {n}" for g, n in totals["by_group"].items()))
+    groups = printable(
+        ", ".join(f"{printable(g, MAX_NAME_CHARS)} {n}" for g, n in totals["by_group"].items())
+    )
     lines.append("")
     lines.append(
         f"total       {totals['tensors']} tensors ({groups}), {totals['bytes'] / 2**20:.2f} MiB "

@@ -28,7 +28,7 @@ def printable(text: object, limit: int = MAX_PRINTED_CHARS) -> str:
     text = str(text)
     cut = max(0, len(text) - limit)
     if cut:  # keep both ends: a path leads an error line and the reason closes it
-        text = f"{text[: limit // 2]}…(+{cut} chars)…{text[len(text) - (limit - limit // 2):]}"
+        text = f"{text[: limit // 2]}…(+{cut} chars)…{text[len(text) - (limit - limit // 2) :]}"
     if not text.isprintable():
         text = "".join(c if c.isprintable() else _escape(c) for c in text)
     return text

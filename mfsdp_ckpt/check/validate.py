@@ -21,7 +21,13 @@ from pathlib import Path
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.format import layout, state_keys
 from mfsdp_ckpt.lora import check_base_model
-from mfsdp_ckpt.format.manifest import Manifest, ManifestError, hash_files, read_manifest, sha256_file
+from mfsdp_ckpt.format.manifest import (
+    Manifest,
+    ManifestError,
+    hash_files,
+    read_manifest,
+    sha256_file,
+)
 from mfsdp_ckpt.check.printable import printable
 from mfsdp_ckpt.storage.reader import (
     CheckpointFormatError,
@@ -127,7 +133,9 @@ def validate_paths(
     _check_backing(reader, report)
     _check_contents(paths, reader, manifest, report)
     _check_optimizer(reader, report)
-    if manifest is None or manifest.lora is None:  # a LoRA step holds adapters, not the config's weights
+    if (
+        manifest is None or manifest.lora is None
+    ):  # a LoRA step holds adapters, not the config's weights
         _check_against_config(paths, reader, report, hf_config)
     check_base_model(manifest, report, deep=deep, source=str(paths.manifest))
     if deep:
@@ -142,7 +150,9 @@ class CheckpointInvalidError(MfsdpFailedError, ValueError):
     """A checkpoint about to be loaded or exported failed validation (first error in the message)."""
 
 
-def require_valid(paths: layout.CheckpointPaths, *, manifest_only: bool = False) -> ValidationReport | None:
+def require_valid(
+    paths: layout.CheckpointPaths, *, manifest_only: bool = False
+) -> ValidationReport | None:
     """Refuse a checkpoint before anyone reads it: the cheap checks of `validate_checkpoint`,
     raising CheckpointInvalidError with the first error.
 
@@ -172,18 +182,24 @@ def manifest_hash_errors(
         return []
     manifest = read_manifest(paths.manifest)
     mine = [
-        name for name in sorted(manifest.files)[share::count]
-        if (paths.step_dir / name).is_file() and (paths.step_dir / name).stat().st_size == manifest.files[name].size
+        name
+        for name in sorted(manifest.files)[share::count]
+        if (paths.step_dir / name).is_file()
+        and (paths.step_dir / name).stat().st_size == manifest.files[name].size
     ]
     actual = hash_files(paths.step_dir, mine, workers)
     return [
-        f"{paths.step_dir / name}: {_HASH_MISMATCH}" for name in mine if actual[name].sha256 != manifest.files[name].sha256
+        f"{paths.step_dir / name}: {_HASH_MISMATCH}"
+        for name in mine
+        if actual[name].sha256 != manifest.files[name].sha256
     ]
 
 
 def invalid_checkpoint(errors: list[str], target: Path) -> CheckpointInvalidError:
     """One line: the first error, and how many more `mfsdp ckpt validate` will list."""
-    more = f" (+{len(errors) - 1} more; see mfsdp ckpt validate {target})" if len(errors) > 1 else ""
+    more = (
+        f" (+{len(errors) - 1} more; see mfsdp ckpt validate {target})" if len(errors) > 1 else ""
+    )
     return CheckpointInvalidError(errors[0] + more)
 
 
@@ -205,7 +221,9 @@ def _resolve(
             report.add(WARNING, tracker, f"names step {step} but step {steps[-1]} is complete too")
         chosen = step if step in steps else (steps[-1] if steps else None)
         if chosen is None:
-            raise layout.CheckpointPathError(f"{given}: no complete checkpoint step in this run dir")
+            raise layout.CheckpointPathError(
+                f"{given}: no complete checkpoint step in this run dir"
+            )
         return layout.resolve_checkpoint(layout.step_dir(given, chosen))
     return layout.resolve_checkpoint(given, role=role)
 
@@ -228,7 +246,9 @@ def _check_manifest(paths: layout.CheckpointPaths, report: ValidationReport) -> 
         report.add(ERROR, paths.manifest, str(err).split(": ", 1)[-1])
         return None
     if paths.step is not None and manifest.step != paths.step:
-        report.add(ERROR, paths.manifest, f"says step {manifest.step}, directory is step {paths.step}")
+        report.add(
+            ERROR, paths.manifest, f"says step {manifest.step}, directory is step {paths.step}"
+        )
     return manifest
 
 
@@ -239,7 +259,11 @@ def _check_files(paths, reader: CheckpointReader, manifest: Manifest | None, rep
         if size is None:
             continue
         if size < min_size:
-            report.add(ERROR, paths.dist_ckpt / name, f"has {size} bytes, metadata needs {min_size} (truncated)")
+            report.add(
+                ERROR,
+                paths.dist_ckpt / name,
+                f"has {size} bytes, metadata needs {min_size} (truncated)",
+            )
     if manifest is None or paths.step_dir is None:
         report.files = len(needed) + 1
         return
@@ -265,7 +289,9 @@ def _check_files(paths, reader: CheckpointReader, manifest: Manifest | None, rep
             )
     for name in needed:
         if f"{layout.DIST_CKPT_DIR}/{name}" not in listed:
-            report.add(ERROR, paths.dist_ckpt / name, "referenced by .metadata but not in the manifest")
+            report.add(
+                ERROR, paths.dist_ckpt / name, "referenced by .metadata but not in the manifest"
+            )
 
 
 def _safe_size(reader: CheckpointReader, name: str, report: ValidationReport) -> int | None:
@@ -286,7 +312,11 @@ def _check_chunks(reader: CheckpointReader, report: ValidationReport) -> None:
             report.add(ERROR, where, problem)
         for chunk in entry.chunks:
             if chunk.numel and chunk.file is None:  # what a save that lost a file's writes leaves
-                report.add(ERROR, where, f"chunk at {chunk.offsets} has no storage entry (its bytes were never written)")
+                report.add(
+                    ERROR,
+                    where,
+                    f"chunk at {chunk.offsets} has no storage entry (its bytes were never written)",
+                )
 
 
 _MODEL_ENTRY_RE = re.compile(
@@ -315,7 +345,9 @@ def _check_backing(reader: CheckpointReader, report: ValidationReport) -> None:
         for chunk in entry.chunks:
             problem = chunk_backing_problem(entry, chunk)
             if problem:
-                report.add(ERROR, f"{reader.root / layout.DCP_METADATA_FILE} [{entry.name}]", problem)
+                report.add(
+                    ERROR, f"{reader.root / layout.DCP_METADATA_FILE} [{entry.name}]", problem
+                )
                 break
 
 
@@ -329,7 +361,11 @@ def _check_contents(paths, reader: CheckpointReader, manifest: Manifest | None, 
     if manifest is not None:
         for kind in manifest.contents:
             if not present[kind]:
-                report.add(ERROR, paths.dist_ckpt, f"manifest lists '{kind}' but the checkpoint has no {kind} state")
+                report.add(
+                    ERROR,
+                    paths.dist_ckpt,
+                    f"manifest lists '{kind}' but the checkpoint has no {kind} state",
+                )
     if not present["model"]:
         report.add(ERROR, paths.dist_ckpt, "no model weights (no keys under 'model.')")
 
@@ -409,25 +445,39 @@ def _check_against_config(
 
     try:
         safe_files.regular_file(config_file, root=None if hf_config is not None else paths.root)
-        expected = expected_weights_for(config_file, root=None if hf_config is not None else paths.root)
+        expected = expected_weights_for(
+            config_file, root=None if hf_config is not None else paths.root
+        )
     except CheckpointFileError as err:
         report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
         return
     except HFConfigError as err:
         report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
         return
-    stored = {state_keys.hf_name(k[len(state_keys.MODEL_KEY_PREFIX):]): e for k, e in reader.tensors.items() if k.startswith(state_keys.MODEL_KEY_PREFIX)}
+    stored = {
+        state_keys.hf_name(k[len(state_keys.MODEL_KEY_PREFIX) :]): e
+        for k, e in reader.tensors.items()
+        if k.startswith(state_keys.MODEL_KEY_PREFIX)
+    }
     if stored and not set(stored) & set(expected.allowed):
         _check_mapped_against_config(paths, reader, report, config_file)
         return
     for name, shape in expected.required.items():
         entry = stored.get(name)
         if entry is None:
-            report.add(ERROR, f"[model.{name}]", f"missing; {config_file} ({expected.model_type}) expects it")
+            report.add(
+                ERROR,
+                f"[model.{name}]",
+                f"missing; {config_file} ({expected.model_type}) expects it",
+            )
         elif entry.shape != shape:
-            report.add(ERROR, f"[model.{name}]", f"shape {entry.shape}, {config_file} expects {shape}")
+            report.add(
+                ERROR, f"[model.{name}]", f"shape {entry.shape}, {config_file} expects {shape}"
+            )
     for name in sorted(set(stored) - set(expected.allowed)):
-        report.add(ERROR, f"[model.{name}]", f"unexpected for {expected.model_type} per {config_file}")
+        report.add(
+            ERROR, f"[model.{name}]", f"unexpected for {expected.model_type} per {config_file}"
+        )
 
 
 def _check_mapped_against_config(
@@ -506,7 +556,9 @@ def _check_objects(reader: CheckpointReader, report: ValidationReport) -> None:
             report.add(ERROR, where, f"blob is not a readable torch.save archive ({err})")
 
 
-def _check_values(reader: CheckpointReader, report: ValidationReport, progress: Progress | None) -> None:
+def _check_values(
+    reader: CheckpointReader, report: ValidationReport, progress: Progress | None
+) -> None:
     import torch
 
     entries = list(reader.tensors.values())

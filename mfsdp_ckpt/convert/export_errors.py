@@ -1,5 +1,4 @@
-"""Errors of export-hf by kind: usage (exit 2) and failed export (exit 1).
-"""
+"""Errors of export-hf by kind: usage (exit 2) and failed export (exit 1)."""
 
 from __future__ import annotations
 
@@ -23,5 +22,7 @@ class ExportVerifyError(ExportError):
 
     def __init__(self, mismatches: list[str]):
         self.mismatches = mismatches
-        shown = "; ".join(mismatches[:3]) + (f" (+{len(mismatches) - 3} more)" if len(mismatches) > 3 else "")
+        shown = "; ".join(mismatches[:3]) + (
+            f" (+{len(mismatches) - 3} more)" if len(mismatches) > 3 else ""
+        )
         super().__init__(f"verify: {len(mismatches)} mismatch(es): {shown}")

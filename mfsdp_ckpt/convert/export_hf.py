@@ -89,10 +89,21 @@ def parse_size(text: str) -> int:
     """`5GB`, `500MB`, `2GiB`, `1000000` -> bytes (decimal units as in transformers)."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)\s*", text, re.IGNORECASE)
     if not match:
-        raise ExportUsageError(f"--max-shard-size {text!r}: expected e.g. 5GB, 500MB or a byte count")
+        raise ExportUsageError(
+            f"--max-shard-size {text!r}: expected e.g. 5GB, 500MB or a byte count"
+        )
     number, unit = float(match.group(1)), match.group(2).upper().rstrip("B")
-    scale = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
-             "KI": 2**10, "MI": 2**20, "GI": 2**30, "TI": 2**40}[unit]
+    scale = {
+        "": 1,
+        "K": 10**3,
+        "M": 10**6,
+        "G": 10**9,
+        "T": 10**12,
+        "KI": 2**10,
+        "MI": 2**20,
+        "GI": 2**30,
+        "TI": 2**40,
+    }[unit]
     if number * scale < 1:
         raise ExportUsageError(f"--max-shard-size {text!r}: must be at least one byte")
     return int(number * scale)
@@ -102,7 +113,9 @@ def _check_out_dir(out: Path, protected: list[Path]) -> None:
     resolved = out.resolve()
     for keep in protected:
         if resolved == keep or resolved in keep.parents:
-            raise ExportUsageError(f"{out}: holds the checkpoint being exported; choose another --out")
+            raise ExportUsageError(
+                f"{out}: holds the checkpoint being exported; choose another --out"
+            )
     inside = layout.checkpoint_containing(resolved)
     if inside is not None:
         raise ExportUsageError(
@@ -192,8 +205,15 @@ def export_hf(
 
     if adapter_only or lora_manifest(ckpt) is not None:
         return export_lora(
-            ckpt, out_dir, adapter_only=adapter_only, dtype=dtype, max_shard_size=max_shard_size,
-            hf_config=hf_config, verify=verify, overwrite=overwrite, progress=progress,
+            ckpt,
+            out_dir,
+            adapter_only=adapter_only,
+            dtype=dtype,
+            max_shard_size=max_shard_size,
+            hf_config=hf_config,
+            verify=verify,
+            overwrite=overwrite,
+            progress=progress,
         )
     started = time.monotonic()
     out = Path(out_dir)
@@ -210,8 +230,12 @@ def export_hf(
     asset_root = local_paths.root if local_paths is not None and hf_config is None else None
     assets = _asset_files(asset_location, io, asset_root)
     if "config.json" not in assets:
-        raise ExportUsageError(f"{asset_location}: no config.json; pass --hf-config DIR|config.json")
-    if local_paths is not None:  # damaged or hostile: refused with validate's first error, before planning
+        raise ExportUsageError(
+            f"{asset_location}: no config.json; pass --hf-config DIR|config.json"
+        )
+    if (
+        local_paths is not None
+    ):  # damaged or hostile: refused with validate's first error, before planning
         require_valid(local_paths, manifest_only=True)
     claim = claim_output(out, overwrite)
     tmp = claim.tmp
@@ -221,7 +245,9 @@ def export_hf(
         try:
             config = load_config(tmp / "config.json", _layer_cap(source))
         except HFConfigError as err:
-            raise ExportUsageError(str(err).replace(str(tmp / "config.json"), f"{asset_location} config.json")) from None
+            raise ExportUsageError(
+                str(err).replace(str(tmp / "config.json"), f"{asset_location} config.json")
+            ) from None
         plan = plan_export(source, config, layout_name=layout_name, dtype=dtype)
         plan.allow_nonfinite = allow_nonfinite
         _check_backed(plan)  # before the output files reserve the plan's bytes
@@ -243,7 +269,9 @@ def export_hf(
                 written += tensor.nbytes
             return written
 
-        def cost(plan: ExportPlan, item: MappedTensor) -> int:  # streams hold only their thread's buffers
+        def cost(
+            plan: ExportPlan, item: MappedTensor
+        ) -> int:  # streams hold only their thread's buffers
             return 0 if item.source in streamable else _task_cost(plan, item)
 
         _run_tasks(plan, work, workers, buffer_bytes, progress, writer.total_bytes, cost)
@@ -251,8 +279,12 @@ def export_hf(
         _set_config_dtype(tmp / "config.json", plan.dtype)
         for name in assets:
             layout.fsync_path(tmp / name)
-        mismatches = verify_export(plan, tmp, workers=workers, buffer_bytes=buffer_bytes) if verify else None
-        if verify and local_paths is not None:  # bytes flipped after save match their own reads: hash them
+        mismatches = (
+            verify_export(plan, tmp, workers=workers, buffer_bytes=buffer_bytes) if verify else None
+        )
+        if (
+            verify and local_paths is not None
+        ):  # bytes flipped after save match their own reads: hash them
             mismatches = manifest_hash_errors(local_paths, workers=workers) + mismatches
         if mismatches:
             raise ExportVerifyError(mismatches)

@@ -33,7 +33,9 @@ if TYPE_CHECKING:
 DTYPES = {"bf16": BFLOAT16, "fp16": FLOAT16, "fp32": FLOAT32}
 
 
-_CONFIG_DTYPES = {dtype.name: dtype for dtype in DTYPES.values()}  # what a config.json string may name
+_CONFIG_DTYPES = {
+    dtype.name: dtype for dtype in DTYPES.values()
+}  # what a config.json string may name
 
 
 @dataclass
@@ -94,7 +96,9 @@ def choose_dtype(requested: str, config, stored: list[TensorEntry]) -> DType:
     return floating.most_common(1)[0][0] if floating else FLOAT32
 
 
-def plan_export(source: _Source, config, *, layout_name: str = "auto", dtype: str = "auto") -> ExportPlan:
+def plan_export(
+    source: _Source, config, *, layout_name: str = "auto", dtype: str = "auto"
+) -> ExportPlan:
     """Map names, check them against the config, choose output dtypes. Raises before any I/O."""
     if layout_name not in ("auto", *LAYOUTS):
         raise ExportUsageError(f"--layout {layout_name!r}: choose auto, {', '.join(LAYOUTS)}")
@@ -104,7 +108,9 @@ def plan_export(source: _Source, config, *, layout_name: str = "auto", dtype: st
     except MappingError as err:  # two stored names for one weight: the checkpoint is ambiguous
         raise ExportError(f"{source.location}: {err}") from None
     if not stored:
-        raise ExportError(f"{source.location}: checkpoint holds no model weights (no model tensors)")
+        raise ExportError(
+            f"{source.location}: checkpoint holds no model weights (no model tensors)"
+        )
     paths = {path: reader.tensors[key].shape for path, key in stored.items()}
     try:
         chosen_layout = detect_layout(paths) if layout_name == "auto" else layout_name
@@ -124,9 +130,13 @@ def plan_export(source: _Source, config, *, layout_name: str = "auto", dtype: st
     return ExportPlan(source, chosen_layout, config.model_type, geometry, items, out_dtype, dtypes)
 
 
-def _check_against_config(source: _Source, config, items: list[MappedTensor], chosen_layout: str) -> None:
+def _check_against_config(
+    source: _Source, config, items: list[MappedTensor], chosen_layout: str
+) -> None:
     expected = _expected_weights(config)
-    produced = {t: (shape, item.source) for item in items for t, shape in zip(item.targets, item.shapes)}
+    produced = {
+        t: (shape, item.source) for item in items for t, shape in zip(item.targets, item.shapes)
+    }
     unknown = sorted(t for t in produced if t not in expected.allowed)
     if unknown:
         sources = [produced[t][1] for t in unknown]
@@ -168,11 +178,17 @@ def convert(plan: ExportPlan, item: MappedTensor) -> list[tuple[str, torch.Tenso
 def _task_cost(plan: ExportPlan, item: MappedTensor) -> int:
     """Bytes one task holds at its peak: the stored tensor plus any copies made from it."""
     source = plan.entry(item).nbytes
-    copies = item.transform is not COPY or any(plan.dtypes[t] != plan.entry(item).dtype for t in item.targets)
-    out = sum(math.prod(shape) * plan.dtypes[t].itemsize for t, shape in zip(item.targets, item.shapes))
+    copies = item.transform is not COPY or any(
+        plan.dtypes[t] != plan.entry(item).dtype for t in item.targets
+    )
+    out = sum(
+        math.prod(shape) * plan.dtypes[t].itemsize for t, shape in zip(item.targets, item.shapes)
+    )
     return source + (out if copies else 0)
 
 
 def _read_order(entry: TensorEntry) -> tuple:
-    first = min((c for c in entry.chunks if c.file), key=lambda c: (c.file, c.file_offset), default=None)
+    first = min(
+        (c for c in entry.chunks if c.file), key=lambda c: (c.file, c.file_offset), default=None
+    )
     return (first.file, first.file_offset) if first else ("", 0)

@@ -1,5 +1,4 @@
-"""Where an export reads from: the checkpoint (local or URL), its HF assets and its config.
-"""
+"""Where an export reads from: the checkpoint (local or URL), its HF assets and its config."""
 
 from __future__ import annotations
 
@@ -81,7 +80,9 @@ def _resolve_url(url: str, root: ByteStore) -> tuple[str, str | None]:
         return join_location(url, layout.DIST_CKPT_DIR), url
     tracker_size = root.size(layout.TRACKER_FILE)
     if tracker_size is not None:
-        text = root.read_range(layout.TRACKER_FILE, 0, tracker_size).decode(errors="replace").strip()
+        text = (
+            root.read_range(layout.TRACKER_FILE, 0, tracker_size).decode(errors="replace").strip()
+        )
         if not text.isdigit():
             raise layout.CheckpointPathError(f"{url}/{layout.TRACKER_FILE}: expected a step number")
         step = join_location(url, f"{layout.STEP_DIR_PREFIX}{int(text)}")

@@ -43,8 +43,11 @@ def _streamable(plan: ExportPlan, item: MappedTensor) -> bool:
         and entry.numel > 0
         and hasattr(plan.source.reader.store, "open_fd")
         and not chunk_coverage_problems(entry)
-        and all(c.numel == 0 or (c.offsets[1:] == (0,) * (len(c.offsets) - 1) and c.sizes[1:] == entry.shape[1:])
-                for c in entry.chunks)
+        and all(
+            c.numel == 0
+            or (c.offsets[1:] == (0,) * (len(c.offsets) - 1) and c.sizes[1:] == entry.shape[1:])
+            for c in entry.chunks
+        )
     )
 
 
@@ -67,7 +70,9 @@ class _PieceBuffers(threading.local):
         return self.source, self.target
 
 
-def _stream(plan: ExportPlan, item: MappedTensor, writer: ShardedSafetensorsWriter, buffers: _PieceBuffers) -> bool:
+def _stream(
+    plan: ExportPlan, item: MappedTensor, writer: ShardedSafetensorsWriter, buffers: _PieceBuffers
+) -> bool:
     """Stream one `_streamable` tensor into place; False (nothing claimed) when a blob is not
     plain raw bytes or the kernel/filesystem cannot copy, so the caller decodes instead."""
     reader, entry = plan.source.reader, plan.entry(item)
@@ -81,16 +86,32 @@ def _stream(plan: ExportPlan, item: MappedTensor, writer: ShardedSafetensorsWrit
         for index, (chunk, offset) in enumerate(zip(chunks, offsets)):
             fd = reader.store.open_fd(chunk.file)
             try:
-                _check_size(fd, offset + chunk.numel * entry.dtype.itemsize, reader.root / chunk.file)
-                start, done = (chunk.offsets[0] * row if entry.shape else 0), index == len(chunks) - 1
+                _check_size(
+                    fd, offset + chunk.numel * entry.dtype.itemsize, reader.root / chunk.file
+                )
+                start, done = (
+                    (chunk.offsets[0] * row if entry.shape else 0),
+                    index == len(chunks) - 1,
+                )
                 if out_dtype == entry.dtype:
                     size = entry.dtype.itemsize
                     if not plan.allow_nonfinite:
                         _check_finite_range(plan, item, fd, offset, chunk.numel)
                     writer.copy_range(name, fd, offset, start * size, chunk.numel * size, done=done)
                 else:
-                    _cast_range(fd, offset, entry.dtype, chunk.numel, writer, name, start, out_dtype, done, buffers,
-                                reader.root / chunk.file)
+                    _cast_range(
+                        fd,
+                        offset,
+                        entry.dtype,
+                        chunk.numel,
+                        writer,
+                        name,
+                        start,
+                        out_dtype,
+                        done,
+                        buffers,
+                        reader.root / chunk.file,
+                    )
                     if not plan.allow_nonfinite and buffers.nonfinite:
                         raise _nonfinite(plan, item, buffers.nonfinite, buffers.overflow)
             finally:
@@ -136,8 +157,10 @@ def _check_finite_range(
     with mmap.mmap(fd, length, prot=mmap.PROT_READ, offset=start) as mapped:
         view, step = memoryview(mapped), STREAM_PIECE_ELEMENTS * dtype.itemsize
         try:
-            found = sum(_count_nonfinite(view[first:min(first + step, length)], dtype)
-                        for first in range(offset - start, length, step))
+            found = sum(
+                _count_nonfinite(view[first : min(first + step, length)], dtype)
+                for first in range(offset - start, length, step)
+            )
         finally:
             view.release()
     if found:
@@ -148,26 +171,44 @@ def _nonfinite(
     plan: ExportPlan, item: MappedTensor, count: int, overflow: bool | None
 ) -> NonFiniteError:
     """`overflow`: the source was finite (True), was not (False), or is not known (None)."""
-    what = {True: f"overflows {plan.dtype.name} ({count} value(s) become Inf)",
-            False: f"holds {count} NaN/Inf value(s) (a diverged run?)",
-            None: f"has {count} NaN/Inf value(s) as {plan.dtype.name}"}[overflow]
+    what = {
+        True: f"overflows {plan.dtype.name} ({count} value(s) become Inf)",
+        False: f"holds {count} NaN/Inf value(s) (a diverged run?)",
+        None: f"has {count} NaN/Inf value(s) as {plan.dtype.name}",
+    }[overflow]
     return NonFiniteError(
-        f"{plan.source.location} [{item.source}]: {what}; --allow-nonfinite exports it anyway")
+        f"{plan.source.location} [{item.source}]: {what}; --allow-nonfinite exports it anyway"
+    )
 
 
 def _check_size(fd: int, needed: int, path: Path) -> None:
     size = os.fstat(fd).st_size
     if size < needed:
-        raise CheckpointFileError(f"{path}: needs {needed} bytes but the file has {size} (truncated?)")
+        raise CheckpointFileError(
+            f"{path}: needs {needed} bytes but the file has {size} (truncated?)"
+        )
 
 
-def _cast_range(fd: int, offset: int, dtype: DType, numel: int, writer: ShardedSafetensorsWriter, name: str,
-                start: int, out_dtype: DType, done: bool, buffers: _PieceBuffers, path: Path) -> None:
+def _cast_range(
+    fd: int,
+    offset: int,
+    dtype: DType,
+    numel: int,
+    writer: ShardedSafetensorsWriter,
+    name: str,
+    start: int,
+    out_dtype: DType,
+    done: bool,
+    buffers: _PieceBuffers,
+    path: Path,
+) -> None:
     """Read `numel` raw `dtype` elements at `offset` of `fd` and write them cast to `out_dtype`
     at element `start` of `name`, a bounded piece at a time (torch rounds as `.to()` does)."""
     import torch
 
-    source, target = buffers.get(STREAM_PIECE_ELEMENTS * dtype.itemsize, STREAM_PIECE_ELEMENTS * out_dtype.itemsize)
+    source, target = buffers.get(
+        STREAM_PIECE_ELEMENTS * dtype.itemsize, STREAM_PIECE_ELEMENTS * out_dtype.itemsize
+    )
     buffers.nonfinite, buffers.overflow = 0, True
     for first in range(0, numel, STREAM_PIECE_ELEMENTS):
         count = min(STREAM_PIECE_ELEMENTS, numel - first)
@@ -181,7 +222,12 @@ def _cast_range(fd: int, offset: int, dtype: DType, numel: int, writer: ShardedS
             source_finite = bool(torch.isfinite(raw.view(dtype.torch)).all())
             buffers.overflow = buffers.overflow and source_finite
         last = done and first + count == numel
-        writer.write_range(name, memoryview(cast.view(torch.uint8).numpy()), (start + first) * out_dtype.itemsize, last)
+        writer.write_range(
+            name,
+            memoryview(cast.view(torch.uint8).numpy()),
+            (start + first) * out_dtype.itemsize,
+            last,
+        )
 
 
 def _pread_exact(fd: int, buffer: memoryview, offset: int, path: Path) -> None:
@@ -189,5 +235,7 @@ def _pread_exact(fd: int, buffer: memoryview, offset: int, path: Path) -> None:
     while done < len(buffer):
         count = os.preadv(fd, [buffer[done:]], offset + done)
         if count <= 0:
-            raise CheckpointFileError(f"{path}: unexpected end of file at byte {offset + done} (truncated?)")
+            raise CheckpointFileError(
+                f"{path}: unexpected end of file at byte {offset + done} (truncated?)"
+            )
         done += count

@@ -24,7 +24,11 @@ if TYPE_CHECKING:
 
 
 def verify_export(
-    plan: ExportPlan, out_dir: str | os.PathLike, *, workers: int = 4, buffer_bytes: int = MIN_BUFFER_BYTES
+    plan: ExportPlan,
+    out_dir: str | os.PathLike,
+    *,
+    workers: int = 4,
+    buffer_bytes: int = MIN_BUFFER_BYTES,
 ) -> list[str]:
     """Re-open the written safetensors and compare every tensor, bit for bit, with its
     source after conversion and cast. Returns one line per problem (empty: all equal)."""
@@ -35,8 +39,13 @@ def verify_export(
     where = _written_files(out)
     problems: list[str] = []
     expected = {name for item in plan.items for name in item.targets}
-    problems += [f"{name}: missing from {out}" for name in sorted(expected - set(where), key=_natural_key)]
-    problems += [f"{name}: in {where[name]} but not in the checkpoint" for name in sorted(set(where) - expected)]
+    problems += [
+        f"{name}: missing from {out}" for name in sorted(expected - set(where), key=_natural_key)
+    ]
+    problems += [
+        f"{name}: in {where[name]} but not in the checkpoint"
+        for name in sorted(set(where) - expected)
+    ]
     lock = threading.Lock()
 
     def work(item: MappedTensor) -> int:
@@ -51,10 +60,14 @@ def verify_export(
                 found.append(f"{name}: unreadable in {where[name]} ({err})")
                 continue
             if written.dtype != wanted.dtype or written.shape != wanted.shape:
-                found.append(f"{name}: {tuple(written.shape)} {written.dtype} written, {tuple(wanted.shape)} {wanted.dtype} expected")
+                found.append(
+                    f"{name}: {tuple(written.shape)} {written.dtype} written, {tuple(wanted.shape)} {wanted.dtype} expected"
+                )
             elif not torch.equal(_bits(written), _bits(wanted)):
                 differing = int((_bits(written) != _bits(wanted)).sum())
-                found.append(f"{name}: {differing} byte(s) differ from {item.source} in {where[name]}")
+                found.append(
+                    f"{name}: {differing} byte(s) differ from {item.source} in {where[name]}"
+                )
         with lock:
             problems.extend(found)
         return sum(math.prod(s) for s in item.shapes)
@@ -85,7 +98,12 @@ def _written_files(out: Path) -> dict[str, str]:
 
 
 def verify_export_dir(
-    ckpt: str | os.PathLike, out_dir: str | os.PathLike, *, layout_name: str = "auto", io: str = "auto", workers: int = 4
+    ckpt: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    layout_name: str = "auto",
+    io: str = "auto",
+    workers: int = 4,
 ) -> list[str]:
     """Verify an existing export against its checkpoint, using the export's own config.json
     (so the dtype is the one written)."""
@@ -94,4 +112,6 @@ def verify_export_dir(
         config = load_config(Path(out_dir) / "config.json")
     except HFConfigError as err:
         raise ExportUsageError(str(err)) from None
-    return verify_export(plan_export(source, config, layout_name=layout_name), out_dir, workers=workers)
+    return verify_export(
+        plan_export(source, config, layout_name=layout_name), out_dir, workers=workers
+    )

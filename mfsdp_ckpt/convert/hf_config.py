@@ -29,7 +29,9 @@ class ExpectedWeights:
 MAX_CONFIG_BYTES = 4 << 20  # a config.json is a few KB
 
 
-def read_config_json(path: str | os.PathLike, root: str | os.PathLike | None = None) -> tuple[Path, dict]:
+def read_config_json(
+    path: str | os.PathLike, root: str | os.PathLike | None = None
+) -> tuple[Path, dict]:
     """config.json (from a directory or a file path) as plain data, with a model_type.
 
     Read through safe_files: a regular file of at most MAX_CONFIG_BYTES and, when `root` is
@@ -56,8 +58,15 @@ def read_config_json(path: str | os.PathLike, root: str | os.PathLike | None = N
 # The largest released dense models have ~130 layers; a config claiming more than this is
 # not a model to export but a way to make name generation run for hours.
 MAX_LAYERS = 1024
-_POSITIVE_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                  "num_attention_heads", "num_key_value_heads", "head_dim")
+_POSITIVE_KEYS = (
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+)
 
 
 def check_geometry(data: dict, where: str | os.PathLike, max_layers: int = MAX_LAYERS) -> None:
@@ -77,11 +86,13 @@ def check_geometry(data: dict, where: str | os.PathLike, max_layers: int = MAX_L
     if heads is not None and kv_heads is not None and heads % kv_heads:
         raise HFConfigError(
             f"{where}: num_attention_heads={heads} is not a multiple of"
-            f" num_key_value_heads={kv_heads}")
+            f" num_key_value_heads={kv_heads}"
+        )
     hidden = data.get("hidden_size")
     if heads is not None and hidden is not None and data.get("head_dim") is None and hidden % heads:
         raise HFConfigError(
-            f"{where}: hidden_size={hidden} is not a multiple of num_attention_heads={heads}")
+            f"{where}: hidden_size={hidden} is not a multiple of num_attention_heads={heads}"
+        )
 
 
 def load_hf_config(path: str | os.PathLike, root: str | os.PathLike | None = None):
@@ -108,7 +119,9 @@ def expected_weights(config) -> ExpectedWeights:
     return ExpectedWeights(config.model_type, required, allowed, tied)
 
 
-def expected_weights_for(path: str | os.PathLike, root: str | os.PathLike | None = None) -> ExpectedWeights:
+def expected_weights_for(
+    path: str | os.PathLike, root: str | os.PathLike | None = None
+) -> ExpectedWeights:
     """The weights config.json implies. Known families (Qwen2, Qwen3, Llama) come from
     name_maps' table in milliseconds, without importing transformers (validate runs before
     every resume and export); anything else from a meta-device model."""
@@ -119,10 +132,16 @@ def expected_weights_for(path: str | os.PathLike, root: str | os.PathLike | None
     shapes = hf_state_dict_shapes(data)
     if shapes is None:
         return expected_weights(load_hf_config(path, root))
-    return weights_from_table(data["model_type"], shapes, bool(data.get("tie_word_embeddings", False)))
+    return weights_from_table(
+        data["model_type"], shapes, bool(data.get("tie_word_embeddings", False))
+    )
 
 
-def weights_from_table(model_type: str, shapes: dict[str, tuple[int, ...]], tied: bool) -> ExpectedWeights:
+def weights_from_table(
+    model_type: str, shapes: dict[str, tuple[int, ...]], tied: bool
+) -> ExpectedWeights:
     """ExpectedWeights from a full state-dict shape table; a tied lm_head is optional."""
-    required = {name: shape for name, shape in shapes.items() if not (tied and name == "lm_head.weight")}
+    required = {
+        name: shape for name, shape in shapes.items() if not (tied and name == "lm_head.weight")
+    }
     return ExpectedWeights(model_type, required, dict(shapes), tied)

@@ -187,7 +187,7 @@ def _read_adapter(paths: layout.CheckpointPaths, manifest: Manifest) -> _Adapter
     where = paths.dist_ckpt
     modules: dict[str, dict[str, str]] = {}
     for key in state_keys.model_keys(list(reader.tensors)):
-        parsed = parse_adapter_key(state_keys.hf_name(key[len(state_keys.MODEL_KEY_PREFIX):]))
+        parsed = parse_adapter_key(state_keys.hf_name(key[len(state_keys.MODEL_KEY_PREFIX) :]))
         if parsed is None:
             raise ExportError(f"{where} [{key}]: not an adapter weight, yet the manifest says LoRA")
         modules.setdefault(parsed.module, {})[parsed.which] = key
@@ -235,8 +235,15 @@ def _write_adapter(
         )
     written_dtypes = ",".join(sorted({d.name for d in out_dtype.values()}))
     return ExportResult(
-        "", ADAPTER_LAYOUT, manifest.model_family or "", written_dtypes, len(specs),
-        writer.total_bytes, [ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE], 0.0, mismatches,
+        "",
+        ADAPTER_LAYOUT,
+        manifest.model_family or "",
+        written_dtypes,
+        len(specs),
+        writer.total_bytes,
+        [ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE],
+        0.0,
+        mismatches,
     )
 
 
@@ -261,8 +268,9 @@ def _base_tensors(base: BaseModelRecord | None) -> tuple[Path, dict[str, _BaseTe
     errors, notes = base_model_problems(base, deep=True)
     if errors or notes:
         where, what = errors[0] if errors else (base.path, notes[0])
-        raise ExportError(f"{where}: {what}; a merged export needs that exact base "
-                          "(or use --adapter-only)")
+        raise ExportError(
+            f"{where}: {what}; a merged export needs that exact base (or use --adapter-only)"
+        )
     root = Path(base.path)
     files = [name for name in sorted(base.files) if name.endswith(".safetensors")]
     if not files:
@@ -337,12 +345,22 @@ def _write_merged(
             for file in sorted(writer.files):
                 written = [name for name in order if writer.slots[name].file == file]
                 mismatches += _compare(tmp / file, written, merged)
-    notes = [] if any(n.startswith("tokenizer") for n in assets) else [
-        f"no tokenizer files in {asset_location}; AutoTokenizer will not load the export"
-    ]
+    notes = (
+        []
+        if any(n.startswith("tokenizer") for n in assets)
+        else [f"no tokenizer files in {asset_location}; AutoTokenizer will not load the export"]
+    )
     return ExportResult(
-        "", MERGED_LAYOUT, config.model_type, out_dtype.name, len(order), writer.total_bytes,
-        sorted(writer.files), 0.0, mismatches, notes,
+        "",
+        MERGED_LAYOUT,
+        config.model_type,
+        out_dtype.name,
+        len(order),
+        writer.total_bytes,
+        sorted(writer.files),
+        0.0,
+        mismatches,
+        notes,
     )
 
 

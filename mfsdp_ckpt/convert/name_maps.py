@@ -69,7 +69,8 @@ class Geometry:
         num_heads = config.num_attention_heads
         if not _is_int(num_heads) or num_heads <= 0:
             raise MappingError(
-                f"config: num_attention_heads must be a positive integer, got {num_heads!r}")
+                f"config: num_attention_heads must be a positive integer, got {num_heads!r}"
+            )
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // num_heads
         return cls(
             num_heads=num_heads,
@@ -80,7 +81,9 @@ class Geometry:
 
 
 # ----------------------------------------------------------------- exact tensor transforms
-def split_qkv(fused: torch.Tensor, geometry: Geometry) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def split_qkv(
+    fused: torch.Tensor, geometry: Geometry
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Megatron's linear_qkv (weight or bias) -> HF q, k, v.
 
     Megatron interleaves per query group g: rows [q heads of g, k_g, v_g], each head_dim
@@ -139,7 +142,11 @@ def _qkv_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
             f" head_dim {g.head_dim}) needs {rows} rows"
         )
     rest = shape[1:]
-    return [(g.num_heads * g.head_dim, *rest), (g.num_kv_heads * g.head_dim, *rest), (g.num_kv_heads * g.head_dim, *rest)]
+    return [
+        (g.num_heads * g.head_dim, *rest),
+        (g.num_kv_heads * g.head_dim, *rest),
+        (g.num_kv_heads * g.head_dim, *rest),
+    ]
 
 
 def _gate_up_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
@@ -186,14 +193,24 @@ _COMMON = (
     Rule(_L + r"self_attention\.linear_qkv\.layer_norm_weight", (_H + "input_layernorm.weight",)),
     Rule(
         _L + r"self_attention\.linear_qkv\.weight",
-        (_H + "self_attn.q_proj.weight", _H + "self_attn.k_proj.weight", _H + "self_attn.v_proj.weight"),
+        (
+            _H + "self_attn.q_proj.weight",
+            _H + "self_attn.k_proj.weight",
+            _H + "self_attn.v_proj.weight",
+        ),
         QKV,
     ),
     Rule(_L + r"self_attention\.linear_proj\.weight", (_H + "self_attn.o_proj.weight",)),
     Rule(_L + r"pre_mlp_layernorm\.weight", (_H + "post_attention_layernorm.weight",)),
     Rule(_L + r"mlp\.linear_fc1\.layer_norm_weight", (_H + "post_attention_layernorm.weight",)),
-    Rule(_L + r"mlp\.linear_fc1\.weight", (_H + "mlp.gate_proj.weight", _H + "mlp.up_proj.weight"), GATE_UP),
-    Rule(_L + r"mlp\.linear_fc1\.weight_w", (_H + "mlp.gate_proj.weight",)),  # fsdp_dtensor split form
+    Rule(
+        _L + r"mlp\.linear_fc1\.weight",
+        (_H + "mlp.gate_proj.weight", _H + "mlp.up_proj.weight"),
+        GATE_UP,
+    ),
+    Rule(
+        _L + r"mlp\.linear_fc1\.weight_w", (_H + "mlp.gate_proj.weight",)
+    ),  # fsdp_dtensor split form
     Rule(_L + r"mlp\.linear_fc1\.weight_v", (_H + "mlp.up_proj.weight",)),
     Rule(_L + r"mlp\.linear_fc2\.weight", (_H + "mlp.down_proj.weight",)),
 )
@@ -254,8 +271,12 @@ def _merged_qkv_shape(shapes: list[tuple[int, ...]], g: Geometry) -> tuple[int, 
     return ((g.num_heads + 2 * g.num_kv_heads) * g.head_dim, *shapes[0][1:])
 
 
-KEEP = Merge("keep", lambda shapes, g: tuple(shapes[0]), lambda tensors, g: tensors[0],
-             lambda sizes, g: [(0, 0, sizes[0])])
+KEEP = Merge(
+    "keep",
+    lambda shapes, g: tuple(shapes[0]),
+    lambda tensors, g: tensors[0],
+    lambda sizes, g: [(0, 0, sizes[0])],
+)
 QKV_MERGE = Merge(
     "qkv", _merged_qkv_shape, lambda tensors, g: merge_qkv(*tensors, g), qkv_merge_ranges
 )
@@ -399,8 +420,14 @@ def plan_import(
 # the transformers import plus model construction (seconds, on a 2-core machine), more
 # than exporting a small model. tests/test_export_config_shapes.py holds these tables to
 # the meta-device model for each family and its bias / tie / head_dim variants.
-_INT_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-             "num_attention_heads", "num_key_value_heads")
+_INT_KEYS = (
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+)
 _FLAG_KEYS: dict[str, tuple[str, ...]] = {  # booleans each family's weight set depends on
     "qwen2": ("tie_word_embeddings",),
     "qwen3": ("tie_word_embeddings", "attention_bias"),
@@ -425,8 +452,10 @@ def hf_state_dict_shapes(config: dict) -> dict[str, tuple[int, ...]] | None:
         return None
     if head_dim is not None and not _is_int(head_dim):
         return None
-    hidden, inter, heads, kv = (config[k] for k in ("hidden_size", "intermediate_size",
-                                                    "num_attention_heads", "num_key_value_heads"))
+    hidden, inter, heads, kv = (
+        config[k]
+        for k in ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads")
+    )
     if heads == 0:
         return None
     head_dim = head_dim or hidden // heads
@@ -445,14 +474,27 @@ def hf_state_dict_shapes(config: dict) -> dict[str, tuple[int, ...]] | None:
         "post_attention_layernorm.weight": (hidden,),
     }
     if qkv_bias:
-        layer.update({"self_attn.q_proj.bias": (heads * head_dim,), "self_attn.k_proj.bias": (kv * head_dim,),
-                      "self_attn.v_proj.bias": (kv * head_dim,)})
+        layer.update(
+            {
+                "self_attn.q_proj.bias": (heads * head_dim,),
+                "self_attn.k_proj.bias": (kv * head_dim,),
+                "self_attn.v_proj.bias": (kv * head_dim,),
+            }
+        )
     if o_bias:
         layer["self_attn.o_proj.bias"] = (hidden,)
     if mlp_bias:
-        layer.update({"mlp.gate_proj.bias": (inter,), "mlp.up_proj.bias": (inter,), "mlp.down_proj.bias": (hidden,)})
+        layer.update(
+            {
+                "mlp.gate_proj.bias": (inter,),
+                "mlp.up_proj.bias": (inter,),
+                "mlp.down_proj.bias": (hidden,),
+            }
+        )
     if family == "qwen3":
-        layer.update({"self_attn.q_norm.weight": (head_dim,), "self_attn.k_norm.weight": (head_dim,)})
+        layer.update(
+            {"self_attn.q_norm.weight": (head_dim,), "self_attn.k_norm.weight": (head_dim,)}
+        )
     shapes = {"model.embed_tokens.weight": (config["vocab_size"], hidden)}
     for index in range(config["num_hidden_layers"]):
         shapes.update({f"model.layers.{index}.{name}": shape for name, shape in layer.items()})
@@ -489,14 +531,16 @@ def model_tensors(stored_keys: Iterable[str]) -> dict[str, str]:
     """
     keys = [k for k in stored_keys if not k.endswith(SKIPPED_SUFFIXES)]
     under_model = _unique_paths(
-        (state_keys.hf_name(k[len(state_keys.MODEL_KEY_PREFIX):]), k)
-        for k in keys if k.startswith(state_keys.MODEL_KEY_PREFIX)
+        (state_keys.hf_name(k[len(state_keys.MODEL_KEY_PREFIX) :]), k)
+        for k in keys
+        if k.startswith(state_keys.MODEL_KEY_PREFIX)
     )
     if any(_root(path) in _HF_ROOTS + _MCORE_ROOTS for path in under_model):
         return under_model
     return _unique_paths(
         (state_keys.hf_name(k), k)
-        for k in keys if not k.startswith(("optimizer.", state_keys.EXTRA_KEY_PREFIX))
+        for k in keys
+        if not k.startswith(("optimizer.", state_keys.EXTRA_KEY_PREFIX))
     )
 
 
@@ -508,7 +552,8 @@ def _unique_paths(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
     for path, key in pairs:
         if path in found:
             raise MappingError(
-                f"{found[path]} and {key} both name the weight {path}; refusing to pick one")
+                f"{found[path]} and {key} both name the weight {path}; refusing to pick one"
+            )
         found[path] = key
     return found
 
@@ -562,7 +607,8 @@ def map_names(
         unmapped = []
         for path, shape in module_paths.items():
             rule, match = next(
-                ((r, m) for r in rules if (m := r._pattern.fullmatch(path))), (None, None)  # type: ignore[attr-defined]
+                ((r, m) for r in rules if (m := r._pattern.fullmatch(path))),
+                (None, None),  # type: ignore[attr-defined]
             )
             if rule is None:
                 unmapped.append(path)

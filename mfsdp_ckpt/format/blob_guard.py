@@ -22,7 +22,9 @@ from mfsdp_ckpt.format.restricted_pickle import PickleRefused, check_pickle_limi
 MAX_MEMBERS = 4096  # a tensor blob has 7; an object blob one more per tensor it holds
 MAX_DIRECTORY_BYTES = 1 << 20
 MAX_PICKLE_BYTES = 64 << 20
-MAX_PICKLE_OPS = 1_000_000  # a tensor's pickle has ~30 opcodes; an object blob's scale with its values
+MAX_PICKLE_OPS = (
+    1_000_000  # a tensor's pickle has ~30 opcodes; an object blob's scale with its values
+)
 
 
 def open_blob(file: BinaryIO, length: int, where: str) -> zipfile.ZipFile:
@@ -38,20 +40,27 @@ def open_blob(file: BinaryIO, length: int, where: str) -> zipfile.ZipFile:
     members, directory = end[zipfile._ECD_ENTRIES_TOTAL], end[zipfile._ECD_SIZE]
     if members > MAX_MEMBERS or directory > MAX_DIRECTORY_BYTES:
         raise CheckpointFormatError(
-            f"{where}: blob lists {members} members in {directory} bytes, more than torch.save writes")
+            f"{where}: blob lists {members} members in {directory} bytes, more than torch.save writes"
+        )
     try:
         archive = zipfile.ZipFile(file)
     except OSError:
         raise
     except Exception as err:
-        raise CheckpointFormatError(f"{where}: unreadable blob ({type(err).__name__}: {str(err)[:120]})") from None
+        raise CheckpointFormatError(
+            f"{where}: unreadable blob ({type(err).__name__}: {str(err)[:120]})"
+        ) from None
     for info in archive.infolist():
         if info.compress_type != zipfile.ZIP_STORED:
-            raise CheckpointFormatError(f"{where}: blob member {info.filename[:80]!r} is compressed;"
-                                        " torch.save stores members uncompressed")
+            raise CheckpointFormatError(
+                f"{where}: blob member {info.filename[:80]!r} is compressed;"
+                " torch.save stores members uncompressed"
+            )
         if info.file_size > length or info.header_offset > length:
-            raise CheckpointFormatError(f"{where}: blob member {info.filename[:80]!r} claims"
-                                        f" {info.file_size} bytes in a {length}-byte blob")
+            raise CheckpointFormatError(
+                f"{where}: blob member {info.filename[:80]!r} claims"
+                f" {info.file_size} bytes in a {length}-byte blob"
+            )
     return archive
 
 
@@ -59,15 +68,21 @@ def blob_pickle(archive: zipfile.ZipFile, where: str) -> bytes:
     """The one `data.pkl` of a checked archive, after its opcode and memo limits."""
     pickles = [i for i in archive.infolist() if i.filename.endswith("data.pkl")]
     if len(pickles) != 1:
-        raise CheckpointFormatError(f"{where}: blob holds {len(pickles)} pickles, torch.save writes one")
+        raise CheckpointFormatError(
+            f"{where}: blob holds {len(pickles)} pickles, torch.save writes one"
+        )
     if pickles[0].file_size > MAX_PICKLE_BYTES:
-        raise CheckpointFormatError(f"{where}: blob pickle of {pickles[0].file_size} bytes is too large")
+        raise CheckpointFormatError(
+            f"{where}: blob pickle of {pickles[0].file_size} bytes is too large"
+        )
     try:
         data = archive.read(pickles[0])
     except OSError:
         raise
     except Exception as err:  # a damaged local header or CRC: zipfile's own error types
-        raise CheckpointFormatError(f"{where}: unreadable blob ({type(err).__name__}: {str(err)[:120]})") from None
+        raise CheckpointFormatError(
+            f"{where}: unreadable blob ({type(err).__name__}: {str(err)[:120]})"
+        ) from None
     try:
         check_pickle_limits(data, MAX_PICKLE_OPS, "blob pickle")
     except PickleRefused as err:

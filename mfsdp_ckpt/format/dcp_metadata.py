@@ -53,7 +53,6 @@ if TYPE_CHECKING:
     from torch.distributed.checkpoint.metadata import Metadata as DcpMetadata
 
 
-
 @dataclass(frozen=True)
 class ChunkStorageMetadata:
     offsets: tuple[int, ...]
@@ -79,7 +78,9 @@ class TensorProperties:
     def __setstate__(self, state: tuple) -> None:
         if not isinstance(state, tuple) or len(state) != 5:
             raise ValueError("TensorProperties state is not a 5-tuple")
-        for name, value in zip(("dtype", "layout", "requires_grad", "memory_format", "pin_memory"), state):
+        for name, value in zip(
+            ("dtype", "layout", "requires_grad", "memory_format", "pin_memory"), state
+        ):
             object.__setattr__(self, name, value)
 
 
@@ -134,8 +135,6 @@ class _StorageInfo:
     transform_descriptors: list[str] | None = None
 
 
-
-
 _MODULE = "torch.distributed.checkpoint.metadata"
 MAX_INT = 2**63 - 1  # sizes and offsets are int64 in torch and on disk
 MAX_RANK = 64
@@ -151,7 +150,11 @@ def _is_int(value: Any) -> bool:
 
 
 def _ints(value: Any, what: str) -> None:
-    if not isinstance(value, (tuple, list)) or len(value) > MAX_RANK or not all(_is_int(v) for v in value):
+    if (
+        not isinstance(value, (tuple, list))
+        or len(value) > MAX_RANK
+        or not all(_is_int(v) for v in value)
+    ):
         _fail(f"{what}: expected at most {MAX_RANK} ints in [0, 2**63), got {type(value).__name__}")
 
 
@@ -191,7 +194,11 @@ class _Table:
     @classmethod
     def of(cls, allowed: dict[tuple[str, str], object]) -> _Table:
         classes = {name: value for (module, name), value in allowed.items() if module == _MODULE}
-        torch_values = [value for (module, name), value in allowed.items() if module == "torch" and name != "Size"]
+        torch_values = [
+            value
+            for (module, name), value in allowed.items()
+            if module == "torch" and name != "Size"
+        ]
         layout = allowed[("torch.serialization", "_get_layout")]
         layouts = frozenset(id(layout(name)) for name in _layout_names(layout))
         storage_info = allowed[("torch.distributed.checkpoint.filesystem", "_StorageInfo")]
@@ -241,7 +248,10 @@ def _check_storage(storage: Any, table: _Table) -> None:
         _fail(f"storage_data is a {type(storage).__name__}, not a table")
     index_class = table.classes["MetadataIndex"]
     for index, info in storage.items():
-        if not isinstance(index, index_class) or type(_field(index, "fqn", "storage key")) is not str:
+        if (
+            not isinstance(index, index_class)
+            or type(_field(index, "fqn", "storage key")) is not str
+        ):
             _fail(f"storage_data key is a {type(index).__name__}, not a MetadataIndex")
         where = f"{index.fqn}: storage"
         offset = _field(index, "offset", where)
@@ -257,7 +267,9 @@ def _check_storage(storage: Any, table: _Table) -> None:
             if not _is_int(_field(info, name, where)):
                 _fail(f"{where}: {name} is not an int in [0, 2**63)")
         transforms = getattr(info, "transform_descriptors", None)
-        if transforms is not None and (type(transforms) is not list or not all(type(t) is str for t in transforms)):
+        if transforms is not None and (
+            type(transforms) is not list or not all(type(t) is str for t in transforms)
+        ):
             _fail(f"{where}: transforms are not a list of names")
 
 
@@ -270,8 +282,11 @@ def _check_storage_meta(meta: Any, table: _Table) -> None:
         if getattr(meta, name, None) is not None and type(getattr(meta, name)) is not str:
             _fail(f"storage_meta.{name} is not a string")
     checkpoint_id = getattr(meta, "checkpoint_id", None)
-    if checkpoint_id is not None and not isinstance(checkpoint_id, str) and type(checkpoint_id).__name__ not in (
-            "PosixPath", "WindowsPath", "Path"):
+    if (
+        checkpoint_id is not None
+        and not isinstance(checkpoint_id, str)
+        and type(checkpoint_id).__name__ not in ("PosixPath", "WindowsPath", "Path")
+    ):
         _fail("storage_meta.checkpoint_id is not a path")
     modules = getattr(meta, "modules", [])
     if type(modules) is not list or not all(type(m) is str for m in modules):
@@ -284,7 +299,10 @@ def check_schema(metadata: Any, allowed: dict[tuple[str, str], object]) -> None:
     state = _field(metadata, "state_dict_metadata", "Metadata")
     if not isinstance(state, dict):
         _fail("Metadata has no state_dict_metadata table")
-    tensor_class, bytes_class = table.classes["TensorStorageMetadata"], table.classes["BytesStorageMetadata"]
+    tensor_class, bytes_class = (
+        table.classes["TensorStorageMetadata"],
+        table.classes["BytesStorageMetadata"],
+    )
     for key, item in state.items():
         if type(key) is not str:
             _fail(f"state dict key is a {type(key).__name__}, not a string")
@@ -320,8 +338,22 @@ _DCP_METADATA_CLASSES = (
 
 # torch's layouts (`torch.strided`, ...), by the names `_get_layout` is pickled with; the
 # values are the canonical strings the plain table hands out (the schema compares identity)
-_LAYOUTS = {name: name for name in (f"torch.{layout}" for layout in (
-    "strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "_mkldnn", "jagged"))}
+_LAYOUTS = {
+    name: name
+    for name in (
+        f"torch.{layout}"
+        for layout in (
+            "strided",
+            "sparse_coo",
+            "sparse_csr",
+            "sparse_csc",
+            "sparse_bsr",
+            "sparse_bsc",
+            "_mkldnn",
+            "jagged",
+        )
+    )
+}
 _LAYOUT_NAMES = frozenset(_LAYOUTS)
 
 
@@ -339,8 +371,9 @@ def _layout_by_name(name: str) -> torch.layout:
     return getattr(torch, _layout_name(name)[len("torch.") :])
 
 
-def _class_table(metadata_classes: ModuleType, storage_info: type, torch_globals: dict[tuple[str, str], object]
-                 ) -> dict[tuple[str, str], object]:
+def _class_table(
+    metadata_classes: ModuleType, storage_info: type, torch_globals: dict[tuple[str, str], object]
+) -> dict[tuple[str, str], object]:
     """Every global a DCP `.metadata` may name, mapped to what builds it: torch's dtypes,
     Size and layouts as `torch_globals` builds them, and DCP's metadata classes taken from
     `metadata_classes` (DCP's own module, or this one for the plain stand-ins)."""
@@ -360,10 +393,16 @@ def _class_table(metadata_classes: ModuleType, storage_info: type, torch_globals
 
 @functools.cache
 def _plain_classes() -> dict[tuple[str, str], object]:
-    torch_globals: dict[tuple[str, str], object] = {("torch", name): dtype for name, dtype in dtypes.BY_NAME.items()}
-    torch_globals[("torch", "Size")] = tuple  # torch.Size is a tuple of ints; the reader checks the ints
+    torch_globals: dict[tuple[str, str], object] = {
+        ("torch", name): dtype for name, dtype in dtypes.BY_NAME.items()
+    }
+    torch_globals[("torch", "Size")] = (
+        tuple  # torch.Size is a tuple of ints; the reader checks the ints
+    )
     torch_globals[("torch.serialization", "_get_layout")] = _layout_name
-    return _class_table(sys.modules[__name__], _StorageInfo, torch_globals)  # the plain classes above
+    return _class_table(
+        sys.modules[__name__], _StorageInfo, torch_globals
+    )  # the plain classes above
 
 
 @functools.cache
@@ -373,7 +412,9 @@ def _dcp_classes() -> dict[tuple[str, str], object]:
     from torch.distributed.checkpoint.filesystem import _StorageInfo
 
     torch_globals: dict[tuple[str, str], object] = {
-        ("torch", attr): value for attr in dir(torch) if isinstance(value := getattr(torch, attr, None), torch.dtype)
+        ("torch", attr): value
+        for attr in dir(torch)
+        if isinstance(value := getattr(torch, attr, None), torch.dtype)
     }
     torch_globals[("torch", "Size")] = torch.Size
     torch_globals[("torch.serialization", "_get_layout")] = _layout_by_name
@@ -393,14 +434,14 @@ def _unpickle(data: bytes, source: str, allowed: dict[tuple[str, str], object]) 
     except (PickleRefused, UnsafeMetadataError) as err:
         raise UnsafeMetadataError(f"{source}: {err}") from None
     except Exception as err:  # any damage in the pickle stream: truncated, bad opcode, bad args
-        detail = str(err) or ("the file ends early (truncated?)" if isinstance(err, EOFError) else "")
+        detail = str(err) or (
+            "the file ends early (truncated?)" if isinstance(err, EOFError) else ""
+        )
         raise UnsafeMetadataError(
             f"{source}: unreadable DCP metadata ({type(err).__name__}: {detail[:200]})"
         ) from None
     if not isinstance(result, allowed[(_DCP_METADATA_MODULE, "Metadata")]):
-        raise UnsafeMetadataError(
-            f"{source}: holds a {type(result).__name__}, not DCP Metadata"
-        )
+        raise UnsafeMetadataError(f"{source}: holds a {type(result).__name__}, not DCP Metadata")
     try:
         check_schema(result, allowed)
     except UnsafeMetadataError as err:

@@ -29,7 +29,9 @@ class DType:
     itemsize: int  # bytes per element
     is_floating_point: bool
     safetensors: str | None = None  # safetensors' code; None: it has none
-    storage: str | None = None  # typed storage class torch.save names for it (the raw-byte path reads these)
+    storage: str | None = (
+        None  # typed storage class torch.save names for it (the raw-byte path reads these)
+    )
 
     def __repr__(self) -> str:
         return f"torch.{self.name}"
@@ -50,7 +52,10 @@ FLOAT16 = DType("float16", 2, True, "F16", "HalfStorage")
 BFLOAT16 = DType("bfloat16", 2, True, "BF16", "BFloat16Storage")
 
 _ALL = (
-    FLOAT64, FLOAT32, FLOAT16, BFLOAT16,
+    FLOAT64,
+    FLOAT32,
+    FLOAT16,
+    BFLOAT16,
     DType("float8_e4m3fn", 1, True, "F8_E4M3"),
     DType("float8_e5m2", 1, True, "F8_E5M2"),
     DType("float8_e4m3fnuz", 1, True),
@@ -79,14 +84,28 @@ _ALL = (
     DType("bits1x8", 1, False),
     DType("bits2x4", 1, False),
     DType("bits4x2", 1, False),
-    *(DType(f"{kind}{bits}", 1, False) for kind in ("int", "uint") for bits in range(1, 8)),  # sub-byte ints
+    *(
+        DType(f"{kind}{bits}", 1, False) for kind in ("int", "uint") for bits in range(1, 8)
+    ),  # sub-byte ints
 )
 # torch's other names for the same dtypes (`torch.float` is torch.float32, ...)
-_ALIASES = {"float": "float32", "double": "float64", "half": "float16", "long": "int64", "int": "int32",
-            "short": "int16", "cfloat": "complex64", "cdouble": "complex128", "chalf": "complex32", "bit": "uint1"}
+_ALIASES = {
+    "float": "float32",
+    "double": "float64",
+    "half": "float16",
+    "long": "int64",
+    "int": "int32",
+    "short": "int16",
+    "cfloat": "complex64",
+    "cdouble": "complex128",
+    "chalf": "complex32",
+    "bit": "uint1",
+}
 
 _CANONICAL = {d.name: d for d in _ALL}
-BY_NAME: dict[str, DType] = _CANONICAL | {alias: _CANONICAL[name] for alias, name in _ALIASES.items()}
+BY_NAME: dict[str, DType] = _CANONICAL | {
+    alias: _CANONICAL[name] for alias, name in _ALIASES.items()
+}
 BY_STORAGE: dict[str, DType] = {d.storage: d for d in _ALL if d.storage}
 
 __all__ = ["BFLOAT16", "BY_NAME", "BY_STORAGE", "DType", "FLOAT16", "FLOAT32", "FLOAT64"]

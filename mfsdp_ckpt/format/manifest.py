@@ -60,7 +60,10 @@ class Manifest:
     def from_json(cls, text: str, source: str = "manifest.json") -> "Manifest":
         try:
             data = json.loads(text)
-        except (ValueError, RecursionError) as err:  # bad JSON, a 5000-digit number, [[[[... nesting
+        except (
+            ValueError,
+            RecursionError,
+        ) as err:  # bad JSON, a 5000-digit number, [[[[... nesting
             raise ManifestError(f"{source}: not valid JSON ({str(err)[:200]})") from None
         if not isinstance(data, dict):
             raise ManifestError(f"{source}: top level must be an object")
@@ -156,7 +159,9 @@ def sha256_file(path: str | os.PathLike, root: str | os.PathLike | None = None) 
     return digest.hexdigest()
 
 
-def hash_files(root: str | os.PathLike, names: list[str], workers: int = 4) -> dict[str, FileRecord]:
+def hash_files(
+    root: str | os.PathLike, names: list[str], workers: int = 4
+) -> dict[str, FileRecord]:
     """sha256 and size of each file under root, hashed in parallel (hashlib drops the GIL)."""
     root = Path(root)
 

@@ -51,12 +51,48 @@ def _opcode(name: str) -> int:
 
 # Opcodes that only push plain values or reshape the stack: taken as the stdlib implements them.
 _PLAIN_OPS = (
-    "PROTO", "FRAME", "STOP", "MARK", "POP", "POP_MARK", "DUP",
-    "NONE", "NEWTRUE", "NEWFALSE", "INT", "BININT", "BININT1", "BININT2", "LONG", "LONG1",
-    "FLOAT", "BINFLOAT", "UNICODE", "BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8",
-    "BINBYTES", "SHORT_BINBYTES", "BINBYTES8",
-    "EMPTY_TUPLE", "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3", "EMPTY_LIST", "LIST", "EMPTY_DICT",
-    "GLOBAL", "STACK_GLOBAL", "GET", "BINGET", "LONG_BINGET", "PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE",
+    "PROTO",
+    "FRAME",
+    "STOP",
+    "MARK",
+    "POP",
+    "POP_MARK",
+    "DUP",
+    "NONE",
+    "NEWTRUE",
+    "NEWFALSE",
+    "INT",
+    "BININT",
+    "BININT1",
+    "BININT2",
+    "LONG",
+    "LONG1",
+    "FLOAT",
+    "BINFLOAT",
+    "UNICODE",
+    "BINUNICODE",
+    "SHORT_BINUNICODE",
+    "BINUNICODE8",
+    "BINBYTES",
+    "SHORT_BINBYTES",
+    "BINBYTES8",
+    "EMPTY_TUPLE",
+    "TUPLE",
+    "TUPLE1",
+    "TUPLE2",
+    "TUPLE3",
+    "EMPTY_LIST",
+    "LIST",
+    "EMPTY_DICT",
+    "GLOBAL",
+    "STACK_GLOBAL",
+    "GET",
+    "BINGET",
+    "LONG_BINGET",
+    "PUT",
+    "BINPUT",
+    "LONG_BINPUT",
+    "MEMOIZE",
 )
 
 
@@ -73,8 +109,13 @@ def _hashable_key(value: Any) -> bool:
     if isinstance(value, _SCALARS):
         return True
     state = getattr(value, "__dict__", None)
-    return dataclasses.is_dataclass(value) and isinstance(state, dict) and all(
-        isinstance(v, tuple) and is_flat(v) or isinstance(v, _SCALARS) for v in state.values())
+    return (
+        dataclasses.is_dataclass(value)
+        and isinstance(state, dict)
+        and all(
+            isinstance(v, tuple) and is_flat(v) or isinstance(v, _SCALARS) for v in state.values()
+        )
+    )
 
 
 def _check_table(allowed: dict[tuple[str, str], object]) -> None:
@@ -95,8 +136,15 @@ class RestrictedUnpickler(pickle._Unpickler):
 
     dispatch: dict[int, Callable] = {}
 
-    def __init__(self, data: bytes, allowed: dict[tuple[str, str], object], records: tuple[type, ...],
-                 *, max_ops: int = DEFAULT_MAX_OPS, persistent_load: Callable[[Any], Any] | None = None):
+    def __init__(
+        self,
+        data: bytes,
+        allowed: dict[tuple[str, str], object],
+        records: tuple[type, ...],
+        *,
+        max_ops: int = DEFAULT_MAX_OPS,
+        persistent_load: Callable[[Any], Any] | None = None,
+    ):
         super().__init__(io.BytesIO(data))
         _check_table(allowed)
         self.allowed, self.records, self.max_ops = allowed, records, max_ops
@@ -110,7 +158,9 @@ class RestrictedUnpickler(pickle._Unpickler):
         try:
             return self.allowed[(module, name)]
         except (KeyError, TypeError):
-            raise PickleRefused(f"refusing to load global {module}.{name}: not an admitted type") from None
+            raise PickleRefused(
+                f"refusing to load global {module}.{name}: not an admitted type"
+            ) from None
 
     def persistent_load(self, pid: Any) -> Any:
         if self._persistent is None or not isinstance(pid, tuple):
@@ -160,7 +210,9 @@ class RestrictedUnpickler(pickle._Unpickler):
 
     def _call(self, func: Any, args: Any) -> Any:
         if self._callables.get(id(func)) is not func:
-            raise PickleRefused(f"refusing to call {type(func).__name__}: not an admitted constructor")
+            raise PickleRefused(
+                f"refusing to call {type(func).__name__}: not an admitted constructor"
+            )
         if not isinstance(args, tuple):
             raise PickleRefused("constructor arguments are not a tuple")
         if isinstance(func, type) and issubclass(func, dict):
@@ -179,7 +231,9 @@ class RestrictedUnpickler(pickle._Unpickler):
     def _load_newobj(self) -> None:
         args, cls = self.stack.pop(), self.stack.pop()
         if not (isinstance(cls, type) and cls in self.records) or args != ():
-            raise PickleRefused(f"NEWOBJ of {getattr(cls, '__name__', type(cls).__name__)} is not admitted")
+            raise PickleRefused(
+                f"NEWOBJ of {getattr(cls, '__name__', type(cls).__name__)} is not admitted"
+            )
         obj = cls.__new__(cls)
         self._fresh[id(obj)] = obj
         self.append(obj)
@@ -196,7 +250,9 @@ class RestrictedUnpickler(pickle._Unpickler):
             return
         if isinstance(state, tuple) and len(state) == 2 and state[1] is None:
             state = state[0]
-        names = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+        names = (
+            {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+        )
         if not isinstance(state, dict) or not all(isinstance(k, str) and k in names for k in state):
             raise PickleRefused(f"BUILD of {cls.__name__} with fields it does not have")
         for key, value in state.items():
@@ -210,7 +266,9 @@ class RestrictedUnpickler(pickle._Unpickler):
 
 
 def _refuse(code: int) -> Callable:
-    name = next((op.name for op in pickletools.opcodes if op.code.encode("latin-1")[0] == code), None)
+    name = next(
+        (op.name for op in pickletools.opcodes if op.code.encode("latin-1")[0] == code), None
+    )
 
     def refuse(self: RestrictedUnpickler) -> None:
         raise PickleRefused(f"opcode {name or hex(code)} is not admitted in checkpoint pickles")
@@ -222,7 +280,9 @@ def _counted(handler: Callable) -> Callable:
     def counted(self: RestrictedUnpickler) -> None:
         self._ops += 1
         if self._ops > self.max_ops:
-            raise PickleRefused(f"more than {self.max_ops} pickle opcodes (the limit for this file)")
+            raise PickleRefused(
+                f"more than {self.max_ops} pickle opcodes (the limit for this file)"
+            )
         handler(self)
 
     return counted
@@ -232,25 +292,40 @@ def _dispatch_table() -> dict[int, Callable]:
     base = pickle._Unpickler.dispatch
     own = RestrictedUnpickler
     handlers: dict[int, Callable] = {_opcode(name): base[_opcode(name)] for name in _PLAIN_OPS}
-    handlers.update({
-        _opcode("DICT"): own._load_dict,
-        _opcode("SETITEM"): own._load_setitem, _opcode("SETITEMS"): own._load_setitems,
-        _opcode("APPEND"): own._load_append, _opcode("APPENDS"): own._load_appends,
-        _opcode("REDUCE"): own._load_reduce, _opcode("NEWOBJ"): own._load_newobj,
-        _opcode("BUILD"): own._load_build, _opcode("BINPERSID"): own._load_persid,
-        _opcode("LONG4"): own._load_long4,
-    })
-    return {code: _counted(handlers[code]) if code in handlers else _refuse(code) for code in range(256)}
+    handlers.update(
+        {
+            _opcode("DICT"): own._load_dict,
+            _opcode("SETITEM"): own._load_setitem,
+            _opcode("SETITEMS"): own._load_setitems,
+            _opcode("APPEND"): own._load_append,
+            _opcode("APPENDS"): own._load_appends,
+            _opcode("REDUCE"): own._load_reduce,
+            _opcode("NEWOBJ"): own._load_newobj,
+            _opcode("BUILD"): own._load_build,
+            _opcode("BINPERSID"): own._load_persid,
+            _opcode("LONG4"): own._load_long4,
+        }
+    )
+    return {
+        code: _counted(handlers[code]) if code in handlers else _refuse(code) for code in range(256)
+    }
 
 
 RestrictedUnpickler.dispatch = _dispatch_table()
 
 
-def restricted_loads(data: bytes, allowed: dict[tuple[str, str], object], records: tuple[type, ...] = (),
-                     *, max_ops: int = DEFAULT_MAX_OPS, persistent_load: Callable[[Any], Any] | None = None
-                     ) -> Any:
+def restricted_loads(
+    data: bytes,
+    allowed: dict[tuple[str, str], object],
+    records: tuple[type, ...] = (),
+    *,
+    max_ops: int = DEFAULT_MAX_OPS,
+    persistent_load: Callable[[Any], Any] | None = None,
+) -> Any:
     """The object in `data`, or PickleRefused (policy) / another exception (damaged bytes)."""
-    return RestrictedUnpickler(data, allowed, records, max_ops=max_ops, persistent_load=persistent_load).load()
+    return RestrictedUnpickler(
+        data, allowed, records, max_ops=max_ops, persistent_load=persistent_load
+    ).load()
 
 
 def check_pickle_limits(data: bytes, max_ops: int, what: str) -> None:
@@ -261,13 +336,22 @@ def check_pickle_limits(data: bytes, max_ops: int, what: str) -> None:
             if count > max_ops:
                 raise PickleRefused(f"{what}: more than {max_ops} pickle opcodes")
             if opcode.name in ("PUT", "BINPUT", "LONG_BINPUT", "GET", "BINGET", "LONG_BINGET") and (
-                    not isinstance(arg, int) or not 0 <= arg < max_ops):
+                not isinstance(arg, int) or not 0 <= arg < max_ops
+            ):
                 raise PickleRefused(f"{what}: memo index {arg!r:.40} out of range")
     except PickleRefused:
         raise
     except Exception as err:  # a damaged stream: one line
-        raise PickleRefused(f"{what}: damaged pickle ({type(err).__name__}: {str(err)[:120]})") from None
+        raise PickleRefused(
+            f"{what}: damaged pickle ({type(err).__name__}: {str(err)[:120]})"
+        ) from None
 
 
-__all__ = ["DEFAULT_MAX_OPS", "PickleRefused", "RestrictedUnpickler", "check_pickle_limits", "is_flat",
-           "restricted_loads"]
+__all__ = [
+    "DEFAULT_MAX_OPS",
+    "PickleRefused",
+    "RestrictedUnpickler",
+    "check_pickle_limits",
+    "is_flat",
+    "restricted_loads",
+]

@@ -29,4 +29,4 @@ def model_keys(keys: list[str]) -> list[str]:
 
 def optimizer_moment_key(model_key: str, moment: str) -> str:
     """Where DCP stores Adam's `moment` for the parameter saved under `model_key`."""
-    return f"{OPTIMIZER_STATE_PREFIX}{model_key[len(MODEL_KEY_PREFIX):]}.{moment}"
+    return f"{OPTIMIZER_STATE_PREFIX}{model_key[len(MODEL_KEY_PREFIX) :]}.{moment}"

@@ -189,7 +189,9 @@ class LocalByteStore:
         while pending:
             directory, depth = pending.pop()
             if depth > self.MAX_DEPTH:
-                raise CheckpointFileError(f"{directory}: nested deeper than {self.MAX_DEPTH} directories")
+                raise CheckpointFileError(
+                    f"{directory}: nested deeper than {self.MAX_DEPTH} directories"
+                )
             with os.scandir(directory) as entries:
                 for entry in entries:
                     if entry.is_dir(follow_symlinks=False):

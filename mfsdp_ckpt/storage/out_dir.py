@@ -41,8 +41,12 @@ from mfsdp_ckpt.errors import MfsdpUsageError
 LOCK_SUFFIX = ".out-lock"
 _WORK_TAG = ".export-"
 # Checkpoint pieces that --overwrite must never delete (layout.py's names).
-_CHECKPOINT_MARKERS = (".metadata", "dist_ckpt", "manifest.json",
-                       "latest_checkpointed_iteration.txt")
+_CHECKPOINT_MARKERS = (
+    ".metadata",
+    "dist_ckpt",
+    "manifest.json",
+    "latest_checkpointed_iteration.txt",
+)
 _MODEL_EXPORT_FILES = ("model.safetensors", "model.safetensors.index.json")
 _RENAME_NOREPLACE, _RENAME_EXCHANGE = 1, 2
 
@@ -58,8 +62,13 @@ def _renameat2(src: Path, dst: Path, flags: int) -> None:
         function = ctypes.CDLL(None, use_errno=True).renameat2
     except (AttributeError, OSError):
         raise OSError(errno.ENOSYS, "renameat2 is not available") from None
-    function.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
-                         ctypes.c_uint)
+    function.argtypes = (
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_uint,
+    )
     at_fdcwd = -100
     if function(at_fdcwd, os.fsencode(src), at_fdcwd, os.fsencode(dst), flags) != 0:
         code = ctypes.get_errno()
@@ -134,7 +143,8 @@ def replaceable_problem(path: Path) -> str | None:
     if not entries:
         return None
     marks = sorted(entries.intersection(_CHECKPOINT_MARKERS)) + sorted(
-        name for name in entries if name.startswith("global_step_"))
+        name for name in entries if name.startswith("global_step_")
+    )
     if marks:
         return f"holds a checkpoint ({marks[0]})"
     if "config.json" in entries and entries.intersection(_MODEL_EXPORT_FILES):
@@ -204,7 +214,8 @@ class OutputClaim:
     # ---------------------------------------------------------------- internals
     def _appeared(self) -> OutputDirError:
         return OutputDirError(
-            f"{self.out}: appeared while this command ran; left as it is, nothing written")
+            f"{self.out}: appeared while this command ran; left as it is, nothing written"
+        )
 
     def _existing_target(self) -> tuple[int, int] | None:
         try:
@@ -218,7 +229,8 @@ class OutputClaim:
         problem = replaceable_problem(self.out)
         if problem:
             raise OutputDirError(
-                f"{self.out}: {problem}; --overwrite replaces only those, remove it yourself")
+                f"{self.out}: {problem}; --overwrite replaces only those, remove it yourself"
+            )
         return info.st_dev, info.st_ino
 
     def _replace_original(self) -> None:
@@ -244,7 +256,8 @@ class OutputClaim:
 
     def _changed(self) -> OutputDirError:
         return OutputDirError(
-            f"{self.out}: was replaced by something else while this command ran; left as it is")
+            f"{self.out}: was replaced by something else while this command ran; left as it is"
+        )
 
     def _is_original(self, path: Path) -> bool:
         try:
@@ -291,8 +304,10 @@ class OutputClaim:
     def _remove_stale_work_dirs(self) -> None:
         """Work dirs of earlier runs into this `out` (ours by name; with the lock held no
         live owner exists). Also the random-suffix names earlier versions used."""
-        pattern = re.compile(rf"\.{re.escape(self.out.name)}{re.escape(_WORK_TAG)}"
-                             r"(?:(?:tmp|old)-\d+|[a-z0-9_]{8})")
+        pattern = re.compile(
+            rf"\.{re.escape(self.out.name)}{re.escape(_WORK_TAG)}"
+            r"(?:(?:tmp|old)-\d+|[a-z0-9_]{8})"
+        )
         for entry in os.scandir(self.out.parent):
             if pattern.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
                 shutil.rmtree(entry.path, ignore_errors=True)
@@ -308,5 +323,11 @@ def claim_output(out: str | os.PathLike, overwrite: bool = False) -> OutputClaim
     return OutputClaim(_checked_target(Path(out)), overwrite).acquire()
 
 
-__all__ = ["OutputClaim", "OutputDirError", "claim_output", "exchange", "rename_noreplace",
-           "replaceable_problem"]
+__all__ = [
+    "OutputClaim",
+    "OutputDirError",
+    "claim_output",
+    "exchange",
+    "rename_noreplace",
+    "replaceable_problem",
+]

@@ -82,14 +82,16 @@ class ObjectEntry:
     transforms: tuple[str, ...] = ()
 
 
-
-
 def _int_tuple(value: Any, what: str) -> tuple[int, ...]:
     if not isinstance(value, (tuple, list)):  # torch.Size is a tuple
-        raise CheckpointFormatError(f"{what}: expected a sequence of ints, got {type(value).__name__}")
+        raise CheckpointFormatError(
+            f"{what}: expected a sequence of ints, got {type(value).__name__}"
+        )
     items = tuple(value)
     if len(items) > 64 or not all(_is_index(v) for v in items):
-        raise CheckpointFormatError(f"{what}: expected at most 64 ints in [0, 2**63), got {items!r:.200}")
+        raise CheckpointFormatError(
+            f"{what}: expected at most 64 ints in [0, 2**63), got {items!r:.200}"
+        )
     return items
 
 
@@ -103,7 +105,9 @@ def _is_index(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_INT
 
 
-def _storage_location(storage_data: dict, key: str, index: Any) -> tuple[str | None, int, int, tuple]:
+def _storage_location(
+    storage_data: dict, key: str, index: Any
+) -> tuple[str | None, int, int, tuple]:
     info = storage_data.get(index)
     if info is None:
         return None, 0, 0, ()
@@ -114,11 +118,15 @@ def _storage_location(storage_data: dict, key: str, index: Any) -> tuple[str | N
     length = _nonneg_int(getattr(info, "length", None), f"{key}: storage length")
     transforms = getattr(info, "transform_descriptors", None) or ()
     if not isinstance(transforms, (list, tuple)) or not all(isinstance(t, str) for t in transforms):
-        raise CheckpointFormatError(f"{key}: storage transforms {transforms!r:.200} are not a list of names")
+        raise CheckpointFormatError(
+            f"{key}: storage transforms {transforms!r:.200} are not a list of names"
+        )
     return relative_path, offset, length, tuple(transforms)
 
 
-def parse_metadata(md: dcp_metadata.Metadata) -> tuple[dict[str, TensorEntry], dict[str, ObjectEntry]]:
+def parse_metadata(
+    md: dcp_metadata.Metadata,
+) -> tuple[dict[str, TensorEntry], dict[str, ObjectEntry]]:
     """Normalize DCP metadata into checked, plain tables. Raises on malformed entries."""
     storage_data = getattr(md, "storage_data", None)
     storage_data = storage_data if isinstance(storage_data, dict) else {}
@@ -141,7 +149,9 @@ def parse_metadata(md: dcp_metadata.Metadata) -> tuple[dict[str, TensorEntry], d
             raise CheckpointFormatError(f"{key}: shape {shape} ({dtype}) is absurdly large")
         stored_chunks = getattr(item, "chunks", None)
         if not isinstance(stored_chunks, (list, tuple)):
-            raise CheckpointFormatError(f"{key}: chunks are {type(stored_chunks).__name__}, not a list")
+            raise CheckpointFormatError(
+                f"{key}: chunks are {type(stored_chunks).__name__}, not a list"
+            )
         chunks = []
         for chunk in stored_chunks:
             offsets = _int_tuple(getattr(chunk, "offsets", None), f"{key}: chunk offsets")
@@ -184,7 +194,9 @@ def chunk_coverage_problems(entry: TensorEntry) -> list[str]:
             if off + size > full:
                 past += 1
                 if len(problems) < MAX_LISTED_PROBLEMS:
-                    problems.append(f"chunk at {chunk.offsets} size {chunk.sizes} runs past dim {dim} ({full})")
+                    problems.append(
+                        f"chunk at {chunk.offsets} size {chunk.sizes} runs past dim {dim} ({full})"
+                    )
                 break
     if past > len(problems):
         problems.append(f"{past - len(problems)} more chunks run past the tensor's shape")
@@ -244,17 +256,24 @@ def _overlaps(chunks: list[Chunk], dims: tuple[int, ...]) -> bool | None:
 def _any_pair_overlaps(chunks: list[Chunk], dims: tuple[int, ...]) -> bool:
     for i, a in enumerate(chunks):
         for b in chunks[i + 1 :]:
-            if all(a.offsets[d] < b.offsets[d] + b.sizes[d] and b.offsets[d] < a.offsets[d] + a.sizes[d]
-                   for d in dims):
+            if all(
+                a.offsets[d] < b.offsets[d] + b.sizes[d]
+                and b.offsets[d] < a.offsets[d] + a.sizes[d]
+                for d in dims
+            ):
                 return True
     return False
 
 
 BLOB_OVERHEAD = 1 << 20  # zip directory and pickle around a tensor's bytes, generously
-MAX_OBJECT_BYTES = 1 << 30  # a non-tensor value (RNG states, loader state) decoded from its transforms
+MAX_OBJECT_BYTES = (
+    1 << 30
+)  # a non-tensor value (RNG states, loader state) decoded from its transforms
 
 
-def decode_blob(raw: bytes, transforms: tuple[str, ...], where: str, limit: int = MAX_OBJECT_BYTES) -> io.BytesIO:
+def decode_blob(
+    raw: bytes, transforms: tuple[str, ...], where: str, limit: int = MAX_OBJECT_BYTES
+) -> io.BytesIO:
     """The blob with its transforms (compression, ...) undone, refusing output past `limit`
     bytes: a compressed blob may expand without bound."""
     if not transforms:
@@ -267,13 +286,17 @@ def decode_blob(raw: bytes, transforms: tuple[str, ...], where: str, limit: int 
             stream = extension.transform_from(stream)
         data = stream.read(limit + 1)
     except Exception as err:
-        raise CheckpointFormatError(f"{where}: cannot decode transforms {transforms}: {err}") from None
+        raise CheckpointFormatError(
+            f"{where}: cannot decode transforms {transforms}: {err}"
+        ) from None
     if len(data) > limit:
         raise CheckpointFormatError(f"{where}: blob expands past {limit} bytes when decoded")
     return io.BytesIO(data)
 
 
-def load_blob(raw: bytes, transforms: tuple[str, ...], where: str, limit: int = MAX_OBJECT_BYTES) -> Any:
+def load_blob(
+    raw: bytes, transforms: tuple[str, ...], where: str, limit: int = MAX_OBJECT_BYTES
+) -> Any:
     """torch.load with weights_only (tensors and plain containers only, never code), after
     blob_guard's structure checks."""
     import torch
@@ -315,7 +338,9 @@ def _rebuild_tensor_layout(storage: Any, offset: Any, size: Any, stride: Any, *r
 _LAYOUT_GLOBALS: dict[tuple[str, str], object] = {
     ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_layout,
     ("collections", "OrderedDict"): dict,
-    **{("torch", name): dtype for name, dtype in dtypes.BY_STORAGE.items()},  # typed storages, by dtype
+    **{
+        ("torch", name): dtype for name, dtype in dtypes.BY_STORAGE.items()
+    },  # typed storages, by dtype
 }
 _LAYOUT_MAX_OPS = 1000  # a tensor's pickle has ~30 opcodes
 
@@ -324,7 +349,9 @@ def _tensor_layout(data: bytes) -> tuple | None:
     """(dtype, storage numel, storage offset, size, stride) of a plain tensor pickle, else None.
     Read with the restricted unpickler: data only, a few opcodes, no memo to inflate."""
     try:
-        value = restricted_loads(data, _LAYOUT_GLOBALS, max_ops=_LAYOUT_MAX_OPS, persistent_load=lambda pid: pid)
+        value = restricted_loads(
+            data, _LAYOUT_GLOBALS, max_ops=_LAYOUT_MAX_OPS, persistent_load=lambda pid: pid
+        )
         storage, offset, size, stride = value
         kind, dtype, _key, _location, numel = storage
     except Exception:
@@ -362,7 +389,9 @@ class CheckpointReader:
         if size is None:
             raise CheckpointFileError(f"{where}: file is missing (not a DCP checkpoint)")
         if size > MAX_METADATA_BYTES:  # refused before reading: a sparse file can claim any size
-            raise UnsafeMetadataError(f"{where}: {size} bytes, more than the {MAX_METADATA_BYTES} DCP metadata may have")
+            raise UnsafeMetadataError(
+                f"{where}: {size} bytes, more than the {MAX_METADATA_BYTES} DCP metadata may have"
+            )
         raw = self.store.read_range(DCP_METADATA_FILE, 0, size)
         self.metadata = load_plain_metadata_bytes(raw, source=where)
         try:
@@ -396,7 +425,12 @@ class CheckpointReader:
             raise CheckpointFormatError(f"{where}: chunk at {chunk.offsets} has no storage entry")
         if chunk.transforms:
             raw = self.store.read_range(chunk.file, chunk.file_offset, chunk.length)
-            value = load_blob(raw, chunk.transforms, where, limit=chunk.numel * entry.dtype.itemsize + BLOB_OVERHEAD)
+            value = load_blob(
+                raw,
+                chunk.transforms,
+                where,
+                limit=chunk.numel * entry.dtype.itemsize + BLOB_OVERHEAD,
+            )
         else:  # stream: the payload lands in the tensor's memory with no second copy
             blob = RangeFile(self.store, chunk.file, chunk.file_offset, chunk.length)
             self._stored_layout(entry, chunk, blob, where)
@@ -405,15 +439,18 @@ class CheckpointReader:
         if not isinstance(value, torch.Tensor):
             raise CheckpointFormatError(f"{where}: blob holds {type(value).__name__}, not a tensor")
         if value.dtype != entry.dtype.torch:  # never cast silently: the bytes mean something else
-            raise CheckpointFormatError(f"{where}: blob holds {value.dtype} data, metadata says {entry.dtype}")
+            raise CheckpointFormatError(
+                f"{where}: blob holds {value.dtype} data, metadata says {entry.dtype}"
+            )
         if tuple(value.shape) != chunk.sizes:
             raise CheckpointFormatError(
                 f"{where}: chunk holds shape {tuple(value.shape)}, metadata says {chunk.sizes}"
             )
         return value
 
-    def _stored_layout(self, entry: TensorEntry, chunk: Chunk, blob: RangeFile, where: str
-                       ) -> tuple[tuple, zipfile.ZipInfo] | None:
+    def _stored_layout(
+        self, entry: TensorEntry, chunk: Chunk, blob: RangeFile, where: str
+    ) -> tuple[tuple, zipfile.ZipInfo] | None:
         """The layout of a chunk's blob and its one data record, checked against the metadata
         before anything is allocated: the dtype it holds (int64 bytes under a float32 name are
         refused, not cast), its shape, and a record exactly as large as its storage claims.
@@ -424,14 +461,21 @@ class CheckpointReader:
             return None
         dtype, numel, _offset, size, _stride = layout
         if dtype != entry.dtype:
-            raise CheckpointFormatError(f"{where}: blob holds {dtype} data, metadata says {entry.dtype}")
+            raise CheckpointFormatError(
+                f"{where}: blob holds {dtype} data, metadata says {entry.dtype}"
+            )
         if size != chunk.sizes:
-            raise CheckpointFormatError(f"{where}: chunk holds shape {size}, metadata says {chunk.sizes}")
-        records = [i for i in archive.infolist() if "/data/" in i.filename and not i.filename.endswith("/")]
+            raise CheckpointFormatError(
+                f"{where}: chunk holds shape {size}, metadata says {chunk.sizes}"
+            )
+        records = [
+            i for i in archive.infolist() if "/data/" in i.filename and not i.filename.endswith("/")
+        ]
         if len(records) != 1 or records[0].file_size != numel * dtype.itemsize:
             raise CheckpointFormatError(
                 f"{where}: blob's storage claims {numel} {dtype} elements but holds"
-                f" {sum(r.file_size for r in records)} bytes")
+                f" {sum(r.file_size for r in records)} bytes"
+            )
         return layout, records[0]
 
     def raw_payload_offset(self, entry: TensorEntry, chunk: Chunk) -> int | None:
@@ -465,7 +509,9 @@ class CheckpointReader:
             return chunk.file_offset + record.header_offset + 30 + name_len + extra_len
         except CheckpointFileError:
             raise
-        except Exception:  # anything unusual: the caller takes the ordinary (decoding) path, which refuses
+        except (
+            Exception
+        ):  # anything unusual: the caller takes the ordinary (decoding) path, which refuses
             return None
 
     def _check_stored(self, entry: TensorEntry, chunk: Chunk) -> None:

@@ -35,7 +35,9 @@ class SafeFileSystemReader(FileSystemReader):
         store = LocalByteStore(self.path)
         storage = metadata.storage_data if isinstance(metadata.storage_data, dict) else {}
         for info in storage.values():
-            store.size(str(getattr(info, "relative_path", "")))  # refuses escapes and non-regular files
+            store.size(
+                str(getattr(info, "relative_path", ""))
+            )  # refuses escapes and non-regular files
         if getattr(metadata, "storage_meta", None) is None:
             metadata.storage_meta = StorageMeta()
         metadata.storage_meta.load_id = self.load_id
@@ -51,10 +53,16 @@ class SafeFileSystemReader(FileSystemReader):
             where = f"{self.path}/{info.relative_path} [{item.storage_index.fqn}]"
             if info.transform_descriptors:
                 raw = store.read_range(info.relative_path, info.offset, info.length)
-                decoded = decode_blob(raw, tuple(info.transform_descriptors), where, self._decoded_limit(item))
+                decoded = decode_blob(
+                    raw, tuple(info.transform_descriptors), where, self._decoded_limit(item)
+                )
                 check_blob(decoded, len(decoded.getbuffer()), where)
             else:
-                check_blob(RangeFile(store, info.relative_path, info.offset, info.length), info.length, where)
+                check_blob(
+                    RangeFile(store, info.relative_path, info.offset, info.length),
+                    info.length,
+                    where,
+                )
         return super().read_data(plan, planner)
 
     def _decoded_limit(self, item: Any) -> int:

@@ -85,7 +85,9 @@ def read_bytes(path: str | os.PathLike, limit: int, root: str | os.PathLike | No
     try:
         size = os.fstat(fd).st_size
         if size > limit:
-            raise CheckpointFileError(f"{path}: {size} bytes, more than the {limit} this file may have")
+            raise CheckpointFileError(
+                f"{path}: {size} bytes, more than the {limit} this file may have"
+            )
         chunks, total = [], 0
         while total <= limit:
             piece = os.read(fd, min(1 << 20, limit + 1 - total))

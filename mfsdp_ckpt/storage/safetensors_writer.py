@@ -136,7 +136,9 @@ class ShardedSafetensorsWriter:
                     os.posix_fallocate(fd, 0, size)
                 except OSError as err:
                     if err.errno not in (95, 22):  # EOPNOTSUPP / EINVAL: filesystem can't; fine
-                        raise OSError(err.errno, f"{path}: cannot reserve {size} bytes ({err.strerror})") from None
+                        raise OSError(
+                            err.errno, f"{path}: cannot reserve {size} bytes ({err.strerror})"
+                        ) from None
             _pwrite_all(fd, memoryview(self._headers[file]), 0, path)
 
     def write(self, name: str, tensor: torch.Tensor) -> None:
@@ -151,7 +153,9 @@ class ShardedSafetensorsWriter:
             )
         data = tensor.detach().contiguous().reshape(-1).view(torch.uint8).numpy()
         with self._file_locks[slot.file]:
-            _pwrite_all(self._fds[slot.file], memoryview(data), slot.offset, self.out_dir / slot.file)
+            _pwrite_all(
+                self._fds[slot.file], memoryview(data), slot.offset, self.out_dir / slot.file
+            )
         self._mark_written(name)
 
     def write_range(self, name: str, data: memoryview, start: int, done: bool) -> None:
@@ -164,7 +168,9 @@ class ShardedSafetensorsWriter:
         if done:
             self._mark_written(name)
 
-    def copy_range(self, name: str, src_fd: int, src_offset: int, start: int, nbytes: int, done: bool) -> None:
+    def copy_range(
+        self, name: str, src_fd: int, src_offset: int, start: int, nbytes: int, done: bool
+    ) -> None:
         """Copy `nbytes` of raw tensor bytes from another file into `name` at byte `start`
         of its slot, in the kernel (copy_file_range: no user-space copy). `done` marks the
         tensor complete. Raises OSError where the kernel or filesystem cannot."""
@@ -172,9 +178,14 @@ class ShardedSafetensorsWriter:
         fd, copied = self._fds[slot.file], 0
         with self._file_locks[slot.file]:
             while copied < nbytes:
-                count = os.copy_file_range(src_fd, fd, nbytes - copied, src_offset + copied, slot.offset + start + copied)
+                count = os.copy_file_range(
+                    src_fd, fd, nbytes - copied, src_offset + copied, slot.offset + start + copied
+                )
                 if count <= 0:
-                    raise OSError(5, f"{self.out_dir / slot.file}: copy_file_range stopped at {copied} of {nbytes} bytes")
+                    raise OSError(
+                        5,
+                        f"{self.out_dir / slot.file}: copy_file_range stopped at {copied} of {nbytes} bytes",
+                    )
                 copied += count
         if done:
             self._mark_written(name)

@@ -12,7 +12,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError, LocalByteStore, _check_relative_name
+from mfsdp_ckpt.storage.byte_store import (
+    ByteStore,
+    CheckpointFileError,
+    LocalByteStore,
+    _check_relative_name,
+)
 
 URL_SCHEMES = ("file://", "gs://", "s3://", "http://", "https://")
 _SIZE_IN_ERROR = re.compile(r"value of size (\d+)")
@@ -39,14 +44,18 @@ class TensorstoreByteStore:
         try:
             self._kv = ts.KvStore.open(self.root).result()
         except Exception as err:
-            raise CheckpointFileError(f"{url}: tensorstore cannot open it ({_first_line(err)})") from None
+            raise CheckpointFileError(
+                f"{url}: tensorstore cannot open it ({_first_line(err)})"
+            ) from None
 
     def _read(self, name: str, byte_range: slice | None) -> bytes:
         _check_relative_name(name)
         try:
             result = self._kv.read(name, byte_range=byte_range).result()
         except Exception as err:
-            raise CheckpointFileError(f"{self.root}{name}: read failed ({_first_line(err)})") from None
+            raise CheckpointFileError(
+                f"{self.root}{name}: read failed ({_first_line(err)})"
+            ) from None
         if result.state != "value":
             raise CheckpointFileError(f"{self.root}{name}: file is missing")
         return result.value
@@ -95,5 +104,7 @@ def open_store(location: str, io: str = "auto") -> ByteStore:
         url = location if is_url(location) else "file://" + str(Path(location).resolve())
         return TensorstoreByteStore(url)
     if is_url(location):
-        raise ValueError(f"{location}: a URL needs the tensorstore I/O layer (--io tensorstore or auto)")
+        raise ValueError(
+            f"{location}: a URL needs the tensorstore I/O layer (--io tensorstore or auto)"
+        )
     return LocalByteStore(location)

@@ -23,12 +23,18 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, MetadataIndex, TensorProperties
+from torch.distributed.checkpoint.metadata import (
+    ChunkStorageMetadata,
+    MetadataIndex,
+    TensorProperties,
+)
 from torch.distributed.checkpoint.planner import TensorWriteData, WriteItem, WriteItemType
 from torch.distributed.tensor import DTensor, Replicate, Shard
 
 
-def attach_uneven_chunk_metadata(state: dict[str, Any], group: dist.ProcessGroup | None = None) -> None:
+def attach_uneven_chunk_metadata(
+    state: dict[str, Any], group: dist.ProcessGroup | None = None
+) -> None:
     """Attach true chunk offsets to every DTensor in the (nested) `state`, in place.
 
     Collective over `group` (default: the world), the group the DTensors are sharded
@@ -47,7 +53,9 @@ def attach_uneven_chunk_metadata(state: dict[str, Any], group: dist.ProcessGroup
     if len(group_ranks) == 1:
         every_rank: list = [{}]
     else:
-        local_sizes = {key: tensor._local_tensor.shape[dim] for key, (tensor, dim) in sharded.items()}
+        local_sizes = {
+            key: tensor._local_tensor.shape[dim] for key, (tensor, dim) in sharded.items()
+        }
         every_rank = [None] * len(group_ranks)
         dist.all_gather_object(every_rank, local_sizes, group=group)
     before = every_rank[: dist.get_rank(group)]
@@ -68,14 +76,22 @@ def _dtensors(value: Any, key: str) -> Iterator[tuple[str, DTensor]]:
 def _sharded_tensor_dim(key: str, tensor: DTensor, group_ranks: list[int]) -> int | None:
     """The tensor dimension sharded over `group_ranks`, or None when no dimension is sharded."""
     mesh = tensor.device_mesh
-    sharded = [(i, p) for i, p in enumerate(tensor.placements) if not isinstance(p, Replicate) and mesh.size(i) > 1]
+    sharded = [
+        (i, p)
+        for i, p in enumerate(tensor.placements)
+        if not isinstance(p, Replicate) and mesh.size(i) > 1
+    ]
     if not sharded:
         return None
     mesh_dim, placement = sharded[0]
     if len(sharded) > 1 or not isinstance(placement, Shard):
-        raise ValueError(f"{key}: placements {tensor.placements} on mesh {mesh} are not one Shard plus Replicate")
+        raise ValueError(
+            f"{key}: placements {tensor.placements} on mesh {mesh} are not one Shard plus Replicate"
+        )
     if dist.get_process_group_ranks(mesh.get_group(mesh_dim)) != group_ranks:
-        raise ValueError(f"{key}: sharded over ranks {mesh.mesh.tolist()}, not the group of ranks {group_ranks}")
+        raise ValueError(
+            f"{key}: sharded over ranks {mesh.mesh.tolist()}, not the group of ranks {group_ranks}"
+        )
     return placement.dim
 
 
@@ -95,5 +111,11 @@ def _write_items(chunk: ChunkStorageMetadata, fqn: str, tensor: DTensor) -> list
     local = tensor._local_tensor
     if local.numel() == 0:
         return []
-    data = TensorWriteData(chunk=chunk, properties=TensorProperties.create_from_tensor(local), size=tensor.size())
-    return [WriteItem(type=WriteItemType.SHARD, index=MetadataIndex(fqn, chunk.offsets), tensor_data=data)]
+    data = TensorWriteData(
+        chunk=chunk, properties=TensorProperties.create_from_tensor(local), size=tensor.size()
+    )
+    return [
+        WriteItem(
+            type=WriteItemType.SHARD, index=MetadataIndex(fqn, chunk.offsets), tensor_data=data
+        )
+    ]

@@ -33,11 +33,15 @@ def epoch_order(num_rows: int, epoch: int, seed: int, shuffle: bool) -> list[int
     return order
 
 
-def global_batch(num_rows: int, global_batch_size: int, step: int, seed: int, shuffle: bool) -> list[int]:
+def global_batch(
+    num_rows: int, global_batch_size: int, step: int, seed: int, shuffle: bool
+) -> list[int]:
     """Row indices of optimizer step `step` (0-based); epochs drop their incomplete last batch."""
     per_epoch = num_rows // global_batch_size
     if per_epoch == 0:
-        raise ValueError(f"data.global_batch_size={global_batch_size} is larger than the {num_rows} training rows")
+        raise ValueError(
+            f"data.global_batch_size={global_batch_size} is larger than the {num_rows} training rows"
+        )
     epoch, index = divmod(step, per_epoch)
     order = epoch_order(num_rows, epoch, seed, shuffle)
     return order[index * global_batch_size : (index + 1) * global_batch_size]
@@ -54,7 +58,9 @@ def pack(lengths: dict[int, int], budget: int) -> list[list[int]]:
     for row in sorted(lengths, key=lambda r: (-lengths[r], r)):
         size = lengths[row]
         if size > budget:
-            raise ValueError(f"a {size}-token sequence exceeds data.max_tokens_per_micro_batch={budget}")
+            raise ValueError(
+                f"a {size}-token sequence exceeds data.max_tokens_per_micro_batch={budget}"
+            )
         for slot, free in enumerate(room):
             if size <= free:
                 bins[slot].append(row)
@@ -83,13 +89,19 @@ class MicroBatch:
     doc_lengths: list[int]  # for attention FLOPs
 
     def to(self, device: torch.device) -> MicroBatch:
-        return MicroBatch({k: v.to(device, non_blocking=True) for k, v in self.inputs.items()},
-                          self.tokens, self.targets, self.doc_lengths)
+        return MicroBatch(
+            {k: v.to(device, non_blocking=True) for k, v in self.inputs.items()},
+            self.tokens,
+            self.targets,
+            self.doc_lengths,
+        )
 
 
 def shifted_targets(example: Example) -> list[int]:
     ids, mask = example.input_ids, example.loss_mask
-    return [ids[t + 1] if mask[t + 1] else IGNORE_INDEX for t in range(len(ids) - 1)] + [IGNORE_INDEX]
+    return [ids[t + 1] if mask[t + 1] else IGNORE_INDEX for t in range(len(ids) - 1)] + [
+        IGNORE_INDEX
+    ]
 
 
 def document_boundaries(lengths: list[int]) -> torch.Tensor:
@@ -116,7 +128,9 @@ def collate_packed(examples: list[Example], pad_id: int) -> MicroBatch:
         "targets": torch.tensor([targets]),
         "cu_seqlens": document_boundaries([len(e) for e in examples]),
     }
-    return MicroBatch(inputs, len(ids), sum(t != IGNORE_INDEX for t in targets), [len(e) for e in examples])
+    return MicroBatch(
+        inputs, len(ids), sum(t != IGNORE_INDEX for t in targets), [len(e) for e in examples]
+    )
 
 
 def collate_padded(examples: list[Example], pad_id: int) -> MicroBatch:
@@ -133,8 +147,15 @@ def collate_padded(examples: list[Example], pad_id: int) -> MicroBatch:
         targets[row, :n] = torch.tensor(shifted_targets(example))
         mask[row, :n] = 1
     positions = torch.arange(width).expand(len(examples), width).clone()
-    inputs = {"input_ids": ids, "position_ids": positions, "targets": targets, "attention_mask": mask}
-    return MicroBatch(inputs, int(mask.sum()), int((targets != IGNORE_INDEX).sum()), [len(e) for e in examples])
+    inputs = {
+        "input_ids": ids,
+        "position_ids": positions,
+        "targets": targets,
+        "attention_mask": mask,
+    }
+    return MicroBatch(
+        inputs, int(mask.sum()), int((targets != IGNORE_INDEX).sum()), [len(e) for e in examples]
+    )
 
 
 def _empty(pad_id: int) -> MicroBatch:
@@ -148,7 +169,11 @@ def _empty(pad_id: int) -> MicroBatch:
 
 
 def plan_micro_batches(
-    examples: dict[int, Example], packing: bool, max_tokens: int, micro_batch_size: int, count: int | None = None
+    examples: dict[int, Example],
+    packing: bool,
+    max_tokens: int,
+    micro_batch_size: int,
+    count: int | None = None,
 ) -> list[list[int]]:
     """Row groups for this rank; with `count`, padded with empty groups to exactly that many."""
     if packing:

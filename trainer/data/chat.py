@@ -33,16 +33,24 @@ class Example:
         return sum(self.loss_mask[1:])
 
 
-def messages_of(row: dict[str, Any], messages_key: str, prompt_key: str, response_key: str) -> list[dict]:
+def messages_of(
+    row: dict[str, Any], messages_key: str, prompt_key: str, response_key: str
+) -> list[dict]:
     """verl's SFT `messages` column, or `prompt` (text or chat turns) + `response` text."""
     if messages_key in row and row[messages_key] is not None:
         messages = list(row[messages_key])
     elif prompt_key in row and response_key in row:
         prompt = row[prompt_key]
-        turns = list(prompt) if isinstance(prompt, (list, tuple)) else [{"role": "user", "content": str(prompt)}]
+        turns = (
+            list(prompt)
+            if isinstance(prompt, (list, tuple))
+            else [{"role": "user", "content": str(prompt)}]
+        )
         messages = turns + [{"role": "assistant", "content": str(row[response_key])}]
     else:
-        raise ChatFormatError(f"no '{messages_key}' column and no '{prompt_key}'/'{response_key}' columns")
+        raise ChatFormatError(
+            f"no '{messages_key}' column and no '{prompt_key}'/'{response_key}' columns"
+        )
     for turn in messages:
         if not isinstance(turn, dict) or "role" not in turn or "content" not in turn:
             raise ChatFormatError(f"each chat turn needs 'role' and 'content', found {turn!r}")
@@ -52,7 +60,9 @@ def messages_of(row: dict[str, Any], messages_key: str, prompt_key: str, respons
 
 
 def tokenize_chat(tokenizer: Any, messages: list[dict]) -> Example:
-    if "{% generation %}" in (tokenizer.chat_template or "") or "{%- generation %}" in (tokenizer.chat_template or ""):
+    if "{% generation %}" in (tokenizer.chat_template or "") or "{%- generation %}" in (
+        tokenizer.chat_template or ""
+    ):
         encoded = tokenizer.apply_chat_template(
             messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
         )
@@ -62,8 +72,11 @@ def tokenize_chat(tokenizer: Any, messages: list[dict]) -> Example:
 
 def _tokenize_by_prefixes(tokenizer: Any, messages: list[dict]) -> Example:
     def ids(turns: list[dict], add_generation_prompt: bool) -> list[int]:
-        return list(tokenizer.apply_chat_template(turns, tokenize=True, add_generation_prompt=add_generation_prompt,
-                                                  return_dict=True)["input_ids"])
+        return list(
+            tokenizer.apply_chat_template(
+                turns, tokenize=True, add_generation_prompt=add_generation_prompt, return_dict=True
+            )["input_ids"]
+        )
 
     full = ids(messages, False)
     mask = [0] * len(full)
@@ -73,8 +86,10 @@ def _tokenize_by_prefixes(tokenizer: Any, messages: list[dict]) -> Example:
         start = len(ids(messages[:index], True))
         through = ids(messages[: index + 1], False)
         if full[: len(through)] != through:
-            raise ChatFormatError("the chat template does not render conversations prefix by prefix; "
-                                  "add {% generation %} markers to it")
+            raise ChatFormatError(
+                "the chat template does not render conversations prefix by prefix; "
+                "add {% generation %} markers to it"
+            )
         for position in range(start, len(through)):
             mask[position] = 1
     return Example(full, mask)

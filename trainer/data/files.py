@@ -46,7 +46,8 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:
                 raise DataFileError(
-                    f"{path}:{number}: not UTF-8 text (byte {err.start} of the line)") from None
+                    f"{path}:{number}: not UTF-8 text (byte {err.start} of the line)"
+                ) from None
             if not line.strip():
                 continue
             try:

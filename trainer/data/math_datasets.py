@@ -57,7 +57,9 @@ def math_rows(rows: list[dict[str, Any]], split: str) -> tuple[list[dict], list[
 CONVERTERS = {"gsm8k": gsm8k_rows, "math": math_rows}
 
 
-def convert_files(dataset: str, inputs: list[str], out_dir: str | Path, split: str | None = None) -> dict[str, Path]:
+def convert_files(
+    dataset: str, inputs: list[str], out_dir: str | Path, split: str | None = None
+) -> dict[str, Path]:
     """Convert each input file; the split name is `split` or the file's stem (train, test)."""
     written = {}
     for path in inputs:
@@ -81,12 +83,17 @@ def _require(row: dict[str, Any], index: int, *columns: str) -> list[str]:
 
 def _sft_row(prompt: str, response: str, split: str, index: int) -> dict[str, Any]:
     return {
-        "messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": response}],
+        "messages": [
+            {"role": "user", "content": prompt},
+            {"role": "assistant", "content": response},
+        ],
         "extra_info": {"split": split, "index": index},
     }
 
 
-def _rl_row(source: str, prompt: str, truth: str, split: str, index: int, question: str, answer: str) -> dict[str, Any]:
+def _rl_row(
+    source: str, prompt: str, truth: str, split: str, index: int, question: str, answer: str
+) -> dict[str, Any]:
     return {
         "data_source": source,
         "prompt": [{"role": "user", "content": prompt}],

@@ -12,19 +12,27 @@ from trainer.data.chat import ChatFormatError, Example, messages_of, tokenize_ch
 from trainer.data.files import read_rows
 
 
-def tokenize_rows(rows: list[dict[str, Any]], cfg: DataConfig, tokenizer: Any, label: str, progress: bool) -> list[Example]:
+def tokenize_rows(
+    rows: list[dict[str, Any]], cfg: DataConfig, tokenizer: Any, label: str, progress: bool
+) -> list[Example]:
     examples = []
-    for index, row in enumerate(tqdm(rows, desc=f"tokenize {label}", disable=not progress, leave=False)):
+    for index, row in enumerate(
+        tqdm(rows, desc=f"tokenize {label}", disable=not progress, leave=False)
+    ):
         where = f"{label} row {index}"
         try:
             messages = messages_of(row, cfg.messages_key, cfg.prompt_key, cfg.response_key)
         except ChatFormatError as err:
             raise ChatFormatError(f"{where}: {err}") from None
-        examples.append(truncate(tokenize_chat(tokenizer, messages), cfg.max_length, cfg.truncation, where))
+        examples.append(
+            truncate(tokenize_chat(tokenizer, messages), cfg.max_length, cfg.truncation, where)
+        )
     return examples
 
 
-def load_sft_splits(cfg: DataConfig, tokenizer: Any, seed: int, progress: bool) -> tuple[list[Example], list[Example]]:
+def load_sft_splits(
+    cfg: DataConfig, tokenizer: Any, seed: int, progress: bool
+) -> tuple[list[Example], list[Example]]:
     """(train, validation) examples; validation from `val_files`, else a seeded `val_ratio` hold-out."""
     if not cfg.train_files:
         raise ConfigError("data.train_files: no training files given")
@@ -40,5 +48,7 @@ def load_sft_splits(cfg: DataConfig, tokenizer: Any, seed: int, progress: bool) 
     else:
         val_rows = []
     train = tokenize_rows(rows, cfg, tokenizer, ",".join(cfg.train_files), progress)
-    val = tokenize_rows(val_rows, cfg, tokenizer, ",".join(cfg.val_files) or "validation split", progress)
+    val = tokenize_rows(
+        val_rows, cfg, tokenizer, ",".join(cfg.val_files) or "validation split", progress
+    )
     return train, val

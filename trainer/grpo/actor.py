@@ -29,9 +29,20 @@ def attach_logprob_forward(model: torch.nn.Module) -> None:
     """`model(input_ids, attention_mask, position_ids, response_length, temperature, entropy)`
     -> (log-probs (B, R), entropies (B, R) or None) of the last R tokens."""
 
-    def forward(self, input_ids, attention_mask, position_ids, response_length, temperature=1.0, entropy=ENTROPY_NONE):
+    def forward(
+        self,
+        input_ids,
+        attention_mask,
+        position_ids,
+        response_length,
+        temperature=1.0,
+        entropy=ENTROPY_NONE,
+    ):
         hidden = self.model(
-            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            use_cache=False,
         ).last_hidden_state
         logits = self.lm_head(hidden[:, -response_length - 1 : -1]).float()
         log_probs = token_log_probs(logits, input_ids[:, -response_length:], temperature)
@@ -77,17 +88,28 @@ def model_inputs(data: RolloutData, rows: torch.Tensor, device: torch.device) ->
     prompt_mask, response_mask = data.prompt_mask[rows], data.response_mask[rows]
     prompt_len = max(1, int(prompt_mask.sum(1).max()))
     response_len = max(1, int(response_mask.sum(1).max()))
-    ids = torch.cat([data.prompt_ids[rows, -prompt_len:], data.response_ids[rows, :response_len]], dim=1)
+    ids = torch.cat(
+        [data.prompt_ids[rows, -prompt_len:], data.response_ids[rows, :response_len]], dim=1
+    )
     mask = torch.cat([prompt_mask[:, -prompt_len:], response_mask[:, :response_len]], dim=1)
     positions = (mask.cumsum(1) - 1).clamp(min=0)
-    inputs = dict(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
-                  response_length=response_len)
+    inputs = dict(
+        input_ids=ids.to(device),
+        attention_mask=mask.to(device),
+        position_ids=positions.to(device),
+        response_length=response_len,
+    )
     return inputs, response_len
 
 
 @torch.no_grad()
-def compute_log_probs(model: torch.nn.Module, data: RolloutData, micro_batch: int, temperature: float,
-                      device: torch.device) -> torch.Tensor:
+def compute_log_probs(
+    model: torch.nn.Module,
+    data: RolloutData,
+    micro_batch: int,
+    temperature: float,
+    device: torch.device,
+) -> torch.Tensor:
     """(B, R) log-probs of the responses, 0 off the mask; micro-batches of `micro_batch` rows."""
     out = torch.zeros(data.response_ids.shape, dtype=torch.float32)
     for start in range(0, data.rows, micro_batch):
@@ -127,12 +149,16 @@ def micro_batch_loss(
     mask = data.response_mask[rows, :width].to(device)
     old = data.old_log_probs[rows, :width].to(device)
     advantages = data.advantages[rows, :width].to(device)
-    terms = ppo_clip_loss(log_probs, old, advantages, cfg.clip_ratio_low, cfg.clip_ratio_high, cfg.clip_ratio_c)
+    terms = ppo_clip_loss(
+        log_probs, old, advantages, cfg.clip_ratio_low, cfg.clip_ratio_high, cfg.clip_ratio_c
+    )
     agg = lambda values: aggregate(values, mask, cfg.loss_agg_mode, scale)  # noqa: E731
     pg_loss = agg(terms.loss)
     loss = pg_loss
     if cfg.use_kl_loss:
-        kl_loss = agg(kl_penalty(log_probs, data.ref_log_probs[rows, :width].to(device), cfg.kl_loss_type))
+        kl_loss = agg(
+            kl_penalty(log_probs, data.ref_log_probs[rows, :width].to(device), cfg.kl_loss_type)
+        )
         loss = loss + cfg.kl_loss_coef * kl_loss
         stats.kl_loss += float(kl_loss.detach())
     entropy_loss = agg(entropy)
@@ -141,7 +167,9 @@ def micro_batch_loss(
     with torch.no_grad():
         stats.pg_loss += float(pg_loss)
         stats.entropy += float(entropy_loss)
-        share = float(mask.sum()) / max(scale.tokens, 1.0) * scale.dp_size  # token-weighted metric share
+        share = (
+            float(mask.sum()) / max(scale.tokens, 1.0) * scale.dp_size
+        )  # token-weighted metric share
         stats.clipfrac += float(masked_mean(terms.clipped.float(), mask)) * share
         stats.clipfrac_lower += float(masked_mean(terms.clipped_lower.float(), mask)) * share
         stats.ppo_kl += float(masked_mean(terms.neg_log_ratio, mask)) * share

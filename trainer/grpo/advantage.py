@@ -23,7 +23,9 @@ def group_advantages(
 ) -> torch.Tensor:
     """Per-response advantages (shape like `scores`, one per response) from per-group statistics."""
     if scores.dim() != 1 or len(group_ids) != scores.shape[0]:
-        raise ValueError(f"scores must be 1-D with one group id each, got {tuple(scores.shape)} and {len(group_ids)} ids")
+        raise ValueError(
+            f"scores must be 1-D with one group id each, got {tuple(scores.shape)} and {len(group_ids)} ids"
+        )
     scores = scores.detach().float()
     members: dict[Hashable, list[int]] = {}
     for position, group in enumerate(group_ids):
@@ -49,5 +51,7 @@ def grpo_token_advantages(
     norm_adv_by_std: bool = True,
 ) -> torch.Tensor:
     """verl's `compute_grpo_outcome_advantage`: (batch, response_len) advantages, 0 off the mask."""
-    per_response = group_advantages(scores, group_ids, epsilon=epsilon, norm_adv_by_std=norm_adv_by_std)
+    per_response = group_advantages(
+        scores, group_ids, epsilon=epsilon, norm_adv_by_std=norm_adv_by_std
+    )
     return per_response.unsqueeze(-1) * response_mask.to(per_response.dtype)

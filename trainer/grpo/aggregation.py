@@ -23,7 +23,12 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+LOSS_AGG_MODES = (
+    "token-mean",
+    "seq-mean-token-sum",
+    "seq-mean-token-mean",
+    "seq-mean-token-sum-norm",
+)
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,9 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (values * mask).sum() / mask.sum().clamp(min=1)
 
 
-def aggregate(loss_mat: torch.Tensor, mask: torch.Tensor, mode: str, scale: LossScale | None = None) -> torch.Tensor:
+def aggregate(
+    loss_mat: torch.Tensor, mask: torch.Tensor, mode: str, scale: LossScale | None = None
+) -> torch.Tensor:
     """This micro-batch's share of the global loss; without `scale`, the loss of this batch alone."""
     if mode not in LOSS_AGG_MODES:
         raise ValueError(f"loss_agg_mode {mode!r} is not one of {', '.join(LOSS_AGG_MODES)}")

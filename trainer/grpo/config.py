@@ -48,7 +48,9 @@ class ActorConfig:
     clip_ratio_low: NonNegative[float] = 0.2
     clip_ratio_high: NonNegative[float] = 0.2
     clip_ratio_c: AboveOne = 3.0  # dual-clip bound for negative advantages
-    loss_agg_mode: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = "token-mean"
+    loss_agg_mode: Literal[
+        "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
+    ] = "token-mean"
     use_kl_loss: bool = True
     kl_loss_coef: NonNegative[float] = 0.001
     kl_loss_type: Literal["k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl"] = "low_var_kl"
@@ -76,7 +78,9 @@ class RolloutConfig:
     gpu_memory_utilization: UnitPositive = 0.5  # vllm
     enforce_eager: bool = False  # vllm: no CUDA graphs
     cuda_graphs: bool = True  # hf: capture the decode step on CUDA
-    fused_ops: bool = True  # hf: torch.compile-fuse the captured step's norms, rotary, SiLU, softmax
+    fused_ops: bool = (
+        True  # hf: torch.compile-fuse the captured step's norms, rotary, SiLU, softmax
+    )
     max_num_seqs: Positive[int] = 1024  # hf: sequences decoded together
 
 

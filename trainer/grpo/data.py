@@ -34,18 +34,26 @@ def chat_turns(prompt: Any) -> list[dict]:
         return [{"role": "user", "content": prompt}]
     turns = list(prompt)
     if not turns or not all(isinstance(t, dict) and "role" in t and "content" in t for t in turns):
-        raise RLDataError(f"prompt must be text or a list of {{role, content}} turns, found {prompt!r}")
+        raise RLDataError(
+            f"prompt must be text or a list of {{role, content}} turns, found {prompt!r}"
+        )
     return [{"role": t["role"], "content": t["content"]} for t in turns]
 
 
 def load_rl_prompts(
-    files: list[str], cfg: RLDataConfig, tokenizer: Any, progress: bool = False, limit: int | None = None
+    files: list[str],
+    cfg: RLDataConfig,
+    tokenizer: Any,
+    progress: bool = False,
+    limit: int | None = None,
 ) -> tuple[list[RLPrompt], int]:
     """(prompts, number of rows dropped for being longer than data.max_prompt_length)."""
     label = ",".join(files)
     rows = read_rows(files)[:limit]
     prompts, dropped = [], 0
-    for index, row in enumerate(tqdm(rows, desc=f"tokenize {label}", disable=not progress, leave=False)):
+    for index, row in enumerate(
+        tqdm(rows, desc=f"tokenize {label}", disable=not progress, leave=False)
+    ):
         where = f"{label} row {index}"
         if cfg.prompt_key not in row:
             raise RLDataError(f"{where}: no '{cfg.prompt_key}' column (found {sorted(row)})")
@@ -56,7 +64,11 @@ def load_rl_prompts(
             turns = chat_turns(row[cfg.prompt_key])
         except RLDataError as err:
             raise RLDataError(f"{where}: {err}") from None
-        ids = list(tokenizer.apply_chat_template(turns, tokenize=True, add_generation_prompt=True, return_dict=True)["input_ids"])
+        ids = list(
+            tokenizer.apply_chat_template(
+                turns, tokenize=True, add_generation_prompt=True, return_dict=True
+            )["input_ids"]
+        )
         if len(ids) > cfg.max_prompt_length:
             if not cfg.filter_overlong_prompts:
                 raise RLDataError(
@@ -65,5 +77,12 @@ def load_rl_prompts(
                 )
             dropped += 1
             continue
-        prompts.append(RLPrompt(ids, str(row.get("data_source", "")), reward_model["ground_truth"], row.get("extra_info")))
+        prompts.append(
+            RLPrompt(
+                ids,
+                str(row.get("data_source", "")),
+                reward_model["ground_truth"],
+                row.get("extra_info"),
+            )
+        )
     return prompts, dropped

@@ -16,7 +16,9 @@ import torch
 KL_TYPES = ("k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl")
 
 
-def kl_penalty(log_prob: torch.Tensor, ref_log_prob: torch.Tensor, kl_type: str = "low_var_kl") -> torch.Tensor:
+def kl_penalty(
+    log_prob: torch.Tensor, ref_log_prob: torch.Tensor, kl_type: str = "low_var_kl"
+) -> torch.Tensor:
     """Per-token KL estimate of the policy from the reference (same shape as the inputs)."""
     diff = log_prob - ref_log_prob
     if kl_type in ("k1", "kl"):

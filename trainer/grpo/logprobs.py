@@ -9,7 +9,9 @@ from __future__ import annotations
 import torch
 
 
-def token_log_probs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+def token_log_probs(
+    logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0
+) -> torch.Tensor:
     """log p(tokens) under softmax(logits / temperature); logits (..., V), tokens (...) -> (...)."""
     logits = logits.float()
     if temperature != 1.0:

@@ -21,7 +21,9 @@ class PolicyLossTerms:
     loss: torch.Tensor
     clipped: torch.Tensor  # the clipped branch was taken (ratio outside [1-low, 1+high] against A)
     clipped_lower: torch.Tensor  # the dual-clip cap was taken (A < 0 only)
-    neg_log_ratio: torch.Tensor  # log pi_old - log pi, whose mean is the approximate KL to the old policy
+    neg_log_ratio: (
+        torch.Tensor
+    )  # log pi_old - log pi, whose mean is the approximate KL to the old policy
 
 
 def ppo_clip_loss(

@@ -28,7 +28,14 @@ import torch
 from trainer.config import ConfigError
 from trainer.data.batching import global_batch, rank_share
 from trainer.distributed import DistEnv, all_reduce_max, all_reduce_sum
-from trainer.grpo.actor import RolloutData, attach_logprob_forward, compute_log_probs, left_pad, micro_batch_loss, UpdateStats
+from trainer.grpo.actor import (
+    RolloutData,
+    attach_logprob_forward,
+    compute_log_probs,
+    left_pad,
+    micro_batch_loss,
+    UpdateStats,
+)
 from trainer.grpo.advantage import grpo_token_advantages
 from trainer.grpo.aggregation import LossScale
 from trainer.grpo.config import GRPOConfig
@@ -91,19 +98,26 @@ class GRPOSteps(StepHooks):
         if run.is_due(cfg.checkpoint.save_every, done) or done == run.stop:
             timing: dict[str, float] = {}
             with _timed(timing, "timing/checkpoint_s", self.env.device):
-                run.save(done, info={"reference_model": self.reference_source,
-                                     "total_steps": run.total_steps,
-                                     "reward_mean": record.get("reward/mean"),
-                                     "rollout": self.rollout_name})
+                run.save(
+                    done,
+                    info={
+                        "reference_model": self.reference_source,
+                        "total_steps": run.total_steps,
+                        "reward_mean": record.get("reward/mean"),
+                        "rollout": self.rollout_name,
+                    },
+                )
             record.update(timing)
         if run.should_log(done):
             metrics.log(done, record)
 
     def bar_postfix(self, record: dict[str, Any]) -> dict[str, str]:
-        shown = {"reward": f"{record['reward/mean']:.3f}",
-                 "len": f"{record['response/length_mean']:.0f}",
-                 "kl": f"{record.get('actor/kl_loss', 0.0):.4f}",
-                 "tok/s": f"{record['perf/tokens_per_s']:.0f}"}
+        shown = {
+            "reward": f"{record['reward/mean']:.3f}",
+            "len": f"{record['response/length_mean']:.0f}",
+            "kl": f"{record.get('actor/kl_loss', 0.0):.4f}",
+            "tok/s": f"{record['perf/tokens_per_s']:.0f}",
+        }
         if "val/accuracy" in record:
             shown["val"] = f"{record['val/accuracy']:.3f}"
         return shown
@@ -118,38 +132,51 @@ class GRPOSteps(StepHooks):
     def close(self) -> None:
         self.engine.close()
 
-    def _score(self, prompts: list[RLPrompt], prompt_index: list[int],
-               responses: list[list[int]]):
+    def _score(self, prompts: list[RLPrompt], prompt_index: list[int], responses: list[list[int]]):
         texts = self.tokenizer.batch_decode(responses, skip_special_tokens=True)
         rows = [prompts[i] for i in prompt_index]
-        return self.scorer([r.data_source for r in rows], texts, [r.ground_truth for r in rows],
-                           [r.extra_info for r in rows])
+        return self.scorer(
+            [r.data_source for r in rows],
+            texts,
+            [r.ground_truth for r in rows],
+            [r.extra_info for r in rows],
+        )
 
     def train_step(self, step: int) -> dict[str, Any]:
         cfg, env = self.cfg, self.env
         times: dict[str, float] = {}
         started = time.perf_counter()
-        batch_rows = global_batch(len(self.train), cfg.data.train_batch_size, step,
-                                  cfg.trainer.seed, cfg.data.shuffle)
+        batch_rows = global_batch(
+            len(self.train), cfg.data.train_batch_size, step, cfg.trainer.seed, cfg.data.shuffle
+        )
         rows = rank_share(batch_rows, env.rank, env.world_size)
         prompts = [self.train[i] for i in rows]
-        params = SamplingParams(n=cfg.rollout.n, temperature=cfg.rollout.temperature,
-                                top_p=cfg.rollout.top_p, top_k=cfg.rollout.top_k,
-                                max_tokens=cfg.rollout.max_response_length,
-                                seed=(cfg.trainer.seed * 1_000_003 + step) * 4096 + env.rank,
-                                logprobs=cfg.rollout.temperature == 1.0)
+        params = SamplingParams(
+            n=cfg.rollout.n,
+            temperature=cfg.rollout.temperature,
+            top_p=cfg.rollout.top_p,
+            top_k=cfg.rollout.top_k,
+            max_tokens=cfg.rollout.max_response_length,
+            seed=(cfg.trainer.seed * 1_000_003 + step) * 4096 + env.rank,
+            logprobs=cfg.rollout.temperature == 1.0,
+        )
         with _timed(times, "timing/rollout_s", env.device):
             batch = self.engine.generate([p.prompt_ids for p in prompts], params)
         responses = batch.token_lists()
         with _timed(times, "timing/reward_s", env.device):
             scores = self._score(prompts, batch.prompt_index, responses)
         rewards = torch.tensor(scores.rewards, dtype=torch.float32)
-        prompt_ids, prompt_mask = left_pad([prompts[i].prompt_ids for i in batch.prompt_index],
-                                           self.pad_id)
+        prompt_ids, prompt_mask = left_pad(
+            [prompts[i].prompt_ids for i in batch.prompt_index], self.pad_id
+        )
         data = RolloutData(prompt_ids, prompt_mask, batch.response_ids, batch.response_mask)
         data.advantages = grpo_token_advantages(
-            rewards, data.response_mask, batch.prompt_index, cfg.algorithm.epsilon,
-            cfg.algorithm.norm_adv_by_std_in_grpo)
+            rewards,
+            data.response_mask,
+            batch.prompt_index,
+            cfg.algorithm.epsilon,
+            cfg.algorithm.norm_adv_by_std_in_grpo,
+        )
         micro, temperature = cfg.actor.log_prob_micro_batch_size_per_gpu, cfg.rollout.temperature
         with _timed(times, "timing/old_log_prob_s", env.device):
             data.old_log_probs = compute_log_probs(self.actor, data, micro, temperature, env.device)
@@ -159,8 +186,9 @@ class GRPOSteps(StepHooks):
             mismatch = float(gap.sum())
         if self.reference is not None:
             with _timed(times, "timing/ref_log_prob_s", env.device):
-                data.ref_log_probs = compute_log_probs(self.reference, data, micro, temperature,
-                                                       env.device)
+                data.ref_log_probs = compute_log_probs(
+                    self.reference, data, micro, temperature, env.device
+                )
         with _timed(times, "timing/update_s", env.device):
             update = self.update_policy(data, step)
         with _timed(times, "timing/weight_push_s", env.device):
@@ -168,10 +196,21 @@ class GRPOSteps(StepHooks):
         lengths = data.response_mask.sum(1).float()
         response_tokens, prompt_tokens = float(lengths.sum()), float(prompt_mask.sum())
         truncated = float((lengths >= cfg.rollout.max_response_length).sum())
-        (reward_sum, reward_sq, accuracy_sum, count, truncated, tokens, prompt_total,
-         mismatch) = all_reduce_sum(
-            [float(rewards.sum()), float((rewards ** 2).sum()), sum(scores.accuracy),
-             len(responses), truncated, response_tokens, prompt_tokens, mismatch], env.device)
+        (reward_sum, reward_sq, accuracy_sum, count, truncated, tokens, prompt_total, mismatch) = (
+            all_reduce_sum(
+                [
+                    float(rewards.sum()),
+                    float((rewards**2).sum()),
+                    sum(scores.accuracy),
+                    len(responses),
+                    truncated,
+                    response_tokens,
+                    prompt_tokens,
+                    mismatch,
+                ],
+                env.device,
+            )
+        )
         length_max = all_reduce_max(float(lengths.max()), env.device)
         mean = reward_sum / count
         seconds = time.perf_counter() - started
@@ -186,12 +225,14 @@ class GRPOSteps(StepHooks):
             **times,
             # mean |log p_engine - log p_actor| per response token: 0 up to precision when the
             # weight push works
-            "rollout/actor_logprob_diff": (mismatch / max(tokens, 1.0)
-                                           if batch.logprobs is not None else None),
+            "rollout/actor_logprob_diff": (
+                mismatch / max(tokens, 1.0) if batch.logprobs is not None else None
+            ),
             "timing/step_s": seconds,
             "perf/tokens_per_s": (tokens + prompt_total) / seconds,
-            "perf/rollout_tokens_per_s": (tokens / max(times["timing/rollout_s"], 1e-9)
-                                          / env.world_size),
+            "perf/rollout_tokens_per_s": (
+                tokens / max(times["timing/rollout_s"], 1e-9) / env.world_size
+            ),
         }
         return record
 
@@ -212,19 +253,30 @@ class GRPOSteps(StepHooks):
                 mini = order[start : start + per_rank_mini]
                 micro = actor_cfg.ppo_micro_batch_size_per_gpu
                 micro_batches = [mini[i : i + micro] for i in range(0, len(mini), micro)]
-                scale = LossScale.of([data.response_mask[m].to(env.device) for m in micro_batches],
-                                     norm_length=cfg.rollout.max_response_length)
+                scale = LossScale.of(
+                    [data.response_mask[m].to(env.device) for m in micro_batches],
+                    norm_length=cfg.rollout.max_response_length,
+                )
                 stats = UpdateStats()
                 for rows in micro_batches:
-                    loss = micro_batch_loss(self.actor, data, rows, actor_cfg, scale,
-                                            cfg.rollout.temperature, env.device, stats)
+                    loss = micro_batch_loss(
+                        self.actor,
+                        data,
+                        rows,
+                        actor_cfg,
+                        scale,
+                        cfg.rollout.temperature,
+                        env.device,
+                        stats,
+                    )
                     loss.backward()
                 self.strategy.before_optimizer_step(self.actor)
                 trainable = self.strategy.trainable_params(self.actor, self.optimizer)
                 grad_norm = clip_grad_norm(trainable, cfg.optim.clip_grad, env.device)
                 if not math.isfinite(grad_norm):
-                    raise NonFiniteGradientError(f"step {step + 1}: gradient norm is {grad_norm}; "
-                                             "stopping before the update")
+                    raise NonFiniteGradientError(
+                        f"step {step + 1}: gradient norm is {grad_norm}; stopping before the update"
+                    )
                 set_lr(self.optimizer, lr)
                 self.optimizer.step()
                 self.strategy.zero_grad(self.optimizer)
@@ -236,8 +288,13 @@ class GRPOSteps(StepHooks):
         record = {f"actor/{key}": value / updates for key, value in vars(totals).items()}
         if not actor_cfg.use_kl_loss:
             record.pop("actor/kl_loss")
-        record.update({"actor/grad_norm": sum(grad_norms) / len(grad_norms), "actor/lr": lr,
-                       "actor/updates": updates})
+        record.update(
+            {
+                "actor/grad_norm": sum(grad_norms) / len(grad_norms),
+                "actor/lr": lr,
+                "actor/updates": updates,
+            }
+        )
         return record
 
     @torch.no_grad()
@@ -252,10 +309,13 @@ class GRPOSteps(StepHooks):
             batch = self.engine.generate([p.prompt_ids for p in prompts], greedy)
             scores = self._score(prompts, batch.prompt_index, batch.token_lists())
             reward_sum, accuracy_sum = sum(scores.rewards), sum(scores.accuracy)
-        reward_sum, accuracy_sum, count = all_reduce_sum([reward_sum, accuracy_sum, len(prompts)],
-                                                         env.device)
-        return {"val/reward": reward_sum / max(count, 1),
-                "val/accuracy": accuracy_sum / max(count, 1)}
+        reward_sum, accuracy_sum, count = all_reduce_sum(
+            [reward_sum, accuracy_sum, len(prompts)], env.device
+        )
+        return {
+            "val/reward": reward_sum / max(count, 1),
+            "val/accuracy": accuracy_sum / max(count, 1),
+        }
 
 
 def push_weights(steps: GRPOSteps) -> None:
@@ -272,21 +332,31 @@ def run_grpo(cfg: GRPOConfig) -> GRPOResult:
 def check_config(cfg: GRPOConfig, world_size: int) -> None:
     """Batch arithmetic that must hold before anything starts; each message names the keys."""
     data, actor, n = cfg.data, cfg.actor, cfg.rollout.n
-    for key, value in (("data.train_batch_size", data.train_batch_size), ("actor.ppo_mini_batch_size", actor.ppo_mini_batch_size),
-                       ("actor.ppo_micro_batch_size_per_gpu", actor.ppo_micro_batch_size_per_gpu),
-                       ("actor.log_prob_micro_batch_size_per_gpu", actor.log_prob_micro_batch_size_per_gpu),
-                       ("actor.ppo_epochs", actor.ppo_epochs), ("rollout.n", n)):
+    for key, value in (
+        ("data.train_batch_size", data.train_batch_size),
+        ("actor.ppo_mini_batch_size", actor.ppo_mini_batch_size),
+        ("actor.ppo_micro_batch_size_per_gpu", actor.ppo_micro_batch_size_per_gpu),
+        ("actor.log_prob_micro_batch_size_per_gpu", actor.log_prob_micro_batch_size_per_gpu),
+        ("actor.ppo_epochs", actor.ppo_epochs),
+        ("rollout.n", n),
+    ):
         if value < 1:
             raise ConfigError(f"{key} must be >= 1, got {value}")
     if data.train_batch_size % actor.ppo_mini_batch_size:
-        raise ConfigError(f"data.train_batch_size={data.train_batch_size} must be a multiple of "
-                          f"actor.ppo_mini_batch_size={actor.ppo_mini_batch_size}")
+        raise ConfigError(
+            f"data.train_batch_size={data.train_batch_size} must be a multiple of "
+            f"actor.ppo_mini_batch_size={actor.ppo_mini_batch_size}"
+        )
     if actor.ppo_mini_batch_size % world_size:
-        raise ConfigError(f"actor.ppo_mini_batch_size={actor.ppo_mini_batch_size} prompts must split evenly over "
-                          f"{world_size} ranks")
+        raise ConfigError(
+            f"actor.ppo_mini_batch_size={actor.ppo_mini_batch_size} prompts must split evenly over "
+            f"{world_size} ranks"
+        )
     if (actor.ppo_mini_batch_size // world_size * n) % actor.ppo_micro_batch_size_per_gpu:
-        raise ConfigError(f"a rank's mini-batch ({actor.ppo_mini_batch_size // world_size} prompts x rollout.n={n}) "
-                          f"must be a multiple of actor.ppo_micro_batch_size_per_gpu={actor.ppo_micro_batch_size_per_gpu}")
+        raise ConfigError(
+            f"a rank's mini-batch ({actor.ppo_mini_batch_size // world_size} prompts x rollout.n={n}) "
+            f"must be a multiple of actor.ppo_micro_batch_size_per_gpu={actor.ppo_micro_batch_size_per_gpu}"
+        )
     if cfg.trainer.log_every < 1:
         raise ConfigError("trainer.log_every must be >= 1")
     refuse_lora(lora_enabled(cfg.model), "GRPO")
@@ -303,7 +373,9 @@ def _timed(times: dict[str, float], key: str, device: torch.device):
     times[key] = times.get(key, 0.0) + time.perf_counter() - started
 
 
-def _build_policy(cfg: GRPOConfig, hf_config: Any, strategy: Strategy, env: DistEnv) -> torch.nn.Module:
+def _build_policy(
+    cfg: GRPOConfig, hf_config: Any, strategy: Strategy, env: DistEnv
+) -> torch.nn.Module:
     model = build_model(cfg.model, hf_config, env.device, cfg.trainer.seed)
     attach_logprob_forward(model)
     return strategy.wrap(model)
@@ -327,15 +399,19 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
     train, dropped = load_rl_prompts(cfg.data.train_files, cfg.data, tokenizer, progress=show)
     val = []
     if cfg.data.val_files:
-        val = load_rl_prompts(cfg.data.val_files, cfg.data, tokenizer,
-                              limit=cfg.data.val_max_samples)[0]
+        val = load_rl_prompts(
+            cfg.data.val_files, cfg.data, tokenizer, limit=cfg.data.val_max_samples
+        )[0]
     batch_size = cfg.data.train_batch_size
-    total_steps = planned_steps(cfg, "data.train_batch_size", batch_size, len(train),
-                                "usable training prompts")
+    total_steps = planned_steps(
+        cfg, "data.train_batch_size", batch_size, len(train), "usable training prompts"
+    )
     strategy = make_strategy(cfg.strategy, env)
     actor = _build_policy(cfg, hf_config, strategy, env)
     optimizer = strategy.build_optimizer(actor, cfg.optim)
-    reference = _build_policy(cfg, hf_config, strategy, env).eval() if cfg.actor.use_kl_loss else None
+    reference = (
+        _build_policy(cfg, hf_config, strategy, env).eval() if cfg.actor.use_kl_loss else None
+    )
     max_model_len = cfg.data.max_prompt_length + cfg.rollout.max_response_length
     name = engine_name(cfg.rollout.name)
 
@@ -343,31 +419,62 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
         write_hf_assets(target, hf_config, tokenizer, cfg.model.path)
 
     engine = build_rollout_engine(
-        name, hf_config=hf_config, tokenizer=tokenizer, model_path=cfg.model.path,
-        assets_dir=run_dir / ROLLOUT_ASSETS_DIR / f"rank{env.rank}", write_assets=write_assets,
-        device=env.device, dtype=_rollout_dtype(cfg, env.device), max_model_len=max_model_len,
-        seed=cfg.trainer.seed + env.rank, gpu_memory_utilization=cfg.rollout.gpu_memory_utilization,
-        enforce_eager=cfg.rollout.enforce_eager, cuda_graphs=cfg.rollout.cuda_graphs,
-        fused_ops=cfg.rollout.fused_ops, max_num_seqs=cfg.rollout.max_num_seqs,
+        name,
+        hf_config=hf_config,
+        tokenizer=tokenizer,
+        model_path=cfg.model.path,
+        assets_dir=run_dir / ROLLOUT_ASSETS_DIR / f"rank{env.rank}",
+        write_assets=write_assets,
+        device=env.device,
+        dtype=_rollout_dtype(cfg, env.device),
+        max_model_len=max_model_len,
+        seed=cfg.trainer.seed + env.rank,
+        gpu_memory_utilization=cfg.rollout.gpu_memory_utilization,
+        enforce_eager=cfg.rollout.enforce_eager,
+        cuda_graphs=cfg.rollout.cuda_graphs,
+        fused_ops=cfg.rollout.fused_ops,
+        max_num_seqs=cfg.rollout.max_num_seqs,
     )
     scorer = RewardScorer(cfg.reward.path, cfg.reward.name)
     run = TrainingRun.open(
-        "grpo", cfg, env, strategy=strategy, model=actor, optimizer=optimizer, hf_config=hf_config,
-        hf_assets=write_assets, batch_size=batch_size, train_rows=len(train),
+        "grpo",
+        cfg,
+        env,
+        strategy=strategy,
+        model=actor,
+        optimizer=optimizer,
+        hf_config=hf_config,
+        hf_assets=write_assets,
+        batch_size=batch_size,
+        train_rows=len(train),
         total_steps=total_steps,
     )
-    run.announce(f"{strategy.name} on {env.world_size} x {env.device.type}, rollout {name}, "
-                 f"{len(train)} train prompts ({dropped} over data.max_prompt_length dropped), "
-                 f"{len(val)} val")
+    run.announce(
+        f"{strategy.name} on {env.world_size} x {env.device.type}, rollout {name}, "
+        f"{len(train)} train prompts ({dropped} over data.max_prompt_length dropped), "
+        f"{len(val)} val"
+    )
     steps = GRPOSteps(
-        run=run, strategy=strategy, actor=actor, optimizer=optimizer, reference=reference,
-        engine=engine, scorer=scorer, tokenizer=tokenizer,
-        pad_id=(tokenizer.pad_token_id if tokenizer.pad_token_id is not None
-                else tokenizer.eos_token_id),
-        train=train, val=val, rollout_name=name,
-        reference_source={"path": cfg.model.path,
-                          "shape": cfg.model.shape if cfg.model.path is None else None,
-                          "random_init": cfg.model.random_init, "seed": cfg.trainer.seed},
+        run=run,
+        strategy=strategy,
+        actor=actor,
+        optimizer=optimizer,
+        reference=reference,
+        engine=engine,
+        scorer=scorer,
+        tokenizer=tokenizer,
+        pad_id=(
+            tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        ),
+        train=train,
+        val=val,
+        rollout_name=name,
+        reference_source={
+            "path": cfg.model.path,
+            "shape": cfg.model.shape if cfg.model.path is None else None,
+            "random_init": cfg.model.random_init,
+            "seed": cfg.trainer.seed,
+        },
         result=GRPOResult(run_dir=run_dir, final_step=0, resumed_from=run.resumed_from),
     )
     push_weights(steps)

@@ -15,7 +15,9 @@ from pathlib import Path
 from trainer.data.files import write_parquet
 
 
-def addition_problems(seed: int = 0, digits: int = 10, max_b: int | None = None) -> list[tuple[int, int]]:
+def addition_problems(
+    seed: int = 0, digits: int = 10, max_b: int | None = None
+) -> list[tuple[int, int]]:
     """Every (a, b) with a below `digits` and b below `max_b` (default `digits`), in a seeded order."""
     pairs = [(a, b) for a in range(digits) for b in range(digits if max_b is None else max_b)]
     random.Random(seed).shuffle(pairs)
@@ -37,11 +39,21 @@ DECLINE = "#### ?"
 
 def sft_row(a: int, b: int, answer: str | None = None) -> dict:
     answer = f"#### {a + b}" if answer is None else answer
-    return {"messages": [{"role": "user", "content": f"{a} + {b} ="}, {"role": "assistant", "content": answer}]}
+    return {
+        "messages": [
+            {"role": "user", "content": f"{a} + {b} ="},
+            {"role": "assistant", "content": answer},
+        ]
+    }
 
 
-def write_addition_data(out_dir: str | Path, seed: int = 0, digits: int = 10, max_b: int | None = None,
-                        declines: int = 0) -> dict[str, Path]:
+def write_addition_data(
+    out_dir: str | Path,
+    seed: int = 0,
+    digits: int = 10,
+    max_b: int | None = None,
+    declines: int = 0,
+) -> dict[str, Path]:
     """sft/train.parquet and rl/{train,test}.parquet (the RL test split is the train prompts: the
     point is to watch reward rise, not to generalize)."""
     out = Path(out_dir)
@@ -49,10 +61,10 @@ def write_addition_data(out_dir: str | Path, seed: int = 0, digits: int = 10, ma
     rl = [rl_row(a, b, i) for i, (a, b) in enumerate(pairs)]
     return {
         "sft": write_parquet(
-            [sft_row(a, b) for a, b in pairs] + [sft_row(a, b, DECLINE) for a, b in pairs for _ in range(declines)],
+            [sft_row(a, b) for a, b in pairs]
+            + [sft_row(a, b, DECLINE) for a, b in pairs for _ in range(declines)],
             out / "sft" / "train.parquet",
         ),
         "rl_train": write_parquet(rl, out / "rl" / "train.parquet"),
         "rl_test": write_parquet(rl[:32], out / "rl" / "test.parquet"),
     }
-

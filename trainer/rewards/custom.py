@@ -27,7 +27,9 @@ def load_reward_function(path: str | Path, name: str = "compute_score") -> Calla
     try:
         spec.loader.exec_module(module)
     except Exception as err:
-        raise RewardError(f"reward.path {str(file)!r}: importing it failed: {type(err).__name__}: {err}") from err
+        raise RewardError(
+            f"reward.path {str(file)!r}: importing it failed: {type(err).__name__}: {err}"
+        ) from err
     function = getattr(module, name, None)
     if function is None:
         raise RewardError(f"reward.name {name!r}: {str(file)!r} defines no such function")

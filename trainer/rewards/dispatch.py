@@ -24,7 +24,9 @@ MATH_SOURCES = (
 )
 
 
-def default_compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: Any = None) -> float:
+def default_compute_score(
+    data_source: str, solution_str: str, ground_truth: str, extra_info: Any = None
+) -> float:
     """The built-in rule for a data source (verl's `default_compute_score` for these sources)."""
     if data_source in GSM8K_SOURCES:
         return gsm8k.compute_score(solution_str, ground_truth)
@@ -46,7 +48,9 @@ class RewardScorer:
     """Scores decoded responses row by row with the built-in rules or a custom function."""
 
     def __init__(self, path: str | None = None, name: str = "compute_score"):
-        self.function: Callable = load_reward_function(path, name) if path else default_compute_score
+        self.function: Callable = (
+            load_reward_function(path, name) if path else default_compute_score
+        )
 
     def __call__(
         self,
@@ -57,11 +61,17 @@ class RewardScorer:
     ) -> Scores:
         extra_infos = extra_infos if extra_infos is not None else [None] * len(responses)
         rewards, accuracy = [], []
-        for source, response, truth, extra in zip(data_sources, responses, ground_truths, extra_infos, strict=True):
-            result = self.function(data_source=source, solution_str=response, ground_truth=truth, extra_info=extra)
+        for source, response, truth, extra in zip(
+            data_sources, responses, ground_truths, extra_infos, strict=True
+        ):
+            result = self.function(
+                data_source=source, solution_str=response, ground_truth=truth, extra_info=extra
+            )
             if isinstance(result, dict):
                 if "score" not in result:
-                    raise RewardError(f"reward function returned a dict without 'score' for data_source {source!r}")
+                    raise RewardError(
+                        f"reward function returned a dict without 'score' for data_source {source!r}"
+                    )
                 reward = float(result["score"])
                 accuracy.append(float(result.get("acc", reward > 0)))
             else:

@@ -46,7 +46,11 @@ def same_number(answer: str, ground_truth: str) -> bool:
 
 
 def compute_score(
-    solution_str: str, ground_truth: str, method: str = "strict", format_score: float = 0.0, score: float = 1.0
+    solution_str: str,
+    ground_truth: str,
+    method: str = "strict",
+    format_score: float = 0.0,
+    score: float = 1.0,
 ) -> float:
     """`score` for the right answer, `format_score` for a wrong one in the format, 0 without one."""
     answer = extract_answer(solution_str, method)

@@ -29,7 +29,9 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         if self.n < 1 or self.max_tokens < 1:
-            raise ValueError(f"rollout n ({self.n}) and max response length ({self.max_tokens}) must be >= 1")
+            raise ValueError(
+                f"rollout n ({self.n}) and max response length ({self.max_tokens}) must be >= 1"
+            )
         if self.temperature < 0 or not 0 < self.top_p <= 1 or self.top_k == 0 or self.top_k < -1:
             raise ValueError(
                 f"bad sampling: temperature {self.temperature} (>= 0), top_p {self.top_p} (in (0, 1]), "
@@ -81,10 +83,14 @@ def pack_responses(
     width = max(1, max((len(r) for r in responses), default=1))
     ids = torch.full((len(responses), width), pad_token_id, dtype=torch.long)
     mask = torch.zeros((len(responses), width), dtype=torch.long)
-    lps = torch.zeros((len(responses), width), dtype=torch.float32) if logprobs is not None else None
+    lps = (
+        torch.zeros((len(responses), width), dtype=torch.float32) if logprobs is not None else None
+    )
     for row, tokens in enumerate(responses):
         ids[row, : len(tokens)] = torch.tensor(list(tokens), dtype=torch.long)
         mask[row, : len(tokens)] = 1
         if lps is not None:
             lps[row, : len(tokens)] = torch.tensor(list(logprobs[row]), dtype=torch.float32)
-    return RolloutBatch(response_ids=ids, response_mask=mask, logprobs=lps, prompt_index=prompt_index)
+    return RolloutBatch(
+        response_ids=ids, response_mask=mask, logprobs=lps, prompt_index=prompt_index
+    )

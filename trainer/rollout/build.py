@@ -16,7 +16,9 @@ def engine_name(requested: str) -> str:
     if requested == "auto":
         return "vllm" if vllm_available() else "hf"
     if requested == "vllm" and not vllm_available():
-        raise RuntimeError("rollout.name=vllm but vLLM is not installed (pip install vllm, or rollout.name=hf)")
+        raise RuntimeError(
+            "rollout.name=vllm but vLLM is not installed (pip install vllm, or rollout.name=hf)"
+        )
     return requested
 
 
@@ -62,15 +64,26 @@ def build_rollout_engine(
 
         with torch.device(device):
             model = AutoModelForCausalLM.from_config(hf_config, dtype=dtype)
-        return HFRolloutEngine(model, eos_token_ids(tokenizer, model_path), pad, cuda_graphs=cuda_graphs,
-                               fused_ops=fused_ops, max_num_seqs=max_num_seqs)
+        return HFRolloutEngine(
+            model,
+            eos_token_ids(tokenizer, model_path),
+            pad,
+            cuda_graphs=cuda_graphs,
+            fused_ops=fused_ops,
+            max_num_seqs=max_num_seqs,
+        )
     from trainer.rollout.vllm_engine import VLLMRolloutEngine
 
     assets_dir.mkdir(parents=True, exist_ok=True)
     write_assets(assets_dir)
     engine = VLLMRolloutEngine(
-        str(assets_dir), dtype="float32" if dtype == torch.float32 else "bfloat16", max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization, seed=seed, enforce_eager=enforce_eager, load_format="dummy",
+        str(assets_dir),
+        dtype="float32" if dtype == torch.float32 else "bfloat16",
+        max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization,
+        seed=seed,
+        enforce_eager=enforce_eager,
+        load_format="dummy",
     )
     engine.eos_token_ids = eos_token_ids(tokenizer, model_path)
     return engine

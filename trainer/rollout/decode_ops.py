@@ -28,7 +28,9 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return weight * normed.to(x.dtype)
 
 
-def add_rms_norm(x: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+def add_rms_norm(
+    x: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The residual add and the next norm, which read the same tensor: (x + delta, norm(x + delta))."""
     total = x + delta
     return total, rms_norm(total, weight, eps)
@@ -39,7 +41,9 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def rotary(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """transformers' apply_rotary_pos_emb on q and k (R, heads, T, D) with cos/sin (R, 1, T, D)."""
     return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
 
@@ -48,7 +52,9 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     return F.silu(gate) * up
 
 
-def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, scale: float, dtype: torch.dtype) -> torch.Tensor:
+def masked_softmax(
+    scores: torch.Tensor, mask: torch.Tensor, scale: float, dtype: torch.dtype
+) -> torch.Tensor:
     """softmax(scores * scale) in fp32 over allowed positions (`mask` True), cast to `dtype`."""
     scaled = (scores.float() * scale).masked_fill(~mask, float("-inf"))
     return torch.softmax(scaled, dim=-1).to(dtype)
@@ -73,4 +79,6 @@ class DecodeOps:
         shows up (the attention span grows by 128 slots; train and validation batch sizes
         differ), so a function compiles at most twice, not once per span."""
         fuse = torch.compile
-        return cls(fuse(rms_norm), fuse(add_rms_norm), fuse(rotary), fuse(silu_mul), fuse(masked_softmax))
+        return cls(
+            fuse(rms_norm), fuse(add_rms_norm), fuse(rotary), fuse(silu_mul), fuse(masked_softmax)
+        )

@@ -40,7 +40,9 @@ class DynamicCacheDecoder:
     def prefill(self, prompts: list[list[int]], n: int, max_new_tokens: int) -> torch.Tensor:
         longest = max(len(p) for p in prompts)
         rows = [p for p in prompts for _ in range(n)]
-        tokens = torch.full((len(rows), longest), self.pad_token_id, dtype=torch.long, device=self.device)
+        tokens = torch.full(
+            (len(rows), longest), self.pad_token_id, dtype=torch.long, device=self.device
+        )
         self._mask = torch.zeros_like(tokens)
         for row, prompt in enumerate(rows):
             tokens[row, longest - len(prompt) :] = torch.tensor(prompt, device=self.device)

@@ -40,23 +40,34 @@ class HFRolloutEngine(RolloutEngine):
         self.max_num_seqs = max_num_seqs
         self.device = next(model.parameters()).device
         if decoder == "static" or (decoder == "auto" and static_cache.supports(model)):
-            self.decoder = static_cache.StaticCacheDecoder(model, pad_token_id, cuda_graphs=cuda_graphs,
-                                                          fused_ops=fused_ops)
+            self.decoder = static_cache.StaticCacheDecoder(
+                model, pad_token_id, cuda_graphs=cuda_graphs, fused_ops=fused_ops
+            )
         else:
             self.decoder = DynamicCacheDecoder(model, pad_token_id)
         # state_dict(keep_vars) names tied weights under both names (lm_head.weight and the embedding).
         self._parameters = dict(model.state_dict(keep_vars=True))
 
     @classmethod
-    def from_pretrained(cls, model_dir: str, dtype: torch.dtype, device: str | torch.device, **kwargs) -> "HFRolloutEngine":
+    def from_pretrained(
+        cls, model_dir: str, dtype: torch.dtype, device: str | torch.device, **kwargs
+    ) -> "HFRolloutEngine":
         """An engine over a Hugging Face model directory (weights on disk), for use outside training."""
         from transformers import AutoModelForCausalLM, GenerationConfig
 
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device)
         generation = GenerationConfig.from_pretrained(model_dir)
-        eos = generation.eos_token_id if generation.eos_token_id is not None else model.config.eos_token_id
+        eos = (
+            generation.eos_token_id
+            if generation.eos_token_id is not None
+            else model.config.eos_token_id
+        )
         eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
-        pad = generation.pad_token_id if generation.pad_token_id is not None else (eos_ids[0] if eos_ids else 0)
+        pad = (
+            generation.pad_token_id
+            if generation.pad_token_id is not None
+            else (eos_ids[0] if eos_ids else 0)
+        )
         return cls(model, eos_ids, pad, **kwargs)
 
     def update_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
@@ -66,7 +77,9 @@ class HFRolloutEngine(RolloutEngine):
                 if target is None:
                     raise KeyError(f"rollout weight update: the model has no parameter {name!r}")
                 if tuple(target.shape) != tuple(tensor.shape):
-                    raise ValueError(f"rollout weight update: {name!r} has shape {tuple(tensor.shape)}, expected {tuple(target.shape)}")
+                    raise ValueError(
+                        f"rollout weight update: {name!r} has shape {tuple(tensor.shape)}, expected {tuple(target.shape)}"
+                    )
                 target.copy_(tensor.to(device=target.device, dtype=target.dtype))
 
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> RolloutBatch:
@@ -76,18 +89,31 @@ class HFRolloutEngine(RolloutEngine):
         generator = None
         if not params.greedy:
             generator = torch.Generator(device=self.device)
-            generator.manual_seed(params.seed if params.seed is not None else int(torch.randint(0, 2**62, ()).item()))
+            generator.manual_seed(
+                params.seed if params.seed is not None else int(torch.randint(0, 2**62, ()).item())
+            )
         per_chunk = max(1, self.max_num_seqs // params.n)
-        parts = [self._generate_chunk(prompts[i : i + per_chunk], params, generator) for i in range(0, len(prompts), per_chunk)]
+        parts = [
+            self._generate_chunk(prompts[i : i + per_chunk], params, generator)
+            for i in range(0, len(prompts), per_chunk)
+        ]
         return _concat(parts, self.pad_token_id, params.n)
 
     @torch.inference_mode()
-    def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams, generator) -> RolloutBatch:
+    def _generate_chunk(
+        self, prompts: list[list[int]], params: SamplingParams, generator
+    ) -> RolloutBatch:
         rows = len(prompts) * params.n
         eos = torch.tensor(self.eos_token_ids, dtype=torch.long, device=self.device)
-        tokens = torch.full((rows, params.max_tokens), self.pad_token_id, dtype=torch.long, device=self.device)
+        tokens = torch.full(
+            (rows, params.max_tokens), self.pad_token_id, dtype=torch.long, device=self.device
+        )
         mask = torch.zeros((rows, params.max_tokens), dtype=torch.long, device=self.device)
-        logprobs = torch.zeros((rows, params.max_tokens), dtype=torch.float32, device=self.device) if params.logprobs else None
+        logprobs = (
+            torch.zeros((rows, params.max_tokens), dtype=torch.float32, device=self.device)
+            if params.logprobs
+            else None
+        )
         finished = torch.zeros(rows, dtype=torch.bool, device=self.device)
         logits = self.decoder.prefill(prompts, params.n, params.max_tokens)
         steps = 0
@@ -97,11 +123,15 @@ class HFRolloutEngine(RolloutEngine):
             tokens[:, step] = torch.where(alive, chosen, self.pad_token_id)
             mask[:, step] = alive.long()
             if logprobs is not None:
-                picked = torch.log_softmax(logits, dim=-1).gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
+                picked = (
+                    torch.log_softmax(logits, dim=-1).gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
+                )
                 logprobs[:, step] = torch.where(alive, picked, 0.0)
             finished = finished | torch.isin(chosen, eos)
             steps = step + 1
-            if steps == params.max_tokens or (steps % EOS_CHECK_EVERY == 0 and bool(finished.all())):
+            if steps == params.max_tokens or (
+                steps % EOS_CHECK_EVERY == 0 and bool(finished.all())
+            ):
                 break
             logits = self.decoder.decode(tokens[:, step])
         width = max(1, int(mask[:, :steps].sum(-1).max()))
@@ -134,6 +164,8 @@ def _concat(parts: list[RolloutBatch], pad_token_id: int, n: int) -> RolloutBatc
     return RolloutBatch(
         response_ids=torch.cat([widen(p.response_ids, pad_token_id) for p in parts]),
         response_mask=torch.cat([widen(p.response_mask, 0) for p in parts]),
-        logprobs=torch.cat([widen(p.logprobs, 0.0) for p in parts]) if parts[0].logprobs is not None else None,
+        logprobs=torch.cat([widen(p.logprobs, 0.0) for p in parts])
+        if parts[0].logprobs is not None
+        else None,
         prompt_index=index,
     )

@@ -28,7 +28,9 @@ def filter_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
     return logits
 
 
-def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> torch.Tensor:
+def sample_next(
+    logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None
+) -> torch.Tensor:
     """(rows, vocab) logits -> (rows,) token ids."""
     if params.greedy:
         return logits.argmax(dim=-1)
@@ -37,5 +39,9 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
     # multinomial does, minus multinomial's validity check, which reads a value back to the
     # host and so makes every decode step wait for the GPU to go idle. E is kept above 0 so
     # that a filtered-out token (p = 0) can never win through 0 / 0.
-    race = torch.empty_like(probs).exponential_(generator=generator).clamp_(min=torch.finfo(probs.dtype).tiny)
+    race = (
+        torch.empty_like(probs)
+        .exponential_(generator=generator)
+        .clamp_(min=torch.finfo(probs.dtype).tiny)
+    )
     return probs.div_(race).argmax(dim=-1)

@@ -46,8 +46,14 @@ def supports(model: torch.nn.Module) -> bool:
     )
 
 
-def _attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, scale: float,
-            softmax: Callable[..., torch.Tensor]) -> torch.Tensor:
+def _attend(
+    q: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor,
+    scale: float,
+    softmax: Callable[..., torch.Tensor],
+) -> torch.Tensor:
     """q (R, H, T, D), keys/values (R, KV, S, D), mask (R, 1, T, S) bool -> (R, H, T, D).
 
     Query head h reads KV head h // (H // KV), as transformers' repeat_kv does; grouping the
@@ -58,7 +64,9 @@ def _attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: tor
     group = heads // kv_heads
     grouped = q.reshape(rows, kv_heads, group * steps, dim)
     scores = torch.matmul(grouped, keys.transpose(-1, -2)).view(rows, kv_heads, group, steps, width)
-    probs = softmax(scores, mask.unsqueeze(2), scale, values.dtype).view(rows, kv_heads, group * steps, width)
+    probs = softmax(scores, mask.unsqueeze(2), scale, values.dtype).view(
+        rows, kv_heads, group * steps, width
+    )
     return torch.matmul(probs, values).view(rows, heads, steps, dim)
 
 
@@ -86,10 +94,18 @@ class _DecodeGraphs:
 class StaticCacheDecoder:
     """prefill(prompts, n, max_new) then decode(tokens) step by step; one generation at a time."""
 
-    def __init__(self, model: torch.nn.Module, pad_token_id: int, cuda_graphs: bool = True, prefill_rows: int = 32,
-                 fused_ops: bool = True):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        pad_token_id: int,
+        cuda_graphs: bool = True,
+        prefill_rows: int = 32,
+        fused_ops: bool = True,
+    ):
         if not supports(model):
-            raise ValueError(f"static-cache decoding does not support model_type {model.config.model_type!r}")
+            raise ValueError(
+                f"static-cache decoding does not support model_type {model.config.model_type!r}"
+            )
         self.model, self.inner = model, model.model
         self.layers = list(self.inner.layers)
         attention = self.layers[0].self_attn
@@ -135,19 +151,37 @@ class StaticCacheDecoder:
             k = attention.k_proj(x).view(rows, steps, -1, self.head_dim)
             v = attention.v_proj(x).view(rows, steps, -1, self.head_dim).transpose(1, 2)
             if hasattr(attention, "q_norm"):  # Qwen3
-                q, k = ops.rms_norm(q, *_norm_args(attention.q_norm)), ops.rms_norm(k, *_norm_args(attention.k_norm))
+                q, k = (
+                    ops.rms_norm(q, *_norm_args(attention.q_norm)),
+                    ops.rms_norm(k, *_norm_args(attention.k_norm)),
+                )
             q, k = ops.rotary(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
             layer_keys.index_copy_(2, slots, k.to(layer_keys.dtype))
             layer_values.index_copy_(2, slots, v.to(layer_values.dtype))
-            out = _attend(q, layer_keys[:, :, :attend], layer_values[:, :, :attend], mask, self.scale, ops.masked_softmax)
+            out = _attend(
+                q,
+                layer_keys[:, :, :attend],
+                layer_values[:, :, :attend],
+                mask,
+                self.scale,
+                ops.masked_softmax,
+            )
             attended = attention.o_proj(out.transpose(1, 2).reshape(rows, steps, -1))
-            residual, x = ops.add_rms_norm(residual, attended, *_norm_args(layer.post_attention_layernorm))
-            following = self.layers[index + 1].input_layernorm if index + 1 < len(self.layers) else self.inner.norm
+            residual, x = ops.add_rms_norm(
+                residual, attended, *_norm_args(layer.post_attention_layernorm)
+            )
+            following = (
+                self.layers[index + 1].input_layernorm
+                if index + 1 < len(self.layers)
+                else self.inner.norm
+            )
             mlp_out = mlp.down_proj(ops.silu_mul(mlp.gate_proj(x), mlp.up_proj(x)))
             residual, x = ops.add_rms_norm(residual, mlp_out, *_norm_args(following))
         return self.model.lm_head(x[:, -1]).float()
 
-    def _decode_step(self, tokens, slot, pad, keys, values, attend: int, ops: DecodeOps) -> torch.Tensor:
+    def _decode_step(
+        self, tokens, slot, pad, keys, values, attend: int, ops: DecodeOps
+    ) -> torch.Tensor:
         """One token per row at cache slot `slot` (a device tensor, so a graph can replay it)."""
         columns = torch.arange(attend, device=tokens.device)
         mask = ((columns >= pad) & (columns <= slot)).view(tokens.shape[0], 1, 1, attend)
@@ -158,7 +192,9 @@ class StaticCacheDecoder:
 
     def _new_cache(self, rows: int, width: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         shape = (rows, self.kv_heads, width, self.head_dim)
-        make = lambda: [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.layers]  # noqa: E731
+        make = lambda: [
+            torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.layers
+        ]  # noqa: E731
         return make(), make()
 
     def _graphs_for(self, rows: int, width: int) -> _DecodeGraphs:
@@ -166,7 +202,9 @@ class StaticCacheDecoder:
         if key in self._graphs:
             self._graphs.move_to_end(key)
             return self._graphs[key]
-        while len(self._graphs) >= 2:  # train and validation shapes; older ones give their memory back
+        while (
+            len(self._graphs) >= 2
+        ):  # train and validation shapes; older ones give their memory back
             self._graphs.popitem(last=False)
         keys, values = self._new_cache(rows, width)
         self._graphs[key] = _DecodeGraphs(
@@ -175,7 +213,9 @@ class StaticCacheDecoder:
             pad=torch.zeros((rows, 1), dtype=torch.long, device=self.device),
             keys=keys,
             values=values,
-            logits=torch.empty((rows, self.model.config.vocab_size), dtype=torch.float32, device=self.device),
+            logits=torch.empty(
+                (rows, self.model.config.vocab_size), dtype=torch.float32, device=self.device
+            ),
         )
         return self._graphs[key]
 
@@ -184,8 +224,17 @@ class StaticCacheDecoder:
         current token's keys and values, as the replay that follows will: harmless."""
 
         def step() -> None:
-            graphs.logits.copy_(self._decode_step(graphs.tokens, graphs.slot, graphs.pad, graphs.keys, graphs.values, span,
-                                                  self.graph_ops))
+            graphs.logits.copy_(
+                self._decode_step(
+                    graphs.tokens,
+                    graphs.slot,
+                    graphs.pad,
+                    graphs.keys,
+                    graphs.values,
+                    span,
+                    self.graph_ops,
+                )
+            )
 
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
@@ -220,9 +269,13 @@ class StaticCacheDecoder:
         rows = count * n
         width = -(-(longest + max_new_tokens) // SLOT_BUCKET) * SLOT_BUCKET
         pad = torch.tensor([longest - len(p) for p in prompts], device=self.device)
-        padded = torch.full((count, longest), self.pad_token_id, dtype=torch.long, device=self.device)
+        padded = torch.full(
+            (count, longest), self.pad_token_id, dtype=torch.long, device=self.device
+        )
         for row, prompt in enumerate(prompts):
-            padded[row, longest - len(prompt) :] = torch.tensor(prompt, dtype=torch.long, device=self.device)
+            padded[row, longest - len(prompt) :] = torch.tensor(
+                prompt, dtype=torch.long, device=self.device
+            )
         graphs = self._graphs_for(rows, width) if self.cuda_graphs else None
         if graphs is not None:
             keys, values = graphs.keys, graphs.values
@@ -235,16 +288,38 @@ class StaticCacheDecoder:
         for start in range(0, count, self.prefill_rows):
             stop = min(count, start + self.prefill_rows)
             chunk_pad = pad[start:stop, None, None]
-            mask = (causal & ((columns >= chunk_pad) | torch.eye(longest, dtype=torch.bool, device=self.device))).unsqueeze(1)
+            mask = (
+                causal
+                & (
+                    (columns >= chunk_pad)
+                    | torch.eye(longest, dtype=torch.bool, device=self.device)
+                )
+            ).unsqueeze(1)
             positions = (columns[None, :] - pad[start:stop, None]).clamp(min=0)
             chunk_keys, chunk_values = self._new_cache(stop - start, longest)
-            logits.append(self._forward(padded[start:stop], positions, columns, mask, chunk_keys, chunk_values, longest,
-                                        self.eager_ops))
+            logits.append(
+                self._forward(
+                    padded[start:stop],
+                    positions,
+                    columns,
+                    mask,
+                    chunk_keys,
+                    chunk_values,
+                    longest,
+                    self.eager_ops,
+                )
+            )
             for cache, chunk in zip(keys + values, chunk_keys + chunk_values):
                 grouped = cache.view(count, n, *cache.shape[1:])
                 grouped[start:stop, :, :, :longest] = chunk.unsqueeze(1)
-        self._state = dict(graphs=graphs, keys=keys, values=values, width=width, next_slot=longest,
-                           pad=pad.repeat_interleave(n).unsqueeze(1))
+        self._state = dict(
+            graphs=graphs,
+            keys=keys,
+            values=values,
+            width=width,
+            next_slot=longest,
+            pad=pad.repeat_interleave(n).unsqueeze(1),
+        )
         return torch.cat(logits).repeat_interleave(n, dim=0)
 
     def decode(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -267,5 +342,12 @@ class StaticCacheDecoder:
                 graph.replay()
                 return graphs.logits
         slot = torch.tensor([slot_index], device=self.device)
-        return self._decode_step(tokens.view(-1, 1), slot, state["pad"], state["keys"], state["values"], slot_index + 1,
-                                 self.eager_ops)
+        return self._decode_step(
+            tokens.view(-1, 1),
+            slot,
+            state["pad"],
+            state["keys"],
+            state["values"],
+            slot_index + 1,
+            self.eager_ops,
+        )

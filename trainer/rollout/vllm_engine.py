@@ -85,7 +85,9 @@ class VLLMRolloutEngine(RolloutEngine):
                         top_p=params.top_p,
                         top_k=params.top_k,
                         max_tokens=params.max_tokens,
-                        seed=None if params.greedy else base_seed + (index * copies + copy) * params.n,
+                        seed=None
+                        if params.greedy
+                        else base_seed + (index * copies + copy) * params.n,
                         logprobs=0 if params.logprobs else None,
                         stop_token_ids=self.eos_token_ids,
                         detokenize=False,
@@ -99,8 +101,12 @@ class VLLMRolloutEngine(RolloutEngine):
                 responses.append(tokens)
                 prompt_index.append(request_index // copies)
                 if params.logprobs:
-                    logprobs.append([step[token].logprob for step, token in zip(completion.logprobs, tokens)])
-        return pack_responses(responses, logprobs if params.logprobs else None, prompt_index, self.pad_token_id)
+                    logprobs.append(
+                        [step[token].logprob for step, token in zip(completion.logprobs, tokens)]
+                    )
+        return pack_responses(
+            responses, logprobs if params.logprobs else None, prompt_index, self.pad_token_id
+        )
 
     def close(self) -> None:
         self.llm = None
@@ -110,7 +116,9 @@ def _eos_ids(llm) -> list[int]:
     """End-of-sequence ids from the model's generation config, else the tokenizer's."""
     config = llm.llm_engine.model_config
     eos = getattr(config.hf_config, "eos_token_id", None)
-    generation = config.try_get_generation_config() if hasattr(config, "try_get_generation_config") else {}
+    generation = (
+        config.try_get_generation_config() if hasattr(config, "try_get_generation_config") else {}
+    )
     eos = generation.get("eos_token_id", eos)
     if eos is None:
         eos = llm.get_tokenizer().eos_token_id

@@ -12,7 +12,11 @@ def make_strategy(cfg: StrategyConfig, env: DistEnv) -> Strategy:
     FSDP2 (on one GPU both run; FSDP2 stays the default there, see docs/benchmarks.md)."""
     name = cfg.name
     if name == "auto":
-        name = "megatron_fsdp" if env.device.type == "cuda" and env.world_size > 1 and _has_megatron_fsdp() else "fsdp2"
+        name = (
+            "megatron_fsdp"
+            if env.device.type == "cuda" and env.world_size > 1 and _has_megatron_fsdp()
+            else "fsdp2"
+        )
     if name == "fsdp2":
         from trainer.strategies.fsdp2 import FSDP2Strategy
 

@@ -35,7 +35,9 @@ class Strategy:
     def build_optimizer(self, model: torch.nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
         raise NotImplementedError
 
-    def trainable_params(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    def trainable_params(
+        self, model: torch.nn.Module, optimizer: torch.optim.Optimizer
+    ) -> list[torch.Tensor]:
         """The parameters whose (sharded) gradients the optimizer reads, for clipping."""
         return [p for group in optimizer.param_groups for p in group["params"]]
 

@@ -84,7 +84,9 @@ class MegatronFSDPStrategy(Strategy):
     def __init__(self, cfg, env):
         super().__init__(cfg, env)
         if env.device.type != "cuda":
-            raise ConfigError("strategy.name=megatron_fsdp needs CUDA; use strategy.name=fsdp2 on CPU")
+            raise ConfigError(
+                "strategy.name=megatron_fsdp needs CUDA; use strategy.name=fsdp2 on CPU"
+            )
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         import megatron_fsdp
@@ -98,7 +100,9 @@ class MegatronFSDPStrategy(Strategy):
             units.append(type(model.get_input_embeddings()))
         # Compute weights take the module's dtype; main weights and grads stay fp32.
         model.to(self.compute_dtype)
-        policy = megatron_fsdp.MixedPrecisionPolicy(main_params_dtype=torch.float32, main_grads_dtype=torch.float32)
+        policy = megatron_fsdp.MixedPrecisionPolicy(
+            main_params_dtype=torch.float32, main_grads_dtype=torch.float32
+        )
         with _default_bucket_size(self.cfg.bucket_size):
             return megatron_fsdp.fully_shard_model(
                 module=model,
@@ -124,7 +128,10 @@ class MegatronFSDPStrategy(Strategy):
         named = [(_strip(name), p) for name, p in model.named_parameters()]
         optimizer = build_adamw(param_groups(named, cfg.weight_decay), cfg, self.env.device)
         return shard_optimizer_without_phantom_step(
-            optimizer, lambda opt: megatron_fsdp.fully_shard_optimizer(opt, preproc_state_dict_for_dcp_ckpt=False)
+            optimizer,
+            lambda opt: megatron_fsdp.fully_shard_optimizer(
+                opt, preproc_state_dict_for_dcp_ckpt=False
+            ),
         )
 
     def before_optimizer_step(self, model: torch.nn.Module) -> None:
@@ -141,7 +148,7 @@ class MegatronFSDPStrategy(Strategy):
 
 
 def _strip(name: str) -> str:
-    return name[len(WRAPPER_PREFIX):] if name.startswith(WRAPPER_PREFIX) else name
+    return name[len(WRAPPER_PREFIX) :] if name.startswith(WRAPPER_PREFIX) else name
 
 
 @contextmanager
@@ -151,7 +158,9 @@ def _default_bucket_size(bucket_size: int | None) -> Iterator[None]:
     if bucket_size is None:
         yield
         return
-    module = importlib.import_module("megatron_fsdp.fully_shard")  # the package re-exports a function of that name
+    module = importlib.import_module(
+        "megatron_fsdp.fully_shard"
+    )  # the package re-exports a function of that name
     base = module.DistributedDataParallelConfig
 
     class WithBucketSize(base):  # type: ignore[misc, valid-type]
@@ -197,7 +206,12 @@ class MegatronOptimizerState:
     into them in place. Ranks whose shard of a parameter is empty have no state for it and
     neither save nor load it."""
 
-    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, group: torch.distributed.ProcessGroup):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        group: torch.distributed.ProcessGroup,
+    ):
         self.model, self.optimizer, self.group = model, optimizer, group
 
     def _names(self) -> dict[int, str]:
