@@ -26,6 +26,7 @@ from torch.distributed.checkpoint.state_dict import (
     get_model_state_dict,
     set_model_state_dict,
 )
+from torch.distributed.checkpoint.stateful import Stateful
 
 from mfsdp_ckpt.format.layout import CheckpointPaths
 from mfsdp_ckpt.lora import (
@@ -148,7 +149,16 @@ def is_adapter_param(name: str) -> bool:
 
 
 def is_lora_model(model: torch.nn.Module) -> bool:
-    return getattr(model, "_mfsdp_lora", None) is not None
+    return getattr(hf_model(model), "_mfsdp_lora", None) is not None
+
+
+def hf_model(model: torch.nn.Module) -> torch.nn.Module:
+    """The Hugging Face model itself: Megatron-FSDP wraps it (`.module`), FSDP2 shards it in
+    place. LoRA's record and parameter names live on the Hugging Face model."""
+    if hasattr(model, "_mfsdp_lora"):
+        return model
+    inner = getattr(model, "module", None)
+    return inner if isinstance(inner, torch.nn.Module) else model
 
 
 def hold_frozen_in_compute_dtype(model: torch.nn.Module, dtype: torch.dtype) -> None:
@@ -244,19 +254,28 @@ def _jsonable(value: Any) -> Any:
 class AdapterState:
     """The checkpoint's `model` entry for a LoRA run: the trainable (adapter) parameters only,
     as sharded DTensors; the frozen base comes back from the base model when the run is built.
-    Also describes the adapter and its base for the manifest (`Checkpointer`)."""
+    Also describes the adapter and its base for the manifest (`Checkpointer`).
 
-    def __init__(self, model: torch.nn.Module):
-        self.model = model
-        self.setup: LoraSetup = model._mfsdp_lora
-        self.trainable = {name for name, param in model.named_parameters() if param.requires_grad}
+    `full` is the strategy's whole-model state (Hugging Face names) to take the adapter from,
+    when torch's `get_model_state_dict` does not fit the wrapper (Megatron-FSDP); its
+    `load_state_dict` must accept a subset of the keys."""
+
+    def __init__(self, model: torch.nn.Module, full: Stateful | None = None):
+        self.model, self.full = model, full
+        inner = hf_model(model)
+        self.setup: LoraSetup = inner._mfsdp_lora
+        self.trainable = {name for name, param in inner.named_parameters() if param.requires_grad}
         if not dist.is_initialized() or dist.get_rank() == 0:  # the rank that writes manifests
             self.setup.describe_base_in_background()
 
     def state_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in get_model_state_dict(self.model).items() if k in self.trainable}
+        whole = self.full.state_dict() if self.full else get_model_state_dict(self.model)
+        return {k: v for k, v in whole.items() if k in self.trainable}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if self.full is not None:
+            self.full.load_state_dict(state_dict)
+            return
         # strict=False: the frozen base is absent on purpose; the checkpointer has already
         # refused a checkpoint that lacks any adapter key asked for.
         set_model_state_dict(self.model, state_dict, options=StateDictOptions(strict=False))

@@ -22,6 +22,12 @@ Megatron-FSDP's own state-dict hooks, which tell DCP where each uneven shard lie
 turned off (`preproc_state_dict_for_dcp_ckpt=False`): they run one collective per tensor
 on every save. `mfsdp_ckpt.storage.uneven_chunks` attaches the same offsets with one collective.
 
+LoRA needs nothing more: Megatron-FSDP groups parameters by `requires_grad` and gives a
+frozen group only its (sharded, gathered) compute-weight buffer: no fp32 main weight, no
+main gradient, no reduce-scatter (`only_create_grad_buffer_and_main_weight_buffer_for_param_
+requires_grad`, on by default in 0.6.1). The optimizer is built on the trainable parameters
+alone, and the checkpoint takes the adapter's fp32 main weights (`AdapterState`).
+
 `fully_shard` (the one-call API) also replaces the optimizer's param groups by a single
 group, which would lose the no-weight-decay group for biases and norms; building the
 optimizer ourselves on the distributed parameters keeps it.
@@ -40,7 +46,7 @@ from torch.distributed.tensor import DTensor
 
 from mfsdp_ckpt.storage.uneven_chunks import attach_uneven_chunk_metadata
 from trainer.config import ConfigError, OptimConfig
-from trainer.lora import is_lora_model, refuse_lora
+from trainer.lora import AdapterState, is_lora_model
 from trainer.model import decoder_layer_class
 from trainer.optim import build_adamw, param_groups
 from trainer.strategies.base import Strategy
@@ -92,7 +98,6 @@ class MegatronFSDPStrategy(Strategy):
         import megatron_fsdp
         from torch.distributed.device_mesh import init_device_mesh
 
-        refuse_lora(is_lora_model(model), "strategy.name=megatron_fsdp")
         mesh = init_device_mesh("cuda", (self.env.world_size, 1), mesh_dim_names=("dp", "tp"))
         self.dp_group = mesh.get_group("dp")
         units: list[type] = [decoder_layer_class(model)]
@@ -141,7 +146,8 @@ class MegatronFSDPStrategy(Strategy):
         optimizer.zero_grad()  # Megatron-FSDP's zero_grad also zeroes its gradient buffer
 
     def model_state(self, model: torch.nn.Module) -> Stateful:
-        return MegatronModelState(model, self.dp_group)
+        state = MegatronModelState(model, self.dp_group)
+        return AdapterState(model, state) if is_lora_model(model) else state
 
     def optimizer_state(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Stateful:
         return MegatronOptimizerState(model, optimizer, self.dp_group)
