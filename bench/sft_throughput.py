@@ -41,6 +41,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -182,8 +183,51 @@ def run_variant(variant: Variant, args, env) -> dict:
     cuda = env.device.type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats()
+    timing = timed_steps(model, strategy, optimizer, batches, args.warmup, args.steps, env)
+    seconds, tokens = timing.seconds, timing.tokens
+    flops = (
+        6.0 * counts["matmul"] * tokens
+        + 6.0 * hf_config.num_hidden_layers * counts["attention_dim"] * timing.attention
+    )
+    result = {
+        "variant": variant.spec,
+        "tokens_per_s_per_gpu": tokens / seconds,
+        "tflops_per_gpu": flops / seconds / 1e12,
+        "peak_mem_gib": (torch.cuda.max_memory_allocated() - held) / 2**30 if cuda else 0.0,
+        "held_at_start_gib": held / 2**30,
+        "step_s": seconds,
+        "loss": timing.loss,
+    }
+    del model, optimizer, strategy, batches
+    gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
+    return result
+
+
+@dataclass
+class StepTiming:
+    seconds: float  # the median timed step
+    tokens: int  # per step
+    attention: int  # per step: the sum of squared document lengths (causal attention's work)
+    loss: float  # the last micro-batch's mean token loss
+
+
+def timed_steps(
+    model: torch.nn.Module,
+    strategy: Any,
+    optimizer: torch.optim.Optimizer,
+    batches: list,
+    warmup: int,
+    steps: int,
+    env: Any,
+) -> StepTiming:
+    """`warmup + steps` optimizer steps the way SFT takes them (every micro-batch's backward,
+    the strategy's gradient reduction, clipping at 1.0, the optimizer); the median of the last
+    `steps` is the step time."""
+    cuda = env.device.type == "cuda"
     timings = []
-    for step in range(args.warmup + args.steps):
+    for step in range(warmup + steps):
         _sync(cuda)
         started = time.perf_counter()
         tokens = attention = 0
@@ -198,27 +242,10 @@ def run_variant(variant: Variant, args, env) -> dict:
         optimizer.step()
         strategy.zero_grad(optimizer)
         _sync(cuda)
-        if step >= args.warmup:
+        if step >= warmup:
             timings.append(time.perf_counter() - started)
-    seconds = sorted(timings)[len(timings) // 2]  # median step
-    flops = (
-        6.0 * counts["matmul"] * tokens
-        + 6.0 * hf_config.num_hidden_layers * counts["attention_dim"] * attention
-    )
-    result = {
-        "variant": variant.spec,
-        "tokens_per_s_per_gpu": tokens / seconds,
-        "tflops_per_gpu": flops / seconds / 1e12,
-        "peak_mem_gib": (torch.cuda.max_memory_allocated() - held) / 2**30 if cuda else 0.0,
-        "held_at_start_gib": held / 2**30,
-        "step_s": seconds,
-        "loss": float(loss.item()) / max(batches[-1].targets, 1),
-    }
-    del model, optimizer, strategy, batches
-    gc.collect()
-    if cuda:
-        torch.cuda.empty_cache()
-    return result
+    seconds = sorted(timings)[len(timings) // 2]
+    return StepTiming(seconds, tokens, attention, float(loss.item()) / max(batches[-1].targets, 1))
 
 
 def _sync(cuda: bool) -> None:
