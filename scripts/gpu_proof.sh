@@ -2,7 +2,7 @@
 # GPU proof runs and benchmarks on an H200 machine (NPROC GPUs, default: all it has), one stage
 # per argument:
 #   scripts/gpu_proof.sh OUTDIR matmul_peak one_rank_test ckpt_io sft_test sft_proof sft_bench
-#                        grpo_proof rollout_test rollout_bench mcore_fixtures
+#                        grpo_proof rollout_test rollout_bench mcore_fixtures lora_test lora_bench
 # Each stage logs to OUTDIR/<stage>.log and the script goes on to the next one if a stage
 # fails. Needs megatron-fsdp importable (PYTHONPATH) and this repo as the working dir.
 set -u
@@ -51,6 +51,15 @@ stage_one_rank_test() {  # Megatron-FSDP on one rank, liger-kernel, varlen atten
 }
 
 stage_matmul_peak() { python3 bench/matmul_peak.py; }
+
+stage_lora_test() {  # LoRA under Megatron-FSDP vs FSDP2, resume, merged export (1 GPU)
+  python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_lora_megatron_gpu.py
+}
+
+stage_lora_bench() {  # LoRA r64 vs full fine-tuning, 7B and 1.5B shapes, a process per row (1 GPU)
+  CUDA_VISIBLE_DEVICES=0 python3 bench/lora.py \
+    --strategy "${LORA_STRATEGIES:-megatron_fsdp,fsdp2}" --json "$out/lora_bench.json" ${LORA_ARGS:-}
+}
 
 stage_grpo_proof() {  # Megatron-FSDP actor + hf engine, Qwen2-0.5B shape, checkpoint at 2, resume to 4
   mfsdp data synthetic --out "$runs/addition" || return 1

@@ -61,7 +61,7 @@ def test_adapter_gradients_equal_fsdp2_and_the_base_stays_frozen():
         assert report["compared"] == ADAPTER_TENSORS, report  # FSDP2: adapters alone have grads
         assert not report["missing"] and not report["extra"], report  # frozen: no gradient
         assert not report["frozen_changed"], report
-        # bf16 compute in both (FSDP2 in bf16 vs fp32 differs by 0.9% overall, 1.4% at most)
+        # bf16 compute in both; a gradient scaled by 2 reads a norm ratio of 2
         assert report["rel_err"] < 2e-2 and report["max_rel_err"] < 5e-2, report
         assert 0.98 < report["norm_ratio_min"] <= report["norm_ratio_max"] < 1.02, report
 
