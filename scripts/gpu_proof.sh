@@ -58,7 +58,7 @@ stage_lora_test() {  # LoRA under Megatron-FSDP vs FSDP2, resume, merged export 
 
 stage_lora_bench() {  # LoRA r64 vs full fine-tuning, 7B and 1.5B shapes, a process per row (1 GPU)
   CUDA_VISIBLE_DEVICES=0 python3 bench/lora.py \
-    --strategy "${LORA_STRATEGIES:-megatron_fsdp,fsdp2}" --json "$out/lora_bench.json" ${LORA_ARGS:-}
+    --strategy "${LORA_STRATEGIES:-megatron_fsdp,fsdp2}" --json "$out/lora.json" ${LORA_ARGS:-}
 }
 
 stage_grpo_proof() {  # Megatron-FSDP actor + hf engine, Qwen2-0.5B shape, checkpoint at 2, resume to 4
