@@ -103,6 +103,11 @@ class MegatronFSDPStrategy(Strategy):
         units: list[type] = [decoder_layer_class(model)]
         if self.cfg.unit_modules == "decoder+embedding":
             units.append(type(model.get_input_embeddings()))
+        if is_lora_model(model):
+            # A frozen embedding leaves the first decoder layer's input without a gradient, and
+            # Megatron-FSDP releases a unit after backward from a hook on inputs that have one;
+            # an embedding output that needs a gradient gets that layer released like the rest.
+            model.enable_input_require_grads()
         # Compute weights take the module's dtype; main weights and grads stay fp32.
         model.to(self.compute_dtype)
         policy = megatron_fsdp.MixedPrecisionPolicy(
