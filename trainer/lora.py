@@ -140,7 +140,7 @@ def refuse_lora(enabled: bool, what: str) -> None:
     if enabled:
         raise ConfigError(
             f"model.lora_rank / model.lora_adapter_path: LoRA is not supported with {what} yet "
-            "(LoRA trains SFT with strategy.name=fsdp2)"
+            "(LoRA trains SFT, with strategy.name=fsdp2 or megatron_fsdp)"
         )
 
 
