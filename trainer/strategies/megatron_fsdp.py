@@ -22,11 +22,13 @@ Megatron-FSDP's own state-dict hooks, which tell DCP where each uneven shard lie
 turned off (`preproc_state_dict_for_dcp_ckpt=False`): they run one collective per tensor
 on every save. `mfsdp_ckpt.storage.uneven_chunks` attaches the same offsets with one collective.
 
-LoRA needs nothing more: Megatron-FSDP groups parameters by `requires_grad` and gives a
-frozen group only its (sharded, gathered) compute-weight buffer: no fp32 main weight, no
-main gradient, no reduce-scatter (`only_create_grad_buffer_and_main_weight_buffer_for_param_
-requires_grad`, on by default in 0.6.1). The optimizer is built on the trainable parameters
-alone, and the checkpoint takes the adapter's fp32 main weights (`AdapterState`).
+LoRA: Megatron-FSDP groups parameters by `requires_grad` and gives a frozen group only its
+(sharded, gathered) compute-weight buffer: no fp32 main weight, no main gradient, no
+reduce-scatter (0.6.1's ParamAndGradBuffer default
+`only_create_grad_buffer_and_main_weight_buffer_for_param_requires_grad=True`). The
+optimizer is built on the trainable parameters alone, the checkpoint takes the adapters'
+fp32 main weights (`AdapterState`), and the embedding output is made to need a gradient
+(see `wrap`).
 
 `fully_shard` (the one-call API) also replaces the optimizer's param groups by a single
 group, which would lose the no-weight-decay group for biases and norms; building the
