@@ -15,6 +15,11 @@ Layout: prompts are left-padded to a common length P; the cache slot of a token 
 in that padded layout, the same for every row; a row's rotary position is its slot minus its
 padding. Slots before a row's padding end are masked out; a padding query attends to itself
 only, which keeps its (unused) values finite.
+
+Rows that have ended stop costing decode time: `keep_rows` moves the rows still generating to
+the front of the cache (their filled slots only) and later steps decode that prefix alone. The
+prefix is a view of the same buffers, so it needs no new memory, and its graphs, one per
+(row count, span), share the buffers and the memory pool of the full batch's graphs.
 """
 
 from __future__ import annotations
@@ -77,9 +82,10 @@ def _norm_args(norm: torch.nn.Module) -> tuple[torch.Tensor, float]:
 @dataclass
 class _DecodeGraphs:
     """Decode steps captured for one (rows, width) cache: one graph per attention span (a
-    multiple of SLOT_BUCKET), so early steps do not read the empty end of the cache. The
-    graphs share the cache, the input buffers, the output buffer and one memory pool; they
-    run one after another on one stream, never concurrently, which makes sharing safe."""
+    multiple of SLOT_BUCKET), so early steps do not read the empty end of the cache, and per
+    row count (a prefix of the rows, after `keep_rows`). The graphs share the cache, the input
+    buffers, the output buffer and one memory pool; they run one after another on one stream,
+    never concurrently, which makes sharing safe."""
 
     tokens: torch.Tensor  # (R, 1)
     slot: torch.Tensor  # (1,)
@@ -87,7 +93,9 @@ class _DecodeGraphs:
     keys: list[torch.Tensor]
     values: list[torch.Tensor]
     logits: torch.Tensor  # (R, V) float32, written by every graph
-    by_span: dict[int, torch.cuda.CUDAGraph] = field(default_factory=dict)
+    by_shape: dict[tuple[int, int], torch.cuda.CUDAGraph] = field(
+        default_factory=dict
+    )  # rows, span
     pool: Any = None
 
 
@@ -219,18 +227,19 @@ class StaticCacheDecoder:
         )
         return self._graphs[key]
 
-    def _capture(self, graphs: _DecodeGraphs, span: int) -> torch.cuda.CUDAGraph:
-        """Capture the decode step over the first `span` slots. Its warm-up runs write the
-        current token's keys and values, as the replay that follows will: harmless."""
+    def _capture(self, graphs: _DecodeGraphs, rows: int, span: int) -> torch.cuda.CUDAGraph:
+        """Capture the decode step of the first `rows` rows over the first `span` slots. Its
+        warm-up runs write the current token's keys and values, as the replay that follows
+        will: harmless."""
 
         def step() -> None:
-            graphs.logits.copy_(
+            graphs.logits[:rows].copy_(
                 self._decode_step(
-                    graphs.tokens,
+                    graphs.tokens[:rows],
                     graphs.slot,
-                    graphs.pad,
-                    graphs.keys,
-                    graphs.values,
+                    graphs.pad[:rows],
+                    [k[:rows] for k in graphs.keys],
+                    [v[:rows] for v in graphs.values],
                     span,
                     self.graph_ops,
                 )
@@ -246,7 +255,7 @@ class StaticCacheDecoder:
         with torch.cuda.graph(graph, pool=graphs.pool):
             step()
         graphs.pool = graphs.pool if graphs.pool is not None else graph.pool()
-        graphs.by_span[span] = graph
+        graphs.by_shape[rows, span] = graph
         return graph
 
     def _graph_off(self, err: RuntimeError) -> None:
@@ -319,6 +328,7 @@ class StaticCacheDecoder:
             width=width,
             next_slot=longest,
             pad=pad.repeat_interleave(n).unsqueeze(1),
+            rows=rows,
         )
         return torch.cat(logits).repeat_interleave(n, dim=0)
 
@@ -329,25 +339,39 @@ class StaticCacheDecoder:
         if slot_index >= state["width"]:
             raise RuntimeError("static cache is full: decode called more than max_new_tokens times")
         state["next_slot"] += 1
+        rows = state["rows"]
         graphs = state["graphs"] if self.cuda_graphs else None
         if graphs is not None:
-            graphs.tokens.copy_(tokens.view(-1, 1))
+            graphs.tokens[:rows].copy_(tokens.view(-1, 1))
             graphs.slot.fill_(slot_index)
             span = min(state["width"], -(-(slot_index + 1) // SLOT_BUCKET) * SLOT_BUCKET)
             try:
-                graph = graphs.by_span.get(span) or self._capture(graphs, span)
+                graph = graphs.by_shape.get((rows, span)) or self._capture(graphs, rows, span)
             except RuntimeError as err:
                 self._graph_off(err)
             else:
                 graph.replay()
-                return graphs.logits
+                return graphs.logits[:rows]
         slot = torch.tensor([slot_index], device=self.device)
         return self._decode_step(
             tokens.view(-1, 1),
             slot,
-            state["pad"],
-            state["keys"],
-            state["values"],
+            state["pad"][:rows],
+            [k[:rows] for k in state["keys"]],
+            [v[:rows] for v in state["values"]],
             slot_index + 1,
             self.eager_ops,
         )
+
+    def keep_rows(self, index: torch.Tensor) -> None:
+        """Decode only the current rows at `index` from now on, in that order (the rows that are
+        still generating, and any fillers that round their count up to a size whose graphs
+        are reused). Their filled cache slots and padding move to the front of the buffers."""
+        state = self._state
+        kept, filled = len(index), state["next_slot"]
+        for cache in state["keys"] + state["values"]:
+            cache[:kept, :, :filled] = cache[index, :, :filled]
+        pads = [state["pad"]] + ([state["graphs"].pad] if state["graphs"] is not None else [])
+        for pad in pads:
+            pad[:kept] = pad[index]
+        state["rows"] = kept
