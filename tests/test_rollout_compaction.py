@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from tests.rollout_support import PROMPTS, perturbed_model, reference_logprobs
-from trainer.rollout import hf
+from tests.rollout_support import PROMPTS, perturbed_model, reference_logprobs, reference_varlen
+from trainer.rollout import flash_decode, hf
 from trainer.rollout.base import SamplingParams
 from trainer.rollout.hf import HFRolloutEngine
 from trainer.tiny import build_tiny_model_dir
@@ -21,34 +21,44 @@ def model(tmp_path_factory):
 
 def _generate(model, decoder, eos, params, check_every, monkeypatch):
     """A generation whose EOS check (and so any compaction) runs every `check_every` steps,
-    with the decoded row count after each compaction."""
+    the decoded row count after each compaction, and the engine."""
     monkeypatch.setattr(hf, "EOS_CHECK_EVERY", check_every)
-    engine = HFRolloutEngine(model, eos_token_ids=eos, pad_token_id=0, decoder=decoder)
+    monkeypatch.setattr(flash_decode, "varlen_op", reference_varlen)  # the kernel, on CPU
+    engine = HFRolloutEngine(
+        model,
+        eos_token_ids=eos,
+        pad_token_id=0,
+        decoder=decoder.removesuffix("_flash"),
+        attention="flash" if decoder.endswith("_flash") else "auto",
+    )
     counts = []
     keep_rows = engine.decoder.keep_rows
     engine.decoder.keep_rows = lambda index: (counts.append(len(index)), keep_rows(index))
-    return engine.generate(PROMPTS * 2, params), counts
+    return engine.generate(PROMPTS * 2, params), counts, engine
 
 
 def _stop_tokens(model, decoder, params, monkeypatch) -> list[int]:
     """Two tokens that end the first two responses of a free (no EOS) run at different steps."""
-    free, _ = _generate(model, decoder, [], params, MAX_TOKENS + 1, monkeypatch)
+    free, *_ = _generate(model, decoder, [], params, MAX_TOKENS + 1, monkeypatch)
     first, second = free.token_lists()[0], free.token_lists()[2]
     return [first[2], next(t for t in second[6:] if t not in first[:3])]
 
 
-@pytest.mark.parametrize("decoder", ["static", "dynamic"])
+@pytest.mark.parametrize("decoder", ["static", "static_flash", "dynamic"])
 @pytest.mark.parametrize("greedy", [True, False])
 def test_dropping_ended_rows_changes_no_row(model, decoder, greedy, monkeypatch):
     params = SamplingParams(
         n=2, temperature=0 if greedy else 1.0, max_tokens=MAX_TOKENS, seed=5, logprobs=True
     )
     eos = _stop_tokens(model, decoder, params, monkeypatch)
-    kept, _ = _generate(model, decoder, eos, params, MAX_TOKENS + 1, monkeypatch)
-    dropped, counts = _generate(model, decoder, eos, params, 1, monkeypatch)
+    kept, *_ = _generate(model, decoder, eos, params, MAX_TOKENS + 1, monkeypatch)
+    dropped, counts, engine = _generate(model, decoder, eos, params, 1, monkeypatch)
     lengths = kept.lengths()
     assert len(set(lengths)) >= 3 and min(lengths) < MAX_TOKENS, lengths  # rows end apart
     assert counts and counts == sorted(counts, reverse=True) and counts[-1] < len(lengths)
+    if decoder == "static_flash":  # decoded on flash_decode's (rows, width, kv_heads, dim) cache
+        keys = engine.decoder._state["keys"]
+        assert engine.decoder.flash and keys[0].shape[2] == model.config.num_key_value_heads
     assert torch.equal(dropped.response_ids, kept.response_ids)
     assert torch.equal(dropped.response_mask, kept.response_mask)
     torch.testing.assert_close(dropped.logprobs, kept.logprobs, atol=1e-5, rtol=0)

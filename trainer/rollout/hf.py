@@ -40,6 +40,7 @@ class HFRolloutEngine(RolloutEngine):
         cuda_graphs: bool = True,
         max_num_seqs: int = 1024,
         fused_ops: bool = True,
+        attention: str = "auto",
     ):
         if decoder not in DECODERS:
             raise ValueError(f"rollout.hf.decoder {decoder!r} is not one of {', '.join(DECODERS)}")
@@ -50,7 +51,11 @@ class HFRolloutEngine(RolloutEngine):
         self.device = next(model.parameters()).device
         if decoder == "static" or (decoder == "auto" and static_cache.supports(model)):
             self.decoder = static_cache.StaticCacheDecoder(
-                model, pad_token_id, cuda_graphs=cuda_graphs, fused_ops=fused_ops
+                model,
+                pad_token_id,
+                cuda_graphs=cuda_graphs,
+                fused_ops=fused_ops,
+                attention=attention,
             )
         else:
             self.decoder = DynamicCacheDecoder(model, pad_token_id)

@@ -9,7 +9,10 @@ two batched matmuls over the cache (grouped-query heads without repeating K/V). 
 whole decode step, its element-wise ops fused by torch.compile, is captured as a CUDA graph
 and replayed, so a step costs what its kernels cost. There is one graph per attention span
 (a multiple of SLOT_BUCKET slots), so a step reads only the part of the cache that is
-filled so far, not all of it.
+filled so far, not all of it. Where FlashAttention-2 works (CUDA, fp16/bf16: `flash_decode`
+checks it once), decode steps attend with it instead, reading each row's filled slots alone;
+the cache is then laid out (rows, width, kv_heads, dim), else (rows, kv_heads, width, dim).
+The prefill always uses the matmul attention, over its own small cache per chunk of rows.
 
 Layout: prompts are left-padded to a common length P; the cache slot of a token is its column
 in that padded layout, the same for every row; a row's rotary position is its slot minus its
@@ -32,10 +35,12 @@ from typing import Any
 
 import torch
 
+from trainer.rollout import flash_decode
 from trainer.rollout.decode_ops import DecodeOps
 
 SUPPORTED_MODEL_TYPES = ("qwen2", "qwen3", "llama")
 SLOT_BUCKET = 128  # cache widths are rounded up to this, so graphs are reused across batches
+ATTENTIONS = ("auto", "flash", "matmul")
 
 
 def supports(model: torch.nn.Module) -> bool:
@@ -75,6 +80,20 @@ def _attend(
     return torch.matmul(probs, values).view(rows, heads, steps, dim)
 
 
+def _matmul_attention(
+    slots: torch.Tensor, mask: torch.Tensor, span: int, scale: float, softmax: Callable
+) -> flash_decode.AttentionFn:
+    """Attention over a (R, KV, W, D) cache: write the keys and values of the tokens at cache
+    `slots` (T,), then attend over the first `span` slots where `mask` (R, 1, T, span) allows."""
+
+    def run(q, k, v, layer_keys, layer_values) -> torch.Tensor:
+        layer_keys.index_copy_(2, slots, k.to(layer_keys.dtype))
+        layer_values.index_copy_(2, slots, v.to(layer_values.dtype))
+        return _attend(q, layer_keys[:, :, :span], layer_values[:, :, :span], mask, scale, softmax)
+
+    return run
+
+
 def _norm_args(norm: torch.nn.Module) -> tuple[torch.Tensor, float]:
     return norm.weight, norm.variance_epsilon
 
@@ -109,15 +128,20 @@ class StaticCacheDecoder:
         cuda_graphs: bool = True,
         prefill_rows: int = 32,
         fused_ops: bool = True,
+        attention: str = "auto",
     ):
+        if attention not in ATTENTIONS:
+            raise ValueError(
+                f"rollout attention {attention!r} is not one of {', '.join(ATTENTIONS)}"
+            )
         if not supports(model):
             raise ValueError(
                 f"static-cache decoding does not support model_type {model.config.model_type!r}"
             )
         self.model, self.inner = model, model.model
         self.layers = list(self.inner.layers)
-        attention = self.layers[0].self_attn
-        self.head_dim, self.scale = attention.head_dim, attention.scaling
+        first_attention = self.layers[0].self_attn
+        self.head_dim, self.scale = first_attention.head_dim, first_attention.scaling
         self.kv_heads = model.config.num_key_value_heads
         self.pad_token_id = pad_token_id
         self.prefill_rows = prefill_rows
@@ -130,6 +154,23 @@ class StaticCacheDecoder:
         self.graph_ops = DecodeOps.compiled() if fused_ops and self.cuda_graphs else self.eager_ops
         self._graphs: OrderedDict[tuple[int, int], _DecodeGraphs] = OrderedDict()
         self._state: dict = {}
+        self.flash = attention == "flash" or (attention == "auto" and self._flash_works())
+
+    def _flash_works(self) -> bool:
+        config = self.model.config
+        why_not = flash_decode.check(
+            self.device,
+            self.dtype,
+            config.num_attention_heads,
+            self.kv_heads,
+            self.head_dim,
+            lambda q, keys, values, mask: _attend(
+                q, keys, values, mask, self.head_dim**-0.5, self.eager_ops.masked_softmax
+            ),
+        )
+        if why_not is not None and self.device.type == "cuda":
+            warnings.warn(f"rollout: decoding with matmul attention, FlashAttention {why_not}")
+        return why_not is None
 
     # -- the model, on our cache -------------------------------------------------------------
 
@@ -137,14 +178,13 @@ class StaticCacheDecoder:
         self,
         tokens: torch.Tensor,
         positions: torch.Tensor,
-        slots: torch.Tensor,
-        mask: torch.Tensor,
         keys: list[torch.Tensor],
         values: list[torch.Tensor],
-        attend: int,
+        attention: flash_decode.AttentionFn,
         ops: DecodeOps,
     ) -> torch.Tensor:
-        """Run tokens (R, T) at cache `slots` (T,), attending over the first `attend` slots; last logits.
+        """Run tokens (R, T) at rotary `positions`, `attention` storing each layer's keys and
+        values in its cache and attending; the last token's logits.
 
         The layer's own linear modules and weights, with its norms, rotary, SiLU and softmax
         as `ops` (each residual add fused with the norm after it)."""
@@ -154,27 +194,18 @@ class StaticCacheDecoder:
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         x = ops.rms_norm(residual, *_norm_args(self.layers[0].input_layernorm))
         for index, (layer, layer_keys, layer_values) in enumerate(zip(self.layers, keys, values)):
-            attention, mlp = layer.self_attn, layer.mlp
-            q = attention.q_proj(x).view(rows, steps, -1, self.head_dim)
-            k = attention.k_proj(x).view(rows, steps, -1, self.head_dim)
-            v = attention.v_proj(x).view(rows, steps, -1, self.head_dim).transpose(1, 2)
-            if hasattr(attention, "q_norm"):  # Qwen3
+            projections, mlp = layer.self_attn, layer.mlp
+            q = projections.q_proj(x).view(rows, steps, -1, self.head_dim)
+            k = projections.k_proj(x).view(rows, steps, -1, self.head_dim)
+            v = projections.v_proj(x).view(rows, steps, -1, self.head_dim).transpose(1, 2)
+            if hasattr(projections, "q_norm"):  # Qwen3
                 q, k = (
-                    ops.rms_norm(q, *_norm_args(attention.q_norm)),
-                    ops.rms_norm(k, *_norm_args(attention.k_norm)),
+                    ops.rms_norm(q, *_norm_args(projections.q_norm)),
+                    ops.rms_norm(k, *_norm_args(projections.k_norm)),
                 )
             q, k = ops.rotary(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
-            layer_keys.index_copy_(2, slots, k.to(layer_keys.dtype))
-            layer_values.index_copy_(2, slots, v.to(layer_values.dtype))
-            out = _attend(
-                q,
-                layer_keys[:, :, :attend],
-                layer_values[:, :, :attend],
-                mask,
-                self.scale,
-                ops.masked_softmax,
-            )
-            attended = attention.o_proj(out.transpose(1, 2).reshape(rows, steps, -1))
+            out = attention(q, k, v, layer_keys, layer_values)
+            attended = projections.o_proj(out.transpose(1, 2).reshape(rows, steps, -1))
             residual, x = ops.add_rms_norm(
                 residual, attended, *_norm_args(layer.post_attention_layernorm)
             )
@@ -191,15 +222,28 @@ class StaticCacheDecoder:
         self, tokens, slot, pad, keys, values, attend: int, ops: DecodeOps
     ) -> torch.Tensor:
         """One token per row at cache slot `slot` (a device tensor, so a graph can replay it)."""
-        columns = torch.arange(attend, device=tokens.device)
-        mask = ((columns >= pad) & (columns <= slot)).view(tokens.shape[0], 1, 1, attend)
         positions = (slot - pad).clamp(min=0)
-        return self._forward(tokens, positions, slot, mask, keys, values, attend, ops)
+        if self.flash:
+            width = keys[0].shape[1]
+            attention = flash_decode.decode_attention(slot, pad, width, attend, self.scale)
+        else:
+            columns = torch.arange(attend, device=tokens.device)
+            mask = ((columns >= pad) & (columns <= slot)).view(tokens.shape[0], 1, 1, attend)
+            attention = _matmul_attention(slot, mask, attend, self.scale, ops.masked_softmax)
+        return self._forward(tokens, positions, keys, values, attention, ops)
 
     # -- cache and graphs --------------------------------------------------------------------
 
-    def _new_cache(self, rows: int, width: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        shape = (rows, self.kv_heads, width, self.head_dim)
+    def _new_cache(
+        self, rows: int, width: int, flash: bool = False
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Per layer keys and values: (rows, width, kv_heads, dim) for `flash_decode`, else
+        (rows, kv_heads, width, dim)."""
+        shape = (
+            (rows, width, self.kv_heads, self.head_dim)
+            if flash
+            else (rows, self.kv_heads, width, self.head_dim)
+        )
         make = lambda: [
             torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.layers
         ]  # noqa: E731
@@ -214,7 +258,7 @@ class StaticCacheDecoder:
             len(self._graphs) >= 2
         ):  # train and validation shapes; older ones give their memory back
             self._graphs.popitem(last=False)
-        keys, values = self._new_cache(rows, width)
+        keys, values = self._new_cache(rows, width, self.flash)
         self._graphs[key] = _DecodeGraphs(
             tokens=torch.zeros((rows, 1), dtype=torch.long, device=self.device),
             slot=torch.zeros((1,), dtype=torch.long, device=self.device),
@@ -290,7 +334,7 @@ class StaticCacheDecoder:
             keys, values = graphs.keys, graphs.values
             graphs.pad.copy_(pad.repeat_interleave(n).unsqueeze(1))
         else:
-            keys, values = self._new_cache(rows, width)
+            keys, values = self._new_cache(rows, width, self.flash)
         logits = []
         columns = torch.arange(longest, device=self.device)
         causal = columns[None, :] <= columns[:, None]
@@ -310,17 +354,20 @@ class StaticCacheDecoder:
                 self._forward(
                     padded[start:stop],
                     positions,
-                    columns,
-                    mask,
                     chunk_keys,
                     chunk_values,
-                    longest,
+                    _matmul_attention(
+                        columns, mask, longest, self.scale, self.eager_ops.masked_softmax
+                    ),
                     self.eager_ops,
                 )
             )
             for cache, chunk in zip(keys + values, chunk_keys + chunk_values):
                 grouped = cache.view(count, n, *cache.shape[1:])
-                grouped[start:stop, :, :, :longest] = chunk.unsqueeze(1)
+                if self.flash:
+                    grouped[start:stop, :, :longest] = chunk.transpose(1, 2).unsqueeze(1)
+                else:
+                    grouped[start:stop, :, :, :longest] = chunk.unsqueeze(1)
         self._state = dict(
             graphs=graphs,
             keys=keys,
@@ -370,7 +417,8 @@ class StaticCacheDecoder:
         state = self._state
         kept, filled = len(index), state["next_slot"]
         for cache in state["keys"] + state["values"]:
-            cache[:kept, :, :filled] = cache[index, :, :filled]
+            slots = cache.narrow(1 if self.flash else 2, 0, filled)
+            slots[:kept] = slots[index]
         pads = [state["pad"]] + ([state["graphs"].pad] if state["graphs"] is not None else [])
         for pad in pads:
             pad[:kept] = pad[index]
