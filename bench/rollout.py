@@ -187,10 +187,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--engines",
-        default="generate,generate_static,hf,hf_eos,hf_unfused,hf_eager",
+        default="generate,generate_static,hf,hf_eos,hf_matmul,hf_unfused,hf_eager",
         help="generate (baseline, first), generate_static (static cache + "
-        "torch.compile), hf (CUDA graphs of torch.compile-fused ops), hf_eos (hf, every other "
-        "row ending at its --eos-at-th token), hf_unfused (CUDA graphs of plain ops), hf_eager "
+        "torch.compile), hf (CUDA graphs of torch.compile-fused ops, FlashAttention decode "
+        "where it works), hf_eos (hf, every other row ending at its --eos-at-th token), "
+        "hf_matmul (hf with matmul attention), hf_unfused (CUDA graphs of plain ops), hf_eager "
         "(static cache, no graphs)",
     )
     parser.add_argument(
@@ -214,6 +215,9 @@ def main() -> None:
         model, [], PAD, cuda_graphs=True, max_num_seqs=args.prompts, fused_ops=False
     )
     eager_engine = HFRolloutEngine(model, [], PAD, cuda_graphs=False, max_num_seqs=args.prompts)
+    matmul_engine = HFRolloutEngine(
+        model, [], PAD, cuda_graphs=True, max_num_seqs=args.prompts, attention="matmul"
+    )
     eos_engine = HFRolloutEngine(model, [EOS], PAD, cuda_graphs=True, max_num_seqs=args.prompts)
     eos_at = min(args.eos_at, args.new_tokens)
     ending = list(range(0, args.prompts, 2))
@@ -224,6 +228,7 @@ def main() -> None:
     engines = {
         "hf": graph_engine,
         "hf_eos": eos_engine,
+        "hf_matmul": matmul_engine,
         "hf_unfused": unfused_engine,
         "hf_eager": eager_engine,
     }
@@ -302,7 +307,8 @@ def main() -> None:
             f"{args.new_tokens}): {eos_ratio:.2f}x the time (target <= 0.6x)"
         )
     graphs = graph_engine.decoder.cuda_graphs
-    print(f"\nhf engine decoded with CUDA graphs: {graphs}")
+    flash = getattr(graph_engine.decoder, "flash", False)
+    print(f"\nhf engine decoded with CUDA graphs: {graphs}, FlashAttention: {flash}")
     print(
         json.dumps(
             {
@@ -313,17 +319,41 @@ def main() -> None:
                 "greedy_agreement": agree,
                 "eos_time_ratio": eos_ratio,
                 "cuda_graphs": graphs,
+                "flash_attention": flash,
             }
         )
     )
     if args.profile:
-        print_profile(
-            lambda: run_engine(graph_engine, prompts, min(args.new_tokens, 64)), args.device
-        )
+        steps = min(args.new_tokens, 64)
+        print_profile(lambda: run_engine(graph_engine, prompts, steps), args.device, steps)
 
 
-def print_profile(run, device: str) -> None:
-    """Where one run's time goes: the ops and kernels with the most device (or CPU) time."""
+KERNEL_KINDS = (  # (kind, substrings of kernel names), first match wins
+    ("attention (flash)", ("flash",)),
+    ("matmul", ("gemm", "nvjet", "cutlass", "xmma", "splitk")),
+    ("fused element-wise (triton)", ("triton",)),
+    (
+        "copy, index, fill",
+        ("copy", "index", "cat", "gather", "scatter", "memcpy", "memset", "fill"),
+    ),
+)
+
+
+def kernel_split(events, steps: int) -> dict[str, float]:
+    """Device milliseconds per step by kind of kernel, from a profile's averaged events."""
+    split: dict[str, float] = {}
+    for event in events:
+        if event.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        name = event.key.lower()
+        kind = next((k for k, words in KERNEL_KINDS if any(w in name for w in words)), "other")
+        split[kind] = split.get(kind, 0.0) + event.self_device_time_total / 1e3 / steps
+    return split
+
+
+def print_profile(run, device: str, steps: int) -> None:
+    """Where one run's time goes: device time per step by kind of kernel, then the ops and
+    kernels with the most device (or CPU) time."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
@@ -333,6 +363,12 @@ def print_profile(run, device: str) -> None:
     print(
         f"\nprofile of one hf engine run ({seconds:.2f} s under the profiler), top 25 by {sort_by}:"
     )
+    if device == "cuda":
+        split = kernel_split(prof.key_averages(), steps)
+        print(f"device ms per step ({steps} steps, the prefill's kernels included):")
+        for kind, ms in sorted(split.items(), key=lambda item: -item[1]):
+            print(f"  {kind:<30} {ms:7.3f}")
+        print(f"  {'total':<30} {sum(split.values()):7.3f}\n")
     print(prof.key_averages().table(sort_by=sort_by, row_limit=25))
 
 
