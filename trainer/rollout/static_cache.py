@@ -13,6 +13,8 @@ filled so far, not all of it. Where FlashAttention-2 works (CUDA, fp16/bf16: `fl
 checks it once), decode steps attend with it instead, reading each row's filled slots alone;
 the cache is then laid out (rows, width, kv_heads, dim), else (rows, kv_heads, width, dim).
 The prefill always uses the matmul attention, over its own small cache per chunk of rows.
+A layer's q/k/v projections run as one matmul, and its gate/up projections as another
+(`fused_linear`: the modules' weights become views of one buffer).
 
 Layout: prompts are left-padded to a common length P; the cache slot of a token is its column
 in that padded layout, the same for every row; a row's rotary position is its slot minus its
@@ -37,6 +39,7 @@ import torch
 
 from trainer.rollout import flash_decode
 from trainer.rollout.decode_ops import DecodeOps
+from trainer.rollout.fused_linear import FusedLinear
 
 SUPPORTED_MODEL_TYPES = ("qwen2", "qwen3", "llama")
 SLOT_BUCKET = 128  # cache widths are rounded up to this, so graphs are reused across batches
@@ -155,8 +158,30 @@ class StaticCacheDecoder:
         self._graphs: OrderedDict[tuple[int, int], _DecodeGraphs] = OrderedDict()
         self._state: dict = {}
         self.flash = attention == "flash" or (attention == "auto" and self._flash_works())
+        self._fused = self._fuse()
+
+    def _fuse(self) -> list[tuple[FusedLinear | None, FusedLinear | None]]:
+        """Per layer, its q/k/v and its gate/up projections fused (None where they differ)."""
+        fused = []
+        for layer in self.layers:
+            attention, mlp = layer.self_attn, layer.mlp
+            groups = (
+                [attention.q_proj, attention.k_proj, attention.v_proj],
+                [mlp.gate_proj, mlp.up_proj],
+            )
+            fused.append((FusedLinear.of(groups[0]), FusedLinear.of(groups[1])))
+        return fused
+
+    def _refuse_if_broken(self) -> None:
+        """Fuse again where a parameter no longer lives in its fused buffer (see fused_linear);
+        captured graphs read the old buffers, so they go too."""
+        if not all(f.intact() for pair in self._fused for f in pair if f is not None):
+            self._fused = self._fuse()
+            self._graphs.clear()
 
     def _flash_works(self) -> bool:
+        if self.device.type != "cuda" or self.dtype not in (torch.float16, torch.bfloat16):
+            return False
         config = self.model.config
         why_not = flash_decode.check(
             self.device,
@@ -168,7 +193,7 @@ class StaticCacheDecoder:
                 q, keys, values, mask, self.head_dim**-0.5, self.eager_ops.masked_softmax
             ),
         )
-        if why_not is not None and self.device.type == "cuda":
+        if why_not is not None:
             warnings.warn(f"rollout: decoding with matmul attention, FlashAttention {why_not}")
         return why_not is None
 
@@ -193,11 +218,17 @@ class StaticCacheDecoder:
         cos, sin = self.inner.rotary_emb(residual, positions)
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         x = ops.rms_norm(residual, *_norm_args(self.layers[0].input_layernorm))
-        for index, (layer, layer_keys, layer_values) in enumerate(zip(self.layers, keys, values)):
+        for index, (layer, layer_keys, layer_values, (qkv, gate_up)) in enumerate(
+            zip(self.layers, keys, values, self._fused)
+        ):
             projections, mlp = layer.self_attn, layer.mlp
-            q = projections.q_proj(x).view(rows, steps, -1, self.head_dim)
-            k = projections.k_proj(x).view(rows, steps, -1, self.head_dim)
-            v = projections.v_proj(x).view(rows, steps, -1, self.head_dim).transpose(1, 2)
+            if qkv is not None:
+                q, k, v = qkv(x)
+            else:
+                q, k, v = projections.q_proj(x), projections.k_proj(x), projections.v_proj(x)
+            q = q.view(rows, steps, -1, self.head_dim)
+            k = k.view(rows, steps, -1, self.head_dim)
+            v = v.view(rows, steps, -1, self.head_dim).transpose(1, 2)
             if hasattr(projections, "q_norm"):  # Qwen3
                 q, k = (
                     ops.rms_norm(q, *_norm_args(projections.q_norm)),
@@ -214,7 +245,8 @@ class StaticCacheDecoder:
                 if index + 1 < len(self.layers)
                 else self.inner.norm
             )
-            mlp_out = mlp.down_proj(ops.silu_mul(mlp.gate_proj(x), mlp.up_proj(x)))
+            gate, up = gate_up(x) if gate_up is not None else (mlp.gate_proj(x), mlp.up_proj(x))
+            mlp_out = mlp.down_proj(ops.silu_mul(gate, up))
             residual, x = ops.add_rms_norm(residual, mlp_out, *_norm_args(following))
         return self.model.lm_head(x[:, -1]).float()
 
@@ -318,6 +350,7 @@ class StaticCacheDecoder:
 
     def prefill(self, prompts: list[list[int]], n: int, max_new_tokens: int) -> torch.Tensor:
         """Fill the cache with the prompts (each to be continued n times); next-token logits (B*n, V)."""
+        self._refuse_if_broken()
         count, longest = len(prompts), max(len(p) for p in prompts)
         rows = count * n
         width = -(-(longest + max_new_tokens) // SLOT_BUCKET) * SLOT_BUCKET
