@@ -47,12 +47,14 @@ def _row_counts(engine) -> set[int]:
 
 
 def _ending_run(engine, params, monkeypatch, check_every: int = 1):
-    """`params` generations where the first and third responses end early (their free run's
-    6th and 21st tokens are made end tokens), so rows are dropped while others go on."""
+    """`params` generations where rows end early, at different steps: a token from each
+    even row of a free run (its 6th, 13th, 20th, ... for rows 0, 2, 4, ...) ends a sequence,
+    so rows are dropped while others go on."""
     monkeypatch.setattr(hf, "EOS_CHECK_EVERY", check_every)
     engine.eos_token_ids = []
     free = engine.generate(PROMPTS, params).token_lists()
-    engine.eos_token_ids = [free[0][5], free[2][20]]
+    picks = [(tokens, 5 + 7 * i) for i, tokens in enumerate(free[::2])]
+    engine.eos_token_ids = sorted({tokens[at] for tokens, at in picks if at < len(tokens)})
     return engine.generate(PROMPTS, params)
 
 

@@ -209,7 +209,8 @@ class StaticCacheDecoder:
         ops: DecodeOps,
     ) -> torch.Tensor:
         """Run tokens (R, T) at rotary `positions`, `attention` storing each layer's keys and
-        values in its cache and attending; the last token's logits.
+        values in its cache and attending; the last token's logits, in the model's dtype (a
+        graph's copy into its fp32 buffer converts them in the same pass).
 
         The layer's own linear modules and weights, with its norms, rotary, SiLU and softmax
         as `ops` (each residual add fused with the norm after it)."""
@@ -248,7 +249,7 @@ class StaticCacheDecoder:
             gate, up = gate_up(x) if gate_up is not None else (mlp.gate_proj(x), mlp.up_proj(x))
             mlp_out = mlp.down_proj(ops.silu_mul(gate, up))
             residual, x = ops.add_rms_norm(residual, mlp_out, *_norm_args(following))
-        return self.model.lm_head(x[:, -1]).float()
+        return self.model.lm_head(x[:, -1])
 
     def _decode_step(
         self, tokens, slot, pad, keys, values, attend: int, ops: DecodeOps
@@ -410,7 +411,7 @@ class StaticCacheDecoder:
             pad=pad.repeat_interleave(n).unsqueeze(1),
             rows=rows,
         )
-        return torch.cat(logits).repeat_interleave(n, dim=0)
+        return torch.cat(logits).float().repeat_interleave(n, dim=0)
 
     def decode(self, tokens: torch.Tensor) -> torch.Tensor:
         """Append one token per row (R,), return the next-token logits (R, V)."""
@@ -441,7 +442,7 @@ class StaticCacheDecoder:
             [v[:rows] for v in state["values"]],
             slot_index + 1,
             self.eager_ops,
-        )
+        ).float()
 
     def keep_rows(self, index: torch.Tensor) -> None:
         """Decode only the current rows at `index` from now on, in that order (the rows that are
