@@ -3,17 +3,22 @@ with transformers' static cache + torch.compile (`cache_implementation="static"`
 
 Same random-init model of a public shape, same prompts (random token ids, lengths between
 half and all of --prompt-len, left-padded), sampling at temperature 1, every sequence
-generating exactly --new-tokens tokens (no EOS), all prompts in one batch. Each engine runs
-once untimed (CUDA-graph capture, cuBLAS and allocator warm-up), then --repeat timed runs;
+generating exactly --new-tokens tokens (no EOS, but for the hf_eos row), all prompts in one
+batch. Each engine runs once untimed (CUDA-graph capture, cuBLAS and allocator warm-up), then
+--repeat timed runs;
 the table shows the best, generated tokens/s, the ratio to `generate` (the baseline), and the
 fraction of the decode bandwidth limit: the bytes every decode step must read (all weights
 once, plus each sequence's KV cache so far), summed over the steps, over --bandwidth.
 A short greedy check reports how many of the first tokens the two agree on (bf16 numerics
-may part ways after a near tie; a wrong decoder parts at once).
+may part ways after a near tie; a wrong decoder parts at once). The hf row decodes with
+FlashAttention where its self-check passes (the last lines say whether it did); hf_matmul is
+the same engine with the matmul attention, to show what that changes. The hf_eos row's
+bandwidth limit counts the reads of its own rows and lengths. --profile adds device ms per decode step
+by kind of kernel (matmul, attention, fused element-wise, copies) for an hf run.
 
 The hf_eos row measures what rows that end early cost: the same prompts and engine, with an
 end-of-sequence token, where every other row ends at its --eos-at-th token and the rest run
-to --new-tokens; the table's last line gives its time over the hf row's (all rows full).
+to --new-tokens; a line after the table gives its time over the hf row's (all rows full).
 A random-init model cannot be made to end on cue, so the bench forces it: its engine decodes
 through `ForcedEnd`, a wrapper around the engine's decoder that sets the logit of the
 end token to -1e4 on every row and step (no row ends by chance) except for the chosen rows
