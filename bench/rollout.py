@@ -13,8 +13,8 @@ A short greedy check reports how many of the first tokens the two agree on (bf16
 may part ways after a near tie; a wrong decoder parts at once). The hf row decodes with
 FlashAttention where its self-check passes (the last lines say whether it did); hf_matmul is
 the same engine with the matmul attention, to show what that changes. The hf_eos row's
-bandwidth limit counts the reads of its own rows and lengths. --profile adds device ms per decode step
-by kind of kernel (matmul, attention, fused element-wise, copies) for an hf run.
+bandwidth limit counts the reads of its own rows and lengths. --profile adds device ms per
+decode step by kind of kernel (matmul, attention, fused element-wise, copies) for an hf run.
 
 The hf_eos row measures what rows that end early cost: the same prompts and engine, with an
 end-of-sequence token, where every other row ends at its --eos-at-th token and the rest run
