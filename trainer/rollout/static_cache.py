@@ -10,8 +10,9 @@ whole decode step, its element-wise ops fused by torch.compile, is captured as a
 and replayed, so a step costs what its kernels cost. There is one graph per attention span
 (a multiple of SLOT_BUCKET slots), so a step reads only the part of the cache that is
 filled so far, not all of it. Where FlashAttention-2 works (CUDA, fp16/bf16: `flash_decode`
-checks it once), decode steps attend with it instead, reading each row's filled slots alone;
-the cache is then laid out (rows, width, kv_heads, dim), else (rows, kv_heads, width, dim).
+checks it once), decode steps attend with it instead, reading each row's filled slots alone
+(so one graph covers every span); the cache is then laid out (rows, width, kv_heads, dim),
+else (rows, kv_heads, width, dim).
 The prefill always uses the matmul attention, over its own small cache per chunk of rows.
 A layer's q/k/v projections run as one matmul, and its gate/up projections as another
 (`fused_linear`: the modules' weights become views of one buffer).
@@ -425,7 +426,10 @@ class StaticCacheDecoder:
         if graphs is not None:
             graphs.tokens[:rows].copy_(tokens.view(-1, 1))
             graphs.slot.fill_(slot_index)
-            span = min(state["width"], -(-(slot_index + 1) // SLOT_BUCKET) * SLOT_BUCKET)
+            # FlashAttention reads each row's filled slots whatever the span: one graph per
+            # row count does; the matmul attention reads the span, so it gets one per span.
+            filled = -(-(slot_index + 1) // SLOT_BUCKET) * SLOT_BUCKET
+            span = state["width"] if self.flash else min(state["width"], filled)
             try:
                 graph = graphs.by_shape.get((rows, span)) or self._capture(graphs, rows, span)
             except RuntimeError as err:
