@@ -3,13 +3,27 @@ with transformers' static cache + torch.compile (`cache_implementation="static"`
 
 Same random-init model of a public shape, same prompts (random token ids, lengths between
 half and all of --prompt-len, left-padded), sampling at temperature 1, every sequence
-generating exactly --new-tokens tokens (no EOS), all prompts in one batch. Each engine runs
-once untimed (CUDA-graph capture, cuBLAS and allocator warm-up), then --repeat timed runs;
+generating exactly --new-tokens tokens (no EOS, but for the hf_eos row), all prompts in one
+batch. Each engine runs once untimed (CUDA-graph capture, cuBLAS and allocator warm-up), then
+--repeat timed runs;
 the table shows the best, generated tokens/s, the ratio to `generate` (the baseline), and the
 fraction of the decode bandwidth limit: the bytes every decode step must read (all weights
 once, plus each sequence's KV cache so far), summed over the steps, over --bandwidth.
 A short greedy check reports how many of the first tokens the two agree on (bf16 numerics
-may part ways after a near tie; a wrong decoder parts at once).
+may part ways after a near tie; a wrong decoder parts at once). The hf row decodes with
+FlashAttention where its self-check passes (the last lines say whether it did); hf_matmul is
+the same engine with the matmul attention, to show what that changes. The hf_eos row's
+bandwidth limit counts the reads of its own rows and lengths. --profile adds device ms per
+decode step by kind of kernel (matmul, attention, fused element-wise, copies) for an hf run.
+
+The hf_eos row measures what rows that end early cost: the same prompts and engine, with an
+end-of-sequence token, where every other row ends at its --eos-at-th token and the rest run
+to --new-tokens; a line after the table gives its time over the hf row's (all rows full).
+A random-init model cannot be made to end on cue, so the bench forces it: its engine decodes
+through `ForcedEnd`, a wrapper around the engine's decoder that sets the logit of the
+end token to -1e4 on every row and step (no row ends by chance) except for the chosen rows
+at the chosen step, where it is +1e4. The engine runs its ordinary EOS handling on that; it
+does not know it is benchmarked. The bench checks that exactly those rows ended there.
 
 1xH200 (the issue's target):
   python bench/rollout.py --shape qwen2-1.5b --prompts 256 --prompt-len 128 --new-tokens 512
@@ -38,6 +52,7 @@ from trainer.rollout.hf import HFRolloutEngine  # noqa: E402
 from trainer.tiny import build_tokenizer  # noqa: E402
 
 PAD = 0
+EOS = 1  # the end token of the hf_eos row
 
 
 def build(shape: str, dtype: torch.dtype, device: str) -> torch.nn.Module:
@@ -100,12 +115,42 @@ def run_engine(
     return engine.generate(prompts, params).token_lists()
 
 
-def decode_bytes(model, prompt_lengths: list[int], new_tokens: int) -> float:
-    """Bytes the decode steps must read at the least. The prefill yields the first new token;
-    each of the `new_tokens - 1` decode steps after it reads every weight once (the LM head
-    included; the embedding lookup reads one row a sequence, counted as nothing) and, for each
-    sequence, the keys and values of every position it attends to: at step j, its prompt and
-    j generated tokens (the current one included)."""
+class ForcedEnd:
+    """The engine's decoder, with the end token's logit forced: never chosen, except by the
+    rows in `rows` for their `at`-th token (see the module docstring)."""
+
+    def __init__(self, decoder, rows: list[int], at: int):
+        self.decoder, self.at = decoder, at
+        self.rows = torch.tensor(rows, device=decoder.device)
+        self.calls = 0
+
+    def _forced(self, logits: torch.Tensor) -> torch.Tensor:
+        logits[:, EOS] = -1e4
+        if self.calls == self.at - 1:  # these logits pick token `at`; no row has ended before
+            logits[self.rows, EOS] = 1e4
+        return logits
+
+    def prefill(self, prompts, n: int, max_new_tokens: int) -> torch.Tensor:
+        self.calls = 0
+        return self._forced(self.decoder.prefill(prompts, n, max_new_tokens))
+
+    def decode(self, tokens: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return self._forced(self.decoder.decode(tokens))
+
+    def keep_rows(self, index: torch.Tensor) -> None:
+        self.decoder.keep_rows(index)
+
+    def release(self) -> None:
+        self.decoder.release()
+
+
+def decode_bytes(model, prompt_lengths: list[int], new_tokens: list[int]) -> float:
+    """Bytes the decode steps must read at the least. The prefill yields each sequence's first
+    new token; each of the `max(new_tokens) - 1` decode steps after it reads every weight once
+    (the LM head included; the embedding lookup reads one row a sequence, counted as nothing)
+    and, for each sequence still generating, the keys and values of every position it attends
+    to: at its step j, its prompt and j generated tokens (the current one included)."""
     config = model.config
     dtype_bytes = next(model.parameters()).element_size()
     weights = (
@@ -115,9 +160,10 @@ def decode_bytes(model, prompt_lengths: list[int], new_tokens: int) -> float:
     )
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     kv_per_position = config.num_hidden_layers * 2 * config.num_key_value_heads * head_dim
-    steps = new_tokens - 1
-    positions = sum(length * steps + steps * (steps + 1) // 2 for length in prompt_lengths)
-    return (steps * weights + positions * kv_per_position) * dtype_bytes
+    positions = sum(
+        length * (new - 1) + (new - 1) * new // 2 for length, new in zip(prompt_lengths, new_tokens)
+    )
+    return ((max(new_tokens) - 1) * weights + positions * kv_per_position) * dtype_bytes
 
 
 def timed(fn, device: str) -> tuple[float, list[list[int]]]:
@@ -146,10 +192,15 @@ def main() -> None:
     )
     parser.add_argument(
         "--engines",
-        default="generate,generate_static,hf,hf_unfused,hf_eager",
+        default="generate,generate_static,hf,hf_eos,hf_matmul,hf_unfused,hf_eager",
         help="generate (baseline, first), generate_static (static cache + "
-        "torch.compile), hf (CUDA graphs of torch.compile-fused ops), hf_unfused "
-        "(CUDA graphs of plain ops), hf_eager (static cache, no graphs)",
+        "torch.compile), hf (CUDA graphs of torch.compile-fused ops, FlashAttention decode "
+        "where it works), hf_eos (hf, every other row ending at its --eos-at-th token), "
+        "hf_matmul (hf with matmul attention), hf_unfused (CUDA graphs of plain ops), hf_eager "
+        "(static cache, no graphs)",
+    )
+    parser.add_argument(
+        "--eos-at", type=int, default=64, help="where half the rows end in the hf_eos row"
     )
     parser.add_argument(
         "--check-tokens", type=int, default=32, help="greedy tokens compared against generate"
@@ -164,13 +215,28 @@ def main() -> None:
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
     model = build(args.shape, dtype, args.device)
     prompts = make_prompts(args.prompts, args.prompt_len, model.config.vocab_size)
-    generated = args.prompts * args.new_tokens
     graph_engine = HFRolloutEngine(model, [], PAD, cuda_graphs=True, max_num_seqs=args.prompts)
     unfused_engine = HFRolloutEngine(
         model, [], PAD, cuda_graphs=True, max_num_seqs=args.prompts, fused_ops=False
     )
     eager_engine = HFRolloutEngine(model, [], PAD, cuda_graphs=False, max_num_seqs=args.prompts)
-    engines = {"hf": graph_engine, "hf_unfused": unfused_engine, "hf_eager": eager_engine}
+    matmul_engine = HFRolloutEngine(
+        model, [], PAD, cuda_graphs=True, max_num_seqs=args.prompts, attention="matmul"
+    )
+    eos_engine = HFRolloutEngine(model, [EOS], PAD, cuda_graphs=True, max_num_seqs=args.prompts)
+    eos_at = min(args.eos_at, args.new_tokens)
+    ending = list(range(0, args.prompts, 2))
+    eos_engine.decoder = ForcedEnd(eos_engine.decoder, ending, eos_at)
+    expected_lengths = {
+        "hf_eos": [eos_at if row % 2 == 0 else args.new_tokens for row in range(args.prompts)]
+    }
+    engines = {
+        "hf": graph_engine,
+        "hf_eos": eos_engine,
+        "hf_matmul": matmul_engine,
+        "hf_unfused": unfused_engine,
+        "hf_eager": eager_engine,
+    }
     runners = {
         "generate": lambda: run_generate(model, prompts, args.new_tokens, args.device),
         "generate_static": lambda: run_generate(
@@ -187,12 +253,17 @@ def main() -> None:
     rows = []
     for name in names:
         warm, out = timed(runners[name], args.device)
-        assert all(len(r) == args.new_tokens for r in out), (
-            f"{name}: not every sequence generated --new-tokens tokens"
-        )
+        lengths = expected_lengths.get(name, [args.new_tokens] * args.prompts)
+        assert [len(r) for r in out] == lengths, f"{name}: responses not of the planned lengths"
         best = min(timed(runners[name], args.device)[0] for _ in range(args.repeat))
         rows.append(
-            {"engine": name, "first_s": warm, "best_s": best, "tokens_per_s": generated / best}
+            {
+                "engine": name,
+                "first_s": warm,
+                "best_s": best,
+                "tokens_per_s": sum(lengths) / best,
+                "new_tokens": lengths,
+            }
         )
         print(
             f"[bench] {name}: first run {warm:.2f} s, best of {args.repeat} {best:.2f} s",
@@ -203,15 +274,19 @@ def main() -> None:
     reference = run_generate(model, check, args.check_tokens, args.device, greedy=True)
     agree = {}
     for name, engine in engines.items():
-        if name in names:
+        if name in names and name != "hf_eos":
             ours = run_engine(engine, check, args.check_tokens, greedy=True)
             agree[name] = sum(_common_prefix(a, b) for a, b in zip(ours, reference)) / (
                 len(check) * args.check_tokens
             )
     base = next((r["tokens_per_s"] for r in rows if r["engine"] == "generate"), None)
-    floor_s = decode_bytes(model, [len(p) for p in prompts], args.new_tokens) / args.bandwidth
+    prompt_lengths = [len(p) for p in prompts]
+    floor_s = decode_bytes(model, prompt_lengths, [args.new_tokens] * args.prompts) / args.bandwidth
     for row in rows:
-        row["bandwidth_fraction"] = floor_s / row["best_s"]
+        row_floor_s = decode_bytes(model, prompt_lengths, row.pop("new_tokens")) / args.bandwidth
+        row["bandwidth_fraction"] = row_floor_s / row["best_s"]
+    best = {row["engine"]: row["best_s"] for row in rows}
+    eos_ratio = best["hf_eos"] / best["hf"] if "hf_eos" in best and "hf" in best else None
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
     print(
         f"\n{args.shape}, {args.prompts} prompts x {args.new_tokens} new tokens (prompts {args.prompt_len // 2}-"
@@ -231,8 +306,14 @@ def main() -> None:
             f"| {row['tokens_per_s']:.0f} | {ratio} "
             f"| {100 * row['bandwidth_fraction']:.1f}% | {shown} |"
         )
+    if eos_ratio is not None:
+        print(
+            f"\nhf_eos (half the rows end at token {eos_at}) over hf (all rows to "
+            f"{args.new_tokens}): {eos_ratio:.2f}x the time (target <= 0.6x)"
+        )
     graphs = graph_engine.decoder.cuda_graphs
-    print(f"\nhf engine decoded with CUDA graphs: {graphs}")
+    flash = getattr(graph_engine.decoder, "flash", False)
+    print(f"\nhf engine decoded with CUDA graphs: {graphs}, FlashAttention: {flash}")
     print(
         json.dumps(
             {
@@ -241,18 +322,43 @@ def main() -> None:
                 "new_tokens": args.new_tokens,
                 "rows": rows,
                 "greedy_agreement": agree,
+                "eos_time_ratio": eos_ratio,
                 "cuda_graphs": graphs,
+                "flash_attention": flash,
             }
         )
     )
     if args.profile:
-        print_profile(
-            lambda: run_engine(graph_engine, prompts, min(args.new_tokens, 64)), args.device
-        )
+        steps = min(args.new_tokens, 64)
+        print_profile(lambda: run_engine(graph_engine, prompts, steps), args.device, steps)
 
 
-def print_profile(run, device: str) -> None:
-    """Where one run's time goes: the ops and kernels with the most device (or CPU) time."""
+KERNEL_KINDS = (  # (kind, substrings of kernel names), first match wins
+    ("attention (flash)", ("flash",)),
+    ("matmul", ("gemm", "nvjet", "cutlass", "xmma", "splitk")),
+    ("fused element-wise (triton)", ("triton",)),
+    (
+        "copy, index, fill",
+        ("copy", "index", "cat", "gather", "scatter", "memcpy", "memset", "fill"),
+    ),
+)
+
+
+def kernel_split(events, steps: int) -> dict[str, float]:
+    """Device milliseconds per step by kind of kernel, from a profile's averaged events."""
+    split: dict[str, float] = {}
+    for event in events:
+        if event.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        name = event.key.lower()
+        kind = next((k for k, words in KERNEL_KINDS if any(w in name for w in words)), "other")
+        split[kind] = split.get(kind, 0.0) + event.self_device_time_total / 1e3 / steps
+    return split
+
+
+def print_profile(run, device: str, steps: int) -> None:
+    """Where one run's time goes: device time per step by kind of kernel, then the ops and
+    kernels with the most device (or CPU) time."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
@@ -262,6 +368,12 @@ def print_profile(run, device: str) -> None:
     print(
         f"\nprofile of one hf engine run ({seconds:.2f} s under the profiler), top 25 by {sort_by}:"
     )
+    if device == "cuda":
+        split = kernel_split(prof.key_averages(), steps)
+        print(f"device ms per step ({steps} steps, the prefill's kernels included):")
+        for kind, ms in sorted(split.items(), key=lambda item: -item[1]):
+            print(f"  {kind:<30} {ms:7.3f}")
+        print(f"  {'total':<30} {sum(split.values()):7.3f}\n")
     print(prof.key_averages().table(sort_by=sort_by, row_limit=25))
 
 

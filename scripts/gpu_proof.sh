@@ -70,7 +70,7 @@ stage_grpo_proof() {  # Megatron-FSDP actor + hf engine, Qwen2-0.5B shape, check
   mfsdp ckpt validate "$runs/grpo05" --deep && cat "$runs/grpo05/metrics.jsonl"
 }
 
-stage_rollout_test() { python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_rollout_hf_gpu.py; }
+stage_rollout_test() { python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_rollout_hf_gpu.py tests/test_rollout_flash_gpu.py; }
 
 stage_rollout_bench() {
   CUDA_VISIBLE_DEVICES=0 python3 bench/rollout.py --shape qwen2-1.5b --prompts 256 --prompt-len 128 --new-tokens 512 --repeat 1 ${ROLLOUT_ARGS:-}

@@ -28,3 +28,23 @@ def reference_logprobs(model, prompt: list[int], response: list[int]) -> torch.T
         -1, torch.tensor(response, device=device)[:, None]
     )
     return picked.squeeze(-1).cpu()
+
+
+def reference_varlen(q, k, v, cum_q, cum_k, max_q, max_k, dropout, causal, debug, **kw):
+    """torch.ops.aten._flash_attention_forward's result as plain torch, for the arguments
+    `flash_decode` gives it (no dropout, not causal, `seqused_k`): sequence b's queries are
+    rows cum_q[b]:cum_q[b + 1] of q, its keys seqused_k[b] rows of k from cum_k[b]; query head
+    h reads KV head h // (heads // kv_heads). It stands in for the CUDA kernel on CPU, so
+    the cache layout and index arithmetic around it are tested everywhere."""
+    assert dropout == 0.0 and not causal and not debug
+    group = q.shape[1] // k.shape[1]
+    out = torch.empty_like(q)
+    for b in range(len(cum_q) - 1):
+        start, used = int(cum_k[b]), int(kw["seqused_k"][b])
+        keys = k[start : start + used].repeat_interleave(group, dim=1).transpose(0, 1)
+        values = v[start : start + used].repeat_interleave(group, dim=1).transpose(0, 1)
+        queries = q[int(cum_q[b]) : int(cum_q[b + 1])].transpose(0, 1)
+        scores = (queries.float() @ keys.float().transpose(1, 2)) * kw["scale"]
+        attended = torch.softmax(scores, -1) @ values.float()
+        out[int(cum_q[b]) : int(cum_q[b + 1])] = attended.transpose(0, 1).to(q.dtype)
+    return out, None, None, None, None

@@ -62,5 +62,5 @@ def test_cuda_graphs_per_attention_span_match_transformers(model):
         assert len(response) == 300
         expected = reference_logprobs(model, PROMPTS[out.prompt_index[row]], response)
         torch.testing.assert_close(out.logprobs[row], expected, atol=1e-4, rtol=0)
-    spans = sorted(span for graphs in engine.decoder._graphs.values() for span in graphs.by_span)
+    spans = sorted(span for g in engine.decoder._graphs.values() for _, span in g.by_shape)
     assert engine.decoder.cuda_graphs and spans == [128, 256, 384], spans

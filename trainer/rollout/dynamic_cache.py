@@ -58,5 +58,12 @@ class DynamicCacheDecoder:
         self._next_position = positions + 1
         return self._run(tokens.view(-1, 1), positions)
 
+    def keep_rows(self, index: torch.Tensor) -> None:
+        """Decode only the current rows at `index` from now on, in that order (the rows that are
+        still generating); the cache's own reorder, as beam search uses it."""
+        self._cache.reorder_cache(index)
+        self._mask = self._mask[index]
+        self._next_position = self._next_position[index]
+
     def release(self) -> None:
         self._cache, self._mask = None, None

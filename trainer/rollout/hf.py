@@ -4,6 +4,14 @@ It keeps its own inference copy of the model (like a colocated vLLM does), so th
 stay sharded; `update_weights` copies the actor's gathered tensors into it in place. Decoding
 uses `static_cache` (preallocated cache, CUDA graphs on GPU) for the Llama family and
 `dynamic_cache` (the model's own forward) for everything else.
+
+Rows that have ended (EOS) stop costing decode time: at every EOS check the engine drops them
+from the decoded batch once the rows still generating fit in a smaller row bucket (a multiple
+of 1/ROW_BUCKETS of the batch, so a generation needs at most ROW_BUCKETS row counts, and
+their CUDA graphs are reused by the next generation). Dropping rows changes no row's result:
+greedy tokens are the same, log-probs the same to float rounding (a matmul over fewer rows
+may sum in another order), and a sampled row draws from the same random numbers
+(`sample_next` draws for the whole batch), so a seed gives the same responses either way.
 """
 
 from __future__ import annotations
@@ -18,7 +26,8 @@ from trainer.rollout.dynamic_cache import DynamicCacheDecoder
 from trainer.rollout.sampling import sample_next
 
 DECODERS = ("auto", "static", "dynamic")
-EOS_CHECK_EVERY = 8  # steps between host syncs that stop early once every row has ended
+EOS_CHECK_EVERY = 8  # steps between host syncs that stop early or drop ended rows
+ROW_BUCKETS = 8  # the decoded row count is a multiple of 1/ROW_BUCKETS of the batch
 
 
 class HFRolloutEngine(RolloutEngine):
@@ -31,6 +40,7 @@ class HFRolloutEngine(RolloutEngine):
         cuda_graphs: bool = True,
         max_num_seqs: int = 1024,
         fused_ops: bool = True,
+        attention: str = "auto",
     ):
         if decoder not in DECODERS:
             raise ValueError(f"rollout.hf.decoder {decoder!r} is not one of {', '.join(DECODERS)}")
@@ -41,7 +51,11 @@ class HFRolloutEngine(RolloutEngine):
         self.device = next(model.parameters()).device
         if decoder == "static" or (decoder == "auto" and static_cache.supports(model)):
             self.decoder = static_cache.StaticCacheDecoder(
-                model, pad_token_id, cuda_graphs=cuda_graphs, fused_ops=fused_ops
+                model,
+                pad_token_id,
+                cuda_graphs=cuda_graphs,
+                fused_ops=fused_ops,
+                attention=attention,
             )
         else:
             self.decoder = DynamicCacheDecoder(model, pad_token_id)
@@ -115,25 +129,34 @@ class HFRolloutEngine(RolloutEngine):
             else None
         )
         finished = torch.zeros(rows, dtype=torch.bool, device=self.device)
+        active = torch.arange(rows, device=self.device)  # the batch row each decoded row is
         logits = self.decoder.prefill(prompts, params.n, params.max_tokens)
         steps = 0
         for step in range(params.max_tokens):
-            chosen = sample_next(logits, params, generator)
-            alive = ~finished
-            tokens[:, step] = torch.where(alive, chosen, self.pad_token_id)
-            mask[:, step] = alive.long()
+            dropped = len(active) < rows
+            chosen = sample_next(logits, params, generator, active if dropped else None, rows)
+            alive = ~finished[active]
+            tokens[active, step] = torch.where(alive, chosen, self.pad_token_id)
+            mask[active, step] = alive.long()
             if logprobs is not None:
-                picked = (
-                    torch.log_softmax(logits, dim=-1).gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
+                # log_softmax at the chosen token without writing the whole (rows, vocab) tensor
+                picked = logits.gather(-1, chosen.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(
+                    logits, dim=-1
                 )
-                logprobs[:, step] = torch.where(alive, picked, 0.0)
-            finished = finished | torch.isin(chosen, eos)
+                logprobs[active, step] = torch.where(alive, picked, 0.0)
+            finished[active] = ~alive | torch.isin(chosen, eos)
             steps = step + 1
-            if steps == params.max_tokens or (
-                steps % EOS_CHECK_EVERY == 0 and bool(finished.all())
-            ):
+            if steps == params.max_tokens:
                 break
-            logits = self.decoder.decode(tokens[:, step])
+            if self.eos_token_ids and steps % EOS_CHECK_EVERY == 0:
+                generating = int((~finished).sum())
+                if generating == 0:
+                    break
+                keep = _kept_rows(finished[active], _row_bucket(generating, rows))
+                if keep is not None:
+                    self.decoder.keep_rows(keep)
+                    active = active[keep]
+            logits = self.decoder.decode(tokens[active, step])
         width = max(1, int(mask[:, :steps].sum(-1).max()))
         return RolloutBatch(
             response_ids=tokens[:, :width].cpu(),
@@ -146,6 +169,21 @@ class HFRolloutEngine(RolloutEngine):
         self.decoder.release()
         self.model = None
         self._parameters = {}
+
+
+def _row_bucket(generating: int, rows: int) -> int:
+    """The decoded row count for `generating` live rows of a `rows`-row batch."""
+    unit = -(-rows // ROW_BUCKETS)
+    return -(-generating // unit) * unit
+
+
+def _kept_rows(ended: torch.Tensor, bucket: int) -> torch.Tensor | None:
+    """Which decoded rows to keep (None: all of them): every live one, topped up to `bucket`
+    with ended ones, whose outputs are discarded (they write padding) but keep the count on a
+    size whose graphs exist."""
+    if bucket >= len(ended):
+        return None
+    return torch.argsort(ended.to(torch.int8), stable=True)[:bucket]
 
 
 def _concat(parts: list[RolloutBatch], pad_token_id: int, n: int) -> RolloutBatch:

@@ -29,19 +29,28 @@ def filter_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
 
 
 def sample_next(
-    logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None
+    logits: torch.Tensor,
+    params: SamplingParams,
+    generator: torch.Generator | None,
+    rows: torch.Tensor | None = None,
+    batch_rows: int | None = None,
 ) -> torch.Tensor:
-    """(rows, vocab) logits -> (rows,) token ids."""
+    """(rows, vocab) logits -> (rows,) token ids.
+
+    `rows`: where these logits' rows sit in a batch of `batch_rows` rows from which ended rows
+    have been dropped. The random draw is made for the whole batch and these rows take their
+    share of it, so a row samples the same token whether or not the batch was compacted
+    (bit for bit where its logits are; the draw for the dropped rows is the price, a fraction
+    of a decode step's memory traffic)."""
     if params.greedy:
         return logits.argmax(dim=-1)
-    probs = torch.softmax(filter_logits(logits, params), dim=-1)
-    # The exponential race, argmax(p / E) with E ~ Exp(1), draws from `probs` exactly as
-    # multinomial does, minus multinomial's validity check, which reads a value back to the
-    # host and so makes every decode step wait for the GPU to go idle. E is kept above 0 so
-    # that a filtered-out token (p = 0) can never win through 0 / 0.
-    race = (
-        torch.empty_like(probs)
-        .exponential_(generator=generator)
-        .clamp_(min=torch.finfo(probs.dtype).tiny)
-    )
-    return probs.div_(race).argmax(dim=-1)
+    scores = filter_logits(logits, params)
+    # The Gumbel-max race, argmax(logit - log E) with E ~ Exp(1), draws from softmax(logits)
+    # exactly as multinomial does, minus multinomial's validity check, which reads a value back
+    # to the host and so makes every decode step wait for the GPU to go idle, and without a
+    # softmax pass over the vocabulary. E is kept above 0 so that its log is finite; a
+    # filtered-out token (-inf) can then never win.
+    shape = (scores.shape[0] if rows is None else batch_rows, scores.shape[1])
+    noise = scores.new_empty(shape).exponential_(generator=generator)
+    noise = noise[rows] if rows is not None else noise
+    return scores.sub_(noise.clamp_(min=torch.finfo(noise.dtype).tiny).log_()).argmax(dim=-1)

@@ -9,12 +9,23 @@ two batched matmuls over the cache (grouped-query heads without repeating K/V). 
 whole decode step, its element-wise ops fused by torch.compile, is captured as a CUDA graph
 and replayed, so a step costs what its kernels cost. There is one graph per attention span
 (a multiple of SLOT_BUCKET slots), so a step reads only the part of the cache that is
-filled so far, not all of it.
+filled so far, not all of it. Where FlashAttention-2 works (CUDA, fp16/bf16: `flash_decode`
+checks it once), decode steps attend with it instead, reading each row's filled slots alone
+(so one graph covers every span); the cache is then laid out (rows, width, kv_heads, dim),
+else (rows, kv_heads, width, dim).
+The prefill always uses the matmul attention, over its own small cache per chunk of rows.
+A layer's q/k/v projections run as one matmul, and its gate/up projections as another
+(`fused_linear`: the modules' weights become views of one buffer).
 
 Layout: prompts are left-padded to a common length P; the cache slot of a token is its column
 in that padded layout, the same for every row; a row's rotary position is its slot minus its
 padding. Slots before a row's padding end are masked out; a padding query attends to itself
 only, which keeps its (unused) values finite.
+
+Rows that have ended stop costing decode time: `keep_rows` moves the rows still generating to
+the front of the cache (their filled slots only) and later steps decode that prefix alone. The
+prefix is a view of the same buffers, so it needs no new memory, and its graphs, one per
+(row count, span), share the buffers and the memory pool of the full batch's graphs.
 """
 
 from __future__ import annotations
@@ -27,10 +38,13 @@ from typing import Any
 
 import torch
 
+from trainer.rollout import flash_decode
 from trainer.rollout.decode_ops import DecodeOps
+from trainer.rollout.fused_linear import FusedLinear
 
 SUPPORTED_MODEL_TYPES = ("qwen2", "qwen3", "llama")
 SLOT_BUCKET = 128  # cache widths are rounded up to this, so graphs are reused across batches
+ATTENTIONS = ("auto", "flash", "matmul")
 
 
 def supports(model: torch.nn.Module) -> bool:
@@ -70,6 +84,20 @@ def _attend(
     return torch.matmul(probs, values).view(rows, heads, steps, dim)
 
 
+def _matmul_attention(
+    slots: torch.Tensor, mask: torch.Tensor, span: int, scale: float, softmax: Callable
+) -> flash_decode.AttentionFn:
+    """Attention over a (R, KV, W, D) cache: write the keys and values of the tokens at cache
+    `slots` (T,), then attend over the first `span` slots where `mask` (R, 1, T, span) allows."""
+
+    def run(q, k, v, layer_keys, layer_values) -> torch.Tensor:
+        layer_keys.index_copy_(2, slots, k.to(layer_keys.dtype))
+        layer_values.index_copy_(2, slots, v.to(layer_values.dtype))
+        return _attend(q, layer_keys[:, :, :span], layer_values[:, :, :span], mask, scale, softmax)
+
+    return run
+
+
 def _norm_args(norm: torch.nn.Module) -> tuple[torch.Tensor, float]:
     return norm.weight, norm.variance_epsilon
 
@@ -77,9 +105,10 @@ def _norm_args(norm: torch.nn.Module) -> tuple[torch.Tensor, float]:
 @dataclass
 class _DecodeGraphs:
     """Decode steps captured for one (rows, width) cache: one graph per attention span (a
-    multiple of SLOT_BUCKET), so early steps do not read the empty end of the cache. The
-    graphs share the cache, the input buffers, the output buffer and one memory pool; they
-    run one after another on one stream, never concurrently, which makes sharing safe."""
+    multiple of SLOT_BUCKET), so early steps do not read the empty end of the cache, and per
+    row count (a prefix of the rows, after `keep_rows`). The graphs share the cache, the input
+    buffers, the output buffer and one memory pool; they run one after another on one stream,
+    never concurrently, which makes sharing safe."""
 
     tokens: torch.Tensor  # (R, 1)
     slot: torch.Tensor  # (1,)
@@ -87,7 +116,9 @@ class _DecodeGraphs:
     keys: list[torch.Tensor]
     values: list[torch.Tensor]
     logits: torch.Tensor  # (R, V) float32, written by every graph
-    by_span: dict[int, torch.cuda.CUDAGraph] = field(default_factory=dict)
+    by_shape: dict[tuple[int, int], torch.cuda.CUDAGraph] = field(
+        default_factory=dict
+    )  # rows, span
     pool: Any = None
 
 
@@ -101,15 +132,20 @@ class StaticCacheDecoder:
         cuda_graphs: bool = True,
         prefill_rows: int = 32,
         fused_ops: bool = True,
+        attention: str = "auto",
     ):
+        if attention not in ATTENTIONS:
+            raise ValueError(
+                f"rollout attention {attention!r} is not one of {', '.join(ATTENTIONS)}"
+            )
         if not supports(model):
             raise ValueError(
                 f"static-cache decoding does not support model_type {model.config.model_type!r}"
             )
         self.model, self.inner = model, model.model
         self.layers = list(self.inner.layers)
-        attention = self.layers[0].self_attn
-        self.head_dim, self.scale = attention.head_dim, attention.scaling
+        first_attention = self.layers[0].self_attn
+        self.head_dim, self.scale = first_attention.head_dim, first_attention.scaling
         self.kv_heads = model.config.num_key_value_heads
         self.pad_token_id = pad_token_id
         self.prefill_rows = prefill_rows
@@ -122,6 +158,45 @@ class StaticCacheDecoder:
         self.graph_ops = DecodeOps.compiled() if fused_ops and self.cuda_graphs else self.eager_ops
         self._graphs: OrderedDict[tuple[int, int], _DecodeGraphs] = OrderedDict()
         self._state: dict = {}
+        self.flash = attention == "flash" or (attention == "auto" and self._flash_works())
+        self._fused = self._fuse()
+
+    def _fuse(self) -> list[tuple[FusedLinear | None, FusedLinear | None]]:
+        """Per layer, its q/k/v and its gate/up projections fused (None where they differ)."""
+        fused = []
+        for layer in self.layers:
+            attention, mlp = layer.self_attn, layer.mlp
+            groups = (
+                [attention.q_proj, attention.k_proj, attention.v_proj],
+                [mlp.gate_proj, mlp.up_proj],
+            )
+            fused.append((FusedLinear.of(groups[0]), FusedLinear.of(groups[1])))
+        return fused
+
+    def _refuse_if_broken(self) -> None:
+        """Fuse again where a parameter no longer lives in its fused buffer (see fused_linear);
+        captured graphs read the old buffers, so they go too."""
+        if not all(f.intact() for pair in self._fused for f in pair if f is not None):
+            self._fused = self._fuse()
+            self._graphs.clear()
+
+    def _flash_works(self) -> bool:
+        if self.device.type != "cuda" or self.dtype not in (torch.float16, torch.bfloat16):
+            return False
+        config = self.model.config
+        why_not = flash_decode.check(
+            self.device,
+            self.dtype,
+            config.num_attention_heads,
+            self.kv_heads,
+            self.head_dim,
+            lambda q, keys, values, mask: _attend(
+                q, keys, values, mask, self.head_dim**-0.5, self.eager_ops.masked_softmax
+            ),
+        )
+        if why_not is not None:
+            warnings.warn(f"rollout: decoding with matmul attention, FlashAttention {why_not}")
+        return why_not is None
 
     # -- the model, on our cache -------------------------------------------------------------
 
@@ -129,14 +204,14 @@ class StaticCacheDecoder:
         self,
         tokens: torch.Tensor,
         positions: torch.Tensor,
-        slots: torch.Tensor,
-        mask: torch.Tensor,
         keys: list[torch.Tensor],
         values: list[torch.Tensor],
-        attend: int,
+        attention: flash_decode.AttentionFn,
         ops: DecodeOps,
     ) -> torch.Tensor:
-        """Run tokens (R, T) at cache `slots` (T,), attending over the first `attend` slots; last logits.
+        """Run tokens (R, T) at rotary `positions`, `attention` storing each layer's keys and
+        values in its cache and attending; the last token's logits, in the model's dtype (a
+        graph's copy into its fp32 buffer converts them in the same pass).
 
         The layer's own linear modules and weights, with its norms, rotary, SiLU and softmax
         as `ops` (each residual add fused with the norm after it)."""
@@ -145,28 +220,25 @@ class StaticCacheDecoder:
         cos, sin = self.inner.rotary_emb(residual, positions)
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         x = ops.rms_norm(residual, *_norm_args(self.layers[0].input_layernorm))
-        for index, (layer, layer_keys, layer_values) in enumerate(zip(self.layers, keys, values)):
-            attention, mlp = layer.self_attn, layer.mlp
-            q = attention.q_proj(x).view(rows, steps, -1, self.head_dim)
-            k = attention.k_proj(x).view(rows, steps, -1, self.head_dim)
-            v = attention.v_proj(x).view(rows, steps, -1, self.head_dim).transpose(1, 2)
-            if hasattr(attention, "q_norm"):  # Qwen3
+        for index, (layer, layer_keys, layer_values, (qkv, gate_up)) in enumerate(
+            zip(self.layers, keys, values, self._fused)
+        ):
+            projections, mlp = layer.self_attn, layer.mlp
+            if qkv is not None:
+                q, k, v = qkv(x)
+            else:
+                q, k, v = projections.q_proj(x), projections.k_proj(x), projections.v_proj(x)
+            q = q.view(rows, steps, -1, self.head_dim)
+            k = k.view(rows, steps, -1, self.head_dim)
+            v = v.view(rows, steps, -1, self.head_dim).transpose(1, 2)
+            if hasattr(projections, "q_norm"):  # Qwen3
                 q, k = (
-                    ops.rms_norm(q, *_norm_args(attention.q_norm)),
-                    ops.rms_norm(k, *_norm_args(attention.k_norm)),
+                    ops.rms_norm(q, *_norm_args(projections.q_norm)),
+                    ops.rms_norm(k, *_norm_args(projections.k_norm)),
                 )
             q, k = ops.rotary(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
-            layer_keys.index_copy_(2, slots, k.to(layer_keys.dtype))
-            layer_values.index_copy_(2, slots, v.to(layer_values.dtype))
-            out = _attend(
-                q,
-                layer_keys[:, :, :attend],
-                layer_values[:, :, :attend],
-                mask,
-                self.scale,
-                ops.masked_softmax,
-            )
-            attended = attention.o_proj(out.transpose(1, 2).reshape(rows, steps, -1))
+            out = attention(q, k, v, layer_keys, layer_values)
+            attended = projections.o_proj(out.transpose(1, 2).reshape(rows, steps, -1))
             residual, x = ops.add_rms_norm(
                 residual, attended, *_norm_args(layer.post_attention_layernorm)
             )
@@ -175,23 +247,37 @@ class StaticCacheDecoder:
                 if index + 1 < len(self.layers)
                 else self.inner.norm
             )
-            mlp_out = mlp.down_proj(ops.silu_mul(mlp.gate_proj(x), mlp.up_proj(x)))
+            gate, up = gate_up(x) if gate_up is not None else (mlp.gate_proj(x), mlp.up_proj(x))
+            mlp_out = mlp.down_proj(ops.silu_mul(gate, up))
             residual, x = ops.add_rms_norm(residual, mlp_out, *_norm_args(following))
-        return self.model.lm_head(x[:, -1]).float()
+        return self.model.lm_head(x[:, -1])
 
     def _decode_step(
         self, tokens, slot, pad, keys, values, attend: int, ops: DecodeOps
     ) -> torch.Tensor:
         """One token per row at cache slot `slot` (a device tensor, so a graph can replay it)."""
-        columns = torch.arange(attend, device=tokens.device)
-        mask = ((columns >= pad) & (columns <= slot)).view(tokens.shape[0], 1, 1, attend)
         positions = (slot - pad).clamp(min=0)
-        return self._forward(tokens, positions, slot, mask, keys, values, attend, ops)
+        if self.flash:
+            width = keys[0].shape[1]
+            attention = flash_decode.decode_attention(slot, pad, width, attend, self.scale)
+        else:
+            columns = torch.arange(attend, device=tokens.device)
+            mask = ((columns >= pad) & (columns <= slot)).view(tokens.shape[0], 1, 1, attend)
+            attention = _matmul_attention(slot, mask, attend, self.scale, ops.masked_softmax)
+        return self._forward(tokens, positions, keys, values, attention, ops)
 
     # -- cache and graphs --------------------------------------------------------------------
 
-    def _new_cache(self, rows: int, width: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        shape = (rows, self.kv_heads, width, self.head_dim)
+    def _new_cache(
+        self, rows: int, width: int, flash: bool = False
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Per layer keys and values: (rows, width, kv_heads, dim) for `flash_decode`, else
+        (rows, kv_heads, width, dim)."""
+        shape = (
+            (rows, width, self.kv_heads, self.head_dim)
+            if flash
+            else (rows, self.kv_heads, width, self.head_dim)
+        )
         make = lambda: [
             torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.layers
         ]  # noqa: E731
@@ -206,7 +292,7 @@ class StaticCacheDecoder:
             len(self._graphs) >= 2
         ):  # train and validation shapes; older ones give their memory back
             self._graphs.popitem(last=False)
-        keys, values = self._new_cache(rows, width)
+        keys, values = self._new_cache(rows, width, self.flash)
         self._graphs[key] = _DecodeGraphs(
             tokens=torch.zeros((rows, 1), dtype=torch.long, device=self.device),
             slot=torch.zeros((1,), dtype=torch.long, device=self.device),
@@ -219,18 +305,19 @@ class StaticCacheDecoder:
         )
         return self._graphs[key]
 
-    def _capture(self, graphs: _DecodeGraphs, span: int) -> torch.cuda.CUDAGraph:
-        """Capture the decode step over the first `span` slots. Its warm-up runs write the
-        current token's keys and values, as the replay that follows will: harmless."""
+    def _capture(self, graphs: _DecodeGraphs, rows: int, span: int) -> torch.cuda.CUDAGraph:
+        """Capture the decode step of the first `rows` rows over the first `span` slots. Its
+        warm-up runs write the current token's keys and values, as the replay that follows
+        will: harmless."""
 
         def step() -> None:
-            graphs.logits.copy_(
+            graphs.logits[:rows].copy_(
                 self._decode_step(
-                    graphs.tokens,
+                    graphs.tokens[:rows],
                     graphs.slot,
-                    graphs.pad,
-                    graphs.keys,
-                    graphs.values,
+                    graphs.pad[:rows],
+                    [k[:rows] for k in graphs.keys],
+                    [v[:rows] for v in graphs.values],
                     span,
                     self.graph_ops,
                 )
@@ -246,7 +333,7 @@ class StaticCacheDecoder:
         with torch.cuda.graph(graph, pool=graphs.pool):
             step()
         graphs.pool = graphs.pool if graphs.pool is not None else graph.pool()
-        graphs.by_span[span] = graph
+        graphs.by_shape[rows, span] = graph
         return graph
 
     def _graph_off(self, err: RuntimeError) -> None:
@@ -265,6 +352,7 @@ class StaticCacheDecoder:
 
     def prefill(self, prompts: list[list[int]], n: int, max_new_tokens: int) -> torch.Tensor:
         """Fill the cache with the prompts (each to be continued n times); next-token logits (B*n, V)."""
+        self._refuse_if_broken()
         count, longest = len(prompts), max(len(p) for p in prompts)
         rows = count * n
         width = -(-(longest + max_new_tokens) // SLOT_BUCKET) * SLOT_BUCKET
@@ -281,7 +369,7 @@ class StaticCacheDecoder:
             keys, values = graphs.keys, graphs.values
             graphs.pad.copy_(pad.repeat_interleave(n).unsqueeze(1))
         else:
-            keys, values = self._new_cache(rows, width)
+            keys, values = self._new_cache(rows, width, self.flash)
         logits = []
         columns = torch.arange(longest, device=self.device)
         causal = columns[None, :] <= columns[:, None]
@@ -301,17 +389,20 @@ class StaticCacheDecoder:
                 self._forward(
                     padded[start:stop],
                     positions,
-                    columns,
-                    mask,
                     chunk_keys,
                     chunk_values,
-                    longest,
+                    _matmul_attention(
+                        columns, mask, longest, self.scale, self.eager_ops.masked_softmax
+                    ),
                     self.eager_ops,
                 )
             )
             for cache, chunk in zip(keys + values, chunk_keys + chunk_values):
                 grouped = cache.view(count, n, *cache.shape[1:])
-                grouped[start:stop, :, :, :longest] = chunk.unsqueeze(1)
+                if self.flash:
+                    grouped[start:stop, :, :longest] = chunk.transpose(1, 2).unsqueeze(1)
+                else:
+                    grouped[start:stop, :, :, :longest] = chunk.unsqueeze(1)
         self._state = dict(
             graphs=graphs,
             keys=keys,
@@ -319,8 +410,9 @@ class StaticCacheDecoder:
             width=width,
             next_slot=longest,
             pad=pad.repeat_interleave(n).unsqueeze(1),
+            rows=rows,
         )
-        return torch.cat(logits).repeat_interleave(n, dim=0)
+        return torch.cat(logits).float().repeat_interleave(n, dim=0)
 
     def decode(self, tokens: torch.Tensor) -> torch.Tensor:
         """Append one token per row (R,), return the next-token logits (R, V)."""
@@ -329,25 +421,43 @@ class StaticCacheDecoder:
         if slot_index >= state["width"]:
             raise RuntimeError("static cache is full: decode called more than max_new_tokens times")
         state["next_slot"] += 1
+        rows = state["rows"]
         graphs = state["graphs"] if self.cuda_graphs else None
         if graphs is not None:
-            graphs.tokens.copy_(tokens.view(-1, 1))
+            graphs.tokens[:rows].copy_(tokens.view(-1, 1))
             graphs.slot.fill_(slot_index)
-            span = min(state["width"], -(-(slot_index + 1) // SLOT_BUCKET) * SLOT_BUCKET)
+            # FlashAttention reads each row's filled slots whatever the span: one graph per
+            # row count does; the matmul attention reads the span, so it gets one per span.
+            filled = -(-(slot_index + 1) // SLOT_BUCKET) * SLOT_BUCKET
+            span = state["width"] if self.flash else min(state["width"], filled)
             try:
-                graph = graphs.by_span.get(span) or self._capture(graphs, span)
+                graph = graphs.by_shape.get((rows, span)) or self._capture(graphs, rows, span)
             except RuntimeError as err:
                 self._graph_off(err)
             else:
                 graph.replay()
-                return graphs.logits
+                return graphs.logits[:rows]
         slot = torch.tensor([slot_index], device=self.device)
         return self._decode_step(
             tokens.view(-1, 1),
             slot,
-            state["pad"],
-            state["keys"],
-            state["values"],
+            state["pad"][:rows],
+            [k[:rows] for k in state["keys"]],
+            [v[:rows] for v in state["values"]],
             slot_index + 1,
             self.eager_ops,
-        )
+        ).float()
+
+    def keep_rows(self, index: torch.Tensor) -> None:
+        """Decode only the current rows at `index` from now on, in that order (the rows that are
+        still generating, and any fillers that round their count up to a size whose graphs
+        are reused). Their filled cache slots and padding move to the front of the buffers."""
+        state = self._state
+        kept, filled = len(index), state["next_slot"]
+        for cache in state["keys"] + state["values"]:
+            slots = cache.narrow(1 if self.flash else 2, 0, filled)
+            slots[:kept] = slots[index]
+        pads = [state["pad"]] + ([state["graphs"].pad] if state["graphs"] is not None else [])
+        for pad in pads:
+            pad[:kept] = pad[index]
+        state["rows"] = kept

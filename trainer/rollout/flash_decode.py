@@ -1,0 +1,128 @@
+"""Decode-step attention with FlashAttention-2, reading only each row's filled cache slots.
+
+The matmul attention of `static_cache` reads a whole span of the cache for every row (its
+left padding and the empty slots up to the next multiple of SLOT_BUCKET included), writes the
+scores in fp32 and reads them back. FlashAttention reads each row's keys and values once,
+keeps the scores on chip, and with one query token and grouped-query heads handles a KV
+head's query heads together. Its variable-length form finds row r's keys at
+`cum_seq_k[r]` in the packed (rows * width, kv_heads, dim) cache and reads `seqused_k[r]`
+of them, so with the cache laid out (rows, width, kv_heads, dim) the left-padded layout
+needs no change: row r starts at r * width + pad_r and uses slot + 1 - pad_r slots.
+
+`torch.ops.aten._flash_attention_forward` takes `seqused_k` (torch >= 2.11, CUDA, fp16/bf16);
+`check` runs it once against the matmul attention and says why not where it cannot be used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+AttentionFn = Callable[..., torch.Tensor]
+
+
+def varlen_op(*args, **kwargs) -> tuple[torch.Tensor, ...]:
+    """The FlashAttention-2 kernel (looked up at call time, so a torch without it fails here)."""
+    return torch.ops.aten._flash_attention_forward(*args, **kwargs)
+
+
+def attend(
+    q: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    starts: torch.Tensor,
+    used: torch.Tensor,
+    max_k: int,
+    scale: float,
+) -> torch.Tensor:
+    """q (R, H, 1, D), keys/values (R, W, KV, D), starts (R + 1,) int32 (row r's first slot
+    in the packed cache, then R * W), used (R,) int32 -> (R, H, 1, D)."""
+    rows, heads, _, dim = q.shape
+    width, kv_heads = keys.shape[1], keys.shape[2]
+    cum_q = torch.arange(rows + 1, dtype=torch.int32, device=q.device)
+    out = varlen_op(
+        q.reshape(rows, heads, dim).contiguous(),
+        keys.view(rows * width, kv_heads, dim),
+        values.view(rows * width, kv_heads, dim),
+        cum_q,
+        starts,
+        1,
+        max_k,
+        0.0,
+        False,
+        False,
+        scale=scale,
+        seqused_k=used,
+    )[0]
+    return out.view(rows, heads, 1, dim)
+
+
+def decode_attention(
+    slot: torch.Tensor, pad: torch.Tensor, width: int, span: int, scale: float
+) -> AttentionFn:
+    """The attention of one decode step at cache `slot` (a (1,) device tensor) for rows with
+    left padding `pad` (R, 1): writes the step's keys and values into the (R, W, KV, D) cache
+    and attends over each row's filled slots. Everything is computed on the device, so a
+    CUDA graph replays it for any slot."""
+    rows = pad.shape[0]
+    first = torch.arange(rows, device=pad.device) * width + pad.view(-1)
+    end = torch.full((1,), rows * width, dtype=first.dtype, device=pad.device)
+    starts = torch.cat([first, end]).to(torch.int32)
+    used = (slot + 1 - pad.view(-1)).to(torch.int32)
+
+    def run(q, k, v, layer_keys, layer_values) -> torch.Tensor:
+        """q, k, v (R, heads, 1, D) -> (R, H, 1, D)."""
+        layer_keys.index_copy_(1, slot, k.transpose(1, 2).to(layer_keys.dtype))
+        layer_values.index_copy_(1, slot, v.transpose(1, 2).to(layer_values.dtype))
+        return attend(q, layer_keys, layer_values, starts, used, span, scale)
+
+    return run
+
+
+def check(
+    device: torch.device,
+    dtype: torch.dtype,
+    heads: int,
+    kv_heads: int,
+    dim: int,
+    reference: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+) -> str | None:
+    """None when `attend` gives `reference`'s result on a small left-padded batch, else why not.
+
+    `reference(q (R, H, 1, D), keys (R, KV, S, D), values, mask (R, 1, 1, S))` is the matmul
+    attention the decoder would use instead."""
+    if device.type != "cuda" or dtype not in (torch.float16, torch.bfloat16):
+        return f"needs CUDA and fp16/bf16 (have {device.type}, {dtype})"
+    return compare(device, dtype, heads, kv_heads, dim, reference)
+
+
+def compare(
+    device: torch.device,
+    dtype: torch.dtype,
+    heads: int,
+    kv_heads: int,
+    dim: int,
+    reference: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+) -> str | None:
+    """`check`'s comparison, on any device: None when the results agree, else why not."""
+    generator = torch.Generator(device=device).manual_seed(0)
+    rows, width, slot = 3, 24, 17
+    pad = torch.tensor([[0], [5], [11]], device=device)
+
+    def randn(*shape: int) -> torch.Tensor:
+        return torch.randn(shape, generator=generator, device=device).to(dtype)
+
+    q = randn(rows, heads, 1, dim)
+    keys, values = randn(rows, width, kv_heads, dim), randn(rows, width, kv_heads, dim)
+    k, v = randn(rows, kv_heads, 1, dim), randn(rows, kv_heads, 1, dim)
+    slot_t = torch.tensor([slot], device=device)
+    try:
+        got = decode_attention(slot_t, pad, width, width, dim**-0.5)(q, k, v, keys, values)
+    except (RuntimeError, AttributeError, TypeError) as err:
+        return f"the kernel failed: {err}"
+    columns = torch.arange(width, device=device)
+    mask = ((columns >= pad) & (columns <= slot)).view(rows, 1, 1, width)
+    want = reference(q, keys.transpose(1, 2), values.transpose(1, 2), mask)
+    error = float((got.float() - want.float()).abs().max())
+    return None if error < 3e-2 else f"its result is off by {error:.3g}"
