@@ -18,6 +18,7 @@ a DCP file mean lives in `reader.py`; where files go lives in `layout.py`.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import logging
 import os
@@ -38,8 +39,9 @@ from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.stateful import Stateful
 
 from mfsdp_ckpt import __version__
+from mfsdp_ckpt.check.validate import invalid_checkpoint, manifest_hash_errors, require_valid
+from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format import layout
-from mfsdp_ckpt.storage.dcp_writer import CheckedWriter
 from mfsdp_ckpt.format.manifest import (
     CONTENT_KINDS,
     FileRecord,
@@ -47,10 +49,9 @@ from mfsdp_ckpt.format.manifest import (
     hash_files,
     read_manifest,
 )
+from mfsdp_ckpt.storage.dcp_writer import CheckedWriter
 from mfsdp_ckpt.storage.safe_dcp import SafeFileSystemReader, SafeLoadPlanner
 from mfsdp_ckpt.storage.staging import HostStager
-from mfsdp_ckpt.check.validate import invalid_checkpoint, manifest_hash_errors, require_valid
-from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 
 log = logging.getLogger(__name__)  # INFO: what each save and load cost (`mfsdp -v ...`)
 
@@ -148,10 +149,8 @@ def _maybe_die(phase: str, step: int) -> None:
 def _versions() -> dict[str, str]:
     versions = {"torch": torch.__version__, "mfsdp": __version__}
     for package in ("transformers", "megatron_fsdp"):
-        try:
+        with contextlib.suppress(Exception):  # not installed: nothing to record
             versions[package] = __import__(package).__version__
-        except Exception:  # not installed: nothing to record
-            pass
     return versions
 
 
@@ -347,7 +346,7 @@ class Checkpointer:
             files=dict(sorted(files.items())),
             model_family=self.model_family,
             versions=_versions(),
-            created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             save_seconds=round(time.monotonic() - pending.started, 3),
             info=pending.info,
             **fields,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-from mfsdp_ckpt.format import layout
-from mfsdp_ckpt.errors import CheckpointFormatError
-from mfsdp_ckpt.format.manifest import read_manifest
 from mfsdp_ckpt.check.printable import printable
-from mfsdp_ckpt.storage.reader import CheckpointReader, ObjectEntry
+from mfsdp_ckpt.errors import CheckpointFormatError
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format.manifest import read_manifest
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.storage.reader import CheckpointReader, ObjectEntry
 
 # Non-tensor entries decoded to show their value: small ones only, a bounded number of them.
 MAX_DECODED_OBJECT_BYTES = 64 << 10

@@ -18,9 +18,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.check.printable import printable
+from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import layout, state_keys
-from mfsdp_ckpt.lora import check_base_model
+from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
 from mfsdp_ckpt.format.manifest import (
     Manifest,
     ManifestError,
@@ -28,16 +29,15 @@ from mfsdp_ckpt.format.manifest import (
     read_manifest,
     sha256_file,
 )
-from mfsdp_ckpt.check.printable import printable
+from mfsdp_ckpt.lora import check_base_model
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import (
     CheckpointFormatError,
     CheckpointReader,
     chunk_backing_problem,
     chunk_coverage_problems,
 )
-from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
-from mfsdp_ckpt.storage.byte_store import CheckpointFileError
-from mfsdp_ckpt.errors import MfsdpFailedError
 
 ERROR, WARNING = "error", "warning"
 _HASH_MISMATCH = "sha256 differs from the manifest (bytes changed after save)"

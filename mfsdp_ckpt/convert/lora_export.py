@@ -25,8 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mfsdp_ckpt.format import layout, state_keys
-from mfsdp_ckpt.format.dtypes import BY_NAME, DType
+from mfsdp_ckpt.check.validate import (
+    ERROR,
+    invalid_checkpoint,
+    manifest_hash_errors,
+    validate_checkpoint,
+)
 from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, ExportVerifyError
 from mfsdp_ckpt.convert.export_hf import ExportResult, _check_out_dir, _set_config_dtype
 from mfsdp_ckpt.convert.export_plan import choose_dtype
@@ -34,6 +38,9 @@ from mfsdp_ckpt.convert.export_scheduler import Progress
 from mfsdp_ckpt.convert.export_source import _asset_files, load_config
 from mfsdp_ckpt.convert.export_verify import _bits
 from mfsdp_ckpt.convert.hf_config import HFConfigError
+from mfsdp_ckpt.format import layout, state_keys
+from mfsdp_ckpt.format.dtypes import BY_NAME, DType
+from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.lora import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
@@ -46,17 +53,10 @@ from mfsdp_ckpt.lora import (
     read_base_model,
     read_lora_settings,
 )
-from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from mfsdp_ckpt.storage.safetensors_writer import SINGLE_FILE, ShardedSafetensorsWriter, Spec
 from mfsdp_ckpt.storage.tensorstore_store import is_url
-from mfsdp_ckpt.check.validate import (
-    ERROR,
-    invalid_checkpoint,
-    manifest_hash_errors,
-    validate_checkpoint,
-)
 
 if TYPE_CHECKING:
     import torch

@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mfsdp_ckpt.format import state_keys
 from mfsdp_ckpt.errors import MfsdpFailedError
+from mfsdp_ckpt.format import state_keys
 
 if TYPE_CHECKING:  # the transforms get tensors from their caller; planning needs no torch
     import torch

@@ -108,4 +108,4 @@ BY_NAME: dict[str, DType] = _CANONICAL | {
 }
 BY_STORAGE: dict[str, DType] = {d.storage: d for d in _ALL if d.storage}
 
-__all__ = ["BFLOAT16", "BY_NAME", "BY_STORAGE", "DType", "FLOAT16", "FLOAT32", "FLOAT64"]
+__all__ = ["BFLOAT16", "BY_NAME", "BY_STORAGE", "FLOAT16", "FLOAT32", "FLOAT64", "DType"]

@@ -31,7 +31,8 @@ import pickle
 import pickletools
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
+
 from mfsdp_ckpt.errors import MfsdpFailedError
 
 # An opcode retains at most ~72 bytes (floods of EMPTY_DICT, EMPTY_LIST or MARK; measured by
@@ -113,7 +114,7 @@ def _hashable_key(value: Any) -> bool:
         dataclasses.is_dataclass(value)
         and isinstance(state, dict)
         and all(
-            isinstance(v, tuple) and is_flat(v) or isinstance(v, _SCALARS) for v in state.values()
+            (isinstance(v, tuple) and is_flat(v)) or isinstance(v, _SCALARS) for v in state.values()
         )
     )
 
@@ -134,7 +135,7 @@ class RestrictedUnpickler(pickle._Unpickler):
     `persistent_load`, when given, resolves persistent ids (torch.save's storages).
     """
 
-    dispatch: dict[int, Callable] = {}
+    dispatch: ClassVar[dict[int, Callable]] = {}
 
     def __init__(
         self,

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import dcp_metadata
 from mfsdp_ckpt.format.dtypes import BY_NAME, DType
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE, fsync_path
@@ -46,7 +47,6 @@ from mfsdp_ckpt.format.torch_save_format import (
     tensor_metadata,
     tensor_pickle,
 )
-from mfsdp_ckpt.errors import MfsdpFailedError
 
 if TYPE_CHECKING:
     import torch

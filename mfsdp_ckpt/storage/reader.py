@@ -15,6 +15,7 @@ The tables (and everything export plans from them) need no torch: dtypes are
 from __future__ import annotations
 
 import io
+import itertools
 import math
 import os
 import zipfile
@@ -23,13 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mfsdp_ckpt.errors import CheckpointFormatError, UnsafeMetadataError
 from mfsdp_ckpt.format import dcp_metadata, dtypes
 from mfsdp_ckpt.format.blob_guard import blob_pickle, check_blob, open_blob
-from mfsdp_ckpt.errors import CheckpointFormatError, UnsafeMetadataError
+from mfsdp_ckpt.format.dcp_metadata import MAX_INT, MAX_METADATA_BYTES, load_plain_metadata_bytes
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
-from mfsdp_ckpt.format.dcp_metadata import MAX_INT
 from mfsdp_ckpt.format.restricted_pickle import restricted_loads
-from mfsdp_ckpt.format.dcp_metadata import MAX_METADATA_BYTES, load_plain_metadata_bytes
 from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError, LocalByteStore, RangeFile
 
 if TYPE_CHECKING:
@@ -240,7 +240,7 @@ def _overlaps(chunks: list[Chunk], dims: tuple[int, ...]) -> bool | None:
             for chunk in group:
                 spans.setdefault((chunk.offsets[dim], chunk.sizes[dim]), []).append(chunk)
             ordered = sorted(spans)
-            if all(a[0] + a[1] <= b[0] for a, b in zip(ordered, ordered[1:])):
+            if all(a[0] + a[1] <= b[0] for a, b in itertools.pairwise(ordered)):
                 rest = tuple(d for d in remaining if d != dim)
                 pending.extend((members, rest) for members in spans.values())
                 break

@@ -23,10 +23,10 @@ from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
 from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner
 
 from mfsdp_ckpt.format.blob_guard import check_blob
-from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
-from mfsdp_ckpt.storage.reader import BLOB_OVERHEAD, MAX_OBJECT_BYTES, decode_blob
 from mfsdp_ckpt.format.dcp_metadata import load_metadata
+from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
 from mfsdp_ckpt.storage.byte_store import LocalByteStore, RangeFile
+from mfsdp_ckpt.storage.reader import BLOB_OVERHEAD, MAX_OBJECT_BYTES, decode_blob
 
 
 class SafeFileSystemReader(FileSystemReader):

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format.dtypes import BY_NAME, DType
 from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE, SINGLE_FILE
-from mfsdp_ckpt.errors import MfsdpFailedError
 
 if TYPE_CHECKING:
     import torch

@@ -205,7 +205,7 @@ class ShardedSafetensorsWriter:
         missing = sorted(set(self.slots) - self._written)
         if missing:
             raise RuntimeError(f"{len(missing)} tensor(s) never written, e.g. {missing[0]}")
-        for file, fd in self._fds.items():
+        for _file, fd in self._fds.items():
             os.fsync(fd)
         self.abort()
         if len(self.files) > 1:
