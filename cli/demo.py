@@ -50,8 +50,8 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
     Example:
       mfsdp demo --out /tmp/mfsdp-demo
     """
-    from mfsdp_ckpt.convert.export_hf import export_hf
     from mfsdp_ckpt.check.validate import validate_checkpoint
+    from mfsdp_ckpt.convert.export_hf import export_hf
     from trainer.data.math_datasets import convert_files
     from trainer.tiny import build_tiny_model_dir, synthetic_arithmetic
 

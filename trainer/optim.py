@@ -21,7 +21,7 @@ NO_DECAY_GROUP, DECAY_GROUP = "no_decay", "decay"
 def warmup_steps(cfg: OptimConfig, total_steps: int) -> int:
     if cfg.warmup_steps > 0:
         return cfg.warmup_steps
-    return int(math.ceil(cfg.warmup_ratio * total_steps))
+    return math.ceil(cfg.warmup_ratio * total_steps)
 
 
 def lr_at(step: int, cfg: OptimConfig, total_steps: int) -> float:

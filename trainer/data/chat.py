@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
 from mfsdp_ckpt.errors import MfsdpUsageError
 
 

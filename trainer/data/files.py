@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+
 from mfsdp_ckpt.errors import MfsdpUsageError
 
 

@@ -42,7 +42,7 @@ def load_sft_splits(
     elif cfg.val_ratio > 0:
         order = list(range(len(rows)))
         random.Random(seed).shuffle(order)
-        held = set(order[: max(1, int(round(cfg.val_ratio * len(rows))))])
+        held = set(order[: max(1, round(cfg.val_ratio * len(rows)))])
         val_rows = [rows[i] for i in sorted(held)]
         rows = [row for i, row in enumerate(rows) if i not in held]
     else:

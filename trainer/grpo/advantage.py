@@ -9,8 +9,7 @@ The advantage is broadcast over the response tokens and zeroed outside the respo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Hashable
+from collections.abc import Hashable, Sequence
 
 import torch
 

@@ -41,7 +41,7 @@ class LossScale:
     norm_length: float | None = None
 
     @classmethod
-    def local(cls, mask: torch.Tensor, norm_length: float | None = None) -> "LossScale":
+    def local(cls, mask: torch.Tensor, norm_length: float | None = None) -> LossScale:
         """The batch is all there is: one micro-batch, one rank (verl's `agg_loss`)."""
         return cls.of([mask], norm_length=norm_length, group=None)
 
@@ -52,7 +52,7 @@ class LossScale:
         norm_length: float | None = None,
         group: dist.ProcessGroup | None = None,
         distributed: bool | None = None,
-    ) -> "LossScale":
+    ) -> LossScale:
         """Count the micro-batches' masks of this rank and sum the counts over the data-parallel group.
 
         `distributed=None` means: sum over ranks whenever a process group is initialized.

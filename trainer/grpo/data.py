@@ -12,9 +12,9 @@ from typing import Any
 
 from tqdm import tqdm
 
+from mfsdp_ckpt.errors import MfsdpUsageError
 from trainer.data.files import read_rows
 from trainer.grpo.config import RLDataConfig
-from mfsdp_ckpt.errors import MfsdpUsageError
 
 
 class RLDataError(MfsdpUsageError, ValueError):

@@ -30,11 +30,11 @@ from trainer.data.batching import global_batch, rank_share
 from trainer.distributed import DistEnv, all_reduce_max, all_reduce_sum
 from trainer.grpo.actor import (
     RolloutData,
+    UpdateStats,
     attach_logprob_forward,
     compute_log_probs,
     left_pad,
     micro_batch_loss,
-    UpdateStats,
 )
 from trainer.grpo.advantage import grpo_token_advantages
 from trainer.grpo.aggregation import LossScale

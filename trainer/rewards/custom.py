@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable
 from pathlib import Path
+
 from mfsdp_ckpt.errors import MfsdpUsageError
 
 

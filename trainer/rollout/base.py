@@ -69,7 +69,7 @@ class RolloutEngine(ABC):
     def update_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Load full (unsharded) tensors under Hugging Face parameter names; later calls see them."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (optional: most engines hold nothing to free)
         """Free the engine's memory; it is not used afterwards."""
 
 

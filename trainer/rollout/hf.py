@@ -51,7 +51,7 @@ class HFRolloutEngine(RolloutEngine):
     @classmethod
     def from_pretrained(
         cls, model_dir: str, dtype: torch.dtype, device: str | torch.device, **kwargs
-    ) -> "HFRolloutEngine":
+    ) -> HFRolloutEngine:
         """An engine over a Hugging Face model directory (weights on disk), for use outside training."""
         from transformers import AutoModelForCausalLM, GenerationConfig
 

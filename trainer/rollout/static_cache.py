@@ -192,9 +192,10 @@ class StaticCacheDecoder:
 
     def _new_cache(self, rows: int, width: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         shape = (rows, self.kv_heads, width, self.head_dim)
-        make = lambda: [
-            torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.layers
-        ]  # noqa: E731
+
+        def make() -> list[torch.Tensor]:
+            return [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.layers]
+
         return make(), make()
 
     def _graphs_for(self, rows: int, width: int) -> _DecodeGraphs:
@@ -251,7 +252,10 @@ class StaticCacheDecoder:
 
     def _graph_off(self, err: RuntimeError) -> None:
         """A capture failure costs speed, never the run: decode eagerly from now on."""
-        warnings.warn(f"rollout: CUDA graph capture failed, decoding eagerly from now on ({err})")
+        warnings.warn(
+            f"rollout: CUDA graph capture failed, decoding eagerly from now on ({err})",
+            stacklevel=2,
+        )
         self.cuda_graphs = False
         self._graphs.clear()
 
