@@ -24,8 +24,8 @@ import pytest
 import torch
 from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, MetadataIndex
 
-from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.checkpointer import Checkpointer
+from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dcp_metadata import load_metadata
 
 REPO = Path(__file__).resolve().parents[1]

@@ -121,9 +121,9 @@ def test_filter_logits_top_k_top_p():
 
 def test_bad_updates_and_params_are_rejected(model_dir):
     engine = HFRolloutEngine.from_pretrained(str(model_dir), torch.float32, "cpu")
-    with pytest.raises(KeyError, match="no parameter 'nope.weight'"):
+    with pytest.raises(KeyError, match=r"no parameter 'nope.weight'"):
         engine.update_weights([("nope.weight", torch.zeros(1))])
-    with pytest.raises(ValueError, match="model.norm.weight.*shape"):
+    with pytest.raises(ValueError, match=r"model.norm.weight.*shape"):
         engine.update_weights([("model.norm.weight", torch.zeros(3))])
     with pytest.raises(ValueError, match="top_p"):
         SamplingParams(top_p=0.0)
