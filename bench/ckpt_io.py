@@ -30,9 +30,9 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from mfsdp_ckpt.format import layout  # noqa: E402
-from mfsdp_ckpt.checkpointer import Checkpointer, load_checkpoint  # noqa: E402
-from trainer.distributed import init_distributed  # noqa: E402
+from mfsdp_ckpt.checkpointer import Checkpointer, load_checkpoint
+from mfsdp_ckpt.format import layout
+from trainer.distributed import init_distributed
 
 SHAPES = {
     "1.5b": dict(

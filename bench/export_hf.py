@@ -112,7 +112,7 @@ def make_checkpoint(shape: str, base: Path) -> Path:
     shutil.rmtree(run, ignore_errors=True)
     config = {**COMMON, **SHAPES[shape]}
     code = MAKE_CHECKPOINT.format(root=str(ROOT), config=config, run=str(run))
-    wall, rss = run_measured([sys.executable, "-c", code])
+    wall, _rss = run_measured([sys.executable, "-c", code])
     print(f"# made {run} in {wall:.0f} s", file=sys.stderr)
     return run
 

@@ -31,11 +31,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trainer.config import ModelConfig  # noqa: E402
-from trainer.model import build_hf_config  # noqa: E402
-from trainer.rollout.base import SamplingParams  # noqa: E402
-from trainer.rollout.hf import HFRolloutEngine  # noqa: E402
-from trainer.tiny import build_tokenizer  # noqa: E402
+from trainer.config import ModelConfig
+from trainer.model import build_hf_config
+from trainer.rollout.base import SamplingParams
+from trainer.rollout.hf import HFRolloutEngine
+from trainer.tiny import build_tokenizer
 
 PAD = 0
 
