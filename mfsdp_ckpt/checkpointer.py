@@ -10,10 +10,10 @@ the tracker valid:
    `global_step_N.tmp` to `global_step_N` (a step dir without a manifest never counts);
 4. rank 0 replaces the tracker with `os.replace`, then prunes old steps (`keep_last`).
 
-With `async_save=True` only the copy to host memory (`staging.py`) happens in the
-training loop; DCP writing and steps 2-4 run in a background thread on a dedicated gloo
-group, and the next save (or `close()`) waits for it. Policy (which step, what to keep) lives here; what the bytes of
-a DCP file mean lives in `reader.py`; where files go lives in `layout.py`.
+With `async_save=True` only the copy to host memory (`staging.py`) happens in the training loop; DCP
+writing and steps 2-4 run in a background thread on a dedicated gloo group, and the next save (or
+`close()`) waits for it. Policy (which step, what to keep) lives here; what the bytes of a DCP file
+mean lives in `reader.py`; where files go lives in `layout.py`.
 """
 
 from __future__ import annotations
@@ -111,7 +111,8 @@ def check_contents(contents: Iterable[str], what: str) -> tuple[str, ...]:
         )
     if OPTIMIZER in contents and MODEL not in contents:
         raise CheckpointContentsError(
-            f"{what}: 'optimizer' needs 'model' too (optimizer state is keyed by the model's parameters)"
+            f"{what}: 'optimizer' needs 'model' too (optimizer state is keyed by the model's "
+            "parameters)"
         )
     if not contents:
         raise CheckpointContentsError(f"{what}: nothing to save or load")

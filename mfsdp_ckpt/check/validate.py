@@ -147,7 +147,8 @@ def validate_paths(
 
 
 class CheckpointInvalidError(MfsdpFailedError, ValueError):
-    """A checkpoint about to be loaded or exported failed validation (first error in the message)."""
+    """A checkpoint about to be loaded or exported failed validation (first error in the
+    message)."""
 
 
 def require_valid(
@@ -334,7 +335,8 @@ def _model_keys(keys) -> list[str]:
 
 def _parameter_name(model_key: str) -> str:
     """`model.module.decoder.layers.0.mlp.linear_fc1.weight_w` ->
-    `decoder.layers.0.mlp.linear_fc1.weight_w`: the name both the model state and every optimizer's state agree on, wrappers removed."""
+    `decoder.layers.0.mlp.linear_fc1.weight_w`: the name both the model state and every optimizer's
+    state agree on, wrappers removed."""
     return state_keys.hf_name(model_key.split(".", 1)[1])
 
 

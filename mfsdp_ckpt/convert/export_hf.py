@@ -222,7 +222,8 @@ def export_hf(
     asset_location = str(hf_config) if hf_config is not None else source.hf_assets
     if asset_location is None:
         raise ExportUsageError(
-            f"{source.location}: the checkpoint has no {layout.HF_ASSETS_DIR}/ dir; pass --hf-config DIR|config.json"
+            f"{source.location}: the checkpoint has no {layout.HF_ASSETS_DIR}/ dir; pass "
+            "--hf-config DIR|config.json"
         )
     if hf_config is not None and not Path(hf_config).exists():
         raise ExportUsageError(f"{hf_config}: no such file or directory (--hf-config)")

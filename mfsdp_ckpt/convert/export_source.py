@@ -88,7 +88,8 @@ def _resolve_url(url: str, root: ByteStore) -> tuple[str, str | None]:
         step = join_location(url, f"{layout.STEP_DIR_PREFIX}{int(text)}")
         return join_location(step, layout.DIST_CKPT_DIR), step
     raise layout.CheckpointPathError(
-        f"{url}: not a checkpoint (no {layout.DCP_METADATA_FILE}, no {layout.DIST_CKPT_DIR}/, no {layout.TRACKER_FILE})"
+        f"{url}: not a checkpoint (no {layout.DCP_METADATA_FILE}, no {layout.DIST_CKPT_DIR}/, no "
+        f"{layout.TRACKER_FILE})"
     )
 
 

@@ -138,8 +138,8 @@ def _qkv_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
     rows = (g.num_heads + 2 * g.num_kv_heads) * g.head_dim
     if not shape or shape[0] != rows or g.num_heads % g.num_kv_heads:
         raise ShapeError(
-            f"fused QKV has shape {shape}; the config ({g.num_heads} heads, {g.num_kv_heads} KV heads,"
-            f" head_dim {g.head_dim}) needs {rows} rows"
+            f"fused QKV has shape {shape}; the config ({g.num_heads} heads, "
+            f"{g.num_kv_heads} KV heads, head_dim {g.head_dim}) needs {rows} rows"
         )
     rest = shape[1:]
     return [
@@ -602,7 +602,8 @@ def map_names(
         rules = MCORE_FAMILIES.get(model_type)
         if rules is None:
             raise MappingError(
-                f"model family {model_type!r} has no mcore name table (known: {sorted(MCORE_FAMILIES)})"
+                f"model family {model_type!r} has no mcore name table (known: "
+                f"{sorted(MCORE_FAMILIES)})"
             )
         unmapped = []
         for path, shape in module_paths.items():
@@ -621,7 +622,8 @@ def map_names(
             planned.append(MappedTensor(stored_keys[path], targets, shapes, rule.transform))
         if unmapped:
             raise MappingError(
-                f"{len(unmapped)} tensor(s) have no {model_type} mcore mapping: {_first(sorted(unmapped))}"
+                f"{len(unmapped)} tensor(s) have no {model_type} mcore mapping: "
+                f"{_first(sorted(unmapped))}"
             )
     if geometry.tie_word_embeddings:
         planned = [p for p in planned if p.targets != ("lm_head.weight",)]

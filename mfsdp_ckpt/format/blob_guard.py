@@ -40,7 +40,8 @@ def open_blob(file: BinaryIO, length: int, where: str) -> zipfile.ZipFile:
     members, directory = end[zipfile._ECD_ENTRIES_TOTAL], end[zipfile._ECD_SIZE]
     if members > MAX_MEMBERS or directory > MAX_DIRECTORY_BYTES:
         raise CheckpointFormatError(
-            f"{where}: blob lists {members} members in {directory} bytes, more than torch.save writes"
+            f"{where}: blob lists {members} members in {directory} bytes, more than torch.save "
+            "writes"
         )
     try:
         archive = zipfile.ZipFile(file)

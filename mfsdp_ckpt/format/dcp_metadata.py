@@ -455,7 +455,8 @@ def load_plain_metadata_bytes(data: bytes, source: str = "<bytes>") -> Metadata:
 
 
 def load_metadata_bytes(data: bytes, source: str = "<bytes>") -> DcpMetadata:
-    """DCP metadata as DCP's own `Metadata`, with the allow-list; `source` names the file in errors."""
+    """DCP metadata as DCP's own `Metadata`, with the allow-list; `source` names the file in
+    errors."""
     return _unpickle(data, source, _dcp_classes())
 
 

@@ -80,7 +80,8 @@ class Manifest:
         version = need("format_version", int)
         if version > FORMAT_VERSION:
             raise ManifestError(
-                f"{source}: format_version {version} is newer than this mfsdp reads ({FORMAT_VERSION})"
+                f"{source}: format_version {version} is newer than this mfsdp reads "
+                f"({FORMAT_VERSION})"
             )
         step, world_size = need("step", int), need("world_size", int)
         if step < 0 or world_size < 1:

@@ -4,7 +4,8 @@ Import moves gigabytes that keep their values: a tensor's bytes go from the safe
 file to the DCP data file unchanged (only framed, or reordered by whole rows for the mcore
 QKV). Importing torch to frame them is a start-up cost on the order of copying a small
 model (bench/export_hf.py's "start-up + import torch" row); and `torch.save` needs the
-tensor in memory, where the kernel could copy the bytes file to file. So the two formats are written here directly:
+tensor in memory, where the kernel could copy the bytes file to file. So the two formats are
+written here directly:
 
 * a `torch.save` blob of one tensor is a ZIP (stored, no compression) of `data.pkl` (a
   protocol-2 pickle of `torch._utils._rebuild_tensor_v2(storage, 0, size, stride, False,

@@ -158,7 +158,8 @@ def parse_metadata(
             sizes = _int_tuple(getattr(chunk, "sizes", None), f"{key}: chunk sizes")
             if len(offsets) != len(shape) or len(sizes) != len(shape):
                 raise CheckpointFormatError(
-                    f"{key}: chunk rank {len(offsets)}/{len(sizes)} differs from tensor rank {len(shape)}"
+                    f"{key}: chunk rank {len(offsets)}/{len(sizes)} differs from tensor rank "
+                    f"{len(shape)}"
                 )
             index = dcp_metadata.MetadataIndex(key, offsets)
             location = _storage_location(storage_data, key, index)
@@ -526,8 +527,8 @@ class CheckpointReader:
             raise CheckpointFileError(f"{where}: file is missing")
         if chunk.file_offset + chunk.length > size:
             raise CheckpointFileError(
-                f"{where}: needs bytes [{chunk.file_offset}, {chunk.file_offset + chunk.length}) but the file has"
-                f" {size} (truncated?)"
+                f"{where}: needs bytes [{chunk.file_offset}, {chunk.file_offset + chunk.length}) "
+                f"but the file has {size} (truncated?)"
             )
         problem = chunk_backing_problem(entry, chunk)
         if problem:

@@ -149,7 +149,8 @@ class ShardedSafetensorsWriter:
             raise KeyError(f"{name}: not in the planned export")
         if tensor.dtype != slot.dtype.torch or tuple(tensor.shape) != slot.shape:
             raise ValueError(
-                f"{name}: got {tuple(tensor.shape)} {tensor.dtype}, planned {slot.shape} {slot.dtype}"
+                f"{name}: got {tuple(tensor.shape)} {tensor.dtype}, planned {slot.shape} "
+                f"{slot.dtype}"
             )
         data = tensor.detach().contiguous().reshape(-1).view(torch.uint8).numpy()
         with self._file_locks[slot.file]:
@@ -184,7 +185,8 @@ class ShardedSafetensorsWriter:
                 if count <= 0:
                     raise OSError(
                         5,
-                        f"{self.out_dir / slot.file}: copy_file_range stopped at {copied} of {nbytes} bytes",
+                        f"{self.out_dir / slot.file}: copy_file_range stopped at {copied} of "
+                        f"{nbytes} bytes",
                     )
                 copied += count
         if done:
