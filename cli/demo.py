@@ -70,7 +70,8 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
     tables = convert_files("gsm8k", [str(raw)], out / "data")
     model_dir = build_tiny_model_dir(out / "init_model", with_weights=True)
     _say(
-        f"data: {tables['sft/train']} (SFT) and {tables['rl/train']} (RL); initial model: {model_dir}"
+        f"data: {tables['sft/train']} (SFT) and {tables['rl/train']} (RL); initial model: "
+        f"{model_dir}"
     )
 
     run_dir = out / "sft"
@@ -121,7 +122,8 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
         _say(f"export-hf: {len(result.mismatches)} tensor(s) differ from the checkpoint")
         raise SystemExit(1)
     _say(
-        f"export-hf: {result.tensors} tensors, {result.bytes / 2**20:.1f} MiB -> {hf_dir} (verified)"
+        f"export-hf: {result.tensors} tensors, {result.bytes / 2**20:.1f} MiB -> {hf_dir} "
+        "(verified)"
     )
 
     question = synthetic_arithmetic(1, seed=99)[0]["question"]

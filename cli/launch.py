@@ -150,7 +150,8 @@ def start(
 def torchrun_command(
     subcommand: str, launch: Launch, config_path: str | None, as_json: bool, overrides: list[str]
 ) -> list[str]:
-    """`python -m torch.distributed.run ... -m cli.train SUBCOMMAND [--config F] [--json] OVERRIDES`."""
+    """`python -m torch.distributed.run ... -m cli.train SUBCOMMAND [--config F] [--json]
+    OVERRIDES`."""
     command = [
         sys.executable,
         "-m",

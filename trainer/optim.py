@@ -96,7 +96,8 @@ def clip_grad_norm(
     device: torch.device,
     group: dist.ProcessGroup | None = None,
 ) -> float:
-    """Global L2 norm of gradients sharded over `group` (each rank holds disjoint shards); clip in place.
+    """Global L2 norm of gradients sharded over `group` (each rank holds disjoint shards); clip in
+    place.
 
     Summing squared local norms and reducing once is exact for any sharding, even or
     uneven, because every element lives on exactly one rank (data-parallel sharding, tp=1).

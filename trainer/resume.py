@@ -104,6 +104,7 @@ def check_data_position(expected: dict[str, Any], restored: dict[str, Any], wher
     for key in DATA_POSITION_KEYS:
         if int(restored[key]) != int(expected[key]):
             raise ResumeMismatchError(
-                f"{where}: checkpoint was trained with {key}={restored[key]}, this run has {expected[key]}; "
+                f"{where}: checkpoint was trained with {key}={restored[key]}, this run has "
+                f"{expected[key]}; "
                 "steps would map to different data (use checkpoint.resume=disable to start over)"
             )

@@ -33,7 +33,8 @@ def tokenize_rows(
 def load_sft_splits(
     cfg: DataConfig, tokenizer: Any, seed: int, progress: bool
 ) -> tuple[list[Example], list[Example]]:
-    """(train, validation) examples; validation from `val_files`, else a seeded `val_ratio` hold-out."""
+    """(train, validation) examples; validation from `val_files`, else a seeded `val_ratio`
+    hold-out."""
     if not cfg.train_files:
         raise ConfigError("data.train_files: no training files given")
     rows = read_rows(cfg.train_files)

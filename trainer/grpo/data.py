@@ -72,7 +72,8 @@ def load_rl_prompts(
         if len(ids) > cfg.max_prompt_length:
             if not cfg.filter_overlong_prompts:
                 raise RLDataError(
-                    f"{where}: prompt has {len(ids)} tokens > data.max_prompt_length={cfg.max_prompt_length} "
+                    f"{where}: prompt has {len(ids)} tokens > "
+                    f"data.max_prompt_length={cfg.max_prompt_length} "
                     "(raise it or set data.filter_overlong_prompts=true)"
                 )
             dropped += 1

@@ -136,7 +136,8 @@ class StaticCacheDecoder:
         attend: int,
         ops: DecodeOps,
     ) -> torch.Tensor:
-        """Run tokens (R, T) at cache `slots` (T,), attending over the first `attend` slots; last logits.
+        """Run tokens (R, T) at cache `slots` (T,), attending over the first `attend` slots; last
+        logits.
 
         The layer's own linear modules and weights, with its norms, rotary, SiLU and softmax
         as `ops` (each residual add fused with the norm after it)."""
@@ -268,7 +269,8 @@ class StaticCacheDecoder:
     # -- generation --------------------------------------------------------------------------
 
     def prefill(self, prompts: list[list[int]], n: int, max_new_tokens: int) -> torch.Tensor:
-        """Fill the cache with the prompts (each to be continued n times); next-token logits (B*n, V)."""
+        """Fill the cache with the prompts (each to be continued n times); next-token logits (B*n,
+        V)."""
         count, longest = len(prompts), max(len(p) for p in prompts)
         rows = count * n
         width = -(-(longest + max_new_tokens) // SLOT_BUCKET) * SLOT_BUCKET
