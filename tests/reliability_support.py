@@ -410,8 +410,8 @@ FAULTS: tuple[Fault, ...] = (
                 0,
                 wrote_nothing=False,
                 note="plain export does not hash: the files hold the optimizer's "
-                "bytes too, so hashing would triple its reads; `export-hf --verify`, `validate --deep` "
-                "and resume catch it",
+                "bytes too, so hashing would triple its reads; `export-hf --verify`, "
+                "`validate --deep` and resume catch it",
             ),
             "resume": Expect(REFUSED, "sha256"),
         },
@@ -620,7 +620,8 @@ CRASH_TIMEOUT_S = 180
 
 @dataclass(frozen=True)
 class Crash:
-    """One SIGKILL point of a 2-process save (MFSDP_CKPT_KILL_AT, see mfsdp_ckpt/checkpointer.py)."""
+    """One SIGKILL point of a 2-process save (MFSDP_CKPT_KILL_AT, see
+    mfsdp_ckpt/checkpointer.py)."""
 
     name: str
     when: str  # the moment, in the words of the save protocol
@@ -761,7 +762,8 @@ def run_crash(crash: Crash, data: Path, root: Path, reference: dict[int, float])
     }
     if not equal:
         problems.append(
-            f"losses differ from the uninterrupted run: {losses(run)} (resumed {resumed}) vs {reference}"
+            f"losses differ from the uninterrupted run: {losses(run)} (resumed {resumed}) vs "
+            f"{reference}"
         )
     if resume_rc == 0 and invoke(["ckpt", "validate", run, "--deep", "--strict"]).exit_code != 0:
         problems.append("the resumed run's final checkpoint does not validate --deep --strict")

@@ -1,4 +1,5 @@
-"""The hf rollout engine: exact against transformers, sampling rules, EOS and masks, weight pushes."""
+"""The hf rollout engine: exact against transformers, sampling rules, EOS and masks, weight
+pushes."""
 
 import math
 
@@ -23,7 +24,8 @@ def model_dir(tmp_path_factory):
 
 @pytest.mark.parametrize("ops", ["eager", "compiled"])
 def test_static_decoder_logits_match_transformers_on_padded_batch(model_dir, ops):
-    """`compiled` runs the torch.compile-fused ops (what CUDA-graph decoding captures) here on CPU."""
+    """`compiled` runs the torch.compile-fused ops (what CUDA-graph decoding captures) here on
+    CPU."""
     model = perturbed_model(model_dir, 1)
     decoder = StaticCacheDecoder(model, pad_token_id=0)
     decoder.eager_ops = getattr(DecodeOps, ops)()
