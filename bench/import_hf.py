@@ -120,7 +120,8 @@ def methods(model: Path, out: Path) -> list[tuple[str, list[str]]]:
             [
                 sys.executable,
                 "-c",
-                "import cli.main, mfsdp_ckpt.convert.import_hf, mfsdp_ckpt.storage.dcp_stream_writer",
+                "import cli.main, mfsdp_ckpt.convert.import_hf, "
+                "mfsdp_ckpt.storage.dcp_stream_writer",
             ],
         ),
         (

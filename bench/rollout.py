@@ -14,7 +14,8 @@ may part ways after a near tie; a wrong decoder parts at once).
 1xH200 (the issue's target):
   python bench/rollout.py --shape qwen2-1.5b --prompts 256 --prompt-len 128 --new-tokens 512
 CPU smoke run:
-  python bench/rollout.py --shape tiny --prompts 4 --prompt-len 16 --new-tokens 8 --device cpu --dtype fp32
+  python bench/rollout.py --shape tiny --prompts 4 --prompt-len 16 --new-tokens 8 \
+    --device cpu --dtype fp32
 """
 
 from __future__ import annotations
@@ -214,8 +215,8 @@ def main() -> None:
         row["bandwidth_fraction"] = floor_s / row["best_s"]
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
     print(
-        f"\n{args.shape}, {args.prompts} prompts x {args.new_tokens} new tokens (prompts {args.prompt_len // 2}-"
-        f"{args.prompt_len} tokens), {args.dtype}, {device_name}\n"
+        f"\n{args.shape}, {args.prompts} prompts x {args.new_tokens} new tokens "
+        f"(prompts {args.prompt_len // 2}-{args.prompt_len} tokens), {args.dtype}, {device_name}\n"
     )
     print(f"decode bandwidth limit: {floor_s:.3f} s at {args.bandwidth / 1e12:.1f} TB/s\n")
     print(
