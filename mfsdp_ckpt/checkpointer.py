@@ -304,12 +304,12 @@ class Checkpointer:
             else:
                 unhashed.append(name)
         records.update(hash_files(tmp, unhashed, self.hash_workers))
-        gathered = [None] * _world_size() if _rank() == 0 else None
+        gathered: list[Any] | None = [None] * _world_size() if _rank() == 0 else None
         if dist.is_initialized():
             dist.gather_object(records, gathered, dst=0, group=self._group)
         else:
             gathered = [records]
-        if _rank() == 0:
+        if gathered is not None:  # rank 0: every rank's records
             self._commit(pending, gathered, _manifest_fields(pending.states))
         self._barrier()
 
@@ -510,10 +510,11 @@ def check_same_state(
             f" e.g. {unexpected[:3]}{_ANOTHER_MODEL}"
         )
     for key in sorted(wanted):
-        shape = getattr(flat[key], "shape", None)
+        value = flat[key]
         stored_shape = getattr(stored[key], "size", None)
-        if not isinstance(flat[key], torch.Tensor) or stored_shape is None:
+        if not isinstance(value, torch.Tensor) or stored_shape is None:
             continue
+        shape = value.shape
         if tuple(shape) != tuple(stored_shape):
             raise CheckpointContentsError(
                 f"{where}: {key} has shape {tuple(stored_shape)} in the checkpoint,"

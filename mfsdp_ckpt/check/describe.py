@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from typing import Any
 
 from mfsdp_ckpt.check.printable import printable
 from mfsdp_ckpt.errors import CheckpointFormatError
@@ -58,7 +59,7 @@ def describe_checkpoint(path: str | os.PathLike, *, role: str | None = None) -> 
         if paths.manifest and os.path.lexists(paths.manifest)
         else None
     )
-    tensors = [
+    tensors: list[dict[str, Any]] = [
         {
             "name": entry.name,
             "shape": list(entry.shape),

@@ -179,18 +179,19 @@ def manifest_hash_errors(
 ) -> list[str]:
     """sha256 of every `share`-th of each `count` files the manifest lists (ranks of a job
     split the hashing; `workers` threads each), one line per file whose bytes changed."""
-    if paths.manifest is None:
+    step_dir = paths.step_dir
+    if paths.manifest is None or step_dir is None:
         return []
     manifest = read_manifest(paths.manifest)
     mine = [
         name
         for name in sorted(manifest.files)[share::count]
-        if (paths.step_dir / name).is_file()
-        and (paths.step_dir / name).stat().st_size == manifest.files[name].size
+        if (step_dir / name).is_file()
+        and (step_dir / name).stat().st_size == manifest.files[name].size
     ]
-    actual = hash_files(paths.step_dir, mine, workers)
+    actual = hash_files(step_dir, mine, workers)
     return [
-        f"{paths.step_dir / name}: {_HASH_MISMATCH}"
+        f"{step_dir / name}: {_HASH_MISMATCH}"
         for name in mine
         if actual[name].sha256 != manifest.files[name].sha256
     ]

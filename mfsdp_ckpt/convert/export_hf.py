@@ -280,13 +280,11 @@ def export_hf(
         _set_config_dtype(tmp / "config.json", plan.dtype)
         for name in assets:
             layout.fsync_path(tmp / name)
-        mismatches = (
-            verify_export(plan, tmp, workers=workers, buffer_bytes=buffer_bytes) if verify else None
-        )
-        if (
-            verify and local_paths is not None
-        ):  # bytes flipped after save match their own reads: hash them
-            mismatches = manifest_hash_errors(local_paths, workers=workers) + mismatches
+        mismatches: list[str] = []
+        if verify:
+            mismatches = verify_export(plan, tmp, workers=workers, buffer_bytes=buffer_bytes)
+            if local_paths is not None:  # bytes flipped after save match their own reads: hash them
+                mismatches = manifest_hash_errors(local_paths, workers=workers) + mismatches
         if mismatches:
             raise ExportVerifyError(mismatches)
         claim.publish()

@@ -356,7 +356,9 @@ def _write_run_dir(
         layout.fsync_path(target)
     asset_names = [str(p.relative_to(step)) for p in sorted(assets.rglob("*")) if p.is_file()]
     files = hash_files(step, asset_names)
-    files.update({f"{layout.DIST_CKPT_DIR}/{name}": record for name, record in records.items()})
+    files.update(  # hash_data=True: every record is set
+        {f"{layout.DIST_CKPT_DIR}/{name}": rec for name, rec in records.items() if rec is not None}
+    )
     manifest = Manifest(
         step=0,
         world_size=1,

@@ -106,7 +106,7 @@ class Manifest:
             ):
                 raise ManifestError(f"{source}: file record for {name!r} needs size and sha256")
             files[name] = FileRecord(record["size"], record["sha256"])
-        optional = {
+        optional: dict[str, type | tuple[type, ...]] = {
             "model_family": (str, type(None)),
             "versions": dict,
             "created_at": str,

@@ -31,7 +31,7 @@ import pickle
 import secrets
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mfsdp_ckpt.format import dcp_metadata
@@ -211,7 +211,7 @@ class _Global:
 
 _TORCH_SIZE = _Global("torch", "Size")
 _GET_LAYOUT = _Global("torch.serialization", "_get_layout")
-_DCP_CLASSES = {
+_DCP_CLASSES: dict[type, _Global] = {
     cls: _Global("torch.distributed.checkpoint.metadata", cls.__name__)
     for cls in (
         dcp_metadata.Metadata,
@@ -235,6 +235,10 @@ class DcpMetadataPickler(pickle._Pickler):
     The pure-Python pickler is used because its `save_global` can be told a name without
     importing the module (the C pickler would import torch to check it)."""
 
+    # pickle._Pickler's own methods; typeshed does not declare them (nor copyreg.__newobj__).
+    write: Callable[[bytes], Any]
+    memoize: Callable[[Any], None]
+
     def __init__(self, file: io.BufferedIOBase):
         super().__init__(file, protocol=2)
 
@@ -252,10 +256,10 @@ class DcpMetadataPickler(pickle._Pickler):
                 obj.memory_format,
                 obj.pin_memory,
             )
-            return (copyreg.__newobj__, (type(obj),), state)
+            return (copyreg.__newobj__, (type(obj),), state)  # type: ignore[attr-defined]
         if isinstance(obj, dcp_metadata._StorageInfo):  # DCP leaves None fields out
             return (
-                copyreg.__newobj__,
+                copyreg.__newobj__,  # type: ignore[attr-defined]
                 (type(obj),),
                 {k: v for k, v in vars(obj).items() if v is not None},
             )

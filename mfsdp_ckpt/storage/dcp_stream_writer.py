@@ -127,8 +127,10 @@ class StreamingDcpWriter:
         file = self._file
         start = file.size
         _pwrite_all(file.fd, memoryview(layout.head), start)
-        fill(file.fd, start + layout.payload_offset)
-        _pwrite_all(file.fd, memoryview(layout.tail), start + layout.payload_offset + nbytes)
+        payload_at = layout.payload_offset
+        assert payload_at is not None  # set whenever a payload size is given, as here
+        fill(file.fd, start + payload_at)
+        _pwrite_all(file.fd, memoryview(layout.tail), start + payload_at + nbytes)
         file.size = start + layout.length
         self._record(key, tensor_metadata(dtype, shape), Size([0] * len(shape)), start)
 
@@ -139,7 +141,7 @@ class StreamingDcpWriter:
 
         tensor = tensor.detach().contiguous()
         dtype = BY_NAME[str(tensor.dtype).removeprefix("torch.")]
-        data = memoryview(tensor.reshape(-1).view(torch.uint8).numpy())
+        data = tensor.reshape(-1).view(torch.uint8).numpy().data
         try:
             self.add_raw(path, dtype, tuple(tensor.shape), lambda fd, at: _pwrite_all(fd, data, at))
         except BlobTooLargeError:

@@ -22,7 +22,7 @@ import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from mfsdp_ckpt.errors import CheckpointFormatError, UnsafeMetadataError
 from mfsdp_ckpt.format import dcp_metadata, dtypes
@@ -188,7 +188,7 @@ def chunk_coverage_problems(entry: TensorEntry) -> list[str]:
     In bounds, pairwise disjoint and summing to the tensor's element count is an exact
     tiling. Time is O(n log n) in the number of chunks for every layout FSDP, TP and
     Megatron-FSDP write (slabs along one dim, grids); see `_overlaps`."""
-    problems = []
+    problems: list[str] = []
     past = 0
     for chunk in entry.chunks:
         for dim, (off, size, full) in enumerate(zip(chunk.offsets, chunk.sizes, entry.shape)):
@@ -280,10 +280,15 @@ def decode_blob(
     if not transforms:
         return io.BytesIO(raw)
     try:
-        from torch.distributed.checkpoint._extension import ExtensionRegistry
+        from torch.distributed.checkpoint._extension import (
+            ExtensionRegistry,
+            StreamTransformExtension,
+        )
 
         stream: Any = io.BytesIO(raw)
         for extension in reversed(ExtensionRegistry().from_descriptor_list(list(transforms))):
+            if not isinstance(extension, StreamTransformExtension):
+                raise TypeError(f"{type(extension).__name__} does not transform a stream")
             stream = extension.transform_from(stream)
         data = stream.read(limit + 1)
     except Exception as err:
@@ -319,7 +324,8 @@ def _load_streamed(file: RangeFile, where: str) -> Any:
     import torch
 
     try:
-        return torch.load(file, map_location="cpu", weights_only=True)
+        # A RangeFile is a binary file object; typeshed's IO is nominal.
+        return torch.load(cast("IO[bytes]", file), map_location="cpu", weights_only=True)
     except (CheckpointFileError, CheckpointFormatError):
         raise
     except Exception as err:

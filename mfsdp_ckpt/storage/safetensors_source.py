@@ -126,7 +126,8 @@ def _entry(path: Path, relative: str, name: str, info, data_start: int, size: in
     where = f"{path} [{name}]"
     if not isinstance(info, dict):
         raise SafetensorsError(f"{where}: entry is not an object")
-    dtype = _BY_CODE.get(info.get("dtype"))
+    code = info.get("dtype")
+    dtype = _BY_CODE.get(code) if isinstance(code, str) else None
     if dtype is None:
         raise SafetensorsError(f"{where}: dtype {info.get('dtype')!r} is not one import reads")
     shape, offsets = info.get("shape"), info.get("data_offsets")
@@ -177,7 +178,7 @@ class SafetensorsSource:
         entry = self.tensors[name]
         out = torch.empty(entry.shape, dtype=entry.dtype.torch)
         if entry.nbytes:
-            view = memoryview(out.reshape(-1).view(torch.uint8).numpy())
+            view = out.reshape(-1).view(torch.uint8).numpy().data
             self.read_into(entry, view)
         return out
 

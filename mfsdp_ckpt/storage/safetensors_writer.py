@@ -152,11 +152,9 @@ class ShardedSafetensorsWriter:
                 f"{name}: got {tuple(tensor.shape)} {tensor.dtype}, planned {slot.shape} "
                 f"{slot.dtype}"
             )
-        data = tensor.detach().contiguous().reshape(-1).view(torch.uint8).numpy()
+        data = tensor.detach().contiguous().reshape(-1).view(torch.uint8).numpy().data
         with self._file_locks[slot.file]:
-            _pwrite_all(
-                self._fds[slot.file], memoryview(data), slot.offset, self.out_dir / slot.file
-            )
+            _pwrite_all(self._fds[slot.file], data, slot.offset, self.out_dir / slot.file)
         self._mark_written(name)
 
     def write_range(self, name: str, data: memoryview, start: int, done: bool) -> None:
