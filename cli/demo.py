@@ -15,10 +15,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import click
 
 from cli.errors import EXIT_USAGE, fail
+
+if TYPE_CHECKING:
+    from transformers import BatchEncoding
 
 EXAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "sft_tiny_cpu.yaml"
 
@@ -157,15 +161,19 @@ def _generate(model_dir: Path, question: str) -> str:
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
-    prompt = tokenizer.apply_chat_template(
-        [{"role": "user", "content": f"{question} {GSM8K_SUFFIX}"}],
-        add_generation_prompt=True,
-        return_tensors="pt",
-        return_dict=True,
+    prompt = cast(
+        "BatchEncoding",  # return_dict=True; the stubs' overloads do not say so
+        tokenizer.apply_chat_template(
+            [{"role": "user", "content": f"{question} {GSM8K_SUFFIX}"}],
+            add_generation_prompt=True,
+            return_tensors="pt",
+            return_dict=True,
+        ),
     )
     with torch.no_grad():
         output = model.generate(**prompt, max_new_tokens=32, do_sample=False)
-    return tokenizer.decode(output[0, prompt["input_ids"].shape[1] :], skip_special_tokens=True)
+    answer = output[0, prompt["input_ids"].shape[1] :]
+    return cast(str, tokenizer.decode(answer, skip_special_tokens=True))  # one sequence: a str
 
 
 def _say(message: str) -> None:
