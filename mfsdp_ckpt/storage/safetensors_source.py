@@ -129,7 +129,7 @@ def _entry(path: Path, relative: str, name: str, info, data_start: int, size: in
     code = info.get("dtype")
     dtype = _BY_CODE.get(code) if isinstance(code, str) else None
     if dtype is None:
-        raise SafetensorsError(f"{where}: dtype {info.get('dtype')!r} is not one import reads")
+        raise SafetensorsError(f"{where}: dtype {code!r:.80} is not one import reads")
     shape, offsets = info.get("shape"), info.get("data_offsets")
     if not isinstance(shape, list) or not all(_is_count(d) for d in shape):
         raise SafetensorsError(f"{where}: shape {shape!r:.80} is not a list of non-negative ints")
