@@ -7,7 +7,8 @@ fsync, per-rank sha256, manifest) with each `--threads` count of writer threads,
 training stall of two async saves (the first one also allocates the pinned host buffers
 that later saves reuse), and `dd` with direct I/O writing and reading the same byte count.
 
-    torchrun --nproc-per-node 2 bench/ckpt_io.py --dir /root/ckpt_bench [--shape 1.5b] [--threads 8,16]
+    torchrun --nproc-per-node 2 bench/ckpt_io.py --dir /root/ckpt_bench \
+        [--shape 1.5b] [--threads 8,16]
 
 Prints a table; the last lines are JSON for the record.
 """
@@ -30,9 +31,9 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from mfsdp_ckpt.format import layout  # noqa: E402
-from mfsdp_ckpt.checkpointer import Checkpointer, load_checkpoint  # noqa: E402
-from trainer.distributed import init_distributed  # noqa: E402
+from mfsdp_ckpt.checkpointer import Checkpointer, load_checkpoint
+from mfsdp_ckpt.format import layout
+from trainer.distributed import init_distributed
 
 SHAPES = {
     "1.5b": dict(
@@ -313,15 +314,17 @@ def main() -> None:
                 f"mfsdp async save {step} (to commit)",
                 total,
                 nbytes,
-                f"training stalled {model_s + optim_s + save_s:.2f} s ({what}): model state_dict {model_s:.2f} s "
-                f"+ optimizer state_dict {optim_s:.2f} s + save() {save_s:.2f} s",
+                f"training stalled {model_s + optim_s + save_s:.2f} s ({what}): "
+                f"model state_dict {model_s:.2f} s + optimizer state_dict {optim_s:.2f} s "
+                f"+ save() {save_s:.2f} s",
             )
 
         checked = async_run
         megatron_s, ours_s = chunk_metadata_seconds(model, strategy.dp_group)
         if rank == 0:
             print(
-                f"uneven-chunk offsets for the model state dict: Megatron-FSDP per-tensor {megatron_s:.3f} s, "
+                "uneven-chunk offsets for the model state dict: "
+                f"Megatron-FSDP per-tensor {megatron_s:.3f} s, "
                 f"mfsdp one gather {ours_s:.3f} s ({megatron_s / ours_s:.1f}x)"
             )
     exact = checkpoint_matches_model(model, state, checked)

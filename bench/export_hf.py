@@ -15,7 +15,8 @@ median wall time is reported, because one run on a shared VM moves by +-50%:
   and start-up + `import torch`, which a cast (bf16) or a tensor transform adds; fp32 of
   an fp32 checkpoint does not import torch.
 
-    python bench/export_hf.py --dir /work/bench_export --shapes 0.5b 1.5b 3b --baselines-at 1.5b --repeat 3
+    python bench/export_hf.py --dir /work/bench_export --shapes 0.5b 1.5b 3b \
+        --baselines-at 1.5b --repeat 3
 
 Prints a markdown table (median wall time, its ratio to cp and to cp + sync, the spread;
 peak RSS against the target 1.5 x largest tensor + 0.5 GiB; load average while it ran)
@@ -63,13 +64,18 @@ from mfsdp_ckpt.checkpointer import Checkpointer
 from trainer.tiny import build_tokenizer
 config = Qwen2Config(**{config!r}, dtype="bfloat16")
 with torch.device("meta"):
-    shapes = {{n: tuple(p.shape) for n, p in AutoModelForCausalLM.from_config(config).named_parameters()}}
+    shapes = {{
+        n: tuple(p.shape)
+        for n, p in AutoModelForCausalLM.from_config(config).named_parameters()
+    }}
 generator = torch.Generator().manual_seed(0)
 weights = {{n: torch.empty(s).normal_(0, 0.02, generator=generator) for n, s in shapes.items()}}
 def assets(target):
     config.save_pretrained(target)
     build_tokenizer().save_pretrained(target)
-Checkpointer({run!r}, strategy="none", model_family="qwen2").save(1, {{"model": weights}}, contents=("model",), hf_assets=assets)
+Checkpointer({run!r}, strategy="none", model_family="qwen2").save(
+    1, {{"model": weights}}, contents=("model",), hf_assets=assets
+)
 """
 
 DCP_TO_TORCH_SAVE = """
@@ -78,14 +84,20 @@ from safetensors.torch import save_file
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 dcp_to_torch_save({src!r}, {out!r} + ".pt")
 state = torch.load({out!r} + ".pt", weights_only=True)["model"]
-save_file({{k: v.contiguous() for k, v in state.items() if k != "lm_head.weight"}}, {out!r} + ".safetensors")
+save_file(
+    {{k: v.contiguous() for k, v in state.items() if k != "lm_head.weight"}},
+    {out!r} + ".safetensors",
+)
 """
 
 LOAD_FROM_KEYS = """
 from safetensors.torch import save_file
 from torch.distributed.checkpoint.state_dict_loader import _load_state_dict_from_keys
 state = _load_state_dict_from_keys(checkpoint_id={src!r})["model"]
-save_file({{k: v.contiguous() for k, v in state.items() if k != "lm_head.weight"}}, {out!r} + ".safetensors")
+save_file(
+    {{k: v.contiguous() for k, v in state.items() if k != "lm_head.weight"}},
+    {out!r} + ".safetensors",
+)
 """
 
 
@@ -112,7 +124,7 @@ def make_checkpoint(shape: str, base: Path) -> Path:
     shutil.rmtree(run, ignore_errors=True)
     config = {**COMMON, **SHAPES[shape]}
     code = MAKE_CHECKPOINT.format(root=str(ROOT), config=config, run=str(run))
-    wall, rss = run_measured([sys.executable, "-c", code])
+    wall, _rss = run_measured([sys.executable, "-c", code])
     print(f"# made {run} in {wall:.0f} s", file=sys.stderr)
     return run
 
@@ -266,15 +278,17 @@ def main() -> None:
     args.dir.mkdir(parents=True, exist_ok=True)
     results = [row for shape in args.shapes for row in measure_shape(shape, args)]
     print(
-        "| shape | model GB | largest tensor GiB | method | median wall s (min-max, runs) | x cp | x cp+sync"
-        " | peak RSS GiB | RSS target GiB | load |"
+        "| shape | model GB | largest tensor GiB | method | median wall s (min-max, runs) "
+        "| x cp | x cp+sync | peak RSS GiB | RSS target GiB | load |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         low, high = r["wall_min_max"]
         print(
-            f"| {r['shape']} | {r['model_gb']} | {r['largest_tensor_gib']} | {r['method']} | {r['wall_s']} ({low}-{high}, {r['runs']}) |"
-            f" {r['ratio_vs_cp']} | {r['ratio_vs_cp_sync']} | {r['peak_rss_gib']} | {r['rss_target_gib']} |"
+            f"| {r['shape']} | {r['model_gb']} | {r['largest_tensor_gib']} | {r['method']} "
+            f"| {r['wall_s']} ({low}-{high}, {r['runs']}) "
+            f"| {r['ratio_vs_cp']} | {r['ratio_vs_cp_sync']} | {r['peak_rss_gib']} "
+            f"| {r['rss_target_gib']} |"
             f" {r['load_min_max'][0]}-{r['load_min_max'][1]} |"
         )
     for r in results:

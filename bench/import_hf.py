@@ -54,8 +54,8 @@ def _make_model_dir(shape: str, base: Path) -> Path:
     """config.json + sharded bf16 safetensors of random N(0, 0.02) weights, one tensor in memory."""
     import torch
 
-    from mfsdp_ckpt.format.dtypes import BFLOAT16
     from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
+    from mfsdp_ckpt.format.dtypes import BFLOAT16
     from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
 
     model = base / f"hf_{shape}"
@@ -120,7 +120,8 @@ def methods(model: Path, out: Path) -> list[tuple[str, list[str]]]:
             [
                 sys.executable,
                 "-c",
-                "import cli.main, mfsdp_ckpt.convert.import_hf, mfsdp_ckpt.storage.dcp_stream_writer",
+                "import cli.main, mfsdp_ckpt.convert.import_hf, "
+                "mfsdp_ckpt.storage.dcp_stream_writer",
             ],
         ),
         (

@@ -45,7 +45,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.sft_throughput import Variant, synthetic_micro_batches, timed_steps  # noqa: E402
+from bench.sft_throughput import Variant, synthetic_micro_batches, timed_steps
 
 STRATEGIES = ("fsdp2", "megatron_fsdp")
 # Bytes per parameter of full fine-tuning with AdamW before activations (see the docstring).

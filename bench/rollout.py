@@ -28,7 +28,8 @@ does not know it is benchmarked. The bench checks that exactly those rows ended 
 1xH200 (the issue's target):
   python bench/rollout.py --shape qwen2-1.5b --prompts 256 --prompt-len 128 --new-tokens 512
 CPU smoke run:
-  python bench/rollout.py --shape tiny --prompts 4 --prompt-len 16 --new-tokens 8 --device cpu --dtype fp32
+  python bench/rollout.py --shape tiny --prompts 4 --prompt-len 16 --new-tokens 8 \
+    --device cpu --dtype fp32
 """
 
 from __future__ import annotations
@@ -45,11 +46,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trainer.config import ModelConfig  # noqa: E402
-from trainer.model import build_hf_config  # noqa: E402
-from trainer.rollout.base import SamplingParams  # noqa: E402
-from trainer.rollout.hf import HFRolloutEngine  # noqa: E402
-from trainer.tiny import build_tokenizer  # noqa: E402
+from trainer.config import ModelConfig
+from trainer.model import build_hf_config
+from trainer.rollout.base import SamplingParams
+from trainer.rollout.hf import HFRolloutEngine
+from trainer.tiny import build_tokenizer
 
 PAD = 0
 EOS = 1  # the end token of the hf_eos row
@@ -294,8 +295,8 @@ def main() -> None:
     eos_floor_ratio = floors["hf_eos"] / floors["hf"] if eos_ratio is not None else None
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
     print(
-        f"\n{args.shape}, {args.prompts} prompts x {args.new_tokens} new tokens (prompts {args.prompt_len // 2}-"
-        f"{args.prompt_len} tokens), {args.dtype}, {device_name}\n"
+        f"\n{args.shape}, {args.prompts} prompts x {args.new_tokens} new tokens "
+        f"(prompts {args.prompt_len // 2}-{args.prompt_len} tokens), {args.dtype}, {device_name}\n"
     )
     print(f"decode bandwidth limit: {floor_s:.3f} s at {args.bandwidth / 1e12:.1f} TB/s\n")
     print(

@@ -47,14 +47,14 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.matmul_peak import datasheet_peak, measure_matmul_tflops  # noqa: E402
-from trainer.config import ModelConfig, OptimConfig, StrategyConfig  # noqa: E402
-from trainer.data.batching import collate_packed, collate_padded  # noqa: E402
-from trainer.data.chat import Example  # noqa: E402
-from trainer.distributed import init_distributed, shutdown  # noqa: E402
-from trainer.model import build_hf_config, build_model, count_parameters  # noqa: E402
-from trainer.optim import clip_grad_norm  # noqa: E402
-from trainer.strategies import make_strategy  # noqa: E402
+from bench.matmul_peak import datasheet_peak, measure_matmul_tflops
+from trainer.config import ModelConfig, OptimConfig, StrategyConfig
+from trainer.data.batching import collate_packed, collate_padded
+from trainer.data.chat import Example
+from trainer.distributed import init_distributed, shutdown
+from trainer.model import build_hf_config, build_model, count_parameters
+from trainer.optim import clip_grad_norm
+from trainer.strategies import make_strategy
 
 STRATEGIES = ("fsdp2", "megatron_fsdp")
 LOSSES = {"plain": "plain", "chunked": "chunked", "flce": "liger"}

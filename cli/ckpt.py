@@ -10,7 +10,6 @@ import click
 from cli.errors import EXIT_FAILED
 from trainer.progress import CallbackBar
 
-
 PATH_HELP = """PATH is any level of a checkpoint: a run dir (follows
 latest_checkpointed_iteration.txt), a step dir, a dist_ckpt dir, or a directory holding
 one run. Layouts: mfsdp's own; verl RL (global_step_N/actor[/model]/dist_ckpt) and SFT

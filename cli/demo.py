@@ -15,10 +15,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import click
 
 from cli.errors import EXIT_USAGE, fail
+
+if TYPE_CHECKING:
+    from transformers import BatchEncoding
 
 EXAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "sft_tiny_cpu.yaml"
 
@@ -50,8 +54,8 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
     Example:
       mfsdp demo --out /tmp/mfsdp-demo
     """
-    from mfsdp_ckpt.convert.export_hf import export_hf
     from mfsdp_ckpt.check.validate import validate_checkpoint
+    from mfsdp_ckpt.convert.export_hf import export_hf
     from trainer.data.math_datasets import convert_files
     from trainer.tiny import build_tiny_model_dir, synthetic_arithmetic
 
@@ -70,7 +74,8 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
     tables = convert_files("gsm8k", [str(raw)], out / "data")
     model_dir = build_tiny_model_dir(out / "init_model", with_weights=True)
     _say(
-        f"data: {tables['sft/train']} (SFT) and {tables['rl/train']} (RL); initial model: {model_dir}"
+        f"data: {tables['sft/train']} (SFT) and {tables['rl/train']} (RL); initial model: "
+        f"{model_dir}"
     )
 
     run_dir = out / "sft"
@@ -121,7 +126,8 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
         _say(f"export-hf: {len(result.mismatches)} tensor(s) differ from the checkpoint")
         raise SystemExit(1)
     _say(
-        f"export-hf: {result.tensors} tensors, {result.bytes / 2**20:.1f} MiB -> {hf_dir} (verified)"
+        f"export-hf: {result.tensors} tensors, {result.bytes / 2**20:.1f} MiB -> {hf_dir} "
+        "(verified)"
     )
 
     question = synthetic_arithmetic(1, seed=99)[0]["question"]
@@ -155,15 +161,19 @@ def _generate(model_dir: Path, question: str) -> str:
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
-    prompt = tokenizer.apply_chat_template(
-        [{"role": "user", "content": f"{question} {GSM8K_SUFFIX}"}],
-        add_generation_prompt=True,
-        return_tensors="pt",
-        return_dict=True,
+    prompt = cast(
+        "BatchEncoding",  # return_dict=True; the stubs' overloads do not say so
+        tokenizer.apply_chat_template(
+            [{"role": "user", "content": f"{question} {GSM8K_SUFFIX}"}],
+            add_generation_prompt=True,
+            return_tensors="pt",
+            return_dict=True,
+        ),
     )
     with torch.no_grad():
         output = model.generate(**prompt, max_new_tokens=32, do_sample=False)
-    return tokenizer.decode(output[0, prompt["input_ids"].shape[1] :], skip_special_tokens=True)
+    answer = output[0, prompt["input_ids"].shape[1] :]
+    return cast(str, tokenizer.decode(answer, skip_special_tokens=True))  # one sequence: a str
 
 
 def _say(message: str) -> None:

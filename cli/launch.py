@@ -95,7 +95,7 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     from trainer.metrics import require_trackers
     from trainer.model_source import resolve_model_source
 
-    cfg = load_config(cls, config_path, overrides)
+    cfg: Any = load_config(cls, config_path, overrides)  # SFTConfig or GRPOConfig
     require_trackers(cfg.trainer)
     resolve_model_source(cfg.model)  # a missing model.path fails here, not once per rank
     return cfg
@@ -150,7 +150,8 @@ def start(
 def torchrun_command(
     subcommand: str, launch: Launch, config_path: str | None, as_json: bool, overrides: list[str]
 ) -> list[str]:
-    """`python -m torch.distributed.run ... -m cli.train SUBCOMMAND [--config F] [--json] OVERRIDES`."""
+    """`python -m torch.distributed.run ... -m cli.train SUBCOMMAND [--config F] [--json]
+    OVERRIDES`."""
     command = [
         sys.executable,
         "-m",

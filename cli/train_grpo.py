@@ -42,7 +42,8 @@ def grpo(config_path: str | None, as_json: bool, overrides: tuple[str, ...], **l
     Examples:
       mfsdp data synthetic --out runs/addition
       mfsdp train grpo --config examples/grpo_tiny_cpu.yaml trainer.total_steps=20
-      mfsdp train grpo --config examples/grpo_gsm8k_qwen.yaml --nproc-per-node 8 model.path=/models/Qwen2.5-Math-7B
+      mfsdp train grpo --config examples/grpo_gsm8k_qwen.yaml --nproc-per-node 8 \\
+        model.path=/models/Qwen2.5-Math-7B
     """
     from trainer.grpo.config import GRPOConfig
 

@@ -10,14 +10,15 @@ the tracker valid:
    `global_step_N.tmp` to `global_step_N` (a step dir without a manifest never counts);
 4. rank 0 replaces the tracker with `os.replace`, then prunes old steps (`keep_last`).
 
-With `async_save=True` only the copy to host memory (`staging.py`) happens in the
-training loop; DCP writing and steps 2-4 run in a background thread on a dedicated gloo
-group, and the next save (or `close()`) waits for it. Policy (which step, what to keep) lives here; what the bytes of
-a DCP file mean lives in `reader.py`; where files go lives in `layout.py`.
+With `async_save=True` only the copy to host memory (`staging.py`) happens in the training loop; DCP
+writing and steps 2-4 run in a background thread on a dedicated gloo group, and the next save (or
+`close()`) waits for it. Policy (which step, what to keep) lives here; what the bytes of a DCP file
+mean lives in `reader.py`; where files go lives in `layout.py`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import logging
 import os
@@ -38,8 +39,9 @@ from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.stateful import Stateful
 
 from mfsdp_ckpt import __version__
+from mfsdp_ckpt.check.validate import invalid_checkpoint, manifest_hash_errors, require_valid
+from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format import layout
-from mfsdp_ckpt.storage.dcp_writer import CheckedWriter
 from mfsdp_ckpt.format.manifest import (
     CONTENT_KINDS,
     FileRecord,
@@ -47,10 +49,9 @@ from mfsdp_ckpt.format.manifest import (
     hash_files,
     read_manifest,
 )
+from mfsdp_ckpt.storage.dcp_writer import CheckedWriter
 from mfsdp_ckpt.storage.safe_dcp import SafeFileSystemReader, SafeLoadPlanner
 from mfsdp_ckpt.storage.staging import HostStager
-from mfsdp_ckpt.check.validate import invalid_checkpoint, manifest_hash_errors, require_valid
-from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 
 log = logging.getLogger(__name__)  # INFO: what each save and load cost (`mfsdp -v ...`)
 
@@ -110,7 +111,8 @@ def check_contents(contents: Iterable[str], what: str) -> tuple[str, ...]:
         )
     if OPTIMIZER in contents and MODEL not in contents:
         raise CheckpointContentsError(
-            f"{what}: 'optimizer' needs 'model' too (optimizer state is keyed by the model's parameters)"
+            f"{what}: 'optimizer' needs 'model' too (optimizer state is keyed by the model's "
+            "parameters)"
         )
     if not contents:
         raise CheckpointContentsError(f"{what}: nothing to save or load")
@@ -148,10 +150,8 @@ def _maybe_die(phase: str, step: int) -> None:
 def _versions() -> dict[str, str]:
     versions = {"torch": torch.__version__, "mfsdp": __version__}
     for package in ("transformers", "megatron_fsdp"):
-        try:
+        with contextlib.suppress(Exception):  # not installed: nothing to record
             versions[package] = __import__(package).__version__
-        except Exception:  # not installed: nothing to record
-            pass
     return versions
 
 
@@ -304,12 +304,12 @@ class Checkpointer:
             else:
                 unhashed.append(name)
         records.update(hash_files(tmp, unhashed, self.hash_workers))
-        gathered = [None] * _world_size() if _rank() == 0 else None
+        gathered: list[Any] | None = [None] * _world_size() if _rank() == 0 else None
         if dist.is_initialized():
             dist.gather_object(records, gathered, dst=0, group=self._group)
         else:
             gathered = [records]
-        if _rank() == 0:
+        if gathered is not None:  # rank 0: every rank's records
             self._commit(pending, gathered, _manifest_fields(pending.states))
         self._barrier()
 
@@ -347,7 +347,7 @@ class Checkpointer:
             files=dict(sorted(files.items())),
             model_family=self.model_family,
             versions=_versions(),
-            created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             save_seconds=round(time.monotonic() - pending.started, 3),
             info=pending.info,
             **fields,
@@ -510,10 +510,11 @@ def check_same_state(
             f" e.g. {unexpected[:3]}{_ANOTHER_MODEL}"
         )
     for key in sorted(wanted):
-        shape = getattr(flat[key], "shape", None)
+        value = flat[key]
         stored_shape = getattr(stored[key], "size", None)
-        if not isinstance(flat[key], torch.Tensor) or stored_shape is None:
+        if not isinstance(value, torch.Tensor) or stored_shape is None:
             continue
+        shape = value.shape
         if tuple(shape) != tuple(stored_shape):
             raise CheckpointContentsError(
                 f"{where}: {key} has shape {tuple(stored_shape)} in the checkpoint,"

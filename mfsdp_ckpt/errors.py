@@ -36,4 +36,5 @@ class CheckpointFormatError(MfsdpFailedError, ValueError):
 
 
 class UnsafeMetadataError(MfsdpFailedError, ValueError):
-    """The `.metadata` file is not plain DCP metadata (it names a forbidden global, or is damaged)."""
+    """The `.metadata` file is not plain DCP metadata (it names a forbidden global, or is
+    damaged)."""

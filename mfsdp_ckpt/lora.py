@@ -20,7 +20,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from mfsdp_ckpt.format.manifest import FileRecord, Manifest, ManifestError, hash_files, sha256_file
 
@@ -111,7 +111,7 @@ def _is_plain_name(name: Any) -> bool:
     return isinstance(name, str) and name not in ("", ".", "..") and not set(name) & {"/", "\x00"}
 
 
-def _is_count(value: Any) -> bool:
+def _is_count(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
@@ -230,6 +230,8 @@ def check_base_model(
         record = read_base_model(manifest, source)
     except ManifestError as err:
         report.add(ERROR, source, str(err).split(": ", 1)[-1])
+        return
+    if record is None:
         return
     errors, notes = base_model_problems(record, deep=deep)
     for where, message in errors:

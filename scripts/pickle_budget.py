@@ -98,7 +98,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         for name, body in FLOODS.items():
             print(
-                f"{name:<11} flood: {bytes_per_opcode(name, body, Path(scratch)):.0f} bytes retained per opcode"
+                f"{name:<11} flood: {bytes_per_opcode(name, body, Path(scratch)):.0f} bytes "
+                "retained per opcode"
             )
     size, ops = metadata_per_chunk()
     print(f"DCP .metadata: {size:.0f} bytes and {ops:.0f} opcodes per chunk")

@@ -25,12 +25,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trainer.config import ModelConfig, OptimConfig, StrategyConfig  # noqa: E402
-from trainer.data.batching import collate_padded  # noqa: E402
-from trainer.data.chat import Example  # noqa: E402
-from trainer.distributed import init_distributed, shutdown  # noqa: E402
-from trainer.model import build_hf_config, build_model, load_tokenizer  # noqa: E402
-from trainer.strategies import make_strategy  # noqa: E402
+from trainer.config import ModelConfig, OptimConfig, StrategyConfig
+from trainer.data.batching import collate_padded
+from trainer.data.chat import Example
+from trainer.distributed import init_distributed, shutdown
+from trainer.model import build_hf_config, build_model, load_tokenizer
+from trainer.strategies import make_strategy
 
 
 def micro_batches(count: int, vocab: int, device: torch.device, step: int) -> list:

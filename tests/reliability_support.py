@@ -12,6 +12,7 @@ error mapping (a traceback for the user) shows up as `Outcome.traceback`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import io
@@ -32,8 +33,8 @@ if str(REPO) not in sys.path:  # the report script imports this module from outs
     sys.path.insert(0, str(REPO))
 
 from cli.main import app  # noqa: E402
-from mfsdp_ckpt.format import layout  # noqa: E402
 from mfsdp_ckpt.checkpointer import KILL_AT_ENV as KILL_ENV  # noqa: E402
+from mfsdp_ckpt.format import layout  # noqa: E402
 from mfsdp_ckpt.format.dcp_metadata import load_metadata  # noqa: E402
 from tests.sft_support import write_chat_jsonl  # noqa: E402
 
@@ -369,9 +370,9 @@ class Expect:
             outcome.exit_code != 0
             and not outcome.message.startswith("error:")
             and outcome.message.strip()
+            and "INVALID" not in outcome.message  # validate's verdict line is its one-line answer
         ):
-            if "INVALID" not in outcome.message:  # validate's verdict line is its one-line answer
-                problems.append(f"not a one-line error: {outcome.message!r}")
+            problems.append(f"not a one-line error: {outcome.message!r}")
         return problems
 
 
@@ -409,8 +410,8 @@ FAULTS: tuple[Fault, ...] = (
                 0,
                 wrote_nothing=False,
                 note="plain export does not hash: the files hold the optimizer's "
-                "bytes too, so hashing would triple its reads; `export-hf --verify`, `validate --deep` "
-                "and resume catch it",
+                "bytes too, so hashing would triple its reads; `export-hf --verify`, "
+                "`validate --deep` and resume catch it",
             ),
             "resume": Expect(REFUSED, "sha256"),
         },
@@ -619,7 +620,8 @@ CRASH_TIMEOUT_S = 180
 
 @dataclass(frozen=True)
 class Crash:
-    """One SIGKILL point of a 2-process save (MFSDP_CKPT_KILL_AT, see mfsdp_ckpt/checkpointer.py)."""
+    """One SIGKILL point of a 2-process save (MFSDP_CKPT_KILL_AT, see
+    mfsdp_ckpt/checkpointer.py)."""
 
     name: str
     when: str  # the moment, in the words of the save protocol
@@ -691,10 +693,9 @@ def launch_two_ranks(
         out, err = process.communicate()
         return -9, f"timed out after {CRASH_TIMEOUT_S}s\n{err}"
     finally:
-        try:  # torchrun's workers share its session: nothing of this launch may outlive it
+        # torchrun's workers share its session: nothing of this launch may outlive it
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     return process.returncode, out + err
 
 
@@ -731,7 +732,7 @@ def run_crash(crash: Crash, data: Path, root: Path, reference: dict[int, float])
     """Kill a 2-rank run in the save of step 4, validate, resume, compare losses bitwise."""
     run = root / crash.name
     extra = ("checkpoint.async_save=true",) if crash.async_save else ()
-    killed_rc, killed_log = launch_two_ranks(data, run, *extra, kill_at=crash.kill_at)
+    killed_rc, _killed_log = launch_two_ranks(data, run, *extra, kill_at=crash.kill_at)
     problems = []
     if killed_rc == 0:
         problems.append("the run was not killed (fault point never reached)")
@@ -761,7 +762,8 @@ def run_crash(crash: Crash, data: Path, root: Path, reference: dict[int, float])
     }
     if not equal:
         problems.append(
-            f"losses differ from the uninterrupted run: {losses(run)} (resumed {resumed}) vs {reference}"
+            f"losses differ from the uninterrupted run: {losses(run)} (resumed {resumed}) vs "
+            f"{reference}"
         )
     if resume_rc == 0 and invoke(["ckpt", "validate", run, "--deep", "--strict"]).exit_code != 0:
         problems.append("the resumed run's final checkpoint does not validate --deep --strict")

@@ -1,4 +1,5 @@
-"""Shared pieces of the rollout-engine tests: prompts, perturbed weights, transformers' log-probs."""
+"""Shared pieces of the rollout-engine tests: prompts, perturbed weights, transformers'
+log-probs."""
 
 import torch
 

@@ -16,10 +16,10 @@ from click.testing import CliRunner
 import ckpt_workloads as work
 from cli.main import app
 from distributed_helpers import run_distributed
-from mfsdp_ckpt.format import layout
-from mfsdp_ckpt.storage.reader import CheckpointFormatError, CheckpointReader
-from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError, load_metadata
 from mfsdp_ckpt.check.validate import validate_checkpoint
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError, load_metadata
+from mfsdp_ckpt.storage.reader import CheckpointFormatError, CheckpointReader
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +109,7 @@ def test_tracker_naming_missing_step(run):
 
 
 def test_manifest_lists_optimizer_that_is_absent(tmp_path):
-    model, optimizer = work.build(sharded=False)
+    model, _optimizer = work.build(sharded=False)
     from mfsdp_ckpt.checkpointer import Checkpointer
     from trainer.state import ModelState
 
@@ -155,7 +155,7 @@ def test_metadata_that_would_run_code_is_refused(run, tmp_path):
     marker = tmp_path / "pwned"
     metadata = step_dir(run) / "dist_ckpt" / ".metadata"
     metadata.write_bytes(pickle.dumps(_RunsCode(marker)))
-    with pytest.raises(UnsafeMetadataError, match="refusing to load global (posix|os).system"):
+    with pytest.raises(UnsafeMetadataError, match=r"refusing to load global (posix|os).system"):
         load_metadata(metadata)
     found = errors(run)
     assert any("refusing to load global" in e for e in found), found

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import ckpt_workloads as work
+from mfsdp_ckpt.checkpointer import CheckpointContentsError, Checkpointer, load_checkpoint
 from mfsdp_ckpt.format import layout
-from mfsdp_ckpt.checkpointer import Checkpointer, CheckpointContentsError, load_checkpoint
 from trainer.state import ModelState, OptimizerState
 
 
@@ -54,7 +54,7 @@ def test_resume_auto_ignores_incomplete_and_temporary_steps(tmp_path, model_and_
 
 
 def test_load_only_model_from_a_model_only_checkpoint(tmp_path, model_and_optimizer):
-    model, optimizer = model_and_optimizer
+    model, _optimizer = model_and_optimizer
     Checkpointer(tmp_path, strategy="none").save(
         1, {"model": ModelState(model)}, contents=("model",)
     )

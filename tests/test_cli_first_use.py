@@ -164,8 +164,8 @@ def test_verbose_shows_what_a_save_and_a_load_cost(tmp_path, monkeypatch):
     import torch
 
     from cli.verbosity import LEVEL_VARIABLE, set_verbosity
-    from mfsdp_ckpt.format import layout
     from mfsdp_ckpt.checkpointer import Checkpointer
+    from mfsdp_ckpt.format import layout
 
     monkeypatch.setenv(LEVEL_VARIABLE, "")  # restored (unset) after the test
     logger = logging.getLogger("mfsdp_ckpt")

@@ -32,7 +32,7 @@ def test_rank_shares_partition_the_global_batch():
     batch = list(range(10))
     for world in (1, 2, 3):
         shares = [rank_share(batch, r, world) for r in range(world)]
-        assert sorted(sum(shares, [])) == batch
+        assert sorted(row for share in shares for row in share) == batch
 
 
 def test_packing_respects_budget_and_keeps_every_row():

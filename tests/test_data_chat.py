@@ -109,7 +109,7 @@ def test_validation_split_is_seeded_and_disjoint(tmp_path, tokenizer):
     path = write_chat_jsonl(tmp_path / "train.jsonl", rows=20)
     cfg = DataConfig(train_files=[str(path)], val_ratio=0.25)
     train, val = load_sft_splits(cfg, tokenizer, seed=5, progress=False)
-    again, val_again = load_sft_splits(cfg, tokenizer, seed=5, progress=False)
+    _again, val_again = load_sft_splits(cfg, tokenizer, seed=5, progress=False)
     assert (len(train), len(val)) == (15, 5)
     assert [e.input_ids for e in val] == [e.input_ids for e in val_again]
     assert not {tuple(e.input_ids) for e in val} & {tuple(e.input_ids) for e in train}

@@ -11,8 +11,8 @@ import torch.distributed.checkpoint as dcp
 
 from mfsdp_ckpt import checkpointer as checkpointer_module
 from mfsdp_ckpt.checkpointer import Checkpointer
-from mfsdp_ckpt.storage.dcp_writer import CheckedWriter, _HashingStream
 from mfsdp_ckpt.format.manifest import FileRecord, read_manifest, sha256_file
+from mfsdp_ckpt.storage.dcp_writer import CheckedWriter, _HashingStream
 
 
 def test_data_files_are_hashed_as_written(tmp_path):

@@ -10,9 +10,9 @@ import shutil
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
-from _export_support import save_single_process_checkpoint
 from click.testing import CliRunner
 
+from _export_support import save_single_process_checkpoint
 from cli.main import app
 
 

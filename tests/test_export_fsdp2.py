@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 import torch.multiprocessing as mp
-from _export_support import fixed_inputs, load_report, logits_of
 from click.testing import CliRunner
 from safetensors import safe_open
 
+from _export_support import fixed_inputs, load_report, logits_of
 from cli.main import app
 from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.convert.export_verify import verify_export_dir
@@ -34,10 +34,9 @@ def _train_and_save(rank: int, world: int, root: str, port: int) -> None:
     from torch.distributed.fsdp import fully_shard
     from transformers import AutoConfig, AutoModelForCausalLM
 
+    from _export_support import copy_hf_assets_from
     from mfsdp_ckpt.checkpointer import Checkpointer
     from trainer.state import ModelState, OptimizerState
-
-    from _export_support import copy_hf_assets_from
 
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
-from _export_support import fixed_inputs, load_report, logits_of
 from click.testing import CliRunner
 
+from _export_support import fixed_inputs, load_report, logits_of
 from cli.main import app
 from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.convert.name_maps import Geometry, split_qkv
@@ -107,7 +107,8 @@ def to_mcore(model, *, norms: str, fc1: str) -> dict[str, torch.Tensor]:
 
 
 def save_megatron_style(path, weights: dict[str, torch.Tensor]) -> None:
-    """Top-level keys like Megatron-LM's fsdp_dtensor save: model (under module.), optimizer, iteration."""
+    """Top-level keys like Megatron-LM's fsdp_dtensor save: model (under module.), optimizer,
+    iteration."""
     state = {
         "model": {f"module.{k}": v for k, v in weights.items()},
         "optimizer": {

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from _export_support import load_report, logits_of
 
+from _export_support import load_report, logits_of
 from mfsdp_ckpt.convert.export_hf import export_hf
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mcore"

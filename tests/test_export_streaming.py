@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _export_support import save_single_process_checkpoint
 from safetensors import safe_open
 
+from _export_support import save_single_process_checkpoint
 from mfsdp_ckpt.convert import export_stream
 from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.convert.export_plan import DTYPES

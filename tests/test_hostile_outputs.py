@@ -20,17 +20,17 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
-from _export_support import save_single_process_checkpoint
 from click.testing import CliRunner
 from safetensors import safe_open
 from torch.distributed.checkpoint.metadata import ChunkStorageMetadata
 
+from _export_support import save_single_process_checkpoint
 from cli.main import app
-from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.convert.export_hf import export_hf
-from mfsdp_ckpt.storage.out_dir import OutputDirError, claim_output
+from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format.dcp_metadata import load_metadata
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.storage.out_dir import OutputDirError, claim_output
 
 REPO = Path(__file__).resolve().parents[1]
 FAST_SECONDS = 20.0
@@ -420,7 +420,7 @@ def test_sizes_not_backed_by_files_are_refused_before_reserving_disk(
     monkeypatch.setattr(os, "posix_fallocate", watched)
     started = time.monotonic()
     unbacked = (CheckpointFileError, CheckpointFormatError)
-    with pytest.raises(unbacked, match="embed_tokens.*cannot hold"):
+    with pytest.raises(unbacked, match=r"embed_tokens.*cannot hold"):
         export_hf(f"file://{ckpt}" if as_url else ckpt, out, hf_config=config, workers=1)
     assert time.monotonic() - started < FAST_SECONDS
     assert max(reserved, default=0) < 2**30, reserved

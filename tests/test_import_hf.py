@@ -17,10 +17,10 @@ from click.testing import CliRunner
 from safetensors import safe_open
 
 from cli.main import app
+from mfsdp_ckpt.check.validate import validate_checkpoint
 from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.convert.import_hf import import_hf
 from mfsdp_ckpt.storage.reader import CheckpointReader
-from mfsdp_ckpt.check.validate import validate_checkpoint
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mcore"
 FAMILIES = ("qwen2", "qwen3", "llama")

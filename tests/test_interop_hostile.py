@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 
 import pytest
-from interop_support import BUILDERS, made_optim, one_error_line, run_cli  # noqa: F401 (fixture)
 
+from interop_support import BUILDERS, made_optim, one_error_line, run_cli  # noqa: F401 (fixture)
 from mfsdp_ckpt.format import layout
 
 TRACKERS = {

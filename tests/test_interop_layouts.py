@@ -1,11 +1,11 @@
 """Every `ckpt` command on every layout verl and Megatron-LM write, at every level.
 
 Parametrized over fixtures with optimizer state: a CPU stand-in made by
-tests/fixtures/megatron_lm_optim/make_megatron_lm_optim.py (Megatron-LM's keys, with a
-distributed optimizer's state), and each real Megatron-core save found in
-tests/fixtures/mcore_optim/<family>/ (config.json + run/iter_NNNNNNN/). Each is laid out as verl RL v1 and v2, verl SFT,
-Megatron-LM and a bare dist_ckpt dir (tests/interop_support.py); mfsdp's own layout comes
-from tests/fixtures/megatron_fsdp_qwen2.
+tests/fixtures/megatron_lm_optim/make_megatron_lm_optim.py (Megatron-LM's keys, with a distributed
+optimizer's state), and each real Megatron-core save found in tests/fixtures/mcore_optim/<family>/
+(config.json + run/iter_NNNNNNN/). Each is laid out as verl RL v1 and v2, verl SFT, Megatron-LM and
+a bare dist_ckpt dir (tests/interop_support.py); mfsdp's own layout comes from
+tests/fixtures/megatron_fsdp_qwen2.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from interop_support import (  # noqa: F401 (made_optim is a fixture)
     BUILDERS,
     DAMAGE,
@@ -24,7 +25,6 @@ from interop_support import (  # noqa: F401 (made_optim is a fixture)
     run_cli,
     verl_rl_v1,
 )
-
 from mfsdp_ckpt.format import layout
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -40,7 +40,7 @@ REAL_FAMILIES = sorted(
 
 
 @pytest.fixture(params=["made", *(f"real-{family}" for family in REAL_FAMILIES)])
-def optim_fixture(request, made_optim) -> Path:
+def optim_fixture(request, made_optim) -> Path:  # noqa: F811 (fixture)
     return (
         made_optim if request.param == "made" else REAL_OPTIM / request.param.removeprefix("real-")
     )
@@ -103,7 +103,7 @@ def test_our_layout_is_unchanged(tmp_path):
     assert code == 0, out + err
 
 
-def test_megatron_optimizer_names_match_their_parameters(made_optim, tmp_path):
+def test_megatron_optimizer_names_match_their_parameters(made_optim, tmp_path):  # noqa: F811 (fixture)
     """Megatron's `optimizer.state.module.module.module.<param>.exp_avg` (and the SwiGLU
     weight_w/weight_v split) must pair with `model.module.<param>`: a missing moment is an
     error naming the parameter, a state of no parameter only a warning."""
@@ -129,7 +129,7 @@ def test_megatron_optimizer_names_match_their_parameters(made_optim, tmp_path):
 # --------------------------------------------------------------------------- damage
 @pytest.mark.parametrize("kind", ["verl-rl-v1", "megatron-lm"])
 @pytest.mark.parametrize("damage", list(DAMAGE))
-def test_damaged_foreign_checkpoints_fail(kind, damage, made_optim, tmp_path):
+def test_damaged_foreign_checkpoints_fail(kind, damage, made_optim, tmp_path):  # noqa: F811 (fixture)
     laid = BUILDERS[kind](made_optim, tmp_path)
     DAMAGE[damage](laid.dist_ckpt)
     config = [] if laid.has_hf_config else ["--hf-config", made_optim / "config.json"]
@@ -142,7 +142,7 @@ def test_damaged_foreign_checkpoints_fail(kind, damage, made_optim, tmp_path):
 
 
 # --------------------------------------------------------------------------- usage
-def test_actor_is_the_default_and_a_critic_is_not_exported(made_optim, tmp_path):
+def test_actor_is_the_default_and_a_critic_is_not_exported(made_optim, tmp_path):  # noqa: F811 (fixture)
     laid = verl_rl_v1(made_optim, tmp_path)
     step = laid.levels["step"]
     actor = layout.resolve_checkpoint(step)
@@ -241,7 +241,7 @@ USAGE = _usage_cases()
 
 
 @pytest.mark.parametrize("case", list(USAGE))
-def test_usage_errors_are_one_line_exit_2(case, made_optim, tmp_path):
+def test_usage_errors_are_one_line_exit_2(case, made_optim, tmp_path):  # noqa: F811 (fixture)
     args, words = USAGE[case](tmp_path, made_optim)
     before = sorted(str(p) for p in tmp_path.rglob("*"))
     code, out, err = run_cli(*args)
@@ -250,7 +250,7 @@ def test_usage_errors_are_one_line_exit_2(case, made_optim, tmp_path):
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before  # nothing written, nothing removed
 
 
-def test_a_directory_holding_one_run_resolves_to_it(made_optim, tmp_path):
+def test_a_directory_holding_one_run_resolves_to_it(made_optim, tmp_path):  # noqa: F811 (fixture)
     """As `mfsdp demo` leaves runs/demo: the run beside data, an HF model dir and an export."""
     laid = BUILDERS["verl-sft"](made_optim, tmp_path / "runs" / "demo")
     for model_dir in ("init_model", "hf"):
@@ -275,7 +275,7 @@ def test_a_step_of_ours_without_its_manifest_is_still_ours(tmp_path):
     assert code == 1 and "manifest is missing" in out, out + err
 
 
-def test_megatron_release_and_a_config_that_does_not_fit(made_optim, tmp_path):
+def test_megatron_release_and_a_config_that_does_not_fit(made_optim, tmp_path):  # noqa: F811 (fixture)
     run = tmp_path / "megatron"
     shutil.copytree(made_optim / "dist_ckpt", run / "release")
     (run / "latest_checkpointed_iteration.txt").write_text("release")

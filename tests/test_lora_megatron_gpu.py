@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from _export_support import fixed_inputs, logits_of
 
+from _export_support import fixed_inputs, logits_of
 from mfsdp_ckpt.check.validate import validate_checkpoint
 from mfsdp_ckpt.format.layout import resolve_checkpoint
 from mfsdp_ckpt.lora import parse_adapter_key

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from mfsdp_ckpt.check.validate import validate_checkpoint
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.storage.reader import CheckpointReader
-from mfsdp_ckpt.check.validate import validate_checkpoint
 
 FIXTURE = Path(__file__).parent / "fixtures" / "megatron_fsdp_qwen2"
 PROVENANCE = json.loads((FIXTURE / "provenance.json").read_text())

@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from mfsdp_ckpt.format import dtypes, layout
 from mfsdp_ckpt.checkpointer import Checkpointer
-from mfsdp_ckpt.storage.reader import _tensor_layout
+from mfsdp_ckpt.format import dtypes, layout
 from mfsdp_ckpt.format.dcp_metadata import load_metadata_bytes, load_plain_metadata_bytes
+from mfsdp_ckpt.storage.reader import _tensor_layout
 
 REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("torch.distributed.checkpoint", "torch.distributed.tensor", "transformers")
@@ -77,7 +77,6 @@ def dist_ckpt(tmp_path_factory) -> Path:
 def hf_run(tmp_path_factory) -> Path:
     """A tiny Qwen2 checkpoint with HF names and config (what `mfsdp train` saves)."""
     from _export_support import save_single_process_checkpoint
-
     from trainer.tiny import build_tiny_model_dir
 
     root = tmp_path_factory.mktemp("export_imports")

@@ -10,6 +10,7 @@ absurd values (negative, 2**70, wrong types, escaping paths), and mutated manife
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pickle
 
@@ -20,16 +21,16 @@ from hypothesis import strategies as st
 from torch.distributed.checkpoint import metadata as dcp_metadata
 from torch.distributed.checkpoint.filesystem import _StorageInfo
 
-from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.checkpointer import Checkpointer
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import (
     CheckpointFormatError,
     CheckpointReader,
     chunk_coverage_problems,
 )
-from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
-from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
 DOCUMENTED = (UnsafeMetadataError, CheckpointFormatError, CheckpointFileError)
 CASES = {"metadata_bytes": 4000, "metadata_generated": 3000, "manifest": 4000}  # 11,000 in all
@@ -130,10 +131,8 @@ def test_mutated_metadata_bytes(real_checkpoint):
     def case(edits, cut, insert):
         ran["metadata_bytes"] += 1
         fuzzed = dict(files, **{".metadata": mutate(files[".metadata"], edits, cut, insert)})
-        try:
+        with contextlib.suppress(DOCUMENTED):
             read_everything(fuzzed, pristine)
-        except DOCUMENTED:
-            pass
 
     case()
     assert ran["metadata_bytes"] >= CASES["metadata_bytes"]
@@ -151,7 +150,8 @@ NAMES = st.one_of(
 
 
 def _object(cls, **fields):
-    """An instance of an allowed DCP type with whatever field values (as a hostile pickle can hold)."""
+    """An instance of an allowed DCP type with whatever field values (as a hostile pickle can
+    hold)."""
     value = object.__new__(cls)
     value.__dict__.update(fields)
     return value
@@ -226,10 +226,8 @@ def test_generated_metadata_with_absurd_values(real_checkpoint):
     @given(blob=hostile_metadata())
     def case(blob):
         ran["metadata_generated"] += 1
-        try:
+        with contextlib.suppress(DOCUMENTED):
             read_everything(dict(files, **{".metadata": blob}))
-        except DOCUMENTED:
-            pass
 
     case()
     assert ran["metadata_generated"] >= CASES["metadata_generated"]

@@ -24,8 +24,8 @@ import pytest
 import torch
 from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, MetadataIndex
 
-from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.checkpointer import Checkpointer
+from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dcp_metadata import load_metadata
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,7 +64,8 @@ print(json.dumps({"outcomes": outcomes, "grew_mib": grew}))
 
 
 def probe(target: Path, *actions: str) -> dict:
-    """Run `actions` on `target` in a fresh process: {"outcomes": {action: text}, "grew_mib": peak RSS growth}."""
+    """Run `actions` on `target` in a fresh process: {"outcomes": {action: text}, "grew_mib": peak
+    RSS growth}."""
     done = subprocess.run(
         [sys.executable, "-c", PROBE, str(REPO), str(target), ",".join(actions)],
         capture_output=True,

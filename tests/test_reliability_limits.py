@@ -45,7 +45,6 @@ from hostile_builders import (
     write_metadata,
 )
 from mfsdp_ckpt.format import dtypes, layout
-from mfsdp_ckpt.format.restricted_pickle import DEFAULT_MAX_OPS
 from mfsdp_ckpt.format.dcp_metadata import (
     UnsafeMetadataError,
     _dcp_classes,
@@ -53,6 +52,7 @@ from mfsdp_ckpt.format.dcp_metadata import (
     load_metadata_bytes,
     load_plain_metadata_bytes,
 )
+from mfsdp_ckpt.format.restricted_pickle import DEFAULT_MAX_OPS
 
 MAX_SECONDS = 30  # any one command here; the slowest (an opcode flood at the limit) takes a few
 
@@ -171,8 +171,8 @@ RECORD = b"ctorch.distributed.checkpoint.metadata\nBytesStorageMetadata\nq\x00"
 def test_every_opcode_counts_against_the_limit(opcode, table):
     """Each object-making opcode, flooded past a small limit, is refused by count (the
     full-size flood runs in test_metadata_floods_...: seconds, so once)."""
-    from mfsdp_ckpt.format.restricted_pickle import PickleRefused, restricted_loads
     from mfsdp_ckpt.format.dcp_metadata import _records
+    from mfsdp_ckpt.format.restricted_pickle import PickleRefused, restricted_loads
 
     allowed = _plain_classes() if table == "plain" else _dcp_classes()
     data = b"\x80\x02" + RECORD + FLOODS[opcode] * 20_000 + b"."
@@ -315,7 +315,8 @@ def _many_chunks(kind: str, count: int):
     ]
 
 
-# slabs at the count issue 13 reports; grid and staircase at 10,000: 50M pairs, past the time limit pairwise
+# slabs at the count issue 13 reports; grid and staircase at 10,000: 50M pairs, past the time limit
+# pairwise
 for _kind, _count, _expected in (
     ("slabs", 40_000, ""),
     ("grid", 10_000, ""),

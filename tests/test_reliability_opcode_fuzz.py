@@ -34,16 +34,16 @@ from torch.distributed.checkpoint.metadata import (
     TensorStorageMetadata,
 )
 
-from mfsdp_ckpt.format import dtypes, layout
 from mfsdp_ckpt.checkpointer import Checkpointer
+from mfsdp_ckpt.format import dtypes, layout
+from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import (
     CheckpointFormatError,
     CheckpointReader,
     chunk_coverage_problems,
     load_blob,
 )
-from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
-from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from test_reliability_fuzz import MemoryStore
 
 DOCUMENTED = (UnsafeMetadataError, CheckpointFormatError, CheckpointFileError)
@@ -55,7 +55,8 @@ TIME_LIMIT_S = 240
 @contextlib.contextmanager
 def limited():
     """Soft RLIMIT_AS at the current size + LIMIT_BYTES, and SIGALRM after TIME_LIMIT_S."""
-    size = int(open("/proc/self/status").read().split("VmSize:")[1].split()[0]) * 1024
+    with open("/proc/self/status") as status:
+        size = int(status.read().split("VmSize:")[1].split()[0]) * 1024
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
 
     def alarm(*_):

@@ -6,7 +6,8 @@ Run on a GPU machine: pytest -m gpu tests/test_rollout_hf_gpu.py
 import pytest
 import torch
 
-from tests.rollout_support import PROMPTS as BASE_PROMPTS, perturbed_model, reference_logprobs
+from tests.rollout_support import PROMPTS as BASE_PROMPTS
+from tests.rollout_support import perturbed_model, reference_logprobs
 from trainer.rollout.base import SamplingParams
 from trainer.rollout.hf import HFRolloutEngine
 from trainer.tiny import build_tiny_model_dir
@@ -43,7 +44,7 @@ def test_cuda_graph_decode_matches_transformers(model):
         engine.generate(PROMPTS, greedy).token_lists()
         == eager.generate(PROMPTS, greedy).token_lists()
     )
-    for row, prompt in enumerate(PROMPTS[:3]):
+    for prompt in PROMPTS[:3]:
         ref = model.generate(
             torch.tensor([prompt], device="cuda"),
             max_new_tokens=24,

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from mfsdp_ckpt.storage.safe_files import read_bytes, read_text, regular_file
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.storage.safe_files import read_bytes, read_text, regular_file
 
 
 def test_reads_a_regular_file_inside_the_root(tmp_path):

@@ -1,4 +1,5 @@
-"""Megatron-FSDP SFT on 2 GPUs (run on a 2-GPU machine: pytest -m gpu tests/test_sft_megatron_gpu.py).
+"""Megatron-FSDP SFT on 2 GPUs (run on a 2-GPU machine: pytest -m gpu
+tests/test_sft_megatron_gpu.py).
 
 Trains the tiny model with strategy megatron_fsdp under torchrun, checks the loss falls,
 resumes, validates the checkpoint, exports it, and checks that its keys are the ones an
@@ -12,8 +13,8 @@ import sys
 import pytest
 import torch
 
-from mfsdp_ckpt.storage.reader import CheckpointReader
 from mfsdp_ckpt.check.validate import validate_checkpoint
+from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.sft_support import REPO, write_chat_jsonl
 from trainer.metrics import read_metrics
 
@@ -68,7 +69,7 @@ def test_megatron_fsdp_sft_trains_resumes_and_matches_fsdp2_names(tmp_path):
     assert (
         ours["model.model.embed_tokens.weight"].dtype.name == "float32"
     )  # fp32 main weights are saved
-    fsdp2_first = [r["train/loss"] for r in read_metrics(reference) if r["step"] == 1][0]
+    fsdp2_first = next(r["train/loss"] for r in read_metrics(reference) if r["step"] == 1)
     assert losses[1] == pytest.approx(fsdp2_first, rel=2e-2)
 
     from mfsdp_ckpt.convert.export_hf import export_hf

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from mfsdp_ckpt.format.layout import list_complete_steps
 from mfsdp_ckpt.check.validate import validate_checkpoint
+from mfsdp_ckpt.format.layout import list_complete_steps
 from tests.distributed_helpers import run_distributed
 from tests.sft_support import tiny_config, write_chat_jsonl
 from trainer.metrics import read_metrics

@@ -8,11 +8,11 @@ import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 
-from mfsdp_ckpt.storage.dcp_stream_writer import StreamingDcpWriter
-from mfsdp_ckpt.format.dtypes import BY_NAME
-from mfsdp_ckpt.storage.reader import CheckpointReader
 from mfsdp_ckpt.format.dcp_metadata import load_plain_metadata_bytes
+from mfsdp_ckpt.format.dtypes import BY_NAME
 from mfsdp_ckpt.format.torch_save_format import BlobLayout, object_blob, tensor_pickle
+from mfsdp_ckpt.storage.dcp_stream_writer import StreamingDcpWriter
+from mfsdp_ckpt.storage.reader import CheckpointReader
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.int64])

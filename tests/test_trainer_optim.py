@@ -1,3 +1,4 @@
+import itertools
 import math
 
 import pytest
@@ -21,7 +22,7 @@ def test_warmup_then_cosine_to_min_lr():
         1e-6 + 9e-6 * 0.5 * (1 + math.cos(math.pi * 7 / 8))
     )
     lrs = [lr_at(s, cfg, total) for s in range(2, total)]
-    assert all(a > b for a, b in zip(lrs, lrs[1:])) and min(lrs) > 1e-6
+    assert all(a > b for a, b in itertools.pairwise(lrs)) and min(lrs) > 1e-6
 
 
 def test_linear_constant_and_warmup_steps_win():

@@ -43,10 +43,9 @@ from typing import Annotated, Any, Literal
 import yaml
 
 from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry
-from trainer.config_yaml import YAMLConfigError, parse_yaml, read_yaml_file
-from trainer import verl_keys
 from mfsdp_ckpt.errors import MfsdpUsageError
-
+from trainer import verl_keys
+from trainer.config_yaml import YAMLConfigError, parse_yaml, read_yaml_file
 
 RESOLVED_CONFIG_FILE = "config.yaml"  # in the run dir: the config the run used
 

@@ -16,6 +16,7 @@ import stat
 from typing import Any
 
 import yaml
+
 from mfsdp_ckpt.errors import MfsdpUsageError
 
 MAX_CONFIG_BYTES = 1 << 20

@@ -29,6 +29,7 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.distributed.checkpoint.stateful import Stateful
 
 from mfsdp_ckpt.format.layout import CheckpointPaths
+from mfsdp_ckpt.format.manifest import Manifest, ManifestError
 from mfsdp_ckpt.lora import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
@@ -37,7 +38,6 @@ from mfsdp_ckpt.lora import (
     describe_base_model,
     read_base_model,
 )
-from mfsdp_ckpt.format.manifest import Manifest, ManifestError
 from trainer.config import ConfigError, ModelConfig, check_lora_fields
 from trainer.resume import ResumeMismatchError
 

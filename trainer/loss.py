@@ -1,13 +1,13 @@
 """Token cross-entropy over a large vocabulary, summed over labelled positions.
 
-`linear_cross_entropy_sum(hidden, weight, targets)` is what the trainer calls: the LM head
-and the loss in one step. The plain path builds the full `[tokens, vocab]` logits and casts
-them to fp32, which for a 152k vocabulary and 8k tokens is about 5 GB per micro-batch. The
-chunked path never holds more than one chunk of logits: for each chunk it computes logits,
-the fp32 log-softmax and the gradients of the loss with respect to the hidden states and the head weight
-during the forward pass, keeps only those gradients (sizes of `hidden` and `weight`), and
-hands them back scaled in backward. The loss is a sum, so its gradient is linear in the
-upstream gradient and computing it early is exact.
+`linear_cross_entropy_sum(hidden, weight, targets)` is what the trainer calls: the LM head and the
+loss in one step. The plain path builds the full `[tokens, vocab]` logits and casts them to fp32,
+which for a 152k vocabulary and 8k tokens is about 5 GB per micro-batch. The chunked path never
+holds more than one chunk of logits: for each chunk it computes logits, the fp32 log-softmax and the
+gradients of the loss with respect to the hidden states and the head weight during the forward pass,
+keeps only those gradients (sizes of `hidden` and `weight`), and hands them back scaled in backward.
+The loss is a sum, so its gradient is linear in the upstream gradient and computing it early is
+exact.
 
 Targets are already shifted (target[t] is the token that follows position t) and -100
 marks positions without a loss, so packed documents need no special handling here.

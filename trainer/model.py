@@ -134,15 +134,18 @@ def build_hf_config(cfg: ModelConfig, tokenizer) -> Any:
         config = AutoConfig.for_model(fields.pop("model_type"), **fields)
     else:
         raise ConfigError(
-            f"model.shape: unknown shape {cfg.shape!r}; choose tiny, {', '.join(SHAPES)} or set model.path"
+            f"model.shape: unknown shape {cfg.shape!r}; choose tiny, {', '.join(SHAPES)} or set "
+            "model.path"
         )
     if config.model_type not in SUPPORTED_FAMILIES:
         raise ConfigError(
-            f"model: family {config.model_type!r} is not supported; supported: {', '.join(SUPPORTED_FAMILIES)}"
+            f"model: family {config.model_type!r} is not supported; supported: "
+            f"{', '.join(SUPPORTED_FAMILIES)}"
         )
     if len(tokenizer) > config.vocab_size:
         raise ConfigError(
-            f"model: tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {config.vocab_size}"
+            f"model: tokenizer has {len(tokenizer)} tokens but the model's vocab_size is "
+            f"{config.vocab_size}"
         )
     config._attn_implementation = cfg.attn_implementation
     return config
@@ -173,7 +176,8 @@ def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) 
     model.train()
     apply_lora(model, cfg, seed)  # no-op unless model.lora_rank > 0 or lora_adapter_path is set
     if cfg.activation_checkpointing:
-        # transformers >= 5.2x renames gradient_checkpointing_enable to activation_checkpointing_enable
+        # transformers >= 5.2x renames gradient_checkpointing_enable to
+        # activation_checkpointing_enable
         if hasattr(model, "activation_checkpointing_enable"):
             model.activation_checkpointing_enable(
                 activation_checkpointing_kwargs={"use_reentrant": False}
@@ -217,7 +221,8 @@ def attach_loss_forward(model: torch.nn.Module, mode: str, chunk_tokens: int) ->
 
 
 def write_hf_assets(target: Path, config: Any, tokenizer, model_path: str | None) -> None:
-    """config.json, tokenizer files and generation_config.json: what export needs besides weights."""
+    """config.json, tokenizer files and generation_config.json: what export needs besides
+    weights."""
     from transformers import GenerationConfig
 
     config.save_pretrained(target)
@@ -245,7 +250,8 @@ def _generation_config_of(model_path: str | None) -> Path | None:
 
 
 def count_parameters(config: Any) -> dict[str, int]:
-    """Matmul parameters (what 6*N*tokens counts: layers + LM head) and the embedding, from the config."""
+    """Matmul parameters (what 6*N*tokens counts: layers + LM head) and the embedding, from the
+    config."""
     hidden, layers = config.hidden_size, config.num_hidden_layers
     heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
     head_dim = getattr(config, "head_dim", None) or hidden // heads

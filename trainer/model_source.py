@@ -92,10 +92,10 @@ def load_checkpoint_weights(model, source: ModelSource) -> None:
     validate's first error before a byte is read, as export does."""
     import torch
 
+    from mfsdp_ckpt.check.validate import require_valid
     from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError
     from mfsdp_ckpt.convert.export_plan import convert, plan_export
     from mfsdp_ckpt.convert.export_source import _resolve_source
-    from mfsdp_ckpt.check.validate import require_valid
 
     assert source.checkpoint is not None
     require_valid(source.checkpoint, manifest_only=True)

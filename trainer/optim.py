@@ -21,7 +21,7 @@ NO_DECAY_GROUP, DECAY_GROUP = "no_decay", "decay"
 def warmup_steps(cfg: OptimConfig, total_steps: int) -> int:
     if cfg.warmup_steps > 0:
         return cfg.warmup_steps
-    return int(math.ceil(cfg.warmup_ratio * total_steps))
+    return math.ceil(cfg.warmup_ratio * total_steps)
 
 
 def lr_at(step: int, cfg: OptimConfig, total_steps: int) -> float:
@@ -96,7 +96,8 @@ def clip_grad_norm(
     device: torch.device,
     group: dist.ProcessGroup | None = None,
 ) -> float:
-    """Global L2 norm of gradients sharded over `group` (each rank holds disjoint shards); clip in place.
+    """Global L2 norm of gradients sharded over `group` (each rank holds disjoint shards); clip in
+    place.
 
     Summing squared local norms and reducing once is exact for any sharding, even or
     uneven, because every element lives on exactly one rank (data-parallel sharding, tp=1).

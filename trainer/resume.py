@@ -14,8 +14,8 @@ from typing import Any
 
 from mfsdp_ckpt.checkpointer import Checkpointer
 from mfsdp_ckpt.convert.hf_config import HFConfigError, load_hf_config
-from mfsdp_ckpt.format.layout import CheckpointPaths
 from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.format.layout import CheckpointPaths
 
 DATA_POSITION_KEYS = ("global_batch_size", "train_rows", "seed")
 # The HF config fields that decide which tensors a model has and how they are computed
@@ -104,6 +104,7 @@ def check_data_position(expected: dict[str, Any], restored: dict[str, Any], wher
     for key in DATA_POSITION_KEYS:
         if int(restored[key]) != int(expected[key]):
             raise ResumeMismatchError(
-                f"{where}: checkpoint was trained with {key}={restored[key]}, this run has {expected[key]}; "
+                f"{where}: checkpoint was trained with {key}={restored[key]}, this run has "
+                f"{expected[key]}; "
                 "steps would map to different data (use checkpoint.resume=disable to start over)"
             )

@@ -248,7 +248,8 @@ def _check_config(cfg: SFTConfig) -> None:
         raise ConfigError("data.global_batch_size must be >= 1")
     if data.packing and data.max_tokens_per_micro_batch < data.max_length:
         raise ConfigError(
-            f"data.max_tokens_per_micro_batch={data.max_tokens_per_micro_batch} < data.max_length={data.max_length}: "
+            f"data.max_tokens_per_micro_batch={data.max_tokens_per_micro_batch} < "
+            f"data.max_length={data.max_length}: "
             "a full-length sequence would not fit in a micro-batch"
         )
     if not 0 <= data.val_ratio < 1:

@@ -20,7 +20,8 @@ from pathlib import Path
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
     "{% if message['role'] == 'assistant' %}"
-    "{{ '<|im_start|>assistant\n' }}{% generation %}{{ message['content'] + '<|im_end|>' }}{% endgeneration %}{{ '\n' }}"
+    "{{ '<|im_start|>assistant\n' }}{% generation %}{{ message['content'] + '<|im_end|>' }}{% "
+    "endgeneration %}{{ '\n' }}"
     "{% else %}"
     "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
     "{% endif %}"
@@ -32,7 +33,8 @@ GSM8K_SUFFIX = 'Let\'s think step by step and output the final answer after "###
 
 
 def tiny_config_kwargs(vocab_size: int) -> dict:
-    """Qwen2 shape in miniature: GQA (4 query heads, 2 KV groups), qkv bias, SwiGLU, RMSNorm, RoPE."""
+    """Qwen2 shape in miniature: GQA (4 query heads, 2 KV groups), qkv bias, SwiGLU, RMSNorm,
+    RoPE."""
     return dict(
         vocab_size=vocab_size,
         hidden_size=128,

@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
-from trainer import verl_keys
 from mfsdp_ckpt.errors import MfsdpUsageError
+from trainer import verl_keys
 
 MAX_SOURCE_BYTES = 1 << 20  # launch scripts and configs are a few KiB
 GRPO_MODULES = ("verl.trainer.main_ppo",)

@@ -19,6 +19,7 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
 from mfsdp_ckpt.errors import MfsdpUsageError
 
 log = logging.getLogger("mfsdp.config")

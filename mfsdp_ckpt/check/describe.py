@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from typing import Any
 
-from mfsdp_ckpt.format import layout
-from mfsdp_ckpt.errors import CheckpointFormatError
-from mfsdp_ckpt.format.manifest import read_manifest
 from mfsdp_ckpt.check.printable import printable
-from mfsdp_ckpt.storage.reader import CheckpointReader, ObjectEntry
+from mfsdp_ckpt.errors import CheckpointFormatError
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format.manifest import read_manifest
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.storage.reader import CheckpointReader, ObjectEntry
 
 # Non-tensor entries decoded to show their value: small ones only, a bounded number of them.
 MAX_DECODED_OBJECT_BYTES = 64 << 10
@@ -58,7 +59,7 @@ def describe_checkpoint(path: str | os.PathLike, *, role: str | None = None) -> 
         if paths.manifest and os.path.lexists(paths.manifest)
         else None
     )
-    tensors = [
+    tensors: list[dict[str, Any]] = [
         {
             "name": entry.name,
             "shape": list(entry.shape),

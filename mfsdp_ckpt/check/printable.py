@@ -21,10 +21,10 @@ def _escape(char: str) -> str:
 
 
 def printable(text: object, limit: int = MAX_PRINTED_CHARS) -> str:
-    """`text` with every character str.isprintable() rejects (controls, escapes, line and
-    paragraph separators, bidi and other format characters, unassigned code points) written
-    as `\\x1b`, `\\u202e`, ..., cut to `limit` characters (its start and end, with a note of how many were left out
-    between them)."""
+    """`text` with every character str.isprintable() rejects (controls, escapes, line and paragraph
+    separators, bidi and other format characters, unassigned code points) written as `\\x1b`,
+    `\\u202e`, ..., cut to `limit` characters (its start and end, with a note of how many were left
+    out between them)."""
     text = str(text)
     cut = max(0, len(text) - limit)
     if cut:  # keep both ends: a path leads an error line and the reason closes it

@@ -18,9 +18,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.check.printable import printable
+from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import layout, state_keys
-from mfsdp_ckpt.lora import check_base_model
+from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
 from mfsdp_ckpt.format.manifest import (
     Manifest,
     ManifestError,
@@ -28,16 +29,15 @@ from mfsdp_ckpt.format.manifest import (
     read_manifest,
     sha256_file,
 )
-from mfsdp_ckpt.check.printable import printable
+from mfsdp_ckpt.lora import check_base_model
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import (
     CheckpointFormatError,
     CheckpointReader,
     chunk_backing_problem,
     chunk_coverage_problems,
 )
-from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
-from mfsdp_ckpt.storage.byte_store import CheckpointFileError
-from mfsdp_ckpt.errors import MfsdpFailedError
 
 ERROR, WARNING = "error", "warning"
 _HASH_MISMATCH = "sha256 differs from the manifest (bytes changed after save)"
@@ -147,7 +147,8 @@ def validate_paths(
 
 
 class CheckpointInvalidError(MfsdpFailedError, ValueError):
-    """A checkpoint about to be loaded or exported failed validation (first error in the message)."""
+    """A checkpoint about to be loaded or exported failed validation (first error in the
+    message)."""
 
 
 def require_valid(
@@ -178,18 +179,19 @@ def manifest_hash_errors(
 ) -> list[str]:
     """sha256 of every `share`-th of each `count` files the manifest lists (ranks of a job
     split the hashing; `workers` threads each), one line per file whose bytes changed."""
-    if paths.manifest is None:
+    step_dir = paths.step_dir
+    if paths.manifest is None or step_dir is None:
         return []
     manifest = read_manifest(paths.manifest)
     mine = [
         name
         for name in sorted(manifest.files)[share::count]
-        if (paths.step_dir / name).is_file()
-        and (paths.step_dir / name).stat().st_size == manifest.files[name].size
+        if (step_dir / name).is_file()
+        and (step_dir / name).stat().st_size == manifest.files[name].size
     ]
-    actual = hash_files(paths.step_dir, mine, workers)
+    actual = hash_files(step_dir, mine, workers)
     return [
-        f"{paths.step_dir / name}: {_HASH_MISMATCH}"
+        f"{step_dir / name}: {_HASH_MISMATCH}"
         for name in mine
         if actual[name].sha256 != manifest.files[name].sha256
     ]
@@ -334,7 +336,8 @@ def _model_keys(keys) -> list[str]:
 
 def _parameter_name(model_key: str) -> str:
     """`model.module.decoder.layers.0.mlp.linear_fc1.weight_w` ->
-    `decoder.layers.0.mlp.linear_fc1.weight_w`: the name both the model state and every optimizer's state agree on, wrappers removed."""
+    `decoder.layers.0.mlp.linear_fc1.weight_w`: the name both the model state and every optimizer's
+    state agree on, wrappers removed."""
     return state_keys.hf_name(model_key.split(".", 1)[1])
 
 

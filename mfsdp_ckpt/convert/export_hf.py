@@ -222,7 +222,8 @@ def export_hf(
     asset_location = str(hf_config) if hf_config is not None else source.hf_assets
     if asset_location is None:
         raise ExportUsageError(
-            f"{source.location}: the checkpoint has no {layout.HF_ASSETS_DIR}/ dir; pass --hf-config DIR|config.json"
+            f"{source.location}: the checkpoint has no {layout.HF_ASSETS_DIR}/ dir; pass "
+            "--hf-config DIR|config.json"
         )
     if hf_config is not None and not Path(hf_config).exists():
         raise ExportUsageError(f"{hf_config}: no such file or directory (--hf-config)")
@@ -279,13 +280,11 @@ def export_hf(
         _set_config_dtype(tmp / "config.json", plan.dtype)
         for name in assets:
             layout.fsync_path(tmp / name)
-        mismatches = (
-            verify_export(plan, tmp, workers=workers, buffer_bytes=buffer_bytes) if verify else None
-        )
-        if (
-            verify and local_paths is not None
-        ):  # bytes flipped after save match their own reads: hash them
-            mismatches = manifest_hash_errors(local_paths, workers=workers) + mismatches
+        mismatches: list[str] = []
+        if verify:
+            mismatches = verify_export(plan, tmp, workers=workers, buffer_bytes=buffer_bytes)
+            if local_paths is not None:  # bytes flipped after save match their own reads: hash them
+                mismatches = manifest_hash_errors(local_paths, workers=workers) + mismatches
         if mismatches:
             raise ExportVerifyError(mismatches)
         claim.publish()

@@ -163,7 +163,8 @@ def _check_against_config(
     missing = sorted(required - set(produced), key=_natural_key)
     if missing:
         raise ExportError(
-            f"{source.location}: checkpoint lacks {len(missing)} weight(s) the config needs, e.g. {missing[0]}"
+            f"{source.location}: checkpoint lacks {len(missing)} weight(s) the config needs, e.g. "
+            f"{missing[0]}"
         )
 
 

@@ -77,8 +77,9 @@ def _run_tasks(
         futures = [pool.submit(task, item) for item in items]
         finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
         for future in finished:
-            if future.exception() is not None:
-                raise future.exception()
+            error = future.exception()
+            if error is not None:
+                raise error
     finally:
         stop.set()
         pool.shutdown(wait=True, cancel_futures=True)

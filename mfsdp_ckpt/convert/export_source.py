@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -88,7 +89,8 @@ def _resolve_url(url: str, root: ByteStore) -> tuple[str, str | None]:
         step = join_location(url, f"{layout.STEP_DIR_PREFIX}{int(text)}")
         return join_location(step, layout.DIST_CKPT_DIR), step
     raise layout.CheckpointPathError(
-        f"{url}: not a checkpoint (no {layout.DCP_METADATA_FILE}, no {layout.DIST_CKPT_DIR}/, no {layout.TRACKER_FILE})"
+        f"{url}: not a checkpoint (no {layout.DCP_METADATA_FILE}, no {layout.DIST_CKPT_DIR}/, no "
+        f"{layout.TRACKER_FILE})"
     )
 
 
@@ -116,17 +118,21 @@ def _asset_files(
                 if not _is_weight_file(relative)
             ]
         )
-        files = {}
+        files: dict[str, Callable[[], bytes]] = {}
         for name, path in candidates:
             safe_files.regular_file(path, root=root)
-            files[name] = lambda path=path: safe_files.read_bytes(path, MAX_ASSET_BYTES, root=root)
+            files[name] = partial(safe_files.read_bytes, path, MAX_ASSET_BYTES, root=root)
         return files
     store = open_store(location, io)
     return {
-        name: (lambda name=name: store.read_range(name, 0, store.size(name) or 0))
+        name: partial(_whole_file, store, name)
         for name in store.list_files()
         if not _is_weight_file(name)
     }
+
+
+def _whole_file(store: ByteStore, name: str) -> bytes:
+    return store.read_range(name, 0, store.size(name) or 0)
 
 
 def _is_weight_file(name: str) -> bool:
@@ -152,9 +158,10 @@ def load_config(path: str | os.PathLike, max_layers: int = MAX_LAYERS):
         data = read_config_json(path)[1]  # a regular file, bounded: never a FIFO or /dev/zero
     except (OSError, ValueError):
         data = None
-    if isinstance(data, dict):
-        check_geometry(data, path, max_layers)
-    shapes = hf_state_dict_shapes(data) if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return load_hf_config(path)
+    check_geometry(data, path, max_layers)
+    shapes = hf_state_dict_shapes(data)
     if shapes is None:
         return load_hf_config(path)
     return JsonConfig(**data, hf_shapes=shapes)

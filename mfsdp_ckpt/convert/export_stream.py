@@ -9,18 +9,24 @@ import mmap
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, cast
 
 from mfsdp_ckpt.convert.export_errors import NonFiniteError
 from mfsdp_ckpt.convert.export_plan import ExportPlan
 from mfsdp_ckpt.convert.name_maps import COPY, MappedTensor
 from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
-from mfsdp_ckpt.storage.reader import chunk_coverage_problems
+from mfsdp_ckpt.storage.reader import Chunk, chunk_coverage_problems
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
 
 if TYPE_CHECKING:
     import torch
+
+
+class _FdStore(Protocol):
+    """A byte store that hands out file descriptors (local disk), for copy_file_range."""
+
+    def open_fd(self, name: str) -> int: ...
 
 
 _NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF}
@@ -59,13 +65,15 @@ class _PieceBuffers(threading.local):
 
     nonfinite = 0
     overflow = False
+    source: torch.Tensor | None = None
+    target: torch.Tensor | None = None
 
     def get(self, source_bytes: int, target_bytes: int) -> tuple[torch.Tensor, torch.Tensor]:
         import torch
 
-        if getattr(self, "source", None) is None or self.source.numel() < source_bytes:
+        if self.source is None or self.source.numel() < source_bytes:
             self.source = torch.empty(source_bytes, dtype=torch.uint8)
-        if getattr(self, "target", None) is None or self.target.numel() < target_bytes:
+        if self.target is None or self.target.numel() < target_bytes:
             self.target = torch.empty(target_bytes, dtype=torch.uint8)
         return self.source, self.target
 
@@ -76,22 +84,23 @@ def _stream(
     """Stream one `_streamable` tensor into place; False (nothing claimed) when a blob is not
     plain raw bytes or the kernel/filesystem cannot copy, so the caller decodes instead."""
     reader, entry = plan.source.reader, plan.entry(item)
-    chunks = [c for c in entry.chunks if c.numel]
-    offsets = [reader.raw_payload_offset(entry, c) for c in chunks]
-    if any(offset is None for offset in offsets):
-        return False
+    store = cast("_FdStore", reader.store)  # `_streamable` checked that it has open_fd
+    pieces: list[tuple[Chunk, str, int]] = []  # chunk, its file, where its raw bytes start
+    for chunk in (c for c in entry.chunks if c.numel):
+        offset = reader.raw_payload_offset(entry, chunk)
+        if offset is None or chunk.file is None:
+            return False
+        pieces.append((chunk, chunk.file, offset))
     name, out_dtype = item.targets[0], plan.dtypes[item.targets[0]]
     row = entry.numel // entry.shape[0] if entry.shape else 1  # elements per dim-0 row
     try:
-        for index, (chunk, offset) in enumerate(zip(chunks, offsets)):
-            fd = reader.store.open_fd(chunk.file)
+        for index, (chunk, file, offset) in enumerate(pieces):
+            fd = store.open_fd(file)
             try:
-                _check_size(
-                    fd, offset + chunk.numel * entry.dtype.itemsize, reader.root / chunk.file
-                )
+                _check_size(fd, offset + chunk.numel * entry.dtype.itemsize, reader.root / file)
                 start, done = (
                     (chunk.offsets[0] * row if entry.shape else 0),
-                    index == len(chunks) - 1,
+                    index == len(pieces) - 1,
                 )
                 if out_dtype == entry.dtype:
                     size = entry.dtype.itemsize
@@ -110,7 +119,7 @@ def _stream(
                         out_dtype,
                         done,
                         buffers,
-                        reader.root / chunk.file,
+                        reader.root / file,
                     )
                     if not plan.allow_nonfinite and buffers.nonfinite:
                         raise _nonfinite(plan, item, buffers.nonfinite, buffers.overflow)
@@ -213,7 +222,7 @@ def _cast_range(
     for first in range(0, numel, STREAM_PIECE_ELEMENTS):
         count = min(STREAM_PIECE_ELEMENTS, numel - first)
         raw = source[: count * dtype.itemsize]
-        _pread_exact(fd, memoryview(raw.numpy()), offset + first * dtype.itemsize, path)
+        _pread_exact(fd, raw.numpy().data, offset + first * dtype.itemsize, path)
         cast = target[: count * out_dtype.itemsize].view(out_dtype.torch)
         cast.copy_(raw.view(dtype.torch))
         finite = torch.isfinite(cast)  # one pass over bytes still in cache
@@ -224,7 +233,7 @@ def _cast_range(
         last = done and first + count == numel
         writer.write_range(
             name,
-            memoryview(cast.view(torch.uint8).numpy()),
+            cast.view(torch.uint8).numpy().data,
             (start + first) * out_dtype.itemsize,
             last,
         )

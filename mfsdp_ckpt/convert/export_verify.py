@@ -61,7 +61,8 @@ def verify_export(
                 continue
             if written.dtype != wanted.dtype or written.shape != wanted.shape:
                 found.append(
-                    f"{name}: {tuple(written.shape)} {written.dtype} written, {tuple(wanted.shape)} {wanted.dtype} expected"
+                    f"{name}: {tuple(written.shape)} {written.dtype} written, "
+                    f"{tuple(wanted.shape)} {wanted.dtype} expected"
                 )
             elif not torch.equal(_bits(written), _bits(wanted)):
                 differing = int((_bits(written) != _bits(wanted)).sum())

@@ -11,6 +11,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
 from mfsdp_ckpt.errors import MfsdpUsageError
 
 
@@ -36,8 +37,8 @@ def read_config_json(
 
     Read through safe_files: a regular file of at most MAX_CONFIG_BYTES and, when `root` is
     given (the checkpoint directory), one that resolves inside it."""
-    from mfsdp_ckpt.storage.safe_files import read_text
     from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+    from mfsdp_ckpt.storage.safe_files import read_text
 
     path = Path(path)
     config_file = path / "config.json" if path.is_dir() else path

@@ -28,6 +28,7 @@ output-directory checks: a failure leaves nothing at OUT.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import errno
 import math
@@ -37,16 +38,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mfsdp_ckpt.format import layout
-from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.convert.export_errors import ExportUsageError
 from mfsdp_ckpt.convert.export_hf import _check_out_dir
 from mfsdp_ckpt.convert.export_plan import DTYPES
 from mfsdp_ckpt.convert.export_scheduler import Progress
 from mfsdp_ckpt.convert.export_source import _asset_files, load_config
 from mfsdp_ckpt.convert.hf_config import HFConfigError, expected_weights_for
-from mfsdp_ckpt.format.manifest import FileRecord, Manifest, hash_files
-from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.convert.name_maps import (
     LAYOUTS,
     MCORE,
@@ -58,9 +55,13 @@ from mfsdp_ckpt.convert.name_maps import (
     ShapeError,
     plan_import,
 )
-from mfsdp_ckpt.format.state_keys import MODEL_KEY_PREFIX
-from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, SafetensorsSource
 from mfsdp_ckpt.errors import MfsdpFailedError
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format.dtypes import DType
+from mfsdp_ckpt.format.manifest import FileRecord, Manifest, hash_files
+from mfsdp_ckpt.format.state_keys import MODEL_KEY_PREFIX
+from mfsdp_ckpt.storage.out_dir import claim_output
+from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, SafetensorsSource
 
 MCORE_MODEL_PREFIX = "module."  # Megatron-LM's model state dict sits under the DDP/FSDP wrapper
 MCORE_CHECKPOINT_VERSION = 3.0  # what megatron/training/checkpointing.py writes today
@@ -355,7 +356,9 @@ def _write_run_dir(
         layout.fsync_path(target)
     asset_names = [str(p.relative_to(step)) for p in sorted(assets.rglob("*")) if p.is_file()]
     files = hash_files(step, asset_names)
-    files.update({f"{layout.DIST_CKPT_DIR}/{name}": record for name, record in records.items()})
+    files.update(  # hash_data=True: every record is set
+        {f"{layout.DIST_CKPT_DIR}/{name}": rec for name, rec in records.items() if rec is not None}
+    )
     manifest = Manifest(
         step=0,
         world_size=1,
@@ -364,7 +367,7 @@ def _write_run_dir(
         files=dict(sorted(files.items())),
         model_family=plan.model_type,
         versions=_package_versions(),
-        created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         save_seconds=round(time.monotonic() - started, 3),
         info={"imported_from": str(hf_dir.resolve())},
     )
@@ -386,10 +389,8 @@ def _package_versions() -> dict[str, str]:
 
     found = {"mfsdp": __version__}
     for package in ("torch", "transformers", "safetensors"):
-        try:
+        with contextlib.suppress(PackageNotFoundError):
             found[package] = version(package)
-        except PackageNotFoundError:
-            pass
     return found
 
 

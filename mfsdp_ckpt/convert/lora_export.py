@@ -23,10 +23,14 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from mfsdp_ckpt.format import layout, state_keys
-from mfsdp_ckpt.format.dtypes import BY_NAME, DType
+from mfsdp_ckpt.check.validate import (
+    ERROR,
+    invalid_checkpoint,
+    manifest_hash_errors,
+    validate_checkpoint,
+)
 from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, ExportVerifyError
 from mfsdp_ckpt.convert.export_hf import ExportResult, _check_out_dir, _set_config_dtype
 from mfsdp_ckpt.convert.export_plan import choose_dtype
@@ -34,6 +38,9 @@ from mfsdp_ckpt.convert.export_scheduler import Progress
 from mfsdp_ckpt.convert.export_source import _asset_files, load_config
 from mfsdp_ckpt.convert.export_verify import _bits
 from mfsdp_ckpt.convert.hf_config import HFConfigError
+from mfsdp_ckpt.format import layout, state_keys
+from mfsdp_ckpt.format.dtypes import BY_NAME, DType
+from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.lora import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
@@ -46,17 +53,10 @@ from mfsdp_ckpt.lora import (
     read_base_model,
     read_lora_settings,
 )
-from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from mfsdp_ckpt.storage.safetensors_writer import SINGLE_FILE, ShardedSafetensorsWriter, Spec
 from mfsdp_ckpt.storage.tensorstore_store import is_url
-from mfsdp_ckpt.check.validate import (
-    ERROR,
-    invalid_checkpoint,
-    manifest_hash_errors,
-    validate_checkpoint,
-)
 
 if TYPE_CHECKING:
     import torch
@@ -122,7 +122,7 @@ def export_lora(
                 adapter, base, assets, tmp, dtype, max_shard_size, verify, progress
             )
         if verify:  # bytes flipped after save match their own reads: hash them too
-            result.mismatches = manifest_hash_errors(paths) + result.mismatches
+            result.mismatches = manifest_hash_errors(paths) + (result.mismatches or [])
             if result.mismatches:
                 raise ExportVerifyError(result.mismatches)
         for path in sorted(tmp.rglob("*")):
@@ -138,7 +138,9 @@ def _refuse_if_invalid(
 ) -> None:
     """validate's cheap checks, as every export runs them; an adapter-only export does not
     need the base, so findings about the base dir do not block it."""
-    report = validate_checkpoint(paths.step_dir)
+    step_dir = paths.step_dir
+    assert step_dir is not None  # a LoRA manifest was found: it lives in a step dir
+    report = validate_checkpoint(step_dir)
     base_dir = base.path if base is not None and base.path else None
 
     def blocks(where: str) -> bool:
@@ -150,7 +152,7 @@ def _refuse_if_invalid(
         if f.severity == ERROR and blocks(f.where)
     ]
     if errors:
-        raise invalid_checkpoint(errors, paths.step_dir)
+        raise invalid_checkpoint(errors, step_dir)
 
 
 # --------------------------------------------------------------------------- the adapter
@@ -226,6 +228,7 @@ def _write_adapter(
     writer = ShardedSafetensorsWriter(tmp, specs, max_shard_bytes=sys.maxsize)  # PEFT: one file
     _write_all(writer, list(targets), lambda name: tensor(targets[name]), progress)
     os.replace(tmp / SINGLE_FILE, tmp / ADAPTER_WEIGHTS_FILE)
+    assert manifest.lora is not None  # lora_manifest() returns only manifests with one
     config = dict(manifest.lora, base_model_name_or_path=base.path if base is not None else None)
     (tmp / ADAPTER_CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     mismatches = None
@@ -326,7 +329,7 @@ def _write_merged(
     specs: list[Spec] = [(name, dtypes[name], tensors[name].shape) for name in order]
     writer = ShardedSafetensorsWriter(tmp, specs, max_shard_size)
     with ExitStack() as stack:
-        handles: dict[str, object] = {}
+        handles: dict[str, Any] = {}  # safetensors' safe_open handles, by file
 
         def merged(name: str) -> torch.Tensor:
             file = tensors[name].file

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from mfsdp_ckpt.format import state_keys
 from mfsdp_ckpt.errors import MfsdpFailedError
+from mfsdp_ckpt.format import state_keys
 
 if TYPE_CHECKING:  # the transforms get tensors from their caller; planning needs no torch
     import torch
@@ -138,8 +138,8 @@ def _qkv_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
     rows = (g.num_heads + 2 * g.num_kv_heads) * g.head_dim
     if not shape or shape[0] != rows or g.num_heads % g.num_kv_heads:
         raise ShapeError(
-            f"fused QKV has shape {shape}; the config ({g.num_heads} heads, {g.num_kv_heads} KV heads,"
-            f" head_dim {g.head_dim}) needs {rows} rows"
+            f"fused QKV has shape {shape}; the config ({g.num_heads} heads, "
+            f"{g.num_kv_heads} KV heads, head_dim {g.head_dim}) needs {rows} rows"
         )
     rest = shape[1:]
     return [
@@ -176,6 +176,7 @@ class Rule:
     source: str
     targets: tuple[str, ...]
     transform: Transform = COPY
+    _pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_pattern", re.compile(self.source))
@@ -277,9 +278,14 @@ KEEP = Merge(
     lambda tensors, g: tensors[0],
     lambda sizes, g: [(0, 0, sizes[0])],
 )
-QKV_MERGE = Merge(
-    "qkv", _merged_qkv_shape, lambda tensors, g: merge_qkv(*tensors, g), qkv_merge_ranges
-)
+
+
+def _merge_qkv_list(tensors: list[torch.Tensor], g: Geometry) -> torch.Tensor:
+    q, k, v = tensors
+    return merge_qkv(q, k, v, g)
+
+
+QKV_MERGE = Merge("qkv", _merged_qkv_shape, _merge_qkv_list, qkv_merge_ranges)
 
 
 @dataclass(frozen=True)
@@ -384,7 +390,7 @@ def plan_import(
         remaining.pop("lm_head.weight", None)  # tied: the same values as the embedding
     layer_of = re.compile(r"model\.layers\.(\d+)\.")
     layers = sorted({int(m.group(1)) for name in hf_shapes if (m := layer_of.match(name))})
-    items: list[ImportItem] = []
+    items = []
     for rule in table(norms):
         for layer in layers if "{layer}" in rule.target else [None]:
             fields = {"layer": layer} if layer is not None else {}
@@ -462,7 +468,7 @@ def hf_state_dict_shapes(config: dict) -> dict[str, tuple[int, ...]] | None:
     qkv_bias = family == "qwen2" or config.get("attention_bias", False)
     o_bias = family != "qwen2" and config.get("attention_bias", False)
     mlp_bias = config.get("mlp_bias", False)
-    layer = {
+    layer: dict[str, tuple[int, ...]] = {
         "self_attn.q_proj.weight": (heads * head_dim, hidden),
         "self_attn.k_proj.weight": (kv * head_dim, hidden),
         "self_attn.v_proj.weight": (kv * head_dim, hidden),
@@ -495,7 +501,9 @@ def hf_state_dict_shapes(config: dict) -> dict[str, tuple[int, ...]] | None:
         layer.update(
             {"self_attn.q_norm.weight": (head_dim,), "self_attn.k_norm.weight": (head_dim,)}
         )
-    shapes = {"model.embed_tokens.weight": (config["vocab_size"], hidden)}
+    shapes: dict[str, tuple[int, ...]] = {
+        "model.embed_tokens.weight": (config["vocab_size"], hidden)
+    }
     for index in range(config["num_hidden_layers"]):
         shapes.update({f"model.layers.{index}.{name}": shape for name, shape in layer.items()})
     shapes["model.norm.weight"] = (hidden,)
@@ -602,17 +610,16 @@ def map_names(
         rules = MCORE_FAMILIES.get(model_type)
         if rules is None:
             raise MappingError(
-                f"model family {model_type!r} has no mcore name table (known: {sorted(MCORE_FAMILIES)})"
+                f"model family {model_type!r} has no mcore name table (known: "
+                f"{sorted(MCORE_FAMILIES)})"
             )
         unmapped = []
         for path, shape in module_paths.items():
-            rule, match = next(
-                ((r, m) for r in rules if (m := r._pattern.fullmatch(path))),
-                (None, None),  # type: ignore[attr-defined]
-            )
-            if rule is None:
+            found = next(((r, m) for r in rules if (m := r._pattern.fullmatch(path))), None)
+            if found is None:
                 unmapped.append(path)
                 continue
+            rule, match = found
             targets = tuple(t.format(**match.groupdict()) for t in rule.targets)
             try:
                 shapes = tuple(rule.transform.shapes(shape, geometry))
@@ -621,7 +628,8 @@ def map_names(
             planned.append(MappedTensor(stored_keys[path], targets, shapes, rule.transform))
         if unmapped:
             raise MappingError(
-                f"{len(unmapped)} tensor(s) have no {model_type} mcore mapping: {_first(sorted(unmapped))}"
+                f"{len(unmapped)} tensor(s) have no {model_type} mcore mapping: "
+                f"{_first(sorted(unmapped))}"
             )
     if geometry.tie_word_embeddings:
         planned = [p for p in planned if p.targets != ("lm_head.weight",)]

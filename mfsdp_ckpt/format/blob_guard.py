@@ -14,6 +14,7 @@ line, `CheckpointFormatError`.
 from __future__ import annotations
 
 import zipfile
+from io import RawIOBase
 from typing import BinaryIO
 
 from mfsdp_ckpt.errors import CheckpointFormatError
@@ -27,20 +28,23 @@ MAX_PICKLE_OPS = (
 )
 
 
-def open_blob(file: BinaryIO, length: int, where: str) -> zipfile.ZipFile:
+def open_blob(file: BinaryIO | RawIOBase, length: int, where: str) -> zipfile.ZipFile:
     """The blob as a zip archive, after refusing what torch.save never writes."""
     try:
-        end = zipfile._EndRecData(file)  # the end record (zip64 aware); reads <= 64 KiB
+        # the end record (zip64 aware); reads <= 64 KiB. zipfile's private API, not in typeshed.
+        end = zipfile._EndRecData(file)  # type: ignore[attr-defined]
     except OSError:
         raise
     except Exception as err:
         raise CheckpointFormatError(f"{where}: unreadable blob ({type(err).__name__})") from None
     if end is None:
         raise CheckpointFormatError(f"{where}: unreadable blob (not a torch.save zip archive)")
-    members, directory = end[zipfile._ECD_ENTRIES_TOTAL], end[zipfile._ECD_SIZE]
+    members = end[zipfile._ECD_ENTRIES_TOTAL]  # type: ignore[attr-defined]
+    directory = end[zipfile._ECD_SIZE]  # type: ignore[attr-defined]
     if members > MAX_MEMBERS or directory > MAX_DIRECTORY_BYTES:
         raise CheckpointFormatError(
-            f"{where}: blob lists {members} members in {directory} bytes, more than torch.save writes"
+            f"{where}: blob lists {members} members in {directory} bytes, more than torch.save "
+            "writes"
         )
     try:
         archive = zipfile.ZipFile(file)
@@ -90,7 +94,7 @@ def blob_pickle(archive: zipfile.ZipFile, where: str) -> bytes:
     return data
 
 
-def check_blob(file: BinaryIO, length: int, where: str) -> None:
+def check_blob(file: BinaryIO | RawIOBase, length: int, where: str) -> None:
     """Everything above, for a blob about to be handed to torch.load; rewinds `file`."""
     blob_pickle(open_blob(file, length, where), where)
     file.seek(0)

@@ -193,15 +193,18 @@ class _Table:
 
     @classmethod
     def of(cls, allowed: dict[tuple[str, str], object]) -> _Table:
-        classes = {name: value for (module, name), value in allowed.items() if module == _MODULE}
+        # The table's values are whatever each admitted name resolves to: typed dynamically.
+        classes: dict[str, Any] = {
+            name: value for (module, name), value in allowed.items() if module == _MODULE
+        }
         torch_values = [
             value
             for (module, name), value in allowed.items()
             if module == "torch" and name != "Size"
         ]
-        layout = allowed[("torch.serialization", "_get_layout")]
+        layout: Any = allowed[("torch.serialization", "_get_layout")]
         layouts = frozenset(id(layout(name)) for name in _layout_names(layout))
-        storage_info = allowed[("torch.distributed.checkpoint.filesystem", "_StorageInfo")]
+        storage_info: Any = allowed[("torch.distributed.checkpoint.filesystem", "_StorageInfo")]
         return cls(classes, frozenset(id(v) for v in torch_values), layouts, storage_info)
 
 
@@ -440,7 +443,8 @@ def _unpickle(data: bytes, source: str, allowed: dict[tuple[str, str], object]) 
         raise UnsafeMetadataError(
             f"{source}: unreadable DCP metadata ({type(err).__name__}: {detail[:200]})"
         ) from None
-    if not isinstance(result, allowed[(_DCP_METADATA_MODULE, "Metadata")]):
+    metadata_class: Any = allowed[(_DCP_METADATA_MODULE, "Metadata")]
+    if not isinstance(result, metadata_class):
         raise UnsafeMetadataError(f"{source}: holds a {type(result).__name__}, not DCP Metadata")
     try:
         check_schema(result, allowed)
@@ -455,7 +459,8 @@ def load_plain_metadata_bytes(data: bytes, source: str = "<bytes>") -> Metadata:
 
 
 def load_metadata_bytes(data: bytes, source: str = "<bytes>") -> DcpMetadata:
-    """DCP metadata as DCP's own `Metadata`, with the allow-list; `source` names the file in errors."""
+    """DCP metadata as DCP's own `Metadata`, with the allow-list; `source` names the file in
+    errors."""
     return _unpickle(data, source, _dcp_classes())
 
 

@@ -1,11 +1,11 @@
 """Tensor element types by name, for code that moves tensor bytes without importing torch.
 
 Export copies a tensor that keeps its name and dtype file-to-file in the kernel: all it
-needs to know of the dtype is its size, whether it is floating point and its safetensors
-code. Importing torch is a start-up cost on the order of `cp`'s whole copy of a model
-(bench/export_hf.py's "start-up + import torch" row, docs/benchmarks.md). So the offline
-path (metadata, the reader's tables, export planning, safetensors headers) names dtypes by
-these records, and only code that computes on tensor data (a cast, a QKV split, torch.load of a blob) imports
+needs to know of the dtype is its size, whether it is floating point and its safetensors code.
+Importing torch is a start-up cost on the order of `cp`'s whole copy of a model
+(bench/export_hf.py's "start-up + import torch" row, docs/benchmarks.md). So the offline path
+(metadata, the reader's tables, export planning, safetensors headers) names dtypes by these records,
+and only code that computes on tensor data (a cast, a QKV split, torch.load of a blob) imports
 torch, through `DType.torch`.
 
 A record prints as torch's dtype does (`torch.float32`), so messages read the same either
@@ -108,4 +108,4 @@ BY_NAME: dict[str, DType] = _CANONICAL | {
 }
 BY_STORAGE: dict[str, DType] = {d.storage: d for d in _ALL if d.storage}
 
-__all__ = ["BFLOAT16", "BY_NAME", "BY_STORAGE", "DType", "FLOAT16", "FLOAT32", "FLOAT64"]
+__all__ = ["BFLOAT16", "BY_NAME", "BY_STORAGE", "FLOAT16", "FLOAT32", "FLOAT64", "DType"]

@@ -35,9 +35,9 @@ import stat
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
-from mfsdp_ckpt.errors import MfsdpUsageError
 
 TRACKER_FILE = "latest_checkpointed_iteration.txt"
 STEP_DIR_PREFIX = "global_step_"

@@ -15,9 +15,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError, _check_relative_name
-from mfsdp_ckpt.errors import MfsdpFailedError
 
 FORMAT_VERSION = 1
 CONTENT_KINDS = ("model", "optimizer", "extra")
@@ -57,7 +57,7 @@ class Manifest:
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
     @classmethod
-    def from_json(cls, text: str, source: str = "manifest.json") -> "Manifest":
+    def from_json(cls, text: str, source: str = "manifest.json") -> Manifest:
         try:
             data = json.loads(text)
         except (
@@ -70,17 +70,18 @@ class Manifest:
         return cls._from_dict(data, source)
 
     @classmethod
-    def _from_dict(cls, data: dict, source: str) -> "Manifest":
+    def _from_dict(cls, data: dict, source: str) -> Manifest:
         def need(key: str, kind: type | tuple[type, ...]) -> Any:
             value = data.get(key)
-            if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+            if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
                 raise ManifestError(f"{source}: field {key!r} is missing or not {_kind_name(kind)}")
             return value
 
         version = need("format_version", int)
         if version > FORMAT_VERSION:
             raise ManifestError(
-                f"{source}: format_version {version} is newer than this mfsdp reads ({FORMAT_VERSION})"
+                f"{source}: format_version {version} is newer than this mfsdp reads "
+                f"({FORMAT_VERSION})"
             )
         step, world_size = need("step", int), need("world_size", int)
         if step < 0 or world_size < 1:
@@ -105,7 +106,7 @@ class Manifest:
             ):
                 raise ManifestError(f"{source}: file record for {name!r} needs size and sha256")
             files[name] = FileRecord(record["size"], record["sha256"])
-        optional = {
+        optional: dict[str, type | tuple[type, ...]] = {
             "model_family": (str, type(None)),
             "versions": dict,
             "created_at": str,

@@ -31,7 +31,8 @@ import pickle
 import pickletools
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
+
 from mfsdp_ckpt.errors import MfsdpFailedError
 
 # An opcode retains at most ~72 bytes (floods of EMPTY_DICT, EMPTY_LIST or MARK; measured by
@@ -113,7 +114,7 @@ def _hashable_key(value: Any) -> bool:
         dataclasses.is_dataclass(value)
         and isinstance(state, dict)
         and all(
-            isinstance(v, tuple) and is_flat(v) or isinstance(v, _SCALARS) for v in state.values()
+            (isinstance(v, tuple) and is_flat(v)) or isinstance(v, _SCALARS) for v in state.values()
         )
     )
 
@@ -134,7 +135,11 @@ class RestrictedUnpickler(pickle._Unpickler):
     `persistent_load`, when given, resolves persistent ids (torch.save's storages).
     """
 
-    dispatch: dict[int, Callable] = {}
+    dispatch: ClassVar[dict[int, Callable]] = {}
+    # Set up by pickle._Unpickler.load(); typeshed does not declare them.
+    stack: list[Any]
+    append: Callable[[Any], None]
+    pop_mark: Callable[[], list[Any]]
 
     def __init__(
         self,
@@ -148,7 +153,9 @@ class RestrictedUnpickler(pickle._Unpickler):
         super().__init__(io.BytesIO(data))
         _check_table(allowed)
         self.allowed, self.records, self.max_ops = allowed, records, max_ops
-        self._callables = {id(v): v for v in allowed.values() if callable(v)}
+        self._callables: dict[int, Callable[..., Any]] = {
+            id(v): v for v in allowed.values() if callable(v)
+        }
         self._fresh: dict[int, Any] = {}  # id -> object created here (kept alive: ids stay unique)
         self._built: set[int] = set()
         self._ops = 0
@@ -209,7 +216,8 @@ class RestrictedUnpickler(pickle._Unpickler):
         self._extend(self.stack[-1], items)
 
     def _call(self, func: Any, args: Any) -> Any:
-        if self._callables.get(id(func)) is not func:
+        admitted = self._callables.get(id(func))
+        if admitted is None or admitted is not func:
             raise PickleRefused(
                 f"refusing to call {type(func).__name__}: not an admitted constructor"
             )
@@ -219,7 +227,7 @@ class RestrictedUnpickler(pickle._Unpickler):
             if args:  # items arrive by SETITEMS, where keys are checked before hashing
                 raise PickleRefused(f"{func.__name__} built with arguments")
             return func()
-        result = func(*args)
+        result = admitted(*args)
         if isinstance(func, type) and func in self.records:
             self._fresh[id(result)] = result
         return result
@@ -234,7 +242,8 @@ class RestrictedUnpickler(pickle._Unpickler):
             raise PickleRefused(
                 f"NEWOBJ of {getattr(cls, '__name__', type(cls).__name__)} is not admitted"
             )
-        obj = cls.__new__(cls)
+        record: Any = cls  # a record class; mypy would resolve `__new__` on `type` itself
+        obj = record.__new__(record)
         self._fresh[id(obj)] = obj
         self.append(obj)
 

@@ -18,7 +18,8 @@ ADAM_MOMENTS = ("exp_avg", "exp_avg_sq")
 
 
 def hf_name(module_path: str) -> str:
-    """`module.model.layers.0._orig_mod.mlp.up_proj.weight` -> `model.layers.0.mlp.up_proj.weight`."""
+    """`module.model.layers.0._orig_mod.mlp.up_proj.weight` ->
+    `model.layers.0.mlp.up_proj.weight`."""
     return ".".join(part for part in module_path.split(".") if part not in WRAPPER_SEGMENTS)
 
 

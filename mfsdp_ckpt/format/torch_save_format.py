@@ -4,7 +4,8 @@ Import moves gigabytes that keep their values: a tensor's bytes go from the safe
 file to the DCP data file unchanged (only framed, or reordered by whole rows for the mcore
 QKV). Importing torch to frame them is a start-up cost on the order of copying a small
 model (bench/export_hf.py's "start-up + import torch" row); and `torch.save` needs the
-tensor in memory, where the kernel could copy the bytes file to file. So the two formats are written here directly:
+tensor in memory, where the kernel could copy the bytes file to file. So the two formats are
+written here directly:
 
 * a `torch.save` blob of one tensor is a ZIP (stored, no compression) of `data.pkl` (a
   protocol-2 pickle of `torch._utils._rebuild_tensor_v2(storage, 0, size, stride, False,
@@ -30,7 +31,7 @@ import pickle
 import secrets
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mfsdp_ckpt.format import dcp_metadata
@@ -210,7 +211,7 @@ class _Global:
 
 _TORCH_SIZE = _Global("torch", "Size")
 _GET_LAYOUT = _Global("torch.serialization", "_get_layout")
-_DCP_CLASSES = {
+_DCP_CLASSES: dict[type, _Global] = {
     cls: _Global("torch.distributed.checkpoint.metadata", cls.__name__)
     for cls in (
         dcp_metadata.Metadata,
@@ -234,6 +235,10 @@ class DcpMetadataPickler(pickle._Pickler):
     The pure-Python pickler is used because its `save_global` can be told a name without
     importing the module (the C pickler would import torch to check it)."""
 
+    # pickle._Pickler's own methods; typeshed does not declare them (nor copyreg.__newobj__).
+    write: Callable[[bytes], Any]
+    memoize: Callable[[Any], None]
+
     def __init__(self, file: io.BufferedIOBase):
         super().__init__(file, protocol=2)
 
@@ -251,10 +256,10 @@ class DcpMetadataPickler(pickle._Pickler):
                 obj.memory_format,
                 obj.pin_memory,
             )
-            return (copyreg.__newobj__, (type(obj),), state)
+            return (copyreg.__newobj__, (type(obj),), state)  # type: ignore[attr-defined]
         if isinstance(obj, dcp_metadata._StorageInfo):  # DCP leaves None fields out
             return (
-                copyreg.__newobj__,
+                copyreg.__newobj__,  # type: ignore[attr-defined]
                 (type(obj),),
                 {k: v for k, v in vars(obj).items() if v is not None},
             )

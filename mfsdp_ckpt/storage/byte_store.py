@@ -12,6 +12,7 @@ import io
 import os
 from pathlib import Path
 from typing import Protocol
+
 from mfsdp_ckpt.errors import MfsdpFailedError
 
 

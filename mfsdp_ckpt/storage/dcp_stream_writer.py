@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import dcp_metadata
 from mfsdp_ckpt.format.dtypes import BY_NAME, DType
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE, fsync_path
@@ -46,7 +47,6 @@ from mfsdp_ckpt.format.torch_save_format import (
     tensor_metadata,
     tensor_pickle,
 )
-from mfsdp_ckpt.errors import MfsdpFailedError
 
 if TYPE_CHECKING:
     import torch
@@ -127,8 +127,10 @@ class StreamingDcpWriter:
         file = self._file
         start = file.size
         _pwrite_all(file.fd, memoryview(layout.head), start)
-        fill(file.fd, start + layout.payload_offset)
-        _pwrite_all(file.fd, memoryview(layout.tail), start + layout.payload_offset + nbytes)
+        payload_at = layout.payload_offset
+        assert payload_at is not None  # set whenever a payload size is given, as here
+        fill(file.fd, start + payload_at)
+        _pwrite_all(file.fd, memoryview(layout.tail), start + payload_at + nbytes)
         file.size = start + layout.length
         self._record(key, tensor_metadata(dtype, shape), Size([0] * len(shape)), start)
 
@@ -139,7 +141,7 @@ class StreamingDcpWriter:
 
         tensor = tensor.detach().contiguous()
         dtype = BY_NAME[str(tensor.dtype).removeprefix("torch.")]
-        data = memoryview(tensor.reshape(-1).view(torch.uint8).numpy())
+        data = tensor.reshape(-1).view(torch.uint8).numpy().data
         try:
             self.add_raw(path, dtype, tuple(tensor.shape), lambda fd, at: _pwrite_all(fd, data, at))
         except BlobTooLargeError:

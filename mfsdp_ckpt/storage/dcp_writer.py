@@ -121,6 +121,8 @@ class _KillAfterBytes:
 
 
 class CheckedWriter(FileSystemWriter):
+    fs: CheckedFileSystem
+
     def __init__(self, path: str, *, thread_count: int, kill_mid_file: bool = False):
         super().__init__(path, thread_count=thread_count)
         self.fs = _DieMidFile() if kill_mid_file else CheckedFileSystem()

@@ -26,6 +26,7 @@ directory of our own, which the kernel refuses if it is no longer empty.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import fcntl
@@ -35,8 +36,8 @@ import shutil
 import stat
 from pathlib import Path
 
-from mfsdp_ckpt.format.layout import fsync_path
 from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.format.layout import fsync_path
 
 LOCK_SUFFIX = ".out-lock"
 _WORK_TAG = ".export-"
@@ -91,10 +92,8 @@ def rename_noreplace(src: Path, dst: Path) -> None:
     try:
         os.rename(src, dst)  # onto an empty directory only: ENOTEMPTY if someone wrote into it
     except OSError:
-        try:
+        with contextlib.suppress(OSError):
             os.rmdir(dst)
-        except OSError:
-            pass
         raise
 
 
@@ -294,10 +293,8 @@ class OutputClaim:
     def _unlock(self) -> None:
         if self._lock_fd is None:
             return
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self._lock_path)  # while still held: nobody can hold a lock on it now
-        except FileNotFoundError:
-            pass
         os.close(self._lock_fd)
         self._lock_fd = None
 

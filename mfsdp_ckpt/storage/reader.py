@@ -15,21 +15,21 @@ The tables (and everything export plans from them) need no torch: dtypes are
 from __future__ import annotations
 
 import io
+import itertools
 import math
 import os
 import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
+from mfsdp_ckpt.errors import CheckpointFormatError, UnsafeMetadataError
 from mfsdp_ckpt.format import dcp_metadata, dtypes
 from mfsdp_ckpt.format.blob_guard import blob_pickle, check_blob, open_blob
-from mfsdp_ckpt.errors import CheckpointFormatError, UnsafeMetadataError
+from mfsdp_ckpt.format.dcp_metadata import MAX_INT, MAX_METADATA_BYTES, load_plain_metadata_bytes
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
-from mfsdp_ckpt.format.dcp_metadata import MAX_INT
 from mfsdp_ckpt.format.restricted_pickle import restricted_loads
-from mfsdp_ckpt.format.dcp_metadata import MAX_METADATA_BYTES, load_plain_metadata_bytes
 from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError, LocalByteStore, RangeFile
 
 if TYPE_CHECKING:
@@ -158,7 +158,8 @@ def parse_metadata(
             sizes = _int_tuple(getattr(chunk, "sizes", None), f"{key}: chunk sizes")
             if len(offsets) != len(shape) or len(sizes) != len(shape):
                 raise CheckpointFormatError(
-                    f"{key}: chunk rank {len(offsets)}/{len(sizes)} differs from tensor rank {len(shape)}"
+                    f"{key}: chunk rank {len(offsets)}/{len(sizes)} differs from tensor rank "
+                    f"{len(shape)}"
                 )
             index = dcp_metadata.MetadataIndex(key, offsets)
             location = _storage_location(storage_data, key, index)
@@ -187,7 +188,7 @@ def chunk_coverage_problems(entry: TensorEntry) -> list[str]:
     In bounds, pairwise disjoint and summing to the tensor's element count is an exact
     tiling. Time is O(n log n) in the number of chunks for every layout FSDP, TP and
     Megatron-FSDP write (slabs along one dim, grids); see `_overlaps`."""
-    problems = []
+    problems: list[str] = []
     past = 0
     for chunk in entry.chunks:
         for dim, (off, size, full) in enumerate(zip(chunk.offsets, chunk.sizes, entry.shape)):
@@ -240,7 +241,7 @@ def _overlaps(chunks: list[Chunk], dims: tuple[int, ...]) -> bool | None:
             for chunk in group:
                 spans.setdefault((chunk.offsets[dim], chunk.sizes[dim]), []).append(chunk)
             ordered = sorted(spans)
-            if all(a[0] + a[1] <= b[0] for a, b in zip(ordered, ordered[1:])):
+            if all(a[0] + a[1] <= b[0] for a, b in itertools.pairwise(ordered)):
                 rest = tuple(d for d in remaining if d != dim)
                 pending.extend((members, rest) for members in spans.values())
                 break
@@ -279,10 +280,15 @@ def decode_blob(
     if not transforms:
         return io.BytesIO(raw)
     try:
-        from torch.distributed.checkpoint._extension import ExtensionRegistry
+        from torch.distributed.checkpoint._extension import (
+            ExtensionRegistry,
+            StreamTransformExtension,
+        )
 
         stream: Any = io.BytesIO(raw)
         for extension in reversed(ExtensionRegistry().from_descriptor_list(list(transforms))):
+            if not isinstance(extension, StreamTransformExtension):
+                raise TypeError(f"{type(extension).__name__} does not transform a stream")
             stream = extension.transform_from(stream)
         data = stream.read(limit + 1)
     except Exception as err:
@@ -318,7 +324,8 @@ def _load_streamed(file: RangeFile, where: str) -> Any:
     import torch
 
     try:
-        return torch.load(file, map_location="cpu", weights_only=True)
+        # A RangeFile is a binary file object; typeshed's IO is nominal.
+        return torch.load(cast("IO[bytes]", file), map_location="cpu", weights_only=True)
     except (CheckpointFileError, CheckpointFormatError):
         raise
     except Exception as err:
@@ -526,8 +533,8 @@ class CheckpointReader:
             raise CheckpointFileError(f"{where}: file is missing")
         if chunk.file_offset + chunk.length > size:
             raise CheckpointFileError(
-                f"{where}: needs bytes [{chunk.file_offset}, {chunk.file_offset + chunk.length}) but the file has"
-                f" {size} (truncated?)"
+                f"{where}: needs bytes [{chunk.file_offset}, {chunk.file_offset + chunk.length}) "
+                f"but the file has {size} (truncated?)"
             )
         problem = chunk_backing_problem(entry, chunk)
         if problem:

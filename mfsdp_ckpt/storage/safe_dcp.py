@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import math
-from concurrent.futures import Future
 from typing import Any
 
 import torch
@@ -21,12 +20,13 @@ from torch.distributed.checkpoint import DefaultLoadPlanner, FileSystemReader
 from torch.distributed.checkpoint._traverse import set_element
 from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
 from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner
+from torch.futures import Future
 
 from mfsdp_ckpt.format.blob_guard import check_blob
-from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
-from mfsdp_ckpt.storage.reader import BLOB_OVERHEAD, MAX_OBJECT_BYTES, decode_blob
 from mfsdp_ckpt.format.dcp_metadata import load_metadata
+from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
 from mfsdp_ckpt.storage.byte_store import LocalByteStore, RangeFile
+from mfsdp_ckpt.storage.reader import BLOB_OVERHEAD, MAX_OBJECT_BYTES, decode_blob
 
 
 class SafeFileSystemReader(FileSystemReader):
@@ -38,9 +38,10 @@ class SafeFileSystemReader(FileSystemReader):
             store.size(
                 str(getattr(info, "relative_path", ""))
             )  # refuses escapes and non-regular files
-        if getattr(metadata, "storage_meta", None) is None:
-            metadata.storage_meta = StorageMeta()
-        metadata.storage_meta.load_id = self.load_id
+        storage_meta = getattr(metadata, "storage_meta", None)
+        if storage_meta is None:
+            storage_meta = metadata.storage_meta = StorageMeta()
+        storage_meta.load_id = self.load_id
         self._declared = metadata.state_dict_metadata
         return metadata
 
@@ -68,6 +69,8 @@ class SafeFileSystemReader(FileSystemReader):
     def _decoded_limit(self, item: Any) -> int:
         """Bytes a transformed blob may decode to: its chunk's, or MAX_OBJECT_BYTES for objects."""
         entry = getattr(self, "_declared", {}).get(item.storage_index.fqn)
+        if entry is None:
+            return MAX_OBJECT_BYTES
         for chunk in getattr(entry, "chunks", ()):
             if tuple(chunk.offsets) == tuple(item.storage_index.offset or ()):
                 return math.prod(chunk.sizes) * entry.properties.dtype.itemsize + BLOB_OVERHEAD

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format.dtypes import BY_NAME, DType
 from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE, SINGLE_FILE
-from mfsdp_ckpt.errors import MfsdpFailedError
 
 if TYPE_CHECKING:
     import torch
@@ -126,9 +126,10 @@ def _entry(path: Path, relative: str, name: str, info, data_start: int, size: in
     where = f"{path} [{name}]"
     if not isinstance(info, dict):
         raise SafetensorsError(f"{where}: entry is not an object")
-    dtype = _BY_CODE.get(info.get("dtype"))
+    code = info.get("dtype")
+    dtype = _BY_CODE.get(code) if isinstance(code, str) else None
     if dtype is None:
-        raise SafetensorsError(f"{where}: dtype {info.get('dtype')!r} is not one import reads")
+        raise SafetensorsError(f"{where}: dtype {code!r:.80} is not one import reads")
     shape, offsets = info.get("shape"), info.get("data_offsets")
     if not isinstance(shape, list) or not all(_is_count(d) for d in shape):
         raise SafetensorsError(f"{where}: shape {shape!r:.80} is not a list of non-negative ints")
@@ -177,7 +178,7 @@ class SafetensorsSource:
         entry = self.tensors[name]
         out = torch.empty(entry.shape, dtype=entry.dtype.torch)
         if entry.nbytes:
-            view = memoryview(out.reshape(-1).view(torch.uint8).numpy())
+            view = out.reshape(-1).view(torch.uint8).numpy().data
             self.read_into(entry, view)
         return out
 

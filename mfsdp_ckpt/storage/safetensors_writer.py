@@ -149,13 +149,12 @@ class ShardedSafetensorsWriter:
             raise KeyError(f"{name}: not in the planned export")
         if tensor.dtype != slot.dtype.torch or tuple(tensor.shape) != slot.shape:
             raise ValueError(
-                f"{name}: got {tuple(tensor.shape)} {tensor.dtype}, planned {slot.shape} {slot.dtype}"
+                f"{name}: got {tuple(tensor.shape)} {tensor.dtype}, planned {slot.shape} "
+                f"{slot.dtype}"
             )
-        data = tensor.detach().contiguous().reshape(-1).view(torch.uint8).numpy()
+        data = tensor.detach().contiguous().reshape(-1).view(torch.uint8).numpy().data
         with self._file_locks[slot.file]:
-            _pwrite_all(
-                self._fds[slot.file], memoryview(data), slot.offset, self.out_dir / slot.file
-            )
+            _pwrite_all(self._fds[slot.file], data, slot.offset, self.out_dir / slot.file)
         self._mark_written(name)
 
     def write_range(self, name: str, data: memoryview, start: int, done: bool) -> None:
@@ -184,7 +183,8 @@ class ShardedSafetensorsWriter:
                 if count <= 0:
                     raise OSError(
                         5,
-                        f"{self.out_dir / slot.file}: copy_file_range stopped at {copied} of {nbytes} bytes",
+                        f"{self.out_dir / slot.file}: copy_file_range stopped at {copied} of "
+                        f"{nbytes} bytes",
                     )
                 copied += count
         if done:
@@ -205,7 +205,7 @@ class ShardedSafetensorsWriter:
         missing = sorted(set(self.slots) - self._written)
         if missing:
             raise RuntimeError(f"{len(missing)} tensor(s) never written, e.g. {missing[0]}")
-        for file, fd in self._fds.items():
+        for _file, fd in self._fds.items():
             os.fsync(fd)
         self.abort()
         if len(self.files) > 1:

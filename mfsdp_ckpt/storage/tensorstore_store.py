@@ -4,7 +4,8 @@ tensorstore issues byte-range reads concurrently from its own thread pool and re
 the GIL while waiting, so export workers overlap their reads. `open_store` picks the
 store from the location: plain paths use `LocalByteStore` (os.pread: tensorstore is
 slower on local disk, `bench/export_hf.py --io tensorstore` in docs/benchmarks.md);
-`file://`, `gs://`, `s3://`, `http(s)://` URLs use tensorstore. `--io tensorstore` forces it for a local path.
+`file://`, `gs://`, `s3://`, `http(s)://` URLs use tensorstore. `--io tensorstore` forces it for a
+local path.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ class TensorstoreByteStore:
         data = self._read(name, slice(offset, offset + length))
         if len(data) != length:
             raise CheckpointFileError(
-                f"{self.root}{name}: needs bytes [{offset}, {offset + length}), got {len(data)} (truncated?)"
+                f"{self.root}{name}: needs bytes [{offset}, {offset + length}), got {len(data)} "
+                "(truncated?)"
             )
         return data
 

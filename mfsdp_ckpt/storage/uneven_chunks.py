@@ -98,8 +98,9 @@ def _sharded_tensor_dim(key: str, tensor: DTensor, group_ranks: list[int]) -> in
 def _attach(tensor: DTensor, offsets: tuple[int, ...]) -> None:
     local = tensor._local_tensor
     chunk = ChunkStorageMetadata(offsets=torch.Size(offsets), sizes=local.shape)
-    local.__create_chunk_list__ = partial(_chunk_list, chunk)
-    local.__create_write_items__ = partial(_write_items, chunk)
+    # DCP's planner looks these hooks up on the tensor object; torch's stubs do not declare them.
+    local.__create_chunk_list__ = partial(_chunk_list, chunk)  # type: ignore[attr-defined]
+    local.__create_write_items__ = partial(_write_items, chunk)  # type: ignore[attr-defined]
 
 
 def _chunk_list(chunk: ChunkStorageMetadata) -> list[ChunkStorageMetadata]:

@@ -40,7 +40,8 @@ def global_batch(
     per_epoch = num_rows // global_batch_size
     if per_epoch == 0:
         raise ValueError(
-            f"data.global_batch_size={global_batch_size} is larger than the {num_rows} training rows"
+            f"data.global_batch_size={global_batch_size} is larger than the {num_rows} training "
+            "rows"
         )
     epoch, index = divmod(step, per_epoch)
     order = epoch_order(num_rows, epoch, seed, shuffle)
@@ -52,7 +53,8 @@ def rank_share(rows: list[int], rank: int, world_size: int) -> list[int]:
 
 
 def pack(lengths: dict[int, int], budget: int) -> list[list[int]]:
-    """First-fit decreasing: rows (index -> length) into as few bins of <= budget tokens as it finds."""
+    """First-fit decreasing: rows (index -> length) into as few bins of <= budget tokens as it
+    finds."""
     bins: list[list[int]] = []
     room: list[int] = []
     for row in sorted(lengths, key=lambda r: (-lengths[r], r)):
@@ -159,7 +161,8 @@ def collate_padded(examples: list[Example], pad_id: int) -> MicroBatch:
 
 
 def _empty(pad_id: int) -> MicroBatch:
-    """A one-token micro-batch without loss: keeps this rank in step with the others' collectives."""
+    """A one-token micro-batch without loss: keeps this rank in step with the others'
+    collectives."""
     inputs = {
         "input_ids": torch.tensor([[pad_id]]),
         "position_ids": torch.tensor([[0]]),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
 from mfsdp_ckpt.errors import MfsdpUsageError
 
 
@@ -101,7 +102,8 @@ def truncate(example: Example, max_length: int, mode: str, where: str) -> Exampl
         return example
     if mode == "error":
         raise ChatFormatError(
-            f"{where}: {len(example)} tokens > data.max_length={max_length} (raise it or set data.truncation=left|right)"
+            f"{where}: {len(example)} tokens > data.max_length={max_length} (raise it or set "
+            "data.truncation=left|right)"
         )
     if mode == "left":
         return Example(example.input_ids[-max_length:], example.loss_mask[-max_length:])

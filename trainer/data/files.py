@@ -1,4 +1,5 @@
-"""Read table rows from parquet or jsonl files, and write them back (one reader for every command)."""
+"""Read table rows from parquet or jsonl files, and write them back (one reader for every
+command)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+
 from mfsdp_ckpt.errors import MfsdpUsageError
 
 
@@ -14,7 +16,8 @@ class DataFileError(MfsdpUsageError, ValueError):
 
 
 def read_rows(paths: list[str] | str) -> list[dict[str, Any]]:
-    """All rows of the given files, in order; `.parquet` or `.jsonl`/`.json` (one object per line)."""
+    """All rows of the given files, in order; `.parquet` or `.jsonl`/`.json` (one object per
+    line)."""
     rows: list[dict[str, Any]] = []
     for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
         rows += _read_one(Path(path))

@@ -33,7 +33,8 @@ def tokenize_rows(
 def load_sft_splits(
     cfg: DataConfig, tokenizer: Any, seed: int, progress: bool
 ) -> tuple[list[Example], list[Example]]:
-    """(train, validation) examples; validation from `val_files`, else a seeded `val_ratio` hold-out."""
+    """(train, validation) examples; validation from `val_files`, else a seeded `val_ratio`
+    hold-out."""
     if not cfg.train_files:
         raise ConfigError("data.train_files: no training files given")
     rows = read_rows(cfg.train_files)
@@ -42,7 +43,7 @@ def load_sft_splits(
     elif cfg.val_ratio > 0:
         order = list(range(len(rows)))
         random.Random(seed).shuffle(order)
-        held = set(order[: max(1, int(round(cfg.val_ratio * len(rows))))])
+        held = set(order[: max(1, round(cfg.val_ratio * len(rows)))])
         val_rows = [rows[i] for i in sorted(held)]
         rows = [row for i, row in enumerate(rows) if i not in held]
     else:

@@ -84,7 +84,8 @@ def left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch
 
 
 def model_inputs(data: RolloutData, rows: torch.Tensor, device: torch.device) -> tuple[dict, int]:
-    """Forward kwargs for `rows`, trimmed to their longest prompt and response; and that response width."""
+    """Forward kwargs for `rows`, trimmed to their longest prompt and response; and that response
+    width."""
     prompt_mask, response_mask = data.prompt_mask[rows], data.response_mask[rows]
     prompt_len = max(1, int(prompt_mask.sum(1).max()))
     response_len = max(1, int(response_mask.sum(1).max()))
@@ -142,7 +143,8 @@ def micro_batch_loss(
     device: torch.device,
     stats: UpdateStats,
 ) -> torch.Tensor:
-    """This micro-batch's share of the mini-batch loss (backward it), adding its metrics to `stats`."""
+    """This micro-batch's share of the mini-batch loss (backward it), adding its metrics to
+    `stats`."""
     inputs, width = model_inputs(data, rows, device)
     mode = ENTROPY_LOSS if cfg.entropy_coeff != 0 else ENTROPY_METRIC
     log_probs, entropy = model(**inputs, temperature=temperature, entropy=mode)

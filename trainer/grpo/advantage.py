@@ -9,8 +9,7 @@ The advantage is broadcast over the response tokens and zeroed outside the respo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Hashable
+from collections.abc import Hashable, Sequence
 
 import torch
 
@@ -24,7 +23,8 @@ def group_advantages(
     """Per-response advantages (shape like `scores`, one per response) from per-group statistics."""
     if scores.dim() != 1 or len(group_ids) != scores.shape[0]:
         raise ValueError(
-            f"scores must be 1-D with one group id each, got {tuple(scores.shape)} and {len(group_ids)} ids"
+            f"scores must be 1-D with one group id each, got {tuple(scores.shape)} and "
+            f"{len(group_ids)} ids"
         )
     scores = scores.detach().float()
     members: dict[Hashable, list[int]] = {}

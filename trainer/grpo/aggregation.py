@@ -41,7 +41,7 @@ class LossScale:
     norm_length: float | None = None
 
     @classmethod
-    def local(cls, mask: torch.Tensor, norm_length: float | None = None) -> "LossScale":
+    def local(cls, mask: torch.Tensor, norm_length: float | None = None) -> LossScale:
         """The batch is all there is: one micro-batch, one rank (verl's `agg_loss`)."""
         return cls.of([mask], norm_length=norm_length, group=None)
 
@@ -52,8 +52,9 @@ class LossScale:
         norm_length: float | None = None,
         group: dist.ProcessGroup | None = None,
         distributed: bool | None = None,
-    ) -> "LossScale":
-        """Count the micro-batches' masks of this rank and sum the counts over the data-parallel group.
+    ) -> LossScale:
+        """Count the micro-batches' masks of this rank and sum the counts over the data-parallel
+        group.
 
         `distributed=None` means: sum over ranks whenever a process group is initialized.
         """
@@ -84,7 +85,8 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 def aggregate(
     loss_mat: torch.Tensor, mask: torch.Tensor, mode: str, scale: LossScale | None = None
 ) -> torch.Tensor:
-    """This micro-batch's share of the global loss; without `scale`, the loss of this batch alone."""
+    """This micro-batch's share of the global loss; without `scale`, the loss of this batch
+    alone."""
     if mode not in LOSS_AGG_MODES:
         raise ValueError(f"loss_agg_mode {mode!r} is not one of {', '.join(LOSS_AGG_MODES)}")
     if scale is None:

@@ -27,7 +27,8 @@ TopK = Annotated[int, Range("-1 (off) or >= 1", lambda v: v == -1 or v >= 1)]
 
 @dataclass
 class RLDataConfig:
-    """verl-format RL parquet/jsonl: `prompt` (chat turns), `data_source`, `reward_model.ground_truth`."""
+    """verl-format RL parquet/jsonl: `prompt` (chat turns), `data_source`,
+    `reward_model.ground_truth`."""
 
     train_files: list[str] = field(default_factory=list)
     val_files: list[str] = field(default_factory=list)
@@ -86,8 +87,8 @@ class RolloutConfig:
 
 @dataclass
 class RewardConfig:
-    """Built-in rules by data_source, or `compute_score(data_source, solution_str, ground_truth, extra_info)`
-    from your own file."""
+    """Built-in rules by data_source, or `compute_score(data_source, solution_str, ground_truth,
+    extra_info)` from your own file."""
 
     path: str | None = None
     name: str = "compute_score"

@@ -12,9 +12,9 @@ from typing import Any
 
 from tqdm import tqdm
 
+from mfsdp_ckpt.errors import MfsdpUsageError
 from trainer.data.files import read_rows
 from trainer.grpo.config import RLDataConfig
-from mfsdp_ckpt.errors import MfsdpUsageError
 
 
 class RLDataError(MfsdpUsageError, ValueError):
@@ -72,7 +72,8 @@ def load_rl_prompts(
         if len(ids) > cfg.max_prompt_length:
             if not cfg.filter_overlong_prompts:
                 raise RLDataError(
-                    f"{where}: prompt has {len(ids)} tokens > data.max_prompt_length={cfg.max_prompt_length} "
+                    f"{where}: prompt has {len(ids)} tokens > "
+                    f"data.max_prompt_length={cfg.max_prompt_length} "
                     "(raise it or set data.filter_overlong_prompts=true)"
                 )
             dropped += 1

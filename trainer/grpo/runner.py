@@ -1,4 +1,5 @@
-"""The GRPO runner: prompts -> rollouts -> rewards -> group advantages -> PPO updates -> weight push.
+"""The GRPO runner: prompts -> rollouts -> rewards -> group advantages -> PPO updates -> weight
+push.
 
 Per step, on every data-parallel rank for its share of the step's prompts: roll out n
 responses per prompt with the rollout engine; score them; group advantages; recompute the
@@ -30,11 +31,11 @@ from trainer.data.batching import global_batch, rank_share
 from trainer.distributed import DistEnv, all_reduce_max, all_reduce_sum
 from trainer.grpo.actor import (
     RolloutData,
+    UpdateStats,
     attach_logprob_forward,
     compute_log_probs,
     left_pad,
     micro_batch_loss,
-    UpdateStats,
 )
 from trainer.grpo.advantage import grpo_token_advantages
 from trainer.grpo.aggregation import LossScale
@@ -354,8 +355,9 @@ def check_config(cfg: GRPOConfig, world_size: int) -> None:
         )
     if (actor.ppo_mini_batch_size // world_size * n) % actor.ppo_micro_batch_size_per_gpu:
         raise ConfigError(
-            f"a rank's mini-batch ({actor.ppo_mini_batch_size // world_size} prompts x rollout.n={n}) "
-            f"must be a multiple of actor.ppo_micro_batch_size_per_gpu={actor.ppo_micro_batch_size_per_gpu}"
+            f"a rank's mini-batch ({actor.ppo_mini_batch_size // world_size} prompts x "
+            f"rollout.n={n}) must be a multiple of "
+            f"actor.ppo_micro_batch_size_per_gpu={actor.ppo_micro_batch_size_per_gpu}"
         )
     if cfg.trainer.log_every < 1:
         raise ConfigError("trainer.log_every must be >= 1")

@@ -18,7 +18,8 @@ from trainer.data.files import write_parquet
 def addition_problems(
     seed: int = 0, digits: int = 10, max_b: int | None = None
 ) -> list[tuple[int, int]]:
-    """Every (a, b) with a below `digits` and b below `max_b` (default `digits`), in a seeded order."""
+    """Every (a, b) with a below `digits` and b below `max_b` (default `digits`), in a seeded
+    order."""
     pairs = [(a, b) for a in range(digits) for b in range(digits if max_b is None else max_b)]
     random.Random(seed).shuffle(pairs)
     return pairs

@@ -9,11 +9,13 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable
 from pathlib import Path
+
 from mfsdp_ckpt.errors import MfsdpUsageError
 
 
 class RewardError(MfsdpUsageError, ValueError):
-    """A reward cannot be computed or loaded; the message names the file, function or data source."""
+    """A reward cannot be computed or loaded; the message names the file, function or data
+    source."""
 
 
 def load_reward_function(path: str | Path, name: str = "compute_score") -> Callable:

@@ -34,7 +34,8 @@ def default_compute_score(
         return math.compute_score(solution_str, ground_truth)
     known = ", ".join(GSM8K_SOURCES + MATH_SOURCES)
     raise RewardError(
-        f"no built-in reward for data_source {data_source!r} (known: {known}); set reward.path and reward.name"
+        f"no built-in reward for data_source {data_source!r} (known: {known}); set reward.path "
+        "and reward.name"
     )
 
 
@@ -70,7 +71,8 @@ class RewardScorer:
             if isinstance(result, dict):
                 if "score" not in result:
                     raise RewardError(
-                        f"reward function returned a dict without 'score' for data_source {source!r}"
+                        "reward function returned a dict without 'score' for data_source "
+                        f"{source!r}"
                     )
                 reward = float(result["score"])
                 accuracy.append(float(result.get("acc", reward > 0)))

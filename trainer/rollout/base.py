@@ -17,7 +17,8 @@ import torch
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """verl's rollout names. temperature 0 means greedy (validation); top_k -1 and top_p 1 mean off."""
+    """verl's rollout names. temperature 0 means greedy (validation); top_k -1 and top_p 1 mean
+    off."""
 
     n: int = 1
     temperature: float = 1.0
@@ -34,8 +35,8 @@ class SamplingParams:
             )
         if self.temperature < 0 or not 0 < self.top_p <= 1 or self.top_k == 0 or self.top_k < -1:
             raise ValueError(
-                f"bad sampling: temperature {self.temperature} (>= 0), top_p {self.top_p} (in (0, 1]), "
-                f"top_k {self.top_k} (-1 or >= 1)"
+                f"bad sampling: temperature {self.temperature} (>= 0), "
+                f"top_p {self.top_p} (in (0, 1]), top_k {self.top_k} (-1 or >= 1)"
             )
 
     @property
@@ -59,7 +60,8 @@ class RolloutBatch:
 
 
 class RolloutEngine(ABC):
-    """Generates from token ids; holds its own copy of the weights, refreshed by `update_weights`."""
+    """Generates from token ids; holds its own copy of the weights, refreshed by
+    `update_weights`."""
 
     @abstractmethod
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> RolloutBatch:
@@ -67,9 +69,10 @@ class RolloutEngine(ABC):
 
     @abstractmethod
     def update_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
-        """Load full (unsharded) tensors under Hugging Face parameter names; later calls see them."""
+        """Load full (unsharded) tensors under Hugging Face parameter names; later calls see
+        them."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (optional: most engines hold nothing to free)
         """Free the engine's memory; it is not used afterwards."""
 
 

@@ -31,7 +31,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 def add_rms_norm(
     x: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The residual add and the next norm, which read the same tensor: (x + delta, norm(x + delta))."""
+    """The residual add and the next norm, which read the same tensor: (x + delta, norm(x +
+    delta))."""
     total = x + delta
     return total, rms_norm(total, weight, eps)
 

@@ -59,14 +59,16 @@ class HFRolloutEngine(RolloutEngine):
             )
         else:
             self.decoder = DynamicCacheDecoder(model, pad_token_id)
-        # state_dict(keep_vars) names tied weights under both names (lm_head.weight and the embedding).
+        # state_dict(keep_vars) names tied weights under both names (lm_head.weight and the
+        # embedding).
         self._parameters = dict(model.state_dict(keep_vars=True))
 
     @classmethod
     def from_pretrained(
         cls, model_dir: str, dtype: torch.dtype, device: str | torch.device, **kwargs
-    ) -> "HFRolloutEngine":
-        """An engine over a Hugging Face model directory (weights on disk), for use outside training."""
+    ) -> HFRolloutEngine:
+        """An engine over a Hugging Face model directory (weights on disk), for use outside
+        training."""
         from transformers import AutoModelForCausalLM, GenerationConfig
 
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device)
@@ -92,7 +94,8 @@ class HFRolloutEngine(RolloutEngine):
                     raise KeyError(f"rollout weight update: the model has no parameter {name!r}")
                 if tuple(target.shape) != tuple(tensor.shape):
                     raise ValueError(
-                        f"rollout weight update: {name!r} has shape {tuple(tensor.shape)}, expected {tuple(target.shape)}"
+                        f"rollout weight update: {name!r} has shape {tuple(tensor.shape)}, "
+                        f"expected {tuple(target.shape)}"
                     )
                 target.copy_(tensor.to(device=target.device, dtype=target.dtype))
 

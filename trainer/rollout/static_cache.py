@@ -195,7 +195,9 @@ class StaticCacheDecoder:
             ),
         )
         if why_not is not None:
-            warnings.warn(f"rollout: decoding with matmul attention, FlashAttention {why_not}")
+            warnings.warn(
+                f"rollout: decoding with matmul attention, FlashAttention {why_not}", stacklevel=2
+            )
         return why_not is None
 
     # -- the model, on our cache -------------------------------------------------------------
@@ -278,9 +280,10 @@ class StaticCacheDecoder:
             if flash
             else (rows, self.kv_heads, width, self.head_dim)
         )
-        make = lambda: [
-            torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.layers
-        ]  # noqa: E731
+
+        def make() -> list[torch.Tensor]:
+            return [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.layers]
+
         return make(), make()
 
     def _graphs_for(self, rows: int, width: int) -> _DecodeGraphs:
@@ -338,7 +341,10 @@ class StaticCacheDecoder:
 
     def _graph_off(self, err: RuntimeError) -> None:
         """A capture failure costs speed, never the run: decode eagerly from now on."""
-        warnings.warn(f"rollout: CUDA graph capture failed, decoding eagerly from now on ({err})")
+        warnings.warn(
+            f"rollout: CUDA graph capture failed, decoding eagerly from now on ({err})",
+            stacklevel=2,
+        )
         self.cuda_graphs = False
         self._graphs.clear()
 
@@ -351,7 +357,8 @@ class StaticCacheDecoder:
     # -- generation --------------------------------------------------------------------------
 
     def prefill(self, prompts: list[list[int]], n: int, max_new_tokens: int) -> torch.Tensor:
-        """Fill the cache with the prompts (each to be continued n times); next-token logits (B*n, V)."""
+        """Fill the cache with the prompts (each to be continued n times); next-token logits
+        (B*n, V)."""
         self._refuse_if_broken()
         count, longest = len(prompts), max(len(p) for p in prompts)
         rows = count * n
