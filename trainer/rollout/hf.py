@@ -23,7 +23,7 @@ import torch
 from trainer.rollout import static_cache
 from trainer.rollout.base import RolloutBatch, RolloutEngine, SamplingParams
 from trainer.rollout.dynamic_cache import DynamicCacheDecoder
-from trainer.rollout.sampling import sample_next
+from trainer.rollout.fused_sampling import TokenPicker
 
 DECODERS = ("auto", "static", "dynamic")
 EOS_CHECK_EVERY = 8  # steps between host syncs that stop early or drop ended rows
@@ -41,7 +41,10 @@ class HFRolloutEngine(RolloutEngine):
         max_num_seqs: int = 1024,
         fused_ops: bool = True,
         attention: str = "auto",
+        fused_sampling: bool | None = None,
     ):
+        """`fused_sampling`: pick each step's tokens and log-probs with one compiled function
+        (see trainer/rollout/fused_sampling.py) rather than eager ops; None: on CUDA."""
         if decoder not in DECODERS:
             raise ValueError(f"rollout.hf.decoder {decoder!r} is not one of {', '.join(DECODERS)}")
         self.model = model.eval()
@@ -49,6 +52,8 @@ class HFRolloutEngine(RolloutEngine):
         self.pad_token_id = pad_token_id
         self.max_num_seqs = max_num_seqs
         self.device = next(model.parameters()).device
+        fused = self.device.type == "cuda" if fused_sampling is None else fused_sampling
+        self.pick = TokenPicker(fused)
         if decoder == "static" or (decoder == "auto" and static_cache.supports(model)):
             self.decoder = static_cache.StaticCacheDecoder(
                 model,
@@ -56,6 +61,7 @@ class HFRolloutEngine(RolloutEngine):
                 cuda_graphs=cuda_graphs,
                 fused_ops=fused_ops,
                 attention=attention,
+                float_logits=not fused,  # the fused picker upcasts the logits itself
             )
         else:
             self.decoder = DynamicCacheDecoder(model, pad_token_id)
@@ -137,15 +143,11 @@ class HFRolloutEngine(RolloutEngine):
         steps = 0
         for step in range(params.max_tokens):
             dropped = len(active) < rows
-            chosen = sample_next(logits, params, generator, active if dropped else None, rows)
+            chosen, picked = self.pick(logits, params, generator, active if dropped else None, rows)
             alive = ~finished[active]
             tokens[active, step] = torch.where(alive, chosen, self.pad_token_id)
             mask[active, step] = alive.long()
             if logprobs is not None:
-                # log_softmax at the chosen token without writing the whole (rows, vocab) tensor
-                picked = logits.gather(-1, chosen.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(
-                    logits, dim=-1
-                )
                 logprobs[active, step] = torch.where(alive, picked, 0.0)
             finished[active] = ~alive | torch.isin(chosen, eos)
             steps = step + 1

@@ -54,3 +54,11 @@ def sample_next(
     noise = scores.new_empty(shape).exponential_(generator=generator)
     noise = noise[rows] if rows is not None else noise
     return scores.sub_(noise.clamp_(min=torch.finfo(noise.dtype).tiny).log_()).argmax(dim=-1)
+
+
+def chosen_logprob(logits: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
+    """log_softmax(logits) at each row's `chosen` token, in fp32 whatever the logits' dtype (the
+    GRPO actor's log-probs are compared against these), without writing the whole
+    (rows, vocab) log-softmax."""
+    scores = logits.float()
+    return scores.gather(-1, chosen.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(scores, dim=-1)

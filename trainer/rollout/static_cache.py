@@ -115,7 +115,7 @@ class _DecodeGraphs:
     pad: torch.Tensor  # (R, 1)
     keys: list[torch.Tensor]
     values: list[torch.Tensor]
-    logits: torch.Tensor  # (R, V) float32, written by every graph
+    logits: torch.Tensor  # (R, V) in the decoder's logits dtype, written by every graph
     by_shape: dict[tuple[int, int], torch.cuda.CUDAGraph] = field(
         default_factory=dict
     )  # rows, span
@@ -133,7 +133,10 @@ class StaticCacheDecoder:
         prefill_rows: int = 32,
         fused_ops: bool = True,
         attention: str = "auto",
+        float_logits: bool = True,
     ):
+        """`float_logits`: hand logits back in fp32 (else in the model's dtype, sparing the
+        fp32 copy of (rows, vocab) per step, for a sampler that upcasts them itself)."""
         if attention not in ATTENTIONS:
             raise ValueError(
                 f"rollout attention {attention!r} is not one of {', '.join(ATTENTIONS)}"
@@ -151,6 +154,7 @@ class StaticCacheDecoder:
         self.prefill_rows = prefill_rows
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
+        self.logits_dtype = torch.float32 if float_logits else self.dtype
         self.cuda_graphs = cuda_graphs and self.device.type == "cuda"
         # Graph-captured decode steps run compiled ops; prefill (shapes vary with every batch)
         # and eager decoding run the plain functions.
@@ -303,7 +307,7 @@ class StaticCacheDecoder:
             keys=keys,
             values=values,
             logits=torch.empty(
-                (rows, self.model.config.vocab_size), dtype=torch.float32, device=self.device
+                (rows, self.model.config.vocab_size), dtype=self.logits_dtype, device=self.device
             ),
         )
         return self._graphs[key]
@@ -419,7 +423,7 @@ class StaticCacheDecoder:
             pad=pad.repeat_interleave(n).unsqueeze(1),
             rows=rows,
         )
-        return torch.cat(logits).float().repeat_interleave(n, dim=0)
+        return torch.cat(logits).to(self.logits_dtype).repeat_interleave(n, dim=0)
 
     def decode(self, tokens: torch.Tensor) -> torch.Tensor:
         """Append one token per row (R,), return the next-token logits (R, V)."""
@@ -453,7 +457,7 @@ class StaticCacheDecoder:
             [v[:rows] for v in state["values"]],
             slot_index + 1,
             self.eager_ops,
-        ).float()
+        ).to(self.logits_dtype)
 
     def keep_rows(self, index: torch.Tensor) -> None:
         """Decode only the current rows at `index` from now on, in that order (the rows that are
