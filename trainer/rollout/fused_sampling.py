@@ -88,7 +88,8 @@ class TokenPicker:
                 return compiled(*args)
             except RuntimeError as err:
                 warnings.warn(
-                    f"rollout: compiling the token sampler failed, sampling eagerly ({err})"
+                    f"rollout: compiling the token sampler failed, sampling eagerly ({err})",
+                    stacklevel=2,
                 )
                 self.fused = False
         return eager(*args)
