@@ -77,7 +77,7 @@ class SourceRange:
 
 
 Payload = Sequence[SourceRange] | memoryview  # source byte ranges, or bytes in memory
-WriteProgress = Callable[[int, int], None]  # (tensors, bytes) written so far
+WriteProgress = Callable[[int, int], None]  # (tensors, their payload bytes) written so far
 _PROGRESS_SECONDS = 0.25
 
 
