@@ -2,15 +2,23 @@
 
 Compares, in one run on the same disk: plain `torch.distributed.checkpoint.save/load`
 (the baseline users get from Megatron-LM / verl; the save also with 8 writer threads and as
-`dcp.async_save`), mfsdp's Checkpointer (atomic protocol,
+`dcp.async_save`, see `dcp_baselines`), mfsdp's Checkpointer (atomic protocol,
 fsync, per-rank sha256, manifest) with each `--threads` count of writer threads, the
 training stall of two async saves (the first one also allocates the pinned host buffers
 that later saves reuse), and `dd` with direct I/O writing and reading the same byte count.
 
+<<<<<<< HEAD
     torchrun --nproc-per-node 2 bench/ckpt_io.py --dir /root/ckpt_bench \
         [--shape 1.5b] [--threads 8,16]
+=======
+    torchrun --nproc-per-node 2 bench/ckpt_io.py --dir /root/ckpt_bench [--shape 1.5b] [--threads 8,16]
+    torchrun --nproc-per-node 1 bench/ckpt_io.py --dir /root/ckpt_bench --shape tiny  # quick check
+    python bench/ckpt_io.py --dir /tmp/ckpt_bench --device cpu --shape tiny  # CPU smoke (FSDP2)
+>>>>>>> importspeed
 
-Prints a table; the last lines are JSON for the record.
+Prints a table; the last lines are JSON for the record. On CPU (gloo, FSDP2, since
+Megatron-FSDP needs CUDA) every row runs too, so the code paths are tested without a GPU;
+its numbers mean nothing.
 """
 
 from __future__ import annotations
@@ -66,7 +74,7 @@ SHAPES = {
 }
 
 
-def build(shape: str, env):
+def build(shape: str, env, strategy_name: str = "megatron_fsdp"):
     """The model and optimizer as `mfsdp train` builds them: the Megatron-FSDP strategy (ZeRO-3,
     bf16 compute, fp32 main weights) after one training step, so Adam state exists."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -74,12 +82,12 @@ def build(shape: str, env):
     from trainer.config import OptimConfig, StrategyConfig
     from trainer.strategies import make_strategy
 
-    strategy = make_strategy(StrategyConfig(name="megatron_fsdp", mixed_precision="bf16"), env)
+    strategy = make_strategy(StrategyConfig(name=strategy_name), env)
     torch.manual_seed(0)
-    with torch.device("cuda"):
+    with env.device:
         model = strategy.wrap(Qwen2ForCausalLM(Qwen2Config(**SHAPES[shape])))
     optimizer = strategy.build_optimizer(model, OptimConfig(lr=1e-5))
-    batch = torch.randint(0, 500, (1, 128), device="cuda")
+    batch = torch.randint(0, 500, (1, 128), device=env.device)
     model(input_ids=batch, labels=batch).loss.backward()
     strategy.before_optimizer_step(model)
     optimizer.step()
@@ -113,42 +121,88 @@ def checkpoint_matches_model(model, state, run: Path) -> bool:
             value.to_local().zero_()
     load_checkpoint(layout.resolve_checkpoint(run), target)
     same = all(torch.equal(target["model"][k].to_local(), v) for k, v in expected.items())
-    verdict = torch.tensor([int(same)], device="cuda")
+    verdict = torch.tensor([int(same)], device=expected_device(state))
     dist.all_reduce(verdict, op=dist.ReduceOp.MIN)
     return bool(verdict.item())
 
 
 def dcp_baselines(state, root: Path, group, threads: int) -> list[tuple[str, float]]:
     """DCP's own faster settings, so mfsdp's save is compared with the best plain DCP offers:
-    `FileSystemWriter(thread_count=threads)`, and `dcp.async_save` (the training stall, then the
-    time until its future resolves). Each writes its own directory, removed afterwards."""
+    `FileSystemWriter(thread_count=threads)`, and `dcp.async_save` (the training stall, then
+    the time until its future resolves), as a user calls it and with torch's other stager.
+
+    `dcp.async_save`'s default stager (`DefaultStager` -> `StateDictStager`) deep-copies the
+    state dict: each storage it reaches is copied to host memory, and each Python attribute
+    of each tensor is deep-copied too, whatever it refers to. `UntypedStorage.copy_` refuses
+    a source with a size but no data ("Attempted to call copy_() on an invalid python
+    storage"), which is what a tensor subclass's wrapper storage is; torch 2.11 on 1xH200
+    met one in Megatron-FSDP's state (which tensor has not been traced). A failure is a row
+    with its error, and the next row is the workaround: `async_stager=BlockingAsyncStager`,
+    the other stager torch ships, which copies only tensors and DTensors' local tensors
+    (into pinned host buffers kept for the next save). Its local tensors are new, so the
+    chunk offsets of unevenly sharded DTensors are attached to its copy again
+    (`_OffsetKeepingStager`). Each save writes its own directory, removed afterwards."""
     from torch.distributed.checkpoint import FileSystemWriter
 
     threaded = root / "plain_threaded"
     writer = FileSystemWriter(str(threaded), thread_count=threads)
     seconds = timed(lambda: dcp.save(state(), storage_writer=writer, process_group=group))
     rows = [(f"dcp.save, FileSystemWriter(thread_count={threads})", seconds)]
-    background = root / "plain_async"
+    stagers = [("dcp.async_save", None), ("dcp.async_save, BlockingAsyncStager", _stager(group))]
+    for index, (name, stager) in enumerate(stagers):
+        directory = root / f"plain_async_{index}"
+        rows.append(_async_save_row(name, state, directory, group, stager))
+        if rank_zero():
+            shutil.rmtree(directory, ignore_errors=True)
+    if rank_zero():
+        shutil.rmtree(threaded)
+    dist.barrier()
+    return rows
+
+
+def _async_save_row(name: str, state, directory: Path, group, stager) -> tuple[str, float]:
+    """One `dcp.async_save`, to completion; a failure is a row too, with its error."""
     futures = []
     try:
         stall = timed(
             lambda: futures.append(
-                dcp.async_save(state(), checkpoint_id=str(background), process_group=group)
+                dcp.async_save(
+                    state(), checkpoint_id=str(directory), process_group=group, async_stager=stager
+                )
             )
         )
-        rows.append(
-            (
-                f"dcp.async_save (to completion; training stalled {stall:.2f} s)",
-                stall + timed(lambda: futures[0].result()),
-            )
-        )
-    except RuntimeError as error:  # a baseline that fails is a row too, with its error
-        rows.append((f"dcp.async_save: failed, RuntimeError: {error}", float("nan")))
-    if dist.get_rank() == 0:
-        shutil.rmtree(threaded)
-        shutil.rmtree(background, ignore_errors=True)
-    dist.barrier()
-    return rows
+        done = timed(lambda: futures[0].result())
+    except RuntimeError as error:
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        return f"{name}: failed, RuntimeError: {message}", float("nan")
+    return f"{name} (to completion; training stalled {stall:.2f} s)", stall + done
+
+
+def _stager(group):
+    """torch's BlockingAsyncStager (pinned host copies kept across saves on a GPU), keeping
+    the chunk offsets of uneven DTensors on the staged copy."""
+    from torch.distributed.checkpoint.staging import BlockingAsyncStager
+
+    from mfsdp_ckpt.storage.uneven_chunks import attach_uneven_chunk_metadata
+
+    class _OffsetKeepingStager(BlockingAsyncStager):
+        def stage(self, state_dict):
+            staged = super().stage(state_dict)
+            attach_uneven_chunk_metadata(staged, group)
+            return staged
+
+    # Pinned host buffers, reused by the next save, as a user would choose them on a GPU.
+    return _OffsetKeepingStager(cache_staged_state_dict=torch.cuda.is_available())
+
+
+def rank_zero() -> bool:
+    return dist.get_rank() == 0
+
+
+def expected_device(state) -> torch.device:
+    """Where the collectives' tensors live: the model's device."""
+    model = state()["model"]
+    return next(v for v in model.values() if isinstance(v, torch.Tensor)).device
 
 
 def dir_bytes(path: Path) -> int:
@@ -165,24 +219,29 @@ def drop_caches() -> bool:
 
 
 def timed(fn) -> float:
-    torch.cuda.synchronize()
+    synchronize = torch.cuda.synchronize if torch.cuda.is_initialized() else lambda: None
+    synchronize()
     dist.barrier()
     start = time.perf_counter()
     fn()
-    torch.cuda.synchronize()
+    synchronize()
     dist.barrier()
     return time.perf_counter() - start
 
 
 def dd(path: Path, nbytes: int) -> tuple[float, float]:
+    """Write then read `nbytes` with direct I/O (NaN where the filesystem refuses O_DIRECT)."""
     block = 64 << 20
     count = max(1, nbytes // block)
     start = time.perf_counter()
-    subprocess.run(
+    written = subprocess.run(
         ["dd", "if=/dev/zero", f"of={path}", f"bs={block}", f"count={count}", "oflag=direct"],
-        check=True,
         capture_output=True,
+        check=False,
     )
+    if written.returncode != 0:
+        path.unlink(missing_ok=True)
+        return float("nan"), float("nan")
     write = count * block / (time.perf_counter() - start)
     drop_caches()
     start = time.perf_counter()
@@ -196,10 +255,16 @@ def dd(path: Path, nbytes: int) -> tuple[float, float]:
     return write, read
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dir", required=True)
     parser.add_argument("--shape", default="1.5b", choices=sorted(SHAPES))
+    parser.add_argument(
+        "--device",
+        default="cuda",
+        choices=["cuda", "cpu"],
+        help="cpu: gloo and FSDP2 (Megatron-FSDP needs CUDA), to check that every row runs",
+    )
     parser.add_argument(
         "--threads",
         default="8,16",
@@ -216,16 +281,17 @@ def main() -> None:
         action="store_true",
         help="print rank 0's cProfile (top 25 cumulative) of the second async save's stall",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    strategy_name = "megatron_fsdp" if args.device == "cuda" else "fsdp2"
     thread_counts = [int(n) for n in args.threads.split(",")]
-    env = init_distributed("cuda")
+    env = init_distributed(args.device)
     rank = env.rank
     root = Path(args.dir)
     if rank == 0:
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
     dist.barrier()
-    strategy, model, optimizer = build(args.shape, env)
+    strategy, model, optimizer = build(args.shape, env, strategy_name)
     model_state, optimizer_state = (
         strategy.model_state(model),
         strategy.optimizer_state(model, optimizer),
@@ -255,7 +321,7 @@ def main() -> None:
     for threads in thread_counts:
         run = root / f"mfsdp_t{threads}"
         checkpointer = Checkpointer(
-            run, strategy="megatron_fsdp", io_threads=threads, hash_workers=threads
+            run, strategy=strategy_name, io_threads=threads, hash_workers=threads
         )
         seconds = timed(lambda: checkpointer.save(1, {**state(), "extra": {"step": 1}}))
         record(
@@ -290,7 +356,7 @@ def main() -> None:
         async_run = root / "mfsdp_async"
         checkpointer = Checkpointer(
             async_run,
-            strategy="megatron_fsdp",
+            strategy=strategy_name,
             async_save=True,
             io_threads=thread_counts[-1],
             hash_workers=thread_counts[-1],
@@ -320,8 +386,9 @@ def main() -> None:
             )
 
         checked = async_run
-        megatron_s, ours_s = chunk_metadata_seconds(model, strategy.dp_group)
-        if rank == 0:
+        if strategy_name == "megatron_fsdp":
+            megatron_s, ours_s = chunk_metadata_seconds(model, strategy.dp_group)
+        if strategy_name == "megatron_fsdp" and rank == 0:
             print(
                 "uneven-chunk offsets for the model state dict: "
                 f"Megatron-FSDP per-tensor {megatron_s:.3f} s, "
@@ -359,7 +426,7 @@ def main() -> None:
                 {
                     "shape": args.shape,
                     "world_size": dist.get_world_size(),
-                    "gpu": torch.cuda.get_device_name(),
+                    "gpu": torch.cuda.get_device_name() if args.device == "cuda" else "none",
                     "rows": rows,
                 }
             )

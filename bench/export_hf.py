@@ -103,6 +103,13 @@ save_file(
 
 def run_measured(argv: list[str]) -> tuple[float, float]:
     """Wall seconds and peak RSS (GiB) of one child process, from wait4 (this child only)."""
+    wall, peak, _cpu = run_measured_cpu(argv)
+    return wall, peak
+
+
+def run_measured_cpu(argv: list[str]) -> tuple[float, float, float]:
+    """Wall seconds, peak RSS (GiB) and CPU seconds (user + system, all its threads) of one
+    child process, from wait4: the CPU time does not grow when other jobs share the cores."""
     started = time.monotonic()
     child = subprocess.Popen(
         argv,
@@ -114,7 +121,7 @@ def run_measured(argv: list[str]) -> tuple[float, float]:
     wall = time.monotonic() - started
     if status != 0:
         raise RuntimeError(f"{argv[:4]} failed ({status}): {child.stderr.read().decode()[-2000:]}")
-    return wall, usage.ru_maxrss * 1024 / GIB
+    return wall, usage.ru_maxrss * 1024 / GIB, usage.ru_utime + usage.ru_stime
 
 
 def make_checkpoint(shape: str, base: Path) -> Path:

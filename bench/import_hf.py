@@ -10,14 +10,17 @@ repeated (`--repeat`, order rotated each round), and the median wall time is rep
 * `cp -r` of the model dir (the floor) and `cp -r` + `sync` (import fsyncs, so this is
   the like-for-like floor);
 * `mfsdp ckpt import-hf --layout mcore` (the DCP dir alone) and `--layout hf` (our run
-  layout, which also hashes every byte for the manifest);
+  layout, which also hashes every byte for the manifest, and writes a tied `lm_head`
+  as the model's state dict holds it);
 * start-up alone (importing the CLI and the import modules), the fixed cost in every
   import row, and start-up + `import torch`, which only a `--dtype` cast adds.
 
     python bench/import_hf.py --dir /work/bench_import --shapes 0.5b 1.5b 3b --repeat 3
 
-Prints a markdown table (median wall, ratio to cp and to cp + sync, spread, peak RSS, the
-largest tensor, load average) and one JSON line per row.
+Prints a markdown table (median wall, ratio to cp and to cp + sync, spread, median CPU
+seconds of the child, peak RSS, the largest tensor, load average) and one JSON line per
+row. On a machine shared with other jobs the wall times follow the share of the cores a
+method gets; its CPU seconds do not, so they tell what each method costs.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.export_hf import COMMON, GIB, SHAPES, run_measured  # noqa: E402
+from bench.export_hf import COMMON, GIB, SHAPES, run_measured_cpu  # noqa: E402
 
 SHARD_BYTES = 5 * 10**9
 CP, CP_SYNC = "cp -r model dir", "cp -r model dir + sync (durable, as import is)"
@@ -140,18 +143,21 @@ def measure_shape(shape: str, args: argparse.Namespace) -> list[dict]:
     shutil.rmtree(out)
     row = methods(model, out)
     walls: dict[str, list[float]] = {}
+    cpus: dict[str, list[float]] = {}
     rss: dict[str, float] = {}
     loads = [os.getloadavg()[0]]
     for index in range(args.repeat):
         for name, argv in row[index % len(row) :] + row[: index % len(row)]:
             os.sync()  # start each method with no dirty pages of the one before
-            wall, peak = run_measured(argv)
+            wall, peak, cpu = run_measured_cpu(argv)
             shutil.rmtree(out, ignore_errors=True)
             walls.setdefault(name, []).append(wall)
+            cpus.setdefault(name, []).append(cpu)
             rss[name] = max(rss.get(name, 0.0), peak)
             loads.append(os.getloadavg()[0])
             print(
-                f"# {shape} {name}: {wall:.1f} s, {peak:.2f} GiB, load {loads[-1]:.1f}",
+                f"# {shape} {name}: {wall:.1f} s, CPU {cpu:.1f} s, {peak:.2f} GiB,"
+                f" load {loads[-1]:.1f}",
                 file=sys.stderr,
             )
     if args.cleanup:
@@ -166,6 +172,7 @@ def measure_shape(shape: str, args: argparse.Namespace) -> list[dict]:
             wall_min_max=[round(min(times), 2), round(max(times), 2)],
             ratio_vs_cp=round(statistics.median(times) / cp, 2),
             ratio_vs_cp_sync=round(statistics.median(times) / cp_sync, 2),
+            cpu_s=round(statistics.median(cpus[name]), 2),
             peak_rss_gib=round(rss[name], 2),
             model_gb=round(total / 1e9, 2),
             largest_tensor_gib=round(largest / GIB, 3),
@@ -196,16 +203,16 @@ def main() -> None:
     results = [row for shape in args.shapes for row in measure_shape(shape, args)]
     print(
         "| shape | model GB | largest tensor GiB | method | median wall s (min-max, runs)"
-        " | x cp | x cp+sync"
+        " | x cp | x cp+sync | median CPU s (user + sys)"
         " | peak RSS GiB | load |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         low, high = r["wall_min_max"]
         print(
             f"| {r['shape']} | {r['model_gb']} | {r['largest_tensor_gib']} | {r['method']} |"
             f" {r['wall_s']} ({low}-{high}, {r['runs']}) | {r['ratio_vs_cp']} |"
-            f" {r['ratio_vs_cp_sync']} |"
+            f" {r['ratio_vs_cp_sync']} | {r['cpu_s']} |"
             f" {r['peak_rss_gib']} | {r['load_min_max'][0]}-{r['load_min_max'][1]} |"
         )
     for r in results:

@@ -23,7 +23,7 @@ sys.exit(code)' "$@"
 runs=${RUNS_DIR:-/root/mfsdp_runs}
 nproc=${NPROC:-$(nvidia-smi -L | wc -l)}
 
-stage_ckpt_io() {
+stage_ckpt_io() {  # quick check of every row: CKPT_IO_ARGS="--shape tiny --threads 2"
   torchrun --nproc-per-node "$nproc" bench/ckpt_io.py --dir "$runs/ckpt_bench" ${CKPT_IO_ARGS:-}
 }
 

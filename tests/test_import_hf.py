@@ -296,14 +296,14 @@ def test_tensors_too_large_for_a_plain_zip_go_through_torch_save(tmp_path, monke
 
 @pytest.mark.parametrize("layout_name", ["mcore", "hf"])
 def test_several_data_files_each_hashed(tmp_path, monkeypatch, layout_name):
-    """Past DATA_FILE_BYTES a new data file starts (each hashed by its own thread)."""
-    from mfsdp_ckpt.convert import import_hf as import_module
+    """One data file per writer thread, each written (and hashed) by its own thread."""
+    from mfsdp_ckpt.storage import dcp_stream_writer
 
-    monkeypatch.setattr(import_module, "DATA_FILE_BYTES", 8_000)
+    monkeypatch.setattr(dcp_stream_writer, "WRITE_THREADS", 5)
     source = _hf_model(tmp_path, "llama", tied=False)
     result = import_hf(source, tmp_path / "ckpt", layout_name=layout_name)
     files = sorted(p.name for p in Path(result.checkpoint).glob("*.distcp"))
-    assert len(files) > 3 and files[0] == "__0_0.distcp"
+    assert files == [f"__0_{index}.distcp" for index in range(5)]
     if layout_name == "hf":
         manifest = json.loads((tmp_path / "ckpt" / "global_step_0" / "manifest.json").read_text())
         assert {f"dist_ckpt/{name}" for name in files} <= set(manifest["files"])

@@ -47,7 +47,7 @@ def test_metadata_equals_what_dcp_save_writes(tmp_path):
     `.metadata` agree on every entry, and each loads the other's way."""
     state = {"model": {"a.weight": torch.randn(6, 4), "b": torch.arange(5)}, "iteration": 7}
     dcp.save(state, checkpoint_id=tmp_path / "torch")
-    writer = StreamingDcpWriter(tmp_path / "ours")
+    writer = StreamingDcpWriter(tmp_path / "ours", threads=1)  # dcp.save: thread_count=1
     writer.add_tensor(("model", "a.weight"), state["model"]["a.weight"])
     writer.add_tensor(("model", "b"), state["model"]["b"])
     writer.add_object(("iteration",), 7)

@@ -15,13 +15,15 @@ Two target layouts (`name_maps.plan_import` decides the names):
   (`model.path=OUT`) and every `mfsdp ckpt` command reads it.
 
 Planning (names, shapes against config.json, dtypes) happens before a weight is read,
-from the safetensors headers alone (`SafetensorsSource`). Then each tensor is appended to
-the data file as a `torch.save` blob (`StreamingDcpWriter`): when its dtype stays, its
+from the safetensors headers alone (`SafetensorsSource`). Then each tensor becomes a
+`torch.save` blob in one of the data files (`StreamingDcpWriter`, one thread per file,
+largest tensors placed first so the threads end together): when its dtype stays, its
 bytes go file to file in the kernel (`copy_file_range`; a QKV fusion is a permutation of
 whole rows, so a few range copies), without torch and without passing through this
-process's memory; only a `--dtype` cast reads the tensor (one `pread`), merges and casts
-it in torch. Peak memory is flat (tens of MiB) without a cast, and the largest tensor
-group (q, k, v and their fusion) plus a constant with one. Everything is built in a
+process's memory, hashed piece by piece right after each copy when the layout keeps a
+manifest; only a `--dtype` cast reads the tensor (one `pread`), merges and casts it in
+torch. Peak memory is flat (tens of MiB) without a cast, and the largest tensor group
+(q, k, v and their fusion) plus a constant with one. Everything is built in a
 hidden sibling of OUT and renamed into place at the end, through export's own
 output-directory checks: a failure leaves nothing at OUT.
 """
@@ -30,11 +32,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import errno
 import math
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +55,16 @@ from mfsdp_ckpt.convert.name_maps import (
     ShapeError,
     plan_import,
 )
+<<<<<<< HEAD
+=======
+from mfsdp_ckpt.format.state_keys import MODEL_KEY_PREFIX
+from mfsdp_ckpt.storage.dcp_stream_writer import (
+    BlobTooLargeError,
+    SourceRange,
+    StreamingDcpWriter,
+)
+from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, SafetensorsSource
+>>>>>>> importspeed
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dtypes import DType
@@ -66,11 +76,6 @@ from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, SafetensorsS
 MCORE_MODEL_PREFIX = "module."  # Megatron-LM's model state dict sits under the DDP/FSDP wrapper
 MCORE_CHECKPOINT_VERSION = 3.0  # what megatron/training/checkpointing.py writes today
 IMPORT_STRATEGY = "import"  # manifest `strategy` of an import: no training run wrote it
-_NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF}
-_COPY_PIECE = 8 << 20
-# A new DCP data file starts after this many bytes, so the manifest's per-file sha256 runs
-# in several threads at once (one per file) alongside the copies.
-DATA_FILE_BYTES = 1 << 30
 
 
 class ImportUsageError(ExportUsageError):
@@ -203,79 +208,48 @@ def _keeps_bytes(plan: ImportPlan, item: ImportItem) -> bool:
     return all(plan.source.tensors[name].dtype == plan.out_dtype(item) for name in item.sources)
 
 
-def _copy_payload(plan: ImportPlan, item: ImportItem) -> Callable[[int, int], None]:
-    """Write the item's bytes at (fd, offset) from the safetensors files: `copy_file_range`
-    per byte range of the merge (one for most tensors, 3 per query group for a QKV)."""
+def _payload_ranges(plan: ImportPlan, item: ImportItem) -> list[SourceRange]:
+    """Where the item's bytes are in the safetensors files, in the order they are written:
+    one range for most tensors, 3 per query group for a QKV fusion."""
     entries = [plan.source.tensors[name] for name in item.sources]
     ranges = item.merge.ranges([entry.nbytes for entry in entries], plan.geometry)
-
-    def fill(out_fd: int, at: int) -> None:
-        fds = [os.open(plan.source.root / entry.file, os.O_RDONLY) for entry in entries]
-        try:
-            for index, offset, length in ranges:
-                copy_bytes(fds[index], entries[index].offset + offset, out_fd, at, length)
-                at += length
-        finally:
-            for fd in fds:
-                os.close(fd)
-
-    return fill
-
-
-def copy_bytes(src_fd: int, src_offset: int, dst_fd: int, dst_offset: int, length: int) -> None:
-    """`length` bytes file to file, in the kernel where it can (no user-space copy), else
-    through a bounded buffer (filesystems without copy_file_range)."""
-    done = 0
-    try:
-        while done < length:
-            count = os.copy_file_range(
-                src_fd, dst_fd, length - done, src_offset + done, dst_offset + done
-            )
-            if count <= 0:
-                raise OSError(
-                    5, f"copy_file_range stopped at {done} of {length} bytes (source truncated?)"
-                )
-            done += count
-        return
-    except OSError as err:
-        if err.errno not in _NO_KERNEL_COPY:
-            raise
-    while done < length:
-        piece = os.pread(src_fd, min(_COPY_PIECE, length - done), src_offset + done)
-        if not piece:
-            raise OSError(5, f"source ended at {done} of {length} bytes (truncated?)")
-        os.pwrite(dst_fd, piece, dst_offset + done)
-        done += len(piece)
+    return [
+        SourceRange(plan.source.root / entries[index].file, entries[index].offset + at, length)
+        for index, at, length in ranges
+    ]
 
 
 def _write_model(
     plan: ImportPlan, dist_ckpt: Path, progress: Progress | None, hash_data: bool = False
 ) -> tuple[int, dict[str, FileRecord | None]]:
-    from mfsdp_ckpt.storage.dcp_stream_writer import BlobTooLargeError, StreamingDcpWriter
-
-    writer = StreamingDcpWriter(dist_ckpt, hash_data=hash_data, file_bytes=DATA_FILE_BYTES)
+    writer = StreamingDcpWriter(dist_ckpt, hash_data=hash_data)
     total = sum(plan.nbytes(item) for item in plan.items)
-    written = 0
+
+    def report(tensors: int, nbytes: int) -> None:  # the files' threads write behind the plan
+        if progress is not None:
+            progress(tensors, len(plan.items), nbytes, total)
+
+    # Largest first: each goes to the data file with the fewest bytes so far, so the files'
+    # threads end within one small tensor of each other (a large one last would run alone).
+    largest_first = sorted(plan.items, key=plan.nbytes, reverse=True)
     try:
-        for index, item in enumerate(plan.items):
+        for item in largest_first:
             path, dtype = plan.state_path(item), plan.out_dtype(item)
             try:
                 if not _keeps_bytes(plan, item):
                     raise BlobTooLargeError("a cast needs the tensor")
-                writer.add_raw(path, dtype, item.shape, _copy_payload(plan, item))
+                writer.add_raw(path, dtype, item.shape, _payload_ranges(plan, item))
             except BlobTooLargeError:
                 writer.add_tensor(path, _convert(plan, item))
-            written += plan.nbytes(item)
-            if progress is not None:
-                progress(index + 1, len(plan.items), written, total)
+                report(*writer.written())  # a cast takes a while: show it
         if plan.layout == MCORE:
             writer.add_object(("checkpoint_version",), MCORE_CHECKPOINT_VERSION)
             writer.add_object(("iteration",), 0)
-        records = writer.finish()
+        records = writer.finish(report)
     except BaseException:
         writer.abort()
         raise
-    return written, records
+    return total, records
 
 
 def import_hf(

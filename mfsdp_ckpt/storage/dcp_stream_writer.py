@@ -3,32 +3,40 @@
 `dcp.save` plans over the whole state dict, so every tensor must be in memory (or at
 least referenced) before the first byte is written. Import has the opposite shape: a
 tensor exists only between its read and its write, or not at all when its bytes go file
-to file in the kernel. This writer produces what `dcp.save` with torch's
-FileSystemWriter produces on one rank, item by item:
+to file. This writer produces what `dcp.save` with torch's FileSystemWriter produces on
+one rank (with `thread_count` files), item by item:
 
-* each tensor is a `torch.save` blob appended to a data file (`torch_save_format`); its
-  payload is written by the caller at a given file offset (`copy_file_range` from the
-  source, or a tensor's bytes), so the writer never holds it;
+* each tensor is a `torch.save` blob (`torch_save_format`) in one of the data files; its
+  place (file, offset) is decided when it is added, from its size alone, and its bytes are
+  written there later by that file's thread: byte ranges of source files (the caller's
+  safetensors), or a tensor's bytes in memory (the caller waits for those, so at most one
+  tensor is held);
 * a non-tensor value (Megatron-LM's `checkpoint_version`, `iteration`) is a torch.save'd
   BYTE_IO blob, as DCP stores any non-tensor leaf;
 * at the end `.metadata` is DCP's `Metadata` (each tensor one whole chunk, planner data
   mapping flat keys to their nested path, storage data to file ranges), written after the
   data files are fsynced.
 
+Why one thread per data file: with `hash_data` the manifest needs each file's sha256,
+a sequential pass per file, and hashing costs more CPU than copying. Each thread copies
+and hashes its own file in one pass (`byte_copy.copy_hashed`), so the cores share the
+work; an item goes to the file with the fewest bytes so far, so the threads finish
+together. Each thread fsyncs its own file when done.
+
 So `dcp.load`, Megatron-LM's fsdp_dtensor load and our offline reader read it as they
-read any single-rank save, and none of this imports torch. With `hash_data` each data
-file's sha256 (for a manifest) is computed alongside, by a thread trailing the writer.
+read any single-rank save, and none of this imports torch.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import math
-import mmap
 import os
+import queue
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,25 +55,43 @@ from mfsdp_ckpt.format.torch_save_format import (
     tensor_metadata,
     tensor_pickle,
 )
+<<<<<<< HEAD
+=======
+from mfsdp_ckpt.storage.byte_copy import copy_bytes, copy_hashed, hash_file_range, pwrite_all
+>>>>>>> importspeed
 
 if TYPE_CHECKING:
     import torch
 
 DCP_VERSION = "1.0.0"  # torch.distributed.checkpoint.filesystem.CURRENT_DCP_VERSION
-_PWRITE_MAX = 1 << 30
-_HASH_PIECE = 64 << 20
-HASH_THREADS = 2  # data files hashed at once (the machines this runs on may have 2 cores)
-FillPayload = Callable[[int, int], None]  # (data file fd, absolute offset) -> payload written there
+WRITE_THREADS = 2  # data files written (and hashed) at once: the machines this runs on may have 2
+# Writeback of each this many bytes written is started at once (fsync at the end then has
+# little left to wait for, instead of the whole file).
+WRITEBACK_BYTES = 16 << 20
+
+
+@dataclass(frozen=True)
+class SourceRange:
+    """`length` bytes at `offset` of the file at `path`: a piece of a tensor's payload."""
+
+    path: Path
+    offset: int
+    length: int
+
+
+Payload = Sequence[SourceRange] | memoryview  # source byte ranges, or bytes in memory
+WriteProgress = Callable[[int, int], None]  # (tensors, their payload bytes) written so far
+_PROGRESS_SECONDS = 0.25
 
 
 class StreamingDcpWriter:
-    """Append items to `.distcp` data files, then `finish()` writes `.metadata`.
+    """Add items (each placed in a data file at once, written by that file's thread), then
+    `finish()` waits for the threads and writes `.metadata`.
 
     Paths are nested state-dict paths: ("model", "module.decoder...") is stored under the
-    flat key "model.module.decoder..." as DCP's flatten_state_dict names it. A new data
-    file (`__0_1.distcp`, ...) starts once one holds `file_bytes`: with `hash_data`, each
-    file is hashed by its own thread, so hashing spreads over the cores while the copies
-    go on (sha256 is a sequential pass per file).
+    flat key "model.module.decoder..." as DCP's flatten_state_dict names it. There are
+    `threads` data files (`__0_0.distcp`, `__0_1.distcp`, ...), as FileSystemWriter's
+    `thread_count` makes; with `hash_data`, `finish()` returns each one's sha256.
     """
 
     def __init__(
@@ -73,56 +99,49 @@ class StreamingDcpWriter:
         dist_ckpt_dir: str | os.PathLike,
         *,
         hash_data: bool = False,
-        file_bytes: int = 1 << 30,
+        threads: int | None = None,
     ):
         self.root = Path(dist_ckpt_dir)
         self.root.mkdir(parents=True, exist_ok=True)
-        self.hash_data, self.file_bytes = hash_data, file_bytes
-        self._files: list[_DataFile] = []
+        self.hash_data = hash_data
         self._entries: dict[str, Any] = {}
         self._storage: dict[dcp_metadata.MetadataIndex, dcp_metadata._StorageInfo] = {}
         self._planner: dict[str, tuple[str, ...]] = {}
-        self._open_next()
+        self._files: list[_DataFile] = []
+        try:
+            for index in range(max(1, threads or WRITE_THREADS)):
+                # rank 0's file names, as FileSystemWriter's
+                self._files.append(_DataFile(self.root / f"__0_{index}.distcp", hash_data))
+        except BaseException:
+            self.abort()
+            raise
 
-    @property
-    def _file(self) -> _DataFile:
-        return self._files[-1]
-
-    def _open_next(self) -> None:
-        """Start the next data file. The previous one's hasher is sealed, and while
-        `HASH_THREADS` hashers still run the copy waits for the oldest: threads, mapped
-        windows (RSS) and hashing lag stay bounded whatever the model size."""
-        if self._files:
-            previous = self._file  # closed, not yet fsynced: finish() syncs all files at once,
-            os.close(previous.fd)  # so writeback overlaps the copies instead of stalling them
-            previous.fd = -1
-        if self._files and self._file.hasher is not None:
-            self._file.hasher.seal()
-            running = [f.hasher for f in self._files if f.hasher is not None and f.hasher.running]
-            while len(running) >= HASH_THREADS:
-                running.pop(0).join()
-        name = f"__0_{len(self._files)}.distcp"  # rank 0's file names, as FileSystemWriter's
-        fd = os.open(self.root / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-        hasher = _TrailingHasher(self.root / name) if self.hash_data else None
-        self._files.append(_DataFile(name, fd, 0, hasher))
-
-    def _claim(self, path: tuple[str, ...]) -> str:
+    def _place(self, path: tuple[str, ...], length: int) -> tuple[str, _DataFile, int]:
+        """Claim the key and `length` bytes at the end of the file with the fewest bytes."""
         key = ".".join(path)
         if key in self._planner:
             raise ValueError(f"{key}: written twice")
+        for file in self._files:
+            file.raise_error()
+        file = min(self._files, key=lambda f: f.size)
         self._planner[key] = path
-        if self._file.size >= self.file_bytes:
-            self._open_next()
-        return key
+        start, file.size = file.size, file.size + length
+        return key, file, start
 
     def add_raw(
-        self, path: tuple[str, ...], dtype: DType, shape: tuple[int, ...], fill: FillPayload
+        self, path: tuple[str, ...], dtype: DType, shape: tuple[int, ...], payload: Payload
     ) -> None:
-        """A tensor whose `prod(shape) * itemsize` raw little-endian bytes `fill` writes."""
+        """A tensor whose `prod(shape) * itemsize` raw little-endian bytes are `payload`:
+        ranges of source files (copied later, by the file's thread) or bytes in memory
+        (written before this returns, so the caller may free them)."""
         nbytes = math.prod(shape) * dtype.itemsize
+        given = len(payload) if isinstance(payload, memoryview) else sum(r.length for r in payload)
+        if given != nbytes:
+            raise ValueError(f"{'.'.join(path)}: payload of {given} bytes, {nbytes} expected")
         layout = BlobLayout(tensor_pickle(dtype, shape), nbytes)
         if layout.length > MAX_BLOB_BYTES:
             raise BlobTooLargeError(f"{'.'.join(path)}: {nbytes} bytes need a ZIP64 blob")
+<<<<<<< HEAD
         key = self._claim(path)
         file = self._file
         start = file.size
@@ -133,6 +152,12 @@ class StreamingDcpWriter:
         _pwrite_all(file.fd, memoryview(layout.tail), start + payload_at + nbytes)
         file.size = start + layout.length
         self._record(key, tensor_metadata(dtype, shape), Size([0] * len(shape)), start)
+=======
+        key, file, start = self._place(path, layout.length)
+        self._record(key, tensor_metadata(dtype, shape), Size([0] * len(shape)), file, start)
+        job = _Blob(start, layout.head, payload, layout.tail, tensor_bytes=nbytes)
+        file.submit(job, wait=isinstance(payload, memoryview))
+>>>>>>> importspeed
 
     def add_tensor(self, path: tuple[str, ...], tensor: torch.Tensor) -> None:
         """A tensor in memory: its bytes framed as above, or `torch.save` itself when the
@@ -143,46 +168,55 @@ class StreamingDcpWriter:
         dtype = BY_NAME[str(tensor.dtype).removeprefix("torch.")]
         data = tensor.reshape(-1).view(torch.uint8).numpy().data
         try:
-            self.add_raw(path, dtype, tuple(tensor.shape), lambda fd, at: _pwrite_all(fd, data, at))
+            self.add_raw(path, dtype, tuple(tensor.shape), data)
         except BlobTooLargeError:
-            key = self._claim(path)
-            file = self._file
-            start = file.size
-            with os.fdopen(os.dup(file.fd), "wb") as handle:
-                handle.seek(start)
-                torch.save(tensor, handle)
-                file.size = handle.tell()
-            self._record(
-                key, tensor_metadata(dtype, tuple(tensor.shape)), Size([0] * tensor.dim()), start
-            )
+            self._add_torch_saved(path, dtype, tensor)
+
+    def _add_torch_saved(self, path: tuple[str, ...], dtype: DType, tensor: torch.Tensor) -> None:
+        """torch.save writes the blob in this thread, once the file's thread is idle (its
+        length is known only afterwards); that thread then hashes what was written."""
+        import torch
+
+        key, file, start = self._place(path, 0)
+        file.submit(_Barrier(), wait=True)
+        with os.fdopen(os.dup(file.fd), "wb") as handle:
+            handle.seek(start)
+            torch.save(tensor, handle)
+            file.size = handle.tell()
+        shape = tuple(tensor.shape)
+        self._record(key, tensor_metadata(dtype, shape), Size([0] * len(shape)), file, start)
+        file.submit(_Readback(start, file.size, tensor.nbytes), wait=False)
 
     def add_object(self, path: tuple[str, ...], value: Any) -> None:
-        key = self._claim(path)
-        file = self._file
-        blob, start = object_blob(value), file.size
-        _pwrite_all(file.fd, memoryview(blob), start)
-        file.size = start + len(blob)
-        self._record(key, dcp_metadata.BytesStorageMetadata(), None, start)
+        blob = object_blob(value)
+        key, file, start = self._place(path, len(blob))
+        self._record(key, dcp_metadata.BytesStorageMetadata(), None, file, start)
+        file.submit(_Blob(start, blob, (), b"", tensor_bytes=None), wait=False)
 
-    def _record(self, key: str, entry: Any, offsets: Size | None, start: int) -> None:
-        file = self._file
-        if file.hasher is not None:
-            file.hasher.advance(file.size)
+    def _record(
+        self, key: str, entry: Any, offsets: Size | None, file: _DataFile, start: int
+    ) -> None:
         self._entries[key] = entry
         index = dcp_metadata.MetadataIndex(key, offsets)
         self._storage[index] = dcp_metadata._StorageInfo(file.name, start, file.size - start)
 
-    def finish(self) -> dict[str, FileRecord | None]:
-        """fsync the data, write `.metadata`; returns the files written, each with its size
-        and sha256 when `hash_data` (else None)."""
+    def written(self) -> tuple[int, int]:
+        """Tensors, and their payload bytes, the files' threads have written so far."""
+        return sum(f.tensors for f in self._files), sum(f.payload for f in self._files)
+
+    def finish(self, progress: WriteProgress | None = None) -> dict[str, FileRecord | None]:
+        """Wait for every file to be written and fsynced, write `.metadata`; returns the
+        files written, each with its size and sha256 when `hash_data` (else None).
+        `progress(tensors, bytes)` hears what the threads have written while it waits."""
         records: dict[str, FileRecord | None] = {}
         for file in self._files:
-            if file.fd >= 0:
-                os.close(file.fd)
-                file.fd = -1
-            fsync_path(self.root / file.name)
+            file.seal()
         for file in self._files:
-            records[file.name] = file.hasher.finish() if file.hasher else None
+            while progress is not None and not file.join_for(_PROGRESS_SECONDS):
+                progress(*self.written())
+            records[file.name] = file.join()
+        if progress is not None:
+            progress(*self.written())
         metadata = dcp_metadata.Metadata(
             state_dict_metadata=self._entries,
             planner_data=self._planner,
@@ -200,107 +234,173 @@ class StreamingDcpWriter:
         return records
 
     def abort(self) -> None:
+        """Stop every file's thread (work still queued is dropped) and close the files."""
         for file in self._files:
-            if file.hasher is not None:
-                file.hasher.stop()
-            if file.fd >= 0:
-                os.close(file.fd)
-                file.fd = -1
+            file.stop()
 
 
 @dataclass
+class _Blob:
+    """head, payload, tail at `start`: one item's bytes."""
+
+    start: int
+    head: bytes
+    payload: Payload
+    tail: bytes
+    tensor_bytes: int | None  # the payload of a tensor; None: a non-tensor value
+
+
+@dataclass
+class _Readback:
+    """Bytes [start, end) written by another hand: only hashed."""
+
+    start: int
+    end: int
+    tensor_bytes: int
+
+
+class _Barrier:
+    """Nothing to do: waiting for it means the file's thread has done all before it."""
+
+
+_Job = _Blob | _Readback | _Barrier
+_SEAL = object()
+
+
 class _DataFile:
-    name: str
-    fd: int
-    size: int
-    hasher: _TrailingHasher | None
+    """One data file and the thread that writes it: jobs run in the order submitted, the
+    bytes hashed in file order as they are written, and the file fsynced at the end."""
 
-
-class _TrailingHasher:
-    """sha256 of one data file, computed in a thread that follows the writer: the bytes a
-    tensor just landed are hashed (from the page cache, through a mapping) while the next
-    tensor is copied in the kernel. hashlib releases the GIL."""
-
-    def __init__(self, path: Path):
-        self.fd = os.open(path, os.O_RDONLY)
-        self.digest = hashlib.sha256()
-        self.hashed = 0
-        self.target = 0
-        self.closed = False
+    def __init__(self, path: Path, hashed: bool):
+        self.name = path.name
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o666)
+        self.size = 0  # bytes placed so far (the writer's view, ahead of the thread's)
+        self.digest = hashlib.sha256() if hashed else None
+        self.written = 0  # bytes the thread has written and hashed, in order
+        self._writeback_from = 0  # bytes before this have been handed to writeback
+        self.tensors = 0  # tensors the thread has written
+        self.payload = 0  # and their payload bytes
         self.error: BaseException | None = None
-        self._cond = threading.Condition()
-        self._thread = threading.Thread(target=self._run, name="import-hash", daemon=True)
+        self._stopping = False
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=f"dcp-{self.name}", daemon=True)
         self._thread.start()
 
-    def advance(self, upto: int) -> None:
-        with self._cond:
-            self.target = upto
-            self._cond.notify()
+    def submit(self, job: _Job, *, wait: bool) -> None:
+        done = threading.Event() if wait else None
+        self._jobs.put((job, done))
+        if done is not None:
+            done.wait()
+            self.raise_error()
 
-    def _run(self) -> None:
-        try:
-            while True:
-                with self._cond:
-                    while self.hashed >= self.target and not self.closed:
-                        self._cond.wait()
-                    if self.hashed >= self.target and self.closed:
-                        return
-                    target = self.target
-                self._hash_range(target)
-        except BaseException as err:  # re-raised by finish() in the writer's thread
-            self.error = err
-        finally:
-            os.close(self.fd)
-
-    def _hash_range(self, target: int) -> None:
-        """Hash [hashed, target) through read-only mappings of at most `_HASH_PIECE` bytes:
-        the page cache is hashed in place, with no copy into a buffer first, and mapped
-        pages never add more than one window to the RSS."""
-        if os.fstat(self.fd).st_size < target:
-            raise OSError(5, f"data file shorter than the {target} bytes written")
-        while self.hashed < target:
-            start = self.hashed - self.hashed % mmap.ALLOCATIONGRANULARITY
-            end = min(target, start + _HASH_PIECE)
-            with mmap.mmap(self.fd, end - start, prot=mmap.PROT_READ, offset=start) as mapped:
-                view = memoryview(mapped)
-                try:
-                    self.digest.update(view[self.hashed - start :])
-                finally:
-                    view.release()
-            self.hashed = end
-
-    def seal(self) -> None:
-        """The file is complete: hash what is left, then end the thread."""
-        with self._cond:
-            self.closed = True
-            self._cond.notify()
-
-    @property
-    def running(self) -> bool:
-        return self._thread.is_alive()
-
-    def join(self) -> None:
-        self._thread.join()
-
-    def stop(self) -> None:
-        self.seal()
-        self.join()
-
-    def finish(self) -> FileRecord:
-        self.stop()
+    def raise_error(self) -> None:
         if self.error is not None:
             raise self.error
-        return FileRecord(self.hashed, self.digest.hexdigest())
+
+    def _run(self) -> None:
+        while True:
+            job, done = self._jobs.get()
+            try:
+                if job is _SEAL:
+                    if self.error is None and not self._stopping:
+                        os.fsync(self.fd)
+                    return
+                if self.error is None and not self._stopping:
+                    self._do(job)
+            except BaseException as err:  # re-raised in the writer's thread
+                self.error = err
+            finally:
+                if done is not None:
+                    done.set()
+
+    def _do(self, job: _Job) -> None:
+        if isinstance(job, _Barrier):
+            return
+        if job.start != self.written:  # jobs come in file order: a gap would go unhashed
+            raise RuntimeError(f"{self.name}: a job at {job.start}, the file at {self.written}")
+        if isinstance(job, _Readback):
+            if self.digest is not None:
+                hash_file_range(self.fd, job.start, job.end, self.digest)
+            self.written = job.end
+            self._count(job.tensor_bytes)
+            return
+        at = self._write(memoryview(job.head), job.start)
+        if isinstance(job.payload, memoryview):
+            at = self._write(job.payload, at)
+        else:
+            at = self._copy(job.payload, at)
+        self.written = self._write(memoryview(job.tail), at)
+        self._count(job.tensor_bytes)
+
+    def _count(self, tensor_bytes: int | None) -> None:
+        if tensor_bytes is not None:
+            self.tensors, self.payload = self.tensors + 1, self.payload + tensor_bytes
+
+    def _write(self, data: memoryview, at: int) -> int:
+        if self.digest is not None:
+            self.digest.update(data)
+        pwrite_all(self.fd, data, at)
+        self._start_writeback(at + len(data))
+        return at + len(data)
+
+    def _copy(self, ranges: Sequence[SourceRange], at: int) -> int:
+        opened: dict[Path, int] = {}
+        try:
+            for piece in ranges:
+                if piece.path not in opened:
+                    opened[piece.path] = os.open(piece.path, os.O_RDONLY)
+                src = opened[piece.path]
+                for done in range(0, piece.length, WRITEBACK_BYTES):
+                    count = min(WRITEBACK_BYTES, piece.length - done)
+                    if self.digest is None:
+                        copy_bytes(src, piece.offset + done, self.fd, at, count)
+                    else:
+                        copy_hashed(src, piece.offset + done, self.fd, at, count, self.digest)
+                    at += count
+                    self._start_writeback(at)
+        finally:
+            for fd in opened.values():
+                os.close(fd)
+        return at
+
+    def _start_writeback(self, upto: int) -> None:
+        """Hand [_writeback_from, upto) to the disk now, without waiting: Linux starts the
+        writeback of dirty pages on POSIX_FADV_DONTNEED (and drops them once clean; they
+        are not read again). Only a hint: the fsync at the end is what makes them durable."""
+        if upto - self._writeback_from < WRITEBACK_BYTES or not hasattr(os, "posix_fadvise"):
+            return
+        os.posix_fadvise(
+            self.fd, self._writeback_from, upto - self._writeback_from, os.POSIX_FADV_DONTNEED
+        )
+        self._writeback_from = upto
+
+    def seal(self) -> None:
+        """No more jobs: the thread fsyncs the file after the last one and ends."""
+        self._jobs.put((_SEAL, None))
+
+    def join_for(self, seconds: float) -> bool:
+        """Wait at most `seconds` for the thread; whether it has ended."""
+        self._thread.join(seconds)
+        return not self._thread.is_alive()
+
+    def join(self) -> FileRecord | None:
+        self._thread.join()
+        os.close(self.fd)
+        self.fd = -1
+        self.raise_error()
+        if self.written != self.size:
+            raise OSError(errno.EIO, f"{self.name}: {self.written} of {self.size} bytes written")
+        return FileRecord(self.written, self.digest.hexdigest()) if self.digest else None
+
+    def stop(self) -> None:
+        if self.fd < 0:
+            return
+        self._stopping = True
+        self.seal()
+        self._thread.join()
+        os.close(self.fd)
+        self.fd = -1
 
 
 class BlobTooLargeError(MfsdpFailedError, ValueError):
     """The tensor needs a ZIP64 blob, which only `torch.save` writes here."""
-
-
-def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
-    done = 0
-    while done < len(data):
-        count = os.pwrite(fd, data[done : done + _PWRITE_MAX], offset + done)
-        if count <= 0:
-            raise OSError(5, f"pwrite stopped at {done} of {len(data)} bytes")
-        done += count
