@@ -7,14 +7,10 @@ fsync, per-rank sha256, manifest) with each `--threads` count of writer threads,
 training stall of two async saves (the first one also allocates the pinned host buffers
 that later saves reuse), and `dd` with direct I/O writing and reading the same byte count.
 
-<<<<<<< HEAD
     torchrun --nproc-per-node 2 bench/ckpt_io.py --dir /root/ckpt_bench \
         [--shape 1.5b] [--threads 8,16]
-=======
-    torchrun --nproc-per-node 2 bench/ckpt_io.py --dir /root/ckpt_bench [--shape 1.5b] [--threads 8,16]
     torchrun --nproc-per-node 1 bench/ckpt_io.py --dir /root/ckpt_bench --shape tiny  # quick check
     python bench/ckpt_io.py --dir /tmp/ckpt_bench --device cpu --shape tiny  # CPU smoke (FSDP2)
->>>>>>> importspeed
 
 Prints a table; the last lines are JSON for the record. On CPU (gloo, FSDP2, since
 Megatron-FSDP needs CUDA) every row runs too, so the code paths are tested without a GPU;
@@ -381,8 +377,8 @@ def main(argv: list[str] | None = None) -> None:
                 total,
                 nbytes,
                 f"training stalled {model_s + optim_s + save_s:.2f} s ({what}): "
-                f"model state_dict {model_s:.2f} s + optimizer state_dict {optim_s:.2f} s "
-                f"+ save() {save_s:.2f} s",
+                f"model state_dict {model_s:.2f} s "
+                f"+ optimizer state_dict {optim_s:.2f} s + save() {save_s:.2f} s",
             )
 
         checked = async_run

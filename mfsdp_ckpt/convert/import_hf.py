@@ -55,21 +55,16 @@ from mfsdp_ckpt.convert.name_maps import (
     ShapeError,
     plan_import,
 )
-<<<<<<< HEAD
-=======
+from mfsdp_ckpt.errors import MfsdpFailedError
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format.dtypes import DType
+from mfsdp_ckpt.format.manifest import FileRecord, Manifest, hash_files
 from mfsdp_ckpt.format.state_keys import MODEL_KEY_PREFIX
 from mfsdp_ckpt.storage.dcp_stream_writer import (
     BlobTooLargeError,
     SourceRange,
     StreamingDcpWriter,
 )
-from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, SafetensorsSource
->>>>>>> importspeed
-from mfsdp_ckpt.errors import MfsdpFailedError
-from mfsdp_ckpt.format import layout
-from mfsdp_ckpt.format.dtypes import DType
-from mfsdp_ckpt.format.manifest import FileRecord, Manifest, hash_files
-from mfsdp_ckpt.format.state_keys import MODEL_KEY_PREFIX
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, SafetensorsSource
 

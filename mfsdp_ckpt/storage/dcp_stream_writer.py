@@ -55,10 +55,7 @@ from mfsdp_ckpt.format.torch_save_format import (
     tensor_metadata,
     tensor_pickle,
 )
-<<<<<<< HEAD
-=======
 from mfsdp_ckpt.storage.byte_copy import copy_bytes, copy_hashed, hash_file_range, pwrite_all
->>>>>>> importspeed
 
 if TYPE_CHECKING:
     import torch
@@ -141,23 +138,10 @@ class StreamingDcpWriter:
         layout = BlobLayout(tensor_pickle(dtype, shape), nbytes)
         if layout.length > MAX_BLOB_BYTES:
             raise BlobTooLargeError(f"{'.'.join(path)}: {nbytes} bytes need a ZIP64 blob")
-<<<<<<< HEAD
-        key = self._claim(path)
-        file = self._file
-        start = file.size
-        _pwrite_all(file.fd, memoryview(layout.head), start)
-        payload_at = layout.payload_offset
-        assert payload_at is not None  # set whenever a payload size is given, as here
-        fill(file.fd, start + payload_at)
-        _pwrite_all(file.fd, memoryview(layout.tail), start + payload_at + nbytes)
-        file.size = start + layout.length
-        self._record(key, tensor_metadata(dtype, shape), Size([0] * len(shape)), start)
-=======
         key, file, start = self._place(path, layout.length)
         self._record(key, tensor_metadata(dtype, shape), Size([0] * len(shape)), file, start)
         job = _Blob(start, layout.head, payload, layout.tail, tensor_bytes=nbytes)
         file.submit(job, wait=isinstance(payload, memoryview))
->>>>>>> importspeed
 
     def add_tensor(self, path: tuple[str, ...], tensor: torch.Tensor) -> None:
         """A tensor in memory: its bytes framed as above, or `torch.save` itself when the
