@@ -24,8 +24,8 @@ import torch
 
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dcp_metadata import load_metadata
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 BUDGET = (
     3 << 29
 )  # 1.5 GiB above the process after imports: the 1 GiB target plus the tiny model's tensors

@@ -32,10 +32,10 @@ if str(REPO) not in sys.path:  # the report script imports this module from outs
     sys.path.insert(0, str(REPO))
 
 from cli.main import app  # noqa: E402
-from mfsdp_ckpt.format import layout  # noqa: E402
 from mfsdp_ckpt.checkpointer import KILL_AT_ENV as KILL_ENV  # noqa: E402
+from mfsdp_ckpt.format import layout  # noqa: E402
 from mfsdp_ckpt.format.dcp_metadata import load_metadata  # noqa: E402
-from tests.sft_support import write_chat_jsonl  # noqa: E402
+from tests.support.sft import write_chat_jsonl  # noqa: E402
 
 CONFIG = str(REPO / "examples" / "sft_tiny_cpu.yaml")
 BASE_STEP = 2  # the pristine run saves this one step

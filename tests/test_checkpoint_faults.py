@@ -13,19 +13,19 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-import ckpt_workloads as work
 from cli.main import app
-from distributed_helpers import run_distributed
-from mfsdp_ckpt.format import layout
-from mfsdp_ckpt.storage.reader import CheckpointFormatError, CheckpointReader
-from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError, load_metadata
 from mfsdp_ckpt.check.validate import validate_checkpoint
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError, load_metadata
+from mfsdp_ckpt.storage.reader import CheckpointFormatError, CheckpointReader
+from tests.support.distributed import run_distributed
+from tests.support.fsdp_workloads import build, train_and_save
 
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("pristine")
-    run_distributed(work.train_and_save, 2, str(root / "run"), 2, str(root / "state.pt"))
+    run_distributed(train_and_save, 2, str(root / "run"), 2, str(root / "state.pt"))
     return root / "run"
 
 
@@ -109,7 +109,7 @@ def test_tracker_naming_missing_step(run):
 
 
 def test_manifest_lists_optimizer_that_is_absent(tmp_path):
-    model, optimizer = work.build(sharded=False)
+    model, optimizer = build(sharded=False)
     from mfsdp_ckpt.checkpointer import Checkpointer
     from trainer.state import ModelState
 

@@ -8,11 +8,17 @@ from pathlib import Path
 import pytest
 import torch
 
-import ckpt_workloads as work
-from distributed_helpers import run_distributed
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.manifest import read_manifest
 from mfsdp_ckpt.storage.reader import CheckpointReader
+from tests.support.distributed import run_distributed
+from tests.support.fsdp_workloads import (
+    load_and_dump,
+    run_single,
+    save_twice_async,
+    save_uneven_dtensor,
+    train_and_save,
+)
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +26,7 @@ def two_rank_ckpt(tmp_path_factory) -> tuple[Path, dict]:
     """A 2-process FSDP2 run saved at step 3, plus the full state it had in memory."""
     root = tmp_path_factory.mktemp("two_rank")
     out = root / "state.pt"
-    run_distributed(work.train_and_save, 2, str(root / "run"), 3, str(out))
+    run_distributed(train_and_save, 2, str(root / "run"), 3, str(out))
     return root / "run", torch.load(out)
 
 
@@ -64,7 +70,7 @@ def test_offline_read_equals_in_memory_state(two_rank_ckpt):
 def test_reshard_two_to_one(two_rank_ckpt, tmp_path):
     run, expected = two_rank_ckpt
     out = tmp_path / "loaded.pt"
-    work.run_single(work.load_and_dump, str(run), str(out))
+    run_single(load_and_dump, str(run), str(out))
     loaded = torch.load(out)
     assert_same_state(
         expected, loaded, [k for k in expected if k.startswith(("model.", "optimizer.state."))]
@@ -74,9 +80,9 @@ def test_reshard_two_to_one(two_rank_ckpt, tmp_path):
 
 def test_reshard_one_to_two(tmp_path):
     single = tmp_path / "single.pt"
-    work.run_single(work.train_and_save, str(tmp_path / "run"), 2, str(single))
+    run_single(train_and_save, str(tmp_path / "run"), 2, str(single))
     out = tmp_path / "loaded.pt"
-    run_distributed(work.load_and_dump, 2, str(tmp_path / "run"), str(out))
+    run_distributed(load_and_dump, 2, str(tmp_path / "run"), str(out))
     expected, loaded = torch.load(single), torch.load(out)
     assert_same_state(
         expected, loaded, [k for k in expected if k.startswith(("model.", "optimizer.state."))]
@@ -85,7 +91,7 @@ def test_reshard_one_to_two(tmp_path):
 
 def test_async_save_commits_and_round_trips(tmp_path):
     out = tmp_path / "state.pt"
-    run_distributed(work.train_and_save, 2, str(tmp_path / "run"), 2, str(out), True)
+    run_distributed(train_and_save, 2, str(tmp_path / "run"), 2, str(out), True)
     assert layout.read_tracker(tmp_path / "run") == 2
     reader = CheckpointReader(layout.step_dir(tmp_path / "run", 2) / "dist_ckpt")
     expected = torch.load(out)
@@ -95,7 +101,7 @@ def test_async_save_commits_and_round_trips(tmp_path):
 
 def test_consecutive_async_saves_each_hold_their_own_step(tmp_path):
     out = tmp_path / "states.pt"
-    run_distributed(work.save_twice_async, 2, str(tmp_path / "run"), str(out))
+    run_distributed(save_twice_async, 2, str(tmp_path / "run"), str(out))
     for step, expected in zip((1, 2), torch.load(out)):
         reader = CheckpointReader(layout.step_dir(tmp_path / "run", step) / "dist_ckpt")
         keys = [k for k in expected if k.startswith(("model.", "optimizer.state."))]
@@ -108,7 +114,7 @@ def test_consecutive_async_saves_each_hold_their_own_step(tmp_path):
 def test_uneven_shards_with_megatron_style_chunk_hooks(tmp_path, async_save):
     """Megatron-FSDP attaches true (uneven) chunk offsets to local shards; sync and async
     saves must both write those chunks, and the offline reader must stitch them."""
-    run_distributed(work.save_uneven_dtensor, 2, str(tmp_path / "run"), async_save)
+    run_distributed(save_uneven_dtensor, 2, str(tmp_path / "run"), async_save)
     reader = CheckpointReader(layout.step_dir(tmp_path / "run", 1) / "dist_ckpt")
     entry = reader.tensors["model.w"]
     assert sorted(c.sizes for c in entry.chunks) == [(3, 4), (7, 4)]

@@ -5,16 +5,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-import ckpt_workloads as work
-from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.checkpointer import Checkpointer, CheckpointContentsError, load_checkpoint
+from mfsdp_ckpt.format import layout
+from tests.support.fsdp_workloads import build, train
 from trainer.state import ModelState, OptimizerState
 
 
 @pytest.fixture
 def model_and_optimizer():
-    model, optimizer = work.build(sharded=False)
-    work.train(model, optimizer, 1)
+    model, optimizer = build(sharded=False)
+    train(model, optimizer, 1)
     return model, optimizer
 
 
@@ -58,7 +58,7 @@ def test_load_only_model_from_a_model_only_checkpoint(tmp_path, model_and_optimi
     Checkpointer(tmp_path, strategy="none").save(
         1, {"model": ModelState(model)}, contents=("model",)
     )
-    fresh, fresh_optimizer = work.build(sharded=False)
+    fresh, fresh_optimizer = build(sharded=False)
     paths = layout.resolve_checkpoint(tmp_path)
     with pytest.raises(CheckpointContentsError, match="holds \\['model'\\], not \\['optimizer'"):
         load_checkpoint(paths, states(fresh, fresh_optimizer, 0))
@@ -82,9 +82,9 @@ def test_resaving_a_step_replaces_it_whole(tmp_path, model_and_optimizer):
     model, optimizer = model_and_optimizer
     checkpointer = Checkpointer(tmp_path, strategy="none")
     checkpointer.save(1, states(model, optimizer, 1))
-    work.train(model, optimizer, 1)
+    train(model, optimizer, 1)
     checkpointer.save(1, states(model, optimizer, 1))
-    fresh, fresh_optimizer = work.build(sharded=False)
+    fresh, fresh_optimizer = build(sharded=False)
     load_checkpoint(layout.resolve_checkpoint(tmp_path), states(fresh, fresh_optimizer, 0))
     assert torch.equal(fresh.model.norm.weight, model.model.norm.weight)
     assert not list(tmp_path.glob("*old*")) and not list(tmp_path.glob("*.tmp"))

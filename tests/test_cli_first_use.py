@@ -5,7 +5,6 @@ group help with examples, one-line usage errors, and `./dev` itself."""
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 from click.testing import CliRunner
@@ -13,8 +12,8 @@ from click.testing import CliRunner
 from cli.demo import DEMO_MARKER, _claim
 from cli.launch import Launch, torchrun_command
 from cli.main import app
-from tests.sft_support import REPO
-from tests.test_offline_imports import modules_after
+from tests.support.fresh_python import mfsdp, modules_after
+from tests.support.paths import REPO
 
 MAIN_CATCHING_EXIT = """
 import sys
@@ -25,16 +24,6 @@ try:
 except SystemExit as done:
     print(json.dumps(done.code), file=sys.stderr)
 """
-
-
-def mfsdp(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", "from cli.main import main; main()", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 @pytest.mark.parametrize(

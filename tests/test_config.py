@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sft_support import REPO
+from tests.support.paths import REPO
 from trainer.config import ConfigError, SFTConfig, load_config
 
 

@@ -104,7 +104,7 @@ def test_dataset_errors_name_file_and_row(tmp_path, tokenizer):
 
 
 def test_validation_split_is_seeded_and_disjoint(tmp_path, tokenizer):
-    from tests.sft_support import write_chat_jsonl
+    from tests.support.sft import write_chat_jsonl
 
     path = write_chat_jsonl(tmp_path / "train.jsonl", rows=20)
     cfg = DataConfig(train_files=[str(path)], val_ratio=0.25)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import builtins
 import importlib
-from pathlib import Path
 
 import click
 import pytest
@@ -14,8 +13,8 @@ from click.testing import CliRunner
 
 from cli.errors import MfsdpGroup
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError, MfsdpUsageError
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("mfsdp_ckpt", "trainer", "cli")
 BUILTIN_ERRORS = {
     name
@@ -29,8 +28,8 @@ def _error_classes() -> list[tuple[str, str]]:
     class, read from the source so no module is left out for failing to import."""
     found = []
     for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for path in sorted((REPO / package).rglob("*.py")):
+            module = ".".join(path.relative_to(REPO).with_suffix("").parts)
             for node in ast.parse(path.read_text()).body:
                 if not isinstance(node, ast.ClassDef):
                     continue

@@ -10,7 +10,7 @@ import shutil
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
-from _export_support import save_single_process_checkpoint
+from tests.support.export import save_single_process_checkpoint
 from click.testing import CliRunner
 
 from cli.main import app

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.multiprocessing as mp
-from _export_support import fixed_inputs, load_report, logits_of
+from tests.support.export import fixed_inputs, load_report, logits_of
 from click.testing import CliRunner
 from safetensors import safe_open
 
@@ -37,7 +37,7 @@ def _train_and_save(rank: int, world: int, root: str, port: int) -> None:
     from mfsdp_ckpt.checkpointer import Checkpointer
     from trainer.state import ModelState, OptimizerState
 
-    from _export_support import copy_hf_assets_from
+    from tests.support.export import copy_hf_assets_from
 
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:

@@ -5,7 +5,7 @@ the same bytes as export from the local path."""
 from __future__ import annotations
 
 import pytest
-from _export_support import save_single_process_checkpoint
+from tests.support.export import save_single_process_checkpoint
 
 from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.storage.reader import CheckpointReader

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
-from _export_support import fixed_inputs, load_report, logits_of
+from tests.support.export import fixed_inputs, load_report, logits_of
 from click.testing import CliRunner
 
 from cli.main import app

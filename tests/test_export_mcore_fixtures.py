@@ -14,17 +14,18 @@ from pathlib import Path
 
 import pytest
 import torch
-from _export_support import load_report, logits_of
+from tests.support.export import load_report, logits_of
 
 from mfsdp_ckpt.convert.export_hf import export_hf
+from tests.support.paths import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "mcore"
+MCORE = FIXTURES / "mcore"
 FAMILY_DIRS = (
-    sorted(p for p in FIXTURES.iterdir() if (p / "dist_ckpt" / ".metadata").is_file())
-    if FIXTURES.is_dir()
+    sorted(p for p in MCORE.iterdir() if (p / "dist_ckpt" / ".metadata").is_file())
+    if MCORE.is_dir()
     else []
 )
-OPTIM_FIXTURES = Path(__file__).parent / "fixtures" / "mcore_optim"
+OPTIM_FIXTURES = FIXTURES / "mcore_optim"
 RUN_DIRS = (
     sorted(p for p in OPTIM_FIXTURES.iterdir() if (p / "run").is_dir())
     if OPTIM_FIXTURES.is_dir()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _export_support import save_single_process_checkpoint
+from tests.support.export import save_single_process_checkpoint
 from safetensors import safe_open
 
 from mfsdp_ckpt.convert import export_stream

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
-from _export_support import save_single_process_checkpoint
+from tests.support.export import save_single_process_checkpoint
 from click.testing import CliRunner
 from safetensors import safe_open
 from torch.distributed.checkpoint.metadata import ChunkStorageMetadata
@@ -31,8 +31,8 @@ from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.storage.out_dir import OutputDirError, claim_output
 from mfsdp_ckpt.format.dcp_metadata import load_metadata
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 FAST_SECONDS = 20.0
 
 

@@ -8,9 +8,9 @@ import os
 from pathlib import Path
 
 import pytest
-from interop_support import BUILDERS, made_optim, one_error_line, run_cli  # noqa: F401 (fixture)
 
 from mfsdp_ckpt.format import layout
+from tests.support.interop_layouts import BUILDERS, one_error_line, run_cli
 
 TRACKERS = {
     "fifo": lambda p: os.mkfifo(p),

@@ -15,19 +15,18 @@ import shutil
 from pathlib import Path
 
 import pytest
-from interop_support import (  # noqa: F401 (made_optim is a fixture)
+
+from mfsdp_ckpt.format import layout
+from tests.support.interop_layouts import (
     BUILDERS,
     DAMAGE,
-    made_optim,
     maker,
     one_error_line,
     run_cli,
     verl_rl_v1,
 )
+from tests.support.paths import FIXTURES
 
-from mfsdp_ckpt.format import layout
-
-FIXTURES = Path(__file__).parent / "fixtures"
 OURS = FIXTURES / "megatron_fsdp_qwen2" / "run"
 REAL_OPTIM = FIXTURES / "mcore_optim"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.multiprocessing as mp
-from _export_support import fixed_inputs, load_report, logits_of
+from tests.support.export import fixed_inputs, load_report, logits_of
 from click.testing import CliRunner
 
 from cli.main import app
@@ -23,8 +23,8 @@ from mfsdp_ckpt.lora import parse_adapter_key, peft_name
 from mfsdp_ckpt.format.manifest import read_manifest, sha256_file
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from mfsdp_ckpt.check.validate import validate_checkpoint
-from tests.distributed_helpers import run_distributed
-from tests.sft_support import tiny_config, write_chat_jsonl
+from tests.support.distributed import run_distributed
+from tests.support.sft import tiny_config, write_chat_jsonl
 from trainer.config import ConfigError, ModelConfig, load_config
 from trainer.metrics import read_metrics
 from trainer.resume import ResumeMismatchError

@@ -9,15 +9,15 @@ reproduce each one from the files.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
+from mfsdp_ckpt.check.validate import validate_checkpoint
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.storage.reader import CheckpointReader
-from mfsdp_ckpt.check.validate import validate_checkpoint
+from tests.support.paths import FIXTURES
 
-FIXTURE = Path(__file__).parent / "fixtures" / "megatron_fsdp_qwen2"
+FIXTURE = FIXTURES / "megatron_fsdp_qwen2"
 PROVENANCE = json.loads((FIXTURE / "provenance.json").read_text())
 
 

@@ -11,7 +11,8 @@ import sys
 import pytest
 import torch
 
-from tests.sft_support import REPO, write_chat_jsonl
+from tests.support.paths import REPO
+from tests.support.sft import write_chat_jsonl
 from trainer.metrics import read_metrics
 
 pytestmark = pytest.mark.gpu

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from tests.sft_support import REPO, write_chat_jsonl
+from tests.support.paths import REPO
+from tests.support.sft import write_chat_jsonl
 from trainer.distributed import free_port
 from trainer.metrics import read_metrics
 

@@ -14,52 +14,19 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 import torch
 
-from mfsdp_ckpt.format import dtypes, layout
 from mfsdp_ckpt.checkpointer import Checkpointer
-from mfsdp_ckpt.storage.reader import _tensor_layout
+from mfsdp_ckpt.format import dtypes, layout
 from mfsdp_ckpt.format.dcp_metadata import load_metadata_bytes, load_plain_metadata_bytes
+from mfsdp_ckpt.storage.reader import _tensor_layout
+from tests.support.fresh_python import modules_after
 
-REPO = Path(__file__).resolve().parents[1]
-HEAVY = ("torch.distributed.checkpoint", "torch.distributed.tensor", "transformers")
 RUN_CLI = "sys.argv = ['mfsdp', *sys.argv[2:]]\nfrom cli.main import main\nmain()"
-
-LOADED_AT_EXIT = r"""
-import atexit, json, sys
-sys.path.insert(0, sys.argv[1])
-roots = json.loads(sys.argv.pop(2))
-atexit.register(lambda: print(json.dumps(sorted(
-    m for m in sys.modules if any(m == root or m.startswith(root + ".") for root in roots)))))
-{body}
-"""
-
-
-def modules_after(body: str, *args: str, roots: tuple[str, ...] = HEAVY) -> list[str]:
-    """Run `body` in a fresh interpreter (`sys.argv[2:]` = `args`); the modules under `roots`
-    (packages, with their submodules) in its sys.modules when it exits."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            LOADED_AT_EXIT.format(body=body),
-            str(REPO),
-            json.dumps(roots),
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +43,7 @@ def dist_ckpt(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def hf_run(tmp_path_factory) -> Path:
     """A tiny Qwen2 checkpoint with HF names and config (what `mfsdp train` saves)."""
-    from _export_support import save_single_process_checkpoint
+    from tests.support.export import save_single_process_checkpoint
 
     from trainer.tiny import build_tiny_model_dir
 

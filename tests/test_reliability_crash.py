@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-import reliability_support as rs
+from tests import reliability_support as rs
 
 
 @pytest.fixture(scope="module")

@@ -24,11 +24,11 @@ import pytest
 import torch
 from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, MetadataIndex
 
-from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.checkpointer import Checkpointer
+from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dcp_metadata import load_metadata
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 MAX_GROWTH_MIB = 200  # what torch itself may touch on the way; a refused bomb is GiBs
 
 PROBE = r"""

@@ -33,7 +33,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from hostile_builders import (
+from mfsdp_ckpt.format import dtypes, layout
+from mfsdp_ckpt.format.dcp_metadata import (
+    UnsafeMetadataError,
+    _dcp_classes,
+    _plain_classes,
+    load_metadata_bytes,
+    load_plain_metadata_bytes,
+)
+from mfsdp_ckpt.format.restricted_pickle import DEFAULT_MAX_OPS
+from tests.hostile_builders import (
     dist_of,
     edit_metadata,
     model_weight,
@@ -44,15 +53,6 @@ from hostile_builders import (
     step_of,
     write_metadata,
 )
-from mfsdp_ckpt.format import dtypes, layout
-from mfsdp_ckpt.format.restricted_pickle import DEFAULT_MAX_OPS
-from mfsdp_ckpt.format.dcp_metadata import (
-    UnsafeMetadataError,
-    _dcp_classes,
-    _plain_classes,
-    load_metadata_bytes,
-    load_plain_metadata_bytes,
-)
 
 MAX_SECONDS = 30  # any one command here; the slowest (an opcode flood at the limit) takes a few
 
@@ -60,7 +60,7 @@ MAX_SECONDS = 30  # any one command here; the slowest (an opcode flood at the li
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory) -> Path:
     """A one-process checkpoint of the tiny Qwen2 model, exportable (config in huggingface/)."""
-    from _export_support import save_single_process_checkpoint
+    from tests.support.export import save_single_process_checkpoint
     from trainer.tiny import build_tiny_model_dir
 
     root = tmp_path_factory.mktemp("limits")

@@ -34,17 +34,17 @@ from torch.distributed.checkpoint.metadata import (
     TensorStorageMetadata,
 )
 
-from mfsdp_ckpt.format import dtypes, layout
 from mfsdp_ckpt.checkpointer import Checkpointer
+from mfsdp_ckpt.format import dtypes, layout
+from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import (
     CheckpointFormatError,
     CheckpointReader,
     chunk_coverage_problems,
     load_blob,
 )
-from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
-from mfsdp_ckpt.storage.byte_store import CheckpointFileError
-from test_reliability_fuzz import MemoryStore
+from tests.test_reliability_fuzz import MemoryStore
 
 DOCUMENTED = (UnsafeMetadataError, CheckpointFormatError, CheckpointFileError)
 EXAMPLES = {"metadata": 1000, "blob": 800}

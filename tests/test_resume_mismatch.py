@@ -16,8 +16,9 @@ from click.testing import CliRunner
 
 from cli.main import app
 from mfsdp_ckpt.format.layout import list_complete_steps
-from tests.distributed_helpers import run_distributed
-from tests.sft_support import REPO, tiny_config, write_chat_jsonl
+from tests.support.distributed import run_distributed
+from tests.support.paths import REPO
+from tests.support.sft import tiny_config, write_chat_jsonl
 from trainer.sft import run_sft
 
 SETTINGS = (

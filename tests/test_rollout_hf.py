@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from tests.rollout_support import PROMPTS, perturbed_model, reference_logprobs
+from tests.support.rollout import PROMPTS, perturbed_model, reference_logprobs
 from trainer.rollout.base import SamplingParams
 from trainer.rollout.decode_ops import DecodeOps
 from trainer.rollout.hf import HFRolloutEngine

@@ -3,7 +3,7 @@ its last step, when that step was also a scheduled save."""
 
 from __future__ import annotations
 
-from sft_support import tiny_config, write_chat_jsonl
+from tests.support.sft import tiny_config, write_chat_jsonl
 
 from mfsdp_ckpt.format.layout import step_dir
 from trainer.metrics import read_metrics

@@ -8,7 +8,8 @@ from click.testing import CliRunner
 
 from cli.main import app
 from mfsdp_ckpt.format.layout import list_complete_steps
-from tests.sft_support import REPO, write_chat_jsonl
+from tests.support.paths import REPO
+from tests.support.sft import write_chat_jsonl
 
 CONFIG = str(REPO / "examples" / "sft_tiny_cpu.yaml")
 

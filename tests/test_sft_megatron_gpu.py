@@ -12,9 +12,10 @@ import sys
 import pytest
 import torch
 
-from mfsdp_ckpt.storage.reader import CheckpointReader
 from mfsdp_ckpt.check.validate import validate_checkpoint
-from tests.sft_support import REPO, write_chat_jsonl
+from mfsdp_ckpt.storage.reader import CheckpointReader
+from tests.support.paths import REPO
+from tests.support.sft import write_chat_jsonl
 from trainer.metrics import read_metrics
 
 pytestmark = pytest.mark.gpu

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from mfsdp_ckpt.format.layout import list_complete_steps
 from mfsdp_ckpt.check.validate import validate_checkpoint
-from tests.distributed_helpers import run_distributed
-from tests.sft_support import tiny_config, write_chat_jsonl
+from mfsdp_ckpt.format.layout import list_complete_steps
+from tests.support.distributed import run_distributed
+from tests.support.sft import tiny_config, write_chat_jsonl
 from trainer.metrics import read_metrics
 from trainer.resume import ResumeMismatchError
 from trainer.sft import run_sft

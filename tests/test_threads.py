@@ -7,10 +7,9 @@ import sys
 
 import pytest
 
+from tests.support.paths import REPO
 from trainer import threads
 from trainer.threads import choose_threads
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture
@@ -72,7 +71,7 @@ def test_the_choice_reaches_torch_and_is_logged_once(local_ranks):
         [sys.executable, "-c", CHOSEN_THEN_TORCH, str(local_ranks)],
         capture_output=True,
         text=True,
-        env={**env, "PYTHONPATH": REPO, "MFSDP_LOG_LEVEL": "INFO"},
+        env={**env, "PYTHONPATH": str(REPO), "MFSDP_LOG_LEVEL": "INFO"},
         cwd=REPO,
         timeout=120,
     )

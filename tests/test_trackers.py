@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from tests.sft_support import tiny_config, write_chat_jsonl
+from tests.support.sft import tiny_config, write_chat_jsonl
 from trainer.config import ConfigError
 from trainer.metrics import read_metrics
 from trainer.sft import run_sft

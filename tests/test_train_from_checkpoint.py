@@ -11,7 +11,8 @@ from click.testing import CliRunner
 from cli.main import app
 from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.convert.import_hf import import_hf
-from tests.sft_support import REPO, tiny_config, write_chat_jsonl
+from tests.support.paths import REPO
+from tests.support.sft import tiny_config, write_chat_jsonl
 from trainer.config import ConfigError
 from trainer.model import build_hf_config, load_tokenizer
 from trainer.sft import run_sft

@@ -5,7 +5,7 @@ import copy
 import torch
 import torch.distributed as dist
 
-from tests.distributed_helpers import run_distributed
+from tests.support.distributed import run_distributed
 from trainer.optim import clip_grad_norm
 
 

@@ -11,9 +11,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from distributed_helpers import run_distributed
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.storage.reader import CheckpointReader
+from tests.support.distributed import run_distributed
 
 WORLD = 3
 FULL = {

@@ -7,12 +7,12 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
+
 pytestmark = pytest.mark.gpu
 
 

@@ -7,7 +7,8 @@ import re
 import pytest
 import yaml
 
-from tests.sft_support import REPO
+from tests.support.fresh_python import mfsdp
+from tests.support.paths import REPO
 from trainer.config import ConfigError, SFTConfig, load_config
 from trainer.grpo.config import GRPOConfig
 from trainer.verl_import import VerlSourceError, convert_verl
@@ -296,19 +297,17 @@ def test_from_verl_refuses_what_is_not_a_verl_run(tmp_path):
 
 
 def test_from_verl_command_line_exit_codes(tmp_path):
-    from tests.test_cli_first_use import mfsdp as run
-
-    ok = run("config", "from-verl", str(EXAMPLES / "run_grpo_megatron_fsdp.sh"))
+    ok = mfsdp("config", "from-verl", str(EXAMPLES / "run_grpo_megatron_fsdp.sh"))
     assert ok.returncode == 0, ok.stderr
     assert yaml.safe_load(ok.stdout)["actor"]["ppo_mini_batch_size"] == 16
     script = tmp_path / "run.sh"
     script.write_text("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.mode=async\n")
-    partial = run("config", "from-verl", str(script))
+    partial = mfsdp("config", "from-verl", str(script))
     assert (
         partial.returncode == 1
         and "NOT carried over: actor_rollout_ref.rollout.mode=async" in partial.stdout
     )
-    missing = run("config", "from-verl", str(tmp_path / "absent.sh"))
+    missing = mfsdp("config", "from-verl", str(tmp_path / "absent.sh"))
     assert missing.returncode == 2 and missing.stderr.strip().count("\n") == 0
 
 

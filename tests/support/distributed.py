@@ -7,7 +7,6 @@ checkpoints Megatron-FSDP writes on GPUs, so the checkpoint layer is tested for 
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -43,7 +42,3 @@ def run_distributed(fn: Callable[..., Any], world_size: int, *args: Any) -> None
         start_method="spawn",
         join=True,
     )
-
-
-def scratch_dir() -> str:
-    return tempfile.mkdtemp(prefix="mfsdp-test-")

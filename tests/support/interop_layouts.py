@@ -17,13 +17,12 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from cli.main import app
+from tests.support.paths import FIXTURES
 
 STEP = 40
-FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def maker():
@@ -33,12 +32,6 @@ def maker():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.fixture(scope="session")
-def made_optim(tmp_path_factory) -> Path:
-    """The Megatron-LM-shaped checkpoint with optimizer state, made once per session."""
-    return maker().make(tmp_path_factory.mktemp("megatron_lm_optim"))
 
 
 def run_cli(*args) -> tuple[int, str, str]:

@@ -12,8 +12,8 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.checkpointer import Checkpointer, load_checkpoint
+from mfsdp_ckpt.format import layout
 from trainer.state import ModelState, OptimizerState
 from trainer.tiny import tiny_config_kwargs
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.support.paths import REPO
 from trainer.config import SFTConfig, load_config
 from trainer.tiny import GSM8K_SUFFIX, synthetic_arithmetic
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def write_chat_jsonl(path: Path, rows: int = 48, seed: int = 0) -> Path:

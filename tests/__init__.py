@@ -1,0 +1,7 @@
+"""The test suite, grouped like the code (ckpt/, trainer/, grpo/, rollout/, cli/, ...).
+
+Every folder is a package, so pytest puts the repository root on sys.path and every test
+and helper imports the same way, from the root: `from tests.support.sft import ...`. A
+subprocess a test starts imports the same way: cwd or PYTHONPATH is the repository root
+(`tests.support.paths.REPO`), and a worker script runs as `python -m tests.<folder>.<name>`.
+"""
