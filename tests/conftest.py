@@ -1,7 +1,4 @@
 import os
-from pathlib import Path
-
-import pytest
 
 # Child processes inherit this: two cores, so one thread each keeps multi-process tests fast.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -15,11 +12,3 @@ def pytest_sessionstart(session):
             import vllm  # noqa: F401
         except Exception as err:  # any import failure of the engine is the point
             raise RuntimeError(f"vLLM is required here but does not import: {err}") from err
-
-
-@pytest.fixture(scope="session")
-def made_optim(tmp_path_factory) -> Path:
-    """The Megatron-LM-shaped checkpoint with optimizer state, made once per session."""
-    from tests.support.interop_layouts import maker
-
-    return maker().make(tmp_path_factory.mktemp("megatron_lm_optim"))

@@ -2,7 +2,7 @@
 
 Each `Fault` says how to damage (or booby-trap) a fresh copy of a small SFT run and what
 each consumer must then do: `mfsdp ckpt validate --deep`, `mfsdp ckpt export-hf` and
-`mfsdp train sft` resuming (`checkpoint.resume=auto`). `tests/test_reliability_matrix.py`
+`mfsdp train sft` resuming (`checkpoint.resume=auto`). `tests/reliability/test_reliability_matrix.py`
 parametrizes over `FAULTS`; `scripts/reliability_report.py` runs the same table and writes
 docs/reliability.md, so the documented outcomes are the tested ones.
 

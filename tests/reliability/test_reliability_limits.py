@@ -1,6 +1,6 @@
 """Hostile bytes inside checkpoint files, by class, each class as generated instances.
 
-Every CLI case runs through `hostile_builders.run_limited`: a fresh process whose address
+Every CLI case runs through `hostile_bytes.run_limited`: a fresh process whose address
 space is capped at its size after imports + 1.5 GiB, each command under a 30 s alarm. A
 case passes when the command refuses with one `error:` line (or validate's INVALID
 verdict), exit 1 or 2, no exception escaping (MemoryError and TimeoutError included), in
@@ -42,7 +42,7 @@ from mfsdp_ckpt.format.dcp_metadata import (
     load_plain_metadata_bytes,
 )
 from mfsdp_ckpt.format.restricted_pickle import DEFAULT_MAX_OPS
-from tests.hostile_builders import (
+from tests.reliability.hostile_bytes import (
     dist_of,
     edit_metadata,
     model_weight,

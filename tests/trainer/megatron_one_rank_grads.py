@@ -7,7 +7,7 @@ with the relative error against FSDP2 over all gradients together and the larges
 tensors, and the range of their norm ratios (a doubled gradient reads 2.0). Run directly on a
 CUDA machine:
 
-    python tests/megatron_one_rank_grads.py --micro-batches 1 3 [--zero-dp optim_grads_params optim]
+    python -m tests.trainer.megatron_one_rank_grads --micro-batches 1 3 [--zero-dp optim_grads_params optim]
 """
 
 from __future__ import annotations
@@ -15,19 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from trainer.config import ModelConfig, OptimConfig, StrategyConfig  # noqa: E402
-from trainer.data.batching import collate_padded  # noqa: E402
-from trainer.data.chat import Example  # noqa: E402
-from trainer.distributed import init_distributed, shutdown  # noqa: E402
-from trainer.model import build_hf_config, build_model, load_tokenizer  # noqa: E402
-from trainer.strategies import make_strategy  # noqa: E402
+from trainer.config import ModelConfig, OptimConfig, StrategyConfig
+from trainer.data.batching import collate_padded
+from trainer.data.chat import Example
+from trainer.distributed import init_distributed, shutdown
+from trainer.model import build_hf_config, build_model, load_tokenizer
+from trainer.strategies import make_strategy
 
 
 def micro_batches(count: int, vocab: int, device: torch.device, step: int) -> list:

@@ -1,4 +1,5 @@
-"""Worker for tests/test_uneven_chunks_gpu.py, run under torchrun on 2 GPUs with Megatron-FSDP.
+"""Worker for tests/ckpt/test_uneven_chunks_gpu.py, run on 2 GPUs with Megatron-FSDP as
+`torchrun --nproc-per-node 2 -m tests.ckpt.megatron_chunk_offsets OUT` from the repository root.
 
 Builds a small Qwen2 through the Megatron-FSDP strategy, trains one step (so Adam state
 exists), and compares, tensor by tensor, the chunk offsets `attach_uneven_chunk_metadata`

@@ -1,5 +1,5 @@
 """The varlen kernel for packed rows against SDPA with the block-diagonal mask, on a GPU
-(pytest -m gpu tests/test_attention_gpu.py): outputs and gradients within bf16 noise."""
+(pytest -m gpu tests/trainer/test_attention_gpu.py): outputs and gradients within bf16 noise."""
 
 from __future__ import annotations
 

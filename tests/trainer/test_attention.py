@@ -1,6 +1,6 @@
 """`model.attn_implementation=varlen` on CPU: packed rows carry their document boundaries, the
 model accepts them, and the SDPA fallback with the block mask gives the unpacked loss and
-gradients (the CUDA kernel is checked against it in tests/test_attention_gpu.py)."""
+gradients (the CUDA kernel is checked against it in tests/trainer/test_attention_gpu.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`model.liger` / `model.loss=liger` without liger-kernel: one error naming the setting, before
-any step runs (the kernels themselves are checked on a GPU, tests/test_kernels_gpu.py)."""
+any step runs (the kernels themselves are checked on a GPU, tests/trainer/test_kernels_gpu.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Megatron-FSDP on one data-parallel rank: each of two steps' gradients equals FSDP2's at 1, 2
-and 3 micro-batches, and SFT trains (1 GPU: pytest -m gpu tests/test_megatron_one_rank_gpu.py)."""
+and 3 micro-batches, and SFT trains (1 GPU: pytest -m gpu tests/trainer/test_megatron_one_rank_gpu.py)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ def test_one_rank_gradients_equal_fsdp2():
     done = subprocess.run(
         [
             sys.executable,
-            str(REPO / "tests" / "megatron_one_rank_grads.py"),
+            "-m",
+            "tests.trainer.megatron_one_rank_grads",
             "--micro-batches",
             "1",
             "2",

@@ -1,7 +1,7 @@
 """Opcode-level fuzzing of the two pickle readers a checkpoint feeds: `.metadata` and the
 `data.pkl` inside each tensor blob.
 
-Byte flips (tests/test_reliability_fuzz.py) mostly break a pickle at its first opcode.
+Byte flips (tests/reliability/test_reliability_fuzz.py) mostly break a pickle at its first opcode.
 Here a real pickle is cut into its opcodes and mutated as a program: opcodes deleted,
 repeated, swapped, and new ones inserted from a vocabulary of what attacks use (BUILD,
 SETITEM(S), APPEND(S) after admitted globals, NEWOBJ/REDUCE, memo indices near 2**31,
@@ -44,7 +44,7 @@ from mfsdp_ckpt.storage.reader import (
     chunk_coverage_problems,
     load_blob,
 )
-from tests.test_reliability_fuzz import MemoryStore
+from tests.reliability.memory_store import MemoryStore
 
 DOCUMENTED = (UnsafeMetadataError, CheckpointFormatError, CheckpointFileError)
 EXAMPLES = {"metadata": 1000, "blob": 800}

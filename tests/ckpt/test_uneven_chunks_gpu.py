@@ -1,5 +1,5 @@
 """mfsdp's single-gather chunk offsets equal Megatron-FSDP's per-tensor ones on a real
-Megatron-FSDP model (2 GPUs: pytest -m gpu tests/test_uneven_chunks_gpu.py)."""
+Megatron-FSDP model (2 GPUs: pytest -m gpu tests/ckpt/test_uneven_chunks_gpu.py)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ def test_offsets_match_megatron_fsdp_for_model_and_adam_state(tmp_path):
         "torch.distributed.run",
         "--nproc-per-node",
         "2",
-        str(REPO / "tests" / "megatron_chunk_offsets.py"),
+        "-m",
+        "tests.ckpt.megatron_chunk_offsets",
         str(tmp_path),
     ]
     done = subprocess.run(

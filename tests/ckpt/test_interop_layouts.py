@@ -3,9 +3,10 @@
 Parametrized over fixtures with optimizer state: a CPU stand-in made by
 tests/fixtures/megatron_lm_optim/make_megatron_lm_optim.py (Megatron-LM's keys, with a
 distributed optimizer's state), and each real Megatron-core save found in
-tests/fixtures/mcore_optim/<family>/ (config.json + run/iter_NNNNNNN/). Each is laid out as verl RL v1 and v2, verl SFT,
-Megatron-LM and a bare dist_ckpt dir (tests/interop_support.py); mfsdp's own layout comes
-from tests/fixtures/megatron_fsdp_qwen2.
+tests/fixtures/mcore_optim/<family>/ (config.json + run/iter_NNNNNNN/). Each is laid out as
+verl RL v1 and v2, verl SFT, Megatron-LM and a bare dist_ckpt dir
+(tests/support/interop_layouts.py); mfsdp's own layout comes from
+tests/fixtures/megatron_fsdp_qwen2.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from mfsdp_ckpt.storage.reader import (
 )
 from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from tests.reliability.memory_store import MemoryStore
 
 DOCUMENTED = (UnsafeMetadataError, CheckpointFormatError, CheckpointFileError)
 CASES = {"metadata_bytes": 4000, "metadata_generated": 3000, "manifest": 4000}  # 11,000 in all
@@ -44,29 +45,6 @@ def fuzz_settings(name: str):
         deadline=None,
         suppress_health_check=list(HealthCheck),
     )
-
-
-class MemoryStore:
-    """The real checkpoint's files in memory, with `.metadata` swapped for the fuzzed bytes."""
-
-    def __init__(self, files: dict[str, bytes]):
-        self.files, self.root = files, "<memory>"
-
-    def read_range(self, name: str, offset: int, length: int) -> bytes:
-        data = self.files.get(name)
-        if data is None:
-            raise CheckpointFileError(f"{name}: file is missing")
-        if offset < 0 or length < 0 or offset + length > len(data):
-            raise CheckpointFileError(
-                f"{name}: needs bytes [{offset}, {offset + length}) (truncated?)"
-            )
-        return data[offset : offset + length]
-
-    def size(self, name: str) -> int | None:
-        return len(self.files[name]) if name in self.files else None
-
-    def list_files(self) -> list[str]:
-        return sorted(self.files)
 
 
 @pytest.fixture(scope="module")

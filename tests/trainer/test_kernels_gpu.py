@@ -1,4 +1,4 @@
-"""liger-kernel as a lever (1 GPU: pytest -m gpu tests/test_kernels_gpu.py): the fused RoPE,
+"""liger-kernel as a lever (1 GPU: pytest -m gpu tests/trainer/test_kernels_gpu.py): the fused RoPE,
 RMSNorm and SwiGLU and the fused linear cross-entropy compute what the plain model does."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Megatron-FSDP SFT on 2 GPUs (run on a 2-GPU machine: pytest -m gpu tests/test_sft_megatron_gpu.py).
+"""Megatron-FSDP SFT on 2 GPUs (run on a 2-GPU machine:
+pytest -m gpu tests/trainer/test_sft_megatron_gpu.py).
 
 Trains the tiny model with strategy megatron_fsdp under torchrun, checks the loss falls,
 resumes, validates the checkpoint, exports it, and checks that its keys are the ones an
