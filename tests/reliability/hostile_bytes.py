@@ -1,6 +1,6 @@
 """Builders of hostile checkpoint bytes, by class, and a runner that feeds them to the CLI
-under an address-space limit and a timeout (tests/reliability/test_reliability_limits.py, and the
-report script through it).
+under an address-space limit and a timeout (tests/reliability/test_reliability_limits.py,
+and the report script through it).
 
 A case is a CLI argument list; `run_limited` runs a batch of them in one fresh process
 whose RLIMIT_AS is its size after imports plus `budget` bytes, each case under SIGALRM,

@@ -1,6 +1,6 @@
 """Bad command lines, configs and data, and a disk that fills up during a save.
 
-Each case of `BAD_INPUTS` (tests/reliability_support.py) must print exactly one `error:`
+Each case of `BAD_INPUTS` (tests/reliability/bad_inputs.py) must print exactly one `error:`
 line naming the problem, exit 2 (usage) or 1 (runtime), and leave the run's previous
 checkpoint byte-identical. A save that runs out of disk fails the same way and leaves
 the previous step, the tracker and no temp dir behind.
@@ -10,22 +10,25 @@ from __future__ import annotations
 
 import pytest
 
-from tests import reliability_support as rs
+from tests.reliability.bad_inputs import BAD_INPUTS, run_bad_input
+from tests.reliability.disk_full import disk_full_run
+from tests.reliability.sft_run import make_pristine
+from tests.support.paths import REPO
 
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory):
-    return rs.make_pristine(tmp_path_factory.mktemp("bad_input"))
+    return make_pristine(tmp_path_factory.mktemp("bad_input"))
 
 
-@pytest.mark.parametrize("bad", rs.BAD_INPUTS, ids=lambda b: b.name)
+@pytest.mark.parametrize("bad", BAD_INPUTS, ids=lambda b: b.name)
 def test_bad_input(pristine, tmp_path, bad):
-    observed = rs.run_bad_input(bad, pristine, tmp_path)
+    observed = run_bad_input(bad, pristine, tmp_path)
     assert not observed.problems, f"{observed.problems}\n{observed.outcome.output[-2000:]}"
 
 
 def test_disk_full_during_save(pristine, tmp_path):
-    observed, how = rs.disk_full_run(pristine, tmp_path)
+    observed, how = disk_full_run(pristine, tmp_path)
     assert not observed.problems, f"{how}: {observed.problems}\n{observed.outcome.output[-2000:]}"
 
 
@@ -53,7 +56,7 @@ def test_a_write_failing_in_one_writer_thread_fails_the_save(tmp_path):
     from mfsdp_ckpt.format import layout
 
     done = subprocess.run(
-        [sys.executable, "-c", WRITER_THREAD_FAILURE, str(rs.REPO), str(tmp_path / "run")],
+        [sys.executable, "-c", WRITER_THREAD_FAILURE, str(REPO), str(tmp_path / "run")],
         capture_output=True,
         text=True,
         timeout=300,

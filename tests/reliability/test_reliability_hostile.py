@@ -7,7 +7,7 @@ would allocate and zero 2 GiB); a tensor claiming 10 TB; a tensor claiming 512 G
 chunks that point into a file of a few bytes (the reader must not allocate the output
 before checking the files can hold it); offsets that overflow int64. The consumer-level
 hostile faults (code in .metadata or a blob, path traversal, symlinks out) are in the
-fault matrix, tests/reliability_support.py.
+fault matrix, tests/reliability/faults.py.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every fault of the matrix (tests/reliability_support.py) against every consumer.
+"""Every fault of the matrix (tests/reliability/faults.py) against every consumer.
 
 For each damaged or booby-trapped copy of a small SFT run: `mfsdp ckpt validate --deep`
 names the fault; `mfsdp ckpt export-hf` and a resumed `mfsdp train sft` refuse with one
@@ -10,25 +10,26 @@ from __future__ import annotations
 
 import pytest
 
-from tests import reliability_support as rs
+from tests.reliability.faults import CONSUMERS, FAULTS, apply_and_consume
+from tests.reliability.sft_run import fresh_copy, make_pristine
 
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory):
-    return rs.make_pristine(tmp_path_factory.mktemp("reliability"))
+    return make_pristine(tmp_path_factory.mktemp("reliability"))
 
 
-@pytest.mark.parametrize("consumer", list(rs.CONSUMERS))
+@pytest.mark.parametrize("consumer", list(CONSUMERS))
 def test_pristine_run_is_accepted(pristine, tmp_path, consumer):
-    run = rs.fresh_copy(pristine, tmp_path)
-    outcome = rs.CONSUMERS[consumer](run)
+    run = fresh_copy(pristine, tmp_path)
+    outcome = CONSUMERS[consumer](run)
     assert outcome.exit_code == 0 and not outcome.traceback, outcome.output[-2000:]
 
 
-@pytest.mark.parametrize("consumer", list(rs.CONSUMERS))
-@pytest.mark.parametrize("fault", rs.FAULTS, ids=lambda f: f.name)
+@pytest.mark.parametrize("consumer", list(CONSUMERS))
+@pytest.mark.parametrize("fault", FAULTS, ids=lambda f: f.name)
 def test_fault(pristine, tmp_path, fault, consumer):
-    observed = rs.apply_and_consume(fault, pristine, tmp_path, consumer)
+    observed = apply_and_consume(fault, pristine, tmp_path, consumer)
     assert not observed.problems, f"{observed.problems}\n{observed.outcome.output[-2000:]}"
 
 
@@ -51,5 +52,5 @@ def test_every_issue_fault_is_in_the_matrix():
         "absurd_shape",
         "absurd_offset",
     }
-    assert required <= {f.name for f in rs.FAULTS}
-    assert all(set(f.expect) == set(rs.CONSUMERS) for f in rs.FAULTS)
+    assert required <= {f.name for f in FAULTS}
+    assert all(set(f.expect) == set(CONSUMERS) for f in FAULTS)
