@@ -18,6 +18,7 @@ from mfsdp_ckpt.check.validate import validate_checkpoint
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError, load_metadata
 from mfsdp_ckpt.storage.reader import CheckpointFormatError, CheckpointReader
+from tests.support.ckpt_edits import RunsCode, biggest_shard
 from tests.support.distributed import run_distributed
 from tests.support.fsdp_workloads import build, train_and_save
 
@@ -40,10 +41,6 @@ def step_dir(run: Path) -> Path:
     return layout.step_dir(run, 2)
 
 
-def biggest_shard(run: Path) -> Path:
-    return max((step_dir(run) / "dist_ckpt").glob("*.distcp"), key=lambda p: p.stat().st_size)
-
-
 def errors(run: Path, deep: bool = False) -> list[str]:
     report = validate_checkpoint(run, deep=deep)
     return [str(f) for f in report.findings if f.severity == "error"]
@@ -54,14 +51,14 @@ def test_pristine_checkpoint_is_valid(run):
 
 
 def test_truncated_shard(run):
-    shard = biggest_shard(run)
+    shard = biggest_shard(step_dir(run))
     shard.write_bytes(shard.read_bytes()[:-100])
     found = errors(run)
     assert any(shard.name in e and "truncated" in e for e in found), found
 
 
 def test_flipped_byte_caught_by_deep(run):
-    shard = biggest_shard(run)
+    shard = biggest_shard(step_dir(run))
     data = bytearray(shard.read_bytes())
     data[len(data) // 2] ^= 0xFF
     shard.write_bytes(bytes(data))
@@ -71,7 +68,7 @@ def test_flipped_byte_caught_by_deep(run):
 
 
 def test_deleted_shard(run):
-    shard = biggest_shard(run)
+    shard = biggest_shard(step_dir(run))
     shard.unlink()
     found = errors(run)
     assert any(shard.name in e and "missing" in e for e in found), found
@@ -139,22 +136,10 @@ def test_truncated_metadata(run):
     assert any(".metadata" in e and "unreadable" in e for e in found), found
 
 
-class _RunsCode:
-    """Pickles to a call of os.system: what a malicious .metadata would contain."""
-
-    def __init__(self, marker: Path):
-        self.marker = marker
-
-    def __reduce__(self):
-        import os
-
-        return (os.system, (f"touch {self.marker}",))
-
-
 def test_metadata_that_would_run_code_is_refused(run, tmp_path):
     marker = tmp_path / "pwned"
     metadata = step_dir(run) / "dist_ckpt" / ".metadata"
-    metadata.write_bytes(pickle.dumps(_RunsCode(marker)))
+    metadata.write_bytes(pickle.dumps(RunsCode(marker)))
     with pytest.raises(UnsafeMetadataError, match="refusing to load global (posix|os).system"):
         load_metadata(metadata)
     found = errors(run)
@@ -169,7 +154,7 @@ def test_blob_that_would_run_code_is_refused(run, tmp_path):
     entry = reader.tensors["model.model.norm.weight"]
     chunk = next(c for c in entry.chunks if c.numel)
     buffer = io.BytesIO()
-    torch.save(_RunsCode(marker), buffer)
+    torch.save(RunsCode(marker), buffer)
     payload = buffer.getvalue()
     shard = step_dir(run) / "dist_ckpt" / chunk.file
     data = bytearray(shard.read_bytes())
@@ -182,7 +167,7 @@ def test_blob_that_would_run_code_is_refused(run, tmp_path):
 
 
 def test_symlink_out_of_checkpoint_is_refused(run, tmp_path):
-    shard = biggest_shard(run)
+    shard = biggest_shard(step_dir(run))
     outside = tmp_path / "outside.bin"
     outside.write_bytes(shard.read_bytes())
     shard.unlink()
@@ -196,7 +181,7 @@ def test_cli_exit_codes_and_json(run, tmp_path):
     ok = runner.invoke(app, ["ckpt", "validate", str(run), "--json"])
     assert ok.exit_code == 0, ok.output
     assert json.loads(ok.output)["valid"] is True
-    biggest_shard(run).unlink()
+    biggest_shard(step_dir(run)).unlink()
     bad = runner.invoke(app, ["ckpt", "validate", str(run)])
     assert bad.exit_code == 1 and "INVALID" in bad.output
     usage = runner.invoke(app, ["ckpt", "validate", str(tmp_path / "nope")])

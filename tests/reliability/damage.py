@@ -5,20 +5,24 @@ a file is changed on purpose, so no other check fires first)."""
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import io
-import json
 import os
 import pickle
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 from mfsdp_ckpt.format import layout
-from mfsdp_ckpt.format.dcp_metadata import load_metadata
 from tests.reliability.sft_run import step_dir
+from tests.support.ckpt_edits import (
+    RunsCode,
+    biggest_shard,
+    edit_manifest,
+    edit_metadata,
+    point_at_appended_blob,
+    write_metadata,
+)
 
 MARKER = "pwned"  # a file a booby-trapped checkpoint tries to create next to the run dir
 BAIT = "outside.distcp"  # a file outside the checkpoint that hostile paths point at
@@ -26,40 +30,6 @@ BAIT = "outside.distcp"  # a file outside the checkpoint that hostile paths poin
 
 def dist_ckpt(run: Path) -> Path:
     return step_dir(run) / layout.DIST_CKPT_DIR
-
-
-def biggest_shard(run: Path) -> Path:
-    return max(dist_ckpt(run).glob("*.distcp"), key=lambda p: (p.stat().st_size, p.name))
-
-
-def _edit_manifest(run: Path, edit: Callable[[dict], None]) -> None:
-    path = step_dir(run) / layout.MANIFEST_FILE
-    data = json.loads(path.read_text())
-    edit(data)
-    path.write_text(json.dumps(data, indent=2))
-
-
-def _rehash(run: Path, *names: str) -> None:
-    """Make the manifest agree with files changed on purpose, so only the intended fault shows."""
-
-    def edit(data: dict) -> None:
-        for name in names:
-            file = step_dir(run) / name
-            data["files"][name] = {
-                "size": file.stat().st_size,
-                "sha256": hashlib.sha256(file.read_bytes()).hexdigest(),
-            }
-
-    _edit_manifest(run, edit)
-
-
-def _rewrite_metadata(run: Path, edit: Callable) -> None:
-    """Load .metadata (safely), let `edit` change it, pickle it back, fix the manifest."""
-    path = dist_ckpt(run) / layout.DCP_METADATA_FILE
-    metadata = load_metadata(path)
-    edit(metadata)
-    path.write_bytes(pickle.dumps(metadata))
-    _rehash(run, f"{layout.DIST_CKPT_DIR}/{layout.DCP_METADATA_FILE}")
 
 
 def _first_model_chunk(metadata, name: str = "model.model.norm.weight"):
@@ -71,34 +41,24 @@ def _first_model_chunk(metadata, name: str = "model.model.norm.weight"):
     return next(k for k in metadata.storage_data if k.fqn == index.fqn and k.offset == index.offset)
 
 
-class _RunsCode:
-    """Pickles to a call of os.system: what a malicious checkpoint would contain."""
-
-    def __init__(self, marker: Path):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (os.system, (f"touch {self.marker}",))
-
-
 def marker_for(run: Path) -> Path:
     return run.parent / MARKER
 
 
 def truncate_shard(run: Path) -> None:
-    shard = biggest_shard(run)
+    shard = biggest_shard(step_dir(run))
     shard.write_bytes(shard.read_bytes()[:-100])
 
 
 def flip_byte(run: Path) -> None:
-    shard = biggest_shard(run)
+    shard = biggest_shard(step_dir(run))
     data = bytearray(shard.read_bytes())
     data[len(data) // 2] ^= 0xFF
     shard.write_bytes(bytes(data))
 
 
 def delete_shard(run: Path) -> None:
-    biggest_shard(run).unlink()
+    biggest_shard(step_dir(run)).unlink()
 
 
 def add_unknown_file(run: Path) -> None:
@@ -106,9 +66,9 @@ def add_unknown_file(run: Path) -> None:
 
 
 def edit_manifest_size(run: Path) -> None:
-    name = f"{layout.DIST_CKPT_DIR}/{biggest_shard(run).name}"
-    _edit_manifest(
-        run, lambda data: data["files"][name].update(size=data["files"][name]["size"] + 1)
+    name = f"{layout.DIST_CKPT_DIR}/{biggest_shard(step_dir(run)).name}"
+    edit_manifest(
+        step_dir(run), lambda data: data["files"][name].update(size=data["files"][name]["size"] + 1)
     )
 
 
@@ -130,50 +90,44 @@ def drop_optimizer_state(run: Path) -> None:
         for index in [i for i in metadata.storage_data if i.fqn.startswith("optimizer.")]:
             del metadata.storage_data[index]
 
-    _rewrite_metadata(run, edit)
+    edit_metadata(step_dir(run), edit)
 
 
 def drop_storage_entry(run: Path) -> None:
     """What a save leaves when a writer thread's file fails silently (stock DCP): a chunk
     in the metadata with no storage entry."""
-    _rewrite_metadata(run, lambda metadata: metadata.storage_data.pop(_first_model_chunk(metadata)))
+    edit_metadata(
+        step_dir(run), lambda metadata: metadata.storage_data.pop(_first_model_chunk(metadata))
+    )
 
 
 def metadata_runs_code(run: Path) -> None:
-    path = dist_ckpt(run) / layout.DCP_METADATA_FILE
-    path.write_bytes(pickle.dumps(_RunsCode(marker_for(run))))
-    _rehash(run, f"{layout.DIST_CKPT_DIR}/{layout.DCP_METADATA_FILE}")
+    write_metadata(step_dir(run), pickle.dumps(RunsCode(marker_for(run))))
 
 
 def blob_runs_code(run: Path) -> None:
     """A model tensor's blob is a torch.save of a code-running object (appended, metadata
     repointed, manifest updated): harmless only to a weights-only unpickler."""
     buffer = io.BytesIO()
-    torch.save(_RunsCode(marker_for(run)), buffer)
-    payload = buffer.getvalue()
+    torch.save(RunsCode(marker_for(run)), buffer)
 
     def edit(metadata) -> None:
         index = _first_model_chunk(metadata)
-        info = metadata.storage_data[index]
-        shard = dist_ckpt(run) / info.relative_path
-        offset = shard.stat().st_size
-        with open(shard, "ab") as handle:
-            handle.write(payload)
-        metadata.storage_data[index] = dataclasses.replace(info, offset=offset, length=len(payload))
-        _rehash(run, f"{layout.DIST_CKPT_DIR}/{info.relative_path}")
+        point_at_appended_blob(step_dir(run), metadata, index, buffer.getvalue())
 
-    _rewrite_metadata(run, edit)
+    edit_metadata(step_dir(run), edit)
 
 
 def manifest_path_traversal(run: Path) -> None:
-    _edit_manifest(
-        run, lambda data: data["files"].update({"../../x": {"size": 1, "sha256": "0" * 64}})
+    edit_manifest(
+        step_dir(run),
+        lambda data: data["files"].update({"../../x": {"size": 1, "sha256": "0" * 64}}),
     )
 
 
 def metadata_path_traversal(run: Path) -> None:
     """.metadata sends every read of one shard to an identical copy outside the checkpoint."""
-    shard = biggest_shard(run)
+    shard = biggest_shard(step_dir(run))
     outside = run.parent / BAIT
     shutil.copy(shard, outside)
     escape = os.path.relpath(outside, dist_ckpt(run))
@@ -183,11 +137,11 @@ def metadata_path_traversal(run: Path) -> None:
             if info.relative_path == shard.name:
                 metadata.storage_data[index] = dataclasses.replace(info, relative_path=escape)
 
-    _rewrite_metadata(run, edit)
+    edit_metadata(step_dir(run), edit)
 
 
 def symlink_out(run: Path) -> None:
-    shard = biggest_shard(run)
+    shard = biggest_shard(step_dir(run))
     outside = run.parent / BAIT
     shutil.copy(shard, outside)
     shard.unlink()
@@ -201,7 +155,7 @@ def absurd_shape(run: Path) -> None:
         item = metadata.state_dict_metadata["model.model.norm.weight"]
         item.size = torch.Size([2**40, 2**40])
 
-    _rewrite_metadata(run, edit)
+    edit_metadata(step_dir(run), edit)
 
 
 def absurd_offset(run: Path) -> None:
@@ -213,4 +167,4 @@ def absurd_offset(run: Path) -> None:
             metadata.storage_data[index], offset=2**62, length=2**41
         )
 
-    _rewrite_metadata(run, edit)
+    edit_metadata(step_dir(run), edit)

@@ -10,11 +10,9 @@ seconds, output size and its first lines.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
-import pickle
 import subprocess
 import sys
 import zipfile
@@ -23,7 +21,7 @@ from pathlib import Path
 import torch
 
 from mfsdp_ckpt.format import layout
-from mfsdp_ckpt.format.dcp_metadata import load_metadata
+from tests.support.ckpt_edits import edit_metadata, point_at_appended_blob
 from tests.support.paths import REPO
 
 BUDGET = (
@@ -87,38 +85,12 @@ def run_limited(
 
 # --------------------------------------------------------------------------- editing a checkpoint
 def step_of(run: Path) -> Path:
+    """The one step (1) the limits tests' run saved."""
     return layout.step_dir(run, 1)
 
 
 def dist_of(run: Path) -> Path:
     return step_of(run) / layout.DIST_CKPT_DIR
-
-
-def rehash(run: Path) -> None:
-    """Make manifest.json agree with every file now in the step (only the planted fault shows)."""
-    step = step_of(run)
-    path = step / layout.MANIFEST_FILE
-    data = json.loads(path.read_text())
-    for name in list(data["files"]):
-        file = step / name
-        if file.is_file() and not file.is_symlink():
-            data["files"][name] = {
-                "size": file.stat().st_size,
-                "sha256": hashlib.sha256(file.read_bytes()).hexdigest(),
-            }
-    path.write_text(json.dumps(data, indent=2))
-
-
-def write_metadata(run: Path, data: bytes) -> None:
-    (dist_of(run) / layout.DCP_METADATA_FILE).write_bytes(data)
-    rehash(run)
-
-
-def edit_metadata(run: Path, edit) -> None:
-    """Load .metadata (DCP classes), let `edit` change it, pickle it back."""
-    metadata = load_metadata(dist_of(run) / layout.DCP_METADATA_FILE)
-    edit(metadata)
-    write_metadata(run, pickle.dumps(metadata))
 
 
 def model_weight(metadata, dtype=torch.float32) -> str:
@@ -138,22 +110,15 @@ def model_weight(metadata, dtype=torch.float32) -> str:
 def replace_blob(run: Path, blob: bytes, name: str | None = None) -> str:
     """Append `blob` to a shard and point the first chunk of tensor `name` (default: the
     largest float32 model weight) at it; returns the tensor's name."""
-    import dataclasses
-
     chosen = {}
 
     def edit(metadata) -> None:
         key = name or model_weight(metadata)
         chosen["name"] = key
         index = next(i for i in metadata.storage_data if i.fqn == key)
-        info = metadata.storage_data[index]
-        shard = dist_of(run) / info.relative_path
-        offset = shard.stat().st_size
-        with open(shard, "ab") as handle:
-            handle.write(blob)
-        metadata.storage_data[index] = dataclasses.replace(info, offset=offset, length=len(blob))
+        point_at_appended_blob(step_of(run), metadata, index, blob)
 
-    edit_metadata(run, edit)
+    edit_metadata(step_of(run), edit)
     return chosen["name"]
 
 

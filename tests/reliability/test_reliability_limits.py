@@ -44,15 +44,14 @@ from mfsdp_ckpt.format.dcp_metadata import (
 from mfsdp_ckpt.format.restricted_pickle import DEFAULT_MAX_OPS
 from tests.reliability.hostile_bytes import (
     dist_of,
-    edit_metadata,
     model_weight,
     replace_blob,
     rezip,
     run_limited,
     saved_tensor_blob,
     step_of,
-    write_metadata,
 )
+from tests.support.ckpt_edits import edit_metadata, write_metadata
 
 MAX_SECONDS = 30  # any one command here; the slowest (an opcode flood at the limit) takes a few
 
@@ -212,7 +211,7 @@ def _metadata_plant(name: str, data_or_edit, fragment: str, commands=None) -> No
         if callable(data_or_edit):
             data_or_edit(run)
         else:
-            write_metadata(run, data_or_edit)
+            write_metadata(step_of(run), data_or_edit)
         return (commands or (lambda r: [["ckpt", "validate", r], ["ckpt", "inspect", r]]))(
             run
         ), fragment
@@ -337,7 +336,7 @@ for _kind, _count, _expected in (
             for chunk in chunks:
                 metadata.storage_data[MetadataIndex(key, chunk.offsets)] = info
 
-        edit_metadata(run, edit)
+        edit_metadata(step_of(run), edit)
         return validate_only(run), expected  # valid tilings: only the shape vs config.json finding
 
 
@@ -365,7 +364,7 @@ for _length in (5_000, 200_000):
                     metadata.storage_data.pop(index)
                 )
 
-        edit_metadata(run, edit)
+        edit_metadata(step_of(run), edit)
         return [["ckpt", "inspect", run], ["ckpt", "validate", run]], "chars)"
 
 
@@ -419,7 +418,7 @@ for _shape in ((2**38,), (2**20, 2**18), (3, 2**36)):
             item.chunks = [ChunkStorageMetadata(torch.Size([0] * len(shape)), torch.Size(shape))]
             metadata.storage_data[MetadataIndex(key, item.chunks[0].offsets)] = info
 
-        edit_metadata(run, edit)
+        edit_metadata(step_of(run), edit)
         return [
             ["ckpt", "validate", run],
             ["ckpt", "export-hf", run, "--out", run.parent / "hf"],
