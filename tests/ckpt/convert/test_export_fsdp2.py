@@ -8,13 +8,10 @@ catching a corrupted file, and no partial output on failure or Ctrl-C.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 import torch
-import torch.multiprocessing as mp
-from tests.support.export import fixed_inputs, load_report, logits_of
 from click.testing import CliRunner
 from safetensors import safe_open
 
@@ -23,13 +20,11 @@ from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.convert.export_verify import verify_export_dir
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE
-from trainer.distributed import free_port
+from tests.support.distributed import run_distributed
+from tests.support.export import copy_hf_assets_from, fixed_inputs, load_report, logits_of
 
 
-def _train_and_save(rank: int, world: int, root: str, port: int) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
-    torch.set_num_threads(1)
-    import torch.distributed as dist
+def _train_and_save(rank: int, world: int, root: str) -> None:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -37,39 +32,33 @@ def _train_and_save(rank: int, world: int, root: str, port: int) -> None:
     from mfsdp_ckpt.checkpointer import Checkpointer
     from trainer.state import ModelState, OptimizerState
 
-    from tests.support.export import copy_hf_assets_from
-
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        assets = Path(root) / "assets"
-        config = AutoConfig.from_pretrained(assets)
-        torch.manual_seed(0)
-        model = AutoModelForCausalLM.from_config(config)
-        mesh = init_device_mesh("cpu", (world,))
-        for layer in model.model.layers:
-            fully_shard(layer, mesh=mesh)
-        fully_shard(model, mesh=mesh)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-        batch = fixed_inputs(config.vocab_size, batch=2, length=16)
-        for _ in range(2):
-            model(input_ids=batch, labels=batch).loss.backward()
-            optimizer.step()
-            optimizer.zero_grad()
-        Checkpointer(Path(root) / "run", strategy="fsdp2", model_family="qwen2").save(
-            2,
-            {
-                "model": ModelState(model),
-                "optimizer": OptimizerState(model, optimizer),
-                "extra": {"step": 2},
-            },
-            hf_assets=copy_hf_assets_from(assets),
-        )
-        with torch.no_grad():
-            logits = model(input_ids=fixed_inputs(config.vocab_size)).logits
-        if rank == 0:
-            torch.save(logits, Path(root) / "trained_logits.pt")
-    finally:
-        dist.destroy_process_group()
+    assets = Path(root) / "assets"
+    config = AutoConfig.from_pretrained(assets)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config)
+    mesh = init_device_mesh("cpu", (world,))
+    for layer in model.model.layers:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    batch = fixed_inputs(config.vocab_size, batch=2, length=16)
+    for _ in range(2):
+        model(input_ids=batch, labels=batch).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    Checkpointer(Path(root) / "run", strategy="fsdp2", model_family="qwen2").save(
+        2,
+        {
+            "model": ModelState(model),
+            "optimizer": OptimizerState(model, optimizer),
+            "extra": {"step": 2},
+        },
+        hf_assets=copy_hf_assets_from(assets),
+    )
+    with torch.no_grad():
+        logits = model(input_ids=fixed_inputs(config.vocab_size)).logits
+    if rank == 0:
+        torch.save(logits, Path(root) / "trained_logits.pt")
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +67,7 @@ def fsdp2_run(tmp_path_factory) -> Path:
 
     root = tmp_path_factory.mktemp("fsdp2")
     build_tiny_model_dir(root / "assets")
-    mp.spawn(_train_and_save, args=(2, str(root), free_port()), nprocs=2, join=True)
+    run_distributed(_train_and_save, 2, str(root))
     return root
 
 
