@@ -7,7 +7,8 @@ with the relative error against FSDP2 over all gradients together and the larges
 tensors, and the range of their norm ratios (a doubled gradient reads 2.0). Run directly on a
 CUDA machine:
 
-    python -m tests.trainer.megatron_one_rank_grads --micro-batches 1 3 [--zero-dp optim_grads_params optim]
+    python -m tests.trainer.megatron_one_rank_grads --micro-batches 1 3 \
+        [--zero-dp optim_grads_params optim]
 """
 
 from __future__ import annotations

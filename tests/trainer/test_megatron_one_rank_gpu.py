@@ -1,5 +1,6 @@
 """Megatron-FSDP on one data-parallel rank: each of two steps' gradients equals FSDP2's at 1, 2
-and 3 micro-batches, and SFT trains (1 GPU: pytest -m gpu tests/trainer/test_megatron_one_rank_gpu.py)."""
+and 3 micro-batches, and SFT trains (1 GPU:
+pytest -m gpu tests/trainer/test_megatron_one_rank_gpu.py)."""
 
 from __future__ import annotations
 
