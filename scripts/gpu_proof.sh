@@ -27,10 +27,13 @@ stage_ckpt_io() {  # quick check of every row: CKPT_IO_ARGS="--shape tiny --thre
   torchrun --nproc-per-node "$nproc" bench/ckpt_io.py --dir "$runs/ckpt_bench" ${CKPT_IO_ARGS:-}
 }
 
-stage_sft_test() { python3 -m pytest -m gpu -q -x -s tests/test_sft_megatron_gpu.py tests/test_uneven_chunks_gpu.py -p no:cacheprovider; }
+stage_sft_test() {
+  python3 -m pytest -m gpu -q -x -s -p no:cacheprovider tests/trainer/test_sft_megatron_gpu.py \
+    tests/ckpt/test_uneven_chunks_gpu.py
+}
 
 stage_sft_proof() {
-  python3 -c "from pathlib import Path; from tests.sft_support import write_chat_jsonl; write_chat_jsonl(Path('$runs/train.jsonl'), rows=4096)"
+  python3 -c "from pathlib import Path; from tests.support.sft import write_chat_jsonl; write_chat_jsonl(Path('$runs/train.jsonl'), rows=4096)"
   local args="--config examples/sft_tiny_cpu.yaml --nproc-per-node 2 model.shape=qwen2-0.5b data.train_files=$runs/train.jsonl trainer.run_dir=$runs/sft05 trainer.device=cuda strategy.name=megatron_fsdp strategy.mixed_precision=bf16 data.global_batch_size=64 data.max_length=512 data.max_tokens_per_micro_batch=8192 optim.lr=1e-4 optim.min_lr=1e-5 trainer.total_steps=60 checkpoint.save_every=30 trainer.eval_every=30 trainer.progress_bar=false"
   python3 -m cli.train sft $args trainer.stop_at_step=30 &&
   python3 -m cli.train sft $args &&
@@ -46,8 +49,8 @@ stage_sft_bench() {  # every lever set on every strategy (equal-lever twins)
 }
 
 stage_one_rank_test() {  # Megatron-FSDP on one rank, liger-kernel, varlen attention (1 GPU)
-  python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_megatron_one_rank_gpu.py \
-    tests/test_kernels_gpu.py tests/test_attention_gpu.py
+  python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/trainer/test_megatron_one_rank_gpu.py \
+    tests/trainer/test_kernels_gpu.py tests/trainer/test_attention_gpu.py
 }
 
 stage_matmul_peak() { python3 bench/matmul_peak.py; }

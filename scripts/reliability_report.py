@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Run every fault of the reliability suite and write docs/reliability.md.
 
-The faults are the tests' own tables (tests/reliability_support.py: FAULTS, CRASHES,
-BAD_INPUTS, the disk-full case); the hostile-allocation and fuzz suites are run through
+The faults are the tests' own tables (tests/reliability/: FAULTS, CRASHES, BAD_INPUTS,
+the disk-full case); the hostile-allocation and fuzz suites are run through
 pytest and reported per test. So the document shows what the tests check, observed now.
 
     python scripts/reliability_report.py                  # everything (~5 min on 2 cores)
@@ -31,18 +31,23 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from tests import reliability_support as rs  # noqa: E402
+from tests.reliability.bad_inputs import BAD_INPUTS, run_bad_input  # noqa: E402
+from tests.reliability.crashes import CRASHES, crash_data, reference_run, run_crash  # noqa: E402
+from tests.reliability.disk_full import disk_full_run  # noqa: E402
+from tests.reliability.faults import CONSUMERS, FAULTS, apply_and_consume  # noqa: E402
+from tests.reliability.outcome import Expect  # noqa: E402
+from tests.reliability.sft_run import make_pristine  # noqa: E402
 
 PYTEST_SUITES = (
-    "tests/test_reliability_hostile.py",
-    "tests/test_reliability_fuzz.py",
-    "tests/test_reliability_limits.py",
-    "tests/test_reliability_opcode_fuzz.py",
-    "tests/test_hostile_outputs.py",
-    "tests/test_hostile_config.py",
-    "tests/test_resume_mismatch.py",
-    "tests/test_interop_hostile.py",
-    "tests/test_safe_files.py",
+    "tests/reliability/test_reliability_hostile.py",
+    "tests/reliability/test_reliability_fuzz.py",
+    "tests/reliability/test_reliability_limits.py",
+    "tests/reliability/test_reliability_opcode_fuzz.py",
+    "tests/reliability/test_hostile_outputs.py",
+    "tests/reliability/test_hostile_config.py",
+    "tests/trainer/test_resume_mismatch.py",
+    "tests/ckpt/test_interop_hostile.py",
+    "tests/ckpt/test_safe_files.py",
 )
 
 
@@ -57,44 +62,42 @@ def verdict(problems: list[str]) -> str:
     return "pass" if not problems else "**FAIL**: " + "; ".join(problems)
 
 
-def expected_text(expect: rs.Expect) -> str:
+def expected_text(expect: Expect) -> str:
     text = f"exit {expect.exit_code}" + (f", says “{expect.fragment}”" if expect.fragment else "")
     return text + (f" ({expect.note})" if expect.note else "")
 
 
 def matrix_rows(scratch: Path) -> tuple[list[str], int]:
-    pristine = rs.make_pristine(scratch / "pristine")
+    pristine = make_pristine(scratch / "pristine")
     rows, failures = [], 0
-    for fault in rs.FAULTS:
-        for consumer in rs.CONSUMERS:
-            observed = rs.apply_and_consume(
+    for fault in FAULTS:
+        for consumer in CONSUMERS:
+            observed = apply_and_consume(
                 fault, pristine, scratch / f"{fault.name}-{consumer}", consumer
             )
             failures += bool(observed.problems)
             rows.append(
                 f"| {fault.name} | {fault.kind} | {fault.what} | {consumer} | "
-                f"{expected_text(fault.expect[consumer])} | "
-                f"{cell(observed.outcome.brief(), scratch)} | "
+                f"{expected_text(fault.expect[consumer])} | {cell(observed.outcome.brief(), scratch)} | "
                 f"{verdict(observed.problems)} |"
             )
     return rows, failures
 
 
 def bad_input_rows(scratch: Path) -> tuple[list[str], int]:
-    pristine = rs.make_pristine(scratch / "pristine-bad")
+    pristine = make_pristine(scratch / "pristine-bad")
     rows, failures = [], 0
-    for bad in rs.BAD_INPUTS:
-        observed = rs.run_bad_input(bad, pristine, scratch / f"bad-{bad.name}")
+    for bad in BAD_INPUTS:
+        observed = run_bad_input(bad, pristine, scratch / f"bad-{bad.name}")
         failures += bool(observed.problems)
         rows.append(
             f"| {bad.name} | {bad.what} | exit {bad.exit_code}, says “{bad.fragment}” | "
             f"{cell(observed.outcome.brief(), scratch)} | {verdict(observed.problems)} |"
         )
-    observed, how = rs.disk_full_run(pristine, scratch / "disk-full")
+    observed, how = disk_full_run(pristine, scratch / "disk-full")
     failures += bool(observed.problems)
     rows.append(
-        f"| disk_full | resumed run's next save hits a full disk: {how} "
-        "| exit 1, says “saving step”, "
+        f"| disk_full | resumed run's next save hits a full disk: {how} | exit 1, says “saving step”, "
         f"step 2 and tracker intact, no temp dir | {cell(observed.outcome.brief(), scratch)} | "
         f"{verdict(observed.problems)} |"
     )
@@ -102,19 +105,17 @@ def bad_input_rows(scratch: Path) -> tuple[list[str], int]:
 
 
 def crash_rows(scratch: Path) -> tuple[list[str], int]:
-    data = rs.crash_data(scratch)
-    reference = rs.reference_run(data, scratch)
+    data = crash_data(scratch)
+    reference = reference_run(data, scratch)
     rows, failures = [], 0
-    for crash in rs.CRASHES:
+    for crash in CRASHES:
         started = time.monotonic()
-        result = rs.run_crash(crash, data, scratch, reference)
+        result = run_crash(crash, data, scratch, reference)
         failures += bool(result.problems)
         rows.append(
             f"| {crash.name} | {crash.when} | `{crash.kill_at}` | {result.killed_rc} | "
-            f"exit {result.validate.exit_code}, step {result.validated_step} | "
-            f"{result.resumed_from} | "
-            f"{'bitwise equal' if result.losses_equal else 'differ'} | "
-            f"{time.monotonic() - started:.0f} s | "
+            f"exit {result.validate.exit_code}, step {result.validated_step} | {result.resumed_from} | "
+            f"{'bitwise equal' if result.losses_equal else 'differ'} | {time.monotonic() - started:.0f} s | "
             f"{verdict(result.problems)} |"
         )
     return rows, failures
@@ -157,34 +158,26 @@ def render(sections: dict[str, tuple[list[str], int]], seconds: float) -> str:
     lines = [
         "# Reliability: faults tried and what happened",
         "",
-        "Generated by `python scripts/reliability_report.py` (the same fault tables the tests in",
-        "`tests/test_reliability_*.py` run; edit `tests/reliability_support.py` to add one).",
-        f"Run {datetime.date.today()} on {os.cpu_count()} CPU cores, "
-        f"Python {platform.python_version()},"
+        "Generated by `python scripts/reliability_report.py` from the tables the tests in",
+        "`tests/reliability/` run: add a case to `faults.py`, `crashes.py` or `bad_inputs.py`.",
+        f"Run {datetime.date.today()} on {os.cpu_count()} CPU cores, Python {platform.python_version()},"
         f" torch {torch.__version__}, in {seconds / 60:.1f} min: "
         + ("**every row passed**." if not failed else f"**{failed} row(s) failed**."),
         "",
-        "Exit codes: 0 ok, 1 the check or run failed, 2 bad usage. `…` stands for the scratch "
-        "directory.",
+        "Exit codes: 0 ok, 1 the check or run failed, 2 bad usage. `…` stands for the scratch directory.",
         "",
     ]
     if "crash" in sections:
         lines += [
             "## Crash safety: SIGKILL during a checkpoint save",
             "",
-            "A 2-process FSDP2 run (gloo, tiny model, `mfsdp train sft --nproc-per-node 2`) saves "
-            "at steps 2",
-            "and 4; `MFSDP_CKPT_KILL_AT=<phase>:<rank>@4` SIGKILLs one rank at that point of the "
-            "save of",
-            "step 4 (torchrun then stops the other). Then `mfsdp ckpt validate RUN` must exit 0 "
-            "on step 2,",
-            "`checkpoint.resume=auto` must continue from step 2, and the losses of steps 1-4 must "
-            "equal an",
-            "uninterrupted run's bit for bit; the final checkpoint must pass `validate --deep "
-            "--strict`.",
+            "A 2-process FSDP2 run (gloo, tiny model, `mfsdp train sft --nproc-per-node 2`) saves at steps 2",
+            "and 4; `MFSDP_CKPT_KILL_AT=<phase>:<rank>@4` SIGKILLs one rank at that point of the save of",
+            "step 4 (torchrun then stops the other). Then `mfsdp ckpt validate RUN` must exit 0 on step 2,",
+            "`checkpoint.resume=auto` must continue from step 2, and the losses of steps 1-4 must equal an",
+            "uninterrupted run's bit for bit; the final checkpoint must pass `validate --deep --strict`.",
             "",
-            "| Kill point | When | MFSDP_CKPT_KILL_AT | Killed run rc | validate | Resumed from | "
-            "Losses | Time | Result |",
+            "| Kill point | When | MFSDP_CKPT_KILL_AT | Killed run rc | validate | Resumed from | Losses | Time | Result |",
             "|---|---|---|---|---|---|---|---|---|",
             *sections["crash"][0],
             "",
@@ -192,16 +185,11 @@ def render(sections: dict[str, tuple[list[str], int]], seconds: float) -> str:
     lines += [
         "## Damaged and hostile checkpoints",
         "",
-        "Each fault is inflicted on a fresh copy of a one-process SFT run (one checkpoint, step "
-        "2). Consumers:",
-        "`mfsdp ckpt validate RUN --deep`, `mfsdp ckpt export-hf RUN --out DIR`, and `mfsdp train "
-        "sft`",
-        "resuming it (`checkpoint.resume=auto`). A refusal must be one `error:` line, no "
-        "traceback, no",
-        "export directory or temp dir left, the run dir byte-identical; nothing in the checkpoint "
-        "may run",
-        "code (a marker file would appear) or make a consumer read outside the checkpoint (the "
-        "outside",
+        "Each fault is inflicted on a fresh copy of a one-process SFT run (one checkpoint, step 2). Consumers:",
+        "`mfsdp ckpt validate RUN --deep`, `mfsdp ckpt export-hf RUN --out DIR`, and `mfsdp train sft`",
+        "resuming it (`checkpoint.resume=auto`). A refusal must be one `error:` line, no traceback, no",
+        "export directory or temp dir left, the run dir byte-identical; nothing in the checkpoint may run",
+        "code (a marker file would appear) or make a consumer read outside the checkpoint (the outside",
         "copy is valid data, so reading it would have succeeded).",
         "",
         "| Fault | Kind | Damage | Consumer | Expected | Observed | Result |",
@@ -210,8 +198,7 @@ def render(sections: dict[str, tuple[list[str], int]], seconds: float) -> str:
         "",
         "## Bad command lines, configs and data; disk full",
         "",
-        "Each command runs next to a copy of the same run; its step-2 checkpoint must stay "
-        "byte-identical.",
+        "Each command runs next to a copy of the same run; its step-2 checkpoint must stay byte-identical.",
         "",
         "| Case | Input | Expected | Observed | Result |",
         "|---|---|---|---|---|",
@@ -219,55 +206,36 @@ def render(sections: dict[str, tuple[list[str], int]], seconds: float) -> str:
         "",
         "## Hostile bytes, allocations and fuzzing (pytest suites)",
         "",
-        "`tests/test_reliability_hostile.py` measures peak RSS growth (getrusage, fresh process) "
-        "while",
-        "the reader refuses metadata that would allocate: a 9-byte pickle naming memo slot 2**28, "
-        "a 10 TB",
-        "tensor, 512 GB tiled over a few bytes, offsets past int64. "
-        "`tests/test_reliability_fuzz.py` runs",
-        "11,000 derandomized hypothesis cases over `.metadata` bytes, generated pickles of the "
-        "allowed",
-        "DCP types with absurd values, and manifest JSON: each must parse or raise a documented "
-        "error.",
+        "`tests/reliability/test_reliability_hostile.py` measures peak RSS growth (getrusage,",
+        "fresh process) while the reader refuses metadata that would allocate: a 9-byte pickle",
+        "naming memo slot 2**28, a 10 TB tensor, 512 GB tiled over a few bytes, offsets past",
+        "int64. `tests/reliability/test_reliability_fuzz.py` runs 11,000 derandomized hypothesis",
+        "cases over `.metadata` bytes, generated pickles of the allowed DCP types with absurd",
+        "values, and manifest JSON: each must parse or raise a documented error.",
         "",
-        "`tests/test_reliability_limits.py` plants hostile bytes by class, each class as several "
-        "generated",
-        "instances, and runs `validate` (cheap and `--deep`), `inspect` and `export-hf` on them "
-        "in one",
-        "process capped at its size after imports + 1.5 GiB of address space (RLIMIT_AS), 30 s per",
-        "command: (1) BUILD/SETITEM/APPEND on every global either class table admits, which must "
-        "be",
-        "refused with the dtype table unchanged; (2) opcode floods at the 12,000,000-opcode limit "
-        "of",
-        "`.metadata` (each object-making opcode retains at most ~72 bytes: "
-        "`scripts/pickle_budget.py`),",
-        "memo indices near 2**31, a key nested 100,000 tuples deep, sparse 300 MiB and 3 GiB "
-        "`.metadata`",
-        "(the limit is 256 MiB), blob pickles flooded or with huge memo indices, a "
-        "DEFLATE-compressed",
-        "data.pkl inflating to 256 MiB, 5,000 zip members, a storage claiming more than its "
-        "record,",
-        "40,000 chunks as slabs, 10,000 as a grid",
-        "and as an irregular staircase, a manifest listing 100,000 missing files, names of 5,000 "
-        "and 200,000",
-        "characters; (3) a FIFO, `/dev/zero`, a directory or a link out of the checkpoint where",
-        "`.metadata`, `manifest.json` or a shard belongs; (4) tensors claiming up to 1 TiB over a "
-        "small",
-        "blob, and blobs holding int32/int64/float64/complex64 data under a float32 name; (5) "
-        "tensor",
-        "names with ANSI escapes, newlines, bidi overrides and NULs. A case passes when every "
-        "command",
-        "refuses with one `error:` line (validate: its findings and INVALID verdict), exit 1 or "
-        "2, no",
-        "exception (MemoryError and TimeoutError included), bounded output, and no export left "
-        "behind.",
-        "`tests/test_reliability_opcode_fuzz.py` cuts real `.metadata` and blob `data.pkl` "
-        "pickles into",
-        "opcodes and mutates them as programs (delete, repeat, swap, insert attack opcodes and "
-        "gadgets),",
-        "2,800 derandomized cases under the same address-space limit: each parses or raises a "
-        "documented",
-        "error, and the dtype table is unchanged after every case.",
+        "`tests/reliability/test_reliability_limits.py` plants hostile bytes by class, each class",
+        "as several generated instances, and runs `validate` (cheap and `--deep`), `inspect` and",
+        "`export-hf` on them in one process capped at its size after imports + 1.5 GiB of address",
+        "space (RLIMIT_AS), 30 s per command: (1) BUILD/SETITEM/APPEND on every global either",
+        "class table admits, which must be refused with the dtype table unchanged; (2) opcode",
+        "floods at the 12,000,000-opcode limit of `.metadata` (each object-making opcode retains",
+        "at most ~72 bytes: `scripts/pickle_budget.py`), memo indices near 2**31, a key nested",
+        "100,000 tuples deep, sparse 300 MiB and 3 GiB `.metadata` (the limit is 256 MiB), blob",
+        "pickles flooded or with huge memo indices, a DEFLATE-compressed data.pkl inflating to",
+        "256 MiB, 5,000 zip members, a storage claiming more than its record, 40,000 chunks as",
+        "slabs, 10,000 as a grid and as an irregular staircase, a manifest listing 100,000",
+        "missing files, names of 5,000 and 200,000 characters; (3) a FIFO, `/dev/zero`, a",
+        "directory or a link out of the checkpoint where `.metadata`, `manifest.json` or a shard",
+        "belongs; (4) tensors claiming up to 1 TiB over a small blob, and blobs holding",
+        "int32/int64/float64/complex64 data under a float32 name; (5) tensor names with ANSI",
+        "escapes, newlines, bidi overrides and NULs. A case passes when every command refuses",
+        "with one `error:` line (validate: its findings and INVALID verdict), exit 1 or 2, no",
+        "exception (MemoryError and TimeoutError included), bounded output, and no export left",
+        "behind. `tests/reliability/test_reliability_opcode_fuzz.py` cuts real `.metadata` and",
+        "blob `data.pkl` pickles into opcodes and mutates them as programs (delete, repeat, swap,",
+        "insert attack opcodes and gadgets), 2,800 derandomized cases under the same",
+        "address-space limit: each parses or raises a documented error, and the dtype table is",
+        "unchanged after every case.",
         "",
         "| Suite | Test | Time | Result |",
         "|---|---|---|---|",

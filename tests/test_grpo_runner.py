@@ -232,7 +232,7 @@ def test_rl_rows_from_the_gsm8k_converter_load_unchanged(tmp_path):
         [{"prompt": [{"role": "user", "content": "hi"}], "data_source": "x"}],
         tmp_path / "bad.parquet",
     )
-    with pytest.raises(RLDataError, match=r"row 0: no reward_model.ground_truth"):
+    with pytest.raises(RLDataError, match="row 0: no reward_model.ground_truth"):
         load_rl_prompts([str(broken)], RLDataConfig(), tokenizer)
 
 

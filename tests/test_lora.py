@@ -15,7 +15,6 @@ import torch
 import torch.multiprocessing as mp
 from click.testing import CliRunner
 
-from _export_support import fixed_inputs, load_report, logits_of
 from cli.main import app
 from mfsdp_ckpt.check.validate import validate_checkpoint
 from mfsdp_ckpt.convert.export_hf import export_hf
@@ -23,8 +22,9 @@ from mfsdp_ckpt.format.layout import list_complete_steps, resolve_checkpoint
 from mfsdp_ckpt.format.manifest import read_manifest, sha256_file
 from mfsdp_ckpt.lora import parse_adapter_key, peft_name
 from mfsdp_ckpt.storage.reader import CheckpointReader
-from tests.distributed_helpers import run_distributed
-from tests.sft_support import tiny_config, write_chat_jsonl
+from tests.support.distributed import run_distributed
+from tests.support.export import fixed_inputs, load_report, logits_of
+from tests.support.sft import tiny_config, write_chat_jsonl
 from trainer.config import ConfigError, ModelConfig, load_config
 from trainer.metrics import read_metrics
 from trainer.resume import ResumeMismatchError
@@ -68,7 +68,7 @@ def _two_rank_runs(rank: int, world_size: int, root: str) -> None:
     )
     # the adapter must not continue on other weights of the same shapes: every rank refuses
     other = f"model.path={root / 'other_base'}"
-    with pytest.raises(ResumeMismatchError, match=r"model.safetensors in this run's base"):
+    with pytest.raises(ResumeMismatchError, match="model.safetensors in this run's base"):
         resume = f"checkpoint.resume={root / 'split'}"
         run_sft(tiny_config(data, root / "wrong_base", other, *SETTINGS, resume))
 

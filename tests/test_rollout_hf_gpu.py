@@ -6,8 +6,8 @@ Run on a GPU machine: pytest -m gpu tests/test_rollout_hf_gpu.py
 import pytest
 import torch
 
-from tests.rollout_support import PROMPTS as BASE_PROMPTS
-from tests.rollout_support import perturbed_model, reference_logprobs
+from tests.support.rollout import PROMPTS as BASE_PROMPTS
+from tests.support.rollout import perturbed_model, reference_logprobs
 from trainer.rollout.base import SamplingParams
 from trainer.rollout.hf import HFRolloutEngine
 from trainer.tiny import build_tiny_model_dir

@@ -1,5 +1,4 @@
-"""Token sampling draws from the filtered distribution: right frequencies, never a filtered
-token."""
+"""Token sampling draws from the filtered distribution: right frequencies, never a filtered token."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from tests.rollout_support import PROMPTS, perturbed_model, reference_logprobs
+from tests.support.rollout import PROMPTS, perturbed_model, reference_logprobs
 from trainer.rollout.vllm_engine import vllm_available
 
 pytestmark = pytest.mark.skipif(

@@ -424,8 +424,8 @@ def plan_import(
 # What `AutoModelForCausalLM.from_config(config).state_dict()` holds for the dense families
 # above, computed from config.json numbers alone: building even a meta-device model costs
 # the transformers import plus model construction (seconds, on a 2-core machine), more
-# than exporting a small model. tests/test_export_config_shapes.py holds these tables to
-# the meta-device model for each family and its bias / tie / head_dim variants.
+# than exporting a small model. tests/ckpt/convert/test_export_config_shapes.py holds these
+# tables to the meta-device model for each family and its bias / tie / head_dim variants.
 _INT_KEYS = (
     "vocab_size",
     "hidden_size",

@@ -9,7 +9,7 @@ and only code that computes on tensor data (a cast, a QKV split, torch.load of a
 torch, through `DType.torch`.
 
 A record prints as torch's dtype does (`torch.float32`), so messages read the same either
-way. tests/test_offline_imports.py holds the table to torch's own dtypes.
+way. tests/ckpt/test_offline_imports.py holds the table to torch's own dtypes.
 """
 
 from __future__ import annotations

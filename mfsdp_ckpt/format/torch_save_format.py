@@ -18,7 +18,7 @@ written here directly:
 * `.metadata` is DCP's `Metadata` pickled as FileSystemWriter pickles it; the objects are
   `dcp_metadata`'s stand-ins, written under DCP's class names (`DcpMetadataPickler`).
 
-tests/test_torch_save_format.py holds both to torch: `torch.load` of a blob equals the
+tests/ckpt/test_torch_save_format.py holds both to torch: `torch.load` of a blob equals the
 tensor, and the unpickled `.metadata` equals the one `dcp.save` writes field for field.
 """
 

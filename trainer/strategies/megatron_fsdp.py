@@ -15,7 +15,7 @@ equals a fresh optimizer's.
 
 One data-parallel rank works with these settings (`sync_model_each_microbatch=True`, fp32
 main gradients, `optimizer.zero_grad()` every step): on 1xH200 each of two steps' gradients
-equals FSDP2's at 1, 2 and 3 micro-batches (tests/megatron_one_rank_grads.py). A group of
+equals FSDP2's at 1, 2 and 3 micro-batches (tests/trainer/megatron_one_rank_grads.py). A group of
 size 1 keeps every buffer whole, so ZeRO-3 there costs what no sharding costs.
 
 Megatron-FSDP's own state-dict hooks, which tell DCP where each uneven shard lies, are

@@ -1,0 +1,1 @@
+"""bench: the benchmark scripts' own settings."""

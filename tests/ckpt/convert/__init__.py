@@ -1,0 +1,1 @@
+"""mfsdp_ckpt.convert: export-hf and import-hf."""

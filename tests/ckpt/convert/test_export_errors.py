@@ -1,0 +1,190 @@
+"""export-hf error cases: one line naming the file, exit 1 (bad checkpoint) or 2 (bad usage),
+and nothing left at --out (nor a temporary directory beside it)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+
+import pytest
+import torch
+import torch.distributed.checkpoint as dcp
+from click.testing import CliRunner
+
+from cli.main import app
+from tests.support.export import save_single_process_checkpoint
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    from trainer.tiny import build_tiny_model_dir
+
+    root = tmp_path_factory.mktemp("errors")
+    save_single_process_checkpoint(root / "run", build_tiny_model_dir(root / "assets"))
+    return root / "run"
+
+
+def _export(*args: str):
+    return CliRunner().invoke(app, ["ckpt", "export-hf", *args])
+
+
+def _assert_clean_failure(result, code: int, *needles: str, out_parent=None) -> None:
+    assert result.exit_code == code, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    if out_parent is not None:
+        assert [p.name for p in out_parent.iterdir()] == [], list(out_parent.iterdir())
+
+
+def test_missing_checkpoint_path_is_usage(tmp_path):
+    result = _export(str(tmp_path / "nope"), "--out", str(tmp_path / "o" / "x"))
+    _assert_clean_failure(result, 2, "nope", "no such file")
+
+
+def test_existing_out_needs_overwrite_then_is_replaced(run_dir, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "old.txt").write_text("keep me: not an export")
+    _assert_clean_failure(_export(str(run_dir), "--out", str(out)), 2, str(out), "--overwrite")
+    refused = _export(str(run_dir), "--out", str(out), "--overwrite")
+    _assert_clean_failure(refused, 2, str(out), "not a model export")
+    assert (out / "old.txt").read_text() == "keep me: not an export"
+    (out / "old.txt").unlink()
+    assert _export(str(run_dir), "--out", str(out)).exit_code == 2  # empty: still needs --overwrite
+    assert _export(str(run_dir), "--out", str(out), "--overwrite").exit_code == 0
+    (out / "old.txt").write_text("an earlier export's extra file")
+    result = _export(str(run_dir), "--out", str(out), "--overwrite")
+    assert result.exit_code == 0, result.output
+    assert not (out / "old.txt").exists() and (out / "model.safetensors").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_out_that_holds_the_checkpoint_is_refused(run_dir, tmp_path):
+    result = _export(str(run_dir), "--out", str(run_dir.parent), "--overwrite")
+    _assert_clean_failure(result, 2, "holds the checkpoint")
+    assert (run_dir / "global_step_1" / "dist_ckpt" / ".metadata").exists()
+
+
+def test_checkpoint_without_model_exits_1(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    dcp.save(
+        {"extra": {"step": torch.tensor(3)}, "optimizer": {"lr": torch.tensor(0.1)}},
+        checkpoint_id=str(ckpt),
+        no_dist=True,
+    )
+    (tmp_path / "out").mkdir()
+    result = _export(str(ckpt), "--out", str(tmp_path / "out" / "x"), "--hf-config", str(tmp_path))
+    assert result.exit_code == 2 and "config.json" in result.output  # the config is checked first
+    from trainer.tiny import build_tiny_model_dir
+
+    assets = build_tiny_model_dir(tmp_path / "assets")
+    result = _export(str(ckpt), "--out", str(tmp_path / "out" / "x"), "--hf-config", str(assets))
+    _assert_clean_failure(result, 1, "no model weights", out_parent=tmp_path / "out")
+
+
+def _copy_run(run_dir, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    return copy, copy / "global_step_1" / "dist_ckpt"
+
+
+def test_missing_data_file_exits_1_naming_it(run_dir, tmp_path):
+    copy, dist_ckpt = _copy_run(run_dir, tmp_path)
+    victim = sorted(dist_ckpt.glob("*.distcp"))[0]
+    victim.unlink()
+    (tmp_path / "out").mkdir()
+    result = _export(str(copy), "--out", str(tmp_path / "out" / "x"))
+    _assert_clean_failure(result, 1, victim.name, "missing", out_parent=tmp_path / "out")
+
+
+def test_truncated_data_file_fails_mid_export_and_leaves_nothing(run_dir, tmp_path):
+    copy, dist_ckpt = _copy_run(run_dir, tmp_path)
+    victim = sorted(dist_ckpt.glob("*.distcp"))[0]
+    os.truncate(victim, victim.stat().st_size // 2)
+    (tmp_path / "out").mkdir()
+    result = _export(str(copy), "--out", str(tmp_path / "out" / "x"), "--workers", "2")
+    _assert_clean_failure(result, 1, victim.name, "truncated", out_parent=tmp_path / "out")
+
+
+def test_unreadable_metadata_exits_1(run_dir, tmp_path):
+    copy, dist_ckpt = _copy_run(run_dir, tmp_path)
+    (dist_ckpt / ".metadata").write_bytes(b"\x80\x04garbage")
+    (tmp_path / "out").mkdir()
+    result = _export(str(copy), "--out", str(tmp_path / "out" / "x"))
+    _assert_clean_failure(result, 1, ".metadata", out_parent=tmp_path / "out")
+
+
+def test_shapes_contradicting_config_exit_1(run_dir, tmp_path):
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(run_dir / "global_step_1" / "huggingface")
+    config.intermediate_size = 384
+    config.save_pretrained(tmp_path / "other")
+    (tmp_path / "out").mkdir()
+    result = _export(
+        str(run_dir), "--out", str(tmp_path / "out" / "x"), "--hf-config", str(tmp_path / "other")
+    )
+    _assert_clean_failure(result, 1, "mlp", "384", out_parent=tmp_path / "out")
+
+
+def test_unknown_layout_exits_2_naming_tensors(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    dcp.save(
+        {
+            "model": {
+                "encoder.block.0.weight": torch.ones(2, 2),
+                "embedding.word_embeddings.weight": torch.ones(2, 2),
+            }
+        },
+        checkpoint_id=str(ckpt),
+        no_dist=True,
+    )
+    from trainer.tiny import build_tiny_model_dir
+
+    (tmp_path / "out").mkdir()
+    result = _export(
+        str(ckpt),
+        "--out",
+        str(tmp_path / "out" / "x"),
+        "--hf-config",
+        str(build_tiny_model_dir(tmp_path / "a")),
+    )
+    _assert_clean_failure(
+        result, 2, "encoder.block.0.weight", "neither", out_parent=tmp_path / "out"
+    )
+
+
+def test_bad_max_shard_size_is_usage(run_dir, tmp_path):
+    _assert_clean_failure(
+        _export(str(run_dir), "--out", str(tmp_path / "x"), "--max-shard-size", "lots"),
+        2,
+        "--max-shard-size",
+    )
+
+
+def test_disk_full_exits_1_and_leaves_nothing(run_dir, tmp_path, monkeypatch):
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    (tmp_path / "out").mkdir()
+    result = _export(str(run_dir), "--out", str(tmp_path / "out" / "x"))
+    _assert_clean_failure(
+        result, 1, "model.safetensors", "No space left", out_parent=tmp_path / "out"
+    )
+
+
+def test_verify_catches_bytes_flipped_after_save(run_dir, tmp_path):
+    """A flipped byte in tensor data reads back as itself, so only the manifest's sha256 can
+    tell: --verify hashes the checkpoint's files and refuses, leaving nothing behind."""
+    copy, dist_ckpt = _copy_run(run_dir, tmp_path)
+    victim = max(dist_ckpt.glob("*.distcp"), key=lambda p: p.stat().st_size)
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    (tmp_path / "out").mkdir()
+    result = _export(str(copy), "--out", str(tmp_path / "out" / "x"), "--verify")
+    _assert_clean_failure(result, 1, victim.name, "sha256", out_parent=tmp_path / "out")

@@ -1,0 +1,188 @@
+"""Damaged and hostile checkpoints: validate names each fault; nothing executes."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import pickle
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from cli.main import app
+from mfsdp_ckpt.check.validate import validate_checkpoint
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError, load_metadata
+from mfsdp_ckpt.storage.reader import CheckpointFormatError, CheckpointReader
+from tests.support.ckpt_edits import RunsCode, biggest_shard
+from tests.support.distributed import run_distributed
+from tests.support.fsdp_workloads import build, train_and_save
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("pristine")
+    run_distributed(train_and_save, 2, str(root / "run"), 2, str(root / "state.pt"))
+    return root / "run"
+
+
+@pytest.fixture
+def run(pristine, tmp_path) -> Path:
+    copy = tmp_path / "run"
+    shutil.copytree(pristine, copy)
+    return copy
+
+
+def step_dir(run: Path) -> Path:
+    return layout.step_dir(run, 2)
+
+
+def errors(run: Path, deep: bool = False) -> list[str]:
+    report = validate_checkpoint(run, deep=deep)
+    return [str(f) for f in report.findings if f.severity == "error"]
+
+
+def test_pristine_checkpoint_is_valid(run):
+    assert errors(run, deep=True) == []
+
+
+def test_truncated_shard(run):
+    shard = biggest_shard(step_dir(run))
+    shard.write_bytes(shard.read_bytes()[:-100])
+    found = errors(run)
+    assert any(shard.name in e and "truncated" in e for e in found), found
+
+
+def test_flipped_byte_caught_by_deep(run):
+    shard = biggest_shard(step_dir(run))
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    assert errors(run, deep=False) == []  # same size: only hashing can tell
+    found = errors(run, deep=True)
+    assert any(shard.name in e and "sha256" in e for e in found), found
+
+
+def test_deleted_shard(run):
+    shard = biggest_shard(step_dir(run))
+    shard.unlink()
+    found = errors(run)
+    assert any(shard.name in e and "missing" in e for e in found), found
+
+
+def test_edited_manifest_size(run):
+    manifest_path = step_dir(run) / "manifest.json"
+    data = json.loads(manifest_path.read_text())
+    name = next(n for n in data["files"] if n.endswith(".distcp"))
+    data["files"][name]["size"] += 1
+    manifest_path.write_text(json.dumps(data))
+    found = errors(run)
+    assert any(name.split("/")[-1] in e and "manifest says" in e for e in found), found
+
+
+def test_manifest_not_json(run):
+    (step_dir(run) / "manifest.json").write_text("{not json")
+    found = errors(run)
+    assert any("manifest.json" in e and "not valid JSON" in e for e in found), found
+
+
+def test_manifest_path_traversal_refused(run):
+    manifest_path = step_dir(run) / "manifest.json"
+    data = json.loads(manifest_path.read_text())
+    data["files"]["../../outside"] = {"size": 1, "sha256": "0" * 64}
+    manifest_path.write_text(json.dumps(data))
+    found = errors(run)
+    assert any("escapes the checkpoint directory" in e for e in found), found
+
+
+def test_tracker_naming_missing_step(run):
+    (run / layout.TRACKER_FILE).write_text("7\n")
+    found = errors(run)
+    assert any(layout.TRACKER_FILE in e and "step 7" in e for e in found), found
+
+
+def test_manifest_lists_optimizer_that_is_absent(tmp_path):
+    model, _optimizer = build(sharded=False)
+    from mfsdp_ckpt.checkpointer import Checkpointer
+    from trainer.state import ModelState
+
+    run = tmp_path / "run"
+    Checkpointer(run, strategy="none").save(
+        1, {"model": ModelState(model), "extra": {"step": 1}}, contents=("model", "extra")
+    )
+    manifest_path = layout.step_dir(run, 1) / "manifest.json"
+    data = json.loads(manifest_path.read_text())
+    data["contents"].append("optimizer")
+    manifest_path.write_text(json.dumps(data))
+    found = errors(run)
+    assert any("'optimizer'" in e and "no optimizer state" in e for e in found), found
+
+
+def test_unknown_file_is_a_warning_and_strict_fails(run):
+    (step_dir(run) / "dist_ckpt" / "stray.bin").write_bytes(b"x")
+    report = validate_checkpoint(run)
+    assert report.ok() and not report.ok(strict=True)
+    assert any("stray.bin" in f.where and "not listed" in f.message for f in report.findings)
+
+
+def test_truncated_metadata(run):
+    metadata = step_dir(run) / "dist_ckpt" / ".metadata"
+    metadata.write_bytes(metadata.read_bytes()[:200])
+    found = errors(run)
+    assert any(".metadata" in e and "unreadable" in e for e in found), found
+
+
+def test_metadata_that_would_run_code_is_refused(run, tmp_path):
+    marker = tmp_path / "pwned"
+    metadata = step_dir(run) / "dist_ckpt" / ".metadata"
+    metadata.write_bytes(pickle.dumps(RunsCode(marker)))
+    with pytest.raises(UnsafeMetadataError, match="refusing to load global (posix|os).system"):
+        load_metadata(metadata)
+    found = errors(run)
+    assert any("refusing to load global" in e for e in found), found
+    assert not marker.exists()
+
+
+def test_blob_that_would_run_code_is_refused(run, tmp_path):
+    """A .distcp blob crafted for a full unpickler: weights-only loading refuses it."""
+    marker = tmp_path / "pwned"
+    reader = CheckpointReader(step_dir(run) / "dist_ckpt")
+    entry = reader.tensors["model.model.norm.weight"]
+    chunk = next(c for c in entry.chunks if c.numel)
+    buffer = io.BytesIO()
+    torch.save(RunsCode(marker), buffer)
+    payload = buffer.getvalue()
+    shard = step_dir(run) / "dist_ckpt" / chunk.file
+    data = bytearray(shard.read_bytes())
+    data[chunk.file_offset : chunk.file_offset + chunk.length] = payload
+    shard.write_bytes(bytes(data))
+    hostile = dataclasses.replace(chunk, length=len(payload))  # later offsets moved: read this one
+    with pytest.raises(CheckpointFormatError, match="unreadable blob"):
+        CheckpointReader(step_dir(run) / "dist_ckpt").read_chunk(entry, hostile)
+    assert not marker.exists()
+
+
+def test_symlink_out_of_checkpoint_is_refused(run, tmp_path):
+    shard = biggest_shard(step_dir(run))
+    outside = tmp_path / "outside.bin"
+    outside.write_bytes(shard.read_bytes())
+    shard.unlink()
+    shard.symlink_to(outside)
+    found = errors(run)
+    assert any(shard.name in e and "outside the checkpoint" in e for e in found), found
+
+
+def test_cli_exit_codes_and_json(run, tmp_path):
+    runner = CliRunner()
+    ok = runner.invoke(app, ["ckpt", "validate", str(run), "--json"])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.output)["valid"] is True
+    biggest_shard(step_dir(run)).unlink()
+    bad = runner.invoke(app, ["ckpt", "validate", str(run)])
+    assert bad.exit_code == 1 and "INVALID" in bad.output
+    usage = runner.invoke(app, ["ckpt", "validate", str(tmp_path / "nope")])
+    assert usage.exit_code == 2 and "no such file" in usage.output

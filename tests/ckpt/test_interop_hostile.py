@@ -1,0 +1,140 @@
+"""Hostile paths at the layout level: trackers that are not step numbers, special files,
+deep chains, symlink loops and symlinks out of the checkpoint. Each is one line and a
+non-zero exit, never a hang, a traceback or a byte read from outside the checkpoint."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from mfsdp_ckpt.format import layout
+from tests.support.interop_layouts import BUILDERS, one_error_line, run_cli
+
+TRACKERS = {
+    "fifo": lambda p: os.mkfifo(p),
+    "5000_digits": lambda p: p.write_text("7" * 5000),
+    "not_utf8": lambda p: p.write_bytes(b"\xff\xfe40"),
+    "superscript_two": lambda p: p.write_text("²"),
+    "directory": lambda p: p.mkdir(),
+    "symlink_out": lambda p: os.symlink("/etc/hostname", p),
+}
+
+
+@pytest.mark.parametrize("case", list(TRACKERS))
+def test_a_hostile_tracker_is_one_line(case, made_optim, tmp_path):
+    laid = BUILDERS["verl-sft"](made_optim, tmp_path)
+    tracker = laid.run / layout.TRACKER_FILE
+    tracker.unlink()
+    TRACKERS[case](tracker)
+    with pytest.raises(layout.CheckpointPathError) as caught:
+        layout.resolve_checkpoint(laid.run)
+    assert layout.TRACKER_FILE in str(caught.value) and "\n" not in str(caught.value)
+    code, out, err = run_cli("ckpt", "validate", laid.run)
+    assert code == 2 and layout.TRACKER_FILE in one_error_line(err), out + err
+
+
+def test_a_hostile_ckpt_contents_json_is_one_line(made_optim, tmp_path):
+    laid = BUILDERS["verl-rl-v2"](made_optim, tmp_path)
+    contents = laid.levels["actor"] / layout.VERL_CONTENTS_FILE
+    contents.unlink()
+    os.mkfifo(contents)
+    code, out, err = run_cli("ckpt", "inspect", laid.run)
+    assert code == 2 and "FIFO" in one_error_line(err), out + err
+
+
+@pytest.fixture
+def deep_chains():
+    """Chains made by `_deep_chain` are removed one level at a time after the test:
+    shutil.rmtree recurses per level and would fail on them in pytest's own cleanup."""
+    made: list[Path] = []
+    yield made
+    for top in made:
+        _remove_chain(top)
+
+
+def _remove_chain(top: Path) -> None:
+    link, spare = top / "d", top / ".d-spare"
+    while link.is_dir():
+        if (link / "d").is_dir():
+            os.rename(link / "d", spare)
+            os.rmdir(link)
+            os.rename(spare, link)
+        else:
+            os.rmdir(link)
+
+
+def _deep_chain(top: Path, depth: int) -> Path:
+    """`depth` nested dirs made through directory descriptors (the path is too long to name)."""
+    fd = os.open(top, os.O_RDONLY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+    return top
+
+
+def test_a_1500_deep_chain_in_the_hf_dir_is_one_line(made_optim, tmp_path, deep_chains):
+    laid = BUILDERS["verl-sft"](made_optim, tmp_path)
+    deep_chains.append(_deep_chain(laid.levels["step"] / "huggingface", 1500))
+    code, out, err = run_cli("ckpt", "export-hf", laid.run, "--out", tmp_path / "hf")
+    assert code == 2 and "nested more than" in one_error_line(err), out + err
+    assert not (tmp_path / "hf").exists()
+
+
+def test_a_run_holding_a_1500_deep_chain_is_one_line(tmp_path, deep_chains):
+    deep_chains.append(_deep_chain(tmp_path, 1500))
+    for given in (tmp_path, tmp_path.joinpath(*["d"] * 1500)):
+        code, out, err = run_cli("ckpt", "validate", given)
+        assert code == 2 and "not a checkpoint" in one_error_line(err), out + err
+
+
+def test_a_symlink_loop_in_a_step_dir_is_one_line(made_optim, tmp_path):
+    laid = BUILDERS["verl-rl-v1"](made_optim, tmp_path)
+    hf = laid.levels["actor"] / "huggingface"
+    os.symlink("b", hf / "a")
+    os.symlink("a", hf / "b")
+    code, out, err = run_cli("ckpt", "export-hf", laid.run, "--out", tmp_path / "hf")
+    assert code == 1 and "symlink loop" in one_error_line(err), out + err
+    assert run_cli("ckpt", "validate", laid.levels["step"])[0] == 0  # validate reads no assets
+    os.symlink(".", laid.levels["actor"] / "dist_ckpt" / "self")
+    assert run_cli("ckpt", "validate", laid.run, "--deep")[0] == 0
+
+
+@pytest.mark.parametrize("name", ["tokenizer.json", "config.json"])
+def test_an_asset_symlinked_out_of_the_checkpoint_is_not_exported(name, made_optim, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("a user's private file")
+    if name == "config.json":
+        secret.write_text((made_optim / "config.json").read_text())
+    laid = BUILDERS["verl-sft"](made_optim, tmp_path / "ckpt")
+    target = laid.levels["step"] / "huggingface" / name
+    target.unlink(missing_ok=True)
+    os.symlink(secret, target)
+    code, out, err = run_cli("ckpt", "export-hf", laid.run, "--out", tmp_path / "hf")
+    assert code == 1 and "resolves outside the checkpoint" in one_error_line(err), out + err
+    assert not (tmp_path / "hf").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".hf.export-")]
+
+
+def test_a_fifo_among_the_assets_is_refused_without_blocking(made_optim, tmp_path):
+    laid = BUILDERS["verl-sft"](made_optim, tmp_path)
+    os.mkfifo(laid.levels["step"] / "huggingface" / "tokenizer.json")
+    code, out, err = run_cli("ckpt", "export-hf", laid.run, "--out", tmp_path / "hf")
+    assert code == 1 and "FIFO" in one_error_line(err), out + err
+
+
+def test_checkpoint_containing_finds_every_level(made_optim, tmp_path):
+    laid = BUILDERS["verl-rl-v2"](made_optim, tmp_path)
+    for level, path in laid.levels.items():
+        if level != "run":
+            assert layout.checkpoint_containing(path / "new" / "out") is not None, level
+    assert layout.checkpoint_containing(laid.run / "global_step_80") == laid.run / "global_step_80"
+    assert layout.checkpoint_containing(tmp_path / "exports" / "hf") is None
+    assert layout.checkpoint_containing(laid.run / "hf") is None  # beside the steps: fine
+    assert layout.checkpoint_containing(laid.run) == laid.run  # the run itself: never replaced

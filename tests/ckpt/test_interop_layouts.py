@@ -1,0 +1,289 @@
+"""Every `ckpt` command on every layout verl and Megatron-LM write, at every level.
+
+Parametrized over fixtures with optimizer state: a CPU stand-in made by
+tests/fixtures/megatron_lm_optim/make_megatron_lm_optim.py (Megatron-LM's keys, with a
+distributed optimizer's state), and each real Megatron-core save found in
+tests/fixtures/mcore_optim/<family>/ (config.json + run/iter_NNNNNNN/). Each is laid out as
+verl RL v1 and v2, verl SFT, Megatron-LM and a bare dist_ckpt dir
+(tests/support/interop_layouts.py); mfsdp's own layout comes from
+tests/fixtures/megatron_fsdp_qwen2.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mfsdp_ckpt.format import layout
+from tests.support.interop_layouts import (
+    BUILDERS,
+    DAMAGE,
+    maker,
+    one_error_line,
+    run_cli,
+    verl_rl_v1,
+)
+from tests.support.paths import FIXTURES
+
+OURS = FIXTURES / "megatron_fsdp_qwen2" / "run"
+REAL_OPTIM = FIXTURES / "mcore_optim"
+
+
+REAL_FAMILIES = sorted(
+    p.name
+    for p in REAL_OPTIM.glob("*")
+    if (p / "config.json").is_file() and any(p.glob("run/iter_*"))
+)
+
+
+@pytest.fixture(params=["made", *(f"real-{family}" for family in REAL_FAMILIES)])
+def optim_fixture(request, made_optim) -> Path:
+    return (
+        made_optim if request.param == "made" else REAL_OPTIM / request.param.removeprefix("real-")
+    )
+
+
+@pytest.mark.parametrize("family", REAL_FAMILIES)
+def test_a_real_megatron_lm_run_with_optimizer_validates_clean(family):
+    """The case that said "optimizer state exp_avg is missing" for every parameter."""
+    run = REAL_OPTIM / family / "run"
+    config = REAL_OPTIM / family / "config.json"
+    code, out, err = run_cli("ckpt", "validate", run, "--deep", "--hf-config", config, "--json")
+    report = json.loads(out)
+    assert code == 0 and report["valid"] and report["findings"] == [], out + err
+    assert report["layout"] == layout.MEGATRON_LM and report["step"] == 3
+
+
+# --------------------------------------------------------------------------- the matrix
+@pytest.mark.parametrize("kind", list(BUILDERS))
+def test_every_command_reads_every_layout(kind, optim_fixture, tmp_path):
+    laid = BUILDERS[kind](optim_fixture, tmp_path)
+    config = [] if laid.has_hf_config else ["--hf-config", optim_fixture / "config.json"]
+    for level, path in laid.levels.items():
+        paths = layout.resolve_checkpoint(path)
+        assert (paths.dist_ckpt, paths.kind) == (laid.dist_ckpt, kind), level
+    code, out, err = run_cli("ckpt", "validate", laid.run)
+    assert code == 0 and out.splitlines()[-1].startswith(f"valid: {laid.dist_ckpt} ({kind}"), (
+        out + err
+    )
+    assert "no manifest, so file hashes were not checked" in out
+    code, out, err = run_cli("ckpt", "validate", laid.run, "--deep", "--json", *config)
+    report = json.loads(out)
+    assert code == 0 and report["valid"] and report["findings"] == [], out + err
+    assert report["layout"] == kind and report["has_manifest"] is False
+    code, out, err = run_cli("ckpt", "validate", laid.run, "--strict")
+    assert code == 1 and "(--strict requires one)" in out, out + err
+    code, out, err = run_cli("ckpt", "inspect", laid.run, "--json")
+    described = json.loads(out)
+    assert code == 0 and described["layout"] == kind
+    objects = {o["name"]: o for o in described["objects"]}
+    if "iteration" in objects:  # Megatron-LM's scalars decode; its argparse.Namespace never does
+        assert isinstance(objects["iteration"]["value"], int)
+        assert objects["args"]["value"] is None and objects["args"]["not_decoded"]
+    code, out, err = run_cli(
+        "ckpt", "export-hf", laid.run, "--out", tmp_path / "hf", "--verify", *config
+    )
+    assert code == 0 and "verified" in out and "MiB" in out, out + err
+    assert (tmp_path / "hf" / "config.json").is_file()
+
+
+def test_our_layout_is_unchanged(tmp_path):
+    run = shutil.copytree(OURS, tmp_path / "run")
+    step = layout.step_dir(run, 2)
+    for path in (run, step, step / "dist_ckpt"):
+        paths = layout.resolve_checkpoint(path)
+        assert paths.kind == layout.MFSDP and paths.manifest == step / "manifest.json"
+    code, out, err = run_cli("ckpt", "validate", run, "--deep", "--strict")
+    assert code == 0 and "no manifest" not in out and "(mfsdp, step 2" in out, out + err
+    assert run_cli("ckpt", "inspect", run)[0] == 0
+    code, out, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "hf")
+    assert code == 0, out + err
+
+
+def test_megatron_optimizer_names_match_their_parameters(made_optim, tmp_path):
+    """Megatron's `optimizer.state.module.module.module.<param>.exp_avg` (and the SwiGLU
+    weight_w/weight_v split) must pair with `model.module.<param>`: a missing moment is an
+    error naming the parameter, a state of no parameter only a warning."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    maker_module = maker()
+    state = maker_module.state_dict(maker_module.CONFIG)
+    moments = state["optimizer"]["state"]
+    del moments["module.module.module.decoder.layers.0.mlp.linear_fc1.weight_v"]["exp_avg"]
+    moments["module.module.module.decoder.layers.7.extra.weight"] = {"exp_avg": torch.zeros(2)}
+    dcp.save(state, checkpoint_id=str(tmp_path / "dist_ckpt"), no_dist=True)
+    code, out, _ = run_cli("ckpt", "validate", tmp_path / "dist_ckpt", "--json")
+    findings = json.loads(out)["findings"]
+    assert code == 1
+    assert [(f["severity"], f["message"]) for f in findings] == [
+        ("error", "optimizer state exp_avg is missing"),
+        ("warning", "optimizer state matches no model parameter"),
+    ]
+    assert findings[0]["where"] == "[model.module.decoder.layers.0.mlp.linear_fc1.weight_v]"
+
+
+# --------------------------------------------------------------------------- damage
+@pytest.mark.parametrize("kind", ["verl-rl-v1", "megatron-lm"])
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_damaged_foreign_checkpoints_fail(kind, damage, made_optim, tmp_path):
+    laid = BUILDERS[kind](made_optim, tmp_path)
+    DAMAGE[damage](laid.dist_ckpt)
+    config = [] if laid.has_hf_config else ["--hf-config", made_optim / "config.json"]
+    code, out, err = run_cli("ckpt", "validate", laid.run)
+    assert code == 1 and out.splitlines()[-1].startswith("INVALID:"), out + err
+    code, out, err = run_cli("ckpt", "export-hf", laid.run, "--out", tmp_path / "hf", *config)
+    assert code == 1, out + err
+    one_error_line(err)
+    assert not (tmp_path / "hf").exists()
+
+
+# --------------------------------------------------------------------------- usage
+def test_actor_is_the_default_and_a_critic_is_not_exported(made_optim, tmp_path):
+    laid = verl_rl_v1(made_optim, tmp_path)
+    step = laid.levels["step"]
+    actor = layout.resolve_checkpoint(step)
+    assert (actor.role, actor.roles) == ("actor", ("actor", "critic"))
+    critic = layout.resolve_checkpoint(step, role="critic")
+    assert critic.dist_ckpt == step / "critic" / "dist_ckpt"
+    code, out, err = run_cli("ckpt", "validate", laid.run, "--role", "critic")
+    assert code == 0 and "critic" in out, out + err
+    code, out, err = run_cli(
+        "ckpt", "export-hf", laid.run, "--role", "critic", "--out", tmp_path / "hf"
+    )
+    assert code == 2 and "value head is not a language model" in one_error_line(err)
+
+
+def _usage_cases():
+    def no_layout(root, fixture):
+        (root / "empty").mkdir()
+        return ["ckpt", "validate", root / "empty"], "not a checkpoint (looked for .metadata"
+
+    def steps_without_tracker(root, fixture):
+        laid = BUILDERS["verl-sft"](fixture, root)
+        (laid.run / "latest_checkpointed_iteration.txt").unlink()
+        shutil.copytree(laid.levels["step"], laid.run / "global_step_80")
+        return ["ckpt", "inspect", laid.run], "2 step dirs and no latest_checkpointed_iteration.txt"
+
+    def hf_without_config(root, fixture):
+        laid = BUILDERS["verl-rl-v1"](fixture, root)
+        (laid.levels["actor"] / "huggingface" / "config.json").unlink()
+        return ["ckpt", "export-hf", laid.run, "--out", root / "hf"], "pass --hf-config"
+
+    def unfinished_save(root, fixture):
+        (root / "run" / "global_step_3.tmp").mkdir(parents=True)
+        return ["ckpt", "validate", root / "run"], "a save of step 3 did not finish"
+
+    def hugging_face_dir(root, fixture):
+        (root / "hf").mkdir()
+        shutil.copy2(fixture / "config.json", root / "hf" / "config.json")
+        (root / "hf" / "model.safetensors").write_bytes(b"{}")
+        return ["ckpt", "export-hf", root / "hf", "--out", root / "out"], "mfsdp ckpt import-hf"
+
+    def several_runs(root, fixture):
+        BUILDERS["verl-sft"](fixture, root / "runs")
+        BUILDERS["megatron-lm"](fixture, root / "runs")
+        return ["ckpt", "validate", root / "runs"], "holds 2 runs; give one of them"
+
+    def missing_role(root, fixture):
+        laid = BUILDERS["verl-rl-v2"](fixture, root)
+        return ["ckpt", "inspect", laid.run, "--role", "critic"], "no critic/ here"
+
+    def role_on_megatron(root, fixture):
+        laid = BUILDERS["megatron-lm"](fixture, root)
+        return ["ckpt", "inspect", laid.run, "--role", "actor"], "has no actor/ critic/ roles"
+
+    def out_inside_checkpoint(root, fixture):
+        laid = BUILDERS["verl-sft"](fixture, root)
+        out = laid.levels["step"] / "dist_ckpt" / "hf"
+        return [
+            "ckpt",
+            "export-hf",
+            laid.run / "global_step_40",
+            "--out",
+            out,
+        ], "lies inside the checkpoint"
+
+    def out_onto_sibling_step(root, fixture):
+        laid = BUILDERS["verl-sft"](fixture, root)
+        other = BUILDERS["megatron-lm"](fixture, root)
+        out = other.run / "iter_0000080"
+        return [
+            "ckpt",
+            "export-hf",
+            laid.run,
+            "--out",
+            out,
+            "--overwrite",
+        ], "lies inside the checkpoint"
+
+    return {
+        f.__name__: f
+        for f in (
+            no_layout,
+            steps_without_tracker,
+            hf_without_config,
+            unfinished_save,
+            hugging_face_dir,
+            several_runs,
+            missing_role,
+            role_on_megatron,
+            out_inside_checkpoint,
+            out_onto_sibling_step,
+        )
+    }
+
+
+USAGE = _usage_cases()
+
+
+@pytest.mark.parametrize("case", list(USAGE))
+def test_usage_errors_are_one_line_exit_2(case, made_optim, tmp_path):
+    args, words = USAGE[case](tmp_path, made_optim)
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    code, out, err = run_cli(*args)
+    assert code == 2, out + err
+    assert words in one_error_line(err)
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before  # nothing written, nothing removed
+
+
+def test_a_directory_holding_one_run_resolves_to_it(made_optim, tmp_path):
+    """As `mfsdp demo` leaves runs/demo: the run beside data, an HF model dir and an export."""
+    laid = BUILDERS["verl-sft"](made_optim, tmp_path / "runs" / "demo")
+    for model_dir in ("init_model", "hf"):
+        (tmp_path / "runs" / "demo" / model_dir).mkdir()
+        shutil.copy2(
+            made_optim / "config.json", tmp_path / "runs" / "demo" / model_dir / "config.json"
+        )
+        (tmp_path / "runs" / "demo" / model_dir / "model.safetensors").write_bytes(b"{}")
+    (tmp_path / "runs" / "demo" / "data").mkdir()
+    code, out, err = run_cli("ckpt", "validate", tmp_path / "runs" / "demo", "--deep")
+    assert code == 0, out + err
+    assert f"holds one run: reading {laid.run}" in err
+
+
+def test_a_step_of_ours_without_its_manifest_is_still_ours(tmp_path):
+    run = shutil.copytree(OURS, tmp_path / "run")
+    shutil.copytree(layout.step_dir(run, 2), layout.step_dir(run, 3))
+    (layout.step_dir(run, 3) / "manifest.json").unlink()
+    paths = layout.resolve_checkpoint(layout.step_dir(run, 3))
+    assert paths.kind == layout.MFSDP
+    code, out, err = run_cli("ckpt", "validate", layout.step_dir(run, 3))
+    assert code == 1 and "manifest is missing" in out, out + err
+
+
+def test_megatron_release_and_a_config_that_does_not_fit(made_optim, tmp_path):
+    run = tmp_path / "megatron"
+    shutil.copytree(made_optim / "dist_ckpt", run / "release")
+    (run / "latest_checkpointed_iteration.txt").write_text("release")
+    paths = layout.resolve_checkpoint(run)
+    assert (paths.kind, paths.dist_ckpt, paths.step) == (layout.MEGATRON_LM, run / "release", None)
+    wrong = json.loads((made_optim / "config.json").read_text())
+    wrong["intermediate_size"] += 8
+    (tmp_path / "wrong.json").write_text(json.dumps(wrong))
+    code, out, err = run_cli("ckpt", "validate", run, "--hf-config", tmp_path / "wrong.json")
+    assert code == 1 and "the weights do not fit this config" in out, out + err
+    assert run_cli("ckpt", "validate", run, "--hf-config", made_optim / "config.json")[0] == 0

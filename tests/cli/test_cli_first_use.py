@@ -1,0 +1,177 @@
+"""What a first-time user hits on the command line: fast one-line config errors (before
+torch loads), data made by `mfsdp data`, a demo that never deletes what is not its own,
+group help with examples, one-line usage errors, and `./dev` itself."""
+
+import json
+import os
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+from cli.demo import DEMO_MARKER, _claim
+from cli.launch import Launch, torchrun_command
+from cli.main import app
+from tests.support.fresh_python import mfsdp, modules_after
+from tests.support.paths import REPO
+
+MAIN_CATCHING_EXIT = """
+import sys
+sys.argv = ['mfsdp', *sys.argv[2:]]
+from cli.main import main
+try:
+    main()
+except SystemExit as done:
+    print(json.dumps(done.code), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(
+    "command, override", [("sft", "optim.lrr=1"), ("grpo", "actor_rollout_ref.rollout.mode=async")]
+)
+def test_a_config_mistake_is_reported_before_torch_loads(command, override):
+    loaded = modules_after(
+        MAIN_CATCHING_EXIT, "train", command, override, roots=("torch", "transformers")
+    )
+    assert loaded == []
+
+
+def test_a_config_mistake_is_one_line_and_exit_2():
+    done = mfsdp("train", "sft", "--config", "examples/sft_tiny_cpu.yaml", "optim.lrr=1")
+    assert (
+        done.returncode == 2
+        and done.stderr.count("\n") == 1
+        and "did you mean optim.lr" in done.stderr
+    )
+
+
+def test_missing_rl_data_says_how_to_make_it(tmp_path):
+    done = mfsdp(
+        "train",
+        "grpo",
+        "--config",
+        "examples/grpo_tiny_cpu.yaml",
+        f"data.train_files={tmp_path / 'rl.parquet'}",
+    )
+    assert done.returncode == 2
+    assert f"data.train_files: {tmp_path / 'rl.parquet'}: no such file" in done.stderr
+    assert (
+        "mfsdp data gsm8k|math" in done.stderr and "mfsdp data synthetic --out DIR" in done.stderr
+    )
+
+
+def test_usage_errors_are_one_line():
+    done = mfsdp("train", "sft", "--no-such-flag")
+    assert done.returncode == 2
+    assert done.stderr == "error: No such option '--no-such-flag'; see 'mfsdp train sft --help'\n"
+
+
+@pytest.mark.parametrize(
+    "group, example",
+    [
+        ("train", "mfsdp train sft --config"),
+        ("data", "mfsdp data synthetic --out"),
+        ("config", "mfsdp config from-verl"),
+    ],
+)
+def test_group_help_shows_examples(group, example):
+    result = CliRunner().invoke(app, [group, "--help"])
+    assert result.exit_code == 0 and "Examples:" in result.output and example in result.output
+
+
+def test_data_synthetic_help_creates_nothing_and_out_writes_tables(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert CliRunner().invoke(app, ["data", "synthetic", "--help"]).exit_code == 0
+    assert list(tmp_path.iterdir()) == []
+    result = CliRunner().invoke(app, ["data", "synthetic", "--out", "addition"])
+    assert result.exit_code == 0, result.output
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.parquet")) == [
+        "addition/rl/test.parquet",
+        "addition/rl/train.parquet",
+        "addition/sft/train.parquet",
+    ]
+
+
+def test_demo_refuses_a_directory_that_is_not_its_own(tmp_path):
+    (tmp_path / "thesis.tex").write_text("years of work")
+    result = CliRunner().invoke(app, ["demo", "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "is not a previous demo's output" in result.output
+    assert (tmp_path / "thesis.tex").read_text() == "years of work"
+
+
+def test_demo_replaces_only_a_previous_demo(tmp_path):
+    out = tmp_path / "demo"
+    _claim(out)  # new dir
+    (out / "sft").mkdir()
+    _claim(out)  # a previous demo: replaced
+    assert sorted(p.name for p in out.iterdir()) == [DEMO_MARKER]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _claim(empty)
+    assert (empty / DEMO_MARKER).is_file()
+
+
+def test_multi_node_flags_reach_torchrun():
+    command = torchrun_command(
+        "sft",
+        Launch(nproc_per_node=8, nnodes=2, node_rank=1, rdzv_endpoint="node0:29500"),
+        "c.yaml",
+        False,
+        ["optim.lr=1e-5"],
+    )
+    assert command[1:3] == ["-m", "torch.distributed.run"] and "--standalone" not in command
+    for flag in (
+        "--nproc-per-node=8",
+        "--nnodes=2",
+        "--node-rank=1",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=node0:29500",
+    ):
+        assert flag in command
+    assert command[-6:] == ["-m", "cli.train", "sft", "--config", "c.yaml", "optim.lr=1e-5"]
+    single = torchrun_command("grpo", Launch(nproc_per_node=2), None, True, [])
+    assert "--standalone" in single and single[-2:] == ["grpo", "--json"]
+
+
+def test_multi_node_needs_an_endpoint():
+    done = mfsdp("train", "sft", "--config", "examples/sft_tiny_cpu.yaml", "--nnodes", "2")
+    assert done.returncode == 2 and "--rdzv-endpoint" in done.stderr
+
+
+def test_dev_without_a_command_prints_its_usage_only():
+    done = subprocess.run([str(REPO / "dev")], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2
+    assert "./dev mfsdp ARGS" in done.stdout and "set -euo" not in done.stdout
+    assert json.dumps(done.stdout).count("#") == 0
+
+
+def test_verbose_shows_what_a_save_and_a_load_cost(tmp_path, monkeypatch):
+    """`mfsdp -v` turns mfsdp's loggers to INFO (and tells launched ranks so); the
+    checkpointer then says what each save and load cost."""
+    import logging
+
+    import torch
+
+    from cli.verbosity import LEVEL_VARIABLE, set_verbosity
+    from mfsdp_ckpt.checkpointer import Checkpointer
+    from mfsdp_ckpt.format import layout
+
+    monkeypatch.setenv(LEVEL_VARIABLE, "")  # restored (unset) after the test
+    logger = logging.getLogger("mfsdp_ckpt")
+    monkeypatch.setattr(logger, "level", logger.level)
+    monkeypatch.setattr(logger, "handlers", [])
+    set_verbosity(1)
+    assert logger.level == logging.INFO and len(logger.handlers) == 1
+    assert os.environ[LEVEL_VARIABLE] == "INFO"
+    seen = []
+    logger.handlers[0].emit = lambda record: seen.append(record.getMessage())
+    state = {"model": {"w": torch.arange(6.0)}}
+    checkpointer = Checkpointer(tmp_path / "run", strategy="none")
+    checkpointer.save(3, state, contents=("model",))
+    checkpointer.load(
+        layout.resolve_checkpoint(tmp_path / "run"),
+        {"model": {"w": torch.zeros(6)}},
+        contents=("model",),
+    )
+    assert any(line.startswith("step 3: committed") and "MiB" in line for line in seen), seen
+    assert any(" loaded model in " in line for line in seen), seen

@@ -1,0 +1,1 @@
+"""trainer.grpo and trainer.rewards."""

@@ -1,0 +1,177 @@
+"""Bad command lines, configs and data (`BAD_INPUTS`): each must be refused with exactly one
+`error:` line and the right exit code, next to a copy of the pristine run whose checkpoint
+stays byte-identical. Shared by tests/reliability/test_reliability_cli.py and
+scripts/reliability_report.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from mfsdp_ckpt.format import layout
+from tests.reliability.outcome import Expect, Observed, invoke
+from tests.reliability.sft_run import BASE_STEP, fresh_copy, sft_args, step_dir, tree_digest
+
+
+@dataclass(frozen=True)
+class BadInput:
+    """A command given something wrong; `args(root)` builds its argv against a scratch dir
+    holding a copy of the pristine run (`root/run`) and its data (`root/train.jsonl`)."""
+
+    name: str
+    what: str
+    args: Callable[[Path], list]
+    exit_code: int
+    fragment: str
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def _sft_on(root: Path, data: Path | None = None, *extra: str) -> list:
+    return sft_args(
+        data or root / "train.jsonl", root / "run", f"trainer.total_steps={BASE_STEP + 2}", *extra
+    )
+
+
+BAD_INPUTS: tuple[BadInput, ...] = (
+    BadInput(
+        "unknown_key",
+        "override optim.lrr=1",
+        lambda r: _sft_on(r, None, "optim.lrr=1"),
+        2,
+        "unknown config key 'optim.lrr'; did you mean optim.lr",
+    ),
+    BadInput(
+        "mistyped_value",
+        "override optim.lr=fast",
+        lambda r: _sft_on(r, None, "optim.lr=fast"),
+        2,
+        "config key 'optim.lr' expects a number, got 'fast'",
+    ),
+    BadInput(
+        "unknown_key_in_file",
+        "YAML file with trainer.stepz",
+        lambda r: ["train", "sft", "--config", _write(r / "bad.yaml", "trainer:\n  stepz: 3\n")],
+        2,
+        "unknown config key 'trainer.stepz'",
+    ),
+    BadInput(
+        "config_not_yaml",
+        "config file that is not YAML",
+        lambda r: ["train", "sft", "--config", _write(r / "bad.yaml", "model: [\n")],
+        2,
+        "not valid YAML",
+    ),
+    BadInput(
+        "config_missing",
+        "--config pointing nowhere",
+        lambda r: ["train", "sft", "--config", r / "nope.yaml"],
+        2,
+        "cannot read config",
+    ),
+    BadInput(
+        "data_missing",
+        "data.train_files pointing nowhere",
+        lambda r: _sft_on(r, r / "absent.jsonl"),
+        2,
+        "absent.jsonl: no such file",
+    ),
+    BadInput(
+        "missing_columns",
+        "rows without messages or prompt/response",
+        lambda r: _sft_on(r, _write(r / "nocol.jsonl", '{"question": "1+1"}\n' * 20)),
+        2,
+        "no 'messages' column",
+    ),
+    BadInput(
+        "empty_dataset",
+        "an empty jsonl file",
+        lambda r: _sft_on(r, _write(r / "empty.jsonl", "")),
+        2,
+        "exceeds the 0 training rows",
+    ),
+    BadInput(
+        "prompt_too_long",
+        "rows longer than data.max_length with truncation=error",
+        lambda r: _sft_on(r, None, "data.max_length=16", "data.truncation=error"),
+        2,
+        "tokens > data.max_length=16",
+    ),
+    BadInput(
+        "resume_path_missing",
+        "checkpoint.resume=<missing path>",
+        lambda r: _sft_on(r, None, f"checkpoint.resume={r / 'nope'}"),
+        2,
+        "nope: no such file or directory",
+    ),
+    BadInput(
+        "run_dir_unwritable",
+        "trainer.run_dir below a regular file",
+        lambda r: sft_args(r / "train.jsonl", r / "train.jsonl" / "run", "trainer.total_steps=1"),
+        1,
+        "Not a directory",
+    ),
+    BadInput(
+        "nproc_zero",
+        "--nproc-per-node 0",
+        lambda r: [*_sft_on(r)[:2], "--nproc-per-node", "0", *_sft_on(r)[2:]],
+        2,
+        "--nproc-per-node must be >= 1",
+    ),
+    BadInput(
+        "export_out_unwritable",
+        "export-hf --out below a regular file",
+        lambda r: ["ckpt", "export-hf", r / "run", "--out", r / "train.jsonl" / "hf"],
+        2,
+        "parent directory does not exist",
+    ),
+    BadInput(
+        "export_out_exists",
+        "export-hf --out onto an existing dir",
+        lambda r: ["ckpt", "export-hf", r / "run", "--out", r],
+        2,
+        "holds the checkpoint being exported",
+    ),
+    BadInput(
+        "export_ckpt_missing",
+        "export-hf of a missing path",
+        lambda r: ["ckpt", "export-hf", r / "nope", "--out", r / "hf"],
+        2,
+        "no such file or directory",
+    ),
+    BadInput(
+        "validate_not_a_checkpoint",
+        "validate of a dir that holds no checkpoint",
+        lambda r: [
+            "ckpt",
+            "validate",
+            r / "run" / layout.step_dir(r, BASE_STEP).name / layout.HF_ASSETS_DIR,
+        ],
+        2,
+        "not a checkpoint",
+    ),
+    BadInput(
+        "data_input_missing",
+        "data gsm8k --input pointing nowhere",
+        lambda r: ["data", "gsm8k", "--input", r / "nope.jsonl", "--out", r / "data"],
+        2,
+        "nope.jsonl",
+    ),
+)
+
+
+def run_bad_input(bad: BadInput, pristine: Path, scratch: Path) -> Observed:
+    """Run one bad command next to a copy of the pristine run; the run must be left intact."""
+    run = fresh_copy(pristine, scratch)
+    before = tree_digest(step_dir(run))
+    outcome = invoke(bad.args(scratch))
+    problems = Expect(bad.exit_code, bad.fragment).check(outcome)
+    if len([line for line in outcome.output.splitlines() if line.startswith("error:")]) != 1:
+        problems.append("not exactly one error line")
+    if tree_digest(step_dir(run)) != before:
+        problems.append("the previous checkpoint changed")
+    return Observed(outcome, problems)

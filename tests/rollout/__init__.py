@@ -1,0 +1,1 @@
+"""trainer.rollout: the hf and vllm engines and token sampling."""

@@ -1,0 +1,53 @@
+"""Run mfsdp, or a few lines of Python, in a fresh interpreter: what a user's shell would
+start, so import costs and exit codes are the real ones, not those of the test process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.support.paths import REPO
+
+HEAVY = ("torch.distributed.checkpoint", "torch.distributed.tensor", "transformers")
+
+LOADED_AT_EXIT = r"""
+import atexit, json, sys
+sys.path.insert(0, sys.argv[1])
+roots = json.loads(sys.argv.pop(2))
+atexit.register(lambda: print(json.dumps(sorted(
+    m for m in sys.modules if any(m == root or m.startswith(root + ".") for root in roots)))))
+{body}
+"""
+
+
+def mfsdp(*args: str) -> subprocess.CompletedProcess:
+    """`mfsdp ARGS` in a fresh interpreter from the repository root (stdout, stderr as text)."""
+    return subprocess.run(
+        [sys.executable, "-c", "from cli.main import main; main()", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def modules_after(body: str, *args: str, roots: tuple[str, ...] = HEAVY) -> list[str]:
+    """Run `body` in a fresh interpreter (`sys.argv[2:]` = `args`); the modules under `roots`
+    (packages, with their submodules) in its sys.modules when it exits."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            LOADED_AT_EXIT.format(body=body),
+            str(REPO),
+            json.dumps(roots),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

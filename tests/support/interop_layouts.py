@@ -1,0 +1,202 @@
+"""Lay one DCP checkpoint out the ways verl and Megatron-LM do, for the interop tests.
+
+Each builder takes a fixture dir (`config.json` and a DCP dir, `dist_ckpt/` or
+`run/iter_NNNNNNN/`) and a fresh directory and
+returns a `Laid` naming the run dir, every level a user may pass (run, step, role, model,
+dist_ckpt), and whether the layout carries its own HF config (Megatron-LM and a bare DCP
+dir do not: commands need --hf-config). The shapes follow verl's megatron checkpoint
+manager, ray_trainer and sft_trainer, and Megatron-LM's checkpointing.py (docs/interop.md).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import pickle
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from cli.main import app
+from tests.support.paths import FIXTURES
+
+STEP = 40
+
+
+def maker():
+    """tests/fixtures/megatron_lm_optim/make_megatron_lm_optim.py as a module."""
+    path = FIXTURES / "megatron_lm_optim" / "make_megatron_lm_optim.py"
+    spec = importlib.util.spec_from_file_location("make_megatron_lm_optim", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_cli(*args) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def one_error_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+@dataclass
+class Laid:
+    run: Path
+    levels: dict[str, Path]  # level name -> path that must resolve to the same dist_ckpt
+    dist_ckpt: Path
+    has_hf_config: bool
+
+
+def dcp_of(fixture: Path) -> Path:
+    """A fixture's DCP dir: `dist_ckpt/`, or the step of the Megatron-LM run it holds
+    (`run/iter_NNNNNNN/`, as in tests/fixtures/mcore_optim/<family>/)."""
+    if (fixture / "dist_ckpt" / ".metadata").is_file():
+        return fixture / "dist_ckpt"
+    (step,) = sorted((fixture / "run").glob("iter_*"))
+    return step
+
+
+def _copy_dcp(fixture: Path, target: Path) -> Path:
+    shutil.copytree(dcp_of(fixture), target)
+    return target
+
+
+def _hf_dir(fixture: Path, target: Path) -> None:
+    target.mkdir(parents=True)
+    shutil.copy2(fixture / "config.json", target / "config.json")
+
+
+def _tracker(run: Path, text: str) -> None:
+    (run / "latest_checkpointed_iteration.txt").write_text(text)  # verl: str(step), no newline
+
+
+def verl_rl_v1(fixture: Path, root: Path, critic: bool = True) -> Laid:
+    run = root / "verl_rl_v1"
+    step = run / f"global_step_{STEP}"
+    roles = ("actor", "critic") if critic else ("actor",)
+    for role in roles:
+        _copy_dcp(fixture, step / role / "dist_ckpt")
+        _hf_dir(fixture, step / role / "huggingface")
+        (step / role / "transformer_config.json").write_text(json.dumps({"num_layers": 1}))
+    (step / "data.pt").write_bytes(b"dataloader state")
+    _tracker(run, str(STEP))
+    actor = step / "actor"
+    levels = {"run": run, "step": step, "actor": actor, "dist_ckpt": actor / "dist_ckpt"}
+    return Laid(run, levels, actor / "dist_ckpt", True)
+
+
+def verl_rl_v2(fixture: Path, root: Path) -> Laid:
+    run = root / "verl_rl_v2"
+    actor = run / f"global_step_{STEP}" / "actor"
+    dcp = _copy_dcp(fixture, actor / "model" / "dist_ckpt")
+    _hf_dir(fixture, actor / "model" / "huggingface")
+    for empty in ("optimizer", "extra"):  # with Megatron-FSDP all state sits in model/dist_ckpt
+        (actor / empty / "dist_ckpt").mkdir(parents=True)
+    (actor / "transformer_config.json").write_text(json.dumps({"num_layers": 1}))
+    contents = {
+        name: {"path": f"{name}/dist_ckpt", "format": "megatron_dist_checkpoint"}
+        for name in ("model", "optimizer", "extra")
+    }
+    (actor / "ckpt_contents.json").write_text(
+        json.dumps(
+            {
+                "schema_version": 2,
+                "framework": "megatron",
+                "role": "actor",
+                "global_step": STEP,
+                "save_contents": ["model", "optimizer", "extra"],
+                "contents": contents,
+            }
+        )
+    )
+    _tracker(run, str(STEP))
+    levels = {
+        "run": run,
+        "step": actor.parent,
+        "actor": actor,
+        "model": actor / "model",
+        "dist_ckpt": dcp,
+    }
+    return Laid(run, levels, dcp, True)
+
+
+def verl_sft(fixture: Path, root: Path) -> Laid:
+    run = root / "verl_sft"
+    step = run / f"global_step_{STEP}"
+    dcp = _copy_dcp(fixture, step / "dist_ckpt")
+    _hf_dir(fixture, step / "huggingface")
+    (step / "data_0.pt").write_bytes(b"dataloader state")
+    _tracker(run, str(STEP))
+    return Laid(run, {"run": run, "step": step, "dist_ckpt": dcp}, dcp, True)
+
+
+def megatron_lm(fixture: Path, root: Path) -> Laid:
+    run = root / "megatron_lm"
+    dcp = _copy_dcp(fixture, run / f"iter_{STEP:07d}")
+    _tracker(run, f"{STEP}\n")
+    return Laid(run, {"run": run, "step": dcp}, dcp, False)
+
+
+def bare_dist_ckpt(fixture: Path, root: Path) -> Laid:
+    dcp = _copy_dcp(fixture, root / "bare" / "dist_ckpt")
+    return Laid(dcp, {"dist_ckpt": dcp}, dcp, False)
+
+
+BUILDERS = {
+    "verl-rl-v1": verl_rl_v1,
+    "verl-rl-v2": verl_rl_v2,
+    "verl-sft": verl_sft,
+    "megatron-lm": megatron_lm,
+    "dist_ckpt": bare_dist_ckpt,
+}
+
+
+# --------------------------------------------------------------------------- damage
+def largest_shard(dcp: Path) -> Path:
+    return max(dcp.glob("*.distcp"), key=lambda p: p.stat().st_size)
+
+
+def truncate_shard(dcp: Path) -> None:
+    shard = largest_shard(dcp)
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+
+
+def remove_shard(dcp: Path) -> None:
+    largest_shard(dcp).unlink()
+
+
+def leave_coverage_gap(dcp: Path) -> str:
+    """Shrink one chunk of the first 2-D model tensor by a row: the metadata no longer tiles
+    the tensor (what a save that lost one rank's piece leaves). The test fixture's own
+    .metadata is unpickled here, never a file from elsewhere."""
+    from torch.distributed.checkpoint.metadata import ChunkStorageMetadata
+
+    with open(dcp / ".metadata", "rb") as handle:
+        metadata = pickle.load(handle)
+    key, item = next(
+        (k, v)
+        for k, v in metadata.state_dict_metadata.items()
+        if k.startswith("model.") and len(getattr(v, "size", ())) == 2
+    )
+    chunk = item.chunks[0]
+    item.chunks[0] = ChunkStorageMetadata(
+        offsets=chunk.offsets, sizes=type(chunk.sizes)((chunk.sizes[0] - 1, *chunk.sizes[1:]))
+    )
+    with open(dcp / ".metadata", "wb") as handle:
+        pickle.dump(metadata, handle)
+    return key
+
+
+DAMAGE = {
+    "truncated": truncate_shard,
+    "missing_shard": remove_shard,
+    "coverage_gap": leave_coverage_gap,
+}

@@ -1,0 +1,1 @@
+"""trainer: config, model, loss, optimizer, strategies, threads, SFT runs and resume."""

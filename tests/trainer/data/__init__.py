@@ -1,0 +1,1 @@
+"""trainer.data: chat tokenization, batching and packing, dataset files."""

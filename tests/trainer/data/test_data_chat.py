@@ -1,0 +1,115 @@
+import pytest
+
+from trainer.config import DataConfig
+from trainer.data import chat
+from trainer.data.chat import ChatFormatError, Example, messages_of, tokenize_chat, truncate
+from trainer.data.sft_dataset import load_sft_splits
+from trainer.tiny import build_tokenizer
+
+CONVERSATION = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "Tom has 3 apples and buys 4 more."},
+    {"role": "assistant", "content": "Tom has 3 + 4 = 7 apples.\n#### 7"},
+    {"role": "user", "content": "And 2 more?"},
+    {"role": "assistant", "content": "#### 9"},
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return build_tokenizer()
+
+
+def assistant_text(tokenizer, example: Example) -> str:
+    return tokenizer.decode([t for t, m in zip(example.input_ids, example.loss_mask) if m])
+
+
+def test_loss_only_on_assistant_tokens_with_generation_template(tokenizer):
+    example = tokenize_chat(tokenizer, CONVERSATION)
+    assert len(example.input_ids) == len(example.loss_mask)
+    assert (
+        assistant_text(tokenizer, example)
+        == "Tom has 3 + 4 = 7 apples.\n#### 7<|im_end|>#### 9<|im_end|>"
+    )
+    full = tokenizer.decode(example.input_ids)
+    assert (
+        "Tom has 3 apples and buys" in full
+        and "Tom has 3 apples and buys" not in assistant_text(tokenizer, example)
+    )
+
+
+def test_prefix_fallback_for_templates_without_generation_markers(tokenizer):
+    plain = build_tokenizer()
+    plain.chat_template = plain.chat_template.replace("{% generation %}", "").replace(
+        "{% endgeneration %}", ""
+    )
+    example = tokenize_chat(plain, CONVERSATION)
+    reference = tokenize_chat(tokenizer, CONVERSATION)
+    assert example.input_ids == reference.input_ids
+    # same assistant spans, plus the newline the template writes after each <|im_end|>
+    assert (
+        assistant_text(plain, example)
+        == "Tom has 3 + 4 = 7 apples.\n#### 7<|im_end|>\n#### 9<|im_end|>\n"
+    )
+
+
+def test_prefix_fallback_refuses_templates_that_are_not_prefix_stable(tokenizer):
+    odd = build_tokenizer()
+    odd.chat_template = (
+        "{% for m in messages %}{{ m['content'] }}{% endfor %}{{ messages | length }}"
+    )
+    with pytest.raises(ChatFormatError, match="prefix"):
+        chat._tokenize_by_prefixes(odd, CONVERSATION)
+
+
+def test_prompt_response_columns_and_bad_rows():
+    assert messages_of({"prompt": "2+2?", "response": "4"}, "messages", "prompt", "response") == [
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": "4"},
+    ]
+    turns = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
+    assert (
+        messages_of({"prompt": turns, "response": "a"}, "messages", "prompt", "response")[:2]
+        == turns
+    )
+    with pytest.raises(ChatFormatError, match="no 'messages' column"):
+        messages_of({"text": "x"}, "messages", "prompt", "response")
+    with pytest.raises(ChatFormatError, match="no assistant turn"):
+        messages_of(
+            {"messages": [{"role": "user", "content": "q"}]}, "messages", "prompt", "response"
+        )
+
+
+def test_truncation_modes():
+    example = Example(list(range(10)), [0] * 6 + [1] * 4)
+    assert truncate(example, 10, "error", "row 0") is example
+    left = truncate(example, 4, "left", "row 0")
+    right = truncate(example, 4, "right", "row 0")
+    assert (left.input_ids, left.loss_mask) == ([6, 7, 8, 9], [1, 1, 1, 1])
+    assert (right.input_ids, right.loss_mask) == ([0, 1, 2, 3], [0, 0, 0, 0])
+    with pytest.raises(ChatFormatError, match=r"train.jsonl row 3: 10 tokens > data.max_length=4"):
+        truncate(example, 4, "error", "train.jsonl row 3")
+
+
+def test_dataset_errors_name_file_and_row(tmp_path, tokenizer):
+    path = tmp_path / "train.jsonl"
+    path.write_text(
+        '{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}\n'
+        '{"messages": [{"role": "user", "content": "q"}]}\n'
+    )
+    with pytest.raises(
+        ChatFormatError, match=r"train.jsonl row 1: the conversation has no assistant turn"
+    ):
+        load_sft_splits(DataConfig(train_files=[str(path)]), tokenizer, seed=0, progress=False)
+
+
+def test_validation_split_is_seeded_and_disjoint(tmp_path, tokenizer):
+    from tests.support.sft import write_chat_jsonl
+
+    path = write_chat_jsonl(tmp_path / "train.jsonl", rows=20)
+    cfg = DataConfig(train_files=[str(path)], val_ratio=0.25)
+    train, val = load_sft_splits(cfg, tokenizer, seed=5, progress=False)
+    _again, val_again = load_sft_splits(cfg, tokenizer, seed=5, progress=False)
+    assert (len(train), len(val)) == (15, 5)
+    assert [e.input_ids for e in val] == [e.input_ids for e in val_again]
+    assert not {tuple(e.input_ids) for e in val} & {tuple(e.input_ids) for e in train}

@@ -1,0 +1,97 @@
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from cli.main import app
+from trainer.data.files import read_rows
+from trainer.rewards.gsm8k import compute_score
+
+# Rows in the official openai/grade-school-math format (question, answer ending in "#### N").
+GSM8K_ROWS = [
+    {
+        "question": "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+        "How many clips did Natalia sell altogether in April and May?",
+        "answer": "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips "
+        "altogether in April and May.\n#### 72",
+    },
+    {
+        "question": "A company pays $1,000 a week for 2 weeks. How much in total?",
+        "answer": "1,000 * 2 = <<1000*2=2000>>2,000\n#### 2,000",
+    },
+]
+MATH_ROWS = [
+    {
+        "problem": "What is $\\frac{1}{2} + \\frac{1}{4}$?",
+        "level": "Level 1",
+        "type": "Prealgebra",
+        "solution": "We have $\\frac{1}{2} + \\frac{1}{4} = \\boxed{\\frac{3}{4}}$.",
+    },
+]
+
+
+def test_gsm8k_jsonl_to_sft_and_rl_parquet(tmp_path):
+    source = tmp_path / "train.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in GSM8K_ROWS))
+    result = CliRunner().invoke(
+        app, ["data", "gsm8k", "--input", str(source), "--out", str(tmp_path / "out")]
+    )
+    assert result.exit_code == 0, result.output
+    sft = read_rows(tmp_path / "out" / "sft" / "train.parquet")
+    rl = read_rows(tmp_path / "out" / "rl" / "train.parquet")
+    assert [m["role"] for m in sft[0]["messages"]] == ["user", "assistant"]
+    assert sft[0]["messages"][1]["content"] == GSM8K_ROWS[0]["answer"]
+    assert sft[0]["messages"][0]["content"].endswith('output the final answer after "####".')
+    first = rl[0]
+    assert set(first) == {"data_source", "prompt", "ability", "reward_model", "extra_info"}
+    assert first["data_source"] == "openai/gsm8k" and first["ability"] == "math"
+    assert first["reward_model"] == {"style": "rule", "ground_truth": "72"}
+    assert rl[1]["reward_model"]["ground_truth"] == "2000"
+    assert first["extra_info"]["split"] == "train" and first["extra_info"]["index"] == 0
+    assert first["prompt"] == [sft[0]["messages"][0]]
+    # the reference answer scores 1.0 under the GSM8K reward for its own ground truth
+    assert compute_score(GSM8K_ROWS[1]["answer"], rl[1]["reward_model"]["ground_truth"]) == 1.0
+
+
+def test_gsm8k_parquet_input_and_split_option(tmp_path):
+    source = tmp_path / "main-00000.parquet"
+    pq.write_table(pa.Table.from_pylist(GSM8K_ROWS), source)
+    result = CliRunner().invoke(
+        app, ["data", "gsm8k", "--input", str(source), "--out", str(tmp_path), "--split", "test"]
+    )
+    assert result.exit_code == 0, result.output
+    assert read_rows(tmp_path / "rl" / "test.parquet")[0]["extra_info"]["split"] == "test"
+
+
+def test_math_boxed_answers(tmp_path):
+    source = tmp_path / "test.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in MATH_ROWS))
+    assert (
+        CliRunner()
+        .invoke(app, ["data", "math", "--input", str(source), "--out", str(tmp_path)])
+        .exit_code
+        == 0
+    )
+    row = read_rows(tmp_path / "rl" / "test.parquet")[0]
+    assert row["reward_model"]["ground_truth"] == "\\frac{3}{4}"
+    assert row["prompt"][0]["content"].endswith("within \\boxed{}.")
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ('{"question": "q", "answer": "no marker"}\n', "row 0: answer has no '#### <number>' line"),
+        ('{"question": "q"}\n', "missing text column"),
+        ("not json\n", "not valid JSON"),
+    ],
+)
+def test_bad_input_is_a_usage_error(tmp_path, content, message):
+    source = tmp_path / "train.jsonl"
+    source.write_text(content)
+    result = CliRunner().invoke(
+        app, ["data", "gsm8k", "--input", str(source), "--out", str(tmp_path / "o")]
+    )
+    assert result.exit_code == 2
+    assert message in result.output and "train.jsonl" in result.output

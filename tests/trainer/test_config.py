@@ -1,0 +1,93 @@
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import REPO
+from trainer.config import ConfigError, SFTConfig, load_config
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_yaml_then_overrides_win(tmp_path):
+    path = write(
+        tmp_path, "optim:\n  lr: 1.0e-4\n  betas: [0.8, 0.9]\ndata:\n  train_files: a.jsonl\n"
+    )
+    cfg = load_config(
+        SFTConfig,
+        path,
+        ["optim.lr=2e-5", "trainer.total_steps=7", "model.overrides={num_hidden_layers: 3}"],
+    )
+    assert cfg.optim.lr == 2e-5  # `2e-5` is a string to YAML 1.1; numbers still parse
+    assert cfg.optim.betas == [0.8, 0.9]
+    assert cfg.data.train_files == ["a.jsonl"]  # one file is a list of one
+    assert cfg.trainer.total_steps == 7
+    assert cfg.model.overrides == {"num_hidden_layers": 3}
+    assert cfg.optim.weight_decay == SFTConfig().optim.weight_decay  # untouched default
+
+
+def test_unknown_key_in_file_names_file_key_and_matches(tmp_path):
+    path = write(tmp_path, "optim:\n  lrr: 1.0\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(SFTConfig, path)
+    message = str(err.value)
+    assert str(path) in message and "'optim.lrr'" in message and "optim.lr" in message
+
+
+def test_unknown_override_and_section_suggestions():
+    with pytest.raises(
+        ConfigError,
+        match=r"override: unknown config key 'optim.warmup'; did you mean optim.warmup_steps",
+    ):
+        load_config(SFTConfig, None, ["optim.warmup=3"])
+    with pytest.raises(ConfigError, match=r"unknown config key 'modell'; did you mean model"):
+        load_config(SFTConfig, None, ["modell.path=x"])
+
+
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("optim.lr=abc", "expects a number"),
+        ("data.packing=1", "expects true or false"),
+        ("trainer.total_steps=1.5", "expects an integer"),
+        ("data.truncation=middle", "one of error | left | right"),
+        ("optim=3", "expects a section"),
+        ("optim.betas=0.9", "expects a list"),
+        ("optim.lr", "expected key=value"),
+    ],
+)
+def test_type_errors_name_the_key(override, expected):
+    with pytest.raises(ConfigError, match=expected):
+        load_config(SFTConfig, None, [override])
+
+
+def test_bad_yaml_and_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(SFTConfig, write(tmp_path, "optim: [\n"))
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_config(SFTConfig, tmp_path / "absent.yaml")
+    with pytest.raises(ConfigError, match="top level must be a mapping"):
+        load_config(SFTConfig, write(tmp_path, "- 1\n"))
+
+
+def test_nullable_fields_accept_null():
+    cfg = load_config(SFTConfig, None, ["trainer.total_steps=null", "checkpoint.keep_last=2"])
+    assert cfg.trainer.total_steps is None and cfg.checkpoint.keep_last == 2
+
+
+def test_gsm8k_example_mirrors_the_seed_settings():
+    cfg = load_config(SFTConfig, REPO / "examples" / "sft_gsm8k_qwen.yaml")
+    optim = cfg.optim
+    assert (optim.lr, optim.warmup_ratio, optim.weight_decay, optim.betas, optim.clip_grad) == (
+        1e-5,
+        0.2,
+        0.1,
+        [0.9, 0.95],
+        1.0,
+    )
+    assert (optim.scheduler, optim.min_lr) == ("cosine", 1e-6)
+    assert cfg.strategy.name == "megatron_fsdp" and cfg.data.packing
+    assert load_config(SFTConfig, REPO / "examples" / "sft_tiny_cpu.yaml").strategy.name == "fsdp2"

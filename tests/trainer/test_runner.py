@@ -1,0 +1,32 @@
+"""The runner skeleton (trainer/runner.py) that SFT and GRPO share: what a run reports after
+its last step, when that step was also a scheduled save."""
+
+from __future__ import annotations
+
+from mfsdp_ckpt.format.layout import step_dir
+from tests.support.sft import tiny_config, write_chat_jsonl
+from trainer.metrics import read_metrics
+from trainer.sft import run_sft
+
+
+def test_a_save_on_the_last_step_still_gets_the_final_evaluation(tmp_path):
+    """Saving moves the checkpoint's step forward; the loop must still know where it started, or
+    it takes a run that saved on its last step for one that ran no step at all."""
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=40)
+    run_dir = tmp_path / "run"
+    cfg = tiny_config(
+        data,
+        run_dir,
+        "trainer.total_steps=2",
+        "checkpoint.save_every=2",
+        "data.val_ratio=0.2",
+        "trainer.device=cpu",
+        "strategy.name=fsdp2",
+    )
+
+    result = run_sft(cfg)
+
+    assert (result.final_step, result.resumed_from) == (2, None)
+    assert list(result.eval_losses) == [2]
+    assert result.last_checkpoint == step_dir(run_dir, 2)
+    assert any(row["step"] == 2 and "val/loss" in row for row in read_metrics(run_dir))

@@ -1,0 +1,134 @@
+"""`model.path` takes any checkpoint export-hf reads: training that starts from a checkpoint
+(ours, an mcore import with `model.hf_config`, our-layout import) takes the same first step
+as training that starts from the checkpoint's Hugging Face export; a path that is not there
+fails in one line, exit 2, before transformers (and any hub) sees it."""
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cli.main import app
+from mfsdp_ckpt.convert.export_hf import export_hf
+from mfsdp_ckpt.convert.import_hf import import_hf
+from tests.support.paths import REPO
+from tests.support.sft import tiny_config, write_chat_jsonl
+from trainer.config import ConfigError
+from trainer.model import build_hf_config, load_tokenizer
+from trainer.sft import run_sft
+
+STEPS = (
+    "data.global_batch_size=8",
+    "data.max_tokens_per_micro_batch=256",
+    "optim.warmup_steps=0",
+    "checkpoint.resume=disable",
+)
+
+
+def _first_loss(data: Path, run_dir: Path, *overrides: str) -> float:
+    result = run_sft(tiny_config(data, run_dir, *STEPS, "trainer.total_steps=1", *overrides))
+    return result.losses[1]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny run trained 2 steps (so its weights are not the seed's), its export and imports."""
+    root = tmp_path_factory.mktemp("warm")
+    data = write_chat_jsonl(root / "train.jsonl", rows=24)
+    run_sft(tiny_config(data, root / "run", *STEPS, "trainer.total_steps=2"))
+    export_hf(root / "run", root / "hf", dtype="fp32")
+    import_hf(root / "hf", root / "mcore", layout_name="mcore")
+    import_hf(root / "hf", root / "ours", layout_name="hf")
+    return root, data
+
+
+def test_first_step_from_checkpoints_equals_from_their_export(trained):
+    root, data = trained
+    from_export = _first_loss(data, root / "b_hf", f"model.path={root / 'hf'}")
+    from_run = _first_loss(data, root / "b_run", f"model.path={root / 'run'}")
+    from_step = _first_loss(
+        data, root / "b_step", f"model.path={root / 'run' / 'global_step_2' / 'dist_ckpt'}"
+    )
+    from_mcore = _first_loss(
+        data, root / "b_mcore", f"model.path={root / 'mcore'}", f"model.hf_config={root / 'hf'}"
+    )
+    from_import = _first_loss(data, root / "b_ours", f"model.path={root / 'ours'}")
+    assert from_run == from_export and from_step == from_export  # same floats, not merely close
+    assert from_mcore == from_export and from_import == from_export
+    fresh = _first_loss(
+        data, root / "b_fresh"
+    )  # the seed's random weights: loading really happened
+    assert fresh != from_export
+
+
+def test_mcore_checkpoint_without_hf_config_says_what_to_pass(trained):
+    root, _ = trained
+    with pytest.raises(
+        ConfigError,
+        match=r"^model.path: checkpoint .*mcore has no huggingface/config.json"
+        r".*set model.hf_config=DIR",
+    ):
+        load_tokenizer(
+            tiny_config(root / "train.jsonl", root / "x", f"model.path={root / 'mcore'}").model
+        )
+
+
+def test_checkpoint_that_does_not_fit_the_config_is_refused(trained, tmp_path):
+    root, data = trained
+    with pytest.raises(ConfigError, match=r"^model.path: .*shape"):
+        run_sft(
+            tiny_config(
+                data,
+                tmp_path / "r",
+                *STEPS,
+                f"model.path={root / 'run'}",
+                "model.overrides={hidden_size: 64}",
+            )
+        )
+
+
+@pytest.mark.parametrize("key", ["model.path", "model.tokenizer"])
+def test_missing_path_is_one_line_naming_key_and_path(tmp_path, key):
+    missing = tmp_path / "models" / "nope"
+    cfg = tiny_config(tmp_path / "d.jsonl", tmp_path / "r", f"{key}={missing}").model
+    with pytest.raises(ConfigError) as caught:
+        build_hf_config(cfg, load_tokenizer(cfg))
+    assert str(caught.value).startswith(f"{key}: {missing} does not exist")
+    assert "\n" not in str(caught.value) and "Repo id" not in str(caught.value)
+
+
+def test_dir_that_is_neither_model_nor_checkpoint(tmp_path):
+    (tmp_path / "empty").mkdir()
+    cfg = tiny_config(
+        tmp_path / "d.jsonl", tmp_path / "r", f"model.path={tmp_path / 'empty'}"
+    ).model
+    with pytest.raises(
+        ConfigError, match=r"^model.path: .*empty is neither a Hugging Face model dir"
+    ):
+        load_tokenizer(cfg)
+
+
+@pytest.mark.parametrize("command", ["sft", "grpo"])
+@pytest.mark.parametrize("nproc", ["1", "2"])
+def test_cli_missing_model_path_exits_2_in_one_line(tmp_path, command, nproc):
+    """The example configs name a model this machine lacks: one line, exit 2, before any
+    process starts (with 2 processes too)."""
+    config = REPO / "examples" / f"{command}_gsm8k_qwen.yaml"
+    result = CliRunner().invoke(
+        app,
+        [
+            "train",
+            command,
+            "--config",
+            str(config),
+            "--nproc-per-node",
+            nproc,
+            "model.path=/models/nope",
+            f"trainer.run_dir={tmp_path / 'run'}",
+        ],
+    )
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        "error: model.path: /models/nope does not exist"
+        " (a local Hugging Face model dir or checkpoint is needed; nothing is downloaded)"
+    ]
