@@ -25,7 +25,7 @@ from mfsdp_ckpt.storage.reader import CheckpointReader
 from mfsdp_ckpt.check.validate import validate_checkpoint
 from tests.distributed_helpers import run_distributed
 from tests.sft_support import tiny_config, write_chat_jsonl
-from trainer.config import ConfigError, ModelConfig, load_config
+from trainer.config import ConfigError, ModelConfig
 from trainer.metrics import read_metrics
 from trainer.resume import ResumeMismatchError
 from trainer.sft import run_sft

@@ -211,6 +211,10 @@ def _dist_ckpt_tensors(step_dir: Path) -> dict[str, torch.Tensor]:
     return {name: reader.read_tensor(name) for name in reader.tensors}
 
 
+def _step_records(run_dir: Path) -> dict[int, dict]:
+    return {r["step"]: r for r in read_metrics(run_dir) if "reward/mean" in r}
+
+
 def test_lora_grpo_checkpoints_the_adapter_and_resumes_exactly(task):  # noqa: F811
     from mfsdp_ckpt.check.validate import validate_checkpoint
 
@@ -225,8 +229,7 @@ def test_lora_grpo_checkpoints_the_adapter_and_resumes_exactly(task):  # noqa: F
     assert run("lora_split", "trainer.stop_at_step=2").final_step == 2
     second = run("lora_split")
     assert second.resumed_from == 2 and second.final_step == 4
-    by_step = lambda name: {r["step"]: r for r in read_metrics(root / name) if "reward/mean" in r}  # noqa: E731
-    a, b = by_step("lora_straight"), by_step("lora_split")
+    a, b = _step_records(root / "lora_straight"), _step_records(root / "lora_split")
     assert sorted(a) == sorted(b) == [1, 2, 3, 4]
     for step in (3, 4):
         for key in ("reward/mean", "actor/pg_loss", "actor/kl_loss", "actor/grad_norm"):
