@@ -208,9 +208,11 @@ def format_lora(lora: dict) -> list[str]:
     lines[0] = printable(lines[0])
     base = lora["base_model"]
     if base is not None:
-        where = f"random init, seed {base['seed']}" if base["random_init"] else base["path"]
         files = len(base["files"])
-        lines.append(f"base model  {printable(where)} ({files} weight file{'s' * (files != 1)})")
+        where = f"{base['path']} ({files} weight file{'s' * (files != 1)})"
+        if base["random_init"]:
+            where = f"random init, seed {base['seed']}"
+        lines.append(f"base model  {printable(where)}")
     check = lora["base_check"]
     verdict = {
         "ok": "sizes and sha256 match"

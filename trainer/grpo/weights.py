@@ -4,7 +4,8 @@ Both strategies shard each parameter along dim 0 over the data-parallel ranks in
 FSDP2 evenly, Megatron-FSDP unevenly (a rank's shard may be empty). Gathering each rank's
 rows with their sizes and concatenating them in rank order is exact for both, where
 `DTensor.full_tensor()` assumes even shards. One tensor at a time keeps the extra memory to
-the largest parameter.
+the largest parameter. A LoRA actor's weights go out merged, under the base model's names
+(`iter_merged_weights`), since the engine runs the base architecture.
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ def iter_merged_weights(
     go along because an engine may fuse them into one layer and reload such a layer only whole
     (vLLM's qkv_proj and gate_up_proj: loading q alone leaves k and v unset).
     Every rank must consume the whole iterator (the gathers are collective)."""
+    unmatched = [module for module in scales if f"{module}.base_layer.weight" not in state_dict]
+    if unmatched:  # names from another wrapper level: the push would skip the merge silently
+        raise KeyError(f"weight push: no {unmatched[0]}.base_layer.weight in the model's state")
     parents = {module.rpartition(".")[0] for module in scales}
     for key, value in state_dict.items():
         if not isinstance(value, torch.Tensor) or is_adapter_param(key):
