@@ -4,6 +4,9 @@ adapter only and resumes exactly, and the policy learns the task the full-parame
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,8 +20,12 @@ from tests.distributed_helpers import run_distributed
 from tests.rollout_support import PROMPTS
 from tests.test_grpo_learning import _curve
 from tests.test_grpo_learning import _overrides as learning_overrides
+from tests.test_grpo_runner import (
+    MFSDP,
+    REPO,
+    task,  # noqa: F401  (fixture)
+)
 from tests.test_grpo_runner import _overrides as runner_overrides
-from tests.test_grpo_runner import task  # noqa: F401  (fixture)
 from trainer.config import ModelConfig, OptimConfig, StrategyConfig, load_config
 from trainer.grpo.config import GRPOConfig
 from trainer.grpo.runner import run_grpo
@@ -289,3 +296,33 @@ def test_merged_push_refuses_names_it_cannot_match():
     scales = {"model.layers.0.self_attn.q_proj": ("default", 2.0)}
     with pytest.raises(KeyError, match="no model.layers.0.self_attn.q_proj.base_layer.weight"):
         list(iter_merged_weights(state, scales))
+
+
+@pytest.mark.parametrize(
+    "engine",
+    ["hf", pytest.param("vllm", marks=pytest.mark.skipif(not vllm_available(), reason="no vLLM"))],
+)
+def test_two_ranks(task, engine):  # noqa: F811
+    """LoRA GRPO over 2 gloo ranks through the CLI: each rank's engine gets the merged weights
+    gathered from both ranks' shards, in full and then partial pushes (its log-probs equal the
+    actor's)."""
+    root, files, reward = task
+    run = f"lora_two_{engine}"
+    done = subprocess.run(
+        MFSDP
+        + ["train", "grpo", "--nproc-per-node", "2", "--json"]
+        + runner_overrides(root, files, reward, run, steps=2)
+        + LORA
+        + [f"rollout.name={engine}", "rollout.enforce_eager=true"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "VLLM_CPU_KVCACHE_SPACE": "1"},
+        cwd=REPO,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1])["final_step"] == 2
+    records = list(_step_records(root / run).values())
+    assert len(records) == 2 and records[-1]["actor/kl_loss"] > 0
+    assert max(r["rollout/actor_logprob_diff"] for r in records) < 1e-4
