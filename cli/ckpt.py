@@ -47,7 +47,9 @@ def _say_note(paths_note: str | None) -> None:
 
 
 @ckpt.command(
-    help=f"""Show a checkpoint's step, layout, tensors, non-tensor entries and totals.
+    help=f"""Show a checkpoint's step, layout, tensors, non-tensor entries and totals;
+for a LoRA checkpoint also its rank, alpha, target modules and base model, and whether
+that base is still on disk as recorded.
 
 {PATH_HELP}
 
@@ -55,15 +57,21 @@ def _say_note(paths_note: str | None) -> None:
 Examples:
   mfsdp ckpt inspect runs/demo
   mfsdp ckpt inspect runs/demo/sft/global_step_4/dist_ckpt --json | jq .tensors[0]
+  mfsdp ckpt inspect runs/sft-lora --deep --json | jq .lora
 """
 )
 @click.argument("path", type=click.Path())
 @ROLE_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-def inspect(path: str, role: str | None, as_json: bool) -> None:
+@click.option(
+    "--deep",
+    is_flag=True,
+    help="LoRA checkpoints: also sha256 the base model's weight files (reads all of them).",
+)
+def inspect(path: str, role: str | None, as_json: bool, deep: bool) -> None:
     from mfsdp_ckpt.check.describe import describe_checkpoint, format_description
 
-    description = describe_checkpoint(path, role=role)
+    description = describe_checkpoint(path, role=role, deep=deep)
     _say_note(description["note"])
     click.echo(json.dumps(description, indent=2) if as_json else format_description(description))
 

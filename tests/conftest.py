@@ -1,5 +1,7 @@
 import os
 
+import pytest
+
 # Child processes inherit this: two cores, so one thread each keeps multi-process tests fast.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -12,3 +14,12 @@ def pytest_sessionstart(session):
             import vllm  # noqa: F401
         except Exception as err:  # any import failure of the engine is the point
             raise RuntimeError(f"vLLM is required here but does not import: {err}") from err
+
+
+@pytest.fixture(scope="session")
+def grpo_warm_start(tmp_path_factory):
+    """The GRPO learning tests' warm-started tiny model (two SFT runs: minutes on 2 cores),
+    built once for the full-parameter and the LoRA learning tests."""
+    from test_grpo_learning import build_warm_start
+
+    return build_warm_start(tmp_path_factory.mktemp("learn"))

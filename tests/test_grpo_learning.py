@@ -44,8 +44,11 @@ SFT_COMMON = [
 
 
 @pytest.fixture(scope="module")
-def warm_start(tmp_path_factory):
-    root = tmp_path_factory.mktemp("learn")
+def warm_start(grpo_warm_start):
+    return grpo_warm_start  # built once per session (conftest.py): the LoRA test learns from it
+
+
+def build_warm_start(root: Path) -> tuple[Path, dict]:
     know = write_addition_data(root / "know", digits=5)
     mix = write_addition_data(root / "mix", digits=5, declines=9)
     run_sft(

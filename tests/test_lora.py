@@ -25,7 +25,7 @@ from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.distributed import run_distributed
 from tests.support.export import fixed_inputs, load_report, logits_of
 from tests.support.sft import tiny_config, write_chat_jsonl
-from trainer.config import ConfigError, ModelConfig, load_config
+from trainer.config import ConfigError, ModelConfig
 from trainer.metrics import read_metrics
 from trainer.resume import ResumeMismatchError
 from trainer.sft import run_sft
@@ -330,11 +330,3 @@ def test_bad_lora_settings_are_refused_with_the_key(fields, message):
     cfg = ModelConfig(**fields)
     with pytest.raises(ConfigError, match=message):
         build_model(cfg, build_hf_config(cfg, load_tokenizer(cfg)), torch.device("cpu"), seed=0)
-
-
-def test_grpo_refuses_lora_until_it_is_wired_in():
-    from trainer.grpo.config import GRPOConfig
-    from trainer.grpo.runner import check_config
-
-    with pytest.raises(ConfigError, match="not supported with GRPO"):
-        check_config(load_config(GRPOConfig, None, ["model.lora_rank=8"]), world_size=1)

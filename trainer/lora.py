@@ -14,7 +14,9 @@ never update, so an fp32 copy of them would only cost memory.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -161,6 +163,46 @@ def hf_model(model: torch.nn.Module) -> torch.nn.Module:
     return inner if isinstance(inner, torch.nn.Module) else model
 
 
+def _lora_layers(model: torch.nn.Module) -> Iterator[tuple[str, Any]]:
+    """(name, PEFT LoRA layer) for every adapted module; the name is the module's own, so
+    `name + ".base_layer.weight"` is its frozen weight's state-dict key."""
+    from peft.tuners.lora import LoraLayer
+
+    for name, module in hf_model(model).named_modules():
+        if isinstance(module, LoraLayer) and len(module.lora_A):
+            yield name, module
+
+
+def lora_scales(model: torch.nn.Module) -> dict[str, tuple[str, float]]:
+    """Adapted module name -> (its active adapter, the scale PEFT multiplies B @ A by)."""
+    scales = {}
+    for name, module in _lora_layers(model):
+        (adapter,) = module.active_adapters  # apply_lora injects exactly one adapter
+        scales[name] = (adapter, float(module.scaling[adapter]))
+    return scales
+
+
+@contextmanager
+def adapters_disabled(model: torch.nn.Module) -> Iterator[None]:
+    """Inside, every LoRA layer computes its base layer alone: the model is the base model.
+
+    The GRPO reference policy is the base, so this gives reference log-probs from the actor
+    itself, with no second copy of the weights. It flips the flag PEFT's forward reads instead
+    of calling `enable_adapters(False)`, which also sets `requires_grad` on the adapter
+    parameters: under FSDP2 the parameters registered between forwards may be the gathered
+    ones rather than the sharded ones the optimizer holds, so that toggle could land on the
+    wrong tensors and leave the adapter without gradients afterwards."""
+    layers = [module for _, module in _lora_layers(model)]
+    before = [module._disable_adapters for module in layers]
+    for module in layers:
+        module._disable_adapters = True
+    try:
+        yield
+    finally:
+        for module, flag in zip(layers, before):
+            module._disable_adapters = flag
+
+
 def hold_frozen_in_compute_dtype(model: torch.nn.Module, dtype: torch.dtype) -> None:
     """Cast parameters that do not train to `dtype` before sharding: they are only ever read
     in the compute dtype. (FSDP2 needs one original dtype across the trainable parameters of
@@ -208,11 +250,7 @@ def _refuse_unsupported(config: Any, cfg: ModelConfig) -> None:
 
 
 def _adapted_modules(model: torch.nn.Module) -> list[str]:
-    return [
-        name
-        for name, module in model.named_modules()
-        if hasattr(module, "lora_A") and len(module.lora_A)
-    ]
+    return [name for name, _ in _lora_layers(model)]
 
 
 def _load_adapter_weights(model: torch.nn.Module, weights: dict, path: str | None) -> None:

@@ -9,7 +9,8 @@ from typing import Any
 from mfsdp_ckpt.check.printable import printable
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
-from mfsdp_ckpt.format.manifest import read_manifest
+from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
+from mfsdp_ckpt.lora import base_model_problems, read_base_model, read_lora_settings
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import CheckpointReader, ObjectEntry
 
@@ -51,7 +52,55 @@ def describe_object(reader: CheckpointReader, entry: ObjectEntry, decode: bool) 
     return described
 
 
-def describe_checkpoint(path: str | os.PathLike, *, role: str | None = None) -> dict:
+def describe_lora(manifest: Manifest | None, source: str, *, deep: bool) -> dict | None:
+    """A LoRA checkpoint's adapter settings, its base model and whether the base on disk is
+    the one the adapter was trained on (sizes; with `deep`, sha256, which reads every byte of
+    the base); None when the checkpoint is not LoRA."""
+    if manifest is None or manifest.lora is None:
+        return None
+    config = manifest.lora
+    described: dict = {
+        "rank": config.get("r"),
+        "alpha": config.get("lora_alpha"),
+        "scale": None,
+        "use_rslora": bool(config.get("use_rslora", False)),
+        "target_modules": config.get("target_modules"),
+        "base_model": None,
+        "base_check": {"status": "not_checked", "sha256_checked": False, "problems": []},
+    }
+    check = described["base_check"]
+    try:
+        described["scale"] = read_lora_settings(manifest, source).scale
+        record = read_base_model(manifest, source)
+    except ManifestError as err:
+        check.update(status="failed", problems=[str(err)])
+        return described
+    if record is None:
+        check["problems"] = [f"{source}: no 'base_model' record"]
+        check["status"] = "failed"
+        return described
+    described["base_model"] = {
+        "path": record.path,
+        "random_init": record.random_init,
+        "seed": record.seed,
+        "files": [
+            {"name": name, "size": r.size, "sha256": r.sha256} for name, r in record.files.items()
+        ],
+    }
+    errors, notes = base_model_problems(record, deep=deep)
+    if errors:
+        check.update(status="failed", problems=[f"{where}: {what}" for where, what in errors])
+    elif notes:
+        check["problems"] = notes  # nothing on disk to compare: stays not_checked
+    else:
+        check.update(status="ok", sha256_checked=deep)
+    return described
+
+
+def describe_checkpoint(
+    path: str | os.PathLike, *, role: str | None = None, deep: bool = False
+) -> dict:
+    """`deep`: also sha256 a LoRA checkpoint's base model files."""
     paths = layout.resolve_checkpoint(path, role=role)
     reader = CheckpointReader(paths.dist_ckpt)
     manifest = (
@@ -86,6 +135,7 @@ def describe_checkpoint(path: str | os.PathLike, *, role: str | None = None) -> 
         "strategy": manifest.strategy if manifest else None,
         "model_family": manifest.model_family if manifest else None,
         "created_at": manifest.created_at if manifest else None,
+        "lora": describe_lora(manifest, str(paths.manifest), deep=deep),
         "tensors": tensors,
         "objects": objects,
         "totals": {
@@ -116,6 +166,8 @@ def format_description(description: dict) -> str:
     for key in ("world_size", "strategy", "model_family", "created_at"):
         if description[key] is not None:
             lines.append(f"{key:<11} {printable(description[key])}")
+    if description.get("lora") is not None:
+        lines += format_lora(description["lora"])
     names = [printable(t["name"], MAX_NAME_CHARS) for t in description["tensors"]]
     width = max((len(name) for name in names), default=4)
     lines.append("")
@@ -146,3 +198,30 @@ def format_description(description: dict) -> str:
         f"in {totals['files']} data files, {len(description['objects'])} non-tensor entries"
     )
     return "\n".join(lines)
+
+
+def format_lora(lora: dict) -> list[str]:
+    """The LoRA lines of `inspect`: adapter settings, base model, and the base check's verdict."""
+    targets = lora["target_modules"]
+    targets = ", ".join(map(str, targets)) if isinstance(targets, list) else str(targets)
+    scale = f" (scale {lora['scale']:g})" if lora["scale"] is not None else ""
+    lines = [f"lora        rank {lora['rank']}, alpha {lora['alpha']}{scale}, targets {targets}"]
+    lines[0] = printable(lines[0])
+    base = lora["base_model"]
+    if base is not None:
+        files = len(base["files"])
+        where = f"{base['path']} ({files} weight file{'s' * (files != 1)})"
+        if base["random_init"]:
+            where = f"random init, seed {base['seed']}"
+        lines.append(f"base model  {printable(where)}")
+    check = lora["base_check"]
+    verdict = {
+        "ok": "sizes and sha256 match"
+        if check["sha256_checked"]
+        else "sizes match (sha256 not checked: --deep)",
+        "failed": "FAILED",
+        "not_checked": "not checked",
+    }[check["status"]]
+    lines.append(f"base check  {verdict}")
+    lines += [f"            {printable(problem)}" for problem in check["problems"]]
+    return lines

@@ -13,6 +13,11 @@ Everything random is a function of (seed, step, rank): which prompts a step take
 So resume needs only the step, the weights and the optimizer, and a resumed run computes what
 an uninterrupted run computes. The reference model is rebuilt from the initial weights
 (`model.path`, or the shape and seed), recorded in every checkpoint's manifest.
+
+With LoRA (`model.lora_rank > 0`) the base model is frozen, so the reference policy is the
+actor with its adapter switched off (`trainer.lora.adapters_disabled`): no second model is
+built. The engine gets the merged weights (W + scale * B @ A) under the base model's names;
+after the first push, only the modules next to an adapter (`iter_merged_weights`).
 """
 
 from __future__ import annotations
@@ -41,8 +46,8 @@ from trainer.grpo.advantage import grpo_token_advantages
 from trainer.grpo.aggregation import LossScale
 from trainer.grpo.config import GRPOConfig
 from trainer.grpo.data import RLPrompt, load_rl_prompts
-from trainer.grpo.weights import iter_full_weights
-from trainer.lora import lora_enabled, refuse_lora
+from trainer.grpo.weights import iter_full_weights, iter_merged_weights
+from trainer.lora import adapters_disabled, is_lora_model, lora_scales
 from trainer.metrics import MetricsLogger
 from trainer.model import build_hf_config, build_model, load_tokenizer, write_hf_assets
 from trainer.optim import NonFiniteGradientError, clip_grad_norm, lr_at, set_lr
@@ -85,6 +90,7 @@ class GRPOSteps(StepHooks):
     rollout_name: str  # the engine that runs, recorded in every manifest
     reference_source: dict[str, Any]  # recorded in every manifest: how to rebuild the reference
     result: GRPOResult
+    engine_has_base: bool = False  # set by the first weight push
 
     def before_first_step(self, metrics: MetricsLogger) -> None:
         if self.val and self.cfg.trainer.val_before_train and self.run.start == 0:
@@ -185,11 +191,9 @@ class GRPOSteps(StepHooks):
         if batch.logprobs is not None:  # engine and actor score the same tokens, same weights
             gap = (batch.logprobs - data.old_log_probs).abs() * data.response_mask
             mismatch = float(gap.sum())
-        if self.reference is not None:
+        if cfg.actor.use_kl_loss:
             with _timed(times, "timing/ref_log_prob_s", env.device):
-                data.ref_log_probs = compute_log_probs(
-                    self.reference, data, micro, temperature, env.device
-                )
+                data.ref_log_probs = self.reference_log_probs(data, micro, temperature)
         with _timed(times, "timing/update_s", env.device):
             update = self.update_policy(data, step)
         with _timed(times, "timing/weight_push_s", env.device):
@@ -236,6 +240,15 @@ class GRPOSteps(StepHooks):
             ),
         }
         return record
+
+    def reference_log_probs(
+        self, data: RolloutData, micro: int, temperature: float
+    ) -> torch.Tensor:
+        """The reference model's log-probs; with LoRA, the actor's own with the adapter off."""
+        if self.reference is not None:
+            return compute_log_probs(self.reference, data, micro, temperature, self.env.device)
+        with adapters_disabled(self.actor):
+            return compute_log_probs(self.actor, data, micro, temperature, self.env.device)
 
     def update_policy(self, data: RolloutData, step: int) -> dict[str, float]:
         """`ppo_epochs` passes over this rank's rollouts in shuffled mini-batches, one optimizer
@@ -321,9 +334,16 @@ class GRPOSteps(StepHooks):
 
 def push_weights(steps: GRPOSteps) -> None:
     """Gather the actor's weights (collective) and load them into this rank's rollout engine
-    (a module function, so a test can stop the push and watch the policy stop improving)."""
-    state = steps.strategy.model_state(steps.actor).state_dict()
-    steps.engine.update_weights(iter_full_weights(state))
+    (a module function, so a test can stop the push and watch the policy stop improving).
+    A LoRA actor sends merged weights, and after the first push only what an update changes."""
+    if is_lora_model(steps.actor):
+        state = steps.strategy.weights_state(steps.actor)
+        scales = lora_scales(steps.actor)
+        weights = iter_merged_weights(state, scales, adapted_only=steps.engine_has_base)
+    else:
+        weights = iter_full_weights(steps.strategy.model_state(steps.actor).state_dict())
+    steps.engine.update_weights(weights)
+    steps.engine_has_base = True
 
 
 def run_grpo(cfg: GRPOConfig) -> GRPOResult:
@@ -361,7 +381,6 @@ def check_config(cfg: GRPOConfig, world_size: int) -> None:
         )
     if cfg.trainer.log_every < 1:
         raise ConfigError("trainer.log_every must be >= 1")
-    refuse_lora(lora_enabled(cfg.model), "GRPO")
 
 
 @contextmanager
@@ -411,9 +430,9 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
     strategy = make_strategy(cfg.strategy, env)
     actor = _build_policy(cfg, hf_config, strategy, env)
     optimizer = strategy.build_optimizer(actor, cfg.optim)
-    reference = (
-        _build_policy(cfg, hf_config, strategy, env).eval() if cfg.actor.use_kl_loss else None
-    )
+    # LoRA: the reference is the actor with its adapter off (GRPOSteps.reference_log_probs)
+    separate_reference = cfg.actor.use_kl_loss and not is_lora_model(actor)
+    reference = _build_policy(cfg, hf_config, strategy, env).eval() if separate_reference else None
     max_model_len = cfg.data.max_prompt_length + cfg.rollout.max_response_length
     name = engine_name(cfg.rollout.name)
 
@@ -476,6 +495,7 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
             "shape": cfg.model.shape if cfg.model.path is None else None,
             "random_init": cfg.model.random_init,
             "seed": cfg.trainer.seed,
+            **({"lora_adapter": "disabled"} if is_lora_model(actor) else {}),
         },
         result=GRPOResult(run_dir=run_dir, final_step=0, resumed_from=run.resumed_from),
     )

@@ -9,6 +9,7 @@ reused. One engine per process (tensor parallel 1): data-parallel ranks each own
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable, Sequence
 
@@ -60,7 +61,15 @@ class VLLMRolloutEngine(RolloutEngine):
 
     def update_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         worker = self._worker()
-        worker.reload_weights(weights_iterator=iter(weights))
+        # A push may cover some layers only (a LoRA update sends the adapted ones); vLLM keeps
+        # the others as they are and warns "Failed to load weights" for each, every step.
+        reload_log = logging.getLogger("vllm.model_executor.model_loader.reload")
+        level = reload_log.level
+        reload_log.setLevel(logging.ERROR)
+        try:
+            worker.reload_weights(weights_iterator=iter(weights))
+        finally:
+            reload_log.setLevel(level)
         model = worker.model_runner.get_model()
         if model.config.tie_word_embeddings and worker.device.type == "cpu":
             model.lm_head.quant_method.process_weights_after_loading(model.lm_head)

@@ -9,6 +9,8 @@ FSDP2 and Megatron-FSDP, so the loop scales each rank's loss by the world size
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch.distributed.checkpoint.stateful import Stateful
 
@@ -52,3 +54,8 @@ class Strategy:
 
     def optimizer_state(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Stateful:
         raise NotImplementedError
+
+    def weights_state(self, model: torch.nn.Module) -> dict[str, Any]:
+        """Every parameter, frozen ones too, sharded, under the model's own names: what the
+        rollout engine is refreshed from (a LoRA model's `model_state` holds its adapter only)."""
+        return self.model_state(model).state_dict()

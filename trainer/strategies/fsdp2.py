@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch.distributed.checkpoint.stateful import Stateful
 from torch.distributed.device_mesh import init_device_mesh
@@ -47,3 +49,6 @@ class FSDP2Strategy(Strategy):
 
     def optimizer_state(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Stateful:
         return OptimizerState(model, optimizer)
+
+    def weights_state(self, model: torch.nn.Module) -> dict[str, Any]:
+        return ModelState(model).state_dict()  # the whole model, LoRA or not

@@ -156,6 +156,9 @@ class MegatronFSDPStrategy(Strategy):
         state = MegatronModelState(model, self.dp_group)
         return AdapterState(model, state) if is_lora_model(model) else state
 
+    def weights_state(self, model: torch.nn.Module) -> dict[str, Any]:
+        return MegatronModelState(model, self.dp_group).state_dict()  # the whole model
+
     def optimizer_state(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Stateful:
         return MegatronOptimizerState(model, optimizer, self.dp_group)
 
