@@ -86,7 +86,7 @@ class TokenPicker:
         if self.fused:
             try:
                 return compiled(*args)
-            except Exception as err:  # noqa: BLE001 - any compiler failure costs speed, not the run
+            except Exception as err:  # any compiler failure costs speed, not the run
                 warnings.warn(
                     f"rollout: compiling the token sampler failed, sampling eagerly ({err})",
                     stacklevel=2,
