@@ -224,9 +224,26 @@ def need_lines(results: list[dict[str, Any]]) -> list[str]:
             f"- {r['shape']} full fine-tune, {r['strategy']}: {base / 1e9:.2f} B params x "
             f"{STATE_BYTES_PER_PARAM[r['strategy']]} B = {state:.1f} GiB + transient "
             f"{r['transient_gib']:.1f} GiB (measured, LoRA row) = {need:.1f} GiB vs "
-            f"{r['gpu_total_gib']:.1f} GiB on the GPU: {verdict}"
+            f"{r['gpu_total_gib']:.1f} GiB on the GPU: {verdict}{_measured_full(results, r)}"
         )
     return lines
+
+
+def _measured_full(results: list[dict[str, Any]], lora: dict[str, Any]) -> str:
+    """What the full fine-tune row of the same shape and strategy did, when it ran: the
+    estimate adds the gradients to the LoRA row's activations, which backward frees as it
+    creates gradients, so only a run settles whether it fits."""
+    for r in results:
+        if r["lora_rank"] or (r["shape"], r["strategy"]) != (lora["shape"], lora["strategy"]):
+            continue
+        if "oom" in r:
+            return f"; measured: out of memory ({r['oom']})"
+        if "peak_reserved_gib" in r and "tokens_per_s" in r:
+            return (
+                f"; measured: it ran, peak {r['peak_allocated_gib']:.1f} GiB allocated, "
+                f"{r['peak_reserved_gib']:.1f} GiB reserved"
+            )
+    return ""
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
