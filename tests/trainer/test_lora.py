@@ -68,7 +68,7 @@ def _two_rank_runs(rank: int, world_size: int, root: str) -> None:
     )
     # the adapter must not continue on other weights of the same shapes: every rank refuses
     other = f"model.path={root / 'other_base'}"
-    with pytest.raises(ResumeMismatchError, match="model.safetensors in this run's base"):
+    with pytest.raises(ResumeMismatchError, match=r"model\.safetensors in this run's base"):
         resume = f"checkpoint.resume={root / 'split'}"
         run_sft(tiny_config(data, root / "wrong_base", other, *SETTINGS, resume))
 

@@ -12,6 +12,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from mfsdp_ckpt.storage.reader import CheckpointReader
+from tests.support.paths import REPO
 from trainer.config import load_config
 from trainer.data.files import write_parquet
 from trainer.data.math_datasets import gsm8k_rows
@@ -23,7 +24,6 @@ from trainer.metrics import read_metrics
 from trainer.rollout.vllm_engine import vllm_available
 from trainer.tiny import build_tokenizer
 
-REPO = Path(__file__).resolve().parents[1]
 MFSDP = [sys.executable, "-c", "from cli.main import main; main()"]
 COMPARED = (
     "reward/mean",
@@ -232,7 +232,7 @@ def test_rl_rows_from_the_gsm8k_converter_load_unchanged(tmp_path):
         [{"prompt": [{"role": "user", "content": "hi"}], "data_source": "x"}],
         tmp_path / "bad.parquet",
     )
-    with pytest.raises(RLDataError, match="row 0: no reward_model.ground_truth"):
+    with pytest.raises(RLDataError, match=r"row 0: no reward_model\.ground_truth"):
         load_rl_prompts([str(broken)], RLDataConfig(), tokenizer)
 
 

@@ -57,10 +57,10 @@ def test_micro_batches_sum_to_the_whole_batch(mode):
     whole = aggregate(loss, mask, mode)
     chunks = [(loss[a:b], mask[a:b]) for a, b in ((0, 1), (1, 3), (3, 6))]  # uneven on purpose
     scale = LossScale.of([m for _, m in chunks], distributed=False)
-    parts = sum(aggregate(l, m, mode, scale) for l, m in chunks)
+    parts = sum(aggregate(part, m, mode, scale) for part, m in chunks)
     torch.testing.assert_close(parts, whole)
     # A micro-batch normalized by its own counts (the bug this guards against) gives another value.
-    naive = sum(aggregate(l, m, mode) for l, m in chunks) / len(chunks)
+    naive = sum(aggregate(part, m, mode) for part, m in chunks) / len(chunks)
     assert not torch.allclose(naive, whole)
 
 
@@ -73,7 +73,7 @@ def _rank_main(rank, world, port, results):
         for mode in LOSS_AGG_MODES:
             mine = [(loss[i : i + 2], mask[i : i + 2]) for i in range(rank * 4, rank * 4 + 4, 2)]
             scale = LossScale.of([m for _, m in mine])
-            local = sum(aggregate(l, m, mode, scale) for l, m in mine)
+            local = sum(aggregate(part, m, mode, scale) for part, m in mine)
             # Gradient reduction averages over ranks; the averaged loss must be the global one.
             dist.all_reduce(local, op=dist.ReduceOp.SUM)
             out[mode] = (local / world).item(), aggregate(loss, mask, mode).item(), scale.dp_size
