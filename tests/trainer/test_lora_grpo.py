@@ -166,7 +166,7 @@ def test_reference_is_the_base_and_the_hf_engine_gets_merged_weights(pushes):
     assert (pushes / "pushes.pt").is_file()  # every check ran on both ranks
 
 
-def _vllm_engine(_rank: int, root: str, results: dict) -> None:
+def _vllm_engine(_rank: int, _world: int, root: str, results: dict) -> None:
     """vLLM from dummy weights, given the full merged push and then an update's partial one
     (own process: vLLM changes process-wide torch settings)."""
     from trainer.rollout.base import SamplingParams
@@ -192,9 +192,7 @@ def test_vllm_engine_gets_merged_weights_and_partial_updates(pushes):
     from tests.support.rollout import reference_logprobs
 
     results = mp.Manager().dict()
-    mp.start_processes(
-        _vllm_engine, args=(str(pushes), results), nprocs=1, join=True, start_method="spawn"
-    )
+    run_distributed(_vllm_engine, 1, str(pushes), results)
     expected = _peft_model(pushes / "base", torch.load(pushes / "pushes.pt")["full"])
     after = results["after"]
     for row, prompt in enumerate(PROMPTS):
