@@ -25,7 +25,7 @@ strategy (same activations: LoRA's A matrices keep the same layer inputs alive).
 
 1xH200 (the table in docs/benchmarks.md):
   python bench/lora.py --strategy megatron_fsdp,fsdp2
-CPU smoke run (tests/test_bench_lora.py):
+CPU smoke run (tests/bench/test_bench_lora.py):
   python bench/lora.py --shapes tiny --device cpu --strategy fsdp2 --seq 64 --steps 1
 """
 

@@ -56,7 +56,7 @@ stage_one_rank_test() {  # Megatron-FSDP on one rank, liger-kernel, varlen atten
 stage_matmul_peak() { python3 bench/matmul_peak.py; }
 
 stage_lora_test() {  # LoRA under Megatron-FSDP vs FSDP2, resume, merged export (1 GPU)
-  python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/test_lora_megatron_gpu.py
+  python3 -m pytest -m gpu -q -s -p no:cacheprovider tests/trainer/test_lora_megatron_gpu.py
 }
 
 stage_lora_bench() {  # LoRA r64 vs full fine-tuning, 7B and 1.5B shapes, a process per row (1 GPU)
@@ -73,7 +73,7 @@ stage_grpo_proof() {  # Megatron-FSDP actor + hf engine, Qwen2-0.5B shape, check
   mfsdp ckpt validate "$runs/grpo05" --deep && cat "$runs/grpo05/metrics.jsonl"
 }
 
-stage_rollout_test() { python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_rollout_hf_gpu.py tests/test_rollout_flash_gpu.py; }
+stage_rollout_test() { python3 -m pytest -m gpu -q -p no:cacheprovider tests/rollout/test_rollout_hf_gpu.py tests/rollout/test_rollout_flash_gpu.py; }
 
 stage_rollout_bench() {
   CUDA_VISIBLE_DEVICES=0 python3 bench/rollout.py --shape qwen2-1.5b --prompts 256 --prompt-len 128 --new-tokens 512 --repeat 1 ${ROLLOUT_ARGS:-}

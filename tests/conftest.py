@@ -20,6 +20,6 @@ def pytest_sessionstart(session):
 def grpo_warm_start(tmp_path_factory):
     """The GRPO learning tests' warm-started tiny model (two SFT runs: minutes on 2 cores),
     built once for the full-parameter and the LoRA learning tests."""
-    from test_grpo_learning import build_warm_start
+    from tests.grpo.test_grpo_learning import build_warm_start
 
     return build_warm_start(tmp_path_factory.mktemp("learn"))

@@ -83,7 +83,7 @@ def test_dispatch_by_data_source():
     assert default_compute_score("openai/gsm8k", "#### 5", "5") == 1.0
     assert default_compute_score("lighteval/MATH", r"\boxed{5}", "5") == 1.0
     assert default_compute_score("lighteval/MATH", "#### 5", "5") == 0.0  # math wants a box
-    with pytest.raises(RewardError, match="data_source 'mystery'.*reward.path"):
+    with pytest.raises(RewardError, match=r"data_source 'mystery'.*reward\.path"):
         default_compute_score("mystery", "5", "5")
 
 

@@ -5,6 +5,7 @@ tests/reliability/test_reliability_crash.py and scripts/reliability_report.py.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -30,7 +31,8 @@ CRASH_TIMEOUT_S = 180
 
 @dataclass(frozen=True)
 class Crash:
-    """One SIGKILL point of a 2-process save (MFSDP_CKPT_KILL_AT, see mfsdp_ckpt/checkpointer.py)."""
+    """One SIGKILL point of a 2-process save (MFSDP_CKPT_KILL_AT, see
+    mfsdp_ckpt/checkpointer.py)."""
 
     name: str
     when: str  # the moment, in the words of the save protocol
@@ -99,10 +101,9 @@ def launch_two_ranks(
         out, err = process.communicate()
         return -9, f"timed out after {CRASH_TIMEOUT_S}s\n{err}"
     finally:
-        try:  # torchrun's workers share its session: nothing of this launch may outlive it
+        # torchrun's workers share its session: nothing of this launch may outlive it
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     return process.returncode, out + err
 
 
@@ -169,7 +170,8 @@ def run_crash(crash: Crash, data: Path, root: Path, reference: dict[int, float])
     }
     if not equal:
         problems.append(
-            f"losses differ from the uninterrupted run: {losses(run)} (resumed {resumed}) vs {reference}"
+            f"losses differ from the uninterrupted run: {losses(run)} (resumed {resumed}) "
+            f"vs {reference}"
         )
     if resume_rc == 0 and invoke(["ckpt", "validate", run, "--deep", "--strict"]).exit_code != 0:
         problems.append("the resumed run's final checkpoint does not validate --deep --strict")

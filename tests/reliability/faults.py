@@ -89,8 +89,8 @@ FAULTS: tuple[Fault, ...] = (
                 0,
                 wrote_nothing=False,
                 note="plain export does not hash: the files hold the optimizer's "
-                "bytes too, so hashing would triple its reads; `export-hf --verify`, `validate --deep` "
-                "and resume catch it",
+                "bytes too, so hashing would triple its reads; `export-hf --verify`, "
+                "`validate --deep` and resume catch it",
             ),
             "resume": Expect(REFUSED, "sha256"),
         },

@@ -35,7 +35,8 @@ sys.path.insert(0, sys.argv[1])
 budget, timeout, cases = int(sys.argv[2]), int(sys.argv[3]), json.load(open(sys.argv[4]))
 from click.testing import CliRunner
 from cli.main import app
-import torch, mfsdp_ckpt.convert.export_hf, mfsdp_ckpt.check.validate, mfsdp_ckpt.check.describe  # in the baseline
+# imported before the baseline is taken, so their size is not charged to a case
+import torch, mfsdp_ckpt.convert.export_hf, mfsdp_ckpt.check.validate, mfsdp_ckpt.check.describe
 vm = int(open("/proc/self/status").read().split("VmSize:")[1].split()[0]) * 1024
 resource.setrlimit(resource.RLIMIT_AS, (vm + budget, resource.getrlimit(resource.RLIMIT_AS)[1]))
 
@@ -50,17 +51,21 @@ for args in cases:
     try:
         result = CliRunner().invoke(app, args)
         output, code = result.output, result.exit_code
-        escaped = result.exception if not isinstance(result.exception, (SystemExit, type(None))) else None
+        failed_with = result.exception
+        escaped = None if isinstance(failed_with, (SystemExit, type(None))) else failed_with
     except BaseException as err:  # DCP's CheckpointException is a BaseException
         output, code, escaped = "", 1, err
     finally:
         signal.alarm(0)
     lines = [line[:300] for line in output.splitlines() if line.strip()]
-    records.append({"args": args, "exit": code, "escaped": type(escaped).__name__ if escaped else None,
-                    "seconds": time.monotonic() - start, "output_bytes": len(output.encode("utf-8", "replace")),
-                    "output": output if len(output) < 65536 else "",
-                    "first": lines[:3], "errors": [line for line in lines if line.startswith("error:")],
-                    "verdict": any(line.startswith("INVALID") for line in lines)})
+    records.append({
+        "args": args, "exit": code, "escaped": type(escaped).__name__ if escaped else None,
+        "seconds": time.monotonic() - start,
+        "output_bytes": len(output.encode("utf-8", "replace")),
+        "output": output if len(output) < 65536 else "",
+        "first": lines[:3], "errors": [line for line in lines if line.startswith("error:")],
+        "verdict": any(line.startswith("INVALID") for line in lines),
+    })
 print(json.dumps(records))
 """
 

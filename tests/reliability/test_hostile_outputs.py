@@ -420,7 +420,7 @@ def test_sizes_not_backed_by_files_are_refused_before_reserving_disk(
     monkeypatch.setattr(os, "posix_fallocate", watched)
     started = time.monotonic()
     unbacked = (CheckpointFileError, CheckpointFormatError)
-    with pytest.raises(unbacked, match="embed_tokens.*cannot hold"):
+    with pytest.raises(unbacked, match=r"embed_tokens.*cannot hold"):
         export_hf(f"file://{ckpt}" if as_url else ckpt, out, hf_config=config, workers=1)
     assert time.monotonic() - started < FAST_SECONDS
     assert max(reserved, default=0) < 2**30, reserved

@@ -36,10 +36,12 @@ WRITER_THREAD_FAILURE = r"""
 import resource, sys, torch
 sys.path.insert(0, sys.argv[1])
 from mfsdp_ckpt.checkpointer import Checkpointer, CheckpointSaveError
-resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))  # only the file with the big tensor exceeds it
+# only the file with the big tensor exceeds it
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
 state = {"big": torch.randn(1 << 19), **{f"small{i}": torch.randn(16) for i in range(6)}}
 try:
-    Checkpointer(sys.argv[2], strategy="none", io_threads=4).save(1, {"model": state}, contents=("model",))
+    writer = Checkpointer(sys.argv[2], strategy="none", io_threads=4)
+    writer.save(1, {"model": state}, contents=("model",))
     print("saved")
 except CheckpointSaveError as err:
     print(f"refused: {err}")

@@ -128,7 +128,8 @@ NAMES = st.one_of(
 
 
 def _object(cls, **fields):
-    """An instance of an allowed DCP type with whatever field values (as a hostile pickle can hold)."""
+    """An instance of an allowed DCP type with whatever field values (as a hostile pickle can
+    hold)."""
     value = object.__new__(cls)
     value.__dict__.update(fields)
     return value

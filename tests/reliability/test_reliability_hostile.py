@@ -64,7 +64,8 @@ print(json.dumps({"outcomes": outcomes, "grew_mib": grew}))
 
 
 def probe(target: Path, *actions: str) -> dict:
-    """Run `actions` on `target` in a fresh process: {"outcomes": {action: text}, "grew_mib": peak RSS growth}."""
+    """Run `actions` on `target` in a fresh process:
+    {"outcomes": {action: text}, "grew_mib": peak RSS growth}."""
     done = subprocess.run(
         [sys.executable, "-c", PROBE, str(REPO), str(target), ",".join(actions)],
         capture_output=True,

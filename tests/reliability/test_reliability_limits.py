@@ -314,7 +314,8 @@ def _many_chunks(kind: str, count: int):
     ]
 
 
-# slabs at the count issue 13 reports; grid and staircase at 10,000: 50M pairs, past the time limit pairwise
+# slabs at the count issue 13 reports; grid and staircase at 10,000: 50M pairs, past the time
+# limit pairwise
 for _kind, _count, _expected in (
     ("slabs", 40_000, ""),
     ("grid", 10_000, ""),

@@ -20,6 +20,7 @@ import pickletools
 import resource
 import signal
 import struct
+from pathlib import Path
 
 import pytest
 import torch
@@ -55,7 +56,7 @@ TIME_LIMIT_S = 240
 @contextlib.contextmanager
 def limited():
     """Soft RLIMIT_AS at the current size + LIMIT_BYTES, and SIGALRM after TIME_LIMIT_S."""
-    size = int(open("/proc/self/status").read().split("VmSize:")[1].split()[0]) * 1024
+    size = int(Path("/proc/self/status").read_text().split("VmSize:")[1].split()[0]) * 1024
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
 
     def alarm(*_):

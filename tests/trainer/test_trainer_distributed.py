@@ -1,4 +1,5 @@
-"""Gradient clipping over FSDP2-sharded gradients on 2 CPU ranks (gloo) equals the unsharded norm."""
+"""Gradient clipping over FSDP2-sharded gradients on 2 CPU ranks (gloo) equals the unsharded
+norm."""
 
 import copy
 

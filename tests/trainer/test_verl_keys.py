@@ -181,7 +181,8 @@ def test_lora_keys_map_to_the_model_section():
 
 def test_grpo_only_keys_are_unknown_in_sft():
     with pytest.raises(
-        ConfigError, match="verl key 'actor_rollout_ref.rollout.n' is for mfsdp train grpo, not sft"
+        ConfigError,
+        match=r"verl key 'actor_rollout_ref\.rollout\.n' is for mfsdp train grpo, not sft",
     ):
         sft("actor_rollout_ref.rollout.n=4")
 
@@ -289,7 +290,7 @@ def test_from_verl_yaml_config(tmp_path):
 def test_from_verl_refuses_what_is_not_a_verl_run(tmp_path):
     script = tmp_path / "train.sh"
     script.write_text("python train.py --lr 1e-5\n")
-    with pytest.raises(VerlSourceError, match="no `python3 -m verl.trainer.main_ppo"):
+    with pytest.raises(VerlSourceError, match=r"no `python3 -m verl\.trainer\.main_ppo"):
         convert_verl(script)
     script.write_text("python3 -m verl.trainer.main_ppo algorithm.adv_estimator=gae\n")
     with pytest.raises(VerlSourceError, match="GRPO only"):

@@ -29,7 +29,7 @@ def test_tensorstore_store_matches_local(run_dir):
     name = local.list_files()[-1]
     assert remote.size(name) == local.size(name) and remote.size("absent") is None
     assert remote.read_range(name, 100, 333) == local.read_range(name, 100, 333)
-    with pytest.raises(CheckpointFileError, match="truncated|not valid"):
+    with pytest.raises(CheckpointFileError, match=r"truncated|not valid"):
         remote.read_range(name, local.size(name) - 10, 20)
     with pytest.raises(CheckpointFileError, match="escapes"):
         remote.read_range("../x", 0, 1)

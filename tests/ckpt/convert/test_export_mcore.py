@@ -107,7 +107,8 @@ def to_mcore(model, *, norms: str, fc1: str) -> dict[str, torch.Tensor]:
 
 
 def save_megatron_style(path, weights: dict[str, torch.Tensor]) -> None:
-    """Top-level keys like Megatron-LM's fsdp_dtensor save: model (under module.), optimizer, iteration."""
+    """Top-level keys like Megatron-LM's fsdp_dtensor save: model (under module.), optimizer,
+    iteration."""
     state = {
         "model": {f"module.{k}": v for k, v in weights.items()},
         "optimizer": {

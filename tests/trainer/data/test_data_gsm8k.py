@@ -12,9 +12,11 @@ from trainer.rewards.gsm8k import compute_score
 # Rows in the official openai/grade-school-math format (question, answer ending in "#### N").
 GSM8K_ROWS = [
     {
-        "question": "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+        "question": "Natalia sold clips to 48 of her friends in April, and then she sold half "
+        "as many clips in May. "
         "How many clips did Natalia sell altogether in April and May?",
-        "answer": "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips "
+        "answer": "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n"
+        "Natalia sold 48+24 = <<48+24=72>>72 clips "
         "altogether in April and May.\n#### 72",
     },
     {

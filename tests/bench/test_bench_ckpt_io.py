@@ -8,11 +8,11 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
+
 EXPECTED = (
     "dcp.save (baseline)",
     "dcp.save, FileSystemWriter(thread_count=2)",
@@ -28,10 +28,10 @@ EXPECTED = (
 
 @pytest.mark.slow  # about 7 CPU seconds: torch and transformers imported in a child
 def test_every_row_runs_on_cpu(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     env.pop("RANK", None)
     env.pop("WORLD_SIZE", None)
-    argv = [sys.executable, str(ROOT / "bench" / "ckpt_io.py"), "--dir", str(tmp_path / "b")]
+    argv = [sys.executable, str(REPO / "bench" / "ckpt_io.py"), "--dir", str(tmp_path / "b")]
     done = subprocess.run(
         [*argv, "--device", "cpu", "--shape", "tiny", "--threads", "2"],
         capture_output=True,

@@ -1,6 +1,6 @@
 """FlashAttention decode and dropped rows on a GPU: CUDA graphs per row count, vs transformers.
 
-Run on a GPU machine: pytest -m gpu tests/test_rollout_flash_gpu.py
+Run on a GPU machine: pytest -m gpu tests/rollout/test_rollout_flash_gpu.py
 """
 
 import copy
@@ -8,8 +8,8 @@ import copy
 import pytest
 import torch
 
-from tests.rollout_support import PROMPTS as BASE_PROMPTS
-from tests.rollout_support import perturbed_model, reference_logprobs
+from tests.support.rollout import PROMPTS as BASE_PROMPTS
+from tests.support.rollout import perturbed_model, reference_logprobs
 from trainer.rollout import flash_decode, hf
 from trainer.rollout.base import SamplingParams
 from trainer.rollout.decode_ops import masked_softmax

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from cli.main import app
 from mfsdp_ckpt.format.manifest import sha256_file
-from tests.sft_support import tiny_config, write_chat_jsonl
+from tests.support.sft import tiny_config, write_chat_jsonl
 from trainer.sft import run_sft
 
 TARGETS = ["q_proj", "v_proj"]

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from tests.rollout_support import PROMPTS, perturbed_model, reference_logprobs
+from tests.support.rollout import PROMPTS, perturbed_model, reference_logprobs
 from trainer.rollout.base import SamplingParams
 from trainer.rollout.hf import HFRolloutEngine
 from trainer.tiny import build_tiny_model_dir

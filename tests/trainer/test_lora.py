@@ -68,7 +68,7 @@ def _two_rank_runs(rank: int, world_size: int, root: str) -> None:
     )
     # the adapter must not continue on other weights of the same shapes: every rank refuses
     other = f"model.path={root / 'other_base'}"
-    with pytest.raises(ResumeMismatchError, match="model.safetensors in this run's base"):
+    with pytest.raises(ResumeMismatchError, match=r"model\.safetensors in this run's base"):
         resume = f"checkpoint.resume={root / 'split'}"
         run_sft(tiny_config(data, root / "wrong_base", other, *SETTINGS, resume))
 
@@ -239,7 +239,7 @@ def test_adapter_export_holds_the_trained_adapter(exports):
     assert config["r"] == RANK and config["target_modules"] == LINEAR
 
 
-def _load_in_vllm(_rank: int, adapter_dir: str, results: dict) -> None:
+def _load_in_vllm(_rank: int, _world: int, adapter_dir: str, results: dict) -> None:
     """vLLM's own LoRA loading path (config checks, then tensors), in a child process: vLLM
     changes process-wide torch settings when imported."""
     from vllm.config.lora import LoRAConfig
@@ -260,13 +260,7 @@ def test_vllm_lora_loader_accepts_the_adapter_export(exports):
     from safetensors.torch import load_file
 
     results = mp.Manager().dict()
-    mp.start_processes(
-        _load_in_vllm,
-        args=(str(exports / "adapter"), results),
-        nprocs=1,
-        join=True,
-        start_method="spawn",
-    )
+    run_distributed(_load_in_vllm, 1, str(exports / "adapter"), results)
     written = load_file(str(exports / "adapter" / "adapter_model.safetensors"))
     assert len(results) == 2 * len(LINEAR)  # every linear layer of both decoder layers
     for module, (lora_a, lora_b, scaling) in results.items():

@@ -1,7 +1,7 @@
 """LoRA under Megatron-FSDP on one GPU: each step's adapter gradients equal FSDP2's, no frozen
 weight gets a gradient or changes, SFT learns, the checkpoint holds the adapter alone, a run
 resumes from it, and the merged export computes what PEFT computes on the base
-(1 GPU: pytest -m gpu tests/test_lora_megatron_gpu.py)."""
+(1 GPU: pytest -m gpu tests/trainer/test_lora_megatron_gpu.py)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from _export_support import fixed_inputs, logits_of
 from mfsdp_ckpt.check.validate import validate_checkpoint
 from mfsdp_ckpt.format.layout import resolve_checkpoint
 from mfsdp_ckpt.lora import parse_adapter_key
 from mfsdp_ckpt.storage.reader import CheckpointReader
-from tests.sft_support import REPO, write_chat_jsonl
+from tests.support.export import fixed_inputs, logits_of
+from tests.support.paths import REPO
+from tests.support.sft import write_chat_jsonl
 from trainer.metrics import read_metrics
 
 pytestmark = [
@@ -48,8 +49,8 @@ def _env() -> dict:
 
 def test_adapter_gradients_equal_fsdp2_and_the_base_stays_frozen():
     pytest.importorskip("megatron_fsdp")
-    script = str(REPO / "tests" / "megatron_one_rank_grads.py")
-    command = [sys.executable, script, "--micro-batches", "1", "2", "--lora-rank", "8"]
+    module = "tests.trainer.megatron_one_rank_grads"
+    command = [sys.executable, "-m", module, "--micro-batches", "1", "2", "--lora-rank", "8"]
     done = subprocess.run(
         command, capture_output=True, text=True, cwd=REPO, timeout=600, env=_env()
     )

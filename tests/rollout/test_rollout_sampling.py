@@ -1,4 +1,5 @@
-"""Token sampling draws from the filtered distribution: right frequencies, never a filtered token."""
+"""Token sampling draws from the filtered distribution: right frequencies, never a filtered
+token."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from tests.rollout_support import PROMPTS, perturbed_model, reference_logprobs, reference_varlen
+from tests.support.rollout import PROMPTS, perturbed_model, reference_logprobs, reference_varlen
 from trainer.rollout import flash_decode, hf
 from trainer.rollout.base import SamplingParams
 from trainer.rollout.hf import HFRolloutEngine

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from tests.rollout_support import reference_varlen
+from tests.support.rollout import reference_varlen
 from trainer.rollout import flash_decode
 from trainer.rollout.decode_ops import masked_softmax
 from trainer.rollout.static_cache import _attend

@@ -1,6 +1,6 @@
 """The hf engine's CUDA-graph decode on a GPU: same tokens and log-probs as transformers (fp32).
 
-Run on a GPU machine: pytest -m gpu tests/test_rollout_hf_gpu.py
+Run on a GPU machine: pytest -m gpu tests/rollout/test_rollout_hf_gpu.py
 """
 
 import pytest

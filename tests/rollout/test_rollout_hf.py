@@ -1,4 +1,5 @@
-"""The hf rollout engine: exact against transformers, sampling rules, EOS and masks, weight pushes."""
+"""The hf rollout engine: exact against transformers, sampling rules, EOS and masks, weight
+pushes."""
 
 import math
 
@@ -23,7 +24,8 @@ def model_dir(tmp_path_factory):
 
 @pytest.mark.parametrize("ops", ["eager", "compiled"])
 def test_static_decoder_logits_match_transformers_on_padded_batch(model_dir, ops):
-    """`compiled` runs the torch.compile-fused ops (what CUDA-graph decoding captures) here on CPU."""
+    """`compiled` runs the torch.compile-fused ops (what CUDA-graph decoding captures) here on
+    CPU."""
     model = perturbed_model(model_dir, 1)
     decoder = StaticCacheDecoder(model, pad_token_id=0)
     decoder.eager_ops = getattr(DecodeOps, ops)()
@@ -121,9 +123,9 @@ def test_filter_logits_top_k_top_p():
 
 def test_bad_updates_and_params_are_rejected(model_dir):
     engine = HFRolloutEngine.from_pretrained(str(model_dir), torch.float32, "cpu")
-    with pytest.raises(KeyError, match="no parameter 'nope.weight'"):
+    with pytest.raises(KeyError, match=r"no parameter 'nope\.weight'"):
         engine.update_weights([("nope.weight", torch.zeros(1))])
-    with pytest.raises(ValueError, match="model.norm.weight.*shape"):
+    with pytest.raises(ValueError, match=r"model\.norm\.weight.*shape"):
         engine.update_weights([("model.norm.weight", torch.zeros(3))])
     with pytest.raises(ValueError, match="top_p"):
         SamplingParams(top_p=0.0)

@@ -21,8 +21,9 @@ from mfsdp_ckpt.check.validate import validate_checkpoint
 from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.convert.import_hf import import_hf
 from mfsdp_ckpt.storage.reader import CheckpointReader
+from tests.support.paths import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "mcore"
+MCORE_FIXTURES = FIXTURES / "mcore"
 FAMILIES = ("qwen2", "qwen3", "llama")
 TINY = dict(
     vocab_size=96,
@@ -70,7 +71,7 @@ def _hf_model(root: Path, family: str, tied: bool, shard: bool = False) -> Path:
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_import_of_export_equals_what_megatron_wrote(family, tmp_path):
-    fixture = FIXTURES / family
+    fixture = MCORE_FIXTURES / family
     export_hf(fixture / "dist_ckpt", tmp_path / "hf", hf_config=fixture / "config.json")
     result = import_hf(tmp_path / "hf", tmp_path / "mcore", layout_name="mcore")
     original, imported = (

@@ -1,6 +1,6 @@
 """The compiled token picker on a GPU: what the eager ops choose, from bf16 decode-graph logits.
 
-Run on a GPU machine: pytest -m gpu tests/test_rollout_fused_sampling_gpu.py
+Run on a GPU machine: pytest -m gpu tests/rollout/test_rollout_fused_sampling_gpu.py
 """
 
 import copy
@@ -8,7 +8,7 @@ import copy
 import pytest
 import torch
 
-from tests.rollout_support import PROMPTS, perturbed_model
+from tests.support.rollout import PROMPTS, perturbed_model
 from trainer.rollout import hf
 from trainer.rollout.base import SamplingParams
 from trainer.rollout.fused_sampling import TokenPicker

@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from tests.support.distributed import run_distributed
 from tests.support.rollout import PROMPTS, perturbed_model, reference_logprobs
 from trainer.rollout.vllm_engine import vllm_available
 
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _run_engine(_rank, model_dir, results):
+def _run_engine(_rank, _world, model_dir, results):
     from trainer.rollout.base import SamplingParams
     from trainer.rollout.vllm_engine import VLLMRolloutEngine
 
@@ -48,9 +49,7 @@ def engine_results(tmp_path_factory):
 
     model_dir = build_tiny_model_dir(tmp_path_factory.mktemp("tiny"), with_weights=True)
     results = mp.Manager().dict()
-    mp.start_processes(
-        _run_engine, args=(model_dir, results), nprocs=1, join=True, start_method="spawn"
-    )
+    run_distributed(_run_engine, 1, model_dir, results)
     return model_dir, dict(results)
 
 

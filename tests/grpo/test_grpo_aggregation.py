@@ -1,12 +1,11 @@
 """Loss aggregation: hand-computed modes, and exactness across micro-batches and ranks."""
 
-import os
-
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from tests.support.distributed import run_distributed
 from trainer.grpo.aggregation import LOSS_AGG_MODES, LossScale, aggregate, masked_mean
 
 LOSS = torch.tensor([[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 0.0, 0.0]])
@@ -57,39 +56,29 @@ def test_micro_batches_sum_to_the_whole_batch(mode):
     whole = aggregate(loss, mask, mode)
     chunks = [(loss[a:b], mask[a:b]) for a, b in ((0, 1), (1, 3), (3, 6))]  # uneven on purpose
     scale = LossScale.of([m for _, m in chunks], distributed=False)
-    parts = sum(aggregate(l, m, mode, scale) for l, m in chunks)
+    parts = sum(aggregate(part, m, mode, scale) for part, m in chunks)
     torch.testing.assert_close(parts, whole)
     # A micro-batch normalized by its own counts (the bug this guards against) gives another value.
-    naive = sum(aggregate(l, m, mode) for l, m in chunks) / len(chunks)
+    naive = sum(aggregate(part, m, mode) for part, m in chunks) / len(chunks)
     assert not torch.allclose(naive, whole)
 
 
-def _rank_main(rank, world, port, results):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        loss, mask = _random_batch(rows=8, seed=3)
-        out = {}
-        for mode in LOSS_AGG_MODES:
-            mine = [(loss[i : i + 2], mask[i : i + 2]) for i in range(rank * 4, rank * 4 + 4, 2)]
-            scale = LossScale.of([m for _, m in mine])
-            local = sum(aggregate(l, m, mode, scale) for l, m in mine)
-            # Gradient reduction averages over ranks; the averaged loss must be the global one.
-            dist.all_reduce(local, op=dist.ReduceOp.SUM)
-            out[mode] = (local / world).item(), aggregate(loss, mask, mode).item(), scale.dp_size
-        results[rank] = out
-    finally:
-        dist.destroy_process_group()
+def _rank_main(rank, world, results):
+    loss, mask = _random_batch(rows=8, seed=3)
+    out = {}
+    for mode in LOSS_AGG_MODES:
+        mine = [(loss[i : i + 2], mask[i : i + 2]) for i in range(rank * 4, rank * 4 + 4, 2)]
+        scale = LossScale.of([m for _, m in mine])
+        local = sum(aggregate(part, m, mode, scale) for part, m in mine)
+        # Gradient reduction averages over ranks; the averaged loss must be the global one.
+        dist.all_reduce(local, op=dist.ReduceOp.SUM)
+        out[mode] = (local / world).item(), aggregate(loss, mask, mode).item(), scale.dp_size
+    results[rank] = out
 
 
 def test_data_parallel_ranks_average_to_the_global_loss():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     results = mp.Manager().dict()
-    mp.spawn(_rank_main, args=(2, port, results), nprocs=2, join=True)
+    run_distributed(_rank_main, 2, results)
     for rank in range(2):
         for mode, (averaged, global_value, dp_size) in results[rank].items():
             assert dp_size == 2

@@ -18,7 +18,12 @@ from mfsdp_ckpt.convert.import_hf import import_hf
 from mfsdp_ckpt.format.dtypes import BY_NAME
 from mfsdp_ckpt.storage import dcp_stream_writer
 from mfsdp_ckpt.storage.dcp_stream_writer import SourceRange, StreamingDcpWriter
-from tests.test_import_hf import _assert_same_tensors, _hf_model, _leftovers, _safetensors
+from tests.ckpt.convert.test_import_hf import (
+    _assert_same_tensors,
+    _hf_model,
+    _leftovers,
+    _safetensors,
+)
 
 
 def _sha256(path: Path) -> str:

@@ -16,16 +16,16 @@ import torch.multiprocessing as mp
 from mfsdp_ckpt.format.manifest import read_manifest
 from mfsdp_ckpt.lora import parse_adapter_key
 from mfsdp_ckpt.storage.reader import CheckpointReader
-from tests.distributed_helpers import run_distributed
-from tests.rollout_support import PROMPTS
-from tests.test_grpo_learning import _curve
-from tests.test_grpo_learning import _overrides as learning_overrides
-from tests.test_grpo_runner import (
+from tests.grpo.test_grpo_learning import _curve
+from tests.grpo.test_grpo_learning import _overrides as learning_overrides
+from tests.grpo.test_grpo_runner import (
     MFSDP,
     REPO,
     task,  # noqa: F401  (fixture)
 )
-from tests.test_grpo_runner import _overrides as runner_overrides
+from tests.grpo.test_grpo_runner import _overrides as runner_overrides
+from tests.support.distributed import run_distributed
+from tests.support.rollout import PROMPTS
 from trainer.config import ModelConfig, OptimConfig, StrategyConfig, load_config
 from trainer.grpo.config import GRPOConfig
 from trainer.grpo.runner import run_grpo
@@ -166,7 +166,7 @@ def test_reference_is_the_base_and_the_hf_engine_gets_merged_weights(pushes):
     assert (pushes / "pushes.pt").is_file()  # every check ran on both ranks
 
 
-def _vllm_engine(_rank: int, root: str, results: dict) -> None:
+def _vllm_engine(_rank: int, _world: int, root: str, results: dict) -> None:
     """vLLM from dummy weights, given the full merged push and then an update's partial one
     (own process: vLLM changes process-wide torch settings)."""
     from trainer.rollout.base import SamplingParams
@@ -189,12 +189,10 @@ def _vllm_engine(_rank: int, root: str, results: dict) -> None:
 
 @pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed")
 def test_vllm_engine_gets_merged_weights_and_partial_updates(pushes):
-    from tests.rollout_support import reference_logprobs
+    from tests.support.rollout import reference_logprobs
 
     results = mp.Manager().dict()
-    mp.start_processes(
-        _vllm_engine, args=(str(pushes), results), nprocs=1, join=True, start_method="spawn"
-    )
+    run_distributed(_vllm_engine, 1, str(pushes), results)
     expected = _peft_model(pushes / "base", torch.load(pushes / "pushes.pt")["full"])
     after = results["after"]
     for row, prompt in enumerate(PROMPTS):
@@ -267,9 +265,9 @@ def test_lora_grpo_checkpoints_the_adapter_and_resumes_exactly(task):  # noqa: F
 
 @pytest.mark.slow
 def test_lora_grpo_learns(grpo_warm_start):
-    """The full-parameter learning test's task, reward and warm start (tests/test_grpo_learning.py),
-    training a rank-8 adapter instead: the reward rises as there, in half the steps at a 3x
-    higher learning rate (usual for LoRA)."""
+    """The full-parameter learning test's task, reward and warm start
+    (tests/grpo/test_grpo_learning.py), training a rank-8 adapter instead: the reward rises as
+    there, in half the steps at a 3x higher learning rate (usual for LoRA)."""
     root, know = grpo_warm_start
     steps = 15
     overrides = learning_overrides(root, know, "grpo_lora", "hf") + [

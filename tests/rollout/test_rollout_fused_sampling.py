@@ -5,7 +5,7 @@ import warnings
 import pytest
 import torch
 
-from tests.rollout_support import PROMPTS, perturbed_model
+from tests.support.rollout import PROMPTS, perturbed_model
 from trainer.rollout import hf
 from trainer.rollout.base import SamplingParams
 from trainer.rollout.fused_sampling import TokenPicker, gumbel_pick

@@ -1,13 +1,14 @@
-"""GRPO really learns: a tiny model, warm-started by the SFT runner, raises its reward on a rule task.
+"""GRPO really learns: a tiny model, warm-started by the SFT runner, raises its reward on a rule
+task.
 
 Warm start (two SFT runs): first the model learns single-digit addition ("a + b =" -> "#### a+b"),
 then it is tuned on data where 9 of 10 answers decline ("#### ?"), so it knows the sums but
-rarely says them (reward near 0.1, asserted < 0.2). GRPO with the GSM8K rule reward must then raise the mean
-reward above 0.5 within 30 steps. The run is sized for margin: with 8 prompts, one update per step and 20
-steps, whether the reward crossed 0.5 depended on the warm start's seed (a loss refactor that changes no
-math flipped it); 16 prompts and 3 PPO epochs per step clear it across warm-start and rollout seeds.
-Broken advantages, a broken loss or a broken weight push leave the reward where it started; the control
-run shows that for the weight push.
+rarely says them (reward near 0.1, asserted < 0.2). GRPO with the GSM8K rule reward must then
+raise the mean reward above 0.5 within 30 steps. The run is sized for margin: with 8 prompts, one
+update per step and 20 steps, whether the reward crossed 0.5 depended on the warm start's seed (a
+loss refactor that changes no math flipped it); 16 prompts and 3 PPO epochs per step clear it
+across warm-start and rollout seeds. Broken advantages, a broken loss or a broken weight push
+leave the reward where it started; the control run shows that for the weight push.
 """
 
 import json
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from mfsdp_ckpt.convert.export_hf import export_hf
+from tests.support.paths import REPO
 from trainer.config import SFTConfig, load_config
 from trainer.grpo import runner
 from trainer.grpo.config import GRPOConfig
@@ -138,7 +140,8 @@ def test_grpo_with_hf_rollout_learns(warm_start):
 
 
 def test_without_weight_push_the_reward_stays_low(warm_start, monkeypatch):
-    """Control: the rollout engine keeps the initial weights, so the policy that samples never improves."""
+    """Control: the rollout engine keeps the initial weights, so the policy that samples never
+    improves."""
     root, know = warm_start
     real_push, pushes = runner.push_weights, []
 
@@ -167,7 +170,7 @@ def test_grpo_with_vllm_rollout_learns(warm_start):
         capture_output=True,
         text=True,
         env=env,
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=REPO,
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]

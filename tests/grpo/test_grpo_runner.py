@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from mfsdp_ckpt.storage.reader import CheckpointReader
+from tests.support.distributed import run_distributed
+from tests.support.paths import REPO
 from trainer.config import load_config
 from trainer.data.files import write_parquet
 from trainer.data.math_datasets import gsm8k_rows
@@ -23,7 +24,6 @@ from trainer.metrics import read_metrics
 from trainer.rollout.vllm_engine import vllm_available
 from trainer.tiny import build_tokenizer
 
-REPO = Path(__file__).resolve().parents[1]
 MFSDP = [sys.executable, "-c", "from cli.main import main; main()"]
 COMPARED = (
     "reward/mean",
@@ -172,35 +172,28 @@ def test_two_ranks(task, engine):
     assert max(r["rollout/actor_logprob_diff"] for r in records) < 1e-4
 
 
-def _gather_main(rank, world, port, out):
+def _gather_main(rank, world, out):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor, Shard
 
     from trainer.grpo.weights import full_tensor
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        mesh = init_device_mesh("cpu", (world,))
-        whole = torch.arange(12.0).view(3, 4)
-        results = {}
-        for label, rows in (("uneven", [(0, 2), (2, 3)]), ("empty", [(0, 3), (3, 3)])):
-            start, stop = rows[rank]
-            local = whole[start:stop].clone()
-            value = DTensor.from_local(
-                local, mesh, [Shard(0)], run_check=False, shape=whole.shape, stride=whole.stride()
-            )
-            results[label] = full_tensor(value)
-        out[rank] = results
-    finally:
-        dist.destroy_process_group()
+    mesh = init_device_mesh("cpu", (world,))
+    whole = torch.arange(12.0).view(3, 4)
+    results = {}
+    for label, rows in (("uneven", [(0, 2), (2, 3)]), ("empty", [(0, 3), (3, 3)])):
+        start, stop = rows[rank]
+        local = whole[start:stop].clone()
+        value = DTensor.from_local(
+            local, mesh, [Shard(0)], run_check=False, shape=whole.shape, stride=whole.stride()
+        )
+        results[label] = full_tensor(value)
+    out[rank] = results
 
 
 def test_full_tensor_gathers_uneven_and_empty_shards():
-    from trainer.distributed import free_port
-
     out = mp.Manager().dict()
-    mp.spawn(_gather_main, args=(2, free_port(), out), nprocs=2, join=True)
+    run_distributed(_gather_main, 2, out)
     for rank in range(2):
         for label in ("uneven", "empty"):
             torch.testing.assert_close(out[rank][label], torch.arange(12.0).view(3, 4))
@@ -232,7 +225,7 @@ def test_rl_rows_from_the_gsm8k_converter_load_unchanged(tmp_path):
         [{"prompt": [{"role": "user", "content": "hi"}], "data_source": "x"}],
         tmp_path / "bad.parquet",
     )
-    with pytest.raises(RLDataError, match="row 0: no reward_model.ground_truth"):
+    with pytest.raises(RLDataError, match=r"row 0: no reward_model\.ground_truth"):
         load_rl_prompts([str(broken)], RLDataConfig(), tokenizer)
 
 

@@ -11,7 +11,7 @@ import sys
 from types import SimpleNamespace
 
 from bench.lora import full_finetune_need, need_lines, print_table, step_flops
-from tests.sft_support import REPO
+from tests.support.paths import REPO
 
 GIB = 2**30
 
