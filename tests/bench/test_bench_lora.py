@@ -79,6 +79,31 @@ def test_full_finetune_verdict_adds_state_and_measured_transient():
     assert "= 128.0 GiB + transient 12.0 GiB" in line and "does not fit by 1.0 GiB" in line
     (line,) = need_lines([{**row, "transient_gib": 1.0}])
     assert "fits, 10.0 GiB spare" in line
+    assert "measured:" not in line  # no full row ran: the estimate stands alone
+
+
+def test_full_finetune_verdict_reports_what_the_full_row_did():
+    """The estimate can be wrong both ways; the full row of the same shape and strategy, when
+    it ran, says what happened, and a row of another strategy says nothing about this one."""
+    lora = {
+        "shape": "s",
+        "strategy": "fsdp2",
+        "lora_rank": 64,
+        "params": 8 * GIB + GIB // 8,
+        "trainable": GIB // 8,
+        "transient_gib": 12.0,
+        "gpu_total_gib": 139.0,
+    }
+    full = {"shape": "s", "strategy": "fsdp2", "lora_rank": 0, "tokens_per_s": 1.0}
+    ran = {**full, "peak_allocated_gib": 117.9, "peak_reserved_gib": 139.0}
+    (line,) = need_lines([lora, ran])
+    assert "does not fit by 1.0 GiB; measured: it ran, peak 117.9 GiB allocated, 139.0 GiB" in line
+    (line,) = need_lines(
+        [lora, {"shape": "s", "strategy": "fsdp2", "lora_rank": 0, "oom": "steps"}]
+    )
+    assert line.endswith("; measured: out of memory (steps)")
+    (line,) = need_lines([lora, {**ran, "strategy": "megatron_fsdp"}])
+    assert "measured:" not in line
 
 
 def test_oom_and_failed_rows_stay_in_the_table(capsys):
