@@ -33,6 +33,8 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -225,24 +227,61 @@ def measure_shape(shape: str, args: argparse.Namespace) -> list[dict]:
             r + (baseline_methods(run, out) if i < args.baseline_repeat else [])
             for i, r in enumerate(rounds)
         ]
-    walls: dict[str, list[float]] = {}
-    rss: dict[str, float] = {}
-    loads = [os.getloadavg()[0]]
-    for index, row in enumerate(rounds):
-        for name, argv in row[index % len(row) :] + row[: index % len(row)]:
-            os.sync()  # start each method with no dirty pages of the one before
-            wall, peak = run_measured(argv)
-            clear(out)
-            walls.setdefault(name, []).append(wall)
-            rss[name] = max(rss.get(name, 0.0), peak)
-            loads.append(os.getloadavg()[0])
-            print(
-                f"# {shape} {name}: {wall:.1f} s, {peak:.2f} GiB, load {loads[-1]:.1f}",
-                file=sys.stderr,
-            )
+    measured = interleaved_rounds(shape, rounds, lambda: clear(out))
     if args.cleanup:
         shutil.rmtree(run)
-    cp, cp_sync = statistics.median(walls[CP]), statistics.median(walls[CP_SYNC])
+    return [
+        {**row, "rss_target_gib": round(1.5 * largest / GIB + 0.5, 2)}
+        for row in summary_rows(shape, measured, total, largest)
+    ]
+
+
+@dataclass
+class Measured:
+    """Per method: every wall and CPU time, the largest peak RSS; the load averages seen."""
+
+    walls: dict[str, list[float]] = field(default_factory=dict)
+    cpus: dict[str, list[float]] = field(default_factory=dict)
+    rss: dict[str, float] = field(default_factory=dict)
+    loads: list[float] = field(default_factory=lambda: [os.getloadavg()[0]])
+
+
+def interleaved_rounds(
+    shape: str, rounds: list[list[tuple[str, list[str]]]], clear_out: Callable[[], None]
+) -> Measured:
+    """Run every round's methods, each in a fresh child, the order rotated by one each round
+    (so no method always runs right after the same other), each after an `os.sync()` so that
+    it starts with no dirty pages of the one before; `clear_out` removes what it wrote."""
+    measured = Measured()
+    for index, row in enumerate(rounds):
+        for name, argv in row[index % len(row) :] + row[: index % len(row)]:
+            os.sync()
+            wall, peak, cpu = run_measured_cpu(argv)
+            clear_out()
+            measured.walls.setdefault(name, []).append(wall)
+            measured.cpus.setdefault(name, []).append(cpu)
+            measured.rss[name] = max(measured.rss.get(name, 0.0), peak)
+            measured.loads.append(os.getloadavg()[0])
+            print(
+                f"# {shape} {name}: {wall:.1f} s, CPU {cpu:.1f} s, {peak:.2f} GiB,"
+                f" load {measured.loads[-1]:.1f}",
+                file=sys.stderr,
+            )
+    return measured
+
+
+def summary_rows(
+    shape: str,
+    measured: Measured,
+    total: int,
+    largest: int,
+    baselines: tuple[str, str] = (CP, CP_SYNC),
+) -> list[dict]:
+    """One row per method: median wall (with min-max), its ratio to the `baselines` (the
+    methods named as `cp` and `cp` + sync), median CPU seconds, peak RSS, the model's size and
+    the load averages seen."""
+    cp = statistics.median(measured.walls[baselines[0]])
+    cp_sync = statistics.median(measured.walls[baselines[1]])
     return [
         dict(
             shape=shape,
@@ -252,13 +291,13 @@ def measure_shape(shape: str, args: argparse.Namespace) -> list[dict]:
             wall_min_max=[round(min(times), 2), round(max(times), 2)],
             ratio_vs_cp=round(statistics.median(times) / cp, 2),
             ratio_vs_cp_sync=round(statistics.median(times) / cp_sync, 2),
-            peak_rss_gib=round(rss[name], 2),
+            cpu_s=round(statistics.median(measured.cpus[name]), 2),
+            peak_rss_gib=round(measured.rss[name], 2),
             model_gb=round(total / 1e9, 2),
             largest_tensor_gib=round(largest / GIB, 3),
-            rss_target_gib=round(1.5 * largest / GIB + 0.5, 2),
-            load_min_max=[round(min(loads), 1), round(max(loads), 1)],
+            load_min_max=[round(min(measured.loads), 1), round(max(measured.loads), 1)],
         )
-        for name, times in walls.items()
+        for name, times in measured.walls.items()
     ]
 
 

@@ -29,7 +29,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -37,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.export_hf import COMMON, GIB, SHAPES, run_measured_cpu  # noqa: E402
+from bench.export_hf import COMMON, SHAPES, interleaved_rounds, summary_rows  # noqa: E402
 
 SHARD_BYTES = 5 * 10**9
 CP, CP_SYNC = "cp -r model dir", "cp -r model dir + sync (durable, as import is)"
@@ -141,45 +140,12 @@ def measure_shape(shape: str, args: argparse.Namespace) -> list[dict]:
     shutil.rmtree(out, ignore_errors=True)
     subprocess.run(["cp", "-r", str(model), str(out)], check=True)  # warm the page cache
     shutil.rmtree(out)
-    row = methods(model, out)
-    walls: dict[str, list[float]] = {}
-    cpus: dict[str, list[float]] = {}
-    rss: dict[str, float] = {}
-    loads = [os.getloadavg()[0]]
-    for index in range(args.repeat):
-        for name, argv in row[index % len(row) :] + row[: index % len(row)]:
-            os.sync()  # start each method with no dirty pages of the one before
-            wall, peak, cpu = run_measured_cpu(argv)
-            shutil.rmtree(out, ignore_errors=True)
-            walls.setdefault(name, []).append(wall)
-            cpus.setdefault(name, []).append(cpu)
-            rss[name] = max(rss.get(name, 0.0), peak)
-            loads.append(os.getloadavg()[0])
-            print(
-                f"# {shape} {name}: {wall:.1f} s, CPU {cpu:.1f} s, {peak:.2f} GiB,"
-                f" load {loads[-1]:.1f}",
-                file=sys.stderr,
-            )
+    measured = interleaved_rounds(
+        shape, [methods(model, out)] * args.repeat, lambda: shutil.rmtree(out, ignore_errors=True)
+    )
     if args.cleanup:
         shutil.rmtree(model)
-    cp, cp_sync = statistics.median(walls[CP]), statistics.median(walls[CP_SYNC])
-    return [
-        dict(
-            shape=shape,
-            method=name,
-            wall_s=round(statistics.median(times), 2),
-            runs=len(times),
-            wall_min_max=[round(min(times), 2), round(max(times), 2)],
-            ratio_vs_cp=round(statistics.median(times) / cp, 2),
-            ratio_vs_cp_sync=round(statistics.median(times) / cp_sync, 2),
-            cpu_s=round(statistics.median(cpus[name]), 2),
-            peak_rss_gib=round(rss[name], 2),
-            model_gb=round(total / 1e9, 2),
-            largest_tensor_gib=round(largest / GIB, 3),
-            load_min_max=[round(min(loads), 1), round(max(loads), 1)],
-        )
-        for name, times in walls.items()
-    ]
+    return summary_rows(shape, measured, total, largest, baselines=(CP, CP_SYNC))
 
 
 def main() -> None:
