@@ -38,35 +38,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mfsdp_ckpt.checkpointer import Checkpointer, load_checkpoint
 from mfsdp_ckpt.format import layout
 from trainer.distributed import init_distributed
+from trainer.model import SHAPES as MODEL_SHAPES
+from trainer.tiny import tiny_config_kwargs
+
+
+def _qwen2_fields(shape: str) -> dict:
+    """The project's own shape table (what `model.shape` builds), as Qwen2Config keywords."""
+    fields = dict(MODEL_SHAPES[shape])
+    assert fields.pop("model_type") == "qwen2"
+    return fields
+
 
 SHAPES = {
-    "1.5b": dict(
-        vocab_size=151936,
-        hidden_size=1536,
-        intermediate_size=8960,
-        num_hidden_layers=28,
-        num_attention_heads=12,
-        num_key_value_heads=2,
-        tie_word_embeddings=True,
-    ),
-    "0.5b": dict(
-        vocab_size=151936,
-        hidden_size=896,
-        intermediate_size=4864,
-        num_hidden_layers=24,
-        num_attention_heads=14,
-        num_key_value_heads=2,
-        tie_word_embeddings=True,
-    ),
-    "tiny": dict(
-        vocab_size=512,
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        tie_word_embeddings=True,
-    ),
+    "1.5b": _qwen2_fields("qwen2-1.5b"),
+    "0.5b": _qwen2_fields("qwen2-0.5b"),
+    "tiny": tiny_config_kwargs(vocab_size=512),
 }
 
 
