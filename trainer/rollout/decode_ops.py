@@ -49,6 +49,34 @@ def rotary(
     return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
 
 
+def pack_queries(q: torch.Tensor, kv_heads: int) -> torch.Tensor:
+    """q (R, H, 1, D) -> (R * group, KV, D): row r's query heads that read KV head h become
+    `group` consecutive query tokens of sequence r under head h (`flash_decode.attend`)."""
+    rows, heads, _, dim = q.shape
+    group = heads // kv_heads
+    return q.view(rows, kv_heads, group, dim).transpose(1, 2).reshape(rows * group, kv_heads, dim)
+
+
+def rotary_store_packed(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    slot: torch.Tensor,
+) -> torch.Tensor:
+    """A decode step's attention inputs for FlashAttention, in one fused pass when compiled:
+    rotary on q and k (R, heads, 1, D), k and v written at cache `slot` (1,) of the
+    (R, W, KV, D) caches, and q packed by `pack_queries`. Eagerly these are some seven
+    kernels per layer (two rotary, two cache writes, layout copies)."""
+    q, k = rotary(q, k, cos, sin)
+    keys.index_copy_(1, slot, k.transpose(1, 2).to(keys.dtype))
+    values.index_copy_(1, slot, v.transpose(1, 2).to(values.dtype))
+    return pack_queries(q, k.shape[1])
+
+
 def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     return F.silu(gate) * up
 
@@ -68,10 +96,11 @@ class DecodeOps:
     rotary: Callable[..., tuple[torch.Tensor, torch.Tensor]]
     silu_mul: Callable[..., torch.Tensor]
     masked_softmax: Callable[..., torch.Tensor]
+    rotary_store_packed: Callable[..., torch.Tensor]
 
     @classmethod
     def eager(cls) -> DecodeOps:
-        return cls(rms_norm, add_rms_norm, rotary, silu_mul, masked_softmax)
+        return cls(rms_norm, add_rms_norm, rotary, silu_mul, masked_softmax, rotary_store_packed)
 
     @classmethod
     def compiled(cls) -> DecodeOps:
@@ -81,5 +110,10 @@ class DecodeOps:
         differ), so a function compiles at most twice, not once per span."""
         fuse = torch.compile
         return cls(
-            fuse(rms_norm), fuse(add_rms_norm), fuse(rotary), fuse(silu_mul), fuse(masked_softmax)
+            fuse(rms_norm),
+            fuse(add_rms_norm),
+            fuse(rotary),
+            fuse(silu_mul),
+            fuse(masked_softmax),
+            fuse(rotary_store_packed),
         )

@@ -19,6 +19,8 @@ from collections.abc import Callable
 
 import torch
 
+from trainer.rollout.decode_ops import rotary_store_packed
+
 AttentionFn = Callable[..., torch.Tensor]
 
 
@@ -28,26 +30,34 @@ def varlen_op(*args, **kwargs) -> tuple[torch.Tensor, ...]:
 
 
 def attend(
-    q: torch.Tensor,
+    packed: torch.Tensor,
     keys: torch.Tensor,
     values: torch.Tensor,
+    cum_q: torch.Tensor,
     starts: torch.Tensor,
     used: torch.Tensor,
     max_k: int,
     scale: float,
 ) -> torch.Tensor:
-    """q (R, H, 1, D), keys/values (R, W, KV, D), starts (R + 1,) int32 (row r's first slot
-    in the packed cache, then R * W), used (R,) int32 -> (R, H, 1, D)."""
-    rows, heads, _, dim = q.shape
-    width, kv_heads = keys.shape[1], keys.shape[2]
-    cum_q = torch.arange(rows + 1, dtype=torch.int32, device=q.device)
+    """packed queries (R * group, KV, D) from `decode_ops.pack_queries`, keys/values
+    (R, W, KV, D), cum_q (R + 1,) int32 (r * group), starts (R + 1,) int32 (row r's first
+    slot in the packed cache, then R * W), used (R,) int32 -> (R, H, 1, D).
+
+    With grouped-query heads, a one-token query per head would make the kernel run one
+    thread block per (row, query head), each reading the row's keys and values again for
+    every query head of a group. The group's query heads sit at the same position, so they
+    are passed as `group` non-causal query tokens of one sequence per KV head: one block per
+    (row, KV head) reads that head's keys and values once."""
+    rows = len(used)
+    width, kv_heads, dim = keys.shape[1], keys.shape[2], keys.shape[3]
+    group = packed.shape[0] // rows
     out = varlen_op(
-        q.reshape(rows, heads, dim).contiguous(),
+        packed,
         keys.view(rows * width, kv_heads, dim),
         values.view(rows * width, kv_heads, dim),
         cum_q,
         starts,
-        1,
+        group,
         max_k,
         0.0,
         False,
@@ -55,27 +65,34 @@ def attend(
         scale=scale,
         seqused_k=used,
     )[0]
-    return out.view(rows, heads, 1, dim)
+    return out.view(rows, group, kv_heads, dim).transpose(1, 2).reshape(rows, -1, 1, dim)
 
 
 def decode_attention(
-    slot: torch.Tensor, pad: torch.Tensor, width: int, span: int, scale: float
+    slot: torch.Tensor,
+    pad: torch.Tensor,
+    width: int,
+    span: int,
+    scale: float,
+    prepare: Callable[..., torch.Tensor],
+    group: int,
 ) -> AttentionFn:
     """The attention of one decode step at cache `slot` (a (1,) device tensor) for rows with
-    left padding `pad` (R, 1): writes the step's keys and values into the (R, W, KV, D) cache
-    and attends over each row's filled slots. Everything is computed on the device, so a
-    CUDA graph replays it for any slot."""
+    left padding `pad` (R, 1): `prepare` (`decode_ops.rotary_store_packed`) applies rotary,
+    writes the step's keys and values into the (R, W, KV, D) cache and packs the queries
+    (`group` query heads per KV head); then each row attends over its filled slots.
+    Everything is computed on the device, so a CUDA graph replays it for any slot."""
     rows = pad.shape[0]
     first = torch.arange(rows, device=pad.device) * width + pad.view(-1)
     end = torch.full((1,), rows * width, dtype=first.dtype, device=pad.device)
     starts = torch.cat([first, end]).to(torch.int32)
     used = (slot + 1 - pad.view(-1)).to(torch.int32)
+    cum_q = torch.arange(rows + 1, dtype=torch.int32, device=pad.device) * group
 
-    def run(q, k, v, layer_keys, layer_values) -> torch.Tensor:
-        """q, k, v (R, heads, 1, D) -> (R, H, 1, D)."""
-        layer_keys.index_copy_(1, slot, k.transpose(1, 2).to(layer_keys.dtype))
-        layer_values.index_copy_(1, slot, v.transpose(1, 2).to(layer_values.dtype))
-        return attend(q, layer_keys, layer_values, starts, used, span, scale)
+    def run(q, k, v, cos, sin, layer_keys, layer_values) -> torch.Tensor:
+        """q, k, v (R, heads, 1, D) before rotary -> (R, H, 1, D)."""
+        packed = prepare(q, k, v, cos, sin, layer_keys, layer_values, slot)
+        return attend(packed, layer_keys, layer_values, cum_q, starts, used, span, scale)
 
     return run
 
@@ -117,8 +134,15 @@ def compare(
     keys, values = randn(rows, width, kv_heads, dim), randn(rows, width, kv_heads, dim)
     k, v = randn(rows, kv_heads, 1, dim), randn(rows, kv_heads, 1, dim)
     slot_t = torch.tensor([slot], device=device)
+    # rotary at position 0 (cos 1, sin 0) leaves q and k as they are
+    cos = torch.ones((rows, 1, 1, dim), dtype=dtype, device=device)
+    sin = torch.zeros_like(cos)
+    group = heads // kv_heads
     try:
-        got = decode_attention(slot_t, pad, width, width, dim**-0.5)(q, k, v, keys, values)
+        attention = decode_attention(
+            slot_t, pad, width, width, dim**-0.5, rotary_store_packed, group
+        )
+        got = attention(q, k, v, cos, sin, keys, values)
     except (RuntimeError, AttributeError, TypeError) as err:
         return f"the kernel failed: {err}"
     columns = torch.arange(width, device=device)

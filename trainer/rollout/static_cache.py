@@ -85,15 +85,19 @@ def _attend(
 
 
 def _matmul_attention(
-    slots: torch.Tensor, mask: torch.Tensor, span: int, scale: float, softmax: Callable
+    slots: torch.Tensor, mask: torch.Tensor, span: int, scale: float, ops: DecodeOps
 ) -> flash_decode.AttentionFn:
-    """Attention over a (R, KV, W, D) cache: write the keys and values of the tokens at cache
-    `slots` (T,), then attend over the first `span` slots where `mask` (R, 1, T, span) allows."""
+    """Attention over a (R, KV, W, D) cache: rotary on q and k, write the keys and values of
+    the tokens at cache `slots` (T,), then attend over the first `span` slots where `mask`
+    (R, 1, T, span) allows."""
 
-    def run(q, k, v, layer_keys, layer_values) -> torch.Tensor:
+    def run(q, k, v, cos, sin, layer_keys, layer_values) -> torch.Tensor:
+        q, k = ops.rotary(q, k, cos, sin)
         layer_keys.index_copy_(2, slots, k.to(layer_keys.dtype))
         layer_values.index_copy_(2, slots, v.to(layer_values.dtype))
-        return _attend(q, layer_keys[:, :, :span], layer_values[:, :, :span], mask, scale, softmax)
+        return _attend(
+            q, layer_keys[:, :, :span], layer_values[:, :, :span], mask, scale, ops.masked_softmax
+        )
 
     return run
 
@@ -156,8 +160,10 @@ class StaticCacheDecoder:
         self.dtype = next(model.parameters()).dtype
         self.logits_dtype = torch.float32 if float_logits else self.dtype
         self.cuda_graphs = cuda_graphs and self.device.type == "cuda"
-        # Graph-captured decode steps run compiled ops; prefill (shapes vary with every batch)
-        # and eager decoding run the plain functions.
+        # Graph-captured decode steps and, with them, the prefill run compiled ops (the prefill
+        # is as many small kernels per layer as a decode step, over 100x the tokens; its shapes
+        # vary per batch, which torch.compile's default makes dynamic at the second one);
+        # eager decoding runs the plain functions.
         self.eager_ops = DecodeOps.eager()
         self.graph_ops = DecodeOps.compiled() if fused_ops and self.cuda_graphs else self.eager_ops
         self._graphs: OrderedDict[tuple[int, int], _DecodeGraphs] = OrderedDict()
@@ -242,8 +248,9 @@ class StaticCacheDecoder:
                     ops.rms_norm(q, *_norm_args(projections.q_norm)),
                     ops.rms_norm(k, *_norm_args(projections.k_norm)),
                 )
-            q, k = ops.rotary(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
-            out = attention(q, k, v, layer_keys, layer_values)
+            out = attention(
+                q.transpose(1, 2), k.transpose(1, 2), v, cos, sin, layer_keys, layer_values
+            )
             attended = projections.o_proj(out.transpose(1, 2).reshape(rows, steps, -1))
             residual, x = ops.add_rms_norm(
                 residual, attended, *_norm_args(layer.post_attention_layernorm)
@@ -265,11 +272,19 @@ class StaticCacheDecoder:
         positions = (slot - pad).clamp(min=0)
         if self.flash:
             width = keys[0].shape[1]
-            attention = flash_decode.decode_attention(slot, pad, width, attend, self.scale)
+            attention = flash_decode.decode_attention(
+                slot,
+                pad,
+                width,
+                attend,
+                self.scale,
+                ops.rotary_store_packed,
+                self.model.config.num_attention_heads // self.kv_heads,
+            )
         else:
             columns = torch.arange(attend, device=tokens.device)
             mask = ((columns >= pad) & (columns <= slot)).view(tokens.shape[0], 1, 1, attend)
-            attention = _matmul_attention(slot, mask, attend, self.scale, ops.masked_softmax)
+            attention = _matmul_attention(slot, mask, attend, self.scale, ops)
         return self._forward(tokens, positions, keys, values, attention, ops)
 
     # -- cache and graphs --------------------------------------------------------------------
@@ -382,6 +397,7 @@ class StaticCacheDecoder:
         else:
             keys, values = self._new_cache(rows, width, self.flash)
         logits = []
+        ops = self.graph_ops if self.cuda_graphs else self.eager_ops
         columns = torch.arange(longest, device=self.device)
         causal = columns[None, :] <= columns[:, None]
         for start in range(0, count, self.prefill_rows):
@@ -402,10 +418,8 @@ class StaticCacheDecoder:
                     positions,
                     chunk_keys,
                     chunk_values,
-                    _matmul_attention(
-                        columns, mask, longest, self.scale, self.eager_ops.masked_softmax
-                    ),
-                    self.eager_ops,
+                    _matmul_attention(columns, mask, longest, self.scale, ops),
+                    ops,
                 )
             )
             for cache, chunk in zip(keys + values, chunk_keys + chunk_values):
