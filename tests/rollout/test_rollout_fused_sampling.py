@@ -54,10 +54,26 @@ def test_half_logits_give_fp32_results(fused):
     noise = torch.empty(BATCH_ROWS, VOCAB).exponential_(generator=torch.Generator().manual_seed(0))
     for chosen, logprob in (
         fused(logits, params, torch.Generator().manual_seed(0), None, BATCH_ROWS),
-        gumbel_pick(logits, noise, None, 1.0),
+        gumbel_pick(logits, noise, torch.tensor(1.0)),
     ):
         assert logprob.dtype == torch.float32 and torch.equal(chosen, expected_chosen)
         torch.testing.assert_close(logprob, expected_logprob, atol=1e-6, rtol=0)
+
+
+def test_new_temperatures_and_row_counts_stay_compiled(fused):
+    """A temperature is an input, not a constant of the compiled code: a process that samples
+    at many temperatures and row counts (a GRPO run with validation, a test session) stays
+    within torch.compile's recompile limit (8) and never falls back."""
+    logits = _logits(BATCH_ROWS)
+    for index, temperature in enumerate([0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.5]):
+        params = SamplingParams(temperature=temperature, logprobs=True)
+        rows = (None, torch.tensor([5, 0, 2, 7]), torch.tensor([1, 3, 4, 6, 0, 2]))[index % 3]
+        subset = logits if rows is None else logits[rows]
+        chosen, logprob = fused(subset, params, torch.Generator().manual_seed(index), rows, 8)
+        expected_chosen, expected_logprob = _eager(subset, params, index, rows)
+        assert torch.equal(chosen, expected_chosen)
+        torch.testing.assert_close(logprob, expected_logprob, atol=1e-6, rtol=0)
+    assert fused.fused
 
 
 @pytest.mark.parametrize("error", [RuntimeError("no backend"), AssertionError("dynamo guard")])

@@ -31,13 +31,13 @@ def greedy_pick(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def gumbel_pick(
-    logits: torch.Tensor, noise: torch.Tensor, rows: torch.Tensor | None, temperature: float
+    logits: torch.Tensor, noise: torch.Tensor, temperature: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`sample_next`'s Gumbel-max race on temperature-scaled logits with its Exp(1) `noise`
-    (drawn for the whole batch, `rows` selecting these rows' share), without its in-place
-    steps, and the chosen token's log-prob under the unscaled logits, as the engine reports."""
+    (these rows' share of the batch's draw), without its in-place steps, and the chosen
+    token's log-prob under the unscaled logits, as the engine reports. `temperature` is a
+    0-d tensor, so that a new value is a new input, not a new compilation."""
     scores = logits.float() / temperature
-    noise = noise[rows] if rows is not None else noise
     chosen = (scores - noise.clamp(min=torch.finfo(noise.dtype).tiny).log()).argmax(dim=-1)
     return chosen, chosen_logprob(logits, chosen)
 
@@ -60,6 +60,7 @@ class TokenPicker:
         # function compiles a few times per process, not once per row bucket.
         self._greedy = torch.compile(greedy_pick, fullgraph=True) if fused else greedy_pick
         self._gumbel = torch.compile(gumbel_pick, fullgraph=True) if fused else gumbel_pick
+        self._temperatures: dict[tuple[float, torch.device], torch.Tensor] = {}
 
     def __call__(
         self,
@@ -80,7 +81,18 @@ class TokenPicker:
         shape = (logits.shape[0] if rows is None else batch_rows, logits.shape[1])
         noise = torch.empty(shape, dtype=torch.float32, device=logits.device)
         noise.exponential_(generator=generator)
-        return self._run(self._gumbel, gumbel_pick, logits, noise, rows, params.temperature)
+        if rows is not None:
+            noise = noise[rows]
+        temperature = self._temperature(params.temperature, logits.device)
+        return self._run(self._gumbel, gumbel_pick, logits, noise, temperature)
+
+    def _temperature(self, value: float, device: torch.device) -> torch.Tensor:
+        """`value` as a 0-d fp32 tensor on `device`, made once per value (a copy to the
+        device every step would cost a transfer)."""
+        key = (value, device)
+        if key not in self._temperatures:
+            self._temperatures[key] = torch.tensor(value, dtype=torch.float32, device=device)
+        return self._temperatures[key]
 
     def _run(self, compiled, eager, *args) -> tuple[torch.Tensor, torch.Tensor]:
         if self.fused:
