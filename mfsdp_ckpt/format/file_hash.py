@@ -1,9 +1,10 @@
 """The per-file digest a manifest records: which algorithm, and how a file's bytes get it.
 
-Everything mfsdp writes from now on is recorded with XXH3-128 (`xxh3_128`): it streams at
-about ten times the speed of sha256 on one core, and the hash of every written byte was the
-largest CPU cost of a save or an import (more than copying the bytes). Manifests written
-before record `sha256`; they are read, and their files checked, with sha256 as before.
+Everything mfsdp writes is recorded with XXH3-128 (`xxh3_128`): it hashes 9.4x as fast as
+sha256 on one core (`bench/file_hash.py`, docs/benchmarks.md), and with sha256 the hash of
+every written byte was the largest CPU cost of a save or an import (more than the copy).
+Manifests written before record `sha256`; they are read, and their files checked, with sha256
+as before.
 
 What the digest is for: finding bytes that changed after the save (a flipped bit, a
 truncated or torn write, a file replaced by another step's). Either hash catches those with
@@ -26,6 +27,7 @@ from typing import Any, Protocol
 
 import xxhash
 
+from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.storage import safe_files
 
 WRITE_ALGORITHM = "xxh3_128"
@@ -43,7 +45,7 @@ class _Hash(Protocol):
     def hexdigest(self) -> str: ...
 
 
-class FileRecordError(ValueError):
+class FileRecordError(MfsdpFailedError, ValueError):
     """A manifest's file record is malformed (the caller names the manifest and the file)."""
 
 
