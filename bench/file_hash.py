@@ -72,13 +72,8 @@ def main() -> None:
     print(f"cores available: {len(os.sched_getaffinity(0))}")
     print("| algorithm | threads | GB hashed | best s | GB/s (all threads) |")
     print("|---|---|---|---|---|")
-    for row in rows:
-        print(
-            f"| {row['algorithm']} | {row['threads']} | {row['gb']} | {row['seconds']} "
-            f"| {row['gb_per_s']} |"
-        )
-    for row in rows:
-        print(json.dumps(row))
+    print("\n".join("| " + " | ".join(str(value) for value in row.values()) + " |" for row in rows))
+    print("\n".join(json.dumps(row) for row in rows))
 
 
 if __name__ == "__main__":

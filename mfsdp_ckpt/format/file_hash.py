@@ -1,6 +1,6 @@
 """The per-file digest a manifest records: which algorithm, and how a file's bytes get it.
 
-Everything mfsdp writes is recorded with XXH3-128 (`xxh3_128`): it hashes 9.4x as fast as
+Everything mfsdp writes is recorded with XXH3-128 (`xxh3_128`): it hashes about 9x as fast as
 sha256 on one core (`bench/file_hash.py`, docs/benchmarks.md), and with sha256 the hash of
 every written byte was the largest CPU cost of a save or an import (more than the copy).
 Manifests written before record `sha256`; they are read, and their files checked, with sha256
