@@ -3,7 +3,7 @@
 Compares, in one run on the same disk: plain `torch.distributed.checkpoint.save/load`
 (the baseline users get from Megatron-LM / verl; the save also with 8 writer threads and as
 `dcp.async_save`, see `dcp_baselines`), mfsdp's Checkpointer (atomic protocol,
-fsync, per-rank sha256, manifest) with each `--threads` count of writer threads, the
+fsync, per-rank file digests, manifest) with each `--threads` count of writer threads, the
 training stall of two async saves (the first one also allocates the pinned host buffers
 that later saves reuse), and `dd` with direct I/O writing and reading the same byte count.
 
@@ -310,7 +310,7 @@ def main(argv: list[str] | None = None) -> None:
             f"mfsdp save, {threads} writer threads",
             seconds,
             dir_bytes(layout.step_dir(run, 1)),
-            "atomic + fsync + sha256 + manifest",
+            "atomic + fsync + xxh3_128 + manifest",
         )
         if threads != thread_counts[-1] and rank == 0:
             shutil.rmtree(run)

@@ -66,7 +66,7 @@ Examples:
 @click.option(
     "--deep",
     is_flag=True,
-    help="LoRA checkpoints: also sha256 the base model's weight files (reads all of them).",
+    help="LoRA checkpoints: also hash the base model's weight files (reads all of them).",
 )
 def inspect(path: str, role: str | None, as_json: bool, deep: bool) -> None:
     from mfsdp_ckpt.check.describe import describe_checkpoint, format_description
@@ -86,9 +86,10 @@ Checks: metadata readable (safely: nothing in it can run code); every referenced
 file present with the right size; chunks tile every tensor exactly; optimizer state
 shaped like its parameters (FSDP2's and Megatron's distributed-optimizer names);
 weights agree with huggingface/config.json (or --hf-config); tracker points at a
-complete step. --deep adds sha256 against the manifest, reads every tensor (NaN/Inf)
-and checks every non-tensor blob. verl and Megatron-LM write no manifest: the verdict
-then says hashes were not checked, and --strict fails.
+complete step. --deep checks every file's digest against the manifest (xxh3_128;
+sha256 in older manifests), reads every tensor (NaN/Inf) and checks every non-tensor
+blob. verl and Megatron-LM write no manifest: the verdict then says hashes were not
+checked, and --strict fails.
 
 \b
 Examples:
@@ -99,7 +100,9 @@ Examples:
 @click.argument("path", type=click.Path())
 @ROLE_OPTION
 @click.option(
-    "--deep", is_flag=True, help="Also check sha256 of every file and read every tensor (NaN/Inf)."
+    "--deep",
+    is_flag=True,
+    help="Also check every file's digest (xxh3_128 or sha256) and read every tensor (NaN/Inf).",
 )
 @click.option(
     "--strict",
@@ -139,7 +142,7 @@ def _verdict(report, strict: bool, deep: bool) -> str:
     """The one-line verdict; without a manifest it says what that leaves unchecked."""
     verdict = "valid" if report.ok(strict) else "INVALID"
     role = f" {report.role}," if report.role else ""
-    unhashed = ""
+    unhashed = f", {'+'.join(report.hash_algorithms)} checked" if report.hash_algorithms else ""
     if not report.has_manifest:
         unhashed = "; no manifest, so file hashes were not checked" + (
             " (--strict requires one)" if strict else ""

@@ -42,13 +42,8 @@ from mfsdp_ckpt import __version__
 from mfsdp_ckpt.check.validate import invalid_checkpoint, manifest_hash_errors, require_valid
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format import layout
-from mfsdp_ckpt.format.manifest import (
-    CONTENT_KINDS,
-    FileRecord,
-    Manifest,
-    hash_files,
-    read_manifest,
-)
+from mfsdp_ckpt.format.file_hash import FileRecord, hash_files
+from mfsdp_ckpt.format.manifest import CONTENT_KINDS, Manifest, read_manifest
 from mfsdp_ckpt.storage.dcp_writer import CheckedWriter
 from mfsdp_ckpt.storage.safe_dcp import SafeFileSystemReader, SafeLoadPlanner
 from mfsdp_ckpt.storage.staging import HostStager
@@ -426,7 +421,7 @@ def load_checkpoint(
 ) -> Manifest | None:
     """Load `contents` from a checkpoint into `states`, resharding to the current world size.
 
-    The checkpoint is validated first (cheap checks, and sha256 of the manifest's files
+    The checkpoint is validated first (cheap checks, and the digests of the manifest's files
     with the hashing split over the ranks of `group`): a damaged or hostile checkpoint is
     refused with CheckpointInvalidError before DCP reads a byte. Model and optimizer keys
     must match both ways, with equal shapes (a checkpoint of another model is refused, not

@@ -2,7 +2,7 @@
 
 A LoRA step's dist_ckpt holds only the adapter (and its optimizer state): the weights it
 adapts live in the base model directory. The manifest therefore records that base (its
-path and the size and sha256 of each weight file, hashed once per run) and the adapter's
+path and the size and digest of each weight file, hashed once per run) and the adapter's
 PEFT config, so that years later `validate` can tell whether the base on disk is still
 the one the adapter was trained on, and export can merge or write a PEFT adapter without
 the code that trained it.
@@ -18,11 +18,19 @@ from __future__ import annotations
 import os
 import re
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any
 
-from mfsdp_ckpt.format.manifest import FileRecord, Manifest, ManifestError, hash_files, sha256_file
+from mfsdp_ckpt.format.file_hash import (
+    WRITE_ALGORITHM,
+    FileRecord,
+    FileRecordError,
+    hash_file,
+    hash_files,
+    rehash_like,
+)
+from mfsdp_ckpt.format.manifest import Manifest, ManifestError
 
 if TYPE_CHECKING:
     from mfsdp_ckpt.check.validate import ValidationReport
@@ -74,9 +82,7 @@ class BaseModelRecord:
             "path": self.path,
             "random_init": self.random_init,
             "seed": self.seed,
-            "files": {
-                name: {"size": r.size, "sha256": r.sha256} for name, r in sorted(self.files.items())
-            },
+            "files": {name: r.to_json() for name, r in sorted(self.files.items())},
         }
 
     @classmethod
@@ -98,21 +104,16 @@ class BaseModelRecord:
         for name, record in files.items():
             if not _is_plain_name(name):
                 raise ManifestError(f"{where}: file name {name!r} is not a plain file name")
-            record = record if isinstance(record, dict) else {}
-            size, digest = record.get("size"), record.get("sha256")
-            if not _is_count(size) or not isinstance(digest, str) or len(digest) != 64:
-                raise ManifestError(f"{where}: record for {name!r} needs size and sha256")
-            records[name] = FileRecord(size, digest)
+            try:
+                records[name] = FileRecord.from_json(record)
+            except FileRecordError as err:
+                raise ManifestError(f"{where}: record for {name!r} {err}") from None
         return cls(path, random_init, seed, records)
 
 
 def _is_plain_name(name: Any) -> bool:
     """A file directly in the base dir: no path separators, no `..`."""
     return isinstance(name, str) and name not in ("", ".", "..") and not set(name) & {"/", "\x00"}
-
-
-def _is_count(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def base_weight_files(base_dir: str | os.PathLike) -> list[str]:
@@ -126,15 +127,36 @@ def base_weight_files(base_dir: str | os.PathLike) -> list[str]:
 
 
 def describe_base_model(
-    path: str | None, *, random_init: bool, seed: int | None, workers: int = 4
+    path: str | None,
+    *,
+    random_init: bool,
+    seed: int | None,
+    workers: int = 4,
+    algorithm: str = WRITE_ALGORITHM,
 ) -> BaseModelRecord:
     """Record the base a LoRA run adapts, hashing its weight files (every byte of the base,
     so the trainer does it once per run, in the background)."""
     if path is None or random_init:
         return BaseModelRecord(str(Path(path).resolve()) if path else None, True, seed)
     root = Path(path).resolve()
-    files = hash_files(root, base_weight_files(root), workers)
+    files = hash_files(root, base_weight_files(root), workers, algorithm)
     return BaseModelRecord(str(root), False, seed, files)
+
+
+def rehashed_like(
+    current: BaseModelRecord, trained_on: BaseModelRecord, workers: int = 4
+) -> BaseModelRecord:
+    """`current` with each file that `trained_on` recorded under another algorithm hashed
+    again with that one (an adapter saved before XXH3 recorded sha256), so that
+    `base_mismatch` compares like for like; `current` itself when nothing differs."""
+    stale = {
+        name: record
+        for name, record in trained_on.files.items()
+        if name in current.files and current.files[name].algorithm != record.algorithm
+    }
+    if not stale or current.path is None:
+        return current
+    return replace(current, files={**current.files, **rehash_like(current.path, stale, workers)})
 
 
 def read_base_model(manifest: Manifest, source: str = "manifest.json") -> BaseModelRecord | None:
@@ -149,8 +171,9 @@ def base_model_problems(
     """(errors as (where, what), cannot-check notes): is the base on disk the recorded one?
 
     Reads only the files the record names, directly in its directory, and only regular
-    files (a FIFO or device there would block or never end); `deep` adds sha256, which
-    reads every byte of the base (the cheap check compares sizes)."""
+    files (a FIFO or device there would block or never end); `deep` adds each file's digest
+    (the algorithm its record names), which reads every byte of the base (the cheap check
+    compares sizes)."""
     if record.path is None or record.random_init:
         return [], [f"base model was a random init (seed {record.seed}); nothing on disk to check"]
     root = Path(record.path)
@@ -180,8 +203,8 @@ def _weight_file_problem(file: Path, expected: FileRecord, deep: bool) -> str | 
             return "not a regular file"
         if info.st_size != expected.size:
             return f"has {info.st_size} bytes, the adapter was trained on {expected.size}"
-        if deep and sha256_file(file) != expected.sha256:
-            return "sha256 differs from the base the adapter was trained on"
+        if deep and hash_file(file, algorithm=expected.algorithm) != expected:
+            return f"{expected.algorithm} differs from the base the adapter was trained on"
     except FileNotFoundError:
         return "base model weight file is missing"
     except OSError as err:
@@ -191,8 +214,9 @@ def _weight_file_problem(file: Path, expected: FileRecord, deep: bool) -> str | 
 
 def base_mismatch(trained_on: BaseModelRecord, current: BaseModelRecord) -> str | None:
     """Why an adapter trained on `trained_on` must not continue on `current`, or None when
-    they are the same weights (the same files by sha256, or the same random init; the
-    directory may have moved)."""
+    they are the same weights (the same files by size and digest, or the same random init;
+    the directory may have moved). Compare `rehashed_like(current, trained_on)`: digests of
+    different algorithms never match."""
     if trained_on.random_init or current.random_init:
         if trained_on.random_init and current.random_init and trained_on.seed == current.seed:
             return None

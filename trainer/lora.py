@@ -39,6 +39,7 @@ from mfsdp_ckpt.lora import (
     base_mismatch,
     describe_base_model,
     read_base_model,
+    rehashed_like,
 )
 from trainer.config import ConfigError, ModelConfig, check_lora_fields
 from trainer.resume import ResumeMismatchError
@@ -73,8 +74,8 @@ class LoraSetup:
 
     def describe_base_in_background(self) -> None:
         """Start hashing the base's weight files (every byte of the base) in a thread, so that
-        it overlaps training instead of stalling the first save; hashlib releases the GIL
-        while it hashes."""
+        it overlaps training instead of stalling the first save; the hash releases the GIL
+        while it runs."""
         if self._base is None:
             pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hash-base-model")
             self._base = pool.submit(
@@ -320,15 +321,17 @@ class AdapterState:
 
     def check_manifest(self, manifest: Manifest | None, paths: CheckpointPaths) -> None:
         """Refuse to continue an adapter on another base than it was trained on: it would load
-        without complaint and train a different model. Rank 0 compares the base files' sha256
-        (hashed anyway for the manifest) and tells the others, so every rank stops together."""
+        without complaint and train a different model. Rank 0 compares the base files'
+        digests (hashed anyway for the manifest; hashed again with sha256 for an adapter
+        saved before XXH3) and tells the others, so every rank stops together."""
         if manifest is None or manifest.base_model is None:
             return
         problem = None
         if not dist.is_initialized() or dist.get_rank() == 0:
             try:
                 trained_on = read_base_model(manifest, str(paths.manifest))
-                problem = base_mismatch(trained_on, self.setup.base_record())
+                current = rehashed_like(self.setup.base_record(), trained_on)
+                problem = base_mismatch(trained_on, current)
             except (ManifestError, OSError) as err:  # the other ranks wait for a verdict
                 problem = str(err)
         if dist.is_initialized() and dist.get_world_size() > 1:

@@ -54,8 +54,9 @@ def describe_object(reader: CheckpointReader, entry: ObjectEntry, decode: bool) 
 
 def describe_lora(manifest: Manifest | None, source: str, *, deep: bool) -> dict | None:
     """A LoRA checkpoint's adapter settings, its base model and whether the base on disk is
-    the one the adapter was trained on (sizes; with `deep`, sha256, which reads every byte of
-    the base); None when the checkpoint is not LoRA."""
+    the one the adapter was trained on (sizes; with `deep`, each file's digest under the
+    algorithm its record names, which reads every byte of the base); None when the
+    checkpoint is not LoRA. `base_check.hashes_checked` names the algorithms checked."""
     if manifest is None or manifest.lora is None:
         return None
     config = manifest.lora
@@ -66,7 +67,7 @@ def describe_lora(manifest: Manifest | None, source: str, *, deep: bool) -> dict
         "use_rslora": bool(config.get("use_rslora", False)),
         "target_modules": config.get("target_modules"),
         "base_model": None,
-        "base_check": {"status": "not_checked", "sha256_checked": False, "problems": []},
+        "base_check": {"status": "not_checked", "hashes_checked": [], "problems": []},
     }
     check = described["base_check"]
     try:
@@ -83,9 +84,7 @@ def describe_lora(manifest: Manifest | None, source: str, *, deep: bool) -> dict
         "path": record.path,
         "random_init": record.random_init,
         "seed": record.seed,
-        "files": [
-            {"name": name, "size": r.size, "sha256": r.sha256} for name, r in record.files.items()
-        ],
+        "files": [{"name": name, **r.to_json()} for name, r in record.files.items()],
     }
     errors, notes = base_model_problems(record, deep=deep)
     if errors:
@@ -93,14 +92,16 @@ def describe_lora(manifest: Manifest | None, source: str, *, deep: bool) -> dict
     elif notes:
         check["problems"] = notes  # nothing on disk to compare: stays not_checked
     else:
-        check.update(status="ok", sha256_checked=deep)
+        algorithms = sorted({r.algorithm for r in record.files.values()}) if deep else []
+        check.update(status="ok", hashes_checked=algorithms)
     return described
 
 
 def describe_checkpoint(
     path: str | os.PathLike, *, role: str | None = None, deep: bool = False
 ) -> dict:
-    """`deep`: also sha256 a LoRA checkpoint's base model files."""
+    """`deep`: also hash a LoRA checkpoint's base model files. `file_digests` names the
+    algorithms the manifest records its files with (what `validate --deep` checks)."""
     paths = layout.resolve_checkpoint(path, role=role)
     reader = CheckpointReader(paths.dist_ckpt)
     manifest = (
@@ -135,6 +136,7 @@ def describe_checkpoint(
         "strategy": manifest.strategy if manifest else None,
         "model_family": manifest.model_family if manifest else None,
         "created_at": manifest.created_at if manifest else None,
+        "file_digests": sorted({r.algorithm for r in manifest.files.values()}) if manifest else [],
         "lora": describe_lora(manifest, str(paths.manifest), deep=deep),
         "tensors": tensors,
         "objects": objects,
@@ -166,6 +168,8 @@ def format_description(description: dict) -> str:
     for key in ("world_size", "strategy", "model_family", "created_at"):
         if description[key] is not None:
             lines.append(f"{key:<11} {printable(description[key])}")
+    if description["file_digests"]:
+        lines.append(f"digests     {', '.join(description['file_digests'])} (manifest.json)")
     if description.get("lora") is not None:
         lines += format_lora(description["lora"])
     names = [printable(t["name"], MAX_NAME_CHARS) for t in description["tensors"]]
@@ -215,10 +219,11 @@ def format_lora(lora: dict) -> list[str]:
             where = f"random init, seed {base['seed']}"
         lines.append(f"base model  {printable(where)}")
     check = lora["base_check"]
+    checked = " and ".join(check["hashes_checked"])
     verdict = {
-        "ok": "sizes and sha256 match"
-        if check["sha256_checked"]
-        else "sizes match (sha256 not checked: --deep)",
+        "ok": f"sizes and {checked} match"
+        if checked
+        else "sizes match (digests not checked: --deep)",
         "failed": "FAILED",
         "not_checked": "not checked",
     }[check["status"]]

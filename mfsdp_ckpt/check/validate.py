@@ -3,7 +3,8 @@
 Each check appends `Finding`s naming the file or tensor and what is wrong; nothing here
 raises for a bad checkpoint (a missing path is the caller's usage error). The cheap checks
 (metadata, files, chunk coverage, optimizer/model/config agreement, tracker) always run;
-`deep=True` adds sha256 against the manifest and reading every tensor (NaN/Inf counts).
+`deep=True` adds each file's digest against the manifest (the algorithm its record names:
+xxh3_128, or sha256 in older manifests) and reading every tensor (NaN/Inf counts).
 
 Checkpoints verl and Megatron-LM write have no manifest: every check that needs none
 still runs (coverage, each chunk inside its file, file sizes, values, shapes against the
@@ -22,13 +23,8 @@ from mfsdp_ckpt.check.printable import printable
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import layout, state_keys
 from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
-from mfsdp_ckpt.format.manifest import (
-    Manifest,
-    ManifestError,
-    hash_files,
-    read_manifest,
-    sha256_file,
-)
+from mfsdp_ckpt.format.file_hash import hash_file, rehash_like
+from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.lora import check_base_model
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
@@ -40,7 +36,7 @@ from mfsdp_ckpt.storage.reader import (
 )
 
 ERROR, WARNING = "error", "warning"
-_HASH_MISMATCH = "sha256 differs from the manifest (bytes changed after save)"
+_HASH_MISMATCH = "{} differs from the manifest (bytes changed after save)"
 
 Progress = Callable[[int, int], None]  # (done, total) over tensors / bytes
 
@@ -69,6 +65,7 @@ class ValidationReport:
     layout: str | None = None
     role: str | None = None
     has_manifest: bool = True
+    hash_algorithms: list[str] = field(default_factory=list)  # digests `deep` checked
     note: str | None = None  # how the path was read (a parent dir holding one run), for stderr
 
     def add(self, severity: str, where: str | Path, message: str) -> None:
@@ -177,23 +174,23 @@ def require_valid(
 def manifest_hash_errors(
     paths: layout.CheckpointPaths, share: int = 0, count: int = 1, workers: int = 4
 ) -> list[str]:
-    """sha256 of every `share`-th of each `count` files the manifest lists (ranks of a job
-    split the hashing; `workers` threads each), one line per file whose bytes changed."""
+    """The digest of every `share`-th of each `count` files the manifest lists (ranks of a
+    job split the hashing; `workers` threads each), one line per file whose bytes changed."""
     step_dir = paths.step_dir
     if paths.manifest is None or step_dir is None:
         return []
     manifest = read_manifest(paths.manifest)
-    mine = [
-        name
+    mine = {
+        name: manifest.files[name]
         for name in sorted(manifest.files)[share::count]
         if (step_dir / name).is_file()
         and (step_dir / name).stat().st_size == manifest.files[name].size
-    ]
-    actual = hash_files(step_dir, mine, workers)
+    }
+    actual = rehash_like(step_dir, mine, workers)
     return [
-        f"{step_dir / name}: {_HASH_MISMATCH}"
-        for name in mine
-        if actual[name].sha256 != manifest.files[name].sha256
+        f"{step_dir / name}: {_HASH_MISMATCH.format(record.algorithm)}"
+        for name, record in mine.items()
+        if actual[name] != record
     ]
 
 
@@ -504,13 +501,14 @@ def _check_mapped_against_config(
 
 
 def _check_hashes(paths, manifest: Manifest, report: ValidationReport) -> None:
+    report.hash_algorithms = sorted({record.algorithm for record in manifest.files.values()})
     for name, record in sorted(manifest.files.items()):
         file = paths.step_dir / name
         if not file.is_file() or file.stat().st_size != record.size:
             continue  # reported by _check_files
         try:
-            if sha256_file(file, paths.step_dir) != record.sha256:
-                report.add(ERROR, file, _HASH_MISMATCH)
+            if hash_file(file, paths.step_dir, record.algorithm) != record:
+                report.add(ERROR, file, _HASH_MISMATCH.format(record.algorithm))
         except CheckpointFileError as err:  # a link out of the step or a special file: never read
             report.add(ERROR, file, str(err).split(": ", 1)[-1])
 

@@ -58,7 +58,8 @@ from mfsdp_ckpt.convert.name_maps import (
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dtypes import DType
-from mfsdp_ckpt.format.manifest import FileRecord, Manifest, hash_files
+from mfsdp_ckpt.format.file_hash import FileRecord, hash_files
+from mfsdp_ckpt.format.manifest import Manifest
 from mfsdp_ckpt.format.state_keys import MODEL_KEY_PREFIX
 from mfsdp_ckpt.storage.dcp_stream_writer import (
     BlobTooLargeError,

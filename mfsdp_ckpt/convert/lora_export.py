@@ -1,7 +1,7 @@
 """Export a LoRA checkpoint: the merged full model, or a PEFT adapter directory.
 
-A LoRA step holds the adapter only; its manifest names the base model dir and the sha256
-of its weight files (`mfsdp_ckpt/lora.py`). The merged export streams the base's
+A LoRA step holds the adapter only; its manifest names the base model dir and the digest
+of each weight file (`mfsdp_ckpt/lora.py`). The merged export streams the base's
 safetensors one tensor at a time, adds `scale * B @ A` (in fp32) to each adapted weight,
 casts to the export dtype and writes it: peak memory is one base tensor plus its delta,
 and the result loads with plain `transformers`. The base files are hashed first and must

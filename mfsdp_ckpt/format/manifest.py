@@ -1,38 +1,33 @@
 """`manifest.json`: what a step directory holds, written last so it marks the step complete.
 
-It records every file with size and sha256 so that `validate --deep` can prove the bytes
+It records every file with its size and a digest (mfsdp_ckpt/format/file_hash.py: XXH3-128
+now, sha256 in manifests written before) so that `validate --deep` can prove the bytes
 are the ones that were written, plus enough context (world size, strategy, versions,
 contents) to explain a checkpoint years later without the code that wrote it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpFailedError
+from mfsdp_ckpt.format.file_hash import FileRecord, FileRecordError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError, _check_relative_name
 
-FORMAT_VERSION = 1
+# 2: file records may carry `xxh3_128` instead of `sha256` (version 1 has only sha256).
+# Bumped so that an older mfsdp says "newer than this mfsdp reads" instead of "needs sha256".
+FORMAT_VERSION = 2
 CONTENT_KINDS = ("model", "optimizer", "extra")
-_HASH_BLOCK = 8 << 20
 MAX_MANIFEST_BYTES = 64 << 20  # ~150 bytes per listed file: far past any real step
 
 
 class ManifestError(MfsdpFailedError, ValueError):
     """manifest.json is missing a field, has a wrong type, or names an unsafe path."""
-
-
-@dataclass(frozen=True)
-class FileRecord:
-    size: int
-    sha256: str
 
 
 @dataclass
@@ -54,6 +49,7 @@ class Manifest:
 
     def to_json(self) -> str:
         data = asdict(self)
+        data["files"] = {name: record.to_json() for name, record in self.files.items()}
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
     @classmethod
@@ -96,16 +92,10 @@ class Manifest:
                 _check_relative_name(name)
             except CheckpointFileError as err:
                 raise ManifestError(f"{source}: {err}") from None
-            if (
-                not isinstance(record, dict)
-                or not isinstance(record.get("size"), int)
-                or isinstance(record.get("size"), bool)
-                or record["size"] < 0
-                or not isinstance(record.get("sha256"), str)
-                or len(record["sha256"]) != 64
-            ):
-                raise ManifestError(f"{source}: file record for {name!r} needs size and sha256")
-            files[name] = FileRecord(record["size"], record["sha256"])
+            try:
+                files[name] = FileRecord.from_json(record)
+            except FileRecordError as err:
+                raise ManifestError(f"{source}: file record for {name!r} {err}") from None
         optional: dict[str, type | tuple[type, ...]] = {
             "model_family": (str, type(None)),
             "versions": dict,
@@ -148,27 +138,3 @@ def read_manifest(path: str | os.PathLike) -> Manifest:
     except CheckpointFileError as err:
         raise ManifestError(str(err)) from None
     return Manifest.from_json(text, source=str(path))
-
-
-def sha256_file(path: str | os.PathLike, root: str | os.PathLike | None = None) -> str:
-    """sha256 of a regular file (inside `root` when given); anything else is refused unread."""
-    digest = hashlib.sha256()
-    fd = safe_files.open_regular(path, root)
-    with os.fdopen(fd, "rb") as handle:
-        while block := handle.read(_HASH_BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def hash_files(
-    root: str | os.PathLike, names: list[str], workers: int = 4
-) -> dict[str, FileRecord]:
-    """sha256 and size of each file under root, hashed in parallel (hashlib drops the GIL)."""
-    root = Path(root)
-
-    def record(name: str) -> tuple[str, FileRecord]:
-        path = root / name
-        return name, FileRecord(path.stat().st_size, sha256_file(path, root))
-
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        return dict(pool.map(record, names))

@@ -2,8 +2,8 @@
 
 `copy_file_range` moves bytes page cache to page cache without entering this process, the
 cheapest copy there is (`pread` + `pwrite` through a buffer took several times the kernel
-time on the 2-core machine). A manifest needs the sha256 of the bytes written: hashing a whole file
-afterwards reads every byte back from DRAM, so `copy_hashed` copies a small piece at a time
+time on the 2-core machine). A manifest needs the digest of the bytes written: hashing a whole
+file afterwards reads every byte back from DRAM, so `copy_hashed` copies a small piece at a time
 and hashes that piece at once through a read-only mapping of the destination, while its
 bytes are still in the CPU cache (no copy into this process either).
 """

@@ -17,8 +17,8 @@ one rank (with `thread_count` files), item by item:
   mapping flat keys to their nested path, storage data to file ranges), written after the
   data files are fsynced.
 
-Why one thread per data file: with `hash_data` the manifest needs each file's sha256,
-a sequential pass per file, and hashing costs more CPU than copying. Each thread copies
+Why one thread per data file: with `hash_data` the manifest needs each file's digest,
+a sequential pass per file that costs CPU on top of the copy. Each thread copies
 and hashes its own file in one pass (`byte_copy.copy_hashed`), so the cores share the
 work; an item goes to the file with the fewest bytes so far, so the threads finish
 together. Each thread fsyncs its own file when done.
@@ -30,7 +30,6 @@ read any single-rank save, and none of this imports torch.
 from __future__ import annotations
 
 import errno
-import hashlib
 import math
 import os
 import queue
@@ -44,8 +43,8 @@ from typing import TYPE_CHECKING, Any
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import dcp_metadata
 from mfsdp_ckpt.format.dtypes import BY_NAME, DType
+from mfsdp_ckpt.format.file_hash import Digest, FileRecord, hash_bytes
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE, fsync_path
-from mfsdp_ckpt.format.manifest import FileRecord
 from mfsdp_ckpt.format.torch_save_format import (
     MAX_BLOB_BYTES,
     BlobLayout,
@@ -88,7 +87,7 @@ class StreamingDcpWriter:
     Paths are nested state-dict paths: ("model", "module.decoder...") is stored under the
     flat key "model.module.decoder..." as DCP's flatten_state_dict names it. There are
     `threads` data files (`__0_0.distcp`, `__0_1.distcp`, ...), as FileSystemWriter's
-    `thread_count` makes; with `hash_data`, `finish()` returns each one's sha256.
+    `thread_count` makes; with `hash_data`, `finish()` returns each one's FileRecord.
     """
 
     def __init__(
@@ -190,7 +189,7 @@ class StreamingDcpWriter:
 
     def finish(self, progress: WriteProgress | None = None) -> dict[str, FileRecord | None]:
         """Wait for every file to be written and fsynced, write `.metadata`; returns the
-        files written, each with its size and sha256 when `hash_data` (else None).
+        files written, each with its FileRecord (size and digest) when `hash_data` (else None).
         `progress(tensors, bytes)` hears what the threads have written while it waits."""
         records: dict[str, FileRecord | None] = {}
         for file in self._files:
@@ -214,7 +213,7 @@ class StreamingDcpWriter:
             handle.flush()
             os.fsync(handle.fileno())
         fsync_path(self.root)
-        records[DCP_METADATA_FILE] = FileRecord(len(pickled), hashlib.sha256(pickled).hexdigest())
+        records[DCP_METADATA_FILE] = hash_bytes(pickled)
         return records
 
     def abort(self) -> None:
@@ -259,7 +258,7 @@ class _DataFile:
         self.name = path.name
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o666)
         self.size = 0  # bytes placed so far (the writer's view, ahead of the thread's)
-        self.digest = hashlib.sha256() if hashed else None
+        self.digest = Digest() if hashed else None
         self.written = 0  # bytes the thread has written and hashed, in order
         self._writeback_from = 0  # bytes before this have been handed to writeback
         self.tensors = 0  # tensors the thread has written
@@ -374,7 +373,7 @@ class _DataFile:
         self.raise_error()
         if self.written != self.size:
             raise OSError(errno.EIO, f"{self.name}: {self.written} of {self.size} bytes written")
-        return FileRecord(self.written, self.digest.hexdigest()) if self.digest else None
+        return self.digest.record(self.written) if self.digest else None
 
     def stop(self) -> None:
         if self.fd < 0:

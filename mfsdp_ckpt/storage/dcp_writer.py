@@ -5,7 +5,7 @@ protocol relies on:
 
 - a failed write in any of DCP's writer threads fails the save on that rank (torch only
   prints it and goes on, which could commit a checkpoint with data missing);
-- every data file is hashed (sha256) as its bytes are written, so the manifest needs no
+- every data file is hashed (file_hash.Digest) as its bytes are written, so the manifest needs no
   second pass over every byte a rank wrote: the digest is of exactly the bytes handed to the
   kernel, which is what a re-read from the page cache would have hashed;
 - fault injection for crash-safety tests (`mid_file`: SIGKILL with a file half written).
@@ -14,7 +14,6 @@ protocol relies on:
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import signal
 from pathlib import Path
@@ -23,17 +22,17 @@ from typing import Any
 from torch.distributed.checkpoint import FileSystemWriter
 from torch.distributed.checkpoint.filesystem import FileSystem
 
-from mfsdp_ckpt.format.manifest import FileRecord
+from mfsdp_ckpt.format.file_hash import Digest, FileRecord
 
 
 class _HashingStream:
-    """Write-through wrapper: sha256 and byte count of everything written. A seek would
+    """Write-through wrapper: digest and byte count of everything written. A seek would
     make the digest differ from the file, so it marks the digest unusable (the caller
     then hashes the file from disk); DCP's writer only appends and asks `tell()`."""
 
     def __init__(self, stream: Any):
         self._stream = stream
-        self._digest = hashlib.sha256()
+        self._digest = Digest()
         self.size = 0
         self.sequential = True
 
@@ -54,7 +53,7 @@ class _HashingStream:
         return self._stream.seek(*args)
 
     def record(self) -> FileRecord | None:
-        return FileRecord(self.size, self._digest.hexdigest()) if self.sequential else None
+        return self._digest.record(self.size) if self.sequential else None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)

@@ -3,16 +3,23 @@ those of the files on disk, and a stream that seeks must not get a digest at all
 
 from __future__ import annotations
 
-import hashlib
 import io
+from pathlib import Path
 
 import torch
 import torch.distributed.checkpoint as dcp
+import xxhash
 
 from mfsdp_ckpt import checkpointer as checkpointer_module
 from mfsdp_ckpt.checkpointer import Checkpointer
-from mfsdp_ckpt.format.manifest import FileRecord, read_manifest, sha256_file
+from mfsdp_ckpt.format.file_hash import FileRecord
+from mfsdp_ckpt.format.manifest import read_manifest
 from mfsdp_ckpt.storage.dcp_writer import CheckedWriter, _HashingStream
+
+
+def _xxh3_record(path: Path) -> FileRecord:
+    data = path.read_bytes()
+    return FileRecord(len(data), xxhash.xxh3_128(data).hexdigest(), "xxh3_128")
 
 
 def test_data_files_are_hashed_as_written(tmp_path):
@@ -28,15 +35,13 @@ def test_data_files_are_hashed_as_written(tmp_path):
     data_files = sorted(p for p in tmp_path.glob("__*.distcp"))
     assert len(data_files) == 2  # one per writer thread
     for path in data_files:
-        assert hashed[path.name] == FileRecord(path.stat().st_size, sha256_file(path))
+        assert hashed[path.name] == _xxh3_record(path)
 
 
 def test_stream_that_seeks_gets_no_digest():
     stream = _HashingStream(io.BytesIO())
     stream.write(b"abc")
-    assert stream.record() == FileRecord(
-        3, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-    )
+    assert stream.record() == FileRecord(3, xxhash.xxh3_128(b"abc").hexdigest(), "xxh3_128")
     stream.seek(0)
     stream.write(b"x")
     assert stream.record() is None
@@ -48,7 +53,7 @@ def test_non_byte_buffers_are_hashed_by_their_bytes():
     stream.write(memoryview(array))
     assert stream.size == 32
     assert stream.getvalue() == array.tobytes()
-    assert stream.record().sha256 == hashlib.sha256(array.tobytes()).hexdigest()
+    assert stream.record().digest == xxhash.xxh3_128(array.tobytes()).hexdigest()
 
 
 def test_checkpointer_reads_no_data_file_back_to_hash_it(tmp_path, monkeypatch):
@@ -68,6 +73,4 @@ def test_checkpointer_reads_no_data_file_back_to_hash_it(tmp_path, monkeypatch):
     assert len(data_files) == 3
     assert not [name for name in read_back if name.endswith(".distcp")]
     for name in data_files:
-        assert manifest.files[name] == FileRecord(
-            (step_dir / name).stat().st_size, sha256_file(step_dir / name)
-        )
+        assert manifest.files[name] == _xxh3_record(step_dir / name)

@@ -84,7 +84,7 @@ FAULTS: tuple[Fault, ...] = (
         "one byte in the middle of the largest .distcp inverted",
         flip_byte,
         {
-            "validate": Expect(1, "sha256 differs from the manifest"),
+            "validate": Expect(1, "xxh3_128 differs from the manifest"),
             "export-hf": Expect(
                 0,
                 wrote_nothing=False,
@@ -92,7 +92,7 @@ FAULTS: tuple[Fault, ...] = (
                 "bytes too, so hashing would triple its reads; `export-hf --verify`, "
                 "`validate --deep` and resume catch it",
             ),
-            "resume": Expect(REFUSED, "sha256"),
+            "resume": Expect(REFUSED, "xxh3_128"),
         },
     ),
     Fault(

@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 import torch
 import torch.multiprocessing as mp
+import xxhash
 from click.testing import CliRunner
 
 from cli.main import app
 from mfsdp_ckpt.check.validate import validate_checkpoint
 from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.format.layout import list_complete_steps, resolve_checkpoint
-from mfsdp_ckpt.format.manifest import read_manifest, sha256_file
+from mfsdp_ckpt.format.manifest import read_manifest
 from mfsdp_ckpt.lora import parse_adapter_key, peft_name
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.distributed import run_distributed
@@ -147,7 +148,7 @@ def test_manifest_records_base_model_and_lora_config(runs):
     assert manifest.base_model["files"] == {
         "model.safetensors": {
             "size": (base / "model.safetensors").stat().st_size,
-            "sha256": sha256_file(base / "model.safetensors"),
+            "xxh3_128": xxhash.xxh3_128((base / "model.safetensors").read_bytes()).hexdigest(),
         }
     }
     assert manifest.lora["r"] == RANK and manifest.lora["lora_alpha"] == ALPHA

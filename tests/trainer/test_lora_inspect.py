@@ -1,5 +1,5 @@
 """`mfsdp ckpt inspect` on a LoRA checkpoint: rank, alpha, target modules, the base model and
-whether the base on disk is the recorded one (sizes; sha256 with --deep), as text and JSON."""
+whether the base on disk is the recorded one (sizes; digests with --deep), as text and JSON."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+import xxhash
 from click.testing import CliRunner
 
 from cli.main import app
-from mfsdp_ckpt.format.manifest import sha256_file
 from tests.support.sft import tiny_config, write_chat_jsonl
 from trainer.sft import run_sft
 
@@ -57,19 +57,19 @@ def test_inspect_shows_the_lora_fields(lora_run):
             {
                 "name": "model.safetensors",
                 "size": weights.stat().st_size,
-                "sha256": sha256_file(weights),
+                "xxh3_128": xxhash.xxh3_128(weights.read_bytes()).hexdigest(),
             }
         ],
     }
-    assert lora["base_check"] == {"status": "ok", "sha256_checked": False, "problems": []}
+    assert lora["base_check"] == {"status": "ok", "hashes_checked": [], "problems": []}
     deep = json.loads(_inspect(lora_run / "run", "--json", "--deep"))["lora"]["base_check"]
-    assert deep == {"status": "ok", "sha256_checked": True, "problems": []}
+    assert deep == {"status": "ok", "hashes_checked": ["xxh3_128"], "problems": []}
 
     text = _inspect(lora_run / "run")
     assert "lora        rank 4, alpha 8 (scale 2), targets q_proj, v_proj" in text
     assert f"base model  {base} (1 weight file)" in text
-    assert "base check  sizes match (sha256 not checked: --deep)" in text
-    assert "base check  sizes and sha256 match" in _inspect(lora_run / "run", "--deep")
+    assert "base check  sizes match (digests not checked: --deep)" in text
+    assert "base check  sizes and xxh3_128 match" in _inspect(lora_run / "run", "--deep")
 
 
 def test_inspect_reports_a_changed_or_missing_base(lora_run, tmp_path):
@@ -82,17 +82,17 @@ def test_inspect_reports_a_changed_or_missing_base(lora_run, tmp_path):
     manifest.write_text(json.dumps(data))
     weights = changed / "model.safetensors"
     raw = bytearray(weights.read_bytes())
-    raw[-1] ^= 0xFF  # same size, other bytes: only sha256 tells
+    raw[-1] ^= 0xFF  # same size, other bytes: only the digest tells
     weights.write_bytes(bytes(raw))
 
     assert json.loads(_inspect(moved, "--json"))["lora"]["base_check"]["status"] == "ok"
     deep = json.loads(_inspect(moved, "--json", "--deep"))["lora"]["base_check"]
-    assert deep["status"] == "failed" and deep["sha256_checked"] is False
+    assert deep["status"] == "failed" and deep["hashes_checked"] == []
     assert deep["problems"] == [
-        f"{weights}: sha256 differs from the base the adapter was trained on"
+        f"{weights}: xxh3_128 differs from the base the adapter was trained on"
     ]
     text = _inspect(moved, "--deep")
-    assert "base check  FAILED" in text and "sha256 differs" in text
+    assert "base check  FAILED" in text and "xxh3_128 differs" in text
 
     shutil.rmtree(changed)
     check = json.loads(_inspect(moved, "--json"))["lora"]["base_check"]

@@ -178,7 +178,7 @@ def test_disk_full_exits_1_and_leaves_nothing(run_dir, tmp_path, monkeypatch):
 
 
 def test_verify_catches_bytes_flipped_after_save(run_dir, tmp_path):
-    """A flipped byte in tensor data reads back as itself, so only the manifest's sha256 can
+    """A flipped byte in tensor data reads back as itself, so only the manifest's digest can
     tell: --verify hashes the checkpoint's files and refuses, leaving nothing behind."""
     copy, dist_ckpt = _copy_run(run_dir, tmp_path)
     victim = max(dist_ckpt.glob("*.distcp"), key=lambda p: p.stat().st_size)
@@ -187,4 +187,4 @@ def test_verify_catches_bytes_flipped_after_save(run_dir, tmp_path):
     victim.write_bytes(bytes(data))
     (tmp_path / "out").mkdir()
     result = _export(str(copy), "--out", str(tmp_path / "out" / "x"), "--verify")
-    _assert_clean_failure(result, 1, victim.name, "sha256", out_parent=tmp_path / "out")
+    _assert_clean_failure(result, 1, victim.name, "xxh3_128", out_parent=tmp_path / "out")

@@ -1,9 +1,8 @@
-"""The data files' threads of import-hf's DCP writer: the manifest's sha256 of every file
-equals hashlib over the file as written (kernel copy, the buffered copy where the kernel
+"""The data files' threads of import-hf's DCP writer: the manifest's xxh3_128 of every file
+equals xxhash over the file as written (kernel copy, the buffered copy where the kernel
 cannot, bytes in memory, torch.save'd blobs), and a failure inside a thread leaves nothing."""
 
 import errno
-import hashlib
 import json
 import os
 import threading
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
+import xxhash
 
 from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.convert.import_hf import import_hf
@@ -26,8 +26,8 @@ from tests.ckpt.convert.test_import_hf import (
 )
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def _xxh3(path: Path) -> str:
+    return xxhash.xxh3_128(path.read_bytes()).hexdigest()
 
 
 def _writer_threads() -> list[threading.Thread]:
@@ -41,11 +41,11 @@ def _assert_manifest_hashes_the_files(run: Path) -> None:
     assert sorted(files) == [name for name in written if name != "manifest.json"]
     for name, record in files.items():
         assert record["size"] == (step / name).stat().st_size, name
-        assert record["sha256"] == _sha256(step / name), name
+        assert record == {"size": record["size"], "xxh3_128": _xxh3(step / name)}, name
 
 
 @pytest.mark.parametrize("threads", [1, 3])
-def test_manifest_sha256_is_hashlib_over_each_written_file(tmp_path, monkeypatch, threads):
+def test_manifest_xxh3_is_xxhash_over_each_written_file(tmp_path, monkeypatch, threads):
     monkeypatch.setattr(dcp_stream_writer, "WRITE_THREADS", threads)
     monkeypatch.setattr(dcp_stream_writer, "WRITEBACK_BYTES", 4096)  # many writeback hints
     source = _hf_model(tmp_path, "qwen2", tied=True)
@@ -76,7 +76,7 @@ def test_hashes_hold_where_the_kernel_cannot_copy(tmp_path, monkeypatch):
 
 def test_every_payload_kind_hashed_and_loadable(tmp_path, monkeypatch):
     """Source ranges, bytes in memory, non-tensor values and torch.save'd (ZIP64) blobs, over
-    two files: the records are hashlib's, and dcp.load reads every value back."""
+    two files: the records are xxhash's, and dcp.load reads every value back."""
     source_tensor = torch.arange(6 * 5, dtype=torch.float32).reshape(6, 5)
     raw = tmp_path / "raw.bin"
     raw.write_bytes(b"xyz" + source_tensor.numpy().tobytes())
@@ -99,7 +99,7 @@ def test_every_payload_kind_hashed_and_loadable(tmp_path, monkeypatch):
     assert sorted(records) == [".metadata", "__0_0.distcp", "__0_1.distcp"]
     for name, record in records.items():
         assert record.size == (tmp_path / "ckpt" / name).stat().st_size
-        assert record.sha256 == _sha256(tmp_path / "ckpt" / name), name
+        assert (record.algorithm, record.digest) == ("xxh3_128", _xxh3(tmp_path / "ckpt" / name))
     swapped = torch.cat(
         [source_tensor.reshape(-1)[half // 4 :], source_tensor.reshape(-1)[: half // 4]]
     )
