@@ -14,7 +14,10 @@ may part ways after a near tie; a wrong decoder parts at once). The hf row decod
 FlashAttention where its self-check passes (the last lines say whether it did); hf_matmul is
 the same engine with the matmul attention, to show what that changes. The hf_eos row's
 bandwidth limit counts the reads of its own rows and lengths. --profile adds device ms per
-decode step by kind of kernel (matmul, attention, fused element-wise, copies) for an hf run.
+decode step by kind of kernel (matmul, attention, fused element-wise, copies) for an hf run,
+the prefill's taken out. On a GPU, a line before the table gives the decode matmul floor: the
+decode steps' weight-matmul FLOPs at this GPU's bf16 matmul peak, measured in the same run
+(bench/matmul_peak.py's measurement).
 
 The hf_eos row measures what rows that end early cost: the same prompts and engine, with an
 end-of-sequence token, where every other row ends at its --eos-at-th token and the rest run
@@ -46,6 +49,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.matmul_peak import datasheet_peak, measure_matmul_tflops
 from trainer.config import ModelConfig
 from trainer.model import build_hf_config
 from trainer.rollout.base import SamplingParams
@@ -146,6 +150,16 @@ class ForcedEnd:
         self.decoder.release()
 
 
+def decode_weights(model) -> int:
+    """The weights every decode step reads: the layers', the final norm's and the LM head's
+    (the embedding lookup reads one row a sequence, counted as nothing)."""
+    return (
+        sum(p.numel() for p in model.model.layers.parameters())
+        + sum(p.numel() for p in model.model.norm.parameters())
+        + model.lm_head.weight.numel()
+    )
+
+
 def decode_bytes(model, prompt_lengths: list[int], new_tokens: list[int]) -> float:
     """Bytes the decode steps must read at the least. The prefill yields each sequence's first
     new token; each of the `max(new_tokens) - 1` decode steps after it reads every weight once
@@ -154,17 +168,21 @@ def decode_bytes(model, prompt_lengths: list[int], new_tokens: list[int]) -> flo
     to: at its step j, its prompt and j generated tokens (the current one included)."""
     config = model.config
     dtype_bytes = next(model.parameters()).element_size()
-    weights = (
-        sum(p.numel() for p in model.model.layers.parameters())
-        + sum(p.numel() for p in model.model.norm.parameters())
-        + model.lm_head.weight.numel()
-    )
+    weights = decode_weights(model)
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     kv_per_position = config.num_hidden_layers * 2 * config.num_key_value_heads * head_dim
     positions = sum(
         length * (new - 1) + (new - 1) * new // 2 for length, new in zip(prompt_lengths, new_tokens)
     )
     return ((max(new_tokens) - 1) * weights + positions * kv_per_position) * dtype_bytes
+
+
+def decode_matmul_flops(model, new_tokens: list[int]) -> float:
+    """The weight-matmul FLOPs of the decode steps: every decode step multiplies each row by
+    every weight of `decode_weights` (2 FLOPs per weight per row; the norms' few weights are
+    counted too), all rows at every step as in an engine without row compaction. Attention's
+    FLOPs are left out."""
+    return 2.0 * decode_weights(model) * len(new_tokens) * (max(new_tokens) - 1)
 
 
 def timed(fn, device: str) -> tuple[float, list[list[int]]]:
@@ -209,8 +227,8 @@ def main() -> None:
     parser.add_argument(
         "--profile",
         action="store_true",
-        help="after the table, profile an hf engine run of up to 64 new tokens and print its top "
-        "GPU kernels and ops",
+        help="after the table, profile hf engine runs of 1 and of up to 129 new tokens and print "
+        "device ms per decode step by kind of kernel, and the top GPU kernels and ops",
     )
     args = parser.parse_args()
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
@@ -298,7 +316,20 @@ def main() -> None:
         f"\n{args.shape}, {args.prompts} prompts x {args.new_tokens} new tokens "
         f"(prompts {args.prompt_len // 2}-{args.prompt_len} tokens), {args.dtype}, {device_name}\n"
     )
-    print(f"decode bandwidth limit: {floor_s:.3f} s at {args.bandwidth / 1e12:.1f} TB/s\n")
+    print(f"decode bandwidth limit: {floor_s:.3f} s at {args.bandwidth / 1e12:.1f} TB/s")
+    matmul_floor = None
+    if args.device == "cuda":
+        peak = measure_matmul_tflops(repeat=10)["median_tflops"]
+        flops = decode_matmul_flops(model, [args.new_tokens] * args.prompts)
+        matmul_floor = {"seconds": flops / (peak * 1e12), "peak_tflops": peak}
+        datasheet = datasheet_peak(device_name)
+        print(
+            f"decode matmul floor: {matmul_floor['seconds']:.3f} s, its {flops / 1e12:.0f} "
+            f"TFLOP at this GPU's measured bf16 matmul peak ({peak:.0f} TFLOP/s; datasheet "
+            f"{datasheet}): at {args.prompts} rows a step's weight matmuls take about as "
+            "long as its weight reads, so the two limits add up unless they overlap"
+        )
+    print()
     print(
         "| engine | first run s | best s | generated tok/s | x generate | of bandwidth limit "
         "| greedy agreement |"
@@ -333,12 +364,14 @@ def main() -> None:
                 "eos_bandwidth_limit_ratio": eos_floor_ratio,
                 "cuda_graphs": graphs,
                 "flash_attention": flash,
+                "bandwidth_limit_s": floor_s,
+                "matmul_floor": matmul_floor,
             }
         )
     )
     if args.profile:
-        steps = min(args.new_tokens, 64)
-        print_profile(lambda: run_engine(graph_engine, prompts, steps), args.device, steps)
+        steps = min(args.new_tokens, 129)
+        print_profile(partial(run_engine, graph_engine, prompts), args.device, steps)
 
 
 KERNEL_KINDS = (  # (kind, substrings of kernel names), first match wins
@@ -365,24 +398,37 @@ def kernel_split(events, steps: int) -> dict[str, float]:
 
 
 def print_profile(run, device: str, steps: int) -> None:
-    """Where one run's time goes: device time per step by kind of kernel, then the ops and
-    kernels with the most device (or CPU) time."""
+    """Where a decode step's time goes: an hf run of `steps` new tokens and one of a single
+    token (the prefill and the first pick) under the profiler; their difference over the
+    `steps - 1` decode steps gives device ms per step by kind of kernel, the second alone the
+    prefill's; then the kernels (or CPU ops) with the most time in the longer run."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-    with profile(activities=activities) as prof:
-        seconds, _ = timed(run, device)
+    profiles = {}
+    for tokens in (1, steps):
+        with profile(activities=activities) as prof:
+            seconds, _ = timed(lambda tokens=tokens: run(tokens), device)
+        profiles[tokens] = (prof, seconds)
     sort_by = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
+    (first, first_s), (longer, longer_s) = profiles[1], profiles[steps]
     print(
-        f"\nprofile of one hf engine run ({seconds:.2f} s under the profiler), top 25 by {sort_by}:"
+        f"\nprofiled hf runs: 1 new token {first_s:.3f} s, {steps} new tokens {longer_s:.3f} s "
+        "(under the profiler)"
     )
     if device == "cuda":
-        split = kernel_split(prof.key_averages(), steps)
-        print(f"device ms per step ({steps} steps, the prefill's kernels included):")
-        for kind, ms in sorted(split.items(), key=lambda item: -item[1]):
-            print(f"  {kind:<30} {ms:7.3f}")
-        print(f"  {'total':<30} {sum(split.values()):7.3f}\n")
-    print(prof.key_averages().table(sort_by=sort_by, row_limit=25))
+        prefill = kernel_split(first.key_averages(), 1)
+        total = kernel_split(longer.key_averages(), 1)
+        print(
+            f"device ms per decode step (the {steps}-token run minus the 1-token run, over "
+            f"{steps - 1} steps), and the 1-token run's:"
+        )
+        for kind in sorted(total, key=lambda k: -total[k]):
+            per_step = (total[kind] - prefill.get(kind, 0.0)) / (steps - 1)
+            print(f"  {kind:<30} {per_step:7.3f}   {prefill.get(kind, 0.0):8.1f}")
+        per_step = (sum(total.values()) - sum(prefill.values())) / (steps - 1)
+        print(f"  {'total':<30} {per_step:7.3f}   {sum(prefill.values()):8.1f}\n")
+    print(longer.key_averages().table(sort_by=sort_by, row_limit=25))
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:

@@ -1,0 +1,45 @@
+"""bench/rollout.py: the CPU smoke run prints every row, the EOS line and a decode-step profile;
+the weights a decode step reads and its matmul FLOPs follow the stated formulas."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import torch
+
+from bench.rollout import build, decode_bytes, decode_matmul_flops, decode_weights
+from tests.support.paths import REPO
+
+
+def test_cpu_smoke_run_prints_rows_eos_line_and_profile():
+    command = [sys.executable, str(REPO / "bench" / "rollout.py"), "--shape", "tiny"]
+    command += ["--prompts", "4", "--prompt-len", "16", "--new-tokens", "8", "--device", "cpu"]
+    command += ["--dtype", "fp32", "--repeat", "1", "--engines", "generate,hf,hf_eos", "--profile"]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("{")))
+    assert [row["engine"] for row in result["rows"]] == ["generate", "hf", "hf_eos"]
+    assert result["eos_time_ratio"] > 0 and result["matmul_floor"] is None  # no GPU peak here
+    assert "profiled hf runs: 1 new token" in done.stdout and "8 new tokens" in done.stdout
+
+
+def test_decode_weights_and_flops_count_every_weight_a_step_reads():
+    model = build("tiny", torch.float32, "cpu")
+    embedding = model.model.embed_tokens.weight.numel()
+    tied = model.lm_head.weight is model.model.embed_tokens.weight
+    everything = sum(p.numel() for p in model.parameters())  # a tied head is counted once
+    assert decode_weights(model) == everything - (0 if tied else embedding)
+    rows, steps = 3, 5
+    assert decode_matmul_flops(model, [steps] * rows) == 2.0 * decode_weights(model) * rows * 4
+    # decode_bytes: the same weights at every decode step, plus the keys and values read
+    no_cache = decode_bytes(model, [0] * rows, [1] * rows)
+    assert no_cache == 0  # one new token: the prefill makes it, no decode step runs
+    per_step = decode_bytes(model, [0], [2])  # one step, attending to the current token only
+    config = model.config
+    head_dim = config.hidden_size // config.num_attention_heads
+    kv = config.num_hidden_layers * 2 * config.num_key_value_heads * head_dim
+    assert per_step == (decode_weights(model) + kv) * 4
