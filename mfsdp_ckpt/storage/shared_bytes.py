@@ -80,7 +80,7 @@ def byte_sharing(
         if reach is None or reach.file != owner.file or owner.end > reach.end:
             reach = owner
     if refused > MAX_LISTED_PROBLEMS:
-        result.problems.append(f"(+{refused - MAX_LISTED_PROBLEMS} more sharing bytes)")
+        result.problems.append(f"(+{refused - MAX_LISTED_PROBLEMS} more entries that share bytes)")
     return result
 
 
@@ -123,7 +123,7 @@ def _not_an_alias(owner: _Blob, other: _Blob, signatures: dict[str, int]) -> str
     if a is None or b is None or owner.chunk is None or other.chunk is None:
         return "but a non-tensor value shares no bytes"
     if a.name == b.name:
-        return "another chunk of the same tensor"
+        return "for another chunk of that tensor"
     if a.dtype != b.dtype or a.shape != b.shape:
         return f"but as {b.dtype.name} {b.shape}, not {a.dtype.name} {a.shape}"
     if signatures[a.name] != signatures[b.name] or _chunk_key(owner.chunk) != _chunk_key(
