@@ -10,8 +10,8 @@ repeated (`--repeat`, order rotated each round), and the median wall time is rep
 * `cp -r` of the model dir (the floor) and `cp -r` + `sync` (import fsyncs, so this is
   the like-for-like floor);
 * `mfsdp ckpt import-hf --layout mcore` (the DCP dir alone) and `--layout hf` (our run
-  layout, which also hashes every byte for the manifest, and writes a tied `lm_head`
-  as the model's state dict holds it);
+  layout, which also hashes every byte for the manifest, and holds a tied `lm_head`
+  as the model's state dict does, as an alias of the embedding's bytes);
 * start-up alone (importing the CLI and the import modules), the fixed cost in every
   import row, and start-up + `import torch`, which only a `--dtype` cast adds.
 

@@ -47,9 +47,10 @@ def _say_note(paths_note: str | None) -> None:
 
 
 @ckpt.command(
-    help=f"""Show a checkpoint's step, layout, tensors, non-tensor entries and totals;
-for a LoRA checkpoint also its rank, alpha, target modules and base model, and whether
-that base is still on disk as recorded.
+    help=f"""Show a checkpoint's step, layout, tensors (and which one names another's bytes:
+a tied output layer stored once), non-tensor entries and totals; for a LoRA checkpoint
+also its rank, alpha, target modules and base model, and whether that base is still on disk
+as recorded.
 
 {PATH_HELP}
 

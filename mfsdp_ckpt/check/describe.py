@@ -13,6 +13,7 @@ from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.lora import base_model_problems, read_base_model, read_lora_settings
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import CheckpointReader, ObjectEntry
+from mfsdp_ckpt.storage.shared_bytes import byte_sharing
 
 # Non-tensor entries decoded to show their value: small ones only, a bounded number of them.
 MAX_DECODED_OBJECT_BYTES = 64 << 10
@@ -109,6 +110,7 @@ def describe_checkpoint(
         if paths.manifest and os.path.lexists(paths.manifest)
         else None
     )
+    sharing = byte_sharing(reader.tensors, reader.objects)
     tensors: list[dict[str, Any]] = [
         {
             "name": entry.name,
@@ -116,6 +118,8 @@ def describe_checkpoint(
             "dtype": entry.dtype.name,
             "chunks": len(entry.chunks),
             "bytes": entry.nbytes,
+            # a tied output layer stored once: the tensor whose bytes this one names
+            "shares_bytes_of": sharing.aliases.get(entry.name),
         }
         for entry in reader.tensors.values()
     ]
@@ -143,6 +147,7 @@ def describe_checkpoint(
         "totals": {
             "tensors": len(tensors),
             "bytes": sum(t["bytes"] for t in tensors),
+            "shared_bytes": sharing.alias_bytes,  # of those, named twice but stored once
             "by_group": {group: count for group, count in sorted(groups.items())},
             "files": len(reader.files()),
         },
@@ -178,9 +183,11 @@ def format_description(description: dict) -> str:
     lines.append(f"{'name':<{width}}  {'shape':<16} {'dtype':<9} {'chunks':>6} {'MiB':>9}")
     for name, tensor in zip(names, description["tensors"]):
         shape = "x".join(map(str, tensor["shape"])) or "scalar"
+        shared = tensor["shares_bytes_of"]
+        shared = f"  shares the bytes of {printable(shared, MAX_NAME_CHARS)}" if shared else ""
         lines.append(
             f"{name:<{width}}  {shape:<16} {tensor['dtype']:<9} {tensor['chunks']:>6} "
-            f"{tensor['bytes'] / 2**20:>9.2f}"
+            f"{tensor['bytes'] / 2**20:>9.2f}{shared}"
         )
     if description["objects"]:
         object_names = [printable(o["name"], MAX_NAME_CHARS) for o in description["objects"]]
@@ -197,9 +204,15 @@ def format_description(description: dict) -> str:
         ", ".join(f"{printable(g, MAX_NAME_CHARS)} {n}" for g, n in totals["by_group"].items())
     )
     lines.append("")
+    shared = (
+        f" ({totals['shared_bytes'] / 2**20:.2f} MiB of it aliases other tensors' bytes)"
+        if totals["shared_bytes"]
+        else ""
+    )
     lines.append(
-        f"total       {totals['tensors']} tensors ({groups}), {totals['bytes'] / 2**20:.2f} MiB "
-        f"in {totals['files']} data files, {len(description['objects'])} non-tensor entries"
+        f"total       {totals['tensors']} tensors ({groups}), {totals['bytes'] / 2**20:.2f} MiB"
+        f"{shared} in {totals['files']} data files, {len(description['objects'])} non-tensor"
+        " entries"
     )
     return "\n".join(lines)
 

@@ -2,9 +2,10 @@
 
 Each check appends `Finding`s naming the file or tensor and what is wrong; nothing here
 raises for a bad checkpoint (a missing path is the caller's usage error). The cheap checks
-(metadata, files, chunk coverage, optimizer/model/config agreement, tracker) always run;
-`deep=True` adds each file's digest against the manifest (the algorithm its record names:
-xxh3_128, or sha256 in older manifests) and reading every tensor (NaN/Inf counts).
+(metadata, files, chunk coverage, bytes shared between entries, optimizer/model/config
+agreement, tracker) always run; `deep=True` adds each file's digest against the manifest
+(the algorithm its record names: xxh3_128, or sha256 in older manifests) and reading every
+tensor (NaN/Inf counts).
 
 Checkpoints verl and Megatron-LM write have no manifest: every check that needs none
 still runs (coverage, each chunk inside its file, file sizes, values, shapes against the
@@ -34,6 +35,7 @@ from mfsdp_ckpt.storage.reader import (
     chunk_backing_problem,
     chunk_coverage_problems,
 )
+from mfsdp_ckpt.storage.shared_bytes import byte_sharing
 
 ERROR, WARNING = "error", "warning"
 _HASH_MISMATCH = "{} differs from the manifest (bytes changed after save)"
@@ -128,6 +130,7 @@ def validate_paths(
     _check_files(paths, reader, manifest, report)
     _check_chunks(reader, report)
     _check_backing(reader, report)
+    _check_shared_bytes(reader, report)
     _check_contents(paths, reader, manifest, report)
     _check_optimizer(reader, report)
     if (
@@ -349,6 +352,14 @@ def _check_backing(reader: CheckpointReader, report: ValidationReport) -> None:
                     ERROR, f"{reader.root / layout.DCP_METADATA_FILE} [{entry.name}]", problem
                 )
                 break
+
+
+def _check_shared_bytes(reader: CheckpointReader, report: ValidationReport) -> None:
+    """Two entries may name the same bytes only as an exact alias (a tied output layer
+    stored once); a partial overlap or a blob read as two different things is an error."""
+    where = reader.root / layout.DCP_METADATA_FILE
+    for problem in byte_sharing(reader.tensors, reader.objects).problems:
+        report.add(ERROR, where, problem)
 
 
 def _check_contents(paths, reader: CheckpointReader, manifest: Manifest | None, report) -> None:

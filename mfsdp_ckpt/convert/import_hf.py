@@ -12,7 +12,9 @@ Two target layouts (`name_maps.plan_import` decides the names):
   writes them; `norms="te"` writes TE's fused `layer_norm_weight` names instead.
 * ``hf``: our own run layout: `OUT/global_step_0/{dist_ckpt/, huggingface/, manifest.json}`
   and the tracker, weights under their transformers names, so training starts from it
-  (`model.path=OUT`) and every `mfsdp ckpt` command reads it.
+  (`model.path=OUT`) and every `mfsdp ckpt` command reads it. A tied `lm_head.weight` (the
+  model's state dict names it) is a key whose storage entry names the embedding's bytes:
+  stored once, loaded by any DCP reader as the embedding's values.
 
 Planning (names, shapes against config.json, dtypes) happens before a weight is read,
 from the safetensors headers alone (`SafetensorsSource`). Then each tensor becomes a
@@ -215,19 +217,40 @@ def _payload_ranges(plan: ImportPlan, item: ImportItem) -> list[SourceRange]:
     ]
 
 
+def _aliases(plan: ImportPlan) -> list[tuple[ImportItem, ImportItem]]:
+    """(item, earlier item) pairs whose bytes are equal because they are made the same way
+    (same sources, merge, shape and dtype): a tied `lm_head.weight` written from the
+    embedding. The later one is stored as an alias of the earlier (`add_alias`): its bytes
+    once on disk, both keys in `.metadata`."""
+    made_by: dict[tuple, ImportItem] = {}
+    pairs = []
+    for item in plan.items:
+        recipe = (item.sources, item.merge.name, item.shape, plan.out_dtype(item).name)
+        if recipe in made_by:
+            pairs.append((item, made_by[recipe]))
+        else:
+            made_by[recipe] = item
+    return pairs
+
+
 def _write_model(
     plan: ImportPlan, dist_ckpt: Path, progress: Progress | None, hash_data: bool = False
 ) -> tuple[int, dict[str, FileRecord | None]]:
+    """Write every planned tensor (an alias writes no bytes); returns the payload bytes
+    written and each data file's record."""
     writer = StreamingDcpWriter(dist_ckpt, hash_data=hash_data)
-    total = sum(plan.nbytes(item) for item in plan.items)
+    aliases = _aliases(plan)
+    aliased = {item.target for item, _ in aliases}
+    stored = [item for item in plan.items if item.target not in aliased]
+    total = sum(plan.nbytes(item) for item in stored)
 
     def report(tensors: int, nbytes: int) -> None:  # the files' threads write behind the plan
         if progress is not None:
-            progress(tensors, len(plan.items), nbytes, total)
+            progress(tensors, len(stored), nbytes, total)
 
     # Largest first: each goes to the data file with the fewest bytes so far, so the files'
     # threads end within one small tensor of each other (a large one last would run alone).
-    largest_first = sorted(plan.items, key=plan.nbytes, reverse=True)
+    largest_first = sorted(stored, key=plan.nbytes, reverse=True)
     try:
         for item in largest_first:
             path, dtype = plan.state_path(item), plan.out_dtype(item)
@@ -238,6 +261,8 @@ def _write_model(
             except BlobTooLargeError:
                 writer.add_tensor(path, _convert(plan, item))
                 report(*writer.written())  # a cast takes a while: show it
+        for item, same_as in aliases:
+            writer.add_alias(plan.state_path(item), plan.state_path(same_as))
         if plan.layout == MCORE:
             writer.add_object(("checkpoint_version",), MCORE_CHECKPOINT_VERSION)
             writer.add_object(("iteration",), 0)
@@ -282,6 +307,10 @@ def import_hf(
             f"config and tokenizer stay in {source_dir}: pass --hf-config {source_dir} to"
             f" export-hf, model.hf_config={source_dir} to mfsdp train"
         )
+    notes += [
+        f"{item.target} shares the bytes of {same_as.target} (tied: stored once)"
+        for item, same_as in _aliases(plan)
+    ]
     dtypes = sorted({plan.out_dtype(item).name for item in plan.items})
     return ImportResult(
         str(out),

@@ -11,6 +11,8 @@ one rank (with `thread_count` files), item by item:
   written there later by that file's thread: byte ranges of source files (the caller's
   safetensors), or a tensor's bytes in memory (the caller waits for those, so at most one
   tensor is held);
+* a tensor equal to one already added (a tied `lm_head.weight`) is an alias: its own key
+  in `.metadata` whose storage entry names the other's bytes, so they are stored once;
 * a non-tensor value (Megatron-LM's `checkpoint_version`, `iteration`) is a torch.save'd
   BYTE_IO blob, as DCP stores any non-tensor leaf;
 * at the end `.metadata` is DCP's `Metadata` (each tensor one whole chunk, planner data
@@ -112,15 +114,19 @@ class StreamingDcpWriter:
             self.abort()
             raise
 
-    def _place(self, path: tuple[str, ...], length: int) -> tuple[str, _DataFile, int]:
-        """Claim the key and `length` bytes at the end of the file with the fewest bytes."""
+    def _claim(self, path: tuple[str, ...]) -> str:
         key = ".".join(path)
         if key in self._planner:
             raise ValueError(f"{key}: written twice")
         for file in self._files:
             file.raise_error()
-        file = min(self._files, key=lambda f: f.size)
         self._planner[key] = path
+        return key
+
+    def _place(self, path: tuple[str, ...], length: int) -> tuple[str, _DataFile, int]:
+        """Claim the key and `length` bytes at the end of the file with the fewest bytes."""
+        key = self._claim(path)
+        file = min(self._files, key=lambda f: f.size)
         start, file.size = file.size, file.size + length
         return key, file, start
 
@@ -169,6 +175,23 @@ class StreamingDcpWriter:
         shape = tuple(tensor.shape)
         self._record(key, tensor_metadata(dtype, shape), Size([0] * len(shape)), file, start)
         file.submit(_Readback(start, file.size, tensor.nbytes), wait=False)
+
+    def add_alias(self, path: tuple[str, ...], same_as: tuple[str, ...]) -> None:
+        """A tensor whose values are those of the tensor already added at `same_as` (a tied
+        output layer and its embedding): a key of its own in `.metadata`, with the same dtype,
+        shape and storage entry (file, offset, length), and no bytes of its own. DCP readers
+        read each storage entry on its own, so both keys load the same bytes."""
+        source = ".".join(same_as)
+        entry = self._entries.get(source)
+        if not isinstance(entry, dcp_metadata.TensorStorageMetadata):
+            raise ValueError(f"{'.'.join(path)}: {source} is not a tensor added before")
+        offsets = Size([0] * len(entry.size))
+        info = self._storage[dcp_metadata.MetadataIndex(source, offsets)]
+        key = self._claim(path)
+        self._entries[key] = tensor_metadata(entry.properties.dtype, entry.size)
+        self._storage[dcp_metadata.MetadataIndex(key, offsets)] = dcp_metadata._StorageInfo(
+            info.relative_path, info.offset, info.length
+        )
 
     def add_object(self, path: tuple[str, ...], value: Any) -> None:
         blob = object_blob(value)

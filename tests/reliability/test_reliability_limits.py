@@ -338,7 +338,9 @@ for _kind, _count, _expected in (
                 metadata.storage_data[MetadataIndex(key, chunk.offsets)] = info
 
         edit_metadata(step_of(run), edit)
-        return validate_only(run), expected  # valid tilings: only the shape vs config.json finding
+        # valid tilings: no overlap or gap found (the shape vs config.json and the chunks
+        # naming one blob are the findings)
+        return validate_only(run), expected
 
 
 @plant("manifest_100000_missing", "bounds")

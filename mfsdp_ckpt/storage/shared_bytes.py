@@ -1,0 +1,147 @@
+"""Which storage entries of a DCP checkpoint name the same bytes, and whether they may.
+
+Every (key, chunk) of a DCP checkpoint has its own storage entry (file, offset, length),
+and DCP's readers read each entry on its own; nothing in the format stops two entries from
+naming the same bytes. One sharing is honest: an exact alias, where two tensors with the
+same dtype, shape and chunks name one blob (same file, offset and length) for the same
+chunk. That is how import-hf stores a tied `lm_head.weight`: the embedding's bytes once,
+both keys loading them. Any other sharing is a crafted or damaged checkpoint: entries that
+partly overlap, one blob read as tensors of different dtype or shape, a tensor's blob also
+read as a non-tensor value, or one tensor's two chunks on one blob. Each would make a load
+decode bytes as something they were never written as.
+
+`byte_sharing` sorts the entries by place (O(n log n) in the number of chunks, nothing
+read but the parsed metadata) and reports both: the aliases, and one line per refusal
+(at most MAX_LISTED_PROBLEMS, then a count).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from mfsdp_ckpt.storage.reader import MAX_LISTED_PROBLEMS, Chunk, ObjectEntry, TensorEntry
+
+
+@dataclass(frozen=True)
+class _Blob:
+    """One storage entry: its place, its key, and the tensor chunk it holds (None: an object)."""
+
+    file: str
+    offset: int
+    length: int
+    key: str
+    order: int  # the key's place in .metadata: the earliest of an alias group is its owner
+    tensor: TensorEntry | None = None
+    chunk: Chunk | None = None
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.length
+
+    def span(self) -> str:
+        return f"bytes [{self.offset}, {self.end}) of {self.file}"
+
+
+@dataclass
+class ByteSharing:
+    # tensor -> the tensor (earliest in .metadata) whose bytes it names: exact aliases only
+    aliases: dict[str, str] = field(default_factory=dict)
+    alias_bytes: int = 0  # payload bytes the aliases name without storing them again
+    problems: list[str] = field(default_factory=list)  # sharing refused, one line each
+
+
+def byte_sharing(
+    tensors: Mapping[str, TensorEntry], objects: Mapping[str, ObjectEntry]
+) -> ByteSharing:
+    """The aliases among `tensors` and every other sharing of bytes among all entries."""
+    result = ByteSharing()
+    signatures = _signatures(tensors)
+    refused = 0
+    reach: _Blob | None = None  # the blob reaching furthest so far in the current file
+    for _, group in itertools.groupby(_blobs(tensors, objects), key=_place):
+        owner, *others = sorted(group, key=lambda blob: blob.order)
+        if reach is not None and reach.file == owner.file and owner.offset < reach.end:
+            refused += _refuse(
+                result,
+                f"[{owner.key}] at {owner.span()} overlaps [{reach.key}] at"
+                f" [{reach.offset}, {reach.end}) (partly shared bytes)",
+            )
+        for other in others:
+            why = _not_an_alias(owner, other, signatures)
+            if why is not None:
+                refused += _refuse(
+                    result, f"[{other.key}] names the {owner.span()} of [{owner.key}], {why}"
+                )
+            elif other.tensor is not None and other.chunk is not None:
+                result.aliases.setdefault(other.key, owner.key)
+                result.alias_bytes += other.chunk.numel * other.tensor.dtype.itemsize
+        if reach is None or reach.file != owner.file or owner.end > reach.end:
+            reach = owner
+    if refused > MAX_LISTED_PROBLEMS:
+        result.problems.append(f"(+{refused - MAX_LISTED_PROBLEMS} more entries that share bytes)")
+    return result
+
+
+def _blobs(tensors: Mapping[str, TensorEntry], objects: Mapping[str, ObjectEntry]) -> list[_Blob]:
+    """Every storage entry that names at least one byte, sorted by place."""
+    blobs = [
+        _Blob(chunk.file, chunk.file_offset, chunk.length, entry.name, order, entry, chunk)
+        for order, entry in enumerate(tensors.values())
+        for chunk in entry.chunks
+        if chunk.file is not None and chunk.length
+    ]
+    blobs += [
+        _Blob(entry.file, entry.file_offset, entry.length, entry.name, len(tensors) + order)
+        for order, entry in enumerate(objects.values())
+        if entry.file is not None and entry.length
+    ]
+    return sorted(blobs, key=_place)
+
+
+def _place(blob: _Blob) -> tuple[str, int, int]:
+    return blob.file, blob.offset, blob.length
+
+
+def _signatures(tensors: Mapping[str, TensorEntry]) -> dict[str, int]:
+    """Each tensor's metadata (dtype, shape, chunk table) as a small int, equal for equal
+    metadata: built once, so comparing two tensors costs O(1) however many chunks they have."""
+    seen: dict[tuple, int] = {}
+    return {
+        name: seen.setdefault(
+            (entry.dtype.name, entry.shape, tuple(sorted(map(_chunk_key, entry.chunks)))),
+            len(seen),
+        )
+        for name, entry in tensors.items()
+    }
+
+
+def _not_an_alias(owner: _Blob, other: _Blob, signatures: dict[str, int]) -> str | None:
+    """Why `other` naming `owner`'s bytes is not an exact alias, else None."""
+    a, b = owner.tensor, other.tensor
+    if a is None or b is None or owner.chunk is None or other.chunk is None:
+        return "but a non-tensor value shares no bytes"
+    if a.name == b.name:
+        return "for another chunk of that tensor"
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return f"but as {b.dtype.name} {b.shape}, not {a.dtype.name} {a.shape}"
+    if signatures[a.name] != signatures[b.name] or _chunk_key(owner.chunk) != _chunk_key(
+        other.chunk
+    ):
+        return "but for a different chunk"
+    return None
+
+
+def _chunk_key(chunk: Chunk) -> tuple:
+    return chunk.offsets, chunk.sizes, chunk.transforms
+
+
+def _refuse(result: ByteSharing, problem: str) -> int:
+    """Record the problem while the list is short; 1 either way (for the count)."""
+    if len(result.problems) < MAX_LISTED_PROBLEMS:
+        result.problems.append(problem)
+    return 1
+
+
+__all__ = ["ByteSharing", "byte_sharing"]
