@@ -2,12 +2,13 @@
 
 The matmul attention of `static_cache` reads a whole span of the cache for every row (its
 left padding and the empty slots up to the next multiple of SLOT_BUCKET included), writes the
-scores in fp32 and reads them back. FlashAttention reads each row's keys and values once,
-keeps the scores on chip, and with one query token and grouped-query heads handles a KV
-head's query heads together. Its variable-length form finds row r's keys at
-`cum_seq_k[r]` in the packed (rows * width, kv_heads, dim) cache and reads `seqused_k[r]`
-of them, so with the cache laid out (rows, width, kv_heads, dim) the left-padded layout
-needs no change: row r starts at r * width + pad_r and uses slot + 1 - pad_r slots.
+scores in fp32 and reads them back. FlashAttention reads each row's keys and values once
+and keeps the scores on chip; the query heads that share a KV head are passed as that many
+query tokens of one sequence (`attend`), so they share one read too. Its variable-length
+form finds row r's keys at `cum_seq_k[r]` in the packed (rows * width, kv_heads, dim) cache
+and reads `seqused_k[r]` of them, so with the cache laid out (rows, width, kv_heads, dim)
+the left-padded layout needs no change: row r starts at r * width + pad_r and uses
+slot + 1 - pad_r slots.
 
 `torch.ops.aten._flash_attention_forward` takes `seqused_k` (torch >= 2.11, CUDA, fp16/bf16);
 `check` runs it once against the matmul attention and says why not where it cannot be used.
