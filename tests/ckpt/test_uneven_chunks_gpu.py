@@ -4,14 +4,13 @@ Megatron-FSDP model (2 GPUs: pytest -m gpu tests/ckpt/test_uneven_chunks_gpu.py)
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 import torch
 
-from tests.support.paths import REPO
+from tests.support.paths import REPO, repo_env
 
 pytestmark = pytest.mark.gpu
 
@@ -35,10 +34,7 @@ def test_offsets_match_megatron_fsdp_for_model_and_adam_state(tmp_path):
         text=True,
         cwd=REPO,
         timeout=600,
-        env={
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-        },
+        env=repo_env(),
     )
     assert done.returncode == 0, done.stderr[-4000:]
     reports = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(2)]

@@ -1,15 +1,13 @@
 """`mfsdp train sft` and `mfsdp demo` from the command line: exit codes, output, torchrun launch."""
 
 import json
-import subprocess
-import sys
 
 from click.testing import CliRunner
 
 from cli.main import app
 from mfsdp_ckpt.format.layout import list_complete_steps
 from tests.support.paths import REPO
-from tests.support.sft import write_chat_jsonl
+from tests.support.sft import launch_sft, write_chat_jsonl
 
 CONFIG = str(REPO / "examples" / "sft_tiny_cpu.yaml")
 
@@ -50,29 +48,11 @@ def test_two_processes_through_torchrun_then_resume_in_one(tmp_path):
         "data.val_ratio=0",
         "data.global_batch_size=8",
     ]
-    launched = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cli.train",
-            "sft",
-            "--config",
-            CONFIG,
-            "--nproc-per-node",
-            "2",
-            "--json",
-            "trainer.total_steps=2",
-            *common,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=300,
+    summary, stderr = launch_sft(
+        data, run_dir, "trainer.total_steps=2", "data.global_batch_size=8", nproc=2
     )
-    assert launched.returncode == 0, launched.stderr[-2000:]
-    summary = json.loads(launched.stdout.strip().splitlines()[-1])
     assert summary["final_step"] == 2 and summary["resumed_from"] is None
-    assert "fsdp2 on 2 x cpu" in launched.stderr
+    assert "fsdp2 on 2 x cpu" in stderr
     result = _sft("--json", "trainer.total_steps=3", *common)
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout.strip().splitlines()[-1])

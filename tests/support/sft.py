@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
-from tests.support.paths import REPO
+from tests.support.paths import REPO, repo_env
 from trainer.config import SFTConfig, load_config
 from trainer.tiny import GSM8K_SUFFIX, synthetic_arithmetic
+
+TINY_CONFIG = REPO / "examples" / "sft_tiny_cpu.yaml"
 
 
 def write_chat_jsonl(path: Path, rows: int = 48, seed: int = 0) -> Path:
@@ -26,7 +30,7 @@ def tiny_config(train_file: Path, run_dir: Path, *overrides: str) -> SFTConfig:
     """The embedded example config, pointed at a test's data and run dir, quiet and small."""
     return load_config(
         SFTConfig,
-        REPO / "examples" / "sft_tiny_cpu.yaml",
+        TINY_CONFIG,
         [
             f"data.train_files={train_file}",
             f"trainer.run_dir={run_dir}",
@@ -36,3 +40,24 @@ def tiny_config(train_file: Path, run_dir: Path, *overrides: str) -> SFTConfig:
             *overrides,
         ],
     )
+
+
+def launch_sft(
+    data: Path, run_dir: Path, *overrides: str, nproc: int = 1, timeout: int = 600
+) -> tuple[dict, str]:
+    """`python -m cli.train sft --json` on the embedded tiny config in a fresh process (ranks
+    under torchrun), quiet and without a validation split; asserts that it succeeded and
+    returns its JSON summary (the last line it prints) and its stderr."""
+    command = [sys.executable, "-m", "cli.train", "sft", "--config", str(TINY_CONFIG)]
+    command += ["--nproc-per-node", str(nproc), "--json", f"data.train_files={data}"]
+    command += [f"trainer.run_dir={run_dir}", "trainer.progress_bar=false", "data.val_ratio=0"]
+    done = subprocess.run(
+        [*command, *overrides],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=timeout,
+        env=repo_env(),
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr

@@ -6,7 +6,6 @@ resumes from it, and the merged export computes what PEFT computes on the base
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +18,8 @@ from mfsdp_ckpt.format.layout import resolve_checkpoint
 from mfsdp_ckpt.lora import parse_adapter_key
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.export import fixed_inputs, logits_of
-from tests.support.paths import REPO
-from tests.support.sft import write_chat_jsonl
+from tests.support.paths import REPO, repo_env
+from tests.support.sft import launch_sft, write_chat_jsonl
 from trainer.metrics import read_metrics
 
 pytestmark = [
@@ -40,19 +39,12 @@ SETTINGS = (
 )
 
 
-def _env() -> dict:
-    return {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-    }
-
-
 def test_adapter_gradients_equal_fsdp2_and_the_base_stays_frozen():
     pytest.importorskip("megatron_fsdp")
     module = "tests.trainer.megatron_one_rank_grads"
     command = [sys.executable, "-m", module, "--micro-batches", "1", "2", "--lora-rank", "8"]
     done = subprocess.run(
-        command, capture_output=True, text=True, cwd=REPO, timeout=600, env=_env()
+        command, capture_output=True, text=True, cwd=REPO, timeout=600, env=repo_env()
     )
     assert done.returncode == 0, done.stderr[-4000:]
     reports = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
@@ -68,33 +60,18 @@ def test_adapter_gradients_equal_fsdp2_and_the_base_stays_frozen():
 
 
 def _train(run_dir: Path, data: Path, base: Path, *extra: str) -> dict:
-    command = [
-        sys.executable,
-        "-m",
-        "cli.train",
-        "sft",
-        "--config",
-        str(REPO / "examples" / "sft_tiny_cpu.yaml"),
-        "--nproc-per-node",
-        "1",
-        "--json",
-        f"data.train_files={data}",
-        f"trainer.run_dir={run_dir}",
+    summary, _ = launch_sft(
+        data,
+        run_dir,
         f"model.path={base}",
         "trainer.device=cuda",
         "strategy.name=megatron_fsdp",
         "strategy.mixed_precision=bf16",
-        "trainer.progress_bar=false",
         "trainer.eval_every=0",
-        "data.val_ratio=0",
         *SETTINGS,
         *extra,
-    ]
-    done = subprocess.run(
-        command, capture_output=True, text=True, cwd=REPO, timeout=600, env=_env()
     )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return summary
 
 
 def _losses(run_dir: Path) -> dict[int, float]:

@@ -5,25 +5,17 @@ pytest -m gpu tests/trainer/test_megatron_one_rank_gpu.py)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 import torch
 
-from tests.support.paths import REPO
-from tests.support.sft import write_chat_jsonl
+from tests.support.paths import REPO, repo_env
+from tests.support.sft import launch_sft, write_chat_jsonl
 from trainer.metrics import read_metrics
 
 pytestmark = pytest.mark.gpu
-
-
-def _env() -> dict:
-    return {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-    }
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
@@ -43,7 +35,7 @@ def test_one_rank_gradients_equal_fsdp2():
         text=True,
         cwd=REPO,
         timeout=600,
-        env=_env(),
+        env=repo_env(),
     )
     assert done.returncode == 0, done.stderr[-4000:]
     reports = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
@@ -63,29 +55,14 @@ def test_one_rank_gradients_equal_fsdp2():
 def test_one_rank_megatron_fsdp_sft_trains(tmp_path):
     pytest.importorskip("megatron_fsdp")
     data = write_chat_jsonl(tmp_path / "train.jsonl", rows=96)
-    command = [
-        sys.executable,
-        "-m",
-        "cli.train",
-        "sft",
-        "--config",
-        str(REPO / "examples" / "sft_tiny_cpu.yaml"),
-        "--nproc-per-node",
-        "1",
-        "--json",
-        f"data.train_files={data}",
-        f"trainer.run_dir={tmp_path / 'run'}",
+    launch_sft(
+        data,
+        tmp_path / "run",
         "trainer.device=cuda",
         "strategy.name=megatron_fsdp",
         "strategy.mixed_precision=bf16",
-        "trainer.progress_bar=false",
-        "data.val_ratio=0",
         "trainer.total_steps=12",
-    ]
-    done = subprocess.run(
-        command, capture_output=True, text=True, cwd=REPO, timeout=600, env=_env()
     )
-    assert done.returncode == 0, done.stderr[-4000:]
     losses = {
         r["step"]: r["train/loss"] for r in read_metrics(tmp_path / "run") if "train/loss" in r
     }

@@ -6,46 +6,29 @@ resumes, validates the checkpoint, exports it, and checks that its keys are the 
 FSDP2 run writes, and that the first-step loss matches FSDP2's (bf16 tolerance).
 """
 
-import json
-import subprocess
-import sys
-
 import pytest
 import torch
 
 from mfsdp_ckpt.check.validate import validate_checkpoint
 from mfsdp_ckpt.storage.reader import CheckpointReader
-from tests.support.paths import REPO
-from tests.support.sft import write_chat_jsonl
+from tests.support.sft import launch_sft, write_chat_jsonl
 from trainer.metrics import read_metrics
 
 pytestmark = pytest.mark.gpu
-CONFIG = str(REPO / "examples" / "sft_tiny_cpu.yaml")
 
 
 def _train(run_dir, data, strategy, *extra):
-    command = [
-        sys.executable,
-        "-m",
-        "cli.train",
-        "sft",
-        "--config",
-        CONFIG,
-        "--nproc-per-node",
-        "2",
-        "--json",
-        f"data.train_files={data}",
-        f"trainer.run_dir={run_dir}",
+    summary, _ = launch_sft(
+        data,
+        run_dir,
         "trainer.device=cuda",
         f"strategy.name={strategy}",
         "strategy.mixed_precision=bf16",
-        "trainer.progress_bar=false",
-        "data.val_ratio=0",
         *extra,
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=900)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        nproc=2,
+        timeout=900,
+    )
+    return summary
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
