@@ -1,4 +1,5 @@
-"""FlashAttention decode and dropped rows on a GPU: CUDA graphs per row count, vs transformers.
+"""Decode attention kernels (split-KV Triton, FlashAttention-2) and dropped rows on a GPU: CUDA
+graphs per row count, vs transformers.
 
 Run on a GPU machine: pytest -m gpu tests/rollout/test_rollout_flash_gpu.py
 """
@@ -31,15 +32,16 @@ def model(tmp_path_factory):
     )
 
 
-@pytest.mark.parametrize("shape", [(4, 2, 32), (12, 2, 128)])  # tiny, qwen2-1.5b
-def test_flash_check_passes(shape):
+@pytest.mark.parametrize("kernel", flash_decode.KERNELS)
+@pytest.mark.parametrize("shape", [(4, 2, 32), (12, 2, 128), (8, 8, 64)])  # tiny, qwen2-1.5b, MHA
+def test_decode_kernel_check_passes(shape, kernel):
     heads, kv_heads, dim = shape
 
     def matmul(q, keys, values, mask):
         return _attend(q, keys, values, mask, dim**-0.5, masked_softmax)
 
     cuda = torch.device("cuda")
-    assert flash_decode.check(cuda, torch.bfloat16, heads, kv_heads, dim, matmul) is None
+    assert flash_decode.check(cuda, torch.bfloat16, heads, kv_heads, dim, matmul, kernel) is None
 
 
 def _row_counts(engine) -> set[int]:
@@ -73,18 +75,19 @@ def test_graph_decode_with_dropped_rows_same_as_without(model, monkeypatch):
         torch.testing.assert_close(dropped.logprobs, kept.logprobs, atol=1e-4, rtol=0)
 
 
-def test_flash_graph_decode_with_dropped_rows_matches_transformers(model, monkeypatch):
-    """bf16: FlashAttention's log-probs are as close to an fp32 forward as the matmul ones."""
+def test_kernel_graph_decode_with_dropped_rows_matches_transformers(model, monkeypatch):
+    """bf16: the split-KV and FlashAttention kernels' log-probs are as close to an fp32
+    forward as the matmul attention's."""
     half = copy.deepcopy(model).to(torch.bfloat16)
     params = SamplingParams(n=2, max_tokens=200, seed=5, logprobs=True)
     errors = {}
-    for attention in ("flash", "matmul"):
+    for attention in (*flash_decode.KERNELS, "matmul"):
         engine = HFRolloutEngine(half, [], 0, cuda_graphs=True, attention=attention)
         out = _ending_run(engine, params, monkeypatch)
-        assert engine.decoder.flash == (attention == "flash") and engine.decoder.cuda_graphs
+        assert engine.decoder.kernel == attention and engine.decoder.cuda_graphs
         assert len(_row_counts(engine)) > 1 and min(out.lengths()) < 200
         spans = {span for g in engine.decoder._graphs.values() for _, span in g.by_shape}
-        assert attention == "matmul" or spans == {256}, spans  # flash: one graph per row count
+        assert attention == "matmul" or spans == {256}, spans  # kernels: a graph per row count
         errors[attention] = max(
             float(
                 (
@@ -96,5 +99,6 @@ def test_flash_graph_decode_with_dropped_rows_matches_transformers(model, monkey
             )
             for row, response in enumerate(out.token_lists())
         )
-    assert HFRolloutEngine(half, [], 0).decoder.flash  # the default on a GPU in bf16
-    assert errors["flash"] <= 2 * errors["matmul"] + 0.02, errors
+    assert HFRolloutEngine(half, [], 0).decoder.kernel == "split"  # the default on a GPU in bf16
+    for kernel in flash_decode.KERNELS:
+        assert errors[kernel] <= 2 * errors["matmul"] + 0.02, errors

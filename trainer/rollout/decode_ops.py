@@ -57,6 +57,26 @@ def pack_queries(q: torch.Tensor, kv_heads: int) -> torch.Tensor:
     return q.view(rows, kv_heads, group, dim).transpose(1, 2).reshape(rows * group, kv_heads, dim)
 
 
+def rotary_store(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    slot: torch.Tensor,
+) -> torch.Tensor:
+    """A decode step's attention inputs, in one fused pass when compiled: rotary on q and k
+    (R, heads, 1, D), k and v written at cache `slot` (1,) of the (R, W, KV, D) caches; the
+    rotated q as (R, H, D). Eagerly these are some six kernels per layer (two rotary, two
+    cache writes, layout copies)."""
+    q, k = rotary(q, k, cos, sin)
+    keys.index_copy_(1, slot, k.transpose(1, 2).to(keys.dtype))
+    values.index_copy_(1, slot, v.transpose(1, 2).to(values.dtype))
+    return q.reshape(q.shape[0], q.shape[1], q.shape[3])
+
+
 def rotary_store_packed(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -67,14 +87,9 @@ def rotary_store_packed(
     values: torch.Tensor,
     slot: torch.Tensor,
 ) -> torch.Tensor:
-    """A decode step's attention inputs for FlashAttention, in one fused pass when compiled:
-    rotary on q and k (R, heads, 1, D), k and v written at cache `slot` (1,) of the
-    (R, W, KV, D) caches, and q packed by `pack_queries`. Eagerly these are some seven
-    kernels per layer (two rotary, two cache writes, layout copies)."""
-    q, k = rotary(q, k, cos, sin)
-    keys.index_copy_(1, slot, k.transpose(1, 2).to(keys.dtype))
-    values.index_copy_(1, slot, v.transpose(1, 2).to(values.dtype))
-    return pack_queries(q, k.shape[1])
+    """`rotary_store`, with q packed by `pack_queries` for FlashAttention."""
+    rotated = rotary_store(q, k, v, cos, sin, keys, values, slot)
+    return pack_queries(rotated.unsqueeze(2), k.shape[1])
 
 
 def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
@@ -96,11 +111,20 @@ class DecodeOps:
     rotary: Callable[..., tuple[torch.Tensor, torch.Tensor]]
     silu_mul: Callable[..., torch.Tensor]
     masked_softmax: Callable[..., torch.Tensor]
+    rotary_store: Callable[..., torch.Tensor]
     rotary_store_packed: Callable[..., torch.Tensor]
 
     @classmethod
     def eager(cls) -> DecodeOps:
-        return cls(rms_norm, add_rms_norm, rotary, silu_mul, masked_softmax, rotary_store_packed)
+        return cls(
+            rms_norm,
+            add_rms_norm,
+            rotary,
+            silu_mul,
+            masked_softmax,
+            rotary_store,
+            rotary_store_packed,
+        )
 
     @classmethod
     def compiled(cls) -> DecodeOps:
@@ -115,5 +139,6 @@ class DecodeOps:
             fuse(rotary),
             fuse(silu_mul),
             fuse(masked_softmax),
+            fuse(rotary_store),
             fuse(rotary_store_packed),
         )

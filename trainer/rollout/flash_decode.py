@@ -1,4 +1,5 @@
-"""Decode-step attention with FlashAttention-2, reading only each row's filled cache slots.
+"""Decode-step attention kernels that read only each row's filled cache slots: FlashAttention-2,
+and `split_kv`'s Triton kernel (`split_attention`; faster, the decoder's first choice).
 
 The matmul attention of `static_cache` reads a whole span of the cache for every row (its
 left padding and the empty slots up to the next multiple of SLOT_BUCKET included), writes the
@@ -11,7 +12,8 @@ the left-padded layout needs no change: row r starts at r * width + pad_r and us
 slot + 1 - pad_r slots.
 
 `torch.ops.aten._flash_attention_forward` takes `seqused_k` (torch >= 2.11, CUDA, fp16/bf16);
-`check` runs it once against the matmul attention and says why not where it cannot be used.
+`check` runs a kernel once against the matmul attention and says why not where it cannot be
+used.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from collections.abc import Callable
 
 import torch
 
-from trainer.rollout.decode_ops import rotary_store_packed
+from trainer.rollout.decode_ops import rotary_store, rotary_store_packed
 
 AttentionFn = Callable[..., torch.Tensor]
+KERNELS = ("split", "flash")  # split_kv's Triton kernel; FlashAttention-2
 
 
 def varlen_op(*args, **kwargs) -> tuple[torch.Tensor, ...]:
@@ -98,6 +101,44 @@ def decode_attention(
     return run
 
 
+def split_attention(
+    slot: torch.Tensor, pad: torch.Tensor, scale: float, prepare: Callable[..., torch.Tensor]
+) -> AttentionFn:
+    """`decode_attention` with `split_kv`'s kernel: `prepare` (`decode_ops.rotary_store`)
+    applies rotary, writes the step's keys and values and gives q as (R, H, D); each row
+    attends over its slots pad..slot (cut into pieces that run in parallel where rows are
+    few)."""
+    from trainer.rollout import split_kv  # Triton: imported where this kernel is asked for
+
+    starts = pad.view(-1)
+
+    def run(q, k, v, cos, sin, layer_keys, layer_values) -> torch.Tensor:
+        """q, k, v (R, heads, 1, D) before rotary -> (R, H, 1, D)."""
+        rotated = prepare(q, k, v, cos, sin, layer_keys, layer_values, slot).contiguous()
+        out = split_kv.attend(rotated, layer_keys, layer_values, starts, slot, scale)
+        return out.unsqueeze(2)
+
+    return run
+
+
+def build(
+    kernel: str,
+    slot: torch.Tensor,
+    pad: torch.Tensor,
+    width: int,
+    scale: float,
+    group: int,
+    prepare: Callable[..., torch.Tensor],
+    prepare_packed: Callable[..., torch.Tensor],
+) -> AttentionFn:
+    """The decode attention of `kernel` (one of KERNELS) over a (R, width, KV, D) cache, with
+    `decode_ops.rotary_store` and `rotary_store_packed` (compiled or not) as `prepare` and
+    `prepare_packed`."""
+    if kernel == "split":
+        return split_attention(slot, pad, scale, prepare)
+    return decode_attention(slot, pad, width, width, scale, prepare_packed, group)
+
+
 def check(
     device: torch.device,
     dtype: torch.dtype,
@@ -105,14 +146,16 @@ def check(
     kv_heads: int,
     dim: int,
     reference: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+    kernel: str = "flash",
 ) -> str | None:
-    """None when `attend` gives `reference`'s result on a small left-padded batch, else why not.
+    """None when `kernel`'s decode attention gives `reference`'s result on a small left-padded
+    batch, else why not.
 
     `reference(q (R, H, 1, D), keys (R, KV, S, D), values, mask (R, 1, 1, S))` is the matmul
     attention the decoder would use instead."""
     if device.type != "cuda" or dtype not in (torch.float16, torch.bfloat16):
         return f"needs CUDA and fp16/bf16 (have {device.type}, {dtype})"
-    return compare(device, dtype, heads, kv_heads, dim, reference)
+    return compare(device, dtype, heads, kv_heads, dim, reference, kernel)
 
 
 def compare(
@@ -122,6 +165,7 @@ def compare(
     kv_heads: int,
     dim: int,
     reference: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+    kernel: str = "flash",
 ) -> str | None:
     """`check`'s comparison, on any device: None when the results agree, else why not."""
     generator = torch.Generator(device=device).manual_seed(0)
@@ -140,12 +184,12 @@ def compare(
     sin = torch.zeros_like(cos)
     group = heads // kv_heads
     try:
-        attention = decode_attention(
-            slot_t, pad, width, width, dim**-0.5, rotary_store_packed, group
+        attention = build(
+            kernel, slot_t, pad, width, dim**-0.5, group, rotary_store, rotary_store_packed
         )
         got = attention(q, k, v, cos, sin, keys, values)
-    except (RuntimeError, AttributeError, TypeError) as err:
-        return f"the kernel failed: {err}"
+    except Exception as err:  # a kernel that cannot run here costs speed, never the run
+        return f"the kernel failed: {type(err).__name__}: {err}"
     columns = torch.arange(width, device=device)
     mask = ((columns >= pad) & (columns <= slot)).view(rows, 1, 1, width)
     want = reference(q, keys.transpose(1, 2), values.transpose(1, 2), mask)

@@ -9,13 +9,15 @@ two batched matmuls over the cache (grouped-query heads without repeating K/V). 
 whole decode step, its element-wise ops fused by torch.compile, is captured as a CUDA graph
 and replayed, so a step costs what its kernels cost. There is one graph per attention span
 (a multiple of SLOT_BUCKET slots), so a step reads only the part of the cache that is
-filled so far, not all of it. Where FlashAttention-2 works (CUDA, fp16/bf16: `flash_decode`
-checks it once), decode steps attend with it instead, reading each row's filled slots alone
-(so one graph covers every span); the cache is then laid out (rows, width, kv_heads, dim),
-else (rows, kv_heads, width, dim).
+filled so far, not all of it. Where a decode attention kernel works (CUDA, fp16/bf16:
+`split_kv`'s Triton kernel, else FlashAttention-2; `flash_decode` checks each once against
+the matmul attention), decode steps attend with it instead, reading each row's filled slots
+alone (so one graph covers every span); the cache is then laid out (rows, width, kv_heads,
+dim), else (rows, kv_heads, width, dim).
 The prefill always uses the matmul attention, over its own small cache per chunk of rows.
 A layer's q/k/v projections run as one matmul, and its gate/up projections as another
-(`fused_linear`: the modules' weights become views of one buffer).
+(`fused_linear`: the modules' weights become views of one buffer); the lm_head writes the
+step's logits straight into the graph's output buffer.
 
 Layout: prompts are left-padded to a common length P; the cache slot of a token is its column
 in that padded layout, the same for every row; a row's rotary position is its slot minus its
@@ -44,7 +46,7 @@ from trainer.rollout.fused_linear import FusedLinear
 
 SUPPORTED_MODEL_TYPES = ("qwen2", "qwen3", "llama")
 SLOT_BUCKET = 128  # cache widths are rounded up to this, so graphs are reused across batches
-ATTENTIONS = ("auto", "flash", "matmul")
+ATTENTIONS = ("auto", *flash_decode.KERNELS, "matmul")
 
 
 def supports(model: torch.nn.Module) -> bool:
@@ -168,7 +170,8 @@ class StaticCacheDecoder:
         self.graph_ops = DecodeOps.compiled() if fused_ops and self.cuda_graphs else self.eager_ops
         self._graphs: OrderedDict[tuple[int, int], _DecodeGraphs] = OrderedDict()
         self._state: dict = {}
-        self.flash = attention == "flash" or (attention == "auto" and self._flash_works())
+        self.kernel = self._decode_kernel(attention)
+        self.flash = self.kernel != "matmul"  # the (rows, width, kv_heads, dim) cache layout
         self._fused = self._fuse()
 
     def _fuse(self) -> list[tuple[FusedLinear | None, FusedLinear | None]]:
@@ -190,25 +193,34 @@ class StaticCacheDecoder:
             self._fused = self._fuse()
             self._graphs.clear()
 
-    def _flash_works(self) -> bool:
+    def _decode_kernel(self, attention: str) -> str:
+        """The decode attention: `attention` where asked for by name, else ("auto") the first
+        of flash_decode.KERNELS whose self-check passes here, else the matmul attention."""
+        if attention != "auto":
+            return attention
         if self.device.type != "cuda" or self.dtype not in (torch.float16, torch.bfloat16):
-            return False
+            return "matmul"
         config = self.model.config
-        why_not = flash_decode.check(
-            self.device,
-            self.dtype,
-            config.num_attention_heads,
-            self.kv_heads,
-            self.head_dim,
-            lambda q, keys, values, mask: _attend(
-                q, keys, values, mask, self.head_dim**-0.5, self.eager_ops.masked_softmax
-            ),
-        )
-        if why_not is not None:
-            warnings.warn(
-                f"rollout: decoding with matmul attention, FlashAttention {why_not}", stacklevel=2
+        reasons = []
+        for kernel in flash_decode.KERNELS:
+            why_not = flash_decode.check(
+                self.device,
+                self.dtype,
+                config.num_attention_heads,
+                self.kv_heads,
+                self.head_dim,
+                lambda q, keys, values, mask: _attend(
+                    q, keys, values, mask, self.head_dim**-0.5, self.eager_ops.masked_softmax
+                ),
+                kernel,
             )
-        return why_not is None
+            if why_not is None:
+                return kernel
+            reasons.append(f"{kernel}: {why_not}")
+        warnings.warn(
+            f"rollout: decoding with matmul attention ({'; '.join(reasons)})", stacklevel=2
+        )
+        return "matmul"
 
     # -- the model, on our cache -------------------------------------------------------------
 
@@ -220,10 +232,13 @@ class StaticCacheDecoder:
         values: list[torch.Tensor],
         attention: flash_decode.AttentionFn,
         ops: DecodeOps,
+        logits_out: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Run tokens (R, T) at rotary `positions`, `attention` storing each layer's keys and
         values in its cache and attending; the last token's logits, in the model's dtype (a
-        graph's copy into its fp32 buffer converts them in the same pass).
+        graph's copy into its fp32 buffer converts them in the same pass). Where `logits_out`
+        has that dtype, the lm_head matmul writes into it and returns it: a decode graph's
+        buffer needs no copy of (rows, vocab) logits then.
 
         The layer's own linear modules and weights, with its norms, rotary, SiLU and softmax
         as `ops` (each residual add fused with the norm after it)."""
@@ -263,29 +278,41 @@ class StaticCacheDecoder:
             gate, up = gate_up(x) if gate_up is not None else (mlp.gate_proj(x), mlp.up_proj(x))
             mlp_out = mlp.down_proj(ops.silu_mul(gate, up))
             residual, x = ops.add_rms_norm(residual, mlp_out, *_norm_args(following))
-        return self.model.lm_head(x[:, -1])
+        head = self.model.lm_head
+        if logits_out is not None and logits_out.dtype == x.dtype and head.bias is None:
+            return torch.mm(x[:, -1], head.weight.t(), out=logits_out)
+        return head(x[:, -1])
 
     def _decode_step(
-        self, tokens, slot, pad, keys, values, attend: int, ops: DecodeOps
+        self,
+        tokens,
+        slot,
+        pad,
+        keys,
+        values,
+        attend: int,
+        ops: DecodeOps,
+        logits_out: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """One token per row at cache slot `slot` (a device tensor, so a graph can replay it)."""
+        """One token per row at cache slot `slot` (a device tensor, so a graph can replay it);
+        `logits_out` as `_forward`'s."""
         positions = (slot - pad).clamp(min=0)
         if self.flash:
-            width = keys[0].shape[1]
-            attention = flash_decode.decode_attention(
+            attention = flash_decode.build(
+                self.kernel,
                 slot,
                 pad,
-                width,
-                attend,
+                keys[0].shape[1],
                 self.scale,
-                ops.rotary_store_packed,
                 self.model.config.num_attention_heads // self.kv_heads,
+                ops.rotary_store,
+                ops.rotary_store_packed,
             )
         else:
             columns = torch.arange(attend, device=tokens.device)
             mask = ((columns >= pad) & (columns <= slot)).view(tokens.shape[0], 1, 1, attend)
             attention = _matmul_attention(slot, mask, attend, self.scale, ops)
-        return self._forward(tokens, positions, keys, values, attention, ops)
+        return self._forward(tokens, positions, keys, values, attention, ops, logits_out)
 
     # -- cache and graphs --------------------------------------------------------------------
 
@@ -333,17 +360,19 @@ class StaticCacheDecoder:
         will: harmless."""
 
         def step() -> None:
-            graphs.logits[:rows].copy_(
-                self._decode_step(
-                    graphs.tokens[:rows],
-                    graphs.slot,
-                    graphs.pad[:rows],
-                    [k[:rows] for k in graphs.keys],
-                    [v[:rows] for v in graphs.values],
-                    span,
-                    self.graph_ops,
-                )
+            out = graphs.logits[:rows]
+            logits = self._decode_step(
+                graphs.tokens[:rows],
+                graphs.slot,
+                graphs.pad[:rows],
+                [k[:rows] for k in graphs.keys],
+                [v[:rows] for v in graphs.values],
+                span,
+                self.graph_ops,
+                out,
             )
+            if logits is not out:  # fp32 logits: the copy converts them
+                out.copy_(logits)
 
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
