@@ -1,4 +1,5 @@
-"""The compiled token picker on a GPU: what the eager ops choose, from bf16 decode-graph logits.
+"""The fused token picker (pick_kernel's Triton kernels) on a GPU: what the eager ops choose,
+from bf16 decode-graph logits.
 
 Run on a GPU machine: pytest -m gpu tests/rollout/test_rollout_fused_sampling_gpu.py
 """
@@ -44,7 +45,7 @@ def test_fused_equals_eager_at_qwen_shapes(temperature):
         torch.testing.assert_close(
             logprob, chosen_logprob(subset.float(), expected), atol=1e-5, rtol=0
         )
-    assert picker.fused  # compiled, no fallback
+    assert picker.fused  # the kernel, no fallback
 
 
 @pytest.fixture(scope="module")

@@ -1,17 +1,18 @@
-"""The per-step token choice and its log-prob as one compiled function, for the decode loop.
+"""The per-step token choice and its log-prob in one pass over the logits, for the decode loop.
 
 After each decode step the engine picks a token per row and, for GRPO, that token's log-prob.
 Eagerly that is some ten passes over the (rows, vocab) logits (an fp32 copy, the temperature
 scale, the noise's clamp and log, the subtraction, argmax, then gather and logsumexp for the
 log-prob), each a full read or write of a tensor that at 256 rows and a 152k vocabulary
-is 155 MB. torch.compile fuses them into about one read of the logits and the noise.
+is 155 MB. `pick_kernel` reads the logits and the noise once, and a compacted batch's rows
+read their share of the noise in place (no gathered copy). `greedy_pick` and `gumbel_pick`
+say in torch what it computes; they are the fallback where the kernel cannot run.
 
 The logits may come in the model's dtype (the decode graph then skips its fp32 copy): they
 are upcast inside, so the log-prob is the fp32 log-softmax either way, as the eager path
 computes it, and the GRPO actor is compared against it. The random noise is drawn outside
-(a compiled function cannot take a generator) exactly as `sample_next` draws it, so a seed
-gives the same tokens on either path. Top-k and top-p need a sort or a top-k per row and
-stay on the eager path.
+exactly as `sample_next` draws it, so a seed gives the same tokens on either path. Top-k and
+top-p need a sort or a top-k per row and stay on the eager path.
 """
 
 from __future__ import annotations
@@ -36,30 +37,27 @@ def gumbel_pick(
     """`sample_next`'s Gumbel-max race on temperature-scaled logits with its Exp(1) `noise`
     (these rows' share of the batch's draw), without its in-place steps, and the chosen
     token's log-prob under the unscaled logits, as the engine reports. `temperature` is a
-    0-d tensor, so that a new value is a new input, not a new compilation."""
+    0-d tensor, as `pick_kernel` takes it."""
     scores = logits.float() / temperature
     chosen = (scores - noise.clamp(min=torch.finfo(noise.dtype).tiny).log()).argmax(dim=-1)
     return chosen, chosen_logprob(logits, chosen)
 
 
 def fusable(params: SamplingParams) -> bool:
-    """Whether the compiled functions cover these parameters (no top-k / top-p filter)."""
+    """Whether the kernel covers these parameters (no top-k / top-p filter)."""
     return params.top_k <= 0 and params.top_p >= 1.0
 
 
 class TokenPicker:
-    """Chooses each step's tokens and their log-probs, compiled when `fused`, else eagerly.
+    """Chooses each step's tokens and their log-probs with `pick_kernel` when `fused`, else
+    eagerly.
 
-    A compilation failure costs speed, never the run: the step that hit it is finished by the
-    same function run eagerly on the same noise, and later steps take the eager path."""
+    A kernel failure (Triton cannot compile for this GPU, or is missing) costs speed, never
+    the run: the step that hit it is finished by `gumbel_pick` / `greedy_pick` on the same
+    noise, and later steps take the eager path."""
 
     def __init__(self, fused: bool):
         self.fused = fused
-        # Compiled lazily, on first use. torch.compile's default shape handling makes the row
-        # count dynamic once a second one shows up (dropped rows, other batch sizes), so each
-        # function compiles a few times per process, not once per row bucket.
-        self._greedy = torch.compile(greedy_pick, fullgraph=True) if fused else greedy_pick
-        self._gumbel = torch.compile(gumbel_pick, fullgraph=True) if fused else gumbel_pick
         self._temperatures: dict[tuple[float, torch.device], torch.Tensor] = {}
 
     def __call__(
@@ -77,14 +75,12 @@ class TokenPicker:
             chosen = sample_next(logits, params, generator, rows, batch_rows)
             return chosen, chosen_logprob(logits, chosen) if params.logprobs else None
         if params.greedy:
-            return self._run(self._greedy, greedy_pick, logits)
+            return self._run(greedy_pick, logits)
         shape = (logits.shape[0] if rows is None else batch_rows, logits.shape[1])
         noise = torch.empty(shape, dtype=torch.float32, device=logits.device)
         noise.exponential_(generator=generator)
-        if rows is not None:
-            noise = noise[rows]
         temperature = self._temperature(params.temperature, logits.device)
-        return self._run(self._gumbel, gumbel_pick, logits, noise, temperature)
+        return self._run(gumbel_pick, logits, noise, temperature, rows)
 
     def _temperature(self, value: float, device: torch.device) -> torch.Tensor:
         """`value` as a 0-d fp32 tensor on `device`, made once per value (a copy to the
@@ -94,14 +90,26 @@ class TokenPicker:
             self._temperatures[key] = torch.tensor(value, dtype=torch.float32, device=device)
         return self._temperatures[key]
 
-    def _run(self, compiled, eager, *args) -> tuple[torch.Tensor, torch.Tensor]:
+    def _run(
+        self,
+        reference,
+        logits: torch.Tensor,
+        noise: torch.Tensor | None = None,
+        temperature: torch.Tensor | None = None,
+        rows: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The kernel's pick, or `reference`'s (greedy_pick / gumbel_pick) where it fails."""
         if self.fused:
             try:
-                return compiled(*args)
-            except Exception as err:  # any compiler failure costs speed, not the run
+                from trainer.rollout import pick_kernel  # Triton: imported where it is used
+
+                return pick_kernel.pick(logits, noise, temperature, noise_rows=rows)
+            except Exception as err:  # any kernel failure costs speed, not the run
                 warnings.warn(
-                    f"rollout: compiling the token sampler failed, sampling eagerly ({err})",
+                    f"rollout: the token-pick kernel failed, sampling eagerly ({err})",
                     stacklevel=2,
                 )
                 self.fused = False
-        return eager(*args)
+        if noise is None:
+            return reference(logits)
+        return reference(logits, noise if rows is None else noise[rows], temperature)

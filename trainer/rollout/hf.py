@@ -43,7 +43,7 @@ class HFRolloutEngine(RolloutEngine):
         attention: str = "auto",
         fused_sampling: bool | None = None,
     ):
-        """`fused_sampling`: pick each step's tokens and log-probs with one compiled function
+        """`fused_sampling`: pick each step's tokens and log-probs with one Triton kernel pass
         (see trainer/rollout/fused_sampling.py) rather than eager ops; None: on CUDA."""
         if decoder not in DECODERS:
             raise ValueError(f"rollout.hf.decoder {decoder!r} is not one of {', '.join(DECODERS)}")
