@@ -215,7 +215,8 @@ def main() -> None:
         help="generate (baseline, first), generate_static (static cache + "
         "torch.compile), hf (CUDA graphs of torch.compile-fused ops, FlashAttention decode "
         "where it works), hf_eos (hf, every other row ending at its --eos-at-th token), "
-        "hf_matmul (hf with matmul attention), hf_unfused (CUDA graphs of plain ops), hf_eager "
+        "hf_matmul (hf with matmul attention), hf_flash (hf with FlashAttention-2 "
+        "decode), hf_unfused (CUDA graphs of plain ops), hf_eager "
         "(static cache, no graphs)",
     )
     parser.add_argument(
@@ -242,6 +243,9 @@ def main() -> None:
     matmul_engine = HFRolloutEngine(
         model, [], PAD, cuda_graphs=True, max_num_seqs=args.prompts, attention="matmul"
     )
+    flash_engine = HFRolloutEngine(
+        model, [], PAD, cuda_graphs=True, max_num_seqs=args.prompts, attention="flash"
+    )
     eos_engine = HFRolloutEngine(model, [EOS], PAD, cuda_graphs=True, max_num_seqs=args.prompts)
     eos_at = min(args.eos_at, args.new_tokens)
     ending = list(range(0, args.prompts, 2))
@@ -253,6 +257,7 @@ def main() -> None:
         "hf": graph_engine,
         "hf_eos": eos_engine,
         "hf_matmul": matmul_engine,
+        "hf_flash": flash_engine,
         "hf_unfused": unfused_engine,
         "hf_eager": eager_engine,
     }
@@ -350,8 +355,8 @@ def main() -> None:
             f"at the bandwidth limit the same two workloads take {eos_floor_ratio:.2f}x"
         )
     graphs = graph_engine.decoder.cuda_graphs
-    flash = getattr(graph_engine.decoder, "flash", False)
-    print(f"\nhf engine decoded with CUDA graphs: {graphs}, FlashAttention: {flash}")
+    kernel = getattr(graph_engine.decoder, "kernel", "model forward")
+    print(f"\nhf engine decoded with CUDA graphs: {graphs}, decode attention: {kernel}")
     print(
         json.dumps(
             {
@@ -363,7 +368,7 @@ def main() -> None:
                 "eos_time_ratio": eos_ratio,
                 "eos_bandwidth_limit_ratio": eos_floor_ratio,
                 "cuda_graphs": graphs,
-                "flash_attention": flash,
+                "decode_attention": kernel,
                 "bandwidth_limit_s": floor_s,
                 "matmul_floor": matmul_floor,
             }
@@ -375,8 +380,9 @@ def main() -> None:
 
 
 KERNEL_KINDS = (  # (kind, substrings of kernel names), first match wins
-    ("attention (flash)", ("flash",)),
+    ("attention", ("flash", "split_kv")),
     ("matmul", ("gemm", "nvjet", "cutlass", "xmma", "splitk")),
+    ("token pick and its noise", ("_pick", "argmax", "logsumexp", "distribution", "exponential")),
     ("fused element-wise (triton)", ("triton",)),
     (
         "copy, index, fill",
