@@ -162,11 +162,16 @@ def main() -> None:
             f"| {line['rows']} | {line['slot']} | {line['kv_mb_per_layer']:.1f} | {flash} | "
             f"{line['split_us']:.1f} ({line['split_tb_s']:.2f}) | {ratio} | {diff} |"
         )
+    print_fastest(lines, lambda line: f"{line['rows']} rows, slot {line['slot']}")
+    print(json.dumps({"lines": lines}))
+
+
+def print_fastest(lines: list[dict], where: Callable[[dict], str]) -> None:
+    """A --sweep's fastest configurations, a line per table line that has them."""
     for line in lines:
         if "fastest" in line:
             best = ", ".join(f"{us:.1f} us {config}" for us, config in line["fastest"])
-            print(f"fastest at {line['rows']} rows, slot {line['slot']}: {best}")
-    print(json.dumps({"lines": lines}))
+            print(f"fastest at {where(line)}: {best}")
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.decode_attention import print_fastest
 from trainer.rollout import pick_kernel
 from trainer.rollout.base import SamplingParams
 from trainer.rollout.fused_sampling import gumbel_pick
@@ -125,10 +126,7 @@ def main() -> None:
             f"| {line['rows']} | {line['noise_us']:.1f} | {line['eager_us']:.1f} | {compiled} | "
             f"{line['kernel_us']:.1f} | {differ} |"
         )
-    for line in lines:
-        if "fastest" in line:
-            best = ", ".join(f"{us:.1f} us {config}" for us, config in line["fastest"])
-            print(f"fastest at {line['rows']} rows: {best}")
+    print_fastest(lines, lambda line: f"{line['rows']} rows")
     print(json.dumps({"lines": lines}))
 
 
