@@ -3,7 +3,8 @@
 One decode step asks each row's one query token per head to attend over that row's cache.
 FlashAttention-2 runs this shape (the query heads of a KV head packed as query rows,
 `flash_decode.attend`) as one thread block per (row, KV head) with a tile of 128 query rows
-by 64 keys and 4 warps (its `Flash_fwd_kernel_traits<128, 128, 64, 4>`): for qwen2-1.5b's 6
+by 64 keys and 4 warps (`Flash_fwd_kernel_traits<128, 128, 64, 4>`, which its launch code,
+flash_fwd_launch_template.h, picks for head dim 128 on H100/H200): for qwen2-1.5b's 6
 query heads per KV head most of the tile is padding, its shared memory leaves room for few
 blocks per SM, and each block walks its row's keys as a chain of dependent loads, so the
 GPU waits on memory latency rather than bandwidth. Here a program's tile is 16 query rows
