@@ -171,7 +171,9 @@ class StaticCacheDecoder:
         self._graphs: OrderedDict[tuple[int, int], _DecodeGraphs] = OrderedDict()
         self._state: dict = {}
         self.kernel = self._decode_kernel(attention)
-        self.flash = self.kernel != "matmul"  # the (rows, width, kv_heads, dim) cache layout
+        # the decode kernels read a (rows, width, kv_heads, dim) cache; the matmul attention a
+        # (rows, kv_heads, width, dim) one
+        self.slots_first = self.kernel != "matmul"
         self._fused = self._fuse()
 
     def _fuse(self) -> list[tuple[FusedLinear | None, FusedLinear | None]]:
@@ -297,7 +299,7 @@ class StaticCacheDecoder:
         """One token per row at cache slot `slot` (a device tensor, so a graph can replay it);
         `logits_out` as `_forward`'s."""
         positions = (slot - pad).clamp(min=0)
-        if self.flash:
+        if self.slots_first:
             attention = flash_decode.build(
                 self.kernel,
                 slot,
@@ -317,13 +319,13 @@ class StaticCacheDecoder:
     # -- cache and graphs --------------------------------------------------------------------
 
     def _new_cache(
-        self, rows: int, width: int, flash: bool = False
+        self, rows: int, width: int, slots_first: bool = False
     ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """Per layer keys and values: (rows, width, kv_heads, dim) for `flash_decode`, else
-        (rows, kv_heads, width, dim)."""
+        """Per layer keys and values: (rows, width, kv_heads, dim) for the decode kernels
+        (`slots_first`), else (rows, kv_heads, width, dim)."""
         shape = (
             (rows, width, self.kv_heads, self.head_dim)
-            if flash
+            if slots_first
             else (rows, self.kv_heads, width, self.head_dim)
         )
 
@@ -341,7 +343,7 @@ class StaticCacheDecoder:
             len(self._graphs) >= 2
         ):  # train and validation shapes; older ones give their memory back
             self._graphs.popitem(last=False)
-        keys, values = self._new_cache(rows, width, self.flash)
+        keys, values = self._new_cache(rows, width, self.slots_first)
         self._graphs[key] = _DecodeGraphs(
             tokens=torch.zeros((rows, 1), dtype=torch.long, device=self.device),
             slot=torch.zeros((1,), dtype=torch.long, device=self.device),
@@ -424,7 +426,7 @@ class StaticCacheDecoder:
             keys, values = graphs.keys, graphs.values
             graphs.pad.copy_(pad.repeat_interleave(n).unsqueeze(1))
         else:
-            keys, values = self._new_cache(rows, width, self.flash)
+            keys, values = self._new_cache(rows, width, self.slots_first)
         logits = []
         ops = self.graph_ops if self.cuda_graphs else self.eager_ops
         columns = torch.arange(longest, device=self.device)
@@ -453,7 +455,7 @@ class StaticCacheDecoder:
             )
             for cache, chunk in zip(keys + values, chunk_keys + chunk_values):
                 grouped = cache.view(count, n, *cache.shape[1:])
-                if self.flash:
+                if self.slots_first:
                     grouped[start:stop, :, :longest] = chunk.transpose(1, 2).unsqueeze(1)
                 else:
                     grouped[start:stop, :, :, :longest] = chunk.unsqueeze(1)
@@ -480,10 +482,10 @@ class StaticCacheDecoder:
         if graphs is not None:
             graphs.tokens[:rows].copy_(tokens.view(-1, 1))
             graphs.slot.fill_(slot_index)
-            # FlashAttention reads each row's filled slots whatever the span: one graph per
+            # The decode kernels read each row's filled slots whatever the span: one graph per
             # row count does; the matmul attention reads the span, so it gets one per span.
             filled = -(-(slot_index + 1) // SLOT_BUCKET) * SLOT_BUCKET
-            span = state["width"] if self.flash else min(state["width"], filled)
+            span = state["width"] if self.slots_first else min(state["width"], filled)
             try:
                 graph = graphs.by_shape.get((rows, span)) or self._capture(graphs, rows, span)
             except RuntimeError as err:
@@ -509,7 +511,7 @@ class StaticCacheDecoder:
         state = self._state
         kept, filled = len(index), state["next_slot"]
         for cache in state["keys"] + state["values"]:
-            slots = cache.narrow(1 if self.flash else 2, 0, filled)
+            slots = cache.narrow(1 if self.slots_first else 2, 0, filled)
             slots[:kept] = slots[index]
         pads = [state["pad"]] + ([state["graphs"].pad] if state["graphs"] is not None else [])
         for pad in pads:
