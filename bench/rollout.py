@@ -11,11 +11,12 @@ fraction of the decode bandwidth limit: the bytes every decode step must read (a
 once, plus each sequence's KV cache so far), summed over the steps, over --bandwidth.
 A short greedy check reports how many of the first tokens the two agree on (bf16 numerics
 may part ways after a near tie; a wrong decoder parts at once). The hf row decodes with
-FlashAttention where its self-check passes (the last lines say whether it did); hf_matmul is
-the same engine with the matmul attention, to show what that changes. The hf_eos row's
-bandwidth limit counts the reads of its own rows and lengths. --profile adds device ms per
-decode step by kind of kernel (matmul, attention, fused element-wise, copies) for an hf run,
-the prefill's taken out. On a GPU, a line before the table gives the decode matmul floor: the
+split_kv's Triton attention where its self-check passes (the last lines name the kernel it
+used); hf_flash and hf_matmul are the same engine with FlashAttention-2 and with the matmul
+attention, to show what that changes. The hf_eos row's bandwidth limit counts the reads of
+its own rows and lengths. --profile adds device ms per decode step by kind of kernel
+(matmul, attention, token pick, fused element-wise, copies) for an hf run, the prefill's
+taken out. On a GPU, a line before the table gives the decode matmul floor: the
 decode steps' weight-matmul FLOPs at this GPU's bf16 matmul peak, measured in the same run
 (bench/matmul_peak.py's measurement).
 
