@@ -101,9 +101,14 @@ def main() -> None:
             for pieces, block, warps in itertools.product(
                 (8, 16, 32, 64), (512, 1024, 2048), (4, 8)
             ):
-                pick_kernel.LAUNCH = {"num_warps": warps}
                 run = partial(
-                    pick_kernel.pick, logits, drawn, temperature, pieces=pieces, block=block
+                    pick_kernel.pick,
+                    logits,
+                    drawn,
+                    temperature,
+                    pieces=pieces,
+                    block=block,
+                    num_warps=warps,
                 )
                 us = microseconds(run, device, args.repeat)
                 timings.append((us, {"pieces": pieces, "block": block, "num_warps": warps}))

@@ -121,12 +121,14 @@ def pick(
     noise_rows: torch.Tensor | None = None,
     pieces: int = PIECES,
     block: int = BLOCK,
+    **launch: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(rows, vocab) logits (any float dtype, unit stride along the vocabulary) -> each row's
     chosen token and its log-softmax under the unscaled logits (fp32). Greedy without
     `noise`; else `gumbel_pick`'s race with Exp(1) `noise` (fp32, unit stride along the
     vocabulary) and a 0-d fp32 `temperature`, row r reading noise row `noise_rows[r]` (a
-    compacted batch's share of the whole batch's draw) or row r."""
+    compacted batch's share of the whole batch's draw) or row r. `pieces`, `block` and
+    `launch` (Triton's num_warps; default LAUNCH) are for tuning."""
     rows, vocab = logits.shape
     greedy = noise is None
     device = logits.device
@@ -149,7 +151,7 @@ def pick(
         NOISE_ROWS=noise_rows is not None,
         PIECES=pieces,
         BLOCK=block,
-        **LAUNCH,
+        **(launch or LAUNCH),
     )
     chosen = torch.empty(rows, dtype=torch.long, device=device)
     logprob = torch.empty(rows, dtype=torch.float32, device=device)
