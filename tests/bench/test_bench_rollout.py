@@ -1,5 +1,6 @@
 """bench/rollout.py: the CPU smoke run prints every row, the EOS line and a decode-step profile;
-the weights a decode step reads and its matmul FLOPs follow the stated formulas."""
+the weights a decode step reads and its matmul FLOPs follow the stated formulas.
+bench/prefill_chunks.py: its CPU smoke run prints a line per chunk size."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 
 import torch
 
-from bench.rollout import build, decode_bytes, decode_matmul_flops, decode_weights
+from bench.rollout import build, decode_bytes, decode_matmul_flops, decode_weights, make_prompts
 from tests.support.paths import REPO
 
 
@@ -25,6 +26,23 @@ def test_cpu_smoke_run_prints_rows_eos_line_and_profile():
     assert [row["engine"] for row in result["rows"]] == ["generate", "hf", "hf_eos"]
     assert result["eos_time_ratio"] > 0 and result["matmul_floor"] is None  # no GPU peak here
     assert "profiled hf runs: 1 new token" in done.stdout and "8 new tokens" in done.stdout
+
+
+def test_prefill_chunks_smoke_run_prints_a_line_per_chunk_size():
+    command = [sys.executable, str(REPO / "bench" / "prefill_chunks.py"), "--shape", "tiny"]
+    command += ["--prompts", "5", "--prompt-len", "16", "--device", "cpu", "--dtype", "fp32"]
+    command += ["--tokens", "16,64,100000", "--repeat", "1"]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = json.loads(done.stdout.strip().splitlines()[-1])["lines"]
+    vocab = build("tiny", torch.float32, "cpu").config.vocab_size
+    longest = max(len(prompt) for prompt in make_prompts(5, 16, vocab))
+    assert [line["tokens"] for line in lines] == [16, 64, 100000]
+    assert [line["chunks"] for line in lines] == [
+        -(-5 // max(1, t // longest)) for t in (16, 64)
+    ] + [1]
+    assert all(line["best_s"] > 0 for line in lines)
 
 
 def test_decode_weights_and_flops_count_every_weight_a_step_reads():

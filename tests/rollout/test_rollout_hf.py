@@ -39,6 +39,22 @@ def test_static_decoder_logits_match_transformers_on_padded_batch(model_dir, ops
             torch.testing.assert_close(step[row], ref[-1], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("chunk_rows", [1, 2])
+def test_prefill_in_chunks_equals_one_pass(model_dir, chunk_rows):
+    """A prefill cut into chunks of `chunk_rows` prompts (the last one shorter) fills the
+    cache and gives the logits of one pass over all of them, each prompt continued twice."""
+    model = perturbed_model(model_dir, 1)
+    longest = max(len(p) for p in PROMPTS)
+    whole = StaticCacheDecoder(model, pad_token_id=0)
+    chunked = StaticCacheDecoder(model, pad_token_id=0, prefill_tokens=chunk_rows * longest)
+    with torch.no_grad():
+        first = [decoder.prefill(PROMPTS, 2, 4) for decoder in (whole, chunked)]
+        torch.testing.assert_close(first[1], first[0], atol=1e-5, rtol=1e-5)
+        nxt = first[0].argmax(-1)
+        steps = [decoder.decode(nxt) for decoder in (whole, chunked)]
+    torch.testing.assert_close(steps[1], steps[0], atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("decoder", DECODERS)
 def test_logprobs_after_weight_push_match_transformers(model_dir, decoder):
     engine = HFRolloutEngine.from_pretrained(str(model_dir), torch.float32, "cpu", decoder=decoder)

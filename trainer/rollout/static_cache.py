@@ -14,7 +14,8 @@ filled so far, not all of it. Where a decode attention kernel works (CUDA, fp16/
 the matmul attention), decode steps attend with it instead, reading each row's filled slots
 alone (so one graph covers every span); the cache is then laid out (rows, width, kv_heads,
 dim), else (rows, kv_heads, width, dim).
-The prefill always uses the matmul attention, over its own small cache per chunk of rows.
+The prefill always uses the matmul attention, over its own small cache per chunk of rows
+(PREFILL_TOKENS padded tokens a chunk).
 A layer's q/k/v projections run as one matmul, and its gate/up projections as another
 (`fused_linear`: the modules' weights become views of one buffer); the lm_head writes the
 step's logits straight into the graph's output buffer.
@@ -47,6 +48,11 @@ from trainer.rollout.fused_linear import FusedLinear
 SUPPORTED_MODEL_TYPES = ("qwen2", "qwen3", "llama")
 SLOT_BUCKET = 128  # cache widths are rounded up to this, so graphs are reused across batches
 ATTENTIONS = ("auto", *flash_decode.KERNELS, "matmul")
+# Padded prompt tokens per prefill chunk. Its matmul attention holds (rows, heads, T, T) fp32
+# scores, so a chunk's rows shrink as prompts grow (at 12 heads: 201 MB of scores for 256
+# rows of 128 tokens, 3.2 GB for 16 rows of 2,048); short prompts go in few chunks, each a
+# pass of some 300 kernel launches over the layers.
+PREFILL_TOKENS = 32768
 
 
 def supports(model: torch.nn.Module) -> bool:
@@ -136,7 +142,7 @@ class StaticCacheDecoder:
         model: torch.nn.Module,
         pad_token_id: int,
         cuda_graphs: bool = True,
-        prefill_rows: int = 32,
+        prefill_tokens: int = PREFILL_TOKENS,
         fused_ops: bool = True,
         attention: str = "auto",
         float_logits: bool = True,
@@ -157,7 +163,7 @@ class StaticCacheDecoder:
         self.head_dim, self.scale = first_attention.head_dim, first_attention.scaling
         self.kv_heads = model.config.num_key_value_heads
         self.pad_token_id = pad_token_id
-        self.prefill_rows = prefill_rows
+        self.prefill_tokens = prefill_tokens
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
         self.logits_dtype = torch.float32 if float_logits else self.dtype
@@ -319,18 +325,22 @@ class StaticCacheDecoder:
     # -- cache and graphs --------------------------------------------------------------------
 
     def _new_cache(
-        self, rows: int, width: int, slots_first: bool = False
+        self, rows: int, width: int, slots_first: bool = False, zeroed: bool = True
     ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Per layer keys and values: (rows, width, kv_heads, dim) for the decode kernels
-        (`slots_first`), else (rows, kv_heads, width, dim)."""
+        (`slots_first`), else (rows, kv_heads, width, dim). Zeroed (the matmul attention
+        multiplies every slot of its span by its weight, and a NaN left in an unused slot
+        times a zero weight is still NaN), unless `zeroed` is False: for a prefill chunk's
+        cache, whose every slot the chunk writes before reading it."""
         shape = (
             (rows, width, self.kv_heads, self.head_dim)
             if slots_first
             else (rows, self.kv_heads, width, self.head_dim)
         )
+        new = torch.zeros if zeroed else torch.empty
 
         def make() -> list[torch.Tensor]:
-            return [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.layers]
+            return [new(shape, dtype=self.dtype, device=self.device) for _ in self.layers]
 
         return make(), make()
 
@@ -414,13 +424,10 @@ class StaticCacheDecoder:
         rows = count * n
         width = -(-(longest + max_new_tokens) // SLOT_BUCKET) * SLOT_BUCKET
         pad = torch.tensor([longest - len(p) for p in prompts], device=self.device)
-        padded = torch.full(
-            (count, longest), self.pad_token_id, dtype=torch.long, device=self.device
-        )
-        for row, prompt in enumerate(prompts):
-            padded[row, longest - len(prompt) :] = torch.tensor(
-                prompt, dtype=torch.long, device=self.device
-            )
+        padded = torch.full((count, longest), self.pad_token_id, dtype=torch.long)
+        for row, prompt in enumerate(prompts):  # on the host, then one copy to the device
+            padded[row, longest - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+        padded = padded.to(self.device)
         graphs = self._graphs_for(rows, width) if self.cuda_graphs else None
         if graphs is not None:
             keys, values = graphs.keys, graphs.values
@@ -431,8 +438,9 @@ class StaticCacheDecoder:
         ops = self.graph_ops if self.cuda_graphs else self.eager_ops
         columns = torch.arange(longest, device=self.device)
         causal = columns[None, :] <= columns[:, None]
-        for start in range(0, count, self.prefill_rows):
-            stop = min(count, start + self.prefill_rows)
+        chunk_rows = max(1, self.prefill_tokens // longest)
+        for start in range(0, count, chunk_rows):
+            stop = min(count, start + chunk_rows)
             chunk_pad = pad[start:stop, None, None]
             mask = (
                 causal
@@ -442,7 +450,7 @@ class StaticCacheDecoder:
                 )
             ).unsqueeze(1)
             positions = (columns[None, :] - pad[start:stop, None]).clamp(min=0)
-            chunk_keys, chunk_values = self._new_cache(stop - start, longest)
+            chunk_keys, chunk_values = self._new_cache(stop - start, longest, zeroed=False)
             logits.append(
                 self._forward(
                     padded[start:stop],
