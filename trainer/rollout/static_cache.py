@@ -6,8 +6,9 @@ small kernel at a time. Here the model's own embedding, linear layers, rotary ta
 norm weights run over a KV cache allocated once for the whole generation, with the
 element-wise work (norms, rotary, SiLU, softmax) as `decode_ops` functions; attention is
 two batched matmuls over the cache (grouped-query heads without repeating K/V). On CUDA the
-whole decode step, its element-wise ops fused by torch.compile, is captured as a CUDA graph
-and replayed, so a step costs what its kernels cost. There is one graph per attention span
+whole decode step, its element-wise ops fused by torch.compile (SiLU-times-up by
+`silu_kernel`'s Triton kernel where it works), is captured as a CUDA graph and replayed, so
+a step costs what its kernels cost. There is one graph per attention span
 (a multiple of SLOT_BUCKET slots), so a step reads only the part of the cache that is
 filled so far, not all of it. Where a decode attention kernel works (CUDA, fp16/bf16:
 `split_kv`'s Triton kernel, else FlashAttention-2; `flash_decode` checks each once against
@@ -33,6 +34,7 @@ prefix is a view of the same buffers, so it needs no new memory, and its graphs,
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable
@@ -173,7 +175,7 @@ class StaticCacheDecoder:
         # vary per batch, which torch.compile's default makes dynamic at the second one);
         # eager decoding runs the plain functions.
         self.eager_ops = DecodeOps.eager()
-        self.graph_ops = DecodeOps.compiled() if fused_ops and self.cuda_graphs else self.eager_ops
+        self.graph_ops = self._graph_ops() if fused_ops and self.cuda_graphs else self.eager_ops
         self._graphs: OrderedDict[tuple[int, int], _DecodeGraphs] = OrderedDict()
         self._state: dict = {}
         self.kernel = self._decode_kernel(attention)
@@ -181,6 +183,21 @@ class StaticCacheDecoder:
         # (rows, kv_heads, width, dim) one
         self.slots_first = self.kernel != "matmul"
         self._fused = self._fuse()
+
+    def _graph_ops(self) -> DecodeOps:
+        """The compiled ops, with `silu_kernel`'s SiLU-times-up where its check passes here
+        (it streams the gate/up output faster than the compiled op; see that module)."""
+        ops = DecodeOps.compiled()
+        try:
+            from trainer.rollout import silu_kernel  # Triton: imported where it is used
+        except ImportError as err:
+            why_not = str(err)
+        else:
+            why_not = silu_kernel.check(self.device, self.dtype)
+        if why_not is not None:
+            warnings.warn(f"rollout: the compiled SiLU-times-up stays ({why_not})", stacklevel=3)
+            return ops
+        return dataclasses.replace(ops, silu_mul=silu_kernel.silu_mul)
 
     def _fuse(self) -> list[tuple[FusedLinear | None, FusedLinear | None]]:
         """Per layer, its q/k/v and its gate/up projections fused (None where they differ)."""
