@@ -1,5 +1,5 @@
 """bench/decode_attention.py and bench/token_pick.py run end to end: their CPU smoke runs
-(Triton's interpreter)."""
+(Triton's interpreter); bench/splitk_matmul.py's kernel computes its product."""
 
 import json
 import os
@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from tests.support.paths import REPO, repo_env
-from tests.support.triton import needs_triton
+from tests.support.triton import needs_triton, run_interpreted
 
 pytestmark = needs_triton
 
@@ -46,3 +46,17 @@ def test_token_pick_kernel_chooses_what_the_eager_ops_do():
     assert [line["rows"] for line in lines] == [4, 2]
     assert all(line["kernel_differ"] == 0 and line["kernel_us"] > 0 for line in lines)
     assert "| 2 |" in stdout
+
+
+def test_split_k_matmul_computes_the_product():
+    """bench/decode_matmuls.py's split-K alternative (bench/splitk_matmul.py) computes
+    x @ w.T, with one split and with several, where tiles overhang the shape."""
+    results = run_interpreted("tests.bench.splitk_interpreted")
+    assert len(results) == 3
+    for name, result in results.items():
+        shape, splits = name.split("/")
+        rows, out_features = (int(n) for n in shape.split("x")[:2])
+        assert result["shape"] == [rows, out_features], name
+        assert result["error"] < 4e-3, (name, result)  # fp16 rounding of values up to ~4
+        # several splits: fp32 partials; one: the fp16 result itself
+        assert result["partials_error"] < (4e-3 if splits == "1" else 1e-4), (name, result)
