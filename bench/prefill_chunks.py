@@ -2,8 +2,8 @@
 
 The static-cache decoder prefills its prompts in chunks of at most `prefill_tokens` padded
 tokens (trainer/rollout/static_cache.py, PREFILL_TOKENS). Each chunk is a pass over the
-layers of some 300 kernel launches and small matmuls; its matmul attention holds (rows,
-heads, T, T) fp32 scores. This times `StaticCacheDecoder.prefill` alone (the prompts
+layers of hundreds of kernel launches; its matmul attention holds (rows, heads, T, T) fp32
+scores. This times `StaticCacheDecoder.prefill` alone (the prompts
 copied in, every chunk's forward, the cache filled, the first logits) for each size in
 --tokens, on bench/rollout.py's model and prompts: one untimed run, then the best of
 --repeat, and the peak memory allocated over those runs.

@@ -53,7 +53,7 @@ ATTENTIONS = ("auto", *flash_decode.KERNELS, "matmul")
 # Padded prompt tokens per prefill chunk. Its matmul attention holds (rows, heads, T, T) fp32
 # scores, so a chunk's rows shrink as prompts grow (at 12 heads: 201 MB of scores for 256
 # rows of 128 tokens, 3.2 GB for 16 rows of 2,048); short prompts go in few chunks, each a
-# pass of some 300 kernel launches over the layers.
+# pass of hundreds of kernel launches over the layers (bench/prefill_chunks.py).
 PREFILL_TOKENS = 32768
 
 
