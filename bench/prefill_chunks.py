@@ -27,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.rollout import PAD, build, make_prompts, timed
+from bench.rollout import PAD, add_workload_arguments, build, make_prompts, timed
 from trainer.rollout.static_cache import PREFILL_TOKENS, StaticCacheDecoder
 
 
@@ -35,14 +35,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--shape", default="qwen2-1.5b")
-    parser.add_argument("--prompts", type=int, default=256)
-    parser.add_argument("--prompt-len", type=int, default=128)
-    parser.add_argument("--new-tokens", type=int, default=512, help="sizes the decode cache")
+    add_workload_arguments(parser)  # --new-tokens sizes the decode cache here
     parser.add_argument("--tokens", default=f"4096,8192,16384,{PREFILL_TOKENS},65536")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16")
     args = parser.parse_args()
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
     model = build(args.shape, dtype, args.device)

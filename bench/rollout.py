@@ -196,17 +196,23 @@ def timed(fn, device: str) -> tuple[float, list[list[int]]]:
     return time.perf_counter() - start, out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model and prompts this bench generates from (--shape, --prompts, --prompt-len,
+    --new-tokens, --device, --dtype), shared with the benches that time parts of it."""
     parser.add_argument("--shape", default="qwen2-1.5b")
     parser.add_argument("--prompts", type=int, default=256)
     parser.add_argument("--prompt-len", type=int, default=128)
     parser.add_argument("--new-tokens", type=int, default=512)
-    parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_workload_arguments(parser)
+    parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument(
         "--bandwidth", type=float, default=4.8e12, help="device memory bytes/s (H200: 4.8e12)"
     )
