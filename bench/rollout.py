@@ -390,7 +390,7 @@ KERNEL_KINDS = (  # (kind, substrings of kernel names), first match wins
     ("attention", ("flash", "split_kv")),
     ("matmul", ("gemm", "nvjet", "cutlass", "xmma", "splitk")),
     ("token pick and its noise", ("_pick", "argmax", "logsumexp", "distribution", "exponential")),
-    ("fused element-wise (triton)", ("triton", "_silu_mul")),
+    ("fused element-wise (triton)", ("triton", "_silu_mul", "_rotary_store")),
     (
         "copy, index, fill",
         ("copy", "index", "cat", "gather", "scatter", "memcpy", "memset", "fill"),

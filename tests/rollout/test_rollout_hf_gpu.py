@@ -3,11 +3,15 @@
 Run on a GPU machine: pytest -m gpu tests/rollout/test_rollout_hf_gpu.py
 """
 
+import copy
+import importlib
+
 import pytest
 import torch
 
 from tests.support.rollout import PROMPTS as BASE_PROMPTS
 from tests.support.rollout import perturbed_model, reference_logprobs
+from trainer.rollout import static_cache
 from trainer.rollout.base import SamplingParams
 from trainer.rollout.hf import HFRolloutEngine
 from trainer.tiny import build_tiny_model_dir
@@ -65,3 +69,14 @@ def test_cuda_graphs_per_attention_span_match_transformers(model):
         torch.testing.assert_close(out.logprobs[row], expected, atol=1e-4, rtol=0)
     spans = sorted(span for g in engine.decoder._graphs.values() for _, span in g.by_shape)
     assert engine.decoder.cuda_graphs and spans == [128, 256, 384], spans
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_decode_graphs_run_the_triton_kernels(model, dtype):
+    """Each of static_cache.TRITON_OPS passes its check here and is in the graphs' ops (a
+    kernel that failed its check would leave the compiled op and a warning, silently slower)."""
+    typed = copy.deepcopy(model).to(dtype)
+    decoder = HFRolloutEngine(typed, eos_token_ids=[2], pad_token_id=0).decoder
+    for op, module_name in static_cache.TRITON_OPS:
+        module = importlib.import_module(f"trainer.rollout.{module_name}")
+        assert getattr(decoder.graph_ops, op) is getattr(module, op), (op, dtype)

@@ -6,10 +6,10 @@ small kernel at a time. Here the model's own embedding, linear layers, rotary ta
 norm weights run over a KV cache allocated once for the whole generation, with the
 element-wise work (norms, rotary, SiLU, softmax) as `decode_ops` functions; attention is
 two batched matmuls over the cache (grouped-query heads without repeating K/V). On CUDA the
-whole decode step, its element-wise ops fused by torch.compile (SiLU-times-up by
-`silu_kernel`'s Triton kernel where it works), is captured as a CUDA graph and replayed, so
-a step costs what its kernels cost. There is one graph per attention span
-(a multiple of SLOT_BUCKET slots), so a step reads only the part of the cache that is
+whole decode step, its element-wise ops fused by torch.compile (SiLU-times-up, and rotary
+with the cache writes, by Triton kernels where they work: TRITON_OPS), is captured as a
+CUDA graph and replayed, so a step costs what its kernels cost. There is one graph per
+attention span (a multiple of SLOT_BUCKET slots), so a step reads only the part of the cache that is
 filled so far, not all of it. Where a decode attention kernel works (CUDA, fp16/bf16:
 `split_kv`'s Triton kernel, else FlashAttention-2; `flash_decode` checks each once against
 the matmul attention), decode steps attend with it instead, reading each row's filled slots
@@ -35,6 +35,7 @@ prefix is a view of the same buffers, so it needs no new memory, and its graphs,
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable
@@ -55,6 +56,8 @@ ATTENTIONS = ("auto", *flash_decode.KERNELS, "matmul")
 # rows of 128 tokens, 3.2 GB for 16 rows of 2,048); short prompts go in few chunks, each a
 # pass of hundreds of kernel launches over the layers (bench/prefill_chunks.py).
 PREFILL_TOKENS = 32768
+# (DecodeOps field, module of trainer.rollout with a Triton kernel of that name and a check)
+TRITON_OPS = (("silu_mul", "silu_kernel"), ("rotary_store", "rotary_kernel"))
 
 
 def supports(model: torch.nn.Module) -> bool:
@@ -185,19 +188,21 @@ class StaticCacheDecoder:
         self._fused = self._fuse()
 
     def _graph_ops(self) -> DecodeOps:
-        """The compiled ops, with `silu_kernel`'s SiLU-times-up where its check passes here
-        (it streams the gate/up output faster than the compiled op; see that module)."""
-        ops = DecodeOps.compiled()
-        try:
-            from trainer.rollout import silu_kernel  # Triton: imported where it is used
-        except ImportError as err:
-            why_not = str(err)
-        else:
-            why_not = silu_kernel.check(self.device, self.dtype)
-        if why_not is not None:
-            warnings.warn(f"rollout: the compiled SiLU-times-up stays ({why_not})", stacklevel=3)
-            return ops
-        return dataclasses.replace(ops, silu_mul=silu_kernel.silu_mul)
+        """The compiled ops, with each of TRITON_OPS's kernels in its op's place where the
+        kernel's check passes here (each is faster than the compiled op; see its module)."""
+        kernels = {}
+        for op, module_name in TRITON_OPS:
+            try:  # Triton: imported where it is used
+                module = importlib.import_module(f"trainer.rollout.{module_name}")
+            except ImportError as err:
+                why_not = str(err)
+            else:
+                why_not = module.check(self.device, self.dtype)
+            if why_not is None:
+                kernels[op] = getattr(module, op)
+            else:
+                warnings.warn(f"rollout: the compiled {op} stays ({why_not})", stacklevel=3)
+        return dataclasses.replace(DecodeOps.compiled(), **kernels)
 
     def _fuse(self) -> list[tuple[FusedLinear | None, FusedLinear | None]]:
         """Per layer, its q/k/v and its gate/up projections fused (None where they differ)."""
