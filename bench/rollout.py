@@ -16,9 +16,11 @@ used); hf_flash and hf_matmul are the same engine with FlashAttention-2 and with
 attention, to show what that changes. The hf_eos row's bandwidth limit counts the reads of
 its own rows and lengths. --profile adds device ms per decode step by kind of kernel
 (matmul, attention, token pick, fused element-wise, copies) for an hf run, the prefill's
-taken out. On a GPU, a line before the table gives the decode matmul floor: the
+taken out. On a GPU, lines before the table give the decode matmul floor: the
 decode steps' weight-matmul FLOPs at this GPU's bf16 matmul peak, measured in the same run
-(bench/matmul_peak.py's measurement).
+(bench/matmul_peak.py's measurement); and the decode floor (`decode_floor`), which a
+column gives each row's fraction of: each step's weight matmuls at the longer of their
+FLOPs at that peak and their weights' reads at --bandwidth, plus the KV cache reads.
 
 The hf_eos row measures what rows that end early cost: the same prompts and engine, with an
 end-of-sequence token, where every other row ends at its --eos-at-th token and the rest run
@@ -161,21 +163,28 @@ def decode_weights(model) -> int:
     )
 
 
-def decode_bytes(model, prompt_lengths: list[int], new_tokens: list[int]) -> float:
-    """Bytes the decode steps must read at the least. The prefill yields each sequence's first
-    new token; each of the `max(new_tokens) - 1` decode steps after it reads every weight once
-    (the LM head included; the embedding lookup reads one row a sequence, counted as nothing)
-    and, for each sequence still generating, the keys and values of every position it attends
-    to: at its step j, its prompt and j generated tokens (the current one included)."""
+def kv_bytes(model, prompt_lengths: list[int], new_tokens: list[int]) -> float:
+    """Bytes of keys and values the decode steps read at the least: at its decode step j, a
+    sequence still generating reads those of its prompt and of its j generated tokens (the
+    current one included)."""
     config = model.config
     dtype_bytes = next(model.parameters()).element_size()
-    weights = decode_weights(model)
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     kv_per_position = config.num_hidden_layers * 2 * config.num_key_value_heads * head_dim
     positions = sum(
         length * (new - 1) + (new - 1) * new // 2 for length, new in zip(prompt_lengths, new_tokens)
     )
-    return ((max(new_tokens) - 1) * weights + positions * kv_per_position) * dtype_bytes
+    return positions * kv_per_position * dtype_bytes
+
+
+def decode_bytes(model, prompt_lengths: list[int], new_tokens: list[int]) -> float:
+    """Bytes the decode steps must read at the least. The prefill yields each sequence's first
+    new token; each of the `max(new_tokens) - 1` decode steps after it reads every weight once
+    (the LM head included; the embedding lookup reads one row a sequence, counted as nothing)
+    and the keys and values of `kv_bytes`."""
+    dtype_bytes = next(model.parameters()).element_size()
+    weights = (max(new_tokens) - 1) * decode_weights(model) * dtype_bytes
+    return weights + kv_bytes(model, prompt_lengths, new_tokens)
 
 
 def decode_matmul_flops(model, new_tokens: list[int]) -> float:
@@ -184,6 +193,24 @@ def decode_matmul_flops(model, new_tokens: list[int]) -> float:
     counted too), all rows at every step as in an engine without row compaction. Attention's
     FLOPs are left out."""
     return 2.0 * decode_weights(model) * len(new_tokens) * (max(new_tokens) - 1)
+
+
+def decode_floor(
+    model, prompt_lengths: list[int], new_tokens: list[int], bandwidth: float, flops: float
+) -> float:
+    """Seconds the decode steps take at the least on a GPU of `bandwidth` bytes/s and a
+    matmul peak of `flops` FLOP/s: each step's weight matmuls take the longer of their
+    FLOPs at the peak (for the rows still generating then) and the weights' bytes at the
+    bandwidth (one kernel computes while it reads), and the attention reads `kv_bytes` at
+    the bandwidth. At 256 rows of qwen2-1.5b the FLOPs take longer than the bytes, so this
+    floor lies above the bandwidth limit."""
+    weights = decode_weights(model)
+    read_s = weights * next(model.parameters()).element_size() / bandwidth
+    matmul_s = sum(
+        max(read_s, 2.0 * weights * sum(new > step for new in new_tokens) / flops)
+        for step in range(1, max(new_tokens))
+    )
+    return matmul_s + kv_bytes(model, prompt_lengths, new_tokens) / bandwidth
 
 
 def timed(fn, device: str) -> tuple[float, list[list[int]]]:
@@ -311,55 +338,73 @@ def main() -> None:
                 len(check) * args.check_tokens
             )
     base = next((r["tokens_per_s"] for r in rows if r["engine"] == "generate"), None)
+    device_name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
+    # this GPU's matmul peak, measured here, for the matmul floor and the decode floor
+    peak = measure_matmul_tflops(repeat=10)["median_tflops"] if args.device == "cuda" else None
     prompt_lengths = [len(p) for p in prompts]
-    floor_s = decode_bytes(model, prompt_lengths, [args.new_tokens] * args.prompts) / args.bandwidth
-    floors = {}
+    full = [args.new_tokens] * args.prompts
+    floor_s = decode_bytes(model, prompt_lengths, full) / args.bandwidth
+    floors, decode_floors = {}, {}
     for row in rows:
-        row_floor_s = decode_bytes(model, prompt_lengths, row.pop("new_tokens")) / args.bandwidth
+        lengths = row.pop("new_tokens")
+        row_floor_s = decode_bytes(model, prompt_lengths, lengths) / args.bandwidth
         row["bandwidth_fraction"] = row_floor_s / row["best_s"]
         floors[row["engine"]] = row_floor_s
+        if peak is not None:
+            decode_floors[row["engine"]] = decode_floor(
+                model, prompt_lengths, lengths, args.bandwidth, peak * 1e12
+            )
+            row["decode_floor_fraction"] = decode_floors[row["engine"]] / row["best_s"]
     best = {row["engine"]: row["best_s"] for row in rows}
     eos_ratio = best["hf_eos"] / best["hf"] if "hf_eos" in best and "hf" in best else None
     # What the same two workloads take at the bandwidth limit: every step still reads every
     # weight, so halving the rows does not halve a bandwidth-bound step.
     eos_floor_ratio = floors["hf_eos"] / floors["hf"] if eos_ratio is not None else None
-    device_name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
     print(
         f"\n{args.shape}, {args.prompts} prompts x {args.new_tokens} new tokens "
         f"(prompts {args.prompt_len // 2}-{args.prompt_len} tokens), {args.dtype}, {device_name}\n"
     )
     print(f"decode bandwidth limit: {floor_s:.3f} s at {args.bandwidth / 1e12:.1f} TB/s")
-    matmul_floor = None
-    if args.device == "cuda":
-        peak = measure_matmul_tflops(repeat=10)["median_tflops"]
-        flops = decode_matmul_flops(model, [args.new_tokens] * args.prompts)
+    matmul_floor = decode_floor_s = None
+    if peak is not None:
+        flops = decode_matmul_flops(model, full)
         matmul_floor = {"seconds": flops / (peak * 1e12), "peak_tflops": peak}
-        datasheet = datasheet_peak(device_name)
+        decode_floor_s = decode_floor(model, prompt_lengths, full, args.bandwidth, peak * 1e12)
         print(
             f"decode matmul floor: {matmul_floor['seconds']:.3f} s, its {flops / 1e12:.0f} "
             f"TFLOP at this GPU's measured bf16 matmul peak ({peak:.0f} TFLOP/s; datasheet "
-            f"{datasheet}): at {args.prompts} rows a step's weight matmuls take about as "
-            "long as its weight reads, so the two limits add up unless they overlap"
+            f"{datasheet_peak(device_name)})\n"
+            f"decode floor: {decode_floor_s:.3f} s, each step's weight matmuls at the longer "
+            "of their FLOPs at that peak and their weights' bytes at the bandwidth, plus the "
+            "KV cache reads at the bandwidth"
         )
     print()
     print(
         "| engine | first run s | best s | generated tok/s | x generate | of bandwidth limit "
-        "| greedy agreement |"
+        "| of decode floor | greedy agreement |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for row in rows:
         ratio = f"{row['tokens_per_s'] / base:.2f}" if base else "-"
         shown = f"{agree[row['engine']]:.3f}" if row["engine"] in agree else "-"
+        of_floor = row.get("decode_floor_fraction")
+        of_floor = f"{100 * of_floor:.1f}%" if of_floor is not None else "-"
         print(
             f"| {row['engine']} | {row['first_s']:.2f} | {row['best_s']:.2f} "
             f"| {row['tokens_per_s']:.0f} | {ratio} "
-            f"| {100 * row['bandwidth_fraction']:.1f}% | {shown} |"
+            f"| {100 * row['bandwidth_fraction']:.1f}% | {of_floor} | {shown} |"
         )
+    eos_decode_floor_ratio = None
     if eos_ratio is not None:
+        at_floor = ""
+        if peak is not None:  # what the same two workloads take at the decode floor
+            eos_decode_floor_ratio = decode_floors["hf_eos"] / decode_floors["hf"]
+            at_floor = f", at the decode floor {eos_decode_floor_ratio:.2f}x"
         print(
             f"\nhf_eos (half the rows end at token {eos_at}) over hf (all rows to "
             f"{args.new_tokens}): {eos_ratio:.2f}x the time (target <= 0.6x); "
             f"at the bandwidth limit the same two workloads take {eos_floor_ratio:.2f}x"
+            f"{at_floor}"
         )
     graphs = graph_engine.decoder.cuda_graphs
     kernel = getattr(graph_engine.decoder, "kernel", "model forward")
@@ -374,10 +419,12 @@ def main() -> None:
                 "greedy_agreement": agree,
                 "eos_time_ratio": eos_ratio,
                 "eos_bandwidth_limit_ratio": eos_floor_ratio,
+                "eos_decode_floor_ratio": eos_decode_floor_ratio,
                 "cuda_graphs": graphs,
                 "decode_attention": kernel,
                 "bandwidth_limit_s": floor_s,
                 "matmul_floor": matmul_floor,
+                "decode_floor_s": decode_floor_s,
             }
         )
     )

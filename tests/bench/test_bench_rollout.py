@@ -1,5 +1,6 @@
 """bench/rollout.py: the CPU smoke run prints every row, the EOS line and a decode-step profile;
-the weights a decode step reads and its matmul FLOPs follow the stated formulas.
+the weights a decode step reads, its matmul FLOPs and the decode floor follow the stated
+formulas.
 bench/prefill_chunks.py: its CPU smoke run prints a line per chunk size."""
 
 from __future__ import annotations
@@ -11,7 +12,15 @@ import sys
 
 import torch
 
-from bench.rollout import build, decode_bytes, decode_matmul_flops, decode_weights, make_prompts
+from bench.rollout import (
+    build,
+    decode_bytes,
+    decode_floor,
+    decode_matmul_flops,
+    decode_weights,
+    kv_bytes,
+    make_prompts,
+)
 from tests.support.paths import REPO
 
 
@@ -61,3 +70,25 @@ def test_decode_weights_and_flops_count_every_weight_a_step_reads():
     head_dim = config.hidden_size // config.num_attention_heads
     kv = config.num_hidden_layers * 2 * config.num_key_value_heads * head_dim
     assert per_step == (decode_weights(model) + kv) * 4
+
+
+def test_decode_floor_is_the_slower_of_flops_and_bytes_per_step():
+    model = build("tiny", torch.float32, "cpu")
+    prompts, full, ending = [5, 9, 7], [6, 6, 6], [6, 2, 4]
+    bandwidth = 1e9
+    # a GPU whose matmuls are free: the floor is the bandwidth limit
+    for lengths in (full, ending):
+        bytes_s = decode_bytes(model, prompts, lengths) / bandwidth
+        assert (
+            abs(decode_floor(model, prompts, lengths, bandwidth, 1e30) - bytes_s) < 1e-9 * bytes_s
+        )
+    # a GPU whose matmuls bind: every generating row's FLOPs at the peak, plus the KV reads;
+    # a row generating n tokens is decoded at n - 1 steps
+    flops = 1.0
+    for lengths in (full, ending):
+        matmuls = 2.0 * decode_weights(model) * sum(n - 1 for n in lengths) / flops
+        want = matmuls + kv_bytes(model, prompts, lengths) / bandwidth
+        assert abs(decode_floor(model, prompts, lengths, bandwidth, flops) - want) < 1e-9 * want
+    assert decode_matmul_flops(model, full) / flops < decode_floor(
+        model, prompts, full, bandwidth, flops
+    )
