@@ -108,13 +108,31 @@ DATA_HINT = (
 )
 
 
+DATA_SUFFIXES = (".parquet", ".jsonl", ".json")  # what trainer.data.files reads
+
+
 def check_data_files(data: Any, kind: str) -> None:
-    """A missing data file is reported before anything starts, with how to make one; `kind` is
+    """A missing data file, a directory, or a file of a format the trainers do not read is
+    reported before anything starts (and before torch loads), with how to make one; `kind` is
     `sft` or `rl`, the table family `mfsdp data` writes."""
+    hint = DATA_HINT.format(kind=kind)
+    if not data.train_files:
+        fail(
+            f"data.train_files: no training files given; pass --config FILE.yaml or {hint}",
+            EXIT_USAGE,
+        )
     for key in ("train_files", "val_files"):
         for path in getattr(data, key):
+            if os.path.isdir(path):
+                tables = f"{path}/{kind}/<split>.parquet"
+                fail(
+                    f"data.{key}: {path}: is a directory, not a data file (e.g. {tables})",
+                    EXIT_USAGE,
+                )
             if not os.path.exists(path):
-                fail(f"data.{key}: {path}: no such file; {DATA_HINT.format(kind=kind)}", EXIT_USAGE)
+                fail(f"data.{key}: {path}: no such file; {hint}", EXIT_USAGE)
+            if not path.lower().endswith(DATA_SUFFIXES):
+                fail(f"data.{key}: {path}: not a .parquet or .jsonl file; {hint}", EXIT_USAGE)
 
 
 def start(
