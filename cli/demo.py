@@ -102,7 +102,7 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
     if nproc > 1:
         command[1:3] = [
             "-m",
-            "torch.distributed.run",
+            "cli.torchrun",
             "--standalone",
             f"--nproc-per-node={nproc}",
             "-m",
