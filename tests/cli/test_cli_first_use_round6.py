@@ -274,3 +274,20 @@ def test_the_exit_code_comes_from_a_rank_that_failed_not_one_torchrun_stopped(tm
     rank, failure = _deciding_failure(failures)
     assert rank == 0 and rank_exit_code(failure.exitcode) == 2
     assert rank_exit_code(-signal.SIGINT) == 130 and rank_exit_code(-signal.SIGKILL) == 1
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (
+            ["ckpt", "export-hf", "x", "--outt", "y"],
+            "No such option '--outt' (did you mean '--out'?)",
+        ),
+        (["ckpt", "exportt-hf"], "No such command 'exportt-hf' (did you mean 'export-hf'?)"),
+    ],
+)
+def test_a_typo_gets_the_closest_name_only(args, line):
+    done = mfsdp(*args)
+    group = " ".join(args[:2] if args[1] == "export-hf" else args[:1])
+    assert done.returncode == 2
+    assert done.stderr == f"error: {line}; see 'mfsdp {group} --help'\n"
