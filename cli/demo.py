@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, cast
 import click
 
 from cli.errors import EXIT_USAGE, fail
+from cli.launch import CONFIG_CHECKED, run_ranks
 
 if TYPE_CHECKING:
     from transformers import BatchEncoding
@@ -110,7 +110,8 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
         ]
     _say(f"train: {nproc} process(es), FSDP2 on CPU, {steps} steps")
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    if subprocess.call(command, env=env, cwd=Path(__file__).resolve().parents[1]) != 0:
+    env[CONFIG_CHECKED] = "1"  # as under `mfsdp train`: one line for a mistake or a Ctrl-C
+    if run_ranks(command, env=env, cwd=Path(__file__).resolve().parents[1]) != 0:
         raise SystemExit(1)
 
     report = validate_checkpoint(run_dir, deep=True)

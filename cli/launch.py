@@ -164,11 +164,11 @@ def start(
         sys.exit(run_ranks(torchrun_command(subcommand, launch, config_path, as_json, overrides)))
 
 
-def run_ranks(command: list[str]) -> int:
+def run_ranks(command: list[str], **popen: Any) -> int:
     """Run torchrun and return its exit code. On Ctrl-C the terminal interrupts torchrun and
     the ranks too: wait while they stop (a rank mid-save leaves only its temporary directory),
     then say so once (the ranks stay quiet, `report_errors`); a second Ctrl-C stops waiting."""
-    child = subprocess.Popen(command)
+    child = subprocess.Popen(command, **popen)
     try:
         return child.wait()
     except KeyboardInterrupt:
