@@ -54,6 +54,7 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
     Example:
       mfsdp demo --out /tmp/mfsdp-demo
     """
+    _quiet_model_loading()
     from mfsdp_ckpt.check.validate import validate_checkpoint
     from mfsdp_ckpt.convert.export_hf import export_hf
     from trainer.data.math_datasets import convert_files
@@ -132,8 +133,20 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
     )
 
     question = synthetic_arithmetic(1, seed=99)[0]["question"]
-    _say(f"generate: {question!r} -> {_generate(hf_dir, question)!r}")
+    answer = _generate(hf_dir, question)
+    _say(f"generate: {question!r} -> {answer!r} (a tiny model after a short run: expect the")
+    _say("  answer's format, not a correct sum; the pipeline, not the model, is the point)")
     _say(f"done in {time.monotonic() - started:.0f}s; run: {run_dir}, export: {hf_dir}")
+
+
+def _quiet_model_loading() -> None:
+    """transformers draws a bar for every model it writes or loads (here four, two of them
+    from the ranks at once): they came between the demo's own lines. The variable reaches the
+    ranks; this process may have loaded transformers already, so its switch is used too."""
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
 
 
 DEMO_MARKER = ".mfsdp-demo"  # written first into every demo dir: only such a dir is ever replaced
