@@ -291,3 +291,17 @@ def test_a_typo_gets_the_closest_name_only(args, line):
     group = " ".join(args[:2] if args[1] == "export-hf" else args[:1])
     assert done.returncode == 2
     assert done.stderr == f"error: {line}; see 'mfsdp {group} --help'\n"
+
+
+def test_import_hf_given_the_weights_file_names_the_dir_to_give(tmp_path):
+    weights = tmp_path / "model" / "model.safetensors"
+    weights.parent.mkdir()
+    weights.write_bytes(b"")
+    done = CliRunner().invoke(
+        app, ["ckpt", "import-hf", str(weights), "--out", str(tmp_path / "o")]
+    )
+    assert done.exit_code == 2
+    assert _error_lines(done.stderr) == [
+        f"error: {weights}: a file, not a directory (give the Hugging Face model dir holding "
+        f"it: {weights.parent})"
+    ]
