@@ -12,7 +12,7 @@ from trainer.progress import CallbackBar
 
 @click.command("export-hf")
 @click.argument("ckpt")
-@click.option("--out", "out_dir", required=True, help="Directory to create.")
+@click.option("--out", "out_dir", required=True, metavar="DIR", help="Directory to create.")
 @click.option(
     "--dtype",
     type=click.Choice(["auto", "bf16", "fp16", "fp32"]),
