@@ -57,8 +57,8 @@ as recorded.
 \b
 Examples:
   mfsdp ckpt inspect runs/demo
-  mfsdp ckpt inspect runs/demo/sft/global_step_4/dist_ckpt --json | jq .tensors[0]
-  mfsdp ckpt inspect runs/sft-lora --deep --json | jq .lora
+  mfsdp ckpt inspect runs/demo/sft/global_step_80/dist_ckpt --json | jq .tensors[0]
+  mfsdp ckpt inspect runs/demo/sft_lora --deep --json | jq .lora
 """
 )
 @click.argument("path", type=click.Path())

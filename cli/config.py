@@ -13,8 +13,8 @@ def config() -> None:
 
     \b
     Examples:
-      mfsdp config from-verl run_qwen2_grpo.sh > grpo.yaml
-      mfsdp config from-verl verl_sft.yaml --command sft > sft.yaml
+      mfsdp config from-verl examples/verl/run_grpo_megatron_fsdp.sh > grpo.yaml
+      mfsdp config from-verl examples/verl/run_sft_megatron_fsdp.sh > sft.yaml
       mfsdp train grpo --config grpo.yaml --nproc-per-node 8
     """
 

@@ -51,8 +51,9 @@ def gsm8k(inputs: tuple[str, ...], out_dir: str, split: str | None) -> None:
     """GSM8K (`question`, `answer` with a final `#### N`) -> SFT `messages` and verl RL rows.
 
     \b
-    Example:
+    Examples:
       mfsdp data gsm8k --input gsm8k/train.jsonl --input gsm8k/test.jsonl --out data/gsm8k
+      mfsdp data gsm8k --input runs/demo/gsm8k_format/train.jsonl --out runs/gsm8k  # the demo's
     """
     _convert("gsm8k", inputs, out_dir, split)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, cast
 import click
 
 from cli.errors import EXIT_USAGE, fail
+from cli.launch import CONFIG_CHECKED, run_ranks
 
 if TYPE_CHECKING:
     from transformers import BatchEncoding
@@ -54,6 +54,7 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
     Example:
       mfsdp demo --out /tmp/mfsdp-demo
     """
+    _quiet_model_loading()
     from mfsdp_ckpt.check.validate import validate_checkpoint
     from mfsdp_ckpt.convert.export_hf import export_hf
     from trainer.data.math_datasets import convert_files
@@ -102,7 +103,7 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
     if nproc > 1:
         command[1:3] = [
             "-m",
-            "torch.distributed.run",
+            "cli.torchrun",
             "--standalone",
             f"--nproc-per-node={nproc}",
             "-m",
@@ -110,7 +111,8 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
         ]
     _say(f"train: {nproc} process(es), FSDP2 on CPU, {steps} steps")
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    if subprocess.call(command, env=env, cwd=Path(__file__).resolve().parents[1]) != 0:
+    env[CONFIG_CHECKED] = "1"  # as under `mfsdp train`: one line for a mistake or a Ctrl-C
+    if run_ranks(command, env=env, cwd=Path(__file__).resolve().parents[1]) != 0:
         raise SystemExit(1)
 
     report = validate_checkpoint(run_dir, deep=True)
@@ -131,8 +133,20 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
     )
 
     question = synthetic_arithmetic(1, seed=99)[0]["question"]
-    _say(f"generate: {question!r} -> {_generate(hf_dir, question)!r}")
+    answer = _generate(hf_dir, question)
+    _say(f"generate: {question!r} -> {answer!r} (a tiny model after a short run: expect the")
+    _say("  answer's format, not a correct sum; the pipeline, not the model, is the point)")
     _say(f"done in {time.monotonic() - started:.0f}s; run: {run_dir}, export: {hf_dir}")
+
+
+def _quiet_model_loading() -> None:
+    """transformers draws a bar for every model it writes or loads (here four, two of them
+    from the ranks at once): they came between the demo's own lines. The variable reaches the
+    ranks; this process may have loaded transformers already, so its switch is used too."""
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
 
 
 DEMO_MARKER = ".mfsdp-demo"  # written first into every demo dir: only such a dir is ever replaced

@@ -11,7 +11,10 @@ reported.
 from __future__ import annotations
 
 import errno
+import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
@@ -41,16 +44,66 @@ def report_errors(run: Callable[[], T]) -> T:
     written; the message names the path), not a bug: exit 1 in one line too. A broken
     pipe (`mfsdp ... | head`) stays click's quiet exit.
     """
+    _watch_for_ctrl_c()
     try:
         return run()
     except MfsdpError as err:
-        fail(str(err), err.exit_code)
+        _fail_once(*_or_interrupted(str(err), err.exit_code))
     except OSError as err:
         if err.errno == errno.EPIPE:
             raise
-        fail(str(err), EXIT_FAILED)
+        _fail_once(*_or_interrupted(str(err), EXIT_FAILED))
     except KeyboardInterrupt:
-        fail("interrupted", EXIT_INTERRUPTED)
+        _fail_once("interrupted", EXIT_INTERRUPTED)
+
+
+_ctrl_c_seen = threading.Event()
+
+
+def _note_ctrl_c(signum: int, frame: Any) -> None:
+    _ctrl_c_seen.set()
+    signal.default_int_handler(signum, frame)  # the KeyboardInterrupt Python raises anyway
+
+
+def _watch_for_ctrl_c() -> None:
+    """Note Ctrl-C as it arrives. It can land inside a library call that turns it into an
+    error of its own (torch's serializer: "enforce fail ... unexpected pos"), so a save it cut
+    short reads as a failed write; `_or_interrupted` reports it as the interrupt it was."""
+    _ctrl_c_seen.clear()  # a command run before this one (tests, notebooks) does not count
+    in_main = threading.current_thread() is threading.main_thread()
+    if in_main and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _note_ctrl_c)
+
+
+def _or_interrupted(message: str, code: int) -> tuple[str, int]:
+    return ("interrupted", EXIT_INTERRUPTED) if _ctrl_c_seen.is_set() else (message, code)
+
+
+def _fail_once(message: str, code: int) -> NoReturn:
+    """`fail`, except in a rank `mfsdp train --nproc-per-node N` started, where every rank
+    meets the same config mistake and the same Ctrl-C: rank 0 says the mistake, the launching
+    `mfsdp` says the interrupt, and the other ranks exit with the code without a line each."""
+    from cli.launch import CONFIG_CHECKED  # set in the ranks by the launching mfsdp only
+
+    if "RANK" in os.environ and os.environ.get(CONFIG_CHECKED):
+        if code == EXIT_INTERRUPTED:
+            sys.exit(code)
+        if code == EXIT_USAGE:
+            _tell_torchrun(message)  # cli/torchrun.py shows it when rank 0 did not say it
+            if os.environ["RANK"] != "0":
+                sys.exit(code)
+    fail(message, code)
+
+
+def _tell_torchrun(message: str) -> None:
+    """Leave the message in the error file torchrun gives each rank (its reply format)."""
+    import json
+    import time
+
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if path:
+        with open(path, "w") as handle:
+            json.dump({"message": message, "timestamp": int(time.time())}, handle)
 
 
 class MfsdpGroup(click.Group):

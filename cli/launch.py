@@ -4,7 +4,7 @@ report the result.
 The config is checked before torch is imported, so a mistake costs a fraction of a second,
 and the CPU thread count is chosen then too (`trainer.threads`: OpenMP reads it when torch
 loads). `mfsdp train sft|grpo --nproc-per-node N [--nnodes M ...]` then runs the same
-subcommand again under `torch.distributed.run`; each rank finds RANK set and trains instead
+subcommand again under torchrun (cli/torchrun.py); each rank finds RANK set and trains instead
 of launching again. One module, so every training command starts and reports the same way.
 """
 
@@ -24,6 +24,7 @@ from cli.errors import EXIT_USAGE, fail
 
 # Set by the launching process, so its ranks do not repeat the config notes it showed.
 CONFIG_CHECKED = "MFSDP_CONFIG_CHECKED"
+INTERRUPT_GRACE_SECONDS = 60  # for the ranks to stop after Ctrl-C before they are killed
 
 
 @dataclass(frozen=True)
@@ -108,13 +109,31 @@ DATA_HINT = (
 )
 
 
+DATA_SUFFIXES = (".parquet", ".jsonl", ".json")  # what trainer.data.files reads
+
+
 def check_data_files(data: Any, kind: str) -> None:
-    """A missing data file is reported before anything starts, with how to make one; `kind` is
+    """A missing data file, a directory, or a file of a format the trainers do not read is
+    reported before anything starts (and before torch loads), with how to make one; `kind` is
     `sft` or `rl`, the table family `mfsdp data` writes."""
+    hint = DATA_HINT.format(kind=kind)
+    if not data.train_files:
+        fail(
+            f"data.train_files: no training files given; pass --config FILE.yaml or {hint}",
+            EXIT_USAGE,
+        )
     for key in ("train_files", "val_files"):
         for path in getattr(data, key):
+            if os.path.isdir(path):
+                tables = f"{path}/{kind}/<split>.parquet"
+                fail(
+                    f"data.{key}: {path}: is a directory, not a data file (e.g. {tables})",
+                    EXIT_USAGE,
+                )
             if not os.path.exists(path):
-                fail(f"data.{key}: {path}: no such file; {DATA_HINT.format(kind=kind)}", EXIT_USAGE)
+                fail(f"data.{key}: {path}: no such file; {hint}", EXIT_USAGE)
+            if not path.lower().endswith(DATA_SUFFIXES):
+                fail(f"data.{key}: {path}: not a .parquet or .jsonl file; {hint}", EXIT_USAGE)
 
 
 def start(
@@ -142,20 +161,34 @@ def start(
     _quiet_known_warnings()
     if launching:
         os.environ[CONFIG_CHECKED] = "1"
-        sys.exit(
-            subprocess.call(torchrun_command(subcommand, launch, config_path, as_json, overrides))
-        )
+        sys.exit(run_ranks(torchrun_command(subcommand, launch, config_path, as_json, overrides)))
+
+
+def run_ranks(command: list[str], **popen: Any) -> int:
+    """Run torchrun and return its exit code. On Ctrl-C the terminal interrupts torchrun and
+    the ranks too: wait while they stop (a rank mid-save leaves only its temporary directory),
+    then say so once (the ranks stay quiet, `report_errors`); a second Ctrl-C stops waiting."""
+    child = subprocess.Popen(command, **popen)
+    try:
+        return child.wait()
+    except KeyboardInterrupt:
+        try:
+            child.wait(timeout=INTERRUPT_GRACE_SECONDS)
+        except (KeyboardInterrupt, subprocess.TimeoutExpired):
+            child.kill()
+            child.wait()
+        raise
 
 
 def torchrun_command(
     subcommand: str, launch: Launch, config_path: str | None, as_json: bool, overrides: list[str]
 ) -> list[str]:
-    """`python -m torch.distributed.run ... -m cli.train SUBCOMMAND [--config F] [--json]
-    OVERRIDES`."""
+    """`python -m cli.torchrun ... -m cli.train SUBCOMMAND [--config F] [--json] OVERRIDES`
+    (torchrun's own flags; cli/torchrun.py reports a failed rank in mfsdp's way)."""
     command = [
         sys.executable,
         "-m",
-        "torch.distributed.run",
+        "cli.torchrun",
         f"--nproc-per-node={launch.nproc_per_node}",
     ]
     if launch.multi_node:

@@ -57,7 +57,7 @@ def main() -> None:
         sys.exit(2)
     except click.UsageError as err:
         where = f"; see '{err.ctx.command_path} --help'" if err.ctx is not None else ""
-        click.echo(f"error: {err.format_message().rstrip('.')}{where}", err=True)
+        click.echo(f"error: {_usage_message(err)}{where}", err=True)
         sys.exit(2)
     except click.ClickException as err:
         click.echo(f"error: {err.format_message()}", err=True)
@@ -65,3 +65,14 @@ def main() -> None:
     except click.Abort:
         click.echo("error: aborted", err=True)
         sys.exit(130)
+
+
+def _usage_message(err: click.UsageError) -> str:
+    """click's message, with only the closest of its suggestions for a mistyped option or
+    command (click lists every close one alphabetically: `--outt` got '--io', '--layout',
+    '--out')."""
+    name = getattr(err, "option_name", None) or getattr(err, "command_name", None)
+    closest = getattr(err, "possibilities", None)
+    if name and closest:
+        return f"{err.message.rstrip('.')} (did you mean {closest[0]!r}?)"
+    return err.format_message().rstrip(".")

@@ -250,6 +250,8 @@ class Checkpointer:
         except (CheckpointException, OSError) as err:
             if _rank() == 0:
                 shutil.rmtree(tmp, ignore_errors=True)
+            if _interrupted(err):  # Ctrl-C mid-save: an interrupt, not a failed save
+                raise KeyboardInterrupt from None
             cause = (
                 _first_failure(err)
                 if isinstance(err, CheckpointException)
@@ -539,6 +541,13 @@ def _verify_before_load(paths: layout.CheckpointPaths, group: dist.ProcessGroup 
         errors = [line for part in gathered for line in part or []]
     if errors:
         raise invalid_checkpoint(sorted(errors), paths.step_dir or paths.dist_ckpt)
+
+
+def _interrupted(err: BaseException) -> bool:
+    """Whether DCP wrapped a KeyboardInterrupt (it turns every rank's exception into one)."""
+    failures = err.failures.values() if isinstance(err, CheckpointException) else ()
+    causes = [f[0] if isinstance(f, tuple) else f for f in failures]
+    return any(isinstance(cause, KeyboardInterrupt) for cause in causes)
 
 
 def _first_failure(err: CheckpointException) -> str:

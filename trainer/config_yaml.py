@@ -90,12 +90,24 @@ def parse_yaml(text: str, source: str) -> Any:
         _expanded_size(node, source)
         return loader.construct_document(node)
     except yaml.YAMLError as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise YAMLConfigError(f"{source}: not valid YAML ({first})") from None
+        raise YAMLConfigError(f"{source}: not valid YAML {describe_yaml_error(err)}") from None
     except RecursionError:
         raise YAMLConfigError(f"{source}: nested too deeply; refusing") from None
     finally:
         loader.dispose()
+
+
+def describe_yaml_error(err: yaml.YAMLError) -> str:
+    """`at line L, column C: <what>`, so a user finds the typo without a YAML debugger
+    (PyYAML's own first line is only its context, e.g. "while parsing a flow sequence").
+    An unclosed bracket is reported where it opened, not at the end of the file."""
+    context, problem = getattr(err, "context", None), getattr(err, "problem", None)
+    mark = getattr(err, "context_mark", None) or getattr(err, "problem_mark", None)
+    what = ", ".join(part for part in (context, problem) if part)
+    if mark is None or not what:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        return f"({first})"
+    return f"at line {mark.line + 1}, column {mark.column + 1}: {what}"
 
 
 def read_yaml_file(path: str | os.PathLike) -> Any:

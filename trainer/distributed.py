@@ -17,6 +17,8 @@ from typing import TypeVar
 import torch
 import torch.distributed as dist
 
+from trainer.config import ConfigError
+
 Number = TypeVar("Number", int, float)
 
 
@@ -38,8 +40,22 @@ def resolve_device(choice: str) -> str:
     if choice == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if choice == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("trainer.device=cuda but no CUDA device is visible")
+        raise ConfigError(
+            "trainer.device=cuda but no CUDA device is visible "
+            "(trainer.device=cpu, or auto, trains on CPU)"
+        )
     return choice
+
+
+def check_gpus_for_local_ranks(local_ranks: int) -> None:
+    """One GPU per process: more local ranks than visible GPUs is a usage mistake, said the
+    same way by every rank (not torch's `invalid device ordinal` on the ranks past the end)."""
+    visible = torch.cuda.device_count()
+    if local_ranks > visible:
+        raise ConfigError(
+            f"--nproc-per-node {local_ranks}: only {visible} GPU(s) visible on this machine "
+            "(one process per GPU)"
+        )
 
 
 def init_distributed(device_choice: str = "auto", timeout_minutes: int = 30) -> DistEnv:
@@ -47,6 +63,7 @@ def init_distributed(device_choice: str = "auto", timeout_minutes: int = 30) -> 
     device_type = resolve_device(device_choice)
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if device_type == "cuda":
+        check_gpus_for_local_ranks(int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
     else:

@@ -20,6 +20,7 @@ import yaml
 
 from mfsdp_ckpt.errors import MfsdpUsageError
 from trainer import verl_keys
+from trainer.config_yaml import YAMLConfigError, parse_yaml
 
 MAX_SOURCE_BYTES = 1 << 20  # launch scripts and configs are a few KiB
 GRPO_MODULES = ("verl.trainer.main_ppo",)
@@ -90,11 +91,17 @@ def _config_class(command: str) -> type:
     return GRPOConfig if command == "grpo" else SFTConfig
 
 
-def _yaml_tree(text: str, source: Path) -> dict[str, Any]:
+def _parse(text: str, source: str) -> Any:
+    """YAML through the config files' bounded reader (no tags, no alias bombs); a mistake is
+    one line naming `source` and where in the text it is."""
     try:
-        tree = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise VerlSourceError(f"{source}: not valid YAML ({str(err).splitlines()[0]})") from None
+        return parse_yaml(text, source)
+    except YAMLConfigError as err:
+        raise VerlSourceError(str(err)) from None
+
+
+def _yaml_tree(text: str, source: Path) -> dict[str, Any]:
+    tree = _parse(text, str(source))
     if not isinstance(tree, dict):
         raise VerlSourceError(f"{source}: top level must be a mapping of sections")
     tree.pop("defaults", None)  # Hydra's list of other files to merge: not keys
@@ -130,7 +137,8 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str]:
         key, sep, value = word.partition("=")
         if sep and not key.startswith("-"):
             text_value = _substitute(value, variables)
-            pairs.append((key, yaml.safe_load(text_value) if text_value.strip() else None))
+            value_source = f"{source}: {key}"
+            pairs.append((key, _parse(text_value, value_source) if text_value.strip() else None))
     return pairs, command
 
 

@@ -280,7 +280,7 @@ def export_hf(
         _set_config_dtype(tmp / "config.json", plan.dtype)
         for name in assets:
             layout.fsync_path(tmp / name)
-        mismatches: list[str] = []
+        mismatches: list[str] | None = None  # None: not verified, so the summary does not say so
         if verify:
             mismatches = verify_export(plan, tmp, workers=workers, buffer_bytes=buffer_bytes)
             if local_paths is not None:  # bytes flipped after save match their own reads: hash them

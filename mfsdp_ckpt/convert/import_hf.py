@@ -137,6 +137,11 @@ def plan_model_import(
         raise ImportUsageError(f"--mcore-norms {norms!r}: choose {', '.join(MCORE_NORMS)}")
     if dtype != "auto" and dtype not in DTYPES:
         raise ImportUsageError(f"--dtype {dtype!r}: choose auto, {', '.join(DTYPES)}")
+    if hf_dir.exists() and not hf_dir.is_dir():  # model.safetensors or config.json itself
+        raise ImportUsageError(
+            f"{hf_dir}: a file, not a directory (give the Hugging Face model dir holding it: "
+            f"{hf_dir.parent})"
+        )
     if not hf_dir.is_dir():
         raise ImportUsageError(f"{hf_dir}: no such directory (give a Hugging Face model dir)")
     if not (hf_dir / "config.json").is_file():

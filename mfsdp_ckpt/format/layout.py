@@ -279,6 +279,7 @@ def resolve_checkpoint(
         raise CheckpointPathError(f"--role {role!r}: choose {' or '.join(ROLES)}")
     given = Path(path)
     _check_is_dir(given)
+    _refuse_unfinished_save(given)
     paths = _resolve_dir(given, role, _depth)
     if role is not None and paths.role is None:
         raise CheckpointPathError(
@@ -324,6 +325,19 @@ def _check_is_dir(given: Path) -> None:
         raise CheckpointPathError(f"{str(given)[:200]}: cannot open ({reason})") from None
     if not stat.S_ISDIR(mode):
         raise CheckpointPathError(f"{given}: not a directory (give a run, step or dist_ckpt dir)")
+
+
+def _refuse_unfinished_save(given: Path) -> None:
+    """`global_step_N.tmp/` is a save still running or one that was interrupted: never a
+    checkpoint to read, though the files in it may look whole (no manifest says so yet)."""
+    for level in (given, given.parent):  # the temp step dir, or its dist_ckpt/
+        match = _TMP_STEP_RE.match(level.name)
+        if match:
+            raise CheckpointPathError(
+                f"{given}: an unfinished save of step {match.group(1)} (renamed to "
+                f"{STEP_DIR_PREFIX}{match.group(1)}/ only once complete); give the run dir "
+                f"{level.parent}"
+            )
 
 
 def _not_a_checkpoint(given: Path) -> CheckpointPathError:

@@ -128,10 +128,10 @@ class CheckedWriter(FileSystemWriter):
 
     def write_data(self, plan: Any, planner: Any) -> Any:
         self.fs.capturing, self.fs.failures = True, []
-        try:
-            result = super().write_data(plan, planner)
-        finally:
-            self.fs.capturing = False
+        # Left on when the write raises (Ctrl-C): DCP's writer threads may still be running
+        # when the temp dir is removed, and their failures are recorded, not printed.
+        result = super().write_data(plan, planner)
+        self.fs.capturing = False
         if self.fs.failures:
             path, err = self.fs.failures[0]
             raise OSError(f"{path}: {os_reason(err)}")

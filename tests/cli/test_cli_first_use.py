@@ -119,7 +119,7 @@ def test_multi_node_flags_reach_torchrun():
         False,
         ["optim.lr=1e-5"],
     )
-    assert command[1:3] == ["-m", "torch.distributed.run"] and "--standalone" not in command
+    assert command[1:3] == ["-m", "cli.torchrun"] and "--standalone" not in command
     for flag in (
         "--nproc-per-node=8",
         "--nnodes=2",

@@ -67,5 +67,6 @@ def test_demo_trains_validates_exports_and_generates(tmp_path):
     assert result.exit_code == 0, result.output[-3000:]
     assert f"validate --deep {tmp_path / 'demo' / 'sft'}: valid" in result.stdout
     assert "(verified)" in result.stdout and "[demo] generate: " in result.stdout
+    assert "Loading weights" not in result.stderr and "Writing model" not in result.stderr
     assert list_complete_steps(tmp_path / "demo" / "sft") == [2, 4]
     assert (tmp_path / "demo" / "hf" / "config.json").is_file()
