@@ -292,7 +292,7 @@ def import_hf(
     source_dir, out = Path(hf_dir), Path(out_dir)
     plan = plan_model_import(source_dir, layout_name=layout_name, dtype=dtype, norms=norms)
     _refuse_replacing_a_checkpoint(out)
-    _check_out_dir(out, [source_dir.resolve()])
+    _check_out_dir(out, [], [source_dir.resolve()])
     with claim_output(out, overwrite) as claim:
         if plan.layout == MCORE:
             written, _ = _write_model(plan, claim.tmp, progress)
