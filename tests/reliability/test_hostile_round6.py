@@ -1,0 +1,298 @@
+"""Hostile inputs the earlier rounds left open, each refused in one line and non-zero exit,
+with nothing read past a special file and nothing written into what the command reads:
+
+* --out that is, contains or lies in a Hugging Face model dir the command reads
+  (export-hf's --hf-config, import-hf's source): --overwrite would replace a user's
+  download (a model dir looks like an earlier export);
+* safetensors that the safetensors library itself refuses (overlapping, gapped or
+  trailing data, a name twice) and shards that are not regular files (a FIFO named by the
+  index blocked import forever), an index nested past the recursion limit;
+* --json: a failure still prints one JSON object on stdout, whatever failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+from safetensors.torch import save_file
+
+from cli.main import app, main
+from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
+from tests.support.paths import FIXTURES
+
+MCORE_QWEN2 = FIXTURES / "mcore" / "qwen2"
+EXPORT = ("ckpt", "export-hf", MCORE_QWEN2 / "dist_ckpt")
+SECONDS = 20  # every case here takes well under one; a hang is a failure, not a stuck run
+
+
+@pytest.fixture(autouse=True)
+def no_hang():
+    """A blocking open (a FIFO read as a shard) fails the test instead of stalling CI."""
+
+    def expire(*_):
+        raise TimeoutError(f"over {SECONDS} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(SECONDS)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def _tree(directory: Path) -> dict[str, object]:
+    """Every entry under `directory` with its kind and bytes (links by target)."""
+    found: dict[str, object] = {}
+    for path in sorted(directory.rglob("*")):
+        name = str(path.relative_to(directory))
+        if path.is_symlink():
+            found[name] = ("link", os.readlink(path))
+        elif path.is_file():
+            found[name] = path.read_bytes()
+        else:
+            found[name] = ("special" if not path.is_dir() else "dir",)
+    return found
+
+
+def _hf_model(root: Path) -> Path:
+    """A Hugging Face model dir of the mcore fixture's shape: config.json, model.safetensors
+    (random weights, tied embedding stored once, as transformers saves it), a tokenizer."""
+    model = root / "model"
+    model.mkdir()
+    config = json.loads((MCORE_QWEN2 / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps(config))
+    (model / "tokenizer.json").write_text('{"mine": true}')
+    shapes = hf_state_dict_shapes(config)
+    shapes.pop("lm_head.weight")
+    generator = torch.Generator().manual_seed(0)
+    save_file(
+        {name: torch.randn(shape, generator=generator) for name, shape in shapes.items()},
+        str(model / "model.safetensors"),
+    )
+    return model
+
+
+def _cli(*args) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _one_error(stderr: str, *needles: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+# --------------------------------------------------------------------------- --out vs inputs
+@pytest.mark.parametrize("where", ["same", "inside", "parent"])
+def test_export_never_replaces_or_writes_into_its_hf_config_dir(tmp_path, where):
+    model = _hf_model(tmp_path)
+    out = {"same": model, "inside": model / "export", "parent": tmp_path}[where]
+    before = _tree(tmp_path)
+    for config in (model, model / "config.json"):
+        code, _out, err = _cli(*EXPORT, "--hf-config", config, "--out", out, "--overwrite")
+        assert code == 2, err
+        _one_error(err, "model dir", str(model))
+        assert _tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("layout_name", ["mcore", "hf"])
+@pytest.mark.parametrize("where", ["same", "inside"])
+def test_import_never_writes_into_its_source(tmp_path, layout_name, where):
+    model = _hf_model(tmp_path)
+    out = model if where == "same" else model / "imported"
+    before = _tree(model)
+    code, _out, err = _cli(
+        "ckpt", "import-hf", model, "--out", out, "--layout", layout_name, "--overwrite"
+    )
+    assert code == 2, err
+    _one_error(err, "model dir")
+    assert _tree(model) == before
+
+
+def test_export_beside_its_hf_config_dir_still_works(tmp_path):
+    model = _hf_model(tmp_path)
+    code, _out, err = _cli(*EXPORT, "--hf-config", model, "--out", tmp_path / "export")
+    assert code == 0, err
+    assert (tmp_path / "export" / "model.safetensors").is_file()
+
+
+# --------------------------------------------------------------------------- safetensors
+def _split(path: Path) -> tuple[dict, bytes]:
+    raw = path.read_bytes()
+    (length,) = struct.unpack("<Q", raw[:8])
+    return json.loads(raw[8 : 8 + length]), raw[8 + length :]
+
+
+def _join(path: Path, header_text: str, data: bytes) -> None:
+    encoded = header_text.encode()
+    path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + data)
+
+
+def _by_offset(header: dict) -> list[str]:
+    names = [name for name in header if name != "__metadata__"]
+    return sorted(names, key=lambda name: header[name]["data_offsets"][0])
+
+
+def _overlap(model: Path) -> None:
+    """Two norms of one shape pointed at the same bytes: safetensors refuses the file."""
+    header, data = _split(model / "model.safetensors")
+    norms = [name for name in _by_offset(header) if name.endswith("layernorm.weight")]
+    header[norms[1]]["data_offsets"] = header[norms[0]]["data_offsets"]
+    _join(model / "model.safetensors", json.dumps(header), data)
+
+
+def _gap(model: Path) -> None:
+    """Every tensor after the first moved 64 bytes on: 64 bytes nothing holds."""
+    header, data = _split(model / "model.safetensors")
+    first, *rest = _by_offset(header)
+    for name in rest:
+        header[name]["data_offsets"] = [o + 64 for o in header[name]["data_offsets"]]
+    end = header[first]["data_offsets"][1]
+    _join(model / "model.safetensors", json.dumps(header), data[:end] + bytes(64) + data[end:])
+
+
+def _trailing(model: Path) -> None:
+    header, data = _split(model / "model.safetensors")
+    _join(model / "model.safetensors", json.dumps(header), data + bytes(4096))
+
+
+def _twice(model: Path) -> None:
+    """The last tensor's name given again for the first tensor's bytes (JSON keeps one)."""
+    header, data = _split(model / "model.safetensors")
+    first, *_, last = _by_offset(header)
+    text = json.dumps(header)
+    _join(
+        model / "model.safetensors",
+        text[:-1] + f', "{last}": ' + json.dumps(header[first]) + "}",
+        data,
+    )
+
+
+def _index_to(model: Path, shard: str) -> None:
+    header, _ = _split(model / "model.safetensors")
+    os.rename(model / "model.safetensors", model / "a.safetensors")
+    first, *rest = _by_offset(header)
+    weight_map = {first: shard, **{name: "a.safetensors" for name in rest}}
+    (model / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+
+
+def _fifo_shard(model: Path) -> None:
+    _index_to(model, "b.safetensors")
+    os.mkfifo(model / "b.safetensors")
+
+
+def _device_shard(model: Path) -> None:
+    _index_to(model, "b.safetensors")
+    os.symlink("/dev/zero", model / "b.safetensors")
+
+
+def _directory_shard(model: Path) -> None:
+    _index_to(model, "b.safetensors")
+    (model / "b.safetensors").mkdir()
+
+
+def _deep_index(model: Path) -> None:
+    (model / "model.safetensors.index.json").write_text("[" * 100_000)
+
+
+SAFETENSORS_DAMAGE = {
+    "overlap": (_overlap, "model.safetensors", "overlaps the tensor before it"),
+    "gap": (_gap, "model.safetensors", "leaves a gap"),
+    "trailing": (_trailing, "model.safetensors", "bytes no tensor holds"),
+    "name_twice": (_twice, "model.safetensors", "appears twice"),
+    "fifo_shard": (_fifo_shard, "b.safetensors", "a FIFO, not a regular file"),
+    "device_shard": (_device_shard, "b.safetensors", "a character device"),
+    "directory_shard": (_directory_shard, "b.safetensors", "a directory, not a regular file"),
+    "deep_index": (_deep_index, "model.safetensors.index.json", "not a safetensors index"),
+}
+
+
+@pytest.mark.parametrize("case", list(SAFETENSORS_DAMAGE))
+def test_safetensors_the_library_would_refuse_are_refused(tmp_path, case):
+    model = _hf_model(tmp_path)
+    damage, file, words = SAFETENSORS_DAMAGE[case]
+    damage(model)
+    before = _tree(model)
+    code, _out, err = _cli("ckpt", "import-hf", model, "--out", tmp_path / "out")
+    assert code == 1, err
+    _one_error(err, str(model / file), words)
+    assert not (tmp_path / "out").exists() and _tree(model) == before
+
+
+def test_an_undamaged_model_imports(tmp_path):
+    code, _out, err = _cli("ckpt", "import-hf", _hf_model(tmp_path), "--out", tmp_path / "out")
+    assert code == 0, err
+
+
+# --------------------------------------------------------------------------- --json
+def _json_failures(tmp_path: Path) -> dict[str, list]:
+    missing = tmp_path / "missing"
+    not_ckpt = tmp_path / "empty"
+    not_ckpt.mkdir()
+    broken = shutil.copytree(MCORE_QWEN2 / "dist_ckpt", tmp_path / "broken")
+    (broken / ".metadata").write_bytes(b"\x80\x04not a pickle")
+    return {
+        "inspect_missing": ["ckpt", "inspect", missing, "--json"],
+        "validate_not_a_checkpoint": ["ckpt", "validate", not_ckpt, "--json"],
+        "inspect_unreadable_metadata": ["ckpt", "inspect", "--json", broken],
+        "export_unreadable_metadata": [
+            *("ckpt", "export-hf", broken, "--hf-config", MCORE_QWEN2),
+            *("--out", tmp_path / "o", "--json"),
+        ],
+        "import_not_a_model": ["ckpt", "import-hf", not_ckpt, "--out", tmp_path / "o", "--json"],
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "inspect_missing",
+        "validate_not_a_checkpoint",
+        "inspect_unreadable_metadata",
+        "export_unreadable_metadata",
+        "import_not_a_model",
+    ],
+)
+def test_json_failures_print_one_json_object(tmp_path, case):
+    code, out, err = _cli(*_json_failures(tmp_path)[case])
+    assert code in (1, 2), out + err
+    line = _one_error(err)
+    report = json.loads(out)
+    assert report == {"error": line.removeprefix("error: "), "exit_code": code}
+
+
+def test_without_json_failures_leave_stdout_empty(tmp_path):
+    code, out, err = _cli("ckpt", "validate", tmp_path / "missing")
+    assert code == 2 and out == "", out
+    _one_error(err, "missing")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["ckpt", "validate", "--json", "--no-such-flag", "x"],
+        ["ckpt", "validate", "x", "--hf-config", "/nonexistent/config.json", "--json"],
+        ["ckpt", "export-hf", "x", "--json"],  # --out missing
+    ],
+)
+def test_json_usage_errors_print_one_json_object(argv, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["mfsdp", *argv])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    captured = capsys.readouterr()
+    assert exited.value.code == 2
+    line = _one_error(captured.err)
+    assert json.loads(captured.out) == {"error": line.removeprefix("error: "), "exit_code": 2}
