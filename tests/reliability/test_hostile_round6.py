@@ -296,3 +296,36 @@ def test_json_usage_errors_print_one_json_object(argv, monkeypatch, capsys):
     assert exited.value.code == 2
     line = _one_error(captured.err)
     assert json.loads(captured.out) == {"error": line.removeprefix("error: "), "exit_code": 2}
+
+
+# --------------------------------------------------------------------------- huggingface/
+def _verl_sft_run(root: Path) -> Path:
+    """verl's SFT layout around the mcore fixture: tracker, global_step_40/{dist_ckpt,
+    huggingface/config.json}."""
+    run = root / "run"
+    step = run / "global_step_40"
+    shutil.copytree(MCORE_QWEN2 / "dist_ckpt", step / "dist_ckpt")
+    (step / "huggingface").mkdir()
+    shutil.copy2(MCORE_QWEN2 / "config.json", step / "huggingface" / "config.json")
+    (run / "latest_checkpointed_iteration.txt").write_text("40")
+    return run
+
+
+CONFIG_NOT_A_FILE = {
+    "directory": (lambda path: path.mkdir(), "a directory"),
+    "fifo": (lambda path: os.mkfifo(path), "a FIFO"),
+    "link_loop": (lambda path: os.symlink(path.name, path), "symlink loop"),
+}
+
+
+@pytest.mark.parametrize("case", list(CONFIG_NOT_A_FILE))
+def test_validate_fails_a_config_json_that_is_no_regular_file(tmp_path, case):
+    run = _verl_sft_run(tmp_path)
+    assert _cli("ckpt", "validate", run)[0] == 0
+    config = run / "global_step_40" / "huggingface" / "config.json"
+    config.unlink()
+    make, words = CONFIG_NOT_A_FILE[case]
+    make(config)
+    code, out, _err = _cli("ckpt", "validate", run)
+    assert code == 1 and "INVALID" in out, out
+    assert f"error: {config}: " in out and words in out, out
