@@ -293,7 +293,7 @@ def import_hf(
     plan = plan_model_import(source_dir, layout_name=layout_name, dtype=dtype, norms=norms)
     _refuse_replacing_a_checkpoint(out)
     _check_out_dir(out, [], [source_dir.resolve()])
-    with claim_output(out, overwrite) as claim:
+    with claim_output(out, overwrite) as claim, _naming_output(out):
         if plan.layout == MCORE:
             written, _ = _write_model(plan, claim.tmp, progress)
             checkpoint = out
@@ -323,6 +323,18 @@ def import_hf(
         str(checkpoint),
         notes,
     )
+
+
+@contextlib.contextmanager
+def _naming_output(out: Path):
+    """A write that fails names no file (pwrite, fsync, a buffered write: `[Errno 28] No
+    space left on device`); the error line must say where, so it names OUT."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is not None or err.errno is None:
+            raise
+        raise OSError(err.errno, err.strerror, str(out)) from None
 
 
 def _refuse_replacing_a_checkpoint(out: Path) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import signal
 import struct
@@ -329,3 +330,25 @@ def test_validate_fails_a_config_json_that_is_no_regular_file(tmp_path, case):
     code, out, _err = _cli("ckpt", "validate", run)
     assert code == 1 and "INVALID" in out, out
     assert f"error: {config}: " in out and words in out, out
+
+
+# --------------------------------------------------------------------------- disk full
+def _leftovers(parent: Path) -> list[str]:
+    return sorted(p.name for p in parent.iterdir() if p.name.startswith("."))
+
+
+@pytest.mark.parametrize("layout_name", ["mcore", "hf"])
+def test_import_that_fills_the_disk_names_its_output(tmp_path, layout_name):
+    """RLIMIT_FSIZE makes the first large write fail (EFBIG, as ENOSPC would: a pwrite's
+    error names no file); Python ignores SIGXFSZ, so the write fails instead of the process."""
+    model = _hf_model(tmp_path)
+    out = tmp_path / "out"
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (32 << 10, limits[1]))
+    try:
+        code, _out, err = _cli("ckpt", "import-hf", model, "--out", out, "--layout", layout_name)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+    assert code == 1, err
+    _one_error(err, str(out))
+    assert not out.exists() and _leftovers(tmp_path) == []
