@@ -111,10 +111,10 @@ def parse_size(text: str) -> int:
 
 def _check_out_dir(out: Path, protected: list[Path], model_dirs: Sequence[Path] = ()) -> None:
     """Refuse an --out that would replace or write into what the command reads: the
-    checkpoint (`protected`: out may not be it or above it) and the Hugging Face model dirs
-    it reads (`model_dirs`: --hf-config, a LoRA base, import's source). Those are a user's
-    downloads: out may not be one, above one (--overwrite would replace it: a model dir
-    looks like an earlier export) or inside one (the output would add files to it)."""
+    checkpoint (`protected`: out may not be it or above it, nor lie inside a checkpoint)
+    and the Hugging Face model dirs it reads (`model_dirs`: --hf-config, a LoRA base,
+    import's source). Those are a user's downloads, and a model dir looks like an earlier
+    export: out may not be one or above one, or --overwrite would replace it."""
     resolved = out.resolve()
     for keep in protected:
         if resolved == keep or resolved in keep.parents:
@@ -122,14 +122,10 @@ def _check_out_dir(out: Path, protected: list[Path], model_dirs: Sequence[Path] 
                 f"{out}: holds the checkpoint being exported; choose another --out"
             )
     for model_dir in model_dirs:
-        if resolved == model_dir or model_dir in resolved.parents:
+        if resolved == model_dir or resolved in model_dir.parents:
             raise ExportUsageError(
-                f"{out}: is or lies in the model dir {model_dir} this command reads; choose an"
-                " --out outside it"
-            )
-        if resolved in model_dir.parents:
-            raise ExportUsageError(
-                f"{out}: holds the model dir {model_dir} this command reads; choose another --out"
+                f"{out}: is or holds the model dir {model_dir} this command reads;"
+                " choose another --out"
             )
     inside = layout.checkpoint_containing(resolved)
     if inside is not None:

@@ -293,6 +293,10 @@ def import_hf(
     plan = plan_model_import(source_dir, layout_name=layout_name, dtype=dtype, norms=norms)
     _refuse_replacing_a_checkpoint(out)
     _check_out_dir(out, [], [source_dir.resolve()])
+    if source_dir.resolve() in out.resolve().parents:
+        raise ImportUsageError(
+            f"{out}: lies in the model dir being imported; choose an --out outside it"
+        )
     with claim_output(out, overwrite) as claim, _naming_output(out):
         if plan.layout == MCORE:
             written, _ = _write_model(plan, claim.tmp, progress)
