@@ -97,15 +97,15 @@ def _one_error(stderr: str, *needles: str) -> str:
 
 
 # --------------------------------------------------------------------------- --out vs inputs
-@pytest.mark.parametrize("where", ["same", "inside", "parent"])
-def test_export_never_replaces_or_writes_into_its_hf_config_dir(tmp_path, where):
+@pytest.mark.parametrize("where", ["same", "parent"])
+def test_export_never_replaces_its_hf_config_dir(tmp_path, where):
     model = _hf_model(tmp_path)
-    out = {"same": model, "inside": model / "export", "parent": tmp_path}[where]
+    out = {"same": model, "parent": tmp_path}[where]
     before = _tree(tmp_path)
     for config in (model, model / "config.json"):
         code, _out, err = _cli(*EXPORT, "--hf-config", config, "--out", out, "--overwrite")
         assert code == 2, err
-        _one_error(err, "model dir", str(model))
+        _one_error(err, "holds the model dir", str(model))
         assert _tree(tmp_path) == before
 
 
@@ -123,11 +123,16 @@ def test_import_never_writes_into_its_source(tmp_path, layout_name, where):
     assert _tree(model) == before
 
 
-def test_export_beside_its_hf_config_dir_still_works(tmp_path):
+@pytest.mark.parametrize("where", ["beside", "inside"])
+def test_export_beside_or_inside_its_hf_config_dir_still_works(tmp_path, where):
+    """A new dir adds to nothing the user has (`--hf-config ./config.json --out ./hf`)."""
     model = _hf_model(tmp_path)
-    code, _out, err = _cli(*EXPORT, "--hf-config", model, "--out", tmp_path / "export")
+    before = _tree(model)
+    out = tmp_path / "export" if where == "beside" else model / "export"
+    code, _out, err = _cli(*EXPORT, "--hf-config", model / "config.json", "--out", out)
     assert code == 0, err
-    assert (tmp_path / "export" / "model.safetensors").is_file()
+    assert (out / "model.safetensors").is_file()
+    assert {k: v for k, v in _tree(model).items() if not k.startswith("export")} == before
 
 
 # --------------------------------------------------------------------------- safetensors
@@ -352,3 +357,23 @@ def test_import_that_fills_the_disk_names_its_output(tmp_path, layout_name):
     assert code == 1, err
     _one_error(err, str(out))
     assert not out.exists() and _leftovers(tmp_path) == []
+
+
+# --------------------------------------------------------------------------- --hf-config
+NOT_A_CAUSAL_LM = {  # transformers reads both configs, but neither is a decoder-only LM
+    "t5": {"model_type": "t5", "num_layers": 2, "d_model": 64, "vocab_size": 256},
+    "qwen2_vl": {"model_type": "qwen2_vl", "vision_config": {"depth": 2}},
+}
+
+
+@pytest.mark.parametrize("family", list(NOT_A_CAUSAL_LM))
+def test_a_config_that_is_no_causal_lm_is_refused_in_one_line(tmp_path, family):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(NOT_A_CAUSAL_LM[family]))
+    code, out, _err = _cli("ckpt", "validate", MCORE_QWEN2 / "dist_ckpt", "--hf-config", config)
+    assert code == 1 and "INVALID" in out, out
+    assert f"error: {config}: " in out, out
+    code, _out, err = _cli(*EXPORT, "--hf-config", config, "--out", tmp_path / "out")
+    assert code == 2, err
+    _one_error(err)
+    assert not (tmp_path / "out").exists()
