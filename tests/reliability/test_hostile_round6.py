@@ -377,3 +377,46 @@ def test_a_config_that_is_no_causal_lm_is_refused_in_one_line(tmp_path, family):
     assert code == 2, err
     _one_error(err)
     assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------- URLs
+def test_an_unreachable_url_is_one_line_naming_it(monkeypatch, tmp_path):
+    """Connection refused is a failed read (exit 1), not "not a checkpoint", after a few
+    quick retries instead of tensorstore's default minutes of back-off."""
+    from mfsdp_ckpt.storage import tensorstore_store
+
+    quick = {"max_retries": 1, "initial_delay": "0.1s", "max_delay": "0.1s"}
+    monkeypatch.setattr(
+        tensorstore_store, "_CONTEXT", {k: quick for k in tensorstore_store._CONTEXT}
+    )
+    url = "http://127.0.0.1:9/run"  # the discard port: nothing listens, connect is refused
+    code, _out, err = _cli("ckpt", "export-hf", url, "--out", tmp_path / "out")
+    assert code == 1, err
+    _one_error(err, url, "read failed")
+
+
+@pytest.fixture
+def served(tmp_path):
+    """tmp_path over HTTP (a plain server: no listing, as most are not)."""
+    import functools
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args) -> None:  # stderr is the command's, under test
+            pass
+
+    handler = functools.partial(Quiet, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_an_http_checkpoint_whose_assets_cannot_be_listed_asks_for_hf_config(tmp_path, served):
+    _verl_sft_run(tmp_path)
+    code, _out, err = _cli("ckpt", "export-hf", f"{served}/run", "--out", tmp_path / "out")
+    assert code == 2, err
+    _one_error(err, "cannot list its files", "--hf-config")
