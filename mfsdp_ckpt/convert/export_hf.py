@@ -137,13 +137,15 @@ def _check_out_dir(out: Path, protected: list[Path], model_dirs: Sequence[Path] 
 
 def model_dirs_of(*locations: str | os.PathLike | None) -> list[Path]:
     """The local directories of the HF model locations given (a dir, or its config.json),
-    resolved, for `_check_out_dir`; URLs and missing paths name none."""
+    resolved, for `_check_out_dir`; URLs and missing paths name none. A config.json's dir
+    is the one it sits in, not where a link leads (a Hugging Face cache snapshot links
+    config.json into ../../blobs/)."""
     dirs = []
     for location in locations:
         if location is None or is_url(str(location)) or not os.path.exists(location):
             continue
-        path = Path(location).resolve()
-        dirs.append(path if path.is_dir() else path.parent)
+        path = Path(os.path.abspath(location))
+        dirs.append((path if path.is_dir() else path.parent).resolve())
     return dirs
 
 

@@ -97,9 +97,21 @@ def _one_error(stderr: str, *needles: str) -> str:
 
 
 # --------------------------------------------------------------------------- --out vs inputs
+def _as_cache_snapshot(model: Path) -> None:
+    """The files moved to ../blobs and linked back, as a Hugging Face cache snapshot is."""
+    blobs = model.parent / "blobs"
+    blobs.mkdir()
+    for file in sorted(model.iterdir()):
+        file.rename(blobs / file.name)
+        file.symlink_to(Path("..") / "blobs" / file.name)
+
+
 @pytest.mark.parametrize("where", ["same", "parent"])
-def test_export_never_replaces_its_hf_config_dir(tmp_path, where):
+@pytest.mark.parametrize("snapshot", [False, True])
+def test_export_never_replaces_its_hf_config_dir(tmp_path, where, snapshot):
     model = _hf_model(tmp_path)
+    if snapshot:
+        _as_cache_snapshot(model)
     out = {"same": model, "parent": tmp_path}[where]
     before = _tree(tmp_path)
     for config in (model, model / "config.json"):
