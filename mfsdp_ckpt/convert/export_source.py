@@ -106,7 +106,9 @@ def _asset_files(
     checkpoint, for its own huggingface/ dir) they must also resolve inside it, so a symlink
     that leads out (a user's ~/.ssh/id_rsa copied into the export) is refused in one line
     before anything is written. A --hf-config dir the user names has no such root: a
-    Hugging Face cache snapshot is symlinks into ../../blobs by design."""
+    Hugging Face cache snapshot is symlinks into ../../blobs by design. Hidden names are
+    not assets: `.git/` (a cloned model repo) and `.cache/` (`huggingface-cli download
+    --local-dir`) hold copies of the weights and download state, not config or tokenizer."""
     if not is_url(location):
         base = Path(location)
         candidates = (
@@ -114,7 +116,7 @@ def _asset_files(
             if base.is_file()
             else [
                 (relative, base / relative)
-                for relative in layout.list_files(base)
+                for relative in layout.list_files(base, skip_hidden=True)
                 if not _is_weight_file(relative)
             ]
         )

@@ -432,3 +432,39 @@ def test_an_http_checkpoint_whose_assets_cannot_be_listed_asks_for_hf_config(tmp
     code, _out, err = _cli("ckpt", "export-hf", f"{served}/run", "--out", tmp_path / "out")
     assert code == 2, err
     _one_error(err, "cannot list its files", "--hf-config")
+
+
+# --------------------------------------------------------------------------- cloned model dirs
+def _as_git_clone(model: Path) -> None:
+    """What `git clone` of a Hub repo and `huggingface-cli download --local-dir` leave: the
+    weights again under .git/lfs (a sparse 2 GiB stand-in), download state under .cache."""
+    lfs = model / ".git" / "lfs" / "objects" / "ab" / "cd"
+    lfs.mkdir(parents=True)
+    with open(lfs / ("ab" * 32), "wb") as handle:
+        handle.truncate(2 << 30)
+    (model / ".gitattributes").write_text("*.safetensors filter=lfs diff=lfs merge=lfs -text\n")
+    (model / ".cache" / "huggingface" / "download").mkdir(parents=True)
+    (model / ".cache" / "huggingface" / "download" / "config.json.metadata").write_text("x\n")
+
+
+def _hidden(directory: Path) -> list[str]:
+    return [str(p) for p in directory.rglob(".*")]
+
+
+def test_a_cloned_model_dir_exports_without_its_hidden_dirs(tmp_path):
+    model = _hf_model(tmp_path)
+    _as_git_clone(model)
+    out = tmp_path / "export"
+    code, _out, err = _cli(*EXPORT, "--hf-config", model, "--out", out)
+    assert code == 0, err
+    assert (out / "tokenizer.json").is_file() and _hidden(out) == []
+
+
+def test_a_cloned_model_dir_imports_without_its_hidden_dirs(tmp_path):
+    model = _hf_model(tmp_path)
+    _as_git_clone(model)
+    out = tmp_path / "run"
+    code, _out, err = _cli("ckpt", "import-hf", model, "--out", out, "--layout", "hf")
+    assert code == 0, err
+    assets = out / "global_step_0" / "huggingface"
+    assert (assets / "tokenizer.json").is_file() and _hidden(assets) == []
