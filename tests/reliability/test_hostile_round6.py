@@ -18,6 +18,7 @@ import resource
 import shutil
 import signal
 import struct
+import subprocess
 import sys
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from safetensors.torch import save_file
 
 from cli.main import app, main
 from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
-from tests.support.paths import FIXTURES
+from tests.support.paths import FIXTURES, REPO, repo_env
 
 MCORE_QWEN2 = FIXTURES / "mcore" / "qwen2"
 EXPORT = ("ckpt", "export-hf", MCORE_QWEN2 / "dist_ckpt")
@@ -468,3 +469,37 @@ def test_a_cloned_model_dir_imports_without_its_hidden_dirs(tmp_path):
     assert code == 0, err
     assets = out / "global_step_0" / "huggingface"
     assert (assets / "tokenizer.json").is_file() and _hidden(assets) == []
+
+
+# --------------------------------------------------------------------------- permissions
+def _without_root_overrides() -> list[str]:
+    """A command prefix under which mode 000 denies this user: none needed unless root,
+    whose DAC-override capabilities setpriv drops from the bounding set."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("root without setpriv: mode 000 cannot deny a read here")
+    return [setpriv, "--bounding-set", "-dac_override,-dac_read_search"]
+
+
+def test_validate_fails_a_data_file_it_cannot_open(tmp_path):
+    run = _verl_sft_run(tmp_path)
+    shard = next((run / "global_step_40" / "dist_ckpt").glob("*.distcp"))
+    shard.chmod(0)
+    command = [
+        *_without_root_overrides(),
+        sys.executable,
+        "-c",
+        "from cli.main import main; main()",
+    ]
+    done = subprocess.run(
+        [*command, "ckpt", "validate", str(run)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**repo_env(), "OMP_NUM_THREADS": "1"},
+        cwd=REPO,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"error: {shard}: unreadable (Permission denied)" in done.stdout, done.stdout
