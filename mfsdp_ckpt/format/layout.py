@@ -258,7 +258,12 @@ def _children(directory: Path) -> list[str]:
 
 
 def _is_dcp(directory: Path) -> bool:
-    return _is_file(directory / DCP_METADATA_FILE)
+    """A `.metadata` that is not a directory marks a DCP dir, whatever else it is: a FIFO,
+    a link loop or a link to a device there is a damaged checkpoint (exit 1, the reader
+    names what `.metadata` is), not a path that holds none (exit 2). A `.metadata/`
+    directory belongs to other tools (an Eclipse workspace)."""
+    metadata = directory / DCP_METADATA_FILE
+    return os.path.lexists(metadata) and not _is_dir(metadata)
 
 
 def _looks_like_hf_model(directory: Path, names: list[str]) -> bool:

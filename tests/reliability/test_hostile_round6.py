@@ -503,3 +503,24 @@ def test_validate_fails_a_data_file_it_cannot_open(tmp_path):
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"error: {shard}: unreadable (Permission denied)" in done.stdout, done.stdout
+
+
+METADATA_NOT_A_FILE = {
+    "fifo": (lambda path: os.mkfifo(path), "a FIFO"),
+    "link_loop": (lambda path: os.symlink(path.name, path), "symlink loop"),
+    "device": (lambda path: os.symlink("/dev/zero", path), "points outside the checkpoint"),
+}
+
+
+@pytest.mark.parametrize("case", list(METADATA_NOT_A_FILE))
+def test_validate_names_a_metadata_that_is_no_regular_file(tmp_path, case):
+    """A damaged checkpoint (exit 1, naming .metadata), not "not a checkpoint" (exit 2)."""
+    run = _verl_sft_run(tmp_path)
+    metadata = run / "global_step_40" / "dist_ckpt" / ".metadata"
+    metadata.unlink()
+    make, words = METADATA_NOT_A_FILE[case]
+    make(metadata)
+    for given in (run, run / "global_step_40", metadata.parent):
+        code, out, _err = _cli("ckpt", "validate", given)
+        assert code == 1 and "INVALID" in out, out
+        assert f"error: {metadata}: " in out and words in out, out
