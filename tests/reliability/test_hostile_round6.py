@@ -29,6 +29,7 @@ from safetensors.torch import save_file
 
 from cli.main import app, main
 from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
+from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.paths import FIXTURES, REPO, repo_env
 
 MCORE_QWEN2 = FIXTURES / "mcore" / "qwen2"
@@ -524,3 +525,19 @@ def test_validate_names_a_metadata_that_is_no_regular_file(tmp_path, case):
         code, out, _err = _cli("ckpt", "validate", given)
         assert code == 1 and "INVALID" in out, out
         assert f"error: {metadata}: " in out and words in out, out
+
+
+# --------------------------------------------------------------------------- config dtype
+@pytest.mark.parametrize("named", ["int8", "bool", "float8_e4m3fn", "complex64", "float64"])
+def test_auto_dtype_never_casts_to_a_dtype_a_config_names_that_export_does_not_write(named):
+    """A family read through transformers (here Mistral) turns config.json's dtype string
+    into a torch.dtype; `auto` must not cast float weights to int8 or bool because of it."""
+    from transformers import AutoConfig
+
+    from mfsdp_ckpt.convert.export_plan import choose_dtype
+    from mfsdp_ckpt.format.dtypes import BFLOAT16, FLOAT32
+
+    stored = list(CheckpointReader(MCORE_QWEN2 / "dist_ckpt").tensors.values())
+    config = AutoConfig.for_model("mistral", dtype=named)
+    assert choose_dtype("auto", config, stored) == FLOAT32  # the checkpoint's own
+    assert choose_dtype("auto", AutoConfig.for_model("mistral", dtype="bfloat16"), []) == BFLOAT16
