@@ -24,12 +24,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from click.testing import CliRunner
 from safetensors.torch import save_file
 
-from cli.main import app, main
+from cli.main import main
 from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
 from mfsdp_ckpt.storage.reader import CheckpointReader
+from tests.support.interop_layouts import run_cli
 from tests.support.paths import FIXTURES, REPO, repo_env
 
 MCORE_QWEN2 = FIXTURES / "mcore" / "qwen2"
@@ -83,13 +83,6 @@ def _hf_model(root: Path) -> Path:
     return model
 
 
-def _cli(*args) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, [str(a) for a in args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.stdout, result.stderr
-
-
 def _one_error(stderr: str, *needles: str) -> str:
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: "), stderr
@@ -117,7 +110,7 @@ def test_export_never_replaces_its_hf_config_dir(tmp_path, where, snapshot):
     out = {"same": model, "parent": tmp_path}[where]
     before = _tree(tmp_path)
     for config in (model, model / "config.json"):
-        code, _out, err = _cli(*EXPORT, "--hf-config", config, "--out", out, "--overwrite")
+        code, _out, err = run_cli(*EXPORT, "--hf-config", config, "--out", out, "--overwrite")
         assert code == 2, err
         _one_error(err, "holds the model dir", str(model))
         assert _tree(tmp_path) == before
@@ -129,7 +122,7 @@ def test_import_never_writes_into_its_source(tmp_path, layout_name, where):
     model = _hf_model(tmp_path)
     out = model if where == "same" else model / "imported"
     before = _tree(model)
-    code, _out, err = _cli(
+    code, _out, err = run_cli(
         "ckpt", "import-hf", model, "--out", out, "--layout", layout_name, "--overwrite"
     )
     assert code == 2, err
@@ -143,7 +136,7 @@ def test_export_beside_or_inside_its_hf_config_dir_still_works(tmp_path, where):
     model = _hf_model(tmp_path)
     before = _tree(model)
     out = tmp_path / "export" if where == "beside" else model / "export"
-    code, _out, err = _cli(*EXPORT, "--hf-config", model / "config.json", "--out", out)
+    code, _out, err = run_cli(*EXPORT, "--hf-config", model / "config.json", "--out", out)
     assert code == 0, err
     assert (out / "model.safetensors").is_file()
     assert {k: v for k, v in _tree(model).items() if not k.startswith("export")} == before
@@ -246,14 +239,14 @@ def test_safetensors_the_library_would_refuse_are_refused(tmp_path, case):
     damage, file, words = SAFETENSORS_DAMAGE[case]
     damage(model)
     before = _tree(model)
-    code, _out, err = _cli("ckpt", "import-hf", model, "--out", tmp_path / "out")
+    code, _out, err = run_cli("ckpt", "import-hf", model, "--out", tmp_path / "out")
     assert code == 1, err
     _one_error(err, str(model / file), words)
     assert not (tmp_path / "out").exists() and _tree(model) == before
 
 
 def test_an_undamaged_model_imports(tmp_path):
-    code, _out, err = _cli("ckpt", "import-hf", _hf_model(tmp_path), "--out", tmp_path / "out")
+    code, _out, err = run_cli("ckpt", "import-hf", _hf_model(tmp_path), "--out", tmp_path / "out")
     assert code == 0, err
 
 
@@ -287,7 +280,7 @@ def _json_failures(tmp_path: Path) -> dict[str, list]:
     ],
 )
 def test_json_failures_print_one_json_object(tmp_path, case):
-    code, out, err = _cli(*_json_failures(tmp_path)[case])
+    code, out, err = run_cli(*_json_failures(tmp_path)[case])
     assert code in (1, 2), out + err
     line = _one_error(err)
     report = json.loads(out)
@@ -295,7 +288,7 @@ def test_json_failures_print_one_json_object(tmp_path, case):
 
 
 def test_without_json_failures_leave_stdout_empty(tmp_path):
-    code, out, err = _cli("ckpt", "validate", tmp_path / "missing")
+    code, out, err = run_cli("ckpt", "validate", tmp_path / "missing")
     assert code == 2 and out == "", out
     _one_error(err, "missing")
 
@@ -341,12 +334,12 @@ CONFIG_NOT_A_FILE = {
 @pytest.mark.parametrize("case", list(CONFIG_NOT_A_FILE))
 def test_validate_fails_a_config_json_that_is_no_regular_file(tmp_path, case):
     run = _verl_sft_run(tmp_path)
-    assert _cli("ckpt", "validate", run)[0] == 0
+    assert run_cli("ckpt", "validate", run)[0] == 0
     config = run / "global_step_40" / "huggingface" / "config.json"
     config.unlink()
     make, words = CONFIG_NOT_A_FILE[case]
     make(config)
-    code, out, _err = _cli("ckpt", "validate", run)
+    code, out, _err = run_cli("ckpt", "validate", run)
     assert code == 1 and "INVALID" in out, out
     assert f"error: {config}: " in out and words in out, out
 
@@ -365,7 +358,7 @@ def test_import_that_fills_the_disk_names_its_output(tmp_path, layout_name):
     limits = resource.getrlimit(resource.RLIMIT_FSIZE)
     resource.setrlimit(resource.RLIMIT_FSIZE, (32 << 10, limits[1]))
     try:
-        code, _out, err = _cli("ckpt", "import-hf", model, "--out", out, "--layout", layout_name)
+        code, _out, err = run_cli("ckpt", "import-hf", model, "--out", out, "--layout", layout_name)
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, limits)
     assert code == 1, err
@@ -384,10 +377,10 @@ NOT_A_CAUSAL_LM = {  # transformers reads both configs, but neither is a decoder
 def test_a_config_that_is_no_causal_lm_is_refused_in_one_line(tmp_path, family):
     config = tmp_path / "config.json"
     config.write_text(json.dumps(NOT_A_CAUSAL_LM[family]))
-    code, out, _err = _cli("ckpt", "validate", MCORE_QWEN2 / "dist_ckpt", "--hf-config", config)
+    code, out, _err = run_cli("ckpt", "validate", MCORE_QWEN2 / "dist_ckpt", "--hf-config", config)
     assert code == 1 and "INVALID" in out, out
     assert f"error: {config}: " in out, out
-    code, _out, err = _cli(*EXPORT, "--hf-config", config, "--out", tmp_path / "out")
+    code, _out, err = run_cli(*EXPORT, "--hf-config", config, "--out", tmp_path / "out")
     assert code == 2, err
     _one_error(err)
     assert not (tmp_path / "out").exists()
@@ -404,7 +397,7 @@ def test_an_unreachable_url_is_one_line_naming_it(monkeypatch, tmp_path):
         tensorstore_store, "_CONTEXT", {k: quick for k in tensorstore_store._CONTEXT}
     )
     url = "http://127.0.0.1:9/run"  # the discard port: nothing listens, connect is refused
-    code, _out, err = _cli("ckpt", "export-hf", url, "--out", tmp_path / "out")
+    code, _out, err = run_cli("ckpt", "export-hf", url, "--out", tmp_path / "out")
     assert code == 1, err
     _one_error(err, url, "read failed")
 
@@ -431,7 +424,7 @@ def served(tmp_path):
 
 def test_an_http_checkpoint_whose_assets_cannot_be_listed_asks_for_hf_config(tmp_path, served):
     _verl_sft_run(tmp_path)
-    code, _out, err = _cli("ckpt", "export-hf", f"{served}/run", "--out", tmp_path / "out")
+    code, _out, err = run_cli("ckpt", "export-hf", f"{served}/run", "--out", tmp_path / "out")
     assert code == 2, err
     _one_error(err, "cannot list its files", "--hf-config")
 
@@ -457,7 +450,7 @@ def test_a_cloned_model_dir_exports_without_its_hidden_dirs(tmp_path):
     model = _hf_model(tmp_path)
     _as_git_clone(model)
     out = tmp_path / "export"
-    code, _out, err = _cli(*EXPORT, "--hf-config", model, "--out", out)
+    code, _out, err = run_cli(*EXPORT, "--hf-config", model, "--out", out)
     assert code == 0, err
     assert (out / "tokenizer.json").is_file() and _hidden(out) == []
 
@@ -466,7 +459,7 @@ def test_a_cloned_model_dir_imports_without_its_hidden_dirs(tmp_path):
     model = _hf_model(tmp_path)
     _as_git_clone(model)
     out = tmp_path / "run"
-    code, _out, err = _cli("ckpt", "import-hf", model, "--out", out, "--layout", "hf")
+    code, _out, err = run_cli("ckpt", "import-hf", model, "--out", out, "--layout", "hf")
     assert code == 0, err
     assets = out / "global_step_0" / "huggingface"
     assert (assets / "tokenizer.json").is_file() and _hidden(assets) == []
@@ -522,7 +515,7 @@ def test_validate_names_a_metadata_that_is_no_regular_file(tmp_path, case):
     make, words = METADATA_NOT_A_FILE[case]
     make(metadata)
     for given in (run, run / "global_step_40", metadata.parent):
-        code, out, _err = _cli("ckpt", "validate", given)
+        code, out, _err = run_cli("ckpt", "validate", given)
         assert code == 1 and "INVALID" in out, out
         assert f"error: {metadata}: " in out and words in out, out
 
