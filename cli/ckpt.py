@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from cli.errors import EXIT_FAILED
+from cli.errors import EXIT_FAILED, remember_json
 from trainer.progress import CallbackBar
 
 PATH_HELP = """PATH is any level of a checkpoint: a run dir (follows
@@ -63,7 +63,13 @@ Examples:
 )
 @click.argument("path", type=click.Path())
 @ROLE_OPTION
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON object instead of a table.",
+    callback=remember_json,
+)
 @click.option(
     "--deep",
     is_flag=True,
@@ -117,7 +123,11 @@ Examples:
     help="HF model dir or config.json to check weight shapes against (wins over huggingface/).",
 )
 @click.option(
-    "--json", "as_json", is_flag=True, help="Print the report as JSON (for scripts and CI)."
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the report as JSON (for scripts and CI).",
+    callback=remember_json,
 )
 def validate(
     path: str, role: str | None, deep: bool, strict: bool, hf_config: str | None, as_json: bool

@@ -6,11 +6,16 @@ raises on purpose derives from `MfsdpError`, whose kind carries the code, so thi
 is the one place that maps errors: each command group's `invoke` runs through
 `report_errors`. Anything else is a bug in mfsdp and keeps its traceback, so it gets
 reported.
+
+A command given `--json` promises its stdout is one JSON object, failed or not: a script
+piping it to `jq` must not choke on empty output. Its error then also goes to stdout as
+`{"error": <message>, "exit_code": <code>}` (the `error:` line on stderr stays).
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import sys
@@ -22,23 +27,44 @@ import click
 
 from mfsdp_ckpt.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, MfsdpError
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "MfsdpGroup", "fail", "report_errors"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "MfsdpGroup",
+    "fail",
+    "remember_json",
+    "report_errors",
+]
 
 EXIT_INTERRUPTED = 130
+JSON_OUTPUT = "mfsdp.json_output"  # click ctx.meta key (shared by nested contexts)
 
 T = TypeVar("T")
 
 
-def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
-    """Print `error: <message>` (names from checkpoints made printable) and exit with `code`."""
+def remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    """`--json`'s callback: note on the context that errors must be JSON on stdout too."""
+    if value:
+        ctx.meta[JSON_OUTPUT] = True
+    return value
+
+
+def fail(message: str, code: int = EXIT_FAILED, as_json: bool = False) -> NoReturn:
+    """Print `error: <message>` (names from checkpoints made printable) and exit with `code`;
+    with `as_json` the message and code also go to stdout as one JSON object."""
     from mfsdp_ckpt.check.printable import printable  # messages quote names from checkpoints
 
-    click.echo(f"error: {printable(message)}", err=True)
+    text = printable(message)
+    if as_json:
+        click.echo(json.dumps({"error": text, "exit_code": code}))
+    click.echo(f"error: {text}", err=True)
     sys.exit(code)
 
 
-def report_errors(run: Callable[[], T]) -> T:
-    """Run a command: an `MfsdpError` becomes `error: <message>` and its kind's exit code.
+def report_errors(run: Callable[[], T], as_json: Callable[[], bool] = lambda: False) -> T:
+    """Run a command: an `MfsdpError` becomes `error: <message>` and its kind's exit code
+    (and a JSON object on stdout when `as_json()`: the command was given --json).
 
     An OSError is the machine failing the run (disk full, a directory that cannot be
     written; the message names the path), not a bug: exit 1 in one line too. A broken
@@ -48,13 +74,13 @@ def report_errors(run: Callable[[], T]) -> T:
     try:
         return run()
     except MfsdpError as err:
-        _fail_once(*_or_interrupted(str(err), err.exit_code))
+        _fail_once(*_or_interrupted(str(err), err.exit_code), as_json())
     except OSError as err:
         if err.errno == errno.EPIPE:
             raise
-        _fail_once(*_or_interrupted(str(err), EXIT_FAILED))
+        _fail_once(*_or_interrupted(str(err), EXIT_FAILED), as_json())
     except KeyboardInterrupt:
-        _fail_once("interrupted", EXIT_INTERRUPTED)
+        _fail_once("interrupted", EXIT_INTERRUPTED, as_json())
 
 
 _ctrl_c_seen = threading.Event()
@@ -79,7 +105,7 @@ def _or_interrupted(message: str, code: int) -> tuple[str, int]:
     return ("interrupted", EXIT_INTERRUPTED) if _ctrl_c_seen.is_set() else (message, code)
 
 
-def _fail_once(message: str, code: int) -> NoReturn:
+def _fail_once(message: str, code: int, as_json: bool = False) -> NoReturn:
     """`fail`, except in a rank `mfsdp train --nproc-per-node N` started, where every rank
     meets the same config mistake and the same Ctrl-C: rank 0 says the mistake, the launching
     `mfsdp` says the interrupt, and the other ranks exit with the code without a line each."""
@@ -92,12 +118,11 @@ def _fail_once(message: str, code: int) -> NoReturn:
             _tell_torchrun(message)  # cli/torchrun.py shows it when rank 0 did not say it
             if os.environ["RANK"] != "0":
                 sys.exit(code)
-    fail(message, code)
+    fail(message, code, as_json)
 
 
 def _tell_torchrun(message: str) -> None:
     """Leave the message in the error file torchrun gives each rank (its reply format)."""
-    import json
     import time
 
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
@@ -111,4 +136,7 @@ class MfsdpGroup(click.Group):
     run as `mfsdp` or on its own (`python -m cli.train` under torchrun)."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        return report_errors(lambda: super(MfsdpGroup, self).invoke(ctx))
+        return report_errors(
+            lambda: super(MfsdpGroup, self).invoke(ctx),
+            lambda: bool(ctx.meta.get(JSON_OUTPUT)),
+        )

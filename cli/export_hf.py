@@ -7,6 +7,7 @@ import os
 
 import click
 
+from cli.errors import remember_json
 from trainer.progress import CallbackBar
 
 
@@ -87,7 +88,9 @@ from trainer.progress import CallbackBar
     is_flag=True,
     help="Export weights holding NaN/Inf (by default: exit 1 naming one).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the summary as JSON.", callback=remember_json
+)
 def export_hf(
     ckpt: str,
     out_dir: str,

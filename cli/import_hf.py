@@ -6,6 +6,7 @@ import json
 
 import click
 
+from cli.errors import remember_json
 from trainer.progress import CallbackBar
 
 
@@ -47,7 +48,9 @@ from trainer.progress import CallbackBar
     help="Replace OUT if it exists (only once the new checkpoint is complete); a checkpoint "
     "there is never replaced.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the summary as JSON.", callback=remember_json
+)
 def import_hf(
     hf_dir: str,
     out_dir: str,

@@ -47,9 +47,15 @@ _register()
 
 def main() -> None:
     """The `mfsdp` entry point. A usage mistake (unknown option, missing argument) is one
-    line and exit 2, like every other error, instead of click's usage block."""
+    line and exit 2, like every other error, instead of click's usage block; with --json
+    among the arguments it is a JSON object on stdout too (`cli.errors.fail`), since the
+    command may have failed before parsing its own --json."""
     import sys
 
+    from cli.errors import fail
+
+    args = sys.argv[1:]
+    as_json = "--json" in args[: args.index("--")] if "--" in args else "--json" in args
     try:
         app.main(prog_name="mfsdp", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as err:  # `mfsdp ckpt` alone: its help
@@ -57,14 +63,11 @@ def main() -> None:
         sys.exit(2)
     except click.UsageError as err:
         where = f"; see '{err.ctx.command_path} --help'" if err.ctx is not None else ""
-        click.echo(f"error: {_usage_message(err)}{where}", err=True)
-        sys.exit(2)
+        fail(f"{_usage_message(err)}{where}", 2, as_json)
     except click.ClickException as err:
-        click.echo(f"error: {err.format_message()}", err=True)
-        sys.exit(err.exit_code)
+        fail(err.format_message(), err.exit_code, as_json)
     except click.Abort:
-        click.echo("error: aborted", err=True)
-        sys.exit(130)
+        fail("aborted", 130, as_json)
 
 
 def _usage_message(err: click.UsageError) -> str:

@@ -435,10 +435,13 @@ def _is_tied_duplicate(name: str, params: dict[str, str]) -> bool:
 
 
 def _config_file(paths: layout.CheckpointPaths, hf_config: str | os.PathLike | None) -> Path | None:
+    """The config.json to check weights against, or None when there is none to check. One
+    that exists but is no regular file (a directory, a FIFO, a link loop) is returned, so
+    the check reports it: export refuses it, so validate must not call the step valid."""
     if hf_config is not None:
         given = Path(hf_config)
         return given / "config.json" if given.is_dir() else given
-    if paths.hf_assets is None or not (paths.hf_assets / "config.json").is_file():
+    if paths.hf_assets is None or not os.path.lexists(paths.hf_assets / "config.json"):
         return None
     return paths.hf_assets / "config.json"
 

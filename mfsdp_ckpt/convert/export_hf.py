@@ -33,7 +33,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,12 +109,23 @@ def parse_size(text: str) -> int:
     return int(number * scale)
 
 
-def _check_out_dir(out: Path, protected: list[Path]) -> None:
+def _check_out_dir(out: Path, protected: list[Path], model_dirs: Sequence[Path] = ()) -> None:
+    """Refuse an --out that would replace or write into what the command reads: the
+    checkpoint (`protected`: out may not be it or above it, nor lie inside a checkpoint)
+    and the Hugging Face model dirs it reads (`model_dirs`: --hf-config, a LoRA base,
+    import's source). Those are a user's downloads, and a model dir looks like an earlier
+    export: out may not be one or above one, or --overwrite would replace it."""
     resolved = out.resolve()
     for keep in protected:
         if resolved == keep or resolved in keep.parents:
             raise ExportUsageError(
                 f"{out}: holds the checkpoint being exported; choose another --out"
+            )
+    for model_dir in model_dirs:
+        if resolved == model_dir or resolved in model_dir.parents:
+            raise ExportUsageError(
+                f"{out}: is or holds the model dir {model_dir} this command reads;"
+                " choose another --out"
             )
     inside = layout.checkpoint_containing(resolved)
     if inside is not None:
@@ -122,6 +133,20 @@ def _check_out_dir(out: Path, protected: list[Path]) -> None:
             f"{out}: lies inside the checkpoint {inside}; choose an --out outside it"
             " (--overwrite replaces only an empty directory or an earlier export)"
         )
+
+
+def model_dirs_of(*locations: str | os.PathLike | None) -> list[Path]:
+    """The local directories of the HF model locations given (a dir, or its config.json),
+    resolved, for `_check_out_dir`; URLs and missing paths name none. A config.json's dir
+    is the one it sits in, not where a link leads (a Hugging Face cache snapshot links
+    config.json into ../../blobs/)."""
+    dirs = []
+    for location in locations:
+        if location is None or is_url(str(location)) or not os.path.exists(location):
+            continue
+        path = Path(os.path.abspath(location))
+        dirs.append((path if path.is_dir() else path.parent).resolve())
+    return dirs
 
 
 # How many more layers config.json may name than the checkpoint's names hold; a few more
@@ -218,7 +243,7 @@ def export_hf(
     started = time.monotonic()
     out = Path(out_dir)
     source = _resolve_source(str(ckpt), io, role)
-    _check_out_dir(out, source.protected)
+    _check_out_dir(out, source.protected, model_dirs_of(hf_config))
     asset_location = str(hf_config) if hf_config is not None else source.hf_assets
     if asset_location is None:
         raise ExportUsageError(

@@ -23,7 +23,7 @@ from mfsdp_ckpt.convert.name_maps import (
     map_names,
     model_tensors,
 )
-from mfsdp_ckpt.format.dtypes import BFLOAT16, BY_NAME, FLOAT16, FLOAT32, DType
+from mfsdp_ckpt.format.dtypes import BFLOAT16, FLOAT16, FLOAT32, DType
 from mfsdp_ckpt.storage.reader import TensorEntry
 
 if TYPE_CHECKING:
@@ -73,13 +73,14 @@ def _natural_key(name: str) -> list:
 
 
 def _config_dtype(config) -> DType | None:
-    """The dtype a config names: in config.json a string (bfloat16, float16 or float32); in
-    a transformers config possibly any torch.dtype, looked up by its name."""
+    """The dtype a config names, if it is one an export writes (bfloat16, float16 or
+    float32): in config.json a string; in a transformers config a torch.dtype. Any other
+    (int8, bool, float8, complex: a damaged or crafted config) names none, so `auto` keeps
+    the checkpoint's own dtype instead of casting the weights to it."""
     value = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
     if not value:
         return None
-    name = str(value).removeprefix("torch.")
-    return _CONFIG_DTYPES.get(name) if isinstance(value, str) else BY_NAME.get(name)
+    return _CONFIG_DTYPES.get(str(value).removeprefix("torch."))
 
 
 def choose_dtype(requested: str, config, stored: list[TensorEntry]) -> DType:

@@ -22,7 +22,7 @@ from mfsdp_ckpt.convert.hf_config import (
 from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.storage import safe_files
-from mfsdp_ckpt.storage.byte_store import ByteStore
+from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE
 from mfsdp_ckpt.storage.tensorstore_store import is_url, join_location, open_store
@@ -106,7 +106,9 @@ def _asset_files(
     checkpoint, for its own huggingface/ dir) they must also resolve inside it, so a symlink
     that leads out (a user's ~/.ssh/id_rsa copied into the export) is refused in one line
     before anything is written. A --hf-config dir the user names has no such root: a
-    Hugging Face cache snapshot is symlinks into ../../blobs by design."""
+    Hugging Face cache snapshot is symlinks into ../../blobs by design. Hidden names are
+    not assets: `.git/` (a cloned model repo) and `.cache/` (`huggingface-cli download
+    --local-dir`) hold copies of the weights and download state, not config or tokenizer."""
     if not is_url(location):
         base = Path(location)
         candidates = (
@@ -114,7 +116,7 @@ def _asset_files(
             if base.is_file()
             else [
                 (relative, base / relative)
-                for relative in layout.list_files(base)
+                for relative in layout.list_files(base, skip_hidden=True)
                 if not _is_weight_file(relative)
             ]
         )
@@ -124,11 +126,11 @@ def _asset_files(
             files[name] = partial(safe_files.read_bytes, path, MAX_ASSET_BYTES, root=root)
         return files
     store = open_store(location, io)
-    return {
-        name: partial(_whole_file, store, name)
-        for name in store.list_files()
-        if not _is_weight_file(name)
-    }
+    try:
+        names = store.list_files()
+    except CheckpointFileError as err:
+        raise ExportUsageError(f"{err}; pass --hf-config with a local model dir") from None
+    return {name: partial(_whole_file, store, name) for name in names if not _is_weight_file(name)}
 
 
 def _whole_file(store: ByteStore, name: str) -> bytes:

@@ -112,8 +112,15 @@ def expected_weights(config) -> ExpectedWeights:
     import torch
     from transformers import AutoModelForCausalLM
 
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
+    try:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    except Exception as err:  # t5, a vision-language config, sizes transformers refuses
+        first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise HFConfigError(
+            f"config.json (model_type {config.model_type!r}): transformers builds no causal"
+            f" LM from it ({first_line[:200]})"
+        ) from None
     required = {name: tuple(p.shape) for name, p in model.named_parameters()}
     allowed = {name: tuple(t.shape) for name, t in model.state_dict().items()}
     tied = bool(getattr(config, "tie_word_embeddings", False))

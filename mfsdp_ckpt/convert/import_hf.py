@@ -297,8 +297,12 @@ def import_hf(
     source_dir, out = Path(hf_dir), Path(out_dir)
     plan = plan_model_import(source_dir, layout_name=layout_name, dtype=dtype, norms=norms)
     _refuse_replacing_a_checkpoint(out)
-    _check_out_dir(out, [source_dir.resolve()])
-    with claim_output(out, overwrite) as claim:
+    _check_out_dir(out, [], [source_dir.resolve()])
+    if source_dir.resolve() in out.resolve().parents:
+        raise ImportUsageError(
+            f"{out}: lies in the model dir being imported; choose an --out outside it"
+        )
+    with claim_output(out, overwrite) as claim, _naming_output(out):
         if plan.layout == MCORE:
             written, _ = _write_model(plan, claim.tmp, progress)
             checkpoint = out
@@ -328,6 +332,18 @@ def import_hf(
         str(checkpoint),
         notes,
     )
+
+
+@contextlib.contextmanager
+def _naming_output(out: Path):
+    """A write that fails names no file (pwrite, fsync, a buffered write: `[Errno 28] No
+    space left on device`); the error line must say where, so it names OUT."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is not None or err.errno is None:
+            raise
+        raise OSError(err.errno, err.strerror, str(out)) from None
 
 
 def _refuse_replacing_a_checkpoint(out: Path) -> None:

@@ -32,7 +32,12 @@ from mfsdp_ckpt.check.validate import (
     validate_checkpoint,
 )
 from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, ExportVerifyError
-from mfsdp_ckpt.convert.export_hf import ExportResult, _check_out_dir, _set_config_dtype
+from mfsdp_ckpt.convert.export_hf import (
+    ExportResult,
+    _check_out_dir,
+    _set_config_dtype,
+    model_dirs_of,
+)
 from mfsdp_ckpt.convert.export_plan import choose_dtype
 from mfsdp_ckpt.convert.export_scheduler import Progress
 from mfsdp_ckpt.convert.export_source import _asset_files, load_config
@@ -111,7 +116,7 @@ def export_lora(
     adapter = _read_adapter(paths, manifest)
     out = Path(out_dir)
     keep = [p.resolve() for p in (paths.dist_ckpt, paths.step_dir, paths.run_dir) if p is not None]
-    _check_out_dir(out, keep)
+    _check_out_dir(out, keep, model_dirs_of(hf_config, base.path if base else None))
     with claim_output(out, overwrite) as claim:
         tmp = claim.tmp
         if adapter_only:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import state_keys
@@ -66,12 +66,17 @@ class Geometry:
 
     @classmethod
     def from_config(cls, config) -> Geometry:
-        num_heads = config.num_attention_heads
+        """From any config transformers reads: one that lacks a number (a vision-language
+        config keeps them in a sub-config) is a MappingError naming it, not an AttributeError."""
+        num_heads: Any = getattr(config, "num_attention_heads", None)
         if not _is_int(num_heads) or num_heads <= 0:
             raise MappingError(
                 f"config: num_attention_heads must be a positive integer, got {num_heads!r}"
             )
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // num_heads
+        hidden: Any = getattr(config, "hidden_size", None)
+        head_dim: Any = getattr(config, "head_dim", None) or (
+            hidden // num_heads if _is_int(hidden) else None
+        )
         return cls(
             num_heads=num_heads,
             num_kv_heads=getattr(config, "num_key_value_heads", None) or num_heads,

@@ -258,7 +258,12 @@ def _children(directory: Path) -> list[str]:
 
 
 def _is_dcp(directory: Path) -> bool:
-    return _is_file(directory / DCP_METADATA_FILE)
+    """A `.metadata` that is not a directory marks a DCP dir, whatever else it is: a FIFO,
+    a link loop or a link to a device there is a damaged checkpoint (exit 1, the reader
+    names what `.metadata` is), not a path that holds none (exit 2). A `.metadata/`
+    directory belongs to other tools (an Eclipse workspace)."""
+    metadata = directory / DCP_METADATA_FILE
+    return os.path.lexists(metadata) and not _is_dir(metadata)
 
 
 def _looks_like_hf_model(directory: Path, names: list[str]) -> bool:
@@ -594,10 +599,12 @@ MAX_WALK_DEPTH = 32
 MAX_WALK_ENTRIES = 100_000
 
 
-def list_files(root: str | os.PathLike) -> list[str]:
+def list_files(root: str | os.PathLike, skip_hidden: bool = False) -> list[str]:
     """Relative paths of the regular files and symlinks under `root`, sorted, without
     following symlinked directories; bounded in depth and count so that a 1,500-deep
-    chain or a symlink loop is one line (CheckpointPathError), not a crash or a hang."""
+    chain or a symlink loop is one line (CheckpointPathError), not a crash or a hang.
+    `skip_hidden` leaves out every name starting with "." and what is under it (a model
+    dir cloned with git holds `.git/lfs/objects/`: the weights again, gigabytes each)."""
     base = Path(root)
     found: list[str] = []
     pending: list[tuple[Path, int]] = [(base, 0)]
@@ -616,6 +623,8 @@ def list_files(root: str | os.PathLike) -> list[str]:
         if seen > MAX_WALK_ENTRIES:
             raise CheckpointPathError(f"{base}: more than {MAX_WALK_ENTRIES} entries")
         for entry in entries:
+            if skip_hidden and entry.name.startswith("."):
+                continue
             if entry.is_dir(follow_symlinks=False):
                 pending.append((Path(entry.path), depth + 1))
             else:

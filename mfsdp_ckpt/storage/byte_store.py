@@ -173,13 +173,17 @@ class LocalByteStore:
             os.close(fd)
 
     def size(self, name: str) -> int | None:
-        """Bytes in `name`; None when it is missing. Anything but a regular file is refused."""
-        from mfsdp_ckpt.storage import safe_files
-
+        """Bytes in `name`; None when it is missing. Anything but a regular file is refused,
+        and so is one that cannot be opened (permissions): validate, which reads no data
+        without --deep, must not call a checkpoint valid that export cannot read."""
         path = self._path(name)
         if not os.path.lexists(path):
             return None
-        return os.stat(safe_files.regular_file(path, self.root)).st_size
+        fd = self._open(path)
+        try:
+            return os.fstat(fd).st_size
+        finally:
+            os.close(fd)
 
     MAX_DEPTH = 64  # a checkpoint nests two or three levels; a 1,500-deep chain is crafted
 

@@ -9,7 +9,10 @@ owns: peak memory is the largest tensor, whatever the model size.
 
 A sharded model names its files in `model.safetensors.index.json`; the index's file
 names must be plain names inside the model dir (a hostile index must not make import
-read `/etc/...`). Nothing here executes anything from the files.
+read `/etc/...`). Every file is opened through `safe_files` (a FIFO or device named as a
+shard is refused, never read) and each header must describe its file as safetensors
+does: tensors that tile the data section exactly, no name twice. Nothing here executes
+anything from the files.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format.dtypes import BY_NAME, DType
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE, SINGLE_FILE
 
 if TYPE_CHECKING:
@@ -63,13 +68,13 @@ def weight_files(model_dir: Path) -> list[str]:
     """The safetensors files of a model dir: the index's, else the single file."""
     index = model_dir / INDEX_FILE
     if index.is_file():
-        if index.stat().st_size > MAX_INDEX_BYTES:
-            raise SafetensorsError(f"{index}: larger than {MAX_INDEX_BYTES} bytes; not an index")
         try:
-            weight_map = json.loads(index.read_text())["weight_map"]
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as err:
+            weight_map = json.loads(safe_files.read_text(index, MAX_INDEX_BYTES))["weight_map"]
+        except CheckpointFileError as err:
+            raise SafetensorsError(str(err)) from None
+        except (ValueError, KeyError, TypeError, RecursionError) as err:
             raise SafetensorsError(
-                f"{index}: not a safetensors index ({err.__class__.__name__}: {err})"
+                f"{index}: not a safetensors index ({err.__class__.__name__}: {str(err)[:200]})"
             ) from None
         if not isinstance(weight_map, dict) or not all(
             isinstance(f, str) for f in weight_map.values()
@@ -91,26 +96,44 @@ def weight_files(model_dir: Path) -> list[str]:
     raise SafetensorsError(f"{model_dir}: {found} (expected {SINGLE_FILE} or {INDEX_FILE})")
 
 
+def _open_weights(path: Path) -> int:
+    """A read-only descriptor of a weight file that is a regular file (a symlink into a
+    Hugging Face cache's blobs/ is fine; a FIFO or a device would block or never end)."""
+    if not os.path.lexists(path):
+        raise SafetensorsError(f"{path}: no such file (named by {INDEX_FILE})")
+    try:
+        return safe_files.open_regular(path)
+    except CheckpointFileError as err:
+        raise SafetensorsError(str(err)) from None
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """json.loads' object hook: a name given twice is refused (which one is the tensor?)."""
+    found: dict = {}
+    for key, value in pairs:
+        if key in found:
+            raise ValueError(f"{key!r:.100} appears twice")
+        found[key] = value
+    return found
+
+
 def read_header(path: Path, relative: str) -> dict[str, StoredTensor]:
     """The tensors one file holds, every range checked against the file's size."""
+    with os.fdopen(_open_weights(path), "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        prefix = handle.read(8)
+        if len(prefix) != 8:
+            raise SafetensorsError(f"{path}: shorter than a safetensors header")
+        (length,) = struct.unpack("<Q", prefix)
+        if length > min(MAX_HEADER_BYTES, size - 8):
+            raise SafetensorsError(
+                f"{path}: header length {length} does not fit the file ({size} bytes)"
+            )
+        raw = handle.read(length)
     try:
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            prefix = handle.read(8)
-            if len(prefix) != 8:
-                raise SafetensorsError(f"{path}: shorter than a safetensors header")
-            (length,) = struct.unpack("<Q", prefix)
-            if length > min(MAX_HEADER_BYTES, size - 8):
-                raise SafetensorsError(
-                    f"{path}: header length {length} does not fit the file ({size} bytes)"
-                )
-            raw = handle.read(length)
-    except FileNotFoundError:
-        raise SafetensorsError(f"{path}: no such file (named by {INDEX_FILE})") from None
-    try:
-        header = json.loads(raw)
+        header = json.loads(raw, object_pairs_hook=_unique_keys)
     except (ValueError, UnicodeDecodeError, RecursionError) as err:
-        raise SafetensorsError(f"{path}: header is not valid JSON ({err})") from None
+        raise SafetensorsError(f"{path}: header is not valid JSON ({str(err)[:200]})") from None
     if not isinstance(header, dict):
         raise SafetensorsError(f"{path}: header is not a JSON object")
     data_start = 8 + length
@@ -119,7 +142,27 @@ def read_header(path: Path, relative: str) -> dict[str, StoredTensor]:
         if name == "__metadata__":
             continue
         tensors[name] = _entry(path, relative, name, info, data_start, size)
+    _check_tiling(path, tensors, data_start, size)
     return tensors
+
+
+def _check_tiling(path: Path, tensors: dict[str, StoredTensor], data_start: int, size: int) -> None:
+    """The tensors' byte ranges must tile the data section exactly, as the safetensors
+    library requires of every file it loads: an overlap makes two weights share bytes and
+    a hole or a tail hides bytes no tensor accounts for (a polyglot file)."""
+    end = data_start
+    for entry in sorted(tensors.values(), key=lambda e: (e.offset, e.nbytes)):
+        if entry.offset != end:
+            what = "overlaps the tensor before it" if entry.offset < end else "leaves a gap"
+            raise SafetensorsError(
+                f"{path} [{entry.name}]: data at {entry.offset - data_start} {what}"
+                f" (expected {end - data_start})"
+            )
+        end += entry.nbytes
+    if end != size:
+        raise SafetensorsError(
+            f"{path}: tensors end at byte {end} but the file has {size} (bytes no tensor holds)"
+        )
 
 
 def _entry(path: Path, relative: str, name: str, info, data_start: int, size: int) -> StoredTensor:
@@ -185,7 +228,7 @@ class SafetensorsSource:
     def read_into(self, entry: StoredTensor, buffer: memoryview, start: int = 0) -> None:
         """Fill `buffer` with the entry's bytes from byte `start` on."""
         path = self.root / entry.file
-        fd = os.open(path, os.O_RDONLY)
+        fd = _open_weights(path)
         try:
             done = 0
             while done < len(buffer):

@@ -21,6 +21,11 @@ from mfsdp_ckpt.storage.byte_store import (
 )
 
 URL_SCHEMES = ("file://", "gs://", "s3://", "http://", "https://")
+# tensorstore retries a failed request up to 32 times, waiting up to 32 s between tries: a
+# host that refuses connections hangs a command for many minutes. A few quick retries
+# still ride out a dropped connection; then the command fails in one line.
+_RETRIES = {"max_retries": 4, "initial_delay": "0.5s", "max_delay": "4s"}
+_CONTEXT = {f"{kind}_request_retries": _RETRIES for kind in ("http", "gcs", "s3")}
 _SIZE_IN_ERROR = re.compile(r"value of size (\d+)")
 
 
@@ -43,7 +48,7 @@ class TensorstoreByteStore:
 
         self.root = url.rstrip("/") + "/"
         try:
-            self._kv = ts.KvStore.open(self.root).result()
+            self._kv = ts.KvStore.open(self.root, context=ts.Context(_CONTEXT)).result()
         except Exception as err:
             raise CheckpointFileError(
                 f"{url}: tensorstore cannot open it ({_first_line(err)})"
@@ -83,6 +88,10 @@ class TensorstoreByteStore:
             match = _SIZE_IN_ERROR.search(str(err))
             if match:
                 return int(match.group(1))
+            if "OUT_OF_RANGE" not in str(err):  # unreachable, denied: not a missing file
+                raise CheckpointFileError(
+                    f"{self.root}{name}: read failed ({_first_line(err)})"
+                ) from None
             result = None
         if result is not None and result.state == "missing":
             return None
@@ -92,7 +101,14 @@ class TensorstoreByteStore:
             return None
 
     def list_files(self) -> list[str]:
-        return sorted(key.decode() for key in self._kv.list().result())
+        """Every key under the root; an HTTP server lists nothing (tensorstore refuses)."""
+        try:
+            keys = self._kv.list().result()
+        except Exception as err:
+            raise CheckpointFileError(
+                f"{self.root}: cannot list its files ({_first_line(err)})"
+            ) from None
+        return sorted(key.decode() for key in keys)
 
 
 def _first_line(err: BaseException) -> str:

@@ -289,6 +289,12 @@ def test_cli_exports_and_refusals(exports, tmp_path):
     assert result.exit_code == 1 and "nowhere" in result.output and not (tmp_path / "c").exists()
     result = export(moved, "d", "--adapter-only")
     assert result.exit_code == 0, result.output  # the adapter alone does not need the base
+    base = exports / "base"  # a model dir, so it looks like an earlier export: never replaced
+    before = sorted((p.name, p.stat().st_size) for p in base.iterdir())
+    args = ["ckpt", "export-hf", str(exports / "split"), "--out", str(base), "--overwrite"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "holds the model dir" in result.output, result.output
+    assert sorted((p.name, p.stat().st_size) for p in base.iterdir()) == before
 
 
 def test_lora_adapter_path_starts_from_that_adapter(exports):
