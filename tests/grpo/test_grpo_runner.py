@@ -242,6 +242,10 @@ def test_rl_rows_from_the_gsm8k_converter_load_unchanged(tmp_path):
     ],
 )
 def test_cli_usage_errors(tmp_path, overrides, message):
+    data = tmp_path / "train.parquet"  # the data check runs first: a file where none is named
+    data.touch()
+    if not any(o.startswith("data.train_files=") for o in overrides):
+        overrides = [f"data.train_files={data}", *overrides]
     done = subprocess.run(
         MFSDP + ["train", "grpo", f"trainer.run_dir={tmp_path}/run"] + overrides,
         capture_output=True,
