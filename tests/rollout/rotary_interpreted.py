@@ -41,7 +41,8 @@ def _case(rows: int, heads: int, kv_heads: int, dim: int, views: bool) -> tuple:
 def kernel_errors() -> dict:
     """Largest difference from `decode_ops.rotary_store` (q, and the whole caches) per case:
     grouped heads on views of a fused output, a head dim whose half is no power of two,
-    heads of their own, one KV head per query head, and no rows."""
+    heads of their own, one KV head per query head, no rows, and sin in another layout than
+    cos."""
     cases = {
         "grouped_views": (5, 6, 2, 16, True),
         "odd_half": (3, 4, 2, 12, True),
@@ -60,6 +61,16 @@ def kernel_errors() -> dict:
             float((a - b).abs().max()) if a.numel() else 0.0
             for a, b in ((got, want), (keys, want_keys), (values, want_values))
         )
+    # cos and sin in different layouts: one row's angles broadcast to every row as sin
+    q, k, v, cos, sin, keys, values, slot = _case(4, 4, 2, 8, True)
+    sin = sin[:1].expand_as(sin)
+    want_keys, want_values = keys.clone(), values.clone()
+    want = rotary_store(q, k, v, cos, sin, want_keys, want_values, slot)
+    got = rotary_kernel.rotary_store(q, k, v, cos, sin, keys, values, slot)
+    errors["sin_broadcast"] = max(
+        float((a - b).abs().max())
+        for a, b in ((got, want), (keys, want_keys), (values, want_values))
+    )
     return errors
 
 

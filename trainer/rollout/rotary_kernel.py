@@ -110,6 +110,8 @@ def rotary_store(
     if keys.stride(-1) != 1 or values.stride() != keys.stride():
         raise ValueError("rotary_store kernel: caches need unit stride along dim, alike")
     q, k, v, cos, sin = (_unit_dim(x[:, :, 0]) for x in (q, k, v, cos, sin))
+    if sin.stride() != cos.stride():  # the kernel steps through both by cos's strides
+        cos, sin = cos.contiguous(), sin.contiguous()
     out = torch.empty((rows, heads, dim), dtype=q.dtype, device=q.device)
     if rows:
         half = dim // 2
