@@ -102,11 +102,11 @@ def _asset_files(
 ) -> dict[str, Callable[[], bytes]]:
     """Files of an HF assets dir (config, tokenizer, ...) without weights: name -> loader.
 
-    Local files must be regular files, read bounded through `safe_files`; with `root` (the
-    checkpoint, for its own huggingface/ dir) they must also resolve inside it, so a symlink
-    that leads out (a user's ~/.ssh/id_rsa copied into the export) is refused in one line
-    before anything is written. A --hf-config dir the user names has no such root: a
-    Hugging Face cache snapshot is symlinks into ../../blobs by design. Hidden names are
+    Local files must be regular files, read bounded through `safe_files`, that resolve
+    inside `root` (the checkpoint, for its own huggingface/ dir), else inside the model
+    dir's `safe_files.model_dir_root` (a Hugging Face cache snapshot links into
+    ../../blobs by design): a symlink that leads out (a user's ~/.ssh/id_rsa copied into
+    the export) is refused in one line before anything is written. Hidden names are
     not assets: `.git/` (a cloned model repo) and `.cache/` (`huggingface-cli download
     --local-dir`) hold copies of the weights and download state, not config or tokenizer."""
     if not is_url(location):
@@ -120,9 +120,13 @@ def _asset_files(
                 if not _is_weight_file(relative)
             ]
         )
+        within = "the checkpoint"
+        if root is None:
+            root = safe_files.model_dir_root(base.parent if base.is_file() else base)
+            within = f"the model dir {base.parent if base.is_file() else base}"
         files: dict[str, Callable[[], bytes]] = {}
         for name, path in candidates:
-            safe_files.regular_file(path, root=root)
+            safe_files.regular_file(path, root=root, within=within)
             files[name] = partial(safe_files.read_bytes, path, MAX_ASSET_BYTES, root=root)
         return files
     store = open_store(location, io)

@@ -7,7 +7,8 @@ here so that three rules hold in one place:
 * only regular files are read: a FIFO, a device (`/dev/zero`) or a directory where a file
   is expected is refused before it is opened, since reading one can hang or never end;
 * nothing outside the checkpoint is read: a path (or a symlink on it) that resolves
-  outside `root` is refused, so a crafted link cannot copy a user's files into an export;
+  outside `root` is refused, so a crafted link cannot copy a user's files into an export
+  (for a Hugging Face model dir, `model_dir_root` says where its files may lead);
 * reads are bounded: a file larger than the caller's limit is refused, not read whole.
 
 Errors are `CheckpointFileError` with one line that names the path.
@@ -36,8 +37,11 @@ def _kind(mode: int) -> str:
     return _KIND_NAMES.get(stat.S_IFMT(mode), "not a regular file")
 
 
-def resolve_inside(path: str | os.PathLike, root: str | os.PathLike | None) -> str:
-    """The real path of `path`, refusing loops, missing targets and escapes from `root`."""
+def resolve_inside(
+    path: str | os.PathLike, root: str | os.PathLike | None, within: str = "the checkpoint"
+) -> str:
+    """The real path of `path`, refusing loops, missing targets and escapes from `root`
+    (`within` names it in the message)."""
     try:
         real = os.path.realpath(path, strict=True)
     except FileNotFoundError:
@@ -48,13 +52,25 @@ def resolve_inside(path: str | os.PathLike, root: str | os.PathLike | None) -> s
     if root is not None:
         real_root = os.path.realpath(root)
         if os.path.commonpath([real, real_root]) != real_root:
-            raise CheckpointFileError(f"{path}: resolves outside the checkpoint ({real})")
+            raise CheckpointFileError(f"{path}: resolves outside {within} ({real})")
     return real
 
 
-def regular_file(path: str | os.PathLike, root: str | os.PathLike | None = None) -> str:
+def model_dir_root(directory: str | os.PathLike) -> str:
+    """Where the files of a Hugging Face model dir may lead: the dir itself, or for a
+    snapshot in the Hugging Face cache (`.../models--ORG--NAME/snapshots/REVISION/`, whose
+    files are links into `../../blobs/`), that model's cache folder. A model repo is
+    downloaded or cloned from elsewhere, and git keeps symlinks: one that leads to a
+    user's file must not be copied into an export as a tokenizer file."""
+    real = Path(os.path.realpath(directory))
+    return str(real.parent.parent if real.parent.name == "snapshots" else real)
+
+
+def regular_file(
+    path: str | os.PathLike, root: str | os.PathLike | None = None, within: str = "the checkpoint"
+) -> str:
     """The real path of `path` after checking it is a regular file inside `root`."""
-    real = resolve_inside(path, root)
+    real = resolve_inside(path, root, within)
     mode = os.stat(real).st_mode
     if not stat.S_ISREG(mode):
         raise CheckpointFileError(f"{path}: {_kind(mode)}, not a regular file")

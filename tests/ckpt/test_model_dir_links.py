@@ -1,0 +1,73 @@
+"""Symlinks in a Hugging Face model dir whose files are copied into an export or an import
+(config, tokenizer): a link that leads out of the model dir is refused in one line with
+nothing written, so a cloned model repo (git keeps symlinks) cannot copy a user's file
+into what they publish; a Hugging Face cache snapshot, whose files link into ../../blobs/,
+still works."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mfsdp_ckpt.storage import safe_files
+from tests.reliability.test_hostile_round6 import EXPORT, MCORE_QWEN2, _hf_model, _one_error
+from tests.support.interop_layouts import run_cli
+
+SECRET = "a user's private file"
+
+
+def _link_out(model: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET)
+    (model / "tokenizer_config.json").symlink_to(secret)
+
+
+def _holds_secret(directory: Path) -> bool:
+    return any(SECRET.encode() in p.read_bytes() for p in directory.rglob("*") if p.is_file())
+
+
+def test_export_refuses_an_asset_linked_out_of_its_hf_config_dir(tmp_path):
+    model = _hf_model(tmp_path)
+    _link_out(model, tmp_path)
+    out = tmp_path / "out"
+    code, _out, err = run_cli(*EXPORT, "--hf-config", model, "--out", out)
+    assert code == 1, err
+    _one_error(err, "tokenizer_config.json", "resolves outside the model dir")
+    assert not out.exists()
+
+
+def test_import_refuses_an_asset_linked_out_of_its_source(tmp_path):
+    model = _hf_model(tmp_path)
+    _link_out(model, tmp_path)
+    out = tmp_path / "imported"
+    code, _out, err = run_cli("ckpt", "import-hf", model, "--out", out, "--layout", "hf")
+    assert code == 1, err
+    _one_error(err, "tokenizer_config.json", "resolves outside the model dir")
+    assert not out.exists() or not _holds_secret(out)
+
+
+def test_a_cache_snapshot_linking_into_blobs_exports(tmp_path):
+    """models--ORG--NAME/snapshots/REV/FILE -> ../../blobs/HASH, as the Hugging Face cache
+    lays a download out."""
+    cache = tmp_path / "models--org--name"
+    snapshot, blobs = cache / "snapshots" / "0123abc", cache / "blobs"
+    snapshot.mkdir(parents=True)
+    blobs.mkdir()
+    files = {"config.json": (MCORE_QWEN2 / "config.json").read_text(), "tokenizer.json": "{}"}
+    for index, (name, text) in enumerate(files.items()):
+        (blobs / f"hash{index}").write_text(text)
+        (snapshot / name).symlink_to(Path("..") / ".." / "blobs" / f"hash{index}")
+    out = tmp_path / "out"
+    code, _out, err = run_cli(*EXPORT, "--hf-config", snapshot, "--out", out)
+    assert code == 0, err
+    assert (out / "tokenizer.json").read_text() == "{}"
+    assert json.loads((out / "config.json").read_text())["model_type"] == "qwen2"
+
+
+def test_model_dir_root_is_the_dir_or_its_cache_folder(tmp_path):
+    plain = tmp_path / "model"
+    snapshot = tmp_path / "models--o--n" / "snapshots" / "rev"
+    for directory in (plain, snapshot):
+        directory.mkdir(parents=True)
+    assert safe_files.model_dir_root(plain) == str(plain.resolve())
+    assert safe_files.model_dir_root(snapshot) == str((tmp_path / "models--o--n").resolve())
