@@ -91,10 +91,27 @@ def configure_threads(local_ranks: int) -> ThreadChoice | None:
         os.environ.get("LOCAL_RANK", "0") == "0"
     ):  # under a user's own torchrun: one line per machine
         # INFO (`mfsdp -v`): an error a run stops with stays the only line it prints
-        logging.getLogger("mfsdp.threads").info(
-            "%s; set OMP_NUM_THREADS to override", choice.describe()
-        )
+        logger = logging.getLogger("mfsdp.threads")
+        logger.info("%s; set OMP_NUM_THREADS to override", choice.describe())
+        crowded = oversubscribed(local_ranks)
+        if crowded:
+            logger.warning("note: %s", crowded)
     return choice
+
+
+def oversubscribed(local_ranks: int) -> str | None:
+    """Why `local_ranks` processes on this machine's cores will be slow, or None: more ranks
+    than cores take turns on a core, and a step's collectives wait on whichever rank is
+    preempted. Training on CPU (FSDP2) pays it on every op; on GPUs, the host-side work
+    (kernel launches, data loading) does."""
+    cores = len(available_cores())
+    if local_ranks <= cores:
+        return None
+    return (
+        f"{local_ranks} local ranks on {cores} CPU core(s): ranks take turns on a core, and "
+        f"every step waits on the one preempted (on CPU, --nproc-per-node {cores} or fewer "
+        "runs faster)"
+    )
 
 
 def available_cores() -> list[int]:

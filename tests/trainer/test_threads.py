@@ -78,6 +78,14 @@ def test_the_choice_reaches_torch_and_is_logged_once(local_ranks):
     assert done.returncode == 0, done.stderr[-2000:]
     chosen, in_torch = map(int, done.stdout.split())
     assert chosen == in_torch >= 1
+    noted = "local ranks on" in done.stderr
+    assert noted == (local_ranks > len(threads.available_cores())), done.stderr
     if local_ranks > len(threads.available_cores()):
         assert chosen == 1
     assert done.stderr.count("CPU thread(s) per process") == 1
+
+
+def test_more_local_ranks_than_cores_is_noted(eight_cores):
+    assert threads.oversubscribed(8) is None
+    note = threads.oversubscribed(9)
+    assert "9 local ranks on 8 CPU core(s)" in note and "--nproc-per-node 8" in note
