@@ -50,12 +50,17 @@ def remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> b
     return value
 
 
-def fail(message: str, code: int = EXIT_FAILED, as_json: bool = False) -> NoReturn:
+def fail(message: str, code: int = EXIT_FAILED, as_json: bool | None = None) -> NoReturn:
     """Print `error: <message>` (names from checkpoints made printable) and exit with `code`;
-    with `as_json` the message and code also go to stdout as one JSON object."""
+    with `as_json` (None: if the running command was given --json, so a check in a
+    command's body fails this way too) the message and code also go to stdout as one JSON
+    object."""
     from mfsdp_ckpt.check.printable import printable  # messages quote names from checkpoints
 
     text = printable(message)
+    if as_json is None:
+        ctx = click.get_current_context(silent=True)
+        as_json = ctx is not None and bool(ctx.meta.get(JSON_OUTPUT))
     if as_json:
         click.echo(json.dumps({"error": text, "exit_code": code}))
     click.echo(f"error: {text}", err=True)
@@ -118,6 +123,8 @@ def _fail_once(message: str, code: int, as_json: bool = False) -> NoReturn:
             _tell_torchrun(message)  # cli/torchrun.py shows it when rank 0 did not say it
             if os.environ["RANK"] != "0":
                 sys.exit(code)
+        if os.environ["RANK"] != "0":  # their lines, but one JSON object: rank 0's
+            as_json = False
     fail(message, code, as_json)
 
 

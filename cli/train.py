@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from cli.errors import MfsdpGroup
+from cli.errors import MfsdpGroup, remember_json
 from cli.launch import (
     FinalValue,
     Launch,
@@ -39,7 +39,13 @@ def train() -> None:
     help="YAML config (sections model, data, optim, strategy, checkpoint, trainer).",
 )
 @launch_options
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the result as JSON on stdout (a failure as {error, exit_code}).",
+    callback=remember_json,
+)
 @click.argument("overrides", nargs=-1)
 def sft(config_path: str | None, as_json: bool, overrides: tuple[str, ...], **launch: Any) -> None:
     """Supervised fine-tuning with Megatron-FSDP (CUDA) or FSDP2 (anywhere).
