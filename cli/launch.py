@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import click
 
-from cli.errors import EXIT_USAGE, fail
+from cli.errors import EXIT_USAGE, fail, remember_json
 
 # Set by the launching process, so its ranks do not repeat the config notes it showed.
 CONFIG_CHECKED = "MFSDP_CONFIG_CHECKED"
@@ -40,6 +40,16 @@ class Launch:
     @property
     def multi_node(self) -> bool:
         return self.nnodes > 1 or self.rdzv_endpoint is not None
+
+
+# `--json` of every train command: the result, or a failure, as one JSON object on stdout
+json_option = click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the result as JSON on stdout (a failure as {error, exit_code}).",
+    callback=remember_json,
+)
 
 
 def launch_options(command: Callable) -> Callable:

@@ -6,11 +6,12 @@ from typing import Any
 
 import click
 
-from cli.errors import MfsdpGroup, remember_json
+from cli.errors import MfsdpGroup
 from cli.launch import (
     FinalValue,
     Launch,
     check_config,
+    json_option,
     last_value,
     launch_options,
     report_run,
@@ -39,13 +40,7 @@ def train() -> None:
     help="YAML config (sections model, data, optim, strategy, checkpoint, trainer).",
 )
 @launch_options
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="Print the result as JSON on stdout (a failure as {error, exit_code}).",
-    callback=remember_json,
-)
+@json_option
 @click.argument("overrides", nargs=-1)
 def sft(config_path: str | None, as_json: bool, overrides: tuple[str, ...], **launch: Any) -> None:
     """Supervised fine-tuning with Megatron-FSDP (CUDA) or FSDP2 (anywhere).

@@ -6,11 +6,11 @@ from typing import Any
 
 import click
 
-from cli.errors import remember_json
 from cli.launch import (
     FinalValue,
     Launch,
     check_config,
+    json_option,
     last_value,
     launch_options,
     report_run,
@@ -28,13 +28,7 @@ from cli.launch import (
     "checkpoint, trainer).",
 )
 @launch_options
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="Print the result as JSON on stdout (a failure as {error, exit_code}).",
-    callback=remember_json,
-)
+@json_option
 @click.argument("overrides", nargs=-1)
 def grpo(config_path: str | None, as_json: bool, overrides: tuple[str, ...], **launch: Any) -> None:
     """GRPO: roll out n responses per prompt, score them with a rule or your reward function,
