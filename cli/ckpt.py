@@ -158,10 +158,13 @@ def _verdict(report, strict: bool, deep: bool) -> str:
         unhashed = "; no manifest, so file hashes were not checked" + (
             " (--strict requires one)" if strict else ""
         )
+    optimizer = {True: ", optimizer state", False: ", no optimizer state"}.get(
+        report.has_optimizer_state, ""
+    )
     return (
         f"{verdict}: {report.checkpoint} ({report.layout},{role} step "
         f"{report.step if report.step is not None else '-'}, {report.tensors} tensors, "
-        f"{report.tensor_bytes / 2**20:.1f} MiB, {report.files} files"
+        f"{report.tensor_bytes / 2**20:.1f} MiB, {report.files} files{optimizer}"
         f"{', deep' if deep else ''}{unhashed})"
     )
 

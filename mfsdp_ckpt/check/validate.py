@@ -15,7 +15,6 @@ HF config), the report says that hashes were not checked, and `strict` refuses t
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -67,6 +66,7 @@ class ValidationReport:
     layout: str | None = None
     role: str | None = None
     has_manifest: bool = True
+    has_optimizer_state: bool | None = None  # Adam moments etc. under optimizer.state.
     hash_algorithms: list[str] = field(default_factory=list)  # digests `deep` checked
     note: str | None = None  # how the path was read (a parent dir holding one run), for stderr
 
@@ -321,24 +321,10 @@ def _check_chunks(reader: CheckpointReader, report: ValidationReport) -> None:
                 )
 
 
-_MODEL_ENTRY_RE = re.compile(
-    r"^model[0-9]*\."
-)  # `model.`, or `model0.`, `model1.` (virtual pipeline)
 _TIED_PAIRS = (  # (output name, input name) a tied model saves twice but optimizes once
     ("lm_head.weight", "embed_tokens.weight"),
     ("output_layer.weight", "embedding.word_embeddings.weight"),
 )
-
-
-def _model_keys(keys) -> list[str]:
-    return [key for key in keys if _MODEL_ENTRY_RE.match(key)]
-
-
-def _parameter_name(model_key: str) -> str:
-    """`model.module.decoder.layers.0.mlp.linear_fc1.weight_w` ->
-    `decoder.layers.0.mlp.linear_fc1.weight_w`: the name both the model state and every optimizer's
-    state agree on, wrappers removed."""
-    return state_keys.hf_name(model_key.split(".", 1)[1])
 
 
 def _check_backing(reader: CheckpointReader, report: ValidationReport) -> None:
@@ -365,10 +351,12 @@ def _check_shared_bytes(reader: CheckpointReader, report: ValidationReport) -> N
 def _check_contents(paths, reader: CheckpointReader, manifest: Manifest | None, report) -> None:
     keys = list(reader.tensors) + list(reader.objects)
     present = {
-        "model": bool(_model_keys(keys)),
+        "model": bool(state_keys.model_keys(keys)),
         "optimizer": any(k.startswith("optimizer.") for k in keys),
+        "optimizer_state": any(k.startswith(state_keys.OPTIMIZER_STATE_PREFIX) for k in keys),
         "extra": any(k.startswith(state_keys.EXTRA_KEY_PREFIX) for k in keys),
     }
+    report.has_optimizer_state = present["optimizer_state"]
     if manifest is not None:
         for kind in manifest.contents:
             if not present[kind]:
@@ -394,7 +382,7 @@ def _check_optimizer(reader: CheckpointReader, report: ValidationReport) -> None
     prefix = state_keys.OPTIMIZER_STATE_PREFIX
     if not any(k.startswith(prefix) for k in tensors):
         return
-    params = {_parameter_name(key): key for key in _model_keys(tensors)}
+    params = {state_keys.module_path(key): key for key in state_keys.model_keys(list(tensors))}
     found: dict[str, dict[str, str]] = {}
     unmatched = []
     for key in tensors:
@@ -469,9 +457,8 @@ def _check_against_config(
         report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
         return
     stored = {
-        state_keys.hf_name(k[len(state_keys.MODEL_KEY_PREFIX) :]): e
-        for k, e in reader.tensors.items()
-        if k.startswith(state_keys.MODEL_KEY_PREFIX)
+        state_keys.module_path(k): reader.tensors[k]
+        for k in state_keys.model_keys(list(reader.tensors))
     }
     if stored and not set(stored) & set(expected.allowed):
         _check_mapped_against_config(paths, reader, report, config_file)

@@ -41,7 +41,13 @@ from mfsdp_ckpt.check.validate import manifest_hash_errors, require_valid
 from mfsdp_ckpt.convert.export_errors import ExportUsageError, ExportVerifyError
 from mfsdp_ckpt.convert.export_plan import ExportPlan, _task_cost, convert, plan_export
 from mfsdp_ckpt.convert.export_scheduler import MIN_BUFFER_BYTES, Progress, _run_tasks
-from mfsdp_ckpt.convert.export_source import _asset_files, _resolve_source, _Source, load_config
+from mfsdp_ckpt.convert.export_source import (
+    _asset_files,
+    _resolve_source,
+    _Source,
+    load_config,
+    weights_summary,
+)
 from mfsdp_ckpt.convert.export_stream import _nonfinite, _PieceBuffers, _stream, _streamable
 from mfsdp_ckpt.convert.export_verify import verify_export
 from mfsdp_ckpt.convert.hf_config import MAX_LAYERS, HFConfigError
@@ -247,8 +253,10 @@ def export_hf(
     asset_location = str(hf_config) if hf_config is not None else source.hf_assets
     if asset_location is None:
         raise ExportUsageError(
-            f"{source.location}: the checkpoint has no {layout.HF_ASSETS_DIR}/ dir; pass "
-            "--hf-config DIR|config.json"
+            f"{source.location}: the checkpoint holds no Hugging Face config (Megatron-LM saves"
+            f" none, verl keeps it in {layout.HF_ASSETS_DIR}/); pass --hf-config with the Hugging"
+            " Face model dir the run started from (config.json, and tokenizer files for"
+            f" AutoTokenizer){weights_summary(source.reader.tensors)}"
         )
     if hf_config is not None and not Path(hf_config).exists():
         raise ExportUsageError(f"{hf_config}: no such file or directory (--hf-config)")

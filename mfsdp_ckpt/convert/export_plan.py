@@ -19,6 +19,7 @@ from mfsdp_ckpt.convert.name_maps import (
     MappedTensor,
     MappingError,
     ShapeError,
+    UnsupportedModelError,
     detect_layout,
     map_names,
     model_tensors,
@@ -106,7 +107,7 @@ def plan_export(
     reader = source.reader
     try:
         stored = model_tensors(reader.tensors)
-    except MappingError as err:  # two stored names for one weight: the checkpoint is ambiguous
+    except MappingError as err:  # ambiguous names, or a model kind export does not convert
         raise ExportError(f"{source.location}: {err}") from None
     if not stored:
         raise ExportError(
@@ -118,6 +119,8 @@ def plan_export(
         geometry = Geometry.from_config(config)
         items = map_names(paths, stored, chosen_layout, config.model_type, geometry)
     except ShapeError as err:
+        raise ExportError(f"{source.location} {err}") from None
+    except UnsupportedModelError as err:
         raise ExportError(f"{source.location} {err}") from None
     except MappingError as err:
         raise ExportUsageError(f"{source.location}: {err}") from None

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -19,11 +20,11 @@ from mfsdp_ckpt.convert.hf_config import (
     read_config_json,
     weights_from_table,
 )
-from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
+from mfsdp_ckpt.convert.name_maps import MappingError, hf_state_dict_shapes, model_tensors
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError
-from mfsdp_ckpt.storage.reader import CheckpointReader
+from mfsdp_ckpt.storage.reader import CheckpointReader, TensorEntry
 from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE
 from mfsdp_ckpt.storage.tensorstore_store import is_url, join_location, open_store
 
@@ -143,6 +144,26 @@ def _whole_file(store: ByteStore, name: str) -> bytes:
 
 def _is_weight_file(name: str) -> bool:
     return name.endswith(WEIGHT_FILE_SUFFIXES) or Path(name).name in WEIGHT_INDEX_FILES
+
+
+_LAYER_RE = re.compile(r"^(?:decoder|model)\.layers\.([0-9]+)\.")
+_EMBEDDINGS = ("embedding.word_embeddings.weight", "model.embed_tokens.weight")
+
+
+def weights_summary(tensors: Mapping[str, TensorEntry]) -> str:
+    """`; its weights: 24 layers, hidden 896, vocab 151936` from the stored shapes, so a
+    user without the run's config can tell which Hugging Face config fits; "" when the
+    names say nothing (an unknown layout)."""
+    try:
+        paths = model_tensors(tensors)
+    except MappingError:
+        return ""
+    layers = {int(m.group(1)) for path in paths if (m := _LAYER_RE.match(path))}
+    parts = [f"{len(layers)} layers"] if layers else []
+    embedding = next((tensors[paths[e]].shape for e in _EMBEDDINGS if e in paths), None)
+    if embedding is not None and len(embedding) == 2:
+        parts += [f"hidden {embedding[1]}", f"vocab {embedding[0]}"]
+    return f"; its weights: {', '.join(parts)}" if parts else ""
 
 
 class JsonConfig(SimpleNamespace):

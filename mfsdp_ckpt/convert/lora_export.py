@@ -194,7 +194,7 @@ def _read_adapter(paths: layout.CheckpointPaths, manifest: Manifest) -> _Adapter
     where = paths.dist_ckpt
     modules: dict[str, dict[str, str]] = {}
     for key in state_keys.model_keys(list(reader.tensors)):
-        parsed = parse_adapter_key(state_keys.hf_name(key[len(state_keys.MODEL_KEY_PREFIX) :]))
+        parsed = parse_adapter_key(state_keys.module_path(key))
         if parsed is None:
             raise ExportError(f"{where} [{key}]: not an adapter weight, yet the manifest says LoRA")
         modules.setdefault(parsed.module, {})[parsed.which] = key

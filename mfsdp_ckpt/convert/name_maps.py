@@ -32,11 +32,15 @@ HF, MCORE = "hf", "mcore"
 LAYOUTS = (HF, MCORE)
 _HF_ROOTS = ("model", "lm_head")
 _MCORE_ROOTS = ("embedding", "decoder", "output_layer")
-SKIPPED_SUFFIXES = ("_extra_state",)  # Transformer Engine's fp8 bookkeeping: not a weight
 
 
 class MappingError(MfsdpFailedError, ValueError):
     """Names that no rule of the layout/family explains; the message names them."""
+
+
+class UnsupportedModelError(MappingError):
+    """A model kind export does not convert (MoE, virtual-pipeline chunks): exit 1 naming
+    the first tensor, never a silently partial export."""
 
 
 class ShapeError(MappingError):
@@ -537,17 +541,26 @@ def _root(path: str) -> str:
 def model_tensors(stored_keys: Iterable[str]) -> dict[str, str]:
     """{module path: stored key} for the model weights; optimizer, RNG, args skipped.
 
-    `model.module.decoder.layers.0...` (Megatron-LM) and `model.model.layers.0...` (our
-    trainer) lose the top-level `model.` and wrapper segments. When no name under `model.`
-    has a known root, the checkpoint is a bare model state dict (`dcp.save(model.state_dict())`)
-    and every tensor outside optimizer/extra state is a weight, names kept.
+    `model.module.decoder.layers.0...` (Megatron-LM), `model0.module.decoder...` (verl's
+    name for a model built as one virtual-pipeline chunk) and `model.model.layers.0...`
+    (our trainer) lose the top-level entry and wrapper segments; Transformer Engine's
+    `_extra_state` is no weight. When no name under a model entry has a known root, the
+    checkpoint is a bare model state dict (`dcp.save(model.state_dict())`) and every tensor
+    outside optimizer/extra state is a weight, names kept. Several chunks (`model0`,
+    `model1`) number their layers each from 0 and are refused: their order in the model is
+    not in the checkpoint.
     """
-    keys = [k for k in stored_keys if not k.endswith(SKIPPED_SUFFIXES)]
-    under_model = _unique_paths(
-        (state_keys.hf_name(k[len(state_keys.MODEL_KEY_PREFIX) :]), k)
-        for k in keys
-        if k.startswith(state_keys.MODEL_KEY_PREFIX)
-    )
+    keys = [k for k in stored_keys if not k.endswith(state_keys.NOT_WEIGHT_SUFFIXES)]
+    weights = state_keys.model_keys(keys)
+    chunks = sorted({state_keys.model_entry(k) for k in weights}, key=str)
+    if len(chunks) > 1:
+        raise UnsupportedModelError(
+            f"model entries {', '.join(map(str, chunks))}: a model saved in virtual-pipeline"
+            " chunks numbers each chunk's layers from 0, and their order is not in the"
+            " checkpoint; export supports one model entry (save without"
+            " --virtual-pipeline-model-parallel-size)"
+        )
+    under_model = _unique_paths((state_keys.module_path(k), k) for k in weights)
     if any(_root(path) in _HF_ROOTS + _MCORE_ROOTS for path in under_model):
         return under_model
     return _unique_paths(
@@ -594,6 +607,22 @@ def _first(items: list[str], count: int = 3) -> str:
     return shown + (f" (+{len(items) - count} more)" if len(items) > count else "")
 
 
+# Megatron-core's MoE layer: a router, experts (SequentialMLP `local_experts.E.`, grouped
+# `linear_fc1.weight<E>`) and optional shared experts, under a layer's `mlp.`.
+_MOE_PATH_RE = re.compile(r"\.mlp\.(router|experts|shared_experts)\.")
+
+
+def _refuse_moe(module_paths: Iterable[str], stored_keys: dict[str, str]) -> None:
+    """Mixture-of-experts weights have no dense HF counterpart in the family tables: say so,
+    naming the first one, rather than listing them as unmapped names."""
+    moe = sorted(p for p in module_paths if _MOE_PATH_RE.search(p))
+    if moe:
+        raise UnsupportedModelError(
+            f"[{stored_keys[moe[0]]}]: mixture-of-experts (MoE) layers are not supported"
+            f" ({len(moe)} MoE tensor(s)); only dense models export"
+        )
+
+
 def map_names(
     module_paths: dict[str, tuple[int, ...]],
     stored_keys: dict[str, str],
@@ -618,6 +647,7 @@ def map_names(
                 f"model family {model_type!r} has no mcore name table (known: "
                 f"{sorted(MCORE_FAMILIES)})"
             )
+        _refuse_moe(module_paths, stored_keys)
         unmapped = []
         for path, shape in module_paths.items():
             found = next(((r, m) for r in rules if (m := r._pattern.fullmatch(path))), None)
@@ -637,7 +667,15 @@ def map_names(
                 f"{_first(sorted(unmapped))}"
             )
     if geometry.tie_word_embeddings:
-        planned = [p for p in planned if p.targets != ("lm_head.weight",)]
+        head = next((p for p in planned if p.targets == ("lm_head.weight",)), None)
+        if head is not None and layout == MCORE:
+            # Megatron-core allocates no output_layer when it shares the embedding: one in
+            # the checkpoint was trained apart from it, and dropping it changes the model.
+            raise MappingError(
+                f"[{head.source}]: an output layer of its own (trained untied), but the config"
+                " says tie_word_embeddings=true; use a config with tie_word_embeddings false"
+            )
+        planned = [p for p in planned if p is not head]
     seen: dict[str, str] = {}
     for item in planned:
         for target in item.targets:

@@ -35,7 +35,7 @@ import stat
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
@@ -77,6 +77,16 @@ _HF_WEIGHT_SUFFIXES = (".safetensors", ".bin")
 
 class CheckpointPathError(MfsdpUsageError, ValueError):
     """A path given by the user does not name a checkpoint; the message says why."""
+
+
+class ForeignFormatError(CheckpointPathError):
+    """A checkpoint in a format mfsdp does not read (Megatron's torch_dist or legacy torch,
+    verl's FSDP backend); the message says what it is and what reads it."""
+
+
+class IncompleteCheckpointError(MfsdpFailedError, ValueError):
+    """A recognised layout whose dist_ckpt/ holds no `.metadata` (a save that did not
+    finish, or verl's manifest naming empty dirs): a damaged checkpoint, exit 1."""
 
 
 def step_dir(run_dir: str | os.PathLike, step: int) -> Path:
@@ -295,11 +305,20 @@ def resolve_checkpoint(
 
 
 def _resolve_dir(given: Path, role: str | None, _depth: int) -> CheckpointPaths:
+    names = _children(given)
+    _refuse_foreign_format(given, names)
     if _is_dcp(given):
         return _from_dcp_dir(given, role)
-    names = _children(given)
     if DIST_CKPT_DIR in names and _is_dcp(given / DIST_CKPT_DIR):
         return _from_dcp_dir(given / DIST_CKPT_DIR, role)
+    if given.name == DIST_CKPT_DIR or (
+        DIST_CKPT_DIR in names and _is_dir(given / DIST_CKPT_DIR) and not _holds_roles(given)
+    ):
+        dcp = given if given.name == DIST_CKPT_DIR else given / DIST_CKPT_DIR
+        if parse_step_dir_name(dcp.parent.name) is not None and _is_ours(dcp.parent):
+            return _from_dcp_dir(dcp, role)  # ours: validate names what the manifest lacks
+        _refuse_foreign_format(dcp, _children(dcp))
+        raise _missing_dcp(dcp)
     if VERL_CONTENTS_FILE in names or (
         VERL_MODEL_DIR in names and _is_dir(given / VERL_MODEL_DIR / DIST_CKPT_DIR)
     ):
@@ -318,6 +337,66 @@ def _resolve_dir(given: Path, role: str | None, _depth: int) -> CheckpointPaths:
     if _depth == 0:
         return _from_parent_of_runs(given, names, role)
     raise _not_a_checkpoint(given)
+
+
+# Formats of the same tools that mfsdp does not read, by the file that marks them:
+# (what it is, what reads it). Megatron-LM tells them apart the same way
+# (checkpointing.py: metadata.json -> torch_dist, mp_rank_0* -> torch).
+_TORCH_DIST_MARKER = "metadata.json"
+_MEGATRON_LEGACY_RE = re.compile(r"^mp_rank_[0-9]{2}")
+_VERL_FSDP_RE = re.compile(r"^model_world_size_[0-9]+_rank_[0-9]+\.pt$")
+
+
+def _refuse_foreign_format(directory: Path, names: list[str]) -> None:
+    """ForeignFormatError (one line: what the dir is and what reads it) for a checkpoint
+    of a format mfsdp does not read: never 'not a checkpoint', never a misread."""
+    if _TORCH_DIST_MARKER in names and _is_file(directory / _TORCH_DIST_MARKER):
+        raise ForeignFormatError(
+            f"{directory}: a Megatron dist_checkpointing (torch_dist) checkpoint"
+            f" ({_TORCH_DIST_MARKER}, common.pt), which mfsdp does not read; Megatron-LM and"
+            " Megatron-Bridge read it, and verl's `python -m verl.model_merger merge --backend"
+            " megatron` converts it to Hugging Face (mfsdp reads --ckpt-format fsdp_dtensor)"
+        )
+    if any(_MEGATRON_LEGACY_RE.match(n) for n in names):
+        raise ForeignFormatError(
+            f"{directory}: a Megatron-LM legacy checkpoint (mp_rank_NN/model_optim_rng.pt,"
+            " --ckpt-format torch), which mfsdp does not read; load it in Megatron-LM and"
+            " save it with --ckpt-format fsdp_dtensor"
+        )
+    shards = sorted(n for n in names if _VERL_FSDP_RE.match(n))
+    if shards:
+        hf = directory / HF_ASSETS_DIR
+        hf_names = _children(hf) if _is_dir(hf) else []
+        hint = (
+            f"; its {HF_ASSETS_DIR}/ already holds Hugging Face weights"
+            if _looks_like_hf_model(hf, hf_names)
+            else ""
+        )
+        raise ForeignFormatError(
+            f"{directory}: a verl FSDP checkpoint ({shards[0]}, not Megatron), which mfsdp"
+            " does not read; convert it with `python -m verl.model_merger merge --backend fsdp"
+            f" --local_dir {directory} --target_dir OUT`{hint}"
+        )
+
+
+def _holds_roles(directory: Path) -> bool:
+    return any(_is_dir(directory / r) for r in ROLES)
+
+
+def _missing_dcp(dcp: Path) -> MfsdpUsageError | IncompleteCheckpointError:
+    """The error for a layout's dist_ckpt/ without `.metadata`: verl saved only Hugging
+    Face weights (usage: read those instead), else a save that did not finish (exit 1)."""
+    hf = dcp.parent / HF_ASSETS_DIR
+    if _is_dir(hf) and _looks_like_hf_model(hf, _children(hf)):
+        return CheckpointPathError(
+            f"{dcp}: no {DCP_METADATA_FILE} (verl saved no dist_ckpt model state); its weights"
+            f" are a Hugging Face dir: {hf}"
+        )
+    count = len(_children(dcp)) if _is_dir(dcp) else 0
+    held = "empty" if count == 0 else f"{count} file(s)"
+    return IncompleteCheckpointError(
+        f"{dcp}: {held}, no {DCP_METADATA_FILE}: this save did not finish or wrote nothing"
+    )
 
 
 def _check_is_dir(given: Path) -> None:
@@ -355,6 +434,7 @@ def _not_a_checkpoint(given: Path) -> CheckpointPathError:
 
 def _from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:
     """Name the layout of a DCP dir from the directories around it."""
+    _refuse_foreign_format(dcp, _children(dcp))
     parent = dcp.parent
     if _ITER_DIR_RE.match(dcp.name) or (dcp.name == MEGATRON_RELEASE_DIR):
         return CheckpointPaths(dist_ckpt=dcp, step_dir=dcp, run_dir=parent, kind=MEGATRON_LM)
@@ -408,11 +488,9 @@ def _from_v2_role_dir(role_dir: Path, role: str | None) -> CheckpointPaths:
         read_verl_contents(role_dir)  # a hostile or broken file is refused here, in one line
     dcp = role_dir / VERL_MODEL_DIR / DIST_CKPT_DIR
     if not _is_dcp(dcp):
-        hf = role_dir / VERL_MODEL_DIR / HF_ASSETS_DIR
-        hint = f"; its weights are a Hugging Face dir: {hf}" if _is_dir(hf) else ""
-        raise CheckpointPathError(
-            f"{dcp}: no {DCP_METADATA_FILE} (verl saved no dist_ckpt model state{hint})"
-        )
+        if _is_dir(dcp):
+            _refuse_foreign_format(dcp, _children(dcp))
+        raise _missing_dcp(dcp)
     return _from_dcp_dir(dcp, role)
 
 
@@ -483,7 +561,15 @@ def _from_run_dir(run: Path, names: list[str], role: str | None) -> CheckpointPa
         return _from_our_run_dir(run, tracked)
     if tracked is not None:
         target = _tracked_step_dir(run, tracked, steps)
-        return _with(resolve_checkpoint(target, role=role, _depth=1), run_dir=run)
+        try:
+            paths = resolve_checkpoint(target, role=role, _depth=1)
+        except IncompleteCheckpointError as err:
+            others = ", ".join(sorted((n for n in steps if steps[n] != target), key=_natural))
+            raise IncompleteCheckpointError(
+                f"{run / TRACKER_FILE} names {tracked!r}, but {err}"
+                + (f" (other step dirs here: {others})" if others else "")
+            ) from None
+        return _with(paths, run_dir=run, note=_newer_than_tracked(run, tracked, steps))
     if len(steps) > 1:
         shown = ", ".join(sorted(steps, key=_natural)[-MAX_RUNS_LISTED:])
         raise CheckpointPathError(
@@ -491,6 +577,24 @@ def _from_run_dir(run: Path, names: list[str], role: str | None) -> CheckpointPa
         )
     (only,) = steps.values()
     return _with(resolve_checkpoint(only, role=role, _depth=1), run_dir=run)
+
+
+def _newer_than_tracked(run: Path, tracked: str, steps: dict[str, Path]) -> str | None:
+    """A step dir newer than the tracker's step: verl's async save never updates the
+    tracker, so its newest step is often not the one named. Both verl and Megatron-LM
+    resume from the tracker, and so does mfsdp; the note says what else is there."""
+    if tracked == MEGATRON_RELEASE_DIR:
+        return None
+    numbered = {n: parse_step_dir_name(n) or _iter_step(n) for n in steps}
+    newer = sorted((s, n) for n, s in numbered.items() if s is not None and s > int(tracked))
+    if not newer:
+        return None
+    step, name = newer[-1]
+    return (
+        f"{run / TRACKER_FILE} names step {int(tracked)}, but {name}/ (step {step}) is newer"
+        f" (an async save does not update the tracker); reading step {int(tracked)}: give"
+        f" {run / name} to read the newer one"
+    )
 
 
 def _natural(name: str) -> list:

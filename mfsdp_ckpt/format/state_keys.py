@@ -2,19 +2,27 @@
 
 DCP flattens the saved state dict, so a model weight is stored as
 `model.<module path>` and its Adam moments as `optimizer.state.<module path>.exp_avg`.
-Wrappers insert path segments of their own (`module.` for Megatron-FSDP and DDP,
-`_orig_mod.` for torch.compile, `_fsdp_wrapped_module.` / `_checkpoint_wrapped_module.`
-for FSDP1 and activation checkpointing); `hf_name` removes them to recover the name
-`transformers` uses.
+verl and Megatron name the model entry `model0`, `model1`, ... when a model is built in
+several virtual-pipeline chunks. Wrappers insert path segments of their own (`module.`
+for Megatron-FSDP and DDP, `_orig_mod.` for torch.compile, `_fsdp_wrapped_module.` /
+`_checkpoint_wrapped_module.` for FSDP1 and activation checkpointing); `hf_name` removes
+them to recover the name `transformers` uses. Transformer Engine stores a
+`<module>._extra_state` entry per layer (fp8 scaling bookkeeping): module state, not a
+weight, never optimized.
 """
 
 from __future__ import annotations
+
+import re
 
 MODEL_KEY_PREFIX = "model."
 OPTIMIZER_STATE_PREFIX = "optimizer.state."
 EXTRA_KEY_PREFIX = "extra."
 WRAPPER_SEGMENTS = ("module", "_orig_mod", "_fsdp_wrapped_module", "_checkpoint_wrapped_module")
 ADAM_MOMENTS = ("exp_avg", "exp_avg_sq")
+NOT_WEIGHT_SUFFIXES = ("._extra_state",)  # Transformer Engine's fp8 bookkeeping
+
+_MODEL_ENTRY_RE = re.compile(r"^(model[0-9]*)\.")  # `model.`, or `model0.`, `model1.` (chunks)
 
 
 def hf_name(module_path: str) -> str:
@@ -23,9 +31,27 @@ def hf_name(module_path: str) -> str:
     return ".".join(part for part in module_path.split(".") if part not in WRAPPER_SEGMENTS)
 
 
+def model_entry(key: str) -> str | None:
+    """The top-level model entry a stored key lies under (`model`, `model0`, ...), or None."""
+    match = _MODEL_ENTRY_RE.match(key)
+    return match.group(1) if match else None
+
+
+def is_weight_key(key: str) -> bool:
+    """A key under a model entry that holds a weight (not TE's `_extra_state`)."""
+    return model_entry(key) is not None and not key.endswith(NOT_WEIGHT_SUFFIXES)
+
+
 def model_keys(keys: list[str]) -> list[str]:
-    """The stored keys that are model weights (under the top-level `model.` entry)."""
-    return [key for key in keys if key.startswith(MODEL_KEY_PREFIX)]
+    """The stored keys that are model weights (under the top-level `model.` entry, or one
+    virtual-pipeline chunk's `model0.`), TE's `_extra_state` left out."""
+    return [key for key in keys if is_weight_key(key)]
+
+
+def module_path(model_key: str) -> str:
+    """`model.module.decoder.layers.0.mlp.linear_fc1.weight_w` (or under `model0.`) ->
+    `decoder.layers.0.mlp.linear_fc1.weight_w`: the entry and wrapper segments removed."""
+    return hf_name(model_key.split(".", 1)[1])
 
 
 def optimizer_moment_key(model_key: str, moment: str) -> str:

@@ -1,0 +1,327 @@
+"""Variations of verl and Megatron-LM checkpoints that users have on disk, beyond the
+layout matrix of tests/ckpt/test_interop_layouts.py: model entry and key variants
+(`model0`, no `module.`, Transformer Engine `_extra_state`), an untied output layer under a
+tied config, MoE, incomplete saves and stale trackers, and the formats of the same tools
+mfsdp does not read (torch_dist, legacy torch, verl FSDP), each refused in one line that
+says what the directory is and what reads it.
+
+The Megatron-LM-shaped state comes from tests/fixtures/megatron_lm_optim/
+make_megatron_lm_optim.py; the logits cases build a tiny transformers model and write its
+weights under Megatron-core names with test_export_mcore's independent converter.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed.checkpoint as dcp
+
+from tests.ckpt.convert.test_export_mcore import _hf_model, to_mcore
+from tests.support.export import fixed_inputs, load_report, logits_of
+from tests.support.interop_layouts import maker, one_error_line, run_cli
+
+MAKER = maker()
+
+
+def _save(state: dict, target: Path) -> Path:
+    with warnings.catch_warnings():  # DCP warns that it saves without a process group
+        warnings.simplefilter("ignore")
+        dcp.save(state, checkpoint_id=str(target), no_dist=True)
+    return target
+
+
+def _config(root: Path, **changes) -> Path:
+    path = root / "config.json"
+    path.write_text(json.dumps({**MAKER.CONFIG, **changes}))
+    return path
+
+
+def _megatron_run(root: Path, state: dict, step: int = 100, tracker: str | None = None) -> Path:
+    run = root / "megatron"
+    _save(state, run / f"iter_{step:07d}")
+    (run / "latest_checkpointed_iteration.txt").write_text(tracker or str(step))
+    return run
+
+
+# --------------------------------------------------------------------------- key variants
+def _model0(state: dict) -> dict:
+    state["model0"] = state.pop("model")  # verl's name for a model in one virtual-pipeline chunk
+    return state
+
+
+def _no_module(state: dict) -> dict:
+    state["model"] = {k.removeprefix("module."): v for k, v in state["model"].items()}
+    return state
+
+
+def _te_extra_state(state: dict) -> dict:
+    """Transformer Engine keeps a `_extra_state` per module (an empty uint8 tensor without
+    fp8, bytes with it); verl and Megatron-Bridge saves may keep them."""
+    layer = "module.decoder.layers.0."
+    state["model"][layer + "self_attention.linear_qkv._extra_state"] = torch.zeros(
+        0, dtype=torch.uint8
+    )
+    state["model"][layer + "mlp.linear_fc1._extra_state"] = b"\x00fp8 scales"
+    return state
+
+
+VARIANTS = {"model0": _model0, "no_module": _no_module, "te_extra_state": _te_extra_state}
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_key_variants_validate_clean_and_export(variant, tmp_path):
+    """Was: `model0` failed validate (every weight "missing") and export ("fit neither
+    layout"); `_extra_state` tensors were "optimizer state exp_avg is missing" errors."""
+    state = VARIANTS[variant](MAKER.state_dict(MAKER.CONFIG))
+    run = _megatron_run(tmp_path, state)
+    config = _config(tmp_path)
+    code, out, err = run_cli("ckpt", "validate", run, "--deep", "--hf-config", config, "--json")
+    report = json.loads(out)
+    assert code == 0 and report["findings"] == [], out + err
+    assert report["layout"] == "megatron-lm" and report["has_optimizer_state"] is True
+    code, out, err = run_cli(
+        "ckpt", "export-hf", run, "--hf-config", config, "--out", tmp_path / "hf", "--verify"
+    )
+    assert code == 0 and "verified" in out, out + err
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_key_variants_export_to_the_source_logits(variant, tmp_path):
+    model = _hf_model("llama")  # untied output layer, no biases, GQA 4:2
+    weights = to_mcore(model, norms="te", fc1="split")
+    state = {"model": {f"module.{k}": v for k, v in weights.items()}, "iteration": 5}
+    ckpt = _save(VARIANTS[variant](state), tmp_path / "dist_ckpt")
+    model.config.save_pretrained(tmp_path / "assets")
+    out = tmp_path / "hf"
+    code, stdout, err = run_cli(
+        "ckpt", "export-hf", ckpt, "--hf-config", tmp_path / "assets", "--out", out
+    )
+    assert code == 0, stdout + err
+    assert load_report(out) == {}
+    ids = fixed_inputs(model.config.vocab_size)
+    with torch.no_grad():
+        expected = model(input_ids=ids).logits
+    torch.testing.assert_close(logits_of(out, ids), expected, rtol=0, atol=1e-5)
+
+
+def test_virtual_pipeline_chunks_are_refused_naming_them(tmp_path):
+    state = MAKER.state_dict(MAKER.CONFIG)
+    state["model1"] = {k: v.clone() for k, v in state["model"].items()}
+    state["model0"] = state.pop("model")
+    ckpt = _save(state, tmp_path / "dist_ckpt")
+    code, out, err = run_cli(
+        "ckpt", "export-hf", ckpt, "--hf-config", _config(tmp_path), "--out", tmp_path / "hf"
+    )
+    assert code == 1, out + err
+    assert "model entries model0, model1: a model saved in virtual-pipeline" in one_error_line(err)
+    assert not (tmp_path / "hf").exists()
+
+
+def test_moe_is_one_line_exit_1_naming_the_key(tmp_path):
+    """Was: exit 2, "3 tensor(s) have no qwen2 mcore mapping"."""
+    state = MAKER.state_dict(MAKER.CONFIG)
+    layer = "module.decoder.layers.0.mlp."
+    for name in ("linear_fc1.weight_w", "linear_fc1.weight_v", "linear_fc2.weight"):
+        del state["model"][layer + name]
+    state["model"][layer + "router.weight"] = torch.zeros(4, 16)
+    state["model"][layer + "experts.local_experts.0.linear_fc1.weight"] = torch.zeros(48, 16)
+    state["optimizer"] = {}
+    ckpt = _save(state, tmp_path / "dist_ckpt")
+    config = _config(tmp_path)
+    code, out, err = run_cli(
+        "ckpt", "export-hf", ckpt, "--hf-config", config, "--out", tmp_path / "o"
+    )
+    line = one_error_line(err)
+    assert code == 1 and "mixture-of-experts (MoE) layers are not supported" in line, err
+    assert f"[model.{layer}experts.local_experts.0.linear_fc1.weight]" in line
+    code, out, err = run_cli("ckpt", "validate", ckpt, "--hf-config", config)
+    assert code == 1 and "mixture-of-experts (MoE)" in out, out + err
+
+
+def test_an_untied_output_layer_under_a_tied_config_is_not_dropped(tmp_path):
+    """Was: exit 0, output_layer.weight silently dropped (the export's lm_head became the
+    embedding: a different model)."""
+    state = MAKER.state_dict(MAKER.CONFIG)
+    state["model"]["module.output_layer.weight"] = torch.randn(32, 16)
+    ckpt = _save(state, tmp_path / "dist_ckpt")
+    tied = _config(tmp_path)
+    code, out, err = run_cli(
+        "ckpt", "export-hf", ckpt, "--hf-config", tied, "--out", tmp_path / "o"
+    )
+    assert code == 2 and "says tie_word_embeddings=true" in one_error_line(err), out + err
+    code, out, err = run_cli("ckpt", "validate", ckpt, "--hf-config", tied)
+    assert code == 1 and "tie_word_embeddings" in out, out + err
+    (tmp_path / "untied").mkdir()
+    untied = _config(tmp_path / "untied", tie_word_embeddings=False)
+    code, out, err = run_cli(
+        "ckpt", "export-hf", ckpt, "--hf-config", untied, "--out", tmp_path / "o"
+    )
+    assert code == 0, out + err
+
+
+def test_validate_reports_whether_optimizer_state_is_present(tmp_path):
+    state = MAKER.state_dict(MAKER.CONFIG)
+    with_optim = _save(state, tmp_path / "with" / "dist_ckpt")
+    del state["optimizer"]
+    without = _save(state, tmp_path / "without" / "dist_ckpt")
+    for ckpt, present, words in (
+        (with_optim, True, "optimizer state"),
+        (without, False, "no optimizer state"),
+    ):
+        code, out, err = run_cli("ckpt", "validate", ckpt, "--json")
+        assert code == 0 and json.loads(out)["has_optimizer_state"] is present, out + err
+        code, out, err = run_cli("ckpt", "validate", ckpt)
+        assert f"2 files, {words}" in out.splitlines()[-1], out
+
+
+def test_megatron_lm_without_config_says_what_to_pass(tmp_path):
+    run = _megatron_run(tmp_path, MAKER.state_dict(MAKER.CONFIG))
+    code, _out, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "hf")
+    line = one_error_line(err)
+    assert code == 2 and "pass --hf-config with the Hugging Face model dir" in line, err
+    assert "Megatron-LM saves none" in line and "its weights: 1 layers, hidden 16, vocab 32" in line
+
+
+# --------------------------------------------------------------------------- run dirs
+def _verl_step(run: Path, step: int, state: dict | None) -> Path:
+    """verl RL v1: global_step_N/actor/{dist_ckpt/, huggingface/}; both dirs always made,
+    dist_ckpt/ left empty when `state` is None (a save that wrote nothing)."""
+    actor = run / f"global_step_{step}" / "actor"
+    (actor / "dist_ckpt").mkdir(parents=True)
+    (actor / "huggingface").mkdir()
+    if state is not None:
+        shutil.rmtree(actor / "dist_ckpt")
+        _save(state, actor / "dist_ckpt")
+    return actor
+
+
+def test_a_tracker_naming_an_empty_save_is_exit_1_naming_it(tmp_path):
+    """Was: exit 2, "global_step_40/actor: not a checkpoint (looked for ...)"."""
+    run = tmp_path / "run"
+    _verl_step(run, 20, MAKER.state_dict(MAKER.CONFIG))
+    actor = _verl_step(run, 40, None)
+    (run / "latest_checkpointed_iteration.txt").write_text("40")
+    code, out, err = run_cli("ckpt", "validate", run, "--json")
+    assert code == 1, out + err
+    error = json.loads(out)["error"]
+    assert f"names '40', but {actor / 'dist_ckpt'}: empty, no .metadata" in error
+    assert "other step dirs here: global_step_20" in error
+    for level in (actor, actor / "dist_ckpt"):
+        code, out, err = run_cli("ckpt", "export-hf", level, "--out", tmp_path / "hf")
+        assert code == 1 and "this save did not finish" in one_error_line(err), out + err
+    assert not (tmp_path / "hf").exists()
+
+
+def test_an_empty_v2_model_dir_is_exit_1(tmp_path):
+    actor = tmp_path / "run" / "global_step_40" / "actor"
+    for sub in ("model/dist_ckpt", "model/huggingface", "optimizer/dist_ckpt", "extra/dist_ckpt"):
+        (actor / sub).mkdir(parents=True)
+    (actor / "ckpt_contents.json").write_text(json.dumps({"schema_version": 2}))
+    code, _out, err = run_cli("ckpt", "validate", actor)
+    assert code == 1 and "model/dist_ckpt: empty, no .metadata" in one_error_line(err), err
+
+
+def test_a_step_newer_than_the_tracker_is_noted(tmp_path):
+    """verl's async save never updates the tracker: the run resumes (and mfsdp reads) the
+    tracker's step, and the note names the newer one."""
+    run = tmp_path / "run"
+    state = MAKER.state_dict(MAKER.CONFIG)
+    _verl_step(run, 40, state)
+    _verl_step(run, 80, state)
+    (run / "latest_checkpointed_iteration.txt").write_text("40\n")
+    code, out, err = run_cli("ckpt", "validate", run, "--json")
+    report = json.loads(out)
+    assert code == 0 and report["step"] == 40, out + err
+    assert "global_step_80/ (step 80) is newer" in report["note"]
+    assert f"give {run / 'global_step_80'}" in report["note"]
+    code, out, err = run_cli("ckpt", "validate", run)
+    assert code == 0 and err.startswith("note: ") and "is newer" in err
+
+
+# --------------------------------------------------------------------------- other formats
+def _torch_dist(root: Path) -> Path:
+    """Megatron dist_checkpointing's torch_dist: DCP files plus metadata.json and common.pt."""
+    _save({"decoder.layers.mlp.linear_fc2.weight": torch.zeros(2, 4, 4)}, root)
+    (root / "metadata.json").write_text(
+        json.dumps({"sharded_backend": "torch_dist", "common_backend": "torch"})
+    )
+    torch.save({"iteration": 100}, root / "common.pt")
+    return root
+
+
+def _megatron_torch_dist(root: Path) -> Path:
+    run = root / "megatron"
+    _torch_dist(run / "iter_0000100")
+    (run / "latest_checkpointed_iteration.txt").write_text("100")
+    return run
+
+
+def _verl_megatron_torch_dist(root: Path) -> Path:
+    """verl's Megatron backend without Megatron-FSDP saves dist_ckpt/ as torch_dist."""
+    actor = root / "run" / "global_step_40" / "actor"
+    _torch_dist(actor / "dist_ckpt")
+    (actor / "huggingface").mkdir()
+    (root / "run" / "latest_checkpointed_iteration.txt").write_text("40")
+    return root / "run"
+
+
+def _megatron_legacy(root: Path) -> Path:
+    step = root / "megatron" / "iter_0000100" / "mp_rank_00"
+    step.mkdir(parents=True)
+    torch.save({"iteration": 100}, step / "model_optim_rng.pt")
+    (root / "megatron" / "latest_checkpointed_iteration.txt").write_text("100")
+    return root / "megatron"
+
+
+def _verl_fsdp(root: Path) -> Path:
+    actor = root / "run" / "global_step_40" / "actor"
+    actor.mkdir(parents=True)
+    for rank in range(2):
+        torch.save({}, actor / f"model_world_size_2_rank_{rank}.pt")
+        torch.save({}, actor / f"optim_world_size_2_rank_{rank}.pt")
+    (actor / "fsdp_config.json").write_text("{}")
+    (actor / "huggingface").mkdir()
+    (actor / "huggingface" / "config.json").write_text(json.dumps(MAKER.CONFIG))
+    (actor / "huggingface" / "model.safetensors").write_bytes(b"{}")
+    (root / "run" / "latest_checkpointed_iteration.txt").write_text("40")
+    return root / "run"
+
+
+FOREIGN = {
+    "megatron_torch_dist": (_megatron_torch_dist, "dist_checkpointing (torch_dist)"),
+    "verl_megatron_torch_dist": (
+        _verl_megatron_torch_dist,
+        "verl.model_merger merge --backend megatron",
+    ),
+    "megatron_legacy": (_megatron_legacy, "Megatron-LM legacy checkpoint (mp_rank_NN"),
+    "verl_fsdp": (_verl_fsdp, "--backend fsdp"),
+}
+
+
+@pytest.mark.parametrize("case", list(FOREIGN))
+def test_formats_mfsdp_does_not_read_are_named_with_their_reader(case, tmp_path):
+    """Was: torch_dist validated "valid" as megatron-lm (its stacked-layer names then failed
+    export as unmapped); legacy and verl FSDP dirs were "not a checkpoint"."""
+    build, words = FOREIGN[case]
+    run = build(tmp_path)
+    config = _config(tmp_path)
+    for args in (
+        ("validate", run),
+        ("validate", run, "--json"),
+        ("inspect", run),
+        ("export-hf", run, "--hf-config", config, "--out", tmp_path / "hf"),
+    ):
+        code, out, err = run_cli("ckpt", *args)
+        line = one_error_line(err)
+        assert code == 2 and words in line and "which mfsdp does not read" in line, out + err
+        assert "not a checkpoint" not in line
+        if "--json" in args:
+            assert json.loads(out)["exit_code"] == 2
+    assert not (tmp_path / "hf").exists()
+    if case == "verl_fsdp":
+        assert "huggingface/ already holds Hugging Face weights" in line
