@@ -6,12 +6,12 @@ import json
 
 import click
 
-from cli.errors import remember_json
+from cli.errors import READ_PATH, remember_json
 from trainer.progress import CallbackBar
 
 
 @click.command("import-hf")
-@click.argument("hf_dir", type=click.Path())
+@click.argument("hf_dir", type=READ_PATH)
 @click.option(
     "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory to create."
 )
