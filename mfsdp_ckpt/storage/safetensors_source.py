@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format.dtypes import BY_NAME, DType
+from mfsdp_ckpt.format.finite import count_nonfinite_in_file
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE, SINGLE_FILE
@@ -238,5 +239,14 @@ class SafetensorsSource:
                         f"{path} [{entry.name}]: unexpected end of file (truncated?)"
                     )
                 done += count
+        finally:
+            os.close(fd)
+
+    def count_nonfinite(self, entry: StoredTensor) -> int:
+        """NaN/Inf among the entry's values, counted on its mapped bytes a piece at a time
+        (no tensor is made: import copies most weights file to file)."""
+        fd = _open_weights(self.root / entry.file)
+        try:
+            return count_nonfinite_in_file(fd, entry.offset, entry.numel, entry.dtype)
         finally:
             os.close(fd)

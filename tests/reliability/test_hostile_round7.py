@@ -3,6 +3,9 @@ the right exit code:
 
 * a checkpoint dir (run, step or dist_ckpt) this user may not read: a permission error
   naming it (exit 1), not "not a checkpoint" or click's "not readable" (exit 2);
+* a Hugging Face model whose weights hold NaN/Inf (or overflow a --dtype cast): import-hf
+  refuses it naming the tensor (exit 1), as export-hf and `validate --deep` do, and leaves
+  nothing at --out; `--allow-nonfinite` imports it anyway;
 """
 
 from __future__ import annotations
@@ -11,12 +14,18 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import torch
+from safetensors.torch import save_file
 
+from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
+from tests.support.interop_layouts import run_cli
 from tests.support.paths import FIXTURES, REPO, repo_env
 from tests.support.permissions import without_root_overrides
 
+MCORE_QWEN2 = FIXTURES / "mcore" / "qwen2"
 MFSDP_RUN = FIXTURES / "megatron_fsdp_qwen2" / "run"  # mfsdp's layout, with a manifest
 STEP = "global_step_2"
 
@@ -100,3 +109,58 @@ def test_a_huggingface_dir_this_user_cannot_read_fails_the_export(tmp_path):
         assets.chmod(0o755)
     assert record["exit"] == 1, record
     _one_error(record["stderr"], str(assets), "Permission denied")
+
+
+# --------------------------------------------------------------------------- import NaN/Inf
+def _hf_model(root: Path, dtype: torch.dtype = torch.float32, edit=None) -> Path:
+    """A Hugging Face model dir of the mcore fixture's shape (tied embedding stored once);
+    `edit` may change the tensors before they are saved."""
+    model = root / "model"
+    model.mkdir()
+    config = json.loads((MCORE_QWEN2 / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps(config))
+    shapes = hf_state_dict_shapes(config)
+    shapes.pop("lm_head.weight")
+    generator = torch.Generator().manual_seed(0)
+    tensors = {name: torch.randn(s, generator=generator).to(dtype) for name, s in shapes.items()}
+    if edit is not None:
+        edit(tensors)
+    save_file(tensors, str(model / "model.safetensors"))
+    return model
+
+
+NONFINITE_AT = "model.layers.1.self_attn.q_proj.weight"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("value", [float("nan"), float("-inf")])
+@pytest.mark.parametrize(
+    "options", [("--layout", "mcore"), ("--layout", "hf"), ("--layout", "hf", "--dtype", "fp32")]
+)
+def test_import_refuses_weights_holding_nan_or_inf(tmp_path, dtype, value, options):
+    def poison(tensors):
+        tensors[NONFINITE_AT].view(-1)[5] = value
+
+    model = _hf_model(tmp_path, dtype, poison)
+    out = tmp_path / "out"
+    code, _out, err = run_cli("ckpt", "import-hf", model, "--out", out, *options)
+    assert code == 1, err
+    _one_error(err, str(model / "model.safetensors"), NONFINITE_AT, "1 NaN/Inf")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # nothing at or beside OUT
+    code, _out, err = run_cli(
+        "ckpt", "import-hf", model, "--out", out, *options, "--allow-nonfinite"
+    )
+    assert code == 0, err
+
+
+def test_import_refuses_a_cast_that_overflows(tmp_path):
+    def huge(tensors):
+        tensors["model.norm.weight"][0] = 1e30
+
+    model = _hf_model(tmp_path, torch.float32, huge)
+    code, _out, err = run_cli(
+        "ckpt", "import-hf", model, "--out", tmp_path / "out", "--dtype", "fp16"
+    )
+    assert code == 1, err
+    _one_error(err, "model.norm.weight", "overflows float16")
+    assert not (tmp_path / "out").exists()
