@@ -6,6 +6,10 @@ the right exit code:
 * a Hugging Face model whose weights hold NaN/Inf (or overflow a --dtype cast): import-hf
   refuses it naming the tensor (exit 1), as export-hf and `validate --deep` do, and leaves
   nothing at --out; `--allow-nonfinite` imports it anyway;
+* a sharded model whose model.safetensors.index.json disagrees with the shards (a tensor
+  listed in the wrong shard, one not listed, one listed that no shard holds): transformers
+  would load a different model than import-hf wrote (an unlisted weight is left randomly
+  initialised), so import refuses it naming the index and the tensor (exit 1);
 """
 
 from __future__ import annotations
@@ -163,4 +167,52 @@ def test_import_refuses_a_cast_that_overflows(tmp_path):
     )
     assert code == 1, err
     _one_error(err, "model.norm.weight", "overflows float16")
+    assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------- sharded index
+def _sharded(model: Path) -> tuple[dict[str, str], list[str]]:
+    """model.safetensors split in two shards with an index; returns the weight map and the
+    names in the second shard."""
+    from safetensors.torch import load_file
+
+    tensors = load_file(str(model / "model.safetensors"))
+    (model / "model.safetensors").unlink()
+    names = sorted(tensors)
+    halves = {"model-00001-of-00002.safetensors": names[::2]}
+    halves["model-00002-of-00002.safetensors"] = names[1::2]
+    for file, part in halves.items():
+        save_file({name: tensors[name] for name in part}, str(model / file))
+    weight_map = {name: file for file, part in halves.items() for name in part}
+    return weight_map, halves["model-00002-of-00002.safetensors"]
+
+
+def _wrong_shard(weight_map, second):
+    weight_map[second[0]] = "model-00001-of-00002.safetensors"
+    return second[0], "lists it in model-00001-of-00002.safetensors"
+
+
+def _unlisted(weight_map, second):
+    del weight_map[second[0]]
+    return second[0], "does not list it"
+
+
+def _phantom(weight_map, second):
+    weight_map["model.layers.0.mlp.extra.weight"] = "model-00002-of-00002.safetensors"
+    return "model.layers.0.mlp.extra.weight", "does not hold it"
+
+
+@pytest.mark.parametrize("damage", [_wrong_shard, _unlisted, _phantom])
+def test_an_index_that_disagrees_with_its_shards_is_refused(tmp_path, damage):
+    model = _hf_model(tmp_path)
+    weight_map, second = _sharded(model)
+    index = model / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    code, _out, err = run_cli("ckpt", "import-hf", model, "--out", tmp_path / "ok")
+    assert code == 0, err  # the undamaged split imports
+    name, words = damage(weight_map, second)
+    index.write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    code, _out, err = run_cli("ckpt", "import-hf", model, "--out", tmp_path / "out")
+    assert code == 1, err
+    _one_error(err, str(index), name, words)
     assert not (tmp_path / "out").exists()
