@@ -10,6 +10,9 @@ the right exit code:
   listed in the wrong shard, one not listed, one listed that no shard holds): transformers
   would load a different model than import-hf wrote (an unlisted weight is left randomly
   initialised), so import refuses it naming the index and the tensor (exit 1);
+* a YAML config (file or override) giving one key twice: PyYAML kept the last silently, so
+  a second `optim:` section dropped every key of the first; refused naming key and line
+  (exit 2), while `<<` merges may still be overridden.
 """
 
 from __future__ import annotations
@@ -216,3 +219,26 @@ def test_an_index_that_disagrees_with_its_shards_is_refused(tmp_path, damage):
     assert code == 1, err
     _one_error(err, str(index), name, words)
     assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------- YAML keys twice
+def test_a_config_key_given_twice_is_refused_naming_it(tmp_path):
+    from trainer.config import ConfigError, SFTConfig, load_config
+
+    base = (REPO / "examples" / "sft_tiny_cpu.yaml").read_text()
+    cases = {
+        "section": (base + "optim:\n  lr: 1.0\n", "key 'optim' given twice"),
+        "key": (base.replace("  lr: 3.0e-3\n", "  lr: 3.0e-3\n  lr: 1.0\n"), "key 'lr'"),
+    }
+    for name, (text, words) in cases.items():
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=words) as caught:
+            load_config(SFTConfig, path)
+        assert str(path) in str(caught.value) and "(line " in str(caught.value)
+    with pytest.raises(ConfigError, match="key 'lr' given twice"):
+        load_config(SFTConfig, None, ["optim={lr: 1, lr: 2}"])
+    merged = tmp_path / "merged.yaml"
+    merged.write_text("optim:\n  <<: {lr: 1.0, clip_grad: 2.0}\n  lr: 0.5\n")
+    config = load_config(SFTConfig, merged)
+    assert (config.optim.lr, config.optim.clip_grad) == (0.5, 2.0)
