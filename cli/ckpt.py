@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from cli.errors import EXIT_FAILED, remember_json
+from cli.errors import EXIT_FAILED, READ_PATH, remember_json
 from trainer.progress import CallbackBar
 
 PATH_HELP = """PATH is any level of a checkpoint: a run dir (follows
@@ -61,7 +61,7 @@ Examples:
   mfsdp ckpt inspect runs/demo/sft_lora --deep --json | jq .lora
 """
 )
-@click.argument("path", type=click.Path())
+@click.argument("path", type=READ_PATH)
 @ROLE_OPTION
 @click.option(
     "--json",
@@ -104,7 +104,7 @@ Examples:
   mfsdp ckpt validate megatron_run/iter_0000100 --hf-config Qwen2.5-7B/ --json
 """
 )
-@click.argument("path", type=click.Path())
+@click.argument("path", type=READ_PATH)
 @ROLE_OPTION
 @click.option(
     "--deep",

@@ -31,6 +31,7 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_OK",
     "EXIT_USAGE",
+    "READ_PATH",
     "MfsdpGroup",
     "fail",
     "remember_json",
@@ -41,6 +42,11 @@ EXIT_INTERRUPTED = 130
 JSON_OUTPUT = "mfsdp.json_output"  # click ctx.meta key (shared by nested contexts)
 
 T = TypeVar("T")
+
+# The type of a path argument a library function reads: one this user may not read is that
+# function's failure to report (exit 1, naming what it could not open), not click's
+# "is not readable" usage error (exit 2).
+READ_PATH = click.Path(readable=False)
 
 
 def remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:

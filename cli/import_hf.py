@@ -6,12 +6,12 @@ import json
 
 import click
 
-from cli.errors import remember_json
+from cli.errors import READ_PATH, remember_json
 from trainer.progress import CallbackBar
 
 
 @click.command("import-hf")
-@click.argument("hf_dir", type=click.Path())
+@click.argument("hf_dir", type=READ_PATH)
 @click.option(
     "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory to create."
 )
@@ -49,6 +49,11 @@ from trainer.progress import CallbackBar
     "there is never replaced.",
 )
 @click.option(
+    "--allow-nonfinite",
+    is_flag=True,
+    help="Import weights holding NaN/Inf (or overflowing --dtype) instead of failing.",
+)
+@click.option(
     "--json", "as_json", is_flag=True, help="Print the summary as JSON.", callback=remember_json
 )
 def import_hf(
@@ -58,14 +63,16 @@ def import_hf(
     norms: str,
     dtype: str,
     overwrite: bool,
+    allow_nonfinite: bool,
     as_json: bool,
 ) -> None:
     """Convert a Hugging Face safetensors model into a DCP checkpoint, on CPU, in bounded memory.
 
     HF_DIR holds config.json and model.safetensors (or shards with model.safetensors.index.json);
     Qwen2/Qwen2.5, Qwen3 and Llama 3, tied or untied. Tensors stream one at a time (peak memory
-    about the largest tensor); OUT appears only when complete. Exit 0 ok, 1 unreadable or
-    inconsistent model, 2 bad usage.
+    about the largest tensor); OUT appears only when complete. A weight holding NaN/Inf stops
+    the import (as it stops export-hf). Exit 0 ok, 1 unreadable or inconsistent model, 2 bad
+    usage.
 
     \b
     Examples:
@@ -90,6 +97,7 @@ def import_hf(
                 norms=norms,
                 overwrite=overwrite,
                 progress=progress,
+                allow_nonfinite=allow_nonfinite,
             )
 
     result = run()

@@ -55,6 +55,23 @@ class _BoundedLoader(yaml.SafeLoader):
             raise YAMLConfigError(f"{self.source}: YAML tag {shown[:80]!r} is not allowed")
         return node
 
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        """A key given twice in one mapping is refused: PyYAML keeps the last silently, so a
+        second `optim:` section would drop every key of the first. Keys a `<<` merge brings
+        in may still be overridden, as YAML means them to be."""
+        seen: set = set()
+        for key_node, _value in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(
+                key_node, yaml.ScalarNode
+            ):
+                continue
+            key = self.construct_object(key_node)
+            if key in seen:
+                line = key_node.start_mark.line + 1
+                raise YAMLConfigError(f"{self.source}: key {key!r:.80} given twice (line {line})")
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
 
 def _expanded_size(node: yaml.Node, source: str) -> int:
     """Nodes of the tree as walked, each alias counted with its whole expansion; stops

@@ -5,7 +5,6 @@ a bounded piece at a time through per-thread buffers; NaN/Inf are counted on the
 from __future__ import annotations
 
 import errno
-import mmap
 import os
 import threading
 from pathlib import Path
@@ -15,6 +14,7 @@ from mfsdp_ckpt.convert.export_errors import NonFiniteError
 from mfsdp_ckpt.convert.export_plan import ExportPlan
 from mfsdp_ckpt.convert.name_maps import COPY, MappedTensor
 from mfsdp_ckpt.format.dtypes import DType
+from mfsdp_ckpt.format.finite import count_nonfinite_in_file
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import Chunk, chunk_coverage_problems
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
@@ -132,46 +132,12 @@ def _stream(
     return True
 
 
-# Checked on the raw bytes, so the kernel-copy path needs neither torch nor a copy: numpy's
-# isfinite for the types it has; for bfloat16, all exponent bits set (Inf or NaN). fp8
-# formats are not checked.
-_NUMPY_FLOATS = {"float64": "<f8", "float32": "<f4", "float16": "<f2"}
-
-
-_BF16_EXPONENT = 0x7F80
-
-
-def _count_nonfinite(data: memoryview, dtype: DType) -> int:
-    import numpy as np
-
-    if dtype.name in _NUMPY_FLOATS:
-        values = np.frombuffer(data, dtype=_NUMPY_FLOATS[dtype.name])
-        return 0 if np.isfinite(values).all() else int(np.count_nonzero(~np.isfinite(values)))
-    if dtype.name == "bfloat16":
-        exponent = np.frombuffer(data, dtype="<u2") & np.uint16(_BF16_EXPONENT)
-        return int(np.count_nonzero(exponent == _BF16_EXPONENT))
-    return 0
-
-
 def _check_finite_range(
     plan: ExportPlan, item: MappedTensor, fd: int, offset: int, numel: int
 ) -> None:
-    """NonFiniteError when `numel` raw elements at `offset` of `fd` hold NaN/Inf; the bytes
-    are mapped a piece at a time (they are read into the page cache the copy then uses)."""
-    dtype = plan.entry(item).dtype
-    if numel == 0 or dtype.name not in (*_NUMPY_FLOATS, "bfloat16"):
-        return
-    start = offset - offset % mmap.ALLOCATIONGRANULARITY
-    length = offset + numel * dtype.itemsize - start
-    with mmap.mmap(fd, length, prot=mmap.PROT_READ, offset=start) as mapped:
-        view, step = memoryview(mapped), STREAM_PIECE_ELEMENTS * dtype.itemsize
-        try:
-            found = sum(
-                _count_nonfinite(view[first : min(first + step, length)], dtype)
-                for first in range(offset - start, length, step)
-            )
-        finally:
-            view.release()
+    """NonFiniteError when `numel` raw elements at `offset` of `fd` hold NaN/Inf (counted on
+    the mapped bytes, which the copy then finds in the page cache)."""
+    found = count_nonfinite_in_file(fd, offset, numel, plan.entry(item).dtype)
     if found:
         raise _nonfinite(plan, item, found, overflow=False)
 

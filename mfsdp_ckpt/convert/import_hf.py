@@ -84,6 +84,10 @@ class ImportFailedError(MfsdpFailedError, ValueError):
     """The model cannot be imported (exit 1): unreadable weights, shapes the config contradicts."""
 
 
+class NonFiniteImportError(ImportFailedError):
+    """A weight holds NaN or Inf, or a --dtype cast overflows it."""
+
+
 @dataclass
 class ImportResult:
     out_dir: str
@@ -238,11 +242,44 @@ def _aliases(plan: ImportPlan) -> list[tuple[ImportItem, ImportItem]]:
     return pairs
 
 
+def _refuse_nonfinite_sources(plan: ImportPlan, item: ImportItem) -> None:
+    """NaN/Inf in a weight (a diverged run's save) stops the import, as it stops export-hf
+    and fails `validate --deep`: a checkpoint made from it would train on garbage."""
+    for name in item.sources:
+        entry = plan.source.tensors[name]
+        found = plan.source.count_nonfinite(entry)
+        if found:
+            raise NonFiniteImportError(
+                f"{plan.source.root / entry.file} [{name}]: holds {found} NaN/Inf value(s)"
+                " (a diverged run?); --allow-nonfinite imports it anyway"
+            )
+
+
+def _refuse_nonfinite_cast(plan: ImportPlan, item: ImportItem, tensor) -> None:
+    """After a --dtype cast: NaN/Inf the sources held, or values the cast overflowed."""
+    import torch
+
+    found = int((~torch.isfinite(tensor)).sum())
+    if not found:
+        return
+    _refuse_nonfinite_sources(plan, item)  # names the source when it held them already
+    raise NonFiniteImportError(
+        f"{plan.source.root} [{', '.join(item.sources)}]: overflows"
+        f" {plan.out_dtype(item).name} ({found} value(s) become Inf); --allow-nonfinite"
+        " imports it anyway"
+    )
+
+
 def _write_model(
-    plan: ImportPlan, dist_ckpt: Path, progress: Progress | None, hash_data: bool = False
+    plan: ImportPlan,
+    dist_ckpt: Path,
+    progress: Progress | None,
+    hash_data: bool = False,
+    allow_nonfinite: bool = False,
 ) -> tuple[int, dict[str, FileRecord | None]]:
     """Write every planned tensor (an alias writes no bytes); returns the payload bytes
-    written and each data file's record."""
+    written and each data file's record. A weight holding NaN/Inf is refused unless
+    `allow_nonfinite`."""
     writer = StreamingDcpWriter(dist_ckpt, hash_data=hash_data)
     aliases = _aliases(plan)
     aliased = {item.target for item, _ in aliases}
@@ -262,9 +299,14 @@ def _write_model(
             try:
                 if not _keeps_bytes(plan, item):
                     raise BlobTooLargeError("a cast needs the tensor")
+                if not allow_nonfinite:
+                    _refuse_nonfinite_sources(plan, item)
                 writer.add_raw(path, dtype, item.shape, _payload_ranges(plan, item))
             except BlobTooLargeError:
-                writer.add_tensor(path, _convert(plan, item))
+                tensor = _convert(plan, item)
+                if not allow_nonfinite:
+                    _refuse_nonfinite_cast(plan, item, tensor)
+                writer.add_tensor(path, tensor)
                 report(*writer.written())  # a cast takes a while: show it
         for item, same_as in aliases:
             writer.add_alias(plan.state_path(item), plan.state_path(same_as))
@@ -287,11 +329,13 @@ def import_hf(
     norms: str = "local",
     overwrite: bool = False,
     progress: Progress | None = None,
+    allow_nonfinite: bool = False,
 ) -> ImportResult:
     """Convert the safetensors model in `hf_dir` into a DCP checkpoint at `out_dir`.
 
     Raises ImportUsageError (bad usage: exit 2), ImportFailedError (unreadable or inconsistent
-    model: exit 1), OSError (disk full, unwritable). On any failure nothing is left at OUT.
+    model, a weight holding NaN/Inf unless `allow_nonfinite`: exit 1), OSError (disk full,
+    unwritable). On any failure nothing is left at OUT.
     """
     started = time.monotonic()
     source_dir, out = Path(hf_dir), Path(out_dir)
@@ -304,10 +348,12 @@ def import_hf(
         )
     with claim_output(out, overwrite) as claim, _naming_output(out):
         if plan.layout == MCORE:
-            written, _ = _write_model(plan, claim.tmp, progress)
+            written, _ = _write_model(plan, claim.tmp, progress, allow_nonfinite=allow_nonfinite)
             checkpoint = out
         else:
-            written = _write_run_dir(plan, source_dir, claim.tmp, started, progress)
+            written = _write_run_dir(
+                plan, source_dir, claim.tmp, started, progress, allow_nonfinite
+            )
             checkpoint = layout.step_dir(out, 0) / layout.DIST_CKPT_DIR
         claim.publish()
     notes = []
@@ -362,11 +408,18 @@ def _refuse_replacing_a_checkpoint(out: Path) -> None:
 
 
 def _write_run_dir(
-    plan: ImportPlan, hf_dir: Path, run: Path, started: float, progress: Progress | None
+    plan: ImportPlan,
+    hf_dir: Path,
+    run: Path,
+    started: float,
+    progress: Progress | None,
+    allow_nonfinite: bool,
 ) -> int:
     """Our layout: step 0 with dist_ckpt, huggingface/ (config, tokenizer), manifest, tracker."""
     step = layout.step_dir(run, 0)
-    written, records = _write_model(plan, step / layout.DIST_CKPT_DIR, progress, hash_data=True)
+    written, records = _write_model(
+        plan, step / layout.DIST_CKPT_DIR, progress, True, allow_nonfinite
+    )
     assets = step / layout.HF_ASSETS_DIR
     assets.mkdir()
     for name, load in _asset_files(str(hf_dir), "local").items():
@@ -419,6 +472,7 @@ __all__ = [
     "ImportPlan",
     "ImportResult",
     "ImportUsageError",
+    "NonFiniteImportError",
     "import_hf",
     "plan_model_import",
 ]

@@ -111,9 +111,19 @@ def list_complete_steps(run_dir: str | os.PathLike) -> list[int]:
     steps = []
     for child in run.iterdir():
         step = parse_step_dir_name(child.name)
-        if step is not None and (child / MANIFEST_FILE).is_file():
+        if step is not None and _is_file_followed(child / MANIFEST_FILE):
             steps.append(step)
     return sorted(steps)
+
+
+def _is_file_followed(path: Path) -> bool:
+    """`Path.is_file`, except that a step dir this user cannot read counts as incomplete
+    instead of raising: an old step left by another user must not stop a resume, and
+    reading the one step asked for names it (`_is_dcp`)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def read_tracker(run_dir: str | os.PathLike) -> int | None:
@@ -263,6 +273,8 @@ def _is_dir(path: Path) -> bool:
 def _children(directory: Path) -> list[str]:
     try:
         return sorted(os.listdir(directory))
+    except PermissionError as err:
+        raise _unreadable(directory, "cannot list", err) from None
     except OSError as err:
         raise CheckpointPathError(f"{directory}: cannot list ({err.strerror or err})") from None
 
@@ -273,7 +285,19 @@ def _is_dcp(directory: Path) -> bool:
     names what `.metadata` is), not a path that holds none (exit 2). A `.metadata/`
     directory belongs to other tools (an Eclipse workspace)."""
     metadata = directory / DCP_METADATA_FILE
-    return os.path.lexists(metadata) and not _is_dir(metadata)
+    try:
+        os.lstat(metadata)
+    except PermissionError as err:  # mode 000: a checkpoint we may not read, not "none here"
+        raise _unreadable(directory, "cannot open", err) from None
+    except OSError:
+        return False
+    return not _is_dir(metadata)
+
+
+def _unreadable(path: Path, what: str, err: OSError) -> CheckpointFileError:
+    """A directory this user may not read (exit 1, naming it): what it holds is unknown, so
+    it is neither "not a checkpoint" nor bad usage."""
+    return CheckpointFileError(f"{str(path)[:200]}: {what} ({err.strerror or err})")
 
 
 def _looks_like_hf_model(directory: Path, names: list[str]) -> bool:
@@ -404,6 +428,8 @@ def _check_is_dir(given: Path) -> None:
         mode = os.stat(given).st_mode
     except FileNotFoundError:
         raise CheckpointPathError(f"{given}: no such file or directory") from None
+    except PermissionError as err:  # a parent dir this user may not enter
+        raise _unreadable(given, "cannot open", err) from None
     except OSError as err:  # ELOOP (symlink loop), ENAMETOOLONG (a 1,500-deep chain)
         reason = "symlink loop" if err.errno == errno.ELOOP else (err.strerror or str(err))
         raise CheckpointPathError(f"{str(given)[:200]}: cannot open ({reason})") from None
@@ -719,6 +745,8 @@ def list_files(root: str | os.PathLike, skip_hidden: bool = False) -> list[str]:
             raise CheckpointPathError(f"{base}: directories nested more than {MAX_WALK_DEPTH} deep")
         try:
             entries = list(os.scandir(directory))
+        except PermissionError as err:
+            raise _unreadable(directory, "cannot list", err) from None
         except OSError as err:
             raise CheckpointPathError(
                 f"{str(directory)[:200]}: cannot list ({err.strerror or err})"

@@ -177,8 +177,12 @@ class LocalByteStore:
         and so is one that cannot be opened (permissions): validate, which reads no data
         without --deep, must not call a checkpoint valid that export cannot read."""
         path = self._path(name)
-        if not os.path.lexists(path):
+        try:
+            os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
             return None
+        except OSError as err:  # a directory on the way this user may not enter
+            raise CheckpointFileError(f"{path}: unreadable ({err.strerror or err})") from None
         fd = self._open(path)
         try:
             return os.fstat(fd).st_size

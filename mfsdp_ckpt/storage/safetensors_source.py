@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format.dtypes import BY_NAME, DType
+from mfsdp_ckpt.format.finite import count_nonfinite_in_file
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE, SINGLE_FILE
@@ -64,8 +65,20 @@ class StoredTensor:
         return self.numel * self.dtype.itemsize
 
 
-def weight_files(model_dir: Path) -> list[str]:
-    """The safetensors files of a model dir: the index's, else the single file."""
+def _unindexed_file(model_dir: Path) -> list[str]:
+    """The one safetensors file of a model dir without an index."""
+    if (model_dir / SINGLE_FILE).is_file():
+        return [SINGLE_FILE]
+    singles = sorted(p.name for p in model_dir.glob("*.safetensors") if p.is_file())
+    if len(singles) == 1:
+        return singles
+    found = "several .safetensors files and no index" if singles else "no .safetensors weights"
+    raise SafetensorsError(f"{model_dir}: {found} (expected {SINGLE_FILE} or {INDEX_FILE})")
+
+
+def index_weight_map(model_dir: Path) -> dict[str, str] | None:
+    """The index's tensor name -> file name map (None without an index); every file name
+    is a plain name inside the model dir."""
     index = model_dir / INDEX_FILE
     if index.is_file():
         try:
@@ -80,20 +93,34 @@ def weight_files(model_dir: Path) -> list[str]:
             isinstance(f, str) for f in weight_map.values()
         ):
             raise SafetensorsError(f"{index}: weight_map must map names to file names")
-        files = sorted(set(weight_map.values()))
-        for name in files:
+        for name in sorted(set(weight_map.values())):
             if Path(name).name != name or name in ("", ".", ".."):
                 raise SafetensorsError(
                     f"{index}: file {name!r} is not a plain file name inside {model_dir}"
                 )
-        return files
-    if (model_dir / SINGLE_FILE).is_file():
-        return [SINGLE_FILE]
-    singles = sorted(p.name for p in model_dir.glob("*.safetensors") if p.is_file())
-    if len(singles) == 1:
-        return singles
-    found = "several .safetensors files and no index" if singles else "no .safetensors weights"
-    raise SafetensorsError(f"{model_dir}: {found} (expected {SINGLE_FILE} or {INDEX_FILE})")
+        return weight_map
+    return None
+
+
+def _check_index(model_dir: Path, weight_map: dict[str, str], tensors: dict) -> None:
+    """The index must say where every tensor is, as the shards' headers do: transformers
+    loads a tensor from the file the index names and leaves one it does not list randomly
+    initialised, so an index that disagrees would make import and transformers see two
+    different models."""
+    index = model_dir / INDEX_FILE
+    for name, entry in tensors.items():
+        listed = weight_map.get(name)
+        if listed != entry.file:
+            where = f"lists it in {listed}" if listed is not None else "does not list it"
+            raise SafetensorsError(
+                f"{index} [{name}]: stored in {entry.file}, but the index {where}"
+            )
+    unstored = sorted(set(weight_map) - set(tensors))
+    if unstored:
+        raise SafetensorsError(
+            f"{index} [{unstored[0]}]: listed in {weight_map[unstored[0]]}, which does not hold"
+            f" it ({len(unstored)} such tensor(s))"
+        )
 
 
 def _open_weights(path: Path) -> int:
@@ -205,7 +232,11 @@ class SafetensorsSource:
     def __init__(self, model_dir: str | os.PathLike):
         self.root = Path(model_dir)
         self.tensors: dict[str, StoredTensor] = {}
-        for relative in weight_files(self.root):
+        weight_map = index_weight_map(self.root)
+        files = (
+            _unindexed_file(self.root) if weight_map is None else sorted(set(weight_map.values()))
+        )
+        for relative in files:
             for name, entry in read_header(self.root / relative, relative).items():
                 if name in self.tensors:
                     raise SafetensorsError(
@@ -213,6 +244,8 @@ class SafetensorsSource:
                         f" and {relative}"
                     )
                 self.tensors[name] = entry
+        if weight_map is not None:
+            _check_index(self.root, weight_map, self.tensors)
 
     def read(self, name: str) -> torch.Tensor:
         """The tensor's bytes, read into a fresh tensor of its dtype and shape (one pread)."""
@@ -238,5 +271,14 @@ class SafetensorsSource:
                         f"{path} [{entry.name}]: unexpected end of file (truncated?)"
                     )
                 done += count
+        finally:
+            os.close(fd)
+
+    def count_nonfinite(self, entry: StoredTensor) -> int:
+        """NaN/Inf among the entry's values, counted on its mapped bytes a piece at a time
+        (no tensor is made: import copies most weights file to file)."""
+        fd = _open_weights(self.root / entry.file)
+        try:
+            return count_nonfinite_in_file(fd, entry.offset, entry.numel, entry.dtype)
         finally:
             os.close(fd)

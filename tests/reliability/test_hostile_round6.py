@@ -31,6 +31,7 @@ from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.interop_layouts import run_cli
 from tests.support.paths import FIXTURES, REPO, repo_env
+from tests.support.permissions import without_root_overrides
 
 MCORE_QWEN2 = FIXTURES / "mcore" / "qwen2"
 EXPORT = ("ckpt", "export-hf", MCORE_QWEN2 / "dist_ckpt")
@@ -466,23 +467,12 @@ def test_a_cloned_model_dir_imports_without_its_hidden_dirs(tmp_path):
 
 
 # --------------------------------------------------------------------------- permissions
-def _without_root_overrides() -> list[str]:
-    """A command prefix under which mode 000 denies this user: none needed unless root,
-    whose DAC-override capabilities setpriv drops from the bounding set."""
-    if os.geteuid() != 0:
-        return []
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("root without setpriv: mode 000 cannot deny a read here")
-    return [setpriv, "--bounding-set", "-dac_override,-dac_read_search"]
-
-
 def test_validate_fails_a_data_file_it_cannot_open(tmp_path):
     run = _verl_sft_run(tmp_path)
     shard = next((run / "global_step_40" / "dist_ckpt").glob("*.distcp"))
     shard.chmod(0)
     command = [
-        *_without_root_overrides(),
+        *without_root_overrides(),
         sys.executable,
         "-c",
         "from cli.main import main; main()",

@@ -1,0 +1,244 @@
+"""Hostile and damaged inputs the earlier rounds left open, each refused in one line with
+the right exit code:
+
+* a checkpoint dir (run, step or dist_ckpt) this user may not read: a permission error
+  naming it (exit 1), not "not a checkpoint" or click's "not readable" (exit 2);
+* a Hugging Face model whose weights hold NaN/Inf (or overflow a --dtype cast): import-hf
+  refuses it naming the tensor (exit 1), as export-hf and `validate --deep` do, and leaves
+  nothing at --out; `--allow-nonfinite` imports it anyway;
+* a sharded model whose model.safetensors.index.json disagrees with the shards (a tensor
+  listed in the wrong shard, one not listed, one listed that no shard holds): transformers
+  would load a different model than import-hf wrote (an unlisted weight is left randomly
+  initialised), so import refuses it naming the index and the tensor (exit 1);
+* a YAML config (file or override) giving one key twice: PyYAML kept the last silently, so
+  a second `optim:` section dropped every key of the first; refused naming key and line
+  (exit 2), while `<<` merges may still be overridden.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
+from tests.support.interop_layouts import run_cli
+from tests.support.paths import FIXTURES, REPO, repo_env
+from tests.support.permissions import without_root_overrides
+
+MCORE_QWEN2 = FIXTURES / "mcore" / "qwen2"
+MFSDP_RUN = FIXTURES / "megatron_fsdp_qwen2" / "run"  # mfsdp's layout, with a manifest
+STEP = "global_step_2"
+
+
+def _one_error(stderr: str, *needles: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+# --------------------------------------------------------------------------- permissions
+# Runs CLI argument lists in one process (under `without_root_overrides`), one JSON record
+# per list: a process per case would spend the test's time importing torch.
+_RUN_CASES = r"""
+import json, sys
+from click.testing import CliRunner
+from cli.main import app
+records = []
+for args in json.loads(sys.argv[1]):
+    result = CliRunner().invoke(app, args)
+    escaped = None if isinstance(result.exception, (SystemExit, type(None))) else result.exception
+    records.append({"exit": result.exit_code, "stdout": result.stdout, "stderr": result.stderr,
+                    "escaped": repr(escaped) if escaped else None})
+print(json.dumps(records))
+"""
+
+
+def _run_denied(cases: list[list[str]]) -> list[dict]:
+    done = subprocess.run(
+        [*without_root_overrides(), sys.executable, "-c", _RUN_CASES, json.dumps(cases)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**repo_env(), "OMP_NUM_THREADS": "1"},
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("denied", ["run", STEP, f"{STEP}/dist_ckpt"])
+def test_a_checkpoint_dir_this_user_cannot_read_is_a_failed_read_naming_it(tmp_path, denied):
+    run = tmp_path / "run"
+    shutil.copytree(MFSDP_RUN, run)
+    target = run / denied if denied != "run" else run
+    given = [run, run / STEP, run / STEP / "dist_ckpt"]
+    cases = [
+        [*command, str(path)]
+        for path in given
+        for command in (
+            ["ckpt", "validate"],
+            ["ckpt", "validate", "--json"],
+            ["ckpt", "inspect"],
+            ["ckpt", "export-hf", "--out", str(tmp_path / "out")],
+        )
+    ]
+    target.chmod(0)
+    try:
+        records = _run_denied(cases)
+    finally:
+        target.chmod(0o755)
+    for args, record in zip(cases, records, strict=True):
+        assert record["escaped"] is None, (args, record)
+        assert record["exit"] == 1, (args, record)
+        _one_error(record["stderr"], str(target), "Permission denied")
+        if "--json" in args:
+            assert json.loads(record["stdout"])["exit_code"] == 1, (args, record)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_huggingface_dir_this_user_cannot_read_fails_the_export(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(MFSDP_RUN, run)
+    assets = run / STEP / "huggingface"
+    assets.chmod(0)
+    try:
+        (record,) = _run_denied([["ckpt", "export-hf", str(run), "--out", str(tmp_path / "o")]])
+    finally:
+        assets.chmod(0o755)
+    assert record["exit"] == 1, record
+    _one_error(record["stderr"], str(assets), "Permission denied")
+
+
+# --------------------------------------------------------------------------- import NaN/Inf
+def _hf_model(root: Path, dtype: torch.dtype = torch.float32, edit=None) -> Path:
+    """A Hugging Face model dir of the mcore fixture's shape (tied embedding stored once);
+    `edit` may change the tensors before they are saved."""
+    model = root / "model"
+    model.mkdir()
+    config = json.loads((MCORE_QWEN2 / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps(config))
+    shapes = hf_state_dict_shapes(config)
+    shapes.pop("lm_head.weight")
+    generator = torch.Generator().manual_seed(0)
+    tensors = {name: torch.randn(s, generator=generator).to(dtype) for name, s in shapes.items()}
+    if edit is not None:
+        edit(tensors)
+    save_file(tensors, str(model / "model.safetensors"))
+    return model
+
+
+NONFINITE_AT = "model.layers.1.self_attn.q_proj.weight"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("value", [float("nan"), float("-inf")])
+@pytest.mark.parametrize(
+    "options", [("--layout", "mcore"), ("--layout", "hf"), ("--layout", "hf", "--dtype", "fp32")]
+)
+def test_import_refuses_weights_holding_nan_or_inf(tmp_path, dtype, value, options):
+    def poison(tensors):
+        tensors[NONFINITE_AT].view(-1)[5] = value
+
+    model = _hf_model(tmp_path, dtype, poison)
+    out = tmp_path / "out"
+    code, _out, err = run_cli("ckpt", "import-hf", model, "--out", out, *options)
+    assert code == 1, err
+    _one_error(err, str(model / "model.safetensors"), NONFINITE_AT, "1 NaN/Inf")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # nothing at or beside OUT
+    code, _out, err = run_cli(
+        "ckpt", "import-hf", model, "--out", out, *options, "--allow-nonfinite"
+    )
+    assert code == 0, err
+
+
+def test_import_refuses_a_cast_that_overflows(tmp_path):
+    def huge(tensors):
+        tensors["model.norm.weight"][0] = 1e30
+
+    model = _hf_model(tmp_path, torch.float32, huge)
+    code, _out, err = run_cli(
+        "ckpt", "import-hf", model, "--out", tmp_path / "out", "--dtype", "fp16"
+    )
+    assert code == 1, err
+    _one_error(err, "model.norm.weight", "overflows float16")
+    assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------- sharded index
+def _sharded(model: Path) -> tuple[dict[str, str], list[str]]:
+    """model.safetensors split in two shards with an index; returns the weight map and the
+    names in the second shard."""
+    from safetensors.torch import load_file
+
+    tensors = load_file(str(model / "model.safetensors"))
+    (model / "model.safetensors").unlink()
+    names = sorted(tensors)
+    halves = {"model-00001-of-00002.safetensors": names[::2]}
+    halves["model-00002-of-00002.safetensors"] = names[1::2]
+    for file, part in halves.items():
+        save_file({name: tensors[name] for name in part}, str(model / file))
+    weight_map = {name: file for file, part in halves.items() for name in part}
+    return weight_map, halves["model-00002-of-00002.safetensors"]
+
+
+def _wrong_shard(weight_map, second):
+    weight_map[second[0]] = "model-00001-of-00002.safetensors"
+    return second[0], "lists it in model-00001-of-00002.safetensors"
+
+
+def _unlisted(weight_map, second):
+    del weight_map[second[0]]
+    return second[0], "does not list it"
+
+
+def _phantom(weight_map, second):
+    weight_map["model.layers.0.mlp.extra.weight"] = "model-00002-of-00002.safetensors"
+    return "model.layers.0.mlp.extra.weight", "does not hold it"
+
+
+@pytest.mark.parametrize("damage", [_wrong_shard, _unlisted, _phantom])
+def test_an_index_that_disagrees_with_its_shards_is_refused(tmp_path, damage):
+    model = _hf_model(tmp_path)
+    weight_map, second = _sharded(model)
+    index = model / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    code, _out, err = run_cli("ckpt", "import-hf", model, "--out", tmp_path / "ok")
+    assert code == 0, err  # the undamaged split imports
+    name, words = damage(weight_map, second)
+    index.write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    code, _out, err = run_cli("ckpt", "import-hf", model, "--out", tmp_path / "out")
+    assert code == 1, err
+    _one_error(err, str(index), name, words)
+    assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------- YAML keys twice
+def test_a_config_key_given_twice_is_refused_naming_it(tmp_path):
+    from trainer.config import ConfigError, SFTConfig, load_config
+
+    base = (REPO / "examples" / "sft_tiny_cpu.yaml").read_text()
+    cases = {
+        "section": (base + "optim:\n  lr: 1.0\n", "key 'optim' given twice"),
+        "key": (base.replace("  lr: 3.0e-3\n", "  lr: 3.0e-3\n  lr: 1.0\n"), "key 'lr'"),
+    }
+    for name, (text, words) in cases.items():
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=words) as caught:
+            load_config(SFTConfig, path)
+        assert str(path) in str(caught.value) and "(line " in str(caught.value)
+    with pytest.raises(ConfigError, match="key 'lr' given twice"):
+        load_config(SFTConfig, None, ["optim={lr: 1, lr: 2}"])
+    merged = tmp_path / "merged.yaml"
+    merged.write_text("optim:\n  <<: {lr: 1.0, clip_grad: 2.0}\n  lr: 0.5\n")
+    config = load_config(SFTConfig, merged)
+    assert (config.optim.lr, config.optim.clip_grad) == (0.5, 2.0)
