@@ -26,8 +26,3 @@ def hf_name(module_path: str) -> str:
 def model_keys(keys: list[str]) -> list[str]:
     """The stored keys that are model weights (under the top-level `model.` entry)."""
     return [key for key in keys if key.startswith(MODEL_KEY_PREFIX)]
-
-
-def optimizer_moment_key(model_key: str, moment: str) -> str:
-    """Where DCP stores Adam's `moment` for the parameter saved under `model_key`."""
-    return f"{OPTIMIZER_STATE_PREFIX}{model_key[len(MODEL_KEY_PREFIX) :]}.{moment}"
