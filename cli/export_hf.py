@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 import click
 
 from cli.errors import remember_json
+from cli.results import echo_result
 from trainer.progress import CallbackBar
 
 
@@ -160,26 +160,4 @@ def export_hf(
         finally:
             bar.close()
 
-    result = run()
-    if as_json:
-        data = {
-            k: getattr(result, k)
-            for k in (
-                "out_dir",
-                "layout",
-                "model_type",
-                "dtype",
-                "tensors",
-                "bytes",
-                "files",
-                "seconds",
-                "mismatches",
-                "notes",
-            )
-        }
-        data["gb_per_s"] = result.gb_per_s
-        click.echo(json.dumps(data, indent=2))
-    else:
-        for note in result.notes:
-            click.echo(f"note: {note}", err=True)
-        click.echo(result.summary())
+    echo_result(run(), as_json, derived=("gb_per_s",))

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from cli.errors import READ_PATH, remember_json
+from cli.results import echo_result
 from trainer.progress import CallbackBar
 
 
@@ -100,21 +99,4 @@ def import_hf(
                 allow_nonfinite=allow_nonfinite,
             )
 
-    result = run()
-    if as_json:
-        fields = (
-            "out_dir",
-            "layout",
-            "model_type",
-            "dtype",
-            "tensors",
-            "bytes",
-            "seconds",
-            "checkpoint",
-            "notes",
-        )
-        click.echo(json.dumps({name: getattr(result, name) for name in fields}, indent=2))
-    else:
-        for note in result.notes:
-            click.echo(f"note: {note}", err=True)
-        click.echo(result.summary())
+    echo_result(run(), as_json)

@@ -228,6 +228,24 @@ def _quiet_known_warnings() -> None:
     warnings.filterwarnings("ignore", message="Transformer Engine and Apex are not installed")
 
 
+def run_command(
+    subcommand: str,
+    config_cls: type,
+    config_path: str | None,
+    overrides: tuple[str, ...],
+    launch: dict[str, Any],
+    as_json: bool,
+    train: Callable[[Any], tuple[Any, list[FinalValue]]],
+) -> None:
+    """The body of every train command, so they start and report alike: check the config
+    (before torch loads), launch ranks or be one, then `train(cfg)` returns the runner's result
+    and the values to report, which `report_run` prints."""
+    cfg = check_config(config_cls, config_path, list(overrides))
+    start(subcommand, cfg, Launch(**launch), config_path, as_json, list(overrides))
+    result, finals = train(cfg)
+    report_run(subcommand, result, as_json, finals)
+
+
 def report(summary: dict[str, Any], as_json: bool, line: str) -> None:
     """Print a finished run's summary once, from rank 0 (torchrun sets RANK; a lone process has
     none): as one JSON object with --json, else as `line`."""

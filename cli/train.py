@@ -7,16 +7,7 @@ from typing import Any
 import click
 
 from cli.errors import MfsdpGroup
-from cli.launch import (
-    FinalValue,
-    Launch,
-    check_config,
-    json_option,
-    last_value,
-    launch_options,
-    report_run,
-    start,
-)
+from cli.launch import FinalValue, json_option, last_value, launch_options, run_command
 from cli.train_grpo import grpo
 
 
@@ -58,24 +49,18 @@ def sft(config_path: str | None, as_json: bool, overrides: tuple[str, ...], **la
     """
     from trainer.config import SFTConfig
 
-    cfg = check_config(SFTConfig, config_path, list(overrides))
-    start("sft", cfg, Launch(**launch), config_path, as_json, list(overrides))
-    run_sft_command(cfg, as_json)
+    run_command("sft", SFTConfig, config_path, overrides, launch, as_json, train_sft)
 
 
-def run_sft_command(cfg: Any, as_json: bool) -> None:
+def train_sft(cfg: Any) -> tuple[Any, list[FinalValue]]:
+    """Run SFT (torch loads here, once the config passed) and name the values it reports."""
     from trainer.sft import run_sft
 
     result = run_sft(cfg)
-    report_run(
-        "sft",
-        result,
-        as_json,
-        [
-            FinalValue("final_loss", "loss", last_value(result.losses), ".4f"),
-            FinalValue("val_loss", "val loss", last_value(result.eval_losses), ".4f"),
-        ],
-    )
+    return result, [
+        FinalValue("final_loss", "loss", last_value(result.losses), ".4f"),
+        FinalValue("val_loss", "val loss", last_value(result.eval_losses), ".4f"),
+    ]
 
 
 train.add_command(grpo)

@@ -6,16 +6,7 @@ from typing import Any
 
 import click
 
-from cli.launch import (
-    FinalValue,
-    Launch,
-    check_config,
-    json_option,
-    last_value,
-    launch_options,
-    report_run,
-    start,
-)
+from cli.launch import FinalValue, json_option, last_value, launch_options, run_command
 
 
 @click.command()
@@ -48,21 +39,15 @@ def grpo(config_path: str | None, as_json: bool, overrides: tuple[str, ...], **l
     """
     from trainer.grpo.config import GRPOConfig
 
-    cfg = check_config(GRPOConfig, config_path, list(overrides))
-    start("grpo", cfg, Launch(**launch), config_path, as_json, list(overrides))
-    run_grpo_command(cfg, as_json)
+    run_command("grpo", GRPOConfig, config_path, overrides, launch, as_json, train_grpo)
 
 
-def run_grpo_command(cfg: Any, as_json: bool) -> None:
+def train_grpo(cfg: Any) -> tuple[Any, list[FinalValue]]:
+    """Run GRPO (torch loads here, once the config passed) and name the values it reports."""
     from trainer.grpo.runner import run_grpo
 
     result = run_grpo(cfg)
-    report_run(
-        "grpo",
-        result,
-        as_json,
-        [
-            FinalValue("reward_mean", "reward", last_value(result.rewards), ".3f"),
-            FinalValue("val_accuracy", "val accuracy", last_value(result.val_accuracy), ".3f"),
-        ],
-    )
+    return result, [
+        FinalValue("reward_mean", "reward", last_value(result.rewards), ".3f"),
+        FinalValue("val_accuracy", "val accuracy", last_value(result.val_accuracy), ".3f"),
+    ]

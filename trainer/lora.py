@@ -138,15 +138,6 @@ def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
     )
 
 
-def refuse_lora(enabled: bool, what: str) -> None:
-    """Where LoRA is not wired in yet, fail before any work instead of training the wrong thing."""
-    if enabled:
-        raise ConfigError(
-            f"model.lora_rank / model.lora_adapter_path: LoRA is not supported with {what} yet "
-            "(LoRA trains SFT, with strategy.name=fsdp2 or megatron_fsdp)"
-        )
-
-
 def is_adapter_param(name: str) -> bool:
     return ".lora_A." in name or ".lora_B." in name
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mfsdp_ckpt.checkpointer import Checkpointer
-from mfsdp_ckpt.convert.hf_config import HFConfigError, load_hf_config
+from mfsdp_ckpt.convert.hf_config import SIZE_KEYS, HFConfigError, load_hf_config
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.layout import CheckpointPaths
 
@@ -22,13 +22,7 @@ DATA_POSITION_KEYS = ("global_batch_size", "train_rows", "seed")
 # from each other; a run resuming a step must agree with it on every one.
 MODEL_CONFIG_KEYS = (
     "model_type",
-    "vocab_size",
-    "hidden_size",
-    "intermediate_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "head_dim",
+    *SIZE_KEYS,
     "tie_word_embeddings",
     "attention_bias",
     "mlp_bias",

@@ -59,22 +59,24 @@ def read_config_json(
 # The largest released dense models have ~130 layers; a config claiming more than this is
 # not a model to export but a way to make name generation run for hours.
 MAX_LAYERS = 1024
-_POSITIVE_KEYS = (
+# The config.json numbers a dense model's tensor names and shapes are computed from. head_dim
+# may be absent (it is then hidden_size // num_attention_heads), so it stands apart.
+SHAPE_KEYS = (
     "vocab_size",
     "hidden_size",
     "intermediate_size",
     "num_hidden_layers",
     "num_attention_heads",
     "num_key_value_heads",
-    "head_dim",
 )
+SIZE_KEYS = (*SHAPE_KEYS, "head_dim")
 
 
 def check_geometry(data: dict, where: str | os.PathLike, max_layers: int = MAX_LAYERS) -> None:
     """HFConfigError (one line naming the key) unless the sizes config.json gives are
     positive integers that divide as attention needs, with at most `max_layers` layers.
     Checked before any name or shape is generated from them."""
-    for key in _POSITIVE_KEYS:
+    for key in SIZE_KEYS:
         value = data.get(key)
         if value is None:
             continue

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mfsdp_ckpt.convert.hf_config import SHAPE_KEYS
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import state_keys
 
@@ -435,14 +436,6 @@ def plan_import(
 # the transformers import plus model construction (seconds, on a 2-core machine), more
 # than exporting a small model. tests/ckpt/convert/test_export_config_shapes.py holds these
 # tables to the meta-device model for each family and its bias / tie / head_dim variants.
-_INT_KEYS = (
-    "vocab_size",
-    "hidden_size",
-    "intermediate_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "num_key_value_heads",
-)
 _FLAG_KEYS: dict[str, tuple[str, ...]] = {  # booleans each family's weight set depends on
     "qwen2": ("tie_word_embeddings",),
     "qwen3": ("tie_word_embeddings", "attention_bias"),
@@ -458,7 +451,7 @@ def hf_state_dict_shapes(config: dict) -> dict[str, tuple[int, ...]] | None:
     flags = _FLAG_KEYS.get(family)  # type: ignore[arg-type]
     if flags is None:
         return None
-    if not all(_is_int(config.get(key)) for key in _INT_KEYS):
+    if not all(_is_int(config.get(key)) for key in SHAPE_KEYS):
         return None
     if not all(isinstance(config.get(key), bool) for key in flags):
         return None

@@ -52,8 +52,3 @@ def module_path(model_key: str) -> str:
     """`model.module.decoder.layers.0.mlp.linear_fc1.weight_w` (or under `model0.`) ->
     `decoder.layers.0.mlp.linear_fc1.weight_w`: the entry and wrapper segments removed."""
     return hf_name(model_key.split(".", 1)[1])
-
-
-def optimizer_moment_key(model_key: str, moment: str) -> str:
-    """Where DCP stores Adam's `moment` for the parameter saved under `model_key`."""
-    return f"{OPTIMIZER_STATE_PREFIX}{model_key[len(MODEL_KEY_PREFIX) :]}.{moment}"

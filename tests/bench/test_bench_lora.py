@@ -63,21 +63,25 @@ def test_lora_flops_count_the_base_at_two_thirds():
     assert lora - attention == (full - attention) * 2 / 3 + 6 * 30 * 10
 
 
+# A LoRA row whose full fine-tune (128 GiB of fsdp2 state plus the measured 12 GiB transient)
+# misses its 139 GiB GPU by 1 GiB.
+LORA_ROW = {
+    "shape": "s",
+    "strategy": "fsdp2",
+    "lora_rank": 64,
+    "params": 8 * GIB + GIB // 8,
+    "trainable": GIB // 8,
+    "transient_gib": 12.0,
+    "gpu_total_gib": 139.0,
+}
+
+
 def test_full_finetune_verdict_adds_state_and_measured_transient():
     assert full_finetune_need(10, "fsdp2", 7.0) == 10 * 16 + 7.0
     assert full_finetune_need(10, "megatron_fsdp", 0.0) == 10 * 18
-    row = {
-        "shape": "s",
-        "strategy": "fsdp2",
-        "lora_rank": 64,
-        "params": 8 * GIB + GIB // 8,
-        "trainable": GIB // 8,
-        "transient_gib": 12.0,
-        "gpu_total_gib": 139.0,
-    }
-    (line,) = need_lines([row])
+    (line,) = need_lines([LORA_ROW])
     assert "= 128.0 GiB + transient 12.0 GiB" in line and "does not fit by 1.0 GiB" in line
-    (line,) = need_lines([{**row, "transient_gib": 1.0}])
+    (line,) = need_lines([{**LORA_ROW, "transient_gib": 1.0}])
     assert "fits, 10.0 GiB spare" in line
     assert "measured:" not in line  # no full row ran: the estimate stands alone
 
@@ -85,15 +89,7 @@ def test_full_finetune_verdict_adds_state_and_measured_transient():
 def test_full_finetune_verdict_reports_what_the_full_row_did():
     """The estimate can be wrong both ways; the full row of the same shape and strategy, when
     it ran, says what happened, and a row of another strategy says nothing about this one."""
-    lora = {
-        "shape": "s",
-        "strategy": "fsdp2",
-        "lora_rank": 64,
-        "params": 8 * GIB + GIB // 8,
-        "trainable": GIB // 8,
-        "transient_gib": 12.0,
-        "gpu_total_gib": 139.0,
-    }
+    lora = LORA_ROW
     full = {"shape": "s", "strategy": "fsdp2", "lora_rank": 0, "tokens_per_s": 1.0}
     ran = {**full, "peak_allocated_gib": 117.9, "peak_reserved_gib": 139.0}
     (line,) = need_lines([lora, ran])

@@ -53,36 +53,28 @@ def warm_start(grpo_warm_start):
 def build_warm_start(root: Path) -> tuple[Path, dict]:
     know = write_addition_data(root / "know", digits=5)
     mix = write_addition_data(root / "mix", digits=5, declines=9)
-    run_sft(
-        load_config(
-            SFTConfig,
-            None,
-            SFT_COMMON
-            + [
-                f"data.train_files={know['sft']}",
-                "optim.lr=3e-3",
-                "trainer.total_steps=200",
-                f"trainer.run_dir={root}/sft1",
-            ],
-        )
+    _sft_then_export(
+        root / "sft1",
+        root / "sft1_hf",
+        [f"data.train_files={know['sft']}", "optim.lr=3e-3", "trainer.total_steps=200"],
     )
-    export_hf(root / "sft1", root / "sft1_hf")
-    run_sft(
-        load_config(
-            SFTConfig,
-            None,
-            SFT_COMMON
-            + [
-                f"model.path={root}/sft1_hf",
-                f"data.train_files={mix['sft']}",
-                "optim.lr=1e-3",
-                "trainer.total_steps=60",
-                f"trainer.run_dir={root}/sft2",
-            ],
-        )
+    _sft_then_export(
+        root / "sft2",
+        root / "warm",
+        [
+            f"model.path={root}/sft1_hf",
+            f"data.train_files={mix['sft']}",
+            "optim.lr=1e-3",
+            "trainer.total_steps=60",
+        ],
     )
-    export_hf(root / "sft2", root / "warm")
     return root, know
+
+
+def _sft_then_export(run_dir: Path, hf_dir: Path, overrides: list[str]) -> None:
+    """One SFT run of the warm start (SFT_COMMON plus `overrides`), exported to `hf_dir`."""
+    run_sft(load_config(SFTConfig, None, [*SFT_COMMON, *overrides, f"trainer.run_dir={run_dir}"]))
+    export_hf(run_dir, hf_dir)
 
 
 def _overrides(root: Path, know: dict, run: str, engine: str) -> list[str]:
