@@ -213,7 +213,7 @@ def _resolve(
     if _is_our_run_dir(given) and role is None:
         try:
             step = layout.read_tracker(given)
-        except layout.CheckpointPathError as err:
+        except layout.DamagedRunDirError as err:
             report.add(ERROR, tracker, str(err).split(": ", 1)[-1])
             step = None
         steps = layout.list_complete_steps(given)

@@ -328,6 +328,7 @@ def export_hf(
     finally:
         claim.release()
     notes = [local_paths.note] if local_paths is not None and local_paths.note else []
+    notes += plan.dropped_padding_notes()
     if not any(name.startswith("tokenizer") for name in assets):
         notes.append(f"no tokenizer files in {asset_location}; AutoTokenizer will not load {out}")
     return ExportResult(

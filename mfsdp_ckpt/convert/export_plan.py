@@ -15,6 +15,7 @@ from mfsdp_ckpt.convert.export_source import _expected_weights, _Source
 from mfsdp_ckpt.convert.name_maps import (
     COPY,
     LAYOUTS,
+    VOCAB,
     Geometry,
     MappedTensor,
     MappingError,
@@ -58,6 +59,18 @@ class ExportPlan:
     def ordered_items(self) -> list[MappedTensor]:
         """Items in the order their bytes lie in the checkpoint files."""
         return sorted(self.items, key=lambda item: _read_order(self.entry(item)))
+
+    def dropped_padding_notes(self) -> list[str]:
+        """One line per vocabulary tensor whose Megatron padding rows the export drops."""
+        notes = []
+        for item in self.items:
+            stored, kept = self.entry(item).shape, item.shapes[0]
+            if item.transform is VOCAB and stored and stored[0] != kept[0]:
+                notes.append(
+                    f"[{item.source}]: dropped {stored[0] - kept[0]} rows of Megatron's"
+                    f" vocabulary padding ({stored[0]} stored, vocab_size {kept[0]})"
+                )
+        return notes
 
     def specs(self) -> list[tuple[str, DType, tuple[int, ...]]]:
         """Output tensors in read order, so reads and writes both run front to back

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 from mfsdp_ckpt.convert.export_errors import NonFiniteError
 from mfsdp_ckpt.convert.export_plan import ExportPlan
-from mfsdp_ckpt.convert.name_maps import COPY, MappedTensor
+from mfsdp_ckpt.convert.name_maps import ROW_PREFIX_TRANSFORMS, MappedTensor
 from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.format.finite import count_nonfinite_in_file
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
@@ -42,10 +42,11 @@ def _streamable(plan: ExportPlan, item: MappedTensor) -> bool:
     """Tensors that keep their name layout and sit in dim-0 slabs (how FSDP2 and Megatron-FSDP
     shard) map each chunk to one contiguous byte range of the output, so they can be
     streamed chunk by chunk: copied in the kernel when the dtype stays, cast a piece at a
-    time when it changes. Neither holds the tensor in memory."""
+    time when it changes. Neither holds the tensor in memory. A transform that keeps the
+    first rows (Megatron's vocabulary padding dropped) streams the same way, only shorter."""
     entry = plan.entry(item)
     return (
-        item.transform is COPY
+        item.transform in ROW_PREFIX_TRANSFORMS
         and entry.numel > 0
         and hasattr(plan.source.reader.store, "open_fd")
         and not chunk_coverage_problems(entry)
@@ -85,16 +86,22 @@ def _stream(
     plain raw bytes or the kernel/filesystem cannot copy, so the caller decodes instead."""
     reader, entry = plan.source.reader, plan.entry(item)
     store = cast("_FdStore", reader.store)  # `_streamable` checked that it has open_fd
-    pieces: list[tuple[Chunk, str, int]] = []  # chunk, its file, where its raw bytes start
+    row = entry.numel // entry.shape[0] if entry.shape else 1  # elements per dim-0 row
+    kept_rows = item.shapes[0][0] if entry.shape else 1  # fewer than stored: padding dropped
+    # chunk, its file, where its raw bytes start, how many of its elements are written
+    pieces: list[tuple[Chunk, str, int, int]] = []
     for chunk in (c for c in entry.chunks if c.numel):
+        first_row = chunk.offsets[0] if entry.shape else 0
+        if first_row >= kept_rows:
+            continue
         offset = reader.raw_payload_offset(entry, chunk)
         if offset is None or chunk.file is None:
             return False
-        pieces.append((chunk, chunk.file, offset))
+        kept = min(chunk.numel, (kept_rows - first_row) * row)
+        pieces.append((chunk, chunk.file, offset, kept))
     name, out_dtype = item.targets[0], plan.dtypes[item.targets[0]]
-    row = entry.numel // entry.shape[0] if entry.shape else 1  # elements per dim-0 row
     try:
-        for index, (chunk, file, offset) in enumerate(pieces):
+        for index, (chunk, file, offset, numel) in enumerate(pieces):
             fd = store.open_fd(file)
             try:
                 _check_size(fd, offset + chunk.numel * entry.dtype.itemsize, reader.root / file)
@@ -105,14 +112,14 @@ def _stream(
                 if out_dtype == entry.dtype:
                     size = entry.dtype.itemsize
                     if not plan.allow_nonfinite:
-                        _check_finite_range(plan, item, fd, offset, chunk.numel)
-                    writer.copy_range(name, fd, offset, start * size, chunk.numel * size, done=done)
+                        _check_finite_range(plan, item, fd, offset, numel)
+                    writer.copy_range(name, fd, offset, start * size, numel * size, done=done)
                 else:
                     _cast_range(
                         fd,
                         offset,
                         entry.dtype,
-                        chunk.numel,
+                        numel,
                         writer,
                         name,
                         start,

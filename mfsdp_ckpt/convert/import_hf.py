@@ -398,11 +398,13 @@ def _refuse_replacing_a_checkpoint(out: Path) -> None:
     if not out.is_dir():
         return
     try:
-        found = layout.resolve_checkpoint(out)
+        found: object = layout.resolve_checkpoint(out).dist_ckpt
+    except layout.DamagedRunDirError:
+        found = "a run dir, damaged"
     except layout.CheckpointPathError:
         return
     raise ImportUsageError(
-        f"{out}: holds a checkpoint ({found.dist_ckpt}); import never replaces one"
+        f"{out}: holds a checkpoint ({found}); import never replaces one"
         " (remove it first, or choose another --out)"
     )
 

@@ -78,7 +78,7 @@ def lora_manifest(ckpt: str | os.PathLike) -> Manifest | None:
     try:
         paths = layout.resolve_checkpoint(ckpt)
         manifest = read_manifest(paths.manifest) if paths.manifest else None
-    except (layout.CheckpointPathError, ManifestError, OSError):
+    except (layout.CheckpointPathError, layout.DamagedRunDirError, ManifestError, OSError):
         return None
     return manifest if manifest is not None and manifest.lora is not None else None
 

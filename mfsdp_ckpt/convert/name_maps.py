@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mfsdp_ckpt.convert.hf_config import SHAPE_KEYS
+from mfsdp_ckpt.convert.vocab_padding import vocab_rows_problem
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import state_keys
 
@@ -56,6 +57,7 @@ class Geometry:
     num_kv_heads: int
     head_dim: int
     tie_word_embeddings: bool
+    vocab_size: int | None = None  # None: rows of the vocabulary tensors are not checked
 
     def __post_init__(self) -> None:
         """Numbers the splits divide by: a zero or negative one would crash or mis-slice."""
@@ -79,6 +81,7 @@ class Geometry:
                 f"config: num_attention_heads must be a positive integer, got {num_heads!r}"
             )
         hidden: Any = getattr(config, "hidden_size", None)
+        vocab: Any = getattr(config, "vocab_size", None)
         head_dim: Any = getattr(config, "head_dim", None) or (
             hidden // num_heads if _is_int(hidden) else None
         )
@@ -87,6 +90,7 @@ class Geometry:
             num_kv_heads=getattr(config, "num_key_value_heads", None) or num_heads,
             head_dim=head_dim,
             tie_word_embeddings=bool(getattr(config, "tie_word_embeddings", False)),
+            vocab_size=vocab if _is_int(vocab) and vocab > 0 else None,
         )
 
 
@@ -165,6 +169,21 @@ def _gate_up_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]
     return [(shape[0] // 2, *shape[1:])] * 2
 
 
+def _vocab_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
+    if not shape or g.vocab_size is None:
+        return [shape]
+    problem = vocab_rows_problem(shape[0], g.vocab_size)
+    if problem is not None:
+        raise ShapeError(problem)
+    return [(g.vocab_size, *shape[1:])]
+
+
+def drop_vocab_padding(tensor: torch.Tensor, geometry: Geometry) -> tuple[torch.Tensor]:
+    """Megatron's embedding or output layer -> HF's: the rows past the config's vocab_size
+    are Megatron's padding (`vocab_padding`), which no token reaches."""
+    return (tensor if geometry.vocab_size is None else tensor[: geometry.vocab_size],)
+
+
 @dataclass(frozen=True)
 class Transform:
     """How one stored tensor becomes its HF tensor(s): output shapes (planning) and values."""
@@ -177,6 +196,9 @@ class Transform:
 COPY = Transform("copy", lambda shape, g: [shape], lambda t, g: (t,))
 QKV = Transform("qkv", _qkv_shapes, split_qkv)
 GATE_UP = Transform("gate_up", _gate_up_shapes, lambda t, g: split_gate_up(t))
+# The first rows (a prefix of the bytes): streamed like COPY, only shorter.
+VOCAB = Transform("vocab", _vocab_shapes, drop_vocab_padding)
+ROW_PREFIX_TRANSFORMS = (COPY, VOCAB)
 
 
 @dataclass(frozen=True)
@@ -197,9 +219,9 @@ _H = "model.layers.{layer}."
 
 # Rules every dense GPT family shares (local spec and Transformer Engine spec names).
 _COMMON = (
-    Rule(r"embedding\.word_embeddings\.weight", ("model.embed_tokens.weight",)),
+    Rule(r"embedding\.word_embeddings\.weight", ("model.embed_tokens.weight",), VOCAB),
     Rule(r"decoder\.final_layernorm\.weight", ("model.norm.weight",)),
-    Rule(r"output_layer\.weight", ("lm_head.weight",)),
+    Rule(r"output_layer\.weight", ("lm_head.weight",), VOCAB),
     Rule(_L + r"input_layernorm\.weight", (_H + "input_layernorm.weight",)),
     Rule(_L + r"self_attention\.linear_qkv\.layer_norm_weight", (_H + "input_layernorm.weight",)),
     Rule(

@@ -84,6 +84,12 @@ class ForeignFormatError(CheckpointPathError):
     verl's FSDP backend); the message says what it is and what reads it."""
 
 
+class DamagedRunDirError(MfsdpFailedError, ValueError):
+    """A run dir (it has a tracker, or step dirs) whose tracker is unreadable or names no
+    step dir here, or whose saves never finished: the data is broken, not the request, so
+    exit 1 (a path that is no checkpoint at all is a CheckpointPathError, exit 2)."""
+
+
 class IncompleteCheckpointError(MfsdpFailedError, ValueError):
     """A recognised layout whose dist_ckpt/ holds no `.metadata` (a save that did not
     finish, or verl's manifest naming empty dirs): a damaged checkpoint, exit 1."""
@@ -132,8 +138,9 @@ def read_tracker(run_dir: str | os.PathLike) -> int | None:
     if text is None:
         return None
     if not _STEP_TEXT_RE.fullmatch(text):
-        raise CheckpointPathError(
+        raise DamagedRunDirError(
             f"{Path(run_dir) / TRACKER_FILE}: expected a step number, found {text[:40]!r}"
+            f"{steps_here(run_dir)}"
         )
     return int(text)
 
@@ -142,17 +149,35 @@ def read_tracker_text(run_dir: str | os.PathLike) -> str | None:
     """The tracker's stripped text (a step, or Megatron-LM's `release`); None when absent.
 
     Read through `safe_files`: a FIFO, a directory, 5,000 digits or non-UTF-8 bytes are
-    one line naming the file, not a hang or a traceback."""
+    one line naming the file, not a hang or a traceback. Any of them, an empty tracker or
+    one that holds no step number is a damaged run dir (DamagedRunDirError)."""
     tracker = Path(run_dir) / TRACKER_FILE
     if not os.path.lexists(tracker):
         return None
     try:
         text = safe_files.read_text(tracker, TRACKER_MAX_BYTES, root=run_dir).strip()
     except CheckpointFileError as err:
-        raise CheckpointPathError(str(err)) from None
+        raise DamagedRunDirError(f"{err}{steps_here(run_dir)}") from None
     if not (_STEP_TEXT_RE.fullmatch(text) or text == MEGATRON_RELEASE_DIR):
-        raise CheckpointPathError(f"{tracker}: expected a step number, found {text[:40]!r}")
+        raise DamagedRunDirError(
+            f"{tracker}: expected a step number, found {text[:40]!r}{steps_here(run_dir)}"
+        )
     return text
+
+
+def steps_here(run_dir: str | os.PathLike) -> str:
+    """` (step dirs here: global_step_10, global_step_20)` or ` (no step dirs here)`: what a
+    message about a broken tracker adds, so the user sees what could be read instead."""
+    run = Path(run_dir)
+    try:
+        names = sorted(_step_dirs(run, _children(run)), key=_natural)
+    except CheckpointPathError:
+        return ""
+    if not names:
+        return " (no step dirs here)"
+    shown = ", ".join(names[-MAX_RUNS_LISTED:])
+    more = f"{len(names) - MAX_RUNS_LISTED} more, " if len(names) > MAX_RUNS_LISTED else ""
+    return f" (step dirs here: {more}{shown})"
 
 
 def write_tracker(run_dir: str | os.PathLike, step: int) -> None:
@@ -571,12 +596,12 @@ def _from_run_dir(run: Path, names: list[str], role: str | None) -> CheckpointPa
     tracked = read_tracker_text(run) if TRACKER_FILE in names else None
     if not steps:
         if tracked is not None:
-            raise CheckpointPathError(
+            raise DamagedRunDirError(
                 f"{run / TRACKER_FILE}: names {tracked!r}, but there is no step dir here"
             )
         unfinished = sorted(int(m.group(1)) for m in map(_TMP_STEP_RE.match, names) if m)
         if unfinished:
-            raise CheckpointPathError(
+            raise DamagedRunDirError(
                 f"{run}: a save of step {unfinished[-1]} did not finish"
                 f" ({STEP_DIR_PREFIX}{unfinished[-1]}"
                 f"{TMP_STEP_SUFFIX}/ only); no complete checkpoint here"
@@ -638,9 +663,14 @@ def _tracked_step_dir(run: Path, tracked: str, steps: dict[str, Path]) -> Path:
     for name in candidates:
         if name in steps:
             return steps[name]
-    raise CheckpointPathError(
-        f"{run / TRACKER_FILE}: names {tracked!r}, but"
-        f" {' / '.join(c + '/' for c in candidates)} is missing"
+    not_dirs = [name for name in candidates if os.path.lexists(run / name)]
+    what = (
+        f"{not_dirs[0]} is not a directory"
+        if not_dirs
+        else (f"{' / '.join(c + '/' for c in candidates)} is missing")
+    )
+    raise DamagedRunDirError(
+        f"{run / TRACKER_FILE}: names step {tracked!r}, but {what}{steps_here(run)}"
     )
 
 
@@ -648,14 +678,14 @@ def _from_our_run_dir(run: Path, tracked: str | None) -> CheckpointPaths:
     """mfsdp's run dir: the tracker's step, which must be complete (manifest written)."""
     if tracked is not None:
         if tracked == MEGATRON_RELEASE_DIR:
-            raise CheckpointPathError(
-                f"{run / TRACKER_FILE}: expected a step number, found 'release'"
+            raise DamagedRunDirError(
+                f"{run / TRACKER_FILE}: expected a step number, found 'release'{steps_here(run)}"
             )
         target = step_dir(run, int(tracked))
         if not _is_file(target / MANIFEST_FILE):
-            raise CheckpointPathError(
+            raise DamagedRunDirError(
                 f"{run / TRACKER_FILE}: names step {int(tracked)}, but {target} is missing"
-                " or incomplete"
+                f" or incomplete{steps_here(run)}"
             )
     else:
         target = step_dir(run, list_complete_steps(run)[-1])

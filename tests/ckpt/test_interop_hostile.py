@@ -24,15 +24,17 @@ TRACKERS = {
 
 @pytest.mark.parametrize("case", list(TRACKERS))
 def test_a_hostile_tracker_is_one_line(case, made_optim, tmp_path):
+    """Exit 1 (was 2): the run dir is recognisably one, its tracker is damaged data."""
     laid = BUILDERS["verl-sft"](made_optim, tmp_path)
     tracker = laid.run / layout.TRACKER_FILE
     tracker.unlink()
     TRACKERS[case](tracker)
-    with pytest.raises(layout.CheckpointPathError) as caught:
+    with pytest.raises(layout.DamagedRunDirError) as caught:
         layout.resolve_checkpoint(laid.run)
     assert layout.TRACKER_FILE in str(caught.value) and "\n" not in str(caught.value)
+    assert "(step dirs here: global_step_40)" in str(caught.value)
     code, out, err = run_cli("ckpt", "validate", laid.run)
-    assert code == 2 and layout.TRACKER_FILE in one_error_line(err), out + err
+    assert code == 1 and layout.TRACKER_FILE in one_error_line(err), out + err
 
 
 def test_a_hostile_ckpt_contents_json_is_one_line(made_optim, tmp_path):

@@ -173,10 +173,6 @@ def _usage_cases():
         (laid.levels["actor"] / "huggingface" / "config.json").unlink()
         return ["ckpt", "export-hf", laid.run, "--out", root / "hf"], "pass --hf-config"
 
-    def unfinished_save(root, fixture):
-        (root / "run" / "global_step_3.tmp").mkdir(parents=True)
-        return ["ckpt", "validate", root / "run"], "a save of step 3 did not finish"
-
     def hugging_face_dir(root, fixture):
         (root / "hf").mkdir()
         shutil.copy2(fixture / "config.json", root / "hf" / "config.json")
@@ -226,7 +222,6 @@ def _usage_cases():
             no_layout,
             steps_without_tracker,
             hf_without_config,
-            unfinished_save,
             hugging_face_dir,
             several_runs,
             missing_role,

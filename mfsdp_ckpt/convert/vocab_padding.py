@@ -1,0 +1,61 @@
+"""Megatron's vocabulary padding: which stored row counts are `vocab_size` plus padding.
+
+Megatron-LM builds the embedding and the output layer with `padded_vocab_size` rows:
+vocab_size rounded up to a multiple of `--make-vocab-size-divisible-by` (default 128)
+times the tensor-parallel size. Megatron-Bridge pads the same way when its model provider
+pads, with divisible-by the largest power of two up to 128 that divides vocab_size. The
+rows past vocab_size belong to no token; when Megatron-Bridge converts such a checkpoint
+to Hugging Face it drops them, so the exported model has the config's vocab_size rows.
+
+The rule used here: `rows` stored rows are `vocab_size` plus Megatron's padding when
+rows > vocab_size and rows is vocab_size rounded up to a multiple of m = d * k, for d a
+power of two up to 128 (the divisible-by setting) and k from 1 to 64 (the tensor-parallel
+size, or the odd factor of a divisible-by setting such as 1280 = 128 * 10). The padding is
+then fewer than m <= 8192 rows, and the stored rows are a multiple of m. Any other excess
+is not padding but a config that belongs to another model (a larger vocabulary), and
+dropping rows would cut real tokens: refused. Fewer rows than vocab_size is refused too:
+the config names tokens the checkpoint has no weights for.
+"""
+
+from __future__ import annotations
+
+MAX_POWER_OF_TWO = 128  # Megatron-LM's default --make-vocab-size-divisible-by
+MAX_FACTOR = 64  # tensor-parallel size (or an odd divisible-by factor)
+
+
+def _multiples() -> tuple[int, ...]:
+    powers = [1 << shift for shift in range(MAX_POWER_OF_TWO.bit_length())]
+    return tuple(
+        sorted({power * factor for power in powers for factor in range(1, MAX_FACTOR + 1)})
+    )
+
+
+_MULTIPLES = _multiples()
+
+
+def padding_multiple(rows: int, vocab_size: int) -> int | None:
+    """The smallest multiple m of the rule above that rounds `vocab_size` up to `rows`,
+    or None when none does (or rows <= vocab_size: nothing to explain)."""
+    if rows <= vocab_size:
+        return None
+    return next((m for m in _MULTIPLES if rows % m == 0 and rows - vocab_size < m), None)
+
+
+def vocab_rows_problem(rows: int, vocab_size: int) -> str | None:
+    """Why `rows` stored rows cannot be exported as `vocab_size` tokens, or None when they
+    can (equal, or larger by Megatron's padding)."""
+    if rows == vocab_size:
+        return None
+    if rows < vocab_size:
+        return (
+            f"{rows} rows, fewer than the config's vocab_size {vocab_size}; the config belongs"
+            " to another model (or the tokenizer grew): use the config the run trained with"
+        )
+    if padding_multiple(rows, vocab_size) is None:
+        return (
+            f"{rows} rows, {rows - vocab_size} more than the config's vocab_size {vocab_size},"
+            " which Megatron's vocabulary padding does not explain (vocab_size rounded up to a"
+            f" multiple of d*k, d a power of two up to {MAX_POWER_OF_TWO}, k up to {MAX_FACTOR});"
+            " use the config the run trained with"
+        )
+    return None
