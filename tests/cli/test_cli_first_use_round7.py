@@ -112,3 +112,30 @@ def test_a_read_only_run_dir_is_named_as_such(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "access", lambda path, mode: False)  # as a non-root user sees it
     with pytest.raises(ConfigError, match=f"{tmp_path} is not writable by this user; choose"):
         check_writable_dir("trainer.run_dir", str(tmp_path / "run"))
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-2"])
+def test_a_malformed_omp_num_threads_is_one_note_not_a_warning_per_process(value):
+    done = _run(
+        "ckpt",
+        "validate",
+        str(MCORE_QWEN2 / "dist_ckpt"),
+        "--hf-config",
+        str(MCORE_QWEN2 / "config.json"),
+        "--deep",
+        OMP_NUM_THREADS=value,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == (
+        f"note: OMP_NUM_THREADS={value!r} is not a positive whole number; ignored\n"
+    )
+
+
+def test_openmp_thread_lists_are_a_user_setting():
+    from trainer.threads import choose_threads, drop_malformed_thread_count
+
+    environ = {"OMP_NUM_THREADS": "4,2"}
+    assert drop_malformed_thread_count(environ) is None and environ == {"OMP_NUM_THREADS": "4,2"}
+    assert choose_threads(2, idle_cores=2.0, environ=environ).threads == 4
+    empty = {"OMP_NUM_THREADS": " "}
+    assert drop_malformed_thread_count(empty) is None and empty == {}
