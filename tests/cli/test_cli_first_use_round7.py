@@ -6,6 +6,7 @@ OMP_NUM_THREADS that OpenMP rejects with a warning from every process."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -139,3 +140,23 @@ def test_openmp_thread_lists_are_a_user_setting():
     assert choose_threads(2, idle_cores=2.0, environ=environ).threads == 4
     empty = {"OMP_NUM_THREADS": " "}
     assert drop_malformed_thread_count(empty) is None and empty == {}
+
+
+def test_a_small_export_and_import_show_a_rate_that_is_not_zero(tmp_path):
+    """A tiny model's export read "(0.00 GB/s)", as if nothing had been written."""
+    from click.testing import CliRunner
+
+    from cli.main import app
+
+    exported = CliRunner().invoke(
+        app,
+        ["ckpt", "export-hf", str(MCORE_QWEN2 / "dist_ckpt"), "--out", str(tmp_path / "hf")]
+        + ["--hf-config", str(MCORE_QWEN2 / "config.json")],
+    )
+    imported = CliRunner().invoke(
+        app, ["ckpt", "import-hf", str(tmp_path / "hf"), "--out", str(tmp_path / "mcore")]
+    )
+    for done in (exported, imported):
+        assert done.exit_code == 0, done.output
+        assert re.search(r" MiB in [\d.]+ s \([\d.]+ MB/s\)", done.stdout), done.stdout
+        assert "0.00 GB/s" not in done.stdout
