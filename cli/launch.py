@@ -103,12 +103,15 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     configure_logging()  # a rank torchrun started takes `-v` from the environment
     if os.environ.get(CONFIG_CHECKED):  # the launching process showed the notes already
         logging.getLogger("mfsdp.config").setLevel(logging.ERROR)
+    from trainer.local_paths import check_local_paths, check_writable_dir
     from trainer.metrics import require_trackers
     from trainer.model_source import resolve_model_source
 
     cfg: Any = load_config(cls, config_path, overrides)  # SFTConfig or GRPOConfig
     require_trackers(cfg.trainer)
     resolve_model_source(cfg.model)  # a missing model.path fails here, not once per rank
+    check_local_paths(cfg)  # and so does every other path key
+    check_writable_dir("trainer.run_dir", cfg.trainer.run_dir)
     return cfg
 
 
@@ -126,6 +129,8 @@ def check_data_files(data: Any, kind: str) -> None:
     """A missing data file, a directory, or a file of a format the trainers do not read is
     reported before anything starts (and before torch loads), with how to make one; `kind` is
     `sft` or `rl`, the table family `mfsdp data` writes."""
+    from trainer.local_paths import where_relative
+
     hint = DATA_HINT.format(kind=kind)
     if not data.train_files:
         fail(
@@ -141,7 +146,7 @@ def check_data_files(data: Any, kind: str) -> None:
                     EXIT_USAGE,
                 )
             if not os.path.exists(path):
-                fail(f"data.{key}: {path}: no such file; {hint}", EXIT_USAGE)
+                fail(f"data.{key}: {path}: no such file{where_relative(path)}; {hint}", EXIT_USAGE)
             if not path.lower().endswith(DATA_SUFFIXES):
                 fail(f"data.{key}: {path}: not a .parquet or .jsonl file; {hint}", EXIT_USAGE)
 

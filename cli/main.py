@@ -53,7 +53,11 @@ def main() -> None:
     import sys
 
     from cli.errors import fail
+    from trainer.threads import drop_malformed_thread_count
 
+    dropped = drop_malformed_thread_count()  # before any command loads torch (and OpenMP)
+    if dropped:
+        click.echo(f"note: {dropped}", err=True)
     args = sys.argv[1:]
     as_json = "--json" in args[: args.index("--")] if "--" in args else "--json" in args
     try:

@@ -18,6 +18,7 @@ import torch
 
 from trainer.config import ConfigError, ModelConfig
 from trainer.kernels import apply_kernels
+from trainer.local_paths import missing_path
 from trainer.lora import apply_lora
 from trainer.loss import linear_cross_entropy_sum
 from trainer.model_source import load_checkpoint_weights, resolve_model_source
@@ -95,10 +96,7 @@ def load_tokenizer(cfg: ModelConfig):
     `hf_config` dir), else the embedded tiny one. Local files only: nothing is downloaded."""
     if cfg.tokenizer is not None:
         if not Path(cfg.tokenizer).exists():
-            raise ConfigError(
-                f"model.tokenizer: {cfg.tokenizer} does not exist"
-                " (a local tokenizer dir is needed; nothing is downloaded)"
-            )
+            raise missing_path("model.tokenizer", cfg.tokenizer, "a local tokenizer dir")
         source = Path(cfg.tokenizer)
     else:
         model_source = resolve_model_source(cfg)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from mfsdp_ckpt.format.layout import CheckpointPathError, CheckpointPaths, resolve_checkpoint
 from trainer.config import ConfigError, ModelConfig
+from trainer.local_paths import missing_path
 
 _HF_WEIGHT_PATTERNS = ("*.safetensors", "*.bin")
 
@@ -33,13 +34,10 @@ class ModelSource:
     checkpoint: CheckpointPaths | None = None
 
 
-def _checked_dir(key: str, value: str) -> Path:
+def _checked_dir(key: str, value: str, needed: str) -> Path:
     path = Path(value)
     if not path.exists():
-        raise ConfigError(
-            f"{key}: {value} does not exist (a local Hugging Face model dir or checkpoint is"
-            " needed; nothing is downloaded)"
-        )
+        raise missing_path(key, value, needed)
     return path
 
 
@@ -47,7 +45,7 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
     """The model's source for `cfg.path`, or None when the run builds a named shape."""
     if cfg.path is None:
         return None
-    path = _checked_dir("model.path", cfg.path)
+    path = _checked_dir("model.path", cfg.path, "a local Hugging Face model dir or checkpoint")
     if not path.is_dir():
         raise ConfigError(
             f"model.path: {cfg.path} is not a directory (give a Hugging Face model dir or a"
@@ -72,7 +70,9 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
 
 def _checkpoint_assets(cfg: ModelConfig, checkpoint: CheckpointPaths) -> Path:
     if cfg.hf_config is not None:
-        assets = _checked_dir("model.hf_config", cfg.hf_config)
+        assets = _checked_dir(
+            "model.hf_config", cfg.hf_config, "a local Hugging Face model dir or config.json"
+        )
         assets = assets.parent if assets.is_file() else assets
         if not (assets / "config.json").is_file():
             raise ConfigError(f"model.hf_config: {cfg.hf_config} has no config.json")

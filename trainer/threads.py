@@ -28,6 +28,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,9 +59,9 @@ def choose_threads(
     `idle_cores` None samples /proc/stat.
     """
     environ = os.environ if environ is None else environ
-    user = environ.get("OMP_NUM_THREADS", "").strip()
-    if user.isdigit() and int(user) > 0:
-        return ThreadChoice(int(user), None, "OMP_NUM_THREADS as set")
+    user = thread_count_setting(environ.get("OMP_NUM_THREADS", ""))
+    if user is not None:
+        return ThreadChoice(user, None, "OMP_NUM_THREADS as set")
     cores = available_cores()
     ranks = max(1, local_ranks)
     share = max(1, len(cores) // ranks)
@@ -73,6 +74,30 @@ def choose_threads(
     # latency makes small ops slower (bench/threads.py, idle rows).
     policy = "PASSIVE" if threads < share and "OMP_WAIT_POLICY" not in environ else None
     return ThreadChoice(threads, policy, f"{len(cores)} core(s){busy}, {ranks} local rank(s)")
+
+
+def thread_count_setting(value: str) -> int | None:
+    """The thread count an OMP_NUM_THREADS value sets ("4"; "4,2" is OpenMP's per-level list,
+    whose first count is this process's), or None where OpenMP rejects it ("0", "abc", "-1")."""
+    counts = [part.strip() for part in value.split(",")]
+    if all(count.isdigit() and int(count) > 0 for count in counts):
+        return int(counts[0])
+    return None
+
+
+def drop_malformed_thread_count(environ: MutableMapping[str, str] | None = None) -> str | None:
+    """Remove an OMP_NUM_THREADS that is not a thread count, before torch loads OpenMP, and
+    say so (None when there was nothing to drop). OpenMP would print
+    `libgomp: Invalid value for environment variable OMP_NUM_THREADS` from every process that
+    loads torch, the launcher and each rank, and then run its default anyway."""
+    environ = os.environ if environ is None else environ
+    value = environ.get("OMP_NUM_THREADS")
+    if value is None or thread_count_setting(value) is not None:
+        return None
+    del environ["OMP_NUM_THREADS"]
+    if not value.strip():  # `OMP_NUM_THREADS=`: unset in all but name
+        return None
+    return f"OMP_NUM_THREADS={value!r} is not a positive whole number; ignored"
 
 
 def configure_threads(local_ranks: int) -> ThreadChoice | None:

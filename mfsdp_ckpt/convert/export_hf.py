@@ -52,6 +52,7 @@ from mfsdp_ckpt.convert.export_stream import _nonfinite, _PieceBuffers, _stream,
 from mfsdp_ckpt.convert.export_verify import verify_export
 from mfsdp_ckpt.convert.hf_config import MAX_LAYERS, HFConfigError
 from mfsdp_ckpt.convert.name_maps import MappedTensor
+from mfsdp_ckpt.convert.units import human_bytes, human_rate
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.storage.out_dir import claim_output
@@ -79,16 +80,10 @@ class ExportResult:
     def summary(self) -> str:
         verified = " verified," if self.mismatches == [] else ""
         return (
-            f"exported {self.tensors} tensors, {_human_bytes(self.bytes)} in {self.seconds:.1f} s"
-            f" ({self.gb_per_s:.2f} GB/s),{verified} {len(self.files)} file(s), {self.dtype},"
-            f" layout {self.layout}, {self.model_type} -> {self.out_dir}"
+            f"exported {self.tensors} tensors, {human_bytes(self.bytes)} in {self.seconds:.1f} s"
+            f" ({human_rate(self.bytes, self.seconds)}),{verified} {len(self.files)} file(s),"
+            f" {self.dtype}, layout {self.layout}, {self.model_type} -> {self.out_dir}"
         )
-
-
-def _human_bytes(count: int) -> str:
-    """GB (decimal, as --max-shard-size) from 1 GB up; MiB below, so that small models
-    do not read 0.00 GB."""
-    return f"{count / 1e9:.2f} GB" if count >= 10**9 else f"{count / 2**20:.2f} MiB"
 
 
 def parse_size(text: str) -> int:

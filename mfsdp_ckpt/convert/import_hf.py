@@ -57,6 +57,7 @@ from mfsdp_ckpt.convert.name_maps import (
     ShapeError,
     plan_import,
 )
+from mfsdp_ckpt.convert.units import human_bytes, human_rate
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dtypes import DType
@@ -101,11 +102,10 @@ class ImportResult:
     notes: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
-        rate = self.bytes / 1e9 / self.seconds if self.seconds else 0.0
         return (
-            f"imported {self.tensors} tensors, {self.bytes / 2**20:.1f} MiB in {self.seconds:.1f} s"
-            f" ({rate:.2f} GB/s), {self.dtype}, layout {self.layout}, {self.model_type}"
-            f" -> {self.out_dir}"
+            f"imported {self.tensors} tensors, {human_bytes(self.bytes)} in {self.seconds:.1f} s"
+            f" ({human_rate(self.bytes, self.seconds)}), {self.dtype}, layout {self.layout},"
+            f" {self.model_type} -> {self.out_dir}"
         )
 
 

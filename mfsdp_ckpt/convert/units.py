@@ -1,0 +1,17 @@
+"""Sizes and rates in the one-line summaries of export and import, readable at any size: a
+tiny model's export read "1.30 MiB in 0.4 s (0.00 GB/s)", which looks like nothing was
+written."""
+
+from __future__ import annotations
+
+
+def human_bytes(count: int) -> str:
+    """GB (decimal, as --max-shard-size) from 1 GB up; MiB below, so that small models
+    do not read 0.00 GB."""
+    return f"{count / 1e9:.2f} GB" if count >= 10**9 else f"{count / 2**20:.2f} MiB"
+
+
+def human_rate(count: int, seconds: float) -> str:
+    """Bytes per second as GB/s from 1 GB/s up, MB/s below."""
+    rate = count / seconds if seconds > 0 else 0.0
+    return f"{rate / 1e9:.2f} GB/s" if rate >= 1e9 else f"{rate / 1e6:.1f} MB/s"

@@ -1,0 +1,71 @@
+"""The config keys that name a local file or directory, checked before torch loads: those
+read from, and the run directory written to.
+
+Each of them was otherwise read only once training had started (seconds into the run, once
+per rank), and `model.hf_config` not at all when nothing needed it: a typo'd or Hub-style
+value (`Qwen/Qwen2.5-0.5B`) then failed late with a message about a missing file inside it,
+or was ignored. Nothing is ever downloaded, so a path that is not on this machine is a usage
+mistake, named by its key. A relative path is read from the current directory, which is not
+where the config file lives: the message says which directory that was. A run directory
+that cannot be written failed at its first write, after the model was built, and with
+several ranks as rank 0's error followed by the other ranks' tracebacks from the collective
+rank 0 left.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from trainer.config import ConfigError
+
+# (section, key, what it must name): the model path itself is checked by model_source,
+# data files by cli.launch.check_data_files (each with its own hint).
+PATH_KEYS = (
+    ("model", "tokenizer", "a local tokenizer dir"),
+    ("model", "hf_config", "a local Hugging Face model dir or config.json"),
+    ("model", "lora_adapter_path", "a local PEFT adapter dir"),
+    ("reward", "path", "a local python file"),
+)
+
+
+def where_relative(path: str) -> str:
+    """`; relative paths are read from CWD` for a relative path, else nothing."""
+    if os.path.isabs(path):
+        return ""
+    return f"; relative paths are read from {os.getcwd()}"
+
+
+def missing_path(key: str, value: str, needed: str) -> ConfigError:
+    """The one-line error for a path key whose value is not on this machine."""
+    return ConfigError(
+        f"{key}: {value} does not exist ({needed} is needed; nothing is downloaded"
+        f"{where_relative(value)})"
+    )
+
+
+def check_local_paths(cfg: Any) -> None:
+    """Every path key of `cfg` (an SFT or GRPO config) that is set names something that
+    exists; directories where a directory is needed."""
+    for section, key, needed in PATH_KEYS:
+        value = getattr(getattr(cfg, section, None), key, None)
+        if value is None:
+            continue
+        if not os.path.exists(value):
+            raise missing_path(f"{section}.{key}", value, needed)
+        if needed.endswith(" dir") and not os.path.isdir(value):
+            raise ConfigError(f"{section}.{key}: {value} is a file; {needed} is needed")
+
+
+def check_writable_dir(key: str, value: str) -> None:
+    """`value` is a directory this process can create files in, or one it can create."""
+    path = os.path.abspath(value)
+    existing = path
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ConfigError(f"{key}: {value}: {existing} is a file, not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        read_only = os.statvfs(existing).f_flag & os.ST_RDONLY
+        why = "is on a read-only file system" if read_only else "is not writable by this user"
+        raise ConfigError(f"{key}: {value}: {existing} {why}; choose another {key}")
