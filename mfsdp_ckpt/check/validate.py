@@ -29,10 +29,12 @@ from mfsdp_ckpt.lora import check_base_model
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import (
+    MAX_LISTED_PROBLEMS,
     CheckpointFormatError,
     CheckpointReader,
     chunk_backing_problem,
     chunk_coverage_problems,
+    unclaimed_storage_entries,
 )
 from mfsdp_ckpt.storage.shared_bytes import byte_sharing
 
@@ -129,6 +131,7 @@ def validate_paths(
     report.tensor_bytes = sum(e.nbytes for e in reader.tensors.values())
     _check_files(paths, reader, manifest, report)
     _check_chunks(reader, report)
+    _check_storage_entries(reader, report)
     _check_backing(reader, report)
     _check_shared_bytes(reader, report)
     _check_contents(paths, reader, manifest, report)
@@ -319,6 +322,18 @@ def _check_chunks(reader: CheckpointReader, report: ValidationReport) -> None:
                     where,
                     f"chunk at {chunk.offsets} has no storage entry (its bytes were never written)",
                 )
+
+
+def _check_storage_entries(reader: CheckpointReader, report: ValidationReport) -> None:
+    problems = unclaimed_storage_entries(reader.metadata, reader.tensors, reader.objects)
+    for key, message in problems[:MAX_LISTED_PROBLEMS]:
+        report.add(ERROR, f"{reader.root / layout.DCP_METADATA_FILE} [{key}]", message)
+    if len(problems) > MAX_LISTED_PROBLEMS:
+        report.add(
+            ERROR,
+            reader.root / layout.DCP_METADATA_FILE,
+            f"{len(problems) - MAX_LISTED_PROBLEMS} more storage entries no key reads",
+        )
 
 
 _TIED_PAIRS = (  # (output name, input name) a tied model saves twice but optimizes once
