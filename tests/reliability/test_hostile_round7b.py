@@ -4,12 +4,16 @@ exit code:
 * a DCP `.metadata` whose `storage_data` has an entry no state-dict entry reads (a key
   `state_dict_metadata` lacks, or offsets none of the tensor's chunks has): validate (and
   so resume and export) fails naming the key, as it fails a chunk with no storage entry;
+* a config number no field can hold (an integer past int64, one too long for Python to
+  read, a float that overflows to inf): one line naming the key (exit 2) before any work,
+  not torch's ValueError from `manual_seed` in every rank;
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -18,7 +22,7 @@ import pytest
 from mfsdp_ckpt.format.dcp_metadata import MetadataIndex
 from tests.support.ckpt_edits import edit_metadata
 from tests.support.interop_layouts import run_cli
-from tests.support.paths import FIXTURES
+from tests.support.paths import FIXTURES, REPO
 
 MFSDP_RUN = FIXTURES / "megatron_fsdp_qwen2" / "run"  # mfsdp's layout, with a manifest
 STEP = "global_step_2"
@@ -83,3 +87,48 @@ def test_storage_entries_and_chunks_must_match_one_to_one(tmp_path, damage):
     _one_error(err, found["key"])
     assert not (tmp_path / "out").exists()
 
+
+# --------------------------------------------------------------------------- config numbers
+def test_an_integer_past_int64_in_the_config_is_a_usage_error_naming_the_key(tmp_path):
+    code, _out, err = run_cli(
+        "train",
+        "sft",
+        "--config",
+        REPO / "examples" / "sft_tiny_cpu.yaml",
+        "trainer.seed=99999999999999999999999",
+        f"trainer.run_dir={tmp_path / 'run'}",
+    )
+    assert code == 2, err
+    _one_error(err, "trainer.seed", "64 bits")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("override", "words"),
+    [
+        ("trainer.seed=-99999999999999999999999", "'trainer.seed' must fit in 64 bits"),
+        ("checkpoint.keep_last=9223372036854775808", "'checkpoint.keep_last' must fit in 64"),
+        ("model.lora_rank=99999999999999999999999", "'model.lora_rank' must fit in 64 bits"),
+        ("optim.lr=1" + "0" * 400, "'optim.lr' must be a finite number, got 100"),
+        ("optim.betas=[0.9, 1e999]", "'optim.betas[1]' must be a finite number"),
+        ("optim.lr=.nan", "'optim.lr' must be a finite number"),
+        ("trainer.seed=" + "9" * 5000, "override trainer.seed: integer at line 1 has 5000 digits"),
+        ("model.overrides={hidden_size: 99999999999999999999999}", "model.overrides"),
+    ],
+)
+def test_numbers_out_of_any_fields_range_are_refused_naming_the_key(override, words):
+    from trainer.config import ConfigError, SFTConfig, load_config
+
+    with pytest.raises(ConfigError, match=re.escape(words)) as caught:
+        load_config(SFTConfig, REPO / "examples" / "sft_tiny_cpu.yaml", [override])
+    assert len(str(caught.value)) < 300 and "\n" not in str(caught.value)
+    assert (
+        load_config(SFTConfig, None, ["trainer.seed=9223372036854775807"]).trainer.seed == 2**63 - 1
+    )
+
+
+def test_a_config_json_size_past_int64_is_refused_naming_it():
+    from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry
+
+    with pytest.raises(HFConfigError, match="hidden_size must be a positive integer below 2"):
+        check_geometry({"hidden_size": 2**64}, "config.json")
