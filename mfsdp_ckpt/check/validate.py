@@ -15,6 +15,7 @@ HF config), the report says that hashes were not checked, and `strict` refuses t
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -276,11 +277,12 @@ def _check_files(paths, reader: CheckpointReader, manifest: Manifest | None, rep
     reported = {f.where for f in report.findings}  # a set: 100,000 listed files stay linear
     for name, record in sorted(manifest.files.items()):
         file = paths.step_dir / name
-        if not file.is_file():
+        found = layout.stat_inside(file)
+        if found is None or not stat.S_ISREG(found.st_mode):
             if str(file) not in reported:
                 report.add(ERROR, file, "listed in the manifest but missing")
-        elif file.stat().st_size != record.size:
-            report.add(ERROR, file, f"has {file.stat().st_size} bytes, manifest says {record.size}")
+        elif found.st_size != record.size:
+            report.add(ERROR, file, f"has {found.st_size} bytes, manifest says {record.size}")
     listed = set(manifest.files)
     try:
         present = layout.list_files(paths.step_dir)
@@ -444,7 +446,9 @@ def _config_file(paths: layout.CheckpointPaths, hf_config: str | os.PathLike | N
     if hf_config is not None:
         given = Path(hf_config)
         return given / "config.json" if given.is_dir() else given
-    if paths.hf_assets is None or not os.path.lexists(paths.hf_assets / "config.json"):
+    if paths.hf_assets is None:
+        return None
+    if layout.stat_inside(paths.hf_assets / "config.json", follow_symlinks=False) is None:
         return None
     return paths.hf_assets / "config.json"
 
@@ -520,7 +524,8 @@ def _check_hashes(paths, manifest: Manifest, report: ValidationReport) -> None:
     report.hash_algorithms = sorted({record.algorithm for record in manifest.files.values()})
     for name, record in sorted(manifest.files.items()):
         file = paths.step_dir / name
-        if not file.is_file() or file.stat().st_size != record.size:
+        found = layout.stat_inside(file)
+        if found is None or not stat.S_ISREG(found.st_mode) or found.st_size != record.size:
             continue  # reported by _check_files
         try:
             if hash_file(file, paths.step_dir, record.algorithm) != record:

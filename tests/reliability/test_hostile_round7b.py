@@ -7,6 +7,9 @@ exit code:
 * a config number no field can hold (an integer past int64, one too long for Python to
   read, a float that overflows to inf): one line naming the key (exit 2) before any work,
   not torch's ValueError from `manual_seed` in every rank;
+* a `huggingface/` dir this user may not open: validate (plain, --json, --deep) fails
+  naming it as round 7 names an unreadable checkpoint dir, not errno's raw line about a
+  file inside it (or, without a manifest, "valid" having skipped the config check);
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from mfsdp_ckpt.format.dcp_metadata import MetadataIndex
+from tests.reliability.test_hostile_round7 import _run_denied
 from tests.support.ckpt_edits import edit_metadata
 from tests.support.interop_layouts import run_cli
 from tests.support.paths import FIXTURES, REPO
@@ -132,3 +136,24 @@ def test_a_config_json_size_past_int64_is_refused_naming_it():
 
     with pytest.raises(HFConfigError, match="hidden_size must be a positive integer below 2"):
         check_geometry({"hidden_size": 2**64}, "config.json")
+
+
+# --------------------------------------------------------------------------- unreadable assets
+@pytest.mark.parametrize("manifest", [True, False])
+def test_validate_names_a_huggingface_dir_this_user_cannot_open(tmp_path, manifest):
+    run = _run(tmp_path)
+    if not manifest:  # as verl writes it: nothing lists huggingface/config.json
+        (run / STEP / "manifest.json").unlink()
+    assets = run / STEP / "huggingface"
+    cases = [["ckpt", "validate", str(run), *extra] for extra in ([], ["--json"], ["--deep"])]
+    assets.chmod(0)
+    try:
+        records = _run_denied(cases)
+    finally:
+        assets.chmod(0o755)
+    for args, record in zip(cases, records, strict=True):
+        assert record["escaped"] is None and record["exit"] == 1, (args, record)
+        line = _one_error(record["stderr"], "cannot open (Permission denied)")
+        assert line == f"error: {assets}: cannot open (Permission denied)", line
+        if "--json" in args:
+            assert json.loads(record["stdout"]) == {"error": line[len("error: ") :], "exit_code": 1}
