@@ -464,11 +464,15 @@ def _check_against_config(
         return
     from mfsdp_ckpt.convert.hf_config import HFConfigError, expected_weights_for
 
+    # huggingface/ stays inside the checkpoint; a --hf-config model dir inside itself (or
+    # its Hugging Face cache folder), as export and import read one
+    root, within = paths.root, "the checkpoint"
+    if hf_config is not None:
+        root = safe_files.model_dir_root(config_file.parent)
+        within = f"the model dir {config_file.parent}"
     try:
-        safe_files.regular_file(config_file, root=None if hf_config is not None else paths.root)
-        expected = expected_weights_for(
-            config_file, root=None if hf_config is not None else paths.root
-        )
+        safe_files.regular_file(config_file, root, within)
+        expected = expected_weights_for(config_file, root=root)
     except CheckpointFileError as err:
         report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
         return

@@ -10,12 +10,23 @@ exit code:
 * a `huggingface/` dir this user may not open: validate (plain, --json, --deep) fails
   naming it as round 7 names an unreadable checkpoint dir, not errno's raw line about a
   file inside it (or, without a manifest, "valid" having skipped the config check);
+* a weight file or index of a Hugging Face model dir that is a symlink out of it: import
+  refuses it as it refuses a config or tokenizer linked out (a cache snapshot's links into
+  its blobs/ still import), and validate --hf-config refuses a config.json linked out;
+* a FIFO, a device or a directory where a model file, data file or reward file belongs:
+  refused naming it, not skipped for another file ("several .safetensors files and no
+  index") or called missing;
+* model.safetensors beside an index: import reads model.safetensors, as transformers
+  does, with a note that the index was ignored;
+* a config.json that is in the model dir but damaged (not JSON, no model_type, impossible
+  sizes, unreadable, linked out): a failed import (exit 1), not bad usage (exit 2).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -157,3 +168,181 @@ def test_validate_names_a_huggingface_dir_this_user_cannot_open(tmp_path, manife
         assert line == f"error: {assets}: cannot open (Permission denied)", line
         if "--json" in args:
             assert json.loads(record["stdout"]) == {"error": line[len("error: ") :], "exit_code": 1}
+
+
+# --------------------------------------------------------------------------- model dir files
+def _model(tmp_path: Path) -> Path:
+    from tests.reliability.test_hostile_round7 import _hf_model
+
+    return _hf_model(tmp_path)
+
+
+def _import(model: Path, out: Path, *options) -> tuple[int, str, str]:
+    return run_cli("ckpt", "import-hf", model, "--out", out, *options)
+
+
+def _split(model: Path) -> None:
+    from tests.reliability.test_hostile_round7 import _sharded
+
+    weight_map, _second = _sharded(model)
+    index = {"metadata": {}, "weight_map": weight_map}
+    (model / "model.safetensors.index.json").write_text(json.dumps(index))
+
+
+def _move_out(path: Path, elsewhere: Path) -> None:
+    elsewhere.mkdir(exist_ok=True)
+    path.rename(elsewhere / path.name)
+    path.symlink_to(elsewhere / path.name)
+
+
+@pytest.mark.parametrize(
+    "linked",
+    ["model.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json"],
+)
+def test_import_refuses_weights_linked_out_of_the_model_dir(tmp_path, linked):
+    model = _model(tmp_path)
+    if linked != "model.safetensors":
+        _split(model)
+    _move_out(model / linked, tmp_path / "elsewhere")
+    code, _out, err = _import(model, tmp_path / "out")
+    assert code == 1, err
+    _one_error(err, str(model / linked), f"resolves outside the model dir {model}")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_cache_snapshot_whose_weights_link_into_blobs_imports(tmp_path):
+    """models--ORG--NAME/snapshots/REV/FILE -> ../../blobs/HASH, as the Hugging Face cache
+    lays a download out: weights and index included."""
+    built = _model(tmp_path)
+    _split(built)
+    cache = tmp_path / "models--org--name"
+    snapshot, blobs = cache / "snapshots" / "0123abc", cache / "blobs"
+    snapshot.mkdir(parents=True)
+    blobs.mkdir()
+    for index, file in enumerate(sorted(built.iterdir())):
+        file.rename(blobs / f"hash{index}")
+        (snapshot / file.name).symlink_to(Path("..") / ".." / "blobs" / f"hash{index}")
+    code, _out, err = _import(snapshot, tmp_path / "out", "--layout", "hf")
+    assert code == 0, err
+
+
+@pytest.mark.parametrize(
+    ("special", "what"),
+    [
+        ("model.safetensors.index.json", "a FIFO"),
+        ("model.safetensors", "a FIFO"),
+        ("model.safetensors", "a directory"),
+        ("model-00001-of-00002.safetensors", "a FIFO"),
+        ("only.safetensors", "a FIFO"),
+        ("config.json", "a FIFO"),
+    ],
+)
+def test_a_special_file_where_a_model_file_belongs_is_refused_naming_it(tmp_path, special, what):
+    model = _model(tmp_path)
+    if special in ("model.safetensors.index.json", "model-00001-of-00002.safetensors"):
+        _split(model)  # the index stays the only one: transformers would read it
+    path = model / special
+    if special == "only.safetensors":
+        (model / "model.safetensors").unlink()
+    path.unlink(missing_ok=True)
+    os.mkfifo(path) if what == "a FIFO" else path.mkdir()
+    code, _out, err = _import(model, tmp_path / "out")
+    assert code == 1, err
+    _one_error(err, f"{path}: {what}, not a regular file")
+    assert not (tmp_path / "out").exists()
+
+
+def test_model_safetensors_wins_over_an_index_beside_it_as_in_transformers(tmp_path):
+    """transformers' from_pretrained takes model.safetensors when both are there; import
+    takes the same file and says the index was ignored (here it names shards that do not
+    exist, which import used to fail on)."""
+    model = _model(tmp_path)
+    index = model / "model.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": {"model.norm.weight": "gone.safetensors"}}))
+    code, _out, err = _import(model, tmp_path / "out")
+    assert code == 0, err
+    assert f"note: {index} ignored: model.safetensors is there too" in err
+
+
+def _bad_json(config: Path) -> str:
+    config.write_text("{bad")
+    return "not valid JSON"
+
+
+def _no_model_type(config: Path) -> str:
+    config.write_text("{}")
+    return "no model_type"
+
+
+def _negative_size(config: Path) -> str:
+    config.write_text(json.dumps({**json.loads(config.read_text()), "hidden_size": -8}))
+    return "hidden_size must be a positive integer"
+
+
+def _linked_out(config: Path) -> str:
+    _move_out(config, config.parent.parent / "elsewhere")
+    return "resolves outside the model dir"
+
+
+@pytest.mark.parametrize("damage", [_bad_json, _no_model_type, _negative_size, _linked_out])
+def test_a_damaged_config_json_in_a_model_dir_is_a_failed_import(tmp_path, damage):
+    model = _model(tmp_path)
+    words = damage(model / "config.json")
+    code, _out, err = _import(model, tmp_path / "out")
+    assert code == 1, err
+    _one_error(err, str(model / "config.json"), words)
+
+
+def test_a_config_json_this_user_cannot_read_is_a_failed_import(tmp_path):
+    model = _model(tmp_path)
+    config = model / "config.json"
+    config.chmod(0)
+    try:
+        (record,) = _run_denied([["ckpt", "import-hf", str(model), "--out", str(tmp_path / "o")]])
+    finally:
+        config.chmod(0o644)
+    assert record["escaped"] is None and record["exit"] == 1, record
+    _one_error(record["stderr"], str(config), "Permission denied")
+
+
+def test_the_wrong_dir_stays_a_usage_error(tmp_path):
+    model = _model(tmp_path)
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "model_type": "bert"}))
+    code, _out, err = _import(model, tmp_path / "out")
+    assert code == 2, err
+    _one_error(err, "model family 'bert' is not one import-hf reads")
+    (model / "config.json").unlink()
+    code, _out, err = _import(model, tmp_path / "out")
+    assert code == 2, err
+    _one_error(err, "no config.json; not a Hugging Face model dir")
+
+
+def test_a_fifo_given_as_a_data_or_reward_file_is_named(tmp_path):
+    from trainer.data.files import DataFileError, read_rows
+    from trainer.rewards.custom import RewardError, load_reward_function
+
+    fifo = tmp_path / "train.parquet"
+    os.mkfifo(fifo)
+    code, _out, err = run_cli(
+        "train",
+        "sft",
+        "--config",
+        REPO / "examples" / "sft_tiny_cpu.yaml",
+        f"data.train_files={fifo}",
+        f"trainer.run_dir={tmp_path / 'run'}",
+    )
+    assert code == 2, err
+    _one_error(err, f"data.train_files: {fifo}: a FIFO, not a regular file")
+    with pytest.raises(DataFileError, match="a FIFO, not a regular file"):
+        read_rows([str(fifo)])
+    with pytest.raises(RewardError, match="a FIFO, not a regular file"):
+        load_reward_function(fifo)
+
+
+def test_validate_refuses_an_hf_config_linked_out_of_its_dir(tmp_path):
+    model = _model(tmp_path)
+    _linked_out(model / "config.json")
+    code, out, err = run_cli("ckpt", "validate", MFSDP_RUN, "--hf-config", model)
+    assert code == 1, out + err
+    assert f"{model / 'config.json'}: resolves outside the model dir {model}" in out, out
