@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 
 from mfsdp_ckpt.format.dcp_metadata import MetadataIndex
-from tests.reliability.test_hostile_round7 import _run_denied
+from tests.reliability.test_hostile_round7 import _hf_model, _one_error, _run_denied, _sharded
 from tests.support.ckpt_edits import edit_metadata
 from tests.support.interop_layouts import run_cli
 from tests.support.paths import FIXTURES, REPO
@@ -42,14 +42,6 @@ from tests.support.paths import FIXTURES, REPO
 MFSDP_RUN = FIXTURES / "megatron_fsdp_qwen2" / "run"  # mfsdp's layout, with a manifest
 STEP = "global_step_2"
 WEIGHT = "model.module.model.layers.0.self_attn.q_proj.weight"
-
-
-def _one_error(stderr: str, *needles: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 def _run(tmp_path: Path) -> Path:
@@ -171,19 +163,11 @@ def test_validate_names_a_huggingface_dir_this_user_cannot_open(tmp_path, manife
 
 
 # --------------------------------------------------------------------------- model dir files
-def _model(tmp_path: Path) -> Path:
-    from tests.reliability.test_hostile_round7 import _hf_model
-
-    return _hf_model(tmp_path)
-
-
 def _import(model: Path, out: Path, *options) -> tuple[int, str, str]:
     return run_cli("ckpt", "import-hf", model, "--out", out, *options)
 
 
 def _split(model: Path) -> None:
-    from tests.reliability.test_hostile_round7 import _sharded
-
     weight_map, _second = _sharded(model)
     index = {"metadata": {}, "weight_map": weight_map}
     (model / "model.safetensors.index.json").write_text(json.dumps(index))
@@ -200,7 +184,7 @@ def _move_out(path: Path, elsewhere: Path) -> None:
     ["model.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json"],
 )
 def test_import_refuses_weights_linked_out_of_the_model_dir(tmp_path, linked):
-    model = _model(tmp_path)
+    model = _hf_model(tmp_path)
     if linked != "model.safetensors":
         _split(model)
     _move_out(model / linked, tmp_path / "elsewhere")
@@ -213,7 +197,7 @@ def test_import_refuses_weights_linked_out_of_the_model_dir(tmp_path, linked):
 def test_a_cache_snapshot_whose_weights_link_into_blobs_imports(tmp_path):
     """models--ORG--NAME/snapshots/REV/FILE -> ../../blobs/HASH, as the Hugging Face cache
     lays a download out: weights and index included."""
-    built = _model(tmp_path)
+    built = _hf_model(tmp_path)
     _split(built)
     cache = tmp_path / "models--org--name"
     snapshot, blobs = cache / "snapshots" / "0123abc", cache / "blobs"
@@ -238,7 +222,7 @@ def test_a_cache_snapshot_whose_weights_link_into_blobs_imports(tmp_path):
     ],
 )
 def test_a_special_file_where_a_model_file_belongs_is_refused_naming_it(tmp_path, special, what):
-    model = _model(tmp_path)
+    model = _hf_model(tmp_path)
     if special in ("model.safetensors.index.json", "model-00001-of-00002.safetensors"):
         _split(model)  # the index stays the only one: transformers would read it
     path = model / special
@@ -256,7 +240,7 @@ def test_model_safetensors_wins_over_an_index_beside_it_as_in_transformers(tmp_p
     """transformers' from_pretrained takes model.safetensors when both are there; import
     takes the same file and says the index was ignored (here it names shards that do not
     exist, which import used to fail on)."""
-    model = _model(tmp_path)
+    model = _hf_model(tmp_path)
     index = model / "model.safetensors.index.json"
     index.write_text(json.dumps({"weight_map": {"model.norm.weight": "gone.safetensors"}}))
     code, _out, err = _import(model, tmp_path / "out")
@@ -286,7 +270,7 @@ def _linked_out(config: Path) -> str:
 
 @pytest.mark.parametrize("damage", [_bad_json, _no_model_type, _negative_size, _linked_out])
 def test_a_damaged_config_json_in_a_model_dir_is_a_failed_import(tmp_path, damage):
-    model = _model(tmp_path)
+    model = _hf_model(tmp_path)
     words = damage(model / "config.json")
     code, _out, err = _import(model, tmp_path / "out")
     assert code == 1, err
@@ -294,7 +278,7 @@ def test_a_damaged_config_json_in_a_model_dir_is_a_failed_import(tmp_path, damag
 
 
 def test_a_config_json_this_user_cannot_read_is_a_failed_import(tmp_path):
-    model = _model(tmp_path)
+    model = _hf_model(tmp_path)
     config = model / "config.json"
     config.chmod(0)
     try:
@@ -306,7 +290,7 @@ def test_a_config_json_this_user_cannot_read_is_a_failed_import(tmp_path):
 
 
 def test_the_wrong_dir_stays_a_usage_error(tmp_path):
-    model = _model(tmp_path)
+    model = _hf_model(tmp_path)
     config = json.loads((model / "config.json").read_text())
     (model / "config.json").write_text(json.dumps({**config, "model_type": "bert"}))
     code, _out, err = _import(model, tmp_path / "out")
@@ -341,7 +325,7 @@ def test_a_fifo_given_as_a_data_or_reward_file_is_named(tmp_path):
 
 
 def test_validate_refuses_an_hf_config_linked_out_of_its_dir(tmp_path):
-    model = _model(tmp_path)
+    model = _hf_model(tmp_path)
     _linked_out(model / "config.json")
     code, out, err = run_cli("ckpt", "validate", MFSDP_RUN, "--hf-config", model)
     assert code == 1, out + err
