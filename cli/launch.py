@@ -21,6 +21,8 @@ from typing import Any, NamedTuple
 import click
 
 from cli.errors import EXIT_USAGE, fail, remember_json
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
 # Set by the launching process, so its ranks do not repeat the config notes it showed.
 CONFIG_CHECKED = "MFSDP_CONFIG_CHECKED"
@@ -147,6 +149,10 @@ def check_data_files(data: Any, kind: str) -> None:
                 )
             if not os.path.exists(path):
                 fail(f"data.{key}: {path}: no such file{where_relative(path)}; {hint}", EXIT_USAGE)
+            try:  # a FIFO or a device: reading it would block or never end
+                safe_files.regular_file(path)
+            except CheckpointFileError as err:
+                fail(f"data.{key}: {err}", EXIT_USAGE)
             if not path.lower().endswith(DATA_SUFFIXES):
                 fail(f"data.{key}: {path}: not a .parquet or .jsonl file; {hint}", EXIT_USAGE)
 

@@ -422,6 +422,11 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
     if kind is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise bad("an integer")
+        if value not in INT64:  # torch (seeds, sizes, steps) and numpy take int64 at most
+            raise RangeError(
+                f"{source}: config key '{key}' must fit in 64 bits (|x| < 2**63),"
+                f" got {_shown(value)}"
+            )
         return value
     if kind is float:
         if isinstance(value, str):  # YAML 1.1 reads `2e-5` (no dot) as a string
@@ -432,7 +437,10 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
         elif isinstance(value, bool) or not isinstance(value, (int, float)):
             raise bad("a number")
         else:
-            number = float(value)
+            try:
+                number = float(value)
+            except OverflowError:  # an integer past float's range (1e308)
+                number = math.inf
         if not math.isfinite(number):  # nan and inf: no setting means either
             raise RangeError(
                 f"{source}: config key '{key}' must be a finite number, got {_shown(value)}"
@@ -445,12 +453,20 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
     raise bad(_type_name(kind))  # an annotation this loader does not know: a bug in the schema
 
 
+INT64 = range(-(2**63), 2**63)
+
+
 class RangeError(ConfigError):
     """A value of the right type outside its field's declared range."""
 
 
 def _shown(value: Any) -> str:
-    return repr(value)[:80]
+    """The value as the message quotes it: at most 80 characters (a number of many
+    digits says how many)."""
+    text = repr(value)
+    if len(text) <= 80:
+        return text
+    return f"{text[:40]}... ({len(text)} digits)" if isinstance(value, int) else text[:80]
 
 
 _TYPE_WORDS = {

@@ -72,6 +72,21 @@ class _BoundedLoader(yaml.SafeLoader):
             seen.add(key)
         return super().construct_mapping(node, deep)
 
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        """An integer too long for Python to read from text (over 4300 digits) is one line
+        naming where it is, not int()'s ValueError; one that reads is range-checked by its
+        field."""
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:
+            line = node.start_mark.line + 1
+            raise YAMLConfigError(
+                f"{self.source}: integer at line {line} has {len(node.value)} digits; refusing"
+            ) from None
+
+
+_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)
+
 
 def _expanded_size(node: yaml.Node, source: str) -> int:
     """Nodes of the tree as walked, each alias counted with its whole expansion; stops

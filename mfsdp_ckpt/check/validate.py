@@ -15,6 +15,7 @@ HF config), the report says that hashes were not checked, and `strict` refuses t
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,10 +30,12 @@ from mfsdp_ckpt.lora import check_base_model
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import (
+    MAX_LISTED_PROBLEMS,
     CheckpointFormatError,
     CheckpointReader,
     chunk_backing_problem,
     chunk_coverage_problems,
+    unclaimed_storage_entries,
 )
 from mfsdp_ckpt.storage.shared_bytes import byte_sharing
 
@@ -129,6 +132,7 @@ def validate_paths(
     report.tensor_bytes = sum(e.nbytes for e in reader.tensors.values())
     _check_files(paths, reader, manifest, report)
     _check_chunks(reader, report)
+    _check_storage_entries(reader, report)
     _check_backing(reader, report)
     _check_shared_bytes(reader, report)
     _check_contents(paths, reader, manifest, report)
@@ -273,11 +277,12 @@ def _check_files(paths, reader: CheckpointReader, manifest: Manifest | None, rep
     reported = {f.where for f in report.findings}  # a set: 100,000 listed files stay linear
     for name, record in sorted(manifest.files.items()):
         file = paths.step_dir / name
-        if not file.is_file():
+        found = layout.stat_inside(file)
+        if found is None or not stat.S_ISREG(found.st_mode):
             if str(file) not in reported:
                 report.add(ERROR, file, "listed in the manifest but missing")
-        elif file.stat().st_size != record.size:
-            report.add(ERROR, file, f"has {file.stat().st_size} bytes, manifest says {record.size}")
+        elif found.st_size != record.size:
+            report.add(ERROR, file, f"has {found.st_size} bytes, manifest says {record.size}")
     listed = set(manifest.files)
     try:
         present = layout.list_files(paths.step_dir)
@@ -319,6 +324,18 @@ def _check_chunks(reader: CheckpointReader, report: ValidationReport) -> None:
                     where,
                     f"chunk at {chunk.offsets} has no storage entry (its bytes were never written)",
                 )
+
+
+def _check_storage_entries(reader: CheckpointReader, report: ValidationReport) -> None:
+    problems = unclaimed_storage_entries(reader.metadata, reader.tensors, reader.objects)
+    for key, message in problems[:MAX_LISTED_PROBLEMS]:
+        report.add(ERROR, f"{reader.root / layout.DCP_METADATA_FILE} [{key}]", message)
+    if len(problems) > MAX_LISTED_PROBLEMS:
+        report.add(
+            ERROR,
+            reader.root / layout.DCP_METADATA_FILE,
+            f"{len(problems) - MAX_LISTED_PROBLEMS} more storage entries no key reads",
+        )
 
 
 _TIED_PAIRS = (  # (output name, input name) a tied model saves twice but optimizes once
@@ -429,7 +446,9 @@ def _config_file(paths: layout.CheckpointPaths, hf_config: str | os.PathLike | N
     if hf_config is not None:
         given = Path(hf_config)
         return given / "config.json" if given.is_dir() else given
-    if paths.hf_assets is None or not os.path.lexists(paths.hf_assets / "config.json"):
+    if paths.hf_assets is None:
+        return None
+    if layout.stat_inside(paths.hf_assets / "config.json", follow_symlinks=False) is None:
         return None
     return paths.hf_assets / "config.json"
 
@@ -445,11 +464,15 @@ def _check_against_config(
         return
     from mfsdp_ckpt.convert.hf_config import HFConfigError, expected_weights_for
 
+    # huggingface/ stays inside the checkpoint; a --hf-config model dir inside itself (or
+    # its Hugging Face cache folder), as export and import read one
+    root, within = paths.root, "the checkpoint"
+    if hf_config is not None:
+        root = safe_files.model_dir_root(config_file.parent)
+        within = f"the model dir {config_file.parent}"
     try:
-        safe_files.regular_file(config_file, root=None if hf_config is not None else paths.root)
-        expected = expected_weights_for(
-            config_file, root=None if hf_config is not None else paths.root
-        )
+        safe_files.regular_file(config_file, root, within)
+        expected = expected_weights_for(config_file, root=root)
     except CheckpointFileError as err:
         report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
         return
@@ -505,7 +528,8 @@ def _check_hashes(paths, manifest: Manifest, report: ValidationReport) -> None:
     report.hash_algorithms = sorted({record.algorithm for record in manifest.files.values()})
     for name, record in sorted(manifest.files.items()):
         file = paths.step_dir / name
-        if not file.is_file() or file.stat().st_size != record.size:
+        found = layout.stat_inside(file)
+        if found is None or not stat.S_ISREG(found.st_mode) or found.st_size != record.size:
             continue  # reported by _check_files
         try:
             if hash_file(file, paths.step_dir, record.algorithm) != record:

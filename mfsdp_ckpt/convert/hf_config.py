@@ -80,8 +80,10 @@ def check_geometry(data: dict, where: str | os.PathLike, max_layers: int = MAX_L
         value = data.get(key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise HFConfigError(f"{where}: {key} must be a positive integer, got {value!r}"[:300])
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**63:
+            raise HFConfigError(
+                f"{where}: {key} must be a positive integer below 2**63 (int64), got {value!r:.80}"
+            )
     layers = data.get("num_hidden_layers")
     if layers is not None and layers > max_layers:
         raise HFConfigError(f"{where}: num_hidden_layers={layers} is over the {max_layers} allowed")

@@ -45,7 +45,7 @@ from mfsdp_ckpt.convert.export_hf import _check_out_dir
 from mfsdp_ckpt.convert.export_plan import DTYPES
 from mfsdp_ckpt.convert.export_scheduler import Progress
 from mfsdp_ckpt.convert.export_source import _asset_files, load_config
-from mfsdp_ckpt.convert.hf_config import HFConfigError, expected_weights_for
+from mfsdp_ckpt.convert.hf_config import HFConfigError, expected_weights_for, read_config_json
 from mfsdp_ckpt.convert.name_maps import (
     LAYOUTS,
     MCORE,
@@ -64,6 +64,8 @@ from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.format.file_hash import FileRecord, hash_files
 from mfsdp_ckpt.format.manifest import Manifest
 from mfsdp_ckpt.format.state_keys import MODEL_KEY_PREFIX
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.dcp_stream_writer import (
     BlobTooLargeError,
     SourceRange,
@@ -148,19 +150,9 @@ def plan_model_import(
         )
     if not hf_dir.is_dir():
         raise ImportUsageError(f"{hf_dir}: no such directory (give a Hugging Face model dir)")
-    if not (hf_dir / "config.json").is_file():
-        raise ImportUsageError(f"{hf_dir}: no config.json; not a Hugging Face model dir")
+    config, expected = _read_config(hf_dir)
     try:
-        config = load_config(hf_dir / "config.json")
-        if config.model_type not in MCORE_IMPORT_FAMILIES:
-            raise ImportUsageError(
-                f"{hf_dir}: model family {config.model_type!r} is not one import-hf reads"
-                f" ({', '.join(sorted(MCORE_IMPORT_FAMILIES))})"
-            )
-        expected = expected_weights_for(hf_dir)
         source = SafetensorsSource(hf_dir)
-    except HFConfigError as err:
-        raise ImportUsageError(str(err)) from None
     except SafetensorsError as err:
         raise ImportFailedError(str(err)) from None
     shapes = {name: entry.shape for name, entry in source.tensors.items()}
@@ -180,6 +172,32 @@ def plan_model_import(
         items,
         None if dtype == "auto" else DTYPES[dtype],
     )
+
+
+def _read_config(hf_dir: Path):
+    """The model's config and the weights it implies. No config.json, or a family import
+    does not read, is the wrong dir (exit 2); one that is there but unreadable, not a
+    regular file, linked out of the model dir, not JSON or with impossible sizes is a
+    damaged model (exit 1), as a damaged weight file is."""
+    config_file = hf_dir / "config.json"
+    if layout.stat_inside(config_file, follow_symlinks=False) is None:
+        raise ImportUsageError(f"{hf_dir}: no config.json; not a Hugging Face model dir")
+    try:
+        safe_files.regular_file(
+            config_file, safe_files.model_dir_root(hf_dir), f"the model dir {hf_dir}"
+        )
+        model_type = read_config_json(config_file)[1]["model_type"]
+    except (CheckpointFileError, HFConfigError) as err:
+        raise ImportFailedError(str(err)) from None
+    if model_type not in MCORE_IMPORT_FAMILIES:
+        raise ImportUsageError(
+            f"{hf_dir}: model family {model_type!r:.80} is not one import-hf reads"
+            f" ({', '.join(sorted(MCORE_IMPORT_FAMILIES))})"
+        )
+    try:
+        return load_config(config_file), expected_weights_for(config_file)
+    except HFConfigError as err:
+        raise ImportFailedError(str(err)) from None
 
 
 def _check_against_config(hf_dir: Path, shapes: dict[str, tuple[int, ...]], expected) -> None:
@@ -356,7 +374,7 @@ def import_hf(
             )
             checkpoint = layout.step_dir(out, 0) / layout.DIST_CKPT_DIR
         claim.publish()
-    notes = []
+    notes = list(plan.source.notes)
     if plan.layout == MCORE:
         notes.append(
             f"config and tokenizer stay in {source_dir}: pass --hf-config {source_dir} to"

@@ -325,6 +325,20 @@ def _unreadable(path: Path, what: str, err: OSError) -> CheckpointFileError:
     return CheckpointFileError(f"{str(path)[:200]}: {what} ({err.strerror or err})")
 
 
+def stat_inside(path: Path, follow_symlinks: bool = True) -> os.stat_result | None:
+    """`os.stat` of a file in a checkpoint, None when nothing is there. A directory on the
+    way that this user may not enter (a `huggingface/` of mode 000) is a failed read naming
+    that directory (`_unreadable`, exit 1): what it holds is unknown, so the file is
+    neither missing nor present, and errno's raw "[Errno 13] ... config.json" says neither."""
+    try:
+        return os.stat(path, follow_symlinks=follow_symlinks)
+    except PermissionError as err:
+        blocked = next((p for p in path.parents if os.path.lexists(p)), path.parent)
+        raise _unreadable(blocked, "cannot open", err) from None
+    except OSError:  # missing, a loop, a file where a directory should be: not there
+        return None
+
+
 def _looks_like_hf_model(directory: Path, names: list[str]) -> bool:
     return "config.json" in names and any(n.endswith(_HF_WEIGHT_SUFFIXES) for n in names)
 

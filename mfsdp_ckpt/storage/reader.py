@@ -168,6 +168,33 @@ def parse_metadata(
     return tensors, objects
 
 
+def unclaimed_storage_entries(
+    md: dcp_metadata.Metadata, tensors: dict[str, TensorEntry], objects: dict[str, ObjectEntry]
+) -> list[tuple[str, str]]:
+    """Storage entries that no state-dict entry reads, as (fqn, what is wrong): DCP
+    writes both tables from one save plan, so an entry for a key `state_dict_metadata`
+    lacks, or at offsets none of its chunks has, is a damaged or edited `.metadata`
+    (bytes that every reader ignores, or a chunk whose entry was renamed away)."""
+    storage_data = getattr(md, "storage_data", None)
+    if not isinstance(storage_data, dict):
+        return []
+    claimed: set[tuple[str, tuple[int, ...] | None]] = {(key, None) for key in objects}
+    claimed.update((key, c.offsets) for key, e in tensors.items() for c in e.chunks)
+    problems = []
+    for index in storage_data:
+        offset = None if index.offset is None else tuple(index.offset)
+        if (index.fqn, offset) in claimed:
+            continue
+        if index.fqn in tensors:
+            why = f"storage entry at offsets {offset} matches none of the tensor's chunks"
+        elif index.fqn in objects:
+            why = f"storage entry at offsets {offset} for a non-tensor entry"
+        else:
+            why = "storage entry for a key state_dict_metadata does not have"
+        problems.append((index.fqn, why))
+    return sorted(problems)
+
+
 def chunk_backing_problem(entry: TensorEntry, chunk: Chunk) -> str | None:
     """Why `chunk`'s blob cannot hold the elements its metadata declares, else None. An
     uncompressed torch.save blob holds its storage's bytes plus a zip directory, so it is

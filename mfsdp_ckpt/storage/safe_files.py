@@ -77,13 +77,16 @@ def regular_file(
     return real
 
 
-def open_regular(path: str | os.PathLike, root: str | os.PathLike | None = None) -> int:
-    """A read-only descriptor of a regular file inside `root`; the caller closes it.
+def open_regular(
+    path: str | os.PathLike, root: str | os.PathLike | None = None, within: str = "the checkpoint"
+) -> int:
+    """A read-only descriptor of a regular file inside `root` (`within` names it); the
+    caller closes it.
 
     O_NONBLOCK keeps a FIFO swapped in after the check from blocking the open, and the
     descriptor itself is checked again, so the check and the read see the same file.
     """
-    real = regular_file(path, root)
+    real = regular_file(path, root, within)
     try:
         fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as err:

@@ -9,8 +9,10 @@ owns: peak memory is the largest tensor, whatever the model size.
 
 A sharded model names its files in `model.safetensors.index.json`; the index's file
 names must be plain names inside the model dir (a hostile index must not make import
-read `/etc/...`). Every file is opened through `safe_files` (a FIFO or device named as a
-shard is refused, never read) and each header must describe its file as safetensors
+read `/etc/...`). Every file is opened through `safe_files`: a FIFO or device named as a
+shard or index is refused naming it, never read or skipped, and a symlink may lead only
+where `safe_files.model_dir_root` allows (a Hugging Face cache snapshot's blobs/), as for
+config and tokenizer files. Each header must describe its file as safetensors
 does: tensors that tile the data section exactly, no name twice. Nothing here executes
 anything from the files.
 """
@@ -65,13 +67,31 @@ class StoredTensor:
         return self.numel * self.dtype.itemsize
 
 
-def _unindexed_file(model_dir: Path) -> list[str]:
-    """The one safetensors file of a model dir without an index."""
-    if (model_dir / SINGLE_FILE).is_file():
-        return [SINGLE_FILE]
-    singles = sorted(p.name for p in model_dir.glob("*.safetensors") if p.is_file())
+def _within(model_dir: Path) -> str:
+    return f"the model dir {model_dir}"
+
+
+def _chosen_files(model_dir: Path, notes: list[str]) -> tuple[list[str], dict[str, str] | None]:
+    """The weight files of a model dir, and the index's weight map when they come from one.
+
+    The choice is transformers' (`from_pretrained` on a local dir): model.safetensors when
+    present, even beside an index (which is then ignored, with a note), else the index,
+    else the one .safetensors file there is. Presence is `lexists`, so a FIFO, a directory
+    or a link out of the dir under one of these names is refused naming it when opened,
+    never skipped for another file."""
+    single, index = model_dir / SINGLE_FILE, model_dir / INDEX_FILE
+    if os.path.lexists(single):
+        if os.path.lexists(index):
+            notes.append(
+                f"{index} ignored: {SINGLE_FILE} is there too, and transformers loads that"
+            )
+        return [SINGLE_FILE], None
+    weight_map = index_weight_map(model_dir)
+    if weight_map is not None:
+        return sorted(set(weight_map.values())), weight_map
+    singles = sorted(p.name for p in model_dir.glob("*.safetensors"))
     if len(singles) == 1:
-        return singles
+        return singles, None
     found = "several .safetensors files and no index" if singles else "no .safetensors weights"
     raise SafetensorsError(f"{model_dir}: {found} (expected {SINGLE_FILE} or {INDEX_FILE})")
 
@@ -80,26 +100,25 @@ def index_weight_map(model_dir: Path) -> dict[str, str] | None:
     """The index's tensor name -> file name map (None without an index); every file name
     is a plain name inside the model dir."""
     index = model_dir / INDEX_FILE
-    if index.is_file():
-        try:
-            weight_map = json.loads(safe_files.read_text(index, MAX_INDEX_BYTES))["weight_map"]
-        except CheckpointFileError as err:
-            raise SafetensorsError(str(err)) from None
-        except (ValueError, KeyError, TypeError, RecursionError) as err:
+    if not os.path.lexists(index):
+        return None
+    try:
+        safe_files.regular_file(index, safe_files.model_dir_root(model_dir), _within(model_dir))
+        weight_map = json.loads(safe_files.read_text(index, MAX_INDEX_BYTES))["weight_map"]
+    except CheckpointFileError as err:
+        raise SafetensorsError(str(err)) from None
+    except (ValueError, KeyError, TypeError, RecursionError) as err:
+        raise SafetensorsError(
+            f"{index}: not a safetensors index ({err.__class__.__name__}: {str(err)[:200]})"
+        ) from None
+    if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
+        raise SafetensorsError(f"{index}: weight_map must map names to file names")
+    for name in sorted(set(weight_map.values())):
+        if Path(name).name != name or name in ("", ".", ".."):
             raise SafetensorsError(
-                f"{index}: not a safetensors index ({err.__class__.__name__}: {str(err)[:200]})"
-            ) from None
-        if not isinstance(weight_map, dict) or not all(
-            isinstance(f, str) for f in weight_map.values()
-        ):
-            raise SafetensorsError(f"{index}: weight_map must map names to file names")
-        for name in sorted(set(weight_map.values())):
-            if Path(name).name != name or name in ("", ".", ".."):
-                raise SafetensorsError(
-                    f"{index}: file {name!r} is not a plain file name inside {model_dir}"
-                )
-        return weight_map
-    return None
+                f"{index}: file {name!r} is not a plain file name inside {model_dir}"
+            )
+    return weight_map
 
 
 def _check_index(model_dir: Path, weight_map: dict[str, str], tensors: dict) -> None:
@@ -123,13 +142,15 @@ def _check_index(model_dir: Path, weight_map: dict[str, str], tensors: dict) -> 
         )
 
 
-def _open_weights(path: Path) -> int:
-    """A read-only descriptor of a weight file that is a regular file (a symlink into a
-    Hugging Face cache's blobs/ is fine; a FIFO or a device would block or never end)."""
+def _open_weights(path: Path, root: str | None = None) -> int:
+    """A read-only descriptor of a weight file that is a regular file resolving inside
+    `root` (`safe_files.model_dir_root`: a symlink into a Hugging Face cache's blobs/ is
+    fine, one to a file elsewhere is not, as for config and tokenizer files; a FIFO or a
+    device would block or never end)."""
     if not os.path.lexists(path):
         raise SafetensorsError(f"{path}: no such file (named by {INDEX_FILE})")
     try:
-        return safe_files.open_regular(path)
+        return safe_files.open_regular(path, root, _within(path.parent))
     except CheckpointFileError as err:
         raise SafetensorsError(str(err)) from None
 
@@ -144,9 +165,10 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
     return found
 
 
-def read_header(path: Path, relative: str) -> dict[str, StoredTensor]:
-    """The tensors one file holds, every range checked against the file's size."""
-    with os.fdopen(_open_weights(path), "rb") as handle:
+def read_header(path: Path, relative: str, root: str | None = None) -> dict[str, StoredTensor]:
+    """The tensors one file holds, every range checked against the file's size; the file
+    must resolve inside `root` when given."""
+    with os.fdopen(_open_weights(path, root), "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
         prefix = handle.read(8)
         if len(prefix) != 8:
@@ -231,13 +253,12 @@ class SafetensorsSource:
 
     def __init__(self, model_dir: str | os.PathLike):
         self.root = Path(model_dir)
+        self.inside = safe_files.model_dir_root(self.root)  # where weight files may lead
         self.tensors: dict[str, StoredTensor] = {}
-        weight_map = index_weight_map(self.root)
-        files = (
-            _unindexed_file(self.root) if weight_map is None else sorted(set(weight_map.values()))
-        )
+        self.notes: list[str] = []  # what a user should know about the files chosen
+        files, weight_map = _chosen_files(self.root, self.notes)
         for relative in files:
-            for name, entry in read_header(self.root / relative, relative).items():
+            for name, entry in read_header(self.root / relative, relative, self.inside).items():
                 if name in self.tensors:
                     raise SafetensorsError(
                         f"{self.root}: {name} is stored in both {self.tensors[name].file}"
@@ -261,7 +282,7 @@ class SafetensorsSource:
     def read_into(self, entry: StoredTensor, buffer: memoryview, start: int = 0) -> None:
         """Fill `buffer` with the entry's bytes from byte `start` on."""
         path = self.root / entry.file
-        fd = _open_weights(path)
+        fd = _open_weights(path, self.inside)
         try:
             done = 0
             while done < len(buffer):
@@ -277,7 +298,7 @@ class SafetensorsSource:
     def count_nonfinite(self, entry: StoredTensor) -> int:
         """NaN/Inf among the entry's values, counted on its mapped bytes a piece at a time
         (no tensor is made: import copies most weights file to file)."""
-        fd = _open_weights(self.root / entry.file)
+        fd = _open_weights(self.root / entry.file, self.inside)
         try:
             return count_nonfinite_in_file(fd, entry.offset, entry.numel, entry.dtype)
         finally:

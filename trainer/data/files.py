@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
 
 class DataFileError(MfsdpUsageError, ValueError):
@@ -25,8 +27,12 @@ def read_rows(paths: list[str] | str) -> list[dict[str, Any]]:
 
 
 def _read_one(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise DataFileError(f"{path}: no such file")
+    try:  # a FIFO or a device would block the read or never end: say what is there
+        safe_files.regular_file(path)
+    except CheckpointFileError as err:
+        raise DataFileError(str(err)) from None
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         import pyarrow.parquet as pq

@@ -7,10 +7,13 @@ exactly like verl's `custom_reward_function`. Checkpoints and data files never r
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
 
 class RewardError(MfsdpUsageError, ValueError):
@@ -20,8 +23,12 @@ class RewardError(MfsdpUsageError, ValueError):
 
 def load_reward_function(path: str | Path, name: str = "compute_score") -> Callable:
     file = Path(path)
-    if not file.is_file():
+    if not os.path.lexists(file):
         raise RewardError(f"reward.path {str(file)!r}: no such file")
+    try:  # a FIFO or a device: importing it would block or never end
+        safe_files.regular_file(file)
+    except CheckpointFileError as err:
+        raise RewardError(f"reward.path {err}") from None
     spec = importlib.util.spec_from_file_location(f"mfsdp_user_reward_{file.stem}", file)
     if spec is None or spec.loader is None:
         raise RewardError(f"reward.path {str(file)!r}: not a python file")

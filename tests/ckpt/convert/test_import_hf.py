@@ -224,7 +224,8 @@ def test_cli_errors_are_one_line_and_leave_nothing(tmp_path, damage, code, messa
     config = json.loads((source / "config.json").read_text())
     if damage == "truncate":
         os.truncate(weights, weights.stat().st_size - 10)
-    elif damage == "index_escape":
+    elif damage == "index_escape":  # an index beside model.safetensors is ignored
+        weights.rename(tmp_path / "model.safetensors")
         (source / "model.safetensors.index.json").write_text(
             json.dumps({"weight_map": {"x": "../model.safetensors"}})
         )
