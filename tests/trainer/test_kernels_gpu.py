@@ -58,3 +58,9 @@ def test_liger_kernels_model_matches_plain_model():
     assert outputs[True][0] == pytest.approx(outputs[False][0], rel=1e-2)
     error = (outputs[True][1] - outputs[False][1]).norm() / outputs[False][1].norm()
     assert error < 5e-2, error
+    # liger's patch stays with its model: one built later in the process runs on CPU too.
+    cpu_model = build_model(ModelConfig(shape="tiny"), hf_config, torch.device("cpu"), seed=0)
+    cpu_loss = cpu_model(
+        input_ids=ids.cpu(), position_ids=positions.cpu(), targets=ids.roll(-1, dims=1).cpu()
+    )
+    assert cpu_loss.item() == pytest.approx(outputs[False][0], rel=1e-2)
