@@ -1,0 +1,59 @@
+"""What a first-time user still hit: a peer rank's gloo traceback under the error of the
+rank that stopped first (or under Ctrl-C)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+from cli.launch import CONFIG_CHECKED
+from tests.support.launched_rank import RANK_0_FAILURE
+from tests.support.paths import REPO
+
+
+def _error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.strip()]
+
+
+def _two_ranks(how: str) -> subprocess.CompletedProcess:
+    """cli/torchrun.py running tests/support/launched_rank.py on two ranks, as the launching
+    `mfsdp train --nproc-per-node 2` runs it."""
+    command = [sys.executable, "-m", "cli.torchrun", "--standalone", "--nproc-per-node=2"]
+    command += ["-m", "tests.support.launched_rank", "rank-0-stops", how]
+    env = {**os.environ, CONFIG_CHECKED: "1", "OMP_NUM_THREADS": "1"}
+    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_a_rank_that_fails_first_is_the_only_error_shown():
+    done = _two_ranks("fails")
+    assert done.returncode == 1, done.stderr
+    assert _error_lines(done.stderr) == [f"error: {RANK_0_FAILURE}"], done.stderr
+
+
+def test_a_rank_killed_by_a_signal_is_named_in_one_line():
+    done = _two_ranks("is-killed")
+    assert done.returncode == 1, done.stderr
+    assert _error_lines(done.stderr) == ["error: rank 0: killed by SIGKILL"], done.stderr
+
+
+def test_ranks_that_only_lost_each_other_say_so_once(tmp_path):
+    """No rank said why (a hang ended by the collective timeout on every rank): the lowest
+    rank's own message, once, and exit 1."""
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+    from cli.errors import EXIT_PEER_LOST
+    from cli.torchrun import _deciding_failure, _unsaid, rank_exit_code
+
+    files = []
+    for rank in (0, 1):
+        files.append(tmp_path / f"{rank}.json")
+        files[-1].write_text(f'{{"message": "lost contact: rank {rank}", "timestamp": 1}}')
+    failures = {
+        rank: ProcessFailure(rank, 10 + rank, EXIT_PEER_LOST, str(files[rank])) for rank in (0, 1)
+    }
+    failures[2] = ProcessFailure(2, 12, -signal.SIGTERM, str(tmp_path / "none.json"))
+    rank, failure = _deciding_failure(failures)
+    assert (rank, _unsaid(rank, failure, failures)) == (0, "lost contact: rank 0")
+    assert rank_exit_code(failure.exitcode) == 1
