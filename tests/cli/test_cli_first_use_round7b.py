@@ -1,5 +1,6 @@
 """What a first-time user still hit: a peer rank's gloo traceback under the error of the
-rank that stopped first (or under Ctrl-C)."""
+rank that stopped first (or under Ctrl-C), and a mistyped checkpoint path with no hint of
+the name meant."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ import signal
 import subprocess
 import sys
 
+import pytest
+from click.testing import CliRunner
+
 from cli.launch import CONFIG_CHECKED
+from cli.main import app
 from tests.support.launched_rank import RANK_0_FAILURE
 from tests.support.paths import REPO
 
@@ -57,3 +62,38 @@ def test_ranks_that_only_lost_each_other_say_so_once(tmp_path):
     rank, failure = _deciding_failure(failures)
     assert (rank, _unsaid(rank, failure, failures)) == (0, "lost contact: rank 0")
     assert rank_exit_code(failure.exitcode) == 1
+
+
+@pytest.mark.parametrize("command", [["validate"], ["inspect"], ["export-hf", "--out", "hf"]])
+@pytest.mark.parametrize(
+    "given, meant, steps",
+    [
+        ("runs/demo/sf", "runs/demo/sft", ""),
+        ("runs/dmo/sft/global_step_80", "runs/demo/sft/global_step_80", ""),
+        (
+            "runs/demo/sft/global_step_81",
+            "runs/demo/sft/global_step_80",
+            " (step dirs here: global_step_40, global_step_80)",
+        ),
+    ],
+)
+def test_a_mistyped_checkpoint_path_names_the_closest_one(
+    tmp_path, monkeypatch, command, given, meant, steps
+):
+    for step in (40, 80):
+        (tmp_path / "runs" / "demo" / "sft" / f"global_step_{step}").mkdir(parents=True)
+    (tmp_path / "runs" / "demo" / "data").mkdir()
+    monkeypatch.chdir(tmp_path)
+    name, *options = command
+    done = CliRunner().invoke(app, ["ckpt", name, given, *options])
+    assert done.exit_code == 2, done.output
+    assert _error_lines(done.stderr) == [
+        f"error: {given}: no such file or directory; did you mean {meant}?{steps}"
+    ]
+
+
+def test_a_path_like_no_name_there_gets_no_guess(tmp_path):
+    (tmp_path / "sft").mkdir()
+    done = CliRunner().invoke(app, ["ckpt", "validate", str(tmp_path / "zzzz")])
+    assert done.exit_code == 2
+    assert _error_lines(done.stderr) == [f"error: {tmp_path / 'zzzz'}: no such file or directory"]
