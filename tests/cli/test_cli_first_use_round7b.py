@@ -1,9 +1,10 @@
 """What a first-time user still hit: a peer rank's gloo traceback under the error of the
-rank that stopped first (or under Ctrl-C), and a mistyped checkpoint path with no hint of
-the name meant."""
+rank that stopped first (or under Ctrl-C), a mistyped checkpoint path with no hint of the
+name meant, and a read-only --out reported as an errno on an internal lock file."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -15,7 +16,10 @@ from click.testing import CliRunner
 from cli.launch import CONFIG_CHECKED
 from cli.main import app
 from tests.support.launched_rank import RANK_0_FAILURE
-from tests.support.paths import REPO
+from tests.support.paths import FIXTURES, REPO
+from tests.support.permissions import run_cli_denied
+
+MCORE_QWEN2 = FIXTURES / "mcore" / "qwen2"
 
 
 def _error_lines(stderr: str) -> list[str]:
@@ -97,3 +101,34 @@ def test_a_path_like_no_name_there_gets_no_guess(tmp_path):
     done = CliRunner().invoke(app, ["ckpt", "validate", str(tmp_path / "zzzz")])
     assert done.exit_code == 2
     assert _error_lines(done.stderr) == [f"error: {tmp_path / 'zzzz'}: no such file or directory"]
+
+
+def test_an_out_this_user_cannot_write_is_refused_in_one_line_naming_it(tmp_path):
+    """Every command with --out (as a user whom mode 0o555 denies: tests run as root), before
+    any work: not `[Errno 13] Permission denied: '.../.hf.out-lock'` (exit 1)."""
+    hf = tmp_path / "hf"
+    exported = CliRunner().invoke(
+        app,
+        ["ckpt", "export-hf", str(MCORE_QWEN2 / "dist_ckpt"), "--out", str(hf)]
+        + ["--hf-config", str(MCORE_QWEN2 / "config.json")],
+    )
+    assert exported.exit_code == 0, exported.output
+    gsm8k = tmp_path / "train.jsonl"
+    gsm8k.write_text(json.dumps({"question": "1 + 1?", "answer": "1 + 1 = 2\n#### 2"}) + "\n")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    out = locked / "out"
+    commands = {
+        "export-hf": ["ckpt", "export-hf", str(MCORE_QWEN2 / "dist_ckpt"), "--out", str(out)]
+        + ["--hf-config", str(MCORE_QWEN2 / "config.json")],
+        "import-hf": ["ckpt", "import-hf", str(hf), "--out", str(out)],
+        "data gsm8k": ["data", "gsm8k", "--input", str(gsm8k), "--out", str(out)],
+        "data synthetic": ["data", "synthetic", "--out", str(out)],
+        "demo": ["demo", "--out", str(out)],
+    }
+    records = run_cli_denied(list(commands.values()))
+    expected = f"error: --out {out}: {locked} is not writable by this user; choose another --out"
+    for name, record in zip(commands, records):
+        assert (record["exit"], record["escaped"]) == (2, None), (name, record)
+        assert _error_lines(record["stderr"]) == [expected], (name, record)
+    assert list(locked.iterdir()) == []
