@@ -28,7 +28,8 @@ def closest_existing(path: str | os.PathLike) -> Path | None:
             names = [entry.name for _, entry in zip(range(MAX_NAMES_COMPARED), entries)]
     except OSError:
         return None
-    close = difflib.get_close_matches(missing, names, n=1, cutoff=0.6)
+    others = [name for name in names if name != missing]  # `missing` there: a dangling link
+    close = difflib.get_close_matches(missing, others, n=1, cutoff=0.6)
     if not close:
         return None
     found = parent / close[0] if depth > 1 else Path(close[0])

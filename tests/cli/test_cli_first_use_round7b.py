@@ -96,11 +96,14 @@ def test_a_mistyped_checkpoint_path_names_the_closest_one(
     ]
 
 
-def test_a_path_like_no_name_there_gets_no_guess(tmp_path):
+@pytest.mark.parametrize("given", ["zzzz", "gone"])
+def test_a_path_like_no_name_there_gets_no_guess(tmp_path, given):
+    """Nothing close, or only the name itself (a link to what was removed)."""
     (tmp_path / "sft").mkdir()
-    done = CliRunner().invoke(app, ["ckpt", "validate", str(tmp_path / "zzzz")])
+    (tmp_path / "gone").symlink_to(tmp_path / "removed")
+    done = CliRunner().invoke(app, ["ckpt", "validate", str(tmp_path / given)])
     assert done.exit_code == 2
-    assert _error_lines(done.stderr) == [f"error: {tmp_path / 'zzzz'}: no such file or directory"]
+    assert _error_lines(done.stderr) == [f"error: {tmp_path / given}: no such file or directory"]
 
 
 def test_an_out_this_user_cannot_write_is_refused_in_one_line_naming_it(tmp_path):
