@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import click
 
+from mfsdp_ckpt.storage.writable import require_writable_dir
+
 
 def _convert(dataset: str, inputs: tuple[str, ...], out_dir: str, split: str | None) -> None:
     from trainer.data.math_datasets import convert_files
 
+    require_writable_dir("--out", out_dir)
     for name, path in convert_files(dataset, list(inputs), out_dir, split).items():
         click.echo(f"{name}: {path}")
 
@@ -99,5 +102,6 @@ def synthetic(out_dir: str, seed: int, digits: int) -> None:
     """
     from trainer.grpo.synthetic import write_addition_data
 
+    require_writable_dir("--out", out_dir)
     for name, path in write_addition_data(out_dir, seed=seed, digits=digits).items():
         click.echo(f"{name}: {path}")

@@ -20,6 +20,7 @@ import click
 
 from cli.errors import EXIT_USAGE, fail
 from cli.launch import CONFIG_CHECKED, run_ranks
+from mfsdp_ckpt.storage.writable import require_writable_dir
 
 if TYPE_CHECKING:
     from transformers import BatchEncoding
@@ -155,6 +156,7 @@ DEMO_MARKER = ".mfsdp-demo"  # written first into every demo dir: only such a di
 def _claim(out: Path) -> None:
     """Make `out` an empty demo dir. A previous demo's output is replaced; any other non-empty
     directory is refused (exit 2), since its contents are not the demo's to delete."""
+    require_writable_dir("--out", out)
     if out.is_dir() and any(out.iterdir()):
         if not (out / DEMO_MARKER).is_file():
             fail(

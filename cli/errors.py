@@ -39,6 +39,18 @@ __all__ = [
 ]
 
 EXIT_INTERRUPTED = 130
+# Between a launched rank and cli/torchrun.py only (never mfsdp's own exit code): this rank
+# stopped because another one did, so the launcher reports that one instead.
+EXIT_PEER_LOST = 3
+# How gloo and the c10d store word a peer process that went away (its sockets closed, or
+# no reply in time) in the RuntimeError they raise.
+PEER_LOST_SIGNS = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "Broken pipe",
+    "timed out",
+    "Timed out",
+)
 JSON_OUTPUT = "mfsdp.json_output"  # click ctx.meta key (shared by nested contexts)
 
 T = TypeVar("T")
@@ -92,14 +104,41 @@ def report_errors(run: Callable[[], T], as_json: Callable[[], bool] = lambda: Fa
         _fail_once(*_or_interrupted(str(err), EXIT_FAILED), as_json())
     except KeyboardInterrupt:
         _fail_once("interrupted", EXIT_INTERRUPTED, as_json())
+    except RuntimeError as err:
+        if not peer_lost(err):
+            raise
+        message = f"lost contact with the other ranks: {str(err).strip().splitlines()[0]}"
+        code = EXIT_PEER_LOST if _in_launched_rank() else EXIT_FAILED
+        _fail_once(*_or_interrupted(message, code), as_json())
+
+
+def peer_lost(err: BaseException) -> bool:
+    """Whether `err` is a collective failing because another rank's process went away (it
+    failed, was interrupted or killed first): torch's DistError kinds, or gloo's plain
+    RuntimeError about the closed connection. Not a bug here, and that rank's own error is
+    the one to show. Only in a process torchrun started (RANK set): a lone one has no peers,
+    and its "timed out" is some other failure."""
+    distributed = sys.modules.get("torch.distributed")  # not loaded: no peers to lose
+    if "RANK" not in os.environ or distributed is None or not isinstance(err, RuntimeError):
+        return False
+    dist_error = getattr(distributed, "DistError", None)
+    if dist_error is not None and isinstance(err, dist_error):
+        return True
+    return any(sign in str(err) for sign in PEER_LOST_SIGNS)
 
 
 _ctrl_c_seen = threading.Event()
 
 
 def _note_ctrl_c(signum: int, frame: Any) -> None:
+    """Raise the KeyboardInterrupt Python raises anyway, noting it first. A launched rank
+    raises it once: torchrun passes the terminal's Ctrl-C on to its ranks again, and a second
+    interrupt landing in the rank's cleanup (or in its error handling) cut the cleanup short
+    and printed a traceback; torchrun kills ranks that do not stop in time."""
+    repeated = _ctrl_c_seen.is_set()
     _ctrl_c_seen.set()
-    signal.default_int_handler(signum, frame)  # the KeyboardInterrupt Python raises anyway
+    if not (repeated and _in_launched_rank()):
+        signal.default_int_handler(signum, frame)
 
 
 def _watch_for_ctrl_c() -> None:
@@ -119,11 +158,14 @@ def _or_interrupted(message: str, code: int) -> tuple[str, int]:
 def _fail_once(message: str, code: int, as_json: bool = False) -> NoReturn:
     """`fail`, except in a rank `mfsdp train --nproc-per-node N` started, where every rank
     meets the same config mistake and the same Ctrl-C: rank 0 says the mistake, the launching
-    `mfsdp` says the interrupt, and the other ranks exit with the code without a line each."""
-    from cli.launch import CONFIG_CHECKED  # set in the ranks by the launching mfsdp only
-
-    if "RANK" in os.environ and os.environ.get(CONFIG_CHECKED):
-        if code == EXIT_INTERRUPTED:
+    `mfsdp` says the interrupt, and the other ranks exit with the code without a line each.
+    A rank that lost its peers says nothing either: cli/torchrun.py reports the rank that
+    stopped first (and this rank's message only when no rank said more)."""
+    if _in_launched_rank():
+        _ignore_ctrl_c()  # the rank is ending: a Ctrl-C now would only add a traceback
+        if code in (EXIT_PEER_LOST, EXIT_INTERRUPTED):
+            if code == EXIT_PEER_LOST:
+                _tell_torchrun(message)
             sys.exit(code)
         if code == EXIT_USAGE:
             _tell_torchrun(message)  # cli/torchrun.py shows it when rank 0 did not say it
@@ -132,6 +174,18 @@ def _fail_once(message: str, code: int, as_json: bool = False) -> NoReturn:
         if os.environ["RANK"] != "0":  # their lines, but one JSON object: rank 0's
             as_json = False
     fail(message, code, as_json)
+
+
+def _in_launched_rank() -> bool:
+    """Whether this process is a rank that `mfsdp train --nproc-per-node N` started."""
+    from cli.launch import CONFIG_CHECKED  # set in the ranks by the launching mfsdp only
+
+    return "RANK" in os.environ and bool(os.environ.get(CONFIG_CHECKED))
+
+
+def _ignore_ctrl_c() -> None:
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _tell_torchrun(message: str) -> None:

@@ -6,6 +6,9 @@ error, and exits 1 whatever the rank's exit code; on Ctrl-C it logs a warning pe
 Here torchrun runs in this process instead: its agent's log lines are turned down unless
 `mfsdp -v` asked for them, and it exits with the first failed rank's code (2 a usage
 mistake, 1 a failed run, 130 interrupted), so the ranks' own messages are all a user sees.
+A rank that stopped only because another one did (its collective lost the peer) exits
+quietly with EXIT_PEER_LOST, so the one that stopped first is the one reported; a rank that
+could not say why (killed by a signal) is named here in one line.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import signal
 import sys
 from typing import Any
 
-from cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
+from cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PEER_LOST, EXIT_USAGE
 from cli.verbosity import LEVEL_VARIABLE
 
 AGENT_LOGGERS = ("torch.distributed.elastic", "torch.distributed.launcher", "torch.distributed.run")
@@ -31,15 +34,35 @@ def rank_exit_code(exitcode: int) -> int:
 
 
 def _deciding_failure(failures: dict[int, Any]) -> tuple[int, Any]:
-    """(rank, ProcessFailure) that says why the run stopped: a rank that exited by itself,
-    rank 0 first, not one torchrun terminated once another had failed (torchrun's own "first
-    failure" goes by timestamps in whole seconds, so it can pick the terminated one)."""
-    exited = sorted((item for item in failures.items() if item[1].exitcode > 0), key=_rank_of)
-    return exited[0] if exited else min(failures.items(), key=_rank_of)
+    """(rank, ProcessFailure) that says why the run stopped, lowest rank first within each
+    kind: a rank that exited with its own code (it said why), then one a signal killed by
+    itself (the out-of-memory killer's SIGKILL), then one that lost its peers (they went
+    away unseen), and last one torchrun terminated once another had failed. torchrun's own
+    "first failure" goes by timestamps in whole seconds, so it can pick any of them."""
+    return min(failures.items(), key=_precedence)
 
 
-def _rank_of(item: tuple[int, Any]) -> int:
-    return item[0]
+def _precedence(item: tuple[int, Any]) -> tuple[bool, bool, bool, int]:
+    rank, failure = item
+    code = failure.exitcode
+    said_why = code > 0 and code != EXIT_PEER_LOST
+    killed = code < 0 and code != -signal.SIGTERM  # by itself, not by torchrun
+    return not said_why, not killed, code != EXIT_PEER_LOST, rank
+
+
+def _unsaid(rank: int, failure: Any, failures: dict[int, Any]) -> str | None:
+    """The line to print for the deciding failure when no rank printed one: a usage mistake
+    rank 0 did not say, a rank killed by a signal (other than Ctrl-C, which the launching
+    mfsdp reports), or a rank that lost its peers with none of them saying why."""
+    code = failure.exitcode
+    if code == EXIT_USAGE:
+        said = failures.get(0)  # rank 0 prints usage mistakes (and leaves them here)
+        return None if said is not None and said.message == failure.message else failure.message
+    if code == EXIT_PEER_LOST:
+        return failure.message
+    if code < 0 and code != -signal.SIGINT:
+        return f"killed by {signal.Signals(-code).name}"
+    return None
 
 
 def _quiet_agent_logs() -> None:
@@ -65,11 +88,10 @@ def main(argv: list[str]) -> int:
         run(parse_args(argv))
     except ChildFailedError as err:
         rank, failure = _deciding_failure(err.failures)
-        code = rank_exit_code(failure.exitcode)
-        said = err.failures.get(0)  # rank 0 prints usage mistakes (and leaves them here)
-        if code == EXIT_USAGE and (said is None or said.message != failure.message):
-            print(f"error: rank {rank}: {failure.message}", file=sys.stderr)
-        return code
+        unsaid = _unsaid(rank, failure, err.failures)
+        if unsaid is not None:
+            print(f"error: rank {rank}: {unsaid}", file=sys.stderr)
+        return rank_exit_code(failure.exitcode)
     except (KeyboardInterrupt, SignalException):
         return EXIT_INTERRUPTED
     return 0

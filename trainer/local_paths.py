@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from mfsdp_ckpt.storage.writable import require_writable_dir
 from trainer.config import ConfigError
 
 # (section, key, what it must name): the model path itself is checked by model_source,
@@ -59,13 +60,4 @@ def check_local_paths(cfg: Any) -> None:
 
 def check_writable_dir(key: str, value: str) -> None:
     """`value` is a directory this process can create files in, or one it can create."""
-    path = os.path.abspath(value)
-    existing = path
-    while not os.path.exists(existing):
-        existing = os.path.dirname(existing)
-    if not os.path.isdir(existing):
-        raise ConfigError(f"{key}: {value}: {existing} is a file, not a directory")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        read_only = os.statvfs(existing).f_flag & os.ST_RDONLY
-        why = "is on a read-only file system" if read_only else "is not writable by this user"
-        raise ConfigError(f"{key}: {value}: {existing} {why}; choose another {key}")
+    require_writable_dir(key, value, error=ConfigError)

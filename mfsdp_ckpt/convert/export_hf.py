@@ -58,6 +58,7 @@ from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
 from mfsdp_ckpt.storage.tensorstore_store import is_url
+from mfsdp_ckpt.storage.writable import require_writable_dir
 
 
 @dataclass
@@ -115,7 +116,9 @@ def _check_out_dir(out: Path, protected: list[Path], model_dirs: Sequence[Path] 
     checkpoint (`protected`: out may not be it or above it, nor lie inside a checkpoint)
     and the Hugging Face model dirs it reads (`model_dirs`: --hf-config, a LoRA base,
     import's source). Those are a user's downloads, and a model dir looks like an earlier
-    export: out may not be one or above one, or --overwrite would replace it."""
+    export: out may not be one or above one, or --overwrite would replace it. Also refuse
+    one whose parent cannot be written, where the work dir and lock file go, before any work."""
+    require_writable_dir("--out", out, beside=True, error=ExportUsageError)
     resolved = out.resolve()
     for keep in protected:
         if resolved == keep or resolved in keep.parents:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
+from mfsdp_ckpt.format.closest_path import closest_existing
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
@@ -466,7 +467,7 @@ def _check_is_dir(given: Path) -> None:
     try:
         mode = os.stat(given).st_mode
     except FileNotFoundError:
-        raise CheckpointPathError(f"{given}: no such file or directory") from None
+        raise CheckpointPathError(f"{given}: no such file or directory{_meant(given)}") from None
     except PermissionError as err:  # a parent dir this user may not enter
         raise _unreadable(given, "cannot open", err) from None
     except OSError as err:  # ELOOP (symlink loop), ENAMETOOLONG (a 1,500-deep chain)
@@ -474,6 +475,16 @@ def _check_is_dir(given: Path) -> None:
         raise CheckpointPathError(f"{str(given)[:200]}: cannot open ({reason})") from None
     if not stat.S_ISDIR(mode):
         raise CheckpointPathError(f"{given}: not a directory (give a run, step or dist_ckpt dir)")
+
+
+def _meant(given: Path) -> str:
+    """`; did you mean runs/demo/sft?` for a mistyped path, and the step dirs there when the
+    mistyped name is one (`global_step_81`)."""
+    closest = closest_existing(given)
+    hint = f"; did you mean {closest}?" if closest is not None else ""
+    if parse_step_dir_name(given.name) is not None and given.parent.is_dir():
+        hint += steps_here(given.parent)
+    return hint
 
 
 def _refuse_unfinished_save(given: Path) -> None:

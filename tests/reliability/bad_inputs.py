@@ -112,8 +112,8 @@ BAD_INPUTS: tuple[BadInput, ...] = (
         "run_dir_unwritable",
         "trainer.run_dir below a regular file",
         lambda r: sft_args(r / "train.jsonl", r / "train.jsonl" / "run", "trainer.total_steps=1"),
-        1,
-        "Not a directory",
+        2,
+        "train.jsonl is a file, not a directory",
     ),
     BadInput(
         "nproc_zero",
@@ -127,7 +127,7 @@ BAD_INPUTS: tuple[BadInput, ...] = (
         "export-hf --out below a regular file",
         lambda r: ["ckpt", "export-hf", r / "run", "--out", r / "train.jsonl" / "hf"],
         2,
-        "parent directory does not exist",
+        "train.jsonl is a file, not a directory",
     ),
     BadInput(
         "export_out_exists",

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -29,8 +27,8 @@ from safetensors.torch import save_file
 
 from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
 from tests.support.interop_layouts import run_cli
-from tests.support.paths import FIXTURES, REPO, repo_env
-from tests.support.permissions import without_root_overrides
+from tests.support.paths import FIXTURES, REPO
+from tests.support.permissions import run_cli_denied
 
 MCORE_QWEN2 = FIXTURES / "mcore" / "qwen2"
 MFSDP_RUN = FIXTURES / "megatron_fsdp_qwen2" / "run"  # mfsdp's layout, with a manifest
@@ -46,35 +44,6 @@ def _one_error(stderr: str, *needles: str) -> str:
 
 
 # --------------------------------------------------------------------------- permissions
-# Runs CLI argument lists in one process (under `without_root_overrides`), one JSON record
-# per list: a process per case would spend the test's time importing torch.
-_RUN_CASES = r"""
-import json, sys
-from click.testing import CliRunner
-from cli.main import app
-records = []
-for args in json.loads(sys.argv[1]):
-    result = CliRunner().invoke(app, args)
-    escaped = None if isinstance(result.exception, (SystemExit, type(None))) else result.exception
-    records.append({"exit": result.exit_code, "stdout": result.stdout, "stderr": result.stderr,
-                    "escaped": repr(escaped) if escaped else None})
-print(json.dumps(records))
-"""
-
-
-def _run_denied(cases: list[list[str]]) -> list[dict]:
-    done = subprocess.run(
-        [*without_root_overrides(), sys.executable, "-c", _RUN_CASES, json.dumps(cases)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**repo_env(), "OMP_NUM_THREADS": "1"},
-        cwd=REPO,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 @pytest.mark.parametrize("denied", ["run", STEP, f"{STEP}/dist_ckpt"])
 def test_a_checkpoint_dir_this_user_cannot_read_is_a_failed_read_naming_it(tmp_path, denied):
     run = tmp_path / "run"
@@ -93,7 +62,7 @@ def test_a_checkpoint_dir_this_user_cannot_read_is_a_failed_read_naming_it(tmp_p
     ]
     target.chmod(0)
     try:
-        records = _run_denied(cases)
+        records = run_cli_denied(cases)
     finally:
         target.chmod(0o755)
     for args, record in zip(cases, records, strict=True):
@@ -111,7 +80,7 @@ def test_a_huggingface_dir_this_user_cannot_read_fails_the_export(tmp_path):
     assets = run / STEP / "huggingface"
     assets.chmod(0)
     try:
-        (record,) = _run_denied([["ckpt", "export-hf", str(run), "--out", str(tmp_path / "o")]])
+        (record,) = run_cli_denied([["ckpt", "export-hf", str(run), "--out", str(tmp_path / "o")]])
     finally:
         assets.chmod(0o755)
     assert record["exit"] == 1, record

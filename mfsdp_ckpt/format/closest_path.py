@@ -1,0 +1,36 @@
+"""The existing path a mistyped one most likely meant: `runs/demo/sf` -> `runs/demo/sft`,
+`.../global_step_81` -> `.../global_step_80`. A "no such file or directory" alone left the
+user to list the directories themselves."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+
+MAX_NAMES_COMPARED = 10_000  # a huge directory is not listed in full for a hint
+
+
+def closest_existing(path: str | os.PathLike) -> Path | None:
+    """The path with its first missing part replaced by the closest name in the directory
+    above it (and the rest kept when that then exists), or None when no name is close."""
+    given = Path(path)
+    parts = given.parts
+    for depth in range(len(parts), 0, -1):
+        parent = Path(*parts[: depth - 1]) if depth > 1 else Path(".")
+        if os.path.isdir(parent):
+            break
+    else:
+        return None
+    missing, rest = parts[depth - 1], parts[depth:]
+    try:
+        with os.scandir(parent) as entries:
+            names = [entry.name for _, entry in zip(range(MAX_NAMES_COMPARED), entries)]
+    except OSError:
+        return None
+    others = [name for name in names if name != missing]  # `missing` there: a dangling link
+    close = difflib.get_close_matches(missing, others, n=1, cutoff=0.6)
+    if not close:
+        return None
+    found = parent / close[0] if depth > 1 else Path(close[0])
+    return found / Path(*rest) if rest and (found / Path(*rest)).exists() else found

@@ -1,0 +1,38 @@
+"""Whether this process can create files where a command will write, asked before any work.
+
+Otherwise the first write failed late, as the errno of whichever file came first
+(`[Errno 30] Read-only file system: '.../.hf.out-lock'`): an internal file's name, not the
+option or directory the user gave. One check, so `--out` of every command and
+`trainer.run_dir` are refused in the same words.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from mfsdp_ckpt.errors import MfsdpUsageError
+
+
+def require_writable_dir(
+    key: str,
+    value: str | os.PathLike,
+    *,
+    beside: bool = False,
+    error: Callable[[str], Exception] = MfsdpUsageError,
+) -> None:
+    """`value` (a directory that exists or is to be created) is one this process can create
+    files in: the nearest of it and its parents that exists must be a writable directory
+    (`beside`: start at its parent, for commands that build the directory next to it and
+    rename it into place). Else raise `error` with one line naming `key` and `value`."""
+    given = f"{key} {value}" if key.startswith("-") else f"{key}: {value}"  # as typed
+    path = os.path.abspath(value)
+    existing = os.path.dirname(path) if beside else path
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise error(f"{given}: {existing} is a file, not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        read_only = os.statvfs(existing).f_flag & os.ST_RDONLY
+        why = "is on a read-only file system" if read_only else "is not writable by this user"
+        raise error(f"{given}: {existing} {why}; choose another {key}")
