@@ -163,14 +163,11 @@ def _fail_once(message: str, code: int, as_json: bool = False) -> NoReturn:
     stopped first (and this rank's message only when no rank said more)."""
     if _in_launched_rank():
         _ignore_ctrl_c()  # the rank is ending: a Ctrl-C now would only add a traceback
-        if code in (EXIT_PEER_LOST, EXIT_INTERRUPTED):
-            if code == EXIT_PEER_LOST:
-                _tell_torchrun(message)
+        if code == EXIT_INTERRUPTED:
             sys.exit(code)
-        if code == EXIT_USAGE:
-            _tell_torchrun(message)  # cli/torchrun.py shows it when rank 0 did not say it
-            if os.environ["RANK"] != "0":
-                sys.exit(code)
+        _tell_torchrun(message)  # cli/torchrun.py reports it when rank 0 did not say it
+        if code == EXIT_PEER_LOST or (code == EXIT_USAGE and os.environ["RANK"] != "0"):
+            sys.exit(code)
         if os.environ["RANK"] != "0":  # their lines, but one JSON object: rank 0's
             as_json = False
     fail(message, code, as_json)

@@ -13,6 +13,7 @@ could not say why (killed by a signal) is named here in one line.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -65,6 +66,13 @@ def _unsaid(rank: int, failure: Any, failures: dict[int, Any]) -> str | None:
     return None
 
 
+def _rank_0_said(rank: int, failure: Any) -> bool:
+    """Whether the deciding failure is rank 0's own, which printed the run's one JSON object
+    under --json (the other ranks print none; a rank killed by a signal or that lost its peers
+    prints none either, so the launcher prints the deciding rank's)."""
+    return rank == 0 and failure.exitcode in (EXIT_FAILED, EXIT_USAGE)
+
+
 def _quiet_agent_logs() -> None:
     """torchrun's agent logs a warning per rank on Ctrl-C and an error line per failure; unless
     `mfsdp -v`, only CRITICAL gets through (its loggers set their own levels when their
@@ -88,10 +96,14 @@ def main(argv: list[str]) -> int:
         run(parse_args(argv))
     except ChildFailedError as err:
         rank, failure = _deciding_failure(err.failures)
+        code = rank_exit_code(failure.exitcode)
         unsaid = _unsaid(rank, failure, err.failures)
         if unsaid is not None:
             print(f"error: rank {rank}: {unsaid}", file=sys.stderr)
-        return rank_exit_code(failure.exitcode)
+        if "--json" in argv and code != EXIT_INTERRUPTED and not _rank_0_said(rank, failure):
+            error = f"rank {rank}: {failure.message if unsaid is None else unsaid}"
+            print(json.dumps({"error": error, "exit_code": code}))
+        return code
     except (KeyboardInterrupt, SignalException):
         return EXIT_INTERRUPTED
     return 0

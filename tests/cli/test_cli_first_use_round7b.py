@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from cli.launch import CONFIG_CHECKED
 from cli.main import app
-from tests.support.launched_rank import RANK_0_FAILURE
+from tests.support.launched_rank import own_failure
 from tests.support.paths import FIXTURES, REPO
 from tests.support.permissions import run_cli_denied
 
@@ -26,11 +26,11 @@ def _error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.strip()]
 
 
-def _two_ranks(how: str) -> subprocess.CompletedProcess:
+def _two_ranks(how: str, stopping: int = 0, *flags: str) -> subprocess.CompletedProcess:
     """cli/torchrun.py running tests/support/launched_rank.py on two ranks, as the launching
     `mfsdp train --nproc-per-node 2` runs it."""
     command = [sys.executable, "-m", "cli.torchrun", "--standalone", "--nproc-per-node=2"]
-    command += ["-m", "tests.support.launched_rank", "rank-0-stops", how]
+    command += ["-m", "tests.support.launched_rank", "one-stops", str(stopping), how, *flags]
     env = {**os.environ, CONFIG_CHECKED: "1", "OMP_NUM_THREADS": "1"}
     return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
 
@@ -38,13 +38,31 @@ def _two_ranks(how: str) -> subprocess.CompletedProcess:
 def test_a_rank_that_fails_first_is_the_only_error_shown():
     done = _two_ranks("fails")
     assert done.returncode == 1, done.stderr
-    assert _error_lines(done.stderr) == [f"error: {RANK_0_FAILURE}"], done.stderr
+    assert _error_lines(done.stderr) == [f"error: {own_failure(0)}"], done.stderr
 
 
 def test_a_rank_killed_by_a_signal_is_named_in_one_line():
     done = _two_ranks("is-killed")
     assert done.returncode == 1, done.stderr
     assert _error_lines(done.stderr) == ["error: rank 0: killed by SIGKILL"], done.stderr
+
+
+@pytest.mark.parametrize(
+    "stopping, how, error",
+    [
+        (0, "fails", own_failure(0)),
+        (1, "fails", f"rank 1: {own_failure(1)}"),
+        (0, "is-killed", "rank 0: killed by SIGKILL"),
+    ],
+)
+def test_under_json_the_run_prints_one_json_object_whichever_rank_stopped(stopping, how, error):
+    """Rank 0 prints a failure's JSON object; when rank 0 only lost its peer (or was killed)
+    the launcher prints the stopping rank's instead, so --json always ends in one object."""
+    done = _two_ranks(how, stopping, "--json")
+    assert done.returncode == 1, done.stderr
+    assert [json.loads(line) for line in done.stdout.splitlines()] == [
+        {"error": error, "exit_code": 1}
+    ], done.stdout + done.stderr
 
 
 def test_ranks_that_only_lost_each_other_say_so_once(tmp_path):

@@ -11,10 +11,12 @@ import click
 import torch
 import torch.distributed as dist
 
-from cli.errors import MfsdpGroup
+from cli.errors import MfsdpGroup, remember_json
 from mfsdp_ckpt.errors import MfsdpFailedError
 
-RANK_0_FAILURE = "step 3: rank 0's own failure"
+
+def own_failure(rank: int) -> str:
+    return f"step 3: rank {rank}'s own failure"
 
 
 @click.group(cls=MfsdpGroup)
@@ -22,16 +24,18 @@ def ranks() -> None:
     """Ranks that join a gloo group, then rank 0 stops first."""
 
 
-@ranks.command("rank-0-stops")
+@ranks.command("one-stops")
+@click.argument("stopping", type=int)
 @click.argument("how", type=click.Choice(["fails", "is-killed"]))
-def rank_0_stops(how: str) -> None:
-    """Rank 0 fails (or is killed) while rank 1 waits for it in an all-reduce."""
+@click.option("--json", "as_json", is_flag=True, expose_value=False, callback=remember_json)
+def one_stops(stopping: int, how: str) -> None:
+    """Rank `stopping` fails (or is killed) while the other waits for it in an all-reduce."""
     dist.init_process_group("gloo")
-    if dist.get_rank() == 0:
+    if dist.get_rank() == stopping:
         if how == "is-killed":  # as the out-of-memory killer does
             os.kill(os.getpid(), signal.SIGKILL)
-        raise MfsdpFailedError(RANK_0_FAILURE)
-    dist.all_reduce(torch.ones(1))  # rank 0 never joins it
+        raise MfsdpFailedError(own_failure(stopping))
+    dist.all_reduce(torch.ones(1))  # the stopping rank never joins it
 
 
 if __name__ == "__main__":
