@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 
 from mfsdp_ckpt.storage import safe_files
-from tests.reliability.test_hostile_round6 import EXPORT, MCORE_QWEN2, _hf_model, _one_error
+from tests.reliability.test_hostile_round6 import EXPORT, MCORE_QWEN2, _hf_model
+from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import run_cli
 
 SECRET = "a user's private file"
@@ -32,7 +33,7 @@ def test_export_refuses_an_asset_linked_out_of_its_hf_config_dir(tmp_path):
     out = tmp_path / "out"
     code, _out, err = run_cli(*EXPORT, "--hf-config", model, "--out", out)
     assert code == 1, err
-    _one_error(err, "tokenizer_config.json", "resolves outside the model dir")
+    one_error(err, "tokenizer_config.json", "resolves outside the model dir")
     assert not out.exists()
 
 
@@ -42,7 +43,7 @@ def test_import_refuses_an_asset_linked_out_of_its_source(tmp_path):
     out = tmp_path / "imported"
     code, _out, err = run_cli("ckpt", "import-hf", model, "--out", out, "--layout", "hf")
     assert code == 1, err
-    _one_error(err, "tokenizer_config.json", "resolves outside the model dir")
+    one_error(err, "tokenizer_config.json", "resolves outside the model dir")
     assert not out.exists() or not _holds_secret(out)
 
 

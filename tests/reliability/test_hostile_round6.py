@@ -29,6 +29,7 @@ from safetensors.torch import save_file
 from cli.main import main
 from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
 from mfsdp_ckpt.storage.reader import CheckpointReader
+from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import run_cli
 from tests.support.paths import FIXTURES, REPO, repo_env
 from tests.support.permissions import without_root_overrides
@@ -84,14 +85,6 @@ def _hf_model(root: Path) -> Path:
     return model
 
 
-def _one_error(stderr: str, *needles: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
-
-
 # --------------------------------------------------------------------------- --out vs inputs
 def _as_cache_snapshot(model: Path) -> None:
     """The files moved to ../blobs and linked back, as a Hugging Face cache snapshot is."""
@@ -113,7 +106,7 @@ def test_export_never_replaces_its_hf_config_dir(tmp_path, where, snapshot):
     for config in (model, model / "config.json"):
         code, _out, err = run_cli(*EXPORT, "--hf-config", config, "--out", out, "--overwrite")
         assert code == 2, err
-        _one_error(err, "holds the model dir", str(model))
+        one_error(err, "holds the model dir", str(model))
         assert _tree(tmp_path) == before
 
 
@@ -127,7 +120,7 @@ def test_import_never_writes_into_its_source(tmp_path, layout_name, where):
         "ckpt", "import-hf", model, "--out", out, "--layout", layout_name, "--overwrite"
     )
     assert code == 2, err
-    _one_error(err, "model dir")
+    one_error(err, "model dir")
     assert _tree(model) == before
 
 
@@ -243,7 +236,7 @@ def test_safetensors_the_library_would_refuse_are_refused(tmp_path, case):
     before = _tree(model)
     code, _out, err = run_cli("ckpt", "import-hf", model, "--out", tmp_path / "out")
     assert code == 1, err
-    _one_error(err, str(model / file), words)
+    one_error(err, str(model / file), words)
     assert not (tmp_path / "out").exists() and _tree(model) == before
 
 
@@ -284,7 +277,7 @@ def _json_failures(tmp_path: Path) -> dict[str, list]:
 def test_json_failures_print_one_json_object(tmp_path, case):
     code, out, err = run_cli(*_json_failures(tmp_path)[case])
     assert code in (1, 2), out + err
-    line = _one_error(err)
+    line = one_error(err)
     report = json.loads(out)
     assert report == {"error": line.removeprefix("error: "), "exit_code": code}
 
@@ -292,7 +285,7 @@ def test_json_failures_print_one_json_object(tmp_path, case):
 def test_without_json_failures_leave_stdout_empty(tmp_path):
     code, out, err = run_cli("ckpt", "validate", tmp_path / "missing")
     assert code == 2 and out == "", out
-    _one_error(err, "missing")
+    one_error(err, "missing")
 
 
 @pytest.mark.parametrize(
@@ -309,7 +302,7 @@ def test_json_usage_errors_print_one_json_object(argv, monkeypatch, capsys):
         main()
     captured = capsys.readouterr()
     assert exited.value.code == 2
-    line = _one_error(captured.err)
+    line = one_error(captured.err)
     assert json.loads(captured.out) == {"error": line.removeprefix("error: "), "exit_code": 2}
 
 
@@ -364,7 +357,7 @@ def test_import_that_fills_the_disk_names_its_output(tmp_path, layout_name):
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, limits)
     assert code == 1, err
-    _one_error(err, str(out))
+    one_error(err, str(out))
     assert not out.exists() and _leftovers(tmp_path) == []
 
 
@@ -384,7 +377,7 @@ def test_a_config_that_is_no_causal_lm_is_refused_in_one_line(tmp_path, family):
     assert f"error: {config}: " in out, out
     code, _out, err = run_cli(*EXPORT, "--hf-config", config, "--out", tmp_path / "out")
     assert code == 2, err
-    _one_error(err)
+    one_error(err)
     assert not (tmp_path / "out").exists()
 
 
@@ -401,7 +394,7 @@ def test_an_unreachable_url_is_one_line_naming_it(monkeypatch, tmp_path):
     url = "http://127.0.0.1:9/run"  # the discard port: nothing listens, connect is refused
     code, _out, err = run_cli("ckpt", "export-hf", url, "--out", tmp_path / "out")
     assert code == 1, err
-    _one_error(err, url, "read failed")
+    one_error(err, url, "read failed")
 
 
 @pytest.fixture
@@ -428,7 +421,7 @@ def test_an_http_checkpoint_whose_assets_cannot_be_listed_asks_for_hf_config(tmp
     _verl_sft_run(tmp_path)
     code, _out, err = run_cli("ckpt", "export-hf", f"{served}/run", "--out", tmp_path / "out")
     assert code == 2, err
-    _one_error(err, "cannot list its files", "--hf-config")
+    one_error(err, "cannot list its files", "--hf-config")
 
 
 # --------------------------------------------------------------------------- cloned model dirs

@@ -26,6 +26,7 @@ import torch
 from safetensors.torch import save_file
 
 from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
+from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import run_cli
 from tests.support.paths import FIXTURES, REPO
 from tests.support.permissions import run_cli_denied
@@ -33,14 +34,6 @@ from tests.support.permissions import run_cli_denied
 MCORE_QWEN2 = FIXTURES / "mcore" / "qwen2"
 MFSDP_RUN = FIXTURES / "megatron_fsdp_qwen2" / "run"  # mfsdp's layout, with a manifest
 STEP = "global_step_2"
-
-
-def _one_error(stderr: str, *needles: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 # --------------------------------------------------------------------------- permissions
@@ -68,7 +61,7 @@ def test_a_checkpoint_dir_this_user_cannot_read_is_a_failed_read_naming_it(tmp_p
     for args, record in zip(cases, records, strict=True):
         assert record["escaped"] is None, (args, record)
         assert record["exit"] == 1, (args, record)
-        _one_error(record["stderr"], str(target), "Permission denied")
+        one_error(record["stderr"], str(target), "Permission denied")
         if "--json" in args:
             assert json.loads(record["stdout"])["exit_code"] == 1, (args, record)
     assert not (tmp_path / "out").exists()
@@ -84,7 +77,7 @@ def test_a_huggingface_dir_this_user_cannot_read_fails_the_export(tmp_path):
     finally:
         assets.chmod(0o755)
     assert record["exit"] == 1, record
-    _one_error(record["stderr"], str(assets), "Permission denied")
+    one_error(record["stderr"], str(assets), "Permission denied")
 
 
 # --------------------------------------------------------------------------- import NaN/Inf
@@ -121,7 +114,7 @@ def test_import_refuses_weights_holding_nan_or_inf(tmp_path, dtype, value, optio
     out = tmp_path / "out"
     code, _out, err = run_cli("ckpt", "import-hf", model, "--out", out, *options)
     assert code == 1, err
-    _one_error(err, str(model / "model.safetensors"), NONFINITE_AT, "1 NaN/Inf")
+    one_error(err, str(model / "model.safetensors"), NONFINITE_AT, "1 NaN/Inf")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # nothing at or beside OUT
     code, _out, err = run_cli(
         "ckpt", "import-hf", model, "--out", out, *options, "--allow-nonfinite"
@@ -138,7 +131,7 @@ def test_import_refuses_a_cast_that_overflows(tmp_path):
         "ckpt", "import-hf", model, "--out", tmp_path / "out", "--dtype", "fp16"
     )
     assert code == 1, err
-    _one_error(err, "model.norm.weight", "overflows float16")
+    one_error(err, "model.norm.weight", "overflows float16")
     assert not (tmp_path / "out").exists()
 
 
@@ -186,7 +179,7 @@ def test_an_index_that_disagrees_with_its_shards_is_refused(tmp_path, damage):
     index.write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
     code, _out, err = run_cli("ckpt", "import-hf", model, "--out", tmp_path / "out")
     assert code == 1, err
-    _one_error(err, str(index), name, words)
+    one_error(err, str(index), name, words)
     assert not (tmp_path / "out").exists()
 
 

@@ -34,10 +34,12 @@ from pathlib import Path
 import pytest
 
 from mfsdp_ckpt.format.dcp_metadata import MetadataIndex
-from tests.reliability.test_hostile_round7 import _hf_model, _one_error, _run_denied, _sharded
+from tests.reliability.test_hostile_round7 import _hf_model, _sharded
 from tests.support.ckpt_edits import edit_metadata
+from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import run_cli
 from tests.support.paths import FIXTURES, REPO
+from tests.support.permissions import run_cli_denied
 
 MFSDP_RUN = FIXTURES / "megatron_fsdp_qwen2" / "run"  # mfsdp's layout, with a manifest
 STEP = "global_step_2"
@@ -91,7 +93,7 @@ def test_storage_entries_and_chunks_must_match_one_to_one(tmp_path, damage):
         assert code == 1 and json.loads(out)["valid"] is False
     code, _out, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "out")
     assert code == 1, err
-    _one_error(err, found["key"])
+    one_error(err, found["key"])
     assert not (tmp_path / "out").exists()
 
 
@@ -106,7 +108,7 @@ def test_an_integer_past_int64_in_the_config_is_a_usage_error_naming_the_key(tmp
         f"trainer.run_dir={tmp_path / 'run'}",
     )
     assert code == 2, err
-    _one_error(err, "trainer.seed", "64 bits")
+    one_error(err, "trainer.seed", "64 bits")
     assert not (tmp_path / "run").exists()
 
 
@@ -151,12 +153,12 @@ def test_validate_names_a_huggingface_dir_this_user_cannot_open(tmp_path, manife
     cases = [["ckpt", "validate", str(run), *extra] for extra in ([], ["--json"], ["--deep"])]
     assets.chmod(0)
     try:
-        records = _run_denied(cases)
+        records = run_cli_denied(cases)
     finally:
         assets.chmod(0o755)
     for args, record in zip(cases, records, strict=True):
         assert record["escaped"] is None and record["exit"] == 1, (args, record)
-        line = _one_error(record["stderr"], "cannot open (Permission denied)")
+        line = one_error(record["stderr"], "cannot open (Permission denied)")
         assert line == f"error: {assets}: cannot open (Permission denied)", line
         if "--json" in args:
             assert json.loads(record["stdout"]) == {"error": line[len("error: ") :], "exit_code": 1}
@@ -190,7 +192,7 @@ def test_import_refuses_weights_linked_out_of_the_model_dir(tmp_path, linked):
     _move_out(model / linked, tmp_path / "elsewhere")
     code, _out, err = _import(model, tmp_path / "out")
     assert code == 1, err
-    _one_error(err, str(model / linked), f"resolves outside the model dir {model}")
+    one_error(err, str(model / linked), f"resolves outside the model dir {model}")
     assert not (tmp_path / "out").exists()
 
 
@@ -232,7 +234,7 @@ def test_a_special_file_where_a_model_file_belongs_is_refused_naming_it(tmp_path
     os.mkfifo(path) if what == "a FIFO" else path.mkdir()
     code, _out, err = _import(model, tmp_path / "out")
     assert code == 1, err
-    _one_error(err, f"{path}: {what}, not a regular file")
+    one_error(err, f"{path}: {what}, not a regular file")
     assert not (tmp_path / "out").exists()
 
 
@@ -274,7 +276,7 @@ def test_a_damaged_config_json_in_a_model_dir_is_a_failed_import(tmp_path, damag
     words = damage(model / "config.json")
     code, _out, err = _import(model, tmp_path / "out")
     assert code == 1, err
-    _one_error(err, str(model / "config.json"), words)
+    one_error(err, str(model / "config.json"), words)
 
 
 def test_a_config_json_this_user_cannot_read_is_a_failed_import(tmp_path):
@@ -282,11 +284,13 @@ def test_a_config_json_this_user_cannot_read_is_a_failed_import(tmp_path):
     config = model / "config.json"
     config.chmod(0)
     try:
-        (record,) = _run_denied([["ckpt", "import-hf", str(model), "--out", str(tmp_path / "o")]])
+        (record,) = run_cli_denied(
+            [["ckpt", "import-hf", str(model), "--out", str(tmp_path / "o")]]
+        )
     finally:
         config.chmod(0o644)
     assert record["escaped"] is None and record["exit"] == 1, record
-    _one_error(record["stderr"], str(config), "Permission denied")
+    one_error(record["stderr"], str(config), "Permission denied")
 
 
 def test_the_wrong_dir_stays_a_usage_error(tmp_path):
@@ -295,11 +299,11 @@ def test_the_wrong_dir_stays_a_usage_error(tmp_path):
     (model / "config.json").write_text(json.dumps({**config, "model_type": "bert"}))
     code, _out, err = _import(model, tmp_path / "out")
     assert code == 2, err
-    _one_error(err, "model family 'bert' is not one import-hf reads")
+    one_error(err, "model family 'bert' is not one import-hf reads")
     (model / "config.json").unlink()
     code, _out, err = _import(model, tmp_path / "out")
     assert code == 2, err
-    _one_error(err, "no config.json; not a Hugging Face model dir")
+    one_error(err, "no config.json; not a Hugging Face model dir")
 
 
 def test_a_fifo_given_as_a_data_or_reward_file_is_named(tmp_path):
@@ -317,7 +321,7 @@ def test_a_fifo_given_as_a_data_or_reward_file_is_named(tmp_path):
         f"trainer.run_dir={tmp_path / 'run'}",
     )
     assert code == 2, err
-    _one_error(err, f"data.train_files: {fifo}: a FIFO, not a regular file")
+    one_error(err, f"data.train_files: {fifo}: a FIFO, not a regular file")
     with pytest.raises(DataFileError, match="a FIFO, not a regular file"):
         read_rows([str(fifo)])
     with pytest.raises(RewardError, match="a FIFO, not a regular file"):
