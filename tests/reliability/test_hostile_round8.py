@@ -4,12 +4,19 @@ leave nothing that reads as a complete result, and a rerun must need no manual c
 * `mfsdp data gsm8k|math|synthetic` write a set of tables (sft/ and rl/) that trainers read
   together: a full disk, Ctrl-C or a bad later input halfway used to leave part of the set
   in place (sft/train.parquet new, rl/train.parquet missing) with an error naming no file.
+* `mfsdp ckpt export-hf` on a full disk named its hidden work dir (removed by then), or no
+  file at all, instead of --out.
+* validate, validate --deep, inspect and export-hf of a read-only checkpoint leave every
+  byte, mode and mtime in it as it was.
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +25,8 @@ import pytest
 
 from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import run_cli
+from tests.support.paths import FIXTURES
+from tests.support.permissions import run_cli_denied
 
 
 def _gsm8k(path: Path, rows: int = 20) -> Path:
@@ -120,3 +129,71 @@ def test_a_killed_data_runs_leftovers_are_removed_by_the_next_run(tmp_path):
     assert run_cli(*DATA_COMMANDS["gsm8k"](tmp_path, out))[0] == 0
     assert not leftover.exists()
     assert sorted(_listing(out)) == ["rl/train.parquet", "sft/train.parquet"]
+
+
+# ---------------------------------------------------------------- export-hf / validate
+MFSDP_RUN = FIXTURES / "megatron_fsdp_qwen2" / "run"
+
+
+def _fail_with_enospc(monkeypatch, function: str) -> None:
+    """`os.<function>` fails as a full disk does: posix_fallocate when the files are
+    reserved, a large pwrite midway through the tensors, fsync at the end."""
+    real = getattr(os, function)
+
+    def full(*args):
+        if function != "pwrite" or len(args[1]) > 64:  # a lock file's pid line still goes
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(*args)
+
+    monkeypatch.setattr(os, function, full)
+
+
+@pytest.mark.parametrize("function", ["posix_fallocate", "pwrite", "fsync"])
+def test_an_export_that_runs_out_of_disk_names_out_and_leaves_nothing(
+    tmp_path, monkeypatch, function
+):
+    out = tmp_path / "hf"
+    _fail_with_enospc(monkeypatch, function)
+    code, _stdout, stderr = run_cli("ckpt", "export-hf", MFSDP_RUN, "--out", out)
+    monkeypatch.undo()
+    assert code == 1
+    line = one_error(stderr, str(out), "No space left on device")
+    assert ".export-" not in line  # not the hidden work dir, which is gone by now
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    code, _stdout, stderr = run_cli("ckpt", "export-hf", MFSDP_RUN, "--out", out)
+    assert code == 0, stderr
+
+
+def _snapshot(root: Path) -> dict[str, tuple]:
+    """Every path under `root` (and itself): mode, mtime and, for files, the bytes' hash."""
+    paths = [root, *sorted(root.rglob("*"))]
+    return {
+        str(p): (
+            p.lstat().st_mode,
+            p.lstat().st_mtime_ns,
+            hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None,
+        )
+        for p in paths
+    }
+
+
+def test_reading_a_read_only_checkpoint_changes_nothing_in_it(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(MFSDP_RUN, run)
+    for path in [run, *run.rglob("*")]:
+        path.chmod(path.stat().st_mode & ~0o222)
+    before = _snapshot(run)
+    try:
+        records = run_cli_denied(
+            [
+                ["ckpt", "validate", str(run)],
+                ["ckpt", "validate", str(run), "--deep"],
+                ["ckpt", "inspect", str(run)],
+                ["ckpt", "export-hf", str(run), "--out", str(tmp_path / "hf")],
+            ]
+        )
+        assert [r["exit"] for r in records] == [0, 0, 0, 0], records
+        assert _snapshot(run) == before
+    finally:
+        for path in [run, *run.rglob("*")]:
+            path.chmod(path.stat().st_mode | 0o200)
