@@ -269,62 +269,64 @@ def export_hf(
         local_paths is not None
     ):  # damaged or hostile: refused with validate's first error, before planning
         require_valid(local_paths, manifest_only=True)
-    claim = claim_output(out, overwrite)
-    tmp = claim.tmp
-    writer: ShardedSafetensorsWriter | None = None
-    try:
-        _write_assets(assets, tmp)
+    with claim_output(out, overwrite) as claim:
+        tmp = claim.tmp
+        writer: ShardedSafetensorsWriter | None = None
         try:
-            config = load_config(tmp / "config.json", _layer_cap(source))
-        except HFConfigError as err:
-            raise ExportUsageError(
-                str(err).replace(str(tmp / "config.json"), f"{asset_location} config.json")
-            ) from None
-        plan = plan_export(source, config, layout_name=layout_name, dtype=dtype)
-        plan.allow_nonfinite = allow_nonfinite
-        _check_backed(plan)  # before the output files reserve the plan's bytes
-        writer = ShardedSafetensorsWriter(tmp, plan.specs(), max_shard_size)
-        writer.open()
+            _write_assets(assets, tmp)
+            try:
+                config = load_config(tmp / "config.json", _layer_cap(source))
+            except HFConfigError as err:
+                raise ExportUsageError(
+                    str(err).replace(str(tmp / "config.json"), f"{asset_location} config.json")
+                ) from None
+            plan = plan_export(source, config, layout_name=layout_name, dtype=dtype)
+            plan.allow_nonfinite = allow_nonfinite
+            _check_backed(plan)  # before the output files reserve the plan's bytes
+            writer = ShardedSafetensorsWriter(tmp, plan.specs(), max_shard_size)
+            writer.open()
 
-        streamable = {item.source for item in plan.items if _streamable(plan, item)}
-        buffers = _PieceBuffers()
+            streamable = {item.source for item in plan.items if _streamable(plan, item)}
+            buffers = _PieceBuffers()
 
-        def work(item: MappedTensor) -> int:
-            if item.source in streamable and _stream(plan, item, writer, buffers):
-                return writer.slots[item.targets[0]].nbytes
-            written = 0
-            for name, tensor in convert(plan, item):
-                finite = tensor.isfinite() if tensor.is_floating_point() else None
-                if not allow_nonfinite and finite is not None and not bool(finite.all()):
-                    raise _nonfinite(plan, item, int((~finite).sum()), overflow=None)
-                writer.write(name, tensor)
-                written += tensor.nbytes
-            return written
+            def work(item: MappedTensor) -> int:
+                if item.source in streamable and _stream(plan, item, writer, buffers):
+                    return writer.slots[item.targets[0]].nbytes
+                written = 0
+                for name, tensor in convert(plan, item):
+                    finite = tensor.isfinite() if tensor.is_floating_point() else None
+                    if not allow_nonfinite and finite is not None and not bool(finite.all()):
+                        raise _nonfinite(plan, item, int((~finite).sum()), overflow=None)
+                    writer.write(name, tensor)
+                    written += tensor.nbytes
+                return written
 
-        def cost(
-            plan: ExportPlan, item: MappedTensor
-        ) -> int:  # streams hold only their thread's buffers
-            return 0 if item.source in streamable else _task_cost(plan, item)
+            def cost(
+                plan: ExportPlan, item: MappedTensor
+            ) -> int:  # streams hold only their thread's buffers
+                return 0 if item.source in streamable else _task_cost(plan, item)
 
-        _run_tasks(plan, work, workers, buffer_bytes, progress, writer.total_bytes, cost)
-        writer.close()
-        _set_config_dtype(tmp / "config.json", plan.dtype)
-        for name in assets:
-            layout.fsync_path(tmp / name)
-        mismatches: list[str] | None = None  # None: not verified, so the summary does not say so
-        if verify:
-            mismatches = verify_export(plan, tmp, workers=workers, buffer_bytes=buffer_bytes)
-            if local_paths is not None:  # bytes flipped after save match their own reads: hash them
-                mismatches = manifest_hash_errors(local_paths, workers=workers) + mismatches
-        if mismatches:
-            raise ExportVerifyError(mismatches)
-        claim.publish()
-    except BaseException:
-        if writer is not None:
-            writer.abort()
-        raise
-    finally:
-        claim.release()
+            _run_tasks(plan, work, workers, buffer_bytes, progress, writer.total_bytes, cost)
+            writer.close()
+            _set_config_dtype(tmp / "config.json", plan.dtype)
+            for name in assets:
+                layout.fsync_path(tmp / name)
+            mismatches: list[str] | None = (
+                None  # None: not verified, so the summary does not say so
+            )
+            if verify:
+                mismatches = verify_export(plan, tmp, workers=workers, buffer_bytes=buffer_bytes)
+                if (
+                    local_paths is not None
+                ):  # bytes flipped after save match their own reads: hash them
+                    mismatches = manifest_hash_errors(local_paths, workers=workers) + mismatches
+            if mismatches:
+                raise ExportVerifyError(mismatches)
+            claim.publish()
+        except BaseException:
+            if writer is not None:
+                writer.abort()
+            raise
     notes = [local_paths.note] if local_paths is not None and local_paths.note else []
     notes += plan.dropped_padding_notes()
     if not any(name.startswith("tokenizer") for name in assets):

@@ -364,7 +364,7 @@ def import_hf(
         raise ImportUsageError(
             f"{out}: lies in the model dir being imported; choose an --out outside it"
         )
-    with claim_output(out, overwrite) as claim, _naming_output(out):
+    with claim_output(out, overwrite) as claim:
         if plan.layout == MCORE:
             written, _ = _write_model(plan, claim.tmp, progress, allow_nonfinite=allow_nonfinite)
             checkpoint = out
@@ -396,18 +396,6 @@ def import_hf(
         str(checkpoint),
         notes,
     )
-
-
-@contextlib.contextmanager
-def _naming_output(out: Path):
-    """A write that fails names no file (pwrite, fsync, a buffered write: `[Errno 28] No
-    space left on device`); the error line must say where, so it names OUT."""
-    try:
-        yield
-    except OSError as err:
-        if err.filename is not None or err.errno is None:
-            raise
-        raise OSError(err.errno, err.strerror, str(out)) from None
 
 
 def _refuse_replacing_a_checkpoint(out: Path) -> None:

@@ -181,8 +181,20 @@ class OutputClaim:
     def __enter__(self) -> OutputClaim:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, exc_type, exc, traceback) -> None:
         self.release()
+        if isinstance(exc, OSError) and exc.errno is not None:
+            raise self._naming_out(exc) from None
+
+    def _naming_out(self, err: OSError) -> OSError:
+        """`err` as it reads against `out`: a failed write (disk full) names the hidden work
+        dir, which `release` just removed, or no file at all (pwrite, fsync); the one error
+        line must say which --out failed."""
+        text = (err.strerror or str(err)).replace(str(self.tmp), str(self.out))
+        name = str(err.filename).replace(str(self.tmp), str(self.out)) if err.filename else None
+        if name is None and str(self.out) not in text:
+            name = str(self.out)
+        return OSError(err.errno, text, name) if name else OSError(err.errno, text)
 
     def release(self) -> None:
         """Remove the work directory (unless published) and drop the lock."""

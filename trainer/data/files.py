@@ -3,18 +3,25 @@ command)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
 from typing import Any
 
-from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+
+_TEMP_TAG = ".tmp-"  # `.<name>.tmp-<pid>`: a table being written
 
 
 class DataFileError(MfsdpUsageError, ValueError):
     """A data file is missing, unreadable or not the format its name says; the message names it."""
+
+
+class DataWriteError(MfsdpFailedError):
+    """The machine failed to write an output table (disk full, no permission); names it."""
 
 
 def read_rows(paths: list[str] | str) -> list[dict[str, Any]]:
@@ -70,10 +77,57 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def write_parquet(rows: list[dict[str, Any]], path: str | os.PathLike) -> Path:
+    """Write one table; see `write_tables`."""
+    out = Path(path)
+    write_tables({out: rows})
+    return out
+
+
+def write_tables(tables: dict[Path, list[dict[str, Any]]]) -> None:
+    """Write every table, or none: each goes to a hidden `.<name>.tmp-<pid>` beside its
+    path first and all are renamed into place only once every one is written. A full disk
+    or Ctrl-C halfway must not leave `sft/train.parquet` new and `rl/train.parquet` missing
+    or cut short, a set that a trainer reads as complete. Temps that a killed run left
+    behind (their pid is gone) are removed here; readers skip hidden files meanwhile."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows), out)
-    return out
+    staged: dict[Path, Path] = {}
+    try:
+        for path, rows in tables.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _remove_dead_temps(path)
+            staged[path] = path.with_name(f".{path.name}{_TEMP_TAG}{os.getpid()}")
+            try:
+                pq.write_table(pa.Table.from_pylist(rows), staged[path])
+            except OSError as err:
+                reason = os.strerror(err.errno) if err.errno else str(err)
+                raise DataWriteError(
+                    f"{path}: not written ({reason}); none of this run's files were kept"
+                ) from None
+        for path, temp in staged.items():
+            os.replace(temp, path)
+    finally:
+        for temp in staged.values():
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)
+
+
+def _remove_dead_temps(path: Path) -> None:
+    """`.<name>.tmp-<pid>` beside `path` whose writer no longer runs."""
+    prefix = f".{path.name}{_TEMP_TAG}"
+    for entry in os.scandir(path.parent):
+        pid = entry.name[len(prefix) :]
+        if entry.name.startswith(prefix) and pid.isdigit() and not _running(int(pid)):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.path)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True

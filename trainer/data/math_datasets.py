@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trainer.data.files import DataFileError, read_rows, write_parquet
+from trainer.data.files import DataFileError, read_rows, write_tables
 from trainer.rewards.math import last_boxed
 from trainer.tiny import GSM8K_SUFFIX
 
@@ -60,8 +60,11 @@ CONVERTERS = {"gsm8k": gsm8k_rows, "math": math_rows}
 def convert_files(
     dataset: str, inputs: list[str], out_dir: str | Path, split: str | None = None
 ) -> dict[str, Path]:
-    """Convert each input file; the split name is `split` or the file's stem (train, test)."""
-    written = {}
+    """Convert each input file; the split name is `split` or the file's stem (train, test).
+    Every input is converted before anything is written, and the tables are written all or
+    none, so a bad second input or a full disk leaves --out as it was."""
+    written: dict[str, Path] = {}
+    tables: dict[Path, list[dict[str, Any]]] = {}
     for path in inputs:
         name = split or Path(path).stem.split(".")[0]
         rows = read_rows(path)
@@ -69,8 +72,11 @@ def convert_files(
             sft, rl = CONVERTERS[dataset](rows, name)
         except DataFileError as err:
             raise DataFileError(f"{path}: {err}") from None
-        written[f"sft/{name}"] = write_parquet(sft, Path(out_dir) / "sft" / f"{name}.parquet")
-        written[f"rl/{name}"] = write_parquet(rl, Path(out_dir) / "rl" / f"{name}.parquet")
+        for kind, table in (("sft", sft), ("rl", rl)):
+            path = Path(out_dir) / kind / f"{name}.parquet"
+            written[f"{kind}/{name}"] = path
+            tables[path] = table
+    write_tables(tables)
     return written
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from trainer.data.files import write_parquet
+from trainer.data.files import write_tables
 
 
 def addition_problems(
@@ -60,12 +60,12 @@ def write_addition_data(
     out = Path(out_dir)
     pairs = addition_problems(seed, digits, max_b)
     rl = [rl_row(a, b, i) for i, (a, b) in enumerate(pairs)]
-    return {
-        "sft": write_parquet(
-            [sft_row(a, b) for a, b in pairs]
-            + [sft_row(a, b, DECLINE) for a, b in pairs for _ in range(declines)],
-            out / "sft" / "train.parquet",
-        ),
-        "rl_train": write_parquet(rl, out / "rl" / "train.parquet"),
-        "rl_test": write_parquet(rl[:32], out / "rl" / "test.parquet"),
+    sft = [sft_row(a, b) for a, b in pairs]
+    sft += [sft_row(a, b, DECLINE) for a, b in pairs for _ in range(declines)]
+    paths = {
+        "sft": out / "sft" / "train.parquet",
+        "rl_train": out / "rl" / "train.parquet",
+        "rl_test": out / "rl" / "test.parquet",
     }
+    write_tables({paths["sft"]: sft, paths["rl_train"]: rl, paths["rl_test"]: rl[:32]})
+    return paths
