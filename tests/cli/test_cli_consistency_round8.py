@@ -1,0 +1,93 @@
+"""One behaviour across the whole `mfsdp` command surface: an option given at the wrong level
+(`mfsdp --json ckpt validate`, `mfsdp ckpt validate PATH -v`) says where it goes, and a usage
+error under --json is one JSON object on stdout, whichever way --json was spelled."""
+
+from __future__ import annotations
+
+import json
+
+import click
+import pytest
+
+from cli.main import app, main
+
+
+def _leaves(command: click.Command, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every runnable command under `command`, as the words that name it."""
+    if isinstance(command, click.Group):
+        return [
+            leaf for name, sub in command.commands.items() for leaf in _leaves(sub, (*path, name))
+        ]
+    return [path]
+
+
+def _takes(words: tuple[str, ...], option: str) -> bool:
+    command: click.Command = app
+    for word in words:
+        assert isinstance(command, click.Group)
+        command = command.commands[word]
+    return any(option in param.opts for param in command.params)
+
+
+def _run_main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    """`mfsdp ARGS` through the real entry point, in this process."""
+    monkeypatch.setattr("sys.argv", ["mfsdp", *args])
+    with pytest.raises(SystemExit) as stopped:
+        main()
+    out, err = capsys.readouterr()
+    return int(stopped.value.code), out, err
+
+
+JSON_COMMANDS = [words for words in _leaves(app) if _takes(words, "--json")]
+ALL_COMMANDS = _leaves(app)
+
+
+def test_the_command_surface_is_what_these_tests_cover():
+    assert ("ckpt", "validate") in JSON_COMMANDS and ("train", "sft") in JSON_COMMANDS
+    assert ("data", "synthetic") in ALL_COMMANDS and len(ALL_COMMANDS) >= 10
+
+
+@pytest.mark.parametrize("words", JSON_COMMANDS, ids=" ".join)
+def test_json_given_before_the_command_says_it_goes_after_it(monkeypatch, capsys, words):
+    code, out, err = _run_main(monkeypatch, capsys, "--json", *words)
+    assert code == 2
+    assert json.loads(out)["exit_code"] == 2
+    assert err.count("\n") == 1 and err.startswith("error: ")
+    assert "--version" not in err  # click's closest name for --json at the root
+    assert "give it after the command name" in err
+
+
+@pytest.mark.parametrize("words", ALL_COMMANDS, ids=" ".join)
+def test_verbose_given_after_the_command_says_it_goes_before_it(monkeypatch, capsys, words):
+    code, out, err = _run_main(monkeypatch, capsys, *words, "-v")
+    assert code == 2 and out == ""
+    assert err == (
+        f"error: No such option '-v' for 'mfsdp {' '.join(words)}': it is an option of "
+        f"'mfsdp', given before the command (mfsdp -v {' '.join(words)} ...)\n"
+    )
+
+
+def test_an_option_of_a_nested_group_level_names_that_level(monkeypatch, capsys):
+    code, _out, err = _run_main(monkeypatch, capsys, "ckpt", "--deep", "validate", "x")
+    assert code == 2
+    assert "give it after the command name (mfsdp ckpt validate ... --deep)" in err
+
+
+@pytest.mark.parametrize("words", JSON_COMMANDS, ids=" ".join)
+def test_json_spelled_with_a_value_still_answers_in_json(monkeypatch, capsys, words):
+    code, out, err = _run_main(monkeypatch, capsys, *words, "--json=yes")
+    assert code == 2
+    assert json.loads(out) == {
+        "error": "Option '--json' does not take a value",
+        "exit_code": 2,
+    }
+    assert err == "error: Option '--json' does not take a value\n"
+
+
+def test_json_with_no_command_names_one_that_takes_it(monkeypatch, capsys):
+    code, out, err = _run_main(monkeypatch, capsys, "--json")
+    assert code == 2 and json.loads(out)["exit_code"] == 2
+    assert err == (
+        "error: No such option '--json' for 'mfsdp': give it after the command name "
+        f"(mfsdp {' '.join(JSON_COMMANDS[0])} ... --json)\n"
+    )
