@@ -91,3 +91,53 @@ def test_json_with_no_command_names_one_that_takes_it(monkeypatch, capsys):
         "error: No such option '--json' for 'mfsdp': give it after the command name "
         f"(mfsdp {' '.join(JSON_COMMANDS[0])} ... --json)\n"
     )
+
+
+def _data_args(name: str, tmp_path) -> list[str]:
+    """`mfsdp data NAME` on a one-row official file (synthetic makes its own)."""
+    if name == "synthetic":
+        return ["data", "synthetic", "--out", str(tmp_path / "out")]
+    row = (
+        {"question": "1 + 2?", "answer": "1 + 2 = 3\n#### 3"}
+        if name == "gsm8k"
+        else {"problem": "1 + 2?", "solution": "$\\boxed{3}$"}
+    )
+    source = tmp_path / "train.jsonl"
+    source.write_text(json.dumps(row) + "\n")
+    return ["data", name, "--input", str(source), "--out", str(tmp_path / "out")]
+
+
+@pytest.mark.parametrize("name", ["gsm8k", "math", "synthetic"])
+def test_data_commands_print_the_tables_as_one_json_object(monkeypatch, capsys, tmp_path, name):
+    monkeypatch.setattr("sys.argv", ["mfsdp", *_data_args(name, tmp_path), "--json"])
+    main()
+    out, _err = capsys.readouterr()
+    printed = json.loads(out)
+    assert printed["out_dir"] == str(tmp_path / "out")
+    assert {"sft/train", "rl/train"} <= set(printed["files"])
+    for table, path in printed["files"].items():
+        assert path == str(tmp_path / "out" / f"{table}.parquet")
+
+
+@pytest.mark.parametrize("name", ["gsm8k", "math", "synthetic"])
+def test_data_commands_name_their_tables_alike_without_json(monkeypatch, capsys, tmp_path, name):
+    monkeypatch.setattr("sys.argv", ["mfsdp", *_data_args(name, tmp_path)])
+    main()
+    out, _err = capsys.readouterr()
+    names = [line.split(": ", 1)[0] for line in out.splitlines()]
+    assert names[:2] == ["sft/train", "rl/train"]
+
+
+@pytest.mark.parametrize("name", ["gsm8k", "math"])
+def test_a_data_command_failing_under_json_prints_the_error_object(
+    monkeypatch, capsys, tmp_path, name
+):
+    args = _data_args(name, tmp_path)
+    args[args.index("--input") + 1] = str(tmp_path / "absent.jsonl")
+    code, out, err = _run_main(monkeypatch, capsys, *args, "--json")
+    assert code == 2
+    assert json.loads(out) == {
+        "error": f"{tmp_path / 'absent.jsonl'}: no such file",
+        "exit_code": 2,
+    }
+    assert err == f"error: {tmp_path / 'absent.jsonl'}: no such file\n"
