@@ -4,12 +4,16 @@ error under --json is one JSON object on stdout, whichever way --json was spelle
 
 from __future__ import annotations
 
+import io
 import json
 
 import click
 import pytest
 
 from cli.main import app, main
+from tests.support.paths import FIXTURES
+
+FSDP_RUN = FIXTURES / "megatron_fsdp_qwen2" / "run"
 
 
 def _leaves(command: click.Command, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -141,3 +145,45 @@ def test_a_data_command_failing_under_json_prints_the_error_object(
         "exit_code": 2,
     }
     assert err == f"error: {tmp_path / 'absent.jsonl'}: no such file\n"
+
+
+class _Terminal(io.StringIO):
+    """stderr as a terminal: where the long-running commands draw their bars."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def _long_commands(tmp_path) -> dict[str, list[str]]:
+    """The commands that show progress, each on the tiny Megatron-FSDP fixture run."""
+    exported = tmp_path / "hf"
+    return {
+        "validate": ["ckpt", "validate", str(FSDP_RUN), "--deep"],
+        "export": ["ckpt", "export-hf", str(FSDP_RUN), "--out", str(exported)],
+        "import": ["ckpt", "import-hf", str(exported), "--out", str(tmp_path / "back")],
+    }
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_progress_bars_are_labelled_on_a_terminal_and_absent_under_json(
+    monkeypatch, capsys, tmp_path, as_json
+):
+    for label, args in _long_commands(tmp_path).items():
+        terminal = _Terminal()
+        monkeypatch.setattr("sys.stderr", terminal)
+        monkeypatch.setattr("sys.argv", ["mfsdp", *args, *(["--json"] if as_json else [])])
+        main()
+        out, _ = capsys.readouterr()
+        bars = [line for line in terminal.getvalue().split("\r") if "%|" in line]
+        if as_json:
+            assert bars == [] and isinstance(json.loads(out), dict), label
+        else:
+            assert bars and all(bar.startswith(f"{label}:") for bar in bars), (label, bars)
+
+
+def test_no_progress_bar_when_stderr_is_not_a_terminal(monkeypatch, capsys, tmp_path):
+    for args in _long_commands(tmp_path).values():
+        monkeypatch.setattr("sys.argv", ["mfsdp", *args])
+        main()
+        _out, err = capsys.readouterr()
+        assert "\r" not in err and "%|" not in err, err
