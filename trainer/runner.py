@@ -24,7 +24,7 @@ from mfsdp_ckpt.format.layout import CheckpointPaths
 from trainer.config import ConfigError, write_resolved_config
 from trainer.distributed import DistEnv, distributed_run
 from trainer.metrics import MetricsLogger
-from trainer.progress import step_bar
+from trainer.progress import draws_bars, step_bar
 from trainer.resume import new_progress, resume_if_any
 from trainer.strategies.base import Strategy
 
@@ -188,7 +188,7 @@ class TrainingRun:
                 self.name,
                 self.total_steps,
                 self.start,
-                self.env.is_main and self.cfg.trainer.progress_bar,
+                draws_bars(self.env.is_main and self.cfg.trainer.progress_bar),
             )
             for step in range(self.start, self.stop):
                 record = hooks.train_step(step)

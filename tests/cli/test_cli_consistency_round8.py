@@ -12,6 +12,7 @@ import pytest
 
 from cli.main import app, main
 from tests.support.paths import FIXTURES
+from tests.support.sft import TINY_CONFIG, write_chat_jsonl
 
 FSDP_RUN = FIXTURES / "megatron_fsdp_qwen2" / "run"
 
@@ -187,3 +188,31 @@ def test_no_progress_bar_when_stderr_is_not_a_terminal(monkeypatch, capsys, tmp_
         main()
         _out, err = capsys.readouterr()
         assert "\r" not in err and "%|" not in err, err
+
+
+def _train_sft_args(tmp_path) -> list[str]:
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=16)
+    return [
+        *("train", "sft", "--config", str(TINY_CONFIG), "--json"),
+        *(f"data.train_files={data}", f"trainer.run_dir={tmp_path / 'run'}", "data.val_ratio=0"),
+        *("trainer.total_steps=2", "data.global_batch_size=8", "trainer.log_every=1"),
+    ]
+
+
+def test_training_into_a_log_draws_no_bars_but_says_each_step(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr("sys.argv", ["mfsdp", *_train_sft_args(tmp_path)])
+    main()
+    out, err = capsys.readouterr()
+    assert json.loads(out)["final_step"] == 2
+    assert "\r" not in err and "%|" not in err, err
+    assert "[sft] step 2/2 loss=" in err
+
+
+def test_training_on_a_terminal_draws_its_step_bar(monkeypatch, capsys, tmp_path):
+    terminal = _Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    monkeypatch.setattr("sys.argv", ["mfsdp", *_train_sft_args(tmp_path)])
+    main()
+    out, _ = capsys.readouterr()
+    assert json.loads(out)["final_step"] == 2
+    assert "sft: 100%|" in terminal.getvalue() and "[sft] step" not in terminal.getvalue()
