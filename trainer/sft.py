@@ -13,7 +13,6 @@ that stops and resumes computes exactly what an uninterrupted run computes.
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,9 +79,6 @@ class SFTSteps(StepHooks):
             record["val/loss"] = self.result.eval_losses[done] = self.evaluate()
         if run.should_log(done):
             metrics.log(done, record)
-            if self.env.is_main and not draws_bars(cfg.trainer.progress_bar):
-                shown = " ".join(f"{k}={v}" for k, v in bar_postfix(record).items())
-                print(f"[sft] step {done}/{run.total_steps} {shown}", file=sys.stderr)
         if run.is_due(cfg.checkpoint.save_every, done):
             self._save(done)
 

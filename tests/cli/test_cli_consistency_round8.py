@@ -11,8 +11,11 @@ import click
 import pytest
 
 from cli.main import app, main
-from tests.support.paths import FIXTURES
+from tests.support.paths import FIXTURES, REPO
 from tests.support.sft import TINY_CONFIG, write_chat_jsonl
+from trainer.grpo.synthetic import write_addition_data
+
+GRPO_CONFIG = REPO / "examples" / "grpo_tiny_cpu.yaml"
 
 FSDP_RUN = FIXTURES / "megatron_fsdp_qwen2" / "run"
 
@@ -216,3 +219,23 @@ def test_training_on_a_terminal_draws_its_step_bar(monkeypatch, capsys, tmp_path
     out, _ = capsys.readouterr()
     assert json.loads(out)["final_step"] == 2
     assert "sft: 100%|" in terminal.getvalue() and "[sft] step" not in terminal.getvalue()
+
+
+def test_grpo_into_a_log_says_each_step_as_sft_does(monkeypatch, capsys, tmp_path):
+    files = write_addition_data(tmp_path / "data", digits=4)
+    monkeypatch.setattr(
+        "sys.argv",
+        [
+            *("mfsdp", "train", "grpo", "--config", str(GRPO_CONFIG), "--json"),
+            *(f"data.train_files={files['rl_train']}", f"trainer.run_dir={tmp_path / 'run'}"),
+            *("data.val_files=[]", "trainer.total_steps=2", "trainer.log_every=1"),
+            *("data.train_batch_size=4", "rollout.n=2", "rollout.max_response_length=4"),
+            *("actor.ppo_mini_batch_size=2", "actor.ppo_micro_batch_size_per_gpu=2"),
+            *("actor.log_prob_micro_batch_size_per_gpu=2", "rollout.name=hf"),
+        ],
+    )
+    main()
+    out, err = capsys.readouterr()
+    assert json.loads(out)["final_step"] == 2
+    assert "\r" not in err and "%|" not in err, err
+    assert "[grpo] step 1/2 reward=" in err and "[grpo] step 2/2 reward=" in err
