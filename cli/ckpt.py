@@ -134,7 +134,7 @@ def validate(
 ) -> None:
     from mfsdp_ckpt.check.validate import validate_checkpoint
 
-    with CallbackBar(enabled=deep and not as_json, unit="tensor") as progress:
+    with CallbackBar(enabled=deep and not as_json, unit="tensor", desc="validate") as progress:
         report = validate_checkpoint(
             path, deep=deep, progress=progress, role=role, hf_config=hf_config
         )

@@ -2,16 +2,34 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
 import click
 
+from cli.errors import remember_json
 from mfsdp_ckpt.storage.writable import require_writable_dir
 
 
-def _convert(dataset: str, inputs: tuple[str, ...], out_dir: str, split: str | None) -> None:
+def _convert(
+    dataset: str, inputs: tuple[str, ...], out_dir: str, split: str | None, as_json: bool
+) -> None:
     from trainer.data.math_datasets import convert_files
 
     require_writable_dir("--out", out_dir)
-    for name, path in convert_files(dataset, list(inputs), out_dir, split).items():
+    _echo_written(out_dir, convert_files(dataset, list(inputs), out_dir, split).values(), as_json)
+
+
+def _echo_written(out_dir: str, paths: Iterable[Path], as_json: bool) -> None:
+    """Each table written, named by where it lies under OUT (`sft/train`, `rl/test`: the same
+    names whichever command wrote it), one per line or, with --json, as one JSON object a
+    script reads the paths for `mfsdp train` from."""
+    files = {str(Path(path).relative_to(out_dir).with_suffix("")): str(path) for path in paths}
+    if as_json:
+        click.echo(json.dumps({"out_dir": out_dir, "files": files}, indent=2))
+        return
+    for name, path in files.items():
         click.echo(f"{name}: {path}")
 
 
@@ -44,13 +62,21 @@ _OUT = click.option(
     help="Writes OUT/sft/<split>.parquet and OUT/rl/<split>.parquet.",
 )
 _SPLIT = click.option("--split", default=None, help="Split name (default: the input file's stem).")
+_JSON = click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the tables written as one JSON object (for scripts).",
+    callback=remember_json,
+)
 
 
 @data.command()
 @_INPUT
 @_OUT
 @_SPLIT
-def gsm8k(inputs: tuple[str, ...], out_dir: str, split: str | None) -> None:
+@_JSON
+def gsm8k(inputs: tuple[str, ...], out_dir: str, split: str | None, as_json: bool) -> None:
     """GSM8K (`question`, `answer` with a final `#### N`) -> SFT `messages` and verl RL rows.
 
     \b
@@ -58,21 +84,22 @@ def gsm8k(inputs: tuple[str, ...], out_dir: str, split: str | None) -> None:
       mfsdp data gsm8k --input gsm8k/train.jsonl --input gsm8k/test.jsonl --out data/gsm8k
       mfsdp data gsm8k --input runs/demo/gsm8k_format/train.jsonl --out runs/gsm8k  # the demo's
     """
-    _convert("gsm8k", inputs, out_dir, split)
+    _convert("gsm8k", inputs, out_dir, split, as_json)
 
 
 @data.command()
 @_INPUT
 @_OUT
 @_SPLIT
-def math(inputs: tuple[str, ...], out_dir: str, split: str | None) -> None:
+@_JSON
+def math(inputs: tuple[str, ...], out_dir: str, split: str | None, as_json: bool) -> None:
     """MATH (`problem`, `solution` with a final `\\boxed{...}`) -> SFT and verl RL rows.
 
     \b
     Example:
       mfsdp data math --input MATH/train.parquet --out data/math
     """
-    _convert("math", inputs, out_dir, split)
+    _convert("math", inputs, out_dir, split, as_json)
 
 
 @data.command()
@@ -91,7 +118,8 @@ def math(inputs: tuple[str, ...], out_dir: str, split: str | None) -> None:
     show_default=True,
     help="Operands a + b with a, b below this.",
 )
-def synthetic(out_dir: str, seed: int, digits: int) -> None:
+@_JSON
+def synthetic(out_dir: str, seed: int, digits: int, as_json: bool) -> None:
     """Single-digit addition ("3 + 4 =" -> "#### 7"), scored by the built-in GSM8K rule: a
     task a tiny model learns in CPU minutes (examples/grpo_tiny_cpu.yaml trains on it).
 
@@ -103,5 +131,4 @@ def synthetic(out_dir: str, seed: int, digits: int) -> None:
     from trainer.grpo.synthetic import write_addition_data
 
     require_writable_dir("--out", out_dir)
-    for name, path in write_addition_data(out_dir, seed=seed, digits=digits).items():
-        click.echo(f"{name}: {path}")
+    _echo_written(out_dir, write_addition_data(out_dir, seed=seed, digits=digits).values(), as_json)

@@ -82,7 +82,7 @@ def import_hf(
     from mfsdp_ckpt.convert.import_hf import import_hf as run_import
 
     def run():
-        with CallbackBar(enabled=not as_json, unit="tensor") as update:
+        with CallbackBar(enabled=not as_json, unit="tensor", desc="import") as update:
             progress = (
                 (lambda tensors, total, _bytes, _total_bytes: update(tensors, total))
                 if update

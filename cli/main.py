@@ -59,7 +59,8 @@ def main() -> None:
     if dropped:
         click.echo(f"note: {dropped}", err=True)
     args = sys.argv[1:]
-    as_json = "--json" in args[: args.index("--")] if "--" in args else "--json" in args
+    options = args[: args.index("--")] if "--" in args else args
+    as_json = any(arg == "--json" or arg.startswith("--json=") for arg in options)
     try:
         app.main(prog_name="mfsdp", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as err:  # `mfsdp ckpt` alone: its help
@@ -67,7 +68,7 @@ def main() -> None:
         sys.exit(2)
     except click.UsageError as err:
         where = f"; see '{err.ctx.command_path} --help'" if err.ctx is not None else ""
-        fail(f"{_usage_message(err)}{where}", 2, as_json)
+        fail(_misplaced_option(err, options) or f"{_usage_message(err)}{where}", 2, as_json)
     except click.ClickException as err:
         fail(err.format_message(), err.exit_code, as_json)
     except click.Abort:
@@ -83,3 +84,56 @@ def _usage_message(err: click.UsageError) -> str:
     if name and closest:
         return f"{err.message.rstrip('.')} (did you mean {closest[0]!r}?)"
     return err.format_message().rstrip(".")
+
+
+def _misplaced_option(err: click.UsageError, args: list[str]) -> str | None:
+    """For an option mfsdp has, given at the wrong level of the command: where it goes.
+    Global options (`-v`) belong to `mfsdp` and come before the command; a command's own
+    (`--json`, `--deep`) come after its name. click only says there is no such option there,
+    or suggests an unrelated close name (`--json` at the root got '--version')."""
+    if not isinstance(err, click.NoSuchOption) or err.ctx is None:
+        return None
+    option, ctx = err.option_name, err.ctx
+    here = f"No such option '{option}' for '{ctx.command_path}'"
+    owner = ctx.parent
+    while owner is not None:
+        if _takes(owner.command, option):
+            below = ctx.command_path[len(owner.command_path) :].strip()
+            return (
+                f"{here}: it is an option of '{owner.command_path}', given before the command "
+                f"({owner.command_path} {option} {below} ...)"
+            )
+        owner = owner.parent
+    named = _named_command(ctx.command, args)
+    taking = [words for words in _commands_below(ctx.command) if _takes(words[-1], option)]
+    if not taking:
+        return None
+    words = next((words for words in taking if words == named), taking[0])
+    path = " ".join(command.name or "" for command in words)
+    return f"{here}: give it after the command name ({ctx.command_path} {path} ... {option})"
+
+
+def _named_command(group: click.Command, args: list[str]) -> list[click.Command]:
+    """The commands below `group` that the words in `args` name (`ckpt`, `validate`)."""
+    named: list[click.Command] = []
+    command = group
+    for arg in args:
+        if not isinstance(command, click.Group):
+            break
+        if arg in command.commands:
+            command = command.commands[arg]
+            named.append(command)
+    return named
+
+
+def _commands_below(group: click.Command) -> list[list[click.Command]]:
+    """Every runnable command below `group`, as the chain of commands leading to it."""
+    if not isinstance(group, click.Group):
+        return []
+    return [
+        [sub, *chain] for sub in group.commands.values() for chain in (_commands_below(sub) or [[]])
+    ]
+
+
+def _takes(command: click.Command, option: str) -> bool:
+    return any(option in param.opts + param.secondary_opts for param in command.params)

@@ -14,6 +14,13 @@ from types import TracebackType
 from typing import Any
 
 
+def draws_bars(configured: bool) -> bool:
+    """Whether the trainer draws its bars: `trainer.progress_bar` (this rank's share of it) and
+    stderr a terminal, the same rule as `CallbackBar`. Into a log file or a pipe a bar is only
+    carriage returns; the runner then prints a plain line per logged step instead."""
+    return configured and sys.stderr.isatty()
+
+
 def step_bar(desc: str, total: int, initial: int, enabled: bool) -> Any:
     """Steps `initial` (resumed) to `total`, labelled with the runner's name (`desc`); a
     disabled bar (other ranks, `trainer.progress_bar=false`) still takes every call."""

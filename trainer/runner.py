@@ -24,7 +24,7 @@ from mfsdp_ckpt.format.layout import CheckpointPaths
 from trainer.config import ConfigError, write_resolved_config
 from trainer.distributed import DistEnv, distributed_run
 from trainer.metrics import MetricsLogger
-from trainer.progress import step_bar
+from trainer.progress import draws_bars, step_bar
 from trainer.resume import new_progress, resume_if_any
 from trainer.strategies.base import Strategy
 
@@ -184,17 +184,15 @@ class TrainingRun:
         bar = None
         try:
             hooks.before_first_step(metrics)
-            bar = step_bar(
-                self.name,
-                self.total_steps,
-                self.start,
-                self.env.is_main and self.cfg.trainer.progress_bar,
-            )
+            drawn = draws_bars(self.env.is_main and self.cfg.trainer.progress_bar)
+            bar = step_bar(self.name, self.total_steps, self.start, drawn)
             for step in range(self.start, self.stop):
                 record = hooks.train_step(step)
                 hooks.after_step(step + 1, record, metrics)
                 bar.set_postfix(hooks.bar_postfix(record), refresh=False)
                 bar.update(1)
+                if self.env.is_main and not drawn and self.should_log(step + 1):
+                    self._say_step(step + 1, hooks.bar_postfix(record))
             hooks.after_last_step(metrics)
             self.checkpointer.close()
         finally:
@@ -202,6 +200,12 @@ class TrainingRun:
                 bar.close()
             metrics.close()
             hooks.close()
+
+    def _say_step(self, done: int, shown: dict[str, str]) -> None:
+        """Without a bar (`trainer.progress_bar=false`, or stderr a log file), one plain line
+        per logged step, so a log still shows how the run goes."""
+        fields = " ".join(f"{key}={value}" for key, value in shown.items())
+        print(f"[{self.name}] step {done}/{self.total_steps} {fields}", file=sys.stderr)
 
     def is_due(self, every: int, done: int) -> bool:
         """Whether an `every`-steps event (0: never) falls on step `done`."""

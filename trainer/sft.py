@@ -13,7 +13,6 @@ that stops and resumes computes exactly what an uninterrupted run computes.
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,7 @@ from trainer.model import (
     write_hf_assets,
 )
 from trainer.optim import NonFiniteGradientError, clip_grad_norm, lr_at, set_lr
+from trainer.progress import draws_bars
 from trainer.runner import StepHooks, TrainingRun, planned_steps, run_in_process_group
 from trainer.strategies import make_strategy
 from trainer.strategies.base import Strategy
@@ -79,9 +79,6 @@ class SFTSteps(StepHooks):
             record["val/loss"] = self.result.eval_losses[done] = self.evaluate()
         if run.should_log(done):
             metrics.log(done, record)
-            if not cfg.trainer.progress_bar and self.env.is_main:
-                shown = " ".join(f"{k}={v}" for k, v in bar_postfix(record).items())
-                print(f"[sft] step {done}/{run.total_steps} {shown}", file=sys.stderr)
         if run.is_due(cfg.checkpoint.save_every, done):
             self._save(done)
 
@@ -193,7 +190,10 @@ def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
     tokenizer = load_tokenizer(cfg.model)
     hf_config = build_hf_config(cfg.model, tokenizer)
     train, val = load_sft_splits(
-        cfg.data, tokenizer, cfg.trainer.seed, progress=env.is_main and cfg.trainer.progress_bar
+        cfg.data,
+        tokenizer,
+        cfg.trainer.seed,
+        progress=draws_bars(env.is_main and cfg.trainer.progress_bar),
     )
     batch_size = cfg.data.global_batch_size
     total_steps = planned_steps(

@@ -51,6 +51,7 @@ from trainer.lora import adapters_disabled, is_lora_model, lora_scales
 from trainer.metrics import MetricsLogger
 from trainer.model import build_hf_config, build_model, load_tokenizer, write_hf_assets
 from trainer.optim import NonFiniteGradientError, clip_grad_norm, lr_at, set_lr
+from trainer.progress import draws_bars
 from trainer.rewards.dispatch import RewardScorer
 from trainer.rollout.base import RolloutEngine, SamplingParams
 from trainer.rollout.build import build_rollout_engine, engine_name
@@ -414,7 +415,7 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
     if not cfg.data.train_files:
         raise ConfigError("data.train_files: no training files given")
     run_dir = Path(cfg.trainer.run_dir)
-    show = env.is_main and cfg.trainer.progress_bar
+    show = draws_bars(env.is_main and cfg.trainer.progress_bar)
     tokenizer = load_tokenizer(cfg.model)
     hf_config = build_hf_config(cfg.model, tokenizer)
     train, dropped = load_rl_prompts(cfg.data.train_files, cfg.data, tokenizer, progress=show)
