@@ -53,11 +53,7 @@ def test_a_checkpoint_dir_this_user_cannot_read_is_a_failed_read_naming_it(tmp_p
             ["ckpt", "export-hf", "--out", str(tmp_path / "out")],
         )
     ]
-    target.chmod(0)
-    try:
-        records = run_cli_denied(cases)
-    finally:
-        target.chmod(0o755)
+    records = run_cli_denied(cases, unreadable=target)
     for args, record in zip(cases, records, strict=True):
         assert record["escaped"] is None, (args, record)
         assert record["exit"] == 1, (args, record)
@@ -71,11 +67,9 @@ def test_a_huggingface_dir_this_user_cannot_read_fails_the_export(tmp_path):
     run = tmp_path / "run"
     shutil.copytree(MFSDP_RUN, run)
     assets = run / STEP / "huggingface"
-    assets.chmod(0)
-    try:
-        (record,) = run_cli_denied([["ckpt", "export-hf", str(run), "--out", str(tmp_path / "o")]])
-    finally:
-        assets.chmod(0o755)
+    (record,) = run_cli_denied(
+        [["ckpt", "export-hf", str(run), "--out", str(tmp_path / "o")]], unreadable=assets
+    )
     assert record["exit"] == 1, record
     one_error(record["stderr"], str(assets), "Permission denied")
 

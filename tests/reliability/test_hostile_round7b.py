@@ -151,11 +151,7 @@ def test_validate_names_a_huggingface_dir_this_user_cannot_open(tmp_path, manife
         (run / STEP / "manifest.json").unlink()
     assets = run / STEP / "huggingface"
     cases = [["ckpt", "validate", str(run), *extra] for extra in ([], ["--json"], ["--deep"])]
-    assets.chmod(0)
-    try:
-        records = run_cli_denied(cases)
-    finally:
-        assets.chmod(0o755)
+    records = run_cli_denied(cases, unreadable=assets)
     for args, record in zip(cases, records, strict=True):
         assert record["escaped"] is None and record["exit"] == 1, (args, record)
         line = one_error(record["stderr"], "cannot open (Permission denied)")
@@ -282,13 +278,9 @@ def test_a_damaged_config_json_in_a_model_dir_is_a_failed_import(tmp_path, damag
 def test_a_config_json_this_user_cannot_read_is_a_failed_import(tmp_path):
     model = _hf_model(tmp_path)
     config = model / "config.json"
-    config.chmod(0)
-    try:
-        (record,) = run_cli_denied(
-            [["ckpt", "import-hf", str(model), "--out", str(tmp_path / "o")]]
-        )
-    finally:
-        config.chmod(0o644)
+    (record,) = run_cli_denied(
+        [["ckpt", "import-hf", str(model), "--out", str(tmp_path / "o")]], unreadable=config
+    )
     assert record["escaped"] is None and record["exit"] == 1, record
     one_error(record["stderr"], str(config), "Permission denied")
 

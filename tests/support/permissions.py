@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -40,16 +41,25 @@ print(json.dumps(records))
 """
 
 
-def run_cli_denied(cases: list[list[str]]) -> list[dict]:
+def run_cli_denied(cases: list[list[str]], unreadable: Path | None = None) -> list[dict]:
     """Run `mfsdp ARGS` for each argument list, as a user whom mode 000 (and 0o555) denies:
-    {exit, stdout, stderr, escaped (an exception the command let through)} per list."""
-    done = subprocess.run(
-        [*without_root_overrides(), sys.executable, "-c", _RUN_CASES, json.dumps(cases)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**repo_env(), "OMP_NUM_THREADS": "1"},
-        cwd=REPO,
-    )
+    {exit, stdout, stderr, escaped (an exception the command let through)} per list. With
+    `unreadable`, that file or directory has mode 000 while they run (its mode is restored)."""
+    command = [*without_root_overrides(), sys.executable, "-c", _RUN_CASES, json.dumps(cases)]
+    mode = unreadable.stat().st_mode if unreadable is not None else None
+    if unreadable is not None:
+        unreadable.chmod(0)
+    try:
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**repo_env(), "OMP_NUM_THREADS": "1"},
+            cwd=REPO,
+        )
+    finally:
+        if unreadable is not None:
+            unreadable.chmod(mode)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
