@@ -92,3 +92,17 @@ def test_decode_floor_is_the_slower_of_flops_and_bytes_per_step():
     assert decode_matmul_flops(model, full) / flops < decode_floor(
         model, prompts, full, bandwidth, flops
     )
+
+
+def test_decode_overlap_smoke_run_times_one_batch_and_two_halves():
+    """On CPU the two-stream row is left out (streams are CUDA's); the other two are timed
+    with the engine's decoder, and the first is the ratio's base."""
+    command = [sys.executable, str(REPO / "bench" / "decode_overlap.py"), "--shape", "tiny"]
+    command += ["--rows", "4", "--prompt-len", "16", "--steps", "6", "--device", "cpu"]
+    command += ["--dtype", "fp32", "--repeat", "1"]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(done.stdout.strip().splitlines()[-1])["rows"]
+    assert [row["setup"] for row in rows] == ["one batch", "two halves, one stream"]
+    assert rows[0]["ratio"] == 1.0 and all(row["ms_per_step"] > 0 for row in rows)
