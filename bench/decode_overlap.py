@@ -1,22 +1,23 @@
-"""Would two half-batches on two CUDA streams hide the decode step's memory-bound work?
+"""Would decoding the batch as two halves, overlapped, hide the decode step's memory-bound work?
 
 The hf engine runs a decode step's kernels one after another: the weight matmuls (compute-
 bound at 256 rows), then the attention and the element-wise kernels (memory-bound), layer
-by layer. Splitting the batch in two and decoding the halves on two streams lets one half's
-attention run while the other half's matmuls run, at the price of every weight matmul
-running twice at half the rows. This measures whether that trade pays, with the engine's own
-decoder (`StaticCacheDecoder`: static cache, CUDA graphs, the Triton decode kernels) and
-the bench's qwen2-1.5b shape, before anyone builds it into the engine:
+by layer. Splitting the batch in two and running the halves side by side (two streams)
+would let one half's attention run while the other half's matmuls run, at the price of
+every weight matmul running twice at half the rows. Overlapped, two halves cannot take
+less than their matmuls alone; this measures the two halves one after the other, with the
+engine's own decoder (`StaticCacheDecoder`: static cache, CUDA graphs, the Triton decode
+kernels), against one batch:
 
 * `one batch`: one decoder over all rows (what the engine does);
-* `two halves, one stream`: two decoders over half the rows each, one after the other;
-* `two halves, two streams`: the same two, each step's halves launched on their own stream.
+* `two halves, one stream`: two decoders over half the rows each, one after the other.
 
 Each row is milliseconds per decode step over `--steps` steps after a `--prompt-len`-token
 prefill (the decoded tokens do not change a step's cost, so every step feeds token 1).
+`bench/decode_matmuls.py --rows N` times the weight matmuls of a step at N rows.
 
 1xH200:
-  python bench/decode_overlap.py --shape qwen2-1.5b --rows 256 --steps 384
+  python bench/decode_overlap.py --shape qwen2-1.5b --rows 256 --steps 256 --repeat 1
 """
 
 from __future__ import annotations
@@ -25,9 +26,6 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
-from contextlib import nullcontext
-from functools import partial
 from pathlib import Path
 
 import torch
@@ -51,22 +49,15 @@ def decoders(model, prompts: list[list[int]], parts: int, steps: int) -> list[St
     return made
 
 
-def seconds_per_step(
-    model, prompts: list[list[int]], parts: int, steps: int, streams: bool, device: str
-) -> float:
-    """Wall seconds per decode step of `parts` decoders, launched on one stream or on one
-    stream each; the first two steps (graph capture) are not timed."""
+def seconds_per_step(model, prompts: list[list[int]], parts: int, steps: int, device: str) -> float:
+    """Wall seconds per decode step of `parts` decoders run one after the other; the first
+    two steps (graph capture) are not timed."""
     made = decoders(model, prompts, parts, steps)
     token = [torch.ones(len(prompts) // parts, dtype=torch.long, device=device) for _ in made]
-    contexts: list[Callable] = [
-        partial(torch.cuda.stream, torch.cuda.Stream()) if streams else nullcontext for _ in made
-    ]
-    synchronize(device)  # the prefills ran on the default stream
 
     def step() -> None:
-        for decoder, tokens, context in zip(made, token, contexts):
-            with context():
-                decoder.decode(tokens)
+        for decoder, tokens in zip(made, token):
+            decoder.decode(tokens)
 
     for _ in range(2):
         step()
@@ -105,17 +96,16 @@ def main() -> None:
         p[:1] + [1] * (args.prompt_len - 1)  # every prompt at full length: one cache width
         for p in make_prompts(args.rows, args.prompt_len, model.config.vocab_size)
     ]
-    setups = [("one batch", 1, False), ("two halves, one stream", 2, False)]
-    if args.device == "cuda":
-        setups.append(("two halves, two streams", 2, True))
+    setups = [("one batch", 1), ("two halves, one stream", 2)]
     rows = []
     with torch.inference_mode():
-        for name, parts, streams in setups:
+        for name, parts in setups:
             best = min(
-                seconds_per_step(model, prompts, parts, args.steps, streams, args.device)
+                seconds_per_step(model, prompts, parts, args.steps, args.device)
                 for _ in range(args.repeat)
             )
             rows.append({"setup": name, "ms_per_step": best * 1e3})
+            print(f"{name}: {best * 1e3:.3f} ms a step", file=sys.stderr, flush=True)
     base = rows[0]["ms_per_step"]
     print(f"{args.shape}, {args.rows} rows, slots {args.prompt_len}-{args.prompt_len + args.steps}")
     print("| setup | ms per decode step | x one batch |")

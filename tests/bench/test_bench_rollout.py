@@ -95,8 +95,7 @@ def test_decode_floor_is_the_slower_of_flops_and_bytes_per_step():
 
 
 def test_decode_overlap_smoke_run_times_one_batch_and_two_halves():
-    """On CPU the two-stream row is left out (streams are CUDA's); the other two are timed
-    with the engine's decoder, and the first is the ratio's base."""
+    """Both setups are timed with the engine's decoder; the first is the ratio's base."""
     command = [sys.executable, str(REPO / "bench" / "decode_overlap.py"), "--shape", "tiny"]
     command += ["--rows", "4", "--prompt-len", "16", "--steps", "6", "--device", "cpu"]
     command += ["--dtype", "fp32", "--repeat", "1"]
