@@ -58,7 +58,7 @@ as recorded.
 Examples:
   mfsdp ckpt inspect runs/demo
   mfsdp ckpt inspect runs/demo/sft/global_step_80/dist_ckpt --json | jq .tensors[0]
-  mfsdp ckpt inspect runs/demo/sft_lora --deep --json | jq .lora
+  mfsdp ckpt inspect runs/demo/sft_lora --deep --json | jq .lora   # docs/lora.md
 """
 )
 @click.argument("path", type=READ_PATH)

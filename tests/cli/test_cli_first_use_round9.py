@@ -265,3 +265,33 @@ def test_null_still_clears_a_key():
 
     config = load_config(SFTConfig, REPO / "examples" / "sft_gsm8k_qwen.yaml", ["model.path=null"])
     assert config.model.path is None
+
+
+@pytest.fixture(scope="module")
+def demo_dir(tmp_path_factory) -> Path:
+    """What `mfsdp demo` writes (two steps, one process: the same directories)."""
+    from click.testing import CliRunner
+
+    from cli.main import app
+
+    out = tmp_path_factory.mktemp("first_use") / "runs" / "demo"
+    done = CliRunner().invoke(app, ["demo", "--out", str(out), "--steps", "2", "--nproc", "1"])
+    assert done.exit_code == 0, done.output
+    return out
+
+
+def test_every_demo_path_an_example_names_is_written_by_the_demo_or_by_the_doc_it_cites(
+    demo_dir,
+):
+    """`runs/demo/sft_lora` exists only after docs/lora.md's recipe: an example naming it
+    must say so, or a user runs it straight after the demo and meets "no such path"."""
+    for where, text in _help_texts().items():
+        for line in text.splitlines():
+            read = re.sub(r"(--out |run_dir=)\S+", "", line.split(" # ")[0])  # written, not read
+            for name in re.findall(r"runs/demo/([\w.-]+)", read):
+                if (demo_dir / name).exists():
+                    continue
+                cited = re.findall(r"# .*?(docs/\w+\.md)", line)
+                assert cited, f"{where}: {line.strip()}: the demo writes no runs/demo/{name}"
+                recipe = (REPO / cited[0]).read_text()
+                assert re.search(rf"(run_dir=|--out )runs/demo/{name}\b", recipe), (where, line)
