@@ -58,7 +58,7 @@ as recorded.
 Examples:
   mfsdp ckpt inspect runs/demo
   mfsdp ckpt inspect runs/demo/sft/global_step_80/dist_ckpt --json | jq .tensors[0]
-  mfsdp ckpt inspect runs/demo/sft_lora --deep --json | jq .lora
+  mfsdp ckpt inspect runs/demo/sft_lora --deep --json | jq .lora   # docs/lora.md
 """
 )
 @click.argument("path", type=READ_PATH)
@@ -78,7 +78,9 @@ Examples:
 def inspect(path: str, role: str | None, as_json: bool, deep: bool) -> None:
     from mfsdp_ckpt.check.describe import describe_checkpoint, format_description
 
-    description = describe_checkpoint(path, role=role, deep=deep)
+    bar = CallbackBar(enabled=deep and not as_json, unit="B", desc="inspect", unit_scale=True)
+    with bar as progress:  # --deep on LoRA hashes the whole base model: minutes for a 7B one
+        description = describe_checkpoint(path, role=role, deep=deep, progress=progress)
     _say_note(description["note"])
     click.echo(json.dumps(description, indent=2) if as_json else format_description(description))
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from cli.errors import remember_json
+from mfsdp_ckpt.storage.out_lock import out_lock
 from mfsdp_ckpt.storage.writable import require_writable_dir
 
 
@@ -18,7 +19,9 @@ def _convert(
     from trainer.data.math_datasets import convert_files
 
     require_writable_dir("--out", out_dir)
-    _echo_written(out_dir, convert_files(dataset, list(inputs), out_dir, split).values(), as_json)
+    with out_lock(out_dir):
+        written = convert_files(dataset, list(inputs), out_dir, split)
+    _echo_written(out_dir, written.values(), as_json)
 
 
 def _echo_written(out_dir: str, paths: Iterable[Path], as_json: bool) -> None:
@@ -131,4 +134,6 @@ def synthetic(out_dir: str, seed: int, digits: int, as_json: bool) -> None:
     from trainer.grpo.synthetic import write_addition_data
 
     require_writable_dir("--out", out_dir)
-    _echo_written(out_dir, write_addition_data(out_dir, seed=seed, digits=digits).values(), as_json)
+    with out_lock(out_dir):
+        written = write_addition_data(out_dir, seed=seed, digits=digits)
+    _echo_written(out_dir, written.values(), as_json)

@@ -124,7 +124,7 @@ def export_hf(
       mfsdp ckpt export-hf verl_run/global_step_40 --out hf/step40
       mfsdp ckpt export-hf ckpts/iter_0001000 --hf-config Qwen2.5-7B/ --out hf/q7 \\
         --dtype bf16 --verify
-      mfsdp ckpt export-hf runs/demo/sft_lora --out hf/lora-adapter --adapter-only
+      mfsdp ckpt export-hf runs/demo/sft_lora --out hf/lora-adapter --adapter-only  # docs/lora.md
     """
     # Tensors are allocated and freed one after another; with transparent huge pages torch
     # faults them in 2 MiB pages instead of 4 KiB ones, fewer faults per tensor (the

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,7 @@ BASE_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 ADAPTER_CONFIG_FILE = "adapter_config.json"  # a PEFT adapter dir: config + weights
 ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
 PEFT_PREFIX = "base_model.model."  # what PeftModel puts in front of the model's own names
+ByteProgress = Callable[[int, int], None]  # (bytes done, bytes in all)
 _ADAPTER_KEY = re.compile(r"^(?P<module>.+)\.lora_(?P<which>[AB])\.(?P<adapter>[^.]+)\.weight$")
 
 
@@ -166,14 +168,15 @@ def read_base_model(manifest: Manifest, source: str = "manifest.json") -> BaseMo
 
 
 def base_model_problems(
-    record: BaseModelRecord, *, deep: bool
+    record: BaseModelRecord, *, deep: bool, progress: ByteProgress | None = None
 ) -> tuple[list[tuple[str, str]], list[str]]:
     """(errors as (where, what), cannot-check notes): is the base on disk the recorded one?
 
     Reads only the files the record names, directly in its directory, and only regular
     files (a FIFO or device there would block or never end); `deep` adds each file's digest
     (the algorithm its record names), which reads every byte of the base (the cheap check
-    compares sizes)."""
+    compares sizes): minutes for a 7B base, so `progress` gets (bytes hashed, bytes to hash)
+    as it goes."""
     if record.path is None or record.random_init:
         return [], [f"base model was a random init (seed {record.seed}); nothing on disk to check"]
     root = Path(record.path)
@@ -189,21 +192,36 @@ def base_model_problems(
     ]
     if not record.files:
         errors.append((str(root), "manifest records no weight files for the base model"))
+    hashed = _HashedBytes(sum(r.size for r in record.files.values()), progress)
     for name, expected in sorted(record.files.items()):
-        problem = _weight_file_problem(root / name, expected, deep)
+        problem = _weight_file_problem(root / name, expected, deep, hashed)
         if problem is not None:
             errors.append((str(root / name), problem))
     return errors, []
 
 
-def _weight_file_problem(file: Path, expected: FileRecord, deep: bool) -> str | None:
+class _HashedBytes:
+    """Bytes of the base hashed so far, reported to a `ByteProgress` block by block."""
+
+    def __init__(self, total: int, progress: ByteProgress | None):
+        self.done, self.total, self.progress = 0, total, progress
+
+    def add(self, count: int) -> None:
+        self.done += count
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
+
+def _weight_file_problem(
+    file: Path, expected: FileRecord, deep: bool, hashed: _HashedBytes
+) -> str | None:
     try:
         info = os.stat(file)
         if not stat.S_ISREG(info.st_mode):
             return "not a regular file"
         if info.st_size != expected.size:
             return f"has {info.st_size} bytes, the adapter was trained on {expected.size}"
-        if deep and hash_file(file, algorithm=expected.algorithm) != expected:
+        if deep and hash_file(file, algorithm=expected.algorithm, on_block=hashed.add) != expected:
             return f"{expected.algorithm} differs from the base the adapter was trained on"
     except FileNotFoundError:
         return "base model weight file is missing"

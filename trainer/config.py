@@ -275,10 +275,15 @@ def load_config(
 
 
 def parse_override_value(key: str, text: str) -> Any:
-    """The YAML value of one `key=value` override (None when empty), under the same bounds
-    as a config file (no python tags, no alias bombs)."""
+    """The YAML value of one `key=value` override, under the same bounds as a config file (no
+    python tags, no alias bombs). An empty value is refused rather than read as null: it is
+    what `model.path=$MODEL` becomes when MODEL is unset, and it silently meant "no path"
+    (a random model trained in place of the one meant); `key=null` clears a key."""
     if not text.strip():
-        return None
+        raise ConfigError(
+            f"command-line override {key}=: empty value (an unset shell variable?); "
+            f"give a value, or {key}=null to clear it"
+        )
     try:
         return parse_yaml(text, f"override {key}")
     except YAMLConfigError as err:

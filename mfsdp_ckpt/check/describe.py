@@ -10,7 +10,12 @@ from mfsdp_ckpt.check.printable import printable
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
-from mfsdp_ckpt.lora import base_model_problems, read_base_model, read_lora_settings
+from mfsdp_ckpt.lora import (
+    ByteProgress,
+    base_model_problems,
+    read_base_model,
+    read_lora_settings,
+)
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import CheckpointReader, ObjectEntry
 from mfsdp_ckpt.storage.shared_bytes import byte_sharing
@@ -53,10 +58,13 @@ def describe_object(reader: CheckpointReader, entry: ObjectEntry, decode: bool) 
     return described
 
 
-def describe_lora(manifest: Manifest | None, source: str, *, deep: bool) -> dict | None:
+def describe_lora(
+    manifest: Manifest | None, source: str, *, deep: bool, progress: ByteProgress | None = None
+) -> dict | None:
     """A LoRA checkpoint's adapter settings, its base model and whether the base on disk is
     the one the adapter was trained on (sizes; with `deep`, each file's digest under the
-    algorithm its record names, which reads every byte of the base); None when the
+    algorithm its record names, which reads every byte of the base, reported to `progress`
+    as (bytes hashed, bytes to hash)); None when the
     checkpoint is not LoRA. `base_check.hashes_checked` names the algorithms checked."""
     if manifest is None or manifest.lora is None:
         return None
@@ -87,7 +95,7 @@ def describe_lora(manifest: Manifest | None, source: str, *, deep: bool) -> dict
         "seed": record.seed,
         "files": [{"name": name, **r.to_json()} for name, r in record.files.items()],
     }
-    errors, notes = base_model_problems(record, deep=deep)
+    errors, notes = base_model_problems(record, deep=deep, progress=progress)
     if errors:
         check.update(status="failed", problems=[f"{where}: {what}" for where, what in errors])
     elif notes:
@@ -99,9 +107,14 @@ def describe_lora(manifest: Manifest | None, source: str, *, deep: bool) -> dict
 
 
 def describe_checkpoint(
-    path: str | os.PathLike, *, role: str | None = None, deep: bool = False
+    path: str | os.PathLike,
+    *,
+    role: str | None = None,
+    deep: bool = False,
+    progress: ByteProgress | None = None,
 ) -> dict:
-    """`deep`: also hash a LoRA checkpoint's base model files. `file_digests` names the
+    """`deep`: also hash a LoRA checkpoint's base model files (`progress` gets (bytes hashed,
+    bytes to hash) meanwhile). `file_digests` names the
     algorithms the manifest records its files with (what `validate --deep` checks)."""
     paths = layout.resolve_checkpoint(path, role=role)
     reader = CheckpointReader(paths.dist_ckpt)
@@ -141,7 +154,7 @@ def describe_checkpoint(
         "model_family": manifest.model_family if manifest else None,
         "created_at": manifest.created_at if manifest else None,
         "file_digests": sorted({r.algorithm for r in manifest.files.values()}) if manifest else [],
-        "lora": describe_lora(manifest, str(paths.manifest), deep=deep),
+        "lora": describe_lora(manifest, str(paths.manifest), deep=deep, progress=progress),
         "tensors": tensors,
         "objects": objects,
         "totals": {

@@ -222,10 +222,11 @@ def export_hf(
     PEFT adapter dir (`mfsdp_ckpt.convert.lora_export`).
 
     Raises ExportUsageError / CheckpointPathError / OutputDirError (bad usage), ExportError
-    (NonFiniteError: a weight holds NaN/Inf, unless `allow_nonfinite`),
-    CheckpointFormatError / CheckpointFileError / UnsafeMetadataError (bad checkpoint),
-    OSError (disk full, unwritable). On any failure nothing is left at `out_dir`, and
-    `overwrite` replaces only an empty directory or an earlier export (`out_dir.py`).
+    (NonFiniteError: a weight holds NaN/Inf, unless `allow_nonfinite`), OutputBusyError
+    (another run is writing `out_dir`), CheckpointFormatError / CheckpointFileError /
+    UnsafeMetadataError (bad checkpoint), OSError (disk full, unwritable). On any failure
+    nothing is left at `out_dir`, and `overwrite` replaces only an empty directory or an
+    earlier export (`out_dir.py`).
     """
     from mfsdp_ckpt.convert.lora_export import (  # it builds on this module
         export_lora,

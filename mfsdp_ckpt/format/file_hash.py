@@ -116,15 +116,19 @@ def hash_file(
     path: str | os.PathLike,
     root: str | os.PathLike | None = None,
     algorithm: str = WRITE_ALGORITHM,
+    on_block: Callable[[int], None] | None = None,
 ) -> FileRecord:
     """The record of a regular file (inside `root` when given), read in bounded blocks;
-    anything else (a FIFO, a device, a link out of `root`) is refused unread."""
+    anything else (a FIFO, a device, a link out of `root`) is refused unread. `on_block`
+    gets each block's length as it is hashed (a progress bar over a large file)."""
     digest, size = Digest(algorithm), 0
     fd = safe_files.open_regular(path, root)
     with os.fdopen(fd, "rb") as handle:
         while block := handle.read(_READ_BLOCK):
             digest.update(block)
             size += len(block)
+            if on_block is not None:
+                on_block(len(block))
     return digest.record(size)
 
 

@@ -3,10 +3,9 @@ anything this command did not mean to replace.
 
 What a command that writes a directory (`export-hf`, `import-hf`) needs, in one place:
 
-* one writer per output: a lock file `.<name>.out-lock` next to `<out>`, held with
-  `flock` for the whole command. The kernel drops the lock when the process dies, so a
-  SIGKILLed run never blocks the next one, and a second concurrent run into the same
-  `<out>` is refused instead of silently replacing the first one's result;
+* one writer per output: `out_lock.py`'s lock beside `<out>`, held for the whole command,
+  so a second concurrent run into the same `<out>` is refused instead of silently
+  replacing the first one's result;
 * a hidden work directory `.<name>.export-tmp-<pid>` next to `<out>` (same filesystem, so
   publishing is one rename). Work directories of ours that a killed run left behind are
   removed by the next run into the same `<out>`, once it holds the lock (no live owner
@@ -29,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import fcntl
 import os
 import re
 import shutil
@@ -38,8 +36,8 @@ from pathlib import Path
 
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.layout import fsync_path
+from mfsdp_ckpt.storage.out_lock import acquire_out_lock, release_out_lock
 
-LOCK_SUFFIX = ".out-lock"
 _WORK_TAG = ".export-"
 # Checkpoint pieces that --overwrite must never delete (layout.py's names).
 _CHECKPOINT_MARKERS = (
@@ -161,7 +159,6 @@ class OutputClaim:
         self.out = out
         self.overwrite = overwrite
         self.tmp = out.with_name(f".{out.name}{_WORK_TAG}tmp-{os.getpid()}")
-        self._lock_path = out.with_name(f".{out.name}{LOCK_SUFFIX}")
         self._lock_fd: int | None = None
         self._original: tuple[int, int] | None = None  # (st_dev, st_ino) --overwrite may replace
         self.published = False
@@ -278,37 +275,12 @@ class OutputClaim:
         return (info.st_dev, info.st_ino) == self._original
 
     def _lock(self) -> None:
-        """flock on `.<name>.out-lock`; the inode check makes a lock file unlinked by a
-        finishing owner between our open and our flock count as not held."""
-        while True:
-            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                owner = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-                os.close(fd)
-                raise OutputDirError(
-                    f"{self.out}: another command is writing it (pid {owner});"
-                    " wait for it or choose another --out"
-                ) from None
-            try:
-                same = os.fstat(fd).st_ino == os.lstat(self._lock_path).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-                self._lock_fd = fd
-                return
-            os.close(fd)
+        self._lock_fd = acquire_out_lock(self.out)
 
     def _unlock(self) -> None:
-        if self._lock_fd is None:
-            return
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self._lock_path)  # while still held: nobody can hold a lock on it now
-        os.close(self._lock_fd)
-        self._lock_fd = None
+        if self._lock_fd is not None:
+            release_out_lock(self.out, self._lock_fd)
+            self._lock_fd = None
 
     def _remove_stale_work_dirs(self) -> None:
         """Work dirs of earlier runs into this `out` (ours by name; with the lock held no

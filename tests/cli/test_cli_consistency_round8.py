@@ -4,7 +4,6 @@ error under --json is one JSON object on stdout, whichever way --json was spelle
 
 from __future__ import annotations
 
-import io
 import json
 
 import click
@@ -13,6 +12,7 @@ import pytest
 from cli.main import app, main
 from tests.support.paths import FIXTURES, REPO
 from tests.support.sft import TINY_CONFIG, write_chat_jsonl
+from tests.support.terminal import Terminal
 from trainer.grpo.synthetic import write_addition_data
 
 GRPO_CONFIG = REPO / "examples" / "grpo_tiny_cpu.yaml"
@@ -151,13 +151,6 @@ def test_a_data_command_failing_under_json_prints_the_error_object(
     assert err == f"error: {tmp_path / 'absent.jsonl'}: no such file\n"
 
 
-class _Terminal(io.StringIO):
-    """stderr as a terminal: where the long-running commands draw their bars."""
-
-    def isatty(self) -> bool:
-        return True
-
-
 def _long_commands(tmp_path) -> dict[str, list[str]]:
     """The commands that show progress, each on the tiny Megatron-FSDP fixture run."""
     exported = tmp_path / "hf"
@@ -173,7 +166,7 @@ def test_progress_bars_are_labelled_on_a_terminal_and_absent_under_json(
     monkeypatch, capsys, tmp_path, as_json
 ):
     for label, args in _long_commands(tmp_path).items():
-        terminal = _Terminal()
+        terminal = Terminal()
         monkeypatch.setattr("sys.stderr", terminal)
         monkeypatch.setattr("sys.argv", ["mfsdp", *args, *(["--json"] if as_json else [])])
         main()
@@ -212,7 +205,7 @@ def test_training_into_a_log_draws_no_bars_but_says_each_step(monkeypatch, capsy
 
 
 def test_training_on_a_terminal_draws_its_step_bar(monkeypatch, capsys, tmp_path):
-    terminal = _Terminal()
+    terminal = Terminal()
     monkeypatch.setattr("sys.stderr", terminal)
     monkeypatch.setattr("sys.argv", ["mfsdp", *_train_sft_args(tmp_path)])
     main()

@@ -30,6 +30,7 @@ from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format.dcp_metadata import load_metadata
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.out_dir import OutputDirError, claim_output
+from mfsdp_ckpt.storage.out_lock import OutputBusyError
 from tests.support.export import save_single_process_checkpoint
 from tests.support.paths import REPO
 
@@ -172,8 +173,8 @@ def test_a_second_export_into_one_out_is_refused_while_the_first_runs(run_dir, t
     try:
         _wait_for(marker, first)
         second = _export(run_dir, "--out", out, *flags)
-        _one_line_error(second, 2, str(out), "another command is writing it")
-        with pytest.raises(OutputDirError, match="another command"):
+        _one_line_error(second, 1, str(out), "another command is writing it")
+        with pytest.raises(OutputBusyError, match="another command"):
             claim_output(out, overwrite=True)
     finally:
         assert first.wait(timeout=120) == 0, first.stderr.read()

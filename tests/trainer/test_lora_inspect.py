@@ -11,8 +11,9 @@ import pytest
 import xxhash
 from click.testing import CliRunner
 
-from cli.main import app
+from cli.main import app, main
 from tests.support.sft import tiny_config, write_chat_jsonl
+from tests.support.terminal import Terminal
 from trainer.sft import run_sft
 
 TARGETS = ["q_proj", "v_proj"]
@@ -106,3 +107,27 @@ def test_inspect_of_a_full_checkpoint_has_no_lora_section(lora_run, tmp_path):
     run_sft(tiny_config(data, run, "trainer.total_steps=1", "data.global_batch_size=4"))
     assert json.loads(_inspect(run, "--json"))["lora"] is None
     assert "lora " not in _inspect(run)
+
+
+@pytest.mark.parametrize(
+    "flags, drawn",
+    [(["--deep"], True), (["--deep", "--json"], False), ([], False)],
+    ids=["deep", "deep-json", "sizes-only"],
+)
+def test_inspect_deep_shows_the_base_model_hashing_on_a_terminal(
+    lora_run, monkeypatch, capsys, flags, drawn
+):
+    """--deep reads every byte of the base model (minutes for a 7B one): a bar in bytes on a
+    terminal, as validate and export draw theirs; none under --json or without hashing."""
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    monkeypatch.setattr("sys.argv", ["mfsdp", "ckpt", "inspect", str(lora_run / "run"), *flags])
+    main()
+    capsys.readouterr()
+    bars = [line for line in terminal.getvalue().split("\r") if "%|" in line]
+    size = (lora_run / "base" / "model.safetensors").stat().st_size
+    if drawn:
+        assert bars and all(bar.startswith("inspect:") for bar in bars), bars
+        assert f"/{size / 1e6:.2f}M [" in bars[0], (size, bars)  # of every byte of the base
+    else:
+        assert bars == []

@@ -6,16 +6,12 @@ import io
 
 import pytest
 
+from tests.support.terminal import Terminal
 from trainer.progress import CallbackBar, step_bar
 
 
-class _Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
 def test_callback_bar_draws_done_of_total_on_a_terminal(monkeypatch: pytest.MonkeyPatch):
-    terminal = _Terminal()
+    terminal = Terminal()
     monkeypatch.setattr("sys.stderr", terminal)
     with CallbackBar(enabled=True, unit="tensor") as update:
         assert update is not None
@@ -28,7 +24,7 @@ def test_callback_bar_draws_done_of_total_on_a_terminal(monkeypatch: pytest.Monk
 def test_callback_bar_is_silent_off_a_terminal_or_when_disabled(
     monkeypatch: pytest.MonkeyPatch, enabled: bool, terminal: bool
 ):
-    stderr = _Terminal() if terminal else io.StringIO()
+    stderr = Terminal() if terminal else io.StringIO()
     monkeypatch.setattr("sys.stderr", stderr)
     bar = CallbackBar(enabled=enabled, unit="B", unit_scale=True)
     with bar as update:
@@ -38,7 +34,7 @@ def test_callback_bar_is_silent_off_a_terminal_or_when_disabled(
 
 
 def test_step_bar_starts_at_the_resumed_step(monkeypatch: pytest.MonkeyPatch):
-    terminal = _Terminal()
+    terminal = Terminal()
     monkeypatch.setattr("sys.stderr", terminal)
     bar = step_bar("sft", total=10, initial=4, enabled=True)
     bar.update(1)

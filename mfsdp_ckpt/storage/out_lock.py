@@ -1,0 +1,80 @@
+"""One writer per output path: an exclusive `flock` on `.<name>.out-lock` beside `<out>`.
+
+Every command that writes a directory the user names (`export-hf`, `import-hf`, `data ...`)
+holds it for the whole command, so a second run into the same `--out` stops at once instead
+of interleaving its files with the first run's. `flock` belongs to the open file: the kernel
+drops it when the holder dies, so a lock file a SIGKILLed run left behind is taken over by
+the next run, never waited on. A holder that exits normally, fails or is stopped by Ctrl-C
+removes the file on the way out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from mfsdp_ckpt.errors import MfsdpFailedError
+
+LOCK_SUFFIX = ".out-lock"
+
+
+class OutputBusyError(MfsdpFailedError, ValueError):
+    """Another live process holds the output's lock (exit 1: retry once it is done)."""
+
+
+def lock_path_for(out: Path) -> Path:
+    return out.with_name(f".{out.name}{LOCK_SUFFIX}")
+
+
+def acquire_out_lock(out: Path, option: str = "--out") -> int:
+    """The open, locked descriptor of `out`'s lock file, or OutputBusyError naming `out`
+    and the holder's pid. The inode check makes a lock file that a finishing holder
+    unlinked between our open and our flock count as not held."""
+    lock_path = lock_path_for(out)
+    while True:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise OutputBusyError(
+                f"{out}: another command is writing it (pid {owner});"
+                f" wait for it or choose another {option}"
+            ) from None
+        try:
+            same = os.fstat(fd).st_ino == os.lstat(lock_path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            return fd
+        os.close(fd)
+
+
+def release_out_lock(out: Path, fd: int) -> None:
+    """Remove the lock file while still holding it (nobody can lock that inode after), then
+    drop the lock."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(lock_path_for(out))
+    os.close(fd)
+
+
+@contextlib.contextmanager
+def out_lock(out: str | os.PathLike, option: str = "--out") -> Iterator[None]:
+    """Hold `out`'s lock for the `with` block (see the module docstring).
+
+    >>> with out_lock("data/gsm8k"):
+    ...     write_tables(...)
+    """
+    path = Path(os.path.abspath(out))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = acquire_out_lock(path, option)
+    try:
+        yield
+    finally:
+        release_out_lock(path, fd)
