@@ -524,6 +524,7 @@ def _check_against_recorded_config(
     leaves the check out: the checkpoint is not damaged by it. One that cannot be read
     (a pickle naming os.system, bad YAML) is an error."""
     from mfsdp_ckpt.convert.export_source import json_config
+    from mfsdp_ckpt.convert.hf_config import HFConfigError
     from mfsdp_ckpt.convert.megatron_config import (
         MegatronConfigError,
         MegatronSettingsMissing,
@@ -538,8 +539,17 @@ def _check_against_recorded_config(
         where, _, message = str(err).partition(": ")
         report.add(ERROR, where, message or str(err))
         return
-    if derived is not None:
-        _check_plan(paths, reader, report, derived.source, lambda: json_config(derived.config, ""))
+    if derived is None:
+        return
+    record = derived
+
+    def config() -> object:
+        made = json_config(record.config, record.source)
+        if made is None:  # every family a record maps to has a name_maps table
+            raise HFConfigError(f"{record.source}: no name table for {record.config['model_type']}")
+        return made
+
+    _check_plan(paths, reader, report, derived.source, config)
 
 
 def _check_plan(paths, reader, report: ValidationReport, where, config_of) -> None:

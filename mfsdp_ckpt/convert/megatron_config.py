@@ -185,8 +185,10 @@ def hf_config_from_megatron(
         "tie_word_embeddings": not values["untie_embeddings_and_output_weights"],
         "dtype": _dtype(values),
     }
+    if family != "qwen2":  # Qwen2's q/k/v biases are implied by its model_type
+        config["attention_bias"] = False
     if family == "llama":
-        config.update(attention_bias=False, mlp_bias=False)
+        config["mlp_bias"] = False
     return DerivedConfig(config, notes)
 
 
