@@ -7,7 +7,7 @@ from collections import Counter
 from typing import Any
 
 from mfsdp_ckpt.check.printable import printable
-from mfsdp_ckpt.errors import CheckpointFormatError
+from mfsdp_ckpt.errors import CheckpointFormatError, MfsdpError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.lora import (
@@ -56,6 +56,23 @@ def describe_object(reader: CheckpointReader, entry: ObjectEntry, decode: bool) 
     if isinstance(value, _SCALARS):
         described["value"] = value if not isinstance(value, str) else value[:MAX_SHOWN_VALUE_CHARS]
     return described
+
+
+def describe_recorded_model(paths: layout.CheckpointPaths, reader: CheckpointReader) -> dict | None:
+    """The Hugging Face config export derives from the checkpoint's own record of its model
+    (Megatron-LM's args, Megatron-Bridge's run_config.yaml), or why it derives none; None
+    when there is no such record. Read through the restricted unpickler / safe YAML."""
+    from mfsdp_ckpt.convert.megatron_config import has_recorded_config, recorded_config
+
+    if not has_recorded_config(paths, reader):
+        return None
+    try:
+        derived = recorded_config(paths, reader)
+    except MfsdpError as err:
+        return {"source": None, "config": None, "problem": str(err)}
+    if derived is None:
+        return None
+    return {"source": derived.source, "config": derived.config, "problem": None}
 
 
 def describe_lora(
@@ -145,6 +162,7 @@ def describe_checkpoint(
         "checkpoint": str(paths.dist_ckpt),
         "step": paths.step,
         "layout": paths.kind,
+        "recorded_model": describe_recorded_model(paths, reader),
         "role": paths.role,
         "roles": list(paths.roles),
         "note": paths.note,
@@ -186,6 +204,9 @@ def format_description(description: dict) -> str:
     for key in ("world_size", "strategy", "model_family", "created_at"):
         if description[key] is not None:
             lines.append(f"{key:<11} {printable(description[key])}")
+    recorded = description.get("recorded_model")
+    if recorded is not None:
+        lines.append(f"model       {printable(_recorded_line(recorded))}")
     if description["file_digests"]:
         lines.append(f"digests     {', '.join(description['file_digests'])} (manifest.json)")
     if description.get("lora") is not None:
@@ -228,6 +249,17 @@ def format_description(description: dict) -> str:
         " entries"
     )
     return "\n".join(lines)
+
+
+def _recorded_line(recorded: dict) -> str:
+    config = recorded["config"]
+    if config is None:
+        return f"no Hugging Face config derived: {recorded['problem']}"
+    return (
+        f"{config['architectures'][0]}, {config['num_hidden_layers']} layers, hidden"
+        f" {config['hidden_size']}, vocab {config['vocab_size']} (from {recorded['source']};"
+        " export-hf writes this config.json)"
+    )
 
 
 def format_lora(lora: dict) -> list[str]:

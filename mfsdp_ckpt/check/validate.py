@@ -461,6 +461,7 @@ def _check_against_config(
 ) -> None:
     config_file = _config_file(paths, hf_config)
     if config_file is None:
+        _check_against_recorded_config(paths, reader, report)
         return
     from mfsdp_ckpt.convert.hf_config import HFConfigError, expected_weights_for
 
@@ -509,18 +510,59 @@ def _check_mapped_against_config(
 ) -> None:
     """Weights not named as in transformers (Megatron-core's GPTModel): map them as export
     would and check every resulting shape against the config, before anyone exports."""
+    from mfsdp_ckpt.convert.export_source import load_config
+
+    _check_plan(paths, reader, report, config_file, lambda: load_config(config_file))
+
+
+def _check_against_recorded_config(
+    paths, reader: CheckpointReader, report: ValidationReport
+) -> None:
+    """Without a Hugging Face config, the one the checkpoint's own record implies
+    (Megatron-LM's args, Megatron-Bridge's run_config.yaml), as export derives it. A record
+    that describes a model no family here computes (MoE, LayerNorm) or lacks the sizes
+    leaves the check out: the checkpoint is not damaged by it. One that cannot be read
+    (a pickle naming os.system, bad YAML) is an error."""
+    from mfsdp_ckpt.convert.export_source import json_config
+    from mfsdp_ckpt.convert.hf_config import HFConfigError
+    from mfsdp_ckpt.convert.megatron_config import (
+        MegatronConfigError,
+        MegatronSettingsMissing,
+        recorded_config,
+    )
+
+    try:
+        derived = recorded_config(paths, reader)
+    except (MegatronConfigError, MegatronSettingsMissing):
+        return
+    except (CheckpointFormatError, CheckpointFileError) as err:
+        where, _, message = str(err).partition(": ")
+        report.add(ERROR, where, message or str(err))
+        return
+    if derived is None:
+        return
+    record = derived
+
+    def config() -> object:
+        made = json_config(record.config, record.source)
+        if made is None:  # every family a record maps to has a name_maps table
+            raise HFConfigError(f"{record.source}: no name table for {record.config['model_type']}")
+        return made
+
+    _check_plan(paths, reader, report, derived.source, config)
+
+
+def _check_plan(paths, reader, report: ValidationReport, where, config_of) -> None:
     from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError
     from mfsdp_ckpt.convert.export_plan import plan_export
-    from mfsdp_ckpt.convert.export_source import load_config, source_for
+    from mfsdp_ckpt.convert.export_source import source_for
     from mfsdp_ckpt.convert.hf_config import HFConfigError
 
     try:
-        config = load_config(config_file)
-        source = source_for(paths, reader)
-        plan_export(source, config)
+        plan_export(source_for(paths, reader), config_of())
     except (ExportError, ExportUsageError, HFConfigError) as err:
         report.add(
-            ERROR, config_file, f"the weights do not fit this config: {str(err).split(': ', 1)[-1]}"
+            ERROR, where, f"the weights do not fit this config: {str(err).split(': ', 1)[-1]}"
         )
 
 

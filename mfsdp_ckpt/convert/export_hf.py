@@ -51,6 +51,12 @@ from mfsdp_ckpt.convert.export_source import (
 from mfsdp_ckpt.convert.export_stream import _nonfinite, _PieceBuffers, _stream, _streamable
 from mfsdp_ckpt.convert.export_verify import verify_export
 from mfsdp_ckpt.convert.hf_config import MAX_LAYERS, HFConfigError
+from mfsdp_ckpt.convert.megatron_config import (
+    DerivedConfig,
+    MegatronSettingsMissing,
+    has_recorded_config,
+    recorded_config,
+)
 from mfsdp_ckpt.convert.name_maps import MappedTensor
 from mfsdp_ckpt.convert.units import human_bytes, human_rate
 from mfsdp_ckpt.format import layout
@@ -197,6 +203,72 @@ def _set_config_dtype(config_file: Path, dtype: DType) -> None:
     config_file.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
+def _no_config_message(source: _Source, lacking: str = "") -> str:
+    return (
+        f"{source.location}: the checkpoint holds no Hugging Face config (Megatron-LM saves"
+        f" none, verl keeps it in {layout.HF_ASSETS_DIR}/){lacking}; pass --hf-config with the"
+        " Hugging Face model dir the run started from (config.json, and tokenizer files for"
+        f" AutoTokenizer){weights_summary(source.reader.tensors)}"
+    )
+
+
+def _derived_config(source: _Source, paths: layout.CheckpointPaths) -> DerivedConfig | None:
+    """The config a Megatron checkpoint's own record (Bridge's run_config.yaml, Megatron-LM's
+    args) implies; None when it records none. A record without the model's sizes asks for
+    --hf-config (exit 2), naming what it lacks; a model no family here computes is exit 1."""
+    try:
+        return recorded_config(paths, source.reader)
+    except MegatronSettingsMissing as err:
+        lacking = f"; its {err.record} lacks {', '.join(err.missing)}"
+        raise ExportUsageError(_no_config_message(source, lacking)) from None
+
+
+def _derived_assets(
+    derived: DerivedConfig, paths: layout.CheckpointPaths, io: str
+) -> dict[str, Callable[[], bytes]]:
+    """config.json from the record, and the tokenizer files Megatron-Bridge saved into the
+    iteration dir (read inside the checkpoint, as its huggingface/ files are)."""
+    text = json.dumps(derived.config, indent=2, sort_keys=True) + "\n"
+    assets: dict[str, Callable[[], bytes]] = {"config.json": text.encode}
+    if paths.tokenizer_dir is not None:
+        tokenizer = _asset_files(str(paths.tokenizer_dir), io, paths.root)
+        assets.update({n: load for n, load in tokenizer.items() if n != "config.json"})
+    return assets
+
+
+def _config_notes(
+    source: _Source,
+    paths: layout.CheckpointPaths | None,
+    derived: DerivedConfig | None,
+    hf_config: str | os.PathLike | None,
+) -> list[str]:
+    """Where config.json came from, when the checkpoint records its model."""
+    if derived is not None:
+        family = derived.config["architectures"][0]
+        return [
+            f"config.json derived from {derived.source} ({family}); --hf-config DIR overrides it",
+            *derived.notes,
+        ]
+    if hf_config is not None and paths is not None and has_recorded_config(paths, source.reader):
+        return [f"config.json from --hf-config {hf_config}, not from the checkpoint's own record"]
+    return []
+
+
+def _no_tokenizer_note(asset_location: str, derived: DerivedConfig | None, out: Path) -> str:
+    if derived is None:
+        return f"no tokenizer files in {asset_location}; AutoTokenizer will not load {out}"
+    named = (
+        f"; the run named tokenizer_model {derived.tokenizer_model!r} (not read): copy its"
+        f" tokenizer files into {out}"
+        if derived.tokenizer_model
+        else ""
+    )
+    return (
+        f"no tokenizer written: the checkpoint holds no tokenizer files{named};"
+        f" AutoTokenizer will not load {out} until then"
+    )
+
+
 def export_hf(
     ckpt: str | os.PathLike,
     out_dir: str | os.PathLike,
@@ -249,19 +321,21 @@ def export_hf(
     out = Path(out_dir)
     source = _resolve_source(str(ckpt), io, role)
     _check_out_dir(out, source.protected, model_dirs_of(hf_config))
+    local_paths = None if is_url(str(ckpt)) else layout.resolve_checkpoint(ckpt, role=role)
     asset_location = str(hf_config) if hf_config is not None else source.hf_assets
+    derived: DerivedConfig | None = None
+    if asset_location is None and local_paths is not None:
+        derived = _derived_config(source, local_paths)
+        asset_location = derived.source if derived is not None else None
     if asset_location is None:
-        raise ExportUsageError(
-            f"{source.location}: the checkpoint holds no Hugging Face config (Megatron-LM saves"
-            f" none, verl keeps it in {layout.HF_ASSETS_DIR}/); pass --hf-config with the Hugging"
-            " Face model dir the run started from (config.json, and tokenizer files for"
-            f" AutoTokenizer){weights_summary(source.reader.tensors)}"
-        )
+        raise ExportUsageError(_no_config_message(source))
     if hf_config is not None and not Path(hf_config).exists():
         raise ExportUsageError(f"{hf_config}: no such file or directory (--hf-config)")
-    local_paths = None if is_url(str(ckpt)) else layout.resolve_checkpoint(ckpt, role=role)
     asset_root = local_paths.root if local_paths is not None and hf_config is None else None
-    assets = _asset_files(asset_location, io, asset_root)
+    if derived is not None and local_paths is not None:
+        assets = _derived_assets(derived, local_paths, io)
+    else:
+        assets = _asset_files(asset_location, io, asset_root)
     if "config.json" not in assets:
         raise ExportUsageError(
             f"{asset_location}: no config.json; pass --hf-config DIR|config.json"
@@ -329,9 +403,10 @@ def export_hf(
                 writer.abort()
             raise
     notes = [local_paths.note] if local_paths is not None and local_paths.note else []
+    notes += _config_notes(source, local_paths, derived, hf_config)
     notes += plan.dropped_padding_notes()
     if not any(name.startswith("tokenizer") for name in assets):
-        notes.append(f"no tokenizer files in {asset_location}; AutoTokenizer will not load {out}")
+        notes.append(_no_tokenizer_note(asset_location, derived, out))
     return ExportResult(
         out_dir=str(out),
         layout=plan.layout,

@@ -187,11 +187,17 @@ def load_config(path: str | os.PathLike, max_layers: int = MAX_LAYERS):
         data = None
     if not isinstance(data, dict):
         return load_hf_config(path)
-    check_geometry(data, path, max_layers)
+    return json_config(data, path, max_layers) or load_hf_config(path)
+
+
+def json_config(
+    data: dict, where: str | os.PathLike, max_layers: int = MAX_LAYERS
+) -> JsonConfig | None:
+    """config.json data as a `JsonConfig` (its sizes checked first), or None when
+    name_maps does not know the family or a number it needs is missing."""
+    check_geometry(data, where, max_layers)
     shapes = hf_state_dict_shapes(data)
-    if shapes is None:
-        return load_hf_config(path)
-    return JsonConfig(**data, hf_shapes=shapes)
+    return None if shapes is None else JsonConfig(**data, hf_shapes=shapes)
 
 
 def _expected_weights(config) -> ExpectedWeights:

@@ -16,6 +16,8 @@ and reads, besides its own, the layouts verl and Megatron-LM write (docs/interop
                   optimizer/dist_ckpt/, extra/dist_ckpt/}
     verl SFT      RUN/global_step_N/{dist_ckpt/, huggingface/, data_<rank>.pt}
     Megatron-LM   RUN/iter_0000100/{.metadata, *.distcp} (tracker "100" or "release")
+    Megatron-Bridge  RUN/{latest_train_state.pt, latest_checkpointed_iteration.txt,
+                  iter_0000100/{.metadata, *.distcp, train_state.pt, run_config.yaml, tokenizer/}}
 
 Any level of any of them resolves (run, step, role, `model/`, `dist_ckpt/`) to a
 `CheckpointPaths`. Everything else in mfsdp (the saver, the reader, validate, export) asks
@@ -53,15 +55,23 @@ MEGATRON_ITER_PREFIX = "iter_"
 MEGATRON_RELEASE_DIR = "release"
 VERL_CONTENTS_FILE = "ckpt_contents.json"
 VERL_MODEL_DIR = "model"
+# Megatron-Bridge (megatron/bridge/training/utils/checkpoint_utils.py): its tracker, read
+# before latest_checkpointed_iteration.txt, is a torch.save of the train state.
+BRIDGE_TRACKER_FILE = "latest_train_state.pt"
+BRIDGE_TRAIN_STATE_FILE = "train_state.pt"
+BRIDGE_RUN_CONFIG_FILE = "run_config.yaml"
+BRIDGE_TOKENIZER_DIR = "tokenizer"
+BRIDGE_TRACKER_MAX_BYTES = 1 << 20  # about 2 KB: eight 0-dim tensors
 ROLES = ("actor", "critic")
 DEFAULT_ROLE = "actor"
 # layout kinds, as reported by inspect/validate and named in docs/interop.md
-MFSDP, VERL_RL_V1, VERL_RL_V2, VERL_SFT, MEGATRON_LM, BARE_DCP = (
+MFSDP, VERL_RL_V1, VERL_RL_V2, VERL_SFT, MEGATRON_LM, MEGATRON_BRIDGE, BARE_DCP = (
     "mfsdp",
     "verl-rl-v1",
     "verl-rl-v2",
     "verl-sft",
     "megatron-lm",
+    "megatron-bridge",
     "dist_ckpt",
 )
 
@@ -166,6 +176,29 @@ def read_tracker_text(run_dir: str | os.PathLike) -> str | None:
     return text
 
 
+def read_bridge_tracker(run_dir: str | os.PathLike) -> str | None:
+    """The step Megatron-Bridge's `latest_train_state.pt` names, as tracker text; None when
+    absent. Read bounded through `safe_files` and `saved_objects.load_scalars` (the
+    restricted unpickler: no torch.load); anything but a train state with an integer
+    `step` of at least 0 is a damaged run dir."""
+    from mfsdp_ckpt.errors import CheckpointFormatError
+    from mfsdp_ckpt.format.saved_objects import load_scalars
+
+    tracker = Path(run_dir) / BRIDGE_TRACKER_FILE
+    if not os.path.lexists(tracker):
+        return None
+    try:
+        raw = safe_files.read_bytes(tracker, BRIDGE_TRACKER_MAX_BYTES, root=run_dir)
+        step = load_scalars(raw, str(tracker)).get("step")
+    except (CheckpointFileError, CheckpointFormatError) as err:
+        raise DamagedRunDirError(f"{err}{steps_here(run_dir)}") from None
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 10**18:
+        raise DamagedRunDirError(
+            f"{tracker}: expected an integer step, found {step!r:.40}{steps_here(run_dir)}"
+        )
+    return str(step)
+
+
 def steps_here(run_dir: str | os.PathLike) -> str:
     """` (step dirs here: global_step_10, global_step_20)` or ` (no step dirs here)`: what a
     message about a broken tracker adds, so the user sees what could be read instead."""
@@ -235,6 +268,7 @@ class CheckpointPaths:
     dist_ckpt dir; `hf_dir` is the huggingface/ beside the dist_ckpt when there is one;
     `role` is verl's actor/critic; `note` is what the caller should tell the user about
     how the path was read (e.g. a parent dir that holds one run), or None.
+    Megatron-Bridge's iteration dir also names its `run_config` and `tokenizer_dir`.
     """
 
     dist_ckpt: Path
@@ -258,6 +292,22 @@ class CheckpointPaths:
     @property
     def hf_assets(self) -> Path | None:
         return self.hf_dir
+
+    @property
+    def run_config(self) -> Path | None:
+        """Megatron-Bridge's run_config.yaml (the model provider's settings), if saved."""
+        if self.kind != MEGATRON_BRIDGE or self.step_dir is None:
+            return None
+        path = self.step_dir / BRIDGE_RUN_CONFIG_FILE
+        return path if os.path.lexists(path) else None
+
+    @property
+    def tokenizer_dir(self) -> Path | None:
+        """The tokenizer files Megatron-Bridge saves into the iteration dir (by default)."""
+        if self.kind != MEGATRON_BRIDGE or self.step_dir is None:
+            return None
+        path = self.step_dir / BRIDGE_TOKENIZER_DIR
+        return path if _is_dir(path) and not path.is_symlink() else None
 
     @property
     def step(self) -> int | None:
@@ -513,7 +563,9 @@ def _from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:
     _refuse_foreign_format(dcp, _children(dcp))
     parent = dcp.parent
     if _ITER_DIR_RE.match(dcp.name) or (dcp.name == MEGATRON_RELEASE_DIR):
-        return CheckpointPaths(dist_ckpt=dcp, step_dir=dcp, run_dir=parent, kind=MEGATRON_LM)
+        return CheckpointPaths(
+            dist_ckpt=dcp, step_dir=dcp, run_dir=parent, kind=_megatron_kind(dcp)
+        )
     if dcp.name != DIST_CKPT_DIR:
         return CheckpointPaths(dist_ckpt=dcp)
     hf_dir = parent / HF_ASSETS_DIR if _is_dir(parent / HF_ASSETS_DIR) else None
@@ -527,6 +579,17 @@ def _from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:
     if parent.name in ROLES:  # verl v1: actor/dist_ckpt
         return _role_paths(dcp, parent, VERL_RL_V1, hf_dir, role)
     return CheckpointPaths(dist_ckpt=dcp, hf_dir=hf_dir)
+
+
+def _megatron_kind(iter_dir: Path) -> str:
+    """Megatron-Bridge writes train_state.pt and run_config.yaml into every iteration dir
+    (and latest_train_state.pt beside them); Megatron-LM writes none of them."""
+    bridge_files = (BRIDGE_TRAIN_STATE_FILE, BRIDGE_RUN_CONFIG_FILE)
+    if any(_is_file(iter_dir / name) for name in bridge_files) or _is_file(
+        iter_dir.parent / BRIDGE_TRACKER_FILE
+    ):
+        return MEGATRON_BRIDGE
+    return MEGATRON_LM
 
 
 def _is_ours(step: Path) -> bool:
@@ -618,11 +681,15 @@ def _step_dirs(run: Path, names: list[str]) -> dict[str, Path]:
 def _from_run_dir(run: Path, names: list[str], role: str | None) -> CheckpointPaths | None:
     """A run dir of any layout, or None when `run` is not one."""
     steps = _step_dirs(run, names)
-    tracked = read_tracker_text(run) if TRACKER_FILE in names else None
+    tracker = BRIDGE_TRACKER_FILE if BRIDGE_TRACKER_FILE in names else TRACKER_FILE
+    if tracker == BRIDGE_TRACKER_FILE:  # Megatron-Bridge resumes from it before the .txt
+        tracked = read_bridge_tracker(run)
+    else:
+        tracked = read_tracker_text(run) if TRACKER_FILE in names else None
     if not steps:
         if tracked is not None:
             raise DamagedRunDirError(
-                f"{run / TRACKER_FILE}: names {tracked!r}, but there is no step dir here"
+                f"{run / tracker}: names {tracked!r}, but there is no step dir here"
             )
         unfinished = sorted(int(m.group(1)) for m in map(_TMP_STEP_RE.match, names) if m)
         if unfinished:
@@ -636,16 +703,16 @@ def _from_run_dir(run: Path, names: list[str], role: str | None) -> CheckpointPa
     if ours:
         return _from_our_run_dir(run, tracked)
     if tracked is not None:
-        target = _tracked_step_dir(run, tracked, steps)
+        target = _tracked_step_dir(run, tracked, steps, tracker)
         try:
             paths = resolve_checkpoint(target, role=role, _depth=1)
         except IncompleteCheckpointError as err:
             others = ", ".join(sorted((n for n in steps if steps[n] != target), key=_natural))
             raise IncompleteCheckpointError(
-                f"{run / TRACKER_FILE} names {tracked!r}, but {err}"
+                f"{run / tracker} names {tracked!r}, but {err}"
                 + (f" (other step dirs here: {others})" if others else "")
             ) from None
-        return _with(paths, run_dir=run, note=_newer_than_tracked(run, tracked, steps))
+        return _with(paths, run_dir=run, note=_newer_than_tracked(run, tracked, steps, tracker))
     if len(steps) > 1:
         shown = ", ".join(sorted(steps, key=_natural)[-MAX_RUNS_LISTED:])
         raise CheckpointPathError(
@@ -655,7 +722,9 @@ def _from_run_dir(run: Path, names: list[str], role: str | None) -> CheckpointPa
     return _with(resolve_checkpoint(only, role=role, _depth=1), run_dir=run)
 
 
-def _newer_than_tracked(run: Path, tracked: str, steps: dict[str, Path]) -> str | None:
+def _newer_than_tracked(
+    run: Path, tracked: str, steps: dict[str, Path], tracker: str = TRACKER_FILE
+) -> str | None:
     """A step dir newer than the tracker's step: verl's async save never updates the
     tracker, so its newest step is often not the one named. Both verl and Megatron-LM
     resume from the tracker, and so does mfsdp; the note says what else is there."""
@@ -667,7 +736,7 @@ def _newer_than_tracked(run: Path, tracked: str, steps: dict[str, Path]) -> str 
         return None
     step, name = newer[-1]
     return (
-        f"{run / TRACKER_FILE} names step {int(tracked)}, but {name}/ (step {step}) is newer"
+        f"{run / tracker} names step {int(tracked)}, but {name}/ (step {step}) is newer"
         f" (an async save does not update the tracker); reading step {int(tracked)}: give"
         f" {run / name} to read the newer one"
     )
@@ -677,7 +746,9 @@ def _natural(name: str) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"([0-9]+)", name)]
 
 
-def _tracked_step_dir(run: Path, tracked: str, steps: dict[str, Path]) -> Path:
+def _tracked_step_dir(
+    run: Path, tracked: str, steps: dict[str, Path], tracker: str = TRACKER_FILE
+) -> Path:
     if tracked == MEGATRON_RELEASE_DIR:
         candidates = [MEGATRON_RELEASE_DIR]
     else:
@@ -695,7 +766,7 @@ def _tracked_step_dir(run: Path, tracked: str, steps: dict[str, Path]) -> Path:
         else (f"{' / '.join(c + '/' for c in candidates)} is missing")
     )
     raise DamagedRunDirError(
-        f"{run / TRACKER_FILE}: names step {tracked!r}, but {what}{steps_here(run)}"
+        f"{run / tracker}: names step {tracked!r}, but {what}{steps_here(run)}"
     )
 
 
@@ -731,7 +802,8 @@ def _from_parent_of_runs(given: Path, names: list[str], role: str | None) -> Che
             child_names = os.listdir(child)
         except OSError:
             continue
-        if TRACKER_FILE in child_names or _step_dirs(child, child_names):
+        trackers = (TRACKER_FILE, BRIDGE_TRACKER_FILE)
+        if any(t in child_names for t in trackers) or _step_dirs(child, child_names):
             runs.append(child)
     if not runs:
         raise _not_a_checkpoint(given)
@@ -767,7 +839,8 @@ def _is_checkpoint_dir(candidate: Path, is_target: bool) -> bool:
         or _ITER_DIR_RE.match(name)
         or name == MEGATRON_RELEASE_DIR
     )
-    if step_like and _is_file(candidate.parent / TRACKER_FILE):
+    trackers = (TRACKER_FILE, BRIDGE_TRACKER_FILE)
+    if step_like and any(_is_file(candidate.parent / tracker) for tracker in trackers):
         return True  # a step of a run, saved or still to come
     if not _is_dir(candidate):
         return False
@@ -776,7 +849,10 @@ def _is_checkpoint_dir(candidate: Path, is_target: bool) -> bool:
         return True
     if step_like and any(_is_dir(candidate / part) for part in (DIST_CKPT_DIR, *ROLES)):
         return True
-    return is_target and (_is_file(candidate / TRACKER_FILE) or _is_dir(candidate / DIST_CKPT_DIR))
+    return is_target and (
+        any(_is_file(candidate / tracker) for tracker in trackers)
+        or _is_dir(candidate / DIST_CKPT_DIR)
+    )
 
 
 # --------------------------------------------------------------------------- walking

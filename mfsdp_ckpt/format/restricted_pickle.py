@@ -18,7 +18,12 @@ opcode table. On top of the allow-list of globals it:
 * hashes only flat keys (scalars, tuples of scalars, records holding those), so a key
   nested a million tuples deep cannot overflow the C stack while being hashed;
 * refuses every other opcode (sets, extensions, protocol-0 class instantiation,
-  out-of-band buffers), and persistent ids unless the caller asks for them.
+  out-of-band buffers), and persistent ids unless the caller asks for them;
+* with a `placeholders` policy, turns a global outside the allow-list into a
+  `Placeholder` (its name, never imported) and a call or NEWOBJ of one into a
+  `PlaceholderCall` (the name, the arguments and any BUILD state, kept as data): a
+  pickled argparse.Namespace holds enums, dtypes and partials of code this process does
+  not have and must not import, yet its plain fields are what a reader wants.
 
 Errors are `PickleRefused` with one line; callers add the file name.
 """
@@ -97,6 +102,35 @@ _PLAIN_OPS = (
 )
 
 
+@dataclasses.dataclass(frozen=True)
+class Placeholder:
+    """A global the pickle names that is not admitted: its name, never imported."""
+
+    module: str
+    name: str
+
+    @property
+    def qualname(self) -> str:
+        return f"{self.module}.{self.name}"
+
+
+class PlaceholderCall:
+    """What calling a Placeholder would have built (an Enum member, a partial, an object):
+    the callee's name, its arguments and the state a BUILD gave it, all inert data."""
+
+    def __init__(self, target: Placeholder, args: tuple):
+        self.target, self.args, self.state = target, args, None
+
+    def __setstate__(self, state: Any) -> None:
+        self.state = state
+
+    def __repr__(self) -> str:
+        return f"<{self.target.qualname}{self.args!r:.60}>"
+
+
+PlaceholderPolicy = Callable[[str, str], Placeholder]
+
+
 def is_flat(value: Any) -> bool:
     """A scalar, or a tuple/list of scalars: safe to hash, compare and print."""
     if isinstance(value, _SCALARS):
@@ -149,10 +183,14 @@ class RestrictedUnpickler(pickle._Unpickler):
         *,
         max_ops: int = DEFAULT_MAX_OPS,
         persistent_load: Callable[[Any], Any] | None = None,
+        placeholders: PlaceholderPolicy | None = None,
     ):
         super().__init__(io.BytesIO(data))
         _check_table(allowed)
+        if placeholders is not None:
+            records = (*records, PlaceholderCall)
         self.allowed, self.records, self.max_ops = allowed, records, max_ops
+        self._placeholders = placeholders
         self._callables: dict[int, Callable[..., Any]] = {
             id(v): v for v in allowed.values() if callable(v)
         }
@@ -165,6 +203,8 @@ class RestrictedUnpickler(pickle._Unpickler):
         try:
             return self.allowed[(module, name)]
         except (KeyError, TypeError):
+            if self._placeholders is not None and isinstance(module, str):
+                return self._placeholders(module, name)  # the policy may refuse it
             raise PickleRefused(
                 f"refusing to load global {module}.{name}: not an admitted type"
             ) from None
@@ -215,7 +255,16 @@ class RestrictedUnpickler(pickle._Unpickler):
         items = self.pop_mark()
         self._extend(self.stack[-1], items)
 
+    def _placeholder_call(self, target: Placeholder, args: Any) -> PlaceholderCall:
+        if not isinstance(args, tuple):
+            raise PickleRefused("constructor arguments are not a tuple")
+        result = PlaceholderCall(target, args)
+        self._fresh[id(result)] = result
+        return result
+
     def _call(self, func: Any, args: Any) -> Any:
+        if isinstance(func, Placeholder):  # never called: only recorded
+            return self._placeholder_call(func, args)
         admitted = self._callables.get(id(func))
         if admitted is None or admitted is not func:
             raise PickleRefused(
@@ -238,6 +287,9 @@ class RestrictedUnpickler(pickle._Unpickler):
 
     def _load_newobj(self) -> None:
         args, cls = self.stack.pop(), self.stack.pop()
+        if isinstance(cls, Placeholder):
+            self.append(self._placeholder_call(cls, args))
+            return
         if not (isinstance(cls, type) and cls in self.records) or args != ():
             raise PickleRefused(
                 f"NEWOBJ of {getattr(cls, '__name__', type(cls).__name__)} is not admitted"
@@ -330,10 +382,16 @@ def restricted_loads(
     *,
     max_ops: int = DEFAULT_MAX_OPS,
     persistent_load: Callable[[Any], Any] | None = None,
+    placeholders: PlaceholderPolicy | None = None,
 ) -> Any:
     """The object in `data`, or PickleRefused (policy) / another exception (damaged bytes)."""
     return RestrictedUnpickler(
-        data, allowed, records, max_ops=max_ops, persistent_load=persistent_load
+        data,
+        allowed,
+        records,
+        max_ops=max_ops,
+        persistent_load=persistent_load,
+        placeholders=placeholders,
     ).load()
 
 
@@ -359,6 +417,9 @@ def check_pickle_limits(data: bytes, max_ops: int, what: str) -> None:
 __all__ = [
     "DEFAULT_MAX_OPS",
     "PickleRefused",
+    "Placeholder",
+    "PlaceholderCall",
+    "PlaceholderPolicy",
     "RestrictedUnpickler",
     "check_pickle_limits",
     "is_flat",

@@ -30,6 +30,7 @@ from mfsdp_ckpt.format.blob_guard import blob_pickle, check_blob, open_blob
 from mfsdp_ckpt.format.dcp_metadata import MAX_INT, MAX_METADATA_BYTES, load_plain_metadata_bytes
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
 from mfsdp_ckpt.format.restricted_pickle import restricted_loads
+from mfsdp_ckpt.format.saved_objects import TENSOR_LAYOUT_GLOBALS
 from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError, LocalByteStore, RangeFile
 
 if TYPE_CHECKING:
@@ -363,19 +364,6 @@ def _load_streamed(file: RangeFile, where: str) -> Any:
         raise CheckpointFormatError(f"{where}: unreadable blob ({first_line[:200]})") from None
 
 
-def _rebuild_tensor_layout(storage: Any, offset: Any, size: Any, stride: Any, *rest: Any) -> tuple:
-    """Stand-in for torch._utils._rebuild_tensor_v2: the tensor's layout as plain data."""
-    return storage, offset, size, stride
-
-
-# The globals a torch.save'd tensor's pickle names, each replaced by a harmless stand-in.
-_LAYOUT_GLOBALS: dict[tuple[str, str], object] = {
-    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_layout,
-    ("collections", "OrderedDict"): dict,
-    **{
-        ("torch", name): dtype for name, dtype in dtypes.BY_STORAGE.items()
-    },  # typed storages, by dtype
-}
 _LAYOUT_MAX_OPS = 1000  # a tensor's pickle has ~30 opcodes
 
 
@@ -384,7 +372,7 @@ def _tensor_layout(data: bytes) -> tuple | None:
     Read with the restricted unpickler: data only, a few opcodes, no memo to inflate."""
     try:
         value = restricted_loads(
-            data, _LAYOUT_GLOBALS, max_ops=_LAYOUT_MAX_OPS, persistent_load=lambda pid: pid
+            data, TENSOR_LAYOUT_GLOBALS, max_ops=_LAYOUT_MAX_OPS, persistent_load=lambda pid: pid
         )
         storage, offset, size, stride = value
         kind, dtype, _key, _location, numel = storage

@@ -1,0 +1,328 @@
+"""A Hugging Face config.json derived from what a Megatron checkpoint records of its model.
+
+Megatron-LM keeps no Hugging Face config, but its fsdp_dtensor checkpoint holds `args`, the
+run's argparse Namespace, and Megatron-Bridge writes `run_config.yaml` whose `model`
+section is the model provider's settings. Both describe the GPTModel exactly; this module
+turns them into the config.json of the Hugging Face family with the same computation:
+
+* RMSNorm, SwiGLU, rotary position embeddings on every dimension, no linear biases:
+  Llama (`LlamaForCausalLM`), plus `add_qkv_bias` -> Qwen2, plus `qk_layernorm` -> Qwen3;
+* anything else (LayerNorm, MoE, learned or no position embeddings, GELU, partial or
+  interleaved rotary, rope scaling, MLA, 1p norms, biases) has no such equivalent, and a
+  config that approximates it would load and compute something else: refused, exit 1,
+  naming the setting.
+
+Settings a Megatron-LM Namespace always holds may still be missing from a hand-made one;
+the essential ones (sizes, normalization, activation, position embedding, tying, vocab)
+are then a usage error that asks for --hf-config, the others take Megatron-LM's argparse
+defaults. Bridge's names are mapped to Megatron-LM's (`megatron_settings_from_bridge`)
+so both go through the one mapping.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mfsdp_ckpt.errors import CheckpointFormatError, MfsdpFailedError, MfsdpUsageError
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format.restricted_pickle import Placeholder, PlaceholderCall
+from mfsdp_ckpt.format.saved_objects import MAX_SAVED_OBJECT_BYTES, load_namespace
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.storage.reader import CheckpointReader, decode_blob
+
+
+class MegatronConfigError(MfsdpFailedError, ValueError):
+    """The recorded model is one no Hugging Face family here computes (exit 1)."""
+
+
+class MegatronSettingsMissing(MfsdpUsageError, ValueError):
+    """The record lacks a setting the config needs: --hf-config is needed (exit 2).
+    `record` names the record (`args`, `run_config.yaml`), `missing` what it lacks."""
+
+    def __init__(self, where: str, record: str, missing: list[str]):
+        super().__init__(
+            f"{where}: lacks {', '.join(missing)}, so no Hugging Face config can be derived;"
+            " pass --hf-config with the Hugging Face model dir the run started from"
+        )
+        self.record, self.missing = record, missing
+
+
+@dataclass
+class DerivedConfig:
+    """config.json as data, and what the user should be told about how it was made.
+    `source` names the record it came from; `tokenizer_model` is the tokenizer the run
+    named (a path or Hub id outside the checkpoint: reported, never read)."""
+
+    config: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+    source: str = ""
+    tokenizer_model: str | None = None
+
+
+# Megatron-LM argparse defaults for settings a hand-made Namespace may leave out.
+_DEFAULTS: dict[str, Any] = {
+    "add_qkv_bias": False,
+    "qk_layernorm": False,
+    "group_query_attention": False,
+    "num_experts": None,
+    "rotary_percent": 1.0,
+    "rotary_interleaved": False,
+    "rotary_base": 10000,
+    "norm_epsilon": 1e-5,
+    "use_rope_scaling": False,
+    "multi_latent_attention": False,
+    "apply_layernorm_1p": False,
+    "add_bias_linear": False,
+    "kv_channels": None,
+    "vocab_size": None,
+    "padded_vocab_size": None,
+}
+_ESSENTIAL = (
+    "num_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "ffn_hidden_size",
+    "normalization",
+    "swiglu",
+    "position_embedding_type",
+    "untie_embeddings_and_output_weights",
+)
+# (setting, the value the families here need, why another value cannot be exported)
+_REQUIRED_VALUES: tuple[tuple[str, Any, str], ...] = (
+    ("normalization", "RMSNorm", "Llama, Qwen2 and Qwen3 use RMSNorm"),
+    ("swiglu", True, "their MLP is SwiGLU"),
+    ("position_embedding_type", "rope", "they use rotary position embeddings"),
+    ("rotary_percent", 1.0, "their rotary embedding covers the whole head"),
+    ("rotary_interleaved", False, "their rotary embedding rotates halves, not pairs"),
+    ("use_rope_scaling", False, "Llama 3.1 rope scaling is not derived; pass --hf-config"),
+    ("multi_latent_attention", False, "multi-latent attention is another architecture"),
+    ("apply_layernorm_1p", False, "zero-centred norm weights are another parametrisation"),
+    ("add_bias_linear", False, "their linear layers have no bias"),
+)
+
+
+def _name(value: Any) -> str:
+    if isinstance(value, Placeholder):
+        return value.qualname
+    if isinstance(value, PlaceholderCall):
+        return value.target.qualname
+    return repr(value)[:60]
+
+
+def _int(settings: dict, key: str, where: str) -> int:
+    return _positive(settings[key], key, where)
+
+
+def _positive(value: Any, key: str, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**63:
+        raise MegatronConfigError(f"{where}: {key}={_name(value)} is not a positive integer")
+    return value
+
+
+def _dtype(settings: dict) -> str:
+    if settings.get("bf16") is True:
+        return "bfloat16"
+    if settings.get("fp16") is True:
+        return "float16"
+    params = settings.get("params_dtype")
+    name = params.name if isinstance(params, Placeholder) and params.module == "torch" else None
+    return {"bfloat16": "bfloat16", "float16": "float16", "half": "float16"}.get(
+        name or "", "float32"
+    )
+
+
+def hf_config_from_megatron(
+    settings: dict[str, Any], where: str, record: str = "args"
+) -> DerivedConfig:
+    """config.json for the model `settings` (Megatron-LM argument names) describes."""
+    missing = [key for key in _ESSENTIAL if key not in settings]
+    if "padded_vocab_size" not in settings and "vocab_size" not in settings:
+        missing.append("padded_vocab_size")
+    if missing:
+        raise MegatronSettingsMissing(where, record, missing)
+    values = {**_DEFAULTS, **settings}
+    experts = values["num_experts"]
+    if experts not in (None, 0, 1):
+        raise MegatronConfigError(
+            f"{where}: num_experts={_name(experts)}: a mixture-of-experts model has no Llama,"
+            " Qwen2 or Qwen3 equivalent here"
+        )
+    for key, needed, why in _REQUIRED_VALUES:
+        if values[key] != needed:
+            raise MegatronConfigError(
+                f"{where}: {key}={_name(values[key])} cannot be exported ({why})"
+            )
+    if values["add_qkv_bias"] and values["qk_layernorm"]:
+        raise MegatronConfigError(
+            f"{where}: add_qkv_bias with qk_layernorm: neither Qwen2 nor Qwen3 has both"
+        )
+    hidden, heads = _int(values, "hidden_size", where), _int(values, "num_attention_heads", where)
+    groups = _int(values, "num_query_groups", where) if values["group_query_attention"] else heads
+    head_dim = (
+        _int(values, "kv_channels", where) if values["kv_channels"] is not None else hidden // heads
+    )
+    family = "qwen2" if values["add_qkv_bias"] else "qwen3" if values["qk_layernorm"] else "llama"
+    vocab, notes = _vocab(values, where)
+    positions = values.get("max_position_embeddings") or values.get("seq_length")
+    if positions is None:
+        raise MegatronSettingsMissing(where, record, ["max_position_embeddings"])
+    config: dict[str, Any] = {
+        "architectures": [_ARCHITECTURES[family]],
+        "model_type": family,
+        "vocab_size": vocab,
+        "hidden_size": hidden,
+        "intermediate_size": _int(values, "ffn_hidden_size", where),
+        "num_hidden_layers": _int(values, "num_layers", where),
+        "num_attention_heads": heads,
+        "num_key_value_heads": groups,
+        "head_dim": head_dim,
+        "max_position_embeddings": _positive(positions, "max_position_embeddings", where),
+        "rms_norm_eps": float(values["norm_epsilon"]),
+        "rope_theta": float(values["rotary_base"]),
+        "hidden_act": "silu",
+        "tie_word_embeddings": not values["untie_embeddings_and_output_weights"],
+        "dtype": _dtype(values),
+    }
+    if family != "qwen2":  # Qwen2's q/k/v biases are implied by its model_type
+        config["attention_bias"] = False
+    if family == "llama":
+        config["mlp_bias"] = False
+    return DerivedConfig(config, notes)
+
+
+_ARCHITECTURES = {
+    "llama": "LlamaForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+}
+
+
+def _vocab(values: dict, where: str) -> tuple[int, list[str]]:
+    """The tokenizer's vocabulary when recorded (export drops Megatron's padding rows),
+    else the padded size: then every stored row is kept, and the note says so."""
+    if values["vocab_size"] is not None:
+        return _int(values, "vocab_size", where), []
+    rows = _int(values, "padded_vocab_size", where)
+    return rows, [
+        f"{where} records padded_vocab_size={rows} but no vocab_size: all {rows} rows are"
+        " kept, Megatron's vocabulary padding included (rows past the tokenizer's"
+        " vocabulary belong to no token)"
+    ]
+
+
+# Megatron-Bridge provider setting -> Megatron-LM argument, where the names differ.
+_BRIDGE_RENAMES = {
+    "layernorm_epsilon": "norm_epsilon",
+    "num_moe_experts": "num_experts",
+}
+
+
+def megatron_settings_from_bridge(model: dict[str, Any]) -> dict[str, Any]:
+    """A Megatron-Bridge `run_config.yaml` model section under Megatron-LM's argument names.
+
+    Bridge's provider records `gated_linear_unit` and `activation_func` (serialised as
+    `{_target_: torch.nn.functional.silu, ...}`) where Megatron-LM has `swiglu`, and
+    `share_embeddings_and_output_weights` where it has the inverse; `num_query_groups`
+    None means plain multi-head attention. Its `vocab_size` is the tokenizer's; the rows
+    are padded when `should_pad_vocab`, which export explains as Megatron's padding."""
+    settings = {_BRIDGE_RENAMES.get(k, k): v for k, v in model.items() if isinstance(k, str)}
+    if "gated_linear_unit" in model:
+        activation = model.get("activation_func")
+        target = activation.get("_target_") if isinstance(activation, dict) else activation
+        settings["swiglu"] = bool(model["gated_linear_unit"]) and str(target).endswith("silu")
+    if "share_embeddings_and_output_weights" in model:
+        settings["untie_embeddings_and_output_weights"] = not model[
+            "share_embeddings_and_output_weights"
+        ]
+    groups = model.get("num_query_groups")
+    settings["group_query_attention"] = groups is not None
+    dtype = model.get("params_dtype")
+    target = dtype.get("_target_") if isinstance(dtype, dict) else dtype
+    if isinstance(target, str) and target.startswith("torch."):
+        settings["params_dtype"] = Placeholder("torch", target.removeprefix("torch."))
+    settings.pop("padded_vocab_size", None)
+    return settings
+
+
+MAX_RUN_CONFIG_BYTES = 4 << 20  # a run_config.yaml is tens of KB
+ARGS_KEY = "args"
+
+
+def has_recorded_config(paths: layout.CheckpointPaths, reader: CheckpointReader) -> bool:
+    """Whether the checkpoint records its model (Bridge's run_config.yaml, Megatron's args)."""
+    return paths.run_config is not None or ARGS_KEY in reader.objects
+
+
+def recorded_config(
+    paths: layout.CheckpointPaths, reader: CheckpointReader
+) -> DerivedConfig | None:
+    """The HF config the checkpoint's own record implies: Megatron-Bridge's run_config.yaml
+    model section, else Megatron-LM's `args`; None when it records neither. Raises
+    MegatronConfigError (a model no family here computes), MegatronSettingsMissing (a record
+    without the sizes), CheckpointFormatError / CheckpointFileError (an unreadable record)."""
+    if paths.run_config is not None:
+        model, tokenizer = _bridge_sections(paths.run_config, paths.root)
+        where = f"{paths.run_config} model"
+        settings = megatron_settings_from_bridge(model)
+        derived = hf_config_from_megatron(settings, where, layout.BRIDGE_RUN_CONFIG_FILE)
+        derived.tokenizer_model = tokenizer
+    elif ARGS_KEY in reader.objects:
+        fields = read_args(reader)
+        where = f"{reader.root} [{ARGS_KEY}]"
+        derived = hf_config_from_megatron(fields, where)
+        tokenizer = fields.get("tokenizer_model")
+        derived.tokenizer_model = tokenizer if isinstance(tokenizer, str) else None
+    else:
+        return None
+    derived.source = where
+    return derived
+
+
+def read_args(reader: CheckpointReader) -> dict[str, Any]:
+    """Megatron-LM's `args` Namespace fields, read bounded through the restricted unpickler."""
+    entry = reader.objects[ARGS_KEY]
+    where = f"{reader.root} [{ARGS_KEY}]"
+    if entry.file is None:
+        raise CheckpointFormatError(f"{where}: no storage entry")
+    if entry.length > MAX_SAVED_OBJECT_BYTES:
+        raise CheckpointFormatError(
+            f"{where}: {entry.length} bytes, more than the {MAX_SAVED_OBJECT_BYTES} read here"
+        )
+    raw = reader.store.read_range(entry.file, entry.file_offset, entry.length)
+    data = decode_blob(raw, entry.transforms, where, MAX_SAVED_OBJECT_BYTES).getvalue()
+    return load_namespace(data, where)
+
+
+def _bridge_sections(run_config, root) -> tuple[dict[str, Any], str | None]:
+    """run_config.yaml's `model` section and the tokenizer it names, read as YAML data only
+    (safe_load: no tags that build objects), bounded, from a regular file in the checkpoint."""
+    import yaml  # type: ignore[import-untyped]
+
+    try:
+        data = yaml.safe_load(safe_files.read_text(run_config, MAX_RUN_CONFIG_BYTES, root=root))
+    except CheckpointFileError:
+        raise
+    except (yaml.YAMLError, RecursionError, ValueError) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise CheckpointFormatError(f"{run_config}: not readable YAML ({first[:120]})") from None
+    model = data.get("model") if isinstance(data, dict) else None
+    if not isinstance(model, dict):
+        raise MegatronSettingsMissing(str(run_config), layout.BRIDGE_RUN_CONFIG_FILE, ["model"])
+    tokenizer = data.get("tokenizer")
+    name = tokenizer.get("tokenizer_model") if isinstance(tokenizer, dict) else None
+    return model, name if isinstance(name, str) else None
+
+
+__all__ = [
+    "ARGS_KEY",
+    "DerivedConfig",
+    "MegatronConfigError",
+    "MegatronSettingsMissing",
+    "has_recorded_config",
+    "hf_config_from_megatron",
+    "megatron_settings_from_bridge",
+    "read_args",
+    "recorded_config",
+]

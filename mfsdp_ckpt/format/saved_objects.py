@@ -1,0 +1,209 @@
+"""Small `torch.save` archives from Megatron checkpoints read as data, without torch.load.
+
+Two of them carry what a reader of a Megatron-LM or Megatron-Bridge checkpoint needs:
+
+* `args` in a Megatron-LM fsdp_dtensor DCP: a pickled `argparse.Namespace` of every
+  command-line setting, the only record of the model's architecture there. It also holds
+  enums (`AttnBackend`), dtypes (`torch.bfloat16`), partials and other objects of code
+  this process has not imported and must not import. `load_namespace` reads it with the
+  restricted unpickler: the Namespace becomes a plain dict, every other global a
+  `Placeholder` (its name), every call of one a `PlaceholderCall` (inert data). Globals of
+  the modules that reach the operating system or the interpreter (`os.system`,
+  `builtins.eval`, ...) never appear in a Namespace Megatron writes: they are refused.
+* Megatron-Bridge's `latest_train_state.pt` / `train_state.pt`: a dict of 0-dim tensors
+  (`step`, `consumed_train_samples`, ...). `load_scalars` reads their values from the
+  tensors' records by dtype, never through a tensor.
+
+Both are bounded: the archive by `blob_guard` (members, sizes, no compression), the pickle
+by an opcode limit, the file by MAX_SAVED_OBJECT_BYTES. Errors are one line,
+CheckpointFormatError, naming `where`.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import zipfile
+from typing import Any
+
+from mfsdp_ckpt.errors import CheckpointFormatError
+from mfsdp_ckpt.format import dtypes
+from mfsdp_ckpt.format.blob_guard import blob_pickle, open_blob
+from mfsdp_ckpt.format.restricted_pickle import PickleRefused, Placeholder, restricted_loads
+
+MAX_SAVED_OBJECT_BYTES = 16 << 20  # a Namespace of ~600 settings is ~40 KB; train_state ~2 KB
+MAX_NAMESPACE_OPS = 200_000
+MAX_SCALARS_OPS = 10_000
+
+# Modules whose globals run commands, code or I/O: no Megatron Namespace names one.
+_REFUSED_MODULES = frozenset(
+    {
+        "builtins",
+        "__builtin__",
+        "os",
+        "posix",
+        "nt",
+        "subprocess",
+        "sys",
+        "importlib",
+        "runpy",
+        "pickle",
+        "_pickle",
+        "marshal",
+        "shutil",
+        "socket",
+        "ctypes",
+        "code",
+        "codeop",
+        "pty",
+        "types",
+        "operator",
+        "webbrowser",
+        "io",
+        "_io",
+        "pathlib",
+        "tempfile",
+        "multiprocessing",
+        "signal",
+        "inspect",
+        "shlex",
+        "commands",
+        "popen2",
+        "platform",
+        "asyncio",
+        "threading",
+        "_thread",
+        "urllib",
+        "http",
+        "ftplib",
+        "smtplib",
+        "telnetlib",
+        "zipimport",
+        "pkgutil",
+        "site",
+        "sysconfig",
+        "gc",
+        "weakref",
+        "copyreg",
+        "torch.hub",
+        "torch.serialization",
+        "numpy.testing",
+    }
+)
+
+
+def _placeholder(module: str, name: str) -> Placeholder:
+    root = module.split(".")[0]
+    if module in _REFUSED_MODULES or root in _REFUSED_MODULES:
+        raise PickleRefused(f"refusing global {module}.{name}: a checkpoint's args never name it")
+    return Placeholder(module, name)
+
+
+class _Namespace:
+    """argparse.Namespace as a record: its fields, set once by BUILD, kept as a dict."""
+
+    def __init__(self) -> None:
+        self.fields: dict[str, Any] = {}
+
+    def __setstate__(self, state: Any) -> None:
+        if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
+            raise PickleRefused("argparse.Namespace state is not a dict of names")
+        self.fields = dict(state)
+
+
+def archive_pickle(raw: bytes, where: str) -> tuple[zipfile.ZipFile, bytes]:
+    """The checked torch.save archive in `raw` and its `data.pkl`."""
+    if len(raw) > MAX_SAVED_OBJECT_BYTES:
+        raise CheckpointFormatError(
+            f"{where}: {len(raw)} bytes, more than the {MAX_SAVED_OBJECT_BYTES} read here"
+        )
+    archive = open_blob(io.BytesIO(raw), len(raw), where)
+    return archive, blob_pickle(archive, where)
+
+
+def load_namespace(raw: bytes, where: str) -> dict[str, Any]:
+    """The fields of the argparse.Namespace torch.save'd in `raw`, as a dict."""
+    _archive, data = archive_pickle(raw, where)
+    try:
+        value = restricted_loads(
+            data,
+            {("argparse", "Namespace"): _Namespace},
+            (_Namespace,),
+            max_ops=MAX_NAMESPACE_OPS,
+            placeholders=_placeholder,
+        )
+    except PickleRefused as err:
+        raise CheckpointFormatError(f"{where}: {err}") from None
+    except Exception as err:  # damaged bytes: pickle's own error types
+        raise CheckpointFormatError(
+            f"{where}: unreadable pickle ({type(err).__name__}: {str(err)[:120]})"
+        ) from None
+    if not isinstance(value, _Namespace):
+        raise CheckpointFormatError(
+            f"{where}: holds a {type(value).__name__}, not an argparse.Namespace"
+        )
+    return value.fields
+
+
+def _rebuild_tensor_layout(storage: Any, offset: Any, size: Any, stride: Any, *rest: Any) -> tuple:
+    """Stand-in for torch._utils._rebuild_tensor_v2: the tensor's layout as plain data."""
+    return storage, offset, size, stride
+
+
+# The globals a torch.save'd tensor's pickle names, each replaced by a harmless stand-in.
+TENSOR_LAYOUT_GLOBALS: dict[tuple[str, str], object] = {
+    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_layout,
+    ("collections", "OrderedDict"): dict,
+    **{("torch", name): dtype for name, dtype in dtypes.BY_STORAGE.items()},  # typed storages
+}
+_SCALAR_FORMATS = {"int64": "<q", "int32": "<i", "float64": "<d", "float32": "<f", "bool": "?"}
+
+
+def load_scalars(raw: bytes, where: str) -> dict[str, int | float | bool]:
+    """A torch.save'd dict of 0-dim tensors (Megatron-Bridge's train state) as plain values."""
+    archive, data = archive_pickle(raw, where)
+    try:
+        value = restricted_loads(
+            data, TENSOR_LAYOUT_GLOBALS, max_ops=MAX_SCALARS_OPS, persistent_load=lambda pid: pid
+        )
+    except PickleRefused as err:
+        raise CheckpointFormatError(f"{where}: {err}") from None
+    except Exception as err:
+        raise CheckpointFormatError(
+            f"{where}: unreadable pickle ({type(err).__name__}: {str(err)[:120]})"
+        ) from None
+    if not isinstance(value, dict):
+        raise CheckpointFormatError(f"{where}: holds a {type(value).__name__}, not a dict")
+    records = {info.filename.rsplit("/data/", 1)[-1]: info for info in archive.infolist()}
+    return {
+        key: _scalar(archive, records, layout, f"{where} [{key}]")
+        for key, layout in value.items()
+        if isinstance(key, str)
+    }
+
+
+def _scalar(
+    archive: zipfile.ZipFile, records: dict[str, zipfile.ZipInfo], layout: Any, where: str
+) -> int | float | bool:
+    try:
+        (kind, dtype, key, _location, _numel), offset, size, _stride = layout
+    except (TypeError, ValueError):
+        raise CheckpointFormatError(f"{where}: not a tensor") from None
+    fmt = _SCALAR_FORMATS.get(getattr(dtype, "name", ""))
+    if kind != "storage" or fmt is None or size != () or not isinstance(offset, int):
+        raise CheckpointFormatError(f"{where}: not a 0-dim number tensor")
+    info = records.get(str(key))
+    width = struct.calcsize(fmt)
+    if info is None or not 0 <= offset * width <= info.file_size - width:
+        raise CheckpointFormatError(f"{where}: its storage record is missing or too short")
+    data = archive.read(info)
+    return struct.unpack_from(fmt, data, offset * width)[0]
+
+
+__all__ = [
+    "MAX_SAVED_OBJECT_BYTES",
+    "TENSOR_LAYOUT_GLOBALS",
+    "archive_pickle",
+    "load_namespace",
+    "load_scalars",
+]
