@@ -6,11 +6,15 @@ run dir, Ctrl-C during training)."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from cli.main import main
+from tests.support.paths import REPO
 from tests.support.sft import tiny_config, write_chat_jsonl
 from tests.support.terminal import Terminal
 from trainer.sft import run_sft
@@ -84,3 +88,83 @@ def test_a_merged_lora_export_draws_a_labelled_bar_while_it_hashes_the_base(
     base = [bar for bar in bars if bar.startswith("export base model:")]
     assert base and _base_size(lora_run) in base[0], bars
     assert any(bar.startswith("export:") for bar in bars), bars
+
+
+# ------------------------------------------------------------------ no phase without a line
+
+
+def _lines_of(*args: str) -> list[str]:
+    """`mfsdp ARGS` in a fresh interpreter, stdout and stderr as one stream, as a terminal or a
+    log file shows them (the order the lines came in)."""
+    done = subprocess.run(
+        [sys.executable, "-c", "from cli.main import main; main()", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout
+    return done.stdout.splitlines()
+
+
+def _in_order(lines: list[str], expected: list[str]) -> None:
+    """Each pattern matches a line after the line the one before it matched."""
+    at = 0
+    for pattern in expected:
+        found = [i for i in range(at, len(lines)) if re.match(pattern, lines[i])]
+        assert found, f"no line {pattern!r} after line {at} in:\n" + "\n".join(lines)
+        at = found[0] + 1
+
+
+def test_each_slow_phase_of_the_demo_says_so_as_it_starts(tmp_path):
+    """Loading torch, building the model, validating, exporting and generating each took
+    seconds with no line (the output looked hung)."""
+    out = tmp_path / "demo"
+    lines = _lines_of("demo", "--out", str(out), "--steps", "2", "--nproc", "1")
+    _in_order(
+        lines,
+        [
+            r"\[demo\] data: writing .* \.\.\.$",
+            r"\[demo\] data: .*\(SFT\)",
+            r"\[demo\] train: ",
+            r"\[sft\] loading torch and transformers \.\.\.$",
+            r"\[sft\] building the model and reading the data \.\.\.$",
+            r"\[sft\] fsdp2 on 1 x cpu",
+            r"sft: step 2",
+            r"\[demo\] validate --deep .*\.\.\.$",
+            r"\[demo\] validate --deep .*: valid$",
+            r"\[demo\] export-hf: .*\.\.\.$",
+            r"\[demo\] export-hf: \d+ tensors",
+            r"\[demo\] generate: loading .*\.\.\.$",
+            r"\[demo\] generate: '",
+            r"\[demo\] done in",
+        ],
+    )
+
+
+def test_a_launched_training_run_says_so_before_torchrun_and_the_ranks_load(tmp_path):
+    rows = write_chat_jsonl(tmp_path / "train.jsonl", rows=64)
+    lines = _lines_of(
+        "train",
+        "sft",
+        "--config",
+        "examples/sft_tiny_cpu.yaml",
+        "--nproc-per-node",
+        "2",
+        f"data.train_files={rows}",
+        f"trainer.run_dir={tmp_path / 'run'}",
+        "trainer.total_steps=1",
+        "trainer.progress_bar=false",
+    )
+    _in_order(
+        lines,
+        [
+            r"\[sft\] launching 2 processes \(torchrun\) \.\.\.$",
+            r"\[sft\] loading torch and transformers \.\.\.$",
+            r"\[sft\] building the model and reading the data \.\.\.$",
+            r"\[sft\] fsdp2 on 2 x cpu",
+            r"sft: step 1",
+        ],
+    )
+    assert sum("loading torch" in line for line in lines) == 1  # rank 0 only
