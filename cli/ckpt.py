@@ -111,7 +111,8 @@ Examples:
 @click.option(
     "--deep",
     is_flag=True,
-    help="Also check every file's digest (xxh3_128 or sha256) and read every tensor (NaN/Inf).",
+    help="Also check every file's digest (xxh3_128 or sha256) and read every tensor (NaN/Inf); "
+    "on a LoRA checkpoint also hash its base model (a bar of its own on a terminal).",
 )
 @click.option(
     "--strict",
@@ -136,9 +137,18 @@ def validate(
 ) -> None:
     from mfsdp_ckpt.check.validate import validate_checkpoint
 
-    with CallbackBar(enabled=deep and not as_json, unit="tensor", desc="validate") as progress:
+    # Two bars, one after the other: a LoRA checkpoint's base model is hashed first (bytes:
+    # gigabytes against an adapter of megabytes), then the checkpoint's tensors are read.
+    shown = deep and not as_json
+    base_bar = CallbackBar(enabled=shown, unit="B", desc="validate base model", unit_scale=True)
+    with base_bar as base_progress, CallbackBar(shown, "tensor", "validate") as progress:
         report = validate_checkpoint(
-            path, deep=deep, progress=progress, role=role, hf_config=hf_config
+            path,
+            deep=deep,
+            progress=progress,
+            role=role,
+            hf_config=hf_config,
+            base_progress=base_progress,
         )
     _say_note(report.note)
     if as_json:

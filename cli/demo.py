@@ -55,15 +55,17 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
     Example:
       mfsdp demo --out /tmp/mfsdp-demo
     """
+    out = Path(out_dir)
+    _claim(out)
+    started = time.monotonic()
+    # Each phase that takes seconds says so as it starts (loading torch and transformers alone
+    # takes seconds on 2 cores), so the output never sits still without a line.
+    _say(f"data: writing GSM8K-format rows, converting them, building a tiny model in {out} ...")
     _quiet_model_loading()
     from mfsdp_ckpt.check.validate import validate_checkpoint
     from mfsdp_ckpt.convert.export_hf import export_hf
     from trainer.data.math_datasets import convert_files
     from trainer.tiny import build_tiny_model_dir, synthetic_arithmetic
-
-    out = Path(out_dir)
-    _claim(out)
-    started = time.monotonic()
 
     raw = out / "gsm8k_format" / "train.jsonl"
     raw.parent.mkdir(parents=True)
@@ -116,6 +118,7 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
     if run_ranks(command, env=env, cwd=Path(__file__).resolve().parents[1]) != 0:
         raise SystemExit(1)
 
+    _say(f"validate --deep {run_dir}: hashing every file, reading every tensor ...")
     report = validate_checkpoint(run_dir, deep=True)
     for finding in report.findings:
         _say(f"validate: {finding}")
@@ -124,6 +127,7 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
         raise SystemExit(1)
 
     hf_dir = out / "hf"
+    _say(f"export-hf: {run_dir} -> {hf_dir}, then reading it back (--verify) ...")
     result = export_hf(run_dir, hf_dir, dtype="fp32", verify=True)
     if result.mismatches:
         _say(f"export-hf: {len(result.mismatches)} tensor(s) differ from the checkpoint")
@@ -134,6 +138,7 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
     )
 
     question = synthetic_arithmetic(1, seed=99)[0]["question"]
+    _say(f"generate: loading {hf_dir} with transformers, answering {question!r} ...")
     answer = _generate(hf_dir, question)
     _say(f"generate: {question!r} -> {answer!r} (a tiny model after a short run: expect the")
     _say("  answer's format, not a correct sum; the pipeline, not the model, is the point)")

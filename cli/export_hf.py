@@ -135,6 +135,8 @@ def export_hf(
     from mfsdp_ckpt.convert.export_hf import parse_size
 
     bar = CallbackBar(enabled=not as_json, unit="B", desc="export", unit_scale=True)
+    # a merged LoRA export first hashes the whole base model (it must be the one trained on)
+    base_bar = CallbackBar(not as_json, "B", desc="export base model", unit_scale=True)
 
     def progress(tensors: int, total_tensors: int, done: int, total: int) -> None:
         bar.update(done, total, f"{tensors}/{total_tensors} tensors")
@@ -156,8 +158,10 @@ def export_hf(
                 role=role,
                 allow_nonfinite=allow_nonfinite,
                 adapter_only=adapter_only,
+                base_progress=base_bar.update if base_bar.enabled else None,
             )
         finally:
+            base_bar.close()
             bar.close()
 
     echo_result(run(), as_json, derived=("gb_per_s",))

@@ -182,7 +182,18 @@ def start(
     _quiet_known_warnings()
     if launching:
         os.environ[CONFIG_CHECKED] = "1"
+        here = " on this machine" if launch.multi_node else ""
+        say_starting(subcommand, f"launching {launch.nproc_per_node} processes{here} (torchrun)")
         sys.exit(run_ranks(torchrun_command(subcommand, launch, config_path, as_json, overrides)))
+    if int(os.environ.get("RANK", 0)) == 0:
+        say_starting(subcommand, "loading torch and transformers")
+
+
+def say_starting(subcommand: str, what: str) -> None:
+    """One line on stderr as a slow phase of starting a run begins: torchrun, then loading torch
+    and transformers and building the model, take seconds before the run's first line (many on
+    a few cores), and a run that prints nothing meanwhile looks hung."""
+    print(f"[{subcommand}] {what} ...", file=sys.stderr, flush=True)
 
 
 def run_ranks(command: list[str], **popen: Any) -> int:

@@ -260,10 +260,16 @@ def _describe(record: BaseModelRecord) -> str:
 
 
 def check_base_model(
-    manifest: Manifest | None, report: ValidationReport, *, deep: bool, source: str
+    manifest: Manifest | None,
+    report: ValidationReport,
+    *,
+    deep: bool,
+    source: str,
+    progress: ByteProgress | None = None,
 ) -> None:
     """validate's LoRA check: the base named in the manifest is the one present (or a warning
-    saying why it cannot be checked). Nothing for checkpoints that are not LoRA."""
+    saying why it cannot be checked). Nothing for checkpoints that are not LoRA. `deep`
+    hashes the whole base, reported to `progress` as (bytes hashed, bytes to hash)."""
     from mfsdp_ckpt.check.validate import ERROR, WARNING
 
     if manifest is None or manifest.base_model is None:
@@ -275,7 +281,7 @@ def check_base_model(
         return
     if record is None:
         return
-    errors, notes = base_model_problems(record, deep=deep)
+    errors, notes = base_model_problems(record, deep=deep, progress=progress)
     for where, message in errors:
         report.add(ERROR, where, message)
     for note in notes:

@@ -31,9 +31,13 @@ from trainer.strategies.base import Strategy
 Result = TypeVar("Result")
 
 
-def run_in_process_group(cfg: Any, body: Callable[[Any, DistEnv], Result]) -> Result:
-    """`body(cfg, env)` inside the run's process group, destroyed even when the run fails."""
+def run_in_process_group(name: str, cfg: Any, body: Callable[[Any, DistEnv], Result]) -> Result:
+    """`body(cfg, env)` inside the run's process group, destroyed even when the run fails.
+    The main rank first says that the model and data are being built: seconds (minutes for a
+    large model) before the run's first line."""
     with distributed_run(cfg.trainer.device) as env:
+        if env.is_main:
+            print(f"[{name}] building the model and reading the data ...", file=sys.stderr)
         return body(cfg, env)
 
 

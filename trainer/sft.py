@@ -182,7 +182,7 @@ class SFTSteps(StepHooks):
 
 
 def run_sft(cfg: SFTConfig) -> SFTResult:
-    return run_in_process_group(cfg, _run)
+    return run_in_process_group("sft", cfg, _run)
 
 
 def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:

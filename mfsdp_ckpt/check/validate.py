@@ -26,7 +26,7 @@ from mfsdp_ckpt.format import layout, state_keys
 from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
 from mfsdp_ckpt.format.file_hash import hash_file, rehash_like
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
-from mfsdp_ckpt.lora import check_base_model
+from mfsdp_ckpt.lora import ByteProgress, check_base_model
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import (
@@ -97,16 +97,28 @@ def validate_checkpoint(
     progress: Progress | None = None,
     role: str | None = None,
     hf_config: str | os.PathLike | None = None,
+    base_progress: ByteProgress | None = None,
 ) -> ValidationReport:
     """Validate any level of any layout `layout.resolve_checkpoint` knows (ours, verl,
     Megatron-LM, a bare dist_ckpt dir); `role` picks verl's actor or critic, `hf_config`
     supplies the config a checkpoint without huggingface/ lacks.
 
+    `deep` reports two things as it goes: `progress` gets (tensors read, tensors) of the
+    checkpoint, and on a LoRA checkpoint `base_progress` first gets (bytes hashed, bytes to
+    hash) of the base model it adapts, which can be far larger than the adapter.
+
     Raises `layout.CheckpointPathError` only when `path` is not a checkpoint at all.
     """
     report = ValidationReport(path=str(path), deep=deep)
     paths = _resolve(Path(path), report, role)
-    return validate_paths(paths, report, deep=deep, progress=progress, hf_config=hf_config)
+    return validate_paths(
+        paths,
+        report,
+        deep=deep,
+        progress=progress,
+        hf_config=hf_config,
+        base_progress=base_progress,
+    )
 
 
 def validate_paths(
@@ -116,6 +128,7 @@ def validate_paths(
     deep: bool = False,
     progress: Progress | None = None,
     hf_config: str | os.PathLike | None = None,
+    base_progress: ByteProgress | None = None,
 ) -> ValidationReport:
     """The checks of `validate_checkpoint` on an already resolved checkpoint."""
     report = report or ValidationReport(path=str(paths.step_dir or paths.dist_ckpt), deep=deep)
@@ -141,7 +154,9 @@ def validate_paths(
         manifest is None or manifest.lora is None
     ):  # a LoRA step holds adapters, not the config's weights
         _check_against_config(paths, reader, report, hf_config)
-    check_base_model(manifest, report, deep=deep, source=str(paths.manifest))
+    check_base_model(
+        manifest, report, deep=deep, source=str(paths.manifest), progress=base_progress
+    )
     if deep:
         if manifest is not None:
             _check_hashes(paths, manifest, report)

@@ -61,6 +61,7 @@ from mfsdp_ckpt.convert.name_maps import MappedTensor
 from mfsdp_ckpt.convert.units import human_bytes, human_rate
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dtypes import DType
+from mfsdp_ckpt.lora import ByteProgress
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
 from mfsdp_ckpt.storage.tensorstore_store import is_url
@@ -286,12 +287,14 @@ def export_hf(
     role: str | None = None,
     allow_nonfinite: bool = False,
     adapter_only: bool = False,
+    base_progress: ByteProgress | None = None,
 ) -> ExportResult:
     """Convert `ckpt` (any level of any layout `layout.resolve_checkpoint` reads, or a URL)
     into `out_dir`; `role` picks verl's actor (default) or critic (refused: not an LM).
 
     A LoRA checkpoint is merged onto its base model, or with `adapter_only` written as a
-    PEFT adapter dir (`mfsdp_ckpt.convert.lora_export`).
+    PEFT adapter dir (`mfsdp_ckpt.convert.lora_export`); merging first hashes the whole base
+    model, reported to `base_progress` as (bytes hashed, bytes to hash).
 
     Raises ExportUsageError / CheckpointPathError / OutputDirError (bad usage), ExportError
     (NonFiniteError: a weight holds NaN/Inf, unless `allow_nonfinite`), OutputBusyError
@@ -316,6 +319,7 @@ def export_hf(
             verify=verify,
             overwrite=overwrite,
             progress=progress,
+            base_progress=base_progress,
         )
     started = time.monotonic()
     out = Path(out_dir)

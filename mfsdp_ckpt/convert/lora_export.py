@@ -51,6 +51,7 @@ from mfsdp_ckpt.lora import (
     ADAPTER_WEIGHTS_FILE,
     AdapterKey,
     BaseModelRecord,
+    ByteProgress,
     LoraSettings,
     base_model_problems,
     parse_adapter_key,
@@ -94,8 +95,11 @@ def export_lora(
     verify: bool = False,
     overwrite: bool = False,
     progress: Progress | None = None,
+    base_progress: ByteProgress | None = None,
 ) -> ExportResult:
     """Merged HF model (default) or PEFT adapter dir (`adapter_only`) from a LoRA checkpoint.
+    A merged export first hashes every byte of the base model (it must be the one the adapter
+    was trained on): `base_progress` gets (bytes hashed, bytes to hash) meanwhile.
 
     Raises ExportUsageError (not a LoRA checkpoint, output exists), ExportError or
     CheckpointInvalidError (damaged checkpoint, base missing or changed), OSError.
@@ -124,7 +128,7 @@ def export_lora(
         else:
             assets = str(hf_config) if hf_config is not None else str(paths.hf_assets)
             result = _write_merged(
-                adapter, base, assets, tmp, dtype, max_shard_size, verify, progress
+                adapter, base, assets, tmp, dtype, max_shard_size, verify, progress, base_progress
             )
         if verify:  # bytes flipped after save match their own reads: hash them too
             result.mismatches = manifest_hash_errors(paths) + (result.mismatches or [])
@@ -263,9 +267,12 @@ class _BaseTensor:
     shape: tuple[int, ...]
 
 
-def _base_tensors(base: BaseModelRecord | None) -> tuple[Path, dict[str, _BaseTensor]]:
+def _base_tensors(
+    base: BaseModelRecord | None, progress: ByteProgress | None
+) -> tuple[Path, dict[str, _BaseTensor]]:
     """The base's safetensors tensors (names, dtypes, shapes from the headers), after checking
-    that the base on disk is, byte for byte, the one the adapter was trained on."""
+    that the base on disk is, byte for byte, the one the adapter was trained on (hashing all
+    of it, reported to `progress`)."""
     from safetensors import safe_open
 
     if base is None or base.path is None or base.random_init:
@@ -273,7 +280,7 @@ def _base_tensors(base: BaseModelRecord | None) -> tuple[Path, dict[str, _BaseTe
             "the base model was a random init: there is nothing to merge onto "
             "(export the adapter with --adapter-only)"
         )
-    errors, notes = base_model_problems(base, deep=True)
+    errors, notes = base_model_problems(base, deep=True, progress=progress)
     if errors or notes:
         where, what = errors[0] if errors else (base.path, notes[0])
         raise ExportError(
@@ -305,6 +312,7 @@ def _write_merged(
     max_shard_size: int,
     verify: bool,
     progress: Progress | None,
+    base_progress: ByteProgress | None,
 ) -> ExportResult:
     """The HF model dir: the checkpoint's config and tokenizer files, and every base tensor
     (adapted ones merged) in the export dtype (`auto`: the config's)."""
@@ -323,7 +331,7 @@ def _write_merged(
     except HFConfigError as err:
         message = str(err).replace(str(tmp / "config.json"), f"{asset_location} config.json")
         raise ExportUsageError(message) from None
-    root, tensors = _base_tensors(base)
+    root, tensors = _base_tensors(base, base_progress)
     adapted = _check_fits_base(adapter, root, tensors)
     out_dtype = choose_dtype(dtype, config, [])
     dtypes = {

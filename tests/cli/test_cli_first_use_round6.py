@@ -46,7 +46,8 @@ def _all_help() -> str:
 
 
 def _error_lines(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if line.strip()]
+    """stderr without blank lines and without the run's own progress lines ("[sft] ...")."""
+    return [line for line in stderr.splitlines() if line.strip() and not line.startswith("[sft] ")]
 
 
 def test_the_tiny_sft_example_trains_on_what_the_demo_writes(tmp_path):

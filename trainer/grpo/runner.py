@@ -348,7 +348,7 @@ def push_weights(steps: GRPOSteps) -> None:
 
 
 def run_grpo(cfg: GRPOConfig) -> GRPOResult:
-    return run_in_process_group(cfg, _run)
+    return run_in_process_group("grpo", cfg, _run)
 
 
 def check_config(cfg: GRPOConfig, world_size: int) -> None:

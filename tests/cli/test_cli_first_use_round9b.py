@@ -1,0 +1,170 @@
+"""What a first-time user still hit after round 9: phases of `mfsdp demo` that took seconds
+without a line, a LoRA checkpoint's base model hashed without a bar by `validate --deep` and a
+merged `export-hf`, commands whose --json printed something other than one JSON object, and
+unclear messages for common mistakes (a second run into one run dir, a step dir given as the
+run dir, Ctrl-C during training)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cli.main import main
+from tests.support.paths import REPO
+from tests.support.sft import tiny_config, write_chat_jsonl
+from tests.support.terminal import Terminal
+from trainer.sft import run_sft
+
+# ------------------------------------------------------------------ LoRA base model bars
+
+
+@pytest.fixture(scope="module")
+def lora_run(tmp_path_factory) -> Path:
+    from trainer.tiny import build_tiny_model_dir
+
+    root = tmp_path_factory.mktemp("lora_bars")
+    base = build_tiny_model_dir(root / "base", seed=0, with_weights=True)
+    data = write_chat_jsonl(root / "train.jsonl", rows=8)
+    settings = (
+        f"model.path={base}",
+        "model.lora_rank=4",
+        "trainer.total_steps=1",
+        "data.global_batch_size=4",
+    )
+    run_sft(tiny_config(data, root / "run", *settings))
+    return root
+
+
+def _bars_drawn(monkeypatch, capsys, argv: list[str]) -> list[str]:
+    """What `mfsdp ARGV` draws on a terminal: each bar state it printed (between \\r)."""
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    monkeypatch.setattr("sys.argv", ["mfsdp", *argv])
+    try:
+        main()
+    except SystemExit as stop:
+        assert stop.code in (0, None), capsys.readouterr()
+    capsys.readouterr()
+    return [line for line in terminal.getvalue().split("\r") if "%|" in line]
+
+
+def _base_size(lora_run: Path) -> str:
+    return f"/{(lora_run / 'base' / 'model.safetensors').stat().st_size / 1e6:.2f}M ["
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["terminal", "json"])
+def test_validate_deep_of_lora_draws_a_labelled_bar_for_the_base_then_one_for_tensors(
+    lora_run, monkeypatch, capsys, as_json
+):
+    """--deep hashes every byte of the base model first (minutes for a 7B one): its own bar
+    in bytes, labelled, before validate's bar of tensors; nothing under --json."""
+    argv = ["ckpt", "validate", str(lora_run / "run"), "--deep"] + (["--json"] if as_json else [])
+    bars = _bars_drawn(monkeypatch, capsys, argv)
+    if as_json:
+        assert bars == []
+        return
+    base = [bar for bar in bars if bar.startswith("validate base model:")]
+    tensors = [bar for bar in bars if bar.startswith("validate:")]
+    assert base and tensors and len(base) + len(tensors) == len(bars), bars
+    assert _base_size(lora_run) in base[0], bars
+    assert bars.index(base[-1]) < bars.index(tensors[0])  # the base first, then the tensors
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["terminal", "json"])
+def test_a_merged_lora_export_draws_a_labelled_bar_while_it_hashes_the_base(
+    lora_run, tmp_path, monkeypatch, capsys, as_json
+):
+    out = tmp_path / "merged"
+    argv = ["ckpt", "export-hf", str(lora_run / "run"), "--out", str(out)]
+    bars = _bars_drawn(monkeypatch, capsys, argv + (["--json"] if as_json else []))
+    assert (out / "config.json").is_file()
+    if as_json:
+        assert bars == []
+        return
+    base = [bar for bar in bars if bar.startswith("export base model:")]
+    assert base and _base_size(lora_run) in base[0], bars
+    assert any(bar.startswith("export:") for bar in bars), bars
+
+
+# ------------------------------------------------------------------ no phase without a line
+
+
+def _lines_of(*args: str) -> list[str]:
+    """`mfsdp ARGS` in a fresh interpreter, stdout and stderr as one stream, as a terminal or a
+    log file shows them (the order the lines came in)."""
+    done = subprocess.run(
+        [sys.executable, "-c", "from cli.main import main; main()", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout
+    return done.stdout.splitlines()
+
+
+def _in_order(lines: list[str], expected: list[str]) -> None:
+    """Each pattern matches a line after the line the one before it matched."""
+    at = 0
+    for pattern in expected:
+        found = [i for i in range(at, len(lines)) if re.match(pattern, lines[i])]
+        assert found, f"no line {pattern!r} after line {at} in:\n" + "\n".join(lines)
+        at = found[0] + 1
+
+
+def test_each_slow_phase_of_the_demo_says_so_as_it_starts(tmp_path):
+    """Loading torch, building the model, validating, exporting and generating each took
+    seconds with no line (the output looked hung)."""
+    out = tmp_path / "demo"
+    lines = _lines_of("demo", "--out", str(out), "--steps", "2", "--nproc", "1")
+    _in_order(
+        lines,
+        [
+            r"\[demo\] data: writing .* \.\.\.$",
+            r"\[demo\] data: .*\(SFT\)",
+            r"\[demo\] train: ",
+            r"\[sft\] loading torch and transformers \.\.\.$",
+            r"\[sft\] building the model and reading the data \.\.\.$",
+            r"\[sft\] fsdp2 on 1 x cpu",
+            r"sft: step 2",
+            r"\[demo\] validate --deep .*\.\.\.$",
+            r"\[demo\] validate --deep .*: valid$",
+            r"\[demo\] export-hf: .*\.\.\.$",
+            r"\[demo\] export-hf: \d+ tensors",
+            r"\[demo\] generate: loading .*\.\.\.$",
+            r"\[demo\] generate: '",
+            r"\[demo\] done in",
+        ],
+    )
+
+
+def test_a_launched_training_run_says_so_before_torchrun_and_the_ranks_load(tmp_path):
+    rows = write_chat_jsonl(tmp_path / "train.jsonl", rows=64)
+    lines = _lines_of(
+        "train",
+        "sft",
+        "--config",
+        "examples/sft_tiny_cpu.yaml",
+        "--nproc-per-node",
+        "2",
+        f"data.train_files={rows}",
+        f"trainer.run_dir={tmp_path / 'run'}",
+        "trainer.total_steps=1",
+        "trainer.progress_bar=false",
+    )
+    _in_order(
+        lines,
+        [
+            r"\[sft\] launching 2 processes \(torchrun\) \.\.\.$",
+            r"\[sft\] loading torch and transformers \.\.\.$",
+            r"\[sft\] building the model and reading the data \.\.\.$",
+            r"\[sft\] fsdp2 on 2 x cpu",
+            r"sft: step 1",
+        ],
+    )
+    assert sum("loading torch" in line for line in lines) == 1  # rank 0 only
