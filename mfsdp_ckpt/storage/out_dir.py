@@ -36,7 +36,7 @@ from pathlib import Path
 
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.layout import fsync_path
-from mfsdp_ckpt.storage.out_lock import acquire_out_lock, release_out_lock
+from mfsdp_ckpt.storage.out_lock import acquire_out_lock, ctrl_c_deferred, release_out_lock
 
 _WORK_TAG = ".export-"
 # Checkpoint pieces that --overwrite must never delete (layout.py's names).
@@ -165,8 +165,8 @@ class OutputClaim:
 
     # ---------------------------------------------------------------- lifecycle
     def acquire(self) -> OutputClaim:
-        self._lock()
         try:
+            self._lock()
             self._remove_stale_work_dirs()
             self._original = self._existing_target()
             os.mkdir(self.tmp)
@@ -275,12 +275,14 @@ class OutputClaim:
         return (info.st_dev, info.st_ino) == self._original
 
     def _lock(self) -> None:
-        self._lock_fd = acquire_out_lock(self.out)
+        with ctrl_c_deferred():  # raised once self._lock_fd is bound, so release() sees it
+            self._lock_fd = acquire_out_lock(self.out)
 
     def _unlock(self) -> None:
-        if self._lock_fd is not None:
-            release_out_lock(self.out, self._lock_fd)
-            self._lock_fd = None
+        with ctrl_c_deferred():
+            if self._lock_fd is not None:
+                release_out_lock(self.out, self._lock_fd)
+                self._lock_fd = None
 
     def _remove_stale_work_dirs(self) -> None:
         """Work dirs of earlier runs into this `out` (ours by name; with the lock held no

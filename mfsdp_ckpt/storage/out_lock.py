@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,16 +66,35 @@ def release_out_lock(out: Path, fd: int) -> None:
 
 
 @contextlib.contextmanager
+def ctrl_c_deferred() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) back for the block; one pressed meanwhile is raised right after.
+
+    Taking and dropping the lock are several system calls (open, flock, write; unlink,
+    close): a KeyboardInterrupt between two of them would leave a lock file nobody removes.
+    Callers bind what they took inside the block and release it in a `finally` around it."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+@contextlib.contextmanager
 def out_lock(out: str | os.PathLike, option: str = "--out") -> Iterator[None]:
-    """Hold `out`'s lock for the `with` block (see the module docstring).
+    """Hold `out`'s lock for the `with` block (see the module docstring); Ctrl-C at any
+    moment leaves no lock file behind.
 
     >>> with out_lock("data/gsm8k"):
     ...     write_tables(...)
     """
     path = Path(os.path.abspath(out))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = acquire_out_lock(path, option)
+    fd: int | None = None
     try:
+        with ctrl_c_deferred():  # a Ctrl-C meanwhile is raised inside the try, fd bound
+            fd = acquire_out_lock(path, option)
         yield
     finally:
-        release_out_lock(path, fd)
+        if fd is not None:
+            with ctrl_c_deferred():
+                release_out_lock(path, fd)

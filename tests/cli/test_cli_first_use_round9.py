@@ -124,6 +124,24 @@ def test_no_lock_file_is_left_after_ctrl_c_during_a_data_run(tmp_path):
     assert _lock_files(tmp_path) == [] and not (tmp_path / "out" / "rl").exists()
 
 
+def test_ctrl_c_while_the_lock_is_taken_or_dropped_is_raised_after_the_lock_is_bound(tmp_path):
+    """A Ctrl-C pressed between the lock's system calls (open, flock, write; unlink, close)
+    is held back to the end of the step, so the caller's `finally` always sees the lock it
+    took: the race that left `.out.out-lock` behind when Ctrl-C came just as the file was
+    created."""
+    import os
+
+    from mfsdp_ckpt.storage.out_lock import acquire_out_lock, ctrl_c_deferred, lock_path_for
+
+    out = tmp_path / "out"
+    taken = None
+    with pytest.raises(KeyboardInterrupt), ctrl_c_deferred():
+        os.kill(os.getpid(), signal.SIGINT)  # pressed mid-acquisition
+        taken = acquire_out_lock(out)
+    assert taken is not None and lock_path_for(out).exists()
+    os.close(taken)
+
+
 # ------------------------------------------------------------------ examples run as printed
 
 
