@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import click
 
 from cli.errors import EXIT_USAGE, fail, remember_json
+from cli.lines import say
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
@@ -262,7 +263,10 @@ def report(summary: dict[str, Any], as_json: bool, line: str) -> None:
     none): as one JSON object with --json, else as `line`."""
     if int(os.environ.get("RANK", 0)) != 0:
         return
-    click.echo(json.dumps(summary) if as_json else line)
+    if as_json:
+        click.echo(json.dumps(summary))
+    else:
+        say(line)
 
 
 def last_value(by_step: dict[int, float]) -> float | None:

@@ -1,0 +1,106 @@
+"""Hostile inputs the earlier rounds left open, each handled with the right exit code and
+nothing on the terminal that the input chose:
+
+* paths holding a newline, an ANSI/OSC escape or bytes that are not UTF-8: error lines were
+  escaped, but the lines of a success (export/import summary, `valid: ...`, notes, the
+  tables `mfsdp data` wrote) printed them raw, so a newline forged an `error:` line and an
+  escape recoloured or retitled the terminal;
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.reliability.hf_model import hf_model
+from tests.support.paths import REPO, repo_env
+
+SECONDS = 60  # each command takes a second or two; a hang is a failure
+
+
+def on_a_terminal(*args: str | Path) -> tuple[int, bytes]:
+    """`mfsdp ARGS` in a fresh interpreter whose stdout and stderr are a terminal (a pty):
+    click strips ANSI escapes only from output that is not one. Returns the exit code and
+    the bytes the terminal received (its CR LF line ends as LF)."""
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.Popen(
+            [sys.executable, "-c", "from cli.main import main; main()", *map(os.fsencode, args)],
+            cwd=REPO,
+            env={**repo_env(), "TQDM_DISABLE": "1"},  # bars are not what is checked
+            stdin=subprocess.DEVNULL,
+            stdout=follower,
+            stderr=follower,
+        )
+    finally:
+        os.close(follower)
+    received = []
+    with contextlib.suppress(OSError):  # EIO once the command has exited
+        while piece := os.read(leader, 1 << 16):
+            received.append(piece)
+    os.close(leader)
+    return done.wait(timeout=SECONDS), b"".join(received).replace(b"\r\n", b"\n")
+
+
+def assert_inert(output: bytes) -> None:
+    """Nothing a terminal acts on (controls other than newline), valid UTF-8, and no line
+    that claims an error."""
+    text = output.decode("utf-8")  # raw non-UTF-8 bytes from a file name fail here
+    assert not any((ord(c) < 0x20 and c != "\n") or c == "\x7f" for c in text), text
+    assert not any(line.startswith("error:") for line in text.splitlines()), text
+
+
+# --------------------------------------------------------------------------- printed paths
+HOSTILE_NAMES = {
+    "newline": "run\nerror: forged",
+    "ansi": "run\x1b[2J\x1b[31m",
+    "osc-title": "run\x1b]0;pwned\x07",
+    "not-utf8": os.fsdecode(b"run\xff\xfe"),
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_NAMES))
+def test_success_lines_print_hostile_paths_escaped(tmp_path, name):
+    model = hf_model(tmp_path)
+    run = tmp_path / HOSTILE_NAMES[name]
+    code, shown = on_a_terminal("ckpt", "import-hf", model, "--out", run, "--layout", "hf")
+    assert code == 0, shown
+    assert_inert(shown)
+    for args in (
+        ("ckpt", "validate", run),
+        ("ckpt", "inspect", run),
+        ("ckpt", "export-hf", run, "--out", tmp_path / (HOSTILE_NAMES[name] + "hf")),
+        ("ckpt", "import-hf", model, "--out", tmp_path / (HOSTILE_NAMES[name] + "mc")),
+        ("data", "synthetic", "--out", tmp_path / (HOSTILE_NAMES[name] + "data")),
+    ):
+        code, shown = on_a_terminal(*args)
+        assert code == 0, (args, shown)
+        assert_inert(shown)
+        assert shown.strip(), args  # the summary is there, escaped
+
+
+@pytest.mark.parametrize("name", [b"gsm\xff.parquet", b"s3:gsm.parquet", b"file:gsm.parquet"])
+def test_parquet_names_pyarrow_would_parse_as_uris_are_read_and_written(tmp_path, name):
+    """pyarrow given a path parses it as a URI: a name that is not UTF-8 raised
+    UnicodeEncodeError (a traceback when writing), one with a scheme went elsewhere."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [{"question": f"q{i}", "answer": f"a #### {i}"} for i in range(4)]
+    pq.write_table(pa.Table.from_pylist(rows), str(tmp_path / "plain.parquet"))
+    source = tmp_path / os.fsdecode(name)
+    os.rename(tmp_path / "plain.parquet", source)
+    out = tmp_path / os.fsdecode(b"out\xff")
+    code, shown = on_a_terminal(
+        "data", "gsm8k", "--input", source, "--split", "train", "--out", out
+    )
+    assert code == 0, shown
+    assert_inert(shown)
+    with open(out / "sft" / "train.parquet", "rb") as handle:
+        assert pq.read_table(handle).num_rows == 4
