@@ -4,21 +4,32 @@ nothing on the terminal that the input chose:
 * paths holding a newline, an ANSI/OSC escape or bytes that are not UTF-8: error lines were
   escaped, but the lines of a success (export/import summary, `valid: ...`, notes, the
   tables `mfsdp data` wrote) printed them raw, so a newline forged an `error:` line and an
-  escape recoloured or retitled the terminal;
+  escape recoloured or retitled the terminal; pyarrow, given such a path, parsed it as a
+  URI (a traceback for a non-UTF-8 name, `s3:x.parquet` read from elsewhere);
+* safetensors headers the safetensors library refuses (UTF-16/32, a BOM, `__metadata__`
+  that does not map names to strings) and weights stored as integers or bools: import
+  took them (exit 0) where transformers cannot load the file and export-hf refuses the
+  weight;
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pty
+import struct
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.reliability.hf_model import hf_model
+from tests.support.cli_errors import one_error
+from tests.support.interop_layouts import run_cli
 from tests.support.paths import REPO, repo_env
 
 SECONDS = 60  # each command takes a second or two; a hang is a failure
@@ -104,3 +115,78 @@ def test_parquet_names_pyarrow_would_parse_as_uris_are_read_and_written(tmp_path
     assert_inert(shown)
     with open(out / "sft" / "train.parquet", "rb") as handle:
         assert pq.read_table(handle).num_rows == 4
+
+
+# --------------------------------------------------------------------------- safetensors headers
+def _split(path: Path) -> tuple[dict, bytes]:
+    raw = path.read_bytes()
+    (length,) = struct.unpack("<Q", raw[:8])
+    return json.loads(raw[8 : 8 + length]), raw[8 + length :]
+
+
+def _rewrite_header(model: Path, encode: Callable[[dict], bytes]) -> None:
+    """model.safetensors with its header edited and encoded by `encode`, data unchanged."""
+    header, data = _split(model / "model.safetensors")
+    encoded = encode(header)
+    (model / "model.safetensors").write_bytes(struct.pack("<Q", len(encoded)) + encoded + data)
+
+
+def _with_metadata(value: object) -> Callable[[dict], bytes]:
+    return lambda header: json.dumps({**header, "__metadata__": value}).encode()
+
+
+HEADERS = {
+    "utf-16": (lambda header: json.dumps(header).encode("utf-16"), "header is not UTF-8"),
+    "utf-32": (lambda header: json.dumps(header).encode("utf-32"), "header is not UTF-8"),
+    "bom": (lambda header: b"\xef\xbb\xbf" + json.dumps(header).encode(), "BOM"),
+    "metadata-int": (_with_metadata({"format": 5}), "__metadata__ must map names to strings"),
+    "metadata-nested": (_with_metadata({"a": {"b": "c"}}), "__metadata__ must map names"),
+    "metadata-list": (_with_metadata(["pt"]), "__metadata__ must map names to strings"),
+}
+
+
+@pytest.mark.parametrize("case", list(HEADERS))
+def test_headers_the_safetensors_library_refuses_are_refused(tmp_path, case):
+    """json.loads given bytes also reads UTF-16/32 and a BOM, and nothing looked at
+    `__metadata__`: import took files that transformers cannot load."""
+    from safetensors import SafetensorError, safe_open
+
+    model = hf_model(tmp_path)
+    encode, words = HEADERS[case]
+    _rewrite_header(model, encode)
+    with pytest.raises(SafetensorError), safe_open(str(model / "model.safetensors"), "pt"):
+        pass
+    before = (model / "model.safetensors").read_bytes()
+    code, _out, err = run_cli("ckpt", "import-hf", model, "--out", tmp_path / "out")
+    assert code == 1, err
+    one_error(err, str(model / "model.safetensors"), words)
+    assert not (tmp_path / "out").exists()
+    assert (model / "model.safetensors").read_bytes() == before
+
+
+def test_a_header_padded_with_spaces_still_imports(tmp_path):
+    """safetensors pads its header with spaces to align the data: that stays valid."""
+    model = hf_model(tmp_path)
+    _rewrite_header(model, lambda header: json.dumps(header).encode() + b" " * 7)
+    code, _out, err = run_cli("ckpt", "import-hf", model, "--out", tmp_path / "out")
+    assert code == 0, err
+
+
+# --------------------------------------------------------------------------- weight dtypes
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int8, torch.int64, torch.uint8, torch.bool])
+@pytest.mark.parametrize("layout", ["mcore", "hf"])
+def test_import_refuses_weights_stored_as_integers(tmp_path, dtype, layout):
+    """export-hf refuses a weight stored as integers; import wrote one into the checkpoint
+    (a float file relabelled I32 imported as int32 weights, exit 0)."""
+    key = "model.layers.0.self_attn.q_proj.weight"
+
+    def as_integers(tensors: dict[str, torch.Tensor]) -> None:
+        tensors[key] = (tensors[key] * 100).to(dtype)
+
+    model = hf_model(tmp_path, edit=as_integers)
+    out = tmp_path / "out"
+    code, _out, err = run_cli("ckpt", "import-hf", model, "--out", out, "--layout", layout)
+    assert code == 1, err
+    stored = str(dtype).removeprefix("torch.")
+    one_error(err, str(model / "model.safetensors"), key, f"stored as {stored}", "floating-point")
+    assert not out.exists()
