@@ -266,9 +266,13 @@ class SafetensorsSource:
     >>> tensor = source.read("model.embed_tokens.weight")
     """
 
-    def __init__(self, model_dir: str | os.PathLike):
+    def __init__(self, model_dir: str | os.PathLike, links_anywhere: bool = False):
+        """`links_anywhere`: weight files may be symlinks to anywhere (a user's own model
+        dir to train), not only within `safe_files.model_dir_root` (a model handed over
+        for import)."""
         self.root = Path(model_dir)
-        self.inside = safe_files.model_dir_root(self.root)  # where weight files may lead
+        # where weight files may lead (None: anywhere)
+        self.inside = None if links_anywhere else safe_files.model_dir_root(self.root)
         self.tensors: dict[str, StoredTensor] = {}
         self.notes: list[str] = []  # what a user should know about the files chosen
         files, weight_map = _chosen_files(self.root, self.notes)

@@ -10,6 +10,11 @@ nothing on the terminal that the input chose:
   that does not map names to strings) and weights stored as integers or bools: import
   took them (exit 0) where transformers cannot load the file and export-hf refuses the
   weight;
+* config.json numbers that are NaN or +-Infinity (Python's json reads the literals): import,
+  export and validate --hf-config took them, and exports carried `rms_norm_eps: NaN` on;
+* `mfsdp train sft` from a model dir whose files are damaged: a config.json transformers
+  refuses, a cut-short model.safetensors (a traceback in the rank each), a tokenizer
+  without tokenizer.json (every row encoded to nothing: exit 0 with loss 0.0000 each step).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import contextlib
 import json
 import os
 import pty
+import shutil
 import struct
 import subprocess
 import sys
@@ -27,12 +33,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.reliability.hf_model import hf_model
+from tests.reliability.hf_model import MCORE_QWEN2, hf_model
 from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import run_cli
 from tests.support.paths import REPO, repo_env
 
 SECONDS = 60  # each command takes a second or two; a hang is a failure
+EXPORT_SOURCE = MCORE_QWEN2 / "dist_ckpt"  # a Megatron-LM checkpoint of hf_model's shape
 
 
 def on_a_terminal(*args: str | Path) -> tuple[int, bytes]:
@@ -190,3 +197,123 @@ def test_import_refuses_weights_stored_as_integers(tmp_path, dtype, layout):
     stored = str(dtype).removeprefix("torch.")
     one_error(err, str(model / "model.safetensors"), key, f"stored as {stored}", "floating-point")
     assert not out.exists()
+
+
+# --------------------------------------------------------------------------- train from a model dir
+@pytest.fixture(scope="module")
+def trainable(tmp_path_factory) -> tuple[Path, Path]:
+    """A Hugging Face model dir `mfsdp train sft` can start from (the tiny tokenizer, a
+    Qwen2 of its vocabulary, random weights) and the SFT table to train it on."""
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    from trainer.grpo.synthetic import write_addition_data
+    from trainer.tiny import build_tokenizer, tiny_config_kwargs
+
+    root = tmp_path_factory.mktemp("trainable")
+    tokenizer = build_tokenizer()
+    config = Qwen2Config(
+        **tiny_config_kwargs(len(tokenizer)),
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(root / "model")
+    tokenizer.save_pretrained(root / "model")
+    tables = write_addition_data(root / "data", seed=0, digits=10)
+    return root / "model", tables["sft"]
+
+
+def _train_from(model: Path, table: Path, run: Path) -> tuple[int, str]:
+    done = subprocess.run(
+        [sys.executable, "-c", "from cli.main import main; main()", "train", "sft"]
+        + ["--config", str(REPO / "examples" / "sft_tiny_cpu.yaml")]
+        + [f"model.path={model}", f"data.train_files={table}", f"trainer.run_dir={run}"]
+        + ["trainer.total_steps=1", "trainer.eval_every=0", "checkpoint.save_every=0"],
+        cwd=REPO,
+        env=repo_env(),
+        capture_output=True,
+        text=True,
+        timeout=SECONDS * 3,
+    )
+    return done.returncode, done.stderr
+
+
+def _drop_tokenizer_json(model: Path) -> None:
+    (model / "tokenizer.json").unlink()
+
+
+def _truncate_weights(model: Path) -> None:
+    os.truncate(model / "model.safetensors", (model / "model.safetensors").stat().st_size // 2)
+
+
+def _config_edit(**changes: object) -> Callable[[Path], None]:
+    def edit(model: Path) -> None:
+        config = json.loads((model / "config.json").read_text())
+        (model / "config.json").write_text(json.dumps({**config, **changes}))
+
+    return edit
+
+
+MODEL_DIR_DAMAGE = {
+    # a tokenizer without its vocabulary encoded every row to nothing: exit 0, loss 0.0000
+    "no-tokenizer-json": (_drop_tokenizer_json, "", "turns text into no tokens"),
+    # the rest were tracebacks in the rank
+    "weights-cut-short": (_truncate_weights, "model.safetensors", "truncated"),
+    "heads-null": (_config_edit(num_attention_heads=None), "", "num_attention_heads"),
+    "tie-a-string": (_config_edit(tie_word_embeddings="false"), "", "tie_word_embeddings"),
+    "eps-nan": (_config_edit(rms_norm_eps=float("nan")), "config.json", "rms_norm_eps is nan"),
+    "theta-inf": (_config_edit(rope_theta=float("inf")), "config.json", "rope_theta is inf"),
+}
+
+
+@pytest.mark.parametrize("case", list(MODEL_DIR_DAMAGE))
+def test_training_from_a_damaged_model_dir_fails_in_one_line(tmp_path, trainable, case):
+    source, table = trainable
+    model = tmp_path / "model"
+    shutil.copytree(source, model)
+    damage, file, words = MODEL_DIR_DAMAGE[case]
+    damage(model)
+    code, err = _train_from(model, table, tmp_path / "run")
+    assert code == 1, err
+    one_error(err, str(model / file), words)
+
+
+def test_training_from_the_intact_model_dir_runs(tmp_path, trainable):
+    code, err = _train_from(*trainable, tmp_path / "run")
+    assert code == 0, err
+
+
+# --------------------------------------------------------------------------- config.json numbers
+NONFINITE_CONFIGS = {
+    "eps-nan": ('"rms_norm_eps": NaN', "rms_norm_eps is nan"),
+    "theta-inf": ('"rope_theta": Infinity', "rope_theta is inf"),
+    "theta-overflow": ('"rope_theta": 1e999', "rope_theta is inf"),
+    "nested": ('"rope_scaling": {"rope_type": "linear", "factor": -Infinity}', "factor is -inf"),
+    "in-a-list": ('"layer_scales": [1.0, NaN]', "layer_scales[1] is nan"),
+}
+
+
+@pytest.mark.parametrize("case", list(NONFINITE_CONFIGS))
+def test_config_numbers_that_are_not_finite_are_refused_naming_the_key(tmp_path, case):
+    """Python's json reads NaN and Infinity (RFC 8259 JSON has neither): import-hf and
+    export-hf took `rms_norm_eps: NaN` and wrote it into their output, a model that computes
+    NaN; validate --hf-config called the checkpoint valid against it."""
+    text, words = NONFINITE_CONFIGS[case]
+    model = hf_model(tmp_path)
+    config = (model / "config.json").read_text()
+    (model / "config.json").write_text(config[:-1] + ", " + text + "}")
+    imported = tmp_path / "imported"
+    code, _out, err = run_cli("ckpt", "import-hf", model, "--out", imported)
+    assert code == 1, err
+    one_error(err, str(model / "config.json"), words)
+    assert not imported.exists()
+    code, out, _err = run_cli("ckpt", "validate", EXPORT_SOURCE, "--hf-config", model)
+    assert code == 1 and out.startswith("error: ") and words in out.splitlines()[0], out
+    assert out.splitlines()[-1].startswith("INVALID"), out
+    exported = tmp_path / "exported"
+    code, _out, err = run_cli(
+        "ckpt", "export-hf", EXPORT_SOURCE, "--hf-config", model, "--out", exported
+    )
+    assert code == 2, err
+    one_error(err, "config.json", words)
+    assert not exported.exists()
