@@ -14,7 +14,9 @@ nothing on the terminal that the input chose:
   export and validate --hf-config took them, and exports carried `rms_norm_eps: NaN` on;
 * `mfsdp train sft` from a model dir whose files are damaged: a config.json transformers
   refuses, a cut-short model.safetensors (a traceback in the rank each), a tokenizer
-  without tokenizer.json (every row encoded to nothing: exit 0 with loss 0.0000 each step).
+  without tokenizer.json (every row encoded to nothing: exit 0 with loss 0.0000 each step);
+* a path too long for the file system (--out, a checkpoint, --hf-config, model.path,
+  trainer.run_dir): errno's raw `[Errno 36]` line with exit 1, not a usage error.
 """
 
 from __future__ import annotations
@@ -317,3 +319,43 @@ def test_config_numbers_that_are_not_finite_are_refused_naming_the_key(tmp_path,
     assert code == 2, err
     one_error(err, "config.json", words)
     assert not exported.exists()
+
+
+# --------------------------------------------------------------------------- names too long
+LONG = "y" * 300  # NAME_MAX is 255 bytes on common Linux file systems
+
+
+def _long_name_cases(tmp_path: Path, model: Path, table: Path) -> dict[str, list]:
+    sft = ["train", "sft", "--config", REPO / "examples" / "sft_tiny_cpu.yaml"]
+    sft += [f"data.train_files={table}"]
+    return {
+        "import --out": ["ckpt", "import-hf", model, "--out", tmp_path / LONG],
+        "export --out": ["ckpt", "export-hf", EXPORT_SOURCE, "--out", tmp_path / LONG],
+        "data --out": ["data", "synthetic", "--out", tmp_path / LONG / "data"],
+        "train run_dir": [*sft, f"trainer.run_dir={tmp_path / LONG}"],
+        "inspect PATH": ["ckpt", "inspect", tmp_path / LONG],
+        "export --hf-config": [
+            *("ckpt", "export-hf", EXPORT_SOURCE, "--hf-config", tmp_path / LONG),
+            *("--out", tmp_path / "out"),
+        ],
+        "train model.path": [*sft, f"model.path={tmp_path / LONG}"],
+    }
+
+
+def test_names_too_long_for_the_file_system_are_usage_errors(tmp_path, trainable):
+    """Path.exists() raises ENAMETOOLONG instead of saying no: such a path was errno's raw
+    `[Errno 36] File name too long: '...'` with exit 1, after an import had begun."""
+    model = hf_model(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for what, args in _long_name_cases(tmp_path, model, trainable[1]).items():
+        done = subprocess.run(
+            [sys.executable, "-c", "from cli.main import main; main()", *map(str, args)],
+            cwd=REPO,
+            env=repo_env(),
+            capture_output=True,
+            text=True,
+            timeout=SECONDS,
+        )
+        assert done.returncode == 2, (what, done.stderr)
+        one_error(done.stderr, LONG[:100], "too long")
+        assert sorted(p.name for p in tmp_path.iterdir()) == before, what
