@@ -152,15 +152,22 @@ def load_tokenizer(cfg: ModelConfig):
         return build_tokenizer()
     from transformers import AutoTokenizer
 
-    tokenizer = _read_by_transformers(
-        source,
-        "tokenizer",
-        lambda: AutoTokenizer.from_pretrained(str(source), local_files_only=True),
-    )
-    if not tokenizer(TOKENIZER_PROBE)["input_ids"]:
+    def load_and_encode():  # a wrong type in tokenizer_config.json fails only when encoding
+        tokenizer = AutoTokenizer.from_pretrained(str(source), local_files_only=True)
+        return tokenizer, tokenizer(TOKENIZER_PROBE)["input_ids"]
+
+    tokenizer, probe_ids = _read_by_transformers(source, "tokenizer", load_and_encode)
+    if not probe_ids:
         raise ModelFilesError(
             f"{source}: its tokenizer turns text into no tokens ({len(tokenizer)} in its"
             " vocabulary; is tokenizer.json missing?), so every row would train on nothing"
+        )
+    if not tokenizer.chat_template:  # a base model's tokenizer often has none
+        key = "model.tokenizer" if cfg.tokenizer is not None else "model.path"
+        raise ConfigError(
+            f"{key}: the tokenizer in {source} has no chat template, and every SFT and RL row"
+            " is a chat (messages, or a prompt of them); set model.tokenizer=DIR to one"
+            " that has a template (its tokenizer_config.json or chat_template.jinja)"
         )
     return tokenizer
 

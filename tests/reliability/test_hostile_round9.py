@@ -14,7 +14,8 @@ nothing on the terminal that the input chose:
   export and validate --hf-config took them, and exports carried `rms_norm_eps: NaN` on;
 * `mfsdp train sft` from a model dir whose files are damaged: a config.json transformers
   refuses, a cut-short model.safetensors (a traceback in the rank each), a tokenizer
-  without tokenizer.json (every row encoded to nothing: exit 0 with loss 0.0000 each step);
+  without tokenizer.json (every row encoded to nothing: exit 0 with loss 0.0000 each step),
+  a tokenizer_config.json value of the wrong type, a tokenizer with no chat template;
 * a path too long for the file system (--out, a checkpoint, --hf-config, model.path,
   trainer.run_dir): errno's raw `[Errno 36]` line with exit 1, not a usage error.
 """
@@ -256,15 +257,37 @@ def _config_edit(**changes: object) -> Callable[[Path], None]:
     return edit
 
 
+def _tokenizer_config_edit(**changes: object) -> Callable[[Path], None]:
+    def edit(model: Path) -> None:
+        config = json.loads((model / "tokenizer_config.json").read_text())
+        (model / "tokenizer_config.json").write_text(json.dumps({**config, **changes}))
+
+    return edit
+
+
+def _drop_chat_template(model: Path) -> None:
+    _tokenizer_config_edit(chat_template=None)(model)
+    for template in model.glob("chat_template.*"):
+        template.unlink()
+
+
 MODEL_DIR_DAMAGE = {
     # a tokenizer without its vocabulary encoded every row to nothing: exit 0, loss 0.0000
-    "no-tokenizer-json": (_drop_tokenizer_json, "", "turns text into no tokens"),
+    "no-tokenizer-json": (_drop_tokenizer_json, 1, "", "turns text into no tokens"),
     # the rest were tracebacks in the rank
-    "weights-cut-short": (_truncate_weights, "model.safetensors", "truncated"),
-    "heads-null": (_config_edit(num_attention_heads=None), "", "num_attention_heads"),
-    "tie-a-string": (_config_edit(tie_word_embeddings="false"), "", "tie_word_embeddings"),
-    "eps-nan": (_config_edit(rms_norm_eps=float("nan")), "config.json", "rms_norm_eps is nan"),
-    "theta-inf": (_config_edit(rope_theta=float("inf")), "config.json", "rope_theta is inf"),
+    "weights-cut-short": (_truncate_weights, 1, "model.safetensors", "truncated"),
+    "heads-null": (_config_edit(num_attention_heads=None), 1, "", "num_attention_heads"),
+    "tie-a-string": (_config_edit(tie_word_embeddings="false"), 1, "", "tie_word_embeddings"),
+    "eps-nan": (_config_edit(rms_norm_eps=float("nan")), 1, "config.json", "rms_norm_eps is nan"),
+    "theta-inf": (_config_edit(rope_theta=float("inf")), 1, "config.json", "rope_theta is inf"),
+    "max-length-a-string": (
+        _tokenizer_config_edit(model_max_length="x"),
+        1,
+        "",
+        "tokenizer that transformers cannot read",
+    ),
+    # a base model's tokenizer: every row is a chat (usage: model.tokenizer=DIR fixes it)
+    "no-chat-template": (_drop_chat_template, 2, "", "has no chat template"),
 }
 
 
@@ -273,10 +296,10 @@ def test_training_from_a_damaged_model_dir_fails_in_one_line(tmp_path, trainable
     source, table = trainable
     model = tmp_path / "model"
     shutil.copytree(source, model)
-    damage, file, words = MODEL_DIR_DAMAGE[case]
+    damage, expected, file, words = MODEL_DIR_DAMAGE[case]
     damage(model)
     code, err = _train_from(model, table, tmp_path / "run")
-    assert code == 1, err
+    assert code == expected, err
     one_error(err, str(model / file), words)
 
 
