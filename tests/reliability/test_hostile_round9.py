@@ -17,7 +17,10 @@ nothing on the terminal that the input chose:
   without tokenizer.json (every row encoded to nothing: exit 0 with loss 0.0000 each step),
   a tokenizer_config.json value of the wrong type, a tokenizer with no chat template;
 * a path too long for the file system (--out, a checkpoint, --hf-config, model.path,
-  trainer.run_dir): errno's raw `[Errno 36]` line with exit 1, not a usage error.
+  trainer.run_dir): errno's raw `[Errno 36]` line with exit 1, not a usage error;
+* SFT and RL rows whose chat turns a template cannot render (a string as `messages`, a
+  number or a list of parts as content) or JSON nested past the recursion limit: a
+  traceback in the rank, not the row's name.
 """
 
 from __future__ import annotations
@@ -382,3 +385,69 @@ def test_names_too_long_for_the_file_system_are_usage_errors(tmp_path, trainable
         assert done.returncode == 2, (what, done.stderr)
         one_error(done.stderr, LONG[:100], "too long")
         assert sorted(p.name for p in tmp_path.iterdir()) == before, what
+
+
+# --------------------------------------------------------------------------- chat rows
+def _jsonl(path: Path, row: str, copies: int = 16) -> Path:
+    path.write_text((row + "\n") * copies)
+    return path
+
+
+ANSWER = '{"role": "assistant", "content": "7"}'
+SFT_ROWS = {
+    "messages-a-string": ('{"messages": "hello"}', "chat turns must be a list"),
+    "content-a-number": (
+        '{"messages": [{"role": "user", "content": 5}, ' + ANSWER + "]}",
+        "role and content must be text",
+    ),
+    "content-a-list-of-parts": (
+        '{"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}]}, '
+        + ANSWER
+        + "]}",
+        "role and content must be text",
+    ),
+    "role-a-number": (
+        '{"messages": [{"role": 1, "content": "a"}, ' + ANSWER + "]}",
+        "role and content must be text",
+    ),
+    "nested-5000-deep": ('{"messages": ' + "[" * 5000 + "]" * 5000 + "}", "nested too deeply"),
+}
+
+
+def _train(kind: str, *overrides: str) -> tuple[int, str]:
+    done = subprocess.run(
+        [sys.executable, "-c", "from cli.main import main; main()", "train", kind]
+        + ["--config", str(REPO / "examples" / f"{kind}_tiny_cpu.yaml"), *overrides],
+        cwd=REPO,
+        env=repo_env(),
+        capture_output=True,
+        text=True,
+        timeout=SECONDS * 3,
+    )
+    return done.returncode, done.stderr
+
+
+@pytest.mark.parametrize("case", list(SFT_ROWS))
+def test_chat_rows_the_template_cannot_render_are_named(tmp_path, case):
+    """A string as `messages`, a number or OpenAI's list of parts as content, JSON nested
+    past the recursion limit: tracebacks in the rank (or a turn per character)."""
+    row, words = SFT_ROWS[case]
+    data = _jsonl(tmp_path / "train.jsonl", row)
+    code, err = _train(
+        "sft", f"data.train_files={data}", f"trainer.run_dir={tmp_path / 'run'}", "data.val_ratio=0"
+    )
+    assert code == 2, err
+    one_error(err, str(data), words)
+
+
+def test_rl_prompts_the_template_cannot_render_are_named(tmp_path):
+    row = '{"prompt": [{"role": "user", "content": 5}], "reward_model": {"ground_truth": "7"}}'
+    data = _jsonl(tmp_path / "rl.jsonl", row, copies=64)
+    code, err = _train(
+        "grpo",
+        f"data.train_files={data}",
+        f"data.val_files={data}",
+        f"trainer.run_dir={tmp_path / 'run'}",
+    )
+    assert code == 2, err
+    one_error(err, str(data), "row 0", "role and content must be text")

@@ -82,6 +82,8 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
                 row = json.loads(line)
             except json.JSONDecodeError as err:
                 raise DataFileError(f"{path}:{number}: not valid JSON ({err.msg})") from err
+            except RecursionError:  # `[[[[...` thousands deep: no row of a table is
+                raise DataFileError(f"{path}:{number}: JSON nested too deeply") from None
             if not isinstance(row, dict):
                 raise DataFileError(f"{path}:{number}: expected a JSON object per line")
             rows.append(row)
