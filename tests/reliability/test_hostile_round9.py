@@ -41,6 +41,7 @@ import torch
 
 from tests.reliability.hf_model import MCORE_QWEN2, hf_model
 from tests.support.cli_errors import one_error
+from tests.support.fresh_python import mfsdp
 from tests.support.interop_layouts import run_cli
 from tests.support.paths import REPO, repo_env
 
@@ -229,19 +230,18 @@ def trainable(tmp_path_factory) -> tuple[Path, Path]:
     return root / "model", tables["sft"]
 
 
-def _train_from(model: Path, table: Path, run: Path) -> tuple[int, str]:
-    done = subprocess.run(
-        [sys.executable, "-c", "from cli.main import main; main()", "train", "sft"]
-        + ["--config", str(REPO / "examples" / "sft_tiny_cpu.yaml")]
-        + [f"model.path={model}", f"data.train_files={table}", f"trainer.run_dir={run}"]
-        + ["trainer.total_steps=1", "trainer.eval_every=0", "checkpoint.save_every=0"],
-        cwd=REPO,
-        env=repo_env(),
-        capture_output=True,
-        text=True,
-        timeout=SECONDS * 3,
-    )
+def _train(kind: str, *overrides: str) -> tuple[int, str]:
+    """`mfsdp train KIND` on the tiny CPU example with `overrides`: (exit code, stderr)."""
+    done = mfsdp("train", kind, "--config", f"examples/{kind}_tiny_cpu.yaml", *overrides)
     return done.returncode, done.stderr
+
+
+def _train_from(model: Path, table: Path, run: Path) -> tuple[int, str]:
+    return _train(
+        "sft",
+        *(f"model.path={model}", f"data.train_files={table}", f"trainer.run_dir={run}"),
+        *("trainer.total_steps=1", "trainer.eval_every=0", "checkpoint.save_every=0"),
+    )
 
 
 def _drop_tokenizer_json(model: Path) -> None:
@@ -374,14 +374,7 @@ def test_names_too_long_for_the_file_system_are_usage_errors(tmp_path, trainable
     model = hf_model(tmp_path)
     before = sorted(p.name for p in tmp_path.iterdir())
     for what, args in _long_name_cases(tmp_path, model, trainable[1]).items():
-        done = subprocess.run(
-            [sys.executable, "-c", "from cli.main import main; main()", *map(str, args)],
-            cwd=REPO,
-            env=repo_env(),
-            capture_output=True,
-            text=True,
-            timeout=SECONDS,
-        )
+        done = mfsdp(*map(str, args))
         assert done.returncode == 2, (what, done.stderr)
         one_error(done.stderr, LONG[:100], "too long")
         assert sorted(p.name for p in tmp_path.iterdir()) == before, what
@@ -412,19 +405,6 @@ SFT_ROWS = {
     ),
     "nested-5000-deep": ('{"messages": ' + "[" * 5000 + "]" * 5000 + "}", "nested too deeply"),
 }
-
-
-def _train(kind: str, *overrides: str) -> tuple[int, str]:
-    done = subprocess.run(
-        [sys.executable, "-c", "from cli.main import main; main()", "train", kind]
-        + ["--config", str(REPO / "examples" / f"{kind}_tiny_cpu.yaml"), *overrides],
-        cwd=REPO,
-        env=repo_env(),
-        capture_output=True,
-        text=True,
-        timeout=SECONDS * 3,
-    )
-    return done.returncode, done.stderr
 
 
 @pytest.mark.parametrize("case", list(SFT_ROWS))
