@@ -20,7 +20,9 @@ nothing on the terminal that the input chose:
   trainer.run_dir): errno's raw `[Errno 36]` line with exit 1, not a usage error;
 * SFT and RL rows whose chat turns a template cannot render (a string as `messages`, a
   number or a list of parts as content) or JSON nested past the recursion limit: a
-  traceback in the rank, not the row's name.
+  traceback in the rank, not the row's name;
+* trainer.run_dir that is or lies inside a model dir the run reads (model.path,
+  model.hf_config, model.tokenizer): checkpoints were written among the user's download.
 """
 
 from __future__ import annotations
@@ -431,3 +433,34 @@ def test_rl_prompts_the_template_cannot_render_are_named(tmp_path):
     )
     assert code == 2, err
     one_error(err, str(data), "row 0", "role and content must be text")
+
+
+# --------------------------------------------------------------------------- run_dir vs inputs
+def _listing(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+@pytest.mark.parametrize("key", ["model.path", "model.hf_config", "model.tokenizer"])
+@pytest.mark.parametrize("where", [".", "runs/sft", "sub/../."])
+def test_run_dir_in_a_model_dir_the_run_reads_is_refused(tmp_path, trainable, key, where):
+    """trainer.run_dir = model.path (or inside it) wrote global_step_N/, metrics and
+    config.yaml among the user's download, as export-hf and import-hf refuse for --out."""
+    source, table = trainable
+    model = tmp_path / "model"
+    shutil.copytree(source, model)
+    before = _listing(model)
+    reads = [f"{key}={model}"]
+    if key == "model.hf_config":  # it names the config of a checkpoint given as model.path
+        reads.append(f"model.path={EXPORT_SOURCE}")
+    code, err = _train(
+        "sft",
+        *reads,
+        f"data.train_files={table}",
+        f"trainer.run_dir={model}/{where}",
+        "trainer.total_steps=1",
+    )
+    assert code == 2, err
+    one_error(err, "trainer.run_dir", f"inside {key} {model}")
+    assert _listing(model) == before
