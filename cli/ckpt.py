@@ -8,6 +8,7 @@ import sys
 import click
 
 from cli.errors import EXIT_FAILED, READ_PATH, remember_json
+from cli.lines import say
 from trainer.progress import CallbackBar
 
 PATH_HELP = """PATH is any level of a checkpoint: a run dir (follows
@@ -43,7 +44,7 @@ def ckpt() -> None:
 def _say_note(paths_note: str | None) -> None:
     """How a path was read (e.g. runs/demo holds one run: runs/demo/sft), on stderr."""
     if paths_note:
-        click.echo(f"note: {paths_note}", err=True)
+        say(f"note: {paths_note}", err=True)
 
 
 @ckpt.command(
@@ -155,8 +156,8 @@ def validate(
         click.echo(json.dumps(report.to_dict(strict), indent=2))
     else:
         for finding in report.findings:
-            click.echo(str(finding))
-        click.echo(_verdict(report, strict, deep))
+            say(str(finding))
+        say(_verdict(report, strict, deep))
     if not report.ok(strict):
         sys.exit(EXIT_FAILED)
 

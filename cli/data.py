@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from cli.errors import remember_json
+from cli.lines import say
 from mfsdp_ckpt.storage.out_lock import out_lock
 from mfsdp_ckpt.storage.writable import require_writable_dir
 
@@ -33,7 +34,7 @@ def _echo_written(out_dir: str, paths: Iterable[Path], as_json: bool) -> None:
         click.echo(json.dumps({"out_dir": out_dir, "files": files}, indent=2))
         return
     for name, path in files.items():
-        click.echo(f"{name}: {path}")
+        say(f"{name}: {path}")
 
 
 @click.group()

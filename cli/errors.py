@@ -90,8 +90,10 @@ def report_errors(run: Callable[[], T], as_json: Callable[[], bool] = lambda: Fa
     (and a JSON object on stdout when `as_json()`: the command was given --json).
 
     An OSError is the machine failing the run (disk full, a directory that cannot be
-    written; the message names the path), not a bug: exit 1 in one line too. A broken
-    pipe (`mfsdp ... | head`) stays click's quiet exit.
+    written; the message names the path), not a bug: exit 1 in one line too, except a name
+    too long for the file system, which only a path given to the command can be (exit 2:
+    `Path.exists()` raises it rather than saying no). A broken pipe (`mfsdp ... | head`)
+    stays click's quiet exit.
     """
     _watch_for_ctrl_c()
     try:
@@ -101,6 +103,9 @@ def report_errors(run: Callable[[], T], as_json: Callable[[], bool] = lambda: Fa
     except OSError as err:
         if err.errno == errno.EPIPE:
             raise
+        if err.errno == errno.ENAMETOOLONG:  # a path as typed that no file can have
+            message = f"{err.filename}: name too long for the file system"
+            _fail_once(*_or_interrupted(message, EXIT_USAGE), as_json())
         _fail_once(*_or_interrupted(str(err), EXIT_FAILED), as_json())
     except KeyboardInterrupt:
         _fail_once("interrupted", EXIT_INTERRUPTED, as_json())

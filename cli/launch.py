@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import click
 
 from cli.errors import EXIT_USAGE, fail, remember_json
+from cli.lines import say
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
@@ -105,15 +106,17 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     configure_logging()  # a rank torchrun started takes `-v` from the environment
     if os.environ.get(CONFIG_CHECKED):  # the launching process showed the notes already
         logging.getLogger("mfsdp.config").setLevel(logging.ERROR)
-    from trainer.local_paths import check_local_paths, check_writable_dir
+    from trainer.local_paths import check_local_paths, check_run_dir_apart, check_writable_dir
     from trainer.metrics import require_trackers
     from trainer.model_source import resolve_model_source
 
     cfg: Any = load_config(cls, config_path, overrides)  # SFTConfig or GRPOConfig
     require_trackers(cfg.trainer)
-    resolve_model_source(cfg.model)  # a missing model.path fails here, not once per rank
+    source = resolve_model_source(cfg.model)  # a missing model.path fails here, not per rank
     check_local_paths(cfg)  # and so does every other path key
     check_writable_dir("trainer.run_dir", cfg.trainer.run_dir)
+    hf_dir = source.assets if source is not None and source.checkpoint is None else None
+    check_run_dir_apart(cfg, hf_dir)
     return cfg
 
 
@@ -273,7 +276,10 @@ def report(summary: dict[str, Any], as_json: bool, line: str) -> None:
     none): as one JSON object with --json, else as `line`."""
     if int(os.environ.get("RANK", 0)) != 0:
         return
-    click.echo(json.dumps(summary) if as_json else line)
+    if as_json:
+        click.echo(json.dumps(summary))
+    else:
+        say(line)
 
 
 def last_value(by_step: dict[int, float]) -> float | None:

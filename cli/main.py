@@ -53,11 +53,12 @@ def main() -> None:
     import sys
 
     from cli.errors import fail
+    from cli.lines import say
     from trainer.threads import drop_malformed_thread_count
 
     dropped = drop_malformed_thread_count()  # before any command loads torch (and OpenMP)
     if dropped:
-        click.echo(f"note: {dropped}", err=True)
+        say(f"note: {dropped}", err=True)
     args = sys.argv[1:]
     options = args[: args.index("--")] if "--" in args else args
     as_json = any(arg == "--json" or arg.startswith("--json=") for arg in options)

@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from cli.lines import say
+
 
 def echo_result(result: Any, as_json: bool, derived: tuple[str, ...] = ()) -> None:
     """With --json, every field of the `result` dataclass, then its `derived` properties, as one
@@ -18,5 +20,5 @@ def echo_result(result: Any, as_json: bool, derived: tuple[str, ...] = ()) -> No
         click.echo(json.dumps({name: getattr(result, name) for name in names}, indent=2))
         return
     for note in result.notes:
-        click.echo(f"note: {note}", err=True)
-    click.echo(result.summary())
+        say(f"note: {note}", err=True)
+    say(result.summary())

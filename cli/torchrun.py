@@ -22,6 +22,7 @@ from typing import Any
 
 from cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PEER_LOST, EXIT_USAGE
 from cli.verbosity import LEVEL_VARIABLE
+from mfsdp_ckpt.check.printable import printable
 
 AGENT_LOGGERS = ("torch.distributed.elastic", "torch.distributed.launcher", "torch.distributed.run")
 
@@ -99,7 +100,7 @@ def main(argv: list[str]) -> int:
         code = rank_exit_code(failure.exitcode)
         unsaid = _unsaid(rank, failure, err.failures)
         if unsaid is not None:
-            print(f"error: rank {rank}: {unsaid}", file=sys.stderr)
+            print(f"error: rank {rank}: {printable(unsaid)}", file=sys.stderr)
         if "--json" in argv and code != EXIT_INTERRUPTED and not _rank_0_said(rank, failure):
             error = f"rank {rank}: {failure.message if unsaid is None else unsaid}"
             print(json.dumps({"error": error, "exit_code": code}))

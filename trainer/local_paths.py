@@ -15,6 +15,7 @@ rank 0 left.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from mfsdp_ckpt.storage.writable import require_writable_dir
@@ -56,6 +57,30 @@ def check_local_paths(cfg: Any) -> None:
             raise missing_path(f"{section}.{key}", value, needed)
         if needed.endswith(" dir") and not os.path.isdir(value):
             raise ConfigError(f"{section}.{key}: {value} is a file; {needed} is needed")
+
+
+def check_run_dir_apart(cfg: Any, hf_dir: str | os.PathLike | None) -> None:
+    """`trainer.run_dir` may not be, or lie inside, a model dir the run reads (`hf_dir`:
+    model.path when it is a Hugging Face dir; model.hf_config; model.tokenizer): its
+    checkpoints, metrics and config.yaml would be written among the user's download (in a
+    Hugging Face cache, the snapshot every other run reads), as export-hf and import-hf
+    refuse an --out there."""
+    run = Path(os.path.abspath(cfg.trainer.run_dir)).resolve()
+    model = cfg.model
+    for key, value in (
+        ("model.path", hf_dir),
+        ("model.hf_config", model.hf_config),
+        ("model.tokenizer", model.tokenizer),
+    ):
+        if value is None:
+            continue
+        read = Path(value).resolve()
+        read = read.parent if read.is_file() else read
+        if run == read or read in run.parents:
+            raise ConfigError(
+                f"trainer.run_dir: {cfg.trainer.run_dir} is or lies inside {key} {value}, a"
+                " model dir this run reads; choose a run_dir outside it"
+            )
 
 
 def check_writable_dir(key: str, value: str) -> None:

@@ -11,11 +11,14 @@ Hugging Face parameter names (a wrapper module would prefix every name).
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
+from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry, read_config_json
+from mfsdp_ckpt.errors import MfsdpFailedError
 from trainer.config import ConfigError, ModelConfig
 from trainer.kernels import apply_kernels
 from trainer.local_paths import missing_path
@@ -24,6 +27,9 @@ from trainer.loss import linear_cross_entropy_sum
 from trainer.model_source import load_checkpoint_weights, resolve_model_source
 
 SUPPORTED_FAMILIES = ("qwen2", "qwen3", "llama")
+# Any tokenizer a model ships encodes this to tokens; one missing its vocabulary (a model
+# dir without tokenizer.json) encodes it, and every data row, to nothing: loss 0 each step.
+TOKENIZER_PROBE = "Question: what is 3 + 4? Answer: 7"
 
 # Public architecture shapes (config.json fields) for random-init runs; vocab sizes as shipped.
 SHAPES: dict[str, dict[str, Any]] = {
@@ -91,6 +97,43 @@ SHAPES: dict[str, dict[str, Any]] = {
 }
 
 
+class ModelFilesError(MfsdpFailedError, ValueError):
+    """The model dir's config.json or tokenizer is damaged (a cut-short download, a wrong
+    type); names the dir and what transformers said, in one line."""
+
+
+T = TypeVar("T")
+
+
+def _read_by_transformers(where: Path, what: str, load: Callable[[], T]) -> T:
+    """`load()`, with whatever transformers raises for a damaged file (KeyError,
+    JSONDecodeError, its own validation errors, each with a traceback in every rank) made
+    one line naming the dir."""
+    try:
+        return load()
+    except Exception as err:
+        said = " ".join(line.strip() for line in str(err).splitlines() if line.strip())
+        raise ModelFilesError(
+            f"{where}: {what} that transformers cannot read ({type(err).__name__}: {said[:300]})"
+        ) from None
+
+
+def _model_dir_config(assets: Path, overrides: dict[str, Any]):
+    """The transformers config of a model dir, its config.json checked first as import-hf
+    checks it (NaN, impossible sizes: one line naming the key)."""
+    from transformers import AutoConfig
+
+    try:
+        check_geometry(read_config_json(assets)[1], assets / "config.json")
+    except HFConfigError as err:
+        raise ModelFilesError(str(err)) from None
+    return _read_by_transformers(
+        assets,
+        "config.json",
+        lambda: AutoConfig.from_pretrained(str(assets), local_files_only=True, **overrides),
+    )
+
+
 def load_tokenizer(cfg: ModelConfig):
     """The tokenizer named by `tokenizer`, else the model dir's (a checkpoint's huggingface/ or
     `hf_config` dir), else the embedded tiny one. Local files only: nothing is downloaded."""
@@ -101,13 +144,32 @@ def load_tokenizer(cfg: ModelConfig):
     else:
         model_source = resolve_model_source(cfg)
         source = model_source.assets if model_source is not None else None
+        if source is not None:  # AutoTokenizer reads config.json too: name a damaged one as such
+            _model_dir_config(source, {})
     if source is None:
         from trainer.tiny import build_tokenizer
 
         return build_tokenizer()
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(source), local_files_only=True)
+    def load_and_encode():  # a wrong type in tokenizer_config.json fails only when encoding
+        tokenizer = AutoTokenizer.from_pretrained(str(source), local_files_only=True)
+        return tokenizer, tokenizer(TOKENIZER_PROBE)["input_ids"]
+
+    tokenizer, probe_ids = _read_by_transformers(source, "tokenizer", load_and_encode)
+    if not probe_ids:
+        raise ModelFilesError(
+            f"{source}: its tokenizer turns text into no tokens ({len(tokenizer)} in its"
+            " vocabulary; is tokenizer.json missing?), so every row would train on nothing"
+        )
+    if not tokenizer.chat_template:  # a base model's tokenizer often has none
+        key = "model.tokenizer" if cfg.tokenizer is not None else "model.path"
+        raise ConfigError(
+            f"{key}: the tokenizer in {source} has no chat template, and every SFT and RL row"
+            " is a chat (messages, or a prompt of them); set model.tokenizer=DIR to one"
+            " that has a template (its tokenizer_config.json or chat_template.jinja)"
+        )
+    return tokenizer
 
 
 def build_hf_config(cfg: ModelConfig, tokenizer) -> Any:
@@ -115,8 +177,7 @@ def build_hf_config(cfg: ModelConfig, tokenizer) -> Any:
 
     source = resolve_model_source(cfg)
     if source is not None:
-        assets = str(source.assets)
-        config = AutoConfig.from_pretrained(assets, local_files_only=True, **cfg.overrides)
+        config = _model_dir_config(source.assets, cfg.overrides)
     elif cfg.shape == "tiny":
         from transformers import Qwen2Config
 
@@ -149,6 +210,21 @@ def build_hf_config(cfg: ModelConfig, tokenizer) -> Any:
     return config
 
 
+def _check_weight_files(assets: Path) -> None:
+    """A cut-short or damaged download is named before transformers reads it (its
+    SafetensorError was a traceback in every rank): every safetensors header is checked
+    against its file, as import-hf checks them, without reading a weight. The files may
+    lead anywhere: the model dir is the user's own, not a checkpoint handed over."""
+    from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, SafetensorsSource
+
+    if not any(assets.glob("*.safetensors")):
+        return  # *.bin weights: transformers reads those itself
+    try:
+        SafetensorsSource(assets, links_anywhere=True)
+    except SafetensorsError as err:
+        raise ModelFilesError(str(err)) from None
+
+
 def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) -> torch.nn.Module:
     """fp32 model on `device` (the strategy casts compute to bf16); every rank builds the same one.
     From a checkpoint, the weights stream into the model built from its config."""
@@ -157,6 +233,7 @@ def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) 
     torch.manual_seed(seed)
     source = resolve_model_source(cfg) if not cfg.random_init else None
     if source is not None and source.checkpoint is None:
+        _check_weight_files(source.assets)
         model = AutoModelForCausalLM.from_pretrained(
             str(source.assets),
             config=config,

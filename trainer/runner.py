@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from mfsdp_ckpt.check.printable import printable
 from mfsdp_ckpt.checkpointer import Checkpointer
 from mfsdp_ckpt.format.layout import CheckpointPaths
 from trainer.config import ConfigError, write_resolved_config
@@ -168,10 +169,8 @@ class TrainingRun:
         """One line on stderr (main rank): what runs, and from which step to which."""
         if self.env.is_main:
             resumed = f" (resumed from {self.resume.step_dir})" if self.resume else ""
-            print(
-                f"[{self.name}] {what}, steps {self.start} -> {self.total_steps}{resumed}",
-                file=sys.stderr,
-            )
+            line = f"[{self.name}] {what}, steps {self.start} -> {self.total_steps}{resumed}"
+            print(printable(line), file=sys.stderr)  # the run dir's name may hold escapes
 
     def save(self, step: int, info: dict[str, Any]) -> Path:
         """Checkpoint the state at `step` (1-based), with `info` in its manifest."""

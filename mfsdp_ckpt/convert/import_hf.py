@@ -157,6 +157,7 @@ def plan_model_import(
         raise ImportFailedError(str(err)) from None
     shapes = {name: entry.shape for name, entry in source.tensors.items()}
     _check_against_config(hf_dir, shapes, expected)
+    _refuse_non_floating_weights(source, expected)
     geometry = Geometry.from_config(config)
     try:
         items = plan_import(shapes, layout_name, config.model_type, geometry, norms)
@@ -218,6 +219,19 @@ def _check_against_config(hf_dir: Path, shapes: dict[str, tuple[int, ...]], expe
         raise ImportFailedError(
             f"{hf_dir}: weights lack {len(missing)} tensor(s) config.json needs, e.g. {missing[0]}"
         )
+
+
+def _refuse_non_floating_weights(source: SafetensorsSource, expected) -> None:
+    """A weight of the model stored as integers or bools (float bits relabelled I32, a
+    quantized file) is refused naming it, as export-hf refuses one: imported, it would
+    train as integers or be read as other values."""
+    for name in sorted(set(expected.required).intersection(source.tensors)):
+        entry = source.tensors[name]
+        if not entry.dtype.is_floating_point:
+            raise ImportFailedError(
+                f"{source.root / entry.file} [{name}]: stored as {entry.dtype.name}, but it is"
+                f" a floating-point weight of {expected.model_type}; refusing to import it"
+            )
 
 
 def _convert(plan: ImportPlan, item: ImportItem):

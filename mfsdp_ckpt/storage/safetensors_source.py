@@ -179,12 +179,7 @@ def read_header(path: Path, relative: str, root: str | None = None) -> dict[str,
                 f"{path}: header length {length} does not fit the file ({size} bytes)"
             )
         raw = handle.read(length)
-    try:
-        header = json.loads(raw, object_pairs_hook=_unique_keys)
-    except (ValueError, UnicodeDecodeError, RecursionError) as err:
-        raise SafetensorsError(f"{path}: header is not valid JSON ({str(err)[:200]})") from None
-    if not isinstance(header, dict):
-        raise SafetensorsError(f"{path}: header is not a JSON object")
+    header = _parse_header(path, raw)
     data_start = 8 + length
     tensors = {}
     for name, info in header.items():
@@ -193,6 +188,26 @@ def read_header(path: Path, relative: str, root: str | None = None) -> dict[str,
         tensors[name] = _entry(path, relative, name, info, data_start, size)
     _check_tiling(path, tensors, data_start, size)
     return tensors
+
+
+def _parse_header(path: Path, raw: bytes) -> dict:
+    """The header as the safetensors library reads it: UTF-8 JSON (json.loads given bytes
+    would also take UTF-16 or UTF-32, and a BOM, which that library refuses), an object,
+    with `__metadata__`, when there, mapping strings to strings."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SafetensorsError(f"{path}: header is not UTF-8 (byte {err.start})") from None
+    try:
+        header = json.loads(text, object_pairs_hook=_unique_keys)
+    except (ValueError, RecursionError) as err:
+        raise SafetensorsError(f"{path}: header is not valid JSON ({str(err)[:200]})") from None
+    if not isinstance(header, dict):
+        raise SafetensorsError(f"{path}: header is not a JSON object")
+    metadata = header.get("__metadata__", {})
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise SafetensorsError(f"{path}: __metadata__ must map names to strings")
+    return header
 
 
 def _check_tiling(path: Path, tensors: dict[str, StoredTensor], data_start: int, size: int) -> None:
@@ -251,9 +266,13 @@ class SafetensorsSource:
     >>> tensor = source.read("model.embed_tokens.weight")
     """
 
-    def __init__(self, model_dir: str | os.PathLike):
+    def __init__(self, model_dir: str | os.PathLike, links_anywhere: bool = False):
+        """`links_anywhere`: weight files may be symlinks to anywhere (a user's own model
+        dir to train), not only within `safe_files.model_dir_root` (a model handed over
+        for import)."""
         self.root = Path(model_dir)
-        self.inside = safe_files.model_dir_root(self.root)  # where weight files may lead
+        # where weight files may lead (None: anywhere)
+        self.inside = None if links_anywhere else safe_files.model_dir_root(self.root)
         self.tensors: dict[str, StoredTensor] = {}
         self.notes: list[str] = []  # what a user should know about the files chosen
         files, weight_map = _chosen_files(self.root, self.notes)

@@ -32,7 +32,29 @@ def require_writable_dir(
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
         raise error(f"{given}: {existing} is a file, not a directory")
+    _require_short_names(given, path, existing, error)
     if not os.access(existing, os.W_OK | os.X_OK):
         read_only = os.statvfs(existing).f_flag & os.ST_RDONLY
         why = "is on a read-only file system" if read_only else "is not writable by this user"
         raise error(f"{given}: {existing} {why}; choose another {key}")
+
+
+def _require_short_names(
+    given: str, path: str, existing: str, error: Callable[[str], Exception]
+) -> None:
+    """The names still to be created under `existing` fit its file system (NAME_MAX bytes
+    each, PATH_MAX in all): a longer one failed at the first mkdir, as errno's raw
+    `[Errno 36] File name too long` with exit 1, after the work had begun."""
+    name_max = os.pathconf(existing, "PC_NAME_MAX")
+    for name in os.path.relpath(path, existing).split(os.sep):
+        if len(os.fsencode(name)) > name_max:
+            raise error(
+                f"{given}: a name of {len(os.fsencode(name))} bytes, too long for the file"
+                f" system (at most {name_max})"
+            )
+    path_max = os.pathconf(existing, "PC_PATH_MAX")
+    if len(os.fsencode(path)) >= path_max:
+        raise error(
+            f"{given}: {len(os.fsencode(path))} bytes, too long for the file system (a path"
+            f" has fewer than {path_max})"
+        )

@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 
 from mfsdp_ckpt.storage import safe_files
-from tests.reliability.test_hostile_round6 import EXPORT, MCORE_QWEN2, _hf_model
+from tests.reliability.hf_model import hf_model
+from tests.reliability.test_hostile_round6 import EXPORT, MCORE_QWEN2
 from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import run_cli
 
@@ -28,7 +29,7 @@ def _holds_secret(directory: Path) -> bool:
 
 
 def test_export_refuses_an_asset_linked_out_of_its_hf_config_dir(tmp_path):
-    model = _hf_model(tmp_path)
+    model = hf_model(tmp_path)
     _link_out(model, tmp_path)
     out = tmp_path / "out"
     code, _out, err = run_cli(*EXPORT, "--hf-config", model, "--out", out)
@@ -38,7 +39,7 @@ def test_export_refuses_an_asset_linked_out_of_its_hf_config_dir(tmp_path):
 
 
 def test_import_refuses_an_asset_linked_out_of_its_source(tmp_path):
-    model = _hf_model(tmp_path)
+    model = hf_model(tmp_path)
     _link_out(model, tmp_path)
     out = tmp_path / "imported"
     code, _out, err = run_cli("ckpt", "import-hf", model, "--out", out, "--layout", "hf")

@@ -23,12 +23,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
-from safetensors.torch import save_file
 
 from cli.main import main
-from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
 from mfsdp_ckpt.storage.reader import CheckpointReader
+from tests.reliability.hf_model import hf_model
 from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import run_cli
 from tests.support.paths import FIXTURES, REPO, repo_env
@@ -67,24 +65,6 @@ def _tree(directory: Path) -> dict[str, object]:
     return found
 
 
-def _hf_model(root: Path) -> Path:
-    """A Hugging Face model dir of the mcore fixture's shape: config.json, model.safetensors
-    (random weights, tied embedding stored once, as transformers saves it), a tokenizer."""
-    model = root / "model"
-    model.mkdir()
-    config = json.loads((MCORE_QWEN2 / "config.json").read_text())
-    (model / "config.json").write_text(json.dumps(config))
-    (model / "tokenizer.json").write_text('{"mine": true}')
-    shapes = hf_state_dict_shapes(config)
-    shapes.pop("lm_head.weight")
-    generator = torch.Generator().manual_seed(0)
-    save_file(
-        {name: torch.randn(shape, generator=generator) for name, shape in shapes.items()},
-        str(model / "model.safetensors"),
-    )
-    return model
-
-
 # --------------------------------------------------------------------------- --out vs inputs
 def _as_cache_snapshot(model: Path) -> None:
     """The files moved to ../blobs and linked back, as a Hugging Face cache snapshot is."""
@@ -98,7 +78,7 @@ def _as_cache_snapshot(model: Path) -> None:
 @pytest.mark.parametrize("where", ["same", "parent"])
 @pytest.mark.parametrize("snapshot", [False, True])
 def test_export_never_replaces_its_hf_config_dir(tmp_path, where, snapshot):
-    model = _hf_model(tmp_path)
+    model = hf_model(tmp_path)
     if snapshot:
         _as_cache_snapshot(model)
     out = {"same": model, "parent": tmp_path}[where]
@@ -113,7 +93,7 @@ def test_export_never_replaces_its_hf_config_dir(tmp_path, where, snapshot):
 @pytest.mark.parametrize("layout_name", ["mcore", "hf"])
 @pytest.mark.parametrize("where", ["same", "inside"])
 def test_import_never_writes_into_its_source(tmp_path, layout_name, where):
-    model = _hf_model(tmp_path)
+    model = hf_model(tmp_path)
     out = model if where == "same" else model / "imported"
     before = _tree(model)
     code, _out, err = run_cli(
@@ -127,7 +107,7 @@ def test_import_never_writes_into_its_source(tmp_path, layout_name, where):
 @pytest.mark.parametrize("where", ["beside", "inside"])
 def test_export_beside_or_inside_its_hf_config_dir_still_works(tmp_path, where):
     """A new dir adds to nothing the user has (`--hf-config ./config.json --out ./hf`)."""
-    model = _hf_model(tmp_path)
+    model = hf_model(tmp_path)
     before = _tree(model)
     out = tmp_path / "export" if where == "beside" else model / "export"
     code, _out, err = run_cli(*EXPORT, "--hf-config", model / "config.json", "--out", out)
@@ -230,7 +210,7 @@ SAFETENSORS_DAMAGE = {
 
 @pytest.mark.parametrize("case", list(SAFETENSORS_DAMAGE))
 def test_safetensors_the_library_would_refuse_are_refused(tmp_path, case):
-    model = _hf_model(tmp_path)
+    model = hf_model(tmp_path)
     damage, file, words = SAFETENSORS_DAMAGE[case]
     damage(model)
     before = _tree(model)
@@ -241,7 +221,7 @@ def test_safetensors_the_library_would_refuse_are_refused(tmp_path, case):
 
 
 def test_an_undamaged_model_imports(tmp_path):
-    code, _out, err = run_cli("ckpt", "import-hf", _hf_model(tmp_path), "--out", tmp_path / "out")
+    code, _out, err = run_cli("ckpt", "import-hf", hf_model(tmp_path), "--out", tmp_path / "out")
     assert code == 0, err
 
 
@@ -348,7 +328,7 @@ def _leftovers(parent: Path) -> list[str]:
 def test_import_that_fills_the_disk_names_its_output(tmp_path, layout_name):
     """RLIMIT_FSIZE makes the first large write fail (EFBIG, as ENOSPC would: a pwrite's
     error names no file); Python ignores SIGXFSZ, so the write fails instead of the process."""
-    model = _hf_model(tmp_path)
+    model = hf_model(tmp_path)
     out = tmp_path / "out"
     limits = resource.getrlimit(resource.RLIMIT_FSIZE)
     resource.setrlimit(resource.RLIMIT_FSIZE, (32 << 10, limits[1]))
@@ -442,7 +422,7 @@ def _hidden(directory: Path) -> list[str]:
 
 
 def test_a_cloned_model_dir_exports_without_its_hidden_dirs(tmp_path):
-    model = _hf_model(tmp_path)
+    model = hf_model(tmp_path)
     _as_git_clone(model)
     out = tmp_path / "export"
     code, _out, err = run_cli(*EXPORT, "--hf-config", model, "--out", out)
@@ -451,7 +431,7 @@ def test_a_cloned_model_dir_exports_without_its_hidden_dirs(tmp_path):
 
 
 def test_a_cloned_model_dir_imports_without_its_hidden_dirs(tmp_path):
-    model = _hf_model(tmp_path)
+    model = hf_model(tmp_path)
     _as_git_clone(model)
     out = tmp_path / "run"
     code, _out, err = run_cli("ckpt", "import-hf", model, "--out", out, "--layout", "hf")

@@ -25,7 +25,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
+from tests.reliability.hf_model import hf_model
 from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import run_cli
 from tests.support.paths import FIXTURES, REPO
@@ -75,23 +75,6 @@ def test_a_huggingface_dir_this_user_cannot_read_fails_the_export(tmp_path):
 
 
 # --------------------------------------------------------------------------- import NaN/Inf
-def _hf_model(root: Path, dtype: torch.dtype = torch.float32, edit=None) -> Path:
-    """A Hugging Face model dir of the mcore fixture's shape (tied embedding stored once);
-    `edit` may change the tensors before they are saved."""
-    model = root / "model"
-    model.mkdir()
-    config = json.loads((MCORE_QWEN2 / "config.json").read_text())
-    (model / "config.json").write_text(json.dumps(config))
-    shapes = hf_state_dict_shapes(config)
-    shapes.pop("lm_head.weight")
-    generator = torch.Generator().manual_seed(0)
-    tensors = {name: torch.randn(s, generator=generator).to(dtype) for name, s in shapes.items()}
-    if edit is not None:
-        edit(tensors)
-    save_file(tensors, str(model / "model.safetensors"))
-    return model
-
-
 NONFINITE_AT = "model.layers.1.self_attn.q_proj.weight"
 
 
@@ -104,7 +87,7 @@ def test_import_refuses_weights_holding_nan_or_inf(tmp_path, dtype, value, optio
     def poison(tensors):
         tensors[NONFINITE_AT].view(-1)[5] = value
 
-    model = _hf_model(tmp_path, dtype, poison)
+    model = hf_model(tmp_path, dtype, poison)
     out = tmp_path / "out"
     code, _out, err = run_cli("ckpt", "import-hf", model, "--out", out, *options)
     assert code == 1, err
@@ -120,7 +103,7 @@ def test_import_refuses_a_cast_that_overflows(tmp_path):
     def huge(tensors):
         tensors["model.norm.weight"][0] = 1e30
 
-    model = _hf_model(tmp_path, torch.float32, huge)
+    model = hf_model(tmp_path, torch.float32, huge)
     code, _out, err = run_cli(
         "ckpt", "import-hf", model, "--out", tmp_path / "out", "--dtype", "fp16"
     )
@@ -163,7 +146,7 @@ def _phantom(weight_map, second):
 
 @pytest.mark.parametrize("damage", [_wrong_shard, _unlisted, _phantom])
 def test_an_index_that_disagrees_with_its_shards_is_refused(tmp_path, damage):
-    model = _hf_model(tmp_path)
+    model = hf_model(tmp_path)
     weight_map, second = _sharded(model)
     index = model / "model.safetensors.index.json"
     index.write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))

@@ -34,7 +34,8 @@ from pathlib import Path
 import pytest
 
 from mfsdp_ckpt.format.dcp_metadata import MetadataIndex
-from tests.reliability.test_hostile_round7 import _hf_model, _sharded
+from tests.reliability.hf_model import hf_model
+from tests.reliability.test_hostile_round7 import _sharded
 from tests.support.ckpt_edits import edit_metadata
 from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import run_cli
@@ -182,7 +183,7 @@ def _move_out(path: Path, elsewhere: Path) -> None:
     ["model.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json"],
 )
 def test_import_refuses_weights_linked_out_of_the_model_dir(tmp_path, linked):
-    model = _hf_model(tmp_path)
+    model = hf_model(tmp_path)
     if linked != "model.safetensors":
         _split(model)
     _move_out(model / linked, tmp_path / "elsewhere")
@@ -195,7 +196,7 @@ def test_import_refuses_weights_linked_out_of_the_model_dir(tmp_path, linked):
 def test_a_cache_snapshot_whose_weights_link_into_blobs_imports(tmp_path):
     """models--ORG--NAME/snapshots/REV/FILE -> ../../blobs/HASH, as the Hugging Face cache
     lays a download out: weights and index included."""
-    built = _hf_model(tmp_path)
+    built = hf_model(tmp_path)
     _split(built)
     cache = tmp_path / "models--org--name"
     snapshot, blobs = cache / "snapshots" / "0123abc", cache / "blobs"
@@ -220,7 +221,7 @@ def test_a_cache_snapshot_whose_weights_link_into_blobs_imports(tmp_path):
     ],
 )
 def test_a_special_file_where_a_model_file_belongs_is_refused_naming_it(tmp_path, special, what):
-    model = _hf_model(tmp_path)
+    model = hf_model(tmp_path)
     if special in ("model.safetensors.index.json", "model-00001-of-00002.safetensors"):
         _split(model)  # the index stays the only one: transformers would read it
     path = model / special
@@ -238,7 +239,7 @@ def test_model_safetensors_wins_over_an_index_beside_it_as_in_transformers(tmp_p
     """transformers' from_pretrained takes model.safetensors when both are there; import
     takes the same file and says the index was ignored (here it names shards that do not
     exist, which import used to fail on)."""
-    model = _hf_model(tmp_path)
+    model = hf_model(tmp_path)
     index = model / "model.safetensors.index.json"
     index.write_text(json.dumps({"weight_map": {"model.norm.weight": "gone.safetensors"}}))
     code, _out, err = _import(model, tmp_path / "out")
@@ -268,7 +269,7 @@ def _linked_out(config: Path) -> str:
 
 @pytest.mark.parametrize("damage", [_bad_json, _no_model_type, _negative_size, _linked_out])
 def test_a_damaged_config_json_in_a_model_dir_is_a_failed_import(tmp_path, damage):
-    model = _hf_model(tmp_path)
+    model = hf_model(tmp_path)
     words = damage(model / "config.json")
     code, _out, err = _import(model, tmp_path / "out")
     assert code == 1, err
@@ -276,7 +277,7 @@ def test_a_damaged_config_json_in_a_model_dir_is_a_failed_import(tmp_path, damag
 
 
 def test_a_config_json_this_user_cannot_read_is_a_failed_import(tmp_path):
-    model = _hf_model(tmp_path)
+    model = hf_model(tmp_path)
     config = model / "config.json"
     (record,) = run_cli_denied(
         [["ckpt", "import-hf", str(model), "--out", str(tmp_path / "o")]], unreadable=config
@@ -286,7 +287,7 @@ def test_a_config_json_this_user_cannot_read_is_a_failed_import(tmp_path):
 
 
 def test_the_wrong_dir_stays_a_usage_error(tmp_path):
-    model = _hf_model(tmp_path)
+    model = hf_model(tmp_path)
     config = json.loads((model / "config.json").read_text())
     (model / "config.json").write_text(json.dumps({**config, "model_type": "bert"}))
     code, _out, err = _import(model, tmp_path / "out")
@@ -321,7 +322,7 @@ def test_a_fifo_given_as_a_data_or_reward_file_is_named(tmp_path):
 
 
 def test_validate_refuses_an_hf_config_linked_out_of_its_dir(tmp_path):
-    model = _hf_model(tmp_path)
+    model = hf_model(tmp_path)
     _linked_out(model / "config.json")
     code, out, err = run_cli("ckpt", "validate", MFSDP_RUN, "--hf-config", model)
     assert code == 1, out + err

@@ -58,7 +58,7 @@ def _fail_second_table_write(monkeypatch, failure: BaseException) -> None:
     def write_then_fail(table, where, *args, **kwargs):
         calls.append(where)
         if len(calls) == 2:
-            Path(where).write_bytes(b"PAR1" + b"\0" * 64)  # a cut-short file
+            where.write(b"PAR1" + b"\0" * 64)  # a cut-short file (`where`: its handle)
             raise failure
         return real(table, where, *args, **kwargs)
 

@@ -39,11 +39,11 @@ def messages_of(
 ) -> list[dict]:
     """verl's SFT `messages` column, or `prompt` (text or chat turns) + `response` text."""
     if messages_key in row and row[messages_key] is not None:
-        messages = list(row[messages_key])
+        messages = checked_turns(row[messages_key])
     elif prompt_key in row and response_key in row:
         prompt = row[prompt_key]
         turns = (
-            list(prompt)
+            checked_turns(prompt)
             if isinstance(prompt, (list, tuple))
             else [{"role": "user", "content": str(prompt)}]
         )
@@ -52,12 +52,29 @@ def messages_of(
         raise ChatFormatError(
             f"no '{messages_key}' column and no '{prompt_key}'/'{response_key}' columns"
         )
-    for turn in messages:
-        if not isinstance(turn, dict) or "role" not in turn or "content" not in turn:
-            raise ChatFormatError(f"each chat turn needs 'role' and 'content', found {turn!r}")
     if not any(turn["role"] == "assistant" for turn in messages):
         raise ChatFormatError("the conversation has no assistant turn to learn from")
-    return [{"role": turn["role"], "content": turn["content"]} for turn in messages]
+    return messages
+
+
+def checked_turns(turns: Any) -> list[dict]:
+    """Chat turns as a chat template needs them: a list of {role, content}, both text. A
+    string was iterated as turns (one per character), and content that is a number or a
+    list of parts (OpenAI's multimodal form) made the template raise TypeError: a traceback
+    in the rank instead of the row's name."""
+    if not isinstance(turns, (list, tuple)):
+        raise ChatFormatError(
+            f"chat turns must be a list of {{role, content}}, found {type(turns).__name__}"
+            f" {turns!r:.80}"
+        )
+    for turn in turns:
+        if not isinstance(turn, dict) or "role" not in turn or "content" not in turn:
+            raise ChatFormatError(f"each chat turn needs 'role' and 'content', found {turn!r:.200}")
+        if not isinstance(turn["role"], str) or not isinstance(turn["content"], str):
+            raise ChatFormatError(
+                f"a chat turn's role and content must be text, found {turn!r:.200}"
+            )
+    return [{"role": turn["role"], "content": turn["content"]} for turn in turns]
 
 
 def tokenize_chat(tokenizer: Any, messages: list[dict]) -> Example:

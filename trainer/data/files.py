@@ -42,15 +42,27 @@ def _read_one(path: Path) -> list[dict[str, Any]]:
         raise DataFileError(str(err)) from None
     suffix = path.suffix.lower()
     if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        try:
-            return pq.read_table(path).to_pylist()
-        except Exception as err:  # pyarrow raises several types for a broken file
-            raise DataFileError(f"{path}: not a readable parquet file ({err})") from err
+        return _read_parquet(path)
     if suffix in (".jsonl", ".json"):
         return _read_jsonl(path)
     raise DataFileError(f"{path}: unknown data format {suffix!r} (use .parquet or .jsonl)")
+
+
+def _read_parquet(path: Path) -> list[dict[str, Any]]:
+    """The rows of a parquet file, read through a descriptor opened here: pyarrow given a
+    path parses it as a URI, which fails on a name that is not UTF-8 and reads a name with
+    a scheme (`s3:...`) somewhere else."""
+    import pyarrow.parquet as pq
+
+    try:
+        handle = os.fdopen(safe_files.open_regular(path), "rb")
+    except CheckpointFileError as err:
+        raise DataFileError(str(err)) from None
+    with handle:
+        try:
+            return pq.read_table(handle).to_pylist()
+        except Exception as err:  # pyarrow raises several types for a broken file
+            raise DataFileError(f"{path}: not a readable parquet file ({err})") from err
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -70,6 +82,8 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
                 row = json.loads(line)
             except json.JSONDecodeError as err:
                 raise DataFileError(f"{path}:{number}: not valid JSON ({err.msg})") from err
+            except RecursionError:  # `[[[[...` thousands deep: no row of a table is
+                raise DataFileError(f"{path}:{number}: JSON nested too deeply") from None
             if not isinstance(row, dict):
                 raise DataFileError(f"{path}:{number}: expected a JSON object per line")
             rows.append(row)
@@ -98,8 +112,9 @@ def write_tables(tables: dict[Path, list[dict[str, Any]]]) -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
             _remove_dead_temps(path)
             staged[path] = path.with_name(f".{path.name}{_TEMP_TAG}{os.getpid()}")
-            try:
-                pq.write_table(pa.Table.from_pylist(rows), staged[path])
+            try:  # through a handle: pyarrow parses a path as a URI (see _read_parquet)
+                with open(staged[path], "wb") as handle:
+                    pq.write_table(pa.Table.from_pylist(rows), handle)
             except OSError as err:
                 reason = os.strerror(err.errno) if err.errno else str(err)
                 raise DataWriteError(

@@ -83,7 +83,9 @@ def convert_files(
 def _require(row: dict[str, Any], index: int, *columns: str) -> list[str]:
     missing = [c for c in columns if not isinstance(row.get(c), str)]
     if missing:
-        raise DataFileError(f"row {index}: missing text column(s) {missing} (found {sorted(row)})")
+        raise DataFileError(
+            f"row {index}: column(s) {missing} missing or not text (found {sorted(row)})"
+        )
     return [row[c] for c in columns]
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from tqdm import tqdm
 
 from mfsdp_ckpt.errors import MfsdpUsageError
+from trainer.data.chat import ChatFormatError, checked_turns
 from trainer.data.files import read_rows
 from trainer.grpo.config import RLDataConfig
 
@@ -32,12 +33,15 @@ class RLPrompt:
 def chat_turns(prompt: Any) -> list[dict]:
     if isinstance(prompt, str):
         return [{"role": "user", "content": prompt}]
-    turns = list(prompt)
-    if not turns or not all(isinstance(t, dict) and "role" in t and "content" in t for t in turns):
+    try:
+        turns = checked_turns(prompt)
+    except ChatFormatError as err:
         raise RLDataError(
-            f"prompt must be text or a list of {{role, content}} turns, found {prompt!r}"
-        )
-    return [{"role": t["role"], "content": t["content"]} for t in turns]
+            f"prompt must be text or a list of {{role, content}} turns: {err}"
+        ) from None
+    if not turns:
+        raise RLDataError("prompt must be text or a list of {role, content} turns, found []")
+    return turns
 
 
 def load_rl_prompts(

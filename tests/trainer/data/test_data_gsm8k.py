@@ -85,7 +85,9 @@ def test_math_boxed_answers(tmp_path):
     "content, message",
     [
         ('{"question": "q", "answer": "no marker"}\n', "row 0: answer has no '#### <number>' line"),
-        ('{"question": "q"}\n', "missing text column"),
+        ('{"question": "q"}\n', "['answer'] missing or not text"),
+        ('{"question": 5, "answer": "a #### 5"}\n', "['question'] missing or not text"),
+        ('{"question": "q", "answer": ["a #### 5"]}\n', "['answer'] missing or not text"),
         ("not json\n", "not valid JSON"),
     ],
 )
