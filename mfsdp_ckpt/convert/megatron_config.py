@@ -21,6 +21,7 @@ so both go through the one mapping.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,12 +104,26 @@ _REQUIRED_VALUES: tuple[tuple[str, Any, str], ...] = (
 )
 
 
+MAX_SHOWN_CHARS = 60
+MAX_SIZE = 1 << 40  # far above any layer, head or vocabulary count a model has
+
+
 def _name(value: Any) -> str:
+    """`value` for an error line, bounded whatever it is: a record may hold a YAML alias
+    bomb or a pickle's shared lists (billions of elements, a few KB on disk) or a
+    100,000-digit integer, whose repr would not finish or would raise; only scalars are
+    shown, containers by their type."""
     if isinstance(value, Placeholder):
-        return value.qualname
+        return value.qualname[:MAX_SHOWN_CHARS]
     if isinstance(value, PlaceholderCall):
-        return value.target.qualname
-    return repr(value)[:60]
+        return value.target.qualname[:MAX_SHOWN_CHARS]
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    if value is None or isinstance(value, (bool, int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return repr(value[:MAX_SHOWN_CHARS])
+    return f"a {type(value).__name__}"
 
 
 def _int(settings: dict, key: str, where: str) -> int:
@@ -116,9 +131,47 @@ def _int(settings: dict, key: str, where: str) -> int:
 
 
 def _positive(value: Any, key: str, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**63:
-        raise MegatronConfigError(f"{where}: {key}={_name(value)} is not a positive integer")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_SIZE:
+        raise MegatronConfigError(
+            f"{where}: {key}={_name(value)} is not a positive integer (at most {MAX_SIZE})"
+        )
     return value
+
+
+def _bool(settings: dict, key: str, where: str) -> bool:
+    """A flag, as argparse and YAML record it: a string "false" is truthy in Python, so
+    anything but a real bool would silently pick another family or tying."""
+    value = settings[key]
+    if not isinstance(value, bool):
+        raise MegatronConfigError(f"{where}: {key}={_name(value)} is not true or false")
+    return value
+
+
+def _positive_float(settings: dict, key: str, where: str) -> float:
+    """A finite positive number (norm epsilon, rotary base): json.dumps writes NaN and
+    Infinity as tokens that are not JSON, and transformers would compute NaNs."""
+    value = settings[key]
+    number = (
+        float(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and _fits(value)
+        else math.nan
+    )
+    if not (math.isfinite(number) and number > 0):
+        raise MegatronConfigError(f"{where}: {key}={_name(value)} is not a positive number")
+    return number
+
+
+def _fits(value: int | float) -> bool:
+    return not isinstance(value, int) or value.bit_length() <= 1000
+
+
+def _is(value: Any, needed: Any) -> bool:
+    """`value == needed` of the same kind: 1 is no flag and "1.0" no number."""
+    if isinstance(needed, bool):
+        return value is needed
+    if isinstance(needed, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and value == needed
+    return isinstance(value, type(needed)) and value == needed
 
 
 def _dtype(settings: dict) -> str:
@@ -150,20 +203,33 @@ def hf_config_from_megatron(
             " Qwen2 or Qwen3 equivalent here"
         )
     for key, needed, why in _REQUIRED_VALUES:
-        if values[key] != needed:
+        if not _is(values[key], needed):
             raise MegatronConfigError(
                 f"{where}: {key}={_name(values[key])} cannot be exported ({why})"
             )
-    if values["add_qkv_bias"] and values["qk_layernorm"]:
+    qkv_bias, qk_norm = _bool(values, "add_qkv_bias", where), _bool(values, "qk_layernorm", where)
+    untied = _bool(values, "untie_embeddings_and_output_weights", where)
+    if qkv_bias and qk_norm:
         raise MegatronConfigError(
             f"{where}: add_qkv_bias with qk_layernorm: neither Qwen2 nor Qwen3 has both"
         )
     hidden, heads = _int(values, "hidden_size", where), _int(values, "num_attention_heads", where)
-    groups = _int(values, "num_query_groups", where) if values["group_query_attention"] else heads
-    head_dim = (
-        _int(values, "kv_channels", where) if values["kv_channels"] is not None else hidden // heads
-    )
-    family = "qwen2" if values["add_qkv_bias"] else "qwen3" if values["qk_layernorm"] else "llama"
+    gqa = _bool(values, "group_query_attention", where)
+    groups = _int(values, "num_query_groups", where) if gqa else heads
+    if heads % groups:
+        raise MegatronConfigError(
+            f"{where}: num_attention_heads={heads} is not a multiple of num_query_groups={groups}"
+        )
+    if values["kv_channels"] is not None:
+        head_dim = _int(values, "kv_channels", where)
+    elif hidden % heads:
+        raise MegatronConfigError(
+            f"{where}: hidden_size={hidden} is not a multiple of num_attention_heads={heads}"
+            " and no kv_channels is recorded"
+        )
+    else:
+        head_dim = hidden // heads
+    family = "qwen2" if qkv_bias else "qwen3" if qk_norm else "llama"
     vocab, notes = _vocab(values, where)
     positions = values.get("max_position_embeddings") or values.get("seq_length")
     if positions is None:
@@ -179,10 +245,10 @@ def hf_config_from_megatron(
         "num_key_value_heads": groups,
         "head_dim": head_dim,
         "max_position_embeddings": _positive(positions, "max_position_embeddings", where),
-        "rms_norm_eps": float(values["norm_epsilon"]),
-        "rope_theta": float(values["rotary_base"]),
+        "rms_norm_eps": _positive_float(values, "norm_epsilon", where),
+        "rope_theta": _positive_float(values, "rotary_base", where),
         "hidden_act": "silu",
-        "tie_word_embeddings": not values["untie_embeddings_and_output_weights"],
+        "tie_word_embeddings": not untied,
         "dtype": _dtype(values),
     }
     if family != "qwen2":  # Qwen2's q/k/v biases are implied by its model_type
@@ -219,6 +285,10 @@ _BRIDGE_RENAMES = {
 }
 
 
+# How Megatron-Bridge's YAML serialiser names F.silu (module + qualname of the function).
+_SILU_TARGETS = ("torch.nn.functional.silu",)
+
+
 def megatron_settings_from_bridge(model: dict[str, Any]) -> dict[str, Any]:
     """A Megatron-Bridge `run_config.yaml` model section under Megatron-LM's argument names.
 
@@ -229,15 +299,19 @@ def megatron_settings_from_bridge(model: dict[str, Any]) -> dict[str, Any]:
     are padded when `should_pad_vocab`, which export explains as Megatron's padding."""
     settings = {_BRIDGE_RENAMES.get(k, k): v for k, v in model.items() if isinstance(k, str)}
     if "gated_linear_unit" in model:
+        gated = model["gated_linear_unit"]
         activation = model.get("activation_func")
         target = activation.get("_target_") if isinstance(activation, dict) else activation
-        settings["swiglu"] = bool(model["gated_linear_unit"]) and str(target).endswith("silu")
+        # the target is compared as a name, never imported: only torch's silu is SwiGLU
+        settings["swiglu"] = (
+            gated if not isinstance(gated, bool) else gated and target in _SILU_TARGETS
+        )
     if "share_embeddings_and_output_weights" in model:
-        settings["untie_embeddings_and_output_weights"] = not model[
-            "share_embeddings_and_output_weights"
-        ]
-    groups = model.get("num_query_groups")
-    settings["group_query_attention"] = groups is not None
+        shared = model["share_embeddings_and_output_weights"]
+        settings["untie_embeddings_and_output_weights"] = (
+            not shared if isinstance(shared, bool) else shared
+        )
+    settings["group_query_attention"] = model.get("num_query_groups") is not None
     dtype = model.get("params_dtype")
     target = dtype.get("_target_") if isinstance(dtype, dict) else dtype
     if isinstance(target, str) and target.startswith("torch."):
@@ -272,8 +346,7 @@ def recorded_config(
         fields = read_args(reader)
         where = f"{reader.root} [{ARGS_KEY}]"
         derived = hf_config_from_megatron(fields, where)
-        tokenizer = fields.get("tokenizer_model")
-        derived.tokenizer_model = tokenizer if isinstance(tokenizer, str) else None
+        derived.tokenizer_model = _tokenizer_name(fields.get("tokenizer_model"))
     else:
         return None
     derived.source = where
@@ -311,8 +384,20 @@ def _bridge_sections(run_config, root) -> tuple[dict[str, Any], str | None]:
     if not isinstance(model, dict):
         raise MegatronSettingsMissing(str(run_config), layout.BRIDGE_RUN_CONFIG_FILE, ["model"])
     tokenizer = data.get("tokenizer")
-    name = tokenizer.get("tokenizer_model") if isinstance(tokenizer, dict) else None
-    return model, name if isinstance(name, str) else None
+    return model, _tokenizer_name(
+        tokenizer.get("tokenizer_model") if isinstance(tokenizer, dict) else None
+    )
+
+
+MAX_TOKENIZER_NAME_CHARS = 1024
+
+
+def _tokenizer_name(value: Any) -> str | None:
+    """The tokenizer path or Hub id the run named, only as a note can show it in one line:
+    a string, printable, of path length; anything else is not reported."""
+    if isinstance(value, str) and len(value) <= MAX_TOKENIZER_NAME_CHARS and value.isprintable():
+        return value
+    return None
 
 
 __all__ = [
