@@ -303,11 +303,13 @@ class CheckpointPaths:
 
     @property
     def tokenizer_dir(self) -> Path | None:
-        """The tokenizer files Megatron-Bridge saves into the iteration dir (by default)."""
+        """The tokenizer files Megatron-Bridge saves into the iteration dir (by default):
+        whatever is there under that name, so that a symlink or a file there is refused
+        by the reader, not silently taken for "no tokenizer"."""
         if self.kind != MEGATRON_BRIDGE or self.step_dir is None:
             return None
         path = self.step_dir / BRIDGE_TOKENIZER_DIR
-        return path if _is_dir(path) and not path.is_symlink() else None
+        return path if os.path.lexists(path) else None
 
     @property
     def step(self) -> int | None:

@@ -11,6 +11,8 @@ about 2 GB and take a minute, so the time bound is what shows a consumer walked 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -233,3 +235,112 @@ def test_a_tokenizer_name_that_is_no_path_is_not_echoed(tmp_path):
     run = _megatron_run(tmp_path, model, _megatron_args(model, tokenizer_model=name))
     code, _out, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "hf")
     assert code == 0 and "forged" not in err and len(err) < 10_000, err[:2000]
+
+
+# --------------------------------------------------------------------------- Bridge files
+def _tokenizer_link_out(tokenizer: Path, outside: Path) -> None:
+    (tokenizer / "vocab.txt").symlink_to(outside)
+
+
+def _tokenizer_fifo(tokenizer: Path, outside: Path) -> None:
+    os.mkfifo(tokenizer / "merges.txt")
+
+
+def _tokenizer_subdir_link_out(tokenizer: Path, outside: Path) -> None:
+    (tokenizer / "sub").mkdir()
+    (tokenizer / "sub" / "special.json").symlink_to(outside)
+
+
+def _tokenizer_subdir_is_link(tokenizer: Path, outside: Path) -> None:
+    (tokenizer / "extra").symlink_to(outside.parent, target_is_directory=True)
+
+
+def _tokenizer_dir_is_link(tokenizer: Path, outside: Path) -> None:
+    shutil.rmtree(tokenizer)
+    tokenizer.symlink_to(outside.parent, target_is_directory=True)
+
+
+def _tokenizer_dir_is_file(tokenizer: Path, outside: Path) -> None:
+    shutil.rmtree(tokenizer)
+    tokenizer.write_text("tokenizer")
+
+
+TOKENIZER_CASES = {
+    "file linked out": (_tokenizer_link_out, "vocab.txt: resolves outside the checkpoint"),
+    "FIFO": (_tokenizer_fifo, "merges.txt: a FIFO"),
+    "subdir file linked out": (_tokenizer_subdir_link_out, "special.json: resolves outside"),
+    "subdir linked out": (_tokenizer_subdir_is_link, "extra: resolves outside"),
+    "tokenizer/ linked out": (_tokenizer_dir_is_link, "tokenizer: a symlink"),
+    "tokenizer a file": (_tokenizer_dir_is_file, "tokenizer: not a directory"),
+}
+
+
+@pytest.mark.parametrize("case", list(TOKENIZER_CASES))
+def test_bridge_tokenizer_files_are_copied_only_from_inside_the_checkpoint(case, tmp_path):
+    """Links out of the checkpoint are never followed into the export, a FIFO never
+    blocks it; was: a tokenizer/ that is a symlink or a file exported as "no tokenizer"."""
+    make, words = TOKENIZER_CASES[case]
+    secret = tmp_path / "outside" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("users' secret")
+    run = _bridge_run(tmp_path, _hf_model("llama"), steps=(10,))
+    make(run / ITER / "tokenizer", secret)
+    out = tmp_path / "hf"
+    code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", out)
+    assert code == 1 and words in one_error_line(err), stdout + err
+    assert not out.exists()
+
+
+def _train_state_bytes(**changes) -> bytes:
+    import io
+
+    import torch
+
+    from tests.ckpt.test_interop_round8 import _train_state
+
+    state = {**_train_state(10), **changes}
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return buffer.getvalue()
+
+
+def _tracker_cases():
+    import torch
+
+    return {
+        "truncated": (lambda: _train_state_bytes()[:300], "not a torch.save zip archive"),
+        "not a zip": (lambda: b"step=10\n", "not a torch.save zip archive"),
+        "huge": (lambda: b"\0" * (2 << 20), "more than the 1048576"),
+        "negative": (lambda: _train_state_bytes(step=torch.tensor(-3)), "found -3"),
+        "float": (lambda: _train_state_bytes(step=torch.tensor(2.5)), "found 2.5"),
+        "vector": (lambda: _train_state_bytes(step=torch.tensor([1, 2])), "not a 0-dim"),
+        "plain int": (lambda: _train_state_bytes(step=10), "[step]: not a tensor"),
+        "missing iter": (
+            lambda: _train_state_bytes(step=torch.tensor(30)),
+            "names step '30', but",
+        ),
+    }
+
+
+@pytest.mark.parametrize("case", list(_tracker_cases()))
+def test_a_damaged_latest_train_state_is_one_line_exit_1(case, tmp_path):
+    make, words = _tracker_cases()[case]
+    run = _bridge_run(tmp_path, _hf_model("llama"), steps=(10,))
+    (run / "latest_train_state.pt").write_bytes(make())
+    for command in ("validate", "export-hf"):
+        args = ["--out", tmp_path / "hf"] if command == "export-hf" else []
+        code, stdout, err = run_cli("ckpt", command, run, *args)
+        line = one_error_line(err)
+        assert code == 1 and "latest_train_state.pt" in line and words in line, stdout + err
+        assert "iter_0000010" in line
+
+
+def test_the_iteration_train_state_is_never_read(tmp_path):
+    """iter_N/train_state.pt only marks the dir as Megatron-Bridge's: a FIFO there never
+    blocks, damaged bytes there never fail the export."""
+    run = _bridge_run(tmp_path, _hf_model("llama"), steps=(10,))
+    state = run / ITER / "train_state.pt"
+    state.unlink()
+    os.mkfifo(state)
+    code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "hf")
+    assert code == 0, stdout + err
