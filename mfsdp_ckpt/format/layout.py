@@ -450,6 +450,7 @@ def _resolve_dir(given: Path, role: str | None, _depth: int) -> CheckpointPaths:
     run = _from_run_dir(given, names, role)
     if run is not None:
         return run
+    _refuse_torchtitan_folder(given, names)
     if _depth == 0:
         return _from_parent_of_runs(given, names, role)
     raise _not_a_checkpoint(given)
@@ -493,6 +494,30 @@ def _refuse_foreign_format(directory: Path, names: list[str]) -> None:
             " does not read; convert it with `python -m verl.model_merger merge --backend fsdp"
             f" --local_dir {directory} --target_dir OUT`{hint}"
         )
+
+
+def _refuse_torchtitan(given: Path, dcp: Path) -> None:
+    """ForeignFormatError for a DCP torchtitan wrote (its model keys at the top level): it
+    would read as a checkpoint without model weights. Only a `step-N` dir, torchtitan's
+    name for its saves, has its metadata read here."""
+    from mfsdp_ckpt.format import torchtitan
+
+    if torchtitan.STEP_DIR_RE.match(dcp.name) and torchtitan.is_torchtitan_dcp(dcp):
+        raise ForeignFormatError(torchtitan.message(given, dcp))
+
+
+def _refuse_torchtitan_folder(given: Path, names: list[str]) -> None:
+    """torchtitan's `checkpoint/` folder (step-N dirs), or the dump folder holding it."""
+    from mfsdp_ckpt.format import torchtitan
+
+    for folder, entries in ((given, names), (given / "checkpoint", None)):
+        if entries is None:
+            if "checkpoint" not in names or not _is_dir(folder):
+                continue
+            entries = _children(folder)
+        newest = torchtitan.newest_step_dir(folder, entries)
+        if newest is not None:
+            _refuse_torchtitan(given, newest)
 
 
 def _holds_roles(directory: Path) -> bool:
@@ -563,6 +588,7 @@ def _not_a_checkpoint(given: Path) -> CheckpointPathError:
 def _from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:
     """Name the layout of a DCP dir from the directories around it."""
     _refuse_foreign_format(dcp, _children(dcp))
+    _refuse_torchtitan(dcp, dcp)
     parent = dcp.parent
     if _ITER_DIR_RE.match(dcp.name) or (dcp.name == MEGATRON_RELEASE_DIR):
         return CheckpointPaths(
