@@ -21,7 +21,7 @@ from trainer.kernels import apply_kernels
 from trainer.local_paths import missing_path
 from trainer.lora import apply_lora
 from trainer.loss import linear_cross_entropy_sum
-from trainer.model_source import load_checkpoint_weights, resolve_model_source
+from trainer.model_source import ModelSource, load_checkpoint_weights, resolve_model_source
 
 SUPPORTED_FAMILIES = ("qwen2", "qwen3", "llama")
 
@@ -100,7 +100,9 @@ def load_tokenizer(cfg: ModelConfig):
         source = Path(cfg.tokenizer)
     else:
         model_source = resolve_model_source(cfg)
-        source = model_source.assets if model_source is not None else None
+        source = model_source.tokenizer if model_source is not None else None
+        if model_source is not None and source is None:
+            raise ConfigError(_no_tokenizer_message(cfg, model_source))
     if source is None:
         from trainer.tiny import build_tokenizer
 
@@ -110,11 +112,27 @@ def load_tokenizer(cfg: ModelConfig):
     return AutoTokenizer.from_pretrained(str(source), local_files_only=True)
 
 
+def _no_tokenizer_message(cfg: ModelConfig, source: ModelSource) -> str:
+    named = (
+        f" (the run named tokenizer_model {source.tokenizer_model!r})"
+        if source.tokenizer_model
+        else ""
+    )
+    return (
+        f"model.path: {cfg.path} holds no tokenizer (Megatron-LM keeps none in its"
+        f" checkpoint){named}; set model.tokenizer=DIR, a local dir with the run's tokenizer"
+        " files"
+    )
+
+
 def build_hf_config(cfg: ModelConfig, tokenizer) -> Any:
     from transformers import AutoConfig
 
     source = resolve_model_source(cfg)
-    if source is not None:
+    if source is not None and source.derived is not None:
+        derived = {k: v for k, v in source.derived.items() if k != "model_type"}
+        config = AutoConfig.for_model(source.derived["model_type"], **{**derived, **cfg.overrides})
+    elif source is not None and source.assets is not None:
         assets = str(source.assets)
         config = AutoConfig.from_pretrained(assets, local_files_only=True, **cfg.overrides)
     elif cfg.shape == "tiny":
@@ -244,7 +262,9 @@ def _generation_config_of(model_path: str | None) -> Path | None:
         source = resolve_model_source(ModelConfig(path=model_path, random_init=True))
     except ConfigError:
         return None
-    return source.assets / "generation_config.json" if source is not None else None
+    if source is None or source.assets is None:
+        return None
+    return source.assets / "generation_config.json"
 
 
 def count_parameters(config: Any) -> dict[str, int]:
