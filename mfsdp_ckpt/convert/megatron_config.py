@@ -380,9 +380,13 @@ def _bridge_sections(run_config, root) -> tuple[dict[str, Any], str | None]:
     except (yaml.YAMLError, RecursionError, ValueError) as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise CheckpointFormatError(f"{run_config}: not readable YAML ({first[:120]})") from None
-    model = data.get("model") if isinstance(data, dict) else None
-    if not isinstance(model, dict):
+    if not isinstance(data, dict):
+        raise CheckpointFormatError(f"{run_config}: holds {_name(data)}, not a mapping of sections")
+    model = data.get("model")
+    if model is None:
         raise MegatronSettingsMissing(str(run_config), layout.BRIDGE_RUN_CONFIG_FILE, ["model"])
+    if not isinstance(model, dict):
+        raise CheckpointFormatError(f"{run_config}: model is {_name(model)}, not a mapping")
     tokenizer = data.get("tokenizer")
     return model, _tokenizer_name(
         tokenizer.get("tokenizer_model") if isinstance(tokenizer, dict) else None

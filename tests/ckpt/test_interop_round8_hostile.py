@@ -164,8 +164,26 @@ def test_wrong_types_and_values_in_run_config_are_refused_naming_the_key(case, t
     _assert_refused(_run_all(run, tmp_path / "hf"), words, tmp_path / "hf")
 
 
-def test_a_model_section_that_is_not_a_mapping_asks_for_hf_config(tmp_path):
-    run = _bridge_with(tmp_path, lambda data: yaml.safe_dump({**data, "model": [1, 2]}))
+NOT_MAPPINGS = {
+    "model a list": ({"model": [1, 2]}, "run_config.yaml: model is a list, not a mapping"),
+    "model a string": ({"model": "gpt"}, "run_config.yaml: model is 'gpt', not a mapping"),
+    "the file a list": ([1, 2], "run_config.yaml: holds a list, not a mapping of sections"),
+}
+
+
+@pytest.mark.parametrize("case", list(NOT_MAPPINGS))
+def test_a_run_config_that_is_not_a_mapping_is_exit_1_naming_it(case, tmp_path):
+    """Was: exit 2 asking for --hf-config, as if the record were merely incomplete."""
+    content, words = NOT_MAPPINGS[case]
+    run = _bridge_with(tmp_path, lambda data: yaml.safe_dump(content))
+    code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "hf")
+    assert code == 1 and words in one_error_line(err), stdout + err
+    code, stdout, err = run_cli("ckpt", "validate", run)
+    assert code == 1 and words in stdout, stdout + err
+
+
+def test_a_run_config_without_a_model_section_asks_for_hf_config(tmp_path):
+    run = _bridge_with(tmp_path, lambda data: yaml.safe_dump({"tokenizer": data["tokenizer"]}))
     code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "hf")
     line = one_error_line(err)
     assert code == 2 and "run_config.yaml lacks model" in line, stdout + err
