@@ -197,7 +197,11 @@ def hf_config_from_megatron(
         raise MegatronSettingsMissing(where, record, missing)
     values = {**_DEFAULTS, **settings}
     experts = values["num_experts"]
-    if experts not in (None, 0, 1):
+    if experts is not None and (
+        isinstance(experts, bool) or not isinstance(experts, int) or experts < 0
+    ):
+        raise MegatronConfigError(f"{where}: num_experts={_name(experts)} is not a count")
+    if experts is not None and experts > 1:
         raise MegatronConfigError(
             f"{where}: num_experts={_name(experts)}: a mixture-of-experts model has no Llama,"
             " Qwen2 or Qwen3 equivalent here"

@@ -151,6 +151,8 @@ WRONG_VALUES = {
         "hidden_size=128 is not a multiple of num_attention_heads=5",
     ),
     "vocab_size=[]": ({"vocab_size": []}, "vocab_size=a list is not a positive integer"),
+    "num_moe_experts=True": ({"num_moe_experts": True}, "num_experts=True is not a count"),
+    "num_moe_experts='8'": ({"num_moe_experts": "8"}, "num_experts='8' is not a count"),
 }
 
 
