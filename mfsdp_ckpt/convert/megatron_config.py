@@ -126,28 +126,44 @@ def _name(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def _int(settings: dict, key: str, where: str) -> int:
+class _Where:
+    """Where a record's values come from, and what that record calls each setting:
+    Megatron-Bridge's run_config.yaml names some of them differently from Megatron-LM's
+    args, and an error must name the key the user can find in the file."""
+
+    def __init__(self, text: str, names: dict[str, str]):
+        self.text, self.names = text, names
+
+    def __str__(self) -> str:
+        return self.text
+
+    def key(self, key: str) -> str:
+        return self.names.get(key, key)
+
+
+def _int(settings: dict, key: str, where: _Where) -> int:
     return _positive(settings[key], key, where)
 
 
-def _positive(value: Any, key: str, where: str) -> int:
+def _positive(value: Any, key: str, where: _Where) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_SIZE:
         raise MegatronConfigError(
-            f"{where}: {key}={_name(value)} is not a positive integer (at most {MAX_SIZE})"
+            f"{where}: {where.key(key)}={_name(value)} is not a positive integer"
+            f" (at most {MAX_SIZE})"
         )
     return value
 
 
-def _bool(settings: dict, key: str, where: str) -> bool:
+def _bool(settings: dict, key: str, where: _Where) -> bool:
     """A flag, as argparse and YAML record it: a string "false" is truthy in Python, so
     anything but a real bool would silently pick another family or tying."""
     value = settings[key]
     if not isinstance(value, bool):
-        raise MegatronConfigError(f"{where}: {key}={_name(value)} is not true or false")
+        raise MegatronConfigError(f"{where}: {where.key(key)}={_name(value)} is not true or false")
     return value
 
 
-def _positive_float(settings: dict, key: str, where: str) -> float:
+def _positive_float(settings: dict, key: str, where: _Where) -> float:
     """A finite positive number (norm epsilon, rotary base): json.dumps writes NaN and
     Infinity as tokens that are not JSON, and transformers would compute NaNs."""
     value = settings[key]
@@ -157,7 +173,9 @@ def _positive_float(settings: dict, key: str, where: str) -> float:
         else math.nan
     )
     if not (math.isfinite(number) and number > 0):
-        raise MegatronConfigError(f"{where}: {key}={_name(value)} is not a positive number")
+        raise MegatronConfigError(
+            f"{where}: {where.key(key)}={_name(value)} is not a positive number"
+        )
     return number
 
 
@@ -187,29 +205,36 @@ def _dtype(settings: dict) -> str:
 
 
 def hf_config_from_megatron(
-    settings: dict[str, Any], where: str, record: str = "args"
+    settings: dict[str, Any],
+    location: str,
+    record: str = "args",
+    names: dict[str, str] | None = None,
 ) -> DerivedConfig:
-    """config.json for the model `settings` (Megatron-LM argument names) describes."""
+    """config.json for the model `settings` (Megatron-LM argument names) describes;
+    `names` maps a Megatron-LM name to the record's own where they differ (errors say it)."""
+    where = _Where(location, names or {})
     missing = [key for key in _ESSENTIAL if key not in settings]
     if "padded_vocab_size" not in settings and "vocab_size" not in settings:
         missing.append("padded_vocab_size")
     if missing:
-        raise MegatronSettingsMissing(where, record, missing)
+        raise MegatronSettingsMissing(location, record, missing)
     values = {**_DEFAULTS, **settings}
     experts = values["num_experts"]
     if experts is not None and (
         isinstance(experts, bool) or not isinstance(experts, int) or experts < 0
     ):
-        raise MegatronConfigError(f"{where}: num_experts={_name(experts)} is not a count")
+        raise MegatronConfigError(
+            f"{where}: {where.key('num_experts')}={_name(experts)} is not a count"
+        )
     if experts is not None and experts > 1:
         raise MegatronConfigError(
-            f"{where}: num_experts={_name(experts)}: a mixture-of-experts model has no Llama,"
-            " Qwen2 or Qwen3 equivalent here"
+            f"{where}: {where.key('num_experts')}={_name(experts)}: a mixture-of-experts model"
+            " has no Llama, Qwen2 or Qwen3 equivalent here"
         )
     for key, needed, why in _REQUIRED_VALUES:
         if not _is(values[key], needed):
             raise MegatronConfigError(
-                f"{where}: {key}={_name(values[key])} cannot be exported ({why})"
+                f"{where}: {where.key(key)}={_name(values[key])} cannot be exported ({why})"
             )
     qkv_bias, qk_norm = _bool(values, "add_qkv_bias", where), _bool(values, "qk_layernorm", where)
     untied = _bool(values, "untie_embeddings_and_output_weights", where)
@@ -237,7 +262,7 @@ def hf_config_from_megatron(
     vocab, notes = _vocab(values, where)
     positions = values.get("max_position_embeddings") or values.get("seq_length")
     if positions is None:
-        raise MegatronSettingsMissing(where, record, ["max_position_embeddings"])
+        raise MegatronSettingsMissing(location, record, ["max_position_embeddings"])
     config: dict[str, Any] = {
         "architectures": [_ARCHITECTURES[family]],
         "model_type": family,
@@ -269,7 +294,7 @@ _ARCHITECTURES = {
 }
 
 
-def _vocab(values: dict, where: str) -> tuple[int, list[str]]:
+def _vocab(values: dict, where: _Where) -> tuple[int, list[str]]:
     """The tokenizer's vocabulary when recorded (export drops Megatron's padding rows),
     else the padded size: then every stored row is kept, and the note says so."""
     if values["vocab_size"] is not None:
@@ -286,6 +311,12 @@ def _vocab(values: dict, where: str) -> tuple[int, list[str]]:
 _BRIDGE_RENAMES = {
     "layernorm_epsilon": "norm_epsilon",
     "num_moe_experts": "num_experts",
+}
+# What an error about a derived Megatron-LM setting names in run_config.yaml.
+BRIDGE_NAMES = {
+    **{megatron: bridge for bridge, megatron in _BRIDGE_RENAMES.items()},
+    "swiglu": "gated_linear_unit/activation_func",
+    "untie_embeddings_and_output_weights": "share_embeddings_and_output_weights (inverted)",
 }
 
 
@@ -344,7 +375,9 @@ def recorded_config(
         model, tokenizer = _bridge_sections(paths.run_config, paths.root)
         where = f"{paths.run_config} model"
         settings = megatron_settings_from_bridge(model)
-        derived = hf_config_from_megatron(settings, where, layout.BRIDGE_RUN_CONFIG_FILE)
+        derived = hf_config_from_megatron(
+            settings, where, layout.BRIDGE_RUN_CONFIG_FILE, BRIDGE_NAMES
+        )
         derived.tokenizer_model = tokenizer
     elif ARGS_KEY in reader.objects:
         fields = read_args(reader)

@@ -105,9 +105,9 @@ def _bomb_at(key: str, inner: str | None = None):
 BOMB_KEYS = {
     "normalization": (None, "normalization=a list"),
     "hidden_size": (None, "hidden_size=a list is not a positive integer"),
-    "layernorm_epsilon": (None, "norm_epsilon=a list is not a positive number"),
+    "layernorm_epsilon": (None, "layernorm_epsilon=a list is not a positive number"),
     "add_qkv_bias": (None, "add_qkv_bias=a list is not true or false"),
-    "activation_func": ("_target_", "swiglu=False"),
+    "activation_func": ("_target_", "gated_linear_unit/activation_func=False"),
 }
 
 
@@ -120,9 +120,9 @@ def test_a_yaml_alias_bomb_in_run_config_is_refused_without_walking_it(key, tmp_
 
 
 WRONG_VALUES = {
-    "layernorm_epsilon=abc": ({"layernorm_epsilon": "abc"}, "norm_epsilon='abc'"),
-    "layernorm_epsilon=list": ({"layernorm_epsilon": [1e-6]}, "norm_epsilon=a list"),
-    "layernorm_epsilon=nan": ({"layernorm_epsilon": float("nan")}, "norm_epsilon=nan"),
+    "layernorm_epsilon=abc": ({"layernorm_epsilon": "abc"}, "layernorm_epsilon='abc'"),
+    "layernorm_epsilon=list": ({"layernorm_epsilon": [1e-6]}, "layernorm_epsilon=a list"),
+    "layernorm_epsilon=nan": ({"layernorm_epsilon": float("nan")}, "layernorm_epsilon=nan"),
     "rotary_base=inf": ({"rotary_base": float("inf")}, "rotary_base=inf"),
     "rotary_base=None": ({"rotary_base": None}, "rotary_base=None"),
     "rotary_base=-1": ({"rotary_base": -1.0}, "rotary_base=-1.0"),
@@ -130,12 +130,15 @@ WRONG_VALUES = {
     "qk_layernorm=1": ({"qk_layernorm": 1}, "qk_layernorm=1 is not true or false"),
     "share='no'": (
         {"share_embeddings_and_output_weights": "no"},
-        "untie_embeddings_and_output_weights='no'",
+        "share_embeddings_and_output_weights (inverted)='no'",
     ),
-    "gated_linear_unit='false'": ({"gated_linear_unit": "false"}, "swiglu='false'"),
+    "gated_linear_unit='false'": (
+        {"gated_linear_unit": "false"},
+        "gated_linear_unit/activation_func='false'",
+    ),
     "silu of another module": (
         {"activation_func": {"_target_": "evil.module.silu", "_call_": False}},
-        "swiglu=False",
+        "gated_linear_unit/activation_func=False",
     ),
     "hidden_size=10**4000": ({"hidden_size": 10**4000}, "hidden_size=an integer of 13288 bits"),
     "hidden_size='128'": ({"hidden_size": "128"}, "hidden_size='128' is not a positive"),
@@ -151,8 +154,8 @@ WRONG_VALUES = {
         "hidden_size=128 is not a multiple of num_attention_heads=5",
     ),
     "vocab_size=[]": ({"vocab_size": []}, "vocab_size=a list is not a positive integer"),
-    "num_moe_experts=True": ({"num_moe_experts": True}, "num_experts=True is not a count"),
-    "num_moe_experts='8'": ({"num_moe_experts": "8"}, "num_experts='8' is not a count"),
+    "num_moe_experts=True": ({"num_moe_experts": True}, "num_moe_experts=True is not a count"),
+    "num_moe_experts='8'": ({"num_moe_experts": "8"}, "num_moe_experts='8' is not a count"),
 }
 
 
@@ -219,7 +222,7 @@ def test_targets_in_run_config_are_names_never_imported(tmp_path):
     finally:
         sys.path.remove(str(tmp_path))
     assert not marker.exists() and "target_marker_module" not in sys.modules
-    _assert_refused(results, "swiglu=False", tmp_path / "hf")
+    _assert_refused(results, "gated_linear_unit/activation_func=False", tmp_path / "hf")
 
 
 # --------------------------------------------------------------------------- Megatron-LM args
