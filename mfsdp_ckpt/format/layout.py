@@ -779,6 +779,8 @@ def _tracked_step_dir(
 ) -> Path:
     if tracked == MEGATRON_RELEASE_DIR:
         candidates = [MEGATRON_RELEASE_DIR]
+    elif tracker == BRIDGE_TRACKER_FILE:  # Megatron-Bridge writes iter_N/ only
+        candidates = [f"{MEGATRON_ITER_PREFIX}{int(tracked):07d}"]
     else:
         candidates = [
             f"{STEP_DIR_PREFIX}{int(tracked)}",

@@ -340,7 +340,7 @@ def _tracker_cases():
         "plain int": (lambda: _train_state_bytes(step=10), "[step]: not a tensor"),
         "missing iter": (
             lambda: _train_state_bytes(step=torch.tensor(30)),
-            "names step '30', but",
+            "names step '30', but iter_0000030/ is missing",
         ),
     }
 
