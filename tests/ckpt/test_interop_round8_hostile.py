@@ -367,3 +367,47 @@ def test_the_iteration_train_state_is_never_read(tmp_path):
     os.mkfifo(state)
     code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "hf")
     assert code == 0, stdout + err
+
+
+def _namespace_archive(pickle_bytes: bytes) -> bytes:
+    """A torch.save archive of an argparse.Namespace whose data.pkl is `pickle_bytes`."""
+    import argparse
+    import io
+    import zipfile
+
+    import torch
+
+    saved = io.BytesIO()
+    torch.save(argparse.Namespace(a=1), saved)
+    source = zipfile.ZipFile(io.BytesIO(saved.getvalue()))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as archive:
+        for info in source.infolist():
+            data = pickle_bytes if info.filename.endswith("data.pkl") else source.read(info)
+            archive.writestr(info.filename, data)
+    return out.getvalue()
+
+
+def test_a_deeply_nested_args_value_is_one_line():
+    """90,000 nested lists (EMPTY_LIST/APPEND opcodes, within the opcode limit) load
+    without recursion; was: RecursionError from repr when the error line was built."""
+    from mfsdp_ckpt.convert.megatron_config import MegatronConfigError, hf_config_from_megatron
+    from mfsdp_ckpt.format.saved_objects import load_namespace
+
+    depth = 90_000
+    data = b"\x80\x02cargparse\nNamespace\n)\x81}X\x0d\x00\x00\x00normalization"
+    data += b"]" * depth + b"a" * (depth - 1) + b"sb."
+    fields = load_namespace(_namespace_archive(data), "args")
+    sizes = dict(
+        num_layers=2,
+        hidden_size=8,
+        num_attention_heads=2,
+        ffn_hidden_size=16,
+        swiglu=True,
+        position_embedding_type="rope",
+        untie_embeddings_and_output_weights=False,
+        padded_vocab_size=32,
+        max_position_embeddings=64,
+    )
+    with pytest.raises(MegatronConfigError, match=r"^args: normalization=a list cannot be"):
+        hf_config_from_megatron({**sizes, **fields}, "args")
