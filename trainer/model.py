@@ -21,7 +21,7 @@ from trainer.kernels import apply_kernels
 from trainer.local_paths import missing_path
 from trainer.lora import apply_lora
 from trainer.loss import linear_cross_entropy_sum
-from trainer.model_source import ModelSource, load_checkpoint_weights, resolve_model_source
+from trainer.model_source import load_checkpoint_weights, resolve_model_source
 
 SUPPORTED_FAMILIES = ("qwen2", "qwen3", "llama")
 
@@ -101,8 +101,6 @@ def load_tokenizer(cfg: ModelConfig):
     else:
         model_source = resolve_model_source(cfg)
         source = model_source.tokenizer if model_source is not None else None
-        if model_source is not None and source is None:
-            raise ConfigError(_no_tokenizer_message(cfg, model_source))
     if source is None:
         from trainer.tiny import build_tokenizer
 
@@ -110,19 +108,6 @@ def load_tokenizer(cfg: ModelConfig):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(source), local_files_only=True)
-
-
-def _no_tokenizer_message(cfg: ModelConfig, source: ModelSource) -> str:
-    named = (
-        f" (the run named tokenizer_model {source.tokenizer_model!r})"
-        if source.tokenizer_model
-        else ""
-    )
-    return (
-        f"model.path: {cfg.path} holds no tokenizer (Megatron-LM keeps none in its"
-        f" checkpoint){named}; set model.tokenizer=DIR, a local dir with the run's tokenizer"
-        " files"
-    )
 
 
 def build_hf_config(cfg: ModelConfig, tokenizer) -> Any:

@@ -85,8 +85,24 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
     if cfg.hf_config is None and checkpoint.hf_assets is None:
         derived = _derived_source(checkpoint)
         if derived is not None:
+            if derived.tokenizer is None and cfg.tokenizer is None:
+                raise ConfigError(_no_tokenizer_message(cfg, derived))
             return derived
     return ModelSource(assets=_checkpoint_assets(cfg, checkpoint), checkpoint=checkpoint)
+
+
+def _no_tokenizer_message(cfg: ModelConfig, source: ModelSource) -> str:
+    """Megatron-LM keeps no tokenizer: say which key names one, and what the run used."""
+    named = (
+        f" (the run named tokenizer_model {source.tokenizer_model!r})"
+        if source.tokenizer_model
+        else ""
+    )
+    return (
+        f"model.path: {cfg.path} holds no tokenizer (Megatron-LM keeps none in its"
+        f" checkpoint){named}; set model.tokenizer=DIR, a local dir with the run's tokenizer"
+        " files"
+    )
 
 
 def _derived_source(checkpoint: CheckpointPaths) -> ModelSource | None:

@@ -120,3 +120,31 @@ def test_a_bridge_tokenizer_linking_out_is_refused(megatron_runs, tmp_path):
     cfg = tiny_config(data, tmp_path / "r", f"model.path={copy}").model
     with pytest.raises(ConfigError, match=r"^model.path: .*vocab.txt: resolves outside"):
         load_tokenizer(cfg)
+
+
+@pytest.mark.parametrize("command", ["sft", "grpo"])
+def test_cli_megatron_lm_without_a_tokenizer_exits_2_before_launching(
+    megatron_runs, tmp_path, command
+):
+    from click.testing import CliRunner
+
+    from cli.main import app
+    from tests.support.paths import REPO
+
+    _root, _data, lm, _bridge = megatron_runs
+    config = REPO / "examples" / f"{command}_gsm8k_qwen.yaml"
+    result = CliRunner().invoke(
+        app,
+        [
+            "train",
+            command,
+            "--config",
+            str(config),
+            f"model.path={lm}",
+            f"trainer.run_dir={tmp_path / 'run'}",
+        ],
+    )
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith(f"error: model.path: {lm} holds no tokenizer"), line
+    assert "set model.tokenizer=DIR" in line
