@@ -143,9 +143,10 @@ def load_tokenizer(cfg: ModelConfig):
         source = Path(cfg.tokenizer)
     else:
         model_source = resolve_model_source(cfg)
-        source = model_source.assets if model_source is not None else None
-        if source is not None:  # AutoTokenizer reads config.json too: name a damaged one as such
-            _model_dir_config(source, {})
+        source = model_source.tokenizer if model_source is not None else None
+        if model_source is not None and model_source.assets is not None:
+            # AutoTokenizer reads config.json too: name a damaged one as such
+            _model_dir_config(model_source.assets, {})
     if source is None:
         from trainer.tiny import build_tokenizer
 
@@ -176,7 +177,10 @@ def build_hf_config(cfg: ModelConfig, tokenizer) -> Any:
     from transformers import AutoConfig
 
     source = resolve_model_source(cfg)
-    if source is not None:
+    if source is not None and source.derived is not None:
+        derived = {k: v for k, v in source.derived.items() if k != "model_type"}
+        config = AutoConfig.for_model(source.derived["model_type"], **{**derived, **cfg.overrides})
+    elif source is not None and source.assets is not None:
         config = _model_dir_config(source.assets, cfg.overrides)
     elif cfg.shape == "tiny":
         from transformers import Qwen2Config
@@ -321,7 +325,9 @@ def _generation_config_of(model_path: str | None) -> Path | None:
         source = resolve_model_source(ModelConfig(path=model_path, random_init=True))
     except ConfigError:
         return None
-    return source.assets / "generation_config.json" if source is not None else None
+    if source is None or source.assets is None:
+        return None
+    return source.assets / "generation_config.json"
 
 
 def count_parameters(config: Any) -> dict[str, int]:

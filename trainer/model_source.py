@@ -7,6 +7,11 @@ into the model being built, one tensor at a time, through export's own planning 
 same name tables, shape checks and conversions), so starting from a checkpoint and from
 its export give the same model bit for bit, with no export in between.
 
+A Megatron-LM or Megatron-Bridge checkpoint needs no `model.hf_config`: the config is
+derived from its `args` / `run_config.yaml` exactly as `mfsdp ckpt export-hf` derives it
+(mfsdp_ckpt/convert/megatron_config.py), and the tokenizer is the one Megatron-Bridge
+saved in `iter_N/tokenizer/`; Megatron-LM keeps none, so then `model.tokenizer` names it.
+
 The path is checked here before transformers sees it: given a path that does not exist,
 transformers takes it for a Hub repo id (and with network access would download it).
 Nothing is ever fetched: every transformers call that reads these paths gets
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mfsdp_ckpt.format.layout import CheckpointPathError, CheckpointPaths, resolve_checkpoint
 from trainer.config import ConfigError, ModelConfig
@@ -28,10 +34,21 @@ _HF_WEIGHT_PATTERNS = ("*.safetensors", "*.bin")
 @dataclass(frozen=True)
 class ModelSource:
     """`assets`: the dir with config.json (and tokenizer files); `checkpoint`: where weights
-    come from when they are not in `assets` as a Hugging Face model."""
+    come from when they are not in `assets` as a Hugging Face model. A Megatron checkpoint
+    read without model.hf_config has no such dir: `derived` is the config.json its record
+    implies, `tokenizer_dir` the tokenizer it saved (None for Megatron-LM), and
+    `tokenizer_model` the tokenizer its run named (reported, never read)."""
 
-    assets: Path
+    assets: Path | None
     checkpoint: CheckpointPaths | None = None
+    derived: dict[str, Any] | None = None
+    tokenizer_dir: Path | None = None
+    tokenizer_model: str | None = None
+
+    @property
+    def tokenizer(self) -> Path | None:
+        """Where the tokenizer files are: the assets dir, else the checkpoint's own."""
+        return self.assets if self.assets is not None else self.tokenizer_dir
 
 
 def _checked_dir(key: str, value: str, needed: str) -> Path:
@@ -65,7 +82,69 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
             f"model.path: {cfg.path} is neither a Hugging Face model dir (no config.json) nor a"
             f" checkpoint ({err})"
         ) from None
+    if cfg.hf_config is None and checkpoint.hf_assets is None:
+        derived = _derived_source(checkpoint)
+        if derived is not None:
+            if derived.tokenizer is None and cfg.tokenizer is None:
+                raise ConfigError(_no_tokenizer_message(cfg, derived))
+            return derived
     return ModelSource(assets=_checkpoint_assets(cfg, checkpoint), checkpoint=checkpoint)
+
+
+def _no_tokenizer_message(cfg: ModelConfig, source: ModelSource) -> str:
+    """Megatron-LM keeps no tokenizer: say which key names one, and what the run used."""
+    named = (
+        f" (the run named tokenizer_model {source.tokenizer_model!r})"
+        if source.tokenizer_model
+        else ""
+    )
+    return (
+        f"model.path: {cfg.path} holds no tokenizer (Megatron-LM keeps none in its"
+        f" checkpoint){named}; set model.tokenizer=DIR, a local dir with the run's tokenizer"
+        " files"
+    )
+
+
+def _derived_source(checkpoint: CheckpointPaths) -> ModelSource | None:
+    """The config a Megatron checkpoint's own record implies, as export derives it, and the
+    tokenizer files Megatron-Bridge saved (each a regular file inside the checkpoint: a
+    link out of it is refused, as export refuses it); None when it records no model."""
+    from mfsdp_ckpt.convert.megatron_config import has_recorded_config, recorded_config
+    from mfsdp_ckpt.errors import MfsdpError
+    from mfsdp_ckpt.storage.reader import CheckpointReader
+
+    try:
+        reader = CheckpointReader(checkpoint.dist_ckpt)
+        if not has_recorded_config(checkpoint, reader):
+            return None
+        derived = recorded_config(checkpoint, reader)
+        tokenizer = _checked_tokenizer_dir(checkpoint)
+    except MfsdpError as err:
+        raise ConfigError(f"model.path: {err}") from None
+    if derived is None:
+        return None
+    return ModelSource(
+        assets=None,
+        checkpoint=checkpoint,
+        derived=derived.config,
+        tokenizer_dir=tokenizer,
+        tokenizer_model=derived.tokenizer_model,
+    )
+
+
+def _checked_tokenizer_dir(checkpoint: CheckpointPaths) -> Path | None:
+    from mfsdp_ckpt.format.layout import list_files
+    from mfsdp_ckpt.storage import safe_files
+    from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+
+    directory = checkpoint.tokenizer_dir
+    if directory is None:
+        return None
+    if directory.is_symlink() or not directory.is_dir():
+        raise CheckpointFileError(f"{directory}: not a directory of the checkpoint")
+    for relative in list_files(directory):
+        safe_files.regular_file(directory / relative, root=checkpoint.root)
+    return directory
 
 
 def _checkpoint_assets(cfg: ModelConfig, checkpoint: CheckpointPaths) -> Path:

@@ -62,6 +62,7 @@ from mfsdp_ckpt.convert.units import human_bytes, human_rate
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.lora import ByteProgress
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
 from mfsdp_ckpt.storage.tensorstore_store import is_url
@@ -232,9 +233,20 @@ def _derived_assets(
     text = json.dumps(derived.config, indent=2, sort_keys=True) + "\n"
     assets: dict[str, Callable[[], bytes]] = {"config.json": text.encode}
     if paths.tokenizer_dir is not None:
-        tokenizer = _asset_files(str(paths.tokenizer_dir), io, paths.root)
+        tokenizer = _asset_files(str(_real_dir(paths.tokenizer_dir)), io, paths.root)
         assets.update({n: load for n, load in tokenizer.items() if n != "config.json"})
     return assets
+
+
+def _real_dir(path: Path) -> Path:
+    """`path` when it is a directory itself: a symlink there (whose files the walk would
+    list from wherever it points) or a file is refused in one line."""
+    if path.is_symlink() or not path.is_dir():
+        what = "a symlink" if path.is_symlink() else "not a directory"
+        raise CheckpointFileError(
+            f"{path}: {what}; Megatron-Bridge saves its tokenizer files in a directory here"
+        )
+    return path
 
 
 def _config_notes(

@@ -21,6 +21,7 @@ so both go through the one mapping.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,22 +104,92 @@ _REQUIRED_VALUES: tuple[tuple[str, Any, str], ...] = (
 )
 
 
+MAX_SHOWN_CHARS = 60
+MAX_SIZE = 1 << 40  # far above any layer, head or vocabulary count a model has
+
+
 def _name(value: Any) -> str:
+    """`value` for an error line, bounded whatever it is: a record may hold a YAML alias
+    bomb or a pickle's shared lists (billions of elements, a few KB on disk) or a
+    100,000-digit integer, whose repr would not finish or would raise; only scalars are
+    shown, containers by their type."""
     if isinstance(value, Placeholder):
-        return value.qualname
+        return value.qualname[:MAX_SHOWN_CHARS]
     if isinstance(value, PlaceholderCall):
-        return value.target.qualname
-    return repr(value)[:60]
+        return value.target.qualname[:MAX_SHOWN_CHARS]
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    if value is None or isinstance(value, (bool, int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return repr(value[:MAX_SHOWN_CHARS])
+    return f"a {type(value).__name__}"
 
 
-def _int(settings: dict, key: str, where: str) -> int:
+class _Where:
+    """Where a record's values come from, and what that record calls each setting:
+    Megatron-Bridge's run_config.yaml names some of them differently from Megatron-LM's
+    args, and an error must name the key the user can find in the file."""
+
+    def __init__(self, text: str, names: dict[str, str]):
+        self.text, self.names = text, names
+
+    def __str__(self) -> str:
+        return self.text
+
+    def key(self, key: str) -> str:
+        return self.names.get(key, key)
+
+
+def _int(settings: dict, key: str, where: _Where) -> int:
     return _positive(settings[key], key, where)
 
 
-def _positive(value: Any, key: str, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**63:
-        raise MegatronConfigError(f"{where}: {key}={_name(value)} is not a positive integer")
+def _positive(value: Any, key: str, where: _Where) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_SIZE:
+        raise MegatronConfigError(
+            f"{where}: {where.key(key)}={_name(value)} is not a positive integer"
+            f" (at most {MAX_SIZE})"
+        )
     return value
+
+
+def _bool(settings: dict, key: str, where: _Where) -> bool:
+    """A flag, as argparse and YAML record it: a string "false" is truthy in Python, so
+    anything but a real bool would silently pick another family or tying."""
+    value = settings[key]
+    if not isinstance(value, bool):
+        raise MegatronConfigError(f"{where}: {where.key(key)}={_name(value)} is not true or false")
+    return value
+
+
+def _positive_float(settings: dict, key: str, where: _Where) -> float:
+    """A finite positive number (norm epsilon, rotary base): json.dumps writes NaN and
+    Infinity as tokens that are not JSON, and transformers would compute NaNs."""
+    value = settings[key]
+    number = (
+        float(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and _fits(value)
+        else math.nan
+    )
+    if not (math.isfinite(number) and number > 0):
+        raise MegatronConfigError(
+            f"{where}: {where.key(key)}={_name(value)} is not a positive number"
+        )
+    return number
+
+
+def _fits(value: int | float) -> bool:
+    return not isinstance(value, int) or value.bit_length() <= 1000
+
+
+def _is(value: Any, needed: Any) -> bool:
+    """`value == needed` of the same kind: 1 is no flag and "1.0" no number."""
+    if isinstance(needed, bool):
+        return value is needed
+    if isinstance(needed, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and value == needed
+    return isinstance(value, type(needed)) and value == needed
 
 
 def _dtype(settings: dict) -> str:
@@ -134,40 +205,64 @@ def _dtype(settings: dict) -> str:
 
 
 def hf_config_from_megatron(
-    settings: dict[str, Any], where: str, record: str = "args"
+    settings: dict[str, Any],
+    location: str,
+    record: str = "args",
+    names: dict[str, str] | None = None,
 ) -> DerivedConfig:
-    """config.json for the model `settings` (Megatron-LM argument names) describes."""
+    """config.json for the model `settings` (Megatron-LM argument names) describes;
+    `names` maps a Megatron-LM name to the record's own where they differ (errors say it)."""
+    where = _Where(location, names or {})
     missing = [key for key in _ESSENTIAL if key not in settings]
     if "padded_vocab_size" not in settings and "vocab_size" not in settings:
         missing.append("padded_vocab_size")
     if missing:
-        raise MegatronSettingsMissing(where, record, missing)
+        raise MegatronSettingsMissing(location, record, missing)
     values = {**_DEFAULTS, **settings}
     experts = values["num_experts"]
-    if experts not in (None, 0, 1):
+    if experts is not None and (
+        isinstance(experts, bool) or not isinstance(experts, int) or experts < 0
+    ):
         raise MegatronConfigError(
-            f"{where}: num_experts={_name(experts)}: a mixture-of-experts model has no Llama,"
-            " Qwen2 or Qwen3 equivalent here"
+            f"{where}: {where.key('num_experts')}={_name(experts)} is not a count"
+        )
+    if experts is not None and experts > 1:
+        raise MegatronConfigError(
+            f"{where}: {where.key('num_experts')}={_name(experts)}: a mixture-of-experts model"
+            " has no Llama, Qwen2 or Qwen3 equivalent here"
         )
     for key, needed, why in _REQUIRED_VALUES:
-        if values[key] != needed:
+        if not _is(values[key], needed):
             raise MegatronConfigError(
-                f"{where}: {key}={_name(values[key])} cannot be exported ({why})"
+                f"{where}: {where.key(key)}={_name(values[key])} cannot be exported ({why})"
             )
-    if values["add_qkv_bias"] and values["qk_layernorm"]:
+    qkv_bias, qk_norm = _bool(values, "add_qkv_bias", where), _bool(values, "qk_layernorm", where)
+    untied = _bool(values, "untie_embeddings_and_output_weights", where)
+    if qkv_bias and qk_norm:
         raise MegatronConfigError(
             f"{where}: add_qkv_bias with qk_layernorm: neither Qwen2 nor Qwen3 has both"
         )
     hidden, heads = _int(values, "hidden_size", where), _int(values, "num_attention_heads", where)
-    groups = _int(values, "num_query_groups", where) if values["group_query_attention"] else heads
-    head_dim = (
-        _int(values, "kv_channels", where) if values["kv_channels"] is not None else hidden // heads
-    )
-    family = "qwen2" if values["add_qkv_bias"] else "qwen3" if values["qk_layernorm"] else "llama"
+    gqa = _bool(values, "group_query_attention", where)
+    groups = _int(values, "num_query_groups", where) if gqa else heads
+    if heads % groups:
+        raise MegatronConfigError(
+            f"{where}: num_attention_heads={heads} is not a multiple of num_query_groups={groups}"
+        )
+    if values["kv_channels"] is not None:
+        head_dim = _int(values, "kv_channels", where)
+    elif hidden % heads:
+        raise MegatronConfigError(
+            f"{where}: hidden_size={hidden} is not a multiple of num_attention_heads={heads}"
+            " and no kv_channels is recorded"
+        )
+    else:
+        head_dim = hidden // heads
+    family = "qwen2" if qkv_bias else "qwen3" if qk_norm else "llama"
     vocab, notes = _vocab(values, where)
     positions = values.get("max_position_embeddings") or values.get("seq_length")
     if positions is None:
-        raise MegatronSettingsMissing(where, record, ["max_position_embeddings"])
+        raise MegatronSettingsMissing(location, record, ["max_position_embeddings"])
     config: dict[str, Any] = {
         "architectures": [_ARCHITECTURES[family]],
         "model_type": family,
@@ -179,10 +274,10 @@ def hf_config_from_megatron(
         "num_key_value_heads": groups,
         "head_dim": head_dim,
         "max_position_embeddings": _positive(positions, "max_position_embeddings", where),
-        "rms_norm_eps": float(values["norm_epsilon"]),
-        "rope_theta": float(values["rotary_base"]),
+        "rms_norm_eps": _positive_float(values, "norm_epsilon", where),
+        "rope_theta": _positive_float(values, "rotary_base", where),
         "hidden_act": "silu",
-        "tie_word_embeddings": not values["untie_embeddings_and_output_weights"],
+        "tie_word_embeddings": not untied,
         "dtype": _dtype(values),
     }
     if family != "qwen2":  # Qwen2's q/k/v biases are implied by its model_type
@@ -199,7 +294,7 @@ _ARCHITECTURES = {
 }
 
 
-def _vocab(values: dict, where: str) -> tuple[int, list[str]]:
+def _vocab(values: dict, where: _Where) -> tuple[int, list[str]]:
     """The tokenizer's vocabulary when recorded (export drops Megatron's padding rows),
     else the padded size: then every stored row is kept, and the note says so."""
     if values["vocab_size"] is not None:
@@ -217,6 +312,16 @@ _BRIDGE_RENAMES = {
     "layernorm_epsilon": "norm_epsilon",
     "num_moe_experts": "num_experts",
 }
+# What an error about a derived Megatron-LM setting names in run_config.yaml.
+BRIDGE_NAMES = {
+    **{megatron: bridge for bridge, megatron in _BRIDGE_RENAMES.items()},
+    "swiglu": "gated_linear_unit/activation_func",
+    "untie_embeddings_and_output_weights": "share_embeddings_and_output_weights (inverted)",
+}
+
+
+# How Megatron-Bridge's YAML serialiser names F.silu (module + qualname of the function).
+_SILU_TARGETS = ("torch.nn.functional.silu",)
 
 
 def megatron_settings_from_bridge(model: dict[str, Any]) -> dict[str, Any]:
@@ -229,15 +334,19 @@ def megatron_settings_from_bridge(model: dict[str, Any]) -> dict[str, Any]:
     are padded when `should_pad_vocab`, which export explains as Megatron's padding."""
     settings = {_BRIDGE_RENAMES.get(k, k): v for k, v in model.items() if isinstance(k, str)}
     if "gated_linear_unit" in model:
+        gated = model["gated_linear_unit"]
         activation = model.get("activation_func")
         target = activation.get("_target_") if isinstance(activation, dict) else activation
-        settings["swiglu"] = bool(model["gated_linear_unit"]) and str(target).endswith("silu")
+        # the target is compared as a name, never imported: only torch's silu is SwiGLU
+        settings["swiglu"] = (
+            gated if not isinstance(gated, bool) else gated and target in _SILU_TARGETS
+        )
     if "share_embeddings_and_output_weights" in model:
-        settings["untie_embeddings_and_output_weights"] = not model[
-            "share_embeddings_and_output_weights"
-        ]
-    groups = model.get("num_query_groups")
-    settings["group_query_attention"] = groups is not None
+        shared = model["share_embeddings_and_output_weights"]
+        settings["untie_embeddings_and_output_weights"] = (
+            not shared if isinstance(shared, bool) else shared
+        )
+    settings["group_query_attention"] = model.get("num_query_groups") is not None
     dtype = model.get("params_dtype")
     target = dtype.get("_target_") if isinstance(dtype, dict) else dtype
     if isinstance(target, str) and target.startswith("torch."):
@@ -266,14 +375,15 @@ def recorded_config(
         model, tokenizer = _bridge_sections(paths.run_config, paths.root)
         where = f"{paths.run_config} model"
         settings = megatron_settings_from_bridge(model)
-        derived = hf_config_from_megatron(settings, where, layout.BRIDGE_RUN_CONFIG_FILE)
+        derived = hf_config_from_megatron(
+            settings, where, layout.BRIDGE_RUN_CONFIG_FILE, BRIDGE_NAMES
+        )
         derived.tokenizer_model = tokenizer
     elif ARGS_KEY in reader.objects:
         fields = read_args(reader)
         where = f"{reader.root} [{ARGS_KEY}]"
         derived = hf_config_from_megatron(fields, where)
-        tokenizer = fields.get("tokenizer_model")
-        derived.tokenizer_model = tokenizer if isinstance(tokenizer, str) else None
+        derived.tokenizer_model = _tokenizer_name(fields.get("tokenizer_model"))
     else:
         return None
     derived.source = where
@@ -307,12 +417,28 @@ def _bridge_sections(run_config, root) -> tuple[dict[str, Any], str | None]:
     except (yaml.YAMLError, RecursionError, ValueError) as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise CheckpointFormatError(f"{run_config}: not readable YAML ({first[:120]})") from None
-    model = data.get("model") if isinstance(data, dict) else None
-    if not isinstance(model, dict):
+    if not isinstance(data, dict):
+        raise CheckpointFormatError(f"{run_config}: holds {_name(data)}, not a mapping of sections")
+    model = data.get("model")
+    if model is None:
         raise MegatronSettingsMissing(str(run_config), layout.BRIDGE_RUN_CONFIG_FILE, ["model"])
+    if not isinstance(model, dict):
+        raise CheckpointFormatError(f"{run_config}: model is {_name(model)}, not a mapping")
     tokenizer = data.get("tokenizer")
-    name = tokenizer.get("tokenizer_model") if isinstance(tokenizer, dict) else None
-    return model, name if isinstance(name, str) else None
+    return model, _tokenizer_name(
+        tokenizer.get("tokenizer_model") if isinstance(tokenizer, dict) else None
+    )
+
+
+MAX_TOKENIZER_NAME_CHARS = 1024
+
+
+def _tokenizer_name(value: Any) -> str | None:
+    """The tokenizer path or Hub id the run named, only as a note can show it in one line:
+    a string, printable, of path length; anything else is not reported."""
+    if isinstance(value, str) and len(value) <= MAX_TOKENIZER_NAME_CHARS and value.isprintable():
+        return value
+    return None
 
 
 __all__ = [

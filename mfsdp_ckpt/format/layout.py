@@ -303,11 +303,13 @@ class CheckpointPaths:
 
     @property
     def tokenizer_dir(self) -> Path | None:
-        """The tokenizer files Megatron-Bridge saves into the iteration dir (by default)."""
+        """The tokenizer files Megatron-Bridge saves into the iteration dir (by default):
+        whatever is there under that name, so that a symlink or a file there is refused
+        by the reader, not silently taken for "no tokenizer"."""
         if self.kind != MEGATRON_BRIDGE or self.step_dir is None:
             return None
         path = self.step_dir / BRIDGE_TOKENIZER_DIR
-        return path if _is_dir(path) and not path.is_symlink() else None
+        return path if os.path.lexists(path) else None
 
     @property
     def step(self) -> int | None:
@@ -448,6 +450,7 @@ def _resolve_dir(given: Path, role: str | None, _depth: int) -> CheckpointPaths:
     run = _from_run_dir(given, names, role)
     if run is not None:
         return run
+    _refuse_torchtitan_folder(given, names)
     if _depth == 0:
         return _from_parent_of_runs(given, names, role)
     raise _not_a_checkpoint(given)
@@ -491,6 +494,30 @@ def _refuse_foreign_format(directory: Path, names: list[str]) -> None:
             " does not read; convert it with `python -m verl.model_merger merge --backend fsdp"
             f" --local_dir {directory} --target_dir OUT`{hint}"
         )
+
+
+def _refuse_torchtitan(given: Path, dcp: Path) -> None:
+    """ForeignFormatError for a DCP torchtitan wrote (its model keys at the top level): it
+    would read as a checkpoint without model weights. Only a `step-N` dir, torchtitan's
+    name for its saves, has its metadata read here."""
+    from mfsdp_ckpt.format import torchtitan
+
+    if torchtitan.STEP_DIR_RE.match(dcp.name) and torchtitan.is_torchtitan_dcp(dcp):
+        raise ForeignFormatError(torchtitan.message(given, dcp))
+
+
+def _refuse_torchtitan_folder(given: Path, names: list[str]) -> None:
+    """torchtitan's `checkpoint/` folder (step-N dirs), or the dump folder holding it."""
+    from mfsdp_ckpt.format import torchtitan
+
+    for folder, entries in ((given, names), (given / "checkpoint", None)):
+        if entries is None:
+            if "checkpoint" not in names or not _is_dir(folder):
+                continue
+            entries = _children(folder)
+        newest = torchtitan.newest_step_dir(folder, entries)
+        if newest is not None:
+            _refuse_torchtitan(given, newest)
 
 
 def _holds_roles(directory: Path) -> bool:
@@ -561,6 +588,7 @@ def _not_a_checkpoint(given: Path) -> CheckpointPathError:
 def _from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:
     """Name the layout of a DCP dir from the directories around it."""
     _refuse_foreign_format(dcp, _children(dcp))
+    _refuse_torchtitan(dcp, dcp)
     parent = dcp.parent
     if _ITER_DIR_RE.match(dcp.name) or (dcp.name == MEGATRON_RELEASE_DIR):
         return CheckpointPaths(
@@ -751,6 +779,8 @@ def _tracked_step_dir(
 ) -> Path:
     if tracked == MEGATRON_RELEASE_DIR:
         candidates = [MEGATRON_RELEASE_DIR]
+    elif tracker == BRIDGE_TRACKER_FILE:  # Megatron-Bridge writes iter_N/ only
+        candidates = [f"{MEGATRON_ITER_PREFIX}{int(tracked):07d}"]
     else:
         candidates = [
             f"{STEP_DIR_PREFIX}{int(tracked)}",

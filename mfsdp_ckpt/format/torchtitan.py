@@ -1,0 +1,68 @@
+"""torchtitan's checkpoints, recognised so that they are named, not misread.
+
+torchtitan (`torchtitan/components/checkpoint.py`) saves with DCP into
+`<dump_folder>/<checkpoint.folder, default "checkpoint">/step-N/`, flattening the model's
+state dict to TOP-LEVEL keys in its own module names (`tok_embeddings.weight`,
+`layers.0.attention.wq.weight`, `layers.0.feed_forward.w1.weight`, `norm.weight`,
+`output.weight`) beside `optimizer`, `lr_scheduler`, `dataloader` and `train_state`.
+mfsdp reads Megatron-core and Hugging Face names under `model.`, so such a DCP would
+otherwise be reported as one without model weights, and its `checkpoint/` dir as no
+checkpoint at all. torchtitan converts its own checkpoints to Hugging Face with
+`scripts/checkpoint_conversion/convert_to_hf.py` (its model state-dict adapters know
+each family's names); the error names that script.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from mfsdp_ckpt.errors import MfsdpError
+
+STEP_DIR_RE = re.compile(r"^step-([0-9]{1,18})$")
+CONVERT_SCRIPT = "scripts/checkpoint_conversion/convert_to_hf.py"
+# Module names at the top of torchtitan's decoder models (llama3, qwen3, ...).
+_MODEL_KEY_RE = re.compile(r"^(tok_embeddings\.weight|layers\.[0-9]+\.(attention|feed_forward)\.)")
+
+
+def is_torchtitan_dcp(dcp: Path) -> bool:
+    """Whether the DCP in `dcp` holds torchtitan's top-level model keys and nothing under
+    `model.`. Only its `.metadata` is read (bounded, restricted unpickler); a metadata
+    that cannot be read is left to the reader to report, as for any DCP."""
+    from mfsdp_ckpt.storage.reader import CheckpointReader
+
+    try:
+        reader = CheckpointReader(dcp)
+    except MfsdpError:
+        return False
+    names = [*reader.tensors, *reader.objects]
+    if any(name.startswith("model.") or name == "model" for name in names):
+        return False
+    return any(_MODEL_KEY_RE.match(name) for name in names)
+
+
+def newest_step_dir(directory: Path, names: list[str]) -> Path | None:
+    """The highest `step-N/` in `directory` that holds a `.metadata`, if any."""
+    steps = sorted(
+        (int(match.group(1)), name)
+        for name in names
+        if (match := STEP_DIR_RE.match(name))
+        and os.path.isfile(os.path.join(directory, name, ".metadata"))
+    )
+    return directory / steps[-1][1] if steps else None
+
+
+def message(given: Path, step_dir: Path) -> str:
+    """One line: what `given` is and what converts it."""
+    where = "" if given == step_dir else f" (its newest step: {step_dir.name})"
+    return (
+        f"{given}: a torchtitan checkpoint{where} (model weights at the top level under"
+        " torchtitan's names: tok_embeddings.weight, layers.N.attention.wq.weight, ...),"
+        " which mfsdp does not read; convert it with torchtitan's"
+        f" `python {CONVERT_SCRIPT} {step_dir} OUT --model_name NAME --model_flavor FLAVOR"
+        " --hf_assets_path HF_DIR` (copy config.json and the tokenizer from HF_DIR into OUT)"
+    )
+
+
+__all__ = ["CONVERT_SCRIPT", "STEP_DIR_RE", "is_torchtitan_dcp", "message", "newest_step_dir"]

@@ -1,0 +1,98 @@
+"""torchtitan's checkpoints are named, with the script that converts them.
+
+torchtitan saves `<dump_folder>/checkpoint/step-N/{.metadata, __R_I.distcp}` with the
+model's weights as top-level keys in its own names beside optimizer, lr_scheduler,
+dataloader and train_state (torchtitan/components/checkpoint.py). Before, validate said
+"no model weights" for a step dir and "not a checkpoint" for the folders above it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed.checkpoint as dcp
+
+from tests.support.interop_layouts import one_error_line, run_cli
+
+SCRIPT = "scripts/checkpoint_conversion/convert_to_hf.py"
+
+
+def _torchtitan_state(step: int, dim: int = 8, vocab: int = 16) -> dict:
+    """What torchtitan's CheckpointManager hands DCP for a llama3-style model: the
+    model's state dict flattened to the top level, the rest under their names."""
+    model = {
+        "tok_embeddings.weight": torch.randn(vocab, dim),
+        "layers.0.attention.wq.weight": torch.randn(dim, dim),
+        "layers.0.attention.wk.weight": torch.randn(dim, dim),
+        "layers.0.attention.wv.weight": torch.randn(dim, dim),
+        "layers.0.attention.wo.weight": torch.randn(dim, dim),
+        "layers.0.feed_forward.w1.weight": torch.randn(2 * dim, dim),
+        "layers.0.feed_forward.w2.weight": torch.randn(dim, 2 * dim),
+        "layers.0.feed_forward.w3.weight": torch.randn(2 * dim, dim),
+        "layers.0.attention_norm.weight": torch.ones(dim),
+        "layers.0.ffn_norm.weight": torch.ones(dim),
+        "norm.weight": torch.ones(dim),
+        "output.weight": torch.randn(vocab, dim),
+    }
+    optimizer = {
+        "state": {name: {"exp_avg": torch.zeros_like(t)} for name, t in model.items()},
+        "param_groups": [{"lr": 3e-4, "params": list(model)}],
+    }
+    return {
+        **model,
+        "optimizer": optimizer,
+        "lr_scheduler": {"last_epoch": step},
+        "dataloader": {"dp_rank_0": b"state"},
+        "train_state": {"step": step},
+    }
+
+
+def _dump(root: Path, steps=(10, 20)) -> Path:
+    dump = root / "outputs"
+    for step in steps:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            target = dump / "checkpoint" / f"step-{step}"
+            dcp.save(_torchtitan_state(step), checkpoint_id=str(target), no_dist=True)
+    return dump
+
+
+@pytest.mark.parametrize("level", ["step", "checkpoint", "dump"])
+def test_a_torchtitan_checkpoint_is_named_with_its_converter(level, tmp_path):
+    dump = _dump(tmp_path)
+    given = {
+        "step": dump / "checkpoint" / "step-20",
+        "checkpoint": dump / "checkpoint",
+        "dump": dump,
+    }[level]
+    for command in ("validate", "inspect", "export-hf"):
+        args = ["--out", tmp_path / "hf"] if command == "export-hf" else []
+        code, stdout, err = run_cli("ckpt", command, given, *args)
+        line = one_error_line(err)
+        assert code == 2 and f"{given}: a torchtitan checkpoint" in line, stdout + err
+        assert f"python {SCRIPT} {dump / 'checkpoint' / 'step-20'} OUT" in line, line
+        assert "no model weights" not in line and "not a checkpoint" not in line
+    assert not (tmp_path / "hf").exists()
+
+
+def test_a_dcp_named_step_n_with_model_keys_is_still_read(tmp_path):
+    """Only torchtitan's top-level names make it torchtitan's: an mfsdp-style bare DCP
+    that happens to be named step-N reads as before."""
+    target = tmp_path / "step-5"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dcp.save({"model": {"embed.weight": torch.randn(4, 4)}}, checkpoint_id=str(target))
+    code, stdout, err = run_cli("ckpt", "inspect", target)
+    assert code == 0 and "torchtitan" not in stdout + err, stdout + err
+
+
+def test_the_json_error_names_torchtitan(tmp_path):
+    import json
+
+    dump = _dump(tmp_path, steps=(10,))
+    code, stdout, _err = run_cli("ckpt", "validate", dump / "checkpoint", "--json")
+    report = json.loads(stdout)
+    assert code == 2 and report["exit_code"] == 2 and "torchtitan" in report["error"], stdout

@@ -1,0 +1,150 @@
+"""`model.path` may name a Megatron-LM or Megatron-Bridge checkpoint without
+`model.hf_config`: the config is derived from its `args` / `run_config.yaml` as
+`mfsdp ckpt export-hf` derives it, the tokenizer is Bridge's `iter_N/tokenizer/`, and a
+Megatron-LM checkpoint (which keeps no tokenizer) asks for `model.tokenizer` in one line.
+The first SFT step from each is the one from the Hugging Face export of the same weights."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mfsdp_ckpt.convert.export_hf import export_hf
+from tests.ckpt.test_interop_round8 import (
+    _bridge_model_section,
+    _mcore_weights,
+    _megatron_args,
+    _megatron_run,
+    _save,
+    _train_state,
+)
+from tests.support.sft import tiny_config, write_chat_jsonl
+from trainer.config import ConfigError
+from trainer.model import build_hf_config, load_tokenizer
+from trainer.sft import run_sft
+
+STEPS = (
+    "data.global_batch_size=8",
+    "data.max_tokens_per_micro_batch=256",
+    "optim.warmup_steps=0",
+    "checkpoint.resume=disable",
+)
+
+
+def _first_loss(data: Path, run_dir: Path, *overrides: str) -> float:
+    result = run_sft(tiny_config(data, run_dir, *STEPS, "trainer.total_steps=1", *overrides))
+    return result.losses[1]
+
+
+def _bridge_dir(root: Path, model, tokenizer_files: Path) -> Path:
+    """A Megatron-Bridge run dir of `model` whose tokenizer/ holds `tokenizer_files`."""
+    import torch
+
+    run = root / "bridge"
+    it = _save({"model": _mcore_weights(model)}, run / "iter_0000010")
+    torch.save(_train_state(10), it / "train_state.pt")
+    section = {"model": _bridge_model_section(model), "tokenizer": {"tokenizer_model": "/m/q"}}
+    (it / "run_config.yaml").write_text(yaml.safe_dump(section))
+    (it / "tokenizer").mkdir()
+    for file in tokenizer_files.iterdir():  # what save_pretrained of the tokenizer wrote
+        if file.name not in ("config.json", "generation_config.json", "model.safetensors"):
+            shutil.copy(file, it / "tokenizer" / file.name)
+    torch.save(_train_state(10), run / "latest_train_state.pt")
+    return run
+
+
+@pytest.fixture(scope="module")
+def megatron_runs(tmp_path_factory):
+    """A tiny run trained 2 steps, its export, and the same weights as a Megatron-LM and a
+    Megatron-Bridge checkpoint."""
+    from transformers import AutoModelForCausalLM
+
+    root = tmp_path_factory.mktemp("megatron")
+    data = write_chat_jsonl(root / "train.jsonl", rows=24)
+    run_sft(tiny_config(data, root / "run", *STEPS, "trainer.total_steps=2"))
+    export_hf(root / "run", root / "hf", dtype="fp32")
+    model = AutoModelForCausalLM.from_pretrained(root / "hf", dtype="float32")
+    lm = _megatron_run(root, model, _megatron_args(model))
+    bridge = _bridge_dir(root, model, root / "hf")
+    return root, data, lm, bridge
+
+
+def test_first_step_from_megatron_checkpoints_equals_from_their_export(megatron_runs):
+    """Was: model.hf_config was needed for both."""
+    root, data, lm, bridge = megatron_runs
+    from_export = _first_loss(data, root / "b_hf", f"model.path={root / 'hf'}")
+    from_lm = _first_loss(data, root / "b_lm", f"model.path={lm}", f"model.tokenizer={root / 'hf'}")
+    from_bridge = _first_loss(data, root / "b_bridge", f"model.path={bridge}")
+    assert from_lm == from_export and from_bridge == from_export
+
+
+def test_derived_config_is_the_records(megatron_runs):
+    root, data, _lm, bridge = megatron_runs
+    cfg = tiny_config(data, root / "x", f"model.path={bridge}").model
+    config = build_hf_config(cfg, load_tokenizer(cfg))
+    assert type(config).__name__ == "Qwen2Config" and config.num_hidden_layers == 2
+
+
+def test_megatron_lm_without_a_tokenizer_asks_for_model_tokenizer(megatron_runs):
+    root, data, lm, _bridge = megatron_runs
+    cfg = tiny_config(data, root / "y", f"model.path={lm}").model
+    with pytest.raises(ConfigError) as caught:
+        load_tokenizer(cfg)
+    message = str(caught.value)
+    assert message.startswith(f"model.path: {lm} holds no tokenizer"), message
+    assert "set model.tokenizer=DIR" in message and "/models/never-read-tokenizer" in message
+    assert "\n" not in message
+
+
+def test_a_record_no_family_computes_is_one_line(megatron_runs, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    root, data, _lm, _bridge = megatron_runs
+    model = AutoModelForCausalLM.from_pretrained(root / "hf", dtype="float32")
+    run = _megatron_run(tmp_path, model, _megatron_args(model, normalization="LayerNorm"))
+    cfg = tiny_config(data, tmp_path / "r", f"model.path={run}", f"model.tokenizer={root / 'hf'}")
+    with pytest.raises(ConfigError, match=r"^model.path: .*\[args\]: normalization='LayerNorm'"):
+        build_hf_config(cfg.model, load_tokenizer(cfg.model))
+
+
+def test_a_bridge_tokenizer_linking_out_is_refused(megatron_runs, tmp_path):
+    _root, data, _lm, bridge = megatron_runs
+    copy = tmp_path / "bridge"
+    shutil.copytree(bridge, copy, symlinks=True)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("users' secret")
+    (copy / "iter_0000010" / "tokenizer" / "vocab.txt").symlink_to(secret)
+    cfg = tiny_config(data, tmp_path / "r", f"model.path={copy}").model
+    with pytest.raises(ConfigError, match=r"^model.path: .*vocab.txt: resolves outside"):
+        load_tokenizer(cfg)
+
+
+@pytest.mark.parametrize("command", ["sft", "grpo"])
+def test_cli_megatron_lm_without_a_tokenizer_exits_2_before_launching(
+    megatron_runs, tmp_path, command
+):
+    from click.testing import CliRunner
+
+    from cli.main import app
+    from tests.support.paths import REPO
+
+    _root, _data, lm, _bridge = megatron_runs
+    config = REPO / "examples" / f"{command}_gsm8k_qwen.yaml"
+    result = CliRunner().invoke(
+        app,
+        [
+            "train",
+            command,
+            "--config",
+            str(config),
+            f"model.path={lm}",
+            f"trainer.run_dir={tmp_path / 'run'}",
+        ],
+    )
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith(f"error: model.path: {lm} holds no tokenizer"), line
+    assert "set model.tokenizer=DIR" in line
