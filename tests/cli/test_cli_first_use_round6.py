@@ -24,6 +24,7 @@ from cli.errors import MfsdpGroup
 from cli.main import app
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from tests.cli.test_cli_first_use import MAIN_CATCHING_EXIT
+from tests.support.cli_errors import error_lines
 from tests.support.fresh_python import mfsdp, modules_after
 from tests.support.paths import EXAMPLES, FIXTURES, REPO
 from tests.support.sft import write_chat_jsonl
@@ -43,11 +44,6 @@ def _all_help() -> str:
 
     walk(app, [])
     return "\n".join(texts)
-
-
-def _error_lines(stderr: str) -> list[str]:
-    """stderr without blank lines and without the run's own progress lines ("[sft] ...")."""
-    return [line for line in stderr.splitlines() if line.strip() and not line.startswith("[sft] ")]
 
 
 def test_the_tiny_sft_example_trains_on_what_the_demo_writes(tmp_path):
@@ -100,7 +96,7 @@ TINY = ["--config", "examples/sft_tiny_cpu.yaml"]
 )
 def test_data_mistakes_are_one_line_before_torch_loads(args, expected):
     done = mfsdp("train", "sft", *args)
-    lines = _error_lines(done.stderr)
+    lines = error_lines(done.stderr)
     assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), lines
     assert expected in lines[0]
     loaded = modules_after(MAIN_CATCHING_EXIT, "train", "sft", *args, roots=("torch",))
@@ -125,7 +121,7 @@ def test_from_verl_reports_a_malformed_script_value_in_one_line(tmp_path):
     )
     done = CliRunner().invoke(app, ["config", "from-verl", str(script)])
     assert done.exit_code == 2, done.output
-    assert _error_lines(done.stderr) == [
+    assert error_lines(done.stderr) == [
         f"error: {script}: data.train_files: not valid YAML at line 1, column 1: while parsing "
         "a flow sequence, expected ',' or ']', but got '<stream end>'"
     ]
@@ -167,7 +163,7 @@ def test_a_usage_mistake_every_rank_meets_is_one_line_and_exit_2(tmp_path):
     process = _launch(tmp_path, f"data.train_files={rl_table}")
     _out, err = process.communicate(timeout=300)
     assert process.returncode == 2, err
-    assert _error_lines(err) == [
+    assert error_lines(err) == [
         f"error: {rl_table} row 0: no 'messages' column and no 'prompt'/'response' columns"
     ]
 
@@ -191,7 +187,7 @@ def test_ctrl_c_during_a_launched_run_is_one_line_and_exit_130(tmp_path):
     os.killpg(process.pid, signal.SIGINT)
     _out, rest = process.communicate(timeout=120)
     assert process.returncode == 130, "".join(lines) + rest
-    assert _error_lines(rest) == ["error: interrupted"], rest
+    assert error_lines(rest) == ["error: interrupted"], rest
     assert layout.read_tracker(tmp_path / "run") in layout.list_complete_steps(tmp_path / "run")
 
 
@@ -252,7 +248,7 @@ def test_an_unfinished_save_is_never_read_as_a_checkpoint(tmp_path):
     for given in (unfinished, unfinished / "dist_ckpt"):
         done = CliRunner().invoke(app, ["ckpt", "validate", str(given)])
         assert done.exit_code == 2, done.output
-        assert _error_lines(done.stderr) == [
+        assert error_lines(done.stderr) == [
             f"error: {given}: an unfinished save of step 2 (renamed to global_step_2/ only "
             f"once complete); give the run dir {run}"
         ]
@@ -302,7 +298,7 @@ def test_import_hf_given_the_weights_file_names_the_dir_to_give(tmp_path):
         app, ["ckpt", "import-hf", str(weights), "--out", str(tmp_path / "o")]
     )
     assert done.exit_code == 2
-    assert _error_lines(done.stderr) == [
+    assert error_lines(done.stderr) == [
         f"error: {weights}: a file, not a directory (give the Hugging Face model dir holding "
         f"it: {weights.parent})"
     ]

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli.main import app
+from tests.support.cli_errors import error_lines
 from trainer.config import ConfigError, SFTConfig, load_config
 from trainer.grpo.config import GRPOConfig
 
@@ -255,9 +256,7 @@ def test_data_files_that_are_not_utf8_are_refused_in_one_line(tmp_path, raw):
         ],
     )
     assert result.exit_code == 2, result.output
-    progress = ("[sft] ",)  # the run's own lines as it starts, before the data is read
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    lines = [line for line in lines if not line.startswith(progress)]
+    lines = error_lines(result.output)
     assert len(lines) == 1 and "UTF-8" in lines[0] and str(data) in lines[0], result.output
 
 

@@ -3,10 +3,23 @@ hostile-input suites."""
 
 from __future__ import annotations
 
+import re
+
+# What a run says as each slow phase of its start begins (cli/launch.py `say_starting`,
+# trainer/runner.py): "[sft] loading torch and transformers ...". A run that fails after
+# them still ends in one error line.
+_STARTING = re.compile(r"\[(sft|grpo)\] .+ \.\.\.")
+
+
+def error_lines(stderr: str) -> list[str]:
+    """`stderr`'s lines without blank ones and without the run's starting lines."""
+    return [line for line in stderr.splitlines() if line.strip() and not _STARTING.fullmatch(line)]
+
 
 def one_error(stderr: str, *needles: str) -> str:
-    """The single non-blank line of `stderr`, which must be `error: ...` holding every needle."""
-    lines = [line for line in stderr.splitlines() if line.strip()]
+    """The single line of `stderr` besides the starting lines, which must be `error: ...`
+    holding every needle."""
+    lines = error_lines(stderr)
     assert len(lines) == 1 and lines[0].startswith("error: "), stderr
     for needle in needles:
         assert needle in lines[0], lines[0]
