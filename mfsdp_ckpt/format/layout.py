@@ -133,6 +133,18 @@ def list_complete_steps(run_dir: str | os.PathLike) -> list[int]:
     return sorted(steps)
 
 
+def resume_step(run_dir: str | os.PathLike) -> int | None:
+    """The step `checkpoint.resume=auto` resumes in `run_dir`: the tracker's when it names a
+    complete step, else the newest complete one (the tracked step was removed, or no tracker
+    was written); None when no step is complete. Resuming and the line a Ctrl-C'd run ends
+    with both ask here, so the step named is the step resumed."""
+    steps = list_complete_steps(run_dir)
+    if not steps:
+        return None
+    tracked = read_tracker(run_dir)
+    return tracked if tracked in steps else steps[-1]
+
+
 def _is_file_followed(path: Path) -> bool:
     """`Path.is_file`, except that a step dir this user cannot read counts as incomplete
     instead of raising: an old step left by another user must not stop a resume, and
