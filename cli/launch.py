@@ -106,7 +106,12 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     configure_logging()  # a rank torchrun started takes `-v` from the environment
     if os.environ.get(CONFIG_CHECKED):  # the launching process showed the notes already
         logging.getLogger("mfsdp.config").setLevel(logging.ERROR)
-    from trainer.local_paths import check_local_paths, check_run_dir_apart, check_writable_dir
+    from trainer.local_paths import (
+        check_local_paths,
+        check_run_dir_apart,
+        check_run_dir_outside_checkpoints,
+        check_writable_dir,
+    )
     from trainer.metrics import require_trackers
     from trainer.model_source import resolve_model_source
 
@@ -114,6 +119,7 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     require_trackers(cfg.trainer)
     source = resolve_model_source(cfg.model)  # a missing model.path fails here, not per rank
     check_local_paths(cfg)  # and so does every other path key
+    check_run_dir_outside_checkpoints(cfg.trainer.run_dir)
     check_writable_dir("trainer.run_dir", cfg.trainer.run_dir)
     hf_dir = source.assets if source is not None and source.checkpoint is None else None
     check_run_dir_apart(cfg, hf_dir)

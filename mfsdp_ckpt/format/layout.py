@@ -857,18 +857,19 @@ def _from_parent_of_runs(given: Path, names: list[str], role: str | None) -> Che
 
 
 # --------------------------------------------------------------------------- outputs
-def checkpoint_containing(path: str | os.PathLike) -> Path | None:
+def checkpoint_containing(path: str | os.PathLike, *, run_itself: bool = True) -> Path | None:
     """The checkpoint that `path` is or lies inside (a step, role or DCP dir, or, for `path`
-    itself, a run or a dir holding a dist_ckpt); None if none.
+    itself unless `run_itself` is False, a run or a dir holding a dist_ckpt); None if none.
 
     Writing an export there would add unlisted files to a checkpoint, or, with --overwrite,
     replace one (`--out RUN/global_step_40`): callers refuse such output paths. A new dir
     beside the steps of a run (`RUN/hf`) is fine. `path` need not exist; what exists of it
-    and its ancestors decides.
+    and its ancestors decides. A training run's run_dir is a run by design (`run_itself`
+    False), but never a step of one.
     """
     current = Path(os.path.abspath(path))
     for candidate in (current, *current.parents):
-        if _is_checkpoint_dir(candidate, is_target=candidate == current):
+        if _is_checkpoint_dir(candidate, is_target=run_itself and candidate == current):
             return candidate
     return None
 

@@ -160,3 +160,50 @@ def test_ctrl_c_with_resume_disabled_says_how_to_resume_the_newest_checkpoint(tm
         f"error: interrupted; the newest checkpoint is {newest}: run it again with "
         "checkpoint.resume=auto to resume from it"
     ]
+
+
+# ------------------------------------------------------------------ a run_dir that is a step
+
+
+def _listing(directory: Path) -> list[str]:
+    return sorted(str(path.relative_to(directory)) for path in directory.rglob("*"))
+
+
+@pytest.mark.parametrize(
+    "where, what",
+    [
+        ("global_step_2", "is a checkpoint"),
+        ("global_step_2/dist_ckpt/run", "lies in the checkpoint {run}/global_step_2/dist_ckpt"),
+    ],
+)
+def test_a_run_dir_that_is_or_lies_in_a_step_is_refused_naming_the_run(tmp_path, where, what):
+    """`trainer.run_dir=RUN/global_step_2`, typed for the run that holds it, made a new run
+    inside the step, starting from nothing, its checkpoints among the step's files."""
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    before = _listing(run)
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=48)
+    overrides = [f"data.train_files={data}", f"trainer.run_dir={run / where}"]
+    done = mfsdp("train", "sft", *overrides, "trainer.total_steps=1")
+    assert done.returncode == 2, done.stderr
+    what = what.format(run=run)
+    assert error_lines(done.stderr) == [
+        f"error: trainer.run_dir: {run / where} {what}; give trainer.run_dir={run} to resume "
+        "the run it belongs to"
+    ]
+    assert _listing(run) == before
+
+
+def test_a_second_run_into_the_same_run_dir_says_the_step_it_resumes_from(tmp_path):
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=48)
+    run = tmp_path / "run"
+    common = ["train", "sft", "--config", "examples/sft_tiny_cpu.yaml", f"trainer.run_dir={run}"]
+    common += [f"data.train_files={data}", "trainer.progress_bar=false", "trainer.eval_every=0"]
+    first = mfsdp(*common, "trainer.total_steps=2")
+    assert first.returncode == 0, first.stderr
+    second = mfsdp(*common, "trainer.total_steps=3")
+    assert second.returncode == 0, second.stderr
+    header = [line for line in second.stderr.splitlines() if " steps " in line]
+    assert len(header) == 1 and header[0].endswith(
+        f", steps 2 -> 3 (resumed from {run / 'global_step_2'})"
+    ), second.stderr
