@@ -114,15 +114,14 @@ def test_the_ckpt_and_data_commands_succeed_with_one_json_object(tmp_path):
 # ------------------------------------------------------------------ Ctrl-C says how to resume
 
 
-def _stop_after(process, step: int) -> str:
+def _stop_after(process, step: int) -> tuple[str, str]:
     """Ctrl-C, as a terminal sends it to every process of the run, once `step` has been
-    logged; the run's stderr after it."""
+    logged; the run's stdout, and its stderr after it."""
     for line in process.stderr:
         if line.startswith(f"[sft] step {step}/"):
             break
     os.killpg(process.pid, signal.SIGINT)
-    _out, rest = process.communicate(timeout=120)
-    return rest
+    return process.communicate(timeout=120)
 
 
 def test_ctrl_c_before_any_save_says_no_checkpoint_was_saved(tmp_path):
@@ -134,7 +133,7 @@ def test_ctrl_c_before_any_save_says_no_checkpoint_was_saved(tmp_path):
         "checkpoint.save_every=0",
         nproc=1,
     )
-    rest = _stop_after(process, 1)
+    _out, rest = _stop_after(process, 1)
     assert process.returncode == 130, rest
     assert error_lines(rest) == [
         f"error: interrupted; no checkpoint was saved in {tmp_path / 'run'} yet"
@@ -151,15 +150,18 @@ def test_ctrl_c_with_resume_disabled_says_how_to_resume_the_newest_checkpoint(tm
         "trainer.total_steps=100000",
         "checkpoint.save_every=1",
         "checkpoint.resume=disable",
+        "--json",
         nproc=1,
     )
-    rest = _stop_after(process, 2)
+    out, rest = _stop_after(process, 2)
     assert process.returncode == 130, rest
     newest = tmp_path / "run" / f"global_step_{layout.read_tracker(tmp_path / 'run')}"
-    assert error_lines(rest) == [
-        f"error: interrupted; the newest checkpoint is {newest}: run it again with "
+    said = (
+        f"interrupted; the newest checkpoint is {newest}: run it again with "
         "checkpoint.resume=auto to resume from it"
-    ]
+    )
+    assert error_lines(rest) == [f"error: {said}"]
+    assert json.loads(out) == {"error": said, "exit_code": 130}
 
 
 # ------------------------------------------------------------------ a run_dir that is a step
