@@ -34,6 +34,7 @@ __all__ = [
     "READ_PATH",
     "MfsdpGroup",
     "fail",
+    "on_interrupt",
     "remember_json",
     "report_errors",
 ]
@@ -52,6 +53,7 @@ PEER_LOST_SIGNS = (
     "Timed out",
 )
 JSON_OUTPUT = "mfsdp.json_output"  # click ctx.meta key (shared by nested contexts)
+INTERRUPTED = "mfsdp.interrupted"  # ctx.meta key: what the running command says on Ctrl-C
 
 T = TypeVar("T")
 
@@ -85,9 +87,20 @@ def fail(message: str, code: int = EXIT_FAILED, as_json: bool | None = None) -> 
     sys.exit(code)
 
 
-def report_errors(run: Callable[[], T], as_json: Callable[[], bool] = lambda: False) -> T:
+def on_interrupt(message: Callable[[], str]) -> None:
+    """Have the running command end a Ctrl-C with `error: <message()>` instead of `error:
+    interrupted`: a training run says which checkpoint the next run resumes from."""
+    click.get_current_context().meta[INTERRUPTED] = message
+
+
+def report_errors(
+    run: Callable[[], T],
+    as_json: Callable[[], bool] = lambda: False,
+    interrupted: Callable[[], str] = lambda: "interrupted",
+) -> T:
     """Run a command: an `MfsdpError` becomes `error: <message>` and its kind's exit code
-    (and a JSON object on stdout when `as_json()`: the command was given --json).
+    (and a JSON object on stdout when `as_json()`: the command was given --json); Ctrl-C
+    becomes `error: <interrupted()>` and exit 130.
 
     An OSError is the machine failing the run (disk full, a directory that cannot be
     written; the message names the path), not a bug: exit 1 in one line too, except a name
@@ -99,22 +112,22 @@ def report_errors(run: Callable[[], T], as_json: Callable[[], bool] = lambda: Fa
     try:
         return run()
     except MfsdpError as err:
-        _fail_once(*_or_interrupted(str(err), err.exit_code), as_json())
+        _fail_once(*_or_interrupted(str(err), err.exit_code, interrupted), as_json())
     except OSError as err:
         if err.errno == errno.EPIPE:
             raise
         if err.errno == errno.ENAMETOOLONG:  # a path as typed that no file can have
             message = f"{err.filename}: name too long for the file system"
-            _fail_once(*_or_interrupted(message, EXIT_USAGE), as_json())
-        _fail_once(*_or_interrupted(str(err), EXIT_FAILED), as_json())
+            _fail_once(*_or_interrupted(message, EXIT_USAGE, interrupted), as_json())
+        _fail_once(*_or_interrupted(str(err), EXIT_FAILED, interrupted), as_json())
     except KeyboardInterrupt:
-        _fail_once("interrupted", EXIT_INTERRUPTED, as_json())
+        _fail_once(interrupted(), EXIT_INTERRUPTED, as_json())
     except RuntimeError as err:
         if not peer_lost(err):
             raise
         message = f"lost contact with the other ranks: {str(err).strip().splitlines()[0]}"
         code = EXIT_PEER_LOST if _in_launched_rank() else EXIT_FAILED
-        _fail_once(*_or_interrupted(message, code), as_json())
+        _fail_once(*_or_interrupted(message, code, interrupted), as_json())
 
 
 def peer_lost(err: BaseException) -> bool:
@@ -156,8 +169,8 @@ def _watch_for_ctrl_c() -> None:
         signal.signal(signal.SIGINT, _note_ctrl_c)
 
 
-def _or_interrupted(message: str, code: int) -> tuple[str, int]:
-    return ("interrupted", EXIT_INTERRUPTED) if _ctrl_c_seen.is_set() else (message, code)
+def _or_interrupted(message: str, code: int, interrupted: Callable[[], str]) -> tuple[str, int]:
+    return (interrupted(), EXIT_INTERRUPTED) if _ctrl_c_seen.is_set() else (message, code)
 
 
 def _fail_once(message: str, code: int, as_json: bool = False) -> NoReturn:
@@ -208,4 +221,5 @@ class MfsdpGroup(click.Group):
         return report_errors(
             lambda: super(MfsdpGroup, self).invoke(ctx),
             lambda: bool(ctx.meta.get(JSON_OUTPUT)),
+            lambda: ctx.meta.get(INTERRUPTED, lambda: "interrupted")(),
         )

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import click
 
-from cli.errors import EXIT_USAGE, fail, remember_json
+from cli.errors import EXIT_USAGE, fail, on_interrupt, remember_json
 from cli.lines import say
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
@@ -106,7 +106,12 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     configure_logging()  # a rank torchrun started takes `-v` from the environment
     if os.environ.get(CONFIG_CHECKED):  # the launching process showed the notes already
         logging.getLogger("mfsdp.config").setLevel(logging.ERROR)
-    from trainer.local_paths import check_local_paths, check_run_dir_apart, check_writable_dir
+    from trainer.local_paths import (
+        check_local_paths,
+        check_run_dir_apart,
+        check_run_dir_outside_checkpoints,
+        check_writable_dir,
+    )
     from trainer.metrics import require_trackers
     from trainer.model_source import resolve_model_source
 
@@ -114,6 +119,7 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     require_trackers(cfg.trainer)
     source = resolve_model_source(cfg.model)  # a missing model.path fails here, not per rank
     check_local_paths(cfg)  # and so does every other path key
+    check_run_dir_outside_checkpoints(cfg.trainer.run_dir)
     check_writable_dir("trainer.run_dir", cfg.trainer.run_dir)
     hf_dir = source.assets if source is not None and source.checkpoint is None else None
     check_run_dir_apart(cfg, hf_dir)
@@ -266,9 +272,36 @@ def run_command(
     (before torch loads), launch ranks or be one, then `train(cfg)` returns the runner's result
     and the values to report, which `report_run` prints."""
     cfg = check_config(config_cls, config_path, list(overrides))
+    on_interrupt(lambda: interrupted_run(cfg))
     start(subcommand, cfg, Launch(**launch), config_path, as_json, list(overrides))
     result, finals = train(cfg)
     report_run(subcommand, result, as_json, finals)
+
+
+def interrupted_run(cfg: Any) -> str:
+    """What a run stopped by Ctrl-C ends with: the checkpoint the next run resumes from and
+    how to resume it, read from the run dir as the ranks left it (the launching process
+    never sees their steps; a step counts once complete, as `checkpoint.resume=auto`
+    counts it)."""
+    from mfsdp_ckpt.errors import MfsdpError
+    from mfsdp_ckpt.format import layout
+
+    run_dir = cfg.trainer.run_dir
+    try:
+        step = layout.resume_step(run_dir)
+    except (MfsdpError, OSError):  # a damaged tracker: the next run says so itself
+        return "interrupted"
+    if step is None:
+        return f"interrupted; no checkpoint was saved in {run_dir} yet"
+    again = (
+        "run the same command again"
+        if cfg.checkpoint.resume == "auto"
+        else "run it again with checkpoint.resume=auto"
+    )
+    return (
+        f"interrupted; the newest checkpoint is {layout.step_dir(run_dir, step)}: "
+        f"{again} to resume from it"
+    )
 
 
 def report(summary: dict[str, Any], as_json: bool, line: str) -> None:

@@ -396,11 +396,9 @@ class Checkpointer:
         if resume == "disable":
             return None
         if resume == "auto":
-            steps = layout.list_complete_steps(self.run_dir)
-            if not steps:
+            step = layout.resume_step(self.run_dir)
+            if step is None:
                 return None
-            tracked = layout.read_tracker(self.run_dir)
-            step = tracked if tracked in steps else steps[-1]
             return layout.resolve_checkpoint(layout.step_dir(self.run_dir, step))
         return layout.resolve_checkpoint(resume)
 

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.storage.writable import require_writable_dir
 from trainer.config import ConfigError
 
@@ -81,6 +82,28 @@ def check_run_dir_apart(cfg: Any, hf_dir: str | os.PathLike | None) -> None:
                 f"trainer.run_dir: {cfg.trainer.run_dir} is or lies inside {key} {value}, a"
                 " model dir this run reads; choose a run_dir outside it"
             )
+
+
+def check_run_dir_outside_checkpoints(run_dir: str) -> None:
+    """`trainer.run_dir` may not be, or lie inside, a checkpoint: `RUN/global_step_2`, typed
+    for the run that holds it, made a new run inside that step (its own steps and tracker
+    among the step's files) that started from nothing. The run holding it is named: it is
+    the run_dir that resumes."""
+    inside = layout.checkpoint_containing(run_dir, run_itself=False)
+    if inside is None:
+        return
+    what = (
+        "is a checkpoint"
+        if inside == Path(os.path.abspath(run_dir))
+        else f"lies in the checkpoint {inside}"
+    )
+    run = next((p for p in inside.parents if (p / layout.TRACKER_FILE).is_file()), None)
+    hint = (
+        f"give trainer.run_dir={run} to resume the run it belongs to"
+        if run is not None
+        else f"choose a run_dir outside it (checkpoint.resume={inside} starts from it)"
+    )
+    raise ConfigError(f"trainer.run_dir: {run_dir} {what}; {hint}")
 
 
 def check_writable_dir(key: str, value: str) -> None:

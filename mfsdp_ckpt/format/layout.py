@@ -133,6 +133,18 @@ def list_complete_steps(run_dir: str | os.PathLike) -> list[int]:
     return sorted(steps)
 
 
+def resume_step(run_dir: str | os.PathLike) -> int | None:
+    """The step `checkpoint.resume=auto` resumes in `run_dir`: the tracker's when it names a
+    complete step, else the newest complete one (the tracked step was removed, or no tracker
+    was written); None when no step is complete. Resuming and the line a Ctrl-C'd run ends
+    with both ask here, so the step named is the step resumed."""
+    steps = list_complete_steps(run_dir)
+    if not steps:
+        return None
+    tracked = read_tracker(run_dir)
+    return tracked if tracked in steps else steps[-1]
+
+
 def _is_file_followed(path: Path) -> bool:
     """`Path.is_file`, except that a step dir this user cannot read counts as incomplete
     instead of raising: an old step left by another user must not stop a resume, and
@@ -845,18 +857,19 @@ def _from_parent_of_runs(given: Path, names: list[str], role: str | None) -> Che
 
 
 # --------------------------------------------------------------------------- outputs
-def checkpoint_containing(path: str | os.PathLike) -> Path | None:
+def checkpoint_containing(path: str | os.PathLike, *, run_itself: bool = True) -> Path | None:
     """The checkpoint that `path` is or lies inside (a step, role or DCP dir, or, for `path`
-    itself, a run or a dir holding a dist_ckpt); None if none.
+    itself unless `run_itself` is False, a run or a dir holding a dist_ckpt); None if none.
 
     Writing an export there would add unlisted files to a checkpoint, or, with --overwrite,
     replace one (`--out RUN/global_step_40`): callers refuse such output paths. A new dir
     beside the steps of a run (`RUN/hf`) is fine. `path` need not exist; what exists of it
-    and its ancestors decides.
+    and its ancestors decides. A training run's run_dir is a run by design (`run_itself`
+    False), but never a step of one.
     """
     current = Path(os.path.abspath(path))
     for candidate in (current, *current.parents):
-        if _is_checkpoint_dir(candidate, is_target=candidate == current):
+        if _is_checkpoint_dir(candidate, is_target=run_itself and candidate == current):
             return candidate
     return None
 

@@ -138,11 +138,11 @@ def test_cuda_without_a_gpu_and_more_ranks_than_gpus_are_usage_errors(monkeypatc
         distributed.check_gpus_for_local_ranks(2)
 
 
-def _launch(tmp_path, *overrides: str) -> subprocess.Popen:
-    """`mfsdp train sft --nproc-per-node 2` on the tiny model, in its own session (so a
+def _launch(tmp_path, *overrides: str, nproc: int = 2) -> subprocess.Popen:
+    """`mfsdp train sft --nproc-per-node NPROC` on the tiny model, in its own session (so a
     test's Ctrl-C reaches every process, as a terminal's does)."""
     command = [sys.executable, "-c", "from cli.main import main; main()", "train", "sft"]
-    command += ["--config", str(EXAMPLES / "sft_tiny_cpu.yaml"), "--nproc-per-node", "2"]
+    command += ["--config", str(EXAMPLES / "sft_tiny_cpu.yaml"), "--nproc-per-node", str(nproc)]
     command += [f"trainer.run_dir={tmp_path / 'run'}", "trainer.progress_bar=false", *overrides]
     return subprocess.Popen(
         command,
@@ -187,8 +187,12 @@ def test_ctrl_c_during_a_launched_run_is_one_line_and_exit_130(tmp_path):
     os.killpg(process.pid, signal.SIGINT)
     _out, rest = process.communicate(timeout=120)
     assert process.returncode == 130, "".join(lines) + rest
-    assert error_lines(rest) == ["error: interrupted"], rest
-    assert layout.read_tracker(tmp_path / "run") in layout.list_complete_steps(tmp_path / "run")
+    newest = layout.read_tracker(tmp_path / "run")
+    assert newest in layout.list_complete_steps(tmp_path / "run")
+    assert error_lines(rest) == [
+        f"error: interrupted; the newest checkpoint is {tmp_path / 'run'}/global_step_{newest}: "
+        "run the same command again to resume from it"
+    ], rest
 
 
 def test_ctrl_c_mid_save_is_an_interrupt_and_leaves_no_partial_step(tmp_path, monkeypatch):
