@@ -13,6 +13,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from tests.support.cli_errors import one_error
@@ -82,3 +83,44 @@ def test_yaml_with_a_character_yaml_refuses_is_a_usage_error(tmp_path):
         done = mfsdp("train", "sft", *args)
         assert done.returncode == 2, done.stderr
         one_error(done.stderr, "not valid YAML", "unacceptable character #x001b")
+
+
+# --------------------------------------------------------------------------- data rows
+GOOD_SFT = (
+    '{"messages": [{"role": "user", "content": "1+1"}, {"role": "assistant", "content": "2"}]}'
+)
+TWICE = {
+    "top-level": ('{"messages": [], "messages": "x"}', "'messages'"),
+    "in-a-turn": (
+        '{"messages": [{"role": "user", "content": "a", "content": "b"}, '
+        '{"role": "assistant", "content": "2"}]}',
+        "'content'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(TWICE))
+def test_training_refuses_a_row_giving_a_key_twice(tmp_path, case):
+    """Python's json kept the last value silently: a row meant one way trained another."""
+    row, key = TWICE[case]
+    data = tmp_path / "train.jsonl"
+    data.write_text(f"{GOOD_SFT}\n{row}\n" + f"{GOOD_SFT}\n" * 14)
+    done = mfsdp(
+        "train", "sft", "--config", "examples/sft_tiny_cpu.yaml",
+        f"data.train_files={data}", f"trainer.run_dir={tmp_path / 'run'}",
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    one_error(done.stderr, f"{data}:2:", f"key {key} appears twice")
+    assert not (tmp_path / "run").exists()
+
+
+def test_data_conversion_refuses_a_row_giving_a_key_twice(tmp_path):
+    source = tmp_path / "train.jsonl"
+    source.write_text(
+        '{"question": "1+1", "answer": "#### 2"}\n'
+        '{"question": "2+2", "answer": "#### 4", "answer": "#### 5"}\n'
+    )
+    done = mfsdp("data", "gsm8k", "--input", str(source), "--out", str(tmp_path / "out"))
+    assert done.returncode == 2, done.stderr
+    one_error(done.stderr, f"{source}:2:", "key 'answer' appears twice")
+    assert not (tmp_path / "out").exists()
