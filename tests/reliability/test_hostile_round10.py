@@ -6,16 +6,27 @@
   from-verl` wrote the same notes as YAML comments, where a newline ended the comment and
   wrote the rest as keys of the config; an override or config holding a character YAML does
   not allow (an escape) was a traceback;
+* jsonl rows giving a key twice (`{"messages": [...], "messages": "x"}`): Python's json
+  kept the last value silently, for training and for `mfsdp data`;
+* a model dir's chat_template.jinja that is a FIFO (or a directory, or a link out of the
+  dir): transformers skipped it as absent, so training said "no chat template" instead of
+  naming the file; export already named it;
+* a Megatron-Bridge checkpoint's `tokenizer/` file over export's MAX_ASSET_BYTES: export
+  refused it, training handed it to transformers to read whole.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 import yaml
 
+from tests.ckpt.test_interop_round8 import _bridge_run, _hf_model
+from tests.reliability.test_hostile_round9 import _drop_chat_template, _train_from
 from tests.support.cli_errors import one_error
 from tests.support.fresh_python import mfsdp
 from tests.support.paths import REPO
@@ -124,3 +135,61 @@ def test_data_conversion_refuses_a_row_giving_a_key_twice(tmp_path):
     assert done.returncode == 2, done.stderr
     one_error(done.stderr, f"{source}:2:", "key 'answer' appears twice")
     assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------- model dir files
+def _template_fifo(path) -> None:
+    os.mkfifo(path)
+
+
+def _template_dir(path) -> None:
+    path.mkdir()
+    (path / "x").write_text("{{ messages }}")
+
+
+def _template_link_out(path) -> None:
+    path.symlink_to("/dev/zero")
+
+
+TEMPLATE_KINDS = {
+    "fifo": (_template_fifo, "chat_template.jinja: a FIFO, not a regular file"),
+    "directory": (_template_dir, "chat_template.jinja: a directory, not a regular file"),
+    "link-out": (_template_link_out, "chat_template.jinja: resolves outside the model dir"),
+}
+
+
+@pytest.mark.parametrize("case", list(TEMPLATE_KINDS))
+def test_a_chat_template_that_is_no_file_is_named(tmp_path, trainable, case):
+    """Was: "the tokenizer ... has no chat template" (exit 2), the file never named."""
+    source, table = trainable
+    model = tmp_path / "model"
+    shutil.copytree(source, model)
+    _drop_chat_template(model)
+    make, words = TEMPLATE_KINDS[case]
+    make(model / "chat_template.jinja")
+    code, err = _train_from(model, table, tmp_path / "run")
+    assert code == 1, err
+    one_error(err, str(model / "chat_template.jinja"), words.split(": ", 1)[1])
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_bridge_tokenizer_file_over_the_asset_cap_is_refused_as_export_refuses_it(tmp_path):
+    """Export refused a tokenizer file over MAX_ASSET_BYTES (exit 1); training handed it to
+    transformers to read whole. Both now refuse it in the same line."""
+    from mfsdp_ckpt.convert.export_source import MAX_ASSET_BYTES
+
+    run = _bridge_run(tmp_path, _hf_model("llama"), steps=(10,))
+    big = run / "iter_0000010" / "tokenizer" / "tokenizer.json"
+    os.truncate(big, MAX_ASSET_BYTES + 1)  # sparse: no disk used
+    data = tmp_path / "train.jsonl"
+    data.write_text(f"{GOOD_SFT}\n" * 16)
+    words = f"{MAX_ASSET_BYTES + 1} bytes, more than the {MAX_ASSET_BYTES}"
+    exported = mfsdp("ckpt", "export-hf", str(run), "--out", str(tmp_path / "hf"))
+    trained = mfsdp(
+        "train", "sft", "--config", "examples/sft_tiny_cpu.yaml", f"model.path={run}",
+        f"data.train_files={data}", f"trainer.run_dir={tmp_path / 'run'}",
+    )  # fmt: skip
+    for done in (exported, trained):
+        assert done.returncode == 1, done.stderr
+        one_error(done.stderr, str(big), words)
+    assert not (tmp_path / "hf").exists() and not (tmp_path / "run").exists()
