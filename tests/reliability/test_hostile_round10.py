@@ -26,7 +26,11 @@ import pytest
 import yaml
 
 from tests.ckpt.test_interop_round8 import _bridge_run, _hf_model
-from tests.reliability.test_hostile_round9 import _drop_chat_template, _train_from
+from tests.reliability.test_hostile_round9 import (  # trainable: round 9's model dir fixture
+    _drop_chat_template,
+    _train_from,
+    trainable,  # noqa: F401
+)
 from tests.support.cli_errors import one_error
 from tests.support.fresh_python import mfsdp
 from tests.support.paths import REPO
@@ -159,7 +163,7 @@ TEMPLATE_KINDS = {
 
 
 @pytest.mark.parametrize("case", list(TEMPLATE_KINDS))
-def test_a_chat_template_that_is_no_file_is_named(tmp_path, trainable, case):
+def test_a_chat_template_that_is_no_file_is_named(tmp_path, trainable, case):  # noqa: F811
     """Was: "the tokenizer ... has no chat template" (exit 2), the file never named."""
     source, table = trainable
     model = tmp_path / "model"
