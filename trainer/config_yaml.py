@@ -113,9 +113,12 @@ def _expanded_size(node: yaml.Node, source: str) -> int:
 
 
 def parse_yaml(text: str, source: str) -> Any:
-    """One YAML document as plain data (None for an empty one), or YAMLConfigError."""
-    loader = _BoundedLoader(text, source)
+    """One YAML document as plain data (None for an empty one), or YAMLConfigError. The
+    loader is made inside the `try`: PyYAML checks the text for characters YAML does not
+    allow (an escape, a NUL) as it is built."""
+    loader = None
     try:
+        loader = _BoundedLoader(text, source)
         node = loader.get_single_node()
         if node is None:
             return None
@@ -126,7 +129,8 @@ def parse_yaml(text: str, source: str) -> Any:
     except RecursionError:
         raise YAMLConfigError(f"{source}: nested too deeply; refusing") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def describe_yaml_error(err: yaml.YAMLError) -> str:

@@ -10,6 +10,7 @@ Hugging Face parameter names (a wrapper module would prefix every name).
 
 from __future__ import annotations
 
+import os
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +25,7 @@ from trainer.kernels import apply_kernels
 from trainer.local_paths import missing_path
 from trainer.lora import apply_lora
 from trainer.loss import linear_cross_entropy_sum
-from trainer.model_source import load_checkpoint_weights, resolve_model_source
+from trainer.model_source import ModelSource, load_checkpoint_weights, resolve_model_source
 
 SUPPORTED_FAMILIES = ("qwen2", "qwen3", "llama")
 # Any tokenizer a model ships encodes this to tokens; one missing its vocabulary (a model
@@ -137,6 +138,7 @@ def _model_dir_config(assets: Path, overrides: dict[str, Any]):
 def load_tokenizer(cfg: ModelConfig):
     """The tokenizer named by `tokenizer`, else the model dir's (a checkpoint's huggingface/ or
     `hf_config` dir), else the embedded tiny one. Local files only: nothing is downloaded."""
+    model_source = None
     if cfg.tokenizer is not None:
         if not Path(cfg.tokenizer).exists():
             raise missing_path("model.tokenizer", cfg.tokenizer, "a local tokenizer dir")
@@ -151,6 +153,8 @@ def load_tokenizer(cfg: ModelConfig):
         from trainer.tiny import build_tokenizer
 
         return build_tokenizer()
+    if model_source is None or source != model_source.tokenizer_dir:  # Bridge's: checked already
+        _check_tokenizer_files(source, model_source)
     from transformers import AutoTokenizer
 
     def load_and_encode():  # a wrong type in tokenizer_config.json fails only when encoding
@@ -171,6 +175,24 @@ def load_tokenizer(cfg: ModelConfig):
             " that has a template (its tokenizer_config.json or chat_template.jinja)"
         )
     return tokenizer
+
+
+def _check_tokenizer_files(source: Path, model_source: ModelSource | None) -> None:
+    """The tokenizer dir's files checked as export checks them (`check_local_assets`), before
+    transformers reads them: it takes a FIFO or a device for a file that is not there (a
+    FIFO chat_template.jinja became "no chat template"), reads every file whole however
+    large, and follows links out of the dir. Inside a checkpoint (its huggingface/ dir),
+    links may lead anywhere in the checkpoint, as for export."""
+    from mfsdp_ckpt.convert.export_source import check_local_assets
+
+    if not source.is_dir():
+        return  # transformers names what is wrong with a path that is no dir
+    root = None
+    if model_source is not None and model_source.checkpoint is not None:
+        checkpoint = os.path.realpath(model_source.checkpoint.root)
+        if os.path.commonpath([os.path.realpath(source), checkpoint]) == checkpoint:
+            root = checkpoint
+    check_local_assets(source, root)
 
 
 def build_hf_config(cfg: ModelConfig, tokenizer) -> Any:

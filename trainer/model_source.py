@@ -107,8 +107,9 @@ def _no_tokenizer_message(cfg: ModelConfig, source: ModelSource) -> str:
 
 def _derived_source(checkpoint: CheckpointPaths) -> ModelSource | None:
     """The config a Megatron checkpoint's own record implies, as export derives it, and the
-    tokenizer files Megatron-Bridge saved (each a regular file inside the checkpoint: a
-    link out of it is refused, as export refuses it); None when it records no model."""
+    tokenizer files Megatron-Bridge saved; None when it records no model. The tokenizer
+    files are checked as export checks them, and refused with export's error and exit
+    code (a link out of the checkpoint, a FIFO, a file over MAX_ASSET_BYTES)."""
     from mfsdp_ckpt.convert.megatron_config import has_recorded_config, recorded_config
     from mfsdp_ckpt.errors import MfsdpError
     from mfsdp_ckpt.storage.reader import CheckpointReader
@@ -118,11 +119,11 @@ def _derived_source(checkpoint: CheckpointPaths) -> ModelSource | None:
         if not has_recorded_config(checkpoint, reader):
             return None
         derived = recorded_config(checkpoint, reader)
-        tokenizer = _checked_tokenizer_dir(checkpoint)
     except MfsdpError as err:
         raise ConfigError(f"model.path: {err}") from None
     if derived is None:
         return None
+    tokenizer = _checked_tokenizer_dir(checkpoint)
     return ModelSource(
         assets=None,
         checkpoint=checkpoint,
@@ -133,8 +134,7 @@ def _derived_source(checkpoint: CheckpointPaths) -> ModelSource | None:
 
 
 def _checked_tokenizer_dir(checkpoint: CheckpointPaths) -> Path | None:
-    from mfsdp_ckpt.format.layout import list_files
-    from mfsdp_ckpt.storage import safe_files
+    from mfsdp_ckpt.convert.export_source import check_local_assets
     from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
     directory = checkpoint.tokenizer_dir
@@ -142,8 +142,7 @@ def _checked_tokenizer_dir(checkpoint: CheckpointPaths) -> Path | None:
         return None
     if directory.is_symlink() or not directory.is_dir():
         raise CheckpointFileError(f"{directory}: not a directory of the checkpoint")
-    for relative in list_files(directory):
-        safe_files.regular_file(directory / relative, root=checkpoint.root)
+    check_local_assets(directory, root=checkpoint.root)
     return directory
 
 

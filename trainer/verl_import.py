@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from mfsdp_ckpt.check.printable import printable
 from mfsdp_ckpt.errors import MfsdpUsageError
 from trainer import verl_keys
 from trainer.config_yaml import YAMLConfigError, parse_yaml
@@ -41,9 +42,12 @@ class Conversion:
     dropped: list[str] = field(default_factory=list)  # "key=value: why not" for keys not carried
 
     def to_yaml(self, source: str) -> str:
-        lines = [f"# mfsdp train {self.command} --config THIS_FILE   (converted from {source})"]
-        lines += [f"# {note}" for note in self.notes]
-        lines += [f"# NOT carried over: {item}" for item in self.dropped]
+        """The config as YAML under comment lines of notes. The notes quote the source's
+        values: escaped (`printable`), as a newline in one would end its comment and write
+        the rest as keys of the config."""
+        comments = [f"mfsdp train {self.command} --config THIS_FILE   (converted from {source})"]
+        comments += self.notes + [f"NOT carried over: {item}" for item in self.dropped]
+        lines = [f"# {printable(comment)}" for comment in comments]
         body = yaml.safe_dump(self.tree, sort_keys=False) if self.tree else "{}\n"
         return "\n".join(lines) + "\n" + body
 

@@ -96,6 +96,19 @@ def _resolve_url(url: str, root: ByteStore) -> tuple[str, str | None]:
 
 
 MAX_ASSET_BYTES = 1 << 30  # a tokenizer.json is tens of MB; nothing that is not a weight is larger
+# Files transformers reads by these names: a directory there is named as no file, not
+# walked as a folder of assets (transformers takes it for a file that is not there).
+FILE_NAMES = (
+    "config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+    "chat_template.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+)
 
 
 def _asset_files(
@@ -121,21 +134,47 @@ def _asset_files(
                 if not _is_weight_file(relative)
             ]
         )
-        within = "the checkpoint"
-        if root is None:
-            root = safe_files.model_dir_root(base.parent if base.is_file() else base)
-            within = f"the model dir {base.parent if base.is_file() else base}"
-        files: dict[str, Callable[[], bytes]] = {}
-        for name, path in candidates:
-            safe_files.regular_file(path, root=root, within=within)
-            files[name] = partial(safe_files.read_bytes, path, MAX_ASSET_BYTES, root=root)
-        return files
+        root = _check_assets(candidates, base.parent if base.is_file() else base, root)
+        return {
+            name: partial(safe_files.read_bytes, path, MAX_ASSET_BYTES, root=root)
+            for name, path in candidates
+        }
     store = open_store(location, io)
     try:
         names = store.list_files()
     except CheckpointFileError as err:
         raise ExportUsageError(f"{err}; pass --hf-config with a local model dir") from None
     return {name: partial(_whole_file, store, name) for name in names if not _is_weight_file(name)}
+
+
+def check_local_assets(directory: Path, root: str | os.PathLike | None = None) -> None:
+    """Refuse, in one line naming the file, what export would refuse to copy from the assets
+    dir `directory` (config, tokenizer, chat template, ...): an entry that is no regular file
+    (a FIFO, a device, a directory where a file belongs), a link out of `root` (else of the
+    model dir) or a file over MAX_ASSET_BYTES. Training checks its tokenizer dir with it
+    before transformers reads one: transformers skips a FIFO as a file that is not there
+    (a FIFO chat_template.jinja read as "no chat template") and reads any file whole."""
+    candidates = [
+        (relative, directory / relative)
+        for relative in layout.list_files(directory, skip_hidden=True)
+        if not _is_weight_file(relative)
+    ]
+    _check_assets(candidates, directory, root)
+
+
+def _check_assets(
+    candidates: list[tuple[str, Path]], directory: Path, root: str | os.PathLike | None
+) -> str | os.PathLike:
+    """Each candidate a regular file inside `root` (the checkpoint; None: the model dir
+    `directory`) of at most MAX_ASSET_BYTES; the root the files were checked against."""
+    within = "the checkpoint"
+    if root is None:
+        root, within = safe_files.model_dir_root(directory), f"the model dir {directory}"
+    named = [directory / name for name in FILE_NAMES if os.path.lexists(directory / name)]
+    for path in [path for _name, path in candidates] + named:  # named: a directory there too
+        real = safe_files.regular_file(path, root=root, within=within)
+        safe_files.check_size(path, os.stat(real).st_size, MAX_ASSET_BYTES)
+    return root
 
 
 def _whole_file(store: ByteStore, name: str) -> bytes:

@@ -98,15 +98,18 @@ def open_regular(
     return fd
 
 
+def check_size(path: str | os.PathLike, size: int, limit: int) -> None:
+    """Refuse a file of `size` bytes larger than `limit`, naming it (checked before a read,
+    so a huge file is never read whole)."""
+    if size > limit:
+        raise CheckpointFileError(f"{path}: {size} bytes, more than the {limit} this file may have")
+
+
 def read_bytes(path: str | os.PathLike, limit: int, root: str | os.PathLike | None = None) -> bytes:
     """All bytes of a regular file inside `root`, refusing files larger than `limit`."""
     fd = open_regular(path, root)
     try:
-        size = os.fstat(fd).st_size
-        if size > limit:
-            raise CheckpointFileError(
-                f"{path}: {size} bytes, more than the {limit} this file may have"
-            )
+        check_size(path, os.fstat(fd).st_size, limit)
         chunks, total = [], 0
         while total <= limit:
             piece = os.read(fd, min(1 << 20, limit + 1 - total))

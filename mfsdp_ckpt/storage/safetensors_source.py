@@ -33,6 +33,7 @@ from mfsdp_ckpt.format.finite import count_nonfinite_in_file
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE, SINGLE_FILE
+from mfsdp_ckpt.storage.unique_json import unique_keys
 
 if TYPE_CHECKING:
     import torch
@@ -155,16 +156,6 @@ def _open_weights(path: Path, root: str | None = None) -> int:
         raise SafetensorsError(str(err)) from None
 
 
-def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
-    """json.loads' object hook: a name given twice is refused (which one is the tensor?)."""
-    found: dict = {}
-    for key, value in pairs:
-        if key in found:
-            raise ValueError(f"{key!r:.100} appears twice")
-        found[key] = value
-    return found
-
-
 def read_header(path: Path, relative: str, root: str | None = None) -> dict[str, StoredTensor]:
     """The tensors one file holds, every range checked against the file's size; the file
     must resolve inside `root` when given."""
@@ -199,7 +190,7 @@ def _parse_header(path: Path, raw: bytes) -> dict:
     except UnicodeDecodeError as err:
         raise SafetensorsError(f"{path}: header is not UTF-8 (byte {err.start})") from None
     try:
-        header = json.loads(text, object_pairs_hook=_unique_keys)
+        header = json.loads(text, object_pairs_hook=unique_keys)
     except (ValueError, RecursionError) as err:
         raise SafetensorsError(f"{path}: header is not valid JSON ({str(err)[:200]})") from None
     if not isinstance(header, dict):

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from mfsdp_ckpt.convert.export_hf import export_hf
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from tests.ckpt.test_interop_round8 import (
     _bridge_model_section,
     _mcore_weights,
@@ -118,8 +119,8 @@ def test_a_bridge_tokenizer_linking_out_is_refused(megatron_runs, tmp_path):
     secret.write_text("users' secret")
     (copy / "iter_0000010" / "tokenizer" / "vocab.txt").symlink_to(secret)
     cfg = tiny_config(data, tmp_path / "r", f"model.path={copy}").model
-    with pytest.raises(ConfigError, match=r"^model.path: .*vocab.txt: resolves outside"):
-        load_tokenizer(cfg)
+    with pytest.raises(CheckpointFileError, match=r"vocab.txt: resolves outside"):
+        load_tokenizer(cfg)  # export's error for the same file, and its exit code (1)
 
 
 @pytest.mark.parametrize("command", ["sft", "grpo"])

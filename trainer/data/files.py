@@ -12,6 +12,7 @@ from typing import Any
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.storage.unique_json import DuplicateKeyError, unique_keys
 
 _TEMP_TAG = ".tmp-"  # `.<name>.tmp-<pid>`: a table being written
 
@@ -66,7 +67,8 @@ def _read_parquet(path: Path) -> list[dict[str, Any]]:
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """One JSON object per line; lines are decoded one by one so bad bytes name their line."""
+    """One JSON object per line; lines are decoded one by one so bad bytes name their line.
+    A key given twice in an object is refused (Python's json keeps the last silently)."""
     rows = []
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, 1):
@@ -79,7 +81,9 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = json.loads(line, object_pairs_hook=unique_keys)
+            except DuplicateKeyError as err:  # json keeps the last silently: which was meant?
+                raise DataFileError(f"{path}:{number}: {err} in one object") from None
             except json.JSONDecodeError as err:
                 raise DataFileError(f"{path}:{number}: not valid JSON ({err.msg})") from err
             except RecursionError:  # `[[[[...` thousands deep: no row of a table is

@@ -1,0 +1,29 @@
+"""JSON objects with each key once: Python's json keeps the last of a key given twice,
+silently. A safetensors header naming a tensor twice (which one is the weight?) or a data
+row with two `messages` (one is dropped unseen) is refused instead, as the config YAML
+loader refuses a key given twice."""
+
+from __future__ import annotations
+
+MAX_SHOWN_KEY = 100  # characters of the key an error quotes
+
+
+class DuplicateKeyError(ValueError):
+    """An object gave `key` twice; the message quotes it, cut short."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"key {key!r:.{MAX_SHOWN_KEY}} appears twice")
+        self.key = key
+
+
+def unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """`json.loads`' object_pairs_hook: the object as a dict, or DuplicateKeyError."""
+    found: dict = {}
+    for key, value in pairs:
+        if key in found:
+            raise DuplicateKeyError(key)
+        found[key] = value
+    return found
+
+
+__all__ = ["DuplicateKeyError", "unique_keys"]
