@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import os
 import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -67,16 +68,28 @@ def release_out_lock(out: Path, fd: int) -> None:
 
 @contextlib.contextmanager
 def ctrl_c_deferred() -> Iterator[None]:
-    """Hold Ctrl-C (SIGINT) back for the block; one pressed meanwhile is raised right after.
+    """Hold Ctrl-C (SIGINT) back for the block; one pressed meanwhile is acted on right after.
 
     Taking and dropping the lock are several system calls (open, flock, write; unlink,
     close): a KeyboardInterrupt between two of them would leave a lock file nobody removes.
-    Callers bind what they took inside the block and release it in a `finally` around it."""
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    Callers bind what they took inside the block and release it in a `finally` around it.
+    The handler is swapped rather than the signal blocked: Python runs handlers in the main
+    thread whichever thread the kernel hands the signal to, while a blocked mask holds for
+    one thread only (torch and pyarrow start others). Off the main thread, where handlers
+    cannot be set and KeyboardInterrupt is never raised, the block just runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pressed: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda number, _frame: pressed.append(number))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        signal.signal(signal.SIGINT, previous)
+        if pressed and callable(previous):
+            previous(signal.SIGINT, None)  # Python's default handler raises KeyboardInterrupt
+        elif pressed and previous == signal.SIG_DFL:
+            signal.raise_signal(signal.SIGINT)
 
 
 @contextlib.contextmanager

@@ -130,14 +130,25 @@ def test_ctrl_c_while_the_lock_is_taken_or_dropped_is_raised_after_the_lock_is_b
     took: the race that left `.out.out-lock` behind when Ctrl-C came just as the file was
     created."""
     import os
+    import threading
 
     from mfsdp_ckpt.storage.out_lock import acquire_out_lock, ctrl_c_deferred, lock_path_for
 
     out = tmp_path / "out"
     taken = None
-    with pytest.raises(KeyboardInterrupt), ctrl_c_deferred():
-        os.kill(os.getpid(), signal.SIGINT)  # pressed mid-acquisition
-        taken = acquire_out_lock(out)
+    # as in a terminal, whatever the test runner inherited (a background job ignores SIGINT)
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    # another thread alive, as torch's and pyarrow's are: the kernel may hand it the signal
+    done = threading.Event()
+    other = threading.Thread(target=done.wait, daemon=True)
+    other.start()
+    try:
+        with pytest.raises(KeyboardInterrupt), ctrl_c_deferred():
+            os.kill(os.getpid(), signal.SIGINT)  # pressed mid-acquisition
+            taken = acquire_out_lock(out)
+    finally:
+        signal.signal(signal.SIGINT, inherited)
+        done.set()
     assert taken is not None and lock_path_for(out).exists()
     os.close(taken)
 
