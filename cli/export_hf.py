@@ -32,8 +32,9 @@ from trainer.progress import CallbackBar
     "--hf-config",
     type=click.Path(exists=False),
     default=None,
-    help="HF model dir (config + tokenizer) or config.json; needed when the checkpoint has no "
-    "huggingface/ dir (Megatron-LM), and wins over it when given.",
+    help="HF model dir (config + tokenizer) or config.json; wins over the checkpoint's own "
+    "(huggingface/, or the config derived from Megatron-LM's args / Megatron-Bridge's "
+    "run_config.yaml); needed where the checkpoint records neither.",
 )
 @click.option(
     "--layout",
@@ -122,6 +123,7 @@ def export_hf(
     Examples:
       mfsdp ckpt export-hf runs/demo --out hf/demo
       mfsdp ckpt export-hf verl_run/global_step_40 --out hf/step40
+      mfsdp ckpt export-hf megatron_run --out hf/q7 --dtype bf16 --verify   # config from args
       mfsdp ckpt export-hf ckpts/iter_0001000 --hf-config Qwen2.5-7B/ --out hf/q7 \\
         --dtype bf16 --verify
       mfsdp ckpt export-hf runs/demo/sft_lora --out hf/lora-adapter --adapter-only  # docs/lora.md
