@@ -409,8 +409,8 @@ _IMPORT_QK_NORM = (
 MCORE_IMPORT_FAMILIES: dict[str, Callable[[str], tuple[ImportRule, ...]]] = {
     "qwen2": lambda norms: _import_common(norms) + _IMPORT_QKV_BIAS,
     "qwen3": lambda norms: _import_common(norms) + _IMPORT_QK_NORM,
-    "llama": lambda norms: _import_common(norms),
-    "mistral": lambda norms: _import_common(norms),
+    "llama": _import_common,
+    "mistral": _import_common,
 }
 
 
