@@ -15,6 +15,7 @@ from mfsdp_ckpt.convert.export_source import _expected_weights, _Source
 from mfsdp_ckpt.convert.name_maps import (
     COPY,
     LAYOUTS,
+    MCORE,
     VOCAB,
     Geometry,
     MappedTensor,
@@ -24,6 +25,7 @@ from mfsdp_ckpt.convert.name_maps import (
     detect_layout,
     map_names,
     model_tensors,
+    refuse_attention_window,
 )
 from mfsdp_ckpt.format.dtypes import BFLOAT16, FLOAT16, FLOAT32, DType
 from mfsdp_ckpt.storage.reader import TensorEntry
@@ -137,6 +139,11 @@ def plan_export(
         raise ExportError(f"{source.location} {err}") from None
     except MappingError as err:
         raise ExportUsageError(f"{source.location}: {err}") from None
+    if chosen_layout == MCORE:
+        try:
+            refuse_attention_window(config)
+        except UnsupportedModelError as err:
+            raise ExportError(f"{source.location}: {err}") from None
     _check_against_config(source, config, items, chosen_layout)
     out_dtype = choose_dtype(dtype, config, [reader.tensors[k] for k in stored.values()])
     dtypes = {}

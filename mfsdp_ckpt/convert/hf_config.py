@@ -158,7 +158,7 @@ def expected_weights(config) -> ExpectedWeights:
 def expected_weights_for(
     path: str | os.PathLike, root: str | os.PathLike | None = None
 ) -> ExpectedWeights:
-    """The weights config.json implies. Known families (Qwen2, Qwen3, Llama) come from
+    """The weights config.json implies. Known families (Qwen2, Qwen3, Llama, Mistral) come from
     name_maps' table in milliseconds, without importing transformers (validate runs before
     every resume and export); anything else from a meta-device model."""
     from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes

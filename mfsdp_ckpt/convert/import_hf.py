@@ -55,7 +55,9 @@ from mfsdp_ckpt.convert.name_maps import (
     ImportItem,
     MappingError,
     ShapeError,
+    UnsupportedModelError,
     plan_import,
+    refuse_attention_window,
 )
 from mfsdp_ckpt.convert.units import human_bytes, human_rate
 from mfsdp_ckpt.errors import MfsdpFailedError
@@ -160,7 +162,11 @@ def plan_model_import(
     _refuse_non_floating_weights(source, expected)
     geometry = Geometry.from_config(config)
     try:
+        if layout_name == MCORE:
+            refuse_attention_window(config)
         items = plan_import(shapes, layout_name, config.model_type, geometry, norms)
+    except UnsupportedModelError as err:
+        raise ImportFailedError(f"{hf_dir}: {err}") from None
     except ShapeError as err:
         raise ImportFailedError(f"{hf_dir} {err}") from None
     except MappingError as err:

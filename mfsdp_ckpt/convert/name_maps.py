@@ -260,11 +260,47 @@ _QK_NORM = (
 )
 
 # One table per family, keyed by the HF config's model_type (Qwen2.5 is model_type qwen2).
+# Mistral has Llama's names and no biases; its head_dim may differ from hidden / heads,
+# which Geometry carries.
 MCORE_FAMILIES: dict[str, tuple[Rule, ...]] = {
     "qwen2": _COMMON + _QKV_BIAS,
     "qwen3": _COMMON + _QK_NORM,
     "llama": _COMMON,
+    "mistral": _COMMON,
 }
+
+# transformers' MistralConfig defaults, in force when config.json leaves the key out
+_MISTRAL_DEFAULT_WINDOW = 4096
+_MISTRAL_DEFAULT_POSITIONS = 4096 * 32
+
+
+def refuse_attention_window(config) -> None:
+    """UnsupportedModelError naming the key unless every layer attends over all positions.
+
+    Megatron-core GPT layers as built here run full causal attention, so a Mistral model
+    whose sliding window is narrower than its positions computes something else in mcore
+    form: converting it either way would silently change its outputs. A window of null or
+    at least max_position_embeddings never narrows attention and converts."""
+    if getattr(config, "model_type", None) != "mistral":
+        return
+    window = getattr(config, "sliding_window", _MISTRAL_DEFAULT_WINDOW)
+    positions = getattr(config, "max_position_embeddings", _MISTRAL_DEFAULT_POSITIONS)
+    if window is None:
+        return
+    if not _is_int(window):
+        raise UnsupportedModelError(
+            f"config: sliding_window must be null or a positive integer, got {window!r:.80}"
+        )
+    if not _is_int(positions):
+        raise UnsupportedModelError(
+            f"config: max_position_embeddings must be a positive integer, got {positions!r:.80}"
+        )
+    if window < positions:
+        raise UnsupportedModelError(
+            f"config: sliding_window={window} is below max_position_embeddings={positions};"
+            " Megatron-core GPT layers run full attention, so the mcore model would not be this"
+            " one (null or >= max_position_embeddings converts)"
+        )
 
 
 # ----------------------------------------------------------------- HF -> mcore (import)
@@ -373,7 +409,8 @@ _IMPORT_QK_NORM = (
 MCORE_IMPORT_FAMILIES: dict[str, Callable[[str], tuple[ImportRule, ...]]] = {
     "qwen2": lambda norms: _import_common(norms) + _IMPORT_QKV_BIAS,
     "qwen3": lambda norms: _import_common(norms) + _IMPORT_QK_NORM,
-    "llama": lambda norms: _import_common(norms),
+    "llama": _import_common,
+    "mistral": _import_common,
 }
 
 
@@ -462,6 +499,7 @@ _FLAG_KEYS: dict[str, tuple[str, ...]] = {  # booleans each family's weight set 
     "qwen2": ("tie_word_embeddings",),
     "qwen3": ("tie_word_embeddings", "attention_bias"),
     "llama": ("tie_word_embeddings", "attention_bias", "mlp_bias"),
+    "mistral": ("tie_word_embeddings",),  # never biases, whatever config.json says
 }
 
 
@@ -489,9 +527,10 @@ def hf_state_dict_shapes(config: dict) -> dict[str, tuple[int, ...]] | None:
     if heads == 0:
         return None
     head_dim = head_dim or hidden // heads
-    qkv_bias = family == "qwen2" or config.get("attention_bias", False)
-    o_bias = family != "qwen2" and config.get("attention_bias", False)
-    mlp_bias = config.get("mlp_bias", False)
+    # a bias switch counts only for a family whose model reads it (Mistral's never does)
+    o_bias = "attention_bias" in flags and config["attention_bias"]
+    qkv_bias = family == "qwen2" or o_bias
+    mlp_bias = "mlp_bias" in flags and config["mlp_bias"]
     layer: dict[str, tuple[int, ...]] = {
         "self_attn.q_proj.weight": (heads * head_dim, hidden),
         "self_attn.k_proj.weight": (kv * head_dim, hidden),

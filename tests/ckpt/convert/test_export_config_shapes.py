@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from transformers import LlamaConfig, Qwen2Config, Qwen3Config
+from transformers import LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config
 
 from mfsdp_ckpt.convert.export_source import JsonConfig, _expected_weights, load_config
 from mfsdp_ckpt.convert.hf_config import expected_weights, load_hf_config
@@ -34,6 +34,14 @@ VARIANTS = {
         mlp_bias=True,
         tie_word_embeddings=True,
     ),
+    "mistral gqa, head_dim null": MistralConfig(**SMALL, num_key_value_heads=2),
+    "mistral head_dim 16, tied": MistralConfig(
+        **SMALL, num_key_value_heads=1, head_dim=16, tie_word_embeddings=True
+    ),
+    # Mistral's model has no biases whatever the file says
+    "mistral stray bias keys": MistralConfig(
+        **SMALL, num_key_value_heads=4, attention_bias=True, mlp_bias=True
+    ),
 }
 
 
@@ -56,7 +64,7 @@ def test_missing_number_or_unknown_family_goes_through_transformers(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(data))
     config = load_config(tmp_path / "config.json")
     assert not isinstance(config, JsonConfig) and config.head_dim == 128
-    data.update(model_type="mistral", head_dim=16)
+    data.update(model_type="gemma", head_dim=16)
     (tmp_path / "config.json").write_text(json.dumps(data))
     assert not isinstance(load_config(tmp_path / "config.json"), JsonConfig)
 
