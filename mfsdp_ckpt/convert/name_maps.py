@@ -272,19 +272,36 @@ MCORE_FAMILIES: dict[str, tuple[Rule, ...]] = {
 # transformers' MistralConfig defaults, in force when config.json leaves the key out
 _MISTRAL_DEFAULT_WINDOW = 4096
 _MISTRAL_DEFAULT_POSITIONS = 4096 * 32
+# transformers' Qwen2Config / Qwen3Config defaults for keys a config.json may leave out
+_QWEN_DEFAULT_WINDOW = 4096
+_QWEN_DEFAULT_POSITIONS = 32768
+_QWEN_DEFAULT_MAX_WINDOW_LAYERS = 28
 
 
 def refuse_attention_window(config) -> None:
     """UnsupportedModelError naming the key unless every layer attends over all positions.
 
-    Megatron-core GPT layers as built here run full causal attention, so a Mistral model
-    whose sliding window is narrower than its positions computes something else in mcore
-    form: converting it either way would silently change its outputs. A window of null or
-    at least max_position_embeddings never narrows attention and converts."""
-    if getattr(config, "model_type", None) != "mistral":
+    Megatron-core GPT layers as built here run full causal attention, so a model some of
+    whose layers see a sliding window narrower than its positions computes something else
+    in mcore form: converting it either way would silently change its outputs. A window of
+    null or at least max_position_embeddings never narrows attention and converts. Mistral
+    windows every layer; Qwen2/Qwen3 window layers from max_window_layers on when
+    use_sliding_window is true, or those config.json's layer_types names (as transformers
+    decides them)."""
+    family = getattr(config, "model_type", None)
+    where: str | None
+    if family == "mistral":
+        window = getattr(config, "sliding_window", _MISTRAL_DEFAULT_WINDOW)
+        positions = getattr(config, "max_position_embeddings", _MISTRAL_DEFAULT_POSITIONS)
+        where = "every layer"
+    elif family in ("qwen2", "qwen3"):
+        window = getattr(config, "sliding_window", _QWEN_DEFAULT_WINDOW)
+        positions = getattr(config, "max_position_embeddings", _QWEN_DEFAULT_POSITIONS)
+        where = _qwen_windowed_layers(config)
+        if where is None:
+            return
+    else:
         return
-    window = getattr(config, "sliding_window", _MISTRAL_DEFAULT_WINDOW)
-    positions = getattr(config, "max_position_embeddings", _MISTRAL_DEFAULT_POSITIONS)
     if window is None:
         return
     if not _is_int(window):
@@ -297,10 +314,41 @@ def refuse_attention_window(config) -> None:
         )
     if window < positions:
         raise UnsupportedModelError(
-            f"config: sliding_window={window} is below max_position_embeddings={positions};"
-            " Megatron-core GPT layers run full attention, so the mcore model would not be this"
-            " one (null or >= max_position_embeddings converts)"
+            f"config: sliding_window={window} is below max_position_embeddings={positions} on"
+            f" {where}; Megatron-core GPT layers run full attention, so the mcore model would"
+            " not be this one (null or >= max_position_embeddings converts)"
         )
+
+
+def _qwen_windowed_layers(config) -> str | None:
+    """Which layers of a Qwen2/Qwen3 config use the sliding window, in words; None: none."""
+    layer_types = getattr(config, "layer_types", None)
+    if isinstance(layer_types, list) and layer_types:
+        windowed = [i for i, kind in enumerate(layer_types) if kind != "full_attention"]
+        return f"{_layer_list(windowed)} (layer_types)" if windowed else None
+    if getattr(config, "use_sliding_window", False) is not True:
+        return None
+    first: Any = getattr(config, "max_window_layers", _QWEN_DEFAULT_MAX_WINDOW_LAYERS)
+    layers: Any = getattr(config, "num_hidden_layers", None)
+    if not (_is_int(first) and _is_int(layers)):
+        raise UnsupportedModelError(
+            f"config: max_window_layers and num_hidden_layers must be integers, got"
+            f" {first!r:.40} and {layers!r:.40}"
+        )
+    if first >= layers:
+        return None
+    windowed = list(range(first, layers))
+    return f"{_layer_list(windowed)} (use_sliding_window, max_window_layers={first})"
+
+
+def _layer_list(layers: list[int]) -> str:
+    """[3] -> "layer 3"; [3, 4, 5] -> "layers 3-5"; else the first few and how many more."""
+    if len(layers) == 1:
+        return f"layer {layers[0]}"
+    if layers == list(range(layers[0], layers[-1] + 1)):
+        return f"layers {layers[0]}-{layers[-1]}"
+    shown = ", ".join(map(str, layers[:4]))
+    return f"layers {shown}" + (f" (+{len(layers) - 4} more)" if len(layers) > 4 else "")
 
 
 # ----------------------------------------------------------------- HF -> mcore (import)
