@@ -4,13 +4,19 @@
   config.json, generation_config.json or tokenizer_config.json, a safetensors index, mfsdp's
   manifest.json or verl's ckpt_contents.json: Python's json (and transformers) kept the last
   value silently, so which one was meant was never asked. Each is refused in one line naming
-  the file and the key, with the exit code a malformed file of that kind already had.
+  the file and the key, with the exit code a malformed file of that kind already had;
+* log lines of libraries that print through handlers of their own (transformers puts one
+  on its "transformers" logger): round 10 escaped our loggers' lines, Python's fallback
+  handler's and warnings, but these still printed a newline or an ANSI escape in a path or
+  config value raw, forging a line or recolouring the terminal.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,9 +27,10 @@ from tests.reliability.test_hostile_round9 import (  # trainable: round 9's mode
     _train_from,
     trainable,  # noqa: F401
 )
+from tests.reliability.test_hostile_round10 import FORGED, _no_forged_lines
 from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import one_error_line, run_cli, verl_rl_v2
-from tests.support.paths import FIXTURES
+from tests.support.paths import FIXTURES, REPO
 
 
 # --------------------------------------------------------------------------- keys given twice
@@ -144,3 +151,33 @@ def test_training_refuses_a_model_file_giving_a_key_twice(tmp_path, trainable, n
     assert code == 1, err
     one_error(err, str(model / name), f"key {key} appears twice")
     assert not (tmp_path / "run").exists()
+
+
+# --------------------------------------------------------------------------- library log lines
+LIBRARY_LOGGERS = {
+    "transformers": "from transformers.utils import logging as hf; "
+    "hf.get_logger('transformers.models.auto').warning({forged!r})",
+    "own-handler": "import logging; lib = logging.getLogger('lib'); "
+    "lib.addHandler(logging.StreamHandler()); lib.propagate = False; "
+    "lib.warning('%s', {forged!r})",
+}
+
+
+@pytest.mark.parametrize("case", list(LIBRARY_LOGGERS))
+def test_library_log_lines_print_escaped(case):
+    """Was: the library's own handler wrote the message raw to the terminal."""
+    code = LIBRARY_LOGGERS[case].format(forged=FORGED)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"from cli.verbosity import configure_logging; configure_logging(); {code}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    _no_forged_lines(done.stderr)
+    assert "/nonexist\\x0aerror: forged\\x1b[31m" in done.stderr, done.stderr
