@@ -8,9 +8,10 @@ The level travels to torchrun's ranks in the environment, as they do not pass th
 Log lines and warnings quote values users chose: a config value (`note: verl's
 trainer.resume_mode/resume_from_path is checkpoint.resume=PATH here`), a path, a key. Python
 prints them raw (a logger with no handler falls back to `logging.lastResort`, a warning to
-`warnings.showwarning`), so a newline in the value forged a line of its own and an ANSI escape
-recoloured or retitled the terminal. Every line goes through `printable` here, as the lines
-`say` prints do.
+`warnings.showwarning`), and so do the handlers libraries add to their own loggers
+(transformers'), so a newline in the value forged a line of its own and an ANSI escape
+recoloured or retitled the terminal. Every log message and warning goes through `printable`
+here, as the lines `say` prints do.
 """
 
 from __future__ import annotations
@@ -27,11 +28,14 @@ LEVEL_VARIABLE = "MFSDP_LOG_LEVEL"
 OUR_LOGGERS = ("mfsdp", "mfsdp_ckpt", "trainer", "cli")
 
 
-class _PrintableFormatter(logging.Formatter):
-    """The formatted line made printable (a traceback appended after it stays as it is)."""
+class _PrintableRecord(logging.LogRecord):
+    """A log record whose message is printable, whichever handler formats it: libraries
+    print through handlers of their own that ours never see (transformers puts one on its
+    "transformers" logger, which does not propagate). A traceback a formatter appends
+    stays as it is."""
 
-    def formatMessage(self, record: logging.LogRecord) -> str:
-        return printable(super().formatMessage(record))
+    def getMessage(self) -> str:
+        return printable(super().getMessage())
 
 
 class _StderrLines(logging.StreamHandler):
@@ -40,7 +44,7 @@ class _StderrLines(logging.StreamHandler):
 
     def __init__(self, fmt: str, level: int = logging.NOTSET) -> None:
         logging.Handler.__init__(self, level)
-        self.setFormatter(_PrintableFormatter(fmt))
+        self.setFormatter(logging.Formatter(fmt))
 
     @property
     def stream(self) -> TextIO:
@@ -73,6 +77,7 @@ def set_verbosity(count: int) -> None:
 def configure_logging() -> None:
     """Escape every log line and warning; apply the level from the environment (set by `-v`
     here or in the launching process)."""
+    logging.setLogRecordFactory(_PrintableRecord)
     logging.lastResort = _StderrLines("%(message)s", logging.WARNING)
     warnings.showwarning = _show_warning
     level = os.environ.get(LEVEL_VARIABLE)

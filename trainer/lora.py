@@ -41,6 +41,7 @@ from mfsdp_ckpt.lora import (
     read_base_model,
     rehashed_like,
 )
+from mfsdp_ckpt.storage.unique_json import loads_unique
 from trainer.config import ConfigError, ModelConfig, check_lora_fields
 from trainer.resume import ResumeMismatchError
 
@@ -217,7 +218,7 @@ def _read_adapter(path: Path) -> tuple[Any, dict[str, torch.Tensor]]:
                 f"(a PEFT adapter dir has {ADAPTER_CONFIG_FILE} and {ADAPTER_WEIGHTS_FILE})"
             )
     try:
-        fields = json.loads(config_file.read_text())
+        fields = loads_unique(config_file.read_text())
     except (OSError, ValueError) as err:
         where = f"model.lora_adapter_path: {config_file}"
         raise ConfigError(f"{where} is not valid JSON ({err})") from None

@@ -66,6 +66,7 @@ from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
 from mfsdp_ckpt.storage.tensorstore_store import is_url
+from mfsdp_ckpt.storage.unique_json import loads_unique
 from mfsdp_ckpt.storage.writable import require_writable_dir
 
 
@@ -198,7 +199,7 @@ def _write_assets(assets: dict[str, Callable[[], bytes]], target: Path) -> None:
 
 def _set_config_dtype(config_file: Path, dtype: DType) -> None:
     """The exported config names the dtype actually written, as save_pretrained does."""
-    data = json.loads(config_file.read_text())
+    data = loads_unique(config_file.read_text())
     data["dtype"] = dtype.name
     if "torch_dtype" in data:
         data["torch_dtype"] = dtype.name

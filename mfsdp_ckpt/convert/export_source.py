@@ -27,6 +27,7 @@ from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError
 from mfsdp_ckpt.storage.reader import CheckpointReader, TensorEntry
 from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE
 from mfsdp_ckpt.storage.tensorstore_store import is_url, join_location, open_store
+from mfsdp_ckpt.storage.unique_json import DuplicateKeyError, loads_unique
 
 WEIGHT_FILE_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".distcp")
 
@@ -109,6 +110,15 @@ FILE_NAMES = (
     "merges.txt",
     "tokenizer.model",
 )
+# JSON files transformers reads by these names and keeps the last of a key given twice in,
+# silently: a config with two `eos_token_id`s (which one was meant?) is refused instead.
+JSON_FILE_NAMES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.json",
+)
 
 
 def _asset_files(
@@ -174,7 +184,21 @@ def _check_assets(
     for path in [path for _name, path in candidates] + named:  # named: a directory there too
         real = safe_files.regular_file(path, root=root, within=within)
         safe_files.check_size(path, os.stat(real).st_size, MAX_ASSET_BYTES)
+    for name, path in candidates:
+        if name in JSON_FILE_NAMES:
+            _check_unique_keys(path, root)
     return root
+
+
+def _check_unique_keys(path: Path, root: str | os.PathLike) -> None:
+    """Refuse a JSON asset giving a key twice. Other damage is left to the reader: export
+    copies the bytes as they are, and training names what transformers cannot read."""
+    try:
+        loads_unique(safe_files.read_bytes(path, MAX_ASSET_BYTES, root=root))
+    except DuplicateKeyError as err:
+        raise CheckpointFileError(f"{path}: {err} in one object") from None
+    except (ValueError, RecursionError):
+        return
 
 
 def _whole_file(store: ByteStore, name: str) -> bytes:

@@ -4,7 +4,6 @@ source after conversion and cast.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import threading
@@ -18,6 +17,7 @@ from mfsdp_ckpt.convert.export_source import _resolve_source, load_config
 from mfsdp_ckpt.convert.hf_config import HFConfigError
 from mfsdp_ckpt.convert.name_maps import MappedTensor
 from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE
+from mfsdp_ckpt.storage.unique_json import loads_unique
 
 if TYPE_CHECKING:
     import torch
@@ -89,7 +89,7 @@ def _written_files(out: Path) -> dict[str, str]:
 
     index = out / INDEX_FILE
     if index.is_file():
-        return dict(json.loads(index.read_text())["weight_map"])
+        return dict(loads_unique(index.read_text())["weight_map"])
     files = sorted(out.glob("*.safetensors"))
     mapping = {}
     for file in files:

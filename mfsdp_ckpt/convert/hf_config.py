@@ -7,13 +7,13 @@ keep in sync. `config.json` is parsed as JSON, never executed (`trust_remote_cod
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.storage.unique_json import loads_unique
 
 
 class HFConfigError(MfsdpUsageError, ValueError):
@@ -46,7 +46,7 @@ def read_config_json(
     if not os.path.lexists(config_file):
         raise HFConfigError(f"{config_file}: no such file")
     try:
-        data = json.loads(read_text(config_file, MAX_CONFIG_BYTES, root))
+        data = loads_unique(read_text(config_file, MAX_CONFIG_BYTES, root))
     except CheckpointFileError as err:
         raise HFConfigError(str(err)) from None
     except (ValueError, RecursionError) as err:  # bad JSON, a 5000-digit number, deep nesting

@@ -29,7 +29,6 @@ a symlink out of the checkpoint is one line, never a hang.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import re
 import shutil
@@ -41,6 +40,7 @@ from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format.closest_path import closest_existing
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.storage.unique_json import loads_unique
 
 TRACKER_FILE = "latest_checkpointed_iteration.txt"
 STEP_DIR_PREFIX = "global_step_"
@@ -677,7 +677,7 @@ def read_verl_contents(role_dir: Path) -> dict:
     """verl's ckpt_contents.json (schema 2), bounded and read only as JSON data."""
     file = role_dir / VERL_CONTENTS_FILE
     try:
-        data = json.loads(safe_files.read_text(file, CONTENTS_MAX_BYTES, root=role_dir))
+        data = loads_unique(safe_files.read_text(file, CONTENTS_MAX_BYTES, root=role_dir))
     except CheckpointFileError as err:
         raise CheckpointPathError(str(err)) from None
     except ValueError as err:

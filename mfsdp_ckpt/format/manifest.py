@@ -18,6 +18,7 @@ from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format.file_hash import FileRecord, FileRecordError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError, _check_relative_name
+from mfsdp_ckpt.storage.unique_json import loads_unique
 
 # 2: file records may carry `xxh3_128` instead of `sha256` (version 1 has only sha256).
 # Bumped so that an older mfsdp says "newer than this mfsdp reads" instead of "needs sha256".
@@ -55,7 +56,7 @@ class Manifest:
     @classmethod
     def from_json(cls, text: str, source: str = "manifest.json") -> Manifest:
         try:
-            data = json.loads(text)
+            data = loads_unique(text)
         except (
             ValueError,
             RecursionError,

@@ -19,7 +19,6 @@ anything from the files.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import struct
@@ -33,7 +32,7 @@ from mfsdp_ckpt.format.finite import count_nonfinite_in_file
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE, SINGLE_FILE
-from mfsdp_ckpt.storage.unique_json import unique_keys
+from mfsdp_ckpt.storage.unique_json import loads_unique
 
 if TYPE_CHECKING:
     import torch
@@ -105,7 +104,7 @@ def index_weight_map(model_dir: Path) -> dict[str, str] | None:
         return None
     try:
         safe_files.regular_file(index, safe_files.model_dir_root(model_dir), _within(model_dir))
-        weight_map = json.loads(safe_files.read_text(index, MAX_INDEX_BYTES))["weight_map"]
+        weight_map = loads_unique(safe_files.read_text(index, MAX_INDEX_BYTES))["weight_map"]
     except CheckpointFileError as err:
         raise SafetensorsError(str(err)) from None
     except (ValueError, KeyError, TypeError, RecursionError) as err:
@@ -190,7 +189,7 @@ def _parse_header(path: Path, raw: bytes) -> dict:
     except UnicodeDecodeError as err:
         raise SafetensorsError(f"{path}: header is not UTF-8 (byte {err.start})") from None
     try:
-        header = json.loads(text, object_pairs_hook=unique_keys)
+        header = loads_unique(text)
     except (ValueError, RecursionError) as err:
         raise SafetensorsError(f"{path}: header is not valid JSON ({str(err)[:200]})") from None
     if not isinstance(header, dict):

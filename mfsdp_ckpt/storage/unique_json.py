@@ -1,9 +1,14 @@
 """JSON objects with each key once: Python's json keeps the last of a key given twice,
 silently. A safetensors header naming a tensor twice (which one is the weight?) or a data
 row with two `messages` (one is dropped unseen) is refused instead, as the config YAML
-loader refuses a key given twice."""
+loader refuses a key given twice. Every JSON file a user hands over (config.json, a
+safetensors index, manifest.json, ckpt_contents.json, an adapter config) is read with
+`loads_unique`, so none takes the last of two values unseen."""
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 MAX_SHOWN_KEY = 100  # characters of the key an error quotes
 
@@ -26,4 +31,10 @@ def unique_keys(pairs: list[tuple[str, object]]) -> dict:
     return found
 
 
-__all__ = ["DuplicateKeyError", "unique_keys"]
+def loads_unique(text: str | bytes) -> Any:
+    """`json.loads` refusing an object that gives a key twice. DuplicateKeyError is a
+    ValueError, so a caller's "not valid JSON" handling names the file and quotes the key."""
+    return json.loads(text, object_pairs_hook=unique_keys)
+
+
+__all__ = ["DuplicateKeyError", "loads_unique", "unique_keys"]

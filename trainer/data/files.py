@@ -12,7 +12,7 @@ from typing import Any
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
-from mfsdp_ckpt.storage.unique_json import DuplicateKeyError, unique_keys
+from mfsdp_ckpt.storage.unique_json import DuplicateKeyError, loads_unique
 
 _TEMP_TAG = ".tmp-"  # `.<name>.tmp-<pid>`: a table being written
 
@@ -81,7 +81,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line, object_pairs_hook=unique_keys)
+                row = loads_unique(line)
             except DuplicateKeyError as err:  # json keeps the last silently: which was meant?
                 raise DataFileError(f"{path}:{number}: {err} in one object") from None
             except json.JSONDecodeError as err:
