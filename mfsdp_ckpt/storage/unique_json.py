@@ -10,11 +10,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from mfsdp_ckpt.errors import MfsdpFailedError
+
 MAX_SHOWN_KEY = 100  # characters of the key an error quotes
 
 
-class DuplicateKeyError(ValueError):
-    """An object gave `key` twice; the message quotes it, cut short."""
+class DuplicateKeyError(MfsdpFailedError, ValueError):
+    """An object gave `key` twice; the message quotes it, cut short. Readers catch it with
+    their "not valid JSON" handling (a ValueError) and name the file with the exit code
+    they give a malformed one; its own kind (a failed check) is for any that does not."""
 
     def __init__(self, key: str) -> None:
         super().__init__(f"key {key!r:.{MAX_SHOWN_KEY}} appears twice")
