@@ -61,3 +61,21 @@ def launch_sft(
     )
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+# A tiny run's settings for comparing the first step's loss across model sources: every row
+# in one step, no warm-up (the first step's lr is the peak), nothing resumed.
+SHORT_RUN = (
+    "data.global_batch_size=8",
+    "data.max_tokens_per_micro_batch=256",
+    "optim.warmup_steps=0",
+    "checkpoint.resume=disable",
+)
+
+
+def first_loss(data: Path, run_dir: Path, *overrides: str) -> float:
+    """The first step's loss of a one-step SHORT_RUN over `data` with `overrides`."""
+    from trainer.sft import run_sft
+
+    result = run_sft(tiny_config(data, run_dir, *SHORT_RUN, "trainer.total_steps=1", *overrides))
+    return result.losses[1]

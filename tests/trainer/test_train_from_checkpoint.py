@@ -3,8 +3,6 @@
 as training that starts from the checkpoint's Hugging Face export; a path that is not there
 fails in one line, exit 2, before transformers (and any hub) sees it."""
 
-from pathlib import Path
-
 import pytest
 from click.testing import CliRunner
 
@@ -12,22 +10,10 @@ from cli.main import app
 from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.convert.import_hf import import_hf
 from tests.support.paths import REPO
-from tests.support.sft import tiny_config, write_chat_jsonl
+from tests.support.sft import SHORT_RUN, first_loss, tiny_config, write_chat_jsonl
 from trainer.config import ConfigError
 from trainer.model import build_hf_config, load_tokenizer
 from trainer.sft import run_sft
-
-STEPS = (
-    "data.global_batch_size=8",
-    "data.max_tokens_per_micro_batch=256",
-    "optim.warmup_steps=0",
-    "checkpoint.resume=disable",
-)
-
-
-def _first_loss(data: Path, run_dir: Path, *overrides: str) -> float:
-    result = run_sft(tiny_config(data, run_dir, *STEPS, "trainer.total_steps=1", *overrides))
-    return result.losses[1]
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +21,7 @@ def trained(tmp_path_factory):
     """A tiny run trained 2 steps (so its weights are not the seed's), its export and imports."""
     root = tmp_path_factory.mktemp("warm")
     data = write_chat_jsonl(root / "train.jsonl", rows=24)
-    run_sft(tiny_config(data, root / "run", *STEPS, "trainer.total_steps=2"))
+    run_sft(tiny_config(data, root / "run", *SHORT_RUN, "trainer.total_steps=2"))
     export_hf(root / "run", root / "hf", dtype="fp32")
     import_hf(root / "hf", root / "mcore", layout_name="mcore")
     import_hf(root / "hf", root / "ours", layout_name="hf")
@@ -44,20 +30,18 @@ def trained(tmp_path_factory):
 
 def test_first_step_from_checkpoints_equals_from_their_export(trained):
     root, data = trained
-    from_export = _first_loss(data, root / "b_hf", f"model.path={root / 'hf'}")
-    from_run = _first_loss(data, root / "b_run", f"model.path={root / 'run'}")
-    from_step = _first_loss(
+    from_export = first_loss(data, root / "b_hf", f"model.path={root / 'hf'}")
+    from_run = first_loss(data, root / "b_run", f"model.path={root / 'run'}")
+    from_step = first_loss(
         data, root / "b_step", f"model.path={root / 'run' / 'global_step_2' / 'dist_ckpt'}"
     )
-    from_mcore = _first_loss(
+    from_mcore = first_loss(
         data, root / "b_mcore", f"model.path={root / 'mcore'}", f"model.hf_config={root / 'hf'}"
     )
-    from_import = _first_loss(data, root / "b_ours", f"model.path={root / 'ours'}")
+    from_import = first_loss(data, root / "b_ours", f"model.path={root / 'ours'}")
     assert from_run == from_export and from_step == from_export  # same floats, not merely close
     assert from_mcore == from_export and from_import == from_export
-    fresh = _first_loss(
-        data, root / "b_fresh"
-    )  # the seed's random weights: loading really happened
+    fresh = first_loss(data, root / "b_fresh")  # the seed's random weights: loading really happened
     assert fresh != from_export
 
 
@@ -80,7 +64,7 @@ def test_checkpoint_that_does_not_fit_the_config_is_refused(trained, tmp_path):
             tiny_config(
                 data,
                 tmp_path / "r",
-                *STEPS,
+                *SHORT_RUN,
                 f"model.path={root / 'run'}",
                 "model.overrides={hidden_size: 64}",
             )

@@ -22,22 +22,10 @@ from tests.ckpt.test_interop_round8 import (
     _save,
     _train_state,
 )
-from tests.support.sft import tiny_config, write_chat_jsonl
+from tests.support.sft import SHORT_RUN, first_loss, tiny_config, write_chat_jsonl
 from trainer.config import ConfigError
 from trainer.model import build_hf_config, load_tokenizer
 from trainer.sft import run_sft
-
-STEPS = (
-    "data.global_batch_size=8",
-    "data.max_tokens_per_micro_batch=256",
-    "optim.warmup_steps=0",
-    "checkpoint.resume=disable",
-)
-
-
-def _first_loss(data: Path, run_dir: Path, *overrides: str) -> float:
-    result = run_sft(tiny_config(data, run_dir, *STEPS, "trainer.total_steps=1", *overrides))
-    return result.losses[1]
 
 
 def _bridge_dir(root: Path, model, tokenizer_files: Path) -> Path:
@@ -65,7 +53,7 @@ def megatron_runs(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("megatron")
     data = write_chat_jsonl(root / "train.jsonl", rows=24)
-    run_sft(tiny_config(data, root / "run", *STEPS, "trainer.total_steps=2"))
+    run_sft(tiny_config(data, root / "run", *SHORT_RUN, "trainer.total_steps=2"))
     export_hf(root / "run", root / "hf", dtype="fp32")
     model = AutoModelForCausalLM.from_pretrained(root / "hf", dtype="float32")
     lm = _megatron_run(root, model, _megatron_args(model))
@@ -76,9 +64,9 @@ def megatron_runs(tmp_path_factory):
 def test_first_step_from_megatron_checkpoints_equals_from_their_export(megatron_runs):
     """Was: model.hf_config was needed for both."""
     root, data, lm, bridge = megatron_runs
-    from_export = _first_loss(data, root / "b_hf", f"model.path={root / 'hf'}")
-    from_lm = _first_loss(data, root / "b_lm", f"model.path={lm}", f"model.tokenizer={root / 'hf'}")
-    from_bridge = _first_loss(data, root / "b_bridge", f"model.path={bridge}")
+    from_export = first_loss(data, root / "b_hf", f"model.path={root / 'hf'}")
+    from_lm = first_loss(data, root / "b_lm", f"model.path={lm}", f"model.tokenizer={root / 'hf'}")
+    from_bridge = first_loss(data, root / "b_bridge", f"model.path={bridge}")
     assert from_lm == from_export and from_bridge == from_export
 
 
