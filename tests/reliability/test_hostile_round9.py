@@ -330,8 +330,9 @@ def test_config_numbers_that_are_not_finite_are_refused_naming_the_key(tmp_path,
     NaN; validate --hf-config called the checkpoint valid against it."""
     text, words = NONFINITE_CONFIGS[case]
     model = hf_model(tmp_path)
-    config = (model / "config.json").read_text()
-    (model / "config.json").write_text(config[:-1] + ", " + text + "}")
+    config = json.loads((model / "config.json").read_text())
+    config.pop(text.split(":")[0].strip('"'), None)  # the key once, with the bad value
+    (model / "config.json").write_text(json.dumps(config)[:-1] + ", " + text + "}")
     imported = tmp_path / "imported"
     code, _out, err = run_cli("ckpt", "import-hf", model, "--out", imported)
     assert code == 1, err
