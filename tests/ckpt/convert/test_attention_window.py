@@ -12,17 +12,10 @@ import torch
 from click.testing import CliRunner
 
 from cli.main import app
+from tests.ckpt.convert.test_import_hf import TINY as IMPORT_TINY
 from tests.support.cli_errors import one_error
 
-TINY = dict(
-    vocab_size=96,
-    hidden_size=32,
-    intermediate_size=48,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    max_position_embeddings=64,
-)
+TINY = {key: value for key, value in IMPORT_TINY.items() if key != "dtype"}
 
 
 def _qwen(root: Path, family: str, **config) -> Path:

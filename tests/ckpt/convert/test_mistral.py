@@ -17,18 +17,12 @@ from cli.main import app
 from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.convert.import_hf import import_hf
 from mfsdp_ckpt.storage.reader import CheckpointReader
+from tests.ckpt.convert.test_import_hf import TINY as IMPORT_TINY
 from tests.ckpt.convert.test_import_hf import _assert_same_tensors, _safetensors
 
-TINY = dict(
-    vocab_size=96,
-    hidden_size=32,
-    intermediate_size=48,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    head_dim=16,  # hidden / heads would be 8
-    max_position_embeddings=64,
-)
+# test_import_hf's tiny shape in fp32 (logits compare exactly), with head_dim 16 where
+# hidden / heads would be 8
+TINY = {key: value for key, value in IMPORT_TINY.items() if key != "dtype"} | {"head_dim": 16}
 
 
 def _mistral(root: Path, tied: bool = False, **config) -> Path:
