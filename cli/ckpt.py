@@ -75,7 +75,8 @@ Examples:
 @click.option(
     "--deep",
     is_flag=True,
-    help="LoRA checkpoints: also hash the base model's weight files (reads all of them).",
+    help="LoRA checkpoints: also hash the base model's weight files (reads all of them)."
+    " No tensor of the checkpoint itself is read: validate --deep reads them.",
 )
 def inspect(path: str, role: str | None, as_json: bool, deep: bool) -> None:
     from mfsdp_ckpt.check.describe import describe_checkpoint, format_description
@@ -84,6 +85,11 @@ def inspect(path: str, role: str | None, as_json: bool, deep: bool) -> None:
     with bar as progress:  # --deep on LoRA hashes the whole base model: minutes for a 7B one
         description = describe_checkpoint(path, role=role, deep=deep, progress=progress)
     _say_note(description["note"])
+    if deep and description["lora"] is None:
+        _say_note(
+            "--deep hashes a LoRA checkpoint's base model; this checkpoint is not LoRA, so"
+            " nothing more was read (mfsdp ckpt validate --deep reads every file and tensor)"
+        )
     click.echo(json.dumps(description, indent=2) if as_json else format_description(description))
 
 

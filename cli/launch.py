@@ -271,37 +271,54 @@ def run_command(
     """The body of every train command, so they start and report alike: check the config
     (before torch loads), launch ranks or be one, then `train(cfg)` returns the runner's result
     and the values to report, which `report_run` prints."""
+    from trainer.metrics import metrics_size
+
     cfg = check_config(config_cls, config_path, list(overrides))
-    on_interrupt(lambda: interrupted_run(cfg))
+    logged_before = metrics_size(cfg.trainer.run_dir)
+    on_interrupt(lambda: interrupted_run(cfg, logged_before))
     start(subcommand, cfg, Launch(**launch), config_path, as_json, list(overrides))
     result, finals = train(cfg)
     report_run(subcommand, result, as_json, finals)
 
 
-def interrupted_run(cfg: Any) -> str:
-    """What a run stopped by Ctrl-C ends with: the checkpoint the next run resumes from and
-    how to resume it, read from the run dir as the ranks left it (the launching process
-    never sees their steps; a step counts once complete, as `checkpoint.resume=auto`
-    counts it)."""
+def interrupted_run(cfg: Any, logged_before: int) -> str:
+    """What a run stopped by Ctrl-C ends with: the step it reached, the checkpoint the next
+    run resumes from and how to resume it, read from the run dir as the ranks left it (the
+    launching process never sees their steps: the step is the newest that rank 0 logged to
+    metrics.jsonl past byte `logged_before`; a checkpoint counts once complete, as
+    `checkpoint.resume=auto` counts it)."""
     from mfsdp_ckpt.errors import MfsdpError
     from mfsdp_ckpt.format import layout
 
     run_dir = cfg.trainer.run_dir
+    stopped = "interrupted" + _step_reached(cfg, logged_before)
     try:
         step = layout.resume_step(run_dir)
     except (MfsdpError, OSError):  # a damaged tracker: the next run says so itself
-        return "interrupted"
+        return stopped
     if step is None:
-        return f"interrupted; no checkpoint was saved in {run_dir} yet"
+        return f"{stopped}; no checkpoint was saved in {run_dir} yet"
     again = (
         "run the same command again"
         if cfg.checkpoint.resume == "auto"
         else "run it again with checkpoint.resume=auto"
     )
     return (
-        f"interrupted; the newest checkpoint is {layout.step_dir(run_dir, step)}: "
+        f"{stopped}; the newest checkpoint is {layout.step_dir(run_dir, step)}: "
         f"{again} to resume from it"
     )
+
+
+def _step_reached(cfg: Any, logged_before: int) -> str:
+    """` after step N` (`... or later` when steps are logged every few), or "" when the run
+    logged no step (stopped while starting)."""
+    from trainer.metrics import last_logged_step
+
+    step = last_logged_step(cfg.trainer.run_dir, logged_before)
+    if not step:  # none, or GRPO's step-0 validation: no step was trained
+        return ""
+    every = cfg.trainer.log_every
+    return f" after step {step}" + (f" or later (trainer.log_every={every})" if every > 1 else "")
 
 
 def report(summary: dict[str, Any], as_json: bool, line: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,43 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def metrics_size(run_dir: str | Path) -> int:
+    """How many bytes metrics.jsonl holds now (0 when there is none): the launching process
+    notes it before its ranks start, so that `last_logged_step` reads only the lines they add
+    (a resumed run appends to the lines of the runs before it)."""
+    try:
+        return os.stat(Path(run_dir) / METRICS_FILE).st_size
+    except OSError:
+        return 0
+
+
+TAIL_BYTES = 1 << 16  # a step's line is a few hundred bytes
+
+
+def last_logged_step(run_dir: str | Path, since: int) -> int | None:
+    """The newest step a complete line added to metrics.jsonl after byte `since` records,
+    None when none was added. The launching process never sees its ranks' steps; rank 0
+    logs each (every `trainer.log_every`) here. Only the file's last TAIL_BYTES are read, so
+    asking costs the same after any number of steps."""
+    try:
+        with open(Path(run_dir) / METRICS_FILE, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            start = max(since, size - TAIL_BYTES)
+            handle.seek(start)
+            lines = handle.read(size - start).split(b"\n")[:-1]  # the last one is unfinished
+    except OSError:
+        return None
+    for line in reversed(lines[1:] if start > since else lines):  # the first may be cut
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        step = record.get("step") if isinstance(record, dict) else None
+        if isinstance(step, int):
+            return step
+    return None
 
 
 def bar_postfix(metrics: dict[str, Any]) -> dict[str, str]:

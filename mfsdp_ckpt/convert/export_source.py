@@ -27,7 +27,7 @@ from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError
 from mfsdp_ckpt.storage.reader import CheckpointReader, TensorEntry
 from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE
 from mfsdp_ckpt.storage.tensorstore_store import is_url, join_location, open_store
-from mfsdp_ckpt.storage.unique_json import DuplicateKeyError, loads_unique
+from mfsdp_ckpt.storage.unique_json import DuplicateKeyError, first_nonfinite, loads_unique
 
 WEIGHT_FILE_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".distcp")
 
@@ -110,15 +110,6 @@ FILE_NAMES = (
     "merges.txt",
     "tokenizer.model",
 )
-# JSON files transformers reads by these names and keeps the last of a key given twice in,
-# silently: a config with two `eos_token_id`s (which one was meant?) is refused instead.
-JSON_FILE_NAMES = (
-    "config.json",
-    "generation_config.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "chat_template.json",
-)
 
 
 def _asset_files(
@@ -154,7 +145,11 @@ def _asset_files(
         names = store.list_files()
     except CheckpointFileError as err:
         raise ExportUsageError(f"{err}; pass --hf-config with a local model dir") from None
-    return {name: partial(_whole_file, store, name) for name in names if not _is_weight_file(name)}
+    return {
+        name: partial(_remote_asset, store, join_location(location, name), name)
+        for name in names
+        if not _is_weight_file(name)
+    }
 
 
 def check_local_assets(directory: Path, root: str | os.PathLike | None = None) -> None:
@@ -185,24 +180,48 @@ def _check_assets(
         real = safe_files.regular_file(path, root=root, within=within)
         safe_files.check_size(path, os.stat(real).st_size, MAX_ASSET_BYTES)
     for name, path in candidates:
-        if name in JSON_FILE_NAMES:
-            _check_unique_keys(path, root)
+        if _is_json_asset(name):
+            check_json_asset(name, path, safe_files.read_bytes(path, MAX_ASSET_BYTES, root=root))
     return root
 
 
-def _check_unique_keys(path: Path, root: str | os.PathLike) -> None:
-    """Refuse a JSON asset giving a key twice. Other damage is left to the reader: export
-    copies the bytes as they are, and training names what transformers cannot read."""
+def _is_json_asset(name: str) -> bool:
+    """Every JSON file of the assets (tokenizer, generation, processor configs, added tokens,
+    a vocabulary): transformers reads each with Python's json, which keeps the last of a key
+    given twice and reads NaN and Infinity (no JSON has them) without a word."""
+    return name.endswith(".json")
+
+
+def check_json_asset(name: str, where: str | os.PathLike, data: bytes) -> None:
+    """Refuse, naming `where` (the file or URL) and the key, a JSON asset giving a key twice
+    (a tokenizer_config.json with two `eos_token`s: which one was meant?) or holding NaN or
+    Infinity. config.json's numbers are left to `read_config_json`, which reads every
+    config export, import and training use and refuses them as the config they are. Other
+    damage is left to the reader: export copies the bytes as they are, and training names
+    what transformers cannot read. The one check import, export (local or URL) and training
+    apply to the assets they copy or read."""
     try:
-        loads_unique(safe_files.read_bytes(path, MAX_ASSET_BYTES, root=root))
+        parsed = loads_unique(data)
     except DuplicateKeyError as err:
-        raise CheckpointFileError(f"{path}: {err} in one object") from None
+        raise CheckpointFileError(f"{where}: {err} in one object") from None
     except (ValueError, RecursionError):
         return
+    found = None if name == "config.json" else first_nonfinite(parsed)
+    if found is not None:
+        raise CheckpointFileError(
+            f"{where}: {found[0] or 'the value'} is {found[1]}, not a finite number (NaN and"
+            " Infinity are not JSON)"
+        )
 
 
-def _whole_file(store: ByteStore, name: str) -> bytes:
-    return store.read_range(name, 0, store.size(name) or 0)
+def _remote_asset(store: ByteStore, where: str, name: str) -> bytes:
+    """An asset file read from a URL source, bounded and checked as a local one is."""
+    size = store.size(name) or 0
+    safe_files.check_size(where, size, MAX_ASSET_BYTES)
+    data = store.read_range(name, 0, size)
+    if _is_json_asset(name):
+        check_json_asset(name, where, data)
+    return data
 
 
 def _is_weight_file(name: str) -> bool:

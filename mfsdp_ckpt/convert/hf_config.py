@@ -7,13 +7,12 @@ keep in sync. `config.json` is parsed as JSON, never executed (`trust_remote_cod
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from mfsdp_ckpt.errors import MfsdpUsageError
-from mfsdp_ckpt.storage.unique_json import loads_unique
+from mfsdp_ckpt.storage.unique_json import first_nonfinite, loads_unique
 
 
 class HFConfigError(MfsdpUsageError, ValueError):
@@ -54,30 +53,13 @@ def read_config_json(
     model_type = data.get("model_type") if isinstance(data, dict) else None
     if not isinstance(model_type, str):
         raise HFConfigError(f"{config_file}: no model_type")
-    found = _first_nonfinite(data)
+    found = first_nonfinite(data)
     if found is not None:
         raise HFConfigError(
             f"{config_file}: {found[0]} is {found[1]}, not a finite number (NaN and Infinity"
             " are not JSON, and a model built from them computes NaN)"
         )
     return config_file, data
-
-
-def _first_nonfinite(data: dict) -> tuple[str, float] | None:
-    """The key path and value of the first NaN or +-Infinity in config.json: Python's json
-    reads the literals (and 1e999 as inf), so `rms_norm_eps: NaN` would load, train on NaN
-    and be written into every export. Walked with a stack: the file is bounded, its depth
-    is not."""
-    stack: list[tuple[str, object]] = [(str(key), value) for key, value in data.items()][::-1]
-    while stack:
-        where, value = stack.pop()
-        if isinstance(value, float) and not math.isfinite(value):
-            return where, value
-        if isinstance(value, dict):
-            stack += [(f"{where}.{key}", item) for key, item in value.items()][::-1]
-        elif isinstance(value, list):
-            stack += [(f"{where}[{index}]", item) for index, item in enumerate(value)][::-1]
-    return None
 
 
 # The largest released dense models have ~130 layers; a config claiming more than this is

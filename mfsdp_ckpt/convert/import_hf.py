@@ -44,7 +44,7 @@ from mfsdp_ckpt.convert.export_errors import ExportUsageError
 from mfsdp_ckpt.convert.export_hf import _check_out_dir
 from mfsdp_ckpt.convert.export_plan import DTYPES
 from mfsdp_ckpt.convert.export_scheduler import Progress
-from mfsdp_ckpt.convert.export_source import _asset_files, load_config
+from mfsdp_ckpt.convert.export_source import _asset_files, check_local_assets, load_config
 from mfsdp_ckpt.convert.hf_config import HFConfigError, expected_weights_for, read_config_json
 from mfsdp_ckpt.convert.name_maps import (
     LAYOUTS,
@@ -153,6 +153,7 @@ def plan_model_import(
     if not hf_dir.is_dir():
         raise ImportUsageError(f"{hf_dir}: no such directory (give a Hugging Face model dir)")
     config, expected = _read_config(hf_dir)
+    _check_assets(hf_dir)
     try:
         source = SafetensorsSource(hf_dir)
     except SafetensorsError as err:
@@ -204,6 +205,18 @@ def _read_config(hf_dir: Path):
     try:
         return load_config(config_file), expected_weights_for(config_file)
     except HFConfigError as err:
+        raise ImportFailedError(str(err)) from None
+
+
+def _check_assets(hf_dir: Path) -> None:
+    """The model dir's config and tokenizer files checked as export and training check them
+    (`check_local_assets`), before a weight is read: the hf layout copies them into the
+    checkpoint, and the mcore one names the dir for export-hf and training to read them
+    from, so a tokenizer_config.json giving a key twice (or a FIFO, a link out) would only
+    be refused there, after the import had been written."""
+    try:
+        check_local_assets(hf_dir)
+    except CheckpointFileError as err:
         raise ImportFailedError(str(err)) from None
 
 

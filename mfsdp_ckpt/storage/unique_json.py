@@ -8,6 +8,7 @@ safetensors index, manifest.json, ckpt_contents.json, an adapter config) is read
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpFailedError
@@ -41,4 +42,24 @@ def loads_unique(text: str | bytes) -> Any:
     return json.loads(text, object_pairs_hook=unique_keys)
 
 
-__all__ = ["DuplicateKeyError", "loads_unique", "unique_keys"]
+def first_nonfinite(data: object) -> tuple[str, float] | None:
+    """The key path (`rope_scaling.factor`, `layer_scales[1]`) and value of the first NaN or
+    +-Infinity in parsed JSON, else None. Python's json reads the literals (and 1e999 as
+    inf), which RFC 8259 JSON has none of: `rms_norm_eps: NaN` would load and train on NaN,
+    a `temperature: NaN` sample from nothing. Walked with a stack: the file is bounded, its
+    depth is not."""
+    stack: list[tuple[str, object]] = [("", data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return where, value
+        if isinstance(value, dict):
+            stack += [
+                (f"{where}.{key}" if where else str(key), item) for key, item in value.items()
+            ][::-1]
+        elif isinstance(value, list):
+            stack += [(f"{where}[{index}]", item) for index, item in enumerate(value)][::-1]
+    return None
+
+
+__all__ = ["DuplicateKeyError", "first_nonfinite", "loads_unique", "unique_keys"]

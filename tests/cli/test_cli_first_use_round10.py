@@ -20,6 +20,7 @@ from tests.support.cli_errors import error_lines
 from tests.support.fresh_python import mfsdp
 from tests.support.paths import FIXTURES
 from tests.support.sft import write_chat_jsonl
+from trainer.metrics import read_metrics
 
 RUN = FIXTURES / "megatron_fsdp_qwen2" / "run"
 
@@ -135,8 +136,10 @@ def test_ctrl_c_before_any_save_says_no_checkpoint_was_saved(tmp_path):
     )
     _out, rest = _stop_after(process, 1)
     assert process.returncode == 130, rest
+    reached = max(record["step"] for record in read_metrics(tmp_path / "run"))
     assert error_lines(rest) == [
-        f"error: interrupted; no checkpoint was saved in {tmp_path / 'run'} yet"
+        f"error: interrupted after step {reached}; no checkpoint was saved in"
+        f" {tmp_path / 'run'} yet"
     ]
 
 
@@ -156,9 +159,10 @@ def test_ctrl_c_with_resume_disabled_says_how_to_resume_the_newest_checkpoint(tm
     out, rest = _stop_after(process, 2)
     assert process.returncode == 130, rest
     newest = tmp_path / "run" / f"global_step_{layout.read_tracker(tmp_path / 'run')}"
+    reached = max(record["step"] for record in read_metrics(tmp_path / "run"))
     said = (
-        f"interrupted; the newest checkpoint is {newest}: run it again with "
-        "checkpoint.resume=auto to resume from it"
+        f"interrupted after step {reached}; the newest checkpoint is {newest}: run it again"
+        " with checkpoint.resume=auto to resume from it"
     )
     assert error_lines(rest) == [f"error: {said}"]
     assert json.loads(out) == {"error": said, "exit_code": 130}

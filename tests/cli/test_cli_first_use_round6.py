@@ -28,6 +28,7 @@ from tests.support.cli_errors import error_lines
 from tests.support.fresh_python import mfsdp, modules_after
 from tests.support.paths import EXAMPLES, FIXTURES, REPO
 from tests.support.sft import write_chat_jsonl
+from trainer.metrics import read_metrics
 
 MCORE_QWEN2 = FIXTURES / "mcore" / "qwen2"
 BAD_YAML = "model:\n  shape: tiny\noptim:\n  lr: [1\n"  # the bracket opens at line 4, column 7
@@ -189,9 +190,11 @@ def test_ctrl_c_during_a_launched_run_is_one_line_and_exit_130(tmp_path):
     assert process.returncode == 130, "".join(lines) + rest
     newest = layout.read_tracker(tmp_path / "run")
     assert newest in layout.list_complete_steps(tmp_path / "run")
+    reached = max(record["step"] for record in read_metrics(tmp_path / "run"))
+    assert reached >= 2
     assert error_lines(rest) == [
-        f"error: interrupted; the newest checkpoint is {tmp_path / 'run'}/global_step_{newest}: "
-        "run the same command again to resume from it"
+        f"error: interrupted after step {reached}; the newest checkpoint is"
+        f" {tmp_path / 'run'}/global_step_{newest}: run the same command again to resume from it"
     ], rest
 
 

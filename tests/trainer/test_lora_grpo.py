@@ -320,7 +320,7 @@ def test_two_ranks(task, engine):  # noqa: F811
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1])["final_step"] == 2
+    assert json.loads(done.stdout)["final_step"] == 2  # the JSON object alone: vLLM logs on stderr
     records = list(_step_records(root / run).values())
     assert len(records) == 2 and records[-1]["actor/kl_loss"] > 0
     assert max(r["rollout/actor_logprob_diff"] for r in records) < 1e-4

@@ -26,6 +26,16 @@ def vllm_available() -> bool:
     return True
 
 
+def vllm_logs_to_stderr() -> None:
+    """Send vLLM's log lines to stderr, as every other line of a run goes, unless the user
+    chose a stream (VLLM_LOGGING_STREAM). vLLM writes them to stdout by default, where a
+    run's result is: `mfsdp train grpo --json` printed the engine's INFO lines before its
+    JSON object. Set before the engine applies its logging config (when it is created).
+    The lines are escaped as ours are: vLLM wraps the log record factory it finds, which
+    `cli.verbosity` set first."""
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+
+
 class VLLMRolloutEngine(RolloutEngine):
     def __init__(
         self,
@@ -40,6 +50,7 @@ class VLLMRolloutEngine(RolloutEngine):
     ):
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(cpu_kv_cache_gib))
+        vllm_logs_to_stderr()
         from vllm import LLM
 
         self.llm = LLM(

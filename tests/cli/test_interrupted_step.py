@@ -1,0 +1,69 @@
+"""Ctrl-C's line names the step the run reached beside the checkpoint it resumes from: the
+launching process reads the newest step rank 0 logged to metrics.jsonl since it started
+(lines of earlier runs in the same run dir do not count)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from cli.launch import interrupted_run
+from mfsdp_ckpt.checkpointer import Checkpointer
+from tests.support.paths import EXAMPLES
+from trainer.config import SFTConfig, load_config
+from trainer.metrics import last_logged_step, metrics_size
+
+
+def _cfg(run: Path, *overrides: str):
+    return load_config(
+        SFTConfig, str(EXAMPLES / "sft_tiny_cpu.yaml"), [f"trainer.run_dir={run}", *overrides]
+    )
+
+
+def _log(run: Path, *steps: int, tail: str = "") -> None:
+    run.mkdir(parents=True, exist_ok=True)
+    with open(run / "metrics.jsonl", "a") as handle:
+        handle.writelines(json.dumps({"step": s, "train/loss": 1.0}) + "\n" for s in steps)
+        handle.write(tail)
+
+
+def test_the_line_names_the_step_reached_and_the_checkpoint(tmp_path):
+    """Was: only the newest checkpoint (step 2), as if the run had stopped there."""
+    run = tmp_path / "run"
+    _log(run, 1, 2)  # an earlier run's lines
+    before = metrics_size(run)
+    Checkpointer(run, strategy="none").save(2, {"model": {"w": torch.ones(2)}}, contents=("model",))
+    _log(run, 3, 4, 5, tail='{"step": 6, "train/lo')  # step 6's line is still being written
+    assert interrupted_run(_cfg(run), before) == (
+        f"interrupted after step 5; the newest checkpoint is {run}/global_step_2: "
+        "run the same command again to resume from it"
+    )
+
+
+def test_steps_logged_every_few_are_named_as_a_lower_bound(tmp_path):
+    run = tmp_path / "run"
+    _log(run, 10, 20)
+    assert interrupted_run(_cfg(run, "trainer.log_every=10"), 0) == (
+        f"interrupted after step 20 or later (trainer.log_every=10); no checkpoint was saved"
+        f" in {run} yet"
+    )
+
+
+def test_an_earlier_runs_lines_are_not_this_runs_step(tmp_path):
+    run = tmp_path / "run"
+    _log(run, 1, 2, 3)
+    before = metrics_size(run)
+    assert last_logged_step(run, before) is None
+    assert interrupted_run(_cfg(run), before) == (
+        f"interrupted; no checkpoint was saved in {run} yet"
+    )
+    assert last_logged_step(tmp_path / "none", 0) is None
+
+
+def test_the_newest_step_of_a_long_file_is_found_from_its_tail(tmp_path):
+    """The tail read starts inside a line; that cut line is not taken for a record."""
+    run = tmp_path / "run"
+    _log(run, *range(1, 20_001))  # about 700 KB
+    assert last_logged_step(run, 0) == 20_000
