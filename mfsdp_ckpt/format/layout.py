@@ -15,6 +15,8 @@ and reads, besides its own, the layouts verl and Megatron-LM write (docs/interop
     verl RL v2    RUN/global_step_N/actor/{ckpt_contents.json, model/{dist_ckpt/, huggingface/},
                   optimizer/dist_ckpt/, extra/dist_ckpt/}
     verl SFT      RUN/global_step_N/{dist_ckpt/, huggingface/, data_<rank>.pt}
+    verl SFT v2   RUN/global_step_N/{ckpt_contents.json, model/{dist_ckpt/, huggingface/},
+                  optimizer/dist_ckpt/, extra/dist_ckpt/, data_<rank>.pt}
     Megatron-LM   RUN/iter_0000100/{.metadata, *.distcp} (tracker "100" or "release")
     Megatron-Bridge  RUN/{latest_train_state.pt, latest_checkpointed_iteration.txt,
                   iter_0000100/{.metadata, *.distcp, train_state.pt, run_config.yaml, tokenizer/}}
@@ -65,11 +67,12 @@ BRIDGE_TRACKER_MAX_BYTES = 1 << 20  # about 2 KB: eight 0-dim tensors
 ROLES = ("actor", "critic")
 DEFAULT_ROLE = "actor"
 # layout kinds, as reported by inspect/validate and named in docs/interop.md
-MFSDP, VERL_RL_V1, VERL_RL_V2, VERL_SFT, MEGATRON_LM, MEGATRON_BRIDGE, BARE_DCP = (
+MFSDP, VERL_RL_V1, VERL_RL_V2, VERL_SFT, VERL_SFT_V2, MEGATRON_LM, MEGATRON_BRIDGE, BARE_DCP = (
     "mfsdp",
     "verl-rl-v1",
     "verl-rl-v2",
     "verl-sft",
+    "verl-sft-v2",
     "megatron-lm",
     "megatron-bridge",
     "dist_ckpt",
@@ -616,6 +619,11 @@ def _from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:
         parent.name == VERL_MODEL_DIR and parent.parent.name in ROLES
     ):  # verl v2: actor/model/dist_ckpt
         return _role_paths(dcp, parent.parent, VERL_RL_V2, hf_dir, role)
+    if parent.name == VERL_MODEL_DIR and parse_step_dir_name(parent.parent.name) is not None:
+        # verl's SFT trainer hands the step dir to the engine's checkpoint manager, which
+        # writes the v2 split there (no role level): global_step_N/model/dist_ckpt
+        step = parent.parent
+        return CheckpointPaths(dcp, step, step.parent, VERL_SFT_V2, hf_dir=hf_dir)
     if parent.name in ROLES:  # verl v1: actor/dist_ckpt
         return _role_paths(dcp, parent, VERL_RL_V1, hf_dir, role)
     return CheckpointPaths(dist_ckpt=dcp, hf_dir=hf_dir)
@@ -661,8 +669,9 @@ def _role_paths(
 
 
 def _from_v2_role_dir(role_dir: Path, role: str | None) -> CheckpointPaths:
-    """verl v2's `actor/`: with Megatron-FSDP every state is in model/dist_ckpt (the
-    optimizer/ and extra/ dirs exist but are empty, though ckpt_contents.json lists them)."""
+    """verl v2's `actor/` (or an SFT step dir, which has no role level): with Megatron-FSDP
+    every state is in model/dist_ckpt (the optimizer/ and extra/ dirs exist but are empty,
+    though ckpt_contents.json lists them)."""
     if VERL_CONTENTS_FILE in _children(role_dir):
         read_verl_contents(role_dir)  # a hostile or broken file is refused here, in one line
     dcp = role_dir / VERL_MODEL_DIR / DIST_CKPT_DIR

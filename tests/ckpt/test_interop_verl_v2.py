@@ -1,0 +1,36 @@
+"""verl's checkpoint manager as it writes today (layout schema v2, ckpt_contents.json).
+
+megatron_checkpoint_manager.py creates model/dist_ckpt, optimizer/dist_ckpt and
+extra/dist_ckpt with its path helpers on every save. With its default backend (mbridge,
+use_dist_checkpointing False) the model's weights go to model/huggingface only and
+model/dist_ckpt stays empty; the SFT trainer writes the same split into the step dir.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from tests.support.interop_layouts import BUILDERS, one_error_line, run_cli
+
+
+@pytest.mark.parametrize("kind", ["verl-rl-v2", "verl-sft-v2"])
+def test_a_save_of_hugging_face_weights_only_names_them(kind, made_optim, tmp_path):
+    """Was untested: verl's default Megatron save holds no dist_ckpt model state."""
+    laid = BUILDERS[kind](made_optim, tmp_path)
+    for file in laid.dist_ckpt.iterdir():
+        file.unlink()
+    hf = laid.dist_ckpt.parent / "huggingface"
+    save_file({"model.embed_tokens.weight": torch.zeros(2, 2)}, hf / "model.safetensors")
+    contents = json.loads((laid.dist_ckpt.parents[1] / "ckpt_contents.json").read_text())
+    contents["contents"]["model"] = {"path": "model/huggingface", "format": "huggingface"}
+    (laid.dist_ckpt.parents[1] / "ckpt_contents.json").write_text(json.dumps(contents))
+    for command in ("inspect", "validate", "export-hf"):
+        extra = ["--out", tmp_path / "out"] if command == "export-hf" else []
+        code, stdout, err = run_cli("ckpt", command, laid.run, *extra)
+        line = one_error_line(err)
+        assert code == 2 and f"its weights are a Hugging Face dir: {hf}" in line, stdout + err
+        assert not (tmp_path / "out").exists()
