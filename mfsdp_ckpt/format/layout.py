@@ -483,6 +483,12 @@ def _refuse_foreign_format(directory: Path, names: list[str]) -> None:
     """ForeignFormatError (one line: what the dir is and what reads it) for a checkpoint
     of a format mfsdp does not read: never 'not a checkpoint', never a misread."""
     if _TORCH_DIST_MARKER in names and _is_file(directory / _TORCH_DIST_MARKER):
+        peft = _verl_peft_reader(directory)
+        if peft is not None:
+            raise ForeignFormatError(
+                f"{directory}: a verl LoRA checkpoint: the adapter's shards only, in Megatron"
+                f" dist_checkpointing (torch_dist) format, which mfsdp does not read; {peft}"
+            )
         raise ForeignFormatError(
             f"{directory}: a Megatron dist_checkpointing (torch_dist) checkpoint"
             f" ({_TORCH_DIST_MARKER}, common.pt), which mfsdp does not read; Megatron-LM and"
@@ -509,6 +515,35 @@ def _refuse_foreign_format(directory: Path, names: list[str]) -> None:
             " does not read; convert it with `python -m verl.model_merger merge --backend fsdp"
             f" --local_dir {directory} --target_dir OUT`{hint}"
         )
+
+
+VERL_PEFT_ADAPTER_DIR = "adapter"  # model/huggingface/adapter/: mbridge's save_hf_adapter
+
+
+def _verl_peft_reader(dcp: Path) -> str | None:
+    """What reads verl's LoRA save, when `dcp` is one: verl's v2 manager (mbridge + PEFT)
+    puts only the adapter's shards in model/dist_ckpt, writes the adapter in Hugging Face
+    PEFT format into model/huggingface/adapter/ and says `backend.peft` in
+    ckpt_contents.json. None for any other dir."""
+    if dcp.name != DIST_CKPT_DIR or dcp.parent.name != VERL_MODEL_DIR:
+        return None
+    adapter = dcp.parent / HF_ASSETS_DIR / VERL_PEFT_ADAPTER_DIR
+    if _is_file(adapter / "adapter_config.json"):
+        return (
+            f"verl saved the adapter in Hugging Face PEFT format in {adapter}"
+            " (peft.PeftModel.from_pretrained(base_model, DIR) loads it)"
+        )
+    role_dir = dcp.parent.parent
+    if not _is_file(role_dir / VERL_CONTENTS_FILE):
+        return None
+    contents = read_verl_contents(role_dir)
+    backend = contents.get("backend")
+    listed = contents.get("contents")
+    if (isinstance(backend, dict) and backend.get("peft") is True) or (
+        isinstance(listed, dict) and "peft_adapters" in listed
+    ):
+        return "verl's scripts/megatron_merge_lora.py merges it into the base model"
+    return None
 
 
 def _refuse_torchtitan(given: Path, dcp: Path) -> None:

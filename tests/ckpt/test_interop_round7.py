@@ -12,6 +12,7 @@ weights under Megatron-core names with test_export_mcore's independent converter
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import warnings
@@ -270,6 +271,26 @@ def _verl_megatron_torch_dist(root: Path) -> Path:
     return root / "run"
 
 
+def _verl_lora(root: Path, hf_adapter: bool) -> Path:
+    """verl's v2 manager with mbridge and PEFT: the adapter's torch_dist shards in
+    model/dist_ckpt, the HF PEFT adapter in model/huggingface/adapter/ (when exported), and
+    `backend.peft` in ckpt_contents.json."""
+    actor = root / "run" / "global_step_40" / "actor"
+    _torch_dist(actor / "model" / "dist_ckpt")
+    (actor / "model" / "huggingface").mkdir()
+    if hf_adapter:
+        (actor / "model" / "huggingface" / "adapter").mkdir()
+        (actor / "model" / "huggingface" / "adapter" / "adapter_config.json").write_text("{}")
+    contents = {
+        "schema_version": 2,
+        "backend": {"has_bridge": True, "use_dist_checkpointing": False, "peft": True},
+        "contents": {"peft_adapters": {"path": "model/dist_ckpt"}},
+    }
+    (actor / "ckpt_contents.json").write_text(json.dumps(contents))
+    (root / "run" / "latest_checkpointed_iteration.txt").write_text("40")
+    return root / "run"
+
+
 def _megatron_legacy(root: Path) -> Path:
     step = root / "megatron" / "iter_0000100" / "mp_rank_00"
     step.mkdir(parents=True)
@@ -298,6 +319,14 @@ FOREIGN = {
         _verl_megatron_torch_dist,
         "verl.model_merger merge --backend megatron",
     ),
+    "verl_lora_hf_adapter": (
+        functools.partial(_verl_lora, hf_adapter=True),
+        "a verl LoRA checkpoint: the adapter's shards only",
+    ),
+    "verl_lora": (
+        functools.partial(_verl_lora, hf_adapter=False),
+        "verl's scripts/megatron_merge_lora.py merges it",
+    ),
     "megatron_legacy": (_megatron_legacy, "Megatron-LM legacy checkpoint (mp_rank_NN"),
     "verl_fsdp": (_verl_fsdp, "--backend fsdp"),
 }
@@ -325,3 +354,5 @@ def test_formats_mfsdp_does_not_read_are_named_with_their_reader(case, tmp_path)
     assert not (tmp_path / "hf").exists()
     if case == "verl_fsdp":
         assert "huggingface/ already holds Hugging Face weights" in line
+    if case == "verl_lora_hf_adapter":  # the ready PEFT adapter, not verl's model merger
+        assert "model/huggingface/adapter (peft.PeftModel" in line and "merger" not in line
