@@ -144,6 +144,27 @@ def test_moe_is_one_line_exit_1_naming_the_key(tmp_path):
     assert code == 1 and "mixture-of-experts (MoE)" in out, out + err
 
 
+def test_multi_token_prediction_is_one_line_exit_1_naming_the_key(tmp_path):
+    """Megatron-LM --mtp-num-layers saves mtp.layers.N.* after the decoder
+    (fsdp_dtensor_checkpoint.py's handle_mtp_in_state_dict names the inner layer
+    transformer_layer). Was: exit 2, "2 tensor(s) fit neither the hf nor the mcore layout"."""
+    state = MAKER.state_dict(MAKER.CONFIG)
+    state["model"]["module.mtp.layers.0.enorm.weight"] = torch.ones(16)
+    state["model"]["module.mtp.layers.0.eh_proj.weight"] = torch.zeros(16, 32)
+    state["optimizer"] = {}
+    ckpt = _save(state, tmp_path / "dist_ckpt")
+    config = _config(tmp_path)
+    code, out, err = run_cli(
+        "ckpt", "export-hf", ckpt, "--hf-config", config, "--out", tmp_path / "o"
+    )
+    line = one_error_line(err)
+    assert code == 1 and "multi-token prediction (MTP) layers are not supported" in line, err
+    assert "[model.module.mtp.layers.0.eh_proj.weight]" in line and "(2 MTP tensor(s))" in line
+    assert not (tmp_path / "o").exists()
+    code, out, err = run_cli("ckpt", "validate", ckpt, "--hf-config", config)
+    assert code == 1 and "multi-token prediction (MTP)" in out, out + err
+
+
 def test_an_untied_output_layer_under_a_tied_config_is_not_dropped(tmp_path):
     """Was: exit 0, output_layer.weight silently dropped (the export's lm_head became the
     embedding: a different model)."""
