@@ -19,7 +19,8 @@ and reads, besides its own, the layouts verl and Megatron-LM write (docs/interop
                   optimizer/dist_ckpt/, extra/dist_ckpt/, data_<rank>.pt}
     Megatron-LM   RUN/iter_0000100/{.metadata, *.distcp} (tracker "100" or "release")
     Megatron-Bridge  RUN/{latest_train_state.pt, latest_checkpointed_iteration.txt,
-                  iter_0000100/{.metadata, *.distcp, train_state.pt, run_config.yaml, tokenizer/}}
+                  iter_0000100/{.metadata, *.distcp, train_state.pt, run_config.yaml, tokenizer/,
+                  hf/ (also_save_hf_checkpoint)}}
 
 Any level of any of them resolves (run, step, role, `model/`, `dist_ckpt/`) to a
 `CheckpointPaths`. Everything else in mfsdp (the saver, the reader, validate, export) asks
@@ -63,6 +64,7 @@ BRIDGE_TRACKER_FILE = "latest_train_state.pt"
 BRIDGE_TRAIN_STATE_FILE = "train_state.pt"
 BRIDGE_RUN_CONFIG_FILE = "run_config.yaml"
 BRIDGE_TOKENIZER_DIR = "tokenizer"
+BRIDGE_HF_EXPORT_DIR = "hf"  # checkpointing.py HF_WEIGHTS_SUBDIR (also_save_hf_checkpoint)
 BRIDGE_TRACKER_MAX_BYTES = 1 << 20  # about 2 KB: eight 0-dim tensors
 ROLES = ("actor", "critic")
 DEFAULT_ROLE = "actor"
@@ -641,9 +643,9 @@ def _from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:
     _refuse_torchtitan(dcp, dcp)
     parent = dcp.parent
     if _ITER_DIR_RE.match(dcp.name) or (dcp.name == MEGATRON_RELEASE_DIR):
-        return CheckpointPaths(
-            dist_ckpt=dcp, step_dir=dcp, run_dir=parent, kind=_megatron_kind(dcp)
-        )
+        kind = _megatron_kind(dcp)
+        hf_dir = _bridge_hf_export(dcp) if kind == MEGATRON_BRIDGE else None
+        return CheckpointPaths(dcp, dcp, parent, kind, hf_dir=hf_dir)
     if dcp.name != DIST_CKPT_DIR:
         return CheckpointPaths(dist_ckpt=dcp)
     hf_dir = parent / HF_ASSETS_DIR if _is_dir(parent / HF_ASSETS_DIR) else None
@@ -673,6 +675,16 @@ def _megatron_kind(iter_dir: Path) -> str:
     ):
         return MEGATRON_BRIDGE
     return MEGATRON_LM
+
+
+def _bridge_hf_export(iter_dir: Path) -> Path | None:
+    """Megatron-Bridge's Hugging Face export of this step (`also_save_hf_checkpoint`:
+    iter_N/hf/, its config.json and tokenizer written from the model the run started from,
+    beside the weights) when it holds a config.json: the run's own Hugging Face config, as
+    verl's huggingface/ is, so nothing needs deriving. A PEFT run's hf/ holds an adapter
+    (adapter_config.json) and no config.json: not one."""
+    hf = iter_dir / BRIDGE_HF_EXPORT_DIR
+    return hf if _is_dir(hf) and _is_file(hf / "config.json") else None
 
 
 def _is_ours(step: Path) -> bool:
