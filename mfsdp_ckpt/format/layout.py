@@ -831,10 +831,26 @@ def _newer_than_tracked(
     if not newer:
         return None
     step, name = newer[-1]
+    if _unfinished_verl_v2(steps[name]):
+        return (
+            f"{run / tracker} names step {int(tracked)}, but {name}/ (step {step}) is newer and"
+            f" holds no {VERL_CONTENTS_FILE}, which verl writes last: a save that did not"
+            f" finish; reading step {int(tracked)}"
+        )
     return (
         f"{run / tracker} names step {int(tracked)}, but {name}/ (step {step}) is newer"
         f" (an async save does not update the tracker); reading step {int(tracked)}: give"
         f" {run / name} to read the newer one"
+    )
+
+
+def _unfinished_verl_v2(step: Path) -> bool:
+    """A verl v2 step (model/ under a role dir, or under the step for SFT) without the
+    ckpt_contents.json its manager writes after every piece, the async ones included."""
+    holders = [step, *(step / role for role in ROLES)]
+    return any(
+        _is_dir(holder / VERL_MODEL_DIR) and not os.path.lexists(holder / VERL_CONTENTS_FILE)
+        for holder in holders
     )
 
 

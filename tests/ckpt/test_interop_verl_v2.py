@@ -34,3 +34,17 @@ def test_a_save_of_hugging_face_weights_only_names_them(kind, made_optim, tmp_pa
         line = one_error_line(err)
         assert code == 2 and f"its weights are a Hugging Face dir: {hf}" in line, stdout + err
         assert not (tmp_path / "out").exists()
+
+
+def test_a_newer_v2_step_without_its_contents_file_is_called_unfinished(made_optim, tmp_path):
+    """verl's async save writes ckpt_contents.json, then the tracker, once every write is
+    done: a newer step without it is a save still running or lost, not one to read.
+    Was: "(an async save does not update the tracker) ... give RUN/global_step_80 to read
+    the newer one"."""
+    laid = BUILDERS["verl-rl-v2"](made_optim, tmp_path)
+    newer = laid.run / "global_step_80" / "actor" / "model" / "dist_ckpt"
+    newer.mkdir(parents=True)
+    code, stdout, err = run_cli("ckpt", "validate", laid.run)
+    assert code == 0 and f"valid: {laid.dist_ckpt}" in stdout, stdout + err
+    assert "global_step_80/ (step 80) is newer and holds no ckpt_contents.json" in err
+    assert "did not finish; reading step 40" in err and "give" not in err, err
