@@ -48,3 +48,33 @@ def test_a_newer_v2_step_without_its_contents_file_is_called_unfinished(made_opt
     assert code == 0 and f"valid: {laid.dist_ckpt}" in stdout, stdout + err
     assert "global_step_80/ (step 80) is newer and holds no ckpt_contents.json" in err
     assert "did not finish; reading step 40" in err and "give" not in err, err
+
+
+def test_the_documented_import_for_verl_reads_as_its_v2_layout(tmp_path):
+    """docs/interop.md's verl recipe: import-hf beside the run (an --out inside the step
+    dir is refused), moved to actor/model/dist_ckpt, the config in actor/model/huggingface/,
+    a tracker; every command reads it as verl v2. Was: the recipe imported straight into
+    the step dir, which import-hf refuses."""
+    from tests.ckpt.test_interop_round8 import _hf_model, _source_logits
+    from tests.support.export import logits_of
+
+    model = _hf_model("qwen2")
+    source = tmp_path / "qwen"
+    model.save_pretrained(source)
+    run = tmp_path / "run"
+    model_dir = run / "global_step_0" / "actor" / "model"
+    (model_dir / "huggingface").mkdir(parents=True)
+    code, _, err = run_cli("ckpt", "import-hf", source, "--out", model_dir / "dist_ckpt")
+    assert code == 2 and "lies inside the checkpoint" in one_error_line(err), err
+    code, stdout, err = run_cli("ckpt", "import-hf", source, "--out", tmp_path / "q_mcore")
+    assert code == 0, stdout + err
+    (tmp_path / "q_mcore").rename(model_dir / "dist_ckpt")
+    (model_dir / "huggingface" / "config.json").write_bytes((source / "config.json").read_bytes())
+    (run / "latest_checkpointed_iteration.txt").write_text("0")
+    code, stdout, err = run_cli("ckpt", "validate", run, "--json")
+    report = json.loads(stdout)
+    assert code == 0 and report["layout"] == "verl-rl-v2" and report["valid"], stdout + err
+    code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "hf")
+    assert code == 0, stdout + err
+    ids, expected = _source_logits(model)
+    torch.testing.assert_close(logits_of(tmp_path / "hf", ids), expected, rtol=0, atol=1e-5)
