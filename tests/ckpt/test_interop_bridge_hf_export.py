@@ -9,6 +9,7 @@ instead of deriving one from run_config.yaml, so a model the derivation cannot d
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import torch
@@ -69,6 +70,8 @@ def test_a_bridge_step_reads_its_hf_export_config(tmp_path):
     torch.testing.assert_close(logits_of(out, ids), expected, rtol=0, atol=1e-5)
     code, stdout, err = run_cli("ckpt", "validate", run)
     assert code == 0 and "warning" not in stdout, stdout + err
+    code, stdout, err = run_cli("ckpt", "inspect", run, "--json")
+    assert code == 0 and json.loads(stdout)["recorded_model"] is None, stdout + err
 
 
 def test_a_peft_adapter_in_hf_is_no_config(tmp_path):
