@@ -402,7 +402,8 @@ def _check_contents(paths, reader: CheckpointReader, manifest: Manifest | None, 
 
 
 def _check_optimizer(reader: CheckpointReader, report: ValidationReport) -> None:
-    """Adam moments, where present, must exist for every parameter and match its shape.
+    """The optimizer's per-parameter tensors (Adam's moments, or SGD's momentum: whichever
+    the checkpoint holds) must exist for every parameter and match its shape.
 
     States are matched to parameters by name with wrapper segments removed, which covers
     FSDP2's `optimizer.state.<param>.exp_avg` and Megatron's distributed optimizer,
@@ -426,9 +427,13 @@ def _check_optimizer(reader: CheckpointReader, report: ValidationReport) -> None
             found.setdefault(name, {})[state_name] = key
         else:
             unmatched.append(key)
+    held = {state for states in found.values() for state in states}
+    # Adam's unless another optimizer's set is there: a state holding neither lost them
+    adam = state_keys.OPTIMIZER_MOMENTS[0]
+    moments = next((m for m in state_keys.OPTIMIZER_MOMENTS if held.intersection(m)), adam)
     for name, key in params.items():
         states = found.get(name, {})
-        for moment in state_keys.ADAM_MOMENTS:
+        for moment in moments:
             state_key = states.get(moment)
             if state_key is None:
                 if not _is_tied_duplicate(name, params):
