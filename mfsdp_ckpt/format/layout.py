@@ -58,6 +58,8 @@ MEGATRON_ITER_PREFIX = "iter_"
 MEGATRON_RELEASE_DIR = "release"
 VERL_CONTENTS_FILE = "ckpt_contents.json"
 VERL_MODEL_DIR = "model"
+VERL_PEFT_ADAPTER_DIR = "adapter"  # model/huggingface/adapter/: mbridge's save_hf_adapter
+VERL_FSDP_LORA_DIR = "lora_adapter"  # actor/lora_adapter/: verl's FSDP backend
 # Megatron-Bridge (megatron/bridge/training/utils/checkpoint_utils.py): its tracker, read
 # before latest_checkpointed_iteration.txt, is a torch.save of the train state.
 BRIDGE_TRACKER_FILE = "latest_train_state.pt"
@@ -512,14 +514,16 @@ def _refuse_foreign_format(directory: Path, names: list[str]) -> None:
             if _looks_like_hf_model(hf, hf_names)
             else ""
         )
+        if _is_file(directory / VERL_FSDP_LORA_DIR / "adapter_config.json"):
+            hint += (  # fsdp_workers.py saves a LoRA run's adapter there, PEFT's format
+                f"; its {VERL_FSDP_LORA_DIR}/ holds the LoRA adapter in Hugging Face PEFT"
+                " format (peft.PeftModel.from_pretrained(base_model, DIR) loads it)"
+            )
         raise ForeignFormatError(
             f"{directory}: a verl FSDP checkpoint ({shards[0]}, not Megatron), which mfsdp"
             " does not read; convert it with `python -m verl.model_merger merge --backend fsdp"
             f" --local_dir {directory} --target_dir OUT`{hint}"
         )
-
-
-VERL_PEFT_ADAPTER_DIR = "adapter"  # model/huggingface/adapter/: mbridge's save_hf_adapter
 
 
 def _verl_peft_reader(dcp: Path) -> str | None:

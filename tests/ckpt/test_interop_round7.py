@@ -334,6 +334,15 @@ def _verl_fsdp(root: Path) -> Path:
     return root / "run"
 
 
+def _verl_fsdp_lora(root: Path) -> Path:
+    """verl's FSDP backend with LoRA (fsdp_workers.py) adds actor/lora_adapter/."""
+    run = _verl_fsdp(root)
+    adapter = run / "global_step_40" / "actor" / "lora_adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    return run
+
+
 FOREIGN = {
     "megatron_torch_dist": (_megatron_torch_dist, "dist_checkpointing (torch_dist)"),
     "verl_megatron_torch_dist": (
@@ -350,6 +359,7 @@ FOREIGN = {
     ),
     "megatron_legacy": (_megatron_legacy, "Megatron-LM legacy checkpoint (mp_rank_NN"),
     "verl_fsdp": (_verl_fsdp, "--backend fsdp"),
+    "verl_fsdp_lora": (_verl_fsdp_lora, "its lora_adapter/ holds the LoRA adapter"),
 }
 
 
