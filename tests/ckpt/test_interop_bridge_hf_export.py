@@ -12,13 +12,11 @@ from __future__ import annotations
 import json
 import shutil
 
-import torch
 import yaml
 
 from mfsdp_ckpt.format import layout
 from tests.ckpt.test_interop_round8 import _bridge_run, _hf_model
-from tests.support.export import fixed_inputs, load_report, logits_of
-from tests.support.interop_layouts import one_error_line, run_cli
+from tests.support.interop_layouts import assert_exports_to_source, one_error_line, run_cli
 
 LLAMA3_ROPE = {
     "rope_type": "llama3",
@@ -60,14 +58,7 @@ def test_a_bridge_step_reads_its_hf_export_config(tmp_path):
     for file in (step / "tokenizer").iterdir():
         shutil.copy2(file, step / "hf" / file.name)
     assert layout.resolve_checkpoint(run).hf_dir == step / "hf"
-    out = tmp_path / "out"
-    code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", out)
-    assert code == 0, stdout + err
-    assert load_report(out) == {}
-    ids = fixed_inputs(model.config.vocab_size)
-    with torch.no_grad():
-        expected = model(input_ids=ids).logits
-    torch.testing.assert_close(logits_of(out, ids), expected, rtol=0, atol=1e-5)
+    assert_exports_to_source(model, run, tmp_path / "out")
     code, stdout, err = run_cli("ckpt", "validate", run)
     assert code == 0 and "warning" not in stdout, stdout + err
     code, stdout, err = run_cli("ckpt", "inspect", run, "--json")

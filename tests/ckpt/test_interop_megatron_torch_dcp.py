@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import io
 
-import torch
-
 from mfsdp_ckpt.format import layout
 from tests.ckpt.convert.test_export_mcore import to_mcore
-from tests.ckpt.test_interop_round8 import _hf_model, _megatron_args, _save, _source_logits
-from tests.support.export import load_report, logits_of
-from tests.support.interop_layouts import run_cli
+from tests.ckpt.test_interop_round8 import _hf_model, _megatron_args, _save
+from tests.support.interop_layouts import assert_exports_to_source, run_cli
 
 
 def test_a_torch_dcp_iteration_exports_to_the_source_logits(tmp_path):
@@ -34,9 +31,4 @@ def test_a_torch_dcp_iteration_exports_to_the_source_logits(tmp_path):
     assert layout.resolve_checkpoint(run).kind == layout.MEGATRON_LM
     code, stdout, err = run_cli("ckpt", "validate", run, "--deep")
     assert code == 0 and "warning" not in stdout, stdout + err
-    out = tmp_path / "hf"
-    code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", out)
-    assert code == 0, stdout + err
-    assert load_report(out) == {}
-    ids, expected = _source_logits(model)
-    torch.testing.assert_close(logits_of(out, ids), expected, rtol=0, atol=1e-5)
+    assert_exports_to_source(model, run, tmp_path / "hf")

@@ -41,6 +41,23 @@ def run_cli(*args) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
+def assert_exports_to_source(model, ckpt: Path, out: Path, *args) -> str:
+    """`mfsdp ckpt export-hf CKPT --out OUT ARGS` succeeds, loads in transformers with no
+    missing or unexpected keys and gives `model`'s logits; returns its stderr."""
+    import torch
+
+    from tests.support.export import fixed_inputs, load_report, logits_of
+
+    code, stdout, err = run_cli("ckpt", "export-hf", ckpt, "--out", out, *args)
+    assert code == 0, stdout + err
+    assert load_report(out) == {}
+    ids = fixed_inputs(model.config.vocab_size)
+    with torch.no_grad():
+        expected = model(input_ids=ids).logits
+    torch.testing.assert_close(logits_of(out, ids), expected, rtol=0, atol=1e-5)
+    return err
+
+
 def one_error_line(stderr: str) -> str:
     lines = [line for line in stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1, stderr
