@@ -93,6 +93,7 @@ _DEFAULTS: dict[str, Any] = {
     "use_mup": False,
     "experimental_attention_variant": None,
     "linear_attention_freq": None,
+    "enable_mhc_connections": False,
 }
 _ESSENTIAL = (
     "num_layers",
@@ -131,6 +132,7 @@ _REQUIRED_VALUES: tuple[tuple[str, Any, str], ...] = (
     ("use_mup", False, "muP multipliers scale embeddings, attention and logits"),
     ("experimental_attention_variant", None, "their attention is softmax attention"),
     ("linear_attention_freq", None, "they have no linear-attention layers"),
+    ("enable_mhc_connections", False, "their residual stream is a single one"),
 )
 
 

@@ -67,6 +67,7 @@ CHANGES_THE_MODEL = {
     "use_mup": True,
     "experimental_attention_variant": "gated_delta_net",
     "linear_attention_freq": 4,
+    "enable_mhc_connections": True,
 }
 
 
