@@ -7,8 +7,10 @@ from __future__ import annotations
 import math
 import os
 import re
+import stat
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, ForeignWeightsError
@@ -30,6 +32,7 @@ from mfsdp_ckpt.convert.name_maps import (
     refuse_attention_window,
 )
 from mfsdp_ckpt.format.dtypes import BFLOAT16, FLOAT16, FLOAT32, DType
+from mfsdp_ckpt.format.layout import stat_inside
 from mfsdp_ckpt.storage.reader import TensorEntry
 
 if TYPE_CHECKING:
@@ -168,10 +171,12 @@ _PEFT_ADAPTER_DIRS = (("hf",), ("..", "huggingface", "adapter"))
 
 def _saved_peft_adapter(location: str) -> str:
     """`; a Hugging Face PEFT adapter saved with it: DIR` when one of those holds an
-    adapter_config.json, else nothing: the ready answer for a user who asked to export."""
+    adapter_config.json (a regular file, not followed through a link), else nothing: the
+    ready answer for a user who asked to export. Nothing is read."""
     for parts in _PEFT_ADAPTER_DIRS:
-        folder = os.path.normpath(os.path.join(location, *parts))
-        if os.path.isfile(os.path.join(folder, "adapter_config.json")):
+        folder = Path(os.path.normpath(os.path.join(location, *parts)))
+        found = stat_inside(folder / "adapter_config.json", follow_symlinks=False)
+        if found is not None and stat.S_ISREG(found.st_mode):
             return f"; a Hugging Face PEFT adapter saved with it: {folder}"
     return ""
 

@@ -752,7 +752,7 @@ def _refuse_unsupported_parts(module_paths: Iterable[str], stored_keys: dict[str
 # and add the adapter's under `adapter.` (`adapters.` for several); its adapter_key_filter
 # keeps exactly these when it saves a PEFT checkpoint, and verl saves them the same way.
 _ADAPTER_PATH_RE = re.compile(r"\.adapters?\.")
-MEGATRON_ADAPTER_EXPORT = (
+_MEGATRON_ADAPTER_EXPORT = (
     "Megatron-Bridge's examples/conversion/adapter/export_adapter.py --hf-model-path BASE"
     " --lora-checkpoint CKPT --output DIR writes it as a Hugging Face PEFT adapter"
 )
@@ -774,7 +774,7 @@ def _refuse_megatron_adapters(module_paths: Iterable[str], stored_keys: dict[str
     )
     raise AdapterWeightsError(
         f"[{stored_keys[adapters[0]]}]: {len(adapters)} Megatron PEFT adapter tensor(s) {what};"
-        f" export-hf does not merge Megatron adapters: {MEGATRON_ADAPTER_EXPORT}"
+        f" export-hf does not merge Megatron adapters: {_MEGATRON_ADAPTER_EXPORT}"
     )
 
 

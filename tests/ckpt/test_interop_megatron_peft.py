@@ -92,3 +92,16 @@ def test_verl_adapter_beside_unmerged_base_weights_is_refused_naming_its_adapter
     assert code == 2 and "4 Megatron PEFT adapter tensor(s) beside the base weights" in line
     assert line.endswith(f"a Hugging Face PEFT adapter saved with it: {hf / 'adapter'}"), line
     assert not (tmp_path / "out").exists()
+
+
+def test_an_adapter_config_linked_from_elsewhere_is_not_named(tmp_path):
+    """Only a regular file inside the step counts as the saved adapter: a link there is
+    not followed (the line names no directory it would lead a user to)."""
+    run, step = _bridge_peft_run(tmp_path, hf_adapter=False)
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text("{}")
+    (step / "hf").mkdir()
+    (step / "hf" / "adapter_config.json").symlink_to(outside)
+    code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "out")
+    line = one_error_line(err)
+    assert code == 2 and "Megatron PEFT" in line and "saved with it" not in line, err
