@@ -61,10 +61,13 @@ def describe_object(reader: CheckpointReader, entry: ObjectEntry, decode: bool) 
 def describe_recorded_model(paths: layout.CheckpointPaths, reader: CheckpointReader) -> dict | None:
     """The Hugging Face config export derives from the checkpoint's own record of its model
     (Megatron-LM's args, Megatron-Bridge's run_config.yaml), or why it derives none; None
-    when there is no such record. Read through the restricted unpickler / safe YAML."""
+    when there is no such record, or when the checkpoint holds its own Hugging Face config
+    (Megatron-Bridge's iter_N/hf/), which export reads instead. Read through the
+    restricted unpickler / safe YAML."""
     from mfsdp_ckpt.convert.megatron_config import has_recorded_config, recorded_config
 
-    if not has_recorded_config(paths, reader):
+    own_config = paths.hf_assets is not None and paths.hf_assets.joinpath("config.json").is_file()
+    if own_config or not has_recorded_config(paths, reader):
         return None
     try:
         derived = recorded_config(paths, reader)

@@ -402,7 +402,8 @@ def _check_contents(paths, reader: CheckpointReader, manifest: Manifest | None, 
 
 
 def _check_optimizer(reader: CheckpointReader, report: ValidationReport) -> None:
-    """Adam moments, where present, must exist for every parameter and match its shape.
+    """The optimizer's per-parameter tensors (Adam's moments, or SGD's momentum: whichever
+    the checkpoint holds) must exist for every parameter and match its shape.
 
     States are matched to parameters by name with wrapper segments removed, which covers
     FSDP2's `optimizer.state.<param>.exp_avg` and Megatron's distributed optimizer,
@@ -426,9 +427,13 @@ def _check_optimizer(reader: CheckpointReader, report: ValidationReport) -> None
             found.setdefault(name, {})[state_name] = key
         else:
             unmatched.append(key)
+    held = {state for states in found.values() for state in states}
+    # Adam's unless another optimizer's set is there: a state holding neither lost them
+    adam = state_keys.OPTIMIZER_MOMENTS[0]
+    moments = next((m for m in state_keys.OPTIMIZER_MOMENTS if held.intersection(m)), adam)
     for name, key in params.items():
         states = found.get(name, {})
-        for moment in state_keys.ADAM_MOMENTS:
+        for moment in moments:
             state_key = states.get(moment)
             if state_key is None:
                 if not _is_tied_duplicate(name, params):
@@ -568,13 +573,21 @@ def _check_against_recorded_config(
 
 
 def _check_plan(paths, reader, report: ValidationReport, where, config_of) -> None:
-    from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError
+    from mfsdp_ckpt.convert.export_errors import (
+        ExportError,
+        ExportUsageError,
+        ForeignWeightsError,
+    )
     from mfsdp_ckpt.convert.export_plan import plan_export
     from mfsdp_ckpt.convert.export_source import source_for
     from mfsdp_ckpt.convert.hf_config import HFConfigError
 
+    source = source_for(paths, reader)
     try:
-        plan_export(source_for(paths, reader), config_of())
+        plan_export(source, config_of())
+    except ForeignWeightsError as err:  # whole, maybe, but no model this config describes
+        what = str(err).removeprefix(f"{source.location} ")
+        report.add(WARNING, where, f"weights not checked against this config: {what}")
     except (ExportError, ExportUsageError, HFConfigError) as err:
         report.add(
             ERROR, where, f"the weights do not fit this config: {str(err).split(': ', 1)[-1]}"

@@ -9,6 +9,12 @@ class ExportUsageError(MfsdpUsageError, ValueError):
     """What was asked cannot be done as asked (exit 2): output exists, no config, bad layout."""
 
 
+class ForeignWeightsError(ExportUsageError):
+    """Weights of a kind export does not convert and no config describes (Megatron PEFT
+    adapters): exit 2 for export; validate reports it as a warning, since the checkpoint
+    itself may be whole."""
+
+
 class ExportError(MfsdpFailedError, ValueError):
     """The checkpoint cannot be exported (exit 1): no model, shapes contradict the config."""
 

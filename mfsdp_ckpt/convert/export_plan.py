@@ -5,18 +5,22 @@ all before a byte of weight is read.
 from __future__ import annotations
 
 import math
+import os
 import re
+import stat
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError
+from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, ForeignWeightsError
 from mfsdp_ckpt.convert.export_source import _expected_weights, _Source
 from mfsdp_ckpt.convert.name_maps import (
     COPY,
     LAYOUTS,
     MCORE,
     VOCAB,
+    AdapterWeightsError,
     Geometry,
     MappedTensor,
     MappingError,
@@ -28,6 +32,7 @@ from mfsdp_ckpt.convert.name_maps import (
     refuse_attention_window,
 )
 from mfsdp_ckpt.format.dtypes import BFLOAT16, FLOAT16, FLOAT32, DType
+from mfsdp_ckpt.format.layout import stat_inside
 from mfsdp_ckpt.storage.reader import TensorEntry
 
 if TYPE_CHECKING:
@@ -137,6 +142,10 @@ def plan_export(
         raise ExportError(f"{source.location} {err}") from None
     except UnsupportedModelError as err:
         raise ExportError(f"{source.location} {err}") from None
+    except AdapterWeightsError as err:
+        raise ForeignWeightsError(
+            f"{source.location} {err}{_saved_peft_adapter(source.location)}"
+        ) from None
     except MappingError as err:
         raise ExportUsageError(f"{source.location}: {err}") from None
     if chosen_layout == MCORE:
@@ -152,6 +161,24 @@ def plan_export(
         for target in item.targets:
             dtypes[target] = out_dtype if src_dtype.is_floating_point else src_dtype
     return ExportPlan(source, chosen_layout, config.model_type, geometry, items, out_dtype, dtypes)
+
+
+# Where Megatron-Bridge (also_save_hf_checkpoint: iter_N/hf/) and verl (mbridge:
+# model/huggingface/adapter/) put the Hugging Face PEFT adapter they export beside a PEFT
+# checkpoint, relative to its DCP dir.
+_PEFT_ADAPTER_DIRS = (("hf",), ("..", "huggingface", "adapter"))
+
+
+def _saved_peft_adapter(location: str) -> str:
+    """`; a Hugging Face PEFT adapter saved with it: DIR` when one of those holds an
+    adapter_config.json (a regular file, not followed through a link), else nothing: the
+    ready answer for a user who asked to export. Nothing is read."""
+    for parts in _PEFT_ADAPTER_DIRS:
+        folder = Path(os.path.normpath(os.path.join(location, *parts)))
+        found = stat_inside(folder / "adapter_config.json", follow_symlinks=False)
+        if found is not None and stat.S_ISREG(found.st_mode):
+            return f"; a Hugging Face PEFT adapter saved with it: {folder}"
+    return ""
 
 
 def _check_against_config(

@@ -79,6 +79,21 @@ _DEFAULTS: dict[str, Any] = {
     "kv_channels": None,
     "vocab_size": None,
     "padded_vocab_size": None,
+    # Megatron-core TransformerConfig fields (defaults) that change what a dense GPT
+    # computes without changing its weights' names or shapes
+    "window_size": None,
+    "softmax_type": "vanilla",
+    "softmax_scale": None,
+    "qk_l2_norm": False,
+    "attention_output_gate": False,
+    "no_rope_freq": None,
+    "apply_residual_connection_post_layernorm": False,
+    "glu_linear_offset": 0.0,
+    "activation_func_clamp_value": None,
+    "use_mup": False,
+    "experimental_attention_variant": None,
+    "linear_attention_freq": None,
+    "enable_mhc_connections": False,
 }
 _ESSENTIAL = (
     "num_layers",
@@ -101,6 +116,23 @@ _REQUIRED_VALUES: tuple[tuple[str, Any, str], ...] = (
     ("multi_latent_attention", False, "multi-latent attention is another architecture"),
     ("apply_layernorm_1p", False, "zero-centred norm weights are another parametrisation"),
     ("add_bias_linear", False, "their linear layers have no bias"),
+    ("window_size", None, "their attention is not windowed here; pass --hf-config"),
+    ("softmax_type", "vanilla", "their attention softmax is the plain one"),
+    ("softmax_scale", None, "their attention scales scores by 1/sqrt(head_dim)"),
+    ("qk_l2_norm", False, "they do not L2-normalise queries and keys"),
+    ("attention_output_gate", False, "their attention output has no gate"),
+    ("no_rope_freq", None, "every layer of theirs applies rotary embeddings"),
+    (
+        "apply_residual_connection_post_layernorm",
+        False,
+        "their residual connections carry the input before the norm",
+    ),
+    ("glu_linear_offset", 0.0, "their SwiGLU adds no offset"),
+    ("activation_func_clamp_value", None, "their activation is not clamped"),
+    ("use_mup", False, "muP multipliers scale embeddings, attention and logits"),
+    ("experimental_attention_variant", None, "their attention is softmax attention"),
+    ("linear_attention_freq", None, "they have no linear-attention layers"),
+    ("enable_mhc_connections", False, "their residual stream is a single one"),
 )
 
 
@@ -307,11 +339,17 @@ def _vocab(values: dict, where: _Where) -> tuple[int, list[str]]:
     ]
 
 
-# Megatron-Bridge provider setting -> Megatron-LM argument, where the names differ.
-_BRIDGE_RENAMES = {
+# Megatron-core TransformerConfig field -> Megatron-LM argument, where the names differ.
+# Megatron-Bridge's provider records the fields; Megatron-LM's args hold them too since its
+# arguments are generated from TransformerConfig (arguments.py, 639c08ab, 2026-01-30:
+# --norm-epsilon became --layernorm-epsilon, --apply-layernorm-1p
+# --layernorm-zero-centered-gamma).
+_CONFIG_FIELD_RENAMES = {
     "layernorm_epsilon": "norm_epsilon",
-    "num_moe_experts": "num_experts",
+    "layernorm_zero_centered_gamma": "apply_layernorm_1p",
 }
+# Megatron-Bridge provider setting -> Megatron-LM argument, where the names differ.
+_BRIDGE_RENAMES = {**_CONFIG_FIELD_RENAMES, "num_moe_experts": "num_experts"}
 # What an error about a derived Megatron-LM setting names in run_config.yaml.
 BRIDGE_NAMES = {
     **{megatron: bridge for bridge, megatron in _BRIDGE_RENAMES.items()},
@@ -355,6 +393,19 @@ def megatron_settings_from_bridge(model: dict[str, Any]) -> dict[str, Any]:
     return settings
 
 
+def megatron_settings_from_args(fields: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Megatron-LM's `args` under the argument names the derivation reads, and for errors
+    the name each renamed setting has in these args: newer args carry TransformerConfig's
+    names (`layernorm_epsilon`, `layernorm_zero_centered_gamma`) instead of the older
+    arguments', which a checkpoint from before the change still holds."""
+    settings, names = dict(fields), {}
+    for config_name, argument in _CONFIG_FIELD_RENAMES.items():
+        if config_name in fields and argument not in fields:
+            settings[argument] = fields[config_name]
+            names[argument] = config_name
+    return settings, names
+
+
 MAX_RUN_CONFIG_BYTES = 4 << 20  # a run_config.yaml is tens of KB
 ARGS_KEY = "args"
 
@@ -382,7 +433,8 @@ def recorded_config(
     elif ARGS_KEY in reader.objects:
         fields = read_args(reader)
         where = f"{reader.root} [{ARGS_KEY}]"
-        derived = hf_config_from_megatron(fields, where)
+        settings, names = megatron_settings_from_args(fields)
+        derived = hf_config_from_megatron(settings, where, names=names)
         derived.tokenizer_model = _tokenizer_name(fields.get("tokenizer_model"))
     else:
         return None
@@ -448,6 +500,7 @@ __all__ = [
     "MegatronSettingsMissing",
     "has_recorded_config",
     "hf_config_from_megatron",
+    "megatron_settings_from_args",
     "megatron_settings_from_bridge",
     "read_args",
     "recorded_config",

@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # the transforms get tensors from their caller; planning need
 HF, MCORE = "hf", "mcore"
 LAYOUTS = (HF, MCORE)
 _HF_ROOTS = ("model", "lm_head")
-_MCORE_ROOTS = ("embedding", "decoder", "output_layer")
+_MCORE_ROOTS = ("embedding", "decoder", "output_layer", "mtp")
 
 
 class MappingError(MfsdpFailedError, ValueError):
@@ -43,6 +43,11 @@ class MappingError(MfsdpFailedError, ValueError):
 class UnsupportedModelError(MappingError):
     """A model kind export does not convert (MoE, virtual-pipeline chunks): exit 1 naming
     the first tensor, never a silently partial export."""
+
+
+class AdapterWeightsError(MappingError):
+    """Megatron PEFT adapter weights (LoRA/DoRA `...linear_qkv.adapter.linear_in.weight`):
+    a kind of checkpoint export does not convert, so a usage error naming what reads it."""
 
 
 class ShapeError(MappingError):
@@ -709,20 +714,68 @@ def _first(items: list[str], count: int = 3) -> str:
     return shown + (f" (+{len(items) - count} more)" if len(items) > count else "")
 
 
-# Megatron-core's MoE layer: a router, experts (SequentialMLP `local_experts.E.`, grouped
-# `linear_fc1.weight<E>`) and optional shared experts, under a layer's `mlp.`.
-_MOE_PATH_RE = re.compile(r"\.mlp\.(router|experts|shared_experts)\.")
+# Parts of a Megatron-core GPT model that no Llama/Qwen2/Qwen3 config has, by the path that
+# marks them: what they are and what to say about them. A mixture-of-experts layer holds a
+# router, experts (SequentialMLP `local_experts.E.`, grouped `linear_fc1.weight<E>`) and
+# optional shared experts under a layer's `mlp.`; multi-token prediction (--mtp-num-layers)
+# adds `mtp.layers.N.{enorm, hnorm, eh_proj, transformer_layer, final_layernorm}` after the
+# decoder (megatron/core/transformer/multi_token_prediction.py).
+_UNSUPPORTED_PARTS = (
+    (
+        re.compile(r"\.mlp\.(router|experts|shared_experts)\."),
+        "mixture-of-experts (MoE) layers are not supported",
+        "MoE",
+        "only dense models export",
+    ),
+    (
+        re.compile(r"^mtp\."),
+        "multi-token prediction (MTP) layers are not supported",
+        "MTP",
+        "the Llama, Qwen2 and Qwen3 models of transformers have none",
+    ),
+)
 
 
-def _refuse_moe(module_paths: Iterable[str], stored_keys: dict[str, str]) -> None:
-    """Mixture-of-experts weights have no dense HF counterpart in the family tables: say so,
-    naming the first one, rather than listing them as unmapped names."""
-    moe = sorted(p for p in module_paths if _MOE_PATH_RE.search(p))
-    if moe:
-        raise UnsupportedModelError(
-            f"[{stored_keys[moe[0]]}]: mixture-of-experts (MoE) layers are not supported"
-            f" ({len(moe)} MoE tensor(s)); only dense models export"
-        )
+def _refuse_unsupported_parts(module_paths: Iterable[str], stored_keys: dict[str, str]) -> None:
+    """Weights with no dense HF counterpart in the family tables: say which part they
+    belong to, naming the first one, rather than listing them as unmapped names."""
+    paths = list(module_paths)
+    for pattern, what, short, why in _UNSUPPORTED_PARTS:
+        found = sorted(p for p in paths if pattern.search(p))
+        if found:
+            raise UnsupportedModelError(
+                f"[{stored_keys[found[0]]}]: {what} ({len(found)} {short} tensor(s)); {why}"
+            )
+
+
+# Megatron-Bridge's PEFT wrappers (peft/adapter_wrapper.py) keep the wrapped layer's names
+# and add the adapter's under `adapter.` (`adapters.` for several); its adapter_key_filter
+# keeps exactly these when it saves a PEFT checkpoint, and verl saves them the same way.
+_ADAPTER_PATH_RE = re.compile(r"\.adapters?\.")
+_MEGATRON_ADAPTER_EXPORT = (
+    "Megatron-Bridge's examples/conversion/adapter/export_adapter.py --hf-model-path BASE"
+    " --lora-checkpoint CKPT --output DIR writes it as a Hugging Face PEFT adapter"
+)
+
+
+def _refuse_megatron_adapters(module_paths: Iterable[str], stored_keys: dict[str, str]) -> None:
+    """A Megatron PEFT checkpoint holds the adapter only (the base weights are in the model
+    it started from), or, saved whole, the adapter beside the unmerged base weights:
+    neither is a model export can write. Say what it is and what reads it, instead of
+    listing the adapter tensors as unmapped names."""
+    paths = list(module_paths)
+    adapters = sorted(p for p in paths if _ADAPTER_PATH_RE.search(p))
+    if not adapters:
+        return
+    what = (
+        "and no base weights: a Megatron PEFT (LoRA) checkpoint, which holds the adapter only"
+        if len(adapters) == len(paths)
+        else "beside the base weights, unmerged"
+    )
+    raise AdapterWeightsError(
+        f"[{stored_keys[adapters[0]]}]: {len(adapters)} Megatron PEFT adapter tensor(s) {what};"
+        f" export-hf does not merge Megatron adapters: {_MEGATRON_ADAPTER_EXPORT}"
+    )
 
 
 def map_names(
@@ -749,7 +802,8 @@ def map_names(
                 f"model family {model_type!r} has no mcore name table (known: "
                 f"{sorted(MCORE_FAMILIES)})"
             )
-        _refuse_moe(module_paths, stored_keys)
+        _refuse_megatron_adapters(module_paths, stored_keys)
+        _refuse_unsupported_parts(module_paths, stored_keys)
         unmapped = []
         for path, shape in module_paths.items():
             found = next(((r, m) for r in rules if (m := r._pattern.fullmatch(path))), None)

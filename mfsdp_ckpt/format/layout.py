@@ -15,9 +15,12 @@ and reads, besides its own, the layouts verl and Megatron-LM write (docs/interop
     verl RL v2    RUN/global_step_N/actor/{ckpt_contents.json, model/{dist_ckpt/, huggingface/},
                   optimizer/dist_ckpt/, extra/dist_ckpt/}
     verl SFT      RUN/global_step_N/{dist_ckpt/, huggingface/, data_<rank>.pt}
+    verl SFT v2   RUN/global_step_N/{ckpt_contents.json, model/{dist_ckpt/, huggingface/},
+                  optimizer/dist_ckpt/, extra/dist_ckpt/, data_<rank>.pt}
     Megatron-LM   RUN/iter_0000100/{.metadata, *.distcp} (tracker "100" or "release")
     Megatron-Bridge  RUN/{latest_train_state.pt, latest_checkpointed_iteration.txt,
-                  iter_0000100/{.metadata, *.distcp, train_state.pt, run_config.yaml, tokenizer/}}
+                  iter_0000100/{.metadata, *.distcp, train_state.pt, run_config.yaml, tokenizer/,
+                  hf/ (also_save_hf_checkpoint)}}
 
 Any level of any of them resolves (run, step, role, `model/`, `dist_ckpt/`) to a
 `CheckpointPaths`. Everything else in mfsdp (the saver, the reader, validate, export) asks
@@ -55,21 +58,25 @@ MEGATRON_ITER_PREFIX = "iter_"
 MEGATRON_RELEASE_DIR = "release"
 VERL_CONTENTS_FILE = "ckpt_contents.json"
 VERL_MODEL_DIR = "model"
+VERL_PEFT_ADAPTER_DIR = "adapter"  # model/huggingface/adapter/: mbridge's save_hf_adapter
+VERL_FSDP_LORA_DIR = "lora_adapter"  # actor/lora_adapter/: verl's FSDP backend
 # Megatron-Bridge (megatron/bridge/training/utils/checkpoint_utils.py): its tracker, read
 # before latest_checkpointed_iteration.txt, is a torch.save of the train state.
 BRIDGE_TRACKER_FILE = "latest_train_state.pt"
 BRIDGE_TRAIN_STATE_FILE = "train_state.pt"
 BRIDGE_RUN_CONFIG_FILE = "run_config.yaml"
 BRIDGE_TOKENIZER_DIR = "tokenizer"
+BRIDGE_HF_EXPORT_DIR = "hf"  # checkpointing.py HF_WEIGHTS_SUBDIR (also_save_hf_checkpoint)
 BRIDGE_TRACKER_MAX_BYTES = 1 << 20  # about 2 KB: eight 0-dim tensors
 ROLES = ("actor", "critic")
 DEFAULT_ROLE = "actor"
 # layout kinds, as reported by inspect/validate and named in docs/interop.md
-MFSDP, VERL_RL_V1, VERL_RL_V2, VERL_SFT, MEGATRON_LM, MEGATRON_BRIDGE, BARE_DCP = (
+MFSDP, VERL_RL_V1, VERL_RL_V2, VERL_SFT, VERL_SFT_V2, MEGATRON_LM, MEGATRON_BRIDGE, BARE_DCP = (
     "mfsdp",
     "verl-rl-v1",
     "verl-rl-v2",
     "verl-sft",
+    "verl-sft-v2",
     "megatron-lm",
     "megatron-bridge",
     "dist_ckpt",
@@ -480,6 +487,12 @@ def _refuse_foreign_format(directory: Path, names: list[str]) -> None:
     """ForeignFormatError (one line: what the dir is and what reads it) for a checkpoint
     of a format mfsdp does not read: never 'not a checkpoint', never a misread."""
     if _TORCH_DIST_MARKER in names and _is_file(directory / _TORCH_DIST_MARKER):
+        peft = _verl_peft_reader(directory)
+        if peft is not None:
+            raise ForeignFormatError(
+                f"{directory}: a verl LoRA checkpoint: the adapter's shards only, in Megatron"
+                f" dist_checkpointing (torch_dist) format, which mfsdp does not read; {peft}"
+            )
         raise ForeignFormatError(
             f"{directory}: a Megatron dist_checkpointing (torch_dist) checkpoint"
             f" ({_TORCH_DIST_MARKER}, common.pt), which mfsdp does not read; Megatron-LM and"
@@ -501,11 +514,42 @@ def _refuse_foreign_format(directory: Path, names: list[str]) -> None:
             if _looks_like_hf_model(hf, hf_names)
             else ""
         )
+        if _is_file(directory / VERL_FSDP_LORA_DIR / "adapter_config.json"):
+            hint += (  # fsdp_workers.py saves a LoRA run's adapter there, PEFT's format
+                f"; its {VERL_FSDP_LORA_DIR}/ holds the LoRA adapter in Hugging Face PEFT"
+                " format (peft.PeftModel.from_pretrained(base_model, DIR) loads it)"
+            )
         raise ForeignFormatError(
             f"{directory}: a verl FSDP checkpoint ({shards[0]}, not Megatron), which mfsdp"
             " does not read; convert it with `python -m verl.model_merger merge --backend fsdp"
             f" --local_dir {directory} --target_dir OUT`{hint}"
         )
+
+
+def _verl_peft_reader(dcp: Path) -> str | None:
+    """What reads verl's LoRA save, when `dcp` is one: verl's v2 manager (mbridge + PEFT)
+    puts only the adapter's shards in model/dist_ckpt, writes the adapter in Hugging Face
+    PEFT format into model/huggingface/adapter/ and says `backend.peft` in
+    ckpt_contents.json. None for any other dir."""
+    if dcp.name != DIST_CKPT_DIR or dcp.parent.name != VERL_MODEL_DIR:
+        return None
+    adapter = dcp.parent / HF_ASSETS_DIR / VERL_PEFT_ADAPTER_DIR
+    if _is_file(adapter / "adapter_config.json"):
+        return (
+            f"verl saved the adapter in Hugging Face PEFT format in {adapter}"
+            " (peft.PeftModel.from_pretrained(base_model, DIR) loads it)"
+        )
+    role_dir = dcp.parent.parent
+    if not _is_file(role_dir / VERL_CONTENTS_FILE):
+        return None
+    contents = read_verl_contents(role_dir)
+    backend = contents.get("backend")
+    listed = contents.get("contents")
+    if (isinstance(backend, dict) and backend.get("peft") is True) or (
+        isinstance(listed, dict) and "peft_adapters" in listed
+    ):
+        return "verl's scripts/megatron_merge_lora.py merges it into the base model"
+    return None
 
 
 def _refuse_torchtitan(given: Path, dcp: Path) -> None:
@@ -603,9 +647,9 @@ def _from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:
     _refuse_torchtitan(dcp, dcp)
     parent = dcp.parent
     if _ITER_DIR_RE.match(dcp.name) or (dcp.name == MEGATRON_RELEASE_DIR):
-        return CheckpointPaths(
-            dist_ckpt=dcp, step_dir=dcp, run_dir=parent, kind=_megatron_kind(dcp)
-        )
+        kind = _megatron_kind(dcp)
+        hf_dir = _bridge_hf_export(dcp) if kind == MEGATRON_BRIDGE else None
+        return CheckpointPaths(dcp, dcp, parent, kind, hf_dir=hf_dir)
     if dcp.name != DIST_CKPT_DIR:
         return CheckpointPaths(dist_ckpt=dcp)
     hf_dir = parent / HF_ASSETS_DIR if _is_dir(parent / HF_ASSETS_DIR) else None
@@ -616,6 +660,11 @@ def _from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:
         parent.name == VERL_MODEL_DIR and parent.parent.name in ROLES
     ):  # verl v2: actor/model/dist_ckpt
         return _role_paths(dcp, parent.parent, VERL_RL_V2, hf_dir, role)
+    if parent.name == VERL_MODEL_DIR and parse_step_dir_name(parent.parent.name) is not None:
+        # verl's SFT trainer hands the step dir to the engine's checkpoint manager, which
+        # writes the v2 split there (no role level): global_step_N/model/dist_ckpt
+        step = parent.parent
+        return CheckpointPaths(dcp, step, step.parent, VERL_SFT_V2, hf_dir=hf_dir)
     if parent.name in ROLES:  # verl v1: actor/dist_ckpt
         return _role_paths(dcp, parent, VERL_RL_V1, hf_dir, role)
     return CheckpointPaths(dist_ckpt=dcp, hf_dir=hf_dir)
@@ -630,6 +679,16 @@ def _megatron_kind(iter_dir: Path) -> str:
     ):
         return MEGATRON_BRIDGE
     return MEGATRON_LM
+
+
+def _bridge_hf_export(iter_dir: Path) -> Path | None:
+    """Megatron-Bridge's Hugging Face export of this step (`also_save_hf_checkpoint`:
+    iter_N/hf/, its config.json and tokenizer written from the model the run started from,
+    beside the weights) when it holds a config.json: the run's own Hugging Face config, as
+    verl's huggingface/ is, so nothing needs deriving. A PEFT run's hf/ holds an adapter
+    (adapter_config.json) and no config.json: not one."""
+    hf = iter_dir / BRIDGE_HF_EXPORT_DIR
+    return hf if _is_dir(hf) and _is_file(hf / "config.json") else None
 
 
 def _is_ours(step: Path) -> bool:
@@ -661,8 +720,9 @@ def _role_paths(
 
 
 def _from_v2_role_dir(role_dir: Path, role: str | None) -> CheckpointPaths:
-    """verl v2's `actor/`: with Megatron-FSDP every state is in model/dist_ckpt (the
-    optimizer/ and extra/ dirs exist but are empty, though ckpt_contents.json lists them)."""
+    """verl v2's `actor/` (or an SFT step dir, which has no role level): with Megatron-FSDP
+    every state is in model/dist_ckpt (the optimizer/ and extra/ dirs exist but are empty,
+    though ckpt_contents.json lists them)."""
     if VERL_CONTENTS_FILE in _children(role_dir):
         read_verl_contents(role_dir)  # a hostile or broken file is refused here, in one line
     dcp = role_dir / VERL_MODEL_DIR / DIST_CKPT_DIR
@@ -775,10 +835,26 @@ def _newer_than_tracked(
     if not newer:
         return None
     step, name = newer[-1]
+    if _unfinished_verl_v2(steps[name]):
+        return (
+            f"{run / tracker} names step {int(tracked)}, but {name}/ (step {step}) is newer and"
+            f" holds no {VERL_CONTENTS_FILE}, which verl writes last: a save that did not"
+            f" finish; reading step {int(tracked)}"
+        )
     return (
         f"{run / tracker} names step {int(tracked)}, but {name}/ (step {step}) is newer"
         f" (an async save does not update the tracker); reading step {int(tracked)}: give"
         f" {run / name} to read the newer one"
+    )
+
+
+def _unfinished_verl_v2(step: Path) -> bool:
+    """A verl v2 step (model/ under a role dir, or under the step for SFT) without the
+    ckpt_contents.json its manager writes after every piece, the async ones included."""
+    holders = [step, *(step / role for role in ROLES)]
+    return any(
+        _is_dir(holder / VERL_MODEL_DIR) and not os.path.lexists(holder / VERL_CONTENTS_FILE)
+        for holder in holders
     )
 
 

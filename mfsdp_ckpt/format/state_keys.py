@@ -19,7 +19,10 @@ MODEL_KEY_PREFIX = "model."
 OPTIMIZER_STATE_PREFIX = "optimizer.state."
 EXTRA_KEY_PREFIX = "extra."
 WRAPPER_SEGMENTS = ("module", "_orig_mod", "_fsdp_wrapped_module", "_checkpoint_wrapped_module")
-ADAM_MOMENTS = ("exp_avg", "exp_avg_sq")
+# The tensors an optimizer keeps per parameter, shaped like it: Adam's moments, SGD's
+# momentum (Megatron-FSDP runs Megatron-LM's `--optimizer adam` or `sgd`, whose
+# torch.optim.SGD keeps `momentum_buffer`). Which set a checkpoint holds names its optimizer.
+OPTIMIZER_MOMENTS = (("exp_avg", "exp_avg_sq"), ("momentum_buffer",))
 NOT_WEIGHT_SUFFIXES = ("._extra_state",)  # Transformer Engine's fp8 bookkeeping
 
 _MODEL_ENTRY_RE = re.compile(r"^(model[0-9]*)\.")  # `model.`, or `model0.`, `model1.` (chunks)

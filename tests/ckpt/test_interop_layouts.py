@@ -126,6 +126,34 @@ def test_megatron_optimizer_names_match_their_parameters(made_optim, tmp_path):
     assert findings[0]["where"] == "[model.module.decoder.layers.0.mlp.linear_fc1.weight_v]"
 
 
+def test_megatron_sgd_momentum_is_checked_as_its_state(made_optim, tmp_path):
+    """Megatron-FSDP runs Megatron-LM's `--optimizer adam` or `sgd`; torch.optim.SGD keeps
+    `momentum_buffer` per parameter. Was: exit 1, "optimizer state exp_avg is missing" and
+    "exp_avg_sq is missing" for every parameter of a whole checkpoint."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    maker_module = maker()
+    state = maker_module.state_dict(maker_module.CONFIG)
+    state["optimizer"]["state"] = {
+        name: {"momentum_buffer": torch.zeros_like(moments["exp_avg"])}
+        for name, moments in state["optimizer"]["state"].items()
+    }
+    dcp.save(state, checkpoint_id=str(tmp_path / "whole"), no_dist=True)
+    code, out, err = run_cli("ckpt", "validate", tmp_path / "whole", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["findings"] == [] and report["has_optimizer_state"], out + err
+    lost = "module.module.module.decoder.layers.0.mlp.linear_fc2.weight"
+    del state["optimizer"]["state"][lost]["momentum_buffer"]
+    dcp.save(state, checkpoint_id=str(tmp_path / "lost"), no_dist=True)
+    code, out, _ = run_cli("ckpt", "validate", tmp_path / "lost", "--json")
+    findings = json.loads(out)["findings"]
+    assert code == 1 and [(f["severity"], f["message"]) for f in findings] == [
+        ("error", "optimizer state momentum_buffer is missing")
+    ]
+    assert findings[0]["where"] == "[model.module.decoder.layers.0.mlp.linear_fc2.weight]"
+
+
 # --------------------------------------------------------------------------- damage
 @pytest.mark.parametrize("kind", ["verl-rl-v1", "megatron-lm"])
 @pytest.mark.parametrize("damage", list(DAMAGE))

@@ -12,6 +12,7 @@ weights under Megatron-core names with test_export_mcore's independent converter
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import warnings
@@ -22,8 +23,12 @@ import torch
 import torch.distributed.checkpoint as dcp
 
 from tests.ckpt.convert.test_export_mcore import _hf_model, to_mcore
-from tests.support.export import fixed_inputs, load_report, logits_of
-from tests.support.interop_layouts import maker, one_error_line, run_cli
+from tests.support.interop_layouts import (
+    assert_exports_to_source,
+    maker,
+    one_error_line,
+    run_cli,
+)
 
 MAKER = maker()
 
@@ -97,16 +102,7 @@ def test_key_variants_export_to_the_source_logits(variant, tmp_path):
     state = {"model": {f"module.{k}": v for k, v in weights.items()}, "iteration": 5}
     ckpt = _save(VARIANTS[variant](state), tmp_path / "dist_ckpt")
     model.config.save_pretrained(tmp_path / "assets")
-    out = tmp_path / "hf"
-    code, stdout, err = run_cli(
-        "ckpt", "export-hf", ckpt, "--hf-config", tmp_path / "assets", "--out", out
-    )
-    assert code == 0, stdout + err
-    assert load_report(out) == {}
-    ids = fixed_inputs(model.config.vocab_size)
-    with torch.no_grad():
-        expected = model(input_ids=ids).logits
-    torch.testing.assert_close(logits_of(out, ids), expected, rtol=0, atol=1e-5)
+    assert_exports_to_source(model, ckpt, tmp_path / "hf", "--hf-config", tmp_path / "assets")
 
 
 def test_virtual_pipeline_chunks_are_refused_naming_them(tmp_path):
@@ -122,14 +118,35 @@ def test_virtual_pipeline_chunks_are_refused_naming_them(tmp_path):
     assert not (tmp_path / "hf").exists()
 
 
-def test_moe_is_one_line_exit_1_naming_the_key(tmp_path):
-    """Was: exit 2, "3 tensor(s) have no qwen2 mcore mapping"."""
-    state = MAKER.state_dict(MAKER.CONFIG)
+def _moe(model: dict) -> str:
     layer = "module.decoder.layers.0.mlp."
     for name in ("linear_fc1.weight_w", "linear_fc1.weight_v", "linear_fc2.weight"):
-        del state["model"][layer + name]
-    state["model"][layer + "router.weight"] = torch.zeros(4, 16)
-    state["model"][layer + "experts.local_experts.0.linear_fc1.weight"] = torch.zeros(48, 16)
+        del model[layer + name]
+    model[layer + "router.weight"] = torch.zeros(4, 16)
+    model[layer + "experts.local_experts.0.linear_fc1.weight"] = torch.zeros(48, 16)
+    return f"[model.{layer}experts.local_experts.0.linear_fc1.weight]"
+
+
+def _mtp(model: dict) -> str:
+    """Megatron-LM --mtp-num-layers saves mtp.layers.N.* after the decoder
+    (fsdp_dtensor_checkpoint.py's handle_mtp_in_state_dict names the inner layer
+    transformer_layer)."""
+    model["module.mtp.layers.0.enorm.weight"] = torch.ones(16)
+    model["module.mtp.layers.0.eh_proj.weight"] = torch.zeros(16, 32)
+    return "[model.module.mtp.layers.0.eh_proj.weight]: multi-token prediction (MTP)"
+
+
+UNSUPPORTED_PARTS = {  # was: exit 2, "N tensor(s) have no qwen2 mcore mapping" / "fit neither"
+    "moe": (_moe, "mixture-of-experts (MoE) layers are not supported"),
+    "mtp": (_mtp, "multi-token prediction (MTP) layers are not supported (2 MTP tensor(s))"),
+}
+
+
+@pytest.mark.parametrize("part", list(UNSUPPORTED_PARTS))
+def test_unsupported_megatron_parts_are_one_line_exit_1_naming_the_key(part, tmp_path):
+    add, words = UNSUPPORTED_PARTS[part]
+    state = MAKER.state_dict(MAKER.CONFIG)
+    named = add(state["model"])
     state["optimizer"] = {}
     ckpt = _save(state, tmp_path / "dist_ckpt")
     config = _config(tmp_path)
@@ -137,10 +154,10 @@ def test_moe_is_one_line_exit_1_naming_the_key(tmp_path):
         "ckpt", "export-hf", ckpt, "--hf-config", config, "--out", tmp_path / "o"
     )
     line = one_error_line(err)
-    assert code == 1 and "mixture-of-experts (MoE) layers are not supported" in line, err
-    assert f"[model.{layer}experts.local_experts.0.linear_fc1.weight]" in line
+    assert code == 1 and words in line and named in line, err
+    assert not (tmp_path / "o").exists()
     code, out, err = run_cli("ckpt", "validate", ckpt, "--hf-config", config)
-    assert code == 1 and "mixture-of-experts (MoE)" in out, out + err
+    assert code == 1 and words.split(" layers")[0] in out, out + err
 
 
 def test_an_untied_output_layer_under_a_tied_config_is_not_dropped(tmp_path):
@@ -270,6 +287,26 @@ def _verl_megatron_torch_dist(root: Path) -> Path:
     return root / "run"
 
 
+def _verl_lora(root: Path, hf_adapter: bool) -> Path:
+    """verl's v2 manager with mbridge and PEFT: the adapter's torch_dist shards in
+    model/dist_ckpt, the HF PEFT adapter in model/huggingface/adapter/ (when exported), and
+    `backend.peft` in ckpt_contents.json."""
+    actor = root / "run" / "global_step_40" / "actor"
+    _torch_dist(actor / "model" / "dist_ckpt")
+    (actor / "model" / "huggingface").mkdir()
+    if hf_adapter:
+        (actor / "model" / "huggingface" / "adapter").mkdir()
+        (actor / "model" / "huggingface" / "adapter" / "adapter_config.json").write_text("{}")
+    contents = {
+        "schema_version": 2,
+        "backend": {"has_bridge": True, "use_dist_checkpointing": False, "peft": True},
+        "contents": {"peft_adapters": {"path": "model/dist_ckpt"}},
+    }
+    (actor / "ckpt_contents.json").write_text(json.dumps(contents))
+    (root / "run" / "latest_checkpointed_iteration.txt").write_text("40")
+    return root / "run"
+
+
 def _megatron_legacy(root: Path) -> Path:
     step = root / "megatron" / "iter_0000100" / "mp_rank_00"
     step.mkdir(parents=True)
@@ -292,14 +329,32 @@ def _verl_fsdp(root: Path) -> Path:
     return root / "run"
 
 
+def _verl_fsdp_lora(root: Path) -> Path:
+    """verl's FSDP backend with LoRA (fsdp_workers.py) adds actor/lora_adapter/."""
+    run = _verl_fsdp(root)
+    adapter = run / "global_step_40" / "actor" / "lora_adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    return run
+
+
 FOREIGN = {
     "megatron_torch_dist": (_megatron_torch_dist, "dist_checkpointing (torch_dist)"),
     "verl_megatron_torch_dist": (
         _verl_megatron_torch_dist,
         "verl.model_merger merge --backend megatron",
     ),
+    "verl_lora_hf_adapter": (
+        functools.partial(_verl_lora, hf_adapter=True),
+        "a verl LoRA checkpoint: the adapter's shards only",
+    ),
+    "verl_lora": (
+        functools.partial(_verl_lora, hf_adapter=False),
+        "verl's scripts/megatron_merge_lora.py merges it",
+    ),
     "megatron_legacy": (_megatron_legacy, "Megatron-LM legacy checkpoint (mp_rank_NN"),
     "verl_fsdp": (_verl_fsdp, "--backend fsdp"),
+    "verl_fsdp_lora": (_verl_fsdp_lora, "its lora_adapter/ holds the LoRA adapter"),
 }
 
 
@@ -325,3 +380,5 @@ def test_formats_mfsdp_does_not_read_are_named_with_their_reader(case, tmp_path)
     assert not (tmp_path / "hf").exists()
     if case == "verl_fsdp":
         assert "huggingface/ already holds Hugging Face weights" in line
+    if case == "verl_lora_hf_adapter":  # the ready PEFT adapter, not verl's model merger
+        assert "model/huggingface/adapter (peft.PeftModel" in line and "merger" not in line

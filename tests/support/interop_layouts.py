@@ -41,6 +41,23 @@ def run_cli(*args) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
+def assert_exports_to_source(model, ckpt: Path, out: Path, *args) -> str:
+    """`mfsdp ckpt export-hf CKPT --out OUT ARGS` succeeds, loads in transformers with no
+    missing or unexpected keys and gives `model`'s logits; returns its stderr."""
+    import torch
+
+    from tests.support.export import fixed_inputs, load_report, logits_of
+
+    code, stdout, err = run_cli("ckpt", "export-hf", ckpt, "--out", out, *args)
+    assert code == 0, stdout + err
+    assert load_report(out) == {}
+    ids = fixed_inputs(model.config.vocab_size)
+    with torch.no_grad():
+        expected = model(input_ids=ids).logits
+    torch.testing.assert_close(logits_of(out, ids), expected, rtol=0, atol=1e-5)
+    return err
+
+
 def one_error_line(stderr: str) -> str:
     lines = [line for line in stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1, stderr
@@ -93,30 +110,37 @@ def verl_rl_v1(fixture: Path, root: Path, critic: bool = True) -> Laid:
     return Laid(run, levels, actor / "dist_ckpt", True)
 
 
-def verl_rl_v2(fixture: Path, root: Path) -> Laid:
-    run = root / "verl_rl_v2"
-    actor = run / f"global_step_{STEP}" / "actor"
-    dcp = _copy_dcp(fixture, actor / "model" / "dist_ckpt")
-    _hf_dir(fixture, actor / "model" / "huggingface")
-    for empty in ("optimizer", "extra"):  # with Megatron-FSDP all state sits in model/dist_ckpt
-        (actor / empty / "dist_ckpt").mkdir(parents=True)
-    (actor / "transformer_config.json").write_text(json.dumps({"num_layers": 1}))
+def _v2_split(fixture: Path, target: Path, role: str) -> Path:
+    """verl's v2 split (megatron_checkpoint_manager.py, MANIFEST_SCHEMA_VERSION 2) in
+    `target`: with Megatron-FSDP the one DCP holding every state sits in model/dist_ckpt."""
+    dcp = _copy_dcp(fixture, target / "model" / "dist_ckpt")
+    _hf_dir(fixture, target / "model" / "huggingface")
+    for empty in ("optimizer", "extra"):  # created by verl's path helpers, left empty
+        (target / empty / "dist_ckpt").mkdir(parents=True)
+    (target / "transformer_config.json").write_text(json.dumps({"num_layers": 1}))
     contents = {
         name: {"path": f"{name}/dist_ckpt", "format": "megatron_dist_checkpoint"}
         for name in ("model", "optimizer", "extra")
     }
-    (actor / "ckpt_contents.json").write_text(
+    (target / "ckpt_contents.json").write_text(
         json.dumps(
             {
                 "schema_version": 2,
                 "framework": "megatron",
-                "role": "actor",
+                "role": role,
                 "global_step": STEP,
                 "save_contents": ["model", "optimizer", "extra"],
                 "contents": contents,
             }
         )
     )
+    return dcp
+
+
+def verl_rl_v2(fixture: Path, root: Path) -> Laid:
+    run = root / "verl_rl_v2"
+    actor = run / f"global_step_{STEP}" / "actor"
+    dcp = _v2_split(fixture, actor, "actor")
     _tracker(run, str(STEP))
     levels = {
         "run": run,
@@ -138,6 +162,18 @@ def verl_sft(fixture: Path, root: Path) -> Laid:
     return Laid(run, {"run": run, "step": step, "dist_ckpt": dcp}, dcp, True)
 
 
+def verl_sft_v2(fixture: Path, root: Path) -> Laid:
+    """verl's SFT trainer (checkpoint_handler.py) passes the step dir itself to the
+    engine's checkpoint manager: the v2 split with no role level, plus data_<rank>.pt."""
+    run = root / "verl_sft_v2"
+    step = run / f"global_step_{STEP}"
+    dcp = _v2_split(fixture, step, "actor")
+    (step / "data_0.pt").write_bytes(b"dataloader state")
+    _tracker(run, str(STEP))
+    levels = {"run": run, "step": step, "model": step / "model", "dist_ckpt": dcp}
+    return Laid(run, levels, dcp, True)
+
+
 def megatron_lm(fixture: Path, root: Path) -> Laid:
     run = root / "megatron_lm"
     dcp = _copy_dcp(fixture, run / f"iter_{STEP:07d}")
@@ -154,6 +190,7 @@ BUILDERS = {
     "verl-rl-v1": verl_rl_v1,
     "verl-rl-v2": verl_rl_v2,
     "verl-sft": verl_sft,
+    "verl-sft-v2": verl_sft_v2,
     "megatron-lm": megatron_lm,
     "dist_ckpt": bare_dist_ckpt,
 }

@@ -1,0 +1,76 @@
+"""Megatron-Bridge's Hugging Face export beside a step (`also_save_hf_checkpoint=True`).
+
+checkpointing.py writes it into iter_N/hf/ (HF_WEIGHTS_SUBDIR): the weights, and the
+config.json and tokenizer files of the model the run started from (save_artifacts). That
+config.json is the run's own, as verl's huggingface/ is: export and validate read it
+instead of deriving one from run_config.yaml, so a model the derivation cannot describe
+(Llama 3.1's rope scaling) exports without --hf-config.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import yaml
+
+from mfsdp_ckpt.format import layout
+from tests.ckpt.test_interop_round8 import _bridge_run, _hf_model
+from tests.support.interop_layouts import assert_exports_to_source, one_error_line, run_cli
+
+LLAMA3_ROPE = {
+    "rope_type": "llama3",
+    "rope_theta": 10000.0,
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 16,
+}
+
+
+def _rope_scaled_llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    plain = _hf_model("llama", vocab=500)
+    settings = plain.config.to_dict() | {"rope_parameters": LLAMA3_ROPE}
+    scaled = LlamaForCausalLM(LlamaConfig(**settings)).eval()
+    scaled.load_state_dict(plain.state_dict())
+    return scaled
+
+
+def _scaled_bridge_run(tmp_path):
+    model = _rope_scaled_llama()
+    run = _bridge_run(tmp_path, model, steps=(10,), rows=512)
+    step = run / "iter_0000010"
+    run_config = yaml.safe_load((step / "run_config.yaml").read_text())
+    run_config["model"]["use_rope_scaling"] = True  # what the Llama 3.1 provider records
+    (step / "run_config.yaml").write_text(yaml.safe_dump(run_config))
+    return model, run, step
+
+
+def test_a_bridge_step_reads_its_hf_export_config(tmp_path):
+    """Was: exit 1, "use_rope_scaling ... pass --hf-config", with the run's config.json in
+    iter_N/hf/ beside it."""
+    model, run, step = _scaled_bridge_run(tmp_path)
+    code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "before")
+    assert code == 1 and "use_rope_scaling" in one_error_line(err), err
+    model.save_pretrained(step / "hf")  # weights, config.json
+    for file in (step / "tokenizer").iterdir():
+        shutil.copy2(file, step / "hf" / file.name)
+    assert layout.resolve_checkpoint(run).hf_dir == step / "hf"
+    assert_exports_to_source(model, run, tmp_path / "out")
+    code, stdout, err = run_cli("ckpt", "validate", run)
+    assert code == 0 and "warning" not in stdout, stdout + err
+    code, stdout, err = run_cli("ckpt", "inspect", run, "--json")
+    assert code == 0 and json.loads(stdout)["recorded_model"] is None, stdout + err
+
+
+def test_a_peft_adapter_in_hf_is_no_config(tmp_path):
+    """A PEFT run's iter_N/hf/ holds adapter_config.json only: the config is derived."""
+    model = _hf_model("qwen2", vocab=500)
+    run = _bridge_run(tmp_path, model, steps=(10,), rows=512)
+    (run / "iter_0000010" / "hf").mkdir()
+    (run / "iter_0000010" / "hf" / "adapter_config.json").write_text("{}")
+    assert layout.resolve_checkpoint(run).hf_dir is None
+    code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "out")
+    assert code == 0 and "config.json derived from" in err, err
