@@ -6,16 +6,26 @@
   "Cannot load libtorch_cpu.so" and no `error:` line. Every command now stops first,
   naming the directory (exit 2);
 * a safetensors header longer than MAX_HEADER_BYTES in a file large enough to hold it was
-  refused as "does not fit the file", which it did: the line now names the cap.
+  refused as "does not fit the file", which it did: the line now names the cap;
+* `mfsdp config from-verl` of a launch script whose variables double (`B=$A$A`, `C=$B$B`,
+  ... 40 lines): substituted in full, a MemoryError traceback (or all of the machine's
+  memory); a command line whose one word is 900 KB: 25 s in shlex (quadratic); 60,000
+  words each substituting a 1 KB variable: 25 s and 60 MB of notes. Substitutions now copy
+  at most MAX_EXPANDED_CHARS in all and a line is at most MAX_LINE_CHARS, each refused in
+  one line naming the script (exit 2), fast, under an address-space limit. (`export
+  NAME=value` lines were never taken as assignments, shlex splitting `export` off: now
+  they are, as the substitution's docstring always said.)
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +35,7 @@ from tests.reliability.hf_model import hf_model
 from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import one_error_line, run_cli
 from tests.support.paths import FIXTURES, REPO
+from trainer.verl_import import MAX_EXPANDED_CHARS, MAX_LINE_CHARS
 
 RUN = FIXTURES / "megatron_fsdp_qwen2" / "run"
 
@@ -102,3 +113,92 @@ def test_a_header_longer_than_its_file_is_still_named_as_not_fitting(tmp_path):
     code, out, err = run_cli("ckpt", "import-hf", model, "--out", tmp_path / "out")
     assert code == 1, out + err
     assert f"header length {1 << 62} does not fit the file" in one_error_line(err)
+
+
+# --------------------------------------------------------------------------- from-verl scripts
+PPO = "python3 -m verl.trainer.main_ppo"
+ADDRESS_SPACE = 2 << 30  # bytes: a fresh interpreter with click and yaml needs ~100 MiB
+FAST_SECONDS = 10.0
+
+
+def _limited_from_verl(script: Path) -> tuple[subprocess.CompletedProcess, float]:
+    """`mfsdp config from-verl SCRIPT` in a fresh process under ADDRESS_SPACE."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", "from cli.main import main; main()", "config", "from-verl", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=limit,
+    )
+    return done, time.monotonic() - started
+
+
+def _doubling(lines: int) -> str:
+    doubled = [f"A{i}=$A{i - 1}$A{i - 1}" for i in range(1, lines)]
+    return "\n".join(["A0=xxxxxxxx", *doubled, f"{PPO} data.train_files=$A{lines - 1}"])
+
+
+def _many_words(value_chars: int) -> str:
+    words = MAX_LINE_CHARS // 8  # `kNNNN=$A` each, the line just under the cap
+    command = " ".join(f"k{i}=$A" for i in range(words))
+    return f"A={'y' * value_chars}\n{PPO} {command}"[: MAX_LINE_CHARS + 20]
+
+
+def _long_word(chars: int) -> str:
+    return f"{PPO} data.train_files={'x' * chars}"
+
+
+SCRIPTS = {
+    "doubling-variables": (_doubling(40), "variables expand to more than"),
+    "many-substituted-words": (_many_words(60_000), "variables expand to more than"),
+    "long-word": (_long_word(900_000), f"more than the {MAX_LINE_CHARS} a launch command"),
+    "long-line-of-continuations": (
+        PPO + " \\\n  trainer.x=1" * 20_000,
+        f"more than the {MAX_LINE_CHARS} a launch command",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(SCRIPTS))
+def test_from_verl_bounds_what_a_script_expands_to(tmp_path, case):
+    text, words = SCRIPTS[case]
+    script = tmp_path / "run.sh"
+    script.write_text(text + "\n")
+    done, seconds = _limited_from_verl(script)
+    assert done.returncode == 2, done.stderr[-2000:]
+    one_error(done.stderr, str(script), words)
+    assert seconds < FAST_SECONDS and done.stdout == ""
+
+
+def test_variables_within_the_bounds_still_substitute(tmp_path):
+    """A script's own variables, as verl's examples use them, and a long one used as often
+    as the bound allows."""
+    value = "d" * (MAX_LINE_CHARS - 100)
+    uses = MAX_EXPANDED_CHARS // len(value) - 1
+    script = tmp_path / "run.sh"
+    script.write_text(
+        f"DATA={value}\nexport LR=1e-6\n{PPO} \\\n  data.train_files=$DATA/train.parquet "
+        "\\\n  actor_rollout_ref.actor.optim.lr=${LR} trainer.total_epochs=${EPOCHS:-3} "
+        + " ".join(f"x.k{i}=$DATA" for i in range(uses - 1))
+        + "\n"
+    )
+    code, out, err = run_cli("config", "from-verl", script)
+    assert code == 1, err  # the x.k* keys are verl's no more than mfsdp's: not carried over
+    assert f"{value}/train.parquet" in out and "1.0e-06" in out, out[-2000:]
+    assert f"{uses - 1} key(s) not carried over" in err, err[-2000:]
+    assert f"# NOT carried over: x.k{uses - 2}=ddd" in out, out[-2000:]
+
+
+def test_exported_variables_substitute_as_plain_ones(tmp_path):
+    """Was: `export LR=1e-6` not read, `optim.lr=${LR}` refused as not a number (exit 2)."""
+    script = tmp_path / "run.sh"
+    script.write_text(f"export LR=1e-6\n{PPO} actor_rollout_ref.actor.optim.lr=$LR\n")
+    code, out, err = run_cli("config", "from-verl", script)
+    assert code == 0, err
+    assert "lr: 1.0e-06" in out, out
