@@ -15,6 +15,12 @@
   one line naming the script (exit 2), fast, under an address-space limit. (`export
   NAME=value` lines were never taken as assignments, shlex splitting `export` off: now
   they are, as the substitution's docstring always said.)
+* a parquet data file of 1.2 MB holding 67M dictionary-encoded rows (`mfsdp data gsm8k|math`,
+  training's data files): read whole, 3.3 GB of Arrow and a MemoryError under 4 GiB (all
+  of the machine's memory without a limit), reported as "not a readable parquet file ()".
+  Rows are now decoded in batches against a budget per byte of file; a sparse jsonl file
+  of 100 GB with no newline was read into memory as one line, now refused at
+  MAX_JSONL_LINE_BYTES. Both in one line naming the file (exit 2).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from tests.reliability.hf_model import hf_model
 from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import one_error_line, run_cli
 from tests.support.paths import FIXTURES, REPO
+from trainer.data.files import DECODED_FLOOR, MAX_JSONL_LINE_BYTES
 from trainer.verl_import import MAX_EXPANDED_CHARS, MAX_LINE_CHARS
 
 RUN = FIXTURES / "megatron_fsdp_qwen2" / "run"
@@ -119,17 +126,20 @@ def test_a_header_longer_than_its_file_is_still_named_as_not_fitting(tmp_path):
 PPO = "python3 -m verl.trainer.main_ppo"
 ADDRESS_SPACE = 2 << 30  # bytes: a fresh interpreter with click and yaml needs ~100 MiB
 FAST_SECONDS = 10.0
+TRAINING_ADDRESS_SPACE = 8 << 30  # torch and its allocators reserve GiBs they never touch
 
 
-def _limited_from_verl(script: Path) -> tuple[subprocess.CompletedProcess, float]:
-    """`mfsdp config from-verl SCRIPT` in a fresh process under ADDRESS_SPACE."""
+def _limited(
+    *args: object, space: int = ADDRESS_SPACE
+) -> tuple[subprocess.CompletedProcess, float]:
+    """`mfsdp ARGS` in a fresh process under `space` bytes of address space; its seconds."""
 
     def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+        resource.setrlimit(resource.RLIMIT_AS, (space, space))
 
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-c", "from cli.main import main; main()", "config", "from-verl", script],
+        [sys.executable, "-c", "from cli.main import main; main()", *map(str, args)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -170,7 +180,7 @@ def test_from_verl_bounds_what_a_script_expands_to(tmp_path, case):
     text, words = SCRIPTS[case]
     script = tmp_path / "run.sh"
     script.write_text(text + "\n")
-    done, seconds = _limited_from_verl(script)
+    done, seconds = _limited("config", "from-verl", script)
     assert done.returncode == 2, done.stderr[-2000:]
     one_error(done.stderr, str(script), words)
     assert seconds < FAST_SECONDS and done.stdout == ""
@@ -202,3 +212,80 @@ def test_exported_variables_substitute_as_plain_ones(tmp_path):
     code, out, err = run_cli("config", "from-verl", script)
     assert code == 0, err
     assert "lr: 1.0e-06" in out, out
+
+
+# --------------------------------------------------------------------------- data files
+QUESTION, ANSWER = "What is 1+1? " * 10, "#### 2"
+
+
+def _repeated_rows(path: Path, row_groups: int, rows: int = 1 << 20) -> None:
+    """GSM8K-shaped rows, one question and answer repeated `rows` times per row group:
+    stored once each (dictionary-encoded, indices run-length encoded), about 20 KB per row
+    group of 2**20 rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    words = pa.dictionary(pa.int32(), pa.string())
+    schema = pa.schema([("question", words), ("answer", words)])
+    same = pa.array([0] * rows, pa.int32())
+    table = pa.Table.from_arrays(
+        [
+            pa.DictionaryArray.from_arrays(same, pa.array([QUESTION])),
+            pa.DictionaryArray.from_arrays(same, pa.array([ANSWER])),
+        ],
+        schema=schema,
+    )
+    with pq.ParquetWriter(str(path), schema, compression="zstd") as writer:
+        for _ in range(row_groups):
+            writer.write_table(table)
+
+
+def test_a_parquet_file_decoding_to_far_more_than_its_size_is_refused(tmp_path):
+    bomb = tmp_path / "train.parquet"
+    _repeated_rows(bomb, row_groups=64)
+    assert bomb.stat().st_size < 4 << 20
+    for args in (
+        ("data", "gsm8k", "--input", bomb, "--split", "train", "--out", tmp_path / "out"),
+        ("data", "math", "--input", bomb, "--out", tmp_path / "out"),
+    ):
+        done, seconds = _limited(*args)
+        assert done.returncode == 2, done.stderr[-2000:]
+        one_error(done.stderr, str(bomb), "decodes to more than", "a compression bomb")
+        assert seconds < FAST_SECONDS * 2
+    assert not (tmp_path / "out").exists()
+
+
+def test_training_refuses_a_parquet_bomb_as_its_data(tmp_path):
+    bomb = tmp_path / "train.parquet"
+    _repeated_rows(bomb, row_groups=64)
+    done, seconds = _limited(
+        "train", "sft", "--config", REPO / "examples" / "sft_tiny_cpu.yaml",
+        f"data.train_files={bomb}", f"trainer.run_dir={tmp_path / 'run'}",
+        space=TRAINING_ADDRESS_SPACE,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    one_error(done.stderr, str(bomb), "decodes to more than")
+    assert seconds < FAST_SECONDS * 3 and not (tmp_path / "run").exists()
+
+
+def test_a_repetitive_parquet_file_within_the_floor_is_read(tmp_path):
+    """The same encoding, 100,000 rows: some 30 MB decoded, under DECODED_FLOOR."""
+    from trainer.data.files import read_rows
+
+    table = tmp_path / "train.parquet"
+    _repeated_rows(table, row_groups=2, rows=50_000)
+    assert 100_000 * (len(QUESTION) + len(ANSWER) + 2 * 64) < DECODED_FLOOR
+    rows = read_rows(table)
+    assert len(rows) == 100_000 and rows[-1] == {"question": QUESTION, "answer": ANSWER}
+
+
+def test_a_jsonl_line_past_the_cap_is_refused_before_it_is_read(tmp_path):
+    sparse = tmp_path / "train.jsonl"
+    sparse.write_bytes(b'{"question": "1+1", "answer": "#### 2"}\n')
+    os.truncate(sparse, 100 << 30)  # sparse: no disk used; line 2 is 100 GB of zero bytes
+    done, seconds = _limited(
+        "data", "gsm8k", "--input", sparse, "--split", "train", "--out", tmp_path / "out"
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    one_error(done.stderr, f"{sparse}:2:", f"a line of more than {MAX_JSONL_LINE_BYTES} bytes")
+    assert seconds < FAST_SECONDS and not (tmp_path / "out").exists()
