@@ -20,7 +20,12 @@
   of the machine's memory without a limit), reported as "not a readable parquet file ()".
   Rows are now decoded in batches against a budget per byte of file; a sparse jsonl file
   of 100 GB with no newline was read into memory as one line, now refused at
-  MAX_JSONL_LINE_BYTES. Both in one line naming the file (exit 2).
+  MAX_JSONL_LINE_BYTES. Both in one line naming the file (exit 2);
+* `mfsdp train` from a model dir whose config.json disagrees with its weights: a vocab_size
+  or hidden_size the weights do not have was transformers' size-mismatch traceback in the
+  rank (85 lines), and a weight missing from model.safetensors trained from random values
+  (exit 0, transformers' load report the only sign). Both are now refused naming the dir
+  and the tensor (exit 1), as import-hf refuses them, through the same check.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import struct
 import subprocess
 import sys
@@ -38,6 +44,11 @@ import pytest
 
 from mfsdp_ckpt.storage.safetensors_source import MAX_HEADER_BYTES
 from tests.reliability.hf_model import hf_model
+from tests.reliability.test_hostile_round9 import (  # trainable: round 9's model dir fixture
+    _config_edit,
+    _train_from,
+    trainable,  # noqa: F401
+)
 from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import one_error_line, run_cli
 from tests.support.paths import FIXTURES, REPO
@@ -289,3 +300,35 @@ def test_a_jsonl_line_past_the_cap_is_refused_before_it_is_read(tmp_path):
     assert done.returncode == 2, done.stderr[-2000:]
     one_error(done.stderr, f"{sparse}:2:", f"a line of more than {MAX_JSONL_LINE_BYTES} bytes")
     assert seconds < FAST_SECONDS and not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------- model dirs
+def _drop_weight(model: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(model / "model.safetensors"))
+    tensors.pop("model.layers.1.mlp.down_proj.weight")
+    save_file(tensors, str(model / "model.safetensors"), metadata={"format": "pt"})
+
+
+DISAGREEING = {
+    "vocab-size": (_config_edit(vocab_size=10**9), "[model.embed_tokens.weight]: shape"),
+    "hidden-size": (_config_edit(hidden_size=1 << 20), "but config.json says"),
+    "weight-missing": (
+        _drop_weight,
+        "weights lack 1 tensor(s) config.json needs, e.g. model.layers.1.mlp.down_proj.weight",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(DISAGREEING))
+def test_training_refuses_weights_config_json_disagrees_with(tmp_path, trainable, case):  # noqa: F811
+    source, table = trainable
+    model = tmp_path / "model"
+    shutil.copytree(source, model)
+    damage, words = DISAGREEING[case]
+    damage(model)
+    code, err = _train_from(model, table, tmp_path / "run")
+    assert code == 1, err
+    one_error(err, str(model), words)
+    assert not (tmp_path / "run").exists()
