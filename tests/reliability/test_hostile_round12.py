@@ -43,6 +43,13 @@ from pathlib import Path
 import pytest
 
 from mfsdp_ckpt.storage.safetensors_source import MAX_HEADER_BYTES
+from tests.reliability.bad_inputs import (
+    ANSWER,
+    PPO,
+    QUESTION,
+    doubling_script,
+    repeated_rows_parquet,
+)
 from tests.reliability.hf_model import hf_model
 from tests.reliability.test_hostile_round9 import (  # trainable: round 9's model dir fixture
     _config_edit,
@@ -134,7 +141,6 @@ def test_a_header_longer_than_its_file_is_still_named_as_not_fitting(tmp_path):
 
 
 # --------------------------------------------------------------------------- from-verl scripts
-PPO = "python3 -m verl.trainer.main_ppo"
 ADDRESS_SPACE = 2 << 30  # bytes: a fresh interpreter with click and yaml needs ~100 MiB
 FAST_SECONDS = 10.0
 TRAINING_ADDRESS_SPACE = 8 << 30  # torch and its allocators reserve GiBs they never touch
@@ -160,11 +166,6 @@ def _limited(
     return done, time.monotonic() - started
 
 
-def _doubling(lines: int) -> str:
-    doubled = [f"A{i}=$A{i - 1}$A{i - 1}" for i in range(1, lines)]
-    return "\n".join(["A0=xxxxxxxx", *doubled, f"{PPO} data.train_files=$A{lines - 1}"])
-
-
 def _many_words(value_chars: int) -> str:
     words = MAX_LINE_CHARS // 8  # `kNNNN=$A` each, the line just under the cap
     command = " ".join(f"k{i}=$A" for i in range(words))
@@ -176,7 +177,7 @@ def _long_word(chars: int) -> str:
 
 
 SCRIPTS = {
-    "doubling-variables": (_doubling(40), "variables expand to more than"),
+    "doubling-variables": (doubling_script(40), "variables expand to more than"),
     "many-substituted-words": (_many_words(60_000), "variables expand to more than"),
     "long-word": (_long_word(900_000), f"more than the {MAX_LINE_CHARS} a launch command"),
     "long-line-of-continuations": (
@@ -226,34 +227,9 @@ def test_exported_variables_substitute_as_plain_ones(tmp_path):
 
 
 # --------------------------------------------------------------------------- data files
-QUESTION, ANSWER = "What is 1+1? " * 10, "#### 2"
-
-
-def _repeated_rows(path: Path, row_groups: int, rows: int = 1 << 20) -> None:
-    """GSM8K-shaped rows, one question and answer repeated `rows` times per row group:
-    stored once each (dictionary-encoded, indices run-length encoded), about 20 KB per row
-    group of 2**20 rows."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    words = pa.dictionary(pa.int32(), pa.string())
-    schema = pa.schema([("question", words), ("answer", words)])
-    same = pa.array([0] * rows, pa.int32())
-    table = pa.Table.from_arrays(
-        [
-            pa.DictionaryArray.from_arrays(same, pa.array([QUESTION])),
-            pa.DictionaryArray.from_arrays(same, pa.array([ANSWER])),
-        ],
-        schema=schema,
-    )
-    with pq.ParquetWriter(str(path), schema, compression="zstd") as writer:
-        for _ in range(row_groups):
-            writer.write_table(table)
-
-
 def test_a_parquet_file_decoding_to_far_more_than_its_size_is_refused(tmp_path):
     bomb = tmp_path / "train.parquet"
-    _repeated_rows(bomb, row_groups=64)
+    repeated_rows_parquet(bomb, row_groups=64)
     assert bomb.stat().st_size < 4 << 20
     for args in (
         ("data", "gsm8k", "--input", bomb, "--split", "train", "--out", tmp_path / "out"),
@@ -268,7 +244,7 @@ def test_a_parquet_file_decoding_to_far_more_than_its_size_is_refused(tmp_path):
 
 def test_training_refuses_a_parquet_bomb_as_its_data(tmp_path):
     bomb = tmp_path / "train.parquet"
-    _repeated_rows(bomb, row_groups=64)
+    repeated_rows_parquet(bomb, row_groups=64)
     done, seconds = _limited(
         "train", "sft", "--config", REPO / "examples" / "sft_tiny_cpu.yaml",
         f"data.train_files={bomb}", f"trainer.run_dir={tmp_path / 'run'}",
@@ -284,7 +260,7 @@ def test_a_repetitive_parquet_file_within_the_floor_is_read(tmp_path):
     from trainer.data.files import read_rows
 
     table = tmp_path / "train.parquet"
-    _repeated_rows(table, row_groups=2, rows=50_000)
+    repeated_rows_parquet(table, row_groups=2, rows=50_000)
     assert 100_000 * (len(QUESTION) + len(ANSWER) + 2 * 64) < DECODED_FLOOR
     rows = read_rows(table)
     assert len(rows) == 100_000 and rows[-1] == {"question": QUESTION, "answer": ANSWER}
