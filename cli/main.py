@@ -55,7 +55,7 @@ def main() -> None:
     command may have failed before parsing its own --json."""
     import sys
 
-    from cli.errors import fail
+    from cli.errors import fail, stdout_failure
     from cli.lines import say
     from trainer.threads import drop_malformed_thread_count
 
@@ -80,6 +80,11 @@ def main() -> None:
         fail(err.format_message(), err.exit_code, as_json)
     except click.Abort:
         fail("aborted", 130, as_json)
+    except OSError as err:  # printing help or the version (commands report their own)
+        written = stdout_failure(err)
+        if written is None:
+            raise
+        fail(written, 1, False)
 
 
 def _lost_working_dir() -> str | None:

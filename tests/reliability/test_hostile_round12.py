@@ -25,7 +25,11 @@
   or hidden_size the weights do not have was transformers' size-mismatch traceback in the
   rank (85 lines), and a weight missing from model.safetensors trained from random values
   (exit 0, transformers' load report the only sign). Both are now refused naming the dir
-  and the tensor (exit 1), as import-hf refuses them, through the same check.
+  and the tensor (exit 1), as import-hf refuses them, through the same check;
+* stdout that cannot be written (redirected onto a full disk; /dev/full): `--json` failures
+  were a traceback (the error's JSON object failed to print too), `--help` and `--version`
+  a traceback, every other command `error: [Errno 28] No space left on device`, naming no
+  file. Each now says `stdout: cannot write the command's output (...)`, exit 1.
 """
 
 from __future__ import annotations
@@ -308,3 +312,33 @@ def test_training_refuses_weights_config_json_disagrees_with(tmp_path, trainable
     assert code == 1, err
     one_error(err, str(model), words)
     assert not (tmp_path / "run").exists()
+
+
+# --------------------------------------------------------------------------- stdout
+FULL_STDOUT = {
+    "validate-json": ("ckpt", "validate", str(RUN), "--json"),
+    "inspect": ("ckpt", "inspect", str(RUN)),
+    "export": ("ckpt", "export-hf", str(RUN), "--out", "{tmp}/hf"),
+    "data": ("data", "synthetic", "--out", "{tmp}/data"),
+    "help": ("ckpt", "--help"),
+    "version": ("--version",),
+}
+
+
+@pytest.mark.parametrize("case", list(FULL_STDOUT))
+def test_stdout_that_cannot_be_written_is_named(tmp_path, case):
+    args = [arg.format(tmp=tmp_path) for arg in FULL_STDOUT[case]]
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(
+            [sys.executable, "-c", "from cli.main import main; main()", *args],
+            cwd=REPO,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 1, done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if not line.startswith("note: ")]
+    assert errors == [
+        "error: stdout: cannot write the command's output (No space left on device)"
+    ], done.stderr[-3000:]
