@@ -29,7 +29,11 @@
 * stdout that cannot be written (redirected onto a full disk; /dev/full): `--json` failures
   were a traceback (the error's JSON object failed to print too), `--help` and `--version`
   a traceback, every other command `error: [Errno 28] No space left on device`, naming no
-  file. Each now says `stdout: cannot write the command's output (...)`, exit 1.
+  file. Each now says `stdout: cannot write the command's output (...)`, exit 1;
+* `mfsdp data gsm8k|math --input D/sft/train.parquet --out D` replaced its own input with
+  its conversion (the official data gone, exit 0), and two inputs of one split name
+  (`a/train.jsonl`, `b/train.jsonl`, or any two under `--split`) wrote only the second's
+  rows. Both are refused naming the inputs (exit 2), --out left as it was.
 """
 
 from __future__ import annotations
@@ -342,3 +346,52 @@ def test_stdout_that_cannot_be_written_is_named(tmp_path, case):
     assert errors == [
         "error: stdout: cannot write the command's output (No space left on device)"
     ], done.stderr[-3000:]
+
+
+# --------------------------------------------------------------------------- data outputs
+GSM8K_ROWS = "".join(
+    json.dumps({"question": f"q{i}", "answer": f"a #### {i}"}) + "\n" for i in range(4)
+)
+
+
+def test_data_refuses_to_write_over_its_own_input(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "sft" / "train.parquet"
+    source.parent.mkdir()
+    rows = [json.loads(line) for line in GSM8K_ROWS.splitlines()]
+    pq.write_table(pa.Table.from_pylist(rows), str(source))
+    before = source.read_bytes()
+    code, out, err = run_cli(
+        "data", "gsm8k", "--input", source, "--split", "train", "--out", tmp_path
+    )
+    assert code == 2, out + err
+    assert f"{source}: is the table --out would write" in one_error_line(err)
+    assert source.read_bytes() == before and not (tmp_path / "rl").exists()
+
+
+@pytest.mark.parametrize("split", ([], ["--split", "train"]))
+def test_data_refuses_two_inputs_converting_to_one_table(tmp_path, split):
+    inputs = []
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        inputs += ["--input", tmp_path / folder / "train.jsonl"]
+        (tmp_path / folder / "train.jsonl").write_text(GSM8K_ROWS)
+    code, out, err = run_cli("data", "gsm8k", *inputs, *split, "--out", tmp_path / "out")
+    assert code == 2, out + err
+    line = one_error_line(err)
+    assert f"{tmp_path / 'b' / 'train.jsonl'}: converts to" in line, line
+    assert f"as {tmp_path / 'a' / 'train.jsonl'} does" in line, line
+    assert not (tmp_path / "out").exists()
+
+
+def test_inputs_of_different_splits_still_convert_together(tmp_path):
+    for name in ("train", "test"):
+        (tmp_path / f"{name}.jsonl").write_text(GSM8K_ROWS)
+    code, _out, err = run_cli(
+        "data", "gsm8k", "--input", tmp_path / "train.jsonl", "--input",
+        tmp_path / "test.jsonl", "--out", tmp_path,
+    )  # fmt: skip
+    assert code == 0, err
+    assert {p.name for p in (tmp_path / "rl").iterdir()} == {"train.parquet", "test.parquet"}
