@@ -20,7 +20,11 @@
   of the machine's memory without a limit), reported as "not a readable parquet file ()".
   Rows are now decoded in batches against a budget per byte of file; a sparse jsonl file
   of 100 GB with no newline was read into memory as one line, now refused at
-  MAX_JSONL_LINE_BYTES. Both in one line naming the file (exit 2);
+  MAX_JSONL_LINE_BYTES. Both in one line naming the file (exit 2). Text columns read
+  back as plain strings (no Arrow schema stored) or nested in chat turns decoded every
+  copy of a repeated value inside pyarrow, before any check: 511 bytes of file held 2,000
+  copies of a 1 MiB string. Text is now read as dictionaries and each batch's size counted
+  from their lengths before a value is copied;
 * `mfsdp train` from a model dir whose config.json disagrees with its weights: a vocab_size
   or hidden_size the weights do not have was transformers' size-mismatch traceback in the
   rank (85 lines), and a weight missing from model.safetensors trained from random values
@@ -248,6 +252,43 @@ def test_a_parquet_file_decoding_to_far_more_than_its_size_is_refused(tmp_path):
         one_error(done.stderr, str(bomb), "decodes to more than", "a compression bomb")
         assert seconds < FAST_SECONDS * 2
     assert not (tmp_path / "out").exists()
+
+
+def _one_long_value(rows: int, column: str, nested: bool) -> object:
+    """`rows` rows repeating one 8 MiB string, as a top-level column or as the content of 50
+    chat turns per row; dictionary-encoded, so building it copies nothing."""
+    import pyarrow as pa
+
+    def repeated(value: str, count: int) -> pa.Array:
+        return pa.DictionaryArray.from_arrays(pa.array([0] * count, pa.int32()), pa.array([value]))
+
+    if not nested:
+        return pa.table({column: repeated("y" * (8 << 20), rows)})
+    turns = pa.StructArray.from_arrays(
+        [repeated("user", rows * 50), repeated("y" * (8 << 20), rows * 50)],
+        names=["role", "content"],
+    )
+    starts = pa.array([i * 50 for i in range(rows + 1)], pa.int32())
+    return pa.table({column: pa.ListArray.from_arrays(starts, turns)})
+
+
+@pytest.mark.parametrize("nested", (False, True), ids=("column", "chat-turns"))
+def test_text_stored_as_plain_strings_is_counted_before_it_is_decoded(tmp_path, nested):
+    """No Arrow schema in the file: pyarrow decoded each of the 2,000 copies itself (8 GiB
+    and more, inside iter_batches) before the batch could be measured."""
+    import pyarrow.parquet as pq
+
+    bomb = tmp_path / "train.parquet"
+    table = _one_long_value(2000, "messages" if nested else "question", nested)
+    pq.write_table(table, str(bomb), compression="zstd", store_schema=False)
+    assert bomb.stat().st_size < 4096
+    done, seconds = _limited("train", "sft", "--config", REPO / "examples" / "sft_tiny_cpu.yaml",
+        f"data.train_files={bomb}", f"trainer.run_dir={tmp_path / 'run'}",
+        space=TRAINING_ADDRESS_SPACE,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    one_error(done.stderr, str(bomb), "decodes to more than")
+    assert seconds < FAST_SECONDS * 3
 
 
 def test_training_refuses_a_parquet_bomb_as_its_data(tmp_path):
