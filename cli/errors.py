@@ -37,6 +37,7 @@ __all__ = [
     "on_interrupt",
     "remember_json",
     "report_errors",
+    "stdout_failure",
 ]
 
 EXIT_INTERRUPTED = 130
@@ -82,9 +83,49 @@ def fail(message: str, code: int = EXIT_FAILED, as_json: bool | None = None) -> 
         ctx = click.get_current_context(silent=True)
         as_json = ctx is not None and bool(ctx.meta.get(JSON_OUTPUT))
     if as_json:
-        click.echo(json.dumps({"error": text, "exit_code": code}))
+        try:
+            click.echo(json.dumps({"error": text, "exit_code": code}))
+        except OSError:  # stdout is what failed (a full disk behind it): the line below says so
+            _discard_stdout()
     click.echo(f"error: {text}", err=True)
     sys.exit(code)
+
+
+def stdout_failure(err: OSError) -> str | None:
+    """The error line for `err` when printing to stdout raised it (other than a broken pipe,
+    click's quiet exit), stdout then pointed at /dev/null; None for any other error."""
+    if err.errno == errno.EPIPE or not _writing_stdout(err):
+        return None
+    _discard_stdout()
+    return f"stdout: cannot write the command's output ({err.strerror})"
+
+
+def _writing_stdout(err: OSError) -> bool:
+    """Whether `err` came from printing to stdout (`click.echo` without err=True): stdout
+    redirected onto a full disk or /dev/full. errno's line names no file then, so the
+    error must say it was stdout."""
+    frame = None
+    trace = err.__traceback__
+    while trace is not None:
+        frame, trace = trace.tb_frame, trace.tb_next
+    return (
+        frame is not None
+        and frame.f_code.co_name == "echo"
+        and frame.f_globals.get("__name__") == "click.utils"
+        and frame.f_locals.get("err") is False
+    )
+
+
+def _discard_stdout() -> None:
+    """Point file descriptor 1 at /dev/null once writing stdout failed: Python flushes
+    stdout again at exit, and that second failure printed "Exception ignored" lines after
+    the error line."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no descriptor (a test's captured stdout)
+        pass
 
 
 def on_interrupt(message: Callable[[], str]) -> None:
@@ -119,6 +160,9 @@ def report_errors(
         if err.errno == errno.ENAMETOOLONG:  # a path as typed that no file can have
             message = f"{err.filename}: name too long for the file system"
             _fail_once(*_or_interrupted(message, EXIT_USAGE, interrupted), as_json())
+        written = stdout_failure(err)
+        if written is not None:
+            _fail_once(*_or_interrupted(written, EXIT_FAILED, interrupted), False)
         _fail_once(*_or_interrupted(str(err), EXIT_FAILED, interrupted), as_json())
     except KeyboardInterrupt:
         _fail_once(interrupted(), EXIT_INTERRUPTED, as_json())

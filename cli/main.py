@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import os
+
 import click
 
 from cli.errors import MfsdpGroup
@@ -52,16 +55,19 @@ def main() -> None:
     command may have failed before parsing its own --json."""
     import sys
 
-    from cli.errors import fail
+    from cli.errors import fail, stdout_failure
     from cli.lines import say
     from trainer.threads import drop_malformed_thread_count
 
-    dropped = drop_malformed_thread_count()  # before any command loads torch (and OpenMP)
-    if dropped:
-        say(f"note: {dropped}", err=True)
     args = sys.argv[1:]
     options = args[: args.index("--")] if "--" in args else args
     as_json = any(arg == "--json" or arg.startswith("--json=") for arg in options)
+    lost = _lost_working_dir()
+    if lost:
+        fail(lost, 2, as_json)
+    dropped = drop_malformed_thread_count()  # before any command loads torch (and OpenMP)
+    if dropped:
+        say(f"note: {dropped}", err=True)
     try:
         app.main(prog_name="mfsdp", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as err:  # `mfsdp ckpt` alone: its help
@@ -74,6 +80,28 @@ def main() -> None:
         fail(err.format_message(), err.exit_code, as_json)
     except click.Abort:
         fail("aborted", 130, as_json)
+    except OSError as err:  # printing help or the version (commands report their own)
+        written = stdout_failure(err)
+        if written is None:
+            raise
+        fail(written, 1, False)
+
+
+def _lost_working_dir() -> str | None:
+    """Why the working directory cannot be used (it was deleted while a shell was in it), or
+    None. Every relative path would then fail with errno's "No such file or directory" and
+    no name, and torch's MKL aborts the process on import ("Cannot load libtorch_cpu.so"),
+    so the command stops before any of that, naming the directory."""
+    try:
+        os.getcwd()
+    except OSError as err:
+        try:  # the kernel still knows the deleted directory's path
+            where = os.readlink("/proc/self/cwd").removesuffix(" (deleted)")
+        except OSError:
+            where = "."
+        what = "was deleted" if err.errno == errno.ENOENT else f"cannot be used ({err.strerror})"
+        return f"{where}: the working directory {what}; cd to an existing directory"
+    return None
 
 
 def _usage_message(err: click.UsageError) -> str:

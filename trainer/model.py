@@ -236,19 +236,35 @@ def build_hf_config(cfg: ModelConfig, tokenizer) -> Any:
     return config
 
 
-def _check_weight_files(assets: Path) -> None:
+def _check_weight_files(assets: Path, config: Any) -> None:
     """A cut-short or damaged download is named before transformers reads it (its
     SafetensorError was a traceback in every rank): every safetensors header is checked
-    against its file, as import-hf checks them, without reading a weight. The files may
-    lead anywhere: the model dir is the user's own, not a checkpoint handed over."""
+    against its file, as import-hf checks them, without reading a weight, and the shapes
+    and names against those `config` implies (a config.json claiming another vocab_size or
+    hidden_size was transformers' size-mismatch traceback in every rank; a missing weight
+    would start from random values). The files may lead anywhere: the model dir is the
+    user's own, not a checkpoint handed over."""
+    from mfsdp_ckpt.convert.hf_config import weights_disagreement, weights_from_table
+    from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
     from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, SafetensorsSource
 
     if not any(assets.glob("*.safetensors")):
         return  # *.bin weights: transformers reads those itself
     try:
-        SafetensorsSource(assets, links_anywhere=True)
+        source = SafetensorsSource(assets, links_anywhere=True)
     except SafetensorsError as err:
         raise ModelFilesError(str(err)) from None
+    settings = config.to_dict()
+    table = hf_state_dict_shapes(settings)
+    if table is None:  # a family name_maps has no table for: transformers checks
+        return
+    expected = weights_from_table(
+        config.model_type, table, bool(settings.get("tie_word_embeddings", False))
+    )
+    shapes = {name: entry.shape for name, entry in source.tensors.items()}
+    problem = weights_disagreement(assets, shapes, expected, unknown=False)
+    if problem:
+        raise ModelFilesError(problem)
 
 
 def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) -> torch.nn.Module:
@@ -259,7 +275,7 @@ def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) 
     torch.manual_seed(seed)
     source = resolve_model_source(cfg) if not cfg.random_init else None
     if source is not None and source.checkpoint is None:
-        _check_weight_files(source.assets)
+        _check_weight_files(source.assets, config)
         model = AutoModelForCausalLM.from_pretrained(
             str(source.assets),
             config=config,

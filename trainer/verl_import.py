@@ -24,9 +24,15 @@ from trainer import verl_keys
 from trainer.config_yaml import YAMLConfigError, parse_yaml
 
 MAX_SOURCE_BYTES = 1 << 20  # launch scripts and configs are a few KiB
+# A launch command, continuations joined, is a few KiB; shlex builds each word a character at
+# a time (quadratic: a 1 MiB word took 25 s), so a longer line is refused before it splits.
+MAX_LINE_CHARS = 64 << 10
+# What `$NAME` substitutions may copy, all told: each copies the value, so assignments that
+# double one (`B=$A$A`, `C=$B$B`, ...) grow it 2**lines ("billion laughs" in 40 lines).
+MAX_EXPANDED_CHARS = 4 * MAX_SOURCE_BYTES
 GRPO_MODULES = ("verl.trainer.main_ppo",)
 SFT_MODULES = ("verl.trainer.fsdp_sft_trainer", "verl.trainer.sft_trainer")
-_VARIABLE = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+_VARIABLE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -114,15 +120,21 @@ def _yaml_tree(text: str, source: Path) -> dict[str, Any]:
 
 def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str]:
     """The `key=value` arguments of the script's (last) verl trainer command."""
-    variables: dict[str, str] = {}
+    variables = _Variables(source)
     found: tuple[str, list[str]] | None = None
     for line in text.replace("\\\r\n", " ").replace("\\\n", " ").splitlines():
+        if len(line) > MAX_LINE_CHARS:
+            raise VerlSourceError(
+                f"{source}: a line of {len(line)} characters (continuations joined) starting "
+                f"{line[:40]!r}, more than the {MAX_LINE_CHARS} a launch command needs"
+            )
         try:
             words = shlex.split(line, comments=True)
         except ValueError:
             continue  # an unbalanced quote: not a line this reads
-        if len(words) == 1 and (match := _VARIABLE.match(words[0])):
-            variables[match.group(1)] = _substitute(match.group(2), variables)
+        assignment = words[1:] if words[:1] == ["export"] else words
+        if len(assignment) == 1 and (match := _VARIABLE.match(assignment[0])):
+            variables.assign(match.group(1), match.group(2))
             continue
         for module in GRPO_MODULES + SFT_MODULES:
             if module in words:
@@ -140,22 +152,39 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str]:
     for word in words:
         key, sep, value = word.partition("=")
         if sep and not key.startswith("-"):
-            text_value = _substitute(value, variables)
+            text_value = variables.substitute(value)
             value_source = f"{source}: {key}"
             pairs.append((key, _parse(text_value, value_source) if text_value.strip() else None))
     return pairs, command
 
 
-def _substitute(value: str, variables: dict[str, str]) -> str:
-    """`$NAME`, `${NAME}` and `${NAME:-default}` from the script's own assignments; others stay."""
+class _Variables:
+    """The script's own `NAME=value` assignments, substituted as `$NAME`, `${NAME}` and
+    `${NAME:-default}` into later ones and into the command's words (others stay as
+    written), copying at most MAX_EXPANDED_CHARS in all."""
 
-    def replace(match: re.Match) -> str:
-        name = match.group(1) or match.group(3)
-        if name in variables:
-            return variables[name]
-        return match.group(2) if match.group(2) is not None else match.group(0)
+    def __init__(self, source: Path):
+        self.source = source
+        self.values: dict[str, str] = {}
+        self.copied = 0
 
-    return _REFERENCE.sub(replace, value)
+    def assign(self, name: str, value: str) -> None:
+        self.values[name] = self.substitute(value)
+
+    def substitute(self, value: str) -> str:
+        def replace(match: re.Match) -> str:
+            name = match.group(1) or match.group(3)
+            if name not in self.values:
+                return match.group(2) if match.group(2) is not None else match.group(0)
+            self.copied += len(self.values[name])
+            if self.copied > MAX_EXPANDED_CHARS:  # before the copy is made
+                raise VerlSourceError(
+                    f"{self.source}: ${name}: variables expand to more than "
+                    f"{MAX_EXPANDED_CHARS} characters; not a launch script"
+                )
+            return self.values[name]
+
+        return _REFERENCE.sub(replace, value)
 
 
 def _convert(

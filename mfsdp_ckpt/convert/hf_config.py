@@ -155,6 +155,34 @@ def expected_weights_for(
     )
 
 
+def weights_disagreement(
+    where: object, shapes: dict[str, tuple[int, ...]], expected: ExpectedWeights, unknown: bool
+) -> str | None:
+    """How stored weights (`shapes`, by name) disagree with what config.json implies, as one
+    line starting with `where`, or None: a tensor config.json has no place for (`unknown`:
+    transformers' loader would drop it, so training leaves this to it), a shape config.json
+    does not give it, a parameter no file holds (transformers would initialise it at
+    random)."""
+    strangers = sorted(name for name in shapes if name not in expected.allowed)
+    if unknown and strangers:
+        return (
+            f"{where}: {len(strangers)} tensor(s) unknown to {expected.model_type},"
+            f" e.g. {strangers[0]}"
+        )
+    for name, shape in shapes.items():
+        if name in expected.allowed and tuple(expected.allowed[name]) != tuple(shape):
+            return (
+                f"{where} [{name}]: shape {tuple(shape)}, but config.json says"
+                f" {tuple(expected.allowed[name])}"
+            )
+    missing = sorted(set(expected.required) - set(shapes))
+    if missing:
+        return (
+            f"{where}: weights lack {len(missing)} tensor(s) config.json needs, e.g. {missing[0]}"
+        )
+    return None
+
+
 def weights_from_table(
     model_type: str, shapes: dict[str, tuple[int, ...]], tied: bool
 ) -> ExpectedWeights:

@@ -45,7 +45,12 @@ from mfsdp_ckpt.convert.export_hf import _check_out_dir
 from mfsdp_ckpt.convert.export_plan import DTYPES
 from mfsdp_ckpt.convert.export_scheduler import Progress
 from mfsdp_ckpt.convert.export_source import _asset_files, check_local_assets, load_config
-from mfsdp_ckpt.convert.hf_config import HFConfigError, expected_weights_for, read_config_json
+from mfsdp_ckpt.convert.hf_config import (
+    HFConfigError,
+    expected_weights_for,
+    read_config_json,
+    weights_disagreement,
+)
 from mfsdp_ckpt.convert.name_maps import (
     LAYOUTS,
     MCORE,
@@ -159,7 +164,9 @@ def plan_model_import(
     except SafetensorsError as err:
         raise ImportFailedError(str(err)) from None
     shapes = {name: entry.shape for name, entry in source.tensors.items()}
-    _check_against_config(hf_dir, shapes, expected)
+    problem = weights_disagreement(hf_dir, shapes, expected, unknown=True)
+    if problem:
+        raise ImportFailedError(problem)
     _refuse_non_floating_weights(source, expected)
     geometry = Geometry.from_config(config)
     try:
@@ -218,26 +225,6 @@ def _check_assets(hf_dir: Path) -> None:
         check_local_assets(hf_dir)
     except CheckpointFileError as err:
         raise ImportFailedError(str(err)) from None
-
-
-def _check_against_config(hf_dir: Path, shapes: dict[str, tuple[int, ...]], expected) -> None:
-    unknown = sorted(name for name in shapes if name not in expected.allowed)
-    if unknown:
-        raise ImportFailedError(
-            f"{hf_dir}: {len(unknown)} tensor(s) unknown to {expected.model_type},"
-            f" e.g. {unknown[0]}"
-        )
-    for name, shape in shapes.items():
-        if tuple(expected.allowed[name]) != tuple(shape):
-            raise ImportFailedError(
-                f"{hf_dir} [{name}]: shape {tuple(shape)}, but config.json says"
-                f" {tuple(expected.allowed[name])}"
-            )
-    missing = sorted(set(expected.required) - set(shapes))
-    if missing:
-        raise ImportFailedError(
-            f"{hf_dir}: weights lack {len(missing)} tensor(s) config.json needs, e.g. {missing[0]}"
-        )
 
 
 def _refuse_non_floating_weights(source: SafetensorsSource, expected) -> None:

@@ -164,9 +164,14 @@ def read_header(path: Path, relative: str, root: str | None = None) -> dict[str,
         if len(prefix) != 8:
             raise SafetensorsError(f"{path}: shorter than a safetensors header")
         (length,) = struct.unpack("<Q", prefix)
-        if length > min(MAX_HEADER_BYTES, size - 8):
+        if length > size - 8:
             raise SafetensorsError(
                 f"{path}: header length {length} does not fit the file ({size} bytes)"
+            )
+        if length > MAX_HEADER_BYTES:
+            raise SafetensorsError(
+                f"{path}: header of {length} bytes, more than the {MAX_HEADER_BYTES} a model's "
+                "names, shapes and offsets need"
             )
         raw = handle.read(length)
     header = _parse_header(path, raw)

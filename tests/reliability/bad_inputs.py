@@ -31,6 +31,39 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
+QUESTION, ANSWER = "What is 1+1? " * 10, "#### 2"
+PPO = "python3 -m verl.trainer.main_ppo"
+
+
+def repeated_rows_parquet(path: Path, row_groups: int, rows: int = 1 << 20) -> Path:
+    """GSM8K-shaped rows, one question and answer repeated `rows` times per row group:
+    stored once each (dictionary-encoded, indices run-length encoded), about 20 KB per row
+    group of 2**20 rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    words = pa.dictionary(pa.int32(), pa.string())
+    schema = pa.schema([("question", words), ("answer", words)])
+    same = pa.array([0] * rows, pa.int32())
+    table = pa.Table.from_arrays(
+        [
+            pa.DictionaryArray.from_arrays(same, pa.array([QUESTION])),
+            pa.DictionaryArray.from_arrays(same, pa.array([ANSWER])),
+        ],
+        schema=schema,
+    )
+    with pq.ParquetWriter(str(path), schema, compression="zstd") as writer:
+        for _ in range(row_groups):
+            writer.write_table(table)
+    return path
+
+
+def doubling_script(lines: int) -> str:
+    """A verl launch script whose variables double line by line (`A1=$A0$A0`, ...)."""
+    doubled = [f"A{i}=$A{i - 1}$A{i - 1}" for i in range(1, lines)]
+    return "\n".join(["A0=xxxxxxxx", *doubled, f"{PPO} data.train_files=$A{lines - 1}", ""])
+
+
 def _sft_on(root: Path, data: Path | None = None, *extra: str) -> list:
     return sft_args(
         data or root / "train.jsonl", root / "run", f"trainer.total_steps={BASE_STEP + 2}", *extra
@@ -160,6 +193,29 @@ BAD_INPUTS: tuple[BadInput, ...] = (
         lambda r: ["data", "gsm8k", "--input", r / "nope.jsonl", "--out", r / "data"],
         2,
         "nope.jsonl",
+    ),
+    BadInput(
+        "data_parquet_bomb",
+        "data gsm8k --input: 300 KB of parquet holding 16M repeated rows",
+        lambda r: [
+            "data",
+            "gsm8k",
+            "--split",
+            "train",
+            "--out",
+            r / "data",
+            "--input",
+            repeated_rows_parquet(r / "bomb.parquet", row_groups=16),
+        ],
+        2,
+        "decodes to more than",
+    ),
+    BadInput(
+        "verl_script_variable_bomb",
+        "config from-verl of a script whose 40 variables double line by line",
+        lambda r: ["config", "from-verl", _write(r / "run.sh", doubling_script(40))],
+        2,
+        "variables expand to more than",
     ),
 )
 

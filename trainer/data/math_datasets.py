@@ -8,6 +8,9 @@ prompt and the reference solution as the assistant turn.
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -65,19 +68,39 @@ def convert_files(
     none, so a bad second input or a full disk leaves --out as it was."""
     written: dict[str, Path] = {}
     tables: dict[Path, list[dict[str, Any]]] = {}
-    for path in inputs:
-        name = split or Path(path).stem.split(".")[0]
-        rows = read_rows(path)
+    source_of: dict[Path, str] = {}
+    for source in inputs:
+        name = split or Path(source).stem.split(".")[0]
+        rows = read_rows(source)
         try:
             sft, rl = CONVERTERS[dataset](rows, name)
         except DataFileError as err:
-            raise DataFileError(f"{path}: {err}") from None
+            raise DataFileError(f"{source}: {err}") from None
         for kind, table in (("sft", sft), ("rl", rl)):
             path = Path(out_dir) / kind / f"{name}.parquet"
+            if path in source_of:  # the later table would replace the earlier one's rows
+                raise DataFileError(
+                    f"{source}: converts to {path}, as {source_of[path]} does; give each "
+                    "input its own split name (its file name, or one --split per run)"
+                )
+            source_of[path] = source
             written[f"{kind}/{name}"] = path
             tables[path] = table
+    _refuse_writing_over_inputs(inputs, tables)
     write_tables(tables)
     return written
+
+
+def _refuse_writing_over_inputs(inputs: list[str], outputs: Iterable[Path]) -> None:
+    """An input that is one of the tables --out would hold (`--input D/sft/train.parquet
+    --out D`) would be replaced by its own conversion: the source data gone."""
+    for source in inputs:
+        for path in outputs:
+            with contextlib.suppress(OSError):  # an output not there yet is no input
+                if os.path.samefile(source, path):
+                    raise DataFileError(
+                        f"{source}: is the table --out would write ({path}); choose another --out"
+                    )
 
 
 def _require(row: dict[str, Any], index: int, *columns: str) -> list[str]:
