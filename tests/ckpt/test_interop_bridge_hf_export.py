@@ -15,7 +15,7 @@ import shutil
 import yaml
 
 from mfsdp_ckpt.format import layout
-from tests.ckpt.test_interop_round8 import _bridge_run, _hf_model
+from tests.ckpt.test_interop_megatron_config_from_args import _bridge_run, _hf_model
 from tests.support.interop_layouts import assert_exports_to_source, one_error_line, run_cli
 
 LLAMA3_ROPE = {

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from mfsdp_ckpt.format import layout
-from tests.ckpt.test_interop_round8 import _bridge_run, _hf_model, _train_state
+from tests.ckpt.test_interop_megatron_config_from_args import _bridge_run, _hf_model, _train_state
 from tests.support.interop_layouts import run_cli
 
 

@@ -19,7 +19,7 @@ import pytest
 import torch
 import yaml
 
-from tests.ckpt.test_interop_round8 import (
+from tests.ckpt.test_interop_megatron_config_from_args import (
     _bridge_run,
     _hf_model,
     _megatron_args,

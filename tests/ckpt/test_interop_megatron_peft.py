@@ -16,7 +16,12 @@ import json
 
 import torch
 
-from tests.ckpt.test_interop_round8 import _bridge_run, _hf_model, _mcore_weights, _save
+from tests.ckpt.test_interop_megatron_config_from_args import (
+    _bridge_run,
+    _hf_model,
+    _mcore_weights,
+    _save,
+)
 from tests.support.interop_layouts import one_error_line, run_cli
 
 RANK = 4

@@ -13,7 +13,7 @@ import io
 
 from mfsdp_ckpt.format import layout
 from tests.ckpt.convert.test_export_mcore import to_mcore
-from tests.ckpt.test_interop_round8 import _hf_model, _megatron_args, _save
+from tests.ckpt.test_interop_megatron_config_from_args import _hf_model, _megatron_args, _save
 from tests.support.interop_layouts import assert_exports_to_source, run_cli
 
 

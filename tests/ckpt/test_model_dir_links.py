@@ -11,7 +11,7 @@ from pathlib import Path
 
 from mfsdp_ckpt.storage import safe_files
 from tests.reliability.hf_model import hf_model
-from tests.reliability.test_hostile_round6 import EXPORT, MCORE_QWEN2
+from tests.reliability.test_hostile_source_dirs_and_safetensors import EXPORT, MCORE_QWEN2
 from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import run_cli
 

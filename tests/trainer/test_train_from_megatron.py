@@ -14,7 +14,7 @@ import yaml
 
 from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
-from tests.ckpt.test_interop_round8 import (
+from tests.ckpt.test_interop_megatron_config_from_args import (
     _bridge_model_section,
     _mcore_weights,
     _megatron_args,

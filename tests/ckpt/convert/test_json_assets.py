@@ -16,7 +16,7 @@ import pytest
 from mfsdp_ckpt.convert.export_source import MAX_ASSET_BYTES
 from mfsdp_ckpt.convert.import_hf import ImportFailedError, plan_model_import
 from tests.reliability.hf_model import hf_model
-from tests.reliability.test_hostile_round9 import (  # trainable: round 9's model dir fixture
+from tests.reliability.test_hostile_escapes_and_training_inputs import (
     _train_from,
     trainable,  # noqa: F401
 )

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.ckpt.test_interop_round8 import (
+from tests.ckpt.test_interop_megatron_config_from_args import (
     _bridge_run,
     _hf_model,
     _megatron_args,
@@ -319,7 +319,7 @@ def _train_state_bytes(**changes) -> bytes:
 
     import torch
 
-    from tests.ckpt.test_interop_round8 import _train_state
+    from tests.ckpt.test_interop_megatron_config_from_args import _train_state
 
     state = {**_train_state(10), **changes}
     buffer = io.BytesIO()

@@ -25,8 +25,8 @@ import sys
 import pytest
 import yaml
 
-from tests.ckpt.test_interop_round8 import _bridge_run, _hf_model
-from tests.reliability.test_hostile_round9 import (  # trainable: round 9's model dir fixture
+from tests.ckpt.test_interop_megatron_config_from_args import _bridge_run, _hf_model
+from tests.reliability.test_hostile_escapes_and_training_inputs import (
     _drop_chat_template,
     _train_from,
     trainable,  # noqa: F401

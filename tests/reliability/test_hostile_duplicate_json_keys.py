@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 
 from tests.reliability.hf_model import hf_model
-from tests.reliability.test_hostile_round7b import _split
-from tests.reliability.test_hostile_round9 import (  # trainable: round 9's model dir fixture
+from tests.reliability.test_hostile_escapes_and_training_inputs import (
     _train_from,
     trainable,  # noqa: F401
 )
-from tests.reliability.test_hostile_round10 import FORGED, _no_forged_lines
+from tests.reliability.test_hostile_log_lines_and_chat_templates import FORGED, _no_forged_lines
+from tests.reliability.test_hostile_model_files_and_metadata import _split
 from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import one_error_line, run_cli, verl_rl_v2
 from tests.support.paths import FIXTURES, REPO

@@ -35,7 +35,7 @@ import pytest
 
 from mfsdp_ckpt.format.dcp_metadata import MetadataIndex
 from tests.reliability.hf_model import hf_model
-from tests.reliability.test_hostile_round7 import _sharded
+from tests.reliability.test_hostile_permissions_weights_and_indexes import _sharded
 from tests.support.ckpt_edits import edit_metadata
 from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import run_cli

@@ -63,7 +63,7 @@ from tests.reliability.bad_inputs import (
     repeated_rows_parquet,
 )
 from tests.reliability.hf_model import hf_model
-from tests.reliability.test_hostile_round9 import (  # trainable: round 9's model dir fixture
+from tests.reliability.test_hostile_escapes_and_training_inputs import (
     _config_edit,
     _train_from,
     trainable,  # noqa: F401
