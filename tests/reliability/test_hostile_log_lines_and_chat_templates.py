@@ -25,7 +25,6 @@ import sys
 import pytest
 import yaml
 
-from tests.ckpt.test_interop_megatron_config_from_args import _bridge_run, _hf_model
 from tests.reliability.test_hostile_escapes_and_training_inputs import (
     _drop_chat_template,
     _train_from,
@@ -33,6 +32,8 @@ from tests.reliability.test_hostile_escapes_and_training_inputs import (
 )
 from tests.support.cli_errors import one_error
 from tests.support.fresh_python import mfsdp
+from tests.support.hf_to_mcore import tiny_causal_lm
+from tests.support.megatron_checkpoints import bridge_run
 from tests.support.paths import REPO
 
 FORGED = "/nonexist\nerror: forged\x1b[31m\x1b]0;pwned\x07"
@@ -182,7 +183,7 @@ def test_a_bridge_tokenizer_file_over_the_asset_cap_is_refused_as_export_refuses
     transformers to read whole. Both now refuse it in the same line."""
     from mfsdp_ckpt.convert.export_source import MAX_ASSET_BYTES
 
-    run = _bridge_run(tmp_path, _hf_model("llama"), steps=(10,))
+    run = bridge_run(tmp_path, tiny_causal_lm("llama"), steps=(10,))
     big = run / "iter_0000010" / "tokenizer" / "tokenizer.json"
     os.truncate(big, MAX_ASSET_BYTES + 1)  # sparse: no disk used
     data = tmp_path / "train.jsonl"
