@@ -25,23 +25,13 @@ import sys
 import pytest
 import yaml
 
-from tests.reliability.test_hostile_escapes_and_training_inputs import (
-    _drop_chat_template,
-    _train_from,
-    trainable,  # noqa: F401
-)
 from tests.support.cli_errors import one_error
 from tests.support.fresh_python import mfsdp
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.megatron_checkpoints import bridge_run
+from tests.support.model_dirs import drop_chat_template, train_from
 from tests.support.paths import REPO
-
-FORGED = "/nonexist\nerror: forged\x1b[31m\x1b]0;pwned\x07"
-
-
-def _no_forged_lines(stderr: str) -> None:
-    assert not any(c in stderr for c in "\x1b\x07"), stderr
-    assert not any(line.startswith("error: forged") for line in stderr.splitlines()), stderr
+from tests.support.terminal import FORGED, no_forged_lines
 
 
 # --------------------------------------------------------------------------- log lines
@@ -57,7 +47,7 @@ def test_log_notes_print_config_values_escaped(tmp_path):
     for verbose in ([], ["-v"]):
         done = mfsdp(*verbose, "train", "sft", "--config", str(config))
         assert done.returncode == 2, done.stderr  # no data files: a usage error after the note
-        _no_forged_lines(done.stderr)
+        no_forged_lines(done.stderr)
         notes = [line for line in done.stderr.splitlines() if "note: verl's" in line]
         assert len(notes) == 1 and "\\x0aerror: forged\\x1b" in notes[0], done.stderr
 
@@ -75,7 +65,7 @@ def test_warnings_print_escaped():
         text=True,
         timeout=60,
     )
-    _no_forged_lines(done.stderr)
+    no_forged_lines(done.stderr)
     assert "UserWarning: /nonexist\\x0aerror: forged" in done.stderr, done.stderr
 
 
@@ -164,15 +154,15 @@ TEMPLATE_KINDS = {
 
 
 @pytest.mark.parametrize("case", list(TEMPLATE_KINDS))
-def test_a_chat_template_that_is_no_file_is_named(tmp_path, trainable, case):  # noqa: F811
+def test_a_chat_template_that_is_no_file_is_named(tmp_path, trainable, case):
     """Was: "the tokenizer ... has no chat template" (exit 2), the file never named."""
     source, table = trainable
     model = tmp_path / "model"
     shutil.copytree(source, model)
-    _drop_chat_template(model)
+    drop_chat_template(model)
     make, words = TEMPLATE_KINDS[case]
     make(model / "chat_template.jinja")
-    code, err = _train_from(model, table, tmp_path / "run")
+    code, err = train_from(model, table, tmp_path / "run")
     assert code == 1, err
     one_error(err, str(model / "chat_template.jinja"), words.split(": ", 1)[1])
     assert not (tmp_path / "run").exists()

@@ -26,14 +26,12 @@ import pytest
 
 from cli.main import main
 from mfsdp_ckpt.storage.reader import CheckpointReader
-from tests.reliability.hf_model import hf_model
+from tests.reliability.hf_model import EXPORT_MCORE_QWEN2, MCORE_QWEN2, hf_model
 from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import run_cli
-from tests.support.paths import FIXTURES, REPO, repo_env
+from tests.support.paths import REPO, repo_env
 from tests.support.permissions import without_root_overrides
 
-MCORE_QWEN2 = FIXTURES / "mcore" / "qwen2"
-EXPORT = ("ckpt", "export-hf", MCORE_QWEN2 / "dist_ckpt")
 SECONDS = 20  # every case here takes well under one; a hang is a failure, not a stuck run
 
 
@@ -84,7 +82,9 @@ def test_export_never_replaces_its_hf_config_dir(tmp_path, where, snapshot):
     out = {"same": model, "parent": tmp_path}[where]
     before = _tree(tmp_path)
     for config in (model, model / "config.json"):
-        code, _out, err = run_cli(*EXPORT, "--hf-config", config, "--out", out, "--overwrite")
+        code, _out, err = run_cli(
+            *EXPORT_MCORE_QWEN2, "--hf-config", config, "--out", out, "--overwrite"
+        )
         assert code == 2, err
         one_error(err, "holds the model dir", str(model))
         assert _tree(tmp_path) == before
@@ -110,7 +110,9 @@ def test_export_beside_or_inside_its_hf_config_dir_still_works(tmp_path, where):
     model = hf_model(tmp_path)
     before = _tree(model)
     out = tmp_path / "export" if where == "beside" else model / "export"
-    code, _out, err = run_cli(*EXPORT, "--hf-config", model / "config.json", "--out", out)
+    code, _out, err = run_cli(
+        *EXPORT_MCORE_QWEN2, "--hf-config", model / "config.json", "--out", out
+    )
     assert code == 0, err
     assert (out / "model.safetensors").is_file()
     assert {k: v for k, v in _tree(model).items() if not k.startswith("export")} == before
@@ -355,7 +357,7 @@ def test_a_config_that_is_no_causal_lm_is_refused_in_one_line(tmp_path, family):
     code, out, _err = run_cli("ckpt", "validate", MCORE_QWEN2 / "dist_ckpt", "--hf-config", config)
     assert code == 1 and "INVALID" in out, out
     assert f"error: {config}: " in out, out
-    code, _out, err = run_cli(*EXPORT, "--hf-config", config, "--out", tmp_path / "out")
+    code, _out, err = run_cli(*EXPORT_MCORE_QWEN2, "--hf-config", config, "--out", tmp_path / "out")
     assert code == 2, err
     one_error(err)
     assert not (tmp_path / "out").exists()
@@ -425,7 +427,7 @@ def test_a_cloned_model_dir_exports_without_its_hidden_dirs(tmp_path):
     model = hf_model(tmp_path)
     _as_git_clone(model)
     out = tmp_path / "export"
-    code, _out, err = run_cli(*EXPORT, "--hf-config", model, "--out", out)
+    code, _out, err = run_cli(*EXPORT_MCORE_QWEN2, "--hf-config", model, "--out", out)
     assert code == 0, err
     assert (out / "tokenizer.json").is_file() and _hidden(out) == []
 
