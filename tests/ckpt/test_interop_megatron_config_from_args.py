@@ -3,9 +3,10 @@
 Megatron-LM's fsdp_dtensor checkpoint records its model only in `args`, a pickled
 argparse.Namespace that also holds dtypes, enums and partials of code this process has not
 imported; Megatron-Bridge records it in `run_config.yaml` and keeps its tokenizer in the
-iteration dir. Both are built here on CPU with torch DCP from a tiny transformers model
-whose weights are written under Megatron-core names by test_export_mcore's independent
-converter, so the exported model's logits can be compared with the source's.
+iteration dir. Both are built on CPU with torch DCP (tests/support/megatron_checkpoints.py)
+from a tiny transformers model whose weights are written under Megatron-core names by
+tests/support/hf_to_mcore.py's independent converter, so the exported model's logits can be
+compared with the source's.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ says what the directory is and what reads it.
 
 The Megatron-LM-shaped state comes from tests/fixtures/megatron_lm_optim/
 make_megatron_lm_optim.py; the logits cases build a tiny transformers model and write its
-weights under Megatron-core names with test_export_mcore's independent converter.
+weights under Megatron-core names with tests/support/hf_to_mcore.py's independent
+converter.
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ Megatron-LM pads the embedding and output layer to a multiple of
 `--make-vocab-size-divisible-by` (128) times the tensor-parallel size, so a Megatron-core
 checkpoint can hold more rows than the HF config's vocab_size; export drops the padding
 (as Megatron-Bridge's export does) and refuses row counts no padding explains. The tiny
-models are written under Megatron-core names with test_export_mcore's independent
-converter, padded with random rows, and the export's logits are compared with the
-source model's.
+models are written under Megatron-core names with tests/support/hf_to_mcore.py's
+independent converter, padded with random rows, and the export's logits are compared with
+the source model's.
 """
 
 from __future__ import annotations

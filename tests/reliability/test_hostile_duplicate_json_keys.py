@@ -1,4 +1,4 @@
-"""Hostile inputs the earlier rounds left open:
+"""JSON files giving a key twice, and library log lines quoting hostile values:
 
 * a JSON file giving a key twice (`{"eos_token_id": 1, ..., "eos_token_id": 2}`) in a model's
   config.json, generation_config.json or tokenizer_config.json, a safetensors index, mfsdp's
@@ -6,9 +6,10 @@
   value silently, so which one was meant was never asked. Each is refused in one line naming
   the file and the key, with the exit code a malformed file of that kind already had;
 * log lines of libraries that print through handlers of their own (transformers puts one
-  on its "transformers" logger): round 10 escaped our loggers' lines, Python's fallback
-  handler's and warnings, but these still printed a newline or an ANSI escape in a path or
-  config value raw, forging a line or recolouring the terminal.
+  on its "transformers" logger): our loggers' lines, Python's fallback handler's and
+  warnings were escaped (test_hostile_log_lines_and_chat_templates.py), but these still
+  printed a newline or an ANSI escape in a path or config value raw, forging a line or
+  recolouring the terminal.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Hostile inputs the earlier rounds left open, each handled with the right exit code and
-nothing on the terminal that the input chose:
+"""Hostile paths, safetensors headers, config numbers, model dirs and chat rows for import,
+export and training, each handled with the right exit code and nothing on the terminal that
+the input chose:
 
 * paths holding a newline, an ANSI/OSC escape or bytes that are not UTF-8: error lines were
   escaped, but the lines of a success (export/import summary, `valid: ...`, notes, the

@@ -1,4 +1,5 @@
-"""Hostile inputs the earlier rounds left open:
+"""Log lines quoting values users chose, jsonl rows giving a key twice, chat templates that
+are no regular file, and Bridge tokenizer files over the asset cap:
 
 * log lines and warnings quoting values users chose (`note: verl's ... is
   checkpoint.resume=PATH here`): without `-v` Python's fallback handler printed them raw, so

@@ -1,5 +1,6 @@
-"""Hostile and damaged inputs round 7 left open, each refused in one line with the right
-exit code:
+"""Damaged DCP metadata, config numbers no field can hold, and model dir files that are
+unreadable, linked out, special or damaged, each refused in one line with the right exit
+code:
 
 * a DCP `.metadata` whose `storage_data` has an entry no state-dict entry reads (a key
   `state_dict_metadata` lacks, or offsets none of the tensor's chunks has): validate (and
@@ -8,7 +9,7 @@ exit code:
   read, a float that overflows to inf): one line naming the key (exit 2) before any work,
   not torch's ValueError from `manual_seed` in every rank;
 * a `huggingface/` dir this user may not open: validate (plain, --json, --deep) fails
-  naming it as round 7 names an unreadable checkpoint dir, not errno's raw line about a
+  naming it as an unreadable checkpoint dir is named, not errno's raw line about a
   file inside it (or, without a manifest, "valid" having skipped the config check);
 * a weight file or index of a Hugging Face model dir that is a symlink out of it: import
   refuses it as it refuses a config or tokenizer linked out (a cache snapshot's links into

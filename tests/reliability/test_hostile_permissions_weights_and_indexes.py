@@ -1,5 +1,5 @@
-"""Hostile and damaged inputs the earlier rounds left open, each refused in one line with
-the right exit code:
+"""Unreadable checkpoint dirs, non-finite weights, shard indexes that disagree with their
+shards and YAML keys given twice, each refused in one line with the right exit code:
 
 * a checkpoint dir (run, step or dist_ckpt) this user may not read: a permission error
   naming it (exit 1), not "not a checkpoint" or click's "not readable" (exit 2);

@@ -1,5 +1,6 @@
-"""Hostile inputs the earlier rounds left open, each refused in one line and non-zero exit,
-with nothing read past a special file and nothing written into what the command reads:
+"""Hostile --out paths, model dirs and safetensors for export and import, each refused in one
+line and non-zero exit, with nothing read past a special file and nothing written into what
+the command reads:
 
 * --out that is, contains or lies in a Hugging Face model dir the command reads
   (export-hf's --hf-config, import-hf's source): --overwrite would replace a user's

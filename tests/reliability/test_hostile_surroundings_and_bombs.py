@@ -1,4 +1,6 @@
-"""Hostile inputs and surroundings the earlier rounds left open:
+"""Hostile surroundings (a deleted working dir, stdout that cannot be written) and inputs:
+scripts, parquet, jsonl and safetensors headers that expand far past their size, model dirs
+whose config.json disagrees with the weights, and data --out over its own inputs:
 
 * a working directory deleted while a shell was in it: a relative --out (export-hf,
   import-hf, `mfsdp data`) failed with errno's bare "[Errno 2] No such file or directory"
