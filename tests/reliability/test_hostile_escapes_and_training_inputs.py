@@ -49,6 +49,7 @@ from tests.support.interop_layouts import run_cli
 from tests.support.model_dirs import (
     config_edit,
     drop_chat_template,
+    split_safetensors,
     tokenizer_config_edit,
     train,
     train_from,
@@ -142,15 +143,9 @@ def test_parquet_names_pyarrow_would_parse_as_uris_are_read_and_written(tmp_path
 
 
 # --------------------------------------------------------------------------- safetensors headers
-def _split(path: Path) -> tuple[dict, bytes]:
-    raw = path.read_bytes()
-    (length,) = struct.unpack("<Q", raw[:8])
-    return json.loads(raw[8 : 8 + length]), raw[8 + length :]
-
-
 def _rewrite_header(model: Path, encode: Callable[[dict], bytes]) -> None:
     """model.safetensors with its header edited and encoded by `encode`, data unchanged."""
-    header, data = _split(model / "model.safetensors")
+    header, data = split_safetensors(model / "model.safetensors")
     encoded = encode(header)
     (model / "model.safetensors").write_bytes(struct.pack("<Q", len(encoded)) + encoded + data)
 

@@ -30,6 +30,7 @@ from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.reliability.hf_model import EXPORT_MCORE_QWEN2, MCORE_QWEN2, hf_model
 from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import run_cli
+from tests.support.model_dirs import split_safetensors
 from tests.support.paths import REPO, repo_env
 from tests.support.permissions import without_root_overrides
 
@@ -120,12 +121,6 @@ def test_export_beside_or_inside_its_hf_config_dir_still_works(tmp_path, where):
 
 
 # --------------------------------------------------------------------------- safetensors
-def _split(path: Path) -> tuple[dict, bytes]:
-    raw = path.read_bytes()
-    (length,) = struct.unpack("<Q", raw[:8])
-    return json.loads(raw[8 : 8 + length]), raw[8 + length :]
-
-
 def _join(path: Path, header_text: str, data: bytes) -> None:
     encoded = header_text.encode()
     path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + data)
@@ -138,7 +133,7 @@ def _by_offset(header: dict) -> list[str]:
 
 def _overlap(model: Path) -> None:
     """Two norms of one shape pointed at the same bytes: safetensors refuses the file."""
-    header, data = _split(model / "model.safetensors")
+    header, data = split_safetensors(model / "model.safetensors")
     norms = [name for name in _by_offset(header) if name.endswith("layernorm.weight")]
     header[norms[1]]["data_offsets"] = header[norms[0]]["data_offsets"]
     _join(model / "model.safetensors", json.dumps(header), data)
@@ -146,7 +141,7 @@ def _overlap(model: Path) -> None:
 
 def _gap(model: Path) -> None:
     """Every tensor after the first moved 64 bytes on: 64 bytes nothing holds."""
-    header, data = _split(model / "model.safetensors")
+    header, data = split_safetensors(model / "model.safetensors")
     first, *rest = _by_offset(header)
     for name in rest:
         header[name]["data_offsets"] = [o + 64 for o in header[name]["data_offsets"]]
@@ -155,13 +150,13 @@ def _gap(model: Path) -> None:
 
 
 def _trailing(model: Path) -> None:
-    header, data = _split(model / "model.safetensors")
+    header, data = split_safetensors(model / "model.safetensors")
     _join(model / "model.safetensors", json.dumps(header), data + bytes(4096))
 
 
 def _twice(model: Path) -> None:
     """The last tensor's name given again for the first tensor's bytes (JSON keeps one)."""
-    header, data = _split(model / "model.safetensors")
+    header, data = split_safetensors(model / "model.safetensors")
     first, *_, last = _by_offset(header)
     text = json.dumps(header)
     _join(
@@ -172,7 +167,7 @@ def _twice(model: Path) -> None:
 
 
 def _index_to(model: Path, shard: str) -> None:
-    header, _ = _split(model / "model.safetensors")
+    header, _ = split_safetensors(model / "model.safetensors")
     os.rename(model / "model.safetensors", model / "a.safetensors")
     first, *rest = _by_offset(header)
     weight_map = {first: shard, **{name: "a.safetensors" for name in rest}}

@@ -1,10 +1,11 @@
 """Hugging Face model dirs for the tests that train from one or damage one: a tiny model
-`mfsdp train sft` starts from, the edits that damage its files, and its weights resharded
-with an index."""
+`mfsdp train sft` starts from, the edits that damage its files, its weights resharded with
+an index, and a safetensors file taken apart for a test to damage its header."""
 
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Callable
 from pathlib import Path
 
@@ -99,3 +100,10 @@ def shard_with_index(model: Path) -> None:
     weight_map, _second = shard_in_two(model)
     index = {"metadata": {}, "weight_map": weight_map}
     (model / "model.safetensors.index.json").write_text(json.dumps(index))
+
+
+def split_safetensors(path: Path) -> tuple[dict, bytes]:
+    """A safetensors file's header, parsed, and the data bytes after it."""
+    raw = path.read_bytes()
+    (length,) = struct.unpack("<Q", raw[:8])
+    return json.loads(raw[8 : 8 + length]), raw[8 + length :]
