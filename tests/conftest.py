@@ -23,3 +23,12 @@ def grpo_warm_start(tmp_path_factory):
     from tests.grpo.test_grpo_learning import build_warm_start
 
     return build_warm_start(tmp_path_factory.mktemp("learn"))
+
+
+@pytest.fixture(scope="module")
+def trainable(tmp_path_factory):
+    """A Hugging Face model dir `mfsdp train sft` can start from and the SFT table to train it
+    on (tests/support/model_dirs.py), built once for each module that trains from one."""
+    from tests.support.model_dirs import trainable_model_dir
+
+    return trainable_model_dir(tmp_path_factory.mktemp("trainable"))

@@ -15,8 +15,9 @@ import shutil
 import yaml
 
 from mfsdp_ckpt.format import layout
-from tests.ckpt.test_interop_round8 import _bridge_run, _hf_model
+from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import assert_exports_to_source, one_error_line, run_cli
+from tests.support.megatron_checkpoints import bridge_run
 
 LLAMA3_ROPE = {
     "rope_type": "llama3",
@@ -31,7 +32,7 @@ LLAMA3_ROPE = {
 def _rope_scaled_llama():
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    plain = _hf_model("llama", vocab=500)
+    plain = tiny_causal_lm("llama", vocab=500)
     settings = plain.config.to_dict() | {"rope_parameters": LLAMA3_ROPE}
     scaled = LlamaForCausalLM(LlamaConfig(**settings)).eval()
     scaled.load_state_dict(plain.state_dict())
@@ -40,7 +41,7 @@ def _rope_scaled_llama():
 
 def _scaled_bridge_run(tmp_path):
     model = _rope_scaled_llama()
-    run = _bridge_run(tmp_path, model, steps=(10,), rows=512)
+    run = bridge_run(tmp_path, model, steps=(10,), rows=512)
     step = run / "iter_0000010"
     run_config = yaml.safe_load((step / "run_config.yaml").read_text())
     run_config["model"]["use_rope_scaling"] = True  # what the Llama 3.1 provider records
@@ -67,8 +68,8 @@ def test_a_bridge_step_reads_its_hf_export_config(tmp_path):
 
 def test_a_peft_adapter_in_hf_is_no_config(tmp_path):
     """A PEFT run's iter_N/hf/ holds adapter_config.json only: the config is derived."""
-    model = _hf_model("qwen2", vocab=500)
-    run = _bridge_run(tmp_path, model, steps=(10,), rows=512)
+    model = tiny_causal_lm("qwen2", vocab=500)
+    run = bridge_run(tmp_path, model, steps=(10,), rows=512)
     (run / "iter_0000010" / "hf").mkdir()
     (run / "iter_0000010" / "hf" / "adapter_config.json").write_text("{}")
     assert layout.resolve_checkpoint(run).hf_dir is None

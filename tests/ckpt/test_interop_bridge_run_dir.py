@@ -11,13 +11,14 @@ from __future__ import annotations
 import torch
 
 from mfsdp_ckpt.format import layout
-from tests.ckpt.test_interop_round8 import _bridge_run, _hf_model, _train_state
+from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import run_cli
+from tests.support.megatron_checkpoints import bridge_run, train_state
 
 
 def test_the_run_resolves_through_its_tracker_beside_bridges_other_dirs(tmp_path):
-    run = _bridge_run(tmp_path, _hf_model("qwen2", vocab=500), steps=(10, 20), rows=512)
-    finalized = _train_state(20) | {
+    run = bridge_run(tmp_path, tiny_causal_lm("qwen2", vocab=500), steps=(10, 20), rows=512)
+    finalized = train_state(20) | {
         "floating_point_operations_so_far": torch.tensor(3.5e12, dtype=torch.float32)
     }
     torch.save(finalized, run / "latest_train_state.pt")

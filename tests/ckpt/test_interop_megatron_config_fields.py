@@ -19,20 +19,20 @@ import pytest
 import torch
 import yaml
 
-from tests.ckpt.test_interop_round8 import (
-    _bridge_run,
-    _hf_model,
-    _megatron_args,
-    _megatron_run,
-    _source_logits,
-)
 from tests.support.export import load_report, logits_of
+from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import one_error_line, run_cli
+from tests.support.megatron_checkpoints import (
+    bridge_run,
+    megatron_args,
+    megatron_run,
+    source_logits,
+)
 
 
 def _newer_args(model, **changes):
     """Megatron-LM's Namespace as a checkpoint made since 639c08ab holds it."""
-    args = _megatron_args(model, **{"layernorm_zero_centered_gamma": False, **changes})
+    args = megatron_args(model, **{"layernorm_zero_centered_gamma": False, **changes})
     args.layernorm_epsilon = args.norm_epsilon
     del args.norm_epsilon
     return args
@@ -40,15 +40,15 @@ def _newer_args(model, **changes):
 
 def test_newer_args_export_with_their_norm_epsilon(tmp_path):
     """Was: rms_norm_eps 1e-05 (the old argument's default) for a model trained with 1e-06."""
-    model = _hf_model("qwen2")
+    model = tiny_causal_lm("qwen2")
     assert model.config.rms_norm_eps == 1e-6
-    run = _megatron_run(tmp_path, model, _newer_args(model))
+    run = megatron_run(tmp_path, model, _newer_args(model))
     out = tmp_path / "hf"
     code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", out)
     assert code == 0, stdout + err
     assert json.loads((out / "config.json").read_text())["rms_norm_eps"] == 1e-6
     assert load_report(out) == {}
-    ids, expected = _source_logits(model)
+    ids, expected = source_logits(model)
     torch.testing.assert_close(logits_of(out, ids), expected, rtol=0, atol=1e-6)
 
 
@@ -74,9 +74,9 @@ CHANGES_THE_MODEL = {
 @pytest.mark.parametrize("setting", list(CHANGES_THE_MODEL))
 def test_newer_args_that_change_the_model_are_refused_naming_them(setting, tmp_path):
     """Was: exit 0, a Llama config that computes another function."""
-    model = _hf_model("llama")
+    model = tiny_causal_lm("llama")
     args = _newer_args(model, **{setting: CHANGES_THE_MODEL[setting]})
-    run = _megatron_run(tmp_path, model, args)
+    run = megatron_run(tmp_path, model, args)
     code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "hf")
     line = one_error_line(err)
     assert code == 1 and f"[args]: {setting}=" in line and "cannot be exported" in line, err
@@ -85,8 +85,8 @@ def test_newer_args_that_change_the_model_are_refused_naming_them(setting, tmp_p
 
 @pytest.mark.parametrize("setting", ["layernorm_zero_centered_gamma", "window_size", "use_mup"])
 def test_bridge_settings_that_change_the_model_are_refused_naming_them(setting, tmp_path):
-    model = _hf_model("qwen2", vocab=500)
-    run = _bridge_run(tmp_path, model, steps=(10,), rows=512)
+    model = tiny_causal_lm("qwen2", vocab=500)
+    run = bridge_run(tmp_path, model, steps=(10,), rows=512)
     run_config = run / "iter_0000010" / "run_config.yaml"
     data = yaml.safe_load(run_config.read_text())
     value = CHANGES_THE_MODEL[setting]

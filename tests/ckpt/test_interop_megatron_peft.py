@@ -16,8 +16,9 @@ import json
 
 import torch
 
-from tests.ckpt.test_interop_round8 import _bridge_run, _hf_model, _mcore_weights, _save
+from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import one_error_line, run_cli
+from tests.support.megatron_checkpoints import bridge_run, mcore_weights, save_dcp
 
 RANK = 4
 
@@ -34,13 +35,13 @@ def _adapters(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def _bridge_peft_run(tmp_path, hf_adapter: bool):
-    model = _hf_model("qwen2", vocab=500)
-    run = _bridge_run(tmp_path, model, steps=(10,), rows=512)
+    model = tiny_causal_lm("qwen2", vocab=500)
+    run = bridge_run(tmp_path, model, steps=(10,), rows=512)
     step = run / "iter_0000010"
     for file in [*step.glob("*.distcp"), step / ".metadata"]:
         file.unlink()
-    adapter_only = _adapters(_mcore_weights(model, 512))
-    _save({"model": adapter_only, "checkpoint_version": 3.0, "iteration": 10}, step)
+    adapter_only = _adapters(mcore_weights(model, 512))
+    save_dcp({"model": adapter_only, "checkpoint_version": 3.0, "iteration": 10}, step)
     if hf_adapter:  # also_save_hf_checkpoint=True: the PEFT export beside it
         (step / "hf").mkdir()
         (step / "hf" / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA"}))
@@ -76,11 +77,11 @@ def test_the_peft_adapter_bridge_saved_beside_it_is_named(tmp_path):
 
 def test_verl_adapter_beside_unmerged_base_weights_is_refused_naming_its_adapter(tmp_path):
     """verl's Megatron-FSDP save of a LoRA run: base weights and adapter in one DCP."""
-    model = _hf_model("qwen2", vocab=500)
-    weights = _mcore_weights(model)
+    model = tiny_causal_lm("qwen2", vocab=500)
+    weights = mcore_weights(model)
     run = tmp_path / "verl"
     actor = run / "global_step_5" / "actor"
-    _save({"model": {**weights, **_adapters(weights)}}, actor / "model" / "dist_ckpt")
+    save_dcp({"model": {**weights, **_adapters(weights)}}, actor / "model" / "dist_ckpt")
     hf = actor / "model" / "huggingface"
     model.config.save_pretrained(hf)
     (hf / "adapter").mkdir()

@@ -12,21 +12,21 @@ from __future__ import annotations
 import io
 
 from mfsdp_ckpt.format import layout
-from tests.ckpt.convert.test_export_mcore import to_mcore
-from tests.ckpt.test_interop_round8 import _hf_model, _megatron_args, _save
+from tests.support.hf_to_mcore import tiny_causal_lm, to_mcore
 from tests.support.interop_layouts import assert_exports_to_source, run_cli
+from tests.support.megatron_checkpoints import megatron_args, save_dcp
 
 
 def test_a_torch_dcp_iteration_exports_to_the_source_logits(tmp_path):
-    model = _hf_model("qwen2")
+    model = tiny_causal_lm("qwen2")
     weights = {f"module.{k}": v for k, v in to_mcore(model, norms="te", fc1="fused").items()}
     linear = [k for k in weights if ".linear_" in k and k.endswith(".weight")]
     extra = {k.removesuffix("weight") + "_extra_state" for k in linear}
     weights.update({k: io.BytesIO(b"transformer-engine fp8 meta") for k in extra})
-    args = _megatron_args(model, ckpt_format="torch_dcp", use_megatron_fsdp=False)
+    args = megatron_args(model, ckpt_format="torch_dcp", use_megatron_fsdp=False)
     run = tmp_path / "megatron"
     state = {"args": args, "checkpoint_version": 3.0, "iteration": 100, "model": weights}
-    _save(state, run / "iter_0000100")
+    save_dcp(state, run / "iter_0000100")
     (run / "latest_checkpointed_iteration.txt").write_text("100")
     assert layout.resolve_checkpoint(run).kind == layout.MEGATRON_LM
     code, stdout, err = run_cli("ckpt", "validate", run, "--deep")

@@ -60,9 +60,9 @@ def test_the_documented_import_for_verl_reads_as_its_v2_layout(tmp_path):
     dir is refused), moved to actor/model/dist_ckpt, the config in actor/model/huggingface/,
     a tracker; every command reads it as verl v2. Was: the recipe imported straight into
     the step dir, which import-hf refuses."""
-    from tests.ckpt.test_interop_round8 import _hf_model
+    from tests.support.hf_to_mcore import tiny_causal_lm
 
-    model = _hf_model("qwen2")
+    model = tiny_causal_lm("qwen2")
     source = tmp_path / "qwen"
     model.save_pretrained(source)
     run = tmp_path / "run"

@@ -10,8 +10,7 @@ import json
 from pathlib import Path
 
 from mfsdp_ckpt.storage import safe_files
-from tests.reliability.hf_model import hf_model
-from tests.reliability.test_hostile_round6 import EXPORT, MCORE_QWEN2
+from tests.reliability.hf_model import EXPORT_MCORE_QWEN2, MCORE_QWEN2, hf_model
 from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import run_cli
 
@@ -32,7 +31,7 @@ def test_export_refuses_an_asset_linked_out_of_its_hf_config_dir(tmp_path):
     model = hf_model(tmp_path)
     _link_out(model, tmp_path)
     out = tmp_path / "out"
-    code, _out, err = run_cli(*EXPORT, "--hf-config", model, "--out", out)
+    code, _out, err = run_cli(*EXPORT_MCORE_QWEN2, "--hf-config", model, "--out", out)
     assert code == 1, err
     one_error(err, "tokenizer_config.json", "resolves outside the model dir")
     assert not out.exists()
@@ -60,7 +59,7 @@ def test_a_cache_snapshot_linking_into_blobs_exports(tmp_path):
         (blobs / f"hash{index}").write_text(text)
         (snapshot / name).symlink_to(Path("..") / ".." / "blobs" / f"hash{index}")
     out = tmp_path / "out"
-    code, _out, err = run_cli(*EXPORT, "--hf-config", snapshot, "--out", out)
+    code, _out, err = run_cli(*EXPORT_MCORE_QWEN2, "--hf-config", snapshot, "--out", out)
     assert code == 0, err
     assert (out / "tokenizer.json").read_text() == "{}"
     assert json.loads((out / "config.json").read_text())["model_type"] == "qwen2"

@@ -14,6 +14,9 @@ from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
 from tests.support.paths import FIXTURES
 
 MCORE_QWEN2 = FIXTURES / "mcore" / "qwen2"
+# `mfsdp ckpt export-hf` of that fixture, the checkpoint hf_model's config.json describes:
+# the tests add --hf-config and --out.
+EXPORT_MCORE_QWEN2 = ("ckpt", "export-hf", MCORE_QWEN2 / "dist_ckpt")
 
 
 def hf_model(

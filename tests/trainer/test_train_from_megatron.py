@@ -14,13 +14,13 @@ import yaml
 
 from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
-from tests.ckpt.test_interop_round8 import (
-    _bridge_model_section,
-    _mcore_weights,
-    _megatron_args,
-    _megatron_run,
-    _save,
-    _train_state,
+from tests.support.megatron_checkpoints import (
+    bridge_model_section,
+    mcore_weights,
+    megatron_args,
+    megatron_run,
+    save_dcp,
+    train_state,
 )
 from tests.support.sft import SHORT_RUN, first_loss, tiny_config, write_chat_jsonl
 from trainer.config import ConfigError
@@ -33,15 +33,15 @@ def _bridge_dir(root: Path, model, tokenizer_files: Path) -> Path:
     import torch
 
     run = root / "bridge"
-    it = _save({"model": _mcore_weights(model)}, run / "iter_0000010")
-    torch.save(_train_state(10), it / "train_state.pt")
-    section = {"model": _bridge_model_section(model), "tokenizer": {"tokenizer_model": "/m/q"}}
+    it = save_dcp({"model": mcore_weights(model)}, run / "iter_0000010")
+    torch.save(train_state(10), it / "train_state.pt")
+    section = {"model": bridge_model_section(model), "tokenizer": {"tokenizer_model": "/m/q"}}
     (it / "run_config.yaml").write_text(yaml.safe_dump(section))
     (it / "tokenizer").mkdir()
     for file in tokenizer_files.iterdir():  # what save_pretrained of the tokenizer wrote
         if file.name not in ("config.json", "generation_config.json", "model.safetensors"):
             shutil.copy(file, it / "tokenizer" / file.name)
-    torch.save(_train_state(10), run / "latest_train_state.pt")
+    torch.save(train_state(10), run / "latest_train_state.pt")
     return run
 
 
@@ -56,7 +56,7 @@ def megatron_runs(tmp_path_factory):
     run_sft(tiny_config(data, root / "run", *SHORT_RUN, "trainer.total_steps=2"))
     export_hf(root / "run", root / "hf", dtype="fp32")
     model = AutoModelForCausalLM.from_pretrained(root / "hf", dtype="float32")
-    lm = _megatron_run(root, model, _megatron_args(model))
+    lm = megatron_run(root, model, megatron_args(model))
     bridge = _bridge_dir(root, model, root / "hf")
     return root, data, lm, bridge
 
@@ -93,7 +93,7 @@ def test_a_record_no_family_computes_is_one_line(megatron_runs, tmp_path):
 
     root, data, _lm, _bridge = megatron_runs
     model = AutoModelForCausalLM.from_pretrained(root / "hf", dtype="float32")
-    run = _megatron_run(tmp_path, model, _megatron_args(model, normalization="LayerNorm"))
+    run = megatron_run(tmp_path, model, megatron_args(model, normalization="LayerNorm"))
     cfg = tiny_config(data, tmp_path / "r", f"model.path={run}", f"model.tokenizer={root / 'hf'}")
     with pytest.raises(ConfigError, match=r"^model.path: .*\[args\]: normalization='LayerNorm'"):
         build_hf_config(cfg.model, load_tokenizer(cfg.model))

@@ -16,12 +16,9 @@ import pytest
 from mfsdp_ckpt.convert.export_source import MAX_ASSET_BYTES
 from mfsdp_ckpt.convert.import_hf import ImportFailedError, plan_model_import
 from tests.reliability.hf_model import hf_model
-from tests.reliability.test_hostile_round9 import (  # trainable: round 9's model dir fixture
-    _train_from,
-    trainable,  # noqa: F401
-)
 from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import run_cli
+from tests.support.model_dirs import train_from
 from tests.support.paths import FIXTURES
 
 ASSETS = (
@@ -120,7 +117,7 @@ def test_export_from_a_url_refuses_an_asset_over_the_bound_unread(tmp_path):
 
 @pytest.mark.parametrize("case", ["key-twice", "nan"])
 @pytest.mark.parametrize("name", ["tokenizer.json", "generation_config.json"])
-def test_training_refuses_a_damaged_json_asset(tmp_path, trainable, name, case):  # noqa: F811
+def test_training_refuses_a_damaged_json_asset(tmp_path, trainable, name, case):
     """Was: trained (tokenizer.json giving `version` twice, a generation_config.json
     temperature of NaN)."""
     source, table = trainable
@@ -136,6 +133,6 @@ def test_training_refuses_a_damaged_json_asset(tmp_path, trainable, name, case):
             "{" + json.dumps(key) + ": " + json.dumps(data[key]) + ", " + json.dumps(data)[1:]
         )
         words = f"key {key!r} appears twice"
-    code, err = _train_from(model, table, tmp_path / "run")
+    code, err = train_from(model, table, tmp_path / "run")
     assert code == 1, err
     one_error(err, str(model / name), words)

@@ -1,5 +1,6 @@
-"""Hostile inputs the earlier rounds left open, each handled with the right exit code and
-nothing on the terminal that the input chose:
+"""Hostile paths, safetensors headers, config numbers, model dirs and chat rows for import,
+export and training, each handled with the right exit code and nothing on the terminal that
+the input chose:
 
 * paths holding a newline, an ANSI/OSC escape or bytes that are not UTF-8: error lines were
   escaped, but the lines of a success (export/import summary, `valid: ...`, notes, the
@@ -45,6 +46,14 @@ from tests.reliability.hf_model import MCORE_QWEN2, hf_model
 from tests.support.cli_errors import one_error
 from tests.support.fresh_python import mfsdp
 from tests.support.interop_layouts import run_cli
+from tests.support.model_dirs import (
+    config_edit,
+    drop_chat_template,
+    split_safetensors,
+    tokenizer_config_edit,
+    train,
+    train_from,
+)
 from tests.support.paths import REPO, repo_env
 
 SECONDS = 60  # each command takes a second or two; a hang is a failure
@@ -134,15 +143,9 @@ def test_parquet_names_pyarrow_would_parse_as_uris_are_read_and_written(tmp_path
 
 
 # --------------------------------------------------------------------------- safetensors headers
-def _split(path: Path) -> tuple[dict, bytes]:
-    raw = path.read_bytes()
-    (length,) = struct.unpack("<Q", raw[:8])
-    return json.loads(raw[8 : 8 + length]), raw[8 + length :]
-
-
 def _rewrite_header(model: Path, encode: Callable[[dict], bytes]) -> None:
     """model.safetensors with its header edited and encoded by `encode`, data unchanged."""
-    header, data = _split(model / "model.safetensors")
+    header, data = split_safetensors(model / "model.safetensors")
     encoded = encode(header)
     (model / "model.safetensors").write_bytes(struct.pack("<Q", len(encoded)) + encoded + data)
 
@@ -209,43 +212,6 @@ def test_import_refuses_weights_stored_as_integers(tmp_path, dtype, layout):
 
 
 # --------------------------------------------------------------------------- train from a model dir
-@pytest.fixture(scope="module")
-def trainable(tmp_path_factory) -> tuple[Path, Path]:
-    """A Hugging Face model dir `mfsdp train sft` can start from (the tiny tokenizer, a
-    Qwen2 of its vocabulary, random weights) and the SFT table to train it on."""
-    from transformers import AutoModelForCausalLM, Qwen2Config
-
-    from trainer.grpo.synthetic import write_addition_data
-    from trainer.tiny import build_tokenizer, tiny_config_kwargs
-
-    root = tmp_path_factory.mktemp("trainable")
-    tokenizer = build_tokenizer()
-    config = Qwen2Config(
-        **tiny_config_kwargs(len(tokenizer)),
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(0)
-    AutoModelForCausalLM.from_config(config).save_pretrained(root / "model")
-    tokenizer.save_pretrained(root / "model")
-    tables = write_addition_data(root / "data", seed=0, digits=10)
-    return root / "model", tables["sft"]
-
-
-def _train(kind: str, *overrides: str) -> tuple[int, str]:
-    """`mfsdp train KIND` on the tiny CPU example with `overrides`: (exit code, stderr)."""
-    done = mfsdp("train", kind, "--config", f"examples/{kind}_tiny_cpu.yaml", *overrides)
-    return done.returncode, done.stderr
-
-
-def _train_from(model: Path, table: Path, run: Path) -> tuple[int, str]:
-    return _train(
-        "sft",
-        *(f"model.path={model}", f"data.train_files={table}", f"trainer.run_dir={run}"),
-        *("trainer.total_steps=1", "trainer.eval_every=0", "checkpoint.save_every=0"),
-    )
-
-
 def _drop_tokenizer_json(model: Path) -> None:
     (model / "tokenizer.json").unlink()
 
@@ -254,45 +220,23 @@ def _truncate_weights(model: Path) -> None:
     os.truncate(model / "model.safetensors", (model / "model.safetensors").stat().st_size // 2)
 
 
-def _config_edit(**changes: object) -> Callable[[Path], None]:
-    def edit(model: Path) -> None:
-        config = json.loads((model / "config.json").read_text())
-        (model / "config.json").write_text(json.dumps({**config, **changes}))
-
-    return edit
-
-
-def _tokenizer_config_edit(**changes: object) -> Callable[[Path], None]:
-    def edit(model: Path) -> None:
-        config = json.loads((model / "tokenizer_config.json").read_text())
-        (model / "tokenizer_config.json").write_text(json.dumps({**config, **changes}))
-
-    return edit
-
-
-def _drop_chat_template(model: Path) -> None:
-    _tokenizer_config_edit(chat_template=None)(model)
-    for template in model.glob("chat_template.*"):
-        template.unlink()
-
-
 MODEL_DIR_DAMAGE = {
     # a tokenizer without its vocabulary encoded every row to nothing: exit 0, loss 0.0000
     "no-tokenizer-json": (_drop_tokenizer_json, 1, "", "turns text into no tokens"),
     # the rest were tracebacks in the rank
     "weights-cut-short": (_truncate_weights, 1, "model.safetensors", "truncated"),
-    "heads-null": (_config_edit(num_attention_heads=None), 1, "", "num_attention_heads"),
-    "tie-a-string": (_config_edit(tie_word_embeddings="false"), 1, "", "tie_word_embeddings"),
-    "eps-nan": (_config_edit(rms_norm_eps=float("nan")), 1, "config.json", "rms_norm_eps is nan"),
-    "theta-inf": (_config_edit(rope_theta=float("inf")), 1, "config.json", "rope_theta is inf"),
+    "heads-null": (config_edit(num_attention_heads=None), 1, "", "num_attention_heads"),
+    "tie-a-string": (config_edit(tie_word_embeddings="false"), 1, "", "tie_word_embeddings"),
+    "eps-nan": (config_edit(rms_norm_eps=float("nan")), 1, "config.json", "rms_norm_eps is nan"),
+    "theta-inf": (config_edit(rope_theta=float("inf")), 1, "config.json", "rope_theta is inf"),
     "max-length-a-string": (
-        _tokenizer_config_edit(model_max_length="x"),
+        tokenizer_config_edit(model_max_length="x"),
         1,
         "",
         "tokenizer that transformers cannot read",
     ),
     # a base model's tokenizer: every row is a chat (usage: model.tokenizer=DIR fixes it)
-    "no-chat-template": (_drop_chat_template, 2, "", "has no chat template"),
+    "no-chat-template": (drop_chat_template, 2, "", "has no chat template"),
 }
 
 
@@ -303,13 +247,13 @@ def test_training_from_a_damaged_model_dir_fails_in_one_line(tmp_path, trainable
     shutil.copytree(source, model)
     damage, expected, file, words = MODEL_DIR_DAMAGE[case]
     damage(model)
-    code, err = _train_from(model, table, tmp_path / "run")
+    code, err = train_from(model, table, tmp_path / "run")
     assert code == expected, err
     one_error(err, str(model / file), words)
 
 
 def test_training_from_the_intact_model_dir_runs(tmp_path, trainable):
-    code, err = _train_from(*trainable, tmp_path / "run")
+    code, err = train_from(*trainable, tmp_path / "run")
     assert code == 0, err
 
 
@@ -416,7 +360,7 @@ def test_chat_rows_the_template_cannot_render_are_named(tmp_path, case):
     past the recursion limit: tracebacks in the rank (or a turn per character)."""
     row, words = SFT_ROWS[case]
     data = _jsonl(tmp_path / "train.jsonl", row)
-    code, err = _train(
+    code, err = train(
         "sft", f"data.train_files={data}", f"trainer.run_dir={tmp_path / 'run'}", "data.val_ratio=0"
     )
     assert code == 2, err
@@ -426,7 +370,7 @@ def test_chat_rows_the_template_cannot_render_are_named(tmp_path, case):
 def test_rl_prompts_the_template_cannot_render_are_named(tmp_path):
     row = '{"prompt": [{"role": "user", "content": 5}], "reward_model": {"ground_truth": "7"}}'
     data = _jsonl(tmp_path / "rl.jsonl", row, copies=64)
-    code, err = _train(
+    code, err = train(
         "grpo",
         f"data.train_files={data}",
         f"data.val_files={data}",
@@ -455,7 +399,7 @@ def test_run_dir_in_a_model_dir_the_run_reads_is_refused(tmp_path, trainable, ke
     reads = [f"{key}={model}"]
     if key == "model.hf_config":  # it names the config of a checkpoint given as model.path
         reads.append(f"model.path={EXPORT_SOURCE}")
-    code, err = _train(
+    code, err = train(
         "sft",
         *reads,
         f"data.train_files={table}",

@@ -7,7 +7,8 @@ says what the directory is and what reads it.
 
 The Megatron-LM-shaped state comes from tests/fixtures/megatron_lm_optim/
 make_megatron_lm_optim.py; the logits cases build a tiny transformers model and write its
-weights under Megatron-core names with test_export_mcore's independent converter.
+weights under Megatron-core names with tests/support/hf_to_mcore.py's independent
+converter.
 """
 
 from __future__ import annotations
@@ -15,29 +16,21 @@ from __future__ import annotations
 import functools
 import json
 import shutil
-import warnings
 from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed.checkpoint as dcp
 
-from tests.ckpt.convert.test_export_mcore import _hf_model, to_mcore
+from tests.support.hf_to_mcore import tiny_causal_lm, to_mcore
 from tests.support.interop_layouts import (
     assert_exports_to_source,
     maker,
     one_error_line,
     run_cli,
 )
+from tests.support.megatron_checkpoints import save_dcp
 
 MAKER = maker()
-
-
-def _save(state: dict, target: Path) -> Path:
-    with warnings.catch_warnings():  # DCP warns that it saves without a process group
-        warnings.simplefilter("ignore")
-        dcp.save(state, checkpoint_id=str(target), no_dist=True)
-    return target
 
 
 def _config(root: Path, **changes) -> Path:
@@ -48,7 +41,7 @@ def _config(root: Path, **changes) -> Path:
 
 def _megatron_run(root: Path, state: dict, step: int = 100, tracker: str | None = None) -> Path:
     run = root / "megatron"
-    _save(state, run / f"iter_{step:07d}")
+    save_dcp(state, run / f"iter_{step:07d}")
     (run / "latest_checkpointed_iteration.txt").write_text(tracker or str(step))
     return run
 
@@ -97,10 +90,10 @@ def test_key_variants_validate_clean_and_export(variant, tmp_path):
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_key_variants_export_to_the_source_logits(variant, tmp_path):
-    model = _hf_model("llama")  # untied output layer, no biases, GQA 4:2
+    model = tiny_causal_lm("llama")  # untied output layer, no biases, GQA 4:2
     weights = to_mcore(model, norms="te", fc1="split")
     state = {"model": {f"module.{k}": v for k, v in weights.items()}, "iteration": 5}
-    ckpt = _save(VARIANTS[variant](state), tmp_path / "dist_ckpt")
+    ckpt = save_dcp(VARIANTS[variant](state), tmp_path / "dist_ckpt")
     model.config.save_pretrained(tmp_path / "assets")
     assert_exports_to_source(model, ckpt, tmp_path / "hf", "--hf-config", tmp_path / "assets")
 
@@ -109,7 +102,7 @@ def test_virtual_pipeline_chunks_are_refused_naming_them(tmp_path):
     state = MAKER.state_dict(MAKER.CONFIG)
     state["model1"] = {k: v.clone() for k, v in state["model"].items()}
     state["model0"] = state.pop("model")
-    ckpt = _save(state, tmp_path / "dist_ckpt")
+    ckpt = save_dcp(state, tmp_path / "dist_ckpt")
     code, out, err = run_cli(
         "ckpt", "export-hf", ckpt, "--hf-config", _config(tmp_path), "--out", tmp_path / "hf"
     )
@@ -148,7 +141,7 @@ def test_unsupported_megatron_parts_are_one_line_exit_1_naming_the_key(part, tmp
     state = MAKER.state_dict(MAKER.CONFIG)
     named = add(state["model"])
     state["optimizer"] = {}
-    ckpt = _save(state, tmp_path / "dist_ckpt")
+    ckpt = save_dcp(state, tmp_path / "dist_ckpt")
     config = _config(tmp_path)
     code, out, err = run_cli(
         "ckpt", "export-hf", ckpt, "--hf-config", config, "--out", tmp_path / "o"
@@ -165,7 +158,7 @@ def test_an_untied_output_layer_under_a_tied_config_is_not_dropped(tmp_path):
     embedding: a different model)."""
     state = MAKER.state_dict(MAKER.CONFIG)
     state["model"]["module.output_layer.weight"] = torch.randn(32, 16)
-    ckpt = _save(state, tmp_path / "dist_ckpt")
+    ckpt = save_dcp(state, tmp_path / "dist_ckpt")
     tied = _config(tmp_path)
     code, out, err = run_cli(
         "ckpt", "export-hf", ckpt, "--hf-config", tied, "--out", tmp_path / "o"
@@ -183,9 +176,9 @@ def test_an_untied_output_layer_under_a_tied_config_is_not_dropped(tmp_path):
 
 def test_validate_reports_whether_optimizer_state_is_present(tmp_path):
     state = MAKER.state_dict(MAKER.CONFIG)
-    with_optim = _save(state, tmp_path / "with" / "dist_ckpt")
+    with_optim = save_dcp(state, tmp_path / "with" / "dist_ckpt")
     del state["optimizer"]
-    without = _save(state, tmp_path / "without" / "dist_ckpt")
+    without = save_dcp(state, tmp_path / "without" / "dist_ckpt")
     for ckpt, present, words in (
         (with_optim, True, "optimizer state"),
         (without, False, "no optimizer state"),
@@ -213,7 +206,7 @@ def _verl_step(run: Path, step: int, state: dict | None) -> Path:
     (actor / "huggingface").mkdir()
     if state is not None:
         shutil.rmtree(actor / "dist_ckpt")
-        _save(state, actor / "dist_ckpt")
+        save_dcp(state, actor / "dist_ckpt")
     return actor
 
 
@@ -263,7 +256,7 @@ def test_a_step_newer_than_the_tracker_is_noted(tmp_path):
 # --------------------------------------------------------------------------- other formats
 def _torch_dist(root: Path) -> Path:
     """Megatron dist_checkpointing's torch_dist: DCP files plus metadata.json and common.pt."""
-    _save({"decoder.layers.mlp.linear_fc2.weight": torch.zeros(2, 4, 4)}, root)
+    save_dcp({"decoder.layers.mlp.linear_fc2.weight": torch.zeros(2, 4, 4)}, root)
     (root / "metadata.json").write_text(
         json.dumps({"sharded_backend": "torch_dist", "common_backend": "torch"})
     )

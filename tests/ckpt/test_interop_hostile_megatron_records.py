@@ -20,13 +20,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.ckpt.test_interop_round8 import (
-    _bridge_run,
-    _hf_model,
-    _megatron_args,
-    _megatron_run,
-)
+from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import one_error_line, run_cli
+from tests.support.megatron_checkpoints import bridge_run, megatron_args, megatron_run
 
 COMMANDS = ("export-hf", "inspect", "validate")
 BOUND_S = 10.0
@@ -77,7 +73,7 @@ def _assert_refused(results, words: str, out: Path) -> None:
 
 
 def _bridge_with(tmp_path: Path, edit) -> Path:
-    run = _bridge_run(tmp_path, _hf_model("llama"), steps=(10,))
+    run = bridge_run(tmp_path, tiny_causal_lm("llama"), steps=(10,))
     config = run / ITER / "run_config.yaml"
     config.write_text(edit(yaml.safe_load(config.read_text())))
     return run
@@ -245,17 +241,17 @@ def test_wrong_types_and_values_in_args_are_refused_naming_the_arg(case, tmp_pat
     """Was: a minute of repr for the pickle's shared lists, a traceback for a string
     epsilon, a string flag taken as true, a None tying flag taken as false."""
     changes, words = ARGS_CASES[case]
-    model = _hf_model("llama")
-    run = _megatron_run(tmp_path, model, _megatron_args(model, **changes))
+    model = tiny_causal_lm("llama")
+    run = megatron_run(tmp_path, model, megatron_args(model, **changes))
     results = _run_all(run, tmp_path / "hf")
     _assert_refused(results, words, tmp_path / "hf")
     assert "[args]" in one_error_line(results["export-hf"][2])
 
 
 def test_a_tokenizer_name_that_is_no_path_is_not_echoed(tmp_path):
-    model = _hf_model("llama")
+    model = tiny_causal_lm("llama")
     name = "x" * 100_000 + "\nerror: forged"
-    run = _megatron_run(tmp_path, model, _megatron_args(model, tokenizer_model=name))
+    run = megatron_run(tmp_path, model, megatron_args(model, tokenizer_model=name))
     code, _out, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "hf")
     assert code == 0 and "forged" not in err and len(err) < 10_000, err[:2000]
 
@@ -306,7 +302,7 @@ def test_bridge_tokenizer_files_are_copied_only_from_inside_the_checkpoint(case,
     secret = tmp_path / "outside" / "secret.txt"
     secret.parent.mkdir()
     secret.write_text("users' secret")
-    run = _bridge_run(tmp_path, _hf_model("llama"), steps=(10,))
+    run = bridge_run(tmp_path, tiny_causal_lm("llama"), steps=(10,))
     make(run / ITER / "tokenizer", secret)
     out = tmp_path / "hf"
     code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", out)
@@ -319,9 +315,9 @@ def _train_state_bytes(**changes) -> bytes:
 
     import torch
 
-    from tests.ckpt.test_interop_round8 import _train_state
+    from tests.support.megatron_checkpoints import train_state
 
-    state = {**_train_state(10), **changes}
+    state = {**train_state(10), **changes}
     buffer = io.BytesIO()
     torch.save(state, buffer)
     return buffer.getvalue()
@@ -348,7 +344,7 @@ def _tracker_cases():
 @pytest.mark.parametrize("case", list(_tracker_cases()))
 def test_a_damaged_latest_train_state_is_one_line_exit_1(case, tmp_path):
     make, words = _tracker_cases()[case]
-    run = _bridge_run(tmp_path, _hf_model("llama"), steps=(10,))
+    run = bridge_run(tmp_path, tiny_causal_lm("llama"), steps=(10,))
     (run / "latest_train_state.pt").write_bytes(make())
     for command in ("validate", "export-hf"):
         args = ["--out", tmp_path / "hf"] if command == "export-hf" else []
@@ -361,7 +357,7 @@ def test_a_damaged_latest_train_state_is_one_line_exit_1(case, tmp_path):
 def test_the_iteration_train_state_is_never_read(tmp_path):
     """iter_N/train_state.pt only marks the dir as Megatron-Bridge's: a FIFO there never
     blocks, damaged bytes there never fail the export."""
-    run = _bridge_run(tmp_path, _hf_model("llama"), steps=(10,))
+    run = bridge_run(tmp_path, tiny_causal_lm("llama"), steps=(10,))
     state = run / ITER / "train_state.pt"
     state.unlink()
     os.mkfifo(state)

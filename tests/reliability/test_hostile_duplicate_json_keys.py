@@ -1,4 +1,4 @@
-"""Hostile inputs the earlier rounds left open:
+"""JSON files giving a key twice, and library log lines quoting hostile values:
 
 * a JSON file giving a key twice (`{"eos_token_id": 1, ..., "eos_token_id": 2}`) in a model's
   config.json, generation_config.json or tokenizer_config.json, a safetensors index, mfsdp's
@@ -6,9 +6,10 @@
   value silently, so which one was meant was never asked. Each is refused in one line naming
   the file and the key, with the exit code a malformed file of that kind already had;
 * log lines of libraries that print through handlers of their own (transformers puts one
-  on its "transformers" logger): round 10 escaped our loggers' lines, Python's fallback
-  handler's and warnings, but these still printed a newline or an ANSI escape in a path or
-  config value raw, forging a line or recolouring the terminal.
+  on its "transformers" logger): our loggers' lines, Python's fallback handler's and
+  warnings were escaped (test_hostile_log_lines_and_chat_templates.py), but these still
+  printed a newline or an ANSI escape in a path or config value raw, forging a line or
+  recolouring the terminal.
 """
 
 from __future__ import annotations
@@ -22,15 +23,11 @@ from pathlib import Path
 import pytest
 
 from tests.reliability.hf_model import hf_model
-from tests.reliability.test_hostile_round7b import _split
-from tests.reliability.test_hostile_round9 import (  # trainable: round 9's model dir fixture
-    _train_from,
-    trainable,  # noqa: F401
-)
-from tests.reliability.test_hostile_round10 import FORGED, _no_forged_lines
 from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import one_error_line, run_cli, verl_rl_v2
+from tests.support.model_dirs import shard_with_index, train_from
 from tests.support.paths import FIXTURES, REPO
+from tests.support.terminal import FORGED, no_forged_lines
 
 
 # --------------------------------------------------------------------------- keys given twice
@@ -77,7 +74,7 @@ def _verl_contents(root: Path) -> tuple[Path, tuple[str, ...]]:
 def _safetensors_index(root: Path) -> tuple[Path, tuple[str, ...]]:
     root.mkdir()
     model = hf_model(root)
-    _split(model)
+    shard_with_index(model)
     return model / "model.safetensors.index.json", (
         "ckpt",
         "import-hf",
@@ -113,7 +110,7 @@ def test_a_key_given_twice_is_refused_as_malformed_json_is(tmp_path, case):
 def test_a_tensor_named_twice_in_the_index_is_refused(tmp_path):
     """The index maps one tensor to two shards: which file holds it?"""
     model = hf_model(tmp_path)
-    _split(model)
+    shard_with_index(model)
     index = model / "model.safetensors.index.json"
     weight_map = json.loads(index.read_text())["weight_map"]
     name, shard = next(iter(weight_map.items()))
@@ -141,13 +138,13 @@ def test_export_refuses_an_asset_giving_a_key_twice(tmp_path, name):
 
 
 @pytest.mark.parametrize("name", ("config.json", *ASSETS))
-def test_training_refuses_a_model_file_giving_a_key_twice(tmp_path, trainable, name):  # noqa: F811
+def test_training_refuses_a_model_file_giving_a_key_twice(tmp_path, trainable, name):
     """Was: transformers took the last value and trained on it."""
     source, table = trainable
     model = tmp_path / "model"
     shutil.copytree(source, model)
     key = _twice(model / name)
-    code, err = _train_from(model, table, tmp_path / "run")
+    code, err = train_from(model, table, tmp_path / "run")
     assert code == 1, err
     one_error(err, str(model / name), f"key {key} appears twice")
     assert not (tmp_path / "run").exists()
@@ -179,5 +176,5 @@ def test_library_log_lines_print_escaped(case):
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    _no_forged_lines(done.stderr)
+    no_forged_lines(done.stderr)
     assert "/nonexist\\x0aerror: forged\\x1b[31m" in done.stderr, done.stderr

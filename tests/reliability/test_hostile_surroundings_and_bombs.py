@@ -1,4 +1,6 @@
-"""Hostile inputs and surroundings the earlier rounds left open:
+"""Hostile surroundings (a deleted working dir, stdout that cannot be written) and inputs:
+scripts, parquet, jsonl and safetensors headers that expand far past their size, model dirs
+whose config.json disagrees with the weights, and data --out over its own inputs:
 
 * a working directory deleted while a shell was in it: a relative --out (export-hf,
   import-hf, `mfsdp data`) failed with errno's bare "[Errno 2] No such file or directory"
@@ -63,13 +65,9 @@ from tests.reliability.bad_inputs import (
     repeated_rows_parquet,
 )
 from tests.reliability.hf_model import hf_model
-from tests.reliability.test_hostile_round9 import (  # trainable: round 9's model dir fixture
-    _config_edit,
-    _train_from,
-    trainable,  # noqa: F401
-)
 from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import one_error_line, run_cli
+from tests.support.model_dirs import config_edit, train_from
 from tests.support.paths import FIXTURES, REPO
 from trainer.data.files import DECODED_FLOOR, MAX_JSONL_LINE_BYTES
 from trainer.verl_import import MAX_EXPANDED_CHARS, MAX_LINE_CHARS
@@ -337,8 +335,8 @@ def _drop_weight(model: Path) -> None:
 
 
 DISAGREEING = {
-    "vocab-size": (_config_edit(vocab_size=10**9), "[model.embed_tokens.weight]: shape"),
-    "hidden-size": (_config_edit(hidden_size=1 << 20), "but config.json says"),
+    "vocab-size": (config_edit(vocab_size=10**9), "[model.embed_tokens.weight]: shape"),
+    "hidden-size": (config_edit(hidden_size=1 << 20), "but config.json says"),
     "weight-missing": (
         _drop_weight,
         "weights lack 1 tensor(s) config.json needs, e.g. model.layers.1.mlp.down_proj.weight",
@@ -347,13 +345,13 @@ DISAGREEING = {
 
 
 @pytest.mark.parametrize("case", list(DISAGREEING))
-def test_training_refuses_weights_config_json_disagrees_with(tmp_path, trainable, case):  # noqa: F811
+def test_training_refuses_weights_config_json_disagrees_with(tmp_path, trainable, case):
     source, table = trainable
     model = tmp_path / "model"
     shutil.copytree(source, model)
     damage, words = DISAGREEING[case]
     damage(model)
-    code, err = _train_from(model, table, tmp_path / "run")
+    code, err = train_from(model, table, tmp_path / "run")
     assert code == 1, err
     one_error(err, str(model), words)
     assert not (tmp_path / "run").exists()

@@ -1,5 +1,6 @@
-"""Hostile and damaged inputs round 7 left open, each refused in one line with the right
-exit code:
+"""Damaged DCP metadata, config numbers no field can hold, and model dir files that are
+unreadable, linked out, special or damaged, each refused in one line with the right exit
+code:
 
 * a DCP `.metadata` whose `storage_data` has an entry no state-dict entry reads (a key
   `state_dict_metadata` lacks, or offsets none of the tensor's chunks has): validate (and
@@ -8,7 +9,7 @@ exit code:
   read, a float that overflows to inf): one line naming the key (exit 2) before any work,
   not torch's ValueError from `manual_seed` in every rank;
 * a `huggingface/` dir this user may not open: validate (plain, --json, --deep) fails
-  naming it as round 7 names an unreadable checkpoint dir, not errno's raw line about a
+  naming it as an unreadable checkpoint dir is named, not errno's raw line about a
   file inside it (or, without a manifest, "valid" having skipped the config check);
 * a weight file or index of a Hugging Face model dir that is a symlink out of it: import
   refuses it as it refuses a config or tokenizer linked out (a cache snapshot's links into
@@ -35,10 +36,10 @@ import pytest
 
 from mfsdp_ckpt.format.dcp_metadata import MetadataIndex
 from tests.reliability.hf_model import hf_model
-from tests.reliability.test_hostile_round7 import _sharded
 from tests.support.ckpt_edits import edit_metadata
 from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import run_cli
+from tests.support.model_dirs import shard_with_index
 from tests.support.paths import FIXTURES, REPO
 from tests.support.permissions import run_cli_denied
 
@@ -166,12 +167,6 @@ def _import(model: Path, out: Path, *options) -> tuple[int, str, str]:
     return run_cli("ckpt", "import-hf", model, "--out", out, *options)
 
 
-def _split(model: Path) -> None:
-    weight_map, _second = _sharded(model)
-    index = {"metadata": {}, "weight_map": weight_map}
-    (model / "model.safetensors.index.json").write_text(json.dumps(index))
-
-
 def _move_out(path: Path, elsewhere: Path) -> None:
     elsewhere.mkdir(exist_ok=True)
     path.rename(elsewhere / path.name)
@@ -185,7 +180,7 @@ def _move_out(path: Path, elsewhere: Path) -> None:
 def test_import_refuses_weights_linked_out_of_the_model_dir(tmp_path, linked):
     model = hf_model(tmp_path)
     if linked != "model.safetensors":
-        _split(model)
+        shard_with_index(model)
     _move_out(model / linked, tmp_path / "elsewhere")
     code, _out, err = _import(model, tmp_path / "out")
     assert code == 1, err
@@ -197,7 +192,7 @@ def test_a_cache_snapshot_whose_weights_link_into_blobs_imports(tmp_path):
     """models--ORG--NAME/snapshots/REV/FILE -> ../../blobs/HASH, as the Hugging Face cache
     lays a download out: weights and index included."""
     built = hf_model(tmp_path)
-    _split(built)
+    shard_with_index(built)
     cache = tmp_path / "models--org--name"
     snapshot, blobs = cache / "snapshots" / "0123abc", cache / "blobs"
     snapshot.mkdir(parents=True)
@@ -223,7 +218,7 @@ def test_a_cache_snapshot_whose_weights_link_into_blobs_imports(tmp_path):
 def test_a_special_file_where_a_model_file_belongs_is_refused_naming_it(tmp_path, special, what):
     model = hf_model(tmp_path)
     if special in ("model.safetensors.index.json", "model-00001-of-00002.safetensors"):
-        _split(model)  # the index stays the only one: transformers would read it
+        shard_with_index(model)  # the index stays the only one: transformers would read it
     path = model / special
     if special == "only.safetensors":
         (model / "model.safetensors").unlink()

@@ -1,5 +1,5 @@
-"""Hostile and damaged inputs the earlier rounds left open, each refused in one line with
-the right exit code:
+"""Unreadable checkpoint dirs, non-finite weights, shard indexes that disagree with their
+shards and YAML keys given twice, each refused in one line with the right exit code:
 
 * a checkpoint dir (run, step or dist_ckpt) this user may not read: a permission error
   naming it (exit 1), not "not a checkpoint" or click's "not readable" (exit 2);
@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import save_file
 
 from tests.reliability.hf_model import hf_model
 from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import run_cli
+from tests.support.model_dirs import shard_in_two
 from tests.support.paths import FIXTURES, REPO
 from tests.support.permissions import run_cli_denied
 
@@ -113,22 +112,6 @@ def test_import_refuses_a_cast_that_overflows(tmp_path):
 
 
 # --------------------------------------------------------------------------- sharded index
-def _sharded(model: Path) -> tuple[dict[str, str], list[str]]:
-    """model.safetensors split in two shards with an index; returns the weight map and the
-    names in the second shard."""
-    from safetensors.torch import load_file
-
-    tensors = load_file(str(model / "model.safetensors"))
-    (model / "model.safetensors").unlink()
-    names = sorted(tensors)
-    halves = {"model-00001-of-00002.safetensors": names[::2]}
-    halves["model-00002-of-00002.safetensors"] = names[1::2]
-    for file, part in halves.items():
-        save_file({name: tensors[name] for name in part}, str(model / file))
-    weight_map = {name: file for file, part in halves.items() for name in part}
-    return weight_map, halves["model-00002-of-00002.safetensors"]
-
-
 def _wrong_shard(weight_map, second):
     weight_map[second[0]] = "model-00001-of-00002.safetensors"
     return second[0], "lists it in model-00001-of-00002.safetensors"
@@ -147,7 +130,7 @@ def _phantom(weight_map, second):
 @pytest.mark.parametrize("damage", [_wrong_shard, _unlisted, _phantom])
 def test_an_index_that_disagrees_with_its_shards_is_refused(tmp_path, damage):
     model = hf_model(tmp_path)
-    weight_map, second = _sharded(model)
+    weight_map, second = shard_in_two(model)
     index = model / "model.safetensors.index.json"
     index.write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
     code, _out, err = run_cli("ckpt", "import-hf", model, "--out", tmp_path / "ok")

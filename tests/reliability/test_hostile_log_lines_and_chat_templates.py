@@ -1,4 +1,5 @@
-"""Hostile inputs the earlier rounds left open:
+"""Log lines quoting values users chose, jsonl rows giving a key twice, chat templates that
+are no regular file, and Bridge tokenizer files over the asset cap:
 
 * log lines and warnings quoting values users chose (`note: verl's ... is
   checkpoint.resume=PATH here`): without `-v` Python's fallback handler printed them raw, so
@@ -25,22 +26,13 @@ import sys
 import pytest
 import yaml
 
-from tests.ckpt.test_interop_round8 import _bridge_run, _hf_model
-from tests.reliability.test_hostile_round9 import (  # trainable: round 9's model dir fixture
-    _drop_chat_template,
-    _train_from,
-    trainable,  # noqa: F401
-)
 from tests.support.cli_errors import one_error
 from tests.support.fresh_python import mfsdp
+from tests.support.hf_to_mcore import tiny_causal_lm
+from tests.support.megatron_checkpoints import bridge_run
+from tests.support.model_dirs import drop_chat_template, train_from
 from tests.support.paths import REPO
-
-FORGED = "/nonexist\nerror: forged\x1b[31m\x1b]0;pwned\x07"
-
-
-def _no_forged_lines(stderr: str) -> None:
-    assert not any(c in stderr for c in "\x1b\x07"), stderr
-    assert not any(line.startswith("error: forged") for line in stderr.splitlines()), stderr
+from tests.support.terminal import FORGED, no_forged_lines
 
 
 # --------------------------------------------------------------------------- log lines
@@ -56,7 +48,7 @@ def test_log_notes_print_config_values_escaped(tmp_path):
     for verbose in ([], ["-v"]):
         done = mfsdp(*verbose, "train", "sft", "--config", str(config))
         assert done.returncode == 2, done.stderr  # no data files: a usage error after the note
-        _no_forged_lines(done.stderr)
+        no_forged_lines(done.stderr)
         notes = [line for line in done.stderr.splitlines() if "note: verl's" in line]
         assert len(notes) == 1 and "\\x0aerror: forged\\x1b" in notes[0], done.stderr
 
@@ -74,7 +66,7 @@ def test_warnings_print_escaped():
         text=True,
         timeout=60,
     )
-    _no_forged_lines(done.stderr)
+    no_forged_lines(done.stderr)
     assert "UserWarning: /nonexist\\x0aerror: forged" in done.stderr, done.stderr
 
 
@@ -163,15 +155,15 @@ TEMPLATE_KINDS = {
 
 
 @pytest.mark.parametrize("case", list(TEMPLATE_KINDS))
-def test_a_chat_template_that_is_no_file_is_named(tmp_path, trainable, case):  # noqa: F811
+def test_a_chat_template_that_is_no_file_is_named(tmp_path, trainable, case):
     """Was: "the tokenizer ... has no chat template" (exit 2), the file never named."""
     source, table = trainable
     model = tmp_path / "model"
     shutil.copytree(source, model)
-    _drop_chat_template(model)
+    drop_chat_template(model)
     make, words = TEMPLATE_KINDS[case]
     make(model / "chat_template.jinja")
-    code, err = _train_from(model, table, tmp_path / "run")
+    code, err = train_from(model, table, tmp_path / "run")
     assert code == 1, err
     one_error(err, str(model / "chat_template.jinja"), words.split(": ", 1)[1])
     assert not (tmp_path / "run").exists()
@@ -182,7 +174,7 @@ def test_a_bridge_tokenizer_file_over_the_asset_cap_is_refused_as_export_refuses
     transformers to read whole. Both now refuse it in the same line."""
     from mfsdp_ckpt.convert.export_source import MAX_ASSET_BYTES
 
-    run = _bridge_run(tmp_path, _hf_model("llama"), steps=(10,))
+    run = bridge_run(tmp_path, tiny_causal_lm("llama"), steps=(10,))
     big = run / "iter_0000010" / "tokenizer" / "tokenizer.json"
     os.truncate(big, MAX_ASSET_BYTES + 1)  # sparse: no disk used
     data = tmp_path / "train.jsonl"

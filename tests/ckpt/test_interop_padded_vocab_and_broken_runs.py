@@ -4,15 +4,14 @@ Megatron-LM pads the embedding and output layer to a multiple of
 `--make-vocab-size-divisible-by` (128) times the tensor-parallel size, so a Megatron-core
 checkpoint can hold more rows than the HF config's vocab_size; export drops the padding
 (as Megatron-Bridge's export does) and refuses row counts no padding explains. The tiny
-models are written under Megatron-core names with test_export_mcore's independent
-converter, padded with random rows, and the export's logits are compared with the
-source model's.
+models are written under Megatron-core names with tests/support/hf_to_mcore.py's
+independent converter, padded with random rows, and the export's logits are compared with
+the source model's.
 """
 
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import pytest
@@ -25,21 +24,15 @@ from mfsdp_ckpt.convert.export_stream import _streamable
 from mfsdp_ckpt.convert.name_maps import VOCAB as VOCAB_TRANSFORM
 from mfsdp_ckpt.convert.vocab_padding import padding_multiple, vocab_rows_problem
 from mfsdp_ckpt.format import layout
-from tests.ckpt.convert.test_export_mcore import _hf_model, to_mcore
 from tests.support.distributed import run_distributed
 from tests.support.export import fixed_inputs, load_report, logits_of
+from tests.support.hf_to_mcore import tiny_causal_lm, to_mcore
 from tests.support.interop_layouts import maker, one_error_line, run_cli
+from tests.support.megatron_checkpoints import save_dcp
 
 MAKER = maker()
 VOCAB = 250
 VOCAB_KEYS = ("embedding.word_embeddings.weight", "output_layer.weight")
-
-
-def _save(state: dict, target: Path) -> Path:
-    with warnings.catch_warnings():  # DCP warns that it saves without a process group
-        warnings.simplefilter("ignore")
-        dcp.save(state, checkpoint_id=str(target), no_dist=True)
-    return target
 
 
 def _padded(weights: dict, rows: int) -> dict:
@@ -72,9 +65,9 @@ def _megatron_state(weights: dict, optimizer: bool) -> dict:
 
 
 def _checkpoint(tmp_path: Path, family: str, rows: int, optimizer: bool = True):
-    model = _hf_model(family, vocab=VOCAB)
+    model = tiny_causal_lm(family, vocab=VOCAB)
     weights = _padded(to_mcore(model, norms="te", fc1="split"), rows)
-    ckpt = _save(_megatron_state(weights, optimizer), tmp_path / "dist_ckpt")
+    ckpt = save_dcp(_megatron_state(weights, optimizer), tmp_path / "dist_ckpt")
     model.config.save_pretrained(tmp_path / "assets")
     return model, ckpt, tmp_path / "assets"
 
@@ -166,11 +159,11 @@ def test_the_plain_text_summary_says_how_many_rows_were_dropped(tmp_path):
     ],
 )
 def test_rows_no_padding_explains_are_refused_naming_the_tensor(rows, words, tmp_path):
-    model = _hf_model("llama", vocab=VOCAB)
+    model = tiny_causal_lm("llama", vocab=VOCAB)
     weights = to_mcore(model, norms="te", fc1="split")
     for key in VOCAB_KEYS:
         weights[key] = torch.zeros(rows, weights[key].shape[1])
-    ckpt = _save(_megatron_state(weights, optimizer=False), tmp_path / "dist_ckpt")
+    ckpt = save_dcp(_megatron_state(weights, optimizer=False), tmp_path / "dist_ckpt")
     model.config.save_pretrained(tmp_path / "assets")
     code, out, err = run_cli(
         "ckpt", "export-hf", ckpt, "--hf-config", tmp_path / "assets", "--out", tmp_path / "hf"
@@ -212,7 +205,7 @@ def _save_padded_shards(rank: int, world_size: int, weights_file: str, target: s
 
 
 def test_uneven_shards_stream_only_the_rows_below_vocab_size(tmp_path):
-    model = _hf_model("llama", vocab=VOCAB)
+    model = tiny_causal_lm("llama", vocab=VOCAB)
     weights = _padded(to_mcore(model, norms="te", fc1="split"), 256)
     torch.save(weights, tmp_path / "weights.pt")
     ckpt = tmp_path / "dist_ckpt"
@@ -237,7 +230,7 @@ def _verl_run(root: Path, tracker: str | None, steps: tuple[int, ...] = (20,)) -
     run = root / "run"
     run.mkdir()
     for step in steps:
-        _save(MAKER.state_dict(MAKER.CONFIG), run / f"global_step_{step}" / "dist_ckpt")
+        save_dcp(MAKER.state_dict(MAKER.CONFIG), run / f"global_step_{step}" / "dist_ckpt")
     if tracker is not None:
         (run / layout.TRACKER_FILE).write_text(tracker)
     return run

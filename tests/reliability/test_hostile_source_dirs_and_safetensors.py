@@ -1,5 +1,6 @@
-"""Hostile inputs the earlier rounds left open, each refused in one line and non-zero exit,
-with nothing read past a special file and nothing written into what the command reads:
+"""Hostile --out paths, model dirs and safetensors for export and import, each refused in one
+line and non-zero exit, with nothing read past a special file and nothing written into what
+the command reads:
 
 * --out that is, contains or lies in a Hugging Face model dir the command reads
   (export-hf's --hf-config, import-hf's source): --overwrite would replace a user's
@@ -26,14 +27,13 @@ import pytest
 
 from cli.main import main
 from mfsdp_ckpt.storage.reader import CheckpointReader
-from tests.reliability.hf_model import hf_model
+from tests.reliability.hf_model import EXPORT_MCORE_QWEN2, MCORE_QWEN2, hf_model
 from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import run_cli
-from tests.support.paths import FIXTURES, REPO, repo_env
+from tests.support.model_dirs import split_safetensors
+from tests.support.paths import REPO, repo_env
 from tests.support.permissions import without_root_overrides
 
-MCORE_QWEN2 = FIXTURES / "mcore" / "qwen2"
-EXPORT = ("ckpt", "export-hf", MCORE_QWEN2 / "dist_ckpt")
 SECONDS = 20  # every case here takes well under one; a hang is a failure, not a stuck run
 
 
@@ -84,7 +84,9 @@ def test_export_never_replaces_its_hf_config_dir(tmp_path, where, snapshot):
     out = {"same": model, "parent": tmp_path}[where]
     before = _tree(tmp_path)
     for config in (model, model / "config.json"):
-        code, _out, err = run_cli(*EXPORT, "--hf-config", config, "--out", out, "--overwrite")
+        code, _out, err = run_cli(
+            *EXPORT_MCORE_QWEN2, "--hf-config", config, "--out", out, "--overwrite"
+        )
         assert code == 2, err
         one_error(err, "holds the model dir", str(model))
         assert _tree(tmp_path) == before
@@ -110,19 +112,15 @@ def test_export_beside_or_inside_its_hf_config_dir_still_works(tmp_path, where):
     model = hf_model(tmp_path)
     before = _tree(model)
     out = tmp_path / "export" if where == "beside" else model / "export"
-    code, _out, err = run_cli(*EXPORT, "--hf-config", model / "config.json", "--out", out)
+    code, _out, err = run_cli(
+        *EXPORT_MCORE_QWEN2, "--hf-config", model / "config.json", "--out", out
+    )
     assert code == 0, err
     assert (out / "model.safetensors").is_file()
     assert {k: v for k, v in _tree(model).items() if not k.startswith("export")} == before
 
 
 # --------------------------------------------------------------------------- safetensors
-def _split(path: Path) -> tuple[dict, bytes]:
-    raw = path.read_bytes()
-    (length,) = struct.unpack("<Q", raw[:8])
-    return json.loads(raw[8 : 8 + length]), raw[8 + length :]
-
-
 def _join(path: Path, header_text: str, data: bytes) -> None:
     encoded = header_text.encode()
     path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + data)
@@ -135,7 +133,7 @@ def _by_offset(header: dict) -> list[str]:
 
 def _overlap(model: Path) -> None:
     """Two norms of one shape pointed at the same bytes: safetensors refuses the file."""
-    header, data = _split(model / "model.safetensors")
+    header, data = split_safetensors(model / "model.safetensors")
     norms = [name for name in _by_offset(header) if name.endswith("layernorm.weight")]
     header[norms[1]]["data_offsets"] = header[norms[0]]["data_offsets"]
     _join(model / "model.safetensors", json.dumps(header), data)
@@ -143,7 +141,7 @@ def _overlap(model: Path) -> None:
 
 def _gap(model: Path) -> None:
     """Every tensor after the first moved 64 bytes on: 64 bytes nothing holds."""
-    header, data = _split(model / "model.safetensors")
+    header, data = split_safetensors(model / "model.safetensors")
     first, *rest = _by_offset(header)
     for name in rest:
         header[name]["data_offsets"] = [o + 64 for o in header[name]["data_offsets"]]
@@ -152,13 +150,13 @@ def _gap(model: Path) -> None:
 
 
 def _trailing(model: Path) -> None:
-    header, data = _split(model / "model.safetensors")
+    header, data = split_safetensors(model / "model.safetensors")
     _join(model / "model.safetensors", json.dumps(header), data + bytes(4096))
 
 
 def _twice(model: Path) -> None:
     """The last tensor's name given again for the first tensor's bytes (JSON keeps one)."""
-    header, data = _split(model / "model.safetensors")
+    header, data = split_safetensors(model / "model.safetensors")
     first, *_, last = _by_offset(header)
     text = json.dumps(header)
     _join(
@@ -169,7 +167,7 @@ def _twice(model: Path) -> None:
 
 
 def _index_to(model: Path, shard: str) -> None:
-    header, _ = _split(model / "model.safetensors")
+    header, _ = split_safetensors(model / "model.safetensors")
     os.rename(model / "model.safetensors", model / "a.safetensors")
     first, *rest = _by_offset(header)
     weight_map = {first: shard, **{name: "a.safetensors" for name in rest}}
@@ -355,7 +353,7 @@ def test_a_config_that_is_no_causal_lm_is_refused_in_one_line(tmp_path, family):
     code, out, _err = run_cli("ckpt", "validate", MCORE_QWEN2 / "dist_ckpt", "--hf-config", config)
     assert code == 1 and "INVALID" in out, out
     assert f"error: {config}: " in out, out
-    code, _out, err = run_cli(*EXPORT, "--hf-config", config, "--out", tmp_path / "out")
+    code, _out, err = run_cli(*EXPORT_MCORE_QWEN2, "--hf-config", config, "--out", tmp_path / "out")
     assert code == 2, err
     one_error(err)
     assert not (tmp_path / "out").exists()
@@ -425,7 +423,7 @@ def test_a_cloned_model_dir_exports_without_its_hidden_dirs(tmp_path):
     model = hf_model(tmp_path)
     _as_git_clone(model)
     out = tmp_path / "export"
-    code, _out, err = run_cli(*EXPORT, "--hf-config", model, "--out", out)
+    code, _out, err = run_cli(*EXPORT_MCORE_QWEN2, "--hf-config", model, "--out", out)
     assert code == 0, err
     assert (out / "tokenizer.json").is_file() and _hidden(out) == []
 

@@ -1,0 +1,199 @@
+"""Megatron-LM and Megatron-Bridge checkpoints of a tiny transformers model, built on CPU
+with torch DCP: Megatron-LM's fsdp_dtensor save records its model only in `args` (a pickled
+argparse.Namespace holding dtypes, enums and partials beside plain values), Megatron-Bridge's
+in `run_config.yaml` with its tokenizer and train state in the iteration dir. The weights are
+written under Megatron-core names by tests/support/hf_to_mcore.py's converter, so an export
+can be compared with the source model's logits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import functools
+import warnings
+from pathlib import Path
+
+import torch
+import torch.distributed.checkpoint as dcp
+import yaml
+
+from tests.support.export import fixed_inputs
+from tests.support.hf_to_mcore import to_mcore
+
+STEP = 100  # the one iteration megatron_run saves
+
+
+class AttnBackend(enum.Enum):
+    """Stands in for megatron.core's enum of the same name, which args holds."""
+
+    flash = 1
+    auto = 5
+
+
+def megatron_args(model, **changes) -> argparse.Namespace:
+    """The architecture part of Megatron-LM's Namespace for `model`, with the kinds of
+    objects a real one holds beside plain values: a torch.dtype, an enum member, a partial."""
+    config = model.config
+    family = config.model_type
+    settings = dict(
+        ckpt_format="fsdp_dtensor",
+        use_megatron_fsdp=True,
+        num_layers=config.num_hidden_layers,
+        hidden_size=config.hidden_size,
+        ffn_hidden_size=config.intermediate_size,
+        num_attention_heads=config.num_attention_heads,
+        group_query_attention=True,
+        num_query_groups=config.num_key_value_heads,
+        kv_channels=getattr(config, "head_dim", None)
+        or config.hidden_size // config.num_attention_heads,
+        max_position_embeddings=config.max_position_embeddings,
+        seq_length=64,
+        rotary_base=config.rope_parameters["rope_theta"]
+        if getattr(config, "rope_parameters", None)
+        else config.rope_theta,
+        norm_epsilon=config.rms_norm_eps,
+        normalization="RMSNorm",
+        swiglu=True,
+        position_embedding_type="rope",
+        rotary_percent=1.0,
+        untie_embeddings_and_output_weights=not config.tie_word_embeddings,
+        add_qkv_bias=family == "qwen2",
+        qk_layernorm=family == "qwen3",
+        add_bias_linear=False,
+        num_experts=None,
+        padded_vocab_size=config.vocab_size,
+        vocab_size=None,
+        params_dtype=torch.float32,
+        bf16=False,
+        fp16=False,
+        attention_backend=AttnBackend.auto,
+        init_method=functools.partial(torch.nn.init.normal_, mean=0.0, std=0.02),
+        tokenizer_type="HuggingFaceTokenizer",
+        tokenizer_model="/models/never-read-tokenizer",
+    )
+    settings.update(changes)
+    return argparse.Namespace(**settings)
+
+
+def save_dcp(state: dict, target: Path) -> Path:
+    """Save `state` as a torch DCP checkpoint at `target` from this one process."""
+    with warnings.catch_warnings():  # DCP warns that it saves without a process group
+        warnings.simplefilter("ignore")
+        dcp.save(state, checkpoint_id=str(target), no_dist=True)
+    return target
+
+
+def mcore_weights(model, rows: int | None = None) -> dict[str, torch.Tensor]:
+    """`model`'s weights under Megatron-core names with the `module.` prefix Megatron-LM
+    saves; `rows` pads the embedding and output layer to that many rows as Megatron does."""
+    weights = to_mcore(model, norms="local", fc1="split")
+    if rows is not None:  # Megatron's vocabulary padding: extra rows no token reaches
+        for name in ("embedding.word_embeddings.weight", "output_layer.weight"):
+            if name in weights:
+                extra = torch.randn(rows - weights[name].shape[0], weights[name].shape[1])
+                weights[name] = torch.cat([weights[name], extra])
+    return {f"module.{k}": v for k, v in weights.items()}
+
+
+def megatron_run(root: Path, model, args, rows: int | None = None) -> Path:
+    """RUN/{latest_checkpointed_iteration.txt, iter_0000100/} as Megatron-LM saves an
+    fsdp_dtensor checkpoint: `args` beside the Megatron-core weights of `model`."""
+    run = root / "megatron"
+    state = {
+        "args": args,
+        "checkpoint_version": 3.0,
+        "iteration": STEP,
+        "model": mcore_weights(model, rows),
+    }
+    save_dcp(state, run / f"iter_{STEP:07d}")
+    (run / "latest_checkpointed_iteration.txt").write_text(str(STEP))
+    return run
+
+
+def source_logits(model) -> tuple[torch.Tensor, torch.Tensor]:
+    """The fixed inputs for `model`'s vocabulary and the logits `model` gives them: what an
+    export of its checkpoint must reproduce."""
+    ids = fixed_inputs(model.config.vocab_size)
+    with torch.no_grad():
+        return ids, model(input_ids=ids).logits
+
+
+def word_level_tokenizer(target: Path, vocab: int) -> None:
+    """A word-level tokenizer of `vocab` tokens saved at `target`, as Bridge keeps one in
+    each iteration dir."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = {f"w{i}": i for i in range(vocab - 1)} | {"<unk>": vocab - 1}
+    backend = Tokenizer(models.WordLevel(words, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>").save_pretrained(target)
+
+
+def bridge_model_section(model) -> dict:
+    """What Megatron-Bridge's GPTModelProvider writes under `model:` in run_config.yaml."""
+    config = model.config
+    family = config.model_type
+    return {
+        "_target_": f"megatron.bridge.models.{family}.{family.capitalize()}ModelProvider",
+        "num_layers": config.num_hidden_layers,
+        "hidden_size": config.hidden_size,
+        "ffn_hidden_size": config.intermediate_size,
+        "num_attention_heads": config.num_attention_heads,
+        "num_query_groups": config.num_key_value_heads,
+        "kv_channels": getattr(config, "head_dim", None)
+        or config.hidden_size // config.num_attention_heads,
+        "seq_length": config.max_position_embeddings,
+        "rotary_base": config.rope_parameters["rope_theta"],
+        "layernorm_epsilon": config.rms_norm_eps,
+        "normalization": "RMSNorm",
+        "gated_linear_unit": True,
+        "activation_func": {"_target_": "torch.nn.functional.silu", "_call_": False},
+        "position_embedding_type": "rope",
+        "rotary_percent": 1.0,
+        "share_embeddings_and_output_weights": config.tie_word_embeddings,
+        "add_qkv_bias": family == "qwen2",
+        "add_bias_linear": False,
+        "qk_layernorm": family == "qwen3",
+        "num_moe_experts": None,
+        "vocab_size": config.vocab_size,
+        "should_pad_vocab": True,
+        "make_vocab_size_divisible_by": 128,
+        "params_dtype": {"_target_": "torch.float32", "_call_": False},
+        "bf16": False,
+    }
+
+
+def train_state(step: int) -> dict:
+    """Megatron-Bridge's train_state.pt contents after `step` steps."""
+    return {
+        "step": torch.tensor(step, dtype=torch.int64),
+        "consumed_train_samples": torch.tensor(step * 8, dtype=torch.int64),
+        "skipped_train_samples": torch.tensor(0, dtype=torch.int64),
+        "consumed_valid_samples": torch.tensor(0, dtype=torch.int64),
+        "floating_point_operations_so_far": torch.tensor(1e12, dtype=torch.float64),
+        "do_train": torch.tensor(True),
+        "do_valid": torch.tensor(False),
+        "do_test": torch.tensor(False),
+    }
+
+
+def bridge_run(root: Path, model, steps=(10, 20), rows: int | None = None) -> Path:
+    """RUN/{latest_train_state.pt, latest_checkpointed_iteration.txt, iter_N/{DCP,
+    train_state.pt, run_config.yaml, tokenizer/}} as Megatron-Bridge's save_checkpoint
+    writes them with ckpt_format fsdp_dtensor (its tracker names the last step)."""
+    run = root / "bridge"
+    for step in steps:
+        it = save_dcp({"model": mcore_weights(model, rows)}, run / f"iter_{step:07d}")
+        torch.save(train_state(step), it / "train_state.pt")
+        section = {
+            "model": bridge_model_section(model),
+            "tokenizer": {"tokenizer_type": "HuggingFaceTokenizer", "tokenizer_model": "/m/q"},
+            "checkpoint": {"ckpt_format": "fsdp_dtensor", "save": str(run)},
+        }
+        (it / "run_config.yaml").write_text(yaml.safe_dump(section))
+        word_level_tokenizer(it / "tokenizer", model.config.vocab_size)
+    torch.save(train_state(steps[-1]), run / "latest_train_state.pt")
+    (run / "latest_checkpointed_iteration.txt").write_text(str(steps[-1]))
+    return run
