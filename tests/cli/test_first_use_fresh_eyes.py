@@ -1,0 +1,112 @@
+"""What a first-time user still met on a fresh machine, round 12: docs/interop.md's recipes
+(`import-hf ... --out ckpts/q05_mcore`) stopping at "parent directory does not exist" where
+`mfsdp data --out` and transformers' `save_pretrained` make the parents, and a `~` in a
+config's path (`run_dir: ~/runs/x`) taken literally: a directory named `~` in the current
+one, or "no such file" for a file that is there."""
+
+from __future__ import annotations
+
+import re
+import typing
+
+import pytest
+import torch
+
+from tests.reliability.hf_model import hf_model
+from tests.support.interop_layouts import one_error_line, run_cli
+from trainer.config import SFTConfig, _all_keys, load_config
+from trainer.grpo.config import GRPOConfig
+
+# Keys whose value names a file or directory, by their names: a new one is checked too.
+PATH_LIKE = re.compile(r"(path|dir|files|tokenizer|hf_config|resume)$")
+
+
+def _listing(root) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def test_import_and_export_make_the_missing_parents_of_out(tmp_path):
+    model = hf_model(tmp_path)
+    imported = tmp_path / "ckpts" / "q05_mcore"
+    code, out, err = run_cli("ckpt", "import-hf", model, "--out", imported)
+    assert code == 0, out + err
+    assert (imported / ".metadata").is_file()
+    assert sorted(p.name for p in (tmp_path / "ckpts").iterdir()) == ["q05_mcore"]
+
+    exported = tmp_path / "hf" / "deep" / "q05"
+    code, out, err = run_cli(
+        "ckpt", "export-hf", imported, "--hf-config", model, "--out", exported, "--verify"
+    )
+    assert code == 0, out + err
+    assert (exported / "model.safetensors").is_file()
+    assert sorted(p.name for p in (tmp_path / "hf" / "deep").iterdir()) == ["q05"]
+
+
+def test_a_failed_import_or_export_leaves_no_parent_it_made(tmp_path):
+    def poison(tensors: dict[str, torch.Tensor]) -> None:
+        tensors["model.norm.weight"][0] = float("nan")
+
+    model = hf_model(tmp_path, edit=poison)
+    before = _listing(tmp_path)
+    code, out, err = run_cli("ckpt", "import-hf", model, "--out", tmp_path / "a" / "b" / "c")
+    assert code == 1 and "NaN" in one_error_line(err), out + err
+    assert _listing(tmp_path) == before
+    imported = tmp_path / "kept" / "imported"
+    code, out, err = run_cli("ckpt", "import-hf", model, "--out", imported, "--allow-nonfinite")
+    assert code == 0, out + err
+    before = _listing(tmp_path)
+    code, out, err = run_cli(
+        "ckpt", "export-hf", imported, "--hf-config", model, "--out", tmp_path / "x" / "y"
+    )
+    assert code == 1 and "NaN" in one_error_line(err), out + err
+    assert _listing(tmp_path) == before
+
+
+def test_an_out_below_a_file_names_the_file(tmp_path):
+    model = hf_model(tmp_path)
+    code, out, err = run_cli(
+        "ckpt", "import-hf", model, "--out", model / "config.json" / "sub" / "out"
+    )
+    assert code == 2, out + err
+    assert f"{model / 'config.json'} is a file, not a directory" in one_error_line(err)
+
+
+def _path_keys(cls: type) -> list[str]:
+    hints = typing.get_type_hints(cls)
+    keys = [key for key in _all_keys(cls) if PATH_LIKE.search(key.rsplit(".", 1)[-1])]
+    return [key for key in keys if key.split(".")[0] in hints]
+
+
+@pytest.mark.parametrize("cls", [SFTConfig, GRPOConfig])
+def test_a_tilde_in_any_path_key_is_the_home_directory(cls, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    keys = _path_keys(cls)
+    assert {"model.path", "data.train_files", "trainer.run_dir", "checkpoint.resume"} <= set(keys)
+    config_file = tmp_path / "config.yaml"
+    sections: dict[str, list[str]] = {}
+    for key in keys:
+        section, leaf = key.split(".")
+        sections.setdefault(section, []).append(f"  {leaf}: ~/{leaf}")
+    config_file.write_text(
+        "".join(f"{section}:\n" + "\n".join(lines) + "\n" for section, lines in sections.items())
+    )
+    from_file = load_config(cls, config_file)
+    overridden = load_config(cls, None, [f"{key}=~/{key.split('.')[1]}" for key in keys])
+    for config in (from_file, overridden):
+        for key in keys:
+            section, leaf = key.split(".")
+            value = getattr(getattr(config, section), leaf)
+            assert value in (f"{tmp_path}/{leaf}", [f"{tmp_path}/{leaf}"]), (key, value)
+
+
+def test_a_tilde_path_that_exists_passes_the_checks_before_training(tmp_path, monkeypatch):
+    from cli.launch import check_config
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "tokenizer.json").write_text("{}")
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text("model:\n  tokenizer: ~/tok\ntrainer:\n  run_dir: ~/runs/x\n")
+    cfg = check_config(SFTConfig, str(config_file), [])
+    assert cfg.model.tokenizer == str(tmp_path / "tok")
+    assert cfg.trainer.run_dir == str(tmp_path / "runs" / "x")
