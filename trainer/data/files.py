@@ -68,12 +68,14 @@ def _read_parquet(path: Path) -> list[dict[str, Any]]:
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     """One JSON object per line; lines are decoded one by one so bad bytes name their line.
-    A key given twice in an object is refused (Python's json keeps the last silently)."""
+    A key given twice in an object is refused (Python's json keeps the last silently). A
+    UTF-8 byte order mark opening the file (Windows editors and PowerShell write one) is no
+    content and is skipped, as `utf-8-sig` would; Python's json refuses it."""
     rows = []
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, 1):
             try:
-                line = raw.decode("utf-8")
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as err:
                 raise DataFileError(
                     f"{path}:{number}: not UTF-8 text (byte {err.start} of the line)"
