@@ -52,6 +52,9 @@ def main() -> None:
     command may have failed before parsing its own --json."""
     import sys
 
+    from cli.std_streams import ensure_standard_streams
+
+    ensure_standard_streams()  # before anything opens a file or writes a line
     from cli.errors import fail
     from cli.lines import say
     from trainer.threads import drop_malformed_thread_count

@@ -1,12 +1,17 @@
 """What a first-time user still met on a fresh machine, round 12: docs/interop.md's recipes
 (`import-hf ... --out ckpts/q05_mcore`) stopping at "parent directory does not exist" where
-`mfsdp data --out` and transformers' `save_pretrained` make the parents, and a `~` in a
+`mfsdp data --out` and transformers' `save_pretrained` make the parents; a `~` in a
 config's path (`run_dir: ~/runs/x`) taken literally: a directory named `~` in the current
-one, or "no such file" for a file that is there."""
+one, or "no such file" for a file that is there; a jsonl saved with a byte order mark
+refused; and a command started with stdout and stderr closed failing silently (exit 1)."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 import typing
 
 import pytest
@@ -14,6 +19,7 @@ import torch
 
 from tests.reliability.hf_model import hf_model
 from tests.support.interop_layouts import one_error_line, run_cli
+from tests.support.paths import FIXTURES, REPO
 from trainer.config import SFTConfig, _all_keys, load_config
 from trainer.grpo.config import GRPOConfig
 
@@ -110,3 +116,52 @@ def test_a_tilde_path_that_exists_passes_the_checks_before_training(tmp_path, mo
     cfg = check_config(SFTConfig, str(config_file), [])
     assert cfg.model.tokenizer == str(tmp_path / "tok")
     assert cfg.trainer.run_dir == str(tmp_path / "runs" / "x")
+
+
+@pytest.mark.parametrize(
+    "encode",
+    [
+        pytest.param(lambda text: b"\xef\xbb\xbf" + text.encode(), id="bom"),
+        pytest.param(lambda text: text.replace("\n", "\r\n").encode(), id="crlf"),
+    ],
+)
+def test_a_jsonl_as_windows_editors_save_it_reads_as_any_other(tmp_path, encode):
+    from trainer.data.files import read_rows
+
+    rows = [{"question": f"{a} + 1?", "answer": f"{a} + 1 = {a + 1}\n#### {a + 1}"} for a in (1, 2)]
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    windows = tmp_path / "train.jsonl"
+    windows.write_bytes(encode(plain.read_text()))
+    assert read_rows([str(windows)]) == rows
+    code, out, err = run_cli("data", "gsm8k", "--input", windows, "--out", tmp_path / "data")
+    assert code == 0, out + err
+    assert (tmp_path / "data" / "sft" / "train.parquet").is_file()
+
+
+def test_a_byte_order_mark_inside_a_jsonl_is_still_refused_naming_the_line(tmp_path):
+    from trainer.data.files import DataFileError, read_rows
+
+    data = tmp_path / "train.jsonl"
+    data.write_bytes(b'{"a": 1}\n\xef\xbb\xbf{"a": 2}\n')
+    with pytest.raises(DataFileError, match=r"train.jsonl:2: not valid JSON"):
+        read_rows([str(data)])
+
+
+def _closing_stdout_and_stderr() -> None:
+    os.close(1)
+    os.close(2)
+
+
+def test_a_command_started_with_stdout_and_stderr_closed_still_does_its_work(tmp_path):
+    out = tmp_path / "hf"
+    done = subprocess.run(
+        [sys.executable, "-c", "from cli.main import main; main()", "ckpt", "export-hf"]
+        + [str(FIXTURES / "megatron_fsdp_qwen2" / "run"), "--out", str(out)],
+        cwd=REPO,
+        preexec_fn=_closing_stdout_and_stderr,
+        timeout=120,
+    )
+    assert done.returncode == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]
+    assert json.loads((out / "config.json").read_text())["model_type"] == "qwen2"
