@@ -274,6 +274,7 @@ def load_config(
     config = _build(cls, tree, prefix="", source=source)  # the file alone, so errors name the file
     if not overrides:
         return config
+    _refuse_split_overrides(list(overrides))
     pairs = []
     for item in overrides:
         key, sep, text = item.partition("=")
@@ -283,6 +284,25 @@ def load_config(
     for key, value in verl_keys.adopt_pairs(cls, pairs, "command-line override"):
         set_dotted(tree, key, value)
     return _build(cls, tree, prefix="", source="command-line override")
+
+
+def _refuse_split_overrides(overrides: list[str]) -> None:
+    """`optim.lr = 1e-4` typed with spaces reaches us as three arguments (`optim.lr=` and
+    `1e-4` with a space after `=`): say so, with the override meant, rather than "expected
+    key=value" for the key alone or "empty value" for `optim.lr=`."""
+    for index, item in enumerate(overrides):
+        rest = overrides[index + 1 :]
+        if "=" not in item and rest and rest[0].startswith("="):
+            parts = [item, rest[0]] + (rest[1:2] if rest[0] == "=" else [])
+        elif item.endswith("=") and item.count("=") == 1 and rest and "=" not in rest[0]:
+            parts = [item, rest[0]]
+        else:
+            continue
+        typed = " ".join(parts)
+        raise ConfigError(
+            f"override {typed!r}: spaces around '=' make {len(parts)} arguments of one"
+            f" override; write {''.join(parts)}"
+        )
 
 
 def parse_override_value(key: str, text: str) -> Any:

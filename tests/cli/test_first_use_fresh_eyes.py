@@ -3,7 +3,8 @@
 `mfsdp data --out` and transformers' `save_pretrained` make the parents; a `~` in a
 config's path (`run_dir: ~/runs/x`) taken literally: a directory named `~` in the current
 one, or "no such file" for a file that is there; a jsonl saved with a byte order mark
-refused; and a command started with stdout and stderr closed failing silently (exit 1)."""
+refused; a command started with stdout and stderr closed failing silently (exit 1); and an
+override typed `optim.lr = 1e-4` refused as "expected key=value" or "empty value"."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import pytest
 import torch
 
 from tests.reliability.hf_model import hf_model
+from tests.support.cli_errors import one_error
+from tests.support.fresh_python import mfsdp
 from tests.support.interop_layouts import one_error_line, run_cli
 from tests.support.paths import FIXTURES, REPO
 from trainer.config import SFTConfig, _all_keys, load_config
@@ -165,3 +168,18 @@ def test_a_command_started_with_stdout_and_stderr_closed_still_does_its_work(tmp
     assert done.returncode == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]
     assert json.loads((out / "config.json").read_text())["model_type"] == "qwen2"
+
+
+@pytest.mark.parametrize(
+    "typed, meant",
+    [
+        (["optim.lr", "=", "1e-4"], "optim.lr=1e-4"),
+        (["optim.lr=", "1e-4"], "optim.lr=1e-4"),
+        (["optim.lr", "=1e-4"], "optim.lr=1e-4"),
+    ],
+)
+def test_an_override_typed_with_spaces_around_the_equals_sign_says_so(typed, meant):
+    done = mfsdp("train", "sft", "--config", "examples/sft_tiny_cpu.yaml", *typed)
+    assert done.returncode == 2, done.stderr
+    line = one_error(done.stderr, "spaces around '='", f"write {meant}")
+    assert repr(" ".join(typed)) in line
