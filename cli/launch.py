@@ -10,11 +10,12 @@ of launching again. One module, so every training command starts and reports the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -276,9 +277,28 @@ def run_command(
     cfg = check_config(config_cls, config_path, list(overrides))
     logged_before = metrics_size(cfg.trainer.run_dir)
     on_interrupt(lambda: interrupted_run(cfg, logged_before))
-    start(subcommand, cfg, Launch(**launch), config_path, as_json, list(overrides))
-    result, finals = train(cfg)
+    flags = Launch(**launch)
+    with one_run_at_a_time(cfg.trainer.run_dir, flags):
+        start(subcommand, cfg, flags, config_path, as_json, list(overrides))
+        result, finals = train(cfg)
     report_run(subcommand, result, as_json, finals)
+
+
+@contextlib.contextmanager
+def one_run_at_a_time(run_dir: str, launch: Launch) -> Iterator[None]:
+    """Hold the run dir's lock (`export-hf`'s and `mfsdp data`'s, beside it) for the run: a
+    second run started into the same run dir while one trains (a job launched twice, a
+    requeue before the first stopped) saved into the first one's step dirs, failed at its
+    first save on a file the other had renamed, and interleaved its lines into
+    metrics.jsonl. Taken by the process the user started, which outlives its ranks; not
+    across machines (`--nnodes` > 1), where every machine's launcher starts the same run."""
+    from mfsdp_ckpt.storage.out_lock import out_lock
+
+    if "RANK" in os.environ or launch.multi_node:
+        yield
+        return
+    with out_lock(run_dir, "trainer.run_dir"):
+        yield
 
 
 def interrupted_run(cfg: Any, logged_before: int) -> str:

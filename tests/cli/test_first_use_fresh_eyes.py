@@ -183,3 +183,28 @@ def test_an_override_typed_with_spaces_around_the_equals_sign_says_so(typed, mea
     assert done.returncode == 2, done.stderr
     line = one_error(done.stderr, "spaces around '='", f"write {meant}")
     assert repr(" ".join(typed)) in line
+
+
+@pytest.mark.parametrize("extra", [[], ["--nproc-per-node", "2"], ["--json"]])
+def test_a_second_training_into_a_run_dir_in_use_stops_before_anything_starts(tmp_path, extra):
+    """Was: it trained alongside the first, wrote its lines into the same metrics.jsonl and
+    failed at its first save on a step dir the first run had renamed."""
+    from mfsdp_ckpt.storage.out_lock import acquire_out_lock, release_out_lock
+
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"prompt": "1 + 1?", "response": "#### 2"}\n')
+    run = tmp_path / "run"
+    held = acquire_out_lock(run, "trainer.run_dir")
+    try:
+        done = mfsdp(
+            "train", "sft", "--config", "examples/sft_tiny_cpu.yaml", *extra,
+            f"trainer.run_dir={run}", f"data.train_files={data}",
+        )  # fmt: skip
+    finally:
+        release_out_lock(run, held)
+    assert done.returncode == 1, done.stderr
+    words = (f"{run}: another command is writing it (pid {os.getpid()})", "trainer.run_dir")
+    line = one_error(done.stderr, *words)
+    if "--json" in extra:
+        assert json.loads(done.stdout) == {"error": line.removeprefix("error: "), "exit_code": 1}
+    assert not run.exists()
