@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from cli.errors import MfsdpGroup
@@ -62,11 +64,11 @@ def main() -> None:
     dropped = drop_malformed_thread_count()  # before any command loads torch (and OpenMP)
     if dropped:
         say(f"note: {dropped}", err=True)
-    args = sys.argv[1:]
+    args = _home_in_option_values(sys.argv[1:])
     options = args[: args.index("--")] if "--" in args else args
     as_json = any(arg == "--json" or arg.startswith("--json=") for arg in options)
     try:
-        app.main(prog_name="mfsdp", standalone_mode=False)
+        app.main(args=args, prog_name="mfsdp", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as err:  # `mfsdp ckpt` alone: its help
         click.echo(err.format_message(), err=True)
         sys.exit(2)
@@ -77,6 +79,22 @@ def main() -> None:
         fail(err.format_message(), err.exit_code, as_json)
     except click.Abort:
         fail("aborted", 130, as_json)
+
+
+def _home_in_option_values(args: list[str]) -> list[str]:
+    """`args` with a leading `~` of an `--option=~/...` value expanded. A shell expands
+    `--out ~/hf` but not `--out=~/hf` (no assignment to it), which then made a directory
+    named `~` in the current one; `~` in a config's path keys is expanded too
+    (trainer.config.ExpandUser). Arguments after `--` are left as typed."""
+    expanded = []
+    for index, arg in enumerate(args):
+        if arg == "--":
+            return expanded + args[index:]
+        name, sep, value = arg.partition("=")
+        if arg.startswith("--") and sep and value.startswith("~"):
+            arg = f"{name}={os.path.expanduser(value)}"
+        expanded.append(arg)
+    return expanded
 
 
 def _usage_message(err: click.UsageError) -> str:

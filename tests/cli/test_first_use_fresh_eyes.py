@@ -208,3 +208,23 @@ def test_a_second_training_into_a_run_dir_in_use_stops_before_anything_starts(tm
     if "--json" in extra:
         assert json.loads(done.stdout) == {"error": line.removeprefix("error: "), "exit_code": 1}
     assert not run.exists()
+
+
+def test_a_tilde_after_an_options_equals_sign_is_the_home_directory(tmp_path):
+    """`--out=~/syn`: the shell expands `--out ~/syn` but not this; it made a directory
+    named `~` in the current one."""
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    home.mkdir()
+    cwd.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", "from cli.main import main; main()"]
+        + ["data", "synthetic", "--out=~/syn", "--json"],
+        cwd=cwd,
+        env={**os.environ, "HOME": str(home), "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert list(cwd.iterdir()) == []
+    assert (home / "syn" / "sft" / "train.parquet").is_file()
