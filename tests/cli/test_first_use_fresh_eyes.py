@@ -17,6 +17,7 @@ import typing
 
 import pytest
 import torch
+import yaml
 
 from tests.reliability.hf_model import hf_model
 from tests.support.cli_errors import one_error
@@ -228,3 +229,19 @@ def test_a_tilde_after_an_options_equals_sign_is_the_home_directory(tmp_path):
     assert done.returncode == 0, done.stderr
     assert list(cwd.iterdir()) == []
     assert (home / "syn" / "sft" / "train.parquet").is_file()
+
+
+@pytest.mark.parametrize("trainer, cls", [("sft", SFTConfig), ("grpo", GRPOConfig)])
+def test_every_config_key_and_its_default_is_printed_as_a_config_file(trainer, cls, tmp_path):
+    """Was: the keys and defaults were only in trainer/config.py (torchtitan's `--help` and
+    verl's `--cfg job` list theirs)."""
+    code, out, err = run_cli("config", "defaults", trainer)
+    assert code == 0, err
+    written = tmp_path / "defaults.yaml"
+    written.write_text(out)
+    assert load_config(cls, written) == cls()
+    assert set(_all_keys(cls)) <= {
+        f"{section}.{key}" if key else section
+        for section, values in yaml.safe_load(out).items()
+        for key in ["", *values]
+    }
