@@ -245,3 +245,29 @@ def test_every_config_key_and_its_default_is_printed_as_a_config_file(trainer, c
         for section, values in yaml.safe_load(out).items()
         for key in ["", *values]
     }
+
+
+def test_the_ckpt_help_explains_the_words_its_options_take():
+    """`--layout mcore`, `--role critic` and "fsdp_dtensor" were named in the subcommands'
+    help, explained nowhere on the command line."""
+    import click
+
+    from cli.main import app
+
+    code, out, err = run_cli("ckpt", "--help")
+    assert code == 0, err
+    text = " ".join(out.split())
+    ckpt = app.commands["ckpt"]
+    assert isinstance(ckpt, click.Group)
+    words = {
+        choice
+        for command in ckpt.commands.values()
+        for param in command.params
+        if "--layout" in param.opts or "--role" in param.opts
+        if isinstance(param.type, click.Choice)
+        for choice in param.type.choices
+        if choice != "auto"
+    }
+    assert {"hf", "mcore", "actor", "critic"} <= words
+    for word in sorted(words | {"fsdp_dtensor", "Megatron-Bridge", "docs/interop.md"}):
+        assert re.search(rf"\b{re.escape(word)}\b", text), word
