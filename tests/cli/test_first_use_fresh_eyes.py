@@ -271,3 +271,25 @@ def test_the_ckpt_help_explains_the_words_its_options_take():
     assert {"hf", "mcore", "actor", "critic"} <= words
     for word in sorted(words | {"fsdp_dtensor", "Megatron-Bridge", "docs/interop.md"}):
         assert re.search(rf"\b{re.escape(word)}\b", text), word
+
+
+@pytest.mark.parametrize(
+    "inside",
+    [
+        "latest_checkpointed_iteration.txt",
+        "global_step_1/manifest.json",
+        "global_step_1/dist_ckpt/.metadata",
+        "global_step_1/dist_ckpt/__0_0.distcp",
+    ],
+)
+@pytest.mark.parametrize("command", [["inspect"], ["validate"], ["export-hf", "--out", "hf"]])
+def test_a_checkpoint_file_given_for_its_directory_names_that_directory(tmp_path, inside, command):
+    """Tab completion hands out `RUN/latest_checkpointed_iteration.txt` or `.metadata`; the
+    line only said "not a directory"."""
+    given = tmp_path / "run" / inside
+    given.parent.mkdir(parents=True)
+    given.write_text("1")
+    code, out, err = run_cli("ckpt", command[0], given, *command[1:])
+    assert code == 2, out + err
+    assert f"{given}: not a directory" in one_error_line(err)
+    assert one_error_line(err).endswith(f": {given.parent} holds it)")
