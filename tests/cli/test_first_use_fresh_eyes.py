@@ -293,3 +293,64 @@ def test_a_checkpoint_file_given_for_its_directory_names_that_directory(tmp_path
     assert code == 2, out + err
     assert f"{given}: not a directory" in one_error_line(err)
     assert one_error_line(err).endswith(f": {given.parent} holds it)")
+
+
+def test_a_second_demo_into_a_demo_dir_in_use_leaves_it_alone(tmp_path):
+    """Was: the second demo found the first one's marker, deleted its directory mid-run and
+    started over in it."""
+    from cli.demo import DEMO_MARKER
+    from mfsdp_ckpt.storage.out_lock import acquire_out_lock, release_out_lock
+
+    out = tmp_path / "demo"
+    out.mkdir()
+    (out / DEMO_MARKER).write_text("")
+    (out / "sft").mkdir()
+    held = acquire_out_lock(out)
+    try:
+        done = mfsdp("demo", "--out", str(out))
+    finally:
+        release_out_lock(out, held)
+    assert done.returncode == 1, done.stderr
+    one_error(done.stderr, f"{out}: another command is writing it (pid {os.getpid()})")
+    assert sorted(p.name for p in out.iterdir()) == [DEMO_MARKER, "sft"]
+
+
+GSM8K_ROWS = [
+    {"question": f"{a} + 1?", "answer": f"{a} + 1 = {a + 1}\n#### {a + 1}"} for a in (1, 2)
+]
+
+
+@pytest.mark.parametrize(
+    "text, rows",
+    [
+        pytest.param(json.dumps(GSM8K_ROWS, indent=2), GSM8K_ROWS, id="array"),
+        pytest.param(json.dumps(GSM8K_ROWS[0], indent=2), GSM8K_ROWS[:1], id="one-object"),
+        pytest.param("".join(json.dumps(r) + "\n" for r in GSM8K_ROWS), GSM8K_ROWS, id="lines"),
+    ],
+)
+def test_a_json_file_is_read_as_an_array_an_object_or_lines(tmp_path, text, rows):
+    """`json.dump(rows, f, indent=2)` and a pretty-printed MATH problem file were read line
+    by line: "line 1: not valid JSON"."""
+    from trainer.data.files import read_rows
+
+    data = tmp_path / "train.json"
+    data.write_text(text)
+    assert read_rows([str(data)]) == rows
+    code, out, err = run_cli("data", "gsm8k", "--input", data, "--out", tmp_path / "data")
+    assert code == 0, out + err
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ('[{"question": "1?",\n "answer": "#### 1"}', "not valid JSON (Expecting ',' delimiter at"),
+        ("[1, 2]", "item 0 is not a JSON object (int)"),
+        ('{"a": 1}\n{"a":\n', "train.json:2: not valid JSON"),
+    ],
+)
+def test_a_broken_json_file_is_one_line_naming_where(tmp_path, text, words):
+    data = tmp_path / "train.json"
+    data.write_text(text)
+    code, out, err = run_cli("data", "gsm8k", "--input", data, "--out", tmp_path / "data")
+    assert code == 2, out + err
+    assert words in one_error_line(err)

@@ -26,8 +26,8 @@ class DataWriteError(MfsdpFailedError):
 
 
 def read_rows(paths: list[str] | str) -> list[dict[str, Any]]:
-    """All rows of the given files, in order; `.parquet` or `.jsonl`/`.json` (one object per
-    line)."""
+    """All rows of the given files, in order; `.parquet`, `.jsonl` (one object per line) or
+    `.json` (an array of objects, one object, or one per line)."""
     rows: list[dict[str, Any]] = []
     for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
         rows += _read_one(Path(path))
@@ -44,8 +44,10 @@ def _read_one(path: Path) -> list[dict[str, Any]]:
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         return _read_parquet(path)
-    if suffix in (".jsonl", ".json"):
+    if suffix == ".jsonl":
         return _read_jsonl(path)
+    if suffix == ".json":
+        return _read_json(path)
     raise DataFileError(f"{path}: unknown data format {suffix!r} (use .parquet or .jsonl)")
 
 
@@ -64,6 +66,39 @@ def _read_parquet(path: Path) -> list[dict[str, Any]]:
             return pq.read_table(handle).to_pylist()
         except Exception as err:  # pyarrow raises several types for a broken file
             raise DataFileError(f"{path}: not a readable parquet file ({err})") from err
+
+
+def _read_json(path: Path) -> list[dict[str, Any]]:
+    """A `.json` file: one document, an array of objects (what pandas' `to_json(orient=
+    "records")` and `json.dump(rows)` write) or a single object (one MATH problem file, often
+    pretty-printed); else one object per line, as a `.jsonl` (datasets' `to_json` writes
+    lines under this name). Read line by line, the first two were "line 1: not valid JSON"."""
+    with open(path, "rb") as handle:
+        raw = handle.read()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return _read_jsonl(path)  # names the line holding the bad bytes
+    try:
+        document = loads_unique(text)
+    except DuplicateKeyError as err:
+        raise DataFileError(f"{path}: {err} in one object") from None
+    except json.JSONDecodeError as err:
+        if text.lstrip().startswith("["):  # an array cut short or broken: not lines
+            raise DataFileError(
+                f"{path}: not valid JSON ({err.msg} at line {err.lineno}, column {err.colno})"
+            ) from err
+        return _read_jsonl(path)
+    except RecursionError:
+        raise DataFileError(f"{path}: JSON nested too deeply") from None
+    rows = document if isinstance(document, list) else [document]
+    for index, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise DataFileError(
+                f"{path}: item {index} is not a JSON object ({type(row).__name__});"
+                " expected an array of objects, one object, or one per line"
+            )
+    return rows
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
