@@ -354,3 +354,20 @@ def test_a_broken_json_file_is_one_line_naming_where(tmp_path, text, words):
     code, out, err = run_cli("data", "gsm8k", "--input", data, "--out", tmp_path / "data")
     assert code == 2, out + err
     assert words in one_error_line(err)
+
+
+@pytest.mark.parametrize(
+    "text, column", [("model:\n\tshape: tiny\n", 1), ("model:\n  shape:\ttiny\n", 9)]
+)
+def test_a_tab_in_the_config_says_yaml_takes_spaces(tmp_path, text, column):
+    """Was PyYAML's "found character '\\t' that cannot start any token"."""
+    from trainer.config import ConfigError
+
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(SFTConfig, config_file)
+    assert str(caught.value) == (
+        f"{config_file}: not valid YAML at line 2, column {column}: a tab, where YAML takes"
+        " spaces only (to indent, and after a key's colon)"
+    )
