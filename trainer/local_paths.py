@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from mfsdp_ckpt.convert.hf_config import weights_file_problem
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.storage.writable import require_writable_dir
 from trainer.config import ConfigError
@@ -58,6 +59,8 @@ def check_local_paths(cfg: Any) -> None:
             raise missing_path(f"{section}.{key}", value, needed)
         if needed.endswith(" dir") and not os.path.isdir(value):
             raise ConfigError(f"{section}.{key}: {value} is a file; {needed} is needed")
+        if (section, key) == ("model", "hf_config") and weights_file_problem(value):
+            raise ConfigError(f"model.hf_config: {weights_file_problem(value)}")
 
 
 def check_run_dir_apart(cfg: Any, hf_dir: str | os.PathLike | None) -> None:

@@ -371,3 +371,30 @@ def test_a_tab_in_the_config_says_yaml_takes_spaces(tmp_path, text, column):
         f"{config_file}: not valid YAML at line 2, column {column}: a tab, where YAML takes"
         " spaces only (to indent, and after a key's colon)"
     )
+
+
+@pytest.mark.parametrize(
+    "command, code",
+    [
+        (["ckpt", "export-hf", "CKPT", "--out", "OUT", "--hf-config", "WEIGHTS"], 2),
+        (["ckpt", "validate", "CKPT", "--hf-config", "WEIGHTS"], 1),
+        (["train", "sft", "--config", "examples/sft_tiny_cpu.yaml", "model.hf_config=WEIGHTS"], 2),
+    ],
+)
+def test_a_weights_file_given_for_the_hf_config_names_its_model_dir(tmp_path, command, code):
+    """Was "model.safetensors config.json: not UTF-8 text (byte 2624)" (export), or accepted
+    until training read it (train)."""
+    model = hf_model(tmp_path)
+    weights = model / "model.safetensors"
+    named = {"CKPT": str(FIXTURES / "megatron_fsdp_qwen2" / "run"), "OUT": str(tmp_path / "o")}
+    named["WEIGHTS"] = str(weights)
+    args = []
+    for arg in command:
+        for key, value in named.items():
+            arg = arg.replace(key, value)
+        args.append(arg)
+    done = mfsdp(*args)
+    assert done.returncode == code, done.stdout + done.stderr
+    words = f"{weights}: a weights file, not a config.json (give the model dir holding it: {model})"
+    assert words in done.stdout + done.stderr
+    assert not (tmp_path / "o").exists()
