@@ -398,3 +398,53 @@ def test_a_weights_file_given_for_the_hf_config_names_its_model_dir(tmp_path, co
     words = f"{weights}: a weights file, not a config.json (give the model dir holding it: {model})"
     assert words in done.stdout + done.stderr
     assert not (tmp_path / "o").exists()
+
+
+def _readme_entries() -> dict[str, str]:
+    """README's command list: each `mfsdp WORDS ...` line with the indented lines under it,
+    by the command words it names (`data gsm8k|math` names both)."""
+    text = (REPO / "README.md").read_text()
+    block = text.split("## Commands", 1)[1].split("```", 2)[1]
+    entries: dict[str, str] = {}
+    current: list[str] = []
+    for line in block.splitlines():
+        if line.startswith("mfsdp "):
+            group, leaves = (line.split() + ["", ""])[1:3]
+            current = [f"{group} {leaf}".strip() for leaf in leaves.split("|")]
+            if group == "demo":
+                current = ["demo"]
+            for name in current:
+                entries[name] = line
+        else:
+            for name in current:
+                entries[name] += "\n" + line
+    return entries
+
+
+def test_the_readme_command_list_names_every_option_of_every_command():
+    """`--io`, `--rdzv-id`, `--split`, `--seed`, `--digits`, `--steps`, `--command` and
+    most commands' `--json` were missing from it."""
+    import click
+
+    from cli.main import app
+
+    def leaves(group: click.Group, words: tuple[str, ...] = ()):
+        for name, command in group.commands.items():
+            if isinstance(command, click.Group):
+                yield from leaves(command, (*words, name))
+            else:
+                yield " ".join((*words, name)), command
+
+    entries = _readme_entries()
+    missing = {}
+    for words, command in leaves(app):
+        assert words in entries, words
+        options = [o for p in command.params for o in p.opts if o.startswith("--")]
+        absent = [
+            o
+            for o in options
+            if o != "--help" and not re.search(rf"{re.escape(o)}(?![\w-])", entries[words])
+        ]
+        if absent:
+            missing[words] = absent
+    assert missing == {}
