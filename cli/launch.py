@@ -109,6 +109,7 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
         logging.getLogger("mfsdp.config").setLevel(logging.ERROR)
     from trainer.local_paths import (
         check_local_paths,
+        check_no_variables,
         check_run_dir_apart,
         check_run_dir_outside_checkpoints,
         check_writable_dir,
@@ -117,6 +118,7 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     from trainer.model_source import resolve_model_source
 
     cfg: Any = load_config(cls, config_path, overrides)  # SFTConfig or GRPOConfig
+    check_no_variables(cfg)
     require_trackers(cfg.trainer)
     source = resolve_model_source(cfg.model)  # a missing model.path fails here, not per rank
     check_local_paths(cfg)  # and so does every other path key

@@ -77,6 +77,27 @@ class ExpandUser:
 
 LocalPath = Annotated[str, ExpandUser()]
 
+
+def path_values(config: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """(`section.key`, value) of every path field (`LocalPath`, alone, optional or in a
+    list) of a built config, for the checks that apply to paths alone."""
+    found = []
+    hints = typing.get_type_hints(type(config), include_extras=True)
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value):
+            found += path_values(value, f"{prefix}{f.name}.")
+        elif _is_path(hints[f.name]):
+            found.append((f"{prefix}{f.name}", value))
+    return found
+
+
+def _is_path(kind: Any) -> bool:
+    if typing.get_origin(kind) is Annotated:
+        return any(isinstance(check, ExpandUser) for check in typing.get_args(kind)[1:])
+    return any(_is_path(arg) for arg in typing.get_args(kind))
+
+
 T = typing.TypeVar("T")
 Positive = Annotated[T, Range("> 0", lambda v: v > 0)]
 NonNegative = Annotated[T, Range(">= 0", lambda v: v >= 0)]

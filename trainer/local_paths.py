@@ -15,13 +15,14 @@ rank 0 left.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 from mfsdp_ckpt.convert.hf_config import weights_file_problem
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.storage.writable import require_writable_dir
-from trainer.config import ConfigError
+from trainer.config import ConfigError, path_values
 
 # (section, key, what it must name): the model path itself is checked by model_source,
 # data files by cli.launch.check_data_files (each with its own hint).
@@ -46,6 +47,25 @@ def missing_path(key: str, value: str, needed: str) -> ConfigError:
         f"{key}: {value} does not exist ({needed} is needed; nothing is downloaded"
         f"{where_relative(value)})"
     )
+
+
+# `$HOME`, `${HOME}`, verl's OmegaConf `${oc.env:HOME}` and `${data.path}`
+_UNEXPANDED = re.compile(r"\$(?:\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*)")
+
+
+def check_no_variables(cfg: Any) -> None:
+    """No path key holds a variable: the shell expands `$HOME` on the command line, but a
+    config file's `run_dir: $HOME/runs/x` (or verl's `${oc.env:HOME}`) reached the trainer
+    as written, and the run created a directory named `$HOME` in the current one."""
+    for key, value in path_values(cfg):
+        for item in value if isinstance(value, list) else [value]:
+            found = _UNEXPANDED.search(item) if isinstance(item, str) else None
+            if found:
+                raise ConfigError(
+                    f"{key}: {item} holds {found.group(0)}, which nothing expands here (no"
+                    " shell variables or ${...} interpolation in a config); write the path out"
+                    " (in an unquoted override the shell expands it)"
+                )
 
 
 def check_local_paths(cfg: Any) -> None:

@@ -24,7 +24,7 @@ from tests.support.cli_errors import one_error
 from tests.support.fresh_python import mfsdp
 from tests.support.interop_layouts import one_error_line, run_cli
 from tests.support.paths import FIXTURES, REPO
-from trainer.config import SFTConfig, _all_keys, load_config
+from trainer.config import ConfigError, SFTConfig, _all_keys, load_config
 from trainer.grpo.config import GRPOConfig
 
 # Keys whose value names a file or directory, by their names: a new one is checked too.
@@ -448,3 +448,24 @@ def test_the_readme_command_list_names_every_option_of_every_command():
         if absent:
             missing[words] = absent
     assert missing == {}
+
+
+@pytest.mark.parametrize("cls", [SFTConfig, GRPOConfig])
+@pytest.mark.parametrize("variable", ["$HOME", "${HOME}", "${oc.env:HOME}"])
+def test_a_variable_in_any_path_key_is_refused_naming_it(cls, variable, tmp_path, monkeypatch):
+    """`run_dir: $HOME/runs/x` (or verl's `${oc.env:HOME}`) created a directory named
+    `$HOME` in the current one; nothing in a config expands it."""
+    from cli.launch import check_config
+    from trainer.config import path_values
+
+    monkeypatch.chdir(tmp_path)
+    keys = [key for key, _ in path_values(cls())]
+    assert set(keys) == set(_path_keys(cls))
+    for key in keys:
+        config_file = tmp_path / "config.yaml"
+        section, leaf = key.split(".")
+        config_file.write_text(f"{section}:\n  {leaf}: {variable}/x\n")
+        with pytest.raises(ConfigError) as caught:
+            check_config(cls, str(config_file), [])
+        assert str(caught.value).startswith(f"{key}: {variable}/x holds {variable}, which")
+    assert list(tmp_path.iterdir()) == [tmp_path / "config.yaml"]
