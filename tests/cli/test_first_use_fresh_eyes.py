@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import typing
@@ -469,3 +470,22 @@ def test_a_variable_in_any_path_key_is_refused_naming_it(cls, variable, tmp_path
             check_config(cls, str(config_file), [])
         assert str(caught.value).startswith(f"{key}: {variable}/x holds {variable}, which")
     assert list(tmp_path.iterdir()) == [tmp_path / "config.yaml"]
+
+
+def test_no_parent_is_made_inside_what_out_may_not_lie_in(tmp_path):
+    """The parents of --out are made only once every refusal has passed: nothing is
+    created inside a checkpoint or the model dir being imported."""
+    model = hf_model(tmp_path)
+    run = FIXTURES / "megatron_fsdp_qwen2" / "run"
+    copied = tmp_path / "run"
+    shutil.copytree(run, copied)
+    before = _listing(tmp_path)
+    step = next(copied.glob("global_step_*"))
+    for command in (
+        ["ckpt", "export-hf", copied, "--out", step / "new" / "hf"],
+        ["ckpt", "export-hf", copied, "--out", copied / "global_step_999" / "x" / "hf"],
+        ["ckpt", "import-hf", model, "--out", model / "sub" / "x"],
+    ):
+        code, out, err = run_cli(*command)
+        assert code == 2 and "lies in" in one_error_line(err), out + err
+    assert _listing(tmp_path) == before
