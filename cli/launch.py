@@ -160,13 +160,23 @@ def check_data_files(data: Any, kind: str) -> None:
                     EXIT_USAGE,
                 )
             if not os.path.exists(path):
-                fail(f"data.{key}: {path}: no such file{where_relative(path)}; {hint}", EXIT_USAGE)
+                what = _list_hint(key, path) or hint
+                fail(f"data.{key}: {path}: no such file{where_relative(path)}; {what}", EXIT_USAGE)
             try:  # a FIFO or a device: reading it would block or never end
                 safe_files.regular_file(path)
             except CheckpointFileError as err:
                 fail(f"data.{key}: {err}", EXIT_USAGE)
             if not path.lower().endswith(DATA_SUFFIXES):
                 fail(f"data.{key}: {path}: not a .parquet or .jsonl file; {hint}", EXIT_USAGE)
+
+
+def _list_hint(key: str, path: str) -> str | None:
+    """For `data.train_files=a.parquet,b.parquet` (Hydra's sweep syntax, a plain string
+    here) whose parts are files: how to write the list."""
+    parts = [part.strip() for part in path.split(",")]
+    if len(parts) < 2 or not all(os.path.isfile(part) for part in parts):
+        return None
+    return f"for several files write a list: data.{key}=[{','.join(parts)}]"
 
 
 def start(

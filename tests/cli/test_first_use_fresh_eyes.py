@@ -489,3 +489,19 @@ def test_no_parent_is_made_inside_what_out_may_not_lie_in(tmp_path):
         code, out, err = run_cli(*command)
         assert code == 2 and "lies in" in one_error_line(err), out + err
     assert _listing(tmp_path) == before
+
+
+def test_files_joined_by_a_comma_say_how_to_write_a_list(tmp_path):
+    """`data.train_files=a.jsonl,b.jsonl` (Hydra's sweep syntax) was one missing file."""
+    files = []
+    for name in ("a.jsonl", "b.jsonl"):
+        (tmp_path / name).write_text('{"prompt": "1 + 1?", "response": "#### 2"}\n')
+        files.append(str(tmp_path / name))
+    joined = ",".join(files)
+    done = mfsdp(
+        "train", "sft", "--config", "examples/sft_tiny_cpu.yaml", f"data.train_files={joined}"
+    )
+    assert done.returncode == 2, done.stderr
+    one_error(
+        done.stderr, f"data.train_files: {joined}: no such file", f"data.train_files=[{joined}]"
+    )
