@@ -417,7 +417,9 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
     """Check `value` against the annotation `kind`; accept obvious widenings (int -> float)."""
 
     def bad(expected: str) -> ConfigError:
-        return ConfigError(f"{source}: config key '{key}' expects {expected}, got {value!r}")
+        # YAML reads `~` (the home directory to a shell user) and a bare `key:` as null
+        got = "null (YAML's ~, null, or nothing after the colon)" if value is None else repr(value)
+        return ConfigError(f"{source}: config key '{key}' expects {expected}, got {got}")
 
     if typing.get_origin(kind) is Annotated:
         base, *checks = typing.get_args(kind)

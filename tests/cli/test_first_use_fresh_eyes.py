@@ -505,3 +505,12 @@ def test_files_joined_by_a_comma_say_how_to_write_a_list(tmp_path):
     one_error(
         done.stderr, f"data.train_files: {joined}: no such file", f"data.train_files=[{joined}]"
     )
+
+
+@pytest.mark.parametrize("given", [["trainer.run_dir=~"], ["optim.lr=~"]])
+def test_a_null_where_a_value_is_needed_says_what_yaml_reads_as_null(given):
+    """`trainer.run_dir=~` (home, to a shell user) is YAML's null: "got None" said nothing
+    of why."""
+    with pytest.raises(ConfigError) as caught:
+        load_config(SFTConfig, None, given)
+    assert str(caught.value).endswith("got null (YAML's ~, null, or nothing after the colon)")
