@@ -514,3 +514,23 @@ def test_a_null_where_a_value_is_needed_says_what_yaml_reads_as_null(given):
     with pytest.raises(ConfigError) as caught:
         load_config(SFTConfig, None, given)
     assert str(caught.value).endswith("got null (YAML's ~, null, or nothing after the colon)")
+
+
+@pytest.mark.parametrize(
+    "names, split", [(["a.jsonl", "b.jsonl"], "train"), (["train.jsonl"] * 2, None)]
+)
+def test_two_inputs_for_one_split_are_refused_before_anything_is_written(tmp_path, names, split):
+    """`--split train` with two inputs, or `a/train.jsonl` with `b/train.jsonl`: the second
+    table replaced the first in OUT/sft/train.parquet, exit 0."""
+    inputs = []
+    for index, name in enumerate(names):
+        path = tmp_path / str(index) / name
+        path.parent.mkdir()
+        path.write_text("".join(json.dumps(row) + "\n" for row in GSM8K_ROWS))
+        inputs += ["--input", path]
+    extra = ["--split", split] if split else []
+    code, out, err = run_cli("data", "gsm8k", *inputs, "--out", tmp_path / "data", *extra)
+    assert code == 2, out + err
+    line = one_error_line(err)
+    assert f"--input {inputs[1]} and --input {inputs[3]} both make split" in line
+    assert not (tmp_path / "data").exists()

@@ -65,8 +65,9 @@ def convert_files(
     none, so a bad second input or a full disk leaves --out as it was."""
     written: dict[str, Path] = {}
     tables: dict[Path, list[dict[str, Any]]] = {}
-    for path in inputs:
-        name = split or Path(path).stem.split(".")[0]
+    names = [split or Path(path).stem.split(".")[0] for path in inputs]
+    _refuse_shared_split(inputs, names, split)
+    for path, name in zip(inputs, names, strict=True):
         rows = read_rows(path)
         try:
             sft, rl = CONVERTERS[dataset](rows, name)
@@ -78,6 +79,22 @@ def convert_files(
             tables[path] = table
     write_tables(tables)
     return written
+
+
+def _refuse_shared_split(inputs: list[str], names: list[str], split: str | None) -> None:
+    """Two inputs named for one split (`--split train` given with two, or `a/train.jsonl` and
+    `b/train.jsonl`): the second table silently replaced the first in OUT/sft/train.parquet."""
+    first: dict[str, str] = {}
+    for path, name in zip(inputs, names, strict=True):
+        if name in first:
+            why = (
+                "--split names every input's split" if split else "split names come from file names"
+            )
+            raise DataFileError(
+                f"--input {first[name]} and --input {path} both make split '{name}' ({why});"
+                " convert them one at a time, each with its own --split"
+            )
+        first[name] = path
 
 
 def _require(row: dict[str, Any], index: int, *columns: str) -> list[str]:
