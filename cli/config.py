@@ -33,14 +33,11 @@ def defaults(trainer: str) -> None:
     Example:
       mfsdp config defaults grpo > grpo.yaml
     """
-    import yaml
-
-    from trainer.config import SFTConfig, config_to_dict
+    from trainer.config import SFTConfig, defaults_yaml
     from trainer.grpo.config import GRPOConfig
 
-    cls = SFTConfig if trainer == "sft" else GRPOConfig
     click.echo(f"# mfsdp train {trainer} --config THIS_FILE   (every key, at its default)")
-    click.echo(yaml.safe_dump(config_to_dict(cls()), sort_keys=False), nl=False)
+    click.echo(defaults_yaml(SFTConfig if trainer == "sft" else GRPOConfig), nl=False)
 
 
 @config.command("from-verl")

@@ -86,7 +86,7 @@ def _home_in_option_values(args: list[str]) -> list[str]:
     `--out ~/hf` but not `--out=~/hf` (no assignment to it), which then made a directory
     named `~` in the current one; `~` in a config's path keys is expanded too
     (trainer.config.ExpandUser). Arguments after `--` are left as typed."""
-    expanded = []
+    expanded: list[str] = []
     for index, arg in enumerate(args):
         if arg == "--":
             return expanded + args[index:]

@@ -352,6 +352,11 @@ def config_to_dict(config: Any) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
+def defaults_yaml(cls: type) -> str:
+    """Every key of `cls` at its default, as a YAML file `load_config` reads back as `cls()`."""
+    return yaml.safe_dump(config_to_dict(cls()), sort_keys=False)
+
+
 def write_resolved_config(run_dir: str | os.PathLike, config: Any) -> Path:
     """Write the config a run really uses (defaults, file and overrides) into its run dir, so the
     run can be understood and repeated from its outputs alone."""
