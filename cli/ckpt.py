@@ -35,10 +35,14 @@ Examples:
   mfsdp ckpt export-hf megatron_run --hf-config Qwen2.5-7B/ --out hf/q7"""
 )
 def ckpt() -> None:
-    """Inspect, validate and export checkpoints, on any machine (CPU only is fine).
+    """Inspect, validate, export and import checkpoints, on any machine (CPU only is fine).
 
-    Reads mfsdp's checkpoints and those verl and Megatron-LM write (Megatron-FSDP,
-    fsdp_dtensor), at any directory level.
+    Reads mfsdp's checkpoints and those verl, Megatron-LM and Megatron-Bridge write with
+    Megatron-FSDP (`--ckpt-format fsdp_dtensor`: a torch.distributed.checkpoint directory of
+    .metadata and *.distcp files), at any directory level. Weights are named in one of two
+    layouts: hf (transformers' names, as mfsdp and FSDP2 save them) or mcore (Megatron-core
+    GPTModel's). Layouts, which path to give, and roles (verl's actor/critic):
+    docs/interop.md.
     """
 
 

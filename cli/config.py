@@ -13,10 +13,31 @@ def config() -> None:
 
     \b
     Examples:
+      mfsdp config defaults sft > sft.yaml     # every key with its default
       mfsdp config from-verl examples/verl/run_grpo_megatron_fsdp.sh > grpo.yaml
       mfsdp config from-verl examples/verl/run_sft_megatron_fsdp.sh > sft.yaml
       mfsdp train grpo --config grpo.yaml --nproc-per-node 8
     """
+
+
+@config.command("defaults")
+@click.argument("trainer", type=click.Choice(["sft", "grpo"]))
+def defaults(trainer: str) -> None:
+    """Print every config key of `mfsdp train TRAINER` with its default, as a YAML file
+    that `--config` takes (edit what you need, delete the rest).
+
+    Keys and ranges are those of trainer/config.py and trainer/grpo/config.py; verl's key
+    names are accepted too (docs/verl.md).
+
+    \b
+    Example:
+      mfsdp config defaults grpo > grpo.yaml
+    """
+    from trainer.config import SFTConfig, defaults_yaml
+    from trainer.grpo.config import GRPOConfig
+
+    click.echo(f"# mfsdp train {trainer} --config THIS_FILE   (every key, at its default)")
+    click.echo(defaults_yaml(SFTConfig if trainer == "sft" else GRPOConfig), nl=False)
 
 
 @config.command("from-verl")

@@ -56,7 +56,7 @@ _INPUT = click.option(
     multiple=True,
     required=True,
     type=click.Path(dir_okay=False),
-    help="Official file (jsonl or parquet); repeat for train and test.",
+    help="Official file (parquet, jsonl, or json: an array of objects); repeat for train and test.",
 )
 _OUT = click.option(
     "--out",

@@ -20,6 +20,7 @@ import click
 
 from cli.errors import EXIT_USAGE, fail
 from cli.launch import CONFIG_CHECKED, run_ranks
+from mfsdp_ckpt.storage.out_lock import out_lock
 from mfsdp_ckpt.storage.writable import require_writable_dir
 
 if TYPE_CHECKING:
@@ -56,7 +57,14 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
       mfsdp demo --out /tmp/mfsdp-demo
     """
     out = Path(out_dir)
-    _claim(out)
+    require_writable_dir("--out", out)
+    with out_lock(out, "--out"):  # a second demo into `out` meanwhile would delete this one's
+        _claim(out)
+        _run(out, nproc, steps)
+
+
+def _run(out: Path, nproc: int, steps: int) -> None:
+    """The demo's phases, into the claimed `out`."""
     started = time.monotonic()
     # Each phase that takes seconds says so as it starts (loading torch and transformers alone
     # takes seconds on 2 cores), so the output never sits still without a line.
@@ -161,7 +169,6 @@ DEMO_MARKER = ".mfsdp-demo"  # written first into every demo dir: only such a di
 def _claim(out: Path) -> None:
     """Make `out` an empty demo dir. A previous demo's output is replaced; any other non-empty
     directory is refused (exit 2), since its contents are not the demo's to delete."""
-    require_writable_dir("--out", out)
     if out.is_dir() and any(out.iterdir()):
         if not (out / DEMO_MARKER).is_file():
             fail(

@@ -10,11 +10,12 @@ of launching again. One module, so every training command starts and reports the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -108,6 +109,7 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
         logging.getLogger("mfsdp.config").setLevel(logging.ERROR)
     from trainer.local_paths import (
         check_local_paths,
+        check_no_variables,
         check_run_dir_apart,
         check_run_dir_outside_checkpoints,
         check_writable_dir,
@@ -116,6 +118,7 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     from trainer.model_source import resolve_model_source
 
     cfg: Any = load_config(cls, config_path, overrides)  # SFTConfig or GRPOConfig
+    check_no_variables(cfg)
     require_trackers(cfg.trainer)
     source = resolve_model_source(cfg.model)  # a missing model.path fails here, not per rank
     check_local_paths(cfg)  # and so does every other path key
@@ -157,13 +160,23 @@ def check_data_files(data: Any, kind: str) -> None:
                     EXIT_USAGE,
                 )
             if not os.path.exists(path):
-                fail(f"data.{key}: {path}: no such file{where_relative(path)}; {hint}", EXIT_USAGE)
+                what = _list_hint(key, path) or hint
+                fail(f"data.{key}: {path}: no such file{where_relative(path)}; {what}", EXIT_USAGE)
             try:  # a FIFO or a device: reading it would block or never end
                 safe_files.regular_file(path)
             except CheckpointFileError as err:
                 fail(f"data.{key}: {err}", EXIT_USAGE)
             if not path.lower().endswith(DATA_SUFFIXES):
                 fail(f"data.{key}: {path}: not a .parquet or .jsonl file; {hint}", EXIT_USAGE)
+
+
+def _list_hint(key: str, path: str) -> str | None:
+    """For `data.train_files=a.parquet,b.parquet` (Hydra's sweep syntax, a plain string
+    here) whose parts are files: how to write the list."""
+    parts = [part.strip() for part in path.split(",")]
+    if len(parts) < 2 or not all(os.path.isfile(part) for part in parts):
+        return None
+    return f"for several files write a list: data.{key}=[{','.join(parts)}]"
 
 
 def start(
@@ -276,9 +289,28 @@ def run_command(
     cfg = check_config(config_cls, config_path, list(overrides))
     logged_before = metrics_size(cfg.trainer.run_dir)
     on_interrupt(lambda: interrupted_run(cfg, logged_before))
-    start(subcommand, cfg, Launch(**launch), config_path, as_json, list(overrides))
-    result, finals = train(cfg)
+    flags = Launch(**launch)
+    with one_run_at_a_time(cfg.trainer.run_dir, flags):
+        start(subcommand, cfg, flags, config_path, as_json, list(overrides))
+        result, finals = train(cfg)
     report_run(subcommand, result, as_json, finals)
+
+
+@contextlib.contextmanager
+def one_run_at_a_time(run_dir: str, launch: Launch) -> Iterator[None]:
+    """Hold the run dir's lock (`export-hf`'s and `mfsdp data`'s, beside it) for the run: a
+    second run started into the same run dir while one trains (a job launched twice, a
+    requeue before the first stopped) saved into the first one's step dirs, failed at its
+    first save on a file the other had renamed, and interleaved its lines into
+    metrics.jsonl. Taken by the process the user started, which outlives its ranks; not
+    across machines (`--nnodes` > 1), where every machine's launcher starts the same run."""
+    from mfsdp_ckpt.storage.out_lock import out_lock
+
+    if "RANK" in os.environ or launch.multi_node:
+        yield
+        return
+    with out_lock(run_dir, "trainer.run_dir"):
+        yield
 
 
 def interrupted_run(cfg: Any, logged_before: int) -> str:

@@ -55,11 +55,14 @@ def main() -> None:
     command may have failed before parsing its own --json."""
     import sys
 
+    from cli.std_streams import ensure_standard_streams
+
+    ensure_standard_streams()  # before anything opens a file or writes a line
     from cli.errors import fail, stdout_failure
     from cli.lines import say
     from trainer.threads import drop_malformed_thread_count
 
-    args = sys.argv[1:]
+    args = _home_in_option_values(sys.argv[1:])
     options = args[: args.index("--")] if "--" in args else args
     as_json = any(arg == "--json" or arg.startswith("--json=") for arg in options)
     lost = _lost_working_dir()
@@ -69,7 +72,7 @@ def main() -> None:
     if dropped:
         say(f"note: {dropped}", err=True)
     try:
-        app.main(prog_name="mfsdp", standalone_mode=False)
+        app.main(args=args, prog_name="mfsdp", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as err:  # `mfsdp ckpt` alone: its help
         click.echo(err.format_message(), err=True)
         sys.exit(2)
@@ -102,6 +105,22 @@ def _lost_working_dir() -> str | None:
         what = "was deleted" if err.errno == errno.ENOENT else f"cannot be used ({err.strerror})"
         return f"{where}: the working directory {what}; cd to an existing directory"
     return None
+
+
+def _home_in_option_values(args: list[str]) -> list[str]:
+    """`args` with a leading `~` of an `--option=~/...` value expanded. A shell expands
+    `--out ~/hf` but not `--out=~/hf` (no assignment to it), which then made a directory
+    named `~` in the current one; `~` in a config's path keys is expanded too
+    (trainer.config.ExpandUser). Arguments after `--` are left as typed."""
+    expanded: list[str] = []
+    for index, arg in enumerate(args):
+        if arg == "--":
+            return expanded + args[index:]
+        name, sep, value = arg.partition("=")
+        if arg.startswith("--") and sep and value.startswith("~"):
+            arg = f"{name}={os.path.expanduser(value)}"
+        expanded.append(arg)
+    return expanded
 
 
 def _usage_message(err: click.UsageError) -> str:

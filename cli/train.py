@@ -28,7 +28,8 @@ def train() -> None:
     "config_path",
     type=click.Path(dir_okay=False),
     default=None,
-    help="YAML config (sections model, data, optim, strategy, checkpoint, trainer).",
+    help="YAML config (sections model, data, optim, strategy, checkpoint, trainer; every"
+    " key with its default: `mfsdp config defaults sft`).",
 )
 @launch_options
 @json_option

@@ -16,7 +16,7 @@ from cli.launch import FinalValue, json_option, last_value, launch_options, run_
     type=click.Path(dir_okay=False),
     default=None,
     help="YAML config (sections model, data, actor, optim, strategy, rollout, algorithm, reward, "
-    "checkpoint, trainer).",
+    "checkpoint, trainer; every key with its default: `mfsdp config defaults grpo`).",
 )
 @launch_options
 @json_option

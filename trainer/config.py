@@ -66,6 +66,38 @@ class Range:
     accepts: Callable[[Any], bool]
 
 
+@dataclass(frozen=True)
+class ExpandUser:
+    """Marks a path field: a leading `~` or `~user` is the home directory, as in a shell.
+    A shell expands it on the command line but not inside a YAML file (nor after `key=` in
+    an override, which is no assignment to bash): `run_dir: ~/runs/x` created a directory
+    named `~` in the current one, and `train_files: ~/data/x.parquet` was "no such file"
+    while the file was there."""
+
+
+LocalPath = Annotated[str, ExpandUser()]
+
+
+def path_values(config: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """(`section.key`, value) of every path field (`LocalPath`, alone, optional or in a
+    list) of a built config, for the checks that apply to paths alone."""
+    found = []
+    hints = typing.get_type_hints(type(config), include_extras=True)
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value):
+            found += path_values(value, f"{prefix}{f.name}.")
+        elif _is_path(hints[f.name]):
+            found.append((f"{prefix}{f.name}", value))
+    return found
+
+
+def _is_path(kind: Any) -> bool:
+    if typing.get_origin(kind) is Annotated:
+        return any(isinstance(check, ExpandUser) for check in typing.get_args(kind)[1:])
+    return any(_is_path(arg) for arg in typing.get_args(kind))
+
+
 T = typing.TypeVar("T")
 Positive = Annotated[T, Range("> 0", lambda v: v > 0)]
 NonNegative = Annotated[T, Range(">= 0", lambda v: v >= 0)]
@@ -98,17 +130,17 @@ HFOverrides = Annotated[
 class ModelConfig:
     """Which causal LM to train. With no `path`, a random model of shape `shape` is built."""
 
-    path: str | None = (
+    path: LocalPath | None = (
         None  # local HF model dir (config.json, tokenizer, weights) or any checkpoint
     )
-    hf_config: str | None = (
+    hf_config: LocalPath | None = (
         None  # for a checkpoint without huggingface/: the HF config + tokenizer dir
     )
     shape: str = (
         "tiny"  # used when path is unset: tiny | qwen2-0.5b | qwen2-1.5b | qwen2.5-7b | ...
     )
     random_init: bool = False  # with `path`: take only its config.json, initialise randomly
-    tokenizer: str | None = None  # default: `path`, else the embedded tiny tokenizer
+    tokenizer: LocalPath | None = None  # default: `path`, else the embedded tiny tokenizer
     overrides: HFOverrides = field(default_factory=dict)  # HF config fields: {num_hidden_layers: 4}
     # sdpa | varlen (packed rows through flash attention: trainer/attention.py) | flex_attention
     attn_implementation: str = "sdpa"
@@ -122,7 +154,7 @@ class ModelConfig:
     lora_rank: int = 0
     lora_alpha: float = 16.0
     target_modules: str | list[str] = "all-linear"  # module names (q_proj, ...) or all-linear
-    lora_adapter_path: str | None = None  # start from this PEFT adapter dir (implies LoRA)
+    lora_adapter_path: LocalPath | None = None  # start from this PEFT adapter dir (implies LoRA)
 
 
 def check_lora_fields(cfg: ModelConfig) -> None:
@@ -140,8 +172,8 @@ def check_lora_fields(cfg: ModelConfig) -> None:
 class DataConfig:
     """Chat data (`messages` or `prompt`/`response` columns) and how it becomes micro-batches."""
 
-    train_files: list[str] = field(default_factory=list)  # parquet or jsonl
-    val_files: list[str] = field(default_factory=list)
+    train_files: list[LocalPath] = field(default_factory=list)  # parquet or jsonl
+    val_files: list[LocalPath] = field(default_factory=list)
     val_ratio: UnitOpen = 0.0  # without val_files: hold out this fraction of train rows
     messages_key: str = "messages"
     prompt_key: str = "prompt"
@@ -199,12 +231,12 @@ class CheckpointConfig:
     save_every: NonNegative[int] = 0  # steps; 0: only at the end
     keep_last: Positive[int] | None = None
     async_save: bool = False
-    resume: str = "auto"  # auto | disable | PATH (run, step or dist_ckpt dir)
+    resume: LocalPath = "auto"  # auto | disable | PATH (run, step or dist_ckpt dir)
 
 
 @dataclass
 class TrainerConfig:
-    run_dir: str = "runs/sft"
+    run_dir: LocalPath = "runs/sft"
     epochs: Positive[int] = 1
     total_steps: Positive[int] | None = None  # default: epochs x (train rows // global_batch_size)
     stop_at_step: Positive[int] | None = None  # stop early, after a checkpoint (a job's time limit)
@@ -263,6 +295,7 @@ def load_config(
     config = _build(cls, tree, prefix="", source=source)  # the file alone, so errors name the file
     if not overrides:
         return config
+    _refuse_split_overrides(list(overrides))
     pairs = []
     for item in overrides:
         key, sep, text = item.partition("=")
@@ -272,6 +305,25 @@ def load_config(
     for key, value in verl_keys.adopt_pairs(cls, pairs, "command-line override"):
         set_dotted(tree, key, value)
     return _build(cls, tree, prefix="", source="command-line override")
+
+
+def _refuse_split_overrides(overrides: list[str]) -> None:
+    """`optim.lr = 1e-4` typed with spaces reaches us as three arguments (`optim.lr=` and
+    `1e-4` with a space after `=`): say so, with the override meant, rather than "expected
+    key=value" for the key alone or "empty value" for `optim.lr=`."""
+    for index, item in enumerate(overrides):
+        rest = overrides[index + 1 :]
+        if "=" not in item and rest and rest[0].startswith("="):
+            parts = [item, rest[0]] + (rest[1:2] if rest[0] == "=" else [])
+        elif item.endswith("=") and item.count("=") == 1 and rest and "=" not in rest[0]:
+            parts = [item, rest[0]]
+        else:
+            continue
+        typed = " ".join(parts)
+        raise ConfigError(
+            f"override {typed!r}: spaces around '=' make {len(parts)} arguments of one"
+            f" override; write {''.join(parts)}"
+        )
 
 
 def parse_override_value(key: str, text: str) -> Any:
@@ -298,6 +350,11 @@ def config_from_tree(cls: type[T], tree: dict[str, Any], source: str) -> T:
 def config_to_dict(config: Any) -> dict[str, Any]:
     """Plain nested dict (for logs, checkpoint info, and writing the resolved config back out)."""
     return dataclasses.asdict(config)
+
+
+def defaults_yaml(cls: type) -> str:
+    """Every key of `cls` at its default, as a YAML file `load_config` reads back as `cls()`."""
+    return yaml.safe_dump(config_to_dict(cls()), sort_keys=False)
 
 
 def write_resolved_config(run_dir: str | os.PathLike, config: Any) -> Path:
@@ -365,12 +422,16 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
     """Check `value` against the annotation `kind`; accept obvious widenings (int -> float)."""
 
     def bad(expected: str) -> ConfigError:
-        return ConfigError(f"{source}: config key '{key}' expects {expected}, got {value!r}")
+        # YAML reads `~` (the home directory to a shell user) and a bare `key:` as null
+        got = "null (YAML's ~, null, or nothing after the colon)" if value is None else repr(value)
+        return ConfigError(f"{source}: config key '{key}' expects {expected}, got {got}")
 
     if typing.get_origin(kind) is Annotated:
         base, *checks = typing.get_args(kind)
         coerced = _coerce(base, value, key, source)
         for check in checks:
+            if isinstance(check, ExpandUser):
+                coerced = os.path.expanduser(coerced)
             if isinstance(check, Range) and not check.accepts(coerced):
                 raise RangeError(
                     f"{source}: config key '{key}' must be {check.text}, got {_shown(value)}"
@@ -404,7 +465,8 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
             raise bad("one of " + " | ".join(str(a) for a in args))
         return value
     if origin is list:
-        one_text = args and (args[0] is str or typing.get_origin(args[0]) is Literal)
+        element = _unannotated(args[0]) if args else None
+        one_text = element is str or typing.get_origin(element) is Literal
         if isinstance(value, str) and one_text:
             value = [value]  # a single file is a list of one; so is `trainer.logger=console`
         if not isinstance(value, (list, tuple)):
@@ -459,6 +521,11 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
 
 
 INT64 = range(-(2**63), 2**63)
+
+
+def _unannotated(kind: Any) -> Any:
+    """`kind` without its `Annotated` checks (`LocalPath` is a str)."""
+    return typing.get_args(kind)[0] if typing.get_origin(kind) is Annotated else kind
 
 
 class RangeError(ConfigError):

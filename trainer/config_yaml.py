@@ -140,6 +140,8 @@ def describe_yaml_error(err: yaml.YAMLError) -> str:
     context, problem = getattr(err, "context", None), getattr(err, "problem", None)
     mark = getattr(err, "context_mark", None) or getattr(err, "problem_mark", None)
     what = ", ".join(part for part in (context, problem) if part)
+    if problem and "'\\t'" in problem:  # PyYAML's words do not say what to do about it
+        what = "a tab, where YAML takes spaces only (to indent, and after a key's colon)"
     if mark is None or not what:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         return f"({first})"

@@ -15,12 +15,14 @@ rank 0 left.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
+from mfsdp_ckpt.convert.hf_config import weights_file_problem
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.storage.writable import require_writable_dir
-from trainer.config import ConfigError
+from trainer.config import ConfigError, path_values
 
 # (section, key, what it must name): the model path itself is checked by model_source,
 # data files by cli.launch.check_data_files (each with its own hint).
@@ -47,6 +49,25 @@ def missing_path(key: str, value: str, needed: str) -> ConfigError:
     )
 
 
+# `$HOME`, `${HOME}`, verl's OmegaConf `${oc.env:HOME}` and `${data.path}`
+_UNEXPANDED = re.compile(r"\$(?:\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*)")
+
+
+def check_no_variables(cfg: Any) -> None:
+    """No path key holds a variable: the shell expands `$HOME` on the command line, but a
+    config file's `run_dir: $HOME/runs/x` (or verl's `${oc.env:HOME}`) reached the trainer
+    as written, and the run created a directory named `$HOME` in the current one."""
+    for key, value in path_values(cfg):
+        for item in value if isinstance(value, list) else [value]:
+            found = _UNEXPANDED.search(item) if isinstance(item, str) else None
+            if found:
+                raise ConfigError(
+                    f"{key}: {item} holds {found.group(0)}, which nothing expands here (no"
+                    " shell variables or ${...} interpolation in a config); write the path out"
+                    " (in an unquoted override the shell expands it)"
+                )
+
+
 def check_local_paths(cfg: Any) -> None:
     """Every path key of `cfg` (an SFT or GRPO config) that is set names something that
     exists; directories where a directory is needed."""
@@ -58,6 +79,8 @@ def check_local_paths(cfg: Any) -> None:
             raise missing_path(f"{section}.{key}", value, needed)
         if needed.endswith(" dir") and not os.path.isdir(value):
             raise ConfigError(f"{section}.{key}: {value} is a file; {needed} is needed")
+        if (section, key) == ("model", "hf_config") and weights_file_problem(value):
+            raise ConfigError(f"model.hf_config: {weights_file_problem(value)}")
 
 
 def check_run_dir_apart(cfg: Any, hf_dir: str | os.PathLike | None) -> None:

@@ -50,7 +50,7 @@ from mfsdp_ckpt.convert.export_source import (
 )
 from mfsdp_ckpt.convert.export_stream import _nonfinite, _PieceBuffers, _stream, _streamable
 from mfsdp_ckpt.convert.export_verify import verify_export
-from mfsdp_ckpt.convert.hf_config import MAX_LAYERS, HFConfigError
+from mfsdp_ckpt.convert.hf_config import MAX_LAYERS, HFConfigError, weights_file_problem
 from mfsdp_ckpt.convert.megatron_config import (
     DerivedConfig,
     MegatronSettingsMissing,
@@ -348,6 +348,8 @@ def export_hf(
         raise ExportUsageError(_no_config_message(source))
     if hf_config is not None and not Path(hf_config).exists():
         raise ExportUsageError(f"{hf_config}: no such file or directory (--hf-config)")
+    if hf_config is not None and weights_file_problem(hf_config):
+        raise ExportUsageError(f"--hf-config {weights_file_problem(hf_config)}")
     asset_root = local_paths.root if local_paths is not None and hf_config is None else None
     if derived is not None and local_paths is not None:
         assets = _derived_assets(derived, local_paths, io)

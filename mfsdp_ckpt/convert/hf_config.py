@@ -30,6 +30,22 @@ class ExpectedWeights:
 MAX_CONFIG_BYTES = 4 << 20  # a config.json is a few KB
 
 
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".distcp", ".gguf")
+
+
+def weights_file_problem(location: str | os.PathLike) -> str | None:
+    """Why `location`, given for a config.json or its model dir, is neither: a weights file
+    (tab completion's pick in a model dir), read as JSON it was "not UTF-8 text (byte
+    2624)". None for anything else."""
+    path = Path(location)
+    if path.suffix.lower() not in WEIGHT_SUFFIXES or not path.is_file():
+        return None
+    return (
+        f"{location}: a weights file, not a config.json (give the model dir holding it:"
+        f" {path.parent})"
+    )
+
+
 def read_config_json(
     path: str | os.PathLike, root: str | os.PathLike | None = None
 ) -> tuple[Path, dict]:
@@ -44,6 +60,9 @@ def read_config_json(
     config_file = path / "config.json" if path.is_dir() else path
     if not os.path.lexists(config_file):
         raise HFConfigError(f"{config_file}: no such file")
+    problem = weights_file_problem(config_file)
+    if problem:
+        raise HFConfigError(problem)
     try:
         data = loads_unique(read_text(config_file, MAX_CONFIG_BYTES, root))
     except CheckpointFileError as err:

@@ -607,7 +607,30 @@ def _check_is_dir(given: Path) -> None:
         reason = "symlink loop" if err.errno == errno.ELOOP else (err.strerror or str(err))
         raise CheckpointPathError(f"{str(given)[:200]}: cannot open ({reason})") from None
     if not stat.S_ISDIR(mode):
-        raise CheckpointPathError(f"{given}: not a directory (give a run, step or dist_ckpt dir)")
+        raise CheckpointPathError(
+            f"{given}: not a directory (give a run, step or dist_ckpt dir{_holding_dir(given)})"
+        )
+
+
+# Files of a checkpoint (and of its run dir) that tab completion hands out in place of
+# the directory that holds them.
+_CHECKPOINT_FILES = (
+    TRACKER_FILE,
+    DCP_METADATA_FILE,
+    MANIFEST_FILE,
+    VERL_CONTENTS_FILE,
+    BRIDGE_TRACKER_FILE,
+    BRIDGE_TRAIN_STATE_FILE,
+    BRIDGE_RUN_CONFIG_FILE,
+)
+
+
+def _holding_dir(given: Path) -> str:
+    """`: PARENT holds it` for a file a checkpoint or run dir holds (`RUN/latest_...txt`,
+    `dist_ckpt/.metadata`, a `.distcp`), else nothing: the dir to give instead."""
+    if given.name in _CHECKPOINT_FILES or given.suffix == ".distcp":
+        return f": {given.parent} holds it"
+    return ""
 
 
 def _meant(given: Path) -> str:

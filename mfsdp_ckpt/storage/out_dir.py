@@ -6,6 +6,10 @@ What a command that writes a directory (`export-hf`, `import-hf`) needs, in one 
 * one writer per output: `out_lock.py`'s lock beside `<out>`, held for the whole command,
   so a second concurrent run into the same `<out>` is refused instead of silently
   replacing the first one's result;
+* the missing parents of `<out>` made first, as `mkdir -p` (and as `mfsdp data --out` and
+  transformers' `save_pretrained` do): `--out ckpts/q05` on a fresh machine must not need a
+  separate mkdir. Those it made are removed again when the command fails, so a failure
+  leaves nothing behind;
 * a hidden work directory `.<name>.export-tmp-<pid>` next to `<out>` (same filesystem, so
   publishing is one rename). Work directories of ours that a killed run left behind are
   removed by the next run into the same `<out>`, once it holds the lock (no live owner
@@ -110,7 +114,7 @@ def exchange(first: Path, second: Path) -> bool:
 def _checked_target(out: Path) -> Path:
     """`out` made absolute (not resolved: a symlink must stay visible), or OutputDirError for
     paths no command may create or replace: `.`, `..`, `/`, the current directory or one
-    above it, a symlink, a file, a missing parent."""
+    above it, a symlink, a file, a parent path that holds a file."""
     absolute = Path(os.path.abspath(out))
     if absolute.name in ("", ".", "..") or absolute == Path(absolute.anchor):
         raise OutputDirError(f"{out}: not a name an output can be created at; name a new directory")
@@ -124,9 +128,45 @@ def _checked_target(out: Path) -> Path:
         raise OutputDirError(f"{out}: is a symlink; give the real path (links are not replaced)")
     if absolute.exists() and not absolute.is_dir():
         raise OutputDirError(f"{out}: exists and is not a directory")
-    if not absolute.parent.is_dir():
-        raise OutputDirError(f"{absolute.parent}: parent directory does not exist")
+    for parent in absolute.parents:
+        if os.path.lexists(parent):
+            if not parent.is_dir():
+                raise OutputDirError(f"{out}: {parent} is a file, not a directory")
+            break
     return absolute
+
+
+def _make_parents(out: Path) -> list[Path]:
+    """Create the missing parents of `out`, outermost first; the ones this call made."""
+    missing = []
+    for parent in out.parents:
+        if os.path.isdir(parent):
+            break
+        missing.append(parent)
+    made: list[Path] = []
+    try:
+        for parent in reversed(missing):
+            try:
+                os.mkdir(parent)
+            except FileExistsError:  # made meanwhile by another command: not ours to remove
+                if not os.path.isdir(parent):
+                    raise OutputDirError(f"{out}: {parent} is a file, not a directory") from None
+                continue
+            made.append(parent)
+    except BaseException:
+        _remove_empty(made)
+        raise
+    return made
+
+
+def _remove_empty(made: list[Path]) -> None:
+    """Remove the directories in `made` (outermost first), innermost first, while empty:
+    one another command wrote into meanwhile stays (rmdir refuses it)."""
+    for parent in reversed(made):
+        try:
+            os.rmdir(parent)
+        except OSError:
+            return
 
 
 def replaceable_problem(path: Path) -> str | None:
@@ -161,17 +201,20 @@ class OutputClaim:
         self.tmp = out.with_name(f".{out.name}{_WORK_TAG}tmp-{os.getpid()}")
         self._lock_fd: int | None = None
         self._original: tuple[int, int] | None = None  # (st_dev, st_ino) --overwrite may replace
+        self._made_parents: list[Path] = []
         self.published = False
 
     # ---------------------------------------------------------------- lifecycle
     def acquire(self) -> OutputClaim:
         try:
+            self._made_parents = _make_parents(self.out)
             self._lock()
             self._remove_stale_work_dirs()
             self._original = self._existing_target()
             os.mkdir(self.tmp)
         except BaseException:
             self._unlock()
+            self._remove_made_parents()
             raise
         return self
 
@@ -200,6 +243,13 @@ class OutputClaim:
         if not self.published:
             shutil.rmtree(self.tmp, ignore_errors=True)
         self._unlock()
+        if not self.published:
+            self._remove_made_parents()
+
+    def _remove_made_parents(self) -> None:
+        """The parents `acquire` made, while empty: a failed command leaves nothing behind."""
+        _remove_empty(self._made_parents)
+        self._made_parents = []
 
     def publish(self) -> None:
         """Move the finished work directory to `out`; OutputDirError (work dir removed by

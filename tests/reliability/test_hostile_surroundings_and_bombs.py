@@ -325,6 +325,28 @@ def test_a_jsonl_line_past_the_cap_is_refused_before_it_is_read(tmp_path):
     assert seconds < FAST_SECONDS and not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    ("start", "expected"),
+    [
+        (b'{"question": "1+1", "answer": "#### 2"}\n', "a line of more than"),
+        (b'[{"question": "1+1", "answer": "#### 2"},\n', "a JSON array of more than"),
+    ],
+    ids=["lines", "array"],
+)
+def test_a_json_file_past_the_cap_is_never_read_whole(tmp_path, start, expected):
+    """A `.json` is read as one document when it is small; a sparse 100 GB one (rows one per
+    line, or an array) is read line by line or refused, bounded like a jsonl."""
+    sparse = tmp_path / "train.json"
+    sparse.write_bytes(start)
+    os.truncate(sparse, 100 << 30)
+    done, seconds = _limited(
+        "data", "gsm8k", "--input", sparse, "--split", "train", "--out", tmp_path / "out"
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    one_error(done.stderr, str(sparse), expected)
+    assert seconds < FAST_SECONDS and not (tmp_path / "out").exists()
+
+
 # --------------------------------------------------------------------------- model dirs
 def _drop_weight(model: Path) -> None:
     from safetensors.torch import load_file, save_file
@@ -408,21 +430,6 @@ def test_data_refuses_to_write_over_its_own_input(tmp_path):
     assert code == 2, out + err
     assert f"{source}: is the table --out would write" in one_error_line(err)
     assert source.read_bytes() == before and not (tmp_path / "rl").exists()
-
-
-@pytest.mark.parametrize("split", ([], ["--split", "train"]))
-def test_data_refuses_two_inputs_converting_to_one_table(tmp_path, split):
-    inputs = []
-    for folder in ("a", "b"):
-        (tmp_path / folder).mkdir()
-        inputs += ["--input", tmp_path / folder / "train.jsonl"]
-        (tmp_path / folder / "train.jsonl").write_text(GSM8K_ROWS)
-    code, out, err = run_cli("data", "gsm8k", *inputs, *split, "--out", tmp_path / "out")
-    assert code == 2, out + err
-    line = one_error_line(err)
-    assert f"{tmp_path / 'b' / 'train.jsonl'}: converts to" in line, line
-    assert f"as {tmp_path / 'a' / 'train.jsonl'} does" in line, line
-    assert not (tmp_path / "out").exists()
 
 
 def test_inputs_of_different_splits_still_convert_together(tmp_path):

@@ -41,8 +41,8 @@ class DataWriteError(MfsdpFailedError):
 
 
 def read_rows(paths: list[str] | str) -> list[dict[str, Any]]:
-    """All rows of the given files, in order; `.parquet` or `.jsonl`/`.json` (one object per
-    line)."""
+    """All rows of the given files, in order; `.parquet`, `.jsonl` (one object per line) or
+    `.json` (an array of objects, one object, or one per line)."""
     rows: list[dict[str, Any]] = []
     for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
         rows += _read_one(Path(path))
@@ -59,8 +59,10 @@ def _read_one(path: Path) -> list[dict[str, Any]]:
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         return _read_parquet(path)
-    if suffix in (".jsonl", ".json"):
+    if suffix == ".jsonl":
         return _read_jsonl(path)
+    if suffix == ".json":
+        return _read_json(path)
     raise DataFileError(f"{path}: unknown data format {suffix!r} (use .parquet or .jsonl)")
 
 
@@ -157,9 +159,53 @@ def _decoded_bytes(array: Any) -> int:
     return int(array.nbytes)
 
 
+def _read_json(path: Path) -> list[dict[str, Any]]:
+    """A `.json` file: one document, an array of objects (what pandas' `to_json(orient=
+    "records")` and `json.dump(rows)` write) or a single object (one MATH problem file, often
+    pretty-printed); else one object per line, as a `.jsonl` (datasets' `to_json` writes
+    lines under this name). Read line by line, the first two were "line 1: not valid JSON".
+    A file past MAX_JSONL_LINE_BYTES is read as lines only (each bounded), so a huge or sparse
+    file is never read whole; an array that large is refused, naming .jsonl."""
+    with open(path, "rb") as handle:
+        raw = handle.read(MAX_JSONL_LINE_BYTES + 1)
+    if len(raw) > MAX_JSONL_LINE_BYTES:
+        if raw.lstrip().startswith(b"["):
+            raise DataFileError(
+                f"{path}: a JSON array of more than {MAX_JSONL_LINE_BYTES} bytes; write its"
+                " rows one object per line (.jsonl)"
+            )
+        return _read_jsonl(path)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return _read_jsonl(path)  # names the line holding the bad bytes
+    try:
+        document = loads_unique(text)
+    except DuplicateKeyError as err:
+        raise DataFileError(f"{path}: {err} in one object") from None
+    except json.JSONDecodeError as err:
+        if text.lstrip().startswith("["):  # an array cut short or broken: not lines
+            raise DataFileError(
+                f"{path}: not valid JSON ({err.msg} at line {err.lineno}, column {err.colno})"
+            ) from err
+        return _read_jsonl(path)
+    except RecursionError:
+        raise DataFileError(f"{path}: JSON nested too deeply") from None
+    rows = document if isinstance(document, list) else [document]
+    for index, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise DataFileError(
+                f"{path}: item {index} is not a JSON object ({type(row).__name__});"
+                " expected an array of objects, one object, or one per line"
+            )
+    return rows
+
+
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     """One JSON object per line; lines are decoded one by one so bad bytes name their line.
-    A key given twice in an object is refused (Python's json keeps the last silently)."""
+    A key given twice in an object is refused (Python's json keeps the last silently). A
+    UTF-8 byte order mark opening the file (Windows editors and PowerShell write one) is no
+    content and is skipped, as `utf-8-sig` would; Python's json refuses it."""
     rows = []
     with open(path, "rb") as handle:
         for number, raw in enumerate(iter(_line_reader(handle), b""), 1):
@@ -169,7 +215,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
                     "no row of a table is that long"
                 )
             try:
-                line = raw.decode("utf-8")
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as err:
                 raise DataFileError(
                     f"{path}:{number}: not UTF-8 text (byte {err.start} of the line)"

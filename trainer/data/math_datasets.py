@@ -68,9 +68,9 @@ def convert_files(
     none, so a bad second input or a full disk leaves --out as it was."""
     written: dict[str, Path] = {}
     tables: dict[Path, list[dict[str, Any]]] = {}
-    source_of: dict[Path, str] = {}
-    for source in inputs:
-        name = split or Path(source).stem.split(".")[0]
+    names = [split or Path(source).stem.split(".")[0] for source in inputs]
+    _refuse_shared_split(inputs, names, split)
+    for source, name in zip(inputs, names, strict=True):
         rows = read_rows(source)
         try:
             sft, rl = CONVERTERS[dataset](rows, name)
@@ -78,12 +78,6 @@ def convert_files(
             raise DataFileError(f"{source}: {err}") from None
         for kind, table in (("sft", sft), ("rl", rl)):
             path = Path(out_dir) / kind / f"{name}.parquet"
-            if path in source_of:  # the later table would replace the earlier one's rows
-                raise DataFileError(
-                    f"{source}: converts to {path}, as {source_of[path]} does; give each "
-                    "input its own split name (its file name, or one --split per run)"
-                )
-            source_of[path] = source
             written[f"{kind}/{name}"] = path
             tables[path] = table
     _refuse_writing_over_inputs(inputs, tables)
@@ -101,6 +95,22 @@ def _refuse_writing_over_inputs(inputs: list[str], outputs: Iterable[Path]) -> N
                     raise DataFileError(
                         f"{source}: is the table --out would write ({path}); choose another --out"
                     )
+
+
+def _refuse_shared_split(inputs: list[str], names: list[str], split: str | None) -> None:
+    """Two inputs named for one split (`--split train` given with two, or `a/train.jsonl` and
+    `b/train.jsonl`): the second table silently replaced the first in OUT/sft/train.parquet."""
+    first: dict[str, str] = {}
+    for path, name in zip(inputs, names, strict=True):
+        if name in first:
+            why = (
+                "--split names every input's split" if split else "split names come from file names"
+            )
+            raise DataFileError(
+                f"--input {first[name]} and --input {path} both make split '{name}' ({why});"
+                " convert them one at a time, each with its own --split"
+            )
+        first[name] = path
 
 
 def _require(row: dict[str, Any], index: int, *columns: str) -> list[str]:

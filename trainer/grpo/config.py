@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from trainer.config import (
     Betas,
+    LocalPath,
     NonNegative,
     OptimConfig,
     Positive,
@@ -30,8 +31,8 @@ class RLDataConfig:
     """verl-format RL parquet/jsonl: `prompt` (chat turns), `data_source`,
     `reward_model.ground_truth`."""
 
-    train_files: list[str] = field(default_factory=list)
-    val_files: list[str] = field(default_factory=list)
+    train_files: list[LocalPath] = field(default_factory=list)
+    val_files: list[LocalPath] = field(default_factory=list)
     prompt_key: str = "prompt"
     max_prompt_length: Positive[int] = 512
     filter_overlong_prompts: bool = True  # False: a prompt over max_prompt_length is an error
@@ -90,13 +91,13 @@ class RewardConfig:
     """Built-in rules by data_source, or `compute_score(data_source, solution_str, ground_truth,
     extra_info)` from your own file."""
 
-    path: str | None = None
+    path: LocalPath | None = None
     name: str = "compute_score"
 
 
 @dataclass
 class GRPOTrainerConfig(TrainerConfig):
-    run_dir: str = "runs/grpo"
+    run_dir: LocalPath = "runs/grpo"
     val_before_train: bool = False
 
 
