@@ -37,9 +37,9 @@ whose config.json disagrees with the weights, and data --out over its own inputs
   a traceback, every other command `error: [Errno 28] No space left on device`, naming no
   file. Each now says `stdout: cannot write the command's output (...)`, exit 1;
 * `mfsdp data gsm8k|math --input D/sft/train.parquet --out D` replaced its own input with
-  its conversion (the official data gone, exit 0), and two inputs of one split name
-  (`a/train.jsonl`, `b/train.jsonl`, or any two under `--split`) wrote only the second's
-  rows. Both are refused naming the inputs (exit 2), --out left as it was.
+  its conversion (the official data gone, exit 0): refused naming the input (exit 2),
+  --out left as it was (two inputs of one split name: tests/cli/test_first_use_fresh_eyes.py);
+* a `.json` data file past MAX_JSONL_LINE_BYTES is read line by line or refused, never whole.
 """
 
 from __future__ import annotations
