@@ -15,9 +15,9 @@ import click
 import pytest
 
 from cli.main import app
-from tests.cli.test_cli_first_use_round6 import _launch
 from tests.support.cli_errors import error_lines
 from tests.support.fresh_python import mfsdp
+from tests.support.launched_sft import launch_tiny_sft
 from tests.support.paths import FIXTURES
 from tests.support.sft import write_chat_jsonl
 from trainer.metrics import read_metrics
@@ -127,7 +127,7 @@ def _stop_after(process, step: int) -> tuple[str, str]:
 
 def test_ctrl_c_before_any_save_says_no_checkpoint_was_saved(tmp_path):
     data = write_chat_jsonl(tmp_path / "train.jsonl", rows=48)
-    process = _launch(
+    process = launch_tiny_sft(
         tmp_path,
         f"data.train_files={data}",
         "trainer.total_steps=100000",
@@ -147,7 +147,7 @@ def test_ctrl_c_with_resume_disabled_says_how_to_resume_the_newest_checkpoint(tm
     from mfsdp_ckpt.format import layout
 
     data = write_chat_jsonl(tmp_path / "train.jsonl", rows=48)
-    process = _launch(
+    process = launch_tiny_sft(
         tmp_path,
         f"data.train_files={data}",
         "trainer.total_steps=100000",

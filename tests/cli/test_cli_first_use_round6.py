@@ -10,8 +10,6 @@ import os
 import re
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -26,7 +24,8 @@ from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from tests.cli.test_cli_first_use import MAIN_CATCHING_EXIT
 from tests.support.cli_errors import error_lines
 from tests.support.fresh_python import mfsdp, modules_after
-from tests.support.paths import EXAMPLES, FIXTURES, REPO
+from tests.support.launched_sft import launch_tiny_sft
+from tests.support.paths import EXAMPLES, FIXTURES
 from tests.support.sft import write_chat_jsonl
 from trainer.metrics import read_metrics
 
@@ -139,29 +138,11 @@ def test_cuda_without_a_gpu_and_more_ranks_than_gpus_are_usage_errors(monkeypatc
         distributed.check_gpus_for_local_ranks(2)
 
 
-def _launch(tmp_path, *overrides: str, nproc: int = 2) -> subprocess.Popen:
-    """`mfsdp train sft --nproc-per-node NPROC` on the tiny model, in its own session (so a
-    test's Ctrl-C reaches every process, as a terminal's does)."""
-    command = [sys.executable, "-c", "from cli.main import main; main()", "train", "sft"]
-    command += ["--config", str(EXAMPLES / "sft_tiny_cpu.yaml"), "--nproc-per-node", str(nproc)]
-    command += [f"trainer.run_dir={tmp_path / 'run'}", "trainer.progress_bar=false", *overrides]
-    return subprocess.Popen(
-        command,
-        cwd=REPO,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-
-
 def test_a_usage_mistake_every_rank_meets_is_one_line_and_exit_2(tmp_path):
     from trainer.grpo.synthetic import write_addition_data
 
     rl_table = write_addition_data(tmp_path / "data")["rl_train"]  # RL rows: no `messages`
-    process = _launch(tmp_path, f"data.train_files={rl_table}")
+    process = launch_tiny_sft(tmp_path, f"data.train_files={rl_table}")
     _out, err = process.communicate(timeout=300)
     assert process.returncode == 2, err
     assert error_lines(err) == [
@@ -173,7 +154,7 @@ def test_ctrl_c_during_a_launched_run_is_one_line_and_exit_130(tmp_path):
     from mfsdp_ckpt.format import layout
 
     data = write_chat_jsonl(tmp_path / "train.jsonl", rows=48)
-    process = _launch(
+    process = launch_tiny_sft(
         tmp_path,
         f"data.train_files={data}",
         "trainer.total_steps=100000",

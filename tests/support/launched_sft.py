@@ -1,0 +1,29 @@
+"""A tiny SFT run launched as a user launches it, for tests that stop it or read its ranks'
+errors."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+from tests.support.paths import EXAMPLES, REPO
+
+
+def launch_tiny_sft(tmp_path, *overrides: str, nproc: int = 2) -> subprocess.Popen:
+    """`mfsdp train sft --nproc-per-node NPROC` on the tiny model, in its own session (so a
+    test's Ctrl-C reaches every process, as a terminal's does)."""
+    command = [sys.executable, "-c", "from cli.main import main; main()", "train", "sft"]
+    command += ["--config", str(EXAMPLES / "sft_tiny_cpu.yaml"), "--nproc-per-node", str(nproc)]
+    command += [f"trainer.run_dir={tmp_path / 'run'}", "trainer.progress_bar=false", *overrides]
+    return subprocess.Popen(
+        command,
+        cwd=REPO,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
