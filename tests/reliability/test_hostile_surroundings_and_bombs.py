@@ -38,7 +38,8 @@ whose config.json disagrees with the weights, and data --out over its own inputs
   file. Each now says `stdout: cannot write the command's output (...)`, exit 1;
 * `mfsdp data gsm8k|math --input D/sft/train.parquet --out D` replaced its own input with
   its conversion (the official data gone, exit 0): refused naming the input (exit 2),
-  --out left as it was (two inputs of one split name: tests/cli/test_first_use_fresh_eyes.py);
+  --out left as it was (two inputs of one split name:
+  tests/cli/test_first_use_out_parents_home_and_data_files.py);
 * a `.json` data file past MAX_JSONL_LINE_BYTES is read line by line or refused, never whole.
 """
 

@@ -1,4 +1,4 @@
-"""What a first-time user still hit after round 9: phases of `mfsdp demo` that took seconds
+"""What a first-time user hit while waiting: phases of `mfsdp demo` that took seconds
 without a line, a LoRA checkpoint's base model hashed without a bar by `validate --deep` and a
 merged `export-hf`, commands whose --json printed something other than one JSON object, and
 unclear messages for common mistakes (a second run into one run dir, a step dir given as the

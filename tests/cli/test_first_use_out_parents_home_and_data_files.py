@@ -1,4 +1,4 @@
-"""What a first-time user still met on a fresh machine, round 12: docs/interop.md's recipes
+"""What a first-time user met on a fresh machine: docs/interop.md's recipes
 (`import-hf ... --out ckpts/q05_mcore`) stopping at "parent directory does not exist" where
 `mfsdp data --out` and transformers' `save_pretrained` make the parents; a `~` in a
 config's path (`run_dir: ~/runs/x`) taken literally: a directory named `~` in the current
