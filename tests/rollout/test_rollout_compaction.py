@@ -3,20 +3,22 @@
 import pytest
 import torch
 
-from tests.support.rollout import PROMPTS, perturbed_model, reference_logprobs, reference_varlen
+from tests.support.rollout import (
+    PROMPTS,
+    reference_logprobs,
+    reference_varlen,
+    tiny_perturbed_model,
+)
 from trainer.rollout import flash_decode, hf
 from trainer.rollout.base import SamplingParams
 from trainer.rollout.hf import HFRolloutEngine
-from trainer.tiny import build_tiny_model_dir
 
 MAX_TOKENS = 16
 
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
-    return perturbed_model(
-        build_tiny_model_dir(tmp_path_factory.mktemp("tiny"), with_weights=True), 7
-    )
+    return tiny_perturbed_model(tmp_path_factory, 7)
 
 
 def _generate(model, decoder, eos, params, check_every, monkeypatch):

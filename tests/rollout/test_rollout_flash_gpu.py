@@ -10,13 +10,12 @@ import pytest
 import torch
 
 from tests.support.rollout import PROMPTS as BASE_PROMPTS
-from tests.support.rollout import perturbed_model, reference_logprobs
+from tests.support.rollout import reference_logprobs, tiny_perturbed_model
 from trainer.rollout import flash_decode, hf
 from trainer.rollout.base import SamplingParams
 from trainer.rollout.decode_ops import masked_softmax
 from trainer.rollout.hf import HFRolloutEngine
 from trainer.rollout.static_cache import _attend
-from trainer.tiny import build_tiny_model_dir
 
 pytestmark = [
     pytest.mark.gpu,
@@ -27,9 +26,7 @@ PROMPTS = BASE_PROMPTS * 3
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
-    return perturbed_model(
-        build_tiny_model_dir(tmp_path_factory.mktemp("tiny"), with_weights=True), 0, "cuda"
-    )
+    return tiny_perturbed_model(tmp_path_factory, 0, "cuda")
 
 
 @pytest.mark.parametrize("kernel", flash_decode.KERNELS)

@@ -10,11 +10,10 @@ import pytest
 import torch
 
 from tests.support.rollout import PROMPTS as BASE_PROMPTS
-from tests.support.rollout import perturbed_model, reference_logprobs
+from tests.support.rollout import reference_logprobs, tiny_perturbed_model
 from trainer.rollout import static_cache
 from trainer.rollout.base import SamplingParams
 from trainer.rollout.hf import HFRolloutEngine
-from trainer.tiny import build_tiny_model_dir
 
 pytestmark = [
     pytest.mark.gpu,
@@ -25,9 +24,7 @@ PROMPTS = BASE_PROMPTS * 3
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
-    return perturbed_model(
-        build_tiny_model_dir(tmp_path_factory.mktemp("tiny"), with_weights=True), 0, "cuda"
-    )
+    return tiny_perturbed_model(tmp_path_factory, 0, "cuda")
 
 
 def test_cuda_graph_decode_matches_transformers(model):

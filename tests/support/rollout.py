@@ -6,6 +6,14 @@ import torch
 PROMPTS = [[5, 17, 33, 60, 71], [9, 8], [100, 200, 300, 7, 7, 7, 7, 41]]
 
 
+def tiny_perturbed_model(tmp_path_factory, seed: int, device: str = "cpu"):
+    """`perturbed_model` of a fresh tiny model dir: a test module's shared model fixture."""
+    from trainer.tiny import build_tiny_model_dir
+
+    model_dir = build_tiny_model_dir(tmp_path_factory.mktemp("tiny"), with_weights=True)
+    return perturbed_model(model_dir, seed, device)
+
+
 def perturbed_model(model_dir, seed: int, device: str = "cpu"):
     """The tiny model with its weights moved by seeded noise, so a weight push is visible."""
     from transformers import AutoModelForCausalLM
