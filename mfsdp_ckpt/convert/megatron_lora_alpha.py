@@ -1,0 +1,121 @@
+"""Where a Megatron LoRA checkpoint records its alpha (the scale is alpha / dim).
+
+The adapter's dim is its tensors' shape; alpha is in no tensor. Megatron-Bridge writes its
+PEFT config into each iteration's run_config.yaml (`peft:` with `_target_`
+megatron.bridge.peft.lora.LoRA, `dim`, `alpha`, `target_modules`, `dropout`); verl passes
+`actor_rollout_ref.model.lora.{rank, alpha}` to Bridge's LoRA and records neither in its
+checkpoint (transformer_config.json is Megatron's TransformerConfig, without PEFT), but the
+Hugging Face PEFT adapter mbridge saves beside it (model/huggingface/adapter/) holds
+`r` and `lora_alpha`. Without either, the user's `--lora-alpha` supplies it: a guessed
+alpha would write a different model without a sign.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from mfsdp_ckpt.convert.export_errors import ExportUsageError, ForeignWeightsError
+from mfsdp_ckpt.convert.export_plan import saved_peft_adapter
+from mfsdp_ckpt.convert.megatron_config import run_config_data
+from mfsdp_ckpt.convert.megatron_lora import SUPPORTED_VARIANT, MegatronLora
+from mfsdp_ckpt.errors import CheckpointFormatError
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.unique_json import loads_unique
+
+MAX_ADAPTER_CONFIG_BYTES = 1 << 20  # an adapter_config.json is about 1 KB
+# Bridge PEFT classes (the last part of `_target_`) that are plain LoRA: VLMLoRA only
+# chooses which towers to adapt.
+_PLAIN_LORA = ("LoRA", "VLMLoRA")
+
+
+def _positive(value: Any) -> float | None:
+    plain = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if plain and math.isfinite(value) and value > 0 else None
+
+
+def _from_run_config(paths: layout.CheckpointPaths, lora: MegatronLora) -> str | None:
+    """Bridge's `peft:` section: alpha when it describes plain LoRA of this rank."""
+    if paths.run_config is None:
+        return None
+    peft = run_config_data(paths.run_config, paths.root).get("peft")
+    if not isinstance(peft, dict):
+        return None
+    where = f"{paths.run_config} peft"
+    kind = str(peft.get("_target_", "")).rsplit(".", 1)[-1]
+    if kind not in _PLAIN_LORA:
+        raise ForeignWeightsError(
+            f"{where}: _target_ {peft.get('_target_')!r} is not plain LoRA;"
+            f" export-hf converts {SUPPORTED_VARIANT} only"
+        )
+    if peft.get("dim") != lora.rank:
+        raise ForeignWeightsError(
+            f"{where}: dim {peft.get('dim')!r}, but the adapter tensors have rank {lora.rank}"
+        )
+    alpha = _positive(peft.get("alpha"))
+    if alpha is None:
+        raise ForeignWeightsError(f"{where}: alpha {peft.get('alpha')!r} is not a positive number")
+    lora.alpha = alpha
+    return f"LoRA alpha {alpha:g} from {where}"
+
+
+def _from_saved_adapter(folder: Path | None, lora: MegatronLora) -> str | None:
+    """The Hugging Face PEFT adapter saved beside the checkpoint (`r`, `lora_alpha`)."""
+    if folder is None:
+        return None
+    file = folder / "adapter_config.json"
+    try:
+        data = loads_unique(safe_files.read_text(file, MAX_ADAPTER_CONFIG_BYTES))
+    except ValueError as err:
+        raise CheckpointFormatError(f"{file}: not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise CheckpointFormatError(f"{file}: not a JSON object")
+    if data.get("use_dora") or data.get("use_rslora"):
+        variant = "DoRA" if data.get("use_dora") else "rank-stabilised LoRA"
+        raise ForeignWeightsError(
+            f"{file}: a {variant} adapter; export-hf converts {SUPPORTED_VARIANT} only"
+        )
+    if data.get("r") != lora.rank:
+        raise ForeignWeightsError(
+            f"{file}: r {data.get('r')!r}, but the checkpoint's adapter tensors have rank"
+            f" {lora.rank}: it was saved from another run"
+        )
+    alpha = _positive(data.get("lora_alpha"))
+    if alpha is None:
+        raise ForeignWeightsError(
+            f"{file}: lora_alpha {data.get('lora_alpha')!r} is not a positive number"
+        )
+    lora.alpha = alpha
+    return f"LoRA alpha {alpha:g} from {file}"
+
+
+def set_lora_scale(
+    lora: MegatronLora,
+    location: str,
+    paths: layout.CheckpointPaths | None,
+    lora_alpha: float | None,
+) -> None:
+    """Fill in `lora.alpha` and `lora.scale` (alpha / rank) with a note saying where alpha
+    came from: `--lora-alpha` when given, else the checkpoint's own record. ExportUsageError
+    (exit 2) asking for --lora-alpha when nothing records it."""
+    if lora_alpha is not None:
+        if _positive(lora_alpha) is None:
+            raise ExportUsageError(f"--lora-alpha {lora_alpha!r}: must be a positive number")
+        lora.alpha = float(lora_alpha)
+        note: str | None = f"LoRA alpha {lora.alpha:g} from --lora-alpha"
+    else:
+        saved = saved_peft_adapter(location) if paths is not None else None
+        note = (_from_run_config(paths, lora) if paths is not None else None) or (
+            _from_saved_adapter(saved, lora)
+        )
+    if note is None or lora.alpha is None:
+        raise ExportUsageError(
+            f"{location}: a Megatron LoRA adapter of rank {lora.rank} on"
+            f" {len(lora.targets)} Hugging Face module(s), but the checkpoint records no LoRA"
+            " alpha (no run_config.yaml peft section, no saved adapter_config.json); pass"
+            f" --lora-alpha A (the run's alpha; the merge adds alpha / {lora.rank} * B @ A)"
+        )
+    lora.scale = lora.alpha / lora.rank
+    lora.notes.append(f"{note}: merged scale alpha / dim = {lora.scale:g}")

@@ -1,0 +1,183 @@
+"""`export-hf --adapter-only` on a Megatron LoRA checkpoint: a Hugging Face PEFT adapter dir.
+
+The Megatron adapter is written under the Hugging Face module names it stands for
+(`megatron_lora`): linear_qkv's A becomes q_proj's, k_proj's and v_proj's lora_A, its B's
+rows are split per query group as the fused weight's are; linear_fc1 likewise into
+gate_proj / up_proj; linear_proj and linear_fc2 become o_proj and down_proj unchanged.
+`peft.PeftModel.from_pretrained(base, DIR)` then computes exactly what the Megatron model
+did (lora_alpha / r is the same alpha / dim). No base weights are read: a Megatron-Bridge
+save holding the adapter alone exports too. The dir appears only when complete
+(`claim_output`), as every export does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, ExportVerifyError
+from mfsdp_ckpt.convert.export_hf import ExportResult, _write_assets, prepare_source
+from mfsdp_ckpt.convert.export_plan import choose_dtype, plan_adapter
+from mfsdp_ckpt.convert.export_scheduler import Progress
+from mfsdp_ckpt.convert.export_source import _resolve_source, load_config
+from mfsdp_ckpt.convert.hf_config import HFConfigError
+from mfsdp_ckpt.convert.lora_export import ADAPTER_LAYOUT, _compare, _write_all
+from mfsdp_ckpt.convert.megatron_lora import MegatronLora, holds_adapters
+from mfsdp_ckpt.convert.megatron_lora_alpha import set_lora_scale
+from mfsdp_ckpt.convert.name_maps import Geometry, MappingError, model_tensors
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.lora import ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, AdapterKey, peft_name
+from mfsdp_ckpt.storage.out_dir import claim_output
+from mfsdp_ckpt.storage.safetensors_writer import SINGLE_FILE, ShardedSafetensorsWriter, Spec
+
+if TYPE_CHECKING:
+    import torch
+
+
+def export_megatron_adapter(
+    ckpt: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    dtype: str = "auto",
+    hf_config: str | os.PathLike | None = None,
+    verify: bool = False,
+    overwrite: bool = False,
+    io: str = "auto",
+    role: str | None = None,
+    lora_alpha: float | None = None,
+    progress: Progress | None = None,
+) -> ExportResult:
+    """PEFT adapter dir from a checkpoint holding a Megatron LoRA adapter. ExportUsageError
+    when it holds none (and no manifest of ours says LoRA), or its alpha is not recorded
+    and `lora_alpha` is not given."""
+    started = time.monotonic()
+    out = Path(out_dir)
+    source = _resolve_source(str(ckpt), io, role)
+    try:
+        names = model_tensors(source.reader.tensors)
+    except MappingError as err:  # ambiguous names, virtual-pipeline chunks
+        raise ExportError(f"{source.location}: {err}") from None
+    if not holds_adapters(names):
+        raise ExportUsageError(
+            f"{ckpt}: not a local LoRA checkpoint (its manifest records no adapter) nor a"
+            " Megatron LoRA one (no adapter tensors); --adapter-only needs one"
+        )
+    prepared = prepare_source(ckpt, out, hf_config, io, role, source)
+    with claim_output(out, overwrite) as claim:
+        tmp = claim.tmp
+        config_dir = tmp / ".config"  # read to split the fused adapters, not exported
+        config_dir.mkdir()
+        _write_assets({"config.json": prepared.assets["config.json"]}, config_dir)
+        try:
+            config = load_config(config_dir / "config.json")
+        except HFConfigError as err:
+            where = f"{prepared.asset_location} config.json"
+            raise ExportUsageError(
+                str(err).replace(str(config_dir / "config.json"), where)
+            ) from None
+        (config_dir / "config.json").unlink()
+        config_dir.rmdir()
+        lora = plan_adapter(source, config)
+        assert lora is not None  # holds_adapters said so
+        set_lora_scale(lora, source.location, prepared.local_paths, lora_alpha)
+        result = _write_adapter(lora, source.reader, config, tmp, dtype, verify, progress)
+        if result.mismatches:
+            raise ExportVerifyError(result.mismatches)
+        for path in sorted(tmp.rglob("*")):
+            layout.fsync_path(path)
+        layout.fsync_path(tmp)
+        claim.publish()
+    result.out_dir, result.seconds = str(out), time.monotonic() - started
+    return result
+
+
+def peft_config(lora: MegatronLora, num_layers: int) -> dict:
+    """PEFT's LoraConfig as adapter_config.json: target_modules by short name when every
+    layer has the same adapted modules, else by full module name (Bridge's target_modules
+    may pick layers), so that PEFT adds adapters exactly where the weights are."""
+    modules = lora.hf_modules()
+    short = sorted({module.rsplit(".", 1)[-1] for module in modules})
+    uniform = len(modules) == len(short) * num_layers
+    assert lora.alpha is not None  # set_lora_scale ran
+    return {
+        "peft_type": "LORA",
+        "task_type": "CAUSAL_LM",
+        "r": lora.rank,
+        "lora_alpha": lora.alpha,
+        "target_modules": short if uniform else modules,
+        "lora_dropout": 0.0,
+        "bias": "none",
+        "fan_in_fan_out": False,
+        "use_rslora": False,
+        "use_dora": False,
+        "modules_to_save": None,
+        "base_model_name_or_path": None,
+        "inference_mode": True,
+    }
+
+
+def _write_adapter(
+    lora: MegatronLora,
+    reader,
+    config,
+    tmp: Path,
+    dtype: str,
+    verify: bool,
+    progress: Progress | None,
+) -> ExportResult:
+    """adapter_model.safetensors under PEFT's names (`auto` keeps the stored dtype) and
+    adapter_config.json."""
+    geometry = Geometry.from_config(config)
+    stored = reader.tensors
+    sources: dict[str, tuple[str, str]] = {}  # PEFT name -> (HF weight, A or B)
+    for weight in sorted(lora.targets):
+        module = lora.targets[weight].module
+        for which in ("A", "B"):
+            sources[peft_name(AdapterKey(module, which, "default"))] = (weight, which)
+
+    def key_of(name: str) -> str:
+        weight, which = sources[name]
+        target = lora.targets[weight]
+        return target.a_key if which == "A" else target.b_key
+
+    out_dtype = {name: choose_dtype(dtype, None, [stored[key_of(name)]]) for name in sources}
+
+    def tensor(name: str) -> torch.Tensor:
+        weight, which = sources[name]
+        value = (
+            lora.lora_a(reader, weight) if which == "A" else lora.lora_b(reader, weight, geometry)
+        )
+        return value.to(out_dtype[name].torch)
+
+    def shape(name: str) -> tuple[int, ...]:
+        weight, which = sources[name]
+        a_shape = stored[lora.targets[weight].a_key].shape
+        if which == "A":
+            return tuple(a_shape)
+        target = lora.targets[weight]
+        rows = target.transform.shapes(stored[target.b_key].shape, geometry)[target.part][0]
+        return (rows, a_shape[0])
+
+    specs: list[Spec] = [(name, out_dtype[name], shape(name)) for name in sources]
+    writer = ShardedSafetensorsWriter(tmp, specs, max_shard_bytes=sys.maxsize)  # PEFT: one file
+    _write_all(writer, list(sources), tensor, progress)
+    os.replace(tmp / SINGLE_FILE, tmp / ADAPTER_WEIGHTS_FILE)
+    settings = peft_config(lora, int(config.num_hidden_layers))
+    (tmp / ADAPTER_CONFIG_FILE).write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n")
+    mismatches = _compare(tmp / ADAPTER_WEIGHTS_FILE, list(sources), tensor) if verify else None
+    return ExportResult(
+        "",
+        ADAPTER_LAYOUT,
+        config.model_type,
+        ",".join(sorted({d.name for d in out_dtype.values()})),
+        len(specs),
+        writer.total_bytes,
+        [ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE],
+        0.0,
+        mismatches,
+        list(lora.notes),
+    )
