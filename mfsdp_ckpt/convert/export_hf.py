@@ -375,14 +375,17 @@ def export_hf(
     nothing is left at `out_dir`, and `overwrite` replaces only an empty directory or an
     earlier export (`out_dir.py`).
     """
-    from mfsdp_ckpt.convert.lora_export import (  # it builds on this module
+    from mfsdp_ckpt.convert.lora_export import (  # they build on this module
         export_lora,
         lora_manifest,
     )
+    from mfsdp_ckpt.convert.megatron_lora_export import (
+        adapter_only_checkpoint,
+        export_megatron_adapter,
+        merge_onto_base,
+    )
 
     if lora_manifest(ckpt) is None and adapter_only:
-        from mfsdp_ckpt.convert.megatron_lora_export import export_megatron_adapter
-
         return export_megatron_adapter(
             ckpt,
             out_dir,
@@ -411,6 +414,18 @@ def export_hf(
     started = time.monotonic()
     out = Path(out_dir)
     prepared = prepare_source(ckpt, out, hf_config, io, role)
+    if hf_config is not None and adapter_only_checkpoint(prepared.source):
+        return merge_onto_base(
+            prepared,
+            hf_config,
+            out,
+            dtype=dtype,
+            max_shard_size=max_shard_size,
+            verify=verify,
+            overwrite=overwrite,
+            lora_alpha=lora_alpha,
+            progress=progress,
+        )
     source, local_paths, derived = prepared.source, prepared.local_paths, prepared.derived
     asset_location, assets = prepared.asset_location, prepared.assets
     with claim_output(out, overwrite) as claim:

@@ -117,6 +117,38 @@ def holds_adapters(module_paths: Iterable[str]) -> bool:
     return any(_ADAPTER_PATH.search(path) for path in module_paths)
 
 
+def adapter_summary(shapes: dict[str, tuple[int, ...]]) -> str | None:
+    """One line for inspect and validate about the Megatron adapter among a checkpoint's
+    model weights (module path -> shape), or None when there is none: its kind, rank,
+    modules and whether the base weights are saved beside it."""
+    adapters = [path for path in shapes if _ADAPTER_PATH.search(path)]
+    if not adapters:
+        return None
+    base = "beside the base weights" if len(adapters) < len(shapes) else "adapter only, no base"
+    variant = next(
+        (name for pattern, name in _VARIANTS for path in adapters if pattern.search(path)), None
+    )
+    if variant is not None:
+        return f"Megatron PEFT adapter: {variant}, {len(adapters)} tensors, {base}"
+    inputs = [(m, shapes[p]) for p in adapters if (m := _LORA_KEY.match(p)) and m["which"] == "in"]
+    ranks = sorted({shape[0] for _, shape in inputs if shape})
+    parts = sorted({match["part"].rsplit(".", 1)[-1] for match, _ in inputs})
+    rank = "/".join(map(str, ranks)) or "?"
+    return f"Megatron LoRA rank {rank} on {len(inputs)} modules ({', '.join(parts)}), {base}"
+
+
+def stored_adapter_summary(reader: CheckpointReader) -> str | None:
+    """`adapter_summary` of a checkpoint (names that cannot be told apart: None, the
+    config check reports them)."""
+    from mfsdp_ckpt.convert.name_maps import MappingError, model_tensors
+
+    try:
+        stored = model_tensors(reader.tensors)
+    except MappingError:
+        return None
+    return adapter_summary({path: reader.tensors[key].shape for path, key in stored.items()})
+
+
 def split_adapters(
     paths: dict[str, tuple[int, ...]], stored: dict[str, str]
 ) -> tuple[dict[str, tuple[int, ...]], dict[str, str], dict[str, str]]:

@@ -12,25 +12,44 @@ save holding the adapter alone exports too. The dir appears only when complete
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, ExportVerifyError
-from mfsdp_ckpt.convert.export_hf import ExportResult, _write_assets, prepare_source
+from mfsdp_ckpt.convert.export_hf import (
+    ExportResult,
+    PreparedSource,
+    _write_assets,
+    prepare_source,
+)
 from mfsdp_ckpt.convert.export_plan import choose_dtype, plan_adapter
 from mfsdp_ckpt.convert.export_scheduler import Progress
-from mfsdp_ckpt.convert.export_source import _resolve_source, load_config
+from mfsdp_ckpt.convert.export_source import _resolve_source, _Source, load_config
 from mfsdp_ckpt.convert.hf_config import HFConfigError
-from mfsdp_ckpt.convert.lora_export import ADAPTER_LAYOUT, _compare, _write_all
+from mfsdp_ckpt.convert.lora_export import (
+    ADAPTER_LAYOUT,
+    _compare,
+    _write_all,
+    safetensors_tensors,
+    write_merged,
+)
 from mfsdp_ckpt.convert.megatron_lora import MegatronLora, holds_adapters
 from mfsdp_ckpt.convert.megatron_lora_alpha import set_lora_scale
 from mfsdp_ckpt.convert.name_maps import Geometry, MappingError, model_tensors
 from mfsdp_ckpt.format import layout
-from mfsdp_ckpt.lora import ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, AdapterKey, peft_name
+from mfsdp_ckpt.lora import (
+    ADAPTER_CONFIG_FILE,
+    ADAPTER_WEIGHTS_FILE,
+    AdapterKey,
+    base_weight_files,
+    peft_name,
+)
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.safetensors_writer import SINGLE_FILE, ShardedSafetensorsWriter, Spec
 
@@ -181,3 +200,103 @@ def _write_adapter(
         mismatches,
         list(lora.notes),
     )
+
+
+def adapter_only_checkpoint(source: _Source) -> bool:
+    """Whether the checkpoint's model names are all a Megatron adapter's (a Megatron-Bridge
+    PEFT save): a merge then needs base weights from elsewhere."""
+    try:
+        names = list(model_tensors(source.reader.tensors))
+    except MappingError:  # export's planning reports it
+        return False
+    return bool(names) and all(holds_adapters([name]) for name in names)
+
+
+def merge_onto_base(
+    prepared: PreparedSource,
+    hf_config: str | os.PathLike,
+    out: Path,
+    *,
+    dtype: str,
+    max_shard_size: int,
+    verify: bool,
+    overwrite: bool,
+    lora_alpha: float | None,
+    progress: Progress | None,
+) -> ExportResult:
+    """The merged model of a Megatron adapter saved alone and the base model in the
+    --hf-config dir (its config.json and *.safetensors): every base tensor written, each
+    adapted one plus alpha / dim * B @ A. The base must have the adapter's shapes; the
+    first one that does not is named."""
+    started = time.monotonic()
+    given = Path(hf_config)
+    root = given if given.is_dir() else given.parent
+    weights = [name for name in base_weight_files(root) if name.endswith(".safetensors")]
+    if not weights:
+        raise ExportUsageError(
+            f"{root}: no *.safetensors base weights to merge the Megatron adapter onto; pass"
+            " --hf-config with the base model's dir (config.json and *.safetensors), or"
+            " --adapter-only for a PEFT adapter"
+        )
+    source = prepared.source
+    with claim_output(out, overwrite) as claim:
+        tmp = claim.tmp
+        _write_assets(prepared.assets, tmp)
+        try:
+            config = load_config(tmp / "config.json")
+        except HFConfigError as err:
+            where = f"{prepared.asset_location} config.json"
+            raise ExportUsageError(str(err).replace(str(tmp / "config.json"), where)) from None
+        lora = plan_adapter(source, config)
+        assert lora is not None  # adapter_only_checkpoint said so
+        set_lora_scale(lora, source.location, prepared.local_paths, lora_alpha)
+        tensors = safetensors_tensors(root, weights)
+        geometry = Geometry.from_config(config)
+        _check_base_fits(lora, source.reader, geometry, root, tensors)
+        deltas: dict[str, Callable[[], torch.Tensor]] = {
+            weight: functools.partial(lora.delta, source.reader, weight, geometry)
+            for weight in lora.targets
+        }
+        result = write_merged(
+            config,
+            prepared.assets,
+            str(root),
+            root,
+            tensors,
+            deltas,
+            tmp,
+            dtype,
+            max_shard_size,
+            verify,
+            progress,
+        )
+        if result.mismatches:
+            raise ExportVerifyError(result.mismatches)
+        for path in sorted(tmp.rglob("*")):
+            layout.fsync_path(path)
+        layout.fsync_path(tmp)
+        claim.publish()
+    result.notes += lora.notes
+    result.out_dir, result.seconds = str(out), time.monotonic() - started
+    return result
+
+
+def _check_base_fits(
+    lora: MegatronLora, reader, geometry: Geometry, root: Path, tensors: dict
+) -> None:
+    """Every weight the adapter adapts is in the base with the shape B_i @ A gives."""
+    for weight, target in sorted(lora.targets.items()):
+        a_shape = reader.tensors[target.a_key].shape
+        b_shape = reader.tensors[target.b_key].shape
+        rows = target.transform.shapes(b_shape, geometry)[target.part][0]
+        needed = (rows, a_shape[1])
+        found = tensors.get(weight)
+        if found is None:
+            raise ExportError(
+                f"{root}: the base has no {weight}, which the adapter [{target.a_key}] adapts"
+            )
+        if tuple(found.shape) != needed:
+            raise ExportError(
+                f"{root} [{weight}]: shape {tuple(found.shape)} in the base, but the adapter"
+                f" [{target.b_key}] needs {needed}: not the base it was trained on"
+            )

@@ -137,6 +137,12 @@ def test_verl_lora_beside_its_base_exports_merged(tmp_path):
     expected = _logits(_merged(model, lora))
     torch.testing.assert_close(logits_of(out, ids), expected, rtol=0, atol=1e-4)
     assert (expected - _logits(model)).abs().max() > 1e-2  # the adapter changes the model
+    described = f"Megatron LoRA rank {RANK} on 8 modules"
+    code, stdout, err = run_cli("ckpt", "validate", run)
+    assert code == 0 and f"{described} (linear_fc1, linear_fc2, linear_proj, linear_qkv)" in stdout
+    assert "beside the base weights" in stdout and "warning" not in stdout, stdout + err
+    code, stdout, _ = run_cli("ckpt", "inspect", run)
+    assert code == 0 and f"lora        {described}" in stdout, stdout
 
 
 def test_alpha_recorded_nowhere_is_asked_for_then_taken_from_lora_alpha(tmp_path):
@@ -226,6 +232,7 @@ def test_a_bridge_adapter_without_its_base_says_what_supplies_it(tmp_path):
     assert code == 0 and "warning:" in stdout and "Megatron PEFT (LoRA) checkpoint" in stdout, (
         stdout + err
     )
+    assert f"Megatron LoRA rank {RANK} on 8 modules" in stdout and "adapter only" in stdout
     code, stdout, err = run_cli("ckpt", "validate", run, "--strict", "--json")
     report = json.loads(stdout)
     assert code == 1 and [f["severity"] for f in report["findings"]] == ["warning"], stdout
@@ -284,3 +291,40 @@ def test_an_adapter_config_linked_from_elsewhere_is_not_named(tmp_path):
     code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "out")
     line = one_error_line(err)
     assert code == 2 and "Megatron PEFT" in line and "saved with it" not in line, err
+
+
+def test_a_bridge_adapter_merges_onto_the_base_named_by_hf_config(tmp_path):
+    model = tiny_causal_lm("llama", vocab=500)
+    lora = _hf_lora(model)
+    run, _ = _bridge_lora_run(tmp_path, model, lora, BRIDGE_PEFT)
+    base = tmp_path / "base"
+    model.save_pretrained(base)
+    out = tmp_path / "out"
+    args = ("ckpt", "export-hf", run, "--out", out, "--hf-config", base, "--verify")
+    code, stdout, err = run_cli(*args, "--max-shard-size", "200KB")
+    assert code == 0 and "run_config.yaml peft" in err, stdout + err
+    assert load_report(out) == {} and (out / "model.safetensors.index.json").is_file()
+    expected = _logits(_merged(model, lora))
+    torch.testing.assert_close(logits_of(out, fixed_inputs(500)), expected, rtol=0, atol=1e-4)
+
+
+def test_a_base_of_other_shapes_or_without_weights_is_named(tmp_path):
+    model = tiny_causal_lm("llama", vocab=500)
+    run, _ = _bridge_lora_run(tmp_path, model, _hf_lora(model), BRIDGE_PEFT)
+    config_only = tmp_path / "config_only"
+    model.config.save_pretrained(config_only)
+    code, _, err = run_cli(
+        "ckpt", "export-hf", run, "--out", tmp_path / "a", "--hf-config", config_only
+    )
+    line = one_error_line(err)
+    assert code == 2 and "no *.safetensors base weights" in line and "--adapter-only" in line
+    other = copy.deepcopy(model.config)
+    other.intermediate_size = 96
+    from transformers import AutoModelForCausalLM
+
+    wrong = tmp_path / "wrong"
+    AutoModelForCausalLM.from_config(other).save_pretrained(wrong)
+    code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "b", "--hf-config", wrong)
+    line = one_error_line(err)
+    assert code == 1 and "mlp.linear_fc1.adapter.linear_out.weight" in line, err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
