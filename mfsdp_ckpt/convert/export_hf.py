@@ -442,7 +442,7 @@ def export_hf(
             plan = plan_export(source, config, layout_name=layout_name, dtype=dtype)
             plan.allow_nonfinite = allow_nonfinite
             if plan.lora is not None:  # merged: alpha recorded or given, never guessed
-                set_lora_scale(plan.lora, source.location, local_paths, lora_alpha)
+                set_lora_scale(plan.lora, source.location, local_paths, lora_alpha, source.reader)
             _check_backed(plan)  # before the output files reserve the plan's bytes
             writer = ShardedSafetensorsWriter(tmp, plan.specs(), max_shard_size)
             writer.open()

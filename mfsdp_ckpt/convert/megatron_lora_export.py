@@ -102,7 +102,7 @@ def export_megatron_adapter(
         config_dir.rmdir()
         lora = plan_adapter(source, config)
         assert lora is not None  # holds_adapters said so
-        set_lora_scale(lora, source.location, prepared.local_paths, lora_alpha)
+        set_lora_scale(lora, source.location, prepared.local_paths, lora_alpha, source.reader)
         result = _write_adapter(lora, source.reader, config, tmp, dtype, verify, progress)
         if result.mismatches:
             raise ExportVerifyError(result.mismatches)
@@ -249,7 +249,7 @@ def merge_onto_base(
             raise ExportUsageError(str(err).replace(str(tmp / "config.json"), where)) from None
         lora = plan_adapter(source, config)
         assert lora is not None  # adapter_only_checkpoint said so
-        set_lora_scale(lora, source.location, prepared.local_paths, lora_alpha)
+        set_lora_scale(lora, source.location, prepared.local_paths, lora_alpha, source.reader)
         tensors = safetensors_tensors(root, weights)
         geometry = Geometry.from_config(config)
         _check_base_fits(lora, source.reader, geometry, root, tensors)

@@ -328,3 +328,25 @@ def test_a_base_of_other_shapes_or_without_weights_is_named(tmp_path):
     line = one_error_line(err)
     assert code == 1 and "mlp.linear_fc1.adapter.linear_out.weight" in line, err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_a_linear_fc1_adapter_saved_with_tensor_parallelism_is_refused(tmp_path):
+    """Its B rows are [gate; up] per tensor-parallel rank, interleaved: read as [gate; up]
+    it would merge wrong rows. Only linear_fc1 is affected (qkv keeps whole query groups
+    per rank), so an adapter without it still exports."""
+    model = tiny_causal_lm("qwen2", vocab=500)
+    lora = _hf_lora(model)
+    run = _verl_lora_run(tmp_path, model, lora)
+    record = run / "global_step_5" / "actor" / "transformer_config.json"
+    record.write_text(json.dumps({"tensor_model_parallel_size": 2, "num_layers": 2}))
+    code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "out")
+    line = one_error_line(err)
+    assert code == 2 and str(record) in line and "tensor_model_parallel_size 2" in line, err
+    attention = {m: ab for m, ab in lora.items() if ".self_attn." in m}
+    run = _verl_lora_run(tmp_path / "attention", model, attention)
+    (run / "global_step_5" / "actor" / "transformer_config.json").write_text(record.read_text())
+    out = tmp_path / "attention_out"
+    code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", out)
+    assert code == 0, stdout + err
+    expected = _logits(_merged(model, attention))
+    torch.testing.assert_close(logits_of(out, fixed_inputs(500)), expected, rtol=0, atol=1e-4)
