@@ -12,11 +12,12 @@ lora_A / lora_B of q_proj, k_proj, v_proj (gate_proj, up_proj), with the same sc
 description serves a merged export (each HF weight plus its delta), a PEFT adapter export,
 and a merge onto a base model read from elsewhere.
 
-Variants whose math differs (DoRA's magnitude vector, canonical LoRA's separate q/k/v
-adapters, several adapters on one module) and adapters on modules without a dense HF
-counterpart are refused in one line naming the variant: exporting them as plain LoRA would
-write a different model. Linear_fc1's B is the Megatron-FSDP layout of one tensor-parallel
-rank ([gate; up]); it is not split into _w / _v by the fsdp_dtensor save, as the base is.
+Canonical LoRA's separate q/k/v (gate/up) adapters are each one HF module's already.
+Variants whose math differs (DoRA's magnitude vector, several adapters on one module) and
+adapters on modules without a dense HF counterpart are refused in one line naming the
+variant: exporting them as plain LoRA would write a different model. Linear_fc1's B is
+[gate; up] per tensor-parallel rank; the fsdp_dtensor save does not split it into _w / _v
+as it does the base weight (megatron_lora_alpha refuses it for a tensor-parallel run).
 """
 
 from __future__ import annotations
@@ -44,15 +45,11 @@ _ADAPTER_PATH = re.compile(r"\.adapters?\.")
 _LORA_KEY = re.compile(
     r"^decoder\.layers\.(?P<layer>\d+)\.(?P<part>self_attention\.linear_qkv|"
     r"self_attention\.linear_proj|mlp\.linear_fc1|mlp\.linear_fc2)"
-    r"\.adapter\.linear_(?P<which>in|out)\.weight$"
+    r"\.adapter\.(?:adapter_(?P<sub>q|k|v|gate|up)\.)?linear_(?P<which>in|out)\.weight$"
 )
 # Adapters whose math is not W + scale * B @ A, by the names they add.
 _VARIANTS = (
     (re.compile(r"\.adapter\.weight_magnitude$"), "DoRA (its weight_magnitude rescales W)"),
-    (
-        re.compile(r"\.adapter\.adapter_[a-z]+\."),
-        "canonical LoRA (separate q/k/v, gate/up adapters)",
-    ),
     (re.compile(r"\.adapters\."), "several adapters on one module"),
 )
 # The HF modules each adapted Megatron module stands for, and how B's rows split between them.
@@ -65,7 +62,17 @@ _HF_MODULES: dict[str, tuple[tuple[str, ...], Transform]] = {
     "mlp.linear_fc1": (("mlp.gate_proj", "mlp.up_proj"), GATE_UP),
     "mlp.linear_fc2": (("mlp.down_proj",), COPY),
 }
-SUPPORTED_VARIANT = "Megatron-Bridge LoRA (linear_in / linear_out adapters)"
+# Canonical LoRA (peft/canonical_lora.py) adapts q, k, v (gate, up) apart: each adapter's
+# output is already that HF module's, in Hugging Face row order (LoRALinearSplitQKV
+# interleaves the three outputs per query group only when adding them to linear_qkv's).
+_CANONICAL: dict[tuple[str, str], str] = {
+    ("self_attention.linear_qkv", "q"): "self_attn.q_proj",
+    ("self_attention.linear_qkv", "k"): "self_attn.k_proj",
+    ("self_attention.linear_qkv", "v"): "self_attn.v_proj",
+    ("mlp.linear_fc1", "gate"): "mlp.gate_proj",
+    ("mlp.linear_fc1", "up"): "mlp.up_proj",
+}
+SUPPORTED_VARIANT = "Megatron-Bridge LoRA and canonical LoRA (linear_in / linear_out adapters)"
 
 
 @dataclass(frozen=True)
@@ -134,7 +141,8 @@ def adapter_summary(shapes: dict[str, tuple[int, ...]]) -> str | None:
     ranks = sorted({shape[0] for _, shape in inputs if shape})
     parts = sorted({match["part"].rsplit(".", 1)[-1] for match, _ in inputs})
     rank = "/".join(map(str, ranks)) or "?"
-    return f"Megatron LoRA rank {rank} on {len(inputs)} modules ({', '.join(parts)}), {base}"
+    kind = "canonical LoRA" if any(match["sub"] for match, _ in inputs) else "LoRA"
+    return f"Megatron {kind} rank {rank} on {len(inputs)} modules ({', '.join(parts)}), {base}"
 
 
 def stored_adapter_summary(reader: CheckpointReader) -> str | None:
@@ -183,14 +191,29 @@ def describe_adapters(
     the HF weight shapes the config gives (`expected`), and map them to HF modules.
     AdapterWeightsError (exit 2) for an unpaired adapter; ValueError for shapes that do
     not fit (the caller names the checkpoint)."""
-    pairs: dict[tuple[str, str], dict[str, str]] = {}
+    pairs: dict[tuple[str, str, str], dict[str, str]] = {}
     for path in adapters:
         match = _LORA_KEY.match(path)
         assert match is not None  # split_adapters refused every other name
-        pairs.setdefault((match["layer"], match["part"]), {})[match["which"]] = path
+        if match["sub"] and (match["part"], match["sub"]) not in _CANONICAL:
+            raise AdapterWeightsError(
+                f"[{adapters[path]}]: a canonical LoRA adapter_{match['sub']} on"
+                f" {match['part']}, which has no such part"
+            )
+        key = (match["layer"], match["part"], match["sub"] or "")
+        pairs.setdefault(key, {})[match["which"]] = path
+    fused = {(layer, part) for layer, part, sub in pairs if not sub}
+    both = next(((n, p) for n, p, sub in pairs if sub and (n, p) in fused), None)
+    if both is not None:
+        raise AdapterWeightsError(
+            f"decoder.layers.{both[0]}.{both[1]}: both a LoRA adapter and canonical LoRA"
+            " adapters on one module"
+        )
     ranks: set[int] = set()
     targets: dict[str, HFLoraTarget] = {}
-    for (layer, part), pair in sorted(pairs.items(), key=lambda kv: (int(kv[0][0]), kv[0][1])):
+    for (layer, part, sub), pair in sorted(
+        pairs.items(), key=lambda kv: (int(kv[0][0]), kv[0][1:])
+    ):
         if set(pair) != {"in", "out"}:
             only = next(iter(pair.values()))
             raise AdapterWeightsError(
@@ -204,7 +227,7 @@ def describe_adapters(
                 " pair (dim x in, out x dim)"
             )
         ranks.add(a[0])
-        modules, transform = _HF_MODULES[part]
+        modules, transform = _HF_MODULES[part] if not sub else ((_CANONICAL[part, sub],), COPY)
         weights = [f"model.layers.{layer}.{module}.weight" for module in modules]
         missing = [w for w in weights if w not in expected]
         if missing:

@@ -32,9 +32,9 @@ if TYPE_CHECKING:
 MAX_ADAPTER_CONFIG_BYTES = 1 << 20  # an adapter_config.json is about 1 KB
 VERL_TRANSFORMER_CONFIG = "transformer_config.json"  # Megatron's TransformerConfig, as JSON
 _FC1_ADAPTER = ".mlp.linear_fc1.adapter.linear_in.weight"
-# Bridge PEFT classes (the last part of `_target_`) that are plain LoRA: VLMLoRA only
-# chooses which towers to adapt.
-_PLAIN_LORA = ("LoRA", "VLMLoRA")
+# Bridge PEFT classes (the last part of `_target_`) whose scale is alpha / dim on W + B @ A:
+# VLMLoRA only chooses which towers to adapt, CanonicalLoRA adapts q, k, v apart.
+_PLAIN_LORA = ("LoRA", "VLMLoRA", "CanonicalLoRA")
 
 
 def _positive(value: Any) -> float | None:

@@ -242,7 +242,8 @@ def test_a_bridge_adapter_without_its_base_says_what_supplies_it(tmp_path):
     ("extra", "variant"),
     [
         ("adapter.weight_magnitude", "DoRA"),
-        ("adapter.adapter_q.linear_in.weight", "canonical LoRA"),
+        ("adapters.second.linear_in.weight", "several adapters on one module"),
+        ("adapter.adapter_gate.linear_in.weight", "no such part"),
     ],
 )
 def test_variants_that_are_not_plain_lora_are_refused_by_name(tmp_path, extra, variant):
@@ -350,3 +351,48 @@ def test_a_linear_fc1_adapter_saved_with_tensor_parallelism_is_refused(tmp_path)
     assert code == 0, stdout + err
     expected = _logits(_merged(model, attention))
     torch.testing.assert_close(logits_of(out, fixed_inputs(500)), expected, rtol=0, atol=1e-4)
+
+
+def test_canonical_lora_exports_merged_and_as_a_peft_adapter(tmp_path):
+    """Bridge's CanonicalLoRA adapts q, k, v and gate, up apart (`adapter.adapter_q.` ...),
+    each B in its HF module's own row order; linear_proj / linear_fc2 as plain LoRA."""
+    from peft import PeftModel
+
+    model = tiny_causal_lm("qwen2", vocab=500)
+    generator = torch.Generator().manual_seed(5)
+    weights, lora, adapters = model.state_dict(), {}, {}
+    canonical = {
+        "q": ("self_attention.linear_qkv", "self_attn.q_proj"),
+        "k": ("self_attention.linear_qkv", "self_attn.k_proj"),
+        "v": ("self_attention.linear_qkv", "self_attn.v_proj"),
+        "gate": ("mlp.linear_fc1", "mlp.gate_proj"),
+        "up": ("mlp.linear_fc1", "mlp.up_proj"),
+    }
+    for layer in range(2):
+        for sub, (part, hf) in canonical.items():
+            rows, cols = weights[f"model.layers.{layer}.{hf}.weight"].shape
+            a = torch.randn(RANK, cols, generator=generator) * 0.1
+            b = torch.randn(rows, RANK, generator=generator) * 0.1
+            lora[f"model.layers.{layer}.{hf}"] = (a, b)
+            stem = f"module.decoder.layers.{layer}.{part}.adapter.adapter_{sub}."
+            adapters |= {stem + "linear_in.weight": a, stem + "linear_out.weight": b}
+    plain = _hf_lora(model, parts=("self_attention.linear_proj", "mlp.linear_fc2"))
+    lora |= plain
+    adapters |= _megatron_adapters(model, plain)
+    run = _verl_lora_run(tmp_path, model, {})
+    dcp = run / "global_step_5" / "actor" / "model" / "dist_ckpt"
+    for file in dcp.iterdir():
+        file.unlink()
+    save_dcp({"model": {**mcore_weights(model), **adapters}}, dcp)
+    code, stdout, _ = run_cli("ckpt", "inspect", run)
+    assert f"Megatron canonical LoRA rank {RANK} on 14 modules" in stdout, stdout
+    expected = _logits(_merged(model, lora))
+    out = tmp_path / "merged"
+    code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", out, "--verify")
+    assert code == 0, stdout + err
+    torch.testing.assert_close(logits_of(out, fixed_inputs(500)), expected, rtol=0, atol=1e-4)
+    out = tmp_path / "adapter"
+    code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", out, "--adapter-only")
+    assert code == 0, stdout + err
+    adapted = PeftModel.from_pretrained(tiny_causal_lm("qwen2", vocab=500), str(out)).eval()
+    torch.testing.assert_close(_logits(adapted), expected, rtol=0, atol=1e-4)
