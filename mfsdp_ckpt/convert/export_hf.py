@@ -398,6 +398,11 @@ def export_hf(
             lora_alpha=lora_alpha,
             progress=progress,
         )
+    if lora_alpha is not None and lora_manifest(ckpt) is not None:
+        raise ExportUsageError(
+            f"--lora-alpha: {ckpt} is an mfsdp LoRA checkpoint, whose manifest records its"
+            " alpha; leave --lora-alpha out"
+        )
     if adapter_only or lora_manifest(ckpt) is not None:
         return export_lora(
             ckpt,
@@ -441,6 +446,11 @@ def export_hf(
                 ) from None
             plan = plan_export(source, config, layout_name=layout_name, dtype=dtype)
             plan.allow_nonfinite = allow_nonfinite
+            if plan.lora is None and lora_alpha is not None:
+                raise ExportUsageError(
+                    f"--lora-alpha: {source.location} holds no Megatron LoRA adapter; leave"
+                    " --lora-alpha out"
+                )
             if plan.lora is not None:  # merged: alpha recorded or given, never guessed
                 set_lora_scale(plan.lora, source.location, local_paths, lora_alpha, source.reader)
             _check_backed(plan)  # before the output files reserve the plan's bytes

@@ -175,4 +175,4 @@ def set_lora_scale(
             f" --lora-alpha A (the run's alpha; the merge adds alpha / {lora.rank} * B @ A)"
         )
     lora.scale = lora.alpha / lora.rank
-    lora.notes.append(f"{note}: merged scale alpha / dim = {lora.scale:g}")
+    lora.notes.append(f"{note} (scale alpha / dim = {lora.scale:g})")

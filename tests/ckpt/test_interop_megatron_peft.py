@@ -160,6 +160,12 @@ def test_alpha_recorded_nowhere_is_asked_for_then_taken_from_lora_alpha(tmp_path
     assert code == 0 and "from --lora-alpha" in err, stdout + err
     expected = _logits(_merged(model, lora, scale=2 / RANK))
     torch.testing.assert_close(logits_of(out, fixed_inputs(500)), expected, rtol=0, atol=1e-4)
+    dense = tmp_path / "dense"
+    save_dcp({"model": mcore_weights(model)}, dense / "dist_ckpt")
+    model.config.save_pretrained(dense / "huggingface")
+    code, _, err = run_cli("ckpt", "export-hf", dense, "--out", tmp_path / "o", "--lora-alpha", "2")
+    line = one_error_line(err)
+    assert code == 2 and "holds no Megatron LoRA adapter" in line, err
 
 
 def test_a_saved_adapter_config_of_another_rank_is_refused(tmp_path):
