@@ -184,8 +184,8 @@ def _check_backed(plan: ExportPlan) -> None:
     sizes the output reserves are backed by real bytes (metadata claiming 1 TiB over a
     1 KB blob must not make export reserve 1 TiB of disk first)."""
     reader = plan.source.reader
-    for item in plan.items:
-        entry = plan.entry(item)
+    adapters = plan.lora.adapter_keys if plan.lora is not None else []
+    for entry in [plan.entry(item) for item in plan.items] + [reader.tensors[k] for k in adapters]:
         for chunk in entry.chunks:
             if chunk.numel:
                 reader._check_stored(entry, chunk)

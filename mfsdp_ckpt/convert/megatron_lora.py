@@ -226,6 +226,11 @@ def describe_adapters(
                 f"[{adapters[pair['in']]}]: linear_in {a} and linear_out {b} are not a LoRA"
                 " pair (dim x in, out x dim)"
             )
+        if a[0] > max(a[1], b[0]):  # a LoRA's rank is below its weight's sizes
+            raise ValueError(
+                f"[{adapters[pair['in']]}]: rank {a[0]} exceeds the {b[0]} x {a[1]} weight it"
+                " adapts; not a LoRA adapter"
+            )
         ranks.add(a[0])
         modules, transform = _HF_MODULES[part] if not sub else ((_CANONICAL[part, sub],), COPY)
         weights = [f"model.layers.{layer}.{module}.weight" for module in modules]

@@ -402,3 +402,18 @@ def test_canonical_lora_exports_merged_and_as_a_peft_adapter(tmp_path):
     assert code == 0, stdout + err
     adapted = PeftModel.from_pretrained(tiny_causal_lm("qwen2", vocab=500), str(out)).eval()
     torch.testing.assert_close(_logits(adapted), expected, rtol=0, atol=1e-4)
+
+
+def test_an_adapter_whose_rank_exceeds_its_weight_is_refused(tmp_path):
+    """A rank above the adapted weight's sizes is no LoRA (and would size the reads and the
+    output by a number the checkpoint's metadata alone claims)."""
+    model = tiny_causal_lm("qwen2", vocab=500)
+    lora = _hf_lora(model, parts=("self_attention.linear_proj",))
+    wide = {
+        m: (torch.zeros(300, a.shape[1]), torch.zeros(b.shape[0], 300))
+        for m, (a, b) in lora.items()
+    }
+    run = _verl_lora_run(tmp_path, model, wide)
+    code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "out", "--adapter-only")
+    line = one_error_line(err)
+    assert code == 1 and "rank 300 exceeds the 128 x 128 weight" in line, err
