@@ -21,7 +21,7 @@ import torch
 import yaml
 
 from tests.support.export import fixed_inputs, load_report, logits_of
-from tests.support.hf_to_mcore import _interleave_per_group, tiny_causal_lm
+from tests.support.hf_to_mcore import _interleave_per_group, tiny_causal_lm, to_mcore
 from tests.support.interop_layouts import one_error_line, run_cli
 from tests.support.megatron_checkpoints import bridge_run, mcore_weights, save_dcp
 
@@ -81,12 +81,13 @@ def _logits(model) -> torch.Tensor:
         return model(input_ids=fixed_inputs(model.config.vocab_size)).logits
 
 
-def _verl_lora_run(tmp_path, model, lora, saved_alpha: float | None = ALPHA):
-    """verl's v2 layout of a Megatron-FSDP LoRA run: one DCP with base and adapter; the PEFT
-    adapter mbridge saves into model/huggingface/adapter/ when `saved_alpha` is given."""
+def _verl_lora_run(tmp_path, model, lora, saved_alpha: float | None = ALPHA, base=None):
+    """verl's v2 layout of a Megatron-FSDP LoRA run: one DCP with base (`base`, else
+    `mcore_weights`) and adapter; the PEFT adapter mbridge saves into
+    model/huggingface/adapter/ when `saved_alpha` is given."""
     run = tmp_path / "verl"
     actor = run / "global_step_5" / "actor"
-    weights = {**mcore_weights(model), **_megatron_adapters(model, lora)}
+    weights = {**(base or mcore_weights(model)), **_megatron_adapters(model, lora)}
     save_dcp({"model": weights}, actor / "model" / "dist_ckpt")
     hf = actor / "model" / "huggingface"
     model.config.save_pretrained(hf)
@@ -417,3 +418,17 @@ def test_an_adapter_whose_rank_exceeds_its_weight_is_refused(tmp_path):
     code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "out", "--adapter-only")
     line = one_error_line(err)
     assert code == 1 and "rank 300 exceeds the 128 x 128 weight" in line, err
+
+
+def test_a_fused_fc1_and_te_norm_names_merge_the_same(tmp_path):
+    """linear_fc1.weight fused as [gate; up] (no _w / _v split) and Transformer Engine's
+    layer_norm_weight names: the adapter's deltas land on gate_proj / up_proj alike."""
+    model = tiny_causal_lm("qwen3", vocab=500)
+    lora = _hf_lora(model)
+    base = {f"module.{k}": v for k, v in to_mcore(model, norms="te", fc1="fused").items()}
+    run = _verl_lora_run(tmp_path, model, lora, base=base)
+    out = tmp_path / "out"
+    code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", out, "--verify")
+    assert code == 0, stdout + err
+    expected = _logits(_merged(model, lora))
+    torch.testing.assert_close(logits_of(out, fixed_inputs(500)), expected, rtol=0, atol=1e-4)
