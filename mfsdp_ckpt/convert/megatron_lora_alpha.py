@@ -1,4 +1,5 @@
-"""Where a Megatron LoRA checkpoint records its alpha (the scale is alpha / dim).
+"""What a Megatron LoRA checkpoint records about its adapter beyond the tensors: alpha (the
+scale is alpha / dim) and the tensor parallelism a linear_fc1 adapter was saved with.
 
 The adapter's dim is its tensors' shape; alpha is in no tensor. Megatron-Bridge writes its
 PEFT config into each iteration's run_config.yaml (`peft:` with `_target_`
@@ -67,13 +68,13 @@ def _from_run_config(paths: layout.CheckpointPaths, lora: MegatronLora) -> str |
     return f"LoRA alpha {alpha:g} from {where}"
 
 
-def _from_saved_adapter(folder: Path | None, lora: MegatronLora) -> str | None:
+def _from_saved_adapter(folder: Path | None, lora: MegatronLora, root: Path) -> str | None:
     """The Hugging Face PEFT adapter saved beside the checkpoint (`r`, `lora_alpha`)."""
     if folder is None:
         return None
     file = folder / "adapter_config.json"
     try:
-        data = loads_unique(safe_files.read_text(file, MAX_ADAPTER_CONFIG_BYTES))
+        data = loads_unique(safe_files.read_text(file, MAX_ADAPTER_CONFIG_BYTES, root))
     except ValueError as err:
         raise CheckpointFormatError(f"{file}: not valid JSON ({err})") from None
     if not isinstance(data, dict):
@@ -163,10 +164,10 @@ def set_lora_scale(
         lora.alpha = float(lora_alpha)
         note: str | None = f"LoRA alpha {lora.alpha:g} from --lora-alpha"
     else:
-        saved = saved_peft_adapter(location) if paths is not None else None
-        note = (_from_run_config(paths, lora) if paths is not None else None) or (
-            _from_saved_adapter(saved, lora)
-        )
+        note = None
+        if paths is not None:  # a local checkpoint: its own records
+            saved = saved_peft_adapter(location)
+            note = _from_run_config(paths, lora) or _from_saved_adapter(saved, lora, paths.root)
     if note is None or lora.alpha is None:
         raise ExportUsageError(
             f"{location}: a Megatron LoRA adapter of rank {lora.rank} on"
