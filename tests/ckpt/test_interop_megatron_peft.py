@@ -169,7 +169,7 @@ def test_alpha_recorded_nowhere_is_asked_for_then_taken_from_lora_alpha(tmp_path
     assert code == 2 and "holds no Megatron LoRA adapter" in line, err
 
 
-def test_a_saved_adapter_config_of_another_rank_is_refused(tmp_path):
+def test_a_saved_adapter_config_of_another_rank_or_not_json_is_refused(tmp_path):
     model = tiny_causal_lm("qwen2", vocab=500)
     run = _verl_lora_run(tmp_path, model, _hf_lora(model))
     saved = next(run.rglob("adapter_config.json"))
@@ -177,6 +177,11 @@ def test_a_saved_adapter_config_of_another_rank_is_refused(tmp_path):
     code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "out")
     line = one_error_line(err)
     assert code == 2 and str(saved) in line and "r 16" in line and f"rank {RANK}" in line, err
+    saved.write_text('{"r": 4, "r": 4')
+    code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "out")
+    line = one_error_line(err)
+    assert code == 1 and str(saved) in line and "not valid JSON" in line, err
+    assert not (tmp_path / "out").exists()
 
 
 def test_adapter_only_writes_a_peft_adapter_equal_to_the_merged_model(tmp_path):
