@@ -189,6 +189,7 @@ def _verdict(report, strict: bool, deep: bool) -> str:
         f"{verdict}: {report.checkpoint} ({report.layout},{role} step "
         f"{report.step if report.step is not None else '-'}, {report.tensors} tensors, "
         f"{report.tensor_bytes / 2**20:.1f} MiB, {report.files} files{optimizer}"
+        f"{f', {report.adapter}' if report.adapter else ''}"
         f"{', deep' if deep else ''}{unhashed})"
     )
 

@@ -77,7 +77,17 @@ from trainer.progress import CallbackBar
     is_flag=True,
     help="LoRA checkpoints: write a PEFT adapter dir (adapter_config.json + "
     "adapter_model.safetensors). Without it a LoRA checkpoint exports merged "
-    "onto the base model its manifest names.",
+    "onto the base model its manifest names (Megatron LoRA: onto the base weights saved "
+    "beside it).",
+)
+@click.option(
+    "--lora-alpha",
+    type=float,
+    default=None,
+    metavar="A",
+    help="Megatron LoRA checkpoints whose alpha is recorded nowhere (verl saves none): the"
+    " run's alpha; the merge adds alpha / dim * linear_out @ linear_in. Overrides a recorded"
+    " one.",
 )
 @click.option(
     "--overwrite",
@@ -104,6 +114,7 @@ def export_hf(
     verify: bool,
     role: str | None,
     adapter_only: bool,
+    lora_alpha: float | None,
     overwrite: bool,
     allow_nonfinite: bool,
     as_json: bool,
@@ -160,6 +171,7 @@ def export_hf(
                 role=role,
                 allow_nonfinite=allow_nonfinite,
                 adapter_only=adapter_only,
+                lora_alpha=lora_alpha,
                 base_progress=base_bar.update if base_bar.enabled else None,
             )
         finally:

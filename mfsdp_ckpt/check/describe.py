@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any
 
 from mfsdp_ckpt.check.printable import printable
+from mfsdp_ckpt.convert.megatron_lora import stored_adapter_summary
 from mfsdp_ckpt.errors import CheckpointFormatError, MfsdpError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
@@ -176,6 +177,7 @@ def describe_checkpoint(
         "created_at": manifest.created_at if manifest else None,
         "file_digests": sorted({r.algorithm for r in manifest.files.values()}) if manifest else [],
         "lora": describe_lora(manifest, str(paths.manifest), deep=deep, progress=progress),
+        "megatron_adapter": stored_adapter_summary(reader),
         "tensors": tensors,
         "objects": objects,
         "totals": {
@@ -214,6 +216,8 @@ def format_description(description: dict) -> str:
         lines.append(f"digests     {', '.join(description['file_digests'])} (manifest.json)")
     if description.get("lora") is not None:
         lines += format_lora(description["lora"])
+    if description.get("megatron_adapter") is not None:
+        lines.append(f"lora        {printable(description['megatron_adapter'])}")
     names = [printable(t["name"], MAX_NAME_CHARS) for t in description["tensors"]]
     width = max((len(name) for name in names), default=4)
     lines.append("")

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mfsdp_ckpt.check.printable import printable
+from mfsdp_ckpt.convert.megatron_lora import stored_adapter_summary
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import layout, state_keys
 from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
@@ -72,6 +73,7 @@ class ValidationReport:
     has_optimizer_state: bool | None = None  # Adam moments etc. under optimizer.state.
     hash_algorithms: list[str] = field(default_factory=list)  # digests `deep` checked
     note: str | None = None  # how the path was read (a parent dir holding one run), for stderr
+    adapter: str | None = None  # a Megatron PEFT adapter among the weights, in one line
 
     def add(self, severity: str, where: str | Path, message: str) -> None:
         self.findings.append(Finding(severity, str(where), message))
@@ -143,6 +145,7 @@ def validate_paths(
         return report
     report.tensors = len(reader.tensors)
     report.tensor_bytes = sum(e.nbytes for e in reader.tensors.values())
+    report.adapter = stored_adapter_summary(reader)
     _check_files(paths, reader, manifest, report)
     _check_chunks(reader, report)
     _check_storage_entries(reader, report)

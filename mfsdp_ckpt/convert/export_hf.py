@@ -57,6 +57,7 @@ from mfsdp_ckpt.convert.megatron_config import (
     has_recorded_config,
     recorded_config,
 )
+from mfsdp_ckpt.convert.megatron_lora_alpha import set_lora_scale
 from mfsdp_ckpt.convert.name_maps import MappedTensor
 from mfsdp_ckpt.convert.units import human_bytes, human_rate
 from mfsdp_ckpt.format import layout
@@ -183,8 +184,8 @@ def _check_backed(plan: ExportPlan) -> None:
     sizes the output reserves are backed by real bytes (metadata claiming 1 TiB over a
     1 KB blob must not make export reserve 1 TiB of disk first)."""
     reader = plan.source.reader
-    for item in plan.items:
-        entry = plan.entry(item)
+    adapters = plan.lora.adapter_keys if plan.lora is not None else []
+    for entry in [plan.entry(item) for item in plan.items] + [reader.tensors[k] for k in adapters]:
         for chunk in entry.chunks:
             if chunk.numel:
                 reader._check_stored(entry, chunk)
@@ -283,60 +284,31 @@ def _no_tokenizer_note(asset_location: str, derived: DerivedConfig | None, out: 
     )
 
 
-def export_hf(
+@dataclass
+class PreparedSource:
+    """A checkpoint to export and the Hugging Face files that describe it, all checked
+    before the output is claimed."""
+
+    source: _Source
+    local_paths: layout.CheckpointPaths | None
+    asset_location: str
+    derived: DerivedConfig | None
+    assets: dict[str, Callable[[], bytes]]
+
+
+def prepare_source(
     ckpt: str | os.PathLike,
-    out_dir: str | os.PathLike,
-    *,
-    dtype: str = "auto",
-    max_shard_size: int = 5 * 10**9,
-    hf_config: str | os.PathLike | None = None,
-    layout_name: str = "auto",
-    workers: int = 4,
-    verify: bool = False,
-    overwrite: bool = False,
-    io: str = "auto",
-    buffer_bytes: int = MIN_BUFFER_BYTES,
-    progress: Progress | None = None,
-    role: str | None = None,
-    allow_nonfinite: bool = False,
-    adapter_only: bool = False,
-    base_progress: ByteProgress | None = None,
-) -> ExportResult:
-    """Convert `ckpt` (any level of any layout `layout.resolve_checkpoint` reads, or a URL)
-    into `out_dir`; `role` picks verl's actor (default) or critic (refused: not an LM).
-
-    A LoRA checkpoint is merged onto its base model, or with `adapter_only` written as a
-    PEFT adapter dir (`mfsdp_ckpt.convert.lora_export`); merging first hashes the whole base
-    model, reported to `base_progress` as (bytes hashed, bytes to hash).
-
-    Raises ExportUsageError / CheckpointPathError / OutputDirError (bad usage), ExportError
-    (NonFiniteError: a weight holds NaN/Inf, unless `allow_nonfinite`), OutputBusyError
-    (another run is writing `out_dir`), CheckpointFormatError / CheckpointFileError /
-    UnsafeMetadataError (bad checkpoint), OSError (disk full, unwritable). On any failure
-    nothing is left at `out_dir`, and `overwrite` replaces only an empty directory or an
-    earlier export (`out_dir.py`).
-    """
-    from mfsdp_ckpt.convert.lora_export import (  # it builds on this module
-        export_lora,
-        lora_manifest,
-    )
-
-    if adapter_only or lora_manifest(ckpt) is not None:
-        return export_lora(
-            ckpt,
-            out_dir,
-            adapter_only=adapter_only,
-            dtype=dtype,
-            max_shard_size=max_shard_size,
-            hf_config=hf_config,
-            verify=verify,
-            overwrite=overwrite,
-            progress=progress,
-            base_progress=base_progress,
-        )
-    started = time.monotonic()
-    out = Path(out_dir)
-    source = _resolve_source(str(ckpt), io, role)
+    out: Path,
+    hf_config: str | os.PathLike | None,
+    io: str,
+    role: str | None,
+    source: _Source | None = None,
+) -> PreparedSource:
+    """Resolve `ckpt`, refuse an --out that would touch what is read, find config.json
+    (--hf-config, the checkpoint's own HF dir, or derived from its Megatron record) and run
+    validate's cheap checks (`source`: `ckpt` already resolved). ExportUsageError when no
+    config can be found."""
+    source = source if source is not None else _resolve_source(str(ckpt), io, role)
     _check_out_dir(out, source.protected, model_dirs_of(hf_config))
     local_paths = None if is_url(str(ckpt)) else layout.resolve_checkpoint(ckpt, role=role)
     asset_location = str(hf_config) if hf_config is not None else source.hf_assets
@@ -363,6 +335,104 @@ def export_hf(
         local_paths is not None
     ):  # damaged or hostile: refused with validate's first error, before planning
         require_valid(local_paths, manifest_only=True)
+    return PreparedSource(source, local_paths, asset_location, derived, assets)
+
+
+def export_hf(
+    ckpt: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    dtype: str = "auto",
+    max_shard_size: int = 5 * 10**9,
+    hf_config: str | os.PathLike | None = None,
+    layout_name: str = "auto",
+    workers: int = 4,
+    verify: bool = False,
+    overwrite: bool = False,
+    io: str = "auto",
+    buffer_bytes: int = MIN_BUFFER_BYTES,
+    progress: Progress | None = None,
+    role: str | None = None,
+    allow_nonfinite: bool = False,
+    adapter_only: bool = False,
+    base_progress: ByteProgress | None = None,
+    lora_alpha: float | None = None,
+) -> ExportResult:
+    """Convert `ckpt` (any level of any layout `layout.resolve_checkpoint` reads, or a URL)
+    into `out_dir`; `role` picks verl's actor (default) or critic (refused: not an LM).
+
+    A LoRA checkpoint is merged onto its base model, or with `adapter_only` written as a
+    PEFT adapter dir (`mfsdp_ckpt.convert.lora_export`); merging first hashes the whole base
+    model, reported to `base_progress` as (bytes hashed, bytes to hash). A Megatron LoRA
+    adapter saved beside its base weights is merged into them (`megatron_lora`), its alpha
+    read from the checkpoint's record or `lora_alpha`; with `adapter_only` it is written as
+    a PEFT adapter dir (`megatron_lora_export`).
+
+    Raises ExportUsageError / CheckpointPathError / OutputDirError (bad usage), ExportError
+    (NonFiniteError: a weight holds NaN/Inf, unless `allow_nonfinite`), OutputBusyError
+    (another run is writing `out_dir`), CheckpointFormatError / CheckpointFileError /
+    UnsafeMetadataError (bad checkpoint), OSError (disk full, unwritable). On any failure
+    nothing is left at `out_dir`, and `overwrite` replaces only an empty directory or an
+    earlier export (`out_dir.py`).
+    """
+    from mfsdp_ckpt.convert.lora_export import (  # they build on this module
+        export_lora,
+        lora_manifest,
+    )
+    from mfsdp_ckpt.convert.megatron_lora_export import (
+        adapter_only_checkpoint,
+        export_megatron_adapter,
+        merge_onto_base,
+    )
+
+    if lora_manifest(ckpt) is None and adapter_only:
+        return export_megatron_adapter(
+            ckpt,
+            out_dir,
+            dtype=dtype,
+            hf_config=hf_config,
+            verify=verify,
+            overwrite=overwrite,
+            io=io,
+            role=role,
+            lora_alpha=lora_alpha,
+            progress=progress,
+        )
+    if lora_alpha is not None and lora_manifest(ckpt) is not None:
+        raise ExportUsageError(
+            f"--lora-alpha: {ckpt} is an mfsdp LoRA checkpoint, whose manifest records its"
+            " alpha; leave --lora-alpha out"
+        )
+    if adapter_only or lora_manifest(ckpt) is not None:
+        return export_lora(
+            ckpt,
+            out_dir,
+            adapter_only=adapter_only,
+            dtype=dtype,
+            max_shard_size=max_shard_size,
+            hf_config=hf_config,
+            verify=verify,
+            overwrite=overwrite,
+            progress=progress,
+            base_progress=base_progress,
+        )
+    started = time.monotonic()
+    out = Path(out_dir)
+    prepared = prepare_source(ckpt, out, hf_config, io, role)
+    if hf_config is not None and adapter_only_checkpoint(prepared.source):
+        return merge_onto_base(
+            prepared,
+            hf_config,
+            out,
+            dtype=dtype,
+            max_shard_size=max_shard_size,
+            verify=verify,
+            overwrite=overwrite,
+            lora_alpha=lora_alpha,
+            progress=progress,
+        )
+    source, local_paths, derived = prepared.source, prepared.local_paths, prepared.derived
+    asset_location, assets = prepared.asset_location, prepared.assets
     with claim_output(out, overwrite) as claim:
         tmp = claim.tmp
         writer: ShardedSafetensorsWriter | None = None
@@ -376,6 +446,13 @@ def export_hf(
                 ) from None
             plan = plan_export(source, config, layout_name=layout_name, dtype=dtype)
             plan.allow_nonfinite = allow_nonfinite
+            if plan.lora is None and lora_alpha is not None:
+                raise ExportUsageError(
+                    f"--lora-alpha: {source.location} holds no Megatron LoRA adapter; leave"
+                    " --lora-alpha out"
+                )
+            if plan.lora is not None:  # merged: alpha recorded or given, never guessed
+                set_lora_scale(plan.lora, source.location, local_paths, lora_alpha, source.reader)
             _check_backed(plan)  # before the output files reserve the plan's bytes
             writer = ShardedSafetensorsWriter(tmp, plan.specs(), max_shard_size)
             writer.open()
@@ -424,6 +501,7 @@ def export_hf(
     notes = [local_paths.note] if local_paths is not None and local_paths.note else []
     notes += _config_notes(source, local_paths, derived, hf_config)
     notes += plan.dropped_padding_notes()
+    notes += plan.lora.notes if plan.lora is not None else []
     if not any(name.startswith("tokenizer") for name in assets):
         notes.append(_no_tokenizer_note(asset_location, derived, out))
     return ExportResult(

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, ForeignWeightsError
 from mfsdp_ckpt.convert.export_source import _expected_weights, _Source
+from mfsdp_ckpt.convert.megatron_lora import MegatronLora, describe_adapters, split_adapters
 from mfsdp_ckpt.convert.name_maps import (
     COPY,
     LAYOUTS,
@@ -59,6 +60,11 @@ class ExportPlan:
     dtype: DType  # floating tensors are written in this dtype
     dtypes: dict[str, DType]  # per target name (integer tensors keep theirs)
     allow_nonfinite: bool = False  # False: a NaN/Inf written out stops the export
+    lora: MegatronLora | None = None  # a Megatron LoRA adapter merged into its weights
+
+    def merges(self, item: MappedTensor) -> bool:
+        """Whether a LoRA delta is added to one of this item's weights."""
+        return self.lora is not None and any(t in self.lora.targets for t in item.targets)
 
     def entry(self, item: MappedTensor) -> TensorEntry:
         return self.source.reader.tensors[item.source]
@@ -134,9 +140,12 @@ def plan_export(
             f"{source.location}: checkpoint holds no model weights (no model tensors)"
         )
     paths = {path: reader.tensors[key].shape for path, key in stored.items()}
+    lora = None
     try:
         chosen_layout = detect_layout(paths) if layout_name == "auto" else layout_name
         geometry = Geometry.from_config(config)
+        if chosen_layout == MCORE:
+            lora, paths, stored = _megatron_lora(source, config, paths, stored)
         items = map_names(paths, stored, chosen_layout, config.model_type, geometry)
     except ShapeError as err:
         raise ExportError(f"{source.location} {err}") from None
@@ -160,7 +169,52 @@ def plan_export(
         src_dtype = reader.tensors[item.source].dtype
         for target in item.targets:
             dtypes[target] = out_dtype if src_dtype.is_floating_point else src_dtype
-    return ExportPlan(source, chosen_layout, config.model_type, geometry, items, out_dtype, dtypes)
+    return ExportPlan(
+        source, chosen_layout, config.model_type, geometry, items, out_dtype, dtypes, lora=lora
+    )
+
+
+def plan_adapter(source: _Source, config) -> MegatronLora | None:
+    """The Megatron LoRA adapter a checkpoint holds, checked against the config's shapes
+    (base weights, when saved beside it, are not read): None when it holds none."""
+    stored = model_tensors(source.reader.tensors)
+    paths = {path: source.reader.tensors[key].shape for path, key in stored.items()}
+    try:
+        return _megatron_lora(source, config, paths, stored, base_needed=False)[0]
+    except ShapeError as err:
+        raise ExportError(f"{source.location} {err}") from None
+    except AdapterWeightsError as err:
+        raise ForeignWeightsError(f"{source.location} {err}") from None
+
+
+def _megatron_lora(
+    source: _Source,
+    config,
+    paths: dict[str, tuple[int, ...]],
+    stored: dict[str, str],
+    base_needed: bool = True,
+) -> tuple[MegatronLora | None, dict[str, tuple[int, ...]], dict[str, str]]:
+    """(adapter, base paths, base keys): Megatron LoRA tensors taken out of the model's
+    names and checked against the config; a checkpoint holding the adapter alone is refused
+    when `base_needed`, naming what supplies the base."""
+    base_paths, base_keys, adapters = split_adapters(paths, stored)
+    if not adapters:
+        return None, paths, stored
+    if base_needed and not base_paths:
+        raise AdapterWeightsError(
+            f"[{min(adapters.values())}]: {len(adapters)} Megatron PEFT adapter tensor(s) and no"
+            " base weights: a Megatron PEFT (LoRA) checkpoint, which holds the adapter only;"
+            " export it with --adapter-only (a Hugging Face PEFT adapter), or merge it with"
+            " --hf-config BASE_DIR naming the base model's dir (config.json and *.safetensors)"
+        )
+    shapes = {path: paths[path] for path in adapters}
+    try:
+        lora = describe_adapters(adapters, shapes, dict(_expected_weights(config).allowed))
+    except ValueError as err:
+        if isinstance(err, AdapterWeightsError):
+            raise
+        raise ShapeError(str(err)) from None
+    return lora, base_paths, base_keys
 
 
 # Where Megatron-Bridge (also_save_hf_checkpoint: iter_N/hf/) and verl (mbridge:
@@ -169,16 +223,23 @@ def plan_export(
 _PEFT_ADAPTER_DIRS = (("hf",), ("..", "huggingface", "adapter"))
 
 
-def _saved_peft_adapter(location: str) -> str:
-    """`; a Hugging Face PEFT adapter saved with it: DIR` when one of those holds an
-    adapter_config.json (a regular file, not followed through a link), else nothing: the
-    ready answer for a user who asked to export. Nothing is read."""
+def saved_peft_adapter(location: str) -> Path | None:
+    """The dir of the Hugging Face PEFT adapter saved beside the checkpoint at `location`,
+    if one of those dirs holds an adapter_config.json (a regular file, not followed through
+    a link), else None. Nothing is read."""
     for parts in _PEFT_ADAPTER_DIRS:
         folder = Path(os.path.normpath(os.path.join(location, *parts)))
         found = stat_inside(folder / "adapter_config.json", follow_symlinks=False)
         if found is not None and stat.S_ISREG(found.st_mode):
-            return f"; a Hugging Face PEFT adapter saved with it: {folder}"
-    return ""
+            return folder
+    return None
+
+
+def _saved_peft_adapter(location: str) -> str:
+    """`; a Hugging Face PEFT adapter saved with it: DIR` when there is one, else nothing:
+    the ready answer for a user who asked to export."""
+    folder = saved_peft_adapter(location)
+    return f"; a Hugging Face PEFT adapter saved with it: {folder}" if folder else ""
 
 
 def _check_against_config(
@@ -224,19 +285,31 @@ def convert(plan: ExportPlan, item: MappedTensor) -> list[tuple[str, torch.Tenso
     tensor = plan.source.reader.read_tensor(item.source)
     outputs = item.transform.apply(tensor, plan.geometry)
     del tensor
-    return [(name, value.to(plan.dtypes[name].torch)) for name, value in zip(item.targets, outputs)]
+    converted = []
+    for name, value in zip(item.targets, outputs):
+        if plan.lora is not None and name in plan.lora.targets:  # merged in fp32, then cast
+            value = value.float() + plan.lora.delta(plan.source.reader, name, plan.geometry)
+        converted.append((name, value.to(plan.dtypes[name].torch)))
+    return converted
 
 
 def _task_cost(plan: ExportPlan, item: MappedTensor) -> int:
     """Bytes one task holds at its peak: the stored tensor plus any copies made from it."""
     source = plan.entry(item).nbytes
-    copies = item.transform is not COPY or any(
-        plan.dtypes[t] != plan.entry(item).dtype for t in item.targets
+    copies = (
+        item.transform is not COPY
+        or plan.merges(item)
+        or any(plan.dtypes[t] != plan.entry(item).dtype for t in item.targets)
     )
     out = sum(
         math.prod(shape) * plan.dtypes[t].itemsize for t, shape in zip(item.targets, item.shapes)
     )
-    return source + (out if copies else 0)
+    merged = sum(  # the fp32 weight and its delta, made before the cast
+        2 * math.prod(shape) * 4
+        for t, shape in zip(item.targets, item.shapes)
+        if plan.lora is not None and t in plan.lora.targets
+    )
+    return source + (out if copies else 0) + merged
 
 
 def _read_order(entry: TensorEntry) -> tuple:

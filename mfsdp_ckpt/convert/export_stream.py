@@ -47,6 +47,7 @@ def _streamable(plan: ExportPlan, item: MappedTensor) -> bool:
     entry = plan.entry(item)
     return (
         item.transform in ROW_PREFIX_TRANSFORMS
+        and not plan.merges(item)  # a LoRA delta is added to it: read whole, merged, written
         and entry.numel > 0
         and hasattr(plan.source.reader.store, "open_fd")
         and not chunk_coverage_problems(entry)

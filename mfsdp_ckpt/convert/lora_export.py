@@ -15,6 +15,7 @@ Both are written into a hidden sibling dir renamed into place at the end, as
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -273,7 +274,6 @@ def _base_tensors(
     """The base's safetensors tensors (names, dtypes, shapes from the headers), after checking
     that the base on disk is, byte for byte, the one the adapter was trained on (hashing all
     of it, reported to `progress`)."""
-    from safetensors import safe_open
 
     if base is None or base.path is None or base.random_init:
         raise ExportError(
@@ -287,7 +287,14 @@ def _base_tensors(
             f"{where}: {what}; a merged export needs that exact base (or use --adapter-only)"
         )
     root = Path(base.path)
-    files = [name for name in sorted(base.files) if name.endswith(".safetensors")]
+    return root, safetensors_tensors(root, sorted(base.files))
+
+
+def safetensors_tensors(root: Path, names: list[str]) -> dict[str, _BaseTensor]:
+    """The tensors of the *.safetensors among `names` in `root`, from their headers."""
+    from safetensors import safe_open
+
+    files = [name for name in names if name.endswith(".safetensors")]
     if not files:
         raise ExportError(f"{root}: no *.safetensors weights (a merged export reads those only)")
     tensors: dict[str, _BaseTensor] = {}
@@ -300,7 +307,7 @@ def _base_tensors(
                     unknown = piece.get_dtype()
                     raise ExportError(f"{root / file} [{name}]: dtype {unknown} is not supported")
                 tensors[name] = _BaseTensor(file, dtype, tuple(piece.get_shape()))
-    return root, tensors
+    return tensors
 
 
 def _write_merged(
@@ -316,7 +323,6 @@ def _write_merged(
 ) -> ExportResult:
     """The HF model dir: the checkpoint's config and tokenizer files, and every base tensor
     (adapted ones merged) in the export dtype (`auto`: the config's)."""
-    from safetensors import safe_open
 
     assets = _asset_files(asset_location, "local") if Path(asset_location).exists() else {}
     if "config.json" not in assets:
@@ -333,6 +339,42 @@ def _write_merged(
         raise ExportUsageError(message) from None
     root, tensors = _base_tensors(base, base_progress)
     adapted = _check_fits_base(adapter, root, tensors)
+    deltas: dict[str, Callable[[], torch.Tensor]] = {
+        name: functools.partial(adapter.delta, module) for name, module in adapted.items()
+    }
+    return write_merged(
+        config,
+        assets,
+        asset_location,
+        root,
+        tensors,
+        deltas,
+        tmp,
+        dtype,
+        max_shard_size,
+        verify,
+        progress,
+    )
+
+
+def write_merged(
+    config,
+    assets: dict[str, Callable[[], bytes]],
+    asset_location: str,
+    root: Path,
+    tensors: dict[str, _BaseTensor],
+    deltas: dict[str, Callable[[], torch.Tensor]],
+    tmp: Path,
+    dtype: str,
+    max_shard_size: int,
+    verify: bool,
+    progress: Progress | None,
+) -> ExportResult:
+    """Every base tensor of `root` (those in `deltas` plus their fp32 delta) in the export
+    dtype (`auto`: the config's) into `tmp`, where the config and assets already are; one
+    base tensor and its delta in memory at a time."""
+    from safetensors import safe_open
+
     out_dtype = choose_dtype(dtype, config, [])
     dtypes = {
         name: out_dtype if t.dtype.is_floating_point else t.dtype for name, t in tensors.items()
@@ -349,8 +391,8 @@ def _write_merged(
             if file not in handles:
                 handles[file] = stack.enter_context(safe_open(str(root / file), framework="pt"))
             tensor = handles[file].get_tensor(name)
-            if name in adapted:
-                tensor = tensor.float() + adapter.delta(adapted[name])
+            if name in deltas:
+                tensor = tensor.float() + deltas[name]()
             return tensor.to(dtypes[name].torch)
 
         _write_all(writer, order, merged, progress)

@@ -458,8 +458,22 @@ def read_args(reader: CheckpointReader) -> dict[str, Any]:
 
 
 def _bridge_sections(run_config, root) -> tuple[dict[str, Any], str | None]:
-    """run_config.yaml's `model` section and the tokenizer it names, read as YAML data only
-    (safe_load: no tags that build objects), bounded, from a regular file in the checkpoint."""
+    """run_config.yaml's `model` section and the tokenizer it names."""
+    data = run_config_data(run_config, root)
+    model = data.get("model")
+    if model is None:
+        raise MegatronSettingsMissing(str(run_config), layout.BRIDGE_RUN_CONFIG_FILE, ["model"])
+    if not isinstance(model, dict):
+        raise CheckpointFormatError(f"{run_config}: model is {_name(model)}, not a mapping")
+    tokenizer = data.get("tokenizer")
+    return model, _tokenizer_name(
+        tokenizer.get("tokenizer_model") if isinstance(tokenizer, dict) else None
+    )
+
+
+def run_config_data(run_config, root) -> dict[str, Any]:
+    """run_config.yaml's sections, read as YAML data only (safe_load: no tags that build
+    objects), bounded, from a regular file in the checkpoint."""
     import yaml  # type: ignore[import-untyped]
 
     try:
@@ -471,15 +485,7 @@ def _bridge_sections(run_config, root) -> tuple[dict[str, Any], str | None]:
         raise CheckpointFormatError(f"{run_config}: not readable YAML ({first[:120]})") from None
     if not isinstance(data, dict):
         raise CheckpointFormatError(f"{run_config}: holds {_name(data)}, not a mapping of sections")
-    model = data.get("model")
-    if model is None:
-        raise MegatronSettingsMissing(str(run_config), layout.BRIDGE_RUN_CONFIG_FILE, ["model"])
-    if not isinstance(model, dict):
-        raise CheckpointFormatError(f"{run_config}: model is {_name(model)}, not a mapping")
-    tokenizer = data.get("tokenizer")
-    return model, _tokenizer_name(
-        tokenizer.get("tokenizer_model") if isinstance(tokenizer, dict) else None
-    )
+    return data
 
 
 MAX_TOKENIZER_NAME_CHARS = 1024
@@ -504,4 +510,5 @@ __all__ = [
     "megatron_settings_from_bridge",
     "read_args",
     "recorded_config",
+    "run_config_data",
 ]

@@ -46,8 +46,9 @@ class UnsupportedModelError(MappingError):
 
 
 class AdapterWeightsError(MappingError):
-    """Megatron PEFT adapter weights (LoRA/DoRA `...linear_qkv.adapter.linear_in.weight`):
-    a kind of checkpoint export does not convert, so a usage error naming what reads it."""
+    """Megatron PEFT adapter weights export cannot convert as asked (a DoRA adapter, an
+    adapter without its base): a usage error naming the variant or what supplies the base
+    (`megatron_lora`)."""
 
 
 class ShapeError(MappingError):
@@ -748,36 +749,6 @@ def _refuse_unsupported_parts(module_paths: Iterable[str], stored_keys: dict[str
             )
 
 
-# Megatron-Bridge's PEFT wrappers (peft/adapter_wrapper.py) keep the wrapped layer's names
-# and add the adapter's under `adapter.` (`adapters.` for several); its adapter_key_filter
-# keeps exactly these when it saves a PEFT checkpoint, and verl saves them the same way.
-_ADAPTER_PATH_RE = re.compile(r"\.adapters?\.")
-_MEGATRON_ADAPTER_EXPORT = (
-    "Megatron-Bridge's examples/conversion/adapter/export_adapter.py --hf-model-path BASE"
-    " --lora-checkpoint CKPT --output DIR writes it as a Hugging Face PEFT adapter"
-)
-
-
-def _refuse_megatron_adapters(module_paths: Iterable[str], stored_keys: dict[str, str]) -> None:
-    """A Megatron PEFT checkpoint holds the adapter only (the base weights are in the model
-    it started from), or, saved whole, the adapter beside the unmerged base weights:
-    neither is a model export can write. Say what it is and what reads it, instead of
-    listing the adapter tensors as unmapped names."""
-    paths = list(module_paths)
-    adapters = sorted(p for p in paths if _ADAPTER_PATH_RE.search(p))
-    if not adapters:
-        return
-    what = (
-        "and no base weights: a Megatron PEFT (LoRA) checkpoint, which holds the adapter only"
-        if len(adapters) == len(paths)
-        else "beside the base weights, unmerged"
-    )
-    raise AdapterWeightsError(
-        f"[{stored_keys[adapters[0]]}]: {len(adapters)} Megatron PEFT adapter tensor(s) {what};"
-        f" export-hf does not merge Megatron adapters: {_MEGATRON_ADAPTER_EXPORT}"
-    )
-
-
 def map_names(
     module_paths: dict[str, tuple[int, ...]],
     stored_keys: dict[str, str],
@@ -802,7 +773,6 @@ def map_names(
                 f"model family {model_type!r} has no mcore name table (known: "
                 f"{sorted(MCORE_FAMILIES)})"
             )
-        _refuse_megatron_adapters(module_paths, stored_keys)
         _refuse_unsupported_parts(module_paths, stored_keys)
         unmapped = []
         for path, shape in module_paths.items():

@@ -1,104 +1,302 @@
-"""Megatron PEFT (LoRA) checkpoints: named as what they are, never read as a model.
+"""Megatron PEFT (LoRA) checkpoints exported merged or as a Hugging Face PEFT adapter.
 
-Megatron-Bridge's save_checkpoint filters the model entry to the adapter's tensors when it
-fine-tunes with PEFT (apply_peft_adapter_filter_to_state_dict: names holding `.adapter.`),
-whatever the format, fsdp_dtensor included; with also_save_hf_checkpoint it writes a
-Hugging Face PEFT adapter into iter_N/hf/. verl's Megatron-FSDP save keeps the whole model
-state, the adapter's tensors beside the unmerged base weights, and mbridge writes the PEFT
-adapter into model/huggingface/adapter/. The base weights plus the adapter are a model only
-once merged, which export does not do for Megatron adapters: it stops in one line saying
-so and naming what converts them.
+Megatron-Bridge's LoRA adds `<module>.adapter.linear_in.weight` (A: dim x in) and
+`.adapter.linear_out.weight` (B: out x dim) to linear_qkv, linear_proj, linear_fc1 and
+linear_fc2 and scales B @ A by alpha / dim. verl's Megatron-FSDP save keeps the adapter
+beside the unmerged base weights; Megatron-Bridge's save_checkpoint keeps the adapter's
+tensors only (apply_peft_adapter_filter_to_state_dict), with its PEFT config in
+run_config.yaml. The adapter here is drawn per Hugging Face module (q_proj, k_proj, ... with
+one A per fused Megatron module) and fused into Megatron's layout by the tests' own
+interleave (`hf_to_mcore`), so the reference, the HF model with `W + scale * B @ A` added in
+plain torch, is computed without the code under test.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 
+import pytest
 import torch
+import yaml
 
-from tests.support.hf_to_mcore import tiny_causal_lm
+from tests.support.export import fixed_inputs, load_report, logits_of
+from tests.support.hf_to_mcore import _interleave_per_group, tiny_causal_lm, to_mcore
 from tests.support.interop_layouts import one_error_line, run_cli
 from tests.support.megatron_checkpoints import bridge_run, mcore_weights, save_dcp
 
-RANK = 4
+RANK, ALPHA = 4, 8.0
+# Megatron module -> the HF modules it stands for
+_FUSED = {
+    "self_attention.linear_qkv": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
+    "self_attention.linear_proj": ("self_attn.o_proj",),
+    "mlp.linear_fc1": ("mlp.gate_proj", "mlp.up_proj"),
+    "mlp.linear_fc2": ("mlp.down_proj",),
+}
 
 
-def _adapters(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """LoRA on every linear_qkv, named as Megatron-Bridge's LoRALinear saves it."""
-    found = {}
-    for key, value in weights.items():
-        if key.endswith("linear_qkv.weight"):
-            stem = key.removesuffix("weight")
-            found[f"{stem}adapter.linear_in.weight"] = torch.randn(RANK, value.shape[1])
-            found[f"{stem}adapter.linear_out.weight"] = torch.zeros(value.shape[0], RANK)
+def _hf_lora(model, parts=tuple(_FUSED)) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """{HF module: (A, B)}, one A shared by the HF modules of one fused Megatron module."""
+    generator = torch.Generator().manual_seed(11)
+    weights, found = model.state_dict(), {}
+    for layer in range(model.config.num_hidden_layers):
+        for part in parts:
+            modules = [f"model.layers.{layer}.{m}" for m in _FUSED[part]]
+            cols = weights[f"{modules[0]}.weight"].shape[1]
+            a = torch.randn(RANK, cols, generator=generator) * 0.1
+            for module in modules:
+                rows = weights[f"{module}.weight"].shape[0]
+                found[module] = (a, torch.randn(rows, RANK, generator=generator) * 0.1)
     return found
 
 
-def _bridge_peft_run(tmp_path, hf_adapter: bool):
-    model = tiny_causal_lm("qwen2", vocab=500)
+def _megatron_adapters(model, lora) -> dict[str, torch.Tensor]:
+    """The same adapter under Megatron's names, its B fused as the base weights are."""
+    groups, found = model.config.num_key_value_heads, {}
+    for layer in range(model.config.num_hidden_layers):
+        for part, hf_modules in _FUSED.items():
+            pairs = [lora.get(f"model.layers.{layer}.{m}") for m in hf_modules]
+            if pairs[0] is None:
+                continue
+            bs = [b for _, b in pairs]
+            fused = _interleave_per_group(*bs, groups) if len(bs) == 3 else torch.cat(bs)
+            stem = f"module.decoder.layers.{layer}.{part}.adapter."
+            found[stem + "linear_in.weight"] = pairs[0][0].clone()
+            found[stem + "linear_out.weight"] = fused
+    return found
+
+
+def _merged(model, lora, scale: float = ALPHA / RANK):
+    """The reference: `model` with scale * B @ A added to every adapted weight."""
+    merged = copy.deepcopy(model)
+    params = dict(merged.named_parameters())
+    with torch.no_grad():
+        for module, (a, b) in lora.items():
+            params[f"{module}.weight"].add_(scale * (b @ a))
+    return merged
+
+
+def _logits(model) -> torch.Tensor:
+    with torch.no_grad():
+        return model(input_ids=fixed_inputs(model.config.vocab_size)).logits
+
+
+def _verl_lora_run(tmp_path, model, lora, saved_alpha: float | None = ALPHA, base=None):
+    """verl's v2 layout of a Megatron-FSDP LoRA run: one DCP with base (`base`, else
+    `mcore_weights`) and adapter; the PEFT adapter mbridge saves into
+    model/huggingface/adapter/ when `saved_alpha` is given."""
+    run = tmp_path / "verl"
+    actor = run / "global_step_5" / "actor"
+    weights = {**(base or mcore_weights(model)), **_megatron_adapters(model, lora)}
+    save_dcp({"model": weights}, actor / "model" / "dist_ckpt")
+    hf = actor / "model" / "huggingface"
+    model.config.save_pretrained(hf)
+    if saved_alpha is not None:
+        (hf / "adapter").mkdir()
+        saved = {"peft_type": "LORA", "r": RANK, "lora_alpha": saved_alpha}
+        (hf / "adapter" / "adapter_config.json").write_text(json.dumps(saved))
+    (actor / "ckpt_contents.json").write_text(json.dumps({"schema_version": 2}))
+    (run / "latest_checkpointed_iteration.txt").write_text("5")
+    return run
+
+
+def _bridge_lora_run(tmp_path, model, lora, peft: dict | None):
+    """Megatron-Bridge's PEFT save: the adapter's tensors only, `peft` in run_config.yaml."""
     run = bridge_run(tmp_path, model, steps=(10,), rows=512)
     step = run / "iter_0000010"
     for file in [*step.glob("*.distcp"), step / ".metadata"]:
         file.unlink()
-    adapter_only = _adapters(mcore_weights(model, 512))
-    save_dcp({"model": adapter_only, "checkpoint_version": 3.0, "iteration": 10}, step)
-    if hf_adapter:  # also_save_hf_checkpoint=True: the PEFT export beside it
-        (step / "hf").mkdir()
-        (step / "hf" / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA"}))
+    adapters = _megatron_adapters(model, lora)
+    save_dcp({"model": adapters, "checkpoint_version": 3.0, "iteration": 10}, step)
+    if peft is not None:
+        config = yaml.safe_load((step / "run_config.yaml").read_text())
+        (step / "run_config.yaml").write_text(yaml.safe_dump({**config, "peft": peft}))
     return run, step
 
 
-def test_a_bridge_peft_checkpoint_is_named_by_export_and_warned_by_validate(tmp_path):
-    """Was: export exit 2 "4 tensor(s) have no qwen2 mcore mapping: ..."; validate exit 1
-    "the weights do not fit this config" for a checkpoint that is whole."""
-    run, _ = _bridge_peft_run(tmp_path, hf_adapter=False)
+BRIDGE_PEFT = {
+    "_target_": "megatron.bridge.peft.lora.LoRA",
+    "target_modules": ["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"],
+    "dim": RANK,
+    "alpha": int(ALPHA),
+    "dropout": 0.1,
+}
+
+
+def test_verl_lora_beside_its_base_exports_merged(tmp_path):
+    """Was: exit 2 "export-hf does not merge Megatron adapters". Alpha from the PEFT adapter
+    verl saved beside it; the export gives the logits of W + alpha / dim * B @ A."""
+    model = tiny_causal_lm("qwen2", vocab=500)
+    lora = _hf_lora(model)
+    run = _verl_lora_run(tmp_path, model, lora)
+    out = tmp_path / "out"
+    code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", out, "--verify")
+    assert code == 0, stdout + err
+    assert "LoRA alpha 8 from" in err and "adapter_config.json" in err, err
+    assert load_report(out) == {}
+    ids = fixed_inputs(model.config.vocab_size)
+    expected = _logits(_merged(model, lora))
+    torch.testing.assert_close(logits_of(out, ids), expected, rtol=0, atol=1e-4)
+    assert (expected - _logits(model)).abs().max() > 1e-2  # the adapter changes the model
+    described = f"Megatron LoRA rank {RANK} on 8 modules"
+    code, stdout, err = run_cli("ckpt", "validate", run)
+    assert code == 0 and f"{described} (linear_fc1, linear_fc2, linear_proj, linear_qkv)" in stdout
+    assert "beside the base weights" in stdout and "warning" not in stdout, stdout + err
+    code, stdout, _ = run_cli("ckpt", "inspect", run)
+    assert code == 0 and f"lora        {described}" in stdout, stdout
+
+
+def test_alpha_recorded_nowhere_is_asked_for_then_taken_from_lora_alpha(tmp_path):
+    model = tiny_causal_lm("llama", vocab=500)
+    lora = _hf_lora(model, parts=("self_attention.linear_qkv", "mlp.linear_fc1"))
+    run = _verl_lora_run(tmp_path, model, lora, saved_alpha=None)
+    out = tmp_path / "out"
+    code, _, err = run_cli("ckpt", "export-hf", run, "--out", out)
+    line = one_error_line(err)
+    assert code == 2 and f"rank {RANK}" in line and "--lora-alpha A" in line, err
+    assert not out.exists()
+    code, stdout, err = run_cli(
+        "ckpt", "export-hf", run, "--out", out, "--lora-alpha", "2", "--dtype", "fp32"
+    )
+    assert code == 0 and "from --lora-alpha" in err, stdout + err
+    expected = _logits(_merged(model, lora, scale=2 / RANK))
+    torch.testing.assert_close(logits_of(out, fixed_inputs(500)), expected, rtol=0, atol=1e-4)
+    dense = tmp_path / "dense"
+    save_dcp({"model": mcore_weights(model)}, dense / "dist_ckpt")
+    model.config.save_pretrained(dense / "huggingface")
+    code, _, err = run_cli("ckpt", "export-hf", dense, "--out", tmp_path / "o", "--lora-alpha", "2")
+    line = one_error_line(err)
+    assert code == 2 and "holds no Megatron LoRA adapter" in line, err
+
+
+def test_a_saved_adapter_config_of_another_rank_or_not_json_is_refused(tmp_path):
+    model = tiny_causal_lm("qwen2", vocab=500)
+    run = _verl_lora_run(tmp_path, model, _hf_lora(model))
+    saved = next(run.rglob("adapter_config.json"))
+    saved.write_text(json.dumps({"peft_type": "LORA", "r": 16, "lora_alpha": 32}))
+    code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "out")
+    line = one_error_line(err)
+    assert code == 2 and str(saved) in line and "r 16" in line and f"rank {RANK}" in line, err
+    saved.write_text('{"r": 4, "r": 4')
+    code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "out")
+    line = one_error_line(err)
+    assert code == 1 and str(saved) in line and "not valid JSON" in line, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_adapter_only_writes_a_peft_adapter_equal_to_the_merged_model(tmp_path):
+    """Bridge's adapter-only save, alpha from run_config.yaml's peft section: the PEFT
+    adapter loaded onto the base by peft gives the reference's logits."""
+    from peft import PeftModel
+
+    model = tiny_causal_lm("qwen2", vocab=500)
+    lora = _hf_lora(model)
+    run, _ = _bridge_lora_run(tmp_path, model, lora, BRIDGE_PEFT)
+    out = tmp_path / "adapter"
+    code, stdout, err = run_cli(
+        "ckpt", "export-hf", run, "--out", out, "--adapter-only", "--verify", "--json"
+    )
+    assert code == 0, stdout + err
+    result = json.loads(stdout)
+    assert result["layout"] == "peft adapter" and result["tensors"] == 2 * len(lora), result
+    config = json.loads((out / "adapter_config.json").read_text())
+    assert (config["r"], config["lora_alpha"]) == (RANK, ALPHA), config
+    assert sorted(config["target_modules"]) == sorted(
+        {m.rsplit(".", 1)[-1] for hf in _FUSED.values() for m in hf}
+    )
+    assert sorted(p.name for p in out.iterdir()) == [
+        "adapter_config.json",
+        "adapter_model.safetensors",
+    ]
+    adapted = PeftModel.from_pretrained(tiny_causal_lm("qwen2", vocab=500), str(out)).eval()
+    expected = _logits(_merged(model, lora))
+    torch.testing.assert_close(_logits(adapted), expected, rtol=0, atol=1e-4)
+
+
+def test_adapter_only_on_some_layers_names_the_modules(tmp_path):
+    """Bridge's target_modules may pick layers: the adapter names full modules, so PEFT adds
+    no adapter where the checkpoint has none."""
+    from peft import PeftModel
+
+    model = tiny_causal_lm("llama", vocab=500)
+    lora = {m: ab for m, ab in _hf_lora(model).items() if m.startswith("model.layers.1.")}
+    run = _verl_lora_run(tmp_path, model, lora)
+    out = tmp_path / "adapter"
+    code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", out, "--adapter-only")
+    assert code == 0, stdout + err
+    config = json.loads((out / "adapter_config.json").read_text())
+    assert sorted(config["target_modules"]) == sorted(lora), config
+    adapted = PeftModel.from_pretrained(tiny_causal_lm("llama", vocab=500), str(out)).eval()
+    torch.testing.assert_close(_logits(adapted), _logits(_merged(model, lora)), rtol=0, atol=1e-4)
+
+
+def test_a_bridge_adapter_without_its_base_says_what_supplies_it(tmp_path):
+    """validate warns (the checkpoint is whole, but holds no model); export names the two
+    options that do something with it."""
+    model = tiny_causal_lm("qwen2", vocab=500)
+    run, _ = _bridge_lora_run(tmp_path, model, _hf_lora(model), BRIDGE_PEFT)
     out = tmp_path / "out"
     code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", out)
     line = one_error_line(err)
-    assert code == 2 and "4 Megatron PEFT adapter tensor(s) and no base weights" in line, err
-    assert "adapter.linear_in.weight" in line and "export_adapter.py" in line, line
-    assert "saved with it" not in line and not out.exists()
+    assert code == 2 and "Megatron PEFT adapter tensor(s) and no base weights" in line, err
+    assert "--adapter-only" in line and "--hf-config BASE_DIR" in line and not out.exists()
     code, stdout, err = run_cli("ckpt", "validate", run)
     assert code == 0 and "warning:" in stdout and "Megatron PEFT (LoRA) checkpoint" in stdout, (
         stdout + err
     )
+    assert f"Megatron LoRA rank {RANK} on 8 modules" in stdout and "adapter only" in stdout
     code, stdout, err = run_cli("ckpt", "validate", run, "--strict", "--json")
     report = json.loads(stdout)
     assert code == 1 and [f["severity"] for f in report["findings"]] == ["warning"], stdout
 
 
+@pytest.mark.parametrize(
+    ("extra", "variant"),
+    [
+        ("adapter.weight_magnitude", "DoRA"),
+        ("adapters.second.linear_in.weight", "several adapters on one module"),
+        ("adapter.adapter_gate.linear_in.weight", "no such part"),
+    ],
+)
+def test_variants_that_are_not_plain_lora_are_refused_by_name(tmp_path, extra, variant):
+    model = tiny_causal_lm("qwen2", vocab=500)
+    run = _verl_lora_run(tmp_path, model, _hf_lora(model))
+    weights = {**mcore_weights(model), **_megatron_adapters(model, _hf_lora(model))}
+    weights[f"module.decoder.layers.0.self_attention.linear_qkv.{extra}"] = torch.ones(4, 4)
+    dcp = run / "global_step_5" / "actor" / "model" / "dist_ckpt"
+    for file in dcp.iterdir():
+        file.unlink()
+    save_dcp({"model": weights}, dcp)
+    code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "out")
+    line = one_error_line(err)
+    assert code == 2 and variant in line and extra in line, err
+
+
+def test_a_bridge_peft_config_of_another_kind_is_refused(tmp_path):
+    model = tiny_causal_lm("qwen2", vocab=500)
+    dora = {**BRIDGE_PEFT, "_target_": "megatron.bridge.peft.dora.DoRA"}
+    run, _ = _bridge_lora_run(tmp_path, model, _hf_lora(model), dora)
+    code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "o", "--adapter-only")
+    line = one_error_line(err)
+    assert code == 2 and "DoRA" in line and "run_config.yaml peft" in line, err
+
+
 def test_the_peft_adapter_bridge_saved_beside_it_is_named(tmp_path):
-    run, step = _bridge_peft_run(tmp_path, hf_adapter=True)
+    model = tiny_causal_lm("qwen2", vocab=500)
+    run, step = _bridge_lora_run(tmp_path, model, _hf_lora(model), None)
+    (step / "hf").mkdir()
+    (step / "hf" / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA"}))
     code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "out", "--json")
     failure = json.loads(stdout)
     assert code == 2 and failure["exit_code"] == 2, stdout + err
     assert failure["error"].endswith(f"a Hugging Face PEFT adapter saved with it: {step / 'hf'}")
 
 
-def test_verl_adapter_beside_unmerged_base_weights_is_refused_naming_its_adapter(tmp_path):
-    """verl's Megatron-FSDP save of a LoRA run: base weights and adapter in one DCP."""
-    model = tiny_causal_lm("qwen2", vocab=500)
-    weights = mcore_weights(model)
-    run = tmp_path / "verl"
-    actor = run / "global_step_5" / "actor"
-    save_dcp({"model": {**weights, **_adapters(weights)}}, actor / "model" / "dist_ckpt")
-    hf = actor / "model" / "huggingface"
-    model.config.save_pretrained(hf)
-    (hf / "adapter").mkdir()
-    (hf / "adapter" / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA"}))
-    (actor / "ckpt_contents.json").write_text(json.dumps({"schema_version": 2}))
-    (run / "latest_checkpointed_iteration.txt").write_text("5")
-    code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "out")
-    line = one_error_line(err)
-    assert code == 2 and "4 Megatron PEFT adapter tensor(s) beside the base weights" in line
-    assert line.endswith(f"a Hugging Face PEFT adapter saved with it: {hf / 'adapter'}"), line
-    assert not (tmp_path / "out").exists()
-
-
 def test_an_adapter_config_linked_from_elsewhere_is_not_named(tmp_path):
     """Only a regular file inside the step counts as the saved adapter: a link there is
     not followed (the line names no directory it would lead a user to)."""
-    run, step = _bridge_peft_run(tmp_path, hf_adapter=False)
+    model = tiny_causal_lm("qwen2", vocab=500)
+    run, step = _bridge_lora_run(tmp_path, model, _hf_lora(model), None)
     outside = tmp_path / "elsewhere.json"
     outside.write_text("{}")
     (step / "hf").mkdir()
@@ -106,3 +304,136 @@ def test_an_adapter_config_linked_from_elsewhere_is_not_named(tmp_path):
     code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "out")
     line = one_error_line(err)
     assert code == 2 and "Megatron PEFT" in line and "saved with it" not in line, err
+
+
+def test_a_bridge_adapter_merges_onto_the_base_named_by_hf_config(tmp_path):
+    model = tiny_causal_lm("llama", vocab=500)
+    lora = _hf_lora(model)
+    run, _ = _bridge_lora_run(tmp_path, model, lora, BRIDGE_PEFT)
+    base = tmp_path / "base"
+    model.save_pretrained(base)
+    out = tmp_path / "out"
+    args = ("ckpt", "export-hf", run, "--out", out, "--hf-config", base, "--verify")
+    code, stdout, err = run_cli(*args, "--max-shard-size", "200KB")
+    assert code == 0 and "run_config.yaml peft" in err, stdout + err
+    assert load_report(out) == {} and (out / "model.safetensors.index.json").is_file()
+    expected = _logits(_merged(model, lora))
+    torch.testing.assert_close(logits_of(out, fixed_inputs(500)), expected, rtol=0, atol=1e-4)
+
+
+def test_a_base_of_other_shapes_or_without_weights_is_named(tmp_path):
+    model = tiny_causal_lm("llama", vocab=500)
+    run, _ = _bridge_lora_run(tmp_path, model, _hf_lora(model), BRIDGE_PEFT)
+    config_only = tmp_path / "config_only"
+    model.config.save_pretrained(config_only)
+    code, _, err = run_cli(
+        "ckpt", "export-hf", run, "--out", tmp_path / "a", "--hf-config", config_only
+    )
+    line = one_error_line(err)
+    assert code == 2 and "no *.safetensors base weights" in line and "--adapter-only" in line
+    other = copy.deepcopy(model.config)
+    other.intermediate_size = 96
+    from transformers import AutoModelForCausalLM
+
+    wrong = tmp_path / "wrong"
+    AutoModelForCausalLM.from_config(other).save_pretrained(wrong)
+    code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "b", "--hf-config", wrong)
+    line = one_error_line(err)
+    assert code == 1 and "mlp.linear_fc1.adapter.linear_out.weight" in line, err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_a_linear_fc1_adapter_saved_with_tensor_parallelism_is_refused(tmp_path):
+    """Its B rows are [gate; up] per tensor-parallel rank, interleaved: read as [gate; up]
+    it would merge wrong rows. Only linear_fc1 is affected (qkv keeps whole query groups
+    per rank), so an adapter without it still exports."""
+    model = tiny_causal_lm("qwen2", vocab=500)
+    lora = _hf_lora(model)
+    run = _verl_lora_run(tmp_path, model, lora)
+    record = run / "global_step_5" / "actor" / "transformer_config.json"
+    record.write_text(json.dumps({"tensor_model_parallel_size": 2, "num_layers": 2}))
+    code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "out")
+    line = one_error_line(err)
+    assert code == 2 and str(record) in line and "tensor_model_parallel_size 2" in line, err
+    attention = {m: ab for m, ab in lora.items() if ".self_attn." in m}
+    run = _verl_lora_run(tmp_path / "attention", model, attention)
+    (run / "global_step_5" / "actor" / "transformer_config.json").write_text(record.read_text())
+    out = tmp_path / "attention_out"
+    code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", out)
+    assert code == 0, stdout + err
+    expected = _logits(_merged(model, attention))
+    torch.testing.assert_close(logits_of(out, fixed_inputs(500)), expected, rtol=0, atol=1e-4)
+
+
+def test_canonical_lora_exports_merged_and_as_a_peft_adapter(tmp_path):
+    """Bridge's CanonicalLoRA adapts q, k, v and gate, up apart (`adapter.adapter_q.` ...),
+    each B in its HF module's own row order; linear_proj / linear_fc2 as plain LoRA."""
+    from peft import PeftModel
+
+    model = tiny_causal_lm("qwen2", vocab=500)
+    generator = torch.Generator().manual_seed(5)
+    weights, lora, adapters = model.state_dict(), {}, {}
+    canonical = {
+        "q": ("self_attention.linear_qkv", "self_attn.q_proj"),
+        "k": ("self_attention.linear_qkv", "self_attn.k_proj"),
+        "v": ("self_attention.linear_qkv", "self_attn.v_proj"),
+        "gate": ("mlp.linear_fc1", "mlp.gate_proj"),
+        "up": ("mlp.linear_fc1", "mlp.up_proj"),
+    }
+    for layer in range(2):
+        for sub, (part, hf) in canonical.items():
+            rows, cols = weights[f"model.layers.{layer}.{hf}.weight"].shape
+            a = torch.randn(RANK, cols, generator=generator) * 0.1
+            b = torch.randn(rows, RANK, generator=generator) * 0.1
+            lora[f"model.layers.{layer}.{hf}"] = (a, b)
+            stem = f"module.decoder.layers.{layer}.{part}.adapter.adapter_{sub}."
+            adapters |= {stem + "linear_in.weight": a, stem + "linear_out.weight": b}
+    plain = _hf_lora(model, parts=("self_attention.linear_proj", "mlp.linear_fc2"))
+    lora |= plain
+    adapters |= _megatron_adapters(model, plain)
+    run = _verl_lora_run(tmp_path, model, {})
+    dcp = run / "global_step_5" / "actor" / "model" / "dist_ckpt"
+    for file in dcp.iterdir():
+        file.unlink()
+    save_dcp({"model": {**mcore_weights(model), **adapters}}, dcp)
+    code, stdout, _ = run_cli("ckpt", "inspect", run)
+    assert f"Megatron canonical LoRA rank {RANK} on 14 modules" in stdout, stdout
+    expected = _logits(_merged(model, lora))
+    out = tmp_path / "merged"
+    code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", out, "--verify")
+    assert code == 0, stdout + err
+    torch.testing.assert_close(logits_of(out, fixed_inputs(500)), expected, rtol=0, atol=1e-4)
+    out = tmp_path / "adapter"
+    code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", out, "--adapter-only")
+    assert code == 0, stdout + err
+    adapted = PeftModel.from_pretrained(tiny_causal_lm("qwen2", vocab=500), str(out)).eval()
+    torch.testing.assert_close(_logits(adapted), expected, rtol=0, atol=1e-4)
+
+
+def test_an_adapter_whose_rank_exceeds_its_weight_is_refused(tmp_path):
+    """A rank above the adapted weight's sizes is no LoRA (and would size the reads and the
+    output by a number the checkpoint's metadata alone claims)."""
+    model = tiny_causal_lm("qwen2", vocab=500)
+    lora = _hf_lora(model, parts=("self_attention.linear_proj",))
+    wide = {
+        m: (torch.zeros(300, a.shape[1]), torch.zeros(b.shape[0], 300))
+        for m, (a, b) in lora.items()
+    }
+    run = _verl_lora_run(tmp_path, model, wide)
+    code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "out", "--adapter-only")
+    line = one_error_line(err)
+    assert code == 1 and "rank 300 exceeds the 128 x 128 weight" in line, err
+
+
+def test_a_fused_fc1_and_te_norm_names_merge_the_same(tmp_path):
+    """linear_fc1.weight fused as [gate; up] (no _w / _v split) and Transformer Engine's
+    layer_norm_weight names: the adapter's deltas land on gate_proj / up_proj alike."""
+    model = tiny_causal_lm("qwen3", vocab=500)
+    lora = _hf_lora(model)
+    base = {f"module.{k}": v for k, v in to_mcore(model, norms="te", fc1="fused").items()}
+    run = _verl_lora_run(tmp_path, model, lora, base=base)
+    out = tmp_path / "out"
+    code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", out, "--verify")
+    assert code == 0, stdout + err
+    expected = _logits(_merged(model, lora))
+    torch.testing.assert_close(logits_of(out, fixed_inputs(500)), expected, rtol=0, atol=1e-4)

@@ -1,0 +1,261 @@
+"""Megatron LoRA adapters (Megatron-Bridge's `LoRA`, which verl's Megatron backend uses) seen
+as the Hugging Face PEFT adapter they are equal to.
+
+Bridge wraps linear_qkv, linear_proj, linear_fc1 and linear_fc2 with a ParallelLinearAdapter
+(megatron/bridge/peft/lora.py, utils.py): `<module>.adapter.linear_in.weight` is A (dim x in),
+`<module>.adapter.linear_out.weight` is B (out x dim), and the adapter's output is scaled by
+alpha / dim, so the module's weight becomes W + alpha / dim * B @ A. B's rows follow the
+layout of the base weight they add to: for linear_qkv the per-query-group [q heads, k, v]
+interleave, for linear_fc1 [gate; up]. Splitting B's rows the way the base weight is split
+gives, for each Hugging Face module, A (shared) and its own rows of B: exactly PEFT's
+lora_A / lora_B of q_proj, k_proj, v_proj (gate_proj, up_proj), with the same scale. So one
+description serves a merged export (each HF weight plus its delta), a PEFT adapter export,
+and a merge onto a base model read from elsewhere.
+
+Canonical LoRA's separate q/k/v (gate/up) adapters are each one HF module's already.
+Variants whose math differs (DoRA's magnitude vector, several adapters on one module) and
+adapters on modules without a dense HF counterpart are refused in one line naming the
+variant: exporting them as plain LoRA would write a different model. Linear_fc1's B is
+[gate; up] per tensor-parallel rank; the fsdp_dtensor save does not split it into _w / _v
+as it does the base weight (megatron_lora_alpha refuses it for a tensor-parallel run).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from mfsdp_ckpt.convert.name_maps import (
+    COPY,
+    GATE_UP,
+    QKV,
+    AdapterWeightsError,
+    Geometry,
+    Transform,
+)
+
+if TYPE_CHECKING:
+    import torch
+
+    from mfsdp_ckpt.storage.reader import CheckpointReader
+
+_ADAPTER_PATH = re.compile(r"\.adapters?\.")
+_LORA_KEY = re.compile(
+    r"^decoder\.layers\.(?P<layer>\d+)\.(?P<part>self_attention\.linear_qkv|"
+    r"self_attention\.linear_proj|mlp\.linear_fc1|mlp\.linear_fc2)"
+    r"\.adapter\.(?:adapter_(?P<sub>q|k|v|gate|up)\.)?linear_(?P<which>in|out)\.weight$"
+)
+# Adapters whose math is not W + scale * B @ A, by the names they add.
+_VARIANTS = (
+    (re.compile(r"\.adapter\.weight_magnitude$"), "DoRA (its weight_magnitude rescales W)"),
+    (re.compile(r"\.adapters\."), "several adapters on one module"),
+)
+# The HF modules each adapted Megatron module stands for, and how B's rows split between them.
+_HF_MODULES: dict[str, tuple[tuple[str, ...], Transform]] = {
+    "self_attention.linear_qkv": (
+        ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
+        QKV,
+    ),
+    "self_attention.linear_proj": (("self_attn.o_proj",), COPY),
+    "mlp.linear_fc1": (("mlp.gate_proj", "mlp.up_proj"), GATE_UP),
+    "mlp.linear_fc2": (("mlp.down_proj",), COPY),
+}
+# Canonical LoRA (peft/canonical_lora.py) adapts q, k, v (gate, up) apart: each adapter's
+# output is already that HF module's, in Hugging Face row order (LoRALinearSplitQKV
+# interleaves the three outputs per query group only when adding them to linear_qkv's).
+_CANONICAL: dict[tuple[str, str], str] = {
+    ("self_attention.linear_qkv", "q"): "self_attn.q_proj",
+    ("self_attention.linear_qkv", "k"): "self_attn.k_proj",
+    ("self_attention.linear_qkv", "v"): "self_attn.v_proj",
+    ("mlp.linear_fc1", "gate"): "mlp.gate_proj",
+    ("mlp.linear_fc1", "up"): "mlp.up_proj",
+}
+SUPPORTED_VARIANT = "Megatron-Bridge LoRA and canonical LoRA (linear_in / linear_out adapters)"
+
+
+@dataclass(frozen=True)
+class HFLoraTarget:
+    """One HF module's LoRA: the stored A and B it comes from, and which part of B's rows."""
+
+    module: str  # model.layers.0.self_attn.q_proj
+    a_key: str
+    b_key: str
+    part: int  # index into the transform's outputs
+    transform: Transform
+
+
+@dataclass
+class MegatronLora:
+    """The adapter tensors of a Megatron checkpoint, by the HF module they adapt."""
+
+    rank: int
+    targets: dict[str, HFLoraTarget]  # by HF weight name (`...q_proj.weight`)
+    adapter_keys: list[str]  # the stored keys, A and B of every adapted module
+    first_key: str
+    scale: float | None = None  # alpha / rank, once known (export needs it, validate not)
+    alpha: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def lora_a(self, reader: CheckpointReader, weight: str) -> torch.Tensor:
+        return reader.read_tensor(self.targets[weight].a_key)
+
+    def lora_b(self, reader: CheckpointReader, weight: str, geometry: Geometry) -> torch.Tensor:
+        """This HF module's rows of the stored B (split as the base weight is)."""
+        target = self.targets[weight]
+        whole = reader.read_tensor(target.b_key)
+        return target.transform.apply(whole, geometry)[target.part].contiguous()
+
+    def delta(self, reader: CheckpointReader, weight: str, geometry: Geometry) -> torch.Tensor:
+        """scale * B @ A in fp32: what the adapter adds to the HF weight `weight`."""
+        if self.scale is None:
+            raise ValueError("the LoRA scale is not known yet")
+        a = self.lora_a(reader, weight).float()
+        b = self.lora_b(reader, weight, geometry).float()
+        return (b @ a) * self.scale
+
+    def hf_modules(self) -> list[str]:
+        return sorted(weight.removesuffix(".weight") for weight in self.targets)
+
+
+def holds_adapters(module_paths: Iterable[str]) -> bool:
+    """Whether any of a checkpoint's model names is a Megatron PEFT adapter's."""
+    return any(_ADAPTER_PATH.search(path) for path in module_paths)
+
+
+def adapter_summary(shapes: dict[str, tuple[int, ...]]) -> str | None:
+    """One line for inspect and validate about the Megatron adapter among a checkpoint's
+    model weights (module path -> shape), or None when there is none: its kind, rank,
+    modules and whether the base weights are saved beside it."""
+    adapters = [path for path in shapes if _ADAPTER_PATH.search(path)]
+    if not adapters:
+        return None
+    base = "beside the base weights" if len(adapters) < len(shapes) else "adapter only, no base"
+    variant = next(
+        (name for pattern, name in _VARIANTS for path in adapters if pattern.search(path)), None
+    )
+    if variant is not None:
+        return f"Megatron PEFT adapter: {variant}, {len(adapters)} tensors, {base}"
+    inputs = [(m, shapes[p]) for p in adapters if (m := _LORA_KEY.match(p)) and m["which"] == "in"]
+    ranks = sorted({shape[0] for _, shape in inputs if shape})
+    parts = sorted({match["part"].rsplit(".", 1)[-1] for match, _ in inputs})
+    rank = "/".join(map(str, ranks)) or "?"
+    kind = "canonical LoRA" if any(match["sub"] for match, _ in inputs) else "LoRA"
+    return f"Megatron {kind} rank {rank} on {len(inputs)} modules ({', '.join(parts)}), {base}"
+
+
+def stored_adapter_summary(reader: CheckpointReader) -> str | None:
+    """`adapter_summary` of a checkpoint (names that cannot be told apart: None, the
+    config check reports them)."""
+    from mfsdp_ckpt.convert.name_maps import MappingError, model_tensors
+
+    try:
+        stored = model_tensors(reader.tensors)
+    except MappingError:
+        return None
+    return adapter_summary({path: reader.tensors[key].shape for path, key in stored.items()})
+
+
+def split_adapters(
+    paths: dict[str, tuple[int, ...]], stored: dict[str, str]
+) -> tuple[dict[str, tuple[int, ...]], dict[str, str], dict[str, str]]:
+    """(base paths, base keys, adapter paths -> keys): the Megatron adapter tensors taken out
+    of a checkpoint's module paths. AdapterWeightsError names a variant or module this export
+    cannot reproduce exactly."""
+    adapters = {p: k for p, k in stored.items() if _ADAPTER_PATH.search(p)}
+    for path in sorted(adapters):
+        for pattern, variant in _VARIANTS:
+            if pattern.search(path):
+                raise AdapterWeightsError(
+                    f"[{adapters[path]}]: a Megatron PEFT adapter of kind {variant};"
+                    f" export-hf converts {SUPPORTED_VARIANT} only"
+                )
+        if _LORA_KEY.match(path) is None:
+            raise AdapterWeightsError(
+                f"[{adapters[path]}]: a Megatron PEFT adapter tensor on a module export-hf does"
+                " not map (it maps linear_in / linear_out adapters of a decoder layer's"
+                " linear_qkv, linear_proj, linear_fc1 and linear_fc2)"
+            )
+    base_paths = {p: s for p, s in paths.items() if p not in adapters}
+    base_keys = {p: k for p, k in stored.items() if p not in adapters}
+    return base_paths, base_keys, adapters
+
+
+def describe_adapters(
+    adapters: dict[str, str],
+    shapes: dict[str, tuple[int, ...]],
+    expected: dict[str, tuple[int, ...]],
+) -> MegatronLora:
+    """Pair each module's linear_in / linear_out, check them against one rank and against
+    the HF weight shapes the config gives (`expected`), and map them to HF modules.
+    AdapterWeightsError (exit 2) for an unpaired adapter; ValueError for shapes that do
+    not fit (the caller names the checkpoint)."""
+    pairs: dict[tuple[str, str, str], dict[str, str]] = {}
+    for path in adapters:
+        match = _LORA_KEY.match(path)
+        assert match is not None  # split_adapters refused every other name
+        if match["sub"] and (match["part"], match["sub"]) not in _CANONICAL:
+            raise AdapterWeightsError(
+                f"[{adapters[path]}]: a canonical LoRA adapter_{match['sub']} on"
+                f" {match['part']}, which has no such part"
+            )
+        key = (match["layer"], match["part"], match["sub"] or "")
+        pairs.setdefault(key, {})[match["which"]] = path
+    fused = {(layer, part) for layer, part, sub in pairs if not sub}
+    both = next(((n, p) for n, p, sub in pairs if sub and (n, p) in fused), None)
+    if both is not None:
+        raise AdapterWeightsError(
+            f"decoder.layers.{both[0]}.{both[1]}: both a LoRA adapter and canonical LoRA"
+            " adapters on one module"
+        )
+    ranks: set[int] = set()
+    targets: dict[str, HFLoraTarget] = {}
+    for (layer, part, sub), pair in sorted(
+        pairs.items(), key=lambda kv: (int(kv[0][0]), kv[0][1:])
+    ):
+        if set(pair) != {"in", "out"}:
+            only = next(iter(pair.values()))
+            raise AdapterWeightsError(
+                f"[{adapters[only]}]: its adapter has linear_{next(iter(pair))} only, not both"
+                " linear_in and linear_out"
+            )
+        a, b = shapes[pair["in"]], shapes[pair["out"]]
+        if len(a) != 2 or len(b) != 2 or a[0] != b[1]:
+            raise ValueError(
+                f"[{adapters[pair['in']]}]: linear_in {a} and linear_out {b} are not a LoRA"
+                " pair (dim x in, out x dim)"
+            )
+        if a[0] > max(a[1], b[0]):  # a LoRA's rank is below its weight's sizes
+            raise ValueError(
+                f"[{adapters[pair['in']]}]: rank {a[0]} exceeds the {b[0]} x {a[1]} weight it"
+                " adapts; not a LoRA adapter"
+            )
+        ranks.add(a[0])
+        modules, transform = _HF_MODULES[part] if not sub else ((_CANONICAL[part, sub],), COPY)
+        weights = [f"model.layers.{layer}.{module}.weight" for module in modules]
+        missing = [w for w in weights if w not in expected]
+        if missing:
+            raise ValueError(f"[{adapters[pair['in']]}]: the config has no {missing[0]}")
+        outs = sum(expected[w][0] for w in weights)
+        if b[0] != outs or any(expected[w][1] != a[1] for w in weights):
+            raise ValueError(
+                f"[{adapters[pair['out']]}]: adapter {b[0]} x {a[1]} does not fit the"
+                f" {outs} x {expected[weights[0]][1]} weight the config gives {part}"
+            )
+        for index, weight in enumerate(weights):
+            targets[weight] = HFLoraTarget(
+                weight.removesuffix(".weight"),
+                adapters[pair["in"]],
+                adapters[pair["out"]],
+                index,
+                transform,
+            )
+    if len(ranks) != 1:
+        raise AdapterWeightsError(
+            f"[{min(adapters.values())}]: adapters of ranks {sorted(ranks)} in one checkpoint;"
+            " export-hf converts a single-rank LoRA only"
+        )
+    rank = ranks.pop()
+    keys = sorted(adapters.values())
+    return MegatronLora(rank, targets, keys, keys[0])

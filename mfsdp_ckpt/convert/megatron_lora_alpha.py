@@ -1,0 +1,179 @@
+"""What a Megatron LoRA checkpoint records about its adapter beyond the tensors: alpha (the
+scale is alpha / dim) and the tensor parallelism a linear_fc1 adapter was saved with.
+
+The adapter's dim is its tensors' shape; alpha is in no tensor. Megatron-Bridge writes its
+PEFT config into each iteration's run_config.yaml (`peft:` with `_target_`
+megatron.bridge.peft.lora.LoRA, `dim`, `alpha`, `target_modules`, `dropout`); verl passes
+`actor_rollout_ref.model.lora.{rank, alpha}` to Bridge's LoRA and records neither in its
+checkpoint (transformer_config.json is Megatron's TransformerConfig, without PEFT), but the
+Hugging Face PEFT adapter mbridge saves beside it (model/huggingface/adapter/) holds
+`r` and `lora_alpha`. Without either, the user's `--lora-alpha` supplies it: a guessed
+alpha would write a different model without a sign.
+"""
+
+from __future__ import annotations
+
+import math
+import stat
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mfsdp_ckpt.convert.export_errors import ExportUsageError, ForeignWeightsError
+from mfsdp_ckpt.convert.export_plan import saved_peft_adapter
+from mfsdp_ckpt.convert.megatron_config import ARGS_KEY, read_args, run_config_data
+from mfsdp_ckpt.convert.megatron_lora import SUPPORTED_VARIANT, MegatronLora
+from mfsdp_ckpt.errors import CheckpointFormatError
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.unique_json import loads_unique
+
+if TYPE_CHECKING:
+    from mfsdp_ckpt.storage.reader import CheckpointReader
+
+MAX_ADAPTER_CONFIG_BYTES = 1 << 20  # an adapter_config.json is about 1 KB
+VERL_TRANSFORMER_CONFIG = "transformer_config.json"  # Megatron's TransformerConfig, as JSON
+_FC1_ADAPTER = ".mlp.linear_fc1.adapter.linear_in.weight"
+# Bridge PEFT classes (the last part of `_target_`) whose scale is alpha / dim on W + B @ A:
+# VLMLoRA only chooses which towers to adapt, CanonicalLoRA adapts q, k, v apart.
+_PLAIN_LORA = ("LoRA", "VLMLoRA", "CanonicalLoRA")
+
+
+def _positive(value: Any) -> float | None:
+    plain = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if plain and math.isfinite(value) and value > 0 else None
+
+
+def _from_run_config(paths: layout.CheckpointPaths, lora: MegatronLora) -> str | None:
+    """Bridge's `peft:` section: alpha when it describes plain LoRA of this rank."""
+    if paths.run_config is None:
+        return None
+    peft = run_config_data(paths.run_config, paths.root).get("peft")
+    if not isinstance(peft, dict):
+        return None
+    where = f"{paths.run_config} peft"
+    kind = str(peft.get("_target_", "")).rsplit(".", 1)[-1]
+    if kind not in _PLAIN_LORA:
+        raise ForeignWeightsError(
+            f"{where}: _target_ {peft.get('_target_')!r} is not plain LoRA;"
+            f" export-hf converts {SUPPORTED_VARIANT} only"
+        )
+    if peft.get("dim") != lora.rank:
+        raise ForeignWeightsError(
+            f"{where}: dim {peft.get('dim')!r}, but the adapter tensors have rank {lora.rank}"
+        )
+    alpha = _positive(peft.get("alpha"))
+    if alpha is None:
+        raise ForeignWeightsError(f"{where}: alpha {peft.get('alpha')!r} is not a positive number")
+    lora.alpha = alpha
+    return f"LoRA alpha {alpha:g} from {where}"
+
+
+def _from_saved_adapter(folder: Path | None, lora: MegatronLora, root: Path) -> str | None:
+    """The Hugging Face PEFT adapter saved beside the checkpoint (`r`, `lora_alpha`)."""
+    if folder is None:
+        return None
+    file = folder / "adapter_config.json"
+    try:
+        data = loads_unique(safe_files.read_text(file, MAX_ADAPTER_CONFIG_BYTES, root))
+    except ValueError as err:
+        raise CheckpointFormatError(f"{file}: not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise CheckpointFormatError(f"{file}: not a JSON object")
+    if data.get("use_dora") or data.get("use_rslora"):
+        variant = "DoRA" if data.get("use_dora") else "rank-stabilised LoRA"
+        raise ForeignWeightsError(
+            f"{file}: a {variant} adapter; export-hf converts {SUPPORTED_VARIANT} only"
+        )
+    if data.get("r") != lora.rank:
+        raise ForeignWeightsError(
+            f"{file}: r {data.get('r')!r}, but the checkpoint's adapter tensors have rank"
+            f" {lora.rank}: it was saved from another run"
+        )
+    alpha = _positive(data.get("lora_alpha"))
+    if alpha is None:
+        raise ForeignWeightsError(
+            f"{file}: lora_alpha {data.get('lora_alpha')!r} is not a positive number"
+        )
+    lora.alpha = alpha
+    return f"LoRA alpha {alpha:g} from {file}"
+
+
+def _recorded_tensor_parallel(
+    paths: layout.CheckpointPaths, reader: CheckpointReader
+) -> tuple[int, str] | None:
+    """(tensor_model_parallel_size, where) as the run recorded it: Bridge's run_config.yaml
+    model section, verl's transformer_config.json (beside model/ or dist_ckpt/), or
+    Megatron-LM's args; None when none records it."""
+    if paths.run_config is not None:
+        model = run_config_data(paths.run_config, paths.root).get("model")
+        if isinstance(model, dict) and "tensor_model_parallel_size" in model:
+            return model["tensor_model_parallel_size"], f"{paths.run_config} model"
+    root = paths.root
+    for folder in (paths.dist_ckpt.parent, paths.dist_ckpt.parent.parent):
+        if folder != root and root not in folder.parents:  # reads stay inside the checkpoint
+            continue
+        file = folder / VERL_TRANSFORMER_CONFIG
+        found = layout.stat_inside(file, follow_symlinks=False)
+        if found is None or not stat.S_ISREG(found.st_mode):
+            continue
+        try:
+            data = loads_unique(safe_files.read_text(file, MAX_ADAPTER_CONFIG_BYTES, root))
+        except ValueError as err:
+            raise CheckpointFormatError(f"{file}: not valid JSON ({err})") from None
+        if isinstance(data, dict) and "tensor_model_parallel_size" in data:
+            return data["tensor_model_parallel_size"], str(file)
+    if ARGS_KEY in reader.objects:
+        args = read_args(reader)
+        if "tensor_model_parallel_size" in args:
+            return args["tensor_model_parallel_size"], f"{reader.root} [{ARGS_KEY}]"
+    return None
+
+
+def _refuse_interleaved_fc1(
+    lora: MegatronLora, paths: layout.CheckpointPaths | None, reader: CheckpointReader
+) -> None:
+    """linear_fc1's adapter B is one tensor-parallel column-parallel weight: saved with
+    tensor parallelism its rows are [gate; up] per rank, interleaved, which the fsdp_dtensor
+    save splits for the base weight (weight_w / weight_v) but not for the adapter."""
+    if paths is None or not any(t.a_key.endswith(_FC1_ADAPTER) for t in lora.targets.values()):
+        return
+    recorded = _recorded_tensor_parallel(paths, reader)
+    if recorded is not None and recorded[0] not in (1, None):
+        raise ForeignWeightsError(
+            f"{recorded[1]}: tensor_model_parallel_size {recorded[0]!r}; a linear_fc1 LoRA"
+            " adapter saved with tensor parallelism interleaves gate and up rows per rank,"
+            " which export-hf does not undo (it reads tensor_model_parallel_size 1)"
+        )
+
+
+def set_lora_scale(
+    lora: MegatronLora,
+    location: str,
+    paths: layout.CheckpointPaths | None,
+    lora_alpha: float | None,
+    reader: CheckpointReader,
+) -> None:
+    """Fill in `lora.alpha` and `lora.scale` (alpha / rank) with a note saying where alpha
+    came from: `--lora-alpha` when given, else the checkpoint's own record. ExportUsageError
+    (exit 2) asking for --lora-alpha when nothing records it; ForeignWeightsError for a
+    linear_fc1 adapter saved with tensor parallelism."""
+    _refuse_interleaved_fc1(lora, paths, reader)
+    if lora_alpha is not None:
+        if _positive(lora_alpha) is None:
+            raise ExportUsageError(f"--lora-alpha {lora_alpha!r}: must be a positive number")
+        lora.alpha = float(lora_alpha)
+        note: str | None = f"LoRA alpha {lora.alpha:g} from --lora-alpha"
+    else:
+        note = None
+        if paths is not None:  # a local checkpoint: its own records
+            saved = saved_peft_adapter(location)
+            note = _from_run_config(paths, lora) or _from_saved_adapter(saved, lora, paths.root)
+    if note is None or lora.alpha is None:
+        raise ExportUsageError(
+            f"{location}: a Megatron LoRA adapter of rank {lora.rank} on"
+            f" {len(lora.targets)} Hugging Face module(s), but the checkpoint records no LoRA"
+            " alpha (no run_config.yaml peft section, no saved adapter_config.json); pass"
+            f" --lora-alpha A (the run's alpha; the merge adds alpha / {lora.rank} * B @ A)"
+        )
+    lora.scale = lora.alpha / lora.rank
+    lora.notes.append(f"{note} (scale alpha / dim = {lora.scale:g})")

@@ -1,0 +1,302 @@
+"""`export-hf --adapter-only` on a Megatron LoRA checkpoint: a Hugging Face PEFT adapter dir.
+
+The Megatron adapter is written under the Hugging Face module names it stands for
+(`megatron_lora`): linear_qkv's A becomes q_proj's, k_proj's and v_proj's lora_A, its B's
+rows are split per query group as the fused weight's are; linear_fc1 likewise into
+gate_proj / up_proj; linear_proj and linear_fc2 become o_proj and down_proj unchanged.
+`peft.PeftModel.from_pretrained(base, DIR)` then computes exactly what the Megatron model
+did (lora_alpha / r is the same alpha / dim). No base weights are read: a Megatron-Bridge
+save holding the adapter alone exports too. The dir appears only when complete
+(`claim_output`), as every export does.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, ExportVerifyError
+from mfsdp_ckpt.convert.export_hf import (
+    ExportResult,
+    PreparedSource,
+    _write_assets,
+    prepare_source,
+)
+from mfsdp_ckpt.convert.export_plan import choose_dtype, plan_adapter
+from mfsdp_ckpt.convert.export_scheduler import Progress
+from mfsdp_ckpt.convert.export_source import _resolve_source, _Source, load_config
+from mfsdp_ckpt.convert.hf_config import HFConfigError
+from mfsdp_ckpt.convert.lora_export import (
+    ADAPTER_LAYOUT,
+    _compare,
+    _write_all,
+    safetensors_tensors,
+    write_merged,
+)
+from mfsdp_ckpt.convert.megatron_lora import MegatronLora, holds_adapters
+from mfsdp_ckpt.convert.megatron_lora_alpha import set_lora_scale
+from mfsdp_ckpt.convert.name_maps import Geometry, MappingError, model_tensors
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.lora import (
+    ADAPTER_CONFIG_FILE,
+    ADAPTER_WEIGHTS_FILE,
+    AdapterKey,
+    base_weight_files,
+    peft_name,
+)
+from mfsdp_ckpt.storage.out_dir import claim_output
+from mfsdp_ckpt.storage.safetensors_writer import SINGLE_FILE, ShardedSafetensorsWriter, Spec
+
+if TYPE_CHECKING:
+    import torch
+
+
+def export_megatron_adapter(
+    ckpt: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    dtype: str = "auto",
+    hf_config: str | os.PathLike | None = None,
+    verify: bool = False,
+    overwrite: bool = False,
+    io: str = "auto",
+    role: str | None = None,
+    lora_alpha: float | None = None,
+    progress: Progress | None = None,
+) -> ExportResult:
+    """PEFT adapter dir from a checkpoint holding a Megatron LoRA adapter. ExportUsageError
+    when it holds none (and no manifest of ours says LoRA), or its alpha is not recorded
+    and `lora_alpha` is not given."""
+    started = time.monotonic()
+    out = Path(out_dir)
+    source = _resolve_source(str(ckpt), io, role)
+    try:
+        names = model_tensors(source.reader.tensors)
+    except MappingError as err:  # ambiguous names, virtual-pipeline chunks
+        raise ExportError(f"{source.location}: {err}") from None
+    if not holds_adapters(names):
+        raise ExportUsageError(
+            f"{ckpt}: not a local LoRA checkpoint (its manifest records no adapter) nor a"
+            " Megatron LoRA one (no adapter tensors); --adapter-only needs one"
+        )
+    prepared = prepare_source(ckpt, out, hf_config, io, role, source)
+    with claim_output(out, overwrite) as claim:
+        tmp = claim.tmp
+        config_dir = tmp / ".config"  # read to split the fused adapters, not exported
+        config_dir.mkdir()
+        _write_assets({"config.json": prepared.assets["config.json"]}, config_dir)
+        try:
+            config = load_config(config_dir / "config.json")
+        except HFConfigError as err:
+            where = f"{prepared.asset_location} config.json"
+            raise ExportUsageError(
+                str(err).replace(str(config_dir / "config.json"), where)
+            ) from None
+        (config_dir / "config.json").unlink()
+        config_dir.rmdir()
+        lora = plan_adapter(source, config)
+        assert lora is not None  # holds_adapters said so
+        set_lora_scale(lora, source.location, prepared.local_paths, lora_alpha, source.reader)
+        result = _write_adapter(lora, source.reader, config, tmp, dtype, verify, progress)
+        if result.mismatches:
+            raise ExportVerifyError(result.mismatches)
+        for path in sorted(tmp.rglob("*")):
+            layout.fsync_path(path)
+        layout.fsync_path(tmp)
+        claim.publish()
+    result.out_dir, result.seconds = str(out), time.monotonic() - started
+    return result
+
+
+def peft_config(lora: MegatronLora, num_layers: int) -> dict:
+    """PEFT's LoraConfig as adapter_config.json: target_modules by short name when every
+    layer has the same adapted modules, else by full module name (Bridge's target_modules
+    may pick layers), so that PEFT adds adapters exactly where the weights are."""
+    modules = lora.hf_modules()
+    short = sorted({module.rsplit(".", 1)[-1] for module in modules})
+    uniform = len(modules) == len(short) * num_layers
+    assert lora.alpha is not None  # set_lora_scale ran
+    return {
+        "peft_type": "LORA",
+        "task_type": "CAUSAL_LM",
+        "r": lora.rank,
+        "lora_alpha": lora.alpha,
+        "target_modules": short if uniform else modules,
+        "lora_dropout": 0.0,
+        "bias": "none",
+        "fan_in_fan_out": False,
+        "use_rslora": False,
+        "use_dora": False,
+        "modules_to_save": None,
+        "base_model_name_or_path": None,
+        "inference_mode": True,
+    }
+
+
+def _write_adapter(
+    lora: MegatronLora,
+    reader,
+    config,
+    tmp: Path,
+    dtype: str,
+    verify: bool,
+    progress: Progress | None,
+) -> ExportResult:
+    """adapter_model.safetensors under PEFT's names (`auto` keeps the stored dtype) and
+    adapter_config.json."""
+    geometry = Geometry.from_config(config)
+    stored = reader.tensors
+    sources: dict[str, tuple[str, str]] = {}  # PEFT name -> (HF weight, A or B)
+    for weight in sorted(lora.targets):
+        module = lora.targets[weight].module
+        for which in ("A", "B"):
+            sources[peft_name(AdapterKey(module, which, "default"))] = (weight, which)
+
+    def key_of(name: str) -> str:
+        weight, which = sources[name]
+        target = lora.targets[weight]
+        return target.a_key if which == "A" else target.b_key
+
+    out_dtype = {name: choose_dtype(dtype, None, [stored[key_of(name)]]) for name in sources}
+
+    def tensor(name: str) -> torch.Tensor:
+        weight, which = sources[name]
+        value = (
+            lora.lora_a(reader, weight) if which == "A" else lora.lora_b(reader, weight, geometry)
+        )
+        return value.to(out_dtype[name].torch)
+
+    def shape(name: str) -> tuple[int, ...]:
+        weight, which = sources[name]
+        a_shape = stored[lora.targets[weight].a_key].shape
+        if which == "A":
+            return tuple(a_shape)
+        target = lora.targets[weight]
+        rows = target.transform.shapes(stored[target.b_key].shape, geometry)[target.part][0]
+        return (rows, a_shape[0])
+
+    specs: list[Spec] = [(name, out_dtype[name], shape(name)) for name in sources]
+    writer = ShardedSafetensorsWriter(tmp, specs, max_shard_bytes=sys.maxsize)  # PEFT: one file
+    _write_all(writer, list(sources), tensor, progress)
+    os.replace(tmp / SINGLE_FILE, tmp / ADAPTER_WEIGHTS_FILE)
+    settings = peft_config(lora, int(config.num_hidden_layers))
+    (tmp / ADAPTER_CONFIG_FILE).write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n")
+    mismatches = _compare(tmp / ADAPTER_WEIGHTS_FILE, list(sources), tensor) if verify else None
+    return ExportResult(
+        "",
+        ADAPTER_LAYOUT,
+        config.model_type,
+        ",".join(sorted({d.name for d in out_dtype.values()})),
+        len(specs),
+        writer.total_bytes,
+        [ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE],
+        0.0,
+        mismatches,
+        list(lora.notes),
+    )
+
+
+def adapter_only_checkpoint(source: _Source) -> bool:
+    """Whether the checkpoint's model names are all a Megatron adapter's (a Megatron-Bridge
+    PEFT save): a merge then needs base weights from elsewhere."""
+    try:
+        names = list(model_tensors(source.reader.tensors))
+    except MappingError:  # export's planning reports it
+        return False
+    return bool(names) and all(holds_adapters([name]) for name in names)
+
+
+def merge_onto_base(
+    prepared: PreparedSource,
+    hf_config: str | os.PathLike,
+    out: Path,
+    *,
+    dtype: str,
+    max_shard_size: int,
+    verify: bool,
+    overwrite: bool,
+    lora_alpha: float | None,
+    progress: Progress | None,
+) -> ExportResult:
+    """The merged model of a Megatron adapter saved alone and the base model in the
+    --hf-config dir (its config.json and *.safetensors): every base tensor written, each
+    adapted one plus alpha / dim * B @ A. The base must have the adapter's shapes; the
+    first one that does not is named."""
+    started = time.monotonic()
+    given = Path(hf_config)
+    root = given if given.is_dir() else given.parent
+    weights = [name for name in base_weight_files(root) if name.endswith(".safetensors")]
+    if not weights:
+        raise ExportUsageError(
+            f"{root}: no *.safetensors base weights to merge the Megatron adapter onto; pass"
+            " --hf-config with the base model's dir (config.json and *.safetensors), or"
+            " --adapter-only for a PEFT adapter"
+        )
+    source = prepared.source
+    with claim_output(out, overwrite) as claim:
+        tmp = claim.tmp
+        _write_assets(prepared.assets, tmp)
+        try:
+            config = load_config(tmp / "config.json")
+        except HFConfigError as err:
+            where = f"{prepared.asset_location} config.json"
+            raise ExportUsageError(str(err).replace(str(tmp / "config.json"), where)) from None
+        lora = plan_adapter(source, config)
+        assert lora is not None  # adapter_only_checkpoint said so
+        set_lora_scale(lora, source.location, prepared.local_paths, lora_alpha, source.reader)
+        tensors = safetensors_tensors(root, weights)
+        geometry = Geometry.from_config(config)
+        _check_base_fits(lora, source.reader, geometry, root, tensors)
+        deltas: dict[str, Callable[[], torch.Tensor]] = {
+            weight: functools.partial(lora.delta, source.reader, weight, geometry)
+            for weight in lora.targets
+        }
+        result = write_merged(
+            config,
+            prepared.assets,
+            str(root),
+            root,
+            tensors,
+            deltas,
+            tmp,
+            dtype,
+            max_shard_size,
+            verify,
+            progress,
+        )
+        if result.mismatches:
+            raise ExportVerifyError(result.mismatches)
+        for path in sorted(tmp.rglob("*")):
+            layout.fsync_path(path)
+        layout.fsync_path(tmp)
+        claim.publish()
+    result.notes += lora.notes
+    result.out_dir, result.seconds = str(out), time.monotonic() - started
+    return result
+
+
+def _check_base_fits(
+    lora: MegatronLora, reader, geometry: Geometry, root: Path, tensors: dict
+) -> None:
+    """Every weight the adapter adapts is in the base with the shape B_i @ A gives."""
+    for weight, target in sorted(lora.targets.items()):
+        a_shape = reader.tensors[target.a_key].shape
+        b_shape = reader.tensors[target.b_key].shape
+        rows = target.transform.shapes(b_shape, geometry)[target.part][0]
+        needed = (rows, a_shape[1])
+        found = tensors.get(weight)
+        if found is None:
+            raise ExportError(
+                f"{root}: the base has no {weight}, which the adapter [{target.a_key}] adapts"
+            )
+        if tuple(found.shape) != needed:
+            raise ExportError(
+                f"{root} [{weight}]: shape {tuple(found.shape)} in the base, but the adapter"
+                f" [{target.b_key}] needs {needed}: not the base it was trained on"
+            )
