@@ -540,9 +540,9 @@ def _check_against_recorded_config(
 ) -> None:
     """Without a Hugging Face config, the one the checkpoint's own record implies
     (Megatron-LM's args, Megatron-Bridge's run_config.yaml), as export derives it. A record
-    that describes a model no family here computes (MoE, LayerNorm) or lacks the sizes
-    leaves the check out: the checkpoint is not damaged by it. One that cannot be read
-    (a pickle naming os.system, bad YAML) is an error."""
+    that describes a model no family here computes (LayerNorm, a sigmoid MoE router) or
+    lacks the sizes leaves the check out: the checkpoint is not damaged by it. One that
+    cannot be read (a pickle naming os.system, bad YAML) is an error."""
     from mfsdp_ckpt.convert.export_source import json_config
     from mfsdp_ckpt.convert.hf_config import HFConfigError
     from mfsdp_ckpt.convert.megatron_config import (

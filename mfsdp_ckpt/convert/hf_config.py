@@ -150,8 +150,12 @@ def expected_weights(config) -> ExpectedWeights:
             f"config.json (model_type {config.model_type!r}): transformers builds no causal"
             f" LM from it ({first_line[:200]})"
         ) from None
-    required = {name: tuple(p.shape) for name, p in model.named_parameters()}
-    allowed = {name: tuple(t.shape) for name, t in model.state_dict().items()}
+    from mfsdp_ckpt.convert.name_maps import hub_expert_names
+
+    # experts under the hub files' per-expert names, which exports write and every
+    # transformers version loads (5.x fuses them in memory)
+    required = hub_expert_names({name: tuple(p.shape) for name, p in model.named_parameters()})
+    allowed = hub_expert_names({name: tuple(t.shape) for name, t in model.state_dict().items()})
     tied = bool(getattr(config, "tie_word_embeddings", False))
     return ExpectedWeights(config.model_type, required, allowed, tied)
 

@@ -7,10 +7,12 @@ turns them into the config.json of the Hugging Face family with the same computa
 
 * RMSNorm, SwiGLU, rotary position embeddings on every dimension, no linear biases:
   Llama (`LlamaForCausalLM`), plus `add_qkv_bias` -> Qwen2, plus `qk_layernorm` -> Qwen3;
-* anything else (LayerNorm, MoE, learned or no position embeddings, GELU, partial or
-  interleaved rotary, rope scaling, MLA, 1p norms, biases) has no such equivalent, and a
-  config that approximates it would load and compute something else: refused, exit 1,
-  naming the setting.
+* a mixture-of-experts model (num_experts) with Qwen3's attention, every layer MoE, a
+  softmax top-k router and no shared expert: Qwen3-MoE (`Qwen3MoeForCausalLM`);
+* anything else (LayerNorm, other MoE routers or layer patterns, learned or no position
+  embeddings, GELU, partial or interleaved rotary, rope scaling, MLA, 1p norms, biases) has
+  no such equivalent, and a config that approximates it would load and compute something
+  else: refused, exit 1, naming the setting.
 
 Settings a Megatron-LM Namespace always holds may still be missing from a hand-made one;
 the essential ones (sizes, normalization, activation, position embedding, tying, vocab)
@@ -94,6 +96,24 @@ _DEFAULTS: dict[str, Any] = {
     "experimental_attention_variant": None,
     "linear_attention_freq": None,
     "enable_mhc_connections": False,
+    # mixture-of-experts settings (Megatron-LM argparse / TransformerConfig defaults)
+    "moe_router_topk": 2,
+    "moe_ffn_hidden_size": None,
+    "moe_router_pre_softmax": False,
+    "moe_layer_freq": 1,
+    "moe_router_load_balancing_type": "aux_loss",
+    "moe_router_score_function": "softmax",
+    "moe_router_enable_expert_bias": False,
+    "moe_router_num_groups": None,
+    "moe_router_group_topk": None,
+    "moe_router_topk_limited_devices": None,
+    "moe_router_topk_scaling_factor": None,
+    "moe_router_force_biased": None,
+    "moe_expert_capacity_factor": None,
+    "moe_apply_probs_on_input": False,
+    "moe_latent_size": None,
+    "moe_mlp_glu_interleave_size": None,
+    "moe_shared_expert_intermediate_size": None,
 }
 _ESSENTIAL = (
     "num_layers",
@@ -135,6 +155,29 @@ _REQUIRED_VALUES: tuple[tuple[str, Any, str], ...] = (
     ("enable_mhc_connections", False, "their residual stream is a single one"),
 )
 
+# What a mixture-of-experts model needs on top, for Qwen3-MoE (a softmax top-k router over
+# SwiGLU experts, outputs weighted after the activation, no shared expert).
+_MOE_REQUIRED_VALUES: tuple[tuple[str, Any, str], ...] = (
+    ("moe_router_score_function", "softmax", "Qwen3-MoE scores experts by softmax"),
+    (
+        "moe_router_enable_expert_bias",
+        False,
+        "an expert bias steers top-k selection (aux-loss-free balancing); Qwen3-MoE has none",
+    ),
+    ("moe_router_num_groups", None, "group-limited routing picks experts another way"),
+    ("moe_router_group_topk", None, "group-limited routing picks experts another way"),
+    ("moe_router_topk_limited_devices", None, "device-limited routing picks experts another way"),
+    ("moe_router_topk_scaling_factor", None, "Qwen3-MoE does not scale its routing weights"),
+    ("moe_router_force_biased", None, "Qwen3-MoE adds no random bias to its router"),
+    ("moe_expert_capacity_factor", None, "Qwen3-MoE drops no tokens for expert capacity"),
+    ("moe_apply_probs_on_input", False, "Qwen3-MoE weights expert outputs, not inputs"),
+    ("moe_latent_size", None, "Qwen3-MoE experts have no latent projection"),
+    ("moe_mlp_glu_interleave_size", None, "Qwen3-MoE expert fc1 is [gate; up], not interleaved"),
+    ("moe_shared_expert_intermediate_size", None, "Qwen3-MoE has no shared expert"),
+)
+# Load balancing that only adds a training loss; any other (sinkhorn, quantile_balancing)
+# changes which experts a token reaches
+_LOSS_ONLY_BALANCING = ("aux_loss", "seq_aux_loss", "global_aux_loss", "none")
 
 MAX_SHOWN_CHARS = 60
 MAX_SIZE = 1 << 40  # far above any layer, head or vocabulary count a model has
@@ -258,12 +301,8 @@ def hf_config_from_megatron(
         raise MegatronConfigError(
             f"{where}: {where.key('num_experts')}={_name(experts)} is not a count"
         )
-    if experts is not None and experts > 1:
-        raise MegatronConfigError(
-            f"{where}: {where.key('num_experts')}={_name(experts)}: a mixture-of-experts model"
-            " has no Llama, Qwen2 or Qwen3 equivalent here"
-        )
-    for key, needed, why in _REQUIRED_VALUES:
+    moe = experts is not None and experts > 0
+    for key, needed, why in _REQUIRED_VALUES + (_MOE_REQUIRED_VALUES if moe else ()):
         if not _is(values[key], needed):
             raise MegatronConfigError(
                 f"{where}: {where.key(key)}={_name(values[key])} cannot be exported ({why})"
@@ -291,6 +330,8 @@ def hf_config_from_megatron(
     else:
         head_dim = hidden // heads
     family = "qwen2" if qkv_bias else "qwen3" if qk_norm else "llama"
+    if moe:
+        family = _moe_family(values, where)
     vocab, notes = _vocab(values, where)
     positions = values.get("max_position_embeddings") or values.get("seq_length")
     if positions is None:
@@ -316,6 +357,8 @@ def hf_config_from_megatron(
         config["attention_bias"] = False
     if family == "llama":
         config["mlp_bias"] = False
+    if moe:
+        config.update(_moe_config(values, where, config["num_hidden_layers"]))
     return DerivedConfig(config, notes)
 
 
@@ -323,7 +366,71 @@ _ARCHITECTURES = {
     "llama": "LlamaForCausalLM",
     "qwen2": "Qwen2ForCausalLM",
     "qwen3": "Qwen3ForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM",
 }
+
+
+def _moe_family(values: dict, where: _Where) -> str:
+    """The MoE family with this attention: Qwen3-MoE normalises q and k, without biases."""
+    if values["add_qkv_bias"] or not values["qk_layernorm"]:
+        key = "add_qkv_bias" if values["add_qkv_bias"] else "qk_layernorm"
+        raise MegatronConfigError(
+            f"{where}: {where.key('num_experts')}={_name(values['num_experts'])}"
+            f" (mixture-of-experts) with {where.key(key)}={_name(values[key])}: the MoE family"
+            " exported here, Qwen3-MoE, has q/k layernorm and no q/k/v bias"
+        )
+    return "qwen3_moe"
+
+
+def _moe_config(values: dict, where: _Where, layers: int) -> dict[str, Any]:
+    """Qwen3-MoE's config.json keys for the recorded experts and router. Megatron's
+    default softmax after top-k (moe_router_pre_softmax false) is softmax over all experts
+    then renormalised over the top k (norm_topk_prob true); pre-softmax is the same
+    without the renormalisation."""
+    experts = _int(values, "num_experts", where)
+    topk = _int(values, "moe_router_topk", where)
+    if topk > experts:
+        raise MegatronConfigError(
+            f"{where}: {where.key('moe_router_topk')}={topk} is more than"
+            f" {where.key('num_experts')}={experts}"
+        )
+    freq = values["moe_layer_freq"]
+    every_layer = [1] * layers
+    if not (
+        _is(freq, 1)
+        or (isinstance(freq, list) and all(_is(f, 1) for f in freq) and freq == every_layer)
+    ):
+        shown = (
+            str(freq)
+            if isinstance(freq, list)
+            and len(freq) <= 16
+            and all(_is(f, 1) or _is(f, 0) for f in freq)
+            else _name(freq)
+        )
+        raise MegatronConfigError(
+            f"{where}: {where.key('moe_layer_freq')}={shown} mixes dense and MoE layers;"
+            " only every layer MoE (1) is exported"
+        )
+    balancing = values["moe_router_load_balancing_type"]
+    kinds = balancing if isinstance(balancing, list) else [balancing]
+    if not kinds or not all(isinstance(k, str) and k in _LOSS_ONLY_BALANCING for k in kinds):
+        raise MegatronConfigError(
+            f"{where}: {where.key('moe_router_load_balancing_type')}={_name(balancing)} changes"
+            f" which experts a token reaches (exported: {', '.join(_LOSS_ONLY_BALANCING)})"
+        )
+    expert_ffn = values["moe_ffn_hidden_size"]
+    return {
+        "moe_intermediate_size": _int(
+            values, "moe_ffn_hidden_size" if expert_ffn is not None else "ffn_hidden_size", where
+        ),
+        "num_experts": experts,
+        "num_experts_per_tok": topk,
+        "norm_topk_prob": not _bool(values, "moe_router_pre_softmax", where),
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "use_sliding_window": False,
+        "sliding_window": None,
+    }
 
 
 def _vocab(values: dict, where: _Where) -> tuple[int, list[str]]:

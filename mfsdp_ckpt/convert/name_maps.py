@@ -264,15 +264,50 @@ _QK_NORM = (
     Rule(_L + r"self_attention\.k_layernorm\.weight", (_H + "self_attn.k_norm.weight",)),
 )
 
+
+def _moe_rules(block: str, gate: str, up: str, down: str) -> tuple[Rule, ...]:
+    """A mixture-of-experts layer's router and experts, as Megatron's fsdp_dtensor save
+    names them (megatron/core/transformer/fsdp_dtensor_checkpoint.py): experts carry global
+    ids (handle_experts_in_state_dict) and each expert's SwiGLU fc1 is split into `_w`
+    (gate) / `_v` (up) (handle_swiglu_in_state_dict). TEGroupedMLP (--moe-grouped-gemm)
+    holds `experts.linear_fc1.weight<E>`, SequentialMLP `experts.local_experts.<E>.linear_fc1
+    .weight`; the fused fc1 forms are what other savers (torch_dist) keep. HF names are the
+    hub files' per-expert ones (`{block}.experts.<E>.{gate}.weight`), which transformers 4.x
+    loads as they are and 5.x fuses on load. The pre-MLP norm of an MoE layer is
+    `pre_mlp_layernorm` in both specs (no fused norm there), a rule of _COMMON."""
+    hf = _H + block + "."
+    grouped, sequential = (
+        _L + r"mlp\.experts\.",
+        _L + r"mlp\.experts\.local_experts\.(?P<expert>\d+)\.",
+    )
+    experts = hf + "experts.{expert}."
+    gate_up = (experts + gate + ".weight", experts + up + ".weight")
+    return (
+        Rule(_L + r"mlp\.router\.weight", (hf + "gate.weight",)),
+        Rule(grouped + r"linear_fc1\.weight(?P<expert>\d+)_w", gate_up[:1]),
+        Rule(grouped + r"linear_fc1\.weight(?P<expert>\d+)_v", gate_up[1:]),
+        Rule(grouped + r"linear_fc1\.weight(?P<expert>\d+)", gate_up, GATE_UP),
+        Rule(grouped + r"linear_fc2\.weight(?P<expert>\d+)", (experts + down + ".weight",)),
+        Rule(sequential + r"linear_fc1\.weight_w", gate_up[:1]),
+        Rule(sequential + r"linear_fc1\.weight_v", gate_up[1:]),
+        Rule(sequential + r"linear_fc1\.weight", gate_up, GATE_UP),
+        Rule(sequential + r"linear_fc2\.weight", (experts + down + ".weight",)),
+    )
+
+
 # One table per family, keyed by the HF config's model_type (Qwen2.5 is model_type qwen2).
 # Mistral has Llama's names and no biases; its head_dim may differ from hidden / heads,
-# which Geometry carries.
+# which Geometry carries. Qwen3-MoE is Qwen3 with (some or all) MLPs replaced by a
+# softmax top-k router over experts; its dense layers (mlp_only_layers) keep _COMMON's names.
 MCORE_FAMILIES: dict[str, tuple[Rule, ...]] = {
     "qwen2": _COMMON + _QKV_BIAS,
     "qwen3": _COMMON + _QK_NORM,
     "llama": _COMMON,
     "mistral": _COMMON,
+    "qwen3_moe": _COMMON + _QK_NORM + _moe_rules("mlp", "gate_proj", "up_proj", "down_proj"),
 }
+# The families above whose tables convert mixture-of-experts layers
+MOE_FAMILIES = ("qwen3_moe",)
 
 # transformers' MistralConfig defaults, in force when config.json leaves the key out
 _MISTRAL_DEFAULT_WINDOW = 4096
@@ -290,7 +325,8 @@ def refuse_attention_window(config) -> None:
     whose layers see a sliding window narrower than its positions computes something else
     in mcore form: converting it either way would silently change its outputs. A window of
     null or at least max_position_embeddings never narrows attention and converts. Mistral
-    windows every layer; Qwen2/Qwen3 window layers from max_window_layers on when
+    windows every layer, Qwen3-MoE every layer when use_sliding_window is true; Qwen2/Qwen3
+    window layers from max_window_layers on when
     use_sliding_window is true, or those config.json's layer_types names (as transformers
     decides them)."""
     family = getattr(config, "model_type", None)
@@ -305,6 +341,12 @@ def refuse_attention_window(config) -> None:
         where = _qwen_windowed_layers(config)
         if where is None:
             return
+    elif family == "qwen3_moe":  # transformers windows every layer when use_sliding_window
+        if getattr(config, "use_sliding_window", False) is not True:
+            return
+        window = getattr(config, "sliding_window", _QWEN_DEFAULT_WINDOW)
+        positions = getattr(config, "max_position_embeddings", _QWEN_DEFAULT_POSITIONS)
+        where = "every layer (use_sliding_window)"
     else:
         return
     if window is None:
@@ -553,7 +595,10 @@ _FLAG_KEYS: dict[str, tuple[str, ...]] = {  # booleans each family's weight set 
     "qwen3": ("tie_word_embeddings", "attention_bias"),
     "llama": ("tie_word_embeddings", "attention_bias", "mlp_bias"),
     "mistral": ("tie_word_embeddings",),  # never biases, whatever config.json says
+    "qwen3_moe": ("tie_word_embeddings", "attention_bias"),
 }
+# The config.json numbers an MoE family's expert weights are computed from
+_MOE_SHAPE_KEYS = ("num_experts", "moe_intermediate_size")
 
 
 def hf_state_dict_shapes(config: dict) -> dict[str, tuple[int, ...]] | None:
@@ -567,6 +612,11 @@ def hf_state_dict_shapes(config: dict) -> dict[str, tuple[int, ...]] | None:
     if not all(_is_int(config.get(key)) for key in SHAPE_KEYS):
         return None
     if not all(isinstance(config.get(key), bool) for key in flags):
+        return None
+    if family in MOE_FAMILIES and not all(_is_int(config.get(key)) for key in _MOE_SHAPE_KEYS):
+        return None
+    sparse = _sparse_layers(config) if family in MOE_FAMILIES else set()
+    if sparse is None:
         return None
     head_dim = config.get("head_dim")
     if family == "qwen3" and not _is_int(head_dim):  # qwen3's default is 128, not hidden / heads
@@ -613,18 +663,69 @@ def hf_state_dict_shapes(config: dict) -> dict[str, tuple[int, ...]] | None:
                 "mlp.down_proj.bias": (hidden,),
             }
         )
-    if family == "qwen3":
+    if family in ("qwen3", "qwen3_moe"):
         layer.update(
             {"self_attn.q_norm.weight": (head_dim,), "self_attn.k_norm.weight": (head_dim,)}
         )
+    dense_mlp = ("mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight")
+    moe_layer = {k: v for k, v in layer.items() if k not in dense_mlp}
+    if sparse:
+        experts, expert_inter = config["num_experts"], config["moe_intermediate_size"]
+        moe_layer["mlp.gate.weight"] = (experts, hidden)
+        for expert in range(experts):
+            moe_layer[f"mlp.experts.{expert}.gate_proj.weight"] = (expert_inter, hidden)
+            moe_layer[f"mlp.experts.{expert}.up_proj.weight"] = (expert_inter, hidden)
+            moe_layer[f"mlp.experts.{expert}.down_proj.weight"] = (hidden, expert_inter)
     shapes: dict[str, tuple[int, ...]] = {
         "model.embed_tokens.weight": (config["vocab_size"], hidden)
     }
     for index in range(config["num_hidden_layers"]):
-        shapes.update({f"model.layers.{index}.{name}": shape for name, shape in layer.items()})
+        names = moe_layer if index in sparse else layer
+        shapes.update({f"model.layers.{index}.{name}": shape for name, shape in names.items()})
     shapes["model.norm.weight"] = (hidden,)
     shapes["lm_head.weight"] = (config["vocab_size"], hidden)
     return shapes
+
+
+MAX_EXPERTS = 1 << 14  # released MoE models have at most a few hundred experts per layer
+
+
+def _sparse_layers(config: dict) -> set[int] | None:
+    """The layers of a Qwen3-MoE config.json that hold experts, as transformers decides
+    them: not in mlp_only_layers, and every decoder_sparse_step-th (1-based); None when a
+    key is malformed or names more experts than MAX_EXPERTS (then transformers judges)."""
+    step = config.get("decoder_sparse_step", 1)
+    dense = config.get("mlp_only_layers") or []
+    experts = config["num_experts"]
+    if not (_is_int(step) and step > 0 and experts <= MAX_EXPERTS):
+        return None
+    if not (isinstance(dense, list) and all(_is_int(i) for i in dense)):
+        return None
+    if experts == 0:
+        return set()
+    layers = range(config["num_hidden_layers"])
+    return {i for i in layers if i not in dense and (i + 1) % step == 0}
+
+
+def hub_expert_names(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    """A transformers state dict whose experts are fused in memory (transformers 5.x:
+    `...experts.gate_up_proj` [E, 2I, H], `...experts.down_proj` [E, H, I]) under the
+    per-expert names the hub's files (and an export) hold, which every transformers version
+    loads: `...experts.<E>.{gate_proj, up_proj, down_proj}.weight`."""
+    out: dict[str, tuple[int, ...]] = {}
+    for name, shape in shapes.items():
+        prefix, _, kind = name.rpartition(".experts.")
+        if kind == "gate_up_proj" and len(shape) == 3:
+            for expert in range(shape[0]):
+                half = (shape[1] // 2, shape[2])
+                out[f"{prefix}.experts.{expert}.gate_proj.weight"] = half
+                out[f"{prefix}.experts.{expert}.up_proj.weight"] = half
+        elif kind == "down_proj" and len(shape) == 3:
+            for expert in range(shape[0]):
+                out[f"{prefix}.experts.{expert}.down_proj.weight"] = tuple(shape[1:])
+        else:
+            out[name] = shape
+    return out
 
 
 def _is_int(value) -> bool:
@@ -714,37 +815,76 @@ def _first(items: list[str], count: int = 3) -> str:
     return shown + (f" (+{len(items) - count} more)" if len(items) > count else "")
 
 
-# Parts of a Megatron-core GPT model that no Llama/Qwen2/Qwen3 config has, by the path that
-# marks them: what they are and what to say about them. A mixture-of-experts layer holds a
-# router, experts (SequentialMLP `local_experts.E.`, grouped `linear_fc1.weight<E>`) and
-# optional shared experts under a layer's `mlp.`; multi-token prediction (--mtp-num-layers)
-# adds `mtp.layers.N.{enorm, hnorm, eh_proj, transformer_layer, final_layernorm}` after the
+# Parts of a Megatron-core GPT model that no family table converts, by the path that marks
+# them: what they are and what to say about them. A mixture-of-experts layer holds a router,
+# experts (SequentialMLP `local_experts.E.`, grouped `linear_fc1.weight<E>`) and optional
+# shared experts under a layer's `mlp.`; multi-token prediction (--mtp-num-layers) adds
+# `mtp.layers.N.{enorm, hnorm, eh_proj, transformer_layer, final_layernorm}` after the
 # decoder (megatron/core/transformer/multi_token_prediction.py).
+_MOE_PATH_RE = re.compile(r"\.mlp\.(router|experts|shared_experts)\.")
 _UNSUPPORTED_PARTS = (
-    (
-        re.compile(r"\.mlp\.(router|experts|shared_experts)\."),
-        "mixture-of-experts (MoE) layers are not supported",
-        "MoE",
-        "only dense models export",
-    ),
     (
         re.compile(r"^mtp\."),
         "multi-token prediction (MTP) layers are not supported",
         "MTP",
-        "the Llama, Qwen2 and Qwen3 models of transformers have none",
+        "the Llama, Qwen2, Qwen3 and Qwen3-MoE models of transformers have none",
+    ),
+)
+# MoE parts no MoE family table converts either, each with the setting that makes them
+_UNSUPPORTED_MOE_PARTS = (
+    (
+        re.compile(r"\.mlp\.router\.expert_bias$"),
+        "a router expert bias (moe_router_enable_expert_bias) steers top-k selection, and"
+        " the MoE families here route without one",
+    ),
+    (
+        re.compile(r"\.mlp\.router\.bias$"),
+        "a router bias (add_bias_linear), which the MoE families here have none of",
+    ),
+    (
+        re.compile(r"\.mlp\.shared_experts\."),
+        "shared experts (moe_shared_expert_intermediate_size), which {family} has none of",
+    ),
+    (
+        re.compile(r"\.mlp\.experts\.weight[12]$"),
+        "the legacy GroupedMLP expert layout (moe_use_legacy_grouped_gemm), all experts in one"
+        " tensor; save with TEGroupedMLP or SequentialMLP experts",
+    ),
+    (
+        re.compile(r"\.mlp\.experts\."),
+        "experts in a layout not converted here (e.g. moe_single_grouped_weight);"
+        " TEGroupedMLP `linear_fc1.weight<E>` and SequentialMLP `local_experts.<E>.` are",
     ),
 )
 
 
-def _refuse_unsupported_parts(module_paths: Iterable[str], stored_keys: dict[str, str]) -> None:
-    """Weights with no dense HF counterpart in the family tables: say which part they
-    belong to, naming the first one, rather than listing them as unmapped names."""
+def _refuse_unsupported_parts(
+    module_paths: Iterable[str], stored_keys: dict[str, str], rules: tuple[Rule, ...], family: str
+) -> None:
+    """Weights with no HF counterpart in the family's table: say which part they belong to
+    and the setting that made them, naming the first one, rather than listing them as
+    unmapped names. MoE weights of a dense family's config are refused as a whole."""
     paths = list(module_paths)
     for pattern, what, short, why in _UNSUPPORTED_PARTS:
         found = sorted(p for p in paths if pattern.search(p))
         if found:
             raise UnsupportedModelError(
                 f"[{stored_keys[found[0]]}]: {what} ({len(found)} {short} tensor(s)); {why}"
+            )
+    moe = sorted(p for p in paths if _MOE_PATH_RE.search(p))
+    if moe and family not in MOE_FAMILIES:
+        raise UnsupportedModelError(
+            f"[{stored_keys[moe[0]]}]: mixture-of-experts (MoE) layers are not supported by a"
+            f" {family} config ({len(moe)} MoE tensor(s)); MoE models export as"
+            f" {', '.join(MOE_FAMILIES)}"
+        )
+    unmapped = [p for p in moe if not any(r._pattern.fullmatch(p) for r in rules)]
+    for pattern, what in _UNSUPPORTED_MOE_PARTS:
+        found = [p for p in unmapped if pattern.search(p)]
+        if found:
+            raise UnsupportedModelError(
+                f"[{stored_keys[found[0]]}]: {what.format(family=family)}"
+                f" ({len(found)} tensor(s)); not exported"
             )
 
 
@@ -803,7 +943,7 @@ def map_names(
                 f"{sorted(MCORE_FAMILIES)})"
             )
         _refuse_megatron_adapters(module_paths, stored_keys)
-        _refuse_unsupported_parts(module_paths, stored_keys)
+        _refuse_unsupported_parts(module_paths, stored_keys, rules, model_type)
         unmapped = []
         for path, shape in module_paths.items():
             found = next(((r, m) for r in rules if (m := r._pattern.fullmatch(path))), None)
