@@ -613,8 +613,12 @@ def hf_state_dict_shapes(config: dict) -> dict[str, tuple[int, ...]] | None:
         return None
     if not all(isinstance(config.get(key), bool) for key in flags):
         return None
-    if family in MOE_FAMILIES and not all(_is_int(config.get(key)) for key in _MOE_SHAPE_KEYS):
-        return None
+    if family in MOE_FAMILIES:
+        # transformers 5.x saves Qwen3-MoE's num_experts as num_local_experts (its
+        # attribute_map); the hub's files and 4.x use num_experts
+        config = {"num_experts": config.get("num_local_experts"), **config}
+        if not all(_is_int(config.get(key)) for key in _MOE_SHAPE_KEYS):
+            return None
     sparse = _sparse_layers(config) if family in MOE_FAMILIES else set()
     if sparse is None:
         return None
