@@ -500,25 +500,30 @@ def _check_against_config(
     except HFConfigError as err:
         report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
         return
-    stored = {
-        state_keys.module_path(k): reader.tensors[k]
-        for k in state_keys.model_keys(list(reader.tensors))
-    }
+    from mfsdp_ckpt.convert.name_maps import hub_expert_names
+
+    # experts fused as transformers 5.x holds them in memory are checked as the per-expert
+    # tensors of the hub's files, which the config's expectations name
+    stored = hub_expert_names(
+        {
+            state_keys.module_path(k): reader.tensors[k].shape
+            for k in state_keys.model_keys(list(reader.tensors))
+        },
+        expected.model_type,
+    )
     if stored and not set(stored) & set(expected.allowed):
         _check_mapped_against_config(paths, reader, report, config_file)
         return
     for name, shape in expected.required.items():
-        entry = stored.get(name)
-        if entry is None:
+        found = stored.get(name)
+        if found is None:
             report.add(
                 ERROR,
                 f"[model.{name}]",
                 f"missing; {config_file} ({expected.model_type}) expects it",
             )
-        elif entry.shape != shape:
-            report.add(
-                ERROR, f"[model.{name}]", f"shape {entry.shape}, {config_file} expects {shape}"
-            )
+        elif found != shape:
+            report.add(ERROR, f"[model.{name}]", f"shape {found}, {config_file} expects {shape}")
     for name in sorted(set(stored) - set(expected.allowed)):
         report.add(
             ERROR, f"[model.{name}]", f"unexpected for {expected.model_type} per {config_file}"

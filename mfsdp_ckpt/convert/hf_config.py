@@ -154,8 +154,9 @@ def expected_weights(config) -> ExpectedWeights:
 
     # experts under the hub files' per-expert names, which exports write and every
     # transformers version loads (5.x fuses them in memory)
-    required = hub_expert_names({name: tuple(p.shape) for name, p in model.named_parameters()})
-    allowed = hub_expert_names({name: tuple(t.shape) for name, t in model.state_dict().items()})
+    family = config.model_type
+    required = hub_expert_names({n: tuple(p.shape) for n, p in model.named_parameters()}, family)
+    allowed = hub_expert_names({n: tuple(t.shape) for n, t in model.state_dict().items()}, family)
     tied = bool(getattr(config, "tie_word_embeddings", False))
     return ExpectedWeights(config.model_type, required, allowed, tied)
 

@@ -206,6 +206,38 @@ VOCAB = Transform("vocab", _vocab_shapes, drop_vocab_padding)
 ROW_PREFIX_TRANSFORMS = (COPY, VOCAB)
 
 
+def _fused_gate_up_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
+    if len(shape) != 3 or shape[1] % 2:
+        raise ShapeError(
+            f"fused experts gate/up has shape {shape}; needs [experts, 2 x ffn, hidden]"
+        )
+    return [(shape[1] // 2, shape[2])] * (2 * shape[0])
+
+
+def _fused_down_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
+    if len(shape) != 3:
+        raise ShapeError(f"fused experts down has shape {shape}; needs [experts, hidden, ffn]")
+    return [tuple(shape[1:])] * shape[0]
+
+
+def split_fused_gate_up(fused: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """transformers 5.x's in-memory `experts.gate_up_proj` [E, 2I, H] (each expert's gate
+    rows, then its up rows) -> per expert gate, up, in expert order."""
+    return tuple(half.contiguous() for expert in fused for half in expert.chunk(2, dim=0))
+
+
+# One layer's experts held fused, as transformers 5.x keeps them in memory (what a trainer
+# checkpoint of an MoE model stores): split into the hub files' per-expert tensors.
+FUSED_EXPERTS_GATE_UP = Transform(
+    "fused_experts_gate_up", _fused_gate_up_shapes, lambda t, g: split_fused_gate_up(t)
+)
+FUSED_EXPERTS_DOWN = Transform(
+    "fused_experts_down",
+    _fused_down_shapes,
+    lambda t, g: tuple(expert.contiguous() for expert in t),
+)
+
+
 @dataclass(frozen=True)
 class Rule:
     """`source` is a regex over the stored (unwrapped) name; `targets` are HF names with {layer}."""
@@ -308,6 +340,47 @@ MCORE_FAMILIES: dict[str, tuple[Rule, ...]] = {
 }
 # The families above whose tables convert mixture-of-experts layers
 MOE_FAMILIES = ("qwen3_moe",)
+# Each MoE family's per-expert module names in the hub files, (gate, up, down): under
+# `...experts.<E>.<name>.weight`, which transformers 4.x loads as they are and 5.x fuses
+# into `...experts.gate_up_proj` / `...experts.down_proj` on load (conversion_mapping.py)
+HUB_EXPERT_NAMES = {"qwen3_moe": ("gate_proj", "up_proj", "down_proj")}
+_FUSED_EXPERTS_RE = re.compile(r"(?P<prefix>.+\.experts)\.(?P<kind>gate_up_proj|down_proj)")
+
+
+def fused_expert_targets(
+    name: str, shape: tuple[int, ...], model_type: str
+) -> tuple[tuple[str, ...], Transform] | None:
+    """The hub names an in-memory fused experts tensor of `model_type` splits into, and how;
+    None for any other tensor (families without HUB_EXPERT_NAMES, whose fused layouts
+    differ, keep their names)."""
+    names = HUB_EXPERT_NAMES.get(model_type)
+    match = _FUSED_EXPERTS_RE.fullmatch(name)
+    if names is None or match is None or len(shape) != 3:
+        return None
+    prefix, experts = match["prefix"], range(shape[0])
+    gate, up, down = names
+    if match["kind"] == "gate_up_proj":
+        targets = tuple(f"{prefix}.{e}.{part}.weight" for e in experts for part in (gate, up))
+        return targets, FUSED_EXPERTS_GATE_UP
+    return tuple(f"{prefix}.{e}.{down}.weight" for e in experts), FUSED_EXPERTS_DOWN
+
+
+def hub_expert_names(
+    shapes: dict[str, tuple[int, ...]], model_type: str
+) -> dict[str, tuple[int, ...]]:
+    """A state dict's {name: shape} with fused experts (transformers 5.x in memory) under
+    the per-expert names the hub's files (and an export) hold, which every transformers
+    version loads; other tensors unchanged."""
+    out: dict[str, tuple[int, ...]] = {}
+    for name, shape in shapes.items():
+        fused = fused_expert_targets(name, shape, model_type)
+        if fused is None:
+            out[name] = shape
+            continue
+        targets, transform = fused
+        out.update(zip(targets, transform.shapes(shape, None)))  # type: ignore[arg-type]
+    return out
+
 
 # transformers' MistralConfig defaults, in force when config.json leaves the key out
 _MISTRAL_DEFAULT_WINDOW = 4096
@@ -711,27 +784,6 @@ def _sparse_layers(config: dict) -> set[int] | None:
     return {i for i in layers if i not in dense and (i + 1) % step == 0}
 
 
-def hub_expert_names(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
-    """A transformers state dict whose experts are fused in memory (transformers 5.x:
-    `...experts.gate_up_proj` [E, 2I, H], `...experts.down_proj` [E, H, I]) under the
-    per-expert names the hub's files (and an export) hold, which every transformers version
-    loads: `...experts.<E>.{gate_proj, up_proj, down_proj}.weight`."""
-    out: dict[str, tuple[int, ...]] = {}
-    for name, shape in shapes.items():
-        prefix, _, kind = name.rpartition(".experts.")
-        if kind == "gate_up_proj" and len(shape) == 3:
-            for expert in range(shape[0]):
-                half = (shape[1] // 2, shape[2])
-                out[f"{prefix}.experts.{expert}.gate_proj.weight"] = half
-                out[f"{prefix}.experts.{expert}.up_proj.weight"] = half
-        elif kind == "down_proj" and len(shape) == 3:
-            for expert in range(shape[0]):
-                out[f"{prefix}.experts.{expert}.down_proj.weight"] = tuple(shape[1:])
-        else:
-            out[name] = shape
-    return out
-
-
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
@@ -938,7 +990,13 @@ def map_names(
     planned: list[MappedTensor] = []
     if layout == HF:
         for path, shape in module_paths.items():
-            planned.append(MappedTensor(stored_keys[path], (path,), (shape,), COPY))
+            fused = fused_expert_targets(path, shape, model_type)
+            if fused is None:
+                planned.append(MappedTensor(stored_keys[path], (path,), (shape,), COPY))
+                continue
+            targets, transform = fused
+            shapes = tuple(transform.shapes(shape, geometry))
+            planned.append(MappedTensor(stored_keys[path], targets, shapes, transform))
     else:
         rules = MCORE_FAMILIES.get(model_type)
         if rules is None:

@@ -125,6 +125,12 @@ def test_validate_and_inspect_read_the_moe_checkpoint(moe_model, tmp_path):
     code, stdout, err = run_cli("ckpt", "inspect", run, "--json")
     described = json.loads(stdout)
     assert code == 0 and described["recorded_model"]["config"]["model_type"] == "qwen3_moe"
+    code, stdout, err = run_cli("ckpt", "inspect", run)
+    model_line = next(line for line in stdout.splitlines() if line.startswith("model "))
+    assert code == 0 and "Qwen3MoeForCausalLM, 2 layers, hidden 32, 4 experts (top-2)" in (
+        model_line
+    ), stdout
+    assert "model.module.decoder.layers.1.mlp.experts.linear_fc1.weight3_v" in stdout
 
 
 def test_validate_names_an_expert_the_config_has_no_place_for(moe_model, tmp_path):
@@ -212,3 +218,28 @@ def test_moe_weights_under_a_dense_config_stay_refused_as_moe(moe_model, tmp_pat
     )
     line = one_error_line(err)
     assert code == 1 and "mixture-of-experts (MoE) layers are not supported by a qwen3" in line
+
+
+def test_a_trainer_checkpoint_with_fused_experts_exports_per_expert(moe_model, tmp_path):
+    """transformers 5.x holds a layer's experts fused (`experts.gate_up_proj` [E, 2I, H]),
+    so an HF-layout checkpoint stores them so; export writes the hub's per-expert tensors
+    and validate checks them against the config as such."""
+    state = {k: v.clone() for k, v in moe_model.state_dict().items()}
+    assert "model.layers.0.mlp.experts.gate_up_proj" in state
+    ckpt = save_dcp({"model": state}, tmp_path / "d")
+    moe_model.config.save_pretrained(tmp_path / "assets")
+    code, stdout, err = run_cli(
+        "ckpt", "validate", ckpt, "--hf-config", tmp_path / "assets", "--json"
+    )
+    assert code == 0 and json.loads(stdout)["findings"] == [], stdout + err
+    out = tmp_path / "hf"
+    code, stdout, err = run_cli(
+        "ckpt", "export-hf", ckpt, "--hf-config", tmp_path / "assets", "--out", out
+    )
+    assert code == 0, stdout + err
+    names = _safetensors_names(out)
+    assert "model.layers.1.mlp.experts.2.gate_proj.weight" in names
+    assert not any("gate_up_proj" in n for n in names), sorted(names)
+    assert load_report(out) == {}
+    ids, expected = source_logits(moe_model)
+    torch.testing.assert_close(logits_of(out, ids), expected, rtol=0, atol=1e-5)
