@@ -258,11 +258,8 @@ def _recorded_line(recorded: dict) -> str:
     config = recorded["config"]
     if config is None:
         return f"no Hugging Face config derived: {recorded['problem']}"
-    experts = (
-        f", {config['num_experts']} experts (top-{config['num_experts_per_tok']})"
-        if "num_experts" in config
-        else ""
-    )
+    count = config.get("num_experts", config.get("num_local_experts"))
+    experts = f", {count} experts (top-{config['num_experts_per_tok']})" if count else ""
     return (
         f"{config['architectures'][0]}, {config['num_hidden_layers']} layers, hidden"
         f" {config['hidden_size']}{experts}, vocab {config['vocab_size']} (from"

@@ -7,8 +7,9 @@ turns them into the config.json of the Hugging Face family with the same computa
 
 * RMSNorm, SwiGLU, rotary position embeddings on every dimension, no linear biases:
   Llama (`LlamaForCausalLM`), plus `add_qkv_bias` -> Qwen2, plus `qk_layernorm` -> Qwen3;
-* a mixture-of-experts model (num_experts) with Qwen3's attention, every layer MoE, a
-  softmax top-k router and no shared expert: Qwen3-MoE (`Qwen3MoeForCausalLM`);
+* a mixture-of-experts model (num_experts), every layer MoE with a softmax top-k router:
+  with `qk_layernorm` Qwen3-MoE, with `add_qkv_bias` and a gated shared expert Qwen2-MoE,
+  with neither Mixtral;
 * anything else (LayerNorm, other MoE routers or layer patterns, learned or no position
   embeddings, GELU, partial or interleaved rotary, rope scaling, MLA, 1p norms, biases) has
   no such equivalent, and a config that approximates it would load and compute something
@@ -114,6 +115,7 @@ _DEFAULTS: dict[str, Any] = {
     "moe_latent_size": None,
     "moe_mlp_glu_interleave_size": None,
     "moe_shared_expert_intermediate_size": None,
+    "moe_shared_expert_gate": False,
 }
 _ESSENTIAL = (
     "num_layers",
@@ -155,25 +157,24 @@ _REQUIRED_VALUES: tuple[tuple[str, Any, str], ...] = (
     ("enable_mhc_connections", False, "their residual stream is a single one"),
 )
 
-# What a mixture-of-experts model needs on top, for Qwen3-MoE (a softmax top-k router over
-# SwiGLU experts, outputs weighted after the activation, no shared expert).
+# What a mixture-of-experts model needs on top, for Qwen3-MoE, Qwen2-MoE and Mixtral (a
+# softmax top-k router over SwiGLU experts, outputs weighted after the activation).
 _MOE_REQUIRED_VALUES: tuple[tuple[str, Any, str], ...] = (
-    ("moe_router_score_function", "softmax", "Qwen3-MoE scores experts by softmax"),
+    ("moe_router_score_function", "softmax", "their routers score experts by softmax"),
     (
         "moe_router_enable_expert_bias",
         False,
-        "an expert bias steers top-k selection (aux-loss-free balancing); Qwen3-MoE has none",
+        "an expert bias steers top-k selection (aux-loss-free balancing); their routers have none",
     ),
     ("moe_router_num_groups", None, "group-limited routing picks experts another way"),
     ("moe_router_group_topk", None, "group-limited routing picks experts another way"),
     ("moe_router_topk_limited_devices", None, "device-limited routing picks experts another way"),
-    ("moe_router_topk_scaling_factor", None, "Qwen3-MoE does not scale its routing weights"),
-    ("moe_router_force_biased", None, "Qwen3-MoE adds no random bias to its router"),
-    ("moe_expert_capacity_factor", None, "Qwen3-MoE drops no tokens for expert capacity"),
-    ("moe_apply_probs_on_input", False, "Qwen3-MoE weights expert outputs, not inputs"),
-    ("moe_latent_size", None, "Qwen3-MoE experts have no latent projection"),
-    ("moe_mlp_glu_interleave_size", None, "Qwen3-MoE expert fc1 is [gate; up], not interleaved"),
-    ("moe_shared_expert_intermediate_size", None, "Qwen3-MoE has no shared expert"),
+    ("moe_router_topk_scaling_factor", None, "their routing weights are not scaled"),
+    ("moe_router_force_biased", None, "their routers add no random bias"),
+    ("moe_expert_capacity_factor", None, "they drop no tokens for expert capacity"),
+    ("moe_apply_probs_on_input", False, "they weight expert outputs, not inputs"),
+    ("moe_latent_size", None, "their experts have no latent projection"),
+    ("moe_mlp_glu_interleave_size", None, "their expert fc1 is [gate; up], not interleaved"),
 )
 # Load balancing that only adds a training loss; any other (sinkhorn, quantile_balancing)
 # changes which experts a token reaches
@@ -353,12 +354,12 @@ def hf_config_from_megatron(
         "tie_word_embeddings": not untied,
         "dtype": _dtype(values),
     }
-    if family != "qwen2":  # Qwen2's q/k/v biases are implied by its model_type
+    if family not in ("qwen2", "qwen2_moe", "mixtral"):  # whose models read no such switch
         config["attention_bias"] = False
     if family == "llama":
         config["mlp_bias"] = False
     if moe:
-        config.update(_moe_config(values, where, config["num_hidden_layers"]))
+        config.update(_moe_config(values, where, family, config["num_hidden_layers"]))
     return DerivedConfig(config, notes)
 
 
@@ -367,26 +368,59 @@ _ARCHITECTURES = {
     "qwen2": "Qwen2ForCausalLM",
     "qwen3": "Qwen3ForCausalLM",
     "qwen3_moe": "Qwen3MoeForCausalLM",
+    "qwen2_moe": "Qwen2MoeForCausalLM",
+    "mixtral": "MixtralForCausalLM",
 }
 
 
 def _moe_family(values: dict, where: _Where) -> str:
-    """The MoE family with this attention: Qwen3-MoE normalises q and k, without biases."""
-    if values["add_qkv_bias"] or not values["qk_layernorm"]:
-        key = "add_qkv_bias" if values["add_qkv_bias"] else "qk_layernorm"
+    """The MoE family with this attention and shared expert: Qwen3-MoE normalises q and k,
+    Qwen2-MoE has q/k/v biases and a sigmoid-gated shared expert, Mixtral neither; none of
+    them has both, or a shared expert without a gate."""
+    experts = f"{where.key('num_experts')}={_name(values['num_experts'])} (mixture-of-experts)"
+    shared = values["moe_shared_expert_intermediate_size"] is not None
+    qkv_bias, qk_norm = values["add_qkv_bias"], values["qk_layernorm"]
+    if shared:
+        gate = _bool(values, "moe_shared_expert_gate", where)
+        wrong = [
+            (key, value)
+            for key, value, needed in (
+                ("add_qkv_bias", qkv_bias, True),
+                ("qk_layernorm", qk_norm, False),
+                ("moe_shared_expert_gate", gate, True),
+            )
+            if value is not needed
+        ]
+        if wrong:
+            key, value = wrong[0]
+            raise MegatronConfigError(
+                f"{where}: {experts} with a shared expert"
+                f" ({where.key('moe_shared_expert_intermediate_size')}) and"
+                f" {where.key(key)}={_name(value)}: Qwen2-MoE, the MoE family with a shared"
+                " expert, has q/k/v biases, no q/k layernorm and a gated shared expert"
+            )
+        return "qwen2_moe"
+    if qkv_bias:
         raise MegatronConfigError(
-            f"{where}: {where.key('num_experts')}={_name(values['num_experts'])}"
-            f" (mixture-of-experts) with {where.key(key)}={_name(values[key])}: the MoE family"
-            " exported here, Qwen3-MoE, has q/k layernorm and no q/k/v bias"
+            f"{where}: {experts} with {where.key('add_qkv_bias')}=True and no shared expert:"
+            " Qwen2-MoE, the MoE family with q/k/v biases, has a shared expert"
         )
-    return "qwen3_moe"
+    if qk_norm:
+        return "qwen3_moe"
+    if values["moe_router_pre_softmax"] is True and values["moe_router_topk"] != 1:
+        raise MegatronConfigError(
+            f"{where}: {experts} without qk_layernorm (Mixtral) and"
+            f" {where.key('moe_router_pre_softmax')}=True: Mixtral renormalises the top-k"
+            " routing weights"
+        )
+    return "mixtral"
 
 
-def _moe_config(values: dict, where: _Where, layers: int) -> dict[str, Any]:
-    """Qwen3-MoE's config.json keys for the recorded experts and router. Megatron's
+def _moe_config(values: dict, where: _Where, family: str, layers: int) -> dict[str, Any]:
+    """The MoE family's config.json keys for the recorded experts and router. Megatron's
     default softmax after top-k (moe_router_pre_softmax false) is softmax over all experts
-    then renormalised over the top k (norm_topk_prob true); pre-softmax is the same
-    without the renormalisation."""
+    then renormalised over the top k (norm_topk_prob true, Mixtral always); pre-softmax is
+    the same without the renormalisation."""
     experts = _int(values, "num_experts", where)
     topk = _int(values, "moe_router_topk", where)
     if topk > experts:
@@ -418,19 +452,36 @@ def _moe_config(values: dict, where: _Where, layers: int) -> dict[str, Any]:
             f"{where}: {where.key('moe_router_load_balancing_type')}={_name(balancing)} changes"
             f" which experts a token reaches (exported: {', '.join(_LOSS_ONLY_BALANCING)})"
         )
-    expert_ffn = values["moe_ffn_hidden_size"]
-    return {
-        "moe_intermediate_size": _int(
-            values, "moe_ffn_hidden_size" if expert_ffn is not None else "ffn_hidden_size", where
-        ),
+    expert_ffn = _int(
+        values,
+        "moe_ffn_hidden_size" if values["moe_ffn_hidden_size"] is not None else "ffn_hidden_size",
+        where,
+    )
+    renormalise = not _bool(values, "moe_router_pre_softmax", where)
+    if family == "mixtral":  # its intermediate_size is each expert's
+        return {
+            "intermediate_size": expert_ffn,
+            "num_local_experts": experts,
+            "num_experts_per_tok": topk,
+            "sliding_window": None,
+            "router_jitter_noise": 0.0,
+        }
+    config: dict[str, Any] = {
+        "moe_intermediate_size": expert_ffn,
         "num_experts": experts,
         "num_experts_per_tok": topk,
-        "norm_topk_prob": not _bool(values, "moe_router_pre_softmax", where),
+        "norm_topk_prob": renormalise,
         "decoder_sparse_step": 1,
         "mlp_only_layers": [],
         "use_sliding_window": False,
         "sliding_window": None,
     }
+    if family == "qwen2_moe":
+        config["shared_expert_intermediate_size"] = _int(
+            values, "moe_shared_expert_intermediate_size", where
+        )
+        config["qkv_bias"] = True
+    return config
 
 
 def _vocab(values: dict, where: _Where) -> tuple[int, list[str]]:

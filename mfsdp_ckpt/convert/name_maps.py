@@ -297,33 +297,68 @@ _QK_NORM = (
 )
 
 
-def _moe_rules(block: str, gate: str, up: str, down: str) -> tuple[Rule, ...]:
+@dataclass(frozen=True)
+class MoeNames:
+    """An MoE family's names in the hub's files: the block holding router and experts
+    (`model.layers.N.<block>.`), each expert's (gate, up, down) modules under
+    `<block>.experts.<E>.`, and whether a gated shared expert sits beside them
+    (`mlp.shared_expert.*`, `mlp.shared_expert_gate.weight`: Qwen2-MoE). transformers 4.x
+    loads these names as they are; 5.x fuses the experts into `mlp.experts.gate_up_proj` /
+    `down_proj` (and renames Mixtral's block to `mlp`) on load (conversion_mapping.py)."""
+
+    block: str
+    gate: str
+    up: str
+    down: str
+    shared_expert: bool = False
+
+
+MOE_NAMES = {
+    "qwen3_moe": MoeNames("mlp", "gate_proj", "up_proj", "down_proj"),
+    "qwen2_moe": MoeNames("mlp", "gate_proj", "up_proj", "down_proj", shared_expert=True),
+    "mixtral": MoeNames("block_sparse_moe", "w1", "w3", "w2"),
+}
+# The families whose tables convert mixture-of-experts layers
+MOE_FAMILIES = tuple(MOE_NAMES)
+
+
+def _moe_rules(names: MoeNames) -> tuple[Rule, ...]:
     """A mixture-of-experts layer's router and experts, as Megatron's fsdp_dtensor save
     names them (megatron/core/transformer/fsdp_dtensor_checkpoint.py): experts carry global
     ids (handle_experts_in_state_dict) and each expert's SwiGLU fc1 is split into `_w`
     (gate) / `_v` (up) (handle_swiglu_in_state_dict). TEGroupedMLP (--moe-grouped-gemm)
     holds `experts.linear_fc1.weight<E>`, SequentialMLP `experts.local_experts.<E>.linear_fc1
-    .weight`; the fused fc1 forms are what other savers (torch_dist) keep. HF names are the
-    hub files' per-expert ones (`{block}.experts.<E>.{gate}.weight`), which transformers 4.x
-    loads as they are and 5.x fuses on load. The pre-MLP norm of an MoE layer is
-    `pre_mlp_layernorm` in both specs (no fused norm there), a rule of _COMMON."""
-    hf = _H + block + "."
-    grouped, sequential = (
-        _L + r"mlp\.experts\.",
-        _L + r"mlp\.experts\.local_experts\.(?P<expert>\d+)\.",
-    )
+    .weight`; the fused fc1 forms are what other savers (torch_dist) keep. A shared expert
+    (SharedExpertMLP) is `shared_experts.linear_fc1/fc2` with its sigmoid gate `gate_weight`
+    [1, hidden]. The pre-MLP norm of an MoE layer is `pre_mlp_layernorm` in both specs (no
+    fused norm there), a rule of _COMMON."""
+    hf = _H + names.block + "."
+    grouped = _L + r"mlp\.experts\."
+    sequential = _L + r"mlp\.experts\.local_experts\.(?P<expert>\d+)\."
     experts = hf + "experts.{expert}."
-    gate_up = (experts + gate + ".weight", experts + up + ".weight")
-    return (
+    gate_up = (experts + names.gate + ".weight", experts + names.up + ".weight")
+    down = (experts + names.down + ".weight",)
+    rules = (
         Rule(_L + r"mlp\.router\.weight", (hf + "gate.weight",)),
         Rule(grouped + r"linear_fc1\.weight(?P<expert>\d+)_w", gate_up[:1]),
         Rule(grouped + r"linear_fc1\.weight(?P<expert>\d+)_v", gate_up[1:]),
         Rule(grouped + r"linear_fc1\.weight(?P<expert>\d+)", gate_up, GATE_UP),
-        Rule(grouped + r"linear_fc2\.weight(?P<expert>\d+)", (experts + down + ".weight",)),
+        Rule(grouped + r"linear_fc2\.weight(?P<expert>\d+)", down),
         Rule(sequential + r"linear_fc1\.weight_w", gate_up[:1]),
         Rule(sequential + r"linear_fc1\.weight_v", gate_up[1:]),
         Rule(sequential + r"linear_fc1\.weight", gate_up, GATE_UP),
-        Rule(sequential + r"linear_fc2\.weight", (experts + down + ".weight",)),
+        Rule(sequential + r"linear_fc2\.weight", down),
+    )
+    if not names.shared_expert:
+        return rules
+    shared, hf_shared = _L + r"mlp\.shared_experts\.", _H + "mlp.shared_expert."
+    shared_gate_up = (hf_shared + "gate_proj.weight", hf_shared + "up_proj.weight")
+    return rules + (
+        Rule(shared + r"linear_fc1\.weight_w", shared_gate_up[:1]),
+        Rule(shared + r"linear_fc1\.weight_v", shared_gate_up[1:]),
+        Rule(shared + r"linear_fc1\.weight", shared_gate_up, GATE_UP),
+        Rule(shared + r"linear_fc2\.weight", (hf_shared + "down_proj.weight",)),
+        Rule(shared + r"gate_weight", (_H + "mlp.shared_expert_gate.weight",)),
     )
 
 
@@ -336,33 +371,39 @@ MCORE_FAMILIES: dict[str, tuple[Rule, ...]] = {
     "qwen3": _COMMON + _QK_NORM,
     "llama": _COMMON,
     "mistral": _COMMON,
-    "qwen3_moe": _COMMON + _QK_NORM + _moe_rules("mlp", "gate_proj", "up_proj", "down_proj"),
+    "qwen3_moe": _COMMON + _QK_NORM + _moe_rules(MOE_NAMES["qwen3_moe"]),
+    "qwen2_moe": _COMMON + _QKV_BIAS + _moe_rules(MOE_NAMES["qwen2_moe"]),
+    "mixtral": _COMMON + _moe_rules(MOE_NAMES["mixtral"]),
 }
-# The families above whose tables convert mixture-of-experts layers
-MOE_FAMILIES = ("qwen3_moe",)
-# Each MoE family's per-expert module names in the hub files, (gate, up, down): under
-# `...experts.<E>.<name>.weight`, which transformers 4.x loads as they are and 5.x fuses
-# into `...experts.gate_up_proj` / `...experts.down_proj` on load (conversion_mapping.py)
-HUB_EXPERT_NAMES = {"qwen3_moe": ("gate_proj", "up_proj", "down_proj")}
-_FUSED_EXPERTS_RE = re.compile(r"(?P<prefix>.+\.experts)\.(?P<kind>gate_up_proj|down_proj)")
+# transformers 5.x's in-memory names of an MoE block (what an HF-layout trainer checkpoint
+# stores): the router, and one layer's experts fused
+_IN_MEMORY_MOE_RE = re.compile(
+    r"(?P<layer>.+)\.mlp\.(?P<kind>gate\.weight|experts\.gate_up_proj|experts\.down_proj)"
+)
 
 
 def fused_expert_targets(
     name: str, shape: tuple[int, ...], model_type: str
 ) -> tuple[tuple[str, ...], Transform] | None:
-    """The hub names an in-memory fused experts tensor of `model_type` splits into, and how;
-    None for any other tensor (families without HUB_EXPERT_NAMES, whose fused layouts
-    differ, keep their names)."""
-    names = HUB_EXPERT_NAMES.get(model_type)
-    match = _FUSED_EXPERTS_RE.fullmatch(name)
-    if names is None or match is None or len(shape) != 3:
+    """The hub names a transformers 5.x in-memory MoE tensor of `model_type` becomes, and
+    how: fused experts split per expert, Mixtral's router moved to its hub block; None for
+    any other tensor (families without MOE_NAMES, whose fused layouts differ, keep theirs)."""
+    names = MOE_NAMES.get(model_type)
+    match = _IN_MEMORY_MOE_RE.fullmatch(name)
+    if names is None or match is None:
         return None
-    prefix, experts = match["prefix"], range(shape[0])
-    gate, up, down = names
-    if match["kind"] == "gate_up_proj":
-        targets = tuple(f"{prefix}.{e}.{part}.weight" for e in experts for part in (gate, up))
+    block = f"{match['layer']}.{names.block}"
+    if match["kind"] == "gate.weight":
+        return ((f"{block}.gate.weight",), COPY) if names.block != "mlp" else None
+    if len(shape) != 3:
+        return None
+    experts = range(shape[0])
+    if match["kind"] == "experts.gate_up_proj":
+        parts = (names.gate, names.up)
+        targets = tuple(f"{block}.experts.{e}.{part}.weight" for e in experts for part in parts)
         return targets, FUSED_EXPERTS_GATE_UP
-    return tuple(f"{prefix}.{e}.{down}.weight" for e in experts), FUSED_EXPERTS_DOWN
+    targets = tuple(f"{block}.experts.{e}.{names.down}.weight" for e in experts)
+    return targets, FUSED_EXPERTS_DOWN
 
 
 def hub_expert_names(
@@ -398,16 +439,30 @@ def refuse_attention_window(config) -> None:
     whose layers see a sliding window narrower than its positions computes something else
     in mcore form: converting it either way would silently change its outputs. A window of
     null or at least max_position_embeddings never narrows attention and converts. Mistral
-    windows every layer, Qwen3-MoE every layer when use_sliding_window is true; Qwen2/Qwen3
-    window layers from max_window_layers on when
+    and Mixtral window every layer, Qwen3-MoE every layer when use_sliding_window is true,
+    Qwen2-MoE some layers then; Qwen2/Qwen3 window layers from max_window_layers on when
     use_sliding_window is true, or those config.json's layer_types names (as transformers
     decides them)."""
     family = getattr(config, "model_type", None)
     where: str | None
-    if family == "mistral":
-        window = getattr(config, "sliding_window", _MISTRAL_DEFAULT_WINDOW)
+    if family in ("mistral", "mixtral"):
+        window = getattr(
+            config, "sliding_window", _MISTRAL_DEFAULT_WINDOW if family == "mistral" else None
+        )
         positions = getattr(config, "max_position_embeddings", _MISTRAL_DEFAULT_POSITIONS)
         where = "every layer"
+    elif family == "qwen2_moe":  # transformers windows every other layer below max_window_layers
+        window = getattr(config, "sliding_window", _QWEN_DEFAULT_WINDOW)
+        positions = getattr(config, "max_position_embeddings", _QWEN_DEFAULT_POSITIONS)
+        layer_types = getattr(config, "layer_types", None)
+        if isinstance(layer_types, list) and layer_types:
+            where = _qwen_windowed_layers(config)
+        elif getattr(config, "use_sliding_window", False) is True:
+            where = "layers below max_window_layers (use_sliding_window)"
+        else:
+            where = None
+        if where is None:
+            return
     elif family in ("qwen2", "qwen3"):
         window = getattr(config, "sliding_window", _QWEN_DEFAULT_WINDOW)
         positions = getattr(config, "max_position_embeddings", _QWEN_DEFAULT_POSITIONS)
@@ -669,9 +724,16 @@ _FLAG_KEYS: dict[str, tuple[str, ...]] = {  # booleans each family's weight set 
     "llama": ("tie_word_embeddings", "attention_bias", "mlp_bias"),
     "mistral": ("tie_word_embeddings",),  # never biases, whatever config.json says
     "qwen3_moe": ("tie_word_embeddings", "attention_bias"),
+    "qwen2_moe": ("tie_word_embeddings",),
+    "mixtral": ("tie_word_embeddings",),
 }
-# The config.json numbers an MoE family's expert weights are computed from
-_MOE_SHAPE_KEYS = ("num_experts", "moe_intermediate_size")
+# The config.json numbers an MoE family's expert weights are computed from (transformers
+# 5.x saves num_experts as num_local_experts, Mixtral's own name; 4.x reads each family's)
+_MOE_SHAPE_KEYS = {
+    "qwen3_moe": ("num_experts", "moe_intermediate_size"),
+    "qwen2_moe": ("num_experts", "moe_intermediate_size", "shared_expert_intermediate_size"),
+    "mixtral": ("num_experts", "intermediate_size"),
+}
 
 
 def hf_state_dict_shapes(config: dict) -> dict[str, tuple[int, ...]] | None:
@@ -686,14 +748,16 @@ def hf_state_dict_shapes(config: dict) -> dict[str, tuple[int, ...]] | None:
         return None
     if not all(isinstance(config.get(key), bool) for key in flags):
         return None
-    if family in MOE_FAMILIES:
-        # transformers 5.x saves Qwen3-MoE's num_experts as num_local_experts (its
-        # attribute_map); the hub's files and 4.x use num_experts
+    moe = MOE_NAMES.get(family)  # type: ignore[arg-type]
+    if moe is not None:
         config = {"num_experts": config.get("num_local_experts"), **config}
-        if not all(_is_int(config.get(key)) for key in _MOE_SHAPE_KEYS):
+        if not all(_is_int(config.get(key)) for key in _MOE_SHAPE_KEYS[family]):  # type: ignore[index]
             return None
-    sparse = _sparse_layers(config) if family in MOE_FAMILIES else set()
+    sparse = _sparse_layers(config) if moe is not None else set()
     if sparse is None:
+        return None
+    qkv_bias_flag = config.get("qkv_bias", True)  # Qwen2-MoE's, read by transformers 5.x
+    if family == "qwen2_moe" and not isinstance(qkv_bias_flag, bool):
         return None
     head_dim = config.get("head_dim")
     if family == "qwen3" and not _is_int(head_dim):  # qwen3's default is 128, not hidden / heads
@@ -709,7 +773,7 @@ def hf_state_dict_shapes(config: dict) -> dict[str, tuple[int, ...]] | None:
     head_dim = head_dim or hidden // heads
     # a bias switch counts only for a family whose model reads it (Mistral's never does)
     o_bias = "attention_bias" in flags and config["attention_bias"]
-    qkv_bias = family == "qwen2" or o_bias
+    qkv_bias = family == "qwen2" or o_bias or (family == "qwen2_moe" and qkv_bias_flag)
     mlp_bias = "mlp_bias" in flags and config["mlp_bias"]
     layer: dict[str, tuple[int, ...]] = {
         "self_attn.q_proj.weight": (heads * head_dim, hidden),
@@ -746,13 +810,8 @@ def hf_state_dict_shapes(config: dict) -> dict[str, tuple[int, ...]] | None:
         )
     dense_mlp = ("mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight")
     moe_layer = {k: v for k, v in layer.items() if k not in dense_mlp}
-    if sparse:
-        experts, expert_inter = config["num_experts"], config["moe_intermediate_size"]
-        moe_layer["mlp.gate.weight"] = (experts, hidden)
-        for expert in range(experts):
-            moe_layer[f"mlp.experts.{expert}.gate_proj.weight"] = (expert_inter, hidden)
-            moe_layer[f"mlp.experts.{expert}.up_proj.weight"] = (expert_inter, hidden)
-            moe_layer[f"mlp.experts.{expert}.down_proj.weight"] = (hidden, expert_inter)
+    if moe is not None and sparse:
+        moe_layer.update(_moe_block_shapes(config, moe, hidden))
     shapes: dict[str, tuple[int, ...]] = {
         "model.embed_tokens.weight": (config["vocab_size"], hidden)
     }
@@ -764,13 +823,40 @@ def hf_state_dict_shapes(config: dict) -> dict[str, tuple[int, ...]] | None:
     return shapes
 
 
+def _moe_block_shapes(config: dict, names: MoeNames, hidden: int) -> dict[str, tuple[int, ...]]:
+    """One MoE layer's router, experts (and shared expert) under the hub's names."""
+    experts = config["num_experts"]
+    inter = config[
+        "intermediate_size" if names.block == "block_sparse_moe" else "moe_intermediate_size"
+    ]
+    block = names.block + "."
+    shapes: dict[str, tuple[int, ...]] = {block + "gate.weight": (experts, hidden)}
+    for expert in range(experts):
+        prefix = f"{block}experts.{expert}."
+        shapes[prefix + names.gate + ".weight"] = (inter, hidden)
+        shapes[prefix + names.up + ".weight"] = (inter, hidden)
+        shapes[prefix + names.down + ".weight"] = (hidden, inter)
+    if names.shared_expert:
+        shared = config["shared_expert_intermediate_size"]
+        shapes["mlp.shared_expert.gate_proj.weight"] = (shared, hidden)
+        shapes["mlp.shared_expert.up_proj.weight"] = (shared, hidden)
+        shapes["mlp.shared_expert.down_proj.weight"] = (hidden, shared)
+        shapes["mlp.shared_expert_gate.weight"] = (1, hidden)
+    return shapes
+
+
 MAX_EXPERTS = 1 << 14  # released MoE models have at most a few hundred experts per layer
 
 
 def _sparse_layers(config: dict) -> set[int] | None:
-    """The layers of a Qwen3-MoE config.json that hold experts, as transformers decides
-    them: not in mlp_only_layers, and every decoder_sparse_step-th (1-based); None when a
-    key is malformed or names more experts than MAX_EXPERTS (then transformers judges)."""
+    """The layers of an MoE config.json that hold experts, as transformers decides them:
+    Mixtral's every layer; Qwen2/Qwen3-MoE's not in mlp_only_layers, and every
+    decoder_sparse_step-th (1-based); None when a key is malformed or names more experts
+    than MAX_EXPERTS (then transformers judges)."""
+    if config["num_experts"] > MAX_EXPERTS:
+        return None
+    if config.get("model_type") == "mixtral":
+        return set(range(config["num_hidden_layers"]))
     step = config.get("decoder_sparse_step", 1)
     dense = config.get("mlp_only_layers") or []
     experts = config["num_experts"]

@@ -11,6 +11,7 @@ does not reproduce are refused in one line naming the setting.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -30,11 +31,22 @@ from tests.support.megatron_checkpoints import (
 )
 
 EXPERT_LAYOUTS = ("grouped", "sequential")
+# family: (a tensor of its hub names, its config.json's expert count key)
+FAMILIES = {
+    "qwen3_moe": ("model.layers.1.mlp.experts.3.up_proj.weight", "num_experts"),
+    "qwen2_moe": ("model.layers.1.mlp.shared_expert_gate.weight", "num_experts"),
+    "mixtral": ("model.layers.1.block_sparse_moe.experts.3.w3.weight", "num_local_experts"),
+}
+
+
+@functools.cache
+def _tiny(family: str):
+    return tiny_causal_lm(family)
 
 
 @pytest.fixture(scope="module")
 def moe_model():
-    return tiny_causal_lm("qwen3_moe")
+    return _tiny("qwen3_moe")
 
 
 def _safetensors_names(out: Path) -> set[str]:
@@ -48,24 +60,23 @@ def _safetensors_names(out: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("experts", EXPERT_LAYOUTS)
-def test_megatron_lm_moe_exports_to_the_source_logits(experts, moe_model, tmp_path):
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_megatron_lm_moe_exports_to_the_source_logits(family, experts, tmp_path):
     """Was: exit 1, "num_experts=4: a mixture-of-experts model has no ... equivalent"."""
-    run = megatron_run(
-        tmp_path, moe_model, megatron_args(moe_model), experts=experts, optimizer=True
-    )
+    model = _tiny(family)
+    run = megatron_run(tmp_path, model, megatron_args(model), experts=experts, optimizer=True)
     out = tmp_path / "hf"
     code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", out)
     assert code == 0, stdout + err
     config = json.loads((out / "config.json").read_text())
-    assert config["architectures"] == ["Qwen3MoeForCausalLM"], config
-    assert (config["num_experts"], config["num_experts_per_tok"]) == (4, 2)
-    assert (config["moe_intermediate_size"], config["norm_topk_prob"]) == (24, True)
+    hub_name, count_key = FAMILIES[family]
+    assert config["architectures"] == [type(model).__name__], config
+    assert (config[count_key], config["num_experts_per_tok"]) == (4, 2), config
     names = _safetensors_names(out)  # the hub's per-expert names, which every version loads
-    assert "model.layers.1.mlp.experts.3.up_proj.weight" in names
-    assert "model.layers.0.mlp.gate.weight" in names
+    assert hub_name in names, sorted(names)
     assert not any("gate_up_proj" in n or "router" in n for n in names), sorted(names)
     assert load_report(out) == {}
-    ids, expected = source_logits(moe_model)
+    ids, expected = source_logits(model)
     torch.testing.assert_close(logits_of(out, ids), expected, rtol=0, atol=1e-5)
 
 
@@ -147,10 +158,8 @@ REFUSED_SETTINGS = {
     "moe_router_num_groups": 2,
     "moe_router_topk_scaling_factor": 2.5,
     "moe_expert_capacity_factor": 1.0,
-    "moe_shared_expert_intermediate_size": 48,
     "moe_layer_freq": [0, 1],
     "moe_router_load_balancing_type": "sinkhorn",
-    "qk_layernorm": False,
 }
 
 
@@ -163,6 +172,47 @@ def test_moe_settings_export_does_not_reproduce_are_refused_naming_them(
     code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "hf")
     line = one_error_line(err)
     assert code == 1 and f"{setting}={value!r}" in line and "[args]" in line, stdout + err
+    assert not (tmp_path / "hf").exists()
+
+
+# (family, the setting changed, its value, words of the refusal): attention or shared
+# experts that fit none of the MoE families
+REFUSED_COMBINATIONS = {
+    "qwen3_moe + shared expert": (
+        "qwen3_moe",
+        "moe_shared_expert_intermediate_size",
+        48,
+        "add_qkv_bias=False: Qwen2-MoE, the MoE family with a shared expert",
+    ),
+    "qwen2_moe shared expert ungated": (
+        "qwen2_moe",
+        "moe_shared_expert_gate",
+        False,
+        "moe_shared_expert_gate=False: Qwen2-MoE",
+    ),
+    "qkv bias without a shared expert": (
+        "qwen2_moe",
+        "moe_shared_expert_intermediate_size",
+        None,
+        "add_qkv_bias=True and no shared expert",
+    ),
+    "mixtral pre-softmax": (
+        "mixtral",
+        "moe_router_pre_softmax",
+        True,
+        "moe_router_pre_softmax=True: Mixtral renormalises",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED_COMBINATIONS))
+def test_moe_models_no_family_computes_are_refused_naming_the_setting(case, tmp_path):
+    family, setting, value, words = REFUSED_COMBINATIONS[case]
+    model = _tiny(family)
+    run = megatron_run(tmp_path, model, megatron_args(model, **{setting: value}))
+    code, _stdout, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "hf")
+    line = one_error_line(err)
+    assert code == 1 and words in line and "num_experts=4 (mixture-of-experts)" in line, err
     assert not (tmp_path / "hf").exists()
 
 
@@ -220,10 +270,12 @@ def test_moe_weights_under_a_dense_config_stay_refused_as_moe(moe_model, tmp_pat
     assert code == 1 and "mixture-of-experts (MoE) layers are not supported by a qwen3" in line
 
 
-def test_a_trainer_checkpoint_with_fused_experts_exports_per_expert(moe_model, tmp_path):
-    """transformers 5.x holds a layer's experts fused (`experts.gate_up_proj` [E, 2I, H]),
-    so an HF-layout checkpoint stores them so; export writes the hub's per-expert tensors
-    and validate checks them against the config as such."""
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_a_trainer_checkpoint_with_fused_experts_exports_per_expert(family, tmp_path):
+    """transformers 5.x holds a layer's experts fused (`experts.gate_up_proj` [E, 2I, H])
+    and Mixtral's block as `mlp`, so an HF-layout checkpoint stores them so; export writes
+    the hub's per-expert tensors and validate checks them against the config as such."""
+    moe_model = _tiny(family)
     state = {k: v.clone() for k, v in moe_model.state_dict().items()}
     assert "model.layers.0.mlp.experts.gate_up_proj" in state
     ckpt = save_dcp({"model": state}, tmp_path / "d")
@@ -238,7 +290,7 @@ def test_a_trainer_checkpoint_with_fused_experts_exports_per_expert(moe_model, t
     )
     assert code == 0, stdout + err
     names = _safetensors_names(out)
-    assert "model.layers.1.mlp.experts.2.gate_proj.weight" in names
+    assert FAMILIES[family][0] in names, sorted(names)
     assert not any("gate_up_proj" in n for n in names), sorted(names)
     assert load_report(out) == {}
     ids, expected = source_logits(moe_model)

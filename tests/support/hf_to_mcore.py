@@ -27,6 +27,27 @@ FAMILIES = {
         moe_intermediate_size=24,
         norm_topk_prob=True,
     ),
+    # a sigmoid-gated shared expert beside 4 experts, qkv bias, top-2 not renormalised
+    # (Qwen1.5-MoE / Qwen2-MoE)
+    "qwen2_moe": dict(
+        model_type="qwen2_moe",
+        tie_word_embeddings=False,
+        hidden_size=32,
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=24,
+        shared_expert_intermediate_size=40,
+        norm_topk_prob=False,
+    ),
+    # 4 experts of intermediate_size, top-2 renormalised, Llama attention (Mixtral)
+    "mixtral": dict(
+        model_type="mixtral",
+        tie_word_embeddings=False,
+        hidden_size=32,
+        intermediate_size=24,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+    ),
 }
 
 
@@ -53,8 +74,8 @@ def tiny_causal_lm(family: str, vocab: int = 512):
         for name, param in model.named_parameters():
             if "norm" in name or name.endswith("bias"):
                 param.add_(torch.randn_like(param) * 0.1)
-            elif name.endswith("mlp.gate.weight"):  # a router that prefers some experts
-                param.normal_(0.0, 1.0)
+            elif name.endswith(("mlp.gate.weight", "shared_expert_gate.weight")):
+                param.normal_(0.0, 1.0)  # a router that prefers some experts
     return model
 
 
@@ -89,6 +110,12 @@ def _moe_mlp(out: dict, hf: dict, h: str, m: str, count: int, fc1: str, experts:
     """A Megatron MoE layer: router, then experts under their global ids as TEGroupedMLP
     (`experts.linear_fc1.weight<E>`) or SequentialMLP (`experts.local_experts.<E>.`)."""
     out[m + "mlp.router.weight"] = hf[h + "mlp.gate.weight"]
+    shared = h + "mlp.shared_expert."
+    if shared + "gate_proj.weight" in hf:  # SharedExpertMLP with its sigmoid gate
+        gate, up = hf[shared + "gate_proj.weight"], hf[shared + "up_proj.weight"]
+        _fc1(out, m + "mlp.shared_experts.linear_fc1.weight", gate, up, fc1)
+        out[m + "mlp.shared_experts.linear_fc2.weight"] = hf[shared + "down_proj.weight"]
+        out[m + "mlp.shared_experts.gate_weight"] = hf[h + "mlp.shared_expert_gate.weight"]
     for e, (gate, up, down) in enumerate(_hf_experts(hf, h + "mlp.experts.", count)):
         if experts == "grouped":
             _fc1(out, f"{m}mlp.experts.linear_fc1.weight{e}", gate, up, fc1)

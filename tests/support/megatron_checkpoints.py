@@ -58,7 +58,7 @@ def megatron_args(model, **changes) -> argparse.Namespace:
         position_embedding_type="rope",
         rotary_percent=1.0,
         untie_embeddings_and_output_weights=not config.tie_word_embeddings,
-        add_qkv_bias=family == "qwen2",
+        add_qkv_bias=family in ("qwen2", "qwen2_moe"),
         qk_layernorm=family in ("qwen3", "qwen3_moe"),
         add_bias_linear=False,
         **(moe_settings(config) or {"num_experts": None}),
@@ -78,15 +78,19 @@ def megatron_args(model, **changes) -> argparse.Namespace:
 
 def moe_settings(config) -> dict:
     """The mixture-of-experts settings Megatron-LM's args (and Bridge's provider, where
-    `num_experts` is `num_moe_experts`) record for a Qwen3-MoE config; none for a dense one.
-    Megatron's default softmax after top-k renormalises over the top k (norm_topk_prob)."""
+    `num_experts` is `num_moe_experts`) record for a Qwen3-MoE, Qwen2-MoE or Mixtral config;
+    none for a dense one. Megatron's default softmax after top-k renormalises over the top
+    k (norm_topk_prob; Mixtral always does)."""
     if not getattr(config, "num_experts", None):
         return {}
+    shared = getattr(config, "shared_expert_intermediate_size", None)
     return dict(
         num_experts=config.num_experts,
         moe_router_topk=config.num_experts_per_tok,
-        moe_ffn_hidden_size=config.moe_intermediate_size,
-        moe_router_pre_softmax=not config.norm_topk_prob,
+        moe_ffn_hidden_size=getattr(config, "moe_intermediate_size", config.intermediate_size),
+        moe_router_pre_softmax=not getattr(config, "norm_topk_prob", True),
+        moe_shared_expert_intermediate_size=shared,
+        moe_shared_expert_gate=shared is not None,
         moe_layer_freq=1,
         moe_grouped_gemm=True,
         moe_router_load_balancing_type="aux_loss",
@@ -95,7 +99,6 @@ def moe_settings(config) -> dict:
         moe_router_enable_expert_bias=False,
         moe_router_dtype="fp32",
         moe_token_dispatcher_type="alltoall",
-        moe_shared_expert_intermediate_size=None,
         moe_router_topk_scaling_factor=None,
     )
 
@@ -208,7 +211,7 @@ def bridge_model_section(model) -> dict:
         "position_embedding_type": "rope",
         "rotary_percent": 1.0,
         "share_embeddings_and_output_weights": config.tie_word_embeddings,
-        "add_qkv_bias": family == "qwen2",
+        "add_qkv_bias": family in ("qwen2", "qwen2_moe"),
         "add_bias_linear": False,
         "qk_layernorm": family in ("qwen3", "qwen3_moe"),
         **{
