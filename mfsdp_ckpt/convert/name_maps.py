@@ -969,7 +969,7 @@ _UNSUPPORTED_PARTS = (
         re.compile(r"^mtp\."),
         "multi-token prediction (MTP) layers are not supported",
         "MTP",
-        "the Llama, Qwen2, Qwen3 and Qwen3-MoE models of transformers have none",
+        "the transformers models export writes have none",
     ),
 )
 # MoE parts no MoE family table converts either, each with the setting that makes them
@@ -977,15 +977,16 @@ _UNSUPPORTED_MOE_PARTS = (
     (
         re.compile(r"\.mlp\.router\.expert_bias$"),
         "a router expert bias (moe_router_enable_expert_bias) steers top-k selection, and"
-        " the MoE families here route without one",
+        " Qwen3-MoE, Qwen2-MoE and Mixtral route without one",
     ),
     (
         re.compile(r"\.mlp\.router\.bias$"),
-        "a router bias (add_bias_linear), which the MoE families here have none of",
+        "a router bias (add_bias_linear), which Qwen3-MoE, Qwen2-MoE and Mixtral have none of",
     ),
     (
         re.compile(r"\.mlp\.shared_experts\."),
-        "shared experts (moe_shared_expert_intermediate_size), which {family} has none of",
+        "shared experts (moe_shared_expert_intermediate_size), which {family} has none of"
+        " (Qwen2-MoE has one)",
     ),
     (
         re.compile(r"\.mlp\.experts\.weight[12]$"),
