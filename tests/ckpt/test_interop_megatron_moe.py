@@ -295,3 +295,27 @@ def test_a_trainer_checkpoint_with_fused_experts_exports_per_expert(family, tmp_
     assert load_report(out) == {}
     ids, expected = source_logits(moe_model)
     torch.testing.assert_close(logits_of(out, ids), expected, rtol=0, atol=1e-5)
+
+
+def test_a_verl_moe_checkpoint_exports_with_its_huggingface_config(moe_model, tmp_path):
+    """verl keeps the Hugging Face config beside the DCP (`actor/huggingface/`); one saved
+    by transformers 5.x says `num_local_experts` where the hub's files say `num_experts`,
+    and both are read."""
+    from tests.support.megatron_checkpoints import adam_state, mcore_weights
+
+    run = tmp_path / "verl"
+    actor = run / "global_step_3" / "actor"
+    weights = mcore_weights(moe_model, experts="sequential")
+    save_dcp({"model": weights, "optimizer": adam_state(weights)}, actor / "dist_ckpt")
+    moe_model.config.save_pretrained(actor / "huggingface")
+    saved = json.loads((actor / "huggingface" / "config.json").read_text())
+    assert "num_local_experts" in saved and "num_experts" not in saved, saved
+    (actor / "transformer_config.json").write_text(json.dumps({"num_moe_experts": 4}))
+    (run / "latest_checkpointed_iteration.txt").write_text("3")
+    code, stdout, err = run_cli("ckpt", "validate", run, "--deep", "--json")
+    assert code == 0 and json.loads(stdout)["findings"] == [], stdout + err
+    out = tmp_path / "hf"
+    code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", out, "--verify")
+    assert code == 0, stdout + err
+    ids, expected = source_logits(moe_model)
+    torch.testing.assert_close(logits_of(out, ids), expected, rtol=0, atol=1e-5)
