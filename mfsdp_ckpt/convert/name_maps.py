@@ -406,6 +406,33 @@ def fused_expert_targets(
     return targets, FUSED_EXPERTS_DOWN
 
 
+def in_memory_slot(name: str, model_type: str) -> tuple[str, int, int, int] | None:
+    """Where a hub-named MoE tensor of `model_type` lives in transformers 5.x's in-memory
+    model, the inverse of `fused_expert_targets`: (parameter name, expert, part, parts),
+    the tensor being part `part` of `parts` equal row blocks of `parameter[expert]`
+    (gate 0 / up 1 of 2 in `experts.gate_up_proj`; down, 0 of 1, in `experts.down_proj`);
+    expert -1 for a router moved back under `mlp`. None for any other name."""
+    names = MOE_NAMES.get(model_type)
+    if names is None:
+        return None
+    block = re.escape(names.block)
+    match = re.fullmatch(rf"(?P<layer>.+)\.{block}\.(?P<rest>.+)", name)
+    if match is None:
+        return None
+    layer, rest = match["layer"], match["rest"]
+    if rest == "gate.weight":
+        return (f"{layer}.mlp.gate.weight", -1, 0, 1) if names.block != "mlp" else None
+    expert = re.fullmatch(r"experts\.(?P<e>\d+)\.(?P<part>\w+)\.weight", rest)
+    if expert is None:
+        return None
+    index, part = int(expert["e"]), expert["part"]
+    if part in (names.gate, names.up):
+        return f"{layer}.mlp.experts.gate_up_proj", index, int(part == names.up), 2
+    if part == names.down:
+        return f"{layer}.mlp.experts.down_proj", index, 0, 1
+    return None
+
+
 def hub_expert_names(
     shapes: dict[str, tuple[int, ...]], model_type: str
 ) -> dict[str, tuple[int, ...]]:
