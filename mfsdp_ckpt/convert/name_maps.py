@@ -4,11 +4,14 @@ Two layouts are understood:
 
 * ``hf``: module names as `transformers` uses them (what our trainer, FSDP2 and
   `megatron_fsdp.fully_shard` write for HF models), possibly under wrapper segments
-  (`module.`, `_orig_mod.`, ...). Names pass through unchanged.
+  (`module.`, `_orig_mod.`, ...). Names pass through unchanged, but for the experts of an
+  MoE family that transformers 5.x holds fused in memory: split into the hub files'
+  per-expert tensors (what every transformers version loads).
 * ``mcore``: Megatron-core GPTModel names (Megatron-LM, Megatron-Bridge and verl with
   ckpt_format `fsdp_dtensor`, stored under `model.module.`). A table per model family
   says which stored tensor becomes which HF tensor(s) and how: copied, QKV
-  de-interleaved per query group, or SwiGLU fc1 split into gate and up.
+  de-interleaved per query group, or SwiGLU fc1 split into gate and up; MoE experts
+  (global ids) become the hub files' per-expert tensors.
 
 Why tables and small exact functions: a conversion that is wrong by one row permutation
 still loads and produces garbage, so every rule is explicit, shape-checked against the
@@ -740,11 +743,12 @@ def plan_import(
 
 
 # ----------------------------------------------------------------- HF names and shapes
-# What `AutoModelForCausalLM.from_config(config).state_dict()` holds for the dense families
-# above, computed from config.json numbers alone: building even a meta-device model costs
-# the transformers import plus model construction (seconds, on a 2-core machine), more
-# than exporting a small model. tests/ckpt/convert/test_export_config_shapes.py holds these
-# tables to the meta-device model for each family and its bias / tie / head_dim variants.
+# What `AutoModelForCausalLM.from_config(config).state_dict()` holds for the families above
+# (experts under the hub files' per-expert names), computed from config.json numbers
+# alone: building even a meta-device model costs the transformers import plus model
+# construction (seconds, on a 2-core machine), more than exporting a small model.
+# tests/ckpt/convert/test_export_config_shapes.py holds these tables to the meta-device
+# model for each family and its bias / tie / head_dim / dense-layer variants.
 _FLAG_KEYS: dict[str, tuple[str, ...]] = {  # booleans each family's weight set depends on
     "qwen2": ("tie_word_embeddings",),
     "qwen3": ("tie_word_embeddings", "attention_bias"),
