@@ -156,6 +156,12 @@ REFUSED_SETTINGS = {
     "moe_router_score_function": "sigmoid",
     "moe_router_enable_expert_bias": True,
     "moe_router_num_groups": 2,
+    "moe_router_group_topk": 1,
+    "moe_router_topk_limited_devices": 2,
+    "moe_router_force_biased": 0.1,
+    "moe_apply_probs_on_input": True,
+    "moe_latent_size": 16,
+    "moe_mlp_glu_interleave_size": 8,
     "moe_router_topk_scaling_factor": 2.5,
     "moe_expert_capacity_factor": 1.0,
     "moe_layer_freq": [0, 1],
@@ -213,6 +219,31 @@ def test_moe_models_no_family_computes_are_refused_naming_the_setting(case, tmp_
     code, _stdout, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "hf")
     line = one_error_line(err)
     assert code == 1 and words in line and "num_experts=4 (mixture-of-experts)" in line, err
+    assert not (tmp_path / "hf").exists()
+
+
+BRIDGE_REFUSALS = {  # setting: (value, words of the refusal, as run_config.yaml names it)
+    "moe_router_score_function": ("sigmoid", "model: moe_router_score_function='sigmoid'"),
+    "moe_shared_expert_intermediate_size": (
+        48,
+        "model: num_moe_experts=4 (mixture-of-experts) with a shared expert",
+    ),
+}
+
+
+@pytest.mark.parametrize("setting", list(BRIDGE_REFUSALS))
+def test_bridge_moe_settings_are_refused_as_run_config_names_them(setting, tmp_path):
+    import yaml
+
+    value, words = BRIDGE_REFUSALS[setting]
+    run = bridge_run(tmp_path, _tiny("qwen3_moe"), steps=(10,))
+    run_config = run / "iter_0000010" / "run_config.yaml"
+    data = yaml.safe_load(run_config.read_text())
+    data["model"][setting] = value
+    run_config.write_text(yaml.safe_dump(data))
+    code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "hf")
+    line = one_error_line(err)
+    assert code == 1 and f"run_config.yaml {words}" in line, stdout + err
     assert not (tmp_path / "hf").exists()
 
 
