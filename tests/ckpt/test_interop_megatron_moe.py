@@ -350,3 +350,27 @@ def test_a_verl_moe_checkpoint_exports_with_its_huggingface_config(moe_model, tm
     assert code == 0, stdout + err
     ids, expected = source_logits(moe_model)
     torch.testing.assert_close(logits_of(out, ids), expected, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["qwen3_moe", "qwen2_moe"])
+def test_dense_layers_of_an_moe_config_export_under_their_dense_names(family, tmp_path):
+    """A config.json with `mlp_only_layers` (given with --hf-config): layer 0's dense MLP
+    (`mlp.linear_fc1.weight_w`) exports as `mlp.gate_proj`, layer 1's experts as experts."""
+    from tests.support.megatron_checkpoints import mcore_weights
+
+    model = tiny_causal_lm(family, mlp_only_layers=[0])
+    weights = mcore_weights(model)
+    assert "module.decoder.layers.0.mlp.linear_fc1.weight_w" in weights
+    ckpt = save_dcp({"model": weights}, tmp_path / "d")
+    model.config.save_pretrained(tmp_path / "assets")
+    out = tmp_path / "hf"
+    code, stdout, err = run_cli(
+        "ckpt", "export-hf", ckpt, "--hf-config", tmp_path / "assets", "--out", out
+    )
+    assert code == 0, stdout + err
+    names = _safetensors_names(out)
+    assert "model.layers.0.mlp.gate_proj.weight" in names
+    assert "model.layers.1.mlp.experts.0.gate_proj.weight" in names
+    assert load_report(out) == {}
+    ids, expected = source_logits(model)
+    torch.testing.assert_close(logits_of(out, ids), expected, rtol=0, atol=1e-5)

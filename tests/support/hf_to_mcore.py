@@ -51,9 +51,9 @@ FAMILIES = {
 }
 
 
-def tiny_causal_lm(family: str, vocab: int = 512):
-    """A two-layer transformers model of `family` (a key of FAMILIES) with seeded random
-    weights, its norms and biases moved off their initial values."""
+def tiny_causal_lm(family: str, vocab: int = 512, **changes):
+    """A two-layer transformers model of `family` (a key of FAMILIES, with `changes` to its
+    config) with seeded random weights, its norms and biases moved off their initial values."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     spec = dict(
@@ -66,7 +66,7 @@ def tiny_causal_lm(family: str, vocab: int = 512):
         max_position_embeddings=256,
         rms_norm_eps=1e-6,
     )
-    spec.update(FAMILIES[family])
+    spec.update(FAMILIES[family], **changes)
     config = AutoConfig.for_model(spec.pop("model_type"), **spec)
     torch.manual_seed(7)
     model = AutoModelForCausalLM.from_config(config).eval()
