@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mfsdp_ckpt.convert.hf_config import SHAPE_KEYS
+from mfsdp_ckpt.convert.hf_config import MAX_EXPERTS, SHAPE_KEYS
 from mfsdp_ckpt.convert.vocab_padding import vocab_rows_problem
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import state_keys
@@ -313,13 +313,16 @@ class MoeNames:
     gate: str
     up: str
     down: str
+    expert_size: str  # the config.json key of each expert's intermediate size
     shared_expert: bool = False
 
 
 MOE_NAMES = {
-    "qwen3_moe": MoeNames("mlp", "gate_proj", "up_proj", "down_proj"),
-    "qwen2_moe": MoeNames("mlp", "gate_proj", "up_proj", "down_proj", shared_expert=True),
-    "mixtral": MoeNames("block_sparse_moe", "w1", "w3", "w2"),
+    "qwen3_moe": MoeNames("mlp", "gate_proj", "up_proj", "down_proj", "moe_intermediate_size"),
+    "qwen2_moe": MoeNames(
+        "mlp", "gate_proj", "up_proj", "down_proj", "moe_intermediate_size", shared_expert=True
+    ),
+    "mixtral": MoeNames("block_sparse_moe", "w1", "w3", "w2", "intermediate_size"),
 }
 # The families whose tables convert mixture-of-experts layers
 MOE_FAMILIES = tuple(MOE_NAMES)
@@ -367,8 +370,9 @@ def _moe_rules(names: MoeNames) -> tuple[Rule, ...]:
 
 # One table per family, keyed by the HF config's model_type (Qwen2.5 is model_type qwen2).
 # Mistral has Llama's names and no biases; its head_dim may differ from hidden / heads,
-# which Geometry carries. Qwen3-MoE is Qwen3 with (some or all) MLPs replaced by a
-# softmax top-k router over experts; its dense layers (mlp_only_layers) keep _COMMON's names.
+# which Geometry carries. Qwen3-MoE, Qwen2-MoE and Mixtral are Qwen3, Qwen2 and Llama with
+# (some or all) MLPs replaced by a softmax top-k router over experts (and Qwen2-MoE's shared
+# expert); dense layers among them (mlp_only_layers) keep _COMMON's names.
 MCORE_FAMILIES: dict[str, tuple[Rule, ...]] = {
     "qwen2": _COMMON + _QKV_BIAS,
     "qwen3": _COMMON + _QK_NORM,
@@ -758,13 +762,6 @@ _FLAG_KEYS: dict[str, tuple[str, ...]] = {  # booleans each family's weight set 
     "qwen2_moe": ("tie_word_embeddings",),
     "mixtral": ("tie_word_embeddings",),
 }
-# The config.json numbers an MoE family's expert weights are computed from (transformers
-# 5.x saves num_experts as num_local_experts, Mixtral's own name; 4.x reads each family's)
-_MOE_SHAPE_KEYS = {
-    "qwen3_moe": ("num_experts", "moe_intermediate_size"),
-    "qwen2_moe": ("num_experts", "moe_intermediate_size", "shared_expert_intermediate_size"),
-    "mixtral": ("num_experts", "intermediate_size"),
-}
 
 
 def hf_state_dict_shapes(config: dict) -> dict[str, tuple[int, ...]] | None:
@@ -782,7 +779,10 @@ def hf_state_dict_shapes(config: dict) -> dict[str, tuple[int, ...]] | None:
     moe = MOE_NAMES.get(family)  # type: ignore[arg-type]
     if moe is not None:
         config = {"num_experts": config.get("num_local_experts"), **config}
-        if not all(_is_int(config.get(key)) for key in _MOE_SHAPE_KEYS[family]):  # type: ignore[index]
+        # transformers 5.x saves num_experts as num_local_experts (Mixtral's own name)
+        needed = ["num_experts", moe.expert_size]
+        needed += ["shared_expert_intermediate_size"] if moe.shared_expert else []
+        if not all(_is_int(config.get(key)) for key in needed):
             return None
     sparse = _sparse_layers(config) if moe is not None else set()
     if sparse is None:
@@ -857,9 +857,7 @@ def hf_state_dict_shapes(config: dict) -> dict[str, tuple[int, ...]] | None:
 def _moe_block_shapes(config: dict, names: MoeNames, hidden: int) -> dict[str, tuple[int, ...]]:
     """One MoE layer's router, experts (and shared expert) under the hub's names."""
     experts = config["num_experts"]
-    inter = config[
-        "intermediate_size" if names.block == "block_sparse_moe" else "moe_intermediate_size"
-    ]
+    inter = config[names.expert_size]
     block = names.block + "."
     shapes: dict[str, tuple[int, ...]] = {block + "gate.weight": (experts, hidden)}
     for expert in range(experts):
@@ -874,9 +872,6 @@ def _moe_block_shapes(config: dict, names: MoeNames, hidden: int) -> dict[str, t
         shapes["mlp.shared_expert.down_proj.weight"] = (hidden, shared)
         shapes["mlp.shared_expert_gate.weight"] = (1, hidden)
     return shapes
-
-
-MAX_EXPERTS = 1 << 14  # released MoE models have at most a few hundred experts per layer
 
 
 def _sparse_layers(config: dict) -> set[int] | None:

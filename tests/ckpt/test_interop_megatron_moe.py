@@ -374,3 +374,26 @@ def test_dense_layers_of_an_moe_config_export_under_their_dense_names(family, tm
     assert load_report(out) == {}
     ids, expected = source_logits(model)
     torch.testing.assert_close(logits_of(out, ids), expected, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("key", ["num_experts", "num_local_experts"])
+def test_a_config_claiming_a_billion_experts_is_refused_before_naming_them(
+    key, moe_model, tmp_path
+):
+    """Each expert's names are generated (validate, export): a config.json claiming 10**9
+    experts would have them generated for minutes; it is exit 2 naming the key."""
+    from tests.support.megatron_checkpoints import mcore_weights
+
+    ckpt = save_dcp({"model": mcore_weights(moe_model)}, tmp_path / "d")
+    data = moe_model.config.to_dict()
+    data.pop("num_local_experts", None)
+    data[key] = 10**9
+    (tmp_path / "assets").mkdir()
+    (tmp_path / "assets" / "config.json").write_text(json.dumps(data))
+    code, stdout, err = run_cli(
+        "ckpt", "export-hf", ckpt, "--hf-config", tmp_path / "assets", "--out", tmp_path / "hf"
+    )
+    line = one_error_line(err)
+    assert code == 2 and f"{key}=1000000000 is over the 16384 allowed" in line, stdout + err
+    code, stdout, err = run_cli("ckpt", "validate", ckpt, "--hf-config", tmp_path / "assets")
+    assert code == 1 and f"{key}=1000000000 is over" in stdout + err, stdout + err
