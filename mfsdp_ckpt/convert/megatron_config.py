@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from mfsdp_ckpt.convert.hf_config import MAX_EXPERTS
 from mfsdp_ckpt.errors import CheckpointFormatError, MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.restricted_pickle import Placeholder, PlaceholderCall
@@ -301,6 +302,11 @@ def hf_config_from_megatron(
     ):
         raise MegatronConfigError(
             f"{where}: {where.key('num_experts')}={_name(experts)} is not a count"
+        )
+    if experts is not None and experts > MAX_EXPERTS:
+        raise MegatronConfigError(
+            f"{where}: {where.key('num_experts')}={_name(experts)} is over the {MAX_EXPERTS}"
+            " experts allowed"
         )
     moe = experts is not None and experts > 0
     for key, needed, why in _REQUIRED_VALUES + (_MOE_REQUIRED_VALUES if moe else ()):

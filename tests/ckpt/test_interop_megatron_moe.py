@@ -164,6 +164,7 @@ REFUSED_SETTINGS = {
     "moe_mlp_glu_interleave_size": 8,
     "moe_router_topk_scaling_factor": 2.5,
     "moe_expert_capacity_factor": 1.0,
+    "num_experts": 10**6,  # every expert's names would be generated
     "moe_layer_freq": [0, 1],
     "moe_router_load_balancing_type": "sinkhorn",
 }
