@@ -44,8 +44,9 @@ class MappingError(MfsdpFailedError, ValueError):
 
 
 class UnsupportedModelError(MappingError):
-    """A model kind export does not convert (MoE, virtual-pipeline chunks): exit 1 naming
-    the first tensor, never a silently partial export."""
+    """A model kind export does not convert (MoE layers under a dense config or in a layout
+    no table has, virtual-pipeline chunks): exit 1 naming the first tensor, never a
+    silently partial export."""
 
 
 class AdapterWeightsError(MappingError):
