@@ -168,7 +168,7 @@ def _target_of(name: str, model_type: str, targets: dict) -> tuple[Any, str | No
     """The tensor of the in-memory model an exported (hub-named) tensor fills, and the fused
     parameter it is a part of (None when it is a parameter of its own): transformers 5.x
     holds a layer's experts fused, while checkpoints name each expert's tensor."""
-    from mfsdp_ckpt.convert.name_maps import in_memory_slot
+    from mfsdp_ckpt.convert.fused_experts import in_memory_slot
 
     if name in targets:
         return targets[name], None

@@ -500,7 +500,7 @@ def _check_against_config(
     except HFConfigError as err:
         report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
         return
-    from mfsdp_ckpt.convert.name_maps import hub_expert_names
+    from mfsdp_ckpt.convert.fused_experts import hub_expert_names
 
     # experts fused as transformers 5.x holds them in memory are checked as the per-expert
     # tensors of the hub's files, which the config's expectations name

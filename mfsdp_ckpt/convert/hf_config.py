@@ -162,7 +162,7 @@ def expected_weights(config) -> ExpectedWeights:
             f"config.json (model_type {config.model_type!r}): transformers builds no causal"
             f" LM from it ({first_line[:200]})"
         ) from None
-    from mfsdp_ckpt.convert.name_maps import hub_expert_names
+    from mfsdp_ckpt.convert.fused_experts import hub_expert_names
 
     # experts under the hub files' per-expert names, which exports write and every
     # transformers version loads (5.x fuses them in memory)
