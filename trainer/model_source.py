@@ -164,6 +164,35 @@ def _checkpoint_assets(cfg: ModelConfig, checkpoint: CheckpointPaths) -> Path:
     return hf
 
 
+def _target_of(name: str, model_type: str, targets: dict) -> tuple[Any, str | None]:
+    """The tensor of the in-memory model an exported (hub-named) tensor fills, and the fused
+    parameter it is a part of (None when it is a parameter of its own): transformers 5.x
+    holds a layer's experts fused, while checkpoints name each expert's tensor."""
+    from mfsdp_ckpt.convert.fused_experts import in_memory_slot
+
+    if name in targets:
+        return targets[name], None
+    slot = in_memory_slot(name, model_type)
+    if slot is None or slot[0] not in targets:
+        return None, None
+    param, expert, part, parts = slot
+    tensor = targets[param]
+    if expert < 0:
+        return tensor, param
+    if expert >= tensor.shape[0]:
+        return None, None
+    rows = tensor.shape[1] // parts
+    return tensor[expert, part * rows : (part + 1) * rows], param
+
+
+def _parts_of(fused: str, targets: dict) -> int:
+    """How many exported tensors make up a fused in-memory parameter."""
+    tensor = targets[fused]
+    if tensor.dim() != 3:
+        return 1
+    return tensor.shape[0] * (2 if fused.endswith("gate_up_proj") else 1)
+
+
 def load_checkpoint_weights(model, source: ModelSource) -> None:
     """Copy the checkpoint's model weights into `model` (built from the same config), one
     tensor at a time; every parameter must be covered. Refuses a damaged checkpoint with
@@ -184,17 +213,25 @@ def load_checkpoint_weights(model, source: ModelSource) -> None:
     except (ExportUsageError, ExportError) as err:  # the checkpoint does not fit the config
         raise ConfigError(f"model.path: {err}") from None
     targets = dict(model.named_parameters()) | dict(model.named_buffers())
-    loaded = set()
+    loaded: set[str] = set()
+    pieces: dict[str, int] = {}  # fused MoE parameters: how many expert parts were copied
     with torch.no_grad():
         for item in plan.ordered_items():
             for name, tensor in convert(plan, item):
-                if name not in targets:
+                target, fused = _target_of(name, model.config.model_type, targets)
+                if target is None:
                     raise ConfigError(
                         f"model.path: {source.checkpoint.dist_ckpt} holds {name}, which the model"
                         " built from its config does not have"
                     )
-                targets[name].copy_(tensor)
-                loaded.add(name)
+                target.copy_(tensor)
+                if fused is None:
+                    loaded.add(name)
+                else:
+                    pieces[fused] = pieces.get(fused, 0) + 1
+    for fused, count in pieces.items():  # every part of every expert, as the export writes
+        if count == _parts_of(fused, targets):
+            loaded.add(fused)
     missing = sorted(set(dict(model.named_parameters())) - loaded)
     if missing:
         raise ConfigError(

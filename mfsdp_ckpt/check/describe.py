@@ -262,10 +262,12 @@ def _recorded_line(recorded: dict) -> str:
     config = recorded["config"]
     if config is None:
         return f"no Hugging Face config derived: {recorded['problem']}"
+    count = config.get("num_experts", config.get("num_local_experts"))
+    experts = f", {count} experts (top-{config['num_experts_per_tok']})" if count else ""
     return (
         f"{config['architectures'][0]}, {config['num_hidden_layers']} layers, hidden"
-        f" {config['hidden_size']}, vocab {config['vocab_size']} (from {recorded['source']};"
-        " export-hf writes this config.json)"
+        f" {config['hidden_size']}{experts}, vocab {config['vocab_size']} (from"
+        f" {recorded['source']}; export-hf writes this config.json)"
     )
 
 

@@ -503,25 +503,30 @@ def _check_against_config(
     except HFConfigError as err:
         report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
         return
-    stored = {
-        state_keys.module_path(k): reader.tensors[k]
-        for k in state_keys.model_keys(list(reader.tensors))
-    }
+    from mfsdp_ckpt.convert.fused_experts import hub_expert_names
+
+    # experts fused as transformers 5.x holds them in memory are checked as the per-expert
+    # tensors of the hub's files, which the config's expectations name
+    stored = hub_expert_names(
+        {
+            state_keys.module_path(k): reader.tensors[k].shape
+            for k in state_keys.model_keys(list(reader.tensors))
+        },
+        expected.model_type,
+    )
     if stored and not set(stored) & set(expected.allowed):
         _check_mapped_against_config(paths, reader, report, config_file)
         return
     for name, shape in expected.required.items():
-        entry = stored.get(name)
-        if entry is None:
+        found = stored.get(name)
+        if found is None:
             report.add(
                 ERROR,
                 f"[model.{name}]",
                 f"missing; {config_file} ({expected.model_type}) expects it",
             )
-        elif entry.shape != shape:
-            report.add(
-                ERROR, f"[model.{name}]", f"shape {entry.shape}, {config_file} expects {shape}"
-            )
+        elif found != shape:
+            report.add(ERROR, f"[model.{name}]", f"shape {found}, {config_file} expects {shape}")
     for name in sorted(set(stored) - set(expected.allowed)):
         report.add(
             ERROR, f"[model.{name}]", f"unexpected for {expected.model_type} per {config_file}"
@@ -543,9 +548,9 @@ def _check_against_recorded_config(
 ) -> None:
     """Without a Hugging Face config, the one the checkpoint's own record implies
     (Megatron-LM's args, Megatron-Bridge's run_config.yaml), as export derives it. A record
-    that describes a model no family here computes (MoE, LayerNorm) or lacks the sizes
-    leaves the check out: the checkpoint is not damaged by it. One that cannot be read
-    (a pickle naming os.system, bad YAML) is an error."""
+    that describes a model no family here computes (LayerNorm, a sigmoid MoE router) or
+    lacks the sizes leaves the check out: the checkpoint is not damaged by it. One that
+    cannot be read (a pickle naming os.system, bad YAML) is an error."""
     from mfsdp_ckpt.convert.export_source import json_config
     from mfsdp_ckpt.convert.hf_config import HFConfigError
     from mfsdp_ckpt.convert.megatron_config import (

@@ -95,6 +95,10 @@ SHAPE_KEYS = (
     "num_key_value_heads",
 )
 SIZE_KEYS = (*SHAPE_KEYS, "head_dim")
+# Released MoE models have at most a few hundred experts a layer; the names of each are
+# generated (three tensors an expert, every layer), so a claim of more is refused first.
+MAX_EXPERTS = 1 << 14
+EXPERT_KEYS = ("num_experts", "num_local_experts")
 
 
 def check_geometry(data: dict, where: str | os.PathLike, max_layers: int = MAX_LAYERS) -> None:
@@ -112,6 +116,14 @@ def check_geometry(data: dict, where: str | os.PathLike, max_layers: int = MAX_L
     layers = data.get("num_hidden_layers")
     if layers is not None and layers > max_layers:
         raise HFConfigError(f"{where}: num_hidden_layers={layers} is over the {max_layers} allowed")
+    for key in EXPERT_KEYS:
+        experts = data.get(key)
+        if experts is None:
+            continue
+        if isinstance(experts, bool) or not isinstance(experts, int) or experts < 0:
+            raise HFConfigError(f"{where}: {key} must be a count of experts, got {experts!r:.80}")
+        if experts > MAX_EXPERTS:
+            raise HFConfigError(f"{where}: {key}={experts} is over the {MAX_EXPERTS} allowed")
     heads, kv_heads = data.get("num_attention_heads"), data.get("num_key_value_heads")
     if heads is not None and kv_heads is not None and heads % kv_heads:
         raise HFConfigError(
@@ -150,8 +162,13 @@ def expected_weights(config) -> ExpectedWeights:
             f"config.json (model_type {config.model_type!r}): transformers builds no causal"
             f" LM from it ({first_line[:200]})"
         ) from None
-    required = {name: tuple(p.shape) for name, p in model.named_parameters()}
-    allowed = {name: tuple(t.shape) for name, t in model.state_dict().items()}
+    from mfsdp_ckpt.convert.fused_experts import hub_expert_names
+
+    # experts under the hub files' per-expert names, which exports write and every
+    # transformers version loads (5.x fuses them in memory)
+    family = config.model_type
+    required = hub_expert_names({n: tuple(p.shape) for n, p in model.named_parameters()}, family)
+    allowed = hub_expert_names({n: tuple(t.shape) for n, t in model.state_dict().items()}, family)
     tied = bool(getattr(config, "tie_word_embeddings", False))
     return ExpectedWeights(config.model_type, required, allowed, tied)
 

@@ -7,10 +7,13 @@ turns them into the config.json of the Hugging Face family with the same computa
 
 * RMSNorm, SwiGLU, rotary position embeddings on every dimension, no linear biases:
   Llama (`LlamaForCausalLM`), plus `add_qkv_bias` -> Qwen2, plus `qk_layernorm` -> Qwen3;
-* anything else (LayerNorm, MoE, learned or no position embeddings, GELU, partial or
-  interleaved rotary, rope scaling, MLA, 1p norms, biases) has no such equivalent, and a
-  config that approximates it would load and compute something else: refused, exit 1,
-  naming the setting.
+* a mixture-of-experts model (num_experts), every layer MoE with a softmax top-k router:
+  with `qk_layernorm` Qwen3-MoE, with `add_qkv_bias` and a gated shared expert Qwen2-MoE,
+  with neither Mixtral;
+* anything else (LayerNorm, other MoE routers or layer patterns, learned or no position
+  embeddings, GELU, partial or interleaved rotary, rope scaling, MLA, 1p norms, biases) has
+  no such equivalent, and a config that approximates it would load and compute something
+  else: refused, exit 1, naming the setting.
 
 Settings a Megatron-LM Namespace always holds may still be missing from a hand-made one;
 the essential ones (sizes, normalization, activation, position embedding, tying, vocab)
@@ -25,6 +28,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from mfsdp_ckpt.convert.hf_config import MAX_EXPERTS
 from mfsdp_ckpt.errors import CheckpointFormatError, MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.restricted_pickle import Placeholder, PlaceholderCall
@@ -94,6 +98,25 @@ _DEFAULTS: dict[str, Any] = {
     "experimental_attention_variant": None,
     "linear_attention_freq": None,
     "enable_mhc_connections": False,
+    # mixture-of-experts settings (Megatron-LM argparse / TransformerConfig defaults)
+    "moe_router_topk": 2,
+    "moe_ffn_hidden_size": None,
+    "moe_router_pre_softmax": False,
+    "moe_layer_freq": 1,
+    "moe_router_load_balancing_type": "aux_loss",
+    "moe_router_score_function": "softmax",
+    "moe_router_enable_expert_bias": False,
+    "moe_router_num_groups": None,
+    "moe_router_group_topk": None,
+    "moe_router_topk_limited_devices": None,
+    "moe_router_topk_scaling_factor": None,
+    "moe_router_force_biased": None,
+    "moe_expert_capacity_factor": None,
+    "moe_apply_probs_on_input": False,
+    "moe_latent_size": None,
+    "moe_mlp_glu_interleave_size": None,
+    "moe_shared_expert_intermediate_size": None,
+    "moe_shared_expert_gate": False,
 }
 _ESSENTIAL = (
     "num_layers",
@@ -135,6 +158,28 @@ _REQUIRED_VALUES: tuple[tuple[str, Any, str], ...] = (
     ("enable_mhc_connections", False, "their residual stream is a single one"),
 )
 
+# What a mixture-of-experts model needs on top, for Qwen3-MoE, Qwen2-MoE and Mixtral (a
+# softmax top-k router over SwiGLU experts, outputs weighted after the activation).
+_MOE_REQUIRED_VALUES: tuple[tuple[str, Any, str], ...] = (
+    ("moe_router_score_function", "softmax", "their routers score experts by softmax"),
+    (
+        "moe_router_enable_expert_bias",
+        False,
+        "an expert bias steers top-k selection (aux-loss-free balancing); their routers have none",
+    ),
+    ("moe_router_num_groups", None, "group-limited routing picks experts another way"),
+    ("moe_router_group_topk", None, "group-limited routing picks experts another way"),
+    ("moe_router_topk_limited_devices", None, "device-limited routing picks experts another way"),
+    ("moe_router_topk_scaling_factor", None, "their routing weights are not scaled"),
+    ("moe_router_force_biased", None, "their routers add no random bias"),
+    ("moe_expert_capacity_factor", None, "they drop no tokens for expert capacity"),
+    ("moe_apply_probs_on_input", False, "they weight expert outputs, not inputs"),
+    ("moe_latent_size", None, "their experts have no latent projection"),
+    ("moe_mlp_glu_interleave_size", None, "their expert fc1 is [gate; up], not interleaved"),
+)
+# Load balancing that only adds a training loss; any other (sinkhorn, quantile_balancing)
+# changes which experts a token reaches
+_LOSS_ONLY_BALANCING = ("aux_loss", "seq_aux_loss", "global_aux_loss", "none")
 
 MAX_SHOWN_CHARS = 60
 MAX_SIZE = 1 << 40  # far above any layer, head or vocabulary count a model has
@@ -258,12 +303,13 @@ def hf_config_from_megatron(
         raise MegatronConfigError(
             f"{where}: {where.key('num_experts')}={_name(experts)} is not a count"
         )
-    if experts is not None and experts > 1:
+    if experts is not None and experts > MAX_EXPERTS:
         raise MegatronConfigError(
-            f"{where}: {where.key('num_experts')}={_name(experts)}: a mixture-of-experts model"
-            " has no Llama, Qwen2 or Qwen3 equivalent here"
+            f"{where}: {where.key('num_experts')}={_name(experts)} is over the {MAX_EXPERTS}"
+            " experts allowed"
         )
-    for key, needed, why in _REQUIRED_VALUES:
+    moe = experts is not None and experts > 0
+    for key, needed, why in _REQUIRED_VALUES + (_MOE_REQUIRED_VALUES if moe else ()):
         if not _is(values[key], needed):
             raise MegatronConfigError(
                 f"{where}: {where.key(key)}={_name(values[key])} cannot be exported ({why})"
@@ -291,6 +337,8 @@ def hf_config_from_megatron(
     else:
         head_dim = hidden // heads
     family = "qwen2" if qkv_bias else "qwen3" if qk_norm else "llama"
+    if moe:
+        family = _moe_family(values, where)
     vocab, notes = _vocab(values, where)
     positions = values.get("max_position_embeddings") or values.get("seq_length")
     if positions is None:
@@ -312,10 +360,12 @@ def hf_config_from_megatron(
         "tie_word_embeddings": not untied,
         "dtype": _dtype(values),
     }
-    if family != "qwen2":  # Qwen2's q/k/v biases are implied by its model_type
+    if family not in ("qwen2", "qwen2_moe", "mixtral"):  # whose models read no such switch
         config["attention_bias"] = False
     if family == "llama":
         config["mlp_bias"] = False
+    if moe:
+        config.update(_moe_config(values, where, family, config["num_hidden_layers"]))
     return DerivedConfig(config, notes)
 
 
@@ -323,7 +373,121 @@ _ARCHITECTURES = {
     "llama": "LlamaForCausalLM",
     "qwen2": "Qwen2ForCausalLM",
     "qwen3": "Qwen3ForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM",
+    "qwen2_moe": "Qwen2MoeForCausalLM",
+    "mixtral": "MixtralForCausalLM",
 }
+
+
+def _moe_family(values: dict, where: _Where) -> str:
+    """The MoE family with this attention and shared expert: Qwen3-MoE normalises q and k,
+    Qwen2-MoE has q/k/v biases and a sigmoid-gated shared expert, Mixtral neither; none of
+    them has both, or a shared expert without a gate."""
+    experts = f"{where.key('num_experts')}={_name(values['num_experts'])} (mixture-of-experts)"
+    shared = values["moe_shared_expert_intermediate_size"] is not None
+    qkv_bias, qk_norm = values["add_qkv_bias"], values["qk_layernorm"]
+    if shared:
+        gate = _bool(values, "moe_shared_expert_gate", where)
+        wrong = [
+            (key, value)
+            for key, value, needed in (
+                ("add_qkv_bias", qkv_bias, True),
+                ("qk_layernorm", qk_norm, False),
+                ("moe_shared_expert_gate", gate, True),
+            )
+            if value is not needed
+        ]
+        if wrong:
+            key, value = wrong[0]
+            raise MegatronConfigError(
+                f"{where}: {experts} with a shared expert"
+                f" ({where.key('moe_shared_expert_intermediate_size')}) and"
+                f" {where.key(key)}={_name(value)}: Qwen2-MoE, the MoE family with a shared"
+                " expert, has q/k/v biases, no q/k layernorm and a gated shared expert"
+            )
+        return "qwen2_moe"
+    if qkv_bias:
+        raise MegatronConfigError(
+            f"{where}: {experts} with {where.key('add_qkv_bias')}=True and no shared expert:"
+            " Qwen2-MoE, the MoE family with q/k/v biases, has a shared expert"
+        )
+    if qk_norm:
+        return "qwen3_moe"
+    if values["moe_router_pre_softmax"] is True and values["moe_router_topk"] != 1:
+        raise MegatronConfigError(
+            f"{where}: {experts} without qk_layernorm (Mixtral) and"
+            f" {where.key('moe_router_pre_softmax')}=True: Mixtral renormalises the top-k"
+            " routing weights"
+        )
+    return "mixtral"
+
+
+def _moe_config(values: dict, where: _Where, family: str, layers: int) -> dict[str, Any]:
+    """The MoE family's config.json keys for the recorded experts and router. Megatron's
+    default softmax after top-k (moe_router_pre_softmax false) is softmax over all experts
+    then renormalised over the top k (norm_topk_prob true, Mixtral always); pre-softmax is
+    the same without the renormalisation."""
+    experts = _int(values, "num_experts", where)
+    topk = _int(values, "moe_router_topk", where)
+    if topk > experts:
+        raise MegatronConfigError(
+            f"{where}: {where.key('moe_router_topk')}={topk} is more than"
+            f" {where.key('num_experts')}={experts}"
+        )
+    freq = values["moe_layer_freq"]
+    every_layer = [1] * layers
+    if not (
+        _is(freq, 1)
+        or (isinstance(freq, list) and all(_is(f, 1) for f in freq) and freq == every_layer)
+    ):
+        shown = (
+            str(freq)
+            if isinstance(freq, list)
+            and len(freq) <= 16
+            and all(_is(f, 1) or _is(f, 0) for f in freq)
+            else _name(freq)
+        )
+        raise MegatronConfigError(
+            f"{where}: {where.key('moe_layer_freq')}={shown} mixes dense and MoE layers;"
+            " only every layer MoE (1) is exported"
+        )
+    balancing = values["moe_router_load_balancing_type"]
+    kinds = balancing if isinstance(balancing, list) else [balancing]
+    if not kinds or not all(isinstance(k, str) and k in _LOSS_ONLY_BALANCING for k in kinds):
+        raise MegatronConfigError(
+            f"{where}: {where.key('moe_router_load_balancing_type')}={_name(balancing)} changes"
+            f" which experts a token reaches (exported: {', '.join(_LOSS_ONLY_BALANCING)})"
+        )
+    expert_ffn = _int(
+        values,
+        "moe_ffn_hidden_size" if values["moe_ffn_hidden_size"] is not None else "ffn_hidden_size",
+        where,
+    )
+    renormalise = not _bool(values, "moe_router_pre_softmax", where)
+    if family == "mixtral":  # its intermediate_size is each expert's
+        return {
+            "intermediate_size": expert_ffn,
+            "num_local_experts": experts,
+            "num_experts_per_tok": topk,
+            "sliding_window": None,
+            "router_jitter_noise": 0.0,
+        }
+    config: dict[str, Any] = {
+        "moe_intermediate_size": expert_ffn,
+        "num_experts": experts,
+        "num_experts_per_tok": topk,
+        "norm_topk_prob": renormalise,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "use_sliding_window": False,
+        "sliding_window": None,
+    }
+    if family == "qwen2_moe":
+        config["shared_expert_intermediate_size"] = _int(
+            values, "moe_shared_expert_intermediate_size", where
+        )
+        config["qkv_bias"] = True
+    return config
 
 
 def _vocab(values: dict, where: _Where) -> tuple[int, list[str]]:

@@ -4,11 +4,14 @@ Two layouts are understood:
 
 * ``hf``: module names as `transformers` uses them (what our trainer, FSDP2 and
   `megatron_fsdp.fully_shard` write for HF models), possibly under wrapper segments
-  (`module.`, `_orig_mod.`, ...). Names pass through unchanged.
+  (`module.`, `_orig_mod.`, ...). Names pass through unchanged, but for the experts of an
+  MoE family that transformers 5.x holds fused in memory: split into the hub files'
+  per-expert tensors (what every transformers version loads; `fused_experts`).
 * ``mcore``: Megatron-core GPTModel names (Megatron-LM, Megatron-Bridge and verl with
   ckpt_format `fsdp_dtensor`, stored under `model.module.`). A table per model family
   says which stored tensor becomes which HF tensor(s) and how: copied, QKV
-  de-interleaved per query group, or SwiGLU fc1 split into gate and up.
+  de-interleaved per query group, or SwiGLU fc1 split into gate and up; MoE experts
+  (global ids) become the hub files' per-expert tensors.
 
 Why tables and small exact functions: a conversion that is wrong by one row permutation
 still loads and produces garbage, so every rule is explicit, shape-checked against the
@@ -22,7 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mfsdp_ckpt.convert.hf_config import SHAPE_KEYS
+from mfsdp_ckpt.convert.hf_config import MAX_EXPERTS, SHAPE_KEYS
 from mfsdp_ckpt.convert.vocab_padding import vocab_rows_problem
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import state_keys
@@ -41,8 +44,9 @@ class MappingError(MfsdpFailedError, ValueError):
 
 
 class UnsupportedModelError(MappingError):
-    """A model kind export does not convert (MoE, virtual-pipeline chunks): exit 1 naming
-    the first tensor, never a silently partial export."""
+    """A model kind export does not convert (MoE layers under a dense config or in a layout
+    no table has, virtual-pipeline chunks): exit 1 naming the first tensor, never a
+    silently partial export."""
 
 
 class AdapterWeightsError(MappingError):
@@ -265,16 +269,89 @@ _QK_NORM = (
     Rule(_L + r"self_attention\.k_layernorm\.weight", (_H + "self_attn.k_norm.weight",)),
 )
 
+
+@dataclass(frozen=True)
+class MoeNames:
+    """An MoE family's names in the hub's files: the block holding router and experts
+    (`model.layers.N.<block>.`), each expert's (gate, up, down) modules under
+    `<block>.experts.<E>.`, and whether a gated shared expert sits beside them
+    (`mlp.shared_expert.*`, `mlp.shared_expert_gate.weight`: Qwen2-MoE). transformers 4.x
+    loads these names as they are; 5.x fuses the experts into `mlp.experts.gate_up_proj` /
+    `down_proj` (and renames Mixtral's block to `mlp`) on load (conversion_mapping.py)."""
+
+    block: str
+    gate: str
+    up: str
+    down: str
+    expert_size: str  # the config.json key of each expert's intermediate size
+    shared_expert: bool = False
+
+
+MOE_NAMES = {
+    "qwen3_moe": MoeNames("mlp", "gate_proj", "up_proj", "down_proj", "moe_intermediate_size"),
+    "qwen2_moe": MoeNames(
+        "mlp", "gate_proj", "up_proj", "down_proj", "moe_intermediate_size", shared_expert=True
+    ),
+    "mixtral": MoeNames("block_sparse_moe", "w1", "w3", "w2", "intermediate_size"),
+}
+# The families whose tables convert mixture-of-experts layers
+MOE_FAMILIES = tuple(MOE_NAMES)
+
+
+def _moe_rules(names: MoeNames) -> tuple[Rule, ...]:
+    """A mixture-of-experts layer's router and experts, as Megatron's fsdp_dtensor save
+    names them (megatron/core/transformer/fsdp_dtensor_checkpoint.py): experts carry global
+    ids (handle_experts_in_state_dict) and each expert's SwiGLU fc1 is split into `_w`
+    (gate) / `_v` (up) (handle_swiglu_in_state_dict). TEGroupedMLP (--moe-grouped-gemm)
+    holds `experts.linear_fc1.weight<E>`, SequentialMLP `experts.local_experts.<E>.linear_fc1
+    .weight`; the fused fc1 forms are what other savers (torch_dist) keep. A shared expert
+    (SharedExpertMLP) is `shared_experts.linear_fc1/fc2` with its sigmoid gate `gate_weight`
+    [1, hidden]. The pre-MLP norm of an MoE layer is `pre_mlp_layernorm` in both specs (no
+    fused norm there), a rule of _COMMON."""
+    hf = _H + names.block + "."
+    grouped = _L + r"mlp\.experts\."
+    sequential = _L + r"mlp\.experts\.local_experts\.(?P<expert>\d+)\."
+    experts = hf + "experts.{expert}."
+    gate_up = (experts + names.gate + ".weight", experts + names.up + ".weight")
+    down = (experts + names.down + ".weight",)
+    rules = (
+        Rule(_L + r"mlp\.router\.weight", (hf + "gate.weight",)),
+        Rule(grouped + r"linear_fc1\.weight(?P<expert>\d+)_w", gate_up[:1]),
+        Rule(grouped + r"linear_fc1\.weight(?P<expert>\d+)_v", gate_up[1:]),
+        Rule(grouped + r"linear_fc1\.weight(?P<expert>\d+)", gate_up, GATE_UP),
+        Rule(grouped + r"linear_fc2\.weight(?P<expert>\d+)", down),
+        Rule(sequential + r"linear_fc1\.weight_w", gate_up[:1]),
+        Rule(sequential + r"linear_fc1\.weight_v", gate_up[1:]),
+        Rule(sequential + r"linear_fc1\.weight", gate_up, GATE_UP),
+        Rule(sequential + r"linear_fc2\.weight", down),
+    )
+    if not names.shared_expert:
+        return rules
+    shared, hf_shared = _L + r"mlp\.shared_experts\.", _H + "mlp.shared_expert."
+    shared_gate_up = (hf_shared + "gate_proj.weight", hf_shared + "up_proj.weight")
+    return rules + (
+        Rule(shared + r"linear_fc1\.weight_w", shared_gate_up[:1]),
+        Rule(shared + r"linear_fc1\.weight_v", shared_gate_up[1:]),
+        Rule(shared + r"linear_fc1\.weight", shared_gate_up, GATE_UP),
+        Rule(shared + r"linear_fc2\.weight", (hf_shared + "down_proj.weight",)),
+        Rule(shared + r"gate_weight", (_H + "mlp.shared_expert_gate.weight",)),
+    )
+
+
 # One table per family, keyed by the HF config's model_type (Qwen2.5 is model_type qwen2).
 # Mistral has Llama's names and no biases; its head_dim may differ from hidden / heads,
-# which Geometry carries.
+# which Geometry carries. Qwen3-MoE, Qwen2-MoE and Mixtral are Qwen3, Qwen2 and Llama with
+# (some or all) MLPs replaced by a softmax top-k router over experts (and Qwen2-MoE's shared
+# expert); dense layers among them (mlp_only_layers) keep _COMMON's names.
 MCORE_FAMILIES: dict[str, tuple[Rule, ...]] = {
     "qwen2": _COMMON + _QKV_BIAS,
     "qwen3": _COMMON + _QK_NORM,
     "llama": _COMMON,
     "mistral": _COMMON,
+    "qwen3_moe": _COMMON + _QK_NORM + _moe_rules(MOE_NAMES["qwen3_moe"]),
+    "qwen2_moe": _COMMON + _QKV_BIAS + _moe_rules(MOE_NAMES["qwen2_moe"]),
+    "mixtral": _COMMON + _moe_rules(MOE_NAMES["mixtral"]),
 }
-
 # transformers' MistralConfig defaults, in force when config.json leaves the key out
 _MISTRAL_DEFAULT_WINDOW = 4096
 _MISTRAL_DEFAULT_POSITIONS = 4096 * 32
@@ -291,21 +368,42 @@ def refuse_attention_window(config) -> None:
     whose layers see a sliding window narrower than its positions computes something else
     in mcore form: converting it either way would silently change its outputs. A window of
     null or at least max_position_embeddings never narrows attention and converts. Mistral
-    windows every layer; Qwen2/Qwen3 window layers from max_window_layers on when
+    and Mixtral window every layer, Qwen3-MoE every layer when use_sliding_window is true,
+    Qwen2-MoE some layers then; Qwen2/Qwen3 window layers from max_window_layers on when
     use_sliding_window is true, or those config.json's layer_types names (as transformers
     decides them)."""
     family = getattr(config, "model_type", None)
     where: str | None
-    if family == "mistral":
-        window = getattr(config, "sliding_window", _MISTRAL_DEFAULT_WINDOW)
+    if family in ("mistral", "mixtral"):
+        window = getattr(
+            config, "sliding_window", _MISTRAL_DEFAULT_WINDOW if family == "mistral" else None
+        )
         positions = getattr(config, "max_position_embeddings", _MISTRAL_DEFAULT_POSITIONS)
         where = "every layer"
+    elif family == "qwen2_moe":  # transformers windows every other layer below max_window_layers
+        window = getattr(config, "sliding_window", _QWEN_DEFAULT_WINDOW)
+        positions = getattr(config, "max_position_embeddings", _QWEN_DEFAULT_POSITIONS)
+        layer_types = getattr(config, "layer_types", None)
+        if isinstance(layer_types, list) and layer_types:
+            where = _qwen_windowed_layers(config)
+        elif getattr(config, "use_sliding_window", False) is True:
+            where = "layers below max_window_layers (use_sliding_window)"
+        else:
+            where = None
+        if where is None:
+            return
     elif family in ("qwen2", "qwen3"):
         window = getattr(config, "sliding_window", _QWEN_DEFAULT_WINDOW)
         positions = getattr(config, "max_position_embeddings", _QWEN_DEFAULT_POSITIONS)
         where = _qwen_windowed_layers(config)
         if where is None:
             return
+    elif family == "qwen3_moe":  # transformers windows every layer when use_sliding_window
+        if getattr(config, "use_sliding_window", False) is not True:
+            return
+        window = getattr(config, "sliding_window", _QWEN_DEFAULT_WINDOW)
+        positions = getattr(config, "max_position_embeddings", _QWEN_DEFAULT_POSITIONS)
+        where = "every layer (use_sliding_window)"
     else:
         return
     if window is None:
@@ -544,16 +642,20 @@ def plan_import(
 
 
 # ----------------------------------------------------------------- HF names and shapes
-# What `AutoModelForCausalLM.from_config(config).state_dict()` holds for the dense families
-# above, computed from config.json numbers alone: building even a meta-device model costs
-# the transformers import plus model construction (seconds, on a 2-core machine), more
-# than exporting a small model. tests/ckpt/convert/test_export_config_shapes.py holds these
-# tables to the meta-device model for each family and its bias / tie / head_dim variants.
+# What `AutoModelForCausalLM.from_config(config).state_dict()` holds for the families above
+# (experts under the hub files' per-expert names), computed from config.json numbers
+# alone: building even a meta-device model costs the transformers import plus model
+# construction (seconds, on a 2-core machine), more than exporting a small model.
+# tests/ckpt/convert/test_export_config_shapes.py holds these tables to the meta-device
+# model for each family and its bias / tie / head_dim / dense-layer variants.
 _FLAG_KEYS: dict[str, tuple[str, ...]] = {  # booleans each family's weight set depends on
     "qwen2": ("tie_word_embeddings",),
     "qwen3": ("tie_word_embeddings", "attention_bias"),
     "llama": ("tie_word_embeddings", "attention_bias", "mlp_bias"),
     "mistral": ("tie_word_embeddings",),  # never biases, whatever config.json says
+    "qwen3_moe": ("tie_word_embeddings", "attention_bias"),
+    "qwen2_moe": ("tie_word_embeddings",),
+    "mixtral": ("tie_word_embeddings",),
 }
 
 
@@ -569,6 +671,20 @@ def hf_state_dict_shapes(config: dict) -> dict[str, tuple[int, ...]] | None:
         return None
     if not all(isinstance(config.get(key), bool) for key in flags):
         return None
+    moe = MOE_NAMES.get(family)  # type: ignore[arg-type]
+    if moe is not None:
+        config = {"num_experts": config.get("num_local_experts"), **config}
+        # transformers 5.x saves num_experts as num_local_experts (Mixtral's own name)
+        needed = ["num_experts", moe.expert_size]
+        needed += ["shared_expert_intermediate_size"] if moe.shared_expert else []
+        if not all(_is_int(config.get(key)) for key in needed):
+            return None
+    sparse = _sparse_layers(config) if moe is not None else set()
+    if sparse is None:
+        return None
+    qkv_bias_flag = config.get("qkv_bias", True)  # Qwen2-MoE's, read by transformers 5.x
+    if family == "qwen2_moe" and not isinstance(qkv_bias_flag, bool):
+        return None
     head_dim = config.get("head_dim")
     if family == "qwen3" and not _is_int(head_dim):  # qwen3's default is 128, not hidden / heads
         return None
@@ -583,7 +699,7 @@ def hf_state_dict_shapes(config: dict) -> dict[str, tuple[int, ...]] | None:
     head_dim = head_dim or hidden // heads
     # a bias switch counts only for a family whose model reads it (Mistral's never does)
     o_bias = "attention_bias" in flags and config["attention_bias"]
-    qkv_bias = family == "qwen2" or o_bias
+    qkv_bias = family == "qwen2" or o_bias or (family == "qwen2_moe" and qkv_bias_flag)
     mlp_bias = "mlp_bias" in flags and config["mlp_bias"]
     layer: dict[str, tuple[int, ...]] = {
         "self_attn.q_proj.weight": (heads * head_dim, hidden),
@@ -614,18 +730,65 @@ def hf_state_dict_shapes(config: dict) -> dict[str, tuple[int, ...]] | None:
                 "mlp.down_proj.bias": (hidden,),
             }
         )
-    if family == "qwen3":
+    if family in ("qwen3", "qwen3_moe"):
         layer.update(
             {"self_attn.q_norm.weight": (head_dim,), "self_attn.k_norm.weight": (head_dim,)}
         )
+    dense_mlp = ("mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight")
+    moe_layer = {k: v for k, v in layer.items() if k not in dense_mlp}
+    if moe is not None and sparse:
+        moe_layer.update(_moe_block_shapes(config, moe, hidden))
     shapes: dict[str, tuple[int, ...]] = {
         "model.embed_tokens.weight": (config["vocab_size"], hidden)
     }
     for index in range(config["num_hidden_layers"]):
-        shapes.update({f"model.layers.{index}.{name}": shape for name, shape in layer.items()})
+        names = moe_layer if index in sparse else layer
+        shapes.update({f"model.layers.{index}.{name}": shape for name, shape in names.items()})
     shapes["model.norm.weight"] = (hidden,)
     shapes["lm_head.weight"] = (config["vocab_size"], hidden)
     return shapes
+
+
+def _moe_block_shapes(config: dict, names: MoeNames, hidden: int) -> dict[str, tuple[int, ...]]:
+    """One MoE layer's router, experts (and shared expert) under the hub's names."""
+    experts = config["num_experts"]
+    inter = config[names.expert_size]
+    block = names.block + "."
+    shapes: dict[str, tuple[int, ...]] = {block + "gate.weight": (experts, hidden)}
+    for expert in range(experts):
+        prefix = f"{block}experts.{expert}."
+        shapes[prefix + names.gate + ".weight"] = (inter, hidden)
+        shapes[prefix + names.up + ".weight"] = (inter, hidden)
+        shapes[prefix + names.down + ".weight"] = (hidden, inter)
+    if names.shared_expert:
+        shared = config["shared_expert_intermediate_size"]
+        shapes["mlp.shared_expert.gate_proj.weight"] = (shared, hidden)
+        shapes["mlp.shared_expert.up_proj.weight"] = (shared, hidden)
+        shapes["mlp.shared_expert.down_proj.weight"] = (hidden, shared)
+        shapes["mlp.shared_expert_gate.weight"] = (1, hidden)
+    return shapes
+
+
+def _sparse_layers(config: dict) -> set[int] | None:
+    """The layers of an MoE config.json that hold experts, as transformers decides them:
+    Mixtral's every layer; Qwen2/Qwen3-MoE's not in mlp_only_layers, and every
+    decoder_sparse_step-th (1-based); None when a key is malformed or names more experts
+    than MAX_EXPERTS (then transformers judges)."""
+    if config["num_experts"] > MAX_EXPERTS:
+        return None
+    if config.get("model_type") == "mixtral":
+        return set(range(config["num_hidden_layers"]))
+    step = config.get("decoder_sparse_step", 1)
+    dense = config.get("mlp_only_layers") or []
+    experts = config["num_experts"]
+    if not (_is_int(step) and step > 0 and experts <= MAX_EXPERTS):
+        return None
+    if not (isinstance(dense, list) and all(_is_int(i) for i in dense)):
+        return None
+    if experts == 0:
+        return set()
+    layers = range(config["num_hidden_layers"])
+    return {i for i in layers if i not in dense and (i + 1) % step == 0}
 
 
 def _is_int(value) -> bool:
@@ -715,37 +878,77 @@ def _first(items: list[str], count: int = 3) -> str:
     return shown + (f" (+{len(items) - count} more)" if len(items) > count else "")
 
 
-# Parts of a Megatron-core GPT model that no Llama/Qwen2/Qwen3 config has, by the path that
-# marks them: what they are and what to say about them. A mixture-of-experts layer holds a
-# router, experts (SequentialMLP `local_experts.E.`, grouped `linear_fc1.weight<E>`) and
-# optional shared experts under a layer's `mlp.`; multi-token prediction (--mtp-num-layers)
-# adds `mtp.layers.N.{enorm, hnorm, eh_proj, transformer_layer, final_layernorm}` after the
+# Parts of a Megatron-core GPT model that no family table converts, by the path that marks
+# them: what they are and what to say about them. A mixture-of-experts layer holds a router,
+# experts (SequentialMLP `local_experts.E.`, grouped `linear_fc1.weight<E>`) and optional
+# shared experts under a layer's `mlp.`; multi-token prediction (--mtp-num-layers) adds
+# `mtp.layers.N.{enorm, hnorm, eh_proj, transformer_layer, final_layernorm}` after the
 # decoder (megatron/core/transformer/multi_token_prediction.py).
+_MOE_PATH_RE = re.compile(r"\.mlp\.(router|experts|shared_experts)\.")
 _UNSUPPORTED_PARTS = (
-    (
-        re.compile(r"\.mlp\.(router|experts|shared_experts)\."),
-        "mixture-of-experts (MoE) layers are not supported",
-        "MoE",
-        "only dense models export",
-    ),
     (
         re.compile(r"^mtp\."),
         "multi-token prediction (MTP) layers are not supported",
         "MTP",
-        "the Llama, Qwen2 and Qwen3 models of transformers have none",
+        "the transformers models export writes have none",
+    ),
+)
+# MoE parts no MoE family table converts either, each with the setting that makes them
+_UNSUPPORTED_MOE_PARTS = (
+    (
+        re.compile(r"\.mlp\.router\.expert_bias$"),
+        "a router expert bias (moe_router_enable_expert_bias) steers top-k selection, and"
+        " Qwen3-MoE, Qwen2-MoE and Mixtral route without one",
+    ),
+    (
+        re.compile(r"\.mlp\.router\.bias$"),
+        "a router bias (add_bias_linear), which Qwen3-MoE, Qwen2-MoE and Mixtral have none of",
+    ),
+    (
+        re.compile(r"\.mlp\.shared_experts\."),
+        "shared experts (moe_shared_expert_intermediate_size), which {family} has none of"
+        " (Qwen2-MoE has one)",
+    ),
+    (
+        re.compile(r"\.mlp\.experts\.weight[12]$"),
+        "the legacy GroupedMLP expert layout (moe_use_legacy_grouped_gemm), all experts in one"
+        " tensor; save with TEGroupedMLP or SequentialMLP experts",
+    ),
+    (
+        re.compile(r"\.mlp\.experts\."),
+        "experts in a layout not converted here (e.g. moe_single_grouped_weight);"
+        " TEGroupedMLP `linear_fc1.weight<E>` and SequentialMLP `local_experts.<E>.` are",
     ),
 )
 
 
-def _refuse_unsupported_parts(module_paths: Iterable[str], stored_keys: dict[str, str]) -> None:
-    """Weights with no dense HF counterpart in the family tables: say which part they
-    belong to, naming the first one, rather than listing them as unmapped names."""
+def _refuse_unsupported_parts(
+    module_paths: Iterable[str], stored_keys: dict[str, str], rules: tuple[Rule, ...], family: str
+) -> None:
+    """Weights with no HF counterpart in the family's table: say which part they belong to
+    and the setting that made them, naming the first one, rather than listing them as
+    unmapped names. MoE weights of a dense family's config are refused as a whole."""
     paths = list(module_paths)
     for pattern, what, short, why in _UNSUPPORTED_PARTS:
         found = sorted(p for p in paths if pattern.search(p))
         if found:
             raise UnsupportedModelError(
                 f"[{stored_keys[found[0]]}]: {what} ({len(found)} {short} tensor(s)); {why}"
+            )
+    moe = sorted(p for p in paths if _MOE_PATH_RE.search(p))
+    if moe and family not in MOE_FAMILIES:
+        raise UnsupportedModelError(
+            f"[{stored_keys[moe[0]]}]: mixture-of-experts (MoE) layers are not supported by a"
+            f" {family} config ({len(moe)} MoE tensor(s)); MoE models export as"
+            f" {', '.join(MOE_FAMILIES)}"
+        )
+    unmapped = [p for p in moe if not any(r._pattern.fullmatch(p) for r in rules)]
+    for pattern, what in _UNSUPPORTED_MOE_PARTS:
+        found = [p for p in unmapped if pattern.search(p)]
+        if found:
+            raise UnsupportedModelError(
+                f"[{stored_keys[found[0]]}]: {what.format(family=family)}"
+                f" ({len(found)} tensor(s)); not exported"
             )
 
 
@@ -764,8 +967,16 @@ def map_names(
     """
     planned: list[MappedTensor] = []
     if layout == HF:
+        from mfsdp_ckpt.convert.fused_experts import fused_expert_targets
+
         for path, shape in module_paths.items():
-            planned.append(MappedTensor(stored_keys[path], (path,), (shape,), COPY))
+            fused = fused_expert_targets(path, shape, model_type)
+            if fused is None:
+                planned.append(MappedTensor(stored_keys[path], (path,), (shape,), COPY))
+                continue
+            targets, transform = fused
+            shapes = tuple(transform.shapes(shape, geometry))
+            planned.append(MappedTensor(stored_keys[path], targets, shapes, transform))
     else:
         rules = MCORE_FAMILIES.get(model_type)
         if rules is None:
@@ -773,7 +984,7 @@ def map_names(
                 f"model family {model_type!r} has no mcore name table (known: "
                 f"{sorted(MCORE_FAMILIES)})"
             )
-        _refuse_unsupported_parts(module_paths, stored_keys)
+        _refuse_unsupported_parts(module_paths, stored_keys, rules, model_type)
         unmapped = []
         for path, shape in module_paths.items():
             found = next(((r, m) for r in rules if (m := r._pattern.fullmatch(path))), None)

@@ -152,6 +152,40 @@ WRONG_VALUES = {
     "vocab_size=[]": ({"vocab_size": []}, "vocab_size=a list is not a positive integer"),
     "num_moe_experts=True": ({"num_moe_experts": True}, "num_moe_experts=True is not a count"),
     "num_moe_experts='8'": ({"num_moe_experts": "8"}, "num_moe_experts='8' is not a count"),
+    # a mixture-of-experts record (Mixtral-like: no q/k layernorm, no q/k/v bias)
+    "moe_router_topk='2'": (
+        {"num_moe_experts": 4, "moe_router_topk": "2"},
+        "moe_router_topk='2' is not a positive integer",
+    ),
+    "moe_router_topk=0": (
+        {"num_moe_experts": 4, "moe_router_topk": 0},
+        "moe_router_topk=0 is not a positive integer",
+    ),
+    "moe_ffn_hidden_size=-8": (
+        {"num_moe_experts": 4, "moe_ffn_hidden_size": -8},
+        "moe_ffn_hidden_size=-8 is not a positive integer",
+    ),
+    "moe_router_pre_softmax='false'": (
+        {"num_moe_experts": 4, "moe_router_topk": 1, "moe_router_pre_softmax": "false"},
+        "moe_router_pre_softmax='false' is not true or false",
+    ),
+    "moe_shared_expert_gate='yes'": (
+        {
+            "num_moe_experts": 4,
+            "add_qkv_bias": True,
+            "moe_shared_expert_intermediate_size": 8,
+            "moe_shared_expert_gate": "yes",
+        },
+        "moe_shared_expert_gate='yes' is not true or false",
+    ),
+    "moe_layer_freq nested lists": (
+        {"num_moe_experts": 4, "moe_layer_freq": [[1] * 4] * 4},
+        "moe_layer_freq=a list mixes dense and MoE layers",
+    ),
+    "moe_router_load_balancing_type=[sinkhorn]": (
+        {"num_moe_experts": 4, "moe_router_load_balancing_type": ["aux_loss", "sinkhorn"]},
+        "moe_router_load_balancing_type=a list changes which experts a token reaches",
+    ),
 }
 
 

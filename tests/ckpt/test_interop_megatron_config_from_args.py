@@ -97,7 +97,6 @@ def _args_fields(dist: Path) -> dict:
 
 UNMAPPABLE = {
     "normalization": ("LayerNorm", "normalization='LayerNorm'"),
-    "num_experts": (8, "num_experts=8"),
     "position_embedding_type": ("learned_absolute", "position_embedding_type='learned_absolute'"),
     "swiglu": (False, "swiglu=False"),
     "rotary_percent": (0.5, "rotary_percent=0.5"),

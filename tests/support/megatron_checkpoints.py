@@ -58,10 +58,10 @@ def megatron_args(model, **changes) -> argparse.Namespace:
         position_embedding_type="rope",
         rotary_percent=1.0,
         untie_embeddings_and_output_weights=not config.tie_word_embeddings,
-        add_qkv_bias=family == "qwen2",
-        qk_layernorm=family == "qwen3",
+        add_qkv_bias=family in ("qwen2", "qwen2_moe"),
+        qk_layernorm=family in ("qwen3", "qwen3_moe"),
         add_bias_linear=False,
-        num_experts=None,
+        **(moe_settings(config) or {"num_experts": None}),
         padded_vocab_size=config.vocab_size,
         vocab_size=None,
         params_dtype=torch.float32,
@@ -76,6 +76,33 @@ def megatron_args(model, **changes) -> argparse.Namespace:
     return argparse.Namespace(**settings)
 
 
+def moe_settings(config) -> dict:
+    """The mixture-of-experts settings Megatron-LM's args (and Bridge's provider, where
+    `num_experts` is `num_moe_experts`) record for a Qwen3-MoE, Qwen2-MoE or Mixtral config;
+    none for a dense one. Megatron's default softmax after top-k renormalises over the top
+    k (norm_topk_prob; Mixtral always does)."""
+    if not getattr(config, "num_experts", None):
+        return {}
+    shared = getattr(config, "shared_expert_intermediate_size", None)
+    return dict(
+        num_experts=config.num_experts,
+        moe_router_topk=config.num_experts_per_tok,
+        moe_ffn_hidden_size=getattr(config, "moe_intermediate_size", config.intermediate_size),
+        moe_router_pre_softmax=not getattr(config, "norm_topk_prob", True),
+        moe_shared_expert_intermediate_size=shared,
+        moe_shared_expert_gate=shared is not None,
+        moe_layer_freq=1,
+        moe_grouped_gemm=True,
+        moe_router_load_balancing_type="aux_loss",
+        moe_aux_loss_coeff=1e-3,
+        moe_router_score_function="softmax",
+        moe_router_enable_expert_bias=False,
+        moe_router_dtype="fp32",
+        moe_token_dispatcher_type="alltoall",
+        moe_router_topk_scaling_factor=None,
+    )
+
+
 def save_dcp(state: dict, target: Path) -> Path:
     """Save `state` as a torch DCP checkpoint at `target` from this one process."""
     with warnings.catch_warnings():  # DCP warns that it saves without a process group
@@ -84,10 +111,14 @@ def save_dcp(state: dict, target: Path) -> Path:
     return target
 
 
-def mcore_weights(model, rows: int | None = None) -> dict[str, torch.Tensor]:
+def mcore_weights(
+    model, rows: int | None = None, experts: str = "grouped"
+) -> dict[str, torch.Tensor]:
     """`model`'s weights under Megatron-core names with the `module.` prefix Megatron-LM
-    saves; `rows` pads the embedding and output layer to that many rows as Megatron does."""
-    weights = to_mcore(model, norms="local", fc1="split")
+    saves; `rows` pads the embedding and output layer to that many rows as Megatron does;
+    `experts` (grouped|sequential) names an MoE model's experts as TEGroupedMLP or
+    SequentialMLP do."""
+    weights = to_mcore(model, norms="local", fc1="split", experts=experts)
     if rows is not None:  # Megatron's vocabulary padding: extra rows no token reaches
         for name in ("embedding.word_embeddings.weight", "output_layer.weight"):
             if name in weights:
@@ -96,16 +127,43 @@ def mcore_weights(model, rows: int | None = None) -> dict[str, torch.Tensor]:
     return {f"module.{k}": v for k, v in weights.items()}
 
 
-def megatron_run(root: Path, model, args, rows: int | None = None) -> Path:
+def adam_state(weights: dict[str, torch.Tensor]) -> dict:
+    """Megatron-LM's distributed-optimizer state for `weights` (`module.`-prefixed model
+    keys) as fsdp_dtensor saves it: `state.module.module.<param>.{exp_avg, exp_avg_sq,
+    step}` per parameter, split like the model's SwiGLU fc1, and its group settings."""
+    state, meta = {}, {}
+    for key, value in weights.items():
+        param = f"module.module.{key}"
+        state[param] = {
+            "exp_avg": torch.full_like(value, 1e-3),
+            "exp_avg_sq": torch.full_like(value, 1e-6),
+            "step": torch.tensor(float(STEP)),
+        }
+        meta[param] = {"lr": 1e-5, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1}
+    return {"state": state, "param_to_group_meta": meta}
+
+
+def megatron_run(
+    root: Path,
+    model,
+    args,
+    rows: int | None = None,
+    experts: str = "grouped",
+    optimizer: bool = False,
+) -> Path:
     """RUN/{latest_checkpointed_iteration.txt, iter_0000100/} as Megatron-LM saves an
-    fsdp_dtensor checkpoint: `args` beside the Megatron-core weights of `model`."""
+    fsdp_dtensor checkpoint: `args` beside the Megatron-core weights of `model`, and with
+    `optimizer` its Adam state."""
     run = root / "megatron"
+    weights = mcore_weights(model, rows, experts)
     state = {
         "args": args,
         "checkpoint_version": 3.0,
         "iteration": STEP,
-        "model": mcore_weights(model, rows),
+        "model": weights,
     }
+    if optimizer:
+        state["optimizer"] = adam_state(weights)
     save_dcp(state, run / f"iter_{STEP:07d}")
     (run / "latest_checkpointed_iteration.txt").write_text(str(STEP))
     return run
@@ -153,10 +211,13 @@ def bridge_model_section(model) -> dict:
         "position_embedding_type": "rope",
         "rotary_percent": 1.0,
         "share_embeddings_and_output_weights": config.tie_word_embeddings,
-        "add_qkv_bias": family == "qwen2",
+        "add_qkv_bias": family in ("qwen2", "qwen2_moe"),
         "add_bias_linear": False,
-        "qk_layernorm": family == "qwen3",
-        "num_moe_experts": None,
+        "qk_layernorm": family in ("qwen3", "qwen3_moe"),
+        **{
+            "num_moe_experts" if k == "num_experts" else k: v
+            for k, v in (moe_settings(config) or {"num_experts": None}).items()
+        },
         "vocab_size": config.vocab_size,
         "should_pad_vocab": True,
         "make_vocab_size_divisible_by": 128,
@@ -179,13 +240,15 @@ def train_state(step: int) -> dict:
     }
 
 
-def bridge_run(root: Path, model, steps=(10, 20), rows: int | None = None) -> Path:
+def bridge_run(
+    root: Path, model, steps=(10, 20), rows: int | None = None, experts: str = "grouped"
+) -> Path:
     """RUN/{latest_train_state.pt, latest_checkpointed_iteration.txt, iter_N/{DCP,
     train_state.pt, run_config.yaml, tokenizer/}} as Megatron-Bridge's save_checkpoint
     writes them with ckpt_format fsdp_dtensor (its tracker names the last step)."""
     run = root / "bridge"
     for step in steps:
-        it = save_dcp({"model": mcore_weights(model, rows)}, run / f"iter_{step:07d}")
+        it = save_dcp({"model": mcore_weights(model, rows, experts)}, run / f"iter_{step:07d}")
         torch.save(train_state(step), it / "train_state.pt")
         section = {
             "model": bridge_model_section(model),

@@ -7,7 +7,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from transformers import LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config
+from transformers import (
+    LlamaConfig,
+    MistralConfig,
+    MixtralConfig,
+    Qwen2Config,
+    Qwen2MoeConfig,
+    Qwen3Config,
+    Qwen3MoeConfig,
+)
 
 from mfsdp_ckpt.convert.export_source import JsonConfig, _expected_weights, load_config
 from mfsdp_ckpt.convert.hf_config import expected_weights, load_hf_config
@@ -41,6 +49,42 @@ VARIANTS = {
     # Mistral's model has no biases whatever the file says
     "mistral stray bias keys": MistralConfig(
         **SMALL, num_key_value_heads=4, attention_bias=True, mlp_bias=True
+    ),
+    # experts under the hub's per-expert names (transformers 5.x fuses them in memory)
+    "qwen3_moe every layer": Qwen3MoeConfig(
+        **SMALL, num_key_value_heads=2, head_dim=16, num_experts=4, moe_intermediate_size=24
+    ),
+    "qwen3_moe dense layer 0, head_dim null": Qwen3MoeConfig(
+        **SMALL, num_key_value_heads=2, num_experts=3, moe_intermediate_size=8, mlp_only_layers=[0]
+    ),
+    "qwen3_moe every 2nd layer, tied, attention bias": Qwen3MoeConfig(
+        **{**SMALL, "num_hidden_layers": 4},
+        num_key_value_heads=4,
+        num_experts=2,
+        moe_intermediate_size=16,
+        decoder_sparse_step=2,
+        tie_word_embeddings=True,
+        attention_bias=True,
+    ),
+    "qwen2_moe shared expert, dense layer 1": Qwen2MoeConfig(
+        **SMALL,
+        num_key_value_heads=2,
+        num_experts=3,
+        moe_intermediate_size=8,
+        shared_expert_intermediate_size=12,
+        mlp_only_layers=[1],
+    ),
+    "qwen2_moe no qkv bias, tied": Qwen2MoeConfig(
+        **SMALL,
+        num_key_value_heads=4,
+        num_experts=2,
+        moe_intermediate_size=8,
+        shared_expert_intermediate_size=16,
+        qkv_bias=False,
+        tie_word_embeddings=True,
+    ),
+    "mixtral block_sparse_moe, head_dim 16": MixtralConfig(
+        **SMALL, num_key_value_heads=2, head_dim=16, num_local_experts=3
     ),
 }
 

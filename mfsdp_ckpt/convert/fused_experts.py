@@ -1,0 +1,128 @@
+"""An MoE family's experts as transformers 5.x holds them in memory, and as the hub's files
+(and exports) name them.
+
+transformers 5.x fuses a layer's experts into `mlp.experts.gate_up_proj` [E, 2I, H] (each
+expert's gate rows, then its up rows) and `mlp.experts.down_proj` [E, H, I], and keeps
+Mixtral's router under `mlp`; the hub's files, which every transformers version loads, hold
+one tensor per expert under the family's names (`name_maps.MOE_NAMES`). A checkpoint of
+the in-memory model (an HF-layout trainer save) is split into those on export and checked
+as those by validate; a checkpoint's per-expert tensors are loaded back into the fused
+parameters when training starts from it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from mfsdp_ckpt.convert.name_maps import COPY, MOE_NAMES, Geometry, ShapeError, Transform
+
+if TYPE_CHECKING:  # the transforms get tensors from their caller
+    import torch
+
+
+def _fused_gate_up_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
+    if len(shape) != 3 or shape[1] % 2:
+        raise ShapeError(
+            f"fused experts gate/up has shape {shape}; needs [experts, 2 x ffn, hidden]"
+        )
+    return [(shape[1] // 2, shape[2])] * (2 * shape[0])
+
+
+def _fused_down_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
+    if len(shape) != 3:
+        raise ShapeError(f"fused experts down has shape {shape}; needs [experts, hidden, ffn]")
+    return [tuple(shape[1:])] * shape[0]
+
+
+def split_fused_gate_up(fused: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """transformers 5.x's in-memory `experts.gate_up_proj` [E, 2I, H] (each expert's gate
+    rows, then its up rows) -> per expert gate, up, in expert order."""
+    return tuple(half.contiguous() for expert in fused for half in expert.chunk(2, dim=0))
+
+
+# One layer's experts held fused, as transformers 5.x keeps them in memory (what a trainer
+# checkpoint of an MoE model stores): split into the hub files' per-expert tensors.
+FUSED_EXPERTS_GATE_UP = Transform(
+    "fused_experts_gate_up", _fused_gate_up_shapes, lambda t, g: split_fused_gate_up(t)
+)
+FUSED_EXPERTS_DOWN = Transform(
+    "fused_experts_down",
+    _fused_down_shapes,
+    lambda t, g: tuple(expert.contiguous() for expert in t),
+)
+
+
+# transformers 5.x's in-memory names of an MoE block (what an HF-layout trainer checkpoint
+# stores): the router, and one layer's experts fused
+_IN_MEMORY_MOE_RE = re.compile(
+    r"(?P<layer>.+)\.mlp\.(?P<kind>gate\.weight|experts\.gate_up_proj|experts\.down_proj)"
+)
+
+
+def fused_expert_targets(
+    name: str, shape: tuple[int, ...], model_type: str
+) -> tuple[tuple[str, ...], Transform] | None:
+    """The hub names a transformers 5.x in-memory MoE tensor of `model_type` becomes, and
+    how: fused experts split per expert, Mixtral's router moved to its hub block; None for
+    any other tensor (families without MOE_NAMES, whose fused layouts differ, keep theirs)."""
+    names = MOE_NAMES.get(model_type)
+    match = _IN_MEMORY_MOE_RE.fullmatch(name)
+    if names is None or match is None:
+        return None
+    block = f"{match['layer']}.{names.block}"
+    if match["kind"] == "gate.weight":
+        return ((f"{block}.gate.weight",), COPY) if names.block != "mlp" else None
+    if len(shape) != 3:
+        return None
+    experts = range(shape[0])
+    if match["kind"] == "experts.gate_up_proj":
+        parts = (names.gate, names.up)
+        targets = tuple(f"{block}.experts.{e}.{part}.weight" for e in experts for part in parts)
+        return targets, FUSED_EXPERTS_GATE_UP
+    targets = tuple(f"{block}.experts.{e}.{names.down}.weight" for e in experts)
+    return targets, FUSED_EXPERTS_DOWN
+
+
+def in_memory_slot(name: str, model_type: str) -> tuple[str, int, int, int] | None:
+    """Where a hub-named MoE tensor of `model_type` lives in transformers 5.x's in-memory
+    model, the inverse of `fused_expert_targets`: (parameter name, expert, part, parts),
+    the tensor being part `part` of `parts` equal row blocks of `parameter[expert]`
+    (gate 0 / up 1 of 2 in `experts.gate_up_proj`; down, 0 of 1, in `experts.down_proj`);
+    expert -1 for a router moved back under `mlp`. None for any other name."""
+    names = MOE_NAMES.get(model_type)
+    if names is None:
+        return None
+    block = re.escape(names.block)
+    match = re.fullmatch(rf"(?P<layer>.+)\.{block}\.(?P<rest>.+)", name)
+    if match is None:
+        return None
+    layer, rest = match["layer"], match["rest"]
+    if rest == "gate.weight":
+        return (f"{layer}.mlp.gate.weight", -1, 0, 1) if names.block != "mlp" else None
+    expert = re.fullmatch(r"experts\.(?P<e>\d+)\.(?P<part>\w+)\.weight", rest)
+    if expert is None:
+        return None
+    index, part = int(expert["e"]), expert["part"]
+    if part in (names.gate, names.up):
+        return f"{layer}.mlp.experts.gate_up_proj", index, int(part == names.up), 2
+    if part == names.down:
+        return f"{layer}.mlp.experts.down_proj", index, 0, 1
+    return None
+
+
+def hub_expert_names(
+    shapes: dict[str, tuple[int, ...]], model_type: str
+) -> dict[str, tuple[int, ...]]:
+    """A state dict's {name: shape} with fused experts (transformers 5.x in memory) under
+    the per-expert names the hub's files (and an export) hold, which every transformers
+    version loads; other tensors unchanged."""
+    out: dict[str, tuple[int, ...]] = {}
+    for name, shape in shapes.items():
+        fused = fused_expert_targets(name, shape, model_type)
+        if fused is None:
+            out[name] = shape
+            continue
+        targets, transform = fused
+        out.update(zip(targets, transform.shapes(shape, None)))  # type: ignore[arg-type]
+    return out
