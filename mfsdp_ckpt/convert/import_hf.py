@@ -9,7 +9,10 @@ Two target layouts (`name_maps.plan_import` decides the names):
   (`.metadata` + `__0_0.distcp`), what Megatron-LM keeps in `iter_0000000/` or `release/`
   and verl in `dist_ckpt/`. Norm names follow the local layer spec by default
   (`input_layernorm`, `pre_mlp_layernorm`), as Megatron-core without Transformer Engine
-  writes them; `norms="te"` writes TE's fused `layer_norm_weight` names instead.
+  writes them; `norms="te"` writes TE's fused `layer_norm_weight` names instead. An MoE
+  model's router and experts (global ids) are written as TEGroupedMLP's
+  `experts.linear_fc1.weight<E>_w/_v` (`experts="grouped"`, the Transformer Engine spec
+  with --moe-grouped-gemm) or SequentialMLP's `experts.local_experts.<E>.` names.
 * ``hf``: our own run layout: `OUT/global_step_0/{dist_ckpt/, huggingface/, manifest.json}`
   and the tracker, weights under their transformers names, so training starts from it
   (`model.path=OUT`) and every `mfsdp ckpt` command reads it. A tied `lm_head.weight` (the
@@ -54,6 +57,7 @@ from mfsdp_ckpt.convert.hf_config import (
 from mfsdp_ckpt.convert.name_maps import (
     LAYOUTS,
     MCORE,
+    MCORE_EXPERTS,
     MCORE_IMPORT_FAMILIES,
     MCORE_NORMS,
     Geometry,
@@ -63,6 +67,7 @@ from mfsdp_ckpt.convert.name_maps import (
     UnsupportedModelError,
     plan_import,
     refuse_attention_window,
+    refuse_mixed_moe_layers,
 )
 from mfsdp_ckpt.convert.units import human_bytes, human_rate
 from mfsdp_ckpt.errors import MfsdpFailedError
@@ -141,13 +146,20 @@ class ImportPlan:
 
 
 def plan_model_import(
-    hf_dir: Path, *, layout_name: str = MCORE, dtype: str = "auto", norms: str = "local"
+    hf_dir: Path,
+    *,
+    layout_name: str = MCORE,
+    dtype: str = "auto",
+    norms: str = "local",
+    experts: str = "grouped",
 ) -> ImportPlan:
     """Read config and safetensors headers, map names, check shapes; no weight is read."""
     if layout_name not in LAYOUTS:
         raise ImportUsageError(f"--layout {layout_name!r}: choose {', '.join(LAYOUTS)}")
     if norms not in MCORE_NORMS:
         raise ImportUsageError(f"--mcore-norms {norms!r}: choose {', '.join(MCORE_NORMS)}")
+    if experts not in MCORE_EXPERTS:
+        raise ImportUsageError(f"--mcore-experts {experts!r}: choose {', '.join(MCORE_EXPERTS)}")
     if dtype != "auto" and dtype not in DTYPES:
         raise ImportUsageError(f"--dtype {dtype!r}: choose auto, {', '.join(DTYPES)}")
     if hf_dir.exists() and not hf_dir.is_dir():  # model.safetensors or config.json itself
@@ -172,7 +184,8 @@ def plan_model_import(
     try:
         if layout_name == MCORE:
             refuse_attention_window(config)
-        items = plan_import(shapes, layout_name, config.model_type, geometry, norms)
+            refuse_mixed_moe_layers(config)
+        items = plan_import(shapes, layout_name, config.model_type, geometry, norms, experts)
     except UnsupportedModelError as err:
         raise ImportFailedError(f"{hf_dir}: {err}") from None
     except ShapeError as err:
@@ -365,6 +378,7 @@ def import_hf(
     layout_name: str = MCORE,
     dtype: str = "auto",
     norms: str = "local",
+    experts: str = "grouped",
     overwrite: bool = False,
     progress: Progress | None = None,
     allow_nonfinite: bool = False,
@@ -377,7 +391,9 @@ def import_hf(
     """
     started = time.monotonic()
     source_dir, out = Path(hf_dir), Path(out_dir)
-    plan = plan_model_import(source_dir, layout_name=layout_name, dtype=dtype, norms=norms)
+    plan = plan_model_import(
+        source_dir, layout_name=layout_name, dtype=dtype, norms=norms, experts=experts
+    )
     _refuse_replacing_a_checkpoint(out)
     _check_out_dir(out, [], [source_dir.resolve()])
     if source_dir.resolve() in out.resolve().parents:
