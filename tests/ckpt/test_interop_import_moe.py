@@ -1,0 +1,177 @@
+"""`mfsdp ckpt import-hf` of mixture-of-experts models (Qwen3-MoE, Qwen2-MoE, Mixtral).
+
+A tiny transformers model of each family (2 layers, 4 experts, top-2) is saved with
+save_pretrained (the hub's per-expert names), imported in the mcore layout (TEGroupedMLP
+and SequentialMLP expert names) and in our hf layout, exported back with export-hf: the
+tensors are those saved, bit for bit, and the export loaded with transformers gives the
+source model's logits. The mcore names and values are held to tests/support/hf_to_mcore.py's
+independent converter, the same builder the MoE export tests read.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from mfsdp_ckpt.check.validate import validate_checkpoint
+from mfsdp_ckpt.format.layout import resolve_checkpoint
+from tests.support.export import load_report, logits_of
+from tests.support.hf_to_mcore import tiny_causal_lm, to_mcore
+from tests.support.interop_layouts import one_error_line, run_cli
+from tests.support.megatron_checkpoints import source_logits
+from trainer.model_source import ModelSource, load_checkpoint_weights
+
+FAMILIES = ("qwen3_moe", "qwen2_moe", "mixtral")
+# (--layout, --mcore-experts)
+LAYOUTS = (("mcore", "grouped"), ("mcore", "sequential"), ("hf", "grouped"))
+
+
+@functools.cache
+def _tiny(family: str):
+    return tiny_causal_lm(family)
+
+
+def _saved(root: Path, family: str, **changes) -> tuple[torch.nn.Module, Path]:
+    """The family's tiny model (its config changed by `changes`), saved by transformers."""
+    model = tiny_causal_lm(family, **changes) if changes else _tiny(family)
+    model.save_pretrained(root / "source")
+    return model, root / "source"
+
+
+def _safetensors(model_dir: Path) -> dict[str, torch.Tensor]:
+    from safetensors import safe_open
+
+    tensors = {}
+    for file in sorted(model_dir.glob("*.safetensors")):
+        with safe_open(str(file), framework="pt") as handle:
+            tensors.update({name: handle.get_tensor(name) for name in handle.keys()})
+    return tensors
+
+
+def _dcp_tensors(dcp_dir: Path) -> dict[str, torch.Tensor]:
+    """Every tensor of a DCP dir under its flattened key, read with torch's own reader."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    reader = dcp.FileSystemReader(str(dcp_dir))
+    state = {
+        key: torch.empty(meta.size, dtype=meta.properties.dtype)
+        for key, meta in reader.read_metadata().state_dict_metadata.items()
+        if isinstance(meta, TensorStorageMetadata)
+    }
+    dcp.load(state, storage_reader=reader)
+    return state
+
+
+def _import(source: Path, out: Path, layout: str, experts: str) -> None:
+    code, stdout, err = run_cli(
+        "ckpt", "import-hf", source, "--out", out, "--layout", layout, "--mcore-experts", experts
+    )
+    assert code == 0, stdout + err
+
+
+@pytest.mark.parametrize(("layout", "experts"), LAYOUTS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_import_then_export_gives_back_the_saved_model(family, layout, experts, tmp_path):
+    """Was: exit 2, "model family 'qwen3_moe' is not one import-hf reads"."""
+    model, source = _saved(tmp_path, family)
+    _import(source, tmp_path / "imported", layout, experts)
+    out = tmp_path / "hf"
+    config_args = ("--hf-config", source) if layout == "mcore" else ()
+    code, stdout, err = run_cli(
+        "ckpt", "export-hf", tmp_path / "imported", "--out", out, *config_args
+    )
+    assert code == 0, stdout + err
+    saved, exported = _safetensors(source), _safetensors(out)
+    assert sorted(exported) == sorted(saved)
+    for name, tensor in saved.items():
+        assert exported[name].dtype == tensor.dtype and torch.equal(exported[name], tensor), name
+    assert load_report(out) == {}
+    ids, expected = source_logits(model)
+    torch.testing.assert_close(logits_of(out, ids), expected, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("norms", ["local", "te"])
+@pytest.mark.parametrize("experts", ["grouped", "sequential"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_mcore_import_holds_megatrons_names_and_values(family, experts, norms, tmp_path):
+    """The names Megatron-LM's fsdp_dtensor save writes (the export tests' builder, fc1 split
+    into _w/_v, experts under global ids), plus checkpoint_version and iteration."""
+    model, source = _saved(tmp_path, family)
+    code, stdout, err = run_cli(
+        "ckpt", "import-hf", source, "--out", tmp_path / "mcore",
+        "--mcore-experts", experts, "--mcore-norms", norms,
+    )  # fmt: skip
+    assert code == 0, stdout + err
+    stored = _dcp_tensors(tmp_path / "mcore")
+    expected = {
+        f"model.module.{name}": tensor
+        for name, tensor in to_mcore(model, norms=norms, fc1="split", experts=experts).items()
+    }
+    assert sorted(stored) == sorted(expected)
+    for name, tensor in expected.items():
+        assert torch.equal(stored[name], tensor), name
+    assert validate_checkpoint(tmp_path / "mcore", deep=True).ok()
+
+
+@pytest.mark.parametrize("layout", ["mcore", "hf"])
+def test_training_loads_the_import_into_the_fused_experts(layout, tmp_path):
+    """What `mfsdp train` does with model.path (hf) or the mcore dir and model.hf_config:
+    each expert's tensor goes into transformers 5.x's fused expert parameters."""
+    from transformers import AutoModelForCausalLM
+
+    model, source = _saved(tmp_path, "qwen2_moe")
+    _import(source, tmp_path / "imported", layout, "grouped")
+    torch.manual_seed(0)
+    loaded = AutoModelForCausalLM.from_config(model.config).eval()
+    checkpoint = resolve_checkpoint(tmp_path / "imported")
+    load_checkpoint_weights(loaded, ModelSource(assets=None, checkpoint=checkpoint))
+    ids, expected = source_logits(model)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(input_ids=ids).logits, expected, rtol=0, atol=1e-5)
+
+
+def test_hf_layout_import_validates_deep_and_strict(tmp_path):
+    _, source = _saved(tmp_path, "mixtral")
+    _import(source, tmp_path / "run", "hf", "grouped")
+    code, stdout, err = run_cli(
+        "ckpt", "validate", tmp_path / "run", "--deep", "--strict", "--json"
+    )
+    report = json.loads(stdout)
+    assert code == 0 and report["findings"] == [] and report["has_manifest"], stdout + err
+
+
+@pytest.mark.parametrize(
+    ("changes", "key"),
+    [
+        (dict(mlp_only_layers=[1]), "mlp_only_layers=[1]"),
+        (dict(decoder_sparse_step=2), "decoder_sparse_step=2"),
+    ],
+)
+def test_dense_layers_among_moe_ones_are_refused_for_mcore_naming_the_key(changes, key, tmp_path):
+    """Megatron records such a model as a moe_layer_freq pattern, which export-hf refuses:
+    the mcore import would not convert back. The hf layout keeps the names and imports it."""
+    model, source = _saved(tmp_path, "qwen3_moe", **changes)
+    code, stdout, err = run_cli("ckpt", "import-hf", source, "--out", tmp_path / "mcore")
+    assert code == 1 and key in one_error_line(err), stdout + err
+    assert not (tmp_path / "mcore").exists()
+    _import(source, tmp_path / "run", "hf", "grouped")
+    code, stdout, err = run_cli("ckpt", "export-hf", tmp_path / "run", "--out", tmp_path / "hf")
+    assert code == 0, stdout + err
+    ids, expected = source_logits(model)
+    torch.testing.assert_close(logits_of(tmp_path / "hf", ids), expected, rtol=0, atol=1e-5)
+
+
+def test_a_missing_expert_tensor_is_refused_naming_it(tmp_path):
+    from safetensors.torch import save_file
+
+    _, source = _saved(tmp_path, "qwen3_moe")
+    tensors = _safetensors(source)
+    del tensors["model.layers.1.mlp.experts.2.up_proj.weight"]
+    save_file(tensors, str(source / "model.safetensors"), metadata={"format": "pt"})
+    code, stdout, err = run_cli("ckpt", "import-hf", source, "--out", tmp_path / "mcore")
+    assert code == 1 and "model.layers.1.mlp.experts.2.up_proj.weight" in err, stdout + err
