@@ -37,12 +37,14 @@ from trainer.progress import CallbackBar
 @click.option(
     "--mcore-experts",
     "experts",
-    type=click.Choice(["grouped", "sequential"]),
-    default="grouped",
+    type=click.Choice(["auto", "grouped", "sequential"]),
+    default="auto",
     show_default=True,
     help="mcore names of an MoE model's experts: grouped = TEGroupedMLP's "
     "...mlp.experts.linear_fc1.weight<E>_w (Transformer Engine spec with --moe-grouped-gemm); "
-    "sequential = SequentialMLP's ...mlp.experts.local_experts.<E>.linear_fc1.weight_w.",
+    "sequential = SequentialMLP's ...mlp.experts.local_experts.<E>.linear_fc1.weight_w (local "
+    "spec, or TE without --moe-grouped-gemm); auto = grouped with --mcore-norms te, else "
+    "sequential.",
 )
 @click.option(
     "--dtype",

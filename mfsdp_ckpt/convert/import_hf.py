@@ -12,7 +12,8 @@ Two target layouts (`name_maps.plan_import` decides the names):
   writes them; `norms="te"` writes TE's fused `layer_norm_weight` names instead. An MoE
   model's router and experts (global ids) are written as TEGroupedMLP's
   `experts.linear_fc1.weight<E>_w/_v` (`experts="grouped"`, the Transformer Engine spec
-  with --moe-grouped-gemm) or SequentialMLP's `experts.local_experts.<E>.` names.
+  with --moe-grouped-gemm) or SequentialMLP's `experts.local_experts.<E>.` names; by
+  default those of the spec the norm names are (`default_experts`).
 * ``hf``: our own run layout: `OUT/global_step_0/{dist_ckpt/, huggingface/, manifest.json}`
   and the tracker, weights under their transformers names, so training starts from it
   (`model.path=OUT`) and every `mfsdp ckpt` command reads it. A tied `lm_head.weight` (the
@@ -60,11 +61,13 @@ from mfsdp_ckpt.convert.name_maps import (
     MCORE_EXPERTS,
     MCORE_IMPORT_FAMILIES,
     MCORE_NORMS,
+    MOE_FAMILIES,
     Geometry,
     ImportItem,
     MappingError,
     ShapeError,
     UnsupportedModelError,
+    default_experts,
     plan_import,
     refuse_attention_window,
     refuse_mixed_moe_layers,
@@ -131,6 +134,7 @@ class ImportPlan:
     geometry: Geometry
     items: list[ImportItem]
     dtype: DType | None  # None: every tensor keeps its stored dtype
+    experts: str | None = None  # an MoE model's mcore expert layout (MCORE_EXPERTS); else None
 
     def out_dtype(self, item: ImportItem) -> DType:
         stored = self.source.tensors[item.sources[0]].dtype
@@ -151,13 +155,16 @@ def plan_model_import(
     layout_name: str = MCORE,
     dtype: str = "auto",
     norms: str = "local",
-    experts: str = "grouped",
+    experts: str = "auto",
 ) -> ImportPlan:
-    """Read config and safetensors headers, map names, check shapes; no weight is read."""
+    """Read config and safetensors headers, map names, check shapes; no weight is read.
+    `experts` auto: the expert layout of the spec `norms` names (`default_experts`)."""
     if layout_name not in LAYOUTS:
         raise ImportUsageError(f"--layout {layout_name!r}: choose {', '.join(LAYOUTS)}")
     if norms not in MCORE_NORMS:
         raise ImportUsageError(f"--mcore-norms {norms!r}: choose {', '.join(MCORE_NORMS)}")
+    if experts == "auto":
+        experts = default_experts(norms)
     if experts not in MCORE_EXPERTS:
         raise ImportUsageError(f"--mcore-experts {experts!r}: choose {', '.join(MCORE_EXPERTS)}")
     if dtype != "auto" and dtype not in DTYPES:
@@ -199,6 +206,7 @@ def plan_model_import(
         geometry,
         items,
         None if dtype == "auto" else DTYPES[dtype],
+        experts if layout_name == MCORE and config.model_type in MOE_FAMILIES else None,
     )
 
 
@@ -378,7 +386,7 @@ def import_hf(
     layout_name: str = MCORE,
     dtype: str = "auto",
     norms: str = "local",
-    experts: str = "grouped",
+    experts: str = "auto",
     overwrite: bool = False,
     progress: Progress | None = None,
     allow_nonfinite: bool = False,
@@ -416,6 +424,8 @@ def import_hf(
             f"config and tokenizer stay in {source_dir}: pass --hf-config {source_dir} to"
             f" export-hf, model.hf_config={source_dir} to mfsdp train"
         )
+    if plan.experts is not None:
+        notes.append(_EXPERT_NOTES[plan.experts])
     notes += [
         f"{item.target} shares the bytes of {same_as.target} (tied: stored once)"
         for item, same_as in _aliases(plan)
@@ -432,6 +442,16 @@ def import_hf(
         str(checkpoint),
         notes,
     )
+
+
+# What a Megatron-LM run must build to load the experts as written (--mcore-experts)
+_EXPERT_NOTES = {
+    "grouped": "experts written as TEGroupedMLP's (mlp.experts.linear_fc1.weight<E>_w): load"
+    " with the Transformer Engine spec and --moe-grouped-gemm (--mcore-experts sequential"
+    " for SequentialMLP)",
+    "sequential": "experts written as SequentialMLP's (mlp.experts.local_experts.<E>.): load"
+    " without --moe-grouped-gemm (--mcore-experts grouped for TEGroupedMLP)",
+}
 
 
 def _refuse_replacing_a_checkpoint(out: Path) -> None:

@@ -564,9 +564,17 @@ _IMPORT_QK_NORM = (
 
 # How an MoE model's experts are written: TEGroupedMLP's `experts.linear_fc1.weight<E>`
 # (Transformer Engine spec with --moe-grouped-gemm, the usual setting) or SequentialMLP's
-# `experts.local_experts.<E>.linear_fc1.weight` (without it). Megatron's fsdp_dtensor load
-# renames neither into the other, so the names must be those of the model that loads them.
+# `experts.local_experts.<E>.linear_fc1.weight` (the local spec always; TE's without it:
+# backends.py / transformer_engine_spec_provider.py `grouped_mlp_modules`). Megatron's
+# fsdp_dtensor load renames neither into the other, so the names must be those of the
+# model that loads them.
 MCORE_EXPERTS = ("grouped", "sequential")
+
+
+def default_experts(norms: str) -> str:
+    """The expert layout of the spec the norm names come from: the local spec builds
+    SequentialMLP experts, the Transformer Engine one TEGroupedMLP with --moe-grouped-gemm."""
+    return "grouped" if norms == "te" else "sequential"
 
 
 def _import_moe(names: MoeNames, experts: str) -> tuple[ImportRule, ...]:

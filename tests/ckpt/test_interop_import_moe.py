@@ -118,6 +118,24 @@ def test_mcore_import_holds_megatrons_names_and_values(family, experts, norms, t
     assert validate_checkpoint(tmp_path / "mcore", deep=True).ok()
 
 
+@pytest.mark.parametrize(
+    ("norms", "expert_key", "spec"),
+    [
+        ("local", "mlp.experts.local_experts.3.linear_fc1.weight_w", "SequentialMLP"),
+        ("te", "mlp.experts.linear_fc1.weight3_w", "TEGroupedMLP"),
+    ],
+)
+def test_the_default_expert_names_are_those_of_the_norm_spec(norms, expert_key, spec, tmp_path):
+    """Megatron's local spec builds SequentialMLP experts, the Transformer Engine one (with
+    --moe-grouped-gemm) TEGroupedMLP: without --mcore-experts the import writes the names
+    of the spec --mcore-norms names, and says which."""
+    _, source = _saved(tmp_path, "qwen3_moe")
+    out = tmp_path / "mcore"
+    code, stdout, err = run_cli("ckpt", "import-hf", source, "--out", out, "--mcore-norms", norms)
+    assert code == 0 and f"experts written as {spec}" in err, stdout + err
+    assert f"model.module.decoder.layers.1.{expert_key}" in _dcp_tensors(out)
+
+
 @pytest.mark.parametrize("layout", ["mcore", "hf"])
 def test_training_loads_the_import_into_the_fused_experts(layout, tmp_path):
     """What `mfsdp train` does with model.path (hf) or the mcore dir and model.hf_config:
