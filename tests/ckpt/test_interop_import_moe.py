@@ -193,3 +193,34 @@ def test_a_missing_expert_tensor_is_refused_naming_it(tmp_path):
     save_file(tensors, str(source / "model.safetensors"), metadata={"format": "pt"})
     code, stdout, err = run_cli("ckpt", "import-hf", source, "--out", tmp_path / "mcore")
     assert code == 1 and "model.layers.1.mlp.experts.2.up_proj.weight" in err, stdout + err
+
+
+def test_a_nan_in_one_expert_stops_the_import_naming_it(tmp_path):
+    """As for a dense weight: nothing is written, the expert's tensor is named."""
+    from safetensors.torch import save_file
+
+    _, source = _saved(tmp_path, "mixtral")
+    tensors = _safetensors(source)
+    name = "model.layers.0.block_sparse_moe.experts.1.w2.weight"
+    tensors[name][3, 4] = float("nan")
+    save_file(tensors, str(source / "model.safetensors"), metadata={"format": "pt"})
+    for layout in ("mcore", "hf"):
+        out = tmp_path / layout
+        code, stdout, err = run_cli("ckpt", "import-hf", source, "--out", out, "--layout", layout)
+        assert code == 1 and name in one_error_line(err), stdout + err
+        assert not out.exists()
+
+
+def test_a_dtype_cast_writes_every_expert_cast(tmp_path):
+    """--dtype bf16 reads each expert's tensor and casts it (the torch path of the writer)."""
+    model, source = _saved(tmp_path, "qwen2_moe")
+    out = tmp_path / "mcore"
+    code, stdout, err = run_cli(
+        "ckpt", "import-hf", source, "--out", out, "--dtype", "bf16", "--mcore-norms", "te"
+    )
+    assert code == 0, stdout + err
+    stored = _dcp_tensors(out)
+    expected = to_mcore(model, norms="te", fc1="split", experts="grouped")
+    assert sorted(stored) == sorted(f"model.module.{name}" for name in expected)
+    for name, tensor in expected.items():
+        assert torch.equal(stored[f"model.module.{name}"], tensor.to(torch.bfloat16)), name
