@@ -49,6 +49,7 @@ from mfsdp_ckpt.convert.export_hf import _check_out_dir
 from mfsdp_ckpt.convert.export_plan import DTYPES
 from mfsdp_ckpt.convert.export_scheduler import Progress
 from mfsdp_ckpt.convert.export_source import _asset_files, check_local_assets, load_config
+from mfsdp_ckpt.convert.fused_experts import hub_expert_entries
 from mfsdp_ckpt.convert.hf_config import (
     HFConfigError,
     expected_weights_for,
@@ -182,6 +183,7 @@ def plan_model_import(
         source = SafetensorsSource(hf_dir)
     except SafetensorsError as err:
         raise ImportFailedError(str(err)) from None
+    _read_fused_experts_per_expert(source, config.model_type)
     shapes = {name: entry.shape for name, entry in source.tensors.items()}
     problem = weights_disagreement(hf_dir, shapes, expected, unknown=True)
     if problem:
@@ -208,6 +210,22 @@ def plan_model_import(
         None if dtype == "auto" else DTYPES[dtype],
         experts if layout_name == MCORE and config.model_type in MOE_FAMILIES else None,
     )
+
+
+def _read_fused_experts_per_expert(source: SafetensorsSource, model_type: str) -> None:
+    """An MoE model saved with its experts fused as transformers 5.x holds them in memory
+    (`mlp.experts.gate_up_proj` [E, 2I, H], `down_proj` [E, H, I]) is read as the hub's
+    per-expert tensors, each a view of the fused tensor's bytes (`hub_expert_entries`):
+    planned, checked and written like the per-expert files save_pretrained writes."""
+    try:
+        source.tensors, split = hub_expert_entries(source.tensors, model_type)
+    except ShapeError as err:
+        raise ImportFailedError(f"{source.root} {err}") from None
+    if split:
+        source.notes.append(
+            f"{split} fused expert tensor(s) (transformers 5.x's in-memory form) read as"
+            " the hub's per-expert tensors"
+        )
 
 
 def _read_config(hf_dir: Path):

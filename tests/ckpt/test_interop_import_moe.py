@@ -224,3 +224,33 @@ def test_a_dtype_cast_writes_every_expert_cast(tmp_path):
     assert sorted(stored) == sorted(f"model.module.{name}" for name in expected)
     for name, tensor in expected.items():
         assert torch.equal(stored[f"model.module.{name}"], tensor.to(torch.bfloat16)), name
+
+
+@pytest.mark.parametrize("layout", ["mcore", "hf"])
+@pytest.mark.parametrize("family", ["mixtral", "qwen2_moe"])
+def test_experts_saved_fused_as_transformers_holds_them_import_per_expert(family, layout, tmp_path):
+    """`save_file(model.state_dict())` of a transformers 5.x model stores each layer's
+    experts fused (`mlp.experts.gate_up_proj` [E, 2I, H]) and Mixtral's router under `mlp`:
+    imported, they are the per-expert tensors save_pretrained writes, value for value."""
+    from safetensors.torch import save_file
+
+    model, hub = _saved(tmp_path, family)
+    fused = tmp_path / "fused"
+    model.config.save_pretrained(fused)
+    state = {name: tensor.contiguous() for name, tensor in model.state_dict().items()}
+    assert "model.layers.1.mlp.experts.gate_up_proj" in state
+    save_file(state, str(fused / "model.safetensors"), metadata={"format": "pt"})
+    code, stdout, err = run_cli(
+        "ckpt", "import-hf", fused, "--out", tmp_path / "imported", "--layout", layout
+    )
+    assert code == 0 and "4 fused expert tensor(s)" in err, stdout + err
+    out = tmp_path / "hf"
+    config_args = ("--hf-config", fused) if layout == "mcore" else ()
+    code, stdout, err = run_cli(
+        "ckpt", "export-hf", tmp_path / "imported", "--out", out, *config_args
+    )
+    assert code == 0, stdout + err
+    saved, exported = _safetensors(hub), _safetensors(out)
+    assert sorted(exported) == sorted(saved)
+    for name, tensor in saved.items():
+        assert torch.equal(exported[name], tensor), name
