@@ -254,3 +254,20 @@ def test_experts_saved_fused_as_transformers_holds_them_import_per_expert(family
     assert sorted(exported) == sorted(saved)
     for name, tensor in saved.items():
         assert torch.equal(exported[name], tensor), name
+
+
+def test_a_fused_expert_tensor_claiming_too_many_experts_is_refused(tmp_path):
+    """An empty tensor has no bytes to contradict its shape: [10**9, 48, 0] would otherwise
+    make 2 * 10**9 expert names before any check."""
+    from safetensors.torch import save_file
+
+    model, _ = _saved(tmp_path, "qwen3_moe")
+    fused = tmp_path / "fused"
+    model.config.save_pretrained(fused)
+    state = {name: tensor.contiguous() for name, tensor in model.state_dict().items()}
+    state["model.layers.0.mlp.experts.down_proj"] = torch.empty(10**9, 32, 0)
+    save_file(state, str(fused / "model.safetensors"), metadata={"format": "pt"})
+    code, stdout, err = run_cli("ckpt", "import-hf", fused, "--out", tmp_path / "mcore")
+    line = one_error_line(err)
+    assert code == 1 and "model.layers.0.mlp.experts.down_proj" in line, stdout + err
+    assert "more than 16384" in line, line
