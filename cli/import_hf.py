@@ -35,6 +35,18 @@ from trainer.progress import CallbackBar
     "...mlp.linear_fc1.layer_norm_weight.",
 )
 @click.option(
+    "--mcore-experts",
+    "experts",
+    type=click.Choice(["auto", "grouped", "sequential"]),
+    default="auto",
+    show_default=True,
+    help="mcore names of an MoE model's experts: grouped = TEGroupedMLP's "
+    "...mlp.experts.linear_fc1.weight<E>_w (Transformer Engine spec with --moe-grouped-gemm); "
+    "sequential = SequentialMLP's ...mlp.experts.local_experts.<E>.linear_fc1.weight_w (local "
+    "spec, or TE without --moe-grouped-gemm); auto = grouped with --mcore-norms te, else "
+    "sequential.",
+)
+@click.option(
     "--dtype",
     type=click.Choice(["auto", "bf16", "fp16", "fp32"]),
     default="auto",
@@ -60,6 +72,7 @@ def import_hf(
     out_dir: str,
     layout_name: str,
     norms: str,
+    experts: str,
     dtype: str,
     overwrite: bool,
     allow_nonfinite: bool,
@@ -68,7 +81,8 @@ def import_hf(
     """Convert a Hugging Face safetensors model into a DCP checkpoint, on CPU, in bounded memory.
 
     HF_DIR holds config.json and model.safetensors (or shards with model.safetensors.index.json);
-    Qwen2/Qwen2.5, Qwen3 and Llama 3, tied or untied. Tensors stream one at a time (peak memory
+    Qwen2/Qwen2.5, Qwen3, Llama 3, Mistral, tied or untied, and the mixture-of-experts
+    Qwen3-MoE, Qwen2-MoE and Mixtral. Tensors stream one at a time (peak memory
     about the largest tensor); OUT appears only when complete. A weight holding NaN/Inf stops
     the import (as it stops export-hf). Exit 0 ok, 1 unreadable or inconsistent model, 2 bad
     usage.
@@ -94,6 +108,7 @@ def import_hf(
                 layout_name=layout_name,
                 dtype=dtype,
                 norms=norms,
+                experts=experts,
                 overwrite=overwrite,
                 progress=progress,
                 allow_nonfinite=allow_nonfinite,

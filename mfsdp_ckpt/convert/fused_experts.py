@@ -12,10 +12,13 @@ parameters when training starts from it.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import TYPE_CHECKING
 
+from mfsdp_ckpt.convert.hf_config import MAX_EXPERTS
 from mfsdp_ckpt.convert.name_maps import COPY, MOE_NAMES, Geometry, ShapeError, Transform
+from mfsdp_ckpt.storage.safetensors_source import StoredTensor
 
 if TYPE_CHECKING:  # the transforms get tensors from their caller
     import torch
@@ -58,6 +61,9 @@ FUSED_EXPERTS_DOWN = Transform(
 _IN_MEMORY_MOE_RE = re.compile(
     r"(?P<layer>.+)\.mlp\.(?P<kind>gate\.weight|experts\.gate_up_proj|experts\.down_proj)"
 )
+
+
+_FUSED_SUFFIXES = (".mlp.experts.gate_up_proj", ".mlp.experts.down_proj")
 
 
 def fused_expert_targets(
@@ -109,6 +115,43 @@ def in_memory_slot(name: str, model_type: str) -> tuple[str, int, int, int] | No
     if part == names.down:
         return f"{layer}.mlp.experts.down_proj", index, 0, 1
     return None
+
+
+def hub_expert_entries(
+    tensors: dict[str, StoredTensor], model_type: str
+) -> tuple[dict[str, StoredTensor], int]:
+    """A safetensors file's tensors with fused experts (transformers 5.x's in-memory form,
+    saved as it is by a trainer or `save_file(model.state_dict())`) as the per-expert hub
+    tensors they hold, each a view of its bytes: every target of `fused_expert_targets`
+    is the next contiguous block of rows of the fused tensor (expert 0's gate, its up,
+    expert 1's gate, ...; down expert by expert), so import reads, checks and copies each
+    expert on its own as if the file named it. Returns them and how many fused tensors
+    were split. ShapeError for a fused tensor whose shape cannot be split, or that claims
+    more than MAX_EXPERTS experts (an empty [10**9, 2, 0] has no bytes to contradict it,
+    and would make a name per claimed expert)."""
+    out: dict[str, StoredTensor] = {}
+    split = 0
+    for name, entry in tensors.items():
+        if entry.shape and entry.shape[0] > MAX_EXPERTS and name.endswith(_FUSED_SUFFIXES):
+            raise ShapeError(
+                f"[{name}]: shape {entry.shape} claims {entry.shape[0]} experts, more than"
+                f" {MAX_EXPERTS}"
+            )
+        fused = fused_expert_targets(name, entry.shape, model_type)
+        if fused is None:
+            out[name] = entry
+            continue
+        targets, transform = fused
+        try:
+            shapes = transform.shapes(entry.shape, None)  # type: ignore[arg-type]
+        except ShapeError as err:
+            raise ShapeError(f"[{name}]: {err}") from None
+        offset = entry.offset
+        for target, shape in zip(targets, shapes, strict=True):
+            out[target] = dataclasses.replace(entry, name=target, shape=tuple(shape), offset=offset)
+            offset += out[target].nbytes
+        split += transform is not COPY
+    return out, split
 
 
 def hub_expert_names(

@@ -9,7 +9,11 @@ Two target layouts (`name_maps.plan_import` decides the names):
   (`.metadata` + `__0_0.distcp`), what Megatron-LM keeps in `iter_0000000/` or `release/`
   and verl in `dist_ckpt/`. Norm names follow the local layer spec by default
   (`input_layernorm`, `pre_mlp_layernorm`), as Megatron-core without Transformer Engine
-  writes them; `norms="te"` writes TE's fused `layer_norm_weight` names instead.
+  writes them; `norms="te"` writes TE's fused `layer_norm_weight` names instead. An MoE
+  model's router and experts (global ids) are written as TEGroupedMLP's
+  `experts.linear_fc1.weight<E>_w/_v` (`experts="grouped"`, the Transformer Engine spec
+  with --moe-grouped-gemm) or SequentialMLP's `experts.local_experts.<E>.` names; by
+  default those of the spec the norm names are (`default_experts`).
 * ``hf``: our own run layout: `OUT/global_step_0/{dist_ckpt/, huggingface/, manifest.json}`
   and the tracker, weights under their transformers names, so training starts from it
   (`model.path=OUT`) and every `mfsdp ckpt` command reads it. A tied `lm_head.weight` (the
@@ -45,6 +49,7 @@ from mfsdp_ckpt.convert.export_hf import _check_out_dir
 from mfsdp_ckpt.convert.export_plan import DTYPES
 from mfsdp_ckpt.convert.export_scheduler import Progress
 from mfsdp_ckpt.convert.export_source import _asset_files, check_local_assets, load_config
+from mfsdp_ckpt.convert.fused_experts import hub_expert_entries
 from mfsdp_ckpt.convert.hf_config import (
     HFConfigError,
     expected_weights_for,
@@ -54,15 +59,19 @@ from mfsdp_ckpt.convert.hf_config import (
 from mfsdp_ckpt.convert.name_maps import (
     LAYOUTS,
     MCORE,
+    MCORE_EXPERTS,
     MCORE_IMPORT_FAMILIES,
     MCORE_NORMS,
+    MOE_FAMILIES,
     Geometry,
     ImportItem,
     MappingError,
     ShapeError,
     UnsupportedModelError,
+    default_experts,
     plan_import,
     refuse_attention_window,
+    refuse_mixed_moe_layers,
 )
 from mfsdp_ckpt.convert.units import human_bytes, human_rate
 from mfsdp_ckpt.errors import MfsdpFailedError
@@ -126,6 +135,7 @@ class ImportPlan:
     geometry: Geometry
     items: list[ImportItem]
     dtype: DType | None  # None: every tensor keeps its stored dtype
+    experts: str | None = None  # an MoE model's mcore expert layout (MCORE_EXPERTS); else None
 
     def out_dtype(self, item: ImportItem) -> DType:
         stored = self.source.tensors[item.sources[0]].dtype
@@ -141,13 +151,23 @@ class ImportPlan:
 
 
 def plan_model_import(
-    hf_dir: Path, *, layout_name: str = MCORE, dtype: str = "auto", norms: str = "local"
+    hf_dir: Path,
+    *,
+    layout_name: str = MCORE,
+    dtype: str = "auto",
+    norms: str = "local",
+    experts: str = "auto",
 ) -> ImportPlan:
-    """Read config and safetensors headers, map names, check shapes; no weight is read."""
+    """Read config and safetensors headers, map names, check shapes; no weight is read.
+    `experts` auto: the expert layout of the spec `norms` names (`default_experts`)."""
     if layout_name not in LAYOUTS:
         raise ImportUsageError(f"--layout {layout_name!r}: choose {', '.join(LAYOUTS)}")
     if norms not in MCORE_NORMS:
         raise ImportUsageError(f"--mcore-norms {norms!r}: choose {', '.join(MCORE_NORMS)}")
+    if experts == "auto":
+        experts = default_experts(norms)
+    if experts not in MCORE_EXPERTS:
+        raise ImportUsageError(f"--mcore-experts {experts!r}: choose {', '.join(MCORE_EXPERTS)}")
     if dtype != "auto" and dtype not in DTYPES:
         raise ImportUsageError(f"--dtype {dtype!r}: choose auto, {', '.join(DTYPES)}")
     if hf_dir.exists() and not hf_dir.is_dir():  # model.safetensors or config.json itself
@@ -163,6 +183,7 @@ def plan_model_import(
         source = SafetensorsSource(hf_dir)
     except SafetensorsError as err:
         raise ImportFailedError(str(err)) from None
+    _read_fused_experts_per_expert(source, config.model_type)
     shapes = {name: entry.shape for name, entry in source.tensors.items()}
     problem = weights_disagreement(hf_dir, shapes, expected, unknown=True)
     if problem:
@@ -172,7 +193,8 @@ def plan_model_import(
     try:
         if layout_name == MCORE:
             refuse_attention_window(config)
-        items = plan_import(shapes, layout_name, config.model_type, geometry, norms)
+            refuse_mixed_moe_layers(config)
+        items = plan_import(shapes, layout_name, config.model_type, geometry, norms, experts)
     except UnsupportedModelError as err:
         raise ImportFailedError(f"{hf_dir}: {err}") from None
     except ShapeError as err:
@@ -186,7 +208,24 @@ def plan_model_import(
         geometry,
         items,
         None if dtype == "auto" else DTYPES[dtype],
+        experts if layout_name == MCORE and config.model_type in MOE_FAMILIES else None,
     )
+
+
+def _read_fused_experts_per_expert(source: SafetensorsSource, model_type: str) -> None:
+    """An MoE model saved with its experts fused as transformers 5.x holds them in memory
+    (`mlp.experts.gate_up_proj` [E, 2I, H], `down_proj` [E, H, I]) is read as the hub's
+    per-expert tensors, each a view of the fused tensor's bytes (`hub_expert_entries`):
+    planned, checked and written like the per-expert files save_pretrained writes."""
+    try:
+        source.tensors, split = hub_expert_entries(source.tensors, model_type)
+    except ShapeError as err:
+        raise ImportFailedError(f"{source.root} {err}") from None
+    if split:
+        source.notes.append(
+            f"{split} fused expert tensor(s) (transformers 5.x's in-memory form) read as"
+            " the hub's per-expert tensors"
+        )
 
 
 def _read_config(hf_dir: Path):
@@ -365,6 +404,7 @@ def import_hf(
     layout_name: str = MCORE,
     dtype: str = "auto",
     norms: str = "local",
+    experts: str = "auto",
     overwrite: bool = False,
     progress: Progress | None = None,
     allow_nonfinite: bool = False,
@@ -377,7 +417,9 @@ def import_hf(
     """
     started = time.monotonic()
     source_dir, out = Path(hf_dir), Path(out_dir)
-    plan = plan_model_import(source_dir, layout_name=layout_name, dtype=dtype, norms=norms)
+    plan = plan_model_import(
+        source_dir, layout_name=layout_name, dtype=dtype, norms=norms, experts=experts
+    )
     _refuse_replacing_a_checkpoint(out)
     _check_out_dir(out, [], [source_dir.resolve()])
     if source_dir.resolve() in out.resolve().parents:
@@ -400,6 +442,8 @@ def import_hf(
             f"config and tokenizer stay in {source_dir}: pass --hf-config {source_dir} to"
             f" export-hf, model.hf_config={source_dir} to mfsdp train"
         )
+    if plan.experts is not None:
+        notes.append(_EXPERT_NOTES[plan.experts])
     notes += [
         f"{item.target} shares the bytes of {same_as.target} (tied: stored once)"
         for item, same_as in _aliases(plan)
@@ -416,6 +460,16 @@ def import_hf(
         str(checkpoint),
         notes,
     )
+
+
+# What a Megatron-LM run must build to load the experts as written (--mcore-experts)
+_EXPERT_NOTES = {
+    "grouped": "experts written as TEGroupedMLP's (mlp.experts.linear_fc1.weight<E>_w): load"
+    " with the Transformer Engine spec and --moe-grouped-gemm (--mcore-experts sequential"
+    " for SequentialMLP)",
+    "sequential": "experts written as SequentialMLP's (mlp.experts.local_experts.<E>.): load"
+    " without --moe-grouped-gemm (--mcore-experts grouped for TEGroupedMLP)",
+}
 
 
 def _refuse_replacing_a_checkpoint(out: Path) -> None:

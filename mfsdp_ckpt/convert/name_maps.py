@@ -510,15 +510,20 @@ QKV_MERGE = Merge("qkv", _merged_qkv_shape, _merge_qkv_list, qkv_merge_ranges)
 
 @dataclass(frozen=True)
 class ImportRule:
-    """`target` is the mcore module path (with {layer}); `sources` the HF names it is made of."""
+    """`target` is the mcore module path (with {layer}, and {expert} for an expert's tensor);
+    `sources` the HF names it is made of. `only_with`: an HF name (with {layer}) the layer
+    must hold for the rule to apply (an MoE layer's router), else the rule is skipped."""
 
     target: str
     sources: tuple[str, ...]
     merge: Merge = KEEP
+    only_with: str | None = None
 
 
-def _import_rule(target: str, *sources: str, merge: Merge = KEEP) -> ImportRule:
-    return ImportRule(target.replace(_L, "decoder.layers.{layer}."), sources, merge)
+def _import_rule(
+    target: str, *sources: str, merge: Merge = KEEP, only_with: str | None = None
+) -> ImportRule:
+    return ImportRule(target.replace(_L, "decoder.layers.{layer}."), sources, merge, only_with)
 
 
 def _import_common(norms: str) -> tuple[ImportRule, ...]:
@@ -557,13 +562,100 @@ _IMPORT_QK_NORM = (
     _import_rule(_L + "self_attention.k_layernorm.weight", _H + "self_attn.k_norm.weight"),
 )
 
-# One table per family (norm names aside), keyed like MCORE_FAMILIES.
-MCORE_IMPORT_FAMILIES: dict[str, Callable[[str], tuple[ImportRule, ...]]] = {
-    "qwen2": lambda norms: _import_common(norms) + _IMPORT_QKV_BIAS,
-    "qwen3": lambda norms: _import_common(norms) + _IMPORT_QK_NORM,
-    "llama": _import_common,
-    "mistral": _import_common,
+# How an MoE model's experts are written: TEGroupedMLP's `experts.linear_fc1.weight<E>`
+# (Transformer Engine spec with --moe-grouped-gemm, the usual setting) or SequentialMLP's
+# `experts.local_experts.<E>.linear_fc1.weight` (the local spec always; TE's without it:
+# backends.py / transformer_engine_spec_provider.py `grouped_mlp_modules`). Megatron's
+# fsdp_dtensor load renames neither into the other, so the names must be those of the
+# model that loads them.
+MCORE_EXPERTS = ("grouped", "sequential")
+
+
+def default_experts(norms: str) -> str:
+    """The expert layout of the spec the norm names come from: the local spec builds
+    SequentialMLP experts, the Transformer Engine one TEGroupedMLP with --moe-grouped-gemm."""
+    return "grouped" if norms == "te" else "sequential"
+
+
+def _import_moe(names: MoeNames, experts: str) -> tuple[ImportRule, ...]:
+    """An MoE layer's pre-MLP norm, router and experts (global ids, each fc1 split into
+    `_w` gate / `_v` up as fsdp_dtensor's save does for experts and shared experts too:
+    handle_swiglu_in_state_dict), and Qwen2-MoE's gated shared expert: the inverse of
+    `_moe_rules` for one expert layout. The pre-MLP norm of an MoE layer is
+    `pre_mlp_layernorm` in both norm specs (no linear to fuse it into), so it comes first,
+    applying only where the layer holds a router."""
+    hf = _H + names.block + "."
+    router = hf + "gate.weight"
+    expert_hf = hf + "experts.{expert}."
+    if experts == "grouped":
+        fc1 = _L + "mlp.experts.linear_fc1.weight{expert}"
+        fc2 = _L + "mlp.experts.linear_fc2.weight{expert}"
+    else:
+        local = _L + "mlp.experts.local_experts.{expert}."
+        fc1, fc2 = local + "linear_fc1.weight", local + "linear_fc2.weight"
+    rules = (
+        _import_rule(
+            _L + "pre_mlp_layernorm.weight",
+            _H + "post_attention_layernorm.weight",
+            only_with=router,
+        ),
+        _import_rule(_L + "mlp.router.weight", router),
+        _import_rule(fc1 + "_w", expert_hf + names.gate + ".weight"),
+        _import_rule(fc1 + "_v", expert_hf + names.up + ".weight"),
+        _import_rule(fc2, expert_hf + names.down + ".weight"),
+    )
+    if not names.shared_expert:
+        return rules
+    shared, hf_shared = _L + "mlp.shared_experts.", _H + "mlp.shared_expert."
+    return rules + (
+        _import_rule(shared + "linear_fc1.weight_w", hf_shared + "gate_proj.weight"),
+        _import_rule(shared + "linear_fc1.weight_v", hf_shared + "up_proj.weight"),
+        _import_rule(shared + "linear_fc2.weight", hf_shared + "down_proj.weight"),
+        _import_rule(shared + "gate_weight", _H + "mlp.shared_expert_gate.weight"),
+    )
+
+
+# One table per family (norm names and expert layout aside), keyed like MCORE_FAMILIES;
+# an MoE family's expert rules come first (see `_import_moe`), its dense layers
+# (none, for mcore: `refuse_mixed_moe_layers`) would take the common names.
+MCORE_IMPORT_FAMILIES: dict[str, Callable[[str, str], tuple[ImportRule, ...]]] = {
+    "qwen2": lambda norms, experts: _import_common(norms) + _IMPORT_QKV_BIAS,
+    "qwen3": lambda norms, experts: _import_common(norms) + _IMPORT_QK_NORM,
+    "llama": lambda norms, experts: _import_common(norms),
+    "mistral": lambda norms, experts: _import_common(norms),
+    "qwen3_moe": lambda norms, experts: (
+        _import_moe(MOE_NAMES["qwen3_moe"], experts) + _import_common(norms) + _IMPORT_QK_NORM
+    ),
+    "qwen2_moe": lambda norms, experts: (
+        _import_moe(MOE_NAMES["qwen2_moe"], experts) + _import_common(norms) + _IMPORT_QKV_BIAS
+    ),
+    "mixtral": lambda norms, experts: (
+        _import_moe(MOE_NAMES["mixtral"], experts) + _import_common(norms)
+    ),
 }
+
+
+def refuse_mixed_moe_layers(config) -> None:
+    """UnsupportedModelError naming the key when a Qwen2/Qwen3-MoE config keeps some layers
+    dense (mlp_only_layers, decoder_sparse_step above 1): Megatron-LM builds that with a
+    moe_layer_freq pattern, whose record export-hf refuses, so an mcore import of it would
+    not convert back. Mixtral's layers are all MoE."""
+    if getattr(config, "model_type", None) not in ("qwen3_moe", "qwen2_moe"):
+        return
+    dense: Any = getattr(config, "mlp_only_layers", None) or []
+    step: Any = getattr(config, "decoder_sparse_step", 1)
+    if dense:
+        raise UnsupportedModelError(
+            f"config: mlp_only_layers={dense!r:.80} keeps dense layers among the MoE ones;"
+            " Megatron's record of such a model (moe_layer_freq) does not export back, so"
+            " --layout mcore refuses it (--layout hf imports it)"
+        )
+    if step != 1:
+        raise UnsupportedModelError(
+            f"config: decoder_sparse_step={step!r:.40} keeps dense layers among the MoE ones;"
+            " Megatron's record of such a model (moe_layer_freq) does not export back, so"
+            " --layout mcore refuses it (--layout hf imports it)"
+        )
 
 
 @dataclass(frozen=True)
@@ -582,13 +674,15 @@ def plan_import(
     model_type: str,
     geometry: Geometry,
     norms: str = "local",
+    experts: str = "grouped",
 ) -> list[ImportItem]:
     """Which HF tensors make which target tensor, with shapes; raises before any I/O.
 
     `hf` keeps every name (a tied `lm_head.weight` absent from the file is written from the
     embedding, as the trainer's own state dict holds it). `mcore` applies the family's
     table: every HF tensor must be used exactly once, a rule's sources come all or none,
-    and a tied model gets no output_layer (Megatron shares the embedding).
+    and a tied model gets no output_layer (Megatron shares the embedding). An MoE model's
+    experts keep their (global) ids, named as `experts` (MCORE_EXPERTS) says.
     """
     if layout == HF:
         items = [ImportItem(name, (name,), tuple(shape), KEEP) for name, shape in hf_shapes.items()]
@@ -606,15 +700,20 @@ def plan_import(
         )
     if norms not in MCORE_NORMS:
         raise MappingError(f"norm names {norms!r}: choose {', '.join(MCORE_NORMS)}")
+    if experts not in MCORE_EXPERTS:
+        raise MappingError(f"expert layout {experts!r}: choose {', '.join(MCORE_EXPERTS)}")
     remaining = dict(hf_shapes)
     if geometry.tie_word_embeddings:
         remaining.pop("lm_head.weight", None)  # tied: the same values as the embedding
     layer_of = re.compile(r"model\.layers\.(\d+)\.")
     layers = sorted({int(m.group(1)) for name in hf_shapes if (m := layer_of.match(name))})
+    expert_of = re.compile(r"model\.layers\.\d+\.\w+\.experts\.(\d+)\.")
+    expert_ids = sorted({int(m.group(1)) for name in hf_shapes if (m := expert_of.match(name))})
     items = []
-    for rule in table(norms):
-        for layer in layers if "{layer}" in rule.target else [None]:
-            fields = {"layer": layer} if layer is not None else {}
+    for rule in table(norms, experts):
+        for fields in _rule_fields(rule, layers, expert_ids):
+            if rule.only_with is not None and rule.only_with.format(**fields) not in hf_shapes:
+                continue
             sources = tuple(s.format(**fields) for s in rule.sources)
             present = [s for s in sources if s in remaining]
             if not present:
@@ -639,6 +738,17 @@ def plan_import(
             f" {_first(sorted(remaining))}"
         )
     return items
+
+
+def _rule_fields(rule: ImportRule, layers: list[int], experts: list[int]) -> list[dict[str, int]]:
+    """The {layer} / {expert} values a rule's names are formatted with: every layer (and
+    expert id) the HF names hold when the rule names one, else one empty set."""
+    layer_values: list[dict[str, int]] = (
+        [{"layer": layer} for layer in layers] if "{layer}" in rule.target else [{}]
+    )
+    if "{expert}" not in rule.target:
+        return layer_values
+    return [{**fields, "expert": expert} for fields in layer_values for expert in experts]
 
 
 # ----------------------------------------------------------------- HF names and shapes
