@@ -63,19 +63,23 @@ _IN_MEMORY_MOE_RE = re.compile(
 )
 
 
-_FUSED_SUFFIXES = (".mlp.experts.gate_up_proj", ".mlp.experts.down_proj")
-
-
 def fused_expert_targets(
     name: str, shape: tuple[int, ...], model_type: str
 ) -> tuple[tuple[str, ...], Transform] | None:
     """The hub names a transformers 5.x in-memory MoE tensor of `model_type` becomes, and
     how: fused experts split per expert, Mixtral's router moved to its hub block; None for
-    any other tensor (families without MOE_NAMES, whose fused layouts differ, keep theirs)."""
+    any other tensor (families without MOE_NAMES, whose fused layouts differ, keep theirs).
+    ShapeError for a fused tensor claiming more than MAX_EXPERTS experts: an empty
+    [10**9, 2, 0] has no bytes to contradict it, and every caller (import, validate,
+    export) would make names for each claimed expert."""
     names = MOE_NAMES.get(model_type)
     match = _IN_MEMORY_MOE_RE.fullmatch(name)
     if names is None or match is None:
         return None
+    if match["kind"] != "gate.weight" and shape and shape[0] > MAX_EXPERTS:
+        raise ShapeError(
+            f"[{name}]: shape {shape} claims {shape[0]} experts, more than {MAX_EXPERTS}"
+        )
     block = f"{match['layer']}.{names.block}"
     if match["kind"] == "gate.weight":
         return ((f"{block}.gate.weight",), COPY) if names.block != "mlp" else None
@@ -126,17 +130,11 @@ def hub_expert_entries(
     is the next contiguous block of rows of the fused tensor (expert 0's gate, its up,
     expert 1's gate, ...; down expert by expert), so import reads, checks and copies each
     expert on its own as if the file named it. Returns them and how many fused tensors
-    were split. ShapeError for a fused tensor whose shape cannot be split, or that claims
-    more than MAX_EXPERTS experts (an empty [10**9, 2, 0] has no bytes to contradict it,
-    and would make a name per claimed expert)."""
+    were split. ShapeError for a fused tensor whose shape cannot be split or claims too
+    many experts (`fused_expert_targets`)."""
     out: dict[str, StoredTensor] = {}
     split = 0
     for name, entry in tensors.items():
-        if entry.shape and entry.shape[0] > MAX_EXPERTS and name.endswith(_FUSED_SUFFIXES):
-            raise ShapeError(
-                f"[{name}]: shape {entry.shape} claims {entry.shape[0]} experts, more than"
-                f" {MAX_EXPERTS}"
-            )
         fused = fused_expert_targets(name, entry.shape, model_type)
         if fused is None:
             out[name] = entry

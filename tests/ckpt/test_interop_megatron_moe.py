@@ -398,3 +398,28 @@ def test_a_config_claiming_a_billion_experts_is_refused_before_naming_them(
     assert code == 2 and f"{key}=1000000000 is over the 16384 allowed" in line, stdout + err
     code, stdout, err = run_cli("ckpt", "validate", ckpt, "--hf-config", tmp_path / "assets")
     assert code == 1 and f"{key}=1000000000 is over" in stdout + err, stdout + err
+
+
+def test_a_stored_fused_tensor_claiming_a_billion_experts_is_refused_naming_it(tmp_path):
+    """An empty fused tensor ([10**9, 2I, 0]) holds no bytes to contradict its expert count,
+    and each claimed expert would get its names generated: validate, inspect and export
+    name the tensor in one line instead of running for minutes."""
+    moe_model = _tiny("qwen3_moe")
+    state = {k: v.clone() for k, v in moe_model.state_dict().items()}
+    name = "model.layers.0.mlp.experts.gate_up_proj"
+    state[name] = torch.empty(10**9, state[name].shape[1], 0)
+    ckpt = save_dcp({"model": state}, tmp_path / "d")
+    moe_model.config.save_pretrained(tmp_path / "assets")
+    assets = tmp_path / "assets"
+    export = ("ckpt", "export-hf", ckpt, "--hf-config", assets, "--out", tmp_path / "hf")
+    for args, want in (
+        (export, 1),
+        (("ckpt", "validate", ckpt, "--hf-config", assets), 1),
+        (("ckpt", "inspect", ckpt), 0),
+    ):
+        code, stdout, err = run_cli(*args)
+        assert code == want, (args, stdout + err)
+        if want:
+            line = one_error_line(err) if not stdout.strip() else stdout
+            assert "claims 1000000000 experts" in line and name in line, stdout + err
+    assert not (tmp_path / "hf").exists()
