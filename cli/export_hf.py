@@ -6,6 +6,7 @@ import os
 
 import click
 
+from cli.dtype_choice import DtypeChoice
 from cli.errors import remember_json
 from cli.results import echo_result
 from trainer.progress import CallbackBar
@@ -16,7 +17,7 @@ from trainer.progress import CallbackBar
 @click.option("--out", "out_dir", required=True, metavar="DIR", help="Directory to create.")
 @click.option(
     "--dtype",
-    type=click.Choice(["auto", "bf16", "fp16", "fp32"]),
+    type=DtypeChoice(),
     default="auto",
     show_default=True,
     help="auto = the dtype in config.json (bf16 for Qwen and Llama releases); without one there, "

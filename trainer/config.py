@@ -44,6 +44,7 @@ import yaml
 
 from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry
 from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.format.dtypes import short_dtype_name
 from trainer import verl_keys
 from trainer.config_yaml import YAMLConfigError, parse_yaml, read_yaml_file
 
@@ -461,6 +462,8 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
             raise out_of_range
         raise bad(" or ".join(_type_name(a) for a in args))
     if origin is Literal:
+        if "bf16" in args and isinstance(value, str):  # a dtype: `bfloat16` as torch spells it
+            value = short_dtype_name(value)
         if value not in args:
             raise bad("one of " + " | ".join(str(a) for a in args))
         return value

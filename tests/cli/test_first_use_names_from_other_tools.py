@@ -53,3 +53,75 @@ def test_a_wrong_level_command_under_json_is_one_json_object(monkeypatch, capsys
     code, out, _err = _run_main(monkeypatch, capsys, "inspect", "runs/demo", "--json")
     assert code == 2
     assert json.loads(out)["error"].endswith("(did you mean 'mfsdp ckpt inspect'?)")
+
+
+# ------------------------------------------------------------------ dtype spellings
+
+
+def _safetensors_dtypes(model_dir) -> set[str]:
+    """The dtypes the header of every safetensors file in `model_dir` records."""
+    import json as json_module
+    import struct
+
+    found = set()
+    for path in model_dir.glob("*.safetensors"):
+        with open(path, "rb") as handle:
+            (length,) = struct.unpack("<Q", handle.read(8))
+            header = json_module.loads(handle.read(length))
+        found |= {entry["dtype"] for name, entry in header.items() if name != "__metadata__"}
+    return found
+
+
+@pytest.mark.parametrize(
+    "spelt, stored",
+    [("bfloat16", "BF16"), ("BF16", "BF16"), ("torch.float16", "F16"), ("half", "F16")],
+)
+def test_export_and_import_take_the_dtype_as_torch_and_hf_spell_it(tmp_path, spelt, stored):
+    from click.testing import CliRunner
+
+    from cli.main import app
+    from tests.support.paths import FIXTURES
+    from trainer.tiny import build_tiny_model_dir
+
+    exported = tmp_path / "hf"
+    done = CliRunner().invoke(
+        app,
+        [
+            "ckpt",
+            "export-hf",
+            str(FIXTURES / "megatron_fsdp_qwen2" / "run"),
+            "--out",
+            str(exported),
+            "--dtype",
+            spelt,
+        ],
+    )
+    assert done.exit_code == 0, done.output
+    assert _safetensors_dtypes(exported) == {stored}
+    source = build_tiny_model_dir(tmp_path / "model", with_weights=True)
+    done = CliRunner().invoke(
+        app, ["ckpt", "import-hf", str(source), "--out", str(tmp_path / "dcp"), "--dtype", spelt]
+    )
+    assert done.exit_code == 0, done.output
+
+
+def test_a_dtype_no_spelling_reaches_is_refused_naming_the_choices(monkeypatch, capsys):
+    code, _out, err = _run_main(
+        monkeypatch, capsys, "ckpt", "export-hf", "x", "--out", "y", "--dtype", "fp8"
+    )
+    assert code == 2 and "'fp8' is not one of 'auto', 'bf16', 'fp16', 'fp32'" in err
+
+
+@pytest.mark.parametrize(
+    "command, key", [("sft", "strategy.mixed_precision"), ("grpo", "rollout.dtype")]
+)
+def test_a_dtype_config_key_takes_torch_spellings(command, key):
+    from trainer.config import ConfigError, SFTConfig, load_config
+    from trainer.grpo.config import GRPOConfig
+
+    cls = SFTConfig if command == "sft" else GRPOConfig
+    for spelt, meant in [("bfloat16", "bf16"), ("torch.float32", "fp32"), ("FP32", "fp32")]:
+        section, name = key.split(".")
+        assert getattr(getattr(load_config(cls, None, [f"{key}={spelt}"]), section), name) == meant
+    with pytest.raises(ConfigError, match=rf"'{key}' expects one of auto \| bf16 \| fp32"):
+        load_config(cls, None, [f"{key}=fp8"])
