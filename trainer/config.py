@@ -393,17 +393,34 @@ def _build(cls: type, values: dict[str, Any], prefix: str, source: str) -> Any:
 
 
 def _unknown_key_message(cls: type, prefix: str, key: str, source: str) -> str:
-    """Suggest keys close to the whole dotted name, then keys whose last part is close
-    (so `lrr` finds `optim.lr` and `optim.warmup` finds `optim.warmup_steps`)."""
+    """Suggest keys whose last part abbreviates the given one or the reverse (HF's and
+    torchtitan's `learning_rate` is `optim.lr`), then keys close to the whole dotted name,
+    then keys whose last part is close (so `lrr` finds `optim.lr` and `optim.warmup` finds
+    `optim.warmup_steps`)."""
     candidates = _all_keys(cls, prefix)
     full = f"{prefix}{key}"
-    close = difflib.get_close_matches(full, candidates, n=3, cutoff=0.6)
+    leaf_given = key.rsplit(".", 1)[-1]
+    close = [
+        candidate
+        for candidate in candidates
+        if _abbreviates(candidate.rsplit(".", 1)[-1], leaf_given)
+        or _abbreviates(leaf_given, candidate.rsplit(".", 1)[-1])
+    ]
+    for candidate in difflib.get_close_matches(full, candidates, n=3, cutoff=0.6):
+        if candidate not in close:
+            close.append(candidate)
     by_leaf = {candidate.rsplit(".", 1)[-1]: candidate for candidate in candidates}
     for leaf in difflib.get_close_matches(key, list(by_leaf), n=3, cutoff=0.6):
         if by_leaf[leaf] not in close:
             close.append(by_leaf[leaf])
     hint = f"; did you mean {', '.join(close[:3])}?" if close else ""
     return f"{source}: unknown config key '{full}'{hint}"
+
+
+def _abbreviates(short: str, name: str) -> bool:
+    """Whether `short` is the initials of `name`'s words (`lr` of `learning_rate`)."""
+    words = name.split("_")
+    return len(words) > 1 and short == "".join(word[:1] for word in words)
 
 
 def _all_keys(cls: type, prefix: str = "") -> list[str]:

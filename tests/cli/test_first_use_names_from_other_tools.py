@@ -125,3 +125,45 @@ def test_a_dtype_config_key_takes_torch_spellings(command, key):
         assert getattr(getattr(load_config(cls, None, [f"{key}={spelt}"]), section), name) == meant
     with pytest.raises(ConfigError, match=rf"'{key}' expects one of auto \| bf16 \| fp32"):
         load_config(cls, None, [f"{key}=fp8"])
+
+
+# ------------------------------------------------------------------ config keys from elsewhere
+
+
+@pytest.mark.parametrize(
+    "given, first",
+    [
+        ("optim.learning_rate", "optim.lr"),  # HF TrainingArguments, torchtitan
+        ("learning_rate", "optim.lr"),
+        ("optim.wd", "optim.weight_decay"),
+        ("optim.lrr", "optim.lr"),  # a typo still finds the close name
+    ],
+)
+def test_an_unknown_key_suggests_the_key_it_abbreviates_or_spells_out_first(given, first):
+    from trainer.config import ConfigError, SFTConfig, load_config
+
+    with pytest.raises(ConfigError) as err:
+        load_config(SFTConfig, None, [f"{given}=1"])
+    assert f"unknown config key '{given}'; did you mean {first}" in str(err.value)
+
+
+def test_a_verl_key_mfsdp_does_not_map_is_named_whole_with_mfsdps_own(tmp_path):
+    """Was: "unknown config key 'actor_rollout_ref'; did you mean actor.kl_loss_coef?"."""
+    from trainer.config import ConfigError, load_config
+    from trainer.grpo.config import GRPOConfig
+
+    yaml_file = tmp_path / "verl.yaml"
+    yaml_file.write_text("actor_rollout_ref:\n  rollout:\n    dtype: bfloat16\n")
+    for source, overrides, config in [
+        ("command-line override", ["actor_rollout_ref.rollout.dtype=bfloat16"], None),
+        (str(yaml_file), [], yaml_file),
+    ]:
+        with pytest.raises(ConfigError) as err:
+            load_config(GRPOConfig, config, overrides)
+        assert str(err.value) == (
+            f"{source}: verl key 'actor_rollout_ref.rollout.dtype' is not one mfsdp maps "
+            "(docs/verl.md); did you mean rollout.dtype?"
+        )
+    with pytest.raises(ConfigError) as err:
+        load_config(GRPOConfig, None, ["actor_rollout_ref.rollout.nothing=1"])
+    assert str(err.value).endswith("; `mfsdp config defaults grpo` lists mfsdp's keys")
