@@ -167,3 +167,61 @@ def test_a_verl_key_mfsdp_does_not_map_is_named_whole_with_mfsdps_own(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_config(GRPOConfig, None, ["actor_rollout_ref.rollout.nothing=1"])
     assert str(err.value).endswith("; `mfsdp config defaults grpo` lists mfsdp's keys")
+
+
+# ------------------------------------------------------------------ Hub ids for local dirs
+
+HUB_HINT = (
+    "; if that is a Hugging Face Hub id: nothing is downloaded here, so fetch it first "
+    "(`hf download Qwen/Qwen2.5-0.5B --local-dir Qwen2.5-0.5B`) and give {give_as}Qwen2.5-0.5B"
+)
+
+
+def test_a_hub_id_as_model_path_says_how_to_fetch_it(tmp_path, monkeypatch):
+    from trainer.config import ConfigError, SFTConfig, load_config
+    from trainer.local_paths import check_local_paths
+    from trainer.model_source import resolve_model_source
+
+    monkeypatch.chdir(tmp_path)
+    for key in ("model.path", "model.hf_config", "model.tokenizer"):
+        cfg = load_config(SFTConfig, None, [f"{key}=Qwen/Qwen2.5-0.5B"])
+        with pytest.raises(ConfigError) as err:
+            resolve_model_source(cfg.model)  # model.path, as the launch checks it
+            check_local_paths(cfg)
+        assert str(err.value).startswith(f"{key}: Qwen/Qwen2.5-0.5B does not exist (")
+        assert str(err.value).endswith(HUB_HINT.format(give_as=f"{key}="))
+
+
+@pytest.mark.parametrize(
+    "command, give_as",
+    [
+        (["ckpt", "import-hf", "Qwen/Qwen2.5-0.5B", "--out", "o"], ""),
+        (
+            ["ckpt", "export-hf", "RUN", "--hf-config", "Qwen/Qwen2.5-0.5B", "--out", "o"],
+            "--hf-config ",
+        ),
+        (["ckpt", "validate", "RUN", "--hf-config", "Qwen/Qwen2.5-0.5B"], "--hf-config "),
+    ],
+)
+def test_a_hub_id_given_to_a_ckpt_command_says_how_to_fetch_it(
+    tmp_path, monkeypatch, capsys, command, give_as
+):
+    from tests.support.paths import FIXTURES
+
+    monkeypatch.chdir(tmp_path)
+    run = str(FIXTURES / "megatron_fsdp_qwen2" / "run")
+    code, _out, err = _run_main(monkeypatch, capsys, *[run if w == "RUN" else w for w in command])
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith("error: Qwen/Qwen2.5-0.5B: no such ")
+    assert err.endswith(HUB_HINT.format(give_as=give_as) + "\n"), err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_mistyped_local_path_with_one_slash_gets_no_hub_hint(tmp_path, monkeypatch):
+    from mfsdp_ckpt.format.hub_id import hub_id_hint
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    assert hub_id_hint("runs/sft_typo", "") == ""  # runs/ is here: a local path
+    assert hub_id_hint("/models/Qwen2.5-7B", "") == ""  # absolute: not an id
+    assert hub_id_hint("Qwen/Qwen2.5-0.5B", "") != ""
