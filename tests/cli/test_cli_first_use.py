@@ -5,6 +5,8 @@ group help with examples, one-line usage errors, and `./dev` itself."""
 import json
 import os
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -175,3 +177,46 @@ def test_verbose_shows_what_a_save_and_a_load_cost(tmp_path, monkeypatch):
     )
     assert any(line.startswith("step 3: committed") and "MiB" in line for line in seen), seen
     assert any(" loaded model in " in line for line in seen), seen
+
+
+def _fake_python(directory: Path, name: str, version: str | None) -> Path:
+    """An executable `name` in `directory`: a pyenv shim of a version not selected (None:
+    it fails whatever it is asked) or a Python reporting `version` as its sys.version_info."""
+    path = directory / name
+    if version is None:
+        path.write_text(f"#!/bin/sh\necho 'pyenv: {name}: command not found' >&2\nexit 127\n")
+    else:
+        path.write_text(
+            f"#!/bin/sh\nexec {sys.executable} -c 'import sys; sys.exit({version} < (3, 11))'\n"
+        )
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize("version", [None, "(3, 10)"])
+def test_dev_refuses_a_python_that_does_not_run_or_is_too_old_in_one_line(tmp_path, version):
+    """A pyenv shim on PATH passed `command -v`, and setup went on to print "creating .venv
+    with" and an empty version, then pyenv's complaint three times over."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    given = _fake_python(bin_dir, "python3.12", version)
+    venv = tmp_path / "venv"
+    env = {**os.environ, "MFSDP_VENV": str(venv), "PYTHON": str(given)}
+    done = subprocess.run(
+        [str(REPO / "dev"), "setup"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        f"[dev] PYTHON={given} is not a Python 3.11 or newer that runs here; set PYTHON to the "
+        "path of one\n"
+    )
+    assert not venv.exists()
+    for name in ("python3.11", "python3"):  # unset: the ones tried, each a shim that fails
+        _fake_python(bin_dir, name, version)
+    env = {**env, "PATH": f"{bin_dir}:/usr/bin:/bin"}
+    del env["PYTHON"]
+    done = subprocess.run(
+        [str(REPO / "dev"), "setup"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and "no Python 3.11 or newer runs here" in done.stderr
+    assert done.stderr.count("\n") == 1 and not venv.exists()
