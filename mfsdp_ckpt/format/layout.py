@@ -427,7 +427,7 @@ def resolve_checkpoint(
     """
     if role is not None and role not in ROLES:
         raise CheckpointPathError(f"--role {role!r}: choose {' or '.join(ROLES)}")
-    given = Path(path)
+    given = _with_real_names(Path(path))
     _check_is_dir(given)
     _refuse_unfinished_save(given)
     paths = _resolve_dir(given, role, _depth)
@@ -437,6 +437,25 @@ def resolve_checkpoint(
             f" {'/ '.join(ROLES)}/ roles"
         )
     return paths
+
+
+def _with_real_names(given: Path) -> Path:
+    """`given` spelt so that its last parts name the directories themselves: the layout is
+    told by names (`global_step_80`, `dist_ckpt`), and `.` (run from inside a step dir) or
+    `dist_ckpt/..` named neither, so a step of ours read as a bare dist_ckpt (no step, no
+    manifest: "file hashes were not checked"). Collapsed lexically where that names the
+    same directory, else through the real path (a symlink before the `..`)."""
+    if given.parts and ".." not in given.parts:
+        return given  # pathlib drops `.` inside a path: only `.` alone (no parts) and `..` stay
+    for candidate in (Path(os.path.normpath(given)), Path(os.path.abspath(given))):
+        if candidate.name not in ("", ".", ".."):
+            break
+    try:
+        if os.path.samefile(candidate, given):
+            return candidate
+        return given.resolve(strict=True)
+    except OSError:
+        return given  # missing or unreadable: the checks that follow name it as given
 
 
 def _resolve_dir(given: Path, role: str | None, _depth: int) -> CheckpointPaths:
