@@ -679,8 +679,22 @@ def _not_a_checkpoint(given: Path) -> CheckpointPathError:
     return CheckpointPathError(
         f"{given}: not a checkpoint (looked for {DCP_METADATA_FILE}, {DIST_CKPT_DIR}/, "
         f"{'/ '.join(ROLES)}/, {VERL_MODEL_DIR}/{DIST_CKPT_DIR}/, {TRACKER_FILE}, "
-        f"{STEP_DIR_PREFIX}N/, {MEGATRON_ITER_PREFIX}NNNNNNN/)"
+        f"{STEP_DIR_PREFIX}N/, {MEGATRON_ITER_PREFIX}NNNNNNN/){_inside_a_checkpoint(given)}"
     )
+
+
+def _inside_a_checkpoint(given: Path) -> str:
+    """`; it lies in the checkpoint STEP: give that` for a directory inside a checkpoint that
+    holds no weights (its `huggingface/`: config and tokenizer; verl's `actor/huggingface/`),
+    where the list of what was looked for alone left the user to work out the level."""
+    parent = given.parent
+    for _ in range(2):  # huggingface/ in a step, or in verl's role dir of a step
+        if parent == parent.parent:
+            break
+        if _is_dir(parent / DIST_CKPT_DIR) or _is_file(parent / DCP_METADATA_FILE):
+            return f"; it lies in the checkpoint {parent}: give that"
+        parent = parent.parent
+    return ""
 
 
 def _from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:
