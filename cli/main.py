@@ -78,7 +78,7 @@ def main() -> None:
         sys.exit(2)
     except click.UsageError as err:
         where = f"; see '{err.ctx.command_path} --help'" if err.ctx is not None else ""
-        told = _misplaced_option(err, options) or _misplaced_command(err)
+        told = _misplaced_option(err, options) or _misplaced_command(err) or _dashed_override(err)
         fail(told or f"{_usage_message(err)}{where}", 2, as_json)
     except click.ClickException as err:
         fail(err.format_message(), err.exit_code, as_json)
@@ -185,6 +185,19 @@ def _misplaced_command(err: click.UsageError) -> str | None:
     if err.possibilities or not isinstance(ctx.command, click.Group):
         return None
     return f"{here}; its commands: {', '.join(sorted(ctx.command.commands))}"
+
+
+def _dashed_override(err: click.UsageError) -> str | None:
+    """For `--trainer.total_steps=2` (argparse and torchtitan spell config keys as options):
+    mfsdp's overrides are bare `key=value` words."""
+    if not isinstance(err, click.NoSuchOption) or "." not in err.option_name:
+        return None
+    path = err.ctx.command_path if err.ctx is not None else "mfsdp"
+    key = err.option_name.lstrip("-")
+    return (
+        f"No such option '{err.option_name}' for '{path}': config overrides are written "
+        f"without dashes, as {key}=VALUE"
+    )
 
 
 def _named_command(group: click.Command, args: list[str]) -> list[click.Command]:

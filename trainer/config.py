@@ -298,14 +298,24 @@ def load_config(
         return config
     _refuse_split_overrides(list(overrides))
     pairs = []
-    for item in overrides:
+    for index, item in enumerate(overrides):
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"override {item!r}: expected key=value, e.g. optim.lr=2e-5")
+            raise ConfigError(_not_an_override(item, list(overrides[index + 1 :])))
         pairs.append((key.strip(), parse_override_value(key.strip(), text)))
     for key, value in verl_keys.adopt_pairs(cls, pairs, "command-line override"):
         set_dotted(tree, key, value)
     return _build(cls, tree, prefix="", source="command-line override")
+
+
+def _not_an_override(item: str, rest: list[str]) -> str:
+    """The error for an argument without `=`: a config file given without --config, or a key
+    and its value as two arguments (`trainer.total_steps 2`), say what to write instead."""
+    if item.lower().endswith((".yaml", ".yml")):
+        return f"override {item!r}: a config file is given as --config {item}"
+    if "." in item and rest and "=" not in rest[0]:
+        return f"override {item!r}: expected key=value; write {item}={rest[0]}"
+    return f"override {item!r}: expected key=value, e.g. optim.lr=2e-5"
 
 
 def _refuse_split_overrides(overrides: list[str]) -> None:

@@ -225,3 +225,36 @@ def test_a_mistyped_local_path_with_one_slash_gets_no_hub_hint(tmp_path, monkeyp
     assert hub_id_hint("runs/sft_typo", "") == ""  # runs/ is here: a local path
     assert hub_id_hint("/models/Qwen2.5-7B", "") == ""  # absolute: not an id
     assert hub_id_hint("Qwen/Qwen2.5-0.5B", "") != ""
+
+
+# ------------------------------------------------------------ overrides as other CLIs take them
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (
+            ["examples/sft_tiny_cpu.yaml"],
+            "override 'examples/sft_tiny_cpu.yaml': a config file is given as --config "
+            "examples/sft_tiny_cpu.yaml",
+        ),
+        (
+            ["--config", "examples/sft_tiny_cpu.yaml", "trainer.total_steps", "2"],
+            "override 'trainer.total_steps': expected key=value; write trainer.total_steps=2",
+        ),
+        (
+            ["--config", "examples/sft_tiny_cpu.yaml", "--trainer.total_steps=2"],
+            "No such option '--trainer.total_steps' for 'mfsdp train sft': config overrides are "
+            "written without dashes, as trainer.total_steps=VALUE",
+        ),
+        (["--config", "examples/sft_tiny_cpu.yaml", "fast"], "override 'fast': expected key=value"),
+    ],
+)
+def test_an_override_written_as_other_tools_take_it_says_how_mfsdp_takes_it(
+    monkeypatch, capsys, args, line
+):
+    from tests.support.paths import REPO
+
+    monkeypatch.chdir(REPO)
+    code, _out, err = _run_main(monkeypatch, capsys, "train", "sft", *args)
+    assert code == 2 and err.startswith(f"error: {line}") and err.count("\n") == 1, err
