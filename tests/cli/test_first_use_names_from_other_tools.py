@@ -258,3 +258,38 @@ def test_an_override_written_as_other_tools_take_it_says_how_mfsdp_takes_it(
     monkeypatch.chdir(REPO)
     code, _out, err = _run_main(monkeypatch, capsys, "train", "sft", *args)
     assert code == 2 and err.startswith(f"error: {line}") and err.count("\n") == 1, err
+
+
+# -------------------------------------------------------- dataset files as the Hub names them
+
+
+def test_a_hub_dataset_file_makes_the_split_its_name_says(tmp_path):
+    """openai/gsm8k downloads as main/train-00000-of-00001.parquet: the tables were named
+    sft/train-00000-of-00001.parquet, where the example configs read sft/train.parquet."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from click.testing import CliRunner
+
+    from cli.main import app
+    from trainer.tiny import synthetic_arithmetic
+
+    rows = synthetic_arithmetic(6, seed=1)
+    table = pa.table({key: [row[key] for row in rows] for key in ("question", "answer")})
+    inputs = []
+    for split in ("train", "test"):
+        inputs += ["--input", str(tmp_path / "main" / f"{split}-00000-of-00001.parquet")]
+        (tmp_path / "main").mkdir(exist_ok=True)
+        pq.write_table(table, inputs[-1])
+    done = CliRunner().invoke(app, ["data", "gsm8k", *inputs, "--out", str(tmp_path / "out")])
+    assert done.exit_code == 0, done.output
+    written = sorted(
+        str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*.parquet")
+    )
+    assert written == [
+        "rl/test.parquet",
+        "rl/train.parquet",
+        "sft/test.parquet",
+        "sft/train.parquet",
+    ]
+    extra = pq.read_table(tmp_path / "out" / "rl" / "train.parquet").column("extra_info")
+    assert {row["split"] for row in extra.to_pylist()} == {"train"}
