@@ -55,7 +55,7 @@ _INPUT = click.option(
     "inputs",
     multiple=True,
     required=True,
-    type=click.Path(dir_okay=False),
+    type=click.Path(),
     help="Official file (parquet, jsonl, or json: an array of objects); repeat for train and test.",
 )
 _OUT = click.option(

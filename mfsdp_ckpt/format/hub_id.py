@@ -15,19 +15,22 @@ import re
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-def hub_id_hint(given: str | os.PathLike, give_as: str) -> str:
+def hub_id_hint(given: str | os.PathLike, give_as: str, *, dataset: bool = False) -> str:
     """`; if that is a Hugging Face Hub id ...: hf download X --local-dir NAME ... give
     {give_as}NAME` for a missing path shaped like a Hub id whose first part is no directory
-    here either (`runs/sft_typo` is a local path mistyped, not an id); else ''."""
+    here either (`runs/sft_typo` is a local path mistyped, not an id); else ''. A `dataset`
+    id is fetched with `--repo-type dataset`, and its files are given, not its directory."""
     text = os.fspath(given)
     if not _HUB_ID.fullmatch(text) or os.path.exists(text):
         return ""
     owner, name = text.split("/")
     if os.path.isdir(owner):
         return ""
+    kind = " --repo-type dataset" if dataset else ""
+    then = f"its files under {name}/ as {give_as.strip()}" if dataset else f"{give_as}{name}"
     return (
         "; if that is a Hugging Face Hub id: nothing is downloaded here, so fetch it first "
-        f"(`hf download {text} --local-dir {name}`) and give {give_as}{name}"
+        f"(`hf download {text}{kind} --local-dir {name}`) and give {then}"
     )
 
 

@@ -293,3 +293,42 @@ def test_a_hub_dataset_file_makes_the_split_its_name_says(tmp_path):
     ]
     extra = pq.read_table(tmp_path / "out" / "rl" / "train.parquet").column("extra_info")
     assert {row["split"] for row in extra.to_pylist()} == {"train"}
+
+
+def test_a_dataset_directory_as_input_names_the_files_to_give(tmp_path, monkeypatch, capsys):
+    """`hf download openai/gsm8k --repo-type dataset` leaves gsm8k/main/*.parquet; the
+    directory itself was refused as click's "File ... is a directory"."""
+    main_dir = tmp_path / "gsm8k" / "main"
+    main_dir.mkdir(parents=True)
+    for name in ("train-00000-of-00001.parquet", "test-00000-of-00001.parquet", "README.json"):
+        (main_dir / name).write_bytes(b"")
+    out = tmp_path / "out"
+    code, _out, err = _run_main(
+        monkeypatch, capsys, "data", "gsm8k", "--input", str(tmp_path / "gsm8k"), "--out", str(out)
+    )
+    assert code == 2 and not out.exists()
+    assert err == (
+        f"error: {tmp_path / 'gsm8k'}: a directory; give its data files, one --input each: "
+        f"--input {main_dir / 'test-00000-of-00001.parquet'} "
+        f"--input {main_dir / 'train-00000-of-00001.parquet'}\n"
+    )
+    code, _out, err = _run_main(
+        monkeypatch, capsys, "data", "math", "--input", str(tmp_path), "--out", str(out), "--json"
+    )  # the tables lie two levels down: too deep to list
+    assert (
+        code == 2
+        and err == f"error: {tmp_path}: a directory; give a data file (.parquet, .jsonl or .json)\n"
+    )
+
+
+def test_a_hub_dataset_id_as_input_says_how_to_fetch_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code, _out, err = _run_main(
+        monkeypatch, capsys, "data", "gsm8k", "--input", "openai/gsm8k", "--out", "out"
+    )
+    assert code == 2
+    assert err == (
+        "error: openai/gsm8k: no such file; if that is a Hugging Face Hub id: nothing is "
+        "downloaded here, so fetch it first (`hf download openai/gsm8k --repo-type dataset "
+        "--local-dir gsm8k`) and give its files under gsm8k/ as --input\n"
+    )
