@@ -207,8 +207,20 @@ def start(
         here = " on this machine" if launch.multi_node else ""
         say_starting(subcommand, f"launching {launch.nproc_per_node} processes{here} (torchrun)")
         sys.exit(run_ranks(torchrun_command(subcommand, launch, config_path, as_json, overrides)))
+    _quiet_library_bars(cfg)
     if int(os.environ.get("RANK", 0)) == 0:
         say_starting(subcommand, "loading torch and transformers")
+
+
+def _quiet_library_bars(cfg: Any) -> None:
+    """transformers draws a "Loading weights" bar in every process that loads a model: N bars
+    at once under --nproc-per-node N, and into a log file or a pipe lines of carriage
+    returns. Only the main rank draws it, and only where the run's own bar is drawn (a
+    terminal, `trainer.progress_bar`); set before transformers loads, in each rank."""
+    from trainer.progress import draws_bars
+
+    if int(os.environ.get("RANK", 0)) != 0 or not draws_bars(cfg.trainer.progress_bar):
+        os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
 
 
 def say_starting(subcommand: str, what: str) -> None:
