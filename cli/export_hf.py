@@ -21,7 +21,7 @@ from trainer.progress import CallbackBar
     default="auto",
     show_default=True,
     help="auto = the dtype in config.json (bf16 for Qwen and Llama releases); without one there, "
-    "the checkpoint's own (fp32 main params).",
+    "the checkpoint's own (fp32 main params). torch's names (bfloat16, float16, float32) work too.",
 )
 @click.option(
     "--max-shard-size",

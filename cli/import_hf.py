@@ -40,7 +40,8 @@ from trainer.progress import CallbackBar
     type=DtypeChoice(),
     default="auto",
     show_default=True,
-    help="auto keeps each tensor's stored dtype (bit-exact); otherwise floating tensors are cast.",
+    help="auto keeps each tensor's stored dtype (bit-exact); otherwise floating tensors are cast. "
+    "torch's names (bfloat16, float16, float32) work too.",
 )
 @click.option(
     "--overwrite",
