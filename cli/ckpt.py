@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
 
-from cli.errors import EXIT_FAILED, READ_PATH, remember_json
+from cli.errors import EXIT_FAILED, EXIT_USAGE, READ_PATH, fail, remember_json
 from cli.lines import say
 from trainer.progress import CallbackBar
 
@@ -133,7 +134,7 @@ Examples:
 )
 @click.option(
     "--hf-config",
-    type=click.Path(exists=True),
+    type=click.Path(exists=False),
     default=None,
     help="HF model dir or config.json to check weight shapes against (wins over huggingface/).",
 )
@@ -148,7 +149,10 @@ def validate(
     path: str, role: str | None, deep: bool, strict: bool, hf_config: str | None, as_json: bool
 ) -> None:
     from mfsdp_ckpt.check.validate import validate_checkpoint
+    from mfsdp_ckpt.format.hub_id import missing_hf_config
 
+    if hf_config is not None and not os.path.lexists(hf_config):
+        fail(missing_hf_config(hf_config), EXIT_USAGE)
     # Two bars, one after the other: a LoRA checkpoint's base model is hashed first (bytes:
     # gigabytes against an adapter of megabytes), then the checkpoint's tensors are read.
     shown = deep and not as_json

@@ -55,7 +55,7 @@ _INPUT = click.option(
     "inputs",
     multiple=True,
     required=True,
-    type=click.Path(dir_okay=False),
+    type=click.Path(),
     help="Official file (parquet, jsonl, or json: an array of objects); repeat for train and test.",
 )
 _OUT = click.option(
@@ -65,7 +65,12 @@ _OUT = click.option(
     type=click.Path(file_okay=False),
     help="Writes OUT/sft/<split>.parquet and OUT/rl/<split>.parquet.",
 )
-_SPLIT = click.option("--split", default=None, help="Split name (default: the input file's stem).")
+_SPLIT = click.option(
+    "--split",
+    default=None,
+    help="Split name (default: the input file's name, train for train.jsonl or the Hub's "
+    "train-00000-of-00001.parquet).",
+)
 _JSON = click.option(
     "--json",
     "as_json",

@@ -147,7 +147,9 @@ def report_errors(
     written; the message names the path), not a bug: exit 1 in one line too, except a name
     too long for the file system, which only a path given to the command can be (exit 2:
     `Path.exists()` raises it rather than saying no). A broken pipe (`mfsdp ... | head`)
-    stays click's quiet exit.
+    stays click's quiet exit. Any error after a Ctrl-C is the interrupt: one cut into an
+    import comes out as the library's own (numpy's "CPU dispatcher tracer already
+    initialized" when it is imported again).
     """
     _watch_for_ctrl_c()
     try:
@@ -166,7 +168,9 @@ def report_errors(
         _fail_once(*_or_interrupted(str(err), EXIT_FAILED, interrupted), as_json())
     except KeyboardInterrupt:
         _fail_once(interrupted(), EXIT_INTERRUPTED, as_json())
-    except RuntimeError as err:
+    except Exception as err:
+        if _ctrl_c_seen.is_set():  # a Ctrl-C that landed in a library's import or call and
+            _fail_once(interrupted(), EXIT_INTERRUPTED, as_json())  # came out as its own error
         if not peer_lost(err):
             raise
         message = f"lost contact with the other ranks: {str(err).strip().splitlines()[0]}"
@@ -197,10 +201,32 @@ def _note_ctrl_c(signum: int, frame: Any) -> None:
     raises it once: torchrun passes the terminal's Ctrl-C on to its ranks again, and a second
     interrupt landing in the rank's cleanup (or in its error handling) cut the cleanup short
     and printed a traceback; torchrun kills ranks that do not stop in time."""
+    if _in_finalizer(frame):
+        _deliver_again(signum)
+        return
     repeated = _ctrl_c_seen.is_set()
     _ctrl_c_seen.set()
     if not (repeated and _in_launched_rank()):
         signal.default_int_handler(signum, frame)
+
+
+def _in_finalizer(frame: Any) -> bool:
+    """Whether `frame` runs inside a `__del__`. Python drops an exception raised there (it
+    prints "Exception ignored in ..." with a traceback), so a Ctrl-C that landed while the
+    garbage collector ran a finalizer (tokenizers' regex objects, while the demo built its
+    data) was lost, and the command ran on to the end."""
+    while frame is not None:
+        if frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _deliver_again(signum: int) -> None:
+    """Send `signum` to this process again in a moment, once the finalizer has returned."""
+    again = threading.Timer(0.05, os.kill, (os.getpid(), signum))
+    again.daemon = True
+    again.start()
 
 
 def _watch_for_ctrl_c() -> None:

@@ -6,6 +6,7 @@ import os
 
 import click
 
+from cli.dtype_choice import DtypeChoice
 from cli.errors import remember_json
 from cli.results import echo_result
 from trainer.progress import CallbackBar
@@ -16,11 +17,11 @@ from trainer.progress import CallbackBar
 @click.option("--out", "out_dir", required=True, metavar="DIR", help="Directory to create.")
 @click.option(
     "--dtype",
-    type=click.Choice(["auto", "bf16", "fp16", "fp32"]),
+    type=DtypeChoice(),
     default="auto",
     show_default=True,
     help="auto = the dtype in config.json (bf16 for Qwen and Llama releases); without one there, "
-    "the checkpoint's own (fp32 main params).",
+    "the checkpoint's own (fp32 main params). torch's names (bfloat16, float16, float32) work too.",
 )
 @click.option(
     "--max-shard-size",

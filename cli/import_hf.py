@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from cli.dtype_choice import DtypeChoice
 from cli.errors import READ_PATH, remember_json
 from cli.results import echo_result
 from trainer.progress import CallbackBar
@@ -48,10 +49,11 @@ from trainer.progress import CallbackBar
 )
 @click.option(
     "--dtype",
-    type=click.Choice(["auto", "bf16", "fp16", "fp32"]),
+    type=DtypeChoice(),
     default="auto",
     show_default=True,
-    help="auto keeps each tensor's stored dtype (bit-exact); otherwise floating tensors are cast.",
+    help="auto keeps each tensor's stored dtype (bit-exact); otherwise floating tensors are cast. "
+    "torch's names (bfloat16, float16, float32) work too.",
 )
 @click.option(
     "--overwrite",

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import click
@@ -204,11 +205,35 @@ def start(
     _quiet_known_warnings()
     if launching:
         os.environ[CONFIG_CHECKED] = "1"
+        _ranks_import_this_code()
         here = " on this machine" if launch.multi_node else ""
         say_starting(subcommand, f"launching {launch.nproc_per_node} processes{here} (torchrun)")
         sys.exit(run_ranks(torchrun_command(subcommand, launch, config_path, as_json, overrides)))
+    _quiet_library_bars(cfg)
     if int(os.environ.get("RANK", 0)) == 0:
         say_starting(subcommand, "loading torch and transformers")
+
+
+def _ranks_import_this_code() -> None:
+    """The ranks run `python -m cli.train`, which puts the working directory first on their
+    sys.path: a user's own `trainer/` or `cli/` package there (common names in a training
+    project) was imported instead of mfsdp's, and the run failed with its traceback. The
+    ranks import mfsdp from where this process found it, and nothing from the working
+    directory (PYTHONSAFEPATH, Python 3.11+)."""
+    root = str(Path(__file__).resolve().parents[1])
+    os.environ["PYTHONSAFEPATH"] = "1"
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+
+
+def _quiet_library_bars(cfg: Any) -> None:
+    """transformers draws a "Loading weights" bar in every process that loads a model: N bars
+    at once under --nproc-per-node N, and into a log file or a pipe lines of carriage
+    returns. Only the main rank draws it, and only where the run's own bar is drawn (a
+    terminal, `trainer.progress_bar`); set before transformers loads, in each rank."""
+    from trainer.progress import draws_bars
+
+    if int(os.environ.get("RANK", 0)) != 0 or not draws_bars(cfg.trainer.progress_bar):
+        os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
 
 
 def say_starting(subcommand: str, what: str) -> None:

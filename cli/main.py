@@ -78,7 +78,8 @@ def main() -> None:
         sys.exit(2)
     except click.UsageError as err:
         where = f"; see '{err.ctx.command_path} --help'" if err.ctx is not None else ""
-        fail(_misplaced_option(err, options) or f"{_usage_message(err)}{where}", 2, as_json)
+        told = _misplaced_option(err, options) or _misplaced_command(err) or _dashed_override(err)
+        fail(told or f"{_usage_message(err)}{where}", 2, as_json)
     except click.ClickException as err:
         fail(err.format_message(), err.exit_code, as_json)
     except click.Abort:
@@ -159,6 +160,44 @@ def _misplaced_option(err: click.UsageError, args: list[str]) -> str | None:
     words = next((words for words in taking if words == named), taking[0])
     path = " ".join(command.name or "" for command in words)
     return f"{here}: give it after the command name ({ctx.command_path} {path} ... {option})"
+
+
+def _misplaced_command(err: click.UsageError) -> str | None:
+    """For a command name mfsdp has at another level (`mfsdp export-hf`, `mfsdp sft`), or an
+    option given as a command (`mfsdp version`): the full command. Otherwise, where click has
+    no close name to offer (`mfsdp train ppo`), the commands there, instead of a bare "no such
+    command" that sends the user to --help."""
+    if not isinstance(err, click.exceptions.NoSuchCommand) or err.ctx is None:
+        return None
+    name, ctx = err.command_name, err.ctx
+    here = f"No such command '{name}' for '{ctx.command_path}'"
+    root = ctx.find_root()
+    below = {  # every command's words below the root, groups too: ("ckpt", "export-hf")
+        tuple(command.name or "" for command in chain[:depth])
+        for chain in _commands_below(root.command)
+        for depth in range(1, len(chain) + 1)
+    }
+    close = sorted(" ".join([root.command_path, *words]) for words in below if words[-1] == name)
+    if close:
+        return f"{here} (did you mean '{close[0]}'?)"
+    if _takes(ctx.command, f"--{name}"):
+        return f"{here} (did you mean '{ctx.command_path} --{name}'?)"
+    if err.possibilities or not isinstance(ctx.command, click.Group):
+        return None
+    return f"{here}; its commands: {', '.join(sorted(ctx.command.commands))}"
+
+
+def _dashed_override(err: click.UsageError) -> str | None:
+    """For `--trainer.total_steps=2` (argparse and torchtitan spell config keys as options):
+    mfsdp's overrides are bare `key=value` words."""
+    if not isinstance(err, click.NoSuchOption) or "." not in err.option_name:
+        return None
+    path = err.ctx.command_path if err.ctx is not None else "mfsdp"
+    key = err.option_name.lstrip("-")
+    return (
+        f"No such option '{err.option_name}' for '{path}': config overrides are written "
+        f"without dashes, as {key}=VALUE"
+    )
 
 
 def _named_command(group: click.Command, args: list[str]) -> list[click.Command]:

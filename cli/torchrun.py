@@ -111,4 +111,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except KeyboardInterrupt:  # while torch loads, before `run` takes over: the launching
+        sys.exit(EXIT_INTERRUPTED)  # mfsdp says "interrupted", not a traceback from here

@@ -44,6 +44,7 @@ import yaml
 
 from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry
 from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.format.dtypes import short_dtype_name
 from trainer import verl_keys
 from trainer.config_yaml import YAMLConfigError, parse_yaml, read_yaml_file
 
@@ -297,14 +298,24 @@ def load_config(
         return config
     _refuse_split_overrides(list(overrides))
     pairs = []
-    for item in overrides:
+    for index, item in enumerate(overrides):
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"override {item!r}: expected key=value, e.g. optim.lr=2e-5")
+            raise ConfigError(_not_an_override(item, list(overrides[index + 1 :])))
         pairs.append((key.strip(), parse_override_value(key.strip(), text)))
     for key, value in verl_keys.adopt_pairs(cls, pairs, "command-line override"):
         set_dotted(tree, key, value)
     return _build(cls, tree, prefix="", source="command-line override")
+
+
+def _not_an_override(item: str, rest: list[str]) -> str:
+    """The error for an argument without `=`: a config file given without --config, or a key
+    and its value as two arguments (`trainer.total_steps 2`), say what to write instead."""
+    if item.lower().endswith((".yaml", ".yml")):
+        return f"override {item!r}: a config file is given as --config {item}"
+    if "." in item and rest and "=" not in rest[0]:
+        return f"override {item!r}: expected key=value; write {item}={rest[0]}"
+    return f"override {item!r}: expected key=value, e.g. optim.lr=2e-5"
 
 
 def _refuse_split_overrides(overrides: list[str]) -> None:
@@ -392,17 +403,34 @@ def _build(cls: type, values: dict[str, Any], prefix: str, source: str) -> Any:
 
 
 def _unknown_key_message(cls: type, prefix: str, key: str, source: str) -> str:
-    """Suggest keys close to the whole dotted name, then keys whose last part is close
-    (so `lrr` finds `optim.lr` and `optim.warmup` finds `optim.warmup_steps`)."""
+    """Suggest keys whose last part abbreviates the given one or the reverse (HF's and
+    torchtitan's `learning_rate` is `optim.lr`), then keys close to the whole dotted name,
+    then keys whose last part is close (so `lrr` finds `optim.lr` and `optim.warmup` finds
+    `optim.warmup_steps`)."""
     candidates = _all_keys(cls, prefix)
     full = f"{prefix}{key}"
-    close = difflib.get_close_matches(full, candidates, n=3, cutoff=0.6)
+    leaf_given = key.rsplit(".", 1)[-1]
+    close = [
+        candidate
+        for candidate in candidates
+        if _abbreviates(candidate.rsplit(".", 1)[-1], leaf_given)
+        or _abbreviates(leaf_given, candidate.rsplit(".", 1)[-1])
+    ]
+    for candidate in difflib.get_close_matches(full, candidates, n=3, cutoff=0.6):
+        if candidate not in close:
+            close.append(candidate)
     by_leaf = {candidate.rsplit(".", 1)[-1]: candidate for candidate in candidates}
     for leaf in difflib.get_close_matches(key, list(by_leaf), n=3, cutoff=0.6):
         if by_leaf[leaf] not in close:
             close.append(by_leaf[leaf])
     hint = f"; did you mean {', '.join(close[:3])}?" if close else ""
     return f"{source}: unknown config key '{full}'{hint}"
+
+
+def _abbreviates(short: str, name: str) -> bool:
+    """Whether `short` is the initials of `name`'s words (`lr` of `learning_rate`)."""
+    words = name.split("_")
+    return len(words) > 1 and short == "".join(word[:1] for word in words)
 
 
 def _all_keys(cls: type, prefix: str = "") -> list[str]:
@@ -461,6 +489,8 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
             raise out_of_range
         raise bad(" or ".join(_type_name(a) for a in args))
     if origin is Literal:
+        if "bf16" in args and isinstance(value, str):  # a dtype: `bfloat16` as torch spells it
+            value = short_dtype_name(value)
         if value not in args:
             raise bad("one of " + " | ".join(str(a) for a in args))
         return value

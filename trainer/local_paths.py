@@ -21,6 +21,7 @@ from typing import Any
 
 from mfsdp_ckpt.convert.hf_config import weights_file_problem
 from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format.hub_id import hub_id_hint
 from mfsdp_ckpt.storage.writable import require_writable_dir
 from trainer.config import ConfigError, path_values
 
@@ -43,6 +44,11 @@ def where_relative(path: str) -> str:
 
 def missing_path(key: str, value: str, needed: str) -> ConfigError:
     """The one-line error for a path key whose value is not on this machine."""
+    hub = hub_id_hint(value, f"{key}=")
+    if hub:
+        return ConfigError(
+            f"{key}: {value} does not exist ({needed} is needed{where_relative(value)}){hub}"
+        )
     return ConfigError(
         f"{key}: {value} does not exist ({needed} is needed; nothing is downloaded"
         f"{where_relative(value)})"

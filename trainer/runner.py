@@ -166,11 +166,21 @@ class TrainingRun:
         return max(self.stop, self.start)
 
     def announce(self, what: str) -> None:
-        """One line on stderr (main rank): what runs, and from which step to which."""
-        if self.env.is_main:
-            resumed = f" (resumed from {self.resume.step_dir})" if self.resume else ""
-            line = f"[{self.name}] {what}, steps {self.start} -> {self.total_steps}{resumed}"
-            print(printable(line), file=sys.stderr)  # the run dir's name may hold escapes
+        """One line on stderr (main rank): what runs, and from which step to which; or, for a
+        run resumed at or past its last step, that nothing is left to train and which key
+        moves the end (the line said "steps 20 -> 12", and the run ended without a step)."""
+        if not self.env.is_main:
+            return
+        resumed = f" (resumed from {self.resume.step_dir})" if self.resume else ""
+        line = f"[{self.name}] {what}, steps {self.start} -> {self.total_steps}{resumed}"
+        if self.resume is not None and self.start >= self.stop:
+            key = "trainer.total_steps" if self.stop == self.total_steps else "trainer.stop_at_step"
+            line = (
+                f"[{self.name}] {what}; {self.resume.step_dir} is at step {self.start} and "
+                f"{key}={self.stop}: nothing left to train (raise {key} to train on, or give "
+                "another trainer.run_dir to start afresh)"
+            )
+        print(printable(line), file=sys.stderr)  # the run dir's name may hold escapes
 
     def save(self, step: int, info: dict[str, Any]) -> Path:
         """Checkpoint the state at `step` (1-based), with `info` in its manifest."""

@@ -24,6 +24,7 @@ from mfsdp_ckpt.errors import MfsdpUsageError
 
 log = logging.getLogger("mfsdp.config")
 
+VERL_ONLY_SECTION = "actor_rollout_ref."  # verl's; mfsdp has no section of that name
 ACTOR = "actor_rollout_ref.actor."
 ROLLOUT = "actor_rollout_ref.rollout."
 PARALLEL_SIZES = (
@@ -354,6 +355,8 @@ def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tu
                 ),
                 why="model parallel sizes are 1 here (FSDP only)",
             )
+        if rule is None and key.startswith(VERL_ONLY_SECTION):
+            raise ConfigError(_unmapped_message(cls, raw_key, key, source))
         if rule is None:
             out.append((key, value))  # not a verl key we know: the loader names the closest keys
             continue
@@ -373,6 +376,18 @@ def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tu
     if resume:
         out.append(("checkpoint.resume", _resume(resume, source)))
     return out
+
+
+def _unmapped_message(cls: type, raw_key: str, key: str, source: str) -> str:
+    """For a key under verl's `actor_rollout_ref.` that no rule maps: the whole key, and
+    mfsdp's key of the same name where there is one (`rollout.dtype`). The loader named only
+    the section ("unknown config key 'actor_rollout_ref'") and guessed a key from its name."""
+    tail = key[len(VERL_ONLY_SECTION) :]
+    if is_native(cls, tail):
+        hint = f"did you mean {tail}?"
+    else:
+        hint = f"`mfsdp config defaults {command_of(cls)}` lists mfsdp's keys"
+    return f"{source}: verl key '{raw_key}' is not one mfsdp maps (docs/verl.md); {hint}"
 
 
 def split_foreign(

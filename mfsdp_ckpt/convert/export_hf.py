@@ -62,6 +62,7 @@ from mfsdp_ckpt.convert.name_maps import MappedTensor
 from mfsdp_ckpt.convert.units import human_bytes, human_rate
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dtypes import DType
+from mfsdp_ckpt.format.hub_id import missing_hf_config
 from mfsdp_ckpt.lora import ByteProgress
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.out_dir import claim_output
@@ -319,7 +320,7 @@ def prepare_source(
     if asset_location is None:
         raise ExportUsageError(_no_config_message(source))
     if hf_config is not None and not Path(hf_config).exists():
-        raise ExportUsageError(f"{hf_config}: no such file or directory (--hf-config)")
+        raise ExportUsageError(missing_hf_config(hf_config))
     if hf_config is not None and weights_file_problem(hf_config):
         raise ExportUsageError(f"--hf-config {weights_file_problem(hf_config)}")
     asset_root = local_paths.root if local_paths is not None and hf_config is None else None

@@ -78,6 +78,7 @@ from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.format.file_hash import FileRecord, hash_files
+from mfsdp_ckpt.format.hub_id import hub_id_hint
 from mfsdp_ckpt.format.manifest import Manifest
 from mfsdp_ckpt.format.state_keys import MODEL_KEY_PREFIX
 from mfsdp_ckpt.storage import safe_files
@@ -176,7 +177,9 @@ def plan_model_import(
             f"{hf_dir.parent})"
         )
     if not hf_dir.is_dir():
-        raise ImportUsageError(f"{hf_dir}: no such directory (give a Hugging Face model dir)")
+        raise ImportUsageError(
+            f"{hf_dir}: no such directory (give a Hugging Face model dir){hub_id_hint(hf_dir, '')}"
+        )
     config, expected = _read_config(hf_dir)
     _check_assets(hf_dir)
     try:

@@ -46,6 +46,24 @@ class DType:
         return getattr(torch, self.name)
 
 
+# The short names mfsdp's options and config keys take, by the other spellings users bring
+# from torch (`torch.bfloat16`), transformers' `torch_dtype` (`bfloat16`) and verl's configs.
+SHORT_NAMES = {
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
+    "float32": "fp32",
+    "float": "fp32",
+}
+
+
+def short_dtype_name(text: str) -> str:
+    """`bf16` for `bfloat16`, `BF16` or `torch.bfloat16` (likewise fp16 and fp32); any other
+    text lower-cased, for the caller's own check to accept or name."""
+    name = text.strip().lower().removeprefix("torch.")
+    return SHORT_NAMES.get(name, name)
+
+
 FLOAT64 = DType("float64", 8, True, "F64", "DoubleStorage")
 FLOAT32 = DType("float32", 4, True, "F32", "FloatStorage")
 FLOAT16 = DType("float16", 2, True, "F16", "HalfStorage")

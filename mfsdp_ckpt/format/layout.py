@@ -427,7 +427,7 @@ def resolve_checkpoint(
     """
     if role is not None and role not in ROLES:
         raise CheckpointPathError(f"--role {role!r}: choose {' or '.join(ROLES)}")
-    given = Path(path)
+    given = _with_real_names(Path(path))
     _check_is_dir(given)
     _refuse_unfinished_save(given)
     paths = _resolve_dir(given, role, _depth)
@@ -437,6 +437,25 @@ def resolve_checkpoint(
             f" {'/ '.join(ROLES)}/ roles"
         )
     return paths
+
+
+def _with_real_names(given: Path) -> Path:
+    """`given` spelt so that its last parts name the directories themselves: the layout is
+    told by names (`global_step_80`, `dist_ckpt`), and `.` (run from inside a step dir) or
+    `dist_ckpt/..` named neither, so a step of ours read as a bare dist_ckpt (no step, no
+    manifest: "file hashes were not checked"). Collapsed lexically where that names the
+    same directory, else through the real path (a symlink before the `..`)."""
+    if given.parts and ".." not in given.parts:
+        return given  # pathlib drops `.` inside a path: only `.` alone (no parts) and `..` stay
+    for candidate in (Path(os.path.normpath(given)), Path(os.path.abspath(given))):
+        if candidate.name not in ("", ".", ".."):
+            break
+    try:
+        if os.path.samefile(candidate, given):
+            return candidate
+        return given.resolve(strict=True)
+    except OSError:
+        return given  # missing or unreadable: the checks that follow name it as given
 
 
 def _resolve_dir(given: Path, role: str | None, _depth: int) -> CheckpointPaths:
@@ -660,8 +679,22 @@ def _not_a_checkpoint(given: Path) -> CheckpointPathError:
     return CheckpointPathError(
         f"{given}: not a checkpoint (looked for {DCP_METADATA_FILE}, {DIST_CKPT_DIR}/, "
         f"{'/ '.join(ROLES)}/, {VERL_MODEL_DIR}/{DIST_CKPT_DIR}/, {TRACKER_FILE}, "
-        f"{STEP_DIR_PREFIX}N/, {MEGATRON_ITER_PREFIX}NNNNNNN/)"
+        f"{STEP_DIR_PREFIX}N/, {MEGATRON_ITER_PREFIX}NNNNNNN/){_inside_a_checkpoint(given)}"
     )
+
+
+def _inside_a_checkpoint(given: Path) -> str:
+    """`; it lies in the checkpoint STEP: give that` for a directory inside a checkpoint that
+    holds no weights (its `huggingface/`: config and tokenizer; verl's `actor/huggingface/`),
+    where the list of what was looked for alone left the user to work out the level."""
+    parent = given.parent
+    for _ in range(2):  # huggingface/ in a step, or in verl's role dir of a step
+        if parent == parent.parent:
+            break
+        if _is_dir(parent / DIST_CKPT_DIR) or _is_file(parent / DCP_METADATA_FILE):
+            return f"; it lies in the checkpoint {parent}: give that"
+        parent = parent.parent
+    return ""
 
 
 def _from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:

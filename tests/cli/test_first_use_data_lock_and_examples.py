@@ -324,3 +324,63 @@ def test_every_demo_path_an_example_names_is_written_by_the_demo_or_by_the_doc_i
                 assert cited, f"{where}: {line.strip()}: the demo writes no runs/demo/{name}"
                 recipe = (REPO / cited[0]).read_text()
                 assert re.search(rf"(run_dir=|--out )runs/demo/{name}\b", recipe), (where, line)
+
+
+# Commands that run on CPU from what the demo writes: the checkpoint, data and config ones.
+RUNNABLE = re.compile(r"mfsdp (ckpt|data|config) ")
+STEPS_SHOWN = "global_step_80"  # the step the examples name: the demo's default 80 steps
+
+
+def _paths_read(words: list[str]) -> list[str]:
+    """The paths a command reads: its arguments and option values of free text (not choices,
+    numbers or flags), `--out` and `--split` aside."""
+    import click
+
+    from cli.main import app
+
+    leaf: click.Command = app
+    while isinstance(leaf, click.Group):
+        leaf, words = leaf.commands[words[0]], words[1:]
+    values, _args, _order = leaf.make_parser(click.Context(leaf)).parse_args(words)
+    read = []
+    for param in leaf.params:
+        given = values.get(param.name)
+        if param.name in ("out_dir", "split") or not isinstance(given, (str, list, tuple)):
+            continue
+        if isinstance(param.type, (click.Path, click.types.StringParamType)):
+            read += [given] if isinstance(given, str) else list(given)
+    return read
+
+
+def test_every_example_that_reads_only_what_the_demo_wrote_runs_as_printed(
+    demo_dir, tmp_path, monkeypatch
+):
+    """Parsing is not running: each ckpt/data/config example whose paths are all the demo's
+    (or the repository's examples/) is run, in a directory of its own holding a copy of
+    runs/demo, and must exit 0. Examples naming other runs (megatron_run/, Qwen2.5-7B/) need
+    a real model and are parsed only (above)."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from cli.main import app
+
+    step = sorted(demo_dir.joinpath("sft").glob("global_step_*"))[-1].name
+    ran: set[str] = set()
+    for index, (where, command) in enumerate(EXAMPLES_SHOWN):
+        if not RUNNABLE.match(command) or command in ran:
+            continue
+        words = shlex.split(command.replace(STEPS_SHOWN, step))[1:]
+        named = _paths_read(words)
+        if not all(w.startswith(("runs/demo", "examples/")) for w in named):
+            continue  # another tool's checkpoint or a model this machine does not have
+        cwd = tmp_path / f"example_{index}"
+        shutil.copytree(demo_dir, cwd / "runs" / "demo", symlinks=True)
+        (cwd / "examples").symlink_to(REPO / "examples")
+        if not all((cwd / w).exists() for w in named):
+            continue  # written only by a doc's own recipe (runs/demo/sft_lora: docs/lora.md)
+        monkeypatch.chdir(cwd)
+        done = CliRunner().invoke(app, words)
+        assert done.exit_code == 0, f"{where}: {command}: {done.output}"
+        ran.add(command)
+    assert len(ran) >= 10, sorted(ran)

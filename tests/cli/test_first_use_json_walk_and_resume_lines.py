@@ -213,3 +213,35 @@ def test_a_second_run_into_the_same_run_dir_says_the_step_it_resumes_from(tmp_pa
     assert len(header) == 1 and header[0].endswith(
         f", steps 2 -> 3 (resumed from {run / 'global_step_2'})"
     ), second.stderr
+
+
+@pytest.mark.parametrize(
+    "stop_at_step, key, end",
+    [(None, "trainer.total_steps", 12), (15, "trainer.stop_at_step", 15)],
+)
+def test_a_run_resumed_past_its_last_step_says_nothing_is_left_to_train(
+    capsys, stop_at_step, key, end
+):
+    """The line said "steps 20 -> 12" for a run dir trained further by an earlier command."""
+    from types import SimpleNamespace
+
+    from trainer.runner import TrainingRun
+
+    step_dir = Path("runs/sft_tiny/global_step_20")
+    run = TrainingRun(
+        name="sft",
+        cfg=SimpleNamespace(trainer=SimpleNamespace(stop_at_step=stop_at_step)),
+        env=SimpleNamespace(is_main=True),
+        run_dir=step_dir.parent,
+        total_steps=12 if stop_at_step is None else 30,
+        checkpointer=None,
+        states={},
+        resume=SimpleNamespace(step_dir=step_dir),
+        hf_assets=lambda _dir: None,
+        start=20,
+    )
+    run.announce("fsdp2 on 1 x cpu")
+    assert capsys.readouterr().err == (
+        f"[sft] fsdp2 on 1 x cpu; {step_dir} is at step 20 and {key}={end}: nothing left to "
+        f"train (raise {key} to train on, or give another trainer.run_dir to start afresh)\n"
+    )

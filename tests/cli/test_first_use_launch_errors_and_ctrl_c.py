@@ -10,6 +10,8 @@ import os
 import re
 import shutil
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -25,7 +27,7 @@ from tests.cli.test_cli_first_use import MAIN_CATCHING_EXIT
 from tests.support.cli_errors import error_lines
 from tests.support.fresh_python import mfsdp, modules_after
 from tests.support.launched_sft import launch_tiny_sft
-from tests.support.paths import EXAMPLES, FIXTURES
+from tests.support.paths import EXAMPLES, FIXTURES, REPO
 from tests.support.sft import write_chat_jsonl
 from trainer.metrics import read_metrics
 
@@ -290,3 +292,36 @@ def test_import_hf_given_the_weights_file_names_the_dir_to_give(tmp_path):
         f"error: {weights}: a file, not a directory (give the Hugging Face model dir holding "
         f"it: {weights.parent})"
     ]
+
+
+def test_a_users_own_trainer_or_cli_package_in_the_working_directory_is_not_imported(tmp_path):
+    """The ranks run `python -m cli.train`, whose sys.path starts with the working
+    directory: a training project's own `trainer/` package there was imported instead of
+    mfsdp's, and `--nproc-per-node 2` died with its traceback."""
+    project = tmp_path / "project"
+    for package in ("trainer", "cli"):
+        (project / package).mkdir(parents=True)
+        (project / package / "__init__.py").write_text(f"raise ImportError('the user's {package}')")
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=16)
+    command = [
+        sys.executable,
+        "-c",
+        f"import sys; sys.path.insert(0, {str(REPO)!r})\nfrom cli.main import main; main()",
+        "train",
+        "sft",
+        "--config",
+        str(EXAMPLES / "sft_tiny_cpu.yaml"),
+        "--nproc-per-node",
+        "2",
+        f"data.train_files={data}",
+        "trainer.total_steps=1",
+        "data.global_batch_size=2",
+        "data.val_ratio=0",
+        f"trainer.run_dir={tmp_path / 'run'}",
+    ]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    done = subprocess.run(
+        command, cwd=project, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "the user's" not in done.stderr

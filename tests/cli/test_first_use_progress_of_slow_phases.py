@@ -6,6 +6,7 @@ run dir, Ctrl-C during training)."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -168,3 +169,40 @@ def test_a_launched_training_run_says_so_before_torchrun_and_the_ranks_load(tmp_
         ],
     )
     assert sum("loading torch" in line for line in lines) == 1  # rank 0 only
+
+
+def test_a_run_logged_to_a_pipe_draws_no_weight_loading_bar(tmp_path):
+    """transformers' "Loading weights" bar came as carriage-return lines into logs, once per
+    rank; the run's own bar is drawn only on a terminal, and now the library's follows."""
+    from tests.support.fresh_python import mfsdp
+    from trainer.tiny import build_tiny_model_dir
+
+    model = build_tiny_model_dir(tmp_path / "model", with_weights=True)
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=16)
+    done = mfsdp(
+        "train",
+        "sft",
+        "--config",
+        "examples/sft_tiny_cpu.yaml",
+        f"model.path={model}",
+        f"data.train_files={data}",
+        "trainer.total_steps=1",
+        f"trainer.run_dir={tmp_path / 'run'}",
+        "data.global_batch_size=2",
+        "data.val_ratio=0",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Loading weights" not in done.stderr and "\r" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("rank, quiet", [("0", False), ("1", True)])
+def test_only_the_main_rank_on_a_terminal_keeps_the_library_bars(monkeypatch, rank, quiet):
+    from types import SimpleNamespace
+
+    from cli.launch import _quiet_library_bars
+
+    monkeypatch.setenv("RANK", rank)
+    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # a terminal, as a user's shell
+    _quiet_library_bars(SimpleNamespace(trainer=SimpleNamespace(progress_bar=True)))
+    assert ("HF_HUB_DISABLE_PROGRESS_BARS" in os.environ) == quiet

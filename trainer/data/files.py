@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
+from mfsdp_ckpt.format.hub_id import hub_id_hint
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.unique_json import DuplicateKeyError, loads_unique
@@ -51,7 +52,9 @@ def read_rows(paths: list[str] | str) -> list[dict[str, Any]]:
 
 def _read_one(path: Path) -> list[dict[str, Any]]:
     if not os.path.lexists(path):
-        raise DataFileError(f"{path}: no such file")
+        raise DataFileError(f"{path}: no such file{hub_id_hint(path, '--input ', dataset=True)}")
+    if path.is_dir():
+        raise DataFileError(_directory_given(path))
     try:  # a FIFO or a device would block the read or never end: say what is there
         safe_files.regular_file(path)
     except CheckpointFileError as err:
@@ -64,6 +67,43 @@ def _read_one(path: Path) -> list[dict[str, Any]]:
     if suffix == ".json":
         return _read_json(path)
     raise DataFileError(f"{path}: unknown data format {suffix!r} (use .parquet or .jsonl)")
+
+
+TABLE_SUFFIXES = (".parquet", ".jsonl")  # whole tables; a .json is as often a model's config
+MAX_ENTRIES_LISTED = 10_000
+
+
+def _directory_given(path: Path) -> str:
+    """The error for a directory given as a data file (a dataset as the Hub downloads it:
+    gsm8k/main/train-00000-of-00001.parquet): the files in it to give instead."""
+    found = sorted(str(p) for p in _data_files_in(path, levels=2))
+    if not found:
+        return f"{path}: a directory; give a data file (.parquet, .jsonl or .json)"
+    shown = " ".join(f"--input {name}" for name in found[:4])
+    more = f" (and {len(found) - 4} more)" if len(found) > 4 else ""
+    return f"{path}: a directory; give its data files, one --input each: {shown}{more}"
+
+
+def _data_files_in(path: Path, levels: int) -> list[Path]:
+    """Table files in `path` and `levels - 1` levels below, looking at no more than
+    MAX_ENTRIES_LISTED entries in all (a hint must not walk a huge tree: `--input /`)."""
+    found: list[Path] = []
+    pending, seen = [(path, levels)], 0
+    while pending:
+        directory, left = pending.pop(0)
+        try:
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    seen += 1
+                    if seen > MAX_ENTRIES_LISTED:
+                        return found
+                    if entry.is_dir(follow_symlinks=False) and left > 1:
+                        pending.append((Path(entry.path), left - 1))
+                    elif Path(entry.name).suffix.lower() in TABLE_SUFFIXES:
+                        found.append(Path(entry.path))
+        except OSError:
+            continue
+    return found
 
 
 def _read_parquet(path: Path) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -60,15 +61,28 @@ def math_rows(rows: list[dict[str, Any]], split: str) -> tuple[list[dict], list[
 CONVERTERS = {"gsm8k": gsm8k_rows, "math": math_rows}
 
 
+# The shard suffix of the files the Hugging Face Hub serves a dataset in
+# (openai/gsm8k: main/train-00000-of-00001.parquet)
+_HUB_SHARD_SUFFIX = re.compile(r"-[0-9]{5}-of-[0-9]{5}$")
+
+
+def split_named_by(source: str | os.PathLike) -> str:
+    """The split a file's name says: its stem (`train` of train.jsonl), without the shard
+    suffix of a file downloaded from the Hub, which otherwise named the tables
+    sft/train-00000-of-00001.parquet, where the example configs read sft/train.parquet."""
+    stem = Path(source).stem.split(".")[0]
+    return _HUB_SHARD_SUFFIX.sub("", stem) or stem
+
+
 def convert_files(
     dataset: str, inputs: list[str], out_dir: str | Path, split: str | None = None
 ) -> dict[str, Path]:
-    """Convert each input file; the split name is `split` or the file's stem (train, test).
-    Every input is converted before anything is written, and the tables are written all or
-    none, so a bad second input or a full disk leaves --out as it was."""
+    """Convert each input file; the split name is `split` or the one its file name says
+    (`split_named_by`). Every input is converted before anything is written, and the tables
+    are written all or none, so a bad second input or a full disk leaves --out as it was."""
     written: dict[str, Path] = {}
     tables: dict[Path, list[dict[str, Any]]] = {}
-    names = [split or Path(source).stem.split(".")[0] for source in inputs]
+    names = [split or split_named_by(source) for source in inputs]
     _refuse_shared_split(inputs, names, split)
     for source, name in zip(inputs, names, strict=True):
         rows = read_rows(source)

@@ -1,0 +1,41 @@
+"""A Hugging Face Hub id (`Qwen/Qwen2.5-0.5B`) given where a local model directory is needed.
+
+verl and transformers download a model named so; mfsdp never downloads anything (it runs on
+machines with no internet, and reads only what is on disk). "No such directory" alone left
+a user from those tools wondering why the name that works there fails here, and how to get
+the files: the hint says both.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+# owner/name as the Hub spells them: one slash, letters, digits, `-`, `_`, `.`
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def hub_id_hint(given: str | os.PathLike, give_as: str, *, dataset: bool = False) -> str:
+    """`; if that is a Hugging Face Hub id ...: hf download X --local-dir NAME ... give
+    {give_as}NAME` for a missing path shaped like a Hub id whose first part is no directory
+    here either (`runs/sft_typo` is a local path mistyped, not an id); else ''. A `dataset`
+    id is fetched with `--repo-type dataset`, and its files are given, not its directory."""
+    text = os.fspath(given)
+    if not _HUB_ID.fullmatch(text) or os.path.exists(text):
+        return ""
+    owner, name = text.split("/")
+    if os.path.isdir(owner):
+        return ""
+    kind = " --repo-type dataset" if dataset else ""
+    then = f"its files under {name}/ as {give_as.strip()}" if dataset else f"{give_as}{name}"
+    return (
+        "; if that is a Hugging Face Hub id: nothing is downloaded here, so fetch it first "
+        f"(`hf download {text}{kind} --local-dir {name}`) and give {then}"
+    )
+
+
+def missing_hf_config(given: str | os.PathLike) -> str:
+    """The one-line error for an `--hf-config` that is not on this machine (export-hf and
+    validate say it alike)."""
+    hint = hub_id_hint(given, "--hf-config ")
+    return f"{os.fspath(given)}: no such file or directory (--hf-config){hint}"
