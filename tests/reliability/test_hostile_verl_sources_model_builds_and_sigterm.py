@@ -7,16 +7,24 @@
 * `mfsdp train` from a model dir whose config.json holds a value transformers reads without
   complaint but cannot build the model from (an unknown `hidden_act`, a rope factor that is a
   string), or with such a `model.overrides`: a traceback of 80 lines in the rank. Now one
-  line naming config.json (exit 1) or model.overrides (exit 2) and what transformers said.
+  line naming config.json (exit 1) or model.overrides (exit 2) and what transformers said;
+* SIGTERM (`kill`, `timeout`, a scheduler stopping a job) ended every command at once: no
+  line, and an export's, import's or data conversion's work dir and lock file were left
+  beside --out (the next run removed them). It now runs the cleanup Ctrl-C runs and ends
+  with `error: SIGTERM: <what Ctrl-C would say>`, exit 143; a launching `mfsdp train`
+  passes it on to torchrun, which stops the ranks (they were left running).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -131,3 +139,80 @@ def test_a_run_whose_model_cannot_be_built_ends_in_one_line(tmp_path):
 def test_a_model_that_builds_still_builds(trainable):
     _build(ModelConfig(path=str(trainable[0])))
     _build(ModelConfig(overrides={"hidden_act": "gelu"}))
+
+
+# --------------------------------------------------------------------------- SIGTERM
+def _started(*args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", "from cli.main import main; main()", *map(str, args)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for(process: subprocess.Popen, ready) -> None:
+    deadline = time.monotonic() + 120
+    while not ready():
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.02)
+
+
+def test_sigterm_during_a_data_run_leaves_nothing_behind(tmp_path):
+    """Was: killed at once (143, no line), its lock file and work dir left beside --out."""
+    source = tmp_path / "train.jsonl"
+    row = json.dumps({"question": "1 + 2?", "answer": "1 + 2 = 3\n#### 3"}) + "\n"
+    source.write_text(row * 400_000)  # seconds of converting
+    out = tmp_path / "out"
+    run = _started("data", "gsm8k", "--input", source, "--out", out)
+    _wait_for(run, lambda: any(p.name.endswith(".out-lock") for p in tmp_path.iterdir()))
+    run.send_signal(signal.SIGTERM)
+    _stdout, err = run.communicate(timeout=60)
+    assert run.returncode == 143, err
+    one_error(err, "SIGTERM: interrupted")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.jsonl"]
+
+
+def test_sigterm_during_training_stops_at_a_complete_checkpoint(tmp_path):
+    """A scheduler's stop (SIGTERM) of a one-process run: its line says where to resume, and
+    no half-saved step dir is left (was: killed at once, no line)."""
+    run_dir = tmp_path / "run"
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=48)
+    run = _started(
+        "train",
+        "sft",
+        "--config",
+        REPO / "examples" / "sft_tiny_cpu.yaml",
+        f"data.train_files={data}",
+        f"trainer.run_dir={run_dir}",
+        *("trainer.total_steps=1000", "trainer.epochs=1000", "checkpoint.save_every=1"),
+        *("trainer.eval_every=0", "data.val_ratio=0", "trainer.progress_bar=false"),
+    )
+    _wait_for(run, lambda: (run_dir / "latest_checkpointed_iteration.txt").exists())
+    run.send_signal(signal.SIGTERM)
+    _stdout, err = run.communicate(timeout=120)
+    assert run.returncode == 143, err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("error: SIGTERM: interrupted after step"), err
+    assert "run the same command again to resume from it" in line, line
+    assert "Traceback" not in err
+    assert not [p.name for p in run_dir.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_sigterm_while_the_lock_is_taken_is_raised_after_the_lock_is_bound(tmp_path):
+    """SIGTERM, like Ctrl-C, is held back while the lock's system calls run, so the caller's
+    `finally` always sees the lock it took."""
+    from mfsdp_ckpt.storage.out_lock import acquire_out_lock, ctrl_c_deferred, lock_path_for
+
+    out = tmp_path / "out"
+    taken = None
+    inherited = signal.signal(signal.SIGTERM, signal.default_int_handler)  # raises, as mfsdp's
+    try:
+        with pytest.raises(KeyboardInterrupt), ctrl_c_deferred():
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives mid-acquisition
+            taken = acquire_out_lock(out)
+    finally:
+        signal.signal(signal.SIGTERM, inherited)
+    assert taken is not None and lock_path_for(out).exists()
+    os.close(taken)
