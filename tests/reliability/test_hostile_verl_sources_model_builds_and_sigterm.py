@@ -12,7 +12,11 @@
   line, and an export's, import's or data conversion's work dir and lock file were left
   beside --out (the next run removed them). It now runs the cleanup Ctrl-C runs and ends
   with `error: SIGTERM: <what Ctrl-C would say>`, exit 143; a launching `mfsdp train`
-  passes it on to torchrun, which stops the ranks (they were left running).
+  passes it on to torchrun, which stops the ranks (they were left running);
+* a model's chat template that raises (`raise_exception(...)`, an undefined name,
+  `'a' * 10**15`) was a traceback in the rank printing its message raw (escapes, newlines);
+  one that loops never finished tokenizing the first row. Each is now one line naming the
+  row and the template's dir (exit 2), a loop stopped after TEMPLATE_SECONDS.
 """
 
 from __future__ import annotations
@@ -31,10 +35,14 @@ import torch
 
 from mfsdp_ckpt.check.printable import printable
 from tests.support.cli_errors import one_error
-from tests.support.model_dirs import config_edit, train
+from tests.support.model_dirs import config_edit, train, train_from
 from tests.support.paths import REPO
 from tests.support.sft import write_chat_jsonl
-from trainer.config import ConfigError, ModelConfig
+from trainer.config import ConfigError, DataConfig, ModelConfig
+from trainer.data.chat import ChatFormatError
+from trainer.data.sft_dataset import tokenize_rows
+from trainer.grpo.config import RLDataConfig
+from trainer.grpo.data import RLDataError, load_rl_prompts
 from trainer.model import ModelFilesError, build_hf_config, build_model, load_tokenizer
 
 # Long enough for Python and click to start on a busy machine, far shorter than "forever".
@@ -216,3 +224,55 @@ def test_sigterm_while_the_lock_is_taken_is_raised_after_the_lock_is_bound(tmp_p
         signal.signal(signal.SIGTERM, inherited)
     assert taken is not None and lock_path_for(out).exists()
     os.close(taken)
+
+
+# --------------------------------------------------------------------------- chat templates
+HOSTILE_TEMPLATES = {
+    "raises": ("{{ raise_exception('bad\x1b[2J\\nrow') }}", "(TemplateError: bad\x1b[2J row)"),
+    "undefined-call": ("{{ undefined_fn() }}", "(UndefinedError: 'undefined_fn' is undefined)"),
+    "memory-bomb": ("{{ 'a' * 1000000000000000 }}", "(MemoryError)"),
+    "type-error": ("{{ messages[0].content + 1 }}", "(TypeError: can only concatenate"),
+    "loops": (
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+        "took more than 0.5 s to render it",
+    ),
+}
+CHAT = [{"role": "user", "content": "1 + 2?"}, {"role": "assistant", "content": "3"}]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(trainable):
+    return load_tokenizer(ModelConfig(path=str(trainable[0])))
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_TEMPLATES))
+def test_a_template_that_fails_or_loops_is_named_for_sft_and_rl_rows(
+    tmp_path, tokenizer, monkeypatch, case
+):
+    template, words = HOSTILE_TEMPLATES[case]
+    monkeypatch.setattr(tokenizer, "chat_template", template)
+    monkeypatch.setattr("trainer.data.chat.TEMPLATE_SECONDS", 0.5)
+    rows = tmp_path / "rows.jsonl"
+    row = {"messages": CHAT, "prompt": CHAT[:1], "reward_model": {"ground_truth": "3"}}
+    rows.write_text(json.dumps(row) + "\n")
+    started = time.monotonic()
+    with pytest.raises(ChatFormatError) as sft:
+        tokenize_rows([row], DataConfig(), tokenizer, str(rows), progress=False)
+    with pytest.raises(RLDataError) as rl:
+        load_rl_prompts([str(rows)], RLDataConfig(), tokenizer)
+    assert time.monotonic() - started < 20
+    for caught in (sft, rl):
+        message = str(caught.value)
+        assert message.startswith(f"{rows} row 0: the chat template of {tokenizer.name_or_path}")
+        assert words in message and "\n" not in message, message
+    assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL  # the bound's handler is gone
+
+
+def test_a_run_whose_template_raises_ends_in_one_escaped_line(tmp_path, trainable):
+    """Was the rank's traceback, the template's message printed raw (escapes, newlines)."""
+    model = tmp_path / "model"
+    shutil.copytree(trainable[0], model)
+    (model / "chat_template.jinja").write_text(HOSTILE_TEMPLATES["raises"][0])
+    code, err = train_from(model, trainable[1], tmp_path / "run")
+    assert code == 2, err
+    one_error(err, str(trainable[1]), "row 0", "(TemplateError: bad\\x1b[2J row)")
