@@ -91,12 +91,12 @@ def ctrl_c_deferred() -> Iterator[None]:
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
-        for number in dict.fromkeys(arrived):
-            handler = previous[number]
+        for got in dict.fromkeys(arrived):
+            handler = previous[signal.Signals(got)]
             if callable(handler):  # Python's SIGINT handler (and mfsdp's SIGTERM one) raises
-                handler(number, None)
+                handler(got, None)
             elif handler == signal.SIG_DFL:
-                signal.raise_signal(number)
+                signal.raise_signal(got)
 
 
 @contextlib.contextmanager
