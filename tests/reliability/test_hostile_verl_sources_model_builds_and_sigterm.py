@@ -16,7 +16,8 @@
 * a model's chat template that raises (`raise_exception(...)`, an undefined name,
   `'a' * 10**15`) was a traceback in the rank printing its message raw (escapes, newlines);
   one that loops never finished tokenizing the first row. Each is now one line naming the
-  row and the template's dir (exit 2), a loop stopped after TEMPLATE_SECONDS.
+  row and the template's dir (exit 2), a loop stopped after TEMPLATE_SECONDS; a tokenizer
+  whose regex gives up on a row (Rust's panic) ends in such a line too, not a traceback.
 """
 
 from __future__ import annotations
@@ -276,3 +277,27 @@ def test_a_run_whose_template_raises_ends_in_one_escaped_line(tmp_path, trainabl
     code, err = train_from(model, trainable[1], tmp_path / "run")
     assert code == 2, err
     one_error(err, str(trainable[1]), "row 0", "(TemplateError: bad\\x1b[2J row)")
+
+
+def test_a_tokenizer_whose_regex_gives_up_is_named_not_a_panic(tmp_path, trainable):
+    """A tokenizer.json pre-tokenizer regex that backtracks past Oniguruma's limit on a row:
+    pyo3's PanicException (no Exception, so no handler took it) and 200 lines."""
+    tokenizer_dir = tmp_path / "tokenizer"
+    tokenizer_dir.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        shutil.copy(trainable[0] / name, tokenizer_dir / name)
+    spec = json.loads((tokenizer_dir / "tokenizer.json").read_text())
+    spec["pre_tokenizer"] = {
+        "type": "Split",
+        "pattern": {"Regex": "(a|aa)+$"},  # exponential backtracking on a...ab
+        "behavior": "Isolated",
+        "invert": False,
+    }
+    (tokenizer_dir / "tokenizer.json").write_text(json.dumps(spec))
+    tokenizer = load_tokenizer(ModelConfig(tokenizer=str(tokenizer_dir)))
+    row = {"messages": [{"role": "user", "content": "a" * 60 + "b"}, CHAT[1]]}
+    with pytest.raises(ChatFormatError) as caught:
+        tokenize_rows([row], DataConfig(), tokenizer, "rows.jsonl", progress=False)
+    assert str(caught.value).startswith(
+        f"rows.jsonl row 0: the tokenizer of {tokenizer_dir} cannot encode it (PanicException:"
+    ), caught.value

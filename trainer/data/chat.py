@@ -120,7 +120,9 @@ def chat_ids(tokenizer: Any, turns: list[dict], **options: Any) -> Any:
     The template is the model dir's code, run on each row: one that raises
     (`raise_exception(...)`, an undefined name, `'a' * 10**15`: MemoryError) was a traceback
     in the rank quoting its message raw, escapes and newlines included, and one that loops
-    never finished. Either is now one ChatFormatError (the caller names the row)."""
+    never finished; a tokenizer whose Rust code panics on the text raised pyo3's
+    PanicException, past `except Exception`. Each is now one ChatFormatError (the caller
+    names the row); Rust's own panic lines still precede it on stderr."""
     source = getattr(tokenizer, "name_or_path", "")
     template = f"the chat template of {source}" if source else "the chat template"
     try:
@@ -133,9 +135,19 @@ def chat_ids(tokenizer: Any, turns: list[dict], **options: Any) -> Any:
             f"{template} took more than {TEMPLATE_SECONDS:g} s to render it"
         ) from None
     except Exception as err:  # the template's own code: anything it raises
-        said = " ".join(str(err).split())[:300]
-        raised = f"{type(err).__name__}: {said}" if said else type(err).__name__
-        raise ChatFormatError(f"{template} cannot render it ({raised})") from None
+        raise ChatFormatError(f"{template} cannot render it ({_one_line(err)})") from None
+    except BaseException as err:
+        # pyo3's PanicException (a BaseException): the tokenizer's Rust code gave up, e.g. a
+        # pre-tokenizer regex of tokenizer.json past Oniguruma's backtracking limit
+        if type(err).__name__ != "PanicException":
+            raise
+        where = f"the tokenizer of {source}" if source else "the tokenizer"
+        raise ChatFormatError(f"{where} cannot encode it ({_one_line(err)})") from None
+
+
+def _one_line(err: BaseException) -> str:
+    said = " ".join(str(err).split())[:300]
+    return f"{type(err).__name__}: {said}" if said else type(err).__name__
 
 
 def tokenize_chat(tokenizer: Any, messages: list[dict]) -> Example:
