@@ -17,7 +17,10 @@
   `'a' * 10**15`) was a traceback in the rank printing its message raw (escapes, newlines);
   one that loops never finished tokenizing the first row. Each is now one line naming the
   row and the template's dir (exit 2), a loop stopped after TEMPLATE_SECONDS; a tokenizer
-  whose regex gives up on a row (Rust's panic) ends in such a line too, not a traceback.
+  whose regex gives up on a row (Rust's panic) ends in such a line too, not a traceback;
+* a FIFO where a run writes its config.yaml or metrics.jsonl (resuming a run dir) blocked
+  the run in open() for ever, and Ctrl-C's or SIGTERM's line then blocked reading it; a
+  link to /dev/null there swallowed the metrics. Each is one line naming the file, exit 1.
 """
 
 from __future__ import annotations
@@ -301,3 +304,65 @@ def test_a_tokenizer_whose_regex_gives_up_is_named_not_a_panic(tmp_path, trainab
     assert str(caught.value).startswith(
         f"rows.jsonl row 0: the tokenizer of {tokenizer_dir} cannot encode it (PanicException:"
     ), caught.value
+
+
+# --------------------------------------------------------------------------- run dir files
+WRITE_RUN_FILES = """
+import sys
+from mfsdp_ckpt.errors import MfsdpError
+from trainer.config import SFTConfig, write_resolved_config
+from trainer.metrics import MetricsLogger, last_logged_step
+run = sys.argv[1]
+for write in (
+    lambda: write_resolved_config(run, SFTConfig()),
+    lambda: MetricsLogger(run, True, SFTConfig().trainer).log(1, {"loss": 1.0}),
+):
+    try:
+        write()
+        print("written")
+    except MfsdpError as err:
+        print(err)
+print(last_logged_step(run, 0))
+"""
+
+
+@pytest.mark.parametrize("special", ["fifo", "dev-null", "directory"])
+def test_a_special_file_where_the_run_writes_is_refused_without_blocking(tmp_path, special):
+    """config.yaml and metrics.jsonl are written in place: a FIFO there blocked the run in
+    open() for ever (from its first step; Ctrl-C's line then blocked reading it), a link to
+    /dev/null swallowed the metrics."""
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("config.yaml", "metrics.jsonl"):
+        if special == "fifo":
+            os.mkfifo(run / name)
+        elif special == "dev-null":
+            (run / name).symlink_to(os.devnull)
+        else:
+            (run / name).mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", WRITE_RUN_FILES, str(run)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=QUICK_SECONDS,
+    )
+    kind = {"fifo": "a FIFO", "dev-null": "a character device", "directory": "a directory"}
+    lines = done.stdout.splitlines()
+    assert lines == [
+        f"{run / 'config.yaml'}: {kind[special]}, not a regular file",
+        f"{run / 'metrics.jsonl'}: {kind[special]}, not a regular file",
+        "None",
+    ], done.stdout + done.stderr
+
+
+def test_the_run_files_are_still_written_and_appended(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", WRITE_RUN_FILES, str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=QUICK_SECONDS,
+    )
+    assert done.stdout.splitlines() == ["written", "written", "1"], done.stdout + done.stderr
+    assert "trainer:" in (tmp_path / "config.yaml").read_text()
