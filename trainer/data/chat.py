@@ -85,8 +85,8 @@ def checked_turns(turns: Any) -> list[dict]:
     return [{"role": turn["role"], "content": turn["content"]} for turn in turns]
 
 
-class _TemplateTimeout(Exception):
-    pass
+class _TemplateTimeout(ChatFormatError):
+    """Raised by SIGALRM's handler; `chat_ids` words it."""
 
 
 def _out_of_time(signum: int, frame: Any) -> None:
@@ -128,12 +128,12 @@ def chat_ids(tokenizer: Any, turns: list[dict], **options: Any) -> Any:
     try:
         with _time_limit(TEMPLATE_SECONDS):
             return tokenizer.apply_chat_template(turns, tokenize=True, return_dict=True, **options)
-    except MfsdpError:
-        raise
     except _TemplateTimeout:
         raise ChatFormatError(
             f"{template} took more than {TEMPLATE_SECONDS:g} s to render it"
         ) from None
+    except MfsdpError:
+        raise
     except Exception as err:  # the template's own code: anything it raises
         raise ChatFormatError(f"{template} cannot render it ({_one_line(err)})") from None
     except BaseException as err:
