@@ -30,9 +30,11 @@ from mfsdp_ckpt.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, MfsdpError
 __all__ = [
     "EXIT_FAILED",
     "EXIT_OK",
+    "EXIT_TERMINATED",
     "EXIT_USAGE",
     "READ_PATH",
     "MfsdpGroup",
+    "Terminated",
     "fail",
     "on_interrupt",
     "remember_json",
@@ -41,6 +43,7 @@ __all__ = [
 ]
 
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 128 + signal.SIGTERM  # 143, as a shell reports a process SIGTERM ended
 # Between a launched rank and cli/torchrun.py only (never mfsdp's own exit code): this rank
 # stopped because another one did, so the launcher reports that one instead.
 EXIT_PEER_LOST = 3
@@ -152,6 +155,7 @@ def report_errors(
     initialized" when it is imported again).
     """
     _watch_for_ctrl_c()
+    installed = _watch_for_sigterm()
     try:
         return run()
     except MfsdpError as err:
@@ -166,7 +170,9 @@ def report_errors(
         if written is not None:
             _fail_once(*_or_interrupted(written, EXIT_FAILED, interrupted), False)
         _fail_once(*_or_interrupted(str(err), EXIT_FAILED, interrupted), as_json())
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
+        if isinstance(err, Terminated) or _terminated.is_set():  # DCP re-raises it as Ctrl-C
+            _fail_once(f"SIGTERM: {interrupted()}", EXIT_TERMINATED, as_json())
         _fail_once(interrupted(), EXIT_INTERRUPTED, as_json())
     except Exception as err:
         if _ctrl_c_seen.is_set():  # a Ctrl-C that landed in a library's import or call and
@@ -176,6 +182,9 @@ def report_errors(
         message = f"lost contact with the other ranks: {str(err).strip().splitlines()[0]}"
         code = EXIT_PEER_LOST if _in_launched_rank() else EXIT_FAILED
         _fail_once(*_or_interrupted(message, code, interrupted), as_json())
+    finally:
+        if installed:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def peer_lost(err: BaseException) -> bool:
@@ -239,7 +248,36 @@ def _watch_for_ctrl_c() -> None:
         signal.signal(signal.SIGINT, _note_ctrl_c)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill PID`, a scheduler stopping a job, `timeout`), raised where Ctrl-C's
+    KeyboardInterrupt is: every cleanup Ctrl-C runs (an export's or a conversion's work dir
+    removed, its lock file released, a half-saved checkpoint's temp dir removed) runs for
+    it too. Python's default for SIGTERM ends the process at once, and those were left."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    _terminated.set()
+    raise Terminated
+
+
+_terminated = threading.Event()
+
+
+def _watch_for_sigterm() -> bool:
+    """Raise `Terminated` on SIGTERM while the command runs; whether the handler was set
+    here (so the caller restores the default). Not in a rank `mfsdp train` launched: torchrun
+    stops its ranks with SIGTERM and reports the rank that failed first itself."""
+    _terminated.clear()
+    in_main = threading.current_thread() is threading.main_thread()
+    if not in_main or "RANK" in os.environ or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        return False
+    signal.signal(signal.SIGTERM, _terminate)
+    return True
+
+
 def _or_interrupted(message: str, code: int, interrupted: Callable[[], str]) -> tuple[str, int]:
+    if _terminated.is_set():
+        return f"SIGTERM: {interrupted()}", EXIT_TERMINATED
     return (interrupted(), EXIT_INTERRUPTED) if _ctrl_c_seen.is_set() else (message, code)
 
 

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 import click
 
-from cli.errors import EXIT_USAGE, fail, on_interrupt, remember_json
+from cli.errors import EXIT_USAGE, Terminated, fail, on_interrupt, remember_json
 from cli.lines import say
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
@@ -250,7 +250,9 @@ def run_ranks(command: list[str], **popen: Any) -> int:
     child = subprocess.Popen(command, **popen)
     try:
         return child.wait()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
+        if isinstance(err, Terminated):  # sent to this process alone, not the terminal's group
+            child.terminate()  # torchrun stops its ranks on SIGTERM
         try:
             child.wait(timeout=INTERRUPT_GRACE_SECONDS)
         except (KeyboardInterrupt, subprocess.TimeoutExpired):

@@ -45,6 +45,7 @@ import yaml
 from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.dtypes import short_dtype_name
+from mfsdp_ckpt.storage import safe_files
 from trainer import verl_keys
 from trainer.config_yaml import YAMLConfigError, parse_yaml, read_yaml_file
 
@@ -373,7 +374,9 @@ def write_resolved_config(run_dir: str | os.PathLike, config: Any) -> Path:
     run can be understood and repeated from its outputs alone."""
     path = Path(run_dir) / RESOLVED_CONFIG_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False))
+    text = yaml.safe_dump(config_to_dict(config), sort_keys=False)
+    with os.fdopen(safe_files.open_regular_for_writing(path), "w") as handle:
+        handle.write(text)
     return path
 
 

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mfsdp_ckpt.storage import safe_files
+
 METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
 
@@ -50,7 +52,7 @@ class MetricsLogger:
         if not self.enabled:
             return
         record = {"step": step, "time": round(time.time(), 3), **metrics}
-        with open(self.path, "a") as handle:
+        with os.fdopen(safe_files.open_regular_for_writing(self.path, append=True), "a") as handle:
             handle.write(json.dumps(record) + "\n")
         scalars = {
             key: value
@@ -97,8 +99,8 @@ def _resolved_config(run_dir: Path) -> dict[str, Any] | None:
     from trainer.config import RESOLVED_CONFIG_FILE
 
     try:
-        return yaml.safe_load((run_dir / RESOLVED_CONFIG_FILE).read_text())
-    except (OSError, yaml.YAMLError):
+        return yaml.safe_load(safe_files.read_text(run_dir / RESOLVED_CONFIG_FILE, 1 << 20))
+    except (OSError, yaml.YAMLError):  # CheckpointFileError (a FIFO, too large) is an OSError
         return None
 
 
@@ -127,8 +129,8 @@ def last_logged_step(run_dir: str | Path, since: int) -> int | None:
     None when none was added. The launching process never sees its ranks' steps; rank 0
     logs each (every `trainer.log_every`) here. Only the file's last TAIL_BYTES are read, so
     asking costs the same after any number of steps."""
-    try:
-        with open(Path(run_dir) / METRICS_FILE, "rb") as handle:
+    try:  # a FIFO there blocked this (as the run ended) for ever: regular files only
+        with os.fdopen(safe_files.open_regular(Path(run_dir) / METRICS_FILE), "rb") as handle:
             size = handle.seek(0, os.SEEK_END)
             start = max(since, size - TAIL_BYTES)
             handle.seek(start)

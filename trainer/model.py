@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import torch
 
 from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry, read_config_json
-from mfsdp_ckpt.errors import MfsdpFailedError
+from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError
 from trainer.config import ConfigError, ModelConfig
 from trainer.kernels import apply_kernels
 from trainer.local_paths import missing_path
@@ -113,10 +113,45 @@ def _read_by_transformers(where: Path, what: str, load: Callable[[], T]) -> T:
     try:
         return load()
     except Exception as err:
-        said = " ".join(line.strip() for line in str(err).splitlines() if line.strip())
         raise ModelFilesError(
-            f"{where}: {what} that transformers cannot read ({type(err).__name__}: {said[:300]})"
+            f"{where}: {what} that transformers cannot read ({_said(err)})"
         ) from None
+
+
+def _said(err: BaseException) -> str:
+    """`err` as `Type: message` on one line, cut to 300 characters of message."""
+    said = " ".join(line.strip() for line in str(err).splitlines() if line.strip())
+    return f"{type(err).__name__}: {said[:300]}"
+
+
+# What a model class raises for a config value it cannot build from (an unknown hidden_act:
+# KeyError; a string rope factor: TypeError; a negative size: RuntimeError from torch).
+# OSError (reading weights) and MemoryError stay what they are.
+_BUILD_ERRORS = (ArithmeticError, AttributeError, LookupError, TypeError, ValueError, RuntimeError)
+
+
+def _built_by_transformers(
+    cfg: ModelConfig, source: ModelSource | None, build: Callable[[], T]
+) -> T:
+    """`build()` of the model from its config. config.json (or model.overrides) can hold
+    values transformers reads without complaint and fails on only while it builds the
+    modules: that was a traceback of 80 lines in every rank. Now one line naming the
+    file or the key (exit 1 for a model dir's file, 2 for the run's own config)."""
+    try:
+        return build()
+    except torch.OutOfMemoryError:
+        raise
+    except MfsdpError:
+        raise
+    except _BUILD_ERRORS as err:
+        where = source.assets / "config.json" if source is not None and source.assets else None
+        if where is not None:
+            also = " with model.overrides" if cfg.overrides else ""
+            raise ModelFilesError(
+                f"{where}{also}: transformers cannot build the model from it ({_said(err)})"
+            ) from None
+        key = "model.overrides" if cfg.overrides else "model"
+        raise ConfigError(f"{key}: transformers cannot build the model ({_said(err)})") from None
 
 
 def _model_dir_config(assets: Path, overrides: dict[str, Any]):
@@ -276,17 +311,25 @@ def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) 
     source = resolve_model_source(cfg) if not cfg.random_init else None
     if source is not None and source.checkpoint is None:
         _check_weight_files(source.assets, config)
-        model = AutoModelForCausalLM.from_pretrained(
-            str(source.assets),
-            config=config,
-            dtype=torch.float32,
-            attn_implementation=cfg.attn_implementation,
-            local_files_only=True,
+        model = _built_by_transformers(
+            cfg,
+            source,
+            lambda: AutoModelForCausalLM.from_pretrained(
+                str(source.assets),
+                config=config,
+                dtype=torch.float32,
+                attn_implementation=cfg.attn_implementation,
+                local_files_only=True,
+            ),
         ).to(device)
     else:
         with torch.device(device):
-            model = AutoModelForCausalLM.from_config(
-                config, dtype=torch.float32, attn_implementation=cfg.attn_implementation
+            model = _built_by_transformers(
+                cfg,
+                source,
+                lambda: AutoModelForCausalLM.from_config(
+                    config, dtype=torch.float32, attn_implementation=cfg.attn_implementation
+                ),
             )
         if source is not None:
             load_checkpoint_weights(model, source)

@@ -10,6 +10,7 @@ Nothing in the script is executed.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -20,6 +21,8 @@ import yaml
 
 from mfsdp_ckpt.check.printable import printable
 from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from trainer import verl_keys
 from trainer.config_yaml import YAMLConfigError, parse_yaml
 
@@ -62,11 +65,7 @@ def convert_verl(path: str | Path, command: str | None = None) -> Conversion:
     """Read a verl launch script or YAML config at `path` as an mfsdp config for `command`
     (sft | grpo; None: from the script's module or the YAML's sections)."""
     source = Path(path)
-    try:
-        with open(source, "rb") as handle:
-            raw = handle.read(MAX_SOURCE_BYTES + 1)
-    except OSError as err:
-        raise VerlSourceError(f"{source}: cannot read ({err.strerror})") from None
+    raw = _read_source(source)
     if len(raw) > MAX_SOURCE_BYTES:
         raise VerlSourceError(
             f"{source}: larger than {MAX_SOURCE_BYTES // 1024} KiB; not a launch script or config"
@@ -92,6 +91,21 @@ def convert_verl(path: str | Path, command: str | None = None) -> Conversion:
             f"{source}: algorithm.adv_estimator={estimator}; mfsdp trains GRPO only"
         )
     return _convert(tree, pairs, command, str(source))
+
+
+def _read_source(source: Path) -> bytes:
+    """The file's first MAX_SOURCE_BYTES + 1 bytes. Only a regular file is read: a FIFO
+    (`<(...)`, a named pipe nobody writes to) blocked the command forever, and a device
+    never ends; the descriptor is opened without blocking and checked again."""
+    try:
+        fd = safe_files.open_regular(source)
+    except CheckpointFileError as err:
+        raise VerlSourceError(str(err)) from None
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            return handle.read(MAX_SOURCE_BYTES + 1)
+        except OSError as err:
+            raise VerlSourceError(f"{source}: cannot read ({err.strerror})") from None
 
 
 def _config_class(command: str) -> type:

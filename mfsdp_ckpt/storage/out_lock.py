@@ -68,28 +68,35 @@ def release_out_lock(out: Path, fd: int) -> None:
 
 @contextlib.contextmanager
 def ctrl_c_deferred() -> Iterator[None]:
-    """Hold Ctrl-C (SIGINT) back for the block; one pressed meanwhile is acted on right after.
+    """Hold Ctrl-C (SIGINT) and SIGTERM back for the block; one arriving meanwhile is acted on
+    right after.
 
     Taking and dropping the lock are several system calls (open, flock, write; unlink,
     close): a KeyboardInterrupt between two of them would leave a lock file nobody removes.
     Callers bind what they took inside the block and release it in a `finally` around it.
-    The handler is swapped rather than the signal blocked: Python runs handlers in the main
-    thread whichever thread the kernel hands the signal to, while a blocked mask holds for
-    one thread only (torch and pyarrow start others). Off the main thread, where handlers
-    cannot be set and KeyboardInterrupt is never raised, the block just runs."""
+    The handlers are swapped rather than the signals blocked: Python runs handlers in the
+    main thread whichever thread the kernel hands the signal to, while a blocked mask holds
+    for one thread only (torch and pyarrow start others). Off the main thread, where
+    handlers cannot be set and KeyboardInterrupt is never raised, the block just runs."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    pressed: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda number, _frame: pressed.append(number))
+    arrived: list[int] = []
+    previous = {
+        number: signal.signal(number, lambda got, _frame: arrived.append(got))
+        for number in (signal.SIGINT, signal.SIGTERM)
+    }
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
-        if pressed and callable(previous):
-            previous(signal.SIGINT, None)  # Python's default handler raises KeyboardInterrupt
-        elif pressed and previous == signal.SIG_DFL:
-            signal.raise_signal(signal.SIGINT)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        for got in dict.fromkeys(arrived):
+            handler = previous[signal.Signals(got)]
+            if callable(handler):  # Python's SIGINT handler (and mfsdp's SIGTERM one) raises
+                handler(got, None)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(got)
 
 
 @contextlib.contextmanager

@@ -98,6 +98,30 @@ def open_regular(
     return fd
 
 
+def open_regular_for_writing(path: str | os.PathLike, append: bool = False) -> int:
+    """A write descriptor of `path` (created if missing; emptied unless `append`), the caller
+    closes it. A run dir's own files (metrics.jsonl, config.yaml) are written in place, and
+    opening a FIFO found there for writing blocked the run until a reader came (for ever), a
+    link to a device swallowed its records: anything but a regular file is refused, one
+    line naming it, without blocking (O_NONBLOCK: a FIFO with no reader fails with ENXIO)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags | (os.O_APPEND if append else 0), 0o644)
+    except OSError as err:
+        kind = {errno.ENXIO: "a FIFO", errno.EISDIR: "a directory"}.get(err.errno or 0)
+        if kind is None:
+            raise
+        raise CheckpointFileError(f"{path}: {kind}, not a regular file") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise CheckpointFileError(f"{path}: {_kind(mode)}, not a regular file")
+    if not append:
+        os.ftruncate(fd, 0)
+    os.set_blocking(fd, True)
+    return fd
+
+
 def check_size(path: str | os.PathLike, size: int, limit: int) -> None:
     """Refuse a file of `size` bytes larger than `limit`, naming it (checked before a read,
     so a huge file is never read whole)."""

@@ -5,6 +5,7 @@ scripts/reliability_report.py."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,11 @@ class BadInput:
 
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
+    return path
+
+
+def _fifo(path: Path) -> Path:
+    os.mkfifo(path)
     return path
 
 
@@ -216,6 +222,20 @@ BAD_INPUTS: tuple[BadInput, ...] = (
         lambda r: ["config", "from-verl", _write(r / "run.sh", doubling_script(40))],
         2,
         "variables expand to more than",
+    ),
+    BadInput(
+        "verl_source_fifo",
+        "config from-verl of a FIFO nobody writes to",
+        lambda r: ["config", "from-verl", _fifo(r / "run.sh")],
+        2,
+        "a FIFO, not a regular file",
+    ),
+    BadInput(
+        "model_unbuildable",
+        "model.overrides={hidden_act: nope}: read by transformers, fails building the model",
+        lambda r: _sft_on(r, None, "model.overrides={hidden_act: nope}"),
+        2,
+        "model.overrides: transformers cannot build the model (KeyError: 'nope')",
     ),
 )
 

@@ -10,10 +10,18 @@ prefix really is a prefix of the full tokenization and refuses templates where i
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.errors import MfsdpError, MfsdpUsageError
+
+# A chat template renders a row in milliseconds; one that loops (three nested
+# `range(100000)`) rendered the first row for ever.
+TEMPLATE_SECONDS = 30.0
 
 
 class ChatFormatError(MfsdpUsageError, ValueError):
@@ -77,13 +85,76 @@ def checked_turns(turns: Any) -> list[dict]:
     return [{"role": turn["role"], "content": turn["content"]} for turn in turns]
 
 
+class _TemplateTimeout(ChatFormatError):
+    """Raised by SIGALRM's handler; `chat_ids` words it."""
+
+
+def _out_of_time(signum: int, frame: Any) -> None:
+    raise _TemplateTimeout
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Raise _TemplateTimeout in the block after `seconds` (wall clock), through SIGALRM: a
+    template is Python bytecode (Jinja), which a signal handler interrupts. Only in the main
+    thread and while nothing else uses SIGALRM; otherwise the block runs unbounded."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGALRM) != signal.SIG_DFL
+        or signal.getitimer(signal.ITIMER_REAL)[0] > 0
+    ):
+        yield
+        return
+    signal.signal(signal.SIGALRM, _out_of_time)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+
+def chat_ids(tokenizer: Any, turns: list[dict], **options: Any) -> Any:
+    """`tokenizer.apply_chat_template(turns, tokenize=True, return_dict=True, **options)`.
+
+    The template is the model dir's code, run on each row: one that raises
+    (`raise_exception(...)`, an undefined name, `'a' * 10**15`: MemoryError) was a traceback
+    in the rank quoting its message raw, escapes and newlines included, and one that loops
+    never finished; a tokenizer whose Rust code panics on the text raised pyo3's
+    PanicException, past `except Exception`. Each is now one ChatFormatError (the caller
+    names the row); Rust's own panic lines still precede it on stderr."""
+    source = getattr(tokenizer, "name_or_path", "")
+    template = f"the chat template of {source}" if source else "the chat template"
+    try:
+        with _time_limit(TEMPLATE_SECONDS):
+            return tokenizer.apply_chat_template(turns, tokenize=True, return_dict=True, **options)
+    except _TemplateTimeout:
+        raise ChatFormatError(
+            f"{template} took more than {TEMPLATE_SECONDS:g} s to render it"
+        ) from None
+    except MfsdpError:
+        raise
+    except Exception as err:  # the template's own code: anything it raises
+        raise ChatFormatError(f"{template} cannot render it ({_one_line(err)})") from None
+    except BaseException as err:
+        # pyo3's PanicException (a BaseException): the tokenizer's Rust code gave up, e.g. a
+        # pre-tokenizer regex of tokenizer.json past Oniguruma's backtracking limit
+        if type(err).__name__ != "PanicException":
+            raise
+        where = f"the tokenizer of {source}" if source else "the tokenizer"
+        raise ChatFormatError(f"{where} cannot encode it ({_one_line(err)})") from None
+
+
+def _one_line(err: BaseException) -> str:
+    said = " ".join(str(err).split())[:300]
+    return f"{type(err).__name__}: {said}" if said else type(err).__name__
+
+
 def tokenize_chat(tokenizer: Any, messages: list[dict]) -> Example:
     if "{% generation %}" in (tokenizer.chat_template or "") or "{%- generation %}" in (
         tokenizer.chat_template or ""
     ):
-        encoded = tokenizer.apply_chat_template(
-            messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
-        )
+        encoded = chat_ids(tokenizer, messages, return_assistant_tokens_mask=True)
         return Example(list(encoded["input_ids"]), list(encoded["assistant_masks"]))
     return _tokenize_by_prefixes(tokenizer, messages)
 
@@ -91,9 +162,7 @@ def tokenize_chat(tokenizer: Any, messages: list[dict]) -> Example:
 def _tokenize_by_prefixes(tokenizer: Any, messages: list[dict]) -> Example:
     def ids(turns: list[dict], add_generation_prompt: bool) -> list[int]:
         return list(
-            tokenizer.apply_chat_template(
-                turns, tokenize=True, add_generation_prompt=add_generation_prompt, return_dict=True
-            )["input_ids"]
+            chat_ids(tokenizer, turns, add_generation_prompt=add_generation_prompt)["input_ids"]
         )
 
     full = ids(messages, False)

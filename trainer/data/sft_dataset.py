@@ -22,11 +22,10 @@ def tokenize_rows(
         where = f"{label} row {index}"
         try:
             messages = messages_of(row, cfg.messages_key, cfg.prompt_key, cfg.response_key)
+            example = tokenize_chat(tokenizer, messages)
         except ChatFormatError as err:
             raise ChatFormatError(f"{where}: {err}") from None
-        examples.append(
-            truncate(tokenize_chat(tokenizer, messages), cfg.max_length, cfg.truncation, where)
-        )
+        examples.append(truncate(example, cfg.max_length, cfg.truncation, where))
     return examples
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from tqdm import tqdm
 
 from mfsdp_ckpt.errors import MfsdpUsageError
-from trainer.data.chat import ChatFormatError, checked_turns
+from trainer.data.chat import ChatFormatError, chat_ids, checked_turns
 from trainer.data.files import read_rows
 from trainer.grpo.config import RLDataConfig
 
@@ -68,11 +68,10 @@ def load_rl_prompts(
             turns = chat_turns(row[cfg.prompt_key])
         except RLDataError as err:
             raise RLDataError(f"{where}: {err}") from None
-        ids = list(
-            tokenizer.apply_chat_template(
-                turns, tokenize=True, add_generation_prompt=True, return_dict=True
-            )["input_ids"]
-        )
+        try:
+            ids = list(chat_ids(tokenizer, turns, add_generation_prompt=True)["input_ids"])
+        except ChatFormatError as err:
+            raise RLDataError(f"{where}: {err}") from None
         if len(ids) > cfg.max_prompt_length:
             if not cfg.filter_overlong_prompts:
                 raise RLDataError(
