@@ -14,18 +14,8 @@ from click.testing import CliRunner
 from cli.demo import DEMO_MARKER, _claim
 from cli.launch import Launch, torchrun_command
 from cli.main import app
-from tests.support.fresh_python import mfsdp, modules_after
+from tests.support.fresh_python import MAIN_CATCHING_EXIT, mfsdp, modules_after
 from tests.support.paths import REPO
-
-MAIN_CATCHING_EXIT = """
-import sys
-sys.argv = ['mfsdp', *sys.argv[2:]]
-from cli.main import main
-try:
-    main()
-except SystemExit as done:
-    print(json.dumps(done.code), file=sys.stderr)
-"""
 
 
 @pytest.mark.parametrize(

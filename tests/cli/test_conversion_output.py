@@ -6,7 +6,7 @@ import json
 from click.testing import CliRunner
 
 from cli.main import app
-from tests.ckpt.convert.test_import_hf import _hf_model
+from tests.support.hf_model_files import saved_hf_model
 
 # The leading keys both commands share; each then names its own, in its result's field order.
 COMMON_KEYS = ["out_dir", "layout", "model_type", "dtype", "tensors", "bytes"]
@@ -21,7 +21,7 @@ def _mfsdp(*args: str):
 
 
 def test_json_output_names_every_result_field_in_order(tmp_path):
-    source = _hf_model(tmp_path, "qwen2", tied=True)
+    source = saved_hf_model(tmp_path, "qwen2", tied=True)
     run, out = str(tmp_path / "run"), str(tmp_path / "hf")
     imported = json.loads(
         _mfsdp("import-hf", str(source), "--out", run, "--layout", "hf", "--json").stdout
@@ -36,7 +36,7 @@ def test_json_output_names_every_result_field_in_order(tmp_path):
 
 
 def test_plain_output_is_one_summary_line(tmp_path):
-    source = _hf_model(tmp_path, "qwen2", tied=True)
+    source = saved_hf_model(tmp_path, "qwen2", tied=True)
     run = str(tmp_path / "run")
     imported = _mfsdp("import-hf", str(source), "--out", run, "--layout", "hf")
     exported = _mfsdp("export-hf", run, "--out", str(tmp_path / "hf"))

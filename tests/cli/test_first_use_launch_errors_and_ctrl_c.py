@@ -23,9 +23,8 @@ from click.testing import CliRunner
 from cli.errors import MfsdpGroup
 from cli.main import app
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
-from tests.cli.test_cli_first_use import MAIN_CATCHING_EXIT
 from tests.support.cli_errors import error_lines
-from tests.support.fresh_python import mfsdp, modules_after
+from tests.support.fresh_python import MAIN_CATCHING_EXIT, mfsdp, modules_after
 from tests.support.launched_sft import launch_tiny_sft
 from tests.support.paths import EXAMPLES, FIXTURES, REPO
 from tests.support.sft import write_chat_jsonl

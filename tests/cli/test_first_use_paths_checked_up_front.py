@@ -12,8 +12,7 @@ import sys
 
 import pytest
 
-from tests.cli.test_cli_first_use import MAIN_CATCHING_EXIT
-from tests.support.fresh_python import mfsdp, modules_after
+from tests.support.fresh_python import MAIN_CATCHING_EXIT, mfsdp, modules_after
 from tests.support.paths import FIXTURES, REPO
 
 TINY = ["train", "sft", "--config", "examples/sft_tiny_cpu.yaml"]

@@ -21,6 +21,18 @@ atexit.register(lambda: print(json.dumps(sorted(
 """
 
 
+# `modules_after`'s body for a run of mfsdp's own main: its exit code printed, not raised
+MAIN_CATCHING_EXIT = """
+import sys
+sys.argv = ['mfsdp', *sys.argv[2:]]
+from cli.main import main
+try:
+    main()
+except SystemExit as done:
+    print(json.dumps(done.code), file=sys.stderr)
+"""
+
+
 def mfsdp(*args: str) -> subprocess.CompletedProcess:
     """`mfsdp ARGS` in a fresh interpreter from the repository root (stdout, stderr as text)."""
     return subprocess.run(

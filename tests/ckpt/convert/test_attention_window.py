@@ -12,8 +12,8 @@ import torch
 from click.testing import CliRunner
 
 from cli.main import app
-from tests.ckpt.convert.test_import_hf import TINY as IMPORT_TINY
 from tests.support.cli_errors import one_error
+from tests.support.hf_model_files import TINY as IMPORT_TINY
 
 TINY = {key: value for key, value in IMPORT_TINY.items() if key != "dtype"}
 

@@ -14,59 +14,23 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
-from safetensors import safe_open
 
 from cli.main import app
 from mfsdp_ckpt.check.validate import validate_checkpoint
 from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.convert.import_hf import import_hf
 from mfsdp_ckpt.storage.reader import CheckpointReader
+from tests.support.hf_model_files import (
+    assert_same_tensors,
+    hidden_leftovers,
+    safetensors_tensors,
+    saved_hf_model,
+    tensor_bits,
+)
 from tests.support.paths import FIXTURES
 
 MCORE_FIXTURES = FIXTURES / "mcore"
 FAMILIES = ("qwen2", "qwen3", "llama")
-TINY = dict(
-    vocab_size=96,
-    hidden_size=32,
-    intermediate_size=48,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    max_position_embeddings=64,
-    dtype="bfloat16",
-)
-
-
-def _bits(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor.contiguous().reshape(-1).view(torch.uint8)
-
-
-def _safetensors(model_dir: Path) -> dict[str, torch.Tensor]:
-    tensors = {}
-    for file in sorted(model_dir.glob("*.safetensors")):
-        with safe_open(str(file), framework="pt") as handle:
-            tensors.update({name: handle.get_tensor(name) for name in handle.keys()})
-    return tensors
-
-
-def _assert_same_tensors(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
-    assert sorted(a) == sorted(b)
-    for name in a:
-        assert a[name].dtype == b[name].dtype and a[name].shape == b[name].shape, name
-        assert torch.equal(_bits(a[name]), _bits(b[name])), name
-
-
-def _hf_model(root: Path, family: str, tied: bool, shard: bool = False) -> Path:
-    """A random tiny model saved by transformers itself (bf16, as releases ship)."""
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    extra = {"head_dim": 16} if family == "qwen3" else {}
-    config = AutoConfig.for_model(family, tie_word_embeddings=tied, **TINY, **extra)
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(config).to(torch.bfloat16)
-    out = root / f"{family}_{'tied' if tied else 'untied'}{'_sharded' if shard else ''}"
-    model.save_pretrained(out, max_shard_size="40KB" if shard else "5GB")
-    return out
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -79,7 +43,7 @@ def test_import_of_export_equals_what_megatron_wrote(family, tmp_path):
         CheckpointReader(tmp_path / "mcore"),
     )
     assert sorted(imported.tensors) == sorted(original.tensors)
-    _assert_same_tensors(
+    assert_same_tensors(
         {k: original.read_tensor(k) for k in original.tensors},
         {k: imported.read_tensor(k) for k in imported.tensors},
     )
@@ -95,15 +59,15 @@ def test_import_of_export_equals_what_megatron_wrote(family, tmp_path):
 @pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
 @pytest.mark.parametrize("layout_name", ["mcore", "hf"])
 def test_round_trip_is_bit_exact(family, tied, layout_name, tmp_path):
-    source = _hf_model(tmp_path, family, tied)
+    source = saved_hf_model(tmp_path, family, tied)
     import_hf(source, tmp_path / "ckpt", layout_name=layout_name)
     hf_config = {"hf_config": source} if layout_name == "mcore" else {}
     export_hf(tmp_path / "ckpt", tmp_path / "back", **hf_config)
-    _assert_same_tensors(_safetensors(source), _safetensors(tmp_path / "back"))
+    assert_same_tensors(safetensors_tensors(source), safetensors_tensors(tmp_path / "back"))
 
 
 def test_sharded_input_and_te_norm_names(tmp_path):
-    source = _hf_model(tmp_path, "qwen2", tied=False, shard=True)
+    source = saved_hf_model(tmp_path, "qwen2", tied=False, shard=True)
     assert (source / "model.safetensors.index.json").is_file()
     import_hf(source, tmp_path / "te", layout_name="mcore", norms="te")
     names = CheckpointReader(tmp_path / "te").tensors
@@ -111,14 +75,14 @@ def test_sharded_input_and_te_norm_names(tmp_path):
     assert "model.module.decoder.layers.1.mlp.linear_fc1.layer_norm_weight" in names
     assert not any("input_layernorm" in n or "pre_mlp_layernorm" in n for n in names)
     export_hf(tmp_path / "te", tmp_path / "back", hf_config=source)
-    _assert_same_tensors(_safetensors(source), _safetensors(tmp_path / "back"))
+    assert_same_tensors(safetensors_tensors(source), safetensors_tensors(tmp_path / "back"))
 
 
 @pytest.mark.parametrize("layout_name", ["mcore", "hf"])
 def test_dcp_load_reads_the_result_into_plain_tensors(layout_name, tmp_path):
     import torch.distributed.checkpoint as dcp
 
-    source = _hf_model(tmp_path, "qwen3", tied=True)
+    source = saved_hf_model(tmp_path, "qwen3", tied=True)
     result = import_hf(source, tmp_path / "ckpt", layout_name=layout_name)
     reader = CheckpointReader(result.checkpoint)
     state = {
@@ -128,7 +92,7 @@ def test_dcp_load_reads_the_result_into_plain_tensors(layout_name, tmp_path):
         }
     }
     dcp.load(state, checkpoint_id=result.checkpoint)
-    hf = _safetensors(source)
+    hf = safetensors_tensors(source)
     loaded = state["model"]
     if layout_name == "hf":  # names kept; the tied lm_head is written from the embedding
         assert torch.equal(loaded["lm_head.weight"], hf["model.embed_tokens.weight"])
@@ -145,7 +109,7 @@ def test_dcp_load_reads_the_result_into_plain_tensors(layout_name, tmp_path):
 
 
 def test_our_layout_validates_deep_and_strict_and_inspects(tmp_path):
-    source = _hf_model(tmp_path, "llama", tied=True)
+    source = saved_hf_model(tmp_path, "llama", tied=True)
     (source / "tokenizer_config.json").write_text("{}")
     import_hf(source, tmp_path / "run", layout_name="hf")
     assert (tmp_path / "run" / "latest_checkpointed_iteration.txt").read_text().strip() == "0"
@@ -170,24 +134,21 @@ def test_our_layout_validates_deep_and_strict_and_inspects(tmp_path):
 
 
 def test_dtype_cast(tmp_path):
-    source = _hf_model(tmp_path, "qwen2", tied=True)
+    source = saved_hf_model(tmp_path, "qwen2", tied=True)
     import_hf(source, tmp_path / "ckpt", layout_name="hf", dtype="fp32")
     reader = CheckpointReader(tmp_path / "ckpt" / "global_step_0" / "dist_ckpt")
     weight = reader.read_tensor("model.model.layers.0.mlp.up_proj.weight")
     assert weight.dtype == torch.float32
-    assert torch.equal(weight, _safetensors(source)["model.layers.0.mlp.up_proj.weight"].float())
+    stored = safetensors_tensors(source)["model.layers.0.mlp.up_proj.weight"]
+    assert torch.equal(weight, stored.float())
 
 
 def _cli(*args: str):
     return CliRunner().invoke(app, ["ckpt", "import-hf", *args])
 
 
-def _leftovers(parent: Path) -> list[str]:
-    return sorted(p.name for p in parent.iterdir() if p.name.startswith("."))
-
-
 def test_cli_ok_json_and_existing_output(tmp_path):
-    source = _hf_model(tmp_path, "qwen2", tied=True)
+    source = saved_hf_model(tmp_path, "qwen2", tied=True)
     out = tmp_path / "out"
     first = _cli(str(source), "--out", str(out), "--json")
     assert first.exit_code == 0, first.output
@@ -219,7 +180,7 @@ def test_cli_ok_json_and_existing_output(tmp_path):
     ],
 )
 def test_cli_errors_are_one_line_and_leave_nothing(tmp_path, damage, code, message):
-    source = _hf_model(tmp_path, "qwen2", tied=True)
+    source = saved_hf_model(tmp_path, "qwen2", tied=True)
     weights = source / "model.safetensors"
     config = json.loads((source / "config.json").read_text())
     if damage == "truncate":
@@ -242,13 +203,13 @@ def test_cli_errors_are_one_line_and_leave_nothing(tmp_path, damage, code, messa
     assert result.exit_code == code, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.output
-    assert not out.exists() and _leftovers(tmp_path) == []
+    assert not out.exists() and hidden_leftovers(tmp_path) == []
 
 
 def test_failure_while_writing_leaves_nothing(tmp_path, monkeypatch):
     from mfsdp_ckpt.storage import dcp_stream_writer
 
-    source = _hf_model(tmp_path, "qwen3", tied=False)
+    source = saved_hf_model(tmp_path, "qwen3", tied=False)
     calls = {"count": 0}
     original = dcp_stream_writer.StreamingDcpWriter.add_raw
 
@@ -261,7 +222,7 @@ def test_failure_while_writing_leaves_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(dcp_stream_writer.StreamingDcpWriter, "add_raw", fail_on_third)
     with pytest.raises(OSError):
         import_hf(source, tmp_path / "out", layout_name="hf")
-    assert not (tmp_path / "out").exists() and _leftovers(tmp_path) == []
+    assert not (tmp_path / "out").exists() and hidden_leftovers(tmp_path) == []
 
 
 @pytest.mark.parametrize("heads, kv_heads, head_dim", [(4, 2, 16), (6, 2, 8), (8, 8, 4), (4, 1, 8)])
@@ -274,10 +235,10 @@ def test_qkv_merge_as_tensors_and_as_byte_ranges_inverts_the_split(heads, kv_hea
     fused = torch.randn(rows) if bias else torch.randn(rows, 24)
     q, k, v = split_qkv(fused, geometry)
     assert torch.equal(merge_qkv(q, k, v, geometry), fused)
-    sources = [_bits(t).numpy().tobytes() for t in (q, k, v)]
+    sources = [tensor_bits(t).numpy().tobytes() for t in (q, k, v)]
     ranges = qkv_merge_ranges([len(s) for s in sources], geometry)
     copied = b"".join(sources[index][offset : offset + length] for index, offset, length in ranges)
-    assert copied == _bits(fused).numpy().tobytes()
+    assert copied == tensor_bits(fused).numpy().tobytes()
 
 
 def test_tensors_too_large_for_a_plain_zip_go_through_torch_save(tmp_path, monkeypatch):
@@ -286,14 +247,14 @@ def test_tensors_too_large_for_a_plain_zip_go_through_torch_save(tmp_path, monke
     from mfsdp_ckpt.storage import dcp_stream_writer
 
     monkeypatch.setattr(dcp_stream_writer, "MAX_BLOB_BYTES", 2048)
-    source = _hf_model(tmp_path, "qwen2", tied=False)
+    source = saved_hf_model(tmp_path, "qwen2", tied=False)
     result = import_hf(source, tmp_path / "run", layout_name="hf")
     assert validate_checkpoint(tmp_path / "run", deep=True).ok(strict=True)
     reader = CheckpointReader(result.checkpoint)
-    hf = _safetensors(source)
+    hf = safetensors_tensors(source)
     assert all(torch.equal(reader.read_tensor(f"model.{name}"), hf[name]) for name in hf)
     export_hf(tmp_path / "run", tmp_path / "back")
-    _assert_same_tensors(hf, _safetensors(tmp_path / "back"))
+    assert_same_tensors(hf, safetensors_tensors(tmp_path / "back"))
 
 
 @pytest.mark.parametrize("layout_name", ["mcore", "hf"])
@@ -302,7 +263,7 @@ def test_several_data_files_each_hashed(tmp_path, monkeypatch, layout_name):
     from mfsdp_ckpt.storage import dcp_stream_writer
 
     monkeypatch.setattr(dcp_stream_writer, "WRITE_THREADS", 5)
-    source = _hf_model(tmp_path, "llama", tied=False)
+    source = saved_hf_model(tmp_path, "llama", tied=False)
     result = import_hf(source, tmp_path / "ckpt", layout_name=layout_name)
     files = sorted(p.name for p in Path(result.checkpoint).glob("*.distcp"))
     assert files == [f"__0_{index}.distcp" for index in range(5)]
@@ -312,4 +273,4 @@ def test_several_data_files_each_hashed(tmp_path, monkeypatch, layout_name):
         assert validate_checkpoint(tmp_path / "ckpt", deep=True).ok(strict=True)
     hf_config = {"hf_config": source} if layout_name == "mcore" else {}
     export_hf(tmp_path / "ckpt", tmp_path / "back", **hf_config)
-    _assert_same_tensors(_safetensors(source), _safetensors(tmp_path / "back"))
+    assert_same_tensors(safetensors_tensors(source), safetensors_tensors(tmp_path / "back"))

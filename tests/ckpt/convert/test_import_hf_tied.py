@@ -19,8 +19,8 @@ from cli.main import app
 from mfsdp_ckpt.check.validate import validate_checkpoint
 from mfsdp_ckpt.convert.import_hf import import_hf
 from mfsdp_ckpt.format.dcp_metadata import load_metadata
-from tests.ckpt.convert.test_import_hf import TINY, _hf_model, _safetensors
 from tests.support.ckpt_edits import edit_metadata
+from tests.support.hf_model_files import TINY, safetensors_tensors, saved_hf_model
 
 EMBED, HEAD = "model.model.embed_tokens.weight", "model.lm_head.weight"
 VOCAB = 2048  # the embedding (128 KiB in bf16) dwarfs the blobs' framing
@@ -107,7 +107,7 @@ def test_plain_torch_loads_it_into_a_tied_model(imported):
         for tensor in state["model"].values():
             tensor.zero_()
     dcp.load(state, storage_reader=FileSystemReader(result.checkpoint))
-    hf = _safetensors(source)
+    hf = safetensors_tensors(source)
     assert all(torch.equal(state["model"][name], hf[name]) for name in hf)
     assert torch.equal(model.lm_head.weight, hf["model.embed_tokens.weight"])
     # and into separate tensors: both keys read the embedding's values
@@ -188,7 +188,7 @@ def test_any_other_sharing_is_refused(imported, tmp_path, edit, message):
 
 
 def test_a_tensors_bytes_read_as_a_value_are_refused(tmp_path):
-    source = _hf_model(tmp_path, "qwen2", tied=True)
+    source = saved_hf_model(tmp_path, "qwen2", tied=True)
     dist_ckpt = tmp_path / "mcore"
     import_hf(source, dist_ckpt, layout_name="mcore")  # holds `iteration`, a non-tensor value
     assert validate_checkpoint(dist_ckpt).ok()

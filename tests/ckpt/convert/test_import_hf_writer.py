@@ -18,11 +18,11 @@ from mfsdp_ckpt.convert.import_hf import import_hf
 from mfsdp_ckpt.format.dtypes import BY_NAME
 from mfsdp_ckpt.storage import dcp_stream_writer
 from mfsdp_ckpt.storage.dcp_stream_writer import SourceRange, StreamingDcpWriter
-from tests.ckpt.convert.test_import_hf import (
-    _assert_same_tensors,
-    _hf_model,
-    _leftovers,
-    _safetensors,
+from tests.support.hf_model_files import (
+    assert_same_tensors,
+    hidden_leftovers,
+    safetensors_tensors,
+    saved_hf_model,
 )
 
 
@@ -48,13 +48,13 @@ def _assert_manifest_hashes_the_files(run: Path) -> None:
 def test_manifest_xxh3_is_xxhash_over_each_written_file(tmp_path, monkeypatch, threads):
     monkeypatch.setattr(dcp_stream_writer, "WRITE_THREADS", threads)
     monkeypatch.setattr(dcp_stream_writer, "WRITEBACK_BYTES", 4096)  # many writeback hints
-    source = _hf_model(tmp_path, "qwen2", tied=True)
+    source = saved_hf_model(tmp_path, "qwen2", tied=True)
     import_hf(source, tmp_path / "run", layout_name="hf")
     data_files = sorted((tmp_path / "run" / "global_step_0" / "dist_ckpt").glob("*.distcp"))
     assert len(data_files) == threads
     _assert_manifest_hashes_the_files(tmp_path / "run")
     export_hf(tmp_path / "run", tmp_path / "back")
-    _assert_same_tensors(_safetensors(source), _safetensors(tmp_path / "back"))
+    assert_same_tensors(safetensors_tensors(source), safetensors_tensors(tmp_path / "back"))
 
 
 def test_hashes_hold_where_the_kernel_cannot_copy(tmp_path, monkeypatch):
@@ -66,12 +66,12 @@ def test_hashes_hold_where_the_kernel_cannot_copy(tmp_path, monkeypatch):
         raise OSError(errno.EXDEV, "Invalid cross-device link")
 
     monkeypatch.setattr(os, "copy_file_range", no_kernel_copy)
-    source = _hf_model(tmp_path, "llama", tied=False)
+    source = saved_hf_model(tmp_path, "llama", tied=False)
     import_hf(source, tmp_path / "run", layout_name="hf")
     assert calls  # the fallback was taken
     _assert_manifest_hashes_the_files(tmp_path / "run")
     export_hf(tmp_path / "run", tmp_path / "back")
-    _assert_same_tensors(_safetensors(source), _safetensors(tmp_path / "back"))
+    assert_same_tensors(safetensors_tensors(source), safetensors_tensors(tmp_path / "back"))
 
 
 def test_every_payload_kind_hashed_and_loadable(tmp_path, monkeypatch):
@@ -143,15 +143,15 @@ def test_a_failure_inside_a_file_thread_leaves_nothing(tmp_path, monkeypatch):
         return ranges
 
     monkeypatch.setattr(import_module, "_payload_ranges", past_the_end)
-    source = _hf_model(tmp_path, "qwen3", tied=False)
+    source = saved_hf_model(tmp_path, "qwen3", tied=False)
     with pytest.raises(OSError, match="truncated"):
         import_hf(source, tmp_path / "out", layout_name="hf")
-    assert not (tmp_path / "out").exists() and _leftovers(tmp_path) == []
+    assert not (tmp_path / "out").exists() and hidden_leftovers(tmp_path) == []
     assert _writer_threads() == []
 
 
 def test_progress_reports_every_tensor(tmp_path):
-    source = _hf_model(tmp_path, "qwen2", tied=False)
+    source = saved_hf_model(tmp_path, "qwen2", tied=False)
     seen = []
     result = import_hf(
         source, tmp_path / "out", layout_name="mcore", progress=lambda *args: seen.append(args)

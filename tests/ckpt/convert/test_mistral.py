@@ -17,8 +17,8 @@ from cli.main import app
 from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.convert.import_hf import import_hf
 from mfsdp_ckpt.storage.reader import CheckpointReader
-from tests.ckpt.convert.test_import_hf import TINY as IMPORT_TINY
-from tests.ckpt.convert.test_import_hf import _assert_same_tensors, _safetensors
+from tests.support.hf_model_files import TINY as IMPORT_TINY
+from tests.support.hf_model_files import assert_same_tensors, safetensors_tensors
 
 # test_import_hf's tiny shape in fp32 (logits compare exactly), with head_dim 16 where
 # hidden / heads would be 8
@@ -54,7 +54,7 @@ def test_round_trip_is_bit_exact_and_computes_the_same(layout_name, tied, tmp_pa
     import_hf(source, tmp_path / "ckpt", layout_name=layout_name)
     hf_config = {"hf_config": source} if layout_name == "mcore" else {}
     export_hf(tmp_path / "ckpt", tmp_path / "back", **hf_config)
-    _assert_same_tensors(_safetensors(source), _safetensors(tmp_path / "back"))
+    assert_same_tensors(safetensors_tensors(source), safetensors_tensors(tmp_path / "back"))
     assert json.loads((tmp_path / "back" / "config.json").read_text())["model_type"] == "mistral"
     assert torch.equal(_logits(source), _logits(tmp_path / "back"))
 
