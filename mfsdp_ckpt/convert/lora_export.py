@@ -135,10 +135,7 @@ def export_lora(
             result.mismatches = manifest_hash_errors(paths) + (result.mismatches or [])
             if result.mismatches:
                 raise ExportVerifyError(result.mismatches)
-        for path in sorted(tmp.rglob("*")):
-            layout.fsync_path(path)
-        layout.fsync_path(tmp)
-        claim.publish()
+        claim.publish_synced()
     result.out_dir, result.seconds = str(out), time.monotonic() - started
     return result
 

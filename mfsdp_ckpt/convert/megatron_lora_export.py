@@ -42,7 +42,6 @@ from mfsdp_ckpt.convert.lora_export import (
 from mfsdp_ckpt.convert.megatron_lora import MegatronLora, holds_adapters
 from mfsdp_ckpt.convert.megatron_lora_alpha import set_lora_scale
 from mfsdp_ckpt.convert.name_maps import Geometry, MappingError, model_tensors
-from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.lora import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
@@ -106,10 +105,7 @@ def export_megatron_adapter(
         result = _write_adapter(lora, source.reader, config, tmp, dtype, verify, progress)
         if result.mismatches:
             raise ExportVerifyError(result.mismatches)
-        for path in sorted(tmp.rglob("*")):
-            layout.fsync_path(path)
-        layout.fsync_path(tmp)
-        claim.publish()
+        claim.publish_synced()
     result.out_dir, result.seconds = str(out), time.monotonic() - started
     return result
 
@@ -272,10 +268,7 @@ def merge_onto_base(
         )
         if result.mismatches:
             raise ExportVerifyError(result.mismatches)
-        for path in sorted(tmp.rglob("*")):
-            layout.fsync_path(path)
-        layout.fsync_path(tmp)
-        claim.publish()
+        claim.publish_synced()
     result.notes += lora.notes
     result.out_dir, result.seconds = str(out), time.monotonic() - started
     return result

@@ -269,6 +269,14 @@ class OutputClaim:
         self.published = True
         fsync_path(self.out.parent)
 
+    def publish_synced(self) -> None:
+        """`publish`, after every file and folder in the work directory is fsynced: for
+        writers that leave their files unsynced (the LoRA exports' safetensors), so what
+        appears at `out` survives a power cut."""
+        for path in sorted(self.tmp.rglob("*")):
+            fsync_path(path)
+        self.publish()
+
     # ---------------------------------------------------------------- internals
     def _appeared(self) -> OutputDirError:
         return OutputDirError(

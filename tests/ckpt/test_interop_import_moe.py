@@ -20,6 +20,7 @@ import torch
 from mfsdp_ckpt.check.validate import validate_checkpoint
 from mfsdp_ckpt.format.layout import resolve_checkpoint
 from tests.support.export import load_report, logits_of
+from tests.support.hf_model_files import safetensors_tensors
 from tests.support.hf_to_mcore import tiny_causal_lm, to_mcore
 from tests.support.interop_layouts import one_error_line, run_cli
 from tests.support.megatron_checkpoints import source_logits
@@ -40,16 +41,6 @@ def _saved(root: Path, family: str, **changes) -> tuple[torch.nn.Module, Path]:
     model = tiny_causal_lm(family, **changes) if changes else _tiny(family)
     model.save_pretrained(root / "source")
     return model, root / "source"
-
-
-def _safetensors(model_dir: Path) -> dict[str, torch.Tensor]:
-    from safetensors import safe_open
-
-    tensors = {}
-    for file in sorted(model_dir.glob("*.safetensors")):
-        with safe_open(str(file), framework="pt") as handle:
-            tensors.update({name: handle.get_tensor(name) for name in handle.keys()})
-    return tensors
 
 
 def _dcp_tensors(dcp_dir: Path) -> dict[str, torch.Tensor]:
@@ -86,7 +77,7 @@ def test_import_then_export_gives_back_the_saved_model(family, layout, experts, 
         "ckpt", "export-hf", tmp_path / "imported", "--out", out, *config_args
     )
     assert code == 0, stdout + err
-    saved, exported = _safetensors(source), _safetensors(out)
+    saved, exported = safetensors_tensors(source), safetensors_tensors(out)
     assert sorted(exported) == sorted(saved)
     for name, tensor in saved.items():
         assert exported[name].dtype == tensor.dtype and torch.equal(exported[name], tensor), name
@@ -190,7 +181,7 @@ def test_a_missing_expert_tensor_is_refused_naming_it(tmp_path):
     from safetensors.torch import save_file
 
     _, source = _saved(tmp_path, "qwen3_moe")
-    tensors = _safetensors(source)
+    tensors = safetensors_tensors(source)
     del tensors["model.layers.1.mlp.experts.2.up_proj.weight"]
     save_file(tensors, str(source / "model.safetensors"), metadata={"format": "pt"})
     code, stdout, err = run_cli("ckpt", "import-hf", source, "--out", tmp_path / "mcore")
@@ -202,7 +193,7 @@ def test_a_nan_in_one_expert_stops_the_import_naming_it(tmp_path):
     from safetensors.torch import save_file
 
     _, source = _saved(tmp_path, "mixtral")
-    tensors = _safetensors(source)
+    tensors = safetensors_tensors(source)
     name = "model.layers.0.block_sparse_moe.experts.1.w2.weight"
     tensors[name][3, 4] = float("nan")
     save_file(tensors, str(source / "model.safetensors"), metadata={"format": "pt"})
@@ -252,7 +243,7 @@ def test_experts_saved_fused_as_transformers_holds_them_import_per_expert(family
         "ckpt", "export-hf", tmp_path / "imported", "--out", out, *config_args
     )
     assert code == 0, stdout + err
-    saved, exported = _safetensors(hub), _safetensors(out)
+    saved, exported = safetensors_tensors(hub), safetensors_tensors(out)
     assert sorted(exported) == sorted(saved)
     for name, tensor in saved.items():
         assert torch.equal(exported[name], tensor), name
