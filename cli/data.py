@@ -69,7 +69,7 @@ _SPLIT = click.option(
     "--split",
     default=None,
     help="Split name (default: the input file's name, train for train.jsonl or the Hub's "
-    "train-00000-of-00001.parquet).",
+    "train-00000-of-00001.parquet; the Hub's shards of one split, all given, make one table).",
 )
 _JSON = click.option(
     "--json",

@@ -332,3 +332,59 @@ def test_a_hub_dataset_id_as_input_says_how_to_fetch_it(tmp_path, monkeypatch, c
         "downloaded here, so fetch it first (`hf download openai/gsm8k --repo-type dataset "
         "--local-dir gsm8k`) and give its files under gsm8k/ as --input\n"
     )
+
+
+def _hub_shards(root, split: str, count: int, rows_each: int) -> list[str]:
+    """A GSM8K split as the Hub serves a large one: `count` parquet shards of distinct rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from trainer.tiny import synthetic_arithmetic
+
+    root.mkdir(exist_ok=True)
+    paths = []
+    for index in range(count):
+        rows = synthetic_arithmetic(rows_each, seed=index + 1)
+        table = pa.table({key: [row[key] for row in rows] for key in ("question", "answer")})
+        paths.append(str(root / f"{split}-{index:05d}-of-{count:05d}.parquet"))
+        pq.write_table(table, paths[-1])
+    return paths
+
+
+def test_the_hub_shards_of_one_split_make_one_table_in_shard_order(tmp_path):
+    """A split the Hub serves in shards (train-00000-of-00002, train-00001-of-00002), given
+    in any order, is one sft/train.parquet: the shards' rows in shard order, indices counting
+    on (they were refused as two inputs making one split)."""
+    import pyarrow.parquet as pq
+    from click.testing import CliRunner
+
+    from cli.main import app
+
+    shards = _hub_shards(tmp_path / "main", "train", 2, 3)
+    inputs = [arg for path in reversed(shards) for arg in ("--input", path)]
+    done = CliRunner().invoke(app, ["data", "gsm8k", *inputs, "--out", str(tmp_path / "out")])
+    assert done.exit_code == 0, done.output
+    rl = pq.read_table(tmp_path / "out" / "rl" / "train.parquet").to_pylist()
+    questions = [q for path in shards for q in pq.read_table(path).column("question").to_pylist()]
+    assert [row["extra_info"]["question"] for row in rl] == questions
+    assert [row["extra_info"]["index"] for row in rl] == list(range(6))
+    sft = pq.read_table(tmp_path / "out" / "sft" / "train.parquet").to_pylist()
+    assert [row["extra_info"]["index"] for row in sft] == list(range(6))
+
+
+def test_a_split_given_without_all_its_shards_names_the_missing_one(tmp_path):
+    """Two of three shards would make a train table that looks whole: refused naming the
+    shard not given, unless --split says to convert these alone."""
+    from click.testing import CliRunner
+
+    from cli.main import app
+
+    shards = _hub_shards(tmp_path / "main", "train", 3, 2)
+    inputs = ["--input", shards[0], "--input", shards[2], "--out", str(tmp_path / "out")]
+    done = CliRunner().invoke(app, ["data", "gsm8k", *inputs])
+    assert done.exit_code == 2, done.output
+    assert "train-00001-of-00003 is not given; give every shard" in done.output, done.output
+    assert not (tmp_path / "out").exists()
+    done = CliRunner().invoke(app, ["data", "gsm8k", *inputs, "--split", "part"])
+    assert done.exit_code == 0, done.output
+    assert (tmp_path / "out" / "sft" / "part.parquet").is_file()

@@ -62,34 +62,44 @@ CONVERTERS = {"gsm8k": gsm8k_rows, "math": math_rows}
 
 
 # The shard suffix of the files the Hugging Face Hub serves a dataset in
-# (openai/gsm8k: main/train-00000-of-00001.parquet)
-_HUB_SHARD_SUFFIX = re.compile(r"-[0-9]{5}-of-[0-9]{5}$")
+# (openai/gsm8k: main/train-00000-of-00001.parquet; a larger split in several shards)
+_HUB_SHARD = re.compile(r"(?P<split>.+)-(?P<index>[0-9]{5})-of-(?P<count>[0-9]{5})")
+
+
+def _stem(source: str | os.PathLike) -> str:
+    return Path(source).stem.split(".")[0]
 
 
 def split_named_by(source: str | os.PathLike) -> str:
     """The split a file's name says: its stem (`train` of train.jsonl), without the shard
     suffix of a file downloaded from the Hub, which otherwise named the tables
     sft/train-00000-of-00001.parquet, where the example configs read sft/train.parquet."""
-    stem = Path(source).stem.split(".")[0]
-    return _HUB_SHARD_SUFFIX.sub("", stem) or stem
+    shard = _HUB_SHARD.fullmatch(_stem(source))
+    return shard["split"] if shard else _stem(source)
 
 
 def convert_files(
     dataset: str, inputs: list[str], out_dir: str | Path, split: str | None = None
 ) -> dict[str, Path]:
     """Convert each input file; the split name is `split` or the one its file name says
-    (`split_named_by`). Every input is converted before anything is written, and the tables
-    are written all or none, so a bad second input or a full disk leaves --out as it was."""
+    (`split_named_by`), the Hub's shards of one split making one table. Every input is
+    converted before anything is written, and the tables are written all or none, so a bad
+    second input or a full disk leaves --out as it was."""
     written: dict[str, Path] = {}
     tables: dict[Path, list[dict[str, Any]]] = {}
-    names = [split or split_named_by(source) for source in inputs]
-    _refuse_shared_split(inputs, names, split)
-    for source, name in zip(inputs, names, strict=True):
-        rows = read_rows(source)
-        try:
-            sft, rl = CONVERTERS[dataset](rows, name)
-        except DataFileError as err:
-            raise DataFileError(f"{source}: {err}") from None
+    splits = _splits(inputs, split)  # refused before any input is read
+    for name, sources in splits.items():
+        sft: list[dict[str, Any]] = []
+        rl: list[dict[str, Any]] = []
+        for source in sources:
+            rows = read_rows(source)
+            try:
+                converted = CONVERTERS[dataset](rows, name)
+            except DataFileError as err:
+                raise DataFileError(f"{source}: {err}") from None
+            _shift_indices(converted, len(sft))  # a split's rows count on across its shards
+            sft += converted[0]
+            rl += converted[1]
         for kind, table in (("sft", sft), ("rl", rl)):
             path = Path(out_dir) / kind / f"{name}.parquet"
             written[f"{kind}/{name}"] = path
@@ -97,6 +107,12 @@ def convert_files(
     _refuse_writing_over_inputs(inputs, tables)
     write_tables(tables)
     return written
+
+
+def _shift_indices(converted: tuple[list[dict], list[dict]], offset: int) -> None:
+    for table in converted:
+        for row in table:
+            row["extra_info"]["index"] += offset
 
 
 def _refuse_writing_over_inputs(inputs: list[str], outputs: Iterable[Path]) -> None:
@@ -111,20 +127,45 @@ def _refuse_writing_over_inputs(inputs: list[str], outputs: Iterable[Path]) -> N
                     )
 
 
-def _refuse_shared_split(inputs: list[str], names: list[str], split: str | None) -> None:
+def _splits(inputs: list[str], split: str | None) -> dict[str, list[str]]:
+    """{split: its input files}, in the order given. Several files make one split only as
+    the Hub's shards of it (`train-00000-of-00002.parquet`, `train-00001-of-00002.parquet`),
+    read in shard order; and unless `--split` names the split, every shard must be given:
+    a split converted from some of its shards would look whole."""
+    grouped: dict[str, list[str]] = {}
+    for source in inputs:
+        grouped.setdefault(split or split_named_by(source), []).append(source)
+    return {name: _shards_in_order(name, sources, split) for name, sources in grouped.items()}
+
+
+def _shards_in_order(name: str, sources: list[str], split: str | None) -> list[str]:
+    matches = [_HUB_SHARD.fullmatch(_stem(source)) for source in sources]
+    shards = [(m["split"], int(m["index"]), int(m["count"])) for m in matches if m is not None]
+    one_split = len(shards) == len(sources) and len({(s, c) for s, _, c in shards}) == 1
+    if len(sources) > 1 and not (one_split and len({i for _, i, _ in shards}) == len(shards)):
+        _refuse_shared_split(sources[0], sources[1], name, split)
+    if not one_split:
+        return sources
+    given = {index: source for (_, index, _), source in zip(shards, sources, strict=True)}
+    stem, _, count = shards[0]
+    missing = next((i for i in range(count) if i not in given), None)
+    if split is None and missing is not None:
+        raise DataFileError(
+            f"--input {sources[0]}: split '{name}' comes in {count} shards and"
+            f" {stem}-{missing:05d}-of-{count:05d} is not given; give every shard, or"
+            " --split NAME to convert these alone"
+        )
+    return [given[i] for i in sorted(given)]
+
+
+def _refuse_shared_split(first: str, second: str, name: str, split: str | None) -> None:
     """Two inputs named for one split (`--split train` given with two, or `a/train.jsonl` and
     `b/train.jsonl`): the second table silently replaced the first in OUT/sft/train.parquet."""
-    first: dict[str, str] = {}
-    for path, name in zip(inputs, names, strict=True):
-        if name in first:
-            why = (
-                "--split names every input's split" if split else "split names come from file names"
-            )
-            raise DataFileError(
-                f"--input {first[name]} and --input {path} both make split '{name}' ({why});"
-                " convert them one at a time, each with its own --split"
-            )
-        first[name] = path
+    why = "--split names every input's split" if split else "split names come from file names"
+    raise DataFileError(
+        f"--input {first} and --input {second} both make split '{name}' ({why});"
+        " convert them one at a time, each with its own --split"
+    )
 
 
 def _require(row: dict[str, Any], index: int, *columns: str) -> list[str]:
