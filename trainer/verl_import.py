@@ -36,6 +36,11 @@ MAX_EXPANDED_CHARS = 4 * MAX_SOURCE_BYTES
 GRPO_MODULES = ("verl.trainer.main_ppo",)
 SFT_MODULES = ("verl.trainer.fsdp_sft_trainer", "verl.trainer.sft_trainer")
 _VARIABLE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+# `$(...)` and backquotes hold a command whose words shlex splits apart
+# (`experiment_name=run_$(date +%s)` became `run_$(date`): kept whole as text, never run
+_COMMAND_SUBSTITUTION = re.compile(r"\$\([^()]*\)|`[^`]*`")
+_NESTING = 4  # substitutions nested deeper than a launch script's are split as shlex splits
+_HELD = "\ue000"  # a private-use character marks a held substitution while shlex splits
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -143,7 +148,7 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str]:
                 f"{line[:40]!r}, more than the {MAX_LINE_CHARS} a launch command needs"
             )
         try:
-            words = shlex.split(line, comments=True)
+            words = _shell_words(line)
         except ValueError:
             continue  # an unbalanced quote: not a line this reads
         assignment = words[1:] if words[:1] == ["export"] else words
@@ -168,8 +173,34 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str]:
         if sep and not key.startswith("-"):
             text_value = variables.substitute(value)
             value_source = f"{source}: {key}"
-            pairs.append((key, _parse(text_value, value_source) if text_value.strip() else None))
+            if _COMMAND_SUBSTITUTION.search(text_value):  # the shell's output, text here
+                parsed: Any = text_value
+            else:
+                parsed = _parse(text_value, value_source) if text_value.strip() else None
+            pairs.append((key, parsed))
     return pairs, command
+
+
+def _shell_words(line: str) -> list[str]:
+    """shlex's words of `line`, each command substitution in it one piece of text."""
+    if _HELD in line:
+        return shlex.split(line, comments=True)
+    held: list[str] = []
+
+    def hold(match: re.Match) -> str:
+        held.append(match.group(0))
+        return f"{_HELD}{len(held) - 1}{_HELD}"
+
+    for _ in range(_NESTING):  # innermost first; each pass reads the whole line
+        line = _COMMAND_SUBSTITUTION.sub(hold, line)
+    marker = re.compile(f"{_HELD}([0-9]+){_HELD}")
+
+    def restore(text: str) -> str:
+        for _ in range(_NESTING):
+            text = marker.sub(lambda m: held[int(m.group(1))], text)
+        return text
+
+    return [restore(word) for word in shlex.split(line, comments=True)]
 
 
 class _Variables:
@@ -244,11 +275,18 @@ def _convert(
         raise VerlSourceError(str(err)) from None
     conversion.tree = _typed(conversion.tree, built)  # 1e-6 as a number, 0 as 0.0 where floats go
     conversion.notes += [
-        f"{key}={value}: set the shell variable, or edit the path"
+        f"{key}={value}: {_unresolved(str(value))}"
         for key, value in _leaves(conversion.tree)
-        if "$" in str(value)
+        if "$" in str(value) or "`" in str(value)
     ]
     return conversion
+
+
+def _unresolved(value: str) -> str:
+    """What a value still holding shell syntax needs from the user."""
+    if "$(" in value or "`" in value:
+        return "a shell command substitution, not run here: edit the value"
+    return "set the shell variable, or edit the path"
 
 
 def _typed(tree: dict[str, Any], built: dict[str, Any]) -> dict[str, Any]:

@@ -262,6 +262,29 @@ def test_from_verl_reports_keys_it_cannot_carry(tmp_path):
     assert "trainer.balance_batch=True" in conversion.dropped[1]
 
 
+def test_from_verl_keeps_a_command_substitution_whole_and_says_it_is_not_run(tmp_path):
+    """`name=run_$(date +%s)` is one shell word: shlex alone split it into `run_$(date` and
+    `+%s)`, and the config got the broken half at exit 0. Kept whole (backquotes, nested
+    and a `#` inside too), never run, and named in a note."""
+    script = tmp_path / "run.sh"
+    marker = tmp_path / "ran"
+    script.write_text(
+        "python3 -m verl.trainer.main_ppo \\\n"
+        "  trainer.experiment_name=run_$(date +%s)_$(echo $(touch " + str(marker) + ")) \\\n"
+        "  trainer.project_name=`echo a#b` \\\n"
+        "  actor_rollout_ref.rollout.n=4\n"
+    )
+    conversion = convert_verl(script)
+    assert conversion.tree["trainer"] == {
+        "experiment_name": f"run_$(date +%s)_$(echo $(touch {marker}))",
+        "project_name": "`echo a#b`",
+    }
+    assert conversion.tree["rollout"] == {"n": 4}
+    notes = [n for n in conversion.notes if "command substitution, not run here" in n]
+    assert len(notes) == 2, conversion.notes
+    assert not marker.exists()
+
+
 def test_from_verl_yaml_config(tmp_path):
     path = tmp_path / "ppo.yaml"
     path.write_text(
