@@ -181,10 +181,30 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str]:
     return pairs, command
 
 
+def _without_comment(line: str) -> str:
+    """`line` up to its comment: a `#` outside quotes at the start of a word, as the shell
+    reads it (shlex's `comments=True` cut at any `#`, so `experiment_name=run#2` lost the
+    rest of a continued command)."""
+    quote = ""
+    escaped = False
+    for index, char in enumerate(line):
+        if escaped:
+            escaped = False
+        elif char == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (index == 0 or line[index - 1].isspace()):
+            return line[:index]
+    return line
+
+
 def _shell_words(line: str) -> list[str]:
     """shlex's words of `line`, each command substitution in it one piece of text."""
     if _HELD in line:
-        return shlex.split(line, comments=True)
+        return shlex.split(_without_comment(line))
     held: list[str] = []
 
     def hold(match: re.Match) -> str:
@@ -200,7 +220,7 @@ def _shell_words(line: str) -> list[str]:
             text = marker.sub(lambda m: held[int(m.group(1))], text)
         return text
 
-    return [restore(word) for word in shlex.split(line, comments=True)]
+    return [restore(word) for word in shlex.split(_without_comment(line))]
 
 
 class _Variables:

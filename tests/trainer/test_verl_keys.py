@@ -285,6 +285,21 @@ def test_from_verl_keeps_a_command_substitution_whole_and_says_it_is_not_run(tmp
     assert not marker.exists()
 
 
+def test_from_verl_reads_a_hash_inside_a_word_as_the_shell_does(tmp_path):
+    """`#` starts a comment only at the start of a word, outside quotes: `run#2` is a value,
+    and the keys after it on the continued command line are read (they were dropped)."""
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "python3 -m verl.trainer.main_ppo \\\n"
+        "  trainer.experiment_name=run#2 \\\n"
+        "  trainer.project_name='x y#z' \\\n"
+        "  actor_rollout_ref.rollout.n=4 # the group size\n"
+    )
+    conversion = convert_verl(script)
+    assert conversion.tree["trainer"] == {"experiment_name": "run#2", "project_name": "x y#z"}
+    assert conversion.tree["rollout"] == {"n": 4}
+
+
 def test_from_verl_yaml_config(tmp_path):
     path = tmp_path / "ppo.yaml"
     path.write_text(
