@@ -58,7 +58,6 @@ def _opcode(name: str) -> int:
 # Opcodes that only push plain values or reshape the stack: taken as the stdlib implements them.
 _PLAIN_OPS = (
     "PROTO",
-    "FRAME",
     "STOP",
     "MARK",
     "POP",
@@ -185,7 +184,8 @@ class RestrictedUnpickler(pickle._Unpickler):
         persistent_load: Callable[[Any], Any] | None = None,
         placeholders: PlaceholderPolicy | None = None,
     ):
-        super().__init__(io.BytesIO(data))
+        self._stream = io.BytesIO(data)
+        super().__init__(self._stream)
         _check_table(allowed)
         if placeholders is not None:
             records = (*records, PlaceholderCall)
@@ -196,7 +196,6 @@ class RestrictedUnpickler(pickle._Unpickler):
         }
         self._fresh: dict[int, Any] = {}  # id -> object created here (kept alive: ids stay unique)
         self._built: set[int] = set()
-        self._ops = 0
         self._persistent = persistent_load
 
     def find_class(self, module: str, name: str) -> object:
@@ -213,6 +212,32 @@ class RestrictedUnpickler(pickle._Unpickler):
         if self._persistent is None or not isinstance(pid, tuple):
             raise PickleRefused("refusing a persistent id: this pickle may not reference storages")
         return self._persistent(pid)
+
+    def load(self) -> Any:
+        """The stdlib loop, reading straight from the bytes (FRAME is only a buffering hint,
+        so no unframer) and counting opcodes inline: per opcode, one C read and one call."""
+        stream = self._stream
+        self.read, self.readline = stream.read, stream.readline
+        self.metastack: list[list[Any]] = []
+        self.stack, self.proto = [], 0
+        self.append = self.stack.append
+        read, dispatch, left = stream.read, self.dispatch, self.max_ops
+        try:
+            while True:
+                key = read(1)
+                if not key:
+                    raise EOFError
+                left -= 1
+                if left < 0:
+                    raise PickleRefused(
+                        f"more than {self.max_ops} pickle opcodes (the limit for this file)"
+                    )
+                dispatch[key[0]](self)
+        except pickle._Stop as stop:  # type: ignore[attr-defined]
+            return stop.value
+
+    def _load_frame(self) -> None:
+        self.read(8)  # the frame's length: the bytes follow in the same stream
 
     # ------------------------------------------------------------------ guarded opcodes
     def _mine(self, obj: Any) -> bool:
@@ -306,14 +331,12 @@ class RestrictedUnpickler(pickle._Unpickler):
         if cls not in self.records or not self._mine(inst) or id(inst) in self._built:
             raise PickleRefused(f"BUILD on a {cls.__name__} this pickle did not just create")
         self._built.add(id(inst))
-        if "__setstate__" in vars(cls) or any("__setstate__" in vars(c) for c in cls.__mro__[1:-1]):
+        own_setstate, names = _build_plan(cls)
+        if own_setstate:
             inst.__setstate__(state)
             return
         if isinstance(state, tuple) and len(state) == 2 and state[1] is None:
             state = state[0]
-        names = (
-            {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
-        )
         if not isinstance(state, dict) or not all(isinstance(k, str) and k in names for k in state):
             raise PickleRefused(f"BUILD of {cls.__name__} with fields it does not have")
         for key, value in state.items():
@@ -326,6 +349,24 @@ class RestrictedUnpickler(pickle._Unpickler):
         self.stack[-1] = self.persistent_load(self.stack[-1])
 
 
+_BUILD_PLANS: dict[type, tuple[bool, frozenset[str]]] = {}
+
+
+def _build_plan(cls: type) -> tuple[bool, frozenset[str]]:
+    """Whether a record class sets its own state, and else the fields a BUILD may fill
+    (worked out once per class: a large .metadata BUILDs hundreds of thousands)."""
+    if cls in _BUILD_PLANS:
+        return _BUILD_PLANS[cls]
+    own = "__setstate__" in vars(cls) or any("__setstate__" in vars(c) for c in cls.__mro__[1:-1])
+    names = (
+        frozenset(f.name for f in dataclasses.fields(cls))
+        if dataclasses.is_dataclass(cls)
+        else frozenset()
+    )
+    _BUILD_PLANS[cls] = (own, names)
+    return own, names
+
+
 def _refuse(code: int) -> Callable:
     name = next(
         (op.name for op in pickletools.opcodes if op.code.encode("latin-1")[0] == code), None
@@ -335,18 +376,6 @@ def _refuse(code: int) -> Callable:
         raise PickleRefused(f"opcode {name or hex(code)} is not admitted in checkpoint pickles")
 
     return refuse
-
-
-def _counted(handler: Callable) -> Callable:
-    def counted(self: RestrictedUnpickler) -> None:
-        self._ops += 1
-        if self._ops > self.max_ops:
-            raise PickleRefused(
-                f"more than {self.max_ops} pickle opcodes (the limit for this file)"
-            )
-        handler(self)
-
-    return counted
 
 
 def _dispatch_table() -> dict[int, Callable]:
@@ -365,11 +394,10 @@ def _dispatch_table() -> dict[int, Callable]:
             _opcode("BUILD"): own._load_build,
             _opcode("BINPERSID"): own._load_persid,
             _opcode("LONG4"): own._load_long4,
+            _opcode("FRAME"): own._load_frame,
         }
     )
-    return {
-        code: _counted(handlers[code]) if code in handlers else _refuse(code) for code in range(256)
-    }
+    return {code: handlers[code] if code in handlers else _refuse(code) for code in range(256)}
 
 
 RestrictedUnpickler.dispatch = _dispatch_table()
