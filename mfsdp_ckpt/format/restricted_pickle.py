@@ -217,7 +217,7 @@ class RestrictedUnpickler(pickle._Unpickler):
         """The stdlib loop, reading straight from the bytes (FRAME is only a buffering hint,
         so no unframer) and counting opcodes inline: per opcode, one C read and one call."""
         stream = self._stream
-        self.read, self.readline = stream.read, stream.readline
+        self.read, self.readline, self.readinto = stream.read, stream.readline, stream.readinto
         self.metastack: list[list[Any]] = []
         self.stack, self.proto = [], 0
         self.append = self.stack.append
