@@ -3,7 +3,8 @@ from-verl`: what carries over, under which mfsdp key, and what does not and why.
 
 The key table is `trainer.verl_keys`; this module only finds the `key=value` pairs (in a
 shell script: the arguments of `python3 -m verl.trainer.main_ppo` or of verl's SFT trainer,
-backslash continuations joined, simple `NAME=value` variables substituted) and reports.
+backslash continuations joined, simple `NAME=value` variables substituted, bash arrays
+`NAME=( ... )` spread where `"${NAME[@]}"` stands) and reports.
 Nothing in the script is executed.
 """
 
@@ -23,7 +24,7 @@ from mfsdp_ckpt.check.printable import printable
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
-from trainer import verl_keys
+from trainer import shell_arithmetic, verl_keys
 from trainer.config_yaml import YAMLConfigError, parse_yaml
 
 MAX_SOURCE_BYTES = 1 << 20  # launch scripts and configs are a few KiB
@@ -41,7 +42,18 @@ _VARIABLE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _COMMAND_SUBSTITUTION = re.compile(r"\$\([^()]*\)|`[^`]*`")
 _NESTING = 4  # substitutions nested deeper than a launch script's are split as shlex splits
 _HELD = "\ue000"  # a private-use character marks a held substitution while shlex splits
-_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+# `${1:-vllm}`: a positional parameter (the script's own argument) is matched for its default;
+# a default may hold `${OTHER}` (`${TRAIN_FILE:-${DATA_HOME}/train.parquet}`): braces one deep
+_REFERENCE = re.compile(
+    r"\$\{([A-Za-z_][A-Za-z0-9_]*|[0-9]+)(?::-((?:[^{}]|\{[^{}]*\})*))?\}"
+    r"|\$([A-Za-z_][A-Za-z0-9_]*)"
+)
+# verl's newer examples group their overrides in bash arrays: `DATA=(` ... `)` then
+# `"${DATA[@]}"` in the command (read as no keys at all, the config came out `{}` at exit 0)
+_ARRAY_START = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=\((.*)$")
+_ARRAY_SPREAD = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\[[@*]\]\}$")
+# the script's own arguments passed on to verl: more overrides, known only when it runs
+_FORWARDED = ("$@", "$*", "${@}", "${*}")
 
 
 class VerlSourceError(MfsdpUsageError, ValueError):
@@ -80,13 +92,14 @@ def convert_verl(path: str | Path, command: str | None = None) -> Conversion:
     except UnicodeDecodeError:
         raise VerlSourceError(f"{source}: not UTF-8 text") from None
     tree: dict[str, Any] = {}
+    script_notes: list[str] = []
     if source.suffix.lower() in (".yaml", ".yml"):
         tree = _yaml_tree(text, source)
         command = command or ("grpo" if "actor_rollout_ref" in tree else "sft")
         tree, pairs = verl_keys.split_foreign(_config_class(command), tree)
         pairs = [(key, value) for key, value in pairs if key.rsplit(".", 1)[-1] != "_target_"]
     else:
-        pairs, found = _script_pairs(text, source)
+        pairs, found, script_notes = _script_pairs(text, source)
         command = command or found
     estimator = dict(pairs).get(
         "algorithm.adv_estimator", tree.get("algorithm", {}).get("adv_estimator", "grpo")
@@ -95,7 +108,9 @@ def convert_verl(path: str | Path, command: str | None = None) -> Conversion:
         raise VerlSourceError(
             f"{source}: algorithm.adv_estimator={estimator}; mfsdp trains GRPO only"
         )
-    return _convert(tree, pairs, command, str(source))
+    conversion = _convert(tree, pairs, command, str(source))
+    conversion.notes += script_notes
+    return conversion
 
 
 def _read_source(source: Path) -> bytes:
@@ -137,10 +152,12 @@ def _yaml_tree(text: str, source: Path) -> dict[str, Any]:
     return tree
 
 
-def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str]:
-    """The `key=value` arguments of the script's (last) verl trainer command."""
+def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str, list[str]]:
+    """The `key=value` arguments of the script's (last) verl trainer command, and notes on
+    what of the command is known only when the script runs."""
     variables = _Variables(source)
     found: tuple[str, list[str]] | None = None
+    array: _Array | None = None  # a bash array being read, over lines
     for line in text.replace("\\\r\n", " ").replace("\\\n", " ").splitlines():
         if len(line) > MAX_LINE_CHARS:
             raise VerlSourceError(
@@ -151,6 +168,14 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str]:
             words = _shell_words(line)
         except ValueError:
             continue  # an unbalanced quote: not a line this reads
+        if array is None and words and (start := _ARRAY_START.match(words[0])):
+            array = _Array(start.group(1), start.group(2) == "+")
+            words = [start.group(3), *words[1:]] if start.group(3) else words[1:]
+        if array is not None:
+            if array.read(words):
+                variables.assign_array(array.name, array.items, array.append)
+                array = None
+            continue
         assignment = words[1:] if words[:1] == ["export"] else words
         if len(assignment) == 1 and (match := _VARIABLE.match(assignment[0])):
             variables.assign(match.group(1), match.group(2))
@@ -167,8 +192,15 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str]:
             "command found (or give a verl YAML config)"
         )
     command, words = found
+    notes = [*variables.notes]
     pairs = []
-    for word in words:
+    for word in variables.spread(words, notes):
+        if word in _FORWARDED:
+            notes.append(
+                f"{word}: the script passes its own arguments on to verl; the overrides it is "
+                "run with are not in this config: add them to it"
+            )
+            continue
         key, sep, value = word.partition("=")
         if sep and not key.startswith("-"):
             text_value = variables.substitute(value)
@@ -178,7 +210,25 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str]:
             else:
                 parsed = _parse(text_value, value_source) if text_value.strip() else None
             pairs.append((key, parsed))
-    return pairs, command
+    return pairs, command, notes
+
+
+@dataclass
+class _Array:
+    """A bash array assignment `NAME=(` (or `NAME+=(`) read word by word up to its `)`."""
+
+    name: str
+    append: bool
+    items: list[str] = field(default_factory=list)
+
+    def read(self, words: list[str]) -> bool:
+        """Take one line's words; True once the closing `)` is read."""
+        for word in words:
+            if word.endswith(")"):
+                self.items += [word[:-1]] if word[:-1] else []
+                return True
+            self.items.append(word)
+        return False
 
 
 def _without_comment(line: str) -> str:
@@ -211,6 +261,7 @@ def _shell_words(line: str) -> list[str]:
         held.append(match.group(0))
         return f"{_HELD}{len(held) - 1}{_HELD}"
 
+    line = shell_arithmetic.ARITHMETIC.sub(hold, line)  # `$((1024 * 2))` is one word too
     for _ in range(_NESTING):  # innermost first; each pass reads the whole line
         line = _COMMAND_SUBSTITUTION.sub(hold, line)
     marker = re.compile(f"{_HELD}([0-9]+){_HELD}")
@@ -231,25 +282,60 @@ class _Variables:
     def __init__(self, source: Path):
         self.source = source
         self.values: dict[str, str] = {}
+        self.arrays: dict[str, list[str]] = {}
+        self.notes: list[str] = []  # defaults of the script's arguments used
         self.copied = 0
 
     def assign(self, name: str, value: str) -> None:
         self.values[name] = self.substitute(value)
 
+    def assign_array(self, name: str, words: list[str], append: bool) -> None:
+        words = [self.substitute(word) for word in words]
+        self.arrays[name] = (self.arrays.get(name, []) if append else []) + words
+
+    def spread(self, words: list[str], notes: list[str]) -> list[str]:
+        """`words` with each `${NAME[@]}` replaced by the array's words (an array the
+        script does not set is named in `notes`), counted against MAX_EXPANDED_CHARS."""
+        spread: list[str] = []
+        for word in words:
+            match = _ARRAY_SPREAD.match(word)
+            if match is None:
+                spread.append(word)
+            elif match.group(1) in self.arrays:
+                items = self.arrays[match.group(1)]
+                self._count(match.group(1), sum(len(item) for item in items))
+                spread += items
+            else:
+                notes.append(f"{word}: an array the script does not set; its keys are not here")
+        return spread
+
+    def _count(self, name: str, chars: int) -> None:
+        self.copied += chars
+        if self.copied > MAX_EXPANDED_CHARS:  # before the copy is made
+            raise VerlSourceError(
+                f"{self.source}: ${name}: variables expand to more than "
+                f"{MAX_EXPANDED_CHARS} characters; not a launch script"
+            )
+
     def substitute(self, value: str) -> str:
         def replace(match: re.Match) -> str:
             name = match.group(1) or match.group(3)
             if name not in self.values:
-                return match.group(2) if match.group(2) is not None else match.group(0)
-            self.copied += len(self.values[name])
-            if self.copied > MAX_EXPANDED_CHARS:  # before the copy is made
-                raise VerlSourceError(
-                    f"{self.source}: ${name}: variables expand to more than "
-                    f"{MAX_EXPANDED_CHARS} characters; not a launch script"
-                )
+                default = match.group(2)
+                if default is not None and name.isdigit():
+                    self.notes.append(
+                        f"{match.group(0)}: the script's argument ${name}; its default "
+                        f"{default!r} is used here"
+                    )
+                return self.substitute(default) if default is not None else match.group(0)
+            self._count(name, len(self.values[name]))
             return self.values[name]
 
-        return _REFERENCE.sub(replace, value)
+        def calculate(match: re.Match) -> str:
+            result = shell_arithmetic.evaluate(match.group(1), self.values)
+            return match.group(0) if result is None else str(result)
+
+        return shell_arithmetic.ARITHMETIC.sub(calculate, _REFERENCE.sub(replace, value))
 
 
 def _convert(
@@ -286,6 +372,7 @@ def _convert(
         log.removeHandler(collected)
         log.propagate = propagate
     conversion.notes = [message.removeprefix("note: ") for message in collected.messages]
+    conversion.dropped += _drop_unresolved_typed(cls, conversion.tree, source)
     conversion.notes += [
         f"{key}: null in verl, the mfsdp default stays" for key in _drop_nulls(conversion.tree)
     ]
@@ -302,10 +389,46 @@ def _convert(
     return conversion
 
 
+def _drop_unresolved_typed(cls: type, tree: dict[str, Any], source: str) -> list[str]:
+    """Remove from `tree` the values still holding shell syntax (`${LEN}` from an argument,
+    an environment variable, a command) where the key takes a number or a flag: one such
+    failed the whole conversion; each is reported as not carried over instead."""
+    from trainer.config import ConfigError, config_from_tree, set_dotted
+
+    dropped = []
+    for key, value in _leaves(tree):
+        if not (isinstance(value, str) and ("$" in value or "`" in value)):
+            continue
+        alone: dict[str, Any] = {}
+        set_dotted(alone, key, value)
+        try:
+            config_from_tree(cls, alone, source)
+        except ConfigError as err:
+            *sections, leaf = key.split(".")
+            section = tree
+            for name in sections:
+                section = section[name]
+            del section[leaf]
+            why = str(err).split(": ", 1)[-1]
+            dropped.append(f"{key}={value}: known only when the script runs ({why}): set it here")
+    _drop_empty(tree)
+    return dropped
+
+
+def _drop_empty(tree: dict[str, Any]) -> None:
+    for key in list(tree):
+        if isinstance(tree[key], dict):
+            _drop_empty(tree[key])
+            if not tree[key]:
+                del tree[key]
+
+
 def _unresolved(value: str) -> str:
     """What a value still holding shell syntax needs from the user."""
     if "$(" in value or "`" in value:
         return "a shell command substitution, not run here: edit the value"
+    if re.search(r"\$\{?[0-9]", value):  # `save_path=$2`: what the script is run with
+        return "an argument the script is run with: edit the value"
     return "set the shell variable, or edit the path"
 
 

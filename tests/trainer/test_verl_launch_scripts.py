@@ -1,0 +1,154 @@
+"""`mfsdp config from-verl` on launch scripts as verl publishes them (tests/fixtures/
+verl_scripts, copied unchanged): the values that reach the config, the notes on what the
+script decides only when it runs, and that the YAML written loads as `mfsdp train` reads it."""
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import REPO
+from trainer.config import SFTConfig, load_config
+from trainer.grpo.config import GRPOConfig
+from trainer.verl_import import Conversion, VerlSourceError, convert_verl
+
+SCRIPTS = REPO / "tests" / "fixtures" / "verl_scripts"
+FORWARDED = "the script passes its own arguments on to verl"
+
+
+def loads(conversion: Conversion, tmp_path: Path) -> GRPOConfig | SFTConfig:
+    """The conversion's YAML, read the way `mfsdp train grpo|sft --config` reads it."""
+    path = tmp_path / f"{conversion.command}.yaml"
+    path.write_text(conversion.to_yaml("script"))
+    return load_config(GRPOConfig if conversion.command == "grpo" else SFTConfig, path)
+
+
+def dropped_keys(conversion: Conversion) -> set[str]:
+    return {item.split("=", 1)[0] for item in conversion.dropped}
+
+
+def test_fsdp_grpo_script_with_path_variables_in_a_list(tmp_path):
+    conversion = convert_verl(SCRIPTS / "run_qwen2-7b_math.sh")
+    cfg = loads(conversion, tmp_path)
+    assert cfg.data.train_files == [
+        "$HOME/data/gsm8k/train.parquet",
+        "$HOME/data/math/train.parquet",
+    ]
+    assert (cfg.optim.lr, cfg.rollout.n, cfg.actor.ppo_mini_batch_size) == (1e-6, 5, 256)
+    assert cfg.trainer.logger == ["console", "wandb"] and cfg.checkpoint.save_every == 20
+    assert any(note.startswith("$@: " + FORWARDED) for note in conversion.notes)
+
+
+def test_megatron_grpo_script_names_its_model_parallel_sizes(tmp_path):
+    conversion = convert_verl(SCRIPTS / "run_qwen2-7b_math_megatron.sh")
+    cfg = loads(conversion, tmp_path)
+    assert (cfg.model.path, cfg.data.train_batch_size) == ("Qwen/Qwen2-7B-Instruct", 1024)
+    assert {
+        "actor_rollout_ref.actor.megatron.tensor_model_parallel_size",
+        "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size",
+        "actor_rollout_ref.rollout.mode",  # `mode=$rollout_mode`, the script's "async"
+    } <= dropped_keys(conversion)
+
+
+def test_overrides_grouped_in_bash_arrays_are_read(tmp_path):
+    """verl's newer scripts write `DATA=( ... )` and pass `"${DATA[@]}"`: read as no keys,
+    the config came out `{}` at exit 0."""
+    conversion = convert_verl(SCRIPTS / "run_qwen2-7b_math_megatron_lora.sh")
+    cfg = loads(conversion, tmp_path)
+    assert (cfg.data.max_prompt_length, cfg.data.train_batch_size, cfg.data.shuffle) == (
+        1024,
+        128,
+        False,
+    )
+    assert (cfg.actor.ppo_mini_batch_size, cfg.rollout.n, cfg.trainer.experiment_name) == (
+        16,
+        4,
+        "qwen2_7b_megatron_lora",
+    )
+    assert cfg.rollout.name == "vllm" and cfg.trainer.val_before_train is False
+    assert "+actor_rollout_ref.actor.megatron.override_transformer_config.recompute_method" in (
+        dropped_keys(conversion)
+    )
+    assert any(note.startswith("$@: " + FORWARDED) for note in conversion.notes)
+
+
+def test_array_appends_and_an_array_the_script_does_not_set(tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "N=8\nA=(actor_rollout_ref.rollout.n=$N  # group size\n"
+        "   trainer.project_name=p)\nA+=(trainer.experiment_name=e)\n"
+        'python3 -m verl.trainer.main_ppo "${A[@]}" "${B[@]}" trainer.total_epochs=2\n'
+    )
+    conversion = convert_verl(script)
+    assert conversion.tree["rollout"] == {"n": 8}
+    assert conversion.tree["trainer"] == {"project_name": "p", "experiment_name": "e", "epochs": 2}
+    assert any(
+        note.startswith("${B[@]}: an array the script does not set") for note in conversion.notes
+    )
+
+
+def test_an_argument_default_is_used_and_named(tmp_path):
+    """`ENGINE=${1:-vllm}` then `rollout.name=$ENGINE`: kept as `${1:-vllm}`, it was refused
+    as "sglang is not supported"; nested defaults (`${A:-$ALL_OFFLOAD}`) resolve too."""
+    conversion = convert_verl(SCRIPTS / "run_qwen2_5_vl-7b-megatron.sh")
+    cfg = loads(conversion, tmp_path)
+    assert cfg.rollout.name == "vllm"
+    assert "${1:-vllm}: the script's argument $1; its default 'vllm' is used here" in (
+        conversion.notes
+    )
+    # ALL_OFFLOAD=${ALL_OFFLOAD:-True} reaches param_offload through two defaults
+    assert (
+        "actor_rollout_ref.actor.megatron.param_offload=True: CPU offload is not supported yet"
+        in (conversion.dropped)
+    )
+
+
+def test_arithmetic_and_nested_defaults_in_a_script_piped_to_tee(tmp_path):
+    """`max_prompt_length=$((1024 * 2))` was split into three words and never set, and the
+    `${max_prompt_length}` left in the command failed the whole conversion (exit 2)."""
+    conversion = convert_verl(SCRIPTS / "run_qwen2-32b_sglang_fsdp_npu.sh")
+    cfg = loads(conversion, tmp_path)
+    assert (cfg.data.max_prompt_length, cfg.rollout.max_response_length) == (2048, 8192)
+    # TRAIN_FILE=${TRAIN_FILE:-"${RAY_DATA_HOME}/..."}, RAY_DATA_HOME=${...:-"${HOME}/verl"}
+    assert cfg.data.train_files == ["${HOME}/verl/datasets/deepscaler/train.parquet"]
+    assert "actor_rollout_ref.rollout.name" in dropped_keys(conversion)  # sglang
+
+
+def test_sft_script_run_by_torchrun_with_positional_arguments(tmp_path):
+    conversion = convert_verl(SCRIPTS / "run_gemma_2b.sh")
+    cfg = loads(conversion, tmp_path)
+    assert conversion.command == "sft"
+    assert (cfg.model.path, cfg.data.micro_batch_size, cfg.trainer.epochs) == (
+        "google/gemma-2b-it",
+        4,
+        2,
+    )
+    assert "trainer.run_dir=$2: an argument the script is run with: edit the value" in (
+        conversion.notes
+    )
+    assert {"data.prompt_dict_keys", "data.response_dict_keys"} <= dropped_keys(conversion)
+
+
+def test_sft_keys_after_the_forwarded_arguments_are_read(tmp_path):
+    conversion = convert_verl(SCRIPTS / "run_qwen_05_sp2.sh")
+    cfg = loads(conversion, tmp_path)
+    assert cfg.trainer.experiment_name == "gsm8k-sft-qwen-2.5-0.5b-instruct-sp2"
+    assert {"ulysses_sequence_parallel_size", "use_remove_padding"} <= dropped_keys(conversion)
+
+
+def test_a_number_known_only_when_the_script_runs_is_dropped_not_fatal(tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "python3 -m verl.trainer.main_ppo data.max_prompt_length=${LEN} "
+        "actor_rollout_ref.rollout.n=$((2 * 3)) trainer.default_local_dir=$CKPT\n"
+    )
+    conversion = convert_verl(script)
+    assert conversion.tree == {"rollout": {"n": 6}, "trainer": {"run_dir": "$CKPT"}}
+    assert conversion.dropped[0].startswith("data.max_prompt_length=${LEN}: known only when")
+    assert loads(conversion, tmp_path).rollout.n == 6
+
+
+def test_an_unterminated_array_reads_no_keys_and_says_so(tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text("A=(trainer.project_name=p\npython3 -m verl.trainer.main_ppo\n")
+    with pytest.raises(VerlSourceError, match=r"no `python3 -m verl\.trainer\.main_ppo"):
+        convert_verl(script)
