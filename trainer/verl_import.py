@@ -193,8 +193,8 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str, 
         )
     command, words = found
     notes = [*variables.notes]
-    pairs = []
-    for word in variables.spread(words, notes):
+    texts = []  # every value substituted before any is parsed: a substitution bomb is
+    for word in variables.spread(words, notes):  # refused before YAML reads megabytes
         if word in _FORWARDED:
             notes.append(
                 f"{word}: the script passes its own arguments on to verl; the overrides it is "
@@ -203,13 +203,14 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str, 
             continue
         key, sep, value = word.partition("=")
         if sep and not key.startswith("-"):
-            text_value = variables.substitute(value)
-            value_source = f"{source}: {key}"
-            if _COMMAND_SUBSTITUTION.search(text_value):  # the shell's output, text here
-                parsed: Any = text_value
-            else:
-                parsed = _parse(text_value, value_source) if text_value.strip() else None
-            pairs.append((key, parsed))
+            texts.append((key, variables.substitute(value)))
+    pairs = []
+    for key, text_value in texts:
+        if _COMMAND_SUBSTITUTION.search(text_value):  # the shell's output, text here
+            parsed: Any = text_value
+        else:
+            parsed = _parse(text_value, f"{source}: {key}") if text_value.strip() else None
+        pairs.append((key, parsed))
     return pairs, command, notes
 
 
