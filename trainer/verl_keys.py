@@ -108,6 +108,29 @@ def _pad_mode(value: Any) -> dict[str, Any]:
 
 
 LORA_KEYS = ("lora_rank", "lora_alpha", "target_modules", "lora_adapter_path")  # same names here
+# verl's Megatron backend names LoRA's target modules as Megatron-core does; mfsdp adapts the
+# Hugging Face modules they fuse, one adapter each (Megatron-Bridge's canonical_lora)
+_MEGATRON_LORA_MODULES = {
+    "linear_qkv": ("q_proj", "k_proj", "v_proj"),
+    "linear_q": ("q_proj",),
+    "linear_k": ("k_proj",),
+    "linear_v": ("v_proj",),
+    "linear_proj": ("o_proj",),
+    "linear_fc1": ("gate_proj", "up_proj"),
+    "linear_fc1_gate": ("gate_proj",),
+    "linear_fc1_up": ("up_proj",),
+    "linear_fc2": ("down_proj",),
+}
+
+
+def _megatron_lora_targets(value: Any) -> dict[str, Any]:
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(n in _MEGATRON_LORA_MODULES for n in names):
+        raise Unsupported(f"Megatron LoRA target modules here are {sorted(_MEGATRON_LORA_MODULES)}")
+    hf = [m for n in names for m in _MEGATRON_LORA_MODULES[n]]
+    return {"model.target_modules": list(dict.fromkeys(hf))}
+
+
 LAUNCH = "a launch setting here: pass --nproc-per-node / --nnodes to mfsdp train"
 
 # verl key -> rule. Optimizer keys are listed once under `optim.` (SFT's section) and also
@@ -265,6 +288,24 @@ RULES: dict[str, Rule] = {
         for prefix in ("actor_rollout_ref.", "")
         for name in LORA_KEYS
     },
+    # verl's Megatron backend (model.lora.*, Megatron-Bridge's LoRA settings)
+    "actor_rollout_ref.model.lora.rank": Rule("model.lora_rank"),
+    "actor_rollout_ref.model.lora.alpha": Rule("model.lora_alpha"),
+    "actor_rollout_ref.model.lora.target_modules": Rule(None, _megatron_lora_targets),
+    "actor_rollout_ref.model.lora.lora_A_init_method": Rule(
+        None,
+        _only("kaiming", "LoRA's A is initialised as PEFT does (kaiming uniform) here"),
+        why="kaiming is how A starts here too",
+    ),
+    "actor_rollout_ref.model.lora.type": Rule(
+        None,
+        _only(
+            "canonical_lora",
+            "adapters here are one per Hugging Face module (canonical_lora); Megatron's fused"
+            " lora shares one A across q/k/v and gate/up",
+        ),
+        why="adapters here are one per Hugging Face module",
+    ),
     # algorithm and reward (GRPO)
     "algorithm.use_kl_in_reward": Rule(
         None,

@@ -9,6 +9,7 @@ import yaml
 
 from tests.support.fresh_python import mfsdp
 from tests.support.paths import REPO
+from trainer import verl_keys
 from trainer.config import ConfigError, SFTConfig, load_config
 from trainer.grpo.config import GRPOConfig
 from trainer.verl_import import VerlSourceError, convert_verl
@@ -354,3 +355,27 @@ def test_docs_name_every_verl_key():
     documented = (REPO / "docs" / "verl.md").read_text()
     for verl_key in RULES:
         assert verl_key.rsplit(".", 1)[-1] in documented, verl_key
+
+
+def test_verl_megatron_lora_keys_map_to_the_model_section():
+    """verl's Megatron backend sets LoRA as `model.lora.*` with Megatron module names: they
+    map to the Hugging Face modules they fuse; a fused `lora.type` is refused by name."""
+    tree: dict = {}
+    for key, value in verl_keys.adopt_pairs(
+        GRPOConfig,
+        [
+            ("actor_rollout_ref.model.lora.rank", 8),
+            ("actor_rollout_ref.model.lora.alpha", 16),
+            ("actor_rollout_ref.model.lora.target_modules", ["linear_qkv", "linear_fc2"]),
+            ("actor_rollout_ref.model.lora.lora_A_init_method", "kaiming"),
+        ],
+        "test",
+    ):
+        tree[key] = value
+    assert tree == {
+        "model.lora_rank": 8,
+        "model.lora_alpha": 16,
+        "model.target_modules": ["q_proj", "k_proj", "v_proj", "down_proj"],
+    }
+    with pytest.raises(ConfigError, match="canonical_lora"):
+        verl_keys.adopt_pairs(GRPOConfig, [("actor_rollout_ref.model.lora.type", "lora")], "t")
