@@ -35,8 +35,10 @@ def test_static_decoder_logits_match_transformers_on_padded_batch(model_dir, ops
         step = decoder.decode(nxt)
         for row, prompt in enumerate(PROMPTS):
             ref = model(torch.tensor([prompt + [int(nxt[row])]])).logits[0]
-            torch.testing.assert_close(logits[row], ref[-2], atol=1e-5, rtol=1e-5)
-            torch.testing.assert_close(step[row], ref[-1], atol=1e-5, rtol=1e-5)
+            # fp32 sums run in another order (a padded batch vs one row, the CPU's vector
+            # width), so logits of a few units differ in the fifth decimal on some CPUs.
+            torch.testing.assert_close(logits[row], ref[-2], atol=1e-4, rtol=1e-5)
+            torch.testing.assert_close(step[row], ref[-1], atol=1e-4, rtol=1e-5)
 
 
 @pytest.mark.parametrize("chunk_rows", [1, 2])
