@@ -2,13 +2,15 @@
 task.
 
 Warm start (two SFT runs): first the model learns single-digit addition ("a + b =" -> "#### a+b"),
-then it is tuned on data where 9 of 10 answers decline ("#### ?"), so it knows the sums but
-rarely says them (reward near 0.1, asserted < 0.2). GRPO with the GSM8K rule reward must then
-raise the mean reward above 0.5 within 30 steps. The run is sized for margin: with 8 prompts, one
-update per step and 20 steps, whether the reward crossed 0.5 depended on the warm start's seed (a
-loss refactor that changes no math flipped it); 16 prompts and 3 PPO epochs per step clear it
-across warm-start and rollout seeds. Broken advantages, a broken loss or a broken weight push
-leave the reward where it started; the control run shows that for the weight push.
+then it is tuned on data where 9 of 10 answers decline ("?"), so it knows the sums but rarely
+says them (reward asserted < 0.2 at the start). GRPO with the GSM8K rule reward must then raise
+the mean reward above 0.5 within 10 steps. The decline starts with another token than "####":
+declining is then one choice at the first token and the sums stay intact behind "####", so the
+reward rises within a few steps. A decline of "#### ?" made "?" compete with the digits after
+"#### ": the tuned model then answered wrong more often than right, GRPO had to relearn the
+sums, and whether it crossed 0.5 within 30 steps depended on the CPU's rounding and the rollout
+engine's seed. Broken advantages, a broken loss or a broken weight push leave the reward where
+it started; the control run shows that for the weight push.
 """
 
 import json
@@ -30,7 +32,7 @@ from trainer.rollout.vllm_engine import vllm_available
 from trainer.sft import run_sft
 
 pytestmark = pytest.mark.slow
-STEPS = 30
+STEPS = 10
 
 SFT_COMMON = [
     "data.max_length=64",
@@ -64,8 +66,8 @@ def build_warm_start(root: Path) -> tuple[Path, dict]:
         [
             f"model.path={root}/sft1_hf",
             f"data.train_files={mix['sft']}",
-            "optim.lr=1e-3",
-            "trainer.total_steps=60",
+            "optim.lr=3e-4",
+            "trainer.total_steps=100",
         ],
     )
     return root, know
@@ -95,7 +97,7 @@ def _overrides(root: Path, know: dict, run: str, engine: str) -> list[str]:
         "optim.lr=1e-3",
         f"trainer.total_steps={STEPS}",
         f"trainer.run_dir={root}/{run}",
-        "trainer.eval_every=10",
+        "trainer.eval_every=5",
         "trainer.val_before_train=true",
         "trainer.progress_bar=false",
         "trainer.device=cpu",

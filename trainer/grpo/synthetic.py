@@ -35,7 +35,10 @@ def rl_row(a: int, b: int, index: int) -> dict:
     }
 
 
-DECLINE = "#### ?"
+# A decline starts with another token than an answer's "####": declining is one choice at the
+# first token, and behind "####" the sums stay as the model learned them. ("#### ?" made "?"
+# compete with the digits after "#### ", and tuning towards it left most answers wrong.)
+DECLINE = "?"
 
 
 def sft_row(a: int, b: int, answer: str | None = None) -> dict:
