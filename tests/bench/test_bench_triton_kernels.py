@@ -29,7 +29,7 @@ def test_decode_attention_prints_a_line_per_rows_and_slot():
         "decode_attention.py",
         *("--device", "cpu", "--dtype", "fp32", "--rows", "4,3", "--heads", "4"),
         *("--kv-heads", "2", "--dim", "16", "--width", "64", "--slots", "20,40"),
-        *("--layers", "2", "--repeat", "1"),
+        *("--layers", "1", "--repeat", "1"),
     )
     assert [(line["rows"], line["slot"]) for line in lines] == [(4, 20), (4, 40), (3, 20), (3, 40)]
     for line in lines:

@@ -91,7 +91,7 @@ def engine_run(model_dir: str) -> dict:
     """The tiny model (fp32, CPU) decoded with the split kernel and with the matmul attention:
     greedy tokens, and log-probs next to a plain transformers forward."""
     model = perturbed_model(model_dir, 7)
-    params = SamplingParams(n=2, temperature=0, max_tokens=12, logprobs=True)
+    params = SamplingParams(n=1, temperature=0, max_tokens=6, logprobs=True)
     out = {}
     for attention in ("split", "matmul"):
         engine = HFRolloutEngine(model, [], 0, attention=attention)
