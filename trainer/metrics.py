@@ -11,10 +11,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.storage import safe_files
 
 METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
+WANDB_DIR = "wandb"  # wandb.init(dir=run_dir) writes here
 
 
 class MetricsLogger:
@@ -37,10 +39,11 @@ class MetricsLogger:
         if "tensorboard" in trackers:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tensorboard = SummaryWriter(str(self.run_dir / TENSORBOARD_DIR))
+            self._tensorboard = SummaryWriter(str(_tracker_dir(self.run_dir / TENSORBOARD_DIR)))
         if "wandb" in trackers:
             import wandb
 
+            _tracker_dir(self.run_dir / WANDB_DIR)
             self._wandb = wandb.init(
                 project=trainer.project_name,
                 name=trainer.experiment_name or self.run_dir.name,
@@ -70,6 +73,19 @@ class MetricsLogger:
             self._tensorboard.close()
         if self._wandb is not None:
             self._wandb.finish()
+
+
+def _tracker_dir(path: Path) -> Path:
+    """`path` as a directory a tracker writes into, made here: a file or FIFO in its place is
+    one line naming it (the tracker's own makedirs said only "[Errno 17] File exists")."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise MfsdpFailedError(
+            f"{path}: exists and is not a directory; the run writes its tracker's files there: "
+            "move it away or choose another trainer.run_dir"
+        ) from None
+    return path
 
 
 TRACKER_PACKAGES = {"tensorboard": "pip install tensorboard", "wandb": "pip install 'mfsdp[wandb]'"}

@@ -2,6 +2,7 @@
 offline run directory hold the run's metrics; a missing package is one line before training."""
 
 import json
+import os
 import sys
 
 import pytest
@@ -76,3 +77,26 @@ def test_tensorboard_flag_still_works_alone(tmp_path):
     logger.log(1, {"train/loss": 2.5})
     logger.close()
     assert list((tmp_path / "run" / "tensorboard").glob("events.out.tfevents.*"))
+
+
+@pytest.mark.parametrize("tracker", ["tensorboard", "wandb"])
+@pytest.mark.parametrize("special", ["file", "fifo", "link-to-file"])
+def test_a_non_directory_where_a_tracker_writes_is_one_line_naming_it(tmp_path, special, tracker):
+    from mfsdp_ckpt.errors import MfsdpFailedError
+    from trainer.metrics import MetricsLogger
+
+    cfg = tiny_config(
+        tmp_path / "absent.jsonl", tmp_path / "run", f"trainer.logger=[console,{tracker}]"
+    )
+    board = tmp_path / "run" / tracker
+    board.parent.mkdir()
+    if special == "file":
+        board.write_text("notes")
+    elif special == "fifo":
+        os.mkfifo(board)
+    else:
+        (tmp_path / "elsewhere").write_text("")
+        board.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(MfsdpFailedError) as caught:
+        MetricsLogger(tmp_path / "run", True, cfg.trainer)
+    assert str(caught.value).startswith(f"{board}: exists and is not a directory;"), caught.value
