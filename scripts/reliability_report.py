@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from tests.reliability.bad_inputs import BAD_INPUTS, run_bad_input  # noqa: E402
-from tests.reliability.crashes import CRASHES, crash_data, reference_run, run_crash  # noqa: E402
+from tests.reliability.crashes import CRASH_STEPS, crash_data, reference_run, run_chain  # noqa: E402
 from tests.reliability.disk_full import disk_full_run  # noqa: E402
 from tests.reliability.faults import CONSUMERS, FAULTS, apply_and_consume  # noqa: E402
 from tests.reliability.outcome import Expect  # noqa: E402
@@ -110,16 +110,15 @@ def crash_rows(scratch: Path) -> tuple[list[str], int]:
     data = crash_data(scratch)
     reference = reference_run(data, scratch)
     rows, failures = [], 0
-    for crash in CRASHES:
-        started = time.monotonic()
-        result = run_crash(crash, data, scratch, reference)
+    for result in run_chain(data, scratch, reference):
         failures += bool(result.problems)
         rows.append(
-            f"| {crash.name} | {crash.when} | `{crash.kill_at}` | {result.killed_rc} | "
+            f"| {result.crash.name} | {result.crash.when} | `{result.kill_at}` | "
+            f"{result.killed_rc} | "
             f"exit {result.validate.exit_code}, step {result.validated_step} | "
             f"{result.resumed_from} | "
             f"{'bitwise equal' if result.losses_equal else 'differ'} | "
-            f"{time.monotonic() - started:.0f} s | "
+            f"{result.seconds:.0f} s | "
             f"{verdict(result.problems)} |"
         )
     return rows, failures
@@ -178,15 +177,19 @@ def render(sections: dict[str, tuple[list[str], int]], seconds: float) -> str:
             "## Crash safety: SIGKILL during a checkpoint save",
             "",
             "A 2-process FSDP2 run (gloo, tiny model, `mfsdp train sft --nproc-per-node 2`) "
-            "saves at steps 2",
-            "and 4; `MFSDP_CKPT_KILL_AT=<phase>:<rank>@4` SIGKILLs one rank at that point of "
-            "the save of",
-            "step 4 (torchrun then stops the other). Then `mfsdp ckpt validate RUN` must exit 0 "
-            "on step 2,",
-            "`checkpoint.resume=auto` must continue from step 2, and the losses of steps 1-4 "
-            "must equal an",
-            "uninterrupted run's bit for bit; the final checkpoint must pass "
-            "`validate --deep --strict`.",
+            "saves every 2 steps",
+            f"up to step {CRASH_STEPS}, and is killed once at each point below: "
+            "`MFSDP_CKPT_KILL_AT=<phase>:<rank>@<step>`",
+            "SIGKILLs one rank at that point of the save of that step (torchrun then stops "
+            "the other). After each",
+            "kill `mfsdp ckpt validate RUN` must exit 0 on the step saved before it, and "
+            "`checkpoint.resume=auto`",
+            "must continue from that step, with losses equal to an uninterrupted run's bit "
+            "for bit, up to the",
+            "next kill point, where that launch is killed in turn (so every kill is also "
+            "resumed from). The last",
+            "launch finishes the run; its final checkpoint must pass "
+            "`validate --deep --strict`. Time: the killed launch and validate.",
             "",
             "| Kill point | When | MFSDP_CKPT_KILL_AT | Killed run rc | validate | "
             "Resumed from | Losses | Time | Result |",

@@ -1,16 +1,19 @@
 """Crash safety harness: a 2-process `mfsdp train sft` killed (SIGKILL) at each point of a
-checkpoint save (`CRASHES`, through MFSDP_CKPT_KILL_AT), then validated and resumed; the
-resumed losses must equal an uninterrupted run's bitwise. Shared by
-tests/reliability/test_reliability_crash.py and scripts/reliability_report.py."""
+checkpoint save (`CRASHES`, through MFSDP_CKPT_KILL_AT), validated and resumed after each
+kill, the kills chained through one run; the resumed losses must equal an uninterrupted
+run's bitwise. Shared by tests/reliability/test_reliability_crash.py and
+scripts/reliability_report.py."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,46 +23,58 @@ from tests.reliability.sft_run import sft_args
 from tests.support.paths import REPO
 from tests.support.sft import write_chat_jsonl
 
-CRASH_STEPS = 4  # total steps; saves at 2 and 4, the kill lands in the save of step 4
-CRASH_SETTINGS = (
-    f"trainer.total_steps={CRASH_STEPS}",
-    "checkpoint.save_every=2",
-    "strategy.name=fsdp2",
-)
-CRASH_TIMEOUT_S = 180
-
 
 @dataclass(frozen=True)
 class Crash:
     """One SIGKILL point of a 2-process save (MFSDP_CKPT_KILL_AT, see
-    mfsdp_ckpt/checkpointer.py)."""
+    mfsdp_ckpt/checkpointer.py): which phase, on which rank."""
 
     name: str
     when: str  # the moment, in the words of the save protocol
-    kill_at: str  # <phase>:<rank>@<step>
+    target: str  # <phase>:<rank>
     async_save: bool = False
 
 
 CRASHES: tuple[Crash, ...] = (
-    Crash("before_files", "temp dir made, before any file", f"before_files:1@{CRASH_STEPS}"),
-    Crash("mid_file", "rank 1 dies 4 KiB into its first data file", f"mid_file:1@{CRASH_STEPS}"),
-    Crash("after_files", "all DCP files written, none hashed", f"after_files:0@{CRASH_STEPS}"),
+    Crash("before_files", "temp dir made, before any file", "before_files:1"),
+    Crash("mid_file", "rank 1 dies 4 KiB into its first data file", "mid_file:1"),
+    Crash("after_files", "all DCP files written, none hashed", "after_files:0"),
     Crash(
         "before_manifest",
         "files hashed, huggingface/ written, before the manifest",
-        f"before_manifest:0@{CRASH_STEPS}",
+        "before_manifest:0",
     ),
-    Crash(
-        "after_manifest", "manifest written, before the rename", f"after_manifest:0@{CRASH_STEPS}"
-    ),
-    Crash("after_rename", "step dir renamed, before the tracker", f"after_rename:0@{CRASH_STEPS}"),
+    Crash("after_manifest", "manifest written, before the rename", "after_manifest:0"),
+    Crash("after_rename", "step dir renamed, before the tracker", "after_rename:0"),
     Crash(
         "async_mid_file",
         "async save: rank 0's background writer dies mid-file",
-        f"mid_file:0@{CRASH_STEPS}",
+        "mid_file:0",
         async_save=True,
     ),
 )
+
+# The kills are chained through one run: it saves every 2 steps, the first launch is killed
+# in the save of step 4, each resumed launch in the save 2 steps after the one it resumed
+# from, and the last resumed launch finishes. So every kill point is also resumed from.
+SAVE_EVERY = 2
+CRASH_STEPS = SAVE_EVERY * (len(CRASHES) + 1)
+CRASH_SETTINGS = (
+    f"trainer.total_steps={CRASH_STEPS}",
+    f"checkpoint.save_every={SAVE_EVERY}",
+    "strategy.name=fsdp2",
+)
+CRASH_TIMEOUT_S = 240
+
+
+def kill_step(index: int) -> int:
+    """The step in whose save CRASHES[index] kills the run: 4, 6, 8, ..."""
+    return SAVE_EVERY * (index + 2)
+
+
+def kill_at(index: int) -> str:
+    """MFSDP_CKPT_KILL_AT for CRASHES[index]: <phase>:<rank>@<step>."""
+    return f"{CRASHES[index].target}@{kill_step(index)}"
 
 
 def crash_data(root: Path) -> Path:
@@ -67,14 +82,14 @@ def crash_data(root: Path) -> Path:
 
 
 def launch_two_ranks(
-    data: Path, run: Path, *extra: str, kill_at: str | None = None
+    data: Path, run: Path, *extra: str, kill: str | None = None
 ) -> tuple[int, str]:
     """`mfsdp train sft --nproc-per-node 2` in its own session; on a hang (a rank stuck in a
     collective after its peer died) the whole process group is killed. Returns (rc, stderr)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop(KILL_AT_ENV, None)
-    if kill_at:
-        env[KILL_AT_ENV] = kill_at
+    if kill:
+        env[KILL_AT_ENV] = kill
     command = [
         sys.executable,
         "-m",
@@ -127,57 +142,111 @@ def metrics_lines(run: Path) -> int:
 @dataclass
 class CrashResult:
     crash: Crash
+    kill_at: str
     killed_rc: int
     validate: Outcome
     validated_step: int | None
-    resume_rc: int
     resumed_from: int | None
-    losses_equal: bool
+    losses_equal: bool  # the resumed launch's losses equal the uninterrupted run's
+    seconds: float  # the killed launch and validate
     problems: list[str]
 
 
-def run_crash(crash: Crash, data: Path, root: Path, reference: dict[int, float]) -> CrashResult:
-    """Kill a 2-rank run in the save of step 4, validate, resume, compare losses bitwise."""
-    run = root / crash.name
-    extra = ("checkpoint.async_save=true",) if crash.async_save else ()
-    killed_rc, _killed_log = launch_two_ranks(data, run, *extra, kill_at=crash.kill_at)
-    problems = []
-    if killed_rc == 0:
-        problems.append("the run was not killed (fault point never reached)")
-    outcome = invoke(["ckpt", "validate", run, "--json"])
-    try:
-        validated_step = json.loads(outcome.output[outcome.output.index("{") :])["step"]
-    except ValueError:
-        validated_step = None
-    if outcome.exit_code != 0 or validated_step != CRASH_STEPS - 2:
-        problems.append(
-            f"validate: exit {outcome.exit_code}, step {validated_step}, expected exit 0, step 2"
+def _resumed_from(log: str) -> int | None:
+    """The step a launch resumed from, from the line the run announces itself with
+    (`[sft] ..., steps 4 -> 16 (resumed from .../global_step_4)`): a killed launch prints
+    no `--json` summary."""
+    found = re.search(r"steps (\d+) -> \d+ \(resumed from ", log)
+    return int(found.group(1)) if found else None
+
+
+def run_chain(data: Path, root: Path, reference: dict[int, float]) -> list[CrashResult]:
+    """Launch, kill at CRASHES[0], validate, resume and kill at CRASHES[1], ..., resume to the
+    end. Each kill must leave `validate` on the step saved before it (exit 0), the next launch
+    must resume from that step, log the uninterrupted run's losses bit for bit and reach the
+    next kill point; the run must finish with every loss equal and pass
+    `validate --deep --strict`. One CrashResult per kill point, in order."""
+    run = root / "chain"
+    results: list[CrashResult] = []
+    resume_log = ""
+    for index, crash in enumerate(CRASHES):
+        started = time.monotonic()
+        step = kill_step(index)
+        extra = ("checkpoint.async_save=true",) if crash.async_save else ()
+        logged_before = metrics_lines(run)
+        killed_rc, killed_log = launch_two_ranks(data, run, *extra, kill=kill_at(index))
+        problems = []
+        if index:  # this launch resumed from the previous kill: judge that resume here
+            results[-1].resumed_from = _resumed_from(killed_log)
+            resumed_at = kill_step(index - 1) - SAVE_EVERY
+            results[-1].problems += _resume_problems(
+                run, logged_before, results[-1].resumed_from, resumed_at, step, reference
+            )
+            results[-1].losses_equal = not any("losses" in p for p in results[-1].problems)
+        if killed_rc == 0:
+            problems.append(f"the run was not killed at {kill_at(index)} (it finished)")
+        outcome = invoke(["ckpt", "validate", run, "--json"])
+        try:
+            validated_step = json.loads(outcome.output[outcome.output.index("{") :])["step"]
+        except ValueError:
+            validated_step = None
+        if outcome.exit_code != 0 or validated_step != step - SAVE_EVERY:
+            problems.append(
+                f"validate: exit {outcome.exit_code}, step {validated_step}, expected exit 0,"
+                f" step {step - SAVE_EVERY}: {outcome.message}"
+            )
+        results.append(
+            CrashResult(
+                crash,
+                kill_at(index),
+                killed_rc,
+                outcome,
+                validated_step,
+                None,
+                False,
+                time.monotonic() - started,
+                problems,
+            )
         )
-    logged_before_resume = metrics_lines(run)
-    resume_rc, resume_log = launch_two_ranks(data, run, *extra)
-    resumed_from = None
-    for line in reversed(resume_log.splitlines()):
-        if line.startswith("{"):
-            resumed_from = json.loads(line).get("resumed_from")
-            break
-    if resume_rc != 0 or resumed_from != CRASH_STEPS - 2:
-        problems.append(
-            f"resume: exit {resume_rc}, resumed from {resumed_from}: {resume_log[-800:]}"
-        )
-    resumed = losses(run, skip_lines=logged_before_resume)  # what the resumed run itself computed
-    equal = losses(run) == reference and resumed == {
-        k: v for k, v in reference.items() if k > CRASH_STEPS - 2
-    }
-    if not equal:
-        problems.append(
-            f"losses differ from the uninterrupted run: {losses(run)} (resumed {resumed}) "
-            f"vs {reference}"
-        )
-    if resume_rc == 0 and invoke(["ckpt", "validate", run, "--deep", "--strict"]).exit_code != 0:
-        problems.append("the resumed run's final checkpoint does not validate --deep --strict")
-    return CrashResult(
-        crash, killed_rc, outcome, validated_step, resume_rc, resumed_from, equal, problems
+    logged_before = metrics_lines(run)
+    final_rc, resume_log = launch_two_ranks(data, run)
+    last = results[-1]
+    last.resumed_from = _resumed_from(resume_log)
+    last.problems += _resume_problems(
+        run, logged_before, last.resumed_from, CRASH_STEPS - SAVE_EVERY, CRASH_STEPS, reference
     )
+    last.losses_equal = not any("losses" in p for p in last.problems)
+    if final_rc != 0:
+        last.problems.append(f"the last resume exited {final_rc}: {resume_log[-800:]}")
+    elif losses(run) != reference:
+        last.problems.append(f"losses of the whole run {losses(run)} differ from {reference}")
+    elif invoke(["ckpt", "validate", run, "--deep", "--strict"]).exit_code != 0:
+        last.problems.append("the finished run's checkpoint does not validate --deep --strict")
+    return results
+
+
+def _resume_problems(
+    run: Path,
+    logged_before: int,
+    resumed_from: int | None,
+    expected_from: int,
+    reached: int,
+    reference: dict[int, float],
+) -> list[str]:
+    """What is wrong with a launch that should have resumed from `expected_from` and logged
+    the uninterrupted run's losses for every step up to `reached`."""
+    problems = []
+    if resumed_from != expected_from:
+        problems.append(f"resumed from {resumed_from}, expected {expected_from}")
+    resumed = losses(run, skip_lines=logged_before)  # what this launch itself computed
+    wrong = {k: v for k, v in resumed.items() if k <= expected_from or reference.get(k) != v}
+    missing = set(range(expected_from + 1, reached + 1)) - set(resumed)
+    if wrong or missing:
+        problems.append(
+            f"losses of the resumed launch {resumed} differ from the uninterrupted run's"
+            f" {reference} (wrong at {sorted(wrong)}, missing {sorted(missing)})"
+        )
+    return problems
 
 
 def reference_run(data: Path, root: Path) -> dict[int, float]:
