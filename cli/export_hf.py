@@ -91,6 +91,14 @@ from trainer.progress import CallbackBar
     " one.",
 )
 @click.option(
+    "--drop-mtp",
+    is_flag=True,
+    help="Megatron checkpoints of a run with multi-token prediction (--mtp-num-layers): leave"
+    " the MTP layers (mtp.layers.N.*, and adapters on them) out, unread, and export the main"
+    " model; a note says how many were left out. Without it such a checkpoint is refused"
+    " (exit 1): the transformers models export writes have no MTP layers.",
+)
+@click.option(
     "--overwrite",
     is_flag=True,
     help="Replace DIR if it is empty or an earlier export (once the new one is done).",
@@ -116,6 +124,7 @@ def export_hf(
     role: str | None,
     adapter_only: bool,
     lora_alpha: float | None,
+    drop_mtp: bool,
     overwrite: bool,
     allow_nonfinite: bool,
     as_json: bool,
@@ -136,6 +145,7 @@ def export_hf(
       mfsdp ckpt export-hf runs/demo --out hf/demo
       mfsdp ckpt export-hf verl_run/global_step_40 --out hf/step40
       mfsdp ckpt export-hf megatron_run --out hf/q7 --dtype bf16 --verify   # config from args
+      mfsdp ckpt export-hf megatron_run --out hf/q7 --drop-mtp   # run with --mtp-num-layers
       mfsdp ckpt export-hf ckpts/iter_0001000 --hf-config Qwen2.5-7B/ --out hf/q7 \\
         --dtype bf16 --verify
       mfsdp ckpt export-hf runs/demo/sft_lora --out hf/lora-adapter --adapter-only  # docs/lora.md
@@ -173,6 +183,7 @@ def export_hf(
                 allow_nonfinite=allow_nonfinite,
                 adapter_only=adapter_only,
                 lora_alpha=lora_alpha,
+                drop_mtp=drop_mtp,
                 base_progress=base_bar.update if base_bar.enabled else None,
             )
         finally:

@@ -58,6 +58,7 @@ from mfsdp_ckpt.convert.megatron_config import (
     recorded_config,
 )
 from mfsdp_ckpt.convert.megatron_lora_alpha import set_lora_scale
+from mfsdp_ckpt.convert.mtp import MtpLayers
 from mfsdp_ckpt.convert.name_maps import MappedTensor
 from mfsdp_ckpt.convert.units import human_bytes, human_rate
 from mfsdp_ckpt.format import layout
@@ -84,6 +85,13 @@ class ExportResult:
     seconds: float
     mismatches: list[str] | None = None  # None: not verified
     notes: list[str] = field(default_factory=list)
+    dropped_mtp: dict[str, int] | None = None  # {"layers", "tensors"} left out by --drop-mtp
+
+    def left_out(self, mtp: MtpLayers | None) -> None:
+        """Record the multi-token prediction layers the export left out, and note them."""
+        if mtp is not None:
+            self.dropped_mtp = mtp.counts()
+            self.notes.append(mtp.dropped_note())
 
     @property
     def gb_per_s(self) -> float:
@@ -358,6 +366,7 @@ def export_hf(
     adapter_only: bool = False,
     base_progress: ByteProgress | None = None,
     lora_alpha: float | None = None,
+    drop_mtp: bool = False,
 ) -> ExportResult:
     """Convert `ckpt` (any level of any layout `layout.resolve_checkpoint` reads, or a URL)
     into `out_dir`; `role` picks verl's actor (default) or critic (refused: not an LM).
@@ -368,6 +377,9 @@ def export_hf(
     adapter saved beside its base weights is merged into them (`megatron_lora`), its alpha
     read from the checkpoint's record or `lora_alpha`; with `adapter_only` it is written as
     a PEFT adapter dir (`megatron_lora_export`).
+
+    Multi-token prediction layers (Megatron's `mtp.`) are refused, or with `drop_mtp` left
+    out unread (`mtp`); adapters on them go with them.
 
     Raises ExportUsageError / CheckpointPathError / OutputDirError (bad usage), ExportError
     (NonFiniteError: a weight holds NaN/Inf, unless `allow_nonfinite`), OutputBusyError
@@ -398,6 +410,7 @@ def export_hf(
             role=role,
             lora_alpha=lora_alpha,
             progress=progress,
+            drop_mtp=drop_mtp,
         )
     if lora_alpha is not None and lora_manifest(ckpt) is not None:
         raise ExportUsageError(
@@ -431,6 +444,7 @@ def export_hf(
             overwrite=overwrite,
             lora_alpha=lora_alpha,
             progress=progress,
+            drop_mtp=drop_mtp,
         )
     source, local_paths, derived = prepared.source, prepared.local_paths, prepared.derived
     asset_location, assets = prepared.asset_location, prepared.assets
@@ -445,7 +459,9 @@ def export_hf(
                 raise ExportUsageError(
                     str(err).replace(str(tmp / "config.json"), f"{asset_location} config.json")
                 ) from None
-            plan = plan_export(source, config, layout_name=layout_name, dtype=dtype)
+            plan = plan_export(
+                source, config, layout_name=layout_name, dtype=dtype, drop_mtp=drop_mtp
+            )
             plan.allow_nonfinite = allow_nonfinite
             if plan.lora is None and lora_alpha is not None:
                 raise ExportUsageError(
@@ -505,7 +521,7 @@ def export_hf(
     notes += plan.lora.notes if plan.lora is not None else []
     if not any(name.startswith("tokenizer") for name in assets):
         notes.append(_no_tokenizer_note(asset_location, derived, out))
-    return ExportResult(
+    result = ExportResult(
         out_dir=str(out),
         layout=plan.layout,
         model_type=plan.model_type,
@@ -517,3 +533,5 @@ def export_hf(
         mismatches=mismatches,
         notes=notes,
     )
+    result.left_out(plan.mtp)
+    return result

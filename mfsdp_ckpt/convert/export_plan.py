@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, ForeignWeightsError
 from mfsdp_ckpt.convert.export_source import _expected_weights, _Source
-from mfsdp_ckpt.convert.megatron_lora import MegatronLora, describe_adapters, split_adapters
+from mfsdp_ckpt.convert.megatron_lora import (
+    MegatronLora,
+    describe_adapters,
+    holds_adapters,
+    split_adapters,
+)
+from mfsdp_ckpt.convert.mtp import DROP_MTP_FLAG, MtpLayers, split_mtp
 from mfsdp_ckpt.convert.name_maps import (
     COPY,
     LAYOUTS,
@@ -61,6 +67,7 @@ class ExportPlan:
     dtypes: dict[str, DType]  # per target name (integer tensors keep theirs)
     allow_nonfinite: bool = False  # False: a NaN/Inf written out stops the export
     lora: MegatronLora | None = None  # a Megatron LoRA adapter merged into its weights
+    mtp: MtpLayers | None = None  # multi-token prediction layers left out (--drop-mtp)
 
     def merges(self, item: MappedTensor) -> bool:
         """Whether a LoRA delta is added to one of this item's weights."""
@@ -124,17 +131,39 @@ def choose_dtype(requested: str, config, stored: list[TensorEntry]) -> DType:
     return floating.most_common(1)[0][0] if floating else FLOAT32
 
 
+def model_weights(
+    source: _Source, drop_mtp: bool, adapter_only: bool = False
+) -> tuple[dict[str, str], MtpLayers | None]:
+    """{module path: stored key} of the weights an export converts, and the multi-token
+    prediction layers left out (`drop_mtp`). Without `drop_mtp` MTP layers are refused
+    (exit 1), but where only the adapter is written (`adapter_only`) and none of them holds
+    one: no base weight is written there, so nothing of theirs would be lost."""
+    try:
+        stored = model_tensors(source.reader.tensors)
+    except MappingError as err:  # ambiguous names, or a model kind export does not convert
+        raise ExportError(f"{source.location}: {err}") from None
+    rest, mtp = split_mtp(stored)
+    if mtp is None or drop_mtp:
+        return rest, mtp
+    if adapter_only and not holds_adapters(mtp.tensors):
+        return rest, None
+    raise ExportError(f"{source.location} {mtp.refusal()}")
+
+
 def plan_export(
-    source: _Source, config, *, layout_name: str = "auto", dtype: str = "auto"
+    source: _Source,
+    config,
+    *,
+    layout_name: str = "auto",
+    dtype: str = "auto",
+    drop_mtp: bool = False,
 ) -> ExportPlan:
-    """Map names, check them against the config, choose output dtypes. Raises before any I/O."""
+    """Map names, check them against the config, choose output dtypes. Raises before any I/O.
+    `drop_mtp`: multi-token prediction layers are left out (never read), else refused."""
     if layout_name not in ("auto", *LAYOUTS):
         raise ExportUsageError(f"--layout {layout_name!r}: choose auto, {', '.join(LAYOUTS)}")
     reader = source.reader
-    try:
-        stored = model_tensors(reader.tensors)
-    except MappingError as err:  # ambiguous names, or a model kind export does not convert
-        raise ExportError(f"{source.location}: {err}") from None
+    stored, mtp = model_weights(source, drop_mtp)
     if not stored:
         raise ExportError(
             f"{source.location}: checkpoint holds no model weights (no model tensors)"
@@ -170,21 +199,39 @@ def plan_export(
         for target in item.targets:
             dtypes[target] = out_dtype if src_dtype.is_floating_point else src_dtype
     return ExportPlan(
-        source, chosen_layout, config.model_type, geometry, items, out_dtype, dtypes, lora=lora
+        source,
+        chosen_layout,
+        config.model_type,
+        geometry,
+        items,
+        out_dtype,
+        dtypes,
+        lora=lora,
+        mtp=mtp,
     )
 
 
-def plan_adapter(source: _Source, config) -> MegatronLora | None:
+def plan_adapter(
+    source: _Source, config, drop_mtp: bool = False
+) -> tuple[MegatronLora | None, MtpLayers | None]:
     """The Megatron LoRA adapter a checkpoint holds, checked against the config's shapes
-    (base weights, when saved beside it, are not read): None when it holds none."""
-    stored = model_tensors(source.reader.tensors)
+    (base weights, when saved beside it, are not read): None when it holds none; and the
+    multi-token prediction layers left out (`model_weights`). Adapters on MTP layers alone
+    leave nothing to write once those are left out: a usage error saying so."""
+    stored, mtp = model_weights(source, drop_mtp, adapter_only=True)
     paths = {path: source.reader.tensors[key].shape for path, key in stored.items()}
     try:
-        return _megatron_lora(source, config, paths, stored, base_needed=False)[0]
+        lora = _megatron_lora(source, config, paths, stored, base_needed=False)[0]
     except ShapeError as err:
         raise ExportError(f"{source.location} {err}") from None
     except AdapterWeightsError as err:
         raise ForeignWeightsError(f"{source.location} {err}") from None
+    if lora is None and mtp is not None and holds_adapters(mtp.tensors):
+        raise ExportUsageError(
+            f"{source.location}: its Megatron PEFT adapter tensors all lie in the {mtp.summary()}"
+            f" that {DROP_MTP_FLAG} leaves out; there is no adapter of the main model to export"
+        )
+    return lora, mtp
 
 
 def _megatron_lora(

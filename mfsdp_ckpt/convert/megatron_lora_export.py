@@ -68,10 +68,12 @@ def export_megatron_adapter(
     role: str | None = None,
     lora_alpha: float | None = None,
     progress: Progress | None = None,
+    drop_mtp: bool = False,
 ) -> ExportResult:
     """PEFT adapter dir from a checkpoint holding a Megatron LoRA adapter. ExportUsageError
     when it holds none (and no manifest of ours says LoRA), or its alpha is not recorded
-    and `lora_alpha` is not given."""
+    and `lora_alpha` is not given. Adapters on multi-token prediction layers are refused,
+    or left out with `drop_mtp` (`export_plan.model_weights`)."""
     started = time.monotonic()
     out = Path(out_dir)
     source = _resolve_source(str(ckpt), io, role)
@@ -99,13 +101,14 @@ def export_megatron_adapter(
             ) from None
         (config_dir / "config.json").unlink()
         config_dir.rmdir()
-        lora = plan_adapter(source, config)
-        assert lora is not None  # holds_adapters said so
+        lora, mtp = plan_adapter(source, config, drop_mtp)
+        assert lora is not None  # holds_adapters said so, and plan_adapter refuses MTP-only
         set_lora_scale(lora, source.location, prepared.local_paths, lora_alpha, source.reader)
         result = _write_adapter(lora, source.reader, config, tmp, dtype, verify, progress)
         if result.mismatches:
             raise ExportVerifyError(result.mismatches)
         claim.publish_synced()
+    result.left_out(mtp)
     result.out_dir, result.seconds = str(out), time.monotonic() - started
     return result
 
@@ -219,11 +222,13 @@ def merge_onto_base(
     overwrite: bool,
     lora_alpha: float | None,
     progress: Progress | None,
+    drop_mtp: bool = False,
 ) -> ExportResult:
     """The merged model of a Megatron adapter saved alone and the base model in the
     --hf-config dir (its config.json and *.safetensors): every base tensor written, each
     adapted one plus alpha / dim * B @ A. The base must have the adapter's shapes; the
-    first one that does not is named."""
+    first one that does not is named. Adapters on multi-token prediction layers are
+    refused, or left out with `drop_mtp`."""
     started = time.monotonic()
     given = Path(hf_config)
     root = given if given.is_dir() else given.parent
@@ -243,8 +248,8 @@ def merge_onto_base(
         except HFConfigError as err:
             where = f"{prepared.asset_location} config.json"
             raise ExportUsageError(str(err).replace(str(tmp / "config.json"), where)) from None
-        lora = plan_adapter(source, config)
-        assert lora is not None  # adapter_only_checkpoint said so
+        lora, mtp = plan_adapter(source, config, drop_mtp)
+        assert lora is not None  # adapter_only_checkpoint said so, plan_adapter refuses MTP-only
         set_lora_scale(lora, source.location, prepared.local_paths, lora_alpha, source.reader)
         tensors = safetensors_tensors(root, weights)
         geometry = Geometry.from_config(config)
@@ -270,6 +275,7 @@ def merge_onto_base(
             raise ExportVerifyError(result.mismatches)
         claim.publish_synced()
     result.notes += lora.notes
+    result.left_out(mtp)
     result.out_dir, result.seconds = str(out), time.monotonic() - started
     return result
 

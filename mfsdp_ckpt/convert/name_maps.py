@@ -991,18 +991,9 @@ def _first(items: list[str], count: int = 3) -> str:
 # Parts of a Megatron-core GPT model that no family table converts, by the path that marks
 # them: what they are and what to say about them. A mixture-of-experts layer holds a router,
 # experts (SequentialMLP `local_experts.E.`, grouped `linear_fc1.weight<E>`) and optional
-# shared experts under a layer's `mlp.`; multi-token prediction (--mtp-num-layers) adds
-# `mtp.layers.N.{enorm, hnorm, eh_proj, transformer_layer, final_layernorm}` after the
-# decoder (megatron/core/transformer/multi_token_prediction.py).
+# shared experts under a layer's `mlp.`. (Multi-token prediction layers, `mtp.`, are taken
+# out before names are mapped: `mtp`.)
 _MOE_PATH_RE = re.compile(r"\.mlp\.(router|experts|shared_experts)\.")
-_UNSUPPORTED_PARTS = (
-    (
-        re.compile(r"^mtp\."),
-        "multi-token prediction (MTP) layers are not supported",
-        "MTP",
-        "the transformers models export writes have none",
-    ),
-)
 # MoE parts no MoE family table converts either, each with the setting that makes them
 _UNSUPPORTED_MOE_PARTS = (
     (
@@ -1039,12 +1030,6 @@ def _refuse_unsupported_parts(
     and the setting that made them, naming the first one, rather than listing them as
     unmapped names. MoE weights of a dense family's config are refused as a whole."""
     paths = list(module_paths)
-    for pattern, what, short, why in _UNSUPPORTED_PARTS:
-        found = sorted(p for p in paths if pattern.search(p))
-        if found:
-            raise UnsupportedModelError(
-                f"[{stored_keys[found[0]]}]: {what} ({len(found)} {short} tensor(s)); {why}"
-            )
     moe = sorted(p for p in paths if _MOE_PATH_RE.search(p))
     if moe and family not in MOE_FAMILIES:
         raise UnsupportedModelError(

@@ -8,7 +8,9 @@ tensors only (apply_peft_adapter_filter_to_state_dict), with its PEFT config in
 run_config.yaml. The adapter here is drawn per Hugging Face module (q_proj, k_proj, ... with
 one A per fused Megatron module) and fused into Megatron's layout by the tests' own
 interleave (`hf_to_mcore`), so the reference, the HF model with `W + scale * B @ A` added in
-plain torch, is computed without the code under test.
+plain torch, is computed without the code under test. A run with multi-token prediction
+layers may hold adapters on them too (target_modules match the MTP layer's linear_qkv ...):
+`--drop-mtp` leaves them out with the MTP layers.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import yaml
 from tests.support.export import fixed_inputs, load_report, logits_of
 from tests.support.hf_to_mcore import _interleave_per_group, tiny_causal_lm, to_mcore
 from tests.support.interop_layouts import one_error_line, run_cli
-from tests.support.megatron_checkpoints import bridge_run, mcore_weights, save_dcp
+from tests.support.megatron_checkpoints import bridge_run, mcore_weights, mtp_weights, save_dcp
 
 RANK, ALPHA = 4, 8.0
 # Megatron module -> the HF modules it stands for
@@ -437,3 +439,104 @@ def test_a_fused_fc1_and_te_norm_names_merge_the_same(tmp_path):
     assert code == 0, stdout + err
     expected = _logits(_merged(model, lora))
     torch.testing.assert_close(logits_of(out, fixed_inputs(500)), expected, rtol=0, atol=1e-4)
+
+
+# --------------------------------------------------------------------------- MTP layers
+def _mtp_adapters(model) -> dict[str, torch.Tensor]:
+    """Adapters on the MTP layer's transformer layer, as Bridge's target_modules (matched by
+    module name) put them there: layer 0's adapter shapes under `mtp.layers.0.`."""
+    first, mtp = "module.decoder.layers.0.", "module.mtp.layers.0.transformer_layer."
+    generator = torch.Generator().manual_seed(3)
+    return {
+        name.replace(first, mtp): torch.randn(value.shape, generator=generator)
+        for name, value in _megatron_adapters(model, _hf_lora(model)).items()
+        if name.startswith(first)
+    }
+
+
+def _files(directory) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(directory)): p.read_bytes() for p in directory.rglob("*") if p.is_file()
+    }
+
+
+def test_adapters_on_mtp_layers_are_dropped_with_them_merged_and_adapter_only(tmp_path):
+    """Was: exit 2, "a Megatron PEFT adapter tensor on a module export-hf does not map".
+    With --drop-mtp the merged export and the PEFT adapter are those of the same checkpoint
+    saved without MTP layers (every file), and give the reference's logits."""
+    from peft import PeftModel
+
+    model = tiny_causal_lm("qwen2", vocab=500)
+    lora = _hf_lora(model)
+    mtp = {**mtp_weights(model, 1), **_mtp_adapters(model)}
+    run = _verl_lora_run(tmp_path / "mtp", model, lora, base={**mcore_weights(model), **mtp})
+    twin = _verl_lora_run(tmp_path / "twin", model, lora)
+    for extra in ((), ("--adapter-only",)):
+        code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "o", *extra)
+        line = one_error_line(err)
+        assert code == 1 and "[model.module.mtp.layers.0." in line and "--drop-mtp" in line, err
+    expected = _logits(_merged(model, lora))
+    for extra in ((), ("--adapter-only",)):
+        out, twin_out = tmp_path / f"out{extra}", tmp_path / f"twin_out{extra}"
+        args = ("--drop-mtp", "--verify", "--json", *extra)
+        code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", out, *args)
+        assert code == 0, stdout + err
+        result = json.loads(stdout)
+        assert result["dropped_mtp"] == {"layers": 1, "tensors": len(mtp)}, result
+        assert any(n.startswith("--drop-mtp: left out 1 multi") for n in result["notes"])
+        assert run_cli("ckpt", "export-hf", twin, "--out", twin_out, *extra)[0] == 0
+        assert _files(out) == _files(twin_out)
+    torch.testing.assert_close(
+        logits_of(tmp_path / "out()", fixed_inputs(500)), expected, rtol=0, atol=1e-4
+    )
+    base = tiny_causal_lm("qwen2", vocab=500)
+    adapted = PeftModel.from_pretrained(base, str(tmp_path / "out('--adapter-only',)")).eval()
+    torch.testing.assert_close(_logits(adapted), expected, rtol=0, atol=1e-4)
+
+
+def test_adapter_only_needs_no_drop_mtp_when_no_adapter_lies_in_the_mtp_layers(tmp_path):
+    """The PEFT adapter writes no base weight, so MTP base weights lose nothing there; the
+    merged export, which would lose them, still asks for --drop-mtp."""
+    model = tiny_causal_lm("llama", vocab=500)
+    lora = _hf_lora(model)
+    run = _verl_lora_run(
+        tmp_path / "mtp", model, lora, base={**mcore_weights(model), **mtp_weights(model, 1)}
+    )
+    twin = _verl_lora_run(tmp_path / "twin", model, lora)
+    out, twin_out = tmp_path / "adapter", tmp_path / "twin_adapter"
+    code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", out, "--adapter-only")
+    assert code == 0 and "--drop-mtp" not in err, stdout + err
+    assert run_cli("ckpt", "export-hf", twin, "--out", twin_out, "--adapter-only")[0] == 0
+    assert _files(out) == _files(twin_out)
+    code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "merged")
+    assert code == 1 and "--drop-mtp" in one_error_line(err), err
+
+
+def test_a_bridge_adapter_with_mtp_adapters_merges_onto_its_base_with_drop_mtp(tmp_path):
+    model = tiny_causal_lm("llama", vocab=500)
+    lora = _hf_lora(model)
+    run, step = _bridge_lora_run(tmp_path, model, lora, BRIDGE_PEFT)
+    for file in [*step.glob("*.distcp"), step / ".metadata"]:
+        file.unlink()
+    adapters = {**_megatron_adapters(model, lora), **_mtp_adapters(model)}
+    save_dcp({"model": adapters, "checkpoint_version": 3.0, "iteration": 10}, step)
+    base = tmp_path / "base"
+    model.save_pretrained(base)
+    args = ("ckpt", "export-hf", run, "--hf-config", base)
+    code, _, err = run_cli(*args, "--out", tmp_path / "refused")
+    assert code == 1 and "--drop-mtp" in one_error_line(err), err
+    out = tmp_path / "out"
+    code, stdout, err = run_cli(*args, "--out", out, "--drop-mtp", "--verify")
+    assert code == 0 and "note: --drop-mtp: left out 1 multi" in err, stdout + err
+    expected = _logits(_merged(model, lora))
+    torch.testing.assert_close(logits_of(out, fixed_inputs(500)), expected, rtol=0, atol=1e-4)
+
+
+def test_adapters_on_mtp_layers_alone_leave_nothing_to_export(tmp_path):
+    model = tiny_causal_lm("qwen2", vocab=500)
+    run = _verl_lora_run(tmp_path, model, {}, base={**mcore_weights(model), **_mtp_adapters(model)})
+    out = tmp_path / "adapter"
+    code, _, err = run_cli("ckpt", "export-hf", run, "--out", out, "--adapter-only", "--drop-mtp")
+    line = one_error_line(err)
+    assert code == 2 and "adapter tensors all lie in the 1 multi-token prediction" in line, err
+    assert not out.exists()

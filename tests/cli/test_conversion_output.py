@@ -11,7 +11,7 @@ from tests.support.hf_model_files import saved_hf_model
 # The leading keys both commands share; each then names its own, in its result's field order.
 COMMON_KEYS = ["out_dir", "layout", "model_type", "dtype", "tensors", "bytes"]
 IMPORT_KEYS = [*COMMON_KEYS, "seconds", "checkpoint", "notes"]
-EXPORT_KEYS = [*COMMON_KEYS, "files", "seconds", "mismatches", "notes", "gb_per_s"]
+EXPORT_KEYS = [*COMMON_KEYS, "files", "seconds", "mismatches", "notes", "dropped_mtp", "gb_per_s"]
 
 
 def _mfsdp(*args: str):

@@ -127,6 +127,30 @@ def mcore_weights(
     return {f"module.{k}": v for k, v in weights.items()}
 
 
+def mtp_weights(model, layers: int, seed: int = 7) -> dict[str, torch.Tensor]:
+    """What Megatron-LM's `--mtp-num-layers` adds to `model`'s fsdp_dtensor save, with
+    random values: per MTP layer `enorm`, `hnorm`, `eh_proj` (hidden x 2 hidden), a transformer
+    layer named as the decoder's under `transformer_layer.` (handle_mtp_in_state_dict's name
+    on disk) and `final_layernorm`, under `module.mtp.layers.<i>.`."""
+    generator = torch.Generator().manual_seed(seed)
+    hidden = model.config.hidden_size
+    first = "decoder.layers.0."
+    decoder_layer = {
+        name.removeprefix(first): value.shape
+        for name, value in to_mcore(model, norms="local", fc1="split").items()
+        if name.startswith(first)
+    }
+    found = {}
+    for layer in range(layers):
+        stem = f"module.mtp.layers.{layer}."
+        for norm in ("enorm", "hnorm", "final_layernorm"):
+            found[f"{stem}{norm}.weight"] = torch.rand(hidden, generator=generator) + 0.5
+        found[stem + "eh_proj.weight"] = torch.randn(hidden, 2 * hidden, generator=generator)
+        for name, shape in decoder_layer.items():
+            found[f"{stem}transformer_layer.{name}"] = torch.randn(shape, generator=generator)
+    return found
+
+
 def adam_state(weights: dict[str, torch.Tensor]) -> dict:
     """Megatron-LM's distributed-optimizer state for `weights` (`module.`-prefixed model
     keys) as fsdp_dtensor saves it: `state.module.module.<param>.{exp_avg, exp_avg_sq,
@@ -150,12 +174,13 @@ def megatron_run(
     rows: int | None = None,
     experts: str = "grouped",
     optimizer: bool = False,
+    mtp_layers: int = 0,
 ) -> Path:
     """RUN/{latest_checkpointed_iteration.txt, iter_0000100/} as Megatron-LM saves an
-    fsdp_dtensor checkpoint: `args` beside the Megatron-core weights of `model`, and with
-    `optimizer` its Adam state."""
+    fsdp_dtensor checkpoint: `args` beside the Megatron-core weights of `model` (and
+    `mtp_layers` multi-token prediction layers), and with `optimizer` its Adam state."""
     run = root / "megatron"
-    weights = mcore_weights(model, rows, experts)
+    weights = {**mcore_weights(model, rows, experts), **mtp_weights(model, mtp_layers)}
     state = {
         "args": args,
         "checkpoint_version": 3.0,
