@@ -8,6 +8,7 @@ from typing import Any
 
 from mfsdp_ckpt.check.printable import printable
 from mfsdp_ckpt.convert.megatron_lora import stored_adapter_summary
+from mfsdp_ckpt.convert.mtp import DROP_MTP_FLAG, stored_mtp
 from mfsdp_ckpt.errors import CheckpointFormatError, MfsdpError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
@@ -178,6 +179,7 @@ def describe_checkpoint(
         "file_digests": sorted({r.algorithm for r in manifest.files.values()}) if manifest else [],
         "lora": describe_lora(manifest, str(paths.manifest), deep=deep, progress=progress),
         "megatron_adapter": stored_adapter_summary(reader),
+        "mtp": _describe_mtp(reader),
         "tensors": tensors,
         "objects": objects,
         "totals": {
@@ -209,9 +211,14 @@ def format_description(description: dict) -> str:
     for key in ("world_size", "strategy", "model_family", "created_at"):
         if description[key] is not None:
             lines.append(f"{key:<11} {printable(description[key])}")
-    recorded = description.get("recorded_model")
-    if recorded is not None:
-        lines.append(f"model       {printable(_recorded_line(recorded))}")
+    model = [_recorded_line(recorded)] if (recorded := description.get("recorded_model")) else []
+    if (mtp := description.get("mtp")) is not None:
+        model.append(
+            f"{'plus ' if model else ''}{mtp['summary']} beside the decoder:"
+            f" export-hf {DROP_MTP_FLAG} leaves them out"
+        )
+    if model:
+        lines.append(f"model       {printable('; '.join(model))}")
     if description["file_digests"]:
         lines.append(f"digests     {', '.join(description['file_digests'])} (manifest.json)")
     if description.get("lora") is not None:
@@ -256,6 +263,12 @@ def format_description(description: dict) -> str:
         " entries"
     )
     return "\n".join(lines)
+
+
+def _describe_mtp(reader: CheckpointReader) -> dict | None:
+    """The multi-token prediction layers among the weights (`mtp`), or None."""
+    mtp = stored_mtp(reader)
+    return None if mtp is None else {**mtp.counts(), "summary": mtp.summary()}
 
 
 def _recorded_line(recorded: dict) -> str:

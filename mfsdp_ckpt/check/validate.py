@@ -589,10 +589,11 @@ def _check_plan(paths, reader, report: ValidationReport, where, config_of) -> No
     from mfsdp_ckpt.convert.export_plan import plan_export
     from mfsdp_ckpt.convert.export_source import source_for
     from mfsdp_ckpt.convert.hf_config import HFConfigError
+    from mfsdp_ckpt.convert.mtp import DROP_MTP_FLAG
 
     source = source_for(paths, reader)
     try:
-        plan_export(source, config_of())
+        plan = plan_export(source, config_of(), drop_mtp=True)
     except ForeignWeightsError as err:  # whole, maybe, but no model this config describes
         what = str(err).removeprefix(f"{source.location} ")
         report.add(WARNING, where, f"weights not checked against this config: {what}")
@@ -600,6 +601,14 @@ def _check_plan(paths, reader, report: ValidationReport, where, config_of) -> No
         report.add(
             ERROR, where, f"the weights do not fit this config: {str(err).split(': ', 1)[-1]}"
         )
+    else:  # the main model fits; MTP layers have no counterpart in the config to check
+        if plan.mtp is not None:
+            report.add(
+                WARNING,
+                f"[{plan.mtp.first_key}]",
+                f"{plan.mtp.summary()} not checked against {where}, whose model has none;"
+                f" export-hf refuses them unless {DROP_MTP_FLAG} leaves them out",
+            )
 
 
 def _check_hashes(paths, manifest: Manifest, report: ValidationReport) -> None:

@@ -15,8 +15,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from mfsdp_ckpt.convert.name_maps import UnsupportedModelError
+from mfsdp_ckpt.convert.name_maps import MappingError, UnsupportedModelError, model_tensors
+
+if TYPE_CHECKING:
+    from mfsdp_ckpt.storage.reader import CheckpointReader
 
 DROP_MTP_FLAG = "--drop-mtp"
 _MTP_ROOT = "mtp."
@@ -66,3 +70,12 @@ def split_mtp(stored: dict[str, str]) -> tuple[dict[str, str], MtpLayers | None]
     layers = sorted({int(m.group(1)) for path in mtp if (m := _LAYER.match(path))})
     rest = {path: key for path, key in stored.items() if path not in mtp}
     return rest, MtpLayers(mtp, tuple(layers))
+
+
+def stored_mtp(reader: CheckpointReader) -> MtpLayers | None:
+    """The MTP layers among a checkpoint's weights, for inspect (names that cannot be told
+    apart: None, export and validate report them)."""
+    try:
+        return split_mtp(model_tensors(reader.tensors))[1]
+    except MappingError:
+        return None

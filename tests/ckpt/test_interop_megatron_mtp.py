@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.export import load_report, logits_of
@@ -26,6 +27,7 @@ from tests.support.megatron_checkpoints import (
     megatron_args,
     megatron_run,
     mtp_weights,
+    save_dcp,
     source_logits,
 )
 
@@ -130,3 +132,59 @@ def test_drop_mtp_on_a_checkpoint_without_mtp_changes_nothing(tmp_path):
     assert code == 0 and "--drop-mtp" not in err, stdout + err
     assert run_cli("ckpt", "export-hf", without, "--out", plain)[0] == 0
     assert _files(out) == _files(plain)
+
+
+def test_validate_warns_that_mtp_layers_are_not_checked_and_passes(tmp_path):
+    """Was: exit 1, "the weights do not fit this config: ... (MTP) layers are not
+    supported". The main model is checked against the config (from args, or --hf-config);
+    the MTP layers, which it has no counterpart for, are a warning, so --strict fails."""
+    model = tiny_causal_lm("qwen2")
+    with_mtp, _ = _runs(tmp_path, model)
+    model.config.save_pretrained(tmp_path / "config")
+    for given in ((), ("--hf-config", tmp_path / "config")):
+        code, stdout, err = run_cli("ckpt", "validate", with_mtp, *given, "--json")
+        report = json.loads(stdout)
+        assert code == 0 and report["valid"] is True, stdout + err
+        (finding,) = report["findings"]
+        assert finding["severity"] == "warning", finding
+        assert finding["where"] == "[model.module.mtp.layers.0.eh_proj.weight]"
+        assert finding["message"].startswith("2 multi-token prediction (MTP) layers")
+        assert "not checked against" in finding["message"] and "--drop-mtp" in finding["message"]
+    code, stdout, _ = run_cli("ckpt", "validate", with_mtp, "--strict")
+    assert code == 1 and "warning: [model.module.mtp.layers.0.eh_proj.weight]" in stdout
+    code, stdout, _ = run_cli("ckpt", "validate", with_mtp, "--deep")
+    assert code == 0 and "valid:" in stdout, stdout
+
+
+def test_validate_still_fails_a_main_model_that_does_not_fit(tmp_path):
+    """Leaving the MTP layers out of the check leaves the rest checked."""
+    model = tiny_causal_lm("qwen2")
+    with_mtp, _ = _runs(tmp_path, model)
+    config = tmp_path / "config"
+    model.config.save_pretrained(config)
+    data = json.loads((config / "config.json").read_text())
+    (config / "config.json").write_text(json.dumps({**data, "intermediate_size": 96}))
+    code, stdout, _ = run_cli("ckpt", "validate", with_mtp, "--hf-config", config)
+    assert code == 1 and "the weights do not fit this config" in stdout, stdout
+
+
+def test_inspect_names_the_mtp_layers_on_its_model_line(tmp_path):
+    model = tiny_causal_lm("qwen2")
+    with_mtp, _ = _runs(tmp_path, model)
+    code, stdout, _ = run_cli("ckpt", "inspect", with_mtp)
+    model_line = next(line for line in stdout.splitlines() if line.startswith("model "))
+    assert code == 0 and "Qwen2ForCausalLM, 2 layers" in model_line, stdout
+    tensors = _mtp_tensor_count(model)
+    assert f"plus 2 multi-token prediction (MTP) layers ({tensors} tensors)" in model_line
+    assert "export-hf --drop-mtp leaves them out" in model_line
+    code, stdout, _ = run_cli("ckpt", "inspect", with_mtp, "--json")
+    mtp = json.loads(stdout)["mtp"]
+    assert code == 0 and (mtp["layers"], mtp["tensors"]) == (MTP_LAYERS, tensors), mtp
+    # a bare dist_ckpt dir records no model: the model line names the MTP layers alone
+    bare = save_dcp({"model": {"module.mtp.layers.0.enorm.weight": torch.ones(8)}}, tmp_path / "b")
+    code, stdout, _ = run_cli("ckpt", "inspect", bare)
+    assert code == 0, stdout
+    assert "model       1 multi-token prediction (MTP) layer (1 tensor) beside" in stdout
+    _, without = _runs(tmp_path / "again", model)
+    code, stdout, _ = run_cli("ckpt", "inspect", without, "--json")
+    assert code == 0 and json.loads(stdout)["mtp"] is None

@@ -492,6 +492,8 @@ def test_adapters_on_mtp_layers_are_dropped_with_them_merged_and_adapter_only(tm
     base = tiny_causal_lm("qwen2", vocab=500)
     adapted = PeftModel.from_pretrained(base, str(tmp_path / "out('--adapter-only',)")).eval()
     torch.testing.assert_close(_logits(adapted), expected, rtol=0, atol=1e-4)
+    code, stdout, err = run_cli("ckpt", "validate", run)
+    assert code == 0 and "warning: [model.module.mtp.layers.0." in stdout, stdout + err
 
 
 def test_adapter_only_needs_no_drop_mtp_when_no_adapter_lies_in_the_mtp_layers(tmp_path):
