@@ -123,7 +123,7 @@ def _run(out: Path, nproc: int, steps: int) -> None:
     _say(f"train: {nproc} process(es), FSDP2 on CPU, {steps} steps")
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     env[CONFIG_CHECKED] = "1"  # as under `mfsdp train`: one line for a mistake or a Ctrl-C
-    if run_ranks(command, env=env, cwd=Path(__file__).resolve().parents[1]) != 0:
+    if run_ranks(command, env=env) != 0:  # in the user's directory: `--out` may be relative
         raise SystemExit(1)
 
     _say(f"validate --deep {run_dir}: hashing every file, reading every tensor ...")

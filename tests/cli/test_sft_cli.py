@@ -1,6 +1,7 @@
 """`mfsdp train sft` and `mfsdp demo` from the command line: exit codes, output, torchrun launch."""
 
 import json
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -60,12 +61,13 @@ def test_two_processes_through_torchrun_then_resume_in_one(tmp_path):
     assert list_complete_steps(run_dir) == [2, 3]
 
 
-def test_demo_trains_validates_exports_and_generates(tmp_path):
-    result = CliRunner().invoke(
-        app, ["demo", "--out", str(tmp_path / "demo"), "--steps", "4", "--nproc", "1"]
-    )
+def test_demo_trains_validates_exports_and_generates(tmp_path, monkeypatch):
+    """Run from a directory of the user's with a relative --out (the ranks were started in
+    the package's directory and did not find `demo/init_model` there)."""
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["demo", "--out", "demo", "--steps", "4", "--nproc", "1"])
     assert result.exit_code == 0, result.output[-3000:]
-    assert f"validate --deep {tmp_path / 'demo' / 'sft'}: valid" in result.stdout
+    assert f"validate --deep {Path('demo') / 'sft'}: valid" in result.stdout
     assert "(verified)" in result.stdout and "[demo] generate: " in result.stdout
     assert "Loading weights" not in result.stderr and "Writing model" not in result.stderr
     assert list_complete_steps(tmp_path / "demo" / "sft") == [2, 4]
