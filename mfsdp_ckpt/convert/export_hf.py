@@ -219,7 +219,8 @@ def _set_config_dtype(config_file: Path, dtype: DType) -> None:
 def _no_config_message(source: _Source, lacking: str = "") -> str:
     return (
         f"{source.location}: the checkpoint holds no Hugging Face config (Megatron-LM saves"
-        f" none, verl keeps it in {layout.HF_ASSETS_DIR}/){lacking}; pass --hf-config with the"
+        " none, nor does the HF Trainer with SHARDED_STATE_DICT; verl keeps it in"
+        f" {layout.HF_ASSETS_DIR}/){lacking}; pass --hf-config with the"
         " Hugging Face model dir the run started from (config.json, and tokenizer files for"
         f" AutoTokenizer){weights_summary(source.reader.tensors)}"
     )
@@ -335,7 +336,8 @@ def prepare_source(
     if derived is not None and local_paths is not None:
         assets = _derived_assets(derived, local_paths, io)
     else:
-        assets = _asset_files(asset_location, io, asset_root)
+        skip = source.hf_skip if hf_config is None else ()
+        assets = _asset_files(asset_location, io, asset_root, skip)
     if "config.json" not in assets:
         raise ExportUsageError(
             f"{asset_location}: no config.json; pass --hf-config DIR|config.json"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -43,6 +43,7 @@ class _Source:
     reader: CheckpointReader
     hf_assets: str | None
     protected: list[Path]  # local dirs the export must never replace
+    hf_skip: tuple[str, ...] = ()  # entries of hf_assets that are no HF file (layout.hf_skip)
 
 
 def source_for(paths: layout.CheckpointPaths, reader: CheckpointReader) -> _Source:
@@ -51,7 +52,7 @@ def source_for(paths: layout.CheckpointPaths, reader: CheckpointReader) -> _Sour
     protected = [
         p.resolve() for p in (paths.dist_ckpt, paths.step_dir, paths.run_dir) if p is not None
     ]
-    return _Source(str(paths.dist_ckpt), reader, hf, protected)
+    return _Source(str(paths.dist_ckpt), reader, hf, protected, paths.hf_skip)
 
 
 def _refuse_critic(paths: layout.CheckpointPaths) -> None:
@@ -113,7 +114,7 @@ FILE_NAMES = (
 
 
 def _asset_files(
-    location: str, io: str, root: str | os.PathLike | None = None
+    location: str, io: str, root: str | os.PathLike | None = None, skip: Collection[str] = ()
 ) -> dict[str, Callable[[], bytes]]:
     """Files of an HF assets dir (config, tokenizer, ...) without weights: name -> loader.
 
@@ -123,7 +124,9 @@ def _asset_files(
     ../../blobs by design): a symlink that leads out (a user's ~/.ssh/id_rsa copied into
     the export) is refused in one line before anything is written. Hidden names are
     not assets: `.git/` (a cloned model repo) and `.cache/` (`huggingface-cli download
-    --local-dir`) hold copies of the weights and download state, not config or tokenizer."""
+    --local-dir`) hold copies of the weights and download state, not config or tokenizer.
+    `skip` names entries of a local `location` that are not assets (the HF Trainer keeps
+    its own state and DCP dirs beside config and tokenizer)."""
     if not is_url(location):
         base = Path(location)
         candidates = (
@@ -131,7 +134,7 @@ def _asset_files(
             if base.is_file()
             else [
                 (relative, base / relative)
-                for relative in layout.list_files(base, skip_hidden=True)
+                for relative in layout.list_files(base, skip_hidden=True, skip=skip)
                 if not _is_weight_file(relative)
             ]
         )

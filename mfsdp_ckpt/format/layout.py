@@ -21,6 +21,8 @@ and reads, besides its own, the layouts verl and Megatron-LM write (docs/interop
     Megatron-Bridge  RUN/{latest_train_state.pt, latest_checkpointed_iteration.txt,
                   iter_0000100/{.metadata, *.distcp, train_state.pt, run_config.yaml, tokenizer/,
                   hf/ (also_save_hf_checkpoint)}}
+    HF Trainer    OUTPUT/checkpoint-N/{pytorch_model_fsdp_0/, optimizer_0/, trainer_state.json,
+                  config.json and tokenizer (older transformers), ...} (format/hf_trainer.py)
 
 Any level of any of them resolves (run, step, role, `model/`, `dist_ckpt/`) to a
 `CheckpointPaths`. Everything else in mfsdp (the saver, the reader, validate, export) asks
@@ -36,10 +38,12 @@ import os
 import re
 import shutil
 import stat
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
+from mfsdp_ckpt.format import hf_trainer
 from mfsdp_ckpt.format.closest_path import closest_existing
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
@@ -81,6 +85,7 @@ MFSDP, VERL_RL_V1, VERL_RL_V2, VERL_SFT, VERL_SFT_V2, MEGATRON_LM, MEGATRON_BRID
     "megatron-bridge",
     "dist_ckpt",
 )
+HF_TRAINER = hf_trainer.KIND
 
 TRACKER_MAX_BYTES = 64  # "release" or a step number, with slack for a newline
 CONTENTS_MAX_BYTES = 1 << 20  # ckpt_contents.json: a few hundred bytes in practice
@@ -288,6 +293,10 @@ class CheckpointPaths:
     `role` is verl's actor/critic; `note` is what the caller should tell the user about
     how the path was read (e.g. a parent dir that holds one run), or None.
     Megatron-Bridge's iteration dir also names its `run_config` and `tokenizer_dir`.
+    The HF Trainer keeps the optimizer state in a DCP dir of its own (`optimizer_dcp`),
+    records the step in trainer_state.json (`recorded_step`, which wins over the dir's
+    name) and saves config and tokenizer beside its own files, which `hf_skip` names:
+    entries of `hf_dir` that are not Hugging Face files.
     """
 
     dist_ckpt: Path
@@ -298,6 +307,9 @@ class CheckpointPaths:
     roles: tuple[str, ...] = ()
     hf_dir: Path | None = None
     note: str | None = None
+    optimizer_dcp: Path | None = None
+    recorded_step: int | None = None
+    hf_skip: tuple[str, ...] = ()
 
     @property
     def has_manifest(self) -> bool:
@@ -332,6 +344,8 @@ class CheckpointPaths:
 
     @property
     def step(self) -> int | None:
+        if self.recorded_step is not None:
+            return self.recorded_step
         if self.step_dir is None:
             return None
         step = parse_step_dir_name(self.step_dir.name)
@@ -412,7 +426,9 @@ def stat_inside(path: Path, follow_symlinks: bool = True) -> os.stat_result | No
 
 
 def _looks_like_hf_model(directory: Path, names: list[str]) -> bool:
-    return "config.json" in names and any(n.endswith(_HF_WEIGHT_SUFFIXES) for n in names)
+    return "config.json" in names and any(
+        n.endswith(_HF_WEIGHT_SUFFIXES) and not hf_trainer.STATE_BIN_RE.match(n) for n in names
+    )
 
 
 def resolve_checkpoint(
@@ -480,11 +496,17 @@ def _resolve_dir(given: Path, role: str | None, _depth: int) -> CheckpointPaths:
     present_roles = [r for r in ROLES if r in names and _is_dir(given / r)]
     if present_roles:
         return _from_role_parent(given, present_roles, role)
+    trainer_run = _from_hf_trainer_run(given, names)
+    if trainer_run is not None:
+        return trainer_run
     if _looks_like_hf_model(given, names):
         raise CheckpointPathError(
             f"{given}: a Hugging Face model dir, not a training checkpoint"
             f" (to make one from it: mfsdp ckpt import-hf {given} --out DIR)"
         )
+    models = [n for n in names if hf_trainer.MODEL_DCP_RE.match(n) and _is_dir(given / n)]
+    if models:
+        return _from_hf_trainer_checkpoint(given, models)
     run = _from_run_dir(given, names, role)
     if run is not None:
         return run
@@ -517,6 +539,14 @@ def _refuse_foreign_format(directory: Path, names: list[str]) -> None:
             f" ({_TORCH_DIST_MARKER}, common.pt), which mfsdp does not read; Megatron-LM and"
             " Megatron-Bridge read it, and verl's `python -m verl.model_merger merge --backend"
             " megatron` converts it to Hugging Face (mfsdp reads --ckpt-format fsdp_dtensor)"
+        )
+    rank_shards = sorted(n for n in names if hf_trainer.RANK_SHARD_RE.match(n))
+    if rank_shards:
+        raise ForeignFormatError(
+            f"{directory}: Accelerate's per-rank FSDP shards ({rank_shards[0]}: LOCAL_STATE_DICT,"
+            " or SHARDED_STATE_DICT saved with use_dcp=False), which mfsdp does not read; load"
+            " them with Accelerate and save with SHARDED_STATE_DICT through DCP (its default)"
+            " or FULL_STATE_DICT"
         )
     if any(_MEGATRON_LEGACY_RE.match(n) for n in names):
         raise ForeignFormatError(
@@ -641,6 +671,7 @@ _CHECKPOINT_FILES = (
     BRIDGE_TRACKER_FILE,
     BRIDGE_TRAIN_STATE_FILE,
     BRIDGE_RUN_CONFIG_FILE,
+    hf_trainer.TRAINER_STATE_FILE,
 )
 
 
@@ -679,7 +710,8 @@ def _not_a_checkpoint(given: Path) -> CheckpointPathError:
     return CheckpointPathError(
         f"{given}: not a checkpoint (looked for {DCP_METADATA_FILE}, {DIST_CKPT_DIR}/, "
         f"{'/ '.join(ROLES)}/, {VERL_MODEL_DIR}/{DIST_CKPT_DIR}/, {TRACKER_FILE}, "
-        f"{STEP_DIR_PREFIX}N/, {MEGATRON_ITER_PREFIX}NNNNNNN/){_inside_a_checkpoint(given)}"
+        f"{STEP_DIR_PREFIX}N/, {MEGATRON_ITER_PREFIX}NNNNNNN/, {hf_trainer.MODEL_DCP_PREFIX}0/,"
+        f" checkpoint-N/){_inside_a_checkpoint(given)}"
     )
 
 
@@ -702,6 +734,12 @@ def _from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:
     _refuse_foreign_format(dcp, _children(dcp))
     _refuse_torchtitan(dcp, dcp)
     parent = dcp.parent
+    if hf_trainer.MODEL_DCP_RE.match(dcp.name):
+        return _hf_trainer_paths(dcp)
+    model = hf_trainer.model_dir_of_optimizer(dcp)
+    if model is not None and _is_dcp(model):
+        note = f"{dcp} holds the optimizer state only: reading the checkpoint {model}"
+        return _with(_hf_trainer_paths(model), note=note)
     if _ITER_DIR_RE.match(dcp.name) or (dcp.name == MEGATRON_RELEASE_DIR):
         kind = _megatron_kind(dcp)
         hf_dir = _bridge_hf_export(dcp) if kind == MEGATRON_BRIDGE else None
@@ -724,6 +762,86 @@ def _from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:
     if parent.name in ROLES:  # verl v1: actor/dist_ckpt
         return _role_paths(dcp, parent, VERL_RL_V1, hf_dir, role)
     return CheckpointPaths(dist_ckpt=dcp, hf_dir=hf_dir)
+
+
+def _hf_trainer_paths(dcp: Path) -> CheckpointPaths:
+    """Accelerate's `pytorch_model_fsdp_K/`: the checkpoint is the dir holding it (the
+    Trainer's checkpoint-N, whose run is the dir above), with the optimizer state in
+    `optimizer_K/` beside it, config.json and tokenizer files beside it when saved there
+    (as whatever is there under the name, so that a link or a FIFO is refused by the
+    reader, not taken for no config), and the step trainer_state.json records."""
+    checkpoint = dcp.parent
+    in_run = hf_trainer.checkpoint_number(checkpoint.name) is not None
+    step, note = hf_trainer.recorded_step(checkpoint)
+    if in_run and not os.path.lexists(checkpoint / hf_trainer.TRAINER_STATE_FILE):
+        note = (
+            f"{checkpoint} holds no {hf_trainer.TRAINER_STATE_FILE}, which the Trainer writes"
+            " last: this save may not have finished, and resume_from_checkpoint cannot resume it"
+        )
+    optimizer = hf_trainer.optimizer_dir(dcp)
+    names = _children(checkpoint)
+    return CheckpointPaths(
+        dcp,
+        checkpoint,
+        checkpoint.parent if in_run else None,
+        HF_TRAINER,
+        hf_dir=checkpoint if os.path.lexists(checkpoint / "config.json") else None,
+        note=note,
+        optimizer_dcp=optimizer if os.path.lexists(optimizer) else None,
+        recorded_step=step,
+        hf_skip=tuple(n for n in names if n in hf_trainer.TRAINER_FILES or _is_dir(checkpoint / n)),
+    )
+
+
+def _from_hf_trainer_checkpoint(checkpoint: Path, models: list[str]) -> CheckpointPaths:
+    """A dir holding Accelerate's `pytorch_model_fsdp_K/` (the Trainer's checkpoint-N): the
+    one model's DCP; with several (a run that prepared several models) the user picks."""
+    if len(models) > 1:
+        shown = ", ".join(f"{m}/" for m in sorted(models, key=_natural))
+        raise CheckpointPathError(
+            f"{checkpoint}: holds {shown} (one per model Accelerate prepared); give the one to read"
+        )
+    dcp = checkpoint / models[0]
+    if not _is_dcp(dcp):
+        raise _missing_dcp(dcp)
+    return _from_dcp_dir(dcp, None)
+
+
+def _from_hf_trainer_run(run: Path, names: list[str]) -> CheckpointPaths | None:
+    """The HF Trainer's output dir: its newest checkpoint-N, the one
+    `resume_from_checkpoint=True` resumes (transformers' get_last_checkpoint: the largest
+    N). None when `run` holds no checkpoint-N dir, or is a run of another layout (a
+    tracker, step dirs). A Hugging Face model beside the checkpoints (a final save_model)
+    is named in a note."""
+    checkpoints: dict[str, int] = {}
+    for name in names:
+        number = hf_trainer.checkpoint_number(name)
+        if number is not None and _is_dir(run / name):
+            checkpoints[name] = number
+    trackers = (TRACKER_FILE, BRIDGE_TRACKER_FILE)
+    if not checkpoints or any(t in names for t in trackers) or _step_dirs(run, names):
+        return None
+    newest = max(checkpoints.values())
+    tied = sorted(n for n, number in checkpoints.items() if number == newest)
+    if len(tied) > 1:
+        raise CheckpointPathError(f"{run}: {' and '.join(tied)} are both step {newest}; give one")
+    target = run / tied[0]
+    others = sorted((n for n in checkpoints if n != tied[0]), key=_natural)[-MAX_RUNS_LISTED:]
+    context = f"{tied[0]} is the newest checkpoint of {run}, the one resume_from_checkpoint=True"
+    context += " resumes" + (f"; other checkpoint dirs here: {', '.join(others)}" if others else "")
+    if not _children(target):
+        raise IncompleteCheckpointError(f"{target}: empty, a save that did not finish ({context})")
+    try:
+        paths = resolve_checkpoint(target, _depth=1)
+    except (CheckpointPathError, IncompleteCheckpointError) as err:
+        raise type(err)(f"{err} ({context})") from None
+    notes = [paths.note] if paths.note else []
+    if _looks_like_hf_model(run, names):
+        notes.append(
+            f"{run} holds a Hugging Face model too (config.json and weights, a final save);"
+            f" reading its newest training checkpoint, {tied[0]}"
+        )
+    return _with(paths, run_dir=run, note="; ".join(notes) or None)
 
 
 def _megatron_kind(iter_dir: Path) -> str:
@@ -977,7 +1095,14 @@ def _from_parent_of_runs(given: Path, names: list[str], role: str | None) -> Che
         except OSError:
             continue
         trackers = (TRACKER_FILE, BRIDGE_TRACKER_FILE)
-        if any(t in child_names for t in trackers) or _step_dirs(child, child_names):
+        if (
+            any(t in child_names for t in trackers)
+            or _step_dirs(child, child_names)
+            or any(
+                hf_trainer.checkpoint_number(n) is not None and _is_dir(child / n)
+                for n in child_names
+            )
+        ):
             runs.append(child)
     if not runs:
         raise _not_a_checkpoint(given)
@@ -1019,7 +1144,7 @@ def _is_checkpoint_dir(candidate: Path, is_target: bool) -> bool:
         return True  # a step of a run, saved or still to come
     if not _is_dir(candidate):
         return False
-    markers = (DCP_METADATA_FILE, MANIFEST_FILE, VERL_CONTENTS_FILE)
+    markers = (DCP_METADATA_FILE, MANIFEST_FILE, VERL_CONTENTS_FILE, hf_trainer.TRAINER_STATE_FILE)
     if any(_is_file(candidate / marker) for marker in markers):
         return True
     if step_like and any(_is_dir(candidate / part) for part in (DIST_CKPT_DIR, *ROLES)):
@@ -1035,12 +1160,16 @@ MAX_WALK_DEPTH = 32
 MAX_WALK_ENTRIES = 100_000
 
 
-def list_files(root: str | os.PathLike, skip_hidden: bool = False) -> list[str]:
+def list_files(
+    root: str | os.PathLike, skip_hidden: bool = False, skip: Collection[str] = ()
+) -> list[str]:
     """Relative paths of the regular files and symlinks under `root`, sorted, without
     following symlinked directories; bounded in depth and count so that a 1,500-deep
     chain or a symlink loop is one line (CheckpointPathError), not a crash or a hang.
     `skip_hidden` leaves out every name starting with "." and what is under it (a model
-    dir cloned with git holds `.git/lfs/objects/`: the weights again, gigabytes each)."""
+    dir cloned with git holds `.git/lfs/objects/`: the weights again, gigabytes each);
+    `skip`, the entries of `root` so named (an HF Trainer checkpoint's own files and
+    DCP dirs beside its config and tokenizer: `CheckpointPaths.hf_skip`)."""
     base = Path(root)
     found: list[str] = []
     pending: list[tuple[Path, int]] = [(base, 0)]
@@ -1062,6 +1191,8 @@ def list_files(root: str | os.PathLike, skip_hidden: bool = False) -> list[str]:
             raise CheckpointPathError(f"{base}: more than {MAX_WALK_ENTRIES} entries")
         for entry in entries:
             if skip_hidden and entry.name.startswith("."):
+                continue
+            if depth == 0 and entry.name in skip:
                 continue
             if entry.is_dir(follow_symlinks=False):
                 pending.append((Path(entry.path), depth + 1))

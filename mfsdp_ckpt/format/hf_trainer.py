@@ -1,0 +1,117 @@
+"""The names Hugging Face's Trainer and Accelerate give an FSDP checkpoint, and its step.
+
+With `fsdp_state_dict_type: SHARDED_STATE_DICT` (what TRL's trainers run with FSDP too),
+`Trainer._save_checkpoint` writes `OUTPUT/checkpoint-<global_step>/` and Accelerate's
+`save_fsdp_model` / `save_fsdp_optimizer` (accelerate/utils/fsdp_utils.py) put two DCP
+dirs in it::
+
+    OUTPUT/checkpoint-N/
+        pytorch_model_fsdp_0/   # dcp.save({"model": state_dict}): keys model.<HF name>
+        optimizer_0/            # dcp.save({"optimizer": ...}): optimizer.state.<HF name>.exp_avg
+        trainer_state.json      # its "global_step" is the step the Trainer resumes at
+        scheduler.pt, rng_state_<rank>.pth, ...
+
+`_0` is the index of the model (and of the optimizer) Accelerate prepared: a run with two
+models has `pytorch_model_fsdp_1/` too. `resume_from_checkpoint=True` takes the
+checkpoint-N with the largest N (transformers' `get_last_checkpoint`). The Trainer writes
+`config.json` and tokenizer files into checkpoint-N only where its `save_model` calls
+`_save` (transformers releases around 4.35 did so with FSDP); later ones save nothing
+but the FSDP state there with SHARDED_STATE_DICT. With FULL_STATE_DICT the checkpoint is
+a Hugging Face model dir (`config.json`, `model.safetensors`). `mfsdp_ckpt.format.layout`
+decides what each level resolves to; this module only knows the names and reads
+trainer_state.json.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from mfsdp_ckpt.errors import CheckpointFormatError
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.unique_json import loads_unique
+
+KIND = "hf-trainer"
+MODEL_DCP_PREFIX = "pytorch_model_fsdp_"  # accelerate's FSDP_MODEL_NAME + "_<model index>"
+OPTIMIZER_DCP_PREFIX = "optimizer_"  # OPTIMIZER_NAME + "_<optimizer index>"
+OPTIMIZER_ENTRY = "optimizer."  # save_fsdp_optimizer's one top-level key in optimizer_K/
+TRAINER_STATE_FILE = "trainer_state.json"
+# The Trainer's own records beside config and tokenizer (TRL's GRPO adds the second):
+# JSON files that are no Hugging Face asset, never copied into an export.
+TRAINER_FILES = (TRAINER_STATE_FILE, "entropy_ctrl_state.json")
+# A trainer_state.json grows by one log_history record per logging step (a GRPO run with
+# logging_steps=1 writes about 1.5 KB a step): a larger one is not read, the dir's N is used.
+TRAINER_STATE_MAX_BYTES = 16 << 20
+
+CHECKPOINT_DIR_RE = re.compile(r"^checkpoint-([0-9]{1,18})$")
+MODEL_DCP_RE = re.compile(rf"^{MODEL_DCP_PREFIX}([0-9]{{1,9}})$")
+OPTIMIZER_DCP_RE = re.compile(rf"^{OPTIMIZER_DCP_PREFIX}([0-9]{{1,9}})$")
+# .bin files of the Trainer and Accelerate that hold no Hugging Face weights: a checkpoint-N
+# with config.json and training_args.bin is no Hugging Face model dir.
+STATE_BIN_RE = re.compile(
+    r"^(training_args|optimizer|scheduler|sampler|pytorch_model_fsdp)(_[0-9]+)?\.bin$"
+)
+# Accelerate's per-rank torch.save shards: LOCAL_STATE_DICT (FSDP1), or SHARDED_STATE_DICT
+# saved with use_dcp=False.
+RANK_SHARD_RE = re.compile(rf"^{MODEL_DCP_PREFIX[:-1]}(_[0-9]+)?_rank[0-9]+\.bin$")
+
+
+def checkpoint_number(name: str) -> int | None:
+    """N of a `checkpoint-N` dir name, else None."""
+    match = CHECKPOINT_DIR_RE.match(name)
+    return int(match.group(1)) if match else None
+
+
+def optimizer_dir(model_dcp: Path) -> Path:
+    """`optimizer_K/` beside `pytorch_model_fsdp_K/`: the Trainer saves one model and one
+    optimizer, both index 0."""
+    match = MODEL_DCP_RE.match(model_dcp.name)
+    index = match.group(1) if match else "0"
+    return model_dcp.parent / f"{OPTIMIZER_DCP_PREFIX}{index}"
+
+
+def model_dir_of_optimizer(optimizer_dcp: Path) -> Path | None:
+    """`pytorch_model_fsdp_K/` beside an `optimizer_K/` given for the checkpoint, or None."""
+    match = OPTIMIZER_DCP_RE.match(optimizer_dcp.name)
+    if match is None:
+        return None
+    return optimizer_dcp.parent / f"{MODEL_DCP_PREFIX}{match.group(1)}"
+
+
+def recorded_step(checkpoint: Path) -> tuple[int | None, str | None]:
+    """(step, note): the `global_step` of `checkpoint`'s trainer_state.json, which the
+    Trainer resumes at, else the N of its `checkpoint-N` name (None for another name).
+
+    Read bounded through `safe_files` (a FIFO, a directory or a link out of the checkpoint
+    is CheckpointFileError, one line); a file that is no JSON object or whose global_step
+    is no integer is CheckpointFormatError (exit 1: the Trainer could not resume from it
+    either). A file over TRAINER_STATE_MAX_BYTES is left unread and the note says so; so
+    does a global_step that differs from N."""
+    named = checkpoint_number(checkpoint.name)
+    file = checkpoint / TRAINER_STATE_FILE
+    if not os.path.lexists(file):
+        return named, None
+    size = os.stat(safe_files.regular_file(file, root=checkpoint)).st_size
+    if size > TRAINER_STATE_MAX_BYTES:
+        fallback = f"step {named} from the dir name" if named is not None else "no step"
+        return named, (
+            f"{file}: {size} bytes, more than the {TRAINER_STATE_MAX_BYTES} read for its"
+            f" global_step; {fallback}"
+        )
+    text = safe_files.read_text(file, TRAINER_STATE_MAX_BYTES, root=checkpoint)
+    try:
+        state = loads_unique(text)
+    except (ValueError, RecursionError) as err:
+        raise CheckpointFormatError(f"{file}: not valid JSON ({str(err)[:120]})") from None
+    if not isinstance(state, dict):
+        raise CheckpointFormatError(f"{file}: expected a JSON object, found {type(state).__name__}")
+    step = state.get("global_step")
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 10**18:
+        raise CheckpointFormatError(f"{file}: expected an integer global_step, found {step!r:.40}")
+    if named is not None and step != named:
+        return step, (
+            f"{file} says global_step {step}, the dir is {checkpoint.name}: step {step}, as the"
+            " Trainer resumes"
+        )
+    return step, None
