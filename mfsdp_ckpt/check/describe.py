@@ -145,26 +145,37 @@ def describe_checkpoint(
         if paths.manifest and os.path.lexists(paths.manifest)
         else None
     )
-    sharing = byte_sharing(reader.tensors, reader.objects)
-    tensors: list[dict[str, Any]] = [
-        {
-            "name": entry.name,
-            "shape": list(entry.shape),
-            "dtype": entry.dtype.name,
-            "chunks": len(entry.chunks),
-            "bytes": entry.nbytes,
-            # a tied output layer stored once: the tensor whose bytes this one names
-            "shares_bytes_of": sharing.aliases.get(entry.name),
-        }
-        for entry in reader.tensors.values()
-    ]
+    # the HF Trainer keeps the optimizer state in a DCP dir of its own: listed alike
+    readers = [reader]
+    if paths.optimizer_dcp is not None:
+        readers.append(CheckpointReader(paths.optimizer_dcp))
+    tensors: list[dict[str, Any]] = []
+    objects: list[dict[str, Any]] = []
+    shared_bytes = 0
+    for each in readers:
+        sharing = byte_sharing(each.tensors, each.objects)
+        shared_bytes += sharing.alias_bytes
+        tensors += [
+            {
+                "name": entry.name,
+                "shape": list(entry.shape),
+                "dtype": entry.dtype.name,
+                "chunks": len(entry.chunks),
+                "bytes": entry.nbytes,
+                # a tied output layer stored once: the tensor whose bytes this one names
+                "shares_bytes_of": sharing.aliases.get(entry.name),
+            }
+            for entry in each.tensors.values()
+        ]
+        entries = sorted(each.objects.values(), key=lambda e: e.name)
+        objects += [
+            describe_object(each, entry, decode=len(objects) + index < MAX_DECODED_OBJECTS)
+            for index, entry in enumerate(entries)
+        ]
     groups = Counter(entry["name"].split(".", 1)[0] for entry in tensors)
-    objects = [
-        describe_object(reader, entry, decode=index < MAX_DECODED_OBJECTS)
-        for index, entry in enumerate(sorted(reader.objects.values(), key=lambda e: e.name))
-    ]
     return {
         "checkpoint": str(paths.dist_ckpt),
+        "optimizer_checkpoint": None if paths.optimizer_dcp is None else str(paths.optimizer_dcp),
         "step": paths.step,
         "layout": paths.kind,
         "recorded_model": describe_recorded_model(paths, reader),
@@ -185,9 +196,9 @@ def describe_checkpoint(
         "totals": {
             "tensors": len(tensors),
             "bytes": sum(t["bytes"] for t in tensors),
-            "shared_bytes": sharing.alias_bytes,  # of those, named twice but stored once
+            "shared_bytes": shared_bytes,  # of those, named twice but stored once
             "by_group": {group: count for group, count in sorted(groups.items())},
-            "files": len(reader.files()),
+            "files": sum(len(each.files()) for each in readers),
         },
     }
 
@@ -195,8 +206,10 @@ def describe_checkpoint(
 def format_description(description: dict) -> str:
     """The description as terminal text: names escaped and cut (mfsdp_ckpt.check.printable), so a
     crafted name can neither drive the terminal nor widen every line of the table."""
-    lines = [
-        f"checkpoint  {printable(description['checkpoint'])}",
+    lines = [f"checkpoint  {printable(description['checkpoint'])}"]
+    if description.get("optimizer_checkpoint"):
+        lines.append(f"optimizer   {printable(description['optimizer_checkpoint'])}")
+    lines += [
         f"step        {description['step'] if description['step'] is not None else '-'}",
         f"contents    {printable(', '.join(description['contents']))}",
     ]

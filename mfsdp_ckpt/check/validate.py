@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from mfsdp_ckpt.check.printable import printable
 from mfsdp_ckpt.convert.megatron_lora import stored_adapter_summary
@@ -26,6 +27,7 @@ from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import layout, state_keys
 from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
 from mfsdp_ckpt.format.file_hash import hash_file, rehash_like
+from mfsdp_ckpt.format.hf_trainer import OPTIMIZER_ENTRY
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.lora import ByteProgress, check_base_model
 from mfsdp_ckpt.storage import safe_files
@@ -34,6 +36,7 @@ from mfsdp_ckpt.storage.reader import (
     MAX_LISTED_PROBLEMS,
     CheckpointFormatError,
     CheckpointReader,
+    TensorEntry,
     chunk_backing_problem,
     chunk_coverage_problems,
     unclaimed_storage_entries,
@@ -152,7 +155,8 @@ def validate_paths(
     _check_backing(reader, report)
     _check_shared_bytes(reader, report)
     _check_contents(paths, reader, manifest, report)
-    _check_optimizer(reader, report)
+    optimizer = _check_optimizer_dcp(paths, report)
+    _check_optimizer(reader if optimizer is None else _joint_tables(reader, optimizer), report)
     if (
         manifest is None or manifest.lora is None
     ):  # a LoRA step holds adapters, not the config's weights
@@ -163,9 +167,20 @@ def validate_paths(
     if deep:
         if manifest is not None:
             _check_hashes(paths, manifest, report)
-        _check_values(reader, report, progress)
-        _check_objects(reader, report)
+        readers = [reader] if optimizer is None else [reader, optimizer]
+        total, done = sum(len(r.tensors) for r in readers), 0
+        for each in readers:
+            _check_values(each, report, _shifted(progress, done, total))
+            _check_objects(each, report)
+            done += len(each.tensors)
     return report
+
+
+def _shifted(progress: Progress | None, done: int, total: int) -> Progress | None:
+    """`progress` told of one reader's tensors as a part of `total` over several readers."""
+    if progress is None:
+        return None
+    return lambda count, _of: progress(done + count, total)
 
 
 class CheckpointInvalidError(MfsdpFailedError, ValueError):
@@ -277,17 +292,7 @@ def _check_manifest(paths: layout.CheckpointPaths, report: ValidationReport) -> 
 
 
 def _check_files(paths, reader: CheckpointReader, manifest: Manifest | None, report) -> None:
-    needed = reader.files()
-    for name, min_size in sorted(needed.items()):
-        size = _safe_size(reader, name, report)
-        if size is None:
-            continue
-        if size < min_size:
-            report.add(
-                ERROR,
-                paths.dist_ckpt / name,
-                f"has {size} bytes, metadata needs {min_size} (truncated)",
-            )
+    needed = _check_data_files(reader, report)
     if manifest is None or paths.step_dir is None:
         report.files = len(needed) + 1
         return
@@ -317,6 +322,21 @@ def _check_files(paths, reader: CheckpointReader, manifest: Manifest | None, rep
             report.add(
                 ERROR, paths.dist_ckpt / name, "referenced by .metadata but not in the manifest"
             )
+
+
+def _check_data_files(reader: CheckpointReader, report: ValidationReport) -> dict[str, int]:
+    """Each data file `.metadata` names is there and holds the bytes it needs; returns them
+    ({file: bytes needed})."""
+    needed = reader.files()
+    for name, min_size in sorted(needed.items()):
+        size = _safe_size(reader, name, report)
+        if size is not None and size < min_size:
+            report.add(
+                ERROR,
+                reader.root / name,
+                f"has {size} bytes, metadata needs {min_size} (truncated)",
+            )
+    return needed
 
 
 def _safe_size(reader: CheckpointReader, name: str, report: ValidationReport) -> int | None:
@@ -404,7 +424,60 @@ def _check_contents(paths, reader: CheckpointReader, manifest: Manifest | None, 
         report.add(ERROR, paths.dist_ckpt, "no model weights (no keys under 'model.')")
 
 
-def _check_optimizer(reader: CheckpointReader, report: ValidationReport) -> None:
+class _TensorTables(Protocol):
+    """What pairing optimizer states with parameters reads: a tensor table, one DCP's or
+    the model's and optimizer's DCPs' together (`_joint_tables`)."""
+
+    @property
+    def tensors(self) -> Mapping[str, TensorEntry]: ...
+
+
+@dataclass(frozen=True)
+class _JointTables:
+    tensors: Mapping[str, TensorEntry]
+
+
+def _joint_tables(model: CheckpointReader, optimizer: CheckpointReader) -> _JointTables:
+    """The model's tensors and the optimizer's (its `optimizer.` keys only: one that
+    names a weight is reported by `_check_optimizer_dcp`, never taken for it)."""
+    states = {k: e for k, e in optimizer.tensors.items() if k.startswith(OPTIMIZER_ENTRY)}
+    return _JointTables({**model.tensors, **states})
+
+
+def _check_optimizer_dcp(
+    paths: layout.CheckpointPaths, report: ValidationReport
+) -> CheckpointReader | None:
+    """A layout's optimizer state in a DCP dir of its own (the HF Trainer's optimizer_0/),
+    checked as any DCP is (metadata, data files, chunks, storage entries, shared bytes),
+    its keys all under `optimizer.` (all Accelerate saves there). Returns its reader for
+    the checks that pair its states with the model's parameters; None when there is no
+    such dir or its metadata cannot be read."""
+    directory = paths.optimizer_dcp
+    if directory is None:
+        return None
+    metadata = directory / layout.DCP_METADATA_FILE
+    try:
+        reader = CheckpointReader(directory)
+    except (UnsafeMetadataError, CheckpointFormatError, CheckpointFileError) as err:
+        report.add(ERROR, metadata, str(err).split(": ", 1)[-1])
+        return None
+    report.tensors += len(reader.tensors)
+    report.tensor_bytes += sum(e.nbytes for e in reader.tensors.values())
+    report.files += len(_check_data_files(reader, report)) + 1
+    for check in (_check_chunks, _check_storage_entries, _check_backing, _check_shared_bytes):
+        check(reader, report)
+    stray = sorted(
+        k for k in [*reader.tensors, *reader.objects] if not k.startswith(OPTIMIZER_ENTRY)
+    )
+    if stray:
+        more = f" (+{len(stray) - 1} more)" if len(stray) > 1 else ""
+        report.add(ERROR, f"{metadata} [{stray[0]}]", f"not optimizer state{more}")
+    states = any(k.startswith(state_keys.OPTIMIZER_STATE_PREFIX) for k in reader.tensors)
+    report.has_optimizer_state = bool(report.has_optimizer_state) or states
+    return reader
+
+
+def _check_optimizer(reader: _TensorTables, report: ValidationReport) -> None:
     """The optimizer's per-parameter tensors (Adam's moments, or SGD's momentum: whichever
     the checkpoint holds) must exist for every parameter and match its shape.
 
