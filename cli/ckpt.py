@@ -16,7 +16,8 @@ PATH_HELP = """PATH is any level of a checkpoint: a run dir (follows
 latest_checkpointed_iteration.txt), a step dir, a dist_ckpt dir, or a directory holding
 one run. Layouts: mfsdp's own; verl RL (global_step_N/actor[/model]/dist_ckpt) and SFT
 (global_step_N/dist_ckpt); Megatron-LM (iter_0000100/ with .metadata); Megatron-Bridge
-(iter_0000100/ with run_config.yaml, latest_train_state.pt). See docs/interop.md."""
+(iter_0000100/ with run_config.yaml, latest_train_state.pt); Hugging Face's Trainer with FSDP
+(OUTPUT/checkpoint-N/pytorch_model_fsdp_0 and optimizer_0). See docs/interop.md."""
 
 ROLE_OPTION = click.option(
     "--role",

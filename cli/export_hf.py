@@ -132,8 +132,9 @@ def export_hf(
     """Convert a checkpoint to a Hugging Face model directory, on CPU, in bounded memory.
 
     CKPT is any level of a checkpoint (run dir via the tracker, step dir, verl's actor/ or
-    actor/model/, a dist_ckpt dir, Megatron-LM's iter_0000100/, a directory holding one
-    run; layouts in docs/interop.md), or a URL (file://, gs://, s3://, http(s)://).
+    actor/model/, a dist_ckpt dir, Megatron-LM's iter_0000100/, the HF Trainer's output dir,
+    checkpoint-N/ or pytorch_model_fsdp_0/, a directory holding one run; layouts in
+    docs/interop.md), or a URL (file://, gs://, s3://, http(s)://).
     The result loads with AutoModelForCausalLM.from_pretrained(DIR) and
     AutoTokenizer.from_pretrained(DIR): model*.safetensors (+ index when sharded) and the
     config, generation config and tokenizer files. Tensors stream a few at a time (peak
