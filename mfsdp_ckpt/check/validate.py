@@ -146,6 +146,7 @@ def validate_paths(
     except (UnsafeMetadataError, CheckpointFormatError, CheckpointFileError) as err:
         report.add(ERROR, paths.dist_ckpt / layout.DCP_METADATA_FILE, str(err).split(": ", 1)[-1])
         return report
+    roots = _state_roots(paths, reader)
     report.tensors = len(reader.tensors)
     report.tensor_bytes = sum(e.nbytes for e in reader.tensors.values())
     report.adapter = stored_adapter_summary(reader)
@@ -154,13 +155,17 @@ def validate_paths(
     _check_storage_entries(reader, report)
     _check_backing(reader, report)
     _check_shared_bytes(reader, report)
-    _check_contents(paths, reader, manifest, report)
+    _check_contents(paths, reader, roots, manifest, report)
     optimizer = _check_optimizer_dcp(paths, report)
-    _check_optimizer(reader if optimizer is None else _joint_tables(reader, optimizer), report)
+    if optimizer is None:
+        _check_optimizer(reader, roots, report)
+    else:
+        joint = _joint_tables(reader, optimizer)
+        _check_optimizer(joint, state_keys.state_roots(joint.tensors), report)
     if (
         manifest is None or manifest.lora is None
     ):  # a LoRA step holds adapters, not the config's weights
-        _check_against_config(paths, reader, report, hf_config)
+        _check_against_config(paths, reader, roots, report, hf_config)
     check_base_model(
         manifest, report, deep=deep, source=str(paths.manifest), progress=base_progress
     )
@@ -403,12 +408,28 @@ def _check_shared_bytes(reader: CheckpointReader, report: ValidationReport) -> N
         report.add(ERROR, where, problem)
 
 
-def _check_contents(paths, reader: CheckpointReader, manifest: Manifest | None, report) -> None:
+def _state_roots(paths: layout.CheckpointPaths, reader: CheckpointReader) -> state_keys.StateRoots:
+    """Where the model and optimizer entries lie; two model entries are refused (exit 2)
+    in one line naming the checkpoint and both entries."""
+    try:
+        return state_keys.state_roots(reader.tensors)
+    except state_keys.AmbiguousStateError as err:
+        raise state_keys.AmbiguousStateError(f"{paths.dist_ckpt}: {err}") from None
+
+
+def _check_contents(
+    paths,
+    reader: CheckpointReader,
+    roots: state_keys.StateRoots,
+    manifest: Manifest | None,
+    report,
+) -> None:
     keys = list(reader.tensors) + list(reader.objects)
+    state = roots.optimizer_state
     present = {
-        "model": bool(state_keys.model_keys(keys)),
-        "optimizer": any(k.startswith("optimizer.") for k in keys),
-        "optimizer_state": any(k.startswith(state_keys.OPTIMIZER_STATE_PREFIX) for k in keys),
+        "model": any(map(roots.is_weight, reader.tensors)),
+        "optimizer": any(map(roots.under_optimizer, keys)),
+        "optimizer_state": state is not None and any(k.startswith(state) for k in reader.tensors),
         "extra": any(k.startswith(state_keys.EXTRA_KEY_PREFIX) for k in keys),
     }
     report.has_optimizer_state = present["optimizer_state"]
@@ -421,7 +442,7 @@ def _check_contents(paths, reader: CheckpointReader, manifest: Manifest | None, 
                     f"manifest lists '{kind}' but the checkpoint has no {kind} state",
                 )
     if not present["model"]:
-        report.add(ERROR, paths.dist_ckpt, "no model weights (no keys under 'model.')")
+        report.add(ERROR, paths.dist_ckpt, f"no model weights ({state_keys.NO_MODEL_WEIGHTS})")
 
 
 class _TensorTables(Protocol):
@@ -472,26 +493,30 @@ def _check_optimizer_dcp(
     if stray:
         more = f" (+{len(stray) - 1} more)" if len(stray) > 1 else ""
         report.add(ERROR, f"{metadata} [{stray[0]}]", f"not optimizer state{more}")
-    states = any(k.startswith(state_keys.OPTIMIZER_STATE_PREFIX) for k in reader.tensors)
+    states = any(k.startswith(f"{OPTIMIZER_ENTRY}state.") for k in reader.tensors)
     report.has_optimizer_state = bool(report.has_optimizer_state) or states
     return reader
 
 
-def _check_optimizer(reader: _TensorTables, report: ValidationReport) -> None:
+def _check_optimizer(
+    reader: _TensorTables, roots: state_keys.StateRoots, report: ValidationReport
+) -> None:
     """The optimizer's per-parameter tensors (Adam's moments, or SGD's momentum: whichever
     the checkpoint holds) must exist for every parameter and match its shape.
 
-    States are matched to parameters by name with wrapper segments removed, which covers
-    FSDP2's `optimizer.state.<param>.exp_avg` and Megatron's distributed optimizer,
-    `optimizer.state.module.module.module.<param>.exp_avg` (SwiGLU fc1 split into
-    weight_w/weight_v as in the model). A state that matches no parameter is a warning:
-    an optimizer may legitimately hold more than the model state shows.
+    States are matched to parameters by name with entries and wrapper segments removed,
+    which covers FSDP2's `optimizer.state.<param>.exp_avg`, torch's DCP recipe's
+    `app.optim.state.<param>.exp_avg` beside `app.model.<param>`, and Megatron's
+    distributed optimizer, `optimizer.state.module.module.module.<param>.exp_avg` (SwiGLU
+    fc1 split into weight_w/weight_v as in the model). A missing state is named by the key
+    it would be stored under; a state that matches no parameter is a warning: an optimizer
+    may legitimately hold more than the model state shows.
     """
     tensors = reader.tensors
-    prefix = state_keys.OPTIMIZER_STATE_PREFIX
-    if not any(k.startswith(prefix) for k in tensors):
+    prefix = roots.optimizer_state
+    if prefix is None or not any(k.startswith(prefix) for k in tensors):
         return
-    params = {state_keys.module_path(key): key for key in state_keys.model_keys(list(tensors))}
+    params = {roots.module_path(key): key for key in roots.weight_keys(tensors)}
     found: dict[str, dict[str, str]] = {}
     unmatched = []
     for key in tensors:
@@ -507,13 +532,17 @@ def _check_optimizer(reader: _TensorTables, report: ValidationReport) -> None:
     # Adam's unless another optimizer's set is there: a state holding neither lost them
     adam = state_keys.OPTIMIZER_MOMENTS[0]
     moments = next((m for m in state_keys.OPTIMIZER_MOMENTS if held.intersection(m)), adam)
+    lead = _optimizer_lead(roots, params, found)
     for name, key in params.items():
         states = found.get(name, {})
         for moment in moments:
             state_key = states.get(moment)
             if state_key is None:
                 if not _is_tied_duplicate(name, params):
-                    report.add(ERROR, f"[{key}]", f"optimizer state {moment} is missing")
+                    expected = _state_key(roots, key, states, moment, lead)
+                    report.add(
+                        ERROR, f"[{key}]", f"optimizer state {moment} is missing (no [{expected}])"
+                    )
             elif tensors[state_key].shape != tensors[key].shape:
                 report.add(
                     ERROR,
@@ -526,6 +555,40 @@ def _check_optimizer(reader: _TensorTables, report: ValidationReport) -> None:
         report.add(
             WARNING, f"[{unmatched[0]}]", f"optimizer state matches no model parameter{more}"
         )
+
+
+def _optimizer_lead(
+    roots: state_keys.StateRoots, params: dict[str, str], found: dict[str, dict[str, str]]
+) -> str:
+    """What the optimizer's names put before a parameter's path in place of the model's
+    leading wrapper segments (Megatron's distributed optimizer: `module.module.module.`
+    where the model has `module.`), learnt from a parameter whose state is there; "" when
+    none tells."""
+    prefix = roots.optimizer_state or ""
+    for name, states in found.items():
+        state_path = next(iter(states.values()))[len(prefix) :].rpartition(".")[0]
+        core = _unwrapped(roots.path_in_entry(params[name]))
+        if state_path.endswith(core):
+            return state_path[: len(state_path) - len(core)]
+    return ""
+
+
+def _state_key(
+    roots: state_keys.StateRoots, param: str, states: dict[str, str], moment: str, lead: str
+) -> str:
+    """The key `moment` of parameter `param` would be stored under: beside the parameter's
+    other states, else its path under the optimizer's state as the others are named."""
+    if states:
+        return f"{next(iter(states.values())).rpartition('.')[0]}.{moment}"
+    return f"{roots.optimizer_state}{lead}{_unwrapped(roots.path_in_entry(param))}.{moment}"
+
+
+def _unwrapped(path: str) -> str:
+    """`module.decoder.layers.0.x` -> `decoder.layers.0.x`: leading wrapper segments off."""
+    parts = path.split(".")
+    while len(parts) > 1 and parts[0] in state_keys.WRAPPER_SEGMENTS:
+        parts.pop(0)
+    return ".".join(parts)
 
 
 def _is_tied_duplicate(name: str, params: dict[str, str]) -> bool:
@@ -552,6 +615,7 @@ def _config_file(paths: layout.CheckpointPaths, hf_config: str | os.PathLike | N
 def _check_against_config(
     paths,
     reader: CheckpointReader,
+    roots: state_keys.StateRoots,
     report: ValidationReport,
     hf_config: str | os.PathLike | None = None,
 ) -> None:
@@ -580,30 +644,27 @@ def _check_against_config(
 
     # experts fused as transformers 5.x holds them in memory are checked as the per-expert
     # tensors of the hub's files, which the config's expectations name
+    weights = {roots.module_path(k): k for k in roots.weight_keys(reader.tensors)}
     stored = hub_expert_names(
-        {
-            state_keys.module_path(k): reader.tensors[k].shape
-            for k in state_keys.model_keys(list(reader.tensors))
-        },
-        expected.model_type,
+        {path: reader.tensors[key].shape for path, key in weights.items()}, expected.model_type
     )
     if stored and not set(stored) & set(expected.allowed):
         _check_mapped_against_config(paths, reader, report, config_file)
         return
+
+    def where(name: str) -> str:  # the stored key (experts fused in it: the name it would have)
+        return f"[{weights.get(name) or roots.stored_name(name)}]"
+
     for name, shape in expected.required.items():
         found = stored.get(name)
         if found is None:
             report.add(
-                ERROR,
-                f"[model.{name}]",
-                f"missing; {config_file} ({expected.model_type}) expects it",
+                ERROR, where(name), f"missing; {config_file} ({expected.model_type}) expects it"
             )
         elif found != shape:
-            report.add(ERROR, f"[model.{name}]", f"shape {found}, {config_file} expects {shape}")
+            report.add(ERROR, where(name), f"shape {found}, {config_file} expects {shape}")
     for name in sorted(set(stored) - set(expected.allowed)):
-        report.add(
-            ERROR, f"[model.{name}]", f"unexpected for {expected.model_type} per {config_file}"
-        )
+        report.add(ERROR, where(name), f"unexpected for {expected.model_type} per {config_file}")
 
 
 def _check_mapped_against_config(

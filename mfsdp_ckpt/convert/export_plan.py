@@ -40,6 +40,7 @@ from mfsdp_ckpt.convert.name_maps import (
 )
 from mfsdp_ckpt.format.dtypes import BFLOAT16, FLOAT16, FLOAT32, DType
 from mfsdp_ckpt.format.layout import stat_inside
+from mfsdp_ckpt.format.state_keys import AmbiguousStateError
 from mfsdp_ckpt.storage.reader import TensorEntry
 
 if TYPE_CHECKING:
@@ -140,6 +141,8 @@ def model_weights(
     one: no base weight is written there, so nothing of theirs would be lost."""
     try:
         stored = model_tensors(source.reader.tensors)
+    except AmbiguousStateError as err:  # two model entries: exit 2, naming the checkpoint
+        raise AmbiguousStateError(f"{source.location}: {err}") from None
     except MappingError as err:  # ambiguous names, or a model kind export does not convert
         raise ExportError(f"{source.location}: {err}") from None
     rest, mtp = split_mtp(stored)

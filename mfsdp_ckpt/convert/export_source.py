@@ -22,6 +22,7 @@ from mfsdp_ckpt.convert.hf_config import (
 )
 from mfsdp_ckpt.convert.name_maps import MappingError, hf_state_dict_shapes, model_tensors
 from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format.state_keys import AmbiguousStateError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError
 from mfsdp_ckpt.storage.reader import CheckpointReader, TensorEntry
@@ -241,7 +242,7 @@ def weights_summary(tensors: Mapping[str, TensorEntry]) -> str:
     names say nothing (an unknown layout)."""
     try:
         paths = model_tensors(tensors)
-    except MappingError:
+    except (MappingError, AmbiguousStateError):  # reported where the weights are read
         return ""
     layers = {int(m.group(1)) for path in paths if (m := _LAYER_RE.match(path))}
     parts = [f"{len(layers)} layers"] if layers else []

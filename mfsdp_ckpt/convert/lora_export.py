@@ -195,8 +195,9 @@ def _read_adapter(paths: layout.CheckpointPaths, manifest: Manifest) -> _Adapter
     reader = CheckpointReader(paths.dist_ckpt)
     where = paths.dist_ckpt
     modules: dict[str, dict[str, str]] = {}
-    for key in state_keys.model_keys(list(reader.tensors)):
-        parsed = parse_adapter_key(state_keys.module_path(key))
+    roots = state_keys.state_roots(reader.tensors)
+    for key in roots.weight_keys(reader.tensors):
+        parsed = parse_adapter_key(roots.module_path(key))
         if parsed is None:
             raise ExportError(f"{where} [{key}]: not an adapter weight, yet the manifest says LoRA")
         modules.setdefault(parsed.module, {})[parsed.which] = key

@@ -42,6 +42,7 @@ from mfsdp_ckpt.convert.lora_export import (
 from mfsdp_ckpt.convert.megatron_lora import MegatronLora, holds_adapters
 from mfsdp_ckpt.convert.megatron_lora_alpha import set_lora_scale
 from mfsdp_ckpt.convert.name_maps import Geometry, MappingError, model_tensors
+from mfsdp_ckpt.format.state_keys import AmbiguousStateError
 from mfsdp_ckpt.lora import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
@@ -79,6 +80,8 @@ def export_megatron_adapter(
     source = _resolve_source(str(ckpt), io, role)
     try:
         names = model_tensors(source.reader.tensors)
+    except AmbiguousStateError as err:  # two model entries: exit 2, naming the checkpoint
+        raise AmbiguousStateError(f"{source.location}: {err}") from None
     except MappingError as err:  # ambiguous names, virtual-pipeline chunks
         raise ExportError(f"{source.location}: {err}") from None
     if not holds_adapters(names):
@@ -206,7 +209,7 @@ def adapter_only_checkpoint(source: _Source) -> bool:
     PEFT save): a merge then needs base weights from elsewhere."""
     try:
         names = list(model_tensors(source.reader.tensors))
-    except MappingError:  # export's planning reports it
+    except (MappingError, AmbiguousStateError):  # export's planning reports it
         return False
     return bool(names) and all(holds_adapters([name]) for name in names)
 

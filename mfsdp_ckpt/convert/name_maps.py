@@ -35,8 +35,8 @@ if TYPE_CHECKING:  # the transforms get tensors from their caller; planning need
 
 HF, MCORE = "hf", "mcore"
 LAYOUTS = (HF, MCORE)
-_HF_ROOTS = ("model", "lm_head")
-_MCORE_ROOTS = ("embedding", "decoder", "output_layer", "mtp")
+_HF_ROOTS = state_keys.HF_ROOTS
+_MCORE_ROOTS = state_keys.MCORE_ROOTS
 
 
 class MappingError(MfsdpFailedError, ValueError):
@@ -922,33 +922,26 @@ def _root(path: str) -> str:
 def model_tensors(stored_keys: Iterable[str]) -> dict[str, str]:
     """{module path: stored key} for the model weights; optimizer, RNG, args skipped.
 
-    `model.module.decoder.layers.0...` (Megatron-LM), `model0.module.decoder...` (verl's
-    name for a model built as one virtual-pipeline chunk) and `model.model.layers.0...`
-    (our trainer) lose the top-level entry and wrapper segments; Transformer Engine's
-    `_extra_state` is no weight. When no name under a model entry has a known root, the
-    checkpoint is a bare model state dict (`dcp.save(model.state_dict())`) and every tensor
-    outside optimizer/extra state is a weight, names kept. Several chunks (`model0`,
-    `model1`) number their layers each from 0 and are refused: their order in the model is
-    not in the checkpoint.
+    `state_keys.state_roots` finds the model entry: `model.module.decoder.layers.0...`
+    (Megatron-LM), `model0.module.decoder...` (verl's name for a model built as one
+    virtual-pipeline chunk), `model.model.layers.0...` (our trainer, torch's plain
+    `dcp.save({"model": ...})`), `app.model.model.layers.0...` (torch's DCP recipe) lose
+    the entry and wrapper segments; a bare model state dict (`dcp.save(model.state_dict())`)
+    keeps its names. Transformer Engine's `_extra_state` is no weight. Several chunks
+    (`model0`, `model1`) number their layers each from 0 and are refused: their order in
+    the model is not in the checkpoint. Two unrelated model entries raise
+    `state_keys.AmbiguousStateError`.
     """
-    keys = [k for k in stored_keys if not k.endswith(state_keys.NOT_WEIGHT_SUFFIXES)]
-    weights = state_keys.model_keys(keys)
-    chunks = sorted({state_keys.model_entry(k) for k in weights}, key=str)
-    if len(chunks) > 1:
+    keys = list(stored_keys)
+    roots = state_keys.state_roots(keys)
+    if len(roots.models) > 1:
         raise UnsupportedModelError(
-            f"model entries {', '.join(map(str, chunks))}: a model saved in virtual-pipeline"
+            f"model entries {', '.join(roots.models)}: a model saved in virtual-pipeline"
             " chunks numbers each chunk's layers from 0, and their order is not in the"
             " checkpoint; export supports one model entry (save without"
             " --virtual-pipeline-model-parallel-size)"
         )
-    under_model = _unique_paths((state_keys.module_path(k), k) for k in weights)
-    if any(_root(path) in _HF_ROOTS + _MCORE_ROOTS for path in under_model):
-        return under_model
-    return _unique_paths(
-        (state_keys.hf_name(k), k)
-        for k in keys
-        if not k.startswith(("optimizer.", state_keys.EXTRA_KEY_PREFIX))
-    )
+    return _unique_paths((roots.module_path(k), k) for k in roots.weight_keys(keys))
 
 
 def _unique_paths(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:

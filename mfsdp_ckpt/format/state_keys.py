@@ -1,31 +1,61 @@
-"""Top-level keys of a training checkpoint and the wrapper prefixes that hide HF names.
+"""Where a checkpoint's model weights and optimizer state lie among its stored keys.
 
-DCP flattens the saved state dict, so a model weight is stored as
-`model.<module path>` and its Adam moments as `optimizer.state.<module path>.exp_avg`.
-verl and Megatron name the model entry `model0`, `model1`, ... when a model is built in
-several virtual-pipeline chunks. Wrappers insert path segments of their own (`module.`
-for Megatron-FSDP and DDP, `_orig_mod.` for torch.compile, `_fsdp_wrapped_module.` /
-`_checkpoint_wrapped_module.` for FSDP1 and activation checkpointing); `hf_name` removes
-them to recover the name `transformers` uses. Transformer Engine stores a
-`<module>._extra_state` entry per layer (fp8 scaling bookkeeping): module state, not a
-weight, never optimized.
+DCP flattens the saved state dict, so a model weight is stored as `<entry>.<module path>`
+and its Adam moments as `<optimizer entry>.state.<module path>.exp_avg`. The entry is
+`model` for mfsdp, Megatron-LM and torch's plain `dcp.save({"model": ...})`; verl and
+Megatron name it `model0`, `model1`, ... when a model is built in several virtual-pipeline
+chunks; torch's own DCP recipe nests it under the app's key (`dcp.save({"app":
+AppState(model, optimizer)})` stores `app.model.model.layers.0...` beside
+`app.optim.state.model.layers.0....exp_avg`); `dcp.save(model.state_dict())` has no entry
+at all. `state_roots` finds the entries by the names beneath them, so each reader asks
+one place instead of matching prefixes of its own.
+
+Wrappers insert path segments of their own (`module.` for Megatron-FSDP and DDP,
+`_orig_mod.` for torch.compile, `_fsdp_wrapped_module.` / `_checkpoint_wrapped_module.`
+for FSDP1 and activation checkpointing); `hf_name` removes them to recover the name
+`transformers` uses. Transformer Engine stores a `<module>._extra_state` entry per layer
+(fp8 scaling bookkeeping): module state, not a weight, never optimized.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Iterable
+from dataclasses import dataclass
 
-MODEL_KEY_PREFIX = "model."
-OPTIMIZER_STATE_PREFIX = "optimizer.state."
+from mfsdp_ckpt.errors import MfsdpUsageError
+
+MODEL_KEY_PREFIX = "model."  # the entry mfsdp itself writes
 EXTRA_KEY_PREFIX = "extra."
 WRAPPER_SEGMENTS = ("module", "_orig_mod", "_fsdp_wrapped_module", "_checkpoint_wrapped_module")
+# The first segment of a weight's module path: transformers' decoder models, and
+# Megatron-core's GPTModel (with its multi-token prediction layers).
+HF_ROOTS = ("model", "lm_head")
+MCORE_ROOTS = ("embedding", "decoder", "output_layer", "mtp")
+# What the optimizer's entry is called beside the model's: Megatron-LM, verl and mfsdp
+# write `optimizer`, torch's DCP recipe `optim`.
+OPTIMIZER_ENTRIES = ("optimizer", "optim")
 # The tensors an optimizer keeps per parameter, shaped like it: Adam's moments, SGD's
 # momentum (Megatron-FSDP runs Megatron-LM's `--optimizer adam` or `sgd`, whose
 # torch.optim.SGD keeps `momentum_buffer`). Which set a checkpoint holds names its optimizer.
 OPTIMIZER_MOMENTS = (("exp_avg", "exp_avg_sq"), ("momentum_buffer",))
 NOT_WEIGHT_SUFFIXES = ("._extra_state",)  # Transformer Engine's fp8 bookkeeping
 
-_MODEL_ENTRY_RE = re.compile(r"^(model[0-9]*)\.")  # `model.`, or `model0.`, `model1.` (chunks)
+# What a checkpoint without model weights lacks, for the messages that say so.
+NO_MODEL_WEIGHTS = (
+    "no Hugging Face or Megatron-core names at the top level or under a `model` entry"
+    " (`model.`, `model0.`, `app.model.`)"
+)
+
+_MODEL_SEGMENT_RE = re.compile(r"model[0-9]*")  # `model`, or `model0`, `model1` (chunks)
+_KNOWN_ROOTS = frozenset(HF_ROOTS + MCORE_ROOTS)
+_SHOWN_ENTRIES = 3
+
+
+class AmbiguousStateError(MfsdpUsageError, ValueError):
+    """Two entries could each be the model (or the optimizer): which one is meant is not
+    in the checkpoint, and picking one would read the other's weights silently (exit 2)."""
 
 
 def hf_name(module_path: str) -> str:
@@ -34,24 +64,153 @@ def hf_name(module_path: str) -> str:
     return ".".join(part for part in module_path.split(".") if part not in WRAPPER_SEGMENTS)
 
 
-def model_entry(key: str) -> str | None:
-    """The top-level model entry a stored key lies under (`model`, `model0`, ...), or None."""
-    match = _MODEL_ENTRY_RE.match(key)
-    return match.group(1) if match else None
+@dataclass(frozen=True)
+class StateRoots:
+    """The model entries and the optimizer entry of one checkpoint's keys.
+
+    `models` holds entry names without the trailing dot (`model`, `app.model`; `model0`,
+    `model1` for virtual-pipeline chunks, always siblings); `("",)` is a bare model state
+    dict saved at the top level, `()` no model at all. `optimizer` is the sibling entry
+    holding the optimizer's state (`optimizer`, `app.optim`), or None.
+    """
+
+    models: tuple[str, ...]
+    optimizer: str | None
+
+    @property
+    def parent(self) -> str:
+        """The prefix the entries share (`app.` for `app.model`; "" at the top level)."""
+        first = self.models[0] if self.models else ""
+        return first.rpartition(".")[0] + "." if "." in first else ""
+
+    @property
+    def optimizer_state(self) -> str | None:
+        """`<optimizer>.state.`, the prefix of per-parameter optimizer tensors."""
+        return f"{self.optimizer}.state." if self.optimizer else None
+
+    def describe_models(self) -> str:
+        """The model entries as a user reads them: `app.model`, or `the top level`."""
+        if self.models == ("",):
+            return "the top level"
+        return ", ".join(self.models) if self.models else "none"
+
+    def entry_of(self, key: str) -> str | None:
+        """The model entry `key` lies under, or None (optimizer, extra, other state)."""
+        if self.models == ("",):
+            return None if key.startswith(self._beside_bare) else ""
+        parent = self.parent
+        if not key.startswith(parent):
+            return None
+        entry, dot, _ = key[len(parent) :].partition(".")
+        return parent + entry if dot and parent + entry in self._entries else None
+
+    def is_weight(self, key: str) -> bool:
+        """A key under a model entry that holds a weight (not TE's `_extra_state`)."""
+        return self.entry_of(key) is not None and not key.endswith(NOT_WEIGHT_SUFFIXES)
+
+    def weight_keys(self, keys: Iterable[str]) -> list[str]:
+        """The stored keys that are model weights, in the order given."""
+        return [key for key in keys if self.is_weight(key)]
+
+    def path_in_entry(self, key: str) -> str:
+        """`app.model.module.model.layers.0.mlp.up_proj.weight` ->
+        `module.model.layers.0.mlp.up_proj.weight`: the entry removed."""
+        entry = self.entry_of(key) or ""
+        return key[len(entry) + 1 :] if entry else key
+
+    def module_path(self, key: str) -> str:
+        """`app.model.module.model.layers.0.mlp.up_proj.weight` ->
+        `model.layers.0.mlp.up_proj.weight`: the entry and wrapper segments removed."""
+        return hf_name(self.path_in_entry(key))
+
+    def stored_name(self, module_path: str) -> str:
+        """The key a weight of this module path would be stored under (in the first entry):
+        what a message about a weight the checkpoint lacks names."""
+        entry = self.models[0] if self.models else ""
+        return f"{entry}.{module_path}" if entry else module_path
+
+    def under_optimizer(self, key: str) -> bool:
+        """Whether `key` lies under an optimizer entry beside the model's (`optim` or
+        `optimizer`), whether or not it holds per-parameter tensors."""
+        return key.startswith(self._optimizer_prefixes)
+
+    @functools.cached_property
+    def _optimizer_prefixes(self) -> tuple[str, ...]:
+        return tuple(f"{self.parent}{name}." for name in OPTIMIZER_ENTRIES)
+
+    @functools.cached_property
+    def _entries(self) -> frozenset[str]:
+        return frozenset(self.models)
+
+    @functools.cached_property
+    def _beside_bare(self) -> tuple[str, ...]:
+        """What a bare model state dict saved at the top level is not: the optimizer's
+        entry and mfsdp's `extra.`."""
+        return (*self._optimizer_prefixes, EXTRA_KEY_PREFIX)
 
 
-def is_weight_key(key: str) -> bool:
-    """A key under a model entry that holds a weight (not TE's `_extra_state`)."""
-    return model_entry(key) is not None and not key.endswith(NOT_WEIGHT_SUFFIXES)
+def state_roots(keys: Iterable[str]) -> StateRoots:
+    """Find the model entry and the optimizer entry among a checkpoint's tensor keys.
+
+    A model entry is a key prefix ending in a `model` / `modelN` segment whose remaining
+    paths start (wrapper segments removed) with a Hugging Face or Megatron-core root; of
+    the prefixes one key offers, the shortest (`app.model.model.layers.0...` is entry
+    `app.model`). Nothing under an optimizer segment counts: optimizer state is named by
+    parameter, and a parameter path may itself read `model.model.layers`. Without such an
+    entry, keys at the top level with such roots are a bare model state dict (entry "").
+    `modelN` siblings are one model's virtual-pipeline chunks; entries under different
+    parents (`a.model`, `b.model`) are AmbiguousStateError. The optimizer entry is the
+    model entry's sibling `optimizer` or `optim` holding any tensor; both holding some is
+    AmbiguousStateError too. Linear in the keys (one sort over the entries found).
+    """
+    names = [key for key in keys if not key.endswith(NOT_WEIGHT_SUFFIXES)]
+    found: dict[str, str] = {}  # entry -> the first key under it
+    for key in names:
+        entry = _entry_of_key(key)
+        if entry is not None:
+            found.setdefault(entry, key)
+    entries = _outermost(found)
+    parents = {entry.rpartition(".")[0] for entry in entries}
+    if len(parents) > 1:
+        shown = ", ".join(f"{e} ([{found[e]}])" for e in entries[:_SHOWN_ENTRIES])
+        more = f" (+{len(entries) - _SHOWN_ENTRIES} more)" if len(entries) > _SHOWN_ENTRIES else ""
+        raise AmbiguousStateError(
+            f"{len(entries)} model entries hold Hugging Face or Megatron-core weights:"
+            f" {shown}{more}; refusing to pick one (save one model per checkpoint)"
+        )
+    if not entries and any(_root(key.split(".")) in _KNOWN_ROOTS for key in names):
+        entries = [""]
+    roots = StateRoots(tuple(entries), None)
+    held = [p[:-1] for p in roots._optimizer_prefixes if any(k.startswith(p) for k in names)]
+    if len(held) > 1:
+        raise AmbiguousStateError(
+            f"optimizer entries {' and '.join(held)} both hold tensors beside the model"
+            f" entry {roots.describe_models()}; refusing to pick one"
+        )
+    return StateRoots(roots.models, held[0] if held else None)
 
 
-def model_keys(keys: list[str]) -> list[str]:
-    """The stored keys that are model weights (under the top-level `model.` entry, or one
-    virtual-pipeline chunk's `model0.`), TE's `_extra_state` left out."""
-    return [key for key in keys if is_weight_key(key)]
+def _entry_of_key(key: str) -> str | None:
+    """The shortest prefix of `key` ending in a model segment with a known root after it."""
+    parts = key.split(".")
+    for index, part in enumerate(parts[:-1]):
+        if part in OPTIMIZER_ENTRIES:
+            return None
+        if _MODEL_SEGMENT_RE.fullmatch(part) and _root(parts[index + 1 :]) in _KNOWN_ROOTS:
+            return ".".join(parts[: index + 1])
+    return None
 
 
-def module_path(model_key: str) -> str:
-    """`model.module.decoder.layers.0.mlp.linear_fc1.weight_w` (or under `model0.`) ->
-    `decoder.layers.0.mlp.linear_fc1.weight_w`: the entry and wrapper segments removed."""
-    return hf_name(model_key.split(".", 1)[1])
+def _root(parts: list[str]) -> str | None:
+    """The first segment that is no wrapper's."""
+    return next((part for part in parts if part not in WRAPPER_SEGMENTS), None)
+
+
+def _outermost(found: dict[str, str]) -> list[str]:
+    """The entries not nested in another one found (`app.model` over `app.model.model`):
+    sorted by segments, an entry's descendants follow it directly."""
+    kept: list[str] = []
+    for entry in sorted(found, key=lambda e: e.split(".")):
+        if not (kept and entry.startswith(kept[-1] + ".")):
+            kept.append(entry)
+    return kept
