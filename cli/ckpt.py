@@ -55,7 +55,8 @@ def _say_note(paths_note: str | None) -> None:
 
 
 @ckpt.command(
-    help=f"""Show a checkpoint's step, layout, tensors (and which one names another's bytes:
+    help=f"""Show a checkpoint's step, layout, which entries hold the model's weights and the
+optimizer's state, tensors (and which one names another's bytes:
 a tied output layer stored once), non-tensor entries and totals; for a LoRA checkpoint
 also its rank, alpha, target modules and base model, and whether that base is still on disk
 as recorded.
@@ -107,7 +108,8 @@ def inspect(path: str, role: str | None, as_json: bool, deep: bool) -> None:
 \b
 Checks: metadata readable (safely: nothing in it can run code); every referenced
 file present with the right size; chunks tile every tensor exactly; optimizer state
-shaped like its parameters (FSDP2's and Megatron's distributed-optimizer names);
+shaped like its parameters (FSDP2's, torch's DCP recipe's `app.optim.state.` and
+Megatron's distributed-optimizer names);
 weights agree with huggingface/config.json (or --hf-config); tracker points at a
 complete step. --deep checks every file's digest against the manifest (xxh3_128;
 sha256 in older manifests), reads every tensor (NaN/Inf) and checks every non-tensor

@@ -10,7 +10,7 @@ from mfsdp_ckpt.check.printable import printable
 from mfsdp_ckpt.convert.megatron_lora import stored_adapter_summary
 from mfsdp_ckpt.convert.mtp import DROP_MTP_FLAG, stored_mtp
 from mfsdp_ckpt.errors import CheckpointFormatError, MfsdpError
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import layout, state_keys
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.lora import (
     ByteProgress,
@@ -58,6 +58,31 @@ def describe_object(reader: CheckpointReader, entry: ObjectEntry, decode: bool) 
     if isinstance(value, _SCALARS):
         described["value"] = value if not isinstance(value, str) else value[:MAX_SHOWN_VALUE_CHARS]
     return described
+
+
+def describe_weights(reader: CheckpointReader) -> dict:
+    """Which entries hold the model's weights and the optimizer's state
+    (`state_keys.state_roots`), with their tensor counts; when two model entries could
+    each be the model, `problem` says so and validate and export-hf refuse the
+    checkpoint (inspect still lists every tensor)."""
+    try:
+        roots = state_keys.state_roots(reader.tensors)
+    except state_keys.AmbiguousStateError as err:
+        return {
+            "entries": [],
+            "tensors": 0,
+            "optimizer": None,
+            "optimizer_state_tensors": 0,
+            "problem": str(err),
+        }
+    state = roots.optimizer_state
+    return {
+        "entries": list(roots.models),
+        "tensors": len(roots.weight_keys(reader.tensors)),
+        "optimizer": roots.optimizer,
+        "optimizer_state_tensors": sum(1 for k in reader.tensors if state and k.startswith(state)),
+        "problem": None,
+    }
 
 
 def describe_recorded_model(paths: layout.CheckpointPaths, reader: CheckpointReader) -> dict | None:
@@ -145,6 +170,8 @@ def describe_checkpoint(
         if paths.manifest and os.path.lexists(paths.manifest)
         else None
     )
+    weights = describe_weights(reader)
+    readable = weights["problem"] is None  # two model entries: nothing reads the weights
     # the HF Trainer keeps the optimizer state in a DCP dir of its own: listed alike
     readers = [reader]
     if paths.optimizer_dcp is not None:
@@ -189,8 +216,9 @@ def describe_checkpoint(
         "created_at": manifest.created_at if manifest else None,
         "file_digests": sorted({r.algorithm for r in manifest.files.values()}) if manifest else [],
         "lora": describe_lora(manifest, str(paths.manifest), deep=deep, progress=progress),
-        "megatron_adapter": stored_adapter_summary(reader),
-        "mtp": _describe_mtp(reader),
+        "weights": weights,
+        "megatron_adapter": stored_adapter_summary(reader) if readable else None,
+        "mtp": _describe_mtp(reader) if readable else None,
         "tensors": tensors,
         "objects": objects,
         "totals": {
@@ -232,6 +260,8 @@ def format_description(description: dict) -> str:
         )
     if model:
         lines.append(f"model       {printable('; '.join(model))}")
+    if (weights := description.get("weights")) is not None:
+        lines.append(f"weights     {printable(_weights_line(weights))}")
     if description["file_digests"]:
         lines.append(f"digests     {', '.join(description['file_digests'])} (manifest.json)")
     if description.get("lora") is not None:
@@ -282,6 +312,23 @@ def _describe_mtp(reader: CheckpointReader) -> dict | None:
     """The multi-token prediction layers among the weights (`mtp`), or None."""
     mtp = stored_mtp(reader)
     return None if mtp is None else {**mtp.counts(), "summary": mtp.summary()}
+
+
+def _weights_line(weights: dict) -> str:
+    """`app.model.* (27 tensors); optimizer state app.optim.state.* (81 tensors)`."""
+    if weights["problem"] is not None:
+        return f"not read: {weights['problem']}"
+    entries = weights["entries"]
+    if not entries:
+        where = f"none found ({state_keys.NO_MODEL_WEIGHTS})"
+    elif entries == [""]:
+        where = f"at the top level ({weights['tensors']} tensors)"
+    else:
+        where = f"{', '.join(e + '.*' for e in entries)} ({weights['tensors']} tensors)"
+    if weights["optimizer_state_tensors"]:
+        state = f"{weights['optimizer']}.state.* ({weights['optimizer_state_tensors']} tensors)"
+        return f"{where}; optimizer state {state}"
+    return f"{where}; no optimizer state"
 
 
 def _recorded_line(recorded: dict) -> str:
