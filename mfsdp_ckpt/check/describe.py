@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from mfsdp_ckpt.check.printable import printable
@@ -19,7 +20,7 @@ from mfsdp_ckpt.lora import (
     read_lora_settings,
 )
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
-from mfsdp_ckpt.storage.reader import CheckpointReader, ObjectEntry
+from mfsdp_ckpt.storage.reader import CheckpointReader, ObjectEntry, TensorEntry
 from mfsdp_ckpt.storage.shared_bytes import byte_sharing
 
 # Non-tensor entries decoded to show their value: small ones only, a bounded number of them.
@@ -60,13 +61,14 @@ def describe_object(reader: CheckpointReader, entry: ObjectEntry, decode: bool) 
     return described
 
 
-def describe_weights(reader: CheckpointReader) -> dict:
+def describe_weights(tensors: Mapping[str, TensorEntry]) -> dict:
     """Which entries hold the model's weights and the optimizer's state
-    (`state_keys.state_roots`), with their tensor counts; when two model entries could
-    each be the model, `problem` says so and validate and export-hf refuse the
-    checkpoint (inspect still lists every tensor)."""
+    (`state_keys.state_roots`) among a checkpoint's tensors (the HF Trainer's two DCP dirs'
+    together), with their tensor counts; when two model entries could each be the model,
+    `problem` says so and validate and export-hf refuse the checkpoint (inspect still
+    lists every tensor)."""
     try:
-        roots = state_keys.state_roots(reader.tensors)
+        roots = state_keys.state_roots(tensors)
     except state_keys.AmbiguousStateError as err:
         return {
             "entries": [],
@@ -78,9 +80,9 @@ def describe_weights(reader: CheckpointReader) -> dict:
     state = roots.optimizer_state
     return {
         "entries": list(roots.models),
-        "tensors": len(roots.weight_keys(reader.tensors)),
+        "tensors": len(roots.weight_keys(tensors)),
         "optimizer": roots.optimizer,
-        "optimizer_state_tensors": sum(1 for k in reader.tensors if state and k.startswith(state)),
+        "optimizer_state_tensors": sum(1 for k in tensors if state and k.startswith(state)),
         "problem": None,
     }
 
@@ -170,12 +172,12 @@ def describe_checkpoint(
         if paths.manifest and os.path.lexists(paths.manifest)
         else None
     )
-    weights = describe_weights(reader)
-    readable = weights["problem"] is None  # two model entries: nothing reads the weights
     # the HF Trainer keeps the optimizer state in a DCP dir of its own: listed alike
     readers = [reader]
     if paths.optimizer_dcp is not None:
         readers.append(CheckpointReader(paths.optimizer_dcp))
+    weights = describe_weights({k: e for each in readers for k, e in each.tensors.items()})
+    readable = weights["problem"] is None  # two model entries: nothing reads the weights
     tensors: list[dict[str, Any]] = []
     objects: list[dict[str, Any]] = []
     shared_bytes = 0

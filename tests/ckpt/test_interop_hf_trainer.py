@@ -226,6 +226,11 @@ def test_inspect_lists_the_optimizer_dir(trained):
     assert set(described["totals"]["by_group"]) == {"model", "optimizer"}
     names = {t["name"] for t in described["tensors"]}
     assert "optimizer.state.model.embed_tokens.weight.exp_avg_sq" in names
+    weights = described["weights"]  # the optimizer's entry is read from optimizer_0/ too
+    assert (weights["optimizer"], weights["problem"]) == ("optimizer", None), weights
+    assert weights["optimizer_state_tensors"] == sum(
+        name.startswith("optimizer.state.") for name in names
+    )
     code, out, err = run_cli("ckpt", "inspect", trained[0])
     assert code == 0 and f"optimizer   {checkpoint / 'optimizer_0'}" in out, out + err
 
