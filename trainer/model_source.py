@@ -68,16 +68,17 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
             f"model.path: {cfg.path} is not a directory (give a Hugging Face model dir or a"
             " checkpoint)"
         )
-    if (path / "config.json").is_file():
-        if not cfg.random_init and not any(any(path.glob(p)) for p in _HF_WEIGHT_PATTERNS):
+    has_config = (path / "config.json").is_file()
+    if has_config and (cfg.random_init or any(any(path.glob(p)) for p in _HF_WEIGHT_PATTERNS)):
+        return ModelSource(assets=path)
+    try:  # config.json without weights may still be a checkpoint: the HF Trainer's checkpoint-N
+        checkpoint = resolve_checkpoint(path)
+    except CheckpointPathError as err:
+        if has_config:
             raise ConfigError(
                 f"model.path: {cfg.path} has config.json but no weights (*.safetensors); set"
                 " model.random_init=true to train from its config alone"
-            )
-        return ModelSource(assets=path)
-    try:
-        checkpoint = resolve_checkpoint(path)
-    except CheckpointPathError as err:
+            ) from None
         raise ConfigError(
             f"model.path: {cfg.path} is neither a Hugging Face model dir (no config.json) nor a"
             f" checkpoint ({err})"

@@ -116,3 +116,41 @@ def test_cli_missing_model_path_exits_2_in_one_line(tmp_path, command, nproc):
         "error: model.path: /models/nope does not exist"
         " (a local Hugging Face model dir or checkpoint is needed; nothing is downloaded)"
     ]
+
+
+def _hf_weights(hf_dir):
+    from safetensors.torch import load_file
+
+    weights = {}
+    for shard in sorted(hf_dir.glob("*.safetensors")):
+        weights.update(load_file(shard))
+    return weights
+
+
+def test_first_step_from_plain_torch_and_hf_trainer_saves_equals_from_their_weights(trained):
+    """The same weights saved as torch's DCP recipe nests them (`app.model.`) and as the
+    HF Trainer's FSDP save (`checkpoint-N/pytorch_model_fsdp_0/` beside config.json and the
+    tokenizer, which made `model.path` say "config.json but no weights")."""
+    import json
+    import shutil
+
+    import torch.distributed.checkpoint as dcp
+
+    root, data = trained
+    weights = _hf_weights(root / "hf")
+    dcp.save({"app": {"model": weights}}, checkpoint_id=root / "recipe")
+    step_dir = root / "trainer_out" / "checkpoint-2"
+    dcp.save({"model": weights}, checkpoint_id=step_dir / "pytorch_model_fsdp_0")
+    for asset in (root / "hf").iterdir():
+        if asset.suffix != ".safetensors":
+            shutil.copy(asset, step_dir / asset.name)
+    (step_dir / "trainer_state.json").write_text(json.dumps({"global_step": 2}))
+
+    from_export = first_loss(data, root / "c_hf", f"model.path={root / 'hf'}")
+    from_recipe = first_loss(
+        data, root / "c_recipe", f"model.path={root / 'recipe'}", f"model.hf_config={root / 'hf'}"
+    )
+    from_step = first_loss(data, root / "c_step", f"model.path={step_dir}")
+    from_output = first_loss(data, root / "c_output", f"model.path={root / 'trainer_out'}")
+    assert from_recipe == from_export and from_step == from_export
+    assert from_output == from_export
