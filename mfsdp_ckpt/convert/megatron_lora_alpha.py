@@ -25,7 +25,7 @@ from mfsdp_ckpt.convert.megatron_lora import SUPPORTED_VARIANT, MegatronLora
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.storage import safe_files
-from mfsdp_ckpt.storage.unique_json import loads_unique
+from mfsdp_ckpt.storage.unique_json import loads_object, loads_unique
 
 if TYPE_CHECKING:
     from mfsdp_ckpt.storage.reader import CheckpointReader
@@ -73,12 +73,8 @@ def _from_saved_adapter(folder: Path | None, lora: MegatronLora, root: Path) -> 
     if folder is None:
         return None
     file = folder / "adapter_config.json"
-    try:
-        data = loads_unique(safe_files.read_text(file, MAX_ADAPTER_CONFIG_BYTES, root))
-    except ValueError as err:
-        raise CheckpointFormatError(f"{file}: not valid JSON ({err})") from None
-    if not isinstance(data, dict):
-        raise CheckpointFormatError(f"{file}: not a JSON object")
+    text = safe_files.read_text(file, MAX_ADAPTER_CONFIG_BYTES, root)
+    data = loads_object(text, str(file), CheckpointFormatError)
     if data.get("use_dora") or data.get("use_rslora"):
         variant = "DoRA" if data.get("use_dora") else "rank-stabilised LoRA"
         raise ForeignWeightsError(
@@ -118,8 +114,8 @@ def _recorded_tensor_parallel(
             continue
         try:
             data = loads_unique(safe_files.read_text(file, MAX_ADAPTER_CONFIG_BYTES, root))
-        except ValueError as err:
-            raise CheckpointFormatError(f"{file}: not valid JSON ({err})") from None
+        except (ValueError, RecursionError) as err:  # deep nesting raises no ValueError
+            raise CheckpointFormatError(f"{file}: not valid JSON ({str(err)[:120]})") from None
         if isinstance(data, dict) and "tensor_model_parallel_size" in data:
             return data["tensor_model_parallel_size"], str(file)
     if ARGS_KEY in reader.objects:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.storage import safe_files
-from mfsdp_ckpt.storage.unique_json import loads_unique
+from mfsdp_ckpt.storage.unique_json import loads_object
 
 KIND = "hf-trainer"
 MODEL_DCP_PREFIX = "pytorch_model_fsdp_"  # accelerate's FSDP_MODEL_NAME + "_<model index>"
@@ -100,12 +100,7 @@ def recorded_step(checkpoint: Path) -> tuple[int | None, str | None]:
             f" global_step; {fallback}"
         )
     text = safe_files.read_text(file, TRAINER_STATE_MAX_BYTES, root=checkpoint)
-    try:
-        state = loads_unique(text)
-    except (ValueError, RecursionError) as err:
-        raise CheckpointFormatError(f"{file}: not valid JSON ({str(err)[:120]})") from None
-    if not isinstance(state, dict):
-        raise CheckpointFormatError(f"{file}: expected a JSON object, found {type(state).__name__}")
+    state = loads_object(text, str(file), CheckpointFormatError)
     step = state.get("global_step")
     if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 10**18:
         raise CheckpointFormatError(f"{file}: expected an integer global_step, found {step!r:.40}")

@@ -47,7 +47,7 @@ from mfsdp_ckpt.format import hf_trainer
 from mfsdp_ckpt.format.closest_path import closest_existing
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
-from mfsdp_ckpt.storage.unique_json import loads_unique
+from mfsdp_ckpt.storage.unique_json import loads_object
 
 TRACKER_FILE = "latest_checkpointed_iteration.txt"
 STEP_DIR_PREFIX = "global_step_"
@@ -911,14 +911,10 @@ def read_verl_contents(role_dir: Path) -> dict:
     """verl's ckpt_contents.json (schema 2), bounded and read only as JSON data."""
     file = role_dir / VERL_CONTENTS_FILE
     try:
-        data = loads_unique(safe_files.read_text(file, CONTENTS_MAX_BYTES, root=role_dir))
+        text = safe_files.read_text(file, CONTENTS_MAX_BYTES, root=role_dir)
     except CheckpointFileError as err:
         raise CheckpointPathError(str(err)) from None
-    except ValueError as err:
-        raise CheckpointPathError(f"{file}: not valid JSON ({err})") from None
-    if not isinstance(data, dict):
-        raise CheckpointPathError(f"{file}: expected a JSON object")
-    return data
+    return loads_object(text, str(file), CheckpointPathError)
 
 
 def _from_role_parent(step: Path, present: list[str], role: str | None) -> CheckpointPaths:

@@ -32,7 +32,7 @@ from mfsdp_ckpt.format.finite import count_nonfinite_in_file
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE, SINGLE_FILE
-from mfsdp_ckpt.storage.unique_json import loads_unique
+from mfsdp_ckpt.storage.unique_json import loads_object, loads_unique
 
 if TYPE_CHECKING:
     import torch
@@ -193,12 +193,7 @@ def _parse_header(path: Path, raw: bytes) -> dict:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise SafetensorsError(f"{path}: header is not UTF-8 (byte {err.start})") from None
-    try:
-        header = loads_unique(text)
-    except (ValueError, RecursionError) as err:
-        raise SafetensorsError(f"{path}: header is not valid JSON ({str(err)[:200]})") from None
-    if not isinstance(header, dict):
-        raise SafetensorsError(f"{path}: header is not a JSON object")
+    header = loads_object(text, f"{path}: header", SafetensorsError)
     metadata = header.get("__metadata__", {})
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
         raise SafetensorsError(f"{path}: __metadata__ must map names to strings")

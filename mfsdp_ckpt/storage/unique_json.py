@@ -42,6 +42,19 @@ def loads_unique(text: str | bytes) -> Any:
     return json.loads(text, object_pairs_hook=unique_keys)
 
 
+def loads_object(text: str | bytes, where: str, error: type[Exception]) -> dict:
+    """The JSON object in `text` (each key once), else `error` in one line naming `where`:
+    not valid JSON (a 5,000-digit number and `[[[[...` nesting included, which raise
+    RecursionError, no ValueError), or another value than an object."""
+    try:
+        data = loads_unique(text)
+    except (ValueError, RecursionError) as err:
+        raise error(f"{where}: not valid JSON ({str(err)[:120]})") from None
+    if not isinstance(data, dict):
+        raise error(f"{where}: expected a JSON object, found {type(data).__name__}")
+    return data
+
+
 def first_nonfinite(data: object) -> tuple[str, float] | None:
     """The key path (`rope_scaling.factor`, `layer_scales[1]`) and value of the first NaN or
     +-Infinity in parsed JSON, else None. Python's json reads the literals (and 1e999 as

@@ -46,6 +46,24 @@ def test_a_hostile_ckpt_contents_json_is_one_line(made_optim, tmp_path):
     assert code == 2 and "FIFO" in one_error_line(err), out + err
 
 
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("[" * 100_000, "not valid JSON"),  # RecursionError, which is no ValueError
+        ("1" * 5000, "not valid JSON"),  # past Python's int digit limit
+        ("[2]", "expected a JSON object, found list"),
+        ('{"a": 1, "a": 2}', "appears twice"),
+    ],
+    ids=["deep", "digits", "list", "twice"],
+)
+def test_a_malformed_ckpt_contents_json_is_one_line(made_optim, tmp_path, text, says):
+    laid = BUILDERS["verl-rl-v2"](made_optim, tmp_path)
+    (laid.levels["actor"] / layout.VERL_CONTENTS_FILE).write_text(text)
+    code, out, err = run_cli("ckpt", "inspect", laid.run)
+    line = one_error_line(err)
+    assert code == 2 and layout.VERL_CONTENTS_FILE in line and says in line, out + err
+
+
 @pytest.fixture
 def deep_chains():
     """Chains made by `_deep_chain` are removed one level at a time after the test:

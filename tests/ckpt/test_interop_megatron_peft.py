@@ -125,6 +125,22 @@ BRIDGE_PEFT = {
 }
 
 
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [("[" * 100_000, "not valid JSON"), ("[8]", "expected a JSON object, found list")],
+    ids=["deep", "list"],
+)
+def test_a_malformed_saved_adapter_config_is_one_line(tmp_path, text, says):
+    """Deep nesting raised RecursionError (no ValueError): a traceback, not one line."""
+    model = tiny_causal_lm("qwen2", vocab=500)
+    run = _verl_lora_run(tmp_path, model, _hf_lora(model))
+    config = next(run.rglob("adapter_config.json"))
+    config.write_text(text)
+    code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "out")
+    line = one_error_line(err)
+    assert code == 1 and "adapter_config.json" in line and says in line, stdout + err
+
+
 def test_verl_lora_beside_its_base_exports_merged(tmp_path):
     """Was: exit 2 "export-hf does not merge Megatron adapters". Alpha from the PEFT adapter
     verl saved beside it; the export gives the logits of W + alpha / dim * B @ A."""
