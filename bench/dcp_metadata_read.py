@@ -23,6 +23,7 @@ import pickletools
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,8 +48,25 @@ print(seconds, rss() - before)  # the read's result is alive: the memory it hold
 """
 
 
-def build_metadata(tensors: int, ranks: int) -> bytes:
-    """A pickled DCP Metadata: `tensors` 2-D fp32 tensors, each split in `ranks` row chunks."""
+def megatron_name(t: int) -> str:
+    return f"optimizer.state.module.decoder.layers.{t // 8}.mlp.linear_fc{t % 8}.weight.exp_avg"
+
+
+def build_metadata(
+    tensors: int,
+    ranks: int,
+    *,
+    dims: int = 2,
+    name: Callable[[int], str] = megatron_name,
+    shared_paths: bool = False,
+    small_offsets: bool = False,
+) -> bytes:
+    """A pickled DCP Metadata made with DCP's own classes, as `dcp.save` pickles it:
+    `tensors` fp32 tensors of `dims` dims (tensor t named `name(t)`), each split in `ranks` row
+    chunks, one MetadataIndex -> _StorageInfo per chunk. `shared_paths`: the items of one
+    rank's file share one file name object, as DCP's FileSystemWriter gives them (pickled
+    once, then memoized); `small_offsets`: 8-byte blobs at small offsets (the most compact
+    ints a pickle has: the most opcodes per byte)."""
     import torch
     from torch.distributed.checkpoint.filesystem import _StorageInfo
     from torch.distributed.checkpoint.metadata import (
@@ -60,25 +78,27 @@ def build_metadata(tensors: int, ranks: int) -> bytes:
         TensorStorageMetadata,
     )
 
+    files = [f"__{r}_0.distcp" for r in range(ranks)]
+    tail = [8192] * (dims - 1)
     state, storage = {}, {}
     for t in range(tensors):
-        name = f"optimizer.state.module.decoder.layers.{t // 8}.mlp.linear_fc{t % 8}.weight.exp_avg"
+        fqn = name(t)
         chunks = [
-            ChunkStorageMetadata(torch.Size([r * 8, 0]), torch.Size([8, 8192]))
+            ChunkStorageMetadata(torch.Size([r * 8] + [0] * (dims - 1)), torch.Size([8, *tail]))
             for r in range(ranks)
         ]
-        state[name] = TensorStorageMetadata(
-            TensorProperties(dtype=torch.float32), torch.Size([8 * ranks, 8192]), chunks
+        state[fqn] = TensorStorageMetadata(
+            TensorProperties(dtype=torch.float32), torch.Size([8 * ranks, *tail]), chunks
         )
         for r, chunk in enumerate(chunks):
-            storage[MetadataIndex(name, chunk.offsets, r)] = _StorageInfo(
-                f"__{r}_0.distcp", 262144 * t, 262144
-            )
+            path = files[r] if shared_paths else f"__{r}_0.distcp"
+            offset, length = (8 * t, 8) if small_offsets else (262144 * t, 262144)
+            storage[MetadataIndex(fqn, chunk.offsets, r)] = _StorageInfo(path, offset, length)
     metadata = Metadata(
         state,
         planner_data={k: tuple(k.split(".")) for k in state},
         storage_data=storage,
-        storage_meta=StorageMeta(),
+        storage_meta=StorageMeta(checkpoint_id=Path("/checkpoints/run/iter_0000100")),
     )
     return pickle.dumps(metadata)
 

@@ -18,14 +18,14 @@ from io import RawIOBase
 from typing import BinaryIO
 
 from mfsdp_ckpt.errors import CheckpointFormatError
-from mfsdp_ckpt.format.restricted_pickle import PickleRefused, check_pickle_limits
+from mfsdp_ckpt.format.restricted_pickle import PickleRefused, check_pickle_budget
 
 MAX_MEMBERS = 4096  # a tensor blob has 7; an object blob one more per tensor it holds
 MAX_DIRECTORY_BYTES = 1 << 20
 MAX_PICKLE_BYTES = 64 << 20
-MAX_PICKLE_OPS = (
-    1_000_000  # a tensor's pickle has ~30 opcodes; an object blob's scale with its values
-)
+# What torch's unpickler may retain for one blob's pickle (restricted_pickle's costs): a
+# tensor's pickle is charged ~5 KB; an object blob's grows with its values.
+PICKLE_BUDGET = 64 << 20
 
 
 def open_blob(file: BinaryIO | RawIOBase, length: int, where: str) -> zipfile.ZipFile:
@@ -69,7 +69,7 @@ def open_blob(file: BinaryIO | RawIOBase, length: int, where: str) -> zipfile.Zi
 
 
 def blob_pickle(archive: zipfile.ZipFile, where: str) -> bytes:
-    """The one `data.pkl` of a checked archive, after its opcode and memo limits."""
+    """The one `data.pkl` of a checked archive, after its memory budget and memo check."""
     pickles = [i for i in archive.infolist() if i.filename.endswith("data.pkl")]
     if len(pickles) != 1:
         raise CheckpointFormatError(
@@ -88,7 +88,7 @@ def blob_pickle(archive: zipfile.ZipFile, where: str) -> bytes:
             f"{where}: unreadable blob ({type(err).__name__}: {str(err)[:120]})"
         ) from None
     try:
-        check_pickle_limits(data, MAX_PICKLE_OPS, "blob pickle")
+        check_pickle_budget(data, PICKLE_BUDGET, "blob pickle")
     except PickleRefused as err:
         raise CheckpointFormatError(f"{where}: {err}") from None
     return data

@@ -5,8 +5,9 @@
 unpickler admits only the handful of classes DCP itself writes and refuses every other
 global by name. Callables are never admitted, except `torch.Size` (a tuple of ints) and
 torch's layout lookup, which is wrapped so it can only return a layout. The unpickler is
-`restricted_pickle`'s: fresh objects only (nothing admitted can be mutated), a bounded
-opcode count, and a file of at most MAX_METADATA_BYTES. The three parts of that one job:
+`restricted_pickle`'s: fresh objects only (nothing admitted can be mutated), a memory
+budget that grows with the file, and a file of at most MAX_METADATA_BYTES. The three
+parts of that one job:
 
 * plain stand-ins for the classes DCP pickles (`Metadata`, `TensorStorageMetadata`, ...).
   The offline reader (validate, inspect, export-hf) only needs the attribute values, not
@@ -321,9 +322,11 @@ def check_schema(metadata: Any, allowed: dict[tuple[str, str], object]) -> None:
         _fail("version is not a string")
 
 
-# A .metadata costs ~144 bytes per chunk (scripts/pickle_budget.py): 256 MiB is far past what
-# the opcode limit admits anyway, and a larger (or sparse) file is refused before it is read.
-MAX_METADATA_BYTES = 256 << 20
+# A .metadata takes ~135-150 bytes per chunk (scripts/pickle_budget.py): a 405B model with
+# Adam saved on 1024 ranks is ~3.5M chunks, ~525 MB. 1 GiB leaves room for twice that; a
+# larger (or sparse) file is refused before it is read. Reading it holds the file and at most
+# restricted_pickle's budget for it (BUDGET_PER_BYTE per byte).
+MAX_METADATA_BYTES = 1 << 30
 
 _DCP_METADATA_MODULE = "torch.distributed.checkpoint.metadata"
 _DCP_FILESYSTEM_MODULE = "torch.distributed.checkpoint.filesystem"
@@ -358,6 +361,15 @@ _LAYOUTS = {
     )
 }
 _LAYOUT_NAMES = frozenset(_LAYOUTS)
+
+
+def _size(dims: Any) -> tuple:
+    """Stand-in for torch.Size, which DCP pickles as `torch.Size((d0, d1, ...))`: that very
+    tuple (the reader checks its ints), never a copy of anything else (`tuple` would turn a
+    memoized string into a tuple of characters at each call)."""
+    if type(dims) is not tuple:
+        raise UnsafeMetadataError(f"torch.Size of a {type(dims).__name__}, not a tuple")
+    return dims
 
 
 def _layout_name(name: str) -> str:
@@ -399,9 +411,7 @@ def _plain_classes() -> dict[tuple[str, str], object]:
     torch_globals: dict[tuple[str, str], object] = {
         ("torch", name): dtype for name, dtype in dtypes.BY_NAME.items()
     }
-    torch_globals[("torch", "Size")] = (
-        tuple  # torch.Size is a tuple of ints; the reader checks the ints
-    )
+    torch_globals[("torch", "Size")] = _size
     torch_globals[("torch.serialization", "_get_layout")] = _layout_name
     return _class_table(
         sys.modules[__name__], _StorageInfo, torch_globals

@@ -4,19 +4,22 @@ A pickle is a small program. `find_class` allow-lists alone stop it from running
 not from (a) mutating what it is allowed to name: BUILD on an admitted object writes into
 its `__dict__`, so a `.metadata` that BUILDs `torch.float32`'s stand-in rewrites the
 process-wide dtype table for everything read afterwards; (b) making the reader allocate
-without bound: 40 MB of EMPTY_DICT opcodes is 40 million dicts (~2.9 GB), and the C
-unpickler sizes its memo array by the largest index a PUT names.
+without bound: 40 MB of EMPTY_DICT opcodes is 40 million dicts (~2.9 GB), the C
+unpickler sizes its memo array by the largest index a PUT names, and a constructor called
+a million times on one memoized argument copies it a million times.
 
-`RestrictedUnpickler` is the pure-Python unpickler (its memo is a dict) with a fixed
-opcode table. On top of the allow-list of globals it:
+`RestrictedUnpickler` is the pure-Python unpickler with a fixed opcode table and a memo
+that is a list, grown an entry at a time. On top of the allow-list of globals it:
 
-* counts opcodes and refuses past `max_ops` (each opcode retains at most a few dozen
-  bytes beyond the input's own bytes, so the count bounds memory);
+* charges every opcode the memory it can retain (`OPCODE_COST`, plus per item where one
+  opcode fills a container or calls a constructor) and refuses past a budget that grows
+  with the input (`memory_budget`): memory stays proportional to the file on disk;
 * lets BUILD, SETITEM(S) and APPEND(S) touch only objects this pickle created itself
   (records made by NEWOBJ/REDUCE of an admitted record class, each BUILT once with only
   its declared fields; dicts and lists, which no admitted global is);
-* hashes only flat keys (scalars, tuples of scalars, records holding those), so a key
-  nested a million tuples deep cannot overflow the C stack while being hashed;
+* hashes only flat keys (scalars, short tuples of scalars, records holding those), and
+  calls admitted constructors only with flat arguments, so nothing nested a million deep
+  is hashed (the C stack) and a constructor's work is paid by what it is given;
 * refuses every other opcode (sets, extensions, protocol-0 class instantiation,
   out-of-band buffers), and persistent ids unless the caller asks for them;
 * with a `placeholders` policy, turns a global outside the allow-list into a
@@ -40,10 +43,78 @@ from typing import Any, ClassVar
 
 from mfsdp_ckpt.errors import MfsdpFailedError
 
-# An opcode retains at most ~72 bytes (floods of EMPTY_DICT, EMPTY_LIST or MARK; measured by
-# scripts/pickle_budget.py), so 12M opcodes stay under 1 GiB. A real .metadata takes ~69
-# opcodes per chunk: the limit admits ~170,000 chunks.
-DEFAULT_MAX_OPS = 12_000_000
+# ------------------------------------------------------------------ the memory budget
+# What one opcode can leave allocated, in bytes: the worst measured on CPython 3.11, 64-bit,
+# flooding it in a fresh process (scripts/pickle_budget.py: RSS growth and tracemalloc's
+# peak per opcode; dict-like floods stop just past a resize, the table's worst fill).
+SLOT = 16  # a reference on the stack, in a list or in the memo (a list: see _put): 8 B + 1/8
+NUMBER = 48  # an int of up to 8 bytes (longer: its digits are the input's own bytes), a float
+TEXT = 72  # a str or bytes object's header (its characters are the input's own bytes)
+CONTAINER = 80  # an empty dict or list, the new stack a MARK opens, a tuple's header
+ENTRY = 96  # a dict entry at the dict's worst fill: SETITEM, and DICT/SETITEMS per pair
+ORDERED_ENTRY = 160  # the same in an OrderedDict (a linked node per entry too)
+RECORD = 224  # a record or placeholder call NEWOBJ makes, with its freshness entry
+CALL = 256  # what an admitted call (REDUCE) makes: a record of 5 fields, a Path, a dict, ...
+FIELDS = 128  # the fields a BUILD gives a record
+GLOBAL = 256  # a Placeholder for a global outside the allow-list, with its two names
+MINIMUM = 8  # POP, PROTO, FRAME, ...: no opcode is free, so time is bounded by memory too
+# An admitted call may copy its arguments (torch.Size its dimensions, Path its parts): per
+# scalar argument or item of a container one, and per character (Path interns new parts).
+ARGUMENT_ITEM = 16
+ARGUMENT_CHAR = 80
+# Text decodes to at most 4 bytes per input byte (a str holding one non-BMP character is
+# UCS-4 throughout): that much of the budget is set aside for the input's own characters.
+TEXT_PER_BYTE = 4
+# A real DCP .metadata is charged 37-42 bytes per byte of the file, whatever its shape
+# (scripts/pickle_budget.py; it holds ~11 per byte once read: bench/dcp_metadata_read.py).
+# The budget allows BUDGET_PER_BYTE, and never less than MIN_BUDGET: any real .metadata is
+# read, at any size, while a flood of the opcodes that make an object of one byte (~72 B
+# retained, 84 charged) is refused at the budget, which it cannot outgrow.
+BUDGET_PER_BYTE = 64
+MIN_BUDGET = 1 << 30
+# torch's weights-only unpickler, which loads blob pickles after check_pickle_budget, keeps
+# its memo in a dict (an entry and its int key) and rebuilds a tensor per call it is given.
+TORCH_MEMO_ENTRY = 128
+TORCH_CALL = 768
+MAX_KEY_ITEMS = 64  # a dict key tuple (a MetadataIndex offset: one int per dimension)
+MAX_GLOBAL_NAME = 1024  # characters of a placeholder global's module and name
+
+_COSTS: dict[str, int] = {
+    **dict.fromkeys(("NONE", "NEWTRUE", "NEWFALSE", "BININT1", "EMPTY_TUPLE", "DUP"), SLOT),
+    **dict.fromkeys(("GET", "BINGET", "LONG_BINGET", "PUT", "BINPUT", "LONG_BINPUT"), SLOT),
+    **dict.fromkeys(("MEMOIZE", "BINPERSID", "LIST", "APPEND", "APPENDS", "SETITEMS"), SLOT),
+    **dict.fromkeys(("INT", "BININT", "BININT2", "LONG", "LONG1", "FLOAT", "BINFLOAT"), NUMBER),
+    **dict.fromkeys(("UNICODE", "BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8"), TEXT),
+    **dict.fromkeys(("BINBYTES", "SHORT_BINBYTES", "BINBYTES8"), TEXT),
+    **dict.fromkeys(
+        ("EMPTY_LIST", "EMPTY_DICT", "MARK", "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3", "DICT"),
+        CONTAINER,
+    ),
+    "SETITEM": ENTRY,
+    "NEWOBJ": RECORD,
+    "REDUCE": CALL,
+    "BUILD": FIELDS,
+    "GLOBAL": GLOBAL,
+    "STACK_GLOBAL": GLOBAL,
+}
+_TORCH_COSTS = {
+    **_COSTS,
+    **dict.fromkeys(("PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"), TORCH_MEMO_ENTRY),
+    "REDUCE": TORCH_CALL,
+}
+
+
+def memory_budget(size: int) -> int:
+    """The bytes a pickle of `size` bytes may retain: BUDGET_PER_BYTE per byte, at least
+    MIN_BUDGET."""
+    return max(MIN_BUDGET, BUDGET_PER_BYTE * size)
+
+
+def _over_budget(budget: int, size: int) -> str:
+    limit = f"{budget >> 20:,} MiB" if budget >= 1 << 20 else f"{budget >> 10:,} KiB"
+    return f"the pickle would retain more than {limit}, the limit for a file of {size:,} bytes"
+
+
 _SCALARS = (str, int, float, bool, bytes, type(None))
 
 
@@ -91,13 +162,6 @@ _PLAIN_OPS = (
     "EMPTY_DICT",
     "GLOBAL",
     "STACK_GLOBAL",
-    "GET",
-    "BINGET",
-    "LONG_BINGET",
-    "PUT",
-    "BINPUT",
-    "LONG_BINPUT",
-    "MEMOIZE",
 )
 
 
@@ -137,18 +201,23 @@ def is_flat(value: Any) -> bool:
     return isinstance(value, (tuple, list)) and all(isinstance(v, _SCALARS) for v in value)
 
 
+def _short_flat_tuple(value: Any) -> bool:
+    """Hashing it is cheap: the dict keys a checkpoint has are names and MetadataIndex
+    offsets (one int per dimension), and a key hashed once per SETITEM must not be a
+    memoized tuple of a million ints."""
+    return isinstance(value, tuple) and len(value) <= MAX_KEY_ITEMS and is_flat(value)
+
+
 def _hashable_key(value: Any) -> bool:
     if isinstance(value, (tuple, list)):
-        return isinstance(value, tuple) and is_flat(value)
+        return _short_flat_tuple(value)
     if isinstance(value, _SCALARS):
         return True
     state = getattr(value, "__dict__", None)
     return (
         dataclasses.is_dataclass(value)
         and isinstance(state, dict)
-        and all(
-            (isinstance(v, tuple) and is_flat(v)) or isinstance(v, _SCALARS) for v in state.values()
-        )
+        and all(_short_flat_tuple(v) or isinstance(v, _SCALARS) for v in state.values())
     )
 
 
@@ -161,16 +230,19 @@ def _check_table(allowed: dict[tuple[str, str], object]) -> None:
 
 
 class RestrictedUnpickler(pickle._Unpickler):
-    """Unpickles `data` into fresh objects built only from `allowed`.
+    """Unpickles `data` into fresh objects built only from `allowed`, retaining at most
+    `budget` bytes (default: `memory_budget(len(data))`).
 
     `allowed` maps (module, name) to what that global resolves to. `records` are the
     classes whose instances the pickle may create and fill (BUILD) once each.
     `persistent_load`, when given, resolves persistent ids (torch.save's storages).
+    After `load`, `charged` is what the pickle was charged (the part of the budget it used).
     """
 
     dispatch: ClassVar[dict[int, Callable]] = {}
     # Set up by pickle._Unpickler.load(); typeshed does not declare them.
     stack: list[Any]
+    memo: list[Any]  # a list, not the stdlib's dict: see _put
     append: Callable[[Any], None]
     pop_mark: Callable[[], list[Any]]
 
@@ -180,7 +252,7 @@ class RestrictedUnpickler(pickle._Unpickler):
         allowed: dict[tuple[str, str], object],
         records: tuple[type, ...],
         *,
-        max_ops: int = DEFAULT_MAX_OPS,
+        budget: int | None = None,
         persistent_load: Callable[[Any], Any] | None = None,
         placeholders: PlaceholderPolicy | None = None,
     ):
@@ -189,13 +261,14 @@ class RestrictedUnpickler(pickle._Unpickler):
         _check_table(allowed)
         if placeholders is not None:
             records = (*records, PlaceholderCall)
-        self.allowed, self.records, self.max_ops = allowed, records, max_ops
+        self.allowed, self.records = allowed, records
+        self.size = len(data)
+        self.budget = memory_budget(self.size) if budget is None else budget
+        self.charged = 0
         self._placeholders = placeholders
-        self._callables: dict[int, Callable[..., Any]] = {
-            id(v): v for v in allowed.values() if callable(v)
-        }
-        self._fresh: dict[int, Any] = {}  # id -> object created here (kept alive: ids stay unique)
-        self._built: set[int] = set()
+        self._admitted: dict[int, Any] = {id(v): v for v in allowed.values()}
+        # id -> a record this pickle created and has not BUILT yet (kept alive: ids stay unique)
+        self._fresh: dict[int, Any] = {}
         self._persistent = persistent_load
 
     def find_class(self, module: str, name: str) -> object:
@@ -203,6 +276,10 @@ class RestrictedUnpickler(pickle._Unpickler):
             return self.allowed[(module, name)]
         except (KeyError, TypeError):
             if self._placeholders is not None and isinstance(module, str):
+                if len(module) + len(name) > MAX_GLOBAL_NAME:
+                    raise PickleRefused(
+                        f"a global named by more than {MAX_GLOBAL_NAME} characters"
+                    ) from None
                 return self._placeholders(module, name)  # the policy may refuse it
             raise PickleRefused(
                 f"refusing to load global {module}.{name}: not an admitted type"
@@ -215,35 +292,79 @@ class RestrictedUnpickler(pickle._Unpickler):
 
     def load(self) -> Any:
         """The stdlib loop, reading straight from the bytes (FRAME is only a buffering hint,
-        so no unframer) and counting opcodes inline: per opcode, one C read and one call."""
+        so no unframer) and charging each opcode inline: per opcode, one C read, one cost
+        lookup and one call. A handler whose opcode retains more than its table cost (per
+        item it stores or argument it passes) returns the excess, charged before the next."""
         stream = self._stream
         self.read, self.readline, self.readinto = stream.read, stream.readline, stream.readinto
         self.metastack: list[list[Any]] = []
-        self.stack, self.proto = [], 0
+        self.stack, self.proto, self.memo = [], 0, []
         self.append = self.stack.append
-        read, dispatch, left = stream.read, self.dispatch, self.max_ops
+        read, dispatch, cost = stream.read, self.dispatch, OPCODE_COST
+        left = self.budget - TEXT_PER_BYTE * self.size
         try:
             while True:
                 key = read(1)
                 if not key:
                     raise EOFError
-                left -= 1
+                code = key[0]
+                left -= cost[code]
                 if left < 0:
-                    raise PickleRefused(
-                        f"more than {self.max_ops} pickle opcodes (the limit for this file)"
-                    )
-                dispatch[key[0]](self)
+                    raise PickleRefused(_over_budget(self.budget, self.size))
+                excess = dispatch[code](self)
+                if excess:
+                    left -= excess
         except pickle._Stop as stop:  # type: ignore[attr-defined]
             return stop.value
+        finally:
+            self.charged = self.budget - left
 
     def _load_frame(self) -> None:
         self.read(8)  # the frame's length: the bytes follow in the same stream
 
-    # ------------------------------------------------------------------ guarded opcodes
-    def _mine(self, obj: Any) -> bool:
-        return self._fresh.get(id(obj)) is obj
+    # ------------------------------------------------------------------ the memo, a list
+    # Picklers number memo entries in order (PUT n where n is the count so far; MEMOIZE
+    # implies it), so the memo is a list: a slot per entry, where a dict keyed by int takes
+    # ~120 bytes at its worst fill (a real .metadata memoizes ~16 objects per chunk).
+    # Overwriting an entry is allowed; skipping ahead is not.
+    def _put(self, index: int) -> None:
+        memo = self.memo
+        if index == len(memo):
+            memo.append(self.stack[-1])
+        elif 0 <= index < len(memo):
+            memo[index] = self.stack[-1]
+        else:
+            raise PickleRefused(f"memo index {index} skips past the {len(memo)} entries so far")
 
-    def _set_items(self, target: Any, items: list) -> None:
+    def _get(self, index: int) -> None:
+        if not 0 <= index < len(self.memo):
+            raise pickle.UnpicklingError(f"Memo value not found at index {index}")
+        self.append(self.memo[index])
+
+    def _load_memoize(self) -> None:
+        self.memo.append(self.stack[-1])
+
+    def _load_put(self) -> None:
+        self._put(int(self.readline()[:-1]))
+
+    def _load_binput(self) -> None:
+        self._put(self.read(1)[0])
+
+    def _load_long_binput(self) -> None:
+        self._put(int.from_bytes(self.read(4), "little"))
+
+    def _load_get(self) -> None:
+        self._get(int(self.readline()[:-1]))
+
+    def _load_binget(self) -> None:
+        self._get(self.read(1)[0])
+
+    def _load_long_binget(self) -> None:
+        self._get(int.from_bytes(self.read(4), "little"))
+
+    # ------------------------------------------------------------------ guarded opcodes
+    def _set_items(self, target: Any, items: list) -> int:
+        """Store key/value pairs; the bytes their entries may take."""
         if type(target) not in (dict, OrderedDict):  # never shared: see _check_table
             raise PickleRefused(f"SETITEM on a {type(target).__name__}")
         if len(items) % 2:
@@ -252,20 +373,22 @@ class RestrictedUnpickler(pickle._Unpickler):
             if not _hashable_key(items[i]):
                 raise PickleRefused(f"dict key of type {type(items[i]).__name__} is not plain data")
             target[items[i]] = items[i + 1]
+        return (ENTRY if type(target) is dict else ORDERED_ENTRY) * (len(items) // 2)
 
-    def _load_dict(self) -> None:
+    def _load_dict(self) -> int:
         items = self.pop_mark()
         target: dict = {}
-        self._set_items(target, items)
+        excess = self._set_items(target, items)
         self.append(target)
+        return excess
 
-    def _load_setitem(self) -> None:
+    def _load_setitem(self) -> int:
         value, key = self.stack.pop(), self.stack.pop()
-        self._set_items(self.stack[-1], [key, value])
+        return self._set_items(self.stack[-1], [key, value]) - ENTRY  # ENTRY: the table's
 
-    def _load_setitems(self) -> None:
+    def _load_setitems(self) -> int:
         items = self.pop_mark()
-        self._set_items(self.stack[-1], items)
+        return self._set_items(self.stack[-1], items)
 
     def _extend(self, target: Any, items: list) -> None:
         if type(target) is not list:  # never shared: see _check_table
@@ -283,15 +406,41 @@ class RestrictedUnpickler(pickle._Unpickler):
     def _placeholder_call(self, target: Placeholder, args: Any) -> PlaceholderCall:
         if not isinstance(args, tuple):
             raise PickleRefused("constructor arguments are not a tuple")
-        result = PlaceholderCall(target, args)
+        result = PlaceholderCall(target, args)  # holds the arguments, copies nothing
         self._fresh[id(result)] = result
         return result
 
-    def _call(self, func: Any, args: Any) -> Any:
+    def _is_leaf(self, value: Any) -> bool:
+        return type(value) in _SCALARS or self._admitted.get(id(value)) is value
+
+    def _argument_bytes(self, args: tuple) -> int:
+        """What an admitted call may copy from its arguments (torch.Size its dimensions,
+        Path its parts): ARGUMENT_ITEM per scalar argument or item of a container one,
+        ARGUMENT_CHAR per character. Deeper than that is refused, so a callee never hashes
+        or walks anything nested (an Enum hashes its argument: a million nested tuples
+        overflow the C stack)."""
+        charged = 0
+        for arg in args:
+            if isinstance(arg, dict):
+                parts: Any = [part for pair in arg.items() for part in pair]
+            elif isinstance(arg, (tuple, list)):
+                parts = arg
+            else:
+                parts = (arg,)
+            charged += ARGUMENT_ITEM * len(parts)
+            for part in parts:
+                if not self._is_leaf(part):
+                    raise PickleRefused(f"a constructor argument holds a {type(part).__name__}")
+                if isinstance(part, (str, bytes)):
+                    charged += ARGUMENT_CHAR * len(part)
+        return charged
+
+    def _call(self, func: Any, args: Any) -> tuple[Any, int]:
+        """What calling `func` builds, and the bytes it may retain beyond REDUCE's cost."""
         if isinstance(func, Placeholder):  # never called: only recorded
-            return self._placeholder_call(func, args)
-        admitted = self._callables.get(id(func))
-        if admitted is None or admitted is not func:
+            return self._placeholder_call(func, args), 0
+        admitted = self._admitted.get(id(func))
+        if admitted is None or admitted is not func or not callable(admitted):
             raise PickleRefused(
                 f"refusing to call {type(func).__name__}: not an admitted constructor"
             )
@@ -300,15 +449,17 @@ class RestrictedUnpickler(pickle._Unpickler):
         if isinstance(func, type) and issubclass(func, dict):
             if args:  # items arrive by SETITEMS, where keys are checked before hashing
                 raise PickleRefused(f"{func.__name__} built with arguments")
-            return func()
+            return func(), 0
+        excess = self._argument_bytes(args)
         result = admitted(*args)
         if isinstance(func, type) and func in self.records:
             self._fresh[id(result)] = result
-        return result
+        return result, excess
 
-    def _load_reduce(self) -> None:
+    def _load_reduce(self) -> int:
         args = self.stack.pop()
-        self.stack[-1] = self._call(self.stack[-1], args)
+        self.stack[-1], excess = self._call(self.stack[-1], args)
+        return excess
 
     def _load_newobj(self) -> None:
         args, cls = self.stack.pop(), self.stack.pop()
@@ -328,9 +479,8 @@ class RestrictedUnpickler(pickle._Unpickler):
         state = self.stack.pop()
         inst = self.stack[-1]
         cls = type(inst)
-        if cls not in self.records or not self._mine(inst) or id(inst) in self._built:
+        if cls not in self.records or self._fresh.pop(id(inst), None) is not inst:
             raise PickleRefused(f"BUILD on a {cls.__name__} this pickle did not just create")
-        self._built.add(id(inst))
         own_setstate, names = _build_plan(cls)
         if own_setstate:
             inst.__setstate__(state)
@@ -395,12 +545,29 @@ def _dispatch_table() -> dict[int, Callable]:
             _opcode("BINPERSID"): own._load_persid,
             _opcode("LONG4"): own._load_long4,
             _opcode("FRAME"): own._load_frame,
+            _opcode("MEMOIZE"): own._load_memoize,
+            _opcode("PUT"): own._load_put,
+            _opcode("BINPUT"): own._load_binput,
+            _opcode("LONG_BINPUT"): own._load_long_binput,
+            _opcode("GET"): own._load_get,
+            _opcode("BINGET"): own._load_binget,
+            _opcode("LONG_BINGET"): own._load_long_binget,
         }
     )
     return {code: handlers[code] if code in handlers else _refuse(code) for code in range(256)}
 
 
+def _cost_table(by_name: dict[str, int]) -> list[int]:
+    """Costs by opcode byte; the rest cost MINIMUM (refused opcodes too)."""
+    costs = [MINIMUM] * 256
+    for name, cost in by_name.items():
+        costs[_opcode(name)] = cost
+    return costs
+
+
 RestrictedUnpickler.dispatch = _dispatch_table()
+OPCODE_COST = _cost_table(_COSTS)
+_TORCH_OPCODE_COST = _cost_table(_TORCH_COSTS)
 
 
 def restricted_loads(
@@ -408,31 +575,47 @@ def restricted_loads(
     allowed: dict[tuple[str, str], object],
     records: tuple[type, ...] = (),
     *,
-    max_ops: int = DEFAULT_MAX_OPS,
+    budget: int | None = None,
     persistent_load: Callable[[Any], Any] | None = None,
     placeholders: PlaceholderPolicy | None = None,
 ) -> Any:
-    """The object in `data`, or PickleRefused (policy) / another exception (damaged bytes)."""
+    """The object in `data`, or PickleRefused (policy, budget) / another exception (damaged
+    bytes). `budget`: the bytes it may retain, `memory_budget(len(data))` unless given."""
     return RestrictedUnpickler(
         data,
         allowed,
         records,
-        max_ops=max_ops,
+        budget=budget,
         persistent_load=persistent_load,
         placeholders=placeholders,
     ).load()
 
 
-def check_pickle_limits(data: bytes, max_ops: int, what: str) -> None:
-    """Walk `data`'s opcodes without building anything; refuse past `max_ops` opcodes or a
-    memo index beyond them. For pickles another unpickler (torch's weights-only) will load."""
+def check_pickle_budget(data: bytes, budget: int, what: str) -> int:
+    """Walk `data`'s opcodes without building anything, for a pickle torch's weights-only
+    unpickler will load: charge each what that unpickler retains for it (OPCODE_COST, with
+    its dict memo and its tensors; ENTRY per pair a DICT or SETITEMS stores, the stack
+    tracked by each opcode's declared effect) and refuse past `budget` bytes, or a memo
+    index no entry has (picklers number them in order). Returns the charge."""
+    charged, depth, marks, entries = TEXT_PER_BYTE * len(data), 0, [], 0
     try:
-        for count, (opcode, arg, _pos) in enumerate(pickletools.genops(data), 1):
-            if count > max_ops:
-                raise PickleRefused(f"{what}: more than {max_ops} pickle opcodes")
-            if opcode.name in ("PUT", "BINPUT", "LONG_BINPUT", "GET", "BINGET", "LONG_BINGET") and (
-                not isinstance(arg, int) or not 0 <= arg < max_ops
-            ):
+        for opcode, arg, _pos in pickletools.genops(data):
+            charged += _TORCH_OPCODE_COST[ord(opcode.code)]
+            before, after = opcode.stack_before, opcode.stack_after
+            if opcode.name == "MARK":
+                marks.append(depth)
+            elif pickletools.markobject in before:
+                mark = marks.pop()
+                if opcode.name in ("DICT", "SETITEMS"):
+                    charged += ENTRY * ((depth - mark) // 2)
+                depth = mark - before.index(pickletools.markobject) + len(after)
+            else:
+                depth += len(after) - len(before)
+            if charged > budget:
+                raise PickleRefused(f"{what}: {_over_budget(budget, len(data))}")
+            if opcode.name == "MEMOIZE" or (opcode.name in _PUTS and arg == entries):
+                entries += 1
+            elif opcode.name in _MEMO_INDEXED and not (isinstance(arg, int) and 0 <= arg < entries):
                 raise PickleRefused(f"{what}: memo index {arg!r:.40} out of range")
     except PickleRefused:
         raise
@@ -440,16 +623,24 @@ def check_pickle_limits(data: bytes, max_ops: int, what: str) -> None:
         raise PickleRefused(
             f"{what}: damaged pickle ({type(err).__name__}: {str(err)[:120]})"
         ) from None
+    return charged
+
+
+_PUTS = frozenset(("PUT", "BINPUT", "LONG_BINPUT"))
+_MEMO_INDEXED = _PUTS | {"GET", "BINGET", "LONG_BINGET"}
 
 
 __all__ = [
-    "DEFAULT_MAX_OPS",
+    "BUDGET_PER_BYTE",
+    "MIN_BUDGET",
+    "OPCODE_COST",
     "PickleRefused",
     "Placeholder",
     "PlaceholderCall",
     "PlaceholderPolicy",
     "RestrictedUnpickler",
-    "check_pickle_limits",
+    "check_pickle_budget",
     "is_flat",
+    "memory_budget",
     "restricted_loads",
 ]

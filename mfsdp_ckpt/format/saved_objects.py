@@ -15,7 +15,7 @@ Two of them carry what a reader of a Megatron-LM or Megatron-Bridge checkpoint n
   tensors' records by dtype, never through a tensor.
 
 Both are bounded: the archive by `blob_guard` (members, sizes, no compression), the pickle
-by an opcode limit, the file by MAX_SAVED_OBJECT_BYTES. Errors are one line,
+by a memory budget, the file by MAX_SAVED_OBJECT_BYTES. Errors are one line,
 CheckpointFormatError, naming `where`.
 """
 
@@ -32,8 +32,10 @@ from mfsdp_ckpt.format.blob_guard import blob_pickle, open_blob
 from mfsdp_ckpt.format.restricted_pickle import PickleRefused, Placeholder, restricted_loads
 
 MAX_SAVED_OBJECT_BYTES = 16 << 20  # a Namespace of ~600 settings is ~40 KB; train_state ~2 KB
-MAX_NAMESPACE_OPS = 200_000
-MAX_SCALARS_OPS = 10_000
+# What their pickles may retain (restricted_pickle's memory budget): a Namespace of ~600
+# settings is charged ~200 KB, a train state ~25 KB.
+NAMESPACE_BUDGET = 16 << 20
+SCALARS_BUDGET = 1 << 20
 
 # Modules whose globals run commands, code or I/O: no Megatron Namespace names one.
 _REFUSED_MODULES = frozenset(
@@ -106,9 +108,12 @@ class _Namespace:
         self.fields: dict[str, Any] = {}
 
     def __setstate__(self, state: Any) -> None:
-        if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
-            raise PickleRefused("argparse.Namespace state is not a dict of names")
-        self.fields = dict(state)
+        """Kept, not copied or walked: a pickle may BUILD many Namespaces from one memoized
+        dict, and the work per BUILD must not grow with it (its names are checked once,
+        on the Namespace the pickle returns)."""
+        if not isinstance(state, dict):
+            raise PickleRefused("argparse.Namespace state is not a dict")
+        self.fields = state
 
 
 def archive_pickle(raw: bytes, where: str) -> tuple[zipfile.ZipFile, bytes]:
@@ -129,7 +134,7 @@ def load_namespace(raw: bytes, where: str) -> dict[str, Any]:
             data,
             {("argparse", "Namespace"): _Namespace},
             (_Namespace,),
-            max_ops=MAX_NAMESPACE_OPS,
+            budget=NAMESPACE_BUDGET,
             placeholders=_placeholder,
         )
     except PickleRefused as err:
@@ -142,6 +147,8 @@ def load_namespace(raw: bytes, where: str) -> dict[str, Any]:
         raise CheckpointFormatError(
             f"{where}: holds a {type(value).__name__}, not an argparse.Namespace"
         )
+    if not all(isinstance(name, str) for name in value.fields):
+        raise CheckpointFormatError(f"{where}: argparse.Namespace state is not a dict of names")
     return value.fields
 
 
@@ -164,7 +171,7 @@ def load_scalars(raw: bytes, where: str) -> dict[str, int | float | bool]:
     archive, data = archive_pickle(raw, where)
     try:
         value = restricted_loads(
-            data, TENSOR_LAYOUT_GLOBALS, max_ops=MAX_SCALARS_OPS, persistent_load=lambda pid: pid
+            data, TENSOR_LAYOUT_GLOBALS, budget=SCALARS_BUDGET, persistent_load=lambda pid: pid
         )
     except PickleRefused as err:
         raise CheckpointFormatError(f"{where}: {err}") from None

@@ -364,7 +364,7 @@ def _load_streamed(file: RangeFile, where: str) -> Any:
         raise CheckpointFormatError(f"{where}: unreadable blob ({first_line[:200]})") from None
 
 
-_LAYOUT_MAX_OPS = 1000  # a tensor's pickle has ~30 opcodes
+_LAYOUT_BUDGET = 64 << 10  # what a tensor's pickle may retain; it is charged ~4 KB
 
 
 def _tensor_layout(data: bytes) -> tuple | None:
@@ -372,7 +372,7 @@ def _tensor_layout(data: bytes) -> tuple | None:
     Read with the restricted unpickler: data only, a few opcodes, no memo to inflate."""
     try:
         value = restricted_loads(
-            data, TENSOR_LAYOUT_GLOBALS, max_ops=_LAYOUT_MAX_OPS, persistent_load=lambda pid: pid
+            data, TENSOR_LAYOUT_GLOBALS, budget=_LAYOUT_BUDGET, persistent_load=lambda pid: pid
         )
         storage, offset, size, stride = value
         kind, dtype, _key, _location, numel = storage

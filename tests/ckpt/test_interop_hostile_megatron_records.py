@@ -419,7 +419,7 @@ def _namespace_archive(pickle_bytes: bytes) -> bytes:
 
 
 def test_a_deeply_nested_args_value_is_one_line():
-    """90,000 nested lists (EMPTY_LIST/APPEND opcodes, within the opcode limit) load
+    """90,000 nested lists (EMPTY_LIST/APPEND opcodes, within the memory budget) load
     without recursion; was: RecursionError from repr when the error line was built."""
     from mfsdp_ckpt.convert.megatron_config import MegatronConfigError, hf_config_from_megatron
     from mfsdp_ckpt.format.saved_objects import load_namespace
@@ -441,3 +441,17 @@ def test_a_deeply_nested_args_value_is_one_line():
     )
     with pytest.raises(MegatronConfigError, match=r"^args: normalization=a list cannot be"):
         hf_config_from_megatron({**sizes, **fields}, "args")
+
+
+def test_args_whose_names_are_not_strings_are_one_line():
+    """A Namespace maps names to values. Its names are checked once, on the Namespace the
+    pickle returns: a BUILD keeps its state dict unwalked, so that BUILDing many Namespaces
+    from one memoized dict of a million names costs no more per BUILD than from one name."""
+    from mfsdp_ckpt.errors import CheckpointFormatError
+    from mfsdp_ckpt.format.saved_objects import load_namespace
+
+    data = b"\x80\x02cargparse\nNamespace\n)\x81}K\x01K\x02sb."
+    with pytest.raises(
+        CheckpointFormatError, match=r"^args: argparse.Namespace state is not a dict of names$"
+    ):
+        load_namespace(_namespace_archive(data), "args")

@@ -8,9 +8,11 @@ bounded time and output. The classes:
 
 1. unpickling that mutates process state: BUILD/SETITEM/APPEND on every admitted global
    of both class tables (in-process: nothing is allocated);
-2. memory and time from small inputs: opcode floods and memo indices in `.metadata` and in
-   blob pickles, sparse huge files, DEFLATE bombs, oversized zip directories, storages
-   claiming more than their record, 40,000 chunks, 100,000 missing files, long names;
+2. memory and time from small inputs: opcode floods against the memory budget (each
+   charged at least what it retains), constructors called on one memoized argument, memo
+   indices in `.metadata` and in blob pickles, sparse huge files, DEFLATE bombs, oversized
+   zip directories, storages claiming more than their record, 40,000 chunks, 100,000
+   missing files, long names; and a real `.metadata` past the old opcode limit, read;
 3. special files (FIFO, /dev/zero, directory, link out) where `.metadata`, `manifest.json`
    or a shard belongs;
 4. a tensor's declared bytes inconsistent with its blob (1 TiB over 1 KB; int bytes under a
@@ -35,13 +37,25 @@ import torch
 
 from mfsdp_ckpt.format import dtypes, layout
 from mfsdp_ckpt.format.dcp_metadata import (
+    MAX_METADATA_BYTES,
     UnsafeMetadataError,
     _dcp_classes,
     _plain_classes,
+    _records,
+    check_schema,
     load_metadata_bytes,
     load_plain_metadata_bytes,
 )
-from mfsdp_ckpt.format.restricted_pickle import DEFAULT_MAX_OPS
+from mfsdp_ckpt.format.restricted_pickle import (
+    CONTAINER,
+    MIN_BUDGET,
+    MINIMUM,
+    OPCODE_COST,
+    TEXT_PER_BYTE,
+    PickleRefused,
+    RestrictedUnpickler,
+    restricted_loads,
+)
 from tests.reliability.hostile_bytes import (
     dist_of,
     model_weight,
@@ -168,15 +182,141 @@ RECORD = b"ctorch.distributed.checkpoint.metadata\nBytesStorageMetadata\nq\x00"
 @pytest.mark.parametrize("opcode", sorted(FLOODS))
 @pytest.mark.parametrize("table", ["plain", "dcp"])
 def test_every_opcode_counts_against_the_limit(opcode, table):
-    """Each object-making opcode, flooded past a small limit, is refused by count (the
-    full-size flood runs in test_metadata_floods_...: seconds, so once)."""
-    from mfsdp_ckpt.format.dcp_metadata import _records
-    from mfsdp_ckpt.format.restricted_pickle import PickleRefused, restricted_loads
-
+    """Each object-making opcode, flooded past a small budget, is refused by it (the
+    full-size flood runs in test_hostile_sizes_...: seconds, so once)."""
     allowed = _plain_classes() if table == "plain" else _dcp_classes()
     data = b"\x80\x02" + RECORD + FLOODS[opcode] * 20_000 + b"."
-    with pytest.raises(PickleRefused, match="more than 10000 pickle opcodes"):
-        restricted_loads(data, allowed, _records(allowed), max_ops=10_000)
+    with pytest.raises(PickleRefused, match="would retain more than 64 KiB, the limit for a"):
+        restricted_loads(data, allowed, _records(allowed), budget=64 << 10)
+
+
+def test_no_opcode_is_free():
+    """Every opcode costs something, so the budget bounds the opcodes read (time), too."""
+    assert len(OPCODE_COST) == 256 and min(OPCODE_COST) == MINIMUM > 0
+
+
+def _pair(i: int) -> bytes:
+    """A distinct int key and None."""
+    return b"J" + struct.pack("<i", i) + b"N"
+
+
+# 2/3 of 2**16 plus one: a dict of this many entries has just doubled its table (its worst fill)
+PAST_RESIZE = 43_691
+DIMS = b"(" + b"".join(b"\x8a\x08" + struct.pack("<q", 1 << 62) for _ in range(64)) + b"t"
+RETENTION_FLOODS = {  # name -> (table, prefix, unit or unit(i), suffix)
+    **{name: ("plain", RECORD, unit, b"") for name, unit in FLOODS.items()},
+    "NEWOBJ+BUILD": ("plain", RECORD, b"h\x00)\x81}b", b""),
+    "REDUCE record": (
+        "dcp",
+        b"ctorch.distributed.checkpoint.metadata\nMetadata\nq\x00",
+        b"h\x00(NNNNNtR",
+        b"",
+    ),
+    "LONG_BINPUT": ("plain", b"N", lambda i: b"r" + struct.pack("<I", i), b""),
+    "SETITEM": ("plain", b"}", lambda i: _pair(i) + b"s", b""),
+    "SETITEMS": ("plain", b"}(", _pair, b"u"),
+    "SETITEMS OrderedDict": (
+        "dcp",
+        b"ccollections\nOrderedDict\n)R(",
+        _pair,
+        b"u",
+    ),
+    "REDUCE torch.Size": (
+        "dcp",
+        b"ctorch\nSize\nq\x00" + DIMS + b"q\x010",
+        b"h\x00h\x01\x85R",
+        b"",
+    ),
+    "REDUCE Path": (
+        "plain",
+        b"cpathlib\nPosixPath\nq\x00",
+        lambda i: b"h\x00\x8c\x13" + f"{i:09x}/{i:09x}".encode() + b"\x85R",
+        b"",
+    ),
+}
+
+
+@pytest.mark.parametrize("flood", sorted(RETENTION_FLOODS))
+def test_a_flood_allocates_no_more_than_it_is_charged(flood):
+    """The cost table holds: each flood, stopped just past a dict's resize, allocates at most
+    what the unpickler charged it (tracemalloc's peak; scripts/pickle_budget.py measures
+    RSS too, in fresh processes)."""
+    import tracemalloc
+
+    table, prefix, unit, suffix = RETENTION_FLOODS[flood]
+    body = (
+        unit * PAST_RESIZE if isinstance(unit, bytes) else b"".join(map(unit, range(PAST_RESIZE)))
+    )
+    data = b"\x80\x02" + prefix + body + suffix + b"N."
+    allowed = _plain_classes() if table == "plain" else _dcp_classes()
+    reader = RestrictedUnpickler(data, allowed, _records(allowed), budget=1 << 40)
+    tracemalloc.start()
+    try:
+        reader.load()
+        allocated = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert 0 < allocated <= reader.charged, (allocated, reader.charged)
+
+
+def test_a_constructor_is_charged_for_the_argument_it_copies():
+    """torch.Size called 100,000 times on one memoized 64-int tuple copies it each time
+    (~60 MB from a 600 KB pickle): charged per item, it is refused at a 16 MiB budget."""
+    data = b"\x80\x02ctorch\nSize\nq\x00" + DIMS + b"q\x010" + b"h\x00h\x01\x85R" * 100_000
+    with pytest.raises(PickleRefused, match="would retain more than 16 MiB"):
+        restricted_loads(data + b".", _dcp_classes(), budget=16 << 20)
+
+
+def test_a_call_argument_nested_a_million_deep_is_refused_before_it_is_hashed(tmp_path):
+    """An Enum hashes its argument: a tuple nested 1,000,000 deep overflowed the C stack
+    (a segfault). Run in a child process, so that a regression fails only this test."""
+    import subprocess
+    import sys
+
+    from tests.support.paths import REPO
+
+    path = tmp_path / "deep.pkl"
+    path.write_bytes(
+        b"\x80\x02ctorch.distributed.checkpoint.metadata\n_MEM_FORMAT_ENCODING\n)"
+        + b"\x85" * 1_000_000
+        + b"\x85R."
+    )
+    code = (
+        "from mfsdp_ckpt.format.dcp_metadata import load_plain_metadata_bytes\n"
+        "try:\n"
+        f"    load_plain_metadata_bytes(open({str(path)!r}, 'rb').read())\n"
+        "except Exception as err:\n"
+        "    print(type(err).__name__, err)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-500:]
+    assert "UnsafeMetadataError" in done.stdout and "constructor argument" in done.stdout
+
+
+def test_dict_keys_are_short_so_hashing_each_stays_cheap():
+    """A key is hashed at every SETITEM: a memoized tuple of a million ints would cost a
+    million steps each time. Keys have at most 64 items (a MetadataIndex offset's dims)."""
+    key = b"(" + b"K\x01" * 65 + b"t"
+    with pytest.raises(UnsafeMetadataError, match="dict key of type tuple"):
+        load_plain_metadata_bytes(b"\x80\x02}" + key + b"Ns.")
+
+
+def test_a_real_dcp_metadata_past_the_old_opcode_limit_is_read():
+    """180,000 chunks (a 70B model with Adam saved on ~64 ranks), written with DCP's own
+    classes: ~12.2M opcodes, past the 12,000,000 a .metadata was once limited to. It is
+    read, charged ~39 of the 64 bytes per byte of file its budget allows."""
+    from bench.dcp_metadata_read import build_metadata
+
+    data = build_metadata(1800, 100, shared_paths=True)
+    allowed = _plain_classes()
+    reader = RestrictedUnpickler(data, allowed, _records(allowed))
+    metadata = reader.load()
+    check_schema(metadata, allowed)
+    assert reader.charged < 0.7 * reader.budget
+    assert sum(len(item.chunks) for item in metadata.state_dict_metadata.values()) == 180_000
+    assert len(metadata.storage_data) == 180_000
 
 
 # Every CLI case below is planted into its own copy of the pristine run, then all of them
@@ -219,20 +359,27 @@ def _metadata_plant(name: str, data_or_edit, fragment: str, commands=None) -> No
     plant(name, "bounds")(planted)
 
 
-_metadata_plant(
-    "empty_dict_flood", _flood(b"}", DEFAULT_MAX_OPS + 1000), "pickle opcodes", validate_only
+_metadata_plant(  # past the 1 GiB floor; its size times BUDGET_PER_BYTE is below it
+    "empty_dict_flood",
+    _flood(b"}", MIN_BUDGET // (CONTAINER + TEXT_PER_BYTE) + 1000),
+    "would retain more than 1,024 MiB",
+    validate_only,
 )
 _metadata_plant(
-    "memo_index_2g", b"\x80\x02Nr" + struct.pack("<I", 0x7FFFFFF0) + b".", "not DCP Metadata"
+    "memo_index_2g",
+    b"\x80\x02Nr" + struct.pack("<I", 0x7FFFFFF0) + b".",
+    "skips past the 0 entries",
 )
 _metadata_plant(
-    "memo_index_256m", b"\x80\x02Nr" + struct.pack("<I", 0x10000000) + b"N.", "not DCP Metadata"
+    "memo_index_256m",
+    b"\x80\x02Nr" + struct.pack("<I", 0x10000000) + b"N.",
+    "skips past the 0 entries",
 )
 _metadata_plant("deep_tuple_key", b"\x80\x02})" + b"\x85" * 100_000 + b"Ns.", "dict key")
 _metadata_plant(
     "long4_integer", b"\x80\x02\x8b" + struct.pack("<i", 1 << 20) + bytes(1 << 20) + b".", "LONG4"
 )
-for _size in (300 << 20, 3 << 30):
+for _size in (MAX_METADATA_BYTES + 1, 3 << 30):
     _metadata_plant(
         f"sparse_metadata_{_size >> 20}m",
         lambda run, size=_size: os.truncate(dist_of(run) / layout.DCP_METADATA_FILE, size),
@@ -271,7 +418,7 @@ def _blob_bombs(shape: tuple[int, ...]) -> dict[str, tuple[bytes, str]]:
         ),
         "pickle_flood": (
             rezip(real, replace={pkl: _flood(b"}", 40 << 20)}),
-            "pickle opcodes",
+            "would retain more than 64 MiB",
         ),  # the 40 MB one
         "pickle_memo": (
             rezip(real, replace={pkl: b"\x80\x02Nr" + struct.pack("<I", 0x10000000) + b"."}),
