@@ -77,6 +77,7 @@ MIN_BUDGET = 1 << 30
 TORCH_MEMO_ENTRY = 128
 TORCH_CALL = 768
 MAX_KEY_ITEMS = 64  # a dict key tuple (a MetadataIndex offset: one int per dimension)
+MAX_HASH_INT = 2**61 - 1  # CPython's int hash modulus: below it an int hashes to itself
 MAX_GLOBAL_NAME = 1024  # characters of a placeholder global's module and name
 
 _COSTS: dict[str, int] = {
@@ -209,16 +210,36 @@ def _short_flat_tuple(value: Any) -> bool:
 
 
 def _hashable_key(value: Any) -> bool:
+    """A key SETITEM may hash: plain data, cheap to hash, and one whose hash an input
+    cannot make collide with other keys' (`_collision_free`)."""
     if isinstance(value, (tuple, list)):
-        return _short_flat_tuple(value)
+        return _short_flat_tuple(value) and _collision_free(tuple(value))
     if isinstance(value, _SCALARS):
-        return True
+        return _collision_free((value,))
     state = getattr(value, "__dict__", None)
-    return (
+    if not (
         dataclasses.is_dataclass(value)
         and isinstance(state, dict)
         and all(_short_flat_tuple(v) or isinstance(v, _SCALARS) for v in state.values())
-    )
+    ):
+        return False
+    leaves = [leaf for v in state.values() for leaf in (v if isinstance(v, tuple) else (v,))]
+    return _collision_free(tuple(leaves))
+
+
+def _collision_free(leaves: tuple) -> bool:
+    """Keys of equal hash make every dict insert probe all of them: 20,000 ints that differ
+    by multiples of 2**61 - 1 (one hash) took 4 s to insert, a few MB of them hours. str and
+    bytes hash with the process's random seed, so no set of colliding ones can be written
+    ahead; an int below 2**61 - 1 hashes to itself (distinct keys, distinct hashes), and a
+    key of one such number is then collision-free. A key made of several numbers alone (an
+    int tuple, a record of ints) has a hash anyone can solve for, so it needs a str or
+    bytes among them; real checkpoints key by names, small ints and MetadataIndex (an fqn
+    string with its offsets)."""
+    numbers = [leaf for leaf in leaves if not isinstance(leaf, (str, bytes))]
+    if any(isinstance(n, int) and not -MAX_HASH_INT < n < MAX_HASH_INT for n in numbers):
+        return False
+    return len(numbers) <= 1 or len(numbers) < len(leaves)
 
 
 def _check_table(allowed: dict[tuple[str, str], object]) -> None:
@@ -371,7 +392,10 @@ class RestrictedUnpickler(pickle._Unpickler):
             raise PickleRefused("SETITEMS with an odd number of items")
         for i in range(0, len(items), 2):
             if not _hashable_key(items[i]):
-                raise PickleRefused(f"dict key of type {type(items[i]).__name__} is not plain data")
+                raise PickleRefused(
+                    f"dict key of type {type(items[i]).__name__} is not plain data, or could"
+                    " share its hash with other keys"
+                )
             target[items[i]] = items[i + 1]
         return (ENTRY if type(target) is dict else ORDERED_ENTRY) * (len(items) // 2)
 
