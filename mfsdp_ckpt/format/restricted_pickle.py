@@ -228,8 +228,8 @@ def _hashable_key(value: Any) -> bool:
 
 
 def _collision_free(leaves: tuple) -> bool:
-    """Keys of equal hash make every dict insert probe all of them: 20,000 ints that differ
-    by multiples of 2**61 - 1 (one hash) took 4 s to insert, a few MB of them hours. str and
+    """Keys of equal hash make every dict insert probe all of them: ints that differ by
+    multiples of 2**61 - 1 share one hash, and inserting N of them takes time in N**2. str and
     bytes hash with the process's random seed, so no set of colliding ones can be written
     ahead; an int below 2**61 - 1 hashes to itself (distinct keys, distinct hashes), and a
     key of one such number is then collision-free. A key made of several numbers alone (an

@@ -311,8 +311,8 @@ def test_dict_keys_are_short_so_hashing_each_stays_cheap():
 )
 def test_dict_keys_whose_hashes_an_input_can_make_collide_are_refused(key):
     """Ints that differ by multiples of 2**61 - 1 share one hash, and tuples of numbers alone
-    have hashes anyone can solve for: 20,000 such keys took 4 s to insert, a few MB of them
-    hours. A key's hash must come from the process's seed (str, bytes) or be the int itself."""
+    have hashes anyone can solve for: inserting N such keys takes time in N**2.
+    A key's hash must come from the process's seed (str, bytes) or be the int itself."""
     data = pickle.dumps({key: None}, protocol=2)
     with pytest.raises(UnsafeMetadataError, match="could share its hash"):
         load_plain_metadata_bytes(data)
