@@ -345,7 +345,7 @@ def prepare_source(
     if (
         local_paths is not None
     ):  # damaged or hostile: refused with validate's first error, before planning
-        require_valid(local_paths, manifest_only=True)
+        require_valid(local_paths, manifest_only=True, reader=source.reader)
     return PreparedSource(source, local_paths, asset_location, derived, assets)
 
 

@@ -38,3 +38,20 @@ def test_piecewise_cast_equals_whole_tensor_cast(run_dir, tmp_path, monkeypatch,
     assert torch.equal(written, reader.read_tensor(f"model.{name}").to(DTYPES[dtype].torch))
     assert verify_export_dir(run_dir, out) == []  # every tensor, against read + .to()
     assert result.dtype == DTYPES[dtype].name
+
+
+def test_the_metadata_is_read_once_per_export(run_dir, tmp_path, monkeypatch):
+    """Validate's checks before planning reuse export's reader: a `.metadata` of millions
+    of chunks takes minutes to read, and was read twice."""
+    from mfsdp_ckpt.storage import reader as reader_module
+
+    reads: list[str] = []
+    load = reader_module.load_plain_metadata_bytes
+
+    def counted(data: bytes, source: str = "<bytes>"):
+        reads.append(source)
+        return load(data, source)
+
+    monkeypatch.setattr(reader_module, "load_plain_metadata_bytes", counted)
+    export_hf(run_dir, tmp_path / "hf")
+    assert len(reads) == 1, reads
