@@ -168,21 +168,15 @@ def run_chain(data: Path, root: Path, reference: dict[int, float]) -> list[Crash
     `validate --deep --strict`. One CrashResult per kill point, in order."""
     run = root / "chain"
     results: list[CrashResult] = []
-    resume_log = ""
     for index, crash in enumerate(CRASHES):
         started = time.monotonic()
         step = kill_step(index)
         extra = ("checkpoint.async_save=true",) if crash.async_save else ()
         logged_before = metrics_lines(run)
         killed_rc, killed_log = launch_two_ranks(data, run, *extra, kill=kill_at(index))
-        problems = []
         if index:  # this launch resumed from the previous kill: judge that resume here
-            results[-1].resumed_from = _resumed_from(killed_log)
-            resumed_at = kill_step(index - 1) - SAVE_EVERY
-            results[-1].problems += _resume_problems(
-                run, logged_before, results[-1].resumed_from, resumed_at, step, reference
-            )
-            results[-1].losses_equal = not any("losses" in p for p in results[-1].problems)
+            _judge_resume(results[-1], run, logged_before, killed_log, step, reference)
+        problems = []
         if killed_rc == 0:
             problems.append(f"the run was not killed at {kill_at(index)} (it finished)")
         outcome = invoke(["ckpt", "validate", run, "--json"])
@@ -208,16 +202,12 @@ def run_chain(data: Path, root: Path, reference: dict[int, float]) -> list[Crash
                 problems,
             )
         )
-    logged_before = metrics_lines(run)
-    final_rc, resume_log = launch_two_ranks(data, run)
     last = results[-1]
-    last.resumed_from = _resumed_from(resume_log)
-    last.problems += _resume_problems(
-        run, logged_before, last.resumed_from, CRASH_STEPS - SAVE_EVERY, CRASH_STEPS, reference
-    )
-    last.losses_equal = not any("losses" in p for p in last.problems)
+    logged_before = metrics_lines(run)
+    final_rc, final_log = launch_two_ranks(data, run)
+    _judge_resume(last, run, logged_before, final_log, CRASH_STEPS, reference)
     if final_rc != 0:
-        last.problems.append(f"the last resume exited {final_rc}: {resume_log[-800:]}")
+        last.problems.append(f"the last resume exited {final_rc}: {final_log[-800:]}")
     elif losses(run) != reference:
         last.problems.append(f"losses of the whole run {losses(run)} differ from {reference}")
     elif invoke(["ckpt", "validate", run, "--deep", "--strict"]).exit_code != 0:
@@ -225,28 +215,30 @@ def run_chain(data: Path, root: Path, reference: dict[int, float]) -> list[Crash
     return results
 
 
-def _resume_problems(
+def _judge_resume(
+    killed: CrashResult,
     run: Path,
     logged_before: int,
-    resumed_from: int | None,
-    expected_from: int,
+    log: str,
     reached: int,
     reference: dict[int, float],
-) -> list[str]:
-    """What is wrong with a launch that should have resumed from `expected_from` and logged
-    the uninterrupted run's losses for every step up to `reached`."""
-    problems = []
-    if resumed_from != expected_from:
-        problems.append(f"resumed from {resumed_from}, expected {expected_from}")
+) -> None:
+    """Record on `killed` how the launch after it did: it must have resumed from the step
+    saved before the kill and logged the uninterrupted run's losses for every step up to
+    `reached` (its own kill point, or the end)."""
+    expected_from = kill_step(CRASHES.index(killed.crash)) - SAVE_EVERY
+    killed.resumed_from = _resumed_from(log)
+    if killed.resumed_from != expected_from:
+        killed.problems.append(f"resumed from {killed.resumed_from}, expected {expected_from}")
     resumed = losses(run, skip_lines=logged_before)  # what this launch itself computed
     wrong = {k: v for k, v in resumed.items() if k <= expected_from or reference.get(k) != v}
     missing = set(range(expected_from + 1, reached + 1)) - set(resumed)
-    if wrong or missing:
-        problems.append(
+    killed.losses_equal = not wrong and not missing
+    if not killed.losses_equal:
+        killed.problems.append(
             f"losses of the resumed launch {resumed} differ from the uninterrupted run's"
             f" {reference} (wrong at {sorted(wrong)}, missing {sorted(missing)})"
         )
-    return problems
 
 
 def reference_run(data: Path, root: Path) -> dict[int, float]:
