@@ -1,23 +1,26 @@
-"""Would decoding the batch as two halves, overlapped, hide the decode step's memory-bound work?
+"""Would decoding the batch as slices on concurrent CUDA streams hide memory-bound work?
 
 The hf engine runs a decode step's kernels one after another: the weight matmuls (compute-
 bound at 256 rows), then the attention and the element-wise kernels (memory-bound), layer
-by layer. Splitting the batch in two and running the halves side by side (two streams)
-would let one half's attention run while the other half's matmuls run, at the price of
-every weight matmul running twice at half the rows. Overlapped, two halves cannot take
-less than their matmuls alone; this measures the two halves one after the other, with the
-engine's own decoder (`StaticCacheDecoder`: static cache, CUDA graphs, the Triton decode
-kernels), against one batch:
+by layer. Splitting the batch and running the slices side by side, each on its own CUDA
+stream, lets one slice's attention, norms and small projections (which fill few of the
+SMs at these row counts) run while another slice's matmuls run, at the price of every
+weight matmul running once per slice at fewer rows. This measures it with the engine's own
+decoder (`StaticCacheDecoder`: static cache, CUDA graphs, the Triton decode kernels), one
+decoder per slice, against one batch:
 
 * `one batch`: one decoder over all rows (what the engine does);
-* `two halves, one stream`: two decoders over half the rows each, one after the other.
+* `two halves, one after the other`: two decoders over half the rows each, on one stream;
+* `two halves on two streams`: each decoder's graph replayed on its own stream, the
+  streams joined after every step, so the GPU runs the two halves' kernels concurrently
+  wherever SMs are free (on CUDA only).
 
 Each row is milliseconds per decode step over `--steps` steps after a `--prompt-len`-token
 prefill (the decoded tokens do not change a step's cost, so every step feeds token 1).
 `bench/decode_matmuls.py --rows N` times the weight matmuls of a step at N rows.
 
 1xH200:
-  python bench/decode_overlap.py --shape qwen2-1.5b --rows 256 --steps 256 --repeat 1
+  python bench/decode_overlap.py --shape qwen2-1.5b --rows 256 --steps 256 --repeat 2
 """
 
 from __future__ import annotations
@@ -49,15 +52,28 @@ def decoders(model, prompts: list[list[int]], parts: int, steps: int) -> list[St
     return made
 
 
-def seconds_per_step(model, prompts: list[list[int]], parts: int, steps: int, device: str) -> float:
-    """Wall seconds per decode step of `parts` decoders run one after the other; the first
-    two steps (graph capture) are not timed."""
+def seconds_per_step(
+    model, prompts: list[list[int]], parts: int, steps: int, device: str, concurrent: bool
+) -> float:
+    """Wall seconds per decode step of `parts` decoders, one after the other or (`concurrent`)
+    each on its own stream; the first two steps (graph capture) are not timed."""
     made = decoders(model, prompts, parts, steps)
     token = [torch.ones(len(prompts) // parts, dtype=torch.long, device=device) for _ in made]
+    main = torch.cuda.current_stream() if concurrent else None
+    streams = [torch.cuda.Stream() for _ in made] if concurrent else []
 
     def step() -> None:
-        for decoder, tokens in zip(made, token):
-            decoder.decode(tokens)
+        if not streams:
+            for decoder, tokens in zip(made, token):
+                decoder.decode(tokens)
+            return
+        for stream in streams:
+            stream.wait_stream(main)
+        for decoder, tokens, stream in zip(made, token, streams):
+            with torch.cuda.stream(stream):
+                decoder.decode(tokens)
+        for stream in streams:
+            main.wait_stream(stream)
 
     for _ in range(2):
         step()
@@ -96,12 +112,17 @@ def main() -> None:
         p[:1] + [1] * (args.prompt_len - 1)  # every prompt at full length: one cache width
         for p in make_prompts(args.rows, args.prompt_len, model.config.vocab_size)
     ]
-    setups = [("one batch", 1), ("two halves, one stream", 2)]
+    setups = [
+        ("one batch", 1, False),
+        ("two halves, one after the other", 2, False),
+    ]
+    if args.device == "cuda":  # streams: CUDA's
+        setups.append(("two halves on two streams", 2, True))
     rows = []
     with torch.inference_mode():
-        for name, parts in setups:
+        for name, parts, concurrent in setups:
             best = min(
-                seconds_per_step(model, prompts, parts, args.steps, args.device)
+                seconds_per_step(model, prompts, parts, args.steps, args.device, concurrent)
                 for _ in range(args.repeat)
             )
             rows.append({"setup": name, "ms_per_step": best * 1e3})
