@@ -16,19 +16,31 @@ The path is checked here before transformers sees it: given a path that does not
 transformers takes it for a Hub repo id (and with network access would download it).
 Nothing is ever fetched: every transformers call that reads these paths gets
 `local_files_only=True`.
+
+A checkpoint's `.metadata` is read once per process to derive its config (the tokenizer,
+the config and the model each resolve `model.path`; the result is kept per checkpoint) and
+once to load its weights (validate's checks and the load share one reader): one of
+millions of chunks takes minutes to read (bench/dcp_metadata_read.py).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mfsdp_ckpt.format.layout import CheckpointPathError, CheckpointPaths, resolve_checkpoint
+from mfsdp_ckpt.format.layout import (
+    DCP_METADATA_FILE,
+    CheckpointPathError,
+    CheckpointPaths,
+    resolve_checkpoint,
+)
 from trainer.config import ConfigError, ModelConfig
 from trainer.local_paths import missing_path
 
 _HF_WEIGHT_PATTERNS = ("*.safetensors", "*.bin")
+_DERIVED_KEPT = 4  # checkpoints whose derived source a process keeps (a run resolves one)
 
 
 @dataclass(frozen=True)
@@ -106,7 +118,35 @@ def _no_tokenizer_message(cfg: ModelConfig, source: ModelSource) -> str:
     )
 
 
+_derived: dict[tuple, ModelSource | None] = {}
+
+
+def _metadata_identity(checkpoint: CheckpointPaths) -> tuple | None:
+    """Which `.metadata` file, as it is now: its path, device, inode, size and mtime (a
+    checkpoint saved again in place is another); None where it cannot be statted."""
+    where = checkpoint.dist_ckpt / DCP_METADATA_FILE
+    try:
+        st = os.stat(where)
+    except OSError:
+        return None
+    return (str(where), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 def _derived_source(checkpoint: CheckpointPaths) -> ModelSource | None:
+    """`_derive_source`, kept per checkpoint for the process: resolving `model.path` again
+    (for the tokenizer, the config, the model, the saved generation config) reads no
+    `.metadata` again."""
+    key = _metadata_identity(checkpoint)
+    if key is None:
+        return _derive_source(checkpoint)  # which names what is wrong with it
+    if key not in _derived:
+        while len(_derived) >= _DERIVED_KEPT:
+            del _derived[next(iter(_derived))]
+        _derived[key] = _derive_source(checkpoint)
+    return _derived[key]
+
+
+def _derive_source(checkpoint: CheckpointPaths) -> ModelSource | None:
     """The config a Megatron checkpoint's own record implies, as export derives it, and the
     tokenizer files Megatron-Bridge saved; None when it records no model. The tokenizer
     files are checked as export checks them, and refused with export's error and exit
@@ -203,14 +243,15 @@ def load_checkpoint_weights(model, source: ModelSource) -> None:
     from mfsdp_ckpt.check.validate import require_valid
     from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError
     from mfsdp_ckpt.convert.export_plan import convert, plan_export
-    from mfsdp_ckpt.convert.export_source import _resolve_source
+    from mfsdp_ckpt.convert.export_source import _refuse_critic, source_for
+    from mfsdp_ckpt.storage.reader import CheckpointReader
 
     assert source.checkpoint is not None
-    require_valid(source.checkpoint, manifest_only=True)
+    reader = CheckpointReader(source.checkpoint.dist_ckpt)
+    require_valid(source.checkpoint, manifest_only=True, reader=reader)
     try:
-        plan = plan_export(
-            _resolve_source(str(source.checkpoint.dist_ckpt), "local"), model.config, dtype="fp32"
-        )
+        _refuse_critic(source.checkpoint)
+        plan = plan_export(source_for(source.checkpoint, reader), model.config, dtype="fp32")
     except (ExportUsageError, ExportError) as err:  # the checkpoint does not fit the config
         raise ConfigError(f"model.path: {err}") from None
     targets = dict(model.named_parameters()) | dict(model.named_buffers())

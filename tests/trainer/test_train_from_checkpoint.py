@@ -9,6 +9,7 @@ from click.testing import CliRunner
 from cli.main import app
 from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.convert.import_hf import import_hf
+from tests.support.metadata_reads import metadata_reads
 from tests.support.paths import REPO
 from tests.support.sft import SHORT_RUN, first_loss, tiny_config, write_chat_jsonl
 from trainer.config import ConfigError
@@ -154,3 +155,12 @@ def test_first_step_from_plain_torch_and_hf_trainer_saves_equals_from_their_weig
     from_output = first_loss(data, root / "c_output", f"model.path={root / 'trainer_out'}")
     assert from_recipe == from_export and from_step == from_export
     assert from_output == from_export
+
+
+def test_a_run_from_a_checkpoint_reads_its_metadata_once(trained, monkeypatch):
+    """validate's checks before the load share the load's reader (was: two reads, each
+    minutes for a `.metadata` of millions of chunks)."""
+    root, data = trained
+    reads = metadata_reads(monkeypatch)
+    first_loss(data, root / "b_reads", f"model.path={root / 'run'}")
+    assert sum(str(root / "run") in read for read in reads) == 1, reads

@@ -22,7 +22,9 @@ from tests.support.megatron_checkpoints import (
     save_dcp,
     train_state,
 )
+from tests.support.metadata_reads import metadata_reads
 from tests.support.sft import SHORT_RUN, first_loss, tiny_config, write_chat_jsonl
+from trainer import model_source
 from trainer.config import ConfigError
 from trainer.model import build_hf_config, load_tokenizer
 from trainer.sft import run_sft
@@ -137,3 +139,15 @@ def test_cli_megatron_lm_without_a_tokenizer_exits_2_before_launching(
     (line,) = result.output.strip().splitlines()
     assert line.startswith(f"error: model.path: {lm} holds no tokenizer"), line
     assert "set model.tokenizer=DIR" in line
+
+
+def test_a_run_reads_the_checkpoints_metadata_once_to_derive_and_once_to_load(
+    megatron_runs, monkeypatch
+):
+    """The tokenizer, the config, the model and the saved generation config each resolve
+    model.path; one of millions of chunks takes minutes to read, and was read four times."""
+    root, data, _lm, bridge = megatron_runs
+    monkeypatch.setattr(model_source, "_derived", {})  # what earlier tests derived: forgotten
+    reads = metadata_reads(monkeypatch)
+    first_loss(data, root / "b_reads", f"model.path={bridge}")
+    assert sum(str(bridge) in read for read in reads) == 2, reads
