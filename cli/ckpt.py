@@ -10,6 +10,7 @@ import click
 
 from cli.errors import EXIT_FAILED, EXIT_USAGE, READ_PATH, fail, remember_json
 from cli.lines import say
+from cli.metadata_progress import metadata_progress
 from trainer.progress import CallbackBar
 
 PATH_HELP = """PATH is any level of a checkpoint: a run dir (follows
@@ -89,7 +90,8 @@ def inspect(path: str, role: str | None, as_json: bool, deep: bool) -> None:
     from mfsdp_ckpt.check.describe import describe_checkpoint, format_description
 
     bar = CallbackBar(enabled=deep and not as_json, unit="B", desc="inspect", unit_scale=True)
-    with bar as progress:  # --deep on LoRA hashes the whole base model: minutes for a 7B one
+    # --deep on LoRA hashes the whole base model: minutes for a 7B one
+    with metadata_progress(not as_json), bar as progress:
         description = describe_checkpoint(path, role=role, deep=deep, progress=progress)
     _say_note(description["note"])
     if deep and description["lora"] is None:
@@ -160,7 +162,11 @@ def validate(
     # gigabytes against an adapter of megabytes), then the checkpoint's tensors are read.
     shown = deep and not as_json
     base_bar = CallbackBar(enabled=shown, unit="B", desc="validate base model", unit_scale=True)
-    with base_bar as base_progress, CallbackBar(shown, "tensor", "validate") as progress:
+    with (
+        metadata_progress(not as_json),
+        base_bar as base_progress,
+        CallbackBar(shown, "tensor", "validate") as progress,
+    ):
         report = validate_checkpoint(
             path,
             deep=deep,

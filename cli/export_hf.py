@@ -8,6 +8,7 @@ import click
 
 from cli.dtype_choice import DtypeChoice
 from cli.errors import remember_json
+from cli.metadata_progress import metadata_progress
 from cli.results import echo_result
 from trainer.progress import CallbackBar
 
@@ -191,4 +192,6 @@ def export_hf(
             base_bar.close()
             bar.close()
 
-    echo_result(run(), as_json, derived=("gb_per_s",))
+    with metadata_progress(not as_json):
+        result = run()
+    echo_result(result, as_json, derived=("gb_per_s",))

@@ -30,14 +30,23 @@ parts of that one job:
   them to `mfsdp_ckpt.format.dtypes` records, `tuple` and the layout's name, so reading
   metadata imports no torch at all (its import is export's start-up cost:
   bench/export_hf.py).
+
+A `.metadata` of millions of chunks takes minutes to read (bench/dcp_metadata_read.py);
+whoever shows progress (the CLI) wraps its work in `reporting_reads(callback)`, and each
+file of at least PROGRESS_FROM_BYTES read meanwhile reports (file, bytes read, size) to it.
+The library prints nothing itself, and its callers deep inside (validate, export) need no
+progress argument threaded through.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import sys
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -52,6 +61,23 @@ from mfsdp_ckpt.storage import safe_files
 if TYPE_CHECKING:
     import torch
     from torch.distributed.checkpoint.metadata import Metadata as DcpMetadata
+
+
+# Smaller files are read in about a second (bench/dcp_metadata_read.py): no progress shown.
+PROGRESS_FROM_BYTES = 16 << 20
+ReadProgress = Callable[[str, int, int], None]  # (file, bytes read, its size)
+_read_progress: ContextVar[ReadProgress | None] = ContextVar("_read_progress", default=None)
+
+
+@contextlib.contextmanager
+def reporting_reads(callback: ReadProgress) -> Iterator[None]:
+    """Within this block, every `.metadata` of at least PROGRESS_FROM_BYTES reports its
+    reading to `callback` (file, bytes read, size): at 0, along the way and at the end."""
+    token = _read_progress.set(callback)
+    try:
+        yield
+    finally:
+        _read_progress.reset(token)
 
 
 @dataclass(frozen=True)
@@ -442,8 +468,14 @@ def _records(allowed: dict[tuple[str, str], object]) -> tuple[type, ...]:
 def _unpickle(data: bytes, source: str, allowed: dict[tuple[str, str], object]) -> Any:
     """The Metadata object in `data`, built from `allowed` only (see restricted_pickle) and
     checked against the schema; `source` names the file in errors."""
+    callback = _read_progress.get()
+    progress = (
+        functools.partial(callback, source)
+        if callback is not None and len(data) >= PROGRESS_FROM_BYTES
+        else None
+    )
     try:
-        result = restricted_loads(data, allowed, _records(allowed))
+        result = restricted_loads(data, allowed, _records(allowed), progress=progress)
     except (PickleRefused, UnsafeMetadataError) as err:
         raise UnsafeMetadataError(f"{source}: {err}") from None
     except Exception as err:  # any damage in the pickle stream: truncated, bad opcode, bad args

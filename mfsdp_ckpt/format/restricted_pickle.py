@@ -105,6 +105,12 @@ _TORCH_COSTS = {
 }
 
 
+# Budget bytes charged between two progress reports (a 505 MB `.metadata` is charged some
+# 5 GiB: about 80 reports); the check rides on the budget's own, so none costs nothing.
+PROGRESS_EVERY = 1 << 26
+Progress = Callable[[int, int], None]  # (bytes of the pickle read, its size)
+
+
 def memory_budget(size: int) -> int:
     """The bytes a pickle of `size` bytes may retain: BUDGET_PER_BYTE per byte, at least
     MIN_BUDGET."""
@@ -257,6 +263,8 @@ class RestrictedUnpickler(pickle._Unpickler):
     `allowed` maps (module, name) to what that global resolves to. `records` are the
     classes whose instances the pickle may create and fill (BUILD) once each.
     `persistent_load`, when given, resolves persistent ids (torch.save's storages).
+    `progress`, when given, gets (bytes read, size) at the start, every PROGRESS_EVERY
+    bytes of budget charged and at the end: a pickle of millions of entries takes minutes.
     After `load`, `charged` is what the pickle was charged (the part of the budget it used).
     """
 
@@ -276,8 +284,10 @@ class RestrictedUnpickler(pickle._Unpickler):
         budget: int | None = None,
         persistent_load: Callable[[Any], Any] | None = None,
         placeholders: PlaceholderPolicy | None = None,
+        progress: Progress | None = None,
     ):
         self._stream = io.BytesIO(data)
+        self._progress = progress
         super().__init__(self._stream)
         _check_table(allowed)
         if placeholders is not None:
@@ -323,6 +333,8 @@ class RestrictedUnpickler(pickle._Unpickler):
         self.append = self.stack.append
         read, dispatch, cost = stream.read, self.dispatch, OPCODE_COST
         left = self.budget - TEXT_PER_BYTE * self.size
+        # `left` below `floor`: over budget (floor 0), or time for a progress report
+        floor = 0 if self._progress is None else self._report(left)
         try:
             while True:
                 key = read(1)
@@ -330,15 +342,25 @@ class RestrictedUnpickler(pickle._Unpickler):
                     raise EOFError
                 code = key[0]
                 left -= cost[code]
-                if left < 0:
-                    raise PickleRefused(_over_budget(self.budget, self.size))
+                if left < floor:
+                    if left < 0:
+                        raise PickleRefused(_over_budget(self.budget, self.size))
+                    floor = self._report(left)
                 excess = dispatch[code](self)
                 if excess:
                     left -= excess
         except pickle._Stop as stop:  # type: ignore[attr-defined]
+            if self._progress is not None:
+                self._progress(self.size, self.size)
             return stop.value
         finally:
             self.charged = self.budget - left
+
+    def _report(self, left: int) -> int:
+        """Report the bytes read so far; the budget left at which to report next."""
+        assert self._progress is not None
+        self._progress(self._stream.tell(), self.size)
+        return max(0, left - PROGRESS_EVERY)
 
     def _load_frame(self) -> None:
         self.read(8)  # the frame's length: the bytes follow in the same stream
@@ -602,9 +624,11 @@ def restricted_loads(
     budget: int | None = None,
     persistent_load: Callable[[Any], Any] | None = None,
     placeholders: PlaceholderPolicy | None = None,
+    progress: Progress | None = None,
 ) -> Any:
     """The object in `data`, or PickleRefused (policy, budget) / another exception (damaged
-    bytes). `budget`: the bytes it may retain, `memory_budget(len(data))` unless given."""
+    bytes). `budget`: the bytes it may retain, `memory_budget(len(data))` unless given;
+    `progress` as RestrictedUnpickler's."""
     return RestrictedUnpickler(
         data,
         allowed,
@@ -612,6 +636,7 @@ def restricted_loads(
         budget=budget,
         persistent_load=persistent_load,
         placeholders=placeholders,
+        progress=progress,
     ).load()
 
 
@@ -658,10 +683,12 @@ __all__ = [
     "BUDGET_PER_BYTE",
     "MIN_BUDGET",
     "OPCODE_COST",
+    "PROGRESS_EVERY",
     "PickleRefused",
     "Placeholder",
     "PlaceholderCall",
     "PlaceholderPolicy",
+    "Progress",
     "RestrictedUnpickler",
     "check_pickle_budget",
     "is_flat",

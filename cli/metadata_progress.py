@@ -1,0 +1,45 @@
+"""Progress while a large DCP `.metadata` is read: minutes for one of millions of chunks
+(a 405B model's Adam state over 1024 ranks: bench/dcp_metadata_read.py), silent before.
+
+The library reports each large read through `dcp_metadata.reporting_reads`; here it
+becomes a bar on a terminal, or one line on stderr into a log, before the read starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+
+from cli.lines import say
+from mfsdp_ckpt.format.dcp_metadata import reporting_reads
+from trainer.progress import CallbackBar
+
+
+@contextlib.contextmanager
+def metadata_progress(shown: bool = True) -> Iterator[None]:
+    """Within this block, each large `.metadata` read shows its progress (nothing when
+    not `shown`: --json)."""
+    if not shown:
+        yield
+        return
+    bars: dict[str, CallbackBar] = {}
+
+    def report(source: str, done: int, total: int) -> None:
+        if sys.stderr.isatty():
+            bar = bars.setdefault(source, CallbackBar(True, "B", "read .metadata", True))
+            bar.update(done, total)
+            if done >= total:
+                bars.pop(source).close()
+        elif done == 0:
+            say(f"reading {source} ({total / 2**20:,.1f} MiB) ...", err=True)
+
+    try:
+        with reporting_reads(report):
+            yield
+    finally:
+        for bar in bars.values():
+            bar.close()
+
+
+__all__ = ["metadata_progress"]

@@ -1,0 +1,111 @@
+"""A large `.metadata` reports its reading: minutes for one of millions of chunks, silent
+before. The unpickler reports (bytes read, size) from 0 to the whole file, riding on its
+budget check; the ckpt commands show it (a bar on a terminal, one line into a log) for a
+file of at least PROGRESS_FROM_BYTES, nothing with --json."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from bench.dcp_metadata_read import build_metadata
+from cli.main import app
+from mfsdp_ckpt.format import dcp_metadata, restricted_pickle
+from mfsdp_ckpt.format.dcp_metadata import _plain_classes, _records, reporting_reads
+from mfsdp_ckpt.format.restricted_pickle import PickleRefused, restricted_loads
+from tests.support.megatron_checkpoints import save_dcp
+
+
+def _chunks(metadata) -> int:
+    return sum(len(item.chunks) for item in metadata.state_dict_metadata.values())
+
+
+def test_progress_rises_from_nothing_to_the_whole_file(monkeypatch):
+    data = build_metadata(200, 50)
+    allowed = _plain_classes()
+    monkeypatch.setattr(restricted_pickle, "PROGRESS_EVERY", 1 << 18)
+    reports: list[tuple[int, int]] = []
+    metadata = restricted_loads(
+        data, allowed, _records(allowed), progress=lambda *r: reports.append(r)
+    )
+    assert reports[0] == (0, len(data)) and reports[-1] == (len(data), len(data))
+    done = [d for d, _ in reports]
+    assert done == sorted(done) and len(set(done)) > 5, reports
+    assert (
+        _chunks(metadata) == _chunks(restricted_loads(data, allowed, _records(allowed))) == 10_000
+    )
+
+
+def test_the_budget_still_refuses_with_progress_reported(monkeypatch):
+    data = build_metadata(200, 50)
+    allowed = _plain_classes()
+    monkeypatch.setattr(restricted_pickle, "PROGRESS_EVERY", 1 << 16)
+    reports: list[tuple[int, int]] = []
+    with pytest.raises(PickleRefused, match="would retain more than"):
+        restricted_loads(
+            data,
+            allowed,
+            _records(allowed),
+            budget=len(data) * 4,
+            progress=lambda *r: reports.append(r),
+        )
+    assert reports and reports[-1][0] < len(data)
+
+
+def test_only_files_past_the_threshold_report_within_the_block(tmp_path, monkeypatch):
+    save_dcp({"model": {"w": torch.ones(4)}}, tmp_path / "ck")
+    data = (tmp_path / "ck" / ".metadata").read_bytes()
+    seen: list[tuple[str, int, int]] = []
+    dcp_metadata.load_plain_metadata_bytes(data, "outside")  # no block: no report
+    with reporting_reads(lambda *r: seen.append(r)):
+        dcp_metadata.load_plain_metadata_bytes(data, "small")  # below PROGRESS_FROM_BYTES
+        monkeypatch.setattr(dcp_metadata, "PROGRESS_FROM_BYTES", 0)
+        dcp_metadata.load_plain_metadata_bytes(data, "large")
+    assert {source for source, _, _ in seen} == {"large"}
+    assert seen[0] == ("large", 0, len(data)) and seen[-1] == ("large", len(data), len(data))
+
+
+@pytest.mark.parametrize("command", [["validate"], ["inspect"]])
+def test_ckpt_commands_name_a_large_metadata_before_reading_it(tmp_path, monkeypatch, command):
+    ckpt = save_dcp({"model": {"w": torch.ones(4)}}, tmp_path / "ck")
+    runner = CliRunner()
+    quiet = runner.invoke(app, ["ckpt", *command, str(ckpt)])
+    assert ".metadata (" not in quiet.stderr  # below the threshold
+    monkeypatch.setattr(dcp_metadata, "PROGRESS_FROM_BYTES", 0)
+    shown = runner.invoke(app, ["ckpt", *command, str(ckpt)])
+    line = f"reading {ckpt / '.metadata'} (0.0 MiB) ..."
+    assert shown.stderr.splitlines().count(line) >= 1, shown.stderr
+    as_json = runner.invoke(app, ["ckpt", *command, str(ckpt), "--json"])
+    assert ".metadata (" not in as_json.stderr
+    assert (quiet.exit_code, shown.exit_code) == (as_json.exit_code, as_json.exit_code)
+
+
+def test_export_names_a_large_metadata_before_reading_it(tmp_path, monkeypatch):
+    ckpt = save_dcp({"model": {"w": torch.ones(4)}}, tmp_path / "ck")
+    monkeypatch.setattr(dcp_metadata, "PROGRESS_FROM_BYTES", 0)
+    done = CliRunner().invoke(app, ["ckpt", "export-hf", str(ckpt), "--out", str(tmp_path / "o")])
+    assert f"reading {ckpt / '.metadata'} (0.0 MiB) ..." in done.stderr.splitlines(), done.stderr
+
+
+def test_on_a_terminal_the_read_is_a_bar_in_bytes(tmp_path, monkeypatch, capsys):
+    from tqdm import tqdm
+
+    from cli.main import main
+    from tests.support.terminal import Terminal
+
+    ckpt = save_dcp({"model": {"w": torch.ones(4)}}, tmp_path / "ck")
+    size = (ckpt / ".metadata").stat().st_size
+    monkeypatch.setattr(dcp_metadata, "PROGRESS_FROM_BYTES", 0)
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    monkeypatch.setattr("sys.argv", ["mfsdp", "ckpt", "validate", str(ckpt)])
+    try:
+        main()
+    except SystemExit as exit_:  # validate exits 1 on an invalid checkpoint; here it is valid
+        assert exit_.code in (0, None), exit_.code
+    capsys.readouterr()
+    bars = [line for line in terminal.getvalue().split("\r") if "%|" in line]
+    assert bars and all(bar.startswith("read .metadata:") for bar in bars), bars
+    assert f"/{tqdm.format_sizeof(size)} [" in bars[0], (size, bars)  # of the whole file
+    assert "reading " not in terminal.getvalue()  # the bar, not the log line
