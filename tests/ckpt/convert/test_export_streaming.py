@@ -14,6 +14,7 @@ from mfsdp_ckpt.convert.export_plan import DTYPES
 from mfsdp_ckpt.convert.export_verify import verify_export_dir
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.export import save_single_process_checkpoint
+from tests.support.metadata_reads import metadata_reads
 
 
 @pytest.fixture(scope="module")
@@ -43,15 +44,6 @@ def test_piecewise_cast_equals_whole_tensor_cast(run_dir, tmp_path, monkeypatch,
 def test_the_metadata_is_read_once_per_export(run_dir, tmp_path, monkeypatch):
     """Validate's checks before planning reuse export's reader: a `.metadata` of millions
     of chunks takes minutes to read, and was read twice."""
-    from mfsdp_ckpt.storage import reader as reader_module
-
-    reads: list[str] = []
-    load = reader_module.load_plain_metadata_bytes
-
-    def counted(data: bytes, source: str = "<bytes>"):
-        reads.append(source)
-        return load(data, source)
-
-    monkeypatch.setattr(reader_module, "load_plain_metadata_bytes", counted)
+    reads = metadata_reads(monkeypatch)
     export_hf(run_dir, tmp_path / "hf")
     assert len(reads) == 1, reads
