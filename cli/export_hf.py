@@ -80,16 +80,17 @@ from trainer.progress import CallbackBar
     help="LoRA checkpoints: write a PEFT adapter dir (adapter_config.json + "
     "adapter_model.safetensors). Without it a LoRA checkpoint exports merged "
     "onto the base model its manifest names (Megatron LoRA: onto the base weights saved "
-    "beside it).",
+    "beside it; an adapter saved alone, Megatron-Bridge's or the HF Trainer's PEFT save: "
+    "onto --hf-config BASE_DIR's weights).",
 )
 @click.option(
     "--lora-alpha",
     type=float,
     default=None,
     metavar="A",
-    help="Megatron LoRA checkpoints whose alpha is recorded nowhere (verl saves none): the"
-    " run's alpha; the merge adds alpha / dim * linear_out @ linear_in. Overrides a recorded"
-    " one.",
+    help="Megatron or HF Trainer PEFT LoRA checkpoints whose alpha is recorded nowhere (verl"
+    " saves none): the run's alpha; the merge adds alpha / dim * linear_out @ linear_in"
+    " (lora_B @ lora_A). Overrides a recorded one.",
 )
 @click.option(
     "--drop-mtp",

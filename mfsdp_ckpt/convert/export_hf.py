@@ -467,7 +467,7 @@ def export_hf(
             plan.allow_nonfinite = allow_nonfinite
             if plan.lora is None and lora_alpha is not None:
                 raise ExportUsageError(
-                    f"--lora-alpha: {source.location} holds no Megatron LoRA adapter; leave"
+                    f"--lora-alpha: {source.location} holds no LoRA adapter to merge; leave"
                     " --lora-alpha out"
                 )
             if plan.lora is not None:  # merged: alpha recorded or given, never guessed

@@ -17,6 +17,7 @@ from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, Fore
 from mfsdp_ckpt.convert.export_source import _expected_weights, _Source
 from mfsdp_ckpt.convert.megatron_lora import (
     MegatronLora,
+    adapter_kind,
     describe_adapters,
     holds_adapters,
     split_adapters,
@@ -217,10 +218,10 @@ def plan_export(
 def plan_adapter(
     source: _Source, config, drop_mtp: bool = False
 ) -> tuple[MegatronLora | None, MtpLayers | None]:
-    """The Megatron LoRA adapter a checkpoint holds, checked against the config's shapes
-    (base weights, when saved beside it, are not read): None when it holds none; and the
-    multi-token prediction layers left out (`model_weights`). Adapters on MTP layers alone
-    leave nothing to write once those are left out: a usage error saying so."""
+    """The LoRA adapter (Megatron's or PEFT's) a checkpoint holds, checked against the
+    config's shapes (base weights, when saved beside it, are not read): None when it holds
+    none; and the multi-token prediction layers left out (`model_weights`). Adapters on MTP
+    layers alone leave nothing to write once those are left out: a usage error saying so."""
     stored, mtp = model_weights(source, drop_mtp, adapter_only=True)
     paths = {path: source.reader.tensors[key].shape for path, key in stored.items()}
     try:
@@ -252,8 +253,9 @@ def _megatron_lora(
         return None, paths, stored
     if base_needed and not base_paths:
         raise AdapterWeightsError(
-            f"[{min(adapters.values())}]: {len(adapters)} Megatron PEFT adapter tensor(s) and no"
-            " base weights: a Megatron PEFT (LoRA) checkpoint, which holds the adapter only;"
+            f"[{min(adapters.values())}]: {len(adapters)} {adapter_kind(adapters)} adapter"
+            f" tensor(s) and no base weights: a {adapter_kind(adapters)} (LoRA) checkpoint,"
+            " which holds the adapter only;"
             " export it with --adapter-only (a Hugging Face PEFT adapter), or merge it with"
             " --hf-config BASE_DIR naming the base model's dir (config.json and *.safetensors)"
         )
@@ -270,7 +272,8 @@ def _megatron_lora(
 # Where Megatron-Bridge (also_save_hf_checkpoint: iter_N/hf/) and verl (mbridge:
 # model/huggingface/adapter/) put the Hugging Face PEFT adapter they export beside a PEFT
 # checkpoint, relative to its DCP dir.
-_PEFT_ADAPTER_DIRS = (("hf",), ("..", "huggingface", "adapter"))
+# Bridge's iter_N/hf/, verl's model/huggingface/adapter/, the HF Trainer's checkpoint-N/
+_PEFT_ADAPTER_DIRS = (("hf",), ("..", "huggingface", "adapter"), ("..",))
 
 
 def saved_peft_adapter(location: str) -> Path | None:

@@ -18,6 +18,13 @@ adapters on modules without a dense HF counterpart are refused in one line namin
 variant: exporting them as plain LoRA would write a different model. Linear_fc1's B is
 [gate; up] per tensor-parallel rank; the fsdp_dtensor save does not split it into _w / _v
 as it does the base weight (megatron_lora_alpha refuses it for a tensor-parallel run).
+
+The same description holds a PEFT adapter saved as a DCP: Hugging Face's Trainer (and
+TRL's) with FSDP's SHARDED_STATE_DICT saves a PEFT model's adapter alone
+(`get_peft_model_state_dict`: `base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight`,
+the `base_model.model.` going with the wrapper segments), each lora_A / lora_B already an HF
+module's, scaled by lora_alpha / r. Its variants (DoRA's magnitude vector, LoRA on an
+embedding) are refused by name as Megatron's are.
 """
 
 from __future__ import annotations
@@ -72,7 +79,19 @@ _CANONICAL: dict[tuple[str, str], str] = {
     ("mlp.linear_fc1", "gate"): "mlp.gate_proj",
     ("mlp.linear_fc1", "up"): "mlp.up_proj",
 }
-SUPPORTED_VARIANT = "Megatron-Bridge LoRA and canonical LoRA (linear_in / linear_out adapters)"
+# A PEFT adapter's saved names, the wrapper segments gone: an HF module's lora_A / lora_B.
+_PEFT_KEY = re.compile(r"^(?P<module>[\w.]+)\.lora_(?P<which>[AB])\.weight$")
+# Names a saved PEFT adapter gives (no adapter-name segment: `lora_A.default.weight` is a
+# live PeftModel's, as mfsdp's own LoRA checkpoints store it, read through their manifest).
+_PEFT_PATH = re.compile(r"\.lora_(?:[AB]\.weight|embedding_[AB]|magnitude_vector(?:\.weight)?)$")
+_PEFT_VARIANTS = (
+    (re.compile(r"\.lora_magnitude_vector"), "DoRA (its lora_magnitude_vector rescales W)"),
+    (re.compile(r"\.lora_embedding_[AB]$"), "LoRA on an embedding"),
+)
+SUPPORTED_VARIANT = (
+    "Megatron-Bridge LoRA and canonical LoRA (linear_in / linear_out adapters) and PEFT's"
+    " plain LoRA (lora_A / lora_B)"
+)
 
 
 @dataclass(frozen=True)
@@ -119,19 +138,31 @@ class MegatronLora:
         return sorted(weight.removesuffix(".weight") for weight in self.targets)
 
 
+def _is_adapter(path: str) -> bool:
+    return bool(_ADAPTER_PATH.search(path) or _PEFT_PATH.search(path))
+
+
+def adapter_kind(adapter_paths: Iterable[str]) -> str:
+    """Whose adapter these tensors are, for messages: Megatron's PEFT or Hugging Face's."""
+    megatron = any(_ADAPTER_PATH.search(path) for path in adapter_paths)
+    return "Megatron PEFT" if megatron else "Hugging Face PEFT"
+
+
 def holds_adapters(module_paths: Iterable[str]) -> bool:
-    """Whether any of a checkpoint's model names is a Megatron PEFT adapter's."""
-    return any(_ADAPTER_PATH.search(path) for path in module_paths)
+    """Whether any of a checkpoint's model names is a Megatron or PEFT adapter's."""
+    return any(_is_adapter(path) for path in module_paths)
 
 
 def adapter_summary(shapes: dict[str, tuple[int, ...]]) -> str | None:
     """One line for inspect and validate about the Megatron adapter among a checkpoint's
     model weights (module path -> shape), or None when there is none: its kind, rank,
     modules and whether the base weights are saved beside it."""
-    adapters = [path for path in shapes if _ADAPTER_PATH.search(path)]
+    adapters = [path for path in shapes if _is_adapter(path)]
     if not adapters:
         return None
     base = "beside the base weights" if len(adapters) < len(shapes) else "adapter only, no base"
+    if not any(_ADAPTER_PATH.search(path) for path in adapters):
+        return _peft_summary(adapters, shapes, base)
     variant = next(
         (name for pattern, name in _VARIANTS for path in adapters if pattern.search(path)), None
     )
@@ -143,6 +174,19 @@ def adapter_summary(shapes: dict[str, tuple[int, ...]]) -> str | None:
     rank = "/".join(map(str, ranks)) or "?"
     kind = "canonical LoRA" if any(match["sub"] for match, _ in inputs) else "LoRA"
     return f"Megatron {kind} rank {rank} on {len(inputs)} modules ({', '.join(parts)}), {base}"
+
+
+def _peft_summary(adapters: list[str], shapes: dict[str, tuple[int, ...]], base: str) -> str:
+    variant = next(
+        (name for pattern, name in _PEFT_VARIANTS for path in adapters if pattern.search(path)),
+        None,
+    )
+    if variant is not None:
+        return f"PEFT adapter: {variant}, {len(adapters)} tensors, {base}"
+    inputs = [(m, shapes[p]) for p in adapters if (m := _PEFT_KEY.match(p)) and m["which"] == "A"]
+    rank = "/".join(map(str, sorted({shape[0] for _, shape in inputs if shape}))) or "?"
+    parts = sorted({match["module"].rsplit(".", 1)[-1] for match, _ in inputs})
+    return f"PEFT LoRA rank {rank} on {len(inputs)} modules ({', '.join(parts)}), {base}"
 
 
 def stored_adapter_summary(reader: CheckpointReader) -> str | None:
@@ -163,8 +207,11 @@ def split_adapters(
     """(base paths, base keys, adapter paths -> keys): the Megatron adapter tensors taken out
     of a checkpoint's module paths. AdapterWeightsError names a variant or module this export
     cannot reproduce exactly."""
-    adapters = {p: k for p, k in stored.items() if _ADAPTER_PATH.search(p)}
+    adapters = {p: k for p, k in stored.items() if _is_adapter(p)}
     for path in sorted(adapters):
+        if not _ADAPTER_PATH.search(path):
+            _check_peft_name(path, adapters[path])
+            continue
         for pattern, variant in _VARIANTS:
             if pattern.search(path):
                 raise AdapterWeightsError(
@@ -182,15 +229,79 @@ def split_adapters(
     return base_paths, base_keys, adapters
 
 
+def _check_peft_name(path: str, key: str) -> None:
+    """AdapterWeightsError naming the variant of a PEFT tensor export-hf cannot reproduce."""
+    for pattern, variant in _PEFT_VARIANTS:
+        if pattern.search(path):
+            raise AdapterWeightsError(
+                f"[{key}]: a PEFT adapter of kind {variant}; export-hf converts"
+                f" {SUPPORTED_VARIANT} only"
+            )
+    if _PEFT_KEY.match(path) is None:
+        raise AdapterWeightsError(
+            f"[{key}]: a PEFT adapter tensor under a name export-hf does not map (it maps"
+            " MODULE.lora_A.weight / MODULE.lora_B.weight, as PEFT saves one adapter)"
+        )
+
+
+def _describe_peft(
+    adapters: dict[str, str],
+    shapes: dict[str, tuple[int, ...]],
+    expected: dict[str, tuple[int, ...]],
+) -> tuple[dict[str, HFLoraTarget], set[int]]:
+    """PEFT's lora_A / lora_B pairs by the HF weight they adapt, checked against its shape
+    (A: r x in, B: out x r); and their ranks."""
+    pairs: dict[str, dict[str, str]] = {}
+    for path in adapters:
+        match = _PEFT_KEY.match(path)
+        assert match is not None  # split_adapters refused every other name
+        pairs.setdefault(match["module"], {})[match["which"]] = path
+    targets: dict[str, HFLoraTarget] = {}
+    ranks: set[int] = set()
+    for module, pair in sorted(pairs.items()):
+        if set(pair) != {"A", "B"}:
+            only = next(iter(pair.values()))
+            raise AdapterWeightsError(
+                f"[{adapters[only]}]: {module} has lora_{next(iter(pair))} only, not both"
+                " lora_A and lora_B"
+            )
+        a, b = shapes[pair["A"]], shapes[pair["B"]]
+        weight = f"{module}.weight"
+        if len(a) != 2 or len(b) != 2 or a[0] != b[1]:
+            raise ValueError(
+                f"[{adapters[pair['A']]}]: lora_A {a} and lora_B {b} are not a LoRA pair"
+                " (r x in, out x r)"
+            )
+        if weight not in expected:
+            raise ValueError(f"[{adapters[pair['A']]}]: the config has no {weight}")
+        if (b[0], a[1]) != tuple(expected[weight]) or a[0] > min(a[1], b[0]):
+            raise ValueError(
+                f"[{adapters[pair['B']]}]: adapter {b[0]} x {a[1]} of rank {a[0]} does not fit"
+                f" the {' x '.join(map(str, expected[weight]))} weight the config gives {module}"
+            )
+        ranks.add(a[0])
+        targets[weight] = HFLoraTarget(module, adapters[pair["A"]], adapters[pair["B"]], 0, COPY)
+    return targets, ranks
+
+
 def describe_adapters(
     adapters: dict[str, str],
     shapes: dict[str, tuple[int, ...]],
     expected: dict[str, tuple[int, ...]],
 ) -> MegatronLora:
-    """Pair each module's linear_in / linear_out, check them against one rank and against
-    the HF weight shapes the config gives (`expected`), and map them to HF modules.
-    AdapterWeightsError (exit 2) for an unpaired adapter; ValueError for shapes that do
-    not fit (the caller names the checkpoint)."""
+    """Pair each module's linear_in / linear_out (PEFT's lora_A / lora_B), check them
+    against one rank and against the HF weight shapes the config gives (`expected`), and
+    map them to HF modules. AdapterWeightsError (exit 2) for an unpaired adapter or one
+    checkpoint holding both kinds; ValueError for shapes that do not fit (the caller names
+    the checkpoint)."""
+    peft = {path: key for path, key in adapters.items() if not _ADAPTER_PATH.search(path)}
+    if peft and len(peft) < len(adapters):
+        raise AdapterWeightsError(
+            f"[{min(peft.values())}]: PEFT adapter tensors beside Megatron ones; one"
+            " checkpoint holds one kind of adapter"
+        )
+    if peft:
+        return _single_rank(adapters, *_describe_peft(adapters, shapes, expected))
     pairs: dict[tuple[str, str, str], dict[str, str]] = {}
     for path in adapters:
         match = _LORA_KEY.match(path)
@@ -251,6 +362,12 @@ def describe_adapters(
                 index,
                 transform,
             )
+    return _single_rank(adapters, targets, ranks)
+
+
+def _single_rank(
+    adapters: dict[str, str], targets: dict[str, HFLoraTarget], ranks: set[int]
+) -> MegatronLora:
     if len(ranks) != 1:
         raise AdapterWeightsError(
             f"[{min(adapters.values())}]: adapters of ranks {sorted(ranks)} in one checkpoint;"

@@ -166,7 +166,7 @@ def set_lora_scale(
             note = _from_run_config(paths, lora) or _from_saved_adapter(saved, lora, paths.root)
     if note is None or lora.alpha is None:
         raise ExportUsageError(
-            f"{location}: a Megatron LoRA adapter of rank {lora.rank} on"
+            f"{location}: a LoRA adapter of rank {lora.rank} on"
             f" {len(lora.targets)} Hugging Face module(s), but the checkpoint records no LoRA"
             " alpha (no run_config.yaml peft section, no saved adapter_config.json); pass"
             f" --lora-alpha A (the run's alpha; the merge adds alpha / {lora.rank} * B @ A)"

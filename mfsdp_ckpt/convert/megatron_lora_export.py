@@ -87,7 +87,7 @@ def export_megatron_adapter(
     if not holds_adapters(names):
         raise ExportUsageError(
             f"{ckpt}: not a local LoRA checkpoint (its manifest records no adapter) nor a"
-            " Megatron LoRA one (no adapter tensors); --adapter-only needs one"
+            " Megatron or PEFT LoRA one (no adapter tensors); --adapter-only needs one"
         )
     prepared = prepare_source(ckpt, out, hf_config, io, role, source)
     with claim_output(out, overwrite) as claim:
@@ -238,7 +238,7 @@ def merge_onto_base(
     weights = [name for name in base_weight_files(root) if name.endswith(".safetensors")]
     if not weights:
         raise ExportUsageError(
-            f"{root}: no *.safetensors base weights to merge the Megatron adapter onto; pass"
+            f"{root}: no *.safetensors base weights to merge the LoRA adapter onto; pass"
             " --hf-config with the base model's dir (config.json and *.safetensors), or"
             " --adapter-only for a PEFT adapter"
         )

@@ -184,7 +184,7 @@ def test_alpha_recorded_nowhere_is_asked_for_then_taken_from_lora_alpha(tmp_path
     model.config.save_pretrained(dense / "huggingface")
     code, _, err = run_cli("ckpt", "export-hf", dense, "--out", tmp_path / "o", "--lora-alpha", "2")
     line = one_error_line(err)
-    assert code == 2 and "holds no Megatron LoRA adapter" in line, err
+    assert code == 2 and "holds no LoRA adapter to merge" in line, err
 
 
 def test_a_saved_adapter_config_of_another_rank_or_not_json_is_refused(tmp_path):

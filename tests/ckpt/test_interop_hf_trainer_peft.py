@@ -1,0 +1,141 @@
+"""Hugging Face Trainer (and TRL) LoRA runs with FSDP's SHARDED_STATE_DICT save the PEFT
+model's adapter alone: `checkpoint-N/pytorch_model_fsdp_0/` holds
+`get_peft_model_state_dict`'s tensors (`model.base_model.model.model.layers.0.self_attn.
+q_proj.lora_A.weight`, ...) and no base weights. export-hf merges them onto the base model
+in `--hf-config BASE_DIR` or writes them as a PEFT adapter (`--adapter-only`), alpha from
+the `adapter_config.json` saved in checkpoint-N or `--lora-alpha`, never guessed. The
+reference is peft's own model: its logits before the save."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from tests.support.export import fixed_inputs, load_report, logits_of
+from tests.support.hf_to_mcore import tiny_causal_lm
+from tests.support.interop_layouts import one_error_line, run_cli
+from tests.support.megatron_checkpoints import save_dcp
+
+TARGETS = ["q_proj", "v_proj", "down_proj"]
+RANK, ALPHA = 4, 16
+
+
+@pytest.fixture(scope="module")
+def trainer_run(tmp_path_factory):
+    """OUTPUT/checkpoint-5 of a PEFT LoRA run as the Trainer saves it, the base model's dir,
+    and the PEFT model's logits on fixed inputs."""
+    from peft import LoraConfig, get_peft_model, get_peft_model_state_dict
+
+    root = tmp_path_factory.mktemp("trainer_peft")
+    base = tiny_causal_lm("qwen2")
+    base.save_pretrained(root / "base")
+    config = LoraConfig(r=RANK, lora_alpha=ALPHA, target_modules=TARGETS, init_lora_weights=False)
+    torch.manual_seed(3)
+    peft_model = get_peft_model(copy.deepcopy(base), config).eval()
+    checkpoint = root / "out" / "checkpoint-5"
+    adapter = get_peft_model_state_dict(peft_model)
+    save_dcp({"model": adapter}, checkpoint / "pytorch_model_fsdp_0")
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 5}))
+    peft_model.peft_config["default"].save_pretrained(str(checkpoint))  # adapter_config.json
+    ids = fixed_inputs(base.config.vocab_size)
+    with torch.no_grad():
+        expected = peft_model(input_ids=ids).logits
+    return root, ids, expected, adapter
+
+
+def test_merged_onto_the_base_gives_the_peft_models_logits(trainer_run, tmp_path):
+    root, ids, expected, _ = trainer_run
+    out = tmp_path / "merged"
+    code, stdout, err = run_cli(
+        "ckpt", "export-hf", root / "out", "--out", out, "--hf-config", root / "base"
+    )
+    assert code == 0, stdout + err
+    assert f"LoRA alpha {ALPHA} from {root / 'out' / 'checkpoint-5' / 'adapter_config.json'}" in err
+    assert load_report(out) == {}
+    torch.testing.assert_close(logits_of(out, ids), expected, rtol=0, atol=1e-5)
+
+
+def test_adapter_only_loads_in_peft_with_the_same_logits(trainer_run, tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    root, ids, expected, _ = trainer_run
+    out = tmp_path / "adapter"
+    code, stdout, err = run_cli(
+        "ckpt", "export-hf", root / "out", "--out", out, "--adapter-only",
+        "--hf-config", root / "base",
+    )  # fmt: skip
+    assert code == 0, stdout + err
+    saved = load_file(out / "adapter_model.safetensors")
+    assert len(saved) == 2 * 2 * len(TARGETS)
+    assert "base_model.model.model.layers.1.mlp.down_proj.lora_B.weight" in saved
+    settings = json.loads((out / "adapter_config.json").read_text())
+    assert (settings["r"], settings["lora_alpha"]) == (RANK, ALPHA)
+    base = AutoModelForCausalLM.from_pretrained(root / "base")
+    model = PeftModel.from_pretrained(base, str(out)).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(model(input_ids=ids).logits, expected, rtol=0, atol=1e-5)
+
+
+def test_without_a_saved_alpha_lora_alpha_is_asked_for_then_used(trainer_run, tmp_path):
+    root, ids, expected, _ = trainer_run
+    run = tmp_path / "out"
+    shutil.copytree(root / "out", run)
+    (run / "checkpoint-5" / "adapter_config.json").unlink()
+    args = ("ckpt", "export-hf", run, "--hf-config", root / "base")
+    code, _, err = run_cli(*args, "--out", tmp_path / "x")
+    line = one_error_line(err)
+    assert code == 2 and "a LoRA adapter of rank 4 on 6 Hugging Face module(s)" in line, err
+    assert "--lora-alpha A" in line and not (tmp_path / "x").exists()
+    code, stdout, err = run_cli(*args, "--out", tmp_path / "m", "--lora-alpha", ALPHA)
+    assert code == 0, stdout + err
+    torch.testing.assert_close(logits_of(tmp_path / "m", ids), expected, rtol=0, atol=1e-5)
+
+
+def test_inspect_and_validate_name_the_adapter(trainer_run):
+    root, _, _, _ = trainer_run
+    summary = "PEFT LoRA rank 4 on 6 modules (down_proj, q_proj, v_proj), adapter only, no base"
+    code, stdout, _ = run_cli("ckpt", "inspect", root / "out")
+    assert code == 0 and summary in stdout, stdout
+    code, stdout, _ = run_cli("ckpt", "validate", root / "out")
+    assert code == 0 and summary in stdout, stdout
+
+
+@pytest.mark.parametrize(
+    "extra, named",
+    [
+        ("model.layers.0.self_attn.q_proj.lora_magnitude_vector", "DoRA"),
+        ("model.embed_tokens.lora_embedding_A", "LoRA on an embedding"),
+    ],
+)
+def test_peft_variants_are_refused_by_name(trainer_run, tmp_path, extra, named):
+    """Exported as plain LoRA they would write a different model."""
+    root, _, _, adapter = trainer_run
+    run = tmp_path / "out"
+    shutil.copytree(root / "out", run, ignore=shutil.ignore_patterns("pytorch_model_fsdp_0"))
+    state = {**adapter, f"base_model.model.{extra}": torch.ones(4)}
+    save_dcp({"model": state}, run / "checkpoint-5" / "pytorch_model_fsdp_0")
+    for flags in ([], ["--adapter-only"]):
+        code, _, err = run_cli(
+            "ckpt", "export-hf", run, "--out", tmp_path / "x", "--hf-config", root / "base", *flags
+        )
+        line = one_error_line(err)
+        assert code in (1, 2) and named in line and "plain LoRA (lora_A / lora_B)" in line, err
+
+
+def test_an_adapter_config_of_another_rank_is_refused(trainer_run, tmp_path):
+    root, _, _, _ = trainer_run
+    run = tmp_path / "out"
+    shutil.copytree(root / "out", run)
+    config = run / "checkpoint-5" / "adapter_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "r": 8}))
+    code, _, err = run_cli(
+        "ckpt", "export-hf", run, "--out", tmp_path / "x", "--hf-config", root / "base"
+    )
+    line = one_error_line(err)
+    assert code == 2 and "r 8, but the checkpoint's adapter tensors have rank 4" in line, err
