@@ -204,44 +204,72 @@ def stored_adapter_summary(reader: CheckpointReader) -> str | None:
 def split_adapters(
     paths: dict[str, tuple[int, ...]], stored: dict[str, str]
 ) -> tuple[dict[str, tuple[int, ...]], dict[str, str], dict[str, str]]:
-    """(base paths, base keys, adapter paths -> keys): the Megatron adapter tensors taken out
-    of a checkpoint's module paths. AdapterWeightsError names a variant or module this export
-    cannot reproduce exactly."""
+    """(base paths, base keys, adapter paths -> keys): the adapter tensors (Megatron's or
+    PEFT's) taken out of a checkpoint's module paths. AdapterWeightsError names a variant
+    or module this export cannot reproduce exactly."""
     adapters = {p: k for p, k in stored.items() if _is_adapter(p)}
     for path in sorted(adapters):
-        if not _ADAPTER_PATH.search(path):
-            _check_peft_name(path, adapters[path])
-            continue
-        for pattern, variant in _VARIANTS:
-            if pattern.search(path):
-                raise AdapterWeightsError(
-                    f"[{adapters[path]}]: a Megatron PEFT adapter of kind {variant};"
-                    f" export-hf converts {SUPPORTED_VARIANT} only"
-                )
-        if _LORA_KEY.match(path) is None:
-            raise AdapterWeightsError(
-                f"[{adapters[path]}]: a Megatron PEFT adapter tensor on a module export-hf does"
-                " not map (it maps linear_in / linear_out adapters of a decoder layer's"
-                " linear_qkv, linear_proj, linear_fc1 and linear_fc2)"
-            )
+        _check_adapter_name(path, adapters[path])
     base_paths = {p: s for p, s in paths.items() if p not in adapters}
     base_keys = {p: k for p, k in stored.items() if p not in adapters}
     return base_paths, base_keys, adapters
 
 
-def _check_peft_name(path: str, key: str) -> None:
-    """AdapterWeightsError naming the variant of a PEFT tensor export-hf cannot reproduce."""
-    for pattern, variant in _PEFT_VARIANTS:
+# (what it is, its variants, the names export maps, what those are), Megatron's and PEFT's
+_NAME_RULES = {
+    True: (
+        "a Megatron PEFT adapter",
+        _VARIANTS,
+        _LORA_KEY,
+        "on a module export-hf does not map (it maps linear_in / linear_out adapters of a"
+        " decoder layer's linear_qkv, linear_proj, linear_fc1 and linear_fc2)",
+    ),
+    False: (
+        "a PEFT adapter",
+        _PEFT_VARIANTS,
+        _PEFT_KEY,
+        "under a name export-hf does not map (it maps MODULE.lora_A.weight /"
+        " MODULE.lora_B.weight, as PEFT saves one adapter)",
+    ),
+}
+
+
+def _check_adapter_name(path: str, key: str) -> None:
+    """AdapterWeightsError naming the variant or module of an adapter tensor this export
+    cannot reproduce exactly."""
+    kind, variants, mapped, what_maps = _NAME_RULES[bool(_ADAPTER_PATH.search(path))]
+    for pattern, variant in variants:
         if pattern.search(path):
             raise AdapterWeightsError(
-                f"[{key}]: a PEFT adapter of kind {variant}; export-hf converts"
-                f" {SUPPORTED_VARIANT} only"
+                f"[{key}]: {kind} of kind {variant}; export-hf converts {SUPPORTED_VARIANT} only"
             )
-    if _PEFT_KEY.match(path) is None:
+    if mapped.match(path) is None:
+        raise AdapterWeightsError(f"[{key}]: {kind} tensor {what_maps}")
+
+
+def _pair_shapes(
+    pair: dict[str, str],
+    adapters: dict[str, str],
+    shapes: dict[str, tuple[int, ...]],
+    which: tuple[str, str],
+    prefix: str,
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The shapes of one module's A and B (`which`: their keys in `pair`, named `prefix` +
+    key in messages), checked to be both there and a LoRA pair (rank x in, out x rank)."""
+    first, second = which
+    if set(pair) != set(which):
+        (only,) = pair
         raise AdapterWeightsError(
-            f"[{key}]: a PEFT adapter tensor under a name export-hf does not map (it maps"
-            " MODULE.lora_A.weight / MODULE.lora_B.weight, as PEFT saves one adapter)"
+            f"[{adapters[pair[only]]}]: {prefix}{only} only, not both {prefix}{first} and"
+            f" {prefix}{second}"
         )
+    a, b = shapes[pair[first]], shapes[pair[second]]
+    if len(a) != 2 or len(b) != 2 or a[0] != b[1]:
+        raise ValueError(
+            f"[{adapters[pair[first]]}]: {prefix}{first} {a} and {prefix}{second} {b} are not"
+            " a LoRA pair (rank x in, out x rank)"
+        )
+    return a, b
 
 
 def _describe_peft(
@@ -259,19 +287,8 @@ def _describe_peft(
     targets: dict[str, HFLoraTarget] = {}
     ranks: set[int] = set()
     for module, pair in sorted(pairs.items()):
-        if set(pair) != {"A", "B"}:
-            only = next(iter(pair.values()))
-            raise AdapterWeightsError(
-                f"[{adapters[only]}]: {module} has lora_{next(iter(pair))} only, not both"
-                " lora_A and lora_B"
-            )
-        a, b = shapes[pair["A"]], shapes[pair["B"]]
+        a, b = _pair_shapes(pair, adapters, shapes, ("A", "B"), "lora_")
         weight = f"{module}.weight"
-        if len(a) != 2 or len(b) != 2 or a[0] != b[1]:
-            raise ValueError(
-                f"[{adapters[pair['A']]}]: lora_A {a} and lora_B {b} are not a LoRA pair"
-                " (r x in, out x r)"
-            )
         if weight not in expected:
             raise ValueError(f"[{adapters[pair['A']]}]: the config has no {weight}")
         if (b[0], a[1]) != tuple(expected[weight]) or a[0] > min(a[1], b[0]):
@@ -325,18 +342,7 @@ def describe_adapters(
     for (layer, part, sub), pair in sorted(
         pairs.items(), key=lambda kv: (int(kv[0][0]), kv[0][1:])
     ):
-        if set(pair) != {"in", "out"}:
-            only = next(iter(pair.values()))
-            raise AdapterWeightsError(
-                f"[{adapters[only]}]: its adapter has linear_{next(iter(pair))} only, not both"
-                " linear_in and linear_out"
-            )
-        a, b = shapes[pair["in"]], shapes[pair["out"]]
-        if len(a) != 2 or len(b) != 2 or a[0] != b[1]:
-            raise ValueError(
-                f"[{adapters[pair['in']]}]: linear_in {a} and linear_out {b} are not a LoRA"
-                " pair (dim x in, out x dim)"
-            )
+        a, b = _pair_shapes(pair, adapters, shapes, ("in", "out"), "linear_")
         if a[0] > max(a[1], b[0]):  # a LoRA's rank is below its weight's sizes
             raise ValueError(
                 f"[{adapters[pair['in']]}]: rank {a[0]} exceeds the {b[0]} x {a[1]} weight it"

@@ -139,3 +139,17 @@ def test_an_adapter_config_of_another_rank_is_refused(trainer_run, tmp_path):
     )
     line = one_error_line(err)
     assert code == 2 and "r 8, but the checkpoint's adapter tensors have rank 4" in line, err
+
+
+def test_an_unpaired_lora_a_is_refused_naming_it(trainer_run, tmp_path):
+    root, _, _, adapter = trainer_run
+    run = tmp_path / "out"
+    shutil.copytree(root / "out", run, ignore=shutil.ignore_patterns("pytorch_model_fsdp_0"))
+    lone = "base_model.model.model.layers.1.self_attn.v_proj.lora_B.weight"
+    state = {name: value for name, value in adapter.items() if name != lone}
+    save_dcp({"model": state}, run / "checkpoint-5" / "pytorch_model_fsdp_0")
+    code, _, err = run_cli(
+        "ckpt", "export-hf", run, "--out", tmp_path / "x", "--hf-config", root / "base"
+    )
+    line = one_error_line(err)
+    assert code == 2 and "v_proj.lora_A.weight]: lora_A only, not both lora_A and lora_B" in line
