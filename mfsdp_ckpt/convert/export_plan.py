@@ -39,6 +39,7 @@ from mfsdp_ckpt.convert.name_maps import (
     model_tensors,
     refuse_attention_window,
 )
+from mfsdp_ckpt.format import hf_trainer
 from mfsdp_ckpt.format.dtypes import BFLOAT16, FLOAT16, FLOAT32, DType
 from mfsdp_ckpt.format.layout import stat_inside
 from mfsdp_ckpt.format.state_keys import AmbiguousStateError
@@ -272,15 +273,16 @@ def _megatron_lora(
 # Where Megatron-Bridge (also_save_hf_checkpoint: iter_N/hf/) and verl (mbridge:
 # model/huggingface/adapter/) put the Hugging Face PEFT adapter they export beside a PEFT
 # checkpoint, relative to its DCP dir.
-# Bridge's iter_N/hf/, verl's model/huggingface/adapter/, the HF Trainer's checkpoint-N/
-_PEFT_ADAPTER_DIRS = (("hf",), ("..", "huggingface", "adapter"), ("..",))
+_PEFT_ADAPTER_DIRS = (("hf",), ("..", "huggingface", "adapter"))  # Bridge's, verl's
 
 
 def saved_peft_adapter(location: str) -> Path | None:
     """The dir of the Hugging Face PEFT adapter saved beside the checkpoint at `location`,
     if one of those dirs holds an adapter_config.json (a regular file, not followed through
     a link), else None. Nothing is read."""
-    for parts in _PEFT_ADAPTER_DIRS:
+    # the HF Trainer's checkpoint-N/, beside its pytorch_model_fsdp_0/
+    trainer = ((os.pardir,),) if hf_trainer.MODEL_DCP_RE.match(Path(location).name) else ()
+    for parts in (*_PEFT_ADAPTER_DIRS, *trainer):
         folder = Path(os.path.normpath(os.path.join(location, *parts)))
         found = stat_inside(folder / "adapter_config.json", follow_symlinks=False)
         if found is not None and stat.S_ISREG(found.st_mode):
