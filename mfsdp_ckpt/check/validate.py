@@ -730,9 +730,13 @@ def _check_plan(paths, reader, report: ValidationReport, where, config_of) -> No
     from mfsdp_ckpt.convert.export_plan import plan_export
     from mfsdp_ckpt.convert.export_source import source_for
     from mfsdp_ckpt.convert.hf_config import HFConfigError
+    from mfsdp_ckpt.convert.megatron_lora_export import adapter_only_checkpoint
     from mfsdp_ckpt.convert.mtp import DROP_MTP_FLAG
 
     source = source_for(paths, reader)
+    if adapter_only_checkpoint(source):  # a LoRA adapter saved alone: its shapes are checked
+        _check_adapter(source, report, where, config_of)
+        return
     try:
         plan = plan_export(source, config_of(), drop_mtp=True)
     except ForeignWeightsError as err:  # whole, maybe, but no model this config describes
@@ -750,6 +754,28 @@ def _check_plan(paths, reader, report: ValidationReport, where, config_of) -> No
                 f"{plan.mtp.summary()} not checked against {where}, whose model has none;"
                 f" export-hf refuses them unless {DROP_MTP_FLAG} leaves them out",
             )
+
+
+def _check_adapter(source, report: ValidationReport, where, config_of) -> None:
+    """A LoRA adapter saved without its base (Megatron-Bridge's PEFT save, the HF Trainer's
+    adapter-only one): each A and B against the shape of the weight the config gives the
+    module it adapts, as export checks them before merging."""
+    from mfsdp_ckpt.convert.export_errors import (
+        ExportError,
+        ExportUsageError,
+        ForeignWeightsError,
+    )
+    from mfsdp_ckpt.convert.export_plan import plan_adapter
+    from mfsdp_ckpt.convert.hf_config import HFConfigError
+
+    try:
+        plan_adapter(source, config_of(), drop_mtp=True)
+    except (ForeignWeightsError, ExportUsageError) as err:  # a variant, adapters on MTP only
+        what = str(err).removeprefix(f"{source.location} ")
+        report.add(WARNING, where, f"adapter not checked against this config: {what}")
+    except (ExportError, HFConfigError) as err:  # its tensor named, the checkpoint is said
+        what = str(err).removeprefix(f"{source.location} ")
+        report.add(ERROR, where, f"the adapter does not fit this config: {what}")
 
 
 def _check_hashes(paths, manifest: Manifest, report: ValidationReport) -> None:

@@ -381,4 +381,8 @@ def _single_rank(
         )
     rank = ranks.pop()
     keys = sorted(adapters.values())
+    if rank < 1:  # its scale alpha / rank would divide by zero
+        raise ValueError(
+            f"[{keys[0]}]: adapters of rank 0 (no rows in A): not a LoRA adapter, nothing to add"
+        )
     return MegatronLora(rank, targets, keys, keys[0])

@@ -104,6 +104,18 @@ def test_inspect_and_validate_name_the_adapter(trainer_run):
     assert code == 0 and summary in stdout, stdout
     code, stdout, _ = run_cli("ckpt", "validate", root / "out")
     assert code == 0 and summary in stdout, stdout
+    code, stdout, _ = run_cli("ckpt", "validate", root / "out", "--hf-config", root / "base")
+    assert code == 0 and "warning:" not in stdout and summary in stdout, stdout  # shapes fit
+
+
+def test_validate_checks_the_adapter_against_the_config(trainer_run, tmp_path):
+    """Each lora_A / lora_B against the weight the config gives its module: the base of
+    another width does not fit it."""
+    root, _, _, _ = trainer_run
+    tiny_causal_lm("qwen2", hidden_size=64).save_pretrained(tmp_path / "narrow")
+    code, stdout, _ = run_cli("ckpt", "validate", root / "out", "--hf-config", tmp_path / "narrow")
+    assert code == 1 and "error:" in stdout and "the adapter does not fit this config" in stdout
+    assert "does not fit the" in stdout and "INVALID" in stdout, stdout
 
 
 @pytest.mark.parametrize(
@@ -153,3 +165,21 @@ def test_an_unpaired_lora_a_is_refused_naming_it(trainer_run, tmp_path):
     )
     line = one_error_line(err)
     assert code == 2 and "v_proj.lora_A.weight]: lora_A only, not both lora_A and lora_B" in line
+
+
+def test_an_adapter_of_rank_0_is_refused_not_divided_by(trainer_run, tmp_path):
+    """Its scale lora_alpha / r divided by zero (a traceback, Megatron's adapters alike)."""
+    root, _, _, adapter = trainer_run
+    run = tmp_path / "out"
+    shutil.copytree(root / "out", run, ignore=shutil.ignore_patterns("pytorch_model_fsdp_0"))
+    empty = {
+        name: value[:0] if ".lora_A." in name else value[:, :0] for name, value in adapter.items()
+    }
+    save_dcp({"model": empty}, run / "checkpoint-5" / "pytorch_model_fsdp_0")
+    args = ("--hf-config", root / "base", "--lora-alpha", ALPHA)
+    for flags in ([], ["--adapter-only"]):
+        code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "x", *args, *flags)
+        line = one_error_line(err)
+        assert code == 1 and "adapters of rank 0 (no rows in A)" in line, err
+    code, stdout, _ = run_cli("ckpt", "validate", run, "--hf-config", root / "base")
+    assert code == 1 and "adapters of rank 0" in stdout and "INVALID" in stdout, stdout

@@ -249,8 +249,8 @@ def test_adapter_only_on_some_layers_names_the_modules(tmp_path):
 
 
 def test_a_bridge_adapter_without_its_base_says_what_supplies_it(tmp_path):
-    """validate warns (the checkpoint is whole, but holds no model); export names the two
-    options that do something with it."""
+    """validate checks the adapter against the config its run_config.yaml gives (and finds
+    one that does not fit); export names the two options that do something with it."""
     model = tiny_causal_lm("qwen2", vocab=500)
     run, _ = _bridge_lora_run(tmp_path, model, _hf_lora(model), BRIDGE_PEFT)
     out = tmp_path / "out"
@@ -259,13 +259,18 @@ def test_a_bridge_adapter_without_its_base_says_what_supplies_it(tmp_path):
     assert code == 2 and "Megatron PEFT adapter tensor(s) and no base weights" in line, err
     assert "--adapter-only" in line and "--hf-config BASE_DIR" in line and not out.exists()
     code, stdout, err = run_cli("ckpt", "validate", run)
-    assert code == 0 and "warning:" in stdout and "Megatron PEFT (LoRA) checkpoint" in stdout, (
-        stdout + err
-    )
+    assert code == 0 and "warning:" not in stdout and "error:" not in stdout, stdout + err
     assert f"Megatron LoRA rank {RANK} on 8 modules" in stdout and "adapter only" in stdout
-    code, stdout, err = run_cli("ckpt", "validate", run, "--strict", "--json")
-    report = json.loads(stdout)
-    assert code == 1 and [f["severity"] for f in report["findings"]] == ["warning"], stdout
+    other = tmp_path / "other"
+    tiny_causal_lm("qwen2", vocab=500, intermediate_size=256).save_pretrained(other)
+    code, stdout, err = run_cli("ckpt", "validate", run, "--hf-config", other, "--json")
+    findings = json.loads(stdout)["findings"]
+    assert code == 1 and [f["severity"] for f in findings] == ["error"], stdout
+    assert "the adapter does not fit this config" in findings[0]["message"]
+    assert (
+        "linear_fc1.adapter.linear_out.weight]: adapter 384 x 128 does not fit the 512 x 128"
+        in (findings[0]["message"])
+    )
 
 
 @pytest.mark.parametrize(
