@@ -297,6 +297,21 @@ def _saved_peft_adapter(location: str) -> str:
     return f"; a Hugging Face PEFT adapter saved with it: {folder}" if folder else ""
 
 
+_LIVE_PEFT = re.compile(r"\.base_layer\.|\.lora_[AB]\.[^.]+\.weight$")
+
+
+def _live_peft_hint(unknown: list[str]) -> str:
+    """What a live PeftModel's state dict is (`q_proj.base_layer.weight`, `lora_A.default.
+    weight`: `model.state_dict()` of a PEFT model) and the saves export reads instead."""
+    if not any(_LIVE_PEFT.search(name) for name in unknown):
+        return ""
+    return (
+        "; these are a live PEFT model's names (base_layer, lora_A.<adapter>): export-hf reads"
+        " the adapter saved alone (get_peft_model_state_dict, Accelerate's adapter_only) with"
+        " --hf-config BASE_DIR, or the model after merge_and_unload()"
+    )
+
+
 def _check_against_config(
     source: _Source, config, items: list[MappedTensor], chosen_layout: str
 ) -> None:
@@ -309,7 +324,7 @@ def _check_against_config(
         sources = [produced[t][1] for t in unknown]
         raise ExportUsageError(
             f"{source.location}: {len(unknown)} tensor(s) unknown to {config.model_type}"
-            f" ({chosen_layout} layout), e.g. {', '.join(sources[:3])}"
+            f" ({chosen_layout} layout), e.g. {', '.join(sources[:3])}{_live_peft_hint(unknown)}"
         )
     for target, (shape, src) in produced.items():
         if tuple(expected.allowed[target]) != tuple(shape):

@@ -183,3 +183,22 @@ def test_an_adapter_of_rank_0_is_refused_not_divided_by(trainer_run, tmp_path):
         assert code == 1 and "adapters of rank 0 (no rows in A)" in line, err
     code, stdout, _ = run_cli("ckpt", "validate", run, "--hf-config", root / "base")
     assert code == 1 and "adapters of rank 0" in stdout and "INVALID" in stdout, stdout
+
+
+def test_a_live_peft_models_state_dict_is_named_with_what_export_reads(trainer_run, tmp_path):
+    """`dcp.save({"model": peft_model.state_dict()})` (base_layer, lora_A.default): not the
+    names of a saved adapter; the error says which saves export reads."""
+    from peft import LoraConfig, get_peft_model
+
+    root, _, _, _ = trainer_run
+    config = LoraConfig(r=RANK, lora_alpha=ALPHA, target_modules=TARGETS)
+    live = get_peft_model(tiny_causal_lm("qwen2"), config)
+    run = tmp_path / "out" / "checkpoint-5"
+    save_dcp({"model": live.state_dict()}, run / "pytorch_model_fsdp_0")
+    (run / "trainer_state.json").write_text(json.dumps({"global_step": 5}))
+    code, _, err = run_cli(
+        "ckpt", "export-hf", tmp_path / "out", "--out", tmp_path / "x", "--hf-config", root / "base"
+    )
+    line = one_error_line(err)
+    assert code == 2 and "unknown to qwen2" in line and "live PEFT model's names" in line, err
+    assert "get_peft_model_state_dict" in line and "merge_and_unload()" in line
