@@ -154,9 +154,9 @@ def holds_adapters(module_paths: Iterable[str]) -> bool:
 
 
 def adapter_summary(shapes: dict[str, tuple[int, ...]]) -> str | None:
-    """One line for inspect and validate about the Megatron adapter among a checkpoint's
-    model weights (module path -> shape), or None when there is none: its kind, rank,
-    modules and whether the base weights are saved beside it."""
+    """One line for inspect and validate about the Megatron or PEFT adapter among a
+    checkpoint's model weights (module path -> shape), or None when there is none: its kind,
+    rank, modules and whether the base weights are saved beside it."""
     adapters = [path for path in shapes if _is_adapter(path)]
     if not adapters:
         return None
@@ -215,16 +215,16 @@ def split_adapters(
     return base_paths, base_keys, adapters
 
 
-# (what it is, its variants, the names export maps, what those are), Megatron's and PEFT's
+# Per kind of adapter: what it is, its variants, the names export maps and what those are.
 _NAME_RULES = {
-    True: (
+    "megatron": (
         "a Megatron PEFT adapter",
         _VARIANTS,
         _LORA_KEY,
         "on a module export-hf does not map (it maps linear_in / linear_out adapters of a"
         " decoder layer's linear_qkv, linear_proj, linear_fc1 and linear_fc2)",
     ),
-    False: (
+    "peft": (
         "a PEFT adapter",
         _PEFT_VARIANTS,
         _PEFT_KEY,
@@ -237,7 +237,9 @@ _NAME_RULES = {
 def _check_adapter_name(path: str, key: str) -> None:
     """AdapterWeightsError naming the variant or module of an adapter tensor this export
     cannot reproduce exactly."""
-    kind, variants, mapped, what_maps = _NAME_RULES[bool(_ADAPTER_PATH.search(path))]
+    kind, variants, mapped, what_maps = _NAME_RULES[
+        "megatron" if _ADAPTER_PATH.search(path) else "peft"
+    ]
     for pattern, variant in variants:
         if pattern.search(path):
             raise AdapterWeightsError(
