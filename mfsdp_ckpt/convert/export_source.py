@@ -21,7 +21,7 @@ from mfsdp_ckpt.convert.hf_config import (
     weights_from_table,
 )
 from mfsdp_ckpt.convert.name_maps import MappingError, hf_state_dict_shapes, model_tensors
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import hf_trainer, layout
 from mfsdp_ckpt.format.state_keys import AmbiguousStateError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError
@@ -70,32 +70,81 @@ def _resolve_source(ckpt: str, io: str, role: str | None = None) -> _Source:
         _refuse_critic(paths)
         store = open_store(str(paths.dist_ckpt), io)
         return source_for(paths, CheckpointReader(paths.dist_ckpt, store=store))
-    root = open_store(ckpt, io)
-    dist_ckpt, step_dir = _resolve_url(ckpt, root)
+    if role == "critic":
+        raise ExportUsageError(
+            f"{ckpt}: the critic's value head is not a language model (no lm_head); export the"
+            " actor (--role actor)"
+        )
+    dist_ckpt, hf = _resolve_url(ckpt, open_store(ckpt, io))
     reader = CheckpointReader(dist_ckpt, store=open_store(dist_ckpt, io))
-    hf = join_location(step_dir, layout.HF_ASSETS_DIR) if step_dir else None
     return _Source(dist_ckpt, reader, hf, [])
 
 
+# Where a DCP sits below a URL, and the HF assets dir that goes with it (None: the layout
+# keeps none there), for each level a user may name: ours and verl SFT (step/dist_ckpt),
+# verl RL v1 (step/actor/dist_ckpt) and v2 (step/actor/model/dist_ckpt, and the actor or
+# model level of either), verl SFT v2 (step/model/dist_ckpt), the HF Trainer's checkpoint-N
+# (pytorch_model_fsdp_0; current transformers saves no config beside it).
+_URL_DCP_DIRS: tuple[tuple[str, str | None], ...] = (
+    (layout.DIST_CKPT_DIR, layout.HF_ASSETS_DIR),
+    (f"actor/{layout.DIST_CKPT_DIR}", f"actor/{layout.HF_ASSETS_DIR}"),
+    (
+        f"actor/{layout.VERL_MODEL_DIR}/{layout.DIST_CKPT_DIR}",
+        f"actor/{layout.VERL_MODEL_DIR}/{layout.HF_ASSETS_DIR}",
+    ),
+    (
+        f"{layout.VERL_MODEL_DIR}/{layout.DIST_CKPT_DIR}",
+        f"{layout.VERL_MODEL_DIR}/{layout.HF_ASSETS_DIR}",
+    ),
+    (f"{hf_trainer.MODEL_DCP_PREFIX}0", None),
+)
+_MAX_TRACKER_BYTES = 64  # "100", "release": a few bytes
+
+
 def _resolve_url(url: str, root: ByteStore) -> tuple[str, str | None]:
-    """The URL twin of layout.resolve_checkpoint: bare dist_ckpt, step dir, or run dir."""
-    if root.size(layout.DCP_METADATA_FILE) is not None:
-        return url, None
-    if root.size(f"{layout.DIST_CKPT_DIR}/{layout.DCP_METADATA_FILE}") is not None:
-        return join_location(url, layout.DIST_CKPT_DIR), url
+    """The URL twin of layout.resolve_checkpoint: (the DCP's URL, its HF assets' URL or None)
+    for a DCP itself (a Megatron-LM iter dir, a bare dist_ckpt), a step or role level of the
+    layouts in _URL_DCP_DIRS, or a run dir whose latest_checkpointed_iteration.txt names its
+    step (global_step_N, Megatron-LM's iter_000000N or release)."""
+    found = _dcp_below(url, root, "")
+    if found is not None:
+        return found
     tracker_size = root.size(layout.TRACKER_FILE)
-    if tracker_size is not None:
-        text = (
-            root.read_range(layout.TRACKER_FILE, 0, tracker_size).decode(errors="replace").strip()
+    if tracker_size is None:
+        raise layout.CheckpointPathError(
+            f"{url}: not a checkpoint (no {layout.DCP_METADATA_FILE}, no {layout.DIST_CKPT_DIR}/"
+            f" or other step layout, no {layout.TRACKER_FILE})"
         )
-        if not text.isdigit():
-            raise layout.CheckpointPathError(f"{url}/{layout.TRACKER_FILE}: expected a step number")
-        step = join_location(url, f"{layout.STEP_DIR_PREFIX}{int(text)}")
-        return join_location(step, layout.DIST_CKPT_DIR), step
+    where = f"{url}/{layout.TRACKER_FILE}"
+    if tracker_size > _MAX_TRACKER_BYTES:
+        raise layout.CheckpointPathError(f"{where}: {tracker_size} bytes, not a step number")
+    text = root.read_range(layout.TRACKER_FILE, 0, tracker_size).decode(errors="replace").strip()
+    if text == layout.MEGATRON_RELEASE_DIR:
+        steps = [layout.MEGATRON_RELEASE_DIR]
+    elif text.isascii() and text.isdigit():
+        step = int(text)
+        steps = [f"{layout.STEP_DIR_PREFIX}{step}", f"{layout.MEGATRON_ITER_PREFIX}{step:07d}"]
+    else:
+        raise layout.CheckpointPathError(f"{where}: expected a step number or 'release'")
+    for step_dir in steps:
+        found = _dcp_below(url, root, step_dir)
+        if found is not None:
+            return found
     raise layout.CheckpointPathError(
-        f"{url}: not a checkpoint (no {layout.DCP_METADATA_FILE}, no {layout.DIST_CKPT_DIR}/, no "
-        f"{layout.TRACKER_FILE})"
+        f"{where} names step {text}, but no checkpoint is there ({' or '.join(steps)})"
     )
+
+
+def _dcp_below(url: str, root: ByteStore, step_dir: str) -> tuple[str, str | None] | None:
+    """The DCP at `step_dir` under `url` itself or at one of _URL_DCP_DIRS below it."""
+    base = join_location(url, step_dir) if step_dir else url
+    prefix = f"{step_dir}/" if step_dir else ""
+    if root.size(f"{prefix}{layout.DCP_METADATA_FILE}") is not None:
+        return base, None
+    for dcp, hf in _URL_DCP_DIRS:
+        if root.size(f"{prefix}{dcp}/{layout.DCP_METADATA_FILE}") is not None:
+            return join_location(base, dcp), join_location(base, hf) if hf else None
+    return None
 
 
 MAX_ASSET_BYTES = 1 << 30  # a tokenizer.json is tens of MB; nothing that is not a weight is larger

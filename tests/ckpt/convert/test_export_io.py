@@ -4,13 +4,17 @@ the same bytes as export from the local path."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from mfsdp_ckpt.convert.export_hf import export_hf
+from mfsdp_ckpt.format.layout import CheckpointPathError
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError, LocalByteStore
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from mfsdp_ckpt.storage.tensorstore_store import TensorstoreByteStore, open_store
 from tests.support.export import save_single_process_checkpoint
+from tests.support.interop_layouts import BUILDERS
 
 
 @pytest.fixture(scope="module")
@@ -56,3 +60,49 @@ def test_open_store_picks_by_scheme(tmp_path):
     assert isinstance(open_store(str(tmp_path)), LocalByteStore)
     assert isinstance(open_store(f"file://{tmp_path}"), TensorstoreByteStore)
     assert isinstance(open_store(str(tmp_path), io="tensorstore"), TensorstoreByteStore)
+
+
+@pytest.mark.parametrize("kind", list(BUILDERS))
+def test_every_layout_and_level_exports_from_a_url_as_from_its_path(kind, made_optim, tmp_path):
+    """verl RL v1 / v2, verl SFT (v2), Megatron-LM (its tracker names iter_000000N) and a bare
+    DCP at every level a user may name, read through `file://` as through gs:// or s3://.
+    Was: a URL resolved only our own layout (a Megatron run's tracker led to global_step_N)."""
+    laid = BUILDERS[kind](made_optim, tmp_path / "laid")
+    config = made_optim / "config.json"
+    local = export_hf(laid.run, tmp_path / "local", hf_config=config)
+    for level, path in laid.levels.items():
+        out = tmp_path / f"url_{level}"
+        remote = export_hf(f"file://{path}", out, hf_config=config)
+        assert remote.files == local.files, level
+        for name in local.files:
+            assert (out / name).read_bytes() == (tmp_path / "local" / name).read_bytes(), level
+
+
+def test_a_trainer_checkpoint_exports_from_a_url(made_optim, tmp_path):
+    """The HF Trainer's checkpoint-N through a URL: its pytorch_model_fsdp_0 is found."""
+    from tests.support.interop_layouts import dcp_of
+
+    checkpoint = tmp_path / "out" / "checkpoint-3"
+    shutil.copytree(dcp_of(made_optim), checkpoint / "pytorch_model_fsdp_0")
+    config = made_optim / "config.json"
+    local = export_hf(checkpoint, tmp_path / "local", hf_config=config)
+    remote = export_hf(f"file://{checkpoint}", tmp_path / "url", hf_config=config)
+    assert remote.files == local.files
+    for name in local.files:
+        assert (tmp_path / "url" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [("x" * 65, "65 bytes, not a step number"), ("-1", "expected a step number or 'release'")],
+)
+def test_a_url_runs_tracker_is_read_bounded_and_checked(tmp_path, text, says):
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text(text)
+    with pytest.raises(CheckpointPathError, match=says):
+        export_hf(f"file://{tmp_path}", tmp_path / "out")
+
+
+def test_a_url_trackers_step_that_is_not_there_is_named(tmp_path):
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("7")
+    with pytest.raises(CheckpointPathError, match=r"names step 7, but no checkpoint is there"):
+        export_hf(f"file://{tmp_path}", tmp_path / "out")
