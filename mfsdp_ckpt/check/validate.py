@@ -114,6 +114,7 @@ def validate_checkpoint(
 
     Raises `layout.CheckpointPathError` only when `path` is not a checkpoint at all.
     """
+    layout.refuse_url(path)
     report = ValidationReport(path=str(path), deep=deep)
     paths = _resolve(Path(path), report, role)
     return validate_paths(

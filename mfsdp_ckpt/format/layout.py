@@ -47,6 +47,7 @@ from mfsdp_ckpt.format import hf_trainer
 from mfsdp_ckpt.format.closest_path import closest_existing
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.storage.tensorstore_store import URL_SCHEMES
 from mfsdp_ckpt.storage.unique_json import loads_object
 
 TRACKER_FILE = "latest_checkpointed_iteration.txt"
@@ -443,6 +444,7 @@ def resolve_checkpoint(
     """
     if role is not None and role not in ROLES:
         raise CheckpointPathError(f"--role {role!r}: choose {' or '.join(ROLES)}")
+    refuse_url(path)
     given = _with_real_names(Path(path))
     _check_is_dir(given)
     _refuse_unfinished_save(given)
@@ -453,6 +455,17 @@ def resolve_checkpoint(
             f" {'/ '.join(ROLES)}/ roles"
         )
     return paths
+
+
+def refuse_url(path: str | os.PathLike) -> None:
+    """CheckpointPathError for a URL given where a local path is read: Path() would make
+    gs://b/x the local gs:/b/x, and "no such file" would follow."""
+    if str(path).startswith(URL_SCHEMES):
+        raise CheckpointPathError(
+            f"{path}: a URL; only `mfsdp ckpt export-hf` reads checkpoints at URLs"
+            f" ({', '.join(URL_SCHEMES)}); for this, copy it to a local directory first"
+            " (gcloud storage cp -r, aws s3 cp --recursive)"
+        )
 
 
 def _with_real_names(given: Path) -> Path:

@@ -106,3 +106,14 @@ def test_a_url_trackers_step_that_is_not_there_is_named(tmp_path):
     (tmp_path / "latest_checkpointed_iteration.txt").write_text("7")
     with pytest.raises(CheckpointPathError, match=r"names step 7, but no checkpoint is there"):
         export_hf(f"file://{tmp_path}", tmp_path / "out")
+
+
+@pytest.mark.parametrize("command", ["validate", "inspect"])
+@pytest.mark.parametrize("url", ["gs://bucket/run", "s3://bucket/run/global_step_4"])
+def test_commands_that_read_local_paths_name_a_url_as_one(command, url):
+    """Was: `gs:/bucket/run: no such file or directory` (the URL taken for a local path)."""
+    from tests.support.interop_layouts import one_error_line, run_cli
+
+    code, _, err = run_cli("ckpt", command, url)
+    line = one_error_line(err)
+    assert code == 2 and line.startswith(f"error: {url}: a URL; only `mfsdp ckpt export-hf`"), err
