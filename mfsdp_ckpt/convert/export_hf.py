@@ -226,7 +226,7 @@ def _no_config_message(source: _Source, lacking: str = "") -> str:
     )
 
 
-def _derived_config(source: _Source, paths: layout.CheckpointPaths) -> DerivedConfig | None:
+def _derived_config(source: _Source, paths: layout.CheckpointPaths | None) -> DerivedConfig | None:
     """The config a Megatron checkpoint's own record (Bridge's run_config.yaml, Megatron-LM's
     args) implies; None when it records none. A record without the model's sizes asks for
     --hf-config (exit 2), naming what it lacks; a model no family here computes is exit 1."""
@@ -238,13 +238,14 @@ def _derived_config(source: _Source, paths: layout.CheckpointPaths) -> DerivedCo
 
 
 def _derived_assets(
-    derived: DerivedConfig, paths: layout.CheckpointPaths, io: str
+    derived: DerivedConfig, paths: layout.CheckpointPaths | None, io: str
 ) -> dict[str, Callable[[], bytes]]:
     """config.json from the record, and the tokenizer files Megatron-Bridge saved into the
-    iteration dir (read inside the checkpoint, as its huggingface/ files are)."""
+    iteration dir (read inside the checkpoint, as its huggingface/ files are; none through
+    a URL)."""
     text = json.dumps(derived.config, indent=2, sort_keys=True) + "\n"
     assets: dict[str, Callable[[], bytes]] = {"config.json": text.encode}
-    if paths.tokenizer_dir is not None:
+    if paths is not None and paths.tokenizer_dir is not None:
         tokenizer = _asset_files(str(_real_dir(paths.tokenizer_dir)), io, paths.root)
         assets.update({n: load for n, load in tokenizer.items() if n != "config.json"})
     return assets
@@ -323,7 +324,7 @@ def prepare_source(
     local_paths = None if is_url(str(ckpt)) else layout.resolve_checkpoint(ckpt, role=role)
     asset_location = str(hf_config) if hf_config is not None else source.hf_assets
     derived: DerivedConfig | None = None
-    if asset_location is None and local_paths is not None:
+    if asset_location is None:
         derived = _derived_config(source, local_paths)
         asset_location = derived.source if derived is not None else None
     if asset_location is None:
@@ -333,7 +334,7 @@ def prepare_source(
     if hf_config is not None and weights_file_problem(hf_config):
         raise ExportUsageError(f"--hf-config {weights_file_problem(hf_config)}")
     asset_root = local_paths.root if local_paths is not None and hf_config is None else None
-    if derived is not None and local_paths is not None:
+    if derived is not None:
         assets = _derived_assets(derived, local_paths, io)
     else:
         skip = source.hf_skip if hf_config is None else ()

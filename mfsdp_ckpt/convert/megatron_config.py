@@ -580,13 +580,14 @@ def has_recorded_config(paths: layout.CheckpointPaths, reader: CheckpointReader)
 
 
 def recorded_config(
-    paths: layout.CheckpointPaths, reader: CheckpointReader
+    paths: layout.CheckpointPaths | None, reader: CheckpointReader
 ) -> DerivedConfig | None:
     """The HF config the checkpoint's own record implies: Megatron-Bridge's run_config.yaml
-    model section, else Megatron-LM's `args`; None when it records neither. Raises
+    model section, else Megatron-LM's `args` (the only one read through a URL, `paths`
+    None: it is in the DCP); None when it records neither. Raises
     MegatronConfigError (a model no family here computes), MegatronSettingsMissing (a record
     without the sizes), CheckpointFormatError / CheckpointFileError (an unreadable record)."""
-    if paths.run_config is not None:
+    if paths is not None and paths.run_config is not None:
         model, tokenizer = _bridge_sections(paths.run_config, paths.root)
         where = f"{paths.run_config} model"
         settings = megatron_settings_from_bridge(model)

@@ -117,3 +117,18 @@ def test_commands_that_read_local_paths_name_a_url_as_one(command, url):
     code, _, err = run_cli("ckpt", command, url)
     line = one_error_line(err)
     assert code == 2 and line.startswith(f"error: {url}: a URL; only `mfsdp ckpt export-hf`"), err
+
+
+def test_a_megatron_lm_run_at_a_url_derives_its_config_from_args(tmp_path):
+    """Megatron-LM keeps no HF config; its `args` entry is in the DCP, so a URL derives the
+    same config.json as the local path (was: --hf-config asked for through a URL)."""
+    from tests.support.hf_to_mcore import tiny_causal_lm
+    from tests.support.megatron_checkpoints import megatron_args, megatron_run
+
+    model = tiny_causal_lm("qwen2", vocab=500)
+    run = megatron_run(tmp_path, model, megatron_args(model))
+    local = export_hf(run, tmp_path / "local")
+    remote = export_hf(f"file://{run}", tmp_path / "url")
+    assert remote.files == local.files
+    for name in (*local.files, "config.json"):
+        assert (tmp_path / "url" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
