@@ -1,5 +1,5 @@
 """Progress while a large DCP `.metadata` is read: minutes for one of millions of chunks
-(a 405B model's Adam state over 1024 ranks: bench/dcp_metadata_read.py), silent before.
+(bench/dcp_metadata_read.py times them), silent before.
 
 The library reports each large read through `dcp_metadata.reporting_reads`; here it
 becomes a bar on a terminal, or one line on stderr into a log, before the read starts.

@@ -63,7 +63,8 @@ if TYPE_CHECKING:
     from torch.distributed.checkpoint.metadata import Metadata as DcpMetadata
 
 
-# Smaller files are read in about a second (bench/dcp_metadata_read.py): no progress shown.
+# Smaller files are read in seconds (bench/dcp_metadata_read.py times larger ones): no
+# progress shown for them.
 PROGRESS_FROM_BYTES = 16 << 20
 ReadProgress = Callable[[str, int, int], None]  # (file, bytes read, its size)
 _read_progress: ContextVar[ReadProgress | None] = ContextVar("_read_progress", default=None)

@@ -105,8 +105,9 @@ _TORCH_COSTS = {
 }
 
 
-# Budget bytes charged between two progress reports (a 505 MB `.metadata` is charged some
-# 5 GiB: about 80 reports); the check rides on the budget's own, so none costs nothing.
+# Budget bytes charged between two progress reports (a pickle is charged several bytes per
+# byte of file: a report every few MB of a large one); the check rides on the budget's own,
+# so a load without progress pays nothing for it.
 PROGRESS_EVERY = 1 << 26
 Progress = Callable[[int, int], None]  # (bytes of the pickle read, its size)
 
