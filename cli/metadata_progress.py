@@ -27,8 +27,9 @@ def metadata_progress(shown: bool = True) -> Iterator[None]:
 
     def report(source: str, done: int, total: int) -> None:
         if sys.stderr.isatty():
-            bar = bars.setdefault(source, CallbackBar(True, "B", "read .metadata", True))
-            bar.update(done, total)
+            if source not in bars:
+                bars[source] = CallbackBar(True, "B", "read .metadata", True)
+            bars[source].update(done, total)
             if done >= total:
                 bars.pop(source).close()
         elif done == 0:

@@ -250,7 +250,7 @@ def load_checkpoint_weights(model, source: ModelSource) -> None:
     reader = CheckpointReader(source.checkpoint.dist_ckpt)
     require_valid(source.checkpoint, manifest_only=True, reader=reader)
     try:
-        _refuse_critic(source.checkpoint)
+        _refuse_critic(source.checkpoint.dist_ckpt, source.checkpoint.role)
         plan = plan_export(source_for(source.checkpoint, reader), model.config, dtype="fp32")
     except (ExportUsageError, ExportError) as err:  # the checkpoint does not fit the config
         raise ConfigError(f"model.path: {err}") from None

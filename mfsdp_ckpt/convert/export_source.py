@@ -56,10 +56,10 @@ def source_for(paths: layout.CheckpointPaths, reader: CheckpointReader) -> _Sour
     return _Source(str(paths.dist_ckpt), reader, hf, protected, paths.hf_skip)
 
 
-def _refuse_critic(paths: layout.CheckpointPaths) -> None:
-    if paths.role == "critic":
+def _refuse_critic(location: str | os.PathLike, role: str | None) -> None:
+    if role == "critic":
         raise ExportUsageError(
-            f"{paths.dist_ckpt}: the critic's value head is not a language model (no lm_head);"
+            f"{location}: the critic's value head is not a language model (no lm_head);"
             " export the actor (--role actor)"
         )
 
@@ -67,14 +67,10 @@ def _refuse_critic(paths: layout.CheckpointPaths) -> None:
 def _resolve_source(ckpt: str, io: str, role: str | None = None) -> _Source:
     if not is_url(ckpt):
         paths = layout.resolve_checkpoint(ckpt, role=role)
-        _refuse_critic(paths)
+        _refuse_critic(paths.dist_ckpt, paths.role)
         store = open_store(str(paths.dist_ckpt), io)
         return source_for(paths, CheckpointReader(paths.dist_ckpt, store=store))
-    if role == "critic":
-        raise ExportUsageError(
-            f"{ckpt}: the critic's value head is not a language model (no lm_head); export the"
-            " actor (--role actor)"
-        )
+    _refuse_critic(ckpt, role)
     dist_ckpt, hf = _resolve_url(ckpt, open_store(ckpt, io))
     reader = CheckpointReader(dist_ckpt, store=open_store(dist_ckpt, io))
     return _Source(dist_ckpt, reader, hf, [])

@@ -257,7 +257,8 @@ def _pair_shapes(
     prefix: str,
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The shapes of one module's A and B (`which`: their keys in `pair`, named `prefix` +
-    key in messages), checked to be both there and a LoRA pair (rank x in, out x rank)."""
+    key in messages), checked to be both there and a LoRA pair (rank x in, out x rank) of a
+    rank below the weight's sizes."""
     first, second = which
     if set(pair) != set(which):
         (only,) = pair
@@ -270,6 +271,11 @@ def _pair_shapes(
         raise ValueError(
             f"[{adapters[pair[first]]}]: {prefix}{first} {a} and {prefix}{second} {b} are not"
             " a LoRA pair (rank x in, out x rank)"
+        )
+    if a[0] > max(a[1], b[0]):  # a LoRA's rank is below its weight's sizes
+        raise ValueError(
+            f"[{adapters[pair[first]]}]: rank {a[0]} exceeds the {b[0]} x {a[1]} weight it"
+            " adapts; not a LoRA adapter"
         )
     return a, b
 
@@ -293,10 +299,10 @@ def _describe_peft(
         weight = f"{module}.weight"
         if weight not in expected:
             raise ValueError(f"[{adapters[pair['A']]}]: the config has no {weight}")
-        if (b[0], a[1]) != tuple(expected[weight]) or a[0] > min(a[1], b[0]):
+        if (b[0], a[1]) != tuple(expected[weight]):
             raise ValueError(
-                f"[{adapters[pair['B']]}]: adapter {b[0]} x {a[1]} of rank {a[0]} does not fit"
-                f" the {' x '.join(map(str, expected[weight]))} weight the config gives {module}"
+                f"[{adapters[pair['B']]}]: adapter {b[0]} x {a[1]} does not fit the"
+                f" {' x '.join(map(str, expected[weight]))} weight the config gives {module}"
             )
         ranks.add(a[0])
         targets[weight] = HFLoraTarget(module, adapters[pair["A"]], adapters[pair["B"]], 0, COPY)
@@ -345,11 +351,6 @@ def describe_adapters(
         pairs.items(), key=lambda kv: (int(kv[0][0]), kv[0][1:])
     ):
         a, b = _pair_shapes(pair, adapters, shapes, ("in", "out"), "linear_")
-        if a[0] > max(a[1], b[0]):  # a LoRA's rank is below its weight's sizes
-            raise ValueError(
-                f"[{adapters[pair['in']]}]: rank {a[0]} exceeds the {b[0]} x {a[1]} weight it"
-                " adapts; not a LoRA adapter"
-            )
         ranks.add(a[0])
         modules, transform = _HF_MODULES[part] if not sub else ((_CANONICAL[part, sub],), COPY)
         weights = [f"model.layers.{layer}.{module}.weight" for module in modules]

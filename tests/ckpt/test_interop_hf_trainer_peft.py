@@ -202,3 +202,22 @@ def test_a_live_peft_models_state_dict_is_named_with_what_export_reads(trainer_r
     line = one_error_line(err)
     assert code == 2 and "unknown to qwen2" in line and "live PEFT model's names" in line, err
     assert "get_peft_model_state_dict" in line and "merge_and_unload()" in line
+
+
+def test_a_rank_above_the_weights_sizes_is_refused(trainer_run, tmp_path):
+    """The same check as Megatron's adapters get: a rank past both sizes is no LoRA."""
+    root, _, _, adapter = trainer_run
+    run = tmp_path / "out"
+    shutil.copytree(root / "out", run, ignore=shutil.ignore_patterns("pytorch_model_fsdp_0"))
+    module = "base_model.model.model.layers.0.self_attn.q_proj"
+    state = {
+        **adapter,
+        f"{module}.lora_A.weight": torch.ones(300, 128),
+        f"{module}.lora_B.weight": torch.ones(128, 300),
+    }
+    save_dcp({"model": state}, run / "checkpoint-5" / "pytorch_model_fsdp_0")
+    code, _, err = run_cli(
+        "ckpt", "export-hf", run, "--out", tmp_path / "x", "--hf-config", root / "base"
+    )
+    line = one_error_line(err)
+    assert code == 1 and "rank 300 exceeds the 128 x 128 weight it adapts" in line, err
