@@ -180,6 +180,10 @@ class DataConfig:
     messages_key: str = "messages"
     prompt_key: str = "prompt"
     response_key: str = "response"
+    # verl's: fields to descend into when prompt_key / response_key name a struct column
+    # (verl's GSM8K SFT example: extra_info with prompt_dict_keys [question], response [answer])
+    prompt_dict_keys: list[str] = field(default_factory=list)
+    response_dict_keys: list[str] = field(default_factory=list)
     max_length: Positive[int] = 1024
     truncation: Literal["error", "left", "right"] = "error"
     packing: bool = True  # token-budget micro-batches of packed sequences; False: padded

@@ -283,6 +283,8 @@ RULES: dict[str, Rule] = {
         None, why="sequences are always packed without padding"
     ),
     "model.use_remove_padding": Rule(None, why="sequences are always packed without padding"),
+    # verl's fsdp_sft_trainer.yaml keeps it at the top level (its examples pass it so)
+    "use_remove_padding": Rule(None, why="sequences are always packed without padding"),
     **{
         f"{prefix}model.{name}": Rule(f"model.{name}")
         for prefix in ("actor_rollout_ref.", "")

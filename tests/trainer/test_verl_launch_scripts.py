@@ -125,14 +125,60 @@ def test_sft_script_run_by_torchrun_with_positional_arguments(tmp_path):
     assert "trainer.run_dir=$2: an argument the script is run with: edit the value" in (
         conversion.notes
     )
-    assert {"data.prompt_dict_keys", "data.response_dict_keys"} <= dropped_keys(conversion)
+    assert (cfg.data.prompt_dict_keys, cfg.data.response_dict_keys) == (["question"], ["answer"])
+    assert not {"data.prompt_dict_keys", "data.response_dict_keys"} & dropped_keys(conversion)
+
+
+def test_gsm8k_sft_script_reads_question_and_answer_of_verls_gsm8k_parquet(tmp_path):
+    """verl's GSM8K SFT example trains on `extra_info.question` -> `extra_info.answer` of the
+    parquet its gsm8k.py preprocessing writes; the dict keys were dropped, and each row's
+    whole extra_info struct became the prompt and the answer as its Python repr."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from trainer.data.chat import tokenize_chat
+    from trainer.data.sft_dataset import load_sft_splits
+    from trainer.tiny import build_tokenizer
+
+    rows = [
+        {
+            "data_source": "openai/gsm8k",
+            "prompt": [{"role": "user", "content": f"Q{i} Let's think step by step."}],
+            "ability": "math",
+            "reward_model": {"style": "rule", "ground_truth": str(i)},
+            "extra_info": {
+                "split": "train",
+                "index": i,
+                "answer": f"#### {i}",
+                "question": f"Q{i}",
+            },
+        }
+        for i in range(3)
+    ]
+    parquet = tmp_path / "train.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), parquet)
+    cfg = loads(convert_verl(SCRIPTS / "run_qwen_05_sp2.sh"), tmp_path)
+    cfg.data.train_files, cfg.data.val_files = [str(parquet)], []
+    tokenizer = build_tokenizer()
+    train, _ = load_sft_splits(cfg.data, tokenizer, seed=0, progress=False)
+    expected = [
+        tokenize_chat(
+            tokenizer,
+            [{"role": "user", "content": f"Q{i}"}, {"role": "assistant", "content": f"#### {i}"}],
+        ).input_ids
+        for i in range(3)
+    ]
+    assert [example.input_ids for example in train] == expected
 
 
 def test_sft_keys_after_the_forwarded_arguments_are_read(tmp_path):
     conversion = convert_verl(SCRIPTS / "run_qwen_05_sp2.sh")
     cfg = loads(conversion, tmp_path)
     assert cfg.trainer.experiment_name == "gsm8k-sft-qwen-2.5-0.5b-instruct-sp2"
-    assert {"ulysses_sequence_parallel_size", "use_remove_padding"} <= dropped_keys(conversion)
+    assert "ulysses_sequence_parallel_size" in dropped_keys(conversion)
+    assert "verl's use_remove_padding is ignored: sequences are always packed without padding" in (
+        conversion.notes
+    )
 
 
 def test_a_number_known_only_when_the_script_runs_is_dropped_not_fatal(tmp_path):

@@ -42,27 +42,76 @@ class Example:
         return sum(self.loss_mask[1:])
 
 
-def messages_of(
-    row: dict[str, Any], messages_key: str, prompt_key: str, response_key: str
-) -> list[dict]:
-    """verl's SFT `messages` column, or `prompt` (text or chat turns) + `response` text."""
-    if messages_key in row and row[messages_key] is not None:
-        messages = checked_turns(row[messages_key])
-    elif prompt_key in row and response_key in row:
-        prompt = row[prompt_key]
+@dataclass(frozen=True)
+class ChatColumns:
+    """Where a row keeps its chat: verl's `messages` column, else a prompt and a response
+    column, each reached through the struct fields verl's `prompt_dict_keys` /
+    `response_dict_keys` name (its GSM8K SFT example reads `extra_info.question` and
+    `extra_info.answer`)."""
+
+    messages: str = "messages"
+    prompt: str = "prompt"
+    response: str = "response"
+    prompt_fields: tuple[str, ...] = ()
+    response_fields: tuple[str, ...] = ()
+
+
+def messages_of(row: dict[str, Any], columns: ChatColumns) -> list[dict]:
+    """verl's SFT `messages` column, or a prompt (text or chat turns) + a response text."""
+    if columns.messages in row and row[columns.messages] is not None:
+        messages = checked_turns(row[columns.messages])
+    elif columns.prompt in row and columns.response in row:
+        prompt = _field(row, columns.prompt, columns.prompt_fields)
         turns = (
             checked_turns(prompt)
             if isinstance(prompt, (list, tuple))
-            else [{"role": "user", "content": str(prompt)}]
+            else [{"role": "user", "content": _text(prompt, columns.prompt, "prompt")}]
         )
-        messages = turns + [{"role": "assistant", "content": str(row[response_key])}]
+        response = _field(row, columns.response, columns.response_fields)
+        content = _text(response, columns.response, "response")
+        messages = turns + [{"role": "assistant", "content": content}]
     else:
         raise ChatFormatError(
-            f"no '{messages_key}' column and no '{prompt_key}'/'{response_key}' columns"
+            f"no '{columns.messages}' column and no '{columns.prompt}'/'{columns.response}' columns"
         )
     if not any(turn["role"] == "assistant" for turn in messages):
         raise ChatFormatError("the conversation has no assistant turn to learn from")
     return messages
+
+
+def _field(row: dict[str, Any], column: str, fields: tuple[str, ...]) -> Any:
+    """The value at `column`, then at each of `fields` inside it, in turn."""
+    value, where = row[column], column
+    for name in fields:
+        if not isinstance(value, dict):
+            raise ChatFormatError(
+                f"'{where}' is {_kind(value)}, not a struct with a field '{name}'"
+            )
+        if name not in value:
+            raise ChatFormatError(
+                f"'{where}' has no field '{name}' (its fields: {', '.join(map(str, value))})"
+            )
+        value, where = value[name], f"{where}.{name}"
+    return value
+
+
+def _text(value: Any, column: str, role: str) -> str:
+    """A prompt or response as text: a struct or a list was written into the chat as its
+    Python repr (`{'question': ...}` trained on as the answer), so they are refused."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, dict):
+        raise ChatFormatError(
+            f"the {role} is a struct (fields: {', '.join(map(str, value))}): name the field"
+            f" to read in data.{role}_dict_keys (verl's, e.g. [{next(iter(value), 'text')}])"
+        )
+    raise ChatFormatError(f"the {role} ('{column}') is {_kind(value)}, not text")
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else f"a {type(value).__name__}"
 
 
 def checked_turns(turns: Any) -> list[dict]:

@@ -8,20 +8,34 @@ from typing import Any
 from tqdm import tqdm
 
 from trainer.config import ConfigError, DataConfig
-from trainer.data.chat import ChatFormatError, Example, messages_of, tokenize_chat, truncate
+from trainer.data.chat import (
+    ChatColumns,
+    ChatFormatError,
+    Example,
+    messages_of,
+    tokenize_chat,
+    truncate,
+)
 from trainer.data.files import read_rows
 
 
 def tokenize_rows(
     rows: list[dict[str, Any]], cfg: DataConfig, tokenizer: Any, label: str, progress: bool
 ) -> list[Example]:
+    columns = ChatColumns(
+        cfg.messages_key,
+        cfg.prompt_key,
+        cfg.response_key,
+        tuple(cfg.prompt_dict_keys),
+        tuple(cfg.response_dict_keys),
+    )
     examples = []
     for index, row in enumerate(
         tqdm(rows, desc=f"tokenize {label}", disable=not progress, leave=False)
     ):
         where = f"{label} row {index}"
         try:
-            messages = messages_of(row, cfg.messages_key, cfg.prompt_key, cfg.response_key)
+            messages = messages_of(row, columns)
             example = tokenize_chat(tokenizer, messages)
         except ChatFormatError as err:
             raise ChatFormatError(f"{where}: {err}") from None

@@ -2,7 +2,14 @@ import pytest
 
 from trainer.config import DataConfig
 from trainer.data import chat
-from trainer.data.chat import ChatFormatError, Example, messages_of, tokenize_chat, truncate
+from trainer.data.chat import (
+    ChatColumns,
+    ChatFormatError,
+    Example,
+    messages_of,
+    tokenize_chat,
+    truncate,
+)
 from trainer.data.sft_dataset import load_sft_splits
 from trainer.tiny import build_tokenizer
 
@@ -63,21 +70,77 @@ def test_prefix_fallback_refuses_templates_that_are_not_prefix_stable(tokenizer)
 
 
 def test_prompt_response_columns_and_bad_rows():
-    assert messages_of({"prompt": "2+2?", "response": "4"}, "messages", "prompt", "response") == [
+    columns = ChatColumns()
+    assert messages_of({"prompt": "2+2?", "response": "4"}, columns) == [
         {"role": "user", "content": "2+2?"},
         {"role": "assistant", "content": "4"},
     ]
     turns = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
-    assert (
-        messages_of({"prompt": turns, "response": "a"}, "messages", "prompt", "response")[:2]
-        == turns
-    )
+    assert messages_of({"prompt": turns, "response": "a"}, columns)[:2] == turns
     with pytest.raises(ChatFormatError, match="no 'messages' column"):
-        messages_of({"text": "x"}, "messages", "prompt", "response")
+        messages_of({"text": "x"}, columns)
     with pytest.raises(ChatFormatError, match="no assistant turn"):
-        messages_of(
-            {"messages": [{"role": "user", "content": "q"}]}, "messages", "prompt", "response"
-        )
+        messages_of({"messages": [{"role": "user", "content": "q"}]}, columns)
+
+
+VERL_GSM8K_ROW = {  # a row of verl's examples/data_preprocess/gsm8k.py output
+    "data_source": "openai/gsm8k",
+    "prompt": [{"role": "user", "content": "What is 2+2? Let's think step by step."}],
+    "extra_info": {"split": "train", "index": 0, "question": "What is 2+2?", "answer": "#### 4"},
+}
+
+
+def test_struct_fields_as_verl_prompt_and_response_dict_keys_read_them():
+    columns = ChatColumns(
+        prompt="extra_info",
+        response="extra_info",
+        prompt_fields=("question",),
+        response_fields=("answer",),
+    )
+    assert messages_of(VERL_GSM8K_ROW, columns) == [
+        {"role": "user", "content": "What is 2+2?"},
+        {"role": "assistant", "content": "#### 4"},
+    ]
+    nested = {"q": {"a": {"b": "deep"}}, "r": 7}
+    assert messages_of(nested, ChatColumns(prompt="q", response="r", prompt_fields=("a", "b")))[
+        0
+    ] == {"role": "user", "content": "deep"}
+
+
+@pytest.mark.parametrize(
+    ("columns", "message"),
+    [  # a struct was trained on as its Python repr: "{'split': 'train', ...}"
+        (
+            ChatColumns(prompt="extra_info", response="extra_info"),
+            r"the prompt is a struct \(fields: split, index, question, answer\): name the field"
+            r" to read in data.prompt_dict_keys",
+        ),
+        (
+            ChatColumns(prompt="extra_info", response="extra_info", prompt_fields=("question",)),
+            r"the response is a struct .*data.response_dict_keys",
+        ),
+        (
+            ChatColumns(prompt="extra_info", response="extra_info", prompt_fields=("questions",)),
+            r"'extra_info' has no field 'questions' \(its fields: split, index, question, answer\)",
+        ),
+        (
+            ChatColumns(
+                prompt="extra_info",
+                response="extra_info",
+                prompt_fields=("question", "text"),
+                response_fields=("answer",),
+            ),
+            r"'extra_info.question' is a str, not a struct with a field 'text'",
+        ),
+        (
+            ChatColumns(prompt="prompt", response="prompt"),
+            r"the response \('prompt'\) is a list, not text",
+        ),
+    ],
+)
+def test_a_struct_or_list_where_text_belongs_is_refused_naming_the_field(columns, message):
+    with pytest.raises(ChatFormatError, match=message):
+        messages_of(VERL_GSM8K_ROW, columns)
 
 
 def test_truncation_modes():
