@@ -276,7 +276,9 @@ def _resolve(
             raise layout.CheckpointPathError(
                 f"{given}: no complete checkpoint step in this run dir"
             )
-        return layout.resolve_checkpoint(layout.step_dir(given, chosen))
+        paths = layout.resolve_checkpoint(layout.step_dir(given, chosen))
+        layout.refuse_pieces_linked_out(given, paths)
+        return paths
     return layout.resolve_checkpoint(given, role=role)
 
 

@@ -449,12 +449,26 @@ def resolve_checkpoint(
     _check_is_dir(given)
     _refuse_unfinished_save(given)
     paths = _resolve_dir(given, role, _depth)
+    refuse_pieces_linked_out(given, paths)
     if role is not None and paths.role is None:
         raise CheckpointPathError(
             f"--role {role}: {given} is a {paths.kind} checkpoint, which has no"
             f" {'/ '.join(ROLES)}/ roles"
         )
     return paths
+
+
+def refuse_pieces_linked_out(given: Path, paths: CheckpointPaths) -> None:
+    """Every read stays inside the checkpoint's root (the step dir), its files checked one by
+    one against it; but a `dist_ckpt/` that is itself a link out of its step moved that check
+    along with it (export read the outside DCP while validate's manifest check refused it),
+    and a step dir linked out of the run dir a user named was read from elsewhere by both.
+    The root itself may be a link when the user names it (or a DCP dir in it) directly."""
+    root = paths.root
+    container = given if given != root and root.is_relative_to(given) else root
+    for piece in (root, paths.dist_ckpt, paths.optimizer_dcp):
+        if piece is not None:
+            safe_files.resolve_inside(piece, container, within=str(container))
 
 
 def refuse_url(path: str | os.PathLike) -> None:

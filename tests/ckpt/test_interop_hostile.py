@@ -158,3 +158,56 @@ def test_checkpoint_containing_finds_every_level(made_optim, tmp_path):
     assert layout.checkpoint_containing(tmp_path / "exports" / "hf") is None
     assert layout.checkpoint_containing(laid.run / "hf") is None  # beside the steps: fine
     assert layout.checkpoint_containing(laid.run) == laid.run  # the run itself: never replaced
+
+
+def _link_out(piece: Path, elsewhere: Path) -> None:
+    """Move `piece` to `elsewhere` and leave a symlink to it where it was."""
+    piece.rename(elsewhere)
+    os.symlink(elsewhere, piece)
+
+
+LINKED_OUT = [
+    (name, level)
+    for name in ("verl-rl-v1", "verl-rl-v2", "verl-sft", "verl-sft-v2", "megatron-lm")
+    for level in ("step", "dist_ckpt")
+    if not (name == "megatron-lm" and level == "dist_ckpt")  # its iter dir is both
+]
+
+
+@pytest.mark.parametrize(("name", "level"), LINKED_OUT)
+def test_a_step_or_dcp_dir_linked_out_of_the_run_is_read_by_no_command(
+    name, level, made_optim, tmp_path
+):
+    """export-hf read a dist_ckpt/ linked out of its step (validate's manifest check alone
+    refused it) and every command read a step dir linked out of the run dir given."""
+    laid = BUILDERS[name](made_optim, tmp_path / "ckpt")
+    piece = laid.dist_ckpt if level == "dist_ckpt" else laid.levels["step"]
+    _link_out(piece, tmp_path / "elsewhere")
+    for command in (
+        ["validate", laid.run, "--deep"],
+        ["inspect", laid.run],
+        ["export-hf", laid.run, "--out", tmp_path / "hf"],
+    ):
+        code, out, err = run_cli("ckpt", *command)
+        assert code == 1, (command, out, err)
+        assert f"resolves outside {laid.run if level == 'step' else ''}" in one_error_line(err)
+    assert not (tmp_path / "hf").exists()
+    code, out, err = run_cli("ckpt", "validate", tmp_path / "elsewhere", "--deep")
+    assert code == 0, out + err  # named itself, the same directory is read
+
+
+def test_our_step_linked_out_of_its_run_is_refused(tmp_path):
+    """validate reads a run dir of ours through its own tracker check, which resolved the
+    step dir apart from the layout's."""
+    from tests.support.hf_model_files import saved_hf_model
+
+    model = saved_hf_model(tmp_path, "qwen2", tied=True)
+    run = tmp_path / "run"
+    assert run_cli("ckpt", "import-hf", model, "--out", run, "--layout", "hf")[0] == 0
+    _link_out(run / "global_step_0", tmp_path / "elsewhere")
+    for command in (["validate", run, "--deep"], ["export-hf", run, "--out", tmp_path / "hf"]):
+        code, out, err = run_cli("ckpt", *command)
+        assert code == 1 and f"resolves outside {run}" in one_error_line(err), out + err
+    _link_out(tmp_path / "elsewhere" / "dist_ckpt", tmp_path / "dcp_elsewhere")
+    code, out, err = run_cli("ckpt", "export-hf", tmp_path / "elsewhere", "--out", tmp_path / "o")
+    assert code == 1 and "dist_ckpt: resolves outside" in one_error_line(err), out + err
