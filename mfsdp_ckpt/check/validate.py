@@ -650,6 +650,7 @@ def _check_against_config(
     except HFConfigError as err:
         report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
         return
+    _check_config_against_record(paths, reader, report, config_file, root)
     from mfsdp_ckpt.convert.fused_experts import hub_expert_names
 
     # experts fused as transformers 5.x holds them in memory are checked as the per-expert
@@ -675,6 +676,20 @@ def _check_against_config(
             report.add(ERROR, where(name), f"shape {found}, {config_file} expects {shape}")
     for name in sorted(set(stored) - set(expected.allowed)):
         report.add(ERROR, where(name), f"unexpected for {expected.model_type} per {config_file}")
+
+
+def _check_config_against_record(
+    paths, reader: CheckpointReader, report: ValidationReport, config_file: Path, root
+) -> None:
+    """A config.json that contradicts the model the checkpoint's own record describes
+    (Bridge's run_config.yaml, Megatron-LM's args) gives tensors of the same shapes a wrong
+    q/k/v split or cut vocabulary: export refuses it, so validate must not pass it."""
+    from mfsdp_ckpt.convert.hf_config import read_config_json
+    from mfsdp_ckpt.convert.record_agreement import contradiction
+
+    found = contradiction(read_config_json(config_file, root)[1], paths, reader)
+    if found is not None:
+        report.add(ERROR, config_file, found)
 
 
 def _check_mapped_against_config(

@@ -60,7 +60,9 @@ from mfsdp_ckpt.convert.megatron_config import (
 from mfsdp_ckpt.convert.megatron_lora_alpha import set_lora_scale
 from mfsdp_ckpt.convert.mtp import MtpLayers
 from mfsdp_ckpt.convert.name_maps import MappedTensor
+from mfsdp_ckpt.convert.record_agreement import contradiction
 from mfsdp_ckpt.convert.units import human_bytes, human_rate
+from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.format.hub_id import missing_hf_config
@@ -68,7 +70,7 @@ from mfsdp_ckpt.lora import ByteProgress
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
-from mfsdp_ckpt.storage.tensorstore_store import is_url
+from mfsdp_ckpt.storage.tensorstore_store import is_url, join_location
 from mfsdp_ckpt.storage.unique_json import loads_unique
 from mfsdp_ckpt.storage.writable import require_writable_dir
 
@@ -295,6 +297,40 @@ def _no_tokenizer_note(asset_location: str, derived: DerivedConfig | None, out: 
     )
 
 
+def _refuse_config_against_record(
+    source: _Source,
+    paths: layout.CheckpointPaths | None,
+    asset_location: str,
+    assets: dict[str, Callable[[], bytes]],
+    hf_config: str | os.PathLike | None,
+) -> None:
+    """A config.json (--hf-config's, or the checkpoint's own HF dir's) that contradicts the
+    model the checkpoint records is refused before anything is written (record_agreement):
+    exit 2 for --hf-config, exit 1 for the checkpoint's own files."""
+    try:
+        data = loads_unique(assets["config.json"]())
+    except ValueError:
+        return  # not JSON: the config checks that follow name it
+    if not isinstance(data, dict):
+        return
+    found = contradiction(data, paths, source.reader)
+    if found is None:
+        return
+    config_file = (
+        asset_location
+        if asset_location.endswith("config.json")
+        else join_location(asset_location, "config.json")
+    )
+    if hf_config is not None:
+        raise ExportUsageError(
+            f"--hf-config {config_file}: {found}; pass the model dir the run started from,"
+            " or leave --hf-config out to derive config.json from the record"
+        )
+    raise CheckpointFormatError(
+        f"{config_file}: {found}; pass --hf-config with the model dir the run started from"
+    )
+
+
 @dataclass
 class PreparedSource:
     """A checkpoint to export and the Hugging Face files that describe it, all checked
@@ -343,6 +379,8 @@ def prepare_source(
         raise ExportUsageError(
             f"{asset_location}: no config.json; pass --hf-config DIR|config.json"
         )
+    if derived is None:
+        _refuse_config_against_record(source, local_paths, asset_location, assets, hf_config)
     if (
         local_paths is not None
     ):  # damaged or hostile: refused with validate's first error, before planning

@@ -64,6 +64,7 @@ class DerivedConfig:
     notes: list[str] = field(default_factory=list)
     source: str = ""
     tokenizer_model: str | None = None
+    vocab_recorded: bool = True  # False: vocab_size is the padded row count (none recorded)
 
 
 # Megatron-LM argparse defaults for settings a hand-made Namespace may leave out.
@@ -366,7 +367,7 @@ def hf_config_from_megatron(
         config["mlp_bias"] = False
     if moe:
         config.update(_moe_config(values, where, family, config["num_hidden_layers"]))
-    return DerivedConfig(config, notes)
+    return DerivedConfig(config, notes, vocab_recorded=values["vocab_size"] is not None)
 
 
 _ARCHITECTURES = {

@@ -265,11 +265,12 @@ def test_a_bridge_adapter_without_its_base_says_what_supplies_it(tmp_path):
     tiny_causal_lm("qwen2", vocab=500, intermediate_size=256).save_pretrained(other)
     code, stdout, err = run_cli("ckpt", "validate", run, "--hf-config", other, "--json")
     findings = json.loads(stdout)["findings"]
-    assert code == 1 and [f["severity"] for f in findings] == ["error"], stdout
-    assert "the adapter does not fit this config" in findings[0]["message"]
+    assert code == 1 and [f["severity"] for f in findings] == ["error", "error"], stdout
+    assert findings[0]["message"].startswith("intermediate_size=256 (record: 192): not the model")
+    assert "the adapter does not fit this config" in findings[1]["message"]
     assert (
         "linear_fc1.adapter.linear_out.weight]: adapter 384 x 128 does not fit the 512 x 128"
-        in (findings[0]["message"])
+        in (findings[1]["message"])
     )
 
 
@@ -362,7 +363,8 @@ def test_a_base_of_other_shapes_or_without_weights_is_named(tmp_path):
     AutoModelForCausalLM.from_config(other).save_pretrained(wrong)
     code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "b", "--hf-config", wrong)
     line = one_error_line(err)
-    assert code == 1 and "mlp.linear_fc1.adapter.linear_out.weight" in line, err
+    # the record (run_config.yaml) says which base fits before any adapter is compared
+    assert code == 2 and "intermediate_size=96 (record: 192): not the model" in line, err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 

@@ -1,0 +1,94 @@
+"""A config.json that contradicts the model a Megatron checkpoint records is refused.
+
+Megatron-Bridge keeps run_config.yaml beside its `hf/config.json`; Megatron-LM keeps its
+`args` in the DCP, and `--hf-config` may name any model dir. A config with 2 heads of 16 in
+1 query group gives every tensor the shapes 4 heads of 8 in 2 groups give: validate said
+valid and export split the fused QKV by the wrong geometry (q/k/v scrambled, exit 0). A
+config naming fewer tokens than recorded dropped real rows as "vocabulary padding".
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.support.export import logits_of
+from tests.support.hf_to_mcore import tiny_causal_lm
+from tests.support.interop_layouts import one_error_line, run_cli
+from tests.support.megatron_checkpoints import (
+    STEP,
+    bridge_run,
+    megatron_args,
+    megatron_run,
+    source_logits,
+)
+
+# The same tensor shapes as the model's 4 heads of 32 in 2 groups (hidden 128).
+OTHER_HEADS = {"num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64}
+
+
+def _config_dir(model, target: Path, **changes) -> Path:
+    model.config.save_pretrained(target)
+    data = json.loads((target / "config.json").read_text())
+    data.update(changes)
+    (target / "config.json").write_text(json.dumps(data))
+    return target
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        (OTHER_HEADS, "num_attention_heads=2 (record: 4), num_key_value_heads=1 (record: 2)"),
+        ({"vocab_size": 384}, "vocab_size=384 (record: 512)"),
+    ],
+)
+def test_bridge_hf_config_contradicting_its_run_config_is_refused(changes, named, tmp_path):
+    model = tiny_causal_lm("qwen2")
+    run = bridge_run(tmp_path, model, steps=(10,))
+    hf = _config_dir(model, run / "iter_0000010" / "hf", **changes)
+    code, stdout, err = run_cli("ckpt", "validate", run, "--deep")
+    assert code == 1 and f"error: {hf / 'config.json'}: {named}" in stdout, stdout + err
+    assert "run_config.yaml model records" in stdout
+    out = tmp_path / "out"
+    code, _, err = run_cli("ckpt", "export-hf", run, "--out", out)
+    line = one_error_line(err)
+    assert code == 1 and named in line and "pass --hf-config" in line, err
+    assert not out.exists()
+
+
+def test_hf_config_contradicting_megatron_args_is_bad_usage(tmp_path):
+    model = tiny_causal_lm("llama")
+    run = megatron_run(tmp_path, model, megatron_args(model))
+    wrong = _config_dir(model, tmp_path / "wrong", **OTHER_HEADS)
+    out = tmp_path / "out"
+    code, _, err = run_cli("ckpt", "export-hf", run, "--hf-config", wrong, "--out", out)
+    line = one_error_line(err)
+    assert code == 2 and line.startswith(f"error: --hf-config {wrong / 'config.json'}: num_att")
+    assert f"iter_{STEP:07d} [args] records" in line and "leave --hf-config out" in line
+    assert not out.exists()
+    code, stdout, _ = run_cli("ckpt", "validate", run, "--hf-config", wrong)
+    assert code == 1 and "head_dim=64 (record: 32)" in stdout, stdout
+
+
+def test_a_config_agreeing_with_the_record_exports_keys_left_out_included(tmp_path):
+    """Keys a config leaves out take their family's default (as many KV heads as heads,
+    head_dim hidden / heads): no contradiction. A larger vocabulary than the record keeps
+    every row and is not refused by this check."""
+    model = tiny_causal_lm("llama", num_key_value_heads=4)
+    args = megatron_args(model, vocab_size=500, padded_vocab_size=512)
+    run = megatron_run(tmp_path, model, args)
+    given = _config_dir(model, tmp_path / "given")
+    data = json.loads((given / "config.json").read_text())
+    for key in ("num_key_value_heads", "head_dim"):
+        data.pop(key, None)
+    (given / "config.json").write_text(json.dumps(data))
+    out = tmp_path / "out"
+    code, stdout, err = run_cli("ckpt", "export-hf", run, "--hf-config", given, "--out", out)
+    assert code == 0, stdout + err
+    ids, expected = source_logits(model)
+    torch.testing.assert_close(logits_of(out, ids), expected, rtol=0, atol=1e-5)
+    code, stdout, err = run_cli("ckpt", "validate", run, "--hf-config", given, "--deep")
+    assert code == 0, stdout + err
