@@ -77,12 +77,11 @@ def describe_weights(tensors: Mapping[str, TensorEntry]) -> dict:
             "optimizer_state_tensors": 0,
             "problem": str(err),
         }
-    state = roots.optimizer_state
     return {
         "entries": list(roots.models),
         "tensors": len(roots.weight_keys(tensors)),
         "optimizer": roots.optimizer,
-        "optimizer_state_tensors": sum(1 for k in tensors if state and k.startswith(state)),
+        "optimizer_state_tensors": sum(1 for k in tensors if roots.state_path(k) is not None),
         "problem": None,
     }
 

@@ -435,11 +435,10 @@ def _check_contents(
     report,
 ) -> None:
     keys = list(reader.tensors) + list(reader.objects)
-    state = roots.optimizer_state
     present = {
         "model": any(map(roots.is_weight, reader.tensors)),
         "optimizer": any(map(roots.under_optimizer, keys)),
-        "optimizer_state": state is not None and any(k.startswith(state) for k in reader.tensors),
+        "optimizer_state": any(roots.state_path(k) is not None for k in reader.tensors),
         "extra": any(k.startswith(state_keys.EXTRA_KEY_PREFIX) for k in keys),
     }
     report.has_optimizer_state = present["optimizer_state"]
@@ -523,21 +522,27 @@ def _check_optimizer(
     may legitimately hold more than the model state shows.
     """
     tensors = reader.tensors
-    prefix = roots.optimizer_state
-    if prefix is None or not any(k.startswith(prefix) for k in tensors):
-        return
     params = {roots.module_path(key): key for key in roots.weight_keys(tensors)}
     found: dict[str, dict[str, str]] = {}
+    by_position: dict[str, dict[str, str]] = {}
     unmatched = []
     for key in tensors:
-        if not key.startswith(prefix):
+        rest = roots.state_path(key)
+        if rest is None:
             continue
-        path, _, state_name = key[len(prefix) :].rpartition(".")
+        path, _, state_name = rest.rpartition(".")
         name = state_keys.hf_name(path)
         if name in params:
             found.setdefault(name, {})[state_name] = key
+        elif path.isdigit():
+            by_position.setdefault(path, {})[state_name] = key
         else:
             unmatched.append(key)
+    if by_position and not found:
+        _check_positional_states(tensors, params, by_position, report)
+        return
+    if not found and not unmatched:
+        return
     held = {state for states in found.values() for state in states}
     # Adam's unless another optimizer's set is there: a state holding neither lost them
     adam = state_keys.OPTIMIZER_MOMENTS[0]
@@ -565,6 +570,49 @@ def _check_optimizer(
         report.add(
             WARNING, f"[{unmatched[0]}]", f"optimizer state matches no model parameter{more}"
         )
+
+
+def _check_positional_states(
+    tensors: Mapping[str, TensorEntry],
+    params: dict[str, str],
+    states: dict[str, dict[str, str]],
+    report: ValidationReport,
+) -> None:
+    """torch's own `Optimizer.state_dict()` (what Megatron-LM's torch_dcp format and plain
+    `dcp.save({"optim": opt.state_dict()})` save) keys each state by the parameter's
+    position in its param groups, which the checkpoint does not tie to a name (Megatron
+    orders them by weight-decay group). What can be checked is checked: each parameter
+    holds its optimizer's whole set of moments, each shaped like some parameter, and no
+    more positions than parameters."""
+    shapes = {tensors[key].shape for key in params.values()}
+    held = {name for moments in states.values() for name in moments}
+    adam = state_keys.OPTIMIZER_MOMENTS[0]
+    moments = next((m for m in state_keys.OPTIMIZER_MOMENTS if held.intersection(m)), adam)
+    for _, names in sorted(states.items(), key=lambda item: int(item[0])):
+        some = next(iter(names.values()))
+        for moment in moments:
+            key = names.get(moment)
+            if key is None:
+                expected = f"{some.rpartition('.')[0]}.{moment}"
+                report.add(
+                    ERROR, f"[{some}]", f"optimizer state {moment} is missing ([{expected}])"
+                )
+            elif tensors[key].shape not in shapes:
+                report.add(ERROR, f"[{key}]", f"shape {tensors[key].shape} is no model parameter's")
+    if len(states) > len(params):
+        report.add(
+            ERROR,
+            f"[{next(iter(states[max(states, key=int)].values()))}]",
+            f"{len(states)} parameters' optimizer states for the model's {len(params)}",
+        )
+    first = next(iter(states[min(states, key=int)].values()))
+    report.add(
+        WARNING,
+        f"[{first}]",
+        f"optimizer state of {len(states)} parameters keyed by position (torch's"
+        " Optimizer.state_dict()), not by name: each is shaped like a parameter, but which"
+        " parameter it belongs to is not recorded, so the pairing is not checked",
+    )
 
 
 def _optimizer_lead(

@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mfsdp_ckpt.errors import MfsdpUsageError
 
@@ -76,6 +76,8 @@ class StateRoots:
 
     models: tuple[str, ...]
     optimizer: str | None
+    # Where per-parameter states lie under the optimizer entry (`state_prefixes`)
+    state_prefixes: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def parent(self) -> str:
@@ -85,8 +87,20 @@ class StateRoots:
 
     @property
     def optimizer_state(self) -> str | None:
-        """`<optimizer>.state.`, the prefix of per-parameter optimizer tensors."""
+        """The (first) prefix of per-parameter optimizer tensors, `<optimizer>.state.` unless
+        the optimizer nests its state (`state_prefixes`)."""
+        if self.state_prefixes:
+            return self.state_prefixes[0]
         return f"{self.optimizer}.state." if self.optimizer else None
+
+    def state_path(self, key: str) -> str | None:
+        """What follows the state prefix in `key` (`<param>.exp_avg`, or `<id>.exp_avg` for
+        torch's own optimizer state dict), or None when `key` is no per-parameter state."""
+        prefixes = self.state_prefixes or ((self.optimizer_state,) if self.optimizer else ())
+        for prefix in prefixes:
+            if key.startswith(prefix):
+                return key[len(prefix) :]
+        return None
 
     def describe_models(self) -> str:
         """The model entries as a user reads them: `app.model`, or `the top level`."""
@@ -187,7 +201,35 @@ def state_roots(keys: Iterable[str]) -> StateRoots:
             f"optimizer entries {' and '.join(held)} both hold tensors beside the model"
             f" entry {roots.describe_models()}; refusing to pick one"
         )
-    return StateRoots(roots.models, held[0] if held else None)
+    if not held:
+        return StateRoots(roots.models, None)
+    return StateRoots(roots.models, held[0], state_prefixes(held[0], names))
+
+
+# Segments an optimizer may put between its entry and `state`: Megatron's
+# Float16OptimizerWithFloat16Params keeps torch's state dict under `optimizer`, and its
+# ChainedOptimizer one state dict per model chunk under `0`, `1`, ...
+_NESTING_DEPTH = 3
+
+
+def state_prefixes(optimizer: str, keys: Iterable[str]) -> tuple[str, ...]:
+    """The prefixes per-parameter states lie under in `optimizer`'s keys, in first-seen
+    order: `optimizer.state.` (torch, FSDP2, Megatron's distributed optimizer),
+    `optimizer.optimizer.state.` (Megatron's fp16/bf16 optimizer without the distributed
+    one), `optimizer.0.state.`, `optimizer.1.state.` (its ChainedOptimizer)."""
+    entry = f"{optimizer}."
+    found: dict[str, None] = {}
+    for key in keys:
+        if not key.startswith(entry):
+            continue
+        parts = key[len(entry) :].split(".", _NESTING_DEPTH + 1)
+        for depth, part in enumerate(parts[:-1]):
+            if part == "state":
+                found.setdefault(entry + "".join(p + "." for p in parts[: depth + 1]))
+                break
+            if depth == _NESTING_DEPTH or not (part == "optimizer" or part.isdigit()):
+                break
+    return tuple(found)
 
 
 def _entry_of_key(key: str) -> str | None:
