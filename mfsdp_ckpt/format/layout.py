@@ -97,6 +97,7 @@ _TMP_STEP_RE = re.compile(rf"^{STEP_DIR_PREFIX}([0-9]{{1,18}}){re.escape(TMP_STE
 _ITER_DIR_RE = re.compile(rf"^{MEGATRON_ITER_PREFIX}([0-9]{{7,18}})$")
 _STEP_TEXT_RE = re.compile(r"[0-9]{1,18}")  # ASCII only: "²".isdigit() is True
 _HF_WEIGHT_SUFFIXES = (".safetensors", ".bin")
+SAFETENSORS_INDEX = "model.safetensors.index.json"
 
 
 class CheckpointPathError(MfsdpUsageError, ValueError):
@@ -534,6 +535,7 @@ def _resolve_dir(given: Path, role: str | None, _depth: int) -> CheckpointPaths:
     models = [n for n in names if hf_trainer.MODEL_DCP_RE.match(n) and _is_dir(given / n)]
     if models:
         return _from_hf_trainer_checkpoint(given, models)
+    _refuse_weights_without_config(given, names)
     run = _from_run_dir(given, names, role)
     if run is not None:
         return run
@@ -650,6 +652,25 @@ def _refuse_torchtitan_folder(given: Path, names: list[str]) -> None:
         newest = torchtitan.newest_step_dir(folder, entries)
         if newest is not None:
             _refuse_torchtitan(given, newest)
+        newest = torchtitan.newest_step_dir(folder, entries, marker=SAFETENSORS_INDEX)
+        if newest is not None:
+            _refuse_weights_without_config(newest, _children(newest))
+
+
+def _refuse_weights_without_config(given: Path, names: list[str]) -> None:
+    """Hugging Face safetensors without a config.json: torchtitan's `last_save_in_hf` step
+    (`model-0000X-of-0000N.safetensors` + index, no config), or a model dir whose config
+    was not copied. It is no training checkpoint, and "not a checkpoint (looked for
+    .metadata, ...)" did not say what it is or what makes it usable."""
+    weights = [n for n in names if n.endswith(".safetensors") and _is_file(given / n)]
+    if "config.json" in names or "adapter_config.json" in names or not weights:
+        return  # a model dir, or a PEFT adapter (its base's config is elsewhere)
+    raise CheckpointPathError(
+        f"{given}: Hugging Face safetensors ({len(weights)} file(s), e.g. {weights[0]}) without"
+        " a config.json, as torchtitan saves a step with last_save_in_hf; copy the model's"
+        " config.json (and tokenizer files) into it to use it as a Hugging Face model dir,"
+        f" which `mfsdp ckpt import-hf {given} --out DIR` makes a checkpoint of"
+    )
 
 
 def _holds_roles(directory: Path) -> bool:

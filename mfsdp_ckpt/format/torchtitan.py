@@ -42,13 +42,14 @@ def is_torchtitan_dcp(dcp: Path) -> bool:
     return any(_MODEL_KEY_RE.match(name) for name in names)
 
 
-def newest_step_dir(directory: Path, names: list[str]) -> Path | None:
-    """The highest `step-N/` in `directory` that holds a `.metadata`, if any."""
+def newest_step_dir(directory: Path, names: list[str], marker: str = ".metadata") -> Path | None:
+    """The highest `step-N/` in `directory` that holds `marker` (a DCP's `.metadata`, or
+    the safetensors index of a step saved in Hugging Face format), if any."""
     steps = sorted(
         (int(match.group(1)), name)
         for name in names
         if (match := STEP_DIR_RE.match(name))
-        and os.path.isfile(os.path.join(directory, name, ".metadata"))
+        and os.path.isfile(os.path.join(directory, name, marker))
     )
     return directory / steps[-1][1] if steps else None
 

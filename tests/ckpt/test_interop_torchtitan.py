@@ -96,3 +96,31 @@ def test_the_json_error_names_torchtitan(tmp_path):
     code, stdout, _err = run_cli("ckpt", "validate", dump / "checkpoint", "--json")
     report = json.loads(stdout)
     assert code == 2 and report["exit_code"] == 2 and "torchtitan" in report["error"], stdout
+
+
+def _hf_format_step(folder: Path, step: int) -> Path:
+    """torchtitan with `last_save_in_hf` (components/checkpointer/dcp.py): the step holds
+    Hugging Face safetensors shards and their index, no config.json."""
+    from safetensors.torch import save_file
+
+    step_dir = folder / f"step-{step}"
+    step_dir.mkdir(parents=True)
+    shard = "model-00001-of-00001.safetensors"
+    save_file({"model.embed_tokens.weight": torch.randn(16, 8)}, step_dir / shard)
+    index = {"metadata": {}, "weight_map": {"model.embed_tokens.weight": shard}}
+    (step_dir / "model.safetensors.index.json").write_text(str(index).replace("'", '"'))
+    return step_dir
+
+
+@pytest.mark.parametrize("level", ["step", "checkpoint", "dump"])
+def test_a_step_saved_in_hugging_face_format_says_it_lacks_config_json(level, tmp_path):
+    """Was: exit 2, "not a checkpoint (looked for .metadata, ...)"."""
+    dump = tmp_path / "outputs"
+    _hf_format_step(dump / "checkpoint", 10)
+    newest = _hf_format_step(dump / "checkpoint", 50)
+    given = {"step": newest, "checkpoint": dump / "checkpoint", "dump": dump}[level]
+    for command in ("validate", "inspect"):
+        code, out, err = run_cli("ckpt", command, given)
+        line = one_error_line(err)
+        assert code == 2 and line.startswith(f"error: {newest}: Hugging Face safetensors"), err
+        assert "without a config.json" in line and "copy the model's config.json" in line
