@@ -543,10 +543,7 @@ def _check_optimizer(
         return
     if not found and not unmatched:
         return
-    held = {state for states in found.values() for state in states}
-    # Adam's unless another optimizer's set is there: a state holding neither lost them
-    adam = state_keys.OPTIMIZER_MOMENTS[0]
-    moments = next((m for m in state_keys.OPTIMIZER_MOMENTS if held.intersection(m)), adam)
+    moments = _moment_set({state for states in found.values() for state in states})
     lead = _optimizer_lead(roots, params, found)
     for name, key in params.items():
         states = found.get(name, {})
@@ -572,6 +569,13 @@ def _check_optimizer(
         )
 
 
+def _moment_set(held: set[str]) -> tuple[str, ...]:
+    """The per-parameter tensors of the optimizer whose states are `held`: Adam's unless
+    another optimizer's set is there (a state holding neither lost them)."""
+    adam = state_keys.OPTIMIZER_MOMENTS[0]
+    return next((m for m in state_keys.OPTIMIZER_MOMENTS if held.intersection(m)), adam)
+
+
 def _check_positional_states(
     tensors: Mapping[str, TensorEntry],
     params: dict[str, str],
@@ -585,10 +589,9 @@ def _check_positional_states(
     holds its optimizer's whole set of moments, each shaped like some parameter, and no
     more positions than parameters."""
     shapes = {tensors[key].shape for key in params.values()}
-    held = {name for moments in states.values() for name in moments}
-    adam = state_keys.OPTIMIZER_MOMENTS[0]
-    moments = next((m for m in state_keys.OPTIMIZER_MOMENTS if held.intersection(m)), adam)
-    for _, names in sorted(states.items(), key=lambda item: int(item[0])):
+    moments = _moment_set({name for held in states.values() for name in held})
+    for position in sorted(states, key=int):
+        names = states[position]
         some = next(iter(names.values()))
         for moment in moments:
             key = names.get(moment)

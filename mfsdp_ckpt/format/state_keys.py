@@ -96,7 +96,7 @@ class StateRoots:
     def state_path(self, key: str) -> str | None:
         """What follows the state prefix in `key` (`<param>.exp_avg`, or `<id>.exp_avg` for
         torch's own optimizer state dict), or None when `key` is no per-parameter state."""
-        prefixes = self.state_prefixes or ((self.optimizer_state,) if self.optimizer else ())
+        prefixes = self.state_prefixes or ((f"{self.optimizer}.state.",) if self.optimizer else ())
         for prefix in prefixes:
             if key.startswith(prefix):
                 return key[len(prefix) :]
