@@ -68,7 +68,7 @@ as recorded.
 Examples:
   mfsdp ckpt inspect runs/demo
   mfsdp ckpt inspect runs/demo/sft/global_step_80/dist_ckpt --json | jq .tensors[0]
-  mfsdp ckpt inspect runs/demo/sft_lora --deep --json | jq .lora   # docs/lora.md
+  mfsdp ckpt inspect runs/sft_lora --deep --json | jq .lora   # docs/lora.md
 """
 )
 @click.argument("path", type=READ_PATH)

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from transformers import BatchEncoding
 
 EXAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "sft_tiny_cpu.yaml"
+# What a demo dir holds: GSM8K-format rows, their tables, the initial model, the run, the export
+RAW_DIR, DATA_DIR, INIT_DIR, RUN_DIR, EXPORT_DIR = "gsm8k_format", "data", "init_model", "sft", "hf"
 
 
 @click.command()
@@ -75,7 +77,7 @@ def _run(out: Path, nproc: int, steps: int) -> None:
     from trainer.data.math_datasets import convert_files
     from trainer.tiny import build_tiny_model_dir, synthetic_arithmetic
 
-    raw = out / "gsm8k_format" / "train.jsonl"
+    raw = out / RAW_DIR / "train.jsonl"
     raw.parent.mkdir(parents=True)
     raw.write_text(
         "".join(
@@ -83,14 +85,14 @@ def _run(out: Path, nproc: int, steps: int) -> None:
             for r in synthetic_arithmetic(320, seed=7)
         )
     )
-    tables = convert_files("gsm8k", [str(raw)], out / "data")
-    model_dir = build_tiny_model_dir(out / "init_model", with_weights=True)
+    tables = convert_files("gsm8k", [str(raw)], out / DATA_DIR)
+    model_dir = build_tiny_model_dir(out / INIT_DIR, with_weights=True)
     _say(
         f"data: {tables['sft/train']} (SFT) and {tables['rl/train']} (RL); initial model: "
         f"{model_dir}"
     )
 
-    run_dir = out / "sft"
+    run_dir = out / RUN_DIR
     overrides = [
         f"model.path={model_dir}",
         f"data.train_files={tables['sft/train']}",
@@ -134,7 +136,7 @@ def _run(out: Path, nproc: int, steps: int) -> None:
     if not report.ok():
         raise SystemExit(1)
 
-    hf_dir = out / "hf"
+    hf_dir = out / EXPORT_DIR
     _say(f"export-hf: {run_dir} -> {hf_dir}, then reading it back (--verify) ...")
     result = export_hf(run_dir, hf_dir, dtype="fp32", verify=True)
     if result.mismatches:
@@ -164,16 +166,32 @@ def _quiet_model_loading() -> None:
 
 
 DEMO_MARKER = ".mfsdp-demo"  # written first into every demo dir: only such a dir is ever replaced
+# Everything a demo writes into its dir (`_run`): only a dir holding nothing else is replaced.
+DEMO_ENTRIES = frozenset({DEMO_MARKER, RAW_DIR, DATA_DIR, INIT_DIR, RUN_DIR, EXPORT_DIR})
+_SHOWN_ENTRIES = 3
 
 
 def _claim(out: Path) -> None:
     """Make `out` an empty demo dir. A previous demo's output is replaced; any other non-empty
-    directory is refused (exit 2), since its contents are not the demo's to delete."""
+    directory is refused (exit 2), since its contents are not the demo's to delete, and so is
+    a previous demo's that holds anything else (a LoRA run or an export a user put beside
+    the demo's own: it was deleted with them)."""
     if out.is_dir() and any(out.iterdir()):
         if not (out / DEMO_MARKER).is_file():
             fail(
                 f"{out}: directory is not empty and is not a previous demo's output "
                 f"(no {DEMO_MARKER}); choose a new --out",
+                EXIT_USAGE,
+            )
+        foreign = sorted(p.name for p in out.iterdir() if p.name not in DEMO_ENTRIES)
+        if foreign:
+            shown = ", ".join(foreign[:_SHOWN_ENTRIES])
+            more = (
+                f" (+{len(foreign) - _SHOWN_ENTRIES} more)" if len(foreign) > _SHOWN_ENTRIES else ""
+            )
+            fail(
+                f"{out}: a previous demo's output that also holds {shown}{more}, which the demo"
+                " did not write and will not delete; move it elsewhere, or choose a new --out",
                 EXIT_USAGE,
             )
         shutil.rmtree(out)

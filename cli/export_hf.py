@@ -151,7 +151,7 @@ def export_hf(
       mfsdp ckpt export-hf megatron_run --out hf/q7 --drop-mtp   # run with --mtp-num-layers
       mfsdp ckpt export-hf ckpts/iter_0001000 --hf-config Qwen2.5-7B/ --out hf/q7 \\
         --dtype bf16 --verify
-      mfsdp ckpt export-hf runs/demo/sft_lora --out hf/lora-adapter --adapter-only  # docs/lora.md
+      mfsdp ckpt export-hf runs/sft_lora --out hf/lora-adapter --adapter-only  # docs/lora.md
     """
     # Tensors are allocated and freed one after another; with transparent huge pages torch
     # faults them in 2 MiB pages instead of 4 KiB ones, fewer faults per tensor (the

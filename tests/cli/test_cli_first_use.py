@@ -91,6 +91,20 @@ def test_demo_refuses_a_directory_that_is_not_its_own(tmp_path):
     assert (tmp_path / "thesis.tex").read_text() == "years of work"
 
 
+def test_demo_keeps_what_a_user_put_in_a_previous_demos_dir(tmp_path):
+    """Was: replaced whole, a LoRA run docs/lora.md had put there deleted with it."""
+    out = tmp_path / "demo"
+    _claim(out)
+    (out / "sft").mkdir()
+    (out / "sft_lora").mkdir()
+    (out / "sft_lora" / "notes.txt").write_text("a user's run")
+    result = CliRunner().invoke(app, ["demo", "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "a previous demo's output that also holds sft_lora, which the demo" in result.output
+    assert (out / "sft_lora" / "notes.txt").read_text() == "a user's run"
+    assert (out / "sft").is_dir()
+
+
 def test_demo_replaces_only_a_previous_demo(tmp_path):
     out = tmp_path / "demo"
     _claim(out)  # new dir

@@ -312,8 +312,9 @@ def demo_dir(tmp_path_factory) -> Path:
 def test_every_demo_path_an_example_names_is_written_by_the_demo_or_by_the_doc_it_cites(
     demo_dir,
 ):
-    """`runs/demo/sft_lora` exists only after docs/lora.md's recipe: an example naming it
-    must say so, or a user runs it straight after the demo and meets "no such path"."""
+    """A `runs/demo/NAME` the demo does not write exists only after some doc's recipe: an
+    example naming it must say so, or a user runs it straight after the demo and meets "no
+    such path"."""
     for where, text in _help_texts().items():
         for line in text.splitlines():
             read = re.sub(r"(--out |run_dir=)\S+", "", line.split(" # ")[0])  # written, not read
@@ -378,7 +379,7 @@ def test_every_example_that_reads_only_what_the_demo_wrote_runs_as_printed(
         shutil.copytree(demo_dir, cwd / "runs" / "demo", symlinks=True)
         (cwd / "examples").symlink_to(REPO / "examples")
         if not all((cwd / w).exists() for w in named):
-            continue  # written only by a doc's own recipe (runs/demo/sft_lora: docs/lora.md)
+            continue  # written only by a doc's own recipe
         monkeypatch.chdir(cwd)
         done = CliRunner().invoke(app, words)
         assert done.exit_code == 0, f"{where}: {command}: {done.output}"
