@@ -261,7 +261,7 @@ def test_a_template_that_fails_or_loops_is_named_for_sft_and_rl_rows(
     rows.write_text(json.dumps(row) + "\n")
     started = time.monotonic()
     with pytest.raises(ChatFormatError) as sft:
-        tokenize_rows([row], DataConfig(), tokenizer, str(rows), progress=False)
+        tokenize_rows([row], DataConfig(), tokenizer, lambda i: f"{rows} row {i}", progress=False)
     with pytest.raises(RLDataError) as rl:
         load_rl_prompts([str(rows)], RLDataConfig(), tokenizer)
     assert time.monotonic() - started < 20
@@ -300,7 +300,7 @@ def test_a_tokenizer_whose_regex_gives_up_is_named_not_a_panic(tmp_path, trainab
     tokenizer = load_tokenizer(ModelConfig(tokenizer=str(tokenizer_dir)))
     row = {"messages": [{"role": "user", "content": "a" * 60 + "b"}, CHAT[1]]}
     with pytest.raises(ChatFormatError) as caught:
-        tokenize_rows([row], DataConfig(), tokenizer, "rows.jsonl", progress=False)
+        tokenize_rows([row], DataConfig(), tokenizer, lambda i: f"rows.jsonl row {i}", False)
     assert str(caught.value).startswith(
         f"rows.jsonl row 0: the tokenizer of {tokenizer_dir} cannot encode it (PanicException:"
     ), caught.value

@@ -3,9 +3,12 @@ command)."""
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import errno
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +47,32 @@ class DataWriteError(MfsdpFailedError):
 def read_rows(paths: list[str] | str) -> list[dict[str, Any]]:
     """All rows of the given files, in order; `.parquet`, `.jsonl` (one object per line) or
     `.json` (an array of objects, one object, or one per line)."""
+    return read_rows_with_origins(paths)[0]
+
+
+@dataclass(frozen=True)
+class RowOrigins:
+    """Where each row of files read one after another came from: an error about a row names
+    its file and its row in that file (`b.jsonl row 5`), not its place among all rows
+    (`a.jsonl,b.jsonl row 45`)."""
+
+    files: tuple[str, ...]
+    starts: tuple[int, ...]  # the index of each file's first row among all rows
+
+    def __call__(self, index: int) -> str:
+        file = bisect.bisect_right(self.starts, index) - 1
+        return f"{self.files[file]} row {index - self.starts[file]}"
+
+
+def read_rows_with_origins(paths: list[str] | str) -> tuple[list[dict[str, Any]], RowOrigins]:
+    """`read_rows`, and where each row came from."""
     rows: list[dict[str, Any]] = []
+    files, starts = [], []
     for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
+        files.append(str(path))
+        starts.append(len(rows))
         rows += _read_one(Path(path))
-    return rows
+    return rows, RowOrigins(tuple(files), tuple(starts))
 
 
 def _read_one(path: Path) -> list[dict[str, Any]]:
@@ -288,16 +313,21 @@ def write_parquet(rows: list[dict[str, Any]], path: str | os.PathLike) -> Path:
     return out
 
 
-def write_tables(tables: dict[Path, list[dict[str, Any]]]) -> None:
+def write_tables(tables: dict[Path, list[dict[str, Any]]], *, replace: bool = True) -> None:
     """Write every table, or none: each goes to a hidden `.<name>.tmp-<pid>` beside its
     path first and all are renamed into place only once every one is written. A full disk
     or Ctrl-C halfway must not leave `sft/train.parquet` new and `rl/train.parquet` missing
     or cut short, a set that a trainer reads as complete. Temps that a killed run left
-    behind (their pid is gone) are removed here; readers skip hidden files meanwhile."""
+    behind (their pid is gone) are removed here; readers skip hidden files meanwhile.
+
+    `replace=False`: a file found at a path is never replaced, not even one that appeared
+    after `refuse_replacing` looked (each table is published by a hard link, which fails
+    when the name is taken); the tables published before it are removed again."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     staged: dict[Path, Path] = {}
+    published: list[Path] = []
     try:
         for path, rows in tables.items():
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -312,11 +342,65 @@ def write_tables(tables: dict[Path, list[dict[str, Any]]]) -> None:
                     f"{path}: not written ({reason}); none of this run's files were kept"
                 ) from None
         for path, temp in staged.items():
-            os.replace(temp, path)
+            if replace:
+                os.replace(temp, path)
+            else:
+                _publish_new(temp, path)
+                published.append(path)
+    except BaseException:
+        for path in published:  # new names of this run's only: nothing that was there before
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        raise
     finally:
         for temp in staged.values():
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temp)
+
+
+# A file system that has no hard links (FAT, some network and FUSE mounts) says so thus.
+_NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EMLINK}
+
+
+def _publish_new(temp: Path, path: Path) -> None:
+    """Give the finished `temp` the name `path`, which must be free: link(2) is atomic and
+    fails when the name is taken. Where there are no hard links, a name found free is
+    renamed onto (a file appearing in between would be replaced: the only gap left)."""
+    try:
+        os.link(temp, path, follow_symlinks=False)
+        return
+    except FileExistsError:
+        raise _appeared(path) from None
+    except OSError as err:
+        if err.errno not in _NO_HARD_LINKS:
+            raise
+    if os.path.lexists(path):
+        raise _appeared(path)
+    os.rename(temp, path)
+
+
+def _appeared(path: Path) -> DataFileError:
+    return DataFileError(f"{path}: appeared while this command ran; left as it is, nothing written")
+
+
+def refuse_replacing(paths: list[Path], overwrite: bool) -> None:
+    """Refuse (one line naming the first) to write a table where a file is already: it may
+    be a user's own data (was: silently replaced). With `overwrite` files are replaced, but
+    never a directory (its contents are not this command's to delete). The parents the
+    tables go in must be directories."""
+    for path in paths:
+        for parent in (path.parent, path.parent.parent):
+            if os.path.lexists(parent) and not os.path.isdir(parent):
+                raise DataFileError(f"{parent}: is a file, not a directory; choose another --out")
+        if not os.path.lexists(path):
+            continue
+        if os.path.isdir(path) and not os.path.islink(path):
+            raise DataFileError(
+                f"{path}: is a directory, not a table; --overwrite replaces only files"
+                " (move it away, or choose another --out)"
+            )
+        if not overwrite:
+            raise DataFileError(f"{path}: already exists; --overwrite replaces it")
 
 
 def _remove_dead_temps(path: Path) -> None:

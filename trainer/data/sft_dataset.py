@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tqdm import tqdm
@@ -16,12 +17,18 @@ from trainer.data.chat import (
     tokenize_chat,
     truncate,
 )
-from trainer.data.files import read_rows
+from trainer.data.files import read_rows_with_origins
 
 
 def tokenize_rows(
-    rows: list[dict[str, Any]], cfg: DataConfig, tokenizer: Any, label: str, progress: bool
+    rows: list[dict[str, Any]],
+    cfg: DataConfig,
+    tokenizer: Any,
+    where: Callable[[int], str],
+    progress: bool,
+    desc: str = "tokenize",
 ) -> list[Example]:
+    """Each row as a training example; `where(i)` names row i in errors (its file and row)."""
     columns = ChatColumns(
         cfg.messages_key,
         cfg.prompt_key,
@@ -30,16 +37,13 @@ def tokenize_rows(
         tuple(cfg.response_dict_keys),
     )
     examples = []
-    for index, row in enumerate(
-        tqdm(rows, desc=f"tokenize {label}", disable=not progress, leave=False)
-    ):
-        where = f"{label} row {index}"
+    for index, row in enumerate(tqdm(rows, desc=desc, disable=not progress, leave=False)):
         try:
             messages = messages_of(row, columns)
             example = tokenize_chat(tokenizer, messages)
         except ChatFormatError as err:
-            raise ChatFormatError(f"{where}: {err}") from None
-        examples.append(truncate(example, cfg.max_length, cfg.truncation, where))
+            raise ChatFormatError(f"{where(index)}: {err}") from None
+        examples.append(truncate(example, cfg.max_length, cfg.truncation, where(index)))
     return examples
 
 
@@ -47,22 +51,37 @@ def load_sft_splits(
     cfg: DataConfig, tokenizer: Any, seed: int, progress: bool
 ) -> tuple[list[Example], list[Example]]:
     """(train, validation) examples; validation from `val_files`, else a seeded `val_ratio`
-    hold-out."""
+    hold-out. Errors name a row by its file and its row there, wherever the split put it."""
     if not cfg.train_files:
         raise ConfigError("data.train_files: no training files given")
-    rows = read_rows(cfg.train_files)
+    rows, origins = read_rows_with_origins(cfg.train_files)
+    train_at: Sequence[int] = range(len(rows))
     if cfg.val_files:
-        val_rows = read_rows(cfg.val_files)
+        val_rows, val_origins = read_rows_with_origins(cfg.val_files)
+        val_at: Sequence[int] = range(len(val_rows))
     elif cfg.val_ratio > 0:
         order = list(range(len(rows)))
         random.Random(seed).shuffle(order)
         held = set(order[: max(1, round(cfg.val_ratio * len(rows)))])
-        val_rows = [rows[i] for i in sorted(held)]
-        rows = [row for i, row in enumerate(rows) if i not in held]
+        val_at = sorted(held)
+        train_at = [i for i in range(len(rows)) if i not in held]
+        val_rows, val_origins = rows, origins
     else:
-        val_rows = []
-    train = tokenize_rows(rows, cfg, tokenizer, ",".join(cfg.train_files), progress)
+        val_rows, val_origins, val_at = [], origins, []
+    train = tokenize_rows(
+        [rows[i] for i in train_at],
+        cfg,
+        tokenizer,
+        lambda index: origins(train_at[index]),
+        progress,
+        f"tokenize {','.join(cfg.train_files)}",
+    )
     val = tokenize_rows(
-        val_rows, cfg, tokenizer, ",".join(cfg.val_files) or "validation split", progress
+        [val_rows[i] for i in val_at],
+        cfg,
+        tokenizer,
+        lambda index: val_origins(val_at[index]),
+        progress,
+        f"tokenize {','.join(cfg.val_files) or 'validation split'}",
     )
     return train, val

@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from mfsdp_ckpt.errors import MfsdpUsageError
 from trainer.data.chat import ChatFormatError, chat_ids, checked_turns
-from trainer.data.files import read_rows
+from trainer.data.files import read_rows_with_origins
 from trainer.grpo.config import RLDataConfig
 
 
@@ -52,13 +52,14 @@ def load_rl_prompts(
     limit: int | None = None,
 ) -> tuple[list[RLPrompt], int]:
     """(prompts, number of rows dropped for being longer than data.max_prompt_length)."""
-    label = ",".join(files)
-    rows = read_rows(files)[:limit]
+    rows, origins = read_rows_with_origins(files)
+    rows = rows[:limit]
     prompts, dropped = [], 0
+    label = ",".join(files)
     for index, row in enumerate(
         tqdm(rows, desc=f"tokenize {label}", disable=not progress, leave=False)
     ):
-        where = f"{label} row {index}"
+        where = origins(index)
         if cfg.prompt_key not in row:
             raise RLDataError(f"{where}: no '{cfg.prompt_key}' column (found {sorted(row)})")
         reward_model = row.get("reward_model") or {}

@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from trainer.config import DataConfig
@@ -176,3 +178,33 @@ def test_validation_split_is_seeded_and_disjoint(tmp_path, tokenizer):
     assert (len(train), len(val)) == (15, 5)
     assert [e.input_ids for e in val] == [e.input_ids for e in val_again]
     assert not {tuple(e.input_ids) for e in val} & {tuple(e.input_ids) for e in train}
+
+
+def _rows_with_a_bad_one(path, count: int, bad: int) -> None:
+    rows = [{"prompt": f"q{i}", "response": None if i == bad else f"a{i}"} for i in range(count)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+@pytest.mark.parametrize("val_ratio", [0.0, 0.1, 0.5])
+def test_a_bad_row_is_named_by_its_file_and_row_wherever_the_split_puts_it(
+    val_ratio, tmp_path, tokenizer
+):
+    """Was `row 4` (its place in the training split) or `validation split row 2`."""
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    _rows_with_a_bad_one(first, 30, bad=-1)
+    _rows_with_a_bad_one(second, 40, bad=5)
+    cfg = DataConfig(train_files=[str(first), str(second)], val_ratio=val_ratio)
+    with pytest.raises(ChatFormatError, match=rf"^{second} row 5: the response \('response'\)"):
+        load_sft_splits(cfg, tokenizer, seed=3, progress=False)
+
+
+def test_a_bad_rl_row_is_named_by_its_file_and_row(tmp_path, tokenizer):
+    from trainer.grpo.config import RLDataConfig
+    from trainer.grpo.data import RLDataError, load_rl_prompts
+
+    good = {"prompt": [{"role": "user", "content": "q"}], "reward_model": {"ground_truth": "1"}}
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text(json.dumps(good) + "\n")
+    second.write_text(json.dumps(good) + "\n" + json.dumps({"prompt": "q"}) + "\n")
+    with pytest.raises(RLDataError, match=rf"^{second} row 1: no reward_model.ground_truth"):
+        load_rl_prompts([str(first), str(second)], RLDataConfig(), tokenizer)
