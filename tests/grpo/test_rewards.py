@@ -1,9 +1,14 @@
 """Rule rewards (gsm8k, math), dispatch by data_source, and custom reward files."""
 
+import json
+
 import pytest
 
+from mfsdp_ckpt.errors import EXIT_FAILED, EXIT_USAGE
+from tests.support.interop_layouts import one_error_line, run_cli
+from tests.support.paths import REPO
 from trainer.rewards import gsm8k, math
-from trainer.rewards.custom import RewardError, load_reward_function
+from trainer.rewards.custom import RewardError, RewardFunctionError, load_reward_function
 from trainer.rewards.dispatch import RewardScorer, default_compute_score
 
 
@@ -118,3 +123,125 @@ def test_custom_reward_file(tmp_path):
     broken.write_text("import nonexistent_module_xyz\n")
     with pytest.raises(RewardError, match="importing it failed: ModuleNotFoundError"):
         load_reward_function(broken)
+
+
+VERL_SIGNATURE = "data_source, solution_str, ground_truth, extra_info=None"
+
+
+def _reward_file(tmp_path, body: str, signature: str = VERL_SIGNATURE):
+    file = tmp_path / "bad_reward.py"
+    file.write_text(f"import math\n\ndef compute_score({signature}):\n    {body}\n")
+    return file
+
+
+@pytest.mark.parametrize(
+    "body, what",
+    [
+        ("raise ValueError('boom')", "compute_score raised ValueError: boom"),
+        ("raise KeyError('answer')", "compute_score raised KeyError: 'answer'"),
+        ("raise RuntimeError('first\\nsecond')", "compute_score raised RuntimeError: first ..."),
+        ("assert False", "compute_score raised AssertionError"),
+        ("return 'high'", "compute_score returned 'high' (str), not a number"),
+        ("return '0.5'", "compute_score returned '0.5' (str), not a number"),
+        ("return None", "compute_score returned None (NoneType), not a number"),
+        ("return [1.0]", "compute_score returned [1.0] (list), not a number"),
+        ("return float('nan')", "compute_score returned nan, not a finite number"),
+        ("return -math.inf", "compute_score returned -inf, not a finite number"),
+        ("return {'score': 'high'}", "compute_score returned score 'high' (str), not a number"),
+        ("return {'score': math.nan}", "compute_score returned score nan, not a finite number"),
+        (
+            "return {'score': 1.0, 'acc': 'yes'}",
+            "compute_score returned acc 'yes' (str), not a number",
+        ),
+        ("return {'acc': 1.0}", "compute_score returned a dict without 'score' (its keys: 'acc')"),
+    ],
+)
+def test_a_failing_reward_function_is_one_line_naming_file_function_and_row(tmp_path, body, what):
+    file = _reward_file(tmp_path, body)
+    scorer = RewardScorer(str(file))
+    with pytest.raises(RewardFunctionError) as raised:
+        scorer(["ok", "addition"], ["7", "7"], ["7", "7"], [{"index": 2}, {"index": 5}])
+    assert str(raised.value) == f"reward.path {str(file)!r}, data_source 'ok' (index 2): {what}"
+    assert raised.value.exit_code == EXIT_FAILED  # the run failed, as a failed step does
+
+
+def test_a_failing_row_without_an_index_is_named_by_its_data_source(tmp_path):
+    file = tmp_path / "second_row_fails.py"
+    file.write_text(
+        f"def compute_score({VERL_SIGNATURE}):\n"
+        "    if solution_str == 'x':\n"
+        "        raise ValueError('boom')\n"
+        "    return 1.0\n"
+    )
+    with pytest.raises(RewardFunctionError) as raised:
+        RewardScorer(str(file), "compute_score")(["a", "b"], ["7", "x"], ["7", "7"])
+    assert str(raised.value) == (
+        f"reward.path {str(file)!r}, data_source 'b': compute_score raised ValueError: boom"
+    )
+    assert isinstance(raised.value.__cause__, ValueError)  # kept for a debugger
+
+
+@pytest.mark.parametrize(
+    "signature, why",
+    [
+        ("*args", "got an unexpected keyword argument 'data_source'"),
+        ("data_source, solution_str, ground_truth", "unexpected keyword argument 'extra_info'"),
+        ("data_source, solution_str, ground_truth, extra_info, style", "missing a required"),
+    ],
+)
+def test_a_function_verl_could_not_call_is_refused_when_loaded(tmp_path, signature, why):
+    file = _reward_file(tmp_path, "return 0.0", signature)
+    with pytest.raises(RewardError) as raised:
+        RewardScorer(str(file))
+    message = str(raised.value)
+    assert message.startswith(f"reward.name 'compute_score' in {str(file)!r} cannot be called as")
+    assert why in message and raised.value.exit_code == EXIT_USAGE
+
+
+@pytest.mark.parametrize(
+    "signature, solution",
+    [
+        (VERL_SIGNATURE, "solution_str"),
+        ("**kwargs", "kwargs['solution_str']"),
+        ("*args, **kwargs", "kwargs['solution_str']"),
+    ],
+)
+def test_valid_functions_score_as_verl_casts_them(tmp_path, signature, solution):
+    numbers = tmp_path / "numbers.py"
+    numbers.write_text(
+        "import numpy as np\n"
+        "VALUES = [True, False, 2, np.float32(0.5), np.int64(-1), {'score': True, 'acc': False}]\n"
+        f"def compute_score({signature}):\n"
+        f"    return VALUES[int({solution})]\n"
+    )
+    scores = RewardScorer(str(numbers))(["s"] * 6, [str(i) for i in range(6)], ["t"] * 6)
+    assert scores.rewards == [1.0, 0.0, 2.0, 0.5, -1.0, 1.0]  # a bool is 1.0 / 0.0, as in verl
+    assert scores.accuracy == [1.0, 0.0, 1.0, 1.0, 0.0, 0.0]
+
+
+def test_the_built_in_rules_keep_their_own_errors():
+    with pytest.raises(RewardError, match="no built-in reward for data_source 'mystery'"):
+        RewardScorer()(["mystery"], ["5"], ["5"])
+
+
+def test_a_raising_reward_function_ends_a_grpo_run_in_one_line_and_json(tmp_path):
+    from trainer.grpo.synthetic import write_addition_data
+
+    files = write_addition_data(tmp_path / "data", digits=4)
+    reward = _reward_file(tmp_path, "raise ValueError('boom')")
+    code, out, err = run_cli(
+        *("train", "grpo", "--config", REPO / "examples" / "grpo_tiny_cpu.yaml", "--json"),
+        *(f"data.train_files={files['rl_train']}", f"trainer.run_dir={tmp_path / 'run'}"),
+        *("data.val_files=[]", "trainer.total_steps=1", "data.train_batch_size=2"),
+        *("rollout.n=2", "rollout.max_response_length=2", "actor.ppo_mini_batch_size=2"),
+        *("actor.ppo_micro_batch_size_per_gpu=2", "actor.log_prob_micro_batch_size_per_gpu=2"),
+        f"reward.path={reward}",
+    )
+    assert code == EXIT_FAILED, err
+    line = one_error_line(err)
+    assert line.startswith(
+        f"error: reward.path {str(reward)!r}, data_source 'openai/gsm8k' (index "
+    )
+    assert line.endswith("): compute_score raised ValueError: boom"), line
+    assert "Traceback" not in err
+    assert json.loads(out) == {"error": line.removeprefix("error: "), "exit_code": EXIT_FAILED}

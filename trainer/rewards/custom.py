@@ -7,11 +7,12 @@ exactly like verl's `custom_reward_function`. Checkpoints and data files never r
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import os
 from collections.abc import Callable
 from pathlib import Path
 
-from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
@@ -19,6 +20,16 @@ from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 class RewardError(MfsdpUsageError, ValueError):
     """A reward cannot be computed or loaded; the message names the file, function or data
     source."""
+
+
+class RewardFunctionError(MfsdpFailedError, ValueError):
+    """The user's reward function failed on a row: it raised, or returned something that is not
+    a finite number (exit 1, the run failed). The message names the reward file, the function,
+    the row's data_source (and `extra_info` index) and what went wrong."""
+
+
+# How verl's reward managers call a reward function, and so how it is called here.
+REWARD_KEYWORDS = ("data_source", "solution_str", "ground_truth", "extra_info")
 
 
 def load_reward_function(path: str | Path, name: str = "compute_score") -> Callable:
@@ -44,4 +55,24 @@ def load_reward_function(path: str | Path, name: str = "compute_score") -> Calla
         raise RewardError(f"reward.name {name!r}: {str(file)!r} defines no such function")
     if not callable(function):
         raise RewardError(f"reward.name {name!r} in {str(file)!r} is not callable")
+    _check_signature(function, name, file)
     return function
+
+
+def _check_signature(function: Callable, name: str, file: Path) -> None:
+    """Refuse, before the run loads a model, a function that cannot be called the way verl
+    calls it: `name(data_source=, solution_str=, ground_truth=, extra_info=)` by keyword
+    (`def compute_score(*args)` takes no keywords, `(data_source, solution_str, ground_truth)`
+    no extra_info)."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # a builtin without one: its first call says what is wrong
+        return
+    try:
+        signature.bind(**dict.fromkeys(REWARD_KEYWORDS))
+    except TypeError as err:
+        raise RewardError(
+            f"reward.name {name!r} in {str(file)!r} cannot be called as "
+            f"{name}({', '.join(f'{key}=...' for key in REWARD_KEYWORDS)}) (verl's reward "
+            f"signature): {err}"
+        ) from None

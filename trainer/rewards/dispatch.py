@@ -1,18 +1,23 @@
 """Score a batch of responses: each row's `data_source` picks the rule, or one custom function
 scores everything.
 
-A score function may return a float or a dict with a "score" key (verl's convention, which lets
-it report extra values such as "acc"); `accuracy` is "acc" when given, else score > 0.
+A score function may return a number or a dict with a "score" key (verl's convention, which lets
+it report extra values such as "acc"); `accuracy` is "acc" when given, else score > 0. A score is
+cast with `float()` as verl casts it (a bool is 1.0 or 0.0, a numpy or 0-d torch number its
+value); a string, None, NaN or infinity is refused, as is a function that raises: the run stops
+with one line naming the reward file, the function and the row (`RewardFunctionError`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import reprlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from math import isfinite
 from typing import Any
 
 from trainer.rewards import gsm8k, math
-from trainer.rewards.custom import RewardError, load_reward_function
+from trainer.rewards.custom import RewardError, RewardFunctionError, load_reward_function
 
 GSM8K_SOURCES = ("openai/gsm8k", "gsm8k")
 MATH_SOURCES = (
@@ -49,6 +54,9 @@ class RewardScorer:
     """Scores decoded responses row by row with the built-in rules or a custom function."""
 
     def __init__(self, path: str | None = None, name: str = "compute_score"):
+        self.custom = bool(path)
+        self.name = name if path else default_compute_score.__name__
+        self.where = f"reward.path {str(path)!r}" if path else "built-in reward"
         self.function: Callable = (
             load_reward_function(path, name) if path else default_compute_score
         )
@@ -65,19 +73,78 @@ class RewardScorer:
         for source, response, truth, extra in zip(
             data_sources, responses, ground_truths, extra_infos, strict=True
         ):
-            result = self.function(
+            result = self._call(source, response, truth, extra)
+            try:
+                reward, acc = _score_and_accuracy(result)
+            except _NotAScore as bad:
+                raise self._failed(source, extra, f"{self.name} returned {bad}") from None
+            rewards.append(reward)
+            accuracy.append(acc)
+        return Scores(rewards=rewards, accuracy=accuracy)
+
+    def _call(self, source: str, response: str, truth: Any, extra: Any) -> Any:
+        if not self.custom:  # the built-in rules: their errors are mfsdp's own, kept as raised
+            return self.function(
                 data_source=source, solution_str=response, ground_truth=truth, extra_info=extra
             )
-            if isinstance(result, dict):
-                if "score" not in result:
-                    raise RewardError(
-                        "reward function returned a dict without 'score' for data_source "
-                        f"{source!r}"
-                    )
-                reward = float(result["score"])
-                accuracy.append(float(result.get("acc", reward > 0)))
-            else:
-                reward = float(result)
-                accuracy.append(float(reward > 0))
-            rewards.append(reward)
-        return Scores(rewards=rewards, accuracy=accuracy)
+        try:
+            return self.function(
+                data_source=source, solution_str=response, ground_truth=truth, extra_info=extra
+            )
+        except Exception as err:  # the user's code failed: only this call is guarded
+            raise self._failed(source, extra, f"{self.name} raised {_one_line(err)}") from err
+
+    def _failed(self, source: Any, extra: Any, what: str) -> RewardFunctionError:
+        index = extra.get("index") if isinstance(extra, Mapping) else None
+        row = f"data_source {str(source)!r}" + (f" (index {index})" if index is not None else "")
+        return RewardFunctionError(f"{self.where}, {row}: {what}")
+
+
+class _NotAScore(RewardFunctionError):
+    """What a reward function returned is not a score; the message says what it was (caught
+    and reraised with the file, function and row it came from)."""
+
+
+def _score_and_accuracy(result: Any) -> tuple[float, float]:
+    """The reward and accuracy of one row from what the score function returned."""
+    if isinstance(result, Mapping):
+        if "score" not in result:
+            keys = ", ".join(repr(key) for key in list(result)[:8])
+            raise _NotAScore(f"a dict without 'score' (its keys: {keys or 'none'})")
+        reward = _finite(result["score"], "score ")
+        if "acc" in result:
+            return reward, _finite(result["acc"], "acc ")
+        return reward, float(reward > 0)
+    reward = _finite(result)
+    return reward, float(reward > 0)
+
+
+_short = reprlib.Repr()
+_short.maxstring = _short.maxother = 60
+
+
+def _finite(value: Any, label: str = "") -> float:
+    """`value` as a float, cast as verl casts a score (`float()`: a bool is 1.0 or 0.0); a
+    string, None, NaN or infinity is not a score."""
+    if isinstance(value, (str, bytes)):  # float("0.5") works, but a score is a number
+        raise _not_a_number(value, label)
+    try:
+        number = float(value)
+    except Exception:  # its __float__ is the user's object's (a tensor of 2 values raises)
+        raise _not_a_number(value, label) from None
+    if not isfinite(number):
+        raise _NotAScore(f"{label}{number}, not a finite number")
+    return number
+
+
+def _not_a_number(value: Any, label: str) -> _NotAScore:
+    return _NotAScore(f"{label}{_short.repr(value)} ({type(value).__name__}), not a number")
+
+
+def _one_line(err: BaseException) -> str:
+    """`Type: message` of an exception, on one line (its first, marked when there are more)."""
+    lines = str(err).strip().splitlines()
+    if not lines:
+        return type(err).__name__
+    more = " ..." if len(lines) > 1 else ""
+    return f"{type(err).__name__}: {lines[0]}{more}"
