@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 import click
 
 from cli.errors import EXIT_USAGE, Terminated, fail, on_interrupt, remember_json
+from cli.launch_flags import check_launch
 from cli.lines import say
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
@@ -84,13 +85,14 @@ def launch_options(command: Callable) -> Callable:
             "--rdzv-endpoint",
             default=None,
             metavar="HOST:PORT",
-            help="Rendezvous address all machines reach (torchrun's c10d backend).",
+            help="Rendezvous address all machines reach (torchrun's c10d backend);"
+            " an IPv6 address as [ADDRESS]:PORT.",
         ),
         click.option(
             "--rdzv-id",
             default="mfsdp",
             show_default=True,
-            help="Job id shared by the machines of one run.",
+            help="Job id shared by the machines of one run (letters, digits, . _ - : @ +).",
         ),
     ]
     for option in reversed(options):
@@ -155,9 +157,9 @@ def check_data_files(data: Any, kind: str) -> None:
     for key in ("train_files", "val_files"):
         for path in getattr(data, key):
             if os.path.isdir(path):
-                tables = f"{path}/{kind}/<split>.parquet"
                 fail(
-                    f"data.{key}: {path}: is a directory, not a data file (e.g. {tables})",
+                    f"data.{key}: {path}: is a directory, not a data file"
+                    f" ({_directory_hint(path, key, kind)})",
                     EXIT_USAGE,
                 )
             if not os.path.exists(path):
@@ -169,6 +171,21 @@ def check_data_files(data: Any, kind: str) -> None:
                 fail(f"data.{key}: {err}", EXIT_USAGE)
             if not path.lower().endswith(DATA_SUFFIXES):
                 fail(f"data.{key}: {path}: not a .parquet or .jsonl file; {hint}", EXIT_USAGE)
+
+
+def _directory_hint(path: str, key: str, kind: str) -> str:
+    """The data files a directory given as one holds (`mfsdp data` writes `sft/` and `rl/`
+    tables: the user gave `DIR/sft` or `DIR`), else where such tables would be."""
+    from trainer.data.files import data_files_in
+
+    found = sorted(str(p) for p in data_files_in(Path(path), levels=2))
+    if not found:
+        return f"e.g. {path}/{kind}/<split>.parquet, as mfsdp data writes them"
+    of_kind = [name for name in found if f"/{kind}/" in f"/{name}"] or found
+    more = f" (+{len(of_kind) - 4} more)" if len(of_kind) > 4 else ""
+    splits = ("train",) if key == "train_files" else ("val", "test")
+    pick = next((n for n in of_kind if Path(n).stem.startswith(splits)), of_kind[0])
+    return f"it holds {', '.join(of_kind[:4])}{more}: e.g. data.{key}={pick}"
 
 
 def _list_hint(key: str, path: str) -> str | None:
@@ -188,17 +205,12 @@ def start(
     as_json: bool,
     overrides: list[str],
 ) -> None:
-    """Check the launch flags and data files, choose CPU threads, then return when this
-    process should train; when it should launch ranks instead, run torchrun and exit with
-    its status (a failed rank fails the command)."""
+    """Check the data files (the launch flags were, by `check_launch`), choose CPU threads,
+    then return when this process should train; when it should launch ranks instead, run
+    torchrun and exit with its status (a failed rank fails the command)."""
     from trainer.threads import configure_threads
 
-    for flag, value in (("--nproc-per-node", launch.nproc_per_node), ("--nnodes", launch.nnodes)):
-        if value < 1:
-            fail(f"{flag} must be >= 1", EXIT_USAGE)
     launching = "RANK" not in os.environ and (launch.nproc_per_node > 1 or launch.multi_node)
-    if launch.multi_node and not launch.rdzv_endpoint:
-        fail("--nnodes > 1 needs --rdzv-endpoint HOST:PORT that every machine reaches", EXIT_USAGE)
     check_data_files(cfg.data, "rl" if subcommand == "grpo" else "sft")
     local_ranks = launch.nproc_per_node if launching else int(os.environ.get("LOCAL_WORLD_SIZE", 1))
     configure_threads(local_ranks)
@@ -313,10 +325,11 @@ def run_command(
     and the values to report, which `report_run` prints."""
     from trainer.metrics import metrics_size
 
+    flags = Launch(**launch)
+    check_launch(flags)
     cfg = check_config(config_cls, config_path, list(overrides))
     logged_before = metrics_size(cfg.trainer.run_dir)
     on_interrupt(lambda: interrupted_run(cfg, logged_before))
-    flags = Launch(**launch)
     with one_run_at_a_time(cfg.trainer.run_dir, flags):
         start(subcommand, cfg, flags, config_path, as_json, list(overrides))
         result, finals = train(cfg)

@@ -1,6 +1,7 @@
 """The shell's `$(( ... ))` integer arithmetic, as verl's launch scripts use it for lengths
-(`max_response_length=$((1024 * 8))`, `$(((prompt + response) * 2))`), worked out without
-running anything: integers, + - * / %, parentheses and names of the script's variables only.
+(`max_response_length=$((1024 * 8))`, `$(( (prompt + response) * 2 ))`), worked out without
+running anything: integers, + - * / %, parentheses and names of the script's variables only
+(`$N` or, as bash allows inside arithmetic, plain `N`), spaces anywhere between them.
 """
 
 from __future__ import annotations
@@ -10,11 +11,17 @@ import operator
 import re
 from collections.abc import Callable, Mapping
 
-# `$((...))` with parentheses nested one deep inside, as the scripts write it
-ARITHMETIC = re.compile(r"\$\(\(((?:[^()]|\([^()]*\))*)\)\)")
+# `$((...))` with parentheses nested up to NESTING deep inside (`$(( ((a + b)) * 2 ))`); a
+# deeper one is not matched, and stays text
+NESTING = 3
+_INSIDE = "[^()]"
+for _ in range(NESTING):
+    _INSIDE = rf"(?:[^()]|\({_INSIDE}*\))"
+ARITHMETIC = re.compile(rf"\$\(\(({_INSIDE}*)\)\)")
 MAX_EXPRESSION_CHARS = 200  # a launch script's sums are a few dozen characters
 _LIMIT = 1 << 63  # bash's integers are 64-bit; a larger value is not one it would print
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_BLANKS = re.compile(r"[ \t\n]+")  # what bash skips between the tokens of arithmetic
 
 
 def _truncating_division(left: int, right: int) -> int:
@@ -50,7 +57,8 @@ def evaluate(expression: str, variables: Mapping[str, str]) -> int | None:
         unknown = unknown or not re.fullmatch(r"-?[0-9]{1,18}", value)
         return f"({value})"
 
-    text = _NAME.sub(value_of, expression)
+    # bash skips blanks anywhere (`$(( 3 * 5 ))`); Python read a leading one as an indent
+    text = _NAME.sub(value_of, _BLANKS.sub(" ", expression).strip(" "))
     if unknown:
         return None
     try:

@@ -159,3 +159,22 @@ def test_a_small_export_and_import_show_a_rate_that_is_not_zero(tmp_path):
         assert done.exit_code == 0, done.output
         assert re.search(r" MiB in [\d.]+ s \([\d.]+ MB/s\)", done.stdout), done.stdout
         assert "0.00 GB/s" not in done.stdout
+
+
+@pytest.mark.parametrize(("given", "kind"), [("out/sft", "sft"), ("out", "rl")])
+def test_a_data_dir_given_as_a_file_names_the_files_in_it(given, kind, tmp_path):
+    """Was `(e.g. out/sft/sft/<split>.parquet)`: a path under the directory given that
+    `mfsdp data` never writes."""
+    for split in ("train", "test"):
+        for family in ("sft", "rl"):
+            (tmp_path / "out" / family).mkdir(parents=True, exist_ok=True)
+            (tmp_path / "out" / family / f"{split}.parquet").write_bytes(b"")
+    command = "sft" if kind == "sft" else "grpo"
+    config = f"examples/{command}_tiny_cpu.yaml"
+    done = _run(
+        "train", command, "--config", str(REPO / config), f"data.train_files={given}", cwd=tmp_path
+    )
+    assert done.returncode == 2, done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert f"data.train_files: {given}: is a directory, not a data file (it holds" in line, line
+    assert line.endswith(f"e.g. data.train_files=out/{kind}/train.parquet)"), line

@@ -101,7 +101,7 @@ MAX_ENTRIES_LISTED = 10_000
 def _directory_given(path: Path) -> str:
     """The error for a directory given as a data file (a dataset as the Hub downloads it:
     gsm8k/main/train-00000-of-00001.parquet): the files in it to give instead."""
-    found = sorted(str(p) for p in _data_files_in(path, levels=2))
+    found = sorted(str(p) for p in data_files_in(path, levels=2))
     if not found:
         return f"{path}: a directory; give a data file (.parquet, .jsonl or .json)"
     shown = " ".join(f"--input {name}" for name in found[:4])
@@ -109,7 +109,7 @@ def _directory_given(path: Path) -> str:
     return f"{path}: a directory; give its data files, one --input each: {shown}{more}"
 
 
-def _data_files_in(path: Path, levels: int) -> list[Path]:
+def data_files_in(path: Path, levels: int) -> list[Path]:
     """Table files in `path` and `levels - 1` levels below, looking at no more than
     MAX_ENTRIES_LISTED entries in all (a hint must not walk a huge tree: `--input /`)."""
     found: list[Path] = []
