@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 import click
 
@@ -158,6 +159,8 @@ def validate(
 
     if hf_config is not None and not os.path.lexists(hf_config):
         fail(missing_hf_config(hf_config), EXIT_USAGE)
+    if hf_config is not None:
+        _check_hf_config_readable(hf_config)
     # Two bars, one after the other: a LoRA checkpoint's base model is hashed first (bytes:
     # gigabytes against an adapter of megabytes), then the checkpoint's tensors are read.
     shown = deep and not as_json
@@ -184,6 +187,20 @@ def validate(
         say(_verdict(report, strict, deep))
     if not report.ok(strict):
         sys.exit(EXIT_FAILED)
+
+
+def _check_hf_config_readable(hf_config: str) -> None:
+    """An --hf-config without a config.json, or one that is no JSON config (a FIFO, bad
+    JSON, no model_type), is bad usage (exit 2), as export-hf says: reported as a finding,
+    it made a sound checkpoint INVALID."""
+    from mfsdp_ckpt.convert.hf_config import HFConfigError, read_config_json
+    from mfsdp_ckpt.storage.safe_files import model_dir_root
+
+    given = Path(hf_config)
+    try:
+        read_config_json(given, model_dir_root(given if given.is_dir() else given.parent))
+    except HFConfigError as err:
+        fail(f"--hf-config {err}", EXIT_USAGE)
 
 
 def _verdict(report, strict: bool, deep: bool) -> str:

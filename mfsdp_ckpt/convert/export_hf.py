@@ -45,12 +45,13 @@ from mfsdp_ckpt.convert.export_source import (
     _asset_files,
     _resolve_source,
     _Source,
-    load_config,
+    config_json_location,
+    load_copied_config,
     weights_summary,
 )
 from mfsdp_ckpt.convert.export_stream import _nonfinite, _PieceBuffers, _stream, _streamable
 from mfsdp_ckpt.convert.export_verify import verify_export
-from mfsdp_ckpt.convert.hf_config import MAX_LAYERS, HFConfigError, weights_file_problem
+from mfsdp_ckpt.convert.hf_config import MAX_LAYERS, weights_file_problem
 from mfsdp_ckpt.convert.megatron_config import (
     DerivedConfig,
     MegatronSettingsMissing,
@@ -70,7 +71,7 @@ from mfsdp_ckpt.lora import ByteProgress
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
-from mfsdp_ckpt.storage.tensorstore_store import is_url, join_location
+from mfsdp_ckpt.storage.tensorstore_store import is_url
 from mfsdp_ckpt.storage.unique_json import loads_unique
 from mfsdp_ckpt.storage.writable import require_writable_dir
 
@@ -316,11 +317,7 @@ def _refuse_config_against_record(
     found = contradiction(data, paths, source.reader)
     if found is None:
         return
-    config_file = (
-        asset_location
-        if asset_location.endswith("config.json")
-        else join_location(asset_location, "config.json")
-    )
+    config_file = config_json_location(asset_location)
     if hf_config is not None:
         raise ExportUsageError(
             f"--hf-config {config_file}: {found}; pass the model dir the run started from,"
@@ -494,12 +491,7 @@ def export_hf(
         writer: ShardedSafetensorsWriter | None = None
         try:
             _write_assets(assets, tmp)
-            try:
-                config = load_config(tmp / "config.json", _layer_cap(source))
-            except HFConfigError as err:
-                raise ExportUsageError(
-                    str(err).replace(str(tmp / "config.json"), f"{asset_location} config.json")
-                ) from None
+            config = load_copied_config(tmp / "config.json", asset_location, _layer_cap(source))
             plan = plan_export(
                 source, config, layout_name=layout_name, dtype=dtype, drop_mtp=drop_mtp
             )

@@ -14,6 +14,7 @@ from mfsdp_ckpt.convert.export_errors import ExportUsageError
 from mfsdp_ckpt.convert.hf_config import (
     MAX_LAYERS,
     ExpectedWeights,
+    HFConfigError,
     check_geometry,
     expected_weights,
     load_hf_config,
@@ -305,6 +306,27 @@ class JsonConfig(SimpleNamespace):
     a 0.5B model). Any other config goes through transformers as before."""
 
     hf_shapes: dict[str, tuple[int, ...]]
+
+
+def config_json_location(asset_location: str) -> str:
+    """The config.json an export's assets come from, as messages name it: the location
+    itself when it names a JSON file (`--hf-config FILE`), the file in it for a directory or
+    URL, else the record it was derived from (`RUN/iter_0000100 [args] config.json`)."""
+    if asset_location.endswith(".json"):
+        return asset_location
+    if is_url(asset_location) or os.path.isdir(asset_location):
+        return join_location(asset_location, "config.json")
+    return f"{asset_location} config.json"
+
+
+def load_copied_config(copy: Path, asset_location: str, max_layers: int = MAX_LAYERS):
+    """`load_config` of the config.json copied to `copy` from `asset_location`; an error
+    names where it came from, not the copy (exit 2)."""
+    try:
+        return load_config(copy, max_layers)
+    except HFConfigError as err:
+        where = config_json_location(asset_location)
+        raise ExportUsageError(str(err).replace(str(copy), where)) from None
 
 
 def load_config(path: str | os.PathLike, max_layers: int = MAX_LAYERS):

@@ -41,9 +41,8 @@ from mfsdp_ckpt.convert.export_hf import (
 )
 from mfsdp_ckpt.convert.export_plan import choose_dtype
 from mfsdp_ckpt.convert.export_scheduler import Progress
-from mfsdp_ckpt.convert.export_source import _asset_files, load_config
+from mfsdp_ckpt.convert.export_source import _asset_files, load_copied_config
 from mfsdp_ckpt.convert.export_verify import _bits
-from mfsdp_ckpt.convert.hf_config import HFConfigError
 from mfsdp_ckpt.format import layout, state_keys
 from mfsdp_ckpt.format.dtypes import BY_NAME, DType
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
@@ -330,11 +329,7 @@ def _write_merged(
     for name, load in assets.items():
         (tmp / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp / name).write_bytes(load())
-    try:
-        config = load_config(tmp / "config.json")
-    except HFConfigError as err:
-        message = str(err).replace(str(tmp / "config.json"), f"{asset_location} config.json")
-        raise ExportUsageError(message) from None
+    config = load_copied_config(tmp / "config.json", asset_location)
     root, tensors = _base_tensors(base, base_progress)
     adapted = _check_fits_base(adapter, root, tensors)
     deltas: dict[str, Callable[[], torch.Tensor]] = {

@@ -30,8 +30,11 @@ from mfsdp_ckpt.convert.export_hf import (
 )
 from mfsdp_ckpt.convert.export_plan import choose_dtype, plan_adapter
 from mfsdp_ckpt.convert.export_scheduler import Progress
-from mfsdp_ckpt.convert.export_source import _resolve_source, _Source, load_config
-from mfsdp_ckpt.convert.hf_config import HFConfigError
+from mfsdp_ckpt.convert.export_source import (
+    _resolve_source,
+    _Source,
+    load_copied_config,
+)
 from mfsdp_ckpt.convert.lora_export import (
     ADAPTER_LAYOUT,
     _compare,
@@ -95,13 +98,7 @@ def export_megatron_adapter(
         config_dir = tmp / ".config"  # read to split the fused adapters, not exported
         config_dir.mkdir()
         _write_assets({"config.json": prepared.assets["config.json"]}, config_dir)
-        try:
-            config = load_config(config_dir / "config.json")
-        except HFConfigError as err:
-            where = f"{prepared.asset_location} config.json"
-            raise ExportUsageError(
-                str(err).replace(str(config_dir / "config.json"), where)
-            ) from None
+        config = load_copied_config(config_dir / "config.json", prepared.asset_location)
         (config_dir / "config.json").unlink()
         config_dir.rmdir()
         lora, mtp = plan_adapter(source, config, drop_mtp)
@@ -246,11 +243,7 @@ def merge_onto_base(
     with claim_output(out, overwrite) as claim:
         tmp = claim.tmp
         _write_assets(prepared.assets, tmp)
-        try:
-            config = load_config(tmp / "config.json")
-        except HFConfigError as err:
-            where = f"{prepared.asset_location} config.json"
-            raise ExportUsageError(str(err).replace(str(tmp / "config.json"), where)) from None
+        config = load_copied_config(tmp / "config.json", prepared.asset_location)
         lora, mtp = plan_adapter(source, config, drop_mtp)
         assert lora is not None  # adapter_only_checkpoint said so, plan_adapter refuses MTP-only
         set_lora_scale(lora, source.location, prepared.local_paths, lora_alpha, source.reader)

@@ -378,7 +378,7 @@ def test_a_tab_in_the_config_says_yaml_takes_spaces(tmp_path, text, column):
     "command, code",
     [
         (["ckpt", "export-hf", "CKPT", "--out", "OUT", "--hf-config", "WEIGHTS"], 2),
-        (["ckpt", "validate", "CKPT", "--hf-config", "WEIGHTS"], 1),
+        (["ckpt", "validate", "CKPT", "--hf-config", "WEIGHTS"], 2),
         (["train", "sft", "--config", "examples/sft_tiny_cpu.yaml", "model.hf_config=WEIGHTS"], 2),
     ],
 )
@@ -398,6 +398,27 @@ def test_a_weights_file_given_for_the_hf_config_names_its_model_dir(tmp_path, co
     assert done.returncode == code, done.stdout + done.stderr
     words = f"{weights}: a weights file, not a config.json (give the model dir holding it: {model})"
     assert words in done.stdout + done.stderr
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("command", ["validate", "export-hf"])
+@pytest.mark.parametrize("given", ["dir_without_config", "bad.json"])
+def test_an_unreadable_hf_config_is_bad_usage_naming_the_file(tmp_path, command, given):
+    """validate reported it as a finding: a sound checkpoint INVALID, exit 1 (export-hf:
+    exit 2); export named a config file given itself as `bad.json config.json`."""
+    (tmp_path / "dir_without_config").mkdir()
+    (tmp_path / "bad.json").write_text("{not json")
+    hf_config = tmp_path / given
+    extra = ["--out", str(tmp_path / "o")] if command == "export-hf" else []
+    ckpt = str(FIXTURES / "megatron_fsdp_qwen2" / "run")
+    done = mfsdp("ckpt", command, ckpt, "--hf-config", str(hf_config), *extra)
+    assert done.returncode == 2, done.stdout + done.stderr
+    if hf_config.is_dir():
+        line = one_error(done.stderr, str(hf_config))
+        assert "no config.json" in line or "config.json: no such file" in line, line
+    else:
+        line = one_error(done.stderr, f"{hf_config}: not valid JSON")
+        assert f"{hf_config} config.json" not in line, line
     assert not (tmp_path / "o").exists()
 
 
