@@ -2,27 +2,114 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import click
 
 from cli.errors import remember_json
 from cli.lines import say
-from mfsdp_ckpt.storage.out_lock import out_lock
+from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
+from mfsdp_ckpt.storage.out_lock import ctrl_c_deferred, out_lock
 from mfsdp_ckpt.storage.writable import require_writable_dir
+
+# The folders under --out every data command writes its tables into.
+TABLE_DIRS = ("sft", "rl")
+# What `mfsdp data synthetic` writes under --out (trainer.grpo.synthetic.write_addition_data).
+SYNTHETIC_TABLES = ("sft/train.parquet", "rl/train.parquet", "rl/test.parquet")
+# How a directory that cannot be made or written fails: the --out given is the wrong one.
+_NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT, errno.ENOTDIR}
 
 
 def _convert(
-    dataset: str, inputs: tuple[str, ...], out_dir: str, split: str | None, as_json: bool
+    dataset: str,
+    inputs: tuple[str, ...],
+    out_dir: str,
+    split: str | None,
+    overwrite: bool,
+    as_json: bool,
 ) -> None:
-    from trainer.data.math_datasets import convert_files
+    from trainer.data.math_datasets import check_split_name, convert_files
 
-    require_writable_dir("--out", out_dir)
-    with out_lock(out_dir):
-        written = convert_files(dataset, list(inputs), out_dir, split)
+    check_split_name(split)  # before anything is made: `../x` named a path outside --out
+    with _writing_into(out_dir):
+        written = convert_files(dataset, list(inputs), out_dir, split, overwrite=overwrite)
     _echo_written(out_dir, written.values(), as_json)
+
+
+@contextlib.contextmanager
+def _writing_into(out_dir: str) -> Iterator[None]:
+    """Claim `out_dir` for one data command: refuse an --out this process cannot write or
+    that is (or lies in) a checkpoint, make its missing parents, hold its lock (out_lock.py)
+    and make OUT, OUT/sft and OUT/rl. When the command fails, every folder made here that is
+    still empty is removed again, innermost first: a failure leaves nothing behind."""
+    from mfsdp_ckpt.format.layout import checkpoint_containing
+
+    require_writable_dir("--out", out_dir, beside=True)  # its lock file goes beside it
+    require_writable_dir("--out", out_dir)  # its tables go in it
+    out = Path(os.path.abspath(out_dir))
+    if not out.name:  # its lock file would go beside it: `/` has no beside
+        raise MfsdpUsageError(f"--out {out_dir}: the root directory; name a folder for the tables")
+    inside = checkpoint_containing(out)
+    if inside is not None:
+        what = f"lies inside the checkpoint {inside}"
+        if inside == out:
+            what = "is a checkpoint or a training run's dir"
+        raise MfsdpUsageError(
+            f"--out {out_dir}: {what}; tables written there would be mixed into it,"
+            " choose an --out outside it"
+        )
+    made: list[Path] = []
+    try:
+        with contextlib.ExitStack() as lock:
+            try:
+                _make_dirs(reversed(out.parents), made)
+                lock.enter_context(out_lock(out_dir))
+            except OSError as err:
+                raise _not_writable(out_dir, out, err) from None
+            _make_dirs([out, *(out / name for name in TABLE_DIRS)], made)
+            yield
+    except BaseException:  # the lock is released by now
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):  # one someone wrote into meanwhile stays
+                os.rmdir(folder)
+        raise
+
+
+def _make_dirs(folders: Iterable[Path], made: list[Path]) -> None:
+    """Make each missing folder, outermost first, adding to `made` those this call made
+    (one made meanwhile by another command is not ours to remove)."""
+    for folder in folders:
+        if os.path.isdir(folder):
+            continue
+        try:
+            with ctrl_c_deferred():  # made and listed together, or neither
+                os.mkdir(folder)
+                made.append(folder)
+        except FileExistsError:
+            if not os.path.isdir(folder):
+                raise MfsdpUsageError(
+                    f"{folder}: is a file, not a directory; choose another --out"
+                ) from None
+
+
+def _not_writable(out_dir: str, out: Path, err: OSError) -> Exception:
+    """The one line for a folder above --out that could not be made, or a lock file that
+    could not be created beside it (/proc/x, /sys/x as root, where the permission bits
+    say yes): it names --out and the folder, not the hidden lock file."""
+    folder = out.parent
+    while not os.path.isdir(folder) and folder != folder.parent:
+        folder = folder.parent
+    reason = err.strerror or str(err)
+    if err.errno in _NOT_WRITABLE:
+        return MfsdpUsageError(
+            f"--out {out_dir}: cannot create files in {folder} ({reason}); choose another --out"
+        )
+    return MfsdpFailedError(f"--out {out_dir}: cannot create files in {folder} ({reason})")
 
 
 def _echo_written(out_dir: str, paths: Iterable[Path], as_json: bool) -> None:
@@ -63,13 +150,21 @@ _OUT = click.option(
     "out_dir",
     required=True,
     type=click.Path(file_okay=False),
-    help="Writes OUT/sft/<split>.parquet and OUT/rl/<split>.parquet.",
+    help="Writes OUT/sft/<split>.parquet and OUT/rl/<split>.parquet (made if missing; a table"
+    " already there stops it, unless --overwrite; not a checkpoint or run dir).",
 )
 _SPLIT = click.option(
     "--split",
     default=None,
-    help="Split name (default: the input file's name, train for train.jsonl or the Hub's "
-    "train-00000-of-00001.parquet; the Hub's shards of one split, all given, make one table).",
+    help="Split name: letters, digits, _, - and . as in the datasets library, no / (default: "
+    "the input file's name, train for train.jsonl or the Hub's train-00000-of-00001.parquet; "
+    "the Hub's shards of one split, all given, make one table).",
+)
+_OVERWRITE = click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Replace tables already at the paths this command writes (by default: exit 2 naming"
+    " the first). Only those files: nothing else in OUT is touched.",
 )
 _JSON = click.option(
     "--json",
@@ -84,8 +179,11 @@ _JSON = click.option(
 @_INPUT
 @_OUT
 @_SPLIT
+@_OVERWRITE
 @_JSON
-def gsm8k(inputs: tuple[str, ...], out_dir: str, split: str | None, as_json: bool) -> None:
+def gsm8k(
+    inputs: tuple[str, ...], out_dir: str, split: str | None, overwrite: bool, as_json: bool
+) -> None:
     """GSM8K (`question`, `answer` with a final `#### N`) -> SFT `messages` and verl RL rows.
 
     \b
@@ -93,22 +191,25 @@ def gsm8k(inputs: tuple[str, ...], out_dir: str, split: str | None, as_json: boo
       mfsdp data gsm8k --input gsm8k/train.jsonl --input gsm8k/test.jsonl --out data/gsm8k
       mfsdp data gsm8k --input runs/demo/gsm8k_format/train.jsonl --out runs/gsm8k  # the demo's
     """
-    _convert("gsm8k", inputs, out_dir, split, as_json)
+    _convert("gsm8k", inputs, out_dir, split, overwrite, as_json)
 
 
 @data.command()
 @_INPUT
 @_OUT
 @_SPLIT
+@_OVERWRITE
 @_JSON
-def math(inputs: tuple[str, ...], out_dir: str, split: str | None, as_json: bool) -> None:
+def math(
+    inputs: tuple[str, ...], out_dir: str, split: str | None, overwrite: bool, as_json: bool
+) -> None:
     """MATH (`problem`, `solution` with a final `\\boxed{...}`) -> SFT and verl RL rows.
 
     \b
     Example:
       mfsdp data math --input MATH/train.parquet --out data/math
     """
-    _convert("math", inputs, out_dir, split, as_json)
+    _convert("math", inputs, out_dir, split, overwrite, as_json)
 
 
 @data.command()
@@ -117,7 +218,8 @@ def math(inputs: tuple[str, ...], out_dir: str, split: str | None, as_json: bool
     "out_dir",
     required=True,
     type=click.Path(file_okay=False),
-    help="Writes OUT/sft/train.parquet and OUT/rl/{train,test}.parquet.",
+    help="Writes OUT/sft/train.parquet and OUT/rl/{train,test}.parquet (made if missing; a table"
+    " already there stops it, unless --overwrite; not a checkpoint or run dir).",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Order of the problems.")
 @click.option(
@@ -127,8 +229,9 @@ def math(inputs: tuple[str, ...], out_dir: str, split: str | None, as_json: bool
     show_default=True,
     help="Operands a + b with a, b below this.",
 )
+@_OVERWRITE
 @_JSON
-def synthetic(out_dir: str, seed: int, digits: int, as_json: bool) -> None:
+def synthetic(out_dir: str, seed: int, digits: int, overwrite: bool, as_json: bool) -> None:
     """Single-digit addition ("3 + 4 =" -> "#### 7"), scored by the built-in GSM8K rule: a
     task a tiny model learns in CPU minutes (examples/grpo_tiny_cpu.yaml trains on it).
 
@@ -137,9 +240,10 @@ def synthetic(out_dir: str, seed: int, digits: int, as_json: bool) -> None:
       mfsdp data synthetic --out runs/addition
       mfsdp train grpo --config examples/grpo_tiny_cpu.yaml
     """
+    from trainer.data.files import refuse_replacing
     from trainer.grpo.synthetic import write_addition_data
 
-    require_writable_dir("--out", out_dir)
-    with out_lock(out_dir):
+    with _writing_into(out_dir):
+        refuse_replacing([Path(out_dir) / table for table in SYNTHETIC_TABLES], overwrite)
         written = write_addition_data(out_dir, seed=seed, digits=digits)
     _echo_written(out_dir, written.values(), as_json)

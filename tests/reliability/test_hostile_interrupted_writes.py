@@ -101,7 +101,7 @@ def test_ctrl_c_while_writing_data_keeps_the_previous_tables_whole(tmp_path, mon
     assert run_cli(*args)[0] == 0
     before = _listing(out)
     _fail_second_table_write(monkeypatch, KeyboardInterrupt())
-    code, _stdout, stderr = run_cli(*args)
+    code, _stdout, stderr = run_cli(*args, "--overwrite")
     assert code == 130, stderr
     assert _listing(out) == before
 

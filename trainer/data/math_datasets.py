@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from trainer.data.files import DataFileError, read_rows, write_tables
+from mfsdp_ckpt.errors import MfsdpFailedError
+from trainer.data.files import DataFileError, read_rows, refuse_replacing, write_tables
 from trainer.rewards.math import last_boxed
 from trainer.tiny import GSM8K_SUFFIX
 
@@ -66,6 +67,34 @@ CONVERTERS = {"gsm8k": gsm8k_rows, "math": math_rows}
 _HUB_SHARD = re.compile(r"(?P<split>.+)-(?P<index>[0-9]{5})-of-(?P<count>[0-9]{5})")
 
 
+# A split names the files OUT/sft/<split>.parquet and OUT/rl/<split>.parquet: one plain file
+# name, as the datasets library's split names are (`train`, `test`, `train.clean`): letters,
+# digits, `_` and `-`, in parts joined by single dots. `../x` or `a/b` wrote outside --out
+# or into folders of their own.
+_SPLIT_NAME = re.compile(r"[\w-]+(?:\.[\w-]+)*")
+_SPLIT_NAME_MAX_BYTES = 200  # with `.<split>.parquet.tmp-<pid>` still within NAME_MAX (255)
+
+
+class EmptyInputError(MfsdpFailedError, ValueError):
+    """An input file holds no rows: converted, it made empty tables a run fails on later."""
+
+
+def check_split_name(split: str | None) -> None:
+    """Refuse a `--split` that is not one plain file name (DataFileError, exit 2)."""
+    if split is None:
+        return
+    if not _SPLIT_NAME.fullmatch(split):
+        raise DataFileError(
+            f"--split {split!r}: not a split name; use letters, digits, '_', '-' and '.'"
+            " (not first or last, never '..'), no '/': it names OUT/sft/<split>.parquet"
+        )
+    if len(split.encode()) > _SPLIT_NAME_MAX_BYTES:
+        raise DataFileError(
+            f"--split {split[:40]}...: {len(split.encode())} bytes, longer than a split name"
+            f" may be ({_SPLIT_NAME_MAX_BYTES}); it names OUT/sft/<split>.parquet"
+        )
+
+
 def _stem(source: str | os.PathLike) -> str:
     return Path(source).stem.split(".")[0]
 
@@ -79,20 +108,38 @@ def split_named_by(source: str | os.PathLike) -> str:
 
 
 def convert_files(
-    dataset: str, inputs: list[str], out_dir: str | Path, split: str | None = None
+    dataset: str,
+    inputs: list[str],
+    out_dir: str | Path,
+    split: str | None = None,
+    *,
+    overwrite: bool = False,
 ) -> dict[str, Path]:
     """Convert each input file; the split name is `split` or the one its file name says
     (`split_named_by`), the Hub's shards of one split making one table. Every input is
     converted before anything is written, and the tables are written all or none, so a bad
-    second input or a full disk leaves --out as it was."""
-    written: dict[str, Path] = {}
-    tables: dict[Path, list[dict[str, Any]]] = {}
+    second input or a full disk leaves --out as it was. A table already at a path written
+    is refused before any input is read, unless `overwrite` (then files are replaced,
+    never a directory)."""
+    check_split_name(split)
     splits = _splits(inputs, split)  # refused before any input is read
+    written = {
+        f"{kind}/{name}": Path(out_dir) / kind / f"{name}.parquet"
+        for name in splits
+        for kind in ("sft", "rl")
+    }
+    _refuse_writing_over_inputs(inputs, written.values())
+    refuse_replacing(list(written.values()), overwrite)
+    tables: dict[Path, list[dict[str, Any]]] = {}
     for name, sources in splits.items():
         sft: list[dict[str, Any]] = []
         rl: list[dict[str, Any]] = []
         for source in sources:
             rows = read_rows(source)
+            if not rows:
+                raise EmptyInputError(
+                    f"{source}: holds no rows; nothing to convert (an empty or cut-short file?)"
+                )
             try:
                 converted = CONVERTERS[dataset](rows, name)
             except DataFileError as err:
@@ -100,12 +147,9 @@ def convert_files(
             _shift_indices(converted, len(sft))  # a split's rows count on across its shards
             sft += converted[0]
             rl += converted[1]
-        for kind, table in (("sft", sft), ("rl", rl)):
-            path = Path(out_dir) / kind / f"{name}.parquet"
-            written[f"{kind}/{name}"] = path
-            tables[path] = table
-    _refuse_writing_over_inputs(inputs, tables)
-    write_tables(tables)
+        tables[written[f"sft/{name}"]] = sft
+        tables[written[f"rl/{name}"]] = rl
+    write_tables(tables, replace=overwrite)
     return written
 
 
@@ -134,7 +178,12 @@ def _splits(inputs: list[str], split: str | None) -> dict[str, list[str]]:
     a split converted from some of its shards would look whole."""
     grouped: dict[str, list[str]] = {}
     for source in inputs:
-        grouped.setdefault(split or split_named_by(source), []).append(source)
+        name = split or split_named_by(source)
+        if not name:  # `.jsonl`, `.hidden.jsonl`: it wrote sft/.parquet, a hidden file
+            raise DataFileError(
+                f"--input {source}: its file name gives no split name; give --split NAME"
+            )
+        grouped.setdefault(name, []).append(source)
     return {name: _shards_in_order(name, sources, split) for name, sources in grouped.items()}
 
 
