@@ -142,10 +142,13 @@ def _is_adapter(path: str) -> bool:
     return bool(_ADAPTER_PATH.search(path) or _PEFT_PATH.search(path))
 
 
+MEGATRON_KIND, PEFT_KIND = "Megatron PEFT", "Hugging Face PEFT"
+
+
 def adapter_kind(adapter_paths: Iterable[str]) -> str:
     """Whose adapter these tensors are, for messages: Megatron's PEFT or Hugging Face's."""
     megatron = any(_ADAPTER_PATH.search(path) for path in adapter_paths)
-    return "Megatron PEFT" if megatron else "Hugging Face PEFT"
+    return MEGATRON_KIND if megatron else PEFT_KIND
 
 
 def holds_adapters(module_paths: Iterable[str]) -> bool:
@@ -212,7 +215,37 @@ def split_adapters(
         _check_adapter_name(path, adapters[path])
     base_paths = {p: s for p, s in paths.items() if p not in adapters}
     base_keys = {p: k for p, k in stored.items() if p not in adapters}
+    if adapters and adapter_kind(adapters) == PEFT_KIND:
+        _refuse_peft_extras(base_keys)
     return base_paths, base_keys, adapters
+
+
+def _refuse_peft_extras(others: dict[str, str]) -> None:
+    """A PEFT adapter save (`get_peft_model_state_dict`) holds lora_A / lora_B and, beside
+    them, only what else the adapter trained: biases (`bias="lora_only"` / `"all"`,
+    `...base_layer.bias`), LoRA biases (`lora_bias=True`, `...lora_B.bias`), whole modules
+    (`modules_to_save`), embedding rows (`trainable_token_indices`), or an adapted lm_head's
+    or embedding's own weight (`save_embedding_layers`, which may hold a resized
+    vocabulary). Merged or written as an adapter without them, the model would differ:
+    refused, naming the first."""
+    if not others:
+        return
+    path = min(others)
+    if re.search(r"\.lora_[AB]\.bias$", path):
+        what = "a bias on lora_B (peft's lora_bias=True)"
+    elif path.endswith(".bias"):
+        what = 'a trained bias (peft\'s bias="lora_only" or "all")'
+    elif path.endswith(".base_layer.weight"):
+        what = "an adapted module's own weight (peft saves an adapted lm_head's or embedding's"
+        what += " beside its adapter: save_embedding_layers)"
+    else:
+        what = "a trained module or tokens saved beside the adapter (peft's modules_to_save or"
+        what += " trainable_token_indices)"
+    more = f" (+{len(others) - 1} more)" if len(others) > 1 else ""
+    raise AdapterWeightsError(
+        f"[{others[path]}]: a PEFT adapter save that also holds {what}{more}; export-hf"
+        f" converts {SUPPORTED_VARIANT} only, and would leave it out"
+    )
 
 
 # Per kind of adapter: what it is, its variants, the names export maps and what those are.

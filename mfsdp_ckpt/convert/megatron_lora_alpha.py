@@ -43,8 +43,11 @@ def _positive(value: Any) -> float | None:
     return float(value) if plain and math.isfinite(value) and value > 0 else None
 
 
-def _from_run_config(paths: layout.CheckpointPaths, lora: MegatronLora) -> str | None:
-    """Bridge's `peft:` section: alpha when it describes plain LoRA of this rank."""
+def _from_run_config(
+    paths: layout.CheckpointPaths, lora: MegatronLora, need_alpha: bool
+) -> str | None:
+    """Bridge's `peft:` section: alpha when it describes plain LoRA of this rank (any other
+    kind or rank is refused, whatever alpha --lora-alpha gives)."""
     if paths.run_config is None:
         return None
     peft = run_config_data(paths.run_config, paths.root).get("peft")
@@ -62,36 +65,77 @@ def _from_run_config(paths: layout.CheckpointPaths, lora: MegatronLora) -> str |
             f"{where}: dim {peft.get('dim')!r}, but the adapter tensors have rank {lora.rank}"
         )
     alpha = _positive(peft.get("alpha"))
-    if alpha is None:
+    if alpha is None and need_alpha:
         raise ForeignWeightsError(f"{where}: alpha {peft.get('alpha')!r} is not a positive number")
     lora.alpha = alpha
-    return f"LoRA alpha {alpha:g} from {where}"
+    return f"LoRA alpha {alpha:g} from {where}" if alpha is not None else None
 
 
-def _from_saved_adapter(folder: Path | None, lora: MegatronLora, root: Path) -> str | None:
-    """The Hugging Face PEFT adapter saved beside the checkpoint (`r`, `lora_alpha`)."""
+# adapter_config.json settings (peft's LoraConfig) under which the model is not W + alpha / r
+# * B @ A on the modules the lora_A / lora_B tensors name, with the value that keeps it so.
+_PEFT_SETTINGS_KEPT = {
+    "peft_type": "LORA",
+    "use_dora": False,  # DoRA: a magnitude vector rescales W
+    "use_rslora": False,  # scale alpha / sqrt(r)
+    "rank_pattern": {},  # another r per module
+    "alpha_pattern": {},  # another alpha per module
+    "modules_to_save": None,  # whole modules trained and saved beside the adapter
+    "bias": "none",  # biases trained ("lora_only", "all") and saved beside it
+    "lora_bias": False,  # a bias on lora_B
+    "target_parameters": None,  # LoRA on parameters (fused experts), not modules
+    "trainable_token_indices": None,  # trained embedding rows saved beside it
+    "layer_replication": None,  # layers repeated: the adapted model has more of them
+    "loftq_config": {},  # LoftQ: the base weights were replaced
+}
+# init_lora_weights that replace the base weights the adapter is added to (peft redoes it
+# when it loads the adapter; a merge onto the saved base would not)
+_BASE_CHANGING_INITS = ("pissa", "olora", "corda", "loftq")
+
+
+def _saved_adapter_config(folder: Path | None, root: Path) -> tuple[dict, Path] | None:
+    """The adapter_config.json of the Hugging Face PEFT adapter saved beside the checkpoint,
+    with every setting this export cannot reproduce refused (ForeignWeightsError naming it,
+    whatever alpha --lora-alpha gives)."""
     if folder is None:
         return None
     file = folder / "adapter_config.json"
     text = safe_files.read_text(file, MAX_ADAPTER_CONFIG_BYTES, root)
     data = loads_object(text, str(file), CheckpointFormatError)
-    if data.get("use_dora") or data.get("use_rslora"):
-        variant = "DoRA" if data.get("use_dora") else "rank-stabilised LoRA"
+    for key, kept in _PEFT_SETTINGS_KEPT.items():
+        value = data.get(key, kept)
+        if value != kept and (value or kept):  # None, {} and [] all mean "none"
+            raise ForeignWeightsError(
+                f"{file}: {key} {value!r:.120}; export-hf converts {SUPPORTED_VARIANT} only"
+            )
+    init = data.get("init_lora_weights")
+    if isinstance(init, str) and init.lower().startswith(_BASE_CHANGING_INITS):
         raise ForeignWeightsError(
-            f"{file}: a {variant} adapter; export-hf converts {SUPPORTED_VARIANT} only"
+            f"{file}: init_lora_weights {init!r} replaces the base weights the adapter is"
+            " added to (peft redoes it when it loads the adapter); export-hf converts"
+            f" {SUPPORTED_VARIANT} only"
         )
+    return data, file
+
+
+def _from_saved_adapter(
+    saved: tuple[dict, Path] | None, lora: MegatronLora, need_alpha: bool
+) -> str | None:
+    """alpha from the saved adapter's config (`r` must be the tensors' rank)."""
+    if saved is None:
+        return None
+    data, file = saved
     if data.get("r") != lora.rank:
         raise ForeignWeightsError(
             f"{file}: r {data.get('r')!r}, but the checkpoint's adapter tensors have rank"
             f" {lora.rank}: it was saved from another run"
         )
     alpha = _positive(data.get("lora_alpha"))
-    if alpha is None:
+    if alpha is None and need_alpha:
         raise ForeignWeightsError(
             f"{file}: lora_alpha {data.get('lora_alpha')!r} is not a positive number"
         )
     lora.alpha = alpha
-    return f"LoRA alpha {alpha:g} from {file}"
+    return f"LoRA alpha {alpha:g} from {file}" if alpha is not None else None
 
 
 def _recorded_tensor_parallel(
@@ -154,16 +198,16 @@ def set_lora_scale(
     (exit 2) asking for --lora-alpha when nothing records it; ForeignWeightsError for a
     linear_fc1 adapter saved with tensor parallelism."""
     _refuse_interleaved_fc1(lora, paths, reader)
+    if lora_alpha is not None and _positive(lora_alpha) is None:
+        raise ExportUsageError(f"--lora-alpha {lora_alpha!r}: must be a positive number")
+    note: str | None = None
+    if paths is not None:  # a local checkpoint: its own records, read for their settings too
+        saved = _saved_adapter_config(saved_peft_adapter(location), paths.root)
+        need = lora_alpha is None
+        note = _from_run_config(paths, lora, need) or _from_saved_adapter(saved, lora, need)
     if lora_alpha is not None:
-        if _positive(lora_alpha) is None:
-            raise ExportUsageError(f"--lora-alpha {lora_alpha!r}: must be a positive number")
         lora.alpha = float(lora_alpha)
-        note: str | None = f"LoRA alpha {lora.alpha:g} from --lora-alpha"
-    else:
-        note = None
-        if paths is not None:  # a local checkpoint: its own records
-            saved = saved_peft_adapter(location)
-            note = _from_run_config(paths, lora) or _from_saved_adapter(saved, lora, paths.root)
+        note = f"LoRA alpha {lora.alpha:g} from --lora-alpha"
     if note is None or lora.alpha is None:
         raise ExportUsageError(
             f"{location}: a LoRA adapter of rank {lora.rank} on"

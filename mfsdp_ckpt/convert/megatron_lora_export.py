@@ -42,7 +42,12 @@ from mfsdp_ckpt.convert.lora_export import (
     safetensors_tensors,
     write_merged,
 )
-from mfsdp_ckpt.convert.megatron_lora import MegatronLora, holds_adapters
+from mfsdp_ckpt.convert.megatron_lora import (
+    PEFT_KIND,
+    MegatronLora,
+    adapter_kind,
+    holds_adapters,
+)
 from mfsdp_ckpt.convert.megatron_lora_alpha import set_lora_scale
 from mfsdp_ckpt.convert.name_maps import Geometry, MappingError, model_tensors
 from mfsdp_ckpt.format.state_keys import AmbiguousStateError
@@ -202,13 +207,19 @@ def _write_adapter(
 
 
 def adapter_only_checkpoint(source: _Source) -> bool:
-    """Whether the checkpoint's model names are all a Megatron adapter's (a Megatron-Bridge
-    PEFT save): a merge then needs base weights from elsewhere."""
+    """Whether the checkpoint holds an adapter without its base weights: its model names are
+    all a Megatron adapter's (a Megatron-Bridge PEFT save), or it holds a PEFT adapter's
+    lora_A / lora_B, which peft saves with no base weight beside them (what else it saves,
+    biases or modules_to_save, `split_adapters` refuses by name). A merge then needs base
+    weights from elsewhere."""
     try:
         names = list(model_tensors(source.reader.tensors))
     except (MappingError, AmbiguousStateError):  # export's planning reports it
         return False
-    return bool(names) and all(holds_adapters([name]) for name in names)
+    adapters = [name for name in names if holds_adapters([name])]
+    if adapters and adapter_kind(adapters) == PEFT_KIND:
+        return True
+    return bool(names) and len(adapters) == len(names)
 
 
 def merge_onto_base(
