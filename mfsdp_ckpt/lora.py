@@ -303,6 +303,35 @@ class LoraSettings:
         return self.alpha / (self.rank**0.5 if self.use_rslora else self.rank)
 
 
+# peft LoraConfig settings under which an adapter is not plain LoRA (W + alpha / r * B @ A on
+# the modules its lora_A / lora_B name), with the value that keeps it plain: training refuses
+# them up front, export refuses a saved adapter_config.json that holds them.
+NOT_PLAIN_LORA = {
+    "use_dora": False,  # DoRA: a magnitude vector rescales W
+    "rank_pattern": {},  # another r per module
+    "alpha_pattern": {},  # another alpha per module
+    "bias": "none",  # biases trained ("lora_only", "all") and saved beside the adapter
+    "lora_bias": False,  # a bias on lora_B
+    "modules_to_save": None,  # whole modules trained and saved beside the adapter
+    "fan_in_fan_out": False,  # weights stored transposed (GPT-2's Conv1D)
+    "layer_replication": None,  # layers repeated: the adapted model has more of them
+    "trainable_token_indices": None,  # trained embedding rows saved beside the adapter
+    "target_parameters": None,  # LoRA on parameters (fused experts), not modules
+    "loftq_config": {},  # LoftQ: the base weights were replaced
+}
+
+
+def not_plain_lora(settings: Callable[[str, Any], Any]) -> tuple[str, Any] | None:
+    """The first NOT_PLAIN_LORA setting whose value (`settings(name, plain)`: a config's
+    attribute or key, `plain` when absent) is not plain, as (name, value); None, [] and {}
+    all mean "none"."""
+    for name, plain in NOT_PLAIN_LORA.items():
+        value = settings(name, plain)
+        if value != plain and (value or plain):
+            return name, value
+    return None
+
+
 def read_lora_settings(manifest: Manifest, source: str = "manifest.json") -> LoraSettings:
     config = manifest.lora
     where = f"{source}: field 'lora'"

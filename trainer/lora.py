@@ -38,6 +38,7 @@ from mfsdp_ckpt.lora import (
     BaseModelRecord,
     base_mismatch,
     describe_base_model,
+    not_plain_lora,
     read_base_model,
     rehashed_like,
 )
@@ -48,19 +49,6 @@ from trainer.resume import ResumeMismatchError
 # The loss forward reads these weights directly (trainer/model.py), so an adapter on them
 # would be silently skipped.
 _UNADAPTABLE = ("lm_head", "embed_tokens")
-# PEFT config fields that change what the adapter computes beyond plain B @ A * alpha / r;
-# export merges plain LoRA only, so a run refuses them up front rather than at export.
-_UNSUPPORTED = {
-    "use_dora": False,
-    "rank_pattern": {},
-    "alpha_pattern": {},
-    "bias": "none",
-    "modules_to_save": None,
-    "fan_in_fan_out": False,
-    "layer_replication": None,
-    "trainable_token_indices": None,
-    "target_parameters": None,
-}
 
 
 @dataclass
@@ -233,13 +221,14 @@ def _read_adapter(path: Path) -> tuple[Any, dict[str, torch.Tensor]]:
 
 
 def _refuse_unsupported(config: Any, cfg: ModelConfig) -> None:
-    for name, plain in _UNSUPPORTED.items():
-        value = getattr(config, name, plain)
-        if value != plain and not (plain is None and not value):
-            where = "model"
-            if cfg.lora_adapter_path:
-                where = f"model.lora_adapter_path ({cfg.lora_adapter_path})"
-            raise ConfigError(f"{where}: LoRA option {name}={value!r} is not supported")
+    """PEFT settings that change what the adapter computes beyond plain B @ A * alpha / r:
+    export merges plain LoRA only, so a run refuses them up front rather than at export."""
+    found = not_plain_lora(lambda name, plain: getattr(config, name, plain))
+    if found is not None:
+        where = "model"
+        if cfg.lora_adapter_path:
+            where = f"model.lora_adapter_path ({cfg.lora_adapter_path})"
+        raise ConfigError(f"{where}: LoRA option {found[0]}={found[1]!r} is not supported")
 
 
 def _adapted_modules(model: torch.nn.Module) -> list[str]:

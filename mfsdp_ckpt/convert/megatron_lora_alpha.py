@@ -24,6 +24,7 @@ from mfsdp_ckpt.convert.megatron_config import ARGS_KEY, read_args, run_config_d
 from mfsdp_ckpt.convert.megatron_lora import SUPPORTED_VARIANT, MegatronLora
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.lora import not_plain_lora
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.unique_json import loads_object, loads_unique
 
@@ -71,22 +72,6 @@ def _from_run_config(
     return f"LoRA alpha {alpha:g} from {where}" if alpha is not None else None
 
 
-# adapter_config.json settings (peft's LoraConfig) under which the model is not W + alpha / r
-# * B @ A on the modules the lora_A / lora_B tensors name, with the value that keeps it so.
-_PEFT_SETTINGS_KEPT = {
-    "peft_type": "LORA",
-    "use_dora": False,  # DoRA: a magnitude vector rescales W
-    "use_rslora": False,  # scale alpha / sqrt(r)
-    "rank_pattern": {},  # another r per module
-    "alpha_pattern": {},  # another alpha per module
-    "modules_to_save": None,  # whole modules trained and saved beside the adapter
-    "bias": "none",  # biases trained ("lora_only", "all") and saved beside it
-    "lora_bias": False,  # a bias on lora_B
-    "target_parameters": None,  # LoRA on parameters (fused experts), not modules
-    "trainable_token_indices": None,  # trained embedding rows saved beside it
-    "layer_replication": None,  # layers repeated: the adapted model has more of them
-    "loftq_config": {},  # LoftQ: the base weights were replaced
-}
 # init_lora_weights that replace the base weights the adapter is added to (peft redoes it
 # when it loads the adapter; a merge onto the saved base would not)
 _BASE_CHANGING_INITS = ("pissa", "olora", "corda", "loftq")
@@ -101,12 +86,15 @@ def _saved_adapter_config(folder: Path | None, root: Path) -> tuple[dict, Path] 
     file = folder / "adapter_config.json"
     text = safe_files.read_text(file, MAX_ADAPTER_CONFIG_BYTES, root)
     data = loads_object(text, str(file), CheckpointFormatError)
-    for key, kept in _PEFT_SETTINGS_KEPT.items():
-        value = data.get(key, kept)
-        if value != kept and (value or kept):  # None, {} and [] all mean "none"
-            raise ForeignWeightsError(
-                f"{file}: {key} {value!r:.120}; export-hf converts {SUPPORTED_VARIANT} only"
-            )
+    found = not_plain_lora(data.get)
+    if found is None and data.get("peft_type", "LORA") != "LORA":
+        found = "peft_type", data["peft_type"]
+    if found is None and data.get("use_rslora"):  # scale alpha / sqrt(r): not Megatron's
+        found = "use_rslora", data["use_rslora"]
+    if found is not None:
+        raise ForeignWeightsError(
+            f"{file}: {found[0]} {found[1]!r:.120}; export-hf converts {SUPPORTED_VARIANT} only"
+        )
     init = data.get("init_lora_weights")
     if isinstance(init, str) and init.lower().startswith(_BASE_CHANGING_INITS):
         raise ForeignWeightsError(
