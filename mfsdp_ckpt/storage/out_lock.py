@@ -11,6 +11,7 @@ removes the file on the way out.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import signal
@@ -18,13 +19,36 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from mfsdp_ckpt.errors import MfsdpFailedError
+from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 
 LOCK_SUFFIX = ".out-lock"
 
 
 class OutputBusyError(MfsdpFailedError, ValueError):
     """Another live process holds the output's lock (exit 1: retry once it is done)."""
+
+
+class OutputNotWritableError(MfsdpUsageError, ValueError):
+    """Nothing can be created beside the output (`/sys/x`, `/proc/x`, a read-only or missing
+    parent, where root's permission bits say yes): the --out given is the wrong one."""
+
+
+# How creating the lock file fails when the parent is no place for the output (exit 2);
+# anything else (a full disk) is a failed run (exit 1).
+_NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT, errno.ENOTDIR}
+
+
+def _open_lock_file(lock_path: Path, out: Path, option: str) -> int:
+    """The lock file's descriptor; one line naming `option` and the parent when it cannot be
+    created (was a raw `[Errno 13] Permission denied: '/sys/.x.out-lock'`)."""
+    try:
+        return os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as err:
+        reason = err.strerror or str(err)
+        message = f"{option} {out}: cannot create files in {lock_path.parent} ({reason})"
+        if err.errno in _NOT_WRITABLE:
+            raise OutputNotWritableError(f"{message}; choose another {option}") from None
+        raise MfsdpFailedError(message) from None
 
 
 def lock_path_for(out: Path) -> Path:
@@ -37,7 +61,7 @@ def acquire_out_lock(out: Path, option: str = "--out") -> int:
     unlinked between our open and our flock count as not held."""
     lock_path = lock_path_for(out)
     while True:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        fd = _open_lock_file(lock_path, out, option)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

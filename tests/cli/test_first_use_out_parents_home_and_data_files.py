@@ -555,3 +555,17 @@ def test_two_inputs_for_one_split_are_refused_before_anything_is_written(tmp_pat
     line = one_error_line(err)
     assert f"--input {inputs[1]} and --input {inputs[3]} both make split" in line
     assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("command", ["export-hf", "import-hf"])
+def test_an_out_nothing_can_be_created_beside_is_one_line_naming_out(tmp_path, command):
+    """Was `error: [Errno 2] No such file or directory: '/proc/.x.out-lock'` (exit 1): the
+    hidden lock file named, not --out."""
+    source = str(FIXTURES / "megatron_fsdp_qwen2" / "run")
+    if command == "import-hf":
+        source = str(hf_model(tmp_path))
+    extra = ["--hf-config", str(hf_model(tmp_path))] if command == "export-hf" else []
+    done = mfsdp("ckpt", command, source, "--out", "/proc/mfsdp-out", *extra)
+    assert done.returncode == 2, done.stdout + done.stderr
+    line = one_error(done.stderr, "/proc/mfsdp-out")
+    assert "Errno" not in line and ".out-lock" not in line, line
