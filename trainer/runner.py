@@ -23,6 +23,7 @@ from mfsdp_ckpt.check.printable import printable
 from mfsdp_ckpt.checkpointer import Checkpointer
 from mfsdp_ckpt.format.layout import CheckpointPaths
 from trainer.config import ConfigError, write_resolved_config
+from trainer.config_history import keep_changed_config
 from trainer.distributed import DistEnv, distributed_run
 from trainer.metrics import MetricsLogger
 from trainer.progress import draws_bars, step_bar
@@ -137,6 +138,10 @@ class TrainingRun:
         }
         resume = resume_if_any(checkpointer, cfg.checkpoint.resume, states, hf_config.to_dict())
         if env.is_main:
+            if resume is not None:
+                note = keep_changed_config(run_dir, int(states["extra"]["step"]), cfg)
+                if note is not None:
+                    print(printable(f"[{name}] {note}"), file=sys.stderr)
             write_resolved_config(run_dir, cfg)
         return cls(
             name,

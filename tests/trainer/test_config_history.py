@@ -1,0 +1,44 @@
+"""A resumed run names the settings it changed and keeps the config steps 0..N used (was:
+silent, and RUN/config.yaml replaced)."""
+
+from __future__ import annotations
+
+import yaml
+
+from tests.support.sft import tiny_config, write_chat_jsonl
+from trainer.config_history import changed_keys
+from trainer.sft import run_sft
+
+SETTINGS = ("data.global_batch_size=8", "data.max_tokens_per_micro_batch=256")
+
+
+def test_changed_keys_name_each_dotted_key_with_both_values():
+    earlier = {"optim": {"lr": 0.003, "betas": [0.9, 0.95]}, "trainer": {"stop_at_step": 2}}
+    now = {"optim": {"lr": 0.1, "betas": [0.9, 0.95]}, "trainer": {"stop_at_step": None}}
+    assert changed_keys(earlier, now) == ["optim.lr 0.003 -> 0.1"]  # stopping early trains alike
+    assert changed_keys({"a": 1}, {"b": 2}) == ["a 1 -> None", "b None -> 2"]
+
+
+def test_a_resume_with_another_lr_says_so_and_keeps_the_earlier_config(tmp_path, capsys):
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=16)
+    run = tmp_path / "run"
+    run_sft(tiny_config(data, run, *SETTINGS, "trainer.total_steps=4", "trainer.stop_at_step=2"))
+    capsys.readouterr()
+    run_sft(tiny_config(data, run, *SETTINGS, "trainer.total_steps=4", "optim.lr=0.1"))
+    err = capsys.readouterr().err
+    kept = run / "config.until_step_2.yaml"
+    assert "resumed with settings changed since step 2: optim.lr 0.003 -> 0.1; the earlier" in (
+        err
+    ), err
+    assert str(kept) in err
+    assert yaml.safe_load(kept.read_text())["optim"]["lr"] == 0.003
+    assert yaml.safe_load((run / "config.yaml").read_text())["optim"]["lr"] == 0.1
+
+
+def test_a_resume_with_the_same_settings_keeps_no_copy(tmp_path, capsys):
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=16)
+    run = tmp_path / "run"
+    run_sft(tiny_config(data, run, *SETTINGS, "trainer.total_steps=4", "trainer.stop_at_step=2"))
+    run_sft(tiny_config(data, run, *SETTINGS, "trainer.total_steps=4"))
+    assert "resumed with settings changed" not in capsys.readouterr().err
+    assert not list(run.glob("config.until_step_*.yaml"))

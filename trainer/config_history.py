@@ -1,0 +1,67 @@
+"""What a resumed run changed of the config its run dir recorded, said once and kept.
+
+A run writes the config it really uses into `RUN/config.yaml`. Resuming with another
+`optim.lr` or `trainer.total_steps` is legitimate (a longer schedule, a lower rate), but it
+happened without a word and the new config.yaml replaced the one steps 0..N were trained
+with. Now the changed keys are named on stderr, and the earlier file is kept beside as
+`config.until_step_N.yaml`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mfsdp_ckpt.storage import safe_files
+from trainer.config import RESOLVED_CONFIG_FILE, config_to_dict
+
+MAX_CONFIG_BYTES = 1 << 20  # as trainer.config_yaml reads a config file
+# Keys that say how this command was started, not what trains: changing them changes nothing
+# a checkpoint holds.
+_HOW_STARTED = (
+    "checkpoint.resume",
+    "trainer.progress_bar",
+    "trainer.stop_at_step",
+    "trainer.run_dir",
+)
+_SHOWN_CHANGES = 6
+
+
+def keep_changed_config(run_dir: Path, step: int, config: Any) -> str | None:
+    """When `run_dir`'s config.yaml differs from `config` in a key that trains: keep it as
+    `config.until_step_<step>.yaml` and return the note naming the changes (None when it
+    is the same, missing or unreadable: then there is nothing to keep)."""
+    recorded = run_dir / RESOLVED_CONFIG_FILE
+    try:
+        earlier = yaml.safe_load(safe_files.read_text(recorded, MAX_CONFIG_BYTES, run_dir))
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+    if not isinstance(earlier, dict):
+        return None
+    changes = changed_keys(earlier, config_to_dict(config))
+    if not changes:
+        return None
+    kept = run_dir / f"config.until_step_{step}.yaml"
+    os.replace(recorded, kept)
+    shown = ", ".join(changes[:_SHOWN_CHANGES])
+    more = f" (+{len(changes) - _SHOWN_CHANGES} more)" if len(changes) > _SHOWN_CHANGES else ""
+    return (
+        f"resumed with settings changed since step {step}: {shown}{more};"
+        f" the earlier config is kept as {kept}"
+    )
+
+
+def changed_keys(earlier: dict[str, Any], now: dict[str, Any], prefix: str = "") -> list[str]:
+    """`key: old -> new` for each dotted key whose value differs (one side missing: None)."""
+    changes = []
+    for key in sorted(set(earlier) | set(now), key=str):
+        dotted = f"{prefix}{key}"
+        old, new = earlier.get(key), now.get(key)
+        if isinstance(old, dict) and isinstance(new, dict):
+            changes += changed_keys(old, new, f"{dotted}.")
+        elif old != new and dotted not in _HOW_STARTED:
+            changes.append(f"{dotted} {old!r} -> {new!r}")
+    return changes
