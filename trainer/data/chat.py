@@ -11,6 +11,7 @@ prefix really is a prefix of the full tokenization and refuses templates where i
 from __future__ import annotations
 
 import contextlib
+import math
 import signal
 import threading
 from collections.abc import Iterator
@@ -101,6 +102,8 @@ def _text(value: Any, column: str, role: str) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):  # pandas writes a missing value as NaN: trained as "nan"
+            raise ChatFormatError(f"the {role} ('{column}') is {value}, a missing value")
         return str(value)
     if isinstance(value, dict):
         raise ChatFormatError(
@@ -130,6 +133,11 @@ def checked_turns(turns: Any) -> list[dict]:
         if not isinstance(turn["role"], str) or not isinstance(turn["content"], str):
             raise ChatFormatError(
                 f"a chat turn's role and content must be text, found {turn!r:.200}"
+            )
+        if turn.get("tool_calls"):  # only role and content reach the template: calls dropped
+            raise ChatFormatError(
+                f"{turn['role']!r} turn with tool_calls: tool-calling chats are not trained"
+                f" here (the calls would be left out), found {turn!r:.200}"
             )
     return [{"role": turn["role"], "content": turn["content"]} for turn in turns]
 

@@ -4,6 +4,7 @@ command)."""
 from __future__ import annotations
 
 import bisect
+import collections
 import contextlib
 import errno
 import json
@@ -162,6 +163,10 @@ def _bounded_rows(path: Path, handle: Any, budget: int) -> list[dict[str, Any]]:
         )
 
     footer = pq.ParquetFile(handle).metadata
+    counts = collections.Counter(footer.schema.to_arrow_schema().names)
+    twice = next((name for name, count in counts.items() if count > 1), None)
+    if twice is not None:  # a row is a dict: it kept the last of them, without a word
+        raise DataFileError(f"{path}: column {twice!r} appears {counts[twice]} times")
     pages = sum(
         footer.row_group(group).column(column).total_uncompressed_size
         for group in range(footer.num_row_groups)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -18,6 +19,8 @@ from trainer.data.chat import (
     truncate,
 )
 from trainer.data.files import read_rows_with_origins
+
+log = logging.getLogger("mfsdp.data")
 
 
 def tokenize_rows(
@@ -36,15 +39,39 @@ def tokenize_rows(
         tuple(cfg.prompt_dict_keys),
         tuple(cfg.response_dict_keys),
     )
-    examples = []
+    examples, untrained = [], []
     for index, row in enumerate(tqdm(rows, desc=desc, disable=not progress, leave=False)):
         try:
             messages = messages_of(row, columns)
             example = tokenize_chat(tokenizer, messages)
         except ChatFormatError as err:
             raise ChatFormatError(f"{where(index)}: {err}") from None
-        examples.append(truncate(example, cfg.max_length, cfg.truncation, where(index)))
+        kept = truncate(example, cfg.max_length, cfg.truncation, where(index))
+        if kept is not example and kept.num_targets == 0:
+            untrained.append(where(index))
+        examples.append(kept)
+    _say_untrained(untrained, len(examples), cfg)
     return examples
+
+
+def _say_untrained(untrained: list[str], rows: int, cfg: DataConfig) -> None:
+    """Rows whose every response token `data.truncation` cut off train nothing: a note
+    naming the first, or, when no row keeps one, a refusal (the run trained 3 steps of
+    loss 0.0000 and exit 0)."""
+    if not untrained:
+        return
+    what = (
+        f"keeps no response token after data.truncation={cfg.truncation} to"
+        f" data.max_length={cfg.max_length}"
+    )
+    if len(untrained) == rows:
+        raise ChatFormatError(
+            f"{untrained[0]}: {what}, and so does every other row: nothing to learn;"
+            " raise data.max_length"
+        )
+    log.warning(
+        "note: %s %s (+%d more rows): they train nothing", untrained[0], what, len(untrained) - 1
+    )
 
 
 def load_sft_splits(

@@ -208,3 +208,44 @@ def test_a_bad_rl_row_is_named_by_its_file_and_row(tmp_path, tokenizer):
     second.write_text(json.dumps(good) + "\n" + json.dumps({"prompt": "q"}) + "\n")
     with pytest.raises(RLDataError, match=rf"^{second} row 1: no reward_model.ground_truth"):
         load_rl_prompts([str(first), str(second)], RLDataConfig(), tokenizer)
+
+
+def test_a_missing_value_or_tool_calls_are_refused_not_trained_as_text():
+    """A NaN (pandas' missing value) was trained on as the text "nan"; an assistant turn's
+    tool_calls were left out of what the template saw."""
+    with pytest.raises(ChatFormatError, match=r"the response \('response'\) is nan, a missing"):
+        messages_of({"prompt": "q", "response": float("nan")}, ChatColumns())
+    call = {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f"}}]}
+    with pytest.raises(ChatFormatError, match="'assistant' turn with tool_calls"):
+        messages_of({"messages": [{"role": "user", "content": "q"}, call]}, ChatColumns())
+
+
+def test_a_parquet_column_given_twice_is_refused(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from trainer.data.files import DataFileError, read_rows
+
+    table = pa.Table.from_arrays(
+        [pa.array(["p"]), pa.array(["GOOD"]), pa.array(["BAD"])],
+        names=["prompt", "response", "response"],
+    )
+    pq.write_table(table, tmp_path / "twice.parquet")
+    with pytest.raises(DataFileError, match="column 'response' appears 2 times"):
+        read_rows(tmp_path / "twice.parquet")
+
+
+def test_rows_truncation_leaves_without_a_target_are_named(tmp_path, tokenizer, caplog):
+    """Every row's answer cut off trained 3 steps of loss 0.0000, exit 0."""
+    path = tmp_path / "train.jsonl"
+    long_prompt = "word " * 60
+    rows = [{"prompt": long_prompt, "response": "a"}, {"prompt": "q", "response": "a"}]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    cfg = DataConfig(train_files=[str(path)], max_length=24, truncation="right")
+    with caplog.at_level("WARNING", logger="mfsdp.data"):
+        train, _ = load_sft_splits(cfg, tokenizer, seed=0, progress=False)
+    assert len(train) == 2 and train[0].num_targets == 0 and train[1].num_targets > 0
+    assert f"{path} row 0 keeps no response token after data.truncation=right" in caplog.text
+    path.write_text(json.dumps(rows[0]) + "\n")
+    with pytest.raises(ChatFormatError, match=r"row 0: keeps no response token .* every other"):
+        load_sft_splits(cfg, tokenizer, seed=0, progress=False)
