@@ -271,6 +271,23 @@ def _jsonable(value: Any) -> Any:
     return value.to_dict() if hasattr(value, "to_dict") else str(value)
 
 
+def _refuse_another_scale(
+    manifest: Manifest, peft_config: dict[str, Any], paths: CheckpointPaths
+) -> None:
+    """The adapter adds alpha / r * B @ A (alpha / sqrt(r) with rslora): continuing it with
+    another lora_alpha loaded the trained A and B and scaled them anew, a different model
+    (rank and targets are refused as the checkpoint's keys and shapes differ)."""
+    recorded = manifest.lora if isinstance(manifest.lora, dict) else {}
+    for key, setting in (("lora_alpha", "model.lora_alpha"), ("use_rslora", "use_rslora")):
+        trained, now = recorded.get(key), peft_config.get(key)
+        if trained is not None and now is not None and trained != now:
+            raise ResumeMismatchError(
+                f"{paths.manifest}: the adapter was trained with {key} {trained!r}, this run"
+                f" has {now!r} ({setting}): its scale would change; set it back (or"
+                " checkpoint.resume=disable to start over)"
+            )
+
+
 class AdapterState:
     """The checkpoint's `model` entry for a LoRA run: the trainable (adapter) parameters only,
     as sharded DTensors; the frozen base comes back from the base model when the run is built.
@@ -305,7 +322,10 @@ class AdapterState:
         without complaint and train a different model. Rank 0 compares the base files'
         digests (hashed anyway for the manifest; hashed again with sha256 for an adapter
         saved before XXH3) and tells the others, so every rank stops together."""
-        if manifest is None or manifest.base_model is None:
+        if manifest is None:
+            return
+        _refuse_another_scale(manifest, self.setup.peft_config, paths)
+        if manifest.base_model is None:
             return
         problem = None
         if not dist.is_initialized() or dist.get_rank() == 0:

@@ -72,6 +72,10 @@ def _two_rank_runs(rank: int, world_size: int, root: str) -> None:
     with pytest.raises(ResumeMismatchError, match=r"model\.safetensors in this run's base"):
         resume = f"checkpoint.resume={root / 'split'}"
         run_sft(tiny_config(data, root / "wrong_base", other, *SETTINGS, resume))
+    # nor at another scale: alpha / r applied to the trained A and B (was accepted)
+    with pytest.raises(ResumeMismatchError, match=rf"lora_alpha {ALPHA}, this run has 64"):
+        resume = f"checkpoint.resume={root / 'split'}"
+        run_sft(tiny_config(data, root / "alpha", base, *SETTINGS, "model.lora_alpha=64", resume))
 
 
 @pytest.fixture(scope="module")
