@@ -51,6 +51,17 @@ def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
         group["lr"] = lr
 
 
+def apply_settings(optimizer: torch.optim.Optimizer, cfg: OptimConfig) -> None:
+    """The config's betas, eps and weight decay on every param group (no decay stays none).
+    A resumed optimizer's groups come from the checkpoint, with the settings the run was
+    started with: a changed optim.eps or optim.betas was silently ignored (the lr is set
+    every step anyway)."""
+    for group in optimizer.param_groups:
+        group["betas"], group["eps"] = tuple(cfg.betas), cfg.eps
+        if group.get("name") != NO_DECAY_GROUP:
+            group["weight_decay"] = cfg.weight_decay
+
+
 def param_groups(
     named_params: Iterable[tuple[str, torch.nn.Parameter]], weight_decay: float
 ) -> list[dict]:

@@ -26,6 +26,7 @@ from trainer.config import ConfigError, write_resolved_config
 from trainer.config_history import keep_changed_config
 from trainer.distributed import DistEnv, distributed_run
 from trainer.metrics import MetricsLogger
+from trainer.optim import apply_settings
 from trainer.progress import draws_bars, step_bar
 from trainer.resume import new_progress, resume_if_any
 from trainer.strategies.base import Strategy
@@ -137,6 +138,8 @@ class TrainingRun:
             "extra": new_progress(batch_size, train_rows, cfg.trainer.seed),
         }
         resume = resume_if_any(checkpointer, cfg.checkpoint.resume, states, hf_config.to_dict())
+        if resume is not None:
+            apply_settings(optimizer, cfg.optim)
         if env.is_main:
             if resume is not None:
                 note = keep_changed_config(run_dir, int(states["extra"]["step"]), cfg)

@@ -42,3 +42,20 @@ def test_a_resume_with_the_same_settings_keeps_no_copy(tmp_path, capsys):
     run_sft(tiny_config(data, run, *SETTINGS, "trainer.total_steps=4"))
     assert "resumed with settings changed" not in capsys.readouterr().err
     assert not list(run.glob("config.until_step_*.yaml"))
+
+
+def test_a_resume_applies_changed_optimizer_settings(tmp_path):
+    """The checkpoint's param groups carried the settings the run started with: steps after a
+    resume with optim.eps=1.0 were bit for bit those of the unchanged run."""
+    from trainer.metrics import read_metrics
+
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=16)
+    losses = {}
+    for name, changed in (("same", ()), ("eps", ("optim.eps=1.0",))):
+        run = tmp_path / name
+        run_sft(
+            tiny_config(data, run, *SETTINGS, "trainer.total_steps=4", "trainer.stop_at_step=2")
+        )
+        run_sft(tiny_config(data, run, *SETTINGS, "trainer.total_steps=4", *changed))
+        losses[name] = [r["train/loss"] for r in read_metrics(run) if r.get("step", 0) == 4]
+    assert losses["same"] and losses["eps"] and losses["same"] != losses["eps"], losses
