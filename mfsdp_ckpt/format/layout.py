@@ -150,12 +150,22 @@ def list_complete_steps(run_dir: str | os.PathLike) -> list[int]:
 def resume_step(run_dir: str | os.PathLike) -> int | None:
     """The step `checkpoint.resume=auto` resumes in `run_dir`: the tracker's when it names a
     complete step, else the newest complete one (the tracked step was removed, or no tracker
-    was written); None when no step is complete. Resuming and the line a Ctrl-C'd run ends
+    was written; a tracked step that is there but incomplete is DamagedRunDirError); None
+    when no step is complete. Resuming and the line a Ctrl-C'd run ends
     with both ask here, so the step named is the step resumed."""
     steps = list_complete_steps(run_dir)
     if not steps:
         return None
     tracked = read_tracker(run_dir)
+    if tracked is not None and tracked not in steps and os.path.lexists(step_dir(run_dir, tracked)):
+        # written only once its step was complete: a step that is there but incomplete was
+        # damaged since, and falling back to an older one was silent
+        raise DamagedRunDirError(
+            f"{Path(run_dir) / TRACKER_FILE}: names step {tracked}, but"
+            f" {step_dir(run_dir, tracked)} holds no {MANIFEST_FILE} (damaged after it was"
+            f" saved); move it away to resume from step {steps[-1]}, or give"
+            " checkpoint.resume=PATH"
+        )
     return tracked if tracked in steps else steps[-1]
 
 
