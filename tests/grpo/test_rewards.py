@@ -245,3 +245,100 @@ def test_a_raising_reward_function_ends_a_grpo_run_in_one_line_and_json(tmp_path
     assert line.endswith("): compute_score raised ValueError: boom"), line
     assert "Traceback" not in err
     assert json.loads(out) == {"error": line.removeprefix("error: "), "exit_code": EXIT_FAILED}
+
+
+@pytest.mark.parametrize(
+    "code, shown",
+    [("sys.exit(0)", "SystemExit: 0"), ("sys.exit()", "SystemExit"), ("exit('bye')", "bye")],
+)
+def test_sys_exit_while_importing_a_reward_file_is_a_reward_error_naming_it(tmp_path, code, shown):
+    """sys.exit(0) at import ended `mfsdp train grpo` with exit 0, nothing trained, no line."""
+    file = tmp_path / "exits.py"
+    file.write_text(f"import sys\n{code}\n")
+    with pytest.raises(RewardError) as raised:
+        load_reward_function(file)
+    assert str(raised.value).startswith(f"reward.path {str(file)!r}: importing it failed: ")
+    assert shown in str(raised.value)
+    assert raised.value.exit_code == EXIT_USAGE
+
+
+@pytest.mark.parametrize("code, shown", [("sys.exit(0)", "SystemExit: 0"), ("sys.exit()", "")])
+def test_sys_exit_inside_compute_score_fails_the_row_like_an_exception(tmp_path, code, shown):
+    file = _reward_file(tmp_path, f"import sys; {code}")
+    with pytest.raises(RewardFunctionError) as raised:
+        RewardScorer(str(file))(["ok"], ["7"], ["7"], [{"index": 3}])
+    assert str(raised.value) == (
+        f"reward.path {str(file)!r}, data_source 'ok' (index 3): compute_score raised "
+        f"{shown or 'SystemExit'}"
+    )
+    assert raised.value.exit_code == EXIT_FAILED
+    assert isinstance(raised.value.__cause__, SystemExit)
+
+
+def test_ctrl_c_in_a_reward_file_still_stops_the_run(tmp_path):
+    interrupted = _reward_file(tmp_path, "raise KeyboardInterrupt")
+    with pytest.raises(KeyboardInterrupt):
+        RewardScorer(str(interrupted))(["ok"], ["7"], ["7"])
+    at_import = tmp_path / "interrupt_at_import.py"
+    at_import.write_text("raise KeyboardInterrupt\n")
+    with pytest.raises(KeyboardInterrupt):
+        load_reward_function(at_import)
+
+
+def test_a_reward_files_prints_go_to_stderr_not_stdout(tmp_path, capsys):
+    """stdout is the command's own: `--json` writes one JSON object there."""
+    file = tmp_path / "chatty.py"
+    file.write_text(
+        "print('LOADING')\n"
+        f"def compute_score({VERL_SIGNATURE}):\n"
+        "    print('SCORING', solution_str)\n"
+        "    return 1.0\n"
+    )
+    scores = RewardScorer(str(file))(["s"], ["7"], ["7"])
+    assert scores.rewards == [1.0]
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == "LOADING\nSCORING 7\n"
+    print("mine")  # stdout is restored after the user's code
+    assert capsys.readouterr().out == "mine\n"
+
+
+@pytest.mark.parametrize(
+    "source, response, truth",
+    [
+        ("openai/gsm8k", "#### 72", 72),
+        ("openai/gsm8k", "#### 72", 72.0),
+        ("lighteval/MATH", r"\boxed{72}", 72),
+        ("lighteval/MATH", r"\boxed{72}", 72.0),
+        ("lighteval/MATH", r"\boxed{\frac{1}{2}}", 0.5),
+    ],
+)
+def test_a_ground_truth_that_is_a_number_is_compared_as_its_text(source, response, truth):
+    """The built-in rules compare text, as verl's do; a number column is its text (math's rule
+    raised AttributeError on an int)."""
+    assert default_compute_score(source, response, truth) == 1.0
+    assert default_compute_score(source, response.replace("72", "71"), truth) == (
+        0.0 if truth != 0.5 else 1.0
+    )
+
+
+def test_a_reward_function_that_prints_and_exits_ends_a_grpo_run_in_one_line_and_json(tmp_path):
+    """Its print went to stdout ahead of --json's object, and its sys.exit(0) ended the run
+    with exit 0 and no message."""
+    from trainer.grpo.synthetic import write_addition_data
+
+    files = write_addition_data(tmp_path / "data", digits=4)
+    reward = _reward_file(tmp_path, "print('SCORING', solution_str); import sys; sys.exit(0)")
+    code, out, err = run_cli(
+        *("train", "grpo", "--config", REPO / "examples" / "grpo_tiny_cpu.yaml", "--json"),
+        *(f"data.train_files={files['rl_train']}", f"trainer.run_dir={tmp_path / 'run'}"),
+        *("data.val_files=[]", "trainer.total_steps=1", "data.train_batch_size=2"),
+        *("rollout.n=2", "rollout.max_response_length=2", "actor.ppo_mini_batch_size=2"),
+        *("actor.ppo_micro_batch_size_per_gpu=2", "actor.log_prob_micro_batch_size_per_gpu=2"),
+        f"reward.path={reward}",
+    )
+    assert code == EXIT_FAILED, err
+    line = one_error_line(err)
+    assert line.endswith("): compute_score raised SystemExit: 0"), line
+    assert json.loads(out) == {"error": line.removeprefix("error: "), "exit_code": EXIT_FAILED}
+    assert "SCORING" in err

@@ -24,6 +24,17 @@ from trainer.config import (
 
 AboveOne = Annotated[float, Range("> 1", lambda v: v > 1)]
 TopK = Annotated[int, Range("-1 (off) or >= 1", lambda v: v == -1 or v >= 1)]
+# 0 (verl's greedy) cannot train: the log-probs are taken under softmax(logits / temperature),
+# and n greedy responses to a prompt are one response, so every advantage would be 0.
+RolloutTemperature = Annotated[
+    float,
+    Range(
+        "> 0 (0 is greedy decoding, which GRPO cannot train on: its log-probs divide by the "
+        "temperature and its rollout.n responses are all the same; use a small temperature "
+        "such as 0.1 for nearly greedy sampling)",
+        lambda v: v > 0,
+    ),
+]
 
 
 @dataclass
@@ -72,7 +83,7 @@ class RolloutConfig:
 
     name: Literal["auto", "vllm", "hf"] = "auto"
     n: Positive[int] = 5
-    temperature: NonNegative[float] = 1.0
+    temperature: RolloutTemperature = 1.0
     top_p: UnitPositive = 1.0
     top_k: TopK = -1
     max_response_length: Positive[int] = 512

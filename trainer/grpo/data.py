@@ -3,10 +3,17 @@
 Rows keep verl's columns unchanged: `prompt` (chat turns, or plain text), `data_source`,
 `reward_model.ground_truth`, `extra_info`. Prompts are rendered with the tokenizer's chat
 template and the generation prompt, once, before training starts, so a bad row fails early.
+
+A row is refused, naming its file and row, when its prompt is empty or its ground truth is
+null, NaN or empty text: such a row trains on nothing or scores 0 whatever the response. With
+the built-in rewards (no `reward.path`), which compare the answer as text, the ground truth
+must also be text or a number (compared as its text); a custom reward function may take any
+other value (a list, a dict) and is given it unchanged.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +39,8 @@ class RLPrompt:
 
 def chat_turns(prompt: Any) -> list[dict]:
     if isinstance(prompt, str):
+        if not prompt.strip():
+            raise RLDataError(f"prompt is empty text ({prompt!r:.20})")
         return [{"role": "user", "content": prompt}]
     try:
         turns = checked_turns(prompt)
@@ -41,7 +50,28 @@ def chat_turns(prompt: Any) -> list[dict]:
         ) from None
     if not turns:
         raise RLDataError("prompt must be text or a list of {role, content} turns, found []")
+    if not any(turn["content"].strip() for turn in turns):
+        raise RLDataError("prompt's turns are all empty text")
     return turns
+
+
+def checked_ground_truth(value: Any, custom_reward: bool) -> str | None:
+    """Why `value` cannot be a row's ground truth, or None when it can. Null and empty text
+    score 0 whatever the response; without a custom reward function (`custom_reward`) the
+    built-in rules compare text, so a list, dict or bool could never match either."""
+    if value is None:
+        return "reward_model.ground_truth is null"
+    if isinstance(value, float) and math.isnan(value):  # a missing value, as pandas writes it
+        return "reward_model.ground_truth is NaN"
+    if isinstance(value, str):
+        return None if value.strip() else f"reward_model.ground_truth is empty text ({value!r:.20})"
+    if custom_reward or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+        return None
+    return (
+        f"reward_model.ground_truth is {type(value).__name__} {value!r:.60}: the built-in "
+        "rewards compare it as text, so nothing would match (give text or a number, or set "
+        "reward.path to a function that takes it)"
+    )
 
 
 def load_rl_prompts(
@@ -50,8 +80,11 @@ def load_rl_prompts(
     tokenizer: Any,
     progress: bool = False,
     limit: int | None = None,
+    custom_reward: bool = False,
 ) -> tuple[list[RLPrompt], int]:
-    """(prompts, number of rows dropped for being longer than data.max_prompt_length)."""
+    """(prompts, number of rows dropped for being longer than data.max_prompt_length).
+    `custom_reward`: a `reward.path` function scores the rows, which may take a ground truth
+    the built-in rules cannot (a list, a dict)."""
     rows, origins = read_rows_with_origins(files)
     rows = rows[:limit]
     prompts, dropped = [], 0
@@ -65,6 +98,9 @@ def load_rl_prompts(
         reward_model = row.get("reward_model") or {}
         if not isinstance(reward_model, dict) or "ground_truth" not in reward_model:
             raise RLDataError(f"{where}: no reward_model.ground_truth")
+        bad_truth = checked_ground_truth(reward_model["ground_truth"], custom_reward)
+        if bad_truth:
+            raise RLDataError(f"{where}: {bad_truth}")
         try:
             turns = chat_turns(row[cfg.prompt_key])
         except RLDataError as err:

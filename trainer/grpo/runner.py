@@ -418,11 +418,18 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
     show = draws_bars(env.is_main and cfg.trainer.progress_bar)
     tokenizer = load_tokenizer(cfg.model)
     hf_config = build_hf_config(cfg.model, tokenizer)
-    train, dropped = load_rl_prompts(cfg.data.train_files, cfg.data, tokenizer, progress=show)
+    custom = bool(cfg.reward.path)  # its function may take a structured ground truth
+    train, dropped = load_rl_prompts(
+        cfg.data.train_files, cfg.data, tokenizer, progress=show, custom_reward=custom
+    )
     val = []
     if cfg.data.val_files:
         val = load_rl_prompts(
-            cfg.data.val_files, cfg.data, tokenizer, limit=cfg.data.val_max_samples
+            cfg.data.val_files,
+            cfg.data,
+            tokenizer,
+            limit=cfg.data.val_max_samples,
+            custom_reward=custom,
         )[0]
     batch_size = cfg.data.train_batch_size
     total_steps = planned_steps(

@@ -2,14 +2,21 @@
 
 This executes the file on purpose: it is the user's own code, named in the user's own config,
 exactly like verl's `custom_reward_function`. Checkpoints and data files never reach here.
+
+The user's code (its import and every call) runs with stdout sent to stderr
+(`user_code_output`): its prints still show, but stdout stays the command's own (`--json`
+writes one JSON object there). A `sys.exit()` in it is a failure like any exception, not the
+end of the run; only Ctrl-C (KeyboardInterrupt) passes through.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import inspect
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
@@ -45,10 +52,11 @@ def load_reward_function(path: str | Path, name: str = "compute_score") -> Calla
         raise RewardError(f"reward.path {str(file)!r}: not a python file")
     module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
-    except Exception as err:
+        with user_code_output():
+            spec.loader.exec_module(module)
+    except (Exception, SystemExit) as err:  # sys.exit() at import would end the run, exit 0
         raise RewardError(
-            f"reward.path {str(file)!r}: importing it failed: {type(err).__name__}: {err}"
+            f"reward.path {str(file)!r}: importing it failed: {one_line(err)}"
         ) from err
     function = getattr(module, name, None)
     if function is None:
@@ -76,3 +84,20 @@ def _check_signature(function: Callable, name: str, file: Path) -> None:
             f"{name}({', '.join(f'{key}=...' for key in REWARD_KEYWORDS)}) (verl's reward "
             f"signature): {err}"
         ) from None
+
+
+@contextlib.contextmanager
+def user_code_output() -> Iterator[None]:
+    """Run the user's reward code with its prints on stderr: stdout is the command's own (one
+    JSON object under `--json`)."""
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
+
+
+def one_line(err: BaseException) -> str:
+    """`Type: message` of an exception, on one line (its first, marked when there are more)."""
+    lines = str(err).strip().splitlines()
+    if not lines:
+        return type(err).__name__
+    more = " ..." if len(lines) > 1 else ""
+    return f"{type(err).__name__}: {lines[0]}{more}"

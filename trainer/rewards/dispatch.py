@@ -4,8 +4,9 @@ scores everything.
 A score function may return a number or a dict with a "score" key (verl's convention, which lets
 it report extra values such as "acc"); `accuracy` is "acc" when given, else score > 0. A score is
 cast with `float()` as verl casts it (a bool is 1.0 or 0.0, a numpy or 0-d torch number its
-value); a string, None, NaN or infinity is refused, as is a function that raises: the run stops
-with one line naming the reward file, the function and the row (`RewardFunctionError`).
+value); a string, None, NaN or infinity is refused, as is a function that raises (or calls
+`sys.exit()`): the run stops with one line naming the reward file, the function and the row
+(`RewardFunctionError`). A custom function's prints go to stderr, not stdout.
 """
 
 from __future__ import annotations
@@ -17,7 +18,13 @@ from math import isfinite
 from typing import Any
 
 from trainer.rewards import gsm8k, math
-from trainer.rewards.custom import RewardError, RewardFunctionError, load_reward_function
+from trainer.rewards.custom import (
+    RewardError,
+    RewardFunctionError,
+    load_reward_function,
+    one_line,
+    user_code_output,
+)
 
 GSM8K_SOURCES = ("openai/gsm8k", "gsm8k")
 MATH_SOURCES = (
@@ -32,7 +39,11 @@ MATH_SOURCES = (
 def default_compute_score(
     data_source: str, solution_str: str, ground_truth: str, extra_info: Any = None
 ) -> float:
-    """The built-in rule for a data source (verl's `default_compute_score` for these sources)."""
+    """The built-in rule for a data source (verl's `default_compute_score` for these sources).
+
+    The rules compare text, as verl's do; a ground truth that is a number (a JSON or parquet
+    column of numbers) is compared as its text, `72` and `72.0` as "72"."""
+    ground_truth = _as_text(ground_truth)
     if data_source in GSM8K_SOURCES:
         return gsm8k.compute_score(solution_str, ground_truth)
     if data_source in MATH_SOURCES:
@@ -42,6 +53,16 @@ def default_compute_score(
         f"no built-in reward for data_source {data_source!r} (known: {known}); set reward.path "
         "and reward.name"
     )
+
+
+def _as_text(ground_truth: Any) -> Any:
+    """A number as the text the rules compare (math's rule reads a box out of it); anything else
+    as it is (the data loader refuses what the rules cannot score)."""
+    if isinstance(ground_truth, bool) or not isinstance(ground_truth, (int, float)):
+        return ground_truth
+    if isinstance(ground_truth, float) and ground_truth.is_integer():
+        return str(int(ground_truth))
+    return str(ground_truth)
 
 
 @dataclass
@@ -88,11 +109,14 @@ class RewardScorer:
                 data_source=source, solution_str=response, ground_truth=truth, extra_info=extra
             )
         try:
-            return self.function(
-                data_source=source, solution_str=response, ground_truth=truth, extra_info=extra
-            )
-        except Exception as err:  # the user's code failed: only this call is guarded
-            raise self._failed(source, extra, f"{self.name} raised {_one_line(err)}") from err
+            with user_code_output():
+                return self.function(
+                    data_source=source, solution_str=response, ground_truth=truth, extra_info=extra
+                )
+        # the user's code failed: only this call is guarded; sys.exit() in it is a failure too
+        # (it ended the run with exit 0), Ctrl-C passes
+        except (Exception, SystemExit) as err:
+            raise self._failed(source, extra, f"{self.name} raised {one_line(err)}") from err
 
     def _failed(self, source: Any, extra: Any, what: str) -> RewardFunctionError:
         index = extra.get("index") if isinstance(extra, Mapping) else None
@@ -130,7 +154,7 @@ def _finite(value: Any, label: str = "") -> float:
         raise _not_a_number(value, label)
     try:
         number = float(value)
-    except Exception:  # its __float__ is the user's object's (a tensor of 2 values raises)
+    except (Exception, SystemExit):  # its __float__ is the user's (a 2-value tensor raises)
         raise _not_a_number(value, label) from None
     if not isfinite(number):
         raise _NotAScore(f"{label}{number}, not a finite number")
@@ -139,12 +163,3 @@ def _finite(value: Any, label: str = "") -> float:
 
 def _not_a_number(value: Any, label: str) -> _NotAScore:
     return _NotAScore(f"{label}{_short.repr(value)} ({type(value).__name__}), not a number")
-
-
-def _one_line(err: BaseException) -> str:
-    """`Type: message` of an exception, on one line (its first, marked when there are more)."""
-    lines = str(err).strip().splitlines()
-    if not lines:
-        return type(err).__name__
-    more = " ..." if len(lines) > 1 else ""
-    return f"{type(err).__name__}: {lines[0]}{more}"
