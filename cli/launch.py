@@ -114,6 +114,7 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
         check_local_paths,
         check_no_variables,
         check_run_dir_apart,
+        check_run_dir_is_its_own,
         check_run_dir_outside_checkpoints,
         check_writable_dir,
     )
@@ -125,6 +126,7 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     require_trackers(cfg.trainer)
     source = resolve_model_source(cfg.model)  # a missing model.path fails here, not per rank
     check_local_paths(cfg)  # and so does every other path key
+    check_run_dir_is_its_own(cfg.trainer.run_dir)
     check_run_dir_outside_checkpoints(cfg.trainer.run_dir)
     check_writable_dir("trainer.run_dir", cfg.trainer.run_dir)
     hf_dir = source.assets if source is not None and source.checkpoint is None else None
@@ -258,7 +260,16 @@ def say_starting(subcommand: str, what: str) -> None:
 def run_ranks(command: list[str], **popen: Any) -> int:
     """Run torchrun and return its exit code. On Ctrl-C the terminal interrupts torchrun and
     the ranks too: wait while they stop (a rank mid-save leaves only its temporary directory),
-    then say so once (the ranks stay quiet, `report_errors`); a second Ctrl-C stops waiting."""
+    then say so once (the ranks stay quiet, `report_errors`); a second Ctrl-C stops waiting.
+    torchrun, and through it every rank, gets SIGTERM should this process die first (`kill -9`
+    of it: they trained on into a run dir whose lock was gone); this thread waits on it, so
+    the signal, which follows the thread that started the child, comes at no other time."""
+    from cli.torchrun import dies_with_parent
+
+    dies = dies_with_parent()
+    if dies is not None:
+        given = popen.get("preexec_fn")
+        popen["preexec_fn"] = dies if given is None else lambda: (given(), dies())
     child = subprocess.Popen(command, **popen)
     try:
         return child.wait()

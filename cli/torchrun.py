@@ -9,15 +9,25 @@ mistake, 1 a failed run, 130 interrupted), so the ranks' own messages are all a 
 A rank that stopped only because another one did (its collective lost the peer) exits
 quietly with EXIT_PEER_LOST, so the one that stopped first is the one reported; a rank that
 could not say why (killed by a signal) is named here in one line.
+
+Every process of a run dies with the one that started it (Linux): the launching mfsdp starts
+this one with a parent-death signal (`dies_with_parent`), and SIGTERM stops torchrun's agent,
+which stops its ranks. A `kill -9` of the launching mfsdp (a scheduler's hard stop, the
+out-of-memory killer) left this process, reparented to pid 1, and every rank training and
+saving into the run dir, whose lock had died with the launcher: a second run into it then
+started beside them. (The ranks get no such signal of their own: torch's agent starts them
+from threads of a multi-threaded process, where a pre-exec hook is not safe.)
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PEER_LOST, EXIT_USAGE
@@ -25,6 +35,31 @@ from cli.verbosity import LEVEL_VARIABLE
 from mfsdp_ckpt.check.printable import printable
 
 AGENT_LOGGERS = ("torch.distributed.elastic", "torch.distributed.launcher", "torch.distributed.run")
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def dies_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """A `preexec_fn` that has the child sent `sig` when the thread starting it ends (which,
+    for the thread that waits on the child, is when this process dies, `kill -9` included);
+    None where prctl is not there (not Linux). Resolved here, before the fork, so the child
+    only makes the call; a parent that died before it took hold is seen by the child, which
+    then exits at once (the signal would never come)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(128 + int(sig))
+
+    return preexec
 
 
 def rank_exit_code(exitcode: int) -> int:

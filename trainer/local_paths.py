@@ -113,6 +113,26 @@ def check_run_dir_apart(cfg: Any, hf_dir: str | os.PathLike | None) -> None:
             )
 
 
+def check_run_dir_is_its_own(run_dir: str) -> None:
+    """`trainer.run_dir` names a directory of the run's own: an empty one (`run_dir: ""`)
+    trained into the current directory, its checkpoints, metrics.jsonl and config.yaml among
+    the user's files, and the file system's root (`/`, `/tmp/..`, a link to `/`) was a
+    traceback from the run-dir lock, which lives beside the run dir (nothing is beside `/`),
+    with exit 1 and under --json nothing on stdout."""
+    if not run_dir.strip():
+        raise ConfigError(
+            f"trainer.run_dir: {run_dir!r} is empty; give the directory the run writes its"
+            " checkpoints and metrics to (e.g. trainer.run_dir=runs/NAME)"
+        )
+    real = os.path.realpath(run_dir)
+    if os.path.dirname(real) == real:
+        named = run_dir if run_dir == real else f"{run_dir} ({real})"
+        raise ConfigError(
+            f"trainer.run_dir: {named} is the file system's root; give a directory of the"
+            " run's own (e.g. trainer.run_dir=runs/NAME)"
+        )
+
+
 def check_run_dir_outside_checkpoints(run_dir: str) -> None:
     """`trainer.run_dir` may not be, or lie inside, a checkpoint: `RUN/global_step_2`, typed
     for the run that holds it, made a new run inside that step (its own steps and tracker

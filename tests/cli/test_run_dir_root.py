@@ -1,0 +1,88 @@
+"""`trainer.run_dir` must name a directory of the run's own. The file system's root (`/`,
+`/tmp/..`) was a traceback from the run-dir lock (`PosixPath('/') has an empty name`), exit 1
+and under --json nothing on stdout; an empty one trained into the current directory. Both
+are refused before anything starts: one line naming trainer.run_dir, exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.cli_errors import one_error
+from tests.support.fresh_python import mfsdp
+from tests.support.paths import EXAMPLES, REPO
+from tests.support.sft import write_chat_jsonl
+from trainer.config import ConfigError, SFTConfig
+from trainer.grpo.config import GRPOConfig
+
+
+@pytest.mark.parametrize("cls", [SFTConfig, GRPOConfig])
+@pytest.mark.parametrize("run_dir", ["/", "//", "/.", "/tmp/..", "link-to-root"])
+def test_the_root_directory_as_run_dir_is_refused(cls, run_dir, tmp_path, monkeypatch):
+    from cli.launch import check_config
+
+    monkeypatch.chdir(tmp_path)
+    os.symlink("/", tmp_path / "link-to-root")
+    with pytest.raises(ConfigError) as caught:
+        check_config(cls, None, [f"trainer.run_dir={run_dir}"])
+    assert str(caught.value).startswith(f"trainer.run_dir: {run_dir}")
+    assert "the file system's root" in str(caught.value)
+
+
+@pytest.mark.parametrize("cls", [SFTConfig, GRPOConfig])
+@pytest.mark.parametrize("given", ["override", "file"])
+def test_an_empty_run_dir_is_refused(cls, given, tmp_path, monkeypatch):
+    from cli.launch import check_config
+
+    monkeypatch.chdir(tmp_path)
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text('trainer:\n  run_dir: ""\n')
+    with pytest.raises(ConfigError, match=r"^trainer\.run_dir: '' is empty; give the directory"):
+        if given == "file":
+            check_config(cls, str(config_file), [])
+        else:
+            check_config(cls, None, ["trainer.run_dir=''"])
+    assert list(tmp_path.iterdir()) == [config_file]
+
+
+def test_other_run_dirs_still_pass(tmp_path, monkeypatch):
+    from cli.launch import check_config
+
+    monkeypatch.chdir(tmp_path)
+    for run_dir in ("run", "./run", str(tmp_path / "a" / ".." / "run"), "."):
+        assert check_config(SFTConfig, None, [f"trainer.run_dir={run_dir}"]).trainer.run_dir
+
+
+@pytest.mark.parametrize("command", ["sft", "grpo"])
+def test_train_into_the_root_is_one_line_exit_2_and_json_under_json(command, tmp_path):
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=48)
+    config = str(EXAMPLES / f"{command}_tiny_cpu.yaml")
+    for run_dir in ("/", "/tmp/.."):
+        args = ["train", command, "--config", config, f"data.train_files={data}"]
+        done = mfsdp(*args, f"trainer.run_dir={run_dir}", "--json")
+        assert done.returncode == 2, done.stderr
+        line = one_error(done.stderr, f"trainer.run_dir: {run_dir}", "the file system's root")
+        assert json.loads(done.stdout) == {"error": line.removeprefix("error: "), "exit_code": 2}
+
+
+def test_train_into_an_empty_run_dir_writes_nothing_in_the_current_directory(tmp_path):
+    data = write_chat_jsonl(tmp_path / "data" / "train.jsonl", rows=48)
+    here = tmp_path / "here"
+    here.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", "from cli.main import main; main()", "train", "sft"]
+        + ["--config", str(EXAMPLES / "sft_tiny_cpu.yaml"), f"data.train_files={data}"]
+        + ["trainer.total_steps=1", "trainer.run_dir=''"],
+        cwd=here,
+        env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    one_error(done.stderr, "trainer.run_dir: '' is empty")
+    assert list(here.iterdir()) == []
