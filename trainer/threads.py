@@ -38,6 +38,9 @@ CHOSEN_MARKER = (
 SAMPLE_SECONDS = 0.1
 
 
+USER_SET = "OMP_NUM_THREADS as set"  # the reason of a count the user chose
+
+
 @dataclass(frozen=True)
 class ThreadChoice:
     threads: int
@@ -61,7 +64,7 @@ def choose_threads(
     environ = os.environ if environ is None else environ
     user = thread_count_setting(environ.get("OMP_NUM_THREADS", ""))
     if user is not None:
-        return ThreadChoice(user, None, "OMP_NUM_THREADS as set")
+        return ThreadChoice(user, None, USER_SET)
     cores = available_cores()
     ranks = max(1, local_ranks)
     share = max(1, len(cores) // ranks)
@@ -117,11 +120,30 @@ def configure_threads(local_ranks: int) -> ThreadChoice | None:
     ):  # under a user's own torchrun: one line per machine
         # INFO (`mfsdp -v`): an error a run stops with stays the only line it prints
         logger = logging.getLogger("mfsdp.threads")
-        logger.info("%s; set OMP_NUM_THREADS to override", choice.describe())
-        crowded = oversubscribed(local_ranks)
+        user_set = choice.reason == USER_SET
+        how = "unset" if user_set else "set"
+        verb = "to let mfsdp choose" if user_set else "to override"
+        logger.info("%s; %s OMP_NUM_THREADS %s", choice.describe(), how, verb)
+        crowded = oversubscribed(local_ranks) or (
+            threads_oversubscribed(choice.threads, local_ranks) if user_set else None
+        )
         if crowded:
             logger.warning("note: %s", crowded)
     return choice
+
+
+def threads_oversubscribed(threads: int, local_ranks: int) -> str | None:
+    """Why a user's OMP_NUM_THREADS is slow here, or None: more threads in all than cores
+    take turns on a core (8 threads on 2 cores was said to be "as set", without a word)."""
+    cores = len(available_cores())
+    total = threads * max(1, local_ranks)
+    if total <= cores:
+        return None
+    return (
+        f"OMP_NUM_THREADS={threads} x {max(1, local_ranks)} process(es) = {total} threads on"
+        f" {cores} CPU core(s): threads take turns on a core; unset OMP_NUM_THREADS to let"
+        " mfsdp choose"
+    )
 
 
 def oversubscribed(local_ranks: int) -> str | None:

@@ -89,3 +89,22 @@ def test_more_local_ranks_than_cores_is_noted(eight_cores):
     assert threads.oversubscribed(8) is None
     note = threads.oversubscribed(9)
     assert "9 local ranks on 8 CPU core(s)" in note and "--nproc-per-node 8" in note
+
+
+def test_a_users_thread_count_above_the_cores_is_noted(eight_cores):
+    """OMP_NUM_THREADS=8 on 2 cores was logged "as set; set OMP_NUM_THREADS to override"."""
+    assert threads.threads_oversubscribed(4, 2) is None
+    note = threads.threads_oversubscribed(8, 2)
+    assert "OMP_NUM_THREADS=8 x 2 process(es) = 16 threads on 8 CPU core(s)" in note
+    assert "unset OMP_NUM_THREADS" in note
+
+
+def test_a_users_count_is_logged_with_how_to_let_mfsdp_choose(monkeypatch, caplog, eight_cores):
+    monkeypatch.setenv("OMP_NUM_THREADS", "16")
+    monkeypatch.delenv(threads.CHOSEN_MARKER, raising=False)
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.delitem(sys.modules, "torch", raising=False)  # nothing to set in this process
+    with caplog.at_level("INFO", logger="mfsdp.threads"):
+        threads.configure_threads(1)
+    assert "(OMP_NUM_THREADS as set); unset OMP_NUM_THREADS to let mfsdp choose" in caplog.text
+    assert "16 threads on 8 CPU core(s)" in caplog.text
