@@ -44,6 +44,7 @@ from mfsdp_ckpt.storage.reader import (
 from mfsdp_ckpt.storage.shared_bytes import byte_sharing
 
 ERROR, WARNING = "error", "warning"
+STRICT_NEEDS_MANIFEST = "no manifest.json: --strict requires one (file hashes cannot be checked)"
 _HASH_MISMATCH = "{} differs from the manifest (bytes changed after save)"
 
 Progress = Callable[[int, int], None]  # (done, total) over tensors / bytes
@@ -92,6 +93,10 @@ class ValidationReport:
     def to_dict(self, strict: bool = False) -> dict:
         data = asdict(self)
         data["valid"] = self.ok(strict)
+        if strict and not self.has_manifest:  # the text verdict says it; the JSON said nothing
+            data["findings"].append(
+                asdict(Finding(ERROR, self.checkpoint or self.path, STRICT_NEEDS_MANIFEST))
+            )
         return data
 
 

@@ -76,6 +76,11 @@ def test_every_command_reads_every_layout(kind, optim_fixture, tmp_path):
     assert report["layout"] == kind and report["has_manifest"] is False
     code, out, err = run_cli("ckpt", "validate", laid.run, "--strict")
     assert code == 1 and "(--strict requires one)" in out, out + err
+    code, out, err = run_cli("ckpt", "validate", laid.run, "--strict", "--json")
+    strict = json.loads(out)  # was `valid: false` with no finding saying why
+    assert code == 1 and [f["message"] for f in strict["findings"]] == [
+        "no manifest.json: --strict requires one (file hashes cannot be checked)"
+    ], out
     code, out, err = run_cli("ckpt", "inspect", laid.run, "--json")
     described = json.loads(out)
     assert code == 0 and described["layout"] == kind
