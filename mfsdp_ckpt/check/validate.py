@@ -877,8 +877,13 @@ def _check_objects(reader: CheckpointReader, report: ValidationReport) -> None:
     import io
     import zipfile
 
+    missing = _missing_files(reader)
+    unread: dict[str, list[str]] = {}
     for name, entry in sorted(reader.objects.items()):
         where = f"[{name}]"
+        if entry.file in missing:
+            unread.setdefault(entry.file, []).append(name)
+            continue
         if entry.file is None:
             report.add(
                 ERROR, where, "non-tensor entry has no storage entry (its bytes were never written)"
@@ -908,6 +913,7 @@ def _check_objects(reader: CheckpointReader, report: ValidationReport) -> None:
                     )
         except (zipfile.BadZipFile, ValueError, EOFError) as err:
             report.add(ERROR, where, f"blob is not a readable torch.save archive ({err})")
+    _report_unread(unread, report)
 
 
 def _check_values(
@@ -916,9 +922,14 @@ def _check_values(
     import torch
 
     entries = list(reader.tensors.values())
+    missing = _missing_files(reader)
+    unread: dict[str, list[str]] = {}  # a data file reported missing -> the tensors in it
     for done, entry in enumerate(entries, 1):
         where = f"[{entry.name}]"
-        if not chunk_coverage_problems(entry):
+        gone = next((c.file for c in entry.chunks if c.file in missing), None)
+        if gone is not None:  # said once for its file, not once per tensor
+            unread.setdefault(gone, []).append(entry.name)
+        elif not chunk_coverage_problems(entry):
             try:
                 tensor = reader.read_tensor(entry.name)
             except (CheckpointFormatError, CheckpointFileError) as err:
@@ -931,3 +942,25 @@ def _check_values(
                         report.add(ERROR, where, f"{nans} NaN and {infs} Inf values")
         if progress:
             progress(done, len(entries))
+    _report_unread(unread, report)
+
+
+def _missing_files(reader: CheckpointReader) -> set[str]:
+    """The data files the metadata names that are absent: the file checks report each once,
+    so the deep reads skip what lies in them (one line per tensor repeated that finding)."""
+    files = {c.file for e in reader.tensors.values() for c in e.chunks if c.file}
+    files |= {entry.file for entry in reader.objects.values() if entry.file}
+    found = set()
+    for file in files:
+        try:
+            if reader.store.size(file) is None:
+                found.add(file)
+        except CheckpointFileError:  # a link out, a FIFO: reported there, read here to name it
+            continue
+    return found
+
+
+def _report_unread(unread: dict[str, list[str]], report: ValidationReport) -> None:
+    for file, names in unread.items():
+        more = f" and {len(names) - 1} more" if len(names) > 1 else ""
+        report.add(ERROR, f"[{names[0]}]{more}", f"not read: their data file {file} is missing")

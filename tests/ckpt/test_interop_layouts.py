@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.interop_layouts import (
     BUILDERS,
     DAMAGE,
@@ -317,3 +318,21 @@ def test_megatron_release_and_a_config_that_does_not_fit(made_optim, tmp_path):
     code, out, err = run_cli("ckpt", "validate", run, "--hf-config", tmp_path / "wrong.json")
     assert code == 1 and "the weights do not fit this config" in out, out + err
     assert run_cli("ckpt", "validate", run, "--hf-config", made_optim / "config.json")[0] == 0
+
+
+def test_a_missing_data_file_is_one_finding_per_file_in_a_deep_validate(made_optim, tmp_path):
+    """Was one `[key]: DIR/__0_0.distcp [key]: file is missing` line per tensor in it."""
+    laid = BUILDERS["megatron-lm"](made_optim, tmp_path)
+    shard = sorted(laid.dist_ckpt.glob("*.distcp"))[0]
+    in_it = sum(
+        any(c.file == shard.name for c in e.chunks)
+        for e in CheckpointReader(laid.dist_ckpt).tensors.values()
+    )
+    shard.unlink()
+    code, out, _ = run_cli("ckpt", "validate", laid.run, "--deep", "--json")
+    messages = [f["message"] for f in json.loads(out)["findings"]]
+    assert code == 1 and messages.count("referenced by .metadata but missing") == 1, out
+    unread = [f for f in json.loads(out)["findings"] if f["message"].startswith("not read:")]
+    assert 1 <= len(unread) <= 2, unread  # its tensors, and its non-tensor entries if any
+    assert f"and {in_it - 1} more" in unread[0]["where"], unread
+    assert len(messages) <= 4, messages  # + the args record, read for the config, unreadable

@@ -120,7 +120,7 @@ def test_a_step_saved_in_hugging_face_format_says_it_lacks_config_json(level, tm
     newest = _hf_format_step(dump / "checkpoint", 50)
     given = {"step": newest, "checkpoint": dump / "checkpoint", "dump": dump}[level]
     for command in ("validate", "inspect"):
-        code, out, err = run_cli("ckpt", command, given)
+        code, _out, err = run_cli("ckpt", command, given)
         line = one_error_line(err)
         assert code == 2 and line.startswith(f"error: {newest}: Hugging Face safetensors"), err
         assert "without a config.json" in line and "copy the model's config.json" in line
