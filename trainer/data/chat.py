@@ -72,8 +72,15 @@ def messages_of(row: dict[str, Any], columns: ChatColumns) -> list[dict]:
         content = _text(response, columns.response, "response")
         messages = turns + [{"role": "assistant", "content": content}]
     else:
+        found = ", ".join(map(str, list(row)[:8])) or "none"
+        hint = ""
+        if {"question", "answer"} <= set(row) or {"problem", "solution"} <= set(row):
+            hint = "; convert GSM8K's or MATH's own files with `mfsdp data gsm8k|math`"
+        elif "reward_model" in row:
+            hint = "; a verl RL table (prompts and rewards): `mfsdp train grpo` reads it"
         raise ChatFormatError(
-            f"no '{columns.messages}' column and no '{columns.prompt}'/'{columns.response}' columns"
+            f"no '{columns.messages}' column and no '{columns.prompt}'/'{columns.response}'"
+            f" columns (found: {found}){hint}"
         )
     if not any(turn["role"] == "assistant" for turn in messages):
         raise ChatFormatError("the conversation has no assistant turn to learn from")

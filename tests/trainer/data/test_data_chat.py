@@ -79,8 +79,10 @@ def test_prompt_response_columns_and_bad_rows():
     ]
     turns = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
     assert messages_of({"prompt": turns, "response": "a"}, columns)[:2] == turns
-    with pytest.raises(ChatFormatError, match="no 'messages' column"):
+    with pytest.raises(ChatFormatError, match=r"no 'messages' column .* \(found: text\)$"):
         messages_of({"text": "x"}, columns)
+    with pytest.raises(ChatFormatError, match=r"\(found: question, answer\); convert GSM8K's"):
+        messages_of({"question": "1+1", "answer": "#### 2"}, columns)
     with pytest.raises(ChatFormatError, match="no assistant turn"):
         messages_of({"messages": [{"role": "user", "content": "q"}]}, columns)
 
