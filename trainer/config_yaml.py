@@ -76,6 +76,14 @@ class _BoundedLoader(yaml.SafeLoader):
         """An integer too long for Python to read from text (over 4300 digits) is one line
         naming where it is, not int()'s ValueError; one that reads is range-checked by its
         field."""
+        digits = str(node.value).lstrip("+-").replace("_", "")
+        if ":" in digits or (len(digits) > 1 and digits[0] == "0" and digits.isdigit()):
+            line = node.start_mark.line + 1  # `010` was 8 (octal), `1:00` 60 (base 60)
+            raise YAMLConfigError(
+                f"{self.source}: {node.value!r} at line {line} is an integer only in YAML 1.1's"
+                f" octal or base-60 forms, read as {super().construct_yaml_int(node)} (Hydra and"
+                " YAML 1.2 read it otherwise); write the number plainly, or quote it for text"
+            )
         try:
             return super().construct_yaml_int(node)
         except ValueError:

@@ -91,3 +91,14 @@ def test_gsm8k_example_mirrors_the_seed_settings():
     assert (optim.scheduler, optim.min_lr) == ("cosine", 1e-6)
     assert cfg.strategy.name == "megatron_fsdp" and cfg.data.packing
     assert load_config(SFTConfig, REPO / "examples" / "sft_tiny_cpu.yaml").strategy.name == "fsdp2"
+
+
+@pytest.mark.parametrize(
+    ("override", "read_as"),
+    [("trainer.total_steps=010", "8"), ("data.max_length=1:00", "60"), ("trainer.seed=-07", "-7")],
+)
+def test_yaml_11_octal_and_base_60_integers_are_refused(override, read_as):
+    """`total_steps=010` trained 8 steps and `max_length=1:00` was 60, without a word."""
+    with pytest.raises(ConfigError, match=rf"integer only in YAML 1\.1's .* read as {read_as} "):
+        load_config(SFTConfig, None, [override])
+    assert load_config(SFTConfig, None, ["trainer.total_steps=10"]).trainer.total_steps == 10
