@@ -157,6 +157,7 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str, 
     what of the command is known only when the script runs."""
     variables = _Variables(source)
     found: tuple[str, list[str]] | None = None
+    launches = 0
     array: _Array | None = None  # a bash array being read, over lines
     for line in text.replace("\\\r\n", " ").replace("\\\n", " ").splitlines():
         if len(line) > MAX_LINE_CHARS:
@@ -182,6 +183,7 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str, 
             continue
         for module in GRPO_MODULES + SFT_MODULES:
             if module in words:
+                launches += 1
                 found = (
                     "grpo" if module in GRPO_MODULES else "sft",
                     words[words.index(module) + 1 :],
@@ -193,6 +195,12 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str, 
         )
     command, words = found
     notes = [*variables.notes]
+    if launches > 1:
+        notes.append(
+            f"the script starts verl {launches} times; this config is its last command's:"
+            " convert the others from a script of their own"
+        )
+    notes += _hydra_config_notes(words)
     texts = []  # every value substituted before any is parsed: a substitution bomb is
     for word in variables.spread(words, notes):  # refused before YAML reads megabytes
         if word in _FORWARDED:
@@ -212,6 +220,28 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str, 
             parsed = _parse(text_value, f"{source}: {key}") if text_value.strip() else None
         pairs.append((key, parsed))
     return pairs, command, notes
+
+
+# Hydra's options that name the YAML a verl command starts from (`--config-path=DIR`,
+# `--config-name NAME`): its keys are not on the command line
+_HYDRA_CONFIG_OPTIONS = ("--config-path", "--config-name", "-cp", "-cn")
+
+
+def _hydra_config_notes(words: list[str]) -> list[str]:
+    """A note naming the YAML the command loads with Hydra's --config-path / --config-name:
+    the settings in it are not in this conversion (they were left out without a word)."""
+    named = []
+    for index, word in enumerate(words):
+        option, sep, value = word.partition("=")
+        if option in _HYDRA_CONFIG_OPTIONS:
+            given = value if sep else (words[index + 1] if index + 1 < len(words) else "")
+            named.append(f"{option} {given}".strip())
+    if not named:
+        return []
+    return [
+        f"{', '.join(named)}: verl loads its settings from that YAML first; they are not in"
+        " this config: convert it with `mfsdp config from-verl FILE.yaml` and merge the two"
+    ]
 
 
 @dataclass

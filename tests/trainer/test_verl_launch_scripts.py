@@ -198,3 +198,22 @@ def test_an_unterminated_array_reads_no_keys_and_says_so(tmp_path):
     script.write_text("A=(trainer.project_name=p\npython3 -m verl.trainer.main_ppo\n")
     with pytest.raises(VerlSourceError, match=r"no `python3 -m verl\.trainer\.main_ppo"):
         convert_verl(script)
+
+
+def test_a_hydra_config_file_and_a_second_launch_are_noted(tmp_path):
+    """Both were left out without a word: the YAML's settings, and every launch but the last."""
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "python3 -m verl.trainer.main_ppo --config-path=cfg --config-name my_grpo"
+        " actor_rollout_ref.actor.optim.lr=1e-6\n"
+        "python3 -m verl.trainer.main_ppo actor_rollout_ref.actor.optim.lr=5e-6\n"
+    )
+    conversion = convert_verl(script)
+    assert loads(conversion, tmp_path).optim.lr == 5e-6
+    assert any(note.startswith("the script starts verl 2 times") for note in conversion.notes)
+    script.write_text(
+        "python3 -m verl.trainer.main_ppo --config-path=cfg --config-name my_grpo"
+        " actor_rollout_ref.actor.optim.lr=1e-6\n"
+    )
+    notes = convert_verl(script).notes
+    assert "--config-path cfg, --config-name my_grpo: verl loads its settings" in " ".join(notes)
