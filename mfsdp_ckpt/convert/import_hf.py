@@ -238,7 +238,15 @@ def _read_config(hf_dir: Path):
     damaged model (exit 1), as a damaged weight file is."""
     config_file = hf_dir / "config.json"
     if layout.stat_inside(config_file, follow_symlinks=False) is None:
-        raise ImportUsageError(f"{hf_dir}: no config.json; not a Hugging Face model dir")
+        inside = layout.checkpoint_containing(hf_dir)
+        what = (
+            f"; it is (or lies in) the training checkpoint {inside}: import-hf makes"
+            f" checkpoints of Hugging Face models, `mfsdp ckpt export-hf {inside} --out DIR`"
+            " goes the other way"
+            if inside is not None
+            else ""
+        )
+        raise ImportUsageError(f"{hf_dir}: no config.json; not a Hugging Face model dir{what}")
     try:
         safe_files.regular_file(
             config_file, safe_files.model_dir_root(hf_dir), f"the model dir {hf_dir}"

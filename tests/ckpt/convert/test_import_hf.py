@@ -27,6 +27,7 @@ from tests.support.hf_model_files import (
     saved_hf_model,
     tensor_bits,
 )
+from tests.support.interop_layouts import one_error_line, run_cli
 from tests.support.paths import FIXTURES
 
 MCORE_FIXTURES = FIXTURES / "mcore"
@@ -274,3 +275,12 @@ def test_several_data_files_each_hashed(tmp_path, monkeypatch, layout_name):
     hf_config = {"hf_config": source} if layout_name == "mcore" else {}
     export_hf(tmp_path / "ckpt", tmp_path / "back", **hf_config)
     assert_same_tensors(safetensors_tensors(source), safetensors_tensors(tmp_path / "back"))
+
+
+def test_a_training_checkpoint_given_to_import_hf_points_to_export_hf(tmp_path):
+    """Was only "no config.json; not a Hugging Face model dir"."""
+    run = FIXTURES / "megatron_fsdp_qwen2" / "run"
+    code, _out, err = run_cli("ckpt", "import-hf", run, "--out", tmp_path / "o")
+    line = one_error_line(err)
+    assert code == 2 and f"the training checkpoint {run}" in line, err
+    assert f"mfsdp ckpt export-hf {run} --out DIR" in line
