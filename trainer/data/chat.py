@@ -141,12 +141,27 @@ def checked_turns(turns: Any) -> list[dict]:
             raise ChatFormatError(
                 f"a chat turn's role and content must be text, found {turn!r:.200}"
             )
+        _check_role(turn["role"])
         if turn.get("tool_calls"):  # only role and content reach the template: calls dropped
             raise ChatFormatError(
                 f"{turn['role']!r} turn with tool_calls: tool-calling chats are not trained"
                 f" here (the calls would be left out), found {turn!r:.200}"
             )
     return [{"role": turn["role"], "content": turn["content"]} for turn in turns]
+
+
+# The roles chat templates render (OpenAI's, Llama 3.1's ipython); ShareGPT's names for two
+_ROLES = ("system", "user", "assistant", "tool", "developer", "ipython", "function")
+_SHAREGPT_ROLES = {"human": "user", "gpt": "assistant"}
+
+
+def _check_role(role: str) -> None:
+    """A role another spelling of a known one (`User`, ShareGPT's `human` / `gpt`) is refused:
+    templates match roles exactly, so it rendered as text and an `Assistant` turn was never
+    a target. Other roles are left to the template, which may know them."""
+    meant = _SHAREGPT_ROLES.get(role) or (role.lower() if role.lower() in _ROLES else None)
+    if meant is not None and meant != role:
+        raise ChatFormatError(f"role {role!r}: chat templates match roles exactly; write {meant!r}")
 
 
 class _TemplateTimeout(ChatFormatError):

@@ -251,3 +251,13 @@ def test_rows_truncation_leaves_without_a_target_are_named(tmp_path, tokenizer, 
     path.write_text(json.dumps(rows[0]) + "\n")
     with pytest.raises(ChatFormatError, match=r"row 0: keeps no response token .* every other"):
         load_sft_splits(cfg, tokenizer, seed=0, progress=False)
+
+
+@pytest.mark.parametrize(
+    ("role", "meant"), [("User", "user"), ("human", "user"), ("gpt", "assistant")]
+)
+def test_another_spelling_of_a_role_is_refused_naming_the_one_meant(role, meant):
+    """Rendered as text by the template, and an `Assistant` turn was never a target."""
+    turns = [{"role": role, "content": "q"}, {"role": "assistant", "content": "a"}]
+    with pytest.raises(ChatFormatError, match=rf"role '{role}': .* write '{meant}'"):
+        messages_of({"messages": turns}, ChatColumns())
