@@ -153,7 +153,8 @@ def check_data_files(data: Any, kind: str) -> None:
     hint = DATA_HINT.format(kind=kind)
     if not data.train_files:
         fail(
-            f"data.train_files: no training files given; pass --config FILE.yaml or {hint}",
+            "data.train_files: no training files given; set it (in the --config FILE.yaml,"
+            f" or data.train_files=FILE) or {hint}",
             EXIT_USAGE,
         )
     for key in ("train_files", "val_files"):
