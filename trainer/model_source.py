@@ -70,6 +70,17 @@ def _checked_dir(key: str, value: str, needed: str) -> Path:
     return path
 
 
+def _refuse_unreadable_config(config_file: Path) -> None:
+    """A config.json that is not a readable config is named as such: the hint to train from
+    it (model.random_init) only led to this error next."""
+    from mfsdp_ckpt.convert.hf_config import HFConfigError, read_config_json
+
+    try:
+        read_config_json(config_file)
+    except HFConfigError as err:
+        raise ConfigError(f"model.path: {err}") from None
+
+
 def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
     """The model's source for `cfg.path`, or None when the run builds a named shape."""
     if cfg.path is None:
@@ -87,6 +98,7 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
         checkpoint = resolve_checkpoint(path)
     except CheckpointPathError as err:
         if has_config:
+            _refuse_unreadable_config(path / "config.json")  # before a hint to train from it
             raise ConfigError(
                 f"model.path: {cfg.path} has config.json but no weights (*.safetensors); set"
                 " model.random_init=true to train from its config alone"

@@ -3,6 +3,8 @@
 as training that starts from the checkpoint's Hugging Face export; a path that is not there
 fails in one line, exit 2, before transformers (and any hub) sees it."""
 
+import re
+
 import pytest
 from click.testing import CliRunner
 
@@ -164,3 +166,22 @@ def test_a_run_from_a_checkpoint_reads_its_metadata_once(trained, monkeypatch):
     reads = metadata_reads(monkeypatch)
     first_loss(data, root / "b_reads", f"model.path={root / 'run'}")
     assert sum(str(root / "run") in read for read in reads) == 1, reads
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("{bad", "config.json: not valid JSON"),
+        ("{}", "config.json: no model_type"),
+        ('{"model_type": "qwen2"}', "no weights (*.safetensors); set model.random_init=true"),
+    ],
+)
+def test_a_config_json_without_weights_is_named_for_what_it_lacks(tmp_path, text, says):
+    """A config.json that is not JSON got the hint to train from it (model.random_init),
+    which only led to that error next; a readable one still gets the hint."""
+    from trainer.config import ModelConfig
+    from trainer.model_source import resolve_model_source
+
+    (tmp_path / "config.json").write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        resolve_model_source(ModelConfig(path=str(tmp_path)))
