@@ -87,6 +87,10 @@ _PEFT_PATH = re.compile(r"\.lora_(?:[AB]\.weight|embedding_[AB]|magnitude_vector
 _PEFT_VARIANTS = (
     (re.compile(r"\.lora_magnitude_vector"), "DoRA (its lora_magnitude_vector rescales W)"),
     (re.compile(r"\.lora_embedding_[AB]$"), "LoRA on an embedding"),
+    (  # peft's target_parameters on a fused [E, ...] expert weight (transformers 5.x MoE)
+        re.compile(r"\.experts\.lora_[AB]\.weight$"),
+        "LoRA on the fused expert parameters (peft's target_parameters)",
+    ),
 )
 SUPPORTED_VARIANT = (
     "Megatron-Bridge LoRA and canonical LoRA (linear_in / linear_out adapters) and PEFT's"

@@ -268,3 +268,13 @@ def test_peft_settings_export_cannot_reproduce_are_refused_naming_them(trainer_r
         line = one_error_line(err)
         assert code == 2 and words in line, (mode, stdout + err)
         assert not out.exists()
+
+
+def test_lora_on_fused_expert_parameters_is_named():
+    """peft's target_parameters on transformers 5.x's fused experts: was "the config has no
+    model.layers.0.mlp.experts.weight"."""
+    from mfsdp_ckpt.convert.megatron_lora import AdapterWeightsError, split_adapters
+
+    stored = {f"model.layers.0.mlp.experts.lora_{w}.weight": f"k{w}" for w in "AB"}
+    with pytest.raises(AdapterWeightsError, match="LoRA on the fused expert parameters"):
+        split_adapters(dict.fromkeys(stored, (4, 8)), stored)
