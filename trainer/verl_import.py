@@ -42,6 +42,7 @@ _VARIABLE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _COMMAND_SUBSTITUTION = re.compile(r"\$\([^()]*\)|`[^`]*`")
 _NESTING = 4  # substitutions nested deeper than a launch script's are split as shlex splits
 _HELD = "\ue000"  # a private-use character marks a held substitution while shlex splits
+_LITERAL_DOLLAR = "\ue001"  # a `$` inside single quotes: bash passes it as it is
 # `${1:-vllm}`: a positional parameter (the script's own argument) is matched for its default;
 # a default may hold `${OTHER}` (`${TRAIN_FILE:-${DATA_HOME}/train.parquet}`): braces one deep
 _REFERENCE = re.compile(
@@ -211,7 +212,7 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str, 
             continue
         key, sep, value = word.partition("=")
         if sep and not key.startswith("-"):
-            texts.append((key, variables.substitute(value)))
+            texts.append((key, _literal(variables.substitute(value))))
     pairs = []
     for key, text_value in texts:
         if _COMMAND_SUBSTITUTION.search(text_value):  # the shell's output, text here
@@ -292,6 +293,7 @@ def _shell_words(line: str) -> list[str]:
         held.append(match.group(0))
         return f"{_HELD}{len(held) - 1}{_HELD}"
 
+    line = _single_quoted_dollars(line)
     line = shell_arithmetic.ARITHMETIC.sub(hold, line)  # `$((1024 * 2))` is one word too
     for _ in range(_NESTING):  # innermost first; each pass reads the whole line
         line = _COMMAND_SUBSTITUTION.sub(hold, line)
@@ -303,6 +305,25 @@ def _shell_words(line: str) -> list[str]:
         return text
 
     return [restore(word) for word in shlex.split(_without_comment(line))]
+
+
+def _single_quoted_dollars(line: str) -> str:
+    """`line` with each `$` inside single quotes marked literal: bash expands nothing there
+    (`'name=run_$LR'` is passed as written), so neither may the substitutions that follow;
+    `_literal` restores them once the values are made."""
+    out, quote = [], None
+    for char in line:
+        if quote is None and char in "'\"":
+            quote = char
+        elif char == quote:
+            quote = None
+        out.append(_LITERAL_DOLLAR if char == "$" and quote == "'" else char)
+    return "".join(out)
+
+
+def _literal(text: str) -> str:
+    """A value with single-quoted `$` restored (`_single_quoted_dollars`)."""
+    return text.replace(_LITERAL_DOLLAR, "$")
 
 
 class _Variables:

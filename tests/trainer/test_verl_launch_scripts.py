@@ -217,3 +217,15 @@ def test_a_hydra_config_file_and_a_second_launch_are_noted(tmp_path):
     )
     notes = convert_verl(script).notes
     assert "--config-path cfg, --config-name my_grpo: verl loads its settings" in " ".join(notes)
+
+
+def test_a_dollar_in_single_quotes_is_passed_as_written(tmp_path):
+    """bash expands nothing inside single quotes: `'...=run_$LR'` reaches verl as written
+    (it became run_5)."""
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "LR=5\npython3 -m verl.trainer.main_ppo 'trainer.experiment_name=run_$LR'"
+        ' "trainer.project_name=p_$LR"\n'
+    )
+    cfg = loads(convert_verl(script), tmp_path)
+    assert (cfg.trainer.experiment_name, cfg.trainer.project_name) == ("run_$LR", "p_5")
