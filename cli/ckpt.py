@@ -194,12 +194,17 @@ def _check_hf_config_readable(hf_config: str) -> None:
     JSON, no model_type), is bad usage (exit 2), as export-hf says: reported as a finding,
     it made a sound checkpoint INVALID."""
     from mfsdp_ckpt.convert.hf_config import HFConfigError, read_config_json
-    from mfsdp_ckpt.storage.safe_files import model_dir_root
+    from mfsdp_ckpt.storage import safe_files
+    from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
     given = Path(hf_config)
+    config_file = given / "config.json" if given.is_dir() else given
+    root = safe_files.model_dir_root(config_file.parent)
     try:
-        read_config_json(given, model_dir_root(given if given.is_dir() else given.parent))
-    except HFConfigError as err:
+        if os.path.lexists(config_file):  # inside its model dir, as export reads it
+            safe_files.regular_file(config_file, root, f"the model dir {config_file.parent}")
+        read_config_json(config_file, root)
+    except (HFConfigError, CheckpointFileError) as err:
         fail(f"--hf-config {err}", EXIT_USAGE)
 
 
