@@ -18,7 +18,7 @@ from trainer.data.chat import (
     tokenize_chat,
     truncate,
 )
-from trainer.data.files import read_rows_with_origins
+from trainer.data.files import RowOrigins, read_rows_with_origins
 
 log = logging.getLogger("mfsdp.data")
 
@@ -95,20 +95,12 @@ def load_sft_splits(
         val_rows, val_origins = rows, origins
     else:
         val_rows, val_origins, val_at = [], origins, []
-    train = tokenize_rows(
-        [rows[i] for i in train_at],
-        cfg,
-        tokenizer,
-        lambda index: origins(train_at[index]),
-        progress,
-        f"tokenize {','.join(cfg.train_files)}",
-    )
-    val = tokenize_rows(
-        [val_rows[i] for i in val_at],
-        cfg,
-        tokenizer,
-        lambda index: val_origins(val_at[index]),
-        progress,
-        f"tokenize {','.join(cfg.val_files) or 'validation split'}",
-    )
-    return train, val
+
+    def tokenize_at(table: list, at: Sequence[int], where: RowOrigins, label: str) -> list:
+        """The rows of `table` at `at`, each named in errors by its place in its file."""
+        rows_at = [table[i] for i in at]
+        return tokenize_rows(rows_at, cfg, tokenizer, lambda i: where(at[i]), progress, label)
+
+    train = tokenize_at(rows, train_at, origins, f"tokenize {','.join(cfg.train_files)}")
+    label = f"tokenize {','.join(cfg.val_files) or 'validation split'}"
+    return train, tokenize_at(val_rows, val_at, val_origins, label)
