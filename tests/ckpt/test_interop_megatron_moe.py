@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from mfsdp_ckpt.check.validate import STRICT_NEEDS_MANIFEST
 from tests.support.export import load_report, logits_of
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import one_error_line, run_cli
@@ -131,7 +132,9 @@ def test_validate_and_inspect_read_the_moe_checkpoint(moe_model, tmp_path):
     assert code == 0 and json.loads(stdout)["findings"] == [], stdout + err
     code, stdout, err = run_cli("ckpt", "validate", run, "--deep", "--strict", "--json")
     report = json.loads(stdout)  # strict fails for the manifest Megatron never writes, only
-    assert code == 1 and report["findings"] == [] and not report["has_manifest"], stdout
+    messages = [finding["message"] for finding in report["findings"]]
+    assert code == 1 and not report["has_manifest"], stdout
+    assert messages == [STRICT_NEEDS_MANIFEST], stdout
     assert report["has_optimizer_state"] and report["deep"], stdout
     code, stdout, err = run_cli("ckpt", "inspect", run, "--json")
     described = json.loads(stdout)
