@@ -225,18 +225,7 @@ def test_the_built_in_rules_keep_their_own_errors():
 
 
 def test_a_raising_reward_function_ends_a_grpo_run_in_one_line_and_json(tmp_path):
-    from trainer.grpo.synthetic import write_addition_data
-
-    files = write_addition_data(tmp_path / "data", digits=4)
-    reward = _reward_file(tmp_path, "raise ValueError('boom')")
-    code, out, err = run_cli(
-        *("train", "grpo", "--config", REPO / "examples" / "grpo_tiny_cpu.yaml", "--json"),
-        *(f"data.train_files={files['rl_train']}", f"trainer.run_dir={tmp_path / 'run'}"),
-        *("data.val_files=[]", "trainer.total_steps=1", "data.train_batch_size=2"),
-        *("rollout.n=2", "rollout.max_response_length=2", "actor.ppo_mini_batch_size=2"),
-        *("actor.ppo_micro_batch_size_per_gpu=2", "actor.log_prob_micro_batch_size_per_gpu=2"),
-        f"reward.path={reward}",
-    )
+    reward, (code, out, err) = _one_grpo_step_scored_by(tmp_path, "raise ValueError('boom')")
     assert code == EXIT_FAILED, err
     line = one_error_line(err)
     assert line.startswith(
@@ -325,11 +314,24 @@ def test_a_ground_truth_that_is_a_number_is_compared_as_its_text(source, respons
 def test_a_reward_function_that_prints_and_exits_ends_a_grpo_run_in_one_line_and_json(tmp_path):
     """Its print went to stdout ahead of --json's object, and its sys.exit(0) ended the run
     with exit 0 and no message."""
+    _reward, (code, out, err) = _one_grpo_step_scored_by(
+        tmp_path, "print('SCORING', solution_str); import sys; sys.exit(0)"
+    )
+    assert code == EXIT_FAILED, err
+    line = one_error_line(err)
+    assert line.endswith("): compute_score raised SystemExit: 0"), line
+    assert json.loads(out) == {"error": line.removeprefix("error: "), "exit_code": EXIT_FAILED}
+    assert "SCORING" in err
+
+
+def _one_grpo_step_scored_by(tmp_path, body: str):
+    """(the reward file, `mfsdp train grpo --json`'s (exit code, stdout, stderr)) for one tiny
+    GRPO step on synthetic data scored by a compute_score whose body is `body`."""
     from trainer.grpo.synthetic import write_addition_data
 
     files = write_addition_data(tmp_path / "data", digits=4)
-    reward = _reward_file(tmp_path, "print('SCORING', solution_str); import sys; sys.exit(0)")
-    code, out, err = run_cli(
+    reward = _reward_file(tmp_path, body)
+    return reward, run_cli(
         *("train", "grpo", "--config", REPO / "examples" / "grpo_tiny_cpu.yaml", "--json"),
         *(f"data.train_files={files['rl_train']}", f"trainer.run_dir={tmp_path / 'run'}"),
         *("data.val_files=[]", "trainer.total_steps=1", "data.train_batch_size=2"),
@@ -337,8 +339,3 @@ def test_a_reward_function_that_prints_and_exits_ends_a_grpo_run_in_one_line_and
         *("actor.ppo_micro_batch_size_per_gpu=2", "actor.log_prob_micro_batch_size_per_gpu=2"),
         f"reward.path={reward}",
     )
-    assert code == EXIT_FAILED, err
-    line = one_error_line(err)
-    assert line.endswith("): compute_score raised SystemExit: 0"), line
-    assert json.loads(out) == {"error": line.removeprefix("error: "), "exit_code": EXIT_FAILED}
-    assert "SCORING" in err
