@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -13,16 +12,14 @@ import click
 
 from cli.errors import remember_json
 from cli.lines import say
-from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
-from mfsdp_ckpt.storage.out_lock import ctrl_c_deferred, out_lock
+from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.storage.out_lock import cannot_create, ctrl_c_deferred, out_lock
 from mfsdp_ckpt.storage.writable import require_writable_dir
 
 # The folders under --out every data command writes its tables into.
 TABLE_DIRS = ("sft", "rl")
 # What `mfsdp data synthetic` writes under --out (trainer.grpo.synthetic.write_addition_data).
 SYNTHETIC_TABLES = ("sft/train.parquet", "rl/train.parquet", "rl/test.parquet")
-# How a directory that cannot be made or written fails: the --out given is the wrong one.
-_NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT, errno.ENOTDIR}
 
 
 def _convert(
@@ -98,18 +95,12 @@ def _make_dirs(folders: Iterable[Path], made: list[Path]) -> None:
 
 
 def _not_writable(out_dir: str, out: Path, err: OSError) -> Exception:
-    """The one line for a folder above --out that could not be made, or a lock file that
-    could not be created beside it (/proc/x, /sys/x as root, where the permission bits
-    say yes): it names --out and the folder, not the hidden lock file."""
+    """A folder above --out that could not be made, named as the lock's error names one
+    (`cannot_create`): the nearest folder that exists."""
     folder = out.parent
     while not os.path.isdir(folder) and folder != folder.parent:
         folder = folder.parent
-    reason = err.strerror or str(err)
-    if err.errno in _NOT_WRITABLE:
-        return MfsdpUsageError(
-            f"--out {out_dir}: cannot create files in {folder} ({reason}); choose another --out"
-        )
-    return MfsdpFailedError(f"--out {out_dir}: cannot create files in {folder} ({reason})")
+    return cannot_create("--out", out_dir, folder, err)
 
 
 def _echo_written(out_dir: str, paths: Iterable[Path], as_json: bool) -> None:

@@ -38,17 +38,23 @@ class OutputNotWritableError(MfsdpUsageError, ValueError):
 _NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT, errno.ENOTDIR}
 
 
+def cannot_create(option: str, out: str | os.PathLike, folder: Path, err: OSError) -> Exception:
+    """The one line for a folder at or above `out` in which nothing could be created (the
+    lock file beside it, a missing parent): it names the option and the folder, not the
+    hidden lock file; bad usage (exit 2) where the folder is no place for output."""
+    message = f"{option} {out}: cannot create files in {folder} ({err.strerror or err})"
+    if err.errno in _NOT_WRITABLE:
+        return OutputNotWritableError(f"{message}; choose another {option}")
+    return MfsdpFailedError(message)
+
+
 def _open_lock_file(lock_path: Path, out: Path, option: str) -> int:
-    """The lock file's descriptor; one line naming `option` and the parent when it cannot be
-    created (was a raw `[Errno 13] Permission denied: '/sys/.x.out-lock'`)."""
+    """The lock file's descriptor; `cannot_create` when it cannot be created (was a raw
+    `[Errno 13] Permission denied: '/sys/.x.out-lock'`)."""
     try:
         return os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     except OSError as err:
-        reason = err.strerror or str(err)
-        message = f"{option} {out}: cannot create files in {lock_path.parent} ({reason})"
-        if err.errno in _NOT_WRITABLE:
-            raise OutputNotWritableError(f"{message}; choose another {option}") from None
-        raise MfsdpFailedError(message) from None
+        raise cannot_create(option, out, lock_path.parent, err) from None
 
 
 def lock_path_for(out: Path) -> Path:

@@ -223,7 +223,7 @@ def test_an_out_whose_parent_cannot_be_written_is_one_line_naming_out(out):
     `[Errno 13] Permission denied: '/sys/.x.out-lock'` (exit 1)."""
     top = "/" + Path(out).parts[1]
     if not os.path.isdir(top):
-        pytest.skip(f"no {top} here")
+        pytest.skip(f"{top} is Linux's kernel file system; this machine has none to write into")
     code, _stdout, stderr = run_cli("data", "synthetic", "--out", out)
     assert code == 2, stderr
     line = one_error(stderr, f"--out {out}: ", "choose another --out")
