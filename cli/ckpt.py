@@ -29,15 +29,7 @@ ROLE_OPTION = click.option(
 )
 
 
-@click.group(
-    epilog="""\b
-Examples:
-  mfsdp ckpt inspect runs/demo
-  mfsdp ckpt validate runs/demo --deep
-  mfsdp ckpt validate ckpts/verl_run/global_step_40 --role critic
-  mfsdp ckpt export-hf runs/demo --out hf/demo
-  mfsdp ckpt export-hf megatron_run --hf-config Qwen2.5-7B/ --out hf/q7"""
-)
+@click.group()
 def ckpt() -> None:
     """Inspect, validate, export and import checkpoints, on any machine (CPU only is fine).
 
@@ -47,6 +39,15 @@ def ckpt() -> None:
     layouts: hf (transformers' names, as mfsdp and FSDP2 save them) or mcore (Megatron-core
     GPTModel's). Layouts, which path to give, and roles (verl's actor/critic):
     docs/interop.md.
+
+    \b
+    Examples:
+      mfsdp ckpt inspect runs/demo
+      mfsdp ckpt validate runs/demo --deep
+      mfsdp ckpt validate ckpts/verl_run/global_step_40 --role critic
+      mfsdp ckpt export-hf runs/demo --out hf/demo
+      mfsdp ckpt export-hf megatron_run --hf-config Qwen2.5-7B/ --out hf/q7
+      mfsdp ckpt import-hf hf/demo --out ckpts/from_hf --layout mcore
     """
 
 

@@ -64,6 +64,7 @@ def test_usage_errors_are_one_line():
         ("train", "mfsdp train sft --config"),
         ("data", "mfsdp data synthetic --out"),
         ("config", "mfsdp config from-verl"),
+        ("ckpt", "mfsdp ckpt import-hf hf/demo"),
     ],
 )
 def test_group_help_shows_examples(group, example):
