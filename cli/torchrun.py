@@ -25,8 +25,10 @@ import ctypes
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -123,13 +125,26 @@ def _quiet_agent_logs() -> None:
 
 
 def main(argv: list[str]) -> int:
-    from torch.distributed.elastic.multiprocessing.api import SignalException
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    """torchrun with `argv`, its per-run folder (each rank's error file, which is how a failed
+    rank's message reaches `_run`) made here and removed afterwards: torchrun left an empty
+    /tmp/torchelastic_* folder behind every run."""
     from torch.distributed.run import parse_args, run
 
     _quiet_agent_logs()
+    log_dir = tempfile.mkdtemp(prefix="mfsdp_torchrun_")
     try:
-        run(parse_args(argv))
+        return _run(run, parse_args(["--log-dir", log_dir, *argv]), argv)
+    finally:
+        shutil.rmtree(log_dir, ignore_errors=True)
+
+
+def _run(run: Callable[[Any], Any], args: Any, argv: list[str]) -> int:
+    """torchrun's `run(args)`, its failures reported in mfsdp's way (the module's docstring)."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    try:
+        run(args)
     except ChildFailedError as err:
         rank, failure = _deciding_failure(err.failures)
         code = rank_exit_code(failure.exitcode)
