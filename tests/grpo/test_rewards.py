@@ -324,7 +324,7 @@ def test_a_reward_function_that_prints_and_exits_ends_a_grpo_run_in_one_line_and
     assert "SCORING" in err
 
 
-def _one_grpo_step_scored_by(tmp_path, body: str):
+def _one_grpo_step_scored_by(tmp_path, body: str, *overrides: str):
     """(the reward file, `mfsdp train grpo --json`'s (exit code, stdout, stderr)) for one tiny
     GRPO step on synthetic data scored by a compute_score whose body is `body`."""
     from trainer.grpo.synthetic import write_addition_data
@@ -338,4 +338,57 @@ def _one_grpo_step_scored_by(tmp_path, body: str):
         *("rollout.n=2", "rollout.max_response_length=2", "actor.ppo_mini_batch_size=2"),
         *("actor.ppo_micro_batch_size_per_gpu=2", "actor.log_prob_micro_batch_size_per_gpu=2"),
         f"reward.path={reward}",
+        *overrides,
     )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "while True: pass",
+        "import time; time.sleep(60)",
+        # the usual guard around a fragile check does not swallow the time limit
+        "import time\n    try:\n        time.sleep(60)\n    except Exception:\n        return 0.0",
+        # nor does a bare except: the limit is raised again a second later
+        "import time\n    try:\n        time.sleep(60)\n    except:\n        pass\n"
+        "    time.sleep(60)",
+    ],
+)
+def test_a_reward_function_that_never_returns_stops_at_its_time_limit(tmp_path, body):
+    """A custom reward that never returned hung the run (every rank waits on scoring)."""
+    import signal
+    import time
+
+    file = _reward_file(tmp_path, body)
+    scorer = RewardScorer(str(file), timeout_s=0.5)
+    started = time.monotonic()
+    with pytest.raises(RewardFunctionError) as raised:
+        scorer(["ok"], ["7"], ["7"], [{"index": 4}])
+    assert time.monotonic() - started < 5
+    assert str(raised.value) == (
+        f"reward.path {str(file)!r}, data_source 'ok' (index 4): compute_score did not return"
+        " within 0.5 s (reward.timeout_s)"
+    )
+    # nothing left armed to go off later in the run
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL
+
+
+def test_a_reward_function_within_its_time_limit_scores_and_leaves_no_timer(tmp_path):
+    import signal
+
+    file = _reward_file(tmp_path, "import time; time.sleep(0.05); return 1.0")
+    scores = RewardScorer(str(file), timeout_s=5)(["ok"] * 3, ["7"] * 3, ["7"] * 3)
+    assert scores.rewards == [1.0, 1.0, 1.0]
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL
+
+
+def test_a_grpo_run_whose_reward_function_hangs_stops_in_one_line_and_json(tmp_path):
+    _reward, (code, out, err) = _one_grpo_step_scored_by(
+        tmp_path, "while True: pass", "reward.timeout_s=1"
+    )
+    assert code == EXIT_FAILED, err
+    line = one_error_line(err)
+    assert line.endswith("): compute_score did not return within 1 s (reward.timeout_s)"), line
+    assert json.loads(out) == {"error": line.removeprefix("error: "), "exit_code": EXIT_FAILED}

@@ -104,6 +104,9 @@ class RewardConfig:
 
     path: LocalPath | None = None
     name: str = "compute_score"
+    # seconds one call of the custom function may take before the run stops naming the row
+    # (one that never returned hung every rank); 0: no limit
+    timeout_s: NonNegative[float] = 60.0
 
 
 @dataclass

@@ -5,8 +5,9 @@ A score function may return a number or a dict with a "score" key (verl's conven
 it report extra values such as "acc"); `accuracy` is "acc" when given, else score > 0. A score is
 cast with `float()` as verl casts it (a bool is 1.0 or 0.0, a numpy or 0-d torch number its
 value); a string, None, NaN or infinity is refused, as is a function that raises (or calls
-`sys.exit()`): the run stops with one line naming the reward file, the function and the row
-(`RewardFunctionError`). A custom function's prints go to stderr, not stdout.
+`sys.exit()`), or does not return within `reward.timeout_s`: the run stops with one line naming
+the reward file, the function and the row (`RewardFunctionError`). A custom function's prints
+go to stderr, not stdout.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from trainer.rewards.custom import (
     one_line,
     user_code_output,
 )
+from trainer.rewards.time_limit import RewardTimeout, time_limit
 
 GSM8K_SOURCES = ("openai/gsm8k", "gsm8k")
 MATH_SOURCES = (
@@ -74,8 +76,11 @@ class Scores:
 class RewardScorer:
     """Scores decoded responses row by row with the built-in rules or a custom function."""
 
-    def __init__(self, path: str | None = None, name: str = "compute_score"):
+    def __init__(
+        self, path: str | None = None, name: str = "compute_score", timeout_s: float = 0.0
+    ):
         self.custom = bool(path)
+        self.timeout_s = timeout_s
         self.name = name if path else default_compute_score.__name__
         self.where = f"reward.path {str(path)!r}" if path else "built-in reward"
         self.function: Callable = (
@@ -109,7 +114,7 @@ class RewardScorer:
                 data_source=source, solution_str=response, ground_truth=truth, extra_info=extra
             )
         try:
-            with user_code_output():
+            with user_code_output(), time_limit(self.timeout_s):
                 return self.function(
                     data_source=source, solution_str=response, ground_truth=truth, extra_info=extra
                 )
@@ -117,6 +122,9 @@ class RewardScorer:
         # (it ended the run with exit 0), Ctrl-C passes
         except (Exception, SystemExit) as err:
             raise self._failed(source, extra, f"{self.name} raised {one_line(err)}") from err
+        except RewardTimeout:
+            late = f"{self.name} did not return within {self.timeout_s:g} s (reward.timeout_s)"
+            raise self._failed(source, extra, late) from None
 
     def _failed(self, source: Any, extra: Any, what: str) -> RewardFunctionError:
         index = extra.get("index") if isinstance(extra, Mapping) else None
