@@ -58,7 +58,13 @@ def _open_lock_file(lock_path: Path, out: Path, option: str) -> int:
 
 
 def lock_path_for(out: Path) -> Path:
-    return out.with_name(f".{out.name}{LOCK_SUFFIX}")
+    """The lock file of `out` where it really is: a run dir reached through a symlink, or
+    through a linked parent, has one lock whatever path names it (a second training through
+    a link to a busy run dir took its own lock and wrote checkpoints into the same steps).
+    A link whose target's folder does not exist keeps the path as given."""
+    real = Path(os.path.realpath(out))
+    where = real if real.parent.is_dir() else Path(os.path.abspath(out))
+    return where.with_name(f".{where.name}{LOCK_SUFFIX}")
 
 
 def acquire_out_lock(out: Path, option: str = "--out") -> int:

@@ -212,6 +212,37 @@ def test_a_second_training_into_a_run_dir_in_use_stops_before_anything_starts(tm
     assert not run.exists()
 
 
+@pytest.mark.parametrize("reached_through", ["a link to it", "a link to its parent"])
+def test_a_second_training_into_a_busy_run_dir_through_a_link_stops_too(tmp_path, reached_through):
+    """Was: the lock file was named after the path given, so a run started through a symlink
+    to a training run dir took a lock of its own, trained into the same steps and replaced
+    the first run's checkpoints; both exited 0."""
+    from mfsdp_ckpt.storage.out_lock import acquire_out_lock, release_out_lock
+
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"prompt": "1 + 1?", "response": "#### 2"}\n')
+    (tmp_path / "real").mkdir()
+    run = tmp_path / "real" / "run"
+    run.mkdir()
+    if reached_through == "a link to it":
+        (tmp_path / "link").symlink_to(run)
+        given = tmp_path / "link"
+    else:
+        (tmp_path / "parent_link").symlink_to(tmp_path / "real")
+        given = tmp_path / "parent_link" / "run"
+    held = acquire_out_lock(run, "trainer.run_dir")
+    try:
+        done = mfsdp(
+            "train", "sft", "--config", "examples/sft_tiny_cpu.yaml",
+            f"trainer.run_dir={given}", f"data.train_files={data}",
+        )  # fmt: skip
+    finally:
+        release_out_lock(run, held)
+    assert done.returncode == 1, done.stderr
+    one_error(done.stderr, f"{given}: another command is writing it (pid {os.getpid()})")
+    assert sorted(p.name for p in run.iterdir()) == []
+
+
 def test_a_tilde_after_an_options_equals_sign_is_the_home_directory(tmp_path):
     """`--out=~/syn`: the shell expands `--out ~/syn` but not this; it made a directory
     named `~` in the current one."""
