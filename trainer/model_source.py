@@ -34,12 +34,12 @@ from mfsdp_ckpt.format.layout import (
     DCP_METADATA_FILE,
     CheckpointPathError,
     CheckpointPaths,
+    looks_like_hf_model,
     resolve_checkpoint,
 )
 from trainer.config import ConfigError, ModelConfig
 from trainer.local_paths import missing_path
 
-_HF_WEIGHT_PATTERNS = ("*.safetensors", "*.bin")
 _DERIVED_KEPT = 4  # checkpoints whose derived source a process keeps (a run resolves one)
 
 
@@ -92,7 +92,9 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
             " checkpoint)"
         )
     has_config = (path / "config.json").is_file()
-    if has_config and (cfg.random_init or any(any(path.glob(p)) for p in _HF_WEIGHT_PATTERNS)):
+    # the .bin records beside config.json in the HF Trainer's checkpoint-N (training_args.bin,
+    # always there) are no weights: the dir is a checkpoint, which resolve_checkpoint reads
+    if has_config and (cfg.random_init or looks_like_hf_model(_entries(path))):
         return ModelSource(assets=path)
     try:  # config.json without weights may still be a checkpoint: the HF Trainer's checkpoint-N
         checkpoint = resolve_checkpoint(path)
@@ -114,6 +116,15 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
                 raise ConfigError(_no_tokenizer_message(cfg, derived))
             return derived
     return ModelSource(assets=_checkpoint_assets(cfg, checkpoint), checkpoint=checkpoint)
+
+
+def _entries(directory: Path) -> list[str]:
+    """The names in `directory`; none where it cannot be listed (then it is read as a
+    checkpoint, whose reader names what it cannot open)."""
+    try:
+        return os.listdir(directory)
+    except OSError:
+        return []
 
 
 def _no_tokenizer_message(cfg: ModelConfig, source: ModelSource) -> str:

@@ -208,11 +208,13 @@ def check_local_assets(directory: Path, root: str | os.PathLike | None = None) -
     (a FIFO, a device, a directory where a file belongs), a link out of `root` (else of the
     model dir) or a file over MAX_ASSET_BYTES. Training checks its tokenizer dir with it
     before transformers reads one: transformers skips a FIFO as a file that is not there
-    (a FIFO chat_template.jinja read as "no chat template") and reads any file whole."""
+    (a FIFO chat_template.jinja read as "no chat template") and reads any file whole. The HF
+    Trainer's own records (trainer_state.json, whose log_history holds NaN for a step that
+    overflowed) are no asset: nothing reads them here, so nothing refuses them."""
     candidates = [
         (relative, directory / relative)
         for relative in layout.list_files(directory, skip_hidden=True)
-        if not _is_weight_file(relative)
+        if not _is_weight_file(relative) and relative not in hf_trainer.TRAINER_FILES
     ]
     _check_assets(candidates, directory, root)
 

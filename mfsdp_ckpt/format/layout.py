@@ -437,7 +437,9 @@ def stat_inside(path: Path, follow_symlinks: bool = True) -> os.stat_result | No
         return None
 
 
-def _looks_like_hf_model(directory: Path, names: list[str]) -> bool:
+def looks_like_hf_model(names: list[str]) -> bool:
+    """Whether a dir holding `names` is a Hugging Face model dir: config.json and weights (not
+    the .bin records the HF Trainer keeps beside config.json in its checkpoint-N)."""
     return "config.json" in names and any(
         n.endswith(_HF_WEIGHT_SUFFIXES) and not hf_trainer.STATE_BIN_RE.match(n) for n in names
     )
@@ -537,7 +539,7 @@ def _resolve_dir(given: Path, role: str | None, _depth: int) -> CheckpointPaths:
     trainer_run = _from_hf_trainer_run(given, names)
     if trainer_run is not None:
         return trainer_run
-    if _looks_like_hf_model(given, names):
+    if looks_like_hf_model(names):
         raise CheckpointPathError(
             f"{given}: a Hugging Face model dir, not a training checkpoint"
             f" (to make one from it: mfsdp ckpt import-hf {given} --out DIR)"
@@ -599,7 +601,7 @@ def _refuse_foreign_format(directory: Path, names: list[str]) -> None:
         hf_names = _children(hf) if _is_dir(hf) else []
         hint = (
             f"; its {HF_ASSETS_DIR}/ already holds Hugging Face weights"
-            if _looks_like_hf_model(hf, hf_names)
+            if looks_like_hf_model(hf_names)
             else ""
         )
         if _is_file(directory / VERL_FSDP_LORA_DIR / "adapter_config.json"):
@@ -691,7 +693,7 @@ def _missing_dcp(dcp: Path) -> MfsdpUsageError | IncompleteCheckpointError:
     """The error for a layout's dist_ckpt/ without `.metadata`: verl saved only Hugging
     Face weights (usage: read those instead), else a save that did not finish (exit 1)."""
     hf = dcp.parent / HF_ASSETS_DIR
-    if _is_dir(hf) and _looks_like_hf_model(hf, _children(hf)):
+    if _is_dir(hf) and looks_like_hf_model(_children(hf)):
         return CheckpointPathError(
             f"{dcp}: no {DCP_METADATA_FILE} (verl saved no dist_ckpt model state); its weights"
             f" are a Hugging Face dir: {hf}"
@@ -894,7 +896,7 @@ def _from_hf_trainer_run(run: Path, names: list[str]) -> CheckpointPaths | None:
     except (CheckpointPathError, IncompleteCheckpointError) as err:
         raise type(err)(f"{err} ({context})") from None
     notes = [paths.note] if paths.note else []
-    if _looks_like_hf_model(run, names):
+    if looks_like_hf_model(names):
         notes.append(
             f"{run} holds a Hugging Face model too (config.json and weights, a final save);"
             f" reading its newest training checkpoint, {tied[0]}"

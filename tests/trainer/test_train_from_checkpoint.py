@@ -133,7 +133,10 @@ def _hf_weights(hf_dir):
 def test_first_step_from_plain_torch_and_hf_trainer_saves_equals_from_their_weights(trained):
     """The same weights saved as torch's DCP recipe nests them (`app.model.`) and as the
     HF Trainer's FSDP save (`checkpoint-N/pytorch_model_fsdp_0/` beside config.json and the
-    tokenizer, which made `model.path` say "config.json but no weights")."""
+    tokenizer, which made `model.path` say "config.json but no weights"; with the
+    training_args.bin the Trainer always writes there, the dir was taken for a model dir and
+    transformers found no weights; a trainer_state.json that logged a NaN grad_norm, as the
+    Trainer writes one for a step that overflowed, was refused as an asset)."""
     import json
     import shutil
 
@@ -147,7 +150,10 @@ def test_first_step_from_plain_torch_and_hf_trainer_saves_equals_from_their_weig
     for asset in (root / "hf").iterdir():
         if asset.suffix != ".safetensors":
             shutil.copy(asset, step_dir / asset.name)
-    (step_dir / "trainer_state.json").write_text(json.dumps({"global_step": 2}))
+    (step_dir / "trainer_state.json").write_text(
+        json.dumps({"global_step": 2, "log_history": [{"grad_norm": float("nan"), "step": 1}]})
+    )
+    (step_dir / "training_args.bin").write_bytes(b"a pickle of TrainingArguments, never read")
 
     from_export = first_loss(data, root / "c_hf", f"model.path={root / 'hf'}")
     from_recipe = first_loss(
