@@ -111,10 +111,12 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     if os.environ.get(CONFIG_CHECKED):  # the launching process showed the notes already
         logging.getLogger("mfsdp.config").setLevel(logging.ERROR)
     from trainer.local_paths import (
+        check_fresh_start_into_a_run_without_steps,
         check_local_paths,
         check_no_variables,
         check_run_dir_apart,
         check_run_dir_is_its_own,
+        check_run_dir_is_no_model_dir,
         check_run_dir_outside_checkpoints,
         check_writable_dir,
     )
@@ -129,6 +131,8 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     check_run_dir_is_its_own(cfg.trainer.run_dir)
     check_run_dir_outside_checkpoints(cfg.trainer.run_dir)
     check_writable_dir("trainer.run_dir", cfg.trainer.run_dir)
+    check_run_dir_is_no_model_dir(cfg.trainer.run_dir)
+    check_fresh_start_into_a_run_without_steps(cfg.trainer.run_dir, cfg.checkpoint.resume)
     hf_dir = source.assets if source is not None and source.checkpoint is None else None
     check_run_dir_apart(cfg, hf_dir)
     return cfg

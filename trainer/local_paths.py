@@ -133,6 +133,37 @@ def check_run_dir_is_its_own(run_dir: str) -> None:
         )
 
 
+def check_run_dir_is_no_model_dir(run_dir: str) -> None:
+    """`trainer.run_dir` may not be a Hugging Face model dir (config.json and weights): a run
+    trained into an export (`runs/demo/hf`) put its steps and tracker among the model's files,
+    and the dir then read three ways: validate found the steps, inspect and export-hf the
+    model, and `model.path` loaded the model's weights, not the checkpoints."""
+    try:
+        names = os.listdir(run_dir)
+    except OSError:  # missing (made by the run) or unlistable (check_writable_dir says so)
+        return
+    if layout.looks_like_hf_model(names):
+        raise ConfigError(
+            f"trainer.run_dir: {run_dir} is a Hugging Face model dir (config.json and weights);"
+            " give a directory of the run's own (e.g. trainer.run_dir=runs/NAME)"
+        )
+
+
+def check_fresh_start_into_a_run_without_steps(run_dir: str, resume: str) -> None:
+    """`checkpoint.resume=disable` starts afresh: into a run dir holding an earlier run's
+    checkpoints it saved its steps beside them (global_step_2 beside the old 4 and 6), replaced
+    config.yaml without keeping the old one, and a later `resume=auto` resumed from the newest
+    step, whichever run it came from, then overwrote the old run's steps. Refused, naming the
+    steps; the user moves them away or chooses another run_dir."""
+    if resume != "disable" or not layout.list_complete_steps(run_dir):
+        return
+    raise ConfigError(
+        f"trainer.run_dir: {run_dir} holds an earlier run's checkpoints{layout.steps_here(run_dir)}"
+        " and checkpoint.resume=disable starts afresh, which would mix this run's steps with"
+        " them; give another trainer.run_dir, or checkpoint.resume=auto to continue that run"
+    )
+
+
 def check_run_dir_outside_checkpoints(run_dir: str) -> None:
     """`trainer.run_dir` may not be, or lie inside, a checkpoint: `RUN/global_step_2`, typed
     for the run that holds it, made a new run inside that step (its own steps and tracker
@@ -146,6 +177,7 @@ def check_run_dir_outside_checkpoints(run_dir: str) -> None:
         if inside == Path(os.path.abspath(run_dir))
         else f"lies in the checkpoint {inside}"
     )
+    what = layout.unsaved_step_words(run_dir, inside) or what
     run = next((p for p in inside.parents if (p / layout.TRACKER_FILE).is_file()), None)
     hint = (
         f"give trainer.run_dir={run} to resume the run it belongs to"

@@ -86,3 +86,57 @@ def test_train_into_an_empty_run_dir_writes_nothing_in_the_current_directory(tmp
     assert done.returncode == 2, done.stderr
     one_error(done.stderr, "trainer.run_dir: '' is empty")
     assert list(here.iterdir()) == []
+
+
+@pytest.mark.parametrize("cls", [SFTConfig, GRPOConfig])
+def test_a_hugging_face_model_dir_as_run_dir_is_refused(cls, tmp_path, monkeypatch):
+    """A run trained into an export (runs/demo/hf): its steps among the model's files, which
+    validate then read as a run, inspect and export-hf as a model."""
+    from cli.launch import check_config
+
+    monkeypatch.chdir(tmp_path)
+    model = tmp_path / "hf"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "qwen2"}')
+    (model / "model.safetensors").write_bytes(b"")
+    with pytest.raises(ConfigError) as caught:
+        check_config(cls, None, [f"trainer.run_dir={model}"])
+    assert str(caught.value) == (
+        f"trainer.run_dir: {model} is a Hugging Face model dir (config.json and weights); give"
+        " a directory of the run's own (e.g. trainer.run_dir=runs/NAME)"
+    )
+    assert sorted(p.name for p in model.iterdir()) == ["config.json", "model.safetensors"]
+
+
+def _earlier_run(run_dir, steps):
+    """A run dir as an earlier run left it: complete steps (a manifest each) and its tracker."""
+    from mfsdp_ckpt.format import layout
+
+    for step in steps:
+        layout.step_dir(run_dir, step).mkdir(parents=True)
+        (layout.step_dir(run_dir, step) / layout.MANIFEST_FILE).write_text("{}")
+    layout.write_tracker(run_dir, steps[-1])
+
+
+@pytest.mark.parametrize("cls", [SFTConfig, GRPOConfig])
+def test_starting_afresh_into_a_run_dir_with_checkpoints_is_refused(cls, tmp_path, monkeypatch):
+    """checkpoint.resume=disable saved its steps beside the earlier run's (global_step_2
+    beside 4 and 6) and a later resume=auto resumed from whichever was newest."""
+    from cli.launch import check_config
+
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "run"
+    _earlier_run(run, [4, 6])
+    with pytest.raises(ConfigError) as caught:
+        check_config(cls, None, [f"trainer.run_dir={run}", "checkpoint.resume=disable"])
+    assert str(caught.value) == (
+        f"trainer.run_dir: {run} holds an earlier run's checkpoints (step dirs here:"
+        " global_step_4, global_step_6) and checkpoint.resume=disable starts afresh, which"
+        " would mix this run's steps with them; give another trainer.run_dir, or"
+        " checkpoint.resume=auto to continue that run"
+    )
+    for resume in ("auto", str(run / "global_step_4")):  # continue it, or go back to a step
+        check_config(cls, None, [f"trainer.run_dir={run}", f"checkpoint.resume={resume}"])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    check_config(cls, None, [f"trainer.run_dir={empty}", "checkpoint.resume=disable"])
