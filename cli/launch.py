@@ -118,6 +118,7 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
         check_run_dir_is_its_own,
         check_run_dir_is_no_model_dir,
         check_run_dir_outside_checkpoints,
+        check_torch_env_dirs,
         check_writable_dir,
     )
     from trainer.metrics import require_trackers
@@ -125,6 +126,7 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
 
     cfg: Any = load_config(cls, config_path, overrides)  # SFTConfig or GRPOConfig
     check_no_variables(cfg)
+    check_torch_env_dirs()
     require_trackers(cfg.trainer)
     source = resolve_model_source(cfg.model)  # a missing model.path fails here, not per rank
     check_local_paths(cfg)  # and so does every other path key

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +132,29 @@ def check_run_dir_is_its_own(run_dir: str) -> None:
             f"trainer.run_dir: {named} is the file system's root; give a directory of the"
             " run's own (e.g. trainer.run_dir=runs/NAME)"
         )
+
+
+# Directories torch makes when it is imported, named by the environment: one it cannot
+# make stopped the run as a bare "[Errno 2] No such file or directory: '/proc/x'" from
+# inside `import transformers` (torch._dynamo makes its cache dir at import), model.compile
+# or not.
+TORCH_ENV_DIRS = ("TORCHINDUCTOR_CACHE_DIR",)
+
+
+def check_torch_env_dirs(environ: Mapping[str, str] = os.environ) -> None:
+    """Make each directory of TORCH_ENV_DIRS the environment names, as torch will on import;
+    one that cannot be made is a usage mistake naming the variable."""
+    for name in TORCH_ENV_DIRS:
+        value = environ.get(name)
+        if not value:
+            continue
+        try:
+            os.makedirs(value, exist_ok=True)
+        except OSError as err:
+            raise ConfigError(
+                f"environment variable {name}={value}: torch cannot create it"
+                f" ({err.strerror or err}); unset it or name a writable directory"
+            ) from None
 
 
 def check_run_dir_is_no_model_dir(run_dir: str) -> None:

@@ -140,3 +140,23 @@ def test_starting_afresh_into_a_run_dir_with_checkpoints_is_refused(cls, tmp_pat
     empty = tmp_path / "empty"
     empty.mkdir()
     check_config(cls, None, [f"trainer.run_dir={empty}", "checkpoint.resume=disable"])
+
+
+def test_a_torch_cache_dir_that_cannot_be_made_is_named(tmp_path, monkeypatch):
+    """TORCHINDUCTOR_CACHE_DIR=/proc/x stopped every run, model.compile or not, with a bare
+    "[Errno 2] No such file or directory: '/proc/x'" from inside `import transformers`."""
+    from cli.launch import check_config
+
+    monkeypatch.chdir(tmp_path)
+    blocked = tmp_path / "a_file"
+    blocked.write_text("")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(blocked / "cache"))
+    with pytest.raises(ConfigError) as caught:
+        check_config(SFTConfig, None, [])
+    assert str(caught.value) == (
+        f"environment variable TORCHINDUCTOR_CACHE_DIR={blocked / 'cache'}: torch cannot"
+        " create it (Not a directory); unset it or name a writable directory"
+    )
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache" / "inductor"))
+    check_config(SFTConfig, None, [])
+    assert (tmp_path / "cache" / "inductor").is_dir()
