@@ -133,10 +133,10 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     check_run_dir_is_its_own(cfg.trainer.run_dir)
     check_run_dir_outside_checkpoints(cfg.trainer.run_dir)
     check_writable_dir("trainer.run_dir", cfg.trainer.run_dir)
-    check_run_dir_is_no_model_dir(cfg.trainer.run_dir)
-    check_fresh_start_into_a_run_without_steps(cfg.trainer.run_dir, cfg.checkpoint.resume)
     hf_dir = source.assets if source is not None and source.checkpoint is None else None
-    check_run_dir_apart(cfg, hf_dir)
+    check_run_dir_apart(cfg, hf_dir)  # a model dir this run reads, named by its key
+    check_run_dir_is_no_model_dir(cfg.trainer.run_dir)  # any other
+    check_fresh_start_into_a_run_without_steps(cfg.trainer.run_dir, cfg.checkpoint.resume)
     return cfg
 
 
