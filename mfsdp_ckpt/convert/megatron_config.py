@@ -78,6 +78,11 @@ _DEFAULTS: dict[str, Any] = {
     "rotary_base": 10000,
     "norm_epsilon": 1e-5,
     "use_rope_scaling": False,
+    "rotary_seq_len_interpolation_factor": None,
+    # Megatron-Bridge's provider names for rope scaling (Llama31ModelProvider records
+    # rope_scaling and rope_scaling_factor; GPTModelProvider seq_len_interpolation_factor)
+    "rope_scaling": False,
+    "seq_len_interpolation_factor": None,
     "multi_latent_attention": False,
     "apply_layernorm_1p": False,
     "add_bias_linear": False,
@@ -119,6 +124,14 @@ _DEFAULTS: dict[str, Any] = {
     "moe_shared_expert_intermediate_size": None,
     "moe_shared_expert_gate": False,
 }
+
+
+@dataclass(frozen=True)
+class _NoInterpolation:
+    """A rotary interpolation factor that leaves positions as they are: none recorded, or
+    1 (Megatron-core divides positions by the factor)."""
+
+
 _ESSENTIAL = (
     "num_layers",
     "hidden_size",
@@ -137,6 +150,17 @@ _REQUIRED_VALUES: tuple[tuple[str, Any, str], ...] = (
     ("rotary_percent", 1.0, "their rotary embedding covers the whole head"),
     ("rotary_interleaved", False, "their rotary embedding rotates halves, not pairs"),
     ("use_rope_scaling", False, "Llama 3.1 rope scaling is not derived; pass --hf-config"),
+    ("rope_scaling", False, "Llama 3.1 rope scaling is not derived; pass --hf-config"),
+    (
+        "rotary_seq_len_interpolation_factor",
+        _NoInterpolation(),
+        "rotary position interpolation is not derived; pass --hf-config",
+    ),
+    (
+        "seq_len_interpolation_factor",
+        _NoInterpolation(),
+        "rotary position interpolation is not derived; pass --hf-config",
+    ),
     ("multi_latent_attention", False, "multi-latent attention is another architecture"),
     ("apply_layernorm_1p", False, "zero-centred norm weights are another parametrisation"),
     ("add_bias_linear", False, "their linear layers have no bias"),
@@ -263,6 +287,8 @@ def _fits(value: int | float) -> bool:
 
 def _is(value: Any, needed: Any) -> bool:
     """`value == needed` of the same kind: 1 is no flag and "1.0" no number."""
+    if isinstance(needed, _NoInterpolation):
+        return value is None or _is(value, 1.0)
     if isinstance(needed, bool):
         return value is needed
     if isinstance(needed, float):

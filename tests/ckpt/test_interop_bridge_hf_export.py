@@ -44,17 +44,18 @@ def _scaled_bridge_run(tmp_path):
     run = bridge_run(tmp_path, model, steps=(10,), rows=512)
     step = run / "iter_0000010"
     run_config = yaml.safe_load((step / "run_config.yaml").read_text())
-    run_config["model"]["use_rope_scaling"] = True  # what the Llama 3.1 provider records
+    # what Megatron-Bridge's Llama31ModelProvider records (llama_provider.py)
+    run_config["model"] |= {"rope_scaling": True, "rope_scaling_factor": 8.0}
     (step / "run_config.yaml").write_text(yaml.safe_dump(run_config))
     return model, run, step
 
 
 def test_a_bridge_step_reads_its_hf_export_config(tmp_path):
-    """Was: exit 1, "use_rope_scaling ... pass --hf-config", with the run's config.json in
+    """Was: exit 1, "rope_scaling ... pass --hf-config", with the run's config.json in
     iter_N/hf/ beside it."""
     model, run, step = _scaled_bridge_run(tmp_path)
     code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "before")
-    assert code == 1 and "use_rope_scaling" in one_error_line(err), err
+    assert code == 1 and "model: rope_scaling=True cannot be exported" in one_error_line(err), err
     model.save_pretrained(step / "hf")  # weights, config.json
     for file in (step / "tokenizer").iterdir():
         shutil.copy2(file, step / "hf" / file.name)

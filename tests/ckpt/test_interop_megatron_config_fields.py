@@ -8,7 +8,9 @@ has always held. TransformerConfig also carries settings that change what a dens
 computes without changing its weights' names or shapes (a sliding window, another
 softmax, muP multipliers, ...): the derived config cannot express them, so they are
 refused in one line naming the setting, never exported as a Llama/Qwen model that
-computes something else.
+computes something else. So is rotary scaling, under each name a record gives it:
+Megatron-LM's `rotary_seq_len_interpolation_factor` (and `use_rope_scaling`), Bridge's
+`seq_len_interpolation_factor` and the `rope_scaling` its Llama31ModelProvider records.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import yaml
 
 from tests.support.export import load_report, logits_of
 from tests.support.hf_to_mcore import tiny_causal_lm
-from tests.support.interop_layouts import one_error_line, run_cli
+from tests.support.interop_layouts import assert_exports_to_source, one_error_line, run_cli
 from tests.support.megatron_checkpoints import (
     bridge_run,
     megatron_args,
@@ -96,3 +98,78 @@ def test_bridge_settings_that_change_the_model_are_refused_naming_them(setting, 
     line = one_error_line(err)
     assert code == 1 and f"run_config.yaml model: {setting}=" in line, stdout + err
     assert not (tmp_path / "hf").exists()
+
+
+INTERPOLATION_WHY = "rotary position interpolation is not derived; pass --hf-config"
+LLAMA31_WHY = "Llama 3.1 rope scaling is not derived; pass --hf-config"
+
+
+@pytest.mark.parametrize("factor", [4.0, 0.25])
+def test_args_with_rotary_interpolation_are_refused_naming_it(factor, tmp_path):
+    """--rotary-seq-len-interpolation-factor divides every position by the factor (linear
+    rope scaling). Was: exit 0, a config.json without it, logits off by the interpolation."""
+    model = tiny_causal_lm("llama")
+    args = megatron_args(model, rotary_seq_len_interpolation_factor=factor)
+    run = megatron_run(tmp_path, model, args)
+    code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "hf")
+    assert code == 1 and one_error_line(err) == (
+        f"error: {run / 'iter_0000100'} [args]: rotary_seq_len_interpolation_factor={factor}"
+        f" cannot be exported ({INTERPOLATION_WHY})"
+    ), err
+    assert not (tmp_path / "hf").exists()
+
+
+@pytest.mark.parametrize("factor", [None, 1, 1.0])
+def test_args_whose_interpolation_leaves_positions_export(factor, tmp_path):
+    model = tiny_causal_lm("llama")
+    run = megatron_run(
+        tmp_path, model, megatron_args(model, rotary_seq_len_interpolation_factor=factor)
+    )
+    assert_exports_to_source(model, run, tmp_path / "hf")
+
+
+BRIDGE_ROPE = {  # what a provider records -> the key the refusal names, and why
+    "interpolation": (
+        {"seq_len_interpolation_factor": 4.0},
+        "seq_len_interpolation_factor=4.0",
+        INTERPOLATION_WHY,
+    ),
+    # Megatron-Bridge's Llama31ModelProvider (llama_provider.py)
+    "llama31": (
+        {"rope_scaling": True, "rope_scaling_factor": 8.0},
+        "rope_scaling=True",
+        LLAMA31_WHY,
+    ),
+}
+
+
+def _bridge_run_with(tmp_path, model, settings: dict):
+    run = bridge_run(tmp_path, model, steps=(10,), rows=512)
+    run_config = run / "iter_0000010" / "run_config.yaml"
+    data = yaml.safe_load(run_config.read_text())
+    data["model"].update(settings)
+    run_config.write_text(yaml.safe_dump(data))
+    return run, run_config
+
+
+@pytest.mark.parametrize("case", list(BRIDGE_ROPE))
+def test_bridge_rope_scaling_is_refused_naming_its_key(case, tmp_path):
+    """Was: exit 0, a config.json with plain rope for a run that scaled its positions."""
+    settings, named, why = BRIDGE_ROPE[case]
+    run, run_config = _bridge_run_with(tmp_path, tiny_causal_lm("llama", vocab=500), settings)
+    code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "hf")
+    assert code == 1 and one_error_line(err) == (
+        f"error: {run_config} model: {named} cannot be exported ({why})"
+    ), stdout + err
+
+
+def test_bridge_defaults_for_rope_scaling_export(tmp_path):
+    """A provider records the scaling factor whether or not scaling is on."""
+    model = tiny_causal_lm("llama", vocab=500)
+    settings = {
+        "rope_scaling": False,
+        "rope_scaling_factor": 8.0,
+        "seq_len_interpolation_factor": None,
+    }
+    run, _ = _bridge_run_with(tmp_path, model, settings)
+    assert_exports_to_source(model, run, tmp_path / "hf")
