@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Protocol
 
 from mfsdp_ckpt.check.printable import printable
+from mfsdp_ckpt.convert import tied_head
 from mfsdp_ckpt.convert.megatron_lora import stored_adapter_summary
 from mfsdp_ckpt.errors import MfsdpFailedError
-from mfsdp_ckpt.format import layout, state_keys
+from mfsdp_ckpt.format import layout, optimizer_states, state_keys
 from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
 from mfsdp_ckpt.format.file_hash import hash_file, rehash_like
 from mfsdp_ckpt.format.hf_trainer import OPTIMIZER_ENTRY
@@ -165,11 +166,12 @@ def validate_paths(
     _check_shared_bytes(reader, report)
     _check_contents(paths, reader, roots, manifest, report)
     optimizer = _check_optimizer_dcp(paths, report)
+    record = _optimizer_record(paths, reader, roots, manifest, hf_config)
     if optimizer is None:
-        _check_optimizer(reader, roots, report)
+        _check_optimizer(reader, roots, report, record)
     else:
         joint = _joint_tables(reader, optimizer)
-        _check_optimizer(joint, state_keys.state_roots(joint.tensors), report)
+        _check_optimizer(joint, state_keys.state_roots(joint.tensors), report, record)
     if (
         manifest is None or manifest.lora is None
     ):  # a LoRA step holds adapters, not the config's weights
@@ -512,25 +514,110 @@ def _check_optimizer_dcp(
     return reader
 
 
+@dataclass(frozen=True)
+class _OptimizerRecord:
+    """What the checkpoint says beside its states about which parameters were optimized:
+    `tied`, whether its config (or Megatron record) ties the output layer to the embedding
+    (None: nothing says); `optimized`, the parameters a record names as stepped, so that one
+    without state lost it rather than being frozen."""
+
+    tied: bool | None = None
+    optimized: Callable[[str], bool] = lambda name: False
+
+
+def _optimizer_record(
+    paths: layout.CheckpointPaths,
+    reader: CheckpointReader,
+    roots: state_keys.StateRoots,
+    manifest: Manifest | None,
+    hf_config: str | os.PathLike | None,
+) -> _OptimizerRecord:
+    """What the checkpoint records beside its optimizer states (`_OptimizerRecord`)."""
+    return _OptimizerRecord(
+        _says_tied(paths, reader, hf_config), _recorded_as_optimized(reader, roots, manifest)
+    )
+
+
+def _says_tied(
+    paths: layout.CheckpointPaths, reader: CheckpointReader, hf_config: str | os.PathLike | None
+) -> bool | None:
+    """tie_word_embeddings of the config the weights are checked against (or of the one
+    Megatron's record implies); None when there is none, or it cannot be read (the config
+    checks report that)."""
+    from mfsdp_ckpt.convert.hf_config import expected_weights_for
+    from mfsdp_ckpt.convert.megatron_config import recorded_config
+    from mfsdp_ckpt.errors import MfsdpError
+
+    config_file = _config_file(paths, hf_config)
+    try:
+        if config_file is not None:
+            root: str | Path = paths.root
+            if hf_config is not None:
+                root = safe_files.model_dir_root(config_file.parent)
+            safe_files.regular_file(config_file, root, str(root))
+            return expected_weights_for(config_file, root=root).tie_word_embeddings
+        derived = recorded_config(paths, reader)
+    except MfsdpError:
+        return None
+    return None if derived is None else derived.config["tie_word_embeddings"] is True
+
+
+# Megatron's distributed optimizer records each parameter's group settings beside its
+# states: `optimizer.param_to_group_meta.<param>.<lr|betas|...>` next to `optimizer.state.`
+_GROUP_META = "param_to_group_meta."
+
+
+def _recorded_as_optimized(
+    reader: CheckpointReader, roots: state_keys.StateRoots, manifest: Manifest | None
+) -> Callable[[str], bool]:
+    """The parameters (module paths) the checkpoint's own record says its optimizer
+    stepped: every one of an mfsdp training step that saved its optimizer (the trainer
+    optimizes them all; a LoRA step holds adapters), and those Megatron's optimizer lists in
+    `param_to_group_meta` (built from the trainable parameters, whose gradients live in
+    its grad buffer, so each one is stepped)."""
+    if manifest is not None and manifest.lora is None and "optimizer" in manifest.contents:
+        return lambda name: True
+    state = roots.optimizer_state
+    states = roots.state_prefixes or ((state,) if state is not None else ())
+    prefixes = tuple(p.removesuffix("state.") + _GROUP_META for p in states)
+    if not prefixes:
+        return lambda name: False
+    named = set()
+    for key in [*reader.objects, *reader.tensors]:
+        prefix = next((p for p in prefixes if key.startswith(p)), None)
+        if prefix is not None:
+            named.add(state_keys.hf_name(key[len(prefix) :].rpartition(".")[0]))
+    return named.__contains__
+
+
 def _check_optimizer(
-    reader: _TensorTables, roots: state_keys.StateRoots, report: ValidationReport
+    reader: _TensorTables,
+    roots: state_keys.StateRoots,
+    report: ValidationReport,
+    record: _OptimizerRecord | None = None,
 ) -> None:
-    """The optimizer's per-parameter tensors (Adam's moments, or SGD's momentum: whichever
-    the checkpoint holds) must exist for every parameter and match its shape.
+    """The optimizer's per-parameter tensors must be complete for every parameter it
+    stepped and match its shape. Which tensors those are depends on the optimizer: its
+    set is recognised from the names the checkpoint holds (`optimizer_states.identify`:
+    Adam's moments, Adafactor's factored statistics, Adagrad's sum, ...); a set no
+    optimizer here keeps is a warning, its completeness not checked.
 
     States are matched to parameters by name with entries and wrapper segments removed,
     which covers FSDP2's `optimizer.state.<param>.exp_avg`, torch's DCP recipe's
     `app.optim.state.<param>.exp_avg` beside `app.model.<param>`, and Megatron's
     distributed optimizer, `optimizer.state.module.module.module.<param>.exp_avg` (SwiGLU
     fc1 split into weight_w/weight_v as in the model). A missing state is named by the key
-    it would be stored under; a state that matches no parameter is a warning: an optimizer
-    may legitimately hold more than the model state shows.
+    it would be stored under. A parameter with no state at all was frozen or never stepped
+    (a warning), unless `record` names it as optimized (an error); a tied output layer,
+    optimized under the embedding's name, needs none. A state that matches no parameter is
+    a warning: an optimizer may legitimately hold more than the model state shows.
     """
+    record = record or _OptimizerRecord()
     tensors = reader.tensors
     params = {roots.module_path(key): key for key in roots.weight_keys(tensors)}
     found: dict[str, dict[str, str]] = {}
     by_position: dict[str, dict[str, str]] = {}
-    unmatched = []
+    unmatched: dict[str, str] = {}  # key -> state name
     for key in tensors:
         rest = roots.state_path(key)
         if rest is None:
@@ -542,43 +629,114 @@ def _check_optimizer(
         elif path.isdigit():
             by_position.setdefault(path, {})[state_name] = key
         else:
-            unmatched.append(key)
+            unmatched[key] = state_name
     if by_position and not found:
         _check_positional_states(tensors, params, by_position, report)
         return
     if not found and not unmatched:
         return
-    moments = _moment_set({state for states in found.values() for state in states})
-    lead = _optimizer_lead(roots, params, found)
+    held = {s for states in found.values() for s in states} or set(unmatched.values())
+    kind = optimizer_states.identify(held)
+    if kind is None:
+        keys = [key for states in found.values() for key in states.values()] or list(unmatched)
+        _report_unknown_states(keys[0], held, report)
+    else:
+        stateless = _check_states(kind, tensors, params, found, report, record)
+        lost = [
+            name
+            for name in stateless
+            if record.optimized(name) and _tied_head(name, params, tensors, record.tied) is False
+        ]
+        _report_stateless(kind, stateless, lost, roots, params, found, report)
+    if unmatched:
+        more = f" (+{len(unmatched) - 1} more)" if len(unmatched) > 1 else ""
+        first = next(iter(unmatched))
+        report.add(WARNING, f"[{first}]", f"optimizer state matches no model parameter{more}")
+
+
+def _check_states(
+    kind: optimizer_states.OptimizerStates,
+    tensors: Mapping[str, TensorEntry],
+    params: dict[str, str],
+    found: dict[str, dict[str, str]],
+    report: ValidationReport,
+    record: _OptimizerRecord,
+) -> list[str]:
+    """Each parameter holding states holds `kind`'s whole set, each shaped like it (an
+    error per state lost or misshapen); returns the parameters holding none."""
+    stateless = []
     for name, key in params.items():
         states = found.get(name, {})
-        for moment in moments:
-            state_key = states.get(moment)
-            if state_key is None:
-                if not _is_tied_duplicate(name, params):
-                    expected = _state_key(roots, key, states, moment, lead)
-                    report.add(
-                        ERROR, f"[{key}]", f"optimizer state {moment} is missing (no [{expected}])"
-                    )
-            elif tensors[state_key].shape != tensors[key].shape:
+        if not states:
+            if _tied_head(name, params, tensors, record.tied) is not True:
+                stateless.append(name)
+            continue
+        for state in kind.missing(states):
+            expected = f"{next(iter(states.values())).rpartition('.')[0]}.{state}"
+            report.add(ERROR, f"[{key}]", f"optimizer state {state} is missing (no [{expected}])")
+        for state, state_key in states.items():
+            if state in kind.like_parameter and tensors[state_key].shape != tensors[key].shape:
                 report.add(
                     ERROR,
                     f"[{state_key}]",
                     f"shape {tensors[state_key].shape} differs from the parameter's"
                     f" {tensors[key].shape}",
                 )
-    if unmatched:
-        more = f" (+{len(unmatched) - 1} more)" if len(unmatched) > 1 else ""
-        report.add(
-            WARNING, f"[{unmatched[0]}]", f"optimizer state matches no model parameter{more}"
-        )
+    return stateless
 
 
-def _moment_set(held: set[str]) -> tuple[str, ...]:
-    """The per-parameter tensors of the optimizer whose states are `held`: Adam's unless
-    another optimizer's set is there (a state holding neither lost them)."""
-    adam = state_keys.OPTIMIZER_MOMENTS[0]
-    return next((m for m in state_keys.OPTIMIZER_MOMENTS if held.intersection(m)), adam)
+def _report_stateless(
+    kind: optimizer_states.OptimizerStates,
+    stateless: list[str],
+    lost: list[str],
+    roots: state_keys.StateRoots,
+    params: dict[str, str],
+    found: dict[str, dict[str, str]],
+    report: ValidationReport,
+) -> None:
+    """Parameters without any state: those in `lost` (a record names them as optimized)
+    lost their states, an error per state named by the key it would have; the others were
+    frozen (requires_grad off), never got a gradient, or are an output layer no config
+    says is tied, which a checkpoint cannot tell from a loss: one warning naming them."""
+    lead = _optimizer_lead(roots, params, found)
+    for name in lost:
+        for state in kind.missing(()):
+            expected = _state_key(roots, params[name], {}, state, lead)
+            report.add(
+                ERROR, f"[{params[name]}]", f"optimizer state {state} is missing (no [{expected}])"
+            )
+    errors = set(lost)
+    rest = [params[name] for name in stateless if name not in errors]
+    if not rest:
+        return
+    others = ", ".join(f"[{key}]" for key in rest[1:_SHOWN_STATELESS])
+    more = rest[_SHOWN_STATELESS:]
+    listed = f"; also {others}" if others else ""
+    listed += f" (+{len(more)} more)" if more else ""
+    report.add(
+        WARNING,
+        f"[{rest[0]}]",
+        f"no optimizer state, while {len(found)} of the {len(found) + len(stateless)}"
+        f" parameters hold {kind.name}'s: frozen, or never stepped, so not checked{listed}",
+    )
+
+
+_SHOWN_STATELESS = 3  # keys a warning about parameters without state names
+_SHOWN_STATE_NAMES = 8
+
+
+def _report_unknown_states(first: str, held: set[str], report: ValidationReport) -> None:
+    """States of an optimizer this check does not know (bitsandbytes' 8-bit state1/qmap1,
+    a custom one): whether a parameter lacks one cannot be told, so nothing is judged."""
+    names = sorted(held)
+    shown = ", ".join(names[:_SHOWN_STATE_NAMES])
+    shown += ", ..." if len(names) > _SHOWN_STATE_NAMES else ""
+    report.add(
+        WARNING,
+        f"[{first}]",
+        f"optimizer states {shown} are no known optimizer's set"
+        f" ({optimizer_states.known_names()}): their completeness is not checked",
+    )
 
 
 def _check_positional_states(
@@ -591,29 +749,23 @@ def _check_positional_states(
     `dcp.save({"optim": opt.state_dict()})` save) keys each state by the parameter's
     position in its param groups, which the checkpoint does not tie to a name (Megatron
     orders them by weight-decay group). What can be checked is checked: each parameter
-    holds its optimizer's whole set of moments, each shaped like some parameter, and no
+    holds its optimizer's whole set of states, each shaped like some parameter, and no
     more positions than parameters."""
-    shapes = {tensors[key].shape for key in params.values()}
-    moments = _moment_set({name for held in states.values() for name in held})
-    for position in sorted(states, key=int):
-        names = states[position]
-        some = next(iter(names.values()))
-        for moment in moments:
-            key = names.get(moment)
-            if key is None:
-                expected = f"{some.rpartition('.')[0]}.{moment}"
-                report.add(
-                    ERROR, f"[{some}]", f"optimizer state {moment} is missing ([{expected}])"
-                )
-            elif tensors[key].shape not in shapes:
-                report.add(ERROR, f"[{key}]", f"shape {tensors[key].shape} is no model parameter's")
+    held = {name for names in states.values() for name in names}
+    kind = optimizer_states.identify(held)
+    first = next(iter(states[min(states, key=int)].values()))
+    if kind is None:
+        _report_unknown_states(first, held, report)
+    else:
+        shapes = {tensors[key].shape for key in params.values()}
+        for position in sorted(states, key=int):
+            _check_position(kind, tensors, shapes, states[position], report)
     if len(states) > len(params):
         report.add(
             ERROR,
             f"[{next(iter(states[max(states, key=int)].values()))}]",
             f"{len(states)} parameters' optimizer states for the model's {len(params)}",
         )
-    first = next(iter(states[min(states, key=int)].values()))
     report.add(
         WARNING,
         f"[{first}]",
@@ -621,6 +773,24 @@ def _check_positional_states(
         " Optimizer.state_dict()), not by name: each is shaped like a parameter, but which"
         " parameter it belongs to is not recorded, so the pairing is not checked",
     )
+
+
+def _check_position(
+    kind: optimizer_states.OptimizerStates,
+    tensors: Mapping[str, TensorEntry],
+    shapes: set[tuple[int, ...]],
+    names: dict[str, str],
+    report: ValidationReport,
+) -> None:
+    """One positional parameter's states: `kind`'s whole set, each shaped like some
+    parameter (which one is not recorded)."""
+    some = next(iter(names.values()))
+    for state in kind.missing(names):
+        expected = f"{some.rpartition('.')[0]}.{state}"
+        report.add(ERROR, f"[{some}]", f"optimizer state {state} is missing ([{expected}])")
+    for state, key in names.items():
+        if state in kind.like_parameter and tensors[key].shape not in shapes:
+            report.add(ERROR, f"[{key}]", f"shape {tensors[key].shape} is no model parameter's")
 
 
 def _optimizer_lead(
@@ -657,11 +827,24 @@ def _unwrapped(path: str) -> str:
     return ".".join(parts)
 
 
-def _is_tied_duplicate(name: str, params: dict[str, str]) -> bool:
-    """A tied output layer is saved twice in the model state but once in the optimizer's."""
-    return any(
-        name.endswith(out) and any(p.endswith(inp) for p in params) for out, inp in _TIED_PAIRS
-    )
+def _tied_head(
+    name: str, params: dict[str, str], tensors: Mapping[str, TensorEntry], tied: bool | None
+) -> bool | None:
+    """Whether `name` is a tied output layer's second name: saved twice in the model state
+    but optimized once, under the embedding's, so it needs no state of its own. True when
+    the config (or Megatron's record) ties them, or the checkpoint stores it as the
+    embedding's own bytes (import-hf's alias); False for an untied one or any other
+    parameter; None for an output layer beside an embedding that nothing says is tied."""
+    for out, inp in _TIED_PAIRS:
+        if not name.endswith(out):
+            continue
+        embedding = next((key for path, key in params.items() if path.endswith(inp)), None)
+        if embedding is None:
+            return False
+        if tied is True or tied_head.stored_once(tensors[params[name]], tensors[embedding]):
+            return True
+        return None if tied is None else False
+    return False
 
 
 def _config_file(paths: layout.CheckpointPaths, hf_config: str | os.PathLike | None) -> Path | None:
@@ -685,6 +868,8 @@ def _check_against_config(
     report: ValidationReport,
     hf_config: str | os.PathLike | None = None,
 ) -> None:
+    """Weights against the config export would use: names and shapes always; with `deep`
+    (which reads values) also a tied config's stored head against the embedding."""
     config_file = _config_file(paths, hf_config)
     if config_file is None:
         _check_against_recorded_config(paths, reader, report)
@@ -707,6 +892,8 @@ def _check_against_config(
         report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
         return
     _check_config_against_record(paths, reader, report, config_file, root)
+    if report.deep:  # imports transformers (seconds): not in the checks before each export
+        _check_config_loads(report, config_file, root)
     from mfsdp_ckpt.convert.fused_experts import hub_expert_names
 
     # experts fused as transformers 5.x holds them in memory are checked as the per-expert
@@ -732,6 +919,28 @@ def _check_against_config(
             report.add(ERROR, where(name), f"shape {found}, {config_file} expects {shape}")
     for name in sorted(set(stored) - set(expected.allowed)):
         report.add(ERROR, where(name), f"unexpected for {expected.model_type} per {config_file}")
+    if report.deep and expected.tie_word_embeddings:
+        _check_tied_head(reader, weights, report, config_file)
+
+
+def _check_tied_head(
+    reader: CheckpointReader, weights: dict[str, str], report: ValidationReport, config_file: Path
+) -> None:
+    """A tied config's export writes the embedding alone: a stored `lm_head.weight` that
+    differs from it (trained untied) is refused there, so it fails here. Two tensors'
+    values, compared a bounded piece at a time (nothing read when the head is stored as
+    the embedding's own bytes): a `deep` check, as NaN is, which export also refuses."""
+    head, embedding = weights.get(tied_head.HEAD), weights.get(tied_head.EMBEDDING)
+    if head is None or embedding is None:
+        return
+    try:
+        same = tied_head.dcp_tensors_equal(reader, head, embedding)
+    except (CheckpointFormatError, CheckpointFileError) as err:
+        report.add(ERROR, f"[{head}]", f"not compared with [{embedding}]: {err}")
+        return
+    if not same:
+        remedy = "use a config with tie_word_embeddings false"
+        report.add(ERROR, f"[{head}]", tied_head.untied_head(embedding, str(config_file), remedy))
 
 
 def _check_config_against_record(
@@ -746,6 +955,18 @@ def _check_config_against_record(
     found = contradiction(read_config_json(config_file, root)[1], paths, reader)
     if found is not None:
         report.add(ERROR, config_file, found)
+
+
+def _check_config_loads(report: ValidationReport, config_file: Path, root) -> None:
+    """A config.json transformers' config class refuses (`rms_norm_eps: "1e-6"`, a
+    `layer_types` not one per layer) is an error: every shape in it may be right, but
+    `from_pretrained` refuses the model, and export-hf --verify refuses to write it."""
+    from mfsdp_ckpt.convert.hf_config import HFConfigError, read_config_json, refuse_unloadable
+
+    try:
+        refuse_unloadable(read_config_json(config_file, root)[1], config_file)
+    except HFConfigError as err:
+        report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
 
 
 def _check_mapped_against_config(
@@ -812,7 +1033,7 @@ def _check_plan(paths, reader, report: ValidationReport, where, config_of) -> No
         _check_adapter(source, report, where, config_of)
         return
     try:
-        plan = plan_export(source, config_of(), drop_mtp=True)
+        plan = plan_export(source, config_of(), drop_mtp=True, compare_tied_head=False)
     except ForeignWeightsError as err:  # whole, maybe, but no model this config describes
         what = str(err).removeprefix(f"{source.location} ")
         report.add(WARNING, where, f"weights not checked against this config: {what}")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mfsdp_ckpt.convert import tied_head
 from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, ForeignWeightsError
 from mfsdp_ckpt.convert.export_source import _expected_weights, _Source
 from mfsdp_ckpt.convert.megatron_lora import (
@@ -25,6 +26,7 @@ from mfsdp_ckpt.convert.megatron_lora import (
 from mfsdp_ckpt.convert.mtp import DROP_MTP_FLAG, MtpLayers, split_mtp
 from mfsdp_ckpt.convert.name_maps import (
     COPY,
+    HF,
     LAYOUTS,
     MCORE,
     VOCAB,
@@ -162,8 +164,12 @@ def plan_export(
     layout_name: str = "auto",
     dtype: str = "auto",
     drop_mtp: bool = False,
+    compare_tied_head: bool = True,
 ) -> ExportPlan:
-    """Map names, check them against the config, choose output dtypes. Raises before any I/O.
+    """Map names, check them against the config, choose output dtypes. Raises before any
+    weight is written; the one read is of a tied config's stored `lm_head.weight` and the
+    embedding, compared before the head is dropped (`_refuse_untied_head`; not with
+    `compare_tied_head` false: validate reads values only when asked to go deep).
     `drop_mtp`: multi-token prediction layers are left out (never read), else refused."""
     if layout_name not in ("auto", *LAYOUTS):
         raise ExportUsageError(f"--layout {layout_name!r}: choose auto, {', '.join(LAYOUTS)}")
@@ -197,6 +203,8 @@ def plan_export(
         except UnsupportedModelError as err:
             raise ExportError(f"{source.location}: {err}") from None
     _check_against_config(source, config, items, chosen_layout)
+    if compare_tied_head and chosen_layout == HF and geometry.tie_word_embeddings:
+        _refuse_untied_head(source, stored)
     out_dtype = choose_dtype(dtype, config, [reader.tensors[k] for k in stored.values()])
     dtypes = {}
     for item in items:
@@ -348,6 +356,20 @@ def _check_against_config(
             f"{source.location}: checkpoint lacks {len(missing)} weight(s) the config needs, e.g. "
             f"{missing[0]}"
         )
+
+
+def _refuse_untied_head(source: _Source, stored: dict[str, str]) -> None:
+    """Under tie_word_embeddings=true the export writes the embedding alone; a stored
+    `lm_head.weight` that differs from it was trained untied, and dropping it would change
+    the model. Refused as the Megatron-core layout refuses its own output layer (exit 2:
+    the config is the one to change)."""
+    head, embedding = stored.get(tied_head.HEAD), stored.get(tied_head.EMBEDDING)
+    if head is None or embedding is None:
+        return
+    if not tied_head.dcp_tensors_equal(source.reader, head, embedding):
+        remedy = "use a config with tie_word_embeddings false"
+        what = tied_head.untied_head(embedding, "the config", remedy)
+        raise ExportUsageError(f"{source.location}: [{head}]: {what}")
 
 
 def convert(plan: ExportPlan, item: MappedTensor) -> list[tuple[str, torch.Tensor]]:

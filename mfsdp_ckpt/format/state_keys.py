@@ -36,10 +36,6 @@ MCORE_ROOTS = ("embedding", "decoder", "output_layer", "mtp")
 # What the optimizer's entry is called beside the model's: Megatron-LM, verl and mfsdp
 # write `optimizer`, torch's DCP recipe `optim`.
 OPTIMIZER_ENTRIES = ("optimizer", "optim")
-# The tensors an optimizer keeps per parameter, shaped like it: Adam's moments, SGD's
-# momentum (Megatron-FSDP runs Megatron-LM's `--optimizer adam` or `sgd`, whose
-# torch.optim.SGD keeps `momentum_buffer`). Which set a checkpoint holds names its optimizer.
-OPTIMIZER_MOMENTS = (("exp_avg", "exp_avg_sq"), ("momentum_buffer",))
 NOT_WEIGHT_SUFFIXES = ("._extra_state",)  # Transformer Engine's fp8 bookkeeping
 
 # What a checkpoint without model weights lacks, for the messages that say so.

@@ -555,6 +555,17 @@ class CheckpointReader:
         if problem:
             raise CheckpointFormatError(f"{where}: {problem}")
 
+    def check_readable(self, entry: TensorEntry) -> None:
+        """Refuse, before anything of it is read, a tensor whose chunks do not tile it or
+        whose blobs cannot hold them (`_check_stored`)."""
+        problems = chunk_coverage_problems(entry)
+        if problems:
+            where = self.root / DCP_METADATA_FILE
+            raise CheckpointFormatError(f"{where} [{entry.name}]: {problems[0]}")
+        for chunk in entry.chunks:
+            if chunk.numel:
+                self._check_stored(entry, chunk)
+
     def read_tensor(self, name: str) -> torch.Tensor:
         """The full tensor, stitched from its chunks (one chunk in memory at a time)."""
         import torch
@@ -562,12 +573,7 @@ class CheckpointReader:
         entry = self.tensors.get(name)
         if entry is None:
             raise KeyError(f"{self.root}: no tensor named {name!r}")
-        problems = chunk_coverage_problems(entry)
-        if problems:
-            raise CheckpointFormatError(f"{self.root / DCP_METADATA_FILE} [{name}]: {problems[0]}")
-        for chunk in entry.chunks:
-            if chunk.numel:
-                self._check_stored(entry, chunk)
+        self.check_readable(entry)
         if len(entry.chunks) == 1 and entry.chunks[0].sizes == entry.shape:
             return self.read_chunk(entry, entry.chunks[0]).contiguous()
         out = torch.empty(entry.shape, dtype=entry.dtype.torch)

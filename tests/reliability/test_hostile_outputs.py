@@ -272,8 +272,22 @@ def _set(key: str, index: tuple[int, ...], value: float):
     return edit
 
 
+def _set_tied(index: tuple[int, ...], value: float):
+    """The tiny model ties its head to the embedding: one tensor, saved under both names."""
+    embedding, head = (
+        _set("model.model.embed_tokens.weight", index, value),
+        _set("model.lm_head.weight", index, value),
+    )
+
+    def edit(state):
+        embedding(state)
+        head(state)
+
+    return edit
+
+
 NONFINITE = {
-    "nan-embedding": _set("model.model.embed_tokens.weight", (3, 5), float("nan")),
+    "nan-embedding": _set_tied((3, 5), float("nan")),
     "inf-mlp": _set("model.model.layers.1.mlp.down_proj.weight", (0, 0), float("inf")),
     "neg-inf-norm": _set("model.model.norm.weight", (7,), float("-inf")),
 }

@@ -1,0 +1,108 @@
+"""Which optimizer a checkpoint's per-parameter states come from, and what each parameter
+must then hold.
+
+An optimizer keeps a fixed set of tensors for each parameter it has stepped: Adam's two
+moments, Adagrad's `sum`, RMSprop's `square_avg`, Adafactor's factored row and column
+statistics. A check that expects Adam's moments calls every other optimizer's healthy
+checkpoint broken, and one that expects nothing misses a lost moment. So the set is
+recognised from the state names the checkpoint holds (`identify`), and each parameter is
+then held to that set (`OptimizerStates.missing`). A set no optimizer here keeps is
+reported as unknown by the caller, never judged against Adam's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class OptimizerStates:
+    """One optimizer's per-parameter state names.
+
+    `alternatives`: a stepped parameter holds one of these sets whole (Adafactor keeps
+    factored row/column statistics for a matrix and one full one for a vector);
+    `optional`: states some settings add (AMSGrad's `max_exp_avg_sq`, RMSprop's momentum);
+    `bookkeeping`: counters and scalars, never required; `like_parameter`: the states shaped
+    like their parameter, whose shapes are checked."""
+
+    name: str
+    alternatives: tuple[tuple[str, ...], ...]
+    like_parameter: frozenset[str]
+    optional: frozenset[str] = frozenset()
+    bookkeeping: frozenset[str] = frozenset({"step"})
+
+    @property
+    def names(self) -> frozenset[str]:
+        """Every state name this optimizer may keep."""
+        required = {name for alternative in self.alternatives for name in alternative}
+        return frozenset(required) | self.optional | self.bookkeeping
+
+    def explains(self, held: Collection[str]) -> bool:
+        """Whether `held` (the names over all parameters) is this optimizer's: one of its
+        sets is there whole, and nothing it never keeps."""
+        return set(held) <= self.names and any(set(a) <= set(held) for a in self.alternatives)
+
+    def missing(self, held: Collection[str]) -> tuple[str, ...]:
+        """What a parameter holding `held` lacks: nothing when one set is whole, else the
+        rest of the set it holds most of (the first set when it holds none)."""
+        if any(set(a) <= set(held) for a in self.alternatives):
+            return ()
+        closest = max(self.alternatives, key=lambda a: len(set(a) & set(held)))
+        return tuple(name for name in closest if name not in held)
+
+
+_ADAM = ("exp_avg", "exp_avg_sq")
+
+# First match wins. A set may fit two optimizers (Adam's moments alone also fit
+# transformers' Adafactor with beta1 on vectors only): the common one comes first, and the
+# names only one keeps (exp_avg_sq_row, acc_delta) decide the rest, since `explains`
+# needs every held name known.
+KNOWN_OPTIMIZERS: tuple[OptimizerStates, ...] = (
+    OptimizerStates(
+        "Adam",  # AdamW, NAdam and RAdam keep the same
+        (_ADAM,),
+        # max_exp_avg_sq: amsgrad; master_param: Megatron's precision-aware optimizer
+        like_parameter=frozenset({*_ADAM, "max_exp_avg_sq", "master_param"}),
+        optional=frozenset({"max_exp_avg_sq", "master_param"}),
+        bookkeeping=frozenset({"step", "mu_product"}),  # mu_product: NAdam
+    ),
+    OptimizerStates("Adamax", (("exp_avg", "exp_inf"),), frozenset({"exp_avg", "exp_inf"})),
+    OptimizerStates(
+        "Adafactor (transformers)",
+        (("exp_avg_sq_row", "exp_avg_sq_col"), ("exp_avg_sq",)),
+        like_parameter=frozenset({"exp_avg", "exp_avg_sq"}),
+        optional=frozenset({"exp_avg"}),  # with beta1
+        bookkeeping=frozenset({"step", "RMS"}),
+    ),
+    OptimizerStates(
+        "Adafactor (torch)", (("row_var", "col_var"), ("variance",)), frozenset({"variance"})
+    ),
+    OptimizerStates(
+        "Adadelta", (("square_avg", "acc_delta"),), frozenset({"square_avg", "acc_delta"})
+    ),
+    OptimizerStates(
+        "RMSprop",
+        (("square_avg",),),
+        like_parameter=frozenset({"square_avg", "momentum_buffer", "grad_avg"}),
+        optional=frozenset({"momentum_buffer", "grad_avg"}),  # momentum, centered
+    ),
+    OptimizerStates("Adagrad", (("sum",),), frozenset({"sum"})),
+    OptimizerStates("SGD", (("momentum_buffer",),), frozenset({"momentum_buffer"})),
+    # Lion keeps no step: Adam's states with every exp_avg_sq lost are no Lion's
+    OptimizerStates("Lion", (("exp_avg",),), frozenset({"exp_avg"}), bookkeeping=frozenset()),
+)
+
+
+def identify(held: Collection[str]) -> OptimizerStates | None:
+    """The known optimizer whose states `held` (the names over all parameters) are, or
+    None when no optimizer here keeps that set."""
+    return next((kind for kind in KNOWN_OPTIMIZERS if kind.explains(held)), None)
+
+
+def known_names() -> str:
+    """The optimizers `identify` knows, for a message that names none of them."""
+    return ", ".join(kind.name for kind in KNOWN_OPTIMIZERS)
+
+
+__all__ = ["KNOWN_OPTIMIZERS", "OptimizerStates", "identify", "known_names"]

@@ -1,0 +1,161 @@
+"""A stored `lm_head.weight` under `tie_word_embeddings: true` is compared with the embedding
+before the tied config drops it.
+
+A trainer's state dict saves a tied head beside the embedding, and a tied config writes the
+embedding alone. Was: the head was dropped unread whatever it held (export exit 0, validate
+valid, import-hf exit 0 in both layouts), so a head trained apart from the embedding became
+the embedding: a different model, which transformers itself refuses to tie (it loads such a
+pair untied). Now equal bytes are dropped as before; unequal ones are refused naming the
+tensor and the config key, as the Megatron-core layout refuses an output layer of its own
+(tests/ckpt/test_interop_megatron_verl_variants.py): export exit 2 (pass an untied config),
+`validate --deep` an error (values are read only with --deep, as for NaN), import-hf exit 1
+(the model dir contradicts itself).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file, save_file
+
+from mfsdp_ckpt.convert import tied_head
+from mfsdp_ckpt.storage.reader import CheckpointReader
+from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource
+from tests.support.hf_to_mcore import tiny_causal_lm
+from tests.support.interop_layouts import one_error_line, run_cli
+from tests.support.megatron_checkpoints import save_dcp
+from tests.support.paths import FIXTURES
+
+HEAD, EMBEDDING = "model.lm_head.weight", "model.model.embed_tokens.weight"
+EXPORT_REMEDY = "use a config with tie_word_embeddings false"
+
+
+def _untied(embedding: str, config: str, remedy: str = EXPORT_REMEDY) -> str:
+    return (
+        f"an output layer of its own, unequal to [{embedding}] (trained untied), but {config}"
+        f" says tie_word_embeddings=true; {remedy}"
+    )
+
+
+def _tied_dcp(root: Path, head_change: float | None) -> Path:
+    """A `{"model": state_dict}` DCP of a tied Qwen2 with its config in huggingface/; the
+    head's last value moved by `head_change` (None: the embedding's own values)."""
+    model = tiny_causal_lm("qwen2", vocab=64)
+    state = {name: value.clone() for name, value in model.state_dict().items()}
+    if head_change is not None:
+        state["lm_head.weight"][-1, -1] += head_change
+    ckpt = save_dcp({"model": state}, root / "dist_ckpt")
+    model.config.save_pretrained(root / "huggingface")
+    return ckpt
+
+
+def test_export_and_validate_refuse_a_head_unequal_to_the_tied_embedding(tmp_path):
+    ckpt = _tied_dcp(tmp_path, head_change=0.5)
+    code, out, err = run_cli("ckpt", "export-hf", ckpt, "--out", tmp_path / "hf")
+    assert code == 2, out + err
+    assert one_error_line(err) == (f"error: {ckpt}: [{HEAD}]: {_untied(EMBEDDING, 'the config')}")
+    assert not (tmp_path / "hf").exists()
+    code, out, err = run_cli("ckpt", "validate", ckpt)  # reads values only with --deep
+    assert code == 0, out + err
+    code, out, err = run_cli("ckpt", "validate", ckpt, "--deep", "--json")
+    report = json.loads(out)
+    assert code == 1 and not report["valid"], out + err
+    config = tmp_path / "huggingface" / "config.json"
+    assert [(f["severity"], f["where"], f["message"]) for f in report["findings"]] == [
+        ("error", f"[{HEAD}]", _untied(EMBEDDING, str(config)))
+    ]
+
+
+def test_a_head_equal_to_the_tied_embedding_is_dropped_as_before(tmp_path):
+    ckpt = _tied_dcp(tmp_path, head_change=None)
+    code, out, err = run_cli("ckpt", "validate", ckpt, "--deep", "--json")
+    assert code == 0 and json.loads(out)["findings"] == [], out + err
+    code, out, err = run_cli("ckpt", "export-hf", ckpt, "--out", tmp_path / "hf")
+    assert code == 0, out + err
+    assert "lm_head.weight" not in load_file(tmp_path / "hf" / "model.safetensors")
+
+
+def _flip_last_head_byte(run: Path) -> Path:
+    """The last byte of the head's last chunk's payload inverted in place (sizes unchanged,
+    so the manifest's size checks still pass): its last row differs from the embedding's."""
+    dcp = run / "global_step_2" / "dist_ckpt"
+    reader = CheckpointReader(dcp)
+    entry = reader.tensors["model.module.lm_head.weight"]
+    chunk = max(entry.chunks, key=lambda c: c.offsets)
+    offset = reader.raw_payload_offset(entry, chunk)
+    assert offset is not None and chunk.file is not None
+    with open(dcp / chunk.file, "r+b") as handle:
+        handle.seek(offset + chunk.numel * entry.dtype.itemsize - 1)
+        byte = handle.read(1)[0]
+        handle.seek(-1, 1)
+        handle.write(bytes([byte ^ 0xFF]))
+    return dcp
+
+
+@pytest.mark.parametrize("flipped", [False, True])
+def test_two_rank_chunks_are_compared_a_piece_at_a_time(flipped, tmp_path, monkeypatch):
+    """Megatron-FSDP's own save of a tied model (tests/fixtures/megatron_fsdp_qwen2): both
+    tensors in two uneven chunks, compared chunk by chunk in pieces far smaller than a
+    chunk, to the last byte."""
+    run = shutil.copytree(FIXTURES / "megatron_fsdp_qwen2" / "run", tmp_path / "run")
+    dcp = _flip_last_head_byte(run) if flipped else run / "global_step_2" / "dist_ckpt"
+    monkeypatch.setattr(tied_head, "PIECE_BYTES", 1000)
+    reader = CheckpointReader(dcp)
+    head, embedding = "model.module.lm_head.weight", "model.module.model.embed_tokens.weight"
+    assert [len(reader.tensors[k].chunks) for k in (head, embedding)] == [2, 2]
+    assert tied_head.dcp_tensors_equal(reader, head, embedding) is not flipped
+
+
+def test_a_two_rank_head_that_differs_in_its_last_byte_is_refused(tmp_path):
+    run = shutil.copytree(FIXTURES / "megatron_fsdp_qwen2" / "run", tmp_path / "run")
+    dcp = _flip_last_head_byte(run)
+    code, out, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "hf")
+    head, embedding = "model.module.lm_head.weight", "model.module.model.embed_tokens.weight"
+    assert code == 2, out + err
+    assert one_error_line(err) == f"error: {dcp}: [{head}]: {_untied(embedding, 'the config')}"
+
+
+def _tied_hf_dir(root: Path, head_change: float | None) -> Path:
+    """A tied Qwen2 saved by transformers, its model.safetensors then given an
+    lm_head.weight (last value moved by `head_change`, or the embedding's own)."""
+    model = tiny_causal_lm("qwen2", vocab=64)
+    model.save_pretrained(root / "src")
+    weights = root / "src" / "model.safetensors"
+    tensors = load_file(weights)
+    head = tensors["model.embed_tokens.weight"].clone()
+    if head_change is not None:
+        head[-1, -1] += head_change
+    save_file({**tensors, "lm_head.weight": head}, weights, metadata={"format": "pt"})
+    return root / "src"
+
+
+@pytest.mark.parametrize("layout", ["mcore", "hf"])
+def test_import_refuses_a_model_dir_whose_head_is_not_its_tied_embedding(layout, tmp_path):
+    src = _tied_hf_dir(tmp_path, head_change=0.5)
+    code, out, err = run_cli(
+        "ckpt", "import-hf", src, "--out", tmp_path / "out", "--layout", layout
+    )
+    remedy = "transformers loads this model untied: set tie_word_embeddings to false there"
+    untied = _untied("model.embed_tokens.weight", str(src / "config.json"), remedy)
+    assert code == 1, out + err
+    assert one_error_line(err) == f"error: {src / 'model.safetensors'} [lm_head.weight]: {untied}"
+    assert not (tmp_path / "out").exists()
+
+
+def test_import_drops_a_head_equal_to_the_tied_embedding(tmp_path):
+    src = _tied_hf_dir(tmp_path, head_change=None)
+    code, out, err = run_cli("ckpt", "import-hf", src, "--out", tmp_path / "out")
+    assert code == 0, out + err
+    names = CheckpointReader(tmp_path / "out").tensors
+    assert not any("output_layer" in name for name in names)
+
+
+@pytest.mark.parametrize("change", [None, 0.5])
+def test_safetensors_are_compared_a_piece_at_a_time(change, tmp_path, monkeypatch):
+    source = SafetensorsSource(_tied_hf_dir(tmp_path, head_change=change))
+    monkeypatch.setattr(tied_head, "PIECE_BYTES", 1000)  # the embedding is 32 KiB
+    equal = tied_head.safetensors_equal(source, "lm_head.weight", "model.embed_tokens.weight")
+    assert equal is (change is None)
