@@ -131,7 +131,8 @@ Examples:
 @click.option(
     "--deep",
     is_flag=True,
-    help="Also check every file's digest (xxh3_128 or sha256) and read every tensor (NaN/Inf); "
+    help="Also check every file's digest (xxh3_128 or sha256) and read every tensor (NaN/Inf), "
+    "and build config.json with transformers' config class (one it refuses is an error); "
     "on a LoRA checkpoint also hash its base model (a bar of its own on a terminal).",
 )
 @click.option(

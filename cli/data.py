@@ -44,7 +44,7 @@ def _writing_into(out_dir: str) -> Iterator[None]:
     that is (or lies in) a checkpoint, make its missing parents, hold its lock (out_lock.py)
     and make OUT, OUT/sft and OUT/rl. When the command fails, every folder made here that is
     still empty is removed again, innermost first: a failure leaves nothing behind."""
-    from mfsdp_ckpt.format.layout import checkpoint_containing
+    from mfsdp_ckpt.format.layout import checkpoint_containing, unsaved_step_words
 
     require_writable_dir("--out", out_dir, beside=True)  # its lock file goes beside it
     require_writable_dir("--out", out_dir)  # its tables go in it
@@ -56,6 +56,7 @@ def _writing_into(out_dir: str) -> Iterator[None]:
         what = f"lies inside the checkpoint {inside}"
         if inside == out:
             what = "is a checkpoint or a training run's dir"
+        what = unsaved_step_words(out, inside) or what
         raise MfsdpUsageError(
             f"--out {out_dir}: {what}; tables written there would be mixed into it,"
             " choose an --out outside it"

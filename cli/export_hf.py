@@ -65,7 +65,8 @@ from trainer.progress import CallbackBar
     "--verify",
     is_flag=True,
     help="Re-read every written tensor and compare it with its source, and hash the checkpoint's"
-    " files against its manifest; exit 1 on any mismatch.",
+    " files against its manifest; exit 1 on any mismatch. First, config.json is built with"
+    " transformers' own config class: one it refuses is refused before anything is written.",
 )
 @click.option(
     "--role",

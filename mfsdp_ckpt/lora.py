@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 BASE_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 ADAPTER_CONFIG_FILE = "adapter_config.json"  # a PEFT adapter dir: config + weights
+MAX_ADAPTER_CONFIG_BYTES = 1 << 20  # an adapter_config.json is about 1 KB
 ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
 PEFT_PREFIX = "base_model.model."  # what PeftModel puts in front of the model's own names
 ByteProgress = Callable[[int, int], None]  # (bytes done, bytes in all)

@@ -35,6 +35,7 @@ from mfsdp_ckpt.format.manifest import Manifest, ManifestError
 from mfsdp_ckpt.lora import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
+    MAX_ADAPTER_CONFIG_BYTES,
     BaseModelRecord,
     base_mismatch,
     describe_base_model,
@@ -42,7 +43,7 @@ from mfsdp_ckpt.lora import (
     read_base_model,
     rehashed_like,
 )
-from mfsdp_ckpt.storage.unique_json import loads_unique
+from mfsdp_ckpt.storage.unique_json import read_json_file
 from trainer.config import ConfigError, ModelConfig, check_lora_fields
 from trainer.resume import ResumeMismatchError
 
@@ -194,7 +195,9 @@ def hold_frozen_in_compute_dtype(model: torch.nn.Module, dtype: torch.dtype) -> 
 
 
 def _read_adapter(path: Path) -> tuple[Any, dict[str, torch.Tensor]]:
-    """A local PEFT adapter dir: its LoraConfig and weights (safetensors only: never unpickled)."""
+    """A local PEFT adapter dir: its LoraConfig and weights (safetensors only: never unpickled).
+    adapter_config.json is read as every JSON a user hands over (`read_json_file`): bounded
+    (1 GiB of it took 2.5 GB of memory), and nesting 5000 deep is one line, no traceback."""
     from peft import LoraConfig
     from safetensors.torch import load_file
 
@@ -206,10 +209,9 @@ def _read_adapter(path: Path) -> tuple[Any, dict[str, torch.Tensor]]:
                 f"(a PEFT adapter dir has {ADAPTER_CONFIG_FILE} and {ADAPTER_WEIGHTS_FILE})"
             )
     try:
-        fields = loads_unique(config_file.read_text())
-    except (OSError, ValueError) as err:
-        where = f"model.lora_adapter_path: {config_file}"
-        raise ConfigError(f"{where} is not valid JSON ({err})") from None
+        fields = read_json_file(config_file, MAX_ADAPTER_CONFIG_BYTES, ConfigError)
+    except ConfigError as err:
+        raise ConfigError(f"model.lora_adapter_path: {err}") from None
     if not isinstance(fields, dict) or fields.get("peft_type") != "LORA":
         raise ConfigError(f"model.lora_adapter_path: {config_file} is not a LoRA adapter config")
     known = set(LoraConfig.__dataclass_fields__)

@@ -51,7 +51,13 @@ from mfsdp_ckpt.convert.export_source import (
 )
 from mfsdp_ckpt.convert.export_stream import _nonfinite, _PieceBuffers, _stream, _streamable
 from mfsdp_ckpt.convert.export_verify import verify_export
-from mfsdp_ckpt.convert.hf_config import MAX_LAYERS, weights_file_problem
+from mfsdp_ckpt.convert.hf_config import (
+    MAX_LAYERS,
+    parse_config_json,
+    read_config_json,
+    refuse_unloadable,
+    weights_file_problem,
+)
 from mfsdp_ckpt.convert.megatron_config import (
     DerivedConfig,
     MegatronSettingsMissing,
@@ -72,7 +78,6 @@ from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
 from mfsdp_ckpt.storage.tensorstore_store import is_url
-from mfsdp_ckpt.storage.unique_json import loads_unique
 from mfsdp_ckpt.storage.writable import require_writable_dir
 
 
@@ -155,8 +160,9 @@ def _check_out_dir(out: Path, protected: list[Path], model_dirs: Sequence[Path] 
             )
     inside = layout.checkpoint_containing(resolved)
     if inside is not None:
+        what = layout.unsaved_step_words(resolved, inside) or f"lies inside the checkpoint {inside}"
         raise ExportUsageError(
-            f"{out}: lies inside the checkpoint {inside}; choose an --out outside it"
+            f"{out}: {what}; choose an --out outside it"
             " (--overwrite replaces only an empty directory or an earlier export)"
         )
 
@@ -212,7 +218,7 @@ def _write_assets(assets: dict[str, Callable[[], bytes]], target: Path) -> None:
 
 def _set_config_dtype(config_file: Path, dtype: DType) -> None:
     """The exported config names the dtype actually written, as save_pretrained does."""
-    data = loads_unique(config_file.read_text())
+    data = read_config_json(config_file)[1]  # bounded, as every read of a config.json
     data["dtype"] = dtype.name
     if "torch_dtype" in data:
         data["torch_dtype"] = dtype.name
@@ -307,17 +313,14 @@ def _refuse_config_against_record(
 ) -> None:
     """A config.json (--hf-config's, or the checkpoint's own HF dir's) that contradicts the
     model the checkpoint records is refused before anything is written (record_agreement):
-    exit 2 for --hf-config, exit 1 for the checkpoint's own files."""
-    try:
-        data = loads_unique(assets["config.json"]())
-    except ValueError:
-        return  # not JSON: the config checks that follow name it
-    if not isinstance(data, dict):
-        return
+    exit 2 for --hf-config, exit 1 for the checkpoint's own files; so is one that is no
+    config (not JSON, nested 5000 deep, no model_type, NaN), in one line naming it."""
+    config_file = config_json_location(asset_location)
+    error = ExportUsageError if hf_config is not None else CheckpointFormatError
+    data = parse_config_json(assets["config.json"](), config_file, error)
     found = contradiction(data, paths, source.reader)
     if found is None:
         return
-    config_file = config_json_location(asset_location)
     if hf_config is not None:
         raise ExportUsageError(
             f"--hf-config {config_file}: {found}; pass the model dir the run started from,"
@@ -326,6 +329,20 @@ def _refuse_config_against_record(
     raise CheckpointFormatError(
         f"{config_file}: {found}; pass --hf-config with the model dir the run started from"
     )
+
+
+def _refuse_unloadable_config(
+    prepared: PreparedSource, hf_config: str | os.PathLike | None
+) -> None:
+    """--verify promises that transformers loads the export: a config.json its config class
+    refuses (`rms_norm_eps: "1e-6"`) is refused before anything is written, naming the key:
+    exit 2 for --hf-config's, exit 1 for the checkpoint's own (or the one its record
+    implies). Its dtype is left out: the export writes the dtype it wrote there."""
+    where = config_json_location(prepared.asset_location)
+    error = ExportUsageError if hf_config is not None else CheckpointFormatError
+    data = parse_config_json(prepared.assets["config.json"](), where, error)
+    written = {key: value for key, value in data.items() if key not in ("dtype", "torch_dtype")}
+    refuse_unloadable(written, where, error)
 
 
 @dataclass
@@ -471,6 +488,8 @@ def export_hf(
     started = time.monotonic()
     out = Path(out_dir)
     prepared = prepare_source(ckpt, out, hf_config, io, role)
+    if verify:
+        _refuse_unloadable_config(prepared, hf_config)
     if hf_config is not None and adapter_only_checkpoint(prepared.source):
         return merge_onto_base(
             prepared,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mfsdp_ckpt.errors import MfsdpUsageError
-from mfsdp_ckpt.storage.unique_json import first_nonfinite, loads_unique
+from mfsdp_ckpt.storage.unique_json import first_nonfinite, parse_json, read_json_file
 
 
 class HFConfigError(MfsdpUsageError, ValueError):
@@ -51,11 +51,9 @@ def read_config_json(
 ) -> tuple[Path, dict]:
     """config.json (from a directory or a file path) as plain data, with a model_type.
 
-    Read through safe_files: a regular file of at most MAX_CONFIG_BYTES and, when `root` is
-    given (the checkpoint directory), one that resolves inside it."""
-    from mfsdp_ckpt.storage.byte_store import CheckpointFileError
-    from mfsdp_ckpt.storage.safe_files import read_text
-
+    Read by `read_json_file`: a regular file of at most MAX_CONFIG_BYTES and, when `root` is
+    given (the checkpoint directory), one that resolves inside it; bad JSON, a 5000-digit
+    number or deep nesting is one line."""
     path = Path(path)
     config_file = path / "config.json" if path.is_dir() else path
     if not os.path.lexists(config_file):
@@ -63,22 +61,64 @@ def read_config_json(
     problem = weights_file_problem(config_file)
     if problem:
         raise HFConfigError(problem)
-    try:
-        data = loads_unique(read_text(config_file, MAX_CONFIG_BYTES, root))
-    except CheckpointFileError as err:
-        raise HFConfigError(str(err)) from None
-    except (ValueError, RecursionError) as err:  # bad JSON, a 5000-digit number, deep nesting
-        raise HFConfigError(f"{config_file}: not valid JSON ({str(err)[:200]})") from None
-    model_type = data.get("model_type") if isinstance(data, dict) else None
-    if not isinstance(model_type, str):
-        raise HFConfigError(f"{config_file}: no model_type")
+    data = read_json_file(config_file, MAX_CONFIG_BYTES, HFConfigError, root, finite=False)
+    return config_file, _config_data(data, config_file, HFConfigError)
+
+
+def parse_config_json(
+    text: str | bytes, where: str | os.PathLike, error: type[Exception] = HFConfigError
+) -> dict:
+    """config.json's `text` (read elsewhere: an export's asset, from a URL too) checked as
+    `read_config_json` checks a file: at most MAX_CONFIG_BYTES, valid JSON (`parse_json`),
+    an object with a model_type, no NaN or Infinity; else `error` naming `where`."""
+    if len(text) > MAX_CONFIG_BYTES:
+        raise error(
+            f"{where}: {len(text)} bytes, more than the {MAX_CONFIG_BYTES} this file may have"
+        )
+    return _config_data(parse_json(text, str(where), error), where, error)
+
+
+def _config_data(data: object, where: str | os.PathLike, error: type[Exception]) -> dict:
+    """Parsed config.json `data` if it is an object with a model_type and no NaN or
+    Infinity, else `error` naming `where`."""
+    if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
+        raise error(f"{where}: no model_type")
     found = first_nonfinite(data)
     if found is not None:
-        raise HFConfigError(
-            f"{config_file}: {found[0]} is {found[1]}, not a finite number (NaN and Infinity"
+        raise error(
+            f"{where}: {found[0]} is {found[1]}, not a finite number (NaN and Infinity"
             " are not JSON, and a model built from them computes NaN)"
         )
-    return config_file, data
+    return data
+
+
+def refuse_unloadable(
+    data: dict, where: str | os.PathLike, error: type[Exception] = HFConfigError
+) -> None:
+    """`error` naming `where` and the key when transformers' own config class refuses
+    config.json `data` (`rms_norm_eps: "1e-6"`, `hidden_act: ["silu"]`, `layer_types` not
+    one per layer): `from_pretrained` would refuse the model, though every number export
+    and import read from it is right. Built as `AutoConfig` builds it from a model dir:
+    the family's class from transformers itself (never remote code), nothing downloaded.
+    It imports transformers (seconds), so export runs it for --verify and validate for
+    --deep; import-hf, which writes a checkpoint from the config, always."""
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.for_model(**data)
+    except Exception as err:  # a strict-dataclass error, ValueError, KeyError, ...
+        raise error(f"{where}: transformers cannot load it ({transformers_reason(err)})") from None
+
+
+def transformers_reason(err: BaseException) -> str:
+    """transformers' complaint about a config on one line. A strict-dataclass error's own
+    first line says only which field or validator; its cause says what is wrong, and
+    names the key (`Field 'rms_norm_eps' expected float, got str (value: '1e-6')`)."""
+    from huggingface_hub.errors import StrictDataclassError
+
+    cause = err.__cause__ if isinstance(err, StrictDataclassError) and err.__cause__ else err
+    words = " ".join(str(cause).split()).split(". Errors: ")[0]  # a union's per-type tries
+    return words[:400] or type(cause).__name__
 
 
 # The largest released dense models have ~130 layers; a config claiming more than this is
@@ -146,7 +186,9 @@ def load_hf_config(path: str | os.PathLike, root: str | os.PathLike | None = Non
     try:
         return AutoConfig.for_model(**data)
     except Exception as err:
-        raise HFConfigError(f"{config_file}: transformers cannot read it ({err})") from None
+        raise HFConfigError(
+            f"{config_file}: transformers cannot read it ({transformers_reason(err)})"
+        ) from None
 
 
 def expected_weights(config) -> ExpectedWeights:

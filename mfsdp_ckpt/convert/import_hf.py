@@ -44,6 +44,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mfsdp_ckpt.convert import tied_head
 from mfsdp_ckpt.convert.export_errors import ExportUsageError
 from mfsdp_ckpt.convert.export_hf import _check_out_dir
 from mfsdp_ckpt.convert.export_plan import DTYPES
@@ -54,6 +55,7 @@ from mfsdp_ckpt.convert.hf_config import (
     HFConfigError,
     expected_weights_for,
     read_config_json,
+    refuse_unloadable,
     weights_disagreement,
 )
 from mfsdp_ckpt.convert.name_maps import (
@@ -159,7 +161,8 @@ def plan_model_import(
     norms: str = "local",
     experts: str = "auto",
 ) -> ImportPlan:
-    """Read config and safetensors headers, map names, check shapes; no weight is read.
+    """Read config and safetensors headers, map names, check shapes; no weight is read but
+    a tied config's own `lm_head.weight`, compared with the embedding (`_refuse_untied_head`).
     `experts` auto: the expert layout of the spec `norms` names (`default_experts`)."""
     if layout_name not in LAYOUTS:
         raise ImportUsageError(f"--layout {layout_name!r}: choose {', '.join(LAYOUTS)}")
@@ -193,6 +196,8 @@ def plan_model_import(
         raise ImportFailedError(problem)
     _refuse_non_floating_weights(source, expected)
     geometry = Geometry.from_config(config)
+    if geometry.tie_word_embeddings:
+        _refuse_untied_head(source, hf_dir / "config.json")
     try:
         if layout_name == MCORE:
             refuse_attention_window(config)
@@ -235,7 +240,9 @@ def _read_config(hf_dir: Path):
     """The model's config and the weights it implies. No config.json, or a family import
     does not read, is the wrong dir (exit 2); one that is there but unreadable, not a
     regular file, linked out of the model dir, not JSON or with impossible sizes is a
-    damaged model (exit 1), as a damaged weight file is."""
+    damaged model (exit 1), as a damaged weight file is; so is one transformers' config class
+    refuses (`rms_norm_eps: "1e-6"`): the checkpoint would train and export from a model
+    transformers cannot load."""
     config_file = hf_dir / "config.json"
     if layout.stat_inside(config_file, follow_symlinks=False) is None:
         inside = layout.checkpoint_containing(hf_dir)
@@ -251,18 +258,21 @@ def _read_config(hf_dir: Path):
         safe_files.regular_file(
             config_file, safe_files.model_dir_root(hf_dir), f"the model dir {hf_dir}"
         )
-        model_type = read_config_json(config_file)[1]["model_type"]
+        data = read_config_json(config_file)[1]
     except (CheckpointFileError, HFConfigError) as err:
         raise ImportFailedError(str(err)) from None
+    model_type = data["model_type"]
     if model_type not in MCORE_IMPORT_FAMILIES:
         raise ImportUsageError(
             f"{hf_dir}: model family {model_type!r:.80} is not one import-hf reads"
             f" ({', '.join(sorted(MCORE_IMPORT_FAMILIES))})"
         )
     try:
-        return load_config(config_file), expected_weights_for(config_file)
+        config, expected = load_config(config_file), expected_weights_for(config_file)
     except HFConfigError as err:
         raise ImportFailedError(str(err)) from None
+    refuse_unloadable(data, config_file, ImportFailedError)
+    return config, expected
 
 
 def _check_assets(hf_dir: Path) -> None:
@@ -288,6 +298,20 @@ def _refuse_non_floating_weights(source: SafetensorsSource, expected) -> None:
                 f"{source.root / entry.file} [{name}]: stored as {entry.dtype.name}, but it is"
                 f" a floating-point weight of {expected.model_type}; refusing to import it"
             )
+
+
+def _refuse_untied_head(source: SafetensorsSource, config_file: Path) -> None:
+    """A model dir whose config ties the embeddings but whose files hold an `lm_head.weight`
+    unequal to the embedding: transformers refuses to tie such a pair and loads it untied,
+    while the mcore layout would drop the head and the hf layout keep it under a tied
+    config. Which model was meant is not in the files: refused (exit 1), naming the tensor."""
+    head, embedding = tied_head.HEAD, tied_head.EMBEDDING
+    if head not in source.tensors or embedding not in source.tensors:
+        return
+    if not tied_head.safetensors_equal(source, head, embedding):
+        remedy = "transformers loads this model untied: set tie_word_embeddings to false there"
+        what = tied_head.untied_head(embedding, str(config_file), remedy)
+        raise ImportFailedError(f"{source.root / source.tensors[head].file} [{head}]: {what}")
 
 
 def _convert(plan: ImportPlan, item: ImportItem):

@@ -24,14 +24,13 @@ from mfsdp_ckpt.convert.megatron_config import ARGS_KEY, read_args, run_config_d
 from mfsdp_ckpt.convert.megatron_lora import SUPPORTED_VARIANT, MegatronLora
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
-from mfsdp_ckpt.lora import not_plain_lora
+from mfsdp_ckpt.lora import MAX_ADAPTER_CONFIG_BYTES, not_plain_lora
 from mfsdp_ckpt.storage import safe_files
-from mfsdp_ckpt.storage.unique_json import loads_object, loads_unique
+from mfsdp_ckpt.storage.unique_json import loads_object, parse_json
 
 if TYPE_CHECKING:
     from mfsdp_ckpt.storage.reader import CheckpointReader
 
-MAX_ADAPTER_CONFIG_BYTES = 1 << 20  # an adapter_config.json is about 1 KB
 VERL_TRANSFORMER_CONFIG = "transformer_config.json"  # Megatron's TransformerConfig, as JSON
 _FC1_ADAPTER = ".mlp.linear_fc1.adapter.linear_in.weight"
 # Bridge PEFT classes (the last part of `_target_`) whose scale is alpha / dim on W + B @ A:
@@ -144,10 +143,8 @@ def _recorded_tensor_parallel(
         found = layout.stat_inside(file, follow_symlinks=False)
         if found is None or not stat.S_ISREG(found.st_mode):
             continue
-        try:
-            data = loads_unique(safe_files.read_text(file, MAX_ADAPTER_CONFIG_BYTES, root))
-        except (ValueError, RecursionError) as err:  # deep nesting raises no ValueError
-            raise CheckpointFormatError(f"{file}: not valid JSON ({str(err)[:120]})") from None
+        text = safe_files.read_text(file, MAX_ADAPTER_CONFIG_BYTES, root)
+        data = parse_json(text, str(file), CheckpointFormatError)
         if isinstance(data, dict) and "tensor_model_parallel_size" in data:
             return data["tensor_model_parallel_size"], str(file)
     if ARGS_KEY in reader.objects:

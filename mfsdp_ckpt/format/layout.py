@@ -1187,6 +1187,21 @@ def checkpoint_containing(path: str | os.PathLike, *, run_itself: bool = True) -
     return None
 
 
+def unsaved_step_words(path: str | os.PathLike, inside: Path) -> str | None:
+    """How `path` relates to `inside`, what `checkpoint_containing` found, when that is no
+    checkpoint on disk but the name of a step of a run not saved (yet): `RUN/global_step_999`
+    is refused because the run's saves write there, and "lies inside the checkpoint
+    RUN/global_step_999" named a checkpoint that is not there. None when `inside` exists:
+    the caller says it is, or lies in, a checkpoint."""
+    if os.path.lexists(inside):
+        return None
+    where = "is" if Path(os.path.abspath(path)) == inside else f"lies in {inside}, which is"
+    return (
+        f"{where} the name of a checkpoint step of the run {inside.parent} (its saves write"
+        " there; none is saved there now)"
+    )
+
+
 def _is_checkpoint_dir(candidate: Path, is_target: bool) -> bool:
     name = candidate.name
     step_like = bool(

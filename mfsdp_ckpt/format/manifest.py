@@ -18,7 +18,7 @@ from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format.file_hash import FileRecord, FileRecordError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError, _check_relative_name
-from mfsdp_ckpt.storage.unique_json import loads_unique
+from mfsdp_ckpt.storage.unique_json import parse_json
 
 # 2: file records may carry `xxh3_128` instead of `sha256` (version 1 has only sha256).
 # Bumped so that an older mfsdp says "newer than this mfsdp reads" instead of "needs sha256".
@@ -55,13 +55,7 @@ class Manifest:
 
     @classmethod
     def from_json(cls, text: str, source: str = "manifest.json") -> Manifest:
-        try:
-            data = loads_unique(text)
-        except (
-            ValueError,
-            RecursionError,
-        ) as err:  # bad JSON, a 5000-digit number, [[[[... nesting
-            raise ManifestError(f"{source}: not valid JSON ({str(err)[:200]})") from None
+        data = parse_json(text, source, ManifestError)  # a 5000-digit number, [[[[... too
         if not isinstance(data, dict):
             raise ManifestError(f"{source}: top level must be an object")
         return cls._from_dict(data, source)

@@ -3,15 +3,21 @@ silently. A safetensors header naming a tensor twice (which one is the weight?) 
 row with two `messages` (one is dropped unseen) is refused instead, as the config YAML
 loader refuses a key given twice. Every JSON file a user hands over (config.json, a
 safetensors index, manifest.json, ckpt_contents.json, an adapter config) is read with
-`loads_unique`, so none takes the last of two values unseen."""
+`loads_unique`, so none takes the last of two values unseen; `read_json_file` and
+`parse_json` add what else makes Python's json fail or lie (a size cap, deep nesting, a
+5,000-digit integer, NaN), so each reader refuses them in one line naming its file."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import sys
 from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpFailedError
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
 MAX_SHOWN_KEY = 100  # characters of the key an error quotes
 
@@ -42,16 +48,64 @@ def loads_unique(text: str | bytes) -> Any:
     return json.loads(text, object_pairs_hook=unique_keys)
 
 
+def json_problem(err: ValueError | RecursionError) -> str:
+    """What is wrong with JSON text Python's json refused, in words a user can act on. Deep
+    nesting raises RecursionError (no ValueError), and an integer past Python's digit limit
+    a ValueError whose own advice (sys.set_int_max_str_digits) is no help to a user."""
+    if isinstance(err, RecursionError):
+        return "nested too deeply"
+    if isinstance(err, json.JSONDecodeError):
+        return f"{err.msg} at line {err.lineno}, column {err.colno}"
+    if isinstance(err, UnicodeDecodeError):
+        return f"not UTF-8 text (byte {err.start})"
+    if str(err).startswith("Exceeds the limit"):
+        return f"an integer of more than {sys.get_int_max_str_digits()} digits"
+    return str(err)[:200]
+
+
+def parse_json(text: str | bytes, where: str, error: type[Exception]) -> Any:
+    """`loads_unique(text)`, or `error` in one line naming `where` for anything Python's
+    json refuses: bad syntax, a key given twice, nesting thousands deep, a 5,000-digit
+    integer. Every JSON a user hands over is parsed here or through a reader built on it."""
+    try:
+        return loads_unique(text)
+    except (ValueError, RecursionError) as err:
+        raise error(f"{where}: not valid JSON ({json_problem(err)})") from None
+
+
 def loads_object(text: str | bytes, where: str, error: type[Exception]) -> dict:
     """The JSON object in `text` (each key once), else `error` in one line naming `where`:
-    not valid JSON (a 5,000-digit number and `[[[[...` nesting included, which raise
-    RecursionError, no ValueError), or another value than an object."""
-    try:
-        data = loads_unique(text)
-    except (ValueError, RecursionError) as err:
-        raise error(f"{where}: not valid JSON ({str(err)[:120]})") from None
+    not valid JSON (`parse_json`), or another value than an object."""
+    data = parse_json(text, where, error)
     if not isinstance(data, dict):
         raise error(f"{where}: expected a JSON object, found {type(data).__name__}")
+    return data
+
+
+def read_json_file(
+    path: str | os.PathLike,
+    limit: int,
+    error: type[Exception],
+    root: str | os.PathLike | None = None,
+    *,
+    finite: bool = True,
+) -> Any:
+    """The JSON in a user's file, or `error` in one line naming it. The one safe way to read
+    one: a regular file (never a FIFO or /dev/zero) of at most `limit` bytes, inside `root`
+    when given (safe_files), parsed by `parse_json`, and with `finite` no NaN or Infinity
+    (no JSON has them; Python reads them, and a model or adapter built from one computes
+    NaN)."""
+    try:
+        text = safe_files.read_text(path, limit, root)
+    except CheckpointFileError as err:
+        raise error(str(err)) from None
+    data = parse_json(text, str(path), error)
+    found = first_nonfinite(data) if finite else None
+    if found is not None:
+        raise error(
+            f"{path}: {found[0] or 'the value'} is {found[1]}, not a finite number (NaN and"
+            " Infinity are not JSON)"
+        )
     return data
 
 
@@ -75,4 +129,49 @@ def first_nonfinite(data: object) -> tuple[str, float] | None:
     return None
 
 
-__all__ = ["DuplicateKeyError", "first_nonfinite", "loads_unique", "unique_keys"]
+def first_lone_surrogate(data: object) -> tuple[str, int, str] | None:
+    """Where the first lone UTF-16 surrogate (U+D800-U+DFFF) in parsed JSON is: its key path
+    (`messages[0].content`; `key 'a\\ud800'` for a key), its character index and the
+    character, else None. JSON's `\\ud800` escape without its pair reads as one; it is no
+    text: UTF-8 cannot hold it, so parquet, a tokenizer or a terminal fails on it later."""
+    stack: list[tuple[str, object]] = [("", data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            found = _surrogate_in(value)
+            if found is not None:
+                return where or "the value", found, value[found]
+        elif isinstance(value, dict):
+            for key in value:
+                at = _surrogate_in(key) if isinstance(key, str) else None
+                if at is not None:
+                    return f"{where + ' ' if where else ''}key {key!r:.80}", at, key[at]
+            stack += [
+                (f"{where}.{key}" if where else str(key), item) for key, item in value.items()
+            ][::-1]
+        elif isinstance(value, list):
+            stack += [(f"{where}[{index}]", item) for index, item in enumerate(value)][::-1]
+    return None
+
+
+def _surrogate_in(text: str) -> int | None:
+    """The index of the first lone surrogate in `text`, else None (UTF-8 refuses exactly
+    those: any other str encodes)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return err.start
+    return None
+
+
+__all__ = [
+    "DuplicateKeyError",
+    "first_lone_surrogate",
+    "first_nonfinite",
+    "json_problem",
+    "loads_object",
+    "loads_unique",
+    "parse_json",
+    "read_json_file",
+    "unique_keys",
+]

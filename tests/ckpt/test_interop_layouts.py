@@ -250,7 +250,7 @@ def _usage_cases():
             "--out",
             out,
             "--overwrite",
-        ], "lies inside the checkpoint"
+        ], f"is the name of a checkpoint step of the run {other.run} (its saves write there"
 
     return {
         f.__name__: f

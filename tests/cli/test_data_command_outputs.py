@@ -152,6 +152,25 @@ def test_a_run_dir_or_a_checkpoint_is_refused_as_out(tmp_path, where, words):
     assert _everything(run) == before
 
 
+def test_a_step_name_the_run_has_not_saved_is_refused_as_out_saying_so(tmp_path):
+    """`--out RUN/global_step_9`: "lies inside the checkpoint RUN/global_step_9" named a
+    checkpoint that is not there; the name is the run's, for its saves."""
+    run = _run_dir(tmp_path)
+    before = _everything(run)
+    for out, where in (
+        (run / "global_step_9", "is"),
+        (run / "global_step_9" / "data", f"lies in {run / 'global_step_9'}, which is"),
+    ):
+        code, _stdout, stderr = run_cli("data", "synthetic", "--out", out)
+        assert code == 2
+        assert one_error(stderr) == (
+            f"error: --out {out}: {where} the name of a checkpoint step of the run {run} (its"
+            " saves write there; none is saved there now); tables written there would be mixed"
+            " into it, choose an --out outside it"
+        )
+    assert _everything(run) == before
+
+
 def test_a_new_dir_beside_a_runs_steps_is_fine(tmp_path):
     """As export-hf's `--out RUN/hf`: a folder of its own, no checkpoint's files touched."""
     run = _run_dir(tmp_path)

@@ -180,6 +180,12 @@ def _listing(directory: Path) -> list[str]:
     [
         ("global_step_2", "is a checkpoint"),
         ("global_step_2/dist_ckpt/run", "lies in the checkpoint {run}/global_step_2/dist_ckpt"),
+        # a step the run has not saved: was "is a checkpoint", where there is none
+        (
+            "global_step_9",
+            "is the name of a checkpoint step of the run {run} (its saves write there; none is"
+            " saved there now)",
+        ),
     ],
 )
 def test_a_run_dir_that_is_or_lies_in_a_step_is_refused_naming_the_run(tmp_path, where, what):

@@ -335,3 +335,38 @@ def test_bad_lora_settings_are_refused_with_the_key(fields, message):
     cfg = ModelConfig(**fields)
     with pytest.raises(ConfigError, match=message):
         build_model(cfg, build_hf_config(cfg, load_tokenizer(cfg)), torch.device("cpu"), seed=0)
+
+
+@pytest.mark.parametrize(
+    ("plant", "says"),
+    [
+        # RecursionError, no ValueError: was a traceback
+        (
+            lambda f: f.write_text('{"a":' * 5000 + "1" + "}" * 5000),
+            "not valid JSON (nested too deeply)",
+        ),
+        # sparse, read whole before (1 GiB took 2.5 GB of memory): refused by its size
+        (
+            lambda f: f.touch() or os.truncate(f, 2 << 20),
+            f"{2 << 20} bytes, more than the {1 << 20} this file may have",
+        ),
+        (
+            lambda f: f.write_text('{"peft_type": "LORA", "r": NaN}'),
+            "r is nan, not a finite number (NaN and Infinity are not JSON)",
+        ),
+    ],
+    ids=["nested-5000-deep", "2-MiB", "NaN"],
+)
+def test_a_hostile_adapter_config_is_one_line_naming_it(tmp_path, plant, says):
+    from trainer.model import build_hf_config, build_model, load_tokenizer
+
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_model.safetensors").write_bytes(b"")
+    plant(adapter / "adapter_config.json")
+    cfg = ModelConfig(lora_adapter_path=str(adapter))
+    with pytest.raises(ConfigError) as caught:
+        build_model(cfg, build_hf_config(cfg, load_tokenizer(cfg)), torch.device("cpu"), seed=0)
+    assert (
+        str(caught.value) == f"model.lora_adapter_path: {adapter / 'adapter_config.json'}: {says}"
+    )

@@ -9,6 +9,8 @@ import contextlib
 import errno
 import json
 import os
+import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,12 @@ from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format.hub_id import hub_id_hint
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
-from mfsdp_ckpt.storage.unique_json import DuplicateKeyError, loads_unique
+from mfsdp_ckpt.storage.unique_json import (
+    DuplicateKeyError,
+    first_lone_surrogate,
+    json_problem,
+    loads_unique,
+)
 
 _TEMP_TAG = ".tmp-"  # `.<name>.tmp-<pid>`: a table being written
 # Parquet stores a repeated value once (dictionary and run-length encoding) and compresses
@@ -35,6 +42,9 @@ _BATCH_ROWS = 16384
 # A jsonl line is one row, read whole: longer than this it is no row of a table (a sparse
 # file of zeros with no newline would be read whole into memory).
 MAX_JSONL_LINE_BYTES = 64 << 20
+# JSON's escape of a UTF-16 surrogate (`\ud800`): only through one can parsed text hold a
+# lone surrogate (UTF-8 bytes cannot), so rows are searched for one only where it is.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 class DataFileError(MfsdpUsageError, ValueError):
@@ -261,14 +271,40 @@ def _read_json(path: Path) -> list[dict[str, Any]]:
         return _read_jsonl(path)
     except RecursionError:
         raise DataFileError(f"{path}: JSON nested too deeply") from None
+    except ValueError as err:  # an integer past Python's digit limit, which json cannot place
+        where = f"{path}:{_huge_integer_line(text)}"
+        raise DataFileError(f"{where}: not valid JSON ({json_problem(err)})") from None
     rows = document if isinstance(document, list) else [document]
+    escaped = _SURROGATE_ESCAPE.search(text) is not None
     for index, row in enumerate(rows):
         if not isinstance(row, dict):
             raise DataFileError(
                 f"{path}: item {index} is not a JSON object ({type(row).__name__});"
                 " expected an array of objects, one object, or one per line"
             )
+        if escaped:
+            _refuse_lone_surrogate(row, f"{path} row {index}")
     return rows
+
+
+def _huge_integer_line(text: str) -> int:
+    """The line of the first run of more digits than Python reads as an integer (json's
+    error names no place), 1 when none is found."""
+    found = re.search(rf"[0-9]{{{sys.get_int_max_str_digits() + 1},}}", text)
+    return text.count("\n", 0, found.start()) + 1 if found else 1
+
+
+def _refuse_lone_surrogate(row: dict[str, Any], where: str) -> None:
+    """Refuse a row holding a lone UTF-16 surrogate (`"a\\ud800b"` in JSON), naming the row,
+    the field and the character, when the file is read: no text holds one, so writing the
+    table (pyarrow) failed with a traceback, and training blamed the chat template."""
+    found = first_lone_surrogate(row)
+    if found is not None:
+        field, index, character = found
+        raise DataFileError(
+            f"{where}: {field} holds {character!r} at character {index}, a lone UTF-16"
+            " surrogate (half of a \\u escape pair), which is no text"
+        )
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -300,8 +336,14 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
                 raise DataFileError(f"{path}:{number}: not valid JSON ({err.msg})") from err
             except RecursionError:  # `[[[[...` thousands deep: no row of a table is
                 raise DataFileError(f"{path}:{number}: JSON nested too deeply") from None
+            except ValueError as err:  # an integer past Python's digit limit (4300)
+                raise DataFileError(
+                    f"{path}:{number}: not valid JSON ({json_problem(err)})"
+                ) from None
             if not isinstance(row, dict):
                 raise DataFileError(f"{path}:{number}: expected a JSON object per line")
+            if _SURROGATE_ESCAPE.search(line):
+                _refuse_lone_surrogate(row, f"{path}:{number}")
             rows.append(row)
     return rows
 

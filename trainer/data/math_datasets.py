@@ -26,10 +26,15 @@ MATH_SUFFIX = "Let's think step by step and output the final answer within \\box
 
 
 def gsm8k_ground_truth(answer: str) -> str:
-    """The number after the last `####`, without thousands separators."""
+    """The number after the last `####`, without thousands separators. Nothing after the
+    marker is refused as no marker is: an empty ground truth matches no completion, so
+    every reward of the row would be 0."""
     if "####" not in answer:
         raise ValueError("answer has no '#### <number>' line")
-    return answer.split("####")[-1].strip().replace(",", "")
+    truth = answer.split("####")[-1].strip().replace(",", "")
+    if not truth:
+        raise ValueError("answer has nothing after its last '####' (expected '#### <number>')")
+    return truth
 
 
 def gsm8k_rows(rows: list[dict[str, Any]], split: str) -> tuple[list[dict], list[dict]]:
@@ -53,6 +58,8 @@ def math_rows(rows: list[dict[str, Any]], split: str) -> tuple[list[dict], list[
         truth = last_boxed(solution)
         if truth is None:
             raise DataFileError(f"row {index}: solution has no \\boxed{{...}} answer")
+        if not truth.strip():  # matches no completion, as gsm8k's empty `#### ` would
+            raise DataFileError(f"row {index}: solution's last \\boxed{{}} is empty")
         prompt = f"{problem} {MATH_SUFFIX}"
         sft.append(_sft_row(prompt, solution, split, index))
         rl.append(_rl_row(MATH_SOURCE, prompt, truth, split, index, problem, solution))

@@ -4,8 +4,11 @@ and nothing left at --out (nor a temporary directory beside it)."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,6 +16,7 @@ import torch.distributed.checkpoint as dcp
 from click.testing import CliRunner
 
 from cli.main import app
+from mfsdp_ckpt.check.validate import validate_checkpoint
 from tests.support.export import save_single_process_checkpoint
 
 
@@ -188,3 +192,119 @@ def test_verify_catches_bytes_flipped_after_save(run_dir, tmp_path):
     (tmp_path / "out").mkdir()
     result = _export(str(copy), "--out", str(tmp_path / "out" / "x"), "--verify")
     _assert_clean_failure(result, 1, victim.name, "xxh3_128", out_parent=tmp_path / "out")
+
+
+def _with_config(step: Path, edit: Callable[[dict], str]) -> Path:
+    """The step's own huggingface/config.json rewritten by `edit` (its text from the parsed
+    config), the manifest agreeing: only the planted config is wrong."""
+    from tests.support.ckpt_edits import rehash
+
+    config = step / "huggingface" / "config.json"
+    config.write_text(edit(json.loads(config.read_text())))
+    rehash(step, "huggingface/config.json")
+    return config
+
+
+DEEP = '{"a":' * 5000 + "1" + "}" * 5000  # past the recursion limit: RecursionError, no ValueError
+
+
+def test_a_config_json_nested_5000_deep_is_one_line(run_dir, tmp_path):
+    """Was a RecursionError traceback, and no --json object: its own config.json exit 1,
+    as validate says of it, --hf-config's exit 2."""
+    copy, _ = _copy_run(run_dir, tmp_path)
+    own = _with_config(
+        copy / "global_step_1", lambda c: json.dumps({**c, "x": "@"}).replace('"@"', DEEP)
+    )
+    (tmp_path / "out").mkdir()
+    result = CliRunner().invoke(
+        app, ["ckpt", "export-hf", str(copy), "--out", str(tmp_path / "out" / "x"), "--json"]
+    )
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout) == {
+        "error": f"{own}: not valid JSON (nested too deeply)",
+        "exit_code": 1,
+    }
+    given = tmp_path / "given"
+    given.mkdir()
+    (given / "config.json").write_text(own.read_text())
+    result = _export(str(run_dir), "--out", str(tmp_path / "out" / "x"), "--hf-config", str(given))
+    _assert_clean_failure(result, 2, out_parent=tmp_path / "out")
+    assert result.output == f"error: {given / 'config.json'}: not valid JSON (nested too deeply)\n"
+
+
+# what transformers' Qwen2Config says of each (from_pretrained refuses the model with it)
+UNLOADABLE = {
+    "eps_text": (
+        {"rms_norm_eps": "1e-6"},
+        "Field 'rms_norm_eps' expected float, got str (value: '1e-6')",
+    ),
+    "act_list": (
+        {"hidden_act": ["silu"]},
+        "Field 'hidden_act' expected str, got list (value: ['silu'])",
+    ),
+    "rope_list": (
+        {"rope_parameters": [1, 2]},
+        "Field 'rope_parameters' with value [1, 2] doesn't match any type in",
+    ),
+    "layer_types_short": (
+        {"layer_types": ["full_attention"]},
+        "`num_hidden_layers` (2) must be equal to the number of `layer_types` (1)",
+    ),
+    "layer_types_unknown": (
+        {"layer_types": ["full_attention", "nope"]},
+        "The `layer_types` entries must be in (",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(UNLOADABLE))
+def test_a_config_transformers_refuses_is_refused_by_verify_and_validate_deep(
+    run_dir, tmp_path, case
+):
+    """Every number export reads from these is right, so export wrote them and --verify said
+    "verified", validate --deep --strict "valid"; transformers then refused the export."""
+    fields, says = UNLOADABLE[case]
+    given = tmp_path / "given"
+    shutil.copytree(run_dir / "global_step_1" / "huggingface", given)
+    config = json.loads((given / "config.json").read_text())
+    (given / "config.json").write_text(json.dumps({**config, **fields}))
+    (tmp_path / "out").mkdir()
+    args = ["--out", str(tmp_path / "out" / "x"), "--hf-config", str(given), "--verify"]
+    result = _export(str(run_dir), *args)
+    _assert_clean_failure(result, 2, out_parent=tmp_path / "out")
+    assert result.output.startswith(
+        f"error: {given / 'config.json'}: transformers cannot load it ({says}"
+    ), result.output
+    report = validate_checkpoint(run_dir, deep=True, hf_config=given)
+    found = [str(f) for f in report.findings if f.severity == "error"]
+    assert found == [result.output.rstrip("\n")]  # the same line, as an error finding
+    assert validate_checkpoint(run_dir, hf_config=given).ok()  # the cheap checks: no transformers
+
+
+def test_the_checkpoints_own_config_transformers_refuses_exits_1(run_dir, tmp_path):
+    copy, _ = _copy_run(run_dir, tmp_path)
+    own = _with_config(copy / "global_step_1", lambda c: json.dumps({**c, "rms_norm_eps": "1e-6"}))
+    (tmp_path / "out").mkdir()
+    result = _export(str(copy), "--out", str(tmp_path / "out" / "x"), "--verify")
+    _assert_clean_failure(result, 1, out_parent=tmp_path / "out")
+    assert result.output == (
+        f"error: {own}: transformers cannot load it"
+        " (Field 'rms_norm_eps' expected float, got str (value: '1e-6'))\n"
+    )
+
+
+def test_out_named_as_a_step_the_run_has_not_saved_says_so(run_dir, tmp_path):
+    """`--out RUN/global_step_999`: "lies inside the checkpoint RUN/global_step_999" named
+    a checkpoint that is not there; the name is the run's, for its saves."""
+    for out, where in (
+        (run_dir / "global_step_999", "is"),
+        (run_dir / "global_step_999" / "hf", f"lies in {run_dir / 'global_step_999'}, which is"),
+    ):
+        result = _export(str(run_dir), "--out", str(out))
+        _assert_clean_failure(result, 2)
+        assert result.output == (
+            f"error: {out}: {where} the name of a checkpoint step of the run {run_dir} (its saves"
+            " write there; none is saved there now); choose an --out outside it (--overwrite"
+            " replaces only an empty directory or an earlier export)\n"
+        )
+    assert not (run_dir / "global_step_999").exists()

@@ -178,6 +178,13 @@ def test_cli_ok_json_and_existing_output(tmp_path):
         ("no_config", 2, "no config.json"),
         ("family", 2, "'gpt2' is not one import-hf reads"),
         ("missing", 2, "no such directory"),
+        # transformers' Qwen2Config refuses it: the import would not load (was: imported)
+        (
+            "eps_text",
+            1,
+            "config.json: transformers cannot load it"
+            " (Field 'rms_norm_eps' expected float, got str (value: '1e-6'))",
+        ),
     ],
 )
 def test_cli_errors_are_one_line_and_leave_nothing(tmp_path, damage, code, message):
@@ -199,6 +206,8 @@ def test_cli_errors_are_one_line_and_leave_nothing(tmp_path, damage, code, messa
         (source / "config.json").write_text(json.dumps({**config, "model_type": "gpt2"}))
     elif damage == "missing":
         shutil.rmtree(source)
+    elif damage == "eps_text":
+        (source / "config.json").write_text(json.dumps({**config, "rms_norm_eps": "1e-6"}))
     out = tmp_path / "out"
     result = _cli(str(source), "--out", str(out))
     assert result.exit_code == code, result.output

@@ -170,6 +170,68 @@ def test_dataset_errors_name_file_and_row(tmp_path, tokenizer):
         load_sft_splits(DataConfig(train_files=[str(path)]), tokenizer, seed=0, progress=False)
 
 
+HUGE = ', "n": ' + "9" * 5000  # past Python's 4300-digit limit: json raises a ValueError
+
+
+def _chat_row(question: str = "q", extra: str = "") -> str:
+    """One chat row as JSON text, `question` and `extra` (more fields) written in as given."""
+    user = '{"role": "user", "content": "' + question + '"}'
+    return '{"messages": [' + user + ', {"role": "assistant", "content": "a"}]' + extra + "}"
+
+
+@pytest.mark.parametrize(
+    "name, text, says",
+    [
+        (
+            "train.jsonl",
+            _chat_row() + "\n" + _chat_row(extra=HUGE) + "\n",
+            "train.jsonl:2: not valid JSON (an integer of more than 4300 digits)",
+        ),
+        (
+            "train.json",
+            "[" + _chat_row() + ",\n " + _chat_row(extra=HUGE) + "]",
+            "train.json:2: not valid JSON (an integer of more than 4300 digits)",
+        ),
+        (
+            "train.jsonl",
+            _chat_row() + "\n" + _chat_row(r"q\ud800") + "\n",
+            r"train.jsonl:2: messages[0].content holds '\ud800' at character 1, a lone UTF-16"
+            r" surrogate (half of a \u escape pair), which is no text",
+        ),
+        (
+            "train.json",
+            "[" + _chat_row() + ", " + _chat_row(r"q\udc00") + "]",
+            r"train.json row 1: messages[0].content holds '\udc00' at character 1, a lone"
+            r" UTF-16 surrogate (half of a \u escape pair), which is no text",
+        ),
+    ],
+    ids=["huge-int-jsonl", "huge-int-json", "surrogate-jsonl", "surrogate-json"],
+)
+def test_a_row_json_cannot_hold_as_text_is_refused_as_it_is_read(
+    tmp_path, tokenizer, name, text, says
+):
+    """A 5000-digit integer was a ValueError traceback; a lone surrogate (`"\\ud800"` in the
+    file) was blamed on the chat template ("cannot render it (TypeError ...)"), and `mfsdp
+    data` died in pyarrow. Both name the file and its line (or row) as the file is read."""
+    from trainer.data.files import DataFileError
+
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(DataFileError) as caught:
+        load_sft_splits(DataConfig(train_files=[str(path)]), tokenizer, seed=0, progress=False)
+    assert str(caught.value) == f"{tmp_path}/{says}"
+
+
+def test_surrogate_pairs_and_escaped_backslashes_are_text(tmp_path):
+    """Only a lone surrogate is refused: a pair is one character (an emoji), and `\\ud800`
+    is a backslash and five letters."""
+    from trainer.data.files import read_rows
+
+    path = tmp_path / "train.jsonl"
+    path.write_text(r'{"prompt": "\ud83d\ude00 \\ud800", "response": "a"}' + "\n")
+    assert read_rows([str(path)]) == [{"prompt": "\U0001f600 \\ud800", "response": "a"}]
+
+
 def test_validation_split_is_seeded_and_disjoint(tmp_path, tokenizer):
     from tests.support.sft import write_chat_jsonl
 

@@ -99,3 +99,45 @@ def test_bad_input_is_a_usage_error(tmp_path, content, message):
     )
     assert result.exit_code == 2
     assert message in result.output and "train.jsonl" in result.output
+
+
+@pytest.mark.parametrize(
+    "command, content, message",
+    [
+        # nothing after the marker: a ground truth of '' (was accepted; "five" was refused)
+        (
+            "gsm8k",
+            '{"question": "q", "answer": "x\\n#### "}\n',
+            "train.jsonl: row 0: answer has nothing after its last '####'"
+            " (expected '#### <number>')",
+        ),
+        (
+            "math",
+            '{"problem": "p", "solution": "so \\\\boxed{ }"}\n',
+            "train.jsonl: row 0: solution's last \\boxed{} is empty",
+        ),
+        # past Python's 4300-digit limit: was a ValueError traceback
+        (
+            "gsm8k",
+            '{"question": "q", "answer": "#### 5", "n": ' + "9" * 5000 + "}\n",
+            "train.jsonl:1: not valid JSON (an integer of more than 4300 digits)",
+        ),
+        # a lone surrogate: was pyarrow's UnicodeEncodeError traceback
+        (
+            "gsm8k",
+            '{"question": "a\\ud800b", "answer": "#### 5"}\n',
+            "train.jsonl:1: question holds '\\ud800' at character 1, a lone UTF-16 surrogate"
+            " (half of a \\u escape pair), which is no text",
+        ),
+    ],
+    ids=["empty-after-####", "empty-boxed", "5000-digits", "lone-surrogate"],
+)
+def test_a_row_is_refused_in_one_json_object_naming_it(tmp_path, command, content, message):
+    source = tmp_path / "train.jsonl"
+    source.write_text(content)
+    result = CliRunner().invoke(
+        app, ["data", command, "--input", str(source), "--out", str(tmp_path / "o"), "--json"]
+    )
+    assert result.exit_code == 2
+    assert json.loads(result.stdout) == {"error": f"{tmp_path}/{message}", "exit_code": 2}
+    assert not (tmp_path / "o").exists()
