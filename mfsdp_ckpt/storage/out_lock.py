@@ -89,10 +89,21 @@ def acquire_out_lock(out: Path, option: str = "--out") -> int:
         except FileNotFoundError:
             same = False
         if same:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            _write_owner(fd, lock_path, out, option)
             return fd
         os.close(fd)
+
+
+def _write_owner(fd: int, lock_path: Path, out: Path, option: str) -> None:
+    """Write our pid into the lock file we hold (what a second command's busy error names).
+    On failure (a full disk) the lock is dropped and its file removed, and the error names
+    `out` and its folder (was a bare `[Errno 28] No space left on device`)."""
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except OSError as err:
+        release_out_lock(out, fd)
+        raise cannot_create(option, out, lock_path.parent, err) from None
 
 
 def release_out_lock(out: Path, fd: int) -> None:
