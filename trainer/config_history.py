@@ -31,27 +31,44 @@ _SHOWN_CHANGES = 6
 
 
 def keep_changed_config(run_dir: Path, step: int, config: Any) -> str | None:
-    """When `run_dir`'s config.yaml differs from `config` in a key that trains: keep it as
-    `config.until_step_<step>.yaml` and return the note naming the changes (None when it
-    is the same, missing or unreadable: then there is nothing to keep)."""
-    recorded = run_dir / RESOLVED_CONFIG_FILE
-    try:
-        earlier = yaml.safe_load(safe_files.read_text(recorded, MAX_CONFIG_BYTES, run_dir))
-    except (OSError, ValueError, yaml.YAMLError):
-        return None
-    if not isinstance(earlier, dict):
+    """When the config step `step`'s checkpoint was trained with differs from `config` in a
+    key that trains: keep it as `config.until_step_<step>.yaml` and return the note naming
+    the changes (None when it is the same, missing or unreadable: nothing to keep).
+
+    A kept `config.until_step_<step>.yaml` is that config, and is never replaced: a run
+    resumed from the step with other settings and stopped before its next save left its
+    own config.yaml, which trained no step that was saved; a second resume from the same
+    step had overwritten the kept file with it, and compared against it."""
+    kept = until_step_file(run_dir, step)
+    trained_with = kept if kept.exists() else run_dir / RESOLVED_CONFIG_FILE
+    earlier = _read_config(trained_with, run_dir)
+    if earlier is None:
         return None
     changes = changed_keys(earlier, config_to_dict(config))
     if not changes:
         return None
-    kept = run_dir / f"config.until_step_{step}.yaml"
-    os.replace(recorded, kept)
+    if trained_with != kept:
+        os.replace(trained_with, kept)
     shown = ", ".join(changes[:_SHOWN_CHANGES])
     more = f" (+{len(changes) - _SHOWN_CHANGES} more)" if len(changes) > _SHOWN_CHANGES else ""
     return (
         f"resumed with settings changed since step {step}: {shown}{more};"
-        f" the earlier config is kept as {kept}"
+        f" the config step {step} was trained with is kept as {kept}"
     )
+
+
+def until_step_file(run_dir: Path, step: int) -> Path:
+    """Where the config the steps up to `step` were trained with is kept."""
+    return run_dir / f"config.until_step_{step}.yaml"
+
+
+def _read_config(path: Path, run_dir: Path) -> dict[str, Any] | None:
+    """The config recorded in `path`, or None when it is missing, unreadable or no mapping."""
+    try:
+        recorded = yaml.safe_load(safe_files.read_text(path, MAX_CONFIG_BYTES, run_dir))
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+    return recorded if isinstance(recorded, dict) else None
 
 
 def changed_keys(earlier: dict[str, Any], now: dict[str, Any], prefix: str = "") -> list[str]:

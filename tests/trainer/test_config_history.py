@@ -27,9 +27,8 @@ def test_a_resume_with_another_lr_says_so_and_keeps_the_earlier_config(tmp_path,
     run_sft(tiny_config(data, run, *SETTINGS, "trainer.total_steps=4", "optim.lr=0.1"))
     err = capsys.readouterr().err
     kept = run / "config.until_step_2.yaml"
-    assert "resumed with settings changed since step 2: optim.lr 0.003 -> 0.1; the earlier" in (
-        err
-    ), err
+    changed = "resumed with settings changed since step 2: optim.lr 0.003 -> 0.1; the config"
+    assert f"{changed} step 2 was trained with is kept as {run}" in err, err
     assert str(kept) in err
     assert yaml.safe_load(kept.read_text())["optim"]["lr"] == 0.003
     assert yaml.safe_load((run / "config.yaml").read_text())["optim"]["lr"] == 0.1
@@ -59,3 +58,24 @@ def test_a_resume_applies_changed_optimizer_settings(tmp_path):
         run_sft(tiny_config(data, run, *SETTINGS, "trainer.total_steps=4", *changed))
         losses[name] = [r["train/loss"] for r in read_metrics(run) if r.get("step", 0) == 4]
     assert losses["same"] and losses["eps"] and losses["same"] != losses["eps"], losses
+
+
+def test_a_second_resume_from_the_same_step_keeps_what_that_step_was_trained_with(tmp_path, capsys):
+    """A resume with lr 0.1 that stopped before its next save left config.yaml saying 0.1;
+    a second resume from step 2 (lr 0.05) replaced config.until_step_2.yaml with it, so no
+    file said 0.003 any more, and the note said `0.1 -> 0.05`."""
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=16)
+    run = tmp_path / "run"
+    steps = (*SETTINGS, "trainer.total_steps=4", "trainer.stop_at_step=2")
+    run_sft(tiny_config(data, run, *steps))
+    run_sft(tiny_config(data, run, *steps, "optim.lr=0.1"))  # no step trained, none saved
+    capsys.readouterr()
+    run_sft(tiny_config(data, run, *steps, "optim.lr=0.05"))
+    kept = run / "config.until_step_2.yaml"
+    assert (
+        "[sft] resumed with settings changed since step 2: optim.lr 0.003 -> 0.05;"
+        f" the config step 2 was trained with is kept as {kept}\n"
+    ) in capsys.readouterr().err
+    assert yaml.safe_load(kept.read_text())["optim"]["lr"] == 0.003
+    assert yaml.safe_load((run / "config.yaml").read_text())["optim"]["lr"] == 0.05
+    assert sorted(p.name for p in run.glob("config*.yaml")) == [kept.name, "config.yaml"]
