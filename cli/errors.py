@@ -159,7 +159,8 @@ def report_errors(
     try:
         return run()
     except MfsdpError as err:
-        _fail_once(*_or_interrupted(str(err), err.exit_code, interrupted), as_json())
+        message, code = _or_interrupted(str(err), err.exit_code, interrupted)
+        _fail_once(message, code, as_json(), every_rank=err.every_rank)
     except OSError as err:
         if err.errno == errno.EPIPE:
             raise
@@ -281,10 +282,14 @@ def _or_interrupted(message: str, code: int, interrupted: Callable[[], str]) -> 
     return (interrupted(), EXIT_INTERRUPTED) if _ctrl_c_seen.is_set() else (message, code)
 
 
-def _fail_once(message: str, code: int, as_json: bool = False) -> NoReturn:
+def _fail_once(
+    message: str, code: int, as_json: bool = False, *, every_rank: bool = False
+) -> NoReturn:
     """`fail`, except in a rank `mfsdp train --nproc-per-node N` started, where every rank
     meets the same config mistake and the same Ctrl-C: rank 0 says the mistake, the launching
-    `mfsdp` says the interrupt, and the other ranks exit with the code without a line each.
+    `mfsdp` says the interrupt, and the other ranks exit with the code without a line each;
+    so too for an error every rank raises alike (`every_rank`: a save that failed on a full
+    disk printed its line once per rank).
     A rank that lost its peers says nothing either: cli/torchrun.py reports the rank that
     stopped first (and this rank's message only when no rank said more)."""
     if _in_launched_rank():
@@ -292,7 +297,8 @@ def _fail_once(message: str, code: int, as_json: bool = False) -> NoReturn:
         if code == EXIT_INTERRUPTED:
             sys.exit(code)
         _tell_torchrun(message)  # cli/torchrun.py reports it when rank 0 did not say it
-        if code == EXIT_PEER_LOST or (code == EXIT_USAGE and os.environ["RANK"] != "0"):
+        alike = code == EXIT_USAGE or every_rank
+        if code == EXIT_PEER_LOST or (alike and os.environ["RANK"] != "0"):
             sys.exit(code)
         if os.environ["RANK"] != "0":  # their lines, but one JSON object: rank 0's
             as_json = False

@@ -40,7 +40,7 @@ from torch.distributed.checkpoint.stateful import Stateful
 
 from mfsdp_ckpt import __version__
 from mfsdp_ckpt.check.validate import invalid_checkpoint, manifest_hash_errors, require_valid
-from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
+from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.file_hash import FileRecord, hash_files
 from mfsdp_ckpt.format.manifest import CONTENT_KINDS, Manifest, read_manifest
@@ -202,21 +202,39 @@ class Checkpointer:
                 f"save_contents asks for {missing} but no state was given"
             )
         self.wait()
-        started = time.monotonic()
-        tmp = layout.tmp_step_dir(self.run_dir, step)
+        pending = _PendingSave(
+            step,
+            layout.tmp_step_dir(self.run_dir, step),
+            contents,
+            hf_assets,
+            info or {},
+            time.monotonic(),
+            states,
+        )
+        try:
+            self._start(pending)
+        except BaseException as err:  # Ctrl-C while the temp dir was made or staged
+            if _rank() == 0 and self._pending is None:  # not yet handed to the thread
+                shutil.rmtree(pending.tmp, ignore_errors=True)
+            raise _save_failure(err, pending) from None
+        return layout.step_dir(self.run_dir, step)
+
+    def _start(self, pending: _PendingSave) -> None:
+        """Make the temp dir and write into it, or (`async_save`) stage the state to host
+        memory and leave the writing to a background thread."""
+        step, tmp = pending.step, pending.tmp
         if _rank() == 0:
             if tmp.exists():
                 shutil.rmtree(tmp)
             (tmp / layout.DIST_CKPT_DIR).mkdir(parents=True)
         self._barrier()
         _maybe_die("before_files", step)
-        state_dict = {kind: _state_of(states[kind]) for kind in contents}
+        state_dict = {kind: _state_of(pending.states[kind]) for kind in pending.contents}
         writer = CheckedWriter(
             str(tmp / layout.DIST_CKPT_DIR),
             thread_count=self.io_threads,
             kill_mid_file=_kill_targets("mid_file", step),
         )
-        pending = _PendingSave(step, tmp, contents, hf_assets, info or {}, started, states)
         if self.async_save:
             staged = self._stager.stage(
                 state_dict, copy_host_tensors=True
@@ -224,7 +242,7 @@ class Checkpointer:
             log.info(
                 "step %d: staged to host memory in %.2f s; writing in the background",
                 step,
-                time.monotonic() - started,
+                time.monotonic() - pending.started,
             )
             self._pending = threading.Thread(
                 target=self._save_in_background, args=(staged, writer, pending), daemon=False
@@ -234,12 +252,12 @@ class Checkpointer:
             # GPU shards go to host first, in one pass of non-blocking copies: DCP's writer
             # threads would otherwise copy tensor by tensor, each copy a CUDA sync.
             self._write(self._stager.stage(state_dict, copy_host_tensors=False), writer, pending)
-        return layout.step_dir(self.run_dir, step)
 
     def _write(self, state_dict: dict, writer: CheckedWriter, pending: _PendingSave) -> None:
         """DCP files, then hashes, manifest, rename, tracker. A failure (disk full, a dead
-        peer) becomes one CheckpointSaveError; the temp dir is removed to give the space
-        back, and the previous step and the tracker are untouched."""
+        peer, a tokenizer's own error writing huggingface/) becomes one CheckpointSaveError
+        naming the temp dir and the step; the temp dir is removed to give the space back
+        (on Ctrl-C too), and the previous step and the tracker are untouched."""
         step, tmp = pending.step, pending.tmp
         try:
             dcp.save(state_dict, storage_writer=writer, process_group=self._group)
@@ -247,17 +265,10 @@ class Checkpointer:
                 "step %d: tensor files written in %.2f s", step, time.monotonic() - pending.started
             )
             self._finish(pending, hashed=writer.hashed_while_written())
-        except (CheckpointException, OSError) as err:
+        except BaseException as err:
             if _rank() == 0:
                 shutil.rmtree(tmp, ignore_errors=True)
-            if _interrupted(err):  # Ctrl-C mid-save: an interrupt, not a failed save
-                raise KeyboardInterrupt from None
-            cause = (
-                _first_failure(err)
-                if isinstance(err, CheckpointException)
-                else f"{type(err).__name__}: {err}"
-            )
-            raise CheckpointSaveError(f"{tmp}: saving step {step} failed: {cause}") from None
+            raise _save_failure(err, pending) from None
 
     def wait(self) -> None:
         """Block until an async save in flight is committed; re-raise its failure here."""
@@ -266,9 +277,20 @@ class Checkpointer:
             self._pending = None
         if self._pending_error is not None:
             error, self._pending_error = self._pending_error, None
-            if isinstance(error, CheckpointSaveError):
-                raise error
-            raise CheckpointSaveError(f"async checkpoint save failed: {error}") from error
+            raise error
+
+    def settle(self) -> None:
+        """On the way out of a run that failed or was interrupted: let an async save in
+        flight finish (its commit, tracker and prune need the process group and the run
+        dir's lock, both released right after) and drop its outcome, so that the run's own
+        error is the one reported. A second Ctrl-C meanwhile is deferred until it is done."""
+        if self._pending is None:
+            return
+        from mfsdp_ckpt.storage.out_lock import ctrl_c_deferred
+
+        with ctrl_c_deferred():
+            self._pending.join()
+        self._pending, self._pending_error = None, None
 
     def close(self) -> None:
         self.wait()
@@ -279,7 +301,7 @@ class Checkpointer:
         try:
             self._write(staged, writer, pending)
         except BaseException as err:  # surfaced by wait() in the training thread
-            self._pending_error = err
+            self._pending_error = err  # a CheckpointSaveError naming the step (`_write`)
 
     def _finish(self, pending: _PendingSave, hashed: dict[str, FileRecord]) -> None:
         """`hashed`: records of files hashed while written (by file name); the others are
@@ -361,7 +383,7 @@ class Checkpointer:
             tmp, layout.step_dir(self.run_dir, step)
         )  # re-saving a step replaces it whole
         _maybe_die("after_rename", step)
-        layout.write_tracker(self.run_dir, step)
+        self._point_tracker_at(step)
         size = sum(record.size for record in files.values())
         log.info(
             "step %d: committed %s (%d files, %.1f MiB) %.2f s after the save began",
@@ -372,6 +394,23 @@ class Checkpointer:
             time.monotonic() - pending.started,
         )
         self._prune(step)
+
+    def _point_tracker_at(self, step: int) -> None:
+        """Replace the tracker; when that fails (disk full) the step is saved all the same,
+        so say that, and which step `checkpoint.resume=auto` takes now, and remove the
+        tracker's temp file (it was left beside the tracker for good)."""
+        try:
+            layout.write_tracker(self.run_dir, step)
+        except OSError as err:
+            # layout.write_tracker's temp file: `.<tracker>.<pid>.tmp`
+            stray = self.run_dir / f".{layout.TRACKER_FILE}.{os.getpid()}.tmp"
+            with contextlib.suppress(OSError):
+                stray.unlink()
+            raise TrackerNotUpdatedError(
+                f"{self.run_dir / layout.TRACKER_FILE}: step {step} was saved in"
+                f" {layout.step_dir(self.run_dir, step)}, but the tracker could not be updated"
+                f" ({err.strerror or err}); {_resumes_from(self.run_dir)}"
+            ) from None
 
     def _prune(self, newest: int) -> None:
         for name in os.listdir(self.run_dir):
@@ -470,7 +509,7 @@ def load_checkpoint(
     return manifest
 
 
-_ANOTHER_MODEL = " (another model config? checkpoint.resume=disable starts over)"
+_ANOTHER_MODEL = " (another model config? a new trainer.run_dir starts over)"
 
 
 def check_same_state(
@@ -521,6 +560,10 @@ class CheckpointSaveError(MfsdpFailedError, RuntimeError):
     """A save failed (disk full, unwritable, a rank died); the previous checkpoint is intact."""
 
 
+class TrackerNotUpdatedError(CheckpointSaveError):
+    """A step was saved whole, but the tracker naming the newest step could not be replaced."""
+
+
 class CheckpointLoadError(MfsdpFailedError, RuntimeError):
     """DCP failed to read a checkpoint that passed validation (the message is one line)."""
 
@@ -539,6 +582,40 @@ def _verify_before_load(paths: layout.CheckpointPaths, group: dist.ProcessGroup 
         errors = [line for part in gathered for line in part or []]
     if errors:
         raise invalid_checkpoint(sorted(errors), paths.step_dir or paths.dist_ckpt)
+
+
+def _save_failure(err: BaseException, pending: _PendingSave) -> BaseException:
+    """What a failed save raises: KeyboardInterrupt for a Ctrl-C (DCP may have wrapped it),
+    our own CheckpointSaveError as it is, a collective's RuntimeError (a peer went away: the
+    CLI reports the rank that failed first) and SystemExit as they are; anything else (an
+    OSError, DCP's gathered failures, a tokenizer's plain `Exception` on a full disk) as one
+    CheckpointSaveError naming the temp dir and the step."""
+    if isinstance(err, KeyboardInterrupt) or _interrupted(err):
+        return KeyboardInterrupt()
+    if isinstance(err, CheckpointSaveError | RuntimeError) or not isinstance(
+        err, Exception | CheckpointException
+    ):
+        return err
+    if isinstance(err, CheckpointException):
+        failure = CheckpointSaveError(
+            f"{pending.tmp}: saving step {pending.step} failed: {_first_failure(err)}"
+        )
+        failure.every_rank = True  # DCP raises the gathered failures on every rank
+        return failure
+    text = str(err).strip().splitlines()
+    cause = f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
+    return CheckpointSaveError(f"{pending.tmp}: saving step {pending.step} failed: {cause}")
+
+
+def _resumes_from(run_dir: Path) -> str:
+    """Which step `checkpoint.resume=auto` resumes in `run_dir`, in words."""
+    try:
+        step = layout.resume_step(run_dir)
+    except (MfsdpError, OSError) as err:
+        return f"resuming cannot tell which step to take ({err})"
+    if step is None:
+        return "no step would be resumed"
+    return f"checkpoint.resume=auto resumes from step {step} ({layout.step_dir(run_dir, step)})"
 
 
 def _interrupted(err: BaseException) -> bool:

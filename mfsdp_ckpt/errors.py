@@ -17,6 +17,9 @@ class MfsdpError(Exception):
     """An error whose message is one line naming the file or key and what is wrong."""
 
     exit_code: int = EXIT_FAILED
+    # Raised alike by every rank of a run (a save DCP failed on all of them): rank 0's line
+    # says it, so the other ranks of `mfsdp train --nproc-per-node N` exit without theirs.
+    every_rank: bool = False
 
 
 class MfsdpUsageError(MfsdpError):

@@ -286,7 +286,7 @@ def _refuse_another_scale(
             raise ResumeMismatchError(
                 f"{paths.manifest}: the adapter was trained with {key} {trained!r}, this run"
                 f" has {now!r} ({setting}): its scale would change; set it back (or"
-                " checkpoint.resume=disable to start over)"
+                " a new trainer.run_dir to start over)"
             )
 
 
@@ -344,7 +344,7 @@ class AdapterState:
         if problem is not None:
             raise ResumeMismatchError(
                 f"{paths.manifest}: {problem}; set model.path to that base "
-                "(or checkpoint.resume=disable to start over)"
+                "(or a new trainer.run_dir to start over)"
             )
 
     def manifest_fields(self) -> dict[str, Any]:

@@ -1,14 +1,23 @@
 """Resume a run where its newest checkpoint left off, and refuse when that would be wrong.
 
 Every runner (SFT, GRPO) places data by the step alone: a step's rows are a function of
-(global batch size, number of training rows, seed, step) (`trainer.data.batching`). So a
-checkpoint stores just those numbers next to the weights and optimizer, and resume is: load
-them, then check that this run would map steps to the same rows. One place does this so the
-runners cannot drift apart in what they check.
+(global batch size, number of training rows, seed, shuffle, step) (`trainer.data.batching`).
+So a checkpoint stores just those numbers next to the weights and optimizer, and resume is:
+load them, then check that this run would map steps to the same rows. One place does this so
+the runners cannot drift apart in what they check.
+
+Rows edited or reordered with their count unchanged, or `data.shuffle` flipped, place steps
+on other rows too, but fixing the data is legitimate: the checkpoint also stores a digest of
+the training rows in order and the shuffle flag, and a resume that differs in them is told
+so in one warning line (`data_change_warning`), not refused. Checkpoints saved before these
+were stored resume as before.
 """
 
 from __future__ import annotations
 
+import hashlib
+from array import array
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,14 +47,38 @@ class ResumeMismatchError(MfsdpUsageError, ValueError):
     """The checkpoint to resume was trained with data settings that place steps differently."""
 
 
-def new_progress(global_batch_size: int, train_rows: int, seed: int) -> dict[str, int]:
+ROWS_DIGEST, SHUFFLE = "rows_digest", "shuffle"  # compared on resume, warned about
+
+
+def new_progress(
+    global_batch_size: int, train_rows: int, seed: int, rows_digest: int, shuffle: bool
+) -> dict[str, int]:
     """The checkpoint's `extra` state: the step plus what places a step's data."""
     return {
         "step": 0,
         "global_batch_size": global_batch_size,
         "train_rows": train_rows,
         "seed": seed,
+        ROWS_DIGEST: rows_digest,
+        SHUFFLE: int(shuffle),
     }
+
+
+RowPart = Sequence[int] | str
+
+
+def rows_digest(rows: Iterable[Sequence[RowPart]]) -> int:
+    """A digest of the training rows in order, each row given as its parts (token ids, or a
+    text such as a ground truth); computed once at load, it is cheap next to tokenizing.
+    56 bits, so that it is a plain non-negative int64 in the checkpoint."""
+    digest = hashlib.blake2b(digest_size=7)
+    for row in rows:
+        for part in row:
+            data = part.encode() if isinstance(part, str) else array("q", part).tobytes()
+            digest.update(len(data).to_bytes(8, "little"))
+            digest.update(data)
+        digest.update(b"\xff" * 8)  # end of row: (a, b)(c) differs from (a)(b, c)
+    return int.from_bytes(digest.digest(), "little")
 
 
 def resume_if_any(
@@ -70,6 +103,8 @@ def resume_if_any(
     expected = dict(progress)
     checkpointer.load(found, states)
     check_data_position(expected, progress, found.dist_ckpt)
+    for key, value in expected.items():  # an older checkpoint lacks them: taken as unchanged
+        progress.setdefault(key, value)  # (the load drops what the checkpoint does not hold)
     return found
 
 
@@ -89,7 +124,7 @@ def check_model_config(found: CheckpointPaths, model_config: dict[str, Any]) -> 
             raise ResumeMismatchError(
                 f"{config_file}: checkpoint was trained with {key}={saved[key]!r}, this run has "
                 f"{model_config[key]!r}; it is another model"
-                " (use checkpoint.resume=disable to start over)"
+                " (use a new trainer.run_dir to start over)"
             )
 
 
@@ -100,5 +135,32 @@ def check_data_position(expected: dict[str, Any], restored: dict[str, Any], wher
             raise ResumeMismatchError(
                 f"{where}: checkpoint was trained with {key}={restored[key]}, this run has "
                 f"{expected[key]}; "
-                "steps would map to different data (use checkpoint.resume=disable to start over)"
+                "steps would map to different data (use a new trainer.run_dir to start over)"
             )
+
+
+def data_change_warning(
+    expected: dict[str, Any], restored: dict[str, Any], where: Path, train_files: Sequence[str]
+) -> str | None:
+    """One line when the checkpoint was trained on other rows, or rows in another order
+    (`ROWS_DIGEST`), or with the other `data.shuffle`: the steps after it then read other rows
+    than an uninterrupted run would. None when they agree, or the checkpoint predates them."""
+    step = int(restored["step"])
+    reasons = []
+    if int(restored[ROWS_DIGEST]) != int(expected[ROWS_DIGEST]):
+        files = ", ".join(train_files)
+        reasons.append(
+            f"data.train_files ({files}) hold other rows, or rows in another order, than the"
+            f" checkpoint was trained on"
+        )
+    if int(restored[SHUFFLE]) != int(expected[SHUFFLE]):
+        now, then = (str(bool(x[SHUFFLE])).lower() for x in (expected, restored))
+        reasons.append(
+            f"data.shuffle={now} but the checkpoint was trained with data.shuffle={then}"
+        )
+    if not reasons:
+        return None
+    return (
+        f"warning: {where}: {'; '.join(reasons)}: the steps after {step} read other rows than an"
+        " uninterrupted run would (a new trainer.run_dir starts over)"
+    )

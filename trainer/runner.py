@@ -28,7 +28,7 @@ from trainer.distributed import DistEnv, distributed_run
 from trainer.metrics import MetricsLogger
 from trainer.optim import apply_settings
 from trainer.progress import draws_bars, step_bar
-from trainer.resume import new_progress, resume_if_any
+from trainer.resume import data_change_warning, new_progress, resume_if_any
 from trainer.strategies.base import Strategy
 
 Result = TypeVar("Result")
@@ -120,10 +120,12 @@ class TrainingRun:
         hf_assets: Callable[[Path], None],
         batch_size: int,
         train_rows: int,
+        rows_digest: int,
         total_steps: int,
     ) -> TrainingRun:
         """Make the checkpointer, load the step to resume (if any) into the model and optimizer,
-        and write the resolved config into the run dir (main rank)."""
+        and write the resolved config into the run dir (main rank). `rows_digest`: the
+        training rows in order (`trainer.resume.rows_digest`)."""
         run_dir = Path(cfg.trainer.run_dir)
         checkpointer = Checkpointer(
             run_dir,
@@ -135,13 +137,22 @@ class TrainingRun:
         states = {
             "model": strategy.model_state(model),
             "optimizer": strategy.optimizer_state(model, optimizer),
-            "extra": new_progress(batch_size, train_rows, cfg.trainer.seed),
+            "extra": new_progress(
+                batch_size, train_rows, cfg.trainer.seed, rows_digest, cfg.data.shuffle
+            ),
         }
+        expected = dict(states["extra"])
         resume = resume_if_any(checkpointer, cfg.checkpoint.resume, states, hf_config.to_dict())
         if resume is not None:
             apply_settings(optimizer, cfg.optim)
         if env.is_main:
             if resume is not None:
+                where = resume.step_dir or resume.dist_ckpt
+                changed = data_change_warning(
+                    expected, states["extra"], where, cfg.data.train_files
+                )
+                if changed is not None:
+                    print(printable(f"[{name}] {changed}"), file=sys.stderr)
                 note = keep_changed_config(run_dir, int(states["extra"]["step"]), cfg)
                 if note is not None:
                     print(printable(f"[{name}] {note}"), file=sys.stderr)
@@ -216,6 +227,12 @@ class TrainingRun:
                     self._say_step(step + 1, hooks.bar_postfix(record))
             hooks.after_last_step(metrics)
             self.checkpointer.close()
+        except BaseException:
+            # Ctrl-C or a failure with an async save in flight: it commits now, while the
+            # process group and the run dir's lock are still held (it went on committing
+            # after both were gone, and the line said the step before was the newest)
+            self.checkpointer.settle()
+            raise
         finally:
             if bar is not None:
                 bar.close()

@@ -36,6 +36,7 @@ from trainer.model import (
 )
 from trainer.optim import NonFiniteGradientError, clip_grad_norm, lr_at, set_lr
 from trainer.progress import draws_bars
+from trainer.resume import rows_digest
 from trainer.runner import StepHooks, TrainingRun, planned_steps, run_in_process_group
 from trainer.strategies import make_strategy
 from trainer.strategies.base import Strategy
@@ -214,6 +215,7 @@ def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
         hf_assets=lambda target: write_hf_assets(target, hf_config, tokenizer, cfg.model.path),
         batch_size=batch_size,
         train_rows=len(train),
+        rows_digest=rows_digest((row.input_ids, row.loss_mask) for row in train),
         total_steps=total_steps,
     )
     run.announce(

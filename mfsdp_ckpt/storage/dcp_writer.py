@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +74,16 @@ class CheckedFileSystem(FileSystem):
 
     @contextlib.contextmanager
     def create_stream(self, path: str | os.PathLike, mode: str):
+        """A failure while capturing is recorded, never raised in the writer thread: one
+        raised there is printed as a thread traceback (after a Ctrl-C removed the temp dir,
+        `Exception in thread ... generator didn't yield` followed the run's error line).
+        A file that cannot even be opened gets a sink that drops its bytes, so the thread
+        runs on to its end quietly and `write_data` raises the failure (or the save was
+        abandoned already)."""
+        opened = False
         try:
             with super().create_stream(path, mode) as stream:
+                opened = True
                 if "w" not in mode:
                     yield stream
                     return
@@ -87,9 +96,18 @@ class CheckedFileSystem(FileSystem):
             if not self.capturing:
                 raise
             self.failures.append((str(path), err))
+            if not opened:
+                yield from _discarding_sink()
 
     def _wrap(self, stream: Any) -> Any:
         return stream
+
+
+def _discarding_sink() -> Iterator[Any]:
+    """Yield a stream that drops what is written to it and ignores what fails with it (the
+    writer thread's `fsync` of /dev/null)."""
+    with open(os.devnull, "wb") as sink, contextlib.suppress(Exception):
+        yield sink
 
 
 class _DieMidFile(CheckedFileSystem):

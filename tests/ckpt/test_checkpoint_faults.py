@@ -203,3 +203,119 @@ def test_a_tracked_step_damaged_after_its_save_stops_auto_resume(tmp_path):
         layout.resume_step(tmp_path)
     layout.step_dir(tmp_path, 6).rmdir()
     assert layout.resume_step(tmp_path) == 3
+
+
+# ------------------------------------------------------------- a save that fails part way
+STATE = {"model": {"w": torch.ones(2)}}
+
+
+def _tokenizer_on_a_full_disk(target: Path) -> None:
+    """As `tokenizer.save_pretrained` fails on a full disk: the Rust writer's plain
+    `Exception`, not an OSError, after part of the files was written."""
+    (target / "tokenizer_config.json").write_text("{")
+    raise Exception("No space left on device (os error 28)")
+
+
+@pytest.mark.parametrize("async_save", [False, True], ids=["sync", "async"])
+def test_a_plain_exception_writing_huggingface_assets_fails_the_save_in_one_line(
+    tmp_path, async_save
+):
+    """Was: a 60-line traceback (sync) or a line naming neither step nor file (async), and
+    global_step_1.tmp left on the full disk."""
+    from mfsdp_ckpt.checkpointer import Checkpointer, CheckpointSaveError
+
+    run = tmp_path / "run"
+    saver = Checkpointer(run, strategy="none", async_save=async_save)
+    with pytest.raises(CheckpointSaveError) as caught:
+        saver.save(1, STATE, contents=("model",), hf_assets=_tokenizer_on_a_full_disk)
+        saver.wait()
+    assert str(caught.value) == (
+        f"{run}/global_step_1.tmp: saving step 1 failed: Exception: No space left on device"
+        " (os error 28)"
+    )
+    assert sorted(p.name for p in run.iterdir()) == []
+
+
+def test_a_tracker_that_cannot_be_replaced_says_the_step_was_saved(tmp_path, monkeypatch):
+    """Was: "saving step 2 failed" though global_step_2 was complete and kept, and the
+    tracker's temp file was left beside it for good."""
+    import errno
+    import os
+
+    from mfsdp_ckpt.checkpointer import Checkpointer, TrackerNotUpdatedError
+
+    run = tmp_path / "run"
+    saver = Checkpointer(run, strategy="none")
+    saver.save(1, STATE, contents=("model",))
+    replace = os.replace
+
+    def full_disk_at_the_tracker(src, dst, *args, **kwargs):
+        if str(dst).endswith(layout.TRACKER_FILE):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", full_disk_at_the_tracker)
+    with pytest.raises(TrackerNotUpdatedError) as caught:
+        saver.save(2, STATE, contents=("model",))
+    assert str(caught.value) == (
+        f"{run}/latest_checkpointed_iteration.txt: step 2 was saved in {run}/global_step_2,"
+        " but the tracker could not be updated (No space left on device);"
+        f" checkpoint.resume=auto resumes from step 1 ({run}/global_step_1)"
+    )
+    assert sorted(p.name for p in run.iterdir()) == [
+        "global_step_1",
+        "global_step_2",
+        "latest_checkpointed_iteration.txt",
+    ]
+    assert layout.list_complete_steps(run) == [1, 2] and layout.resume_step(run) == 1
+
+
+def test_a_save_that_failed_on_every_rank_is_said_once(tmp_path, monkeypatch, capsys):
+    """DCP raises a failed write on every rank; each rank printed the same `error:` line
+    (two lines under --nproc-per-node 2). Rank 0 says it; the others exit 1 quietly."""
+    import signal
+
+    from cli.errors import report_errors
+    from mfsdp_ckpt.checkpointer import Checkpointer, CheckpointSaveError
+    from mfsdp_ckpt.storage.dcp_writer import CheckedWriter
+
+    def full_disk(self, plan, planner):
+        raise OSError(f"{self.path}/__0_0.distcp: No space left on device")
+
+    monkeypatch.setattr(CheckedWriter, "write_data", full_disk)
+    run = tmp_path / "run"
+    with pytest.raises(CheckpointSaveError) as caught:
+        Checkpointer(run, strategy="none").save(3, STATE, contents=("model",))
+    assert caught.value.every_rank and str(caught.value) == (
+        f"{run}/global_step_3.tmp: saving step 3 failed: OSError: {run}/global_step_3.tmp/"
+        "dist_ckpt/__0_0.distcp: No space left on device"
+    )
+    monkeypatch.setenv("MFSDP_CONFIG_CHECKED", "1")  # a rank `mfsdp train` launched
+    monkeypatch.delenv("TORCHELASTIC_ERROR_FILE", raising=False)
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        for rank, said in (("1", ""), ("0", f"error: {caught.value}\n")):
+            monkeypatch.setenv("RANK", rank)
+            with pytest.raises(SystemExit) as exited:
+                report_errors(lambda: (_ for _ in ()).throw(caught.value))
+            assert exited.value.code == 1 and capsys.readouterr().err == said
+    finally:
+        signal.signal(signal.SIGINT, handler)
+
+
+def test_a_file_that_cannot_be_opened_mid_save_ends_its_writer_thread_quietly(tmp_path):
+    """After Ctrl-C removed the temp dir, DCP's writer threads opening their next file
+    printed `Exception in thread ... RuntimeError: generator didn't yield` below the run's
+    one line: the failure is recorded, and the thread writes on into a sink."""
+    import os
+
+    from mfsdp_ckpt.storage.dcp_writer import CheckedFileSystem
+
+    fs = CheckedFileSystem()
+    fs.capturing = True
+    gone = tmp_path / "global_step_3.tmp" / "dist_ckpt" / "__0_1.distcp"
+    with fs.create_stream(gone, "wb") as stream:
+        stream.write(b"tensor bytes")
+        os.fsync(stream.fileno())  # as the writer thread does: fails on the sink, ignored
+    assert [(path, type(err)) for path, err in fs.failures] == [(str(gone), FileNotFoundError)]
+    assert fs.written == {} and not gone.parent.exists()

@@ -5,6 +5,8 @@ launching process reads the newest step rank 0 logged to metrics.jsonl since it 
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import torch
@@ -67,3 +69,47 @@ def test_the_newest_step_of_a_long_file_is_found_from_its_tail(tmp_path):
     run = tmp_path / "run"
     _log(run, *range(1, 20_001))  # about 700 KB
     assert last_logged_step(run, 0) == 20_000
+
+
+def test_ctrl_c_with_an_async_save_in_flight_commits_it_before_the_run_ends(tmp_path, monkeypatch):
+    """Was: the run ended (process group destroyed, run dir lock released, the line naming
+    the step before as the newest) while the save's thread went on to commit step 2 and
+    prune after it: a run started again meanwhile overlapped its commit."""
+    import pytest
+
+    from mfsdp_ckpt.format import layout
+    from tests.support.sft import tiny_config, write_chat_jsonl
+    from trainer import sft
+
+    commit = Checkpointer._commit
+
+    def slow_commit(self, *args, **kwargs):
+        time.sleep(0.5)  # the save is still in flight when Ctrl-C comes
+        commit(self, *args, **kwargs)
+
+    def ctrl_c_at_step_3(self, step):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Checkpointer, "_commit", slow_commit)
+    run = tmp_path / "run"
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=16)
+    cfg = tiny_config(
+        data,
+        run,
+        "data.global_batch_size=8",
+        "data.max_tokens_per_micro_batch=256",
+        "trainer.total_steps=4",
+        "checkpoint.save_every=2",
+        "checkpoint.async_save=true",
+    )
+    train_step = sft.SFTSteps.train_step
+    monkeypatch.setattr(
+        sft.SFTSteps,
+        "train_step",
+        lambda self, step: ctrl_c_at_step_3(self, step) if step == 2 else train_step(self, step),
+    )
+    with pytest.raises(KeyboardInterrupt):
+        sft.run_sft(cfg)
+    assert layout.read_tracker(run) == 2 and layout.list_complete_steps(run) == [2]
+    main = threading.main_thread()
+    assert [t for t in threading.enumerate() if not t.daemon and t is not main] == []

@@ -52,6 +52,7 @@ from trainer.metrics import MetricsLogger
 from trainer.model import build_hf_config, build_model, load_tokenizer, write_hf_assets
 from trainer.optim import NonFiniteGradientError, clip_grad_norm, lr_at, set_lr
 from trainer.progress import draws_bars
+from trainer.resume import rows_digest
 from trainer.rewards.dispatch import RewardScorer
 from trainer.rollout.base import RolloutEngine, SamplingParams
 from trainer.rollout.build import build_rollout_engine, engine_name
@@ -476,6 +477,7 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
         hf_assets=write_assets,
         batch_size=batch_size,
         train_rows=len(train),
+        rows_digest=rows_digest((row.prompt_ids, repr(row.ground_truth)) for row in train),
         total_steps=total_steps,
     )
     run.announce(
