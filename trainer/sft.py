@@ -182,6 +182,14 @@ class SFTSteps(StepHooks):
         return total / max(count, 1.0)
 
 
+def _trained_tokens(row: Example) -> tuple[list[int]]:
+    """A row as the resume digest sees it: the tokens it trains on (its responses). The
+    prompt side is left out: a chat template may print the date (Llama 3's system header
+    does), so the same rows tokenize differently on another day and every such resume
+    warned that the rows had changed."""
+    return ([token for token, trained in zip(row.input_ids, row.loss_mask) if trained],)
+
+
 def run_sft(cfg: SFTConfig) -> SFTResult:
     return run_in_process_group("sft", cfg, _run)
 
@@ -215,7 +223,7 @@ def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
         hf_assets=lambda target: write_hf_assets(target, hf_config, tokenizer, cfg.model.path),
         batch_size=batch_size,
         train_rows=len(train),
-        rows_digest=rows_digest((row.input_ids, row.loss_mask) for row in train),
+        rows_digest=rows_digest(_trained_tokens(row) for row in train),
         total_steps=total_steps,
     )
     run.announce(

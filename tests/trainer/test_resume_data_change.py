@@ -97,3 +97,23 @@ def test_the_digest_is_of_the_rows_in_order():
     assert rows_digest(rows) != rows_digest(rows[::-1])
     assert rows_digest([([1], [2])]) != rows_digest([([1, 2], [])])
     assert 0 <= rows_digest(rows) < 2**63
+
+
+def test_the_sft_digest_reads_the_trained_tokens_not_the_templated_prompt():
+    """A chat template that prints the date (Llama 3's system header) tokenizes the same
+    rows differently on another day: the digest of every such resume differed, and it
+    warned that the rows had changed."""
+    from trainer.data.chat import Example
+    from trainer.sft import _trained_tokens
+
+    def row(prompt: list[int], response: list[int]) -> Example:
+        return Example(
+            input_ids=prompt + response, loss_mask=[0] * len(prompt) + [1] * len(response)
+        )
+
+    today = [row([1, 2, 3], [7, 8]), row([1, 2, 4], [9])]
+    tomorrow = [row([1, 5, 3], [7, 8]), row([1, 5, 4], [9])]
+    assert rows_digest(map(_trained_tokens, today)) == rows_digest(map(_trained_tokens, tomorrow))
+    assert rows_digest(map(_trained_tokens, today)) != rows_digest(
+        map(_trained_tokens, today[::-1])
+    )

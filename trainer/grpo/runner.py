@@ -477,7 +477,10 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
         hf_assets=write_assets,
         batch_size=batch_size,
         train_rows=len(train),
-        rows_digest=rows_digest((row.prompt_ids, repr(row.ground_truth)) for row in train),
+        # the rows' own values, not the templated prompt ids: a template may print the date
+        rows_digest=rows_digest(
+            (row.data_source, repr(row.ground_truth), repr(row.extra_info)) for row in train
+        ),
         total_steps=total_steps,
     )
     run.announce(
