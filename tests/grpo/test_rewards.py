@@ -352,12 +352,20 @@ def _one_grpo_step_scored_by(tmp_path, body: str, *overrides: str):
         # nor does a bare except: the limit is raised again a second later
         "import time\n    try:\n        time.sleep(60)\n    except:\n        pass\n"
         "    time.sleep(60)",
+        # a timeout of its own on the process's alarm (as math_verify's), set and cleared
+        # first, cancelled an alarm-timer limit and the run hung
+        "import signal\n    old = signal.signal(signal.SIGALRM, lambda *a: None)\n"
+        "    signal.alarm(5)\n    signal.alarm(0)\n    signal.signal(signal.SIGALRM, old)\n"
+        "    while True: pass",
     ],
 )
 def test_a_reward_function_that_never_returns_stops_at_its_time_limit(tmp_path, body):
     """A custom reward that never returned hung the run (every rank waits on scoring)."""
     import signal
+    import threading
     import time
+
+    from trainer.rewards.time_limit import WATCHDOG_NAME
 
     file = _reward_file(tmp_path, body)
     scorer = RewardScorer(str(file), timeout_s=0.5)
@@ -370,17 +378,20 @@ def test_a_reward_function_that_never_returns_stops_at_its_time_limit(tmp_path, 
         " within 0.5 s (reward.timeout_s)"
     )
     # nothing left armed to go off later in the run
-    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert not [t for t in threading.enumerate() if t.name == WATCHDOG_NAME]
     assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL
 
 
 def test_a_reward_function_within_its_time_limit_scores_and_leaves_no_timer(tmp_path):
     import signal
+    import threading
+
+    from trainer.rewards.time_limit import WATCHDOG_NAME
 
     file = _reward_file(tmp_path, "import time; time.sleep(0.05); return 1.0")
     scores = RewardScorer(str(file), timeout_s=5)(["ok"] * 3, ["7"] * 3, ["7"] * 3)
     assert scores.rewards == [1.0, 1.0, 1.0]
-    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert not [t for t in threading.enumerate() if t.name == WATCHDOG_NAME]
     assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL
 
 

@@ -2,13 +2,15 @@
 
 A custom reward function that never returns (an infinite loop, a sympy simplification that
 explodes, a code-execution reward waiting on a child) hung the whole run with no line: every
-rank waits on the one scoring. The call runs under a real-time interval timer (SIGALRM, main
-thread only): when it fires, `RewardTimeout` is raised inside the user's code; it derives from
-BaseException, so the usual `except Exception:` in a reward function does not swallow it, and
-the timer repeats every second until the call has ended, so one swallowed by a bare `except:`
-is raised again. Code that blocks in C without returning to the interpreter is not interrupted
-(Python runs signal handlers between bytecodes). Off the main thread, or where SIGALRM already
-has a handler of someone else's, the call is not bounded.
+rank waits on the one scoring. While the call runs, a watchdog thread sends the main thread
+SIGALRM once `seconds` have passed, and again every second until the call has ended; the
+handler raises `RewardTimeout` inside the user's code. It derives from BaseException, so the
+usual `except Exception:` in a reward function does not swallow it (and one a bare `except:`
+swallows comes again a second later). A thread, not the process's alarm timer: a reward
+function that sets and clears its own `signal.alarm` (math_verify's timeout does) cancelled
+that timer, and the run hung again. A blocking system call (a sleep, a read) is interrupted;
+code that blocks in C without returning to the interpreter is not. Off the main thread, or
+where SIGALRM already has a handler of someone else's, the call is not bounded.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 REPEAT_S = 1.0  # after the first expiry, until the call has ended
+WATCHDOG_NAME = "mfsdp-reward-time-limit"
 
 
 class RewardTimeout(BaseException):
@@ -32,7 +35,7 @@ def _expired(signum: int, frame: Any) -> None:
 
 def _can_bound() -> bool:
     return (
-        hasattr(signal, "setitimer")
+        hasattr(signal, "pthread_kill")
         and threading.current_thread() is threading.main_thread()
         and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN, None)
     )
@@ -45,19 +48,36 @@ def time_limit(seconds: float) -> Iterator[None]:
         yield
         return
     previous = signal.signal(signal.SIGALRM, _expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds, REPEAT_S)
+    ended = threading.Event()
+    watchdog = threading.Thread(
+        target=_watch,
+        args=(seconds, ended, threading.main_thread().ident),
+        name=WATCHDOG_NAME,
+        daemon=True,
+    )
+    watchdog.start()
     try:
         yield
     finally:
-        _disarm(previous)
+        _disarm(previous, ended, watchdog)
 
 
-def _disarm(previous: Any) -> None:
-    """Stop the timer and put the earlier handler back, even when the timer fires meanwhile
-    (the call has ended by then; left armed, it would raise somewhere in the training loop)."""
+def _watch(seconds: float, ended: threading.Event, main: int | None) -> None:
+    """Signal the main thread once `seconds` have passed, then every REPEAT_S, until `ended`."""
+    wait = seconds
+    while main is not None and not ended.wait(wait):
+        signal.pthread_kill(main, signal.SIGALRM)
+        wait = REPEAT_S
+
+
+def _disarm(previous: Any, ended: threading.Event, watchdog: threading.Thread) -> None:
+    """Stop the watchdog and put the earlier handler back, even when a signal it sent lands
+    meanwhile (the call has ended by then; left armed, it would raise somewhere in the
+    training loop)."""
     while True:
         try:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            ended.set()
+            watchdog.join()
             signal.signal(signal.SIGALRM, previous)
             return
         except RewardTimeout:
