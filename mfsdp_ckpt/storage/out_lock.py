@@ -61,10 +61,12 @@ def lock_path_for(out: Path) -> Path:
     """The lock file of `out` where it really is: a run dir reached through a symlink, or
     through a linked parent, has one lock whatever path names it (a second training through
     a link to a busy run dir took its own lock and wrote checkpoints into the same steps).
-    A link whose target's folder does not exist, or that leads to the root (no folder is
-    beside it), keeps the path as given."""
+    A link whose target's folder does not exist, is not writable (`runs/x -> /scratch/me`,
+    where /scratch is the system's) or that leads to the root (no folder is beside it), keeps
+    the path as given: its lock then sits beside the link, as before."""
     real = Path(os.path.realpath(out))
-    where = real if real.name and real.parent.is_dir() else Path(os.path.abspath(out))
+    usable = real.name and real.parent.is_dir() and os.access(real.parent, os.W_OK | os.X_OK)
+    where = real if usable else Path(os.path.abspath(out))
     return where.with_name(f".{where.name}{LOCK_SUFFIX}")
 
 

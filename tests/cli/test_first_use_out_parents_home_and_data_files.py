@@ -600,3 +600,29 @@ def test_an_out_nothing_can_be_created_beside_is_one_line_naming_out(tmp_path, c
     assert done.returncode == 2, done.stdout + done.stderr
     line = one_error(done.stderr, "/proc/mfsdp-out")
     assert "Errno" not in line and ".out-lock" not in line, line
+
+
+def test_a_run_dir_linked_into_a_folder_this_user_cannot_write_locks_beside_the_link(
+    tmp_path, monkeypatch
+):
+    """`runs/x -> /scratch/me`, where /scratch itself is the system's: the lock (beside the
+    run dir where it really is) could not be created there, and a run that trained before
+    the lock followed links was refused. The lock then sits beside the link, as before."""
+    from mfsdp_ckpt.storage import out_lock
+
+    target_parent = tmp_path / "scratch"
+    (target_parent / "me").mkdir(parents=True)
+    link = tmp_path / "runs" / "x"
+    link.parent.mkdir()
+    link.symlink_to(target_parent / "me")
+    assert out_lock.lock_path_for(link) == target_parent / ".me.out-lock"
+    real_access = os.access
+    monkeypatch.setattr(
+        out_lock.os,
+        "access",
+        lambda path, mode: False if str(path) == str(target_parent) else real_access(path, mode),
+    )
+    assert out_lock.lock_path_for(link) == link.parent / ".x.out-lock"
+    with out_lock.out_lock(link, "trainer.run_dir"):
+        assert (link.parent / ".x.out-lock").exists()
+    assert not (link.parent / ".x.out-lock").exists()
