@@ -74,11 +74,13 @@ def remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> b
     return value
 
 
-def fail(message: str, code: int = EXIT_FAILED, as_json: bool | None = None) -> NoReturn:
+def fail(
+    message: str, code: int = EXIT_FAILED, as_json: bool | None = None, *, abandon: bool = False
+) -> NoReturn:
     """Print `error: <message>` (names from checkpoints made printable) and exit with `code`;
     with `as_json` (None: if the running command was given --json, so a check in a
     command's body fails this way too) the message and code also go to stdout as one JSON
-    object."""
+    object. `abandon`: exit without waiting for other threads (`_exit`)."""
     from mfsdp_ckpt.check.printable import printable  # messages quote names from checkpoints
 
     text = printable(message)
@@ -91,6 +93,17 @@ def fail(message: str, code: int = EXIT_FAILED, as_json: bool | None = None) -> 
         except OSError:  # stdout is what failed (a full disk behind it): the line below says so
             _discard_stdout()
     click.echo(f"error: {text}", err=True)
+    _exit(code, abandon)
+
+
+def _exit(code: int, abandon: bool = False) -> NoReturn:
+    """`sys.exit(code)`, or with `abandon` an exit that does not wait for threads the user's
+    code left running (`MfsdpError.abandons_threads`): Python joins every non-daemon thread
+    at exit, and one that never ends kept a failed run alive after its error line."""
+    if abandon:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(code)
 
 
@@ -160,7 +173,13 @@ def report_errors(
         return run()
     except MfsdpError as err:
         message, code = _or_interrupted(str(err), err.exit_code, interrupted)
-        _fail_once(message, code, as_json(), every_rank=err.every_rank)
+        _fail_once(
+            message,
+            code,
+            as_json(),
+            every_rank=err.every_rank,
+            abandon=err.abandons_threads,
+        )
     except OSError as err:
         if err.errno == errno.EPIPE:
             raise
@@ -283,7 +302,12 @@ def _or_interrupted(message: str, code: int, interrupted: Callable[[], str]) -> 
 
 
 def _fail_once(
-    message: str, code: int, as_json: bool = False, *, every_rank: bool = False
+    message: str,
+    code: int,
+    as_json: bool = False,
+    *,
+    every_rank: bool = False,
+    abandon: bool = False,
 ) -> NoReturn:
     """`fail`, except in a rank `mfsdp train --nproc-per-node N` started, where every rank
     meets the same config mistake and the same Ctrl-C: rank 0 says the mistake, the launching
@@ -299,10 +323,10 @@ def _fail_once(
         _tell_torchrun(message)  # cli/torchrun.py reports it when rank 0 did not say it
         alike = code == EXIT_USAGE or every_rank
         if code == EXIT_PEER_LOST or (alike and os.environ["RANK"] != "0"):
-            sys.exit(code)
+            _exit(code, abandon)
         if os.environ["RANK"] != "0":  # their lines, but one JSON object: rank 0's
             as_json = False
-    fail(message, code, as_json)
+    fail(message, code, as_json, abandon=abandon)
 
 
 def _in_launched_rank() -> bool:

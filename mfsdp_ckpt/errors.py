@@ -20,6 +20,9 @@ class MfsdpError(Exception):
     # Raised alike by every rank of a run (a save DCP failed on all of them): rank 0's line
     # says it, so the other ranks of `mfsdp train --nproc-per-node N` exit without theirs.
     every_rank: bool = False
+    # The user's code it stopped left threads that may never end (a reward function waiting
+    # on a worker thread past reward.timeout_s): the process exits without joining them.
+    abandons_threads: bool = False
 
 
 class MfsdpUsageError(MfsdpError):

@@ -403,3 +403,29 @@ def test_a_grpo_run_whose_reward_function_hangs_stops_in_one_line_and_json(tmp_p
     line = one_error_line(err)
     assert line.endswith("): compute_score did not return within 1 s (reward.timeout_s)"), line
     assert json.loads(out) == {"error": line.removeprefix("error: "), "exit_code": EXIT_FAILED}
+
+
+def test_a_timed_out_reward_waiting_on_its_own_thread_does_not_keep_the_run_alive(tmp_path):
+    """The run printed its error line, then hung at exit: Python joins every non-daemon
+    thread, and the reward function's worker never ended. A real process, as a user runs it."""
+    from tests.support.fresh_python import mfsdp
+    from trainer.grpo.synthetic import write_addition_data
+
+    files = write_addition_data(tmp_path / "data", digits=4)
+    body = (
+        "import concurrent.futures, time\n"
+        "    return concurrent.futures.ThreadPoolExecutor(1).submit(time.sleep, 3600).result()"
+    )
+    reward = _reward_file(tmp_path, body)
+    done = mfsdp(
+        "train", "grpo", "--config", str(REPO / "examples" / "grpo_tiny_cpu.yaml"), "--json",
+        f"data.train_files={files['rl_train']}", f"trainer.run_dir={tmp_path / 'run'}",
+        "data.val_files=[]", "trainer.total_steps=1", "data.train_batch_size=2",
+        "rollout.n=2", "rollout.max_response_length=2", "actor.ppo_mini_batch_size=2",
+        "actor.ppo_micro_batch_size_per_gpu=2", "actor.log_prob_micro_batch_size_per_gpu=2",
+        f"reward.path={reward}", "reward.timeout_s=1",
+    )  # fmt: skip
+    assert done.returncode == EXIT_FAILED, done.stderr
+    line = one_error_line(done.stderr)
+    assert line.endswith("): compute_score did not return within 1 s (reward.timeout_s)"), line
+    assert json.loads(done.stdout) == {"error": line.removeprefix("error: "), "exit_code": 1}

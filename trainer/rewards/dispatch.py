@@ -13,6 +13,7 @@ go to stderr, not stdout.
 from __future__ import annotations
 
 import reprlib
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from math import isfinite
@@ -113,6 +114,7 @@ class RewardScorer:
             return self.function(
                 data_source=source, solution_str=response, ground_truth=truth, extra_info=extra
             )
+        before = set(threading.enumerate())
         try:
             with user_code_output(), time_limit(self.timeout_s):
                 return self.function(
@@ -124,12 +126,21 @@ class RewardScorer:
             raise self._failed(source, extra, f"{self.name} raised {one_line(err)}") from err
         except RewardTimeout:
             late = f"{self.name} did not return within {self.timeout_s:g} s (reward.timeout_s)"
-            raise self._failed(source, extra, late) from None
+            failed = self._failed(source, extra, late)
+            failed.abandons_threads = _threads_left(before)
+            raise failed from None
 
     def _failed(self, source: Any, extra: Any, what: str) -> RewardFunctionError:
         index = extra.get("index") if isinstance(extra, Mapping) else None
         row = f"data_source {str(source)!r}" + (f" (index {index})" if index is not None else "")
         return RewardFunctionError(f"{self.where}, {row}: {what}")
+
+
+def _threads_left(before: set[threading.Thread]) -> bool:
+    """Whether the stopped call left threads of its own that exit would wait for (a reward
+    function waiting on a worker thread it started: the process hung at exit after its
+    error line)."""
+    return any(t not in before and t.is_alive() and not t.daemon for t in threading.enumerate())
 
 
 class _NotAScore(RewardFunctionError):
