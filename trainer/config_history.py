@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.storage import safe_files
 from trainer.config import RESOLVED_CONFIG_FILE, config_to_dict
 
@@ -40,7 +41,9 @@ def keep_changed_config(run_dir: Path, step: int, config: Any) -> str | None:
     own config.yaml, which trained no step that was saved; a second resume from the same
     step had overwritten the kept file with it, and compared against it."""
     kept = until_step_file(run_dir, step)
-    trained_with = kept if kept.exists() else run_dir / RESOLVED_CONFIG_FILE
+    trained_with = (
+        kept if _kept_for_this_step(kept, run_dir, step) else run_dir / RESOLVED_CONFIG_FILE
+    )
     earlier = _read_config(trained_with, run_dir)
     if earlier is None:
         return None
@@ -49,12 +52,29 @@ def keep_changed_config(run_dir: Path, step: int, config: Any) -> str | None:
         return None
     if trained_with != kept:
         os.replace(trained_with, kept)
+        os.utime(kept)  # when it was kept, after the step was saved (`_kept_for_this_step`)
     shown = ", ".join(changes[:_SHOWN_CHANGES])
     more = f" (+{len(changes) - _SHOWN_CHANGES} more)" if len(changes) > _SHOWN_CHANGES else ""
     return (
         f"resumed with settings changed since step {step}: {shown}{more};"
         f" the config step {step} was trained with is kept as {kept}"
     )
+
+
+def _kept_for_this_step(kept: Path, run_dir: Path, step: int) -> bool:
+    """Whether `kept` records the config of the step-`step` checkpoint now in the run dir: it
+    was kept when that checkpoint was resumed, so after it was saved. One older than the
+    checkpoint is an earlier run's whose steps were removed (a user starting over in the
+    same run dir): taken as this step's, it named changes against that run's settings."""
+    try:
+        kept_at = kept.stat().st_mtime
+    except OSError:
+        return False
+    try:
+        saved_at = (layout.step_dir(run_dir, step) / layout.MANIFEST_FILE).stat().st_mtime
+    except OSError:  # a checkpoint given from elsewhere: the kept file is the run's record
+        return True
+    return kept_at >= saved_at
 
 
 def until_step_file(run_dir: Path, step: int) -> Path:

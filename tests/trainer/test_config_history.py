@@ -79,3 +79,29 @@ def test_a_second_resume_from_the_same_step_keeps_what_that_step_was_trained_wit
     assert yaml.safe_load(kept.read_text())["optim"]["lr"] == 0.003
     assert yaml.safe_load((run / "config.yaml").read_text())["optim"]["lr"] == 0.05
     assert sorted(p.name for p in run.glob("config*.yaml")) == [kept.name, "config.yaml"]
+
+
+def test_a_kept_config_of_an_earlier_runs_removed_steps_is_not_taken_for_this_runs(
+    tmp_path, capsys
+):
+    """A user starting over in the same run dir removed its steps and tracker; the new run's
+    first resume from step 2 took the earlier run's config.until_step_2.yaml as what step 2
+    was trained with, and named lr changes nobody made."""
+    import shutil
+
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=16)
+    run = tmp_path / "run"
+    steps = (*SETTINGS, "trainer.total_steps=4", "trainer.stop_at_step=2")
+    run_sft(tiny_config(data, run, *steps, "optim.lr=0.001"))
+    run_sft(tiny_config(data, run, *steps, "optim.lr=0.002"))  # keeps until_step_2 (0.001)
+    for step_dir in run.glob("global_step_*"):
+        shutil.rmtree(step_dir)
+    (run / "latest_checkpointed_iteration.txt").unlink()
+    run_sft(tiny_config(data, run, *steps, "optim.lr=0.005"))  # a new run: step 2 at 0.005
+    capsys.readouterr()
+    run_sft(tiny_config(data, run, *steps, "optim.lr=0.005"))
+    assert "settings changed" not in capsys.readouterr().err
+    run_sft(tiny_config(data, run, *steps, "optim.lr=0.004"))
+    kept = run / "config.until_step_2.yaml"
+    assert "optim.lr 0.005 -> 0.004" in capsys.readouterr().err
+    assert yaml.safe_load(kept.read_text())["optim"]["lr"] == 0.005
