@@ -13,6 +13,7 @@ import json
 import math
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpFailedError
@@ -109,23 +110,29 @@ def read_json_file(
     return data
 
 
-def first_nonfinite(data: object) -> tuple[str, float] | None:
-    """The key path (`rope_scaling.factor`, `layer_scales[1]`) and value of the first NaN or
-    +-Infinity in parsed JSON, else None. Python's json reads the literals (and 1e999 as
-    inf), which RFC 8259 JSON has none of: `rms_norm_eps: NaN` would load and train on NaN,
-    a `temperature: NaN` sample from nothing. Walked with a stack: the file is bounded, its
-    depth is not."""
+def _walk(data: object) -> Iterator[tuple[str, object]]:
+    """Every value of parsed JSON with its key path (`rope_scaling.factor`, `layers[1]`), in
+    document order. Walked with a stack: the file is bounded, its depth is not."""
     stack: list[tuple[str, object]] = [("", data)]
     while stack:
         where, value = stack.pop()
-        if isinstance(value, float) and not math.isfinite(value):
-            return where, value
+        yield where, value
         if isinstance(value, dict):
             stack += [
                 (f"{where}.{key}" if where else str(key), item) for key, item in value.items()
             ][::-1]
         elif isinstance(value, list):
             stack += [(f"{where}[{index}]", item) for index, item in enumerate(value)][::-1]
+
+
+def first_nonfinite(data: object) -> tuple[str, float] | None:
+    """The key path (`rope_scaling.factor`, `layer_scales[1]`) and value of the first NaN or
+    +-Infinity in parsed JSON, else None. Python's json reads the literals (and 1e999 as
+    inf), which RFC 8259 JSON has none of: `rms_norm_eps: NaN` would load and train on NaN,
+    a `temperature: NaN` sample from nothing."""
+    for where, value in _walk(data):
+        if isinstance(value, float) and not math.isfinite(value):
+            return where, value
     return None
 
 
@@ -134,9 +141,7 @@ def first_lone_surrogate(data: object) -> tuple[str, int, str] | None:
     (`messages[0].content`; `key 'a\\ud800'` for a key), its character index and the
     character, else None. JSON's `\\ud800` escape without its pair reads as one; it is no
     text: UTF-8 cannot hold it, so parquet, a tokenizer or a terminal fails on it later."""
-    stack: list[tuple[str, object]] = [("", data)]
-    while stack:
-        where, value = stack.pop()
+    for where, value in _walk(data):
         if isinstance(value, str):
             found = _surrogate_in(value)
             if found is not None:
@@ -146,11 +151,6 @@ def first_lone_surrogate(data: object) -> tuple[str, int, str] | None:
                 at = _surrogate_in(key) if isinstance(key, str) else None
                 if at is not None:
                     return f"{where + ' ' if where else ''}key {key!r:.80}", at, key[at]
-            stack += [
-                (f"{where}.{key}" if where else str(key), item) for key, item in value.items()
-            ][::-1]
-        elif isinstance(value, list):
-            stack += [(f"{where}[{index}]", item) for index, item in enumerate(value)][::-1]
     return None
 
 
