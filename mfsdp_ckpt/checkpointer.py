@@ -397,15 +397,10 @@ class Checkpointer:
 
     def _point_tracker_at(self, step: int) -> None:
         """Replace the tracker; when that fails (disk full) the step is saved all the same,
-        so say that, and which step `checkpoint.resume=auto` takes now, and remove the
-        tracker's temp file (it was left beside the tracker for good)."""
+        so say that, and which step `checkpoint.resume=auto` takes now."""
         try:
-            layout.write_tracker(self.run_dir, step)
+            layout.write_tracker(self.run_dir, step)  # removes its temp file on failure
         except OSError as err:
-            # layout.write_tracker's temp file: `.<tracker>.<pid>.tmp`
-            stray = self.run_dir / f".{layout.TRACKER_FILE}.{os.getpid()}.tmp"
-            with contextlib.suppress(OSError):
-                stray.unlink()
             raise TrackerNotUpdatedError(
                 f"{self.run_dir / layout.TRACKER_FILE}: step {step} was saved in"
                 f" {layout.step_dir(self.run_dir, step)}, but the tracker could not be updated"

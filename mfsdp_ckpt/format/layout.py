@@ -33,6 +33,7 @@ a symlink out of the checkpoint is one line, never a hang.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -251,14 +252,20 @@ def steps_here(run_dir: str | os.PathLike) -> str:
 
 
 def write_tracker(run_dir: str | os.PathLike, step: int) -> None:
-    """Replace the tracker atomically: readers see the old step or the new one, never neither."""
+    """Replace the tracker atomically: readers see the old step or the new one, never neither.
+    A failure (a full disk) removes the temp file again: it was left beside the tracker."""
     run = Path(run_dir)
     tmp = run / f".{TRACKER_FILE}.{os.getpid()}.tmp"
-    with open(tmp, "w") as handle:
-        handle.write(f"{step}\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, run / TRACKER_FILE)
+    try:
+        with open(tmp, "w") as handle:
+            handle.write(f"{step}\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, run / TRACKER_FILE)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
     fsync_path(run)
 
 
