@@ -526,6 +526,8 @@ def _resolve_dir(given: Path, role: str | None, _depth: int) -> CheckpointPaths:
     _refuse_foreign_format(given, names)
     if _is_dcp(given):
         return _from_dcp_dir(given, role)
+    if VERL_CONTENTS_FILE in names and DIST_CKPT_DIR in names and VERL_MODEL_DIR in names:
+        return _from_migrated_role_dir(given, role)
     if DIST_CKPT_DIR in names and _is_dcp(given / DIST_CKPT_DIR):
         return _from_dcp_dir(given / DIST_CKPT_DIR, role)
     if given.name == DIST_CKPT_DIR or (
@@ -806,7 +808,7 @@ def _from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:
     model = hf_trainer.model_dir_of_optimizer(dcp)
     if model is not None and _is_dcp(model):
         note = f"{dcp} holds the optimizer state only: reading the checkpoint {model}"
-        return _with(_hf_trainer_paths(model), note=note)
+        return _noted(_hf_trainer_paths(model), note)
     if _ITER_DIR_RE.match(dcp.name) or (dcp.name == MEGATRON_RELEASE_DIR):
         kind = _megatron_kind(dcp)
         hf_dir = _bridge_hf_export(dcp) if kind == MEGATRON_BRIDGE else None
@@ -902,13 +904,11 @@ def _from_hf_trainer_run(run: Path, names: list[str]) -> CheckpointPaths | None:
         paths = resolve_checkpoint(target, _depth=1)
     except (CheckpointPathError, IncompleteCheckpointError) as err:
         raise type(err)(f"{err} ({context})") from None
-    notes = [paths.note] if paths.note else []
-    if looks_like_hf_model(names):
-        notes.append(
-            f"{run} holds a Hugging Face model too (config.json and weights, a final save);"
-            f" reading its newest training checkpoint, {tied[0]}"
-        )
-    return _with(paths, run_dir=run, note="; ".join(notes) or None)
+    also_model = (
+        f"{run} holds a Hugging Face model too (config.json and weights, a final save);"
+        f" reading its newest training checkpoint, {tied[0]}"
+    )
+    return _noted(paths, also_model if looks_like_hf_model(names) else None, run_dir=run)
 
 
 def _megatron_kind(iter_dir: Path) -> str:
@@ -974,6 +974,21 @@ def _from_v2_role_dir(role_dir: Path, role: str | None) -> CheckpointPaths:
     return _from_dcp_dir(dcp, role)
 
 
+def _from_migrated_role_dir(role_dir: Path, role: str | None) -> CheckpointPaths:
+    """A verl role dir (or SFT step) holding both layouts: verl's
+    scripts/migrate_megatron_checkpoint_layout.py links the v2 split beside the pre-v2
+    dist_ckpt/ and leaves that in place, and a v2 run that saves the step again rewrites
+    only model/. verl then loads model/dist_ckpt (ckpt_contents.json marks the step v2, and
+    it refuses the pre-v2 layout), so that is what is read; the note names what is not."""
+    paths = _from_v2_role_dir(role_dir, role)
+    left = (
+        f"{role_dir / DIST_CKPT_DIR} (verl's pre-v2 layout) is left unread:"
+        f" {VERL_CONTENTS_FILE} marks {role_dir} as v2, which verl loads from"
+        f" {paths.dist_ckpt}"
+    )
+    return _noted(paths, left)
+
+
 def read_verl_contents(role_dir: Path) -> dict:
     """verl's ckpt_contents.json (schema 2), bounded and read only as JSON data."""
     file = role_dir / VERL_CONTENTS_FILE
@@ -1001,6 +1016,14 @@ def _from_role_parent(step: Path, present: list[str], role: str | None) -> Check
 
 def _with(paths: CheckpointPaths, **changes) -> CheckpointPaths:
     return replace(paths, **changes)
+
+
+def _noted(paths: CheckpointPaths, *notes: str | None, **changes) -> CheckpointPaths:
+    """`paths` with `notes` added after the note it already carries: each level of a path
+    read (a run, its tracked step, a migrated role dir) may have something to say, and a
+    level above replacing the note below lost it."""
+    joined = "; ".join(n for n in (paths.note, *notes) if n)
+    return replace(paths, note=joined or None, **changes)
 
 
 def _step_dirs(run: Path, names: list[str]) -> dict[str, Path]:
@@ -1049,7 +1072,7 @@ def _from_run_dir(run: Path, names: list[str], role: str | None) -> CheckpointPa
                 f"{run / tracker} names {tracked!r}, but {err}"
                 + (f" (other step dirs here: {others})" if others else "")
             ) from None
-        return _with(paths, run_dir=run, note=_newer_than_tracked(run, tracked, steps, tracker))
+        return _noted(paths, _newer_than_tracked(run, tracked, steps, tracker), run_dir=run)
     if len(steps) > 1:
         shown = ", ".join(sorted(steps, key=_natural)[-MAX_RUNS_LISTED:])
         raise CheckpointPathError(
@@ -1173,7 +1196,7 @@ def _from_parent_of_runs(given: Path, names: list[str], role: str | None) -> Che
         shown = ", ".join(str(r) for r in runs[:MAX_RUNS_LISTED])
         raise CheckpointPathError(f"{given}: holds {len(runs)} runs; give one of them ({shown})")
     paths = resolve_checkpoint(runs[0], role=role, _depth=1)
-    return _with(paths, note=f"{given} holds one run: reading {runs[0]}")
+    return _noted(paths, f"{given} holds one run: reading {runs[0]}")
 
 
 # --------------------------------------------------------------------------- outputs

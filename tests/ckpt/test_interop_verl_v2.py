@@ -79,3 +79,22 @@ def test_the_documented_import_for_verl_reads_as_its_v2_layout(tmp_path):
     report = json.loads(stdout)
     assert code == 0 and report["layout"] == "verl-rl-v2" and report["valid"], stdout + err
     assert_exports_to_source(model, run, tmp_path / "hf")
+
+
+@pytest.mark.parametrize("kind", ["verl-rl-v2", "verl-sft-v2"])
+def test_a_migrated_step_is_read_from_its_v2_split(kind, made_optim, tmp_path):
+    """verl's scripts/migrate_megatron_checkpoint_layout.py links the v2 split beside the
+    pre-v2 dist_ckpt/ and leaves that in place; a v2 run saving the step again rewrites
+    model/ only. verl loads model/dist_ckpt (ckpt_contents.json marks the step v2). Was: the
+    stale pre-v2 dist_ckpt/ was read, silently, at every level above it."""
+    import torch.distributed.checkpoint as dcp
+
+    laid = BUILDERS[kind](made_optim, tmp_path)
+    holder = laid.dist_ckpt.parents[1]  # actor/ (RL) or the step dir (SFT)
+    dcp.save({"model": {"stale": torch.zeros(3)}}, checkpoint_id=str(holder / "dist_ckpt"))
+    for level in (laid.run, holder):
+        code, stdout, err = run_cli("ckpt", "validate", level, "--json")
+        report = json.loads(stdout)
+        assert code == 0 and report["checkpoint"] == str(laid.dist_ckpt), stdout + err
+        assert report["layout"] == kind, stdout
+        assert f"{holder / 'dist_ckpt'} (verl's pre-v2 layout) is left unread" in report["note"]
