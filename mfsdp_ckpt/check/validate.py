@@ -28,6 +28,7 @@ from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import layout, optimizer_states, state_keys
 from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
 from mfsdp_ckpt.format.file_hash import hash_file, rehash_like
+from mfsdp_ckpt.format.finite import count_nonfinite_tensor
 from mfsdp_ckpt.format.hf_trainer import OPTIMIZER_ENTRY
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.lora import ByteProgress, check_base_model
@@ -1156,11 +1157,11 @@ def _check_values(
             except (CheckpointFormatError, CheckpointFileError) as err:
                 report.add(ERROR, where, str(err))
             else:
-                if tensor.is_floating_point():
+                nonfinite = count_nonfinite_tensor(tensor)
+                if nonfinite:
                     nans = int(torch.isnan(tensor).sum())
-                    infs = int(torch.isinf(tensor).sum())
-                    if nans or infs:
-                        report.add(ERROR, where, f"{nans} NaN and {infs} Inf values")
+                    infs = nonfinite - nans
+                    report.add(ERROR, where, f"{nans} NaN and {infs} Inf values")
         if progress:
             progress(done, len(entries))
     _report_unread(unread, report)

@@ -72,6 +72,7 @@ from mfsdp_ckpt.convert.units import human_bytes, human_rate
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dtypes import DType
+from mfsdp_ckpt.format.finite import count_nonfinite_tensor
 from mfsdp_ckpt.format.hub_id import missing_hf_config
 from mfsdp_ckpt.lora import ByteProgress
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
@@ -534,9 +535,9 @@ def export_hf(
                     return writer.slots[item.targets[0]].nbytes
                 written = 0
                 for name, tensor in convert(plan, item):
-                    finite = tensor.isfinite() if tensor.is_floating_point() else None
-                    if not allow_nonfinite and finite is not None and not bool(finite.all()):
-                        raise _nonfinite(plan, item, int((~finite).sum()), overflow=None)
+                    nonfinite = 0 if allow_nonfinite else count_nonfinite_tensor(tensor)
+                    if nonfinite:
+                        raise _nonfinite(plan, item, nonfinite, overflow=None)
                     writer.write(name, tensor)
                     written += tensor.nbytes
                 return written

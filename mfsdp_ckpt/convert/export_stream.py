@@ -14,7 +14,7 @@ from mfsdp_ckpt.convert.export_errors import NonFiniteError
 from mfsdp_ckpt.convert.export_plan import ExportPlan
 from mfsdp_ckpt.convert.name_maps import ROW_PREFIX_TRANSFORMS, MappedTensor
 from mfsdp_ckpt.format.dtypes import DType
-from mfsdp_ckpt.format.finite import count_nonfinite_in_file
+from mfsdp_ckpt.format.finite import count_nonfinite_in_file, count_nonfinite_tensor
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import Chunk, chunk_coverage_problems
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
@@ -202,7 +202,7 @@ def _cast_range(
         finite = torch.isfinite(cast)  # one pass over bytes still in cache
         if not bool(finite.all()):
             buffers.nonfinite += int((~finite).sum())
-            source_finite = bool(torch.isfinite(raw.view(dtype.torch)).all())
+            source_finite = not count_nonfinite_tensor(raw.view(dtype.torch))
             buffers.overflow = buffers.overflow and source_finite
         last = done and first + count == numel
         writer.write_range(

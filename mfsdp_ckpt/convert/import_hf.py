@@ -80,6 +80,7 @@ from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.format.file_hash import FileRecord, hash_files
+from mfsdp_ckpt.format.finite import count_nonfinite_tensor
 from mfsdp_ckpt.format.hub_id import hub_id_hint
 from mfsdp_ckpt.format.manifest import Manifest
 from mfsdp_ckpt.format.state_keys import MODEL_KEY_PREFIX
@@ -369,9 +370,7 @@ def _refuse_nonfinite_sources(plan: ImportPlan, item: ImportItem) -> None:
 
 def _refuse_nonfinite_cast(plan: ImportPlan, item: ImportItem, tensor) -> None:
     """After a --dtype cast: NaN/Inf the sources held, or values the cast overflowed."""
-    import torch
-
-    found = int((~torch.isfinite(tensor)).sum())
+    found = count_nonfinite_tensor(tensor)
     if not found:
         return
     _refuse_nonfinite_sources(plan, item)  # names the source when it held them already

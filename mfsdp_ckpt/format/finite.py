@@ -4,7 +4,8 @@ export-hf and import-hf copy most tensors file to file in the kernel, so their b
 become a torch tensor; a diverged run's NaN must still stop them. Counting on the mapped
 bytes needs neither torch nor a copy, and reads the pages into the cache the copy then
 uses: numpy's isfinite for the types it has; for bfloat16, all exponent bits set (Inf or
-NaN). Integer tensors hold no NaN; fp8 formats are not checked.
+NaN); for the one-byte float formats, their NaN/Inf bit patterns (torch has no isinf for
+most of them, so tensors of those dtypes are counted here too). Integer tensors hold no NaN.
 """
 
 from __future__ import annotations
@@ -15,12 +16,24 @@ from mfsdp_ckpt.format.dtypes import DType
 
 _NUMPY_FLOATS = {"float64": "<f8", "float32": "<f4", "float16": "<f2"}
 _BF16_EXPONENT = 0x7F80
+# One-byte float formats: (mask, value) such that byte & mask == value is NaN or Inf. The
+# OCP fp8 e4m3fn has NaN only at S.1111.111; e5m2 is IEEE-like (exponent all ones); the
+# "fnuz" formats and e8m0 have one NaN pattern. float4_e2m1fn_x2 (two values a byte) has
+# neither.
+_BYTE_NONFINITE = {
+    "float8_e4m3fn": (0x7F, 0x7F),
+    "float8_e5m2": (0x7C, 0x7C),
+    "float8_e4m3fnuz": (0xFF, 0x80),
+    "float8_e5m2fnuz": (0xFF, 0x80),
+    "float8_e8m0fnu": (0xFF, 0xFF),
+    "float4_e2m1fn_x2": (0x00, 0x01),  # never equal: no NaN or Inf to encode
+}
 PIECE_ELEMENTS = 1 << 20  # elements mapped and counted at a time
 
 
 def is_checked(dtype: DType) -> bool:
     """Whether `count_nonfinite` can tell NaN/Inf in this dtype's bytes."""
-    return dtype.name in _NUMPY_FLOATS or dtype.name == "bfloat16"
+    return dtype.name in _NUMPY_FLOATS or dtype.name == "bfloat16" or dtype.name in _BYTE_NONFINITE
 
 
 def count_nonfinite(data: memoryview, dtype: DType) -> int:
@@ -33,7 +46,30 @@ def count_nonfinite(data: memoryview, dtype: DType) -> int:
     if dtype.name == "bfloat16":
         exponent = np.frombuffer(data, dtype="<u2") & np.uint16(_BF16_EXPONENT)
         return int(np.count_nonzero(exponent == _BF16_EXPONENT))
+    if dtype.name in _BYTE_NONFINITE:
+        mask, value = _BYTE_NONFINITE[dtype.name]
+        return int(np.count_nonzero(np.frombuffer(data, dtype="u1") & np.uint8(mask) == value))
     return 0
+
+
+def count_nonfinite_tensor(tensor) -> int:
+    """NaN/Inf in a torch tensor of any dtype (0 for integers). torch.isfinite has no
+    kernel for most one-byte float formats (a Megatron fp8 run's weights); those are
+    counted from their bytes, a piece at a time, so memory stays bounded."""
+    import torch
+
+    from mfsdp_ckpt.format.dtypes import BY_NAME
+
+    if not tensor.is_floating_point():
+        return 0
+    name = str(tensor.dtype).removeprefix("torch.")
+    if name not in _BYTE_NONFINITE:
+        return int((~tensor.isfinite()).sum())
+    flat = tensor.detach().reshape(-1).contiguous().cpu().view(torch.uint8)
+    return sum(
+        count_nonfinite(memoryview(flat[first : first + PIECE_ELEMENTS].numpy()), BY_NAME[name])
+        for first in range(0, flat.numel(), PIECE_ELEMENTS)
+    )
 
 
 def count_nonfinite_in_file(fd: int, offset: int, numel: int, dtype: DType) -> int:

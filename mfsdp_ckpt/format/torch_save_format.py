@@ -9,7 +9,8 @@ written here directly:
 
 * a `torch.save` blob of one tensor is a ZIP (stored, no compression) of `data.pkl` (a
   protocol-2 pickle of `torch._utils._rebuild_tensor_v2(storage, 0, size, stride, False,
-  OrderedDict())`, the storage a persistent id), the raw bytes as `data/0` at a 64-byte
+  OrderedDict())`, or `_rebuild_tensor_v3` with the dtype for those without a typed
+  storage class, the storage a persistent id), the raw bytes as `data/0` at a 64-byte
   aligned offset, and torch's small `byteorder`, `version`, `.format_version`,
   `.storage_alignment`, `.data/serialization_id` records. The payload's CRC is 0, as
   `torch.save` writes it with `set_crc32_options(False)` (`torch.load` does not check it,
@@ -72,22 +73,27 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
 
 
 def tensor_pickle(dtype: DType, shape: Sequence[int]) -> bytes:
-    """`data.pkl` of a contiguous CPU tensor whose storage is record `data/0`."""
-    if dtype.storage is None:
-        raise ValueError(f"{dtype} has no typed storage name to pickle")
+    """`data.pkl` of a contiguous CPU tensor whose storage is record `data/0`. A dtype with a
+    typed storage class (`FloatStorage`) is rebuilt as torch writes it, by
+    `_rebuild_tensor_v2`; one without (fp8, fp4, uint16: torch.save writes those as
+    `_rebuild_tensor_v3` over an `UntypedStorage` of bytes, the dtype an argument) as that."""
+    numel = math.prod(shape)
+    typed = dtype.storage is not None
     return b"".join(
         (
-            b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\n((",
+            b"\x80\x02ctorch._utils\n",
+            b"_rebuild_tensor_v2\n((" if typed else b"_rebuild_tensor_v3\n((",
             _pickle_str("storage"),
-            f"ctorch\n{dtype.storage}\n".encode(),
+            f"ctorch\n{dtype.storage}\n".encode() if typed else b"ctorch.storage\nUntypedStorage\n",
             _pickle_str("0"),
             _pickle_str("cpu"),
-            _pickle_int(math.prod(shape)),
+            _pickle_int(numel if typed else numel * dtype.itemsize),
             b"tQ",
             _pickle_int(0),
             _pickle_tuple(shape),
             _pickle_tuple(contiguous_strides(shape)),
-            b"\x89ccollections\nOrderedDict\n)RtR.",
+            b"\x89ccollections\nOrderedDict\n)R",
+            b"tR." if typed else f"ctorch\n{dtype.name}\ntR.".encode(),
         )
     )
 

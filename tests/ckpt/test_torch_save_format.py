@@ -15,7 +15,12 @@ from mfsdp_ckpt.storage.dcp_stream_writer import StreamingDcpWriter
 from mfsdp_ckpt.storage.reader import CheckpointReader
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.int64])
+@pytest.mark.parametrize(
+    "dtype",
+    # the last three have no typed storage class: torch.save writes _rebuild_tensor_v3
+    [torch.bfloat16, torch.float16, torch.float32, torch.int64]
+    + [torch.float8_e4m3fn, torch.float8_e5m2, torch.uint16],
+)
 @pytest.mark.parametrize("shape", [(5,), (3, 7), (2, 3, 4), (0, 4), ()])
 def test_blob_loads_as_the_tensor(dtype, shape):
     tensor = (torch.arange(max(1, torch.Size(shape).numel())) * 3 - 7).to(dtype)[
