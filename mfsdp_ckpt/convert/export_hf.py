@@ -325,7 +325,7 @@ def _refuse_config_against_record(
     if hf_config is not None:
         raise ExportUsageError(
             f"--hf-config {config_file}: {found}; pass the model dir the run started from,"
-            " or leave --hf-config out to derive config.json from the record"
+            " or leave --hf-config out to use the model the checkpoint records"
         )
     raise CheckpointFormatError(
         f"{config_file}: {found}; pass --hf-config with the model dir the run started from"
@@ -571,6 +571,7 @@ def export_hf(
     notes = [local_paths.note] if local_paths is not None and local_paths.note else []
     notes += _config_notes(source, local_paths, derived, hf_config)
     notes += plan.dropped_padding_notes()
+    notes += plan.cast_notes()
     notes += plan.lora.notes if plan.lora is not None else []
     if not any(name.startswith("tokenizer") for name in assets):
         notes.append(_no_tokenizer_note(asset_location, derived, out))

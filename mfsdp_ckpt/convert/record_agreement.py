@@ -8,12 +8,18 @@ then writes q/k/v rows in the wrong places and no check fails. A config.json nam
 tokens than the record makes the rows past it look like Megatron's vocabulary padding, and
 export drops them. So the numbers that decide how stored tensors become Hugging Face ones
 are compared with the record's, and any difference is named.
+
+A checkpoint that keeps its own config.json (mfsdp's and verl's huggingface/, the HF
+Trainer's) records the model as well: a `--hf-config` of another head split, or of another
+family whose tensors have the same names (Llama's and Gemma's), exported a different model
+with exit 0. So a config given against a checkpoint's own is compared too, family included.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from mfsdp_ckpt.convert.hf_config import HFConfigError, read_config_json
 from mfsdp_ckpt.convert.megatron_config import (
     DerivedConfig,
     MegatronConfigError,
@@ -50,10 +56,10 @@ _DENSE_SIZE_UNUSED = ("qwen2_moe", "qwen3_moe")
 def contradiction(
     given: dict[str, Any], paths: layout.CheckpointPaths | None, reader: CheckpointReader
 ) -> str | None:
-    """What in `given` (config.json data) contradicts the checkpoint's own record, as the
-    end of a one-line error; None when they agree or there is no record to compare with (a
-    record that cannot be read or describes no model exported here is reported by the
-    checks that derive from it)."""
+    """What in `given` (config.json data) contradicts the checkpoint's own record (its
+    Megatron settings, else its own config.json), as the end of a one-line error; None when
+    they agree or there is no record to compare with (a record that cannot be read or
+    describes no model exported here is reported by the checks that derive from it)."""
     try:
         derived = recorded_config(paths, reader)
     except (
@@ -64,7 +70,7 @@ def contradiction(
     ):
         return None
     if derived is None:
-        return None
+        return _against_own_config(given, paths)
     found = disagreements(given, derived)
     if not found:
         return None
@@ -74,7 +80,32 @@ def contradiction(
     )
 
 
-def disagreements(given: dict[str, Any], derived: DerivedConfig) -> list[str]:
+def _against_own_config(given: dict[str, Any], paths: layout.CheckpointPaths | None) -> str | None:
+    """`given` against the config.json the checkpoint keeps beside its weights, if any (an
+    unreadable one is reported where it is read)."""
+    if paths is None or paths.hf_dir is None:
+        return None
+    try:
+        own_file, own = read_config_json(paths.hf_dir / "config.json", paths.root)
+    except HFConfigError:
+        return None
+    if own == given:
+        return None
+    found = []
+    if given.get("model_type") != own["model_type"]:
+        found.append(f"model_type={given.get('model_type')!r} (own: {own['model_type']!r})")
+    found += disagreements(given, DerivedConfig(_with_family_defaults(own)), label="own")
+    if not found:
+        return None
+    return (
+        f"{', '.join(found)}: not the model the checkpoint's own {own_file} describes (its"
+        " weights would be exported as another model)"
+    )
+
+
+def disagreements(
+    given: dict[str, Any], derived: DerivedConfig, label: str = "record"
+) -> list[str]:
     """`key=given (record: recorded)` for each layout number on which `given` (config.json
     data) and the checkpoint's record differ; empty when they agree."""
     stated = _with_family_defaults(given)
@@ -83,7 +114,7 @@ def disagreements(given: dict[str, Any], derived: DerivedConfig) -> list[str]:
     if recorded["model_type"] in _DENSE_SIZE_UNUSED:
         keys.remove("intermediate_size")
     found = [
-        f"{key}={stated[key]!r} (record: {recorded[key]!r})"
+        f"{key}={stated[key]!r} ({label}: {recorded[key]!r})"
         for key in keys
         if stated[key] != recorded[key]
     ]
@@ -91,7 +122,7 @@ def disagreements(given: dict[str, Any], derived: DerivedConfig) -> list[str]:
     # fewer tokens than recorded cuts real rows as "padding"; more (a hub config's padded
     # vocabulary over a tokenizer's count) keeps every row
     if derived.vocab_recorded and isinstance(vocab, int) and vocab < recorded["vocab_size"]:
-        found.append(f"vocab_size={vocab} (record: {recorded['vocab_size']})")
+        found.append(f"vocab_size={vocab} ({label}: {recorded['vocab_size']})")
     return found
 
 

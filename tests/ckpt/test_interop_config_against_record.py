@@ -92,3 +92,38 @@ def test_a_config_agreeing_with_the_record_exports_keys_left_out_included(tmp_pa
     torch.testing.assert_close(logits_of(out, ids), expected, rtol=0, atol=1e-5)
     code, stdout, err = run_cli("ckpt", "validate", run, "--hf-config", given, "--deep")
     assert code == 0, stdout + err
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        (OTHER_HEADS, "num_attention_heads=2 (own: 4), num_key_value_heads=1 (own: 2)"),
+        ({"model_type": "llama"}, "model_type='llama' (own: 'qwen2')"),
+    ],
+)
+def test_hf_config_contradicting_the_checkpoints_own_config_is_refused(changes, named, tmp_path):
+    """mfsdp's run (and verl's, the HF Trainer's) keeps its config.json beside the weights.
+    Was: `--hf-config` of another head split, or of another family with the same tensor
+    names, exported another model (logits off by 0.2-0.8) with exit 0, and validate passed."""
+    from tests.support.export import save_single_process_checkpoint
+    from trainer.tiny import build_tiny_model_dir
+
+    assets = build_tiny_model_dir(tmp_path / "assets")
+    model = save_single_process_checkpoint(tmp_path / "run", assets)
+    wrong = _config_dir(model, tmp_path / "wrong", **changes)
+    own = tmp_path / "run" / "global_step_1" / "huggingface" / "config.json"
+    out = tmp_path / "out"
+    code, _, err = run_cli(
+        "ckpt", "export-hf", tmp_path / "run", "--hf-config", wrong, "--out", out
+    )
+    line = one_error_line(err)
+    assert code == 2 and line.startswith(f"error: --hf-config {wrong / 'config.json'}: {named}")
+    assert f"not the model the checkpoint's own {own} describes" in line, line
+    assert not out.exists()
+    code, stdout, _ = run_cli("ckpt", "validate", tmp_path / "run", "--hf-config", wrong)
+    assert code == 1 and named in stdout, stdout
+    same = _config_dir(model, tmp_path / "same")  # its own config, given again: exported
+    code, stdout, err = run_cli(
+        "ckpt", "export-hf", tmp_path / "run", "--hf-config", same, "--out", out
+    )
+    assert code == 0, stdout + err

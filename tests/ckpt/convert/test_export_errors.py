@@ -128,10 +128,18 @@ def test_shapes_contradicting_config_exit_1(run_dir, tmp_path):
     config.intermediate_size = 384
     config.save_pretrained(tmp_path / "other")
     (tmp_path / "out").mkdir()
+    bare = shutil.copytree(run_dir / "global_step_1" / "dist_ckpt", tmp_path / "dist_ckpt")
+    result = _export(
+        str(bare), "--out", str(tmp_path / "out" / "x"), "--hf-config", str(tmp_path / "other")
+    )
+    _assert_clean_failure(result, 1, "mlp", "384", out_parent=tmp_path / "out")
+    # against the run's own config.json the given one is named before any shape is read
     result = _export(
         str(run_dir), "--out", str(tmp_path / "out" / "x"), "--hf-config", str(tmp_path / "other")
     )
-    _assert_clean_failure(result, 1, "mlp", "384", out_parent=tmp_path / "out")
+    _assert_clean_failure(
+        result, 2, "intermediate_size=384 (own: 256)", out_parent=tmp_path / "out"
+    )
 
 
 def test_unknown_layout_exits_2_naming_tensors(tmp_path):
