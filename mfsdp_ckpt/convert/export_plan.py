@@ -42,7 +42,7 @@ from mfsdp_ckpt.convert.name_maps import (
     refuse_attention_window,
 )
 from mfsdp_ckpt.format import hf_trainer
-from mfsdp_ckpt.format.dtypes import BFLOAT16, FLOAT16, FLOAT32, DType
+from mfsdp_ckpt.format.dtypes import BFLOAT16, FLOAT16, FLOAT32, DType, short_dtype_name
 from mfsdp_ckpt.format.layout import stat_inside
 from mfsdp_ckpt.format.state_keys import AmbiguousStateError
 from mfsdp_ckpt.storage.reader import TensorEntry
@@ -73,6 +73,7 @@ class ExportPlan:
     allow_nonfinite: bool = False  # False: a NaN/Inf written out stops the export
     lora: MegatronLora | None = None  # a Megatron LoRA adapter merged into its weights
     mtp: MtpLayers | None = None  # multi-token prediction layers left out (--drop-mtp)
+    cast_from_config: bool = False  # --dtype auto took config.json's dtype, not the stored
 
     def merges(self, item: MappedTensor) -> bool:
         """Whether a LoRA delta is added to one of this item's weights."""
@@ -84,6 +85,32 @@ class ExportPlan:
     def ordered_items(self) -> list[MappedTensor]:
         """Items in the order their bytes lie in the checkpoint files."""
         return sorted(self.items, key=lambda item: _read_order(self.entry(item)))
+
+    def cast_notes(self) -> list[str]:
+        """A line when `--dtype auto` wrote config.json's dtype over weights stored in
+        another: an import followed by an export is then not bit-exact, and only the
+        summary's dtype said so."""
+        if not self.cast_from_config:
+            return []
+        stored = sorted(
+            {
+                self.entry(item).dtype.name
+                for item in self.items
+                if self.entry(item).dtype.is_floating_point and self.entry(item).dtype != self.dtype
+            }
+        )
+        if not stored:
+            return []
+        keep = short_dtype_name(stored[0])
+        return [
+            f"--dtype auto wrote {self.dtype.name}, config.json's dtype, over weights stored"
+            f" as {', '.join(stored)}"
+            + (
+                f"; --dtype {keep} keeps their values bit for bit"
+                if stored == [DTYPES.get(keep, self.dtype).name]
+                else ""
+            )
+        ]
 
     def dropped_padding_notes(self) -> list[str]:
         """One line per vocabulary tensor whose Megatron padding rows the export drops."""
@@ -116,7 +143,8 @@ def _config_dtype(config) -> DType | None:
     float32): in config.json a string; in a transformers config a torch.dtype. Any other
     (int8, bool, float8, complex: a damaged or crafted config) names none, so `auto` keeps
     the checkpoint's own dtype instead of casting the weights to it."""
-    value = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+    # transformers 5 calls it dtype (its torch_dtype alias warns); older configs torch_dtype
+    value = getattr(config, "dtype" if hasattr(config, "dtype") else "torch_dtype", None)
     if not value:
         return None
     return _CONFIG_DTYPES.get(str(value).removeprefix("torch."))
@@ -206,6 +234,7 @@ def plan_export(
     if compare_tied_head and chosen_layout == HF and geometry.tie_word_embeddings:
         _refuse_untied_head(source, stored)
     out_dtype = choose_dtype(dtype, config, [reader.tensors[k] for k in stored.values()])
+    cast_from_config = dtype == "auto" and _config_dtype(config) is not None
     dtypes = {}
     for item in items:
         src_dtype = reader.tensors[item.source].dtype
@@ -221,6 +250,7 @@ def plan_export(
         dtypes,
         lora=lora,
         mtp=mtp,
+        cast_from_config=cast_from_config,
     )
 
 

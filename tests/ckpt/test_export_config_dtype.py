@@ -52,3 +52,10 @@ def test_config_dtype_is_the_dtype_written(case, tmp_path):
     assert stored == {written}
     assert exported["dtype"] == written
     assert exported.get("torch_dtype", written) == written
+    # only auto's cast from the stored fp32 to the config's dtype is noted, once, naming
+    # the --dtype that keeps the values (an import then export was silently not bit-exact)
+    noted = "note: --dtype auto wrote bfloat16, config.json's dtype, over weights stored as"
+    assert err.count(noted) == (requested == "auto" and written == "bfloat16"), err
+    if noted in err:
+        assert "float32; --dtype fp32 keeps their values bit for bit" in err
+    assert "deprecated" not in err  # transformers' torch_dtype alias is not touched
