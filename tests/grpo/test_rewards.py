@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import torch
 
 from mfsdp_ckpt.errors import EXIT_FAILED, EXIT_USAGE
 from tests.support.interop_layouts import one_error_line, run_cli
@@ -126,6 +127,7 @@ def test_custom_reward_file(tmp_path):
 
 
 VERL_SIGNATURE = "data_source, solution_str, ground_truth, extra_info=None"
+NOT_FLOAT32 = "not a finite number in float32 (|x| <= 3.4e38)"
 
 
 def _reward_file(tmp_path, body: str, signature: str = VERL_SIGNATURE):
@@ -147,6 +149,9 @@ def _reward_file(tmp_path, body: str, signature: str = VERL_SIGNATURE):
         ("return [1.0]", "compute_score returned [1.0] (list), not a number"),
         ("return float('nan')", "compute_score returned nan, not a finite number"),
         ("return -math.inf", "compute_score returned -inf, not a finite number"),
+        # finite here, infinity in the float32 rewards: the run stopped at "gradient norm is nan"
+        ("return 1e39", f"compute_score returned 1e+39, {NOT_FLOAT32}"),
+        ("return {'score': -3.5e38}", f"compute_score returned score -3.5e+38, {NOT_FLOAT32}"),
         ("return {'score': 'high'}", "compute_score returned score 'high' (str), not a number"),
         ("return {'score': math.nan}", "compute_score returned score nan, not a finite number"),
         (
@@ -163,6 +168,13 @@ def test_a_failing_reward_function_is_one_line_naming_file_function_and_row(tmp_
         scorer(["ok", "addition"], ["7", "7"], ["7", "7"], [{"index": 2}, {"index": 5}])
     assert str(raised.value) == f"reward.path {str(file)!r}, data_source 'ok' (index 2): {what}"
     assert raised.value.exit_code == EXIT_FAILED  # the run failed, as a failed step does
+
+
+def test_float32s_largest_reward_is_a_score(tmp_path):
+    largest = torch.finfo(torch.float32).max
+    scores = RewardScorer(str(_reward_file(tmp_path, f"return -{largest!r}")))(["a"], ["x"], ["y"])
+    assert scores.rewards == [-largest]
+    assert torch.tensor(scores.rewards, dtype=torch.float32).isfinite().all()
 
 
 def test_a_failing_row_without_an_index_is_named_by_its_data_source(tmp_path):

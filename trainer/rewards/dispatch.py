@@ -4,10 +4,10 @@ scores everything.
 A score function may return a number or a dict with a "score" key (verl's convention, which lets
 it report extra values such as "acc"); `accuracy` is "acc" when given, else score > 0. A score is
 cast with `float()` as verl casts it (a bool is 1.0 or 0.0, a numpy or 0-d torch number its
-value); a string, None, NaN or infinity is refused, as is a function that raises (or calls
-`sys.exit()`), or does not return within `reward.timeout_s`: the run stops with one line naming
-the reward file, the function and the row (`RewardFunctionError`). A custom function's prints
-go to stderr, not stdout.
+value); a string, None, NaN, infinity or a number past float32's range is refused, as is a
+function that raises (or calls `sys.exit()`), or does not return within `reward.timeout_s`:
+the run stops with one line naming the reward file, the function and the row
+(`RewardFunctionError`). A custom function's prints go to stderr, not stdout.
 """
 
 from __future__ import annotations
@@ -162,13 +162,17 @@ def _score_and_accuracy(result: Any) -> tuple[float, float]:
     return reward, float(reward > 0)
 
 
+# torch.finfo(torch.float32).max: a score past it was finite here, then infinity in the
+# float32 rewards, and the run stopped with "gradient norm is nan", blaming the gradient
+FLOAT32_MAX = float.fromhex("0x1.fffffep+127")
+
 _short = reprlib.Repr()
 _short.maxstring = _short.maxother = 60
 
 
 def _finite(value: Any, label: str = "") -> float:
     """`value` as a float, cast as verl casts a score (`float()`: a bool is 1.0 or 0.0); a
-    string, None, NaN or infinity is not a score."""
+    string, None, NaN, infinity or a number past float32's range is not a score."""
     if isinstance(value, (str, bytes)):  # float("0.5") works, but a score is a number
         raise _not_a_number(value, label)
     try:
@@ -177,6 +181,8 @@ def _finite(value: Any, label: str = "") -> float:
         raise _not_a_number(value, label) from None
     if not isfinite(number):
         raise _NotAScore(f"{label}{number}, not a finite number")
+    if abs(number) > FLOAT32_MAX:  # the rewards become a float32 tensor: infinity there
+        raise _NotAScore(f"{label}{number}, not a finite number in float32 (|x| <= 3.4e38)")
     return number
 
 
