@@ -300,7 +300,7 @@ def load_config(
         tree = verl_keys.adopt_tree(cls, loaded or {}, source)
     config = _build(cls, tree, prefix="", source=source)  # the file alone, so errors name the file
     if not overrides:
-        return config
+        return check_across_keys(config)
     _refuse_split_overrides(list(overrides))
     pairs = []
     for index, item in enumerate(overrides):
@@ -310,7 +310,7 @@ def load_config(
         pairs.append((key.strip(), parse_override_value(key.strip(), text)))
     for key, value in verl_keys.adopt_pairs(cls, pairs, "command-line override"):
         set_dotted(tree, key, value)
-    return _build(cls, tree, prefix="", source="command-line override")
+    return check_across_keys(_build(cls, tree, prefix="", source="command-line override"))
 
 
 def _not_an_override(item: str, rest: list[str]) -> str:
@@ -360,7 +360,28 @@ def parse_override_value(key: str, text: str) -> Any:
 
 def config_from_tree(cls: type[T], tree: dict[str, Any], source: str) -> T:
     """`cls` from an already nested mapping (a converted verl config), checked like a file."""
-    return _build(cls, tree, prefix="", source=source)
+    return check_across_keys(_build(cls, tree, prefix="", source=source))
+
+
+def check_across_keys(config: T) -> T:
+    """`config`, once no two of its keys contradict each other (each is checked alone by its
+    field's range): checked on the whole config, file and overrides together, since an
+    override may mend what the file says. One line names both keys."""
+    optim = getattr(config, "optim", None)
+    if isinstance(optim, OptimConfig) and optim.scheduler != "constant" and optim.min_lr > optim.lr:
+        raise ConfigError(
+            f"optim.min_lr={optim.min_lr:g} is above optim.lr={optim.lr:g}: the"
+            f" {optim.scheduler} schedule goes from optim.lr to optim.min_lr, so it would raise"
+            " the learning rate; set optim.min_lr <= optim.lr"
+        )
+    data = getattr(config, "data", None)
+    if isinstance(data, DataConfig) and data.val_files and data.val_ratio > 0:
+        raise ConfigError(
+            f"data.val_ratio={data.val_ratio:g} with data.val_files: validation reads"
+            " data.val_files, and val_ratio (which holds out training rows when there are no"
+            " val_files) would be ignored; give one of them"
+        )
+    return config
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:

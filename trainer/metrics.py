@@ -4,6 +4,7 @@ wandb under `<run_dir>/wandb/`), and what the progress bar shows."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -120,6 +121,61 @@ def _resolved_config(run_dir: Path) -> dict[str, Any] | None:
         return None
 
 
+def drop_steps_after(run_dir: str | Path, step: int) -> str | None:
+    """Remove from metrics.jsonl the records of steps after `step`, the step a run starts
+    from (-1 for a run that resumes nothing: every step's record goes), and say so in one
+    line; None when there is none. A run that resumed an earlier step (`checkpoint.resume=
+    PATH`, or a crash after steps logged past the last checkpoint) appended its steps to
+    the other timeline's: steps 1-6, then 3-6 again. Lines that are no record with a step
+    (a torn write, an edit) stay as they are, ended by a newline so that the next record
+    starts its own line. The file is replaced whole (a temp file beside it, then
+    `os.replace`): a crash leaves the old one or the new one. Called on rank 0 only."""
+    path = Path(run_dir) / METRICS_FILE
+    try:
+        dropped = [n for n in _steps_in(path) if n > step]
+    except OSError:  # none yet, or no regular file: MetricsLogger names that as it writes
+        return None
+    if not dropped:
+        return None
+    target = Path(os.path.realpath(path))  # through a link: the file it leads to
+    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        with os.fdopen(safe_files.open_regular(path), "rb") as source, open(temp, "wb") as out:
+            for line in source:
+                found = _step_of(line)
+                if found is None or found <= step:
+                    out.write(line if line.endswith(b"\n") else line + b"\n")
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            temp.unlink()
+    steps = f"{len(dropped)} record(s) of steps {min(dropped)}-{max(dropped)}"
+    if step < 0:
+        return f"{path}: removed {steps} an earlier run logged; this run resumes no checkpoint"
+    return (
+        f"{path}: removed {steps} an earlier run logged after step {step}, where this run"
+        " resumes; it logs those steps again"
+    )
+
+
+def _steps_in(path: Path) -> list[int]:
+    """The step of every record in metrics.jsonl at `path` (OSError when it cannot be read)."""
+    with os.fdopen(safe_files.open_regular(path), "rb") as handle:
+        return [step for step in map(_step_of, handle) if step is not None]
+
+
+def _step_of(line: bytes) -> int | None:
+    """The step a metrics.jsonl line records, None for a line that is no such record."""
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    step = record.get("step") if isinstance(record, dict) else None
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     path = Path(run_dir) / METRICS_FILE
     if not path.exists():
@@ -144,7 +200,9 @@ def last_logged_step(run_dir: str | Path, since: int) -> int | None:
     """The newest step a complete line added to metrics.jsonl after byte `since` records,
     None when none was added. The launching process never sees its ranks' steps; rank 0
     logs each (every `trainer.log_every`) here. Only the file's last TAIL_BYTES are read, so
-    asking costs the same after any number of steps."""
+    asking costs the same after any number of steps. A resume that removed an earlier run's
+    later records (`drop_steps_after`) left the file shorter: what lies past `since` is
+    still this run's, and a file shorter than `since` names no step."""
     try:  # a FIFO there blocked this (as the run ended) for ever: regular files only
         with os.fdopen(safe_files.open_regular(Path(run_dir) / METRICS_FILE), "rb") as handle:
             size = handle.seek(0, os.SEEK_END)

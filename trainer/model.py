@@ -10,9 +10,11 @@ Hugging Face parameter names (a wrapper module would prefix every name).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,6 +27,7 @@ from trainer.kernels import apply_kernels
 from trainer.local_paths import missing_path
 from trainer.lora import apply_lora
 from trainer.loss import linear_cross_entropy_sum
+from trainer.model_overrides import overridden_config
 from trainer.model_source import ModelSource, load_checkpoint_weights, resolve_model_source
 
 SUPPORTED_FAMILIES = ("qwen2", "qwen3", "llama")
@@ -154,20 +157,21 @@ def _built_by_transformers(
         raise ConfigError(f"{key}: transformers cannot build the model ({_said(err)})") from None
 
 
-def _model_dir_config(assets: Path, overrides: dict[str, Any]):
+def _model_dir_config(assets: Path) -> Any:
     """The transformers config of a model dir, its config.json checked first as import-hf
     checks it (NaN, impossible sizes: one line naming the key)."""
-    from transformers import AutoConfig
-
     try:
         check_geometry(read_config_json(assets)[1], assets / "config.json")
     except HFConfigError as err:
         raise ModelFilesError(str(err)) from None
-    return _read_by_transformers(
-        assets,
-        "config.json",
-        lambda: AutoConfig.from_pretrained(str(assets), local_files_only=True, **overrides),
-    )
+    return _read_by_transformers(assets, "config.json", lambda: _from_model_dir(assets, {}))
+
+
+def _from_model_dir(assets: Path, overrides: dict[str, Any]) -> Any:
+    """`AutoConfig.from_pretrained` of a model dir (local files only), `overrides` set on it."""
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(str(assets), local_files_only=True, **overrides)
 
 
 def load_tokenizer(cfg: ModelConfig):
@@ -183,7 +187,7 @@ def load_tokenizer(cfg: ModelConfig):
         source = model_source.tokenizer if model_source is not None else None
         if model_source is not None and model_source.assets is not None:
             # AutoTokenizer reads config.json too: name a damaged one as such
-            _model_dir_config(model_source.assets, {})
+            _model_dir_config(model_source.assets)
     if source is None:
         from trainer.tiny import build_tokenizer
 
@@ -231,37 +235,15 @@ def _check_tokenizer_files(source: Path, model_source: ModelSource | None) -> No
 
 
 def build_hf_config(cfg: ModelConfig, tokenizer) -> Any:
-    from transformers import AutoConfig
-
-    source = resolve_model_source(cfg)
-    if source is not None and source.derived is not None:
-        derived = {k: v for k, v in source.derived.items() if k != "model_type"}
-        config = AutoConfig.for_model(source.derived["model_type"], **{**derived, **cfg.overrides})
-    elif source is not None and source.assets is not None:
-        config = _model_dir_config(source.assets, cfg.overrides)
-    elif cfg.shape == "tiny":
-        from transformers import Qwen2Config
-
-        from trainer.tiny import tiny_config_kwargs
-
-        config = Qwen2Config(
-            **{**tiny_config_kwargs(len(tokenizer)), **cfg.overrides},
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-        )
-    elif cfg.shape in SHAPES:
-        fields = {**SHAPES[cfg.shape], **cfg.overrides}
-        config = AutoConfig.for_model(fields.pop("model_type"), **fields)
-    else:
+    """The transformers config the run trains: its model source's, with `model.overrides`
+    (each key checked against that config first: `trainer.model_overrides`)."""
+    base, make = _config_source(cfg, tokenizer)
+    if base.model_type not in SUPPORTED_FAMILIES:
         raise ConfigError(
-            f"model.shape: unknown shape {cfg.shape!r}; choose tiny, {', '.join(SHAPES)} or set "
-            "model.path"
-        )
-    if config.model_type not in SUPPORTED_FAMILIES:
-        raise ConfigError(
-            f"model: family {config.model_type!r} is not supported; supported: "
+            f"model: family {base.model_type!r} is not supported; supported: "
             f"{', '.join(SUPPORTED_FAMILIES)}"
         )
+    config = overridden_config(base, make, cfg.overrides)
     if len(tokenizer) > config.vocab_size:
         raise ConfigError(
             f"model: tokenizer has {len(tokenizer)} tokens but the model's vocab_size is "
@@ -269,6 +251,41 @@ def build_hf_config(cfg: ModelConfig, tokenizer) -> Any:
         )
     config._attn_implementation = cfg.attn_implementation
     return config
+
+
+def _config_source(cfg: ModelConfig, tokenizer) -> tuple[Any, Callable[[dict[str, Any]], Any]]:
+    """The config of the run's model source (a checkpoint's derived fields, a model dir, a
+    named shape) without `model.overrides`, and how to build it again with them."""
+    source = resolve_model_source(cfg)
+    if source is not None and source.derived is not None:
+        fields = dict(source.derived)
+    elif source is not None and source.assets is not None:
+        return _model_dir_config(source.assets), functools.partial(_from_model_dir, source.assets)
+    elif cfg.shape == "tiny":
+        from trainer.tiny import tiny_config_kwargs
+
+        fields = {
+            "model_type": "qwen2",
+            **tiny_config_kwargs(len(tokenizer)),
+            "eos_token_id": tokenizer.eos_token_id,
+            "pad_token_id": tokenizer.pad_token_id,
+        }
+    elif cfg.shape in SHAPES:
+        fields = dict(SHAPES[cfg.shape])
+    else:
+        raise ConfigError(
+            f"model.shape: unknown shape {cfg.shape!r}; choose tiny, {', '.join(SHAPES)} or set "
+            "model.path"
+        )
+    make = functools.partial(_for_model, fields.pop("model_type"), fields)
+    return make({}), make
+
+
+def _for_model(model_type: str, fields: dict[str, Any], overrides: dict[str, Any]) -> Any:
+    """`AutoConfig.for_model` of `fields` (a named shape's, a checkpoint's) with `overrides`."""
+    from transformers import AutoConfig
+
+    return AutoConfig.for_model(model_type, **{**fields, **overrides})
 
 
 def _check_weight_files(assets: Path, config: Any) -> None:
@@ -300,6 +317,17 @@ def _check_weight_files(assets: Path, config: Any) -> None:
     problem = weights_disagreement(assets, shapes, expected, unknown=False)
     if problem:
         raise ModelFilesError(problem)
+
+
+def check_attention_backend(cfg: ModelConfig, device: torch.device) -> None:
+    """ConfigError for an attention that cannot train on `device`, before anything is built:
+    FlexAttention has no backward pass on CPU, and a run reached it at its first step as a
+    traceback of 129 lines in every rank."""
+    if cfg.attn_implementation == "flex_attention" and device.type == "cpu":
+        raise ConfigError(
+            "model.attn_implementation=flex_attention: FlexAttention cannot train on CPU (torch"
+            " has no backward pass for it there); use sdpa, or train on CUDA"
+        )
 
 
 def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) -> torch.nn.Module:
@@ -352,6 +380,21 @@ def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) 
             layer.compile()  # in place: parameter names stay as they are
     attach_loss_forward(model, cfg.loss, cfg.loss_chunk_tokens)
     return model
+
+
+@contextlib.contextmanager
+def eval_mode(model: torch.nn.Module) -> Iterator[None]:
+    """`model` in eval mode for a pass that scores rather than trains (SFT's validation loss,
+    GRPO's old and reference log-probs, as verl's compute_log_prob), its mode restored after:
+    with dropout on, the same weights gave another validation loss every step, and old
+    log-probs drawn under other dropout masks than the update's made clipping and ppo_kl
+    measure noise before any update."""
+    training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(training)
 
 
 def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:

@@ -46,6 +46,20 @@ def lr_at(step: int, cfg: OptimConfig, total_steps: int) -> float:
     return cfg.min_lr + (cfg.lr - cfg.min_lr) * factor
 
 
+def warmup_past_the_end(cfg: OptimConfig, total_steps: int) -> str | None:
+    """A warning when `optim.warmup_steps` is more than the run's steps: the learning rate
+    would still be rising at the last step and never reach `optim.lr`. A warning, not a
+    refusal: the run's steps are known only once the data is read (`trainer.epochs`), and
+    a short test of a long run's config is a fair thing to want."""
+    if cfg.warmup_steps <= total_steps:
+        return None
+    return (
+        f"warning: optim.warmup_steps={cfg.warmup_steps} is more than the run's {total_steps}"
+        f" steps: the learning rate never reaches optim.lr={cfg.lr:g} (the last step's is"
+        f" {lr_at(total_steps - 1, cfg, total_steps):g})"
+    )
+
+
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
     for group in optimizer.param_groups:
         group["lr"] = lr

@@ -25,8 +25,9 @@ from mfsdp_ckpt.format.layout import CheckpointPaths
 from trainer.config import ConfigError, write_resolved_config
 from trainer.config_history import keep_changed_config
 from trainer.distributed import DistEnv, distributed_run
-from trainer.metrics import MetricsLogger
-from trainer.optim import apply_settings
+from trainer.metrics import MetricsLogger, drop_steps_after
+from trainer.model import check_attention_backend
+from trainer.optim import apply_settings, warmup_past_the_end
 from trainer.progress import draws_bars, step_bar
 from trainer.resume import data_change_warning, new_progress, resume_if_any
 from trainer.strategies.base import Strategy
@@ -35,10 +36,12 @@ Result = TypeVar("Result")
 
 
 def run_in_process_group(name: str, cfg: Any, body: Callable[[Any, DistEnv], Result]) -> Result:
-    """`body(cfg, env)` inside the run's process group, destroyed even when the run fails.
-    The main rank first says that the model and data are being built: seconds (minutes for a
-    large model) before the run's first line."""
+    """`body(cfg, env)` inside the run's process group, destroyed even when the run fails, once
+    the model's attention can train on the run's device. The main rank first says that the
+    model and data are being built: seconds (minutes for a large model) before the run's
+    first line."""
     with distributed_run(cfg.trainer.device) as env:
+        check_attention_backend(cfg.model, env.device)
         if env.is_main:
             print(f"[{name}] building the model and reading the data ...", file=sys.stderr)
         return body(cfg, env)
@@ -146,6 +149,9 @@ class TrainingRun:
         if resume is not None:
             apply_settings(optimizer, cfg.optim)
         if env.is_main:
+            late = warmup_past_the_end(cfg.optim, total_steps)
+            if late is not None:
+                print(f"[{name}] {late}", file=sys.stderr)
             if resume is not None:
                 where = resume.step_dir or resume.dist_ckpt
                 changed = data_change_warning(
@@ -212,6 +218,7 @@ class TrainingRun:
     def loop(self, hooks: StepHooks) -> None:
         """Steps `start` to `stop`, then the final evaluation and save; the metrics log, the
         progress bar and what `hooks` holds are closed however it ends."""
+        self._drop_later_records()
         metrics = MetricsLogger(self.run_dir, self.env.is_main, self.cfg.trainer)
         bar = None
         try:
@@ -238,6 +245,16 @@ class TrainingRun:
                 bar.close()
             metrics.close()
             hooks.close()
+
+    def _drop_later_records(self) -> None:
+        """On the main rank of a run that trains: metrics.jsonl loses an earlier run's records
+        of the steps after the one this run starts from, which it logs again (one line says
+        so). A run with nothing left to train leaves them: no step of theirs is redone."""
+        if not self.env.is_main or self.start >= self.stop:
+            return
+        dropped = drop_steps_after(self.run_dir, self.start if self.resume is not None else -1)
+        if dropped is not None:
+            print(printable(f"[{self.name}] {dropped}"), file=sys.stderr)
 
     def _say_step(self, done: int, shown: dict[str, str]) -> None:
         """Without a bar (`trainer.progress_bar=false`, or stderr a log file), one plain line

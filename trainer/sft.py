@@ -31,6 +31,7 @@ from trainer.model import (
     build_hf_config,
     build_model,
     count_parameters,
+    eval_mode,
     load_tokenizer,
     write_hf_assets,
 )
@@ -172,12 +173,14 @@ class SFTSteps(StepHooks):
 
     @torch.no_grad()
     def evaluate(self) -> float:
-        """Mean token loss over the whole validation set (every rank takes a strided share)."""
+        """Mean token loss over the whole validation set (every rank takes a strided share),
+        dropout off (`eval_mode`)."""
         rows = rank_share(list(range(len(self.val))), self.env.rank, self.env.world_size)
         loss_sum, targets = 0.0, 0
-        for micro_batch in self._micro_batches(self.val, rows):
-            loss_sum += float(self.model(**micro_batch.to(self.env.device).inputs).item())
-            targets += micro_batch.targets
+        with eval_mode(self.model):
+            for micro_batch in self._micro_batches(self.val, rows):
+                loss_sum += float(self.model(**micro_batch.to(self.env.device).inputs).item())
+                targets += micro_batch.targets
         total, count = all_reduce_sum([loss_sum, targets], self.env.device)
         return total / max(count, 1.0)
 

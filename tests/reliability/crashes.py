@@ -122,21 +122,19 @@ def launch_two_ranks(
     return process.returncode, out + err
 
 
-def losses(run: Path, skip_lines: int = 0) -> dict[int, float]:
-    """step -> train loss from metrics.jsonl after its first `skip_lines` lines (a resumed
-    run appends; its lines override the killed run's)."""
-    result = {}
+def loss_records(run: Path) -> list[tuple[int, float]]:
+    """(step, train loss) of every record in metrics.jsonl, in file order."""
     path = run / "metrics.jsonl"
-    for line in (path.read_text().splitlines() if path.exists() else [])[skip_lines:]:
-        record = json.loads(line)
-        if "train/loss" in record:
-            result[record["step"]] = record["train/loss"]
-    return result
+    records = [
+        json.loads(line) for line in (path.read_text().splitlines() if path.exists() else [])
+    ]
+    return [(r["step"], r["train/loss"]) for r in records if "train/loss" in r]
 
 
-def metrics_lines(run: Path) -> int:
-    path = run / "metrics.jsonl"
-    return len(path.read_text().splitlines()) if path.exists() else 0
+def losses(run: Path) -> dict[int, float]:
+    """step -> train loss from metrics.jsonl (a resume removes the killed launch's records
+    after the step it resumes from, so each step is logged once)."""
+    return dict(loss_records(run))
 
 
 @dataclass
@@ -172,10 +170,9 @@ def run_chain(data: Path, root: Path, reference: dict[int, float]) -> list[Crash
         started = time.monotonic()
         step = kill_step(index)
         extra = ("checkpoint.async_save=true",) if crash.async_save else ()
-        logged_before = metrics_lines(run)
         killed_rc, killed_log = launch_two_ranks(data, run, *extra, kill=kill_at(index))
         if index:  # this launch resumed from the previous kill: judge that resume here
-            _judge_resume(results[-1], run, logged_before, killed_log, step, reference)
+            _judge_resume(results[-1], run, killed_log, step, reference)
         problems = []
         if killed_rc == 0:
             problems.append(f"the run was not killed at {kill_at(index)} (it finished)")
@@ -203,9 +200,8 @@ def run_chain(data: Path, root: Path, reference: dict[int, float]) -> list[Crash
             )
         )
     last = results[-1]
-    logged_before = metrics_lines(run)
     final_rc, final_log = launch_two_ranks(data, run)
-    _judge_resume(last, run, logged_before, final_log, CRASH_STEPS, reference)
+    _judge_resume(last, run, final_log, CRASH_STEPS, reference)
     if final_rc != 0:
         last.problems.append(f"the last resume exited {final_rc}: {final_log[-800:]}")
     elif losses(run) != reference:
@@ -218,7 +214,6 @@ def run_chain(data: Path, root: Path, reference: dict[int, float]) -> list[Crash
 def _judge_resume(
     killed: CrashResult,
     run: Path,
-    logged_before: int,
     log: str,
     reached: int,
     reference: dict[int, float],
@@ -230,9 +225,13 @@ def _judge_resume(
     killed.resumed_from = _resumed_from(log)
     if killed.resumed_from != expected_from:
         killed.problems.append(f"resumed from {killed.resumed_from}, expected {expected_from}")
-    resumed = losses(run, skip_lines=logged_before)  # what this launch itself computed
-    wrong = {k: v for k, v in resumed.items() if k <= expected_from or reference.get(k) != v}
+    records = loss_records(run)
+    twice = sorted({step for step, _ in records if [s for s, _ in records].count(step) > 1})
+    resumed = {k: v for k, v in records if k > expected_from}  # this launch's own steps
+    wrong = {k: v for k, v in resumed.items() if reference.get(k) != v}
     missing = set(range(expected_from + 1, reached + 1)) - set(resumed)
+    if twice:
+        killed.problems.append(f"metrics.jsonl logs steps {twice} more than once")
     killed.losses_equal = not wrong and not missing
     if not killed.losses_equal:
         killed.problems.append(

@@ -47,3 +47,19 @@ def test_varlen_packed_loss_and_gradients_equal_unpacked():
     for name in ("packed", "padded"):
         assert results[name][0] == pytest.approx(reference_loss, rel=1e-5), name
         torch.testing.assert_close(results[name][1], reference_grad, rtol=1e-4, atol=1e-6)
+
+
+def test_flex_attention_on_cpu_is_refused_before_anything_is_built(tmp_path):
+    """FlexAttention has no backward pass on CPU: the run failed at its first step with a
+    traceback of 129 lines in every rank."""
+    from tests.support.sft import tiny_config, write_chat_jsonl
+    from trainer.config import ConfigError
+    from trainer.sft import run_sft
+
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=16)
+    cfg = tiny_config(
+        data, tmp_path / "run", "model.attn_implementation=flex_attention", "trainer.device=cpu"
+    )
+    with pytest.raises(ConfigError, match=r"^model\.attn_implementation=flex_attention: Flex"):
+        run_sft(cfg)
+    assert not (tmp_path / "run").exists()

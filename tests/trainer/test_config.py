@@ -102,3 +102,34 @@ def test_yaml_11_octal_and_base_60_integers_are_refused(override, read_as):
     with pytest.raises(ConfigError, match=rf"integer only in YAML 1\.1's .* read as {read_as} "):
         load_config(SFTConfig, None, [override])
     assert load_config(SFTConfig, None, ["trainer.total_steps=10"]).trainer.total_steps == 10
+
+
+def test_min_lr_above_lr_is_refused_naming_both_keys(tmp_path):
+    """The decay "to" min_lr raised the learning rate 10x above optim.lr."""
+    with pytest.raises(ConfigError) as err:
+        load_config(SFTConfig, None, ["optim.lr=1e-4", "optim.min_lr=1e-3"])
+    assert str(err.value) == (
+        "optim.min_lr=0.001 is above optim.lr=0.0001: the cosine schedule goes from optim.lr"
+        " to optim.min_lr, so it would raise the learning rate; set optim.min_lr <= optim.lr"
+    )
+    path = write(tmp_path, "optim:\n  lr: 1.0e-4\n  min_lr: 1.0e-3\n")
+    assert load_config(SFTConfig, path, ["optim.lr=1e-2"]).optim.lr == 1e-2  # mended
+    constant = ["optim.lr=1e-4", "optim.min_lr=1e-3", "optim.scheduler=constant"]
+    assert load_config(SFTConfig, None, constant).optim.min_lr == 1e-3  # min_lr unused
+
+
+def test_val_ratio_beside_val_files_is_refused():
+    """val_ratio was ignored without a word when val_files were given."""
+    with pytest.raises(ConfigError, match=r"^data.val_ratio=0.1 with data.val_files: "):
+        load_config(SFTConfig, None, ["data.val_files=v.jsonl", "data.val_ratio=0.1"])
+    chosen = load_config(SFTConfig, None, ["data.val_files=v.jsonl", "data.val_ratio=0"])
+    assert chosen.data.val_files == ["v.jsonl"]
+
+
+def test_contradicting_keys_stop_the_command_in_one_line(tmp_path):
+    from tests.support.cli_errors import one_error
+    from tests.support.model_dirs import train
+
+    code, err = train("sft", "optim.lr=1e-4", f"trainer.run_dir={tmp_path / 'run'}")
+    assert code == 2, err
+    one_error(err, "optim.min_lr=0.0003 is above optim.lr=0.0001")

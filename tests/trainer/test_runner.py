@@ -30,3 +30,21 @@ def test_a_save_on_the_last_step_still_gets_the_final_evaluation(tmp_path):
     assert list(result.eval_losses) == [2]
     assert result.last_checkpoint == step_dir(run_dir, 2)
     assert any(row["step"] == 2 and "val/loss" in row for row in read_metrics(run_dir))
+
+
+def test_a_warmup_longer_than_the_run_is_warned_of(tmp_path, capsys):
+    """The learning rate never reached optim.lr, and nothing said so."""
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=16)
+    cfg = tiny_config(
+        data,
+        tmp_path / "run",
+        "trainer.total_steps=1",
+        "optim.warmup_steps=4",
+        "data.global_batch_size=8",
+        "trainer.device=cpu",
+    )
+    run_sft(cfg)
+    assert (
+        "[sft] warning: optim.warmup_steps=4 is more than the run's 1 steps: the learning rate"
+        " never reaches optim.lr=0.003 (the last step's is 0.00075)\n"
+    ) in capsys.readouterr().err

@@ -21,6 +21,7 @@ from trainer.grpo.config import ActorConfig
 from trainer.grpo.kl import kl_penalty
 from trainer.grpo.logprobs import entropy_from_logits, token_log_probs
 from trainer.grpo.policy_loss import ppo_clip_loss
+from trainer.model import eval_mode
 
 ENTROPY_NONE, ENTROPY_METRIC, ENTROPY_LOSS = "none", "metric", "loss"
 
@@ -111,13 +112,15 @@ def compute_log_probs(
     temperature: float,
     device: torch.device,
 ) -> torch.Tensor:
-    """(B, R) log-probs of the responses, 0 off the mask; micro-batches of `micro_batch` rows."""
+    """(B, R) log-probs of the responses, 0 off the mask; micro-batches of `micro_batch` rows.
+    In eval mode (`eval_mode`: dropout off), as the rollout engine sampled them."""
     out = torch.zeros(data.response_ids.shape, dtype=torch.float32)
-    for start in range(0, data.rows, micro_batch):
-        rows = torch.arange(start, min(data.rows, start + micro_batch))
-        inputs, width = model_inputs(data, rows, device)
-        log_probs, _ = model(**inputs, temperature=temperature)
-        out[rows, :width] = log_probs.float().cpu() * data.response_mask[rows, :width]
+    with eval_mode(model):
+        for start in range(0, data.rows, micro_batch):
+            rows = torch.arange(start, min(data.rows, start + micro_batch))
+            inputs, width = model_inputs(data, rows, device)
+            log_probs, _ = model(**inputs, temperature=temperature)
+            out[rows, :width] = log_probs.float().cpu() * data.response_mask[rows, :width]
     return out
 
 

@@ -1,0 +1,92 @@
+"""`model.overrides` applied to the transformers config a run trains, each key checked first.
+
+transformers takes any keyword into a config: a typo (`num_hiden_layers: 1`) was stored as
+an unused field of config.json while the default shape trained, and from a model dir it was
+dropped without a word. A value of the wrong type (`tie_word_embeddings: "false"`) failed in
+huggingface_hub's strict dataclass validation, an 83-line traceback in every rank. Both are
+refused here in one line naming `model.overrides.<key>` (exit 2), before the model is built.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from collections.abc import Callable
+from typing import Any
+
+from mfsdp_ckpt.convert.hf_config import transformers_reason
+from trainer.config import ConfigError
+
+KEY = "model.overrides"
+
+
+def overridden_config(base: Any, make: Callable[[dict[str, Any]], Any], overrides: dict) -> Any:
+    """`make(overrides)`: the config built from the run's model source with `overrides`, once
+    every key is known to `base` (the same source's config without them) or its class. What
+    transformers refuses is named by the key that alone makes it refuse, when one does."""
+    if not overrides:
+        return base
+    known = _known_keys(base)
+    overrides = _rope_keys_moved(base, known, overrides)
+    for key in overrides:
+        if key not in known:
+            raise ConfigError(_unknown_key(base, known, key))
+    try:  # a copy: transformers fills in a `rope_scaling` dict it is given
+        return make(copy.deepcopy(overrides))
+    except Exception as err:  # a strict-dataclass error, TypeError, ValueError, ...
+        where = _culprit(make, overrides) or KEY
+        raise ConfigError(
+            f"{where}: transformers refuses it ({transformers_reason(err)})"
+        ) from None
+
+
+def _rope_keys_moved(base: Any, known: set[str], overrides: dict) -> dict:
+    """`overrides` with the RoPE settings transformers 5 keeps in `rope_parameters`
+    (`rope_theta: 500000`, as verl's and older configs write it) set there, over the base's
+    own: a config class built directly took the key, but from a model dir it was dropped
+    without a word."""
+    rope = getattr(base, "rope_parameters", None)
+    moved = {
+        k: v
+        for k, v in overrides.items()
+        if k not in known and isinstance(rope, dict) and k in rope
+    }
+    if not moved:
+        return overrides
+    kept = {k: v for k, v in overrides.items() if k not in moved}
+    given = kept.get("rope_parameters")
+    kept["rope_parameters"] = {**rope, **(given if isinstance(given, dict) else {}), **moved}
+    return kept
+
+
+def _unknown_key(base: Any, known: set[str], key: Any) -> str:
+    """Why `key` is refused: no field of `base`'s config class; with the closest field."""
+    name = type(base).__name__
+    said = f"{KEY}.{key}: not a field of {name} (the {base.model_type} config)"
+    public = [candidate for candidate in known if not candidate.startswith("_")]
+    close = difflib.get_close_matches(str(key), public, n=1, cutoff=0.6)
+    return f"{said}; did you mean {close[0]}?" if close else said
+
+
+def _known_keys(base: Any) -> set[str]:
+    """The fields `base` has (what its config.json holds counts), those of a default instance
+    of its class (a field config.json leaves out), and the properties with a setter
+    (`rope_scaling` sets `rope_parameters`, `torch_dtype` sets `dtype`)."""
+    cls = type(base)
+    known = set(base.to_dict()) | set(cls().to_dict()) | set(getattr(cls, "attribute_map", {}))
+    for name in dir(cls):
+        member = getattr(cls, name, None)
+        if isinstance(member, property) and member.fset is not None:
+            known.add(name)
+    return known
+
+
+def _culprit(make: Callable[[dict[str, Any]], Any], overrides: dict) -> str | None:
+    """`model.overrides.<key>` for the first key transformers refuses on its own, None when
+    only some keys together fail."""
+    for key, value in overrides.items():
+        try:
+            make({key: copy.deepcopy(value)})
+        except Exception:
+            return f"{KEY}.{key}"
+    return None
