@@ -271,6 +271,57 @@ def test_dev_says_what_it_installs_as_each_phase_starts(tmp_path):
         assert vllm not in lines
 
 
+def _interpreter(path: Path, version: str) -> None:
+    """A stand-in for a Python on PATH: runs (`-c` exits 0), says `version`, and `-m venv
+    DIR` makes a venv whose python is STUB_PYTHON (setup then records what it runs)."""
+    path.write_text(
+        "#!/bin/sh\n"
+        f'case "$1" in --version) echo "{version}";; -m) mkdir -p "$3/bin";'
+        f" cat > \"$3/bin/python\" <<'STUB'\n{STUB_PYTHON}STUB\n"
+        ' chmod 755 "$3/bin/python";; esac\nexit 0\n'
+    )
+    path.chmod(0o755)
+
+
+def test_dev_takes_the_python3_pyenv_selects_before_python3_11(tmp_path):
+    """With PYENV_VERSION=3.12.1, pyenv's python3.11 shim fell through to the system's
+    3.11.2, which ./dev took: python3, what pyenv or the PATH selects, comes first now."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _interpreter(bin_dir / "python3", "Python 3.12.1")
+    _interpreter(bin_dir / "python3.11", "Python 3.11.2")
+    venv = tmp_path / "venv"
+    env = {**os.environ, "MFSDP_VENV": str(venv), "MFSDP_SKIP_VLLM": "1"}
+    env["PATH"] = f"{bin_dir}:/usr/bin:/bin"
+    env.pop("PYTHON", None)
+    done = subprocess.run(
+        [str(REPO / "dev"), "setup"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[0] == f"[dev] creating {venv} with Python 3.12.1"
+
+
+def test_dev_says_when_torch_comes_from_the_configured_index(tmp_path):
+    """The CPU index unreachable, torch came from the configured index (on Linux x86_64
+    PyPI's CUDA build, 5 GB) while the only line said "(CPU build)"."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    unreachable = STUB_PYTHON.replace(
+        'case "$*" in', 'case "$*" in *download.pytorch.org*) exit 1;;', 1
+    )
+    (venv / "bin" / "python").write_text(unreachable)
+    (venv / "bin" / "python").chmod(0o755)
+    env = {**os.environ, "MFSDP_VENV": str(venv), "MFSDP_SKIP_VLLM": "1"}
+    done = subprocess.run(
+        [str(REPO / "dev"), "setup"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    said = next(line for line in lines if "cannot be reached" in line)
+    assert said.startswith("[dev] https://download.pytorch.org/whl/cpu cannot be reached")
+    assert lines.index(said) < lines.index("STUB -m pip install -q torch==2.13.0")
+
+
 def test_dev_mfsdp_reads_paths_from_where_it_is_run(tmp_path):
     """`./dev` moves to the repository to set up; `/path/to/dev mfsdp ckpt validate myrun`
     then looked for myrun in the repository ("did you mean run?") and export-hf wrote its
