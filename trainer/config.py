@@ -528,7 +528,7 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
         if isinstance(value, str) and one_text:
             value = [value]  # a single file is a list of one; so is `trainer.logger=console`
         if not isinstance(value, (list, tuple)):
-            raise bad(f"a list of {_type_name(args[0]) if args else 'values'}")
+            raise bad(f"a list of {_plural_type_name(args[0]) if args else 'values'}")
         return (
             [_coerce(args[0], v, f"{key}[{i}]", source) for i, v in enumerate(value)]
             if args
@@ -606,6 +606,15 @@ _TYPE_WORDS = {
     str: "a string",
     type(None): "null",
 }
+
+
+_PLURAL_TYPE_WORDS = {int: "integers", float: "numbers", bool: "booleans", str: "strings"}
+
+
+def _plural_type_name(kind: Any) -> str:
+    """What a list holds, in words: "a list of numbers", not "a list of a number"."""
+    kind = _unannotated(kind)
+    return _PLURAL_TYPE_WORDS.get(kind) or f"values each {_type_name(kind)}"
 
 
 def _type_name(kind: Any) -> str:

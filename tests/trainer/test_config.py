@@ -133,3 +133,10 @@ def test_contradicting_keys_stop_the_command_in_one_line(tmp_path):
     code, err = train("sft", "optim.lr=1e-4", f"trainer.run_dir={tmp_path / 'run'}")
     assert code == 2, err
     one_error(err, "optim.min_lr=0.0003 is above optim.lr=0.0001")
+
+
+def test_a_list_key_given_one_value_names_what_the_list_holds():
+    """Was: "expects a list of a number"."""
+    with pytest.raises(ConfigError) as caught:
+        load_config(SFTConfig, None, ["optim.betas=0.9"])
+    assert str(caught.value).endswith("'optim.betas' expects a list of numbers, got 0.9")
