@@ -430,7 +430,19 @@ def _class_table(
     for name in _DCP_METADATA_CLASSES:
         if hasattr(metadata_classes, name):
             allowed[(_DCP_METADATA_MODULE, name)] = getattr(metadata_classes, name)
+    enums = tuple(v for v in allowed.values() if isinstance(v, type) and issubclass(v, Enum))
+    allowed[("builtins", "getattr")] = functools.partial(_enum_member, enums)
     return allowed
+
+
+def _enum_member(enums: tuple[type[Enum], ...], cls: Any, name: Any) -> Enum:
+    """Stand-in for `getattr` as early CPython 3.11 releases (3.11.2, Debian 12's) pickle an
+    enum member (`getattr(_MEM_FORMAT_ENCODING, 'TORCH_CONTIGUOUS_FORMAT')`; later versions
+    pickle `cls(value)`): every DCP save made with those Pythons names it. Only a member of
+    an admitted enum class is looked up; anything else is refused."""
+    if cls not in enums or not isinstance(name, str) or name not in cls.__members__:
+        raise UnsafeMetadataError(f"getattr({getattr(cls, '__name__', cls)!r:.80}, {name!r:.80})")
+    return cls[name]
 
 
 @functools.cache
