@@ -26,6 +26,7 @@ tensor, and the unpickled `.metadata` equals the one `dcp.save` writes field for
 from __future__ import annotations
 
 import copyreg
+import enum
 import io
 import math
 import pickle
@@ -271,6 +272,8 @@ class DcpMetadataPickler(pickle._Pickler):
             )
         if isinstance(obj, _Reduced):
             return (obj.func, obj.args)
+        if isinstance(obj, enum.Enum):
+            return _enum_member(obj)
         return NotImplemented
 
     def save_global(self, obj: Any, name: str | None = None) -> None:
@@ -281,6 +284,14 @@ class DcpMetadataPickler(pickle._Pickler):
             raise pickle.PicklingError(f"{obj!r} has no DCP name")
         self.write(f"c{target.module}\n{target.name}\n".encode())
         self.memoize(obj)
+
+
+def _enum_member(member: enum.Enum) -> tuple:
+    """An enum member (DCP's `_MEM_FORMAT_ENCODING`) as `cls(value)`, spelt out because
+    Enum's own reducer differs by patch release: CPython 3.11.7 gives `cls(value)`, 3.11.2
+    (Debian 12's) `getattr(cls, name)`, a global with no DCP name, so `.metadata` could not
+    be written there. This way its bytes are the same on every Python."""
+    return (type(member), (member.value,))
 
 
 class _Reduced:
