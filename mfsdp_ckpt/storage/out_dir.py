@@ -11,7 +11,8 @@ What a command that writes a directory (`export-hf`, `import-hf`) needs, in one 
   separate mkdir. Those it made are removed again when the command fails, so a failure
   leaves nothing behind;
 * a hidden work directory `.<name>.export-tmp-<pid>` next to `<out>` (same filesystem, so
-  publishing is one rename). Work directories of ours that a killed run left behind are
+  publishing is one rename; a name near the length limit is cut and marked with a hash,
+  `out_lock.hidden_name`). Work directories of ours that a killed run left behind are
   removed by the next run into the same `<out>`, once it holds the lock (no live owner
   can then exist);
 * publishing with `renameat2(RENAME_NOREPLACE)`: a directory someone else created at
@@ -40,9 +41,15 @@ from pathlib import Path
 
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.layout import fsync_path
-from mfsdp_ckpt.storage.out_lock import acquire_out_lock, ctrl_c_deferred, release_out_lock
+from mfsdp_ckpt.storage.out_lock import (
+    acquire_out_lock,
+    ctrl_c_deferred,
+    hidden_name,
+    release_out_lock,
+)
 
 _WORK_TAG = ".export-"
+_PID_ROOM = len("old-4194304")  # what follows _WORK_TAG: tmp-/old- and a pid (Linux's largest)
 # Checkpoint pieces that --overwrite must never delete (layout.py's names).
 _CHECKPOINT_MARKERS = (
     ".metadata",
@@ -198,7 +205,8 @@ class OutputClaim:
     def __init__(self, out: Path, overwrite: bool):
         self.out = out
         self.overwrite = overwrite
-        self.tmp = out.with_name(f".{out.name}{_WORK_TAG}tmp-{os.getpid()}")
+        self._work_prefix = hidden_name(out.name, _WORK_TAG, _PID_ROOM)
+        self.tmp = out.with_name(f"{self._work_prefix}tmp-{os.getpid()}")
         self._lock_fd: int | None = None
         self._original: tuple[int, int] | None = None  # (st_dev, st_ino) --overwrite may replace
         self._made_parents: list[Path] = []
@@ -308,7 +316,7 @@ class OutputClaim:
             self.publish()
             return
         if not swapped:
-            aside = self.out.with_name(f".{self.out.name}{_WORK_TAG}old-{os.getpid()}")
+            aside = self.out.with_name(f"{self._work_prefix}old-{os.getpid()}")
             if not self._is_original(self.out):
                 raise self._changed()
             os.rename(self.out, aside)
@@ -345,10 +353,7 @@ class OutputClaim:
     def _remove_stale_work_dirs(self) -> None:
         """Work dirs of earlier runs into this `out` (ours by name; with the lock held no
         live owner exists). Also the random-suffix names earlier versions used."""
-        pattern = re.compile(
-            rf"\.{re.escape(self.out.name)}{re.escape(_WORK_TAG)}"
-            r"(?:(?:tmp|old)-\d+|[a-z0-9_]{8})"
-        )
+        pattern = re.compile(rf"{re.escape(self._work_prefix)}(?:(?:tmp|old)-\d+|[a-z0-9_]{{8}})")
         for entry in os.scandir(self.out.parent):
             if pattern.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
                 shutil.rmtree(entry.path, ignore_errors=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import os
 import signal
 import threading
@@ -22,6 +23,7 @@ from pathlib import Path
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 
 LOCK_SUFFIX = ".out-lock"
+NAME_MAX = 255  # bytes in one path component (Linux: ext4, xfs, btrfs, tmpfs, NFS)
 
 
 class OutputBusyError(MfsdpFailedError, ValueError):
@@ -57,6 +59,21 @@ def _open_lock_file(lock_path: Path, out: Path, option: str) -> int:
         raise cannot_create(option, out, lock_path.parent, err) from None
 
 
+def hidden_name(name: str, tag: str, room: int = 0) -> str:
+    """`.{name}{tag}`, the hidden file or folder kept beside `name` (its lock, its work dir),
+    with `room` bytes left for what the caller appends (a pid). A `name` near NAME_MAX is a
+    legal --out, but this longer name was not, and the command refused it: then the name is
+    cut to fit and marked with 8 hex digits of its hash, so two long names that start alike
+    still get two different files."""
+    whole = f".{name}{tag}"
+    if len(os.fsencode(whole)) + room <= NAME_MAX:
+        return whole
+    digest = hashlib.sha256(os.fsencode(name)).hexdigest()[:8]
+    keep = NAME_MAX - room - len(f".~{digest}{tag}".encode())
+    head = os.fsencode(name)[:keep].decode(errors="ignore")  # no character cut in two
+    return f".{head}~{digest}{tag}"
+
+
 def lock_path_for(out: Path) -> Path:
     """The lock file of `out` where it really is: a run dir reached through a symlink, or
     through a linked parent, has one lock whatever path names it (a second training through
@@ -67,7 +84,7 @@ def lock_path_for(out: Path) -> Path:
     real = Path(os.path.realpath(out))
     usable = real.name and real.parent.is_dir() and os.access(real.parent, os.W_OK | os.X_OK)
     where = real if usable else Path(os.path.abspath(out))
-    return where.with_name(f".{where.name}{LOCK_SUFFIX}")
+    return where.with_name(hidden_name(where.name, LOCK_SUFFIX))
 
 
 def acquire_out_lock(out: Path, option: str = "--out") -> int:

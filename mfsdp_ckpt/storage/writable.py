@@ -8,6 +8,7 @@ option or directory the user gave. One check, so `--out` of every command and
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable
 
@@ -27,6 +28,12 @@ def require_writable_dir(
     rename it into place). Else raise `error` with one line naming `key` and `value`."""
     given = f"{key} {value}" if key.startswith("-") else f"{key}: {value}"  # as typed
     path = os.path.abspath(value)
+    loop = _symlink_loop(path)
+    if loop is not None:
+        raise error(
+            f"{given}: {loop} is a symlink loop (its links lead back to themselves);"
+            f" choose another {key}"
+        )
     existing = os.path.dirname(path) if beside else path
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)
@@ -37,6 +44,20 @@ def require_writable_dir(
         read_only = os.statvfs(existing).f_flag & os.ST_RDONLY
         why = "is on a read-only file system" if read_only else "is not writable by this user"
         raise error(f"{given}: {existing} {why}; choose another {key}")
+
+
+def _symlink_loop(path: str) -> str | None:
+    """The first of `path`'s parents or itself that is a symlink loop (`l1 -> l2 -> l1`), or
+    None. Such a link neither exists nor is missing: each command then failed in its own
+    way (a traceback from `Path.resolve`, `[Errno 17] File exists`, "is a file")."""
+    parts = path.split(os.sep)
+    for end in range(2, len(parts) + 1):
+        prefix = os.sep.join(parts[:end])
+        try:
+            os.stat(prefix)
+        except OSError as err:  # missing or a file: so is all below it, and no loop
+            return prefix if err.errno == errno.ELOOP else None
+    return None
 
 
 def _require_short_names(
