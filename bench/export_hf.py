@@ -174,10 +174,10 @@ def methods(run: Path, out: Path) -> list[tuple[str, list[str]]]:
         (CP_SYNC, ["sh", "-c", f"cp -r {dist_ckpt} {out} && sync -f {out}"]),
         ("mfsdp export-hf fp32", export + ["--dtype", "fp32"]),
         ("mfsdp export-hf bf16 (auto)", export),
-        (STARTUP, [sys.executable, "-c", "import cli.main, mfsdp_ckpt.convert.export_hf"]),
+        (STARTUP, [sys.executable, "-c", "import cli.app, mfsdp_ckpt.convert.export_hf"]),
         (
             STARTUP_TORCH,
-            [sys.executable, "-c", "import cli.main, mfsdp_ckpt.convert.export_hf, torch"],
+            [sys.executable, "-c", "import cli.app, mfsdp_ckpt.convert.export_hf, torch"],
         ),
     ]
 

@@ -122,13 +122,13 @@ def methods(model: Path, out: Path) -> list[tuple[str, list[str]]]:
             [
                 sys.executable,
                 "-c",
-                "import cli.main, mfsdp_ckpt.convert.import_hf, "
+                "import cli.app, mfsdp_ckpt.convert.import_hf, "
                 "mfsdp_ckpt.storage.dcp_stream_writer",
             ],
         ),
         (
             STARTUP_TORCH,
-            [sys.executable, "-c", "import cli.main, mfsdp_ckpt.convert.import_hf, torch"],
+            [sys.executable, "-c", "import cli.app, mfsdp_ckpt.convert.import_hf, torch"],
         ),
     ]
 

@@ -25,6 +25,9 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from cli.stop import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
+from cli.stop import terminate as _terminate
+from cli.stop import terminated as _terminated
 from mfsdp_ckpt.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, MfsdpError
 
 __all__ = [
@@ -42,8 +45,6 @@ __all__ = [
     "stdout_failure",
 ]
 
-EXIT_INTERRUPTED = 130
-EXIT_TERMINATED = 128 + signal.SIGTERM  # 143, as a shell reports a process SIGTERM ended
 # Between a launched rank and cli/torchrun.py only (never mfsdp's own exit code): this rank
 # stopped because another one did, so the launcher reports that one instead.
 EXIT_PEER_LOST = 3
@@ -268,25 +269,11 @@ def _watch_for_ctrl_c() -> None:
         signal.signal(signal.SIGINT, _note_ctrl_c)
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (`kill PID`, a scheduler stopping a job, `timeout`), raised where Ctrl-C's
-    KeyboardInterrupt is: every cleanup Ctrl-C runs (an export's or a conversion's work dir
-    removed, its lock file released, a half-saved checkpoint's temp dir removed) runs for
-    it too. Python's default for SIGTERM ends the process at once, and those were left."""
-
-
-def _terminate(signum: int, frame: Any) -> None:
-    _terminated.set()
-    raise Terminated
-
-
-_terminated = threading.Event()
-
-
 def _watch_for_sigterm() -> bool:
     """Raise `Terminated` on SIGTERM while the command runs; whether the handler was set
-    here (so the caller restores the default). Not in a rank `mfsdp train` launched: torchrun
-    stops its ranks with SIGTERM and reports the rank that failed first itself."""
+    here (so the caller restores the default; the entry point `cli.main` may have set the
+    same one already). Not in a rank `mfsdp train` launched: torchrun stops its ranks with
+    SIGTERM and reports the rank that failed first itself."""
     _terminated.clear()
     in_main = threading.current_thread() is threading.main_thread()
     if not in_main or "RANK" in os.environ or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:

@@ -1,226 +1,94 @@
-"""Root of the `mfsdp` command: groups `train`, `ckpt`, `data`, and `demo`."""
+"""The `mfsdp` entry point (pyproject's console script), kept small so that Ctrl-C and
+SIGTERM are handled from its first instant.
+
+Importing the command line (click and every command module: `cli.app`) takes 0.1-0.3 s.
+A signal in that time ended the process as Python's defaults do: Ctrl-C with a
+KeyboardInterrupt traceback, SIGTERM silently (exit -15), and with --json an empty
+stdout where a script waits for one JSON object. Here SIGTERM is caught before that
+import, and either signal ends the command as `cli.errors` ends one it stopped: the
+`error:` line, the JSON object with --json, exit 130 or 143.
+"""
 
 from __future__ import annotations
 
-import errno
 import os
+import signal
+import sys
+import threading
+from types import ModuleType
+from typing import Any, NoReturn
 
-import click
-
-from cli.errors import MfsdpGroup
-from mfsdp_ckpt import __version__
-
-
-@click.group(
-    cls=MfsdpGroup,
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-)
-@click.version_option(__version__, prog_name="mfsdp")
-@click.option(
-    "-v",
-    "--verbose",
-    count=True,
-    help="Log what the library does (-v: checkpoint save/load timings; -vv: more).",
-)
-def app(verbose: int) -> None:
-    """Train LLMs with Megatron-FSDP and work with their DTensor checkpoints.
-
-    \b
-    Examples:
-      mfsdp demo                                  # tiny end-to-end run on CPU
-      mfsdp ckpt validate runs/demo/sft --deep    # is this checkpoint intact?
-      mfsdp ckpt export-hf runs/demo/sft --out hf/    # to Hugging Face safetensors
-      mfsdp -v train sft --config examples/sft_tiny_cpu.yaml    # with save/load timings
-    """
-    from cli.verbosity import set_verbosity
-
-    set_verbosity(verbose)
+from cli.stop import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, terminate
 
 
-def _register() -> None:
-    """Command groups live one per module; importing them here keeps `mfsdp --help` complete."""
-    from cli import ckpt, config, data, demo, train
-
-    for command in (ckpt.ckpt, demo.demo, train.train, data.data, config.config):
-        app.add_command(command)
+def options_of(args: list[str]) -> list[str]:
+    """The arguments before a `--` (after it they are the command's own, never mfsdp's)."""
+    return args[: args.index("--")] if "--" in args else args
 
 
-_register()
+def json_asked(args: list[str]) -> bool:
+    """Whether `--json` is among the options: an error then goes to stdout as JSON too."""
+    return any(arg == "--json" or arg.startswith("--json=") for arg in options_of(args))
 
 
 def main() -> None:
-    """The `mfsdp` entry point. A usage mistake (unknown option, missing argument) is one
-    line and exit 2, like every other error, instead of click's usage block; with --json
-    among the arguments it is a JSON object on stdout too (`cli.errors.fail`), since the
-    command may have failed before parsing its own --json."""
-    import sys
-
-    from cli.std_streams import ensure_standard_streams
-
-    ensure_standard_streams()  # before anything opens a file or writes a line
-    from cli.errors import fail, stdout_failure
-    from cli.lines import say
-    from trainer.threads import drop_malformed_thread_count
-
-    args = _home_in_option_values(sys.argv[1:])
-    options = args[: args.index("--")] if "--" in args else args
-    as_json = any(arg == "--json" or arg.startswith("--json=") for arg in options)
-    lost = _lost_working_dir()
-    if lost:
-        fail(lost, 2, as_json)
-    dropped = drop_malformed_thread_count()  # before any command loads torch (and OpenMP)
-    if dropped:
-        say(f"note: {dropped}", err=True)
-    try:
-        app.main(args=args, prog_name="mfsdp", standalone_mode=False)
-    except click.exceptions.NoArgsIsHelpError as err:  # `mfsdp ckpt` alone: its help
-        click.echo(err.format_message(), err=True)
-        sys.exit(2)
-    except click.UsageError as err:
-        where = f"; see '{err.ctx.command_path} --help'" if err.ctx is not None else ""
-        told = _misplaced_option(err, options) or _misplaced_command(err) or _dashed_override(err)
-        fail(told or f"{_usage_message(err)}{where}", 2, as_json)
-    except click.ClickException as err:
-        fail(err.format_message(), err.exit_code, as_json)
-    except click.Abort:
-        fail("aborted", 130, as_json)
-    except OSError as err:  # printing help or the version (commands report their own)
-        written = stdout_failure(err)
-        if written is None:
-            raise
-        fail(written, 1, False)
-
-
-def _lost_working_dir() -> str | None:
-    """Why the working directory cannot be used (it was deleted while a shell was in it), or
-    None. Every relative path would then fail with errno's "No such file or directory" and
-    no name, and torch's MKL aborts the process on import ("Cannot load libtorch_cpu.so"),
-    so the command stops before any of that, naming the directory."""
-    try:
-        os.getcwd()
-    except OSError as err:
-        try:  # the kernel still knows the deleted directory's path
-            where = os.readlink("/proc/self/cwd").removesuffix(" (deleted)")
-        except OSError:
-            where = "."
-        what = "was deleted" if err.errno == errno.ENOENT else f"cannot be used ({err.strerror})"
-        return f"{where}: the working directory {what}; cd to an existing directory"
-    return None
-
-
-def _home_in_option_values(args: list[str]) -> list[str]:
-    """`args` with a leading `~` of an `--option=~/...` value expanded. A shell expands
-    `--out ~/hf` but not `--out=~/hf` (no assignment to it), which then made a directory
-    named `~` in the current one; `~` in a config's path keys is expanded too
-    (trainer.config.ExpandUser). Arguments after `--` are left as typed."""
-    expanded: list[str] = []
-    for index, arg in enumerate(args):
-        if arg == "--":
-            return expanded + args[index:]
-        name, sep, value = arg.partition("=")
-        if arg.startswith("--") and sep and value.startswith("~"):
-            arg = f"{name}={os.path.expanduser(value)}"
-        expanded.append(arg)
-    return expanded
-
-
-def _usage_message(err: click.UsageError) -> str:
-    """click's message, with only the closest of its suggestions for a mistyped option or
-    command (click lists every close one alphabetically: `--outt` got '--io', '--layout',
-    '--out')."""
-    name = getattr(err, "option_name", None) or getattr(err, "command_name", None)
-    closest = getattr(err, "possibilities", None)
-    if name and closest:
-        return f"{err.message.rstrip('.')} (did you mean {closest[0]!r}?)"
-    return err.format_message().rstrip(".")
-
-
-def _misplaced_option(err: click.UsageError, args: list[str]) -> str | None:
-    """For an option mfsdp has, given at the wrong level of the command: where it goes.
-    Global options (`-v`) belong to `mfsdp` and come before the command; a command's own
-    (`--json`, `--deep`) come after its name. click only says there is no such option there,
-    or suggests an unrelated close name (`--json` at the root got '--version')."""
-    if not isinstance(err, click.NoSuchOption) or err.ctx is None:
-        return None
-    option, ctx = err.option_name, err.ctx
-    here = f"No such option '{option}' for '{ctx.command_path}'"
-    owner = ctx.parent
-    while owner is not None:
-        if _takes(owner.command, option):
-            below = ctx.command_path[len(owner.command_path) :].strip()
-            return (
-                f"{here}: it is an option of '{owner.command_path}', given before the command "
-                f"({owner.command_path} {option} {below} ...)"
-            )
-        owner = owner.parent
-    named = _named_command(ctx.command, args)
-    taking = [words for words in _commands_below(ctx.command) if _takes(words[-1], option)]
-    if not taking:
-        return None
-    words = next((words for words in taking if words == named), taking[0])
-    path = " ".join(command.name or "" for command in words)
-    return f"{here}: give it after the command name ({ctx.command_path} {path} ... {option})"
-
-
-def _misplaced_command(err: click.UsageError) -> str | None:
-    """For a command name mfsdp has at another level (`mfsdp export-hf`, `mfsdp sft`), or an
-    option given as a command (`mfsdp version`): the full command. Otherwise, where click has
-    no close name to offer (`mfsdp train ppo`), the commands there, instead of a bare "no such
-    command" that sends the user to --help."""
-    if not isinstance(err, click.exceptions.NoSuchCommand) or err.ctx is None:
-        return None
-    name, ctx = err.command_name, err.ctx
-    here = f"No such command '{name}' for '{ctx.command_path}'"
-    root = ctx.find_root()
-    below = {  # every command's words below the root, groups too: ("ckpt", "export-hf")
-        tuple(command.name or "" for command in chain[:depth])
-        for chain in _commands_below(root.command)
-        for depth in range(1, len(chain) + 1)
-    }
-    close = sorted(" ".join([root.command_path, *words]) for words in below if words[-1] == name)
-    if close:
-        return f"{here} (did you mean '{close[0]}'?)"
-    if _takes(ctx.command, f"--{name}"):
-        return f"{here} (did you mean '{ctx.command_path} --{name}'?)"
-    if err.possibilities or not isinstance(ctx.command, click.Group):
-        return None
-    return f"{here}; its commands: {', '.join(sorted(ctx.command.commands))}"
-
-
-def _dashed_override(err: click.UsageError) -> str | None:
-    """For `--trainer.total_steps=2` (argparse and torchtitan spell config keys as options):
-    mfsdp's overrides are bare `key=value` words."""
-    if not isinstance(err, click.NoSuchOption) or "." not in err.option_name:
-        return None
-    path = err.ctx.command_path if err.ctx is not None else "mfsdp"
-    key = err.option_name.lstrip("-")
-    return (
-        f"No such option '{err.option_name}' for '{path}': config overrides are written "
-        f"without dashes, as {key}=VALUE"
+    """Run `mfsdp` on sys.argv, SIGTERM raising `Terminated` from the start (as `cli.errors`
+    has it raised while a command runs; not in a rank torchrun started, which it stops
+    with SIGTERM itself)."""
+    watch = (
+        threading.current_thread() is threading.main_thread()  # where handlers can be set
+        and "RANK" not in os.environ
+        and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
     )
+    if watch:
+        signal.signal(signal.SIGTERM, terminate)
+    try:
+        _imported_app().run()
+    finally:
+        if watch:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _named_command(group: click.Command, args: list[str]) -> list[click.Command]:
-    """The commands below `group` that the words in `args` name (`ckpt`, `validate`)."""
-    named: list[click.Command] = []
-    command = group
-    for arg in args:
-        if not isinstance(command, click.Group):
-            break
-        if arg in command.commands:
-            command = command.commands[arg]
-            named.append(command)
-    return named
+def _imported_app() -> ModuleType:
+    """`cli.app`, or the end of the command when a signal stopped its import."""
+    try:
+        from cli import app
+    except KeyboardInterrupt as stopped:
+        _stopped(isinstance(stopped, Terminated))
+    return app
 
 
-def _commands_below(group: click.Command) -> list[list[click.Command]]:
-    """Every runnable command below `group`, as the chain of commands leading to it."""
-    if not isinstance(group, click.Group):
-        return []
-    return [
-        [sub, *chain] for sub in group.commands.values() for chain in (_commands_below(sub) or [[]])
-    ]
+def _stopped(by_sigterm: bool) -> NoReturn:
+    """End as `cli.errors` ends a command a signal stopped (nothing of it is imported yet):
+    `error: interrupted` on stderr, with --json also the JSON object on stdout."""
+    for number in (signal.SIGINT, signal.SIGTERM):  # a second one must not cut the lines
+        signal.signal(number, signal.SIG_IGN)
+    message, code = (
+        ("SIGTERM: interrupted", EXIT_TERMINATED)
+        if by_sigterm
+        else ("interrupted", EXIT_INTERRUPTED)
+    )
+    if json_asked(sys.argv[1:]):
+        import json
+
+        _write(sys.stdout, json.dumps({"error": message, "exit_code": code}))
+    _write(sys.stderr, f"error: {message}")
+    sys.exit(code)
 
 
-def _takes(command: click.Command, option: str) -> bool:
-    return any(option in param.opts + param.secondary_opts for param in command.params)
+def _write(stream: Any, line: str) -> None:
+    """`line` to `stream`, unless it is closed or cannot be written (nothing to tell then)."""
+    try:
+        stream.write(line + "\n")
+        stream.flush()
+    except (AttributeError, OSError, ValueError):
+        pass
+
+
+def __getattr__(name: str) -> Any:
+    """`from cli.main import app` (scripts and tests drive the click group): `cli.app`'s."""
+    if name == "app":
+        from cli.app import app
+
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
