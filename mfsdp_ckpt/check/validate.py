@@ -1,11 +1,12 @@
 """`mfsdp ckpt validate`: every check a checkpoint must pass before anyone trusts it.
 
 Each check appends `Finding`s naming the file or tensor and what is wrong; nothing here
-raises for a bad checkpoint (a missing path is the caller's usage error). The cheap checks
-(metadata, files, chunk coverage, bytes shared between entries, optimizer/model/config
-agreement, tracker) always run; `deep=True` adds each file's digest against the manifest
-(the algorithm its record names: xxh3_128, or sha256 in older manifests) and reading every
-tensor (NaN/Inf counts).
+raises for a bad checkpoint (a missing path is the caller's usage error), only for one
+removed while it was read (`CheckpointRemovedError`: its findings would say nothing of
+it). The cheap checks (metadata, files, chunk coverage, bytes shared between entries,
+optimizer/model/config agreement, tracker) always run; `deep=True` adds each file's
+digest against the manifest (the algorithm its record names: xxh3_128, or sha256 in older
+manifests) and reading every tensor (NaN/Inf counts).
 
 Checkpoints verl and Megatron-LM write have no manifest: every check that needs none
 still runs (coverage, each chunk inside its file, file sizes, values, shapes against the
@@ -17,7 +18,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -134,6 +135,11 @@ def validate_checkpoint(
     )
 
 
+class CheckpointRemovedError(MfsdpFailedError, ValueError):
+    """The checkpoint went away while it was read, as a run saving with keep_last removes
+    its old steps (exit 1: the read failed, nothing says the checkpoint is damaged)."""
+
+
 def validate_paths(
     paths: layout.CheckpointPaths,
     report: ValidationReport | None = None,
@@ -145,7 +151,66 @@ def validate_paths(
     reader: CheckpointReader | None = None,
 ) -> ValidationReport:
     """The checks of `validate_checkpoint` on an already resolved checkpoint (`reader`: one
-    of its dist_ckpt the caller already holds)."""
+    of its dist_ckpt the caller already holds). CheckpointRemovedError when it was removed
+    while it was read: its files then went missing one by one, which read as damage."""
+    stamps = _dir_stamps(paths)
+    try:
+        report = _run_checks(paths, report, deep, progress, hf_config, base_progress, reader)
+    except Exception:
+        _refuse_if_removed(paths, stamps)
+        raise
+    if not report.ok():
+        _refuse_if_removed(paths, stamps)
+    return report
+
+
+_Stamps = list[tuple[int, int] | None]  # (inode, mtime) of each directory, None: not there
+
+
+def _dir_stamps(paths: layout.CheckpointPaths) -> _Stamps:
+    """Identity and last change of the checkpoint's directories (step, dist_ckpt, HF files):
+    removing or adding an entry in one changes its mtime, removing it its identity. None
+    for one that cannot be looked at."""
+    stamps: _Stamps = []
+    for directory in dict.fromkeys((paths.step_dir, paths.dist_ckpt, paths.hf_dir)):
+        if directory is None:
+            continue
+        try:
+            info = os.stat(directory)
+        except OSError:
+            stamps.append(None)
+            continue
+        stamps.append((info.st_ino, info.st_mtime_ns))
+    return stamps
+
+
+def _refuse_if_removed(paths: layout.CheckpointPaths, stamps: _Stamps) -> None:
+    """CheckpointRemovedError when the checkpoint's directories are not as they were when
+    the read began: nobody writes into a finished checkpoint, but a run saving with
+    keep_last deletes its old steps, and a read that met their files going reported
+    "their data file __0_0.distcp is missing" as if the step were damaged."""
+    if _dir_stamps(paths) == stamps:
+        return
+    if paths.step_dir is not None and paths.step is not None:
+        raise CheckpointRemovedError(
+            f"{paths.step_dir}: step {paths.step} was removed while it was read (a run still"
+            " saving with keep_last?); read it again"
+        )
+    raise CheckpointRemovedError(
+        f"{paths.dist_ckpt}: changed while it was read (files removed or added); read it again"
+    )
+
+
+def _run_checks(
+    paths: layout.CheckpointPaths,
+    report: ValidationReport | None,
+    deep: bool,
+    progress: Progress | None,
+    hf_config: str | os.PathLike | None,
+    base_progress: ByteProgress | None,
+    reader: CheckpointReader | None,
+) -> ValidationReport:
+    """Every check of `validate_paths`, into `report` (a new one when None)."""
     report = report or ValidationReport(path=str(paths.step_dir or paths.dist_ckpt), deep=deep)
     report.checkpoint, report.step = str(paths.dist_ckpt), paths.step
     report.layout, report.role, report.has_manifest = paths.kind, paths.role, paths.has_manifest
@@ -276,9 +341,8 @@ def _resolve(
             step = None
         steps = layout.list_complete_steps(given)
         if step is not None and step not in steps:
+            _refuse_if_moved_on(given, step)
             report.add(ERROR, tracker, f"names step {step}, which is missing or incomplete")
-        if step is not None and steps and step < steps[-1]:
-            report.add(WARNING, tracker, f"names step {step} but step {steps[-1]} is complete too")
         chosen = step if step in steps else (steps[-1] if steps else None)
         if chosen is None:
             raise layout.CheckpointPathError(
@@ -286,8 +350,38 @@ def _resolve(
             )
         paths = layout.resolve_checkpoint(layout.step_dir(given, chosen))
         layout.refuse_pieces_linked_out(given, paths)
+        if step == chosen and chosen < steps[-1]:
+            newer = _newer_step_note(tracker, step, steps[-1])
+            return replace(paths, note="; ".join(filter(None, (paths.note, newer))))
         return paths
     return layout.resolve_checkpoint(given, role=role)
+
+
+def _refuse_if_moved_on(run: Path, step: int) -> None:
+    """CheckpointRemovedError when the tracker, which named `step` (missing now), names
+    another step by now: a run saving meanwhile moved it on and removed `step` (keep_last),
+    which is no damage of the run dir."""
+    try:
+        now = layout.read_tracker(run)
+    except layout.DamagedRunDirError:
+        return
+    if now != step:
+        raise CheckpointRemovedError(
+            f"{run / layout.TRACKER_FILE}: step {step} was removed while it was read (a run"
+            f" still saving with keep_last? the tracker names step {now} now); read it again"
+        )
+
+
+def _newer_step_note(tracker: Path, step: int, newest: int) -> str:
+    """A complete step newer than the tracker's is no damage: mfsdp's saver renames a step
+    into place, then updates the tracker, so a run saving now shows one between the two,
+    and a run stopped between them leaves one. Resuming (mfsdp, verl, Megatron-LM) starts
+    from the tracker's step, the one validated: the note says so (as a warning it failed
+    --strict on a healthy run still saving)."""
+    return (
+        f"{tracker} names step {step}, which is read and resumed from; step {newest} is"
+        " complete too (saved just now, or its run stopped before updating the tracker)"
+    )
 
 
 def _is_our_run_dir(given: Path) -> bool:
