@@ -42,6 +42,7 @@ from mfsdp_ckpt.convert.export_errors import ExportUsageError, ExportVerifyError
 from mfsdp_ckpt.convert.export_plan import ExportPlan, _task_cost, convert, plan_export
 from mfsdp_ckpt.convert.export_scheduler import MIN_BUFFER_BYTES, Progress, _run_tasks
 from mfsdp_ckpt.convert.export_source import (
+    AssetFiles,
     _asset_files,
     _resolve_source,
     _Source,
@@ -249,14 +250,15 @@ def _derived_config(source: _Source, paths: layout.CheckpointPaths | None) -> De
 
 def _derived_assets(
     derived: DerivedConfig, paths: layout.CheckpointPaths | None, io: str
-) -> dict[str, Callable[[], bytes]]:
+) -> AssetFiles:
     """config.json from the record, and the tokenizer files Megatron-Bridge saved into the
     iteration dir (read inside the checkpoint, as its huggingface/ files are; none through
     a URL)."""
     text = json.dumps(derived.config, indent=2, sort_keys=True) + "\n"
-    assets: dict[str, Callable[[], bytes]] = {"config.json": text.encode}
+    assets = AssetFiles({"config.json": text.encode})
     if paths is not None and paths.tokenizer_dir is not None:
-        tokenizer = _asset_files(str(_real_dir(paths.tokenizer_dir)), io, paths.root)
+        tokenizer_dir = str(_real_dir(paths.tokenizer_dir))
+        tokenizer = _asset_files(tokenizer_dir, io, paths.root, whole=True)
         assets.update({n: load for n, load in tokenizer.items() if n != "config.json"})
     return assets
 
@@ -355,7 +357,7 @@ class PreparedSource:
     local_paths: layout.CheckpointPaths | None
     asset_location: str
     derived: DerivedConfig | None
-    assets: dict[str, Callable[[], bytes]]
+    assets: AssetFiles
 
 
 def prepare_source(
@@ -389,7 +391,7 @@ def prepare_source(
         assets = _derived_assets(derived, local_paths, io)
     else:
         skip = source.hf_skip if hf_config is None else ()
-        assets = _asset_files(asset_location, io, asset_root, skip)
+        assets = _asset_files(asset_location, io, asset_root, skip, whole=hf_config is None)
     if "config.json" not in assets:
         raise ExportUsageError(
             f"{asset_location}: no config.json; pass --hf-config DIR|config.json"
@@ -570,6 +572,7 @@ def export_hf(
             raise
     notes = [local_paths.note] if local_paths is not None and local_paths.note else []
     notes += _config_notes(source, local_paths, derived, hf_config)
+    notes += assets.left_out_note(asset_location)
     notes += plan.dropped_padding_notes()
     notes += plan.cast_notes()
     notes += plan.lora.notes if plan.lora is not None else []

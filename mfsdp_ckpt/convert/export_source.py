@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -160,9 +160,60 @@ FILE_NAMES = (
 )
 
 
+# The files of a Hugging Face model dir besides its weights, as transformers' save_pretrained
+# writes them: config, generation config, tokenizer, chat templates, processor configs.
+_MODEL_FILE_NAMES = frozenset(FILE_NAMES) | {
+    "generation_config.json",
+    "added_tokens.json",
+    "vocab.txt",
+    "tekken.json",
+    "preprocessor_config.json",
+    "processor_config.json",
+    "video_preprocessor_config.json",
+}
+_MODEL_FILE_ENDINGS = (".model", ".tiktoken")  # sentencepiece (spiece.model), tiktoken vocabs
+_CHAT_TEMPLATES_DIR = "additional_chat_templates"  # name.jinja each, beside chat_template.jinja
+
+
+def is_model_file(relative: str) -> bool:
+    """`relative` (a path inside a model dir) is one of its Hugging Face files besides the
+    weights. A model dir downloaded whole holds much else: the weights in other formats
+    (`.gguf`, `onnx/`, `tf_model.h5`), a README, images, custom code; an export or an import
+    copied all of it (gigabytes, thousands of files) into what it wrote."""
+    folder, _, name = relative.rpartition("/")
+    if folder:
+        return folder == _CHAT_TEMPLATES_DIR and name.endswith(".jinja")
+    return name in _MODEL_FILE_NAMES or name.endswith(_MODEL_FILE_ENDINGS)
+
+
+class AssetFiles(dict[str, Callable[[], bytes]]):
+    """The files an export copies, name -> loader; `left_out`: the other files (weights
+    aside) of the model dir they were picked from, for the note that says so."""
+
+    def __init__(self, loaders: Mapping[str, Callable[[], bytes]], left_out: Sequence[str] = ()):
+        super().__init__(loaders)
+        self.left_out = tuple(left_out)
+
+    def left_out_note(self, location: str) -> list[str]:
+        """One note counting the files left out, custom code (`*.py`) named first: it is
+        not copied, and an `auto_map` naming it will not find it in the export."""
+        if not self.left_out:
+            return []
+        named = sorted(self.left_out, key=lambda name: (not name.endswith(".py"), name))
+        shown = ", ".join(named[:3]) + (", ..." if len(named) > 3 else "")
+        return [
+            f"{location}: {len(named)} other file(s) not copied (only config, tokenizer and"
+            f" chat template files are): {shown}"
+        ]
+
+
 def _asset_files(
-    location: str, io: str, root: str | os.PathLike | None = None, skip: Collection[str] = ()
-) -> dict[str, Callable[[], bytes]]:
+    location: str,
+    io: str,
+    root: str | os.PathLike | None = None,
+    skip: Collection[str] = (),
+    whole: bool = False,
+) -> AssetFiles:
     """Files of an HF assets dir (config, tokenizer, ...) without weights: name -> loader.
 
     Local files must be regular files, read bounded through `safe_files`, that resolve
@@ -173,33 +224,42 @@ def _asset_files(
     not assets: `.git/` (a cloned model repo) and `.cache/` (`huggingface-cli download
     --local-dir`) hold copies of the weights and download state, not config or tokenizer.
     `skip` names entries of a local `location` that are not assets (the HF Trainer keeps
-    its own state and DCP dirs beside config and tokenizer)."""
+    its own state and DCP dirs beside config and tokenizer). `whole`: the checkpoint's
+    own HF dir, every file but weights, as its trainer saved them for this model; else a
+    model dir (a download), of which only the model files (`is_model_file`)."""
     if not is_url(location):
         base = Path(location)
-        candidates = (
-            [("config.json", base)]
-            if base.is_file()
-            else [
-                (relative, base / relative)
-                for relative in layout.list_files(base, skip_hidden=True, skip=skip)
-                if not _is_weight_file(relative)
-            ]
-        )
-        root = _check_assets(candidates, base.parent if base.is_file() else base, root)
-        return {
+        left_out: list[str] = []
+        if base.is_file():  # a config.json given alone, whatever its name
+            candidates, directory = [("config.json", base)], base.parent
+        else:
+            picked, left_out = _model_files(layout.list_files(base, True, skip), whole)
+            candidates, directory = [(name, base / name) for name in picked], base
+        root = _check_assets(candidates, directory, root)
+        loaders = {
             name: partial(safe_files.read_bytes, path, MAX_ASSET_BYTES, root=root)
             for name, path in candidates
         }
+        return AssetFiles(loaders, left_out)
     store = open_store(location, io)
     try:
         names = store.list_files()
     except CheckpointFileError as err:
         raise ExportUsageError(f"{err}; pass --hf-config with a local model dir") from None
-    return {
-        name: partial(_remote_asset, store, join_location(location, name), name)
-        for name in names
-        if not _is_weight_file(name)
+    picked, left_out = _model_files(names, whole)
+    loaders = {
+        name: partial(_remote_asset, store, join_location(location, name), name) for name in picked
     }
+    return AssetFiles(loaders, left_out)
+
+
+def _model_files(names: Sequence[str], whole: bool) -> tuple[list[str], list[str]]:
+    """(the assets among `names`, the others), weights in neither: every file but weights
+    when `whole`, else the model files (`is_model_file`)."""
+    kept = [name for name in names if not _is_weight_file(name)]
+    if whole:
+        return kept, []
+    return [n for n in kept if is_model_file(n)], [n for n in kept if not is_model_file(n)]
 
 
 def check_local_assets(directory: Path, root: str | os.PathLike | None = None) -> None:
@@ -210,11 +270,15 @@ def check_local_assets(directory: Path, root: str | os.PathLike | None = None) -
     before transformers reads one: transformers skips a FIFO as a file that is not there
     (a FIFO chat_template.jinja read as "no chat template") and reads any file whole. The HF
     Trainer's own records (trainer_state.json, whose log_history holds NaN for a step that
-    overflowed) are no asset: nothing reads them here, so nothing refuses them."""
+    overflowed) are no asset: nothing reads them here, so nothing refuses them; nor, in a
+    model dir (no checkpoint `root`), are files that are no model files (`_asset_files`
+    copies neither)."""
+    names = layout.list_files(directory, skip_hidden=True)
+    picked, _left_out = _model_files(names, whole=root is not None)
     candidates = [
         (relative, directory / relative)
-        for relative in layout.list_files(directory, skip_hidden=True)
-        if not _is_weight_file(relative) and relative not in hf_trainer.TRAINER_FILES
+        for relative in picked
+        if relative not in hf_trainer.TRAINER_FILES
     ]
     _check_assets(candidates, directory, root)
 

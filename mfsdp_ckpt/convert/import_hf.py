@@ -154,17 +154,13 @@ class ImportPlan:
         return (MODEL_KEY_PREFIX.rstrip("."), prefix + item.target)
 
 
-def plan_model_import(
-    hf_dir: Path,
-    *,
-    layout_name: str = MCORE,
-    dtype: str = "auto",
-    norms: str = "local",
-    experts: str = "auto",
-) -> ImportPlan:
-    """Read config and safetensors headers, map names, check shapes; no weight is read but
-    a tied config's own `lm_head.weight`, compared with the embedding (`_refuse_untied_head`).
-    `experts` auto: the expert layout of the spec `norms` names (`default_experts`)."""
+def _refuse_bad_request(
+    hf_dir: Path, *, layout_name: str, dtype: str, norms: str, experts: str
+) -> str:
+    """The options and the model dir checked without reading it: ImportUsageError (exit 2)
+    for a choice that does not exist or a model dir that is missing or a file. Cheap, so
+    import-hf runs it before claiming --out, and the long reads after. Returns `experts`
+    with auto resolved (`default_experts` of `norms`)."""
     if layout_name not in LAYOUTS:
         raise ImportUsageError(f"--layout {layout_name!r}: choose {', '.join(LAYOUTS)}")
     if norms not in MCORE_NORMS:
@@ -184,6 +180,23 @@ def plan_model_import(
         raise ImportUsageError(
             f"{hf_dir}: no such directory (give a Hugging Face model dir){hub_id_hint(hf_dir, '')}"
         )
+    return experts
+
+
+def plan_model_import(
+    hf_dir: Path,
+    *,
+    layout_name: str = MCORE,
+    dtype: str = "auto",
+    norms: str = "local",
+    experts: str = "auto",
+) -> ImportPlan:
+    """Read config and safetensors headers, map names, check shapes; no weight is read but
+    a tied config's own `lm_head.weight`, compared with the embedding (`_refuse_untied_head`).
+    `experts` auto: the expert layout of the spec `norms` names (`default_experts`)."""
+    experts = _refuse_bad_request(
+        hf_dir, layout_name=layout_name, dtype=dtype, norms=norms, experts=experts
+    )
     config, expected = _read_config(hf_dir)
     _check_assets(hf_dir)
     try:
@@ -451,7 +464,7 @@ def import_hf(
     """
     started = time.monotonic()
     source_dir, out = Path(hf_dir), Path(out_dir)
-    plan = plan_model_import(
+    _refuse_bad_request(
         source_dir, layout_name=layout_name, dtype=dtype, norms=norms, experts=experts
     )
     _refuse_replacing_a_checkpoint(out)
@@ -460,17 +473,24 @@ def import_hf(
         raise ImportUsageError(
             f"{out}: lies in the model dir being imported; choose an --out outside it"
         )
+    # Claimed before the source is read (headers, a tied head's bytes: minutes for a large
+    # model): --overwrite replaces the directory found here, and a concurrent export into
+    # the same --out meanwhile is refused instead of being replaced when this one publishes.
+    asset_notes: list[str] = []  # the hf layout's, on the model dir's files it copied
     with claim_output(out, overwrite) as claim:
+        plan = plan_model_import(
+            source_dir, layout_name=layout_name, dtype=dtype, norms=norms, experts=experts
+        )
         if plan.layout == MCORE:
             written, _ = _write_model(plan, claim.tmp, progress, allow_nonfinite=allow_nonfinite)
             checkpoint = out
         else:
-            written = _write_run_dir(
+            written, asset_notes = _write_run_dir(
                 plan, source_dir, claim.tmp, started, progress, allow_nonfinite
             )
             checkpoint = layout.step_dir(out, 0) / layout.DIST_CKPT_DIR
         claim.publish()
-    notes = list(plan.source.notes)
+    notes = list(plan.source.notes) + asset_notes
     if plan.layout == MCORE:
         notes.append(
             f"config and tokenizer stay in {source_dir}: pass --hf-config {source_dir} to"
@@ -530,15 +550,17 @@ def _write_run_dir(
     started: float,
     progress: Progress | None,
     allow_nonfinite: bool,
-) -> int:
-    """Our layout: step 0 with dist_ckpt, huggingface/ (config, tokenizer), manifest, tracker."""
+) -> tuple[int, list[str]]:
+    """Our layout: step 0 with dist_ckpt, huggingface/ (config, tokenizer), manifest, tracker.
+    Returns the bytes written and the note on the model dir's files left out."""
     step = layout.step_dir(run, 0)
     written, records = _write_model(
         plan, step / layout.DIST_CKPT_DIR, progress, True, allow_nonfinite
     )
     assets = step / layout.HF_ASSETS_DIR
     assets.mkdir()
-    for name, load in _asset_files(str(hf_dir), "local").items():
+    copied = _asset_files(str(hf_dir), "local")
+    for name, load in copied.items():
         target = assets / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(load())
@@ -566,7 +588,7 @@ def _write_run_dir(
         os.fsync(handle.fileno())
     layout.fsync_path(step)
     layout.write_tracker(run, 0)
-    return written
+    return written, copied.left_out_note(str(hf_dir))
 
 
 def _package_versions() -> dict[str, str]:

@@ -41,7 +41,7 @@ from mfsdp_ckpt.convert.export_hf import (
 )
 from mfsdp_ckpt.convert.export_plan import choose_dtype
 from mfsdp_ckpt.convert.export_scheduler import Progress
-from mfsdp_ckpt.convert.export_source import _asset_files, load_copied_config
+from mfsdp_ckpt.convert.export_source import AssetFiles, _asset_files, load_copied_config
 from mfsdp_ckpt.convert.export_verify import _bits
 from mfsdp_ckpt.format import layout, state_keys
 from mfsdp_ckpt.format.dtypes import BY_NAME, DType
@@ -128,7 +128,16 @@ def export_lora(
         else:
             assets = str(hf_config) if hf_config is not None else str(paths.hf_assets)
             result = _write_merged(
-                adapter, base, assets, tmp, dtype, max_shard_size, verify, progress, base_progress
+                adapter,
+                base,
+                assets,
+                tmp,
+                dtype,
+                max_shard_size,
+                verify,
+                progress,
+                base_progress,
+                own_assets=hf_config is None,
             )
         if verify:  # bytes flipped after save match their own reads: hash them too
             result.mismatches = manifest_hash_errors(paths) + (result.mismatches or [])
@@ -317,11 +326,15 @@ def _write_merged(
     verify: bool,
     progress: Progress | None,
     base_progress: ByteProgress | None,
+    *,
+    own_assets: bool,
 ) -> ExportResult:
-    """The HF model dir: the checkpoint's config and tokenizer files, and every base tensor
-    (adapted ones merged) in the export dtype (`auto`: the config's)."""
-
-    assets = _asset_files(asset_location, "local") if Path(asset_location).exists() else {}
+    """The HF model dir: the config and tokenizer files of `asset_location` (`own_assets`:
+    the checkpoint's huggingface/, copied whole; else a model dir: `_asset_files`), and
+    every base tensor (adapted ones merged) in the export dtype (`auto`: the config's)."""
+    assets = AssetFiles({})
+    if Path(asset_location).exists():
+        assets = _asset_files(asset_location, "local", whole=own_assets)
     if "config.json" not in assets:
         raise ExportUsageError(
             f"{asset_location}: no config.json; pass --hf-config DIR|config.json"
@@ -335,7 +348,7 @@ def _write_merged(
     deltas: dict[str, Callable[[], torch.Tensor]] = {
         name: functools.partial(adapter.delta, module) for name, module in adapted.items()
     }
-    return write_merged(
+    result = write_merged(
         config,
         assets,
         asset_location,
@@ -348,6 +361,8 @@ def _write_merged(
         verify,
         progress,
     )
+    result.notes += assets.left_out_note(asset_location)
+    return result
 
 
 def write_merged(

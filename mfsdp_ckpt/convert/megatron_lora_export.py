@@ -281,7 +281,7 @@ def merge_onto_base(
         if result.mismatches:
             raise ExportVerifyError(result.mismatches)
         claim.publish_synced()
-    result.notes += lora.notes
+    result.notes += lora.notes + prepared.assets.left_out_note(prepared.asset_location)
     result.left_out(mtp)
     result.out_dir, result.seconds = str(out), time.monotonic() - started
     return result

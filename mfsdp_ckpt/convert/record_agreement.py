@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mfsdp_ckpt.convert.hf_config import HFConfigError, read_config_json
+from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry, read_config_json
 from mfsdp_ckpt.convert.megatron_config import (
     DerivedConfig,
     MegatronConfigError,
@@ -86,6 +86,7 @@ def _against_own_config(given: dict[str, Any], paths: layout.CheckpointPaths | N
     if paths is None or paths.hf_dir is None:
         return None
     try:
+        check_geometry(given, "config.json")  # impossible sizes are named where export plans
         own_file, own = read_config_json(paths.hf_dir / "config.json", paths.root)
     except HFConfigError:
         return None

@@ -595,7 +595,8 @@ def test_an_out_nothing_can_be_created_beside_is_one_line_naming_out(tmp_path, c
     source = str(FIXTURES / "megatron_fsdp_qwen2" / "run")
     if command == "import-hf":
         source = str(hf_model(tmp_path))
-    extra = ["--hf-config", str(hf_model(tmp_path))] if command == "export-hf" else []
+    own_config = FIXTURES / "megatron_fsdp_qwen2" / "run" / "global_step_2" / "huggingface"
+    extra = ["--hf-config", str(own_config)] if command == "export-hf" else []
     done = mfsdp("ckpt", command, source, "--out", "/proc/mfsdp-out", *extra)
     assert done.returncode == 2, done.stdout + done.stderr
     line = one_error(done.stderr, "/proc/mfsdp-out")
