@@ -123,7 +123,12 @@ def _run(out: Path, nproc: int, steps: int) -> None:
             "cli.train",
         ]
     _say(f"train: {nproc} process(es), FSDP2 on CPU, {steps} steps")
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    from trainer.threads import configure_threads
+
+    # chosen here, as `mfsdp train` chooses for the ranks it launches (they inherit it): a
+    # pinned OMP_NUM_THREADS=1 read to them as the user's, whom `-v` told to unset it
+    configure_threads(nproc)
+    env = dict(os.environ)
     env[CONFIG_CHECKED] = "1"  # as under `mfsdp train`: one line for a mistake or a Ctrl-C
     if run_ranks(command, env=env) != 0:  # in the user's directory: `--out` may be relative
         raise SystemExit(1)

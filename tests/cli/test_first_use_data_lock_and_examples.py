@@ -6,6 +6,7 @@ silently meant "no path"."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import signal
@@ -385,3 +386,25 @@ def test_every_example_that_reads_only_what_the_demo_wrote_runs_as_printed(
         assert done.exit_code == 0, f"{where}: {command}: {done.output}"
         ran.add(command)
     assert len(ran) >= 10, sorted(ran)
+
+
+def test_the_demo_chooses_threads_as_train_does_and_says_so(tmp_path):
+    """The demo pinned OMP_NUM_THREADS=1 for its ranks, which then read it as the user's:
+    `mfsdp -v demo` said "(OMP_NUM_THREADS as set); unset OMP_NUM_THREADS to let mfsdp
+    choose" to a user who had set nothing."""
+    from trainer.threads import CHOSEN_MARKER
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", CHOSEN_MARKER)}
+    done = subprocess.run(
+        [sys.executable, "-c", "from cli.main import main; main()", "-v", "demo", "--out"]
+        + [str(tmp_path / "d")]
+        + ["--steps", "1", "--nproc", "1"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = [line for line in done.stderr.splitlines() if "[mfsdp.threads]" in line]
+    assert len(said) == 1 and "set OMP_NUM_THREADS to override" in said[0], said
