@@ -18,7 +18,8 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,7 @@ from mfsdp_ckpt.format.file_hash import (
     rehash_like,
 )
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError
+from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, _chosen_files
 
 if TYPE_CHECKING:
     from mfsdp_ckpt.check.validate import ValidationReport
@@ -120,13 +122,22 @@ def _is_plain_name(name: Any) -> bool:
 
 
 def base_weight_files(base_dir: str | os.PathLike) -> list[str]:
-    """Weight files directly in a model dir (HF cache snapshots link them: links are followed)."""
+    """The weight files of a model dir that make up the model (HF cache snapshots link them:
+    links are followed): its safetensors as transformers picks them, which is what training
+    loads (model.safetensors, else the files its index names, else the one file there is;
+    a model_old.safetensors or Mistral's consolidated.safetensors beside them is no part of
+    the model, and a merge that read it took its tensors); with no safetensors, every
+    *.bin, *.pt and *.pth there. SafetensorsError for safetensors transformers cannot pick
+    from (several and no index, a damaged index)."""
     root = Path(base_dir)
-    return sorted(
+    found = sorted(
         entry.name
         for entry in root.iterdir()
         if entry.name.endswith(BASE_WEIGHT_SUFFIXES) and entry.is_file()
     )
+    if not any(name.endswith(".safetensors") for name in found):
+        return found
+    return _chosen_files(root, [])[0]
 
 
 def describe_base_model(
@@ -149,13 +160,18 @@ def describe_base_model(
 def rehashed_like(
     current: BaseModelRecord, trained_on: BaseModelRecord, workers: int = 4
 ) -> BaseModelRecord:
-    """`current` with each file that `trained_on` recorded under another algorithm hashed
-    again with that one (an adapter saved before XXH3 recorded sha256), so that
-    `base_mismatch` compares like for like; `current` itself when nothing differs."""
+    """`current` with each file `trained_on` records hashed as it records it, so that
+    `base_mismatch` compares like for like: again under that algorithm when `current` used
+    another (an adapter saved before XXH3 recorded sha256), and at all when `current` left
+    it out but the base dir has it (a run before `base_weight_files` picked the model's
+    files recorded every weight file there: such a file must still be there, unchanged, as
+    then); `current` itself when nothing differs."""
+    root = Path(current.path) if current.path is not None else None
     stale = {
         name: record
         for name, record in trained_on.files.items()
-        if name in current.files and current.files[name].algorithm != record.algorithm
+        if (name in current.files and current.files[name].algorithm != record.algorithm)
+        or (name not in current.files and root is not None and (root / name).is_file())
     }
     if not stale or current.path is None:
         return current
@@ -187,6 +203,8 @@ def base_model_problems(
         present = set(base_weight_files(root))
     except OSError as err:
         return [(str(root), f"cannot list the base model dir ({err.strerror})")], []
+    except SafetensorsError as err:
+        return [(str(root), str(err).removeprefix(f"{root}: "))], []
     errors = [
         (str(root / name), "weight file not in the manifest's base model record")
         for name in sorted(present - set(record.files))
@@ -331,6 +349,44 @@ def not_plain_lora(settings: Callable[[str, Any], Any]) -> tuple[str, Any] | Non
         if value != plain and (value or plain):
             return name, value
     return None
+
+
+def plain_lora_init(init: Any) -> bool:
+    """Whether `init` (LoraConfig's init_lora_weights) is plain LoRA's: B starts at zero or
+    A and B start as saved (true, false, "gaussian"; absent). Any other (pissa, olora,
+    corda, loftq, eva, ...) derives A and B from the base, and most rewrite the base weights
+    in place as peft injects the adapter: a merge onto the base on disk, or GRPO's reference
+    (the base with adapters off), is then not the model that trained."""
+    if isinstance(init, str):
+        return init.lower() == "gaussian"
+    return init is None or isinstance(init, bool)
+
+
+_IN_LAYER = re.compile(r"^.+?\.layers\.(?P<layer>[0-9]+)\.(?P<rest>.+)$")
+
+
+def peft_target_modules(adapted: Collection[str], num_layers: int | None) -> list[str]:
+    """adapter_config.json's target_modules for adapters on the `adapted` module paths, so
+    that peft adds adapters exactly there: their own names (q_proj, ...), as verl and peft
+    write them, when each of the `num_layers` decoder layers has the same adapted modules;
+    else (a regex or layers_to_transform picked some layers, or the layer count is not
+    known) the full paths, since by own name peft would adapt every layer and the adapter's
+    weights would no longer fit."""
+    per_layer: dict[int, set[str]] = defaultdict(set)
+    for module in adapted:
+        match = _IN_LAYER.match(module)
+        if match is None:
+            return sorted(adapted)
+        per_layer[int(match["layer"])].add(match["rest"])
+    rests = set().union(*per_layer.values())
+    short = {rest.rsplit(".", 1)[-1] for rest in rests}
+    uniform = (
+        num_layers is not None
+        and sorted(per_layer) == list(range(num_layers))
+        and all(found == rests for found in per_layer.values())
+        and len(short) == len(rests)
+    )
+    return sorted(short) if uniform else sorted(adapted)
 
 
 def read_lora_settings(manifest: Manifest, source: str = "manifest.json") -> LoraSettings:

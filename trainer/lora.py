@@ -40,6 +40,8 @@ from mfsdp_ckpt.lora import (
     base_mismatch,
     describe_base_model,
     not_plain_lora,
+    peft_target_modules,
+    plain_lora_init,
     read_base_model,
     rehashed_like,
 )
@@ -121,7 +123,7 @@ def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
     for name, param in model.named_parameters():
         param.requires_grad_(is_adapter_param(name))
     model._mfsdp_lora = LoraSetup(
-        peft_config=_json_safe_config(config, adapted),
+        peft_config=_json_safe_config(config, adapted, _layer_count(model)),
         base_path=cfg.path,
         random_init=cfg.random_init,
         seed=seed,
@@ -224,13 +226,24 @@ def _read_adapter(path: Path) -> tuple[Any, dict[str, torch.Tensor]]:
 
 def _refuse_unsupported(config: Any, cfg: ModelConfig) -> None:
     """PEFT settings that change what the adapter computes beyond plain B @ A * alpha / r:
-    export merges plain LoRA only, so a run refuses them up front rather than at export."""
+    export merges plain LoRA only, so a run refuses them up front rather than at export. An
+    init that is not plain LoRA's (PiSSA, OLoRA, ...) is refused before peft injects it:
+    injecting rewrites the frozen base in place, which the merged export and GRPO's
+    reference (adapters off) then no longer are."""
+    where = "model"
+    if cfg.lora_adapter_path:
+        where = f"model.lora_adapter_path ({cfg.lora_adapter_path})"
     found = not_plain_lora(lambda name, plain: getattr(config, name, plain))
     if found is not None:
-        where = "model"
-        if cfg.lora_adapter_path:
-            where = f"model.lora_adapter_path ({cfg.lora_adapter_path})"
         raise ConfigError(f"{where}: LoRA option {found[0]}={found[1]!r} is not supported")
+    init = getattr(config, "init_lora_weights", True)
+    if not plain_lora_init(init):
+        raise ConfigError(
+            f"{where}: init_lora_weights={init!r:.120} is not plain LoRA's init (peft would rewrite"
+            " the frozen base weights with it, and the merged export and GRPO's reference"
+            " use the base as saved); use an adapter with init_lora_weights true, false or"
+            " gaussian"
+        )
 
 
 def _adapted_modules(model: torch.nn.Module) -> list[str]:
@@ -252,11 +265,18 @@ def _load_adapter_weights(model: torch.nn.Module, weights: dict, path: str | Non
         )
 
 
-def _json_safe_config(config: Any, adapted: list[str]) -> dict[str, Any]:
-    """adapter_config.json contents. target_modules lists the adapted layers' own names
-    (q_proj, ...), which PEFT matches by suffix and vLLM's LoRA loader expects."""
+def _layer_count(model: torch.nn.Module) -> int | None:
+    """The decoder's layer count from the Hugging Face config (None when it names none)."""
+    count = getattr(getattr(model, "config", None), "num_hidden_layers", None)
+    return count if isinstance(count, int) else None
+
+
+def _json_safe_config(config: Any, adapted: list[str], num_layers: int | None) -> dict[str, Any]:
+    """adapter_config.json contents. target_modules names exactly the adapted layers
+    (`peft_target_modules`): their own names (q_proj, ...) when every layer has them, which
+    PEFT matches by suffix and vLLM's LoRA loader expects; else their full paths."""
     data = config.to_dict()
-    data["target_modules"] = sorted({name.rsplit(".", 1)[-1] for name in adapted})
+    data["target_modules"] = peft_target_modules(adapted, num_layers)
     if isinstance(data["lora_alpha"], float) and data["lora_alpha"].is_integer():
         data["lora_alpha"] = int(data["lora_alpha"])  # as verl and PEFT write it
     data["inference_mode"] = True  # what a saved adapter says (PEFT's save_pretrained sets it)

@@ -322,10 +322,28 @@ def saved_peft_adapter(location: str) -> Path | None:
     trainer = ((os.pardir,),) if hf_trainer.MODEL_DCP_RE.match(Path(location).name) else ()
     for parts in (*_PEFT_ADAPTER_DIRS, *trainer):
         folder = Path(os.path.normpath(os.path.join(location, *parts)))
-        found = stat_inside(folder / "adapter_config.json", follow_symlinks=False)
-        if found is not None and stat.S_ISREG(found.st_mode):
+        if _holds_adapter_config(folder):
             return folder
-    return None
+    return _named_adapter_dir(Path(location).parent) if trainer else None
+
+
+def _named_adapter_dir(checkpoint: Path) -> Path | None:
+    """peft saves an adapter not named "default" in checkpoint-N/<its name>/: that dir, when
+    exactly one holds an adapter_config.json (of several, which one the DCP holds is not
+    known)."""
+    try:
+        with os.scandir(checkpoint) as entries:
+            folders = [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
+    except OSError:  # not a local dir (a URL): nothing saved beside it here
+        return None
+    named = [folder for folder in folders if _holds_adapter_config(folder)]
+    return named[0] if len(named) == 1 else None
+
+
+def _holds_adapter_config(folder: Path) -> bool:
+    """An adapter_config.json there, a regular file and not a link (reads stay inside)."""
+    found = stat_inside(folder / "adapter_config.json", follow_symlinks=False)
+    return found is not None and stat.S_ISREG(found.st_mode)
 
 
 def _saved_peft_adapter(location: str) -> str:

@@ -2,9 +2,10 @@
 
 A LoRA step holds the adapter only; its manifest names the base model dir and the digest
 of each weight file (`mfsdp_ckpt/lora.py`). The merged export streams the base's
-safetensors one tensor at a time, adds `scale * B @ A` (in fp32) to each adapted weight,
-casts to the export dtype and writes it: peak memory is one base tensor plus its delta,
-and the result loads with plain `transformers`. The base files are hashed first and must
+safetensors (the files transformers loads, as training did) one tensor at a time, adds
+`scale * B @ A` (in fp32) to each adapted weight, casts to the export dtype and writes it:
+peak memory is one base tensor plus its delta, and the result loads with plain
+`transformers`. The base files are hashed first and must
 match the manifest: merging onto another base would silently produce a different model.
 `adapter_only` writes `adapter_config.json` + `adapter_model.safetensors`, which
 `peft.PeftModel.from_pretrained(base, DIR)` loads; it needs no base at all.
@@ -21,10 +22,9 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.check.validate import (
     ERROR,
@@ -36,15 +36,21 @@ from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, Expo
 from mfsdp_ckpt.convert.export_hf import (
     ExportResult,
     _check_out_dir,
+    _refuse_config_against_record,
     _set_config_dtype,
     model_dirs_of,
 )
 from mfsdp_ckpt.convert.export_plan import choose_dtype
 from mfsdp_ckpt.convert.export_scheduler import Progress
-from mfsdp_ckpt.convert.export_source import AssetFiles, _asset_files, load_copied_config
+from mfsdp_ckpt.convert.export_source import (
+    AssetFiles,
+    _asset_files,
+    load_copied_config,
+    source_for,
+)
 from mfsdp_ckpt.convert.export_verify import _bits
+from mfsdp_ckpt.convert.hf_config import HFConfigError, read_config_json
 from mfsdp_ckpt.format import layout, state_keys
-from mfsdp_ckpt.format.dtypes import BY_NAME, DType
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.lora import (
     ADAPTER_CONFIG_FILE,
@@ -56,11 +62,14 @@ from mfsdp_ckpt.lora import (
     base_model_problems,
     parse_adapter_key,
     peft_name,
+    peft_target_modules,
+    plain_lora_init,
     read_base_model,
     read_lora_settings,
 )
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.reader import CheckpointReader
+from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource
 from mfsdp_ckpt.storage.safetensors_writer import SINGLE_FILE, ShardedSafetensorsWriter, Spec
 from mfsdp_ckpt.storage.tensorstore_store import is_url
 
@@ -68,7 +77,6 @@ if TYPE_CHECKING:
     import torch
 
 MERGED_LAYOUT, ADAPTER_LAYOUT = "hf (LoRA merged)", "peft adapter"
-_BY_SAFETENSORS_CODE = {d.safetensors: d for d in BY_NAME.values() if d.safetensors}
 
 
 def lora_manifest(ckpt: str | os.PathLike) -> Manifest | None:
@@ -121,24 +129,27 @@ def export_lora(
     out = Path(out_dir)
     keep = [p.resolve() for p in (paths.dist_ckpt, paths.step_dir, paths.run_dir) if p is not None]
     _check_out_dir(out, keep, model_dirs_of(hf_config, base.path if base else None))
+    if not adapter_only:
+        _refuse_rewritten_base(manifest, paths)
+        assets, asset_location = _merged_assets(paths, adapter.reader, hf_config)
     with claim_output(out, overwrite) as claim:
         tmp = claim.tmp
         if adapter_only:
-            result = _write_adapter(adapter, manifest, base, tmp, dtype, verify, progress)
+            result = _write_adapter(adapter, manifest, base, paths, tmp, dtype, verify, progress)
         else:
-            assets = str(hf_config) if hf_config is not None else str(paths.hf_assets)
             result = _write_merged(
                 adapter,
                 base,
                 assets,
+                asset_location,
                 tmp,
                 dtype,
                 max_shard_size,
                 verify,
                 progress,
                 base_progress,
-                own_assets=hf_config is None,
             )
+            result.notes += _weights_not_from_hf_config(hf_config, base)
         if verify:  # bytes flipped after save match their own reads: hash them too
             result.mismatches = manifest_hash_errors(paths) + (result.mismatches or [])
             if result.mismatches:
@@ -168,6 +179,56 @@ def _refuse_if_invalid(
     ]
     if errors:
         raise invalid_checkpoint(errors, step_dir)
+
+
+def _refuse_rewritten_base(manifest: Manifest, paths: layout.CheckpointPaths) -> None:
+    """A run started from an adapter whose init_lora_weights rewrote the base as peft
+    injected it (PiSSA, OLoRA, ...; training refuses those now) trained on that rewritten
+    base: merged onto the base on disk it is another model. Its PEFT adapter is not: peft
+    redoes the rewrite when it loads one."""
+    assert manifest.lora is not None  # lora_manifest() returns only manifests with one
+    init = manifest.lora.get("init_lora_weights", True)
+    if not plain_lora_init(init):
+        raise ExportError(
+            f"{paths.manifest}: the adapter's init_lora_weights {init!r:.120} rewrote the base"
+            " weights it trained on, so a merge onto the base on disk is not the trained"
+            " model; export it with --adapter-only (peft redoes that rewrite on load)"
+        )
+
+
+def _merged_assets(
+    paths: layout.CheckpointPaths, reader: CheckpointReader, hf_config: str | os.PathLike | None
+) -> tuple[AssetFiles, str]:
+    """(the config and tokenizer files the merged model gets, where from): --hf-config's (a
+    model dir's model files, `_asset_files`) or the checkpoint's own huggingface/ (whole).
+    A config.json that contradicts the checkpoint's own (another head split, an untied head
+    over a tied one) is refused before anything is written, as the full export refuses it
+    (`_refuse_config_against_record`): the merge would write the base's tensors under a
+    model they are not."""
+    location = str(hf_config) if hf_config is not None else str(paths.hf_assets)
+    assets = AssetFiles({})
+    if Path(location).exists():
+        assets = _asset_files(location, "local", whole=hf_config is None)
+    if "config.json" not in assets:
+        raise ExportUsageError(f"{location}: no config.json; pass --hf-config DIR|config.json")
+    _refuse_config_against_record(source_for(paths, reader), paths, location, assets, hf_config)
+    return assets, location
+
+
+def _weights_not_from_hf_config(
+    hf_config: str | os.PathLike | None, base: BaseModelRecord | None
+) -> list[str]:
+    """A note when --hf-config names another dir than the adapter's base: the merge takes
+    its config and tokenizer files only, the weights are the recorded base's (a user may
+    have meant to merge onto that dir, as with a Megatron adapter saved alone)."""
+    if hf_config is None or base is None or base.path is None:
+        return []
+    if model_dirs_of(hf_config) == [Path(base.path).resolve()]:
+        return []
+    return [
+        f"--hf-config {hf_config}: its config and tokenizer files only; the weights merged"
+        f" are those of the adapter's base, {base.path}"
+    ]
 
 
 # --------------------------------------------------------------------------- the adapter
@@ -226,13 +287,16 @@ def _write_adapter(
     adapter: _Adapter,
     manifest: Manifest,
     base: BaseModelRecord | None,
+    paths: layout.CheckpointPaths,
     tmp: Path,
     dtype: str,
     verify: bool,
     progress: Progress | None,
 ) -> ExportResult:
     """adapter_model.safetensors (PEFT's names; `auto` keeps the stored dtype) and the
-    recorded PEFT config as adapter_config.json."""
+    recorded PEFT config as adapter_config.json, its target_modules naming exactly the
+    stored adapters' modules (`peft_target_modules`: a run whose target_modules regex
+    picked some layers recorded their own names, q_proj, ..., which adapt every layer)."""
     stored = adapter.reader.tensors
     out_dtype = {key: choose_dtype(dtype, None, [stored[key]]) for _, key in adapter.keys()}
 
@@ -245,7 +309,11 @@ def _write_adapter(
     _write_all(writer, list(targets), lambda name: tensor(targets[name]), progress)
     os.replace(tmp / SINGLE_FILE, tmp / ADAPTER_WEIGHTS_FILE)
     assert manifest.lora is not None  # lora_manifest() returns only manifests with one
-    config = dict(manifest.lora, base_model_name_or_path=base.path if base is not None else None)
+    config = dict(
+        manifest.lora,
+        base_model_name_or_path=base.path if base is not None else None,
+        target_modules=peft_target_modules(adapter.modules, _layer_count(paths)),
+    )
     (tmp / ADAPTER_CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     mismatches = None
     if verify:
@@ -266,21 +334,25 @@ def _write_adapter(
     )
 
 
+def _layer_count(paths: layout.CheckpointPaths) -> int | None:
+    """num_hidden_layers of the config.json the checkpoint keeps (None when it keeps none
+    that says: then target_modules names every adapted module in full)."""
+    if paths.hf_dir is None:
+        return None
+    try:
+        count = read_config_json(paths.hf_dir, paths.root)[1].get("num_hidden_layers")
+    except HFConfigError:
+        return None
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+
 # --------------------------------------------------------------------------- merged
-@dataclass(frozen=True)
-class _BaseTensor:
-    file: str
-    dtype: DType
-    shape: tuple[int, ...]
-
-
-def _base_tensors(
-    base: BaseModelRecord | None, progress: ByteProgress | None
-) -> tuple[Path, dict[str, _BaseTensor]]:
-    """The base's safetensors tensors (names, dtypes, shapes from the headers), after checking
-    that the base on disk is, byte for byte, the one the adapter was trained on (hashing all
-    of it, reported to `progress`)."""
-
+def _base_source(base: BaseModelRecord | None, progress: ByteProgress | None) -> SafetensorsSource:
+    """The base's safetensors weights as training loaded them (`SafetensorsSource` picks the
+    files transformers does: a stray model_old.safetensors or Mistral's consolidated file
+    beside them is not read), after checking that the base on disk is, byte for byte, the
+    one the adapter was trained on (hashing all of it, reported to `progress`). Its files
+    may lead anywhere, as in training: the base is the run's own model dir."""
     if base is None or base.path is None or base.random_init:
         raise ExportError(
             "the base model was a random init: there is nothing to merge onto "
@@ -292,33 +364,13 @@ def _base_tensors(
         raise ExportError(
             f"{where}: {what}; a merged export needs that exact base (or use --adapter-only)"
         )
-    root = Path(base.path)
-    return root, safetensors_tensors(root, sorted(base.files))
-
-
-def safetensors_tensors(root: Path, names: list[str]) -> dict[str, _BaseTensor]:
-    """The tensors of the *.safetensors among `names` in `root`, from their headers."""
-    from safetensors import safe_open
-
-    files = [name for name in names if name.endswith(".safetensors")]
-    if not files:
-        raise ExportError(f"{root}: no *.safetensors weights (a merged export reads those only)")
-    tensors: dict[str, _BaseTensor] = {}
-    for file in files:
-        with safe_open(str(root / file), framework="pt") as handle:
-            for name in handle.keys():
-                piece = handle.get_slice(name)
-                dtype = _BY_SAFETENSORS_CODE.get(piece.get_dtype())
-                if dtype is None:
-                    unknown = piece.get_dtype()
-                    raise ExportError(f"{root / file} [{name}]: dtype {unknown} is not supported")
-                tensors[name] = _BaseTensor(file, dtype, tuple(piece.get_shape()))
-    return tensors
+    return SafetensorsSource(base.path, links_anywhere=True)
 
 
 def _write_merged(
     adapter: _Adapter,
     base: BaseModelRecord | None,
+    assets: AssetFiles,
     asset_location: str,
     tmp: Path,
     dtype: str,
@@ -326,40 +378,20 @@ def _write_merged(
     verify: bool,
     progress: Progress | None,
     base_progress: ByteProgress | None,
-    *,
-    own_assets: bool,
 ) -> ExportResult:
-    """The HF model dir: the config and tokenizer files of `asset_location` (`own_assets`:
-    the checkpoint's huggingface/, copied whole; else a model dir: `_asset_files`), and
-    every base tensor (adapted ones merged) in the export dtype (`auto`: the config's)."""
-    assets = AssetFiles({})
-    if Path(asset_location).exists():
-        assets = _asset_files(asset_location, "local", whole=own_assets)
-    if "config.json" not in assets:
-        raise ExportUsageError(
-            f"{asset_location}: no config.json; pass --hf-config DIR|config.json"
-        )
+    """The HF model dir: `assets` (from `asset_location`: `_merged_assets`), and every base
+    tensor (adapted ones merged) in the export dtype (`auto`: the config's)."""
     for name, load in assets.items():
         (tmp / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp / name).write_bytes(load())
     config = load_copied_config(tmp / "config.json", asset_location)
-    root, tensors = _base_tensors(base, base_progress)
-    adapted = _check_fits_base(adapter, root, tensors)
+    source = _base_source(base, base_progress)
+    adapted = _check_fits_base(adapter, source)
     deltas: dict[str, Callable[[], torch.Tensor]] = {
         name: functools.partial(adapter.delta, module) for name, module in adapted.items()
     }
     result = write_merged(
-        config,
-        assets,
-        asset_location,
-        root,
-        tensors,
-        deltas,
-        tmp,
-        dtype,
-        max_shard_size,
-        verify,
-        progress,
+        config, assets, asset_location, source, deltas, tmp, dtype, max_shard_size, verify, progress
     )
     result.notes += assets.left_out_note(asset_location)
     return result
@@ -369,8 +401,7 @@ def write_merged(
     config,
     assets: dict[str, Callable[[], bytes]],
     asset_location: str,
-    root: Path,
-    tensors: dict[str, _BaseTensor],
+    source: SafetensorsSource,
     deltas: dict[str, Callable[[], torch.Tensor]],
     tmp: Path,
     dtype: str,
@@ -378,11 +409,10 @@ def write_merged(
     verify: bool,
     progress: Progress | None,
 ) -> ExportResult:
-    """Every base tensor of `root` (those in `deltas` plus their fp32 delta) in the export
-    dtype (`auto`: the config's) into `tmp`, where the config and assets already are; one
-    base tensor and its delta in memory at a time."""
-    from safetensors import safe_open
-
+    """Every tensor of the base model `source` (those in `deltas` plus their fp32 delta) in
+    the export dtype (`auto`: the config's) into `tmp`, where the config and assets already
+    are; one base tensor and its delta in memory at a time."""
+    tensors = source.tensors
     out_dtype = choose_dtype(dtype, config, [])
     dtypes = {
         name: out_dtype if t.dtype.is_floating_point else t.dtype for name, t in tensors.items()
@@ -391,26 +421,21 @@ def write_merged(
     order = sorted(tensors, key=lambda name: tensors[name].file)
     specs: list[Spec] = [(name, dtypes[name], tensors[name].shape) for name in order]
     writer = ShardedSafetensorsWriter(tmp, specs, max_shard_size)
-    with ExitStack() as stack:
-        handles: dict[str, Any] = {}  # safetensors' safe_open handles, by file
 
-        def merged(name: str) -> torch.Tensor:
-            file = tensors[name].file
-            if file not in handles:
-                handles[file] = stack.enter_context(safe_open(str(root / file), framework="pt"))
-            tensor = handles[file].get_tensor(name)
-            if name in deltas:
-                tensor = tensor.float() + deltas[name]()
-            return tensor.to(dtypes[name].torch)
+    def merged(name: str) -> torch.Tensor:
+        tensor = source.read(name)
+        if name in deltas:
+            tensor = tensor.float() + deltas[name]()
+        return tensor.to(dtypes[name].torch)
 
-        _write_all(writer, order, merged, progress)
-        _set_config_dtype(tmp / "config.json", out_dtype)
-        mismatches = None
-        if verify:
-            mismatches = []
-            for file in sorted(writer.files):
-                written = [name for name in order if writer.slots[name].file == file]
-                mismatches += _compare(tmp / file, written, merged)
+    _write_all(writer, order, merged, progress)
+    _set_config_dtype(tmp / "config.json", out_dtype)
+    mismatches = None
+    if verify:
+        mismatches = []
+        for file in sorted(writer.files):
+            written = [name for name in order if writer.slots[name].file == file]
+            mismatches += _compare(tmp / file, written, merged)
     notes = (
         []
         if any(n.startswith("tokenizer") for n in assets)
@@ -430,14 +455,13 @@ def write_merged(
     )
 
 
-def _check_fits_base(
-    adapter: _Adapter, root: Path, tensors: dict[str, _BaseTensor]
-) -> dict[str, str]:
+def _check_fits_base(adapter: _Adapter, source: SafetensorsSource) -> dict[str, str]:
     """{base weight name: module} for every adapted module; each must exist with B @ A's shape."""
     adapted = {}
+    root = source.root
     for module, pair in adapter.modules.items():
         name = f"{module}.weight"
-        target = tensors.get(name)
+        target = source.tensors.get(name)
         stored = adapter.reader.tensors
         rows, cols = stored[pair["B"]].shape[0], stored[pair["A"]].shape[1]
         if target is None:

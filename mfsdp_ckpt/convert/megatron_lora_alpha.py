@@ -24,7 +24,7 @@ from mfsdp_ckpt.convert.megatron_config import ARGS_KEY, read_args, run_config_d
 from mfsdp_ckpt.convert.megatron_lora import SUPPORTED_VARIANT, MegatronLora
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
-from mfsdp_ckpt.lora import MAX_ADAPTER_CONFIG_BYTES, not_plain_lora
+from mfsdp_ckpt.lora import MAX_ADAPTER_CONFIG_BYTES, not_plain_lora, plain_lora_init
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.unique_json import loads_object, parse_json
 
@@ -71,11 +71,6 @@ def _from_run_config(
     return f"LoRA alpha {alpha:g} from {where}" if alpha is not None else None
 
 
-# init_lora_weights that replace the base weights the adapter is added to (peft redoes it
-# when it loads the adapter; a merge onto the saved base would not)
-_BASE_CHANGING_INITS = ("pissa", "olora", "corda", "loftq")
-
-
 def _saved_adapter_config(folder: Path | None, root: Path) -> tuple[dict, Path] | None:
     """The adapter_config.json of the Hugging Face PEFT adapter saved beside the checkpoint,
     with every setting this export cannot reproduce refused (ForeignWeightsError naming it,
@@ -95,10 +90,11 @@ def _saved_adapter_config(folder: Path | None, root: Path) -> tuple[dict, Path] 
             f"{file}: {found[0]} {found[1]!r:.120}; export-hf converts {SUPPORTED_VARIANT} only"
         )
     init = data.get("init_lora_weights")
-    if isinstance(init, str) and init.lower().startswith(_BASE_CHANGING_INITS):
+    if not plain_lora_init(init):
         raise ForeignWeightsError(
-            f"{file}: init_lora_weights {init!r} replaces the base weights the adapter is"
-            " added to (peft redoes it when it loads the adapter); export-hf converts"
+            f"{file}: init_lora_weights {init!r:.120} is not plain LoRA's init (pissa, olora"
+            " and the like replace the base weights the adapter is added to, and peft redoes"
+            " that when it loads the adapter; a merge does not); export-hf converts"
             f" {SUPPORTED_VARIANT} only"
         )
     return data, file

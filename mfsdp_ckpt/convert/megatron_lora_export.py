@@ -28,7 +28,7 @@ from mfsdp_ckpt.convert.export_hf import (
     _write_assets,
     prepare_source,
 )
-from mfsdp_ckpt.convert.export_plan import choose_dtype, plan_adapter
+from mfsdp_ckpt.convert.export_plan import _live_peft_hint, choose_dtype, plan_adapter
 from mfsdp_ckpt.convert.export_scheduler import Progress
 from mfsdp_ckpt.convert.export_source import (
     _resolve_source,
@@ -39,7 +39,6 @@ from mfsdp_ckpt.convert.lora_export import (
     ADAPTER_LAYOUT,
     _compare,
     _write_all,
-    safetensors_tensors,
     write_merged,
 )
 from mfsdp_ckpt.convert.megatron_lora import (
@@ -55,10 +54,11 @@ from mfsdp_ckpt.lora import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
     AdapterKey,
-    base_weight_files,
     peft_name,
+    peft_target_modules,
 )
 from mfsdp_ckpt.storage.out_dir import claim_output
+from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource
 from mfsdp_ckpt.storage.safetensors_writer import SINGLE_FILE, ShardedSafetensorsWriter, Spec
 
 if TYPE_CHECKING:
@@ -92,10 +92,11 @@ def export_megatron_adapter(
         raise AmbiguousStateError(f"{source.location}: {err}") from None
     except MappingError as err:  # ambiguous names, virtual-pipeline chunks
         raise ExportError(f"{source.location}: {err}") from None
-    if not holds_adapters(names):
+    if not holds_adapters(names):  # a live PEFT model's state dict is named, as merging does
         raise ExportUsageError(
             f"{ckpt}: not a local LoRA checkpoint (its manifest records no adapter) nor a"
             " Megatron or PEFT LoRA one (no adapter tensors); --adapter-only needs one"
+            f"{_live_peft_hint(list(names))}"
         )
     prepared = prepare_source(ckpt, out, hf_config, io, role, source)
     with claim_output(out, overwrite) as claim:
@@ -119,19 +120,16 @@ def export_megatron_adapter(
 
 
 def peft_config(lora: MegatronLora, num_layers: int) -> dict:
-    """PEFT's LoraConfig as adapter_config.json: target_modules by short name when every
-    layer has the same adapted modules, else by full module name (Bridge's target_modules
-    may pick layers), so that PEFT adds adapters exactly where the weights are."""
-    modules = lora.hf_modules()
-    short = sorted({module.rsplit(".", 1)[-1] for module in modules})
-    uniform = len(modules) == len(short) * num_layers
+    """PEFT's LoraConfig as adapter_config.json: target_modules such that PEFT adds
+    adapters exactly where the weights are (`peft_target_modules`: Bridge's target_modules
+    may pick layers)."""
     assert lora.alpha is not None  # set_lora_scale ran
     return {
         "peft_type": "LORA",
         "task_type": "CAUSAL_LM",
         "r": lora.rank,
         "lora_alpha": lora.alpha,
-        "target_modules": short if uniform else modules,
+        "target_modules": peft_target_modules(lora.hf_modules(), num_layers),
         "lora_dropout": 0.0,
         "bias": "none",
         "fan_in_fan_out": False,
@@ -236,15 +234,15 @@ def merge_onto_base(
     drop_mtp: bool = False,
 ) -> ExportResult:
     """The merged model of a Megatron adapter saved alone and the base model in the
-    --hf-config dir (its config.json and *.safetensors): every base tensor written, each
-    adapted one plus alpha / dim * B @ A. The base must have the adapter's shapes; the
-    first one that does not is named. Adapters on multi-token prediction layers are
-    refused, or left out with `drop_mtp`."""
+    --hf-config dir (its config.json and safetensors, the files transformers loads:
+    `SafetensorsSource`): every base tensor written, each adapted one plus
+    alpha / dim * B @ A. The base must have the adapter's shapes; the first one that does
+    not is named. Adapters on multi-token prediction layers are refused, or left out with
+    `drop_mtp`."""
     started = time.monotonic()
     given = Path(hf_config)
     root = given if given.is_dir() else given.parent
-    weights = [name for name in base_weight_files(root) if name.endswith(".safetensors")]
-    if not weights:
+    if not any(root.glob("*.safetensors")):
         raise ExportUsageError(
             f"{root}: no *.safetensors base weights to merge the LoRA adapter onto; pass"
             " --hf-config with the base model's dir (config.json and *.safetensors), or"
@@ -258,9 +256,9 @@ def merge_onto_base(
         lora, mtp = plan_adapter(source, config, drop_mtp)
         assert lora is not None  # adapter_only_checkpoint said so, plan_adapter refuses MTP-only
         set_lora_scale(lora, source.location, prepared.local_paths, lora_alpha, source.reader)
-        tensors = safetensors_tensors(root, weights)
+        base = SafetensorsSource(root)
         geometry = Geometry.from_config(config)
-        _check_base_fits(lora, source.reader, geometry, root, tensors)
+        _check_base_fits(lora, source.reader, geometry, root, base.tensors)
         deltas: dict[str, Callable[[], torch.Tensor]] = {
             weight: functools.partial(lora.delta, source.reader, weight, geometry)
             for weight in lora.targets
@@ -269,8 +267,7 @@ def merge_onto_base(
             config,
             prepared.assets,
             str(root),
-            root,
-            tensors,
+            base,
             deltas,
             tmp,
             dtype,

@@ -97,6 +97,45 @@ def test_without_a_saved_alpha_lora_alpha_is_asked_for_then_used(trainer_run, tm
     torch.testing.assert_close(logits_of(tmp_path / "m", ids), expected, rtol=0, atol=1e-5)
 
 
+def test_a_stray_safetensors_in_the_base_dir_is_not_merged(trainer_run, tmp_path):
+    """transformers loads model.safetensors alone; the merge read every *.safetensors there,
+    the last name in sorted order winning (model_old's weights) and a Mistral-style
+    consolidated file's own tensors copied in."""
+    from safetensors.torch import save_file
+
+    root, ids, expected, _ = trainer_run
+    base = shutil.copytree(root / "base", tmp_path / "base")
+    weights = load_file(base / "model.safetensors")
+    save_file({name: t + 1 for name, t in weights.items()}, base / "model_old.safetensors")
+    save_file({"tok_embeddings.weight": torch.ones(4)}, base / "consolidated.safetensors")
+    out = tmp_path / "merged"
+    code, stdout, err = run_cli(
+        "ckpt", "export-hf", root / "out", "--out", out, "--hf-config", base
+    )
+    assert code == 0, stdout + err
+    assert load_report(out) == {}
+    assert sorted(load_file(out / "model.safetensors")) == sorted(weights)
+    torch.testing.assert_close(logits_of(out, ids), expected, rtol=0, atol=1e-5)
+
+
+def test_an_adapter_peft_saved_under_its_name_has_its_alpha_read(trainer_run, tmp_path):
+    """peft saves an adapter not named "default" in checkpoint-N/<name>/: export asked for
+    --lora-alpha though the saved config holds it."""
+    root, ids, expected, _ = trainer_run
+    run = shutil.copytree(root / "out", tmp_path / "out")
+    (run / "checkpoint-5" / "sft").mkdir()
+    named = run / "checkpoint-5" / "sft" / "adapter_config.json"
+    (run / "checkpoint-5" / "adapter_config.json").rename(named)
+    for flags in ([], ["--adapter-only"]):
+        out = tmp_path / f"export{len(flags)}"
+        args = ("ckpt", "export-hf", run, "--out", out, "--hf-config", root / "base", *flags)
+        code, stdout, err = run_cli(*args)
+        assert code == 0 and f"LoRA alpha {ALPHA} from {named}" in err, stdout + err
+    torch.testing.assert_close(logits_of(tmp_path / "export0", ids), expected, rtol=0, atol=1e-5)
+    settings = json.loads((tmp_path / "export1" / "adapter_config.json").read_text())
+    assert settings["lora_alpha"] == ALPHA
+
+
 def test_inspect_and_validate_name_the_adapter(trainer_run):
     root, _, _, _ = trainer_run
     summary = "PEFT LoRA rank 4 on 6 modules (down_proj, q_proj, v_proj), adapter only, no base"
@@ -204,6 +243,26 @@ def test_a_live_peft_models_state_dict_is_named_with_what_export_reads(trainer_r
     assert "get_peft_model_state_dict" in line and "merge_and_unload()" in line
 
 
+def test_adapter_only_on_a_live_peft_models_state_dict_says_what_export_reads(
+    trainer_run, tmp_path
+):
+    """Of an adapter named "sft" (lora_A.sft.weight): --adapter-only said only "not a ...
+    LoRA checkpoint", where the merged export names the saves it reads."""
+    from peft import LoraConfig, get_peft_model
+
+    root, _, _, _ = trainer_run
+    config = LoraConfig(r=RANK, lora_alpha=ALPHA, target_modules=TARGETS)
+    live = get_peft_model(tiny_causal_lm("qwen2"), config, adapter_name="sft")
+    run = tmp_path / "out" / "checkpoint-5"
+    save_dcp({"model": live.state_dict()}, run / "pytorch_model_fsdp_0")
+    (run / "trainer_state.json").write_text(json.dumps({"global_step": 5}))
+    args = ("--hf-config", root / "base", "--adapter-only")
+    code, _, err = run_cli("ckpt", "export-hf", tmp_path / "out", "--out", tmp_path / "x", *args)
+    line = one_error_line(err)
+    assert code == 2 and "live PEFT model's names" in line, err
+    assert "get_peft_model_state_dict" in line and "merge_and_unload()" in line
+
+
 def test_a_rank_above_the_weights_sizes_is_refused(trainer_run, tmp_path):
     """The same check as Megatron's adapters get: a rank past both sizes is no LoRA."""
     root, _, _, adapter = trainer_run
@@ -245,7 +304,8 @@ UNSUPPORTED = {
     "modules_to_save": ({"modules_to_save": ["lm_head"]}, "modules_to_save"),
     "bias": ({"bias": "lora_only"}, 'a trained bias (peft\'s bias="lora_only" or "all")'),
     "lora_bias": ({"lora_bias": True}, "a bias on lora_B (peft's lora_bias=True)"),
-    "olora": ({"init_lora_weights": "olora"}, "init_lora_weights 'olora' replaces the base"),
+    "olora": ({"init_lora_weights": "olora"}, "init_lora_weights 'olora' is not plain LoRA's"),
+    "eva": ({"init_lora_weights": "eva"}, "init_lora_weights 'eva' is not plain LoRA's"),
 }
 
 
