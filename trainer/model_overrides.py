@@ -18,6 +18,9 @@ from mfsdp_ckpt.convert.hf_config import transformers_reason
 from trainer.config import ConfigError
 
 KEY = "model.overrides"
+# Read by every supported family's modelling code though its config class has no such field
+# (Qwen2's attention: `getattr(config, "head_dim", hidden_size // num_attention_heads)`).
+READ_BY_MODELS = frozenset({"head_dim"})
 
 
 def overridden_config(base: Any, make: Callable[[dict[str, Any]], Any], overrides: dict) -> Any:
@@ -41,21 +44,34 @@ def overridden_config(base: Any, make: Callable[[dict[str, Any]], Any], override
 
 
 def _rope_keys_moved(base: Any, known: set[str], overrides: dict) -> dict:
-    """`overrides` with the RoPE settings transformers 5 keeps in `rope_parameters`
-    (`rope_theta: 500000`, as verl's and older configs write it) set there, over the base's
-    own: a config class built directly took the key, but from a model dir it was dropped
-    without a word."""
+    """`overrides` with every RoPE setting in one `rope_parameters`, over the base's own.
+    transformers 5 keeps them there: `rope_theta: 500000` (as verl's and older configs write
+    it) was dropped without a word from a model dir; `rope_scaling` (a property that sets
+    `rope_parameters` whole) and `rope_theta` given together lost one or the other, and
+    `rope_scaling` alone lost the model's theta. A `rope_type` other than the base's keeps
+    only its theta (another type's keys mean nothing to it); `rope_scaling: null` is the
+    default type. Configs without `rope_parameters` take the overrides as given."""
     rope = getattr(base, "rope_parameters", None)
-    moved = {
-        k: v
-        for k, v in overrides.items()
-        if k not in known and isinstance(rope, dict) and k in rope
-    }
-    if not moved:
+    if not isinstance(rope, dict):
         return overrides
-    kept = {k: v for k, v in overrides.items() if k not in moved}
-    given = kept.get("rope_parameters")
-    kept["rope_parameters"] = {**rope, **(given if isinstance(given, dict) else {}), **moved}
+    moved = {k: v for k, v in overrides.items() if k not in known and k in rope}
+    scaling = overrides.get("rope_scaling", ...)
+    given = overrides.get("rope_parameters")
+    if not moved and scaling is ... and not isinstance(given, dict):
+        return overrides
+    changes: dict[str, Any] = {}
+    if scaling is None:
+        changes["rope_type"] = "default"
+    elif isinstance(scaling, dict):  # the older spelling `type` is rope_type
+        changes.update({("rope_type" if k == "type" else k): v for k, v in scaling.items()})
+    changes.update(given if isinstance(given, dict) else {})
+    changes.update(moved)
+    kind = changes.get("rope_type", rope.get("rope_type"))
+    start = rope if kind == rope.get("rope_type") else {"rope_theta": rope.get("rope_theta")}
+    kept = {k: v for k, v in overrides.items() if k not in moved and k != "rope_scaling"}
+    if scaling is not ... and not isinstance(scaling, (dict, type(None))):
+        kept["rope_scaling"] = scaling  # not a mapping: transformers names what is wrong
+    kept["rope_parameters"] = {k: v for k, v in {**start, **changes}.items() if v is not None}
     return kept
 
 
@@ -74,6 +90,7 @@ def _known_keys(base: Any) -> set[str]:
     (`rope_scaling` sets `rope_parameters`, `torch_dtype` sets `dtype`)."""
     cls = type(base)
     known = set(base.to_dict()) | set(cls().to_dict()) | set(getattr(cls, "attribute_map", {}))
+    known |= READ_BY_MODELS
     for name in dir(cls):
         member = getattr(cls, name, None)
         if isinstance(member, property) and member.fset is not None:

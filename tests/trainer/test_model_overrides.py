@@ -63,15 +63,38 @@ def test_a_misspelt_key_is_refused_for_a_model_dir_too(model_dir):
     assert "did you mean num_hidden_layers?" in message
 
 
+LINEAR = {"rope_type": "linear", "factor": 2.0}
+
+
 @pytest.mark.parametrize("from_dir", [True, False], ids=["model_dir", "shape"])
-def test_a_rope_setting_is_set_where_transformers_keeps_it(model_dir, from_dir):
-    """`rope_theta` is no field of the config class in transformers 5 (it lives in
-    rope_parameters): a class built directly took it, but from a model dir it was dropped
-    without a word. It is set in rope_parameters, over the model's own, either way."""
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        # rope_theta is no field in transformers 5: from a model dir it was dropped
+        ({"rope_theta": 5e5}, {"rope_theta": 5e5, "rope_type": "default"}),
+        # given together, the rope_scaling property replaced rope_parameters whole: one
+        # of the two was lost, whichever came first
+        ({"rope_theta": 5e5, "rope_scaling": LINEAR}, {"rope_theta": 5e5, **LINEAR}),
+        ({"rope_scaling": LINEAR, "rope_theta": 5e5}, {"rope_theta": 5e5, **LINEAR}),
+        # alone (or in its older spelling, or as rope_parameters) it lost the model's theta
+        ({"rope_scaling": LINEAR}, {"rope_theta": "own", **LINEAR}),
+        ({"rope_scaling": {"type": "linear", "factor": 2.0}}, {"rope_theta": "own", **LINEAR}),
+        ({"rope_parameters": LINEAR}, {"rope_theta": "own", **LINEAR}),
+    ],
+)
+def test_rope_settings_are_set_where_transformers_keeps_them(
+    model_dir, from_dir, overrides, expected
+):
     source = {"path": str(model_dir), "random_init": True} if from_dir else {}
-    config = _config(**source, overrides={"rope_theta": 500000.0})
-    assert config.rope_parameters["rope_theta"] == 500000.0
-    assert config.rope_parameters["rope_type"] == "default"
+    own = _config(**source).rope_parameters["rope_theta"]
+    config = _config(**source, overrides=overrides)
+    expected = {k: own if v == "own" else v for k, v in expected.items()}
+    assert config.rope_parameters == expected
+
+
+def test_head_dim_which_qwen2_attention_reads_is_accepted():
+    """No field of Qwen2Config, but transformers' Qwen2 attention reads it: refused was wrong."""
+    assert _config(overrides={"head_dim": 64}).head_dim == 64
 
 
 @pytest.mark.parametrize(
