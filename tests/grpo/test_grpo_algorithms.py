@@ -128,3 +128,12 @@ def test_token_log_probs_match_log_softmax():
     logits, tokens = torch.randn(3, 5, 50), torch.randint(0, 50, (3, 5))
     expected = torch.log_softmax(logits, -1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
     torch.testing.assert_close(token_log_probs(logits, tokens), expected)
+
+
+def test_rewards_near_float32s_range_give_finite_advantages():
+    """Two rewards of 2e38 summed to infinity in the float32 group mean: NaN advantages, and
+    the run stopped on "gradient norm is nan", blaming the gradient."""
+    scores = torch.tensor([2e38, 2e38, -3e38, 3e38], dtype=torch.float32)
+    got = group_advantages(scores, [0, 0, 1, 1])
+    assert got.dtype == torch.float32 and bool(got.isfinite().all()), got
+    assert got[:2].tolist() == [0.0, 0.0] and got[2] < 0 < got[3]

@@ -256,3 +256,20 @@ def test_cli_usage_errors(tmp_path, overrides, message):
     )
     assert done.returncode == 2, done.stderr[-2000:]
     one_error(done.stderr, message)
+
+
+def test_unnormalised_advantages_past_float32_name_the_rewards(task, tmp_path):
+    """Reward minus its group's mean can pass float32's range where each reward is inside it
+    (Dr. GRPO, no std division): said naming the rewards, not as a NaN gradient norm."""
+    from trainer.rewards.custom import RewardFunctionError
+
+    root, files, _ = task
+    extreme = tmp_path / "extreme.py"
+    extreme.write_text(
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    return 3.4e38 if len(solution_str) % 2 else -3.4e38\n"
+    )
+    overrides = _overrides(root, files, extreme, "extreme", steps=1)
+    overrides += ["algorithm.norm_adv_by_std_in_grpo=false", f"trainer.run_dir={tmp_path}/run"]
+    with pytest.raises(RewardFunctionError, match="give advantages past float32's range"):
+        run_grpo(load_config(GRPOConfig, None, overrides))

@@ -26,7 +26,9 @@ def group_advantages(
             f"scores must be 1-D with one group id each, got {tuple(scores.shape)} and "
             f"{len(group_ids)} ids"
         )
-    scores = scores.detach().float()
+    # statistics in float64: float32 rewards near its range (2e38 each) summed to infinity
+    # in the group mean, and the run stopped on a NaN gradient norm, blaming the gradient
+    scores = scores.detach().double()
     members: dict[Hashable, list[int]] = {}
     for position, group in enumerate(group_ids):
         members.setdefault(group, []).append(position)
@@ -40,7 +42,7 @@ def group_advantages(
             mean, std = group_scores.mean(), group_scores.std(unbiased=True)
         centered = group_scores - mean
         advantages[index] = centered / (std + epsilon) if norm_adv_by_std else centered
-    return advantages
+    return advantages.float()
 
 
 def grpo_token_advantages(

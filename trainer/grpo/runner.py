@@ -53,6 +53,7 @@ from trainer.model import build_hf_config, build_model, load_tokenizer, write_hf
 from trainer.optim import NonFiniteGradientError, clip_grad_norm, lr_at, set_lr
 from trainer.progress import draws_bars
 from trainer.resume import rows_digest
+from trainer.rewards.custom import RewardFunctionError
 from trainer.rewards.dispatch import RewardScorer
 from trainer.rollout.base import RolloutEngine, SamplingParams
 from trainer.rollout.build import build_rollout_engine, engine_name
@@ -186,6 +187,12 @@ class GRPOSteps(StepHooks):
             cfg.algorithm.epsilon,
             cfg.algorithm.norm_adv_by_std_in_grpo,
         )
+        if not bool(torch.isfinite(data.advantages).all()):  # only unnormalised, near 3e38
+            raise RewardFunctionError(
+                f"step {step + 1}: rewards from {min(scores.rewards):g} to"
+                f" {max(scores.rewards):g} give advantages past float32's range (reward minus"
+                " its group's mean, unnormalised); scale the reward down"
+            )
         micro, temperature = cfg.actor.log_prob_micro_batch_size_per_gpu, cfg.rollout.temperature
         with _timed(times, "timing/old_log_prob_s", env.device):
             data.old_log_probs = compute_log_probs(self.actor, data, micro, temperature, env.device)
