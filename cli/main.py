@@ -92,3 +92,7 @@ def __getattr__(name: str) -> Any:
 
         return app
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+if __name__ == "__main__":  # `python -m cli.main ...` ran nothing and exited 0
+    main()

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.support.paths import repo_env
+from tests.support.paths import REPO, repo_env
 
 # The console script's two lines, run once an import finder holds the import of click
 # (the first heavy import, and where the signal lands) until the test has signalled.
@@ -51,3 +51,15 @@ def test_a_signal_during_the_imports_is_one_line_and_json(tmp_path, sent, code, 
     assert process.returncode == code, err
     assert json.loads(out) == {"error": error, "exit_code": code}
     assert err == f"error: {error}\n"
+
+
+def test_python_dash_m_cli_main_runs_the_command():
+    """`python -m cli.main ckpt validate /nonexistent --json` printed nothing and exited 0."""
+    done = subprocess.run(
+        [sys.executable, "-m", "cli.main", "ckpt", "validate", "/nonexistent", "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and json.loads(done.stdout)["exit_code"] == 2, done
