@@ -153,7 +153,7 @@ def describe_base_model(
     if path is None or random_init:
         return BaseModelRecord(str(Path(path).resolve()) if path else None, True, seed)
     root = Path(path).resolve()
-    files = hash_files(root, base_weight_files(root), workers, algorithm)
+    files = hash_files(root, base_weight_files(root), workers, algorithm, model_dir=True)
     return BaseModelRecord(str(root), False, seed, files)
 
 
@@ -175,7 +175,10 @@ def rehashed_like(
     }
     if not stale or current.path is None:
         return current
-    return replace(current, files={**current.files, **rehash_like(current.path, stale, workers)})
+    return replace(
+        current,
+        files={**current.files, **rehash_like(current.path, stale, workers, model_dir=True)},
+    )
 
 
 def read_base_model(manifest: Manifest, source: str = "manifest.json") -> BaseModelRecord | None:

@@ -117,12 +117,14 @@ def hash_file(
     root: str | os.PathLike | None = None,
     algorithm: str = WRITE_ALGORITHM,
     on_block: Callable[[int], None] | None = None,
+    within: str = "the checkpoint",
 ) -> FileRecord:
-    """The record of a regular file (inside `root` when given), read in bounded blocks;
-    anything else (a FIFO, a device, a link out of `root`) is refused unread. `on_block`
-    gets each block's length as it is hashed (a progress bar over a large file)."""
+    """The record of a regular file (inside `root` when given, which `within` names in an
+    error), read in bounded blocks; anything else (a FIFO, a device, a link out of `root`)
+    is refused unread. `on_block` gets each block's length as it is hashed (a progress bar
+    over a large file)."""
     digest, size = Digest(algorithm), 0
-    fd = safe_files.open_regular(path, root)
+    fd = safe_files.open_regular(path, root, within)
     with os.fdopen(fd, "rb") as handle:
         while block := handle.read(_READ_BLOCK):
             digest.update(block)
@@ -137,24 +139,34 @@ def hash_files(
     names: list[str],
     workers: int = 4,
     algorithm: str = WRITE_ALGORITHM,
+    model_dir: bool = False,
 ) -> dict[str, FileRecord]:
-    """The record of each file under `root`, by name, hashed by `workers` threads at once."""
-    return _hash_in_threads(root, [(name, algorithm) for name in names], workers)
+    """The record of each file under `root`, by name, hashed by `workers` threads at once.
+    `model_dir`: `root` is a Hugging Face model dir, whose files may lead where
+    `safe_files.model_dir_root` allows (a cache snapshot's into its `blobs/`)."""
+    return _hash_in_threads(root, [(name, algorithm) for name in names], workers, model_dir)
 
 
 def rehash_like(
-    root: str | os.PathLike, recorded: Mapping[str, FileRecord], workers: int = 4
+    root: str | os.PathLike,
+    recorded: Mapping[str, FileRecord],
+    workers: int = 4,
+    model_dir: bool = False,
 ) -> dict[str, FileRecord]:
     """Each file of `recorded` (names under `root`) hashed again with the algorithm its
     record names, so old (sha256) and new (xxh3_128) records compare like for like."""
     jobs = [(name, record.algorithm) for name, record in recorded.items()]
-    return _hash_in_threads(root, jobs, workers)
+    return _hash_in_threads(root, jobs, workers, model_dir)
 
 
 def _hash_in_threads(
-    root: str | os.PathLike, jobs: list[tuple[str, str]], workers: int
+    root: str | os.PathLike, jobs: list[tuple[str, str]], workers: int, model_dir: bool = False
 ) -> dict[str, FileRecord]:
     root = Path(root)
+    inside = safe_files.model_dir_root(root) if model_dir else root
+    within = "the model's folder" if model_dir else "the checkpoint"
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        records = pool.map(lambda job: hash_file(root / job[0], root, job[1]), jobs)
+        records = pool.map(
+            lambda job: hash_file(root / job[0], inside, job[1], within=within), jobs
+        )
         return {name: record for (name, _), record in zip(jobs, records)}

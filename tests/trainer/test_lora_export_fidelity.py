@@ -15,6 +15,7 @@ import torch
 from safetensors.torch import load_file
 
 from mfsdp_ckpt.check.validate import validate_checkpoint
+from mfsdp_ckpt.checkpointer import CheckpointSaveError
 from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.format.file_hash import hash_file
 from mfsdp_ckpt.format.layout import resolve_checkpoint
@@ -261,3 +262,36 @@ def test_a_run_trained_from_such_an_adapter_exports_its_adapter_only(lora_run, t
     assert "--adapter-only" in line and not (tmp_path / "merged").exists()
     code, stdout, err = _export(run, "--out", tmp_path / "adapter", "--adapter-only")
     assert code == 0, stdout + err
+
+
+def _cache_snapshot(model_dir: Path, cache: Path) -> Path:
+    """`model_dir` laid out as the Hugging Face cache keeps a download: its files in
+    models--org--tiny/blobs/, linked from snapshots/rev/."""
+    snapshot = cache / "models--org--tiny" / "snapshots" / "rev"
+    blobs = cache / "models--org--tiny" / "blobs"
+    snapshot.mkdir(parents=True)
+    blobs.mkdir()
+    for file in model_dir.iterdir():
+        shutil.copy(file, blobs / file.name)
+        (snapshot / file.name).symlink_to(Path("..", "..", "blobs", file.name))
+    return snapshot
+
+
+def test_a_base_in_the_hugging_face_cache_trains_saves_and_exports(lora_run, tmp_path):
+    """Its weights are links into the cache's blobs/: the base's digest read them only
+    inside the snapshot dir, and the first save failed ("resolves outside the checkpoint")
+    after the step had trained."""
+    from trainer.tiny import build_tiny_model_dir
+
+    base = build_tiny_model_dir(tmp_path / "base", seed=0, with_weights=True)
+    snapshot = _cache_snapshot(base, tmp_path / "cache")
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=8)
+    run_sft(tiny_config(data, tmp_path / "run", *_settings(snapshot), "trainer.total_steps=1"))
+    assert validate_checkpoint(tmp_path / "run", deep=True).ok()
+    code, stdout, err = _export(tmp_path / "run", "--out", tmp_path / "hf", "--verify")
+    assert code == 0, stdout + err
+    outside = tmp_path / "elsewhere.safetensors"  # a link out of the model's cache folder
+    shutil.move(tmp_path / "cache" / "models--org--tiny" / "blobs" / "model.safetensors", outside)
+    (tmp_path / "cache" / "models--org--tiny" / "blobs" / "model.safetensors").symlink_to(outside)
+    with pytest.raises(CheckpointSaveError, match="resolves outside the model's folder"):
+        run_sft(tiny_config(data, tmp_path / "run2", *_settings(snapshot), "trainer.total_steps=1"))
