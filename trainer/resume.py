@@ -39,6 +39,7 @@ MODEL_CONFIG_KEYS = (
     "rms_norm_eps",
     "rope_theta",
     "rope_scaling",
+    "rope_parameters",  # transformers 5 keeps rope_theta and the scaling here
     "max_position_embeddings",
 )
 

@@ -36,6 +36,9 @@ VARIANTS = {
         False,
         "tie_word_embeddings=True",
     ),
+    # transformers 5 keeps it in rope_parameters, which was not compared: a run trained
+    # with one RoPE resumed under another, silently (only tensor values change)
+    "other-rope-theta": (("model.overrides={rope_theta: 5000.0}",), False, "rope_parameters="),
     "fewer-layers-bare": (
         ("model.overrides={num_hidden_layers: 1}",),
         True,
