@@ -149,11 +149,13 @@ def describe_base_model(
     algorithm: str = WRITE_ALGORITHM,
 ) -> BaseModelRecord:
     """Record the base a LoRA run adapts, hashing its weight files (every byte of the base,
-    so the trainer does it once per run, in the background)."""
+    so the trainer does it once per run, in the background) wherever their links lead, as
+    training loaded them (a Hugging Face cache snapshot's into its blobs/, a `--local-dir`
+    download's into the cache)."""
     if path is None or random_init:
         return BaseModelRecord(str(Path(path).resolve()) if path else None, True, seed)
     root = Path(path).resolve()
-    files = hash_files(root, base_weight_files(root), workers, algorithm, model_dir=True)
+    files = hash_files(root, base_weight_files(root), workers, algorithm, links_anywhere=True)
     return BaseModelRecord(str(root), False, seed, files)
 
 
@@ -177,7 +179,7 @@ def rehashed_like(
         return current
     return replace(
         current,
-        files={**current.files, **rehash_like(current.path, stale, workers, model_dir=True)},
+        files={**current.files, **rehash_like(current.path, stale, workers, links_anywhere=True)},
     )
 
 

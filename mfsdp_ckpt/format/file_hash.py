@@ -139,34 +139,31 @@ def hash_files(
     names: list[str],
     workers: int = 4,
     algorithm: str = WRITE_ALGORITHM,
-    model_dir: bool = False,
+    links_anywhere: bool = False,
 ) -> dict[str, FileRecord]:
     """The record of each file under `root`, by name, hashed by `workers` threads at once.
-    `model_dir`: `root` is a Hugging Face model dir, whose files may lead where
-    `safe_files.model_dir_root` allows (a cache snapshot's into its `blobs/`)."""
-    return _hash_in_threads(root, [(name, algorithm) for name in names], workers, model_dir)
+    `links_anywhere`: the files may be links to anywhere (a model's weights, which the
+    trainer loads wherever they lead); else they must resolve inside `root`."""
+    return _hash_in_threads(root, [(name, algorithm) for name in names], workers, links_anywhere)
 
 
 def rehash_like(
     root: str | os.PathLike,
     recorded: Mapping[str, FileRecord],
     workers: int = 4,
-    model_dir: bool = False,
+    links_anywhere: bool = False,
 ) -> dict[str, FileRecord]:
     """Each file of `recorded` (names under `root`) hashed again with the algorithm its
     record names, so old (sha256) and new (xxh3_128) records compare like for like."""
     jobs = [(name, record.algorithm) for name, record in recorded.items()]
-    return _hash_in_threads(root, jobs, workers, model_dir)
+    return _hash_in_threads(root, jobs, workers, links_anywhere)
 
 
 def _hash_in_threads(
-    root: str | os.PathLike, jobs: list[tuple[str, str]], workers: int, model_dir: bool = False
+    root: str | os.PathLike, jobs: list[tuple[str, str]], workers: int, links_anywhere: bool
 ) -> dict[str, FileRecord]:
     root = Path(root)
-    inside = safe_files.model_dir_root(root) if model_dir else root
-    within = "the model's folder" if model_dir else "the checkpoint"
+    inside = None if links_anywhere else root
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        records = pool.map(
-            lambda job: hash_file(root / job[0], inside, job[1], within=within), jobs
-        )
+        records = pool.map(lambda job: hash_file(root / job[0], inside, job[1]), jobs)
         return {name: record for (name, _), record in zip(jobs, records)}

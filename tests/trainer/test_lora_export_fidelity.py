@@ -15,7 +15,6 @@ import torch
 from safetensors.torch import load_file
 
 from mfsdp_ckpt.check.validate import validate_checkpoint
-from mfsdp_ckpt.checkpointer import CheckpointSaveError
 from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.format.file_hash import hash_file
 from mfsdp_ckpt.format.layout import resolve_checkpoint
@@ -290,8 +289,25 @@ def test_a_base_in_the_hugging_face_cache_trains_saves_and_exports(lora_run, tmp
     assert validate_checkpoint(tmp_path / "run", deep=True).ok()
     code, stdout, err = _export(tmp_path / "run", "--out", tmp_path / "hf", "--verify")
     assert code == 0, stdout + err
-    outside = tmp_path / "elsewhere.safetensors"  # a link out of the model's cache folder
-    shutil.move(tmp_path / "cache" / "models--org--tiny" / "blobs" / "model.safetensors", outside)
-    (tmp_path / "cache" / "models--org--tiny" / "blobs" / "model.safetensors").symlink_to(outside)
-    with pytest.raises(CheckpointSaveError, match="resolves outside the model's folder"):
-        run_sft(tiny_config(data, tmp_path / "run2", *_settings(snapshot), "trainer.total_steps=1"))
+
+
+def test_a_base_whose_weights_link_out_of_its_folder_trains_saves_and_exports(lora_run, tmp_path):
+    """A `--local-dir` download of older huggingface_hub links its weights into the cache,
+    outside the model dir; training loads them there, so the base's digest must read them
+    there too: the first save failed ("resolves outside the model's folder") after the
+    step had trained."""
+    from trainer.tiny import build_tiny_model_dir
+
+    base = build_tiny_model_dir(tmp_path / "base", seed=0, with_weights=True)
+    outside = tmp_path / "blobs" / "model.safetensors"
+    outside.parent.mkdir()
+    shutil.move(base / "model.safetensors", outside)
+    (base / "model.safetensors").symlink_to(outside)
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=8)
+    run_sft(tiny_config(data, tmp_path / "run", *_settings(base), "trainer.total_steps=1"))
+    assert validate_checkpoint(tmp_path / "run", deep=True).ok()
+    code, stdout, err = _export(tmp_path / "run", "--out", tmp_path / "hf", "--verify")
+    assert code == 0, stdout + err
+    exported = load_file(tmp_path / "hf" / "model.safetensors")["model.embed_tokens.weight"]
+    linked = load_file(outside)["model.embed_tokens.weight"]
+    assert torch.equal(exported, linked.to(exported.dtype))  # merged from the linked base
