@@ -28,7 +28,13 @@ import click
 from cli.stop import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from cli.stop import terminate as _terminate
 from cli.stop import terminated as _terminated
-from mfsdp_ckpt.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, MfsdpError
+from mfsdp_ckpt.errors import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    MfsdpError,
+    on_stranded_error,
+)
 
 __all__ = [
     "EXIT_FAILED",
@@ -170,6 +176,11 @@ def report_errors(
     """
     _watch_for_ctrl_c()
     installed = _watch_for_sigterm()
+    on_stranded_error(
+        lambda err: _fail_once(
+            str(err), err.exit_code, as_json(), every_rank=err.every_rank, abandon=True
+        )
+    )
     try:
         return run()
     except MfsdpError as err:

@@ -10,6 +10,11 @@ the commands that fail early never pay for torch.
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
@@ -23,6 +28,28 @@ class MfsdpError(Exception):
     # The user's code it stopped left threads that may never end (a reward function waiting
     # on a worker thread past reward.timeout_s): the process exits without joining them.
     abandons_threads: bool = False
+
+
+# How the CLI reports an error and ends the process (its line, --json's object, a launched
+# rank's rules); set by the CLI, for errors no caller can catch (`report_stranded`).
+_stranded_reporter: Callable[[MfsdpError], object] | None = None
+
+
+def on_stranded_error(reporter: Callable[[MfsdpError], object]) -> None:
+    """Make `reporter` report the errors `report_stranded` gets; it should end the process."""
+    global _stranded_reporter
+    _stranded_reporter = reporter
+
+
+def report_stranded(err: MfsdpError) -> NoReturn:
+    """Report `err` and end the process, from a thread other than the one that failed: a
+    watchdog whose main thread is stuck in C code (a reward function in a bigint power) can
+    neither raise there nor wait for it. Other threads are not joined."""
+    if _stranded_reporter is not None:
+        _stranded_reporter(err)
+    sys.stderr.write(f"error: {err}\n")
+    sys.stderr.flush()
+    os._exit(err.exit_code)
 
 
 class MfsdpUsageError(MfsdpError):

@@ -441,3 +441,34 @@ def test_a_timed_out_reward_waiting_on_its_own_thread_does_not_keep_the_run_aliv
     line = one_error_line(done.stderr)
     assert line.endswith("): compute_score did not return within 1 s (reward.timeout_s)"), line
     assert json.loads(done.stdout) == {"error": line.removeprefix("error: "), "exit_code": 1}
+
+
+def test_a_reward_function_stuck_in_c_code_stops_the_run_in_one_line_and_json(tmp_path):
+    """Code that runs in C never sees the time limit's signal (a key derivation here; a
+    power of huge integers from a response's `9**9**9` in a math reward): the run hung for
+    as long as it ran, minutes to forever. A real process, as a user runs it."""
+    import time
+
+    from tests.support.fresh_python import mfsdp
+    from trainer.grpo.synthetic import write_addition_data
+    from trainer.rewards.time_limit import STUCK_GRACE_S
+
+    files = write_addition_data(tmp_path / "data", digits=4)
+    # about 10 minutes in C on this machine, in one call that never returns to Python
+    body = "import hashlib; return hashlib.pbkdf2_hmac('sha256', b'x', b'y', 3 * 10**8)[0]"
+    reward = _reward_file(tmp_path, body)
+    started = time.monotonic()
+    done = mfsdp(
+        "train", "grpo", "--config", str(REPO / "examples" / "grpo_tiny_cpu.yaml"), "--json",
+        f"data.train_files={files['rl_train']}", f"trainer.run_dir={tmp_path / 'run'}",
+        "data.val_files=[]", "trainer.total_steps=1", "data.train_batch_size=2",
+        "rollout.n=2", "rollout.max_response_length=2", "actor.ppo_mini_batch_size=2",
+        "actor.ppo_micro_batch_size_per_gpu=2", "actor.log_prob_micro_batch_size_per_gpu=2",
+        f"reward.path={reward}", "reward.timeout_s=1",
+    )  # fmt: skip
+    assert time.monotonic() - started < 120 + STUCK_GRACE_S
+    assert done.returncode == EXIT_FAILED, done.stderr
+    line = one_error_line(done.stderr)
+    assert "compute_score did not return within 1 s (reward.timeout_s) nor stop within" in line
+    assert line.endswith("so the run was stopped"), line
+    assert json.loads(done.stdout) == {"error": line.removeprefix("error: "), "exit_code": 1}

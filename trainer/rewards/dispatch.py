@@ -13,12 +13,14 @@ the run stops with one line naming the reward file, the function and the row
 from __future__ import annotations
 
 import reprlib
+import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from math import isfinite
 from typing import Any
 
+from mfsdp_ckpt.errors import report_stranded
 from trainer.rewards import gsm8k, math
 from trainer.rewards.custom import (
     RewardError,
@@ -27,7 +29,7 @@ from trainer.rewards.custom import (
     one_line,
     user_code_output,
 )
-from trainer.rewards.time_limit import RewardTimeout, time_limit
+from trainer.rewards.time_limit import STUCK_GRACE_S, RewardTimeout, time_limit
 
 GSM8K_SOURCES = ("openai/gsm8k", "gsm8k")
 MATH_SOURCES = (
@@ -114,9 +116,9 @@ class RewardScorer:
             return self.function(
                 data_source=source, solution_str=response, ground_truth=truth, extra_info=extra
             )
-        before = set(threading.enumerate())
+        before, stuck = set(threading.enumerate()), self._stuck(source, extra)
         try:
-            with user_code_output(), time_limit(self.timeout_s):
+            with user_code_output(), time_limit(self.timeout_s, stuck):
                 return self.function(
                     data_source=source, solution_str=response, ground_truth=truth, extra_info=extra
                 )
@@ -129,6 +131,23 @@ class RewardScorer:
             failed = self._failed(source, extra, late)
             failed.abandons_threads = _threads_left(before)
             raise failed from None
+
+    def _stuck(self, source: Any, extra: Any) -> Callable[[], Any]:
+        """What the time limit calls when the call ran on in C code past it, never seeing
+        the signal: report the error and end the run (no caller can catch it), on the
+        stdout of now, not the user code's (its prints go to stderr)."""
+        stdout = sys.stdout
+        stopped = (
+            f"{self.name} did not return within {self.timeout_s:g} s (reward.timeout_s) nor"
+            f" stop within {STUCK_GRACE_S:g} s more (it runs in C code, such as a power of huge"
+            " integers, or catches the stop), so the run was stopped"
+        )
+
+        def stop() -> None:
+            sys.stdout = stdout
+            report_stranded(self._failed(source, extra, stopped))
+
+        return stop
 
     def _failed(self, source: Any, extra: Any, what: str) -> RewardFunctionError:
         index = extra.get("index") if isinstance(extra, Mapping) else None

@@ -8,9 +8,12 @@ handler raises `RewardTimeout` inside the user's code. It derives from BaseExcep
 usual `except Exception:` in a reward function does not swallow it (and one a bare `except:`
 swallows comes again a second later). A thread, not the process's alarm timer: a reward
 function that sets and clears its own `signal.alarm` (math_verify's timeout does) cancelled
-that timer, and the run hung again. A blocking system call (a sleep, a read) is interrupted;
-code that blocks in C without returning to the interpreter is not. Off the main thread, or
-where SIGALRM already has a handler of someone else's, the call is not bounded.
+that timer, and the run hung again. A blocking system call (a sleep, a read) is interrupted.
+Code that runs in C without returning to the interpreter (a power of huge integers from a
+response's `9**9**9`, a key derivation) never sees the signal: `STUCK_GRACE_S` after the
+limit the watchdog calls `stuck()` instead, which reports the error and ends the process,
+since the run cannot go on without that score. Off the main thread, or where SIGALRM
+already has a handler of someone else's, the call is not bounded.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 REPEAT_S = 1.0  # after the first expiry, until the call has ended
+STUCK_GRACE_S = 5.0  # after the first expiry, a call still running is stuck outside Python
 WATCHDOG_NAME = "mfsdp-reward-time-limit"
 
 
@@ -42,8 +47,10 @@ def _can_bound() -> bool:
 
 
 @contextlib.contextmanager
-def time_limit(seconds: float) -> Iterator[None]:
-    """Raise `RewardTimeout` in the body once it has run `seconds` (0: no limit)."""
+def time_limit(seconds: float, stuck: Callable[[], Any] | None = None) -> Iterator[None]:
+    """Raise `RewardTimeout` in the body once it has run `seconds` (0: no limit); call
+    `stuck` (from the watchdog thread: it must end the process) when the body has not come
+    back to the interpreter `STUCK_GRACE_S` after that."""
     if seconds <= 0 or not _can_bound():
         yield
         return
@@ -51,7 +58,7 @@ def time_limit(seconds: float) -> Iterator[None]:
     ended = threading.Event()
     watchdog = threading.Thread(
         target=_watch,
-        args=(seconds, ended, threading.main_thread().ident),
+        args=(seconds, ended, threading.main_thread().ident, stuck),
         name=WATCHDOG_NAME,
         daemon=True,
     )
@@ -62,12 +69,20 @@ def time_limit(seconds: float) -> Iterator[None]:
         _disarm(previous, ended, watchdog)
 
 
-def _watch(seconds: float, ended: threading.Event, main: int | None) -> None:
-    """Signal the main thread once `seconds` have passed, then every REPEAT_S, until `ended`."""
-    wait = seconds
+def _watch(
+    seconds: float, ended: threading.Event, main: int | None, stuck: Callable[[], Any] | None
+) -> None:
+    """Signal the main thread once `seconds` have passed, then every REPEAT_S, until `ended`;
+    `stuck()` once STUCK_GRACE_S of signals went unanswered."""
+    wait, give_up = seconds, None
     while main is not None and not ended.wait(wait):
         signal.pthread_kill(main, signal.SIGALRM)
-        wait = REPEAT_S
+        now = time.monotonic()
+        give_up = give_up if give_up is not None else now + STUCK_GRACE_S
+        if stuck is not None and now >= give_up:
+            stuck()
+            return
+        wait = min(REPEAT_S, max(give_up - now, 0.0))
 
 
 def _disarm(previous: Any, ended: threading.Event, watchdog: threading.Thread) -> None:
