@@ -19,21 +19,27 @@ NO_DECAY_GROUP, DECAY_GROUP = "no_decay", "decay"
 
 
 def warmup_steps(cfg: OptimConfig, total_steps: int) -> int:
+    """`optim.warmup_steps`, else `warmup_ratio` of the run's updates rounded down, as verl
+    computes `lr_warmup_steps` from `lr_warmup_steps_ratio` (`int(ratio * total)`) in both
+    its FSDP and Megatron backends."""
     if cfg.warmup_steps > 0:
         return cfg.warmup_steps
-    return math.ceil(cfg.warmup_ratio * total_steps)
+    return int(cfg.warmup_ratio * total_steps)
 
 
 def lr_at(step: int, cfg: OptimConfig, total_steps: int) -> float:
     """Learning rate of update number `step` (0-based).
 
-    Warmup rises linearly to `lr`, reaching it on the last warmup update (the first update
-    already moves: step 0 gets lr / warmup, not 0); then cosine, linear or constant decay
-    over the remaining updates toward `min_lr`.
+    Warmup rises linearly from 0 at the first update to `lr` at update `warmup` (`lr *
+    step / warmup`); then cosine, linear or constant decay over the remaining updates toward
+    `min_lr`. This is verl's schedule in both backends (its FSDP one's LambdaLR from step 0,
+    Megatron-LM's OptimizerParamScheduler with `lr_warmup_init` 0), so a run converted from
+    verl gets its learning rate at every step; the first update, at lr 0, still moves
+    AdamW's moment estimates, as it does there.
     """
     warm = warmup_steps(cfg, total_steps)
     if step < warm:
-        return cfg.lr * (step + 1) / warm
+        return cfg.lr * step / warm
     if cfg.scheduler == "constant":
         return cfg.lr
     progress = min(1.0, (step - warm) / max(1, total_steps - warm))
@@ -79,7 +85,9 @@ def apply_settings(optimizer: torch.optim.Optimizer, cfg: OptimConfig) -> None:
 def param_groups(
     named_params: Iterable[tuple[str, torch.nn.Parameter]], weight_decay: float
 ) -> list[dict]:
-    """Biases and norm weights (1-D tensors) get no weight decay, as in verl and Megatron."""
+    """Biases and norm weights (1-D tensors) get no weight decay, as in Megatron-LM and
+    verl's Megatron backend, which the Megatron-FSDP recipe runs (verl's FSDP backend decays
+    every parameter: docs/verl.md says so)."""
     decay, no_decay = [], []
     for name, param in named_params:
         if not param.requires_grad:

@@ -38,13 +38,13 @@ def test_a_warmup_longer_than_the_run_is_warned_of(tmp_path, capsys):
     cfg = tiny_config(
         data,
         tmp_path / "run",
-        "trainer.total_steps=1",
+        "trainer.total_steps=2",
         "optim.warmup_steps=4",
         "data.global_batch_size=8",
         "trainer.device=cpu",
     )
     run_sft(cfg)
     assert (
-        "[sft] warning: optim.warmup_steps=4 is more than the run's 1 steps: the learning rate"
+        "[sft] warning: optim.warmup_steps=4 is more than the run's 2 steps: the learning rate"
         " never reaches optim.lr=0.003 (the last step's is 0.00075)\n"
     ) in capsys.readouterr().err
