@@ -683,7 +683,12 @@ def _refuse_weights_without_config(given: Path, names: list[str]) -> None:
     (`model-0000X-of-0000N.safetensors` + index, no config), or a model dir whose config
     was not copied. It is no training checkpoint, and "not a checkpoint (looked for
     .metadata, ...)" did not say what it is or what makes it usable."""
+    from mfsdp_ckpt.format import dcp_hf_shards
+
     weights = [n for n in names if n.endswith(".safetensors") and _is_file(given / n)]
+    shards = dcp_hf_shards.unconsolidated_shards(weights)
+    if shards:
+        raise CheckpointPathError(dcp_hf_shards.message(given, shards))
     if "config.json" in names or "adapter_config.json" in names or not weights:
         return  # a model dir, or a PEFT adapter (its base's config is elsewhere)
     raise CheckpointPathError(

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.errors import MfsdpFailedError
+from mfsdp_ckpt.format import dcp_hf_shards
 from mfsdp_ckpt.format.dtypes import BY_NAME, DType
 from mfsdp_ckpt.format.finite import count_nonfinite_in_file
 from mfsdp_ckpt.storage import safe_files
@@ -90,6 +91,9 @@ def _chosen_files(model_dir: Path, notes: list[str]) -> tuple[list[str], dict[st
     if weight_map is not None:
         return sorted(set(weight_map.values())), weight_map
     singles = sorted(p.name for p in model_dir.glob("*.safetensors"))
+    shards = dcp_hf_shards.unconsolidated_shards(singles)
+    if shards:
+        raise SafetensorsError(dcp_hf_shards.message(model_dir, shards))
     if len(singles) == 1:
         return singles, None
     found = "several .safetensors files and no index" if singles else "no .safetensors weights"

@@ -124,3 +124,38 @@ def test_a_step_saved_in_hugging_face_format_says_it_lacks_config_json(level, tm
         line = one_error_line(err)
         assert code == 2 and line.startswith(f"error: {newest}: Hugging Face safetensors"), err
         assert "without a config.json" in line and "copy the model's config.json" in line
+
+
+def _hf_writer_shards(folder: Path) -> Path:
+    """torch's HuggingFaceStorageWriter with save_distributed=True and no consolidation,
+    as a one-rank run writes it: shard-00001-model-00001-of-00001.safetensors."""
+    from torch.distributed.checkpoint import HuggingFaceStorageWriter
+
+    state = {"model.embed_tokens.weight": torch.randn(16, 8), "lm_head.weight": torch.randn(16, 8)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "assuming the intent is to save in a single process"
+        dcp.save(state, storage_writer=HuggingFaceStorageWriter(folder, save_distributed=True))
+    return folder
+
+
+def test_unconsolidated_shards_of_torchs_hf_writer_are_named_with_the_way_to_merge(tmp_path):
+    """Each rank's shard holds part of every tensor under its full name: inspect called
+    them a model that lacked a config.json, and with one copied in, import-hf said
+    "several .safetensors files and no index" (with two ranks) or read a rank's part as
+    the whole tensor."""
+    from trainer.tiny import build_tiny_model_dir
+
+    shards = _hf_writer_shards(tmp_path / "hfwriter")
+    assert sorted(p.name for p in shards.glob("*.safetensors")) == [
+        "shard-00001-model-00001-of-00001.safetensors"
+    ]
+    code, _out, err = run_cli("ckpt", "inspect", shards)
+    line = one_error_line(err)
+    assert code == 2 and "per-rank shard(s) of torch's HuggingFaceStorageWriter" in line, err
+    assert "consolidate_safetensors_files" in line and "enable_consolidation=True" in line
+    config = build_tiny_model_dir(tmp_path / "model") / "config.json"
+    (shards / "config.json").write_bytes(config.read_bytes())
+    code, _out, err = run_cli("ckpt", "import-hf", shards, "--out", tmp_path / "imported")
+    line = one_error_line(err)
+    assert code == 1 and "per-rank shard(s) of torch's HuggingFaceStorageWriter" in line, err
+    assert not (tmp_path / "imported").exists()
