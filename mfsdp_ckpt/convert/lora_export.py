@@ -22,7 +22,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -132,6 +132,7 @@ def export_lora(
     if not adapter_only:
         _refuse_rewritten_base(manifest, paths)
         assets, asset_location = _merged_assets(paths, adapter.reader, hf_config)
+        base, moved = _base_where_it_is(base, hf_config)
     with claim_output(out, overwrite) as claim:
         tmp = claim.tmp
         if adapter_only:
@@ -149,7 +150,7 @@ def export_lora(
                 progress,
                 base_progress,
             )
-            result.notes += _weights_not_from_hf_config(hf_config, base)
+            result.notes += moved or _weights_not_from_hf_config(hf_config, base)
         if verify:  # bytes flipped after save match their own reads: hash them too
             result.mismatches = manifest_hash_errors(paths) + (result.mismatches or [])
             if result.mismatches:
@@ -213,6 +214,26 @@ def _merged_assets(
         raise ExportUsageError(f"{location}: no config.json; pass --hf-config DIR|config.json")
     _refuse_config_against_record(source_for(paths, reader), paths, location, assets, hf_config)
     return assets, location
+
+
+def _base_where_it_is(
+    base: BaseModelRecord | None, hf_config: str | os.PathLike | None
+) -> tuple[BaseModelRecord | None, list[str]]:
+    """The base to merge onto, and a note when it is not where the manifest records it: a
+    checkpoint copied to another machine finds its base there under another path, which
+    --hf-config names (before, the merge stopped at "not present here" with no way to say
+    where it is). That dir must hold the recorded weight files byte for byte
+    (`_base_source` hashes them), so another model is refused, never merged onto."""
+    if base is None or base.path is None or base.random_init or os.path.isdir(base.path):
+        return base, []
+    dirs = model_dirs_of(hf_config)
+    if len(dirs) != 1:
+        return base, []
+    note = (
+        f"the adapter's base is not at {base.path}, where the manifest records it: merged"
+        f" onto --hf-config {dirs[0]}, which holds its weight files byte for byte"
+    )
+    return replace(base, path=str(dirs[0])), [note]
 
 
 def _weights_not_from_hf_config(
@@ -362,7 +383,8 @@ def _base_source(base: BaseModelRecord | None, progress: ByteProgress | None) ->
     if errors or notes:
         where, what = errors[0] if errors else (base.path, notes[0])
         raise ExportError(
-            f"{where}: {what}; a merged export needs that exact base (or use --adapter-only)"
+            f"{where}: {what}; a merged export needs that exact base (--hf-config DIR names"
+            " where it is now), or use --adapter-only"
         )
     return SafetensorsSource(base.path, links_anywhere=True)
 

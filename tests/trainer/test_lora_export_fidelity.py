@@ -311,3 +311,28 @@ def test_a_base_whose_weights_link_out_of_its_folder_trains_saves_and_exports(lo
     exported = load_file(tmp_path / "hf" / "model.safetensors")["model.embed_tokens.weight"]
     linked = load_file(outside)["model.embed_tokens.weight"]
     assert torch.equal(exported, linked.to(exported.dtype))  # merged from the linked base
+
+
+def test_a_base_moved_since_training_is_merged_from_where_hf_config_says(lora_run, tmp_path):
+    """A checkpoint copied to another machine finds its base there under another path: the
+    merge stopped at "base model dir ... is not present here" with no way to say where it
+    is. --hf-config names it now; it must hold the recorded weights byte for byte."""
+    from trainer.tiny import build_tiny_model_dir
+
+    base = build_tiny_model_dir(tmp_path / "base", seed=0, with_weights=True)
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=8)
+    run_sft(tiny_config(data, tmp_path / "run", *_settings(base), "trainer.total_steps=1"))
+    moved = shutil.move(base, tmp_path / "moved")
+    code, _out, err = _export(tmp_path / "run", "--out", tmp_path / "nowhere")
+    assert code == 1 and "(--hf-config DIR names where it is now)" in one_error_line(err), err
+    code, _out, err = _export(tmp_path / "run", "--out", tmp_path / "hf", "--hf-config", moved)
+    assert code == 0, err
+    assert f"merged onto --hf-config {moved}, which holds its weight files byte for byte" in err
+    exported = load_file(tmp_path / "hf" / "model.safetensors")["model.embed_tokens.weight"]
+    trained_on = load_file(Path(moved) / "model.safetensors")["model.embed_tokens.weight"]
+    assert torch.equal(exported, trained_on.to(exported.dtype))
+    other = build_tiny_model_dir(tmp_path / "other", seed=1, with_weights=True)
+    code, _out, err = _export(tmp_path / "run", "--out", tmp_path / "wrong", "--hf-config", other)
+    line = one_error_line(err)
+    assert code == 1 and "differs from the base the adapter was trained on" in line, err
+    assert not (tmp_path / "wrong").exists()
