@@ -12,13 +12,15 @@ are compared with the record's, and any difference is named.
 A checkpoint that keeps its own config.json (mfsdp's and verl's huggingface/, the HF
 Trainer's) records the model as well: a `--hf-config` of another head split, or of another
 family whose tensors have the same names (Llama's and Gemma's), exported a different model
-with exit 0. So a config given against a checkpoint's own is compared too, family included.
+with exit 0. So a config given against a checkpoint's own is compared too, family included,
+and the settings that change what the same weights compute (`config_behaviour`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from mfsdp_ckpt.convert.config_behaviour import behaviour_differences
 from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry, read_config_json
 from mfsdp_ckpt.convert.megatron_config import (
     DerivedConfig,
@@ -96,6 +98,7 @@ def _against_own_config(given: dict[str, Any], paths: layout.CheckpointPaths | N
     if given.get("model_type") != own["model_type"]:
         found.append(f"model_type={given.get('model_type')!r} (own: {own['model_type']!r})")
     found += disagreements(given, DerivedConfig(_with_family_defaults(own)), label="own")
+    found += behaviour_differences(given, own)
     if not found:
         return None
     return (

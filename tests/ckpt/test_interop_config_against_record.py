@@ -99,6 +99,14 @@ def test_a_config_agreeing_with_the_record_exports_keys_left_out_included(tmp_pa
     [
         (OTHER_HEADS, "num_attention_heads=2 (own: 4), num_key_value_heads=1 (own: 2)"),
         ({"model_type": "llama"}, "model_type='llama' (own: 'qwen2')"),
+        # every shape alike, another computation (the logits moved by 0.001-0.5)
+        ({"hidden_act": "gelu"}, "hidden_act='gelu' (own: 'silu')"),
+        ({"rms_norm_eps": 1e-5}, "rms_norm_eps=1e-05 (own: 1e-06)"),
+        (  # an older hub config's spelling of another RoPE base
+            {"rope_parameters": None, "rope_theta": 1e6, "rope_scaling": None},
+            "rope_parameters={'rope_theta': 1000000.0, 'rope_type': 'default'}"
+            " (own: {'rope_theta': 10000.0, 'rope_type': 'default'})",
+        ),
     ],
 )
 def test_hf_config_contradicting_the_checkpoints_own_config_is_refused(changes, named, tmp_path):
@@ -126,4 +134,28 @@ def test_hf_config_contradicting_the_checkpoints_own_config_is_refused(changes, 
     code, stdout, err = run_cli(
         "ckpt", "export-hf", tmp_path / "run", "--hf-config", same, "--out", out
     )
+    assert code == 0, stdout + err
+
+
+def test_a_hub_config_of_the_same_model_in_older_spelling_is_not_a_contradiction(tmp_path):
+    """The model's own hub config.json, as transformers 4 wrote it (RoPE in rope_theta, a
+    null rope_scaling, a sliding_window the saved config leaves out), describes the model
+    the checkpoint's transformers 5 config.json does: exported, and validate passes."""
+    from tests.support.export import save_single_process_checkpoint
+    from trainer.tiny import build_tiny_model_dir
+
+    assets = build_tiny_model_dir(tmp_path / "assets")
+    model = save_single_process_checkpoint(tmp_path / "run", assets)
+    hub = _config_dir(
+        model, tmp_path / "hub", rope_parameters=None, rope_theta=10000.0, rope_scaling=None
+    )
+    data = json.loads((hub / "config.json").read_text())
+    del data["rope_parameters"], data["layer_types"]
+    data.update(sliding_window=4096, max_window_layers=21, transformers_version="4.43.1")
+    (hub / "config.json").write_text(json.dumps(data))
+    code, stdout, err = run_cli(
+        "ckpt", "export-hf", tmp_path / "run", "--hf-config", hub, "--out", tmp_path / "out"
+    )
+    assert code == 0, stdout + err
+    code, stdout, err = run_cli("ckpt", "validate", tmp_path / "run", "--hf-config", hub)
     assert code == 0, stdout + err

@@ -1,0 +1,57 @@
+"""config.json settings that change what a model computes from the same weights.
+
+Two configs with every shape alike can still describe different models: another activation
+(gelu for silu moved a tiny Qwen2's logits by 0.49), another RoPE base (Qwen2.5-7B's 1e6
+given for a Qwen2.5-Math-7B run trained at 1e4: 0.10), another norm epsilon. An export
+under a `--hf-config` that differs there from the checkpoint's own config.json writes the
+trained weights under a model they were not trained as, and nothing downstream notices.
+
+Only keys both configs state are compared (a key left out takes a default this module does
+not know), except RoPE, which transformers 5 keeps in `rope_parameters` and older configs in
+`rope_theta` and `rope_scaling`: both spellings are read as one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+BEHAVIOUR_KEYS = (
+    "hidden_act",
+    "rms_norm_eps",
+    "layer_norm_eps",
+    "attention_bias",
+    "mlp_bias",
+    "layer_types",
+    "partial_rotary_factor",
+    "attn_logit_softcapping",
+    "final_logit_softcapping",
+    "query_pre_attn_scalar",
+)
+
+
+def rope_of(config: dict[str, Any]) -> dict[str, Any] | None:
+    """The RoPE a config states, as transformers 5's `rope_parameters` (`rope_type`
+    defaulted, legacy `type` renamed); None when it states none."""
+    given = config.get("rope_parameters")
+    if not isinstance(given, dict):
+        theta, scaling = config.get("rope_theta"), config.get("rope_scaling")
+        if theta is None and not isinstance(scaling, dict):
+            return None
+        given = {**(scaling if isinstance(scaling, dict) else {}), "rope_theta": theta}
+    rope = {key: value for key, value in given.items() if value is not None}
+    legacy_type = rope.pop("type", None)
+    rope.setdefault("rope_type", legacy_type or "default")
+    return rope
+
+
+def behaviour_differences(given: dict[str, Any], own: dict[str, Any]) -> list[str]:
+    """`key=given (own: value)` for each setting both state differently."""
+    found = [
+        f"{key}={given[key]!r} (own: {own[key]!r})"
+        for key in BEHAVIOUR_KEYS
+        if key in given and key in own and given[key] != own[key]
+    ]
+    given_rope, own_rope = rope_of(given), rope_of(own)
+    if given_rope is not None and own_rope is not None and given_rope != own_rope:
+        found.append(f"rope_parameters={given_rope!r} (own: {own_rope!r})")
+    return found
