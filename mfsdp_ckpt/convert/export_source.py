@@ -23,6 +23,7 @@ from mfsdp_ckpt.convert.hf_config import (
 )
 from mfsdp_ckpt.convert.name_maps import MappingError, hf_state_dict_shapes, model_tensors
 from mfsdp_ckpt.format import hf_trainer, layout
+from mfsdp_ckpt.format.model_files import FILE_NAMES, is_model_file
 from mfsdp_ckpt.format.state_keys import AmbiguousStateError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError
@@ -145,45 +146,6 @@ def _dcp_below(url: str, root: ByteStore, step_dir: str) -> tuple[str, str | Non
 
 
 MAX_ASSET_BYTES = 1 << 30  # a tokenizer.json is tens of MB; nothing that is not a weight is larger
-# Files transformers reads by these names: a directory there is named as no file, not
-# walked as a folder of assets (transformers takes it for a file that is not there).
-FILE_NAMES = (
-    "config.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "chat_template.jinja",
-    "chat_template.json",
-    "vocab.json",
-    "merges.txt",
-    "tokenizer.model",
-)
-
-
-# The files of a Hugging Face model dir besides its weights, as transformers' save_pretrained
-# writes them: config, generation config, tokenizer, chat templates, processor configs.
-_MODEL_FILE_NAMES = frozenset(FILE_NAMES) | {
-    "generation_config.json",
-    "added_tokens.json",
-    "vocab.txt",
-    "tekken.json",
-    "preprocessor_config.json",
-    "processor_config.json",
-    "video_preprocessor_config.json",
-}
-_MODEL_FILE_ENDINGS = (".model", ".tiktoken")  # sentencepiece (spiece.model), tiktoken vocabs
-_CHAT_TEMPLATES_DIR = "additional_chat_templates"  # name.jinja each, beside chat_template.jinja
-
-
-def is_model_file(relative: str) -> bool:
-    """`relative` (a path inside a model dir) is one of its Hugging Face files besides the
-    weights. A model dir downloaded whole holds much else: the weights in other formats
-    (`.gguf`, `onnx/`, `tf_model.h5`), a README, images, custom code; an export or an import
-    copied all of it (gigabytes, thousands of files) into what it wrote."""
-    folder, _, name = relative.rpartition("/")
-    if folder:
-        return folder == _CHAT_TEMPLATES_DIR and name.endswith(".jinja")
-    return name in _MODEL_FILE_NAMES or name.endswith(_MODEL_FILE_ENDINGS)
 
 
 class AssetFiles(dict[str, Callable[[], bytes]]):

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.layout import fsync_path
+from mfsdp_ckpt.format.model_files import is_export_file
 from mfsdp_ckpt.storage.out_lock import (
     acquire_out_lock,
     ctrl_c_deferred,
@@ -179,7 +180,9 @@ def _remove_empty(made: list[Path]) -> None:
 def replaceable_problem(path: Path) -> str | None:
     """Why --overwrite may not replace the directory at `path`, or None when it may: it is
     empty, or it is a previous model export (config.json and safetensors at the top, and
-    nothing that marks a checkpoint). Anything else is someone's data, never deleted."""
+    nothing but what an export writes: `model_files.is_export_file`). Anything else is
+    someone's data, never deleted: a model repo cloned with its `.git/`, README and eval
+    results, given as --out by a slip, lost all of them to an export."""
     try:
         entries = {entry.name for entry in os.scandir(path)}
     except OSError as err:
@@ -191,9 +194,33 @@ def replaceable_problem(path: Path) -> str | None:
     )
     if marks:
         return f"holds a checkpoint ({marks[0]})"
-    if "config.json" in entries and entries.intersection(_MODEL_EXPORT_FILES):
-        return None
-    return "is not a model export (no config.json with model*.safetensors) and not empty"
+    if "config.json" not in entries or not entries.intersection(_MODEL_EXPORT_FILES):
+        return "is not a model export (no config.json with model*.safetensors) and not empty"
+    foreign = sorted(name for name in entries if not _written_by_export(path, name))
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (
+            f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        )
+        return f"holds what no export writes ({shown})"
+    return None
+
+
+def _written_by_export(directory: Path, name: str) -> bool:
+    """`name` in `directory` is a regular file an export writes, or its chat templates dir
+    holding only such files."""
+    path = directory / name
+    if path.is_symlink():
+        return False
+    if path.is_dir():
+        try:
+            inner = list(os.scandir(path))
+        except OSError:
+            return False
+        return all(
+            entry.is_file(follow_symlinks=False) and is_export_file(f"{name}/{entry.name}")
+            for entry in inner
+        )
+    return path.is_file() and is_export_file(name)
 
 
 class OutputClaim:

@@ -59,11 +59,30 @@ def test_existing_out_needs_overwrite_then_is_replaced(run_dir, tmp_path):
     (out / "old.txt").unlink()
     assert _export(str(run_dir), "--out", str(out)).exit_code == 2  # empty: still needs --overwrite
     assert _export(str(run_dir), "--out", str(out), "--overwrite").exit_code == 0
-    (out / "old.txt").write_text("an earlier export's extra file")
+    # an earlier export's other shards: what an export writes, replaced
+    (out / "model-00001-of-00002.safetensors").write_bytes(b"stale")
     result = _export(str(run_dir), "--out", str(out), "--overwrite")
     assert result.exit_code == 0, result.output
-    assert not (out / "old.txt").exists() and (out / "model.safetensors").exists()
+    assert not (out / "model-00001-of-00002.safetensors").exists()
+    assert (out / "model.safetensors").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+@pytest.mark.parametrize("foreign", [".git/HEAD", "README.md", "evals/gsm8k.csv"])
+def test_overwrite_never_replaces_an_export_holding_what_no_export_writes(
+    foreign, run_dir, tmp_path
+):
+    """A model repo cloned with its .git/, README and eval results (the base model, given
+    as --out by a slip) looks like an export at its top: --overwrite deleted all of them."""
+    out = tmp_path / "out"
+    assert _export(str(run_dir), "--out", str(out)).exit_code == 0
+    (out / foreign).parent.mkdir(parents=True, exist_ok=True)
+    (out / foreign).write_text("the user's")
+    refused = _export(str(run_dir), "--out", str(out), "--overwrite")
+    _assert_clean_failure(
+        refused, 2, str(out), "holds what no export writes", foreign.split("/")[0]
+    )
+    assert (out / foreign).read_text() == "the user's"
 
 
 def test_out_that_holds_the_checkpoint_is_refused(run_dir, tmp_path):
