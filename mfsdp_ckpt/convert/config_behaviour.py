@@ -1,14 +1,16 @@
 """config.json settings that change what a model computes from the same weights.
 
-Two configs with every shape alike can still describe different models: another activation
-(gelu for silu moved a tiny Qwen2's logits by 0.49), another RoPE base (Qwen2.5-7B's 1e6
-given for a Qwen2.5-Math-7B run trained at 1e4: 0.10), another norm epsilon. An export
-under a `--hf-config` that differs there from the checkpoint's own config.json writes the
-trained weights under a model they were not trained as, and nothing downstream notices.
+Two configs with every shape alike can still describe different models: another activation,
+another RoPE base (Qwen2.5-7B's config given for a Qwen2.5-Math-7B run, which has the same
+shapes and another rope_theta), another norm epsilon. An export under a `--hf-config` that
+differs there from the checkpoint's own config.json writes the trained weights under a model
+they were not trained as, and nothing downstream notices.
 
-Only keys both configs state are compared (a key left out takes a default this module does
-not know), except RoPE, which transformers 5 keeps in `rope_parameters` and older configs in
-`rope_theta` and `rope_scaling`: both spellings are read as one.
+Only keys both configs state, as values of one kind, are compared: a key left out takes a
+default this module does not know, and a value of another kind (`rms_norm_eps: "1e-6"`) is
+one transformers refuses, which `hf_config.refuse_unloadable` names. RoPE is compared in
+either spelling: transformers 5 keeps it in `rope_parameters`, older configs in `rope_theta`
+and `rope_scaling`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ BEHAVIOUR_KEYS = (
     "layer_norm_eps",
     "attention_bias",
     "mlp_bias",
-    "layer_types",
     "partial_rotary_factor",
     "attn_logit_softcapping",
     "final_logit_softcapping",
@@ -49,9 +50,19 @@ def behaviour_differences(given: dict[str, Any], own: dict[str, Any]) -> list[st
     found = [
         f"{key}={given[key]!r} (own: {own[key]!r})"
         for key in BEHAVIOUR_KEYS
-        if key in given and key in own and given[key] != own[key]
+        if key in given
+        and key in own
+        and _kind(given[key]) == _kind(own[key])
+        and given[key] != own[key]
     ]
     given_rope, own_rope = rope_of(given), rope_of(own)
     if given_rope is not None and own_rope is not None and given_rope != own_rope:
         found.append(f"rope_parameters={given_rope!r} (own: {own_rope!r})")
     return found
+
+
+def _kind(value: Any) -> type:
+    """A JSON value's kind, an integer counted as a number (`1` and `1.0` compare)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float
+    return type(value)

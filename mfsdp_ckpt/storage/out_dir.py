@@ -58,7 +58,12 @@ _CHECKPOINT_MARKERS = (
     "manifest.json",
     "latest_checkpointed_iteration.txt",
 )
-_MODEL_EXPORT_FILES = ("model.safetensors", "model.safetensors.index.json")
+# What marks a directory as an export: a model's, or a PEFT adapter's (--adapter-only).
+_EXPORT_SIGNATURES = (
+    ("config.json", "model.safetensors"),
+    ("config.json", "model.safetensors.index.json"),
+    ("adapter_config.json", "adapter_model.safetensors"),
+)
 _RENAME_NOREPLACE, _RENAME_EXCHANGE = 1, 2
 
 
@@ -179,10 +184,10 @@ def _remove_empty(made: list[Path]) -> None:
 
 def replaceable_problem(path: Path) -> str | None:
     """Why --overwrite may not replace the directory at `path`, or None when it may: it is
-    empty, or it is a previous model export (config.json and safetensors at the top, and
-    nothing but what an export writes: `model_files.is_export_file`). Anything else is
-    someone's data, never deleted: a model repo cloned with its `.git/`, README and eval
-    results, given as --out by a slip, lost all of them to an export."""
+    empty, or it is a previous export (a model's config.json and safetensors, or a PEFT
+    adapter's, and nothing but what an export writes: `model_files.is_export_file`).
+    Anything else is someone's data, never deleted: a model repo cloned with its `.git/`,
+    README and eval results, given as --out by a slip, lost all of them to an export."""
     try:
         entries = {entry.name for entry in os.scandir(path)}
     except OSError as err:
@@ -194,8 +199,11 @@ def replaceable_problem(path: Path) -> str | None:
     )
     if marks:
         return f"holds a checkpoint ({marks[0]})"
-    if "config.json" not in entries or not entries.intersection(_MODEL_EXPORT_FILES):
-        return "is not a model export (no config.json with model*.safetensors) and not empty"
+    if not any(set(files) <= entries for files in _EXPORT_SIGNATURES):
+        return (
+            "is not a model export (no config.json with model*.safetensors, nor"
+            " adapter_config.json with adapter_model.safetensors) and not empty"
+        )
     foreign = sorted(name for name in entries if not _written_by_export(path, name))
     if foreign:
         shown = ", ".join(foreign[:3]) + (

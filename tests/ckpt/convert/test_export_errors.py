@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from cli.main import app
 from mfsdp_ckpt.check.validate import validate_checkpoint
+from mfsdp_ckpt.storage.out_dir import replaceable_problem
 from tests.support.export import save_single_process_checkpoint
 
 
@@ -335,3 +336,15 @@ def test_out_named_as_a_step_the_run_has_not_saved_says_so(run_dir, tmp_path):
             " replaces only an empty directory or an earlier export)\n"
         )
     assert not (run_dir / "global_step_999").exists()
+
+
+def test_overwrite_replaces_an_earlier_adapter_only_export(tmp_path):
+    """A PEFT adapter dir (adapter_config.json, adapter_model.safetensors) was "not a model
+    export": exporting the adapter again with --overwrite was refused."""
+    out = tmp_path / "adapter"
+    out.mkdir()
+    (out / "adapter_config.json").write_text("{}")
+    (out / "adapter_model.safetensors").write_bytes(b"earlier")
+    assert replaceable_problem(out) is None
+    (out / "notes.txt").write_text("the user's")
+    assert replaceable_problem(out) == "holds what no export writes (notes.txt)"
