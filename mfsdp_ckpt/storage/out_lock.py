@@ -175,6 +175,8 @@ def out_lock(out: str | os.PathLike, option: str = "--out") -> Iterator[None]:
     ...     write_tables(...)
     """
     path = Path(os.path.abspath(out))
+    if not path.name:  # `/`, `/tmp/..`: no folder is beside the root to hold a lock
+        raise OutputNotWritableError(f"{option} {out}: the root directory; name a folder")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd: int | None = None
     try:

@@ -627,3 +627,12 @@ def test_a_run_dir_linked_into_a_folder_this_user_cannot_write_locks_beside_the_
     with out_lock.out_lock(link, "trainer.run_dir"):
         assert (link.parent / ".x.out-lock").exists()
     assert not (link.parent / ".x.out-lock").exists()
+
+
+@pytest.mark.parametrize("out", ["/", "/tmp/.."])
+def test_the_demo_into_the_root_directory_is_refused_in_one_line(out):
+    """`mfsdp demo --out /` printed a traceback (ValueError: PosixPath('/') has an empty
+    name) where `mfsdp data synthetic --out /` said one line."""
+    code, _out, err = run_cli("demo", "--out", out)
+    assert code == 2, err
+    assert one_error_line(err) == f"error: --out {out}: the root directory; name a folder"
