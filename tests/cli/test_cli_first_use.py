@@ -345,3 +345,21 @@ def test_dev_mfsdp_reads_paths_from_where_it_is_run(tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1] == f"CWD {elsewhere} ARGS ckpt validate myrun"
+
+
+def test_dev_demo_reads_out_from_where_it_is_run(tmp_path):
+    """`./dev demo --out REL` from another directory wrote REL inside the repository, and the
+    README's next step (`./dev mfsdp ckpt validate REL`, read from where it is run) found
+    nothing there. A non-empty folder of the user's at REL, beside them, is what it meets."""
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "mine.txt").write_text("the user's")
+    done = subprocess.run(
+        [str(REPO / "dev"), "demo", "--out", "taken", "--steps", "1", "--nproc", "1"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "taken: directory is not empty and is not a previous demo's output" in done.stderr
+    assert not (REPO / "taken").exists()
