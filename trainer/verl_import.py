@@ -195,7 +195,7 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str, 
             "command found (or give a verl YAML config)"
         )
     command, words = found
-    notes = [*variables.notes]
+    notes: list[str] = []
     if launches > 1:
         notes.append(
             f"the script starts verl {launches} times; this config is its last command's:"
@@ -220,7 +220,7 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str, 
         else:
             parsed = _parse(text_value, f"{source}: {key}") if text_value.strip() else None
         pairs.append((key, parsed))
-    return pairs, command, notes
+    return pairs, command, [*variables.notes, *notes]  # theirs include the values' substitutions
 
 
 # Hydra's options that name the YAML a verl command starts from (`--config-path=DIR`,
@@ -328,8 +328,9 @@ def _literal(text: str) -> str:
 
 class _Variables:
     """The script's own `NAME=value` assignments, substituted as `$NAME`, `${NAME}` and
-    `${NAME:-default}` into later ones and into the command's words (others stay as
-    written), copying at most MAX_EXPANDED_CHARS in all."""
+    `${NAME:-default}` into later ones and into the command's words, else the environment's
+    (`$HOME`, as the shell running the script here would), with a note; others stay as
+    written. At most MAX_EXPANDED_CHARS are copied in all."""
 
     def __init__(self, source: Path):
         self.source = source
@@ -372,6 +373,11 @@ class _Variables:
     def substitute(self, value: str) -> str:
         def replace(match: re.Match) -> str:
             name = match.group(1) or match.group(3)
+            if name not in self.values and not name.isdigit() and name in os.environ:
+                # what the shell running the script here would put in (`$HOME`): the
+                # config is read as written, so it must hold the path itself
+                self.values[name] = os.environ[name]
+                self.notes.append(f"${name}: {os.environ[name]!r}, from this environment")
             if name not in self.values:
                 default = match.group(2)
                 if default is not None and name.isdigit():
@@ -481,7 +487,10 @@ def _unresolved(value: str) -> str:
         return "a shell command substitution, not run here: edit the value"
     if re.search(r"\$\{?[0-9]", value):  # `save_path=$2`: what the script is run with
         return "an argument the script is run with: edit the value"
-    return "set the shell variable, or edit the path"
+    return (
+        "a shell variable set neither in the script nor here, and a config expands none:"
+        " edit the path"
+    )
 
 
 def _typed(tree: dict[str, Any], built: dict[str, Any]) -> dict[str, Any]:

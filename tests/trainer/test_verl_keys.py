@@ -222,7 +222,8 @@ def test_every_mapped_key_names_a_real_mfsdp_key():
             assert all(is_native(cls, rule.target) for cls in classes), verl_key
 
 
-def test_from_verl_grpo_script_gives_a_config_that_loads(tmp_path):
+def test_from_verl_grpo_script_gives_a_config_that_loads(tmp_path, monkeypatch):
+    monkeypatch.delenv("HOME", raising=False)  # set here, its value would be the path
     conversion = convert_verl(EXAMPLES / "run_grpo_megatron_fsdp.sh")
     assert conversion.command == "grpo" and not conversion.dropped
     path = tmp_path / "grpo.yaml"

@@ -26,13 +26,18 @@ def dropped_keys(conversion: Conversion) -> set[str]:
     return {item.split("=", 1)[0] for item in conversion.dropped}
 
 
-def test_fsdp_grpo_script_with_path_variables_in_a_list(tmp_path):
+def test_fsdp_grpo_script_with_path_variables_in_a_list(tmp_path, monkeypatch):
+    """`$HOME` takes this environment's value, as the shell running the script here would:
+    left as written, the config was refused by training ("nothing expands here") and the
+    comment said to set the variable, which a config never reads."""
+    monkeypatch.setenv("HOME", "/home/someone")
     conversion = convert_verl(SCRIPTS / "run_qwen2-7b_math.sh")
     cfg = loads(conversion, tmp_path)
     assert cfg.data.train_files == [
-        "$HOME/data/gsm8k/train.parquet",
-        "$HOME/data/math/train.parquet",
+        "/home/someone/data/gsm8k/train.parquet",
+        "/home/someone/data/math/train.parquet",
     ]
+    assert "$HOME: '/home/someone', from this environment" in conversion.notes
     assert (cfg.optim.lr, cfg.rollout.n, cfg.actor.ppo_mini_batch_size) == (1e-6, 5, 256)
     assert cfg.trainer.logger == ["console", "wandb"] and cfg.checkpoint.save_every == 20
     assert any(note.startswith("$@: " + FORWARDED) for note in conversion.notes)
@@ -102,14 +107,31 @@ def test_an_argument_default_is_used_and_named(tmp_path):
     )
 
 
-def test_arithmetic_and_nested_defaults_in_a_script_piped_to_tee(tmp_path):
+def test_a_variable_set_neither_in_the_script_nor_here_is_left_to_edit(tmp_path, monkeypatch):
+    monkeypatch.delenv("HOME", raising=False)
+    conversion = convert_verl(SCRIPTS / "run_qwen2-7b_math.sh")
+    assert loads(conversion, tmp_path).data.train_files[0] == "$HOME/data/gsm8k/train.parquet"
+    assert any(
+        note.startswith("data.train_files=")
+        and note.endswith(
+            "a shell variable set neither in the script nor here, and a config"
+            " expands none: edit the path"
+        )
+        for note in conversion.notes
+    ), conversion.notes
+
+
+def test_arithmetic_and_nested_defaults_in_a_script_piped_to_tee(tmp_path, monkeypatch):
     """`max_prompt_length=$((1024 * 2))` was split into three words and never set, and the
     `${max_prompt_length}` left in the command failed the whole conversion (exit 2)."""
+    monkeypatch.setenv("HOME", "/home/someone")
+    for name in ("TRAIN_FILE", "RAY_DATA_HOME"):
+        monkeypatch.delenv(name, raising=False)
     conversion = convert_verl(SCRIPTS / "run_qwen2-32b_sglang_fsdp_npu.sh")
     cfg = loads(conversion, tmp_path)
     assert (cfg.data.max_prompt_length, cfg.rollout.max_response_length) == (2048, 8192)
     # TRAIN_FILE=${TRAIN_FILE:-"${RAY_DATA_HOME}/..."}, RAY_DATA_HOME=${...:-"${HOME}/verl"}
-    assert cfg.data.train_files == ["${HOME}/verl/datasets/deepscaler/train.parquet"]
+    assert cfg.data.train_files == ["/home/someone/verl/datasets/deepscaler/train.parquet"]
     assert "actor_rollout_ref.rollout.name" in dropped_keys(conversion)  # sglang
 
 
