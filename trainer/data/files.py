@@ -102,7 +102,7 @@ def _read_one(path: Path) -> list[dict[str, Any]]:
         return _read_jsonl(path)
     if suffix == ".json":
         return _read_json(path)
-    raise DataFileError(f"{path}: unknown data format {suffix!r} (use .parquet or .jsonl)")
+    raise DataFileError(f"{path}: unknown data format {suffix!r} (use .parquet, .jsonl or .json)")
 
 
 TABLE_SUFFIXES = (".parquet", ".jsonl")  # whole tables; a .json is as often a model's config

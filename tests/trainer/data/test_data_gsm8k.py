@@ -141,3 +141,14 @@ def test_a_row_is_refused_in_one_json_object_naming_it(tmp_path, command, conten
     assert result.exit_code == 2
     assert json.loads(result.stdout) == {"error": f"{tmp_path}/{message}", "exit_code": 2}
     assert not (tmp_path / "o").exists()
+
+
+def test_an_unknown_input_format_names_every_format_read(tmp_path):
+    """The line said "(use .parquet or .jsonl)", though .json is read too (--help says so)."""
+    (tmp_path / "t.txt").write_text("{}")
+    (tmp_path / "t.json").write_text(json.dumps([{"question": "1+1?", "answer": "#### 2"}]))
+    with pytest.raises(
+        Exception, match=r"unknown data format '\.txt' \(use \.parquet, \.jsonl or \.json\)"
+    ):
+        read_rows(tmp_path / "t.txt")
+    assert read_rows(tmp_path / "t.json")[0] == {"question": "1+1?", "answer": "#### 2"}
