@@ -109,6 +109,7 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
             f"model.path: {cfg.path} is neither a Hugging Face model dir (no config.json) nor a"
             f" checkpoint ({err})"
         ) from None
+    _refuse_lora_checkpoint(cfg, checkpoint)
     if cfg.hf_config is None and checkpoint.hf_assets is None:
         derived = _derived_source(checkpoint)
         if derived is not None:
@@ -116,6 +117,26 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
                 raise ConfigError(_no_tokenizer_message(cfg, derived))
             return derived
     return ModelSource(assets=_checkpoint_assets(cfg, checkpoint), checkpoint=checkpoint)
+
+
+def _refuse_lora_checkpoint(cfg: ModelConfig, checkpoint: CheckpointPaths) -> None:
+    """An mfsdp LoRA checkpoint holds the adapter alone: training from it failed after the
+    model had loaded, with advice meant for other tools' PEFT saves. Its ways on, named
+    before anything loads."""
+    from mfsdp_ckpt.format.manifest import ManifestError, read_manifest
+
+    try:
+        manifest = read_manifest(checkpoint.manifest) if checkpoint.manifest else None
+    except (ManifestError, OSError):
+        return  # the checkpoint's own checks say what is wrong with it
+    if manifest is None or manifest.lora is None:
+        return
+    raise ConfigError(
+        f"model.path: {cfg.path} is an mfsdp LoRA checkpoint (the adapter alone, on its base"
+        f" model): to go on training it, give its run dir as trainer.run_dir (it resumes); to"
+        f" train from the merged model, `mfsdp ckpt export-hf {cfg.path} --out DIR`, then"
+        " model.path=DIR"
+    )
 
 
 def _entries(directory: Path) -> list[str]:

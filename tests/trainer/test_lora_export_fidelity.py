@@ -336,3 +336,18 @@ def test_a_base_moved_since_training_is_merged_from_where_hf_config_says(lora_ru
     line = one_error_line(err)
     assert code == 1 and "differs from the base the adapter was trained on" in line, err
     assert not (tmp_path / "wrong").exists()
+
+
+def test_a_lora_checkpoint_given_as_model_path_names_its_ways_on(lora_run):
+    """It failed after the model had loaded, advising an export of "a live PEFT model's
+    names" with --hf-config, meant for other tools' saves."""
+    from trainer.model_source import resolve_model_source
+
+    run = lora_run / "run"
+    with pytest.raises(ConfigError) as raised:
+        resolve_model_source(ModelConfig(path=str(run)))
+    assert str(raised.value) == (
+        f"model.path: {run} is an mfsdp LoRA checkpoint (the adapter alone, on its base model):"
+        " to go on training it, give its run dir as trainer.run_dir (it resumes); to train"
+        f" from the merged model, `mfsdp ckpt export-hf {run} --out DIR`, then model.path=DIR"
+    )
