@@ -24,7 +24,7 @@ RUN_SETTINGS = (
     "trainer.progress_bar=false",
     "data.global_batch_size=8",
     "data.max_tokens_per_micro_batch=256",
-    "optim.warmup_steps=1",
+    "optim.warmup_steps=0",
 )
 
 
