@@ -8,7 +8,8 @@ the tracker valid:
    the hashes are gathered on rank 0;
 3. rank 0 writes `huggingface/` assets, then `manifest.json` last, fsyncs, and renames
    `global_step_N.tmp` to `global_step_N` (a step dir without a manifest never counts);
-4. rank 0 replaces the tracker with `os.replace`, then prunes old steps (`keep_last`).
+4. rank 0 replaces the tracker with `os.replace`, then prunes old steps (`keep_last`,
+   `retention.py`: never through a symlink; a step it cannot remove is a warning).
 
 With `async_save=True` only the copy to host memory (`staging.py`) happens in the training loop; DCP
 writing and steps 2-4 run in a background thread on a dedicated gloo group, and the next save (or
@@ -44,6 +45,7 @@ from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.file_hash import FileRecord, hash_files
 from mfsdp_ckpt.format.manifest import CONTENT_KINDS, Manifest, read_manifest
+from mfsdp_ckpt.retention import prune_steps
 from mfsdp_ckpt.storage.dcp_writer import CheckedWriter
 from mfsdp_ckpt.storage.safe_dcp import SafeFileSystemReader, SafeLoadPlanner
 from mfsdp_ckpt.storage.staging import HostStager
@@ -408,17 +410,11 @@ class Checkpointer:
             ) from None
 
     def _prune(self, newest: int) -> None:
-        for name in os.listdir(self.run_dir):
-            if name.endswith(layout.TMP_STEP_SUFFIX) and name.startswith(layout.STEP_DIR_PREFIX):
-                stale = layout.parse_step_dir_name(name[: -len(layout.TMP_STEP_SUFFIX)])
-                if stale is not None and stale < newest:
-                    shutil.rmtree(self.run_dir / name, ignore_errors=True)
-        if self.keep_last is None:
-            return
-        steps = layout.list_complete_steps(self.run_dir)
-        for old in steps[: max(0, len(steps) - self.keep_last)]:
-            if old != newest:
-                shutil.rmtree(layout.step_dir(self.run_dir, old))
+        """Remove what `retention.prune_steps` says; step `newest` is committed already, so
+        what cannot be removed is a warning line, never a failed save (it failed rank 0
+        alone, and the other ranks lost contact in the barrier after the commit)."""
+        for line in prune_steps(self.run_dir, newest, self.keep_last):
+            log.warning("%s", line)
 
     def _barrier(self) -> None:
         if dist.is_initialized():

@@ -45,9 +45,9 @@ import yaml
 from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.dtypes import short_dtype_name
-from mfsdp_ckpt.storage import safe_files
 from trainer import verl_keys
 from trainer.config_yaml import YAMLConfigError, parse_yaml, read_yaml_file
+from trainer.run_files import replacing
 
 RESOLVED_CONFIG_FILE = "config.yaml"  # in the run dir: the config the run used
 
@@ -396,12 +396,13 @@ def defaults_yaml(cls: type) -> str:
 
 def write_resolved_config(run_dir: str | os.PathLike, config: Any) -> Path:
     """Write the config a run really uses (defaults, file and overrides) into its run dir, so the
-    run can be understood and repeated from its outputs alone."""
+    run can be understood and repeated from its outputs alone. Replaced whole (`run_files`):
+    a resume on a full disk left the previous run's config.yaml at 0 bytes."""
     path = Path(run_dir) / RESOLVED_CONFIG_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     text = yaml.safe_dump(config_to_dict(config), sort_keys=False)
-    with os.fdopen(safe_files.open_regular_for_writing(path), "w") as handle:
-        handle.write(text)
+    with replacing(path, "write it") as handle:
+        handle.write(text.encode())
     return path
 
 

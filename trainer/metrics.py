@@ -4,7 +4,6 @@ wandb under `<run_dir>/wandb/`), and what the progress bar shows."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -14,6 +13,7 @@ from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.storage import safe_files
+from trainer.run_files import replacing
 
 METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
@@ -128,8 +128,9 @@ def drop_steps_after(run_dir: str | Path, step: int) -> str | None:
     PATH`, or a crash after steps logged past the last checkpoint) appended its steps to
     the other timeline's: steps 1-6, then 3-6 again. Lines that are no record with a step
     (a torn write, an edit) stay as they are, ended by a newline so that the next record
-    starts its own line. The file is replaced whole (a temp file beside it, then
-    `os.replace`): a crash leaves the old one or the new one. Called on rank 0 only."""
+    starts its own line. The file is replaced whole (`run_files.replacing`): a crash or a
+    full disk leaves the old one or the new one, and a failure names it (RunFileError).
+    Called on rank 0 only."""
     path = Path(run_dir) / METRICS_FILE
     try:
         dropped = [n for n in _steps_in(path) if n > step]
@@ -137,20 +138,14 @@ def drop_steps_after(run_dir: str | Path, step: int) -> str | None:
         return None
     if not dropped:
         return None
-    target = Path(os.path.realpath(path))  # through a link: the file it leads to
-    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        with os.fdopen(safe_files.open_regular(path), "rb") as source, open(temp, "wb") as out:
-            for line in source:
-                found = _step_of(line)
-                if found is None or found <= step:
-                    out.write(line if line.endswith(b"\n") else line + b"\n")
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, target)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            temp.unlink()
+    with (
+        os.fdopen(safe_files.open_regular(path), "rb") as source,
+        replacing(path, f"remove the records of steps after {step} from it") as out,
+    ):
+        for line in source:
+            found = _step_of(line)
+            if found is None or found <= step:
+                out.write(line if line.endswith(b"\n") else line + b"\n")
     steps = f"{len(dropped)} record(s) of steps {min(dropped)}-{max(dropped)}"
     if step < 0:
         return f"{path}: removed {steps} an earlier run logged; this run resumes no checkpoint"

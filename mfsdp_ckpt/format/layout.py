@@ -93,8 +93,12 @@ TRACKER_MAX_BYTES = 64  # "release" or a step number, with slack for a newline
 CONTENTS_MAX_BYTES = 1 << 20  # ckpt_contents.json: a few hundred bytes in practice
 MAX_RUNS_LISTED = 8
 
-_STEP_DIR_RE = re.compile(rf"^{STEP_DIR_PREFIX}([0-9]{{1,18}})$")
-_TMP_STEP_RE = re.compile(rf"^{STEP_DIR_PREFIX}([0-9]{{1,18}}){re.escape(TMP_STEP_SUFFIX)}$")
+# verl and mfsdp write global_step_N unpadded: `global_step_06` is no step dir (a hand-made
+# copy taken for step 6 counted that step twice, and keep_last removed the real one);
+# Megatron's iter_0000006 is zero-padded by design (_ITER_DIR_RE)
+_STEP_NUMBER = r"(0|[1-9][0-9]{0,17})"
+_STEP_DIR_RE = re.compile(rf"^{STEP_DIR_PREFIX}{_STEP_NUMBER}$")
+_TMP_STEP_RE = re.compile(rf"^{STEP_DIR_PREFIX}{_STEP_NUMBER}{re.escape(TMP_STEP_SUFFIX)}$")
 _ITER_DIR_RE = re.compile(rf"^{MEGATRON_ITER_PREFIX}([0-9]{{7,18}})$")
 _STEP_TEXT_RE = re.compile(r"[0-9]{1,18}")  # ASCII only: "²".isdigit() is True
 _HF_WEIGHT_SUFFIXES = (".safetensors", ".bin")
@@ -131,6 +135,8 @@ def tmp_step_dir(run_dir: str | os.PathLike, step: int) -> Path:
 
 
 def parse_step_dir_name(name: str) -> int | None:
+    """The step of a `global_step_N` name, None for any other name (`global_step_06` too:
+    only the name `step_dir` gives step 6 is step 6's)."""
     match = _STEP_DIR_RE.match(name)
     return int(match.group(1)) if match else None
 

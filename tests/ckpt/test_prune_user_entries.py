@@ -1,0 +1,98 @@
+"""`checkpoint.keep_last` removes only the step dirs the run's saves make, exactly as listed:
+a step dir the user linked in, a hand-made `global_step_02` copy and a step that cannot be
+removed all stay, and the save that prunes is saved (a pruning problem is a warning)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+
+import pytest
+import torch
+
+from mfsdp_ckpt.checkpointer import Checkpointer
+from mfsdp_ckpt.format import layout
+
+
+def save(run, step: int, keep_last: int | None = None) -> None:
+    state = {"model": {"w": torch.full((4,), float(step))}}
+    Checkpointer(run, strategy="none", keep_last=keep_last).save(step, state, contents=("model",))
+
+
+def test_a_linked_step_is_neither_followed_nor_removed(tmp_path):
+    """It failed the save that pruned ("Cannot call rmtree on a symbolic link"), after
+    step 6 was committed; following the link would have deleted the user's copy."""
+    run, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
+    save(run, 2)
+    save(run, 4)
+    layout.step_dir(run, 2).rename(elsewhere)
+    layout.step_dir(run, 2).symlink_to(elsewhere, target_is_directory=True)
+    save(run, 6, keep_last=1)
+    assert layout.step_dir(run, 2).is_symlink()
+    assert (elsewhere / layout.MANIFEST_FILE).is_file()
+    assert not layout.step_dir(run, 4).exists()  # linked steps do not count toward keep_last
+    assert layout.read_tracker(run) == 6
+
+
+def test_a_zero_padded_copy_is_no_step_and_stays(tmp_path):
+    """global_step_02 was read as step 2: counted twice, the real global_step_2 removed, then
+    removed "again" (FileNotFoundError failed the save)."""
+    run = tmp_path / "run"
+    save(run, 2)
+    save(run, 4)
+    shutil.copytree(layout.step_dir(run, 2), run / "global_step_02")
+    save(run, 6, keep_last=2)
+    assert layout.list_complete_steps(run) == [4, 6]
+    assert (run / "global_step_02" / layout.MANIFEST_FILE).is_file()
+
+
+def test_only_a_zero_padded_dir_names_no_step_to_resume(tmp_path):
+    """Taken for step 6, whose global_step_6 was then missing: resume and validate failed."""
+    run = tmp_path / "run"
+    save(run, 6)
+    layout.step_dir(run, 6).rename(run / "global_step_06")
+    assert layout.parse_step_dir_name("global_step_06") is None
+    assert layout.parse_step_dir_name("global_step_0") == 0
+    assert layout.parse_step_dir_name("global_step_60") == 60
+    (run / layout.TRACKER_FILE).unlink()
+    assert layout.list_complete_steps(run) == []
+    assert layout.resume_step(run) is None
+
+
+@pytest.fixture
+def undeletable():
+    """Make a file impossible to delete, and deletable again afterwards so that pytest can
+    clean up: root ignores permissions, so `chattr +i` there (skipped where the file
+    system has no such flag), a read-only parent dir otherwise."""
+    locked = []
+
+    def lock(path):
+        if os.geteuid() != 0:
+            path.parent.chmod(0o555)
+        elif subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode:
+            pytest.skip("chattr +i is not supported here")
+        locked.append(path)
+
+    yield lock
+    for path in locked:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+        path.parent.chmod(0o755)
+
+
+def test_a_step_that_cannot_be_removed_is_a_warning_not_a_failed_save(
+    tmp_path, undeletable, caplog
+):
+    run = tmp_path / "run"
+    for step in (1, 2):
+        save(run, step)
+    undeletable(layout.step_dir(run, 1) / layout.MANIFEST_FILE)
+    with caplog.at_level(logging.WARNING, logger="mfsdp_ckpt.checkpointer"):
+        save(run, 3, keep_last=1)  # step 3 is committed: this must not raise
+    assert layout.read_tracker(run) == 3
+    assert not layout.step_dir(run, 2).exists()  # the rest of the prune went on
+    [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert line.startswith(f"warning: {layout.step_dir(run, 1)}: not removed by")
+    assert line.endswith("step 3 is saved, and the next save tries again")

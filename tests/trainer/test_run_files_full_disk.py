@@ -1,0 +1,52 @@
+"""A full disk while a (resumed) run rewrites config.yaml or metrics.jsonl: the file is left
+as it was (config.yaml was truncated to 0 bytes, then the write failed), and the error is
+one line naming it ("[Errno 28] No space left on device", no path). The disk fills
+deterministically: RLIMIT_FSIZE in a child process (writes past it fail with EFBIG)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from trainer.config import RESOLVED_CONFIG_FILE
+from trainer.metrics import METRICS_FILE
+
+LIMITED = """
+import resource, sys
+from pathlib import Path
+from trainer.config import SFTConfig, write_resolved_config
+from trainer.metrics import drop_steps_after
+run, limit = Path(sys.argv[1]), int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+for write in (lambda: write_resolved_config(run, SFTConfig()), lambda: drop_steps_after(run, 3)):
+    try:
+        write()
+        print("written")
+    except Exception as err:
+        print(err)
+"""
+LIMIT = 400  # bytes: less than config.yaml or three records (written, not read, are limited)
+
+
+def test_a_full_disk_leaves_the_run_files_as_they_were_and_names_them(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    old_config = "trainer:\n  total_steps: 12\n"
+    (run / RESOLVED_CONFIG_FILE).write_text(old_config)
+    records = "".join(json.dumps({"step": s, "pad": "x" * 120}) + "\n" for s in range(1, 7))
+    (run / METRICS_FILE).write_text(records)
+    done = subprocess.run(
+        [sys.executable, "-c", LIMITED, str(run), str(LIMIT)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout.splitlines() == [
+        f"{run / RESOLVED_CONFIG_FILE}: cannot write it (File too large); it is left as it was",
+        f"{run / METRICS_FILE}: cannot remove the records of steps after 3 from it"
+        " (File too large); it is left as it was",
+    ], done.stdout + done.stderr
+    assert (run / RESOLVED_CONFIG_FILE).read_text() == old_config
+    assert (run / METRICS_FILE).read_text() == records
+    assert sorted(p.name for p in run.iterdir()) == [RESOLVED_CONFIG_FILE, METRICS_FILE]

@@ -1,0 +1,69 @@
+"""Replace a run dir's own file whole: config.yaml as a run starts, metrics.jsonl when a
+resumed run drops the records it logs again.
+
+Written in place, a full disk left config.yaml at 0 bytes (truncated, then the write
+failed) and the error said "[Errno 28] No space left on device" without a path. Here the
+new content goes to a temp file beside the old one, is fsynced, and only then replaces it
+(`os.replace`): a full disk or a crash leaves the old file or the new one, and a failure
+is one line naming the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError
+from mfsdp_ckpt.storage import safe_files
+
+
+class RunFileError(MfsdpFailedError, OSError):
+    """A run-dir file could not be replaced (disk full, over a quota); what was there under
+    its name is left as it was."""
+
+
+@contextlib.contextmanager
+def replacing(path: Path, what: str) -> Iterator[BinaryIO]:
+    """A file to write the new content of `path` into; it replaces `path` when the block
+    ends without an error, and is removed when it ends with one. `what` (e.g. "write it")
+    says in the error line what could not be done.
+
+    A link at `path` to a regular file stays a link: the file it leads to is replaced.
+    Anything else but a regular file there (a FIFO, a directory, a link to /dev/null) is
+    refused as writing in place refused it, one line naming it: the user put it there."""
+    target = Path(safe_files.regular_file(path)) if os.path.lexists(path) else path
+    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    created = False
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        created = True
+        with os.fdopen(fd, "wb") as out:
+            yield out
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, target)
+        created = False
+    except OSError as err:
+        if isinstance(err, MfsdpError):  # already one line naming its file
+            raise
+        kept = "; it is left as it was" if os.path.lexists(path) else ""
+        raise RunFileError(f"{path}: cannot {what} ({err.strerror or err}){kept}") from None
+    finally:
+        if created:
+            with contextlib.suppress(OSError):
+                temp.unlink()
+    _fsync_dir(target.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make the rename durable. The file is replaced already, so a failure here is no
+    failure to write it (and a file system that cannot fsync a directory is not one)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
