@@ -21,7 +21,6 @@ from mfsdp_ckpt.lora import (
 )
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import CheckpointReader, ObjectEntry, TensorEntry
-from mfsdp_ckpt.storage.shared_bytes import byte_sharing
 
 # Non-tensor entries decoded to show their value: small ones only, a bounded number of them.
 MAX_DECODED_OBJECT_BYTES = 64 << 10
@@ -181,7 +180,7 @@ def describe_checkpoint(
     objects: list[dict[str, Any]] = []
     shared_bytes = 0
     for each in readers:
-        sharing = byte_sharing(each.tensors, each.objects)
+        sharing = each.sharing
         shared_bytes += sharing.alias_bytes
         tensors += [
             {

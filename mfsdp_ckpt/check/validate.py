@@ -3,9 +3,10 @@
 Each check appends `Finding`s naming the file or tensor and what is wrong; nothing here
 raises for a bad checkpoint (a missing path is the caller's usage error), only for one
 removed while it was read (`CheckpointRemovedError`: its findings would say nothing of
-it). The cheap checks (metadata, files, chunk coverage, bytes shared between entries,
-optimizer/model/config agreement, tracker) always run; `deep=True` adds each file's
-digest against the manifest (the algorithm its record names: xxh3_128, or sha256 in older
+it). The cheap checks (metadata, files, chunk coverage, optimizer/model/config agreement,
+tracker) always run (bytes shared between entries, but for a tied head's alias, are
+refused as the metadata is read: `shared_bytes`); `deep=True` adds each file's digest
+against the manifest (the algorithm its record names: xxh3_128, or sha256 in older
 manifests) and reading every tensor (NaN/Inf counts).
 
 Checkpoints verl and Megatron-LM write have no manifest: every check that needs none
@@ -41,10 +42,8 @@ from mfsdp_ckpt.storage.reader import (
     CheckpointReader,
     TensorEntry,
     chunk_backing_problem,
-    chunk_coverage_problems,
     unclaimed_storage_entries,
 )
-from mfsdp_ckpt.storage.shared_bytes import byte_sharing
 
 ERROR, WARNING = "error", "warning"
 STRICT_NEEDS_MANIFEST = "no manifest.json: --strict requires one (file hashes cannot be checked)"
@@ -229,7 +228,6 @@ def _run_checks(
     _check_chunks(reader, report)
     _check_storage_entries(reader, report)
     _check_backing(reader, report)
-    _check_shared_bytes(reader, report)
     _check_contents(paths, reader, roots, manifest, report)
     optimizer = _check_optimizer_dcp(paths, report)
     record = _optimizer_record(paths, reader, roots, manifest, hf_config)
@@ -468,17 +466,30 @@ def _safe_size(reader: CheckpointReader, name: str, report: ValidationReport) ->
 
 
 def _check_chunks(reader: CheckpointReader, report: ValidationReport) -> None:
+    """Each tensor's chunks tile it, and each has a storage entry: the chunks without one
+    (what a save that lost a file's writes leaves) are listed up to MAX_LISTED_PROBLEMS in
+    all, then counted, as every other per-chunk finding is."""
+    unwritten = 0
     for entry in reader.tensors.values():
         where = f"{reader.root / layout.DCP_METADATA_FILE} [{entry.name}]"
-        for problem in chunk_coverage_problems(entry):
+        for problem in reader.coverage_problems(entry):
             report.add(ERROR, where, problem)
         for chunk in entry.chunks:
-            if chunk.numel and chunk.file is None:  # what a save that lost a file's writes leaves
-                report.add(
-                    ERROR,
-                    where,
-                    f"chunk at {chunk.offsets} has no storage entry (its bytes were never written)",
-                )
+            if chunk.numel and chunk.file is None:
+                unwritten += 1
+                if unwritten <= MAX_LISTED_PROBLEMS:
+                    report.add(
+                        ERROR,
+                        where,
+                        f"chunk at {chunk.offsets} has no storage entry (its bytes were never"
+                        " written)",
+                    )
+    if unwritten > MAX_LISTED_PROBLEMS:
+        report.add(
+            ERROR,
+            reader.root / layout.DCP_METADATA_FILE,
+            f"... and {unwritten - MAX_LISTED_PROBLEMS} more chunks without a storage entry",
+        )
 
 
 def _check_storage_entries(reader: CheckpointReader, report: ValidationReport) -> None:
@@ -493,12 +504,6 @@ def _check_storage_entries(reader: CheckpointReader, report: ValidationReport) -
         )
 
 
-_TIED_PAIRS = (  # (output name, input name) a tied model saves twice but optimizes once
-    ("lm_head.weight", "embed_tokens.weight"),
-    ("output_layer.weight", "embedding.word_embeddings.weight"),
-)
-
-
 def _check_backing(reader: CheckpointReader, report: ValidationReport) -> None:
     """Each chunk's blob must be able to hold the bytes its metadata declares (no file is
     read: a tensor claiming 1 TiB over a 1 KB blob is caught by the cheap checks)."""
@@ -510,14 +515,6 @@ def _check_backing(reader: CheckpointReader, report: ValidationReport) -> None:
                     ERROR, f"{reader.root / layout.DCP_METADATA_FILE} [{entry.name}]", problem
                 )
                 break
-
-
-def _check_shared_bytes(reader: CheckpointReader, report: ValidationReport) -> None:
-    """Two entries may name the same bytes only as an exact alias (a tied output layer
-    stored once); a partial overlap or a blob read as two different things is an error."""
-    where = reader.root / layout.DCP_METADATA_FILE
-    for problem in byte_sharing(reader.tensors, reader.objects).problems:
-        report.add(ERROR, where, problem)
 
 
 def _state_roots(paths: layout.CheckpointPaths, reader: CheckpointReader) -> state_keys.StateRoots:
@@ -580,7 +577,7 @@ def _check_optimizer_dcp(
     paths: layout.CheckpointPaths, report: ValidationReport
 ) -> CheckpointReader | None:
     """A layout's optimizer state in a DCP dir of its own (the HF Trainer's optimizer_0/),
-    checked as any DCP is (metadata, data files, chunks, storage entries, shared bytes),
+    checked as any DCP is (metadata, shared bytes, data files, chunks, storage entries),
     its keys all under `optimizer.` (all Accelerate saves there). Returns its reader for
     the checks that pair its states with the model's parameters; None when there is no
     such dir or its metadata cannot be read."""
@@ -596,7 +593,7 @@ def _check_optimizer_dcp(
     report.tensors += len(reader.tensors)
     report.tensor_bytes += sum(e.nbytes for e in reader.tensors.values())
     report.files += len(_check_data_files(reader, report)) + 1
-    for check in (_check_chunks, _check_storage_entries, _check_backing, _check_shared_bytes):
+    for check in (_check_chunks, _check_storage_entries, _check_backing):
         check(reader, report)
     stray = sorted(
         k for k in [*reader.tensors, *reader.objects] if not k.startswith(OPTIMIZER_ENTRY)
@@ -930,7 +927,7 @@ def _tied_head(
     the config (or Megatron's record) ties them, or the checkpoint stores it as the
     embedding's own bytes (import-hf's alias); False for an untied one or any other
     parameter; None for an output layer beside an embedding that nothing says is tied."""
-    for out, inp in _TIED_PAIRS:
+    for out, inp in state_keys.TIED_PAIRS:  # saved twice, optimized once
         if not name.endswith(out):
             continue
         embedding = next((key for path, key in params.items() if path.endswith(inp)), None)
@@ -1245,7 +1242,7 @@ def _check_values(
         gone = next((c.file for c in entry.chunks if c.file in missing), None)
         if gone is not None:  # said once for its file, not once per tensor
             unread.setdefault(gone, []).append(entry.name)
-        elif not chunk_coverage_problems(entry):
+        elif not reader.coverage_problems(entry):
             try:
                 tensor = reader.read_tensor(entry.name)
             except (CheckpointFormatError, CheckpointFileError) as err:

@@ -79,6 +79,7 @@ from mfsdp_ckpt.lora import ByteProgress
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
+from mfsdp_ckpt.storage.tensor_memory import tensor_memory
 from mfsdp_ckpt.storage.tensorstore_store import is_url
 from mfsdp_ckpt.storage.writable import require_writable_dir
 
@@ -200,9 +201,10 @@ def _layer_cap(source: _Source) -> int:
 
 
 def _check_backed(plan: ExportPlan) -> None:
-    """Every chunk the plan reads lies inside its file and can hold its elements, so the
-    sizes the output reserves are backed by real bytes (metadata claiming 1 TiB over a
-    1 KB blob must not make export reserve 1 TiB of disk first)."""
+    """Every chunk the plan reads lies inside its file and can hold its elements (or, stored
+    compressed, can be decoded here), so the sizes the output is checked to have room for
+    are backed by bytes (metadata claiming 1 TiB over a 1 KB blob is refused before the
+    free-space check says the disk is too small for it)."""
     reader = plan.source.reader
     adapters = plan.lora.adapter_keys if plan.lora is not None else []
     for entry in [plan.entry(item) for item in plan.items] + [reader.tensors[k] for k in adapters]:
@@ -525,7 +527,7 @@ def export_hf(
                 )
             if plan.lora is not None:  # merged: alpha recorded or given, never guessed
                 set_lora_scale(plan.lora, source.location, local_paths, lora_alpha, source.reader)
-            _check_backed(plan)  # before the output files reserve the plan's bytes
+            _check_backed(plan)  # before the writer checks there is room for the plan's bytes
             writer = ShardedSafetensorsWriter(tmp, plan.specs(), max_shard_size)
             writer.open()
 
@@ -536,12 +538,14 @@ def export_hf(
                 if item.source in streamable and _stream(plan, item, writer, buffers):
                     return writer.slots[item.targets[0]].nbytes
                 written = 0
-                for name, tensor in convert(plan, item):
-                    nonfinite = 0 if allow_nonfinite else count_nonfinite_tensor(tensor)
-                    if nonfinite:
-                        raise _nonfinite(plan, item, nonfinite, overflow=None)
-                    writer.write(name, tensor)
-                    written += tensor.nbytes
+                where = f"{source.location} [{item.source}]"
+                with tensor_memory(where, plan.entry(item).nbytes, "converting it"):
+                    for name, tensor in convert(plan, item):
+                        nonfinite = 0 if allow_nonfinite else count_nonfinite_tensor(tensor)
+                        if nonfinite:
+                            raise _nonfinite(plan, item, nonfinite, overflow=None)
+                        writer.write(name, tensor)
+                        written += tensor.nbytes
                 return written
 
             def cost(

@@ -16,7 +16,7 @@ from mfsdp_ckpt.convert.name_maps import ROW_PREFIX_TRANSFORMS, MappedTensor
 from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.format.finite import count_nonfinite_in_file, count_nonfinite_tensor
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
-from mfsdp_ckpt.storage.reader import Chunk, chunk_coverage_problems
+from mfsdp_ckpt.storage.reader import Chunk
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def _streamable(plan: ExportPlan, item: MappedTensor) -> bool:
         and not plan.merges(item)  # a LoRA delta is added to it: read whole, merged, written
         and entry.numel > 0
         and hasattr(plan.source.reader.store, "open_fd")
-        and not chunk_coverage_problems(entry)
+        and not plan.source.reader.coverage_problems(entry)
         and all(
             c.numel == 0
             or (c.offsets[1:] == (0,) * (len(c.offsets) - 1) and c.sizes[1:] == entry.shape[1:])

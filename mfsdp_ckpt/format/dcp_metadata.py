@@ -22,7 +22,9 @@ parts of that one job:
   `planner_data`). `check_schema` checks it once, for both class tables, so every later
   reader sees only string keys, dtypes from the fixed table, ints in [0, 2**63),
   well-formed chunk lists and storage entries, and shallow plain data. Its messages name
-  the key and the offending type, never a repr of the value;
+  the key and the offending type, never a repr of the value. It also bounds what the
+  file expands to (`Expansion`): the pickle memo lets one chunk list or one nested list
+  be named by many keys for a few bytes each, and every reader walks each key's copy;
 * loading: `load_plain_metadata_bytes` builds the plain stand-ins (for the offline
   reader), `load_metadata[_bytes]` builds DCP's own classes, which `dcp.load` needs. The
   pickle also names three things of torch itself: dtypes (`torch.float32`), `torch.Size`
@@ -193,19 +195,65 @@ def _field(obj: Any, name: str, what: str) -> Any:
         _fail(f"{what}: {type(obj).__name__} lacks field {name!r}")
 
 
-def _plain(value: Any, what: str, depth: int = 0) -> None:
+# What reading a .metadata may expand to, per byte of the file. The pickle memo names an
+# object already built in a few bytes, so a file can list one chunk list under thousands of
+# keys, or nest one list in itself level after level, and every reader then walks (and
+# parse_metadata copies) each reference anew: 300 keys naming one list of 10,000 chunks
+# took a 400 KB file to 3M chunk records, validate past two minutes and 1.6 GB. So chunks
+# are counted once per key that lists them, and plain data (planner_data, transform
+# names) once per place that names it. A real .metadata pickles every chunk it lists with
+# its storage entry, ~135-150 bytes (scripts/pickle_budget.py; a bare chunk ~40), and
+# every plain value it names at least a byte: one chunk per CHUNK_BYTES and one item per
+# byte leave real files (a 405B model on 1024 ranks: 3.5M chunks, ~525 MB) several times
+# under the limit. The floors keep small files out of it: MIN_CHUNKS chunk records and
+# MIN_ITEMS items are read in well under a second.
+CHUNK_BYTES = 16
+MIN_CHUNKS = 1 << 16
+MIN_ITEMS = 1 << 20
+
+
+class Expansion:
+    """What `check_schema` walks of a .metadata of `size` bytes, against its limits: chunks
+    once per key that lists them, plain items once per place that names them."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.max_chunks = max(MIN_CHUNKS, size // CHUNK_BYTES)
+        self.max_items = max(MIN_ITEMS, size)
+        self.chunks_seen = self.items_seen = 0
+
+    def chunks(self, count: int, key: str) -> None:
+        self.chunks_seen += count
+        if self.chunks_seen > self.max_chunks:
+            _fail(
+                f"its keys list more than {self.max_chunks:,} chunks (one chunk list named by"
+                f" several keys counts for each; passed at {key}), more than a file of"
+                f" {self.size:,} bytes holds"
+            )
+
+    def items(self, count: int, what: str) -> None:
+        self.items_seen += count
+        if self.items_seen > self.max_items:
+            _fail(
+                f"{what}: more than {self.max_items:,} values named (one list named in several"
+                f" places counts for each), more than a file of {self.size:,} bytes holds"
+            )
+
+
+def _plain(value: Any, what: str, expansion: Expansion, depth: int = 0) -> None:
     """Scalars and shallow tuples/lists/dicts of them: what planner_data holds."""
+    expansion.items(1, what)
     if value is None or type(value) in (str, int, float, bool, bytes):
         return
     if depth >= MAX_PLAIN_DEPTH:
         _fail(f"{what}: nested deeper than {MAX_PLAIN_DEPTH}")
     if type(value) in (tuple, list):
         for item in value:
-            _plain(item, what, depth + 1)
+            _plain(item, what, expansion, depth + 1)
     elif isinstance(value, dict):
         for key, item in value.items():
-            _plain(key, what, depth + 1)
-            _plain(item, what, depth + 1)
+            _plain(key, what, expansion, depth + 1)
+            _plain(item, what, expansion, depth + 1)
     else:
         _fail(f"{what}: holds a {type(value).__name__}, not plain data")
 
@@ -248,7 +296,7 @@ def _layout_names(layout: Any) -> list[str]:
     return names
 
 
-def _check_tensor(key: str, item: Any, table: _Table) -> None:
+def _check_tensor(key: str, item: Any, table: _Table, expansion: Expansion) -> None:
     properties = _field(item, "properties", key)
     if not isinstance(properties, table.classes["TensorProperties"]):
         _fail(f"{key}: properties are a {type(properties).__name__}")
@@ -264,6 +312,7 @@ def _check_tensor(key: str, item: Any, table: _Table) -> None:
     chunks = _field(item, "chunks", key)
     if type(chunks) is not list:
         _fail(f"{key}: chunks are a {type(chunks).__name__}, not a list")
+    expansion.chunks(len(chunks), key)
     chunk_class = table.classes["ChunkStorageMetadata"]
     for chunk in chunks:
         if not isinstance(chunk, chunk_class):
@@ -272,7 +321,7 @@ def _check_tensor(key: str, item: Any, table: _Table) -> None:
         _ints(_field(chunk, "sizes", key), f"{key}: chunk sizes")
 
 
-def _check_storage(storage: Any, table: _Table) -> None:
+def _check_storage(storage: Any, table: _Table, expansion: Expansion) -> None:
     if storage is None:
         return
     if not isinstance(storage, dict):
@@ -298,9 +347,12 @@ def _check_storage(storage: Any, table: _Table) -> None:
             if not _is_int(_field(info, name, where)):
                 _fail(f"{where}: {name} is not an int in [0, 2**63)")
         transforms = getattr(info, "transform_descriptors", None)
-        if transforms is not None and (
-            type(transforms) is not list or not all(type(t) is str for t in transforms)
-        ):
+        if transforms is None:
+            continue
+        if type(transforms) is not list:
+            _fail(f"{where}: transforms are not a list of names")
+        expansion.items(len(transforms), f"{where} transforms")  # each chunk copies them
+        if not all(type(t) is str for t in transforms):
             _fail(f"{where}: transforms are not a list of names")
 
 
@@ -324,9 +376,11 @@ def _check_storage_meta(meta: Any, table: _Table) -> None:
         _fail("storage_meta.modules is not a list of names")
 
 
-def check_schema(metadata: Any, allowed: dict[tuple[str, str], object]) -> None:
-    """Raise UnsafeMetadataError unless `metadata` has exactly DCP's shape (module docstring)."""
+def check_schema(metadata: Any, allowed: dict[tuple[str, str], object], size: int) -> None:
+    """Raise UnsafeMetadataError unless `metadata` has exactly DCP's shape (module docstring)
+    and expands to no more than a pickle of `size` bytes may (`Expansion`)."""
     table = _Table.of(allowed)
+    expansion = Expansion(size)
     state = _field(metadata, "state_dict_metadata", "Metadata")
     if not isinstance(state, dict):
         _fail("Metadata has no state_dict_metadata table")
@@ -338,11 +392,11 @@ def check_schema(metadata: Any, allowed: dict[tuple[str, str], object]) -> None:
         if type(key) is not str:
             _fail(f"state dict key is a {type(key).__name__}, not a string")
         if isinstance(item, tensor_class):
-            _check_tensor(key, item, table)
+            _check_tensor(key, item, table, expansion)
         elif not isinstance(item, bytes_class):
             _fail(f"{key}: unknown metadata entry {type(item).__name__}")
-    _check_storage(getattr(metadata, "storage_data", None), table)
-    _plain(getattr(metadata, "planner_data", None), "planner_data")
+    _check_storage(getattr(metadata, "storage_data", None), table, expansion)
+    _plain(getattr(metadata, "planner_data", None), "planner_data", expansion)
     _check_storage_meta(getattr(metadata, "storage_meta", None), table)
     version = getattr(metadata, "version", None)
     if version is not None and type(version) is not str:
@@ -502,7 +556,7 @@ def _unpickle(data: bytes, source: str, allowed: dict[tuple[str, str], object]) 
     if not isinstance(result, metadata_class):
         raise UnsafeMetadataError(f"{source}: holds a {type(result).__name__}, not DCP Metadata")
     try:
-        check_schema(result, allowed)
+        check_schema(result, allowed, len(data))
     except UnsafeMetadataError as err:
         raise UnsafeMetadataError(f"{source}: {err}") from None
     return result

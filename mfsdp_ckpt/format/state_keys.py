@@ -37,6 +37,12 @@ MCORE_ROOTS = ("embedding", "decoder", "output_layer", "mtp")
 # write `optimizer`, torch's DCP recipe `optim`.
 OPTIMIZER_ENTRIES = ("optimizer", "optim")
 NOT_WEIGHT_SUFFIXES = ("._extra_state",)  # Transformer Engine's fp8 bookkeeping
+# (output layer, input embedding): the weights a tied model holds once under two names,
+# in transformers' and Megatron-core's naming
+TIED_PAIRS = (
+    ("lm_head.weight", "embed_tokens.weight"),
+    ("output_layer.weight", "embedding.word_embeddings.weight"),
+)
 
 # What a checkpoint without model weights lacks, for the messages that say so.
 NO_MODEL_WEIGHTS = (

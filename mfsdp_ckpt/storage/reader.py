@@ -14,6 +14,7 @@ The tables (and everything export plans from them) need no torch: dtypes are
 
 from __future__ import annotations
 
+import functools
 import io
 import itertools
 import math
@@ -32,6 +33,7 @@ from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
 from mfsdp_ckpt.format.restricted_pickle import restricted_loads
 from mfsdp_ckpt.format.saved_objects import TENSOR_LAYOUT_GLOBALS
 from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError, LocalByteStore, RangeFile
+from mfsdp_ckpt.storage.tensor_memory import is_allocation_failure, tensor_memory
 
 if TYPE_CHECKING:
     import torch
@@ -199,9 +201,13 @@ def unclaimed_storage_entries(
 def chunk_backing_problem(entry: TensorEntry, chunk: Chunk) -> str | None:
     """Why `chunk`'s blob cannot hold the elements its metadata declares, else None. An
     uncompressed torch.save blob holds its storage's bytes plus a zip directory, so it is
-    never shorter than them (a compressed one may be: only decoding tells)."""
-    if chunk.file is None or chunk.transforms or not chunk.numel:
+    never shorter than them. A compressed one may be (only decoding tells), but its
+    transforms must be ones this machine can undo: otherwise every read of it fails, and
+    validate would call valid what export then refuses after reserving its output."""
+    if chunk.file is None or not chunk.numel:
         return None
+    if chunk.transforms:
+        return undecodable_transforms(chunk.transforms)
     if chunk.length < chunk.numel * entry.dtype.itemsize:
         return f"a blob of {chunk.length} bytes cannot hold {chunk.numel} {entry.dtype} elements"
     return None
@@ -210,12 +216,14 @@ def chunk_backing_problem(entry: TensorEntry, chunk: Chunk) -> str | None:
 MAX_LISTED_PROBLEMS = 20  # per tensor; 40,000 bad chunks are one problem said 40,000 times
 
 
-def chunk_coverage_problems(entry: TensorEntry) -> list[str]:
+def chunk_coverage_problems(entry: TensorEntry, pairs: PairBudget | None = None) -> list[str]:
     """Why the chunks do not tile the tensor exactly (empty list when they do).
 
     In bounds, pairwise disjoint and summing to the tensor's element count is an exact
     tiling. Time is O(n log n) in the number of chunks for every layout FSDP, TP and
-    Megatron-FSDP write (slabs along one dim, grids); see `_overlaps`."""
+    Megatron-FSDP write (slabs along one dim, grids); see `_overlaps`. An irregular
+    tiling draws on `pairs` (a checkpoint's: `CheckpointReader.coverage_problems`; a
+    budget of its own when None)."""
     problems: list[str] = []
     past = 0
     for chunk in entry.chunks:
@@ -233,7 +241,8 @@ def chunk_coverage_problems(entry: TensorEntry) -> list[str]:
         return problems
     nonempty = [c for c in entry.chunks if c.numel > 0]
     covered = sum(c.numel for c in nonempty)
-    overlap = _overlaps(nonempty, tuple(range(len(entry.shape))))
+    budget = pairs if pairs is not None else PairBudget()
+    overlap = _overlaps(nonempty, tuple(range(len(entry.shape))), budget)
     if overlap is None:
         problems.append(f"{len(nonempty)} chunks form an irregular tiling too large to check")
     elif overlap:
@@ -245,19 +254,33 @@ def chunk_coverage_problems(entry: TensorEntry) -> list[str]:
     return problems
 
 
-_PAIRWISE_BUDGET = 1_000_000  # chunk pairs compared one by one, at most (about a second)
+class PairBudget:
+    """Chunk pairs `_overlaps` may still compare one by one: about a second's worth. One
+    budget serves a whole checkpoint (its reader's), not each tensor: a .metadata can name
+    one irregular chunk list under thousands of keys, each spending a second of its own."""
+
+    PAIRS = 1_000_000
+
+    def __init__(self) -> None:
+        self.left = self.PAIRS
+
+    def spend(self, pairs: int) -> bool:
+        """Take `pairs` from the budget; False (nothing taken) when it has not that many."""
+        if pairs > self.left:
+            return False
+        self.left -= pairs
+        return True
 
 
-def _overlaps(chunks: list[Chunk], dims: tuple[int, ...]) -> bool | None:
+def _overlaps(chunks: list[Chunk], dims: tuple[int, ...], budget: PairBudget) -> bool | None:
     """Whether two of these non-empty chunks share an element (None: too irregular to tell).
 
     Splits on a dim along which the chunks' distinct spans are disjoint (sorting decides
     that), then asks the same of each group of chunks sharing one span, on the other dims.
     Slabs and grids split all the way down: O(n log n) per dim. Chunks identical on every
     dim overlap. Only spans that partly overlap on every remaining dim fall back to
-    comparing pairs, within a fixed budget."""
+    comparing pairs, within `budget`."""
     pending = [(chunks, dims)]
-    pairs = 0
     while pending:
         group, remaining = pending.pop()
         if len(group) < 2:
@@ -274,8 +297,7 @@ def _overlaps(chunks: list[Chunk], dims: tuple[int, ...]) -> bool | None:
                 pending.extend((members, rest) for members in spans.values())
                 break
         else:
-            pairs += len(group) * (len(group) - 1) // 2
-            if pairs > _PAIRWISE_BUDGET:
+            if not budget.spend(len(group) * (len(group) - 1) // 2):
                 return None
             if _any_pair_overlaps(group, remaining):
                 return True
@@ -300,6 +322,38 @@ MAX_OBJECT_BYTES = (
 )  # a non-tensor value (RNG states, loader state) decoded from its transforms
 
 
+def _stream_extensions(transforms: tuple[str, ...]) -> list[Any]:
+    """DCP's decoders for `transforms`, in the order they were applied. Raises for a name
+    DCP does not know, a version it cannot read, or a codec whose module is not installed
+    (zstd without `zstandard` or `pyzstd`)."""
+    from torch.distributed.checkpoint._extension import (
+        ExtensionRegistry,
+        StreamTransformExtension,
+    )
+
+    extensions = list(ExtensionRegistry().from_descriptor_list(list(transforms)))
+    for extension in extensions:
+        if not isinstance(extension, StreamTransformExtension):
+            raise TypeError(f"{type(extension).__name__} does not transform a stream")
+    return extensions
+
+
+@functools.lru_cache(maxsize=256)  # a checkpoint names one or two lists for all its chunks
+def undecodable_transforms(transforms: tuple[str, ...]) -> str | None:
+    """Why the blobs stored with `transforms` cannot be decoded here, else None: checked
+    from their names before any blob is read (torch is imported only when there are any)."""
+    try:
+        _stream_extensions(transforms)
+    except Exception as err:
+        return f"cannot decode transforms {transforms}: {_first_line(err)}"
+    return None
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0][:200] if text else type(err).__name__
+
+
 def decode_blob(
     raw: bytes, transforms: tuple[str, ...], where: str, limit: int = MAX_OBJECT_BYTES
 ) -> io.BytesIO:
@@ -308,18 +362,13 @@ def decode_blob(
     if not transforms:
         return io.BytesIO(raw)
     try:
-        from torch.distributed.checkpoint._extension import (
-            ExtensionRegistry,
-            StreamTransformExtension,
-        )
-
         stream: Any = io.BytesIO(raw)
-        for extension in reversed(ExtensionRegistry().from_descriptor_list(list(transforms))):
-            if not isinstance(extension, StreamTransformExtension):
-                raise TypeError(f"{type(extension).__name__} does not transform a stream")
+        for extension in reversed(_stream_extensions(transforms)):
             stream = extension.transform_from(stream)
         data = stream.read(limit + 1)
     except Exception as err:
+        if is_allocation_failure(err):  # the machine's limit, not the blob's fault
+            raise
         raise CheckpointFormatError(
             f"{where}: cannot decode transforms {transforms}: {err}"
         ) from None
@@ -342,8 +391,9 @@ def load_blob(
     except CheckpointFormatError:
         raise
     except Exception as err:
-        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise CheckpointFormatError(f"{where}: unreadable blob ({first_line[:200]})") from None
+        if is_allocation_failure(err):  # the machine's limit, not the blob's fault
+            raise
+        raise CheckpointFormatError(f"{where}: unreadable blob ({_first_line(err)})") from None
 
 
 def _load_streamed(file: RangeFile, where: str) -> Any:
@@ -360,8 +410,9 @@ def _load_streamed(file: RangeFile, where: str) -> Any:
         cause = err.__context__ if isinstance(err.__context__, CheckpointFileError) else None
         if cause is not None:
             raise cause from None
-        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise CheckpointFormatError(f"{where}: unreadable blob ({first_line[:200]})") from None
+        if is_allocation_failure(err):  # the machine's limit, not the blob's fault
+            raise
+        raise CheckpointFormatError(f"{where}: unreadable blob ({_first_line(err)})") from None
 
 
 _LAYOUT_BUDGET = 64 << 10  # what a tensor's pickle may retain; it is charged ~4 KB
@@ -420,6 +471,16 @@ class CheckpointReader:
             self.tensors, self.objects = parse_metadata(self.metadata)
         except CheckpointFormatError as err:
             raise CheckpointFormatError(f"{where}: {err}") from None
+        # which entries name one blob (a tied head's alias): any other sharing of bytes is
+        # refused here, so no reader (validate, inspect, export) loads one tensor's bytes
+        # as another's. Imported here: shared_bytes reads this module's tables.
+        from mfsdp_ckpt.storage.shared_bytes import byte_sharing
+
+        self.sharing = byte_sharing(self.tensors, self.objects)
+        if self.sharing.refused:
+            raise CheckpointFormatError(f"{where}: {self.sharing.refusal()}")
+        self._pairs = PairBudget()  # every tensor's coverage check draws on it
+        self._coverage: dict[str, list[str]] = {}
 
     def tensor_names(self, prefix: str = "") -> list[str]:
         return [name for name in self.tensors if name.startswith(prefix)]
@@ -440,13 +501,19 @@ class CheckpointReader:
         return f"{self.root / (file or '?')} [{name}]"
 
     def read_chunk(self, entry: TensorEntry, chunk: Chunk) -> torch.Tensor:
-        import torch
-
+        """One chunk as a tensor, checked against the metadata (dtype, shape); an allocation
+        that fails is TensorMemoryError naming it."""
         where = self._where(entry.name, chunk.file)
         if chunk.file is None:
             raise CheckpointFormatError(f"{where}: chunk at {chunk.offsets} has no storage entry")
+        with tensor_memory(where, chunk.numel * entry.dtype.itemsize, "reading this chunk"):
+            return self._load_chunk(entry, chunk, chunk.file, where)
+
+    def _load_chunk(self, entry: TensorEntry, chunk: Chunk, file: str, where: str) -> torch.Tensor:
+        import torch
+
         if chunk.transforms:
-            raw = self.store.read_range(chunk.file, chunk.file_offset, chunk.length)
+            raw = self.store.read_range(file, chunk.file_offset, chunk.length)
             value = load_blob(
                 raw,
                 chunk.transforms,
@@ -454,7 +521,7 @@ class CheckpointReader:
                 limit=chunk.numel * entry.dtype.itemsize + BLOB_OVERHEAD,
             )
         else:  # stream: the payload lands in the tensor's memory with no second copy
-            blob = RangeFile(self.store, chunk.file, chunk.file_offset, chunk.length)
+            blob = RangeFile(self.store, file, chunk.file_offset, chunk.length)
             self._stored_layout(entry, chunk, blob, where)
             blob.seek(0)
             value = _load_streamed(blob, where)
@@ -555,10 +622,19 @@ class CheckpointReader:
         if problem:
             raise CheckpointFormatError(f"{where}: {problem}")
 
+    def coverage_problems(self, entry: TensorEntry) -> list[str]:
+        """`chunk_coverage_problems` of one of this reader's tensors, worked out once (a
+        validate --deep or an export asks again before reading it), all of them drawing on
+        the reader's one PairBudget."""
+        found = self._coverage.get(entry.name)
+        if found is None:
+            found = self._coverage[entry.name] = chunk_coverage_problems(entry, self._pairs)
+        return found
+
     def check_readable(self, entry: TensorEntry) -> None:
         """Refuse, before anything of it is read, a tensor whose chunks do not tile it or
         whose blobs cannot hold them (`_check_stored`)."""
-        problems = chunk_coverage_problems(entry)
+        problems = self.coverage_problems(entry)
         if problems:
             where = self.root / DCP_METADATA_FILE
             raise CheckpointFormatError(f"{where} [{entry.name}]: {problems[0]}")
@@ -567,13 +643,18 @@ class CheckpointReader:
                 self._check_stored(entry, chunk)
 
     def read_tensor(self, name: str) -> torch.Tensor:
-        """The full tensor, stitched from its chunks (one chunk in memory at a time)."""
-        import torch
-
+        """The full tensor, stitched from its chunks (one chunk in memory at a time beside
+        it); an allocation that fails is TensorMemoryError naming it and its bytes."""
         entry = self.tensors.get(name)
         if entry is None:
             raise KeyError(f"{self.root}: no tensor named {name!r}")
         self.check_readable(entry)
+        with tensor_memory(f"{self.root} [{name}]", entry.nbytes):
+            return self._stitch(entry)
+
+    def _stitch(self, entry: TensorEntry) -> torch.Tensor:
+        import torch
+
         if len(entry.chunks) == 1 and entry.chunks[0].sizes == entry.shape:
             return self.read_chunk(entry, entry.chunks[0]).contiguous()
         out = torch.empty(entry.shape, dtype=entry.dtype.torch)
@@ -609,6 +690,7 @@ __all__ = [
     "CheckpointReader",
     "Chunk",
     "ObjectEntry",
+    "PairBudget",
     "TensorEntry",
     "UnsafeMetadataError",
     "chunk_backing_problem",

@@ -5,13 +5,21 @@ shape, [begin, end) byte offsets into the data section), then raw little-endian 
 Because every name, shape and dtype is known up front, each file's header and every
 tensor's absolute offset are computed in `__init__`; tensors are then written with
 `os.pwrite` in whatever order they are ready, from any thread, with no buffering of a
-whole shard. Files are preallocated so a full disk fails at the start, not at the end.
+whole shard.
+
+A full disk fails at the start, not at the end: `open` refuses when the filesystem has
+fewer bytes free than the files need. Each tensor's bytes are then reserved (fallocate)
+when its first bytes arrive, not all at `open`: the sizes come from a checkpoint's
+metadata, and one that lies (a sparse file, a blob it cannot decode) must not hold
+gigabytes of disk before its first read fails. What is reserved ahead of the bytes read
+is at most one tensor per writing thread, and a reservation that fails names the file.
 Planning and raw-byte writes (`write_range`, `copy_range`) need no torch (dtypes are
 `mfsdp_ckpt.format.dtypes` records); only `write`, which takes a tensor, touches it.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -114,6 +122,7 @@ class ShardedSafetensorsWriter:
             self.files[file] = len(header) + sum(math.prod(s) * d.itemsize for _, d, s in chosen)
         self._fds: dict[str, int] = {}
         self._written: set[str] = set()
+        self._reserved: set[str] = set()  # tensors whose bytes are fallocated
         self._lock = threading.Lock()
         # One writer per file at a time: concurrent buffered writes into one ext4 file
         # contend on its inode and page-cache locks, slower than one thread writing big
@@ -125,21 +134,34 @@ class ShardedSafetensorsWriter:
         return sum(slot.nbytes for slot in self.slots.values())
 
     def open(self) -> None:
-        """Create every file, preallocate it (ENOSPC now rather than later), write headers."""
+        """Create every file and write its header, once the filesystem has room for them
+        all (ENOSPC now rather than after hours of writing)."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        for file, size in self.files.items():
+        _require_free(self.out_dir, sum(self.files.values()))
+        for file in self.files:
             path = self.out_dir / file
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             self._fds[file] = fd
-            if size and hasattr(os, "posix_fallocate"):
-                try:
-                    os.posix_fallocate(fd, 0, size)
-                except OSError as err:
-                    if err.errno not in (95, 22):  # EOPNOTSUPP / EINVAL: filesystem can't; fine
-                        raise OSError(
-                            err.errno, f"{path}: cannot reserve {size} bytes ({err.strerror})"
-                        ) from None
             _pwrite_all(fd, memoryview(self._headers[file]), 0, path)
+
+    def _reserve(self, slot: TensorSlot) -> None:
+        """Reserve `slot`'s bytes the first time any of them is written (contiguous on disk,
+        and a full disk fails here, before the tensor's first byte rather than midway)."""
+        with self._lock:
+            if slot.name in self._reserved:
+                return
+            self._reserved.add(slot.name)
+        if not slot.nbytes or not hasattr(os, "posix_fallocate"):
+            return
+        try:
+            os.posix_fallocate(self._fds[slot.file], slot.offset, slot.nbytes)
+        except OSError as err:
+            if err.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # filesystem can't; fine
+                raise OSError(
+                    err.errno,
+                    f"{self.out_dir / slot.file}: cannot reserve {slot.nbytes} bytes for"
+                    f" {slot.name} ({err.strerror})",
+                ) from None
 
     def write(self, name: str, tensor: torch.Tensor) -> None:
         import torch
@@ -153,6 +175,7 @@ class ShardedSafetensorsWriter:
                 f"{slot.dtype}"
             )
         data = tensor.detach().contiguous().reshape(-1).view(torch.uint8).numpy().data
+        self._reserve(slot)
         with self._file_locks[slot.file]:
             _pwrite_all(self._fds[slot.file], data, slot.offset, self.out_dir / slot.file)
         self._mark_written(name)
@@ -191,9 +214,11 @@ class ShardedSafetensorsWriter:
             self._mark_written(name)
 
     def _range(self, name: str, start: int, nbytes: int) -> TensorSlot:
+        """The slot bytes [start, start + nbytes) of `name` go to, reserved once written."""
         slot = self.slots[name]
         if start < 0 or start + nbytes > slot.nbytes:
             raise ValueError(f"{name}: bytes [{start}, {start + nbytes}) outside its {slot.nbytes}")
+        self._reserve(slot)
         return slot
 
     def _mark_written(self, name: str) -> None:
@@ -222,6 +247,24 @@ class ShardedSafetensorsWriter:
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
+
+
+def _require_free(out_dir: Path, needed: int) -> None:
+    """ENOSPC when `out_dir`'s filesystem reports fewer free bytes than `needed` (root may
+    use the blocks kept for it). Nothing is reserved: a filesystem that reports no sizes
+    (some FUSE mounts say 0 blocks) is not judged here, and its writes say it instead."""
+    try:
+        fs = os.statvfs(out_dir)
+    except (OSError, AttributeError):  # no statvfs on this platform: the writes will tell
+        return
+    blocks = fs.f_bfree if os.geteuid() == 0 else fs.f_bavail
+    free = blocks * fs.f_frsize
+    if fs.f_blocks and needed > free:
+        raise OSError(
+            errno.ENOSPC,
+            f"{out_dir}: {needed} bytes to write, its filesystem has {free} free"
+            f" ({os.strerror(errno.ENOSPC)})",
+        )
 
 
 def _pwrite_all(fd: int, data: memoryview, offset: int, path: Path) -> None:

@@ -2,17 +2,20 @@
 
 Every (key, chunk) of a DCP checkpoint has its own storage entry (file, offset, length),
 and DCP's readers read each entry on its own; nothing in the format stops two entries from
-naming the same bytes. One sharing is honest: an exact alias, where two tensors with the
-same dtype, shape and chunks name one blob (same file, offset and length) for the same
-chunk. That is how import-hf stores a tied `lm_head.weight`: the embedding's bytes once,
-both keys loading them. Any other sharing is a crafted or damaged checkpoint: entries that
-partly overlap, one blob read as tensors of different dtype or shape, a tensor's blob also
-read as a non-tensor value, or one tensor's two chunks on one blob. Each would make a load
-decode bytes as something they were never written as.
+naming the same bytes. One sharing is honest: a tied output layer stored once, as
+import-hf stores a tied `lm_head.weight`: an exact alias of the embedding (same dtype,
+shape and chunks, each naming the embedding's blob: same file, offset and length), both
+keys loading its bytes. torch's DCP never writes two keys to one blob. Any other sharing
+is a crafted or damaged checkpoint: two other weights on one blob (layers 1..511 naming
+layer 0's bytes: a 5 MB checkpoint that validates as 2 GB and exports identical layers),
+entries that partly overlap, one blob read as tensors of different dtype or shape, a
+tensor's blob also read as a non-tensor value, or one tensor's two chunks on one blob.
+Each would make a load decode bytes as something they were never written as.
 
 `byte_sharing` sorts the entries by place (O(n log n) in the number of chunks, nothing
-read but the parsed metadata) and reports both: the aliases, and one line per refusal
-(at most MAX_LISTED_PROBLEMS, then a count).
+read but the parsed metadata) and reports both: the aliases, and the sharing refused (the
+first, in the order of the files' bytes, and a count). `CheckpointReader` refuses a
+checkpoint with any, so validate, inspect and export all stop at it.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from mfsdp_ckpt.storage.reader import MAX_LISTED_PROBLEMS, Chunk, ObjectEntry, TensorEntry
+from mfsdp_ckpt.format.state_keys import TIED_PAIRS
+from mfsdp_ckpt.storage.reader import Chunk, ObjectEntry, TensorEntry
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,15 @@ class ByteSharing:
     # tensor -> the tensor (earliest in .metadata) whose bytes it names: exact aliases only
     aliases: dict[str, str] = field(default_factory=dict)
     alias_bytes: int = 0  # payload bytes the aliases name without storing them again
-    problems: list[str] = field(default_factory=list)  # sharing refused, one line each
+    problem: str | None = None  # the first sharing refused, in the order of the files' bytes
+    refused: int = 0  # entries whose sharing is refused
+
+    def refusal(self) -> str | None:
+        """One line: the first sharing refused, and how many more there are."""
+        if self.problem is None:
+            return None
+        more = self.refused - 1
+        return self.problem + (f" (+{more} more entries that share bytes)" if more else "")
 
 
 def byte_sharing(
@@ -58,29 +70,24 @@ def byte_sharing(
     """The aliases among `tensors` and every other sharing of bytes among all entries."""
     result = ByteSharing()
     signatures = _signatures(tensors)
-    refused = 0
     reach: _Blob | None = None  # the blob reaching furthest so far in the current file
     for _, group in itertools.groupby(_blobs(tensors, objects), key=_place):
         owner, *others = sorted(group, key=lambda blob: blob.order)
         if reach is not None and reach.file == owner.file and owner.offset < reach.end:
-            refused += _refuse(
+            _refuse(
                 result,
                 f"[{owner.key}] at {owner.span()} overlaps [{reach.key}] at"
                 f" [{reach.offset}, {reach.end}) (partly shared bytes)",
             )
-        for other in others:
-            why = _not_an_alias(owner, other, signatures)
+        for index, other in enumerate(others):
+            why = _not_an_alias(owner, other, signatures, index)
             if why is not None:
-                refused += _refuse(
-                    result, f"[{other.key}] names the {owner.span()} of [{owner.key}], {why}"
-                )
+                _refuse(result, f"[{other.key}] names the {owner.span()} of [{owner.key}], {why}")
             elif other.tensor is not None and other.chunk is not None:
                 result.aliases.setdefault(other.key, owner.key)
                 result.alias_bytes += other.chunk.numel * other.tensor.dtype.itemsize
         if reach is None or reach.file != owner.file or owner.end > reach.end:
             reach = owner
-    if refused > MAX_LISTED_PROBLEMS:
-        result.problems.append(f"(+{refused - MAX_LISTED_PROBLEMS} more entries that share bytes)")
     return result
 
 
@@ -117,13 +124,19 @@ def _signatures(tensors: Mapping[str, TensorEntry]) -> dict[str, int]:
     }
 
 
-def _not_an_alias(owner: _Blob, other: _Blob, signatures: dict[str, int]) -> str | None:
-    """Why `other` naming `owner`'s bytes is not an exact alias, else None."""
+def _not_an_alias(owner: _Blob, other: _Blob, signatures: dict[str, int], index: int) -> str | None:
+    """Why `other`, the `index`-th after `owner` to name its bytes, is not an exact alias of
+    a tied output layer, else None."""
     a, b = owner.tensor, other.tensor
     if a is None or b is None or owner.chunk is None or other.chunk is None:
         return "but a non-tensor value shares no bytes"
     if a.name == b.name:
         return "for another chunk of that tensor"
+    if index or not _tied_pair(a.name, b.name):
+        return (
+            "but only a tied output layer may name its embedding's bytes: two other"
+            " weights would load the same values"
+        )
     if a.dtype != b.dtype or a.shape != b.shape:
         return f"but as {b.dtype.name} {b.shape}, not {a.dtype.name} {a.shape}"
     if signatures[a.name] != signatures[b.name] or _chunk_key(owner.chunk) != _chunk_key(
@@ -133,15 +146,31 @@ def _not_an_alias(owner: _Blob, other: _Blob, signatures: dict[str, int]) -> str
     return None
 
 
+def _tied_pair(first: str, second: str) -> bool:
+    """Whether two keys are a tied model's output layer and its input embedding, in either
+    order, under one entry (`model.lm_head.weight`, `model.model.embed_tokens.weight`)."""
+    return _head_of(first, second) or _head_of(second, first)
+
+
+def _head_of(head: str, embedding: str) -> bool:
+    for out, inp in TIED_PAIRS:
+        if head == out or head.endswith(f".{out}"):
+            entry = head[: len(head) - len(out)]
+            return embedding.startswith(entry) and (
+                embedding == inp or embedding.endswith(f".{inp}")
+            )
+    return False
+
+
 def _chunk_key(chunk: Chunk) -> tuple:
     return chunk.offsets, chunk.sizes, chunk.transforms
 
 
-def _refuse(result: ByteSharing, problem: str) -> int:
-    """Record the problem while the list is short; 1 either way (for the count)."""
-    if len(result.problems) < MAX_LISTED_PROBLEMS:
-        result.problems.append(problem)
-    return 1
+def _refuse(result: ByteSharing, problem: str) -> None:
+    """Count the refusal; the first one found is the one said."""
+    if result.problem is None:
+        result.problem = problem
+    result.refused += 1
 
 
 __all__ = ["ByteSharing", "byte_sharing"]

@@ -126,9 +126,9 @@ def test_half_terabyte_tensor_in_a_tiny_file_is_refused_before_allocating(small_
             ChunkStorageMetadata(torch.Size([0]), torch.Size([half])),
             ChunkStorageMetadata(torch.Size([half]), torch.Size([half])),
         ]
-        for offset in (0, half):
+        for offset, length in ((0, info.length), (half, 0)):  # one blob names its bytes
             metadata.storage_data[MetadataIndex("model.w", torch.Size([offset]))] = (
-                dataclasses.replace(info)
+                dataclasses.replace(info, length=length)
             )
 
     rewrite(small_ckpt, edit)

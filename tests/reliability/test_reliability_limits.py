@@ -335,7 +335,7 @@ def test_a_real_dcp_metadata_past_the_old_opcode_limit_is_read():
     allowed = _plain_classes()
     reader = RestrictedUnpickler(data, allowed, _records(allowed))
     metadata = reader.load()
-    check_schema(metadata, allowed)
+    check_schema(metadata, allowed, len(data))
     assert reader.charged < 0.7 * reader.budget
     assert sum(len(item.chunks) for item in metadata.state_dict_metadata.values()) == 180_000
     assert len(metadata.storage_data) == 180_000
@@ -503,12 +503,14 @@ for _kind, _count, _expected in (
             item.size, item.chunks = torch.Size(shape), chunks
             for index in [i for i in metadata.storage_data if i.fqn == key]:
                 del metadata.storage_data[index]
-            for chunk in chunks:
-                metadata.storage_data[MetadataIndex(key, chunk.offsets)] = info
+            for chunk in chunks:  # no bytes (two chunks naming one blob are refused first)
+                metadata.storage_data[MetadataIndex(key, chunk.offsets)] = dataclasses.replace(
+                    info, length=0
+                )
 
         edit_metadata(step_of(run), edit)
-        # valid tilings: no overlap or gap found (the shape vs config.json and the chunks
-        # naming one blob are the findings)
+        # valid tilings: no overlap or gap found (the shape vs config.json and the chunks'
+        # empty blobs are the findings)
         return validate_only(run), expected
 
 

@@ -1,0 +1,53 @@
+"""Out of memory while a tensor is read or converted: one line naming it, not a traceback.
+
+torch reports a failed CPU allocation as a plain RuntimeError ("DefaultCPUAllocator: can't
+allocate memory: you tried to allocate 4294967296 bytes") and Python as a bare MemoryError;
+raised deep inside a read, either says neither which tensor it was nor why it needed that
+much. Export streams the tensors it can (dim-0 slabs that keep their name, `export_stream`)
+a bounded piece at a time; any other tensor, and every tensor `validate --deep` reads, is
+held whole, so a process with less memory (or address space: `ulimit -v`) than its bytes
+cannot take it. That is this error, naming the tensor and the bytes it needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from mfsdp_ckpt.errors import MfsdpFailedError
+
+# What torch's allocators say when they fail (CPU on Linux / Windows; CUDA, whose
+# torch.OutOfMemoryError is a RuntimeError too). Any other RuntimeError is not this.
+_ALLOCATOR_SIGNS = ("can't allocate memory", "not enough memory", "out of memory")
+
+
+class TensorMemoryError(MfsdpFailedError):
+    """A tensor could not be held in memory (exit 1); the message names it and its bytes."""
+
+
+def is_allocation_failure(err: BaseException) -> bool:
+    """Whether `err` is an allocation failing: MemoryError, or torch's allocator error."""
+    if isinstance(err, MemoryError):
+        return True
+    return isinstance(err, RuntimeError) and any(
+        sign in str(err).lower() for sign in _ALLOCATOR_SIGNS
+    )
+
+
+@contextmanager
+def tensor_memory(where: str, nbytes: int, doing: str = "reading it") -> Iterator[None]:
+    """Turn an allocation failing inside the block into TensorMemoryError: `where` names the
+    tensor (its file, or the checkpoint, and its key), `nbytes` what it holds whole."""
+    try:
+        yield
+    except (MemoryError, RuntimeError) as err:
+        if not is_allocation_failure(err):
+            raise
+        raise TensorMemoryError(
+            f"{where}: out of memory {doing} ({nbytes} bytes, {nbytes / 2**30:.2f} GiB, held"
+            " whole); free memory or raise the process's limit (ulimit -v), or export on a"
+            " machine with more"
+        ) from None
+
+
+__all__ = ["TensorMemoryError", "is_allocation_failure", "tensor_memory"]
