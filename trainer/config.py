@@ -307,7 +307,7 @@ def load_config(
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(_not_an_override(item, list(overrides[index + 1 :])))
-        pairs.append((key.strip(), parse_override_value(key.strip(), text)))
+        pairs.append((key.strip(), parse_override_value(key.strip(), text, _cleared(cls, key))))
     for key, value in verl_keys.adopt_pairs(cls, pairs, "command-line override"):
         set_dotted(tree, key, value)
     return check_across_keys(_build(cls, tree, prefix="", source="command-line override"))
@@ -342,15 +342,17 @@ def _refuse_split_overrides(overrides: list[str]) -> None:
         )
 
 
-def parse_override_value(key: str, text: str) -> Any:
+def parse_override_value(key: str, text: str, clear: str | None = "null") -> Any:
     """The YAML value of one `key=value` override, under the same bounds as a config file (no
     python tags, no alias bombs). An empty value is refused rather than read as null: it is
     what `model.path=$MODEL` becomes when MODEL is unset, and it silently meant "no path"
-    (a random model trained in place of the one meant); `key=null` clears a key."""
+    (a random model trained in place of the one meant); `key=null` clears a key, `key=[]` a
+    list (`clear`: which, None where the key must hold a value)."""
     if not text.strip():
+        remedy = f", or {key}={clear} to clear it" if clear is not None else ""
         raise ConfigError(
             f"command-line override {key}=: empty value (an unset shell variable?); "
-            f"give a value, or {key}=null to clear it"
+            f"give a value{remedy}"
         )
     try:
         return parse_yaml(text, f"override {key}")
@@ -429,6 +431,21 @@ def _build(cls: type, values: dict[str, Any], prefix: str, source: str) -> Any:
             continue
         kwargs[name] = _coerce(hints[name], values[name], f"{prefix}{name}", source)
     return cls(**kwargs)
+
+
+def _cleared(cls: type, dotted: str) -> str | None:
+    """What clears `dotted` on the command line: `null` where the key may be unset, `[]` for
+    a list (null is refused there: `data.val_files=null` "expects a list of strings"); None
+    where it must hold a value, or is no key of `cls` (its own error names it)."""
+    kind: Any = cls
+    for part in dotted.strip().split("."):
+        hints = typing.get_type_hints(kind) if dataclasses.is_dataclass(kind) else {}
+        if part not in hints:
+            return None
+        kind = hints[part]
+    if type(None) in typing.get_args(kind):
+        return "null"
+    return "[]" if typing.get_origin(kind) is list else None
 
 
 def _unknown_key_message(cls: type, prefix: str, key: str, source: str) -> str:

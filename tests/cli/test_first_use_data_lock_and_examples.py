@@ -279,15 +279,29 @@ def test_every_example_config_loads_and_names_no_key_that_does_not_exist(example
     load_config(_config_class(["train", example.split("_")[0]]), REPO / "examples" / example)
 
 
-@pytest.mark.parametrize("key", ["model.path", "data.train_files", "trainer.total_steps"])
-def test_an_empty_override_is_one_line_naming_the_key_not_a_silent_null(key):
+@pytest.mark.parametrize(
+    ("key", "remedy"),
+    [
+        ("model.path", ", or model.path=null to clear it"),
+        # null is refused for a list ("expects a list of strings, got null")
+        ("data.val_files", ", or data.val_files=[] to clear it"),
+        ("trainer.total_steps", ", or trainer.total_steps=null to clear it"),
+        ("optim.lr", ""),  # no value clears it
+    ],
+)
+def test_an_empty_override_is_one_line_naming_the_key_not_a_silent_null(key, remedy):
     """`model.path=$MODEL` with MODEL unset trained the random tiny model instead."""
     done = mfsdp("train", "sft", "--config", "examples/sft_tiny_cpu.yaml", f"{key}=")
     assert done.returncode == 2
     assert done.stderr == (
         f"error: command-line override {key}=: empty value (an unset shell variable?); "
-        f"give a value, or {key}=null to clear it\n"
+        f"give a value{remedy}\n"
     )
+    if remedy:  # the remedy named is one the config takes
+        from trainer.config import SFTConfig, load_config
+
+        override = remedy.split("or ")[1].split(" ")[0]
+        load_config(SFTConfig, REPO / "examples" / "sft_tiny_cpu.yaml", [override])
 
 
 def test_null_still_clears_a_key():
