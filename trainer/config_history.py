@@ -9,7 +9,6 @@ with. Now the changed keys are named on stderr, and the earlier file is kept bes
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import yaml
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.storage import safe_files
 from trainer.config import RESOLVED_CONFIG_FILE, config_to_dict
+from trainer.run_files import replacing
 
 MAX_CONFIG_BYTES = 1 << 20  # as trainer.config_yaml reads a config file
 # Keys that say how this command was started, not what trains: changing them changes nothing
@@ -51,8 +51,11 @@ def keep_changed_config(run_dir: Path, step: int, config: Any) -> str | None:
     if not changes:
         return None
     if trained_with != kept:
-        os.replace(trained_with, kept)
-        os.utime(kept)  # when it was kept, after the step was saved (`_kept_for_this_step`)
+        # a copy, not a rename: config.yaml stays until the new one replaces it whole, so a
+        # full disk meanwhile leaves it (a rename left the run dir without one)
+        text = safe_files.read_text(trained_with, MAX_CONFIG_BYTES, run_dir)
+        with replacing(kept, f"keep in it the config step {step} was trained with") as out:
+            out.write(text.encode())
     shown = ", ".join(changes[:_SHOWN_CHANGES])
     more = f" (+{len(changes) - _SHOWN_CHANGES} more)" if len(changes) > _SHOWN_CHANGES else ""
     return (

@@ -50,3 +50,38 @@ def test_a_full_disk_leaves_the_run_files_as_they_were_and_names_them(tmp_path):
     assert (run / RESOLVED_CONFIG_FILE).read_text() == old_config
     assert (run / METRICS_FILE).read_text() == records
     assert sorted(p.name for p in run.iterdir()) == [RESOLVED_CONFIG_FILE, METRICS_FILE]
+
+
+RESUMED = """
+import resource, sys
+from pathlib import Path
+from trainer.config import SFTConfig, write_resolved_config
+from trainer.config_history import keep_changed_config
+run, limit = Path(sys.argv[1]), int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+print(keep_changed_config(run, 4, SFTConfig()))
+try:
+    write_resolved_config(run, SFTConfig())
+except Exception as err:
+    print(err)
+"""
+
+
+def test_a_full_disk_on_a_resume_with_changed_settings_keeps_config_yaml(tmp_path):
+    """The config step 4 was trained with was renamed to config.until_step_4.yaml before the
+    new config.yaml was written: when that write failed, the run dir had no config.yaml."""
+    run = tmp_path / "run"
+    run.mkdir()
+    old_config = "optim:\n  lr: 0.5\n"
+    (run / RESOLVED_CONFIG_FILE).write_text(old_config)
+    done = subprocess.run(
+        [sys.executable, "-c", RESUMED, str(run), str(LIMIT)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("resumed with settings changed since step 4: "), lines
+    assert lines[1].startswith(f"{run / RESOLVED_CONFIG_FILE}: cannot write it"), lines
+    assert (run / RESOLVED_CONFIG_FILE).read_text() == old_config
+    assert (run / "config.until_step_4.yaml").read_text() == old_config
