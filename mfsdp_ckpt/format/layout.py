@@ -830,6 +830,10 @@ def _from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:
     if parse_step_dir_name(parent.name) is not None:  # ours or verl SFT: no role level
         kind = MFSDP if _is_ours(parent) else VERL_SFT
         return CheckpointPaths(dcp, parent, parent.parent, kind, hf_dir=hf_dir)
+    if os.path.lexists(parent / MANIFEST_FILE):
+        # a step of ours copied under another name (`best/`): read as a bare dist_ckpt, its
+        # manifest went unread (no step, "file hashes were not checked")
+        return CheckpointPaths(dcp, parent, parent.parent, MFSDP, hf_dir=hf_dir)
     if (
         parent.name == VERL_MODEL_DIR and parent.parent.name in ROLES
     ):  # verl v2: actor/model/dist_ckpt

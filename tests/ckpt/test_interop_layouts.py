@@ -336,3 +336,22 @@ def test_a_missing_data_file_is_one_finding_per_file_in_a_deep_validate(made_opt
     assert 1 <= len(unread) <= 2, unread  # its tensors, and its non-tensor entries if any
     assert f"and {in_it - 1} more" in unread[0]["where"], unread
     assert len(messages) <= 4, messages  # + the args record, read for the config, unreadable
+
+
+def test_a_step_of_ours_copied_under_another_name_is_checked_against_its_manifest(tmp_path):
+    """`cp -r run/global_step_80 best`: read as a bare dist_ckpt, its manifest went unread
+    ("no manifest, so file hashes were not checked"), and a damaged copy validated clean."""
+    from tests.support.export import save_single_process_checkpoint
+    from trainer.tiny import build_tiny_model_dir
+
+    save_single_process_checkpoint(tmp_path / "run", build_tiny_model_dir(tmp_path / "assets"))
+    best = tmp_path / "best"
+    shutil.copytree(tmp_path / "run" / "global_step_1", best)
+    paths = layout.resolve_checkpoint(best)
+    assert (paths.kind, paths.manifest) == (layout.MFSDP, best / layout.MANIFEST_FILE)
+    code, out, err = run_cli("ckpt", "validate", best, "--deep")
+    assert code == 0 and "hashes were not checked" not in out, out + err
+    blob = next((best / layout.DIST_CKPT_DIR).glob("*.distcp"))
+    blob.write_bytes(blob.read_bytes() + b"x")
+    code, out, err = run_cli("ckpt", "validate", best)
+    assert code == 1 and f"{blob}: has" in out and "manifest says" in out, out + err
