@@ -340,13 +340,17 @@ def _ignore_ctrl_c() -> None:
 
 
 def _tell_torchrun(message: str) -> None:
-    """Leave the message in the error file torchrun gives each rank (its reply format)."""
+    """Leave the message in the error file torchrun gives each rank (its reply format),
+    whole or not at all: written in place, a rank stopped between the open and the write
+    left an empty file, and torchrun crashed reading it."""
     import time
 
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if path:
-        with open(path, "w") as handle:
+        partial = f"{path}.{os.getpid()}.tmp"
+        with open(partial, "w") as handle:
             json.dump({"message": message, "timestamp": int(time.time())}, handle)
+        os.replace(partial, path)
 
 
 class MfsdpGroup(click.Group):

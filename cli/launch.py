@@ -13,8 +13,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,12 +27,14 @@ import click
 from cli.errors import EXIT_USAGE, Terminated, fail, on_interrupt, remember_json
 from cli.launch_flags import check_launch
 from cli.lines import say
+from cli.stop import EXIT_INTERRUPTED
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
 # Set by the launching process, so its ranks do not repeat the config notes it showed.
 CONFIG_CHECKED = "MFSDP_CONFIG_CHECKED"
 INTERRUPT_GRACE_SECONDS = 60  # for the ranks to stop after Ctrl-C before they are killed
+ORPHANS_GRACE_SECONDS = 10  # for ranks to die with their killed torchrun before being killed
 
 
 @dataclass(frozen=True)
@@ -213,10 +217,14 @@ def start(
     config_path: str | None,
     as_json: bool,
     overrides: list[str],
+    logged_before: int = 0,
 ) -> None:
     """Check the data files (the launch flags were, by `check_launch`), choose CPU threads,
     then return when this process should train; when it should launch ranks instead, run
-    torchrun and exit with its status (a failed rank fails the command)."""
+    torchrun and exit with its status (a failed rank fails the command). torchrun killed by
+    a signal fails it with `torchrun_killed`'s line (it exited 128+N, without a word), and
+    ranks stopped by a signal this process did not get end with the interrupted line (the
+    ranks leave an interrupt to the launching process to say)."""
     from trainer.threads import configure_threads
 
     launching = "RANK" not in os.environ and (launch.nproc_per_node > 1 or launch.multi_node)
@@ -229,7 +237,12 @@ def start(
         _ranks_import_this_code()
         here = " on this machine" if launch.multi_node else ""
         say_starting(subcommand, f"launching {launch.nproc_per_node} processes{here} (torchrun)")
-        sys.exit(run_ranks(torchrun_command(subcommand, launch, config_path, as_json, overrides)))
+        code = run_ranks(torchrun_command(subcommand, launch, config_path, as_json, overrides))
+        if code < 0:
+            fail(torchrun_killed(cfg, logged_before, -code))
+        if code == EXIT_INTERRUPTED:  # a signal to torchrun or a rank alone: none said so
+            fail(interrupted_run(cfg, logged_before), EXIT_INTERRUPTED)
+        sys.exit(code)
     _quiet_library_bars(cfg)
     if int(os.environ.get("RANK", 0)) == 0:
         say_starting(subcommand, "loading torch and transformers")
@@ -265,30 +278,48 @@ def say_starting(subcommand: str, what: str) -> None:
 
 
 def run_ranks(command: list[str], **popen: Any) -> int:
-    """Run torchrun and return its exit code. On Ctrl-C the terminal interrupts torchrun and
-    the ranks too: wait while they stop (a rank mid-save leaves only its temporary directory),
-    then say so once (the ranks stay quiet, `report_errors`); a second Ctrl-C stops waiting.
-    torchrun, and through it every rank, gets SIGTERM should this process die first (`kill -9`
-    of it: they trained on into a run dir whose lock was gone); this thread waits on it, so
-    the signal, which follows the thread that started the child, comes at no other time."""
-    from cli.torchrun import dies_with_parent
+    """Run torchrun and return its exit code; when torchrun was killed, once no process of
+    the run lives (ranks its `kill -9` orphaned trained on, saving into a run dir whose lock
+    was gone, after this process had named an older checkpoint as the newest).
+
+    Ctrl-C or SIGTERM is passed on to torchrun, which passes it on to the ranks: a `kill
+    -INT` of this process alone (a supervisor, `timeout -s INT`) reached nothing else, and the
+    ranks trained on. Wait while they stop (a rank mid-save leaves only its temporary
+    directory), then say so once (the ranks stay quiet, `report_errors`), unless they had
+    finished the run (its line is said); a second Ctrl-C stops waiting. torchrun, and through
+    it every rank, gets SIGTERM should this process die first (`kill -9` of it); this thread
+    waits on it, so the signal, which follows the thread that started the child, comes at no
+    other time."""
+    from cli.torchrun import LAUNCH_ID, await_run_processes, dies_with_parent
 
     dies = dies_with_parent()
     if dies is not None:
         given = popen.get("preexec_fn")
         popen["preexec_fn"] = dies if given is None else lambda: (given(), dies())
+    launch_id = uuid.uuid4().hex
+    popen["env"] = {**(popen.get("env") or os.environ), LAUNCH_ID: launch_id}
     child = subprocess.Popen(command, **popen)
     try:
         return child.wait()
     except KeyboardInterrupt as err:
-        if isinstance(err, Terminated):  # sent to this process alone, not the terminal's group
-            child.terminate()  # torchrun stops its ranks on SIGTERM
-        try:
-            child.wait(timeout=INTERRUPT_GRACE_SECONDS)
-        except (KeyboardInterrupt, subprocess.TimeoutExpired):
-            child.kill()
-            child.wait()
+        if _stop(child, signal.SIGTERM if isinstance(err, Terminated) else signal.SIGINT) == 0:
+            return 0  # the run ended before the signal stopped it
         raise
+    finally:
+        if child.returncode is not None and child.returncode < 0:  # killed: its ranks were not
+            await_run_processes(launch_id, ORPHANS_GRACE_SECONDS)  # stopped, nor waited for
+
+
+def _stop(child: subprocess.Popen, sig: int) -> int:
+    """Send torchrun `sig` (the terminal's Ctrl-C reached it already: it acts on the first),
+    and return its exit code once it has stopped its ranks; killed after
+    INTERRUPT_GRACE_SECONDS or a second Ctrl-C (its ranks die with it)."""
+    child.send_signal(sig)
+    try:
+        return child.wait(timeout=INTERRUPT_GRACE_SECONDS)
+    except (KeyboardInterrupt, subprocess.TimeoutExpired):
+        child.kill()
+        return child.wait()
 
 
 def torchrun_command(
@@ -341,15 +372,17 @@ def run_command(
     """The body of every train command, so they start and report alike: check the config
     (before torch loads), launch ranks or be one, then `train(cfg)` returns the runner's result
     and the values to report, which `report_run` prints."""
+    from cli.torchrun import die_with_torchrun
     from trainer.metrics import metrics_size
 
+    die_with_torchrun()  # in a rank of `--nproc-per-node N`, first of all
     flags = Launch(**launch)
     check_launch(flags)
     cfg = check_config(config_cls, config_path, list(overrides))
     logged_before = metrics_size(cfg.trainer.run_dir)
     on_interrupt(lambda: interrupted_run(cfg, logged_before))
     with one_run_at_a_time(cfg.trainer.run_dir, flags):
-        start(subcommand, cfg, flags, config_path, as_json, list(overrides))
+        start(subcommand, cfg, flags, config_path, as_json, list(overrides), logged_before)
         result, finals = train(cfg)
     report_run(subcommand, result, as_json, finals)
 
@@ -371,17 +404,29 @@ def one_run_at_a_time(run_dir: str, launch: Launch) -> Iterator[None]:
         yield
 
 
-def interrupted_run(cfg: Any, logged_before: int) -> str:
-    """What a run stopped by Ctrl-C ends with: the step it reached, the checkpoint the next
-    run resumes from and how to resume it, read from the run dir as the ranks left it (the
-    launching process never sees their steps: the step is the newest that rank 0 logged to
-    metrics.jsonl past byte `logged_before`; a checkpoint counts once complete, as
-    `checkpoint.resume=auto` counts it)."""
+def torchrun_killed(cfg: Any, logged_before: int, signum: int) -> str:
+    """The line of a run whose torchrun a signal killed (`kill -9` of it, the out-of-memory
+    killer): its ranks died with it (`run_ranks` waited for them), so the newest checkpoint
+    named is the one the next run resumes from."""
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    stopped = f"torchrun, the ranks' launcher, was killed by {name}"
+    return interrupted_run(cfg, logged_before, stopped)
+
+
+def interrupted_run(cfg: Any, logged_before: int, stopped: str = "interrupted") -> str:
+    """What a run stopped by Ctrl-C (or `stopped` otherwise) ends with: the step it reached,
+    the checkpoint the next run resumes from and how to resume it, read from the run dir as
+    the ranks left it (the launching process never sees their steps: the step is the newest
+    that rank 0 logged to metrics.jsonl past byte `logged_before`; a checkpoint counts once
+    complete, as `checkpoint.resume=auto` counts it)."""
     from mfsdp_ckpt.errors import MfsdpError
     from mfsdp_ckpt.format import layout
 
     run_dir = cfg.trainer.run_dir
-    stopped = "interrupted" + _step_reached(cfg, logged_before)
+    stopped += _step_reached(cfg, logged_before)
     try:
         step = layout.resume_step(run_dir)
     except (MfsdpError, OSError):  # a damaged tracker: the next run says so itself

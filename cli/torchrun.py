@@ -15,12 +15,21 @@ this one with a parent-death signal (`dies_with_parent`), and SIGTERM stops torc
 which stops its ranks. A `kill -9` of the launching mfsdp (a scheduler's hard stop, the
 out-of-memory killer) left this process, reparented to pid 1, and every rank training and
 saving into the run dir, whose lock had died with the launcher: a second run into it then
-started beside them. (The ranks get no such signal of their own: torch's agent starts them
-from threads of a multi-threaded process, where a pre-exec hook is not safe.)
+started beside them. A `kill -9` of this process did the same to the ranks alone, so each
+rank asks for a death signal of its own as it starts (`die_with_torchrun`: torch's agent
+starts them from a multi-threaded process, where a pre-exec hook is not safe), and the
+launching mfsdp waits until no process of the run lives (`await_run_processes`) before it
+says which checkpoint is the newest and lets the run dir's lock go.
+
+A signal stops the agent once (`_stop_once`): the launching mfsdp passes on a SIGINT or
+SIGTERM it gets (a `kill -INT` of it alone reached nothing else, and the ranks trained on),
+so when the whole process group got it too this process gets it twice, and torch's agent,
+interrupted again while it waited for its ranks to stop, left them stopping unwatched.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import logging
@@ -29,6 +38,8 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -38,14 +49,16 @@ from mfsdp_ckpt.check.printable import printable
 
 AGENT_LOGGERS = ("torch.distributed.elastic", "torch.distributed.launcher", "torch.distributed.run")
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# The environment's marks of a run's processes: LAUNCH_ID, set by the launching mfsdp for
+# this process, is inherited by every rank (so it can find them once this process is gone);
+# TORCHRUN_PID, set here, is the parent each rank checks it still has.
+LAUNCH_ID = "MFSDP_LAUNCH_ID"
+TORCHRUN_PID = "MFSDP_TORCHRUN_PID"
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def dies_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
-    """A `preexec_fn` that has the child sent `sig` when the thread starting it ends (which,
-    for the thread that waits on the child, is when this process dies, `kill -9` included);
-    None where prctl is not there (not Linux). Resolved here, before the fork, so the child
-    only makes the call; a parent that died before it took hold is seen by the child, which
-    then exits at once (the signal would never come)."""
+def _prctl() -> Callable[..., int] | None:
+    """libc's prctl, None where there is none (not Linux)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -54,6 +67,18 @@ def dies_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
         return None
     prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
     prctl.restype = ctypes.c_int
+    return prctl
+
+
+def dies_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """A `preexec_fn` that has the child sent `sig` when the thread starting it ends (which,
+    for the thread that waits on the child, is when this process dies, `kill -9` included);
+    None where prctl is not there (not Linux). Resolved here, before the fork, so the child
+    only makes the call; a parent that died before it took hold is seen by the child, which
+    then exits at once (the signal would never come)."""
+    prctl = _prctl()
+    if prctl is None:
+        return None
     parent = os.getpid()
 
     def preexec() -> None:
@@ -62,6 +87,61 @@ def dies_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
             os._exit(128 + int(sig))
 
     return preexec
+
+
+def die_with_torchrun() -> None:
+    """In a rank this module's torchrun started: be killed (SIGKILL: nothing is left to
+    report to, and a handler must not keep it training) when that torchrun dies; a rank
+    whose torchrun died before this took hold exits at once. torch's agent starts the ranks
+    from the main thread of this process, whose end is the process's. A no-op elsewhere."""
+    agent = os.environ.get(TORCHRUN_PID)
+    prctl = _prctl()
+    if agent is None or prctl is None:
+        return
+    prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != int(agent):
+        os._exit(128 + int(signal.SIGKILL))
+
+
+def run_processes(launch_id: str) -> list[int]:
+    """The pids of the live processes of the run marked `launch_id` (this user's, which carry
+    `LAUNCH_ID=launch_id` in their environment: torchrun and its ranks); none where there is
+    no /proc. A process that has exited shows an empty environment, so it is not counted."""
+    mark = f"{LAUNCH_ID}={launch_id}".encode()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                environment = handle.read()
+        except OSError:  # gone meanwhile, or another user's
+            continue
+        if mark in environment.split(b"\0"):
+            found.append(int(entry))
+    return found
+
+
+def await_run_processes(launch_id: str, timeout: float) -> None:
+    """Return once no process of the run marked `launch_id` lives: a rank orphaned by its
+    torchrun's death has its death signal coming, and one still starting exits at
+    `die_with_torchrun`. Those left after `timeout` seconds are killed, and given a few
+    more to go (one stuck in the kernel may never go: it is left then)."""
+    deadline = time.monotonic() + timeout
+    killed = False
+    while left := run_processes(launch_id):
+        if time.monotonic() > deadline:
+            if killed:
+                return
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            killed, deadline = True, time.monotonic() + 5
+        time.sleep(0.05)
 
 
 def rank_exit_code(exitcode: int) -> int:
@@ -124,6 +204,31 @@ def _quiet_agent_logs() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
+def _stop_once() -> None:
+    """Have SIGINT and SIGTERM stop torch's agent as its own handler does (it raises
+    SignalException, and the agent passes the signal on to the ranks and waits for them),
+    but only the first one: a second (the launching mfsdp passes on what the process group
+    got too) raised again inside that wait, and this process ended while its ranks were
+    still stopping. The agent is told to leave these two signals to this handler."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
+    signals = os.environ.get("TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT")
+    kept = [name for name in signals.split(",") if name.strip() not in ("SIGINT", "SIGTERM")]
+    os.environ["TORCHELASTIC_SIGNALS_TO_HANDLE"] = ",".join(kept or ["SIGHUP"])
+    stopping: list[int] = []
+
+    def stop(signum: int, _frame: Any) -> None:
+        if stopping:
+            return
+        stopping.append(signum)
+        sig = signal.Signals(signum)
+        raise SignalException(f"Process {os.getpid()} got signal: {sig}", sigval=sig)
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, stop)
+
+
 def main(argv: list[str]) -> int:
     """torchrun with `argv`, its per-run folder (each rank's error file, which is how a failed
     rank's message reaches `_run`) made here and removed afterwards: torchrun left an empty
@@ -131,6 +236,8 @@ def main(argv: list[str]) -> int:
     from torch.distributed.run import parse_args, run
 
     _quiet_agent_logs()
+    _stop_once()
+    os.environ[TORCHRUN_PID] = str(os.getpid())  # the ranks inherit it (`die_with_torchrun`)
     log_dir = tempfile.mkdtemp(prefix="mfsdp_torchrun_")
     try:
         return _run(run, parse_args(["--log-dir", log_dir, *argv]), argv)

@@ -5,10 +5,12 @@ died with the launcher, so a second run into the same dir started beside them.""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -16,6 +18,7 @@ import pytest
 
 from tests.support.paths import EXAMPLES, REPO
 from tests.support.sft import write_chat_jsonl
+from trainer.metrics import read_metrics
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
@@ -75,14 +78,14 @@ def _command_line(pid: int) -> str:
         return ""
 
 
-def test_kill_9_of_the_launcher_stops_every_rank(tmp_path):
+def _launch(tmp_path: Path, log: Path) -> subprocess.Popen:
+    """`mfsdp train sft --nproc-per-node 2` on the tiny model, saving every step for ever, in
+    its own session (a signal the test sends reaches only whom it is sent to)."""
     data = write_chat_jsonl(tmp_path / "train.jsonl", rows=48)
-    run_dir = tmp_path / "run"
-    log = tmp_path / "launcher.log"
     command = [sys.executable, "-c", "from cli.main import main; main()", "train", "sft"]
     command += ["--config", str(EXAMPLES / "sft_tiny_cpu.yaml"), "--nproc-per-node", "2"]
     command += [
-        f"trainer.run_dir={run_dir}",
+        f"trainer.run_dir={tmp_path / 'run'}",
         f"data.train_files={data}",
         "trainer.progress_bar=false",
         "trainer.total_steps=100000",
@@ -95,7 +98,7 @@ def test_kill_9_of_the_launcher_stops_every_rank(tmp_path):
     # the ranks' lines go to a file, never a pipe: a pipe nobody reads (or one closed) would
     # stop orphaned ranks by itself, at their next line
     with open(log, "w") as out:
-        launcher = subprocess.Popen(
+        return subprocess.Popen(
             command,
             cwd=REPO,
             env={**os.environ, "OMP_NUM_THREADS": "1"},
@@ -103,24 +106,48 @@ def test_kill_9_of_the_launcher_stops_every_rank(tmp_path):
             stdout=out,
             stderr=out,
             start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
+
+
+def _await_step(launcher: subprocess.Popen, log: Path, step: int) -> dict[int, str]:
+    """Once the run has logged `step`: its processes (torchrun and its two ranks)."""
+    deadline = time.monotonic() + 180
+    while f"[sft] step {step}/" not in log.read_text():
+        assert launcher.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.2)
+    run = _descendants(launcher.pid)
+    assert len(run) >= 3, (run, log.read_text())
+    return run
+
+
+def _still_running(run: dict[int, str]) -> list[str]:
+    return [_command_line(pid)[:80] for pid, started in run.items() if _alive(pid, started)]
+
+
+def _kill_left(run: dict[int, str], launcher: subprocess.Popen) -> None:
+    """Kill what the test started and what it started, by pid, should any be left."""
+    for pid, started in run.items():
+        if _alive(pid, started):
+            os.kill(pid, signal.SIGKILL)
+    if launcher.poll() is None:
+        launcher.kill()
+        launcher.wait()
+
+
+def test_kill_9_of_the_launcher_stops_every_rank(tmp_path):
+    run_dir = tmp_path / "run"
+    log = tmp_path / "launcher.log"
+    launcher = _launch(tmp_path, log)
     run: dict[int, str] = {}
     try:
-        deadline = time.monotonic() + 180
-        while "[sft] step 1/" not in log.read_text():
-            assert launcher.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
-        run = _descendants(launcher.pid)
-        assert len(run) >= 3, (run, log.read_text())  # torchrun and its two ranks
+        run = _await_step(launcher, log, 1)
         launcher.kill()
         stopped = time.monotonic() + 10
         while any(_alive(pid, started) for pid, started in run.items()):
             assert time.monotonic() < stopped, (
-                "still running after the launcher's kill -9: "
-                + ", ".join(
-                    _command_line(pid)[:80] for pid, started in run.items() if _alive(pid, started)
-                )
+                f"still running after the launcher's kill -9: {_still_running(run)}"
             )
             time.sleep(0.1)
         launcher.wait(timeout=10)
@@ -128,9 +155,98 @@ def test_kill_9_of_the_launcher_stops_every_rank(tmp_path):
         time.sleep(3)
         assert _written(run_dir) == before  # nothing trains or saves into the run dir any more
     finally:
-        for pid, started in run.items():  # what this test started, by pid
-            if _alive(pid, started):
-                os.kill(pid, signal.SIGKILL)
-        if launcher.poll() is None:
-            launcher.kill()
-            launcher.wait()
+        _kill_left(run, launcher)
+
+
+def _said(log: Path, run_dir: Path, stopped: str) -> tuple[list[str], list[str]]:
+    """The run's `error:` lines, and the one line expected: `stopped` after the step the run
+    reached, and the checkpoint the next run resumes from, as the run dir is now."""
+    from mfsdp_ckpt.format import layout
+
+    reached = max(record["step"] for record in read_metrics(run_dir))
+    newest = layout.resume_step(run_dir)
+    expected = (
+        f"error: {stopped} after step {reached}; the newest checkpoint is"
+        f" {run_dir}/global_step_{newest}: run the same command again to resume from it"
+    )
+    return [line for line in log.read_text().splitlines() if "error" in line], [expected]
+
+
+@pytest.mark.parametrize(
+    "sent, code, stopped",
+    [
+        (signal.SIGKILL, 1, "torchrun, the ranks' launcher, was killed by SIGKILL"),
+        (signal.SIGINT, 130, "interrupted"),
+    ],
+)
+def test_a_signal_to_torchrun_alone_stops_its_ranks_and_names_the_newest_checkpoint(
+    tmp_path, sent, code, stopped
+):
+    """Was, for `kill -9`: the launcher exited 247 at once, without a word, while both ranks
+    (orphaned) trained and saved on into the run dir, whose lock had gone with the launcher;
+    for `kill -INT`: exit 130 without a word."""
+    run_dir = tmp_path / "run"
+    log = tmp_path / "launcher.log"
+    launcher = _launch(tmp_path, log)
+    run: dict[int, str] = {}
+    try:
+        run = _await_step(launcher, log, 2)
+        torchrun = next(pid for pid in run if "-m cli.torchrun " in _command_line(pid))
+        os.kill(torchrun, sent)
+        launcher.wait(timeout=30)
+        assert _still_running(run) == []  # by the time the launcher (and its lock) is gone
+        before = _written(run_dir)
+        time.sleep(2)
+        assert _written(run_dir) == before
+        assert launcher.returncode == code
+        said, expected = _said(log, run_dir, stopped)
+        assert said == expected, log.read_text()[-2000:]
+    finally:
+        _kill_left(run, launcher)
+
+
+def test_sigint_to_the_launcher_alone_stops_the_ranks_at_once(tmp_path):
+    """`kill -INT PID` of the launcher (a supervisor, `timeout -s INT`), not of its process
+    group as a terminal's Ctrl-C. Was: the ranks trained on for a minute, then torchrun was
+    killed and the ranks trained on without it, past the checkpoint the line named."""
+    run_dir = tmp_path / "run"
+    log = tmp_path / "launcher.log"
+    launcher = _launch(tmp_path, log)
+    run: dict[int, str] = {}
+    try:
+        run = _await_step(launcher, log, 2)
+        launcher.send_signal(signal.SIGINT)
+        launcher.wait(timeout=20)
+        assert _still_running(run) == []
+        before = _written(run_dir)
+        time.sleep(2)
+        assert _written(run_dir) == before
+        assert launcher.returncode == 130, log.read_text()[-2000:]
+        said, expected = _said(log, run_dir, "interrupted")
+        assert said == expected, log.read_text()[-2000:]
+        assert not list(run_dir.glob("*.tmp"))  # the ranks stopped where it is safe to
+    finally:
+        _kill_left(run, launcher)
+
+
+def test_a_run_that_ends_well_despite_a_ctrl_c_is_not_called_interrupted():
+    """Was: a run whose ranks finished every step while the launcher waited on them after a
+    SIGINT exited 130 "interrupted", below their line saying it finished. (torchrun here is
+    a process that ignores SIGINT and ends well a moment later.)"""
+    from cli.launch import run_ranks
+
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
+    ctrl_c = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    try:
+        ctrl_c.start()
+        started = time.monotonic()
+        ignores_it = functools.partial(signal.signal, signal.SIGINT, signal.SIG_IGN)
+        try:
+            ended: int | str = run_ranks(["sleep", "1.5"], preexec_fn=ignores_it)
+        except KeyboardInterrupt:
+            ended = "interrupted"
+        assert ended == 0
+        assert time.monotonic() - started > 1
+    finally:
+        ctrl_c.cancel()
+        signal.signal(signal.SIGINT, inherited)
