@@ -212,7 +212,7 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str, 
             continue
         key, sep, value = word.partition("=")
         if sep and not key.startswith("-"):
-            texts.append((key, _literal(variables.substitute(value))))
+            texts.append((key, _literal(variables.substitute(value, from_environment=True))))
     pairs = []
     for key, text_value in texts:
         if _COMMAND_SUBSTITUTION.search(text_value):  # the shell's output, text here
@@ -220,7 +220,11 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str, 
         else:
             parsed = _parse(text_value, f"{source}: {key}") if text_value.strip() else None
         pairs.append((key, parsed))
-    return pairs, command, [*variables.notes, *notes]  # theirs include the values' substitutions
+    taken = [
+        f"${name}: taken from this environment, as the shell running the script here would"
+        for name in variables.from_environment
+    ]
+    return pairs, command, [*variables.notes, *taken, *notes]
 
 
 # Hydra's options that name the YAML a verl command starts from (`--config-path=DIR`,
@@ -337,6 +341,7 @@ class _Variables:
         self.values: dict[str, str] = {}
         self.arrays: dict[str, list[str]] = {}
         self.notes: list[str] = []  # defaults of the script's arguments used
+        self.from_environment: list[str] = []  # names taken from the environment, in order
         self.copied = 0
 
     def assign(self, name: str, value: str) -> None:
@@ -370,14 +375,21 @@ class _Variables:
                 f"{MAX_EXPANDED_CHARS} characters; not a launch script"
             )
 
-    def substitute(self, value: str) -> str:
+    def substitute(self, value: str, from_environment: bool = False) -> str:
+        """`value` with the script's variables put in; with `from_environment` (a key's
+        value in the command) those it does not set from this environment too."""
+
         def replace(match: re.Match) -> str:
             name = match.group(1) or match.group(3)
-            if name not in self.values and not name.isdigit() and name in os.environ:
+            if name not in self.values and from_environment and name in os.environ:
                 # what the shell running the script here would put in (`$HOME`): the
-                # config is read as written, so it must hold the path itself
-                self.values[name] = os.environ[name]
-                self.notes.append(f"${name}: {os.environ[name]!r}, from this environment")
+                # config is read as written, so it must hold the path itself. Only into a
+                # key's value, and never quoted in a note: a script's `wandb login
+                # $WANDB_API_KEY` must not put the key into a config that gets shared
+                self._count(name, len(os.environ[name]))
+                if name not in self.from_environment:
+                    self.from_environment.append(name)
+                return os.environ[name]
             if name not in self.values:
                 default = match.group(2)
                 if default is not None and name.isdigit():
@@ -385,8 +397,12 @@ class _Variables:
                         f"{match.group(0)}: the script's argument ${name}; its default "
                         f"{default!r} is used here"
                     )
-                return self.substitute(default) if default is not None else match.group(0)
+                if default is None:
+                    return match.group(0)
+                return self.substitute(default, from_environment)
             self._count(name, len(self.values[name]))
+            if from_environment:  # what an assignment left unset (`${HOME}/verl`)
+                return self._environment(self.values[name])
             return self.values[name]
 
         def calculate(match: re.Match) -> str:
@@ -394,6 +410,21 @@ class _Variables:
             return match.group(0) if result is None else str(result)
 
         return shell_arithmetic.ARITHMETIC.sub(calculate, _REFERENCE.sub(replace, value))
+
+    def _environment(self, value: str) -> str:
+        """`value` (a variable's, already substituted) with the references the script left
+        unset taken from this environment, once (no value is read again)."""
+
+        def replace(match: re.Match) -> str:
+            name = match.group(1) or match.group(3)
+            if name in self.values or name not in os.environ:
+                return match.group(0)
+            self._count(name, len(os.environ[name]))
+            if name not in self.from_environment:
+                self.from_environment.append(name)
+            return os.environ[name]
+
+        return _REFERENCE.sub(replace, value)
 
 
 def _convert(

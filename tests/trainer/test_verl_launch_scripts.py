@@ -37,10 +37,29 @@ def test_fsdp_grpo_script_with_path_variables_in_a_list(tmp_path, monkeypatch):
         "/home/someone/data/gsm8k/train.parquet",
         "/home/someone/data/math/train.parquet",
     ]
-    assert "$HOME: '/home/someone', from this environment" in conversion.notes
+    assert (
+        "$HOME: taken from this environment, as the shell running the script here would"
+        in conversion.notes
+    )
     assert (cfg.optim.lr, cfg.rollout.n, cfg.actor.ppo_mini_batch_size) == (1e-6, 5, 256)
     assert cfg.trainer.logger == ["console", "wandb"] and cfg.checkpoint.save_every == 20
     assert any(note.startswith("$@: " + FORWARDED) for note in conversion.notes)
+
+
+def test_the_environment_fills_only_converted_values_and_no_note_quotes_it(tmp_path, monkeypatch):
+    """A script's `wandb login $WANDB_API_KEY` beside its verl command put the key, quoted
+    in full, into a comment of the config it converted to (a file people share)."""
+    monkeypatch.setenv("WANDB_API_KEY", "sk-not-to-be-shared")
+    monkeypatch.setenv("HOME", "/home/someone")
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "export WANDB_API_KEY=${WANDB_API_KEY}\nwandb login $WANDB_API_KEY\n"
+        "python3 -m verl.trainer.main_ppo data.train_files=$HOME/d/train.parquet"
+        " actor_rollout_ref.model.path=/m trainer.total_epochs=1\n"
+    )
+    conversion = convert_verl(script)
+    assert "sk-not-to-be-shared" not in conversion.to_yaml("script")
+    assert loads(conversion, tmp_path).data.train_files == ["/home/someone/d/train.parquet"]
 
 
 def test_megatron_grpo_script_names_its_model_parallel_sizes(tmp_path):
