@@ -19,6 +19,7 @@ from typing import Any
 
 BEHAVIOUR_KEYS = (
     "hidden_act",
+    "hidden_activation",
     "rms_norm_eps",
     "layer_norm_eps",
     "attention_bias",
@@ -28,6 +29,11 @@ BEHAVIOUR_KEYS = (
     "final_logit_softcapping",
     "query_pre_attn_scalar",
 )
+
+
+# Keys a family's config carries but its model does not read: Gemma's activation is
+# `hidden_activation` (hub configs say `hidden_act: gelu`, saved ones gelu_pytorch_tanh).
+_UNUSED = {family: ("hidden_act",) for family in ("gemma", "gemma2", "gemma3", "gemma3_text")}
 
 
 def rope_of(config: dict[str, Any]) -> dict[str, Any] | None:
@@ -47,17 +53,22 @@ def rope_of(config: dict[str, Any]) -> dict[str, Any] | None:
 
 def behaviour_differences(given: dict[str, Any], own: dict[str, Any]) -> list[str]:
     """`key=given (own: value)` for each setting both state differently."""
+    keys = [k for k in BEHAVIOUR_KEYS if k not in _UNUSED.get(str(own.get("model_type")), ())]
     found = [
         f"{key}={given[key]!r} (own: {own[key]!r})"
-        for key in BEHAVIOUR_KEYS
+        for key in keys
         if key in given
         and key in own
         and _kind(given[key]) == _kind(own[key])
         and given[key] != own[key]
     ]
     given_rope, own_rope = rope_of(given), rope_of(own)
-    if given_rope is not None and own_rope is not None and given_rope != own_rope:
-        found.append(f"rope_parameters={given_rope!r} (own: {own_rope!r})")
+    if given_rope is not None and own_rope is not None:
+        # keys both state: a config without rope_theta (an old linear-scaling one) takes the
+        # default that transformers 5 then writes out
+        shared = sorted(set(given_rope) & set(own_rope))
+        if any(given_rope[key] != own_rope[key] for key in shared):
+            found.append(f"rope_parameters={given_rope!r} (own: {own_rope!r})")
     return found
 
 
