@@ -53,15 +53,22 @@ def lr_at(step: int, cfg: OptimConfig, total_steps: int) -> float:
 
 
 def warmup_past_the_end(cfg: OptimConfig, total_steps: int) -> str | None:
-    """A warning when `optim.warmup_steps` is more than the run's steps: the learning rate
-    would still be rising at the last step and never reach `optim.lr`. A warning, not a
+    """A warning when the warmup takes the whole run: the learning rate reaches `optim.lr`
+    at update `warmup` (0-based), so a run of no more updates than that never trains at
+    `optim.lr`, and a run of one update under warmup trains at lr 0. A warning, not a
     refusal: the run's steps are known only once the data is read (`trainer.epochs`), and
     a short test of a long run's config is a fair thing to want."""
-    if cfg.warmup_steps <= total_steps:
+    warm = warmup_steps(cfg, total_steps)
+    if warm == 0 or warm < total_steps:
         return None
+    named = (
+        f"optim.warmup_steps={cfg.warmup_steps}"
+        if cfg.warmup_steps > 0
+        else f"optim.warmup_ratio={cfg.warmup_ratio:g} ({warm} steps)"
+    )
     return (
-        f"warning: optim.warmup_steps={cfg.warmup_steps} is more than the run's {total_steps}"
-        f" steps: the learning rate never reaches optim.lr={cfg.lr:g} (the last step's is"
+        f"warning: {named} is not less than the run's {total_steps} steps: the learning"
+        f" rate never reaches optim.lr={cfg.lr:g} (the last step's is"
         f" {lr_at(total_steps - 1, cfg, total_steps):g})"
     )
 

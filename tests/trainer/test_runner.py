@@ -45,6 +45,6 @@ def test_a_warmup_longer_than_the_run_is_warned_of(tmp_path, capsys):
     )
     run_sft(cfg)
     assert (
-        "[sft] warning: optim.warmup_steps=4 is more than the run's 2 steps: the learning rate"
+        "[sft] warning: optim.warmup_steps=4 is not less than the run's 2 steps: the learning rate"
         " never reaches optim.lr=0.003 (the last step's is 0.00075)\n"
     ) in capsys.readouterr().err

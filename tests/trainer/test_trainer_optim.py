@@ -155,3 +155,24 @@ def test_adam_phantom_step_of_megatron_fsdp_061_is_undone():
     right = _train(model, optimizer, 1)[0]
     ratio = ((buggy - start).norm() / (right - start).norm()).item()
     assert ratio == pytest.approx((0.1 / 0.19) / math.sqrt(0.05 / 0.0975), rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("settings", "total", "named"),
+    [
+        ({"warmup_steps": 10}, 10, "optim.warmup_steps=10 is not less than the run's 10 steps"),
+        ({"warmup_ratio": 1.0}, 8, "optim.warmup_ratio=1 (8 steps) is not less than the run's 8"),
+        ({"warmup_steps": 1}, 1, "optim.warmup_steps=1 is not less than the run's 1 steps"),
+    ],
+)
+def test_a_warmup_that_takes_the_whole_run_is_warned_of(settings, total, named):
+    """The warmup reaches lr at update `warmup` (0-based): a warmup as long as the run never
+    reaches it (one step under warmup trains at lr 0), and the check let these pass."""
+    from trainer.optim import warmup_past_the_end
+
+    cfg = OptimConfig(lr=1e-3, **settings)
+    warning = warmup_past_the_end(cfg, total)
+    assert warning is not None and named in warning, warning
+    assert lr_at(total - 1, cfg, total) < cfg.lr
+    if "warmup_steps" in settings:  # one step more reaches lr: no warning
+        assert warmup_past_the_end(cfg, total + 1) is None
