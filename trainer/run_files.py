@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -35,11 +36,13 @@ def replacing(path: Path, what: str) -> Iterator[BinaryIO]:
     Anything else but a regular file there (a FIFO, a directory, a link to /dev/null) is
     refused as writing in place refused it, one line naming it: the user put it there."""
     target = Path(safe_files.regular_file(path)) if os.path.lexists(path) else path
-    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    created = False
+    created, temp = False, target
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        created = True
+        # a unique name: one made of the pid was left by a killed rewrite, and a restart
+        # under the same pid (a fresh container's) failed on it every time
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        temp, created = Path(name), True
+        os.fchmod(fd, 0o644)
         with os.fdopen(fd, "wb") as out:
             yield out
             out.flush()

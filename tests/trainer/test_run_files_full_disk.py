@@ -85,3 +85,17 @@ def test_a_full_disk_on_a_resume_with_changed_settings_keeps_config_yaml(tmp_pat
     assert lines[1].startswith(f"{run / RESOLVED_CONFIG_FILE}: cannot write it"), lines
     assert (run / RESOLVED_CONFIG_FILE).read_text() == old_config
     assert (run / "config.until_step_4.yaml").read_text() == old_config
+
+
+def test_a_temp_file_a_killed_rewrite_left_does_not_block_the_next(tmp_path):
+    """The temp file was named by the pid and opened exclusively: one left by a rewrite
+    killed mid-way failed every later rewrite under the same pid (a fresh container's)."""
+    import os
+
+    from trainer.config import SFTConfig, write_resolved_config
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / f".{RESOLVED_CONFIG_FILE}.{os.getpid()}.tmp").write_text("left by a killed rewrite")
+    write_resolved_config(run, SFTConfig())
+    assert "trainer:" in (run / RESOLVED_CONFIG_FILE).read_text()
