@@ -30,7 +30,7 @@ from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import layout, optimizer_states, state_keys
 from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
 from mfsdp_ckpt.format.file_hash import hash_file, rehash_like
-from mfsdp_ckpt.format.finite import count_nonfinite_tensor
+from mfsdp_ckpt.format.finite import count_nan_tensor, count_nonfinite_tensor
 from mfsdp_ckpt.format.hf_trainer import OPTIMIZER_ENTRY
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.lora import ByteProgress, check_base_model
@@ -1232,8 +1232,6 @@ def _check_objects(reader: CheckpointReader, report: ValidationReport) -> None:
 def _check_values(
     reader: CheckpointReader, report: ValidationReport, progress: Progress | None
 ) -> None:
-    import torch
-
     entries = list(reader.tensors.values())
     missing = _missing_files(reader)
     unread: dict[str, list[str]] = {}  # a data file reported missing -> the tensors in it
@@ -1250,7 +1248,7 @@ def _check_values(
             else:
                 nonfinite = count_nonfinite_tensor(tensor)
                 if nonfinite:
-                    nans = int(torch.isnan(tensor).sum())
+                    nans = count_nan_tensor(tensor)
                     infs = nonfinite - nans
                     report.add(ERROR, where, f"{nans} NaN and {infs} Inf values")
         if progress:

@@ -63,12 +63,21 @@ def count_nonfinite_tensor(tensor) -> int:
     if not tensor.is_floating_point():
         return 0
     name = str(tensor.dtype).removeprefix("torch.")
-    if name not in _BYTE_NONFINITE:
-        return int((~tensor.isfinite()).sum())
+    if name not in _BYTE_NONFINITE:  # a piece at a time: a mask of the whole tensor took
+        # a quarter of its bytes more, and a tensor that just fit failed validate --deep
+        pieces = tensor.detach().reshape(-1).split(PIECE_ELEMENTS)
+        return sum(int((~piece.isfinite()).sum()) for piece in pieces)
     flat = tensor.detach().reshape(-1).contiguous().cpu().view(torch.uint8)
     return sum(
         count_nonfinite(memoryview(flat[first : first + PIECE_ELEMENTS].numpy()), BY_NAME[name])
         for first in range(0, flat.numel(), PIECE_ELEMENTS)
+    )
+
+
+def count_nan_tensor(tensor) -> int:
+    """NaN in a floating torch tensor with a kernel for isnan, a piece at a time."""
+    return sum(
+        int(piece.isnan().sum()) for piece in tensor.detach().reshape(-1).split(PIECE_ELEMENTS)
     )
 
 

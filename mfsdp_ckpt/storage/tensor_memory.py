@@ -45,7 +45,7 @@ def tensor_memory(where: str, nbytes: int, doing: str = "reading it") -> Iterato
             raise
         raise TensorMemoryError(
             f"{where}: out of memory {doing} ({nbytes} bytes, {nbytes / 2**30:.2f} GiB, held"
-            " whole); free memory or raise the process's limit (ulimit -v), or export on a"
+            " whole); free memory or raise the process's limit (ulimit -v), or run this on a"
             " machine with more"
         ) from None
 

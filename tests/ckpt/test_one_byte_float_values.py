@@ -79,3 +79,18 @@ def test_import_refuses_fp8_weights_holding_nan(tmp_path):
     assert code == 1, err
     one_error(err, "model.norm.weight", "1 NaN/Inf")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_nan_and_inf_are_counted_across_the_pieces_a_large_tensor_is_read_in(dtype):
+    """Counted a piece at a time (a mask of the whole tensor took a quarter of its bytes
+    more, and a tensor that just fit in memory failed validate --deep with a traceback):
+    values at the pieces' edges and in a last short piece are counted once each."""
+    from mfsdp_ckpt.format.finite import PIECE_ELEMENTS, count_nan_tensor
+
+    values = torch.zeros(2 * PIECE_ELEMENTS + 3, dtype=dtype)
+    nan_at = [0, PIECE_ELEMENTS - 1, PIECE_ELEMENTS, 2 * PIECE_ELEMENTS + 2]
+    values[nan_at] = float("nan")
+    values[[5, 2 * PIECE_ELEMENTS]] = float("inf")
+    grid = values.reshape(-1, 1)  # any shape: the count is over its elements
+    assert count_nonfinite_tensor(grid) == 6 and count_nan_tensor(grid) == 4
