@@ -75,6 +75,7 @@ from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.format.finite import count_nonfinite_tensor
 from mfsdp_ckpt.format.hub_id import missing_hf_config
+from mfsdp_ckpt.format.model_files import top_level_names
 from mfsdp_ckpt.lora import ByteProgress
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.out_dir import claim_output
@@ -510,7 +511,7 @@ def export_hf(
         )
     source, local_paths, derived = prepared.source, prepared.local_paths, prepared.derived
     asset_location, assets = prepared.asset_location, prepared.assets
-    with claim_output(out, overwrite) as claim:
+    with claim_output(out, overwrite, top_level_names(assets)) as claim:
         tmp = claim.tmp
         writer: ShardedSafetensorsWriter | None = None
         try:

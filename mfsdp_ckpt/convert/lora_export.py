@@ -52,6 +52,7 @@ from mfsdp_ckpt.convert.export_verify import _bits
 from mfsdp_ckpt.convert.hf_config import HFConfigError, read_config_json
 from mfsdp_ckpt.format import layout, state_keys
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
+from mfsdp_ckpt.format.model_files import top_level_names
 from mfsdp_ckpt.lora import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
@@ -133,7 +134,8 @@ def export_lora(
         _refuse_rewritten_base(manifest, paths)
         assets, asset_location = _merged_assets(paths, adapter.reader, hf_config)
         base, moved = _base_where_it_is(base, hf_config)
-    with claim_output(out, overwrite) as claim:
+    copied = top_level_names(assets) if not adapter_only else ()
+    with claim_output(out, overwrite, copied) as claim:
         tmp = claim.tmp
         if adapter_only:
             result = _write_adapter(adapter, manifest, base, paths, tmp, dtype, verify, progress)

@@ -49,6 +49,7 @@ from mfsdp_ckpt.convert.megatron_lora import (
 )
 from mfsdp_ckpt.convert.megatron_lora_alpha import set_lora_scale
 from mfsdp_ckpt.convert.name_maps import Geometry, MappingError, model_tensors
+from mfsdp_ckpt.format.model_files import top_level_names
 from mfsdp_ckpt.format.state_keys import AmbiguousStateError
 from mfsdp_ckpt.lora import (
     ADAPTER_CONFIG_FILE,
@@ -249,7 +250,7 @@ def merge_onto_base(
             " --adapter-only for a PEFT adapter"
         )
     source = prepared.source
-    with claim_output(out, overwrite) as claim:
+    with claim_output(out, overwrite, top_level_names(prepared.assets)) as claim:
         tmp = claim.tmp
         _write_assets(prepared.assets, tmp)
         config = load_copied_config(tmp / "config.json", prepared.asset_location)

@@ -8,6 +8,8 @@ holds nothing else (`storage/out_dir.py`), so both ask here.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 # Files transformers reads by these names: a directory there is named as no file, not
 # walked as a folder of assets (transformers takes it for a file that is not there).
 FILE_NAMES = (
@@ -60,3 +62,9 @@ def is_export_file(relative: str) -> bool:
         or relative in _EXPORT_FILE_NAMES
         or ("/" not in relative and relative.endswith(".safetensors"))
     )
+
+
+def top_level_names(relatives: Iterable[str]) -> frozenset[str]:
+    """The first part of each path in `relatives` (`adapter` of `adapter/adapter_config.json`):
+    what an export that copies those files writes at the top of its output."""
+    return frozenset(relative.split("/", 1)[0] for relative in relatives)

@@ -37,6 +37,7 @@ import os
 import re
 import shutil
 import stat
+from collections.abc import Collection
 from pathlib import Path
 
 from mfsdp_ckpt.errors import MfsdpUsageError
@@ -182,12 +183,15 @@ def _remove_empty(made: list[Path]) -> None:
             return
 
 
-def replaceable_problem(path: Path) -> str | None:
+def replaceable_problem(path: Path, writes: Collection[str] = ()) -> str | None:
     """Why --overwrite may not replace the directory at `path`, or None when it may: it is
     empty, or it is a previous export (a model's config.json and safetensors, or a PEFT
     adapter's, and nothing but what an export writes: `model_files.is_export_file`).
     Anything else is someone's data, never deleted: a model repo cloned with its `.git/`,
-    README and eval results, given as --out by a slip, lost all of them to an export."""
+    README and eval results, given as --out by a slip, lost all of them to an export.
+    `writes`: the names this command writes at the top of its output besides those (the
+    files an export copies whole from its checkpoint's own HF dir: a README, custom code,
+    verl's `adapter/`), so that it can replace what it wrote before."""
     try:
         entries = {entry.name for entry in os.scandir(path)}
     except OSError as err:
@@ -204,7 +208,9 @@ def replaceable_problem(path: Path) -> str | None:
             "is not a model export (no config.json with model*.safetensors, nor"
             " adapter_config.json with adapter_model.safetensors) and not empty"
         )
-    foreign = sorted(name for name in entries if not _written_by_export(path, name))
+    foreign = sorted(
+        name for name in entries if name not in writes and not _written_by_export(path, name)
+    )
     if foreign:
         shown = ", ".join(foreign[:3]) + (
             f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
@@ -237,9 +243,10 @@ class OutputClaim:
     Use it as a context manager; leaving it without `publish()` (an error, Ctrl-C) removes
     the work directory, and leaving it always releases the lock and its file."""
 
-    def __init__(self, out: Path, overwrite: bool):
+    def __init__(self, out: Path, overwrite: bool, writes: Collection[str] = ()):
         self.out = out
         self.overwrite = overwrite
+        self.writes = frozenset(writes)
         self._work_prefix = hidden_name(out.name, _WORK_TAG, _PID_ROOM)
         self.tmp = out.with_name(f"{self._work_prefix}tmp-{os.getpid()}")
         self._lock_fd: int | None = None
@@ -335,7 +342,7 @@ class OutputClaim:
             raise OutputDirError(f"{self.out}: exists and is not a directory")
         if not self.overwrite:
             raise OutputDirError(f"{self.out}: already exists (pass --overwrite to replace it)")
-        problem = replaceable_problem(self.out)
+        problem = replaceable_problem(self.out, self.writes)
         if problem:
             raise OutputDirError(
                 f"{self.out}: {problem}; --overwrite replaces only those, remove it yourself"
@@ -394,14 +401,16 @@ class OutputClaim:
                 shutil.rmtree(entry.path, ignore_errors=True)
 
 
-def claim_output(out: str | os.PathLike, overwrite: bool = False) -> OutputClaim:
+def claim_output(
+    out: str | os.PathLike, overwrite: bool = False, writes: Collection[str] = ()
+) -> OutputClaim:
     """Claim `out` for this process, or OutputDirError (one line) saying why not.
 
     >>> with claim_output("hf/model", overwrite=False) as claim:
     ...     (claim.tmp / "config.json").write_text("{}")
     ...     claim.publish()
     """
-    return OutputClaim(_checked_target(Path(out)), overwrite).acquire()
+    return OutputClaim(_checked_target(Path(out)), overwrite, writes).acquire()
 
 
 __all__ = [

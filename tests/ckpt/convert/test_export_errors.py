@@ -348,3 +348,25 @@ def test_overwrite_replaces_an_earlier_adapter_only_export(tmp_path):
     assert replaceable_problem(out) is None
     (out / "notes.txt").write_text("the user's")
     assert replaceable_problem(out) == "holds what no export writes (notes.txt)"
+
+
+def test_overwrite_replaces_what_an_export_copied_from_its_checkpoints_own_hf_dir(
+    run_dir, tmp_path
+):
+    """An export copies every file of its checkpoint's own HF dir but weights (a README,
+    custom code, verl's adapter/): the same export run again with --overwrite was refused
+    as "holds what no export writes"."""
+    copy, _ = _copy_run(run_dir, tmp_path)
+    hf = copy / "global_step_1" / "huggingface"
+    (hf / "README.md").write_text("model card")
+    (hf / "adapter").mkdir()
+    (hf / "adapter" / "adapter_config.json").write_text("{}")
+    out = tmp_path / "out"
+    assert _export(str(copy), "--out", str(out)).exit_code == 0
+    assert (out / "README.md").read_text() == "model card"
+    result = _export(str(copy), "--out", str(out), "--overwrite")
+    assert result.exit_code == 0, result.output
+    (out / "evals.csv").write_text("the user's")  # still never replaced
+    _assert_clean_failure(
+        _export(str(copy), "--out", str(out), "--overwrite"), 2, "holds what no export writes"
+    )
