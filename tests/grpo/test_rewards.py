@@ -472,3 +472,28 @@ def test_a_reward_function_stuck_in_c_code_stops_the_run_in_one_line_and_json(tm
     assert "compute_score did not return within 1 s (reward.timeout_s) nor stop within" in line
     assert line.endswith("so the run was stopped"), line
     assert json.loads(done.stdout) == {"error": line.removeprefix("error: "), "exit_code": 1}
+
+
+def test_a_reward_function_holding_the_interpreter_in_c_code_still_ends_the_run(tmp_path):
+    """A power of huge integers holds the interpreter's lock, so not even the watchdog
+    thread runs: the run went on for as long as the power took (42 s for this one, forever
+    for a response's 9**9**9). The fault handler, which needs no lock, ends it."""
+    import subprocess
+    import sys
+    import time
+
+    from trainer.rewards.time_limit import HELD_GRACE_S
+
+    file = _reward_file(tmp_path, "return float(pow(3, 5 * 10**7) % 2)")
+    score = (
+        "import sys; from trainer.rewards.dispatch import RewardScorer;"
+        f" RewardScorer({str(file)!r}, timeout_s=1)(['ok'], ['7'], ['7'], [{{'index': 4}}])"
+    )
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", score], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert time.monotonic() - started < 1 + HELD_GRACE_S + 15, done.stderr
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith("Timeout (0:00:11)!"), done.stderr
+    assert f'File "{file}", line 4 in compute_score' in done.stderr, done.stderr

@@ -12,14 +12,20 @@ that timer, and the run hung again. A blocking system call (a sleep, a read) is 
 Code that runs in C without returning to the interpreter (a power of huge integers from a
 response's `9**9**9`, a key derivation) never sees the signal: `STUCK_GRACE_S` after the
 limit the watchdog calls `stuck()` instead, which reports the error and ends the process,
-since the run cannot go on without that score. Off the main thread, or where SIGALRM
-already has a handler of someone else's, the call is not bounded.
+since the run cannot go on without that score. C code that also holds the interpreter's
+lock (a power of huge integers does) keeps even the watchdog from running: `HELD_GRACE_S`
+after the limit, Python's fault handler, which runs without that lock, prints where every
+thread is (the reward function's line among them) and ends the process with exit 1. Off the
+main thread, or where SIGALRM already has a handler of someone else's, the call is not
+bounded.
 """
 
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,6 +33,7 @@ from typing import Any
 
 REPEAT_S = 1.0  # after the first expiry, until the call has ended
 STUCK_GRACE_S = 5.0  # after the first expiry, a call still running is stuck outside Python
+HELD_GRACE_S = 2 * STUCK_GRACE_S  # after the first expiry: stuck holding the interpreter
 WATCHDOG_NAME = "mfsdp-reward-time-limit"
 
 
@@ -50,7 +57,9 @@ def _can_bound() -> bool:
 def time_limit(seconds: float, stuck: Callable[[], Any] | None = None) -> Iterator[None]:
     """Raise `RewardTimeout` in the body once it has run `seconds` (0: no limit); call
     `stuck` (from the watchdog thread: it must end the process) when the body has not come
-    back to the interpreter `STUCK_GRACE_S` after that."""
+    back to the interpreter `STUCK_GRACE_S` after that, and with `stuck` given, have the
+    fault handler end the process `HELD_GRACE_S` after it (the body holds the
+    interpreter, and the watchdog cannot run)."""
     if seconds <= 0 or not _can_bound():
         yield
         return
@@ -63,10 +72,25 @@ def time_limit(seconds: float, stuck: Callable[[], Any] | None = None) -> Iterat
         daemon=True,
     )
     watchdog.start()
+    last_resort = stuck is not None and _arm_fault_handler(seconds + HELD_GRACE_S)
     try:
         yield
     finally:
+        if last_resort:
+            faulthandler.cancel_dump_traceback_later()
         _disarm(previous, ended, watchdog)
+
+
+def _arm_fault_handler(seconds: float) -> bool:
+    """Have the fault handler print every thread's stack to stderr and end the process once
+    `seconds` have passed; False where stderr is no file (a test's captured stream)."""
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            faulthandler.dump_traceback_later(seconds, exit=True, file=stream)
+        except (AttributeError, ValueError, OSError):  # no fileno(), or a closed stream
+            continue
+        return True
+    return False
 
 
 def _watch(
