@@ -830,10 +830,6 @@ def _from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:
     if parse_step_dir_name(parent.name) is not None:  # ours or verl SFT: no role level
         kind = MFSDP if _is_ours(parent) else VERL_SFT
         return CheckpointPaths(dcp, parent, parent.parent, kind, hf_dir=hf_dir)
-    if os.path.lexists(parent / MANIFEST_FILE):
-        # a step of ours copied under another name (`best/`): read as a bare dist_ckpt, its
-        # manifest went unread (no step, "file hashes were not checked")
-        return CheckpointPaths(dcp, parent, parent.parent, MFSDP, hf_dir=hf_dir)
     if (
         parent.name == VERL_MODEL_DIR and parent.parent.name in ROLES
     ):  # verl v2: actor/model/dist_ckpt
@@ -845,7 +841,23 @@ def _from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:
         return CheckpointPaths(dcp, step, step.parent, VERL_SFT_V2, hf_dir=hf_dir)
     if parent.name in ROLES:  # verl v1: actor/dist_ckpt
         return _role_paths(dcp, parent, VERL_RL_V1, hf_dir, role)
+    if _our_manifest_beside(dcp):
+        # a step of ours copied under another name (`best/`): read as a bare dist_ckpt, its
+        # manifest went unread (no step, "file hashes were not checked")
+        return CheckpointPaths(dcp, parent, parent.parent, MFSDP, hf_dir=hf_dir)
     return CheckpointPaths(dist_ckpt=dcp, hf_dir=hf_dir)
+
+
+def _our_manifest_beside(dcp: Path) -> bool:
+    """Whether the dir holding `dcp` keeps a manifest mfsdp wrote (another tool's
+    manifest.json there, or a damaged one, leaves it a bare dist_ckpt, as it was)."""
+    from mfsdp_ckpt.format.manifest import ManifestError, read_manifest
+
+    try:
+        manifest = read_manifest(dcp.parent / MANIFEST_FILE)
+    except (ManifestError, OSError, ValueError):
+        return False
+    return manifest is not None
 
 
 def _hf_trainer_paths(dcp: Path) -> CheckpointPaths:

@@ -355,3 +355,21 @@ def test_a_step_of_ours_copied_under_another_name_is_checked_against_its_manifes
     blob.write_bytes(blob.read_bytes() + b"x")
     code, out, err = run_cli("ckpt", "validate", best)
     assert code == 1 and f"{blob}: has" in out and "manifest says" in out, out + err
+
+
+@pytest.mark.parametrize("manifest", ['{"name": "other-tool", "version": 2}', "[]", ""])
+def test_another_tools_manifest_beside_a_dist_ckpt_leaves_it_a_bare_dcp(manifest, tmp_path):
+    """Only a manifest mfsdp wrote makes a renamed dir one of our steps: another tool's
+    manifest.json there made a valid checkpoint INVALID ("field 'format_version' is
+    missing"), and inspect and export refused it."""
+    from tests.support.export import save_single_process_checkpoint
+    from trainer.tiny import build_tiny_model_dir
+
+    save_single_process_checkpoint(tmp_path / "run", build_tiny_model_dir(tmp_path / "assets"))
+    export = tmp_path / "export"
+    export.mkdir()
+    shutil.copytree(tmp_path / "run" / "global_step_1" / "dist_ckpt", export / "dist_ckpt")
+    (export / "manifest.json").write_text(manifest)
+    assert layout.resolve_checkpoint(export).manifest is None
+    code, out, err = run_cli("ckpt", "validate", export)
+    assert code == 0 and "no manifest, so file hashes were not checked" in out, out + err
