@@ -202,6 +202,7 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str, 
             " convert the others from a script of their own"
         )
     notes += _hydra_config_notes(words)
+    cls, taken = _config_class(command), []  # environment variables put into carried values
     texts = []  # every value substituted before any is parsed: a substitution bomb is
     for word in variables.spread(words, notes):  # refused before YAML reads megabytes
         if word in _FORWARDED:
@@ -212,7 +213,10 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str, 
             continue
         key, sep, value = word.partition("=")
         if sep and not key.startswith("-"):
-            texts.append((key, _literal(variables.substitute(value, from_environment=True))))
+            text = variables.substitute(value)
+            if verl_keys.carries(cls, key):
+                text = variables.from_environment(text, taken)
+            texts.append((key, _literal(text)))
     pairs = []
     for key, text_value in texts:
         if _COMMAND_SUBSTITUTION.search(text_value):  # the shell's output, text here
@@ -220,11 +224,11 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str, 
         else:
             parsed = _parse(text_value, f"{source}: {key}") if text_value.strip() else None
         pairs.append((key, parsed))
-    taken = [
+    taken_notes = [
         f"${name}: taken from this environment, as the shell running the script here would"
-        for name in variables.from_environment
-    ]
-    return pairs, command, [*variables.notes, *taken, *notes]
+        for name in taken
+    ]  # named, never quoted: the config is a file people share
+    return pairs, command, [*variables.notes, *taken_notes, *notes]
 
 
 # Hydra's options that name the YAML a verl command starts from (`--config-path=DIR`,
@@ -341,7 +345,6 @@ class _Variables:
         self.values: dict[str, str] = {}
         self.arrays: dict[str, list[str]] = {}
         self.notes: list[str] = []  # defaults of the script's arguments used
-        self.from_environment: list[str] = []  # names taken from the environment, in order
         self.copied = 0
 
     def assign(self, name: str, value: str) -> None:
@@ -375,21 +378,9 @@ class _Variables:
                 f"{MAX_EXPANDED_CHARS} characters; not a launch script"
             )
 
-    def substitute(self, value: str, from_environment: bool = False) -> str:
-        """`value` with the script's variables put in; with `from_environment` (a key's
-        value in the command) those it does not set from this environment too."""
-
+    def substitute(self, value: str) -> str:
         def replace(match: re.Match) -> str:
             name = match.group(1) or match.group(3)
-            if name not in self.values and from_environment and name in os.environ:
-                # what the shell running the script here would put in (`$HOME`): the
-                # config is read as written, so it must hold the path itself. Only into a
-                # key's value, and never quoted in a note: a script's `wandb login
-                # $WANDB_API_KEY` must not put the key into a config that gets shared
-                self._count(name, len(os.environ[name]))
-                if name not in self.from_environment:
-                    self.from_environment.append(name)
-                return os.environ[name]
             if name not in self.values:
                 default = match.group(2)
                 if default is not None and name.isdigit():
@@ -399,10 +390,8 @@ class _Variables:
                     )
                 if default is None:
                     return match.group(0)
-                return self.substitute(default, from_environment)
+                return self.substitute(default)
             self._count(name, len(self.values[name]))
-            if from_environment:  # what an assignment left unset (`${HOME}/verl`)
-                return self._environment(self.values[name])
             return self.values[name]
 
         def calculate(match: re.Match) -> str:
@@ -411,17 +400,20 @@ class _Variables:
 
         return shell_arithmetic.ARITHMETIC.sub(calculate, _REFERENCE.sub(replace, value))
 
-    def _environment(self, value: str) -> str:
-        """`value` (a variable's, already substituted) with the references the script left
-        unset taken from this environment, once (no value is read again)."""
+    def from_environment(self, value: str, taken: list[str]) -> str:
+        """`value` (substituted already) with the references the script leaves unset taken
+        from this environment (`$HOME`), as the shell running it here would: a config file
+        expands none, so the path must be written out. Only a value a converted key takes
+        comes here: a script's `wandb login $WANDB_API_KEY`, or a key not carried over,
+        must not put a secret into the config. `taken` gets each name used."""
 
         def replace(match: re.Match) -> str:
             name = match.group(1) or match.group(3)
             if name in self.values or name not in os.environ:
                 return match.group(0)
             self._count(name, len(os.environ[name]))
-            if name not in self.from_environment:
-                self.from_environment.append(name)
+            if name not in taken:
+                taken.append(name)
             return os.environ[name]
 
         return _REFERENCE.sub(replace, value)

@@ -421,6 +421,16 @@ def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tu
     return out
 
 
+def carries(cls: type, given: str) -> bool:
+    """Whether `adopt_pairs` takes the key `given` into a config of `cls` (an mfsdp key, or a
+    verl key a rule maps for this command), whatever its value."""
+    key = _normalise(given.lstrip("+"))
+    if is_native(cls, key) or key in ("trainer.resume_mode", "trainer.resume_from_path"):
+        return True
+    rule = RULES.get(key)
+    return rule is not None and command_of(cls) in rule.commands
+
+
 def _unmapped_message(cls: type, raw_key: str, key: str, source: str) -> str:
     """For a key under verl's `actor_rollout_ref.` that no rule maps: the whole key, and
     mfsdp's key of the same name where there is one (`rollout.dtype`). The loader named only

@@ -47,15 +47,17 @@ def test_fsdp_grpo_script_with_path_variables_in_a_list(tmp_path, monkeypatch):
 
 
 def test_the_environment_fills_only_converted_values_and_no_note_quotes_it(tmp_path, monkeypatch):
-    """A script's `wandb login $WANDB_API_KEY` beside its verl command put the key, quoted
-    in full, into a comment of the config it converted to (a file people share)."""
+    """A script's `wandb login $WANDB_API_KEY` beside its verl command, or a key not carried
+    over that holds it, put the key into a comment of the config it converted to (a file
+    people share)."""
     monkeypatch.setenv("WANDB_API_KEY", "sk-not-to-be-shared")
     monkeypatch.setenv("HOME", "/home/someone")
     script = tmp_path / "run.sh"
     script.write_text(
-        "export WANDB_API_KEY=${WANDB_API_KEY}\nwandb login $WANDB_API_KEY\n"
+        "wandb login $WANDB_API_KEY\n"
         "python3 -m verl.trainer.main_ppo data.train_files=$HOME/d/train.parquet"
-        " actor_rollout_ref.model.path=/m trainer.total_epochs=1\n"
+        " actor_rollout_ref.model.path=/m trainer.total_epochs=1"
+        " +ray_kwargs.ray_init.runtime_env.env_vars.WANDB_API_KEY=$WANDB_API_KEY\n"
     )
     conversion = convert_verl(script)
     assert "sk-not-to-be-shared" not in conversion.to_yaml("script")
