@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -40,9 +40,10 @@ def replacing(path: Path, what: str) -> Iterator[BinaryIO]:
     try:
         # a unique name: one made of the pid was left by a killed rewrite, and a restart
         # under the same pid (a fresh container's) failed on it every time
-        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        temp, created = Path(name), True
-        os.fchmod(fd, 0o644)
+        temp = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
+        # the mode the file had written in place: 0o644 less the umask
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        created = True
         with os.fdopen(fd, "wb") as out:
             yield out
             out.flush()

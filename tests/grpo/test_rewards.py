@@ -497,3 +497,13 @@ def test_a_reward_function_holding_the_interpreter_in_c_code_still_ends_the_run(
     assert done.returncode == 1, done.stderr
     assert done.stderr.startswith("Timeout (0:00:11)!"), done.stderr
     assert f'File "{file}", line 4 in compute_score' in done.stderr, done.stderr
+
+
+def test_a_time_limit_past_the_platforms_clock_scores_and_leaves_no_handler(tmp_path):
+    """reward.timeout_s=1e10 made arming the fault handler raise OverflowError ("timestamp
+    out of range"), blamed on the user's function, with SIGALRM's handler left installed."""
+    import signal
+
+    file = _reward_file(tmp_path, "return 1.0")
+    assert RewardScorer(str(file), timeout_s=1e10)(["ok"], ["7"], ["7"]).rewards == [1.0]
+    assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL

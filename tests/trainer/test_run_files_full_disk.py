@@ -99,3 +99,20 @@ def test_a_temp_file_a_killed_rewrite_left_does_not_block_the_next(tmp_path):
     (run / f".{RESOLVED_CONFIG_FILE}.{os.getpid()}.tmp").write_text("left by a killed rewrite")
     write_resolved_config(run, SFTConfig())
     assert "trainer:" in (run / RESOLVED_CONFIG_FILE).read_text()
+
+
+def test_a_rewritten_run_file_keeps_to_the_umask(tmp_path):
+    """The unique temp file was made 0o644 whatever the umask: under `umask 077` a run's
+    config.yaml became readable to everyone."""
+    import os
+
+    from trainer.config import SFTConfig, write_resolved_config
+
+    run = tmp_path / "run"
+    run.mkdir()
+    previous = os.umask(0o077)
+    try:
+        write_resolved_config(run, SFTConfig())
+    finally:
+        os.umask(previous)
+    assert (run / RESOLVED_CONFIG_FILE).stat().st_mode & 0o777 == 0o600

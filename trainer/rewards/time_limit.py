@@ -89,6 +89,8 @@ def _arm_fault_handler(seconds: float) -> bool:
             faulthandler.dump_traceback_later(seconds, exit=True, file=stream)
         except (AttributeError, ValueError, OSError):  # no fileno(), or a closed stream
             continue
+        except OverflowError:  # a limit past the platform's time_t: none to arm
+            return False
         return True
     return False
 
