@@ -438,14 +438,24 @@ def _cleared(cls: type, dotted: str) -> str | None:
     a list (null is refused there: `data.val_files=null` "expects a list of strings"); None
     where it must hold a value, or is no key of `cls` (its own error names it)."""
     kind: Any = cls
+    owner, part = cls, ""
     for part in dotted.strip().split("."):
         hints = typing.get_type_hints(kind) if dataclasses.is_dataclass(kind) else {}
         if part not in hints:
             return None
-        kind = hints[part]
+        owner, kind = kind, hints[part]
     if type(None) in typing.get_args(kind):
         return "null"
-    return "[]" if typing.get_origin(kind) is list else None
+    return "[]" if typing.get_origin(kind) is list and _empty_by_default(owner, part) else None
+
+
+def _empty_by_default(owner: Any, name: str) -> bool:
+    """Whether field `name` of the dataclass `owner` is an empty list unless set, so that
+    `[]` is a value it takes (`optim.betas=[]` is refused: two numbers are needed)."""
+    field = next(f for f in dataclasses.fields(owner) if f.name == name)
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory() == []
+    return field.default == []
 
 
 def _unknown_key_message(cls: type, prefix: str, key: str, source: str) -> str:

@@ -287,6 +287,7 @@ def test_every_example_config_loads_and_names_no_key_that_does_not_exist(example
         ("data.val_files", ", or data.val_files=[] to clear it"),
         ("trainer.total_steps", ", or trainer.total_steps=null to clear it"),
         ("optim.lr", ""),  # no value clears it
+        ("optim.betas", ""),  # a list that needs its two numbers: [] is refused
     ],
 )
 def test_an_empty_override_is_one_line_naming_the_key_not_a_silent_null(key, remedy):
