@@ -841,23 +841,27 @@ def _from_dcp_dir(dcp: Path, role: str | None) -> CheckpointPaths:
         return CheckpointPaths(dcp, step, step.parent, VERL_SFT_V2, hf_dir=hf_dir)
     if parent.name in ROLES:  # verl v1: actor/dist_ckpt
         return _role_paths(dcp, parent, VERL_RL_V1, hf_dir, role)
-    if _our_manifest_beside(dcp):
+    recorded = _step_in_our_manifest_beside(dcp)
+    if recorded is not None:
         # a step of ours copied under another name (`best/`): read as a bare dist_ckpt, its
         # manifest went unread (no step, "file hashes were not checked")
-        return CheckpointPaths(dcp, parent, parent.parent, MFSDP, hf_dir=hf_dir)
+        return replace(
+            CheckpointPaths(dcp, parent, parent.parent, MFSDP, hf_dir=hf_dir),
+            recorded_step=recorded,
+        )
     return CheckpointPaths(dist_ckpt=dcp, hf_dir=hf_dir)
 
 
-def _our_manifest_beside(dcp: Path) -> bool:
-    """Whether the dir holding `dcp` keeps a manifest mfsdp wrote (another tool's
-    manifest.json there, or a damaged one, leaves it a bare dist_ckpt, as it was)."""
+def _step_in_our_manifest_beside(dcp: Path) -> int | None:
+    """The step the manifest mfsdp wrote beside `dcp` records; None where there is none
+    (another tool's manifest.json there, or a damaged one, leaves it a bare dist_ckpt)."""
     from mfsdp_ckpt.format.manifest import ManifestError, read_manifest
 
     try:
         manifest = read_manifest(dcp.parent / MANIFEST_FILE)
     except (ManifestError, OSError, ValueError):
-        return False
-    return manifest is not None
+        return None
+    return manifest.step if manifest is not None else None
 
 
 def _hf_trainer_paths(dcp: Path) -> CheckpointPaths:

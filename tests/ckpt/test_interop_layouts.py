@@ -349,6 +349,7 @@ def test_a_step_of_ours_copied_under_another_name_is_checked_against_its_manifes
     shutil.copytree(tmp_path / "run" / "global_step_1", best)
     paths = layout.resolve_checkpoint(best)
     assert (paths.kind, paths.manifest) == (layout.MFSDP, best / layout.MANIFEST_FILE)
+    assert paths.step == 1  # the manifest's: the dir's name says none
     code, out, err = run_cli("ckpt", "validate", best, "--deep")
     assert code == 0 and "hashes were not checked" not in out, out + err
     blob = next((best / layout.DIST_CKPT_DIR).glob("*.distcp"))
