@@ -136,6 +136,13 @@ def _kill_left(run: dict[int, str], launcher: subprocess.Popen) -> None:
         launcher.wait()
 
 
+def _assert_nothing_written(run_dir: Path, seconds: float) -> None:
+    """Nothing trains or saves into the run dir any more: it stays as it is for `seconds`."""
+    before = _written(run_dir)
+    time.sleep(seconds)
+    assert _written(run_dir) == before
+
+
 def test_kill_9_of_the_launcher_stops_every_rank(tmp_path):
     run_dir = tmp_path / "run"
     log = tmp_path / "launcher.log"
@@ -151,9 +158,7 @@ def test_kill_9_of_the_launcher_stops_every_rank(tmp_path):
             )
             time.sleep(0.1)
         launcher.wait(timeout=10)
-        before = _written(run_dir)
-        time.sleep(3)
-        assert _written(run_dir) == before  # nothing trains or saves into the run dir any more
+        _assert_nothing_written(run_dir, seconds=3)
     finally:
         _kill_left(run, launcher)
 
@@ -195,9 +200,7 @@ def test_a_signal_to_torchrun_alone_stops_its_ranks_and_names_the_newest_checkpo
         os.kill(torchrun, sent)
         launcher.wait(timeout=30)
         assert _still_running(run) == []  # by the time the launcher (and its lock) is gone
-        before = _written(run_dir)
-        time.sleep(2)
-        assert _written(run_dir) == before
+        _assert_nothing_written(run_dir, seconds=2)
         assert launcher.returncode == code
         said, expected = _said(log, run_dir, stopped)
         assert said == expected, log.read_text()[-2000:]
@@ -218,9 +221,7 @@ def test_sigint_to_the_launcher_alone_stops_the_ranks_at_once(tmp_path):
         launcher.send_signal(signal.SIGINT)
         launcher.wait(timeout=20)
         assert _still_running(run) == []
-        before = _written(run_dir)
-        time.sleep(2)
-        assert _written(run_dir) == before
+        _assert_nothing_written(run_dir, seconds=2)
         assert launcher.returncode == 130, log.read_text()[-2000:]
         said, expected = _said(log, run_dir, "interrupted")
         assert said == expected, log.read_text()[-2000:]

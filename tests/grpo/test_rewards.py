@@ -417,19 +417,15 @@ def test_a_grpo_run_whose_reward_function_hangs_stops_in_one_line_and_json(tmp_p
     assert json.loads(out) == {"error": line.removeprefix("error: "), "exit_code": EXIT_FAILED}
 
 
-def test_a_timed_out_reward_waiting_on_its_own_thread_does_not_keep_the_run_alive(tmp_path):
-    """The run printed its error line, then hung at exit: Python joins every non-daemon
-    thread, and the reward function's worker never ended. A real process, as a user runs it."""
+def _one_grpo_step_in_a_fresh_process(tmp_path, body: str):
+    """`mfsdp train grpo --json` of one tiny step in a fresh interpreter, as a user runs it,
+    scored by a compute_score whose body is `body` under reward.timeout_s=1."""
     from tests.support.fresh_python import mfsdp
     from trainer.grpo.synthetic import write_addition_data
 
     files = write_addition_data(tmp_path / "data", digits=4)
-    body = (
-        "import concurrent.futures, time\n"
-        "    return concurrent.futures.ThreadPoolExecutor(1).submit(time.sleep, 3600).result()"
-    )
     reward = _reward_file(tmp_path, body)
-    done = mfsdp(
+    return mfsdp(
         "train", "grpo", "--config", str(REPO / "examples" / "grpo_tiny_cpu.yaml"), "--json",
         f"data.train_files={files['rl_train']}", f"trainer.run_dir={tmp_path / 'run'}",
         "data.val_files=[]", "trainer.total_steps=1", "data.train_batch_size=2",
@@ -437,6 +433,16 @@ def test_a_timed_out_reward_waiting_on_its_own_thread_does_not_keep_the_run_aliv
         "actor.ppo_micro_batch_size_per_gpu=2", "actor.log_prob_micro_batch_size_per_gpu=2",
         f"reward.path={reward}", "reward.timeout_s=1",
     )  # fmt: skip
+
+
+def test_a_timed_out_reward_waiting_on_its_own_thread_does_not_keep_the_run_alive(tmp_path):
+    """The run printed its error line, then hung at exit: Python joins every non-daemon
+    thread, and the reward function's worker never ended. A real process, as a user runs it."""
+    body = (
+        "import concurrent.futures, time\n"
+        "    return concurrent.futures.ThreadPoolExecutor(1).submit(time.sleep, 3600).result()"
+    )
+    done = _one_grpo_step_in_a_fresh_process(tmp_path, body)
     assert done.returncode == EXIT_FAILED, done.stderr
     line = one_error_line(done.stderr)
     assert line.endswith("): compute_score did not return within 1 s (reward.timeout_s)"), line
@@ -449,23 +455,12 @@ def test_a_reward_function_stuck_in_c_code_stops_the_run_in_one_line_and_json(tm
     as long as it ran, minutes to forever. A real process, as a user runs it."""
     import time
 
-    from tests.support.fresh_python import mfsdp
-    from trainer.grpo.synthetic import write_addition_data
     from trainer.rewards.time_limit import STUCK_GRACE_S
 
-    files = write_addition_data(tmp_path / "data", digits=4)
-    # about 10 minutes in C on this machine, in one call that never returns to Python
+    # minutes in C, in one call that never returns to Python (and releases its lock)
     body = "import hashlib; return hashlib.pbkdf2_hmac('sha256', b'x', b'y', 3 * 10**8)[0]"
-    reward = _reward_file(tmp_path, body)
     started = time.monotonic()
-    done = mfsdp(
-        "train", "grpo", "--config", str(REPO / "examples" / "grpo_tiny_cpu.yaml"), "--json",
-        f"data.train_files={files['rl_train']}", f"trainer.run_dir={tmp_path / 'run'}",
-        "data.val_files=[]", "trainer.total_steps=1", "data.train_batch_size=2",
-        "rollout.n=2", "rollout.max_response_length=2", "actor.ppo_mini_batch_size=2",
-        "actor.ppo_micro_batch_size_per_gpu=2", "actor.log_prob_micro_batch_size_per_gpu=2",
-        f"reward.path={reward}", "reward.timeout_s=1",
-    )  # fmt: skip
+    done = _one_grpo_step_in_a_fresh_process(tmp_path, body)
     assert time.monotonic() - started < 120 + STUCK_GRACE_S
     assert done.returncode == EXIT_FAILED, done.stderr
     line = one_error_line(done.stderr)
