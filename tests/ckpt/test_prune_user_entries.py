@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import subprocess
 
 import pytest
 import torch
@@ -62,24 +61,20 @@ def test_only_a_zero_padded_dir_names_no_step_to_resume(tmp_path):
 
 
 @pytest.fixture
-def undeletable():
-    """Make a file impossible to delete, and deletable again afterwards so that pytest can
-    clean up: root ignores permissions, so `chattr +i` there (skipped where the file
-    system has no such flag), a read-only parent dir otherwise."""
-    locked = []
+def undeletable(monkeypatch):
+    """Make removing a directory fail as a disk or a permission makes it fail (EACCES), for
+    the directories given: root ignores permission bits, and not every file system has
+    `chattr +i`, so the removal itself is what fails here."""
+    locked: list = []
+    remove = shutil.rmtree
 
-    def lock(path):
-        if os.geteuid() != 0:
-            path.parent.chmod(0o555)
-        elif subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode:
-            pytest.skip("chattr +i is not supported here")
-        locked.append(path)
+    def rmtree(path, *args, **kwargs):
+        if any(os.path.samefile(path, dir_) for dir_ in locked):
+            raise PermissionError(13, "Permission denied", str(path))
+        remove(path, *args, **kwargs)
 
-    yield lock
-    for path in locked:
-        if os.geteuid() == 0:
-            subprocess.run(["chattr", "-i", str(path)], check=True)
-        path.parent.chmod(0o755)
+    monkeypatch.setattr(shutil, "rmtree", rmtree)
+    return locked.append
 
 
 def test_a_step_that_cannot_be_removed_is_a_warning_not_a_failed_save(
@@ -88,7 +83,7 @@ def test_a_step_that_cannot_be_removed_is_a_warning_not_a_failed_save(
     run = tmp_path / "run"
     for step in (1, 2):
         save(run, step)
-    undeletable(layout.step_dir(run, 1) / layout.MANIFEST_FILE)
+    undeletable(layout.step_dir(run, 1))
     with caplog.at_level(logging.WARNING, logger="mfsdp_ckpt.checkpointer"):
         save(run, 3, keep_last=1)  # step 3 is committed: this must not raise
     assert layout.read_tracker(run) == 3
