@@ -199,14 +199,14 @@ def _field(obj: Any, name: str, what: str) -> Any:
 # object already built in a few bytes, so a file can list one chunk list under thousands of
 # keys, or nest one list in itself level after level, and every reader then walks (and
 # parse_metadata copies) each reference anew: 300 keys naming one list of 10,000 chunks
-# took a 400 KB file to 3M chunk records, validate past two minutes and 1.6 GB. So chunks
+# make a file of a few hundred KB into 3M chunk records (validate then ran for minutes;
+# tests/ckpt/test_metadata_expansion.py builds such files). So chunks
 # are counted once per key that lists them, and plain data (planner_data, transform
 # names) once per place that names it. A real .metadata pickles every chunk it lists with
 # its storage entry, ~135-150 bytes (scripts/pickle_budget.py; a bare chunk ~40), and
 # every plain value it names at least a byte: one chunk per CHUNK_BYTES and one item per
-# byte leave real files (a 405B model on 1024 ranks: 3.5M chunks, ~525 MB) several times
-# under the limit. The floors keep small files out of it: MIN_CHUNKS chunk records and
-# MIN_ITEMS items are read in well under a second.
+# byte leave real files several times under the limit. The floors keep small files out of
+# it: MIN_CHUNKS chunk records and MIN_ITEMS items are read in well under a second.
 CHUNK_BYTES = 16
 MIN_CHUNKS = 1 << 16
 MIN_ITEMS = 1 << 20

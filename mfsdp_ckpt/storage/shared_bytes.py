@@ -7,7 +7,8 @@ import-hf stores a tied `lm_head.weight`: an exact alias of the embedding (same 
 shape and chunks, each naming the embedding's blob: same file, offset and length), both
 keys loading its bytes. torch's DCP never writes two keys to one blob. Any other sharing
 is a crafted or damaged checkpoint: two other weights on one blob (layers 1..511 naming
-layer 0's bytes: a 5 MB checkpoint that validates as 2 GB and exports identical layers),
+layer 0's bytes: a small checkpoint that validates as one hundreds of times larger and
+exports identical layers),
 entries that partly overlap, one blob read as tensors of different dtype or shape, a
 tensor's blob also read as a non-tensor value, or one tensor's two chunks on one blob.
 Each would make a load decode bytes as something they were never written as.
