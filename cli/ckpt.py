@@ -163,13 +163,16 @@ def validate(
         fail(missing_hf_config(hf_config), EXIT_USAGE)
     if hf_config is not None:
         _check_hf_config_readable(hf_config)
-    # Two bars, one after the other: a LoRA checkpoint's base model is hashed first (bytes:
-    # gigabytes against an adapter of megabytes), then the checkpoint's tensors are read.
+    # Three bars, one after the other: a LoRA checkpoint's base model is hashed first (bytes:
+    # gigabytes against an adapter of megabytes), then the checkpoint's own files, then its
+    # tensors are read.
     shown = deep and not as_json
     base_bar = CallbackBar(enabled=shown, unit="B", desc="validate base model", unit_scale=True)
+    hash_bar = CallbackBar(enabled=shown, unit="B", desc="validate hashes", unit_scale=True)
     with (
         metadata_progress(not as_json),
         base_bar as base_progress,
+        hash_bar as hash_progress,
         CallbackBar(shown, "tensor", "validate") as progress,
     ):
         report = validate_checkpoint(
@@ -179,6 +182,7 @@ def validate(
             role=role,
             hf_config=hf_config,
             base_progress=base_progress,
+            hash_progress=hash_progress,
         )
     _say_note(report.note)
     if as_json:

@@ -26,8 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 from mfsdp_ckpt.format.file_hash import (
     WRITE_ALGORITHM,
+    ByteProgress,
     FileRecord,
     FileRecordError,
+    HashedBytes,
     hash_file,
     hash_files,
     rehash_like,
@@ -43,7 +45,6 @@ ADAPTER_CONFIG_FILE = "adapter_config.json"  # a PEFT adapter dir: config + weig
 MAX_ADAPTER_CONFIG_BYTES = 1 << 20  # an adapter_config.json is about 1 KB
 ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
 PEFT_PREFIX = "base_model.model."  # what PeftModel puts in front of the model's own names
-ByteProgress = Callable[[int, int], None]  # (bytes done, bytes in all)
 _ADAPTER_KEY = re.compile(r"^(?P<module>.+)\.lora_(?P<which>[AB])\.(?P<adapter>[^.]+)\.weight$")
 
 
@@ -216,7 +217,7 @@ def base_model_problems(
     ]
     if not record.files:
         errors.append((str(root), "manifest records no weight files for the base model"))
-    hashed = _HashedBytes(sum(r.size for r in record.files.values()), progress)
+    hashed = HashedBytes(sum(r.size for r in record.files.values()), progress)
     for name, expected in sorted(record.files.items()):
         problem = _weight_file_problem(root / name, expected, deep, hashed)
         if problem is not None:
@@ -224,20 +225,8 @@ def base_model_problems(
     return errors, []
 
 
-class _HashedBytes:
-    """Bytes of the base hashed so far, reported to a `ByteProgress` block by block."""
-
-    def __init__(self, total: int, progress: ByteProgress | None):
-        self.done, self.total, self.progress = 0, total, progress
-
-    def add(self, count: int) -> None:
-        self.done += count
-        if self.progress is not None:
-            self.progress(self.done, self.total)
-
-
 def _weight_file_problem(
-    file: Path, expected: FileRecord, deep: bool, hashed: _HashedBytes
+    file: Path, expected: FileRecord, deep: bool, hashed: HashedBytes
 ) -> str | None:
     try:
         info = os.stat(file)

@@ -29,11 +29,11 @@ from mfsdp_ckpt.convert.megatron_lora import stored_adapter_summary
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import layout, optimizer_states, state_keys
 from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
-from mfsdp_ckpt.format.file_hash import hash_file, rehash_like
+from mfsdp_ckpt.format.file_hash import ByteProgress, HashedBytes, hash_file, rehash_like
 from mfsdp_ckpt.format.finite import count_nan_tensor, count_nonfinite_tensor
 from mfsdp_ckpt.format.hf_trainer import OPTIMIZER_ENTRY
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
-from mfsdp_ckpt.lora import ByteProgress, check_base_model
+from mfsdp_ckpt.lora import check_base_model
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import (
@@ -110,14 +110,16 @@ def validate_checkpoint(
     role: str | None = None,
     hf_config: str | os.PathLike | None = None,
     base_progress: ByteProgress | None = None,
+    hash_progress: ByteProgress | None = None,
 ) -> ValidationReport:
     """Validate any level of any layout `layout.resolve_checkpoint` knows (ours, verl,
     Megatron-LM, a bare dist_ckpt dir); `role` picks verl's actor or critic, `hf_config`
     supplies the config a checkpoint without huggingface/ lacks.
 
-    `deep` reports two things as it goes: `progress` gets (tensors read, tensors) of the
-    checkpoint, and on a LoRA checkpoint `base_progress` first gets (bytes hashed, bytes to
-    hash) of the base model it adapts, which can be far larger than the adapter.
+    `deep` reports three things as it goes: on a LoRA checkpoint `base_progress` first gets
+    (bytes hashed, bytes to hash) of the base model it adapts, which can be far larger than
+    the adapter; `hash_progress` then gets the same of the files its manifest records, and
+    `progress` (tensors read, tensors) of the checkpoint.
 
     Raises `layout.CheckpointPathError` only when `path` is not a checkpoint at all.
     """
@@ -131,6 +133,7 @@ def validate_checkpoint(
         progress=progress,
         hf_config=hf_config,
         base_progress=base_progress,
+        hash_progress=hash_progress,
     )
 
 
@@ -148,13 +151,16 @@ def validate_paths(
     hf_config: str | os.PathLike | None = None,
     base_progress: ByteProgress | None = None,
     reader: CheckpointReader | None = None,
+    hash_progress: ByteProgress | None = None,
 ) -> ValidationReport:
     """The checks of `validate_checkpoint` on an already resolved checkpoint (`reader`: one
     of its dist_ckpt the caller already holds). CheckpointRemovedError when it was removed
     while it was read: its files then went missing one by one, which read as damage."""
     stamps = _dir_stamps(paths)
     try:
-        report = _run_checks(paths, report, deep, progress, hf_config, base_progress, reader)
+        report = _run_checks(
+            paths, report, deep, (progress, base_progress, hash_progress), hf_config, reader
+        )
     except Exception:
         _refuse_if_removed(paths, stamps)
         raise
@@ -204,12 +210,13 @@ def _run_checks(
     paths: layout.CheckpointPaths,
     report: ValidationReport | None,
     deep: bool,
-    progress: Progress | None,
+    bars: tuple[Progress | None, ByteProgress | None, ByteProgress | None],
     hf_config: str | os.PathLike | None,
-    base_progress: ByteProgress | None,
     reader: CheckpointReader | None,
 ) -> ValidationReport:
-    """Every check of `validate_paths`, into `report` (a new one when None)."""
+    """Every check of `validate_paths`, into `report` (a new one when None); `bars`: its
+    (progress, base_progress, hash_progress)."""
+    progress, base_progress, hash_progress = bars
     report = report or ValidationReport(path=str(paths.step_dir or paths.dist_ckpt), deep=deep)
     report.checkpoint, report.step = str(paths.dist_ckpt), paths.step
     report.layout, report.role, report.has_manifest = paths.kind, paths.role, paths.has_manifest
@@ -245,7 +252,7 @@ def _run_checks(
     )
     if deep:
         if manifest is not None:
-            _check_hashes(paths, manifest, report)
+            _check_hashes(paths, manifest, report, hash_progress)
         readers = [reader] if optimizer is None else [reader, optimizer]
         total, done = sum(len(r.tensors) for r in readers), 0
         for each in readers:
@@ -1165,15 +1172,22 @@ def _check_adapter(source, report: ValidationReport, where, config_of) -> None:
         report.add(ERROR, where, f"the adapter does not fit this config: {what}")
 
 
-def _check_hashes(paths, manifest: Manifest, report: ValidationReport) -> None:
+def _check_hashes(
+    paths, manifest: Manifest, report: ValidationReport, progress: ByteProgress | None
+) -> None:
+    """The digest of every file the manifest records whose size is right (a wrong size is
+    _check_files' finding), reported to `progress` as bytes: gigabytes of a large step."""
     report.hash_algorithms = sorted({record.algorithm for record in manifest.files.values()})
+    sized = {}
     for name, record in sorted(manifest.files.items()):
+        found = layout.stat_inside(paths.step_dir / name)
+        if found is not None and stat.S_ISREG(found.st_mode) and found.st_size == record.size:
+            sized[name] = record
+    hashed = HashedBytes(sum(record.size for record in sized.values()), progress)
+    for name, record in sized.items():
         file = paths.step_dir / name
-        found = layout.stat_inside(file)
-        if found is None or not stat.S_ISREG(found.st_mode) or found.st_size != record.size:
-            continue  # reported by _check_files
         try:
-            if hash_file(file, paths.step_dir, record.algorithm) != record:
+            if hash_file(file, paths.step_dir, record.algorithm, on_block=hashed.add) != record:
                 report.add(ERROR, file, _HASH_MISMATCH.format(record.algorithm))
         except CheckpointFileError as err:  # a link out of the step or a special file: never read
             report.add(ERROR, file, str(err).split(": ", 1)[-1])

@@ -73,10 +73,10 @@ from mfsdp_ckpt.convert.units import human_bytes, human_rate
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dtypes import DType
+from mfsdp_ckpt.format.file_hash import ByteProgress
 from mfsdp_ckpt.format.finite import count_nonfinite_tensor
 from mfsdp_ckpt.format.hub_id import missing_hf_config
 from mfsdp_ckpt.format.model_files import top_level_names
-from mfsdp_ckpt.lora import ByteProgress
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter

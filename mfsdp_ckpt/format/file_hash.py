@@ -38,6 +38,7 @@ ALGORITHMS: dict[str, tuple[Callable[[], Any], int]] = {
 }
 _READ_BLOCK = 8 << 20
 Bytes = bytes | bytearray | memoryview
+ByteProgress = Callable[[int, int], None]  # (bytes done, bytes in all)
 
 
 class _Hash(Protocol):
@@ -103,6 +104,20 @@ class Digest:
 
     def record(self, size: int) -> FileRecord:
         return FileRecord(size, self._hash.hexdigest(), self.algorithm)
+
+
+class HashedBytes:
+    """Bytes hashed so far over several files, reported to a `ByteProgress` block by block
+    (`add` is `hash_file`'s `on_block`): hashing a checkpoint or a base model reads every
+    byte, minutes for gigabytes, and a bar per file would say nothing of the whole."""
+
+    def __init__(self, total: int, progress: ByteProgress | None):
+        self.done, self.total, self.progress = 0, total, progress
+
+    def add(self, count: int) -> None:
+        self.done += count
+        if self.progress is not None:
+            self.progress(self.done, self.total)
 
 
 def hash_bytes(data: Bytes, algorithm: str = WRITE_ALGORITHM) -> FileRecord:

@@ -6,6 +6,7 @@ run dir, Ctrl-C during training)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -13,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tqdm import tqdm
 
 from cli.main import main
 from tests.support.paths import REPO
@@ -58,21 +60,29 @@ def _base_size(lora_run: Path) -> str:
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["terminal", "json"])
-def test_validate_deep_of_lora_draws_a_labelled_bar_for_the_base_then_one_for_tensors(
+def test_validate_deep_of_lora_draws_labelled_bars_for_the_base_its_hashes_then_tensors(
     lora_run, monkeypatch, capsys, as_json
 ):
-    """--deep hashes every byte of the base model first (minutes for a 7B one): its own bar
-    in bytes, labelled, before validate's bar of tensors; nothing under --json."""
+    """--deep hashes every byte of the base model first (minutes for a 7B one), then every
+    file the checkpoint's manifest records (gigabytes of a large step): a bar each in bytes,
+    labelled, before validate's bar of tensors; nothing under --json."""
     argv = ["ckpt", "validate", str(lora_run / "run"), "--deep"] + (["--json"] if as_json else [])
     bars = _bars_drawn(monkeypatch, capsys, argv)
     if as_json:
         assert bars == []
         return
     base = [bar for bar in bars if bar.startswith("validate base model:")]
+    hashes = [bar for bar in bars if bar.startswith("validate hashes:")]
     tensors = [bar for bar in bars if bar.startswith("validate:")]
-    assert base and tensors and len(base) + len(tensors) == len(bars), bars
+    assert base and hashes and tensors, bars
+    assert len(base) + len(hashes) + len(tensors) == len(bars), bars
     assert _base_size(lora_run) in base[0], bars
-    assert bars.index(base[-1]) < bars.index(tensors[0])  # the base first, then the tensors
+    step = max((lora_run / "run").glob("global_step_*"))
+    recorded = json.loads((step / "manifest.json").read_text())["files"]
+    total = tqdm.format_sizeof(sum(record["size"] for record in recorded.values()))
+    assert f"/{total} [" in hashes[0], bars
+    assert bars.index(base[-1]) < bars.index(hashes[0])  # the base, its own files, tensors
+    assert bars.index(hashes[-1]) < bars.index(tensors[0])
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["terminal", "json"])
