@@ -35,6 +35,7 @@ from mfsdp_ckpt.errors import (
     MfsdpError,
     on_stranded_error,
 )
+from mfsdp_ckpt.storage.tensor_memory import is_allocation_failure
 
 __all__ = [
     "EXIT_FAILED",
@@ -157,6 +158,15 @@ def on_interrupt(message: Callable[[], str]) -> None:
     click.get_current_context().meta[INTERRUPTED] = message
 
 
+def _out_of_memory(err: BaseException) -> str:
+    """One line for an allocation that failed where no mfsdp code named what it held."""
+    first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    return (
+        f"out of memory{f': {first}' if first else ''} (free memory, lower the batch or"
+        " sequence length, or raise the process's limit: ulimit -v)"
+    )
+
+
 def report_errors(
     run: Callable[[], T],
     as_json: Callable[[], bool] = lambda: False,
@@ -169,7 +179,9 @@ def report_errors(
     An OSError is the machine failing the run (disk full, a directory that cannot be
     written; the message names the path), not a bug: exit 1 in one line too, except a name
     too long for the file system, which only a path given to the command can be (exit 2:
-    `Path.exists()` raises it rather than saying no). A broken pipe (`mfsdp ... | head`)
+    `Path.exists()` raises it rather than saying no). Running out of memory (a bare
+    MemoryError, torch's allocator failing on the CPU or the GPU) is the machine too: exit
+    1, one line. A broken pipe (`mfsdp ... | head`)
     stays click's quiet exit. Any error after a Ctrl-C is the interrupt: one cut into an
     import comes out as the library's own (numpy's "CPU dispatcher tracer already
     initialized" when it is imported again).
@@ -209,6 +221,8 @@ def report_errors(
     except Exception as err:
         if _ctrl_c_seen.is_set():  # a Ctrl-C that landed in a library's import or call and
             _fail_once(interrupted(), EXIT_INTERRUPTED, as_json())  # came out as its own error
+        if is_allocation_failure(err):
+            _fail_once(*_or_interrupted(_out_of_memory(err), EXIT_FAILED, interrupted), as_json())
         if not peer_lost(err):
             raise
         message = f"lost contact with the other ranks: {str(err).strip().splitlines()[0]}"

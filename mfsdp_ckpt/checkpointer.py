@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import logging
+import math
 import os
 import shutil
 import signal
@@ -49,6 +50,7 @@ from mfsdp_ckpt.retention import prune_steps
 from mfsdp_ckpt.storage.dcp_writer import CheckedWriter
 from mfsdp_ckpt.storage.safe_dcp import SafeFileSystemReader, SafeLoadPlanner
 from mfsdp_ckpt.storage.staging import HostStager
+from mfsdp_ckpt.storage.tensor_memory import TensorMemoryError, is_allocation_failure
 
 log = logging.getLogger(__name__)  # INFO: what each save and load cost (`mfsdp -v ...`)
 
@@ -485,6 +487,8 @@ def load_checkpoint(
     try:
         dcp.load(wanted, storage_reader=reader, planner=SafeLoadPlanner(allow_partial_load=True))
     except CheckpointException as err:  # a BaseException carrying every rank's traceback
+        if is_allocation_failure(_first_cause(err)):
+            raise TensorMemoryError(_out_of_memory(paths.dist_ckpt, stored)) from None
         raise CheckpointLoadError(
             f"{paths.dist_ckpt}: load failed: {_first_failure(err)}"
         ) from None
@@ -616,12 +620,39 @@ def _interrupted(err: BaseException) -> bool:
     return any(isinstance(cause, KeyboardInterrupt) for cause in causes)
 
 
+def _first_cause(err: CheckpointException) -> BaseException:
+    """The first rank's exception (DCP carries each rank's with its traceback summary)."""
+    first = next(iter(err.failures.values()), (err, None))
+    return first[0] if isinstance(first, tuple) else first
+
+
 def _first_failure(err: CheckpointException) -> str:
     """The first rank's exception as one line (DCP's own message is a page of tracebacks)."""
-    first = next(iter(err.failures.values()), (err, None))
-    cause = first[0] if isinstance(first, tuple) else first  # (exception, traceback summary)
+    cause = _first_cause(err)
     text = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
     return f"{type(cause).__name__}: {text}" if text else type(cause).__name__
+
+
+def _out_of_memory(dist_ckpt: Path, stored: Mapping[str, Any]) -> str:
+    """Loading ran out of memory: DCP reads each stored piece of a tensor whole before it
+    copies it into the run's shard, so the largest piece bounds what a rank needs beyond the
+    model and optimizer it already holds. Named, so the user knows what did not fit."""
+    pieces = [
+        (math.prod(chunk.sizes) * entry.properties.dtype.itemsize, key)
+        for key, entry in stored.items()
+        for chunk in getattr(entry, "chunks", ())
+    ]
+    largest = max(pieces, default=None)
+    piece = (
+        f"; its largest stored piece, of {largest[1]}, is {largest[0]} bytes"
+        f" ({largest[0] / 2**30:.2f} GiB), read whole"
+        if largest
+        else ""
+    )
+    return (
+        f"{dist_ckpt}: out of memory loading it{piece}; free memory or raise the process's"
+        " limit (ulimit -v), or resume on a machine with more"
+    )
 
 
 def _state_of(state: Stateful | dict[str, Any]) -> dict[str, Any]:
