@@ -127,9 +127,11 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     )
     from trainer.metrics import require_trackers
     from trainer.model_source import resolve_model_source
+    from trainer.prerequisites import check_prerequisites
 
     cfg: Any = load_config(cls, config_path, overrides)  # SFTConfig or GRPOConfig
     check_no_variables(cfg)
+    check_prerequisites(cfg)
     check_torch_env_dirs()
     require_trackers(cfg.trainer)
     source = resolve_model_source(cfg.model)  # a missing model.path fails here, not per rank

@@ -7,6 +7,8 @@ from typing import Any
 
 import torch
 
+from trainer.config import ConfigError
+from trainer.prerequisites import VLLM_BROKEN, VLLM_MISSING, installed
 from trainer.rollout.base import RolloutEngine
 from trainer.rollout.vllm_engine import vllm_available
 
@@ -16,9 +18,7 @@ def engine_name(requested: str) -> str:
     if requested == "auto":
         return "vllm" if vllm_available() else "hf"
     if requested == "vllm" and not vllm_available():
-        raise RuntimeError(
-            "rollout.name=vllm but vLLM is not installed (pip install vllm, or rollout.name=hf)"
-        )
+        raise ConfigError(VLLM_MISSING if not installed("vllm") else VLLM_BROKEN)
     return requested
 
 

@@ -51,6 +51,7 @@ from trainer.config import ConfigError, OptimConfig
 from trainer.lora import AdapterState, is_lora_model
 from trainer.model import decoder_layer_class
 from trainer.optim import build_adamw, param_groups
+from trainer.prerequisites import MEGATRON_FSDP_NEEDS_CUDA
 from trainer.strategies.base import Strategy
 
 WRAPPER_PREFIX = "module."
@@ -92,9 +93,7 @@ class MegatronFSDPStrategy(Strategy):
     def __init__(self, cfg, env):
         super().__init__(cfg, env)
         if env.device.type != "cuda":
-            raise ConfigError(
-                "strategy.name=megatron_fsdp needs CUDA; use strategy.name=fsdp2 on CPU"
-            )
+            raise ConfigError(MEGATRON_FSDP_NEEDS_CUDA)
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         import megatron_fsdp

@@ -1,0 +1,109 @@
+"""A config asking for what this machine lacks is refused before anything starts.
+
+`rollout.name=vllm` without vLLM was a 63-line traceback per rank after the model had
+loaded (20 s), exit 1, nothing on stdout under --json; `strategy.name=megatron_fsdp` on a
+CPU machine launched torchrun and loaded the model before its (good) one line. A package
+is hidden here as Python itself blocks an import: `sys.modules[name] = None`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.paths import REPO
+from trainer.config import ConfigError
+
+# `mfsdp ARGV` in a fresh interpreter with the packages named in HIDE unimportable
+_HIDDEN_MAIN = """
+import sys
+for name in sys.argv[1].split(","):
+    sys.modules[name] = None
+sys.argv = ["mfsdp", *sys.argv[2:]]
+from cli.main import main
+main()
+"""
+
+
+def _mfsdp_without(hidden: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", _HIDDEN_MAIN, hidden, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("ranks", ["1", "2"])
+def test_vllm_rollout_without_vllm_is_one_line_exit_2_before_launch(tmp_path, ranks):
+    run_dir = tmp_path / "run"
+    done = _mfsdp_without(
+        "vllm",
+        "train",
+        "grpo",
+        "--config",
+        "examples/grpo_tiny_cpu.yaml",
+        "--nproc-per-node",
+        ranks,
+        "rollout.name=vllm",
+        f"trainer.run_dir={run_dir}",
+        "--json",
+    )
+    assert done.returncode == 2, done.stderr
+    error = json.loads(done.stdout)["error"]
+    assert error.startswith("rollout.name=vllm: vLLM is not installed"), error
+    assert "install_vllm_cpu.sh" in error and "rollout.name=hf" in error
+    assert done.stderr.strip().splitlines() == [f"error: {error}"]
+    assert not run_dir.exists()  # nothing started
+
+
+def test_megatron_fsdp_on_a_cpu_machine_is_refused_before_launch(tmp_path):
+    run_dir = tmp_path / "run"
+    done = _mfsdp_without(
+        "_none_",
+        "train",
+        "sft",
+        "--config",
+        "examples/sft_tiny_cpu.yaml",
+        "--nproc-per-node",
+        "2",
+        "strategy.name=megatron_fsdp",
+        f"trainer.run_dir={run_dir}",
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "error: strategy.name=megatron_fsdp needs CUDA; use strategy.name=fsdp2 on CPU"
+    ]
+    assert "launching" not in done.stdout + done.stderr and not run_dir.exists()
+
+
+def test_megatron_fsdp_not_installed_is_named(tmp_path):
+    done = _mfsdp_without(
+        "megatron_fsdp",
+        "train",
+        "sft",
+        "--config",
+        "examples/sft_tiny_cpu.yaml",
+        "strategy.name=megatron_fsdp",
+        f"trainer.run_dir={tmp_path / 'run'}",
+    )
+    assert done.returncode == 2, done.stderr
+    line = done.stderr.strip()
+    assert line.startswith("error: strategy.name=megatron_fsdp: the megatron-fsdp package is not")
+    assert "\n" not in line
+
+
+def test_a_rank_started_without_the_launcher_check_says_the_same(monkeypatch):
+    """run_grpo called directly (a script, a test) picks its engine in the rank: the same
+    line, a ConfigError (exit 2), not a RuntimeError."""
+    from trainer.prerequisites import VLLM_MISSING
+    from trainer.rollout.build import engine_name
+
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    with pytest.raises(ConfigError) as refused:
+        engine_name("vllm")
+    assert str(refused.value) == VLLM_MISSING
+    assert engine_name("auto") == "hf"
