@@ -92,6 +92,11 @@ class StepHooks:
         """Release what the kind holds (a rollout engine), however the loop ended."""
 
 
+def end_step(total_steps: int, cfg: Any) -> int:
+    """One past the last step a run of `cfg` runs (`trainer.stop_at_step` ends it early)."""
+    return min(total_steps, cfg.trainer.stop_at_step or total_steps)
+
+
 @dataclass
 class TrainingRun:
     """The parts every run has besides its model and data: where it writes, how many steps it
@@ -159,10 +164,13 @@ class TrainingRun:
                 )
                 if changed is not None:
                     print(printable(f"[{name}] {changed}"), file=sys.stderr)
-                note = keep_changed_config(run_dir, int(states["extra"]["step"]), cfg)
-                if note is not None:
-                    print(printable(f"[{name}] {note}"), file=sys.stderr)
-            write_resolved_config(run_dir, cfg)
+            trains = resume is None or int(states["extra"]["step"]) < end_step(total_steps, cfg)
+            if trains:  # a run that trains no step leaves the config its steps were trained with
+                if resume is not None:
+                    note = keep_changed_config(run_dir, int(states["extra"]["step"]), cfg)
+                    if note is not None:
+                        print(printable(f"[{name}] {note}"), file=sys.stderr)
+                write_resolved_config(run_dir, cfg)
         return cls(
             name,
             cfg,
@@ -180,7 +188,7 @@ class TrainingRun:
     @property
     def stop(self) -> int:
         """One past the last step this process runs (`trainer.stop_at_step` ends it early)."""
-        return min(self.total_steps, self.cfg.trainer.stop_at_step or self.total_steps)
+        return end_step(self.total_steps, self.cfg)
 
     @property
     def resumed_from(self) -> int | None:

@@ -60,48 +60,40 @@ def test_a_resume_applies_changed_optimizer_settings(tmp_path):
     assert losses["same"] and losses["eps"] and losses["same"] != losses["eps"], losses
 
 
-def test_a_second_resume_from_the_same_step_keeps_what_that_step_was_trained_with(tmp_path, capsys):
-    """A resume with lr 0.1 that stopped before its next save left config.yaml saying 0.1;
-    a second resume from step 2 (lr 0.05) replaced config.until_step_2.yaml with it, so no
-    file said 0.003 any more, and the note said `0.1 -> 0.05`."""
+def test_a_resume_that_trains_no_step_leaves_the_config_alone(tmp_path, capsys):
+    """A resume with lr 0.5 that had nothing left to train rewrote config.yaml with lr 0.5,
+    while every saved step was trained with 0.003."""
     data = write_chat_jsonl(tmp_path / "train.jsonl", rows=16)
     run = tmp_path / "run"
-    steps = (*SETTINGS, "trainer.total_steps=4", "trainer.stop_at_step=2")
-    run_sft(tiny_config(data, run, *steps))
-    run_sft(tiny_config(data, run, *steps, "optim.lr=0.1"))  # no step trained, none saved
+    run_sft(tiny_config(data, run, *SETTINGS, "trainer.total_steps=2"))
+    before = (run / "config.yaml").read_bytes()
     capsys.readouterr()
-    run_sft(tiny_config(data, run, *steps, "optim.lr=0.05"))
-    kept = run / "config.until_step_2.yaml"
-    assert (
-        "[sft] resumed with settings changed since step 2: optim.lr 0.003 -> 0.05;"
-        f" the config step 2 was trained with is kept as {kept}\n"
-    ) in capsys.readouterr().err
-    assert yaml.safe_load(kept.read_text())["optim"]["lr"] == 0.003
-    assert yaml.safe_load((run / "config.yaml").read_text())["optim"]["lr"] == 0.05
-    assert sorted(p.name for p in run.glob("config*.yaml")) == [kept.name, "config.yaml"]
+    for end in ("trainer.total_steps=2", "trainer.total_steps=1"):
+        run_sft(tiny_config(data, run, *SETTINGS, end, "optim.lr=0.5"))
+        err = capsys.readouterr().err
+        assert "nothing left to train" in err and "settings changed" not in err, err
+        assert (run / "config.yaml").read_bytes() == before
+        assert not list(run.glob("config.until_step_*.yaml"))
 
 
-def test_a_kept_config_of_an_earlier_runs_removed_steps_is_not_taken_for_this_runs(
-    tmp_path, capsys
-):
-    """A user starting over in the same run dir removed its steps and tracker; the new run's
-    first resume from step 2 took the earlier run's config.until_step_2.yaml as what step 2
-    was trained with, and named lr changes nobody made."""
+def test_a_second_resume_from_the_same_step_keeps_what_that_step_was_trained_with(tmp_path, capsys):
+    """A resume with lr 0.05 whose step 3 was then removed left config.yaml saying 0.05; a
+    second resume from step 2 (lr 0.07) replaced config.until_step_2.yaml with it, so no
+    file said 0.003 any more, and the note said `0.05 -> 0.07`."""
     import shutil
 
     data = write_chat_jsonl(tmp_path / "train.jsonl", rows=16)
     run = tmp_path / "run"
-    steps = (*SETTINGS, "trainer.total_steps=4", "trainer.stop_at_step=2")
-    run_sft(tiny_config(data, run, *steps, "optim.lr=0.001"))
-    run_sft(tiny_config(data, run, *steps, "optim.lr=0.002"))  # keeps until_step_2 (0.001)
-    for step_dir in run.glob("global_step_*"):
-        shutil.rmtree(step_dir)
-    (run / "latest_checkpointed_iteration.txt").unlink()
-    run_sft(tiny_config(data, run, *steps, "optim.lr=0.005"))  # a new run: step 2 at 0.005
+    steps = (*SETTINGS, "trainer.total_steps=4")
+    run_sft(tiny_config(data, run, *steps, "trainer.stop_at_step=2"))
+    run_sft(tiny_config(data, run, *steps, "trainer.stop_at_step=3", "optim.lr=0.05"))
+    shutil.rmtree(run / "global_step_3")  # a step the user did not want
     capsys.readouterr()
-    run_sft(tiny_config(data, run, *steps, "optim.lr=0.005"))
-    assert "settings changed" not in capsys.readouterr().err
-    run_sft(tiny_config(data, run, *steps, "optim.lr=0.004"))
+    run_sft(tiny_config(data, run, *steps, "trainer.stop_at_step=3", "optim.lr=0.07"))
     kept = run / "config.until_step_2.yaml"
-    assert "optim.lr 0.005 -> 0.004" in capsys.readouterr().err
-    assert yaml.safe_load(kept.read_text())["optim"]["lr"] == 0.005
+    assert (
+        "[sft] resumed with settings changed since step 2: optim.lr 0.003 -> 0.07;"
+        f" the config step 2 was trained with is kept as {kept}\n"
+    ) in capsys.readouterr().err
+    assert yaml.safe_load(kept.read_text())["optim"]["lr"] == 0.003
+    assert yaml.safe_load((run / "config.yaml").read_text())["optim"]["lr"] == 0.07
