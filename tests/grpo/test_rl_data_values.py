@@ -164,3 +164,35 @@ def test_a_grpo_run_at_temperature_zero_is_refused_before_the_model_loads(tmp_pa
     line = one_error(err, "'rollout.temperature' must be > 0", "got 0")
     assert json.loads(out) == {"error": line.removeprefix("error: "), "exit_code": EXIT_USAGE}
     assert not (tmp_path / "run").exists()
+
+
+def test_prompts_all_longer_than_max_prompt_length_are_named_not_the_batch_size(tmp_path):
+    """`data.max_prompt_length=2` dropped all 100 prompts, and the run's error said
+    `data.train_batch_size=8 exceeds the 0 usable training prompts`."""
+    from tests.support.fresh_python import mfsdp
+
+    path = _rows(tmp_path, *[_row("7")] * 3)
+    done = mfsdp(
+        "train",
+        "grpo",
+        "--config",
+        str(REPO / "examples" / "grpo_tiny_cpu.yaml"),
+        f"data.train_files=[{path}]",
+        "data.val_files=[]",
+        "data.max_prompt_length=2",
+        f"trainer.run_dir={tmp_path / 'run'}",
+    )
+    assert done.returncode == EXIT_USAGE, done.stderr
+    line = one_error(done.stderr)
+    expected = f"error: {path}: all 3 prompts are longer than data.max_prompt_length=2"
+    assert line.startswith(expected), line
+    assert "(the shortest has " in line and "train_batch_size" not in line
+
+
+def test_some_prompts_over_max_prompt_length_are_dropped_and_counted(tmp_path, tokenizer):
+    short = _row("7", prompt=[{"role": "user", "content": "1"}])
+    long = _row("7", prompt=[{"role": "user", "content": "word " * 200}])
+    kept, dropped = load_rl_prompts(
+        [_rows(tmp_path, short, long)], RLDataConfig(max_prompt_length=64), tokenizer
+    )
+    assert (len(kept), dropped) == (1, 1)

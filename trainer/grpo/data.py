@@ -87,7 +87,7 @@ def load_rl_prompts(
     the built-in rules cannot (a list, a dict)."""
     rows, origins = read_rows_with_origins(files)
     rows = rows[:limit]
-    prompts, dropped = [], 0
+    prompts, dropped, shortest = [], 0, math.inf
     label = ",".join(files)
     for index, row in enumerate(
         tqdm(rows, desc=f"tokenize {label}", disable=not progress, leave=False)
@@ -117,6 +117,7 @@ def load_rl_prompts(
                     "(raise it or set data.filter_overlong_prompts=true)"
                 )
             dropped += 1
+            shortest = min(shortest, len(ids))
             continue
         prompts.append(
             RLPrompt(
@@ -125,5 +126,10 @@ def load_rl_prompts(
                 reward_model["ground_truth"],
                 row.get("extra_info"),
             )
+        )
+    if rows and not prompts:  # else the run's first error blamed the batch size
+        raise RLDataError(
+            f"{label}: all {len(rows)} prompts are longer than data.max_prompt_length="
+            f"{cfg.max_prompt_length} tokens (the shortest has {shortest}); raise it"
         )
     return prompts, dropped
