@@ -91,7 +91,7 @@ def import_hf(
 
     \b
     Examples:
-      mfsdp ckpt import-hf runs/demo/hf --out runs/demo/mcore_init
+      mfsdp ckpt import-hf runs/demo/hf --out runs/demo_mcore_init
       mfsdp ckpt import-hf Qwen2.5-0.5B --out megatron/release
       mfsdp ckpt import-hf Qwen2.5-0.5B --out runs/q05 --layout hf
     """

@@ -508,7 +508,8 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
     def bad(expected: str) -> ConfigError:
         # YAML reads `~` (the home directory to a shell user) and a bare `key:` as null
         got = "null (YAML's ~, null, or nothing after the colon)" if value is None else repr(value)
-        return ConfigError(f"{source}: config key '{key}' expects {expected}, got {got}")
+        empty = "; [] for none" if value is None and typing.get_origin(kind) is list else ""
+        return ConfigError(f"{source}: config key '{key}' expects {expected}, got {got}{empty}")
 
     if typing.get_origin(kind) is Annotated:
         base, *checks = typing.get_args(kind)

@@ -11,6 +11,7 @@ config back) visits every repetition. The size of the tree as walked is what mus
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import yaml
 
 from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.format.closest_path import closest_existing
 
 MAX_CONFIG_BYTES = 1 << 20
 MAX_ALIASES = 1000
@@ -165,7 +167,9 @@ def read_yaml_file(path: str | os.PathLike) -> Any:
         with open(path, "rb") as handle:
             raw = handle.read(MAX_CONFIG_BYTES + 1)
     except OSError as err:
-        raise YAMLConfigError(f"{path}: cannot read config ({err.strerror})") from None
+        closest = closest_existing(path) if err.errno == errno.ENOENT else None
+        hint = f"; did you mean {closest}?" if closest is not None else ""
+        raise YAMLConfigError(f"{path}: cannot read config ({err.strerror}){hint}") from None
     if len(raw) > MAX_CONFIG_BYTES:
         raise YAMLConfigError(f"{path}: over {MAX_CONFIG_BYTES >> 20} MiB; not a config file")
     try:

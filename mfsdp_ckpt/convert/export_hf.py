@@ -48,6 +48,7 @@ from mfsdp_ckpt.convert.export_source import (
     _Source,
     config_json_location,
     load_copied_config,
+    no_tokenizer_in,
     weights_summary,
 )
 from mfsdp_ckpt.convert.export_stream import _nonfinite, _PieceBuffers, _stream, _streamable
@@ -297,7 +298,7 @@ def _config_notes(
 
 def _no_tokenizer_note(asset_location: str, derived: DerivedConfig | None, out: Path) -> str:
     if derived is None:
-        return f"no tokenizer files in {asset_location}; AutoTokenizer will not load {out}"
+        return f"{no_tokenizer_in(asset_location)}; AutoTokenizer will not load {out}"
     named = (
         f"; the run named tokenizer_model {derived.tokenizer_model!r} (not read): copy its"
         f" tokenizer files into {out}"

@@ -169,6 +169,17 @@ class AssetFiles(dict[str, Callable[[], bytes]]):
         ]
 
 
+def no_tokenizer_in(location: str) -> str:
+    """Why an export has no tokenizer files, for its note: none where its assets came from,
+    or --hf-config named a config.json alone (its directory is then not read)."""
+    if not is_url(location) and Path(location).is_file():
+        return (
+            f"no tokenizer files: --hf-config {location} is a file, the only one copied"
+            " (give its directory to copy the tokenizer too)"
+        )
+    return f"no tokenizer files in {location}"
+
+
 def _asset_files(
     location: str,
     io: str,

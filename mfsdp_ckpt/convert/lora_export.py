@@ -46,6 +46,7 @@ from mfsdp_ckpt.convert.export_source import (
     AssetFiles,
     _asset_files,
     load_copied_config,
+    no_tokenizer_in,
     source_for,
 )
 from mfsdp_ckpt.convert.export_verify import _bits
@@ -463,7 +464,7 @@ def write_merged(
     notes = (
         []
         if any(n.startswith("tokenizer") for n in assets)
-        else [f"no tokenizer files in {asset_location}; AutoTokenizer will not load the export"]
+        else [f"{no_tokenizer_in(asset_location)}; AutoTokenizer will not load the export"]
     )
     return ExportResult(
         "",

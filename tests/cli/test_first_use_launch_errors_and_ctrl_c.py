@@ -72,6 +72,16 @@ def test_help_examples_name_the_steps_the_demo_saves():
     assert named and named <= saved, (named, saved)
 
 
+def test_no_help_example_writes_into_the_demo_dir():
+    """`import-hf runs/demo/hf --out runs/demo/mcore_init`, run as the help shows it, made the
+    next `./dev demo` refuse runs/demo ("also holds mcore_init, which the demo did not
+    write")."""
+    from cli.demo import DEMO_ENTRIES
+
+    written = re.findall(r"(?:--out |run_dir=)runs/demo/([^/\s]+)", _all_help())
+    assert not [name for name in written if name not in DEMO_ENTRIES], written
+
+
 def test_export_says_verified_only_when_it_verified(tmp_path):
     common = ["ckpt", "export-hf", str(MCORE_QWEN2 / "dist_ckpt"), "--hf-config"]
     common.append(str(MCORE_QWEN2 / "config.json"))
@@ -82,6 +92,19 @@ def test_export_says_verified_only_when_it_verified(tmp_path):
     assert json.loads(as_json.stdout)["mismatches"] is None
     checked = CliRunner().invoke(app, [*common, "--out", str(tmp_path / "c"), "--verify"])
     assert checked.exit_code == 0 and " verified," in checked.stdout, checked.output
+
+
+def test_a_config_json_given_alone_is_named_as_why_no_tokenizer_was_copied(tmp_path):
+    """The note said "no tokenizer files in .../config.json", a file, as if it were a dir."""
+    config = MCORE_QWEN2 / "config.json"
+    args = ["ckpt", "export-hf", str(MCORE_QWEN2 / "dist_ckpt"), "--hf-config", str(config)]
+    done = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "out"), "--json"])
+    assert done.exit_code == 0, done.output
+    notes = [n for n in json.loads(done.stdout)["notes"] if "tokenizer" in n]
+    assert notes == [
+        f"no tokenizer files: --hf-config {config} is a file, the only one copied (give its"
+        f" directory to copy the tokenizer too); AutoTokenizer will not load {tmp_path / 'out'}"
+    ]
 
 
 TINY = ["--config", "examples/sft_tiny_cpu.yaml"]

@@ -568,6 +568,14 @@ def test_a_null_where_a_value_is_needed_says_what_yaml_reads_as_null(given):
     assert str(caught.value).endswith("got null (YAML's ~, null, or nothing after the colon)")
 
 
+def test_a_null_list_says_how_to_give_none():
+    """verl's scripts write `data.val_files=null`; a list takes `[]` for none, which the
+    error did not say."""
+    with pytest.raises(ConfigError) as caught:
+        load_config(SFTConfig, None, ["data.val_files=null"])
+    assert str(caught.value).endswith("nothing after the colon); [] for none")
+
+
 @pytest.mark.parametrize(
     "names, split", [(["a.jsonl", "b.jsonl"], "train"), (["train.jsonl"] * 2, None)]
 )

@@ -73,6 +73,19 @@ def test_bad_yaml_and_missing_file(tmp_path):
         load_config(SFTConfig, write(tmp_path, "- 1\n"))
 
 
+def test_a_mistyped_config_path_suggests_the_file_it_likely_meant(tmp_path):
+    (tmp_path / "sft_tiny.yaml").write_text("trainer: {}\n")
+    with pytest.raises(ConfigError) as missing:
+        load_config(SFTConfig, tmp_path / "sft_tiny.yml")
+    assert str(missing.value).endswith(
+        "cannot read config (No such file or directory); "
+        f"did you mean {tmp_path / 'sft_tiny.yaml'}?"
+    )
+    with pytest.raises(ConfigError) as unlike:
+        load_config(SFTConfig, tmp_path / "grpo.yaml")
+    assert "did you mean" not in str(unlike.value)
+
+
 def test_nullable_fields_accept_null():
     cfg = load_config(SFTConfig, None, ["trainer.total_steps=null", "checkpoint.keep_last=2"])
     assert cfg.trainer.total_steps is None and cfg.checkpoint.keep_last == 2
