@@ -61,9 +61,17 @@ def model_dir_root(directory: str | os.PathLike) -> str:
     snapshot in the Hugging Face cache (`.../models--ORG--NAME/snapshots/REVISION/`, whose
     files are links into `../../blobs/`), that model's cache folder. A model repo is
     downloaded or cloned from elsewhere, and git keeps symlinks: one that leads to a
-    user's file must not be copied into an export as a tokenizer file."""
+    user's file must not be copied into an export as a tokenizer file. Only a real cache
+    folder widens the root: any folder named `snapshots` did (`~/snapshots/run/`, whose
+    links could then lead anywhere in the home directory)."""
     real = Path(os.path.realpath(directory))
-    return str(real.parent.parent if real.parent.name == "snapshots" else real)
+    cache = real.parent.parent
+    in_cache = (
+        real.parent.name == "snapshots"
+        and cache.name.startswith("models--")
+        and (cache / "blobs").is_dir()
+    )
+    return str(cache if in_cache else real)
 
 
 def regular_file(

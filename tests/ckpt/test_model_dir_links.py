@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from mfsdp_ckpt.storage import safe_files
 from tests.reliability.hf_model import EXPORT_MCORE_QWEN2, MCORE_QWEN2, hf_model
 from tests.support.cli_errors import one_error
@@ -68,7 +70,35 @@ def test_a_cache_snapshot_linking_into_blobs_exports(tmp_path):
 def test_model_dir_root_is_the_dir_or_its_cache_folder(tmp_path):
     plain = tmp_path / "model"
     snapshot = tmp_path / "models--o--n" / "snapshots" / "rev"
-    for directory in (plain, snapshot):
+    for directory in (plain, snapshot, tmp_path / "models--o--n" / "blobs"):
         directory.mkdir(parents=True)
     assert safe_files.model_dir_root(plain) == str(plain.resolve())
     assert safe_files.model_dir_root(snapshot) == str((tmp_path / "models--o--n").resolve())
+
+
+@pytest.mark.parametrize(
+    "folders",
+    [
+        ("home", "snapshots", "step100"),  # any folder named snapshots
+        ("models--o--n", "snapshots", "rev"),  # a cache's name, but no blobs/ beside
+        ("cache", "snapshots", "rev"),  # blobs/ beside, not a models--ORG--NAME folder
+    ],
+)
+def test_a_snapshots_folder_outside_a_real_cache_does_not_widen_the_root(tmp_path, folders):
+    """`home/snapshots/step100/tokenizer.model -> ../../.ssh/id_rsa`: the private key was
+    copied into the import and every export of it."""
+    model = tmp_path.joinpath(*folders)
+    model.mkdir(parents=True)
+    if folders[0] == "cache":
+        (tmp_path / "cache" / "blobs").mkdir()
+    assert safe_files.model_dir_root(model) == str(model.resolve())
+    secret = tmp_path / folders[0] / ".ssh" / "id_rsa"
+    secret.parent.mkdir()
+    secret.write_text(SECRET)
+    (model / "config.json").write_text((MCORE_QWEN2 / "config.json").read_text())
+    (model / "tokenizer.model").symlink_to(Path("..") / ".." / ".ssh" / "id_rsa")
+    out = tmp_path / "out"
+    code, _out, err = run_cli(*EXPORT_MCORE_QWEN2, "--hf-config", model, "--out", out)
+    assert code == 1, err
+    one_error(err, "tokenizer.model", "resolves outside the model dir")
+    assert not out.exists() or not _holds_secret(out)
