@@ -131,7 +131,6 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
 
     cfg: Any = load_config(cls, config_path, overrides)  # SFTConfig or GRPOConfig
     check_no_variables(cfg)
-    check_prerequisites(cfg)
     check_torch_env_dirs()
     require_trackers(cfg.trainer)
     source = resolve_model_source(cfg.model)  # a missing model.path fails here, not per rank
@@ -143,6 +142,7 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     check_run_dir_apart(cfg, hf_dir)  # a model dir this run reads, named by its key
     check_run_dir_is_no_model_dir(cfg.trainer.run_dir)  # any other
     check_fresh_start_into_a_run_without_steps(cfg.trainer.run_dir, cfg.checkpoint.resume)
+    check_prerequisites(cfg)  # after the paths: a missing model is the first thing to fix
     return cfg
 
 
