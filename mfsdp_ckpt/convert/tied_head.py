@@ -18,7 +18,7 @@ from mfsdp_ckpt.storage.reader import CheckpointReader, Chunk, TensorEntry
 if TYPE_CHECKING:
     import torch
 
-    from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource
+    from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource, StoredTensor
 
 HEAD = "lm_head.weight"
 EMBEDDING = "model.embed_tokens.weight"
@@ -41,8 +41,10 @@ def dcp_tensors_equal(reader: CheckpointReader, first: str, second: str) -> bool
     a, b = reader.tensors[first], reader.tensors[second]
     for entry in (a, b):  # metadata claiming more than its files hold is named as such
         reader.check_readable(entry)
-    if (a.shape, a.dtype) != (b.shape, b.dtype):
+    if a.shape != b.shape:
         return False
+    if a.dtype != b.dtype:
+        return _other_dtype_same_values(a, b, reader.read_tensor(first), reader.read_tensor(second))
     if stored_once(a, b):
         return True
     left, right = _by_offsets(a), _by_offsets(b)
@@ -97,12 +99,34 @@ def _same_bits(first: torch.Tensor, second: torch.Tensor) -> bool:
     return torch.equal(bits(first), bits(second))
 
 
-def safetensors_equal(source: SafetensorsSource, first: str, second: str) -> bool:
-    """Whether two tensors of a Hugging Face model dir hold the same bytes, read a piece at
-    a time."""
-    a, b = source.tensors[first], source.tensors[second]
-    if (a.shape, a.dtype) != (b.shape, b.dtype):
+def _other_dtype_same_values(
+    a: TensorEntry | StoredTensor,
+    b: TensorEntry | StoredTensor,
+    first: torch.Tensor,
+    second: torch.Tensor,
+) -> bool:
+    """Whether two float tensors of different dtypes hold the same values, compared in
+    float64 a bounded piece of elements at a time."""
+    import torch
+
+    if not (a.dtype.is_floating_point and b.dtype.is_floating_point):
         return False
+    left, right = first.reshape(-1), second.reshape(-1)
+    step = PIECE_BYTES // 8
+    return all(
+        torch.equal(left[i : i + step].to(torch.float64), right[i : i + step].to(torch.float64))
+        for i in range(0, left.numel(), step)
+    )
+
+
+def safetensors_equal(source: SafetensorsSource, first: str, second: str) -> bool:
+    """Whether two tensors of a Hugging Face model dir hold the same bytes (or, in other
+    float dtypes, the same values), read a piece at a time."""
+    a, b = source.tensors[first], source.tensors[second]
+    if a.shape != b.shape:
+        return False
+    if a.dtype != b.dtype:
+        return _safetensors_same_values(source, a, b)
     size = min(PIECE_BYTES, a.nbytes)
     left, right = memoryview(bytearray(size)), memoryview(bytearray(size))
     for start in range(0, a.nbytes, PIECE_BYTES):
@@ -110,6 +134,23 @@ def safetensors_equal(source: SafetensorsSource, first: str, second: str) -> boo
         source.read_into(a, left[:count], start)
         source.read_into(b, right[:count], start)
         if left[:count] != right[:count]:
+            return False
+    return True
+
+
+def _safetensors_same_values(source: SafetensorsSource, a: StoredTensor, b: StoredTensor) -> bool:
+    """`_other_dtype_same_values` over two stored tensors, read a piece of elements at a time."""
+    import torch
+
+    count = max(1, PIECE_BYTES // max(a.dtype.itemsize, b.dtype.itemsize))
+    for start in range(0, a.numel, count):
+        n = min(count, a.numel - start)
+        pieces = []
+        for entry in (a, b):
+            buffer = bytearray(n * entry.dtype.itemsize)
+            source.read_into(entry, memoryview(buffer), start * entry.dtype.itemsize)
+            pieces.append(torch.frombuffer(buffer, dtype=entry.dtype.torch))
+        if not _other_dtype_same_values(a, b, *pieces):
             return False
     return True
 

@@ -40,13 +40,16 @@ def _untied(embedding: str, config: str, remedy: str = EXPORT_REMEDY) -> str:
     )
 
 
-def _tied_dcp(root: Path, head_change: float | None) -> Path:
+def _tied_dcp(root: Path, head_change: float | None, head_dtype=None) -> Path:
     """A `{"model": state_dict}` DCP of a tied Qwen2 with its config in huggingface/; the
-    head's last value moved by `head_change` (None: the embedding's own values)."""
+    head's last value moved by `head_change` (None: the embedding's own values), stored in
+    `head_dtype` (None: the embedding's)."""
     model = tiny_causal_lm("qwen2", vocab=64)
     state = {name: value.clone() for name, value in model.state_dict().items()}
     if head_change is not None:
         state["lm_head.weight"][-1, -1] += head_change
+    if head_dtype is not None:
+        state["lm_head.weight"] = state["lm_head.weight"].to(head_dtype)
     ckpt = save_dcp({"model": state}, root / "dist_ckpt")
     model.config.save_pretrained(root / "huggingface")
     return ckpt
@@ -118,9 +121,10 @@ def test_a_two_rank_head_that_differs_in_its_last_byte_is_refused(tmp_path):
     assert one_error_line(err) == f"error: {dcp}: [{head}]: {_untied(embedding, 'the config')}"
 
 
-def _tied_hf_dir(root: Path, head_change: float | None) -> Path:
+def _tied_hf_dir(root: Path, head_change: float | None, head_dtype=None) -> Path:
     """A tied Qwen2 saved by transformers, its model.safetensors then given an
-    lm_head.weight (last value moved by `head_change`, or the embedding's own)."""
+    lm_head.weight (last value moved by `head_change`, or the embedding's own) in
+    `head_dtype` (None: the embedding's)."""
     model = tiny_causal_lm("qwen2", vocab=64)
     model.save_pretrained(root / "src")
     weights = root / "src" / "model.safetensors"
@@ -128,6 +132,8 @@ def _tied_hf_dir(root: Path, head_change: float | None) -> Path:
     head = tensors["model.embed_tokens.weight"].clone()
     if head_change is not None:
         head[-1, -1] += head_change
+    if head_dtype is not None:
+        head = head.to(head_dtype)
     save_file({**tensors, "lm_head.weight": head}, weights, metadata={"format": "pt"})
     return root / "src"
 
@@ -157,5 +163,66 @@ def test_import_drops_a_head_equal_to_the_tied_embedding(tmp_path):
 def test_safetensors_are_compared_a_piece_at_a_time(change, tmp_path, monkeypatch):
     source = SafetensorsSource(_tied_hf_dir(tmp_path, head_change=change))
     monkeypatch.setattr(tied_head, "PIECE_BYTES", 1000)  # the embedding is 32 KiB
+    equal = tied_head.safetensors_equal(source, "lm_head.weight", "model.embed_tokens.weight")
+    assert equal is (change is None)
+
+
+# ------------------------------------------------------- a head copied into another dtype
+
+
+@pytest.mark.parametrize("layout", ["mcore", "hf"])
+@pytest.mark.parametrize("change", [None, 0.5], ids=["same values", "other values"])
+def test_import_ties_a_head_holding_the_embeddings_values_in_another_dtype(
+    layout, change, tmp_path
+):
+    """An fp32 embedding whose lm_head.weight holds its values in float64 (a bf16 one's in
+    fp32, as a mixed-precision save writes): transformers ties them; import refused it as
+    "trained untied". Values that differ are still refused."""
+    import torch
+
+    src = _tied_hf_dir(tmp_path, head_change=change, head_dtype=torch.float64)
+    code, out, err = run_cli(
+        "ckpt", "import-hf", src, "--out", tmp_path / "out", "--layout", layout
+    )
+    if change is not None:
+        assert code == 1 and "unequal to [model.embed_tokens.weight]" in err, out + err
+        return
+    assert code == 0, out + err
+    if layout == "mcore":
+        assert not any("output_layer" in n for n in CheckpointReader(tmp_path / "out").tensors)
+        return
+    reader = CheckpointReader(tmp_path / "out" / "global_step_0" / "dist_ckpt")
+    stored = {n.rsplit(".", 2)[-2]: n for n in reader.tensors if n.endswith(".weight")}
+    head, embedding = (reader.read_tensor(stored[k]) for k in ("lm_head", "embed_tokens"))
+    assert torch.equal(head, embedding.to(torch.float64))  # kept as the model dir holds it
+
+
+@pytest.mark.parametrize("change", [None, 0.5], ids=["same values", "other values"])
+def test_export_ties_a_head_holding_the_embeddings_values_in_another_dtype(change, tmp_path):
+    import torch
+
+    ckpt = _tied_dcp(tmp_path, head_change=change, head_dtype=torch.float64)
+    code, out, err = run_cli("ckpt", "export-hf", ckpt, "--out", tmp_path / "hf")
+    if change is not None:
+        assert code == 2 and "(trained untied)" in err, out + err
+        return
+    assert code == 0, out + err
+    assert "lm_head.weight" not in load_file(tmp_path / "hf" / "model.safetensors")
+
+
+@pytest.mark.parametrize("change", [None, 1e-12], ids=["same values", "other values"])
+def test_values_in_another_dtype_are_compared_a_piece_at_a_time(change, tmp_path, monkeypatch):
+    """A change far below the embedding's float32 resolution still tells them apart: the
+    comparison widens to float64, it does not round the head to the embedding's dtype."""
+    import torch
+
+    source = SafetensorsSource(_tied_hf_dir(tmp_path, head_change=None, head_dtype=torch.float64))
+    if change is not None:
+        weights = tmp_path / "src" / "model.safetensors"
+        tensors = load_file(weights)
+        tensors["lm_head.weight"][0, 0] += change
+        save_file(tensors, weights, metadata={"format": "pt"})
+        source = SafetensorsSource(tmp_path / "src")
+    monkeypatch.setattr(tied_head, "PIECE_BYTES", 1000)
     equal = tied_head.safetensors_equal(source, "lm_head.weight", "model.embed_tokens.weight")
     assert equal is (change is None)
