@@ -243,26 +243,30 @@ def _weight_file_problem(
     return None
 
 
-def base_mismatch(trained_on: BaseModelRecord, current: BaseModelRecord) -> str | None:
+def base_mismatch(
+    trained_on: BaseModelRecord,
+    current: BaseModelRecord,
+    *,
+    trained: str = "adapter was trained on",
+    here: str = "this run's base",
+) -> str | None:
     """Why an adapter trained on `trained_on` must not continue on `current`, or None when
     they are the same weights (the same files by size and digest, or the same random init;
     the directory may have moved). Compare `rehashed_like(current, trained_on)`: digests of
-    different algorithms never match."""
+    different algorithms never match. `trained` and `here` name the two sides, so that
+    other frozen weights (GRPO's KL reference) are told apart in their own words."""
     if trained_on.random_init or current.random_init:
         if trained_on.random_init and current.random_init and trained_on.seed == current.seed:
             return None
-        return (
-            f"adapter was trained on {_describe(trained_on)}, "
-            f"this run's base is {_describe(current)}"
-        )
+        return f"{trained} {_describe(trained_on)}, {here} is {_describe(current)}"
     if trained_on.files == current.files:
         return None
     differing = sorted(set(trained_on.files) ^ set(current.files)) or sorted(
         name for name in trained_on.files if trained_on.files[name] != current.files[name]
     )
     return (
-        f"adapter was trained on the base in {trained_on.path}; {differing[0]} in this run's "
-        f"base {current.path} is missing, extra or has other bytes"
+        f"{trained} {_describe(trained_on)}; {differing[0]} in {here} {current.path} is"
+        " missing, extra or has other bytes"
     )
 
 

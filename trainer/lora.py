@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_model_state_dict,
@@ -31,23 +29,20 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.distributed.checkpoint.stateful import Stateful
 
 from mfsdp_ckpt.format.layout import CheckpointPaths
-from mfsdp_ckpt.format.manifest import Manifest, ManifestError
+from mfsdp_ckpt.format.manifest import Manifest
 from mfsdp_ckpt.lora import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
     MAX_ADAPTER_CONFIG_BYTES,
-    BaseModelRecord,
-    base_mismatch,
-    describe_base_model,
     not_plain_lora,
     peft_target_modules,
     plain_lora_init,
     read_base_model,
-    rehashed_like,
 )
 from mfsdp_ckpt.storage.unique_json import read_json_file
 from trainer.config import ConfigError, ModelConfig, check_lora_fields
 from trainer.resume import ResumeMismatchError
+from trainer.weights_record import WeightsRecord, agreed_mismatch, writes_manifests
 
 # The loss forward reads these weights directly (trainer/model.py), so an adapter on them
 # would be silently skipped.
@@ -56,28 +51,11 @@ _UNADAPTABLE = ("lm_head", "embed_tokens")
 
 @dataclass
 class LoraSetup:
-    """What a LoRA model knows about itself, for its checkpoint's manifest."""
+    """What a LoRA model knows about itself, for its checkpoint's manifest: its PEFT config
+    and its base's weight files (`base`, hashed in the background)."""
 
     peft_config: dict[str, Any]  # JSON-safe PEFT LoraConfig (adapter_config.json contents)
-    base_path: str | None
-    random_init: bool
-    seed: int
-    _base: Future | None = None
-
-    def describe_base_in_background(self) -> None:
-        """Start hashing the base's weight files (every byte of the base) in a thread, so that
-        it overlaps training instead of stalling the first save; the hash releases the GIL
-        while it runs."""
-        if self._base is None:
-            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hash-base-model")
-            self._base = pool.submit(
-                describe_base_model, self.base_path, random_init=self.random_init, seed=self.seed
-            )
-            pool.shutdown(wait=False)
-
-    def base_record(self) -> BaseModelRecord:
-        self.describe_base_in_background()
-        return self._base.result()
+    base: WeightsRecord
 
 
 def lora_enabled(cfg: ModelConfig) -> bool:
@@ -124,9 +102,9 @@ def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
         param.requires_grad_(is_adapter_param(name))
     model._mfsdp_lora = LoraSetup(
         peft_config=_json_safe_config(config, adapted, _layer_count(model)),
-        base_path=cfg.path,
-        random_init=cfg.random_init,
-        seed=seed,
+        base=WeightsRecord.of_dir(
+            cfg.path, random_init=cfg.random_init, seed=seed, label="base-model"
+        ),
     )
 
 
@@ -324,8 +302,8 @@ class AdapterState:
         inner = hf_model(model)
         self.setup: LoraSetup = inner._mfsdp_lora
         self.trainable = {name for name, param in inner.named_parameters() if param.requires_grad}
-        if not dist.is_initialized() or dist.get_rank() == 0:  # the rank that writes manifests
-            self.setup.describe_base_in_background()
+        if writes_manifests():
+            self.setup.base.start()
 
     def state_dict(self) -> dict[str, Any]:
         whole = self.full.state_dict() if self.full else get_model_state_dict(self.model)
@@ -349,18 +327,12 @@ class AdapterState:
         _refuse_another_scale(manifest, self.setup.peft_config, paths)
         if manifest.base_model is None:
             return
-        problem = None
-        if not dist.is_initialized() or dist.get_rank() == 0:
-            try:
-                trained_on = read_base_model(manifest, str(paths.manifest))
-                current = rehashed_like(self.setup.base_record(), trained_on)
-                problem = base_mismatch(trained_on, current)
-            except (ManifestError, OSError) as err:  # the other ranks wait for a verdict
-                problem = str(err)
-        if dist.is_initialized() and dist.get_world_size() > 1:
-            verdict = [problem]
-            dist.broadcast_object_list(verdict, src=0)
-            problem = verdict[0]
+        problem = agreed_mismatch(
+            lambda: read_base_model(manifest, str(paths.manifest)),
+            self.setup.base,
+            trained="adapter was trained on",
+            here="this run's base",
+        )
         if problem is not None:
             raise ResumeMismatchError(
                 f"{paths.manifest}: {problem}; set model.path to that base "
@@ -368,6 +340,6 @@ class AdapterState:
             )
 
     def manifest_fields(self) -> dict[str, Any]:
-        base = self.setup.base_record()
+        base = self.setup.base.result()
         config = dict(self.setup.peft_config, base_model_name_or_path=base.path)
         return {"base_model": base.to_dict(), "lora": config}

@@ -8,16 +8,21 @@ the runners cannot drift apart in what they check.
 
 Rows edited or reordered with their count unchanged, or `data.shuffle` flipped, place steps
 on other rows too, but fixing the data is legitimate: the checkpoint also stores a digest of
-the training rows in order and the shuffle flag, and a resume that differs in them is told
-so in one warning line (`data_change_warning`), not refused. Checkpoints saved before these
-were stored resume as before.
+the training rows in order, one of their prompts as the data file holds them, and the
+shuffle flag, and a resume that differs in them is told so in one warning line
+(`data_change_warning`), not refused. Checkpoints saved before these were stored resume as
+before.
+
+A checkpoint is resumed only by the kind of run that wrote it (`check_run_kind`): GRPO
+continuing an SFT step took its step count and Adam state as its own.
 """
 
 from __future__ import annotations
 
 import hashlib
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +30,7 @@ from mfsdp_ckpt.checkpointer import Checkpointer
 from mfsdp_ckpt.convert.hf_config import SIZE_KEYS, HFConfigError, load_hf_config
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.layout import CheckpointPaths
+from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 
 DATA_POSITION_KEYS = ("global_batch_size", "train_rows", "seed")
 # The HF config fields that decide which tensors a model has and how they are computed
@@ -48,11 +54,46 @@ class ResumeMismatchError(MfsdpUsageError, ValueError):
     """The checkpoint to resume was trained with data settings that place steps differently."""
 
 
+@dataclass(frozen=True)
+class RunKind:
+    """A kind of training run as resume names it: `name` ("sft", "grpo": `mfsdp train NAME`,
+    recorded in every manifest's info as `run`), and the config keys behind the numbers that
+    place its data (`DATA_POSITION_KEYS`), so a refusal names what the user sets."""
+
+    name: str
+    batch_key: str  # the key whose value is global_batch_size
+    rows_keys: tuple[str, ...]  # the keys that decide which rows train
+
+    def key_for(self, position_key: str) -> str:
+        return {"global_batch_size": self.batch_key, "seed": "trainer.seed"}[position_key]
+
+
+RUN_INFO_KEY = "run"  # manifest info: the kind of run that wrote the checkpoint
+
+
+def run_kind_of(info: dict[str, Any]) -> str | None:
+    """The kind of run that wrote a checkpoint, from its manifest's info: `run` where it is
+    recorded, else (checkpoints saved before it was) what only that kind saves: GRPO its
+    `reference_model` and `rollout`, SFT its `train_loss`. None for other writers."""
+    recorded = info.get(RUN_INFO_KEY)
+    if isinstance(recorded, str):
+        return recorded
+    if "reference_model" in info or "rollout" in info:
+        return "grpo"
+    return "sft" if "train_loss" in info else None
+
+
 ROWS_DIGEST, SHUFFLE = "rows_digest", "shuffle"  # compared on resume, warned about
+PROMPTS_DIGEST = "prompts_digest"  # the rows' prompts as the data file holds them
 
 
 def new_progress(
-    global_batch_size: int, train_rows: int, seed: int, rows_digest: int, shuffle: bool
+    global_batch_size: int,
+    train_rows: int,
+    seed: int,
+    rows_digest: int,
+    shuffle: bool,
+    prompts_digest: int,
 ) -> dict[str, int]:
     """The checkpoint's `extra` state: the step plus what places a step's data."""
     return {
@@ -62,6 +103,7 @@ def new_progress(
         "seed": seed,
         ROWS_DIGEST: rows_digest,
         SHUFFLE: int(shuffle),
+        PROMPTS_DIGEST: prompts_digest,
     }
 
 
@@ -82,31 +124,66 @@ def rows_digest(rows: Iterable[Sequence[RowPart]]) -> int:
     return int.from_bytes(digest.digest(), "little")
 
 
+ManifestCheck = Callable[[Manifest | None, CheckpointPaths], None]
+
+
 def resume_if_any(
     checkpointer: Checkpointer,
     resume: str,
     states: dict[str, Any],
+    kind: RunKind,
     model_config: dict[str, Any] | None = None,
+    checks: Sequence[ManifestCheck] = (),
 ) -> CheckpointPaths | None:
     """Load the checkpoint `resume` names ("auto", "disable" or a path) into `states`.
 
     `states["extra"]` is the run's progress dict (`new_progress`); after the load it holds the
-    checkpoint's step. `model_config` (the run's HF config as a dict) must agree with the
-    step's huggingface/config.json. Returns the checkpoint loaded, or None when the run
-    starts fresh.
+    checkpoint's step. The checkpoint must have been written by this `kind` of run, and
+    `model_config` (the run's HF config as a dict) must agree with the step's
+    huggingface/config.json. `checks` then see the manifest once the step's data position
+    is known to fit (GRPO: its KL reference). Returns the checkpoint loaded, or None when
+    the run starts fresh.
     """
     found = checkpointer.find_resume(resume)
     if found is None:
         return None
+    check_run_kind(found, resume, kind)
     if model_config is not None:
         check_model_config(found, model_config)
     progress = states["extra"]
     expected = dict(progress)
-    checkpointer.load(found, states)
-    check_data_position(expected, progress, found.dist_ckpt)
+    manifest = checkpointer.load(found, states)
+    check_data_position(expected, progress, found.dist_ckpt, kind)
     for key, value in expected.items():  # an older checkpoint lacks them: taken as unchanged
         progress.setdefault(key, value)  # (the load drops what the checkpoint does not hold)
+    for check in checks:
+        check(manifest, found)
     return found
+
+
+def check_run_kind(found: CheckpointPaths, resume: str, kind: RunKind) -> None:
+    """ResumeMismatchError when another kind of run wrote the checkpoint: its step count and
+    optimizer state are that run's (SFT's Adam moments continued as GRPO's). Starting from
+    its weights is what works: `model.path` takes the step dir (a LoRA step, its export)."""
+    if found.manifest is None:
+        return
+    try:
+        manifest = read_manifest(found.manifest)
+    except (ManifestError, OSError):
+        return  # the load names what is wrong with it
+    written = run_kind_of(manifest.info)
+    if written is None or written == kind.name:
+        return
+    where = found.step_dir or found.dist_ckpt
+    start = f"model.path={where}"
+    if manifest.lora is not None:  # model.path refuses an adapter alone
+        start = f"`mfsdp ckpt export-hf {where} --out DIR`, then model.path=DIR"
+    fresh = "a new trainer.run_dir" + ("" if resume == "auto" else " and checkpoint.resume=auto")
+    raise ResumeMismatchError(
+        f"{where}: `mfsdp train {written}` wrote this checkpoint; `mfsdp train {kind.name}`"
+        f" does not resume its step and optimizer state as its own: to start {kind.name}"
+        f" from its weights, give {start} and {fresh}"
+    )
 
 
 def check_model_config(found: CheckpointPaths, model_config: dict[str, Any]) -> None:
@@ -129,30 +206,47 @@ def check_model_config(found: CheckpointPaths, model_config: dict[str, Any]) -> 
             )
 
 
-def check_data_position(expected: dict[str, Any], restored: dict[str, Any], where: Path) -> None:
-    """Raise ResumeMismatchError when the checkpoint's steps would map to other data in this run."""
+def check_data_position(
+    expected: dict[str, Any], restored: dict[str, Any], where: Path, kind: RunKind
+) -> None:
+    """Raise ResumeMismatchError when the checkpoint's steps would map to other data in this
+    run, naming the config keys that differ (for the row count, the keys that decide it)."""
     for key in DATA_POSITION_KEYS:
-        if int(restored[key]) != int(expected[key]):
-            raise ResumeMismatchError(
-                f"{where}: checkpoint was trained with {key}={restored[key]}, this run has "
-                f"{expected[key]}; "
-                "steps would map to different data (use a new trainer.run_dir to start over)"
+        then, now = int(restored[key]), int(expected[key])
+        if then == now:
+            continue
+        if key == "train_rows":
+            what = (
+                f"checkpoint was trained on {then} training rows, this run has {now}"
+                f" ({', '.join(kind.rows_keys)} decide them)"
             )
+        else:
+            setting = kind.key_for(key)
+            what = f"checkpoint was trained with {setting}={then}, this run has {setting}={now}"
+        raise ResumeMismatchError(
+            f"{where}: {what}; steps would map to different data"
+            " (use a new trainer.run_dir to start over)"
+        )
 
 
 def data_change_warning(
     expected: dict[str, Any], restored: dict[str, Any], where: Path, train_files: Sequence[str]
 ) -> str | None:
     """One line when the checkpoint was trained on other rows, or rows in another order
-    (`ROWS_DIGEST`), or with the other `data.shuffle`: the steps after it then read other rows
-    than an uninterrupted run would. None when they agree, or the checkpoint predates them."""
+    (`ROWS_DIGEST`), or rows whose prompts were edited (`PROMPTS_DIGEST`), or with the other
+    `data.shuffle`: the steps after it then read other rows than an uninterrupted run
+    would. None when they agree, or the checkpoint predates them."""
     step = int(restored["step"])
     reasons = []
+    files = ", ".join(train_files)
     if int(restored[ROWS_DIGEST]) != int(expected[ROWS_DIGEST]):
-        files = ", ".join(train_files)
         reasons.append(
             f"data.train_files ({files}) hold other rows, or rows in another order, than the"
             f" checkpoint was trained on"
+        )
+    elif int(restored[PROMPTS_DIGEST]) != int(expected[PROMPTS_DIGEST]):
+        reasons.append(
+            f"data.train_files ({files}) hold other prompts than the checkpoint was trained on"
         )
     if int(restored[SHUFFLE]) != int(expected[SHUFFLE]):
         now, then = (str(bool(x[SHUFFLE])).lower() for x in (expected, restored))

@@ -12,7 +12,7 @@ save, count steps or shut down.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,7 +29,14 @@ from trainer.metrics import MetricsLogger, drop_steps_after
 from trainer.model import check_attention_backend
 from trainer.optim import apply_settings, warmup_past_the_end
 from trainer.progress import draws_bars, step_bar
-from trainer.resume import data_change_warning, new_progress, resume_if_any
+from trainer.resume import (
+    RUN_INFO_KEY,
+    ManifestCheck,
+    RunKind,
+    data_change_warning,
+    new_progress,
+    resume_if_any,
+)
 from trainer.strategies.base import Strategy
 
 Result = TypeVar("Result")
@@ -117,7 +124,7 @@ class TrainingRun:
     @classmethod
     def open(
         cls,
-        name: str,
+        kind: RunKind,
         cfg: Any,
         env: DistEnv,
         *,
@@ -129,11 +136,16 @@ class TrainingRun:
         batch_size: int,
         train_rows: int,
         rows_digest: int,
+        prompts_digest: int,
         total_steps: int,
+        checks: Sequence[ManifestCheck] = (),
     ) -> TrainingRun:
         """Make the checkpointer, load the step to resume (if any) into the model and optimizer,
         and write the resolved config into the run dir (main rank). `rows_digest`: the
-        training rows in order (`trainer.resume.rows_digest`)."""
+        training rows in order, `prompts_digest` their prompts as the data file holds them
+        (`trainer.resume.rows_digest`); `checks`: what else the step's manifest must agree
+        with (`resume_if_any`)."""
+        name = kind.name
         run_dir = Path(cfg.trainer.run_dir)
         checkpointer = Checkpointer(
             run_dir,
@@ -146,11 +158,18 @@ class TrainingRun:
             "model": strategy.model_state(model),
             "optimizer": strategy.optimizer_state(model, optimizer),
             "extra": new_progress(
-                batch_size, train_rows, cfg.trainer.seed, rows_digest, cfg.data.shuffle
+                batch_size,
+                train_rows,
+                cfg.trainer.seed,
+                rows_digest,
+                cfg.data.shuffle,
+                prompts_digest,
             ),
         }
         expected = dict(states["extra"])
-        resume = resume_if_any(checkpointer, cfg.checkpoint.resume, states, hf_config.to_dict())
+        resume = resume_if_any(
+            checkpointer, cfg.checkpoint.resume, states, kind, hf_config.to_dict(), checks
+        )
         if resume is not None:
             apply_settings(optimizer, cfg.optim)
         if env.is_main:
@@ -216,10 +235,11 @@ class TrainingRun:
         print(printable(line), file=sys.stderr)  # the run dir's name may hold escapes
 
     def save(self, step: int, info: dict[str, Any]) -> Path:
-        """Checkpoint the state at `step` (1-based), with `info` in its manifest."""
+        """Checkpoint the state at `step` (1-based), with `info` in its manifest (and the kind
+        of run that wrote it, which resume compares)."""
         self.states["extra"]["step"] = step
         self.last_saved = self.checkpointer.save(
-            step, self.states, hf_assets=self.hf_assets, info=info
+            step, self.states, hf_assets=self.hf_assets, info={RUN_INFO_KEY: self.name, **info}
         )
         return self.last_saved
 

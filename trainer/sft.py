@@ -37,11 +37,12 @@ from trainer.model import (
 )
 from trainer.optim import NonFiniteGradientError, clip_grad_norm, lr_at, set_lr
 from trainer.progress import draws_bars
-from trainer.resume import rows_digest
+from trainer.resume import RunKind, rows_digest
 from trainer.runner import StepHooks, TrainingRun, planned_steps, run_in_process_group
 from trainer.strategies import make_strategy
 from trainer.strategies.base import Strategy
 
+SFT_RUN = RunKind("sft", "data.global_batch_size", ("data.train_files", "data.val_ratio"))
 H200_BF16_PEAK_TFLOPS = (
     790.0  # 1xH200's bf16 matmul peak: bench/matmul_peak.py, best 791 (docs/benchmarks.md)
 )
@@ -187,9 +188,10 @@ class SFTSteps(StepHooks):
 
 def _trained_tokens(row: Example) -> tuple[list[int]]:
     """A row as the resume digest sees it: the tokens it trains on (its responses). The
-    prompt side is left out: a chat template may print the date (Llama 3's system header
-    does), so the same rows tokenize differently on another day and every such resume
-    warned that the rows had changed."""
+    prompt's tokens are left out: a chat template may print the date (Llama 3's system
+    header does), so the same rows tokenize differently on another day and every such resume
+    warned that the rows had changed. The prompt's text, as the data file holds it, has a
+    digest of its own (`Example.prompt`)."""
     return ([token for token, trained in zip(row.input_ids, row.loss_mask) if trained],)
 
 
@@ -216,7 +218,7 @@ def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
     optimizer = strategy.build_optimizer(model, cfg.optim)
     counts = count_parameters(hf_config)
     run = TrainingRun.open(
-        "sft",
+        SFT_RUN,
         cfg,
         env,
         strategy=strategy,
@@ -227,6 +229,7 @@ def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
         batch_size=batch_size,
         train_rows=len(train),
         rows_digest=rows_digest(_trained_tokens(row) for row in train),
+        prompts_digest=rows_digest(row.prompt for row in train),
         total_steps=total_steps,
     )
     run.announce(

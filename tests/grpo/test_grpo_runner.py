@@ -115,7 +115,9 @@ def test_resume_computes_what_an_uninterrupted_run_computes(task):
         "shape": "tiny",
         "random_init": False,
         "seed": 0,
+        "files": {},  # a random init of that seed: nothing on disk
     }
+    assert manifest["info"]["run"] == "grpo"
     record = a[4]
     for key in (
         "reward/std",

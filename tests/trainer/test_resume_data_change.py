@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.sft import tiny_config, write_chat_jsonl
 from trainer import runner
-from trainer.resume import ROWS_DIGEST, SHUFFLE, rows_digest
+from trainer.resume import PROMPTS_DIGEST, ROWS_DIGEST, SHUFFLE, rows_digest
 from trainer.sft import run_sft
 
 SETTINGS = (
@@ -79,7 +79,9 @@ def test_a_checkpoint_without_the_digest_resumes_as_before(tmp_path, monkeypatch
 
     def older(*args: object) -> dict:
         progress = new_progress(*args)  # type: ignore[arg-type]
-        return {k: v for k, v in progress.items() if k not in (ROWS_DIGEST, SHUFFLE)}
+        return {
+            k: v for k, v in progress.items() if k not in (ROWS_DIGEST, SHUFFLE, PROMPTS_DIGEST)
+        }
 
     with monkeypatch.context() as patched:
         patched.setattr(runner, "new_progress", older)

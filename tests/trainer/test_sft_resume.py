@@ -70,7 +70,8 @@ def test_resume_refuses_a_different_global_batch(two_rank_runs, tmp_path):
     run_dir = tmp_path / "changed"
     shutil.copytree(two_rank_runs / "split", run_dir)
     overrides = [s for s in SETTINGS if not s.startswith("data.global_batch_size")]
-    with pytest.raises(ResumeMismatchError, match="global_batch_size=8, this run has 4"):
+    expected = "data.global_batch_size=8, this run has data.global_batch_size=4"
+    with pytest.raises(ResumeMismatchError, match=expected):
         run_sft(
             tiny_config(
                 two_rank_runs / "train.jsonl",

@@ -14,7 +14,7 @@ import contextlib
 import math
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,9 @@ class ChatFormatError(MfsdpUsageError, ValueError):
 class Example:
     input_ids: list[int]
     loss_mask: list[int]  # 1 where the token is assistant output (a training target)
+    # the row's prompt turns as its data file holds them (`turn_texts`), before any chat
+    # template: what a resume compares to tell an edited prompt (trainer/resume.py)
+    prompt: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -148,6 +151,13 @@ def checked_turns(turns: Any) -> list[dict]:
                 f" here (the calls would be left out), found {turn!r:.200}"
             )
     return [{"role": turn["role"], "content": turn["content"]} for turn in turns]
+
+
+def turn_texts(turns: Iterable[dict]) -> tuple[str, ...]:
+    """Chat turns as plain text, role then content of each, in order: the prompt as the data
+    file says it. A template may print the date (Llama 3's system header), so its tokens
+    differ from day to day where the text does not."""
+    return tuple(text for turn in turns for text in (turn["role"], turn["content"]))
 
 
 # The roles chat templates render (OpenAI's, Llama 3.1's ipython); ShareGPT's names for two

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from tqdm import tqdm
@@ -17,6 +18,7 @@ from trainer.data.chat import (
     messages_of,
     tokenize_chat,
     truncate,
+    turn_texts,
 )
 from trainer.data.files import RowOrigins, read_rows_with_origins
 
@@ -49,7 +51,8 @@ def tokenize_rows(
         kept = truncate(example, cfg.max_length, cfg.truncation, where(index))
         if kept is not example and kept.num_targets == 0:
             untrained.append(where(index))
-        examples.append(kept)
+        prompt = turn_texts(turn for turn in messages if turn["role"] != "assistant")
+        examples.append(replace(kept, prompt=prompt))
     _say_untrained(untrained, len(examples), cfg)
     return examples
 

@@ -20,7 +20,7 @@ from typing import Any
 from tqdm import tqdm
 
 from mfsdp_ckpt.errors import MfsdpUsageError
-from trainer.data.chat import ChatFormatError, chat_ids, checked_turns
+from trainer.data.chat import ChatFormatError, chat_ids, checked_turns, turn_texts
 from trainer.data.files import read_rows_with_origins
 from trainer.grpo.config import RLDataConfig
 
@@ -35,6 +35,9 @@ class RLPrompt:
     data_source: str
     ground_truth: Any
     extra_info: Any
+    # the prompt's turns as the data file holds them (`turn_texts`), before the chat
+    # template: what a resume compares to tell an edited prompt (trainer/resume.py)
+    prompt: tuple[str, ...] = ()
 
 
 def chat_turns(prompt: Any) -> list[dict]:
@@ -125,6 +128,7 @@ def load_rl_prompts(
                 str(row.get("data_source", "")),
                 reward_model["ground_truth"],
                 row.get("extra_info"),
+                turn_texts(turns),
             )
         )
     if rows and not prompts:  # else the run's first error blamed the batch size

@@ -12,7 +12,8 @@ Everything random is a function of (seed, step, rank): which prompts a step take
 (`trainer.data.batching.global_batch`), the rollout's sampling seed, the mini-batch shuffle.
 So resume needs only the step, the weights and the optimizer, and a resumed run computes what
 an uninterrupted run computes. The reference model is rebuilt from the initial weights
-(`model.path`, or the shape and seed), recorded in every checkpoint's manifest.
+(`model.path`, or the shape and seed), recorded in every checkpoint's manifest with its weight
+files, which a resume checks (`trainer.grpo.reference`).
 
 With LoRA (`model.lora_rank > 0`) the base model is frozen, so the reference policy is the
 actor with its adapter switched off (`trainer.lora.adapters_disabled`): no second model is
@@ -46,13 +47,15 @@ from trainer.grpo.advantage import grpo_token_advantages
 from trainer.grpo.aggregation import LossScale
 from trainer.grpo.config import GRPOConfig
 from trainer.grpo.data import RLPrompt, load_rl_prompts
+from trainer.grpo.reference import INFO_KEY as REFERENCE_INFO_KEY
+from trainer.grpo.reference import ReferenceRecord
 from trainer.grpo.weights import iter_full_weights, iter_merged_weights
-from trainer.lora import adapters_disabled, is_lora_model, lora_scales
+from trainer.lora import adapters_disabled, is_lora_model, lora_enabled, lora_scales
 from trainer.metrics import MetricsLogger
 from trainer.model import build_hf_config, build_model, load_tokenizer, write_hf_assets
 from trainer.optim import NonFiniteGradientError, clip_grad_norm, lr_at, set_lr
 from trainer.progress import draws_bars
-from trainer.resume import rows_digest
+from trainer.resume import RunKind, rows_digest
 from trainer.rewards.custom import RewardFunctionError
 from trainer.rewards.dispatch import RewardScorer
 from trainer.rollout.base import RolloutEngine, SamplingParams
@@ -62,6 +65,8 @@ from trainer.strategies import make_strategy
 from trainer.strategies.base import Strategy
 
 ROLLOUT_ASSETS_DIR = "rollout_model"
+# a prompt over data.max_prompt_length tokens is dropped: that key decides the rows too
+GRPO_RUN = RunKind("grpo", "data.train_batch_size", ("data.train_files", "data.max_prompt_length"))
 
 
 @dataclass
@@ -91,7 +96,7 @@ class GRPOSteps(StepHooks):
     train: list[RLPrompt]
     val: list[RLPrompt]
     rollout_name: str  # the engine that runs, recorded in every manifest
-    reference_source: dict[str, Any]  # recorded in every manifest: how to rebuild the reference
+    reference_record: ReferenceRecord  # recorded in every manifest: how to rebuild the reference
     result: GRPOResult
     engine_has_base: bool = False  # set by the first weight push
 
@@ -111,7 +116,7 @@ class GRPOSteps(StepHooks):
                 run.save(
                     done,
                     info={
-                        "reference_model": self.reference_source,
+                        REFERENCE_INFO_KEY: self.reference_record.manifest_info(),
                         "total_steps": run.total_steps,
                         "reward_mean": record.get("reward/mean"),
                         "rollout": self.rollout_name,
@@ -443,11 +448,13 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
     total_steps = planned_steps(
         cfg, "data.train_batch_size", batch_size, len(train), "usable training prompts"
     )
+    # hashed while the models build; LoRA: the reference is the actor with its adapter off
+    # (GRPOSteps.reference_log_probs)
+    reference_record = ReferenceRecord.of(cfg, lora=lora_enabled(cfg.model))
     strategy = make_strategy(cfg.strategy, env)
     actor = _build_policy(cfg, hf_config, strategy, env)
     optimizer = strategy.build_optimizer(actor, cfg.optim)
-    # LoRA: the reference is the actor with its adapter off (GRPOSteps.reference_log_probs)
-    separate_reference = cfg.actor.use_kl_loss and not is_lora_model(actor)
+    separate_reference = reference_record.weights is not None
     reference = _build_policy(cfg, hf_config, strategy, env).eval() if separate_reference else None
     max_model_len = cfg.data.max_prompt_length + cfg.rollout.max_response_length
     name = engine_name(cfg.rollout.name)
@@ -474,7 +481,7 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
     )
     scorer = RewardScorer(cfg.reward.path, cfg.reward.name, cfg.reward.timeout_s)
     run = TrainingRun.open(
-        "grpo",
+        GRPO_RUN,
         cfg,
         env,
         strategy=strategy,
@@ -488,7 +495,9 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
         rows_digest=rows_digest(
             (row.data_source, repr(row.ground_truth), repr(row.extra_info)) for row in train
         ),
+        prompts_digest=rows_digest(row.prompt for row in train),
         total_steps=total_steps,
+        checks=(reference_record.check_manifest,),
     )
     run.announce(
         f"{strategy.name} on {env.world_size} x {env.device.type}, rollout {name}, "
@@ -510,13 +519,7 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
         train=train,
         val=val,
         rollout_name=name,
-        reference_source={
-            "path": cfg.model.path,
-            "shape": cfg.model.shape if cfg.model.path is None else None,
-            "random_init": cfg.model.random_init,
-            "seed": cfg.trainer.seed,
-            **({"lora_adapter": "disabled"} if is_lora_model(actor) else {}),
-        },
+        reference_record=reference_record,
         result=GRPOResult(run_dir=run_dir, final_step=0, resumed_from=run.resumed_from),
     )
     push_weights(steps)
