@@ -41,7 +41,7 @@ import datetime as _dt
 import math
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mfsdp_ckpt.convert import tied_head
@@ -203,6 +203,7 @@ def plan_model_import(
         source = SafetensorsSource(hf_dir)
     except SafetensorsError as err:
         raise ImportFailedError(str(err)) from None
+    _read_as_causal_lm(source)
     _read_fused_experts_per_expert(source, config.model_type)
     shapes = {name: entry.shape for name, entry in source.tensors.items()}
     problem = weights_disagreement(hf_dir, shapes, expected, unknown=True)
@@ -232,6 +233,37 @@ def plan_model_import(
         None if dtype == "auto" else DTYPES[dtype],
         experts if layout_name == MCORE and config.model_type in MOE_FAMILIES else None,
     )
+
+
+# Buffers older transformers versions saved beside the weights; loading recomputes them from
+# the config and ignores the stored ones (`_keys_to_ignore_on_load_unexpected`).
+IGNORED_BUFFERS = (".rotary_emb.inv_freq",)
+CAUSAL_LM_PREFIX = "model."  # base_model_prefix of every family import-hf reads
+
+
+def _read_as_causal_lm(source: SafetensorsSource) -> None:
+    """Read the model's tensors by the names its causal LM loads them under, as
+    transformers does: stored rotary buffers left out, and a base model's save (`Qwen2Model`
+    writes `embed_tokens.weight`, no `model.` prefix, no head) read under the prefix. Both
+    loaded into the same model they were refused as "tensors unknown to" its family."""
+    buffers = [name for name in source.tensors if name.endswith(IGNORED_BUFFERS)]
+    for name in buffers:
+        del source.tensors[name]
+    if buffers:
+        source.notes.append(
+            f"{len(buffers)} stored rotary buffer(s) ({buffers[0]}, ...) left out: loading"
+            " recomputes them from the config"
+        )
+    names = list(source.tensors)
+    if names and not any(n.startswith((CAUSAL_LM_PREFIX, "lm_head.")) for n in names):
+        source.tensors = {
+            CAUSAL_LM_PREFIX + name: replace(entry, name=CAUSAL_LM_PREFIX + name)
+            for name, entry in source.tensors.items()
+        }
+        source.notes.append(
+            f"weights named as a base model saves them (no '{CAUSAL_LM_PREFIX}' prefix, no"
+            f" lm_head): read as {CAUSAL_LM_PREFIX}*, as transformers loads them"
+        )
 
 
 def _read_fused_experts_per_expert(source: SafetensorsSource, model_type: str) -> None:

@@ -97,7 +97,15 @@ def _chosen_files(model_dir: Path, notes: list[str]) -> tuple[list[str], dict[st
     if len(singles) == 1:
         return singles, None
     found = "several .safetensors files and no index" if singles else "no .safetensors weights"
-    raise SafetensorsError(f"{model_dir}: {found} (expected {SINGLE_FILE} or {INDEX_FILE})")
+    pickled = sorted(p.name for p in model_dir.glob("*.bin")) if not singles else []
+    also = ""
+    if pickled:  # an older save_pretrained's pytorch_model.bin: a pickle, never loaded here
+        also = (
+            f"; {', '.join(pickled[:2])}{' ...' if len(pickled) > 2 else ''} is a pickle, which"
+            " mfsdp never loads (it can run code): if you trust it, convert it with"
+            " transformers (from_pretrained, then save_pretrained writes safetensors)"
+        )
+    raise SafetensorsError(f"{model_dir}: {found} (expected {SINGLE_FILE} or {INDEX_FILE}){also}")
 
 
 def index_weight_map(model_dir: Path) -> dict[str, str] | None:
