@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from cli.errors import EXIT_FAILED, EXIT_USAGE, READ_PATH, fail, remember_json
+from cli.errors import EXIT_FAILED, EXIT_USAGE, READ_PATH, GivenPath, fail, remember_json
 from cli.lines import say
 from cli.metadata_progress import metadata_progress
 from trainer.progress import CallbackBar
@@ -142,7 +142,7 @@ Examples:
 )
 @click.option(
     "--hf-config",
-    type=click.Path(exists=False),
+    type=GivenPath(exists=False),
     default=None,
     help="HF model dir or config.json to check weight shapes against (wins over huggingface/).",
 )

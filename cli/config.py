@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli.errors import EXIT_FAILED
+from cli.errors import EXIT_FAILED, GivenPath
 
 
 @click.group()
@@ -41,7 +41,7 @@ def defaults(trainer: str) -> None:
 
 
 @config.command("from-verl")
-@click.argument("source", type=click.Path(dir_okay=False))
+@click.argument("source", type=GivenPath(dir_okay=False))
 @click.option(
     "--command",
     "command",

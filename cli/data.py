@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from cli.errors import remember_json
+from cli.errors import GivenPath, remember_json
 from cli.lines import say
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.storage.out_lock import cannot_create, ctrl_c_deferred, out_lock
@@ -134,14 +134,14 @@ _INPUT = click.option(
     "inputs",
     multiple=True,
     required=True,
-    type=click.Path(),
+    type=GivenPath(),
     help="Official file (parquet, jsonl, or json: an array of objects); repeat for train and test.",
 )
 _OUT = click.option(
     "--out",
     "out_dir",
     required=True,
-    type=click.Path(file_okay=False),
+    type=GivenPath(file_okay=False),
     help="Writes OUT/sft/<split>.parquet and OUT/rl/<split>.parquet (made if missing; a table"
     " already there stops it, unless --overwrite; not a checkpoint or run dir).",
 )
@@ -209,7 +209,7 @@ def math(
     "--out",
     "out_dir",
     required=True,
-    type=click.Path(file_okay=False),
+    type=GivenPath(file_okay=False),
     help="Writes OUT/sft/train.parquet and OUT/rl/{train,test}.parquet (made if missing; a table"
     " already there stops it, unless --overwrite; not a checkpoint or run dir).",
 )

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, cast
 
 import click
 
-from cli.errors import EXIT_USAGE, fail
+from cli.errors import EXIT_USAGE, GivenPath, fail
 from cli.launch import CONFIG_CHECKED, run_ranks
 from mfsdp_ckpt.storage.out_lock import out_lock
 from mfsdp_ckpt.storage.writable import require_writable_dir
@@ -35,7 +35,7 @@ RAW_DIR, DATA_DIR, INIT_DIR, RUN_DIR, EXPORT_DIR = "gsm8k_format", "data", "init
 @click.option(
     "--out",
     "out_dir",
-    type=click.Path(file_okay=False),
+    type=GivenPath(file_okay=False),
     default="runs/demo",
     show_default=True,
     help="Demo directory: new, empty, or a previous demo's (which is replaced).",

@@ -43,6 +43,7 @@ __all__ = [
     "EXIT_TERMINATED",
     "EXIT_USAGE",
     "READ_PATH",
+    "GivenPath",
     "MfsdpGroup",
     "Terminated",
     "fail",
@@ -69,10 +70,25 @@ INTERRUPTED = "mfsdp.interrupted"  # ctx.meta key: what the running command says
 
 T = TypeVar("T")
 
+
 # The type of a path argument a library function reads: one this user may not read is that
 # function's failure to report (exit 1, naming what it could not open), not click's
 # "is not readable" usage error (exit 2).
-READ_PATH = click.Path(readable=False)
+class GivenPath(click.Path):
+    """A path option or argument that refuses an empty value: `--out "$OUT"` with OUT unset
+    named the current directory, and `mfsdp data synthetic` wrote its tables there."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail(
+                "is empty (an unset shell variable?); give a path, or . for the current directory",
+                param,
+                ctx,
+            )
+        return super().convert(value, param, ctx)
+
+
+READ_PATH = GivenPath(readable=False)
 
 
 def remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:

@@ -7,7 +7,7 @@ import os
 import click
 
 from cli.dtype_choice import DtypeChoice
-from cli.errors import remember_json
+from cli.errors import GivenPath, remember_json
 from cli.metadata_progress import metadata_progress
 from cli.results import echo_result
 from trainer.progress import CallbackBar
@@ -15,7 +15,9 @@ from trainer.progress import CallbackBar
 
 @click.command("export-hf")
 @click.argument("ckpt")
-@click.option("--out", "out_dir", required=True, metavar="DIR", help="Directory to create.")
+@click.option(
+    "--out", "out_dir", required=True, metavar="DIR", type=GivenPath(), help="Directory to create."
+)
 @click.option(
     "--dtype",
     type=DtypeChoice(),
@@ -32,7 +34,7 @@ from trainer.progress import CallbackBar
 )
 @click.option(
     "--hf-config",
-    type=click.Path(exists=False),
+    type=GivenPath(exists=False),
     default=None,
     help="HF model dir (config + tokenizer) or config.json; wins over the checkpoint's own "
     "(huggingface/, or the config derived from Megatron-LM's args / Megatron-Bridge's "

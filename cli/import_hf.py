@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.dtype_choice import DtypeChoice
-from cli.errors import READ_PATH, remember_json
+from cli.errors import READ_PATH, GivenPath, remember_json
 from cli.results import echo_result
 from trainer.progress import CallbackBar
 
@@ -13,7 +13,7 @@ from trainer.progress import CallbackBar
 @click.command("import-hf")
 @click.argument("hf_dir", type=READ_PATH)
 @click.option(
-    "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory to create."
+    "--out", "out_dir", required=True, type=GivenPath(file_okay=False), help="Directory to create."
 )
 @click.option(
     "--layout",

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from cli.errors import MfsdpGroup
+from cli.errors import GivenPath, MfsdpGroup
 from cli.launch import FinalValue, json_option, last_value, launch_options, run_command
 from cli.train_grpo import grpo
 
@@ -26,7 +26,7 @@ def train() -> None:
 @click.option(
     "--config",
     "config_path",
-    type=click.Path(dir_okay=False),
+    type=GivenPath(dir_okay=False),
     default=None,
     help="YAML config (sections model, data, optim, strategy, checkpoint, trainer; every"
     " key with its default: `mfsdp config defaults sft`).",

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from cli.errors import GivenPath
 from cli.launch import FinalValue, json_option, last_value, launch_options, run_command
 
 
@@ -13,7 +14,7 @@ from cli.launch import FinalValue, json_option, last_value, launch_options, run_
 @click.option(
     "--config",
     "config_path",
-    type=click.Path(dir_okay=False),
+    type=GivenPath(dir_okay=False),
     default=None,
     help="YAML config (sections model, data, actor, optim, strategy, rollout, algorithm, reward, "
     "checkpoint, trainer; every key with its default: `mfsdp config defaults grpo`).",

@@ -644,3 +644,27 @@ def test_the_demo_into_the_root_directory_is_refused_in_one_line(out):
     code, _out, err = run_cli("demo", "--out", out)
     assert code == 2, err
     assert one_error_line(err) == f"error: --out {out}: the root directory; name a folder"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["data", "synthetic", "--out", ""],
+        ["ckpt", "export-hf", "CKPT", "--out", ""],
+        ["ckpt", "import-hf", "MODEL", "--out", " "],
+        ["ckpt", "validate", ""],
+        ["ckpt", "inspect", ""],
+        ["train", "sft", "--config", ""],
+        ["demo", "--out", ""],
+    ],
+)
+def test_an_empty_path_is_refused_not_taken_for_the_current_directory(tmp_path, args):
+    """`--out "$OUT"` with OUT unset: `mfsdp data synthetic` wrote its tables into the working
+    directory, import-hf advised removing a run that happened to be there."""
+    as_json = [] if args[0] == "demo" else ["--json"]  # the demo prints no report
+    done = mfsdp(*args, *as_json, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    line = one_error(done.stderr, "is empty (an unset shell variable?)")
+    if as_json:
+        assert json.loads(done.stdout)["error"] == line.removeprefix("error: ")
+    assert list(tmp_path.iterdir()) == []  # nothing written where it ran

@@ -4,8 +4,10 @@ start, so import costs and exit codes are the real ones, not those of the test p
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.support.paths import REPO
 
@@ -33,14 +35,19 @@ except SystemExit as done:
 """
 
 
-def mfsdp(*args: str) -> subprocess.CompletedProcess:
-    """`mfsdp ARGS` in a fresh interpreter from the repository root (stdout, stderr as text)."""
+def mfsdp(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    """`mfsdp ARGS` in a fresh interpreter, run from `cwd` (the repository root unless given;
+    stdout, stderr as text)."""
     return subprocess.run(
         [sys.executable, "-c", "from cli.main import main; main()", *args],
-        cwd=REPO,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=120,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        },
     )
 
 
