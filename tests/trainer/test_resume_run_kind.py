@@ -128,3 +128,18 @@ def test_grpo_starts_from_an_sft_step_as_the_refusal_says_and_keeps_its_referenc
     differing = r"(\.metadata|__0_\d+\.distcp)"  # the first, by name, of the files that differ
     named = f"; {differing} in this run's model.path {re.escape(str(start))}/dist_ckpt is missing"
     assert re.search(named, message), message
+
+
+def test_a_reference_checkpoint_without_our_manifest_is_recorded_by_its_files(runs, tmp_path):
+    """model.path a step another tool wrote (no mfsdp manifest: verl, Megatron-LM): the
+    reference was recorded with no files, and other weights put there resumed silently."""
+    start = shutil.copytree(runs / "sft" / "global_step_1", tmp_path / "start")
+    (start / "manifest.json").unlink()
+    run = tmp_path / "grpo"
+    run_grpo(grpo_config(runs / "rl.jsonl", run, f"model.path={start}", "trainer.stop_at_step=1"))
+    info = json.loads((run / "global_step_1" / "manifest.json").read_text())["info"]
+    assert {".metadata", "__0_0.distcp"} <= set(info["reference_model"]["files"]), info
+    shutil.rmtree(start / "dist_ckpt")
+    shutil.copytree(runs / "sft" / "global_step_2" / "dist_ckpt", start / "dist_ckpt")
+    with pytest.raises(ResumeMismatchError, match="KL reference"):
+        run_grpo(grpo_config(runs / "rl.jsonl", run, f"model.path={start}"))

@@ -15,11 +15,13 @@ there is no reference to check.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
-from mfsdp_ckpt.format.layout import DIST_CKPT_DIR, CheckpointPaths
+from mfsdp_ckpt.format.file_hash import hash_files
+from mfsdp_ckpt.format.layout import DCP_METADATA_FILE, DIST_CKPT_DIR, CheckpointPaths
 from mfsdp_ckpt.format.manifest import Manifest, read_manifest
 from mfsdp_ckpt.lora import BaseModelRecord, describe_base_model
 from trainer.grpo.config import GRPOConfig
@@ -101,10 +103,20 @@ def describe_reference(cfg: GRPOConfig, checkpoint: CheckpointPaths | None) -> B
     """The reference's weight files: a model dir's by size and digest (`describe_base_model`),
     or, for an mfsdp checkpoint as `model.path` (an SFT step), its dist_ckpt files as its
     manifest records them (hashed when that step was saved; hashing its optimizer state again
-    would cost more than the model build)."""
-    if checkpoint is None or checkpoint.manifest is None:
-        model = cfg.model
+    would cost more than the model build); a checkpoint without one (verl's, Megatron-LM's)
+    by its own dist_ckpt files, hashed here (a model dir's rule finds no weights there, and
+    an empty record matched any weights put there later)."""
+    model = cfg.model
+    if checkpoint is None:
         return describe_base_model(model.path, random_init=model.random_init, seed=cfg.trainer.seed)
+    if checkpoint.manifest is None:
+        root = checkpoint.dist_ckpt
+        names = sorted(
+            entry.name
+            for entry in os.scandir(root)
+            if entry.name == DCP_METADATA_FILE or entry.name.endswith(".distcp")
+        )
+        return BaseModelRecord(str(root), False, cfg.trainer.seed, hash_files(root, names))
     prefix = f"{DIST_CKPT_DIR}/"
     files = {
         name.removeprefix(prefix): record
