@@ -11,8 +11,11 @@ compared byte for byte, a bounded piece at a time, and a head that differs is re
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
+from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.storage.reader import CheckpointReader, Chunk, TensorEntry
 
 if TYPE_CHECKING:
@@ -43,14 +46,15 @@ def dcp_tensors_equal(reader: CheckpointReader, first: str, second: str) -> bool
         reader.check_readable(entry)
     if a.shape != b.shape:
         return False
-    if a.dtype != b.dtype:
-        return _other_dtype_same_values(a, b, reader.read_tensor(first), reader.read_tensor(second))
+    if a.dtype != b.dtype and not (a.dtype.is_floating_point and b.dtype.is_floating_point):
+        return False
     if stored_once(a, b):
         return True
     left, right = _by_offsets(a), _by_offsets(b)
     if [(c.offsets, c.sizes) for c in left] == [(c.offsets, c.sizes) for c in right]:
         return all(_chunks_equal(reader, a, x, b, y) for x, y in zip(left, right))
-    return _same_bits(reader.read_tensor(first), reader.read_tensor(second))
+    whole = reader.read_tensor(first), reader.read_tensor(second)
+    return _same_bits(*whole) if a.dtype == b.dtype else _other_dtype_same_values(*whole)
 
 
 def stored_once(first: TensorEntry, second: TensorEntry) -> bool:
@@ -79,14 +83,24 @@ def _chunks_equal(
     bytes (the usual case), else the decoded chunks."""
     at, bt = reader.raw_payload_offset(a, x), reader.raw_payload_offset(b, y)
     if at is None or bt is None or x.file is None or y.file is None:
-        return _same_bits(reader.read_chunk(a, x), reader.read_chunk(b, y))
-    total = x.numel * a.dtype.itemsize
-    for start in range(0, total, PIECE_BYTES):
-        size = min(PIECE_BYTES, total - start)
-        first = reader.store.read_range(x.file, at + start, size)
-        if first != reader.store.read_range(y.file, bt + start, size):
-            return False
-    return True
+        both = reader.read_chunk(a, x), reader.read_chunk(b, y)
+        return _same_bits(*both) if a.dtype == b.dtype else _other_dtype_same_values(*both)
+    if a.dtype == b.dtype:
+        total = x.numel * a.dtype.itemsize
+        for start in range(0, total, PIECE_BYTES):
+            size = min(PIECE_BYTES, total - start)
+            first = reader.store.read_range(x.file, at + start, size)
+            if first != reader.store.read_range(y.file, bt + start, size):
+                return False
+        return True
+    files, offsets = (x.file, y.file), (at, bt)
+    return _pieces_same_values(
+        x.numel,
+        (a.dtype, b.dtype),
+        lambda which, start, size: reader.store.read_range(
+            files[which], offsets[which] + start, size
+        ),
+    )
 
 
 def _same_bits(first: torch.Tensor, second: torch.Tensor) -> bool:
@@ -99,24 +113,44 @@ def _same_bits(first: torch.Tensor, second: torch.Tensor) -> bool:
     return torch.equal(bits(first), bits(second))
 
 
-def _other_dtype_same_values(
-    a: TensorEntry | StoredTensor,
-    b: TensorEntry | StoredTensor,
-    first: torch.Tensor,
-    second: torch.Tensor,
-) -> bool:
-    """Whether two float tensors of different dtypes hold the same values, compared in
-    float64 a bounded piece of elements at a time."""
+def _other_dtype_same_values(first: torch.Tensor, second: torch.Tensor) -> bool:
+    """Whether two float tensors of different dtypes hold the same values: compared in
+    float64 (exact for every float dtype), a bounded piece of elements at a time; NaN equals
+    NaN there (a copy of a NaN is a NaN: `--allow-nonfinite` decides about those)."""
     import torch
 
-    if not (a.dtype.is_floating_point and b.dtype.is_floating_point):
-        return False
     left, right = first.reshape(-1), second.reshape(-1)
     step = PIECE_BYTES // 8
-    return all(
-        torch.equal(left[i : i + step].to(torch.float64), right[i : i + step].to(torch.float64))
-        for i in range(0, left.numel(), step)
-    )
+    for i in range(0, left.numel(), step):
+        x, y = (t[i : i + step].to(torch.float64) for t in (left, right))
+        if not torch.equal(x.isnan(), y.isnan()) or not torch.equal(
+            x.nan_to_num(0.0), y.nan_to_num(0.0)
+        ):
+            return False
+    return True
+
+
+def _pieces_same_values(
+    numel: int, dtypes: tuple[DType, DType], read: Callable[[int, int, int], bytes | bytearray]
+) -> bool:
+    """`_other_dtype_same_values` over two stored runs of `numel` elements of `dtypes`,
+    `read(which, byte start, size)` giving a piece of the first (0) or second (1): memory
+    stays a piece whatever the tensor."""
+    import torch
+
+    count = max(1, PIECE_BYTES // max(d.itemsize for d in dtypes))
+    for start in range(0, numel, count):
+        n = min(count, numel - start)
+        pieces = [
+            torch.frombuffer(
+                bytearray(read(which, start * dtype.itemsize, n * dtype.itemsize)),
+                dtype=dtype.torch,
+            )
+            for which, dtype in enumerate(dtypes)
+        ]
+        if not _other_dtype_same_values(*pieces):
+            return False
+    return True
 
 
 def safetensors_equal(source: SafetensorsSource, first: str, second: str) -> bool:
@@ -126,7 +160,11 @@ def safetensors_equal(source: SafetensorsSource, first: str, second: str) -> boo
     if a.shape != b.shape:
         return False
     if a.dtype != b.dtype:
-        return _safetensors_same_values(source, a, b)
+        if not (a.dtype.is_floating_point and b.dtype.is_floating_point):
+            return False
+        return _pieces_same_values(
+            a.numel, (a.dtype, b.dtype), partial(_read_stored, source, (a, b))
+        )
     size = min(PIECE_BYTES, a.nbytes)
     left, right = memoryview(bytearray(size)), memoryview(bytearray(size))
     for start in range(0, a.nbytes, PIECE_BYTES):
@@ -138,21 +176,17 @@ def safetensors_equal(source: SafetensorsSource, first: str, second: str) -> boo
     return True
 
 
-def _safetensors_same_values(source: SafetensorsSource, a: StoredTensor, b: StoredTensor) -> bool:
-    """`_other_dtype_same_values` over two stored tensors, read a piece of elements at a time."""
-    import torch
-
-    count = max(1, PIECE_BYTES // max(a.dtype.itemsize, b.dtype.itemsize))
-    for start in range(0, a.numel, count):
-        n = min(count, a.numel - start)
-        pieces = []
-        for entry in (a, b):
-            buffer = bytearray(n * entry.dtype.itemsize)
-            source.read_into(entry, memoryview(buffer), start * entry.dtype.itemsize)
-            pieces.append(torch.frombuffer(buffer, dtype=entry.dtype.torch))
-        if not _other_dtype_same_values(a, b, *pieces):
-            return False
-    return True
+def _read_stored(
+    source: SafetensorsSource,
+    entries: tuple[StoredTensor, StoredTensor],
+    which: int,
+    start: int,
+    size: int,
+) -> bytearray:
+    """`size` bytes of one of two stored tensors from byte `start` on."""
+    buffer = bytearray(size)
+    source.read_into(entries[which], memoryview(buffer), start)
+    return buffer
 
 
 __all__ = [

@@ -226,3 +226,40 @@ def test_values_in_another_dtype_are_compared_a_piece_at_a_time(change, tmp_path
     monkeypatch.setattr(tied_head, "PIECE_BYTES", 1000)
     equal = tied_head.safetensors_equal(source, "lm_head.weight", "model.embed_tokens.weight")
     assert equal is (change is None)
+
+
+@pytest.mark.parametrize("change", [None, 0.5], ids=["same values", "other values"])
+def test_a_dcp_head_in_another_dtype_is_compared_a_piece_at_a_time(change, tmp_path, monkeypatch):
+    """The DCP path read both tensors whole to compare them as values (over 3 GB more for a
+    7B model's vocabulary): now a piece of elements at a time, never the whole tensor."""
+    import torch
+
+    ckpt = _tied_dcp(tmp_path, head_change=change, head_dtype=torch.float64)
+    reader = CheckpointReader(ckpt)
+
+    def whole(*_args):
+        raise AssertionError("read whole")
+
+    monkeypatch.setattr(reader, "read_tensor", whole)
+    monkeypatch.setattr(tied_head, "PIECE_BYTES", 1000)
+    equal = tied_head.dcp_tensors_equal(reader, HEAD, EMBEDDING)
+    assert equal is (change is None)
+
+
+def test_a_nan_copied_with_the_embedding_into_another_dtype_is_still_its_copy(tmp_path):
+    """A NaN in the embedding and its float64 copy was "trained untied" (NaN != NaN);
+    --allow-nonfinite decides about NaN, as for a head in the embedding's own dtype."""
+    import torch
+
+    model = tiny_causal_lm("qwen2", vocab=64)
+    state = {name: value.clone() for name, value in model.state_dict().items()}
+    state["model.embed_tokens.weight"][3, 5] = float("nan")
+    state["lm_head.weight"] = state["model.embed_tokens.weight"].to(torch.float64)
+    ckpt = save_dcp({"model": state}, tmp_path / "dist_ckpt")
+    model.config.save_pretrained(tmp_path / "huggingface")
+    reader = CheckpointReader(ckpt)
+    assert tied_head.dcp_tensors_equal(reader, HEAD, EMBEDDING)
+    code, out, err = run_cli(
+        "ckpt", "export-hf", ckpt, "--out", tmp_path / "hf", "--allow-nonfinite"
+    )
+    assert code == 0, out + err
