@@ -223,6 +223,8 @@ def report_errors(
     except OSError as err:
         if err.errno == errno.EPIPE:
             raise
+        if is_allocation_failure(err):  # ENOMEM: not the path it names
+            _fail_once(*_or_interrupted(_out_of_memory(err), EXIT_FAILED, interrupted), as_json())
         if err.errno == errno.ENAMETOOLONG:  # a path as typed that no file can have
             message = f"{err.filename}: name too long for the file system"
             _fail_once(*_or_interrupted(message, EXIT_USAGE, interrupted), as_json())

@@ -11,14 +11,21 @@ cannot take it. That is this error, naming the tensor and the bytes it needs.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from mfsdp_ckpt.errors import MfsdpFailedError
 
 # What torch's allocators say when they fail (CPU on Linux / Windows; CUDA, whose
-# torch.OutOfMemoryError is a RuntimeError too). Any other RuntimeError is not this.
-_ALLOCATOR_SIGNS = ("can't allocate memory", "not enough memory", "out of memory")
+# torch.OutOfMemoryError is a RuntimeError too), and Python when a thread's stack cannot be
+# mapped (a worker pool under `ulimit -v`). Any other RuntimeError is not this.
+_ALLOCATOR_SIGNS = (
+    "can't allocate memory",
+    "not enough memory",
+    "out of memory",
+    "can't start new thread",
+)
 
 
 class TensorMemoryError(MfsdpFailedError):
@@ -26,9 +33,12 @@ class TensorMemoryError(MfsdpFailedError):
 
 
 def is_allocation_failure(err: BaseException) -> bool:
-    """Whether `err` is an allocation failing: MemoryError, or torch's allocator error."""
+    """Whether `err` is an allocation failing: MemoryError, an OSError of ENOMEM (mmap,
+    a file mapped), or torch's allocator error."""
     if isinstance(err, MemoryError):
         return True
+    if isinstance(err, OSError):
+        return err.errno == errno.ENOMEM
     return isinstance(err, RuntimeError) and any(
         sign in str(err).lower() for sign in _ALLOCATOR_SIGNS
     )

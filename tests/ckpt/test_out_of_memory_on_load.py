@@ -6,6 +6,7 @@ to do), and a MemoryError outside mfsdp's own reads was a traceback."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -58,13 +59,20 @@ def test_a_resume_out_of_memory_names_the_checkpoint_and_its_largest_piece(tmp_p
     assert "\n" not in line and "enforce fail" not in line
 
 
+def _raise(err: BaseException) -> None:
+    raise err
+
+
 @pytest.mark.parametrize(
     "allocate",
     [
         lambda: bytearray(1 << 62),  # Python's MemoryError
         lambda: torch.empty(1 << 62, dtype=torch.uint8),  # torch's allocator RuntimeError
+        # what a worker pool and mmap raise under `ulimit -v` (a thread's stack, a mapping)
+        lambda: _raise(RuntimeError("can't start new thread")),
+        lambda: _raise(OSError(errno.ENOMEM, os.strerror(errno.ENOMEM), "/runs/out")),
     ],
-    ids=["MemoryError", "torch allocator"],
+    ids=["MemoryError", "torch allocator", "thread", "ENOMEM"],
 )
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
 def test_an_allocation_failing_anywhere_is_one_line_exit_1(capsys, allocate, as_json):
