@@ -468,8 +468,15 @@ def load_checkpoint(
     if manifest is not None:
         absent = [kind for kind in contents if kind not in manifest.contents]
         if absent:
+            weights_only = manifest.contents == ["model"]  # an import, or a weights-only save
+            start = (
+                "; it holds weights alone: to start training from them, give its step dir as"
+                " model.path and a new trainer.run_dir"
+                if weights_only
+                else ""
+            )
             raise CheckpointContentsError(
-                f"{paths.manifest}: checkpoint holds {manifest.contents}, not {absent}"
+                f"{paths.manifest}: checkpoint holds {manifest.contents}, not {absent}{start}"
             )
     for kind in contents:  # a state may refuse a checkpoint it cannot continue (LoRA: another base)
         check = getattr(states[kind], "check_manifest", None)

@@ -191,3 +191,25 @@ def test_a_config_json_without_weights_is_named_for_what_it_lacks(tmp_path, text
     (tmp_path / "config.json").write_text(text)
     with pytest.raises(ConfigError, match=re.escape(says)):
         resolve_model_source(ModelConfig(path=str(tmp_path)))
+
+
+def test_resuming_an_import_says_how_to_start_from_it(tmp_path):
+    """`checkpoint.resume=` an import-hf run dir's step (weights alone) said only "checkpoint
+    holds ['model'], not ['optimizer', 'extra']"; it names model.path, which trains."""
+    from mfsdp_ckpt.checkpointer import CheckpointContentsError
+    from trainer.tiny import build_tiny_model_dir
+
+    model = build_tiny_model_dir(tmp_path / "hf", seed=0, with_weights=True)
+    import_hf(model, tmp_path / "imported", layout_name="hf")
+    step = tmp_path / "imported" / "global_step_0"
+    data = write_chat_jsonl(tmp_path / "train.jsonl", rows=8)
+    short = ("trainer.total_steps=1", "data.global_batch_size=4")
+    resumed = tiny_config(data, tmp_path / "run", *short, f"checkpoint.resume={step}")
+    with pytest.raises(CheckpointContentsError) as refused:
+        run_sft(resumed)
+    assert str(refused.value).endswith(
+        "; it holds weights alone: to start training from them, give its step dir as"
+        " model.path and a new trainer.run_dir"
+    )
+    started = run_sft(tiny_config(data, tmp_path / "run2", *short, f"model.path={step}"))
+    assert started.final_step == 1
