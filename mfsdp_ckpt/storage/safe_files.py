@@ -58,20 +58,22 @@ def resolve_inside(
 
 def model_dir_root(directory: str | os.PathLike) -> str:
     """Where the files of a Hugging Face model dir may lead: the dir itself, or for a
-    snapshot in the Hugging Face cache (`.../models--ORG--NAME/snapshots/REVISION/`, whose
-    files are links into `../../blobs/`), that model's cache folder. A model repo is
-    downloaded or cloned from elsewhere, and git keeps symlinks: one that leads to a
-    user's file must not be copied into an export as a tokenizer file. Only a real cache
-    folder widens the root: any folder named `snapshots` did (`~/snapshots/run/`, whose
-    links could then lead anywhere in the home directory)."""
+    snapshot in the Hugging Face cache (`.../models--ORG--NAME/snapshots/REVISION/`, or a
+    folder in it, whose files are links into the cache's `blobs/`), that model's cache
+    folder. A model repo is downloaded or cloned from elsewhere, and git keeps symlinks: one
+    that leads to a user's file must not be copied into an export as a tokenizer file. Only
+    a real cache folder widens the root: any folder named `snapshots` did
+    (`~/snapshots/run/`, whose links could then lead anywhere in the home directory)."""
     real = Path(os.path.realpath(directory))
-    cache = real.parent.parent
-    in_cache = (
-        real.parent.name == "snapshots"
-        and cache.name.startswith("models--")
-        and (cache / "blobs").is_dir()
-    )
-    return str(cache if in_cache else real)
+    for revision in (real, *real.parents):  # a model in a subfolder of a snapshot too
+        cache = revision.parent.parent
+        if (
+            revision.parent.name == "snapshots"
+            and cache.name.startswith("models--")
+            and (cache / "blobs").is_dir()
+        ):
+            return str(cache)
+    return str(real)
 
 
 def regular_file(

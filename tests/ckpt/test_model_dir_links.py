@@ -74,6 +74,9 @@ def test_model_dir_root_is_the_dir_or_its_cache_folder(tmp_path):
         directory.mkdir(parents=True)
     assert safe_files.model_dir_root(plain) == str(plain.resolve())
     assert safe_files.model_dir_root(snapshot) == str((tmp_path / "models--o--n").resolve())
+    inner = snapshot / "sub"  # a repo holding its model in a subfolder
+    inner.mkdir()
+    assert safe_files.model_dir_root(inner) == str((tmp_path / "models--o--n").resolve())
 
 
 @pytest.mark.parametrize(
