@@ -127,7 +127,6 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     )
     from trainer.metrics import require_trackers
     from trainer.model_source import resolve_model_source
-    from trainer.prerequisites import check_prerequisites
 
     cfg: Any = load_config(cls, config_path, overrides)  # SFTConfig or GRPOConfig
     check_no_variables(cfg)
@@ -142,7 +141,6 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     check_run_dir_apart(cfg, hf_dir)  # a model dir this run reads, named by its key
     check_run_dir_is_no_model_dir(cfg.trainer.run_dir)  # any other
     check_fresh_start_into_a_run_without_steps(cfg.trainer.run_dir, cfg.checkpoint.resume)
-    check_prerequisites(cfg)  # after the paths: a missing model is the first thing to fix
     return cfg
 
 
@@ -227,10 +225,12 @@ def start(
     a signal fails it with `torchrun_killed`'s line (it exited 128+N, without a word), and
     ranks stopped by a signal this process did not get end with the interrupted line (the
     ranks leave an interrupt to the launching process to say)."""
+    from trainer.prerequisites import check_prerequisites
     from trainer.threads import configure_threads
 
     launching = "RANK" not in os.environ and (launch.nproc_per_node > 1 or launch.multi_node)
     check_data_files(cfg.data, "rl" if subcommand == "grpo" else "sft")
+    check_prerequisites(cfg)  # after every path: a missing model or data is the first to fix
     local_ranks = launch.nproc_per_node if launching else int(os.environ.get("LOCAL_WORLD_SIZE", 1))
     configure_threads(local_ranks)
     _quiet_known_warnings()

@@ -508,7 +508,7 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
     def bad(expected: str) -> ConfigError:
         # YAML reads `~` (the home directory to a shell user) and a bare `key:` as null
         got = "null (YAML's ~, null, or nothing after the colon)" if value is None else repr(value)
-        empty = "; [] for none" if value is None and typing.get_origin(kind) is list else ""
+        empty = "; an empty list is []" if value is None and typing.get_origin(kind) is list else ""
         return ConfigError(f"{source}: config key '{key}' expects {expected}, got {got}{empty}")
 
     if typing.get_origin(kind) is Annotated:

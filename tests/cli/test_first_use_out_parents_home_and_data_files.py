@@ -573,7 +573,7 @@ def test_a_null_list_says_how_to_give_none():
     error did not say."""
     with pytest.raises(ConfigError) as caught:
         load_config(SFTConfig, None, ["data.val_files=null"])
-    assert str(caught.value).endswith("nothing after the colon); [] for none")
+    assert str(caught.value).endswith("nothing after the colon); an empty list is []")
 
 
 @pytest.mark.parametrize(

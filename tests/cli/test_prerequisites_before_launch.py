@@ -37,9 +37,20 @@ def _mfsdp_without(hidden: str, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+def _rl_rows(path) -> str:
+    row = {
+        "prompt": [{"role": "user", "content": "What is 3 + 4?"}],
+        "data_source": "openai/gsm8k",
+        "reward_model": {"style": "rule", "ground_truth": "7"},
+    }
+    path.write_text(json.dumps(row) + "\n")
+    return str(path)
+
+
 @pytest.mark.parametrize("ranks", ["1", "2"])
 def test_vllm_rollout_without_vllm_is_one_line_exit_2_before_launch(tmp_path, ranks):
     run_dir = tmp_path / "run"
+    data = _rl_rows(tmp_path / "rl.jsonl")
     done = _mfsdp_without(
         "vllm",
         "train",
@@ -49,6 +60,8 @@ def test_vllm_rollout_without_vllm_is_one_line_exit_2_before_launch(tmp_path, ra
         "--nproc-per-node",
         ranks,
         "rollout.name=vllm",
+        f"data.train_files=[{data}]",
+        "data.val_files=[]",
         f"trainer.run_dir={run_dir}",
         "--json",
     )
@@ -107,3 +120,23 @@ def test_a_rank_started_without_the_launcher_check_says_the_same(monkeypatch):
         engine_name("vllm")
     assert str(refused.value) == VLLM_MISSING
     assert engine_name("auto") == "hf"
+
+
+def test_a_missing_data_file_is_named_before_what_the_machine_lacks(tmp_path):
+    """The GPU example on a CPU machine, with a model that exists but no data: the missing
+    data is the first thing to fix (it was reported after the CUDA refusal)."""
+    from trainer.tiny import build_tiny_model_dir
+
+    model = build_tiny_model_dir(tmp_path / "model", seed=0, with_weights=True)
+    done = _mfsdp_without(
+        "_none_",
+        "train",
+        "grpo",
+        "--config",
+        "examples/grpo_gsm8k_qwen.yaml",
+        f"model.path={model}",
+        f"trainer.run_dir={tmp_path / 'run'}",
+    )
+    assert done.returncode == 2, done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: data.train_files: ") and "CUDA" not in line, done.stderr
