@@ -20,53 +20,13 @@ from pathlib import Path
 import pytest
 
 from tests.support.ckpt_edits import edit_manifest
+from tests.support.grpo import grpo_config, write_rl_rows
 from trainer.config import load_config
 from trainer.grpo.config import GRPOConfig
 from trainer.grpo.reference import ReferenceRecord
 from trainer.grpo.runner import run_grpo
 from trainer.resume import ResumeMismatchError
 from trainer.tiny import build_tiny_model_dir
-
-
-def write_rl_rows(path: Path, rows: int = 8, prefix: str = "") -> Path:
-    """verl RL rows as jsonl, each prompt `prefix` + an addition question."""
-    with open(path, "w") as handle:
-        for i in range(rows):
-            question = f"{prefix}What is {i} + {i + 3}?"
-            row = {
-                "prompt": [{"role": "user", "content": question}],
-                "data_source": "openai/gsm8k",
-                "reward_model": {"ground_truth": str(2 * i + 3)},
-                "extra_info": {"index": i},
-            }
-            handle.write(json.dumps(row) + "\n")
-    return path
-
-
-def grpo_config(data: Path, run: Path, *overrides: str) -> GRPOConfig:
-    """The smallest GRPO run that trains: 2 prompts x 2 responses of 4 tokens a step."""
-    return load_config(
-        GRPOConfig,
-        None,
-        [
-            f"data.train_files={data}",
-            "data.max_prompt_length=32",
-            "data.train_batch_size=2",
-            "actor.ppo_mini_batch_size=2",
-            "actor.ppo_micro_batch_size_per_gpu=4",
-            "actor.log_prob_micro_batch_size_per_gpu=4",
-            "rollout.n=2",
-            "rollout.max_response_length=4",
-            "rollout.name=hf",
-            "trainer.total_steps=2",
-            f"trainer.run_dir={run}",
-            "trainer.progress_bar=false",
-            "trainer.device=cpu",
-            "strategy.name=fsdp2",
-            "checkpoint.save_every=1",
-            *overrides,
-        ],
-    )
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from mfsdp_ckpt.format.layout import resolve_checkpoint
-from tests.grpo.test_grpo_resume_checks import grpo_config, write_rl_rows
 from tests.support.ckpt_edits import edit_manifest
+from tests.support.grpo import grpo_config, write_rl_rows
 from tests.support.sft import tiny_config, write_chat_jsonl
 from trainer.grpo.runner import run_grpo
 from trainer.resume import ResumeMismatchError
