@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from tests.support.paths import REPO
+from tests.support.sft import write_chat_jsonl
 from trainer.config import ConfigError
 
 # `mfsdp ARGV` in a fresh interpreter with the packages named in HIDE unimportable
@@ -75,6 +76,7 @@ def test_vllm_rollout_without_vllm_is_one_line_exit_2_before_launch(tmp_path, ra
 
 def test_megatron_fsdp_on_a_cpu_machine_is_refused_before_launch(tmp_path):
     run_dir = tmp_path / "run"
+    data = write_chat_jsonl(tmp_path / "chat.jsonl", rows=4)
     done = _mfsdp_without(
         "_none_",
         "train",
@@ -84,6 +86,7 @@ def test_megatron_fsdp_on_a_cpu_machine_is_refused_before_launch(tmp_path):
         "--nproc-per-node",
         "2",
         "strategy.name=megatron_fsdp",
+        f"data.train_files=[{data}]",
         f"trainer.run_dir={run_dir}",
     )
     assert done.returncode == 2, done.stderr
@@ -94,6 +97,7 @@ def test_megatron_fsdp_on_a_cpu_machine_is_refused_before_launch(tmp_path):
 
 
 def test_megatron_fsdp_not_installed_is_named(tmp_path):
+    data = write_chat_jsonl(tmp_path / "chat.jsonl", rows=4)
     done = _mfsdp_without(
         "megatron_fsdp",
         "train",
@@ -101,6 +105,7 @@ def test_megatron_fsdp_not_installed_is_named(tmp_path):
         "--config",
         "examples/sft_tiny_cpu.yaml",
         "strategy.name=megatron_fsdp",
+        f"data.train_files=[{data}]",
         f"trainer.run_dir={tmp_path / 'run'}",
     )
     assert done.returncode == 2, done.stderr
