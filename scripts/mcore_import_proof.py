@@ -4,18 +4,26 @@ Megatron-FSDP through Megatron-LM's fsdp_dtensor load path and computes transfor
 Needs CUDA, megatron-core 0.19.2 and megatron-fsdp 0.6.1 (no Transformer Engine: the local
 layer spec). Steps:
 
-1. import HF_DIR with `mfsdp_ckpt.convert.import_hf` (layout mcore) into WORK/mcore; when HF_DIR
-   has no config.json, first write a random tiny model of `--family` there (transformers,
-   fp32, norms and biases perturbed so a wrong mapping shows);
-2. build the GPTModel exactly as tests/fixtures/mcore/make_mcore_fixtures.py does (its own
+1. import HF_DIR with `mfsdp_ckpt.convert.import_hf` (layout mcore) into
+   WORK/megatron_ckpt/release with `latest_checkpointed_iteration.txt` saying `release`, as
+   docs/interop.md's Megatron-LM recipe does; when HF_DIR has no config.json, first write a
+   random tiny model of `--family` there (transformers, fp32, norms and biases perturbed so
+   a wrong mapping shows);
+2. Megatron-LM's first read of every fsdp_dtensor --load: `_load_base_checkpoint(load_dir,
+   args, rank0=True)` when megatron.training imports here, else the one call it makes,
+   `torch.distributed.checkpoint.load` of `args`, `iteration` and `checkpoint_version`,
+   strict (a checkpoint without one of them stops Megatron-LM there);
+3. build the GPTModel exactly as tests/fixtures/mcore/make_mcore_fixtures.py does (its own
    functions, with its geometry constants set from HF_DIR's config.json) and wrap it in
    Megatron-core's Megatron-FSDP adapter (optim_grads_params, fp32 main params);
-3. load as megatron/training/checkpointing.py does for `--ckpt-format fsdp_dtensor`:
-   `state_dict_for_save_checkpoint()` under `model`, `preprocess_fsdp_dtensor_state_dict`
-   (fp8 extra state, SwiGLU fc1 -> weight_w/weight_v views, uneven DTensor metadata), DCP
-   `load_state_dict` with a strict DefaultLoadPlanner, then the adapter's `load_state_dict`
-   of the raw state dict (its post-hook installs the loaded main weights);
-4. compare the wrapped model's logits with `AutoModelForCausalLM.from_pretrained(HF_DIR)`
+4. load as megatron/training/checkpointing.py does for `--ckpt-format fsdp_dtensor
+   --finetune`: `generate_state_dict`'s top-level entries (the run's `args` Namespace,
+   `checkpoint_version`, `iteration`) and `state_dict_for_save_checkpoint()` under `model`,
+   `preprocess_fsdp_dtensor_state_dict` (fp8 extra state, SwiGLU fc1 -> weight_w/weight_v
+   views, uneven DTensor metadata), DCP `load_state_dict` with a strict DefaultLoadPlanner,
+   then the adapter's `load_state_dict` of the raw state dict (its post-hook installs the
+   loaded main weights);
+5. compare the wrapped model's logits with `AutoModelForCausalLM.from_pretrained(HF_DIR)`
    on fixed inputs, fp32, TF32 off; print one JSON line; exit 0 when within --tol.
 
     torchrun --nproc-per-node 1 scripts/mcore_import_proof.py --hf-dir D --work W
@@ -33,6 +41,7 @@ from types import SimpleNamespace
 
 import torch
 import torch.distributed as dist
+import torch.distributed.checkpoint as dist_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -132,11 +141,46 @@ def preprocess(state_dict: dict, fsdp_model) -> tuple[dict, str]:
     ), "megatron.training.checkpointing"
 
 
+# What megatron/training/checkpointing.py's rank-0 first read asks of an fsdp_dtensor checkpoint.
+FIRST_READ_KEYS = ("args", "iteration", "checkpoint_version")
+
+
+def first_read_like_megatron_lm(load_dir: Path) -> dict:
+    """Megatron-LM's own `_load_base_checkpoint(load_dir, args, rank0=True)`, which
+    `load_checkpoint` runs first for every fsdp_dtensor --load (and
+    `load_args_from_checkpoint` for --use-checkpoint-args); where megatron.training does not
+    import here, the one call it makes on the tracker's directory."""
+    try:
+        from megatron.training.checkpointing import _load_base_checkpoint
+    except Exception as err:  # megatron.training pulls in optional packages
+        tracker = (load_dir / "latest_checkpointed_iteration.txt").read_text().strip()
+        state_dict: dict = dict.fromkeys(FIRST_READ_KEYS)
+        dist_checkpoint.load(state_dict=state_dict, checkpoint_id=str(load_dir / tracker))
+        path = f"torch.distributed.checkpoint.load (megatron.training: {type(err).__name__})"
+    else:
+        args = SimpleNamespace(
+            non_persistent_global_ckpt_dir=None,
+            non_persistent_ckpt_type=None,
+            ckpt_step=None,
+            exit_on_missing_checkpoint=True,
+            use_megatron_fsdp=True,
+            ckpt_format="fsdp_dtensor",
+            auto_detect_ckpt_format=False,
+        )
+        state_dict = _load_base_checkpoint(str(load_dir), args, rank0=True)[0]
+        path = "megatron.training.checkpointing._load_base_checkpoint"
+    return {
+        "first_read": path,
+        "first_read_entries": {key: repr(state_dict[key]) for key in FIRST_READ_KEYS},
+    }
+
+
 def load_like_megatron_lm(fsdp_model, checkpoint: Path) -> dict:
     from torch.distributed.checkpoint import FileSystemReader, load_state_dict
     from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 
-    state_dict = {
+    state_dict = {  # generate_state_dict's entries; `args` is the run's own Namespace
+        "args": SimpleNamespace(swiglu=True, num_experts=None),
         "model": fsdp_model.state_dict_for_save_checkpoint(),
         "checkpoint_version": -1.0,
         "iteration": -1,
@@ -158,6 +202,7 @@ def load_like_megatron_lm(fsdp_model, checkpoint: Path) -> dict:
         "preprocess": preprocess_path,
         "model_keys_loaded": len(requested),
         "checkpoint_keys_not_requested": sorted(stored - requested),
+        "args": repr(state_dict["args"]),
         "checkpoint_version": state_dict["checkpoint_version"],
         "iteration": state_dict["iteration"],
     }
@@ -188,20 +233,23 @@ def main() -> None:
         tensor_model_parallel_size=1, pipeline_model_parallel_size=1
     )
     try:
-        checkpoint = args.work / "mcore"
+        load_dir = args.work / "megatron_ckpt"
+        checkpoint = load_dir / "release"
         if rank == 0:
             if not (args.hf_dir / "config.json").is_file():
                 write_random_model(args.hf_dir, args.family)
             from mfsdp_ckpt.convert.import_hf import import_hf
 
-            args.work.mkdir(parents=True, exist_ok=True)
-            shutil.rmtree(checkpoint, ignore_errors=True)  # this proof's own earlier import
+            shutil.rmtree(load_dir, ignore_errors=True)  # this proof's own earlier import
+            load_dir.mkdir(parents=True)
             imported = import_hf(args.hf_dir, checkpoint, layout_name="mcore")
+            (load_dir / "latest_checkpointed_iteration.txt").write_text("release")
             print(f"[proof] {imported.summary()}", file=sys.stderr)
         dist.barrier()
+        report = first_read_like_megatron_lm(load_dir)
         family = use_geometry(json.loads((args.hf_dir / "config.json").read_text()))
         fsdp_model = fsdp_model_for(family)
-        report = load_like_megatron_lm(fsdp_model, checkpoint)
+        report.update(load_like_megatron_lm(fsdp_model, checkpoint))
         input_ids = fixtures.fixed_inputs()
         megatron = fixtures.megatron_logits(fsdp_model.eval(), input_ids)
         from transformers import AutoModelForCausalLM

@@ -87,7 +87,8 @@ def describe_weights(tensors: Mapping[str, TensorEntry]) -> dict:
 
 def describe_recorded_model(paths: layout.CheckpointPaths, reader: CheckpointReader) -> dict | None:
     """The Hugging Face config export derives from the checkpoint's own record of its model
-    (Megatron-LM's args, Megatron-Bridge's run_config.yaml), or why it derives none; None
+    (Megatron-LM's args, Megatron-Bridge's run_config.yaml) with export's notes on how it
+    was made (a position limit taken from the training length), or why it derives none; None
     when there is no such record, or when the checkpoint holds its own Hugging Face config
     (Megatron-Bridge's iter_N/hf/), which export reads instead. Read through the
     restricted unpickler / safe YAML."""
@@ -99,10 +100,15 @@ def describe_recorded_model(paths: layout.CheckpointPaths, reader: CheckpointRea
     try:
         derived = recorded_config(paths, reader)
     except MfsdpError as err:
-        return {"source": None, "config": None, "problem": str(err)}
+        return {"source": None, "config": None, "problem": str(err), "notes": []}
     if derived is None:
         return None
-    return {"source": derived.source, "config": derived.config, "problem": None}
+    return {
+        "source": derived.source,
+        "config": derived.config,
+        "problem": None,
+        "notes": derived.notes,
+    }
 
 
 def describe_lora(
@@ -120,7 +126,7 @@ def describe_lora(
         "rank": config.get("r"),
         "alpha": config.get("lora_alpha"),
         "scale": None,
-        "use_rslora": bool(config.get("use_rslora", False)),
+        "use_rslora": config.get("use_rslora", False),  # a bool: Manifest.from_json checked it
         "target_modules": config.get("target_modules"),
         "base_model": None,
         "base_check": {"status": "not_checked", "hashes_checked": [], "problems": []},
@@ -260,6 +266,7 @@ def format_description(description: dict) -> str:
         )
     if model:
         lines.append(f"model       {printable('; '.join(model))}")
+    lines += [f"            {printable(note)}" for note in (recorded or {}).get("notes", [])]
     if (weights := description.get("weights")) is not None:
         lines.append(f"weights     {printable(_weights_line(weights))}")
     if description["file_digests"]:

@@ -69,7 +69,7 @@ from mfsdp_ckpt.convert.megatron_config import (
 from mfsdp_ckpt.convert.megatron_lora_alpha import set_lora_scale
 from mfsdp_ckpt.convert.mtp import MtpLayers
 from mfsdp_ckpt.convert.name_maps import MappedTensor
-from mfsdp_ckpt.convert.record_agreement import contradiction
+from mfsdp_ckpt.convert.record_agreement import contradiction, unchecked_note
 from mfsdp_ckpt.convert.units import human_bytes, human_rate
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
@@ -284,16 +284,26 @@ def _config_notes(
     derived: DerivedConfig | None,
     hf_config: str | os.PathLike | None,
 ) -> list[str]:
-    """Where config.json came from, when the checkpoint records its model."""
+    """Where config.json came from, when the checkpoint records its model, and when that
+    record could not be compared with it (`unchecked_note`)."""
     if derived is not None:
         family = derived.config["architectures"][0]
         return [
             f"config.json derived from {derived.source} ({family}); --hf-config DIR overrides it",
             *derived.notes,
         ]
-    if hf_config is not None and paths is not None and has_recorded_config(paths, source.reader):
-        return [f"config.json from --hf-config {hf_config}, not from the checkpoint's own record"]
-    return []
+    if paths is None or not has_recorded_config(paths, source.reader):
+        return []
+    notes = []
+    if hf_config is not None:
+        notes.append(
+            f"config.json from --hf-config {hf_config}, not from the checkpoint's own record"
+        )
+    unchecked = unchecked_note(paths, source.reader)
+    if unchecked is not None:
+        used = f"--hf-config {hf_config}" if hf_config is not None else "its config.json"
+        notes.append(f"{used}: {unchecked}")
+    return notes
 
 
 def _no_tokenizer_note(asset_location: str, derived: DerivedConfig | None, out: Path) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,49 +32,81 @@ def verify_export(
     buffer_bytes: int = MIN_BUFFER_BYTES,
 ) -> list[str]:
     """Re-open the written safetensors and compare every tensor, bit for bit, with its
-    source after conversion and cast. Returns one line per problem (empty: all equal)."""
-    import torch
-    from safetensors import SafetensorError, safe_open
+    source after conversion and cast. Returns one line per problem (empty: all equal).
 
+    Each file is opened once and its tensors compared while it is open (`_verify_file`),
+    one file at a time: opening a safetensors file parses its whole header, so opening it
+    per tensor costs time quadratic in its tensor count (minutes for tens of thousands)."""
     out = Path(out_dir)
-    where = _written_files(out)
-    problems: list[str] = []
+    index = _index_map(out)
+    files = sorted(set(index.values())) if index is not None else _single_files(out)
+    where: dict[str, str] = dict(index) if index is not None else {}
+    found: list[str] = []
+    for file in files:
+        found += _verify_file(plan, out, file, index, where, workers, buffer_bytes)
     expected = {name for item in plan.items for name in item.targets}
-    problems += [
+    problems = [
         f"{name}: missing from {out}" for name in sorted(expected - set(where), key=_natural_key)
     ]
     problems += [
         f"{name}: in {where[name]} but not in the checkpoint"
         for name in sorted(set(where) - expected)
     ]
+    return problems + found
+
+
+def _verify_file(
+    plan: ExportPlan,
+    out: Path,
+    file: str,
+    index: dict[str, str] | None,
+    where: dict[str, str],
+    workers: int,
+    buffer_bytes: int,
+) -> list[str]:
+    """Compare the tensors `file` holds (by the index, else by its header, which adds them
+    to `where`) with the items that make them, `file` open once for all of them; an item
+    whose targets lie in several files is converted once per file."""
+    import torch
+    from safetensors import SafetensorError, safe_open
+
+    listed = {name for name, held in index.items() if held == file} if index is not None else set()
+    try:
+        handle = safe_open(str(out / file), framework="pt")
+    except (SafetensorError, OSError) as err:
+        unreadable = [f"{name}: unreadable in {file} ({err})" for name in sorted(listed)]
+        return unreadable or [f"{file}: unreadable ({err})"]
+    problems: list[str] = []
     lock = threading.Lock()
+    with handle:
+        if index is None:
+            listed = set(handle.keys())
+            where.update(dict.fromkeys(listed, file))
 
-    def work(item: MappedTensor) -> int:
-        found = []
-        for name, wanted in convert(plan, item):
-            if name not in where:
-                continue
-            try:
-                with safe_open(str(out / where[name]), framework="pt") as handle:
+        def work(item: MappedTensor) -> int:
+            found = []
+            for name, wanted in convert(plan, item):
+                if name not in listed:
+                    continue
+                try:
                     written = handle.get_tensor(name)
-            except (SafetensorError, OSError) as err:
-                found.append(f"{name}: unreadable in {where[name]} ({err})")
-                continue
-            if written.dtype != wanted.dtype or written.shape != wanted.shape:
-                found.append(
-                    f"{name}: {tuple(written.shape)} {written.dtype} written, "
-                    f"{tuple(wanted.shape)} {wanted.dtype} expected"
-                )
-            elif not torch.equal(_bits(written), _bits(wanted)):
-                differing = int((_bits(written) != _bits(wanted)).sum())
-                found.append(
-                    f"{name}: {differing} byte(s) differ from {item.source} in {where[name]}"
-                )
-        with lock:
-            problems.extend(found)
-        return sum(math.prod(s) for s in item.shapes)
+                except (SafetensorError, OSError) as err:
+                    found.append(f"{name}: unreadable in {file} ({err})")
+                    continue
+                if written.dtype != wanted.dtype or written.shape != wanted.shape:
+                    found.append(
+                        f"{name}: {tuple(written.shape)} {written.dtype} written, "
+                        f"{tuple(wanted.shape)} {wanted.dtype} expected"
+                    )
+                elif not torch.equal(_bits(written), _bits(wanted)):
+                    differing = int((_bits(written) != _bits(wanted)).sum())
+                    found.append(f"{name}: {differing} byte(s) differ from {item.source} in {file}")
+            with lock:
+                problems.extend(found)
+            return sum(math.prod(s) for s in item.shapes)
 
-    _run_tasks(plan, work, workers, buffer_bytes, None, 0)
+        here = [item for item in plan.items if not listed.isdisjoint(item.targets)]
+        _run_tasks(replace(plan, items=here), work, workers, buffer_bytes, None, 0)
     return problems
 
 
@@ -83,19 +116,17 @@ def _bits(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.contiguous().reshape(-1).view(torch.uint8)
 
 
-def _written_files(out: Path) -> dict[str, str]:
-    """{tensor name: file} from the index, or from the single file's header."""
-    from safetensors import safe_open
-
+def _index_map(out: Path) -> dict[str, str] | None:
+    """{tensor name: file} from the index of a sharded export; None for a single file."""
     index = out / INDEX_FILE
-    if index.is_file():
-        return dict(loads_unique(index.read_text())["weight_map"])
-    files = sorted(out.glob("*.safetensors"))
-    mapping = {}
-    for file in files:
-        with safe_open(str(file), framework="pt") as handle:
-            mapping.update({name: file.name for name in handle.keys()})
-    return mapping
+    if not index.is_file():
+        return None
+    return dict(loads_unique(index.read_text())["weight_map"])
+
+
+def _single_files(out: Path) -> list[str]:
+    """The safetensors files of an export without an index (one, as the writer makes it)."""
+    return sorted(path.name for path in out.glob("*.safetensors"))
 
 
 def verify_export_dir(

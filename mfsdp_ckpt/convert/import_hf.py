@@ -4,8 +4,9 @@ Two target layouts (`name_maps.plan_import` decides the names):
 
 * ``mcore``: the model entries Megatron-LM, Megatron-Bridge and verl write for Megatron-FSDP
   (`--ckpt-format fsdp_dtensor`): `model.module.decoder.layers.N...`, QKV interleaved per
-  query group, SwiGLU fc1 as `weight_w`/`weight_v`, plus Megatron-LM's top-level
-  `checkpoint_version` (3.0) and `iteration` (0). OUT is the DCP directory itself
+  query group, SwiGLU fc1 as `weight_w`/`weight_v`, plus Megatron-LM's top-level entries
+  (`MCORE_TOP_LEVEL`: `args` None, `checkpoint_version` 3.0, `iteration` 0). OUT is the DCP
+  directory itself
   (`.metadata` + `__0_0.distcp`), what Megatron-LM keeps in `iter_0000000/` or `release/`
   and verl in `dist_ckpt/`. Norm names follow the local layer spec by default
   (`input_layernorm`, `pre_mlp_layernorm`), as Megatron-core without Transformer Engine
@@ -96,6 +97,20 @@ from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, SafetensorsS
 
 MCORE_MODEL_PREFIX = "module."  # Megatron-LM's model state dict sits under the DDP/FSDP wrapper
 MCORE_CHECKPOINT_VERSION = 3.0  # what megatron/training/checkpointing.py writes today
+# Megatron-LM's top-level entries beside the model. Its first read of every fsdp_dtensor
+# --load (checkpointing.py `_load_base_checkpoint(rank0=True)`) loads exactly these three
+# keys, strictly: a missing one stops the run. `args` is the run's argparse Namespace,
+# which no import has: None is "no record", what Megatron-LM falls back from
+# (`state_dict.get('args') or SimpleNamespace()`; with --use-checkpoint-args every setting
+# stays the command line's) and Megatron-Bridge reads as none; a made-up Namespace would
+# be taken for the run's settings. Without --finetune Megatron-LM compares the record's
+# sizes with the command line's (`check_checkpoint_args`) and cannot with None:
+# docs/interop.md's recipe passes --finetune.
+MCORE_TOP_LEVEL: dict[str, object] = {
+    "args": None,
+    "checkpoint_version": MCORE_CHECKPOINT_VERSION,
+    "iteration": 0,
+}
 IMPORT_STRATEGY = "import"  # manifest `strategy` of an import: no training run wrote it
 
 
@@ -467,8 +482,8 @@ def _write_model(
         for item, same_as in aliases:
             writer.add_alias(plan.state_path(item), plan.state_path(same_as))
         if plan.layout == MCORE:
-            writer.add_object(("checkpoint_version",), MCORE_CHECKPOINT_VERSION)
-            writer.add_object(("iteration",), 0)
+            for key, value in MCORE_TOP_LEVEL.items():
+                writer.add_object((key,), value)
         records = writer.finish(report)
     except BaseException:
         writer.abort()

@@ -1,9 +1,11 @@
 """A Hugging Face config.json derived from what a Megatron checkpoint records of its model.
 
 Megatron-LM keeps no Hugging Face config, but its fsdp_dtensor checkpoint holds `args`, the
-run's argparse Namespace, and Megatron-Bridge writes `run_config.yaml` whose `model`
-section is the model provider's settings. Both describe the GPTModel exactly; this module
-turns them into the config.json of the Hugging Face family with the same computation:
+run's argparse Namespace (None in an mcore import: no record), and Megatron-Bridge writes
+`run_config.yaml` whose `model` section is the model's settings, flat (a model provider's
+fields) or with the transformer's under a nested `transformer:` (its builder-backed
+configs). Both describe the GPTModel exactly; this module turns them into the config.json
+of the Hugging Face family with the same computation:
 
 * RMSNorm, SwiGLU, rotary position embeddings on every dimension, no linear biases:
   Llama (`LlamaForCausalLM`), plus `add_qkv_bias` -> Qwen2, plus `qk_layernorm` -> Qwen3;
@@ -44,14 +46,19 @@ class MegatronConfigError(MfsdpFailedError, ValueError):
 
 class MegatronSettingsMissing(MfsdpUsageError, ValueError):
     """The record lacks a setting the config needs: --hf-config is needed (exit 2).
-    `record` names the record (`args`, `run_config.yaml`), `missing` what it lacks."""
+    `where` is the record's location, `record` names it (`args`, `run_config.yaml`),
+    `missing` what it lacks."""
 
     def __init__(self, where: str, record: str, missing: list[str]):
         super().__init__(
             f"{where}: lacks {', '.join(missing)}, so no Hugging Face config can be derived;"
             " pass --hf-config with the Hugging Face model dir the run started from"
         )
-        self.record, self.missing = record, missing
+        self.where, self.record, self.missing = where, record, missing
+
+    def lacking(self) -> str:
+        """`WHERE lacks A, B`: what is missing, for a line that says its own remedy."""
+        return f"{self.where} lacks {', '.join(self.missing)}"
 
 
 @dataclass
@@ -367,9 +374,10 @@ def hf_config_from_megatron(
     if moe:
         family = _moe_family(values, where)
     vocab, notes = _vocab(values, where)
-    positions = values.get("max_position_embeddings") or values.get("seq_length")
+    positions, position_notes = _positions(values, where)
     if positions is None:
         raise MegatronSettingsMissing(location, record, ["max_position_embeddings"])
+    notes += position_notes
     config: dict[str, Any] = {
         "architectures": [_ARCHITECTURES[family]],
         "model_type": family,
@@ -517,6 +525,25 @@ def _moe_config(values: dict, where: _Where, family: str, layers: int) -> dict[s
     return config
 
 
+def _positions(values: dict, where: _Where) -> tuple[Any, list[str]]:
+    """max_position_embeddings as recorded, else the run's seq_length (Megatron-Bridge
+    records no other), with a note: a recipe sets seq_length to the length it trains at,
+    which may be below what the model was built for, and config.json then says so; None
+    when neither is recorded."""
+    recorded = values.get("max_position_embeddings")
+    if recorded:
+        return recorded, []
+    positions = values.get("seq_length")
+    if positions is None:
+        return None, []
+    return positions, [
+        f"max_position_embeddings {_name(positions)} is {where}'s"
+        f" {where.key('seq_length')}, the sequence length the run trained at (a recipe may"
+        " set it below the length the model was built for); --hf-config DIR with the"
+        " model's own config.json overrides it"
+    ]
+
+
 def _vocab(values: dict, where: _Where) -> tuple[int, list[str]]:
     """The tokenizer's vocabulary when recorded (export drops Megatron's padding rows),
     else the padded size: then every stored row is kept, and the note says so."""
@@ -542,46 +569,96 @@ _CONFIG_FIELD_RENAMES = {
 # Megatron-Bridge provider setting -> Megatron-LM argument, where the names differ.
 _BRIDGE_RENAMES = {**_CONFIG_FIELD_RENAMES, "num_moe_experts": "num_experts"}
 # What an error about a derived Megatron-LM setting names in run_config.yaml.
-BRIDGE_NAMES = {
+_BRIDGE_NAMES = {
     **{megatron: bridge for bridge, megatron in _BRIDGE_RENAMES.items()},
     "swiglu": "gated_linear_unit/activation_func",
     "untie_embeddings_and_output_weights": "share_embeddings_and_output_weights (inverted)",
 }
 
 
-# How Megatron-Bridge's YAML serialiser names F.silu (module + qualname of the function).
-_SILU_TARGETS = ("torch.nn.functional.silu",)
+# How Megatron-Bridge names F.silu: a model provider's YAML serialiser writes the function
+# (`{_target_: torch.nn.functional.silu}`), a builder-backed config its short name from
+# Bridge's activation map (`utils/activation_map.py`: "silu"; the qualified name is an alias).
+_SILU_NAMES = ("silu", "torch.nn.functional.silu")
+# The nested section of a builder-backed model config (BridgeGPTModelConfig.as_dict).
+BRIDGE_TRANSFORMER_SECTION = "transformer"
 
 
-def megatron_settings_from_bridge(model: dict[str, Any]) -> dict[str, Any]:
-    """A Megatron-Bridge `run_config.yaml` model section under Megatron-LM's argument names.
-
-    Bridge's provider records `gated_linear_unit` and `activation_func` (serialised as
-    `{_target_: torch.nn.functional.silu, ...}`) where Megatron-LM has `swiglu`, and
-    `share_embeddings_and_output_weights` where it has the inverse; `num_query_groups`
-    None means plain multi-head attention. Its `vocab_size` is the tokenizer's; the rows
-    are padded when `should_pad_vocab`, which export explains as Megatron's padding."""
-    settings = {_BRIDGE_RENAMES.get(k, k): v for k, v in model.items() if isinstance(k, str)}
-    if "gated_linear_unit" in model:
-        gated = model["gated_linear_unit"]
-        activation = model.get("activation_func")
-        target = activation.get("_target_") if isinstance(activation, dict) else activation
-        # the target is compared as a name, never imported: only torch's silu is SwiGLU
-        settings["swiglu"] = (
-            gated if not isinstance(gated, bool) else gated and target in _SILU_TARGETS
+def bridge_model_fields(model: dict[str, Any], where: str) -> tuple[dict[str, Any], set[str]]:
+    """run_config.yaml's model section as one mapping, and the keys that came from its nested
+    `transformer:`. Megatron-Bridge writes the section two ways: a model provider's fields
+    flat (GPTModelProvider), or a builder-backed config's (BridgeGPTModelConfig: what
+    AutoBridge's `get_model_config()` and the recipes built on it give) as Megatron-LM's
+    `ModelConfig.as_dict` does, the GPT build fields (vocab, seq_length, tying, rotary) flat
+    and the TransformerConfig's (sizes, heads, norm, activation, MoE) under `transformer:`.
+    Each field has one owner there, so a key set in both to different values is refused
+    (compared as scalars, or as the same object: a YAML alias bomb is never walked)."""
+    nested = model.get(BRIDGE_TRANSFORMER_SECTION)
+    if nested is None:
+        return model, set()
+    if not isinstance(nested, dict):
+        raise CheckpointFormatError(
+            f"{where}: {BRIDGE_TRANSFORMER_SECTION} is {_name(nested)}, not a mapping"
         )
-    if "share_embeddings_and_output_weights" in model:
-        shared = model["share_embeddings_and_output_weights"]
+    outer = {k: v for k, v in model.items() if k != BRIDGE_TRANSFORMER_SECTION}
+    inner = {k: v for k, v in nested.items() if isinstance(k, str) and not k.startswith("_")}
+    both = sorted(k for k in inner if k in outer and not _same(outer[k], inner[k]))
+    if both:
+        raise CheckpointFormatError(
+            f"{where}: {both[0]} is {_name(outer[both[0]])} here and"
+            f" {_name(inner[both[0]])} in {BRIDGE_TRANSFORMER_SECTION}; a setting has one place"
+        )
+    return {**outer, **inner}, set(inner)
+
+
+def _same(one: Any, other: Any) -> bool:
+    """The same value without walking a container: one object, or equal scalars."""
+    scalars = (type(None), bool, int, float, str)
+    if one is other:
+        return True
+    return type(one) is type(other) and isinstance(one, scalars) and one == other
+
+
+def megatron_settings_from_bridge(
+    model: dict[str, Any], where: str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """A Megatron-Bridge `run_config.yaml` model section (flat or nested,
+    `bridge_model_fields`) under Megatron-LM's argument names, and for errors the name each
+    setting has in the file where it differs (`transformer.num_layers` when nested).
+
+    Bridge records `gated_linear_unit` and `activation_func` (`_SILU_NAMES`) where
+    Megatron-LM has `swiglu`, and `share_embeddings_and_output_weights` where it has the
+    inverse; `num_query_groups` None means plain multi-head attention. Its `vocab_size` is
+    the tokenizer's; the rows are padded when `should_pad_vocab`, which export explains as
+    Megatron's padding. A gated unit whose activation is not recorded (a serialiser that
+    skips callables) leaves `swiglu` unknown: missing, not refused as another activation."""
+    fields, nested = bridge_model_fields(model, where)
+    settings = {_BRIDGE_RENAMES.get(k, k): v for k, v in fields.items() if isinstance(k, str)}
+    names = dict(_BRIDGE_NAMES)
+    for key in nested:
+        names[_BRIDGE_RENAMES.get(key, key)] = f"{BRIDGE_TRANSFORMER_SECTION}.{key}"
+    if "gated_linear_unit" in nested:
+        names["swiglu"] = f"{BRIDGE_TRANSFORMER_SECTION}.{names['swiglu']}"
+    if "gated_linear_unit" in fields and fields.get("activation_func") is not None:
+        gated = fields["gated_linear_unit"]
+        activation = fields["activation_func"]
+        target = activation.get("_target_") if isinstance(activation, dict) else activation
+        # the name is compared, never imported: only torch's silu makes a SwiGLU
+        settings["swiglu"] = (
+            gated if not isinstance(gated, bool) else gated and target in _SILU_NAMES
+        )
+    if "share_embeddings_and_output_weights" in fields:
+        shared = fields["share_embeddings_and_output_weights"]
         settings["untie_embeddings_and_output_weights"] = (
             not shared if isinstance(shared, bool) else shared
         )
-    settings["group_query_attention"] = model.get("num_query_groups") is not None
-    dtype = model.get("params_dtype")
+    settings["group_query_attention"] = fields.get("num_query_groups") is not None
+    dtype = fields.get("params_dtype")
     target = dtype.get("_target_") if isinstance(dtype, dict) else dtype
     if isinstance(target, str) and target.startswith("torch."):
         settings["params_dtype"] = Placeholder("torch", target.removeprefix("torch."))
     settings.pop("padded_vocab_size", None)
-    return settings
+    return settings, names
 
 
 def megatron_settings_from_args(fields: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -602,40 +679,77 @@ ARGS_KEY = "args"
 
 
 def has_recorded_config(paths: layout.CheckpointPaths, reader: CheckpointReader) -> bool:
-    """Whether the checkpoint records its model (Bridge's run_config.yaml, Megatron's args)."""
-    return paths.run_config is not None or ARGS_KEY in reader.objects
+    """Whether the checkpoint records its model (Bridge's run_config.yaml, Megatron's args;
+    `args` holding None, as an mcore import writes it, records nothing). A record that
+    cannot be read counts: `recorded_config` names what is wrong with it."""
+    if paths.run_config is not None:
+        return True
+    if ARGS_KEY not in reader.objects:
+        return False
+    try:
+        return read_args(reader) is not None
+    except (CheckpointFormatError, CheckpointFileError):
+        return True
+
+
+@dataclass
+class RecordedSettings:
+    """A checkpoint's record of its model under Megatron-LM's argument names: `settings`,
+    where they are (`where`), which record (`record`: `args`, `run_config.yaml`), the names
+    the record gives renamed settings (`names`, for errors), the tokenizer it names."""
+
+    settings: dict[str, Any]
+    where: str
+    record: str
+    names: dict[str, str]
+    tokenizer_model: str | None
+
+
+def recorded_settings(
+    paths: layout.CheckpointPaths | None, reader: CheckpointReader
+) -> RecordedSettings | None:
+    """Megatron-Bridge's run_config.yaml model section, else Megatron-LM's `args` (the only
+    one read through a URL, `paths` None: it is in the DCP); None when it records neither
+    (or `args` holds None). Raises CheckpointFormatError / CheckpointFileError (an
+    unreadable record), MegatronSettingsMissing (run_config.yaml without `model`)."""
+    if paths is not None and paths.run_config is not None:
+        model, tokenizer = _bridge_sections(paths.run_config, paths.root)
+        where = f"{paths.run_config} model"
+        settings, names = megatron_settings_from_bridge(model, where)
+        return RecordedSettings(settings, where, layout.BRIDGE_RUN_CONFIG_FILE, names, tokenizer)
+    if ARGS_KEY not in reader.objects:
+        return None
+    fields = read_args(reader)
+    if fields is None:
+        return None
+    settings, names = megatron_settings_from_args(fields)
+    tokenizer = _tokenizer_name(fields.get("tokenizer_model"))
+    return RecordedSettings(settings, f"{reader.root} [{ARGS_KEY}]", ARGS_KEY, names, tokenizer)
 
 
 def recorded_config(
     paths: layout.CheckpointPaths | None, reader: CheckpointReader
 ) -> DerivedConfig | None:
-    """The HF config the checkpoint's own record implies: Megatron-Bridge's run_config.yaml
-    model section, else Megatron-LM's `args` (the only one read through a URL, `paths`
-    None: it is in the DCP); None when it records neither. Raises
-    MegatronConfigError (a model no family here computes), MegatronSettingsMissing (a record
-    without the sizes), CheckpointFormatError / CheckpointFileError (an unreadable record)."""
-    if paths is not None and paths.run_config is not None:
-        model, tokenizer = _bridge_sections(paths.run_config, paths.root)
-        where = f"{paths.run_config} model"
-        settings = megatron_settings_from_bridge(model)
-        derived = hf_config_from_megatron(
-            settings, where, layout.BRIDGE_RUN_CONFIG_FILE, BRIDGE_NAMES
-        )
-        derived.tokenizer_model = tokenizer
-    elif ARGS_KEY in reader.objects:
-        fields = read_args(reader)
-        where = f"{reader.root} [{ARGS_KEY}]"
-        settings, names = megatron_settings_from_args(fields)
-        derived = hf_config_from_megatron(settings, where, names=names)
-        derived.tokenizer_model = _tokenizer_name(fields.get("tokenizer_model"))
-    else:
+    """The HF config the checkpoint's own record implies (`recorded_settings`); None when it
+    records none. Raises MegatronConfigError (a model no family here computes),
+    MegatronSettingsMissing (a record without the sizes), CheckpointFormatError /
+    CheckpointFileError (an unreadable record)."""
+    recorded = recorded_settings(paths, reader)
+    if recorded is None:
         return None
-    derived.source = where
+    derived = hf_config_from_megatron(
+        recorded.settings, recorded.where, recorded.record, recorded.names
+    )
+    derived.tokenizer_model = recorded.tokenizer_model
+    derived.source = recorded.where
     return derived
 
 
-def read_args(reader: CheckpointReader) -> dict[str, Any]:
-    """Megatron-LM's `args` Namespace fields, read bounded through the restricted unpickler."""
+def read_args(reader: CheckpointReader) -> dict[str, Any] | None:
+    """Megatron-LM's `args` Namespace fields, read bounded through the restricted unpickler;
+    None when the entry holds None: no record of the run's arguments (an mcore import
+    writes it so Megatron-LM's first read, which asks for `args`, finds the key; Megatron-LM
+    and Megatron-Bridge read it as no record too)."""
     entry = reader.objects[ARGS_KEY]
     where = f"{reader.root} [{ARGS_KEY}]"
     if entry.file is None:
@@ -693,14 +807,18 @@ def _tokenizer_name(value: Any) -> str | None:
 
 __all__ = [
     "ARGS_KEY",
+    "BRIDGE_TRANSFORMER_SECTION",
     "DerivedConfig",
     "MegatronConfigError",
     "MegatronSettingsMissing",
+    "RecordedSettings",
+    "bridge_model_fields",
     "has_recorded_config",
     "hf_config_from_megatron",
     "megatron_settings_from_args",
     "megatron_settings_from_bridge",
     "read_args",
     "recorded_config",
+    "recorded_settings",
     "run_config_data",
 ]

@@ -20,7 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from mfsdp_ckpt.convert.export_errors import ExportUsageError, ForeignWeightsError
 from mfsdp_ckpt.convert.export_plan import saved_peft_adapter
-from mfsdp_ckpt.convert.megatron_config import ARGS_KEY, read_args, run_config_data
+from mfsdp_ckpt.convert.megatron_config import (
+    ARGS_KEY,
+    bridge_model_fields,
+    read_args,
+    run_config_data,
+)
 from mfsdp_ckpt.convert.megatron_lora import SUPPORTED_VARIANT, MegatronLora
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
@@ -128,9 +133,11 @@ def _recorded_tensor_parallel(
     model section, verl's transformer_config.json (beside model/ or dist_ckpt/), or
     Megatron-LM's args; None when none records it."""
     if paths.run_config is not None:
+        where = f"{paths.run_config} model"
         model = run_config_data(paths.run_config, paths.root).get("model")
-        if isinstance(model, dict) and "tensor_model_parallel_size" in model:
-            return model["tensor_model_parallel_size"], f"{paths.run_config} model"
+        fields = bridge_model_fields(model, where)[0] if isinstance(model, dict) else {}
+        if "tensor_model_parallel_size" in fields:
+            return fields["tensor_model_parallel_size"], where
     root = paths.root
     for folder in (paths.dist_ckpt.parent, paths.dist_ckpt.parent.parent):
         if folder != root and root not in folder.parents:  # reads stay inside the checkpoint
@@ -145,7 +152,7 @@ def _recorded_tensor_parallel(
             return data["tensor_model_parallel_size"], str(file)
     if ARGS_KEY in reader.objects:
         args = read_args(reader)
-        if "tensor_model_parallel_size" in args:
+        if args is not None and "tensor_model_parallel_size" in args:
             return args["tensor_model_parallel_size"], f"{reader.root} [{ARGS_KEY}]"
     return None
 

@@ -126,8 +126,9 @@ def archive_pickle(raw: bytes, where: str) -> tuple[zipfile.ZipFile, bytes]:
     return archive, blob_pickle(archive, where)
 
 
-def load_namespace(raw: bytes, where: str) -> dict[str, Any]:
-    """The fields of the argparse.Namespace torch.save'd in `raw`, as a dict."""
+def load_namespace(raw: bytes, where: str) -> dict[str, Any] | None:
+    """The fields of the argparse.Namespace torch.save'd in `raw`, as a dict; None when
+    `raw` holds None (no record of the arguments, which Megatron-LM reads as such)."""
     _archive, data = archive_pickle(raw, where)
     try:
         value = restricted_loads(
@@ -143,6 +144,8 @@ def load_namespace(raw: bytes, where: str) -> dict[str, Any]:
         raise CheckpointFormatError(
             f"{where}: unreadable pickle ({type(err).__name__}: {str(err)[:120]})"
         ) from None
+    if value is None:
+        return None
     if not isinstance(value, _Namespace):
         raise CheckpointFormatError(
             f"{where}: holds a {type(value).__name__}, not an argparse.Namespace"
@@ -150,6 +153,20 @@ def load_namespace(raw: bytes, where: str) -> dict[str, Any]:
     if not all(isinstance(name, str) for name in value.fields):
         raise CheckpointFormatError(f"{where}: argparse.Namespace state is not a dict of names")
     return value.fields
+
+
+def load_plain(raw: bytes, where: str) -> Any:
+    """The value torch.save'd in `raw` when it is plain data (a step number, a string), read
+    without torch: a pickle naming any global is refused."""
+    _archive, data = archive_pickle(raw, where)
+    try:
+        return restricted_loads(data, {}, budget=SCALARS_BUDGET)
+    except PickleRefused as err:
+        raise CheckpointFormatError(f"{where}: {err}") from None
+    except Exception as err:  # damaged bytes: pickle's own error types
+        raise CheckpointFormatError(
+            f"{where}: unreadable pickle ({type(err).__name__}: {str(err)[:120]})"
+        ) from None
 
 
 def _rebuild_tensor_layout(storage: Any, offset: Any, size: Any, stride: Any, *rest: Any) -> tuple:

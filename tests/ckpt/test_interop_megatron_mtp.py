@@ -150,6 +150,9 @@ def test_validate_warns_that_mtp_layers_are_not_checked_and_passes(tmp_path):
         assert finding["where"] == "[model.module.mtp.layers.0.eh_proj.weight]"
         assert finding["message"].startswith("2 multi-token prediction (MTP) layers")
         assert "not checked against" in finding["message"] and "--drop-mtp" in finding["message"]
+        # the record (args: mtp_num_layers 2) has them; the transformers model has none
+        assert "has no MTP module" in finding["message"], finding
+        assert "whose model has none" not in finding["message"], finding
     code, stdout, _ = run_cli("ckpt", "validate", with_mtp, "--strict")
     assert code == 1 and "warning: [model.module.mtp.layers.0.eh_proj.weight]" in stdout
     code, stdout, _ = run_cli("ckpt", "validate", with_mtp, "--deep")

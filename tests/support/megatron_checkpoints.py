@@ -251,6 +251,42 @@ def bridge_model_section(model) -> dict:
     }
 
 
+# The fields Megatron-LM's GPTModelConfig (megatron/training/models/gpt.py) holds itself; a
+# provider's others are its TransformerConfig's.
+GPT_BUILD_FIELDS = (
+    "vocab_size",
+    "make_vocab_size_divisible_by",
+    "should_pad_vocab",
+    "seq_length",
+    "share_embeddings_and_output_weights",
+    "position_embedding_type",
+    "rotary_percent",
+    "rotary_base",
+    "rope_scaling",
+    "rope_scaling_factor",
+    "seq_len_interpolation_factor",
+)
+
+
+def bridge_builder_model_section(model) -> dict:
+    """What Megatron-Bridge's builder-backed BridgeGPTModelConfig (AutoBridge's
+    `get_model_config()`, the recipes built on it) writes under `model:`:
+    `ModelConfig.as_dict`'s GPT build fields flat, the TransformerConfig's under
+    `transformer:`, the activation by its short name (`utils/activation_map.py`)."""
+    flat = bridge_model_section(model)
+    inner = {k: v for k, v in flat.items() if k not in GPT_BUILD_FIELDS and k != "_target_"}
+    inner.update(
+        _target_="megatron.bridge.models.transformer_config.TransformerConfig",
+        activation_func="silu",
+    )
+    return {
+        "_target_": "megatron.bridge.models.gpt.model_config.BridgeGPTModelConfig",
+        "_builder_": "megatron.bridge.models.gpt.gpt_builder.GPTModelBuilder",
+        **{k: v for k, v in flat.items() if k in GPT_BUILD_FIELDS},
+        "transformer": inner,
+    }
+
+
 def train_state(step: int) -> dict:
     """Megatron-Bridge's train_state.pt contents after `step` steps."""
     return {
@@ -266,17 +302,24 @@ def train_state(step: int) -> dict:
 
 
 def bridge_run(
-    root: Path, model, steps=(10, 20), rows: int | None = None, experts: str = "grouped"
+    root: Path,
+    model,
+    steps=(10, 20),
+    rows: int | None = None,
+    experts: str = "grouped",
+    model_section=bridge_model_section,
 ) -> Path:
     """RUN/{latest_train_state.pt, latest_checkpointed_iteration.txt, iter_N/{DCP,
     train_state.pt, run_config.yaml, tokenizer/}} as Megatron-Bridge's save_checkpoint
-    writes them with ckpt_format fsdp_dtensor (its tracker names the last step)."""
+    writes them with ckpt_format fsdp_dtensor (its tracker names the last step);
+    `model_section` writes run_config.yaml's `model:` (a provider's flat fields, or
+    `bridge_builder_model_section`)."""
     run = root / "bridge"
     for step in steps:
         it = save_dcp({"model": mcore_weights(model, rows, experts)}, run / f"iter_{step:07d}")
         torch.save(train_state(step), it / "train_state.pt")
         section = {
-            "model": bridge_model_section(model),
+            "model": model_section(model),
             "tokenizer": {"tokenizer_type": "HuggingFaceTokenizer", "tokenizer_model": "/m/q"},
             "checkpoint": {"ckpt_format": "fsdp_dtensor", "save": str(run)},
         }

@@ -48,10 +48,12 @@ def test_import_of_export_equals_what_megatron_wrote(family, tmp_path):
         {k: original.read_tensor(k) for k in original.tensors},
         {k: imported.read_tensor(k) for k in imported.tensors},
     )
-    assert sorted(imported.objects) == ["checkpoint_version", "iteration"]
-    assert (
-        imported.read_object("checkpoint_version") == 3.0 and imported.read_object("iteration") == 0
-    )
+    assert sorted(imported.objects) == ["args", "checkpoint_version", "iteration"]
+    assert [imported.read_object(k) for k in ("args", "checkpoint_version", "iteration")] == [
+        None,
+        3.0,
+        0,
+    ]
     assert result.tensors == len(original.tensors) and result.layout == "mcore"
     assert validate_checkpoint(tmp_path / "mcore", deep=True).ok()
 
