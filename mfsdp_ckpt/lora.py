@@ -19,20 +19,26 @@ import os
 import re
 import stat
 from collections import defaultdict
-from collections.abc import Callable, Collection
-from dataclasses import dataclass, field, replace
+from collections.abc import Collection
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.format.file_hash import (
     WRITE_ALGORITHM,
     ByteProgress,
     FileRecord,
-    FileRecordError,
     HashedBytes,
     hash_file,
     hash_files,
     rehash_like,
+)
+from mfsdp_ckpt.format.lora_fields import (
+    BaseModelRecord,
+    LoraSettings,
+    not_plain_lora,
+    plain_lora_init,
+    recorded_lora_settings,
 )
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError
 from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, _chosen_files
@@ -70,58 +76,6 @@ def peft_name(key: AdapterKey) -> str:
 
 
 # --------------------------------------------------------------------------- base model
-@dataclass
-class BaseModelRecord:
-    """The manifest's `base_model`: where the frozen weights came from.
-
-    `path` is None (and `files` empty) when the base was a random init of a named shape:
-    then only the seed identifies it and nothing on disk can be checked.
-    """
-
-    path: str | None
-    random_init: bool
-    seed: int | None
-    files: dict[str, FileRecord] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "random_init": self.random_init,
-            "seed": self.seed,
-            "files": {name: r.to_json() for name, r in sorted(self.files.items())},
-        }
-
-    @classmethod
-    def from_dict(cls, data: Any, source: str) -> BaseModelRecord:
-        where = f"{source}: field 'base_model'"
-        if not isinstance(data, dict):
-            raise ManifestError(f"{where} is not an object")
-        path, seed, random_init = data.get("path"), data.get("seed"), data.get("random_init", False)
-        if path is not None and not isinstance(path, str):
-            raise ManifestError(f"{where}: 'path' is not a string")
-        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-            raise ManifestError(f"{where}: 'seed' is not an integer")
-        if not isinstance(random_init, bool):
-            raise ManifestError(f"{where}: 'random_init' is not true or false")
-        files = data.get("files", {})
-        if not isinstance(files, dict):
-            raise ManifestError(f"{where}: 'files' is not an object")
-        records = {}
-        for name, record in files.items():
-            if not _is_plain_name(name):
-                raise ManifestError(f"{where}: file name {name!r} is not a plain file name")
-            try:
-                records[name] = FileRecord.from_json(record)
-            except FileRecordError as err:
-                raise ManifestError(f"{where}: record for {name!r} {err}") from None
-        return cls(path, random_init, seed, records)
-
-
-def _is_plain_name(name: Any) -> bool:
-    """A file directly in the base dir: no path separators, no `..`."""
-    return isinstance(name, str) and name not in ("", ".", "..") and not set(name) & {"/", "\x00"}
-
-
 def base_weight_files(base_dir: str | os.PathLike) -> list[str]:
     """The weight files of a model dir that make up the model (HF cache snapshots link them:
     links are followed): its safetensors as transformers picks them, which is what training
@@ -185,6 +139,7 @@ def rehashed_like(
 
 
 def read_base_model(manifest: Manifest, source: str = "manifest.json") -> BaseModelRecord | None:
+    """The base record of a LoRA manifest, read as `Manifest.from_json` checked it."""
     if manifest.base_model is None:
         return None
     return BaseModelRecord.from_dict(manifest.base_model, source)
@@ -261,13 +216,29 @@ def base_mismatch(
         return f"{trained} {_describe(trained_on)}, {here} is {_describe(current)}"
     if trained_on.files == current.files:
         return None
-    differing = sorted(set(trained_on.files) ^ set(current.files)) or sorted(
-        name for name in trained_on.files if trained_on.files[name] != current.files[name]
+    return f"{trained} {_describe(trained_on)}; in {here} {current.path}, " + _file_difference(
+        trained_on.files, current.files
     )
-    return (
-        f"{trained} {_describe(trained_on)}; {differing[0]} in {here} {current.path} is"
-        " missing, extra or has other bytes"
+
+
+def _file_difference(recorded: dict[str, FileRecord], present: dict[str, FileRecord]) -> str:
+    """Which weight file differs between two records that differ, and how: missing, extra,
+    or another size (both sizes) or other bytes of the same size (the digest named)."""
+    missing = sorted(set(recorded) - set(present))
+    extra = sorted(set(present) - set(recorded))
+    changed = sorted(
+        name for name in set(recorded) & set(present) if recorded[name] != present[name]
     )
+    differs = len(missing) + len(extra) + len(changed)
+    more = f" (and {differs - 1} more file(s) differ)" if differs > 1 else ""
+    if missing:
+        return f"{missing[0]} is missing{more}"
+    if extra:
+        return f"{extra[0]} is a weight file the record does not list{more}"
+    then, now = recorded[changed[0]], present[changed[0]]
+    if then.size != now.size:
+        return f"{changed[0]} has {now.size} bytes, {then.size} recorded{more}"
+    return f"{changed[0]} has other bytes of the same size ({then.algorithm} differs){more}"
 
 
 def _describe(record: BaseModelRecord) -> str:
@@ -306,60 +277,6 @@ def check_base_model(
 
 
 # --------------------------------------------------------------------------- LoRA config
-@dataclass(frozen=True)
-class LoraSettings:
-    """What merging needs from the recorded PEFT config (plain LoRA only)."""
-
-    rank: int
-    alpha: float
-    use_rslora: bool
-
-    @property
-    def scale(self) -> float:
-        """PEFT's scaling of B @ A: alpha / r, or alpha / sqrt(r) with rank-stabilised LoRA."""
-        return self.alpha / (self.rank**0.5 if self.use_rslora else self.rank)
-
-
-# peft LoraConfig settings under which an adapter is not plain LoRA (W + alpha / r * B @ A on
-# the modules its lora_A / lora_B name), with the value that keeps it plain: training refuses
-# them up front, export refuses a saved adapter_config.json that holds them.
-NOT_PLAIN_LORA = {
-    "use_dora": False,  # DoRA: a magnitude vector rescales W
-    "rank_pattern": {},  # another r per module
-    "alpha_pattern": {},  # another alpha per module
-    "bias": "none",  # biases trained ("lora_only", "all") and saved beside the adapter
-    "lora_bias": False,  # a bias on lora_B
-    "modules_to_save": None,  # whole modules trained and saved beside the adapter
-    "fan_in_fan_out": False,  # weights stored transposed (GPT-2's Conv1D)
-    "layer_replication": None,  # layers repeated: the adapted model has more of them
-    "trainable_token_indices": None,  # trained embedding rows saved beside the adapter
-    "target_parameters": None,  # LoRA on parameters (fused experts), not modules
-    "loftq_config": {},  # LoftQ: the base weights were replaced
-}
-
-
-def not_plain_lora(settings: Callable[[str, Any], Any]) -> tuple[str, Any] | None:
-    """The first NOT_PLAIN_LORA setting whose value (`settings(name, plain)`: a config's
-    attribute or key, `plain` when absent) is not plain, as (name, value); None, [] and {}
-    all mean "none"."""
-    for name, plain in NOT_PLAIN_LORA.items():
-        value = settings(name, plain)
-        if value != plain and (value or plain):
-            return name, value
-    return None
-
-
-def plain_lora_init(init: Any) -> bool:
-    """Whether `init` (LoraConfig's init_lora_weights) is plain LoRA's: B starts at zero or
-    A and B start as saved (true, false, "gaussian"; absent). Any other (pissa, olora,
-    corda, loftq, eva, ...) derives A and B from the base, and most rewrite the base weights
-    in place as peft injects the adapter: a merge onto the base on disk, or GRPO's reference
-    (the base with adapters off), is then not the model that trained."""
-    if isinstance(init, str):
-        return init.lower() == "gaussian"
-    return init is None or isinstance(init, bool)
-
-
 _IN_LAYER = re.compile(r"^.+?\.layers\.(?P<layer>[0-9]+)\.(?P<rest>.+)$")
 
 
@@ -388,15 +305,31 @@ def peft_target_modules(adapted: Collection[str], num_layers: int | None) -> lis
 
 
 def read_lora_settings(manifest: Manifest, source: str = "manifest.json") -> LoraSettings:
-    config = manifest.lora
-    where = f"{source}: field 'lora'"
-    if not isinstance(config, dict) or config.get("peft_type") != "LORA":
-        raise ManifestError(f"{where} is not a PEFT LoRA config")
-    rank, alpha = config.get("r"), config.get("lora_alpha")
-    if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
-        raise ManifestError(f"{where}: 'r' is not a positive integer")
-    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or alpha <= 0:
-        raise ManifestError(f"{where}: 'lora_alpha' is not a positive number")
-    if config.get("rank_pattern") or config.get("alpha_pattern") or config.get("use_dora"):
-        raise ManifestError(f"{where}: per-module rank/alpha patterns and DoRA are not supported")
-    return LoraSettings(rank, float(alpha), bool(config.get("use_rslora", False)))
+    """The merge settings of a LoRA manifest, read as `Manifest.from_json` checked them."""
+    return recorded_lora_settings(manifest.lora, source)
+
+
+__all__ = [  # with what training and export import from here that lives in lora_fields
+    "ADAPTER_CONFIG_FILE",
+    "ADAPTER_WEIGHTS_FILE",
+    "BASE_WEIGHT_SUFFIXES",
+    "MAX_ADAPTER_CONFIG_BYTES",
+    "PEFT_PREFIX",
+    "AdapterKey",
+    "BaseModelRecord",
+    "ByteProgress",
+    "LoraSettings",
+    "base_mismatch",
+    "base_model_problems",
+    "base_weight_files",
+    "check_base_model",
+    "describe_base_model",
+    "not_plain_lora",
+    "parse_adapter_key",
+    "peft_name",
+    "peft_target_modules",
+    "plain_lora_init",
+    "read_base_model",
+    "read_lora_settings",
+    "rehashed_like",
+]

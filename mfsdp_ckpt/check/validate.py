@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Protocol
 
 from mfsdp_ckpt.check.printable import printable
+from mfsdp_ckpt.check.trainer_step import trainer_step_problem
 from mfsdp_ckpt.convert import tied_head
 from mfsdp_ckpt.convert.megatron_lora import stored_adapter_summary
 from mfsdp_ckpt.errors import MfsdpFailedError
@@ -48,6 +49,7 @@ from mfsdp_ckpt.storage.reader import (
 ERROR, WARNING = "error", "warning"
 STRICT_NEEDS_MANIFEST = "no manifest.json: --strict requires one (file hashes cannot be checked)"
 _HASH_MISMATCH = "{} differs from the manifest (bytes changed after save)"
+NO_HF_CONFIG = "no Hugging Face config: weight shapes not checked (pass --hf-config DIR)"
 
 Progress = Callable[[int, int], None]  # (done, total) over tensors / bytes
 
@@ -236,6 +238,7 @@ def _run_checks(
     _check_storage_entries(reader, report)
     _check_backing(reader, report)
     _check_contents(paths, reader, roots, manifest, report)
+    _check_trainer_step(paths, reader, manifest, report)
     optimizer = _check_optimizer_dcp(paths, report)
     record = _optimizer_record(paths, reader, roots, manifest, hf_config)
     if optimizer is None:
@@ -243,9 +246,10 @@ def _run_checks(
     else:
         joint = _joint_tables(reader, optimizer)
         _check_optimizer(joint, state_keys.state_roots(joint.tensors), report, record)
-    if (
-        manifest is None or manifest.lora is None
-    ):  # a LoRA step holds adapters, not the config's weights
+    # a LoRA step holds adapters, not the config's weights; a manifest that cannot be read
+    # (its error is reported) leaves unknown which it holds
+    unread = manifest is None and paths.manifest is not None
+    if not unread and (manifest is None or manifest.lora is None):
         _check_against_config(paths, reader, roots, report, hf_config)
     check_base_model(
         manifest, report, deep=deep, source=str(paths.manifest), progress=base_progress
@@ -253,6 +257,7 @@ def _run_checks(
     if deep:
         if manifest is not None:
             _check_hashes(paths, manifest, report, hash_progress)
+        _check_json_assets(paths, report)
         readers = [reader] if optimizer is None else [reader, optimizer]
         total, done = sum(len(r.tensors) for r in readers), 0
         for each in readers:
@@ -413,6 +418,20 @@ def _check_manifest(paths: layout.CheckpointPaths, report: ValidationReport) -> 
     return manifest
 
 
+def _check_trainer_step(
+    paths: layout.CheckpointPaths,
+    reader: CheckpointReader,
+    manifest: Manifest | None,
+    report: ValidationReport,
+) -> None:
+    """The step the trainer state records, which a resume continues from, against the
+    step of the checkpoint's directory and of its manifest (`trainer_step`)."""
+    known = {"its directory": paths.step, "its manifest": manifest.step if manifest else None}
+    problem = trainer_step_problem(reader, known)
+    if problem is not None:
+        report.add(ERROR, paths.dist_ckpt, problem)
+
+
 def _check_files(paths, reader: CheckpointReader, manifest: Manifest | None, report) -> None:
     needed = _check_data_files(reader, report)
     if manifest is None or paths.step_dir is None:
@@ -434,11 +453,15 @@ def _check_files(paths, reader: CheckpointReader, manifest: Manifest | None, rep
     except layout.CheckpointPathError as err:
         report.add(ERROR, paths.step_dir, str(err).split(": ", 1)[-1])
         present = []
-    for relative in present:
-        if relative not in listed and relative != layout.MANIFEST_FILE:
-            report.add(
-                WARNING, paths.step_dir / relative, "not listed in the manifest (unknown file)"
-            )
+    unknown = [name for name in present if name not in listed and name != layout.MANIFEST_FILE]
+    for relative in unknown[:MAX_LISTED_PROBLEMS]:
+        report.add(WARNING, paths.step_dir / relative, "not listed in the manifest (unknown file)")
+    if len(unknown) > MAX_LISTED_PROBLEMS:  # 20,000 junk files are one finding, not 20,000
+        report.add(
+            WARNING,
+            paths.step_dir,
+            f"... and {len(unknown) - MAX_LISTED_PROBLEMS} more files not listed in the manifest",
+        )
     for name in needed:
         if f"{layout.DIST_CKPT_DIR}/{name}" not in listed:
             report.add(
@@ -1047,13 +1070,16 @@ def _check_config_against_record(
 ) -> None:
     """A config.json that contradicts the model the checkpoint's own record describes
     (Bridge's run_config.yaml, Megatron-LM's args) gives tensors of the same shapes a wrong
-    q/k/v split or cut vocabulary: export refuses it, so validate must not pass it."""
+    q/k/v split or cut vocabulary: export refuses it, so validate must not pass it. A
+    record that derives no config leaves it uncompared: a warning says so."""
     from mfsdp_ckpt.convert.hf_config import read_config_json
-    from mfsdp_ckpt.convert.record_agreement import contradiction
+    from mfsdp_ckpt.convert.record_agreement import contradiction, unchecked_note
 
     found = contradiction(read_config_json(config_file, root)[1], paths, reader)
     if found is not None:
         report.add(ERROR, config_file, found)
+    elif (unchecked := unchecked_note(paths, reader)) is not None:
+        report.add(WARNING, config_file, unchecked)
 
 
 def _check_config_loads(report: ValidationReport, config_file: Path, root) -> None:
@@ -1084,8 +1110,9 @@ def _check_against_recorded_config(
     """Without a Hugging Face config, the one the checkpoint's own record implies
     (Megatron-LM's args, Megatron-Bridge's run_config.yaml), as export derives it. A record
     that describes a model no family here computes (LayerNorm, a sigmoid MoE router) or
-    lacks the sizes leaves the check out: the checkpoint is not damaged by it. One that
-    cannot be read (a pickle naming os.system, bad YAML) is an error."""
+    lacks the sizes, or no record, leaves the check out: the checkpoint is not damaged by
+    it, but the verdict must not read as if its shapes were checked (a warning says so).
+    One that cannot be read (a pickle naming os.system, bad YAML) is an error."""
     from mfsdp_ckpt.convert.export_source import json_config
     from mfsdp_ckpt.convert.hf_config import HFConfigError
     from mfsdp_ckpt.convert.megatron_config import (
@@ -1096,13 +1123,18 @@ def _check_against_recorded_config(
 
     try:
         derived = recorded_config(paths, reader)
-    except (MegatronConfigError, MegatronSettingsMissing):
+    except MegatronSettingsMissing as err:
+        report.add(WARNING, paths.dist_ckpt, f"{NO_HF_CONFIG}; {err.lacking()}")
+        return
+    except MegatronConfigError as err:
+        report.add(WARNING, paths.dist_ckpt, f"{NO_HF_CONFIG}; {err}")
         return
     except (CheckpointFormatError, CheckpointFileError) as err:
         where, _, message = str(err).partition(": ")
         report.add(ERROR, where, message or str(err))
         return
     if derived is None:
+        report.add(WARNING, paths.dist_ckpt, NO_HF_CONFIG)
         return
     record = derived
 
@@ -1145,8 +1177,9 @@ def _check_plan(paths, reader, report: ValidationReport, where, config_of) -> No
             report.add(
                 WARNING,
                 f"[{plan.mtp.first_key}]",
-                f"{plan.mtp.summary()} not checked against {where}, whose model has none;"
-                f" export-hf refuses them unless {DROP_MTP_FLAG} leaves them out",
+                f"{plan.mtp.summary()} not checked against {where}: the transformers model"
+                " export writes from it has no MTP module; export-hf refuses them unless"
+                f" {DROP_MTP_FLAG} leaves them out",
             )
 
 
@@ -1191,6 +1224,23 @@ def _check_hashes(
                 report.add(ERROR, file, _HASH_MISMATCH.format(record.algorithm))
         except CheckpointFileError as err:  # a link out of the step or a special file: never read
             report.add(ERROR, file, str(err).split(": ", 1)[-1])
+
+
+def _check_json_assets(paths: layout.CheckpointPaths, report: ValidationReport) -> None:
+    """The JSON files of the checkpoint's own HF dir, as export checks them before it copies
+    them (bounded in size and in what parsing them costs, each key once, no NaN, an
+    object where transformers reads one): export refuses them, so validate must not pass
+    them."""
+    from mfsdp_ckpt.convert.export_source import check_json_assets
+
+    hf_dir = paths.hf_assets
+    if hf_dir is None or not hf_dir.is_dir():
+        return
+    try:
+        check_json_assets(hf_dir, paths.root, paths.hf_skip)
+    except (CheckpointFileError, layout.CheckpointPathError) as err:
+        where, _, message = str(err).partition(": ")
+        report.add(ERROR, where, message or str(err))
 
 
 MAX_OBJECT_CHECK_BYTES = 64 << 20  # larger non-tensor blobs are checked for size only

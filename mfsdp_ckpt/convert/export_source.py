@@ -30,7 +30,12 @@ from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError
 from mfsdp_ckpt.storage.reader import CheckpointReader, TensorEntry
 from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE
 from mfsdp_ckpt.storage.tensorstore_store import is_url, join_location, open_store
-from mfsdp_ckpt.storage.unique_json import DuplicateKeyError, first_nonfinite, loads_unique
+from mfsdp_ckpt.storage.unique_json import (
+    DuplicateKeyError,
+    first_nonfinite,
+    loads_unique,
+    too_many_containers,
+)
 
 WEIGHT_FILE_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".distcp")
 
@@ -146,6 +151,18 @@ def _dcp_below(url: str, root: ByteStore, step_dir: str) -> tuple[str, str | Non
 
 
 MAX_ASSET_BYTES = 1 << 30  # a tokenizer.json is tens of MB; nothing that is not a weight is larger
+# What one dir's assets may be in all. A checkpoint's own HF dir is copied whole (every file
+# but weights), and nothing bounded how many files (20,000 empty ones were copied one by
+# one) or bytes (six sparse 500 MB files became 3 GB written) that is. A real one holds
+# tens of files and tens of MB.
+MAX_ASSET_FILES = 1000
+MAX_ASSETS_BYTES = MAX_ASSET_BYTES
+# A JSON asset is parsed to be checked (`check_json_asset`), and parsed JSON takes many times
+# its size in memory: bounded in bytes and in the objects and arrays it may hold, well past
+# the largest real tokenizer.json (Qwen's, Llama's and Gemma's are at most tens of MB, with a
+# few hundred thousand merges, each an array at most).
+MAX_JSON_ASSET_BYTES = 64 << 20
+MAX_JSON_ASSET_CONTAINERS = 2_000_000
 
 
 class AssetFiles(dict[str, Callable[[], bytes]]):
@@ -210,7 +227,7 @@ def _asset_files(
             candidates, directory = [(name, base / name) for name in picked], base
         root = _check_assets(candidates, directory, root)
         loaders = {
-            name: partial(safe_files.read_bytes, path, MAX_ASSET_BYTES, root=root)
+            name: partial(safe_files.read_bytes, path, _asset_limit(name), root=root)
             for name, path in candidates
         }
         return AssetFiles(loaders, left_out)
@@ -220,6 +237,11 @@ def _asset_files(
     except CheckpointFileError as err:
         raise ExportUsageError(f"{err}; pass --hf-config with a local model dir") from None
     picked, left_out = _model_files(names, whole)
+    _check_count(location, len(picked))
+    sizes = [store.size(name) or 0 for name in picked]
+    for name, size in zip(picked, sizes, strict=True):
+        safe_files.check_size(join_location(location, name), size, _asset_limit(name))
+    _check_total(location, sum(sizes))
     loaders = {
         name: partial(_remote_asset, store, join_location(location, name), name) for name in picked
     }
@@ -246,32 +268,83 @@ def check_local_assets(directory: Path, root: str | os.PathLike | None = None) -
     overflowed) are no asset: nothing reads them here, so nothing refuses them; nor, in a
     model dir (no checkpoint `root`), are files that are no model files (`_asset_files`
     copies neither)."""
-    names = layout.list_files(directory, skip_hidden=True)
-    picked, _left_out = _model_files(names, whole=root is not None)
-    candidates = [
+    _check_assets(_local_assets(directory, root is not None), directory, root)
+
+
+def check_json_assets(directory: Path, root: str | os.PathLike, skip: Collection[str] = ()) -> None:
+    """What `validate --deep` checks of a checkpoint's own HF dir `directory` (inside the
+    checkpoint `root`; `skip`: its entries that are no assets): the JSON files export
+    parses before it copies them, as export checks them (`_check_assets`), so that a
+    tokenizer_config.json export refuses does not validate. Its other files are not read:
+    export refuses what is wrong with them (a link loop, a FIFO) in its own line."""
+    picked = [
+        (name, path) for name, path in _local_assets(directory, True, skip) if _is_json_asset(name)
+    ]
+    _check_assets(picked, directory, root)
+
+
+def _local_assets(
+    directory: Path, whole: bool, skip: Collection[str] = ()
+) -> list[tuple[str, Path]]:
+    """(name, path) of each asset of a local dir (`_model_files`) but the HF Trainer's own
+    records: transformers reads none, and trainer_state.json holds NaN for a step whose
+    loss overflowed."""
+    picked, _left_out = _model_files(layout.list_files(directory, True, skip), whole)
+    return [
         (relative, directory / relative)
         for relative in picked
         if relative not in hf_trainer.TRAINER_FILES
     ]
-    _check_assets(candidates, directory, root)
 
 
 def _check_assets(
     candidates: list[tuple[str, Path]], directory: Path, root: str | os.PathLike | None
 ) -> str | os.PathLike:
     """Each candidate a regular file inside `root` (the checkpoint; None: the model dir
-    `directory`) of at most MAX_ASSET_BYTES; the root the files were checked against."""
+    `directory`) of at most `_asset_limit` bytes, at most MAX_ASSET_FILES of them and
+    MAX_ASSETS_BYTES in all, each JSON one as `check_json_asset` reads it; the root the
+    files were checked against."""
     within = "the checkpoint"
     if root is None:
         root, within = safe_files.model_dir_root(directory), f"the model dir {directory}"
     named = [directory / name for name in FILE_NAMES if os.path.lexists(directory / name)]
+    _check_count(directory, len(candidates))
+    sizes = []
     for path in [path for _name, path in candidates] + named:  # named: a directory there too
         real = safe_files.regular_file(path, root=root, within=within)
-        safe_files.check_size(path, os.stat(real).st_size, MAX_ASSET_BYTES)
+        sizes.append(os.stat(real).st_size)
+        safe_files.check_size(path, sizes[-1], _asset_limit(path.name))
+    _check_total(directory, sum(sizes[: len(candidates)]))
     for name, path in candidates:
         if _is_json_asset(name):
-            check_json_asset(name, path, safe_files.read_bytes(path, MAX_ASSET_BYTES, root=root))
+            check_json_asset(name, path, safe_files.read_bytes(path, _asset_limit(name), root=root))
     return root
+
+
+def _asset_limit(name: str) -> int:
+    """The most bytes the asset `name` may have: a JSON one is parsed, so it has less."""
+    return MAX_JSON_ASSET_BYTES if _is_json_asset(name) else MAX_ASSET_BYTES
+
+
+def _check_count(where: str | os.PathLike, count: int) -> None:
+    """Refuse, naming the dir `where`, assets of more than MAX_ASSET_FILES files, before
+    any of them is read or copied."""
+    if count > MAX_ASSET_FILES:
+        raise CheckpointFileError(
+            f"{where}: {count} files besides the weights, more than the {MAX_ASSET_FILES} a"
+            " model's config and tokenizer files may be; remove what is not the model's"
+        )
+
+
+def _check_total(where: str | os.PathLike, total: int) -> None:
+    """Refuse, naming the dir `where`, assets of more than MAX_ASSETS_BYTES in all, before
+    any of them is read or copied."""
+    if total > MAX_ASSETS_BYTES:
+        raise CheckpointFileError(
+            f"{where}: its files besides the weights hold {total} bytes, more than the"
+            f" {MAX_ASSETS_BYTES} a model's config and tokenizer files may in all; remove"
+            " what is not the model's"
+        )
 
 
 def _is_json_asset(name: str) -> bool:
@@ -284,17 +357,30 @@ def _is_json_asset(name: str) -> bool:
 def check_json_asset(name: str, where: str | os.PathLike, data: bytes) -> None:
     """Refuse, naming `where` (the file or URL) and the key, a JSON asset giving a key twice
     (a tokenizer_config.json with two `eos_token`s: which one was meant?) or holding NaN or
-    Infinity. config.json's numbers are left to `read_config_json`, which reads every
-    config export, import and training use and refuses them as the config they are. Other
-    damage is left to the reader: export copies the bytes as they are, and training names
-    what transformers cannot read. The one check import, export (local or URL) and training
-    apply to the assets they copy or read."""
+    Infinity, and, before it is parsed, one larger than MAX_JSON_ASSET_BYTES or that may
+    hold more than MAX_JSON_ASSET_CONTAINERS objects and arrays (parsing it would take
+    gigabytes). A file transformers reads by name (`is_model_file`: tokenizer_config.json,
+    generation_config.json, ...) must hold an object, as each of them does. config.json's
+    numbers are left to `read_config_json`, which reads every config export, import and
+    training use and refuses them as the config they are. Other damage is left to the
+    reader: export copies the bytes as they are, and training names what transformers
+    cannot read. The one check import, export (local or URL), training and `validate
+    --deep` apply to the assets they copy or read."""
+    safe_files.check_size(where, len(data), MAX_JSON_ASSET_BYTES)
+    crowded = too_many_containers(data, MAX_JSON_ASSET_CONTAINERS)
+    if crowded is not None:
+        raise CheckpointFileError(f"{where}: {crowded}")
     try:
         parsed = loads_unique(data)
     except DuplicateKeyError as err:
         raise CheckpointFileError(f"{where}: {err} in one object") from None
     except (ValueError, RecursionError):
         return
+    if name != "config.json" and is_model_file(name) and not isinstance(parsed, dict):
+        raise CheckpointFileError(
+            f"{where}: holds a JSON {type(parsed).__name__}, not the object transformers"
+            f" reads from a {Path(name).name}"
+        )
     found = None if name == "config.json" else first_nonfinite(parsed)
     if found is not None:
         raise CheckpointFileError(
@@ -306,7 +392,7 @@ def check_json_asset(name: str, where: str | os.PathLike, data: bytes) -> None:
 def _remote_asset(store: ByteStore, where: str, name: str) -> bytes:
     """An asset file read from a URL source, bounded and checked as a local one is."""
     size = store.size(name) or 0
-    safe_files.check_size(where, size, MAX_ASSET_BYTES)
+    safe_files.check_size(where, size, _asset_limit(name))
     data = store.read_range(name, 0, size)
     if _is_json_asset(name):
         check_json_asset(name, where, data)

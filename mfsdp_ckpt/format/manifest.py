@@ -3,7 +3,10 @@
 It records every file with its size and a digest (mfsdp_ckpt/format/file_hash.py: XXH3-128
 now, sha256 in manifests written before) so that `validate --deep` can prove the bytes
 are the ones that were written, plus enough context (world size, strategy, versions,
-contents) to explain a checkpoint years later without the code that wrote it.
+contents) to explain a checkpoint years later without the code that wrote it. Its own fields
+are covered by a digest of themselves (`manifest_digest.py`), and every field a reader uses
+is checked for its JSON type as the manifest is parsed, here, so that validate, inspect,
+export and a resume read one manifest the same way (a LoRA run's fields: `lora_fields.py`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format.file_hash import FileRecord, FileRecordError
+from mfsdp_ckpt.format.manifest_digest import digest_problem, sealed
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError, _check_relative_name
 from mfsdp_ckpt.storage.unique_json import parse_json
@@ -25,6 +29,7 @@ from mfsdp_ckpt.storage.unique_json import parse_json
 FORMAT_VERSION = 2
 CONTENT_KINDS = ("model", "optimizer", "extra")
 MAX_MANIFEST_BYTES = 64 << 20  # ~150 bytes per listed file: far past any real step
+MAX_MANIFEST_CONTAINERS = 1 << 20  # one object per listed file, and a few: as far past
 
 
 class ManifestError(MfsdpFailedError, ValueError):
@@ -49,24 +54,28 @@ class Manifest:
     lora: dict[str, Any] | None = None
 
     def to_json(self) -> str:
+        """The manifest's text, its digest of itself included (`manifest_digest.sealed`)."""
         data = asdict(self)
         data["files"] = {name: record.to_json() for name, record in self.files.items()}
-        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+        return json.dumps(sealed(data), indent=2, sort_keys=True) + "\n"
 
     @classmethod
     def from_json(cls, text: str, source: str = "manifest.json") -> Manifest:
-        data = parse_json(text, source, ManifestError)  # a 5000-digit number, [[[[... too
+        # a 5000-digit number, [[[[..., 64 MB of [{},{},...] (gigabytes parsed) too
+        data = parse_json(text, source, ManifestError, MAX_MANIFEST_CONTAINERS)
         if not isinstance(data, dict):
             raise ManifestError(f"{source}: top level must be an object")
         return cls._from_dict(data, source)
 
     @classmethod
     def _from_dict(cls, data: dict, source: str) -> Manifest:
+        """Every field checked for its JSON type (an int is no bool), the LoRA fields as
+        `lora_fields` reads them, then the manifest's digest of itself where it has one."""
+
         def need(key: str, kind: type | tuple[type, ...]) -> Any:
-            value = data.get(key)
-            if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            if not _is_kind(data.get(key), kind):
                 raise ManifestError(f"{source}: field {key!r} is missing or not {_kind_name(kind)}")
-            return value
+            return data[key]
 
         version = need("format_version", int)
         if version > FORMAT_VERSION:
@@ -75,10 +84,11 @@ class Manifest:
                 f"({FORMAT_VERSION})"
             )
         step, world_size = need("step", int), need("world_size", int)
+        strategy = need("strategy", str)
         if step < 0 or world_size < 1:
             raise ManifestError(f"{source}: step {step} / world_size {world_size} out of range")
         contents = need("contents", list)
-        unknown = [c for c in contents if c not in CONTENT_KINDS]
+        unknown = [c for c in contents if not isinstance(c, str) or c not in CONTENT_KINDS]
         if unknown:
             raise ManifestError(f"{source}: unknown contents {unknown}")
         files: dict[str, FileRecord] = {}
@@ -103,18 +113,40 @@ class Manifest:
         extras = {}
         for key, kind in optional.items():
             if key in data:
-                if not isinstance(data[key], kind):
+                if not _is_kind(data[key], kind):
                     raise ManifestError(f"{source}: field {key!r} is not {_kind_name(kind)}")
                 extras[key] = data[key]
+        if not all(isinstance(v, str) for v in extras.get("versions", {}).values()):
+            raise ManifestError(f"{source}: field 'versions' holds a version that is not a string")
+        _check_lora_fields(extras, source)
+        problem = digest_problem(data)
+        if problem is not None:
+            raise ManifestError(f"{source}: {problem}")
         return cls(
             step=step,
             world_size=world_size,
-            strategy=need("strategy", str),
+            strategy=strategy,
             contents=contents,
             files=files,
             format_version=version,
             **extras,
         )
+
+
+def _check_lora_fields(fields: dict[str, Any], source: str) -> None:
+    """A LoRA run's `lora` and `base_model`, as export reads them (`lora_fields`)."""
+    from mfsdp_ckpt.format.lora_fields import BaseModelRecord, recorded_lora_settings
+
+    if fields.get("lora") is not None:
+        recorded_lora_settings(fields["lora"], source)
+    if fields.get("base_model") is not None:
+        BaseModelRecord.from_dict(fields["base_model"], source)
+
+
+def _is_kind(value: Any, kind: type | tuple[type, ...]) -> bool:
+    """`isinstance`, but a JSON true or false is no number: bool is an int to Python."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return isinstance(value, kinds) and (bool in kinds or not isinstance(value, bool))
 
 
 def _kind_name(kind: type | tuple[type, ...]) -> str:

@@ -5,7 +5,13 @@ loader refuses a key given twice. Every JSON file a user hands over (config.json
 safetensors index, manifest.json, ckpt_contents.json, an adapter config) is read with
 `loads_unique`, so none takes the last of two values unseen; `read_json_file` and
 `parse_json` add what else makes Python's json fail or lie (a size cap, deep nesting, a
-5,000-digit integer, NaN), so each reader refuses them in one line naming its file."""
+5,000-digit integer, NaN), so each reader refuses them in one line naming its file.
+
+Size alone does not bound what parsing costs: Python holds each parsed object or array in
+far more bytes than the two characters of `{}`, so `[{},{},...]` takes tens of times its
+size in memory (gigabytes for a 50 MB file). `too_many_containers` bounds how many a text
+can hold, counted before it is parsed, and a reader that takes large files passes
+`max_containers` sized for what the real ones hold."""
 
 from __future__ import annotations
 
@@ -49,6 +55,22 @@ def loads_unique(text: str | bytes) -> Any:
     return json.loads(text, object_pairs_hook=unique_keys)
 
 
+def too_many_containers(text: str | bytes, limit: int) -> str | None:
+    """Why `text` is not parsed, in words, when it may hold more than `limit` objects and
+    arrays: its `{` and `[` characters (those in strings too, so never fewer), counted
+    without parsing it; else None."""
+    if isinstance(text, str):
+        count = text.count("{") + text.count("[")
+    else:
+        count = text.count(b"{") + text.count(b"[")
+    if count <= limit:
+        return None
+    return (
+        f"{count} '{{' and '[' characters, more JSON objects and arrays than the {limit}"
+        " this file may hold: not parsed (each takes memory many times its size)"
+    )
+
+
 def json_problem(err: ValueError | RecursionError) -> str:
     """What is wrong with JSON text Python's json refused, in words a user can act on. Deep
     nesting raises RecursionError (no ValueError), and an integer past Python's digit limit
@@ -64,10 +86,17 @@ def json_problem(err: ValueError | RecursionError) -> str:
     return str(err)[:200]
 
 
-def parse_json(text: str | bytes, where: str, error: type[Exception]) -> Any:
+def parse_json(
+    text: str | bytes, where: str, error: type[Exception], max_containers: int | None = None
+) -> Any:
     """`loads_unique(text)`, or `error` in one line naming `where` for anything Python's
     json refuses: bad syntax, a key given twice, nesting thousands deep, a 5,000-digit
-    integer. Every JSON a user hands over is parsed here or through a reader built on it."""
+    integer; with `max_containers`, for a text that may hold more objects and arrays
+    (`too_many_containers`), before it is parsed. Every JSON a user hands over is parsed
+    here or through a reader built on it."""
+    crowded = None if max_containers is None else too_many_containers(text, max_containers)
+    if crowded is not None:
+        raise error(f"{where}: {crowded}")
     try:
         return loads_unique(text)
     except (ValueError, RecursionError) as err:
@@ -173,5 +202,6 @@ __all__ = [
     "loads_unique",
     "parse_json",
     "read_json_file",
+    "too_many_containers",
     "unique_keys",
 ]

@@ -18,7 +18,7 @@ from mfsdp_ckpt.check.validate import validate_checkpoint
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError, load_metadata
 from mfsdp_ckpt.storage.reader import CheckpointFormatError, CheckpointReader
-from tests.support.ckpt_edits import RunsCode, biggest_shard
+from tests.support.ckpt_edits import RunsCode, biggest_shard, edit_manifest
 from tests.support.distributed import run_distributed
 from tests.support.fsdp_workloads import build, train_and_save
 
@@ -75,11 +75,13 @@ def test_deleted_shard(run):
 
 
 def test_edited_manifest_size(run):
-    manifest_path = step_dir(run) / "manifest.json"
-    data = json.loads(manifest_path.read_text())
+    data = json.loads((step_dir(run) / "manifest.json").read_text())
     name = next(n for n in data["files"] if n.endswith(".distcp"))
-    data["files"][name]["size"] += 1
-    manifest_path.write_text(json.dumps(data))
+
+    def grow(data: dict) -> None:
+        data["files"][name]["size"] += 1
+
+    edit_manifest(step_dir(run), grow)
     found = errors(run)
     assert any(name.split("/")[-1] in e and "manifest says" in e for e in found), found
 
@@ -114,10 +116,7 @@ def test_manifest_lists_optimizer_that_is_absent(tmp_path):
     Checkpointer(run, strategy="none").save(
         1, {"model": ModelState(model), "extra": {"step": 1}}, contents=("model", "extra")
     )
-    manifest_path = layout.step_dir(run, 1) / "manifest.json"
-    data = json.loads(manifest_path.read_text())
-    data["contents"].append("optimizer")
-    manifest_path.write_text(json.dumps(data))
+    edit_manifest(layout.step_dir(run, 1), lambda data: data["contents"].append("optimizer"))
     found = errors(run)
     assert any("'optimizer'" in e and "no optimizer state" in e for e in found), found
 

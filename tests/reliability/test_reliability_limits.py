@@ -66,7 +66,7 @@ from tests.reliability.hostile_bytes import (
     saved_tensor_blob,
     step_of,
 )
-from tests.support.ckpt_edits import edit_metadata, write_metadata
+from tests.support.ckpt_edits import edit_metadata, resealed, write_metadata
 
 MAX_SECONDS = 30  # any one command here; the slowest (an opcode flood at the limit) takes a few
 
@@ -521,7 +521,7 @@ def _planted(run: Path):
     data["files"].update(
         {f"dist_ckpt/gone_{i}.distcp": {"size": 1, "sha256": "0" * 64} for i in range(100_000)}
     )
-    path.write_text(json.dumps(data))
+    path.write_text(json.dumps(resealed(data)))
     return validate_only(run), "listed in the manifest but missing"
 
 

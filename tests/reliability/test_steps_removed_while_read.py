@@ -11,6 +11,7 @@ import pytest
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.reliability.hf_model import hf_model
+from tests.support.ckpt_edits import resealed
 from tests.support.interop_layouts import run_cli
 
 REMOVED = "step 0 was removed while it was read (a run still saving with keep_last?)"
@@ -83,7 +84,7 @@ def test_a_complete_step_newer_than_the_tracker_is_a_note(copied):
     a crash there) the newer step is complete. Resuming starts from the tracker's."""
     newer = shutil.copytree(layout.step_dir(copied, 0), layout.step_dir(copied, 1))
     manifest = json.loads((newer / "manifest.json").read_text())
-    (newer / "manifest.json").write_text(json.dumps({**manifest, "step": 1}))
+    (newer / "manifest.json").write_text(json.dumps(resealed({**manifest, "step": 1})))
     code, report = _validate(copied, "--strict")
     assert code == 0 and report["valid"] and report["step"] == 0 and not report["findings"]
     assert "step 1 is complete too" in report["note"]

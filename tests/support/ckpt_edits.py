@@ -14,6 +14,7 @@ from pathlib import Path
 
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dcp_metadata import load_metadata
+from mfsdp_ckpt.format.manifest_digest import DIGEST_FIELD, sealed
 
 METADATA = f"{layout.DIST_CKPT_DIR}/{layout.DCP_METADATA_FILE}"  # as the manifest names it
 
@@ -36,11 +37,17 @@ def biggest_shard(step: Path) -> Path:
 
 
 def edit_manifest(step: Path, edit: Callable[[dict], None]) -> None:
-    """Let `edit` change manifest.json's parsed JSON in place, then write it back."""
+    """Let `edit` change manifest.json's parsed JSON in place, then write it back with its
+    digest of itself made anew (where it had one), so the edit is all that differs."""
     path = step / layout.MANIFEST_FILE
     data = json.loads(path.read_text())
     edit(data)
-    path.write_text(json.dumps(data, indent=2))
+    path.write_text(json.dumps(resealed(data), indent=2))
+
+
+def resealed(data: dict) -> dict:
+    """A manifest's parsed JSON with its digest of itself made anew; as it was without one."""
+    return sealed(data) if DIGEST_FIELD in data else data
 
 
 def rehash(step: Path, *names: str) -> None:

@@ -23,6 +23,7 @@ from mfsdp_ckpt.format.layout import list_complete_steps, resolve_checkpoint
 from mfsdp_ckpt.format.manifest import read_manifest
 from mfsdp_ckpt.lora import parse_adapter_key, peft_name
 from mfsdp_ckpt.storage.reader import CheckpointReader
+from tests.support.ckpt_edits import resealed
 from tests.support.distributed import run_distributed
 from tests.support.export import fixed_inputs, load_report, logits_of
 from tests.support.sft import tiny_config, write_chat_jsonl
@@ -69,7 +70,9 @@ def _two_rank_runs(rank: int, world_size: int, root: str) -> None:
     )
     # the adapter must not continue on other weights of the same shapes: every rank refuses
     other = f"model.path={root / 'other_base'}"
-    with pytest.raises(ResumeMismatchError, match=r"model\.safetensors in this run's base"):
+    with pytest.raises(
+        ResumeMismatchError, match=r"in this run's base \S+, model\.safetensors has "
+    ):
         resume = f"checkpoint.resume={root / 'split'}"
         run_sft(tiny_config(data, root / "wrong_base", other, *SETTINGS, resume))
     # nor at another scale: alpha / r applied to the trained A and B (was accepted)
@@ -165,7 +168,7 @@ def _with_base(runs: Path, tmp_path: Path, base: Path) -> Path:
     shutil.copytree(runs / "split" / "global_step_4", step)
     data = json.loads((step / "manifest.json").read_text())
     data["base_model"]["path"] = str(base)
-    (step / "manifest.json").write_text(json.dumps(data))
+    (step / "manifest.json").write_text(json.dumps(resealed(data)))
     return step
 
 
@@ -196,7 +199,7 @@ def test_validate_reads_only_regular_files_directly_in_the_base_dir(runs, tmp_pa
     data = json.loads((escape / "manifest.json").read_text())
     record = data["base_model"]["files"]["model.safetensors"]
     data["base_model"]["files"] = {"../train.jsonl": record}  # outside the base dir
-    (escape / "manifest.json").write_text(json.dumps(data))
+    (escape / "manifest.json").write_text(json.dumps(resealed(data)))
     errors = [f.message for f in validate_checkpoint(escape).findings if f.severity == "error"]
     assert any("is not a plain file name" in message for message in errors), errors
 

@@ -19,6 +19,7 @@ from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.format.file_hash import hash_file
 from mfsdp_ckpt.format.layout import resolve_checkpoint
 from mfsdp_ckpt.format.manifest import read_manifest
+from tests.support.ckpt_edits import resealed
 from tests.support.export import fixed_inputs, logits_of
 from tests.support.interop_layouts import one_error_line, run_cli
 from tests.support.sft import tiny_config, write_chat_jsonl
@@ -64,7 +65,7 @@ def _edited(lora_run: Path, copy: Path, edit: Callable[[dict], object]) -> Path:
     manifest = resolve_checkpoint(run).manifest
     recorded = json.loads(manifest.read_text())
     edit(recorded)
-    manifest.write_text(json.dumps(recorded))
+    manifest.write_text(json.dumps(resealed(recorded)))
     return run
 
 

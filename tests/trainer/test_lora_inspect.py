@@ -12,6 +12,7 @@ import xxhash
 from click.testing import CliRunner
 
 from cli.main import app, main
+from tests.support.ckpt_edits import resealed
 from tests.support.sft import tiny_config, write_chat_jsonl
 from tests.support.terminal import Terminal
 from trainer.sft import run_sft
@@ -80,7 +81,7 @@ def test_inspect_reports_a_changed_or_missing_base(lora_run, tmp_path):
     manifest = moved / "global_step_1" / "manifest.json"
     data = json.loads(manifest.read_text())
     data["base_model"]["path"] = str(changed)
-    manifest.write_text(json.dumps(data))
+    manifest.write_text(json.dumps(resealed(data)))
     weights = changed / "model.safetensors"
     raw = bytearray(weights.read_bytes())
     raw[-1] ^= 0xFF  # same size, other bytes: only the digest tells

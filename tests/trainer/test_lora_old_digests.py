@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from cli.main import app
 from mfsdp_ckpt.check.validate import validate_checkpoint
 from mfsdp_ckpt.format.layout import resolve_checkpoint
+from tests.support.ckpt_edits import resealed
 from tests.support.sft import tiny_config, write_chat_jsonl
 from trainer.resume import ResumeMismatchError
 from trainer.sft import run_sft
@@ -42,7 +43,7 @@ def old_run(tmp_path_factory) -> Path:
             "size": len(raw),
             "sha256": hashlib.sha256(raw).hexdigest(),
         }
-    manifest.write_text(json.dumps(recorded))
+    manifest.write_text(json.dumps(resealed(recorded)))
     return root
 
 
@@ -63,7 +64,7 @@ def _with_changed_base(old_run: Path, tmp_path: Path) -> tuple[Path, Path]:
     manifest = resolve_checkpoint(run).manifest
     recorded = json.loads(manifest.read_text())
     recorded["base_model"]["path"] = str(base)
-    manifest.write_text(json.dumps(recorded))
+    manifest.write_text(json.dumps(resealed(recorded)))
     return run, weights
 
 
@@ -94,7 +95,9 @@ def test_resume_rehashes_the_base_with_sha256_and_saves_xxh3(old_run, tmp_path):
 def test_resume_on_a_changed_base_is_refused_under_sha256(old_run, tmp_path):
     run, weights = _with_changed_base(old_run, tmp_path)
     data = old_run / "train.jsonl"
-    with pytest.raises(ResumeMismatchError, match=r"model\.safetensors in this run's base"):
+    with pytest.raises(
+        ResumeMismatchError, match=r"in this run's base \S+, model\.safetensors has "
+    ):
         run_sft(
             tiny_config(
                 data, run, f"model.path={weights.parent}", *SETTINGS, "trainer.total_steps=2"
