@@ -12,14 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.storage import safe_files
 from trainer.config import RESOLVED_CONFIG_FILE, config_to_dict
+from trainer.config_yaml import MAX_CONFIG_BYTES, parse_yaml
 from trainer.run_files import replacing
 
-MAX_CONFIG_BYTES = 1 << 20  # as trainer.config_yaml reads a config file
 # Keys that say how this command was started, not what trains: changing them changes nothing
 # a checkpoint holds.
 _HOW_STARTED = (
@@ -88,8 +86,8 @@ def until_step_file(run_dir: Path, step: int) -> Path:
 def _read_config(path: Path, run_dir: Path) -> dict[str, Any] | None:
     """The config recorded in `path`, or None when it is missing, unreadable or no mapping."""
     try:
-        recorded = yaml.safe_load(safe_files.read_text(path, MAX_CONFIG_BYTES, run_dir))
-    except (OSError, ValueError, yaml.YAMLError):
+        recorded = parse_yaml(safe_files.read_text(path, MAX_CONFIG_BYTES, run_dir), str(path))
+    except (OSError, ValueError):  # YAMLConfigError too: an alias bomb is no config
         return None
     return recorded if isinstance(recorded, dict) else None
 

@@ -6,7 +6,12 @@ one line instead of hanging, eating memory, or printing a traceback.
 Why count expansion and not only aliases: a 581-byte "billion laughs" document has a few
 dozen aliases, each naming a list of aliases; PyYAML shares the repeated nodes, so parsing
 is cheap, but everything that walks the result (type checks, `asdict`, writing the resolved
-config back) visits every repetition. The size of the tree as walked is what must be small.
+config back) visits every repetition. The size of the tree as walked is what must be small:
+its nodes, and its characters too, since one alias may stand for a long string (a 3.7 KB
+config of 9,000 references to one 2 KB string, 4 levels of lists deep, wrote a 20 MB
+config.yaml and HF config.json). As walked, a config holds no more text than a config file
+may (MAX_EXPANDED_CHARS = MAX_CONFIG_BYTES). Documents read together (the values of one
+launch script) share one `ExpansionBudget`.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -24,6 +30,7 @@ from mfsdp_ckpt.format.closest_path import closest_existing
 MAX_CONFIG_BYTES = 1 << 20
 MAX_ALIASES = 1000
 MAX_EXPANDED_NODES = 100_000  # scalars, lists and mappings, counting each alias's expansion
+MAX_EXPANDED_CHARS = MAX_CONFIG_BYTES  # scalars' characters (keys too), the same way
 MAX_DEPTH = 64
 _PYTHON_TAG = "tag:yaml.org,2002:python/"
 
@@ -98,32 +105,68 @@ class _BoundedLoader(yaml.SafeLoader):
 _BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)
 
 
-def _expanded_size(node: yaml.Node, source: str) -> int:
-    """Nodes of the tree as walked, each alias counted with its whole expansion; stops
-    counting past the cap (sizes of shared nodes are memoised, so this is linear)."""
-    sizes: dict[int, int] = {}
+@dataclass
+class ExpansionBudget:
+    """What the documents parsed with it may expand to, all told (nodes and scalar
+    characters, each alias counted with its whole expansion), and what they have so far."""
 
-    def size(current: yaml.Node) -> int:
+    max_nodes: int = MAX_EXPANDED_NODES
+    max_chars: int = MAX_EXPANDED_CHARS
+    nodes: int = 0
+    chars: int = 0
+
+    def check(self, nodes: int, chars: int, source: str) -> None:
+        """YAMLConfigError naming `source` when a document of `nodes` and `chars` more would
+        be over the budget (checked at every node: a bomb stops at the cap, never counted
+        to its end)."""
+        earlier = " (with the values read before it)" if self.nodes else ""
+        if self.nodes + nodes > self.max_nodes:
+            raise YAMLConfigError(
+                f"{source}: expands to over {self.max_nodes} values through"
+                f" anchors/aliases{earlier}"
+            )
+        if self.chars + chars > self.max_chars:
+            raise YAMLConfigError(
+                f"{source}: expands to over {self.max_chars} characters through"
+                f" anchors/aliases{earlier}; refusing"
+            )
+
+
+def _expanded_size(node: yaml.Node, source: str, budget: ExpansionBudget) -> None:
+    """Charge `budget` with the nodes and scalar characters of the tree as walked, each
+    alias counted with its whole expansion, before anything is built. Sizes of shared nodes
+    are memoised, so this is linear in the document."""
+    sizes: dict[int, tuple[int, int]] = {}
+
+    def size(current: yaml.Node) -> tuple[int, int]:
         known = sizes.get(id(current))
         if known is not None:
             return known
-        total = 1
-        if isinstance(current, yaml.SequenceNode):
-            total += sum(size(child) for child in current.value)
-        elif isinstance(current, yaml.MappingNode):
-            total += sum(size(key) + size(value) for key, value in current.value)
-        if total > MAX_EXPANDED_NODES:
-            raise YAMLConfigError(
-                f"{source}: expands to over {MAX_EXPANDED_NODES} values through anchors/aliases"
-            )
-        sizes[id(current)] = total
-        return total
+        nodes, chars = 1, len(current.value) if isinstance(current, yaml.ScalarNode) else 0
+        budget.check(nodes, chars, source)
+        for child in _children(current):
+            child_nodes, child_chars = size(child)
+            nodes, chars = nodes + child_nodes, chars + child_chars
+            budget.check(nodes, chars, source)
+        sizes[id(current)] = (nodes, chars)
+        return nodes, chars
 
-    return size(node)
+    nodes, chars = size(node)
+    budget.nodes += nodes
+    budget.chars += chars
 
 
-def parse_yaml(text: str, source: str) -> Any:
-    """One YAML document as plain data (None for an empty one), or YAMLConfigError. The
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def parse_yaml(text: str, source: str, budget: ExpansionBudget | None = None) -> Any:
+    """One YAML document as plain data (None for an empty one), or YAMLConfigError. Its
+    expansion is charged to `budget` (a fresh one when None) before it is built. The
     loader is made inside the `try`: PyYAML checks the text for characters YAML does not
     allow (an escape, a NUL) as it is built."""
     loader = None
@@ -132,7 +175,7 @@ def parse_yaml(text: str, source: str) -> Any:
         node = loader.get_single_node()
         if node is None:
             return None
-        _expanded_size(node, source)
+        _expanded_size(node, source, budget or ExpansionBudget())
         return loader.construct_document(node)
     except yaml.YAMLError as err:
         raise YAMLConfigError(f"{source}: not valid YAML {describe_yaml_error(err)}") from None

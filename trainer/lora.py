@@ -30,17 +30,10 @@ from torch.distributed.checkpoint.stateful import Stateful
 
 from mfsdp_ckpt.format.layout import CheckpointPaths
 from mfsdp_ckpt.format.manifest import Manifest
-from mfsdp_ckpt.lora import (
-    ADAPTER_CONFIG_FILE,
-    ADAPTER_WEIGHTS_FILE,
-    MAX_ADAPTER_CONFIG_BYTES,
-    not_plain_lora,
-    peft_target_modules,
-    plain_lora_init,
-    read_base_model,
-)
-from mfsdp_ckpt.storage.unique_json import read_json_file
+from mfsdp_ckpt.lora import peft_target_modules, read_base_model
 from trainer.config import ConfigError, ModelConfig, check_lora_fields
+from trainer.lora_adapter_dir import KEY, load_adapter_weights, read_adapter_dir
+from trainer.lora_targets import named_exclusions, named_targets
 from trainer.resume import ResumeMismatchError
 from trainer.weights_record import WeightsRecord, agreed_mismatch, writes_manifests
 
@@ -66,38 +59,50 @@ def lora_enabled(cfg: ModelConfig) -> bool:
 def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
     """Inject LoRA adapters into `model` in place and freeze everything else (no-op when off).
 
-    Adapter init draws from torch's RNG, which the caller seeded identically on every rank."""
+    Adapter init draws from torch's RNG, which the caller seeded identically on every rank.
+    PEFT gets module names only, never a regex (`trainer.lora_targets`), and an adapter
+    dir's fields and tensors checked (`trainer.lora_adapter_dir`)."""
     check_lora_fields(cfg)
     if not lora_enabled(cfg):
         return
     from peft import LoraConfig, inject_adapter_in_model
 
-    weights = None
+    adapter = None
+    settings: dict[str, Any] = dict(
+        r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, target_modules=cfg.target_modules
+    )
+    targets_key = "model.target_modules"
     if cfg.lora_adapter_path is not None:
-        config, weights = _read_adapter(Path(cfg.lora_adapter_path))
-    else:
-        config = LoraConfig(
-            r=cfg.lora_rank,
-            lora_alpha=cfg.lora_alpha,
-            target_modules=cfg.target_modules,
-            lora_dropout=0.0,
-            bias="none",
-            task_type="CAUSAL_LM",
-        )
-    _refuse_unsupported(config, cfg)
+        adapter = read_adapter_dir(Path(cfg.lora_adapter_path))
+        settings, targets_key = adapter.settings, f"{KEY}: {adapter.config_file}: target_modules"
+    names = [name for name, _ in model.named_modules()]
+    exclusions_key = targets_key.replace("target_modules", "exclude_modules")
+    config = LoraConfig(
+        **{
+            **settings,
+            "target_modules": named_targets(settings["target_modules"], names, targets_key),
+            "exclude_modules": named_exclusions(
+                settings.get("exclude_modules"), names, exclusions_key
+            ),
+            # dropout draws from the RNG, which checkpoints do not carry: 0 keeps resume exact
+            "lora_dropout": 0.0,
+            "bias": "none",
+            "task_type": "CAUSAL_LM",
+        }
+    )
     try:
         inject_adapter_in_model(config, model)
     except ValueError as err:  # e.g. target modules not found in the model
-        raise ConfigError(f"model.target_modules: {str(err).splitlines()[0]}") from None
+        raise ConfigError(f"{targets_key}: {str(err).splitlines()[0]}") from None
     adapted = _adapted_modules(model)
     wrong = sorted({name.rsplit(".", 1)[-1] for name in adapted} & set(_UNADAPTABLE))
     if wrong:
         raise ConfigError(
-            f"model.target_modules: {', '.join(wrong)} cannot take a LoRA adapter here "
+            f"{targets_key}: {', '.join(wrong)} cannot take a LoRA adapter here "
             "(the loss reads its weight directly); adapt the decoder's linear layers"
         )
-    if weights is not None:
-        _load_adapter_weights(model, weights, cfg.lora_adapter_path)
+    if adapter is not None:
+        load_adapter_weights(model, adapter)
     for name, param in model.named_parameters():
         param.requires_grad_(is_adapter_param(name))
     model._mfsdp_lora = LoraSetup(
@@ -174,73 +179,8 @@ def hold_frozen_in_compute_dtype(model: torch.nn.Module, dtype: torch.dtype) -> 
             param.data = param.data.to(dtype)
 
 
-def _read_adapter(path: Path) -> tuple[Any, dict[str, torch.Tensor]]:
-    """A local PEFT adapter dir: its LoraConfig and weights (safetensors only: never unpickled).
-    adapter_config.json is read as every JSON a user hands over (`read_json_file`): bounded
-    (1 GiB of it took 2.5 GB of memory), and nesting 5000 deep is one line, no traceback."""
-    from peft import LoraConfig
-    from safetensors.torch import load_file
-
-    config_file, weights_file = path / ADAPTER_CONFIG_FILE, path / ADAPTER_WEIGHTS_FILE
-    for needed in (config_file, weights_file):
-        if not needed.is_file():
-            raise ConfigError(
-                f"model.lora_adapter_path: {needed} is missing "
-                f"(a PEFT adapter dir has {ADAPTER_CONFIG_FILE} and {ADAPTER_WEIGHTS_FILE})"
-            )
-    try:
-        fields = read_json_file(config_file, MAX_ADAPTER_CONFIG_BYTES, ConfigError)
-    except ConfigError as err:
-        raise ConfigError(f"model.lora_adapter_path: {err}") from None
-    if not isinstance(fields, dict) or fields.get("peft_type") != "LORA":
-        raise ConfigError(f"model.lora_adapter_path: {config_file} is not a LoRA adapter config")
-    known = set(LoraConfig.__dataclass_fields__)
-    # Dropout draws from the RNG, which checkpoints do not carry: 0 keeps resume exact.
-    config = LoraConfig(
-        **{k: v for k, v in fields.items() if k in known and k != "lora_dropout"}, lora_dropout=0.0
-    )
-    return config, load_file(str(weights_file))
-
-
-def _refuse_unsupported(config: Any, cfg: ModelConfig) -> None:
-    """PEFT settings that change what the adapter computes beyond plain B @ A * alpha / r:
-    export merges plain LoRA only, so a run refuses them up front rather than at export. An
-    init that is not plain LoRA's (PiSSA, OLoRA, ...) is refused before peft injects it:
-    injecting rewrites the frozen base in place, which the merged export and GRPO's
-    reference (adapters off) then no longer are."""
-    where = "model"
-    if cfg.lora_adapter_path:
-        where = f"model.lora_adapter_path ({cfg.lora_adapter_path})"
-    found = not_plain_lora(lambda name, plain: getattr(config, name, plain))
-    if found is not None:
-        raise ConfigError(f"{where}: LoRA option {found[0]}={found[1]!r} is not supported")
-    init = getattr(config, "init_lora_weights", True)
-    if not plain_lora_init(init):
-        raise ConfigError(
-            f"{where}: init_lora_weights={init!r:.120} is not plain LoRA's init (peft would rewrite"
-            " the frozen base weights with it, and the merged export and GRPO's reference"
-            " use the base as saved); use an adapter with init_lora_weights true, false or"
-            " gaussian"
-        )
-
-
 def _adapted_modules(model: torch.nn.Module) -> list[str]:
     return [name for name, _ in _lora_layers(model)]
-
-
-def _load_adapter_weights(model: torch.nn.Module, weights: dict, path: str | None) -> None:
-    """Load a saved adapter's tensors (PEFT's names) into the injected layers, all or nothing."""
-    from peft import set_peft_model_state_dict
-
-    result = set_peft_model_state_dict(model, weights)
-    unexpected = list(result.unexpected_keys)
-    missing = [key for key in result.missing_keys if is_adapter_param(key)]
-    if unexpected or missing:
-        example = (unexpected or missing)[0]
-        raise ConfigError(
-            f"model.lora_adapter_path: {path} does not fit this model ({len(unexpected)} "
-            f"unexpected, {len(missing)} missing adapter weights, e.g. {example})"
-        )
 
 
 def _layer_count(model: torch.nn.Module) -> int | None:

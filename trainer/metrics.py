@@ -13,7 +13,7 @@ from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.storage import safe_files
-from trainer.run_files import replacing
+from trainer.run_files import refuse_link, replacing
 
 METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
@@ -36,6 +36,7 @@ class MetricsLogger:
         if not enabled:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        refuse_link(self.path)  # appended to: a link would add the records to another file
         trackers = require_trackers(trainer)
         if "tensorboard" in trackers:
             from torch.utils.tensorboard import SummaryWriter
@@ -78,7 +79,8 @@ class MetricsLogger:
 
 def _tracker_dir(path: Path) -> Path:
     """`path` as a directory a tracker writes into, made here: a file or FIFO in its place is
-    one line naming it (the tracker's own makedirs said only "[Errno 17] File exists")."""
+    one line naming it (the tracker's own makedirs said only "[Errno 17] File exists"), and
+    so is a link to a directory: the tracker's files would go wherever it leads."""
     try:
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
@@ -86,6 +88,7 @@ def _tracker_dir(path: Path) -> Path:
             f"{path}: exists and is not a directory; the run writes its tracker's files there: "
             "move it away or choose another trainer.run_dir"
         ) from None
+    refuse_link(path)
     return path
 
 
@@ -110,15 +113,17 @@ def require_trackers(trainer: Any) -> set[str]:
 
 def _resolved_config(run_dir: Path) -> dict[str, Any] | None:
     """The config the run wrote into its run dir (trainer.config.write_resolved_config), so the
-    tracker shows the hyper-parameters beside the curves."""
-    import yaml
-
+    tracker shows the hyper-parameters beside the curves. Read as config files are
+    (`config_yaml`): a run that trains no step leaves the one there, which may be anyone's."""
     from trainer.config import RESOLVED_CONFIG_FILE
+    from trainer.config_yaml import MAX_CONFIG_BYTES, YAMLConfigError, parse_yaml
 
+    path = run_dir / RESOLVED_CONFIG_FILE
     try:
-        return yaml.safe_load(safe_files.read_text(run_dir / RESOLVED_CONFIG_FILE, 1 << 20))
-    except (OSError, yaml.YAMLError):  # CheckpointFileError (a FIFO, too large) is an OSError
+        recorded = parse_yaml(safe_files.read_text(path, MAX_CONFIG_BYTES, run_dir), str(path))
+    except (OSError, YAMLConfigError):  # CheckpointFileError (a FIFO, too large) is an OSError
         return None
+    return recorded if isinstance(recorded, dict) else None
 
 
 def drop_steps_after(run_dir: str | Path, step: int) -> str | None:
@@ -132,6 +137,7 @@ def drop_steps_after(run_dir: str | Path, step: int) -> str | None:
     full disk leaves the old one or the new one, and a failure names it (RunFileError).
     Called on rank 0 only."""
     path = Path(run_dir) / METRICS_FILE
+    refuse_link(path)  # read and replaced here, appended to next: never another file
     try:
         dropped = [n for n in _steps_in(path) if n > step]
     except OSError:  # none yet, or no regular file: MetricsLogger names that as it writes
@@ -178,7 +184,7 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def metrics_size(run_dir: str | Path) -> int:
+def metrics_size(run_dir: str | os.PathLike) -> int:
     """How many bytes metrics.jsonl holds now (0 when there is none): the launching process
     notes it before its ranks start, so that `last_logged_step` reads only the lines they add
     (a resumed run appends to the lines of the runs before it)."""
@@ -191,7 +197,7 @@ def metrics_size(run_dir: str | Path) -> int:
 TAIL_BYTES = 1 << 16  # a step's line is a few hundred bytes
 
 
-def last_logged_step(run_dir: str | Path, since: int) -> int | None:
+def last_logged_step(run_dir: str | os.PathLike, since: int) -> int | None:
     """The newest step a complete line added to metrics.jsonl after byte `since` records,
     None when none was added. The launching process never sees its ranks' steps; rank 0
     logs each (every `trainer.log_every`) here. Only the file's last TAIL_BYTES are read, so

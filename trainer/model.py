@@ -27,10 +27,15 @@ from trainer.kernels import apply_kernels
 from trainer.local_paths import missing_path
 from trainer.lora import apply_lora
 from trainer.loss import linear_cross_entropy_sum
+from trainer.model_code import (
+    SUPPORTED_FAMILIES,
+    check_model_config,
+    check_tokenizer_class,
+    check_tokenizer_files,
+)
 from trainer.model_overrides import overridden_config
 from trainer.model_source import ModelSource, load_checkpoint_weights, resolve_model_source
 
-SUPPORTED_FAMILIES = ("qwen2", "qwen3", "llama")
 # Any tokenizer a model ships encodes this to tokens; one missing its vocabulary (a model
 # dir without tokenizer.json) encodes it, and every data row, to nothing: loss 0 each step.
 TOKENIZER_PROBE = "Question: what is 3 + 4? Answer: 7"
@@ -159,7 +164,9 @@ def _built_by_transformers(
 
 def _model_dir_config(assets: Path) -> Any:
     """The transformers config of a model dir, its config.json checked first as import-hf
-    checks it (NaN, impossible sizes: one line naming the key)."""
+    checks it (NaN, impossible sizes: one line naming the key) and for shipped code
+    (`check_model_config`)."""
+    check_model_config(assets)
     try:
         check_geometry(read_config_json(assets)[1], assets / "config.json")
     except HFConfigError as err:
@@ -168,10 +175,13 @@ def _model_dir_config(assets: Path) -> Any:
 
 
 def _from_model_dir(assets: Path, overrides: dict[str, Any]) -> Any:
-    """`AutoConfig.from_pretrained` of a model dir (local files only), `overrides` set on it."""
+    """`AutoConfig.from_pretrained` of a model dir (local files only, no shipped code),
+    `overrides` set on it."""
     from transformers import AutoConfig
 
-    return AutoConfig.from_pretrained(str(assets), local_files_only=True, **overrides)
+    return AutoConfig.from_pretrained(
+        str(assets), local_files_only=True, trust_remote_code=False, **overrides
+    )
 
 
 def load_tokenizer(cfg: ModelConfig):
@@ -194,10 +204,15 @@ def load_tokenizer(cfg: ModelConfig):
         return build_tokenizer()
     if model_source is None or source != model_source.tokenizer_dir:  # Bridge's: checked already
         _check_tokenizer_files(source, model_source)
+    if source.is_dir():
+        check_tokenizer_files(source)
+        check_tokenizer_class(source)
     from transformers import AutoTokenizer
 
     def load_and_encode():  # a wrong type in tokenizer_config.json fails only when encoding
-        tokenizer = AutoTokenizer.from_pretrained(str(source), local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(
+            str(source), local_files_only=True, trust_remote_code=False
+        )
         return tokenizer, tokenizer(TOKENIZER_PROBE)["input_ids"]
 
     tokenizer, probe_ids = _read_by_transformers(source, "tokenizer", load_and_encode)
@@ -294,14 +309,13 @@ def _check_weight_files(assets: Path, config: Any) -> None:
     against its file, as import-hf checks them, without reading a weight, and the shapes
     and names against those `config` implies (a config.json claiming another vocab_size or
     hidden_size was transformers' size-mismatch traceback in every rank; a missing weight
-    would start from random values). The files may lead anywhere: the model dir is the
+    would start from random values). Weights only as pickles (`*.bin`) are refused, naming
+    them: they are never unpickled. The files may lead anywhere: the model dir is the
     user's own, not a checkpoint handed over."""
     from mfsdp_ckpt.convert.hf_config import weights_disagreement, weights_from_table
     from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
     from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, SafetensorsSource
 
-    if not any(assets.glob("*.safetensors")):
-        return  # *.bin weights: transformers reads those itself
     try:
         source = SafetensorsSource(assets, links_anywhere=True)
     except SafetensorsError as err:
@@ -348,6 +362,8 @@ def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) 
                 dtype=torch.float32,
                 attn_implementation=cfg.attn_implementation,
                 local_files_only=True,
+                trust_remote_code=False,
+                use_safetensors=True,
             ),
         ).to(device)
     else:
@@ -356,7 +372,10 @@ def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) 
                 cfg,
                 source,
                 lambda: AutoModelForCausalLM.from_config(
-                    config, dtype=torch.float32, attn_implementation=cfg.attn_implementation
+                    config,
+                    dtype=torch.float32,
+                    attn_implementation=cfg.attn_implementation,
+                    trust_remote_code=False,
                 ),
             )
         if source is not None:

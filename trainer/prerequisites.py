@@ -5,7 +5,8 @@ a GPU, failed in every rank after torch, transformers and the model had loaded (
 traceback per rank for vLLM). The launching process checks here instead, without importing
 torch or the packages themselves: `find_spec` says whether a package is installed (one that
 is installed but broken still fails in the ranks, in one line), and the CUDA driver says
-how many GPUs this process sees (CUDA_VISIBLE_DEVICES included), as torch would.
+how many GPUs this process sees (CUDA_VISIBLE_DEVICES included), as torch would. A wandb
+tracker needs a key wandb will find (`trainer.wandb_key`, read without importing wandb).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import importlib.util
 from typing import Any
 
 from trainer.config import ConfigError
+from trainer.wandb_key import wandb_key_problem
 
 VLLM_MISSING = (
     "rollout.name=vllm: vLLM is not installed in this environment (a GPU machine: pip install"
@@ -36,6 +38,10 @@ def check_prerequisites(cfg: Any) -> None:
     rollout = getattr(cfg, "rollout", None)
     if rollout is not None and rollout.name == "vllm" and not installed("vllm"):
         raise ConfigError(VLLM_MISSING)
+    if "wandb" in cfg.trainer.logger:  # else every rank failed (or prompted) once built
+        problem = wandb_key_problem()
+        if problem is not None:
+            raise ConfigError(problem)
     if cfg.strategy.name == "megatron_fsdp":
         if not installed("megatron_fsdp"):
             raise ConfigError(MEGATRON_FSDP_MISSING)

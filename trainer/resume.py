@@ -31,6 +31,7 @@ from mfsdp_ckpt.convert.hf_config import SIZE_KEYS, HFConfigError, load_hf_confi
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.layout import CheckpointPaths
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
+from trainer.resume_state import check_trainer_state
 
 DATA_POSITION_KEYS = ("global_batch_size", "train_rows", "seed")
 # The HF config fields that decide which tensors a model has and how they are computed
@@ -153,6 +154,7 @@ def resume_if_any(
     progress = states["extra"]
     expected = dict(progress)
     manifest = checkpointer.load(found, states)
+    check_trainer_state(progress, found, manifest)  # its numbers, before any is used
     check_data_position(expected, progress, found.dist_ckpt, kind)
     for key, value in expected.items():  # an older checkpoint lacks them: taken as unchanged
         progress.setdefault(key, value)  # (the load drops what the checkpoint does not hold)

@@ -6,6 +6,12 @@ failed) and the error said "[Errno 28] No space left on device" without a path. 
 new content goes to a temp file beside the old one, is fsynced, and only then replaces it
 (`os.replace`): a full disk or a crash leaves the old file or the new one, and a failure
 is one line naming the file.
+
+Nothing is written through a symlink: a run dir copied from elsewhere, or made by hand, may
+hold `config.yaml -> ../notes.txt` or `metrics.jsonl -> ~/.bashrc`, and resuming into it
+replaced the notes with a config and appended records to the other file. A link where the
+run writes is refused (`refuse_link`), one line naming it; `trainer.run_dir_links` checks
+every such name before a run starts.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError
+from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.storage import safe_files
 
 
@@ -26,21 +32,39 @@ class RunFileError(MfsdpFailedError, OSError):
     its name is left as it was."""
 
 
+class RunDirLinkError(MfsdpUsageError, ValueError):
+    """A symlink where the run writes in its run dir (exit 2): the user put it there, and
+    writing through it would change the file it leads to."""
+
+
+def refuse_link(path: Path) -> None:
+    """RunDirLinkError naming `path` when it is a symlink (to anything, or dangling); the
+    run dir itself may be one: only the last part of `path` is looked at."""
+    if os.path.islink(path):
+        raise RunDirLinkError(
+            f"{path}: a symlink; the run writes this name itself and never through a link,"
+            " which would change what it leads to: move the link away, or choose another"
+            " trainer.run_dir"
+        )
+
+
 @contextlib.contextmanager
 def replacing(path: Path, what: str) -> Iterator[BinaryIO]:
     """A file to write the new content of `path` into; it replaces `path` when the block
     ends without an error, and is removed when it ends with one. `what` (e.g. "write it")
     says in the error line what could not be done.
 
-    A link at `path` to a regular file stays a link: the file it leads to is replaced.
-    Anything else but a regular file there (a FIFO, a directory, a link to /dev/null) is
-    refused as writing in place refused it, one line naming it: the user put it there."""
-    target = Path(safe_files.regular_file(path)) if os.path.lexists(path) else path
-    created, temp = False, target
+    A symlink at `path` is refused (`refuse_link`), and so is anything else but a regular
+    file there (a FIFO, a directory), one line naming it: the user put it there. Should a
+    link appear at `path` meanwhile, the rename replaces the link, never what it leads to."""
+    refuse_link(path)
+    if os.path.lexists(path):
+        safe_files.regular_file(path)  # CheckpointFileError naming a FIFO or a directory
+    created, temp = False, path
     try:
         # a unique name: one made of the pid was left by a killed rewrite, and a restart
         # under the same pid (a fresh container's) failed on it every time
-        temp = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
+        temp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
         # the mode the file had written in place: 0o644 less the umask
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         created = True
@@ -48,7 +72,7 @@ def replacing(path: Path, what: str) -> Iterator[BinaryIO]:
             yield out
             out.flush()
             os.fsync(out.fileno())
-        os.replace(temp, target)
+        os.replace(temp, path)
         created = False
     except OSError as err:
         if isinstance(err, MfsdpError):  # already one line naming its file
@@ -59,7 +83,7 @@ def replacing(path: Path, what: str) -> Iterator[BinaryIO]:
         if created:
             with contextlib.suppress(OSError):
                 temp.unlink()
-    _fsync_dir(target.parent)
+    _fsync_dir(path.parent)
 
 
 def _fsync_dir(directory: Path) -> None:

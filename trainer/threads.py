@@ -103,9 +103,12 @@ def drop_malformed_thread_count(environ: MutableMapping[str, str] | None = None)
     return f"OMP_NUM_THREADS={value!r} is not a positive whole number; ignored"
 
 
-def configure_threads(local_ranks: int) -> ThreadChoice | None:
+def configure_threads(
+    local_ranks: int, ranks_option: str = "--nproc-per-node"
+) -> ThreadChoice | None:
     """Choose once per job, before torch loads OpenMP: set the environment this process and the
-    ranks it launches inherit, log the choice once (INFO). None when already chosen upstream."""
+    ranks it launches inherit, log the choice once (INFO). None when already chosen upstream.
+    `ranks_option`: the option of the command that set `local_ranks` (`mfsdp demo --nproc`)."""
     if os.environ.get(CHOSEN_MARKER):
         return None
     choice = choose_threads(local_ranks)
@@ -124,7 +127,7 @@ def configure_threads(local_ranks: int) -> ThreadChoice | None:
         how = "unset" if user_set else "set"
         verb = "to let mfsdp choose" if user_set else "to override"
         logger.info("%s; %s OMP_NUM_THREADS %s", choice.describe(), how, verb)
-        crowded = oversubscribed(local_ranks) or (
+        crowded = oversubscribed(local_ranks, ranks_option) or (
             threads_oversubscribed(choice.threads, local_ranks) if user_set else None
         )
         if crowded:
@@ -146,7 +149,7 @@ def threads_oversubscribed(threads: int, local_ranks: int) -> str | None:
     )
 
 
-def oversubscribed(local_ranks: int) -> str | None:
+def oversubscribed(local_ranks: int, ranks_option: str = "--nproc-per-node") -> str | None:
     """Why `local_ranks` processes on this machine's cores will be slow, or None: more ranks
     than cores take turns on a core, and a step's collectives wait on whichever rank is
     preempted. Training on CPU (FSDP2) pays it on every op; on GPUs, the host-side work
@@ -156,7 +159,7 @@ def oversubscribed(local_ranks: int) -> str | None:
         return None
     return (
         f"{local_ranks} local ranks on {cores} CPU core(s): ranks take turns on a core, and "
-        f"every step waits on the one preempted (on CPU, --nproc-per-node {cores} or fewer "
+        f"every step waits on the one preempted (on CPU, {ranks_option} {cores} or fewer "
         "runs faster)"
     )
 

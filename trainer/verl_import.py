@@ -10,10 +10,13 @@ Nothing in the script is executed.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import os
 import re
 import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,11 +24,11 @@ from typing import Any
 import yaml
 
 from mfsdp_ckpt.check.printable import printable
-from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from trainer import shell_arithmetic, verl_keys
-from trainer.config_yaml import YAMLConfigError, parse_yaml
+from trainer.config_yaml import ExpansionBudget, YAMLConfigError, parse_yaml
 
 MAX_SOURCE_BYTES = 1 << 20  # launch scripts and configs are a few KiB
 # A launch command, continuations joined, is a few KiB; shlex builds each word a character at
@@ -61,6 +64,23 @@ class VerlSourceError(MfsdpUsageError, ValueError):
     """The file is not a verl launch script or YAML config this can read; names the file."""
 
 
+class VerlMemoryError(MfsdpFailedError):
+    """Converting the file ran out of memory (exit 1); names the file."""
+
+
+@contextlib.contextmanager
+def _memory_named(source: str | Path) -> Iterator[None]:
+    """An allocation failing inside the block (a process under `ulimit -v`) is one line
+    naming `source`, not a bare MemoryError that says neither which file nor why."""
+    try:
+        yield
+    except MemoryError:
+        raise VerlMemoryError(
+            f"{source}: out of memory converting it; free memory or raise the process's limit"
+            " (ulimit -v)"
+        ) from None
+
+
 @dataclass
 class Conversion:
     command: str  # sft | grpo
@@ -74,15 +94,20 @@ class Conversion:
         the rest as keys of the config."""
         comments = [f"mfsdp train {self.command} --config THIS_FILE   (converted from {source})"]
         comments += self.notes + [f"NOT carried over: {item}" for item in self.dropped]
-        lines = [f"# {printable(comment)}" for comment in comments]
-        body = yaml.safe_dump(self.tree, sort_keys=False) if self.tree else "{}\n"
-        return "\n".join(lines) + "\n" + body
+        with _memory_named(source):
+            lines = [f"# {printable(comment)}" for comment in comments]
+            body = yaml.safe_dump(self.tree, sort_keys=False) if self.tree else "{}\n"
+            return "\n".join(lines) + "\n" + body
 
 
 def convert_verl(path: str | Path, command: str | None = None) -> Conversion:
     """Read a verl launch script or YAML config at `path` as an mfsdp config for `command`
     (sft | grpo; None: from the script's module or the YAML's sections)."""
-    source = Path(path)
+    with _memory_named(path):
+        return _convert_source(Path(path), command)
+
+
+def _convert_source(source: Path, command: str | None) -> Conversion:
     raw = _read_source(source)
     if len(raw) > MAX_SOURCE_BYTES:
         raise VerlSourceError(
@@ -136,17 +161,18 @@ def _config_class(command: str) -> type:
     return GRPOConfig if command == "grpo" else SFTConfig
 
 
-def _parse(text: str, source: str) -> Any:
-    """YAML through the config files' bounded reader (no tags, no alias bombs); a mistake is
-    one line naming `source` and where in the text it is."""
+def _parse(text: str, source: str, budget: ExpansionBudget) -> Any:
+    """YAML through the config files' bounded reader (no tags, no alias bombs, no more text
+    as walked than `budget` leaves); a mistake is one line naming `source` and where in the
+    text it is."""
     try:
-        return parse_yaml(text, source)
+        return parse_yaml(text, source, budget)
     except YAMLConfigError as err:
         raise VerlSourceError(str(err)) from None
 
 
 def _yaml_tree(text: str, source: Path) -> dict[str, Any]:
-    tree = _parse(text, str(source))
+    tree = _parse(text, str(source), ExpansionBudget())
     if not isinstance(tree, dict):
         raise VerlSourceError(f"{source}: top level must be a mapping of sections")
     tree.pop("defaults", None)  # Hydra's list of other files to merge: not keys
@@ -202,7 +228,8 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str, 
             " convert the others from a script of their own"
         )
     notes += _hydra_config_notes(words)
-    cls, taken = _config_class(command), []  # environment variables put into carried values
+    cls = _config_class(command)
+    taken: list[str] = []  # environment variables put into path values
     texts = []  # every value substituted before any is parsed: a substitution bomb is
     for word in variables.spread(words, notes):  # refused before YAML reads megabytes
         if word in _FORWARDED:
@@ -214,15 +241,18 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str, 
         key, sep, value = word.partition("=")
         if sep and not key.startswith("-"):
             text = variables.substitute(value)
-            if verl_keys.carries(cls, key):
+            if _names_a_path(cls, key):
                 text = variables.from_environment(text, taken)
             texts.append((key, _literal(text)))
     pairs = []
+    # the values make one config: one budget for them all, as large as the script's
+    # variables may make them (each value's aliases count as often as they are used)
+    budget = ExpansionBudget(max_chars=MAX_EXPANDED_CHARS)
     for key, text_value in texts:
         if _COMMAND_SUBSTITUTION.search(text_value):  # the shell's output, text here
             parsed: Any = text_value
         else:
-            parsed = _parse(text_value, f"{source}: {key}") if text_value.strip() else None
+            parsed = _parse(text_value, f"{source}: {key}", budget) if text_value.strip() else None
         pairs.append((key, parsed))
     taken_notes = [
         f"${name}: taken from this environment, as the shell running the script here would"
@@ -403,9 +433,10 @@ class _Variables:
     def from_environment(self, value: str, taken: list[str]) -> str:
         """`value` (substituted already) with the references the script leaves unset taken
         from this environment (`$HOME`), as the shell running it here would: a config file
-        expands none, so the path must be written out. Only a value a converted key takes
-        comes here: a script's `wandb login $WANDB_API_KEY`, or a key not carried over,
-        must not put a secret into the config. `taken` gets each name used."""
+        expands none, so the path must be written out. Only the value of a path key comes
+        here (`_names_a_path`): a script's `wandb login $WANDB_API_KEY`, a key not carried
+        over, or `trainer.project_name=$GITHUB_TOKEN` (sent on to the trackers) must not put
+        a secret into the config. `taken` gets each name used."""
 
         def replace(match: re.Match) -> str:
             name = match.group(1) or match.group(3)
@@ -417,6 +448,28 @@ class _Variables:
             return os.environ[name]
 
         return _REFERENCE.sub(replace, value)
+
+
+@functools.cache
+def _path_keys(cls: type) -> frozenset[str]:
+    """The keys of `cls` that name a file or directory (`LocalPath` fields: model.path,
+    data.train_files, trainer.run_dir, checkpoint.resume, ...)."""
+    from trainer.config import path_values
+
+    return frozenset(key for key, _value in path_values(cls()))
+
+
+def _names_a_path(cls: type, given: str) -> bool:
+    """Whether the verl or mfsdp key `given` sets a path key of `cls` (verl's
+    `actor_rollout_ref.model.path`, `model.partial_pretrain`, `trainer.default_local_dir`,
+    `trainer.resume_from_path` too): the values an environment variable may fill in."""
+    key = given.lstrip("+")
+    rule = verl_keys.RULES.get(key)
+    if key == "trainer.resume_from_path":  # read with resume_mode as checkpoint.resume
+        key = "checkpoint.resume"
+    elif rule is not None:
+        key = rule.target or ""
+    return key in _path_keys(cls)
 
 
 def _convert(
@@ -462,8 +515,9 @@ def _convert(
     except ConfigError as err:
         raise VerlSourceError(str(err)) from None
     conversion.tree = _typed(conversion.tree, built)  # 1e-6 as a number, 0 as 0.0 where floats go
+    paths = _path_keys(cls)
     conversion.notes += [
-        f"{key}={value}: {_unresolved(str(value))}"
+        f"{key}={value}: {_unresolved(str(value), key in paths)}"
         for key, value in _leaves(conversion.tree)
         if "$" in str(value) or "`" in str(value)
     ]
@@ -504,15 +558,23 @@ def _drop_empty(tree: dict[str, Any]) -> None:
                 del tree[key]
 
 
-def _unresolved(value: str) -> str:
-    """What a value still holding shell syntax needs from the user."""
+def _unresolved(value: str, is_path: bool) -> str:
+    """What a value still holding shell syntax needs from the user (`is_path`: its key names
+    a file or directory, which alone takes a variable's value from this environment)."""
     if "$(" in value or "`" in value:
         return "a shell command substitution, not run here: edit the value"
     if re.search(r"\$\{?[0-9]", value):  # `save_path=$2`: what the script is run with
         return "an argument the script is run with: edit the value"
+    if is_path:
+        return (
+            "a shell variable set neither in the script nor here, and a config expands none:"
+            " edit the path"
+        )
+    names = ", ".join(sorted({f"${m.group(1) or m.group(3)}" for m in _REFERENCE.finditer(value)}))
     return (
-        "a shell variable set neither in the script nor here, and a config expands none:"
-        " edit the path"
+        f"{names or 'a shell variable'}: not taken from this environment, where only path keys"
+        " take a variable's value (a config is shared, and its values reach the trackers):"
+        " write the value here"
     )
 
 

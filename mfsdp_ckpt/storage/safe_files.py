@@ -113,12 +113,15 @@ def open_regular_for_writing(path: str | os.PathLike, append: bool = False) -> i
     closes it. A run dir's own files (metrics.jsonl, config.yaml) are written in place, and
     opening a FIFO found there for writing blocked the run until a reader came (for ever), a
     link to a device swallowed its records: anything but a regular file is refused, one
-    line naming it, without blocking (O_NONBLOCK: a FIFO with no reader fails with ENXIO)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
+    line naming it, without blocking (O_NONBLOCK: a FIFO with no reader fails with ENXIO).
+    A symlink at `path` is never followed (O_NOFOLLOW): writing through one changed the file
+    it leads to, outside the directory written."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         fd = os.open(path, flags | (os.O_APPEND if append else 0), 0o644)
     except OSError as err:
-        kind = {errno.ENXIO: "a FIFO", errno.EISDIR: "a directory"}.get(err.errno or 0)
+        kinds = {errno.ENXIO: "a FIFO", errno.EISDIR: "a directory", errno.ELOOP: "a symlink"}
+        kind = kinds.get(err.errno or 0)
         if kind is None:
             raise
         raise CheckpointFileError(f"{path}: {kind}, not a regular file") from None

@@ -268,16 +268,19 @@ class SafetensorsSource:
     >>> tensor = source.read("model.embed_tokens.weight")
     """
 
-    def __init__(self, model_dir: str | os.PathLike, links_anywhere: bool = False):
+    def __init__(
+        self, model_dir: str | os.PathLike, links_anywhere: bool = False, only: str | None = None
+    ):
         """`links_anywhere`: weight files may be symlinks to anywhere (a user's own model
         dir to train), not only within `safe_files.model_dir_root` (a model handed over
-        for import)."""
+        for import). `only`: read this one file of the dir, not the ones transformers
+        picks (a PEFT adapter dir's adapter_model.safetensors)."""
         self.root = Path(model_dir)
         # where weight files may lead (None: anywhere)
         self.inside = None if links_anywhere else safe_files.model_dir_root(self.root)
         self.tensors: dict[str, StoredTensor] = {}
         self.notes: list[str] = []  # what a user should know about the files chosen
-        files, weight_map = _chosen_files(self.root, self.notes)
+        files, weight_map = ([only], None) if only else _chosen_files(self.root, self.notes)
         for relative in files:
             for name, entry in read_header(self.root / relative, relative, self.inside).items():
                 if name in self.tensors:

@@ -234,7 +234,7 @@ def test_sigterm_while_the_lock_is_taken_is_raised_after_the_lock_is_bound(tmp_p
 HOSTILE_TEMPLATES = {
     "raises": ("{{ raise_exception('bad\x1b[2J\\nrow') }}", "(TemplateError: bad\x1b[2J row)"),
     "undefined-call": ("{{ undefined_fn() }}", "(UndefinedError: 'undefined_fn' is undefined)"),
-    "memory-bomb": ("{{ 'a' * 1000000000000000 }}", "(MemoryError)"),
+    "memory-bomb": ("{{ 'a' * 1000000000000000 }}", "'a' * 1000000000000000 would make over"),
     "type-error": ("{{ messages[0].content + 1 }}", "(TypeError: can only concatenate"),
     "loops": (
         "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
@@ -267,7 +267,7 @@ def test_a_template_that_fails_or_loops_is_named_for_sft_and_rl_rows(
     assert time.monotonic() - started < 20
     for caught in (sft, rl):
         message = str(caught.value)
-        assert message.startswith(f"{rows} row 0: the chat template of {tokenizer.name_or_path}")
+        assert message.startswith(f"{rows} row 0: the chat template in {tokenizer.name_or_path}")
         assert words in message and "\n" not in message, message
     assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL  # the bound's handler is gone
 
@@ -347,11 +347,13 @@ def test_a_special_file_where_the_run_writes_is_refused_without_blocking(tmp_pat
         text=True,
         timeout=QUICK_SECONDS,
     )
-    kind = {"fifo": "a FIFO", "dev-null": "a character device", "directory": "a directory"}
-    lines = done.stdout.splitlines()
+    # a link is refused as a link, whatever it leads to: it is never written through
+    kind = {"fifo": "a FIFO", "dev-null": "a symlink", "directory": "a directory"}
+    lines = [line.split(";")[0] for line in done.stdout.splitlines()]
+    not_regular = "" if special == "dev-null" else ", not a regular file"
     assert lines == [
-        f"{run / 'config.yaml'}: {kind[special]}, not a regular file",
-        f"{run / 'metrics.jsonl'}: {kind[special]}, not a regular file",
+        f"{run / 'config.yaml'}: {kind[special]}{not_regular}",
+        f"{run / 'metrics.jsonl'}: {kind[special]}{not_regular}",
         "None",
     ], done.stdout + done.stderr
 

@@ -126,7 +126,7 @@ def test_grpo_starts_from_an_sft_step_as_the_refusal_says_and_keeps_its_referenc
         f" was the weights in {start}; "
     )
     differing = r"(\.metadata|__0_\d+\.distcp)"  # the first, by name, of the files that differ
-    named = f"; {differing} in this run's model.path {re.escape(str(start))}/dist_ckpt is missing"
+    named = f"in this run's model.path {re.escape(str(start))}/dist_ckpt, {differing} "
     assert re.search(named, message), message
 
 

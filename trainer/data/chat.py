@@ -1,17 +1,22 @@
 """Turn one chat (a list of {role, content} turns) into token ids and an assistant-token mask.
 
 Loss is taken on assistant tokens only. When the tokenizer's chat template marks assistant
-text with `{% generation %}`, transformers returns that mask directly. Most shipped
+text with `{% generation %}`, those spans give the mask directly. Most shipped
 templates (Qwen2.5's included) do not, so the fallback renders growing prefixes of the
 conversation: the tokens an assistant turn adds after the prompt for it
 (`add_generation_prompt=True`) are that turn's tokens. The fallback checks that each
 prefix really is a prefix of the full tokenization and refuses templates where it is not.
+
+The template is rendered here (`template_sandbox`), as transformers' apply_chat_template
+renders it but with every value it makes bounded by what the row's token limit
+(`RowLimit`) can hold, and the text is tokenized only once it is within that bound.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import os
 import signal
 import threading
 from collections.abc import Iterable, Iterator
@@ -19,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpError, MfsdpUsageError
+from trainer.data.template_sandbox import TemplateSizeError, render
 
 # A chat template renders a row in milliseconds; one that loops (three nested
 # `range(100000)`) rendered the first row for ever.
@@ -27,6 +33,66 @@ TEMPLATE_SECONDS = 30.0
 
 class ChatFormatError(MfsdpUsageError, ValueError):
     """A row cannot become a training example; the message names the row and the reason."""
+
+
+class ChatTooLong(ChatFormatError):
+    """The row renders to more text than its token limit can hold: it is over-long, and
+    its caller's policy for over-long rows (refuse, or drop) applies."""
+
+
+# Where transformers finds a tokenizer dir's chat template, in the order it looks
+TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json", "tokenizer_config.json")
+# The most text a row may render to, whatever its token limit: tokenizing takes a few
+# hundred bytes a character (a tokenizer of one token per character), so this bounds a
+# row's tokenizing to about a GB. A row truncated to its token limit may be this long.
+MAX_ROW_CHARS = 1 << 22
+
+
+@dataclass(frozen=True)
+class RowLimit:
+    """What one row may render to: `tokens` tokens (the setting `key` names, such as
+    data.max_length), so at most `tokens * longest_token` characters of text, the
+    tokenizer's longest token having `longest_token` characters: text beyond that is
+    more tokens than the limit whatever it says. A row that is to be `truncated` to the
+    limit may be longer, up to MAX_ROW_CHARS, as may any row. `template` names the chat
+    template in errors (its file)."""
+
+    key: str
+    tokens: int
+    longest_token: int
+    template: str
+    truncated: bool = False
+
+    @property
+    def chars(self) -> int:
+        if self.truncated:
+            return MAX_ROW_CHARS
+        return min(self.tokens * self.longest_token, MAX_ROW_CHARS)
+
+    def exceeded(self) -> str:
+        """Why text over `chars` is too long, in words."""
+        if self.chars < MAX_ROW_CHARS:
+            return (
+                f"more text than {self.key}={self.tokens} tokens can hold (at most"
+                f" {self.longest_token} characters each)"
+            )
+        return f"more than the {MAX_ROW_CHARS} characters of text a row may have"
+
+
+def row_limit(tokenizer: Any, key: str, tokens: int, truncated: bool = False) -> RowLimit:
+    """The RowLimit of `tokens` tokens of `tokenizer` (its vocabulary read once)."""
+    longest = max((len(token) for token in tokenizer.get_vocab()), default=1)
+    return RowLimit(key, tokens, max(longest, 1), _template_name(tokenizer), truncated)
+
+
+def _template_name(tokenizer: Any) -> str:
+    """`the chat template in FILE` for a tokenizer read from a dir, FILE the one
+    transformers took it from."""
+    source = getattr(tokenizer, "name_or_path", "")
+    for name in TEMPLATE_FILES if source else ():
+        if os.path.isfile(os.path.join(source, name)):
+            return f"the chat template in {os.path.join(source, name)}"
+    return f"the chat template of {source}" if source else "the chat template"
 
 
 @dataclass
@@ -203,20 +269,45 @@ def _time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
 
 
-def chat_ids(tokenizer: Any, turns: list[dict], **options: Any) -> Any:
-    """`tokenizer.apply_chat_template(turns, tokenize=True, return_dict=True, **options)`.
+def chat_ids(
+    tokenizer: Any,
+    turns: list[dict],
+    limit: RowLimit,
+    *,
+    add_generation_prompt: bool = False,
+    assistant_mask: bool = False,
+) -> dict[str, list[int]]:
+    """What `tokenizer.apply_chat_template(turns, tokenize=True, return_dict=True, ...)`
+    gives (`input_ids`; with `assistant_mask`, `assistant_masks` from the template's
+    `{% generation %}` blocks), with the rendering bounded by `limit`.
 
     The template is the model dir's code, run on each row: one that raises
-    (`raise_exception(...)`, an undefined name, `'a' * 10**15`: MemoryError) was a traceback
-    in the rank quoting its message raw, escapes and newlines included, and one that loops
-    never finished; a tokenizer whose Rust code panics on the text raised pyo3's
-    PanicException, past `except Exception`. Each is now one ChatFormatError (the caller
-    names the row); Rust's own panic lines still precede it on stderr."""
-    source = getattr(tokenizer, "name_or_path", "")
-    template = f"the chat template of {source}" if source else "the chat template"
+    (`raise_exception(...)`, an undefined name) was a traceback in the rank quoting its
+    message raw, escapes and newlines included; one that loops never finished; one that
+    repeats a string (`'a' * 600000000`) made it in C, where no signal stops it, and the
+    tokenizer aborted the process on the text; a tokenizer whose Rust code panics on the
+    text raised pyo3's PanicException, past `except Exception`. Each is now one
+    ChatFormatError (the caller names the row), ChatTooLong for more text than the limit
+    holds; Rust's own panic lines still precede a panic's."""
+    template = limit.template
     try:
         with _time_limit(TEMPLATE_SECONDS):
-            return tokenizer.apply_chat_template(turns, tokenize=True, return_dict=True, **options)
+            text, spans = render(
+                tokenizer.get_chat_template(),
+                limit.chars,
+                messages=turns,
+                tools=None,
+                documents=None,
+                add_generation_prompt=add_generation_prompt,
+                **tokenizer.special_tokens_map,
+            )
+            encoded = tokenizer(text, add_special_tokens=False)
+            ids = list(encoded["input_ids"])
+            if not assistant_mask:
+                return {"input_ids": ids}
+            return {"input_ids": ids, "assistant_masks": _span_mask(encoded, spans, len(ids))}
+    except TemplateSizeError as err:
+        raise ChatTooLong(f"{template}: rendering it, {err}: {limit.exceeded()}") from None
     except _TemplateTimeout:
         raise ChatFormatError(
             f"{template} took more than {TEMPLATE_SECONDS:g} s to render it"
@@ -230,8 +321,22 @@ def chat_ids(tokenizer: Any, turns: list[dict], **options: Any) -> Any:
         # pre-tokenizer regex of tokenizer.json past Oniguruma's backtracking limit
         if type(err).__name__ != "PanicException":
             raise
+        source = getattr(tokenizer, "name_or_path", "")
         where = f"the tokenizer of {source}" if source else "the tokenizer"
         raise ChatFormatError(f"{where} cannot encode it ({_one_line(err)})") from None
+
+
+def _span_mask(encoded: Any, spans: list[tuple[int, int]], count: int) -> list[int]:
+    """1 for each token of a `{% generation %}` span's characters, as transformers marks
+    them (`char_to_token` of each span's first and last character)."""
+    mask = [0] * count
+    for start, end in spans:
+        first, last = encoded.char_to_token(start), encoded.char_to_token(end - 1)
+        if first is None:
+            break
+        for position in range(first, last + 1 if last is not None else count):
+            mask[position] = 1
+    return mask
 
 
 def _one_line(err: BaseException) -> str:
@@ -239,20 +344,20 @@ def _one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {said}" if said else type(err).__name__
 
 
-def tokenize_chat(tokenizer: Any, messages: list[dict]) -> Example:
+def tokenize_chat(tokenizer: Any, messages: list[dict], limit: RowLimit) -> Example:
     if "{% generation %}" in (tokenizer.chat_template or "") or "{%- generation %}" in (
         tokenizer.chat_template or ""
     ):
-        encoded = chat_ids(tokenizer, messages, return_assistant_tokens_mask=True)
-        return Example(list(encoded["input_ids"]), list(encoded["assistant_masks"]))
-    return _tokenize_by_prefixes(tokenizer, messages)
+        encoded = chat_ids(tokenizer, messages, limit, assistant_mask=True)
+        return Example(encoded["input_ids"], encoded["assistant_masks"])
+    return _tokenize_by_prefixes(tokenizer, messages, limit)
 
 
-def _tokenize_by_prefixes(tokenizer: Any, messages: list[dict]) -> Example:
+def _tokenize_by_prefixes(tokenizer: Any, messages: list[dict], limit: RowLimit) -> Example:
     def ids(turns: list[dict], add_generation_prompt: bool) -> list[int]:
-        return list(
-            chat_ids(tokenizer, turns, add_generation_prompt=add_generation_prompt)["input_ids"]
-        )
+        return chat_ids(tokenizer, turns, limit, add_generation_prompt=add_generation_prompt)[
+            "input_ids"
+        ]
 
     full = ids(messages, False)
     mask = [0] * len(full)

@@ -16,6 +16,7 @@ from trainer.data.chat import (
     ChatFormatError,
     Example,
     messages_of,
+    row_limit,
     tokenize_chat,
     truncate,
     turn_texts,
@@ -42,10 +43,11 @@ def tokenize_rows(
         tuple(cfg.response_dict_keys),
     )
     examples, untrained = [], []
+    limit = row_limit(tokenizer, "data.max_length", cfg.max_length, cfg.truncation != "error")
     for index, row in enumerate(tqdm(rows, desc=desc, disable=not progress, leave=False)):
         try:
             messages = messages_of(row, columns)
-            example = tokenize_chat(tokenizer, messages)
+            example = tokenize_chat(tokenizer, messages, limit)
         except ChatFormatError as err:
             raise ChatFormatError(f"{where(index)}: {err}") from None
         kept = truncate(example, cfg.max_length, cfg.truncation, where(index))

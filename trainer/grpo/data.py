@@ -20,7 +20,14 @@ from typing import Any
 from tqdm import tqdm
 
 from mfsdp_ckpt.errors import MfsdpUsageError
-from trainer.data.chat import ChatFormatError, chat_ids, checked_turns, turn_texts
+from trainer.data.chat import (
+    ChatFormatError,
+    ChatTooLong,
+    chat_ids,
+    checked_turns,
+    row_limit,
+    turn_texts,
+)
 from trainer.data.files import read_rows_with_origins
 from trainer.grpo.config import RLDataConfig
 
@@ -91,6 +98,8 @@ def load_rl_prompts(
     rows, origins = read_rows_with_origins(files)
     rows = rows[:limit]
     prompts, dropped, shortest = [], 0, math.inf
+    bound = row_limit(tokenizer, "data.max_prompt_length", cfg.max_prompt_length)
+    too_long: str | None = None  # the first prompt whose text is more than the limit holds
     label = ",".join(files)
     for index, row in enumerate(
         tqdm(rows, desc=f"tokenize {label}", disable=not progress, leave=False)
@@ -109,7 +118,12 @@ def load_rl_prompts(
         except RLDataError as err:
             raise RLDataError(f"{where}: {err}") from None
         try:
-            ids = list(chat_ids(tokenizer, turns, add_generation_prompt=True)["input_ids"])
+            ids = chat_ids(tokenizer, turns, bound, add_generation_prompt=True)["input_ids"]
+        except ChatTooLong as err:  # over-long before it is tokenized: the same policy
+            if not cfg.filter_overlong_prompts:
+                raise RLDataError(f"{where}: {err}") from None
+            dropped, too_long = dropped + 1, too_long or f"{where}: {err}"
+            continue
         except ChatFormatError as err:
             raise RLDataError(f"{where}: {err}") from None
         if len(ids) > cfg.max_prompt_length:
@@ -132,8 +146,9 @@ def load_rl_prompts(
             )
         )
     if rows and not prompts:  # else the run's first error blamed the batch size
+        has = shortest if shortest < math.inf else f"more than that: {too_long}"
         raise RLDataError(
             f"{label}: all {len(rows)} prompts are longer than data.max_prompt_length="
-            f"{cfg.max_prompt_length} tokens (the shortest has {shortest}); raise it"
+            f"{cfg.max_prompt_length} tokens (the shortest has {has}); raise it"
         )
     return prompts, dropped

@@ -60,11 +60,11 @@ from trainer.rewards.custom import RewardFunctionError
 from trainer.rewards.dispatch import RewardScorer
 from trainer.rollout.base import RolloutEngine, SamplingParams
 from trainer.rollout.build import build_rollout_engine, engine_name
+from trainer.run_dir_links import ROLLOUT_ASSETS_DIR
 from trainer.runner import StepHooks, TrainingRun, planned_steps, run_in_process_group
 from trainer.strategies import make_strategy
 from trainer.strategies.base import Strategy
 
-ROLLOUT_ASSETS_DIR = "rollout_model"
 # a prompt over data.max_prompt_length tokens is dropped: that key decides the rows too
 GRPO_RUN = RunKind("grpo", "data.train_batch_size", ("data.train_files", "data.max_prompt_length"))
 

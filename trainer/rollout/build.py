@@ -28,7 +28,9 @@ def eos_token_ids(tokenizer: Any, model_path: str | None) -> list[int]:
     if model_path and (Path(model_path) / "generation_config.json").is_file():
         from transformers import GenerationConfig
 
-        extra = GenerationConfig.from_pretrained(model_path).eos_token_id
+        extra = GenerationConfig.from_pretrained(
+            model_path, local_files_only=True, trust_remote_code=False
+        ).eos_token_id
         ids += [extra] if isinstance(extra, int) else list(extra or [])
     return sorted(set(ids))
 
@@ -63,7 +65,9 @@ def build_rollout_engine(
         from trainer.rollout.hf import HFRolloutEngine
 
         with torch.device(device):
-            model = AutoModelForCausalLM.from_config(hf_config, dtype=dtype)
+            model = AutoModelForCausalLM.from_config(
+                hf_config, dtype=dtype, trust_remote_code=False
+            )
         return HFRolloutEngine(
             model,
             eos_token_ids(tokenizer, model_path),

@@ -74,11 +74,15 @@ class HFRolloutEngine(RolloutEngine):
         cls, model_dir: str, dtype: torch.dtype, device: str | torch.device, **kwargs
     ) -> HFRolloutEngine:
         """An engine over a Hugging Face model directory (weights on disk), for use outside
-        training."""
+        training. Its files are read as data: no code shipped with them runs, and weights
+        are read from safetensors only, never unpickled (trainer/model_code.py)."""
         from transformers import AutoModelForCausalLM, GenerationConfig
 
-        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device)
-        generation = GenerationConfig.from_pretrained(model_dir)
+        local = dict(local_files_only=True, trust_remote_code=False)
+        model = AutoModelForCausalLM.from_pretrained(
+            model_dir, dtype=dtype, use_safetensors=True, **local
+        ).to(device)
+        generation = GenerationConfig.from_pretrained(model_dir, **local)
         eos = (
             generation.eos_token_id
             if generation.eos_token_id is not None

@@ -62,6 +62,7 @@ class VLLMRolloutEngine(RolloutEngine):
             enforce_eager=enforce_eager,
             logprobs_mode="raw_logprobs",
             load_format=load_format,  # "dummy": random weights, the trainer pushes the real ones
+            trust_remote_code=False,  # the model dir's files are data (trainer/model_code.py)
         )
         self.eos_token_ids = _eos_ids(self.llm)
         self.pad_token_id = self.llm.get_tokenizer().pad_token_id or 0

@@ -9,6 +9,7 @@ from trainer.data.chat import (
     ChatFormatError,
     Example,
     messages_of,
+    row_limit,
     tokenize_chat,
     truncate,
 )
@@ -29,12 +30,16 @@ def tokenizer():
     return build_tokenizer()
 
 
+def limit(tokenizer):
+    return row_limit(tokenizer, "data.max_length", 1024)
+
+
 def assistant_text(tokenizer, example: Example) -> str:
     return tokenizer.decode([t for t, m in zip(example.input_ids, example.loss_mask) if m])
 
 
 def test_loss_only_on_assistant_tokens_with_generation_template(tokenizer):
-    example = tokenize_chat(tokenizer, CONVERSATION)
+    example = tokenize_chat(tokenizer, CONVERSATION, limit(tokenizer))
     assert len(example.input_ids) == len(example.loss_mask)
     assert (
         assistant_text(tokenizer, example)
@@ -52,8 +57,8 @@ def test_prefix_fallback_for_templates_without_generation_markers(tokenizer):
     plain.chat_template = plain.chat_template.replace("{% generation %}", "").replace(
         "{% endgeneration %}", ""
     )
-    example = tokenize_chat(plain, CONVERSATION)
-    reference = tokenize_chat(tokenizer, CONVERSATION)
+    example = tokenize_chat(plain, CONVERSATION, limit(plain))
+    reference = tokenize_chat(tokenizer, CONVERSATION, limit(tokenizer))
     assert example.input_ids == reference.input_ids
     # same assistant spans, plus the newline the template writes after each <|im_end|>
     assert (
@@ -68,7 +73,7 @@ def test_prefix_fallback_refuses_templates_that_are_not_prefix_stable(tokenizer)
         "{% for m in messages %}{{ m['content'] }}{% endfor %}{{ messages | length }}"
     )
     with pytest.raises(ChatFormatError, match="prefix"):
-        chat._tokenize_by_prefixes(odd, CONVERSATION)
+        chat._tokenize_by_prefixes(odd, CONVERSATION, limit(odd))
 
 
 def test_prompt_response_columns_and_bad_rows():

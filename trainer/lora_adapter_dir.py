@@ -1,0 +1,235 @@
+"""A PEFT adapter dir (`model.lora_adapter_path`) read as data, each field and tensor checked.
+
+An adapter dir comes from elsewhere (the Hub, another trainer). Its adapter_config.json was
+handed to PEFT's LoraConfig as it stood, and its adapter_model.safetensors loaded whole:
+`r` as text ("4"), an unknown task_type, target_modules 5, a cut-short file or a tensor of
+another shape were each a traceback in every rank, and `r: -1` was blamed on
+model.target_modules. Here every field LoraConfig is built from is checked first, the
+others must say what plain LoRA says (or are metadata), and the weights file is read
+through the project's safetensors reader (`SafetensorsSource`: header checked against
+the file, no pickle, nothing read until every tensor's name and shape fit the model).
+Each refusal is one line naming model.lora_adapter_path, the file and the key or tensor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mfsdp_ckpt.format.lora_fields import LoraFieldError, lora_settings, plain_lora_init
+from mfsdp_ckpt.lora import (
+    ADAPTER_CONFIG_FILE,
+    ADAPTER_WEIGHTS_FILE,
+    MAX_ADAPTER_CONFIG_BYTES,
+    PEFT_PREFIX,
+    parse_adapter_key,
+)
+from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, SafetensorsSource
+from mfsdp_ckpt.storage.unique_json import read_json_file
+from trainer.config import ConfigError
+from trainer.lora_targets import check_layers_pattern
+
+KEY = "model.lora_adapter_path"
+ADAPTER_NAME = "default"  # the adapter name `peft.inject_adapter_in_model` gives
+# adapter_config.json fields that say where the adapter came from, not what it computes
+# (dropout is 0 in training whatever it says: trainer/lora.py)
+METADATA = frozenset(
+    {
+        "peft_type",
+        "auto_mapping",
+        "peft_version",
+        "base_model_name_or_path",
+        "revision",
+        "inference_mode",
+        "lora_dropout",
+        "megatron_core",
+        "qalora_group_size",  # read only with use_qalora, which must be false
+        "runtime_config",
+    }
+)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _names(value: Any) -> bool:
+    """A name or regex, or a non-empty list of names."""
+    if isinstance(value, str):
+        return bool(value)
+    return isinstance(value, list) and bool(value) and all(isinstance(n, str) and n for n in value)
+
+
+def _no_names(value: Any) -> bool:
+    return value is None or _names(value)
+
+
+def _layers(value: Any) -> bool:
+    if value is None or (_count(value) and value >= 0):
+        return True
+    return isinstance(value, list) and all(_count(n) and n >= 0 for n in value)
+
+
+# Fields LoraConfig is built from that are checked here, with what a value must be
+CHECKED: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "target_modules": (_names, "module names (a list of them, all-linear or a regex)"),
+    "exclude_modules": (_no_names, "null, module names or a regex"),
+    "layers_to_transform": (_layers, "null, a layer index or a list of them"),
+    "task_type": (lambda v: v in (None, "CAUSAL_LM"), "CAUSAL_LM (a causal LM's adapter)"),
+}
+# Every field LoraConfig is built from: the others are checked where every LoRA config is
+# (`lora_settings`), layers_pattern by `check_layers_pattern`
+USED = frozenset(
+    {"r", "lora_alpha", "use_rslora", "init_lora_weights", "layers_pattern"} | set(CHECKED)
+)
+
+
+@dataclass(frozen=True)
+class AdapterDir:
+    """An adapter dir whose config and weights file header have been checked."""
+
+    path: Path
+    settings: dict[str, Any]  # the USED fields it sets, each checked
+    weights: SafetensorsSource  # adapter_model.safetensors, its header checked
+
+    @property
+    def config_file(self) -> Path:
+        return self.path / ADAPTER_CONFIG_FILE
+
+    @property
+    def weights_file(self) -> Path:
+        return self.path / ADAPTER_WEIGHTS_FILE
+
+
+def read_adapter_dir(path: Path) -> AdapterDir:
+    """The adapter dir at `path`, its adapter_config.json fields and its weights file's
+    header checked; ConfigError naming the file and the key otherwise."""
+    config_file, weights_file = path / ADAPTER_CONFIG_FILE, path / ADAPTER_WEIGHTS_FILE
+    for needed in (config_file, weights_file):
+        if not needed.is_file():
+            raise ConfigError(
+                f"{KEY}: {needed} is missing "
+                f"(a PEFT adapter dir has {ADAPTER_CONFIG_FILE} and {ADAPTER_WEIGHTS_FILE})"
+            )
+    try:
+        data = read_json_file(config_file, MAX_ADAPTER_CONFIG_BYTES, ConfigError)
+    except ConfigError as err:
+        raise ConfigError(f"{KEY}: {err}") from None
+    if not isinstance(data, dict) or data.get("peft_type") != "LORA":
+        raise ConfigError(f"{KEY}: {config_file} is not a LoRA adapter config")
+    settings = _checked_settings(data, config_file)
+    _refuse_not_plain(data, path)
+    try:
+        weights = SafetensorsSource(path, only=ADAPTER_WEIGHTS_FILE)
+    except SafetensorsError as err:
+        raise ConfigError(f"{KEY}: {err}") from None
+    return AdapterDir(path, settings, weights)
+
+
+def _checked_settings(data: dict[str, Any], config_file: Path) -> dict[str, Any]:
+    """The USED fields `data` sets, each of the type LoraConfig needs, and plain LoRA's
+    (`lora_settings`, as a LoRA checkpoint's manifest is read)."""
+    where = f"{KEY}: {config_file}"
+    try:
+        lora_settings(data)
+    except LoraFieldError as err:
+        raise ConfigError(f"{where}: {err}") from None
+    if "target_modules" not in data:
+        raise ConfigError(f"{where}: no target_modules")
+    for name, (fits, wanted) in CHECKED.items():
+        if name in data and not fits(data[name]):
+            raise ConfigError(f"{where}: {name} is {data[name]!r:.80}, not {wanted}")
+    settings = {name: data[name] for name in USED if name in data}
+    check_layers_pattern(settings.get("layers_pattern"), f"{where}: layers_pattern")
+    if isinstance(settings["target_modules"], str) and settings.get("layers_to_transform"):
+        raise ConfigError(
+            f"{where}: layers_to_transform with a regex target_modules (PEFT refuses it too);"
+            " the regex picks the layers"
+        )
+    return settings
+
+
+def _refuse_not_plain(data: dict[str, Any], path: Path) -> None:
+    """Settings that change what the adapter computes beyond plain B @ A * alpha / r:
+    export merges plain LoRA only, so a run refuses them up front rather than at export.
+    `lora_settings` refused the known ones (NOT_PLAIN_LORA); any other LoraConfig field
+    that is neither used nor metadata must hold its default (PEFT keeps adding variants).
+    An init that is not plain LoRA's (PiSSA, OLoRA, ...) is refused before peft injects
+    it: injecting rewrites the frozen base in place, which the merged export and GRPO's
+    reference (adapters off) then no longer are."""
+    from peft import LoraConfig
+
+    where = f"{KEY} ({path})"
+    found = next(
+        (
+            (field.name, data[field.name])
+            for field in fields(LoraConfig)
+            if field.name in data
+            and field.name not in USED | METADATA
+            and data[field.name]
+            and data[field.name] != field.default
+        ),
+        None,
+    )
+    if found is not None:
+        raise ConfigError(f"{where}: LoRA option {found[0]}={found[1]!r:.120} is not supported")
+    init = data.get("init_lora_weights", True)
+    if not plain_lora_init(init):
+        raise ConfigError(
+            f"{where}: init_lora_weights={init!r:.120} is not plain LoRA's init (peft would rewrite"
+            " the frozen base weights with it, and the merged export and GRPO's reference"
+            " use the base as saved); use an adapter with init_lora_weights true, false or"
+            " gaussian"
+        )
+
+
+def load_adapter_weights(model: torch.nn.Module, adapter: AdapterDir) -> None:
+    """Copy the adapter's tensors into the LoRA layers PEFT injected into `model`: every
+    stored tensor must name an adapter parameter of the model, with its shape and a
+    floating-point dtype, and every adapter parameter must be stored; only then is a byte
+    read (one tensor at a time)."""
+    params = dict(model.named_parameters())
+    where = f"{KEY}: {adapter.weights_file}"
+    plan, unexpected = {}, []
+    for name, entry in sorted(adapter.weights.tensors.items()):
+        param = _parameter_of(name)
+        if param not in params:
+            unexpected.append(name)
+            continue
+        shape = tuple(params[param].shape)
+        if entry.shape != shape:
+            raise ConfigError(
+                f"{where} [{name}]: shape {list(entry.shape)}, but the model's {param} is"
+                f" {list(shape)} (an adapter of another rank or base model?)"
+            )
+        if not entry.dtype.is_floating_point:
+            raise ConfigError(f"{where} [{name}]: dtype {entry.dtype.name}, not floating point")
+        plan[param] = name
+    missing = [p for p in params if parse_adapter_key(p) is not None and p not in plan]
+    if unexpected or missing:
+        example = (unexpected or missing)[0]
+        raise ConfigError(
+            f"{KEY}: {adapter.path} does not fit this model ({len(unexpected)} "
+            f"unexpected, {len(missing)} missing adapter weights, e.g. {example})"
+        )
+    with torch.no_grad():
+        for param, name in plan.items():
+            try:
+                params[param].copy_(adapter.weights.read(name))
+            except SafetensorsError as err:  # the file changed since its header was read
+                raise ConfigError(f"{KEY}: {err}") from None
+
+
+def _parameter_of(stored: str) -> str | None:
+    """The model parameter a saved PEFT adapter's tensor fills
+    (`base_model.model.M.lora_A.weight` -> `M.lora_A.default.weight`); None for any other
+    name (a DoRA magnitude, a bias, a name without PEFT's prefix)."""
+    if not stored.startswith(PEFT_PREFIX) or not stored.endswith(".weight"):
+        return None
+    inner = f"{stored[len(PEFT_PREFIX) : -len('.weight')]}.{ADAPTER_NAME}.weight"
+    key = parse_adapter_key(inner)
+    return inner if key is not None and key.adapter == ADAPTER_NAME else None

@@ -1,0 +1,127 @@
+"""Model files are data: nothing in a model dir, checkpoint or tokenizer dir runs as code.
+
+transformers runs the Python files shipped beside a config or tokenizer when its
+`auto_map` names them (and on a terminal asks "Do you wish to run the custom code? [y/N]",
+which a piped `y` answers; under `--json` the question landed in the output), and it
+unpickles `*.bin` weights. mfsdp does neither: every transformers call that reads a model,
+config, tokenizer or generation config passes `trust_remote_code=False` (and
+`use_safetensors=True` for weights), and the checks here refuse such files in one line
+naming the file and the key, in the launching process before anything starts and again
+by each loader in the ranks. Nothing here imports torch or transformers, except
+`check_tokenizer_class`, which asks transformers which tokenizer classes it has.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from mfsdp_ckpt.convert.export_source import MAX_ASSET_BYTES
+from mfsdp_ckpt.convert.hf_config import HFConfigError, read_config_json
+from mfsdp_ckpt.storage.unique_json import read_json_file
+from trainer.config import ConfigError, ModelConfig
+from trainer.model_source import ModelSource
+
+SUPPORTED_FAMILIES = ("qwen2", "qwen3", "llama")
+CODE_KEY = "auto_map"  # where config.json and tokenizer_config.json name shipped code
+CONFIG_FILE = "config.json"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+PICKLED_WEIGHTS = (".bin", ".pt", ".pth")
+
+
+def check_model_files(cfg: ModelConfig, source: ModelSource | None) -> None:
+    """The files this run's model and tokenizer come from, checked as data (see the module
+    docstring); the launching process calls it once `model.path` is resolved."""
+    if source is not None and source.assets is not None:
+        check_model_config(source.assets)
+        if source.checkpoint is None and not cfg.random_init:
+            check_weights_not_pickled(source.assets)
+    tokenizer = Path(cfg.tokenizer) if cfg.tokenizer is not None else None
+    if tokenizer is None and source is not None:
+        tokenizer = source.tokenizer
+    if tokenizer is not None and tokenizer.is_dir():
+        check_tokenizer_files(tokenizer)
+
+
+def check_model_config(assets: Path) -> None:
+    """The model's config.json names no shipped code and a family mfsdp trains: another
+    model_type is either one transformers has no class for (only shipped code could build
+    it) or one this trainer does not support."""
+    config_file, data = read_config_json(assets)
+    _refuse_code(config_file, data)
+    model_type = data["model_type"]
+    if model_type not in SUPPORTED_FAMILIES:
+        raise ConfigError(
+            f"{config_file}: model_type {model_type!r:.80} is not a family mfsdp trains"
+            f" ({', '.join(SUPPORTED_FAMILIES)})"
+        )
+
+
+def check_tokenizer_files(directory: Path) -> None:
+    """tokenizer_config.json and config.json of a tokenizer dir name no shipped code:
+    AutoTokenizer follows either one's auto_map (config.json's may be another family's,
+    a tokenizer borrowed from another model: only its code matters here)."""
+    for name in (TOKENIZER_CONFIG_FILE, CONFIG_FILE):
+        path = directory / name
+        if os.path.lexists(path):
+            _refuse_code(path, read_json_file(path, MAX_ASSET_BYTES, HFConfigError, finite=False))
+
+
+def check_tokenizer_class(directory: Path) -> None:
+    """tokenizer_config.json's tokenizer_class, when it names one, is a class transformers
+    has (with or without its `Fast` suffix, as AutoTokenizer looks it up): only shipped
+    code could provide another. Imports transformers, so it runs in the ranks only."""
+    from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
+
+    path = directory / TOKENIZER_CONFIG_FILE
+    if not os.path.lexists(path):
+        return
+    data = read_json_file(path, MAX_ASSET_BYTES, HFConfigError, finite=False)
+    name = data.get("tokenizer_class") if isinstance(data, dict) else None
+    if name is None:
+        return
+    known = isinstance(name, str) and any(
+        tokenizer_class_from_name(candidate) is not None
+        for candidate in (name, name.removesuffix("Fast"), f"{name}Fast")
+    )
+    if not known:
+        raise ConfigError(
+            f"{path}: tokenizer_class {name!r:.80} is not a tokenizer transformers has (one"
+            " that needs code shipped with it, which mfsdp never runs)"
+        )
+
+
+def check_weights_not_pickled(assets: Path) -> None:
+    """A model dir whose weights are only pickles (`pytorch_model.bin`) is refused before
+    anything loads: unpickling can run code, so mfsdp reads safetensors only."""
+    names = sorted(entry.name for entry in os.scandir(assets))
+    if any(name.endswith(".safetensors") for name in names):
+        return
+    pickled = [name for name in names if name.endswith(PICKLED_WEIGHTS)]
+    if pickled:
+        shown = ", ".join(pickled[:2]) + (" ..." if len(pickled) > 2 else "")
+        raise ConfigError(
+            f"model.path: {assets} holds its weights only as pickles ({shown}), which mfsdp"
+            " never loads (unpickling can run code); where you trust them, convert them with"
+            " transformers (from_pretrained, then save_pretrained writes safetensors)"
+        )
+
+
+def _refuse_code(path: Path, data: Any) -> None:
+    """ConfigError naming `path` when its JSON `data` has an auto_map."""
+    if isinstance(data, dict) and data.get(CODE_KEY):
+        raise ConfigError(
+            f"{path}: {CODE_KEY} names code shipped with the model"
+            f" ({_first_entry(data[CODE_KEY])!r:.120}), which mfsdp never runs; use a model"
+            f" and tokenizer transformers has itself ({', '.join(SUPPORTED_FAMILIES)})"
+        )
+
+
+def _first_entry(auto_map: Any) -> Any:
+    """What an auto_map points at first (`configuration_x.XConfig`), to name in the error."""
+    if isinstance(auto_map, dict) and auto_map:
+        return next(iter(auto_map.values()))
+    if isinstance(auto_map, (list, tuple)) and auto_map:
+        return auto_map[0]
+    return auto_map
