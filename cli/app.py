@@ -32,7 +32,7 @@ def app(verbose: int) -> None:
     Examples:
       mfsdp demo                                  # tiny end-to-end run on CPU
       mfsdp ckpt validate runs/demo/sft --deep    # is this checkpoint intact?
-      mfsdp ckpt export-hf runs/demo/sft --out hf/    # to Hugging Face safetensors
+      mfsdp ckpt export-hf runs/demo/sft --out hf/demo    # to Hugging Face safetensors
       mfsdp -v train sft --config examples/sft_tiny_cpu.yaml    # with save/load timings
     """
     from cli.verbosity import set_verbosity
@@ -137,7 +137,22 @@ def _usage_message(err: click.UsageError) -> str:
     closest = getattr(err, "possibilities", None)
     if name and closest:
         return f"{err.message.rstrip('.')} (did you mean {closest[0]!r}?)"
-    return err.format_message().rstrip(".")
+    return _choices_on_one_line(err, err.format_message()).rstrip(".")
+
+
+def _choices_on_one_line(err: click.UsageError, message: str) -> str:
+    """`message` with the choices of a missing argument on one line (`Choose from: sft,
+    grpo`): click lists them one per line, tab-indented, which the one error line showed as
+    `Choose from:\\x0a\\x09sft,\\x0a\\x09grpo`, its escapes for the newlines and tabs of text
+    users choose (paths). Only click's own list is rewritten; the rest stays as it is."""
+    param = getattr(err, "param", None)
+    if not isinstance(err, click.MissingParameter) or param is None:
+        return message
+    if not isinstance(param.type, click.Choice):
+        return message
+    listed = param.type.get_missing_message(param=param, ctx=err.ctx)
+    choices = ", ".join(str(choice) for choice in param.type.choices)
+    return message.replace(listed, f"Choose from: {choices}")
 
 
 def _misplaced_option(err: click.UsageError, args: list[str]) -> str | None:

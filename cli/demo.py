@@ -8,6 +8,7 @@ behind the matching command, so the demo exercises what users run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -18,9 +19,13 @@ from typing import TYPE_CHECKING, cast
 
 import click
 
-from cli.errors import EXIT_USAGE, GivenPath, fail
-from cli.launch import CONFIG_CHECKED, run_ranks
-from mfsdp_ckpt.storage.out_lock import out_lock
+from cli import demo_record
+from cli.errors import GivenPath, on_interrupt
+from cli.launch import CONFIG_CHECKED, run_ranks, stopped_run_line
+from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.format.output_inside import inside_checkpoint
+from mfsdp_ckpt.storage.out_dir import _checked_target as checked_out_path
+from mfsdp_ckpt.storage.out_lock import ctrl_c_deferred, out_lock
 from mfsdp_ckpt.storage.writable import require_writable_dir
 
 if TYPE_CHECKING:
@@ -38,14 +43,15 @@ RAW_DIR, DATA_DIR, INIT_DIR, RUN_DIR, EXPORT_DIR = "gsm8k_format", "data", "init
     type=GivenPath(file_okay=False),
     default="runs/demo",
     show_default=True,
-    help="Demo directory: new, empty, or a previous demo's (which is replaced).",
+    help="Demo directory: new, empty, or a previous demo's holding only what that demo wrote"
+    " (which is replaced).",
 )
 @click.option(
     "--nproc",
     type=click.IntRange(1, 8),
     default=2,
     show_default=True,
-    help="Training processes (torchrun with gloo on CPU when > 1).",
+    help="Training processes (under torchrun, with gloo on CPU).",
 )
 @click.option(
     "--steps", type=click.IntRange(1), default=80, show_default=True, help="SFT optimizer steps."
@@ -59,13 +65,72 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
       mfsdp demo --out /tmp/mfsdp-demo
     """
     out = Path(out_dir)
-    require_writable_dir("--out", out)
+    _check_out(out)
     with out_lock(out, "--out"):  # a second demo into `out` meanwhile would delete this one's
         _claim(out)
-        _run(out, nproc, steps)
+        phase = _Phase(out)
+        on_interrupt(phase.interrupted)
+        try:
+            _run(out, nproc, steps, phase)
+        except BaseException:
+            # the list of what it wrote, so that a rerun may replace it; a list that cannot be
+            # written leaves the dir unlisted (refused by the next demo), never a wrong one
+            with contextlib.suppress(Exception), ctrl_c_deferred():
+                demo_record.record(out)
+            raise
+        with ctrl_c_deferred():
+            demo_record.record(out)
 
 
-def _run(out: Path, nproc: int, steps: int) -> None:
+def _check_out(out: Path) -> None:
+    """Refuse, before anything is written, an --out the demo may not create or start over
+    in: `.`, the current directory or one above it, a symlink, a file (the demo deletes a
+    previous demo's dir whole: `rmtree` of the current directory emptied it, of a link it
+    failed with a traceback's words), one it cannot write, and a checkpoint or a dir inside
+    one (the demo's data and model were written into a step, which then failed validation)."""
+    require_writable_dir("--out", out)
+    checked_out_path(out)
+    inside = inside_checkpoint(out)
+    if inside is not None:
+        raise MfsdpUsageError(
+            f"--out {out}: {inside}; the demo's files would be mixed into it, choose an --out"
+            " outside it"
+        )
+
+
+class _Phase:
+    """Which phase of the demo in `out` runs, for the line a Ctrl-C ends it with: what is
+    kept and how to go on (the run's newest checkpoint resumes with `mfsdp train sft`; a
+    rerun of the demo starts over)."""
+
+    def __init__(self, out: Path):
+        self.out, self.now = out, "data"
+
+    def interrupted(self) -> str:
+        again = f"`mfsdp demo --out {self.out}` again starts over"
+        run_dir = self.out / RUN_DIR
+        if self.now == "data":
+            return f"interrupted while writing the demo's data and model; {again}"
+        if self.now == "train":
+            config = run_dir / "config.yaml"
+            return stopped_run_line(
+                run_dir,
+                LOG_EVERY,
+                0,
+                "interrupted",
+                resume=f"run `mfsdp train sft --config {config}`",
+                start_over=again,
+            )
+        return (
+            f"interrupted while {self.now}; training had ended, its run is kept in {run_dir};"
+            f" {again}"
+        )
+
+
+LOG_EVERY = 5  # the demo's trainer.log_every
+
+
+def _run(out: Path, nproc: int, steps: int, phase: _Phase) -> None:
     """The demo's phases, into the claimed `out`."""
     started = time.monotonic()
     # Each phase that takes seconds says so as it starts (loading torch and transformers alone
@@ -101,11 +166,18 @@ def _run(out: Path, nproc: int, steps: int) -> None:
         "data.global_batch_size=16",
         f"checkpoint.save_every={max(1, steps // 2)}",
         "trainer.progress_bar=false",
-        "trainer.log_every=5",
+        f"trainer.log_every={LOG_EVERY}",
         f"trainer.eval_every={max(1, steps // 2)}",
     ]
+    # under torchrun for one process too: a rank leaves a Ctrl-C to the launching process to
+    # say, and a lone `cli.train` said its own line ("run the same command again", a command
+    # the user never typed) before the demo's
     command = [
         sys.executable,
+        "-m",
+        "cli.torchrun",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
         "-m",
         "cli.train",
         "sft",
@@ -113,25 +185,18 @@ def _run(out: Path, nproc: int, steps: int) -> None:
         str(EXAMPLE_CONFIG),
         *overrides,
     ]
-    if nproc > 1:
-        command[1:3] = [
-            "-m",
-            "cli.torchrun",
-            "--standalone",
-            f"--nproc-per-node={nproc}",
-            "-m",
-            "cli.train",
-        ]
     _say(f"train: {nproc} process(es), FSDP2 on CPU, {steps} steps")
     from trainer.threads import configure_threads
 
     # chosen here, as `mfsdp train` chooses for the ranks it launches (they inherit it): a
     # pinned OMP_NUM_THREADS=1 read to them as the user's, whom `-v` told to unset it
-    configure_threads(nproc)
+    configure_threads(nproc, ranks_option="--nproc")
     env = dict(os.environ)
     env[CONFIG_CHECKED] = "1"  # as under `mfsdp train`: one line for a mistake or a Ctrl-C
+    phase.now = "train"
     if run_ranks(command, env=env) != 0:  # in the user's directory: `--out` may be relative
         raise SystemExit(1)
+    phase.now = "validating the checkpoint"
 
     _say(f"validate --deep {run_dir}: hashing every file, reading every tensor ...")
     report = validate_checkpoint(run_dir, deep=True)
@@ -142,6 +207,7 @@ def _run(out: Path, nproc: int, steps: int) -> None:
         raise SystemExit(1)
 
     hf_dir = out / EXPORT_DIR
+    phase.now = "exporting the checkpoint"
     _say(f"export-hf: {run_dir} -> {hf_dir}, then reading it back (--verify) ...")
     result = export_hf(run_dir, hf_dir, dtype="fp32", verify=True)
     if result.mismatches:
@@ -152,11 +218,12 @@ def _run(out: Path, nproc: int, steps: int) -> None:
         "(verified)"
     )
 
+    phase.now = "generating from the export"
     question = synthetic_arithmetic(1, seed=99)[0]["question"]
     _say(f"generate: loading {hf_dir} with transformers, answering {question!r} ...")
     answer = _generate(hf_dir, question)
-    _say(f"generate: {question!r} -> {answer!r} (a tiny model after a short run: expect the")
-    _say("  answer's format, not a correct sum; the pipeline, not the model, is the point)")
+    _say(f"generate: {question!r} -> {answer!r}")
+    _say(f"  {_what_to_expect(answer, steps)}")
     _say(f"done in {time.monotonic() - started:.0f}s; run: {run_dir}, export: {hf_dir}")
 
 
@@ -170,38 +237,38 @@ def _quiet_model_loading() -> None:
     transformers_logging.disable_progress_bar()
 
 
-DEMO_MARKER = ".mfsdp-demo"  # written first into every demo dir: only such a dir is ever replaced
-# Everything a demo writes into its dir (`_run`): only a dir holding nothing else is replaced.
+DEMO_MARKER = demo_record.MARKER  # written first into every demo dir (`cli.demo_record`)
+# The names a demo writes at the top of its dir (`_run`)
 DEMO_ENTRIES = frozenset({DEMO_MARKER, RAW_DIR, DATA_DIR, INIT_DIR, RUN_DIR, EXPORT_DIR})
-_SHOWN_ENTRIES = 3
 
 
 def _claim(out: Path) -> None:
-    """Make `out` an empty demo dir. A previous demo's output is replaced; any other non-empty
-    directory is refused (exit 2), since its contents are not the demo's to delete, and so is
-    a previous demo's that holds anything else (a LoRA run or an export a user put beside
-    the demo's own: it was deleted with them)."""
+    """Make `out` an empty demo dir. A previous demo's output is replaced when it holds
+    exactly what that demo wrote (`demo_record`); any other non-empty directory is refused,
+    since what is in it is not the demo's to delete: a user's files, or steps a user trained
+    on from the demo's run."""
     if out.is_dir() and any(out.iterdir()):
-        if not (out / DEMO_MARKER).is_file():
-            fail(
-                f"{out}: directory is not empty and is not a previous demo's output "
-                f"(no {DEMO_MARKER}); choose a new --out",
-                EXIT_USAGE,
-            )
-        foreign = sorted(p.name for p in out.iterdir() if p.name not in DEMO_ENTRIES)
-        if foreign:
-            shown = ", ".join(foreign[:_SHOWN_ENTRIES])
-            more = (
-                f" (+{len(foreign) - _SHOWN_ENTRIES} more)" if len(foreign) > _SHOWN_ENTRIES else ""
-            )
-            fail(
-                f"{out}: a previous demo's output that also holds {shown}{more}, which the demo"
-                " did not write and will not delete; move it elsewhere, or choose a new --out",
-                EXIT_USAGE,
-            )
+        problem = demo_record.refusal(out)
+        if problem is not None:
+            raise problem
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / DEMO_MARKER).write_text("written by mfsdp demo: the next demo run replaces this dir\n")
+    demo_record.start(out)
+
+
+def _what_to_expect(answer: str, steps: int) -> str:
+    """What the generated answer shows: a tiny model that learnt the answer's format (GSM8K's
+    `#### N` line) in its steps, or one too little trained to have (4 steps answered 32
+    spaces, under a line that said to expect the answer's format)."""
+    if "####" in answer:
+        return (
+            "(a tiny model after a short run: expect the answer's format, not a correct sum;"
+            " the pipeline, not the model, is the point)"
+        )
+    return (
+        f"(after {steps} step(s) the tiny model has not learnt the answer's format yet:"
+        " the default --steps 80 learns it)"
+    )
 
 
 def _generate(model_dir: Path, question: str) -> str:
@@ -210,8 +277,9 @@ def _generate(model_dir: Path, question: str) -> str:
 
     from trainer.tiny import GSM8K_SUFFIX
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    local = dict(local_files_only=True, trust_remote_code=False)  # its files are data
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, **local)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, use_safetensors=True, **local).eval()
     prompt = cast(
         "BatchEncoding",  # return_dict=True; the stubs' overloads do not say so
         tokenizer.apply_chat_template(

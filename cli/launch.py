@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import click
 
-from cli.errors import EXIT_USAGE, Terminated, fail, on_interrupt, remember_json
+from cli.errors import EXIT_USAGE, GivenPath, Terminated, fail, on_interrupt, remember_json
 from cli.launch_flags import check_launch
 from cli.lines import say
 from cli.stop import EXIT_INTERRUPTED
@@ -60,6 +60,31 @@ json_option = click.option(
     help="Print the result as JSON on stdout (a failure as {error, exit_code}).",
     callback=remember_json,
 )
+
+
+def config_option(sections: str, trainer: str) -> Callable[[Callable], Callable]:
+    """`--config FILE.yaml` of a train command (`sections`: the config's sections, named in
+    its help). Given twice it is refused: click kept the last silently, so `--config A
+    --config B` trained with B alone, which its user had meant to combine with A."""
+    return click.option(
+        "--config",
+        "config_path",
+        type=GivenPath(dir_okay=False),
+        multiple=True,
+        callback=_one_config,
+        help=f"YAML config (sections {sections}; every key with its default:"
+        f" `mfsdp config defaults {trainer}`).",
+    )
+
+
+def _one_config(_ctx: click.Context, _param: click.Parameter, given: tuple[str, ...]) -> str | None:
+    """The one `--config` given (None: none), or click's usage error when given twice."""
+    if len(given) > 1:
+        raise click.BadParameter(
+            f"given {len(given)} times ({', '.join(given)}); one file is read: give one, and"
+            " change its keys with key=value overrides"
+        )
+    return given[0] if given else None
 
 
 def launch_options(command: Callable) -> Callable:
@@ -114,6 +139,7 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     configure_logging()  # a rank torchrun started takes `-v` from the environment
     if os.environ.get(CONFIG_CHECKED):  # the launching process showed the notes already
         logging.getLogger("mfsdp.config").setLevel(logging.ERROR)
+    from trainer.config_kind import refuse_other_kind
     from trainer.local_paths import (
         check_fresh_start_into_a_run_without_steps,
         check_local_paths,
@@ -126,17 +152,22 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
         check_writable_dir,
     )
     from trainer.metrics import require_trackers
+    from trainer.model_code import check_model_files
     from trainer.model_source import resolve_model_source
+    from trainer.run_dir_links import check_run_dir_links
 
+    refuse_other_kind(cls, config_path)  # the other trainer's config, a verl launch script
     cfg: Any = load_config(cls, config_path, overrides)  # SFTConfig or GRPOConfig
     check_no_variables(cfg)
     check_torch_env_dirs()
     require_trackers(cfg.trainer)
     source = resolve_model_source(cfg.model)  # a missing model.path fails here, not per rank
     check_local_paths(cfg)  # and so does every other path key
+    check_model_files(cfg.model, source)  # model files that would run code or unpickle
     check_run_dir_is_its_own(cfg.trainer.run_dir)
     check_run_dir_outside_checkpoints(cfg.trainer.run_dir)
     check_writable_dir("trainer.run_dir", cfg.trainer.run_dir)
+    check_run_dir_links(cfg.trainer.run_dir)  # nothing written through a link in it
     hf_dir = source.assets if source is not None and source.checkpoint is None else None
     check_run_dir_apart(cfg, hf_dir)  # a model dir this run reads, named by its key
     check_run_dir_is_no_model_dir(cfg.trainer.run_dir)  # any other
@@ -300,6 +331,7 @@ def run_ranks(command: list[str], **popen: Any) -> int:
         popen["preexec_fn"] = dies if given is None else lambda: (given(), dies())
     launch_id = uuid.uuid4().hex
     popen["env"] = {**(popen.get("env") or os.environ), LAUNCH_ID: launch_id}
+    popen.setdefault("stdin", subprocess.DEVNULL)  # no rank may wait on input (`no_input`)
     child = subprocess.Popen(command, **popen)
     try:
         return child.wait()
@@ -385,8 +417,24 @@ def run_command(
     on_interrupt(lambda: interrupted_run(cfg, logged_before))
     with one_run_at_a_time(cfg.trainer.run_dir, flags):
         start(subcommand, cfg, flags, config_path, as_json, list(overrides), logged_before)
-        result, finals = train(cfg)
+        with no_input():
+            result, finals = train(cfg)
     report_run(subcommand, result, as_json, finals)
+
+
+@contextlib.contextmanager
+def no_input() -> Iterator[None]:
+    """`sys.stdin` reads nothing (/dev/null) for the block: a tracker asks for an account on
+    a terminal (wandb's prompt, when it finds no key), and a rank waiting on input held
+    the others at their next collective, on a prompt shared by every rank's terminal.
+    Ranks under torchrun get /dev/null as their stdin (`run_ranks`); a lone process, whose
+    stdin is the user's terminal, trains with this."""
+    with open(os.devnull, encoding="utf-8") as nothing:
+        given, sys.stdin = sys.stdin, nothing
+        try:
+            yield
+        finally:
+            sys.stdin = given
 
 
 @contextlib.contextmanager
@@ -396,14 +444,27 @@ def one_run_at_a_time(run_dir: str, launch: Launch) -> Iterator[None]:
     requeue before the first stopped) saved into the first one's step dirs, failed at its
     first save on a file the other had renamed, and interleaved its lines into
     metrics.jsonl. Taken by the process the user started, which outlives its ranks; not
-    across machines (`--nnodes` > 1), where every machine's launcher starts the same run."""
+    across machines (`--nnodes` > 1), where every machine's launcher starts the same run.
+
+    The run dir's missing parents are made here, as `mkdir -p` would (its lock goes beside
+    it); when the run fails, they and the run dir, if this command made them and they are
+    still empty, are removed again, innermost first, as every command's `--out` is: a run
+    that stopped on a bad data file left `s1/s2/` of `trainer.run_dir=s1/s2/run` behind."""
+    from mfsdp_ckpt.storage.out_dir import _make_parents, _remove_empty
     from mfsdp_ckpt.storage.out_lock import out_lock
 
     if "RANK" in os.environ or launch.multi_node:
         yield
         return
-    with out_lock(run_dir, "trainer.run_dir"):
-        yield
+    run = Path(os.path.abspath(run_dir))
+    new = [*_make_parents(run), *([] if os.path.lexists(run) else [run])]
+    try:
+        with out_lock(run_dir, "trainer.run_dir"):
+            yield
+    except BaseException as err:
+        if not (isinstance(err, SystemExit) and err.code in (0, None)):
+            _remove_empty([folder for folder in new if os.path.isdir(folder)])
+        raise
 
 
 def torchrun_killed(cfg: Any, logged_before: int, signum: int) -> str:
@@ -420,42 +481,59 @@ def torchrun_killed(cfg: Any, logged_before: int, signum: int) -> str:
 
 def interrupted_run(cfg: Any, logged_before: int, stopped: str = "interrupted") -> str:
     """What a run stopped by Ctrl-C (or `stopped` otherwise) ends with: the step it reached,
-    the checkpoint the next run resumes from and how to resume it, read from the run dir as
-    the ranks left it (the launching process never sees their steps: the step is the newest
-    that rank 0 logged to metrics.jsonl past byte `logged_before`; a checkpoint counts once
-    complete, as `checkpoint.resume=auto` counts it)."""
-    from mfsdp_ckpt.errors import MfsdpError
-    from mfsdp_ckpt.format import layout
-
-    run_dir = cfg.trainer.run_dir
-    stopped += _step_reached(cfg, logged_before)
-    try:
-        step = layout.resume_step(run_dir)
-    except (MfsdpError, OSError):  # a damaged tracker: the next run says so itself
-        return stopped
-    if step is None:
-        return f"{stopped}; no checkpoint was saved in {run_dir} yet"
+    the checkpoint the next run resumes from and how to resume it (`stopped_run_line`)."""
     again = (
         "run the same command again"
         if cfg.checkpoint.resume == "auto"
         else "run it again with checkpoint.resume=auto"
     )
-    return (
-        f"{stopped}; the newest checkpoint is {layout.step_dir(run_dir, step)}: "
-        f"{again} to resume from it"
+    return stopped_run_line(
+        cfg.trainer.run_dir, cfg.trainer.log_every, logged_before, stopped, resume=again
     )
 
 
-def _step_reached(cfg: Any, logged_before: int) -> str:
+def stopped_run_line(
+    run_dir: str | os.PathLike,
+    log_every: int,
+    logged_before: int,
+    stopped: str,
+    *,
+    resume: str,
+    start_over: str = "",
+) -> str:
+    """`stopped`, the step the run in `run_dir` reached and the checkpoint the next run
+    resumes from, `resume` saying how (`run the same command again`), read from the run dir
+    as the ranks left it (the launching process never sees their steps: the step is the
+    newest that rank 0 logged to metrics.jsonl past byte `logged_before`, every `log_every`
+    steps; a checkpoint counts once complete, as `checkpoint.resume=auto` counts it).
+    `start_over`: what else the user may do, said last (the demo: run it again)."""
+    from mfsdp_ckpt.errors import MfsdpError
+    from mfsdp_ckpt.format import layout
+
+    stopped += _step_reached(run_dir, log_every, logged_before)
+    also = f"; {start_over}" if start_over else ""
+    try:
+        step = layout.resume_step(run_dir)
+    except (MfsdpError, OSError):  # a damaged tracker: the next run says so itself
+        return stopped + also
+    if step is None:
+        return f"{stopped}; no checkpoint was saved in {run_dir} yet{also}"
+    return (
+        f"{stopped}; the newest checkpoint is {layout.step_dir(run_dir, step)}: "
+        f"{resume} to resume from it{also}"
+    )
+
+
+def _step_reached(run_dir: str | os.PathLike, log_every: int, logged_before: int) -> str:
     """` after step N` (`... or later` when steps are logged every few), or "" when the run
     logged no step (stopped while starting)."""
     from trainer.metrics import last_logged_step
 
-    step = last_logged_step(cfg.trainer.run_dir, logged_before)
+    step = last_logged_step(run_dir, logged_before)
     if not step:  # none, or GRPO's step-0 validation: no step was trained
         return ""
-    every = cfg.trainer.log_every
-    return f" after step {step}" + (f" or later (trainer.log_every={every})" if every > 1 else "")
+    later = f" or later (trainer.log_every={log_every})" if log_every > 1 else ""
+    return f" after step {step}{later}"
 
 
 def report(summary: dict[str, Any], as_json: bool, line: str) -> None:

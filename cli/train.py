@@ -6,8 +6,15 @@ from typing import Any
 
 import click
 
-from cli.errors import GivenPath, MfsdpGroup
-from cli.launch import FinalValue, json_option, last_value, launch_options, run_command
+from cli.errors import MfsdpGroup
+from cli.launch import (
+    FinalValue,
+    config_option,
+    json_option,
+    last_value,
+    launch_options,
+    run_command,
+)
 from cli.train_grpo import grpo
 
 
@@ -23,14 +30,7 @@ def train() -> None:
 
 
 @train.command(context_settings={"ignore_unknown_options": False})
-@click.option(
-    "--config",
-    "config_path",
-    type=GivenPath(dir_okay=False),
-    default=None,
-    help="YAML config (sections model, data, optim, strategy, checkpoint, trainer; every"
-    " key with its default: `mfsdp config defaults sft`).",
-)
+@config_option("model, data, optim, strategy, checkpoint, trainer", "sft")
 @launch_options
 @json_option
 @click.argument("overrides", nargs=-1)

@@ -6,18 +6,19 @@ from typing import Any
 
 import click
 
-from cli.errors import GivenPath
-from cli.launch import FinalValue, json_option, last_value, launch_options, run_command
+from cli.launch import (
+    FinalValue,
+    config_option,
+    json_option,
+    last_value,
+    launch_options,
+    run_command,
+)
 
 
 @click.command()
-@click.option(
-    "--config",
-    "config_path",
-    type=GivenPath(dir_okay=False),
-    default=None,
-    help="YAML config (sections model, data, actor, optim, strategy, rollout, algorithm, reward, "
-    "checkpoint, trainer; every key with its default: `mfsdp config defaults grpo`).",
+@config_option(
+    "model, data, actor, optim, strategy, rollout, algorithm, reward, checkpoint, trainer", "grpo"
 )
 @launch_options
 @json_option

@@ -48,6 +48,7 @@ from mfsdp_ckpt.format import hf_trainer
 from mfsdp_ckpt.format.closest_path import closest_existing
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.storage.lock_holder import lock_holder
 from mfsdp_ckpt.storage.tensorstore_store import URL_SCHEMES
 from mfsdp_ckpt.storage.unique_json import loads_object
 
@@ -58,6 +59,10 @@ HF_ASSETS_DIR = "huggingface"
 MANIFEST_FILE = "manifest.json"
 DCP_METADATA_FILE = ".metadata"
 TMP_STEP_SUFFIX = ".tmp"
+# What a training run's dir holds before its first save: the config it runs with
+# (trainer.config.RESOLVED_CONFIG_FILE) and its metrics (trainer.metrics.METRICS_FILE)
+RUN_CONFIG_FILE = "config.yaml"
+RUN_METRICS_FILE = "metrics.jsonl"
 
 # verl and Megatron-LM names
 MEGATRON_ITER_PREFIX = "iter_"
@@ -787,12 +792,32 @@ def _refuse_unfinished_save(given: Path) -> None:
 
 
 def _not_a_checkpoint(given: Path) -> CheckpointPathError:
+    unsaved = _run_without_steps(given)
+    if unsaved is not None:
+        return CheckpointPathError(
+            f"{given}: is a training run with no checkpoint saved yet{unsaved}"
+        )
     return CheckpointPathError(
         f"{given}: not a checkpoint (looked for {DCP_METADATA_FILE}, {DIST_CKPT_DIR}/, "
         f"{'/ '.join(ROLES)}/, {VERL_MODEL_DIR}/{DIST_CKPT_DIR}/, {TRACKER_FILE}, "
         f"{STEP_DIR_PREFIX}N/, {MEGATRON_ITER_PREFIX}NNNNNNN/, {hf_trainer.MODEL_DCP_PREFIX}0/,"
         f" checkpoint-N/){_inside_a_checkpoint(given)}"
     )
+
+
+def _run_without_steps(given: Path) -> str | None:
+    """For a training run's dir that holds no step yet, `""` or ` (pid N is training it
+    now)` when a live process holds its lock; None for anything else. A run is known by
+    its config.yaml or metrics.jsonl (written as it starts), or, empty still, by its lock
+    held (`mfsdp data` holds one on a dir it fills with sft/ and rl/ at once). The lock
+    file, beside the dir, is not opened: the kernel's list of locks says who holds it."""
+    marked = _is_file(given / RUN_CONFIG_FILE) or _is_file(given / RUN_METRICS_FILE)
+    pid = lock_holder(given)
+    if not marked and (pid is None or _children(given)):
+        return None
+    if pid is None:
+        return ""
+    return f" (pid {pid} is training it now)" if pid else " (a process is training it now)"
 
 
 def _inside_a_checkpoint(given: Path) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from cli import demo_record
 from cli.demo import DEMO_MARKER, _claim
 from cli.launch import Launch, torchrun_command
 from cli.main import app
@@ -97,6 +98,7 @@ def test_demo_keeps_what_a_user_put_in_a_previous_demos_dir(tmp_path):
     out = tmp_path / "demo"
     _claim(out)
     (out / "sft").mkdir()
+    demo_record.record(out)  # as the demo ends
     (out / "sft_lora").mkdir()
     (out / "sft_lora" / "notes.txt").write_text("a user's run")
     result = CliRunner().invoke(app, ["demo", "--out", str(out)])
@@ -110,6 +112,7 @@ def test_demo_replaces_only_a_previous_demo(tmp_path):
     out = tmp_path / "demo"
     _claim(out)  # new dir
     (out / "sft").mkdir()
+    demo_record.record(out)  # as the demo ends
     _claim(out)  # a previous demo: replaced
     assert sorted(p.name for p in out.iterdir()) == [DEMO_MARKER]
     empty = tmp_path / "empty"
@@ -229,7 +232,7 @@ def test_dev_refuses_a_python_that_does_not_run_or_is_too_old_in_one_line(tmp_pa
 
 STUB_PYTHON = """#!/bin/sh
 echo "STUB $*"
-case "$*" in *"import torch"*|*"import vllm"*) exit 1;; esac
+case "$*" in *"import torch"*|*"import vllm"*|*"find_spec('vllm')"*) exit 1;; esac
 exit 0
 """
 

@@ -643,7 +643,9 @@ def test_the_demo_into_the_root_directory_is_refused_in_one_line(out):
     name) where `mfsdp data synthetic --out /` said one line."""
     code, _out, err = run_cli("demo", "--out", out)
     assert code == 2, err
-    assert one_error_line(err) == f"error: --out {out}: the root directory; name a folder"
+    assert one_error_line(err) == (
+        f"error: {out}: not a name an output can be created at; name a new directory"
+    )
 
 
 @pytest.mark.parametrize(

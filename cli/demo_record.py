@@ -1,0 +1,199 @@
+"""What `mfsdp demo` wrote into its directory, recorded there, so that a later demo deletes
+that directory only while it holds exactly what the demo wrote.
+
+A demo starts over by deleting its previous output. Checking the names at the top of the
+directory alone deleted what a user had added below them: the steps of `mfsdp train sft
+--config OUT/sft/config.yaml` that continued the demo's run, its `config.until_step_N.yaml`.
+So the demo lists every folder and file it wrote (each file with its size and digest) in its
+marker file when it ends, done, failed or stopped by Ctrl-C; a later demo deletes the
+directory only when what is there is on that list, every file with the bytes recorded
+(an entry of the list that is gone is no reason to keep the rest). Anything else is named
+and nothing is deleted. A demo killed before it wrote its list
+(`kill -9`, a power cut) leaves a marker without one: its directory is refused too, since
+nothing then says which of its files are the demo's.
+
+Listing and hashing are bounded: a directory with more entries than any demo writes is
+refused before anything is hashed, and only files listed with the same size are hashed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
+from mfsdp_ckpt.format.file_hash import FileRecord, FileRecordError, hash_file
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.lock_holder import file_lock_holder
+from mfsdp_ckpt.storage.out_lock import LOCK_SUFFIX
+from trainer.run_files import replacing
+
+MARKER = ".mfsdp-demo"  # written first into every demo dir; holds the list once the demo ends
+MAX_ENTRIES = 10_000  # a demo writes under a hundred
+MAX_DEPTH = 16  # a demo's deepest file is 5 levels down
+MAX_MARKER_BYTES = 4 << 20
+_WRITER = "mfsdp demo"
+_SHOWN = 3
+
+
+@dataclass(frozen=True)
+class Written:
+    """The demo's list: the folders it made and its files' records, by path under its dir."""
+
+    dirs: frozenset[str]
+    files: dict[str, FileRecord]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "written_by": _WRITER,
+            "dirs": sorted(self.dirs),
+            "files": {name: record.to_json() for name, record in sorted(self.files.items())},
+        }
+
+
+def start(out: Path) -> None:
+    """Mark `out` (new or emptied) as a demo's dir whose list is still to be written."""
+    _write(out, {"written_by": _WRITER, "dirs": None, "files": None})
+
+
+def record(out: Path) -> None:
+    """Write the list of what is in `out` now, which the demo that holds its lock wrote."""
+    dirs, files, extra = _walk(out, None)
+    if extra:  # more entries than any demo writes: someone else's; no list, so never deleted
+        _write(out, {"written_by": _WRITER, "dirs": None, "files": None})
+        return
+    records = {name: hash_file(out / name, out, within=str(out)) for name in files}
+    _write(out, Written(frozenset(dirs), records).to_json())
+
+
+def refusal(out: Path) -> Exception | None:
+    """Why the non-empty `out` may not be deleted to start the demo over (a usage error
+    naming what is not the demo's, or a busy error naming the training run using a dir in
+    it), or None when it holds exactly what a previous demo wrote."""
+    written = _read(out)
+    if isinstance(written, str):
+        return MfsdpUsageError(written)
+    _, files, extra = _walk(out, written)
+    busy = _training_run(out, extra)
+    if busy is not None:
+        return busy
+    if extra:
+        shown = ", ".join(extra[:_SHOWN]) + (
+            f" (+{len(extra) - _SHOWN} more)" if len(extra) > _SHOWN else ""
+        )
+        return MfsdpUsageError(
+            f"{out}: a previous demo's output that also holds {shown}, which the demo did not"
+            " write and will not delete; move it elsewhere, or choose a new --out"
+        )
+    changed = _changed(out, files, written)
+    if changed is not None:
+        return MfsdpUsageError(
+            f"{out}: a previous demo's output in which {changed}; the demo will not delete it:"
+            " move it elsewhere, or choose a new --out"
+        )
+    return None
+
+
+def _read(out: Path) -> Written | str:
+    """The list in `out`'s marker, or why there is none to trust (the refusal's words)."""
+    marker = out / MARKER
+    if not os.path.lexists(marker):
+        return (
+            f"{out}: directory is not empty and is not a previous demo's output (no {MARKER});"
+            " choose a new --out"
+        )
+    unlisted = (
+        f"{out}: a previous demo's output without the list of what it wrote (a demo killed"
+        " before it ended, or one of an older mfsdp), so nothing in it is deleted; remove it"
+        " yourself, or choose a new --out"
+    )
+    try:
+        data = json.loads(safe_files.read_text(marker, MAX_MARKER_BYTES, out))
+        dirs, files = data["dirs"], data["files"]
+        if data.get("written_by") != _WRITER or dirs is None or files is None:
+            return unlisted
+        return Written(
+            frozenset(str(name) for name in dirs),
+            {str(name): FileRecord.from_json(entry) for name, entry in files.items()},
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, FileRecordError):
+        return unlisted
+
+
+def _walk(out: Path, written: Written | None) -> tuple[list[str], list[str], list[str]]:
+    """(folders, files, entries not on `written`'s list) under `out`, by path under it,
+    the marker aside; a folder not on the list is not entered. Symlinks and special files
+    are never followed: the demo writes none, so they are always extra. Past MAX_ENTRIES or
+    MAX_DEPTH, the rest counts as one extra entry."""
+    dirs: list[str] = []
+    files: list[str] = []
+    extra: list[str] = []
+    pending = [(out, "", 0)]
+    seen = 0
+    while pending:
+        folder, prefix, depth = pending.pop()
+        with os.scandir(folder) as entries:
+            children = sorted(entries, key=lambda entry: entry.name)
+        for entry in children:
+            name = f"{prefix}{entry.name}"
+            if name == MARKER:
+                continue
+            seen += 1
+            if seen > MAX_ENTRIES or depth >= MAX_DEPTH:
+                return dirs, files, [*extra, f"{name} (and more than a demo writes)"]
+            mode = entry.stat(follow_symlinks=False).st_mode
+            if stat.S_ISDIR(mode) and (written is None or name in written.dirs):
+                dirs.append(name)
+                pending.append((Path(entry.path), f"{name}/", depth + 1))
+            elif stat.S_ISREG(mode) and (written is None or name in written.files):
+                files.append(name)
+            else:
+                extra.append(name)
+    return dirs, files, sorted(extra)
+
+
+def _training_run(out: Path, extra: list[str]) -> Exception | None:
+    """A busy error (exit 1) when one of the `extra` entries is the lock of a training run
+    that a live process holds (`mfsdp train sft --config OUT/sft/config.yaml` continuing
+    the demo's run leaves `.sft.out-lock` beside `sft` while it trains)."""
+    for name in extra:
+        folder, _, base = name.rpartition("/")
+        if not (base.startswith(".") and base.endswith(LOCK_SUFFIX)):
+            continue
+        pid = file_lock_holder(out / name)
+        if pid is None:
+            continue
+        run = out / folder / base[1 : -len(LOCK_SUFFIX)]
+        who = f"pid {pid}" if pid else "a process"
+        return MfsdpFailedError(
+            f"{out}: a training run ({who}) is using {run}; the demo will not delete it:"
+            " wait for the run to end, or choose a new --out"
+        )
+    return None
+
+
+def _changed(out: Path, files: list[str], written: Written) -> str | None:
+    """How a listed file differs from its record (the refusal's words), or None. Sizes are
+    compared first, so only files the demo could have written are hashed."""
+    for name in files:
+        expected = written.files[name]
+        size = os.lstat(out / name).st_size
+        if size != expected.size:
+            return f"{name} has {size} bytes, {expected.size} when the demo wrote it"
+    for name in files:
+        expected = written.files[name]
+        if hash_file(out / name, out, expected.algorithm, within=str(out)) != expected:
+            return f"{name} has other bytes than the demo wrote ({expected.algorithm} differs)"
+    return None
+
+
+def _write(out: Path, content: dict[str, Any]) -> None:
+    with replacing(out / MARKER, "write the demo's list of what it wrote") as handle:
+        handle.write(json.dumps(content, indent=1).encode() + b"\n")
+
+
+__all__ = ["MARKER", "record", "refusal", "start"]
