@@ -138,7 +138,7 @@ BAD_INPUTS: tuple[BadInput, ...] = (
         "rows longer than data.max_length with truncation=error",
         lambda r: _sft_on(r, None, "data.max_length=16", "data.truncation=error"),
         2,
-        "tokens > data.max_length=16",
+        "more text than data.max_length=16 tokens can hold",
     ),
     BadInput(
         "resume_path_missing",

@@ -227,8 +227,9 @@ MODEL_DIR_DAMAGE = {
     "weights-cut-short": (_truncate_weights, 1, "model.safetensors", "truncated"),
     "heads-null": (config_edit(num_attention_heads=None), 1, "", "num_attention_heads"),
     "tie-a-string": (config_edit(tie_word_embeddings="false"), 1, "", "tie_word_embeddings"),
-    "eps-nan": (config_edit(rms_norm_eps=float("nan")), 1, "config.json", "rms_norm_eps is nan"),
-    "theta-inf": (config_edit(rope_theta=float("inf")), 1, "config.json", "rope_theta is inf"),
+    # config.json is read before launch now: a bad one is bad usage there
+    "eps-nan": (config_edit(rms_norm_eps=float("nan")), 2, "config.json", "rms_norm_eps is nan"),
+    "theta-inf": (config_edit(rope_theta=float("inf")), 2, "config.json", "rope_theta is inf"),
     "max-length-a-string": (
         tokenizer_config_edit(model_max_length="x"),
         1,

@@ -179,7 +179,7 @@ def test_a_bridge_tokenizer_file_over_the_asset_cap_is_refused_as_export_refuses
     os.truncate(big, MAX_ASSET_BYTES + 1)  # sparse: no disk used
     data = tmp_path / "train.jsonl"
     data.write_text(f"{GOOD_SFT}\n" * 16)
-    words = f"{MAX_ASSET_BYTES + 1} bytes, more than the {MAX_ASSET_BYTES}"
+    words = f"{MAX_ASSET_BYTES + 1} bytes, more than the "  # export caps JSON assets lower
     exported = mfsdp("ckpt", "export-hf", str(run), "--out", str(tmp_path / "hf"))
     trained = mfsdp(
         "train", "sft", "--config", "examples/sft_tiny_cpu.yaml", f"model.path={run}",

@@ -267,7 +267,10 @@ def test_a_template_that_fails_or_loops_is_named_for_sft_and_rl_rows(
     assert time.monotonic() - started < 20
     for caught in (sft, rl):
         message = str(caught.value)
-        assert message.startswith(f"{rows} row 0: the chat template in {tokenizer.name_or_path}")
+        # a size bomb is a prompt too long to keep: GRPO drops it, then names it as its last
+        if not message.startswith(f"{rows}: all 1 prompts are longer than"):
+            named = f"{rows} row 0: the chat template in {tokenizer.name_or_path}"
+            assert message.startswith(named), message
         assert words in message and "\n" not in message, message
     assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL  # the bound's handler is gone
 
