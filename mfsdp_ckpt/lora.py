@@ -22,8 +22,8 @@ from collections import defaultdict
 from collections.abc import Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from mfsdp_ckpt.check.report import ERROR, WARNING, ValidationReport
 from mfsdp_ckpt.format.file_hash import (
     WRITE_ALGORITHM,
     ByteProgress,
@@ -42,9 +42,6 @@ from mfsdp_ckpt.format.lora_fields import (
 )
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError
 from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, _chosen_files
-
-if TYPE_CHECKING:
-    from mfsdp_ckpt.check.validate import ValidationReport
 
 BASE_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 ADAPTER_CONFIG_FILE = "adapter_config.json"  # a PEFT adapter dir: config + weights
@@ -258,8 +255,6 @@ def check_base_model(
     """validate's LoRA check: the base named in the manifest is the one present (or a warning
     saying why it cannot be checked). Nothing for checkpoints that are not LoRA. `deep`
     hashes the whole base, reported to `progress` as (bytes hashed, bytes to hash)."""
-    from mfsdp_ckpt.check.validate import ERROR, WARNING
-
     if manifest is None or manifest.base_model is None:
         return
     try:

@@ -26,8 +26,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mfsdp_ckpt.check.report import ERROR
 from mfsdp_ckpt.check.validate import (
-    ERROR,
     invalid_checkpoint,
     manifest_hash_errors,
     validate_checkpoint,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from mfsdp_ckpt.check.validate import NO_HF_CONFIG
+from mfsdp_ckpt.check.report import NO_HF_CONFIG
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.interop_layouts import (

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mfsdp_ckpt.check.validate import STRICT_NEEDS_MANIFEST
+from mfsdp_ckpt.check.report import STRICT_NEEDS_MANIFEST
 from tests.support.export import load_report, logits_of
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import one_error_line, run_cli

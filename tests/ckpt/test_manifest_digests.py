@@ -15,7 +15,8 @@ import xxhash
 from click.testing import CliRunner
 
 from cli.main import app
-from mfsdp_ckpt.check.validate import NO_HF_CONFIG, validate_checkpoint
+from mfsdp_ckpt.check.report import NO_HF_CONFIG
+from mfsdp_ckpt.check.validate import validate_checkpoint
 from mfsdp_ckpt.checkpointer import Checkpointer
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.file_hash import FileRecord, hash_file, rehash_like

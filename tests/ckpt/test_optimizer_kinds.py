@@ -27,7 +27,7 @@ import torch
 from torch import optim
 from torch.distributed.checkpoint.state_dict import get_state_dict
 
-from mfsdp_ckpt.check.validate import NO_HF_CONFIG
+from mfsdp_ckpt.check.report import NO_HF_CONFIG
 from mfsdp_ckpt.format.optimizer_states import identify
 from tests.support.export import copy_hf_assets_from
 from tests.support.hf_to_mcore import tiny_causal_lm

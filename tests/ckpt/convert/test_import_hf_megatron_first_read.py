@@ -13,7 +13,7 @@ import warnings
 import torch.distributed.checkpoint as dcp
 
 from mfsdp_ckpt.check.describe import describe_checkpoint
-from mfsdp_ckpt.check.validate import NO_HF_CONFIG
+from mfsdp_ckpt.check.report import NO_HF_CONFIG
 from mfsdp_ckpt.convert.import_hf import import_hf
 from mfsdp_ckpt.convert.megatron_config import has_recorded_config, recorded_config
 from mfsdp_ckpt.format import layout

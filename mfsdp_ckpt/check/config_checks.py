@@ -1,0 +1,277 @@
+"""Checks of a checkpoint's weights against the model config export would write them for.
+
+The config is the checkpoint's own huggingface/ config.json, one given by --hf-config, or
+the one its record implies (Megatron-LM's args, Megatron-Bridge's run_config.yaml); the
+weights are mapped as export maps them, so a checkpoint validate passes is one export
+can write. Also the HF dir's JSON assets, as export checks them before copying them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from mfsdp_ckpt.check.report import ERROR, NO_HF_CONFIG, WARNING, ValidationReport
+from mfsdp_ckpt.convert import tied_head
+from mfsdp_ckpt.format import layout, state_keys
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.storage.reader import (
+    CheckpointFormatError,
+    CheckpointReader,
+)
+
+
+def config_to_check(
+    paths: layout.CheckpointPaths, hf_config: str | os.PathLike | None
+) -> Path | None:
+    """The config.json to check weights against, or None when there is none to check. One
+    that exists but is no regular file (a directory, a FIFO, a link loop) is returned, so
+    the check reports it: export refuses it, so validate must not call the step valid."""
+    if hf_config is not None:
+        given = Path(hf_config)
+        return given / "config.json" if given.is_dir() else given
+    if paths.hf_assets is None:
+        return None
+    if layout.stat_inside(paths.hf_assets / "config.json", follow_symlinks=False) is None:
+        return None
+    return paths.hf_assets / "config.json"
+
+
+def check_against_config(
+    paths,
+    reader: CheckpointReader,
+    roots: state_keys.StateRoots,
+    report: ValidationReport,
+    hf_config: str | os.PathLike | None = None,
+) -> None:
+    """Weights against the config export would use: names and shapes always; with `deep`
+    (which reads values) also a tied config's stored head against the embedding."""
+    config_file = config_to_check(paths, hf_config)
+    if config_file is None:
+        _check_against_recorded_config(paths, reader, report)
+        return
+    from mfsdp_ckpt.convert.hf_config import HFConfigError, expected_weights_for
+
+    # huggingface/ stays inside the checkpoint; a --hf-config model dir inside itself (or
+    # its Hugging Face cache folder), as export and import read one
+    root, within = paths.root, "the checkpoint"
+    if hf_config is not None:
+        root = safe_files.model_dir_root(config_file.parent)
+        within = f"the model dir {config_file.parent}"
+    try:
+        safe_files.regular_file(config_file, root, within)
+        expected = expected_weights_for(config_file, root=root)
+    except CheckpointFileError as err:
+        report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
+        return
+    except HFConfigError as err:
+        report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
+        return
+    _check_config_against_record(paths, reader, report, config_file, root)
+    if report.deep:  # imports transformers (seconds): not in the checks before each export
+        _check_config_loads(report, config_file, root)
+    from mfsdp_ckpt.convert.fused_experts import hub_expert_names
+
+    # experts fused as transformers 5.x holds them in memory are checked as the per-expert
+    # tensors of the hub's files, which the config's expectations name
+    weights = {roots.module_path(k): k for k in roots.weight_keys(reader.tensors)}
+    stored = hub_expert_names(
+        {path: reader.tensors[key].shape for path, key in weights.items()}, expected.model_type
+    )
+    if stored and not set(stored) & set(expected.allowed):
+        _check_mapped_against_config(paths, reader, report, config_file)
+        return
+
+    def where(name: str) -> str:  # the stored key (experts fused in it: the name it would have)
+        return f"[{weights.get(name) or roots.stored_name(name)}]"
+
+    for name, shape in expected.required.items():
+        found = stored.get(name)
+        if found is None:
+            report.add(
+                ERROR, where(name), f"missing; {config_file} ({expected.model_type}) expects it"
+            )
+        elif found != shape:
+            report.add(ERROR, where(name), f"shape {found}, {config_file} expects {shape}")
+    for name in sorted(set(stored) - set(expected.allowed)):
+        report.add(ERROR, where(name), f"unexpected for {expected.model_type} per {config_file}")
+    if report.deep and expected.tie_word_embeddings:
+        _check_tied_head(reader, weights, report, config_file)
+
+
+def _check_tied_head(
+    reader: CheckpointReader, weights: dict[str, str], report: ValidationReport, config_file: Path
+) -> None:
+    """A tied config's export writes the embedding alone: a stored `lm_head.weight` that
+    differs from it (trained untied) is refused there, so it fails here. Two tensors'
+    values, compared a bounded piece at a time (nothing read when the head is stored as
+    the embedding's own bytes): a `deep` check, as NaN is, which export also refuses."""
+    head, embedding = weights.get(tied_head.HEAD), weights.get(tied_head.EMBEDDING)
+    if head is None or embedding is None:
+        return
+    try:
+        same = tied_head.dcp_tensors_equal(reader, head, embedding)
+    except (CheckpointFormatError, CheckpointFileError) as err:
+        report.add(ERROR, f"[{head}]", f"not compared with [{embedding}]: {err}")
+        return
+    if not same:
+        remedy = "use a config with tie_word_embeddings false"
+        report.add(ERROR, f"[{head}]", tied_head.untied_head(embedding, str(config_file), remedy))
+
+
+def _check_config_against_record(
+    paths, reader: CheckpointReader, report: ValidationReport, config_file: Path, root
+) -> None:
+    """A config.json that contradicts the model the checkpoint's own record describes
+    (Bridge's run_config.yaml, Megatron-LM's args) gives tensors of the same shapes a wrong
+    q/k/v split or cut vocabulary: export refuses it, so validate must not pass it. A
+    record that derives no config leaves it uncompared: a warning says so."""
+    from mfsdp_ckpt.convert.hf_config import read_config_json
+    from mfsdp_ckpt.convert.record_agreement import contradiction, unchecked_note
+
+    found = contradiction(read_config_json(config_file, root)[1], paths, reader)
+    if found is not None:
+        report.add(ERROR, config_file, found)
+    elif (unchecked := unchecked_note(paths, reader)) is not None:
+        report.add(WARNING, config_file, unchecked)
+
+
+def _check_config_loads(report: ValidationReport, config_file: Path, root) -> None:
+    """A config.json transformers' config class refuses (`rms_norm_eps: "1e-6"`, a
+    `layer_types` not one per layer) is an error: every shape in it may be right, but
+    `from_pretrained` refuses the model, and export-hf --verify refuses to write it."""
+    from mfsdp_ckpt.convert.hf_config import HFConfigError, read_config_json, refuse_unloadable
+
+    try:
+        refuse_unloadable(read_config_json(config_file, root)[1], config_file)
+    except HFConfigError as err:
+        report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
+
+
+def _check_mapped_against_config(
+    paths, reader: CheckpointReader, report: ValidationReport, config_file: Path
+) -> None:
+    """Weights not named as in transformers (Megatron-core's GPTModel): map them as export
+    would and check every resulting shape against the config, before anyone exports."""
+    from mfsdp_ckpt.convert.export_source import load_config
+
+    _check_plan(paths, reader, report, config_file, lambda: load_config(config_file))
+
+
+def _check_against_recorded_config(
+    paths, reader: CheckpointReader, report: ValidationReport
+) -> None:
+    """Without a Hugging Face config, the one the checkpoint's own record implies
+    (Megatron-LM's args, Megatron-Bridge's run_config.yaml), as export derives it. A record
+    that describes a model no family here computes (LayerNorm, a sigmoid MoE router) or
+    lacks the sizes, or no record, leaves the check out: the checkpoint is not damaged by
+    it, but the verdict must not read as if its shapes were checked (a warning says so).
+    One that cannot be read (a pickle naming os.system, bad YAML) is an error."""
+    from mfsdp_ckpt.convert.export_source import json_config
+    from mfsdp_ckpt.convert.hf_config import HFConfigError
+    from mfsdp_ckpt.convert.megatron_config import (
+        MegatronConfigError,
+        MegatronSettingsMissing,
+        recorded_config,
+    )
+
+    try:
+        derived = recorded_config(paths, reader)
+    except MegatronSettingsMissing as err:
+        report.add(WARNING, paths.dist_ckpt, f"{NO_HF_CONFIG}; {err.lacking()}")
+        return
+    except MegatronConfigError as err:
+        report.add(WARNING, paths.dist_ckpt, f"{NO_HF_CONFIG}; {err}")
+        return
+    except (CheckpointFormatError, CheckpointFileError) as err:
+        where, _, message = str(err).partition(": ")
+        report.add(ERROR, where, message or str(err))
+        return
+    if derived is None:
+        report.add(WARNING, paths.dist_ckpt, NO_HF_CONFIG)
+        return
+    record = derived
+
+    def config() -> object:
+        made = json_config(record.config, record.source)
+        if made is None:  # every family a record maps to has a name_maps table
+            raise HFConfigError(f"{record.source}: no name table for {record.config['model_type']}")
+        return made
+
+    _check_plan(paths, reader, report, derived.source, config)
+
+
+def _check_plan(paths, reader, report: ValidationReport, where, config_of) -> None:
+    from mfsdp_ckpt.convert.export_errors import (
+        ExportError,
+        ExportUsageError,
+        ForeignWeightsError,
+    )
+    from mfsdp_ckpt.convert.export_plan import plan_export
+    from mfsdp_ckpt.convert.export_source import source_for
+    from mfsdp_ckpt.convert.hf_config import HFConfigError
+    from mfsdp_ckpt.convert.megatron_lora_export import adapter_only_checkpoint
+    from mfsdp_ckpt.convert.mtp import DROP_MTP_FLAG
+
+    source = source_for(paths, reader)
+    if adapter_only_checkpoint(source):  # a LoRA adapter saved alone: its shapes are checked
+        _check_adapter(source, report, where, config_of)
+        return
+    try:
+        plan = plan_export(source, config_of(), drop_mtp=True, compare_tied_head=False)
+    except ForeignWeightsError as err:  # whole, maybe, but no model this config describes
+        what = str(err).removeprefix(f"{source.location} ")
+        report.add(WARNING, where, f"weights not checked against this config: {what}")
+    except (ExportError, ExportUsageError, HFConfigError) as err:
+        report.add(
+            ERROR, where, f"the weights do not fit this config: {str(err).split(': ', 1)[-1]}"
+        )
+    else:  # the main model fits; MTP layers have no counterpart in the config to check
+        if plan.mtp is not None:
+            report.add(
+                WARNING,
+                f"[{plan.mtp.first_key}]",
+                f"{plan.mtp.summary()} not checked against {where}: the transformers model"
+                " export writes from it has no MTP module; export-hf refuses them unless"
+                f" {DROP_MTP_FLAG} leaves them out",
+            )
+
+
+def _check_adapter(source, report: ValidationReport, where, config_of) -> None:
+    """A LoRA adapter saved without its base (Megatron-Bridge's PEFT save, the HF Trainer's
+    adapter-only one): each A and B against the shape of the weight the config gives the
+    module it adapts, as export checks them before merging."""
+    from mfsdp_ckpt.convert.export_errors import (
+        ExportError,
+        ExportUsageError,
+        ForeignWeightsError,
+    )
+    from mfsdp_ckpt.convert.export_plan import plan_adapter
+    from mfsdp_ckpt.convert.hf_config import HFConfigError
+
+    try:
+        plan_adapter(source, config_of(), drop_mtp=True)
+    except (ForeignWeightsError, ExportUsageError) as err:  # a variant, adapters on MTP only
+        what = str(err).removeprefix(f"{source.location} ")
+        report.add(WARNING, where, f"adapter not checked against this config: {what}")
+    except (ExportError, HFConfigError) as err:  # its tensor named, the checkpoint is said
+        what = str(err).removeprefix(f"{source.location} ")
+        report.add(ERROR, where, f"the adapter does not fit this config: {what}")
+
+
+def check_hf_json_assets(paths: layout.CheckpointPaths, report: ValidationReport) -> None:
+    """The JSON files of the checkpoint's own HF dir, as export checks them before it copies
+    them (bounded in size and in what parsing them costs, each key once, no NaN, an
+    object where transformers reads one): export refuses them, so validate must not pass
+    them."""
+    from mfsdp_ckpt.convert.export_source import check_json_assets
+
+    hf_dir = paths.hf_assets
+    if hf_dir is None or not hf_dir.is_dir():
+        return
+    try:
+        check_json_assets(hf_dir, paths.root, paths.hf_skip)
+    except (CheckpointFileError, layout.CheckpointPathError) as err:
+        where, _, message = str(err).partition(": ")
+        report.add(ERROR, where, message or str(err))

@@ -1,0 +1,427 @@
+"""Checks that a checkpoint's optimizer state is whole: every parameter the optimizer
+stepped holds its optimizer's full set of states (recognised from the names: Adam's
+moments, Adafactor's factors, ...), each shaped like its parameter.
+
+States are paired with parameters by name across the layouts users have (FSDP2's
+`optimizer.state.<param>.exp_avg`, Megatron's distributed optimizer under
+`module.module.module.`, torch's positional `Optimizer.state_dict()`, the HF Trainer's
+separate optimizer DCP); a parameter without state is an error only where the
+checkpoint's own record says it was optimized, else a warning (frozen, never stepped).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from mfsdp_ckpt.check.config_checks import config_to_check
+from mfsdp_ckpt.check.report import ERROR, WARNING, ValidationReport
+from mfsdp_ckpt.check.storage_checks import (
+    check_backing,
+    check_chunks,
+    check_data_files,
+    check_storage_entries,
+)
+from mfsdp_ckpt.convert import tied_head
+from mfsdp_ckpt.format import layout, optimizer_states, state_keys
+from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
+from mfsdp_ckpt.format.hf_trainer import OPTIMIZER_ENTRY
+from mfsdp_ckpt.format.manifest import Manifest
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.storage.reader import (
+    CheckpointFormatError,
+    CheckpointReader,
+    TensorEntry,
+)
+
+
+class _TensorTables(Protocol):
+    """What pairing optimizer states with parameters reads: a tensor table, one DCP's or
+    the model's and optimizer's DCPs' together (`joint_tables`)."""
+
+    @property
+    def tensors(self) -> Mapping[str, TensorEntry]: ...
+
+
+@dataclass(frozen=True)
+class _JointTables:
+    tensors: Mapping[str, TensorEntry]
+
+
+def joint_tables(model: CheckpointReader, optimizer: CheckpointReader) -> _JointTables:
+    """The model's tensors and the optimizer's (its `optimizer.` keys only: one that
+    names a weight is reported by `check_optimizer_dcp`, never taken for it)."""
+    states = {k: e for k, e in optimizer.tensors.items() if k.startswith(OPTIMIZER_ENTRY)}
+    return _JointTables({**model.tensors, **states})
+
+
+def check_optimizer_dcp(
+    paths: layout.CheckpointPaths, report: ValidationReport
+) -> CheckpointReader | None:
+    """A layout's optimizer state in a DCP dir of its own (the HF Trainer's optimizer_0/),
+    checked as any DCP is (metadata, shared bytes, data files, chunks, storage entries),
+    its keys all under `optimizer.` (all Accelerate saves there). Returns its reader for
+    the checks that pair its states with the model's parameters; None when there is no
+    such dir or its metadata cannot be read."""
+    directory = paths.optimizer_dcp
+    if directory is None:
+        return None
+    metadata = directory / layout.DCP_METADATA_FILE
+    try:
+        reader = CheckpointReader(directory)
+    except (UnsafeMetadataError, CheckpointFormatError, CheckpointFileError) as err:
+        report.add(ERROR, metadata, str(err).split(": ", 1)[-1])
+        return None
+    report.tensors += len(reader.tensors)
+    report.tensor_bytes += sum(e.nbytes for e in reader.tensors.values())
+    report.files += len(check_data_files(reader, report)) + 1
+    for check in (check_chunks, check_storage_entries, check_backing):
+        check(reader, report)
+    stray = sorted(
+        k for k in [*reader.tensors, *reader.objects] if not k.startswith(OPTIMIZER_ENTRY)
+    )
+    if stray:
+        more = f" (+{len(stray) - 1} more)" if len(stray) > 1 else ""
+        report.add(ERROR, f"{metadata} [{stray[0]}]", f"not optimizer state{more}")
+    states = any(k.startswith(f"{OPTIMIZER_ENTRY}state.") for k in reader.tensors)
+    report.has_optimizer_state = bool(report.has_optimizer_state) or states
+    return reader
+
+
+@dataclass(frozen=True)
+class _OptimizerRecord:
+    """What the checkpoint says beside its states about which parameters were optimized:
+    `tied`, whether its config (or Megatron record) ties the output layer to the embedding
+    (None: nothing says); `optimized`, the parameters a record names as stepped, so that one
+    without state lost it rather than being frozen."""
+
+    tied: bool | None = None
+    optimized: Callable[[str], bool] = lambda name: False
+
+
+def optimizer_record(
+    paths: layout.CheckpointPaths,
+    reader: CheckpointReader,
+    roots: state_keys.StateRoots,
+    manifest: Manifest | None,
+    hf_config: str | os.PathLike | None,
+) -> _OptimizerRecord:
+    """What the checkpoint records beside its optimizer states (`_OptimizerRecord`)."""
+    return _OptimizerRecord(
+        _says_tied(paths, reader, hf_config), _recorded_as_optimized(reader, roots, manifest)
+    )
+
+
+def _says_tied(
+    paths: layout.CheckpointPaths, reader: CheckpointReader, hf_config: str | os.PathLike | None
+) -> bool | None:
+    """tie_word_embeddings of the config the weights are checked against (or of the one
+    Megatron's record implies); None when there is none, or it cannot be read (the config
+    checks report that)."""
+    from mfsdp_ckpt.convert.hf_config import expected_weights_for
+    from mfsdp_ckpt.convert.megatron_config import recorded_config
+    from mfsdp_ckpt.errors import MfsdpError
+
+    config_file = config_to_check(paths, hf_config)
+    try:
+        if config_file is not None:
+            root: str | Path = paths.root
+            if hf_config is not None:
+                root = safe_files.model_dir_root(config_file.parent)
+            safe_files.regular_file(config_file, root, str(root))
+            return expected_weights_for(config_file, root=root).tie_word_embeddings
+        derived = recorded_config(paths, reader)
+    except MfsdpError:
+        return None
+    return None if derived is None else derived.config["tie_word_embeddings"] is True
+
+
+# Megatron's distributed optimizer records each parameter's group settings beside its
+# states: `optimizer.param_to_group_meta.<param>.<lr|betas|...>` next to `optimizer.state.`
+_GROUP_META = "param_to_group_meta."
+
+
+def _recorded_as_optimized(
+    reader: CheckpointReader, roots: state_keys.StateRoots, manifest: Manifest | None
+) -> Callable[[str], bool]:
+    """The parameters (module paths) the checkpoint's own record says its optimizer
+    stepped: every one of an mfsdp training step that saved its optimizer (the trainer
+    optimizes them all; a LoRA step holds adapters), and those Megatron's optimizer lists in
+    `param_to_group_meta` (built from the trainable parameters, whose gradients live in
+    its grad buffer, so each one is stepped)."""
+    if manifest is not None and manifest.lora is None and "optimizer" in manifest.contents:
+        return lambda name: True
+    state = roots.optimizer_state
+    states = roots.state_prefixes or ((state,) if state is not None else ())
+    prefixes = tuple(p.removesuffix("state.") + _GROUP_META for p in states)
+    if not prefixes:
+        return lambda name: False
+    named = set()
+    for key in [*reader.objects, *reader.tensors]:
+        prefix = next((p for p in prefixes if key.startswith(p)), None)
+        if prefix is not None:
+            named.add(state_keys.hf_name(key[len(prefix) :].rpartition(".")[0]))
+    return named.__contains__
+
+
+def check_optimizer(
+    reader: _TensorTables,
+    roots: state_keys.StateRoots,
+    report: ValidationReport,
+    record: _OptimizerRecord | None = None,
+) -> None:
+    """The optimizer's per-parameter tensors must be complete for every parameter it
+    stepped and match its shape. Which tensors those are depends on the optimizer: its
+    set is recognised from the names the checkpoint holds (`optimizer_states.identify`:
+    Adam's moments, Adafactor's factored statistics, Adagrad's sum, ...); a set no
+    optimizer here keeps is a warning, its completeness not checked.
+
+    States are matched to parameters by name with entries and wrapper segments removed,
+    which covers FSDP2's `optimizer.state.<param>.exp_avg`, torch's DCP recipe's
+    `app.optim.state.<param>.exp_avg` beside `app.model.<param>`, and Megatron's
+    distributed optimizer, `optimizer.state.module.module.module.<param>.exp_avg` (SwiGLU
+    fc1 split into weight_w/weight_v as in the model). A missing state is named by the key
+    it would be stored under. A parameter with no state at all was frozen or never stepped
+    (a warning), unless `record` names it as optimized (an error); a tied output layer,
+    optimized under the embedding's name, needs none. A state that matches no parameter is
+    a warning: an optimizer may legitimately hold more than the model state shows.
+    """
+    record = record or _OptimizerRecord()
+    tensors = reader.tensors
+    params = {roots.module_path(key): key for key in roots.weight_keys(tensors)}
+    found: dict[str, dict[str, str]] = {}
+    by_position: dict[str, dict[str, str]] = {}
+    unmatched: dict[str, str] = {}  # key -> state name
+    for key in tensors:
+        rest = roots.state_path(key)
+        if rest is None:
+            continue
+        path, _, state_name = rest.rpartition(".")
+        name = state_keys.hf_name(path)
+        if name in params:
+            found.setdefault(name, {})[state_name] = key
+        elif path.isdigit():
+            by_position.setdefault(path, {})[state_name] = key
+        else:
+            unmatched[key] = state_name
+    if by_position and not found:
+        _check_positional_states(tensors, params, by_position, report)
+        return
+    if not found and not unmatched:
+        return
+    held = {s for states in found.values() for s in states} or set(unmatched.values())
+    kind = optimizer_states.identify(held)
+    if kind is None:
+        keys = [key for states in found.values() for key in states.values()] or list(unmatched)
+        _report_unknown_states(keys[0], held, report)
+    else:
+        stateless = _check_states(kind, tensors, params, found, report, record)
+        lost = [
+            name
+            for name in stateless
+            if record.optimized(name) and _tied_head(name, params, tensors, record.tied) is False
+        ]
+        _report_stateless(kind, stateless, lost, roots, params, found, report)
+    if unmatched:
+        more = f" (+{len(unmatched) - 1} more)" if len(unmatched) > 1 else ""
+        first = next(iter(unmatched))
+        report.add(WARNING, f"[{first}]", f"optimizer state matches no model parameter{more}")
+
+
+def _check_states(
+    kind: optimizer_states.OptimizerStates,
+    tensors: Mapping[str, TensorEntry],
+    params: dict[str, str],
+    found: dict[str, dict[str, str]],
+    report: ValidationReport,
+    record: _OptimizerRecord,
+) -> list[str]:
+    """Each parameter holding states holds `kind`'s whole set, each shaped like it (an
+    error per state lost or misshapen); returns the parameters holding none."""
+    stateless = []
+    for name, key in params.items():
+        states = found.get(name, {})
+        if not states:
+            if _tied_head(name, params, tensors, record.tied) is not True:
+                stateless.append(name)
+            continue
+        for state in kind.missing(states):
+            expected = f"{next(iter(states.values())).rpartition('.')[0]}.{state}"
+            report.add(ERROR, f"[{key}]", f"optimizer state {state} is missing (no [{expected}])")
+        for state, state_key in states.items():
+            if state in kind.like_parameter and tensors[state_key].shape != tensors[key].shape:
+                report.add(
+                    ERROR,
+                    f"[{state_key}]",
+                    f"shape {tensors[state_key].shape} differs from the parameter's"
+                    f" {tensors[key].shape}",
+                )
+    return stateless
+
+
+def _report_stateless(
+    kind: optimizer_states.OptimizerStates,
+    stateless: list[str],
+    lost: list[str],
+    roots: state_keys.StateRoots,
+    params: dict[str, str],
+    found: dict[str, dict[str, str]],
+    report: ValidationReport,
+) -> None:
+    """Parameters without any state: those in `lost` (a record names them as optimized)
+    lost their states, an error per state named by the key it would have; the others were
+    frozen (requires_grad off), never got a gradient, or are an output layer no config
+    says is tied, which a checkpoint cannot tell from a loss: one warning naming them."""
+    lead = _optimizer_lead(roots, params, found)
+    for name in lost:
+        for state in kind.missing(()):
+            expected = _state_key(roots, params[name], {}, state, lead)
+            report.add(
+                ERROR, f"[{params[name]}]", f"optimizer state {state} is missing (no [{expected}])"
+            )
+    errors = set(lost)
+    rest = [params[name] for name in stateless if name not in errors]
+    if not rest:
+        return
+    others = ", ".join(f"[{key}]" for key in rest[1:_SHOWN_STATELESS])
+    more = rest[_SHOWN_STATELESS:]
+    listed = f"; also {others}" if others else ""
+    listed += f" (+{len(more)} more)" if more else ""
+    report.add(
+        WARNING,
+        f"[{rest[0]}]",
+        f"no optimizer state, while {len(found)} of the {len(found) + len(stateless)}"
+        f" parameters hold {kind.name}'s: frozen, or never stepped, so not checked{listed}",
+    )
+
+
+_SHOWN_STATELESS = 3  # keys a warning about parameters without state names
+
+
+_SHOWN_STATE_NAMES = 8
+
+
+def _report_unknown_states(first: str, held: set[str], report: ValidationReport) -> None:
+    """States of an optimizer this check does not know (bitsandbytes' 8-bit state1/qmap1,
+    a custom one): whether a parameter lacks one cannot be told, so nothing is judged."""
+    names = sorted(held)
+    shown = ", ".join(names[:_SHOWN_STATE_NAMES])
+    shown += ", ..." if len(names) > _SHOWN_STATE_NAMES else ""
+    report.add(
+        WARNING,
+        f"[{first}]",
+        f"optimizer states {shown} are no known optimizer's set"
+        f" ({optimizer_states.known_names()}): their completeness is not checked",
+    )
+
+
+def _check_positional_states(
+    tensors: Mapping[str, TensorEntry],
+    params: dict[str, str],
+    states: dict[str, dict[str, str]],
+    report: ValidationReport,
+) -> None:
+    """torch's own `Optimizer.state_dict()` (what Megatron-LM's torch_dcp format and plain
+    `dcp.save({"optim": opt.state_dict()})` save) keys each state by the parameter's
+    position in its param groups, which the checkpoint does not tie to a name (Megatron
+    orders them by weight-decay group). What can be checked is checked: each parameter
+    holds its optimizer's whole set of states, each shaped like some parameter, and no
+    more positions than parameters."""
+    held = {name for names in states.values() for name in names}
+    kind = optimizer_states.identify(held)
+    first = next(iter(states[min(states, key=int)].values()))
+    if kind is None:
+        _report_unknown_states(first, held, report)
+    else:
+        shapes = {tensors[key].shape for key in params.values()}
+        for position in sorted(states, key=int):
+            _check_position(kind, tensors, shapes, states[position], report)
+    if len(states) > len(params):
+        report.add(
+            ERROR,
+            f"[{next(iter(states[max(states, key=int)].values()))}]",
+            f"{len(states)} parameters' optimizer states for the model's {len(params)}",
+        )
+    report.add(
+        WARNING,
+        f"[{first}]",
+        f"optimizer state of {len(states)} parameters keyed by position (torch's"
+        " Optimizer.state_dict()), not by name: each is shaped like a parameter, but which"
+        " parameter it belongs to is not recorded, so the pairing is not checked",
+    )
+
+
+def _check_position(
+    kind: optimizer_states.OptimizerStates,
+    tensors: Mapping[str, TensorEntry],
+    shapes: set[tuple[int, ...]],
+    names: dict[str, str],
+    report: ValidationReport,
+) -> None:
+    """One positional parameter's states: `kind`'s whole set, each shaped like some
+    parameter (which one is not recorded)."""
+    some = next(iter(names.values()))
+    for state in kind.missing(names):
+        expected = f"{some.rpartition('.')[0]}.{state}"
+        report.add(ERROR, f"[{some}]", f"optimizer state {state} is missing ([{expected}])")
+    for state, key in names.items():
+        if state in kind.like_parameter and tensors[key].shape not in shapes:
+            report.add(ERROR, f"[{key}]", f"shape {tensors[key].shape} is no model parameter's")
+
+
+def _optimizer_lead(
+    roots: state_keys.StateRoots, params: dict[str, str], found: dict[str, dict[str, str]]
+) -> str:
+    """What the optimizer's names put before a parameter's path in place of the model's
+    leading wrapper segments (Megatron's distributed optimizer: `module.module.module.`
+    where the model has `module.`), learnt from a parameter whose state is there; "" when
+    none tells."""
+    prefix = roots.optimizer_state or ""
+    for name, states in found.items():
+        state_path = next(iter(states.values()))[len(prefix) :].rpartition(".")[0]
+        core = _unwrapped(roots.path_in_entry(params[name]))
+        if state_path.endswith(core):
+            return state_path[: len(state_path) - len(core)]
+    return ""
+
+
+def _state_key(
+    roots: state_keys.StateRoots, param: str, states: dict[str, str], moment: str, lead: str
+) -> str:
+    """The key `moment` of parameter `param` would be stored under: beside the parameter's
+    other states, else its path under the optimizer's state as the others are named."""
+    if states:
+        return f"{next(iter(states.values())).rpartition('.')[0]}.{moment}"
+    return f"{roots.optimizer_state}{lead}{_unwrapped(roots.path_in_entry(param))}.{moment}"
+
+
+def _unwrapped(path: str) -> str:
+    """`module.decoder.layers.0.x` -> `decoder.layers.0.x`: leading wrapper segments off."""
+    parts = path.split(".")
+    while len(parts) > 1 and parts[0] in state_keys.WRAPPER_SEGMENTS:
+        parts.pop(0)
+    return ".".join(parts)
+
+
+def _tied_head(
+    name: str, params: dict[str, str], tensors: Mapping[str, TensorEntry], tied: bool | None
+) -> bool | None:
+    """Whether `name` is a tied output layer's second name: saved twice in the model state
+    but optimized once, under the embedding's, so it needs no state of its own. True when
+    the config (or Megatron's record) ties them, or the checkpoint stores it as the
+    embedding's own bytes (import-hf's alias); False for an untied one or any other
+    parameter; None for an output layer beside an embedding that nothing says is tied."""
+    for out, inp in state_keys.TIED_PAIRS:  # saved twice, optimized once
+        if not name.endswith(out):
+            continue
+        embedding = next((key for path, key in params.items() if path.endswith(inp)), None)
+        if embedding is None:
+            return False
+        if tied is True or tied_head.stored_once(tensors[params[name]], tensors[embedding]):
+            return True
+        return None if tied is None else False
+    return False

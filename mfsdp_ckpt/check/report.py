@@ -1,0 +1,69 @@
+"""What `mfsdp ckpt validate` reports: findings (severity, where, what) and the verdict.
+
+Kept apart from the checks so that every check module (storage, optimizer, config) adds
+to one report type, and the CLI, resume and export read the verdict the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from mfsdp_ckpt.check.printable import printable
+
+ERROR, WARNING = "error", "warning"
+STRICT_NEEDS_MANIFEST = "no manifest.json: --strict requires one (file hashes cannot be checked)"
+NO_HF_CONFIG = "no Hugging Face config: weight shapes not checked (pass --hf-config DIR)"
+
+Progress = Callable[[int, int], None]  # (done, total) over tensors / bytes
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: str
+    where: str
+    message: str
+
+    def __str__(self) -> str:
+        """One terminal line, whatever names from the checkpoint it quotes."""
+        return printable(f"{self.severity}: {self.where}: {self.message}")
+
+
+@dataclass
+class ValidationReport:
+    path: str
+    checkpoint: str | None = None
+    step: int | None = None
+    findings: list[Finding] = field(default_factory=list)
+    tensors: int = 0
+    tensor_bytes: int = 0
+    files: int = 0
+    deep: bool = False
+    layout: str | None = None
+    role: str | None = None
+    has_manifest: bool = True
+    has_optimizer_state: bool | None = None  # Adam moments etc. under optimizer.state.
+    hash_algorithms: list[str] = field(default_factory=list)  # digests `deep` checked
+    note: str | None = None  # how the path was read (a parent dir holding one run), for stderr
+    adapter: str | None = None  # a Megatron PEFT adapter among the weights, in one line
+
+    def add(self, severity: str, where: str | Path, message: str) -> None:
+        self.findings.append(Finding(severity, str(where), message))
+
+    def ok(self, strict: bool = False) -> bool:
+        """No errors; with `strict`, no warnings either, and a manifest whose hashes
+        could be checked."""
+        bad = {ERROR, WARNING} if strict else {ERROR}
+        if strict and not self.has_manifest:
+            return False
+        return not any(f.severity in bad for f in self.findings)
+
+    def to_dict(self, strict: bool = False) -> dict:
+        data = asdict(self)
+        data["valid"] = self.ok(strict)
+        if strict and not self.has_manifest:  # the text verdict says it; the JSON said nothing
+            data["findings"].append(
+                asdict(Finding(ERROR, self.checkpoint or self.path, STRICT_NEEDS_MANIFEST))
+            )
+        return data

@@ -1,0 +1,261 @@
+"""Checks of a checkpoint's bytes as stored: the files its metadata and manifest name, each
+tensor's chunks and their storage entries, and (deep) the file digests, every tensor's
+values and every non-tensor blob as a torch.save container.
+
+Nothing here interprets what the tensors mean; a truncated file, a chunk without bytes or
+a blob whose CRC fails is damage whatever the writer (mfsdp, verl, Megatron-LM).
+"""
+
+from __future__ import annotations
+
+import stat
+
+from mfsdp_ckpt.check.report import ERROR, WARNING, Progress, ValidationReport
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format.file_hash import ByteProgress, HashedBytes, hash_file
+from mfsdp_ckpt.format.finite import count_nan_tensor, count_nonfinite_tensor
+from mfsdp_ckpt.format.manifest import Manifest
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.storage.reader import (
+    MAX_LISTED_PROBLEMS,
+    CheckpointFormatError,
+    CheckpointReader,
+    chunk_backing_problem,
+    unclaimed_storage_entries,
+)
+
+HASH_MISMATCH = "{} differs from the manifest (bytes changed after save)"
+
+
+def check_files(paths, reader: CheckpointReader, manifest: Manifest | None, report) -> None:
+    needed = check_data_files(reader, report)
+    if manifest is None or paths.step_dir is None:
+        report.files = len(needed) + 1
+        return
+    report.files = len(manifest.files)
+    reported = {f.where for f in report.findings}  # a set: 100,000 listed files stay linear
+    for name, record in sorted(manifest.files.items()):
+        file = paths.step_dir / name
+        found = layout.stat_inside(file)
+        if found is None or not stat.S_ISREG(found.st_mode):
+            if str(file) not in reported:
+                report.add(ERROR, file, "listed in the manifest but missing")
+        elif found.st_size != record.size:
+            report.add(ERROR, file, f"has {found.st_size} bytes, manifest says {record.size}")
+    listed = set(manifest.files)
+    try:
+        present = layout.list_files(paths.step_dir)
+    except layout.CheckpointPathError as err:
+        report.add(ERROR, paths.step_dir, str(err).split(": ", 1)[-1])
+        present = []
+    unknown = [name for name in present if name not in listed and name != layout.MANIFEST_FILE]
+    for relative in unknown[:MAX_LISTED_PROBLEMS]:
+        report.add(WARNING, paths.step_dir / relative, "not listed in the manifest (unknown file)")
+    if len(unknown) > MAX_LISTED_PROBLEMS:  # 20,000 junk files are one finding, not 20,000
+        report.add(
+            WARNING,
+            paths.step_dir,
+            f"... and {len(unknown) - MAX_LISTED_PROBLEMS} more files not listed in the manifest",
+        )
+    for name in needed:
+        if f"{layout.DIST_CKPT_DIR}/{name}" not in listed:
+            report.add(
+                ERROR, paths.dist_ckpt / name, "referenced by .metadata but not in the manifest"
+            )
+
+
+def check_data_files(reader: CheckpointReader, report: ValidationReport) -> dict[str, int]:
+    """Each data file `.metadata` names is there and holds the bytes it needs; returns them
+    ({file: bytes needed})."""
+    needed = reader.files()
+    for name, min_size in sorted(needed.items()):
+        size = _safe_size(reader, name, report)
+        if size is not None and size < min_size:
+            report.add(
+                ERROR,
+                reader.root / name,
+                f"has {size} bytes, metadata needs {min_size} (truncated)",
+            )
+    return needed
+
+
+def _safe_size(reader: CheckpointReader, name: str, report: ValidationReport) -> int | None:
+    try:
+        size = reader.store.size(name)
+    except CheckpointFileError as err:
+        report.add(ERROR, reader.root / name, str(err).split(": ", 1)[-1])
+        return None
+    if size is None:
+        report.add(ERROR, reader.root / name, "referenced by .metadata but missing")
+    return size
+
+
+def check_chunks(reader: CheckpointReader, report: ValidationReport) -> None:
+    """Each tensor's chunks tile it, and each has a storage entry: the chunks without one
+    (what a save that lost a file's writes leaves) are listed up to MAX_LISTED_PROBLEMS in
+    all, then counted, as every other per-chunk finding is."""
+    unwritten = 0
+    for entry in reader.tensors.values():
+        where = f"{reader.root / layout.DCP_METADATA_FILE} [{entry.name}]"
+        for problem in reader.coverage_problems(entry):
+            report.add(ERROR, where, problem)
+        for chunk in entry.chunks:
+            if chunk.numel and chunk.file is None:
+                unwritten += 1
+                if unwritten <= MAX_LISTED_PROBLEMS:
+                    report.add(
+                        ERROR,
+                        where,
+                        f"chunk at {chunk.offsets} has no storage entry (its bytes were never"
+                        " written)",
+                    )
+    if unwritten > MAX_LISTED_PROBLEMS:
+        report.add(
+            ERROR,
+            reader.root / layout.DCP_METADATA_FILE,
+            f"... and {unwritten - MAX_LISTED_PROBLEMS} more chunks without a storage entry",
+        )
+
+
+def check_storage_entries(reader: CheckpointReader, report: ValidationReport) -> None:
+    problems = unclaimed_storage_entries(reader.metadata, reader.tensors, reader.objects)
+    for key, message in problems[:MAX_LISTED_PROBLEMS]:
+        report.add(ERROR, f"{reader.root / layout.DCP_METADATA_FILE} [{key}]", message)
+    if len(problems) > MAX_LISTED_PROBLEMS:
+        report.add(
+            ERROR,
+            reader.root / layout.DCP_METADATA_FILE,
+            f"{len(problems) - MAX_LISTED_PROBLEMS} more storage entries no key reads",
+        )
+
+
+def check_backing(reader: CheckpointReader, report: ValidationReport) -> None:
+    """Each chunk's blob must be able to hold the bytes its metadata declares (no file is
+    read: a tensor claiming 1 TiB over a 1 KB blob is caught by the cheap checks)."""
+    for entry in reader.tensors.values():
+        for chunk in entry.chunks:
+            problem = chunk_backing_problem(entry, chunk)
+            if problem:
+                report.add(
+                    ERROR, f"{reader.root / layout.DCP_METADATA_FILE} [{entry.name}]", problem
+                )
+                break
+
+
+def check_hashes(
+    paths, manifest: Manifest, report: ValidationReport, progress: ByteProgress | None
+) -> None:
+    """The digest of every file the manifest records whose size is right (a wrong size is
+    check_files' finding), reported to `progress` as bytes: gigabytes of a large step."""
+    report.hash_algorithms = sorted({record.algorithm for record in manifest.files.values()})
+    sized = {}
+    for name, record in sorted(manifest.files.items()):
+        found = layout.stat_inside(paths.step_dir / name)
+        if found is not None and stat.S_ISREG(found.st_mode) and found.st_size == record.size:
+            sized[name] = record
+    hashed = HashedBytes(sum(record.size for record in sized.values()), progress)
+    for name, record in sized.items():
+        file = paths.step_dir / name
+        try:
+            if hash_file(file, paths.step_dir, record.algorithm, on_block=hashed.add) != record:
+                report.add(ERROR, file, HASH_MISMATCH.format(record.algorithm))
+        except CheckpointFileError as err:  # a link out of the step or a special file: never read
+            report.add(ERROR, file, str(err).split(": ", 1)[-1])
+
+
+MAX_OBJECT_CHECK_BYTES = 64 << 20  # larger non-tensor blobs are checked for size only
+
+
+def check_objects(reader: CheckpointReader, report: ValidationReport) -> None:
+    """Every non-tensor blob (args, iteration, RNG state, scheduler) is a whole torch.save
+    archive whose stored members match their CRCs. Checked as a zip container only: the
+    pickle inside is not loaded, so nothing in it (an argparse.Namespace, numpy RNG
+    arrays, or a crafted class) is ever constructed."""
+    import io
+    import zipfile
+
+    missing = _missing_files(reader)
+    unread: dict[str, list[str]] = {}
+    for name, entry in sorted(reader.objects.items()):
+        where = f"[{name}]"
+        if entry.file in missing:
+            unread.setdefault(entry.file, []).append(name)
+            continue
+        if entry.file is None:
+            report.add(
+                ERROR, where, "non-tensor entry has no storage entry (its bytes were never written)"
+            )
+            continue
+        if entry.transforms or entry.length > MAX_OBJECT_CHECK_BYTES:
+            continue
+        try:
+            raw = reader.store.read_range(entry.file, entry.file_offset, entry.length)
+        except CheckpointFileError as err:
+            report.add(ERROR, where, str(err).split(": ", 1)[-1])
+            continue
+        try:
+            with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+                members = archive.infolist()
+                if not any(m.filename.endswith("data.pkl") for m in members):
+                    report.add(ERROR, where, "blob is not a torch.save archive (no data.pkl)")
+                elif any(m.compress_type != zipfile.ZIP_STORED for m in members):
+                    report.add(
+                        WARNING, where, "blob has compressed members (torch.save never writes them)"
+                    )
+                elif archive.testzip() is not None:
+                    report.add(
+                        ERROR,
+                        where,
+                        f"blob member {archive.testzip()} fails its CRC (bytes changed)",
+                    )
+        except (zipfile.BadZipFile, ValueError, EOFError) as err:
+            report.add(ERROR, where, f"blob is not a readable torch.save archive ({err})")
+    _report_unread(unread, report)
+
+
+def check_values(
+    reader: CheckpointReader, report: ValidationReport, progress: Progress | None
+) -> None:
+    entries = list(reader.tensors.values())
+    missing = _missing_files(reader)
+    unread: dict[str, list[str]] = {}  # a data file reported missing -> the tensors in it
+    for done, entry in enumerate(entries, 1):
+        where = f"[{entry.name}]"
+        gone = next((c.file for c in entry.chunks if c.file in missing), None)
+        if gone is not None:  # said once for its file, not once per tensor
+            unread.setdefault(gone, []).append(entry.name)
+        elif not reader.coverage_problems(entry):
+            try:
+                tensor = reader.read_tensor(entry.name)
+            except (CheckpointFormatError, CheckpointFileError) as err:
+                report.add(ERROR, where, str(err))
+            else:
+                nonfinite = count_nonfinite_tensor(tensor)
+                if nonfinite:
+                    nans = count_nan_tensor(tensor)
+                    infs = nonfinite - nans
+                    report.add(ERROR, where, f"{nans} NaN and {infs} Inf values")
+        if progress:
+            progress(done, len(entries))
+    _report_unread(unread, report)
+
+
+def _missing_files(reader: CheckpointReader) -> set[str]:
+    """The data files the metadata names that are absent: the file checks report each once,
+    so the deep reads skip what lies in them (one line per tensor repeated that finding)."""
+    files = {c.file for e in reader.tensors.values() for c in e.chunks if c.file}
+    files |= {entry.file for entry in reader.objects.values() if entry.file}
+    found = set()
+    for file in files:
+        try:
+            if reader.store.size(file) is None:
+                found.add(file)
+        except CheckpointFileError:  # a link out, a FIFO: reported there, read here to name it
+            continue
+    return found
+
+
+def _report_unread(unread: dict[str, list[str]], report: ValidationReport) -> None:
+    for file, names in unread.items():
+        more = f" and {len(names) - 1} more" if len(names) > 1 else ""
+        report.add(ERROR, f"[{names[0]}]{more}", f"not read: their data file {file} is missing")
