@@ -13,6 +13,7 @@ import click
 from cli.errors import GivenPath, remember_json
 from cli.lines import say
 from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.format.output_inside import inside_checkpoint
 from mfsdp_ckpt.storage.out_lock import cannot_create, ctrl_c_deferred, out_lock
 from mfsdp_ckpt.storage.writable import require_writable_dir
 
@@ -44,21 +45,15 @@ def _writing_into(out_dir: str) -> Iterator[None]:
     that is (or lies in) a checkpoint, make its missing parents, hold its lock (out_lock.py)
     and make OUT, OUT/sft and OUT/rl. When the command fails, every folder made here that is
     still empty is removed again, innermost first: a failure leaves nothing behind."""
-    from mfsdp_ckpt.format.layout import checkpoint_containing, unsaved_step_words
-
     require_writable_dir("--out", out_dir, beside=True)  # its lock file goes beside it
     require_writable_dir("--out", out_dir)  # its tables go in it
     out = Path(os.path.abspath(out_dir))
     if not out.name:  # its lock file would go beside it: `/` has no beside
         raise MfsdpUsageError(f"--out {out_dir}: the root directory; name a folder for the tables")
-    inside = checkpoint_containing(out)
+    inside = inside_checkpoint(out)
     if inside is not None:
-        what = f"lies inside the checkpoint {inside}"
-        if inside == out:
-            what = "is a checkpoint or a training run's dir"
-        what = unsaved_step_words(out, inside) or what
         raise MfsdpUsageError(
-            f"--out {out_dir}: {what}; tables written there would be mixed into it,"
+            f"--out {out_dir}: {inside}; tables written there would be mixed into it,"
             " choose an --out outside it"
         )
     made: list[Path] = []

@@ -24,7 +24,7 @@ from cli.errors import GivenPath, on_interrupt
 from cli.launch import CONFIG_CHECKED, run_ranks, stopped_run_line
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.output_inside import inside_checkpoint
-from mfsdp_ckpt.storage.out_dir import _checked_target as checked_out_path
+from mfsdp_ckpt.storage.out_dir import checked_target as checked_out_path
 from mfsdp_ckpt.storage.out_lock import ctrl_c_deferred, out_lock
 from mfsdp_ckpt.storage.writable import require_writable_dir
 

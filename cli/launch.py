@@ -450,20 +450,20 @@ def one_run_at_a_time(run_dir: str, launch: Launch) -> Iterator[None]:
     it); when the run fails, they and the run dir, if this command made them and they are
     still empty, are removed again, innermost first, as every command's `--out` is: a run
     that stopped on a bad data file left `s1/s2/` of `trainer.run_dir=s1/s2/run` behind."""
-    from mfsdp_ckpt.storage.out_dir import _make_parents, _remove_empty
+    from mfsdp_ckpt.storage.out_dir import make_parents, remove_empty
     from mfsdp_ckpt.storage.out_lock import out_lock
 
     if "RANK" in os.environ or launch.multi_node:
         yield
         return
     run = Path(os.path.abspath(run_dir))
-    new = [*_make_parents(run), *([] if os.path.lexists(run) else [run])]
+    new = [*make_parents(run), *([] if os.path.lexists(run) else [run])]
     try:
         with out_lock(run_dir, "trainer.run_dir"):
             yield
     except BaseException as err:
         if not (isinstance(err, SystemExit) and err.code in (0, None)):
-            _remove_empty([folder for folder in new if os.path.isdir(folder)])
+            remove_empty([folder for folder in new if os.path.isdir(folder)])
         raise
 
 

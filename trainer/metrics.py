@@ -8,23 +8,28 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.storage import safe_files
+from trainer.rewards.custom import one_line
 from trainer.run_files import refuse_link, replacing
 
 METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
 WANDB_DIR = "wandb"  # wandb.init(dir=run_dir) writes here
 
+T = TypeVar("T")
+
 
 class MetricsLogger:
     """Writes each logged step to metrics.jsonl and to every tracker the config names.
 
     Trackers start on the main rank only and fail at start, in one line, when their package is
-    missing: a run must not train for hours and then lose its curves.
+    missing or they cannot start (`TrackerStartError`): a run must not train for hours and
+    then lose its curves.
     """
 
     def __init__(self, run_dir: str | Path, enabled: bool, trainer: Any):
@@ -39,19 +44,11 @@ class MetricsLogger:
         refuse_link(self.path)  # appended to: a link would add the records to another file
         trackers = require_trackers(trainer)
         if "tensorboard" in trackers:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self._tensorboard = SummaryWriter(str(_tracker_dir(self.run_dir / TENSORBOARD_DIR)))
+            events = _tracker_dir(self.run_dir / TENSORBOARD_DIR)
+            self._tensorboard = _started("tensorboard", lambda: _summary_writer(events))
         if "wandb" in trackers:
-            import wandb
-
             _tracker_dir(self.run_dir / WANDB_DIR)
-            self._wandb = wandb.init(
-                project=trainer.project_name,
-                name=trainer.experiment_name or self.run_dir.name,
-                dir=str(self.run_dir),
-                config=_resolved_config(self.run_dir),
-            )
+            self._wandb = _started("wandb", lambda: _wandb_run(self.run_dir, trainer))
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         if not self.enabled:
@@ -75,6 +72,41 @@ class MetricsLogger:
             self._tensorboard.close()
         if self._wandb is not None:
             self._wandb.finish()
+
+
+class TrackerStartError(MfsdpFailedError):
+    """A tracker `trainer.logger` names failed to start in the run (wandb.init refused its
+    settings or could not reach its server, TensorBoard's writer could not open its dir):
+    one line naming it and why (exit 1), not the library's traceback from inside a rank."""
+
+
+def _started(name: str, start: Callable[[], T]) -> T:
+    """What `start` returns; any failure of the tracker's own code is a TrackerStartError
+    naming the tracker (Ctrl-C passes through)."""
+    try:
+        return start()
+    except Exception as err:
+        raise TrackerStartError(
+            f"trainer.logger {name}: could not start ({one_line(err)}); fix that, or leave"
+            f" {name} out of trainer.logger"
+        ) from None
+
+
+def _summary_writer(events: Path) -> Any:
+    from torch.utils.tensorboard import SummaryWriter
+
+    return SummaryWriter(str(events))
+
+
+def _wandb_run(run_dir: Path, trainer: Any) -> Any:
+    import wandb
+
+    return wandb.init(
+        project=trainer.project_name,
+        name=trainer.experiment_name or run_dir.name,
+        dir=str(run_dir),
+        config=_resolved_config(run_dir),
+    )
 
 
 def _tracker_dir(path: Path) -> Path:

@@ -78,6 +78,7 @@ from mfsdp_ckpt.format.file_hash import ByteProgress
 from mfsdp_ckpt.format.finite import count_nonfinite_tensor
 from mfsdp_ckpt.format.hub_id import missing_hf_config
 from mfsdp_ckpt.format.model_files import top_level_names
+from mfsdp_ckpt.format.output_inside import inside_checkpoint
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
@@ -163,11 +164,10 @@ def _check_out_dir(out: Path, protected: list[Path], model_dirs: Sequence[Path] 
                 f"{out}: is or holds the model dir {model_dir} this command reads;"
                 " choose another --out"
             )
-    inside = layout.checkpoint_containing(resolved)
+    inside = inside_checkpoint(resolved)
     if inside is not None:
-        what = layout.unsaved_step_words(resolved, inside) or f"lies inside the checkpoint {inside}"
         raise ExportUsageError(
-            f"{out}: {what}; choose an --out outside it"
+            f"{out}: {inside}; choose an --out outside it"
             " (--overwrite replaces only an empty directory or an earlier export)"
         )
 

@@ -37,6 +37,7 @@ import contextlib
 import errno
 import os
 import re
+import secrets
 import shutil
 import stat
 from collections.abc import Collection
@@ -264,11 +265,19 @@ def steps_here(run_dir: str | os.PathLike) -> str:
 
 def write_tracker(run_dir: str | os.PathLike, step: int) -> None:
     """Replace the tracker atomically: readers see the old step or the new one, never neither.
-    A failure (a full disk) removes the temp file again: it was left beside the tracker."""
+    A failure (a full disk) removes the temp file again: it was left beside the tracker.
+
+    The temp file is created new (O_EXCL, O_NOFOLLOW), so nothing already at its name is
+    written through: opened by a name made of the pid, a symlink placed there beforehand got
+    the step number written into the file it led to. The name is random, as
+    `trainer.run_files.replacing`'s: a pid's name left by a killed save would, created
+    exclusively, fail every save of a restarted container whose rank 0 has that pid again."""
     run = Path(run_dir)
-    tmp = run / f".{TRACKER_FILE}.{os.getpid()}.tmp"
+    tmp = run / f".{TRACKER_FILE}.{secrets.token_hex(8)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o644)  # what is at that name already is left as it is
     try:
-        with open(tmp, "w") as handle:
+        with os.fdopen(fd, "w") as handle:
             handle.write(f"{step}\n")
             handle.flush()
             os.fsync(handle.fileno())

@@ -24,12 +24,18 @@ from __future__ import annotations
 import io
 import struct
 import zipfile
+from collections.abc import Callable
 from typing import Any
 
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import dtypes
 from mfsdp_ckpt.format.blob_guard import blob_pickle, open_blob
-from mfsdp_ckpt.format.restricted_pickle import PickleRefused, Placeholder, restricted_loads
+from mfsdp_ckpt.format.restricted_pickle import (
+    PickleRefused,
+    Placeholder,
+    PlaceholderPolicy,
+    restricted_loads,
+)
 
 MAX_SAVED_OBJECT_BYTES = 16 << 20  # a Namespace of ~600 settings is ~40 KB; train_state ~2 KB
 # What their pickles may retain (restricted_pickle's memory budget): a Namespace of ~600
@@ -126,17 +132,26 @@ def archive_pickle(raw: bytes, where: str) -> tuple[zipfile.ZipFile, bytes]:
     return archive, blob_pickle(archive, where)
 
 
-def load_namespace(raw: bytes, where: str) -> dict[str, Any] | None:
-    """The fields of the argparse.Namespace torch.save'd in `raw`, as a dict; None when
-    `raw` holds None (no record of the arguments, which Megatron-LM reads as such)."""
-    _archive, data = archive_pickle(raw, where)
+def _loads(
+    data: bytes,
+    where: str,
+    allowed: dict[tuple[str, str], object],
+    records: tuple[type, ...] = (),
+    *,
+    budget: int,
+    persistent_load: Callable[[Any], Any] | None = None,
+    placeholders: PlaceholderPolicy | None = None,
+) -> Any:
+    """`restricted_loads` with its failures as one CheckpointFormatError naming `where`: a
+    refusal (policy, budget) says why, damaged bytes name pickle's own error."""
     try:
-        value = restricted_loads(
+        return restricted_loads(
             data,
-            {("argparse", "Namespace"): _Namespace},
-            (_Namespace,),
-            budget=NAMESPACE_BUDGET,
-            placeholders=_placeholder,
+            allowed,
+            records,
+            budget=budget,
+            persistent_load=persistent_load,
+            placeholders=placeholders,
         )
     except PickleRefused as err:
         raise CheckpointFormatError(f"{where}: {err}") from None
@@ -144,6 +159,20 @@ def load_namespace(raw: bytes, where: str) -> dict[str, Any] | None:
         raise CheckpointFormatError(
             f"{where}: unreadable pickle ({type(err).__name__}: {str(err)[:120]})"
         ) from None
+
+
+def load_namespace(raw: bytes, where: str) -> dict[str, Any] | None:
+    """The fields of the argparse.Namespace torch.save'd in `raw`, as a dict; None when
+    `raw` holds None (no record of the arguments, which Megatron-LM reads as such)."""
+    _archive, data = archive_pickle(raw, where)
+    value = _loads(
+        data,
+        where,
+        {("argparse", "Namespace"): _Namespace},
+        (_Namespace,),
+        budget=NAMESPACE_BUDGET,
+        placeholders=_placeholder,
+    )
     if value is None:
         return None
     if not isinstance(value, _Namespace):
@@ -159,14 +188,7 @@ def load_plain(raw: bytes, where: str) -> Any:
     """The value torch.save'd in `raw` when it is plain data (a step number, a string), read
     without torch: a pickle naming any global is refused."""
     _archive, data = archive_pickle(raw, where)
-    try:
-        return restricted_loads(data, {}, budget=SCALARS_BUDGET)
-    except PickleRefused as err:
-        raise CheckpointFormatError(f"{where}: {err}") from None
-    except Exception as err:  # damaged bytes: pickle's own error types
-        raise CheckpointFormatError(
-            f"{where}: unreadable pickle ({type(err).__name__}: {str(err)[:120]})"
-        ) from None
+    return _loads(data, where, {}, budget=SCALARS_BUDGET)
 
 
 def _rebuild_tensor_layout(storage: Any, offset: Any, size: Any, stride: Any, *rest: Any) -> tuple:
@@ -186,16 +208,9 @@ _SCALAR_FORMATS = {"int64": "<q", "int32": "<i", "float64": "<d", "float32": "<f
 def load_scalars(raw: bytes, where: str) -> dict[str, int | float | bool]:
     """A torch.save'd dict of 0-dim tensors (Megatron-Bridge's train state) as plain values."""
     archive, data = archive_pickle(raw, where)
-    try:
-        value = restricted_loads(
-            data, TENSOR_LAYOUT_GLOBALS, budget=SCALARS_BUDGET, persistent_load=lambda pid: pid
-        )
-    except PickleRefused as err:
-        raise CheckpointFormatError(f"{where}: {err}") from None
-    except Exception as err:
-        raise CheckpointFormatError(
-            f"{where}: unreadable pickle ({type(err).__name__}: {str(err)[:120]})"
-        ) from None
+    value = _loads(
+        data, where, TENSOR_LAYOUT_GLOBALS, budget=SCALARS_BUDGET, persistent_load=lambda pid: pid
+    )
     if not isinstance(value, dict):
         raise CheckpointFormatError(f"{where}: holds a {type(value).__name__}, not a dict")
     records = {info.filename.rsplit("/data/", 1)[-1]: info for info in archive.infolist()}
@@ -229,5 +244,6 @@ __all__ = [
     "TENSOR_LAYOUT_GLOBALS",
     "archive_pickle",
     "load_namespace",
+    "load_plain",
     "load_scalars",
 ]

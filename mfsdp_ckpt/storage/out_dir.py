@@ -125,7 +125,7 @@ def exchange(first: Path, second: Path) -> bool:
 
 
 # --------------------------------------------------------------------------- claim
-def _checked_target(out: Path) -> Path:
+def checked_target(out: Path) -> Path:
     """`out` made absolute (not resolved: a symlink must stay visible), or OutputDirError for
     paths no command may create or replace: `.`, `..`, `/`, the current directory or one
     above it, a symlink, a file, a parent path that holds a file."""
@@ -150,7 +150,7 @@ def _checked_target(out: Path) -> Path:
     return absolute
 
 
-def _make_parents(out: Path) -> list[Path]:
+def make_parents(out: Path) -> list[Path]:
     """Create the missing parents of `out`, outermost first; the ones this call made."""
     missing = []
     for parent in out.parents:
@@ -168,12 +168,12 @@ def _make_parents(out: Path) -> list[Path]:
                 continue
             made.append(parent)
     except BaseException:
-        _remove_empty(made)
+        remove_empty(made)
         raise
     return made
 
 
-def _remove_empty(made: list[Path]) -> None:
+def remove_empty(made: list[Path]) -> None:
     """Remove the directories in `made` (outermost first), innermost first, while empty:
     one another command wrote into meanwhile stays (rmdir refuses it)."""
     for parent in reversed(made):
@@ -257,7 +257,7 @@ class OutputClaim:
     # ---------------------------------------------------------------- lifecycle
     def acquire(self) -> OutputClaim:
         try:
-            self._made_parents = _make_parents(self.out)
+            self._made_parents = make_parents(self.out)
             self._lock()
             self._remove_stale_work_dirs()
             self._original = self._existing_target()
@@ -298,7 +298,7 @@ class OutputClaim:
 
     def _remove_made_parents(self) -> None:
         """The parents `acquire` made, while empty: a failed command leaves nothing behind."""
-        _remove_empty(self._made_parents)
+        remove_empty(self._made_parents)
         self._made_parents = []
 
     def publish(self) -> None:
@@ -410,14 +410,17 @@ def claim_output(
     ...     (claim.tmp / "config.json").write_text("{}")
     ...     claim.publish()
     """
-    return OutputClaim(_checked_target(Path(out)), overwrite, writes).acquire()
+    return OutputClaim(checked_target(Path(out)), overwrite, writes).acquire()
 
 
 __all__ = [
     "OutputClaim",
     "OutputDirError",
+    "checked_target",
     "claim_output",
     "exchange",
+    "make_parents",
+    "remove_empty",
     "rename_noreplace",
     "replaceable_problem",
 ]
