@@ -39,19 +39,24 @@ from pathlib import Path
 
 from mfsdp_ckpt.check.validate import manifest_hash_errors, require_valid
 from mfsdp_ckpt.convert.export_errors import ExportUsageError, ExportVerifyError
-from mfsdp_ckpt.convert.export_plan import ExportPlan, _task_cost, convert, plan_export
-from mfsdp_ckpt.convert.export_scheduler import MIN_BUFFER_BYTES, Progress, _run_tasks
+from mfsdp_ckpt.convert.export_plan import ExportPlan, convert, plan_export, task_cost
+from mfsdp_ckpt.convert.export_scheduler import MIN_BUFFER_BYTES, Progress, run_tasks
 from mfsdp_ckpt.convert.export_source import (
     AssetFiles,
-    _asset_files,
-    _resolve_source,
-    _Source,
+    ExportSource,
+    asset_files,
     config_json_location,
     load_copied_config,
     no_tokenizer_in,
+    resolve_source,
     weights_summary,
 )
-from mfsdp_ckpt.convert.export_stream import _nonfinite, _PieceBuffers, _stream, _streamable
+from mfsdp_ckpt.convert.export_stream import (
+    PieceBuffers,
+    is_streamable,
+    nonfinite_error,
+    stream_tensor,
+)
 from mfsdp_ckpt.convert.export_verify import verify_export
 from mfsdp_ckpt.convert.hf_config import (
     MAX_LAYERS,
@@ -144,7 +149,7 @@ def parse_size(text: str) -> int:
     return int(number * scale)
 
 
-def _check_out_dir(out: Path, protected: list[Path], model_dirs: Sequence[Path] = ()) -> None:
+def check_out_dir(out: Path, protected: list[Path], model_dirs: Sequence[Path] = ()) -> None:
     """Refuse an --out that would replace or write into what the command reads: the
     checkpoint (`protected`: out may not be it or above it, nor lie inside a checkpoint)
     and the Hugging Face model dirs it reads (`model_dirs`: --hf-config, a LoRA base,
@@ -174,7 +179,7 @@ def _check_out_dir(out: Path, protected: list[Path], model_dirs: Sequence[Path] 
 
 def model_dirs_of(*locations: str | os.PathLike | None) -> list[Path]:
     """The local directories of the HF model locations given (a dir, or its config.json),
-    resolved, for `_check_out_dir`; URLs and missing paths name none. A config.json's dir
+    resolved, for `check_out_dir`; URLs and missing paths name none. A config.json's dir
     is the one it sits in, not where a link leads (a Hugging Face cache snapshot links
     config.json into ../../blobs/)."""
     dirs = []
@@ -194,7 +199,7 @@ LAYER_TOLERANCE = 8
 _LAYER_INDEX = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 
 
-def _layer_cap(source: _Source) -> int:
+def _layer_cap(source: ExportSource) -> int:
     """The most layers config.json may claim for this checkpoint: the layer indices its
     weight names hold plus a tolerance, and never above hf_config.MAX_LAYERS."""
     found = (_LAYER_INDEX.search(name) for name in source.reader.tensors)
@@ -215,14 +220,14 @@ def _check_backed(plan: ExportPlan) -> None:
                 reader._check_stored(entry, chunk)
 
 
-def _write_assets(assets: dict[str, Callable[[], bytes]], target: Path) -> None:
+def write_assets(assets: dict[str, Callable[[], bytes]], target: Path) -> None:
     for name, load in assets.items():
         path = target / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(load())
 
 
-def _set_config_dtype(config_file: Path, dtype: DType) -> None:
+def set_config_dtype(config_file: Path, dtype: DType) -> None:
     """The exported config names the dtype actually written, as save_pretrained does."""
     data = read_config_json(config_file)[1]  # bounded, as every read of a config.json
     data["dtype"] = dtype.name
@@ -231,7 +236,7 @@ def _set_config_dtype(config_file: Path, dtype: DType) -> None:
     config_file.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def _no_config_message(source: _Source, lacking: str = "") -> str:
+def _no_config_message(source: ExportSource, lacking: str = "") -> str:
     return (
         f"{source.location}: the checkpoint holds no Hugging Face config (Megatron-LM saves"
         " none, nor does the HF Trainer with SHARDED_STATE_DICT; verl keeps it in"
@@ -241,7 +246,9 @@ def _no_config_message(source: _Source, lacking: str = "") -> str:
     )
 
 
-def _derived_config(source: _Source, paths: layout.CheckpointPaths | None) -> DerivedConfig | None:
+def _derived_config(
+    source: ExportSource, paths: layout.CheckpointPaths | None
+) -> DerivedConfig | None:
     """The config a Megatron checkpoint's own record (Bridge's run_config.yaml, Megatron-LM's
     args) implies; None when it records none. A record without the model's sizes asks for
     --hf-config (exit 2), naming what it lacks; a model no family here computes is exit 1."""
@@ -262,7 +269,7 @@ def _derived_assets(
     assets = AssetFiles({"config.json": text.encode})
     if paths is not None and paths.tokenizer_dir is not None:
         tokenizer_dir = str(_real_dir(paths.tokenizer_dir))
-        tokenizer = _asset_files(tokenizer_dir, io, paths.root, whole=True)
+        tokenizer = asset_files(tokenizer_dir, io, paths.root, whole=True)
         assets.update({n: load for n, load in tokenizer.items() if n != "config.json"})
     return assets
 
@@ -279,7 +286,7 @@ def _real_dir(path: Path) -> Path:
 
 
 def _config_notes(
-    source: _Source,
+    source: ExportSource,
     paths: layout.CheckpointPaths | None,
     derived: DerivedConfig | None,
     hf_config: str | os.PathLike | None,
@@ -321,8 +328,8 @@ def _no_tokenizer_note(asset_location: str, derived: DerivedConfig | None, out: 
     )
 
 
-def _refuse_config_against_record(
-    source: _Source,
+def refuse_config_against_record(
+    source: ExportSource,
     paths: layout.CheckpointPaths | None,
     asset_location: str,
     assets: dict[str, Callable[[], bytes]],
@@ -367,7 +374,7 @@ class PreparedSource:
     """A checkpoint to export and the Hugging Face files that describe it, all checked
     before the output is claimed."""
 
-    source: _Source
+    source: ExportSource
     local_paths: layout.CheckpointPaths | None
     asset_location: str
     derived: DerivedConfig | None
@@ -380,14 +387,14 @@ def prepare_source(
     hf_config: str | os.PathLike | None,
     io: str,
     role: str | None,
-    source: _Source | None = None,
+    source: ExportSource | None = None,
 ) -> PreparedSource:
     """Resolve `ckpt`, refuse an --out that would touch what is read, find config.json
     (--hf-config, the checkpoint's own HF dir, or derived from its Megatron record) and run
     validate's cheap checks (`source`: `ckpt` already resolved). ExportUsageError when no
     config can be found."""
-    source = source if source is not None else _resolve_source(str(ckpt), io, role)
-    _check_out_dir(out, source.protected, model_dirs_of(hf_config))
+    source = source if source is not None else resolve_source(str(ckpt), io, role)
+    check_out_dir(out, source.protected, model_dirs_of(hf_config))
     local_paths = None if is_url(str(ckpt)) else layout.resolve_checkpoint(ckpt, role=role)
     asset_location = str(hf_config) if hf_config is not None else source.hf_assets
     derived: DerivedConfig | None = None
@@ -405,13 +412,13 @@ def prepare_source(
         assets = _derived_assets(derived, local_paths, io)
     else:
         skip = source.hf_skip if hf_config is None else ()
-        assets = _asset_files(asset_location, io, asset_root, skip, whole=hf_config is None)
+        assets = asset_files(asset_location, io, asset_root, skip, whole=hf_config is None)
     if "config.json" not in assets:
         raise ExportUsageError(
             f"{asset_location}: no config.json; pass --hf-config DIR|config.json"
         )
     if derived is None:
-        _refuse_config_against_record(source, local_paths, asset_location, assets, hf_config)
+        refuse_config_against_record(source, local_paths, asset_location, assets, hf_config)
     if (
         local_paths is not None
     ):  # damaged or hostile: refused with validate's first error, before planning
@@ -526,7 +533,7 @@ def export_hf(
         tmp = claim.tmp
         writer: ShardedSafetensorsWriter | None = None
         try:
-            _write_assets(assets, tmp)
+            write_assets(assets, tmp)
             config = load_copied_config(tmp / "config.json", asset_location, _layer_cap(source))
             plan = plan_export(
                 source, config, layout_name=layout_name, dtype=dtype, drop_mtp=drop_mtp
@@ -543,11 +550,11 @@ def export_hf(
             writer = ShardedSafetensorsWriter(tmp, plan.specs(), max_shard_size)
             writer.open()
 
-            streamable = {item.source for item in plan.items if _streamable(plan, item)}
-            buffers = _PieceBuffers()
+            streamable = {item.source for item in plan.items if is_streamable(plan, item)}
+            buffers = PieceBuffers()
 
             def work(item: MappedTensor) -> int:
-                if item.source in streamable and _stream(plan, item, writer, buffers):
+                if item.source in streamable and stream_tensor(plan, item, writer, buffers):
                     return writer.slots[item.targets[0]].nbytes
                 written = 0
                 where = f"{source.location} [{item.source}]"
@@ -555,7 +562,7 @@ def export_hf(
                     for name, tensor in convert(plan, item):
                         nonfinite = 0 if allow_nonfinite else count_nonfinite_tensor(tensor)
                         if nonfinite:
-                            raise _nonfinite(plan, item, nonfinite, overflow=None)
+                            raise nonfinite_error(plan, item, nonfinite, overflow=None)
                         writer.write(name, tensor)
                         written += tensor.nbytes
                 return written
@@ -563,11 +570,11 @@ def export_hf(
             def cost(
                 plan: ExportPlan, item: MappedTensor
             ) -> int:  # streams hold only their thread's buffers
-                return 0 if item.source in streamable else _task_cost(plan, item)
+                return 0 if item.source in streamable else task_cost(plan, item)
 
-            _run_tasks(plan, work, workers, buffer_bytes, progress, writer.total_bytes, cost)
+            run_tasks(plan, work, workers, buffer_bytes, progress, writer.total_bytes, cost)
             writer.close()
-            _set_config_dtype(tmp / "config.json", plan.dtype)
+            set_config_dtype(tmp / "config.json", plan.dtype)
             for name in assets:
                 layout.fsync_path(tmp / name)
             mismatches: list[str] | None = (

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.convert import tied_head
 from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, ForeignWeightsError
-from mfsdp_ckpt.convert.export_source import _expected_weights, _Source
+from mfsdp_ckpt.convert.export_source import ExportSource, expected_weights_of
 from mfsdp_ckpt.convert.megatron_lora import (
     MegatronLora,
     adapter_kind,
@@ -63,7 +63,7 @@ _CONFIG_DTYPES = {
 class ExportPlan:
     """Everything decided before a weight is read."""
 
-    source: _Source
+    source: ExportSource
     layout: str
     model_type: str
     geometry: Geometry
@@ -134,7 +134,7 @@ class ExportPlan:
         ]
 
 
-def _natural_key(name: str) -> list:
+def natural_key(name: str) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
@@ -165,7 +165,7 @@ def choose_dtype(requested: str, config, stored: list[TensorEntry]) -> DType:
 
 
 def model_weights(
-    source: _Source, drop_mtp: bool, adapter_only: bool = False
+    source: ExportSource, drop_mtp: bool, adapter_only: bool = False
 ) -> tuple[dict[str, str], MtpLayers | None]:
     """{module path: stored key} of the weights an export converts, and the multi-token
     prediction layers left out (`drop_mtp`). Without `drop_mtp` MTP layers are refused
@@ -186,7 +186,7 @@ def model_weights(
 
 
 def plan_export(
-    source: _Source,
+    source: ExportSource,
     config,
     *,
     layout_name: str = "auto",
@@ -255,7 +255,7 @@ def plan_export(
 
 
 def plan_adapter(
-    source: _Source, config, drop_mtp: bool = False
+    source: ExportSource, config, drop_mtp: bool = False
 ) -> tuple[MegatronLora | None, MtpLayers | None]:
     """The LoRA adapter (Megatron's or PEFT's) a checkpoint holds, checked against the
     config's shapes (base weights, when saved beside it, are not read): None when it holds
@@ -278,7 +278,7 @@ def plan_adapter(
 
 
 def _megatron_lora(
-    source: _Source,
+    source: ExportSource,
     config,
     paths: dict[str, tuple[int, ...]],
     stored: dict[str, str],
@@ -300,7 +300,7 @@ def _megatron_lora(
         )
     shapes = {path: paths[path] for path in adapters}
     try:
-        lora = describe_adapters(adapters, shapes, dict(_expected_weights(config).allowed))
+        lora = describe_adapters(adapters, shapes, dict(expected_weights_of(config).allowed))
     except ValueError as err:
         if isinstance(err, AdapterWeightsError):
             raise
@@ -356,7 +356,7 @@ def _saved_peft_adapter(location: str) -> str:
 _LIVE_PEFT = re.compile(r"\.base_layer\.|\.lora_[AB]\.[^.]+\.weight$")
 
 
-def _live_peft_hint(unknown: list[str]) -> str:
+def live_peft_hint(unknown: list[str]) -> str:
     """What a live PeftModel's state dict is (`q_proj.base_layer.weight`, `lora_A.default.
     weight`: `model.state_dict()` of a PEFT model) and the saves export reads instead."""
     if not any(_LIVE_PEFT.search(name) for name in unknown):
@@ -369,9 +369,9 @@ def _live_peft_hint(unknown: list[str]) -> str:
 
 
 def _check_against_config(
-    source: _Source, config, items: list[MappedTensor], chosen_layout: str
+    source: ExportSource, config, items: list[MappedTensor], chosen_layout: str
 ) -> None:
-    expected = _expected_weights(config)
+    expected = expected_weights_of(config)
     produced = {
         t: (shape, item.source) for item in items for t, shape in zip(item.targets, item.shapes)
     }
@@ -380,7 +380,7 @@ def _check_against_config(
         sources = [produced[t][1] for t in unknown]
         raise ExportUsageError(
             f"{source.location}: {len(unknown)} tensor(s) unknown to {config.model_type}"
-            f" ({chosen_layout} layout), e.g. {', '.join(sources[:3])}{_live_peft_hint(unknown)}"
+            f" ({chosen_layout} layout), e.g. {', '.join(sources[:3])}{live_peft_hint(unknown)}"
         )
     for target, (shape, src) in produced.items():
         if tuple(expected.allowed[target]) != tuple(shape):
@@ -389,7 +389,7 @@ def _check_against_config(
                 f" ({config.model_type}) says {tuple(expected.allowed[target])}"
             )
     required = set(expected.required)
-    for target in sorted(required.intersection(produced), key=_natural_key):
+    for target in sorted(required.intersection(produced), key=natural_key):
         stored = source.reader.tensors[produced[target][1]].dtype
         if not stored.is_floating_point:
             raise ExportError(
@@ -398,7 +398,7 @@ def _check_against_config(
             )
     if expected.tie_word_embeddings:
         required.discard("lm_head.weight")
-    missing = sorted(required - set(produced), key=_natural_key)
+    missing = sorted(required - set(produced), key=natural_key)
     if missing:
         raise ExportError(
             f"{source.location}: checkpoint lacks {len(missing)} weight(s) the config needs, e.g. "
@@ -406,7 +406,7 @@ def _check_against_config(
         )
 
 
-def _refuse_untied_head(source: _Source, stored: dict[str, str]) -> None:
+def _refuse_untied_head(source: ExportSource, stored: dict[str, str]) -> None:
     """Under tie_word_embeddings=true the export writes the embedding alone; a stored
     `lm_head.weight` that differs from it was trained untied, and dropping it would change
     the model. Refused as the Megatron-core layout refuses its own output layer (exit 2:
@@ -433,7 +433,7 @@ def convert(plan: ExportPlan, item: MappedTensor) -> list[tuple[str, torch.Tenso
     return converted
 
 
-def _task_cost(plan: ExportPlan, item: MappedTensor) -> int:
+def task_cost(plan: ExportPlan, item: MappedTensor) -> int:
     """Bytes one task holds at its peak: the stored tensor plus any copies made from it."""
     source = plan.entry(item).nbytes
     copies = (

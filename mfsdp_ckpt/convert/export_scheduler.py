@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
-from mfsdp_ckpt.convert.export_plan import ExportPlan, _task_cost
+from mfsdp_ckpt.convert.export_plan import ExportPlan, task_cost
 from mfsdp_ckpt.convert.name_maps import MappedTensor
 
 MIN_BUFFER_BYTES = 512 << 20
@@ -41,14 +41,14 @@ class _ByteBudget:
             self._cond.notify_all()
 
 
-def _run_tasks(
+def run_tasks(
     plan: ExportPlan,
     work: Callable[[MappedTensor], int],
     workers: int,
     buffer_bytes: int,
     progress: Progress | None,
     total_bytes: int,
-    cost: Callable[[ExportPlan, MappedTensor], int] = _task_cost,
+    cost: Callable[[ExportPlan, MappedTensor], int] = task_cost,
 ) -> None:
     """Run `work(item) -> bytes` over the plan in threads under the byte budget."""
     items = plan.ordered_items()

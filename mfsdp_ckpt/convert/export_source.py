@@ -44,7 +44,7 @@ WEIGHT_INDEX_FILES = (INDEX_FILE, "pytorch_model.bin.index.json")
 
 
 @dataclass
-class _Source:
+class ExportSource:
     """A resolved checkpoint: its store, its reader and where its HF assets are (if any)."""
 
     location: str
@@ -54,13 +54,13 @@ class _Source:
     hf_skip: tuple[str, ...] = ()  # entries of hf_assets that are no HF file (layout.hf_skip)
 
 
-def source_for(paths: layout.CheckpointPaths, reader: CheckpointReader) -> _Source:
+def source_for(paths: layout.CheckpointPaths, reader: CheckpointReader) -> ExportSource:
     """The export source of a resolved local checkpoint (validate plans with it too)."""
     hf = str(paths.hf_assets) if paths.hf_assets and paths.hf_assets.is_dir() else None
     protected = [
         p.resolve() for p in (paths.dist_ckpt, paths.step_dir, paths.run_dir) if p is not None
     ]
-    return _Source(str(paths.dist_ckpt), reader, hf, protected, paths.hf_skip)
+    return ExportSource(str(paths.dist_ckpt), reader, hf, protected, paths.hf_skip)
 
 
 def _refuse_critic(location: str | os.PathLike, role: str | None) -> None:
@@ -71,7 +71,7 @@ def _refuse_critic(location: str | os.PathLike, role: str | None) -> None:
         )
 
 
-def _resolve_source(ckpt: str, io: str, role: str | None = None) -> _Source:
+def resolve_source(ckpt: str, io: str, role: str | None = None) -> ExportSource:
     if not is_url(ckpt):
         paths = layout.resolve_checkpoint(ckpt, role=role)
         _refuse_critic(paths.dist_ckpt, paths.role)
@@ -80,7 +80,7 @@ def _resolve_source(ckpt: str, io: str, role: str | None = None) -> _Source:
     _refuse_critic(ckpt, role)
     dist_ckpt, hf = _resolve_url(ckpt, open_store(ckpt, io))
     reader = CheckpointReader(dist_ckpt, store=open_store(dist_ckpt, io))
-    return _Source(dist_ckpt, reader, hf, [])
+    return ExportSource(dist_ckpt, reader, hf, [])
 
 
 # Where a DCP sits below a URL, and the HF assets dir that goes with it (None: the layout
@@ -197,7 +197,7 @@ def no_tokenizer_in(location: str) -> str:
     return f"no tokenizer files in {location}"
 
 
-def _asset_files(
+def asset_files(
     location: str,
     io: str,
     root: str | os.PathLike | None = None,
@@ -266,7 +266,7 @@ def check_local_assets(directory: Path, root: str | os.PathLike | None = None) -
     (a FIFO chat_template.jinja read as "no chat template") and reads any file whole. The HF
     Trainer's own records (trainer_state.json, whose log_history holds NaN for a step that
     overflowed) are no asset: nothing reads them here, so nothing refuses them; nor, in a
-    model dir (no checkpoint `root`), are files that are no model files (`_asset_files`
+    model dir (no checkpoint `root`), are files that are no model files (`asset_files`
     copies neither)."""
     _check_assets(_local_assets(directory, root is not None), directory, root)
 
@@ -478,7 +478,7 @@ def json_config(
     return None if shapes is None else JsonConfig(**data, hf_shapes=shapes)
 
 
-def _expected_weights(config) -> ExpectedWeights:
+def expected_weights_of(config) -> ExpectedWeights:
     if not isinstance(config, JsonConfig):
         return expected_weights(config)
     return weights_from_table(config.model_type, config.hf_shapes, bool(config.tie_word_embeddings))

@@ -38,7 +38,7 @@ _NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, er
 STREAM_PIECE_ELEMENTS = 1 << 20
 
 
-def _streamable(plan: ExportPlan, item: MappedTensor) -> bool:
+def is_streamable(plan: ExportPlan, item: MappedTensor) -> bool:
     """Tensors that keep their name layout and sit in dim-0 slabs (how FSDP2 and Megatron-FSDP
     shard) map each chunk to one contiguous byte range of the output, so they can be
     streamed chunk by chunk: copied in the kernel when the dtype stays, cast a piece at a
@@ -59,7 +59,7 @@ def _streamable(plan: ExportPlan, item: MappedTensor) -> bool:
     )
 
 
-class _PieceBuffers(threading.local):
+class PieceBuffers(threading.local):
     """Per-thread buffers a cast reads into and converts into, allocated once and reused
     (fresh allocations cost page faults that, on this kind of VM, cost more than the copy).
     `nonfinite` counts the NaN/Inf the last cast wrote; `overflow` says its source was
@@ -80,13 +80,13 @@ class _PieceBuffers(threading.local):
         return self.source, self.target
 
 
-def _stream(
-    plan: ExportPlan, item: MappedTensor, writer: ShardedSafetensorsWriter, buffers: _PieceBuffers
+def stream_tensor(
+    plan: ExportPlan, item: MappedTensor, writer: ShardedSafetensorsWriter, buffers: PieceBuffers
 ) -> bool:
-    """Stream one `_streamable` tensor into place; False (nothing claimed) when a blob is not
+    """Stream one `is_streamable` tensor into place; False (nothing claimed) when a blob is not
     plain raw bytes or the kernel/filesystem cannot copy, so the caller decodes instead."""
     reader, entry = plan.source.reader, plan.entry(item)
-    store = cast("_FdStore", reader.store)  # `_streamable` checked that it has open_fd
+    store = cast("_FdStore", reader.store)  # `is_streamable` checked that it has open_fd
     row = entry.numel // entry.shape[0] if entry.shape else 1  # elements per dim-0 row
     kept_rows = item.shapes[0][0] if entry.shape else 1  # fewer than stored: padding dropped
     # chunk, its file, where its raw bytes start, how many of its elements are written
@@ -130,7 +130,7 @@ def _stream(
                         reader.root / file,
                     )
                     if not plan.allow_nonfinite and buffers.nonfinite:
-                        raise _nonfinite(plan, item, buffers.nonfinite, buffers.overflow)
+                        raise nonfinite_error(plan, item, buffers.nonfinite, buffers.overflow)
             finally:
                 os.close(fd)
     except OSError as err:
@@ -147,10 +147,10 @@ def _check_finite_range(
     the mapped bytes, which the copy then finds in the page cache)."""
     found = count_nonfinite_in_file(fd, offset, numel, plan.entry(item).dtype)
     if found:
-        raise _nonfinite(plan, item, found, overflow=False)
+        raise nonfinite_error(plan, item, found, overflow=False)
 
 
-def _nonfinite(
+def nonfinite_error(
     plan: ExportPlan, item: MappedTensor, count: int, overflow: bool | None
 ) -> NonFiniteError:
     """`overflow`: the source was finite (True), was not (False), or is not known (None)."""
@@ -182,7 +182,7 @@ def _cast_range(
     start: int,
     out_dtype: DType,
     done: bool,
-    buffers: _PieceBuffers,
+    buffers: PieceBuffers,
     path: Path,
 ) -> None:
     """Read `numel` raw `dtype` elements at `offset` of `fd` and write them cast to `out_dtype`

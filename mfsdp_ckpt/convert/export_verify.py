@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.convert.export_errors import ExportUsageError
-from mfsdp_ckpt.convert.export_plan import ExportPlan, _natural_key, convert, plan_export
-from mfsdp_ckpt.convert.export_scheduler import MIN_BUFFER_BYTES, _run_tasks
-from mfsdp_ckpt.convert.export_source import _resolve_source, load_config
+from mfsdp_ckpt.convert.export_plan import ExportPlan, convert, natural_key, plan_export
+from mfsdp_ckpt.convert.export_scheduler import MIN_BUFFER_BYTES, run_tasks
+from mfsdp_ckpt.convert.export_source import load_config, resolve_source
 from mfsdp_ckpt.convert.hf_config import HFConfigError
 from mfsdp_ckpt.convert.name_maps import MappedTensor
 from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE
@@ -46,7 +46,7 @@ def verify_export(
         found += _verify_file(plan, out, file, index, where, workers, buffer_bytes)
     expected = {name for item in plan.items for name in item.targets}
     problems = [
-        f"{name}: missing from {out}" for name in sorted(expected - set(where), key=_natural_key)
+        f"{name}: missing from {out}" for name in sorted(expected - set(where), key=natural_key)
     ]
     problems += [
         f"{name}: in {where[name]} but not in the checkpoint"
@@ -98,19 +98,19 @@ def _verify_file(
                         f"{name}: {tuple(written.shape)} {written.dtype} written, "
                         f"{tuple(wanted.shape)} {wanted.dtype} expected"
                     )
-                elif not torch.equal(_bits(written), _bits(wanted)):
-                    differing = int((_bits(written) != _bits(wanted)).sum())
+                elif not torch.equal(bit_pattern(written), bit_pattern(wanted)):
+                    differing = int((bit_pattern(written) != bit_pattern(wanted)).sum())
                     found.append(f"{name}: {differing} byte(s) differ from {item.source} in {file}")
             with lock:
                 problems.extend(found)
             return sum(math.prod(s) for s in item.shapes)
 
         here = [item for item in plan.items if not listed.isdisjoint(item.targets)]
-        _run_tasks(replace(plan, items=here), work, workers, buffer_bytes, None, 0)
+        run_tasks(replace(plan, items=here), work, workers, buffer_bytes, None, 0)
     return problems
 
 
-def _bits(tensor: torch.Tensor) -> torch.Tensor:
+def bit_pattern(tensor: torch.Tensor) -> torch.Tensor:
     import torch
 
     return tensor.contiguous().reshape(-1).view(torch.uint8)
@@ -139,7 +139,7 @@ def verify_export_dir(
 ) -> list[str]:
     """Verify an existing export against its checkpoint, using the export's own config.json
     (so the dtype is the one written)."""
-    source = _resolve_source(str(ckpt), io)
+    source = resolve_source(str(ckpt), io)
     try:
         config = load_config(Path(out_dir) / "config.json")
     except HFConfigError as err:

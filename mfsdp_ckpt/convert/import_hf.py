@@ -47,10 +47,10 @@ from pathlib import Path
 
 from mfsdp_ckpt.convert import tied_head
 from mfsdp_ckpt.convert.export_errors import ExportUsageError
-from mfsdp_ckpt.convert.export_hf import _check_out_dir
+from mfsdp_ckpt.convert.export_hf import check_out_dir
 from mfsdp_ckpt.convert.export_plan import DTYPES
 from mfsdp_ckpt.convert.export_scheduler import Progress
-from mfsdp_ckpt.convert.export_source import _asset_files, check_local_assets, load_config
+from mfsdp_ckpt.convert.export_source import asset_files, check_local_assets, load_config
 from mfsdp_ckpt.convert.fused_experts import hub_expert_entries
 from mfsdp_ckpt.convert.hf_config import (
     HFConfigError,
@@ -515,7 +515,7 @@ def import_hf(
         source_dir, layout_name=layout_name, dtype=dtype, norms=norms, experts=experts
     )
     _refuse_replacing_a_checkpoint(out)
-    _check_out_dir(out, [], [source_dir.resolve()])
+    check_out_dir(out, [], [source_dir.resolve()])
     if source_dir.resolve() in out.resolve().parents:
         raise ImportUsageError(
             f"{out}: lies in the model dir being imported; choose an --out outside it"
@@ -606,7 +606,7 @@ def _write_run_dir(
     )
     assets = step / layout.HF_ASSETS_DIR
     assets.mkdir()
-    copied = _asset_files(str(hf_dir), "local")
+    copied = asset_files(str(hf_dir), "local")
     for name, load in copied.items():
         target = assets / name
         target.parent.mkdir(parents=True, exist_ok=True)

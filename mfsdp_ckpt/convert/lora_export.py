@@ -35,21 +35,21 @@ from mfsdp_ckpt.check.validate import (
 from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, ExportVerifyError
 from mfsdp_ckpt.convert.export_hf import (
     ExportResult,
-    _check_out_dir,
-    _refuse_config_against_record,
-    _set_config_dtype,
+    check_out_dir,
     model_dirs_of,
+    refuse_config_against_record,
+    set_config_dtype,
 )
 from mfsdp_ckpt.convert.export_plan import choose_dtype
 from mfsdp_ckpt.convert.export_scheduler import Progress
 from mfsdp_ckpt.convert.export_source import (
     AssetFiles,
-    _asset_files,
+    asset_files,
     load_copied_config,
     no_tokenizer_in,
     source_for,
 )
-from mfsdp_ckpt.convert.export_verify import _bits
+from mfsdp_ckpt.convert.export_verify import bit_pattern
 from mfsdp_ckpt.convert.hf_config import HFConfigError, read_config_json
 from mfsdp_ckpt.format import layout, state_keys
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
@@ -130,7 +130,7 @@ def export_lora(
     adapter = _read_adapter(paths, manifest)
     out = Path(out_dir)
     keep = [p.resolve() for p in (paths.dist_ckpt, paths.step_dir, paths.run_dir) if p is not None]
-    _check_out_dir(out, keep, model_dirs_of(hf_config, base.path if base else None))
+    check_out_dir(out, keep, model_dirs_of(hf_config, base.path if base else None))
     if not adapter_only:
         _refuse_rewritten_base(manifest, paths)
         assets, asset_location = _merged_assets(paths, adapter.reader, hf_config)
@@ -204,18 +204,18 @@ def _merged_assets(
     paths: layout.CheckpointPaths, reader: CheckpointReader, hf_config: str | os.PathLike | None
 ) -> tuple[AssetFiles, str]:
     """(the config and tokenizer files the merged model gets, where from): --hf-config's (a
-    model dir's model files, `_asset_files`) or the checkpoint's own huggingface/ (whole).
+    model dir's model files, `asset_files`) or the checkpoint's own huggingface/ (whole).
     A config.json that contradicts the checkpoint's own (another head split, an untied head
     over a tied one) is refused before anything is written, as the full export refuses it
-    (`_refuse_config_against_record`): the merge would write the base's tensors under a
+    (`refuse_config_against_record`): the merge would write the base's tensors under a
     model they are not."""
     location = str(hf_config) if hf_config is not None else str(paths.hf_assets)
     assets = AssetFiles({})
     if Path(location).exists():
-        assets = _asset_files(location, "local", whole=hf_config is None)
+        assets = asset_files(location, "local", whole=hf_config is None)
     if "config.json" not in assets:
         raise ExportUsageError(f"{location}: no config.json; pass --hf-config DIR|config.json")
-    _refuse_config_against_record(source_for(paths, reader), paths, location, assets, hf_config)
+    refuse_config_against_record(source_for(paths, reader), paths, location, assets, hf_config)
     return assets, location
 
 
@@ -330,7 +330,7 @@ def _write_adapter(
     targets = {peft_name(parsed): key for parsed, key in adapter.keys()}
     specs: list[Spec] = [(name, out_dtype[key], stored[key].shape) for name, key in targets.items()]
     writer = ShardedSafetensorsWriter(tmp, specs, max_shard_bytes=sys.maxsize)  # PEFT: one file
-    _write_all(writer, list(targets), lambda name: tensor(targets[name]), progress)
+    write_all(writer, list(targets), lambda name: tensor(targets[name]), progress)
     os.replace(tmp / SINGLE_FILE, tmp / ADAPTER_WEIGHTS_FILE)
     assert manifest.lora is not None  # lora_manifest() returns only manifests with one
     config = dict(
@@ -341,7 +341,7 @@ def _write_adapter(
     (tmp / ADAPTER_CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     mismatches = None
     if verify:
-        mismatches = _compare(
+        mismatches = compare_written(
             tmp / ADAPTER_WEIGHTS_FILE, list(targets), lambda name: tensor(targets[name])
         )
     written_dtypes = ",".join(sorted({d.name for d in out_dtype.values()}))
@@ -453,14 +453,14 @@ def write_merged(
             tensor = tensor.float() + deltas[name]()
         return tensor.to(dtypes[name].torch)
 
-    _write_all(writer, order, merged, progress)
-    _set_config_dtype(tmp / "config.json", out_dtype)
+    write_all(writer, order, merged, progress)
+    set_config_dtype(tmp / "config.json", out_dtype)
     mismatches = None
     if verify:
         mismatches = []
         for file in sorted(writer.files):
             written = [name for name in order if writer.slots[name].file == file]
-            mismatches += _compare(tmp / file, written, merged)
+            mismatches += compare_written(tmp / file, written, merged)
     notes = (
         []
         if any(n.startswith("tokenizer") for n in assets)
@@ -500,7 +500,7 @@ def _check_fits_base(adapter: _Adapter, source: SafetensorsSource) -> dict[str, 
 
 
 # --------------------------------------------------------------------------- shared
-def _write_all(
+def write_all(
     writer: ShardedSafetensorsWriter,
     order: list[str],
     compute: Callable[[str], torch.Tensor],
@@ -521,7 +521,7 @@ def _write_all(
         raise
 
 
-def _compare(
+def compare_written(
     file: Path, names_in_file: list[str], expected: Callable[[str], torch.Tensor]
 ) -> list[str]:
     """Bit-for-bit comparison of each written tensor with a fresh computation of it."""
@@ -537,6 +537,6 @@ def _compare(
                 continue
             written, wanted = handle.get_tensor(name), expected(name)
             same = written.dtype == wanted.dtype and written.shape == wanted.shape
-            if not same or not torch.equal(_bits(written), _bits(wanted)):
+            if not same or not torch.equal(bit_pattern(written), bit_pattern(wanted)):
                 problems.append(f"{name}: differs in {file} from what its sources give")
     return problems

@@ -25,20 +25,20 @@ from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, Expo
 from mfsdp_ckpt.convert.export_hf import (
     ExportResult,
     PreparedSource,
-    _write_assets,
     prepare_source,
+    write_assets,
 )
-from mfsdp_ckpt.convert.export_plan import _live_peft_hint, choose_dtype, plan_adapter
+from mfsdp_ckpt.convert.export_plan import choose_dtype, live_peft_hint, plan_adapter
 from mfsdp_ckpt.convert.export_scheduler import Progress
 from mfsdp_ckpt.convert.export_source import (
-    _resolve_source,
-    _Source,
+    ExportSource,
     load_copied_config,
+    resolve_source,
 )
 from mfsdp_ckpt.convert.lora_export import (
     ADAPTER_LAYOUT,
-    _compare,
-    _write_all,
+    compare_written,
+    write_all,
     write_merged,
 )
 from mfsdp_ckpt.convert.megatron_lora import (
@@ -86,7 +86,7 @@ def export_megatron_adapter(
     or left out with `drop_mtp` (`export_plan.model_weights`)."""
     started = time.monotonic()
     out = Path(out_dir)
-    source = _resolve_source(str(ckpt), io, role)
+    source = resolve_source(str(ckpt), io, role)
     try:
         names = model_tensors(source.reader.tensors)
     except AmbiguousStateError as err:  # two model entries: exit 2, naming the checkpoint
@@ -97,14 +97,14 @@ def export_megatron_adapter(
         raise ExportUsageError(
             f"{ckpt}: not a local LoRA checkpoint (its manifest records no adapter) nor a"
             " Megatron or PEFT LoRA one (no adapter tensors); --adapter-only needs one"
-            f"{_live_peft_hint(list(names))}"
+            f"{live_peft_hint(list(names))}"
         )
     prepared = prepare_source(ckpt, out, hf_config, io, role, source)
     with claim_output(out, overwrite) as claim:
         tmp = claim.tmp
         config_dir = tmp / ".config"  # read to split the fused adapters, not exported
         config_dir.mkdir()
-        _write_assets({"config.json": prepared.assets["config.json"]}, config_dir)
+        write_assets({"config.json": prepared.assets["config.json"]}, config_dir)
         config = load_copied_config(config_dir / "config.json", prepared.asset_location)
         (config_dir / "config.json").unlink()
         config_dir.rmdir()
@@ -186,11 +186,13 @@ def _write_adapter(
 
     specs: list[Spec] = [(name, out_dtype[name], shape(name)) for name in sources]
     writer = ShardedSafetensorsWriter(tmp, specs, max_shard_bytes=sys.maxsize)  # PEFT: one file
-    _write_all(writer, list(sources), tensor, progress)
+    write_all(writer, list(sources), tensor, progress)
     os.replace(tmp / SINGLE_FILE, tmp / ADAPTER_WEIGHTS_FILE)
     settings = peft_config(lora, int(config.num_hidden_layers))
     (tmp / ADAPTER_CONFIG_FILE).write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n")
-    mismatches = _compare(tmp / ADAPTER_WEIGHTS_FILE, list(sources), tensor) if verify else None
+    mismatches = (
+        compare_written(tmp / ADAPTER_WEIGHTS_FILE, list(sources), tensor) if verify else None
+    )
     return ExportResult(
         "",
         ADAPTER_LAYOUT,
@@ -205,7 +207,7 @@ def _write_adapter(
     )
 
 
-def adapter_only_checkpoint(source: _Source) -> bool:
+def adapter_only_checkpoint(source: ExportSource) -> bool:
     """Whether the checkpoint holds an adapter without its base weights: its model names are
     all a Megatron adapter's (a Megatron-Bridge PEFT save), or it holds a PEFT adapter's
     lora_A / lora_B, which peft saves with no base weight beside them (what else it saves,
@@ -252,7 +254,7 @@ def merge_onto_base(
     source = prepared.source
     with claim_output(out, overwrite, top_level_names(prepared.assets)) as claim:
         tmp = claim.tmp
-        _write_assets(prepared.assets, tmp)
+        write_assets(prepared.assets, tmp)
         config = load_copied_config(tmp / "config.json", prepared.asset_location)
         lora, mtp = plan_adapter(source, config, drop_mtp)
         assert lora is not None  # adapter_only_checkpoint said so, plan_adapter refuses MTP-only

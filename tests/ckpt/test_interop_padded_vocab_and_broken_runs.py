@@ -19,8 +19,8 @@ import torch
 import torch.distributed.checkpoint as dcp
 
 from mfsdp_ckpt.convert.export_plan import plan_export
-from mfsdp_ckpt.convert.export_source import _resolve_source, load_config
-from mfsdp_ckpt.convert.export_stream import _streamable
+from mfsdp_ckpt.convert.export_source import load_config, resolve_source
+from mfsdp_ckpt.convert.export_stream import is_streamable
 from mfsdp_ckpt.convert.name_maps import VOCAB as VOCAB_TRANSFORM
 from mfsdp_ckpt.convert.vocab_padding import padding_multiple, vocab_rows_problem
 from mfsdp_ckpt.format import layout
@@ -220,9 +220,9 @@ def test_uneven_shards_stream_only_the_rows_below_vocab_size(tmp_path):
     with torch.no_grad():
         expected = model(input_ids=ids).logits
     torch.testing.assert_close(logits_of(out, ids), expected, rtol=0, atol=1e-5)
-    plan = plan_export(_resolve_source(str(ckpt), "auto"), load_config(out / "config.json"))
+    plan = plan_export(resolve_source(str(ckpt), "auto"), load_config(out / "config.json"))
     vocab = [item for item in plan.items if item.transform is VOCAB_TRANSFORM]
-    assert len(vocab) == 2 and all(_streamable(plan, item) for item in vocab)  # never read whole
+    assert len(vocab) == 2 and all(is_streamable(plan, item) for item in vocab)  # never read whole
 
 
 # --------------------------------------------------------------------------- broken run dirs

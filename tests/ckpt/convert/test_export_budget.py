@@ -40,7 +40,7 @@ def test_budget_is_back_to_zero_after_a_failed_export(monkeypatch):
         return 10
 
     with pytest.raises(OSError):
-        export_scheduler._run_tasks(
+        export_scheduler.run_tasks(
             plan,
             work,
             workers=4,

@@ -17,7 +17,7 @@ from transformers import (
     Qwen3MoeConfig,
 )
 
-from mfsdp_ckpt.convert.export_source import JsonConfig, _expected_weights, load_config
+from mfsdp_ckpt.convert.export_source import JsonConfig, expected_weights_of, load_config
 from mfsdp_ckpt.convert.hf_config import expected_weights, load_hf_config
 
 SMALL = dict(
@@ -94,7 +94,7 @@ def test_json_shapes_equal_meta_model(variant, tmp_path):
     VARIANTS[variant].save_pretrained(tmp_path)
     config = load_config(tmp_path / "config.json")
     assert isinstance(config, JsonConfig)  # the fast path was taken
-    fast = _expected_weights(config)
+    fast = expected_weights_of(config)
     meta = expected_weights(load_hf_config(tmp_path))
     assert fast.allowed == meta.allowed
     assert fast.required == meta.required
