@@ -141,13 +141,14 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
         logging.getLogger("mfsdp.config").setLevel(logging.ERROR)
     from trainer.config_kind import refuse_other_kind
     from trainer.local_paths import (
-        check_fresh_start_into_a_run_without_steps,
         check_local_paths,
         check_no_variables,
         check_run_dir_apart,
+        check_run_dir_holds_no_other_output,
         check_run_dir_is_its_own,
         check_run_dir_is_no_model_dir,
         check_run_dir_outside_checkpoints,
+        check_run_dir_steps,
         check_torch_env_dirs,
         check_writable_dir,
     )
@@ -171,7 +172,8 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     hf_dir = source.assets if source is not None and source.checkpoint is None else None
     check_run_dir_apart(cfg, hf_dir)  # a model dir this run reads, named by its key
     check_run_dir_is_no_model_dir(cfg.trainer.run_dir)  # any other
-    check_fresh_start_into_a_run_without_steps(cfg.trainer.run_dir, cfg.checkpoint.resume)
+    check_run_dir_holds_no_other_output(cfg.trainer.run_dir)
+    check_run_dir_steps(cfg.trainer.run_dir, cfg.checkpoint.resume)
     return cfg
 
 
@@ -252,10 +254,8 @@ def start(
 ) -> None:
     """Check the data files (the launch flags were, by `check_launch`), choose CPU threads,
     then return when this process should train; when it should launch ranks instead, run
-    torchrun and exit with its status (a failed rank fails the command). torchrun killed by
-    a signal fails it with `torchrun_killed`'s line (it exited 128+N, without a word), and
-    ranks stopped by a signal this process did not get end with the interrupted line (the
-    ranks leave an interrupt to the launching process to say)."""
+    torchrun and exit as they ended (`end_as_ranks_ended`: a failed rank fails the command,
+    a signal that stopped them ends it with the interrupted line)."""
     from trainer.prerequisites import check_prerequisites
     from trainer.threads import configure_threads
 
@@ -271,11 +271,8 @@ def start(
         here = " on this machine" if launch.multi_node else ""
         say_starting(subcommand, f"launching {launch.nproc_per_node} processes{here} (torchrun)")
         code = run_ranks(torchrun_command(subcommand, launch, config_path, as_json, overrides))
-        if code < 0:
-            fail(torchrun_killed(cfg, logged_before, -code))
-        if code == EXIT_INTERRUPTED:  # a signal to torchrun or a rank alone: none said so
-            fail(interrupted_run(cfg, logged_before), EXIT_INTERRUPTED)
-        sys.exit(code)
+        end_as_ranks_ended(code, lambda stopped: interrupted_run(cfg, logged_before, stopped))
+        sys.exit(0)
     _quiet_library_bars(cfg)
     if int(os.environ.get("RANK", 0)) == 0:
         say_starting(subcommand, "loading torch and transformers")
@@ -467,16 +464,25 @@ def one_run_at_a_time(run_dir: str, launch: Launch) -> Iterator[None]:
         raise
 
 
-def torchrun_killed(cfg: Any, logged_before: int, signum: int) -> str:
-    """The line of a run whose torchrun a signal killed (`kill -9` of it, the out-of-memory
-    killer): its ranks died with it (`run_ranks` waited for them), so the newest checkpoint
-    named is the one the next run resumes from."""
-    try:
-        name = signal.Signals(signum).name
-    except ValueError:
-        name = f"signal {signum}"
-    stopped = f"torchrun, the ranks' launcher, was killed by {name}"
-    return interrupted_run(cfg, logged_before, stopped)
+def end_as_ranks_ended(code: int, stopped_line: Callable[[str], str]) -> None:
+    """Return when torchrun's exit `code` is 0; else end this command as the ranks ended (for
+    `mfsdp train` and `mfsdp demo` alike). torchrun killed by a signal (`kill -9` of it, the
+    out-of-memory killer; it exited 128+N, without a word) and ranks stopped by a signal this
+    process did not get (the ranks leave an interrupt to the launching process to say) end
+    with `stopped_line(what stopped them)`, which names the checkpoint kept: torchrun's ranks
+    died with it (`run_ranks` waited for them), so the newest one is the one resumed. Any
+    other code is a rank's failure, which that rank said: exit with it as it is."""
+    if code == 0:
+        return
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        fail(stopped_line(f"torchrun, the ranks' launcher, was killed by {name}"))
+    if code == EXIT_INTERRUPTED:
+        fail(stopped_line("interrupted"), EXIT_INTERRUPTED)
+    sys.exit(code)
 
 
 def interrupted_run(cfg: Any, logged_before: int, stopped: str = "interrupted") -> str:

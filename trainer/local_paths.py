@@ -173,19 +173,83 @@ def check_run_dir_is_no_model_dir(run_dir: str) -> None:
         )
 
 
-def check_fresh_start_into_a_run_without_steps(run_dir: str, resume: str) -> None:
-    """`checkpoint.resume=disable` starts afresh: into a run dir holding an earlier run's
-    checkpoints it saved its steps beside them (global_step_2 beside the old 4 and 6), replaced
-    config.yaml without keeping the old one, and a later `resume=auto` resumed from the newest
-    step, whichever run it came from, then overwrote the old run's steps. Refused, naming the
-    steps; the user moves them away or chooses another run_dir."""
-    if resume != "disable" or not layout.list_complete_steps(run_dir):
+# The folders `mfsdp data` writes its tables into (cli/data.py TABLE_DIRS), as .parquet
+DATA_TABLE_DIRS = ("sft", "rl")
+DATA_TABLE_SUFFIX = ".parquet"
+
+
+def check_run_dir_holds_no_other_output(run_dir: str) -> None:
+    """`trainer.run_dir` may not be a directory that holds runs or an `mfsdp data` output:
+    `mfsdp demo --out demo` writes the run demo/sft beside its tables demo/data, and a run
+    trained into `demo` put its steps beside demo/sft, after which `mfsdp ckpt validate demo`
+    read the new steps, not "the one run demo holds"; into demo/data, among the parquet
+    tables (`mfsdp data` refuses a run dir as --out likewise). Which sub-dirs are runs is
+    what the readers decide (`layout.runs_held`); an empty dir, or one holding anything
+    else, is the run's own."""
+    try:
+        names = os.listdir(run_dir)
+    except OSError:  # missing (made by the run) or unlistable (check_writable_dir says so)
         return
-    raise ConfigError(
-        f"trainer.run_dir: {run_dir} holds an earlier run's checkpoints{layout.steps_here(run_dir)}"
-        " and checkpoint.resume=disable starts afresh, which would mix this run's steps with"
-        " them; give another trainer.run_dir, or checkpoint.resume=auto to continue that run"
-    )
+    runs = [str(Path(run_dir) / run.name) for run in layout.runs_held(run_dir, names)]
+    if runs:
+        shown = ", ".join(runs[: layout.MAX_RUNS_LISTED])
+        held, which = ("the run", "that") if len(runs) == 1 else ("the runs", "one of them")
+        raise ConfigError(
+            f"trainer.run_dir: {run_dir} holds {held} {shown}; give {which} to resume it, or a"
+            " new dir (e.g. trainer.run_dir=runs/NAME)"
+        )
+    tables = [n for n in DATA_TABLE_DIRS if n in names and _holds_tables(Path(run_dir) / n)]
+    if tables:
+        raise ConfigError(
+            f"trainer.run_dir: {run_dir} is an mfsdp data output"
+            f" ({', '.join(t + '/' for t in tables)} tables); give a directory of the run's own"
+            " (e.g. trainer.run_dir=runs/NAME)"
+        )
+    real = Path(os.path.realpath(run_dir))
+    if real.name in DATA_TABLE_DIRS and _holds_tables(real):
+        raise ConfigError(
+            f"trainer.run_dir: {run_dir} holds the tables of the mfsdp data output"
+            f" {Path(run_dir).parent}; give a directory of the run's own"
+            " (e.g. trainer.run_dir=runs/NAME)"
+        )
+
+
+def _holds_tables(folder: Path) -> bool:
+    """`folder` is a directory holding a table as `mfsdp data` writes them."""
+    try:
+        return any(n.endswith(DATA_TABLE_SUFFIX) for n in os.listdir(folder))
+    except OSError:  # not a directory, or unlistable: no tables of ours
+        return False
+
+
+def check_run_dir_steps(run_dir: str, resume: str) -> None:
+    """What the run dir holds fits `checkpoint.resume`, before anything starts.
+
+    `auto`: the step to resume is decided here, as the run will decide it
+    (`layout.resume_step`): a run dir it refuses (a damaged tracked step, a file at a step's
+    name, a step dir a save would replace) was found only once the model was built, or
+    never, where the run dir was taken for one with nothing to resume and the damaged step
+    was trained over from step 0 and overwritten.
+
+    `disable` starts afresh: into a run dir holding an earlier run's checkpoints it saved
+    its steps beside them (global_step_2 beside the old 4 and 6), replaced config.yaml
+    without keeping the old one, and a later `resume=auto` resumed from the newest step,
+    whichever run it came from, then overwrote the old run's steps. Refused, naming the
+    steps (or what else is at a step's name); the user moves them away or chooses another
+    run_dir."""
+    if resume == "auto":
+        layout.resume_step(run_dir)
+        return
+    if resume != "disable":
+        return
+    if layout.list_complete_steps(run_dir):
+        raise ConfigError(
+            f"trainer.run_dir: {run_dir} holds an earlier run's checkpoints"
+            f"{layout.steps_here(run_dir)} and checkpoint.resume=disable starts afresh, which"
+            " would mix this run's steps with them; give another trainer.run_dir, or"
+            " checkpoint.resume=auto to continue that run"
+        )
+    layout.refuse_replacing_steps(run_dir, None)
 
 
 def check_run_dir_outside_checkpoints(run_dir: str) -> None:

@@ -30,6 +30,7 @@ from mfsdp_ckpt.checkpointer import Checkpointer
 from mfsdp_ckpt.convert.hf_config import SIZE_KEYS, HFConfigError, load_hf_config
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.layout import CheckpointPaths
+from mfsdp_ckpt.format.lora_fields import BaseModelRecord
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from trainer.resume_state import check_trainer_state
 
@@ -177,15 +178,31 @@ def check_run_kind(found: CheckpointPaths, resume: str, kind: RunKind) -> None:
     if written is None or written == kind.name:
         return
     where = found.step_dir or found.dist_ckpt
+    fresh = "a new trainer.run_dir" + ("" if resume == "auto" else " and checkpoint.resume=auto")
+    refused = (
+        f"{where}: `mfsdp train {written}` wrote this checkpoint; `mfsdp train {kind.name}`"
+        " does not resume its step and optimizer state as its own"
+    )
+    if manifest.lora is not None and not _has_base_weights(manifest):
+        raise ResumeMismatchError(
+            f"{refused}, and it holds a LoRA adapter on a random-init base: no weights to"
+            f" start from (export-hf has nothing to merge it onto); give {fresh}"
+        )
     start = f"model.path={where}"
     if manifest.lora is not None:  # model.path refuses an adapter alone
         start = f"`mfsdp ckpt export-hf {where} --out DIR`, then model.path=DIR"
-    fresh = "a new trainer.run_dir" + ("" if resume == "auto" else " and checkpoint.resume=auto")
     raise ResumeMismatchError(
-        f"{where}: `mfsdp train {written}` wrote this checkpoint; `mfsdp train {kind.name}`"
-        f" does not resume its step and optimizer state as its own: to start {kind.name}"
-        f" from its weights, give {start} and {fresh}"
+        f"{refused}: to start {kind.name} from its weights, give {start} and {fresh}"
     )
+
+
+def _has_base_weights(manifest: Manifest) -> bool:
+    """A LoRA step's base is a model on disk that a merged export reads, not a random init
+    (which export-hf refuses to merge onto: `lora_export._base_source`)."""
+    if manifest.base_model is None:
+        return False
+    base = BaseModelRecord.from_dict(manifest.base_model)
+    return base.path is not None and not base.random_init
 
 
 def check_model_config(found: CheckpointPaths, model_config: dict[str, Any]) -> None:

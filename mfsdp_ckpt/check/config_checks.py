@@ -16,6 +16,7 @@ from mfsdp_ckpt.convert import tied_head
 from mfsdp_ckpt.format import layout, state_keys
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.storage.confined_stat import LeadsOutError
 from mfsdp_ckpt.storage.reader import (
     CheckpointFormatError,
     CheckpointReader,
@@ -33,9 +34,12 @@ def config_to_check(
         return given / "config.json" if given.is_dir() else given
     if paths.hf_assets is None:
         return None
-    if layout.stat_inside(paths.hf_assets / "config.json", follow_symlinks=False) is None:
-        return None
-    return paths.hf_assets / "config.json"
+    config_file = paths.hf_assets / "config.json"
+    try:
+        found = layout.stat_inside(config_file, paths.root, follow_symlinks=False)
+    except LeadsOutError:  # huggingface/ linked out: the check refuses it by name
+        return config_file
+    return None if found is None else config_file
 
 
 def check_against_config(

@@ -342,7 +342,7 @@ def _named_adapter_dir(checkpoint: Path) -> Path | None:
 
 def _holds_adapter_config(folder: Path) -> bool:
     """An adapter_config.json there, a regular file and not a link (reads stay inside)."""
-    found = stat_inside(folder / "adapter_config.json", follow_symlinks=False)
+    found = stat_inside(folder / "adapter_config.json", folder, follow_symlinks=False)
     return found is not None and stat.S_ISREG(found.st_mode)
 
 

@@ -305,7 +305,7 @@ def _read_config(hf_dir: Path):
     refuses (`rms_norm_eps: "1e-6"`): the checkpoint would train and export from a model
     transformers cannot load."""
     config_file = hf_dir / "config.json"
-    if layout.stat_inside(config_file, follow_symlinks=False) is None:
+    if layout.stat_inside(config_file, hf_dir, follow_symlinks=False) is None:
         inside = layout.checkpoint_containing(hf_dir)
         what = (
             f"; it is (or lies in) the training checkpoint {inside}: import-hf makes"

@@ -143,7 +143,7 @@ def _recorded_tensor_parallel(
         if folder != root and root not in folder.parents:  # reads stay inside the checkpoint
             continue
         file = folder / VERL_TRANSFORMER_CONFIG
-        found = layout.stat_inside(file, follow_symlinks=False)
+        found = layout.stat_inside(file, root, follow_symlinks=False)
         if found is None or not stat.S_ISREG(found.st_mode):
             continue
         text = safe_files.read_text(file, MAX_ADAPTER_CONFIG_BYTES, root)

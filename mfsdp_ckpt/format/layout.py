@@ -49,6 +49,7 @@ from mfsdp_ckpt.format import hf_trainer
 from mfsdp_ckpt.format.closest_path import closest_existing
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.storage.confined_stat import confined_stat
 from mfsdp_ckpt.storage.lock_holder import lock_holder
 from mfsdp_ckpt.storage.tensorstore_store import URL_SCHEMES
 from mfsdp_ckpt.storage.unique_json import loads_object
@@ -161,25 +162,101 @@ def list_complete_steps(run_dir: str | os.PathLike) -> list[int]:
 
 
 def resume_step(run_dir: str | os.PathLike) -> int | None:
-    """The step `checkpoint.resume=auto` resumes in `run_dir`: the tracker's when it names a
-    complete step, else the newest complete one (the tracked step was removed, or no tracker
-    was written; a tracked step that is there but incomplete is DamagedRunDirError); None
-    when no step is complete. Resuming and the line a Ctrl-C'd run ends
-    with both ask here, so the step named is the step resumed."""
-    steps = list_complete_steps(run_dir)
-    if not steps:
-        return None
-    tracked = read_tracker(run_dir)
-    if tracked is not None and tracked not in steps and os.path.lexists(step_dir(run_dir, tracked)):
-        # written only once its step was complete: a step that is there but incomplete was
-        # damaged since, and falling back to an older one was silent
-        raise DamagedRunDirError(
-            f"{Path(run_dir) / TRACKER_FILE}: names step {tracked}, but"
-            f" {step_dir(run_dir, tracked)} holds no {MANIFEST_FILE} (damaged after it was"
-            f" saved); move it away to resume from step {steps[-1]}, or give"
-            " checkpoint.resume=PATH"
+    """The step `checkpoint.resume=auto` resumes in `run_dir`: the tracker's when it names
+    a complete step, else the newest complete one (the tracked step was removed, or no
+    tracker was written). None only when there is nothing to resume: no tracker and no step
+    dir of any layout (an unfinished save's `global_step_N.tmp/` does not count: the next
+    save of that step replaces it).
+
+    Refused (DamagedRunDirError, exit 1) where resuming would take the run dir for one with
+    less in it than it holds: a tracked step that is there but incomplete (the tracker is
+    written only once its step is complete, so it was damaged since) or a file; a tracker
+    whose step is gone with no complete step left; and whatever this run's saves would
+    replace that is no complete step (`refuse_replacing_steps`). Taken for "nothing to
+    resume", a damaged only step was trained over from step 0 and overwritten. Resuming, the
+    check before a run starts and the line a Ctrl-C'd run ends with all ask here, so the
+    step named is the step resumed."""
+    run = Path(run_dir)
+    steps = list_complete_steps(run)
+    resumed = _tracked_or_newest(run, read_tracker(run), steps)
+    refuse_replacing_steps(run, resumed)
+    return resumed
+
+
+def _tracked_or_newest(run: Path, tracked: int | None, steps: list[int]) -> int | None:
+    """The tracker's step when complete, else the newest complete one, or a refusal when the
+    tracked step is there but no complete step, or gone with nothing complete left."""
+    if tracked is None:
+        return steps[-1] if steps else None
+    if tracked in steps:
+        return tracked
+    target = step_dir(run, tracked)
+    if _is_file_followed(target / MANIFEST_FILE):  # saved since the steps were listed
+        return tracked
+    if os.path.lexists(target):
+        instead = (
+            f"move it away to resume from step {steps[-1]}"
+            if steps
+            else "move it and the tracker away to start afresh"
         )
-    return tracked if tracked in steps else steps[-1]
+        raise DamagedRunDirError(
+            f"{run / TRACKER_FILE}: names step {tracked}, but {target}"
+            f" {_incomplete_step(target)}; {instead}, or give checkpoint.resume=PATH"
+        )
+    if steps:  # removed on purpose: the newest left is resumed
+        return steps[-1]
+    raise DamagedRunDirError(
+        f"{run / TRACKER_FILE}: names step {tracked}, but {target} is missing"
+        f"{steps_here(run)} and no step is complete; move the tracker away to start afresh,"
+        " or give checkpoint.resume=PATH"
+    )
+
+
+def refuse_replacing_steps(run_dir: str | os.PathLike, resumed: int | None) -> None:
+    """DamagedRunDirError naming the first entry of `run_dir` that a run resuming step
+    `resumed` (None: one starting afresh) would save over or leave behind, unless it is a
+    complete step: a `global_step_N` past `resumed` that is a file or an incomplete step
+    dir (its save of step N replaces whatever is there, whole), and for a run starting
+    afresh any step dir at all (Megatron-LM's `iter_N/` too: its tracker would be
+    replaced by this run's). Older steps stay as they are, never saved over, and so do
+    links past `resumed` (a save replaces the link, not what it leads to)."""
+    run = Path(run_dir)
+    if not os.path.isdir(run):
+        return
+    for name in sorted(_children(run), key=_natural):
+        path = run / name
+        step = parse_step_dir_name(name)
+        if step is not None:
+            if resumed is not None and (step <= resumed or os.path.islink(path)):
+                continue
+            if _is_file_followed(path / MANIFEST_FILE):
+                continue
+            saving = (
+                "a run starting afresh here saves over it"
+                if resumed is None
+                else f"resuming step {resumed}, this run's save of step {step} replaces it"
+            )
+            raise DamagedRunDirError(f"{path} {_incomplete_step(path)}, and {saving}: move it away")
+        elif resumed is None and _is_megatron_step_name(name) and _is_dir(path):
+            raise DamagedRunDirError(
+                f"{path} is a Megatron-LM checkpoint, and no mfsdp step is here to resume: a"
+                " run starting afresh here writes its steps and tracker beside it; give"
+                f" another trainer.run_dir (checkpoint.resume={path} starts from it)"
+            )
+
+
+def _is_megatron_step_name(name: str) -> bool:
+    return bool(_ITER_DIR_RE.match(name)) or name == MEGATRON_RELEASE_DIR
+
+
+def _incomplete_step(path: Path) -> str:
+    """What is at a step dir's name that makes it no complete step, in words."""
+    if _is_dir(path):
+        return (
+            f"holds no {MANIFEST_FILE}, which mfsdp writes last (damaged after it was saved,"
+            " or another trainer's)"
+        )
+    return "is a file, not a step dir" if _is_file_followed(path) else "is not a directory"
 
 
 def _is_file_followed(path: Path) -> bool:
@@ -290,23 +367,31 @@ def write_tracker(run_dir: str | os.PathLike, step: int) -> None:
 
 
 def replace_dir(new: Path, target: Path) -> None:
-    """Rename a finished directory onto `target`; an existing one is removed only after the
-    new one is in place, so at every instant one whole version exists. On Linux the two are
-    swapped in one `renameat2(RENAME_EXCHANGE)` and a missing target is created with
+    """Rename a finished step directory onto `target`; an existing one is removed only after
+    the new one is in place, so at every instant one whole version exists. On Linux the two
+    are swapped in one `renameat2(RENAME_EXCHANGE)` and a missing target is created with
     `RENAME_NOREPLACE`, so no instant shows neither and nothing appearing meanwhile is
-    replaced; elsewhere the old one is moved aside first."""
+    replaced; elsewhere the old one is moved aside first. A symlink there is replaced, never
+    what it leads to. Anything else there (a file) is the user's, not a step: refused
+    (DamagedRunDirError), neither moved nor removed; it was moved aside, then removing it as
+    a directory failed the save half done, the new step in place and the tracker not."""
     from mfsdp_ckpt.storage.out_dir import exchange, rename_noreplace
 
-    if not target.exists() and not target.is_symlink():
+    try:
+        mode = os.lstat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is None:
         rename_noreplace(new, target)
-    elif target.is_dir() and not target.is_symlink() and exchange(new, target):
+    elif not (stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+        raise DamagedRunDirError(f"{target} {_incomplete_step(target)}: move it away")
+    elif stat.S_ISDIR(mode) and exchange(new, target):
         shutil.rmtree(new)  # it holds the old version now
     else:
-        aside = target.with_name(f".{target.name}.old-{os.getpid()}")
-        shutil.rmtree(aside, ignore_errors=True)
+        aside = target.with_name(f".{target.name}.old-{secrets.token_hex(8)}")
         os.rename(target, aside)
         os.rename(new, target)
-        if aside.is_symlink():
+        if stat.S_ISLNK(mode):
             aside.unlink()
         else:
             shutil.rmtree(aside)
@@ -450,18 +535,22 @@ def _unreadable(path: Path, what: str, err: OSError) -> CheckpointFileError:
     return CheckpointFileError(f"{str(path)[:200]}: {what} ({err.strerror or err})")
 
 
-def stat_inside(path: Path, follow_symlinks: bool = True) -> os.stat_result | None:
-    """`os.stat` of a file in a checkpoint, None when nothing is there. A directory on the
-    way that this user may not enter (a `huggingface/` of mode 000) is a failed read naming
-    that directory (`_unreadable`, exit 1): what it holds is unknown, so the file is
-    neither missing nor present, and errno's raw "[Errno 13] ... config.json" says neither."""
+def stat_inside(
+    path: Path, root: str | os.PathLike, follow_symlinks: bool = True
+) -> os.stat_result | None:
+    """`os.stat` of a file in the checkpoint `root`, None when nothing is there. Its links
+    are resolved inside `root` only (`confined_stat`): one that leads out is a
+    LeadsOutError ("resolves outside the checkpoint") and nothing outside is looked
+    at, so a checkpoint's findings never tell the size or the existence of a file outside
+    it. A directory on the way that this user may not enter (a `huggingface/` of mode 000)
+    is a failed read naming that directory (`_unreadable`, exit 1): what it holds is
+    unknown, so the file is neither missing nor present, and errno's raw "[Errno 13] ...
+    config.json" says neither."""
     try:
-        return os.stat(path, follow_symlinks=follow_symlinks)
+        return confined_stat(path, root, follow_symlinks=follow_symlinks)
     except PermissionError as err:
         blocked = next((p for p in path.parents if os.path.lexists(p)), path.parent)
         raise _unreadable(blocked, "cannot open", err) from None
-    except OSError:  # missing, a loop, a file where a directory should be: not there
-        return None
 
 
 def looks_like_hf_model(names: list[str]) -> bool:
@@ -546,6 +635,8 @@ def _resolve_dir(given: Path, role: str | None, _depth: int) -> CheckpointPaths:
     _refuse_foreign_format(given, names)
     if _is_dcp(given):
         return _from_dcp_dir(given, role)
+    if _ITER_DIR_RE.match(given.name):  # Megatron saves its DCP files into iter_N/ itself
+        raise _missing_dcp(given)
     if VERL_CONTENTS_FILE in names and DIST_CKPT_DIR in names and VERL_MODEL_DIR in names:
         return _from_migrated_role_dir(given, role)
     if DIST_CKPT_DIR in names and _is_dcp(given / DIST_CKPT_DIR):
@@ -727,7 +818,7 @@ def _missing_dcp(dcp: Path) -> MfsdpUsageError | IncompleteCheckpointError:
     """The error for a layout's dist_ckpt/ without `.metadata`: verl saved only Hugging
     Face weights (usage: read those instead), else a save that did not finish (exit 1)."""
     hf = dcp.parent / HF_ASSETS_DIR
-    if _is_dir(hf) and looks_like_hf_model(_children(hf)):
+    if dcp.name == DIST_CKPT_DIR and _is_dir(hf) and looks_like_hf_model(_children(hf)):
         return CheckpointPathError(
             f"{dcp}: no {DCP_METADATA_FILE} (verl saved no dist_ckpt model state); its weights"
             f" are a Hugging Face dir: {hf}"
@@ -1096,10 +1187,7 @@ def _step_dirs(run: Path, names: list[str]) -> dict[str, Path]:
     return {
         n: run / n
         for n in names
-        if (
-            parse_step_dir_name(n) is not None or _ITER_DIR_RE.match(n) or n == MEGATRON_RELEASE_DIR
-        )
-        and _is_dir(run / n)
+        if (parse_step_dir_name(n) is not None or _is_megatron_step_name(n)) and _is_dir(run / n)
     }
 
 
@@ -1160,11 +1248,11 @@ def _newer_than_tracked(
     if not newer:
         return None
     step, name = newer[-1]
-    if _unfinished_verl_v2(steps[name]):
+    unfinished = _unfinished_save(steps[name])
+    if unfinished is not None:
         return (
             f"{run / tracker} names step {int(tracked)}, but {name}/ (step {step}) is newer and"
-            f" holds no {VERL_CONTENTS_FILE}, which verl writes last: a save that did not"
-            f" finish; reading step {int(tracked)}"
+            f" holds no {unfinished}: a save that did not finish; reading step {int(tracked)}"
         )
     return (
         f"{run / tracker} names step {int(tracked)}, but {name}/ (step {step}) is newer"
@@ -1173,14 +1261,21 @@ def _newer_than_tracked(
     )
 
 
-def _unfinished_verl_v2(step: Path) -> bool:
-    """A verl v2 step (model/ under a role dir, or under the step for SFT) without the
-    ckpt_contents.json its manager writes after every piece, the async ones included."""
+def _unfinished_save(step: Path) -> str | None:
+    """What a step dir lacks that its save writes last, in words, or None when it has it:
+    verl v2's manager writes ckpt_contents.json after every piece (model/ under a role dir,
+    or under the step for SFT), and DCP writes `.metadata` last, into Megatron's iter_N/
+    itself or verl's dist_ckpt/ (under the step, a role, or a role's model/)."""
     holders = [step, *(step / role for role in ROLES)]
-    return any(
+    if any(
         _is_dir(holder / VERL_MODEL_DIR) and not os.path.lexists(holder / VERL_CONTENTS_FILE)
         for holder in holders
-    )
+    ):
+        return f"{VERL_CONTENTS_FILE}, which verl writes last"
+    dcps = [d for h in holders for d in (h, h / DIST_CKPT_DIR, h / VERL_MODEL_DIR / DIST_CKPT_DIR)]
+    if not any(os.path.lexists(d / DCP_METADATA_FILE) for d in dcps):
+        return f"{DCP_METADATA_FILE}, which a save writes last"
+    return None
 
 
 def _natural(name: str) -> list:
@@ -1233,11 +1328,13 @@ def _from_our_run_dir(run: Path, tracked: str | None) -> CheckpointPaths:
     )
 
 
-def _from_parent_of_runs(given: Path, names: list[str], role: str | None) -> CheckpointPaths:
-    """A directory holding runs (e.g. `mfsdp demo --out runs/demo` writes runs/demo/sft):
-    exactly one resolves to it, with a note; several are listed."""
+def runs_held(directory: str | os.PathLike, names: list[str] | None = None) -> list[Path]:
+    """The runs of any layout that `directory` holds as its sub-dirs (a tracker, step dirs,
+    or the HF Trainer's checkpoint-N in them): `mfsdp demo --out runs/demo` writes the run
+    runs/demo/sft. Hidden dirs and dirs this user cannot list are left out."""
+    given = Path(directory)
     runs = []
-    for name in names:
+    for name in _children(given) if names is None else names:
         child = given / name
         if not _is_dir(child) or name.startswith("."):
             continue
@@ -1255,6 +1352,13 @@ def _from_parent_of_runs(given: Path, names: list[str], role: str | None) -> Che
             )
         ):
             runs.append(child)
+    return runs
+
+
+def _from_parent_of_runs(given: Path, names: list[str], role: str | None) -> CheckpointPaths:
+    """A directory holding runs (`runs_held`): exactly one resolves to it, with a note;
+    several are listed."""
+    runs = runs_held(given, names)
     if not runs:
         raise _not_a_checkpoint(given)
     if len(runs) > 1:
@@ -1302,8 +1406,7 @@ def _is_checkpoint_dir(candidate: Path, is_target: bool) -> bool:
     step_like = bool(
         parse_step_dir_name(name) is not None
         or _TMP_STEP_RE.match(name)
-        or _ITER_DIR_RE.match(name)
-        or name == MEGATRON_RELEASE_DIR
+        or _is_megatron_step_name(name)
     )
     trackers = (TRACKER_FILE, BRIDGE_TRACKER_FILE)
     if step_like and any(_is_file(candidate.parent / tracker) for tracker in trackers):

@@ -22,6 +22,7 @@ import stat
 from pathlib import Path
 
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.storage.confined_stat import LeadsOutError, confined_stat
 
 _KIND_NAMES = {
     stat.S_IFIFO: "a FIFO",
@@ -41,7 +42,12 @@ def resolve_inside(
     path: str | os.PathLike, root: str | os.PathLike | None, within: str = "the checkpoint"
 ) -> str:
     """The real path of `path`, refusing loops, missing targets and escapes from `root`
-    (`within` names it in the message)."""
+    (`within` names it in the message). A path named under `root` is first walked inside
+    it (`confined_stat`): `os.path.realpath` looks up where a link leads, the outside
+    target included, and said "file is missing" for a link to a missing file outside,
+    which told whether a file out there exists."""
+    if root is not None:
+        _refuse_leading_out(path, root, within)
     try:
         real = os.path.realpath(path, strict=True)
     except FileNotFoundError:
@@ -54,6 +60,21 @@ def resolve_inside(
         if os.path.commonpath([real, real_root]) != real_root:
             raise CheckpointFileError(f"{path}: resolves outside {within} ({real})")
     return real
+
+
+def _refuse_leading_out(path: str | os.PathLike, root: str | os.PathLike, within: str) -> None:
+    """CheckpointFileError when a link (or `..`) in `path` leads out of `root`, found
+    without looking at anything outside. A path not spelt under `root` (a model dir named
+    through a link, read against its real folder) is left to the real-path check."""
+    here = Path.cwd()  # `here / path` is `path` when absolute; its `..` are kept
+    if not (here / path).is_relative_to(here / root):
+        return
+    try:
+        confined_stat(path, root)
+    except LeadsOutError:
+        raise CheckpointFileError(f"{path}: resolves outside {within}") from None
+    except PermissionError:  # a directory not to be searched: realpath names it
+        return
 
 
 def model_dir_root(directory: str | os.PathLike) -> str:

@@ -47,7 +47,7 @@ def test_resume_auto_ignores_incomplete_and_temporary_steps(tmp_path, model_and_
     checkpointer = Checkpointer(tmp_path, strategy="none")
     checkpointer.save(2, states(*model_and_optimizer, 2))
     (tmp_path / "global_step_5.tmp" / "dist_ckpt").mkdir(parents=True)  # crashed save
-    (tmp_path / "global_step_6" / "dist_ckpt").mkdir(parents=True)  # no manifest
+    (tmp_path / "global_step_1" / "dist_ckpt").mkdir(parents=True)  # no manifest, older
     assert checkpointer.find_resume("auto").step == 2
     assert checkpointer.find_resume("disable") is None
     assert Checkpointer(tmp_path / "fresh", strategy="none").find_resume("auto") is None

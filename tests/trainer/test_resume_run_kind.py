@@ -83,13 +83,14 @@ def test_an_explicit_resume_path_and_a_lora_step_get_their_own_advice(runs, tmp_
     step = shutil.copytree(runs / "sft" / "global_step_1", tmp_path / "global_step_1")
     with pytest.raises(ResumeMismatchError, match=r"and checkpoint\.resume=auto$"):
         run_grpo(grpo_config(runs / "rl.jsonl", tmp_path / "new", f"checkpoint.resume={step}"))
-    # model.path refuses an adapter alone (a LoRA step): its export is what to start from
+    # model.path refuses an adapter alone (a LoRA step): its export is what to start from,
+    # when there is a base to merge it onto (tests/trainer/test_resume_run_kind_lora.py)
     edit_manifest(step, lambda m: m.update(lora={"peft_type": "LORA", "r": 4, "lora_alpha": 8}))
     with pytest.raises(ResumeMismatchError) as refused:
         check_run_kind(resolve_checkpoint(step), "auto", GRPO_RUN)
     assert str(refused.value).endswith(
-        f"give `mfsdp ckpt export-hf {step} --out DIR`, then model.path=DIR and a new"
-        " trainer.run_dir"
+        "a LoRA adapter on a random-init base: no weights to start from (export-hf has nothing"
+        " to merge it onto); give a new trainer.run_dir"
     )
 
 
