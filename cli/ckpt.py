@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from cli.choice import Choice
 from cli.errors import EXIT_FAILED, EXIT_USAGE, READ_PATH, GivenPath, fail, remember_json
 from cli.lines import say
 from cli.metadata_progress import metadata_progress
@@ -23,7 +24,7 @@ one run. Layouts: mfsdp's own; verl RL (global_step_N/actor[/model]/dist_ckpt) a
 
 ROLE_OPTION = click.option(
     "--role",
-    type=click.Choice(["actor", "critic"]),
+    type=Choice(["actor", "critic"]),
     default=None,
     help="verl RL step with actor/ and critic/: which one (default actor).",
 )

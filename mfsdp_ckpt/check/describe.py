@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mfsdp_ckpt.check.printable import printable
+from mfsdp_ckpt.check.trainer_step import trainer_step_problems
 from mfsdp_ckpt.convert.megatron_lora import stored_adapter_summary
 from mfsdp_ckpt.convert.mtp import DROP_MTP_FLAG, stored_mtp
 from mfsdp_ckpt.errors import CheckpointFormatError, MfsdpError
@@ -28,23 +29,26 @@ MAX_DECODED_OBJECTS = 512
 MAX_SHOWN_VALUE_CHARS = 60
 MAX_NAME_CHARS = 200  # a tensor name column wider than this is a crafted name
 _SCALARS = (bool, int, float, str)
+_NO_STORAGE = "no storage entry"
 
 
 def describe_object(reader: CheckpointReader, entry: ObjectEntry, decode: bool) -> dict:
     """Key, kind and byte size of a non-tensor entry; for a scalar also its value.
 
     Decoding goes only through the reader's restricted loader, which builds plain data and
-    tensors and refuses anything else: an argparse.Namespace or numpy RNG state shows as
-    "not decoded", and nothing stored in the checkpoint ever runs."""
+    tensors and refuses anything else: numpy RNG state shows as "not decoded" (Megatron-LM's
+    argparse.Namespace too, until `describe_args` reads it), and nothing stored in the
+    checkpoint ever runs."""
     described = {
         "name": entry.name,
         "kind": "opaque",
         "bytes": entry.length,
         "value": None,
         "not_decoded": None,
+        "note": None,
     }
     if entry.file is None:
-        described["not_decoded"] = "no storage entry"
+        described["not_decoded"] = _NO_STORAGE
         return described
     if not decode or entry.length > MAX_DECODED_OBJECT_BYTES:
         described["not_decoded"] = "too large or too many to decode"
@@ -58,6 +62,30 @@ def describe_object(reader: CheckpointReader, entry: ObjectEntry, decode: bool) 
     if isinstance(value, _SCALARS):
         described["value"] = value if not isinstance(value, str) else value[:MAX_SHOWN_VALUE_CHARS]
     return described
+
+
+def describe_args(reader: CheckpointReader, described: dict, for_config: bool) -> dict:
+    """Megatron-LM's `args` entry, an argparse.Namespace that `describe_object`'s plain
+    decode refuses (it holds dtypes, enums, partials), described as what it is: the run's
+    settings, read through the restricted Namespace reader the model config is derived
+    with (`megatron_config.read_args`: every other class stays a name, nothing runs).
+    `for_config`: the model line's config derives from it. Anything else, or a Namespace
+    that reader refuses too, stays as `describe_object` left it (with that reader's reason)."""
+    from mfsdp_ckpt.convert.megatron_config import ARGS_KEY, read_args
+
+    if described["name"] != ARGS_KEY or described["kind"] != "opaque":
+        return described
+    if described["not_decoded"] == _NO_STORAGE:
+        return described
+    try:
+        fields = read_args(reader)
+    except (CheckpointFormatError, CheckpointFileError) as err:
+        return {**described, "not_decoded": str(err).split("]: ", 1)[-1]}
+    if fields is None:  # a None the plain decode did not reach (too large)
+        return described
+    read = ", read for the model config" if for_config else ""
+    note = f"argparse.Namespace of {len(fields)} settings{read}"
+    return {**described, "kind": "Namespace", "not_decoded": None, "note": note}
 
 
 def describe_weights(tensors: Mapping[str, TensorEntry]) -> dict:
@@ -176,6 +204,9 @@ def describe_checkpoint(
         if paths.manifest and os.path.lexists(paths.manifest)
         else None
     )
+    manifest_step = manifest.step if manifest else None
+    recorded_model = describe_recorded_model(paths, reader)
+    args_for_config = recorded_model is not None and paths.run_config is None
     # the HF Trainer keeps the optimizer state in a DCP dir of its own: listed alike
     readers = [reader]
     if paths.optimizer_dcp is not None:
@@ -202,7 +233,11 @@ def describe_checkpoint(
         ]
         entries = sorted(each.objects.values(), key=lambda e: e.name)
         objects += [
-            describe_object(each, entry, decode=len(objects) + index < MAX_DECODED_OBJECTS)
+            describe_args(
+                each,
+                describe_object(each, entry, decode=len(objects) + index < MAX_DECODED_OBJECTS),
+                args_for_config,
+            )
             for index, entry in enumerate(entries)
         ]
     groups = Counter(entry["name"].split(".", 1)[0] for entry in tensors)
@@ -210,8 +245,15 @@ def describe_checkpoint(
         "checkpoint": str(paths.dist_ckpt),
         "optimizer_checkpoint": None if paths.optimizer_dcp is None else str(paths.optimizer_dcp),
         "step": paths.step,
+        # the step a resume continues from, where its record disagrees (`trainer_step`)
+        "step_problems": [
+            f"{where}: {problem}"
+            for where, problem in trainer_step_problems(
+                paths, reader, {"its directory": paths.step, "its manifest": manifest_step}
+            )
+        ],
         "layout": paths.kind,
-        "recorded_model": describe_recorded_model(paths, reader),
+        "recorded_model": recorded_model,
         "role": paths.role,
         "roles": list(paths.roles),
         "note": paths.note,
@@ -245,6 +287,7 @@ def format_description(description: dict) -> str:
         lines.append(f"optimizer   {printable(description['optimizer_checkpoint'])}")
     lines += [
         f"step        {description['step'] if description['step'] is not None else '-'}",
+        *(f"            {printable(problem)}" for problem in description.get("step_problems", [])),
         f"contents    {printable(', '.join(description['contents']))}",
     ]
     lines.append(
@@ -290,12 +333,15 @@ def format_description(description: dict) -> str:
     if description["objects"]:
         object_names = [printable(o["name"], MAX_NAME_CHARS) for o in description["objects"]]
         width = max(len(name) for name in object_names)
+        kinds = [printable(o["kind"], MAX_NAME_CHARS) for o in description["objects"]]
+        kind_width = max(8, *map(len, kinds))
         lines.append("")
-        lines.append(f"{'non-tensor entry':<{width}}  {'kind':<8} {'bytes':>9}  value")
-        for name, entry in zip(object_names, description["objects"]):
+        lines.append(f"{'non-tensor entry':<{width}}  {'kind':<{kind_width}} {'bytes':>9}  value")
+        for name, kind, entry in zip(object_names, kinds, description["objects"]):
             value = printable(repr(entry["value"])) if entry["value"] is not None else ""
+            value = printable(entry["note"]) if entry.get("note") else value
             value = f"(not decoded: {entry['not_decoded']})" if entry["not_decoded"] else value
-            row = f"{name:<{width}}  {entry['kind']:<8} {entry['bytes']:>9}  {value}"
+            row = f"{name:<{width}}  {kind:<{kind_width}} {entry['bytes']:>9}  {value}"
             lines.append(row.rstrip())
     totals = description["totals"]
     groups = printable(

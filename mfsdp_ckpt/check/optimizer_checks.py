@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from mfsdp_ckpt.check.config_checks import config_to_check
+from mfsdp_ckpt.check.recorded_optimizer import RecordedOptimizer, megatron_optimizer
 from mfsdp_ckpt.check.report import ERROR, WARNING, ValidationReport
 from mfsdp_ckpt.check.storage_checks import (
     check_backing,
@@ -92,15 +93,35 @@ def check_optimizer_dcp(
     return reader
 
 
+_GROUP_META_ENTRY = "param_to_group_meta"
+_UNRECORDED = RecordedOptimizer(None, "which optimizer, and so which states, is not recorded")
+
+
 @dataclass(frozen=True)
 class _OptimizerRecord:
     """What the checkpoint says beside its states about which parameters were optimized:
     `tied`, whether its config (or Megatron record) ties the output layer to the embedding
-    (None: nothing says); `optimized`, the parameters a record names as stepped, so that one
-    without state lost it rather than being frozen."""
+    (None: nothing says); `every`, that all were (an mfsdp training step's manifest);
+    `stems`, those Megatron's `param_to_group_meta` names, each with the key its states
+    would be stored under less the state's name; `optimizer`, which optimizer the run's
+    record names (read only when no state is left to tell)."""
 
     tied: bool | None = None
-    optimized: Callable[[str], bool] = lambda name: False
+    every: bool = False
+    stems: Mapping[str, str] = field(default_factory=dict)
+    optimizer: Callable[[], RecordedOptimizer] = lambda: _UNRECORDED
+
+    def optimized(self, name: str) -> bool:
+        """Whether the record names parameter `name` (a module path) as stepped, so that
+        one without state lost it rather than being frozen."""
+        return self.every or name in self.stems
+
+    @property
+    def names_them(self) -> str:
+        """How a message says which record names the parameters as optimized."""
+        if self.every:
+            return "the manifest records as optimized, as it lists 'optimizer'"
+        return f"{_GROUP_META_ENTRY} names as optimized"
 
 
 def optimizer_record(
@@ -110,10 +131,25 @@ def optimizer_record(
     manifest: Manifest | None,
     hf_config: str | os.PathLike | None,
 ) -> _OptimizerRecord:
-    """What the checkpoint records beside its optimizer states (`_OptimizerRecord`)."""
-    return _OptimizerRecord(
-        _says_tied(paths, reader, hf_config), _recorded_as_optimized(reader, roots, manifest)
-    )
+    """What the checkpoint records beside its optimizer states (`_OptimizerRecord`): every
+    parameter of an mfsdp training step that saved its optimizer (the trainer optimizes
+    them all; a LoRA step holds adapters; a step without any optimizer entry is reported by
+    the contents check), and those Megatron's optimizer lists in `param_to_group_meta`
+    (built from the trainable parameters, whose gradients live in its grad buffer, so each
+    one is stepped)."""
+    tied = _says_tied(paths, reader, hf_config)
+    keys = [*reader.objects, *reader.tensors]
+    if (
+        manifest is not None
+        and manifest.lora is None
+        and "optimizer" in manifest.contents
+        and any(map(roots.under_optimizer, keys))
+    ):
+        return _OptimizerRecord(tied, every=True)
+    stems = _group_meta_stems(keys, roots)
+    if not stems:
+        return _OptimizerRecord(tied)
+    return _OptimizerRecord(tied, stems=stems, optimizer=lambda: megatron_optimizer(paths, reader))
 
 
 def _says_tied(
@@ -142,30 +178,22 @@ def _says_tied(
 
 # Megatron's distributed optimizer records each parameter's group settings beside its
 # states: `optimizer.param_to_group_meta.<param>.<lr|betas|...>` next to `optimizer.state.`
-_GROUP_META = "param_to_group_meta."
+_GROUP_META = f".{_GROUP_META_ENTRY}."
 
 
-def _recorded_as_optimized(
-    reader: CheckpointReader, roots: state_keys.StateRoots, manifest: Manifest | None
-) -> Callable[[str], bool]:
-    """The parameters (module paths) the checkpoint's own record says its optimizer
-    stepped: every one of an mfsdp training step that saved its optimizer (the trainer
-    optimizes them all; a LoRA step holds adapters), and those Megatron's optimizer lists in
-    `param_to_group_meta` (built from the trainable parameters, whose gradients live in
-    its grad buffer, so each one is stepped)."""
-    if manifest is not None and manifest.lora is None and "optimizer" in manifest.contents:
-        return lambda name: True
-    state = roots.optimizer_state
-    states = roots.state_prefixes or ((state,) if state is not None else ())
-    prefixes = tuple(p.removesuffix("state.") + _GROUP_META for p in states)
-    if not prefixes:
-        return lambda name: False
-    named = set()
-    for key in [*reader.objects, *reader.tensors]:
-        prefix = next((p for p in prefixes if key.startswith(p)), None)
-        if prefix is not None:
-            named.add(state_keys.hf_name(key[len(prefix) :].rpartition(".")[0]))
-    return named.__contains__
+def _group_meta_stems(keys: list[str], roots: state_keys.StateRoots) -> dict[str, str]:
+    """The parameters (module paths) Megatron's `param_to_group_meta` names, each with the
+    key its states would be stored under less the state's name (`optimizer.state.
+    module.module.module.<param>`): found whether or not any state is left, under the
+    optimizer entry and any nesting in it (a ChainedOptimizer's `optimizer.0.`)."""
+    stems: dict[str, str] = {}
+    for key in keys:
+        at = key.find(_GROUP_META)
+        if at < 0 or not roots.under_optimizer(key):
+            continue
+        path = key[at + len(_GROUP_META) :].rpartition(".")[0]
+        stems.setdefault(state_keys.hf_name(path), f"{key[: at + 1]}state.{path}")
+    return stems
 
 
 def check_optimizer(
@@ -187,8 +215,10 @@ def check_optimizer(
     fc1 split into weight_w/weight_v as in the model). A missing state is named by the key
     it would be stored under. A parameter with no state at all was frozen or never stepped
     (a warning), unless `record` names it as optimized (an error); a tied output layer,
-    optimized under the embedding's name, needs none. A state that matches no parameter is
-    a warning: an optimizer may legitimately hold more than the model state shows.
+    optimized under the embedding's name, needs none. No state for any parameter, while
+    `record` names them, is one error (`_report_no_state`). A state that matches no
+    parameter is a warning: an optimizer may legitimately hold more than the model state
+    shows.
     """
     record = record or _OptimizerRecord()
     tensors = reader.tensors
@@ -212,6 +242,7 @@ def check_optimizer(
         _check_positional_states(tensors, params, by_position, report)
         return
     if not found and not unmatched:
+        _report_no_state(params, tensors, record, report)
         return
     held = {s for states in found.values() for s in states} or set(unmatched.values())
     kind = optimizer_states.identify(held)
@@ -230,6 +261,43 @@ def check_optimizer(
         more = f" (+{len(unmatched) - 1} more)" if len(unmatched) > 1 else ""
         first = next(iter(unmatched))
         report.add(WARNING, f"[{first}]", f"optimizer state matches no model parameter{more}")
+
+
+def _report_no_state(
+    params: dict[str, str],
+    tensors: Mapping[str, TensorEntry],
+    record: _OptimizerRecord,
+    report: ValidationReport,
+) -> None:
+    """No per-parameter state at all, while the record names parameters as optimized: the
+    state was lost whole (Megatron-LM's fsdp_dtensor load allows a partial load, so a resume
+    restarts the optimizer silently). No state is left to tell the optimizer by, so its
+    states are those of the optimizer the run's record names (`recorded_optimizer`); one
+    error naming the first key they would be stored under and how many parameters lack
+    them, or only the count when the optimizer's states are not known here."""
+    lost = [
+        name
+        for name in params
+        if record.optimized(name) and _tied_head(name, params, tensors, record.tied) is False
+    ]
+    if not lost:
+        return
+    recorded = record.optimizer()
+    if not recorded.keeps_state:
+        return
+    first = f"[{params[lost[0]]}]"
+    lacking = f"no optimizer state for the {len(lost)} parameters {record.names_them}"
+    if recorded.states is None or lost[0] not in record.stems:
+        report.add(ERROR, first, f"{lacking}; {recorded.about}")
+        return
+    missing = recorded.states.missing(())
+    expected = f"{record.stems[lost[0]]}.{missing[0]}"
+    report.add(
+        ERROR,
+        first,
+        f"{lacking}: each lacks {recorded.states.name}'s {' and '.join(missing)}"
+        f" (first: no [{expected}]; {recorded.about})",
+    )
 
 
 def _check_states(

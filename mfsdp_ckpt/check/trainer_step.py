@@ -5,29 +5,70 @@ Where mfsdp wrote a checkpoint, its step is known three ways: its directory's na
 resume continues from). The first two were compared; the third was read by nothing but a
 resume, so a `global_step_2` whose trainer state said step -5 passed `validate --deep
 --strict` and then resumed "steps -5 -> 3", its metrics and config history overwritten.
-Validate reads that one small entry (bounded, through the reader's restricted loader: never
-code) and reports a value that is no step, or disagrees with the other two.
+
+Megatron's checkpoints have the same split: the step shown is the iteration dir's
+(`iter_0000100`), while Megatron-LM resumes from the DCP's `iteration` entry
+(megatron/training/checkpointing.py: `state_dict['iteration']`, unless `--finetune` or a
+release) and Megatron-Bridge from the iteration dir's `train_state.pt` `step` (its
+`iteration` entry when there is no train_state.pt). An `iter_0000100/` whose `iteration`
+said 50 was reported as step 100 and resumed at 50.
+
+Validate reads each such record (small, bounded, through the restricted loaders: never
+code) and reports a value that is no step, or disagrees with the step of the directory (and
+of mfsdp's manifest).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from pathlib import Path
 
-from mfsdp_ckpt.format.saved_objects import load_plain
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format.saved_objects import load_plain, load_scalars
 from mfsdp_ckpt.format.state_keys import EXTRA_KEY_PREFIX
+from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import CheckpointFormatError, CheckpointReader
 
 STEP_KEY = f"{EXTRA_KEY_PREFIX}step"
+ITERATION_KEY = "iteration"  # Megatron-LM's and Megatron-Bridge's DCP entry
 MAX_STEP_BLOB_BYTES = 64 << 10  # torch.save of an int is about 1.3 KB
 
+# (where, what is wrong): where is the DCP dir, or the file holding the record
+StepProblem = tuple[Path, str]
 
-def trainer_step_problem(reader: CheckpointReader, known: Mapping[str, int | None]) -> str | None:
-    """What is wrong with the step the trainer state records, in words, or None: no such
-    entry (another trainer's checkpoint, an import), its data file missing (reported where
-    the files are checked), or a step equal to each of `known` (what names it: its
-    directory's, its manifest's; None where there is none)."""
-    entry = reader.objects.get(STEP_KEY)
+
+def trainer_step_problems(
+    paths: layout.CheckpointPaths, reader: CheckpointReader, known: Mapping[str, int | None]
+) -> list[StepProblem]:
+    """What is wrong with each record of the step a resume continues from: mfsdp's
+    `extra.step` (in any layout holding it), Megatron-LM's `iteration`, Megatron-Bridge's
+    train_state.pt `step`. `known` names the steps each must equal (its directory's, its
+    manifest's; None where there is none)."""
+    mfsdp = f"its trainer state ({STEP_KEY})"
+    found = [(paths.dist_ckpt, _entry_problem(reader, STEP_KEY, mfsdp, known))]
+    iteration = f"its {ITERATION_KEY} entry (the step {{}} resumes from)"
+    if paths.kind == layout.MEGATRON_LM:
+        what = iteration.format("Megatron-LM")
+        found.append((paths.dist_ckpt, _entry_problem(reader, ITERATION_KEY, what, known)))
+    elif paths.kind == layout.MEGATRON_BRIDGE and paths.step_dir is not None:
+        train_state = paths.step_dir / layout.BRIDGE_TRAIN_STATE_FILE
+        if os.path.lexists(train_state):
+            found.append((train_state, _train_state_problem(train_state, paths.root, known)))
+        else:
+            what = iteration.format(f"Megatron-Bridge, without a {train_state.name},")
+            found.append((paths.dist_ckpt, _entry_problem(reader, ITERATION_KEY, what, known)))
+    return [(where, problem) for where, problem in found if problem is not None]
+
+
+def _entry_problem(
+    reader: CheckpointReader, key: str, what: str, known: Mapping[str, int | None]
+) -> str | None:
+    """The DCP entry `key` judged as a step (`_judged`); None when there is no such entry
+    (another trainer's checkpoint, an import) or its data file is missing (reported where
+    the files are checked)."""
+    entry = reader.objects.get(key)
     if entry is None or entry.file is None:
         return None
     try:
@@ -35,17 +76,38 @@ def trainer_step_problem(reader: CheckpointReader, known: Mapping[str, int | Non
             return None
     except CheckpointFileError:  # a link out, a FIFO: reported where the files are checked
         return None
-    what = f"its trainer state ({STEP_KEY})"
     if entry.length > MAX_STEP_BLOB_BYTES:
         return f"{what} is {entry.length} bytes, more than a step number takes; not read"
     try:
         if entry.transforms:  # a compressed blob: torch decodes it
-            step = reader.read_object(STEP_KEY)
+            step = reader.read_object(key)
         else:  # plain bytes: read without importing torch (export stays torch-free)
             raw = reader.store.read_range(entry.file, entry.file_offset, entry.length)
-            step = load_plain(raw, f"{reader.root} [{STEP_KEY}]")
+            step = load_plain(raw, f"{reader.root} [{key}]")
     except (CheckpointFormatError, CheckpointFileError) as err:
         return f"{what} cannot be read ({str(err).split(']: ', 1)[-1]})"  # after its where
+    return _judged(step, what, known)
+
+
+def _train_state_problem(
+    train_state: Path, root: Path, known: Mapping[str, int | None]
+) -> str | None:
+    """Megatron-Bridge's train_state.pt `step` judged as a step: read bounded, its 0-dim
+    tensors' values from their bytes (`load_scalars`: the restricted unpickler)."""
+    what = "its step (the step Megatron-Bridge resumes from)"
+    try:
+        raw = safe_files.read_bytes(train_state, layout.BRIDGE_TRACKER_MAX_BYTES, root=root)
+        scalars = load_scalars(raw, str(train_state))
+    except (CheckpointFormatError, CheckpointFileError) as err:
+        return f"{what} cannot be read ({str(err).split(': ', 1)[-1]})"
+    if "step" not in scalars:
+        return "holds no step, which Megatron-Bridge resumes from"
+    return _judged(scalars["step"], what, known)
+
+
+def _judged(step: object, what: str, known: Mapping[str, int | None]) -> str | None:
+    """What is wrong with `step` as the step a resume continues from: no integer, below 0,
+    or unequal to one of `known`."""
     if not isinstance(step, int) or isinstance(step, bool):
         return f"{what} holds {step!r:.40} ({type(step).__name__}), not a step number"
     if step < 0:

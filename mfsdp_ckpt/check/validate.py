@@ -38,7 +38,7 @@ from mfsdp_ckpt.check.storage_checks import (
     check_storage_entries,
     check_values,
 )
-from mfsdp_ckpt.check.trainer_step import trainer_step_problem
+from mfsdp_ckpt.check.trainer_step import trainer_step_problems
 from mfsdp_ckpt.convert.megatron_lora import stored_adapter_summary
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import layout, state_keys
@@ -373,12 +373,12 @@ def _check_trainer_step(
     manifest: Manifest | None,
     report: ValidationReport,
 ) -> None:
-    """The step the trainer state records, which a resume continues from, against the
-    step of the checkpoint's directory and of its manifest (`trainer_step`)."""
+    """The step the trainer state records (mfsdp's, Megatron-LM's `iteration`,
+    Megatron-Bridge's train_state.pt), which a resume continues from, against the step of
+    the checkpoint's directory and of its manifest (`trainer_step`)."""
     known = {"its directory": paths.step, "its manifest": manifest.step if manifest else None}
-    problem = trainer_step_problem(reader, known)
-    if problem is not None:
-        report.add(ERROR, paths.dist_ckpt, problem)
+    for where, problem in trainer_step_problems(paths, reader, known):
+        report.add(ERROR, where, problem)
 
 
 def _state_roots(paths: layout.CheckpointPaths, reader: CheckpointReader) -> state_keys.StateRoots:

@@ -175,9 +175,14 @@ def verl_sft_v2(fixture: Path, root: Path) -> Laid:
 
 
 def megatron_lm(fixture: Path, root: Path) -> Laid:
+    """In the iteration dir of the step its `iteration` entry records, which Megatron-LM
+    resumes from (validate refuses a dir of another step)."""
+    from mfsdp_ckpt.storage.reader import CheckpointReader
+
     run = root / "megatron_lm"
-    dcp = _copy_dcp(fixture, run / f"iter_{STEP:07d}")
-    _tracker(run, f"{STEP}\n")
+    step = CheckpointReader(dcp_of(fixture)).read_object("iteration")
+    dcp = _copy_dcp(fixture, run / f"iter_{step:07d}")
+    _tracker(run, f"{step}\n")
     return Laid(run, {"run": run, "step": dcp}, dcp, False)
 
 
