@@ -30,12 +30,15 @@ from mfsdp_ckpt.format.file_hash import FileRecord, FileRecordError, hash_file
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.lock_holder import file_lock_holder
 from mfsdp_ckpt.storage.out_lock import LOCK_SUFFIX
+from mfsdp_ckpt.storage.unique_json import parse_json
 from trainer.run_files import replacing
 
 MARKER = ".mfsdp-demo"  # written first into every demo dir; holds the list once the demo ends
 MAX_ENTRIES = 10_000  # a demo writes under a hundred
 MAX_DEPTH = 16  # a demo's deepest file is 5 levels down
 MAX_MARKER_BYTES = 4 << 20
+# the list's object, its `dirs` and `files`, and one object per file: no more in a marker
+MAX_MARKER_CONTAINERS = MAX_ENTRIES + 3
 _WRITER = "mfsdp demo"
 _SHOWN = 3
 
@@ -99,7 +102,11 @@ def refusal(out: Path) -> Exception | None:
 
 
 def _read(out: Path) -> Written | str:
-    """The list in `out`'s marker, or why there is none to trust (the refusal's words)."""
+    """The list in `out`'s marker, or why there is none to trust (the refusal's words). The
+    marker is parsed by the bounded JSON reader (`parse_json`: no more objects and arrays
+    than a demo's list holds, counted before it is parsed, no deep nesting, each key once):
+    4 MB of `[{},...]` took memory many times its size in Python's json, and one nested
+    too deep raised RecursionError; either is a marker without a list to trust."""
     marker = out / MARKER
     if not os.path.lexists(marker):
         return (
@@ -112,7 +119,8 @@ def _read(out: Path) -> Written | str:
         " yourself, or choose a new --out"
     )
     try:
-        data = json.loads(safe_files.read_text(marker, MAX_MARKER_BYTES, out))
+        text = safe_files.read_text(marker, MAX_MARKER_BYTES, out)
+        data = parse_json(text, str(marker), ValueError, MAX_MARKER_CONTAINERS)
         dirs, files = data["dirs"], data["files"]
         if data.get("written_by") != _WRITER or dirs is None or files is None:
             return unlisted

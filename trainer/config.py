@@ -48,6 +48,7 @@ from mfsdp_ckpt.format.dtypes import short_dtype_name
 from trainer import verl_keys
 from trainer.config_yaml import YAMLConfigError, parse_yaml, read_yaml_file
 from trainer.run_files import replacing
+from trainer.shown_value import shown_value
 
 RESOLVED_CONFIG_FILE = "config.yaml"  # in the run dir: the config the run used
 
@@ -507,7 +508,11 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
 
     def bad(expected: str) -> ConfigError:
         # YAML reads `~` (the home directory to a shell user) and a bare `key:` as null
-        got = "null (YAML's ~, null, or nothing after the colon)" if value is None else repr(value)
+        got = (
+            "null (YAML's ~, null, or nothing after the colon)"
+            if value is None
+            else shown_value(value)
+        )
         empty = "; an empty list is []" if value is None and typing.get_origin(kind) is list else ""
         return ConfigError(f"{source}: config key '{key}' expects {expected}, got {got}{empty}")
 
@@ -519,7 +524,7 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
                 coerced = os.path.expanduser(coerced)
             if isinstance(check, Range) and not check.accepts(coerced):
                 raise RangeError(
-                    f"{source}: config key '{key}' must be {check.text}, got {_shown(value)}"
+                    f"{source}: config key '{key}' must be {check.text}, got {shown_value(value)}"
                 )
         return coerced
     if dataclasses.is_dataclass(kind):
@@ -579,7 +584,7 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
         if value not in INT64:  # torch (seeds, sizes, steps) and numpy take int64 at most
             raise RangeError(
                 f"{source}: config key '{key}' must fit in 64 bits (|x| < 2**63),"
-                f" got {_shown(value)}"
+                f" got {shown_value(value)}"
             )
         return value
     if kind is float:
@@ -597,7 +602,7 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
                 number = math.inf
         if not math.isfinite(number):  # nan and inf: no setting means either
             raise RangeError(
-                f"{source}: config key '{key}' must be a finite number, got {_shown(value)}"
+                f"{source}: config key '{key}' must be a finite number, got {shown_value(value)}"
             )
         return number
     if kind is str:
@@ -617,15 +622,6 @@ def _unannotated(kind: Any) -> Any:
 
 class RangeError(ConfigError):
     """A value of the right type outside its field's declared range."""
-
-
-def _shown(value: Any) -> str:
-    """The value as the message quotes it: at most 80 characters (a number of many
-    digits says how many)."""
-    text = repr(value)
-    if len(text) <= 80:
-        return text
-    return f"{text[:40]}... ({len(text)} digits)" if isinstance(value, int) else text[:80]
 
 
 _TYPE_WORDS = {

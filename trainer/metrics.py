@@ -8,18 +8,22 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.unique_json import parse_json
 from trainer.rewards.custom import one_line
 from trainer.run_files import refuse_link, replacing
 
 METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
 WANDB_DIR = "wandb"  # wandb.init(dir=run_dir) writes here
+# A record is a step's scalars, a few KB at most; a longer line is none of the logger's.
+# Read whole, a 700 MB file with no newline (a sparse or damaged one) took 1.9 GB to resume.
+MAX_RECORD_BYTES = 1 << 20
 
 T = TypeVar("T")
 
@@ -164,10 +168,11 @@ def drop_steps_after(run_dir: str | Path, step: int) -> str | None:
     line; None when there is none. A run that resumed an earlier step (`checkpoint.resume=
     PATH`, or a crash after steps logged past the last checkpoint) appended its steps to
     the other timeline's: steps 1-6, then 3-6 again. Lines that are no record with a step
-    (a torn write, an edit) stay as they are, ended by a newline so that the next record
-    starts its own line. The file is replaced whole (`run_files.replacing`): a crash or a
-    full disk leaves the old one or the new one, and a failure names it (RunFileError).
-    Called on rank 0 only."""
+    (a torn write, an edit, a line longer than MAX_RECORD_BYTES) stay as they are, ended by
+    a newline so that the next record starts its own line. The file is read in pieces of
+    about MAX_RECORD_BYTES, so memory stays bounded whatever it holds. It is replaced
+    whole (`run_files.replacing`): a crash or a full disk leaves the old one or the new
+    one, and a failure names it (RunFileError). Called on rank 0 only."""
     path = Path(run_dir) / METRICS_FILE
     refuse_link(path)  # read and replaced here, appended to next: never another file
     try:
@@ -180,10 +185,13 @@ def drop_steps_after(run_dir: str | Path, step: int) -> str | None:
         os.fdopen(safe_files.open_regular(path), "rb") as source,
         replacing(path, f"remove the records of steps after {step} from it") as out,
     ):
-        for line in source:
-            found = _step_of(line)
+        for found, pieces in _lines(source, _step_of):
             if found is None or found <= step:
-                out.write(line if line.endswith(b"\n") else line + b"\n")
+                last = b""
+                for last in pieces:
+                    out.write(last)
+                if not last.endswith(b"\n"):
+                    out.write(b"\n")
     steps = f"{len(dropped)} record(s) of steps {min(dropped)}-{max(dropped)}"
     if step < 0:
         return f"{path}: removed {steps} an earlier run logged; this run resumes no checkpoint"
@@ -196,24 +204,68 @@ def drop_steps_after(run_dir: str | Path, step: int) -> str | None:
 def _steps_in(path: Path) -> list[int]:
     """The step of every record in metrics.jsonl at `path` (OSError when it cannot be read)."""
     with os.fdopen(safe_files.open_regular(path), "rb") as handle:
-        return [step for step in map(_step_of, handle) if step is not None]
+        return [step for step, _pieces in _lines(handle, _step_of) if step is not None]
+
+
+def _lines(
+    handle: BinaryIO, parse: Callable[[bytes], T | None]
+) -> Iterator[tuple[T | None, Iterator[bytes]]]:
+    """Each line of `handle`: what `parse` finds in it (the step it records, the record;
+    None for a line longer than MAX_RECORD_BYTES, never parsed) and its bytes in pieces of
+    at most MAX_RECORD_BYTES + 1, the last ending with its newline (none at the end of the
+    file). Pieces the caller does not take are skipped, so only one piece is ever held."""
+    while head := handle.readline(MAX_RECORD_BYTES + 1):
+        if len(head) <= MAX_RECORD_BYTES:
+            yield parse(head), iter((head,))
+            continue
+        pieces = _rest_of_line(handle, head)
+        yield None, pieces
+        for _skipped in pieces:
+            pass
+
+
+def _rest_of_line(handle: BinaryIO, head: bytes) -> Iterator[bytes]:
+    """`head`, the start of a line, then the rest of that line in pieces."""
+    piece = head
+    yield piece
+    while not piece.endswith(b"\n") and (piece := handle.readline(MAX_RECORD_BYTES + 1)):
+        yield piece
 
 
 def _step_of(line: bytes) -> int | None:
     """The step a metrics.jsonl line records, None for a line that is no such record."""
-    try:
-        record = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    step = record.get("step") if isinstance(record, dict) else None
+    record = _record_of(line)
+    step = record.get("step") if record is not None else None
     return step if isinstance(step, int) and not isinstance(step, bool) else None
 
 
+# A record is one object of a step's scalars; a line of more objects and arrays is none.
+MAX_RECORD_CONTAINERS = 1024
+
+
+def _record_of(line: bytes) -> dict[str, Any] | None:
+    """The record a metrics.jsonl line holds, None for a line that is no record (a torn
+    write, an edit, not a JSON object). Parsed by the bounded JSON reader (`parse_json`: at
+    most MAX_RECORD_CONTAINERS objects and arrays, counted before it is parsed, nested no
+    deeper than MAX_JSON_DEPTH, each key once), never by Python's json alone."""
+    try:
+        record = parse_json(line, METRICS_FILE, ValueError, MAX_RECORD_CONTAINERS)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
+    """Every record in metrics.jsonl, in order ([] when there is none). Read as
+    `drop_steps_after` reads it: a regular file (never a FIFO, which blocked this for
+    ever), a line at a time, none held past MAX_RECORD_BYTES, each parsed bounded
+    (`_record_of`); a line that is no record (a torn write, an edit, a longer line) is
+    skipped, as the step counting skips it, where Python's json raised or parsed it whole."""
     path = Path(run_dir) / METRICS_FILE
-    if not path.exists():
+    if not os.path.lexists(path):
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    with os.fdopen(safe_files.open_regular(path), "rb") as handle:
+        return [record for record, _pieces in _lines(handle, _record_of) if record is not None]
 
 
 def metrics_size(run_dir: str | os.PathLike) -> int:
@@ -245,12 +297,8 @@ def last_logged_step(run_dir: str | os.PathLike, since: int) -> int | None:
     except OSError:
         return None
     for line in reversed(lines[1:] if start > since else lines):  # the first may be cut
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        step = record.get("step") if isinstance(record, dict) else None
-        if isinstance(step, int):
+        step = _step_of(line)
+        if step is not None:
             return step
     return None
 

@@ -36,6 +36,7 @@ from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.restricted_pickle import Placeholder, PlaceholderCall
 from mfsdp_ckpt.format.saved_objects import MAX_SAVED_OBJECT_BYTES, load_namespace
 from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.bounded_yaml import ExpansionBudget, parse_yaml
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import CheckpointReader, decode_blob
 
@@ -778,17 +779,14 @@ def _bridge_sections(run_config, root) -> tuple[dict[str, Any], str | None]:
 
 
 def run_config_data(run_config, root) -> dict[str, Any]:
-    """run_config.yaml's sections, read as YAML data only (safe_load: no tags that build
-    objects), bounded, from a regular file in the checkpoint."""
-    import yaml  # type: ignore[import-untyped]
-
-    try:
-        data = yaml.safe_load(safe_files.read_text(run_config, MAX_RUN_CONFIG_BYTES, root=root))
-    except CheckpointFileError:
-        raise
-    except (yaml.YAMLError, RecursionError, ValueError) as err:
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise CheckpointFormatError(f"{run_config}: not readable YAML ({first[:120]})") from None
+    """run_config.yaml's sections, from a regular file in the checkpoint, read as plain data
+    under the bounds every YAML here is read with (`bounded_yaml`: no tags that build
+    objects, no alias bomb, no 5,000-digit integer, no traceback from `!!int ""`), as much
+    text as walked as the file may hold. What it refuses is a damaged checkpoint:
+    CheckpointFormatError in one line naming the file (exit 1)."""
+    text = safe_files.read_text(run_config, MAX_RUN_CONFIG_BYTES, root=root)
+    budget = ExpansionBudget(max_chars=MAX_RUN_CONFIG_BYTES)
+    data = parse_yaml(text, str(run_config), CheckpointFormatError, budget)
     if not isinstance(data, dict):
         raise CheckpointFormatError(f"{run_config}: holds {_name(data)}, not a mapping of sections")
     return data

@@ -27,7 +27,9 @@ DIGEST_FIELD = "manifest_digest"
 
 
 def _canonical(fields: Mapping[str, Any]) -> bytes:
-    """The canonical JSON of every field but the digest."""
+    """The canonical JSON of every field but the digest. `json.dumps` recurses once per
+    level: a manifest read back is no deeper than `unique_json.MAX_JSON_DEPTH`, far inside
+    Python's recursion limit, so a hostile one is refused as it is parsed, never here."""
     content = {key: value for key, value in fields.items() if key != DIGEST_FIELD}
     return json.dumps(content, sort_keys=True, separators=(",", ":")).encode("ascii")
 

@@ -33,7 +33,7 @@ from mfsdp_ckpt.format.finite import count_nonfinite_in_file
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE, SINGLE_FILE
-from mfsdp_ckpt.storage.unique_json import loads_object, loads_unique
+from mfsdp_ckpt.storage.unique_json import loads_object
 
 if TYPE_CHECKING:
     import torch
@@ -42,6 +42,14 @@ if TYPE_CHECKING:
 # is not a model header, and reading it whole would be the unbounded allocation we avoid.
 MAX_HEADER_BYTES = 100 << 20
 MAX_INDEX_BYTES = 100 << 20
+# Bytes do not bound what parsing takes (`unique_json.too_many_containers`): 30 MB of `[],`
+# are 10M lists, gigabytes once parsed. A real header holds three objects and arrays per
+# tensor (its entry, shape and data_offsets) in ~100 bytes, so MAX_HEADER_BYTES describes at
+# most ~1M tensors: their containers, the header's own object and __metadata__.
+MAX_HEADER_CONTAINERS = 3 * (MAX_HEADER_BYTES // 100) + 2
+# An index is the top object, its metadata and its weight_map, whatever the model's size
+# (names map to file names, strings); room for any metadata an exporter adds.
+MAX_INDEX_CONTAINERS = 10_000
 _BY_CODE = {d.safetensors: d for d in BY_NAME.values() if d.safetensors}
 
 
@@ -116,13 +124,11 @@ def index_weight_map(model_dir: Path) -> dict[str, str] | None:
         return None
     try:
         safe_files.regular_file(index, safe_files.model_dir_root(model_dir), _within(model_dir))
-        weight_map = loads_unique(safe_files.read_text(index, MAX_INDEX_BYTES))["weight_map"]
+        text = safe_files.read_text(index, MAX_INDEX_BYTES)
     except CheckpointFileError as err:
         raise SafetensorsError(str(err)) from None
-    except (ValueError, KeyError, TypeError, RecursionError) as err:
-        raise SafetensorsError(
-            f"{index}: not a safetensors index ({err.__class__.__name__}: {str(err)[:200]})"
-        ) from None
+    data = loads_object(text, str(index), SafetensorsError, MAX_INDEX_CONTAINERS)
+    weight_map = data.get("weight_map")
     if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
         raise SafetensorsError(f"{index}: weight_map must map names to file names")
     for name in sorted(set(weight_map.values())):
@@ -205,7 +211,7 @@ def _parse_header(path: Path, raw: bytes) -> dict:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise SafetensorsError(f"{path}: header is not UTF-8 (byte {err.start})") from None
-    header = loads_object(text, f"{path}: header", SafetensorsError)
+    header = loads_object(text, f"{path}: header", SafetensorsError, MAX_HEADER_CONTAINERS)
     metadata = header.get("__metadata__", {})
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
         raise SafetensorsError(f"{path}: __metadata__ must map names to strings")

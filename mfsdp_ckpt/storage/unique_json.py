@@ -10,8 +10,16 @@ safetensors index, manifest.json, ckpt_contents.json, an adapter config) is read
 Size alone does not bound what parsing costs: Python holds each parsed object or array in
 far more bytes than the two characters of `{}`, so `[{},{},...]` takes tens of times its
 size in memory (gigabytes for a 50 MB file). `too_many_containers` bounds how many a text
-can hold, counted before it is parsed, and a reader that takes large files passes
-`max_containers` sized for what the real ones hold."""
+can hold, counted before it is parsed: DEFAULT_MAX_CONTAINERS, or `max_containers` sized
+for what the real ones hold from a reader that takes large files.
+
+Nor does Python's json bound depth well: it reads a list nested ~970 deep (its recursion
+limit less the caller's stack), and whatever walks the result recursively afterwards
+(`json.dumps` of a manifest's fields for its digest, `dataclasses.asdict`, `==`) then
+fails with a RecursionError a few levels deeper than the parser's own, a traceback for
+any input in between. So `loads_unique` refuses JSON nested more than MAX_JSON_DEPTH deep,
+well below the recursion limit and far past any file a user hands over, and every reader
+here inherits that one bound."""
 
 from __future__ import annotations
 
@@ -27,6 +35,14 @@ from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
 MAX_SHOWN_KEY = 100  # characters of the key an error quotes
+# Real JSON is a few levels deep (a safetensors header 3, a config.json or a chat row with
+# tool schemas a dozen); 100 leaves room for those and for each recursive walker's frames
+# per level (asdict takes two) below Python's recursion limit of 1,000.
+MAX_JSON_DEPTH = 100
+# Objects and arrays a JSON file may hold unless its reader says otherwise: tens to
+# thousands in a config.json, trainer_state.json, adapter or tokenizer config; 2**20 empty
+# ones parse to about 100 MB, where a file of a few MB could otherwise hold millions.
+DEFAULT_MAX_CONTAINERS = 1 << 20
 
 
 class DuplicateKeyError(MfsdpFailedError, ValueError):
@@ -49,34 +65,70 @@ def unique_keys(pairs: list[tuple[str, object]]) -> dict:
     return found
 
 
+class NestingError(MfsdpFailedError, ValueError):
+    """JSON nested deeper than MAX_JSON_DEPTH (or than Python's json parses at all). A
+    ValueError, as DuplicateKeyError is, so a caller's "not valid JSON" handling names the
+    file; never a RecursionError, which readers would have to know to catch. Its own kind
+    (a failed check) is for any reader that does not."""
+
+    def __init__(self) -> None:
+        super().__init__("nested too deeply")
+
+
 def loads_unique(text: str | bytes) -> Any:
-    """`json.loads` refusing an object that gives a key twice. DuplicateKeyError is a
-    ValueError, so a caller's "not valid JSON" handling names the file and quotes the key."""
-    return json.loads(text, object_pairs_hook=unique_keys)
+    """`json.loads` refusing an object that gives a key twice (DuplicateKeyError) or
+    nesting deeper than MAX_JSON_DEPTH (NestingError). Both are ValueErrors, so a caller's
+    "not valid JSON" handling names the file and says which."""
+    try:
+        data = json.loads(text, object_pairs_hook=unique_keys)
+    except RecursionError:
+        raise NestingError() from None
+    if _opening_brackets(text) > MAX_JSON_DEPTH and _deeper_than(data, MAX_JSON_DEPTH):
+        raise NestingError()
+    return data
 
 
-def too_many_containers(text: str | bytes, limit: int) -> str | None:
+def _opening_brackets(text: str | bytes) -> int:
+    """The `{` and `[` characters of `text` (those in strings too): no fewer than the
+    objects and arrays it holds, counted without parsing it."""
+    if isinstance(text, str):
+        return text.count("{") + text.count("[")
+    return text.count(b"{") + text.count(b"[")
+
+
+def _deeper_than(data: object, limit: int) -> bool:
+    """Whether parsed JSON nests objects and arrays more than `limit` deep (`[]` is 1 deep),
+    found a level at a time without recursion."""
+    level: list[dict | list] = [data] if isinstance(data, (dict, list)) else []
+    for _depth in range(limit):
+        inner: list[dict | list] = []
+        for value in level:
+            items = value.values() if isinstance(value, dict) else value
+            inner += [item for item in items if isinstance(item, (dict, list))]
+        if not inner:
+            return False
+        level = inner
+    return True
+
+
+def too_many_containers(text: str | bytes, limit: int, holder: str = "this file") -> str | None:
     """Why `text` is not parsed, in words, when it may hold more than `limit` objects and
     arrays: its `{` and `[` characters (those in strings too, so never fewer), counted
-    without parsing it; else None."""
-    if isinstance(text, str):
-        count = text.count("{") + text.count("[")
-    else:
-        count = text.count(b"{") + text.count(b"[")
+    without parsing it; else None. `holder` names what `text` is ("a row": a line of a
+    file)."""
+    count = _opening_brackets(text)
     if count <= limit:
         return None
     return (
         f"{count} '{{' and '[' characters, more JSON objects and arrays than the {limit}"
-        " this file may hold: not parsed (each takes memory many times its size)"
+        f" {holder} may hold: not parsed (each takes memory many times its size)"
     )
 
 
-def json_problem(err: ValueError | RecursionError) -> str:
-    """What is wrong with JSON text Python's json refused, in words a user can act on. Deep
-    nesting raises RecursionError (no ValueError), and an integer past Python's digit limit
-    a ValueError whose own advice (sys.set_int_max_str_digits) is no help to a user."""
-    if isinstance(err, RecursionError):
-        return "nested too deeply"
+def json_problem(err: ValueError) -> str:
+    """What is wrong with JSON text `loads_unique` refused, in words a user can act on. An
+    integer past Python's digit limit raises a ValueError whose own advice
+    (sys.set_int_max_str_digits) is no help to a user."""
     if isinstance(err, json.JSONDecodeError):
         return f"{err.msg} at line {err.lineno}, column {err.colno}"
     if isinstance(err, UnicodeDecodeError):
@@ -87,26 +139,34 @@ def json_problem(err: ValueError | RecursionError) -> str:
 
 
 def parse_json(
-    text: str | bytes, where: str, error: type[Exception], max_containers: int | None = None
+    text: str | bytes,
+    where: str,
+    error: type[Exception],
+    max_containers: int = DEFAULT_MAX_CONTAINERS,
 ) -> Any:
     """`loads_unique(text)`, or `error` in one line naming `where` for anything Python's
-    json refuses: bad syntax, a key given twice, nesting thousands deep, a 5,000-digit
-    integer; with `max_containers`, for a text that may hold more objects and arrays
-    (`too_many_containers`), before it is parsed. Every JSON a user hands over is parsed
+    json refuses: bad syntax, a key given twice, nesting past MAX_JSON_DEPTH, a 5,000-digit
+    integer; and, before it is parsed, for a text that may hold more than `max_containers`
+    objects and arrays (`too_many_containers`). Every JSON a user hands over is parsed
     here or through a reader built on it."""
-    crowded = None if max_containers is None else too_many_containers(text, max_containers)
+    crowded = too_many_containers(text, max_containers)
     if crowded is not None:
         raise error(f"{where}: {crowded}")
     try:
         return loads_unique(text)
-    except (ValueError, RecursionError) as err:
+    except ValueError as err:
         raise error(f"{where}: not valid JSON ({json_problem(err)})") from None
 
 
-def loads_object(text: str | bytes, where: str, error: type[Exception]) -> dict:
+def loads_object(
+    text: str | bytes,
+    where: str,
+    error: type[Exception],
+    max_containers: int = DEFAULT_MAX_CONTAINERS,
+) -> dict:
     """The JSON object in `text` (each key once), else `error` in one line naming `where`:
-    not valid JSON (`parse_json`), or another value than an object."""
-    data = parse_json(text, where, error)
+    not valid JSON (`parse_json`, with `max_containers`), or another value than an object."""
+    data = parse_json(text, where, error, max_containers)
     if not isinstance(data, dict):
         raise error(f"{where}: expected a JSON object, found {type(data).__name__}")
     return data
@@ -194,7 +254,10 @@ def _surrogate_in(text: str) -> int | None:
 
 
 __all__ = [
+    "DEFAULT_MAX_CONTAINERS",
+    "MAX_JSON_DEPTH",
     "DuplicateKeyError",
+    "NestingError",
     "first_lone_surrogate",
     "first_nonfinite",
     "json_problem",

@@ -24,9 +24,10 @@ from mfsdp_ckpt.storage.unique_json import (
     first_lone_surrogate,
     json_problem,
     loads_unique,
+    too_many_containers,
 )
+from trainer.run_files import new_temp, temp_writer
 
-_TEMP_TAG = ".tmp-"  # `.<name>.tmp-<pid>`: a table being written
 # Parquet stores a repeated value once (dictionary and run-length encoding) and compresses
 # pages: 1.2 MB of file held 67M rows (3.3 GB before Python objects were made of them), and
 # 511 bytes 2,000 copies of a 1 MiB string. Decoding is bounded twice against a budget per
@@ -42,6 +43,11 @@ _BATCH_ROWS = 16384
 # A jsonl line is one row, read whole: longer than this it is no row of a table (a sparse
 # file of zeros with no newline would be read whole into memory).
 MAX_JSONL_LINE_BYTES = 64 << 20
+# Python holds each JSON object or array in 60-200 bytes, `[]` takes 2 bytes of a line: a
+# 30 MB line of empty arrays took 830 MB to parse. A row of a table holds a few (a chat: a
+# list, an object per turn), so each JSON text parsed at once (a .jsonl line, a whole .json)
+# may hold this many, counted before it is parsed (`too_many_containers`).
+MAX_ROW_CONTAINERS = 1 << 20
 # JSON's escape of a UTF-16 surrogate (`\ud800`): only through one can parsed text hold a
 # lone surrogate (UTF-8 bytes cannot), so rows are searched for one only where it is.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
@@ -220,7 +226,10 @@ def _without_dictionaries(schema: Any) -> Any:
 
 def _decoded_bytes(array: Any) -> int:
     """The bytes `array` takes with each dictionary value written out once per use (and 8
-    per list entry or text value for offsets), computed without writing any out."""
+    per list entry or text value for offsets), computed without writing any out, and
+    _CELL_BYTES for each Python object a nested value becomes: an entry of a list, a field
+    of a struct (a dict). Charged only its offsets, an empty list inside a list cost 8 bytes
+    and became one of 70: a 669-byte file of 7M of them took 535 MB within the floor."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -233,9 +242,11 @@ def _decoded_bytes(array: Any) -> int:
         lengths = pc.take(pc.binary_length(values), array.indices)
         return int(pc.sum(lengths).as_py() or 0) + 8 * len(array)
     if pa.types.is_struct(kind):
-        return sum(_decoded_bytes(field) for field in array.flatten())
+        fields = array.flatten()
+        return _CELL_BYTES * len(array) * len(fields) + sum(map(_decoded_bytes, fields))
     if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_map(kind):
-        return 8 * len(array) + _decoded_bytes(pc.list_flatten(array))
+        values = pc.list_flatten(array)
+        return 8 * len(array) + _CELL_BYTES * len(values) + _decoded_bytes(values)
     return int(array.nbytes)
 
 
@@ -259,6 +270,11 @@ def _read_json(path: Path) -> list[dict[str, Any]]:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         return _read_jsonl(path)  # names the line holding the bad bytes
+    crowded = too_many_containers(text, MAX_ROW_CONTAINERS, "one .json document")
+    if crowded is not None:
+        if text.lstrip().startswith("["):
+            raise DataFileError(f"{path}: {crowded}; write its rows one object per line (.jsonl)")
+        return _read_jsonl(path)  # one object per line, each bounded alike
     try:
         document = loads_unique(text)
     except DuplicateKeyError as err:
@@ -320,6 +336,9 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
                     f"{path}:{number}: a line of more than {MAX_JSONL_LINE_BYTES} bytes; "
                     "no row of a table is that long"
                 )
+            crowded = too_many_containers(raw, MAX_ROW_CONTAINERS, "a row")
+            if crowded is not None:
+                raise DataFileError(f"{path}:{number}: {crowded}")
             try:
                 line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as err:
@@ -361,11 +380,14 @@ def write_parquet(rows: list[dict[str, Any]], path: str | os.PathLike) -> Path:
 
 
 def write_tables(tables: dict[Path, list[dict[str, Any]]], *, replace: bool = True) -> None:
-    """Write every table, or none: each goes to a hidden `.<name>.tmp-<pid>` beside its
-    path first and all are renamed into place only once every one is written. A full disk
-    or Ctrl-C halfway must not leave `sft/train.parquet` new and `rl/train.parquet` missing
-    or cut short, a set that a trainer reads as complete. Temps that a killed run left
-    behind (their pid is gone) are removed here; readers skip hidden files meanwhile.
+    """Write every table, or none: each goes to a hidden temp file beside its path first
+    and all are renamed into place only once every one is written. A full disk or Ctrl-C
+    halfway must not leave `sft/train.parquet` new and `rl/train.parquet` missing or cut
+    short, a set that a trainer reads as complete. The temp files are made new under random
+    names (`run_files.new_temp`): a symlink placed at the name of one, when it was made of
+    the pid, had the table written into the file it led to and was then published as the
+    table. Temps that a killed run left behind (their writer is gone) are removed here;
+    readers skip hidden files meanwhile.
 
     `replace=False`: a file found at a path is never replaced, not even one that appeared
     after `refuse_replacing` looked (each table is published by a hard link, which fails
@@ -379,9 +401,9 @@ def write_tables(tables: dict[Path, list[dict[str, Any]]], *, replace: bool = Tr
         for path, rows in tables.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             _remove_dead_temps(path)
-            staged[path] = path.with_name(f".{path.name}{_TEMP_TAG}{os.getpid()}")
             try:  # through a handle: pyarrow parses a path as a URI (see _read_parquet)
-                with open(staged[path], "wb") as handle:
+                staged[path], fd = new_temp(path)
+                with os.fdopen(fd, "wb") as handle:
                     pq.write_table(pa.Table.from_pylist(rows), handle)
             except OSError as err:
                 reason = os.strerror(err.errno) if err.errno else str(err)
@@ -451,11 +473,10 @@ def refuse_replacing(paths: list[Path], overwrite: bool) -> None:
 
 
 def _remove_dead_temps(path: Path) -> None:
-    """`.<name>.tmp-<pid>` beside `path` whose writer no longer runs."""
-    prefix = f".{path.name}{_TEMP_TAG}"
+    """The temp files of `path` (`run_files.new_temp`) whose writer no longer runs."""
     for entry in os.scandir(path.parent):
-        pid = entry.name[len(prefix) :]
-        if entry.name.startswith(prefix) and pid.isdigit() and not _running(int(pid)):
+        pid = temp_writer(path, entry.name)
+        if pid is not None and not _running(pid):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(entry.path)
 

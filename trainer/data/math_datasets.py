@@ -79,7 +79,8 @@ _HUB_SHARD = re.compile(r"(?P<split>.+)-(?P<index>[0-9]{5})-of-(?P<count>[0-9]{5
 # digits, `_` and `-`, in parts joined by single dots. `../x` or `a/b` wrote outside --out
 # or into folders of their own.
 _SPLIT_NAME = re.compile(r"[\w-]+(?:\.[\w-]+)*")
-_SPLIT_NAME_MAX_BYTES = 200  # with `.<split>.parquet.tmp-<pid>` still within NAME_MAX (255)
+# with its tables' temp names (`.<split>.parquet.<pid>-<16 hex>.tmp`) still within NAME_MAX (255)
+_SPLIT_NAME_MAX_BYTES = 200
 
 
 class EmptyInputError(MfsdpFailedError, ValueError):
