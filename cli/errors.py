@@ -14,6 +14,7 @@ piping it to `jq` must not choke on empty output. Its error then also goes to st
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -374,15 +375,31 @@ def _ignore_ctrl_c() -> None:
 def _tell_torchrun(message: str) -> None:
     """Leave the message in the error file torchrun gives each rank (its reply format),
     whole or not at all: written in place, a rank stopped between the open and the write
-    left an empty file, and torchrun crashed reading it."""
+    left an empty file, and torchrun crashed reading it. The temp file is made new
+    (`run_files.new_temp`): opened by a name made of the pid, a symlink placed there had
+    the message written into the file it led to. A file that cannot be written is no error
+    of the run's: the rank's own line still says what failed."""
     import time
+    from pathlib import Path
+
+    from trainer.run_files import new_temp
 
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
-    if path:
-        partial = f"{path}.{os.getpid()}.tmp"
-        with open(partial, "w") as handle:
+    if not path:
+        return
+    partial = None
+    try:
+        partial, fd = new_temp(Path(path))
+        with os.fdopen(fd, "w") as handle:
             json.dump({"message": message, "timestamp": int(time.time())}, handle)
         os.replace(partial, path)
+        partial = None
+    except OSError:
+        pass
+    finally:
+        if partial is not None:
+            with contextlib.suppress(OSError):
+                partial.unlink()
 
 
 class MfsdpGroup(click.Group):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +26,12 @@ from trainer.kernels import apply_kernels
 from trainer.local_paths import missing_path
 from trainer.lora import apply_lora
 from trainer.loss import linear_cross_entropy_sum
+from trainer.model_assets import (
+    GENERATION_CONFIG_FILE,
+    check_asset_dir,
+    copied_generation_config,
+    generation_config_bytes,
+)
 from trainer.model_code import (
     SUPPORTED_FAMILIES,
     check_model_config,
@@ -202,9 +207,9 @@ def load_tokenizer(cfg: ModelConfig):
         from trainer.tiny import build_tokenizer
 
         return build_tokenizer()
-    if model_source is None or source != model_source.tokenizer_dir:  # Bridge's: checked already
-        _check_tokenizer_files(source, model_source)
-    if source.is_dir():
+    if source.is_dir():  # else transformers names what is wrong with the path
+        if model_source is None or source != model_source.tokenizer_dir:  # Bridge's: checked
+            check_asset_dir(source, model_source)
         check_tokenizer_files(source)
         check_tokenizer_class(source)
     from transformers import AutoTokenizer
@@ -229,24 +234,6 @@ def load_tokenizer(cfg: ModelConfig):
             " that has a template (its tokenizer_config.json or chat_template.jinja)"
         )
     return tokenizer
-
-
-def _check_tokenizer_files(source: Path, model_source: ModelSource | None) -> None:
-    """The tokenizer dir's files checked as export checks them (`check_local_assets`), before
-    transformers reads them: it takes a FIFO or a device for a file that is not there (a
-    FIFO chat_template.jinja became "no chat template"), reads every file whole however
-    large, and follows links out of the dir. Inside a checkpoint (its huggingface/ dir),
-    links may lead anywhere in the checkpoint, as for export."""
-    from mfsdp_ckpt.convert.export_source import check_local_assets
-
-    if not source.is_dir():
-        return  # transformers names what is wrong with a path that is no dir
-    root = None
-    if model_source is not None and model_source.checkpoint is not None:
-        checkpoint = os.path.realpath(model_source.checkpoint.root)
-        if os.path.commonpath([os.path.realpath(source), checkpoint]) == checkpoint:
-            root = checkpoint
-    check_local_assets(source, root)
 
 
 def build_hf_config(cfg: ModelConfig, tokenizer) -> Any:
@@ -353,6 +340,7 @@ def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) 
     source = resolve_model_source(cfg) if not cfg.random_init else None
     if source is not None and source.checkpoint is None:
         _check_weight_files(source.assets, config)
+        generation_config_bytes(source.assets, source)  # from_pretrained reads it too
         model = _built_by_transformers(
             cfg,
             source,
@@ -444,33 +432,21 @@ def attach_loss_forward(model: torch.nn.Module, mode: str, chunk_tokens: int) ->
 
 def write_hf_assets(target: Path, config: Any, tokenizer, model_path: str | None) -> None:
     """config.json, tokenizer files and generation_config.json: what export needs besides
-    weights."""
+    weights. The model's generation_config.json is copied only as a checked asset
+    (`trainer.model_assets`): never through a link out of its dir, never unbounded."""
     from transformers import GenerationConfig
 
     config.save_pretrained(target)
     tokenizer.save_pretrained(target)
-    source = _generation_config_of(model_path)
-    if source is not None and source.is_file():
-        (target / "generation_config.json").write_bytes(source.read_bytes())
+    generation = copied_generation_config(model_path)
+    if generation is not None:
+        (target / GENERATION_CONFIG_FILE).write_bytes(generation)
     else:
         GenerationConfig(
             eos_token_id=tokenizer.eos_token_id,
             pad_token_id=tokenizer.pad_token_id,
             do_sample=False,
         ).save_pretrained(target)
-
-
-def _generation_config_of(model_path: str | None) -> Path | None:
-    """generation_config.json of the model dir, or of a checkpoint's huggingface/ dir."""
-    if model_path is None:
-        return None
-    try:
-        source = resolve_model_source(ModelConfig(path=model_path, random_init=True))
-    except ConfigError:
-        return None
-    if source is None or source.assets is None:
-        return None
-    return source.assets / "generation_config.json"
 
 
 def count_parameters(config: Any) -> dict[str, int]:

@@ -7,8 +7,10 @@ unpickles `*.bin` weights. mfsdp does neither: every transformers call that read
 config, tokenizer or generation config passes `trust_remote_code=False` (and
 `use_safetensors=True` for weights), and the checks here refuse such files in one line
 naming the file and the key, in the launching process before anything starts and again
-by each loader in the ranks. Nothing here imports torch or transformers, except
-`check_tokenizer_class`, which asks transformers which tokenizer classes it has.
+by each loader in the ranks. Before any of them is read, the files themselves are checked
+as data (`trainer.model_assets`): inside their dir, regular, bounded. Nothing here imports
+torch or transformers, except `check_tokenizer_class`, which asks transformers which
+tokenizer classes it has.
 """
 
 from __future__ import annotations
@@ -17,10 +19,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mfsdp_ckpt.convert.export_source import MAX_ASSET_BYTES
-from mfsdp_ckpt.convert.hf_config import HFConfigError, read_config_json
-from mfsdp_ckpt.storage.unique_json import read_json_file
+from mfsdp_ckpt.convert.hf_config import read_config_json
 from trainer.config import ConfigError, ModelConfig
+from trainer.model_assets import check_asset_dir, copied_generation_config, read_json_asset
 from trainer.model_source import ModelSource
 
 SUPPORTED_FAMILIES = ("qwen2", "qwen3", "llama")
@@ -31,16 +32,23 @@ PICKLED_WEIGHTS = (".bin", ".pt", ".pth")
 
 
 def check_model_files(cfg: ModelConfig, source: ModelSource | None) -> None:
-    """The files this run's model and tokenizer come from, checked as data (see the module
-    docstring); the launching process calls it once `model.path` is resolved."""
-    if source is not None and source.assets is not None:
-        check_model_config(source.assets)
-        if source.checkpoint is None and not cfg.random_init:
-            check_weights_not_pickled(source.assets)
+    """The files this run's model and tokenizer come from, and the generation config its
+    checkpoints copy, checked as data (see the module docstring); the launching process
+    calls it once `model.path` is resolved. The model dir is checked whether or not the
+    tokenizer comes from it: its generation_config.json is read and copied either way."""
+    assets = source.assets if source is not None else None
+    if assets is not None:
+        check_model_config(assets)
+        check_asset_dir(assets, source)
+        if source is not None and source.checkpoint is None and not cfg.random_init:
+            check_weights_not_pickled(assets)
+    copied_generation_config(cfg.path)  # what each checkpoint copies: a checkpoint's own too
     tokenizer = Path(cfg.tokenizer) if cfg.tokenizer is not None else None
     if tokenizer is None and source is not None:
         tokenizer = source.tokenizer
     if tokenizer is not None and tokenizer.is_dir():
+        if source is None or tokenizer not in (assets, source.tokenizer_dir):  # not yet checked
+            check_asset_dir(tokenizer, source)
         check_tokenizer_files(tokenizer)
 
 
@@ -65,7 +73,7 @@ def check_tokenizer_files(directory: Path) -> None:
     for name in (TOKENIZER_CONFIG_FILE, CONFIG_FILE):
         path = directory / name
         if os.path.lexists(path):
-            _refuse_code(path, read_json_file(path, MAX_ASSET_BYTES, HFConfigError, finite=False))
+            _refuse_code(path, read_json_asset(path))
 
 
 def check_tokenizer_class(directory: Path) -> None:
@@ -77,7 +85,7 @@ def check_tokenizer_class(directory: Path) -> None:
     path = directory / TOKENIZER_CONFIG_FILE
     if not os.path.lexists(path):
         return
-    data = read_json_file(path, MAX_ASSET_BYTES, HFConfigError, finite=False)
+    data = read_json_asset(path)
     name = data.get("tokenizer_class") if isinstance(data, dict) else None
     if name is None:
         return

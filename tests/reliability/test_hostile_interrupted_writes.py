@@ -124,7 +124,7 @@ def test_a_killed_data_runs_leftovers_are_removed_by_the_next_run(tmp_path):
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     )
     (out / "rl").mkdir(parents=True)
-    leftover = out / "rl" / f".train.parquet.tmp-{int(dead.stdout)}"
+    leftover = out / "rl" / f".train.parquet.{int(dead.stdout)}-{'0' * 16}.tmp"
     leftover.write_bytes(b"PAR1")
     assert run_cli(*DATA_COMMANDS["gsm8k"](tmp_path, out))[0] == 0
     assert not leftover.exists()

@@ -156,7 +156,8 @@ TEMPLATE_KINDS = {
 
 @pytest.mark.parametrize("case", list(TEMPLATE_KINDS))
 def test_a_chat_template_that_is_no_file_is_named(tmp_path, trainable, case):
-    """Was: "the tokenizer ... has no chat template" (exit 2), the file never named."""
+    """Was: "the tokenizer ... has no chat template" (exit 2), the file never named. Now
+    named before launch, a usage error as every model file's (exit 2)."""
     source, table = trainable
     model = tmp_path / "model"
     shutil.copytree(source, model)
@@ -164,7 +165,7 @@ def test_a_chat_template_that_is_no_file_is_named(tmp_path, trainable, case):
     make, words = TEMPLATE_KINDS[case]
     make(model / "chat_template.jinja")
     code, err = train_from(model, table, tmp_path / "run")
-    assert code == 1, err
+    assert code == 2, err
     one_error(err, str(model / "chat_template.jinja"), words.split(": ", 1)[1])
     assert not (tmp_path / "run").exists()
 

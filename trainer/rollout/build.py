@@ -7,7 +7,10 @@ from typing import Any
 
 import torch
 
+from mfsdp_ckpt.convert.export_source import MAX_JSON_ASSET_CONTAINERS
+from mfsdp_ckpt.storage.unique_json import parse_json
 from trainer.config import ConfigError
+from trainer.model_assets import GENERATION_CONFIG_FILE, copied_generation_config
 from trainer.prerequisites import VLLM_BROKEN, VLLM_MISSING, installed
 from trainer.rollout.base import RolloutEngine
 from trainer.rollout.vllm_engine import vllm_available
@@ -23,16 +26,42 @@ def engine_name(requested: str) -> str:
 
 
 def eos_token_ids(tokenizer: Any, model_path: str | None) -> list[int]:
-    """The tokenizer's EOS plus any the model's generation_config.json lists (Qwen lists two)."""
+    """The tokenizer's EOS plus any the model's generation_config.json lists (Qwen lists two).
+    That file is the one each checkpoint of the run ships (`copied_generation_config`: the
+    model dir's, or a checkpoint's huggingface/), read as a checked asset: a regular file
+    inside the dir, bounded, each key once; the GenerationConfig is built from its data,
+    never from the path (transformers would follow a link out of the dir and read a file
+    of any size). A value no config holds is a ConfigError naming the file and key."""
     ids = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
-    if model_path and (Path(model_path) / "generation_config.json").is_file():
-        from transformers import GenerationConfig
-
-        extra = GenerationConfig.from_pretrained(
-            model_path, local_files_only=True, trust_remote_code=False
-        ).eos_token_id
-        ids += [extra] if isinstance(extra, int) else list(extra or [])
+    data = copied_generation_config(model_path)
+    if data is not None:
+        where = f"model.path {model_path}: {GENERATION_CONFIG_FILE}"
+        extra = _generation_config(data, where).eos_token_id
+        extra = [] if extra is None else [extra] if isinstance(extra, int) else extra
+        if not isinstance(extra, list) or not all(_is_token_id(token) for token in extra):
+            raise ConfigError(
+                f"{where}: eos_token_id {extra!r:.80} is not a token id or a list of them"
+            )
+        ids += extra
     return sorted(set(ids))
+
+
+def _generation_config(data: bytes, where: str) -> Any:
+    """transformers' GenerationConfig of generation_config.json's checked bytes, or
+    ConfigError naming `where` for one it refuses (`max_new_tokens: -1`)."""
+    from transformers import GenerationConfig
+
+    settings = parse_json(data, where, ConfigError, MAX_JSON_ASSET_CONTAINERS)
+    if not isinstance(settings, dict):
+        raise ConfigError(f"{where}: holds a JSON {type(settings).__name__}, not an object")
+    try:
+        return GenerationConfig.from_dict(settings)
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"{where}: {str(err).splitlines()[0][:200]}") from None
+
+
+def _is_token_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def build_rollout_engine(

@@ -119,7 +119,7 @@ def test_export_from_a_url_refuses_an_asset_over_the_bound_unread(tmp_path):
 @pytest.mark.parametrize("name", ["tokenizer.json", "generation_config.json"])
 def test_training_refuses_a_damaged_json_asset(tmp_path, trainable, name, case):
     """Was: trained (tokenizer.json giving `version` twice, a generation_config.json
-    temperature of NaN)."""
+    temperature of NaN). Refused before launch, as a damaged config.json is (exit 2)."""
     source, table = trainable
     model = shutil.copytree(source, tmp_path / "model")
     data = json.loads((model / name).read_text())
@@ -134,5 +134,5 @@ def test_training_refuses_a_damaged_json_asset(tmp_path, trainable, name, case):
         )
         words = f"key {key!r} appears twice"
     code, err = train_from(model, table, tmp_path / "run")
-    assert code == 1, err
+    assert code == 2, err
     one_error(err, str(model / name), words)
