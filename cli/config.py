@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from cli.choice import Choice
 from cli.errors import EXIT_FAILED, GivenPath
 
 
@@ -21,10 +22,10 @@ def config() -> None:
 
 
 @config.command("defaults")
-@click.argument("trainer", type=click.Choice(["sft", "grpo"]))
+@click.argument("trainer", type=Choice(["sft", "grpo"]), metavar="TRAINER")
 def defaults(trainer: str) -> None:
-    """Print every config key of `mfsdp train TRAINER` with its default, as a YAML file
-    that `--config` takes (edit what you need, delete the rest).
+    """Print every config key of `mfsdp train TRAINER` (sft or grpo) with its default, as a
+    YAML file that `--config` takes (edit what you need, delete the rest).
 
     Keys and ranges are those of trainer/config.py and trainer/grpo/config.py; verl's key
     names are accepted too (docs/verl.md).
@@ -45,11 +46,11 @@ def defaults(trainer: str) -> None:
 @click.option(
     "--command",
     "command",
-    type=click.Choice(["auto", "sft", "grpo"]),
+    type=Choice(["auto", "sft", "grpo"]),
     default="auto",
     show_default=True,
     help="Which trainer the config is for; auto: from verl's module (main_ppo: grpo) "
-    "or the YAML's sections.",
+    "or the keys only one trainer takes, as mfsdp train tells them apart.",
 )
 def from_verl(source: str, command: str) -> None:
     """Print SOURCE (a shell script that runs `python3 -m verl.trainer.main_ppo key=value ...`

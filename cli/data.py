@@ -42,20 +42,16 @@ def _convert(
 @contextlib.contextmanager
 def _writing_into(out_dir: str) -> Iterator[None]:
     """Claim `out_dir` for one data command: refuse an --out this process cannot write or
-    that is (or lies in) a checkpoint, make its missing parents, hold its lock (out_lock.py)
-    and make OUT, OUT/sft and OUT/rl. When the command fails, every folder made here that is
-    still empty is removed again, innermost first: a failure leaves nothing behind."""
+    that is (or lies in) a checkpoint, or whose OUT/sft or OUT/rl is one, make its missing
+    parents, hold its lock (out_lock.py) and make OUT, OUT/sft and OUT/rl. When the command
+    fails, every folder made here that is still empty is removed again, innermost first: a
+    failure leaves nothing behind."""
     require_writable_dir("--out", out_dir, beside=True)  # its lock file goes beside it
     require_writable_dir("--out", out_dir)  # its tables go in it
     out = Path(os.path.abspath(out_dir))
     if not out.name:  # its lock file would go beside it: `/` has no beside
         raise MfsdpUsageError(f"--out {out_dir}: the root directory; name a folder for the tables")
-    inside = inside_checkpoint(out)
-    if inside is not None:
-        raise MfsdpUsageError(
-            f"--out {out_dir}: {inside}; tables written there would be mixed into it,"
-            " choose an --out outside it"
-        )
+    _refuse_checkpoints(out_dir)
     made: list[Path] = []
     try:
         with contextlib.ExitStack() as lock:
@@ -71,6 +67,20 @@ def _writing_into(out_dir: str) -> Iterator[None]:
             with contextlib.suppress(OSError):  # one someone wrote into meanwhile stays
                 os.rmdir(folder)
         raise
+
+
+def _refuse_checkpoints(out_dir: str) -> None:
+    """Refuse, before anything is written, an --out whose tables would land in a checkpoint:
+    OUT itself, or the OUT/sft and OUT/rl they are written into (`mfsdp demo --out D` makes
+    D/sft a training run's dir: tables written there were mixed into the run)."""
+    for target in [out_dir, *(os.path.join(out_dir, name) for name in TABLE_DIRS)]:
+        inside = inside_checkpoint(target)
+        if inside is not None:
+            named = "" if target == out_dir else f"{target} "
+            raise MfsdpUsageError(
+                f"--out {out_dir}: {named}{inside}; tables written there would be mixed into"
+                " it, choose an --out outside it"
+            )
 
 
 def _make_dirs(folders: Iterable[Path], made: list[Path]) -> None:

@@ -21,7 +21,7 @@ import click
 
 from cli import demo_record
 from cli.errors import GivenPath, on_interrupt
-from cli.launch import CONFIG_CHECKED, run_ranks, stopped_run_line
+from cli.launch import CONFIG_CHECKED, end_as_ranks_ended, run_ranks, stopped_run_line
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.output_inside import inside_checkpoint
 from mfsdp_ckpt.storage.out_dir import checked_target as checked_out_path
@@ -107,24 +107,30 @@ class _Phase:
         self.out, self.now = out, "data"
 
     def interrupted(self) -> str:
-        again = f"`mfsdp demo --out {self.out}` again starts over"
-        run_dir = self.out / RUN_DIR
         if self.now == "data":
-            return f"interrupted while writing the demo's data and model; {again}"
+            return f"interrupted while writing the demo's data and model; {self._again()}"
         if self.now == "train":
-            config = run_dir / "config.yaml"
-            return stopped_run_line(
-                run_dir,
-                LOG_EVERY,
-                0,
-                "interrupted",
-                resume=f"run `mfsdp train sft --config {config}`",
-                start_over=again,
-            )
+            return self.training_stopped("interrupted")
         return (
-            f"interrupted while {self.now}; training had ended, its run is kept in {run_dir};"
-            f" {again}"
+            f"interrupted while {self.now}; training had ended, its run is kept in"
+            f" {self.out / RUN_DIR}; {self._again()}"
         )
+
+    def training_stopped(self, stopped: str) -> str:
+        """The line for training stopped as `stopped` says (`interrupted`, torchrun killed):
+        as `mfsdp train`'s, with the command that resumes the demo's run."""
+        run_dir = self.out / RUN_DIR
+        return stopped_run_line(
+            run_dir,
+            LOG_EVERY,
+            0,
+            stopped,
+            resume=f"run `mfsdp train sft --config {run_dir / 'config.yaml'}`",
+            start_over=self._again(),
+        )
+
+    def _again(self) -> str:
+        return f"`mfsdp demo --out {self.out}` again starts over"
 
 
 LOG_EVERY = 5  # the demo's trainer.log_every
@@ -194,8 +200,8 @@ def _run(out: Path, nproc: int, steps: int, phase: _Phase) -> None:
     env = dict(os.environ)
     env[CONFIG_CHECKED] = "1"  # as under `mfsdp train`: one line for a mistake or a Ctrl-C
     phase.now = "train"
-    if run_ranks(command, env=env) != 0:  # in the user's directory: `--out` may be relative
-        raise SystemExit(1)
+    code = run_ranks(command, env=env)  # in the user's directory: `--out` may be relative
+    end_as_ranks_ended(code, phase.training_stopped)  # as `mfsdp train` ends
     phase.now = "validating the checkpoint"
 
     _say(f"validate --deep {run_dir}: hashing every file, reading every tensor ...")

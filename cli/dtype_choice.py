@@ -6,13 +6,14 @@ from typing import Any
 
 import click
 
+from cli.choice import Choice
 from mfsdp_ckpt.format.dtypes import short_dtype_name
 
 DTYPE_CHOICES = ["auto", "bf16", "fp16", "fp32"]
 
 
-class DtypeChoice(click.Choice):
-    """A `click.Choice` of `DTYPE_CHOICES` that takes `bfloat16`, `BF16`, `torch.float16`,
+class DtypeChoice(Choice):
+    """A `Choice` of `DTYPE_CHOICES` that takes `bfloat16`, `BF16`, `torch.float16`,
     `half` ... as the short name they mean: users bring these from transformers' `torch_dtype`
     and torchtitan's configs, and a refusal of `bfloat16` only sent them to --help."""
 

@@ -6,6 +6,7 @@ import os
 
 import click
 
+from cli.choice import Choice
 from cli.dtype_choice import DtypeChoice
 from cli.errors import GivenPath, remember_json
 from cli.metadata_progress import metadata_progress
@@ -43,7 +44,7 @@ from trainer.progress import CallbackBar
 @click.option(
     "--layout",
     "layout_name",
-    type=click.Choice(["auto", "hf", "mcore"]),
+    type=Choice(["auto", "hf", "mcore"]),
     default="auto",
     show_default=True,
     help="Weight names: hf (transformers, FSDP2, megatron_fsdp.fully_shard) or mcore "
@@ -58,7 +59,7 @@ from trainer.progress import CallbackBar
 )
 @click.option(
     "--io",
-    type=click.Choice(["auto", "local", "tensorstore"]),
+    type=Choice(["auto", "local", "tensorstore"]),
     default="auto",
     show_default=True,
     help="How bytes are read: auto = os.pread for paths, tensorstore for URLs.",
@@ -72,7 +73,7 @@ from trainer.progress import CallbackBar
 )
 @click.option(
     "--role",
-    type=click.Choice(["actor", "critic"]),
+    type=Choice(["actor", "critic"]),
     default=None,
     help="verl RL step with actor/ and critic/: which one (default actor; a critic is refused, "
     "its value head is not a language model).",
@@ -167,9 +168,15 @@ def export_hf(
     bar = CallbackBar(enabled=not as_json, unit="B", desc="export", unit_scale=True)
     # a merged LoRA export first hashes the whole base model (it must be the one trained on)
     base_bar = CallbackBar(not as_json, "B", desc="export base model", unit_scale=True)
+    # --verify reads and converts every tensor again, as long as the export took
+    verify_bar = CallbackBar(not as_json, "B", desc="verify", unit_scale=True)
 
     def progress(tensors: int, total_tensors: int, done: int, total: int) -> None:
         bar.update(done, total, f"{tensors}/{total_tensors} tensors")
+
+    def verify_progress(tensors: int, total_tensors: int, done: int, total: int) -> None:
+        bar.close()  # the export's bar, done: one bar at a time
+        verify_bar.update(done, total, f"{tensors}/{total_tensors} tensors")
 
     def run():
         try:
@@ -191,10 +198,12 @@ def export_hf(
                 lora_alpha=lora_alpha,
                 drop_mtp=drop_mtp,
                 base_progress=base_bar.update if base_bar.enabled else None,
+                verify_progress=verify_progress if verify_bar.enabled else None,
             )
         finally:
             base_bar.close()
             bar.close()
+            verify_bar.close()
 
     with metadata_progress(not as_json):
         result = run()

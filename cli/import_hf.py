@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from cli.choice import Choice
 from cli.dtype_choice import DtypeChoice
 from cli.errors import READ_PATH, GivenPath, remember_json
 from cli.results import echo_result
@@ -18,7 +19,7 @@ from trainer.progress import CallbackBar
 @click.option(
     "--layout",
     "layout_name",
-    type=click.Choice(["mcore", "hf"]),
+    type=Choice(["mcore", "hf"]),
     default="mcore",
     show_default=True,
     help="mcore: a Megatron-core fsdp_dtensor checkpoint (Megatron-LM, verl); OUT is the DCP dir. "
@@ -27,7 +28,7 @@ from trainer.progress import CallbackBar
 @click.option(
     "--mcore-norms",
     "norms",
-    type=click.Choice(["local", "te"]),
+    type=Choice(["local", "te"]),
     default="local",
     show_default=True,
     help="mcore layernorm names: local = input_layernorm / pre_mlp_layernorm "
@@ -38,7 +39,7 @@ from trainer.progress import CallbackBar
 @click.option(
     "--mcore-experts",
     "experts",
-    type=click.Choice(["auto", "grouped", "sequential"]),
+    type=Choice(["auto", "grouped", "sequential"]),
     default="auto",
     show_default=True,
     help="mcore names of an MoE model's experts: grouped = TEGroupedMLP's "

@@ -6,9 +6,14 @@ Loaded as they are, these fail on their first key the trainer lacks ("unknown co
 'actor'"; "did you mean data.val_files?" for SFT's data.val_ratio) or on their shape ("top
 level must be a mapping of sections, found str" for a shell script): true of the file, but
 no word that the file is fine and the command is the wrong one. What decides is what only
-one kind has: a key of the other trainer's config that this trainer lacks, with no key
-of this trainer's own, or the marks of a shell script. A file that loads is never refused
-here: a key this trainer lacks fails to load in any case.
+one kind takes (`kind_keys`): a key the other trainer's config takes and this one does not,
+with no key only this one takes, or the marks of a shell script. "Takes" counts verl's names
+as the loader does (`verl_keys.carries`): verl's SFT keys (`data.train_batch_size`,
+`model.partial_pretrain`) are SFT's, as they load there. A file that loads is never refused
+here: a key this trainer does not take fails to load in any case.
+
+`mfsdp config from-verl` names the trainer of a verl YAML with `likely_kind`, from the same
+keys, so the command it prints is one this check lets through.
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ import re
 from typing import Any
 
 from mfsdp_ckpt.storage import safe_files
-from trainer.config import ConfigError, SFTConfig, config_to_dict
+from trainer.config import ConfigError, SFTConfig
 from trainer.config_yaml import MAX_CONFIG_BYTES, YAMLConfigError, parse_yaml
+from trainer.verl_keys import VERL_ONLY_SECTION, carries, command_of
 
 SHELL_SUFFIXES = (".sh", ".bash")
 # verl's trainers, run as modules (`python3 -m verl.trainer.main_ppo ...`)
@@ -64,26 +70,54 @@ def _shell_script(path: str, text: str, tree: Any) -> str | None:
 
 
 def _other_trainer(cls: type, path: str, tree: Any) -> str | None:
-    """The refusal for the other trainer's config: it has keys only that trainer has
-    (GRPO's actor/rollout sections, SFT's data.val_ratio) and none only `cls` has."""
-    from trainer.grpo.config import GRPOConfig
-
+    """The refusal for the other trainer's config: it has keys only that trainer takes
+    (GRPO's actor/rollout sections, SFT's data.val_ratio) and none only `cls` takes."""
     if not isinstance(tree, dict):
         return None
-    other = GRPOConfig if cls is SFTConfig else SFTConfig
-    ours, theirs = _keys(config_to_dict(cls())), _keys(config_to_dict(other()))
-    given = _keys(tree)
-    only_theirs = sorted(key for key in given if key in theirs and key not in ours)
-    if not only_theirs or any(key in ours and key not in theirs for key in given):
+    other = "grpo" if command_of(cls) == "sft" else "sft"
+    if kind_of(tree) != other:
         return None
-    name, command = ("a GRPO", "grpo") if other is GRPOConfig else ("an SFT", "sft")
+    only_theirs = kind_keys(tree)[other]
+    name = "a GRPO" if other == "grpo" else "an SFT"
     sections = [key for key in only_theirs if "." not in key]
     has = (
         f"the {'/'.join(sections[:_SHOWN])} section{'s' if len(sections) > 1 else ''}"
         if sections
         else ", ".join(only_theirs[:_SHOWN])
     )
-    return f"{path}: looks like {name} config (it has {has}): use mfsdp train {command}"
+    return f"{path}: looks like {name} config (it has {has}): use mfsdp train {other}"
+
+
+def kind_keys(tree: dict[str, Any]) -> dict[str, list[str]]:
+    """For `sft` and `grpo`: the dotted keys of `tree` (sections too) that only that
+    trainer's config takes, sorted; keys both take, or neither, say nothing."""
+    from trainer.grpo.config import GRPOConfig
+
+    keys = sorted(_keys(tree))
+    sft = {key for key in keys if carries(SFTConfig, key)}
+    grpo = {key for key in keys if carries(GRPOConfig, key)}
+    return {
+        "sft": [key for key in keys if key in sft - grpo],
+        "grpo": [key for key in keys if key in grpo - sft],
+    }
+
+
+def kind_of(tree: dict[str, Any]) -> str | None:
+    """`sft` or `grpo` when `tree` has keys only that trainer takes and none only the
+    other takes; None when it has both or neither (it may load under either)."""
+    found = kind_keys(tree)
+    if found["sft"] and not found["grpo"]:
+        return "sft"
+    if found["grpo"] and not found["sft"]:
+        return "grpo"
+    return None
+
+
+def likely_kind(tree: dict[str, Any]) -> str:
+    """The trainer a config is for, where one must be named (`mfsdp config from-verl`):
+    `kind_of`, else `grpo` for a file with verl's PPO section (`actor_rollout_ref`, which
+    verl's SFT trainer has not), else `sft`."""
+    return kind_of(tree) or ("grpo" if VERL_ONLY_SECTION.rstrip(".") in tree else "sft")
 
 
 def _parsed(text: str, path: str) -> Any:
@@ -105,4 +139,4 @@ def _keys(tree: dict[str, Any], prefix: str = "") -> set[str]:
     return keys
 
 
-__all__ = ["refuse_other_kind"]
+__all__ = ["kind_keys", "kind_of", "likely_kind", "refuse_other_kind"]

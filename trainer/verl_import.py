@@ -28,6 +28,7 @@ from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from trainer import shell_arithmetic, verl_keys
+from trainer.config_kind import likely_kind
 from trainer.config_yaml import ExpansionBudget, YAMLConfigError, parse_yaml
 
 MAX_SOURCE_BYTES = 1 << 20  # launch scripts and configs are a few KiB
@@ -121,7 +122,7 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
     script_notes: list[str] = []
     if source.suffix.lower() in (".yaml", ".yml"):
         tree = _yaml_tree(text, source)
-        command = command or ("grpo" if "actor_rollout_ref" in tree else "sft")
+        command = command or likely_kind(tree)  # as `mfsdp train` tells them apart
         tree, pairs = verl_keys.split_foreign(_config_class(command), tree)
         pairs = [(key, value) for key, value in pairs if key.rsplit(".", 1)[-1] != "_target_"]
     else:

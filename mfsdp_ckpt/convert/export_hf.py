@@ -446,6 +446,7 @@ def export_hf(
     base_progress: ByteProgress | None = None,
     lora_alpha: float | None = None,
     drop_mtp: bool = False,
+    verify_progress: Progress | None = None,
 ) -> ExportResult:
     """Convert `ckpt` (any level of any layout `layout.resolve_checkpoint` reads, or a URL)
     into `out_dir`; `role` picks verl's actor (default) or critic (refused: not an LM).
@@ -459,6 +460,9 @@ def export_hf(
 
     Multi-token prediction layers (Megatron's `mtp.`) are refused, or with `drop_mtp` left
     out unread (`mtp`); adapters on them go with them.
+
+    `progress` gets (tensors, total tensors, bytes, total bytes) as they are written, and
+    `verify_progress` the same as `verify` compares them (`export_verify`).
 
     Raises ExportUsageError / CheckpointPathError / OutputDirError (bad usage), ExportError
     (NonFiniteError: a weight holds NaN/Inf, unless `allow_nonfinite`), OutputBusyError
@@ -581,7 +585,9 @@ def export_hf(
                 None  # None: not verified, so the summary does not say so
             )
             if verify:
-                mismatches = verify_export(plan, tmp, workers=workers, buffer_bytes=buffer_bytes)
+                mismatches = verify_export(
+                    plan, tmp, workers=workers, buffer_bytes=buffer_bytes, progress=verify_progress
+                )
                 if (
                     local_paths is not None
                 ):  # bytes flipped after save match their own reads: hash them

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.convert.export_errors import ExportUsageError
 from mfsdp_ckpt.convert.export_plan import ExportPlan, convert, natural_key, plan_export
-from mfsdp_ckpt.convert.export_scheduler import MIN_BUFFER_BYTES, run_tasks
+from mfsdp_ckpt.convert.export_scheduler import MIN_BUFFER_BYTES, Progress, run_tasks
 from mfsdp_ckpt.convert.export_source import load_config, resolve_source
 from mfsdp_ckpt.convert.hf_config import HFConfigError
 from mfsdp_ckpt.convert.name_maps import MappedTensor
@@ -24,15 +24,36 @@ if TYPE_CHECKING:
     import torch
 
 
+class _Tally:
+    """Tensors and bytes compared so far, over every file, reported to `progress` as the
+    export's own bar is fed (tensors done/total, bytes done/total): verifying reads and
+    converts the checkpoint again, as long as the export took, and showed nothing."""
+
+    def __init__(self, plan: ExportPlan, progress: Progress):
+        specs = plan.specs()
+        self.progress, self.tensors, self.bytes = progress, 0, 0
+        self.total_tensors = len(specs)
+        self.total_bytes = sum(math.prod(shape) * dtype.itemsize for _, dtype, shape in specs)
+        self.lock = threading.Lock()
+
+    def add(self, tensors: int, nbytes: int) -> None:
+        with self.lock:
+            self.tensors += tensors
+            self.bytes += nbytes
+            self.progress(self.tensors, self.total_tensors, self.bytes, self.total_bytes)
+
+
 def verify_export(
     plan: ExportPlan,
     out_dir: str | os.PathLike,
     *,
     workers: int = 4,
     buffer_bytes: int = MIN_BUFFER_BYTES,
+    progress: Progress | None = None,
 ) -> list[str]:
     """Re-open the written safetensors and compare every tensor, bit for bit, with its
     source after conversion and cast. Returns one line per problem (empty: all equal).
+    `progress` gets (tensors compared, tensors, bytes compared, bytes) as each is done.
 
     Each file is opened once and its tensors compared while it is open (`_verify_file`),
     one file at a time: opening a safetensors file parses its whole header, so opening it
@@ -42,8 +63,9 @@ def verify_export(
     files = sorted(set(index.values())) if index is not None else _single_files(out)
     where: dict[str, str] = dict(index) if index is not None else {}
     found: list[str] = []
+    tally = _Tally(plan, progress) if progress is not None else None
     for file in files:
-        found += _verify_file(plan, out, file, index, where, workers, buffer_bytes)
+        found += _verify_file(plan, out, file, index, where, workers, buffer_bytes, tally)
     expected = {name for item in plan.items for name in item.targets}
     problems = [
         f"{name}: missing from {out}" for name in sorted(expected - set(where), key=natural_key)
@@ -63,10 +85,12 @@ def _verify_file(
     where: dict[str, str],
     workers: int,
     buffer_bytes: int,
+    tally: _Tally | None = None,
 ) -> list[str]:
     """Compare the tensors `file` holds (by the index, else by its header, which adds them
     to `where`) with the items that make them, `file` open once for all of them; an item
-    whose targets lie in several files is converted once per file."""
+    whose targets lie in several files is converted once per file. Each item's compared
+    tensors are added to `tally`."""
     import torch
     from safetensors import SafetensorError, safe_open
 
@@ -85,9 +109,11 @@ def _verify_file(
 
         def work(item: MappedTensor) -> int:
             found = []
+            compared, compared_bytes = 0, 0
             for name, wanted in convert(plan, item):
                 if name not in listed:
                     continue
+                compared, compared_bytes = compared + 1, compared_bytes + wanted.nbytes
                 try:
                     written = handle.get_tensor(name)
                 except (SafetensorError, OSError) as err:
@@ -103,7 +129,9 @@ def _verify_file(
                     found.append(f"{name}: {differing} byte(s) differ from {item.source} in {file}")
             with lock:
                 problems.extend(found)
-            return sum(math.prod(s) for s in item.shapes)
+            if tally is not None:
+                tally.add(compared, compared_bytes)
+            return compared_bytes
 
         here = [item for item in plan.items if not listed.isdisjoint(item.targets)]
         run_tasks(replace(plan, items=here), work, workers, buffer_bytes, None, 0)

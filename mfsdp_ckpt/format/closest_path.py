@@ -9,6 +9,11 @@ import os
 from pathlib import Path
 
 MAX_NAMES_COMPARED = 10_000  # a huge directory is not listed in full for a hint
+# How alike (difflib's ratio) a name must be to the missing one to be offered. difflib's
+# default 0.6 offered `scripts` for `ckpts` (0.67): two letters apart in five is another
+# name, not a typo. 0.75 keeps a letter dropped, added or swapped (`sf`/`sft` 0.8,
+# `dmo`/`demo` 0.86, `dmeo`/`demo` 0.75) and a digit changed (`global_step_81`).
+MIN_RATIO = 0.75
 
 
 def closest_existing(path: str | os.PathLike) -> Path | None:
@@ -29,7 +34,7 @@ def closest_existing(path: str | os.PathLike) -> Path | None:
     except OSError:
         return None
     others = [name for name in names if name != missing]  # `missing` there: a dangling link
-    close = difflib.get_close_matches(missing, others, n=1, cutoff=0.6)
+    close = difflib.get_close_matches(missing, others, n=1, cutoff=MIN_RATIO)
     if not close:
         return None
     found = parent / close[0] if depth > 1 else Path(close[0])

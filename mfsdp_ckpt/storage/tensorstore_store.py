@@ -19,6 +19,7 @@ from mfsdp_ckpt.storage.byte_store import (
     LocalByteStore,
     _check_relative_name,
 )
+from mfsdp_ckpt.storage.url_form import check_url_form, parser_refusal
 
 URL_SCHEMES = ("file://", "gs://", "s3://", "http://", "https://")
 # tensorstore retries a failed request up to 32 times, waiting up to 32 s between tries: a
@@ -30,6 +31,11 @@ _SIZE_IN_ERROR = re.compile(r"value of size (\d+)")
 
 
 def is_url(location: str) -> bool:
+    """Whether `location` is a URL, read through tensorstore, rather than a local path. One
+    naming a scheme here but not in its form (`file://relative`, `gs://` without a bucket,
+    `s3:/x`) is refused (`url_form.URLFormError`, exit 2), neither read as a local path nor
+    left to tensorstore's parser."""
+    check_url_form(location)
     return location.startswith(URL_SCHEMES)
 
 
@@ -50,6 +56,9 @@ class TensorstoreByteStore:
         try:
             self._kv = ts.KvStore.open(self.root, context=ts.Context(_CONTEXT)).result()
         except Exception as err:
+            refused = parser_refusal(url, err)  # a mistake in the URL: bad usage
+            if refused is not None:
+                raise refused from None
             raise CheckpointFileError(
                 f"{url}: tensorstore cannot open it ({_first_line(err)})"
             ) from None
@@ -119,7 +128,8 @@ def _first_line(err: BaseException) -> str:
 def open_store(location: str, io: str = "auto") -> ByteStore:
     """The store for a dist_ckpt location. io: auto (URL -> tensorstore), local, tensorstore."""
     if io == "tensorstore" or (io == "auto" and is_url(location)):
-        url = location if is_url(location) else "file://" + str(Path(location).resolve())
+        # as_uri: a `%` or space in a local path is escaped, as tensorstore's parser needs
+        url = location if is_url(location) else Path(location).resolve().as_uri()
         return TensorstoreByteStore(url)
     if is_url(location):
         raise ValueError(

@@ -95,7 +95,7 @@ def test_a_missing_choice_lists_the_choices_on_one_line():
     done = mfsdp("config", "defaults")
     assert (done.returncode, done.stderr) == (
         2,
-        "error: Missing argument '{sft|grpo}'. Choose from: sft, grpo; see"
+        "error: Missing argument 'TRAINER'. Choose from: sft, grpo; see"
         " 'mfsdp config defaults --help'\n",
     )
 

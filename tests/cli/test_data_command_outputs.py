@@ -171,6 +171,27 @@ def test_a_step_name_the_run_has_not_saved_is_refused_as_out_saying_so(tmp_path)
     assert _everything(run) == before
 
 
+@pytest.mark.parametrize("command", ["gsm8k", "math", "synthetic"])
+@pytest.mark.parametrize("table_dir", ["sft", "rl"])
+def test_an_out_whose_table_folder_is_a_run_dir_is_refused_before_writing(
+    tmp_path, command, table_dir
+):
+    """`mfsdp demo --out D` makes D/sft a run: `mfsdp data synthetic --out D` wrote
+    D/sft/train.parquet beside its global_step_4 (exit 0), and the next demo refused D."""
+    out = tmp_path / "demo"
+    run = _run_dir(out)
+    run.rename(out / table_dir)
+    args = _args(command, tmp_path, out)
+    before = _everything(tmp_path)
+    code, _stdout, stderr = run_cli(*args)
+    assert code == 2
+    assert one_error(stderr) == (
+        f"error: --out {out}: {out / table_dir} is a checkpoint or a training run's dir; tables"
+        " written there would be mixed into it, choose an --out outside it"
+    )
+    assert _everything(tmp_path) == before
+
+
 def test_a_new_dir_beside_a_runs_steps_is_fine(tmp_path):
     """As export-hf's `--out RUN/hf`: a folder of its own, no checkpoint's files touched."""
     run = _run_dir(tmp_path)

@@ -1,0 +1,30 @@
+"""The type of every option or argument that takes one of a few words: click's Choice, whose
+refusal also names the closest choice.
+
+A mistyped command or option gets "(did you mean 'sft'?)"; a mistyped choice (`mfsdp config
+defaults sfr`, `--role actr`) got only the list, leaving the user to spot the typo.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+import click
+
+
+class Choice(click.Choice):
+    """`click.Choice`, with the closest choice (difflib's cutoff, as click's own suggestions
+    for commands and options; case aside) named when a value is none of them."""
+
+    def get_invalid_choice_message(self, value: Any, ctx: click.Context | None) -> str:
+        told = super().get_invalid_choice_message(value, ctx)
+        choices = [str(choice) for choice in self.choices]
+        by_lower = {choice.lower(): choice for choice in choices}
+        close = difflib.get_close_matches(str(value).lower(), list(by_lower), n=1)
+        if not close:
+            return told
+        return f"{told.rstrip('.')} (did you mean {by_lower[close[0]]!r}?)"
+
+
+__all__ = ["Choice"]
