@@ -785,7 +785,9 @@ def run_config_data(run_config, root) -> dict[str, Any]:
     text as walked as the file may hold. What it refuses is a damaged checkpoint:
     CheckpointFormatError in one line naming the file (exit 1)."""
     text = safe_files.read_text(run_config, MAX_RUN_CONFIG_BYTES, root=root)
-    budget = ExpansionBudget(max_chars=MAX_RUN_CONFIG_BYTES)
+    # every value takes two bytes at least (a character and a separator): no file within the
+    # byte cap is refused for the values it holds (a data blend of 60,000 shard paths)
+    budget = ExpansionBudget(max_nodes=MAX_RUN_CONFIG_BYTES // 2, max_chars=MAX_RUN_CONFIG_BYTES)
     data = parse_yaml(text, str(run_config), CheckpointFormatError, budget)
     if not isinstance(data, dict):
         raise CheckpointFormatError(f"{run_config}: holds {_name(data)}, not a mapping of sections")

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from mfsdp_ckpt.convert.megatron_config import MAX_RUN_CONFIG_BYTES
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import one_error_line, run_cli
 from tests.support.megatron_checkpoints import bridge_run, megatron_args, megatron_run
@@ -107,7 +108,8 @@ def test_a_yaml_alias_bomb_in_run_config_is_refused_without_walking_it(key, tmp_
     bomb is refused as the file is read, whichever key it is at: a damaged checkpoint."""
     run = _bridge_with(tmp_path, _bomb_at(key, "_target_" if key == "activation_func" else None))
     results = _run_all(run, tmp_path / "hf")
-    words = "run_config.yaml: expands to over 100000 values through anchors/aliases"
+    values = MAX_RUN_CONFIG_BYTES // 2  # the value budget: two bytes a value, the file's cap
+    words = f"run_config.yaml: expands to over {values} values through anchors/aliases"
     code, stdout, err, _took = results["export-hf"]
     assert code == 1 and words in one_error_line(err), stdout + err
     problem = json.loads(results["inspect"][1])["recorded_model"]["problem"]

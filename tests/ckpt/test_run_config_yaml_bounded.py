@@ -127,3 +127,16 @@ def test_a_plain_run_config_still_reads(tmp_path):
     assert yaml.safe_load(config.read_text())["note"] == "plain"
     code, stdout, err = run_cli("ckpt", "validate", run)
     assert code == 0 and stdout.startswith("valid: "), stdout + err
+
+
+def test_a_large_data_blend_within_the_byte_cap_reads(tmp_path):
+    """A run trained on a blend of 60,000 shard paths writes them all into run_config.yaml
+    (about 2.7 MB, under the 4 MiB cap): its values alone must not make the checkpoint
+    invalid (the value budget was 100,000 whatever the file's size)."""
+    run, config = _bridge(tmp_path, "")
+    data = yaml.safe_load(config.read_text())
+    paths = [f"/lustre/fw/shard_{i:05d}_text_document" for i in range(60_000)]
+    data["dataset"] = {"blend": [paths, [1.0] * len(paths)], "sequence_length": 4096}
+    config.write_text(yaml.safe_dump(data))
+    code, stdout, err = run_cli("ckpt", "validate", run)
+    assert code == 0 and stdout.startswith("valid: "), stdout + err
