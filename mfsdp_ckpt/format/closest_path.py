@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from pathlib import Path
 
 MAX_NAMES_COMPARED = 10_000  # a huge directory is not listed in full for a hint
@@ -14,6 +15,11 @@ MAX_NAMES_COMPARED = 10_000  # a huge directory is not listed in full for a hint
 # name, not a typo. 0.75 keeps a letter dropped, added or swapped (`sf`/`sft` 0.8,
 # `dmo`/`demo` 0.86, `dmeo`/`demo` 0.75) and a digit changed (`global_step_81`).
 MIN_RATIO = 0.75
+# A name cut short or given in part (`dist` or `ckpt` for `dist_ckpt`) is far from the whole
+# by that ratio, yet plainly meant: a part of at least this many characters that lies in one
+# name only is offered. Shorter parts (`scr`) lie in too many names to mean one.
+MIN_PART_CHARS = 4
+_NUMBERED = re.compile(r"^(.*?)0*([0-9]+)$")  # `iter_3` and `iter_0000003`: the same step
 
 
 def closest_existing(path: str | os.PathLike) -> Path | None:
@@ -34,8 +40,34 @@ def closest_existing(path: str | os.PathLike) -> Path | None:
     except OSError:
         return None
     others = [name for name in names if name != missing]  # `missing` there: a dangling link
-    close = difflib.get_close_matches(missing, others, n=1, cutoff=MIN_RATIO)
-    if not close:
-        return None
-    found = parent / close[0] if depth > 1 else Path(close[0])
+    meant = _same_number(missing, others) or _containing(missing, others)
+    if meant is None:
+        close = difflib.get_close_matches(missing, others, n=1, cutoff=MIN_RATIO)
+        if not close:
+            return None
+        meant = close[0]
+    found = parent / meant if depth > 1 else Path(meant)
     return found / Path(*rest) if rest and (found / Path(*rest)).exists() else found
+
+
+def _same_number(missing: str, names: list[str]) -> str | None:
+    """The name that is `missing` with its number padded otherwise (Megatron-LM's
+    `iter_0000003` for `iter_3`), when exactly one is."""
+    given = _NUMBERED.match(missing)
+    if given is None:
+        return None
+    found = [
+        name
+        for name in names
+        if (other := _NUMBERED.match(name)) is not None and other.groups() == given.groups()
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+def _containing(missing: str, names: list[str]) -> str | None:
+    """The one name holding `missing` whole (`dist_ckpt` for `dist` or `ckpt`), when it is
+    MIN_PART_CHARS long or more and no other name holds it."""
+    if len(missing) < MIN_PART_CHARS:
+        return None
+    found = [name for name in names if missing in name]
+    return found[0] if len(found) == 1 else None

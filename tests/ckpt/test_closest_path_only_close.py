@@ -17,7 +17,10 @@ def root(tmp_path, monkeypatch) -> Path:
         "scripts",
         "cli",
         "runs/demo/sft/global_step_40",
+        "runs/demo/sft/global_step_40/dist_ckpt",
         "checkpoints/run/global_step_40",
+        "mlm/iter_0000003",
+        "mlm/iter_0000030",
     ):
         (tmp_path / name).mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
@@ -38,6 +41,11 @@ def test_a_name_that_is_not_close_gets_no_guess(root, given):
         ("runs/demo/sft/global_step_41", "runs/demo/sft/global_step_40"),
         ("checkpoint/run/global_step_40", "checkpoints/run/global_step_40"),
         ("{root}/runs/dmo", "{root}/runs/demo"),
+        ("mlm/iter_3", "mlm/iter_0000003"),
+        ("mlm/iter_03", "mlm/iter_0000003"),
+        ("mlm/iter_30", "mlm/iter_0000030"),
+        ("runs/demo/sft/global_step_40/dist", "runs/demo/sft/global_step_40/dist_ckpt"),
+        ("runs/demo/sft/global_step_40/ckpt", "runs/demo/sft/global_step_40/dist_ckpt"),
     ],
 )
 def test_a_typo_gets_the_name_it_meant(root, given, meant):
