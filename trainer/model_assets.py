@@ -9,8 +9,9 @@ linked to a user's file outside the model dir was copied into every checkpoint (
 export of it) whenever `model.tokenizer` named another dir, and a 1.5 GB one was read into
 memory and written into each step. So each such dir is checked as export checks the assets
 it copies (`check_local_assets`), whether or not it is also the tokenizer's: regular files
-that resolve inside the dir (inside the checkpoint, for its own huggingface/; a Hugging
-Face cache snapshot may link into its blobs/), bounded in size, each JSON one parsed with
+that resolve inside the dir (inside the checkpoint, for its own huggingface/; a model dir
+may also link to blobs of the Hugging Face cache, as a cache snapshot and a `--local-dir`
+download do: `safe_files.model_dir_root`), bounded in size, each JSON one parsed with
 bounded memory and giving each key once.
 
 What is refused is one line naming the file, as a usage error (exit 2), as config.json's own

@@ -25,7 +25,13 @@ MAX_LINKS = 40  # as the kernel's ELOOP: more links followed in one path is a lo
 
 class LeadsOutError(CheckpointFileError):
     """A link (or `..`) in a path leads out of the root it must stay in: a finding about
-    that one file, where an unreadable directory on the way stops the read."""
+    that one file, where an unreadable directory on the way stops the read. `target`:
+    where it leads, by the link's text (nothing outside was looked up), None when the
+    path itself is spelt outside the root."""
+
+    def __init__(self, message: str, target: str | None = None) -> None:
+        super().__init__(message)
+        self.target = target
 
 
 def confined_stat(
@@ -59,9 +65,8 @@ def confined_stat(
                 return None
             current = current.parent
             if not current.is_relative_to(real_root):
-                raise LeadsOutError(
-                    f"{path}: resolves outside the checkpoint ({leads_to or current})"
-                )
+                target = str(leads_to or current)
+                raise LeadsOutError(f"{path}: resolves outside the checkpoint ({target})", target)
             found = os.stat(current)
             continue
         candidate = current / part
@@ -84,7 +89,7 @@ def confined_stat(
         if os.path.isabs(text):
             rest = _below(Path(text), (real_root, given_root))
             if rest is None:
-                raise LeadsOutError(f"{path}: resolves outside the checkpoint ({text})")
+                raise LeadsOutError(f"{path}: resolves outside the checkpoint ({text})", text)
             current, found = real_root, at_root
             pending.extend(reversed(rest))
         else:  # relative to the link's own directory, `current`

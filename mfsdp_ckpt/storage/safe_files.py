@@ -8,7 +8,8 @@ here so that three rules hold in one place:
   is expected is refused before it is opened, since reading one can hang or never end;
 * nothing outside the checkpoint is read: a path (or a symlink on it) that resolves
   outside `root` is refused, so a crafted link cannot copy a user's files into an export
-  (for a Hugging Face model dir, `model_dir_root` says where its files may lead);
+  (for a Hugging Face model dir, `model_dir_root` says where its files may lead, and a
+  link to a blob of the Hugging Face cache is read as the model's own file: `hf_cache`);
 * reads are bounded: a file larger than the caller's limit is refused, not read whole.
 
 Errors are `CheckpointFileError` with one line that names the path.
@@ -21,6 +22,7 @@ import os
 import stat
 from pathlib import Path
 
+from mfsdp_ckpt.storage import hf_cache
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.confined_stat import LeadsOutError, confined_stat
 
@@ -38,6 +40,14 @@ def _kind(mode: int) -> str:
     return _KIND_NAMES.get(stat.S_IFMT(mode), "not a regular file")
 
 
+class ModelDirRoot(str):
+    """The root of a Hugging Face model dir (`model_dir_root`), the user's own files: a
+    link in it may also lead to a blob of the Hugging Face cache (a `--local-dir` download
+    links each file there), and a link refused names where it leads (the link's text, in
+    the user's own folder), which a checkpoint being inspected does not. A `str`, so that
+    every reader taking a root takes it unchanged."""
+
+
 def resolve_inside(
     path: str | os.PathLike, root: str | os.PathLike | None, within: str = "the checkpoint"
 ) -> str:
@@ -45,7 +55,8 @@ def resolve_inside(
     (`within` names it in the message). A path named under `root` is first walked inside
     it (`confined_stat`): `os.path.realpath` looks up where a link leads, the outside
     target included, and said "file is missing" for a link to a missing file outside,
-    which told whether a file out there exists."""
+    which told whether a file out there exists. For a `ModelDirRoot`, a link spelt as a
+    cache blob is looked up, and read when it is one (`hf_cache.is_blob`)."""
     if root is not None:
         _refuse_leading_out(path, root, within)
     try:
@@ -58,43 +69,61 @@ def resolve_inside(
     if root is not None:
         real_root = os.path.realpath(root)
         if os.path.commonpath([real, real_root]) != real_root:
-            raise CheckpointFileError(f"{path}: resolves outside {within} ({real})")
+            if not isinstance(root, ModelDirRoot):
+                raise CheckpointFileError(f"{path}: resolves outside {within} ({real})")
+            if not hf_cache.is_blob(real):
+                raise CheckpointFileError(_out_of_model_dir(path, within, _link_text(path, real)))
     return real
 
 
 def _refuse_leading_out(path: str | os.PathLike, root: str | os.PathLike, within: str) -> None:
     """CheckpointFileError when a link (or `..`) in `path` leads out of `root`, found
-    without looking at anything outside. A path not spelt under `root` (a model dir named
-    through a link, read against its real folder) is left to the real-path check."""
+    without looking at anything outside (but a model dir's link spelt as a cache blob, left
+    to the real-path check). A path not spelt under `root` (a model dir named through a
+    link, read against its real folder) is left to the real-path check."""
     here = Path.cwd()  # `here / path` is `path` when absolute; its `..` are kept
     if not (here / path).is_relative_to(here / root):
         return
     try:
         confined_stat(path, root)
-    except LeadsOutError:
-        raise CheckpointFileError(f"{path}: resolves outside {within}") from None
+    except LeadsOutError as err:
+        if not isinstance(root, ModelDirRoot):
+            raise CheckpointFileError(f"{path}: resolves outside {within}") from None
+        if err.target is None or not hf_cache.is_blob_name(err.target):
+            raise CheckpointFileError(_out_of_model_dir(path, within, err.target)) from None
     except PermissionError:  # a directory not to be searched: realpath names it
         return
 
 
-def model_dir_root(directory: str | os.PathLike) -> str:
+def _out_of_model_dir(path: str | os.PathLike, within: str, target: str | None) -> str:
+    """The line refusing a model dir's `path`, which leads to `target` outside `within`:
+    it names the target and, when that is in the Hugging Face cache, the rule it broke."""
+    line = f"{path}: resolves outside {within}" + (f" ({target})" if target else "")
+    if target and hf_cache.names_cache(target):
+        line += f"; {hf_cache.BLOB_RULE}"
+    return line
+
+
+def _link_text(path: str | os.PathLike, real: str) -> str:
+    """What a refusal names as where `path` leads: the text of the link at `path`, as the
+    user wrote it, else (a link on the way) its real path."""
+    try:
+        return os.readlink(os.fspath(path))
+    except OSError:  # not a link
+        return real
+
+
+def model_dir_root(directory: str | os.PathLike) -> ModelDirRoot:
     """Where the files of a Hugging Face model dir may lead: the dir itself, or for a
     snapshot in the Hugging Face cache (`.../models--ORG--NAME/snapshots/REVISION/`, or a
     folder in it, whose files are links into the cache's `blobs/`), that model's cache
-    folder. A model repo is downloaded or cloned from elsewhere, and git keeps symlinks: one
-    that leads to a user's file must not be copied into an export as a tokenizer file. Only
-    a real cache folder widens the root: any folder named `snapshots` did
-    (`~/snapshots/run/`, whose links could then lead anywhere in the home directory)."""
+    folder; and, as for any model dir, to a blob of the cache (`ModelDirRoot`). A model
+    repo is downloaded or cloned from elsewhere, and git keeps symlinks: one that leads to
+    a user's file must not be copied into an export as a tokenizer file. Only a real cache
+    folder widens the root: any folder named `snapshots` did (`~/snapshots/run/`, whose
+    links could then lead anywhere in the home directory)."""
     real = Path(os.path.realpath(directory))
-    for revision in (real, *real.parents):  # a model in a subfolder of a snapshot too
-        cache = revision.parent.parent
-        if (
-            revision.parent.name == "snapshots"
-            and cache.name.startswith("models--")
-            and (cache / "blobs").is_dir()
-        ):
-            return str(cache)
-    return str(real)
+    return ModelDirRoot(hf_cache.cache_folder(real) or real)
 
 
 def regular_file(
