@@ -46,7 +46,8 @@ class YAMLConfigError(MfsdpUsageError, ValueError):
 class _ConfigLoader(BoundedLoader):
     """The bounded loader, refusing YAML 1.1's octal and base-60 numbers too: PyYAML reads
     `010` as 8 and `1:30` as 90, Hydra (which verl's configs are written for) and YAML 1.2
-    as 10 and text, so a config holding one means two values."""
+    as 10 and text, so a config holding one means two values; and reading a date as its
+    text, as Hydra does."""
 
     def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
         value = super().construct_yaml_int(node)  # its digits are bounded first
@@ -69,9 +70,18 @@ class _ConfigLoader(BoundedLoader):
             )
         return super().construct_yaml_float(node)
 
+    def construct_yaml_timestamp(self, node: yaml.ScalarNode) -> str:  # type: ignore[override]
+        """A date or time (`trainer.project_name: 2024-01-01`) is the text written, as Hydra
+        (OmegaConf) reads it: PyYAML made a `datetime.date`, which no key takes, so a run
+        named by its date was refused ("expects a string"). One PyYAML cannot make (a 13th
+        month) is still refused as before."""
+        super().construct_yaml_timestamp(node)
+        return str(self.construct_scalar(node))
+
 
 _ConfigLoader.add_constructor(YAML_TAG + "int", _ConfigLoader.construct_yaml_int)
 _ConfigLoader.add_constructor(YAML_TAG + "float", _ConfigLoader.construct_yaml_float)
+_ConfigLoader.add_constructor(YAML_TAG + "timestamp", _ConfigLoader.construct_yaml_timestamp)
 
 
 def parse_yaml(text: str, source: str, budget: ExpansionBudget | None = None) -> Any:
