@@ -16,9 +16,8 @@ from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.output_inside import inside_checkpoint
 from mfsdp_ckpt.storage.out_lock import cannot_create, ctrl_c_deferred, out_lock
 from mfsdp_ckpt.storage.writable import require_writable_dir
+from trainer.local_paths import DATA_TABLE_DIRS
 
-# The folders under --out every data command writes its tables into.
-TABLE_DIRS = ("sft", "rl")
 # What `mfsdp data synthetic` writes under --out (trainer.grpo.synthetic.write_addition_data).
 SYNTHETIC_TABLES = ("sft/train.parquet", "rl/train.parquet", "rl/test.parquet")
 
@@ -60,7 +59,7 @@ def _writing_into(out_dir: str) -> Iterator[None]:
                 lock.enter_context(out_lock(out_dir))
             except OSError as err:
                 raise _not_writable(out_dir, out, err) from None
-            _make_dirs([out, *(out / name for name in TABLE_DIRS)], made)
+            _make_dirs([out, *(out / name for name in DATA_TABLE_DIRS)], made)
             yield
     except BaseException:  # the lock is released by now
         for folder in reversed(made):
@@ -73,7 +72,7 @@ def _refuse_checkpoints(out_dir: str) -> None:
     """Refuse, before anything is written, an --out whose tables would land in a checkpoint:
     OUT itself, or the OUT/sft and OUT/rl they are written into (`mfsdp demo --out D` makes
     D/sft a training run's dir: tables written there were mixed into the run)."""
-    for target in [out_dir, *(os.path.join(out_dir, name) for name in TABLE_DIRS)]:
+    for target in [out_dir, *(os.path.join(out_dir, name) for name in DATA_TABLE_DIRS)]:
         inside = inside_checkpoint(target)
         if inside is not None:
             named = "" if target == out_dir else f"{target} "

@@ -173,7 +173,7 @@ def check_run_dir_is_no_model_dir(run_dir: str) -> None:
         )
 
 
-# The folders `mfsdp data` writes its tables into (cli/data.py TABLE_DIRS), as .parquet
+# The folders `mfsdp data` writes its tables into (cli/data.py), as .parquet
 DATA_TABLE_DIRS = ("sft", "rl")
 DATA_TABLE_SUFFIX = ".parquet"
 
