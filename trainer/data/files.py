@@ -20,7 +20,9 @@ from mfsdp_ckpt.format.hub_id import hub_id_hint
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.unique_json import (
+    DEFAULT_MAX_CONTAINERS,
     DuplicateKeyError,
+    NestingError,
     first_lone_surrogate,
     json_problem,
     loads_unique,
@@ -47,7 +49,7 @@ MAX_JSONL_LINE_BYTES = 64 << 20
 # 30 MB line of empty arrays took 830 MB to parse. A row of a table holds a few (a chat: a
 # list, an object per turn), so each JSON text parsed at once (a .jsonl line, a whole .json)
 # may hold this many, counted before it is parsed (`too_many_containers`).
-MAX_ROW_CONTAINERS = 1 << 20
+MAX_ROW_CONTAINERS = DEFAULT_MAX_CONTAINERS
 # JSON's escape of a UTF-16 surrogate (`\ud800`): only through one can parsed text hold a
 # lone surrogate (UTF-8 bytes cannot), so rows are searched for one only where it is.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
@@ -285,7 +287,7 @@ def _read_json(path: Path) -> list[dict[str, Any]]:
                 f"{path}: not valid JSON ({err.msg} at line {err.lineno}, column {err.colno})"
             ) from err
         return _read_jsonl(path)
-    except RecursionError:
+    except NestingError:  # before ValueError, which it is: no integer line to name
         raise DataFileError(f"{path}: JSON nested too deeply") from None
     except ValueError as err:  # an integer past Python's digit limit, which json cannot place
         where = f"{path}:{_huge_integer_line(text)}"
@@ -353,7 +355,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
                 raise DataFileError(f"{path}:{number}: {err} in one object") from None
             except json.JSONDecodeError as err:
                 raise DataFileError(f"{path}:{number}: not valid JSON ({err.msg})") from err
-            except RecursionError:  # `[[[[...` thousands deep: no row of a table is
+            except NestingError:  # `[[[[...` thousands deep: no row of a table is
                 raise DataFileError(f"{path}:{number}: JSON nested too deeply") from None
             except ValueError as err:  # an integer past Python's digit limit (4300)
                 raise DataFileError(
