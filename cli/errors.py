@@ -376,13 +376,13 @@ def _tell_torchrun(message: str) -> None:
     """Leave the message in the error file torchrun gives each rank (its reply format),
     whole or not at all: written in place, a rank stopped between the open and the write
     left an empty file, and torchrun crashed reading it. The temp file is made new
-    (`run_files.new_temp`): opened by a name made of the pid, a symlink placed there had
+    (`temp_files.new_temp`): opened by a name made of the pid, a symlink placed there had
     the message written into the file it led to. A file that cannot be written is no error
     of the run's: the rank's own line still says what failed."""
     import time
     from pathlib import Path
 
-    from trainer.run_files import new_temp
+    from mfsdp_ckpt.storage.temp_files import new_temp
 
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if not path:

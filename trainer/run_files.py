@@ -13,23 +13,21 @@ replaced the notes with a config and appended records to the other file. A link 
 run writes is refused (`refuse_link`), one line naming it; `trainer.run_dir_links` checks
 every such name before a run starts.
 
-Every temp file a command writes and then renames into place (this module's, `mfsdp data`'s
-tables, the error file a launched rank leaves for torchrun) is made by `new_temp`: new, under
-a random name, never opened through whatever is already at that name.
+The temp file is `mfsdp_ckpt.storage.temp_files.new_temp`'s: new, under a random name, never
+opened through whatever is already at that name.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import re
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.temp_files import new_temp
 
 
 class RunFileError(MfsdpFailedError, OSError):
@@ -85,31 +83,6 @@ def replacing(path: Path, what: str) -> Iterator[BinaryIO]:
             with contextlib.suppress(OSError):
                 temp.unlink()
     _fsync_dir(path.parent)
-
-
-def new_temp(path: Path) -> tuple[Path, int]:
-    """A new hidden file beside `path` to write its next content into, and a write descriptor
-    of it; the caller closes it, and removes the file unless it renames it onto `path`.
-
-    It is made with O_CREAT | O_EXCL | O_NOFOLLOW, so nothing already at its name is opened,
-    under a name no one can place anything at beforehand (`.<name>.<pid>-<16 random hex>.tmp`):
-    opened by a name made of the pid, a symlink planted there got the content written into
-    the file it led to, outside the directory written, and was then renamed onto `path`
-    itself. A name made of the pid alone, created exclusively, failed instead on one a killed
-    writer had left, every time a restart ran under the same pid (a fresh container's). The
-    pid in the name says whether its writer still runs (`temp_writer`). The mode is the one
-    a file written in place gets: 0o644 less the umask."""
-    temp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(8)}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    return temp, os.open(temp, flags, 0o644)
-
-
-def temp_writer(path: Path, name: str) -> int | None:
-    """The pid of the process that made the file called `name` as `new_temp(path)`'s temp
-    file, None when `name` is no such file's: a caller removes temp files whose writer is
-    gone (killed before it could)."""
-    found = re.fullmatch(rf"\.{re.escape(path.name)}\.([0-9]+)-[0-9a-f]{{16}}\.tmp", name)
-    return int(found.group(1)) if found else None
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -51,6 +51,7 @@ from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.confined_stat import confined_stat
 from mfsdp_ckpt.storage.lock_holder import lock_holder
+from mfsdp_ckpt.storage.temp_files import new_temp
 from mfsdp_ckpt.storage.tensorstore_store import URL_SCHEMES
 from mfsdp_ckpt.storage.unique_json import loads_object
 
@@ -344,26 +345,22 @@ def write_tracker(run_dir: str | os.PathLike, step: int) -> None:
     """Replace the tracker atomically: readers see the old step or the new one, never neither.
     A failure (a full disk) removes the temp file again: it was left beside the tracker.
 
-    The temp file is created new (O_EXCL, O_NOFOLLOW), so nothing already at its name is
-    written through: opened by a name made of the pid, a symlink placed there beforehand got
-    the step number written into the file it led to. The name is random, as
-    `trainer.run_files.replacing`'s: a pid's name left by a killed save would, created
-    exclusively, fail every save of a restarted container whose rank 0 has that pid again."""
-    run = Path(run_dir)
-    tmp = run / f".{TRACKER_FILE}.{secrets.token_hex(8)}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(tmp, flags, 0o644)  # what is at that name already is left as it is
+    The temp file is `temp_files.new_temp`'s: created new under a random name, so nothing
+    already at its name is written through (a symlink placed at a pid's name got the step
+    number written into the file it led to)."""
+    tracker = Path(run_dir) / TRACKER_FILE
+    tmp, fd = new_temp(tracker)
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(f"{step}\n")
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, run / TRACKER_FILE)
+        os.replace(tmp, tracker)
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
-    fsync_path(run)
+    fsync_path(tracker.parent)
 
 
 def replace_dir(new: Path, target: Path) -> None:

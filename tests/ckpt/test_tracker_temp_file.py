@@ -7,6 +7,7 @@ import os
 import pytest
 
 from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.storage import temp_files
 
 
 def test_a_link_at_the_pid_named_temp_file_is_not_written_through(tmp_path):
@@ -32,8 +33,8 @@ def test_a_link_at_the_temp_name_itself_fails_the_write_and_is_left(tmp_path, mo
     run = tmp_path / "run"
     run.mkdir()
     layout.write_tracker(run, 3)
-    monkeypatch.setattr(layout.secrets, "token_hex", lambda nbytes: "taken")
-    link = run / f".{layout.TRACKER_FILE}.taken.tmp"
+    monkeypatch.setattr(temp_files.secrets, "token_hex", lambda nbytes: "0" * 16)
+    link = run / f".{layout.TRACKER_FILE}.{os.getpid()}-{'0' * 16}.tmp"
     link.symlink_to(victim)
     with pytest.raises(FileExistsError):
         layout.write_tracker(run, 7)

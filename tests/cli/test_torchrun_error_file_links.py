@@ -1,5 +1,5 @@
 """The error file a launched rank leaves for torchrun (`cli.errors._tell_torchrun`) is
-written through a temp file made new (`trainer.run_files.new_temp`).
+written through a temp file made new (`mfsdp_ckpt.storage.temp_files.new_temp`).
 
 Was: the temp file was `<error file>.<pid>.tmp`, opened with open(..., "w"): a symlink
 placed there had the message written into the file it led to, and was then renamed onto

@@ -19,6 +19,7 @@ from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format.hub_id import hub_id_hint
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.storage.temp_files import new_temp, temp_writer
 from mfsdp_ckpt.storage.unique_json import (
     DEFAULT_MAX_CONTAINERS,
     DuplicateKeyError,
@@ -28,7 +29,6 @@ from mfsdp_ckpt.storage.unique_json import (
     loads_unique,
     too_many_containers,
 )
-from trainer.run_files import new_temp, temp_writer
 
 # Parquet stores a repeated value once (dictionary and run-length encoding) and compresses
 # pages: 1.2 MB of file held 67M rows (3.3 GB before Python objects were made of them), and
@@ -386,7 +386,7 @@ def write_tables(tables: dict[Path, list[dict[str, Any]]], *, replace: bool = Tr
     and all are renamed into place only once every one is written. A full disk or Ctrl-C
     halfway must not leave `sft/train.parquet` new and `rl/train.parquet` missing or cut
     short, a set that a trainer reads as complete. The temp files are made new under random
-    names (`run_files.new_temp`): a symlink placed at the name of one, when it was made of
+    names (`temp_files.new_temp`): a symlink placed at the name of one, when it was made of
     the pid, had the table written into the file it led to and was then published as the
     table. Temps that a killed run left behind (their writer is gone) are removed here;
     readers skip hidden files meanwhile.
@@ -475,7 +475,7 @@ def refuse_replacing(paths: list[Path], overwrite: bool) -> None:
 
 
 def _remove_dead_temps(path: Path) -> None:
-    """The temp files of `path` (`run_files.new_temp`) whose writer no longer runs."""
+    """The temp files of `path` (`temp_files.new_temp`) whose writer no longer runs."""
     for entry in os.scandir(path.parent):
         pid = temp_writer(path, entry.name)
         if pid is not None and not _running(pid):

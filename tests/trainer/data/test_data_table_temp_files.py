@@ -1,5 +1,5 @@
 """`mfsdp data` writes each table into a temp file beside it first, made new under a random
-name (`trainer.run_files.new_temp`), and renames it into place.
+name (`mfsdp_ckpt.storage.temp_files.new_temp`), and renames it into place.
 
 Was: the temp file was `.<table>.tmp-<pid>`, opened with open(..., "wb"): a symlink placed
 there (`ln -s ~/notes.txt OUT/sft/.train.parquet.tmp-$$; exec mfsdp data ...`) had the
@@ -12,9 +12,9 @@ import os
 
 import pyarrow.parquet as pq
 
+from mfsdp_ckpt.storage.temp_files import new_temp
 from tests.support.interop_layouts import run_cli
 from trainer.data.files import write_tables
-from trainer.run_files import new_temp
 
 
 def test_a_link_at_a_tables_pid_temp_name_is_neither_written_through_nor_published(tmp_path):

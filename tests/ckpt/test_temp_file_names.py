@@ -1,4 +1,4 @@
-"""The temp files a command writes and renames into place (`trainer.run_files.new_temp`):
+"""The temp files a command writes and renames into place (`temp_files.new_temp`):
 made new under a random name, so nothing placed at a name beforehand is ever opened.
 
 Was: `mfsdp data` opened `.<table>.tmp-<pid>` with open(..., "wb"), and a symlink planted
@@ -11,8 +11,8 @@ import os
 
 import pytest
 
-from trainer import run_files
-from trainer.run_files import new_temp, temp_writer
+from mfsdp_ckpt.storage import temp_files
+from mfsdp_ckpt.storage.temp_files import new_temp, temp_writer
 
 
 def test_a_temp_file_is_made_new_and_hidden_beside_its_file(tmp_path):
@@ -32,7 +32,7 @@ def test_a_link_at_the_temp_name_is_never_opened(tmp_path, monkeypatch):
     rather than opened through."""
     victim = tmp_path / "victim.txt"
     victim.write_text("precious notes")
-    monkeypatch.setattr(run_files.secrets, "token_hex", lambda _n: "0" * 16)
+    monkeypatch.setattr(temp_files.secrets, "token_hex", lambda _n: "0" * 16)
     target = tmp_path / "train.parquet"
     planted = tmp_path / f".train.parquet.{os.getpid()}-{'0' * 16}.tmp"
     planted.symlink_to(victim)
