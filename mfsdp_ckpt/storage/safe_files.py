@@ -80,12 +80,14 @@ def _refuse_leading_out(path: str | os.PathLike, root: str | os.PathLike, within
     """CheckpointFileError when a link (or `..`) in `path` leads out of `root`, found
     without looking at anything outside (but a model dir's link spelt as a cache blob, left
     to the real-path check). A path not spelt under `root` (a model dir named through a
-    link, read against its real folder) is left to the real-path check."""
-    here = Path.cwd()  # `here / path` is `path` when absolute; its `..` are kept
-    if not (here / path).is_relative_to(here / root):
+    link, checked against its real folder) is spelt under it first (`_spelt_under`): left
+    to `realpath`, a link in it to a missing file outside said "file is missing", which
+    told whether a file out there exists."""
+    spelt = _spelt_under(path, root)
+    if spelt is None:
         return
     try:
-        confined_stat(path, root)
+        confined_stat(spelt, root)
     except LeadsOutError as err:
         if not isinstance(root, ModelDirRoot):
             raise CheckpointFileError(f"{path}: resolves outside {within}") from None
@@ -93,6 +95,23 @@ def _refuse_leading_out(path: str | os.PathLike, root: str | os.PathLike, within
             raise CheckpointFileError(_out_of_model_dir(path, within, err.target)) from None
     except PermissionError:  # a directory not to be searched: realpath names it
         return
+
+
+def _spelt_under(path: str | os.PathLike, root: str | os.PathLike) -> Path | None:
+    """`path` spelt under `root`: as given when it is; else with the first folder on its
+    way that resolves to `root`'s real folder (a model dir named through a link, or a
+    parent of it) replaced by that folder; None when none does. Folders are resolved from
+    the top down and the walk stops at the root's folder: nothing in the model dir is
+    resolved here (`confined_stat` walks that, inside it)."""
+    here = Path.cwd()  # `here / path` is `path` when absolute; its `..` are kept
+    full = here / path
+    if full.is_relative_to(here / root):
+        return full
+    real_root = os.path.realpath(root)
+    for parent in reversed(full.parents):
+        if os.path.realpath(parent) == real_root:
+            return Path(real_root) / full.relative_to(parent)
+    return None
 
 
 def _out_of_model_dir(path: str | os.PathLike, within: str, target: str | None) -> str:

@@ -105,3 +105,21 @@ def test_a_snapshots_folder_outside_a_real_cache_does_not_widen_the_root(tmp_pat
     assert code == 1, err
     one_error(err, "tokenizer.model", "resolves outside the model dir")
     assert not out.exists() or not _holds_secret(out)
+
+
+@pytest.mark.parametrize("target_exists", [True, False])
+def test_a_model_dir_named_through_a_link_tells_nothing_of_files_outside(tmp_path, target_exists):
+    """A model dir named through a symlink is checked against its real folder: a link in it
+    leading out was looked up outside, and one to a missing file there said "file is
+    missing", which told whether a file out there exists. Both are "resolves outside"."""
+    real = tmp_path / "real_model"
+    real.mkdir()
+    outside = tmp_path / "outside.json"
+    if target_exists:
+        outside.write_text("{}")
+    (real / "tokenizer.json").symlink_to(outside)
+    named = tmp_path / "named"
+    named.symlink_to(real)
+    root = safe_files.model_dir_root(named)
+    with pytest.raises(safe_files.CheckpointFileError, match="resolves outside the model dir"):
+        safe_files.regular_file(named / "tokenizer.json", root, "the model dir named")
