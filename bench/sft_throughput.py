@@ -254,12 +254,16 @@ def _sync(cuda: bool) -> None:
 
 
 def _key_value(text: str) -> tuple[str, object]:
-    import yaml
+    """One `--override key=value`, its value read as a config override is (bounded YAML)."""
+    from trainer.config import ConfigError, parse_override_value
 
     key, sep, value = text.partition("=")
     if not sep:
         raise argparse.ArgumentTypeError(f"{text!r}: expected key=value")
-    return key, yaml.safe_load(value)
+    try:
+        return key, parse_override_value(key, value, clear=None)
+    except ConfigError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 class _NoTokenizer:
