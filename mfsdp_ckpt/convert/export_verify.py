@@ -17,8 +17,8 @@ from mfsdp_ckpt.convert.export_scheduler import MIN_BUFFER_BYTES, Progress, run_
 from mfsdp_ckpt.convert.export_source import load_config, resolve_source
 from mfsdp_ckpt.convert.hf_config import HFConfigError
 from mfsdp_ckpt.convert.name_maps import MappedTensor
-from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE
-from mfsdp_ckpt.storage.unique_json import loads_unique
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.safetensors_source import index_weight_map
 
 if TYPE_CHECKING:
     import torch
@@ -59,7 +59,7 @@ def verify_export(
     one file at a time: opening a safetensors file parses its whole header, so opening it
     per tensor costs time quadratic in its tensor count (minutes for tens of thousands)."""
     out = Path(out_dir)
-    index = _index_map(out)
+    index = index_weight_map(out)  # bounded, as any model dir's index is read
     files = sorted(set(index.values())) if index is not None else _single_files(out)
     where: dict[str, str] = dict(index) if index is not None else {}
     found: list[str] = []
@@ -95,8 +95,8 @@ def _verify_file(
     from safetensors import SafetensorError, safe_open
 
     listed = {name for name, held in index.items() if held == file} if index is not None else set()
-    try:
-        handle = safe_open(str(out / file), framework="pt")
+    try:  # a file linked out of the export is not the export's: never opened
+        handle = safe_open(safe_files.regular_file(out / file, out, f"the export {out}"), "pt")
     except (SafetensorError, OSError) as err:
         unreadable = [f"{name}: unreadable in {file} ({err})" for name in sorted(listed)]
         return unreadable or [f"{file}: unreadable ({err})"]
@@ -142,14 +142,6 @@ def bit_pattern(tensor: torch.Tensor) -> torch.Tensor:
     import torch
 
     return tensor.contiguous().reshape(-1).view(torch.uint8)
-
-
-def _index_map(out: Path) -> dict[str, str] | None:
-    """{tensor name: file} from the index of a sharded export; None for a single file."""
-    index = out / INDEX_FILE
-    if not index.is_file():
-        return None
-    return dict(loads_unique(index.read_text())["weight_map"])
 
 
 def _single_files(out: Path) -> list[str]:

@@ -8,6 +8,7 @@ catching a corrupted file, and no partial output on failure or Ctrl-C.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from cli.main import app
 from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.convert.export_verify import verify_export_dir
 from mfsdp_ckpt.storage.reader import CheckpointReader
+from mfsdp_ckpt.storage.safetensors_source import SafetensorsError
 from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE
 from tests.support.distributed import run_distributed
 from tests.support.export import copy_hf_assets_from, fixed_inputs, load_report, logits_of
@@ -160,6 +162,33 @@ def test_verify_passes_then_catches_a_corrupted_tensor(fsdp2_run, tmp_path):
     problems = verify_export_dir(fsdp2_run / "run", out)
     assert len(problems) == 1 and problems[0].startswith("model.norm.weight:"), problems
     assert "model.norm.weight" in names
+
+
+def test_verify_reads_an_exports_index_as_any_model_dirs(fsdp2_run, tmp_path):
+    """The export's index is read bounded and its file names must be plain names inside the
+    export: verifying an export whose index names `../outside.safetensors` opened the file
+    beside the export and compared its tensors."""
+    out = tmp_path / "hf"
+    export_hf(fsdp2_run / "run", out, workers=1)
+    shutil.copy(out / "model.safetensors", tmp_path / "outside.safetensors")
+    with safe_open(str(out / "model.safetensors"), framework="pt") as handle:
+        names = list(handle.keys())
+    weight_map = dict.fromkeys(names, "../outside.safetensors")
+    (out / INDEX_FILE).write_text(json.dumps({"weight_map": weight_map}))
+    with pytest.raises(SafetensorsError, match="not a plain file name inside"):
+        verify_export_dir(fsdp2_run / "run", out)
+
+
+def test_verify_never_opens_a_file_linked_out_of_the_export(fsdp2_run, tmp_path):
+    """An export's model.safetensors replaced by a link to a file outside it (the same
+    bytes) verified as equal: the file compared was not the export's."""
+    out = tmp_path / "hf"
+    export_hf(fsdp2_run / "run", out, workers=1)
+    outside = tmp_path / "outside.safetensors"
+    (out / "model.safetensors").rename(outside)
+    (out / "model.safetensors").symlink_to(outside)
+    problems = verify_export_dir(fsdp2_run / "run", out)
+    assert any("resolves outside the export" in line for line in problems), problems
 
 
 def test_interrupt_mid_export_leaves_nothing(fsdp2_run, tmp_path):
