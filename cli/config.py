@@ -57,8 +57,10 @@ def from_verl(source: str, command: str) -> None:
     or verl's SFT trainer, or a verl YAML config) as an mfsdp YAML config on stdout.
 
     Comments at the top say how each verl key was carried over and which keys were not,
-    and why. Exit 0: every key carried over; 1: some were not (the YAML is still printed);
-    2: SOURCE is not a verl script or config. Nothing in the script is executed.
+    and why. Exit 0: every key carried over; 1: some were not, or a value still needs
+    editing (`$2`, `$HOME` or `$(...)` the script fills in only when it runs), or a config
+    file of yours that verl merges in is not in it (the YAML is still printed); 2: SOURCE is
+    not a verl script or config. Nothing in the script is executed.
 
     \b
     Example:
@@ -68,9 +70,11 @@ def from_verl(source: str, command: str) -> None:
 
     conversion = convert_verl(source, None if command == "auto" else command)
     click.echo(conversion.to_yaml(source), nl=False)
+    unfinished = []
     if conversion.dropped:
-        click.echo(
-            f"from-verl: {len(conversion.dropped)} key(s) not carried over (listed at the top)",
-            err=True,
-        )
+        unfinished.append(f"{len(conversion.dropped)} key(s) not carried over")
+    if conversion.incomplete:
+        unfinished.append(f"still to edit or add: {'; '.join(conversion.incomplete)}")
+    if unfinished:
+        click.echo(f"from-verl: {'; '.join(unfinished)} (listed at the top)", err=True)
         raise SystemExit(EXIT_FAILED)

@@ -56,22 +56,42 @@ def missing_path(key: str, value: str, needed: str) -> ConfigError:
     )
 
 
-# `$HOME`, `${HOME}`, verl's OmegaConf `${oc.env:HOME}` and `${data.path}`
-_UNEXPANDED = re.compile(r"\$(?:\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*)")
+# Every form a shell expands, none of which a config file does: `${...}` (verl's OmegaConf
+# `${oc.env:HOME}` and `${data.path}` too, and `${10}`), `$NAME`, the positional and special
+# parameters `$0`..`$9` `$@` `$*` `$#` `$?` `$$` `$!` `$-` (verl's SFT examples set
+# `save_path=$2`, and a converted config trained into a folder named `$2`), `$(command)`,
+# `$((arithmetic))` and backquotes
+UNEXPANDED = re.compile(r"\$(?:\{[^}]*\}|\([^)]*\)?|[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-])|`[^`]*`")
+
+
+def _what(found: str) -> str:
+    """What the shell (or OmegaConf) would have put in place of `found`, an `UNEXPANDED` match."""
+    if found.startswith(("`", "$(")):
+        return "a command substitution"
+    name = found.strip("${}")  # `$2` and `${10}`: 2 and 10; `$$`: nothing
+    if name == "0":
+        return "the name of the script it came from"
+    if name.isdigit() or name in ("@", "*", "#"):
+        return "an argument of the script it came from"
+    if name in ("", "?", "!", "-"):
+        return "a shell special parameter"
+    return "a variable or interpolation"
 
 
 def check_no_variables(cfg: Any) -> None:
-    """No path key holds a variable: the shell expands `$HOME` on the command line, but a
-    config file's `run_dir: $HOME/runs/x` (or verl's `${oc.env:HOME}`) reached the trainer
-    as written, and the run created a directory named `$HOME` in the current one."""
+    """No path key holds anything a shell would expand: the shell expands `$HOME` (or a
+    script's `$2`) on the command line, but a config file's `run_dir: $HOME/runs/x` (or
+    verl's `${oc.env:HOME}`) reached the trainer as written, and the run created a directory
+    named `$HOME` (or `$2`) in the current one."""
     for key, value in path_values(cfg):
         for item in value if isinstance(value, list) else [value]:
-            found = _UNEXPANDED.search(item) if isinstance(item, str) else None
+            found = UNEXPANDED.search(item) if isinstance(item, str) else None
             if found:
                 raise ConfigError(
-                    f"{key}: {item} holds {found.group(0)}, which nothing expands here (no"
-                    " shell variables or ${...} interpolation in a config); write the path out"
-                    " (in an unquoted override the shell expands it)"
+                    f"{key}: {item} holds {found.group(0)}, which nothing expands here"
+                    f" ({_what(found.group(0))}: a config has no shell expansion or ${{...}}"
+                    " interpolation); write the path out (in an unquoted override the shell"
+                    " expands it)"
                 )
 
 

@@ -27,9 +27,10 @@ from mfsdp_ckpt.check.printable import printable
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
-from trainer import shell_arithmetic, verl_keys
+from trainer import shell_arithmetic, verl_hydra_files, verl_interpolation, verl_keys
 from trainer.config_kind import likely_kind
 from trainer.config_yaml import ExpansionBudget, YAMLConfigError, parse_yaml
+from trainer.local_paths import UNEXPANDED
 
 MAX_SOURCE_BYTES = 1 << 20  # launch scripts and configs are a few KiB
 # A launch command, continuations joined, is a few KiB; shlex builds each word a character at
@@ -88,6 +89,9 @@ class Conversion:
     tree: dict[str, Any]  # the mfsdp config (nested sections)
     notes: list[str] = field(default_factory=list)  # how verl keys were carried over
     dropped: list[str] = field(default_factory=list)  # "key=value: why not" for keys not carried
+    # what the config still needs from the user before training, each named in a note: a
+    # value holding shell syntax (`run_dir: $2`), a config file of the user's Hydra merges
+    incomplete: list[str] = field(default_factory=list)
 
     def to_yaml(self, source: str) -> str:
         """The config as YAML under comment lines of notes. The notes quote the source's
@@ -120,13 +124,15 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
         raise VerlSourceError(f"{source}: not UTF-8 text") from None
     tree: dict[str, Any] = {}
     script_notes: list[str] = []
+    incomplete: list[str] = []
     if source.suffix.lower() in (".yaml", ".yml"):
-        tree = _yaml_tree(text, source)
+        tree, defaults = _yaml_tree(text, source)
         command = command or likely_kind(tree)  # as `mfsdp train` tells them apart
+        script_notes, incomplete = _defaults_notes(defaults, command)
+        script_notes += _interpolation_notes(tree, source)
         tree, pairs = verl_keys.split_foreign(_config_class(command), tree)
-        pairs = [(key, value) for key, value in pairs if key.rsplit(".", 1)[-1] != "_target_"]
     else:
-        pairs, found, script_notes = _script_pairs(text, source)
+        pairs, found, script_notes, incomplete = _script_pairs(text, source)
         command = command or found
     estimator = dict(pairs).get(
         "algorithm.adv_estimator", tree.get("algorithm", {}).get("adv_estimator", "grpo")
@@ -137,6 +143,7 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
         )
     conversion = _convert(tree, pairs, command, str(source))
     conversion.notes += script_notes
+    conversion.incomplete = incomplete + conversion.incomplete
     return conversion
 
 
@@ -172,17 +179,62 @@ def _parse(text: str, source: str, budget: ExpansionBudget) -> Any:
         raise VerlSourceError(str(err)) from None
 
 
-def _yaml_tree(text: str, source: Path) -> dict[str, Any]:
+def _yaml_tree(text: str, source: Path) -> tuple[dict[str, Any], list[Any]]:
+    """The YAML's keys, and its Hydra `defaults:` list (the files merged into it: not keys)."""
     tree = _parse(text, str(source), ExpansionBudget())
     if not isinstance(tree, dict):
         raise VerlSourceError(f"{source}: top level must be a mapping of sections")
-    tree.pop("defaults", None)  # Hydra's list of other files to merge: not keys
-    return tree
+    defaults = tree.pop("defaults", None)
+    return tree, defaults if isinstance(defaults, list) else []
 
 
-def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str, list[str]]:
-    """The `key=value` arguments of the script's (last) verl trainer command, and notes on
-    what of the command is known only when the script runs."""
+def _defaults_notes(defaults: list[Any], command: str) -> tuple[list[str], list[str]]:
+    """Notes on the files a YAML's `defaults:` list merges into it, and the entries naming
+    files of the user's, whose settings this conversion has not (`verl_hydra_files`)."""
+    verl = [entry for entry in defaults if verl_hydra_files.is_verl_default(entry)]
+    own = [verl_hydra_files.shown_entry(entry) for entry in defaults if entry not in verl]
+    shown = [verl_hydra_files.shown_entry(entry) for entry in verl if entry != "_self_"]
+    notes = []
+    if shown:
+        notes.append(f"defaults: {', '.join(shown)}: {_verl_defaults_words(command)}")
+    if own:
+        notes.append(
+            f"defaults: {', '.join(own)}: Hydra merges those files of yours into this one"
+            " first; their settings are not in this config: convert them with `mfsdp config"
+            " from-verl FILE.yaml` and merge the two"
+        )
+    return notes, [f"defaults: {entry}" for entry in own]
+
+
+def _verl_defaults_words(command: str) -> str:
+    """What a config file of verl's own that Hydra merges in means for the conversion."""
+    return (
+        "verl's own config, whose settings are verl's defaults: as for every key the run does"
+        f" not set, mfsdp's defaults stand (`mfsdp config defaults {command}` lists them)"
+    )
+
+
+def _interpolation_notes(tree: dict[str, Any], source: Path) -> list[str]:
+    """Fill in the `${a.b}` references between the YAML's keys, as verl's OmegaConf does; a
+    note names the keys filled in."""
+    try:
+        filled = verl_interpolation.resolve(tree, MAX_EXPANDED_CHARS)
+    except verl_interpolation.InterpolationTooLarge as err:
+        raise VerlSourceError(f"{source}: {err}") from None
+    if not filled:
+        return []
+    return [
+        f"{', '.join(filled)}: ${{...}} references to other keys of this file filled in, as"
+        " verl's OmegaConf does"
+    ]
+
+
+def _script_pairs(
+    text: str, source: Path
+) -> tuple[list[tuple[str, Any]], str, list[str], list[str]]:
+    """The `key=value` arguments of the script's (last) verl trainer command, the trainer,
+    notes on what of the command is known only when the script runs, and the config file of
+    the user's it names (`_hydra_config_notes`)."""
     variables = _Variables(source)
     found: tuple[str, list[str]] | None = None
     launches = 0
@@ -228,7 +280,8 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str, 
             f"the script starts verl {launches} times; this config is its last command's:"
             " convert the others from a script of their own"
         )
-    notes += _hydra_config_notes(words)
+    hydra_notes, incomplete = _hydra_config_notes(words, command)
+    notes += hydra_notes
     cls = _config_class(command)
     taken: list[str] = []  # environment variables put into path values
     texts = []  # every value substituted before any is parsed: a substitution bomb is
@@ -259,7 +312,7 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str, 
         f"${name}: taken from this environment, as the shell running the script here would"
         for name in taken
     ]  # named, never quoted: the config is a file people share
-    return pairs, command, [*variables.notes, *taken_notes, *notes]
+    return pairs, command, [*variables.notes, *taken_notes, *notes], incomplete
 
 
 # Hydra's options that name the YAML a verl command starts from (`--config-path=DIR`,
@@ -267,21 +320,27 @@ def _script_pairs(text: str, source: Path) -> tuple[list[tuple[str, Any]], str, 
 _HYDRA_CONFIG_OPTIONS = ("--config-path", "--config-name", "-cp", "-cn")
 
 
-def _hydra_config_notes(words: list[str]) -> list[str]:
-    """A note naming the YAML the command loads with Hydra's --config-path / --config-name:
-    the settings in it are not in this conversion (they were left out without a word)."""
-    named = []
+def _hydra_config_notes(words: list[str], command: str) -> tuple[list[str], list[str]]:
+    """A note on the YAML the command loads with Hydra's --config-path / --config-name and,
+    for a file of the user's, those options again: its settings are not in this conversion
+    (they were left out without a word, then named at exit 0). verl's own configs hold
+    verl's defaults (`verl_hydra_files`), which need nothing carried."""
+    given: dict[str, str] = {}
     for index, word in enumerate(words):
         option, sep, value = word.partition("=")
         if option in _HYDRA_CONFIG_OPTIONS:
-            given = value if sep else (words[index + 1] if index + 1 < len(words) else "")
-            named.append(f"{option} {given}".strip())
-    if not named:
-        return []
+            given[option] = value if sep else (words[index + 1] if index + 1 < len(words) else "")
+    if not given:
+        return [], []
+    path = given.get("--config-path", given.get("-cp"))
+    name = given.get("--config-name", given.get("-cn"))
+    shown = ", ".join(f"{option} {value}".strip() for option, value in given.items())
+    if verl_hydra_files.is_verl_config(path, name):
+        return [f"{shown}: {_verl_defaults_words(command)}"], []
     return [
-        f"{', '.join(named)}: verl loads its settings from that YAML first; they are not in"
+        f"{shown}: verl loads its settings from that YAML first; they are not in"
         " this config: convert it with `mfsdp config from-verl FILE.yaml` and merge the two"
-    ]
+    ], [shown]
 
 
 @dataclass
@@ -517,11 +576,10 @@ def _convert(
         raise VerlSourceError(str(err)) from None
     conversion.tree = _typed(conversion.tree, built)  # 1e-6 as a number, 0 as 0.0 where floats go
     paths = _path_keys(cls)
-    conversion.notes += [
-        f"{key}={value}: {_unresolved(str(value), key in paths)}"
-        for key, value in _leaves(conversion.tree)
-        if "$" in str(value) or "`" in str(value)
-    ]
+    for key, value in _leaves(conversion.tree):
+        if UNEXPANDED.search(str(value)):  # written as it is, which training refuses in a path
+            conversion.notes.append(f"{key}={value}: {_unresolved(str(value), key in paths)}")
+            conversion.incomplete.append(f"{key}={value}")
     return conversion
 
 
@@ -564,8 +622,15 @@ def _unresolved(value: str, is_path: bool) -> str:
     a file or directory, which alone takes a variable's value from this environment)."""
     if "$(" in value or "`" in value:
         return "a shell command substitution, not run here: edit the value"
-    if re.search(r"\$\{?[0-9]", value):  # `save_path=$2`: what the script is run with
+    if re.search(r"\$\{?[0-9@*#]", value):  # `save_path=$2`: what the script is run with
         return "an argument the script is run with: edit the value"
+    if re.search(r"\$[?$!-]", value):
+        return "a shell special parameter, known only when the script runs: edit the value"
+    if re.search(r"\$\{[^}:]*\.", value):  # a dotted name: OmegaConf's, never the shell's
+        return (
+            "an OmegaConf interpolation (a resolver, or a key not in the file), which a config"
+            " does not expand: edit the value"
+        )
     if is_path:
         return (
             "a shell variable set neither in the script nor here, and a config expands none:"

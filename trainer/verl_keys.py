@@ -3,7 +3,9 @@
 A verl user's overrides (`actor_rollout_ref.actor.optim.lr=1e-6`, `trainer.save_freq=10`,
 SFT's `data.train_batch_size=256`) work as they are: each becomes its mfsdp key, with one
 logged line that names the canonical key. Keys that mean nothing here (`rollout.mode=async`,
-tensor parallel sizes above 1) fail with one line saying why, instead of being ignored.
+tensor parallel sizes above 1) fail with one line saying why, instead of being ignored;
+settings mfsdp has no switch for pass at the values that leave them off (`param_offload=False`,
+trainer.verl_off_keys), and a null (verl's "not set") passes where a rule would read the value.
 docs/verl.md lists every key; `mfsdp config from-verl` prints a verl command line as YAML.
 
 Units follow verl: GRPO's `ppo_mini_batch_size` and `data.train_batch_size` count prompts
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpUsageError
+from trainer.verl_off_keys import OFF_KEYS, Off
 
 log = logging.getLogger("mfsdp.config")
 
@@ -77,6 +80,18 @@ def _only(allowed: Any, why: str) -> Callable[[Any], dict[str, Any]]:
         if value in allowed:
             return {}
         raise Unsupported(why)
+
+    return convert
+
+
+def _only_off(off: Off) -> Callable[[Any], dict[str, Any]]:
+    """`_only` for a key of verl_off_keys, which compares a list in any order and a flag
+    never as a number."""
+
+    def convert(value: Any) -> dict[str, Any]:
+        if off.accepts(value):
+            return {}
+        raise Unsupported(off.refused)
 
     return convert
 
@@ -209,15 +224,6 @@ RULES: dict[str, Rule] = {
     ACTOR + "megatron.vanilla_mbridge": Rule(
         None, why="Hugging Face checkpoints load directly here", commands=("grpo",)
     ),
-    ACTOR + "megatron.param_offload": Rule(
-        None, _only(False, "CPU offload is not supported yet"), why="no offload", commands=("grpo",)
-    ),
-    ACTOR + "megatron.optimizer_offload": Rule(
-        None, _only(False, "CPU offload is not supported yet"), why="no offload", commands=("grpo",)
-    ),
-    ACTOR + "megatron.grad_offload": Rule(
-        None, _only(False, "CPU offload is not supported yet"), why="no offload", commands=("grpo",)
-    ),
     "actor_rollout_ref.ref.megatron.use_megatron_fsdp": Rule(
         None, why="the reference model uses the actor's strategy", commands=("grpo",)
     ),
@@ -268,6 +274,15 @@ RULES: dict[str, Rule] = {
         why="the rollout is colocated and synchronous",
         commands=("grpo",),
     ),
+    **{
+        ROLLOUT + name: Rule(
+            None,
+            why="how verl moves weights into its engine; the engine here gets the actor's"
+            " weights before each rollout",
+            commands=("grpo",),
+        )
+        for name in ("load_format", "layered_summon")
+    },
     ROLLOUT + "max_model_len": Rule(
         None,
         why="the engine sizes it from max_prompt_length + max_response_length",
@@ -290,6 +305,9 @@ RULES: dict[str, Rule] = {
         for prefix in ("actor_rollout_ref.", "")
         for name in LORA_KEYS
     },
+    # liger-kernel's RoPE, RMSNorm and SwiGLU, what verl's use_liger patches into the model
+    "actor_rollout_ref.model.use_liger": Rule("model.liger", commands=("grpo",)),
+    "model.use_liger": Rule("model.liger", commands=("sft",)),
     # verl's Megatron backend (model.lora.*, Megatron-Bridge's LoRA settings)
     "actor_rollout_ref.model.lora.rank": Rule("model.lora_rank"),
     "actor_rollout_ref.model.lora.alpha": Rule("model.lora_alpha"),
@@ -331,6 +349,7 @@ RULES: dict[str, Rule] = {
     "data.use_dynamic_bsz": Rule("data.packing", commands=("sft",)),
     "data.max_token_len_per_gpu": Rule("data.max_tokens_per_micro_batch", commands=("sft",)),
     "data.pad_mode": Rule(None, _pad_mode, commands=("sft",)),
+    "data.multiturn.messages_key": Rule("data.messages_key", commands=("sft",)),
     # trainer
     "trainer.total_epochs": Rule("trainer.epochs"),
     "trainer.total_training_steps": Rule("trainer.total_steps"),
@@ -350,7 +369,15 @@ RULES: dict[str, Rule] = {
         why="null means no HDFS copy",
     ),
     # trainer.resume_mode + trainer.resume_from_path are read together (see `_resume`)
+    # settings mfsdp has no switch for, at the values that leave them off (verl_off_keys)
+    **{
+        key: Rule(None, _only_off(off), why=off.why, commands=off.commands)
+        for key, off in OFF_KEYS.items()
+    },
 }
+# mfsdp keys of verl's name whose "no limit" verl writes as -1, mfsdp as null
+NO_LIMIT = ("data.val_max_samples",)
+NOT_SET = "null, verl's 'not set'"
 
 
 def command_of(cls: type) -> str:
@@ -361,12 +388,48 @@ def command_of(cls: type) -> str:
 def adopt_tree(cls: type, tree: dict[str, Any], source: str) -> dict[str, Any]:
     """`tree` (a loaded YAML file) with its verl keys rewritten as mfsdp keys. Keys that are
     neither are left in place, for the loader's unknown-key error to name."""
-    from trainer.config import set_dotted
+    from trainer.config import ConfigError, set_dotted
 
+    if isinstance(tree.get("defaults"), list):  # verl's own config files start with one
+        raise ConfigError(
+            f"{source}: `defaults:` is Hydra's list of the files verl merges into this one, and"
+            f" a config here is one plain file: convert it with `mfsdp config from-verl {source}"
+            " > config.yaml`, then give --config config.yaml"
+        )
     native, foreign = split_foreign(cls, tree)
-    for key, value in adopt_pairs(cls, foreign, source):
+    try:
+        adopted = adopt_pairs(cls, foreign, source)
+    except ConfigError as err:  # the first of its verl keys that fails: say where the rest are
+        more = _failing(cls, foreign, source) - 1
+        if more < 1:
+            raise
+        raise ConfigError(
+            f"{err}; {more} more key(s) of the file do not carry over either: `mfsdp config"
+            f" from-verl {source}` lists them all"
+        ) from None
+    for key, value in adopted:
         set_dotted(native, key, value)
     return native
+
+
+def _failing(cls: type, pairs: list[tuple[str, Any]], source: str) -> int:
+    """How many of `pairs` fail to carry over, each tried alone (resume's two keys are read
+    together, and were by the caller), without their notes."""
+    from trainer.config import ConfigError
+
+    failing = 0
+    log.disabled, disabled = True, log.disabled
+    try:
+        for key, value in pairs:
+            if key.lstrip("+") in ("trainer.resume_mode", "trainer.resume_from_path"):
+                continue
+            try:
+                adopt_pairs(cls, [(key, value)], source)
+            except ConfigError:
+                failing += 1
+    finally:
+        log.disabled = disabled
+    return failing
 
 
 def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tuple[str, Any]]:
@@ -381,11 +444,16 @@ def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tu
         raw_key = given.lstrip("+")  # Hydra's `+key=` (add) and `++key=` (force)
         key = _normalise(raw_key)
         if is_native(cls, key):
-            if key != raw_key:
+            if key in NO_LIMIT and value == -1:
+                value = None
+                _note(raw_key, {key: value}, "")
+            elif key != raw_key:
                 _note(raw_key, {key: value}, "")
             out.append((key, value))
             continue
         leaf = key.rsplit(".", 1)[-1]
+        if leaf == "_target_":  # the class verl builds the section as (its YAML files): no setting
+            continue
         if key in ("trainer.resume_mode", "trainer.resume_from_path"):
             resume[leaf] = value
             continue
@@ -399,6 +467,9 @@ def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tu
                 why="model parallel sizes are 1 here (FSDP only)",
             )
         if rule is None and key.startswith(VERL_ONLY_SECTION):
+            if value is None:  # a setting verl leaves at its default: nothing to carry
+                _note(raw_key, {}, NOT_SET)
+                continue
             raise ConfigError(_unmapped_message(cls, raw_key, key, source))
         if rule is None:
             out.append((key, value))  # not a verl key we know: the loader names the closest keys
@@ -408,6 +479,9 @@ def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tu
                 f"{source}: verl key '{raw_key}' is for mfsdp train {rule.commands[0]}, "
                 f"not {command}"
             )
+        if value is None and rule.convert is not None:  # nothing to convert: the default
+            _note(raw_key, {}, NOT_SET)  # (`warmup_style: null`, verl's own default)
+            continue
         try:
             mapped = rule.apply(cls, value)
         except Unsupported as err:
