@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import os
+import re
 
 import click
 
 from cli.choice import Choice
 from cli.dtype_choice import DtypeChoice
 from cli.errors import GivenPath, remember_json
+from cli.lines import say
 from cli.metadata_progress import metadata_progress
 from cli.results import echo_result
 from trainer.progress import CallbackBar
+
+# `--max-shard-size 5`: a byte count, as transformers reads it; under SMALL_BARE_SIZE (a shard
+# holding a few small tensors) GB was surely meant
+_BARE_NUMBER = re.compile(r"\s*[0-9]+(\.[0-9]+)?\s*")
+SMALL_BARE_SIZE = 10**6
 
 
 @click.command("export-hf")
@@ -31,7 +38,8 @@ from trainer.progress import CallbackBar
     "--max-shard-size",
     default="5GB",
     show_default=True,
-    help="Largest safetensors file (5GB, 500MB, ...).",
+    help="Largest safetensors file (5GB, 500MB, 2GiB, ...). A bare number counts bytes, as in"
+    " transformers; under 1 MB a note on stderr asks whether GB was meant.",
 )
 @click.option(
     "--hf-config",
@@ -163,7 +171,6 @@ def export_hf(
     # allocation, so set it first.
     os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
     from mfsdp_ckpt.convert.export_hf import export_hf as run_export
-    from mfsdp_ckpt.convert.export_hf import parse_size
 
     bar = CallbackBar(enabled=not as_json, unit="B", desc="export", unit_scale=True)
     # a merged LoRA export first hashes the whole base model (it must be the one trained on)
@@ -184,7 +191,7 @@ def export_hf(
                 ckpt,
                 out_dir,
                 dtype=dtype,
-                max_shard_size=parse_size(max_shard_size),
+                max_shard_size=_shard_size(max_shard_size),
                 hf_config=hf_config,
                 layout_name=layout_name,
                 workers=workers,
@@ -207,4 +214,17 @@ def export_hf(
 
     with metadata_progress(not as_json):
         result = run()
-    echo_result(result, as_json, derived=("gb_per_s",))
+    echo_result(result, as_json, derived=("gb_per_s", "convert_gb_per_s", "verify_gb_per_s"))
+
+
+def _shard_size(text: str) -> int:
+    """--max-shard-size in bytes (`parse_size`). A bare number counts bytes, as transformers
+    reads it, but one under SMALL_BARE_SIZE is said on stderr: `--max-shard-size 5` wrote one
+    file per tensor without a word, where 5GB was meant."""
+    from mfsdp_ckpt.convert.export_hf import parse_size
+
+    size = parse_size(text)
+    if _BARE_NUMBER.fullmatch(text) and size < SMALL_BARE_SIZE:
+        given = text.strip()
+        say(f"note: --max-shard-size {given}: {size} bytes; did you mean {given}GB?", err=True)
+    return size

@@ -117,4 +117,4 @@ def import_hf(
                 allow_nonfinite=allow_nonfinite,
             )
 
-    echo_result(run(), as_json)
+    echo_result(run(), as_json, derived=("convert_gb_per_s",))

@@ -30,6 +30,7 @@ from cli.lines import say
 from cli.stop import EXIT_INTERRUPTED
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from trainer.threads import CPU_RANKS_RULE
 
 # Set by the launching process, so its ranks do not repeat the config notes it showed.
 CONFIG_CHECKED = "MFSDP_CONFIG_CHECKED"
@@ -95,7 +96,8 @@ def launch_options(command: Callable) -> Callable:
             type=int,
             default=1,
             show_default=True,
-            help="Processes on this machine (one per GPU), started through torchrun.",
+            help="Processes on this machine (one per GPU), started through torchrun; on CPU"
+            f" at most {CPU_RANKS_RULE}; no more in all than one global batch's rows.",
         ),
         click.option(
             "--nnodes",
@@ -252,16 +254,20 @@ def start(
     overrides: list[str],
     logged_before: int = 0,
 ) -> None:
-    """Check the data files (the launch flags were, by `check_launch`), choose CPU threads,
-    then return when this process should train; when it should launch ranks instead, run
+    """Check the data files (the launch flags were, by `check_launch`) and, when launching,
+    that this machine can run the ranks (`check_local_ranks`), choose CPU threads, then
+    return when this process should train; when it should launch ranks instead, run
     torchrun and exit as they ended (`end_as_ranks_ended`: a failed rank fails the command,
     a signal that stopped them ends it with the interrupted line)."""
+    from trainer.local_ranks import check_local_ranks
     from trainer.prerequisites import check_prerequisites
     from trainer.threads import configure_threads
 
     launching = "RANK" not in os.environ and (launch.nproc_per_node > 1 or launch.multi_node)
     check_data_files(cfg.data, "rl" if subcommand == "grpo" else "sft")
     check_prerequisites(cfg)  # after every path: a missing model or data is the first to fix
+    if launching:  # before torchrun starts a process per rank, each loading torch
+        check_local_ranks(subcommand, cfg, launch.nproc_per_node, launch.nnodes)
     local_ranks = launch.nproc_per_node if launching else int(os.environ.get("LOCAL_WORLD_SIZE", 1))
     configure_threads(local_ranks)
     _quiet_known_warnings()

@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 from trainer.config import ConfigError
+from trainer.local_ranks import gpu_rank_problem
 
 Number = TypeVar("Number", int, float)
 
@@ -50,12 +51,9 @@ def resolve_device(choice: str) -> str:
 def check_gpus_for_local_ranks(local_ranks: int) -> None:
     """One GPU per process: more local ranks than visible GPUs is a usage mistake, said the
     same way by every rank (not torch's `invalid device ordinal` on the ranks past the end)."""
-    visible = torch.cuda.device_count()
-    if local_ranks > visible:
-        raise ConfigError(
-            f"--nproc-per-node {local_ranks}: only {visible} GPU(s) visible on this machine "
-            "(one process per GPU)"
-        )
+    problem = gpu_rank_problem(local_ranks, torch.cuda.device_count())
+    if problem:
+        raise ConfigError(problem)
 
 
 def init_distributed(device_choice: str = "auto", timeout_minutes: int = 30) -> DistEnv:

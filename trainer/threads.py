@@ -149,6 +149,19 @@ def threads_oversubscribed(threads: int, local_ranks: int) -> str | None:
     )
 
 
+# The most ranks `mfsdp train` starts on a CPU machine (trainer/local_ranks.py refuses more):
+# ranks past the cores only take turns on them, yet a few per core still try a run's
+# multi-rank code on a laptop; `mfsdp demo --nproc` stops at the floor, 8.
+MAX_RANKS_PER_CORE = 4
+MIN_CPU_RANK_CAP = 8
+CPU_RANKS_RULE = f"{MAX_RANKS_PER_CORE} per core or {MIN_CPU_RANK_CAP}, whichever is more"
+
+
+def cpu_rank_cap(cores: int) -> int:
+    """The most local ranks a CPU machine with `cores` cores runs (CPU_RANKS_RULE)."""
+    return max(MAX_RANKS_PER_CORE * cores, MIN_CPU_RANK_CAP)
+
+
 def oversubscribed(local_ranks: int, ranks_option: str = "--nproc-per-node") -> str | None:
     """Why `local_ranks` processes on this machine's cores will be slow, or None: more ranks
     than cores take turns on a core, and a step's collectives wait on whichever rank is

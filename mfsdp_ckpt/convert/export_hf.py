@@ -75,7 +75,7 @@ from mfsdp_ckpt.convert.megatron_lora_alpha import set_lora_scale
 from mfsdp_ckpt.convert.mtp import MtpLayers
 from mfsdp_ckpt.convert.name_maps import MappedTensor
 from mfsdp_ckpt.convert.record_agreement import contradiction, unchecked_note
-from mfsdp_ckpt.convert.units import human_bytes, human_rate
+from mfsdp_ckpt.convert.units import gb_per_s, human_bytes, took
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dtypes import DType
@@ -105,6 +105,11 @@ class ExportResult:
     mismatches: list[str] | None = None  # None: not verified
     notes: list[str] = field(default_factory=list)
     dropped_mtp: dict[str, int] | None = None  # {"layers", "tensors"} left out by --drop-mtp
+    # `seconds` is the whole command's, start-up included (reading the checkpoint's metadata;
+    # --verify first imports transformers to build config.json, seconds alone): the rates
+    # are the tensors' own. None: not timed apart from `seconds` (convert), not verified.
+    convert_seconds: float | None = None  # reading, converting and writing the tensors
+    verify_seconds: float | None = None  # --verify: reading them back, comparing, hashing
 
     def left_out(self, mtp: MtpLayers | None) -> None:
         """Record the multi-token prediction layers the export left out, and note them."""
@@ -114,14 +119,30 @@ class ExportResult:
 
     @property
     def gb_per_s(self) -> float:
-        return self.bytes / 1e9 / self.seconds if self.seconds else 0.0
+        """The bytes over the whole command's `seconds` (`convert_gb_per_s`: the export's)."""
+        return gb_per_s(self.bytes, self.seconds) or 0.0
+
+    @property
+    def convert_gb_per_s(self) -> float | None:
+        return gb_per_s(self.bytes, self.convert_seconds)
+
+    @property
+    def verify_gb_per_s(self) -> float | None:
+        return gb_per_s(self.bytes, self.verify_seconds)
 
     def summary(self) -> str:
-        verified = " verified," if self.mismatches == [] else ""
+        converting = self.seconds if self.convert_seconds is None else self.convert_seconds
+        verified = ""
+        if self.mismatches == []:
+            timed = (
+                "" if self.verify_seconds is None else f" {took(self.bytes, self.verify_seconds)}"
+            )
+            verified = f" verified{timed},"
         return (
-            f"exported {self.tensors} tensors, {human_bytes(self.bytes)} in {self.seconds:.1f} s"
-            f" ({human_rate(self.bytes, self.seconds)}),{verified} {len(self.files)} file(s),"
-            f" {self.dtype}, layout {self.layout}, {self.model_type} -> {self.out_dir}"
+            f"exported {self.tensors} tensors, {human_bytes(self.bytes)}"
+            f" {took(self.bytes, converting)},{verified} {self.seconds:.1f} s in all,"
+            f" {len(self.files)} file(s), {self.dtype}, layout {self.layout},"
+            f" {self.model_type} -> {self.out_dir}"
         )
 
 
@@ -576,15 +597,19 @@ def export_hf(
             ) -> int:  # streams hold only their thread's buffers
                 return 0 if item.source in streamable else task_cost(plan, item)
 
+            converting = time.monotonic()
             run_tasks(plan, work, workers, buffer_bytes, progress, writer.total_bytes, cost)
             writer.close()
+            convert_seconds = time.monotonic() - converting
             set_config_dtype(tmp / "config.json", plan.dtype)
             for name in assets:
                 layout.fsync_path(tmp / name)
             mismatches: list[str] | None = (
                 None  # None: not verified, so the summary does not say so
             )
+            verify_seconds: float | None = None
             if verify:
+                verifying = time.monotonic()
                 mismatches = verify_export(
                     plan, tmp, workers=workers, buffer_bytes=buffer_bytes, progress=verify_progress
                 )
@@ -592,6 +617,7 @@ def export_hf(
                     local_paths is not None
                 ):  # bytes flipped after save match their own reads: hash them
                     mismatches = manifest_hash_errors(local_paths, workers=workers) + mismatches
+                verify_seconds = time.monotonic() - verifying
             if mismatches:
                 raise ExportVerifyError(mismatches)
             claim.publish()
@@ -618,6 +644,8 @@ def export_hf(
         seconds=time.monotonic() - started,
         mismatches=mismatches,
         notes=notes,
+        convert_seconds=convert_seconds,
+        verify_seconds=verify_seconds,
     )
     result.left_out(plan.mtp)
     return result

@@ -76,7 +76,7 @@ from mfsdp_ckpt.convert.name_maps import (
     refuse_attention_window,
     refuse_mixed_moe_layers,
 )
-from mfsdp_ckpt.convert.units import human_bytes, human_rate
+from mfsdp_ckpt.convert.units import gb_per_s, human_bytes, took
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dtypes import DType
@@ -137,12 +137,20 @@ class ImportResult:
     seconds: float
     checkpoint: str  # the DCP directory written (OUT itself for mcore)
     notes: list[str] = field(default_factory=list)
+    # reading, converting and writing the tensors alone; `seconds` is the whole command's,
+    # with reading headers and building config.json with transformers (its import: seconds)
+    convert_seconds: float | None = None
+
+    @property
+    def convert_gb_per_s(self) -> float | None:
+        return gb_per_s(self.bytes, self.convert_seconds)
 
     def summary(self) -> str:
+        converting = self.seconds if self.convert_seconds is None else self.convert_seconds
         return (
-            f"imported {self.tensors} tensors, {human_bytes(self.bytes)} in {self.seconds:.1f} s"
-            f" ({human_rate(self.bytes, self.seconds)}), {self.dtype}, layout {self.layout},"
-            f" {self.model_type} -> {self.out_dir}"
+            f"imported {self.tensors} tensors, {human_bytes(self.bytes)}"
+            f" {took(self.bytes, converting)}, {self.seconds:.1f} s in all, {self.dtype},"
+            f" layout {self.layout}, {self.model_type} -> {self.out_dir}"
         )
 
 
@@ -528,6 +536,7 @@ def import_hf(
         plan = plan_model_import(
             source_dir, layout_name=layout_name, dtype=dtype, norms=norms, experts=experts
         )
+        converting = time.monotonic()
         if plan.layout == MCORE:
             written, _ = _write_model(plan, claim.tmp, progress, allow_nonfinite=allow_nonfinite)
             checkpoint = out
@@ -536,6 +545,7 @@ def import_hf(
                 plan, source_dir, claim.tmp, started, progress, allow_nonfinite
             )
             checkpoint = layout.step_dir(out, 0) / layout.DIST_CKPT_DIR
+        convert_seconds = time.monotonic() - converting
         claim.publish()
     notes = list(plan.source.notes) + asset_notes
     if plan.layout == MCORE:
@@ -560,6 +570,7 @@ def import_hf(
         time.monotonic() - started,
         str(checkpoint),
         notes,
+        convert_seconds,
     )
 
 

@@ -330,7 +330,9 @@ def _write_adapter(
     targets = {peft_name(parsed): key for parsed, key in adapter.keys()}
     specs: list[Spec] = [(name, out_dtype[key], stored[key].shape) for name, key in targets.items()]
     writer = ShardedSafetensorsWriter(tmp, specs, max_shard_bytes=sys.maxsize)  # PEFT: one file
+    converting = time.monotonic()
     write_all(writer, list(targets), lambda name: tensor(targets[name]), progress)
+    convert_seconds = time.monotonic() - converting
     os.replace(tmp / SINGLE_FILE, tmp / ADAPTER_WEIGHTS_FILE)
     assert manifest.lora is not None  # lora_manifest() returns only manifests with one
     config = dict(
@@ -339,11 +341,13 @@ def _write_adapter(
         target_modules=peft_target_modules(adapter.modules, _layer_count(paths)),
     )
     (tmp / ADAPTER_CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-    mismatches = None
+    mismatches, verify_seconds = None, None
     if verify:
+        verifying = time.monotonic()
         mismatches = compare_written(
             tmp / ADAPTER_WEIGHTS_FILE, list(targets), lambda name: tensor(targets[name])
         )
+        verify_seconds = time.monotonic() - verifying
     written_dtypes = ",".join(sorted({d.name for d in out_dtype.values()}))
     return ExportResult(
         "",
@@ -355,6 +359,8 @@ def _write_adapter(
         [ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE],
         0.0,
         mismatches,
+        convert_seconds=convert_seconds,
+        verify_seconds=verify_seconds,
     )
 
 
@@ -453,14 +459,17 @@ def write_merged(
             tensor = tensor.float() + deltas[name]()
         return tensor.to(dtypes[name].torch)
 
+    converting = time.monotonic()
     write_all(writer, order, merged, progress)
+    convert_seconds = time.monotonic() - converting
     set_config_dtype(tmp / "config.json", out_dtype)
-    mismatches = None
+    mismatches, verify_seconds = None, None
     if verify:
-        mismatches = []
+        verifying, mismatches = time.monotonic(), []
         for file in sorted(writer.files):
             written = [name for name in order if writer.slots[name].file == file]
             mismatches += compare_written(tmp / file, written, merged)
+        verify_seconds = time.monotonic() - verifying
     notes = (
         []
         if any(n.startswith("tokenizer") for n in assets)
@@ -477,6 +486,8 @@ def write_merged(
         0.0,
         mismatches,
         notes,
+        convert_seconds=convert_seconds,
+        verify_seconds=verify_seconds,
     )
 
 

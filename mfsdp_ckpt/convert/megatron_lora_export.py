@@ -186,13 +186,17 @@ def _write_adapter(
 
     specs: list[Spec] = [(name, out_dtype[name], shape(name)) for name in sources]
     writer = ShardedSafetensorsWriter(tmp, specs, max_shard_bytes=sys.maxsize)  # PEFT: one file
+    converting = time.monotonic()
     write_all(writer, list(sources), tensor, progress)
+    convert_seconds = time.monotonic() - converting
     os.replace(tmp / SINGLE_FILE, tmp / ADAPTER_WEIGHTS_FILE)
     settings = peft_config(lora, int(config.num_hidden_layers))
     (tmp / ADAPTER_CONFIG_FILE).write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n")
+    verifying = time.monotonic()
     mismatches = (
         compare_written(tmp / ADAPTER_WEIGHTS_FILE, list(sources), tensor) if verify else None
     )
+    verify_seconds = time.monotonic() - verifying if verify else None
     return ExportResult(
         "",
         ADAPTER_LAYOUT,
@@ -204,6 +208,8 @@ def _write_adapter(
         0.0,
         mismatches,
         list(lora.notes),
+        convert_seconds=convert_seconds,
+        verify_seconds=verify_seconds,
     )
 
 

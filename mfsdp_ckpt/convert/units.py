@@ -15,3 +15,15 @@ def human_rate(count: int, seconds: float) -> str:
     """Bytes per second as GB/s from 1 GB/s up, MB/s below."""
     rate = count / seconds if seconds > 0 else 0.0
     return f"{rate / 1e9:.2f} GB/s" if rate >= 1e9 else f"{rate / 1e6:.1f} MB/s"
+
+
+def took(count: int, seconds: float) -> str:
+    """`in 0.1 s (13.0 MB/s)`: how long `count` bytes took, and their rate."""
+    return f"in {seconds:.1f} s ({human_rate(count, seconds)})"
+
+
+def gb_per_s(count: int, seconds: float | None) -> float | None:
+    """`count` bytes over `seconds` in GB/s for --json (0.0 for no time; None: not timed)."""
+    if seconds is None:
+        return None
+    return count / 1e9 / seconds if seconds else 0.0

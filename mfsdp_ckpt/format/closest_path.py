@@ -1,6 +1,10 @@
 """The existing path a mistyped one most likely meant: `runs/demo/sf` -> `runs/demo/sft`,
 `.../global_step_81` -> `.../global_step_80`. A "no such file or directory" alone left the
-user to list the directories themselves."""
+user to list the directories themselves.
+
+Hidden names (a leading `.`) are never offered: beside an output lie its lock and work files
+(`.conc.out-lock`, `.hf.export-tmp-<pid>`), which a command neither reads nor lets anyone
+name, and `runs/conc`, missing while its run starts, was answered with its lock file."""
 
 from __future__ import annotations
 
@@ -39,7 +43,8 @@ def closest_existing(path: str | os.PathLike) -> Path | None:
             names = [entry.name for _, entry in zip(range(MAX_NAMES_COMPARED), entries)]
     except OSError:
         return None
-    others = [name for name in names if name != missing]  # `missing` there: a dangling link
+    # `missing` there: a dangling link
+    others = [name for name in names if name != missing and not name.startswith(".")]
     meant = _same_number(missing, others) or _containing(missing, others)
     if meant is None:
         close = difflib.get_close_matches(missing, others, n=1, cutoff=MIN_RATIO)

@@ -51,6 +51,7 @@ from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.confined_stat import confined_stat
 from mfsdp_ckpt.storage.lock_holder import lock_holder
+from mfsdp_ckpt.storage.output_pending import output_pending
 from mfsdp_ckpt.storage.temp_files import new_temp
 from mfsdp_ckpt.storage.tensorstore_store import URL_SCHEMES
 from mfsdp_ckpt.storage.unique_json import loads_object
@@ -867,7 +868,11 @@ def _holding_dir(given: Path) -> str:
 
 def _meant(given: Path) -> str:
     """`; did you mean runs/demo/sft?` for a mistyped path, and the step dirs there when the
-    mistyped name is one (`global_step_81`)."""
+    mistyped name is one (`global_step_81`); for a path whose lock a live process holds, that
+    it is on its way (`output_pending`)."""
+    pending = output_pending(given)
+    if pending is not None:
+        return f"; {pending}"
     closest = closest_existing(given)
     hint = f"; did you mean {closest}?" if closest is not None else ""
     if parse_step_dir_name(given.name) is not None and given.parent.is_dir():

@@ -10,8 +10,27 @@ from tests.support.hf_model_files import saved_hf_model
 
 # The leading keys both commands share; each then names its own, in its result's field order.
 COMMON_KEYS = ["out_dir", "layout", "model_type", "dtype", "tensors", "bytes"]
-IMPORT_KEYS = [*COMMON_KEYS, "seconds", "checkpoint", "notes"]
-EXPORT_KEYS = [*COMMON_KEYS, "files", "seconds", "mismatches", "notes", "dropped_mtp", "gb_per_s"]
+IMPORT_KEYS = [
+    *COMMON_KEYS,
+    "seconds",
+    "checkpoint",
+    "notes",
+    "convert_seconds",
+    "convert_gb_per_s",
+]
+EXPORT_KEYS = [
+    *COMMON_KEYS,
+    "files",
+    "seconds",
+    "mismatches",
+    "notes",
+    "dropped_mtp",
+    "convert_seconds",
+    "verify_seconds",
+    "gb_per_s",
+    "convert_gb_per_s",
+    "verify_gb_per_s",
+]
 
 
 def _mfsdp(*args: str):

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpError, MfsdpUsageError
+from trainer.data.table_kinds import table_kind_hint
 from trainer.data.template_sandbox import TemplateSizeError, render
 
 # A chat template renders a row in milliseconds; one that loops (three nested
@@ -142,14 +143,9 @@ def messages_of(row: dict[str, Any], columns: ChatColumns) -> list[dict]:
         messages = turns + [{"role": "assistant", "content": content}]
     else:
         found = ", ".join(map(str, list(row)[:8])) or "none"
-        hint = ""
-        if {"question", "answer"} <= set(row) or {"problem", "solution"} <= set(row):
-            hint = "; convert GSM8K's or MATH's own files with `mfsdp data gsm8k|math`"
-        elif "reward_model" in row:
-            hint = "; a verl RL table (prompts and rewards): `mfsdp train grpo` reads it"
         raise ChatFormatError(
             f"no '{columns.messages}' column and no '{columns.prompt}'/'{columns.response}'"
-            f" columns (found: {found}){hint}"
+            f" columns (found: {found}){table_kind_hint(row, 'sft')}"
         )
     if not any(turn["role"] == "assistant" for turn in messages):
         raise ChatFormatError("the conversation has no assistant turn to learn from")

@@ -130,7 +130,9 @@ def _directory_given(path: Path) -> str:
 
 def data_files_in(path: Path, levels: int) -> list[Path]:
     """Table files in `path` and `levels - 1` levels below, looking at no more than
-    MAX_ENTRIES_LISTED entries in all (a hint must not walk a huge tree: `--input /`)."""
+    MAX_ENTRIES_LISTED entries in all (a hint must not walk a huge tree: `--input /`).
+    Hidden names are passed over: a table's temp file while `mfsdp data` writes it, or
+    macOS's `._train.parquet`, is no file to give."""
     found: list[Path] = []
     pending, seen = [(path, levels)], 0
     while pending:
@@ -141,6 +143,8 @@ def data_files_in(path: Path, levels: int) -> list[Path]:
                     seen += 1
                     if seen > MAX_ENTRIES_LISTED:
                         return found
+                    if entry.name.startswith("."):
+                        continue
                     if entry.is_dir(follow_symlinks=False) and left > 1:
                         pending.append((Path(entry.path), left - 1))
                     elif Path(entry.name).suffix.lower() in TABLE_SUFFIXES:

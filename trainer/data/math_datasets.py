@@ -17,6 +17,7 @@ from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpFailedError
 from trainer.data.files import DataFileError, read_rows, refuse_replacing, write_tables
+from trainer.data.table_kinds import table_kind_hint
 from trainer.rewards.math import last_boxed
 from trainer.tiny import GSM8K_SUFFIX
 
@@ -40,7 +41,7 @@ def gsm8k_ground_truth(answer: str) -> str:
 def gsm8k_rows(rows: list[dict[str, Any]], split: str) -> tuple[list[dict], list[dict]]:
     sft, rl = [], []
     for index, row in enumerate(rows):
-        question, answer = _require(row, index, "question", "answer")
+        question, answer = _require(row, index, "gsm8k", "question", "answer")
         prompt = f"{question} {GSM8K_SUFFIX}"
         try:
             truth = gsm8k_ground_truth(answer)
@@ -54,7 +55,7 @@ def gsm8k_rows(rows: list[dict[str, Any]], split: str) -> tuple[list[dict], list
 def math_rows(rows: list[dict[str, Any]], split: str) -> tuple[list[dict], list[dict]]:
     sft, rl = [], []
     for index, row in enumerate(rows):
-        problem, solution = _require(row, index, "problem", "solution")
+        problem, solution = _require(row, index, "math", "problem", "solution")
         truth = last_boxed(solution)
         if truth is None:
             raise DataFileError(f"row {index}: solution has no \\boxed{{...}} answer")
@@ -130,6 +131,7 @@ def convert_files(
     is refused before any input is read, unless `overwrite` (then files are replaced,
     never a directory)."""
     check_split_name(split)
+    _refuse_repeated_inputs(inputs)
     splits = _splits(inputs, split)  # refused before any input is read
     written = {
         f"{kind}/{name}": Path(out_dir) / kind / f"{name}.parquet"
@@ -179,6 +181,22 @@ def _refuse_writing_over_inputs(inputs: list[str], outputs: Iterable[Path]) -> N
                     )
 
 
+def _refuse_repeated_inputs(inputs: list[str]) -> None:
+    """One file given twice (`--input X --input X`, or `--input X --input ./X`, or through a
+    link): it was refused as two files making one split, converted one at a time each with
+    its own --split, which would have converted it twice."""
+    first_named: dict[str, str] = {}
+    for source in inputs:
+        real = os.path.realpath(source)
+        first = first_named.get(real)
+        if first is None:
+            first_named[real] = source
+            continue
+        named = f"--input {source}" if first == source else f"--input {first} and {source}"
+        also = "" if first == source else f" ({real})"
+        raise DataFileError(f"{named}: the same file{also} given twice; give it once")
+
+
 def _splits(inputs: list[str], split: str | None) -> dict[str, list[str]]:
     """{split: its input files}, in the order given. Several files make one split only as
     the Hub's shards of it (`train-00000-of-00002.parquet`, `train-00001-of-00002.parquet`),
@@ -225,11 +243,15 @@ def _refuse_shared_split(first: str, second: str, name: str, split: str | None) 
     )
 
 
-def _require(row: dict[str, Any], index: int, *columns: str) -> list[str]:
+def _require(row: dict[str, Any], index: int, dataset: str, *columns: str) -> list[str]:
+    """The text of each of `columns` in `dataset`'s row, else DataFileError naming them and,
+    for a table of another kind (an SFT or RL table already, the other dataset's rows),
+    what it is (`table_kind_hint`)."""
     missing = [c for c in columns if not isinstance(row.get(c), str)]
     if missing:
         raise DataFileError(
             f"row {index}: column(s) {missing} missing or not text (found {sorted(row)})"
+            f"{table_kind_hint(row, dataset)}"
         )
     return [row[c] for c in columns]
 

@@ -29,6 +29,7 @@ from trainer.data.chat import (
     turn_texts,
 )
 from trainer.data.files import read_rows_with_origins
+from trainer.data.table_kinds import table_kind_hint
 from trainer.grpo.config import RLDataConfig
 
 
@@ -106,7 +107,10 @@ def load_rl_prompts(
     ):
         where = origins(index)
         if cfg.prompt_key not in row:
-            raise RLDataError(f"{where}: no '{cfg.prompt_key}' column (found {sorted(row)})")
+            raise RLDataError(
+                f"{where}: no '{cfg.prompt_key}' column (found {sorted(row)})"
+                f"{table_kind_hint(row, 'grpo')}"
+            )
         reward_model = row.get("reward_model") or {}
         if not isinstance(reward_model, dict) or "ground_truth" not in reward_model:
             raise RLDataError(f"{where}: no reward_model.ground_truth")
