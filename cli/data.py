@@ -30,9 +30,11 @@ def _convert(
     overwrite: bool,
     as_json: bool,
 ) -> None:
-    from trainer.data.math_datasets import check_split_name, convert_files
+    from trainer.data.math_datasets import convert_files, split_inputs
 
-    check_split_name(split)  # before anything is made: `../x` named a path outside --out
+    # Every split name, from --split or an input's file name, and every input checked before
+    # anything is made: `../x` named a path outside --out
+    split_inputs(list(inputs), split)
     with _writing_into(out_dir):
         written = convert_files(dataset, list(inputs), out_dir, split, overwrite=overwrite)
     _echo_written(out_dir, written.values(), as_json)
@@ -153,8 +155,8 @@ _SPLIT = click.option(
     "--split",
     default=None,
     help="Split name: letters, digits, _, - and . as in the datasets library, no / (default: "
-    "the input file's name, train for train.jsonl or the Hub's train-00000-of-00001.parquet; "
-    "the Hub's shards of one split, all given, make one table).",
+    "the input file's name, which must meet the same rule: train for train.jsonl or the Hub's "
+    "train-00000-of-00001.parquet; the Hub's shards of one split, all given, make one table).",
 )
 _OVERWRITE = click.option(
     "--overwrite",

@@ -231,8 +231,9 @@ def test_split_names_as_the_datasets_library_makes_them_are_taken(tmp_path, spli
 
 
 def test_a_file_name_that_gives_no_split_asks_for_one(tmp_path):
-    """`.jsonl` made the split '' and wrote the hidden files sft/.parquet and rl/.parquet."""
-    source = _source(tmp_path, GSM8K_ROW, name=".jsonl")
+    """`.hidden.jsonl` made the split '' and wrote the hidden files sft/.parquet and
+    rl/.parquet."""
+    source = _source(tmp_path, GSM8K_ROW, name=".hidden.jsonl")
     code, _stdout, stderr = run_cli("data", "gsm8k", "--input", source, "--out", tmp_path / "o")
     assert code == 2
     one_error(stderr, f"--input {source}: its file name gives no split name", "--split")

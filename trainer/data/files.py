@@ -94,7 +94,11 @@ def read_rows_with_origins(paths: list[str] | str) -> tuple[list[dict[str, Any]]
     return rows, RowOrigins(tuple(files), tuple(starts))
 
 
-def _read_one(path: Path) -> list[dict[str, Any]]:
+def check_data_file(path: str | os.PathLike) -> None:
+    """Refuse (DataFileError) a data file that is not there, a directory (naming the files in
+    it), not a regular file or of a format not read, without opening it: a command checks its
+    inputs so before it names anything after one (`mfsdp data`'s split from a file's name)."""
+    path = Path(path)
     if not os.path.lexists(path):
         raise DataFileError(f"{path}: no such file{hub_id_hint(path, '--input ', dataset=True)}")
     if path.is_dir():
@@ -104,13 +108,20 @@ def _read_one(path: Path) -> list[dict[str, Any]]:
     except CheckpointFileError as err:
         raise DataFileError(str(err)) from None
     suffix = path.suffix.lower()
+    if suffix not in (".parquet", ".jsonl", ".json"):
+        raise DataFileError(
+            f"{path}: unknown data format {suffix!r} (use .parquet, .jsonl or .json)"
+        )
+
+
+def _read_one(path: Path) -> list[dict[str, Any]]:
+    check_data_file(path)
+    suffix = path.suffix.lower()
     if suffix == ".parquet":
         return _read_parquet(path)
     if suffix == ".jsonl":
         return _read_jsonl(path)
-    if suffix == ".json":
-        return _read_json(path)
-    raise DataFileError(f"{path}: unknown data format {suffix!r} (use .parquet, .jsonl or .json)")
+    return _read_json(path)
 
 
 TABLE_SUFFIXES = (".parquet", ".jsonl")  # whole tables; a .json is as often a model's config

@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpFailedError
-from trainer.data.files import DataFileError, read_rows, refuse_replacing, write_tables
+from trainer.data.files import (
+    DataFileError,
+    check_data_file,
+    read_rows,
+    refuse_replacing,
+    write_tables,
+)
 from trainer.data.table_kinds import table_kind_hint
 from trainer.rewards.math import last_boxed
 from trainer.tiny import GSM8K_SUFFIX
@@ -78,8 +84,10 @@ _HUB_SHARD = re.compile(r"(?P<split>.+)-(?P<index>[0-9]{5})-of-(?P<count>[0-9]{5
 # A split names the files OUT/sft/<split>.parquet and OUT/rl/<split>.parquet: one plain file
 # name, as the datasets library's split names are (`train`, `test`, `train.clean`): letters,
 # digits, `_` and `-`, in parts joined by single dots. `../x` or `a/b` wrote outside --out
-# or into folders of their own.
+# or into folders of their own; a newline, an escape or a space made names no shell or
+# config quotes safely.
 _SPLIT_NAME = re.compile(r"[\w-]+(?:\.[\w-]+)*")
+_SPLIT_NAME_RULE = "letters, digits, '_', '-' and '.' (not first or last, never '..'), no '/'"
 # with its tables' temp names (`.<split>.parquet.<pid>-<16 hex>.tmp`) still within NAME_MAX (255)
 _SPLIT_NAME_MAX_BYTES = 200
 
@@ -88,20 +96,30 @@ class EmptyInputError(MfsdpFailedError, ValueError):
     """An input file holds no rows: converted, it made empty tables a run fails on later."""
 
 
+def _split_name_fault(name: str) -> str | None:
+    """Why `name` cannot name OUT/sft/<name>.parquet, or None: the one rule for every split
+    name, whether --split gives it or an input's file name does."""
+    if not _SPLIT_NAME.fullmatch(name):
+        return f"not a split name; use {_SPLIT_NAME_RULE}"
+    size = len(name.encode())
+    if size > _SPLIT_NAME_MAX_BYTES:
+        return f"{size} bytes, longer than a split name may be ({_SPLIT_NAME_MAX_BYTES})"
+    return None
+
+
+def _quoted(name: str) -> str:
+    """`name` quoted for an error line (escapes written out, a space seen), its start alone
+    when longer than a split name may be."""
+    return repr(name) if len(name) <= _SPLIT_NAME_MAX_BYTES else f"{name[:40]!r}..."
+
+
 def check_split_name(split: str | None) -> None:
     """Refuse a `--split` that is not one plain file name (DataFileError, exit 2)."""
     if split is None:
         return
-    if not _SPLIT_NAME.fullmatch(split):
-        raise DataFileError(
-            f"--split {split!r}: not a split name; use letters, digits, '_', '-' and '.'"
-            " (not first or last, never '..'), no '/': it names OUT/sft/<split>.parquet"
-        )
-    if len(split.encode()) > _SPLIT_NAME_MAX_BYTES:
-        raise DataFileError(
-            f"--split {split[:40]}...: {len(split.encode())} bytes, longer than a split name"
-            f" may be ({_SPLIT_NAME_MAX_BYTES}); it names OUT/sft/<split>.parquet"
-        )
+    fault = _split_name_fault(split)
+    if fault is not None:
+        raise DataFileError(f"--split {_quoted(split)}: {fault}; it names OUT/sft/<split>.parquet")
 
 
 def _stem(source: str | os.PathLike) -> str:
@@ -111,9 +129,23 @@ def _stem(source: str | os.PathLike) -> str:
 def split_named_by(source: str | os.PathLike) -> str:
     """The split a file's name says: its stem (`train` of train.jsonl), without the shard
     suffix of a file downloaded from the Hub, which otherwise named the tables
-    sft/train-00000-of-00001.parquet, where the example configs read sft/train.parquet."""
+    sft/train-00000-of-00001.parquet, where the example configs read sft/train.parquet.
+    DataFileError (exit 2) unless --split would take that name: `.jsonl` wrote the hidden
+    sft/.parquet, `tr<newline>ain.jsonl` or `train .jsonl` tables --split refuses to name,
+    and a 240-character name failed only after every input was read."""
     shard = _HUB_SHARD.fullmatch(_stem(source))
-    return shard["split"] if shard else _stem(source)
+    name = shard["split"] if shard else _stem(source)
+    if not name:
+        raise DataFileError(
+            f"--input {source}: its file name gives no split name; give --split NAME"
+        )
+    fault = _split_name_fault(name)
+    if fault is not None:
+        raise DataFileError(
+            f"--input {source}: its file name gives split {_quoted(name)}, {fault};"
+            " give --split NAME"
+        )
+    return name
 
 
 def convert_files(
@@ -130,9 +162,7 @@ def convert_files(
     second input or a full disk leaves --out as it was. A table already at a path written
     is refused before any input is read, unless `overwrite` (then files are replaced,
     never a directory)."""
-    check_split_name(split)
-    _refuse_repeated_inputs(inputs)
-    splits = _splits(inputs, split)  # refused before any input is read
+    splits = split_inputs(inputs, split)
     written = {
         f"{kind}/{name}": Path(out_dir) / kind / f"{name}.parquet"
         for name in splits
@@ -197,19 +227,21 @@ def _refuse_repeated_inputs(inputs: list[str]) -> None:
         raise DataFileError(f"{named}: the same file{also} given twice; give it once")
 
 
-def _splits(inputs: list[str], split: str | None) -> dict[str, list[str]]:
-    """{split: its input files}, in the order given. Several files make one split only as
-    the Hub's shards of it (`train-00000-of-00002.parquet`, `train-00001-of-00002.parquet`),
-    read in shard order; and unless `--split` names the split, every shard must be given:
-    a split converted from some of its shards would look whole."""
+def split_inputs(inputs: list[str], split: str | None) -> dict[str, list[str]]:
+    """{split: its input files}, in the order given, or DataFileError (exit 2) before any
+    input is read: a `split` or a split named by an input's file name (`split_named_by`)
+    that is not one plain file name, an input given twice, or one that is no data file
+    (checked first, so a directory is named as one rather than for its name). Several
+    files make one split only as the Hub's shards of it (`train-00000-of-00002.parquet`,
+    `train-00001-of-00002.parquet`), read in shard order; and unless `split` names the
+    split, every shard must be given: a split converted from some of its shards would
+    look whole."""
+    check_split_name(split)
+    _refuse_repeated_inputs(inputs)
     grouped: dict[str, list[str]] = {}
     for source in inputs:
-        name = split or split_named_by(source)
-        if not name:  # `.jsonl`, `.hidden.jsonl`: it wrote sft/.parquet, a hidden file
-            raise DataFileError(
-                f"--input {source}: its file name gives no split name; give --split NAME"
-            )
-        grouped.setdefault(name, []).append(source)
+        check_data_file(source)
+        grouped.setdefault(split or split_named_by(source), []).append(source)
     return {name: _shards_in_order(name, sources, split) for name, sources in grouped.items()}
 
 
