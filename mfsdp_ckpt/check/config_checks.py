@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from mfsdp_ckpt.check import value_head
 from mfsdp_ckpt.check.report import ERROR, NO_HF_CONFIG, WARNING, ValidationReport
 from mfsdp_ckpt.convert import tied_head
 from mfsdp_ckpt.format import layout, state_keys
@@ -223,13 +224,16 @@ def _check_plan(paths, reader, report: ValidationReport, where, config_of) -> No
         _check_adapter(source, report, where, config_of)
         return
     try:
-        plan = plan_export(source, config_of(), drop_mtp=True, compare_tied_head=False)
+        config = config_of()
+        if paths.role == value_head.CRITIC:  # the value head apart, the backbone as an actor's
+            source, config = _critic_backbone(paths, reader, report, config)
+        plan = plan_export(source, config, drop_mtp=True, compare_tied_head=False)
     except ForeignWeightsError as err:  # whole, maybe, but no model this config describes
         what = str(err).removeprefix(f"{source.location} ")
         report.add(WARNING, where, f"weights not checked against this config: {what}")
     except (ExportError, ExportUsageError, HFConfigError) as err:
         report.add(
-            ERROR, where, f"the weights do not fit this config: {str(err).split(': ', 1)[-1]}"
+            ERROR, where, f"the weights do not fit this config: {_what(err, source.location)}"
         )
     else:  # the main model fits; MTP layers have no counterpart in the config to check
         if plan.mtp is not None:
@@ -240,6 +244,27 @@ def _check_plan(paths, reader, report: ValidationReport, where, config_of) -> No
                 " export writes from it has no MTP module; export-hf refuses them unless"
                 f" {DROP_MTP_FLAG} leaves them out",
             )
+
+
+def _what(err: Exception, location: str) -> str:
+    """An export error without the checkpoint it names (the report names it), keeping the
+    stored key it names (`[model.module.x]: ...`)."""
+    text = str(err)
+    if text.startswith(location):
+        return text.removeprefix(location).removeprefix(":").strip()
+    return text.split(": ", 1)[-1]
+
+
+def _critic_backbone(paths, reader: CheckpointReader, report: ValidationReport, config):
+    """A verl critic's value head checked apart (`value_head`); the export source and
+    config its backbone is then planned with."""
+    from mfsdp_ckpt.convert.export_source import source_for
+
+    head = value_head.value_head(reader, state_keys.state_roots(reader.tensors))
+    for where, problem in value_head.head_problems(head, getattr(config, "hidden_size", None)):
+        report.add(ERROR, where or paths.dist_ckpt, problem)
+    backbone = value_head.backbone(reader, head)
+    return source_for(paths, backbone), value_head.backbone_config(config)
 
 
 def _check_adapter(source, report: ValidationReport, where, config_of) -> None:

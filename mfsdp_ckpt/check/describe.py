@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from mfsdp_ckpt.check import value_head
 from mfsdp_ckpt.check.printable import printable
 from mfsdp_ckpt.check.trainer_step import trainer_step_problems
 from mfsdp_ckpt.convert.megatron_lora import stored_adapter_summary
@@ -267,6 +268,7 @@ def describe_checkpoint(
         "weights": weights,
         "megatron_adapter": stored_adapter_summary(reader) if readable else None,
         "mtp": _describe_mtp(reader) if readable else None,
+        "value_head": _describe_value_head(paths, reader) if readable else None,
         "tensors": tensors,
         "objects": objects,
         "totals": {
@@ -318,6 +320,8 @@ def format_description(description: dict) -> str:
         lines += format_lora(description["lora"])
     if description.get("megatron_adapter") is not None:
         lines.append(f"lora        {printable(description['megatron_adapter'])}")
+    if description.get("value_head") is not None:
+        lines.append(f"value head  {printable(description['value_head'])}")
     names = [printable(t["name"], MAX_NAME_CHARS) for t in description["tensors"]]
     width = max((len(name) for name in names), default=4)
     lines.append("")
@@ -359,6 +363,19 @@ def format_description(description: dict) -> str:
         " entries"
     )
     return "\n".join(lines)
+
+
+def _describe_value_head(paths: layout.CheckpointPaths, reader: CheckpointReader) -> str | None:
+    """A verl critic's value head (`value_head`) in words; None for any other role."""
+    if paths.role != value_head.CRITIC:
+        return None
+    head = value_head.value_head(reader, state_keys.state_roots(reader.tensors))
+    if not head.keys:
+        return f"none: a verl critic saves it as {value_head.WEIGHT} ({value_head.MADE_BY})"
+    return (
+        f"{head.summary()} ({value_head.MADE_BY}; validate checks it, export-hf exports"
+        " the actor only)"
+    )
 
 
 def _describe_mtp(reader: CheckpointReader) -> dict | None:

@@ -41,6 +41,7 @@ from mfsdp_ckpt.convert.name_maps import (
     model_tensors,
     refuse_attention_window,
 )
+from mfsdp_ckpt.convert.recorded_layout import with_recorded_layout
 from mfsdp_ckpt.format import hf_trainer
 from mfsdp_ckpt.format.dtypes import BFLOAT16, FLOAT16, FLOAT32, DType, short_dtype_name
 from mfsdp_ckpt.format.layout import stat_inside
@@ -211,7 +212,7 @@ def plan_export(
     lora = None
     try:
         chosen_layout = detect_layout(paths) if layout_name == "auto" else layout_name
-        geometry = Geometry.from_config(config)
+        geometry = with_recorded_layout(Geometry.from_config(config), source.paths, reader)
         if chosen_layout == MCORE:
             lora, paths, stored = _megatron_lora(source, config, paths, stored)
         items = map_names(paths, stored, chosen_layout, config.model_type, geometry)

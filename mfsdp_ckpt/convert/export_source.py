@@ -52,6 +52,7 @@ class ExportSource:
     hf_assets: str | None
     protected: list[Path]  # local dirs the export must never replace
     hf_skip: tuple[str, ...] = ()  # entries of hf_assets that are no HF file (layout.hf_skip)
+    paths: layout.CheckpointPaths | None = None  # a local checkpoint's: where its record is
 
 
 def source_for(paths: layout.CheckpointPaths, reader: CheckpointReader) -> ExportSource:
@@ -60,7 +61,7 @@ def source_for(paths: layout.CheckpointPaths, reader: CheckpointReader) -> Expor
     protected = [
         p.resolve() for p in (paths.dist_ckpt, paths.step_dir, paths.run_dir) if p is not None
     ]
-    return ExportSource(str(paths.dist_ckpt), reader, hf, protected, paths.hf_skip)
+    return ExportSource(str(paths.dist_ckpt), reader, hf, protected, paths.hf_skip, paths)
 
 
 def _refuse_critic(location: str | os.PathLike, role: str | None) -> None:

@@ -14,29 +14,23 @@ alpha would write a different model without a sign.
 from __future__ import annotations
 
 import math
-import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mfsdp_ckpt.convert.export_errors import ExportUsageError, ForeignWeightsError
 from mfsdp_ckpt.convert.export_plan import saved_peft_adapter
-from mfsdp_ckpt.convert.megatron_config import (
-    ARGS_KEY,
-    bridge_model_fields,
-    read_args,
-    run_config_data,
-)
+from mfsdp_ckpt.convert.megatron_config import run_config_data
 from mfsdp_ckpt.convert.megatron_lora import SUPPORTED_VARIANT, MegatronLora
+from mfsdp_ckpt.convert.recorded_layout import recorded_tensor_parallel
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.lora import MAX_ADAPTER_CONFIG_BYTES, not_plain_lora, plain_lora_init
 from mfsdp_ckpt.storage import safe_files
-from mfsdp_ckpt.storage.unique_json import loads_object, parse_json
+from mfsdp_ckpt.storage.unique_json import loads_object
 
 if TYPE_CHECKING:
     from mfsdp_ckpt.storage.reader import CheckpointReader
 
-VERL_TRANSFORMER_CONFIG = "transformer_config.json"  # Megatron's TransformerConfig, as JSON
 _FC1_ADAPTER = ".mlp.linear_fc1.adapter.linear_in.weight"
 # Bridge PEFT classes (the last part of `_target_`) whose scale is alpha / dim on W + B @ A:
 # VLMLoRA only chooses which towers to adapt, CanonicalLoRA adapts q, k, v apart.
@@ -126,37 +120,6 @@ def _from_saved_adapter(
     return f"LoRA alpha {alpha:g} from {file}" if alpha is not None else None
 
 
-def _recorded_tensor_parallel(
-    paths: layout.CheckpointPaths, reader: CheckpointReader
-) -> tuple[int, str] | None:
-    """(tensor_model_parallel_size, where) as the run recorded it: Bridge's run_config.yaml
-    model section, verl's transformer_config.json (beside model/ or dist_ckpt/), or
-    Megatron-LM's args; None when none records it."""
-    if paths.run_config is not None:
-        where = f"{paths.run_config} model"
-        model = run_config_data(paths.run_config, paths.root).get("model")
-        fields = bridge_model_fields(model, where)[0] if isinstance(model, dict) else {}
-        if "tensor_model_parallel_size" in fields:
-            return fields["tensor_model_parallel_size"], where
-    root = paths.root
-    for folder in (paths.dist_ckpt.parent, paths.dist_ckpt.parent.parent):
-        if folder != root and root not in folder.parents:  # reads stay inside the checkpoint
-            continue
-        file = folder / VERL_TRANSFORMER_CONFIG
-        found = layout.stat_inside(file, root, follow_symlinks=False)
-        if found is None or not stat.S_ISREG(found.st_mode):
-            continue
-        text = safe_files.read_text(file, MAX_ADAPTER_CONFIG_BYTES, root)
-        data = parse_json(text, str(file), CheckpointFormatError)
-        if isinstance(data, dict) and "tensor_model_parallel_size" in data:
-            return data["tensor_model_parallel_size"], str(file)
-    if ARGS_KEY in reader.objects:
-        args = read_args(reader)
-        if args is not None and "tensor_model_parallel_size" in args:
-            return args["tensor_model_parallel_size"], f"{reader.root} [{ARGS_KEY}]"
-    return None
-
-
 def _refuse_interleaved_fc1(
     lora: MegatronLora, paths: layout.CheckpointPaths | None, reader: CheckpointReader
 ) -> None:
@@ -165,7 +128,7 @@ def _refuse_interleaved_fc1(
     save splits for the base weight (weight_w / weight_v) but not for the adapter."""
     if paths is None or not any(t.a_key.endswith(_FC1_ADAPTER) for t in lora.targets.values()):
         return
-    recorded = _recorded_tensor_parallel(paths, reader)
+    recorded = recorded_tensor_parallel(paths, reader)
     if recorded is not None and recorded[0] not in (1, None):
         raise ForeignWeightsError(
             f"{recorded[1]}: tensor_model_parallel_size {recorded[0]!r}; a linear_fc1 LoRA"

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mfsdp_ckpt.convert.hf_config import MAX_EXPERTS, SHAPE_KEYS
-from mfsdp_ckpt.convert.vocab_padding import vocab_rows_problem
+from mfsdp_ckpt.convert.vocab_padding import RecordedPadding, vocab_rows_problem
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import state_keys
 
@@ -60,14 +60,33 @@ class ShapeError(MappingError):
 
 
 @dataclass(frozen=True)
+class GateUpOrder:
+    """Where a fused SwiGLU linear_fc1 keeps its gate and up rows. Megatron-core's fc1 is a
+    column-parallel linear whose rows each tensor-parallel rank holds as its own
+    [gate_r; up_r]: a save that gathers the tensor as one (torch_dist's
+    apply_swiglu_sharded_factory) writes [gate; up], one that keeps the ranks' pieces
+    in rank order (a Megatron-FSDP DTensor, fsdp_dtensor without its SwiGLU split) writes
+    [gate_0; up_0; gate_1; up_1; ...]. `ranks` is how many such pieces there are (1: [gate;
+    up]); `unknown` says why the checkpoint's record proves neither (`recorded_layout`),
+    and the tensor is then refused rather than split by a guess."""
+
+    ranks: int = 1
+    unknown: str | None = None
+
+
+@dataclass(frozen=True)
 class Geometry:
-    """The config numbers the fused mcore tensors are laid out by."""
+    """The numbers the fused mcore tensors are laid out by: the config's, and what the
+    checkpoint's record says of how they were saved (`recorded_layout`)."""
 
     num_heads: int
     num_kv_heads: int
     head_dim: int
     tie_word_embeddings: bool
     vocab_size: int | None = None  # None: rows of the vocabulary tensors are not checked
+    vocab_padding: RecordedPadding | None = None  # None: no padding rule recorded
+    gate_up: GateUpOrder = GateUpOrder()  # a dense layer's (and a shared expert's) fc1
+    expert_gate_up: GateUpOrder = GateUpOrder()  # a routed expert's fc1
 
     def __post_init__(self) -> None:
         """Numbers the splits divide by: a zero or negative one would crash or mis-slice."""
@@ -122,9 +141,13 @@ def split_qkv(
     return q.contiguous(), k.contiguous(), v.contiguous()
 
 
-def split_gate_up(fused: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Megatron's fused SwiGLU linear_fc1 [gate; up] -> HF gate_proj, up_proj (TP=1 layout)."""
-    gate, up = fused.chunk(2, dim=0)
+def split_gate_up(fused: torch.Tensor, ranks: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """Megatron's fused SwiGLU linear_fc1 -> HF gate_proj, up_proj: [gate_r; up_r] for each
+    of `ranks` tensor-parallel pieces in order (`GateUpOrder`; 1: [gate; up])."""
+    rest = fused.shape[1:]
+    pieces = fused.reshape(ranks, 2, fused.shape[0] // (2 * ranks), *rest)
+    gate = pieces[:, 0].reshape(fused.shape[0] // 2, *rest)
+    up = pieces[:, 1].reshape(fused.shape[0] // 2, *rest)
     return gate.contiguous(), up.contiguous()
 
 
@@ -173,16 +196,19 @@ def _qkv_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
     ]
 
 
-def _gate_up_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
-    if not shape or shape[0] % 2:
-        raise ShapeError(f"fused gate/up has shape {shape}; dim 0 must be even")
+def _gate_up_shapes(shape: tuple[int, ...], order: GateUpOrder) -> list[tuple[int, ...]]:
+    if order.unknown is not None:
+        raise ShapeError(order.unknown)
+    if not shape or shape[0] % (2 * order.ranks):
+        pieces = f" in each of {order.ranks} tensor-parallel pieces" if order.ranks > 1 else ""
+        raise ShapeError(f"fused gate/up has shape {shape}; dim 0 must split in two{pieces}")
     return [(shape[0] // 2, *shape[1:])] * 2
 
 
 def _vocab_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
     if not shape or g.vocab_size is None:
         return [shape]
-    problem = vocab_rows_problem(shape[0], g.vocab_size)
+    problem = vocab_rows_problem(shape[0], g.vocab_size, g.vocab_padding)
     if problem is not None:
         raise ShapeError(problem)
     return [(g.vocab_size, *shape[1:])]
@@ -205,7 +231,17 @@ class Transform:
 
 COPY = Transform("copy", lambda shape, g: [shape], lambda t, g: (t,))
 QKV = Transform("qkv", _qkv_shapes, split_qkv)
-GATE_UP = Transform("gate_up", _gate_up_shapes, lambda t, g: split_gate_up(t))
+GATE_UP = Transform(
+    "gate_up",
+    lambda shape, g: _gate_up_shapes(shape, g.gate_up),
+    lambda t, g: split_gate_up(t, g.gate_up.ranks),
+)
+# a routed expert's fc1: split by the expert tensor-parallel size it was saved with
+EXPERT_GATE_UP = Transform(
+    "expert_gate_up",
+    lambda shape, g: _gate_up_shapes(shape, g.expert_gate_up),
+    lambda t, g: split_gate_up(t, g.expert_gate_up.ranks),
+)
 # The first rows (a prefix of the bytes): streamed like COPY, only shorter.
 VOCAB = Transform("vocab", _vocab_shapes, drop_vocab_padding)
 ROW_PREFIX_TRANSFORMS = (COPY, VOCAB)
@@ -318,11 +354,11 @@ def _moe_rules(names: MoeNames) -> tuple[Rule, ...]:
         Rule(_L + r"mlp\.router\.weight", (hf + "gate.weight",)),
         Rule(grouped + r"linear_fc1\.weight(?P<expert>\d+)_w", gate_up[:1]),
         Rule(grouped + r"linear_fc1\.weight(?P<expert>\d+)_v", gate_up[1:]),
-        Rule(grouped + r"linear_fc1\.weight(?P<expert>\d+)", gate_up, GATE_UP),
+        Rule(grouped + r"linear_fc1\.weight(?P<expert>\d+)", gate_up, EXPERT_GATE_UP),
         Rule(grouped + r"linear_fc2\.weight(?P<expert>\d+)", down),
         Rule(sequential + r"linear_fc1\.weight_w", gate_up[:1]),
         Rule(sequential + r"linear_fc1\.weight_v", gate_up[1:]),
-        Rule(sequential + r"linear_fc1\.weight", gate_up, GATE_UP),
+        Rule(sequential + r"linear_fc1\.weight", gate_up, EXPERT_GATE_UP),
         Rule(sequential + r"linear_fc2\.weight", down),
     )
     if not names.shared_expert:

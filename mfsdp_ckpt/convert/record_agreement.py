@@ -7,7 +7,9 @@ fused QKV differently (4 heads of 8 in 2 query groups, or 2 heads of 16 in 1): t
 then writes q/k/v rows in the wrong places and no check fails. A config.json naming fewer
 tokens than the record makes the rows past it look like Megatron's vocabulary padding, and
 export drops them. So the numbers that decide how stored tensors become Hugging Face ones
-are compared with the record's, and any difference is named.
+are compared with the record's, and any difference is named; so are the values no shape
+shows that decide what the weights compute (RoPE base and scaling, norm epsilon:
+`record_values`), which the record holds as the run trained with them.
 
 A record that is there but derives no config (a setting missing, a model no family here
 computes) is compared on the numbers it does hold; where those leave the head layout open
@@ -35,6 +37,7 @@ from mfsdp_ckpt.convert.megatron_config import (
     recorded_config,
     recorded_settings,
 )
+from mfsdp_ckpt.convert.record_values import value_disagreements
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
@@ -74,12 +77,26 @@ def contradiction(
     if derived is None:
         return _against_own_config(given, paths) if unread is None else None
     found = disagreements(given, derived)
-    if not found:
+    values = _value_disagreements(given, paths, reader)
+    if not found and not values:
         return None
-    return (
-        f"{', '.join(found)}: not the model {derived.source} records (its q/k/v rows or"
-        " vocabulary would be exported wrong)"
-    )
+    why = ["its q/k/v rows or vocabulary would be exported wrong"] if found else []
+    why += ["the weights were trained with the record's values"] if values else []
+    return f"{', '.join(found + values)}: not the model {derived.source} records ({'; '.join(why)})"
+
+
+def _value_disagreements(
+    given: dict[str, Any], paths: layout.CheckpointPaths | None, reader: CheckpointReader
+) -> list[str]:
+    """`record_values` of the record's settings as stated (an unreadable record is named
+    where `_record` reads it)."""
+    try:
+        recorded = recorded_settings(paths, reader)
+    except (MegatronSettingsMissing, CheckpointFormatError, CheckpointFileError):
+        return []
+    if recorded is None:
+        return []
+    return value_disagreements(given, recorded.settings, recorded.names)
 
 
 def unchecked_note(paths: layout.CheckpointPaths | None, reader: CheckpointReader) -> str | None:

@@ -15,9 +15,19 @@ then fewer than m <= 8192 rows, and the stored rows are a multiple of m. Any oth
 is not padding but a config that belongs to another model (a larger vocabulary), and
 dropping rows would cut real tokens: refused. Fewer rows than vocab_size is refused too:
 the config names tokens the checkpoint has no weights for.
+
+That rule is a guess at settings the checkpoint may record. Where its record holds them
+(Megatron-LM's args: make_vocab_size_divisible_by and tensor_model_parallel_size;
+Megatron-Bridge's run_config.yaml: the same with should_pad_vocab), the rows are exactly
+Megatron's `vocab_size_with_padding` of the config's vocab_size, ceil(V / (d * tp)) * d * tp
+(`RecordedPadding`), and nothing else is accepted: 256 rows under a config of 100 tokens
+look like padding to the guess (d = 256), but a run that padded by 128 made 256 rows for a
+tokenizer of 129 to 256 tokens, and the rows past 100 are real ones.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 MAX_POWER_OF_TWO = 128  # Megatron-LM's default --make-vocab-size-divisible-by
 MAX_FACTOR = 64  # tensor-parallel size (or an odd divisible-by factor)
@@ -41,16 +51,50 @@ def padding_multiple(rows: int, vocab_size: int) -> int | None:
     return next((m for m in _MULTIPLES if rows % m == 0 and rows - vocab_size < m), None)
 
 
-def vocab_rows_problem(rows: int, vocab_size: int) -> str | None:
+@dataclass(frozen=True)
+class RecordedPadding:
+    """Megatron's padding as a checkpoint's record states it: the stored rows are vocab_size
+    rounded up to a multiple of `multiple` (make_vocab_size_divisible_by times the
+    tensor-parallel size; 1 where the run padded nothing); `source` names the settings and
+    the record, for an error line."""
+
+    multiple: int
+    source: str
+
+    def rows_for(self, vocab_size: int) -> int:
+        """Megatron's `vocab_size_with_padding` (megatron/core/tokenizers/utils/build_tokenizer.py,
+        Megatron-Bridge's `calculate_padded_vocab_size`)."""
+        return -(-vocab_size // self.multiple) * self.multiple
+
+
+def vocab_rows_problem(
+    rows: int, vocab_size: int, recorded: RecordedPadding | None = None
+) -> str | None:
     """Why `rows` stored rows cannot be exported as `vocab_size` tokens, or None when they
-    can (equal, or larger by Megatron's padding)."""
-    if rows == vocab_size:
-        return None
+    can: equal, or larger by Megatron's padding (the `recorded` rule where the checkpoint
+    records one, else the guess above)."""
     if rows < vocab_size:
+        value_head = " (a value head: validate a critic with --role critic)" if rows == 1 else ""
         return (
-            f"{rows} rows, fewer than the config's vocab_size {vocab_size}; the config belongs"
+            f"{rows} rows{value_head}, fewer than the config's vocab_size {vocab_size}; the"
+            " config belongs to another model (or the tokenizer grew): use the config the run"
+            " trained with"
+        )
+    if recorded is not None:
+        padded = recorded.rows_for(vocab_size)
+        if rows == padded:
+            return None
+        made = (
+            f"pads the config's vocab_size {vocab_size} to {padded} rows"
+            if padded != vocab_size
+            else f"leaves the config's vocab_size {vocab_size} unpadded"
+        )
+        return (
+            f"{rows} rows, but the run's padding ({recorded.source}) {made}; the config belongs"
             " to another model (or the tokenizer grew): use the config the run trained with"
         )
+    if rows == vocab_size:
+        return None
     if padding_multiple(rows, vocab_size) is None:
         return (
             f"{rows} rows, {rows - vocab_size} more than the config's vocab_size {vocab_size},"

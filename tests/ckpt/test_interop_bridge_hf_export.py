@@ -25,7 +25,7 @@ LLAMA3_ROPE = {
     "factor": 8.0,
     "low_freq_factor": 1.0,
     "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 16,
+    "original_max_position_embeddings": 8192,  # Megatron-core fixes it (rotary_pos_embedding.py)
 }
 
 

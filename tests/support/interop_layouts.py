@@ -5,7 +5,8 @@ Each builder takes a fixture dir (`config.json` and a DCP dir, `dist_ckpt/` or
 returns a `Laid` naming the run dir, every level a user may pass (run, step, role, model,
 dist_ckpt), and whether the layout carries its own HF config (Megatron-LM and a bare DCP
 dir do not: commands need --hf-config). The shapes follow verl's megatron checkpoint
-manager, ray_trainer and sft_trainer, and Megatron-LM's checkpointing.py (docs/interop.md).
+manager, ray_trainer and sft_trainer, and Megatron-LM's checkpointing.py (docs/interop.md);
+a verl RL critic holds verl's value head in the output layer's place (`critic_dcp`).
 """
 
 from __future__ import annotations
@@ -86,6 +87,66 @@ def _copy_dcp(fixture: Path, target: Path) -> Path:
     return target
 
 
+EMBEDDING, VALUE_HEAD = "embedding.word_embeddings.weight", "output_layer"
+
+
+def critic_dcp(fixture: Path, target: Path, bias: bool = True) -> Path:
+    """The fixture's checkpoint as verl's Megatron critic saves it: the actor's model with
+    its output layer replaced by the value head `LinearForLastLayer(hidden_size, 1)`
+    (weight [1, hidden], and a bias [1] with verl's own class), whatever the tying, and
+    Adam state for the head as for any parameter (named like the embedding's)."""
+    import warnings
+
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    whole = target.parent / f"{target.name}.pt"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings():  # DCP warns that it runs without a process group
+        warnings.simplefilter("ignore")
+        dcp_to_torch_save(dcp_of(fixture), whole)
+        state = torch.load(whole, weights_only=False)  # the test fixture's own file
+        whole.unlink()
+        model = state["model"]
+        embedding = next(k for k in model if k.endswith(EMBEDDING))
+        prefix = embedding.removesuffix(EMBEDDING)
+        hidden = model[embedding].shape[1]
+        head = {"weight": torch.randn(1, hidden) * 0.02}
+        if bias:
+            head["bias"] = torch.zeros(1)
+        for name in [k for k in model if k.startswith(prefix + VALUE_HEAD + ".")]:
+            del model[name]
+        model.update({f"{prefix}{VALUE_HEAD}.{kind}": value for kind, value in head.items()})
+        _value_head_state(state.get("optimizer"), head)
+        dcp.save(state, checkpoint_id=str(target), no_dist=True)
+    return target
+
+
+def _value_head_state(optimizer: dict | None, head: dict) -> None:
+    """Adam moments and group settings for the value head, beside the embedding's."""
+    import torch
+
+    if optimizer is None:
+        return
+    for table in ("state", "param_to_group_meta"):
+        entries = optimizer.get(table, {})
+        embedding = next((k for k in entries if k.endswith(EMBEDDING)), None)
+        if embedding is None:
+            continue
+        prefix = embedding.removesuffix(EMBEDDING)
+        for name in [k for k in entries if k.startswith(prefix + VALUE_HEAD + ".")]:
+            del entries[name]
+        for kind, value in head.items():
+            like = entries[embedding]
+            if table == "state":
+                like = {
+                    k: torch.zeros_like(value) if k.startswith("exp_avg") else v
+                    for k, v in like.items()
+                }
+            entries[f"{prefix}{VALUE_HEAD}.{kind}"] = like
+
+
 def _hf_dir(fixture: Path, target: Path) -> None:
     target.mkdir(parents=True)
     shutil.copy2(fixture / "config.json", target / "config.json")
@@ -95,12 +156,17 @@ def _tracker(run: Path, text: str) -> None:
     (run / "latest_checkpointed_iteration.txt").write_text(text)  # verl: str(step), no newline
 
 
+def _role_dcp(fixture: Path, target: Path, role: str) -> Path:
+    """The actor's DCP is the fixture's; the critic's holds a value head (`critic_dcp`)."""
+    return critic_dcp(fixture, target) if role == "critic" else _copy_dcp(fixture, target)
+
+
 def verl_rl_v1(fixture: Path, root: Path, critic: bool = True) -> Laid:
     run = root / "verl_rl_v1"
     step = run / f"global_step_{STEP}"
     roles = ("actor", "critic") if critic else ("actor",)
     for role in roles:
-        _copy_dcp(fixture, step / role / "dist_ckpt")
+        _role_dcp(fixture, step / role / "dist_ckpt", role)
         _hf_dir(fixture, step / role / "huggingface")
         (step / role / "transformer_config.json").write_text(json.dumps({"num_layers": 1}))
     (step / "data.pt").write_bytes(b"dataloader state")
@@ -113,7 +179,7 @@ def verl_rl_v1(fixture: Path, root: Path, critic: bool = True) -> Laid:
 def _v2_split(fixture: Path, target: Path, role: str) -> Path:
     """verl's v2 split (megatron_checkpoint_manager.py, MANIFEST_SCHEMA_VERSION 2) in
     `target`: with Megatron-FSDP the one DCP holding every state sits in model/dist_ckpt."""
-    dcp = _copy_dcp(fixture, target / "model" / "dist_ckpt")
+    dcp = _role_dcp(fixture, target / "model" / "dist_ckpt", role)
     _hf_dir(fixture, target / "model" / "huggingface")
     for empty in ("optimizer", "extra"):  # created by verl's path helpers, left empty
         (target / empty / "dist_ckpt").mkdir(parents=True)
@@ -137,10 +203,12 @@ def _v2_split(fixture: Path, target: Path, role: str) -> Path:
     return dcp
 
 
-def verl_rl_v2(fixture: Path, root: Path) -> Laid:
+def verl_rl_v2(fixture: Path, root: Path, critic: bool = False) -> Laid:
     run = root / "verl_rl_v2"
     actor = run / f"global_step_{STEP}" / "actor"
     dcp = _v2_split(fixture, actor, "actor")
+    if critic:
+        _v2_split(fixture, actor.parent / "critic", "critic")
     _tracker(run, str(STEP))
     levels = {
         "run": run,
@@ -242,3 +310,17 @@ DAMAGE = {
     "missing_shard": remove_shard,
     "coverage_gap": leave_coverage_gap,
 }
+
+
+# --------------------------------------------------------------------------- tensor parallelism
+def per_rank_gate_up(fused, ranks: int):
+    """A fused SwiGLU linear_fc1 [gate; up] as a save that keeps each of `ranks`
+    tensor-parallel pieces holds it: [gate_0; up_0; gate_1; up_1; ...] (each rank's
+    column-parallel rows, in rank order: a Megatron-FSDP DTensor's global view)."""
+    import torch
+
+    gate, up = fused.chunk(2)
+    pieces = [
+        part for rank in range(ranks) for part in (gate.chunk(ranks)[rank], up.chunk(ranks)[rank])
+    ]
+    return torch.cat(pieces)

@@ -1,0 +1,132 @@
+"""config.json values a Megatron record fixes without any shape showing them: RoPE and norm.
+
+A `--hf-config` with every size right can still carry another rope_theta (Qwen2.5-7B's
+config for a run of Qwen2.5-Math-7B, whose shapes are the same) or rms_norm_eps: the export
+then writes the trained weights under a model that computes something else, and --verify,
+which compares tensors, passes. The record holds what the weights were trained with:
+Megatron-LM's args `rotary_base` and `norm_epsilon` (`layernorm_epsilon` in newer args),
+Megatron-Bridge's run_config.yaml `rotary_base` and `layernorm_epsilon`, and their rope
+scaling: Llama 3.1's (`use_rope_scaling`, Bridge's `rope_scaling`, with
+`rope_scaling_factor`; Megatron-core fixes low_freq_factor 1, high_freq_factor 4 and
+original_max_position_embeddings 8192, rotary_pos_embedding.py) and linear position
+interpolation (`rotary_seq_len_interpolation_factor`, Bridge's `seq_len_interpolation_factor`).
+
+Only what the record states is compared, never a default filled in for it, and rotary
+settings only where it records rotary position embeddings (`position_embedding_type`
+'rope'): Megatron-LM records rotary_base whatever the position embedding, and unused it
+says nothing. A key config.json leaves out takes a default this module does not know, so it
+is not compared either (an unloadable value, `"1e-6"`, is named by `hf_config`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from mfsdp_ckpt.convert.config_behaviour import rope_of
+
+# Megatron-core's Llama 3.1 scaling constants beside its factor (RotaryEmbedding._apply_scaling)
+_LLAMA3_FIXED = {"low_freq_factor": 1.0, "high_freq_factor": 4.0}
+_POSITIONS_KEY, _LLAMA3_POSITIONS = "original_max_position_embeddings", 8192
+_LLAMA3_DEFAULT_FACTOR = 8.0  # rope_scaling_factor's default in Megatron-LM and Bridge
+_SCALING_KEYS = (
+    "use_rope_scaling",
+    "rope_scaling",
+    "rotary_seq_len_interpolation_factor",
+    "seq_len_interpolation_factor",
+)
+_REL_TOL = 1e-6  # a value stored as float32 somewhere on its way still compares equal
+
+
+def _number(value: Any) -> float | None:
+    plain = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if plain and math.isfinite(value) else None
+
+
+def _differ(one: Any, other: Any) -> bool:
+    a, b = _number(one), _number(other)
+    return a is not None and b is not None and not math.isclose(a, b, rel_tol=_REL_TOL)
+
+
+def value_disagreements(
+    given: dict[str, Any], settings: dict[str, Any], names: dict[str, str]
+) -> list[str]:
+    """`key=given (record: name value)` for each value (module docstring) in which `given`
+    (config.json data) and the record's `settings` (Megatron-LM names; `names`: what the
+    record calls a renamed one) differ; empty when they agree or state none."""
+
+    def named(key: str) -> str:
+        return names.get(key, key)
+
+    found = []
+    eps = settings.get("norm_epsilon")
+    if _differ(given.get("rms_norm_eps"), eps):
+        found.append(
+            f"rms_norm_eps={given['rms_norm_eps']!r} (record: {named('norm_epsilon')} {eps!r})"
+        )
+    rope = rope_of(given)
+    if settings.get("position_embedding_type") != "rope" or rope is None:
+        return found
+    base = settings.get("rotary_base")
+    if _differ(rope.get("rope_theta"), base):
+        found.append(f"rope_theta={rope['rope_theta']!r} (record: {named('rotary_base')} {base!r})")
+    recorded = _recorded_scaling(settings)
+    stated = _stated_scaling(rope)
+    if recorded is not None and not _same_scaling(stated, recorded):
+        found.append(f"rope scaling {_shown(stated)} (record: {_shown(recorded)})")
+    return found
+
+
+Scaling = tuple[str, dict[str, Any]]  # (rope_type, its parameters)
+
+
+def _recorded_scaling(settings: dict[str, Any]) -> Scaling | None:
+    """The rope scaling the record states, as transformers names it; None when it records
+    none of its switches. Both kinds at once is a scaling no transformers config states."""
+    if not any(key in settings for key in _SCALING_KEYS):
+        return None
+    llama3 = settings.get("use_rope_scaling") is True or settings.get("rope_scaling") is True
+    factor = settings.get("rotary_seq_len_interpolation_factor")
+    if factor is None:
+        factor = settings.get("seq_len_interpolation_factor")
+    linear = factor is not None and not (_number(factor) is not None and _number(factor) == 1.0)
+    if llama3 and linear:
+        return "llama3 and linear interpolation", {}
+    if linear:
+        return "linear", {"factor": factor}
+    if llama3:
+        llama = settings.get("rope_scaling_factor", _LLAMA3_DEFAULT_FACTOR)
+        return "llama3", {
+            "factor": llama,
+            **_LLAMA3_FIXED,
+            _POSITIONS_KEY: _LLAMA3_POSITIONS,
+        }
+    return "default", {}
+
+
+def _stated_scaling(rope: dict[str, Any]) -> Scaling:
+    """A config's rope scaling (`config_behaviour.rope_of`): its type and the parameters
+    Megatron-core's counterpart has (linear interpolation by 1 is none)."""
+    kind = str(rope.get("rope_type", "default"))
+    if kind == "linear" and _number(rope.get("factor")) == 1.0:
+        return "default", {}
+    wanted = {"linear": ("factor",), "llama3": ("factor", *_LLAMA3_FIXED, _POSITIONS_KEY)}
+    return kind, {key: rope.get(key) for key in wanted.get(kind, ())}
+
+
+def _same_scaling(stated: Scaling, recorded: Scaling) -> bool:
+    """The same kind, with each parameter the config states equal to the record's."""
+    if stated[0] != recorded[0]:
+        return False
+    return not any(
+        value is not None and (_number(value) is None or _differ(value, recorded[1][key]))
+        for key, value in stated[1].items()
+    )
+
+
+def _shown(scaling: Scaling) -> str:
+    kind, parameters = scaling
+    if kind == "default":
+        return "none"
+    stated = ", ".join(f"{key} {value!r:.40}" for key, value in parameters.items())
+    return f"{kind}" + (f" ({stated})" if stated else "")

@@ -1,0 +1,200 @@
+"""What a checkpoint's own record says about how its stored tensors are laid out.
+
+Two layouts depend on settings no tensor shows, only the run's record:
+
+* Megatron's vocabulary padding (`vocab_padding.RecordedPadding`): the embedding and output
+  layer hold vocab_size rounded up to a multiple of make_vocab_size_divisible_by times the
+  tensor-parallel size (Megatron-LM's args; Megatron-Bridge's run_config.yaml pads so only
+  with should_pad_vocab, else holds vocab_size rows exactly).
+* the gate and up rows of a fused SwiGLU linear_fc1 (`name_maps.GateUpOrder`): each
+  tensor-parallel rank holds [gate_r; up_r]. Megatron-FSDP keeps a parameter as one DTensor
+  over the ranks' pieces in rank order, so an fsdp_dtensor save that left fc1 fused holds
+  [gate_0; up_0; gate_1; up_1; ...] (its SwiGLU split, handle_swiglu_in_state_dict, takes
+  each rank's halves apart for the same reason); with one rank that is [gate; up]. torch_dcp
+  runs with tensor_model_parallel_size 1 only (Megatron-LM's arguments.py asserts it), and
+  torch_dist, which gathers [gate; up] whole, is not read here. So a record of more than
+  one rank proves the per-rank order only beside ckpt_format fsdp_dtensor; any other record
+  of it (verl's transformer_config.json names no format) leaves the order unknown, and such
+  a tensor is refused, naming the setting, rather than split by a guess. A record of one
+  rank, or none (Megatron's default is 1), is [gate; up]. Routed experts are split over
+  expert_tensor_parallel_size, which Megatron-LM sets to tensor_model_parallel_size when
+  it is not given.
+
+The record is Megatron-Bridge's run_config.yaml, else verl's transformer_config.json (beside
+`model/` or `dist_ckpt/`), else Megatron-LM's `args` in the DCP (the only one a URL is read
+for). One that cannot be read leaves the padding to `vocab_padding`'s guess and the fc1
+order unknown; its error is reported where the record is read for the config.
+"""
+
+from __future__ import annotations
+
+import stat
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from mfsdp_ckpt.convert.megatron_config import (
+    ARGS_KEY,
+    bridge_model_fields,
+    read_args,
+    run_config_data,
+)
+from mfsdp_ckpt.convert.name_maps import GateUpOrder, Geometry
+from mfsdp_ckpt.convert.vocab_padding import RecordedPadding
+from mfsdp_ckpt.errors import CheckpointFormatError
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.storage.unique_json import parse_json
+
+if TYPE_CHECKING:
+    from mfsdp_ckpt.storage.reader import CheckpointReader
+
+VERL_TRANSFORMER_CONFIG = "transformer_config.json"  # Megatron's TransformerConfig, as JSON
+MAX_TRANSFORMER_CONFIG_BYTES = 1 << 20  # a few KB in practice
+TP_KEY = "tensor_model_parallel_size"
+EXPERT_TP_KEY = "expert_tensor_parallel_size"
+SPLITS_PER_RANK = "fsdp_dtensor"  # the format whose fused fc1 is per-rank pieces in order
+MAX_RANKS = 1 << 16
+
+
+@dataclass(frozen=True)
+class Record:
+    """The settings a checkpoint records of its run (Megatron-LM's names), where
+    (`where`: the file or DCP entry, for an error line), and the checkpoint format it
+    names (None: none named)."""
+
+    fields: dict[str, Any]
+    where: str
+    ckpt_format: str | None
+    bridge: bool = False  # Megatron-Bridge's: pads the vocabulary only with should_pad_vocab
+
+
+def read_record(paths: layout.CheckpointPaths | None, reader: CheckpointReader) -> Record | None:
+    """The checkpoint's record (module docstring); None when it keeps none. Raises
+    CheckpointFormatError / CheckpointFileError for one that cannot be read."""
+    if paths is not None and paths.run_config is not None:
+        data = run_config_data(paths.run_config, paths.root)
+        where = f"{paths.run_config} model"
+        model = data.get("model")
+        fields = bridge_model_fields(model, where)[0] if isinstance(model, dict) else {}
+        checkpoint = data.get("checkpoint")
+        found = checkpoint.get("ckpt_format") if isinstance(checkpoint, dict) else None
+        return Record(dict(fields), where, found if isinstance(found, str) else None, bridge=True)
+    if paths is not None:
+        verl = _verl_transformer_config(paths)
+        if verl is not None:
+            return verl
+    if ARGS_KEY in reader.objects:
+        args = read_args(reader)
+        if args is not None:
+            found = args.get("ckpt_format")
+            where = f"{reader.root} [{ARGS_KEY}]"
+            return Record(args, where, found if isinstance(found, str) else None)
+    return None
+
+
+def _verl_transformer_config(paths: layout.CheckpointPaths) -> Record | None:
+    """verl's transformer_config.json beside `model/` (v2) or `dist_ckpt/` (v1), read inside
+    the checkpoint only."""
+    root = paths.root
+    for folder in (paths.dist_ckpt.parent, paths.dist_ckpt.parent.parent):
+        if folder != root and root not in folder.parents:  # reads stay inside the checkpoint
+            continue
+        file = folder / VERL_TRANSFORMER_CONFIG
+        found = layout.stat_inside(file, root, follow_symlinks=False)
+        if found is None or not stat.S_ISREG(found.st_mode):
+            continue
+        text = safe_files.read_text(file, MAX_TRANSFORMER_CONFIG_BYTES, root)
+        data = parse_json(text, str(file), CheckpointFormatError)
+        if isinstance(data, dict):
+            return Record(data, str(file), None)
+    return None
+
+
+def recorded_tensor_parallel(
+    paths: layout.CheckpointPaths | None, reader: CheckpointReader
+) -> tuple[Any, str] | None:
+    """(tensor_model_parallel_size as recorded, where); None when nothing records it."""
+    record = read_record(paths, reader)
+    if record is None or TP_KEY not in record.fields:
+        return None
+    return record.fields[TP_KEY], record.where
+
+
+def with_recorded_layout(
+    geometry: Geometry, paths: layout.CheckpointPaths | None, reader: CheckpointReader
+) -> Geometry:
+    """`geometry` with the vocabulary padding and fused fc1 order the checkpoint's record
+    proves (module docstring)."""
+    try:
+        record = read_record(paths, reader)
+    except (CheckpointFormatError, CheckpointFileError) as err:
+        unknown = GateUpOrder(
+            unknown=f"a fused linear_fc1 (gate and up in one tensor), whose order over"
+            f" tensor-parallel ranks the checkpoint's record tells, which could not be read"
+            f" ({err}); not exported"
+        )
+        return replace(geometry, gate_up=unknown, expert_gate_up=unknown)
+    if record is None:
+        return geometry
+    expert_key = EXPERT_TP_KEY if record.fields.get(EXPERT_TP_KEY) is not None else TP_KEY
+    return replace(
+        geometry,
+        vocab_padding=_padding(record),
+        gate_up=_gate_up_order(record, TP_KEY),
+        expert_gate_up=_gate_up_order(record, expert_key),
+    )
+
+
+def _count(value: Any) -> int | None:
+    plain = isinstance(value, int) and not isinstance(value, bool)
+    return value if plain and 0 < value <= MAX_RANKS else None
+
+
+def _padding(record: Record) -> RecordedPadding | None:
+    """Megatron's padding rule where the record holds it: make_vocab_size_divisible_by and
+    the tensor-parallel size. Megatron-LM pads unless `pad_vocab_size` is false (the padded
+    size was then set another way); Megatron-Bridge pads only with should_pad_vocab, and
+    holds vocab_size rows exactly when that is false."""
+    fields = record.fields
+    if record.bridge:
+        pads = fields.get("should_pad_vocab")
+        if pads is False:
+            return RecordedPadding(1, f"should_pad_vocab=False in {record.where}")
+    else:
+        pads = fields.get("pad_vocab_size", True)
+    divisor, ranks = _count(fields.get("make_vocab_size_divisible_by")), _count(fields.get(TP_KEY))
+    if pads is not True or divisor is None or ranks is None:
+        return None
+    return RecordedPadding(
+        divisor * ranks,
+        f"make_vocab_size_divisible_by={divisor} x {TP_KEY}={ranks} in {record.where}",
+    )
+
+
+def _gate_up_order(record: Record, key: str) -> GateUpOrder:
+    """How a fused fc1 split over the tensor-parallel size `key` holds gate and up."""
+    if key not in record.fields:
+        return GateUpOrder()
+    value = record.fields[key]
+    ranks = _count(value)
+    saved = f"saved with {key}={value!r:.40} ({record.where})"
+    if ranks is None:
+        return GateUpOrder(unknown=f"a fused linear_fc1 {saved}, which is not a rank count")
+    if ranks == 1:
+        return GateUpOrder()
+    if record.ckpt_format == SPLITS_PER_RANK:
+        return GateUpOrder(ranks=ranks)
+    named = (
+        f"ckpt_format {record.ckpt_format!r:.40}, which Megatron saves with one rank only"
+        if record.ckpt_format is not None
+        else "no checkpoint format"
+    )
+    return GateUpOrder(
+        unknown=(
+            f"a fused linear_fc1 (gate and up in one tensor) {saved}: each rank holds its own"
+            f" [gate; up], and the record names {named}, so whether they lie one after"
+            " another or gathered as [gate; up] is not known; not exported (a save that splits"
+            " fc1 into weight_w / weight_v exports)"
+        )
+    )
