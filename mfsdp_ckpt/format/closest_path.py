@@ -44,7 +44,7 @@ def closest_existing(path: str | os.PathLike) -> Path | None:
     except OSError:
         return None
     # `missing` there: a dangling link
-    others = [name for name in names if name != missing and not name.startswith(".")]
+    others = [name for name in names if name != missing and _offered(name, missing)]
     meant = _same_number(missing, others) or _containing(missing, others)
     if meant is None:
         close = difflib.get_close_matches(missing, others, n=1, cutoff=MIN_RATIO)
@@ -53,6 +53,16 @@ def closest_existing(path: str | os.PathLike) -> Path | None:
         meant = close[0]
     found = parent / meant if depth > 1 else Path(meant)
     return found / Path(*rest) if rest and (found / Path(*rest)).exists() else found
+
+
+def _offered(name: str, missing: str) -> bool:
+    """Whether `name` may be suggested for `missing`: a hidden name only for a hidden name
+    mistyped (`.chekpoints` for `.checkpoints`), and never the work files mfsdp leaves beside
+    an output (`.<name>.out-lock`, `.<name>.export-tmp-<pid>`, `.<name>.<pid>-<hex>.tmp`),
+    which are hidden names holding a second dot."""
+    if not name.startswith("."):
+        return True
+    return missing.startswith(".") and "." not in name[1:]
 
 
 def _same_number(missing: str, names: list[str]) -> str | None:

@@ -73,3 +73,14 @@ def test_data_file_hints_pass_hidden_tables_over(tmp_path):
     (tmp_path / ".hidden").mkdir()
     (tmp_path / ".hidden" / "test.parquet").write_bytes(b"")
     assert data_files_in(tmp_path, levels=2) == [tmp_path / "sft" / "train.parquet"]
+
+
+def test_a_hidden_name_mistyped_is_offered_the_hidden_name_meant(tmp_path, monkeypatch):
+    """`h/.chekpoints/run` for `h/.checkpoints/run`: hidden names are offered for a hidden
+    name, never an output's lock or work dir."""
+    (tmp_path / "h" / ".checkpoints" / "run").mkdir(parents=True)
+    (tmp_path / "h" / ".chekpoints.out-lock").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert str(closest_existing("h/.chekpoints/run")) == "h/.checkpoints/run"
+    (tmp_path / "h" / ".checkpoints").rename(tmp_path / "h" / "gone")
+    assert closest_existing("h/.chekpoints/run") is None
