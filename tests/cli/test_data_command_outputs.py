@@ -236,7 +236,7 @@ def test_a_file_name_that_gives_no_split_asks_for_one(tmp_path):
     source = _source(tmp_path, GSM8K_ROW, name=".hidden.jsonl")
     code, _stdout, stderr = run_cli("data", "gsm8k", "--input", source, "--out", tmp_path / "o")
     assert code == 2
-    one_error(stderr, f"--input {source}: its file name gives no split name", "--split")
+    one_error(stderr, f"--input {source}: its file name gives split '.hidden'", "--split")
     assert not (tmp_path / "o").exists()
 
 

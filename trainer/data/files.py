@@ -55,6 +55,10 @@ MAX_ROW_CONTAINERS = DEFAULT_MAX_CONTAINERS
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
+# The data formats read, by file suffix (any case); no compressed file is read.
+DATA_SUFFIXES = (".parquet", ".jsonl", ".json")
+
+
 class DataFileError(MfsdpUsageError, ValueError):
     """A data file is missing, unreadable or not the format its name says; the message names it."""
 
@@ -108,7 +112,7 @@ def check_data_file(path: str | os.PathLike) -> None:
     except CheckpointFileError as err:
         raise DataFileError(str(err)) from None
     suffix = path.suffix.lower()
-    if suffix not in (".parquet", ".jsonl", ".json"):
+    if suffix not in DATA_SUFFIXES:
         raise DataFileError(
             f"{path}: unknown data format {suffix!r} (use .parquet, .jsonl or .json)"
         )

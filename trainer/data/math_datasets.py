@@ -17,6 +17,7 @@ from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpFailedError
 from trainer.data.files import (
+    DATA_SUFFIXES,
     DataFileError,
     check_data_file,
     read_rows,
@@ -77,8 +78,17 @@ CONVERTERS = {"gsm8k": gsm8k_rows, "math": math_rows}
 
 
 # The shard suffix of the files the Hugging Face Hub serves a dataset in
-# (openai/gsm8k: main/train-00000-of-00001.parquet; a larger split in several shards)
-_HUB_SHARD = re.compile(r"(?P<split>.+)-(?P<index>[0-9]{5})-of-(?P<count>[0-9]{5})")
+# (openai/gsm8k: main/train-00000-of-00001.parquet; a larger split in several shards), with
+# the fingerprint older `datasets.push_to_hub` wrote after it
+# (`{split}-{index:05d}-of-{num_shards:05d}-{fingerprint}.parquet`, a hex digest)
+_HUB_SHARD = re.compile(r"(?P<split>.+)-(?P<index>[0-9]{5})-of-(?P<count>[0-9]{5})(?:-[0-9a-f]+)?")
+# The words the datasets library reads as a split in a file name (its SPLIT_KEYWORDS): the
+# last dot-separated part of `gsm8k.train.jsonl` and `gsm8k.test.jsonl` names their splits
+_SPLIT_WORDS = frozenset(
+    ("train", "training")
+    + ("validation", "valid", "dev", "val")
+    + ("test", "testing", "eval", "evaluation")
+)
 
 
 # A split names the files OUT/sft/<split>.parquet and OUT/rl/<split>.parquet: one plain file
@@ -123,18 +133,33 @@ def check_split_name(split: str | None) -> None:
 
 
 def _stem(source: str | os.PathLike) -> str:
-    return Path(source).stem.split(".")[0]
+    """The file's name less its data suffix alone (`gsm8k.train` of gsm8k.train.jsonl): the
+    name up to its first dot made gsm8k.train.jsonl and gsm8k.test.jsonl both split `gsm8k`,
+    and no file name could give a dotted split (`train.clean`)."""
+    name = Path(source).name
+    suffix = next((s for s in DATA_SUFFIXES if name.lower().endswith(s)), "")
+    return name[: len(name) - len(suffix)]
+
+
+def _split_word(stem: str) -> str:
+    """The last dot-separated part of `stem` where it is a split word after a name (`train`
+    of gsm8k.train, as the datasets library reads it), else the whole stem (`train.clean`)."""
+    head, _, last = stem.rpartition(".")
+    return last if head and last in _SPLIT_WORDS else stem
 
 
 def split_named_by(source: str | os.PathLike) -> str:
-    """The split a file's name says: its stem (`train` of train.jsonl), without the shard
-    suffix of a file downloaded from the Hub, which otherwise named the tables
-    sft/train-00000-of-00001.parquet, where the example configs read sft/train.parquet.
-    DataFileError (exit 2) unless --split would take that name: `.jsonl` wrote the hidden
-    sft/.parquet, `tr<newline>ain.jsonl` or `train .jsonl` tables --split refuses to name,
-    and a 240-character name failed only after every input was read."""
-    shard = _HUB_SHARD.fullmatch(_stem(source))
-    name = shard["split"] if shard else _stem(source)
+    """The split a file's name says: its stem (`train` of train.jsonl, `train.clean` of
+    train.clean.jsonl), without the shard suffix of a file downloaded from the Hub (which
+    otherwise named the tables sft/train-00000-of-00001.parquet, where the example configs
+    read sft/train.parquet; the Hub's split is kept whole), or the split word that ends it
+    (`test` of gsm8k.test.jsonl). DataFileError (exit 2) unless --split would take that
+    name: `.jsonl` wrote the hidden sft/.parquet, `tr<newline>ain.jsonl` or `train .jsonl`
+    tables --split refuses to name, and a 240-character name failed only after every input
+    was read."""
+    stem = _stem(source)
+    shard = _HUB_SHARD.fullmatch(stem)
+    name = shard["split"] if shard else _split_word(stem)
     if not name:
         raise DataFileError(
             f"--input {source}: its file name gives no split name; give --split NAME"
