@@ -3,8 +3,9 @@ from-verl`: what carries over, under which mfsdp key, and what does not and why.
 
 The key table is `trainer.verl_keys`; this module only finds the `key=value` pairs (in a
 shell script: the arguments of `python3 -m verl.trainer.main_ppo` or of verl's SFT trainer,
-backslash continuations joined, simple `NAME=value` variables substituted, bash arrays
-`NAME=( ... )` spread where `"${NAME[@]}"` stands) and reports.
+its lines read as bash reads them (`trainer.shell_lines`, `trainer.shell_quoting`), the
+script's variables expanded where the command stands (`trainer.shell_variables`), bash
+arrays `NAME=( ... )` spread where `"${NAME[@]}"` stands) and reports.
 Nothing in the script is executed.
 """
 
@@ -27,7 +28,15 @@ from mfsdp_ckpt.check.printable import printable
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
-from trainer import shell_arithmetic, verl_hydra_files, verl_interpolation, verl_keys
+from trainer import (
+    shell_arithmetic,
+    shell_lines,
+    shell_quoting,
+    shell_variables,
+    verl_hydra_files,
+    verl_interpolation,
+    verl_keys,
+)
 from trainer.config_kind import likely_kind
 from trainer.config_yaml import ExpansionBudget, YAMLConfigError, parse_yaml
 from trainer.local_paths import UNEXPANDED
@@ -41,23 +50,12 @@ MAX_LINE_CHARS = 64 << 10
 MAX_EXPANDED_CHARS = 4 * MAX_SOURCE_BYTES
 GRPO_MODULES = ("verl.trainer.main_ppo",)
 SFT_MODULES = ("verl.trainer.fsdp_sft_trainer", "verl.trainer.sft_trainer")
-_VARIABLE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 # `$(...)` and backquotes hold a command whose words shlex splits apart
 # (`experiment_name=run_$(date +%s)` became `run_$(date`): kept whole as text, never run
 _COMMAND_SUBSTITUTION = re.compile(r"\$\([^()]*\)|`[^`]*`")
 _NESTING = 4  # substitutions nested deeper than a launch script's are split as shlex splits
 _HELD = "\ue000"  # a private-use character marks a held substitution while shlex splits
-_LITERAL_DOLLAR = "\ue001"  # a `$` inside single quotes: bash passes it as it is
-# `${1:-vllm}`: a positional parameter (the script's own argument) is matched for its default;
-# a default may hold `${OTHER}` (`${TRAIN_FILE:-${DATA_HOME}/train.parquet}`): braces one deep
-_REFERENCE = re.compile(
-    r"\$\{([A-Za-z_][A-Za-z0-9_]*|[0-9]+)(?::-((?:[^{}]|\{[^{}]*\})*))?\}"
-    r"|\$([A-Za-z_][A-Za-z0-9_]*)"
-)
-# verl's newer examples group their overrides in bash arrays: `DATA=(` ... `)` then
-# `"${DATA[@]}"` in the command (read as no keys at all, the config came out `{}` at exit 0)
-_ARRAY_START = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=\((.*)$")
-_ARRAY_SPREAD = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\[[@*]\]\}$")
+_SHOWN_KEYS = 4  # keys a note names before "and N more"
 # the script's own arguments passed on to verl: more overrides, known only when it runs
 _FORWARDED = ("$@", "$*", "${@}", "${*}")
 
@@ -134,13 +132,6 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
     else:
         pairs, found, script_notes, incomplete = _script_pairs(text, source)
         command = command or found
-    estimator = dict(pairs).get(
-        "algorithm.adv_estimator", tree.get("algorithm", {}).get("adv_estimator", "grpo")
-    )
-    if command == "grpo" and estimator != "grpo":
-        raise VerlSourceError(
-            f"{source}: algorithm.adv_estimator={estimator}; mfsdp trains GRPO only"
-        )
     conversion = _convert(tree, pairs, command, str(source))
     conversion.notes += script_notes
     conversion.incomplete = incomplete + conversion.incomplete
@@ -223,9 +214,12 @@ def _interpolation_notes(tree: dict[str, Any], source: Path) -> list[str]:
         raise VerlSourceError(f"{source}: {err}") from None
     if not filled:
         return []
+    shown = ", ".join(filled[:_SHOWN_KEYS]) + (
+        f" and {len(filled) - _SHOWN_KEYS} more" if len(filled) > _SHOWN_KEYS else ""
+    )
     return [
-        f"{', '.join(filled)}: ${{...}} references to other keys of this file filled in, as"
-        " verl's OmegaConf does"
+        f"{shown}: ${{...}} references to other keys of this file filled in, as verl's"
+        " OmegaConf does"
     ]
 
 
@@ -235,11 +229,58 @@ def _script_pairs(
     """The `key=value` arguments of the script's (last) verl trainer command, the trainer,
     notes on what of the command is known only when the script runs, and the config file of
     the user's it names (`_hydra_config_notes`)."""
-    variables = _Variables(source)
-    found: tuple[str, list[str]] | None = None
+    try:
+        launch, launches, variables = _read_script(text, source)
+    except shell_variables.ExpansionTooLarge as err:
+        raise VerlSourceError(f"{source}: {err}") from None
+    if launch.refused:
+        raise VerlSourceError(launch.refused)
+    notes: list[str] = []
+    if launches > 1:
+        notes.append(
+            f"the script starts verl {launches} times; this config is its last command's:"
+            " convert the others from a script of their own"
+        )
+    hydra_notes, incomplete = _hydra_config_notes(launch.words, launch.command)
+    pairs = []
+    # the values make one config: one budget for them all, as large as the script's
+    # variables may make them (each value's aliases count as often as they are used)
+    budget = ExpansionBudget(max_chars=MAX_EXPANDED_CHARS)
+    for key, text_value in launch.texts:
+        if _COMMAND_SUBSTITUTION.search(text_value):  # the shell's output, text here
+            parsed: Any = text_value
+        else:
+            parsed = _parse(text_value, f"{source}: {key}", budget) if text_value.strip() else None
+        pairs.append((key, parsed))
+    taken_notes = [
+        f"${name}: taken from this environment, as the shell running the script here would"
+        for name in launch.taken
+    ]  # named, never quoted: the config is a file people share
+    notes = [*variables.notes, *launch.notes, *taken_notes, *notes, *hydra_notes]
+    return pairs, launch.command, notes, incomplete
+
+
+@dataclass
+class _Launch:
+    """A verl trainer command of the script, its values expanded as they stand there (a
+    variable set again after the command does not reach it)."""
+
+    command: str  # sft | grpo
+    words: list[str]  # its arguments as written
+    texts: list[tuple[str, str]] = field(default_factory=list)  # key, value expanded
+    notes: list[str] = field(default_factory=list)
+    taken: list[str] = field(default_factory=list)  # environment variables put into paths
+    refused: str = ""  # why one of its values cannot be read (`_unreadable`)
+
+
+def _read_script(text: str, source: Path) -> tuple[_Launch, int, shell_variables.Variables]:
+    """The script's last verl trainer command, how many it starts, and its variables."""
+    variables = shell_variables.Variables(MAX_EXPANDED_CHARS)
+    launch: _Launch | None = None
     launches = 0
-    array: _Array | None = None  # a bash array being read, over lines
-    for line in text.replace("\\\r\n", " ").replace("\\\n", " ").splitlines():
+    array: shell_variables.Array | None = None  # a bash array being read, over lines
+    bodies: list[str] = []  # here-doc bodies: text for other programs, not commands
+    for line in shell_lines.logical_lines(text, bodies):
         if len(line) > MAX_LINE_CHARS:
             raise VerlSourceError(
                 f"{source}: a line of {len(line)} characters (continuations joined) starting "
@@ -249,70 +290,94 @@ def _script_pairs(
             words = _shell_words(line)
         except ValueError:
             continue  # an unbalanced quote: not a line this reads
-        if array is None and words and (start := _ARRAY_START.match(words[0])):
-            array = _Array(start.group(1), start.group(2) == "+")
+        if array is None and words and (start := shell_variables.ARRAY_START.match(words[0])):
+            array = shell_variables.Array(start.group(1), start.group(2) == "+")
             words = [start.group(3), *words[1:]] if start.group(3) else words[1:]
         if array is not None:
             if array.read(words):
                 variables.assign_array(array.name, array.items, array.append)
                 array = None
             continue
-        assignment = words[1:] if words[:1] == ["export"] else words
-        if len(assignment) == 1 and (match := _VARIABLE.match(assignment[0])):
-            variables.assign(match.group(1), match.group(2))
+        if variables.read_line(words):
             continue
         for module in GRPO_MODULES + SFT_MODULES:
             if module in words:
                 launches += 1
-                found = (
-                    "grpo" if module in GRPO_MODULES else "sft",
-                    words[words.index(module) + 1 :],
+                command = "grpo" if module in GRPO_MODULES else "sft"
+                launch = _expand_launch(
+                    _Launch(command, words[words.index(module) + 1 :]), variables, source
                 )
-    if found is None:
-        raise VerlSourceError(
-            f"{source}: no `python3 -m verl.trainer.main_ppo ...` or verl SFT trainer "
-            "command found (or give a verl YAML config)"
-        )
-    command, words = found
-    notes: list[str] = []
-    if launches > 1:
-        notes.append(
-            f"the script starts verl {launches} times; this config is its last command's:"
-            " convert the others from a script of their own"
-        )
-    hydra_notes, incomplete = _hydra_config_notes(words, command)
-    notes += hydra_notes
-    cls = _config_class(command)
-    taken: list[str] = []  # environment variables put into path values
-    texts = []  # every value substituted before any is parsed: a substitution bomb is
-    for word in variables.spread(words, notes):  # refused before YAML reads megabytes
+    if launch is None:
+        raise VerlSourceError(_no_launch_message(source, bodies))
+    return launch, launches, variables
+
+
+def _expand_launch(launch: _Launch, variables: shell_variables.Variables, source: Path) -> _Launch:
+    """`launch` with its `key=value` words expanded by the script's variables as they are
+    now; every value is expanded before any is parsed, so a substitution bomb is refused
+    before YAML reads megabytes. Notes made while expanding go to the launch's notes."""
+    before = len(variables.notes)
+    cls = _config_class(launch.command)
+    for word in variables.spread(launch.words, launch.notes):
         if word in _FORWARDED:
-            notes.append(
+            launch.notes.append(
                 f"{word}: the script passes its own arguments on to verl; the overrides it is "
                 "run with are not in this config: add them to it"
             )
             continue
         key, sep, value = word.partition("=")
         if sep and not key.startswith("-"):
-            text = variables.substitute(value)
+            expanded = variables.substitute(value)
+            launch.refused = launch.refused or _unreadable(source, key, value, expanded, variables)
             if _names_a_path(cls, key):
-                text = variables.from_environment(text, taken)
-            texts.append((key, _literal(text)))
-    pairs = []
-    # the values make one config: one budget for them all, as large as the script's
-    # variables may make them (each value's aliases count as often as they are used)
-    budget = ExpansionBudget(max_chars=MAX_EXPANDED_CHARS)
-    for key, text_value in texts:
-        if _COMMAND_SUBSTITUTION.search(text_value):  # the shell's output, text here
-            parsed: Any = text_value
-        else:
-            parsed = _parse(text_value, f"{source}: {key}", budget) if text_value.strip() else None
-        pairs.append((key, parsed))
-    taken_notes = [
-        f"${name}: taken from this environment, as the shell running the script here would"
-        for name in taken
-    ]  # named, never quoted: the config is a file people share
-    return pairs, command, [*variables.notes, *taken_notes, *notes], incomplete
+                expanded = variables.from_environment(expanded, launch.taken)
+            launch.texts.append((key, shell_quoting.literal(expanded)))
+    launch.notes[:0] = variables.notes[before:]
+    del variables.notes[before:]
+    return launch
+
+
+def _unreadable(
+    source: Path, key: str, written: str, expanded: str, variables: shell_variables.Variables
+) -> str:
+    """Why a value is refused, in one line naming the variable it came from or the key: it
+    holds bash's `$'...'` quoting (`shell_quoting`; carried over as text, it became
+    `$evil\\nmodel:` and YAML made a mapping of it) or a line break (quotes spanning lines,
+    which verl's command line does not take either). "" for any other value."""
+    if shell_quoting.ANSI_C in expanded:
+        mark = shell_quoting.ANSI_C
+        what = (
+            "is written in bash's $'...' quoting, whose escapes (\\n, \\t, ...) are not read here"
+        )
+        fix = "write the value in plain quotes"
+    elif "\n" in expanded:
+        mark = "\n"
+        what = "holds a line break (quoted text spanning lines)"
+        fix = "write the value on one line"
+    else:
+        return ""
+    names = [
+        shell_variables.reference_name(match)
+        for match in shell_variables.REFERENCE.finditer(written)
+        if mark in variables.values.get(shell_variables.reference_name(match), "")
+    ]
+    holder = f"${names[0]} (in its value)" if names else "its value"
+    return f"{source}: {key}: {holder} {what}: {fix}"
+
+
+def _no_launch_message(source: Path, bodies: list[str]) -> str:
+    """No verl trainer command among the script's commands: one inside a here-doc (a job
+    script fed to `sbatch <<EOF`) is text another program reads, and said so."""
+    if any(module in body for body in bodies for module in GRPO_MODULES + SFT_MODULES):
+        return (
+            f"{source}: the verl command is inside a here-doc (<<WORD ... WORD: text another"
+            " program reads, such as a job script fed to sbatch): put that command in a"
+            " script of its own to convert it"
+        )
+    return (
+        f"{source}: no `python3 -m verl.trainer.main_ppo ...` or verl SFT trainer "
+        "command found (or give a verl YAML config)"
+    )
 
 
 # Hydra's options that name the YAML a verl command starts from (`--config-path=DIR`,
@@ -343,55 +408,17 @@ def _hydra_config_notes(words: list[str], command: str) -> tuple[list[str], list
     ], [shown]
 
 
-@dataclass
-class _Array:
-    """A bash array assignment `NAME=(` (or `NAME+=(`) read word by word up to its `)`."""
-
-    name: str
-    append: bool
-    items: list[str] = field(default_factory=list)
-
-    def read(self, words: list[str]) -> bool:
-        """Take one line's words; True once the closing `)` is read."""
-        for word in words:
-            if word.endswith(")"):
-                self.items += [word[:-1]] if word[:-1] else []
-                return True
-            self.items.append(word)
-        return False
-
-
-def _without_comment(line: str) -> str:
-    """`line` up to its comment: a `#` outside quotes at the start of a word, as the shell
-    reads it (shlex's `comments=True` cut at any `#`, so `experiment_name=run#2` lost the
-    rest of a continued command)."""
-    quote = ""
-    escaped = False
-    for index, char in enumerate(line):
-        if escaped:
-            escaped = False
-        elif char == "\\" and quote != "'":
-            escaped = True
-        elif quote:
-            quote = "" if char == quote else quote
-        elif char in "'\"":
-            quote = char
-        elif char == "#" and (index == 0 or line[index - 1].isspace()):
-            return line[:index]
-    return line
-
-
 def _shell_words(line: str) -> list[str]:
     """shlex's words of `line`, each command substitution in it one piece of text."""
+    line = shell_quoting.mark(line)
     if _HELD in line:
-        return shlex.split(_without_comment(line))
+        return shlex.split(line)
     held: list[str] = []
 
     def hold(match: re.Match) -> str:
         held.append(match.group(0))
         return f"{_HELD}{len(held) - 1}{_HELD}"
 
-    line = _single_quoted_dollars(line)
     line = shell_arithmetic.ARITHMETIC.sub(hold, line)  # `$((1024 * 2))` is one word too
     for _ in range(_NESTING):  # innermost first; each pass reads the whole line
         line = _COMMAND_SUBSTITUTION.sub(hold, line)
@@ -402,112 +429,7 @@ def _shell_words(line: str) -> list[str]:
             text = marker.sub(lambda m: held[int(m.group(1))], text)
         return text
 
-    return [restore(word) for word in shlex.split(_without_comment(line))]
-
-
-def _single_quoted_dollars(line: str) -> str:
-    """`line` with each `$` inside single quotes marked literal: bash expands nothing there
-    (`'name=run_$LR'` is passed as written), so neither may the substitutions that follow;
-    `_literal` restores them once the values are made."""
-    out, quote = [], None
-    for char in line:
-        if quote is None and char in "'\"":
-            quote = char
-        elif char == quote:
-            quote = None
-        out.append(_LITERAL_DOLLAR if char == "$" and quote == "'" else char)
-    return "".join(out)
-
-
-def _literal(text: str) -> str:
-    """A value with single-quoted `$` restored (`_single_quoted_dollars`)."""
-    return text.replace(_LITERAL_DOLLAR, "$")
-
-
-class _Variables:
-    """The script's own `NAME=value` assignments, substituted as `$NAME`, `${NAME}` and
-    `${NAME:-default}` into later ones and into the command's words, else the environment's
-    (`$HOME`, as the shell running the script here would), with a note; others stay as
-    written. At most MAX_EXPANDED_CHARS are copied in all."""
-
-    def __init__(self, source: Path):
-        self.source = source
-        self.values: dict[str, str] = {}
-        self.arrays: dict[str, list[str]] = {}
-        self.notes: list[str] = []  # defaults of the script's arguments used
-        self.copied = 0
-
-    def assign(self, name: str, value: str) -> None:
-        self.values[name] = self.substitute(value)
-
-    def assign_array(self, name: str, words: list[str], append: bool) -> None:
-        words = [self.substitute(word) for word in words]
-        self.arrays[name] = (self.arrays.get(name, []) if append else []) + words
-
-    def spread(self, words: list[str], notes: list[str]) -> list[str]:
-        """`words` with each `${NAME[@]}` replaced by the array's words (an array the
-        script does not set is named in `notes`), counted against MAX_EXPANDED_CHARS."""
-        spread: list[str] = []
-        for word in words:
-            match = _ARRAY_SPREAD.match(word)
-            if match is None:
-                spread.append(word)
-            elif match.group(1) in self.arrays:
-                items = self.arrays[match.group(1)]
-                self._count(match.group(1), sum(len(item) for item in items))
-                spread += items
-            else:
-                notes.append(f"{word}: an array the script does not set; its keys are not here")
-        return spread
-
-    def _count(self, name: str, chars: int) -> None:
-        self.copied += chars
-        if self.copied > MAX_EXPANDED_CHARS:  # before the copy is made
-            raise VerlSourceError(
-                f"{self.source}: ${name}: variables expand to more than "
-                f"{MAX_EXPANDED_CHARS} characters; not a launch script"
-            )
-
-    def substitute(self, value: str) -> str:
-        def replace(match: re.Match) -> str:
-            name = match.group(1) or match.group(3)
-            if name not in self.values:
-                default = match.group(2)
-                if default is not None and name.isdigit():
-                    self.notes.append(
-                        f"{match.group(0)}: the script's argument ${name}; its default "
-                        f"{default!r} is used here"
-                    )
-                if default is None:
-                    return match.group(0)
-                return self.substitute(default)
-            self._count(name, len(self.values[name]))
-            return self.values[name]
-
-        def calculate(match: re.Match) -> str:
-            result = shell_arithmetic.evaluate(match.group(1), self.values)
-            return match.group(0) if result is None else str(result)
-
-        return shell_arithmetic.ARITHMETIC.sub(calculate, _REFERENCE.sub(replace, value))
-
-    def from_environment(self, value: str, taken: list[str]) -> str:
-        """`value` (substituted already) with the references the script leaves unset taken
-        from this environment (`$HOME`), as the shell running it here would: a config file
-        expands none, so the path must be written out. Only the value of a path key comes
-        here (`_names_a_path`): a script's `wandb login $WANDB_API_KEY`, a key not carried
-        over, or `trainer.project_name=$GITHUB_TOKEN` (sent on to the trackers) must not put
-        a secret into the config. `taken` gets each name used."""
-
-        def replace(match: re.Match) -> str:
-            name = match.group(1) or match.group(3)
-            if name in self.values or name not in os.environ:
-                return match.group(0)
-            self._count(name, len(os.environ[name]))
-            if name not in taken:
-                taken.append(name)
-            return os.environ[name]
-
-        return _REFERENCE.sub(replace, value)
+    return [restore(word) for word in shlex.split(line)]
 
 
 @functools.cache
@@ -524,7 +446,7 @@ def _names_a_path(cls: type, given: str) -> bool:
     `actor_rollout_ref.model.path`, `model.partial_pretrain`, `trainer.default_local_dir`,
     `trainer.resume_from_path` too): the values an environment variable may fill in."""
     key = given.lstrip("+")
-    rule = verl_keys.RULES.get(key)
+    rule = verl_keys.rule_for(key)
     if key == "trainer.resume_from_path":  # read with resume_mode as checkpoint.resume
         key = "checkpoint.resume"
     elif rule is not None:
@@ -546,11 +468,7 @@ def _convert(
     log.addHandler(collected)
     propagate, log.propagate = log.propagate, False
     try:
-        resume = [
-            pair for pair in pairs if pair[0] in ("trainer.resume_mode", "trainer.resume_from_path")
-        ]
-        groups = [[pair] for pair in pairs if pair not in resume] + ([resume] if resume else [])
-        for group in groups:
+        for group in verl_keys.groups(pairs):
             shown = ", ".join(f"{key}={value}" for key, value in group)
             try:
                 adopted = verl_keys.adopt_pairs(cls, group, source)
@@ -636,7 +554,14 @@ def _unresolved(value: str, is_path: bool) -> str:
             "a shell variable set neither in the script nor here, and a config expands none:"
             " edit the path"
         )
-    names = ", ".join(sorted({f"${m.group(1) or m.group(3)}" for m in _REFERENCE.finditer(value)}))
+    names = ", ".join(
+        sorted(
+            {
+                f"${shell_variables.reference_name(m)}"
+                for m in shell_variables.REFERENCE.finditer(value)
+            }
+        )
+    )
     return (
         f"{names or 'a shell variable'}: not taken from this environment, where only path keys"
         " take a variable's value (a config is shared, and its values reach the trackers):"

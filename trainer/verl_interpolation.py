@@ -6,9 +6,13 @@ checkpoints/${trainer.project_name}/${trainer.experiment_name}` and `load_conten
 ${trainer.checkpoint.save_contents}`: carried over as written, the run dir was a path to edit
 (said to hold "a shell variable", which it does not) and the other key was refused. Only a
 reference to a key of the same file is filled in, absolute or relative (`${.save_contents}`,
-a key beside it); resolvers (`${oc.env:HOME}`, `${oc.select:...}`) and references to keys
-the file lacks stay as written, for the conversion to name. Every reference read counts
-against a budget of characters, as references to references may double a value each time.
+a key beside it), and OmegaConf's `${oc.select:key,default}`, which verl's own configs write
+for every key that copies another (`log_prob_use_dynamic_bsz:
+${oc.select:actor_rollout_ref.actor.use_dynamic_bsz,false}`): the key's value, or the
+default where the file lacks the key (or leaves it `???`). Other resolvers (`${oc.env:HOME}`),
+defaults that are more than a plain value, and references to keys the file lacks stay as
+written, for the conversion to name. Every reference read counts against a budget of
+characters, as references to references may double a value each time.
 """
 
 from __future__ import annotations
@@ -17,8 +21,12 @@ import copy
 import re
 from typing import Any
 
-# `${trainer.project_name}`, `${.save_contents}` (beside it), `${..x}` (one section up)
-REFERENCE = re.compile(r"\$\{(\.*)([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}")
+_KEY = r"(\.*)([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)"
+# `${trainer.project_name}`, `${.save_contents}` (beside it), `${..x}` (one section up), and
+# `${oc.select:data.max_prompt_length,512}` (the default after the comma: no braces in it)
+REFERENCE = re.compile(rf"\$\{{(?:{_KEY}|oc\.select:\s*{_KEY}\s*(?:,([^{{}}]*))?)\}}")
+# a default OmegaConf reads as a plain string: `token-mean`, `~/models/x`
+_UNQUOTED = re.compile(r"[A-Za-z0-9_./~+\-]+")
 MAX_DEPTH = 8  # a reference to a reference ..., deeper than a config writes them
 _MISSING = object()
 
@@ -78,9 +86,21 @@ class _Resolver:
         return REFERENCE.sub(substitute, text)
 
     def lookup(self, match: re.Match, where: list[str], depth: int) -> Any:
-        """The value `match` references, filled in itself; _MISSING where there is none."""
+        """The value `match` references, filled in itself; for `oc.select`, its default where
+        the file lacks the key (None without one); _MISSING where there is none."""
         self.spend(len(match.group(0)))
-        dots, dotted = match.group(1), match.group(2)
+        if match.group(2) is not None:
+            return self.find(match.group(1), match.group(2), where, depth)
+        found = self.find(match.group(3), match.group(4), where, depth)
+        if found is not _MISSING and found != "???":
+            return found
+        if depth >= MAX_DEPTH:
+            return _MISSING
+        return None if match.group(5) is None else _plain_value(match.group(5))
+
+    def find(self, dots: str, dotted: str, where: list[str], depth: int) -> Any:
+        """The value at key `dotted` (relative to the section at `where` with `dots`),
+        filled in itself; _MISSING where there is none."""
         up = len(dots) - 1 if dots else len(where)  # absolute: from the top
         if depth >= MAX_DEPTH or up > len(where):
             return _MISSING
@@ -103,3 +123,21 @@ class _Resolver:
             raise InterpolationTooLarge(
                 "its ${...} references fill in more text than a config holds; not a config"
             )
+
+
+def _plain_value(text: str) -> Any:
+    """An `oc.select` default as OmegaConf reads a plain one (null, a flag, a number, a
+    quoted or unquoted string, `[]`, `{}`); _MISSING for anything more."""
+    text = text.strip()
+    if text.lower() in ("null", "true", "false"):
+        return None if text.lower() == "null" else text.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" and text[0] not in text[1:-1]:
+        return text[1:-1]
+    if text in ("[]", "{}"):
+        return [] if text == "[]" else {}
+    return text if _UNQUOTED.fullmatch(text) else _MISSING

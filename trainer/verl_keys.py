@@ -2,11 +2,15 @@
 
 A verl user's overrides (`actor_rollout_ref.actor.optim.lr=1e-6`, `trainer.save_freq=10`,
 SFT's `data.train_batch_size=256`) work as they are: each becomes its mfsdp key, with one
-logged line that names the canonical key. Keys that mean nothing here (`rollout.mode=async`,
-tensor parallel sizes above 1) fail with one line saying why, instead of being ignored;
-settings mfsdp has no switch for pass at the values that leave them off (`param_offload=False`,
-trainer.verl_off_keys), and a null (verl's "not set") passes where a rule would read the value.
-docs/verl.md lists every key; `mfsdp config from-verl` prints a verl command line as YAML.
+logged line that names the canonical key. Keys whose value means something not done here
+(`rollout.multi_turn.enable=true`, tensor parallel sizes above 1) fail with one line saying
+why, instead of being ignored; settings mfsdp has no switch for pass at the values that leave
+them off (`param_offload=False`, trainer.verl_off_keys), settings that change nothing here at
+any value (the critic's section in GRPO, `use_torch_compile`: trainer.verl_inert_keys) pass,
+each with a note, and a null or `???` (verl's "not set") passes where a rule would read the
+value. Keys verl copies from another (MIRRORS) are read as that key, and refused at another
+value. docs/verl.md lists every key; `mfsdp config from-verl` prints a verl command line as
+YAML.
 
 Units follow verl: GRPO's `ppo_mini_batch_size` and `data.train_batch_size` count prompts
 (each rolled out `rollout.n` times), micro-batch sizes count responses per GPU, SFT's
@@ -15,6 +19,7 @@ Units follow verl: GRPO's `ppo_mini_batch_size` and `data.train_batch_size` coun
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import typing
@@ -23,7 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpUsageError
-from trainer.verl_off_keys import OFF_KEYS, Off
+from trainer import verl_interpolation
+from trainer.verl_inert_keys import INERT_KEYS, section_of
+from trainer.verl_off_keys import OFF_KEYS, Off, same
 
 log = logging.getLogger("mfsdp.config")
 
@@ -38,6 +45,7 @@ PARALLEL_SIZES = (
     "virtual_pipeline_model_parallel_size",
     "ulysses_sequence_parallel_size",
     "expert_tensor_parallel_size",
+    "expert_parallel_size",  # the rollout engine's
 )
 
 
@@ -94,6 +102,19 @@ def _only_off(off: Off) -> Callable[[Any], dict[str, Any]]:
         raise Unsupported(off.refused)
 
     return convert
+
+
+def _rollout_mode(value: Any) -> dict[str, Any]:
+    if value in ("async", "sync"):
+        return {}
+    raise Unsupported("rollout.mode is async (verl's only mode now) or sync")
+
+
+def _rollout_dtype(value: Any) -> dict[str, Any]:
+    dtypes = {"bfloat16": "bf16", "bf16": "bf16", "float32": "fp32", "fp32": "fp32"}
+    if value in dtypes:
+        return {"rollout.dtype": dtypes[value]}
+    raise Unsupported("rollout.dtype here is bf16 or fp32")
 
 
 def _rollout_name(value: Any) -> dict[str, Any]:
@@ -211,12 +232,6 @@ RULES: dict[str, Rule] = {
     ACTOR + "ppo_max_token_len_per_gpu": Rule(
         None, why="used only with use_dynamic_bsz", commands=("grpo",)
     ),
-    ACTOR + "strategy": Rule(
-        None,
-        _only(("megatron", "fsdp", "fsdp2"), "set strategy.name here"),
-        why="strategy.name picks the sharding here",
-        commands=("grpo",),
-    ),
     ACTOR + "megatron.use_megatron_fsdp": Rule(None, _strategy, commands=("grpo",)),
     ACTOR + "megatron.use_mbridge": Rule(
         None, why="Hugging Face checkpoints load directly here", commands=("grpo",)
@@ -264,16 +279,17 @@ RULES: dict[str, Rule] = {
         )
     },
     ROLLOUT + "name": Rule(None, _rollout_name, commands=("grpo",)),
+    # verl's server-mode engines driven by its agent loop (async, now its only mode) and its
+    # removed sync mode both roll out the policy of the last update; so does the engine here,
+    # in-process between updates. Multi-turn, tools and agent loops have keys of their own.
     ROLLOUT + "mode": Rule(
         None,
-        _only(
-            "sync",
-            "async rollout (agent loops) is not supported: the rollout here is "
-            "colocated and synchronous",
-        ),
-        why="the rollout is colocated and synchronous",
+        _rollout_mode,
+        why="the engine here rolls out in-process between updates (on-policy), as both of"
+        " verl's modes do for single-turn GRPO",
         commands=("grpo",),
     ),
+    ROLLOUT + "dtype": Rule(None, _rollout_dtype, commands=("grpo",)),
     **{
         ROLLOUT + name: Rule(
             None,
@@ -291,6 +307,7 @@ RULES: dict[str, Rule] = {
     "data.max_response_length": Rule("rollout.max_response_length", commands=("grpo",)),
     # model
     "actor_rollout_ref.model.path": Rule("model.path"),
+    "actor_rollout_ref.model.tokenizer_path": Rule("model.tokenizer", commands=("grpo",)),
     "actor_rollout_ref.model.enable_gradient_checkpointing": Rule("model.activation_checkpointing"),
     "model.enable_gradient_checkpointing": Rule("model.activation_checkpointing"),
     "model.partial_pretrain": Rule("model.path"),
@@ -374,10 +391,49 @@ RULES: dict[str, Rule] = {
         key: Rule(None, _only_off(off), why=off.why, commands=off.commands)
         for key, off in OFF_KEYS.items()
     },
+    # settings that change nothing here at any value (verl_inert_keys; its SECTIONS too)
+    **{
+        key: Rule(None, why=inert.why, commands=inert.commands) for key, inert in INERT_KEYS.items()
+    },
 }
 # mfsdp keys of verl's name whose "no limit" verl writes as -1, mfsdp as null
 NO_LIMIT = ("data.val_max_samples",)
+ESTIMATOR = "algorithm.adv_estimator"
 NOT_SET = "null, verl's 'not set'"
+# verl keys that copy another by default (`rollout_n: ${oc.select:actor_rollout_ref.rollout.n,1}`):
+# one setting here, read as that key's; given with a different value, they are refused
+MIRRORS = {
+    ACTOR + "rollout_n": ROLLOUT + "n",
+    "actor_rollout_ref.ref.rollout_n": ROLLOUT + "n",
+    ROLLOUT + "prompt_length": "data.max_prompt_length",
+    ROLLOUT + "response_length": "data.max_response_length",
+}
+RESUME = ("trainer.resume_mode", "trainer.resume_from_path")  # read together (`_resume`)
+
+
+def rule_for(key: str) -> Rule | None:
+    """The rule of verl key `key`: its own, else its section's (verl_inert_keys.SECTIONS)."""
+    if key in RULES:
+        return RULES[key]
+    inert = section_of(key)
+    return None if inert is None else Rule(None, why=inert.why, commands=inert.commands)
+
+
+def is_unset(value: Any) -> bool:
+    """verl's "not set": null, or OmegaConf's `???` (a value the run must give)."""
+    return value is None or value == "???"
+
+
+def groups(pairs: list[tuple[str, Any]]) -> list[list[tuple[str, Any]]]:
+    """`pairs` in the groups `adopt_pairs` reads together, each alone else: resume_mode with
+    resume_from_path, a key of MIRRORS with the key it copies."""
+    keys = [_normalise(key.lstrip("+")) for key, _value in pairs]
+    found: dict[str, list[tuple[str, Any]]] = {}
+    for key, pair in zip(keys, pairs):
+        leader = "resume" if key in RESUME else MIRRORS.get(key, key)
+        leader = leader if leader == "resume" or leader in keys else key
+        found.setdefault(leader, []).append(pair)
+    return list(found.values())
 
 
 def command_of(cls: type) -> str:
@@ -387,8 +443,11 @@ def command_of(cls: type) -> str:
 
 def adopt_tree(cls: type, tree: dict[str, Any], source: str) -> dict[str, Any]:
     """`tree` (a loaded YAML file) with its verl keys rewritten as mfsdp keys. Keys that are
-    neither are left in place, for the loader's unknown-key error to name."""
+    neither are left in place, for the loader's unknown-key error to name. The verl keys are
+    read as verl's loader reads them, with the file's `${a.b}` and `${oc.select:...}`
+    references filled in (`verl_interpolation`); mfsdp's own keys as written."""
     from trainer.config import ConfigError, set_dotted
+    from trainer.config_yaml import MAX_EXPANDED_CHARS
 
     if isinstance(tree.get("defaults"), list):  # verl's own config files start with one
         raise ConfigError(
@@ -396,7 +455,14 @@ def adopt_tree(cls: type, tree: dict[str, Any], source: str) -> dict[str, Any]:
             f" a config here is one plain file: convert it with `mfsdp config from-verl {source}"
             " > config.yaml`, then give --config config.yaml"
         )
-    native, foreign = split_foreign(cls, tree)
+    native, _ = split_foreign(cls, tree)
+    filled = copy.deepcopy(tree)
+    try:
+        verl_interpolation.resolve(filled, MAX_EXPANDED_CHARS)
+    except verl_interpolation.InterpolationTooLarge as err:
+        raise ConfigError(f"{source}: {err}") from None
+    _, foreign = split_foreign(cls, filled)
+    foreign.sort(key=lambda pair: pair[0] != ESTIMATOR)  # what the file trains, said first
     try:
         adopted = adopt_pairs(cls, foreign, source)
     except ConfigError as err:  # the first of its verl keys that fails: say where the rest are
@@ -413,18 +479,16 @@ def adopt_tree(cls: type, tree: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def _failing(cls: type, pairs: list[tuple[str, Any]], source: str) -> int:
-    """How many of `pairs` fail to carry over, each tried alone (resume's two keys are read
-    together, and were by the caller), without their notes."""
+    """How many of `pairs` fail to carry over, each group of `groups` tried alone, without
+    their notes."""
     from trainer.config import ConfigError
 
     failing = 0
     log.disabled, disabled = True, log.disabled
     try:
-        for key, value in pairs:
-            if key.lstrip("+") in ("trainer.resume_mode", "trainer.resume_from_path"):
-                continue
+        for group in groups(pairs):
             try:
-                adopt_pairs(cls, [(key, value)], source)
+                adopt_pairs(cls, group, source)
             except ConfigError:
                 failing += 1
     finally:
@@ -438,26 +502,29 @@ def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tu
     from trainer.config import ConfigError
 
     command = command_of(cls)
+    given = {_normalise(key.lstrip("+")): value for key, value in pairs}
     out: list[tuple[str, Any]] = []
     resume: dict[str, Any] = {}
-    for given, value in pairs:
-        raw_key = given.lstrip("+")  # Hydra's `+key=` (add) and `++key=` (force)
+    for raw, value in pairs:
+        raw_key = raw.lstrip("+")  # Hydra's `+key=` (add) and `++key=` (force)
         key = _normalise(raw_key)
+        if key in MIRRORS and MIRRORS[key] in given:
+            _check_mirror(raw_key, value, MIRRORS[key], given[MIRRORS[key]], source)
+            continue
+        key = MIRRORS.get(key, key)
         if is_native(cls, key):
-            if key in NO_LIMIT and value == -1:
-                value = None
-                _note(raw_key, {key: value}, "")
-            elif key != raw_key:
+            value = _native_value(raw_key, key, value, source)
+            if key != raw_key:
                 _note(raw_key, {key: value}, "")
             out.append((key, value))
             continue
         leaf = key.rsplit(".", 1)[-1]
         if leaf == "_target_":  # the class verl builds the section as (its YAML files): no setting
             continue
-        if key in ("trainer.resume_mode", "trainer.resume_from_path"):
+        if key in RESUME:
             resume[leaf] = value
             continue
-        rule = RULES.get(key)
+        rule = rule_for(key)
         if rule is None and leaf in PARALLEL_SIZES:
             rule = Rule(
                 None,
@@ -467,7 +534,7 @@ def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tu
                 why="model parallel sizes are 1 here (FSDP only)",
             )
         if rule is None and key.startswith(VERL_ONLY_SECTION):
-            if value is None:  # a setting verl leaves at its default: nothing to carry
+            if is_unset(value):  # a setting verl leaves at its default: nothing to carry
                 _note(raw_key, {}, NOT_SET)
                 continue
             raise ConfigError(_unmapped_message(cls, raw_key, key, source))
@@ -479,9 +546,9 @@ def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tu
                 f"{source}: verl key '{raw_key}' is for mfsdp train {rule.commands[0]}, "
                 f"not {command}"
             )
-        if value is None and rule.convert is not None:  # nothing to convert: the default
-            _note(raw_key, {}, NOT_SET)  # (`warmup_style: null`, verl's own default)
-            continue
+        if is_unset(value) and (rule.convert is not None or rule.target is not None):
+            _note(raw_key, {}, NOT_SET)  # (`warmup_style: null`, verl's own default): the
+            continue  # default stands, as for a key not given
         try:
             mapped = rule.apply(cls, value)
         except Unsupported as err:
@@ -495,13 +562,45 @@ def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tu
     return out
 
 
+def _check_mirror(raw_key: str, value: Any, copied: str, original: Any, source: str) -> None:
+    """A verl key that copies `copied` by default, given beside it: ignored at the same
+    value, refused at another (mfsdp has one setting for both)."""
+    from trainer.config import ConfigError
+
+    if not same(value, original):
+        raise ConfigError(
+            f"{source}: verl key '{raw_key}={value}' has no equivalent here: it differs from"
+            f" {copied}={original}, which verl copies into it by default, and they are one"
+            " setting here (give them one value)"
+        )
+    _note(raw_key, {}, f"verl copies {copied} into it")
+
+
+def _native_value(raw_key: str, key: str, value: Any, source: str) -> Any:
+    """The value of an mfsdp key of verl's name as mfsdp reads it: verl's -1 ("no limit")
+    is null; an advantage estimator other than GRPO's is refused in one line."""
+    from trainer.config import ConfigError
+
+    if key == ESTIMATOR and value != "grpo":
+        default = " (verl's default, gae, is PPO with a critic)" if value == "gae" else ""
+        raise ConfigError(
+            f"{source}: {raw_key}={value}: mfsdp trains GRPO only; set"
+            f" algorithm.adv_estimator=grpo{default}"
+        )
+    if key in NO_LIMIT and same(value, -1):
+        _note(raw_key, {key: None}, "")
+        return None
+    return value
+
+
 def carries(cls: type, given: str) -> bool:
     """Whether `adopt_pairs` takes the key `given` into a config of `cls` (an mfsdp key, or a
     verl key a rule maps for this command), whatever its value."""
     key = _normalise(given.lstrip("+"))
-    if is_native(cls, key) or key in ("trainer.resume_mode", "trainer.resume_from_path"):
+    key = MIRRORS.get(key, key)
+    if is_native(cls, key) or key in RESUME:
         return True
-    rule = RULES.get(key)
+    rule = rule_for(key)
     return rule is not None and command_of(cls) in rule.commands
 
 
@@ -531,9 +630,19 @@ def split_foreign(
         elif dataclasses.is_dataclass(kind) and isinstance(value, dict):
             native[key], more = split_foreign(kind, value, f"{prefix}{key}.")
             foreign += more
+        elif _read_as_verl(f"{prefix}{key}", value):
+            foreign.append((f"{prefix}{key}", value))
         else:
             native[key] = value
     return native, foreign
+
+
+def _read_as_verl(key: str, value: Any) -> bool:
+    """Whether the mfsdp key `key` is read with verl's keys (`adopt_pairs`): at a value of
+    verl's meaning (`_native_value`), or as one a verl key copies (MIRRORS), to be checked
+    against it."""
+    verl_value = (key == ESTIMATOR and value != "grpo") or (key in NO_LIMIT and same(value, -1))
+    return verl_value or key in MIRRORS.values()
 
 
 def _flatten(key: str, value: Any) -> list[tuple[str, Any]]:

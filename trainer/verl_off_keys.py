@@ -7,6 +7,13 @@ keys mfsdp does not map, every verl script and verl's default YAML failed on set
 change nothing here. At such a value a key is ignored with a note; at any other it is refused
 with the reason, since mfsdp would not do what it asks. A null is verl's "not set" and is
 ignored wherever a key of this table is (`verl_keys.adopt_pairs`).
+
+The switches of verl's features that change what is trained (multi-turn rollouts and agent
+loops, a critic, the profiler, multi-token prediction, rollout correction, reward managers
+other than the naive one) are here too, accepted only off: the settings each switch governs
+are in `trainer.verl_inert_keys`, ignored at any value since verl reads them only when the
+switch is on. So the whole config verl prints carries over, key by key, where its values
+train as mfsdp does.
 """
 
 from __future__ import annotations
@@ -20,7 +27,15 @@ REF = "actor_rollout_ref.ref."
 MODEL = "actor_rollout_ref.model."
 OFFLOAD = "CPU offload is not supported yet"
 NO_CRITIC = "there is no critic in GRPO"
+ROLLOUT = "actor_rollout_ref.rollout."
 SAVED = ["model", "optimizer", "extra"]  # what every checkpoint here holds
+STRATEGIES = ("fsdp", "fsdp2", "megatron")
+SET_STRATEGY = "set strategy.name here"
+DETERMINISM = "deterministic kernels are not forced here"
+SINGLE_TURN = (
+    "the rollout here is single-turn: one response per prompt, no tools, interactions or"
+    " custom agent loops"
+)
 
 
 @dataclass(frozen=True)
@@ -36,10 +51,11 @@ class Off:
     def accepts(self, value: Any) -> bool:
         """`value` is one of `values`: a list in any order, and a flag never as a number
         (`False == 0` in Python, and `min_num_params: False` is no size)."""
-        return any(_same(value, allowed) for allowed in self.values)
+        return any(same(value, allowed) for allowed in self.values)
 
 
-def _same(value: Any, allowed: Any) -> bool:
+def same(value: Any, allowed: Any) -> bool:
+    """Whether `value` is verl's `allowed`: a list in any order, a flag never a number."""
     if isinstance(value, list) and isinstance(allowed, list):
         return sorted(map(str, value)) == sorted(map(str, allowed))
     return isinstance(value, bool) == isinstance(allowed, bool) and value == allowed
@@ -50,16 +66,11 @@ def _offload() -> Iterator[tuple[str, Off]]:
     (`fsdp_config.*`) and Megatron (`megatron.*`) backends."""
     fsdp = ("param_offload", "optimizer_offload", "offload_policy", "grad_offload")
     megatron = ("param_offload", "grad_offload", "optimizer_offload")
-    for prefix, fsdp_prefix, refused in (
-        (ACTOR, ACTOR, OFFLOAD),
-        (REF, REF, OFFLOAD),
-        ("critic.", "critic.model.", NO_CRITIC),
-    ):
-        why = "no offload" if refused == OFFLOAD else NO_CRITIC
+    for prefix in (ACTOR, REF):  # the critic's: trainer.verl_inert_keys (there is none)
         for name in fsdp:
-            yield f"{fsdp_prefix}fsdp_config.{name}", Off((False,), why, refused, ("grpo",))
+            yield f"{prefix}fsdp_config.{name}", Off((False,), "no offload", OFFLOAD, ("grpo",))
         for name in megatron:
-            yield f"{prefix}megatron.{name}", Off((False,), why, refused, ("grpo",))
+            yield f"{prefix}megatron.{name}", Off((False,), "no offload", OFFLOAD, ("grpo",))
     for name in ("cpu_offload", "offload_params"):  # verl's FSDP SFT trainer
         yield f"model.fsdp_config.{name}", Off((False,), "no offload", OFFLOAD, ("sft",))
     yield (
@@ -89,16 +100,39 @@ def _sharding() -> Iterator[tuple[str, Off]]:
     )
     for prefix, command in (("model.", "sft"), (ACTOR, "grpo"), (REF, "grpo")):
         yield f"{prefix}fsdp_config.wrap_policy.min_num_params", replace(wrap, commands=(command,))
-    for prefix, command in (("model.", "sft"), (ACTOR, "grpo")):
+    for prefix, command in (("model.", "sft"), (ACTOR, "grpo"), (REF, "grpo")):
         yield f"{prefix}fsdp_config.model_dtype", replace(dtype, commands=(command,))
+    for prefix in (ACTOR, REF):
+        yield (
+            f"{prefix}fsdp_config.dtype",
+            Off(
+                ("bfloat16", "bf16"),
+                "compute is bf16 here",
+                "compute is bf16 here (strategy.mixed_precision)",
+                ("grpo",),
+            ),
+        )
+        yield (
+            f"{prefix}fsdp_config.fsdp_size",
+            Off(
+                (-1,),
+                "parameters are sharded over all ranks here, as verl's -1",
+                "parameters are sharded over all ranks here (no hybrid sharding groups)",
+                ("grpo",),
+            ),
+        )
+        yield (
+            f"{prefix}fsdp_config.full_determinism",
+            Off((False,), "no deterministic kernels forced", DETERMINISM, ("grpo",)),
+        )
+        for key in (f"{prefix}strategy", f"{prefix}fsdp_config.strategy"):
+            yield (
+                key,
+                Off(STRATEGIES, "strategy.name picks the sharding here", SET_STRATEGY, ("grpo",)),
+            )
     yield (
         "model.strategy",
-        Off(
-            ("fsdp", "fsdp2", "megatron"),
-            "strategy.name picks the sharding here",
-            "set strategy.name here",
-            ("sft",),
-        ),
+        Off(STRATEGIES, "strategy.name picks the sharding here", SET_STRATEGY, ("sft",)),
     )
 
 
@@ -291,6 +325,237 @@ def _checkpoints() -> Iterator[tuple[str, Off]]:
             )
 
 
+def _policy() -> Iterator[tuple[str, Off]]:
+    """How the actor and the reference model compute the loss and log-probs, at verl's
+    defaults, which are what GRPO here does."""
+    yield (
+        ACTOR + "policy_loss.loss_mode",
+        Off(
+            ("vanilla",),
+            "PPO's clipped loss with dual clip (clip_ratio_c), as here",
+            "the policy loss here is PPO's clipped loss (verl's vanilla)",
+            ("grpo",),
+        ),
+    )
+    yield (
+        ACTOR + "loss_scale_factor",
+        Off(
+            (None,),
+            "seq-mean-token-sum-norm divides by max_response_length here, as verl's null",
+            "seq-mean-token-sum-norm here divides by rollout.max_response_length",
+            ("grpo",),
+        ),
+    )
+    for key in (ACTOR + "ppo_micro_batch_size", REF + "log_prob_micro_batch_size"):
+        yield key, _per_gpu(key)
+    yield ROLLOUT + "log_prob_micro_batch_size", _per_gpu(ROLLOUT + "log_prob_micro_batch_size")
+    for prefix in (ACTOR, REF):
+        yield (
+            f"{prefix}router_replay.mode",
+            Off(
+                ("disabled",),
+                "MoE routing is not replayed",
+                "replaying MoE routing decisions is not supported",
+                ("grpo",),
+            ),
+        )
+
+
+def _per_gpu(key: str) -> Off:
+    """verl's deprecated global micro-batch size, null where the per-GPU one is used."""
+    return Off(
+        (None,),
+        "micro-batches are counted per GPU here",
+        f"micro-batches are counted per GPU here: set {key}_per_gpu",
+        ("grpo",),
+    )
+
+
+def _rollout() -> Iterator[tuple[str, Off]]:
+    """verl's rollout at the settings that sample as the engine here does: single-turn,
+    sampled to the end-of-sequence token, validated greedily."""
+    off = {
+        "ignore_eos": (False, "generation stops at the end-of-sequence token here"),
+        "do_sample": (True, "responses are sampled here (GRPO needs different ones per prompt)"),
+        "over_sample_rate": (0, "every response is generated to its end here"),
+        "skip_rollout": (False, "every step rolls out here (no replay of dumped rollouts)"),
+        "enable_rollout_routing_replay": (False, "MoE routing decisions are not replayed here"),
+        "data_parallel_size": (1, "the engine here is one per rank (data parallel 1)"),
+    }
+    for name, (value, refused) in off.items():
+        yield ROLLOUT + name, Off((value,), refused, refused, ("grpo",))
+    for name in ("quantization", "quantization_config_file"):
+        yield (
+            ROLLOUT + name,
+            Off(
+                (None,),
+                "the engine runs the actor's weights as they are",
+                "the rollout engine here runs the actor's weights as they are (no quantization)",
+                ("grpo",),
+            ),
+        )
+    for engine in ("vllm", "sglang", "trtllm"):
+        yield (
+            f"{ROLLOUT}engine_kwargs.{engine}",
+            Off(
+                ({}, None),
+                "no extra engine arguments",
+                "extra engine arguments are not supported: the engine's settings here are"
+                " rollout's keys",
+                ("grpo",),
+            ),
+        )
+    greedy = "validation here is greedy, one response per prompt"
+    for name, values in {
+        "temperature": (0, 0.0),
+        "top_k": (-1, 0),
+        "top_p": (1, 1.0),
+        "n": (1,),
+        "do_sample": (False,),
+    }.items():
+        yield f"{ROLLOUT}val_kwargs.{name}", Off(values, greedy, greedy, ("grpo",))
+    yield from _single_turn()
+
+
+def _single_turn() -> Iterator[tuple[str, Off]]:
+    """The switches of verl's multi-turn rollouts, tools and agent loops, all off."""
+    for key, values in {
+        ROLLOUT + "multi_turn.enable": (False,),
+        ROLLOUT + "multi_turn.tool_config_path": (None,),
+        ROLLOUT + "multi_turn.interaction_config_path": (None,),
+        "data.tool_config_path": (None,),
+        ROLLOUT + "agent.default_agent_loop": ("single_turn_agent",),
+        ROLLOUT + "agent.agent_loop_config_path": (None,),
+        ROLLOUT + "agent.custom_async_server.path": (None,),
+        ROLLOUT + "agent.custom_async_server.name": (None,),
+    }.items():
+        yield key, Off(values, "single-turn rollouts, as here", SINGLE_TURN, ("grpo",))
+
+
+def _features_off() -> Iterator[tuple[str, Off]]:
+    """The switches of verl's features that change what is trained, off: their settings are
+    in trainer.verl_inert_keys, read only when the switch is on."""
+    switches: dict[str, tuple[tuple[Any, ...], str]] = {
+        "critic.enable": ((None, False), NO_CRITIC),
+        ACTOR + "profiler.enable": ((False,), "profiling is not supported"),
+        REF + "profiler.enable": ((False,), "profiling is not supported"),
+        ROLLOUT + "profiler.enable": ((False,), "profiling is not supported"),
+        "global_profiler.steps": ((None, []), "profiling is not supported"),
+        MODEL + "mtp.enable": ((False,), "multi-token prediction is not supported"),
+        MODEL + "mtp.enable_train": ((False,), "multi-token prediction is not supported"),
+        MODEL + "mtp.enable_rollout": ((False,), "multi-token prediction is not supported"),
+        ROLLOUT + "mtp.enable": ((False,), "multi-token prediction is not supported"),
+        ROLLOUT + "mtp.enable_train": ((False,), "multi-token prediction is not supported"),
+        ROLLOUT + "mtp.enable_rollout": ((False,), "multi-token prediction is not supported"),
+        "algorithm.use_pf_ppo": ((False,), "PF-PPO's reweighting of samples is not supported"),
+        "algorithm.rollout_correction.rollout_is": ((None,), ROLLOUT_CORRECTION),
+        "algorithm.rollout_correction.rollout_rs": ((None,), ROLLOUT_CORRECTION),
+        "algorithm.rollout_correction.bypass_mode": ((False,), ROLLOUT_CORRECTION),
+        "trainer.val_only": ((False,), "validation-only runs are not supported"),
+        "trainer.del_local_ckpt_after_load": (
+            (False,),
+            "checkpoints are never deleted after loading here",
+        ),
+    }
+    for key, (values, refused) in switches.items():
+        yield key, Off(values, refused, refused, ("grpo",))
+
+
+ROLLOUT_CORRECTION = (
+    "rollout correction (weighting or rejecting responses by the engine's log-probs) is not"
+    " supported"
+)
+
+
+def _model_and_data() -> Iterator[tuple[str, Off]]:
+    """The model's and the RL data's settings at the values that read them as here."""
+    yield (
+        MODEL + "hf_config_path",
+        Off(
+            (None,),
+            "the model's config is read from model.path",
+            "the model's config is read from model.path here",
+            ("grpo",),
+        ),
+    )
+    yield (
+        MODEL + "override_config",
+        Off(
+            ({}, None),
+            "the model's config as it is",
+            "overriding the model's config is not supported: edit config.json in a copy of"
+            " the model dir",
+            ("grpo",),
+        ),
+    )
+    yield (
+        MODEL + "exclude_modules",
+        Off(
+            (None,),
+            "LoRA adapts model.target_modules",
+            "LoRA here adapts model.target_modules; excluding modules is not supported",
+            ("grpo",),
+        ),
+    )
+    data = {
+        "tokenizer": (None, "the tokenizer here is model.tokenizer (default: the model's)"),
+        "reward_fn_key": ("data_source", "the reward is picked by the data_source column here"),
+        "validation_shuffle": (False, "validation prompts are read in file order here"),
+        "sampler.class_path": (None, CUSTOM_DATA),
+        "sampler.class_name": (None, CUSTOM_DATA),
+        "datagen.path": (None, CUSTOM_DATA),
+        "datagen.name": (None, CUSTOM_DATA),
+    }
+    for name, (value, refused) in data.items():
+        yield f"data.{name}", Off((value,), refused, refused, ("grpo",))
+
+
+CUSTOM_DATA = (
+    "custom samplers and data generators are not supported: prompts are read from the files"
+    " (data.shuffle)"
+)
+
+
+def _rewards() -> Iterator[tuple[str, Off]]:
+    """verl's rule-based rewards at the settings that score as here: one call of the reward
+    function per response (verl's naive reward manager)."""
+    naive = (
+        "rewards here are one call of the reward function per response, as verl's naive"
+        " reward manager (its dapo, prime and batch managers are not supported)"
+    )
+    for key, value in {
+        "reward_manager.source": "register",
+        "reward_manager.name": "naive",
+        "reward_manager.module.path": None,
+        "reward_model.reward_manager": "naive",
+        "reward_model.reward_loop_source": "register",
+        "reward_model.reward_loop_module_path": None,
+        "reward_model.reward_loop_class_name": None,
+    }.items():
+        yield key, Off((value,), "verl's naive reward manager, as here", naive, ("grpo",))
+    yield (
+        "reward_model.sandbox_fusion.url",
+        Off(
+            (None,),
+            "no code sandbox",
+            "a code sandbox for rewards is not supported: rewards are rules or reward.path",
+            ("grpo",),
+        ),
+    )
+
+
 OFF_KEYS: dict[str, Off] = dict(
-    [*_offload(), *_sharding(), *_model_files(), *_data(), *_optimizer(), *_checkpoints()]
+    [
+        *_offload(),
+        *_sharding(),
+        *_model_files(),
+        *_data(),
+        *_optimizer(),
+        *_checkpoints(),
+        *_policy(),
+        *_rollout(),
+        *_features_off(),
+        *_model_and_data(),
+        *_rewards(),
+    ]
 )

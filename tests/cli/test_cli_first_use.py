@@ -20,7 +20,8 @@ from tests.support.paths import REPO
 
 
 @pytest.mark.parametrize(
-    "command, override", [("sft", "optim.lrr=1"), ("grpo", "actor_rollout_ref.rollout.mode=async")]
+    "command, override",
+    [("sft", "optim.lrr=1"), ("grpo", "actor_rollout_ref.rollout.multi_turn.enable=True")],
 )
 def test_a_config_mistake_is_reported_before_torch_loads(command, override):
     loaded = modules_after(

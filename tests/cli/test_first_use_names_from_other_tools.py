@@ -153,16 +153,16 @@ def test_a_verl_key_mfsdp_does_not_map_is_named_whole_with_mfsdps_own(tmp_path):
     from trainer.grpo.config import GRPOConfig
 
     yaml_file = tmp_path / "verl.yaml"
-    yaml_file.write_text("actor_rollout_ref:\n  rollout:\n    dtype: bfloat16\n")
+    yaml_file.write_text("actor_rollout_ref:\n  rollout:\n    max_response_length: 64\n")
     for source, overrides, config in [
-        ("command-line override", ["actor_rollout_ref.rollout.dtype=bfloat16"], None),
+        ("command-line override", ["actor_rollout_ref.rollout.max_response_length=64"], None),
         (str(yaml_file), [], yaml_file),
     ]:
         with pytest.raises(ConfigError) as err:
             load_config(GRPOConfig, config, overrides)
         assert str(err.value) == (
-            f"{source}: verl key 'actor_rollout_ref.rollout.dtype' is not one mfsdp maps "
-            "(docs/verl.md); did you mean rollout.dtype?"
+            f"{source}: verl key 'actor_rollout_ref.rollout.max_response_length' is not one"
+            " mfsdp maps (docs/verl.md); did you mean rollout.max_response_length?"
         )
     with pytest.raises(ConfigError) as err:
         load_config(GRPOConfig, None, ["actor_rollout_ref.rollout.nothing=1"])

@@ -135,7 +135,7 @@ def test_resume_mode_and_path_read_together(resume, expected):
 @pytest.mark.parametrize(
     "override, why",
     [
-        ("actor_rollout_ref.rollout.mode=async", "colocated and synchronous"),
+        ("actor_rollout_ref.rollout.multi_turn.enable=True", "the rollout here is single-turn"),
         (
             "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2",
             "model parallel sizes are 1",
@@ -255,13 +255,14 @@ def test_from_verl_sft_script():
 def test_from_verl_reports_keys_it_cannot_carry(tmp_path):
     script = tmp_path / "run.sh"
     script.write_text(
-        "python3 -m verl.trainer.main_ppo \\\n  actor_rollout_ref.rollout.mode=async \\\n"
-        "  actor_rollout_ref.rollout.n=4 \\\n  trainer.balance_batch=True\n"
+        "python3 -m verl.trainer.main_ppo \\\n"
+        "  actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent \\\n"
+        "  actor_rollout_ref.rollout.n=4 \\\n  trainer.balance_batches=True\n"
     )
     conversion = convert_verl(script)
     assert conversion.tree == {"rollout": {"n": 4}}
-    assert len(conversion.dropped) == 2 and "colocated and synchronous" in conversion.dropped[0]
-    assert "trainer.balance_batch=True" in conversion.dropped[1]
+    assert len(conversion.dropped) == 2 and "single-turn" in conversion.dropped[0]
+    assert "trainer.balance_batches=True" in conversion.dropped[1]
 
 
 def test_from_verl_keeps_a_command_substitution_whole_and_says_it_is_not_run(tmp_path):
@@ -333,8 +334,10 @@ def test_from_verl_refuses_what_is_not_a_verl_run(tmp_path):
     with pytest.raises(VerlSourceError, match=r"no `python3 -m verl\.trainer\.main_ppo"):
         convert_verl(script)
     script.write_text("python3 -m verl.trainer.main_ppo algorithm.adv_estimator=gae\n")
-    with pytest.raises(VerlSourceError, match="GRPO only"):
-        convert_verl(script)
+    assert convert_verl(script).dropped == [
+        "algorithm.adv_estimator=gae: mfsdp trains GRPO only; set algorithm.adv_estimator=grpo"
+        " (verl's default, gae, is PPO with a critic)"
+    ]
 
 
 def test_from_verl_command_line_exit_codes(tmp_path):
@@ -342,11 +345,13 @@ def test_from_verl_command_line_exit_codes(tmp_path):
     assert ok.returncode == 0, ok.stderr
     assert yaml.safe_load(ok.stdout)["actor"]["ppo_mini_batch_size"] == 16
     script = tmp_path / "run.sh"
-    script.write_text("python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.mode=async\n")
+    script.write_text(
+        "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.multi_turn.enable=True\n"
+    )
     partial = mfsdp("config", "from-verl", str(script))
     assert (
         partial.returncode == 1
-        and "NOT carried over: actor_rollout_ref.rollout.mode=async" in partial.stdout
+        and "NOT carried over: actor_rollout_ref.rollout.multi_turn.enable=True" in partial.stdout
     )
     missing = mfsdp("config", "from-verl", str(tmp_path / "absent.sh"))
     assert missing.returncode == 2 and missing.stderr.strip().count("\n") == 0

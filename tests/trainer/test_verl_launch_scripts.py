@@ -71,8 +71,9 @@ def test_megatron_grpo_script_names_its_model_parallel_sizes(tmp_path):
     assert {
         "actor_rollout_ref.actor.megatron.tensor_model_parallel_size",
         "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size",
-        "actor_rollout_ref.rollout.mode",  # `mode=$rollout_mode`, the script's "async"
     } <= dropped_keys(conversion)
+    # `mode=$rollout_mode`, the script's "async": verl's only mode, on-policy as here
+    assert "actor_rollout_ref.rollout.mode" not in dropped_keys(conversion)
 
 
 def test_overrides_grouped_in_bash_arrays_are_read(tmp_path):

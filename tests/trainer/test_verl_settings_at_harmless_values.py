@@ -130,11 +130,15 @@ def test_offload_off_is_ignored_and_on_is_refused(role, name, caplog):
         grpo(f"{role}.{name}=True")
 
 
-def test_fsdp_offload_policy_and_the_critics_offload():
+def test_fsdp_offload_policy_and_the_critics_offload(caplog):
+    """The critic's settings change nothing in GRPO (verl builds no critic for it), at any
+    value: trainer/verl_inert_keys.py; `critic.enable=true` is what is refused."""
     assert grpo("actor_rollout_ref.actor.fsdp_config.offload_policy=False") == GRPOConfig()
-    assert grpo("critic.model.fsdp_config.param_offload=False") == GRPOConfig()
+    with caplog.at_level(logging.WARNING, logger="mfsdp.config"):
+        assert grpo("critic.model.fsdp_config.param_offload=True") == GRPOConfig()
+    assert any("param_offload is ignored: there is no critic in GRPO" in m for m in caplog.messages)
     with pytest.raises(ConfigError, match="there is no critic in GRPO"):
-        grpo("critic.model.fsdp_config.param_offload=True")
+        grpo("critic.enable=True")
 
 
 def test_a_flag_is_no_number():
@@ -181,11 +185,13 @@ def test_verls_generated_ppo_config_trips_on_no_default(tmp_path, caplog):
 def test_keys_that_do_not_carry_name_from_verl(tmp_path):
     """The loader stops at the first; `mfsdp config from-verl` lists them all."""
     config = tmp_path / "ppo.yaml"
-    config.write_text(GENERATED_PPO + "      fsdp_size: 4\n      forward_prefetch: true\n")
+    config.write_text(GENERATED_PPO + "      fsdp_size: 4\n      full_determinism: true\n")
     with pytest.raises(ConfigError) as caught:
         load_config(GRPOConfig, config)
     message = str(caught.value)
-    assert message.startswith(f"{config}: verl key 'actor_rollout_ref.actor.fsdp_config.fsdp_size'")
+    assert message.startswith(
+        f"{config}: verl key 'actor_rollout_ref.actor.fsdp_config.fsdp_size=4'"
+    )
     assert message.endswith(
         f"; 1 more key(s) of the file do not carry over either: `mfsdp config from-verl {config}`"
         " lists them all"

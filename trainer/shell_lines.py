@@ -1,0 +1,144 @@
+"""A launch script's commands as bash reads its lines, for `mfsdp config from-verl`: one
+logical line per command, without running anything.
+
+Read as physical lines with every backslash-newline turned into a space, a script lost what
+bash keeps and kept what bash drops: `name=ab\\<newline>cd` is the word `abcd` to bash (a
+continuation is removed, not a space), a backslash-newline inside single quotes is kept as
+written, one inside a comment continues nothing, and a quoted value may span lines. The body
+of a here-doc (`cat > notes.txt <<EOF` ... `EOF`) is text another program reads, not commands
+of the script: its `MODEL=/old/model` line was read as an assignment and put into the config.
+Each logical line comes without its comment; here-doc bodies are set aside (`bodies`), so the
+caller can say when the verl command is in one (a job script fed to `sbatch <<EOF`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+_METACHARACTERS = " \t;&|()<>"  # after one of these, `#` starts a comment
+_DELIMITER_END = " \t\n;&|()<>"  # what ends a here-doc's delimiter word
+
+
+def logical_lines(text: str, bodies: list[str]) -> Iterator[str]:
+    """The commands of `text`, one logical line each (continuations joined, quoted newlines
+    kept, comments removed); each here-doc body is appended to `bodies` instead. Linear in
+    the text."""
+    text = text.replace("\r\n", "\n")
+    out: list[str] = []
+    quote = ""  # "'", '"', or "$'" (bash's ANSI-C quoting, where a backslash escapes)
+    pending: list[tuple[str, bool]] = []  # here-docs opened on this line: delimiter, strip tabs
+    index, size = 0, len(text)
+    unclosed = 0  # before this index, a `((` found no `))` on its line: none looked for
+    while index < size:
+        char = text[index]
+        if quote == "'":
+            quote = "" if char == "'" else quote
+        elif char == "\\" and index + 1 < size:
+            if text[index + 1] == "\n":  # a continuation: removed, in double quotes too
+                index += 2
+                continue
+            out.append(text[index : index + 2])
+            index += 2
+            continue
+        elif quote:
+            quote = "" if char == quote[-1] else quote
+        elif char == "\n":
+            yield "".join(out)
+            out = []
+            index = _skip_bodies(text, index + 1, pending, bodies)
+            pending = []
+            continue
+        elif char == "#" and (not out or out[-1][-1] in _METACHARACTERS):
+            end = text.find("\n", index)
+            index = size if end < 0 else end
+            continue
+        elif char in "'\"":
+            quote = char
+        elif text.startswith("$'", index):
+            quote = "$'"
+            out.append("$'")
+            index += 2
+            continue
+        elif index >= unclosed and (text.startswith(("((", "$(("), index)):
+            end = _arithmetic_end(text, index + (char == "$"))
+            if end is not None:  # `$(( 1 << 10 ))` shifts: no here-doc
+                out.append(text[index:end])
+                index = end
+                continue
+            newline = text.find("\n", index)  # none looked for again on this line
+            unclosed = size if newline < 0 else newline
+        elif text.startswith("<<<", index):  # a here-string: one word, no body
+            out.append("<<<")
+            index += 3
+            continue
+        elif text.startswith("<<", index):
+            end, delimiter, strip = _here_doc(text, index + 2)
+            if delimiter:
+                pending.append((delimiter, strip))
+            out.append(text[index:end])
+            index = end
+            continue
+        out.append(char)
+        index += 1
+    if out:
+        yield "".join(out)
+
+
+def _arithmetic_end(text: str, start: int) -> int | None:
+    """The index after the `))` closing the `((` at `start`, on the same line; None if none."""
+    depth = 0
+    for index in range(start, len(text)):
+        char = text[index]
+        if char == "\n":
+            return None
+        depth += (char == "(") - (char == ")")
+        if depth == 0:
+            return index + 1
+    return None
+
+
+def _here_doc(text: str, start: int) -> tuple[int, str, bool]:
+    """After `<<` at `start - 2`: the index after its delimiter word, the delimiter with its
+    quotes removed (`'EOF'`, `"EOF"`, `\\EOF` all end at a line `EOF`), and whether `<<-`
+    strips leading tabs from the body's lines."""
+    index = start
+    strip = text.startswith("-", index)
+    index += strip
+    while index < len(text) and text[index] in " \t":
+        index += 1
+    word: list[str] = []
+    quote = ""
+    while index < len(text) and (quote or text[index] not in _DELIMITER_END):
+        char = text[index]
+        if quote:
+            if char == quote:
+                quote = ""
+            else:
+                word.append(char)
+        elif char in "'\"":
+            quote = char
+        elif char == "\\" and index + 1 < len(text):
+            index += 1
+            word.append(text[index])
+        else:
+            word.append(char)
+        index += 1
+    return index, "".join(word), strip
+
+
+def _skip_bodies(text: str, start: int, pending: list[tuple[str, bool]], bodies: list[str]) -> int:
+    """Past the bodies of the here-docs `pending` (in order) that start at `start`; each body
+    goes to `bodies`. One never closed runs to the end, as bash reads it."""
+    index = start
+    for delimiter, strip in pending:
+        body: list[str] = []
+        while index < len(text):
+            end = text.find("\n", index)
+            end = len(text) if end < 0 else end
+            line = text[index:end]
+            index = end + 1
+            if (line.lstrip("\t") if strip else line) == delimiter:
+                break
+            body.append(line)
+        bodies.append("\n".join(body))
+    return min(index, len(text))

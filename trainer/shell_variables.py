@@ -1,0 +1,215 @@
+"""A launch script's shell variables as bash sets and expands them, for `mfsdp config
+from-verl`: nothing is run, and what bash would take from elsewhere stays as written.
+
+Set: `NAME=value` (several on one line too, and `NAME+=more`), `export`, `readonly`,
+`declare`/`typeset`/`local` (with an option that changes the value, `-i` arithmetic, `-l`/
+`-u` case, `-n` a reference, `-a` an array, the variable is forgotten: references to it stay
+as written, and are named), bash arrays `NAME=( ... )`, `unset NAME`, and the assignment in
+`${NAME:=default}`. Expanded: `$NAME`, `${NAME}`, `${NAME:-default}` and `${NAME-default}`
+(with the colon an empty value takes the default too), `${NAME:+other}`, `${NAME:?message}`,
+and integer `$(( ... ))`. Read only as `NAME=value` lines and `:-` as set-or-not, a script's
+`EMPTY=` then `${EMPTY:-/models/x}` gave an empty model path, `declare -r MODEL=/new` left
+the previous `MODEL`, and `unset` and `+=` changed nothing. A variable the script does not
+set stays as written (a path may take it from this environment, `from_environment`); a note
+says where a default stands in for an argument of the script (`${1:-vllm}`). All copies of
+values together are bounded (`ExpansionTooLarge`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from trainer import shell_arithmetic
+
+ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)$", re.DOTALL)
+# `${1:-vllm}`: a positional parameter (the script's own argument) is matched for its default;
+# a default may hold `${OTHER}` (`${TRAIN_FILE:-${DATA_HOME}/train.parquet}`): braces one deep
+REFERENCE = re.compile(
+    r"\$\{([A-Za-z_][A-Za-z0-9_]*|[0-9]+)(?:(:?[-=+?])((?:[^{}]|\{[^{}]*\})*))?\}"
+    r"|\$([A-Za-z_][A-Za-z0-9_]*)"
+)
+# verl's newer examples group their overrides in bash arrays: `DATA=(` ... `)` then
+# `"${DATA[@]}"` in the command (read as no keys at all, the config came out `{}` at exit 0)
+ARRAY_START = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=\((.*)$", re.DOTALL)
+ARRAY_SPREAD = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\[[@*]\]\}$")
+_ELEMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\[[^]]*\]\+?=")  # `NAME[2]=value`
+# the builtins that set variables, and their options that leave a value as written (not
+# `declare -i` arithmetic, `-l`/`-u` case, `-n` a reference to another variable, `-a` arrays)
+_PLAIN_OPTIONS = {
+    "export": frozenset("fnp"),
+    "readonly": frozenset("fp"),
+    **{name: frozenset("xrgpfF") for name in ("declare", "typeset", "local")},
+}
+
+
+class ExpansionTooLarge(ValueError):
+    """The script's variables copy more text than a launch script holds; names the variable."""
+
+
+def reference_name(match: re.Match) -> str:
+    """The variable a `REFERENCE` match names."""
+    return match.group(1) or match.group(4)
+
+
+@dataclass
+class Array:
+    """A bash array assignment `NAME=(` (or `NAME+=(`) read word by word up to its `)`."""
+
+    name: str
+    append: bool
+    items: list[str] = field(default_factory=list)
+
+    def read(self, words: list[str]) -> bool:
+        """Take one line's words; True once the closing `)` is read."""
+        for word in words:
+            if word.endswith(")"):
+                self.items += [word[:-1]] if word[:-1] else []
+                return True
+            self.items.append(word)
+        return False
+
+
+class Variables:
+    """The script's variables, set line by line (`read_line`) and expanded into words
+    (`substitute`); at most `max_chars` are copied in all."""
+
+    def __init__(self, max_chars: int):
+        self.max_chars = max_chars
+        self.values: dict[str, str] = {}
+        self.arrays: dict[str, list[str]] = {}
+        self.notes: list[str] = []  # defaults used for the script's arguments
+        self.copied = 0
+
+    def read_line(self, words: list[str]) -> bool:
+        """Set what the command `words` sets; True when the line only sets variables (or is
+        `:`), so it holds no command to look at further."""
+        if words and all(ASSIGNMENT.match(word) or _ELEMENT.match(word) for word in words):
+            for word in words:
+                self._assign_word(word, plain=True)
+            return True
+        if words[:1] == ["unset"]:
+            for name in words[1:]:
+                self._forget(name)
+            return True
+        if words[:1] and words[0] in _PLAIN_OPTIONS:
+            options = "".join(word[1:] for word in words[1:] if word[:1] in "-+")
+            plain = set(options) <= _PLAIN_OPTIONS[words[0]]
+            for word in words[1:]:
+                if word[:1] not in "-+":
+                    self._assign_word(word, plain)
+            return True
+        for word in words:  # `: ${MODEL:=/models/x}` and any `${NAME=...}`: set as expanded
+            if re.search(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?=", word):
+                self.substitute(word)
+        return words[:1] == [":"]
+
+    def _assign_word(self, word: str, plain: bool) -> None:
+        """Set one `NAME=value` (or `NAME+=more`) word. An array element (`NAME[2]=x`), or
+        any word of a `declare` whose options change values (`plain` False: `-i`, `-l`,
+        ...), makes the variable unknown instead; a bare `NAME` (`export NAME`) keeps it."""
+        if element := _ELEMENT.match(word):
+            self._forget(element.group(1))
+            return
+        assignment = ASSIGNMENT.match(word)
+        if assignment is None:
+            if not plain:
+                self._forget(word)
+            return
+        name, append, value = assignment.groups()
+        if not plain:
+            self._forget(name)
+            return
+        value = self.substitute(value)
+        self.values[name] = (self.values.get(name, "") if append else "") + value
+
+    def _forget(self, name: str) -> None:
+        self.values.pop(name, None)
+        self.arrays.pop(name, None)
+
+    def assign_array(self, name: str, words: list[str], append: bool) -> None:
+        words = [self.substitute(word) for word in words]
+        self.arrays[name] = (self.arrays.get(name, []) if append else []) + words
+
+    def spread(self, words: list[str], notes: list[str]) -> list[str]:
+        """`words` with each `${NAME[@]}` replaced by the array's words (an array the
+        script does not set is named in `notes`), counted against the budget."""
+        spread: list[str] = []
+        for word in words:
+            match = ARRAY_SPREAD.match(word)
+            if match is None:
+                spread.append(word)
+            elif match.group(1) in self.arrays:
+                items = self.arrays[match.group(1)]
+                self._count(match.group(1), sum(len(item) for item in items))
+                spread += items
+            else:
+                notes.append(f"{word}: an array the script does not set; its keys are not here")
+        return spread
+
+    def _count(self, name: str, chars: int) -> None:
+        self.copied += chars
+        if self.copied > self.max_chars:  # before the copy is made
+            raise ExpansionTooLarge(
+                f"${name}: variables expand to more than {self.max_chars} characters;"
+                " not a launch script"
+            )
+
+    def substitute(self, value: str) -> str:
+        """`value` with the script's variables and arithmetic expanded, as bash would."""
+        return shell_arithmetic.ARITHMETIC.sub(self._calculate, REFERENCE.sub(self._expand, value))
+
+    def _calculate(self, match: re.Match) -> str:
+        result = shell_arithmetic.evaluate(match.group(1), self.values)
+        return match.group(0) if result is None else str(result)
+
+    def _expand(self, match: re.Match) -> str:
+        """One reference: the variable's value, or what its operator gives for an unset
+        (or, with a colon, empty) one; as written where bash would look elsewhere."""
+        name, operator, word = reference_name(match), match.group(2), match.group(3)
+        value = self.values.get(name)
+        is_set = value is not None and (value != "" or not operator or ":" not in operator)
+        if operator and operator[-1] == "+":  # the alternative for a set variable, else ""
+            if is_set:
+                return self.substitute(word)
+            self._note(match.group(0), name, "it is empty here")
+            return ""
+        if is_set:
+            assert value is not None
+            self._count(name, len(value))
+            return value
+        if not operator or operator[-1] == "?":  # bash takes it from elsewhere, or stops
+            return match.group(0)
+        if operator[-1] == "=" and name.isdigit():  # bash refuses to assign an argument
+            return match.group(0)
+        default = self.substitute(word)
+        self._note(match.group(0), name, f"its default {word!r} is used here")
+        if operator[-1] == "=":
+            self.values[name] = default
+        return default
+
+    def _note(self, reference: str, name: str, what: str) -> None:
+        """A note on an argument of the script (`${1:-vllm}`) read without its value; a
+        variable's default is the script's own choice, and needs none."""
+        if name.isdigit():
+            self.notes.append(f"{reference}: the script's argument ${name}; {what}")
+
+    def from_environment(self, value: str, taken: list[str]) -> str:
+        """`value` (substituted already) with the references the script leaves unset taken
+        from this environment (`$HOME`), as the shell running it here would: a config file
+        expands none, so the path must be written out. Only the value of a path key comes
+        here: a script's `wandb login $WANDB_API_KEY`, a key not carried over, or
+        `trainer.project_name=$GITHUB_TOKEN` (sent on to the trackers) must not put a secret
+        into the config. `taken` gets each name used."""
+
+        def replace(match: re.Match) -> str:
+            name = reference_name(match)
+            if name in self.values or name not in os.environ:
+                return match.group(0)
+            self._count(name, len(os.environ[name]))
+            if name not in taken:
+                taken.append(name)
+            return os.environ[name]
+
+        return REFERENCE.sub(replace, value)

@@ -1,0 +1,199 @@
+"""verl keys that change nothing in a run here at any value: one table, read by
+`trainer.verl_keys`, beside `trainer.verl_off_keys` (keys accepted only at the values that
+leave them off).
+
+verl prints the whole config it resolved when it starts, and people keep it as their run's
+YAML; `mfsdp config from-verl` on it (or on verl's _generated_ppo_trainer.yaml) listed every
+key of sections a GRPO run never reads, a critic's, a reward model's, the profiler's, Ray's,
+and of settings of speed or memory alone, so the keys that do mean something were lost among
+them. A key here is ignored with a note saying why, whatever its value:
+
+- a section verl reads only for a part a run here does not have, whose switch is a key of
+  its own refused unless off: the critic (`critic.enable`, `algorithm.adv_estimator`), the
+  reward model (`reward_model.enable`), the profiler (`*.profiler.enable`,
+  `global_profiler.steps`), multi-turn rollouts (`multi_turn.enable`), multi-token
+  prediction (`mtp.enable`); its values are verl's copies of other keys (a critic's
+  `ppo_epochs` is the actor's) and would not be read by verl either;
+- settings of speed, memory or logging (`use_torch_compile`, `reshard_after_forward`,
+  vLLM's batching, `dataloader_num_workers`): the same updates either way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Inert:
+    """A verl key (or every key of a section) ignored at any value; the note says `why`."""
+
+    why: str
+    commands: tuple[str, ...] = ("grpo",)
+
+
+ACTOR = "actor_rollout_ref.actor."
+REF = "actor_rollout_ref.ref."
+ROLLOUT = "actor_rollout_ref.rollout."
+MODEL = "actor_rollout_ref.model."
+SPEED = "speed or memory only: the same updates"
+PROFILER = "the profiler's settings; profiling is off (profiler.enable, global_profiler.steps)"
+MTP = "multi-token prediction's settings; it is off (mtp.enable)"
+WEIGHT_SYNC = (
+    "how verl moves weights into its engine; the engine here gets the actor's weights before"
+    " each rollout"
+)
+
+# every key under each of these (a key of `trainer.verl_off_keys` under one is read there)
+SECTIONS: dict[str, Inert] = {
+    "critic.": Inert(
+        "there is no critic in GRPO (verl builds one only for adv_estimator=gae or"
+        " critic.enable=true)"
+    ),
+    "reward_model.": Inert("the reward model's settings; it is off (reward_model.enable)"),
+    "global_profiler.": Inert(PROFILER),
+    **{f"{role}profiler.": Inert(PROFILER) for role in (ACTOR, REF, ROLLOUT)},
+    ROLLOUT + "multi_turn.": Inert("multi-turn settings; they are off (multi_turn.enable)"),
+    MODEL + "mtp.": Inert(MTP),
+    ROLLOUT + "mtp.": Inert(MTP),
+    ROLLOUT + "checkpoint_engine.": Inert(WEIGHT_SYNC),
+    ROLLOUT + "trace.": Inert("tracing of rollouts: logging only"),
+    ROLLOUT + "prometheus.": Inert("the engine's Prometheus metrics: monitoring only"),
+    MODEL + "fused_kernel_options.": Inert(SPEED),
+    MODEL + "tiled_mlp.": Inert(SPEED),
+    "algorithm.kl_ctrl.": Inert("the KL penalty in the reward; it is off (use_kl_in_reward)"),
+    "algorithm.pf_ppo.": Inert("PF-PPO's reweighting; it is off (algorithm.use_pf_ppo)"),
+    "algorithm.rollout_correction.": Inert(
+        "rollout correction's thresholds; it is off (rollout_correction.rollout_is, rollout_rs)"
+    ),
+    "ray_kwargs.": Inert("Ray's settings: there is no Ray here (mfsdp train runs torchrun)"),
+    "transfer_queue.": Inert("how verl moves batches between its workers"),
+}
+
+
+def _engine() -> dict[str, Inert]:
+    """verl's FSDP engine settings of the actor and the reference model."""
+    keys = {
+        "reshard_after_forward": SPEED,
+        "forward_prefetch": SPEED,
+        "use_torch_compile": SPEED,
+        "entropy_from_logits_with_chunking": SPEED,
+        "entropy_checkpointing": SPEED,
+        "use_orig_params": "how torch's FSDP1 keeps parameters",
+        "seed": "runs here are seeded by trainer.seed",
+        "forward_only": "verl sets it by role (the reference model's is true)",
+    }
+    return {
+        f"{role}fsdp_config.{name}": Inert(why)
+        for role in (ACTOR, REF)
+        for name, why in keys.items()
+    }
+
+
+def _roles() -> dict[str, Inert]:
+    """The actor's and the reference model's own keys that change no update."""
+    both = {
+        "use_torch_compile": SPEED,
+        "entropy_from_logits_with_chunking": SPEED,
+        "entropy_checkpointing": SPEED,
+        "log_prob_max_token_len_per_gpu": "used only with use_dynamic_bsz",
+        "router_replay.record_file": "MoE routing replay is off (router_replay.mode)",
+        "router_replay.replay_file": "MoE routing replay is off (router_replay.mode)",
+    }
+    actor = {
+        "use_prefix_grouper": SPEED,
+        "use_fused_kernels": SPEED,
+        "checkpoint.async_save": SPEED,
+        "calculate_entropy": "whether verl logs the entropy; entropy_coeff decides the loss",
+        "use_remove_padding": "sequences are always packed without padding",
+        "freeze_vision_tower": "there is no vision tower in the text models trained here",
+        "shuffle": "mini-batches here are drawn in a shuffled order, seeded by trainer.seed",
+        "data_loader_seed": "the mini-batch order here is seeded by trainer.seed",
+        "tau_pos": "used by the SAPO policy loss only (policy_loss.loss_mode)",
+        "tau_neg": "used by the SAPO policy loss only (policy_loss.loss_mode)",
+        "calculate_sum_pi_squared": "used by verl's optimal-token-baseline estimator only",
+        "sum_pi_squared_checkpointing": "used by verl's optimal-token-baseline estimator only",
+        **{
+            f"policy_loss.{name}": "used by the clip-cov and kl-cov policy losses only"
+            for name in ("clip_cov_ratio", "clip_cov_lb", "clip_cov_ub", "kl_cov_ratio")
+        },
+        "policy_loss.ppo_kl_coef": "used by the kl-cov policy loss only",
+    }
+    keys = {f"{role}{name}": Inert(why) for role in (ACTOR, REF) for name, why in both.items()}
+    return keys | {ACTOR + name: Inert(why) for name, why in actor.items()}
+
+
+def _rollout() -> dict[str, Inert]:
+    """How verl's inference engine runs: its batching, caches and logging."""
+    vllm = "how vLLM batches and caches: " + SPEED
+    keys = {
+        "max_num_batched_tokens": vllm,
+        "max_num_seqs": vllm,
+        "enable_chunked_prefill": vllm,
+        "enable_prefix_caching": vllm,
+        "scheduling_policy": vllm,
+        "cudagraph_capture_sizes": vllm,
+        "free_cache_engine": vllm,
+        "multi_stage_wake_up": vllm,
+        "skip_tokenizer_init": vllm,
+        "disable_log_stats": "the engine's logging",
+        "log_prob_max_token_len_per_gpu": "used only with log_prob_use_dynamic_bsz",
+        "logprobs_mode": (
+            "verl reads the engine's log-probs only for rollout correction, which is off"
+            " (algorithm.rollout_correction)"
+        ),
+        "calculate_log_probs": (
+            "verl keeps the engine's log-probs for rollout correction (off) and its metrics"
+        ),
+        "agent.num_workers": "how many agent-loop workers verl runs: " + SPEED,
+        "skip_dump_dir": "used only with skip_rollout",
+    }
+    return {ROLLOUT + name: Inert(why) for name, why in keys.items()}
+
+
+def _rest() -> dict[str, Inert]:
+    """The model, data, reward, algorithm and trainer keys that change no update."""
+    multimodal = "images and videos: the models trained here are text models"
+    dataset = "what verl's dataset hands its workers: the same prompts"
+    return {
+        MODEL + "use_fused_kernels": Inert(SPEED),
+        "actor_rollout_ref.nccl_timeout": Inert("a communication timeout"),
+        "data.dataloader_num_workers": Inert(SPEED),
+        "data.filter_overlong_prompts_workers": Inert(SPEED),
+        "data.val_batch_size": Inert("how many validation prompts verl generates at once"),
+        "data.seed": Inert("the shuffle here is seeded by trainer.seed"),
+        "data.return_raw_input_ids": Inert(dataset),
+        "data.return_raw_chat": Inert(dataset),
+        "data.return_full_prompt": Inert(dataset),
+        **{
+            f"data.{name}": Inert(multimodal)
+            for name in ("image_key", "video_key", "image_patch_size", "return_multi_modal_inputs")
+        },
+        "reward_manager.module.name": Inert("used only with reward_manager.module.path"),
+        "reward_model.use_reward_loop": Inert(
+            "whether verl scores responses during or after generation: the same rewards"
+        ),
+        "reward_model.launch_reward_fn_async": Inert(SPEED),
+        "reward_model.num_workers": Inert(SPEED),
+        "algorithm.gamma": Inert("used by GAE and REINFORCE++, not GRPO"),
+        "algorithm.lam": Inert("used by GAE, not GRPO"),
+        "algorithm.kl_penalty": Inert("the KL penalty in the reward; it is off (use_kl_in_reward)"),
+        "trainer.balance_batch": Inert("reorders a step's responses across ranks: " + SPEED),
+        "trainer.log_val_generations": Inert("how many validation generations verl logs"),
+        "trainer.rollout_data_dir": Inert("where verl dumps generations: logging only"),
+        "trainer.validation_data_dir": Inert("where verl dumps generations: logging only"),
+        "trainer.esi_redundant_time": Inert("when verl saves before a cloud instance expires"),
+        "trainer.max_critic_ckpt_to_keep": Inert("there is no critic in GRPO"),
+        "trainer.ray_wait_register_center_timeout": Inert("a Ray timeout: there is no Ray here"),
+        "trainer.use_legacy_worker_impl": Inert("which of verl's worker implementations runs"),
+    }
+
+
+INERT_KEYS: dict[str, Inert] = _engine() | _roles() | _rollout() | _rest()
+
+
+def section_of(key: str) -> Inert | None:
+    """The entry of the longest `SECTIONS` prefix of `key`, if any."""
+    for end in range(len(key) - 1, 0, -1):
+        if key[end] == "." and (found := SECTIONS.get(key[: end + 1])) is not None:
+            return found
+    return None
