@@ -3,7 +3,7 @@
 The config is the checkpoint's own huggingface/ config.json, one given by --hf-config, or
 the one its record implies (Megatron-LM's args, Megatron-Bridge's run_config.yaml); the
 weights are mapped as export maps them, so a checkpoint validate passes is one export
-can write. Also the HF dir's JSON assets, as export checks them before copying them.
+can write (the files export copies beside the weights: `asset_checks`).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def check_against_config(
         {path: reader.tensors[key].shape for path, key in weights.items()}, expected.model_type
     )
     if stored and not set(stored) & set(expected.allowed):
-        _check_mapped_against_config(paths, reader, report, config_file)
+        _check_mapped_against_config(paths, reader, report, config_file, root)
         return
 
     def where(name: str) -> str:  # the stored key (experts fused in it: the name it would have)
@@ -102,27 +102,32 @@ def check_against_config(
     for name in sorted(set(stored) - set(expected.allowed)):
         report.add(ERROR, where(name), f"unexpected for {expected.model_type} per {config_file}")
     if report.deep and expected.tie_word_embeddings:
-        _check_tied_head(reader, weights, report, config_file)
+        _check_tied_head(paths, reader, weights, report, config_file)
 
 
 def _check_tied_head(
-    reader: CheckpointReader, weights: dict[str, str], report: ValidationReport, config_file: Path
+    paths: layout.CheckpointPaths,
+    reader: CheckpointReader,
+    weights: dict[str, str],
+    report: ValidationReport,
+    config_file: Path,
 ) -> None:
     """A tied config's export writes the embedding alone: a stored `lm_head.weight` that
-    differs from it (trained untied) is refused there, so it fails here. Two tensors'
-    values, compared a bounded piece at a time (nothing read when the head is stored as
-    the embedding's own bytes): a `deep` check, as NaN is, which export also refuses."""
+    differs from it (trained untied, or damaged: `tied_head.unequal_verdict`) is refused
+    there, so it fails here. Two tensors' values, compared a bounded piece at a time
+    (nothing read when the head is stored as the embedding's own bytes): a `deep` check,
+    as NaN is, which export also refuses."""
     head, embedding = weights.get(tied_head.HEAD), weights.get(tied_head.EMBEDDING)
     if head is None or embedding is None:
         return
+    remedy = "use a config with tie_word_embeddings false"
     try:
-        same = tied_head.dcp_tensors_equal(reader, head, embedding)
+        verdict = tied_head.dcp_verdict(reader, paths, (head, embedding), str(config_file), remedy)
     except (CheckpointFormatError, CheckpointFileError) as err:
         report.add(ERROR, f"[{head}]", f"not compared with [{embedding}]: {err}")
         return
-    if not same:
-        remedy = "use a config with tie_word_embeddings false"
-        report.add(ERROR, f"[{head}]", tied_head.untied_head(embedding, str(config_file), remedy))
+    if verdict is not None:
+        report.add(ERROR, f"[{head}]", verdict.what)
 
 
 def _check_config_against_record(
@@ -155,13 +160,29 @@ def _check_config_loads(report: ValidationReport, config_file: Path, root) -> No
 
 
 def _check_mapped_against_config(
-    paths, reader: CheckpointReader, report: ValidationReport, config_file: Path
+    paths, reader: CheckpointReader, report: ValidationReport, config_file: Path, root
 ) -> None:
     """Weights not named as in transformers (Megatron-core's GPTModel): map them as export
-    would and check every resulting shape against the config, before anyone exports."""
+    would and check every resulting shape against the config, before anyone exports: with
+    the vocab_size export writes where the record proves fewer rows than the config names
+    (`recorded_vocab`), whose tokenizer (read inside `root`) must then fit them."""
     from mfsdp_ckpt.convert.export_source import load_config
+    from mfsdp_ckpt.convert.recorded_vocab import fitted_config, too_many_tokens, vocab_fit
 
-    _check_plan(paths, reader, report, config_file, lambda: load_config(config_file))
+    def config() -> object:
+        loaded = load_config(config_file)
+        fit = vocab_fit(paths, reader, getattr(loaded, "vocab_size", None))
+        if fit is not None:
+            try:
+                problem = too_many_tokens(config_file.parent, root, fit.rows)
+            except CheckpointFileError:  # named by the checks of the files export copies
+                problem = None
+            if problem is not None:
+                where, _, message = problem.partition(": ")
+                report.add(ERROR, where, message)
+        return fitted_config(loaded, fit)
+
+    _check_plan(paths, reader, report, config_file, config)
 
 
 def _check_against_recorded_config(
@@ -287,20 +308,3 @@ def _check_adapter(source, report: ValidationReport, where, config_of) -> None:
     except (ExportError, HFConfigError) as err:  # its tensor named, the checkpoint is said
         what = str(err).removeprefix(f"{source.location} ")
         report.add(ERROR, where, f"the adapter does not fit this config: {what}")
-
-
-def check_hf_json_assets(paths: layout.CheckpointPaths, report: ValidationReport) -> None:
-    """The JSON files of the checkpoint's own HF dir, as export checks them before it copies
-    them (bounded in size and in what parsing them costs, each key once, no NaN, an
-    object where transformers reads one): export refuses them, so validate must not pass
-    them."""
-    from mfsdp_ckpt.convert.export_source import check_json_assets
-
-    hf_dir = paths.hf_assets
-    if hf_dir is None or not hf_dir.is_dir():
-        return
-    try:
-        check_json_assets(hf_dir, paths.root, paths.hf_skip)
-    except (CheckpointFileError, layout.CheckpointPathError) as err:
-        where, _, message = str(err).partition(": ")
-        report.add(ERROR, where, message or str(err))

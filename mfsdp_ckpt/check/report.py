@@ -48,8 +48,16 @@ class ValidationReport:
     note: str | None = None  # how the path was read (a parent dir holding one run), for stderr
     adapter: str | None = None  # a Megatron PEFT adapter among the weights, in one line
 
+    def __post_init__(self) -> None:
+        self._seen = set(self.findings)
+
     def add(self, severity: str, where: str | Path, message: str) -> None:
-        self.findings.append(Finding(severity, str(where), message))
+        """One finding; the same one again is left out (two checks that open one file, the
+        digests and the assets, both meet it unreadable: one line says it)."""
+        finding = Finding(severity, str(where), message)
+        if finding not in self._seen:
+            self._seen.add(finding)
+            self.findings.append(finding)
 
     def ok(self, strict: bool = False) -> bool:
         """No errors; with `strict`, no warnings either, and a manifest whose hashes

@@ -20,7 +20,8 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from mfsdp_ckpt.check.config_checks import check_against_config, check_hf_json_assets
+from mfsdp_ckpt.check.asset_checks import check_export_assets
+from mfsdp_ckpt.check.config_checks import check_against_config
 from mfsdp_ckpt.check.optimizer_checks import (
     check_optimizer,
     check_optimizer_dcp,
@@ -200,13 +201,13 @@ def _run_checks(
     unread = manifest is None and paths.manifest is not None
     if not unread and (manifest is None or manifest.lora is None):
         check_against_config(paths, reader, roots, report, hf_config)
+    check_export_assets(paths, report, hf_config)
     check_base_model(
         manifest, report, deep=deep, source=str(paths.manifest), progress=base_progress
     )
     if deep:
         if manifest is not None:
             check_hashes(paths, manifest, report, hash_progress)
-        check_hf_json_assets(paths, report)
         readers = [reader] if optimizer is None else [reader, optimizer]
         total, done = sum(len(r.tensors) for r in readers), 0
         for each in readers:

@@ -45,6 +45,7 @@ from mfsdp_ckpt.convert.export_source import (
     AssetFiles,
     ExportSource,
     asset_files,
+    bridge_tokenizer_dir,
     config_json_location,
     load_copied_config,
     no_tokenizer_in,
@@ -75,6 +76,7 @@ from mfsdp_ckpt.convert.megatron_lora_alpha import set_lora_scale
 from mfsdp_ckpt.convert.mtp import MtpLayers
 from mfsdp_ckpt.convert.name_maps import MappedTensor
 from mfsdp_ckpt.convert.record_agreement import contradiction, unchecked_note
+from mfsdp_ckpt.convert.recorded_vocab import fit_config_file
 from mfsdp_ckpt.convert.units import gb_per_s, human_bytes, took
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
@@ -84,7 +86,6 @@ from mfsdp_ckpt.format.finite import count_nonfinite_tensor
 from mfsdp_ckpt.format.hub_id import missing_hf_config
 from mfsdp_ckpt.format.model_files import top_level_names
 from mfsdp_ckpt.format.output_inside import inside_checkpoint
-from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
 from mfsdp_ckpt.storage.tensor_memory import tensor_memory
@@ -289,21 +290,10 @@ def _derived_assets(
     text = json.dumps(derived.config, indent=2, sort_keys=True) + "\n"
     assets = AssetFiles({"config.json": text.encode})
     if paths is not None and paths.tokenizer_dir is not None:
-        tokenizer_dir = str(_real_dir(paths.tokenizer_dir))
+        tokenizer_dir = str(bridge_tokenizer_dir(paths.tokenizer_dir))
         tokenizer = asset_files(tokenizer_dir, io, paths.root, whole=True)
         assets.update({n: load for n, load in tokenizer.items() if n != "config.json"})
     return assets
-
-
-def _real_dir(path: Path) -> Path:
-    """`path` when it is a directory itself: a symlink there (whose files the walk would
-    list from wherever it points) or a file is refused in one line."""
-    if path.is_symlink() or not path.is_dir():
-        what = "a symlink" if path.is_symlink() else "not a directory"
-        raise CheckpointFileError(
-            f"{path}: {what}; Megatron-Bridge saves its tokenizer files in a directory here"
-        )
-    return path
 
 
 def _config_notes(
@@ -559,6 +549,7 @@ def export_hf(
         writer: ShardedSafetensorsWriter | None = None
         try:
             write_assets(assets, tmp)
+            vocab_notes = fit_config_file(source.paths, source.reader, tmp, asset_location)
             config = load_copied_config(tmp / "config.json", asset_location, _layer_cap(source))
             plan = plan_export(
                 source, config, layout_name=layout_name, dtype=dtype, drop_mtp=drop_mtp
@@ -570,7 +561,7 @@ def export_hf(
                     " --lora-alpha out"
                 )
             if plan.lora is not None:  # merged: alpha recorded or given, never guessed
-                set_lora_scale(plan.lora, source.location, local_paths, lora_alpha, source.reader)
+                set_lora_scale(plan.lora, source.location, local_paths, lora_alpha)
             _check_backed(plan)  # before the writer checks there is room for the plan's bytes
             writer = ShardedSafetensorsWriter(tmp, plan.specs(), max_shard_size)
             writer.open()
@@ -626,7 +617,7 @@ def export_hf(
                 writer.abort()
             raise
     notes = [local_paths.note] if local_paths is not None and local_paths.note else []
-    notes += _config_notes(source, local_paths, derived, hf_config)
+    notes += _config_notes(source, local_paths, derived, hf_config) + vocab_notes
     notes += assets.left_out_note(asset_location)
     notes += plan.dropped_padding_notes()
     notes += plan.cast_notes()

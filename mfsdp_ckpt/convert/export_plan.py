@@ -19,6 +19,7 @@ from mfsdp_ckpt.convert.export_source import ExportSource, expected_weights_of
 from mfsdp_ckpt.convert.megatron_lora import (
     MegatronLora,
     adapter_kind,
+    check_b_splits,
     describe_adapters,
     holds_adapters,
     split_adapters,
@@ -212,9 +213,9 @@ def plan_export(
     lora = None
     try:
         chosen_layout = detect_layout(paths) if layout_name == "auto" else layout_name
-        geometry = with_recorded_layout(Geometry.from_config(config), source.paths, reader)
+        geometry = recorded_geometry(source, config)
         if chosen_layout == MCORE:
-            lora, paths, stored = _megatron_lora(source, config, paths, stored)
+            lora, paths, stored = _megatron_lora(source, config, paths, stored, geometry)
         items = map_names(paths, stored, chosen_layout, config.model_type, geometry)
     except ShapeError as err:
         raise ExportError(f"{source.location} {err}") from None
@@ -255,17 +256,25 @@ def plan_export(
     )
 
 
+def recorded_geometry(source: ExportSource, config) -> Geometry:
+    """The numbers the fused tensors of `source` split by: `config`'s, and how the
+    checkpoint's record says they were saved (`recorded_layout`)."""
+    return with_recorded_layout(Geometry.from_config(config), source.paths, source.reader)
+
+
 def plan_adapter(
     source: ExportSource, config, drop_mtp: bool = False
-) -> tuple[MegatronLora | None, MtpLayers | None]:
+) -> tuple[MegatronLora | None, MtpLayers | None, Geometry]:
     """The LoRA adapter (Megatron's or PEFT's) a checkpoint holds, checked against the
     config's shapes (base weights, when saved beside it, are not read): None when it holds
-    none; and the multi-token prediction layers left out (`model_weights`). Adapters on MTP
-    layers alone leave nothing to write once those are left out: a usage error saying so."""
+    none; the multi-token prediction layers left out (`model_weights`); and the geometry its
+    B rows split by (`recorded_geometry`). Adapters on MTP layers alone leave nothing to
+    write once those are left out: a usage error saying so."""
     stored, mtp = model_weights(source, drop_mtp, adapter_only=True)
     paths = {path: source.reader.tensors[key].shape for path, key in stored.items()}
     try:
-        lora = _megatron_lora(source, config, paths, stored, base_needed=False)[0]
+        geometry = recorded_geometry(source, config)
+        lora = _megatron_lora(source, config, paths, stored, geometry, base_needed=False)[0]
     except ShapeError as err:
         raise ExportError(f"{source.location} {err}") from None
     except AdapterWeightsError as err:
@@ -275,7 +284,7 @@ def plan_adapter(
             f"{source.location}: its Megatron PEFT adapter tensors all lie in the {mtp.summary()}"
             f" that {DROP_MTP_FLAG} leaves out; there is no adapter of the main model to export"
         )
-    return lora, mtp
+    return lora, mtp, geometry
 
 
 def _megatron_lora(
@@ -283,11 +292,13 @@ def _megatron_lora(
     config,
     paths: dict[str, tuple[int, ...]],
     stored: dict[str, str],
+    geometry: Geometry,
     base_needed: bool = True,
 ) -> tuple[MegatronLora | None, dict[str, tuple[int, ...]], dict[str, str]]:
     """(adapter, base paths, base keys): Megatron LoRA tensors taken out of the model's
-    names and checked against the config; a checkpoint holding the adapter alone is refused
-    when `base_needed`, naming what supplies the base."""
+    names and checked against the config and, each B's rows, against how `geometry` splits
+    them (`check_b_splits`); a checkpoint holding the adapter alone is refused when
+    `base_needed`, naming what supplies the base."""
     base_paths, base_keys, adapters = split_adapters(paths, stored)
     if not adapters:
         return None, paths, stored
@@ -306,6 +317,7 @@ def _megatron_lora(
         if isinstance(err, AdapterWeightsError):
             raise
         raise ShapeError(str(err)) from None
+    check_b_splits(lora, {adapters[path]: paths[path] for path in adapters}, geometry)
     return lora, base_paths, base_keys
 
 
@@ -410,15 +422,19 @@ def _check_against_config(
 def _refuse_untied_head(source: ExportSource, stored: dict[str, str]) -> None:
     """Under tie_word_embeddings=true the export writes the embedding alone; a stored
     `lm_head.weight` that differs from it was trained untied, and dropping it would change
-    the model. Refused as the Megatron-core layout refuses its own output layer (exit 2:
-    the config is the one to change)."""
+    the model: refused as the Megatron-core layout refuses its own output layer (exit 2:
+    the config is the one to change). One that differs in a few elements, or whose files
+    no longer match the manifest, is damaged instead (exit 1: `tied_head.unequal_verdict`)."""
     head, embedding = stored.get(tied_head.HEAD), stored.get(tied_head.EMBEDDING)
     if head is None or embedding is None:
         return
-    if not tied_head.dcp_tensors_equal(source.reader, head, embedding):
-        remedy = "use a config with tie_word_embeddings false"
-        what = tied_head.untied_head(embedding, "the config", remedy)
-        raise ExportUsageError(f"{source.location}: [{head}]: {what}")
+    remedy = "use a config with tie_word_embeddings false"
+    verdict = tied_head.dcp_verdict(
+        source.reader, source.paths, (head, embedding), "the config", remedy
+    )
+    if verdict is not None:
+        error = ExportError if verdict.damaged else ExportUsageError
+        raise error(f"{source.location}: [{head}]: {verdict.what}")
 
 
 def convert(plan: ExportPlan, item: MappedTensor) -> list[tuple[str, torch.Tensor]]:

@@ -219,13 +219,7 @@ def asset_files(
     own HF dir, every file but weights, as its trainer saved them for this model; else a
     model dir (a download), of which only the model files (`is_model_file`)."""
     if not is_url(location):
-        base = Path(location)
-        left_out: list[str] = []
-        if base.is_file():  # a config.json given alone, whatever its name
-            candidates, directory = [("config.json", base)], base.parent
-        else:
-            picked, left_out = _model_files(layout.list_files(base, True, skip), whole)
-            candidates, directory = [(name, base / name) for name in picked], base
+        candidates, directory, left_out = _local_candidates(Path(location), skip, whole)
         root = _check_assets(candidates, directory, root)
         loaders = {
             name: partial(safe_files.read_bytes, path, _asset_limit(name), root=root)
@@ -247,6 +241,43 @@ def asset_files(
         name: partial(_remote_asset, store, join_location(location, name), name) for name in picked
     }
     return AssetFiles(loaders, left_out)
+
+
+def _local_candidates(
+    base: Path, skip: Collection[str], whole: bool
+) -> tuple[list[tuple[str, Path]], Path, list[str]]:
+    """(name, path) of each file `asset_files` copies from the local `base` (a dir, or a
+    config.json given alone), the dir they are in, and the files it leaves out."""
+    if base.is_file():  # a config.json given alone, whatever its name
+        return [("config.json", base)], base.parent, []
+    picked, left_out = _model_files(layout.list_files(base, True, skip), whole)
+    return [(name, base / name) for name in picked], base, left_out
+
+
+def check_copied_assets(
+    location: Path,
+    root: str | os.PathLike | None,
+    skip: Collection[str] = (),
+    whole: bool = False,
+    parse_json: bool = True,
+) -> None:
+    """Refuse, in one line naming the file, what `asset_files` would refuse to copy from
+    the local `location` (same arguments): validate checks a checkpoint's assets with it,
+    `parse_json` false for its cheap checks (each file stat-ed and opened, none read)."""
+    candidates, directory, _left_out = _local_candidates(location, skip, whole)
+    _check_assets(candidates, directory, root, parse_json)
+
+
+def bridge_tokenizer_dir(path: Path) -> Path:
+    """`path` (Megatron-Bridge's iteration `tokenizer/`) when it is a directory itself: a
+    symlink there (whose files the walk would list from wherever it points) or a file is
+    refused in one line."""
+    if path.is_symlink() or not path.is_dir():
+        what = "a symlink" if path.is_symlink() else "not a directory"
+        raise CheckpointFileError(
+            f"{path}: {what}; Megatron-Bridge saves its tokenizer files in a directory here"
+        )
+    return path
 
 
 def _model_files(names: Sequence[str], whole: bool) -> tuple[list[str], list[str]]:
@@ -272,18 +303,6 @@ def check_local_assets(directory: Path, root: str | os.PathLike | None = None) -
     _check_assets(_local_assets(directory, root is not None), directory, root)
 
 
-def check_json_assets(directory: Path, root: str | os.PathLike, skip: Collection[str] = ()) -> None:
-    """What `validate --deep` checks of a checkpoint's own HF dir `directory` (inside the
-    checkpoint `root`; `skip`: its entries that are no assets): the JSON files export
-    parses before it copies them, as export checks them (`_check_assets`), so that a
-    tokenizer_config.json export refuses does not validate. Its other files are not read:
-    export refuses what is wrong with them (a link loop, a FIFO) in its own line."""
-    picked = [
-        (name, path) for name, path in _local_assets(directory, True, skip) if _is_json_asset(name)
-    ]
-    _check_assets(picked, directory, root)
-
-
 def _local_assets(
     directory: Path, whole: bool, skip: Collection[str] = ()
 ) -> list[tuple[str, Path]]:
@@ -299,12 +318,17 @@ def _local_assets(
 
 
 def _check_assets(
-    candidates: list[tuple[str, Path]], directory: Path, root: str | os.PathLike | None
+    candidates: list[tuple[str, Path]],
+    directory: Path,
+    root: str | os.PathLike | None,
+    parse_json: bool = True,
 ) -> str | os.PathLike:
     """Each candidate a regular file inside `root` (the checkpoint; None: the model dir
-    `directory`) of at most `_asset_limit` bytes, at most MAX_ASSET_FILES of them and
-    MAX_ASSETS_BYTES in all, each JSON one as `check_json_asset` reads it; the root the
-    files were checked against."""
+    `directory`) of at most `_asset_limit` bytes that this user may open (a tokenizer.json
+    of mode 000 is named before anything is written, not after the weights are), at most
+    MAX_ASSET_FILES of them and MAX_ASSETS_BYTES in all, each JSON one as
+    `check_json_asset` reads it (with `parse_json`); the root the files were checked
+    against."""
     within = "the checkpoint"
     if root is None:
         root, within = safe_files.model_dir_root(directory), f"the model dir {directory}"
@@ -317,7 +341,8 @@ def _check_assets(
         safe_files.check_size(path, sizes[-1], _asset_limit(path.name))
     _check_total(directory, sum(sizes[: len(candidates)]))
     for name, path in candidates:
-        if _is_json_asset(name):
+        os.close(safe_files.open_regular(path, root, within))
+        if parse_json and _is_json_asset(name):
             check_json_asset(name, path, safe_files.read_bytes(path, _asset_limit(name), root=root))
     return root
 

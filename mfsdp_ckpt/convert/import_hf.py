@@ -377,10 +377,16 @@ def _refuse_untied_head(source: SafetensorsSource, config_file: Path) -> None:
     head, embedding = tied_head.HEAD, tied_head.EMBEDDING
     if head not in source.tensors or embedding not in source.tensors:
         return
-    if not tied_head.safetensors_equal(source, head, embedding):
+    difference = tied_head.safetensors_difference(source, head, embedding)
+    if not difference.equal:
         remedy = "transformers loads this model untied: set tie_word_embeddings to false there"
-        what = tied_head.untied_head(embedding, str(config_file), remedy)
-        raise ImportFailedError(f"{source.root / source.tensors[head].file} [{head}]: {what}")
+        check = "compare the file with its source (the Hub lists each file's sha256)"
+        verdict = tied_head.unequal_verdict(
+            difference, embedding, [], str(config_file), remedy, check
+        )
+        raise ImportFailedError(
+            f"{source.root / source.tensors[head].file} [{head}]: {verdict.what}"
+        )
 
 
 def _convert(plan: ImportPlan, item: ImportItem):

@@ -16,8 +16,10 @@ Canonical LoRA's separate q/k/v (gate/up) adapters are each one HF module's alre
 Variants whose math differs (DoRA's magnitude vector, several adapters on one module) and
 adapters on modules without a dense HF counterpart are refused in one line naming the
 variant: exporting them as plain LoRA would write a different model. Linear_fc1's B is
-[gate; up] per tensor-parallel rank; the fsdp_dtensor save does not split it into _w / _v
-as it does the base weight (megatron_lora_alpha refuses it for a tensor-parallel run).
+[gate; up] per tensor-parallel rank, which the fsdp_dtensor save keeps in rank order without
+splitting it into _w / _v as it does the base weight: its rows are split rank by rank as a
+fused base weight's are, where the checkpoint's record proves that order
+(`name_maps.GateUpOrder`), and refused where it does not (`check_b_splits`).
 
 The same description holds a PEFT adapter saved as a DCP: Hugging Face's Trainer (and
 TRL's) with FSDP's SHARDED_STATE_DICT saves a PEFT model's adapter alone
@@ -40,6 +42,7 @@ from mfsdp_ckpt.convert.name_maps import (
     QKV,
     AdapterWeightsError,
     Geometry,
+    ShapeError,
     Transform,
 )
 
@@ -140,6 +143,24 @@ class MegatronLora:
 
     def hf_modules(self) -> list[str]:
         return sorted(weight.removesuffix(".weight") for weight in self.targets)
+
+
+def check_b_splits(
+    lora: MegatronLora, shapes: dict[str, tuple[int, ...]], geometry: Geometry
+) -> None:
+    """Each stored B (`shapes`: by stored key) splits into its HF modules' rows as its base
+    weight would under `geometry`: ShapeError naming the first that does not, a fused
+    linear_fc1's B whose order over tensor-parallel ranks the record does not prove
+    included (its rows would be split by a guess)."""
+    for target in lora.targets.values():
+        if target.transform is GATE_UP and geometry.gate_up.unknown is not None:
+            raise ShapeError(
+                f"[{target.b_key}]: the LoRA B of {geometry.gate_up.unknown}; not exported"
+            )
+        try:
+            target.transform.shapes(shapes[target.b_key], geometry)
+        except ShapeError as err:
+            raise ShapeError(f"[{target.b_key}]: {err}") from None
 
 
 def _is_adapter(path: str) -> bool:

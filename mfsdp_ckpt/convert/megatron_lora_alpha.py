@@ -1,5 +1,6 @@
 """What a Megatron LoRA checkpoint records about its adapter beyond the tensors: alpha (the
-scale is alpha / dim) and the tensor parallelism a linear_fc1 adapter was saved with.
+scale is alpha / dim). (How a linear_fc1 adapter's B rows lie over tensor-parallel ranks is
+the record's too: `recorded_layout`, read where the base weights are split.)
 
 The adapter's dim is its tensors' shape; alpha is in no tensor. Megatron-Bridge writes its
 PEFT config into each iteration's run_config.yaml (`peft:` with `_target_`
@@ -15,23 +16,18 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mfsdp_ckpt.convert.export_errors import ExportUsageError, ForeignWeightsError
 from mfsdp_ckpt.convert.export_plan import saved_peft_adapter
 from mfsdp_ckpt.convert.megatron_config import run_config_data
 from mfsdp_ckpt.convert.megatron_lora import SUPPORTED_VARIANT, MegatronLora
-from mfsdp_ckpt.convert.recorded_layout import recorded_tensor_parallel
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.lora import MAX_ADAPTER_CONFIG_BYTES, not_plain_lora, plain_lora_init
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.unique_json import loads_object
 
-if TYPE_CHECKING:
-    from mfsdp_ckpt.storage.reader import CheckpointReader
-
-_FC1_ADAPTER = ".mlp.linear_fc1.adapter.linear_in.weight"
 # Bridge PEFT classes (the last part of `_target_`) whose scale is alpha / dim on W + B @ A:
 # VLMLoRA only chooses which towers to adapt, CanonicalLoRA adapts q, k, v apart.
 _PLAIN_LORA = ("LoRA", "VLMLoRA", "CanonicalLoRA")
@@ -120,35 +116,15 @@ def _from_saved_adapter(
     return f"LoRA alpha {alpha:g} from {file}" if alpha is not None else None
 
 
-def _refuse_interleaved_fc1(
-    lora: MegatronLora, paths: layout.CheckpointPaths | None, reader: CheckpointReader
-) -> None:
-    """linear_fc1's adapter B is one tensor-parallel column-parallel weight: saved with
-    tensor parallelism its rows are [gate; up] per rank, interleaved, which the fsdp_dtensor
-    save splits for the base weight (weight_w / weight_v) but not for the adapter."""
-    if paths is None or not any(t.a_key.endswith(_FC1_ADAPTER) for t in lora.targets.values()):
-        return
-    recorded = recorded_tensor_parallel(paths, reader)
-    if recorded is not None and recorded[0] not in (1, None):
-        raise ForeignWeightsError(
-            f"{recorded[1]}: tensor_model_parallel_size {recorded[0]!r}; a linear_fc1 LoRA"
-            " adapter saved with tensor parallelism interleaves gate and up rows per rank,"
-            " which export-hf does not undo (it reads tensor_model_parallel_size 1)"
-        )
-
-
 def set_lora_scale(
     lora: MegatronLora,
     location: str,
     paths: layout.CheckpointPaths | None,
     lora_alpha: float | None,
-    reader: CheckpointReader,
 ) -> None:
     """Fill in `lora.alpha` and `lora.scale` (alpha / rank) with a note saying where alpha
     came from: `--lora-alpha` when given, else the checkpoint's own record. ExportUsageError
-    (exit 2) asking for --lora-alpha when nothing records it; ForeignWeightsError for a
-    linear_fc1 adapter saved with tensor parallelism."""
-    _refuse_interleaved_fc1(lora, paths, reader)
+    (exit 2) asking for --lora-alpha when nothing records it."""
     if lora_alpha is not None and _positive(lora_alpha) is None:
         raise ExportUsageError(f"--lora-alpha {lora_alpha!r}: must be a positive number")
     note: str | None = None

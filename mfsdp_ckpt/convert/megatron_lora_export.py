@@ -108,10 +108,10 @@ def export_megatron_adapter(
         config = load_copied_config(config_dir / "config.json", prepared.asset_location)
         (config_dir / "config.json").unlink()
         config_dir.rmdir()
-        lora, mtp = plan_adapter(source, config, drop_mtp)
+        lora, mtp, geometry = plan_adapter(source, config, drop_mtp)
         assert lora is not None  # holds_adapters said so, and plan_adapter refuses MTP-only
-        set_lora_scale(lora, source.location, prepared.local_paths, lora_alpha, source.reader)
-        result = _write_adapter(lora, source.reader, config, tmp, dtype, verify, progress)
+        set_lora_scale(lora, source.location, prepared.local_paths, lora_alpha)
+        result = _write_adapter(lora, source.reader, config, geometry, tmp, dtype, verify, progress)
         if result.mismatches:
             raise ExportVerifyError(result.mismatches)
         claim.publish_synced()
@@ -146,14 +146,14 @@ def _write_adapter(
     lora: MegatronLora,
     reader,
     config,
+    geometry: Geometry,
     tmp: Path,
     dtype: str,
     verify: bool,
     progress: Progress | None,
 ) -> ExportResult:
-    """adapter_model.safetensors under PEFT's names (`auto` keeps the stored dtype) and
-    adapter_config.json."""
-    geometry = Geometry.from_config(config)
+    """adapter_model.safetensors under PEFT's names (`auto` keeps the stored dtype; B's rows
+    split by `geometry`, as the base weights would be) and adapter_config.json."""
     stored = reader.tensors
     sources: dict[str, tuple[str, str]] = {}  # PEFT name -> (HF weight, A or B)
     for weight in sorted(lora.targets):
@@ -262,11 +262,10 @@ def merge_onto_base(
         tmp = claim.tmp
         write_assets(prepared.assets, tmp)
         config = load_copied_config(tmp / "config.json", prepared.asset_location)
-        lora, mtp = plan_adapter(source, config, drop_mtp)
+        lora, mtp, geometry = plan_adapter(source, config, drop_mtp)
         assert lora is not None  # adapter_only_checkpoint said so, plan_adapter refuses MTP-only
-        set_lora_scale(lora, source.location, prepared.local_paths, lora_alpha, source.reader)
+        set_lora_scale(lora, source.location, prepared.local_paths, lora_alpha)
         base = SafetensorsSource(root)
-        geometry = Geometry.from_config(config)
         _check_base_fits(lora, source.reader, geometry, root, base.tensors)
         deltas: dict[str, Callable[[], torch.Tensor]] = {
             weight: functools.partial(lora.delta, source.reader, weight, geometry)

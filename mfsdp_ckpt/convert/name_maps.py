@@ -67,8 +67,9 @@ class GateUpOrder:
     apply_swiglu_sharded_factory) writes [gate; up], one that keeps the ranks' pieces
     in rank order (a Megatron-FSDP DTensor, fsdp_dtensor without its SwiGLU split) writes
     [gate_0; up_0; gate_1; up_1; ...]. `ranks` is how many such pieces there are (1: [gate;
-    up]); `unknown` says why the checkpoint's record proves neither (`recorded_layout`),
-    and the tensor is then refused rather than split by a guess."""
+    up]); `unknown` says why the checkpoint's record proves neither (`recorded_layout`:
+    "a fused linear_fc1 ... is not known"), and the tensor is then refused rather than
+    split by a guess. A LoRA adapter's B on fc1 holds its rows the same way."""
 
     ranks: int = 1
     unknown: str | None = None
@@ -198,7 +199,10 @@ def _qkv_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
 
 def _gate_up_shapes(shape: tuple[int, ...], order: GateUpOrder) -> list[tuple[int, ...]]:
     if order.unknown is not None:
-        raise ShapeError(order.unknown)
+        raise ShapeError(
+            f"{order.unknown}; not exported (a save that splits fc1 into weight_w / weight_v"
+            " exports)"
+        )
     if not shape or shape[0] % (2 * order.ranks):
         pieces = f" in each of {order.ranks} tensor-parallel pieces" if order.ranks > 1 else ""
         raise ShapeError(f"fused gate/up has shape {shape}; dim 0 must split in two{pieces}")

@@ -4,8 +4,9 @@ Two layouts depend on settings no tensor shows, only the run's record:
 
 * Megatron's vocabulary padding (`vocab_padding.RecordedPadding`): the embedding and output
   layer hold vocab_size rounded up to a multiple of make_vocab_size_divisible_by times the
-  tensor-parallel size (Megatron-LM's args; Megatron-Bridge's run_config.yaml pads so only
-  with should_pad_vocab, else holds vocab_size rows exactly).
+  tensor-parallel size (Megatron-LM's args, with the rows it built as padded_vocab_size;
+  Megatron-Bridge's run_config.yaml pads so only with should_pad_vocab, else holds
+  vocab_size rows exactly).
 * the gate and up rows of a fused SwiGLU linear_fc1 (`name_maps.GateUpOrder`): each
   tensor-parallel rank holds [gate_r; up_r]. Megatron-FSDP keeps a parameter as one DTensor
   over the ranks' pieces in rank order, so an fsdp_dtensor save that left fc1 fused holds
@@ -53,8 +54,10 @@ VERL_TRANSFORMER_CONFIG = "transformer_config.json"  # Megatron's TransformerCon
 MAX_TRANSFORMER_CONFIG_BYTES = 1 << 20  # a few KB in practice
 TP_KEY = "tensor_model_parallel_size"
 EXPERT_TP_KEY = "expert_tensor_parallel_size"
+PADDED_KEY = "padded_vocab_size"  # Megatron-LM's: the rows it built (its tokenizer's, padded)
 SPLITS_PER_RANK = "fsdp_dtensor"  # the format whose fused fc1 is per-rank pieces in order
 MAX_RANKS = 1 << 16
+MAX_PADDED_ROWS = 1 << 40  # any vocabulary; a stored row count is compared with it
 
 
 @dataclass(frozen=True)
@@ -111,16 +114,6 @@ def _verl_transformer_config(paths: layout.CheckpointPaths) -> Record | None:
     return None
 
 
-def recorded_tensor_parallel(
-    paths: layout.CheckpointPaths | None, reader: CheckpointReader
-) -> tuple[Any, str] | None:
-    """(tensor_model_parallel_size as recorded, where); None when nothing records it."""
-    record = read_record(paths, reader)
-    if record is None or TP_KEY not in record.fields:
-        return None
-    return record.fields[TP_KEY], record.where
-
-
 def with_recorded_layout(
     geometry: Geometry, paths: layout.CheckpointPaths | None, reader: CheckpointReader
 ) -> Geometry:
@@ -132,7 +125,7 @@ def with_recorded_layout(
         unknown = GateUpOrder(
             unknown=f"a fused linear_fc1 (gate and up in one tensor), whose order over"
             f" tensor-parallel ranks the checkpoint's record tells, which could not be read"
-            f" ({err}); not exported"
+            f" ({err})"
         )
         return replace(geometry, gate_up=unknown, expert_gate_up=unknown)
     if record is None:
@@ -146,9 +139,22 @@ def with_recorded_layout(
     )
 
 
-def _count(value: Any) -> int | None:
+def recorded_padding(
+    paths: layout.CheckpointPaths | None, reader: CheckpointReader
+) -> RecordedPadding | None:
+    """The vocabulary padding the checkpoint's record states (`_padding`); None when it
+    states none or cannot be read (reported where the record is read for the config)."""
+    try:
+        record = read_record(paths, reader)
+    except (CheckpointFormatError, CheckpointFileError):
+        return None
+    return None if record is None else _padding(record)
+
+
+def _count(value: Any, most: int = MAX_RANKS) -> int | None:
+    """`value` when it is a plain integer from 1 to `most`, else None."""
     plain = isinstance(value, int) and not isinstance(value, bool)
-    return value if plain and 0 < value <= MAX_RANKS else None
+    return value if plain and 0 < value <= most else None
 
 
 def _padding(record: Record) -> RecordedPadding | None:
@@ -166,9 +172,12 @@ def _padding(record: Record) -> RecordedPadding | None:
     divisor, ranks = _count(fields.get("make_vocab_size_divisible_by")), _count(fields.get(TP_KEY))
     if pads is not True or divisor is None or ranks is None:
         return None
+    multiple = divisor * ranks
+    padded = None if record.bridge else _count(fields.get(PADDED_KEY), MAX_PADDED_ROWS)
     return RecordedPadding(
-        divisor * ranks,
+        multiple,
         f"make_vocab_size_divisible_by={divisor} x {TP_KEY}={ranks} in {record.where}",
+        padded if padded is not None and padded % multiple == 0 else None,
     )
 
 
@@ -194,7 +203,6 @@ def _gate_up_order(record: Record, key: str) -> GateUpOrder:
         unknown=(
             f"a fused linear_fc1 (gate and up in one tensor) {saved}: each rank holds its own"
             f" [gate; up], and the record names {named}, so whether they lie one after"
-            " another or gathered as [gate; up] is not known; not exported (a save that splits"
-            " fc1 into weight_w / weight_v exports)"
+            " another or gathered as [gate; up] is not known"
         )
     )

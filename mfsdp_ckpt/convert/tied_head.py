@@ -7,11 +7,19 @@ only right when the two hold the same values: a head trained apart (a run that u
 them, a config copied from a tied base) would be replaced by the embedding, a different
 model; transformers itself refuses to tie such a pair and loads it untied. So the two are
 compared byte for byte, a bounded piece at a time, and a head that differs is refused.
+
+Why they differ decides what the user must do. Training a head apart moves nearly every
+element of it (each row gets a gradient through the softmax), while damage (a flipped
+bit, a torn sector) changes a few. So the differing elements are counted (up to a few:
+past that the count stops, and the verdict with it), and a pair that differs in a few, or
+whose files no longer match their manifest's digests (`tensor_digests`), is called
+damaged (exit 1, pointing to `validate --deep`) instead of blaming the config (exit 2).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -21,11 +29,56 @@ from mfsdp_ckpt.storage.reader import CheckpointReader, Chunk, TensorEntry
 if TYPE_CHECKING:
     import torch
 
+    from mfsdp_ckpt.format import layout
     from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource, StoredTensor
 
 HEAD = "lm_head.weight"
 EMBEDDING = "model.embed_tokens.weight"
 PIECE_BYTES = 16 << 20  # compared at a time: memory stays flat whatever the vocabulary
+# "A few" differing elements: at most one in FEW_SHARE, and never fewer than MIN_FEW (a
+# flipped byte is one element, a torn 4 KiB sector a thousand float32 ones of a large head),
+# but always under half of them (a head of a dozen elements that differs is no "few").
+FEW_SHARE, MIN_FEW = 1000, 16
+DEEP_CHECK = "check its bytes with mfsdp ckpt validate --deep"
+
+
+def few_elements(numel: int) -> int:
+    """The most differing elements of `numel` that read as damage, not training."""
+    return min(max(MIN_FEW, numel // FEW_SHARE), (numel - 1) // 2)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """How two copies differ: `differing` elements of `numel`, counted until the count
+    passed `few_elements` (then a lower bound: the comparison stopped there)."""
+
+    differing: int
+    numel: int
+
+    @property
+    def equal(self) -> bool:
+        return self.differing == 0
+
+    @property
+    def few(self) -> bool:
+        return 0 < self.differing <= few_elements(self.numel)
+
+
+class _Counter:
+    """Differing elements counted piece by piece; `done` once past a few."""
+
+    def __init__(self, numel: int):
+        self.numel, self.differing = numel, 0
+
+    def add(self, count: int) -> None:
+        self.differing += count
+
+    @property
+    def done(self) -> bool:
+        return self.differing > few_elements(self.numel)
+
+    def result(self) -> Difference:
+        return Difference(self.differing, self.numel)
 
 
 def untied_head(embedding: str, config: str, remedy: str) -> str:
@@ -37,24 +90,96 @@ def untied_head(embedding: str, config: str, remedy: str) -> str:
     )
 
 
-def dcp_tensors_equal(reader: CheckpointReader, first: str, second: str) -> bool:
-    """Whether two tensors of a DCP hold the same bytes: an alias (the same storage) without
-    reading; chunk by chunk, a piece at a time, when both are sharded alike (as FSDP shards
-    same-shaped weights); else read whole."""
+@dataclass(frozen=True)
+class Unequal:
+    """The verdict on a head unequal to the embedding it should copy: `damaged` (exit 1:
+    the bytes, not the config, are wrong) or trained untied (exit 2: use another config),
+    and `what` in words."""
+
+    damaged: bool
+    what: str
+
+
+def unequal_verdict(
+    difference: Difference,
+    embedding: str,
+    changed: list[str],
+    config: str,
+    remedy: str,
+    check: str = DEEP_CHECK,
+) -> Unequal:
+    """Why a head differs from `embedding` (module docstring): `changed` names the files
+    holding either that no longer match the manifest's digests; `check` says how to check
+    the bytes of what was read (a DCP: `validate --deep`)."""
+    differ = f"differs from [{embedding}] in {_count(difference)} of {difference.numel} elements"
+    if changed:
+        more = f" (+{len(changed) - 1} more)" if len(changed) > 1 else ""
+        return Unequal(
+            True,
+            f"{differ}, and {changed[0]}{more}, which holds them, differs from the manifest"
+            f" (bytes changed after save): damaged, not trained untied; {check}",
+        )
+    if difference.few:
+        return Unequal(
+            True,
+            f"{differ}: damaged rather than trained untied (training a head apart changes"
+            f" nearly every element); {check} (if it was trained untied after all: {remedy})",
+        )
+    return Unequal(False, untied_head(embedding, config, remedy))
+
+
+def dcp_verdict(
+    reader: CheckpointReader,
+    paths: layout.CheckpointPaths | None,
+    keys: tuple[str, str],
+    config: str,
+    remedy: str,
+) -> Unequal | None:
+    """None when the stored head and embedding (`keys`) are equal; else why not
+    (`unequal_verdict`), the files holding them checked against the manifest of `paths`
+    (a local checkpoint's; None: no manifest to check) first."""
+    from mfsdp_ckpt.check.tensor_digests import changed_files
+
+    head, embedding = keys
+    difference = dcp_difference(reader, head, embedding)
+    if difference.equal:
+        return None
+    changed = changed_files(paths, reader, keys)
+    return unequal_verdict(difference, embedding, changed, config, remedy)
+
+
+def _count(difference: Difference) -> str:
+    """`only 3`, or `more than 16` where the count stopped (`Difference`)."""
+    if difference.few:
+        return f"only {difference.differing}"
+    return f"more than {few_elements(difference.numel)}"
+
+
+def dcp_difference(reader: CheckpointReader, first: str, second: str) -> Difference:
+    """How two tensors of a DCP differ (equal: the same bytes): an alias (the same storage)
+    without reading; chunk by chunk, a piece at a time, when both are sharded alike (as
+    FSDP shards same-shaped weights); else read whole. Tensors of other shapes, or of an
+    integer dtype against another, differ in every element."""
     a, b = reader.tensors[first], reader.tensors[second]
     for entry in (a, b):  # metadata claiming more than its files hold is named as such
         reader.check_readable(entry)
-    if a.shape != b.shape:
-        return False
-    if a.dtype != b.dtype and not (a.dtype.is_floating_point and b.dtype.is_floating_point):
-        return False
+    if a.shape != b.shape or (
+        a.dtype != b.dtype and not (a.dtype.is_floating_point and b.dtype.is_floating_point)
+    ):
+        return Difference(max(a.numel, 1), max(a.numel, 1))
+    counter = _Counter(a.numel)
     if stored_once(a, b):
-        return True
+        return counter.result()
     left, right = _by_offsets(a), _by_offsets(b)
     if [(c.offsets, c.sizes) for c in left] == [(c.offsets, c.sizes) for c in right]:
-        return all(_chunks_equal(reader, a, x, b, y) for x, y in zip(left, right))
+        for x, y in zip(left, right):
+            _count_chunks(reader, a, x, b, y, counter)
+            if counter.done:
+                break
+        return counter.result()
     whole = reader.read_tensor(first), reader.read_tensor(second)
-    return _same_bits(*whole) if a.dtype == b.dtype else _other_dtype_same_values(*whole)
+    _count_tensors(*whole, counter)
+    return counter.result()
 
 
 def stored_once(first: TensorEntry, second: TensorEntry) -> bool:
@@ -76,104 +201,119 @@ def _by_offsets(entry: TensorEntry) -> list[Chunk]:
     return sorted((c for c in entry.chunks if c.numel), key=lambda c: c.offsets)
 
 
-def _chunks_equal(
-    reader: CheckpointReader, a: TensorEntry, x: Chunk, b: TensorEntry, y: Chunk
-) -> bool:
+def _count_chunks(
+    reader: CheckpointReader, a: TensorEntry, x: Chunk, b: TensorEntry, y: Chunk, counter: _Counter
+) -> None:
     """One chunk of each: their raw payloads compared piece by piece where DCP wrote plain
     bytes (the usual case), else the decoded chunks."""
     at, bt = reader.raw_payload_offset(a, x), reader.raw_payload_offset(b, y)
     if at is None or bt is None or x.file is None or y.file is None:
-        both = reader.read_chunk(a, x), reader.read_chunk(b, y)
-        return _same_bits(*both) if a.dtype == b.dtype else _other_dtype_same_values(*both)
-    if a.dtype == b.dtype:
-        total = x.numel * a.dtype.itemsize
-        for start in range(0, total, PIECE_BYTES):
-            size = min(PIECE_BYTES, total - start)
-            first = reader.store.read_range(x.file, at + start, size)
-            if first != reader.store.read_range(y.file, bt + start, size):
-                return False
-        return True
+        _count_tensors(reader.read_chunk(a, x), reader.read_chunk(b, y), counter)
+        return
     files, offsets = (x.file, y.file), (at, bt)
-    return _pieces_same_values(
-        x.numel,
-        (a.dtype, b.dtype),
-        lambda which, start, size: reader.store.read_range(
-            files[which], offsets[which] + start, size
-        ),
-    )
+
+    def read(which: int, start: int, size: int) -> bytes:
+        return reader.store.read_range(files[which], offsets[which] + start, size)
+
+    if a.dtype == b.dtype:
+        _count_same_dtype(x.numel, a.dtype.itemsize, read, counter)
+    else:
+        _count_pieces(x.numel, (a.dtype, b.dtype), read, counter)
 
 
-def _same_bits(first: torch.Tensor, second: torch.Tensor) -> bool:
-    """Equal bytes, so NaN equals the same NaN and -0.0 differs from 0.0."""
+def _count_same_dtype(
+    numel: int, itemsize: int, read: Callable[[int, int, int], bytes | bytearray], counter: _Counter
+) -> None:
+    """Two stored runs of `numel` elements of one dtype, compared as bytes a piece at a
+    time; the elements of a piece that differs are counted."""
+    total = numel * itemsize
+    step = max(itemsize, PIECE_BYTES - PIECE_BYTES % itemsize)
+    for start in range(0, total, step):
+        size = min(step, total - start)
+        first, second = read(0, start, size), read(1, start, size)
+        if first != second:
+            counter.add(_differing_items(first, second, itemsize))
+            if counter.done:
+                return
+
+
+def _differing_items(first: bytes | bytearray, second: bytes | bytearray, itemsize: int) -> int:
+    """How many `itemsize`-byte elements of two equal-length byte runs differ."""
     import torch
 
-    def bits(tensor: torch.Tensor) -> torch.Tensor:
-        return tensor.contiguous().reshape(-1).view(torch.uint8)
-
-    return torch.equal(bits(first), bits(second))
+    left, right = (torch.frombuffer(bytearray(b), dtype=torch.uint8) for b in (first, second))
+    return int((left != right).reshape(-1, itemsize).any(dim=1).sum())
 
 
-def _other_dtype_same_values(first: torch.Tensor, second: torch.Tensor) -> bool:
-    """Whether two float tensors of different dtypes hold the same values: compared in
-    float64 (exact for every float dtype), a bounded piece of elements at a time; NaN equals
-    NaN there (a copy of a NaN is a NaN: `--allow-nonfinite` decides about those)."""
+def _count_tensors(first: torch.Tensor, second: torch.Tensor, counter: _Counter) -> None:
+    """Two decoded tensors: bits compared in their own dtype (so NaN equals the same NaN
+    and -0.0 differs from 0.0), values in float64 across dtypes."""
+    import torch
+
+    if first.dtype == second.dtype:
+        left, right = (t.contiguous().reshape(-1).view(torch.uint8) for t in (first, second))
+        counter.add(int((left != right).reshape(-1, first.element_size()).any(dim=1).sum()))
+        return
+    _count_values(first, second, counter)
+
+
+def _count_values(first: torch.Tensor, second: torch.Tensor, counter: _Counter) -> None:
+    """Differing values of two float tensors of different dtypes: compared in float64
+    (exact for every float dtype), a bounded piece of elements at a time; NaN equals NaN
+    there (a copy of a NaN is a NaN: `--allow-nonfinite` decides about those)."""
     import torch
 
     left, right = first.reshape(-1), second.reshape(-1)
     step = PIECE_BYTES // 8
     for i in range(0, left.numel(), step):
         x, y = (t[i : i + step].to(torch.float64) for t in (left, right))
-        if not torch.equal(x.isnan(), y.isnan()) or not torch.equal(
-            x.nan_to_num(0.0), y.nan_to_num(0.0)
-        ):
-            return False
-    return True
+        unequal = (x.isnan() != y.isnan()) | (x.nan_to_num(0.0) != y.nan_to_num(0.0))
+        counter.add(int(unequal.sum()))
+        if counter.done:
+            return
 
 
-def _pieces_same_values(
-    numel: int, dtypes: tuple[DType, DType], read: Callable[[int, int, int], bytes | bytearray]
-) -> bool:
-    """`_other_dtype_same_values` over two stored runs of `numel` elements of `dtypes`,
-    `read(which, byte start, size)` giving a piece of the first (0) or second (1): memory
-    stays a piece whatever the tensor."""
+def _count_pieces(
+    numel: int,
+    dtypes: tuple[DType, DType],
+    read: Callable[[int, int, int], bytes | bytearray],
+    counter: _Counter,
+) -> None:
+    """`_count_values` over two stored runs of `numel` elements of `dtypes`, `read(which,
+    byte start, size)` giving a piece of the first (0) or second (1): memory stays a piece
+    whatever the tensor."""
     import torch
 
     count = max(1, PIECE_BYTES // max(d.itemsize for d in dtypes))
     for start in range(0, numel, count):
         n = min(count, numel - start)
-        pieces = [
+        first, second = (
             torch.frombuffer(
                 bytearray(read(which, start * dtype.itemsize, n * dtype.itemsize)),
                 dtype=dtype.torch,
             )
             for which, dtype in enumerate(dtypes)
-        ]
-        if not _other_dtype_same_values(*pieces):
-            return False
-    return True
-
-
-def safetensors_equal(source: SafetensorsSource, first: str, second: str) -> bool:
-    """Whether two tensors of a Hugging Face model dir hold the same bytes (or, in other
-    float dtypes, the same values), read a piece at a time."""
-    a, b = source.tensors[first], source.tensors[second]
-    if a.shape != b.shape:
-        return False
-    if a.dtype != b.dtype:
-        if not (a.dtype.is_floating_point and b.dtype.is_floating_point):
-            return False
-        return _pieces_same_values(
-            a.numel, (a.dtype, b.dtype), partial(_read_stored, source, (a, b))
         )
-    size = min(PIECE_BYTES, a.nbytes)
-    left, right = memoryview(bytearray(size)), memoryview(bytearray(size))
-    for start in range(0, a.nbytes, PIECE_BYTES):
-        count = min(PIECE_BYTES, a.nbytes - start)
-        source.read_into(a, left[:count], start)
-        source.read_into(b, right[:count], start)
-        if left[:count] != right[:count]:
-            return False
-    return True
+        _count_values(first, second, counter)
+        if counter.done:
+            return
+
+
+def safetensors_difference(source: SafetensorsSource, first: str, second: str) -> Difference:
+    """How two tensors of a Hugging Face model dir differ (equal: the same bytes, or in
+    other float dtypes the same values), read a piece at a time."""
+    a, b = source.tensors[first], source.tensors[second]
+    if a.shape != b.shape or (
+        a.dtype != b.dtype and not (a.dtype.is_floating_point and b.dtype.is_floating_point)
+    ):
+        return Difference(max(a.numel, 1), max(a.numel, 1))
+    counter = _Counter(a.numel)
+    read = partial(_read_stored, source, (a, b))
+    if a.dtype != b.dtype:
+        _count_pieces(a.numel, (a.dtype, b.dtype), read, counter)
+    else:
+        _count_same_dtype(a.numel, a.dtype.itemsize, read, counter)
+    return counter.result()
 
 
 def _read_stored(
@@ -190,11 +330,17 @@ def _read_stored(
 
 
 __all__ = [
+    "DEEP_CHECK",
     "EMBEDDING",
     "HEAD",
     "PIECE_BYTES",
-    "dcp_tensors_equal",
-    "safetensors_equal",
+    "Difference",
+    "Unequal",
+    "dcp_difference",
+    "dcp_verdict",
+    "few_elements",
+    "safetensors_difference",
     "stored_once",
+    "unequal_verdict",
     "untied_head",
 ]

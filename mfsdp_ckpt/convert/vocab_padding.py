@@ -23,6 +23,14 @@ Megatron's `vocab_size_with_padding` of the config's vocab_size, ceil(V / (d * t
 (`RecordedPadding`), and nothing else is accepted: 256 rows under a config of 100 tokens
 look like padding to the guess (d = 256), but a run that padded by 128 made 256 rows for a
 tokenizer of 129 to 256 tokens, and the rows past 100 are real ones.
+
+Megatron-LM pads its tokenizer's length, not the config's vocab_size: Qwen2.5's
+tokenizer holds 151665 tokens, which it pads to 151680 rows, while Qwen2.5's config.json
+says 151936. Rows fewer than the config's vocab_size that are exactly the padded size the
+record states (`RecordedPadding.rows`, Megatron-LM's `padded_vocab_size`) are that case:
+no token is missing, the config names more than the tokenizer has. Export writes them
+under a config of that many rows (`recorded_vocab`); where the config cannot be changed
+(a model built from it), the error says which vocab_size fits.
 """
 
 from __future__ import annotations
@@ -60,6 +68,7 @@ class RecordedPadding:
 
     multiple: int
     source: str
+    rows: int | None = None  # the padded size the record states (padded_vocab_size), if any
 
     def rows_for(self, vocab_size: int) -> int:
         """Megatron's `vocab_size_with_padding` (megatron/core/tokenizers/utils/build_tokenizer.py,
@@ -73,6 +82,14 @@ def vocab_rows_problem(
     """Why `rows` stored rows cannot be exported as `vocab_size` tokens, or None when they
     can: equal, or larger by Megatron's padding (the `recorded` rule where the checkpoint
     records one, else the guess above)."""
+    if rows < vocab_size and recorded is not None and recorded.rows == rows:
+        return (
+            f"{rows} rows, fewer than the config's vocab_size {vocab_size}: the"
+            f" padded_vocab_size the run records (its tokenizer's tokens padded by"
+            f" {recorded.source}), so every token has its row; a config with vocab_size"
+            f" {rows} holds them (export-hf writes one so; training:"
+            f" model.overrides.vocab_size={rows})"
+        )
     if rows < vocab_size:
         value_head = " (a value head: validate a critic with --role critic)" if rows == 1 else ""
         return (

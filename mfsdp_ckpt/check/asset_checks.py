@@ -1,0 +1,46 @@
+"""The files export copies beside the weights (config, tokenizer, chat template), checked as
+export checks them before it copies them.
+
+Export takes them from `--hf-config DIR`, else the checkpoint's own HF dir, else (a config
+derived from Megatron-Bridge's record) the iteration's `tokenizer/`. A tokenizer.json this
+user may not open, a FIFO, a link out of the checkpoint or a file over its size limit
+stopped the export while validate called the step valid. So validate checks the same files
+the same way, cheaply: each is stat-ed and opened, none read; with `deep`, the JSON ones
+are also read and parsed as export parses them (a key given twice, NaN, a list where
+transformers reads an object).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from mfsdp_ckpt.check.report import ERROR, ValidationReport
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+
+
+def check_export_assets(
+    paths: layout.CheckpointPaths,
+    report: ValidationReport,
+    hf_config: str | os.PathLike | None = None,
+) -> None:
+    """The first file export would refuse to copy, as an error naming it (module
+    docstring); `report.deep` adds reading the JSON ones."""
+    from mfsdp_ckpt.convert.export_source import bridge_tokenizer_dir, check_copied_assets
+
+    try:
+        if hf_config is not None:
+            given = Path(hf_config)
+            if given.exists():  # a missing one is the config check's finding
+                check_copied_assets(given, None, parse_json=report.deep)
+        elif paths.hf_assets is not None and paths.hf_assets.is_dir():
+            check_copied_assets(
+                paths.hf_assets, paths.root, paths.hf_skip, whole=True, parse_json=report.deep
+            )
+        elif paths.tokenizer_dir is not None:
+            tokenizer = bridge_tokenizer_dir(paths.tokenizer_dir)
+            check_copied_assets(tokenizer, paths.root, whole=True, parse_json=report.deep)
+    except (CheckpointFileError, layout.CheckpointPathError) as err:
+        where, _, message = str(err).partition(": ")
+        report.add(ERROR, where, message or str(err))
