@@ -27,6 +27,7 @@ from mfsdp_ckpt.format.output_inside import inside_checkpoint
 from mfsdp_ckpt.storage.out_dir import checked_target as checked_out_path
 from mfsdp_ckpt.storage.out_lock import ctrl_c_deferred, out_lock
 from mfsdp_ckpt.storage.writable import require_writable_dir
+from trainer.override_text import folded_character, quoted
 
 if TYPE_CHECKING:
     from transformers import BatchEncoding
@@ -87,7 +88,14 @@ def _check_out(out: Path) -> None:
     in: `.`, the current directory or one above it, a symlink, a file (the demo deletes a
     previous demo's dir whole: `rmtree` of the current directory emptied it, of a link it
     failed with a traceback's words), one it cannot write, and a checkpoint or a dir inside
-    one (the demo's data and model were written into a step, which then failed validation)."""
+    one (the demo's data and model were written into a step, which then failed validation),
+    and a path holding a control character (a newline split each line naming it in two)."""
+    folded = folded_character(str(out))
+    if folded is not None:
+        raise MfsdpUsageError(
+            f"--out {out}: holds a control character ({folded}), which would split every line"
+            " naming it; choose a path without one"
+        )
     require_writable_dir("--out", out)
     checked_out_path(out)
     inside = inside_checkpoint(out)
@@ -164,10 +172,10 @@ def _run(out: Path, nproc: int, steps: int, phase: _Phase) -> None:
     )
 
     run_dir = out / RUN_DIR
-    overrides = [
-        f"model.path={model_dir}",
-        f"data.train_files={tables['sft/train']}",
-        f"trainer.run_dir={run_dir}",
+    overrides = [  # paths quoted: `--out 'runs/demo #2'` is no YAML comment
+        f"model.path={quoted(str(model_dir))}",
+        f"data.train_files={quoted(str(tables['sft/train']))}",
+        f"trainer.run_dir={quoted(str(run_dir))}",
         f"trainer.total_steps={steps}",
         "data.global_batch_size=16",
         f"checkpoint.save_every={max(1, steps // 2)}",

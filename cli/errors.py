@@ -26,6 +26,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from cli.main import settle
 from cli.stop import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from cli.stop import terminate as _terminate
 from cli.stop import terminated as _terminated
@@ -108,6 +109,7 @@ def fail(
     object. `abandon`: exit without waiting for other threads (`_exit`)."""
     from mfsdp_ckpt.check.printable import printable  # messages quote names from checkpoints
 
+    settle()  # from here the exit status is `code`, whatever signal comes late
     text = printable(message)
     if as_json is None:
         ctx = click.get_current_context(silent=True)
@@ -211,7 +213,12 @@ def report_errors(
         )
     )
     try:
-        return run()
+        result = run()
+        settle()  # the command's work is done and its result printed
+        return result
+    except SystemExit:  # a command ending itself with its code
+        settle()
+        raise
     except MfsdpError as err:
         message, code = _or_interrupted(str(err), err.exit_code, interrupted)
         _fail_once(
@@ -232,7 +239,7 @@ def report_errors(
         written = stdout_failure(err)
         if written is not None:
             _fail_once(*_or_interrupted(written, EXIT_FAILED, interrupted), False)
-        _fail_once(*_or_interrupted(str(err), EXIT_FAILED, interrupted), as_json())
+        _fail_once(*_or_interrupted(os_error_line(err), EXIT_FAILED, interrupted), as_json())
     except KeyboardInterrupt as err:
         if isinstance(err, Terminated) or _terminated.is_set():  # DCP re-raises it as Ctrl-C
             _fail_once(f"SIGTERM: {interrupted()}", EXIT_TERMINATED, as_json())
@@ -248,8 +255,24 @@ def report_errors(
         code = EXIT_PEER_LOST if _in_launched_rank() else EXIT_FAILED
         _fail_once(*_or_interrupted(message, code, interrupted), as_json())
     finally:
-        if installed:
+        if installed and signal.getsignal(signal.SIGTERM) is _terminate:  # not settled
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def os_error_line(err: OSError) -> str:
+    """`PATH: reason` for an OSError: the file it names (both, for a rename) and errno's
+    words, without Python's `[Errno N]` prefix and quotes (`[Errno 27] File too large:
+    '/x'`). One that names no file is its words alone: mfsdp's writers put the path there
+    (`PATH: cannot reserve ...`) or give it as the file name (`file_errors.naming_file`)."""
+    reason = err.strerror or str(err)
+    if err.filename is None:
+        return reason
+    names = [
+        os.fsdecode(name) if isinstance(name, str | bytes) else str(name)
+        for name in (err.filename, err.filename2)
+        if name is not None
+    ]
+    return f"{' -> '.join(names)}: {reason}"
 
 
 def peer_lost(err: BaseException) -> bool:

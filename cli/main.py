@@ -7,6 +7,12 @@ KeyboardInterrupt traceback, SIGTERM silently (exit -15), and with --json an emp
 stdout where a script waits for one JSON object. Here SIGTERM is caught before that
 import, and either signal ends the command as `cli.errors` ends one it stopped: the
 `error:` line, the JSON object with --json, exit 130 or 143.
+
+Once the command's outcome is settled (its result printed, or its error line about to be),
+a Ctrl-C or SIGTERM is ignored until the process exits: restoring Python's defaults there
+let a SIGTERM sent just after an export printed its JSON end the process silently with
+-15 (the export published, the script told it failed), and interpreter shutdown takes a
+while once torch is loaded.
 """
 
 from __future__ import annotations
@@ -19,6 +25,10 @@ from types import ModuleType
 from typing import Any, NoReturn
 
 from cli.stop import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, terminate
+
+# Whether this process ends when the command does (main() called by the program itself),
+# so that late signals may be ignored; a test calling main() in-process keeps its handlers.
+_ends_with_command = False
 
 
 def options_of(args: list[str]) -> list[str]:
@@ -34,7 +44,9 @@ def json_asked(args: list[str]) -> bool:
 def main() -> None:
     """Run `mfsdp` on sys.argv, SIGTERM raising `Terminated` from the start (as `cli.errors`
     has it raised while a command runs; not in a rank torchrun started, which it stops
-    with SIGTERM itself)."""
+    with SIGTERM itself), and both signals ignored once it ended (`settle`)."""
+    global _ends_with_command
+    _ends_with_command = sys._getframe(1).f_globals.get("__name__") == "__main__"
     watch = (
         threading.current_thread() is threading.main_thread()  # where handlers can be set
         and "RANK" not in os.environ
@@ -45,8 +57,23 @@ def main() -> None:
     try:
         _imported_app().run()
     finally:
-        if watch:
+        settle()
+        if watch and not _ends_with_command:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def settle() -> None:
+    """The command's outcome is decided: in a process that ends with it, ignore Ctrl-C and
+    SIGTERM until the exit, so that its exit status is the command's and no line it printed
+    is contradicted. A caller running commands in-process keeps its handlers."""
+    if _ends_with_command:
+        _ignore_signals()
+
+
+def _ignore_signals() -> None:
+    if threading.current_thread() is threading.main_thread():
+        for number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, signal.SIG_IGN)
 
 
 def _imported_app() -> ModuleType:
@@ -61,8 +88,7 @@ def _imported_app() -> ModuleType:
 def _stopped(by_sigterm: bool) -> NoReturn:
     """End as `cli.errors` ends a command a signal stopped (nothing of it is imported yet):
     `error: interrupted` on stderr, with --json also the JSON object on stdout."""
-    for number in (signal.SIGINT, signal.SIGTERM):  # a second one must not cut the lines
-        signal.signal(number, signal.SIG_IGN)
+    _ignore_signals()  # a second one must not cut the lines
     message, code = (
         ("SIGTERM: interrupted", EXIT_TERMINATED)
         if by_sigterm

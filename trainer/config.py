@@ -47,6 +47,7 @@ from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.dtypes import short_dtype_name
 from trainer import verl_keys
 from trainer.config_yaml import YAMLConfigError, parse_yaml, read_yaml_file
+from trainer.override_text import dropped_markup, folded_or_trimmed
 from trainer.run_files import replacing
 from trainer.shown_value import shown_value
 
@@ -348,17 +349,26 @@ def parse_override_value(key: str, text: str, clear: str | None = "null") -> Any
     python tags, no alias bombs). An empty value is refused rather than read as null: it is
     what `model.path=$MODEL` becomes when MODEL is unset, and it silently meant "no path"
     (a random model trained in place of the one meant); `key=null` clears a key, `key=[]` a
-    list (`clear`: which, None where the key must hold a value)."""
+    list (`clear`: which, None where the key must hold a value). A value YAML would read as
+    other than written (a ` #comment` dropped, a newline folded, edge spaces trimmed:
+    `override_text`) is refused, saying how to quote it."""
     if not text.strip():
         remedy = f", or {key}={clear} to clear it" if clear is not None else ""
         raise ConfigError(
             f"command-line override {key}=: empty value (an unset shell variable?); "
             f"give a value{remedy}"
         )
+    changed = folded_or_trimmed(key, text)
+    if changed is not None:
+        raise ConfigError(changed)
     try:
-        return parse_yaml(text, f"override {key}")
+        value = parse_yaml(text, f"override {key}")
     except YAMLConfigError as err:
         raise ConfigError(str(err)) from None
+    changed = dropped_markup(key, text)
+    if changed is not None:
+        raise ConfigError(changed)
+    return value
 
 
 def config_from_tree(cls: type[T], tree: dict[str, Any], source: str) -> T:

@@ -98,11 +98,19 @@ class RangeFile(io.RawIOBase):
         return block
 
 
-def _check_relative_name(name: str) -> None:
-    """Refuse names that would leave the checkpoint directory (`../x`, `/etc/passwd`)."""
+def _check_relative_name(name: str, root: str | None = None) -> None:
+    """Refuse names that would leave the checkpoint directory (`../x`, `/etc/passwd`).
+    `root`: the checkpoint dir whose `.metadata` names it, which the message starts with
+    (a store reads the names its `.metadata` gives); without it the caller prefixes its own
+    source (the manifest)."""
     parts = Path(name).parts
     if not name or Path(name).is_absolute() or ".." in parts or "\x00" in name:
-        raise CheckpointFileError(f"{name!r}: file name escapes the checkpoint directory")
+        where = ""
+        if root is not None:
+            from mfsdp_ckpt.format.layout import DCP_METADATA_FILE  # it imports this module
+
+            where = f"{os.path.join(root, DCP_METADATA_FILE)}: "
+        raise CheckpointFileError(f"{where}file {name} escapes the checkpoint directory")
 
 
 class LocalByteStore:
@@ -113,7 +121,7 @@ class LocalByteStore:
         self._real_root = os.path.realpath(self.root)
 
     def _path(self, name: str) -> str:
-        _check_relative_name(name)
+        _check_relative_name(name, self.root)
         path = os.path.join(self.root, name)
         real = os.path.realpath(path)
         if os.path.commonpath([real, self._real_root]) != self._real_root:

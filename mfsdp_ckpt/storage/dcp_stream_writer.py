@@ -57,6 +57,7 @@ from mfsdp_ckpt.format.torch_save_format import (
     tensor_pickle,
 )
 from mfsdp_ckpt.storage.byte_copy import copy_bytes, copy_hashed, hash_file_range, pwrite_all
+from mfsdp_ckpt.storage.file_errors import naming_file
 
 if TYPE_CHECKING:
     import torch
@@ -278,7 +279,7 @@ class _DataFile:
     bytes hashed in file order as they are written, and the file fsynced at the end."""
 
     def __init__(self, path: Path, hashed: bool):
-        self.name = path.name
+        self.name, self.path = path.name, path
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o666)
         self.size = 0  # bytes placed so far (the writer's view, ahead of the thread's)
         self.digest = Digest() if hashed else None
@@ -313,8 +314,8 @@ class _DataFile:
                     return
                 if self.error is None and not self._stopping:
                     self._do(job)
-            except BaseException as err:  # re-raised in the writer's thread
-                self.error = err
+            except BaseException as err:  # re-raised in the writer's thread, naming the file
+                self.error = naming_file(err, self.path) if isinstance(err, OSError) else err
             finally:
                 if done is not None:
                     done.set()

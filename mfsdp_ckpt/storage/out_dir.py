@@ -21,7 +21,10 @@ What a command that writes a directory (`export-hf`, `import-hf`) needs, in one 
   model export (config.json plus safetensors, nothing of a checkpoint): the two are
   swapped atomically with `RENAME_EXCHANGE`, the identity of what was swapped out is
   checked (swapped back if it is not the original), then it is deleted. At every instant
-  `<out>` holds one whole version.
+  `<out>` holds one whole version. One this user cannot delete (read-only) is refused
+  before any work; one that still cannot be deleted once swapped out (its permissions
+  changed meanwhile) leaves the command a success with a warning line naming it, and every
+  later run into `<out>` tries again, warning while it stays.
 
 Where `renameat2` is missing (not Linux, old libc, a filesystem without it), publishing
 falls back to `mkdir(<out>)` (fails if anything is there) and renaming onto that empty
@@ -33,9 +36,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import logging
 import os
 import re
-import shutil
 import stat
 from collections.abc import Collection
 from pathlib import Path
@@ -49,6 +52,9 @@ from mfsdp_ckpt.storage.out_lock import (
     hidden_name,
     release_out_lock,
 )
+from mfsdp_ckpt.storage.tree_removal import failure_words, remove_tree, unremovable_dir
+
+log = logging.getLogger(__name__)  # a directory left behind: one warning line
 
 _WORK_TAG = ".export-"
 _PID_ROOM = len("old-4194304")  # what follows _WORK_TAG: tmp-/old- and a pid (Linux's largest)
@@ -291,7 +297,7 @@ class OutputClaim:
         if self._lock_fd is None:
             return
         if not self.published:
-            shutil.rmtree(self.tmp, ignore_errors=True)
+            self._remove(self.tmp, "this command's unfinished work dir")
         self._unlock()
         if not self.published:
             self._remove_made_parents()
@@ -347,6 +353,14 @@ class OutputClaim:
             raise OutputDirError(
                 f"{self.out}: {problem}; --overwrite replaces only those, remove it yourself"
             )
+        blocked = unremovable_dir(self.out)
+        if blocked is not None:
+            place = "its entries" if blocked == self.out else f"the entries of {blocked}"
+            raise OutputDirError(
+                f"{self.out}: --overwrite cannot delete it: this user may not remove {place}"
+                f" (that needs read, write and search permission: chmod u+rwx {blocked});"
+                " nothing was written"
+            )
         return info.st_dev, info.st_ino
 
     def _replace_original(self) -> None:
@@ -363,12 +377,12 @@ class OutputClaim:
                 raise self._changed()
             os.rename(self.out, aside)
             rename_noreplace(self.tmp, self.out)
-            shutil.rmtree(aside)
+            self._remove(aside, f"the earlier {self.out.name} this command replaced")
             return
         if not self._is_original(self.tmp):  # someone put another directory there: undo
             exchange(self.tmp, self.out)
             raise self._changed()
-        shutil.rmtree(self.tmp)
+        self._remove(self.tmp, f"the earlier {self.out.name} this command replaced")
 
     def _changed(self) -> OutputDirError:
         return OutputDirError(
@@ -398,7 +412,22 @@ class OutputClaim:
         pattern = re.compile(rf"{re.escape(self._work_prefix)}(?:(?:tmp|old)-\d+|[a-z0-9_]{{8}})")
         for entry in os.scandir(self.out.parent):
             if pattern.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path, ignore_errors=True)
+                self._remove(Path(entry.path), f"left by an earlier command into {self.out.name}")
+
+    def _remove(self, path: Path, what: str) -> None:
+        """Remove a directory of ours; one that cannot be removed is a warning line naming it
+        and the file that failed (never an error: what the command made is in place, or its
+        error says what failed), and the next command into `out` tries again."""
+        failed = remove_tree(path)
+        if failed is not None:
+            log.warning(
+                "warning: %s: %s, not removed (%s); the next command into %s tries again, or"
+                " remove it yourself",
+                path,
+                what,
+                failure_words(failed),
+                self.out,
+            )
 
 
 def claim_output(

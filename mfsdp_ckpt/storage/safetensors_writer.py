@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.format.layout import fsync_path
+from mfsdp_ckpt.storage.file_errors import naming_file
 
 if TYPE_CHECKING:
     import torch
@@ -159,8 +160,8 @@ class ShardedSafetensorsWriter:
             if err.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # filesystem can't; fine
                 raise OSError(
                     err.errno,
-                    f"{self.out_dir / slot.file}: cannot reserve {slot.nbytes} bytes for"
-                    f" {slot.name} ({err.strerror})",
+                    f"cannot reserve {slot.nbytes} bytes for {slot.name} ({err.strerror})",
+                    str(self.out_dir / slot.file),
                 ) from None
 
     def write(self, name: str, tensor: torch.Tensor) -> None:
@@ -197,17 +198,24 @@ class ShardedSafetensorsWriter:
         of its slot, in the kernel (copy_file_range: no user-space copy). `done` marks the
         tensor complete. Raises OSError where the kernel or filesystem cannot."""
         slot = self._range(name, start, nbytes)
-        fd, copied = self._fds[slot.file], 0
+        fd, copied, path = self._fds[slot.file], 0, self.out_dir / slot.file
         with self._file_locks[slot.file]:
             while copied < nbytes:
-                count = os.copy_file_range(
-                    src_fd, fd, nbytes - copied, src_offset + copied, slot.offset + start + copied
-                )
+                try:
+                    count = os.copy_file_range(
+                        src_fd,
+                        fd,
+                        nbytes - copied,
+                        src_offset + copied,
+                        slot.offset + start + copied,
+                    )
+                except OSError as err:
+                    raise naming_file(err, path) from None
                 if count <= 0:
                     raise OSError(
-                        5,
-                        f"{self.out_dir / slot.file}: copy_file_range stopped at {copied} of "
-                        f"{nbytes} bytes",
+                        errno.EIO,
+                        f"copy_file_range stopped at {copied} of {nbytes} bytes",
+                        str(path),
                     )
                 copied += count
         if done:
@@ -230,8 +238,11 @@ class ShardedSafetensorsWriter:
         missing = sorted(set(self.slots) - self._written)
         if missing:
             raise RuntimeError(f"{len(missing)} tensor(s) never written, e.g. {missing[0]}")
-        for _file, fd in self._fds.items():
-            os.fsync(fd)
+        for file, fd in self._fds.items():
+            try:
+                os.fsync(fd)
+            except OSError as err:
+                raise naming_file(err, self.out_dir / file) from None
         self.abort()
         if len(self.files) > 1:
             index = {
@@ -273,5 +284,5 @@ def _pwrite_all(fd: int, data: memoryview, offset: int, path: Path) -> None:
         try:
             written = os.pwrite(fd, data[position : position + _PWRITE_MAX], offset + position)
         except OSError as err:
-            raise OSError(err.errno, f"{path}: write failed ({err.strerror})") from None
+            raise OSError(err.errno, f"write failed ({err.strerror})", str(path)) from None
         position += written

@@ -65,17 +65,18 @@ def _group_raising(error: BaseException) -> click.Group:
 
 
 @pytest.mark.parametrize(
-    ("error", "code"),
+    ("error", "code", "line"),
     [
-        (MfsdpUsageError("runs/x: not a checkpoint"), 2),
-        (MfsdpFailedError("runs/x/.metadata: damaged"), 1),
-        (OSError(28, "No space left on device"), 1),
+        (MfsdpUsageError("runs/x: not a checkpoint"), 2, "runs/x: not a checkpoint"),
+        (MfsdpFailedError("runs/x/.metadata: damaged"), 1, "runs/x/.metadata: damaged"),
+        (OSError(28, "No space left on device"), 1, "No space left on device"),
+        (OSError(28, "No space left on device", "/o/x"), 1, "/o/x: No space left on device"),
     ],
 )
-def test_errors_become_one_line_and_their_kinds_exit_code(error, code):
+def test_errors_become_one_line_and_their_kinds_exit_code(error, code, line):
     result = CliRunner().invoke(_group_raising(error), ["go"])
     assert result.exit_code == code
-    assert result.output.strip().splitlines() == [f"error: {error}"]
+    assert result.output.strip().splitlines() == [f"error: {line}"]
 
 
 def test_a_bug_keeps_its_traceback():
