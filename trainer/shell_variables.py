@@ -21,6 +21,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from mfsdp_ckpt.errors import MfsdpUsageError
 from trainer import shell_arithmetic
 
 ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)$", re.DOTALL)
@@ -44,7 +45,7 @@ _PLAIN_OPTIONS = {
 }
 
 
-class ExpansionTooLarge(ValueError):
+class ExpansionTooLarge(MfsdpUsageError, ValueError):
     """The script's variables copy more text than a launch script holds; names the variable."""
 
 

@@ -21,6 +21,8 @@ import copy
 import re
 from typing import Any
 
+from mfsdp_ckpt.errors import MfsdpUsageError
+
 _KEY = r"(\.*)([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)"
 # `${trainer.project_name}`, `${.save_contents}` (beside it), `${..x}` (one section up), and
 # `${oc.select:data.max_prompt_length,512}` (the default after the comma: no braces in it)
@@ -31,7 +33,7 @@ MAX_DEPTH = 8  # a reference to a reference ..., deeper than a config writes the
 _MISSING = object()
 
 
-class InterpolationTooLarge(ValueError):
+class InterpolationTooLarge(MfsdpUsageError, ValueError):
     """The file's references fill in more than the budget allows; not a config."""
 
 
