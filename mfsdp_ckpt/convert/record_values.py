@@ -11,6 +11,12 @@ scaling: Llama 3.1's (`use_rope_scaling`, Bridge's `rope_scaling`, with
 original_max_position_embeddings 8192, rotary_pos_embedding.py) and linear position
 interpolation (`rotary_seq_len_interpolation_factor`, Bridge's `seq_len_interpolation_factor`).
 
+transformers' dynamic NTK scaling (`rope_type` "dynamic") is the default RoPE up to the
+config's max_position_embeddings and rescales the base only for longer inputs, so within the
+length a run trained at it is the model of a record without scaling, and compares as none
+(no other rope_type of transformers leaves the trained frequencies alone: linear, llama3,
+yarn and longrope change them at every length).
+
 Only what the record states is compared, never a default filled in for it, and rotary
 settings only where it records rotary position embeddings (`position_embedding_type`
 'rope'): Megatron-LM records rotary_base whatever the position embedding, and unused it
@@ -35,6 +41,7 @@ _SCALING_KEYS = (
     "rotary_seq_len_interpolation_factor",
     "seq_len_interpolation_factor",
 )
+_DEFAULT_WITHIN_LENGTH = ("dynamic",)  # rope types computing the default up to max positions
 _REL_TOL = 1e-6  # a value stored as float32 somewhere on its way still compares equal
 
 
@@ -106,9 +113,10 @@ def _recorded_scaling(settings: dict[str, Any]) -> Scaling | None:
 
 def _stated_scaling(rope: dict[str, Any]) -> Scaling:
     """A config's rope scaling (`config_behaviour.rope_of`): its type and the parameters
-    Megatron-core's counterpart has (linear interpolation by 1 is none)."""
+    Megatron-core's counterpart has (linear interpolation by 1, and dynamic NTK, are none
+    within the trained length: module docstring)."""
     kind = str(rope.get("rope_type", "default"))
-    if kind == "linear" and _number(rope.get("factor")) == 1.0:
+    if kind in _DEFAULT_WITHIN_LENGTH or (kind == "linear" and _number(rope.get("factor")) == 1.0):
         return "default", {}
     wanted = {"linear": ("factor",), "llama3": ("factor", *_LLAMA3_FIXED, _POSITIONS_KEY)}
     return kind, {key: rope.get(key) for key in wanted.get(kind, ())}

@@ -2,11 +2,15 @@
 
 Two layouts depend on settings no tensor shows, only the run's record:
 
-* Megatron's vocabulary padding (`vocab_padding.RecordedPadding`): the embedding and output
-  layer hold vocab_size rounded up to a multiple of make_vocab_size_divisible_by times the
-  tensor-parallel size (Megatron-LM's args, with the rows it built as padded_vocab_size;
-  Megatron-Bridge's run_config.yaml pads so only with should_pad_vocab, else holds
-  vocab_size rows exactly).
+* Megatron's vocabulary padding (`vocab_padding.RecordedPadding`): Megatron-LM's args
+  (unless pad_vocab_size is false) state the rows it built as padded_vocab_size, and
+  without it its rule holds: vocab_size rounded up to a multiple of
+  make_vocab_size_divisible_by times the tensor-parallel size. A record with
+  should_pad_vocab is a Megatron-Bridge provider's (its run_config.yaml, or verl's
+  transformer_config.json of a model Bridge built), which pads by that rule only when it
+  is true and else holds vocab_size rows exactly. verl's transformer_config.json without
+  it (Megatron-core's TransformerConfig, which knows no vocabulary) and a Bridge record
+  without it state no padding: the guess decides.
 * the gate and up rows of a fused SwiGLU linear_fc1 (`name_maps.GateUpOrder`): each
   tensor-parallel rank holds [gate_r; up_r]. Megatron-FSDP keeps a parameter as one DTensor
   over the ranks' pieces in rank order, so an fsdp_dtensor save that left fc1 fused holds
@@ -55,6 +59,8 @@ MAX_TRANSFORMER_CONFIG_BYTES = 1 << 20  # a few KB in practice
 TP_KEY = "tensor_model_parallel_size"
 EXPERT_TP_KEY = "expert_tensor_parallel_size"
 PADDED_KEY = "padded_vocab_size"  # Megatron-LM's: the rows it built (its tokenizer's, padded)
+DIVISOR_KEY = "make_vocab_size_divisible_by"
+BRIDGE_PADS_KEY = "should_pad_vocab"  # Megatron-Bridge's provider: pad by the rule or not at all
 SPLITS_PER_RANK = "fsdp_dtensor"  # the format whose fused fc1 is per-rank pieces in order
 MAX_RANKS = 1 << 16
 MAX_PADDED_ROWS = 1 << 40  # any vocabulary; a stored row count is compared with it
@@ -69,7 +75,7 @@ class Record:
     fields: dict[str, Any]
     where: str
     ckpt_format: str | None
-    bridge: bool = False  # Megatron-Bridge's: pads the vocabulary only with should_pad_vocab
+    megatron_lm: bool = False  # Megatron-LM's args: its padding rule holds without a flag
 
 
 def read_record(paths: layout.CheckpointPaths | None, reader: CheckpointReader) -> Record | None:
@@ -82,7 +88,7 @@ def read_record(paths: layout.CheckpointPaths | None, reader: CheckpointReader) 
         fields = bridge_model_fields(model, where)[0] if isinstance(model, dict) else {}
         checkpoint = data.get("checkpoint")
         found = checkpoint.get("ckpt_format") if isinstance(checkpoint, dict) else None
-        return Record(dict(fields), where, found if isinstance(found, str) else None, bridge=True)
+        return Record(dict(fields), where, found if isinstance(found, str) else None)
     if paths is not None:
         verl = _verl_transformer_config(paths)
         if verl is not None:
@@ -92,7 +98,7 @@ def read_record(paths: layout.CheckpointPaths | None, reader: CheckpointReader) 
         if args is not None:
             found = args.get("ckpt_format")
             where = f"{reader.root} [{ARGS_KEY}]"
-            return Record(args, where, found if isinstance(found, str) else None)
+            return Record(args, where, found if isinstance(found, str) else None, megatron_lm=True)
     return None
 
 
@@ -158,27 +164,31 @@ def _count(value: Any, most: int = MAX_RANKS) -> int | None:
 
 
 def _padding(record: Record) -> RecordedPadding | None:
-    """Megatron's padding rule where the record holds it: make_vocab_size_divisible_by and
-    the tensor-parallel size. Megatron-LM pads unless `pad_vocab_size` is false (the padded
-    size was then set another way); Megatron-Bridge pads only with should_pad_vocab, and
-    holds vocab_size rows exactly when that is false."""
+    """The vocabulary padding the record states (module docstring), None where it states
+    none."""
     fields = record.fields
-    if record.bridge:
-        pads = fields.get("should_pad_vocab")
+    if BRIDGE_PADS_KEY in fields:
+        pads = fields[BRIDGE_PADS_KEY]
         if pads is False:
-            return RecordedPadding(1, f"should_pad_vocab=False in {record.where}")
-    else:
-        pads = fields.get("pad_vocab_size", True)
-    divisor, ranks = _count(fields.get("make_vocab_size_divisible_by")), _count(fields.get(TP_KEY))
-    if pads is not True or divisor is None or ranks is None:
+            return RecordedPadding(1, f"{BRIDGE_PADS_KEY}=False in {record.where}")
+        return _rule(record) if pads is True else None
+    if not record.megatron_lm or fields.get("pad_vocab_size", True) is not True:
+        return None  # Megatron-LM with pad_vocab_size false took its size from elsewhere
+    padded = _count(fields.get(PADDED_KEY), MAX_PADDED_ROWS)
+    if padded is not None:
+        return RecordedPadding(None, f"{PADDED_KEY}={padded} in {record.where}", padded)
+    return _rule(record)
+
+
+def _rule(record: Record) -> RecordedPadding | None:
+    """Megatron's `vocab_size_with_padding` by the record's make_vocab_size_divisible_by
+    and tensor-parallel size; None where it lacks either."""
+    fields = record.fields
+    divisor, ranks = _count(fields.get(DIVISOR_KEY)), _count(fields.get(TP_KEY))
+    if divisor is None or ranks is None:
         return None
-    multiple = divisor * ranks
-    padded = None if record.bridge else _count(fields.get(PADDED_KEY), MAX_PADDED_ROWS)
-    return RecordedPadding(
-        multiple,
-        f"make_vocab_size_divisible_by={divisor} x {TP_KEY}={ranks} in {record.where}",
-        padded if padded is not None and padded % multiple == 0 else None,
-    )
+    source = f"{DIVISOR_KEY}={divisor} x {TP_KEY}={ranks} in {record.where}"
+    return RecordedPadding(divisor * ranks, source)
 
 
 def _gate_up_order(record: Record, key: str) -> GateUpOrder:

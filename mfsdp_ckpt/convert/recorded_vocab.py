@@ -12,8 +12,10 @@ note: the model then holds every token of the tokenizer (ids below the rows) and
 logits for them, the padding rows' included, as Megatron-LM computed.
 
 That is done only where it is proven, never to a config that merely has more tokens: the
-record must state `padded_vocab_size` equal to the stored rows (a multiple of its padding
-rule, `recorded_layout.recorded_padding`), and the tokenizer export copies, when it has a
+record must state `padded_vocab_size` equal to the stored rows
+(`recorded_layout.recorded_padding`; not necessarily a multiple of the run's own padding
+rule, since Megatron-LM keeps the one of the checkpoint it started from, which may have been
+converted at another tensor-parallel size), and the tokenizer export copies, when it has a
 tokenizer.json, must hold no token id at or past the rows. Validate checks a config so, and
 training, whose model is built from the config it is given, is told which vocab_size fits
 (`vocab_padding.vocab_rows_problem`).
@@ -55,9 +57,8 @@ class VocabFit:
     def note(self) -> str:
         return (
             f"config.json vocab_size {self.rows}, not {self.vocab_size}: the run built"
-            f" {self.rows} rows for its tokenizer's tokens (padded_vocab_size, padded by"
-            f" {self.source}); the config's other {self.vocab_size - self.rows} are ids no"
-            " token of it has"
+            f" {self.rows} rows for its tokenizer's tokens ({self.source}); the config's"
+            f" other {self.vocab_size - self.rows} are ids no token of it has"
         )
 
 

@@ -16,13 +16,23 @@ is not padding but a config that belongs to another model (a larger vocabulary),
 dropping rows would cut real tokens: refused. Fewer rows than vocab_size is refused too:
 the config names tokens the checkpoint has no weights for.
 
-That rule is a guess at settings the checkpoint may record. Where its record holds them
-(Megatron-LM's args: make_vocab_size_divisible_by and tensor_model_parallel_size;
-Megatron-Bridge's run_config.yaml: the same with should_pad_vocab), the rows are exactly
-Megatron's `vocab_size_with_padding` of the config's vocab_size, ceil(V / (d * tp)) * d * tp
-(`RecordedPadding`), and nothing else is accepted: 256 rows under a config of 100 tokens
-look like padding to the guess (d = 256), but a run that padded by 128 made 256 rows for a
-tokenizer of 129 to 256 tokens, and the rows past 100 are real ones.
+That rule is a guess at settings the checkpoint may record; where its record holds them
+(`RecordedPadding`, read by `recorded_layout`):
+
+* Megatron-LM's args record the rows it built as `padded_vocab_size`, and then the stored
+  rows must be exactly that many. Megatron-LM pads only when padded_vocab_size is unset, and
+  `--use-checkpoint-args` carries it over from the checkpoint it started from, which may
+  have been converted at another tensor-parallel size: so the rows need not be the padding
+  of the run's own make_vocab_size_divisible_by times tensor_model_parallel_size, and the
+  excess over the config's vocab_size is held to the guess above.
+* args without padded_vocab_size (and Megatron-Bridge's run_config.yaml with
+  should_pad_vocab true) hold Megatron's `vocab_size_with_padding` of the config's
+  vocab_size, ceil(V / (d * tp)) * d * tp, and nothing else is accepted: 256 rows under a
+  config of 100 tokens look like padding to the guess (d = 256), but a run padding by 128
+  made 256 rows for a tokenizer of 129 to 256 tokens, and the rows past 100 are real ones.
+* should_pad_vocab false (Megatron-Bridge, and verl's transformer_config.json of a Bridge
+  model) holds vocab_size rows exactly. verl's transformer_config.json without it holds
+  no vocabulary setting at all, and the guess decides.
 
 Megatron-LM pads its tokenizer's length, not the config's vocab_size: Qwen2.5's
 tokenizer holds 151665 tokens, which it pads to 151680 rows, while Qwen2.5's config.json
@@ -61,19 +71,23 @@ def padding_multiple(rows: int, vocab_size: int) -> int | None:
 
 @dataclass(frozen=True)
 class RecordedPadding:
-    """Megatron's padding as a checkpoint's record states it: the stored rows are vocab_size
-    rounded up to a multiple of `multiple` (make_vocab_size_divisible_by times the
-    tensor-parallel size; 1 where the run padded nothing); `source` names the settings and
-    the record, for an error line."""
+    """Megatron's padding as a checkpoint's record states it: the stored rows are `rows`
+    where it states them (padded_vocab_size), else vocab_size rounded up to a multiple of
+    `multiple` (make_vocab_size_divisible_by times the tensor-parallel size; 1 where the
+    run padded nothing); `source` names the settings and the record, for an error line."""
 
-    multiple: int
+    multiple: int | None  # None: only `rows` is stated
     source: str
     rows: int | None = None  # the padded size the record states (padded_vocab_size), if any
 
     def rows_for(self, vocab_size: int) -> int:
-        """Megatron's `vocab_size_with_padding` (megatron/core/tokenizers/utils/build_tokenizer.py,
+        """The rows the run built for `vocab_size`: the stated ones, else Megatron's
+        `vocab_size_with_padding` (megatron/core/tokenizers/utils/build_tokenizer.py,
         Megatron-Bridge's `calculate_padded_vocab_size`)."""
-        return -(-vocab_size // self.multiple) * self.multiple
+        if self.rows is not None:
+            return self.rows
+        multiple = self.multiple or 1
+        return -(-vocab_size // multiple) * multiple
 
 
 def vocab_rows_problem(
@@ -84,11 +98,10 @@ def vocab_rows_problem(
     records one, else the guess above)."""
     if rows < vocab_size and recorded is not None and recorded.rows == rows:
         return (
-            f"{rows} rows, fewer than the config's vocab_size {vocab_size}: the"
-            f" padded_vocab_size the run records (its tokenizer's tokens padded by"
-            f" {recorded.source}), so every token has its row; a config with vocab_size"
-            f" {rows} holds them (export-hf writes one so; training:"
-            f" model.overrides.vocab_size={rows})"
+            f"{rows} rows, fewer than the config's vocab_size {vocab_size}: the rows the run"
+            f" built for its tokenizer's tokens ({recorded.source}), so every token has its"
+            f" row; a config with vocab_size {rows} holds them (export-hf writes one so;"
+            f" training: model.overrides.vocab_size={rows})"
         )
     if rows < vocab_size:
         value_head = " (a value head: validate a critic with --role critic)" if rows == 1 else ""
@@ -99,24 +112,35 @@ def vocab_rows_problem(
         )
     if recorded is not None:
         padded = recorded.rows_for(vocab_size)
-        if rows == padded:
+        if rows != padded:
+            return f"{rows} rows, but {_made(recorded, vocab_size, padded)}"
+        if recorded.rows is None:
             return None
-        made = (
-            f"pads the config's vocab_size {vocab_size} to {padded} rows"
-            if padded != vocab_size
-            else f"leaves the config's vocab_size {vocab_size} unpadded"
-        )
-        return (
-            f"{rows} rows, but the run's padding ({recorded.source}) {made}; the config belongs"
-            " to another model (or the tokenizer grew): use the config the run trained with"
-        )
-    if rows == vocab_size:
+    return _guessed_problem(rows, vocab_size)
+
+
+def _made(recorded: RecordedPadding, vocab_size: int, padded: int) -> str:
+    """What the run's record says it built, and so what the rows tell."""
+    if recorded.rows is not None:
+        return f"the run built {padded} ({recorded.source}): not the weights its record describes"
+    made = (
+        f"pads the config's vocab_size {vocab_size} to {padded} rows"
+        if padded != vocab_size
+        else f"leaves the config's vocab_size {vocab_size} unpadded"
+    )
+    return (
+        f"the run's padding ({recorded.source}) {made}; the config belongs to another model"
+        " (or the tokenizer grew): use the config the run trained with"
+    )
+
+
+def _guessed_problem(rows: int, vocab_size: int) -> str | None:
+    """The guess (module docstring) for rows >= vocab_size."""
+    if rows == vocab_size or padding_multiple(rows, vocab_size) is not None:
         return None
-    if padding_multiple(rows, vocab_size) is None:
-        return (
-            f"{rows} rows, {rows - vocab_size} more than the config's vocab_size {vocab_size},"
-            " which Megatron's vocabulary padding does not explain (vocab_size rounded up to a"
-            f" multiple of d*k, d a power of two up to {MAX_POWER_OF_TWO}, k up to {MAX_FACTOR});"
-            " use the config the run trained with"
-        )
-    return None
+    return (
+        f"{rows} rows, {rows - vocab_size} more than the config's vocab_size {vocab_size},"
+        " which Megatron's vocabulary padding does not explain (vocab_size rounded up to a"
+        f" multiple of d*k, d a power of two up to {MAX_POWER_OF_TWO}, k up to {MAX_FACTOR});"
+        " use the config the run trained with"
+    )

@@ -57,14 +57,19 @@ def _config_dir(model, target: Path) -> Path:
 
 def _megatron(tmp_path: Path, rows: int, **recorded):
     model = tiny_causal_lm("llama", vocab=VOCAB)
-    args = megatron_args(model, padded_vocab_size=rows, **recorded)
+    args = megatron_args(model, **{"padded_vocab_size": rows, **recorded})
     return model, megatron_run(tmp_path, model, args, rows=rows)
 
 
 def test_rows_the_recorded_padding_does_not_make_are_refused(tmp_path):
-    """Was: exit 0, "dropped 156 rows of Megatron's vocabulary padding"."""
+    """Was: exit 0, "dropped 156 rows of Megatron's vocabulary padding". Args without
+    padded_vocab_size (which, recorded, states the rows: test_interop_vocab_rows_stated)."""
     model, run = _megatron(
-        tmp_path, 256, make_vocab_size_divisible_by=128, tensor_model_parallel_size=1
+        tmp_path,
+        256,
+        make_vocab_size_divisible_by=128,
+        tensor_model_parallel_size=1,
+        padded_vocab_size=None,
     )
     given = _config_dir(model, tmp_path / "given")
     out = tmp_path / "hf"
@@ -114,6 +119,7 @@ def test_the_derived_config_is_held_to_the_rule_too(tmp_path):
         make_vocab_size_divisible_by=128,
         tensor_model_parallel_size=1,
         vocab_size=VOCAB,
+        padded_vocab_size=None,
     )
     code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "hf")
     assert code == 1 and EMBEDDING in one_error_line(err), err

@@ -1,9 +1,10 @@
 """Megatron-LM and Megatron-Bridge checkpoints of a tiny transformers model, built on CPU
 with torch DCP: Megatron-LM's fsdp_dtensor save records its model only in `args` (a pickled
 argparse.Namespace holding dtypes, enums and partials beside plain values), Megatron-Bridge's
-in `run_config.yaml` with its tokenizer and train state in the iteration dir. The weights are
-written under Megatron-core names by tests/support/hf_to_mcore.py's converter, so an export
-can be compared with the source model's logits.
+in `run_config.yaml` with its tokenizer and train state in the iteration dir, verl's (with
+Megatron-Bridge building the model) in `transformer_config.json` beside the actor's DCP.
+The weights are written under Megatron-core names by tests/support/hf_to_mcore.py's
+converter, so an export can be compared with the source model's logits.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import enum
 import functools
+import json
 import warnings
 from pathlib import Path
 
@@ -57,6 +59,10 @@ def megatron_args(model, **changes) -> argparse.Namespace:
         swiglu=True,
         position_embedding_type="rope",
         rotary_percent=1.0,
+        # Megatron-LM records its rope scaling switches at their defaults when not given
+        use_rope_scaling=False,
+        rope_scaling_factor=8.0,
+        rotary_seq_len_interpolation_factor=None,
         untie_embeddings_and_output_weights=not config.tie_word_embeddings,
         add_qkv_bias=family in ("qwen2", "qwen2_moe"),
         qk_layernorm=family in ("qwen3", "qwen3_moe"),
@@ -327,4 +333,29 @@ def bridge_run(
         word_level_tokenizer(it / "tokenizer", model.config.vocab_size)
     torch.save(train_state(steps[-1]), run / "latest_train_state.pt")
     (run / "latest_checkpointed_iteration.txt").write_text(str(steps[-1]))
+    return run
+
+
+def verl_bridge_run(root: Path, model, rows: int | None = None, **fields) -> Path:
+    """RUN/global_step_N/actor/{dist_ckpt/, huggingface/, transformer_config.json} as verl's
+    Megatron checkpoint manager writes them with use_mbridge: transformer_config.json is
+    asdict() of Megatron-Bridge's provider as JSON, objects as their str(), should_pad_vocab
+    false as verl builds it (`fields` change or, as None, remove entries); `rows` as
+    `mcore_weights`."""
+    run = root / "verl"
+    actor = run / f"global_step_{STEP}" / "actor"
+    save_dcp({"model": mcore_weights(model, rows)}, actor / "dist_ckpt")
+    model.config.save_pretrained(actor / "huggingface")
+    provider = {k: v for k, v in bridge_model_section(model).items() if k != "_target_"}
+    provider |= {
+        "activation_func": "<function silu>",
+        "params_dtype": "torch.float32",
+        "should_pad_vocab": False,
+        "tensor_model_parallel_size": 1,
+        **fields,
+    }
+    config = {k: v for k, v in provider.items() if not (k in fields and v is None)}
+    (actor / "transformer_config.json").write_text(json.dumps(config))
+    (actor.parent / "data.pt").write_bytes(b"dataloader state")
+    (run / "latest_checkpointed_iteration.txt").write_text(str(STEP))
     return run
