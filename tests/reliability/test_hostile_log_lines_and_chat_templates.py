@@ -83,13 +83,12 @@ def test_from_verl_notes_stay_comments(tmp_path):
 def test_yaml_with_a_character_yaml_refuses_is_a_usage_error(tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text("trainer:\n  run_dir: a\x1bb\n")
-    for args in (
-        ("--config", str(config)),
-        ("trainer.run_dir=a\x1bb",),
-    ):
-        done = mfsdp("train", "sft", *args)
-        assert done.returncode == 2, done.stderr
-        one_error(done.stderr, "not valid YAML", "unacceptable character #x001b")
+    done = mfsdp("train", "sft", "--config", str(config))
+    assert done.returncode == 2, done.stderr
+    one_error(done.stderr, "not valid YAML", "unacceptable character #x001b")
+    done = mfsdp("train", "sft", "trainer.run_dir=a\x1bb")  # refused before YAML reads it
+    assert done.returncode == 2, done.stderr
+    one_error(done.stderr, "trainer.run_dir", "control character (\\x1b)")
 
 
 # --------------------------------------------------------------------------- data rows
