@@ -10,12 +10,12 @@ config naming fewer tokens than recorded dropped real rows as "vocabulary paddin
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
 
 from tests.support.export import logits_of
+from tests.support.hf_model_files import changed_config_dir
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import one_error_line, run_cli
 from tests.support.megatron_checkpoints import (
@@ -30,14 +30,6 @@ from tests.support.megatron_checkpoints import (
 OTHER_HEADS = {"num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64}
 
 
-def _config_dir(model, target: Path, **changes) -> Path:
-    model.config.save_pretrained(target)
-    data = json.loads((target / "config.json").read_text())
-    data.update(changes)
-    (target / "config.json").write_text(json.dumps(data))
-    return target
-
-
 @pytest.mark.parametrize(
     ("changes", "named"),
     [
@@ -48,7 +40,7 @@ def _config_dir(model, target: Path, **changes) -> Path:
 def test_bridge_hf_config_contradicting_its_run_config_is_refused(changes, named, tmp_path):
     model = tiny_causal_lm("qwen2")
     run = bridge_run(tmp_path, model, steps=(10,))
-    hf = _config_dir(model, run / "iter_0000010" / "hf", **changes)
+    hf = changed_config_dir(model, run / "iter_0000010" / "hf", **changes)
     code, stdout, err = run_cli("ckpt", "validate", run, "--deep")
     assert code == 1 and f"error: {hf / 'config.json'}: {named}" in stdout, stdout + err
     assert "run_config.yaml model records" in stdout
@@ -62,7 +54,7 @@ def test_bridge_hf_config_contradicting_its_run_config_is_refused(changes, named
 def test_hf_config_contradicting_megatron_args_is_bad_usage(tmp_path):
     model = tiny_causal_lm("llama")
     run = megatron_run(tmp_path, model, megatron_args(model))
-    wrong = _config_dir(model, tmp_path / "wrong", **OTHER_HEADS)
+    wrong = changed_config_dir(model, tmp_path / "wrong", **OTHER_HEADS)
     out = tmp_path / "out"
     code, _, err = run_cli("ckpt", "export-hf", run, "--hf-config", wrong, "--out", out)
     line = one_error_line(err)
@@ -80,7 +72,7 @@ def test_a_config_agreeing_with_the_record_exports_keys_left_out_included(tmp_pa
     model = tiny_causal_lm("llama", num_key_value_heads=4)
     args = megatron_args(model, vocab_size=500, padded_vocab_size=512)
     run = megatron_run(tmp_path, model, args)
-    given = _config_dir(model, tmp_path / "given")
+    given = changed_config_dir(model, tmp_path / "given")
     data = json.loads((given / "config.json").read_text())
     for key in ("num_key_value_heads", "head_dim"):
         data.pop(key, None)
@@ -118,7 +110,7 @@ def test_hf_config_contradicting_the_checkpoints_own_config_is_refused(changes, 
 
     assets = build_tiny_model_dir(tmp_path / "assets")
     model = save_single_process_checkpoint(tmp_path / "run", assets)
-    wrong = _config_dir(model, tmp_path / "wrong", **changes)
+    wrong = changed_config_dir(model, tmp_path / "wrong", **changes)
     own = tmp_path / "run" / "global_step_1" / "huggingface" / "config.json"
     out = tmp_path / "out"
     code, _, err = run_cli(
@@ -130,7 +122,7 @@ def test_hf_config_contradicting_the_checkpoints_own_config_is_refused(changes, 
     assert not out.exists()
     code, stdout, _ = run_cli("ckpt", "validate", tmp_path / "run", "--hf-config", wrong)
     assert code == 1 and named in stdout, stdout
-    same = _config_dir(model, tmp_path / "same")  # its own config, given again: exported
+    same = changed_config_dir(model, tmp_path / "same")  # its own config, given again: exported
     code, stdout, err = run_cli(
         "ckpt", "export-hf", tmp_path / "run", "--hf-config", same, "--out", out
     )
@@ -146,7 +138,7 @@ def test_a_hub_config_of_the_same_model_in_older_spelling_is_not_a_contradiction
 
     assets = build_tiny_model_dir(tmp_path / "assets")
     model = save_single_process_checkpoint(tmp_path / "run", assets)
-    hub = _config_dir(
+    hub = changed_config_dir(
         model, tmp_path / "hub", rope_parameters=None, rope_theta=10000.0, rope_scaling=None
     )
     data = json.loads((hub / "config.json").read_text())

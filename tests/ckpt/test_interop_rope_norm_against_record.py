@@ -9,13 +9,11 @@ valid: the export computed another model. They are compared as the head layout i
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 import yaml
 
 from mfsdp_ckpt.convert.record_values import value_disagreements
+from tests.support.hf_model_files import changed_config_dir
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import assert_exports_to_source, one_error_line, run_cli
 from tests.support.megatron_checkpoints import bridge_run, megatron_args, megatron_run
@@ -29,14 +27,6 @@ LLAMA3 = {
     "high_freq_factor": 4.0,
     "original_max_position_embeddings": 8192,
 }
-
-
-def _config_dir(model, target: Path, **changes) -> Path:
-    model.config.save_pretrained(target)
-    data = json.loads((target / "config.json").read_text())
-    data.update(changes)
-    (target / "config.json").write_text(json.dumps(data))
-    return target
 
 
 @pytest.mark.parametrize(
@@ -57,7 +47,7 @@ def test_megatron_args_against_another_rope_or_norm(changes, named, tmp_path):
     # Megatron-LM's args hold its rope scaling switches whether set or not
     args = megatron_args(model, use_rope_scaling=False, rotary_seq_len_interpolation_factor=None)
     run = megatron_run(tmp_path, model, args)
-    given = _config_dir(model, tmp_path / "given", **changes)
+    given = changed_config_dir(model, tmp_path / "given", **changes)
     out = tmp_path / "hf"
     code, _, err = run_cli("ckpt", "export-hf", run, "--hf-config", given, "--out", out)
     line = one_error_line(err)
@@ -70,7 +60,7 @@ def test_megatron_args_against_another_rope_or_norm(changes, named, tmp_path):
 def test_the_same_values_in_either_spelling_export(tmp_path):
     model = tiny_causal_lm("llama")
     run = megatron_run(tmp_path, model, megatron_args(model))
-    given = _config_dir(
+    given = changed_config_dir(
         model, tmp_path / "given", rope_parameters=None, rope_theta=10000, rope_scaling=None
     )
     code, stdout, err = run_cli("ckpt", "validate", run, "--hf-config", given)
@@ -82,7 +72,7 @@ def test_bridge_names_its_own_keys(tmp_path):
     model = tiny_causal_lm("llama")
     run = bridge_run(tmp_path, model, steps=(10,))
     step = run / "iter_0000010"
-    _config_dir(model, step / "hf", rms_norm_eps=1e-5)
+    changed_config_dir(model, step / "hf", rms_norm_eps=1e-5)
     code, stdout, err = run_cli("ckpt", "validate", run)
     assert code == 1 and "rms_norm_eps=1e-05 (record: layernorm_epsilon 1e-06)" in stdout, (
         stdout + err
@@ -92,7 +82,7 @@ def test_bridge_names_its_own_keys(tmp_path):
     data = yaml.safe_load((step / "run_config.yaml").read_text())
     data["model"] |= {"rope_scaling": True, "rope_scaling_factor": 32.0}
     (step / "run_config.yaml").write_text(yaml.safe_dump(data))
-    _config_dir(model, step / "hf", rope_parameters={**LLAMA3, "factor": 32.0})
+    changed_config_dir(model, step / "hf", rope_parameters={**LLAMA3, "factor": 32.0})
     code, stdout, err = run_cli("ckpt", "validate", run)
     assert code == 0, stdout + err
 

@@ -7,12 +7,11 @@ import ast
 import builtins
 import importlib
 
-import click
 import pytest
 from click.testing import CliRunner
 
-from cli.errors import MfsdpGroup
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError, MfsdpUsageError
+from tests.support.cli_errors import group_raising
 from tests.support.paths import REPO
 
 PACKAGES = ("mfsdp_ckpt", "trainer", "cli")
@@ -52,18 +51,6 @@ def test_every_error_class_has_a_kind(module, name):
     assert issubclass(cls, (MfsdpUsageError, MfsdpFailedError)), f"{module}.{name} has no kind"
 
 
-def _group_raising(error: BaseException) -> click.Group:
-    @click.group(cls=MfsdpGroup)
-    def group() -> None:
-        pass
-
-    @group.command()
-    def go() -> None:
-        raise error
-
-    return group
-
-
 @pytest.mark.parametrize(
     ("error", "code", "line"),
     [
@@ -74,11 +61,11 @@ def _group_raising(error: BaseException) -> click.Group:
     ],
 )
 def test_errors_become_one_line_and_their_kinds_exit_code(error, code, line):
-    result = CliRunner().invoke(_group_raising(error), ["go"])
+    result = CliRunner().invoke(group_raising(error), ["go"])
     assert result.exit_code == code
     assert result.output.strip().splitlines() == [f"error: {line}"]
 
 
 def test_a_bug_keeps_its_traceback():
-    result = CliRunner().invoke(_group_raising(KeyError("bug")), ["go"])
+    result = CliRunner().invoke(group_raising(KeyError("bug")), ["go"])
     assert isinstance(result.exception, KeyError)

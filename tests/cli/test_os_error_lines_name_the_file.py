@@ -13,29 +13,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-import click
 import pytest
 from click.testing import CliRunner
 
-from cli.errors import MfsdpGroup
 from mfsdp_ckpt.format.dtypes import BY_NAME
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
+from tests.support.cli_errors import group_raising
 from tests.support.hf_model_files import saved_hf_model
 from tests.support.paths import REPO, repo_env
 
 FILE_LIMIT = 4096  # bytes: above every small file the commands write, below the weights
-
-
-def _raising(error: BaseException) -> click.Group:
-    @click.group(cls=MfsdpGroup)
-    def group() -> None:
-        pass
-
-    @group.command()
-    def go() -> None:
-        raise error
-
-    return group
 
 
 @pytest.mark.parametrize(
@@ -47,7 +34,7 @@ def _raising(error: BaseException) -> click.Group:
     ],
 )
 def test_the_line_is_the_path_and_the_reason(error, line):
-    result = CliRunner().invoke(_raising(error), ["go"])
+    result = CliRunner().invoke(group_raising(error), ["go"])
     assert result.exit_code == 1
     shown = result.stderr.strip()
     assert shown.startswith(f"error: {line}") and "Errno" not in shown, shown

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import re
 
+import click
+
+from cli.errors import MfsdpGroup
+
 # What a run says as each slow phase of its start begins (cli/launch.py `say_starting`,
 # trainer/runner.py): "[sft] loading torch and transformers ...". A run that fails after
 # them still ends in one error line.
@@ -24,3 +28,18 @@ def one_error(stderr: str, *needles: str) -> str:
     for needle in needles:
         assert needle in lines[0], lines[0]
     return lines[0]
+
+
+def group_raising(error: BaseException) -> click.Group:
+    """A click group under mfsdp's error handling whose one command `go` raises `error`: how
+    the CLI prints any exception, without a command that fails that way."""
+
+    @click.group(cls=MfsdpGroup)
+    def group() -> None:
+        pass
+
+    @group.command()
+    def go() -> None:
+        raise error
+
+    return group

@@ -3,6 +3,7 @@ bit for bit: the sources and the comparisons of the import-hf round trips."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -55,3 +56,13 @@ def saved_hf_model(root: Path, family: str, tied: bool, shard: bool = False) -> 
 def hidden_leftovers(parent: Path) -> list[str]:
     """The dot-named entries (temporary files, locks) an interrupted or refused write left."""
     return sorted(p.name for p in parent.iterdir() if p.name.startswith("."))
+
+
+def changed_config_dir(model, target: Path, **changes) -> Path:
+    """`target` holding `model`'s config.json with `changes` made to its top-level keys: a
+    `--hf-config` that disagrees with a checkpoint's record in just those."""
+    model.config.save_pretrained(target)
+    data = json.loads((target / "config.json").read_text())
+    data.update(changes)
+    (target / "config.json").write_text(json.dumps(data))
+    return target
