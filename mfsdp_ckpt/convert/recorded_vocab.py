@@ -31,11 +31,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mfsdp_ckpt.convert.export_errors import ExportError
+from mfsdp_ckpt.convert.export_source import MAX_JSON_ASSET_BYTES, MAX_JSON_ASSET_CONTAINERS
 from mfsdp_ckpt.convert.hf_config import read_config_json
 from mfsdp_ckpt.convert.name_maps import MappingError, model_tensors
 from mfsdp_ckpt.convert.recorded_layout import recorded_padding
 from mfsdp_ckpt.format.state_keys import AmbiguousStateError
 from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.unique_json import loads_unique, too_many_containers
 
 if TYPE_CHECKING:
     from mfsdp_ckpt.format import layout
@@ -43,7 +45,6 @@ if TYPE_CHECKING:
 
 EMBEDDING = "embedding.word_embeddings.weight"  # Megatron-core's; the padding is found there
 TOKENIZER_FILE = "tokenizer.json"
-MAX_TOKENIZER_BYTES = 64 << 20  # as every JSON asset export copies (export_source)
 
 
 @dataclass(frozen=True)
@@ -98,9 +99,12 @@ def too_many_tokens(
     file = directory / TOKENIZER_FILE
     if not os.path.lexists(file):
         return None
+    raw = safe_files.read_bytes(file, MAX_JSON_ASSET_BYTES, root)
+    if too_many_containers(raw, MAX_JSON_ASSET_CONTAINERS) is not None:
+        return None  # named by the checks that read the assets (`check_json_asset`)
     try:
-        data = json.loads(safe_files.read_bytes(file, MAX_TOKENIZER_BYTES, root))
-    except ValueError:  # not JSON: named by the checks that read the assets
+        data = loads_unique(raw)
+    except ValueError:  # not JSON, too deep, a key twice: named by those checks too
         return None
     top = _top_id(data)
     if top is None or top < rows:

@@ -116,3 +116,20 @@ def test_a_model_built_from_the_config_is_told_which_vocab_size_fits():
 def test_token_ids_are_counted_from_tokenizer_json(tokenizer, fits, tmp_path):
     (tmp_path / "tokenizer.json").write_text(json.dumps(tokenizer))
     assert (too_many_tokens(tmp_path, tmp_path, ROWS) is None) is fits
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"model": {"vocab": {"a": 1}}, "x": ' + "[" * 200_000 + "]" * 200_000 + "}",
+        '{"model": {"vocab": {"a": 1}}, "model": {"vocab": {"b": 900}}}',
+    ],
+)
+def test_a_tokenizer_json_too_deep_or_giving_a_key_twice_is_left_to_the_asset_checks(
+    tmp_path, text
+):
+    """Counted with plain json.loads, a tokenizer.json nested 200,000 deep raised Python's
+    RecursionError (a traceback) and one giving `model` twice was counted by its last copy;
+    read as every JSON asset is, both are left to the checks that name them."""
+    (tmp_path / "tokenizer.json").write_text(text)
+    assert too_many_tokens(tmp_path, tmp_path, rows=128) is None
