@@ -383,9 +383,9 @@ class Checkpointer:
         for directory in (tmp / layout.DIST_CKPT_DIR, tmp):
             layout.fsync_path(directory)
         _maybe_die("after_manifest", step)
-        layout.replace_dir(
-            tmp, layout.step_dir(self.run_dir, step)
-        )  # re-saving a step replaces it whole
+        left = layout.replace_dir(tmp, layout.step_dir(self.run_dir, step))  # replaced whole
+        if left is not None:
+            log.warning("%s", left)
         _maybe_die("after_rename", step)
         self._point_tracker_at(step)
         size = sum(record.size for record in files.values())

@@ -364,7 +364,7 @@ def write_tracker(run_dir: str | os.PathLike, step: int) -> None:
     fsync_path(tracker.parent)
 
 
-def replace_dir(new: Path, target: Path) -> None:
+def replace_dir(new: Path, target: Path) -> str | None:
     """Rename a finished step directory onto `target`; an existing one is removed only after
     the new one is in place, so at every instant one whole version exists. On Linux the two
     are swapped in one `renameat2(RENAME_EXCHANGE)` and a missing target is created with
@@ -372,19 +372,26 @@ def replace_dir(new: Path, target: Path) -> None:
     replaced; elsewhere the old one is moved aside first. A symlink there is replaced, never
     what it leads to. Anything else there (a file) is the user's, not a step: refused
     (DamagedRunDirError), neither moved nor removed; it was moved aside, then removing it as
-    a directory failed the save half done, the new step in place and the tracker not."""
+    a directory failed the save half done, the new step in place and the tracker not.
+
+    Returns a warning line when the replaced version could not be removed after the swap:
+    the new step is in place then, so the save goes on (it failed there, the tracker not
+    yet pointing at the step it had just put in place)."""
     from mfsdp_ckpt.storage.out_dir import exchange, rename_noreplace
 
     try:
         mode = os.lstat(target).st_mode
     except FileNotFoundError:
         mode = None
+    left = None
     if mode is None:
         rename_noreplace(new, target)
     elif not (stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
         raise DamagedRunDirError(f"{target} {_incomplete_step(target)}: move it away")
     elif stat.S_ISDIR(mode) and exchange(new, target):
-        shutil.rmtree(new)  # it holds the old version now
+        # `new` holds the old version now; under its temp name the next save's prune
+        # (retention.prune_steps) removes it if this cannot
+        left = _remove_replaced(new, target, "the next save tries again")
     else:
         aside = target.with_name(f".{target.name}.old-{secrets.token_hex(8)}")
         os.rename(target, aside)
@@ -392,8 +399,24 @@ def replace_dir(new: Path, target: Path) -> None:
         if stat.S_ISLNK(mode):
             aside.unlink()
         else:
-            shutil.rmtree(aside)
+            left = _remove_replaced(aside, target, "remove it by hand")
     fsync_path(target.parent)
+    return left
+
+
+def _remove_replaced(old: Path, target: Path, then: str) -> str | None:
+    """Remove the version of `target` that a save replaced; one that cannot be removed is
+    a warning line naming it."""
+    try:
+        shutil.rmtree(old)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        return (
+            f"warning: {old}: the earlier {target.name} that this save replaced was not "
+            f"removed ({err.strerror or err}); {then}"
+        )
+    return None
 
 
 def fsync_path(path: str | os.PathLike) -> None:

@@ -91,3 +91,36 @@ def test_a_step_that_cannot_be_removed_is_a_warning_not_a_failed_save(
     [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert line.startswith(f"warning: {layout.step_dir(run, 1)}: not removed by")
     assert line.endswith("step 3 is saved, and the next save tries again")
+
+
+def test_a_replaced_step_that_cannot_be_removed_is_a_warning_and_goes_later(
+    tmp_path, monkeypatch, caplog
+):
+    """Re-saving a step swaps the new version in, then removes the old one: a removal that
+    failed there failed the save, the new step in place and the tracker still at the step
+    before. Now the save completes with a warning line, and the next save removes it."""
+    run = tmp_path / "run"
+    save(run, 1)
+    save(run, 2)
+    remove, old_version = shutil.rmtree, layout.tmp_step_dir(run, 2)
+    failing = True
+
+    def rmtree(path, *args, **kwargs):
+        if failing and os.fspath(path) == os.fspath(old_version):
+            raise PermissionError(13, "Permission denied", str(path))
+        remove(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", rmtree)
+    with caplog.at_level(logging.WARNING, logger="mfsdp_ckpt.checkpointer"):
+        Checkpointer(run, strategy="none").save(
+            2, {"model": {"w": torch.full((4,), 20.0)}}, contents=("model",)
+        )
+    assert layout.read_tracker(run) == 2
+    [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert line.startswith(f"warning: {old_version}: the earlier global_step_2 that this save")
+    assert line.endswith("(Permission denied); the next save tries again")
+    assert old_version.is_dir()
+    failing = False
+    save(run, 3)
+    assert not old_version.exists()
+    assert layout.list_complete_steps(run) == [1, 2, 3]
