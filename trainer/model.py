@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
+import os
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,7 +41,14 @@ from trainer.model_code import (
     check_tokenizer_files,
 )
 from trainer.model_overrides import overridden_config
-from trainer.model_source import ModelSource, load_checkpoint_weights, resolve_model_source
+from trainer.model_source import (
+    ModelSource,
+    load_checkpoint_weights,
+    recorded_vocab_rows,
+    resolve_model_source,
+)
+
+log = logging.getLogger("mfsdp.model")
 
 # Any tokenizer a model ships encodes this to tokens; one missing its vocabulary (a model
 # dir without tokenizer.json) encodes it, and every data row, to nothing: loss 0 each step.
@@ -246,6 +255,11 @@ def build_hf_config(cfg: ModelConfig, tokenizer) -> Any:
             f"{', '.join(SUPPORTED_FAMILIES)}"
         )
     config = overridden_config(base, make, cfg.overrides)
+    fit = recorded_vocab_rows(cfg, resolve_model_source(cfg), config.vocab_size)
+    if fit is not None:
+        if os.environ.get("RANK", "0") == "0":  # one line, not one per rank
+            log.warning("note: model.hf_config's %s", fit.note().removeprefix("config.json "))
+        config = overridden_config(base, make, {**cfg.overrides, "vocab_size": fit.rows})
     if len(tokenizer) > config.vocab_size:
         raise ConfigError(
             f"model: tokenizer has {len(tokenizer)} tokens but the model's vocab_size is "

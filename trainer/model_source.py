@@ -190,6 +190,30 @@ def _derived_source(checkpoint: CheckpointPaths) -> ModelSource | None:
     return _derived[key]
 
 
+def recorded_vocab_rows(cfg: ModelConfig, source: ModelSource | None, vocab_size: int) -> Any:
+    """Where `model.hf_config` names more tokens than a Megatron-LM checkpoint's record
+    proves the run built rows for (Qwen2.5's config says 151936; Megatron-LM padded its
+    tokenizer's 151665 tokens to 151680 rows and recorded that as padded_vocab_size), the
+    `recorded_vocab.VocabFit`: the model is built with the stored rows, as export-hf writes
+    them, where it was refused with the vocab_size to set. None otherwise, and always
+    without `model.hf_config` (a derived config states the rows itself) or where
+    `model.overrides` sets vocab_size (the user's choice is checked as given)."""
+    if source is None or source.checkpoint is None or source.derived is not None:
+        return None
+    if cfg.hf_config is None or "vocab_size" in cfg.overrides:
+        return None
+    from mfsdp_ckpt.convert.recorded_vocab import vocab_fit
+    from mfsdp_ckpt.errors import MfsdpError
+    from mfsdp_ckpt.storage.reader import CheckpointReader
+
+    try:
+        return vocab_fit(
+            source.checkpoint, CheckpointReader(source.checkpoint.dist_ckpt), vocab_size
+        )
+    except MfsdpError as err:
+        raise ConfigError(f"model.path: {err}") from None
+
+
 def _derive_source(checkpoint: CheckpointPaths) -> ModelSource | None:
     """The config a Megatron checkpoint's own record implies, as export derives it, and the
     tokenizer files Megatron-Bridge saved; None when it records no model. The tokenizer

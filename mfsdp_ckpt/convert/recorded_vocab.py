@@ -17,8 +17,8 @@ record must state `padded_vocab_size` equal to the stored rows
 rule, since Megatron-LM keeps the one of the checkpoint it started from, which may have been
 converted at another tensor-parallel size), and the tokenizer export copies, when it has a
 tokenizer.json, must hold no token id at or past the rows. Validate checks a config so, and
-training, whose model is built from the config it is given, is told which vocab_size fits
-(`vocab_padding.vocab_rows_problem`).
+training from `model.hf_config` builds its model with the rows
+(`trainer.model_source.recorded_vocab_rows`).
 """
 
 from __future__ import annotations

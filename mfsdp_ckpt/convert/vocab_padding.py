@@ -39,8 +39,9 @@ tokenizer holds 151665 tokens, which it pads to 151680 rows, while Qwen2.5's con
 says 151936. Rows fewer than the config's vocab_size that are exactly the padded size the
 record states (`RecordedPadding.rows`, Megatron-LM's `padded_vocab_size`) are that case:
 no token is missing, the config names more than the tokenizer has. Export writes them
-under a config of that many rows (`recorded_vocab`); where the config cannot be changed
-(a model built from it), the error says which vocab_size fits.
+under a config of that many rows (`recorded_vocab`), and training builds its model with
+them; where a config still names more (model.overrides.vocab_size), the error says which
+vocab_size fits.
 """
 
 from __future__ import annotations
@@ -100,8 +101,8 @@ def vocab_rows_problem(
         return (
             f"{rows} rows, fewer than the config's vocab_size {vocab_size}: the rows the run"
             f" built for its tokenizer's tokens ({recorded.source}), so every token has its"
-            f" row; a config with vocab_size {rows} holds them (export-hf writes one so;"
-            f" training: model.overrides.vocab_size={rows})"
+            f" row; a config with vocab_size {rows} holds them (export-hf and training"
+            f" from model.hf_config use one; model.overrides.vocab_size={rows} sets it)"
         )
     if rows < vocab_size:
         value_head = " (a value head: validate a critic with --role critic)" if rows == 1 else ""

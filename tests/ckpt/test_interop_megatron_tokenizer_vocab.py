@@ -93,13 +93,13 @@ def test_rows_the_record_does_not_state_are_refused_as_before(recorded, tmp_path
     assert "vocab_size 128, not" not in err
 
 
-def test_a_model_built_from_the_config_is_told_which_vocab_size_fits():
-    """Training builds its model from the config before reading the weights: it cannot
-    take fewer rows, so the error names the vocab_size that fits."""
+def test_a_config_set_to_more_tokens_is_told_which_vocab_size_fits():
+    """Where a config still names more tokens (model.overrides.vocab_size set by hand), the
+    error names the vocab_size that fits."""
     recorded = RecordedPadding(128, "the record", rows=ROWS)
     problem = vocab_rows_problem(ROWS, CONFIG_VOCAB, recorded)
     assert problem is not None and "a config with vocab_size 128 holds them" in problem
-    assert "model.overrides.vocab_size=128" in problem
+    assert "model.overrides.vocab_size=128 sets it" in problem
     other = vocab_rows_problem(ROWS, CONFIG_VOCAB, RecordedPadding(128, "the record"))
     assert other is not None and "use the config the run trained with" in other
 

@@ -72,6 +72,49 @@ def test_first_step_from_megatron_checkpoints_equals_from_their_export(megatron_
     assert from_lm == from_export and from_bridge == from_export
 
 
+def test_a_config_naming_more_tokens_than_the_recorded_rows_trains_on_the_rows(
+    megatron_runs, tmp_path, caplog
+):
+    """Megatron-LM pads its tokenizer's length (Qwen2.5: 151665 tokens in 151680 rows, its
+    padded_vocab_size), while the model's config.json names more (151936). Was: refused,
+    naming model.overrides.vocab_size=151680 to set by hand. Now the model is built with the
+    recorded rows, as export-hf writes them, with a note, and trains as from the export."""
+    import json
+    import logging
+
+    from transformers import AutoModelForCausalLM
+
+    root, data, _lm, _bridge = megatron_runs
+    model = AutoModelForCausalLM.from_pretrained(root / "hf", dtype="float32")
+    rows = model.config.vocab_size
+    args = megatron_args(model, padded_vocab_size=rows, make_vocab_size_divisible_by=1)
+    lm = megatron_run(tmp_path, model, args)
+    larger = tmp_path / "larger"
+    shutil.copytree(root / "hf", larger)
+    config = json.loads((larger / "config.json").read_text())
+    (larger / "config.json").write_text(json.dumps({**config, "vocab_size": rows + 64}))
+    with caplog.at_level(logging.WARNING, logger="mfsdp.model"):
+        loss = first_loss(data, tmp_path / "r", f"model.path={lm}", f"model.hf_config={larger}")
+    assert loss == first_loss(data, root / "b_hf_rows", f"model.path={root / 'hf'}")
+    [note] = [r.getMessage() for r in caplog.records if r.name == "mfsdp.model"]
+    assert note.startswith(f"note: model.hf_config's vocab_size {rows}, not {rows + 64}"), note
+    assert "padded_vocab_size" in note, note
+    cfg = tiny_config(data, tmp_path / "x", f"model.path={lm}", f"model.hf_config={larger}")
+    cfg.model.overrides["vocab_size"] = rows + 64  # the user's own choice is checked as given
+    with pytest.raises(ConfigError, match="fewer than the config's vocab_size"):
+        load_weights_of(cfg)
+
+
+def load_weights_of(cfg) -> None:
+    """Build the model `cfg` describes and load its model.path's weights into it."""
+    import torch
+
+    from trainer.model import build_model
+
+    config = build_hf_config(cfg.model, load_tokenizer(cfg.model))
+    build_model(cfg.model, config, torch.device("cpu"), seed=0)
+
+
 def test_derived_config_is_the_records(megatron_runs):
     root, data, _lm, bridge = megatron_runs
     cfg = tiny_config(data, root / "x", f"model.path={bridge}").model
