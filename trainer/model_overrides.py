@@ -16,6 +16,7 @@ from typing import Any
 
 from mfsdp_ckpt.convert.hf_config import transformers_reason
 from trainer.config import ConfigError
+from trainer.yaml_colon_keys import glued_value_hint
 
 KEY = "model.overrides"
 # Read by every supported family's modelling code though its config class has no such field
@@ -76,7 +77,11 @@ def _rope_keys_moved(base: Any, known: set[str], overrides: dict) -> dict:
 
 
 def _unknown_key(base: Any, known: set[str], key: Any) -> str:
-    """Why `key` is refused: no field of `base`'s config class; with the closest field."""
+    """Why `key` is refused: no field of `base`'s config class; with the closest field, or
+    how to write it when it is `name:value` (`{hidden_size:256}` is one key to YAML)."""
+    glued = glued_value_hint(key)
+    if glued is not None:
+        return f"{KEY}.{key}: {glued}"
     name = type(base).__name__
     said = f"{KEY}.{key}: not a field of {name} (the {base.model_type} config)"
     public = [candidate for candidate in known if not candidate.startswith("_")]

@@ -186,7 +186,7 @@ class TrainingRun:
             trains = resume is None or int(states["extra"]["step"]) < end_step(total_steps, cfg)
             if trains:  # a run that trains no step leaves the config its steps were trained with
                 if resume is not None:
-                    note = keep_changed_config(run_dir, int(states["extra"]["step"]), cfg)
+                    note = keep_changed_config(run_dir, int(states["extra"]["step"]), cfg, resume)
                     if note is not None:
                         print(printable(f"[{name}] {note}"), file=sys.stderr)
                 write_resolved_config(run_dir, cfg)

@@ -116,13 +116,17 @@ def test_from_verl_out_of_memory_names_the_file(tmp_path, monkeypatch):
 
 def test_a_run_dirs_config_is_read_back_through_the_same_bounds(tmp_path):
     """A resume compares against RUN/config.yaml (and wandb shows it): one of such aliases
-    made a note of megabytes (the old value's repr) on stderr; it is no config to keep."""
+    made a note of megabytes (the old value's repr) on stderr; it is no config to compare
+    with: the note is one short line, and the file is kept aside as it was."""
     from trainer.config_history import keep_changed_config
     from trainer.metrics import _resolved_config
 
     run = tmp_path / "run"
     run.mkdir()
-    (run / "config.yaml").write_text("optim:\n  betas:\n" + textwrap.indent(_amplified(), "    "))
-    assert keep_changed_config(run, 2, SFTConfig()) is None
+    text = "optim:\n  betas:\n" + textwrap.indent(_amplified(), "    ")
+    (run / "config.yaml").write_text(text)
     assert _resolved_config(run) is None
-    assert sorted(path.name for path in run.iterdir()) == ["config.yaml"]
+    note = keep_changed_config(run, 2, SFTConfig())
+    assert note is not None and note.startswith("settings not compared") and len(note) < 1000
+    assert sorted(path.name for path in run.iterdir()) == ["config.until_step_2.yaml"]
+    assert (run / "config.until_step_2.yaml").read_text() == text
