@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.layout import CheckpointPaths
 from mfsdp_ckpt.storage import safe_files
@@ -38,9 +39,9 @@ _HOW_STARTED = (
 _SHOWN_CHANGES = 6
 
 
-class ConfigRecordError(ValueError):
+class ConfigRecordError(MfsdpFailedError):
     """The record of the config a step was trained with is missing or is no config; the
-    message names the file and what is wrong with it."""
+    message names the file and what is wrong with it (said as a note: the run goes on)."""
 
 
 def keep_changed_config(
