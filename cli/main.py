@@ -26,8 +26,8 @@ from typing import Any, NoReturn
 
 from cli.stop import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, terminate
 
-# Whether this process ends when the command does (`main`'s `ends_process`), so that late
-# signals may be ignored; a test calling main() in-process keeps its handlers.
+# Whether this process ends when the command does (main() called by the program itself),
+# so that late signals may be ignored; a test calling main() in-process keeps its handlers.
 _ends_with_command = False
 
 
@@ -41,16 +41,12 @@ def json_asked(args: list[str]) -> bool:
     return any(arg == "--json" or arg.startswith("--json=") for arg in options_of(args))
 
 
-def main(ends_process: bool = True) -> None:
+def main() -> None:
     """Run `mfsdp` on sys.argv, SIGTERM raising `Terminated` from the start (as `cli.errors`
     has it raised while a command runs; not in a rank torchrun started, which it stops
-    with SIGTERM itself), and both signals ignored once it ended (`settle`).
-
-    `ends_process`: the process exits when the command does (the console script, a
-    `python -c` wrapper), so late signals are ignored; a caller that runs commands
-    in-process and goes on (a test) passes False and keeps its signal handlers."""
+    with SIGTERM itself), and both signals ignored once it ended (`settle`)."""
     global _ends_with_command
-    _ends_with_command = ends_process
+    _ends_with_command = sys._getframe(1).f_globals.get("__name__") == "__main__"
     watch = (
         threading.current_thread() is threading.main_thread()  # where handlers can be set
         and "RANK" not in os.environ

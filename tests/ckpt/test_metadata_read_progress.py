@@ -101,7 +101,7 @@ def test_on_a_terminal_the_read_is_a_bar_in_bytes(tmp_path, monkeypatch, capsys)
     monkeypatch.setattr("sys.stderr", terminal)
     monkeypatch.setattr("sys.argv", ["mfsdp", "ckpt", "validate", str(ckpt)])
     try:
-        main(ends_process=False)
+        main()
     except SystemExit as exit_:  # validate exits 1 on an invalid checkpoint; here it is valid
         assert exit_.code in (0, None), exit_.code
     capsys.readouterr()

@@ -69,7 +69,7 @@ def test_a_command_run_in_process_leaves_signals_working(monkeypatch, capsys):
     before = signal.getsignal(signal.SIGTERM)
     monkeypatch.setattr(sys, "argv", ["mfsdp", "config", "defaults", "sft"])
     try:
-        main(ends_process=False)
+        main()
     except SystemExit as exit_:
         assert exit_.code in (0, None)
     assert "\nmodel:\n" in capsys.readouterr().out

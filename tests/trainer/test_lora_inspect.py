@@ -123,7 +123,7 @@ def test_inspect_deep_shows_the_base_model_hashing_on_a_terminal(
     terminal = Terminal()
     monkeypatch.setattr("sys.stderr", terminal)
     monkeypatch.setattr("sys.argv", ["mfsdp", "ckpt", "inspect", str(lora_run / "run"), *flags])
-    main(ends_process=False)
+    main()
     capsys.readouterr()
     bars = [line for line in terminal.getvalue().split("\r") if "%|" in line]
     size = (lora_run / "base" / "model.safetensors").stat().st_size
