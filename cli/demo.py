@@ -11,9 +11,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
+import shlex
 import shutil
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -22,7 +25,7 @@ import click
 from cli import demo_record
 from cli.errors import GivenPath, on_interrupt
 from cli.launch import CONFIG_CHECKED, end_as_ranks_ended, run_ranks, stopped_run_line
-from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format.output_inside import inside_checkpoint
 from mfsdp_ckpt.storage.out_dir import checked_target as checked_out_path
 from mfsdp_ckpt.storage.out_lock import ctrl_c_deferred, out_lock
@@ -68,11 +71,14 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
     out = Path(out_dir)
     _check_out(out)
     with out_lock(out, "--out"):  # a second demo into `out` meanwhile would delete this one's
-        _claim(out)
-        phase = _Phase(out)
+        kept = _claim(out)
+        phase = _Phase(out, steps)
         on_interrupt(phase.interrupted)
         try:
-            _run(out, nproc, steps, phase)
+            with _stopped_by_closed_stdout(out, phase, kept):
+                if kept is not None:
+                    _say(f"the previous demo in {out} is kept in {kept} until this one completes")
+                _run(out, nproc, steps, phase)
         except BaseException:
             # the list of what it wrote, so that a rerun may replace it; a list that cannot be
             # written leaves the dir unlisted (refused by the next demo), never a wrong one
@@ -81,6 +87,8 @@ def demo(out_dir: str, nproc: int, steps: int) -> None:
             raise
         with ctrl_c_deferred():
             demo_record.record(out)
+            if kept is not None:
+                shutil.rmtree(kept)
 
 
 def _check_out(out: Path) -> None:
@@ -107,26 +115,35 @@ def _check_out(out: Path) -> None:
 
 
 class _Phase:
-    """Which phase of the demo in `out` runs, for the line a Ctrl-C ends it with: what is
-    kept and how to go on (the run's newest checkpoint resumes with `mfsdp train sft`; a
-    rerun of the demo starts over)."""
+    """Which phase of the demo in `out` (training `steps` steps) runs, for the line a Ctrl-C
+    ends it with: what is kept and how to go on (the run's newest checkpoint resumes with
+    `mfsdp train sft`; once training finished, the command that does the phase stopped and
+    those after it; a rerun of the demo starts over)."""
 
-    def __init__(self, out: Path):
-        self.out, self.now = out, "data"
+    def __init__(self, out: Path, steps: int):
+        self.out, self.steps, self.now = out, steps, "data"
 
     def interrupted(self) -> str:
         if self.now == "data":
             return f"interrupted while writing the demo's data and model; {self._again()}"
         if self.now == "train":
             return self.training_stopped("interrupted")
+        run_dir, hf_dir = self.out / RUN_DIR, self.out / EXPORT_DIR
+        if self.now == GENERATING:
+            return (
+                f"interrupted while {self.now}; training and the export had finished: the run"
+                f" is kept in {run_dir}, the export in {hf_dir} (it loads with transformers'"
+                f" from_pretrained); {self._again()}"
+            )
         return (
-            f"interrupted while {self.now}; training had ended, its run is kept in"
-            f" {self.out / RUN_DIR}; {self._again()}"
+            f"interrupted while {self.now}; training had finished, its run is kept in"
+            f" {run_dir}: {self._left()}; {self._again()}"
         )
 
     def training_stopped(self, stopped: str) -> str:
         """The line for training stopped as `stopped` says (`interrupted`, torchrun killed):
-        as `mfsdp train`'s, with the command that resumes the demo's run."""
+        as `mfsdp train`'s, with the command that resumes the demo's run, or once training
+        had finished, the commands that do what the demo had left."""
         run_dir = self.out / RUN_DIR
         return stopped_run_line(
             run_dir,
@@ -135,12 +152,28 @@ class _Phase:
             stopped,
             resume=f"run `mfsdp train sft --config {run_dir / 'config.yaml'}`",
             start_over=self._again(),
+            last_step=self.steps,
+            then=self._left(),
         )
+
+    def _left(self) -> str:
+        """The commands that do what the demo had left after training, from the phase
+        stopped on: validating, then exporting (generating has no command of its own)."""
+        run_dir = shlex.quote(str(self.out / RUN_DIR))
+        hf_dir = shlex.quote(str(self.out / EXPORT_DIR))
+        export = f"`mfsdp ckpt export-hf {run_dir} --out {hf_dir} --dtype fp32 --verify`"
+        if self.now == EXPORTING:
+            return f"{export} redoes the export"
+        return f"`mfsdp ckpt validate --deep {run_dir}` validates it, {export} exports it"
 
     def _again(self) -> str:
         return f"`mfsdp demo --out {self.out}` again starts over"
 
 
+# The demo's phases after training, as its Ctrl-C line names them
+VALIDATING = "validating the checkpoint"
+EXPORTING = "exporting the checkpoint"
+GENERATING = "generating from the export"
 LOG_EVERY = 5  # the demo's trainer.log_every
 
 
@@ -208,9 +241,10 @@ def _run(out: Path, nproc: int, steps: int, phase: _Phase) -> None:
     env = dict(os.environ)
     env[CONFIG_CHECKED] = "1"  # as under `mfsdp train`: one line for a mistake or a Ctrl-C
     phase.now = "train"
-    code = run_ranks(command, env=env)  # in the user's directory: `--out` may be relative
+    # in the user's directory (`--out` may be relative); the ranks' result is not the demo's
+    code = run_ranks(command, ends_command=False, env=env)
     end_as_ranks_ended(code, phase.training_stopped)  # as `mfsdp train` ends
-    phase.now = "validating the checkpoint"
+    phase.now = VALIDATING
 
     _say(f"validate --deep {run_dir}: hashing every file, reading every tensor ...")
     report = validate_checkpoint(run_dir, deep=True)
@@ -221,7 +255,7 @@ def _run(out: Path, nproc: int, steps: int, phase: _Phase) -> None:
         raise SystemExit(1)
 
     hf_dir = out / EXPORT_DIR
-    phase.now = "exporting the checkpoint"
+    phase.now = EXPORTING
     _say(f"export-hf: {run_dir} -> {hf_dir}, then reading it back (--verify) ...")
     result = export_hf(run_dir, hf_dir, dtype="fp32", verify=True)
     if result.mismatches:
@@ -232,7 +266,7 @@ def _run(out: Path, nproc: int, steps: int, phase: _Phase) -> None:
         "(verified)"
     )
 
-    phase.now = "generating from the export"
+    phase.now = GENERATING
     question = synthetic_arithmetic(1, seed=99)[0]["question"]
     _say(f"generate: loading {hf_dir} with transformers, answering {question!r} ...")
     answer = _generate(hf_dir, question)
@@ -256,18 +290,81 @@ DEMO_MARKER = demo_record.MARKER  # written first into every demo dir (`cli.demo
 DEMO_ENTRIES = frozenset({DEMO_MARKER, RAW_DIR, DATA_DIR, INIT_DIR, RUN_DIR, EXPORT_DIR})
 
 
-def _claim(out: Path) -> None:
+def _claim(out: Path) -> Path | None:
     """Make `out` an empty demo dir. A previous demo's output is replaced when it holds
     exactly what that demo wrote (`demo_record`); any other non-empty directory is refused,
     since what is in it is not the demo's to delete: a user's files, or steps a user trained
-    on from the demo's run."""
+    on from the demo's run. The previous demo is moved beside `out` (`_kept_dir`), returned,
+    and deleted once this demo completes: deleted at the start, a complete demo was lost to
+    one that then stopped part way (a Ctrl-C, `mfsdp demo | head`). Where one is kept
+    already (the demo after it stopped part way), `out` holds that stopped one: deleted."""
+    kept = _kept_dir(out)
     if out.is_dir() and any(out.iterdir()):
         problem = demo_record.refusal(out)
         if problem is not None:
             raise problem
-        shutil.rmtree(out)
+        if _holds_kept_demo(kept):
+            shutil.rmtree(out)
+        else:
+            out.rename(kept)
     out.mkdir(parents=True, exist_ok=True)
     demo_record.start(out)
+    return kept if _holds_kept_demo(kept) else None
+
+
+def _kept_dir(out: Path) -> Path:
+    """Where the previous demo in `out` waits while a new one runs: beside it, hidden."""
+    return out.parent / f".{out.name}.demo-previous"
+
+
+def _holds_kept_demo(kept: Path) -> bool:
+    """Whether `kept` is a previous demo's dir a demo moved there: a directory (no link)
+    holding exactly what a demo wrote; anything else of that name is refused, not deleted."""
+    if not os.path.lexists(kept):
+        return False
+    if kept.is_symlink() or not kept.is_dir() or demo_record.refusal(kept) is not None:
+        raise MfsdpUsageError(
+            f"{kept}: is where the demo keeps the previous demo in --out while it runs, and"
+            " holds something else; move it away"
+        )
+    return True
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reading end is closed (poll reports an error on it)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _fd, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no descriptor (a test's captured stdout)
+        return False
+
+
+# What the demo was doing, by `_Phase.now`, as "the demo stopped at ..." says it
+_STAGES = {"data": "writing the data and model", "train": "training"}
+
+
+@contextlib.contextmanager
+def _stopped_by_closed_stdout(out: Path, phase: _Phase, kept: Path | None) -> Iterator[None]:
+    """Stop the demo in one line on stderr once its stdout is closed (`mfsdp demo | head
+    -2`), as other commands stop there, naming the stage and what is left: it ended with
+    exit 1 and no word, its directory half built. The closed pipe is met by the demo's own
+    line, or by the training rank's (which then fails, and the demo with it). stdout is
+    pointed at /dev/null first, so that Python's flush at exit adds no "Exception ignored"
+    lines."""
+    try:
+        yield
+    except (BrokenPipeError, SystemExit) as err:
+        if isinstance(err, SystemExit) and (not err.code or not _stdout_closed()):
+            raise
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        stage = _STAGES.get(phase.now, phase.now)
+        previous = f" (the previous demo is kept in {kept})" if kept is not None else ""
+        raise MfsdpFailedError(
+            f"stdout closed; the demo stopped at {stage}; {out} is incomplete{previous}"
+        ) from None
 
 
 def _what_to_expect(answer: str, steps: int) -> str:

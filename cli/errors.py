@@ -52,6 +52,7 @@ __all__ = [
     "on_interrupt",
     "remember_json",
     "report_errors",
+    "settle_command",
     "stdout_failure",
 ]
 
@@ -214,10 +215,10 @@ def report_errors(
     )
     try:
         result = run()
-        settle()  # the command's work is done and its result printed
+        settle_command()  # the command's work is done and its result printed
         return result
     except SystemExit:  # a command ending itself with its code
-        settle()
+        settle_command()
         raise
     except MfsdpError as err:
         message, code = _or_interrupted(str(err), err.exit_code, interrupted)
@@ -381,6 +382,19 @@ def _fail_once(
         if os.environ["RANK"] != "0":  # their lines, but one JSON object: rank 0's
             as_json = False
     fail(message, code, as_json, abandon=abandon)
+
+
+def settle_command() -> None:
+    """The command's outcome is decided (its result is about to be printed, or it ended):
+    `settle`, and in a rank `mfsdp train` launched, which ends with its command too but is
+    not started through `cli.main`, ignore Ctrl-C and SIGTERM as well. There a Ctrl-C to
+    the process group while the rank shut down (torch's atexit hooks take a while) raised
+    KeyboardInterrupt inside one and printed its traceback, and a SIGTERM ended a rank that
+    had finished, which torchrun then reported as a failure."""
+    settle()
+    if _in_launched_rank() and threading.current_thread() is threading.main_thread():
+        for number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, signal.SIG_IGN)
 
 
 def _in_launched_rank() -> bool:

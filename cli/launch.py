@@ -24,9 +24,19 @@ from typing import Any, NamedTuple
 
 import click
 
-from cli.errors import EXIT_USAGE, GivenPath, Terminated, fail, on_interrupt, remember_json
+from cli.errors import (
+    EXIT_USAGE,
+    GivenPath,
+    Terminated,
+    fail,
+    on_interrupt,
+    remember_json,
+    settle_command,
+)
 from cli.launch_flags import check_launch
 from cli.lines import say
+from cli.main import settle
+from cli.result_said import mark_result_said
 from cli.stop import EXIT_INTERRUPTED
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
@@ -73,8 +83,10 @@ def config_option(sections: str, trainer: str) -> Callable[[Callable], Callable]
         type=GivenPath(dir_okay=False),
         multiple=True,
         callback=_one_config,
-        help=f"YAML config (sections {sections}; every key with its default:"
-        f" `mfsdp config defaults {trainer}`).",
+        help=f"The run's settings: a YAML file (sections {sections}), which the"
+        " key=value OVERRIDES change. Needed unless the overrides set data.train_files; start"
+        f" one with `mfsdp config defaults {trainer} > {trainer}.yaml` (every key at its"
+        " default) or from examples/.",
     )
 
 
@@ -259,11 +271,13 @@ def start(
     return when this process should train; when it should launch ranks instead, run
     torchrun and exit as they ended (`end_as_ranks_ended`: a failed rank fails the command,
     a signal that stopped them ends it with the interrupted line)."""
+    from trainer.config import require_config_file
     from trainer.local_ranks import check_local_ranks
     from trainer.prerequisites import check_prerequisites
     from trainer.threads import configure_threads
 
     launching = "RANK" not in os.environ and (launch.nproc_per_node > 1 or launch.multi_node)
+    require_config_file(cfg, config_path)  # where data.train_files is found missing
     check_data_files(cfg.data, "rl" if subcommand == "grpo" else "sft")
     check_prerequisites(cfg)  # after every path: a missing model or data is the first to fix
     if launching:  # before torchrun starts a process per rank, each loading torch
@@ -313,7 +327,7 @@ def say_starting(subcommand: str, what: str) -> None:
     print(f"[{subcommand}] {what} ...", file=sys.stderr, flush=True)
 
 
-def run_ranks(command: list[str], **popen: Any) -> int:
+def run_ranks(command: list[str], ends_command: bool = True, **popen: Any) -> int:
     """Run torchrun and return its exit code; when torchrun was killed, once no process of
     the run lives (ranks its `kill -9` orphaned trained on, saving into a run dir whose lock
     was gone, after this process had named an older checkpoint as the newest).
@@ -322,10 +336,13 @@ def run_ranks(command: list[str], **popen: Any) -> int:
     -INT` of this process alone (a supervisor, `timeout -s INT`) reached nothing else, and the
     ranks trained on. Wait while they stop (a rank mid-save leaves only its temporary
     directory), then say so once (the ranks stay quiet, `report_errors`), unless they had
-    finished the run (its line is said); a second Ctrl-C stops waiting. torchrun, and through
-    it every rank, gets SIGTERM should this process die first (`kill -9` of it); this thread
-    waits on it, so the signal, which follows the thread that started the child, comes at no
-    other time."""
+    finished the run (torchrun exits 0 once rank 0 printed the result, `cli.result_said`,
+    whatever signal stopped it or the ranks afterwards); a second Ctrl-C stops waiting. With
+    `ends_command` (`mfsdp train`: the ranks' result is the command's) a signal this process
+    got once the run ended is spent; otherwise (the demo, which goes on) it stops the
+    command still. torchrun, and through it every rank, gets SIGTERM should this process die
+    first (`kill -9` of it); this thread waits on it, so the signal, which follows the thread
+    that started the child, comes at no other time."""
     from cli.torchrun import LAUNCH_ID, await_run_processes, dies_with_parent
 
     dies = dies_with_parent()
@@ -337,14 +354,17 @@ def run_ranks(command: list[str], **popen: Any) -> int:
     popen.setdefault("stdin", subprocess.DEVNULL)  # no rank may wait on input (`no_input`)
     child = subprocess.Popen(command, **popen)
     try:
-        return child.wait()
+        code = child.wait()
     except KeyboardInterrupt as err:
-        if _stop(child, signal.SIGTERM if isinstance(err, Terminated) else signal.SIGINT) == 0:
-            return 0  # the run ended before the signal stopped it
-        raise
+        code = _stop(child, signal.SIGTERM if isinstance(err, Terminated) else signal.SIGINT)
+        if code != 0 or not ends_command:
+            raise
     finally:
         if child.returncode is not None and child.returncode < 0:  # killed: its ranks were not
             await_run_processes(launch_id, ORPHANS_GRACE_SECONDS)  # stopped, nor waited for
+    if code == 0 and ends_command:
+        settle()  # the run ended as its ranks said
+    return code
 
 
 def _stop(child: subprocess.Popen, sig: int) -> int:
@@ -500,8 +520,21 @@ def interrupted_run(cfg: Any, logged_before: int, stopped: str = "interrupted") 
         else "run it again with checkpoint.resume=auto"
     )
     return stopped_run_line(
-        cfg.trainer.run_dir, cfg.trainer.log_every, logged_before, stopped, resume=again
+        cfg.trainer.run_dir,
+        cfg.trainer.log_every,
+        logged_before,
+        stopped,
+        resume=again,
+        last_step=last_step(cfg),
     )
+
+
+def last_step(cfg: Any) -> int | None:
+    """The step a run of `cfg` ends at (`trainer.stop_at_step` ends it early, as
+    `trainer.runner.end_step` has it, which loads torch), or None when it is known only once
+    the data is read (`trainer.total_steps=0`: so many epochs)."""
+    total = cfg.trainer.total_steps
+    return min(total, cfg.trainer.stop_at_step or total) if total else None
 
 
 def stopped_run_line(
@@ -512,22 +545,34 @@ def stopped_run_line(
     *,
     resume: str,
     start_over: str = "",
+    last_step: int | None = None,
+    then: str = "",
 ) -> str:
     """`stopped`, the step the run in `run_dir` reached and the checkpoint the next run
     resumes from, `resume` saying how (`run the same command again`), read from the run dir
     as the ranks left it (the launching process never sees their steps: the step is the
     newest that rank 0 logged to metrics.jsonl past byte `logged_before`, every `log_every`
     steps; a checkpoint counts once complete, as `checkpoint.resume=auto` counts it).
-    `start_over`: what else the user may do, said last (the demo: run it again)."""
+    `start_over`: what else the user may do, said last (the demo: run it again).
+
+    When that checkpoint is at the run's `last_step` (None: not known), training had
+    finished and what was stopped came after it: the line says so, and `then` what is left
+    to do (resuming would only start up to say there is nothing left to train)."""
     from mfsdp_ckpt.errors import MfsdpError
     from mfsdp_ckpt.format import layout
 
-    stopped += _step_reached(run_dir, log_every, logged_before)
     also = f"; {start_over}" if start_over else ""
     try:
         step = layout.resume_step(run_dir)
     except (MfsdpError, OSError):  # a damaged tracker: the next run says so itself
-        return stopped + also
+        return stopped + _step_reached(run_dir, log_every, logged_before) + also
+    if step is not None and last_step is not None and step >= last_step:
+        left = f"; {then}" if then else ""
+        return (
+            f"{stopped} after training finished (step {step} of {last_step}); its final"
+            f" checkpoint is {layout.step_dir(run_dir, step)}{left}{also}"
+        )
+    stopped += _step_reached(run_dir, log_every, logged_before)
     if step is None:
         return f"{stopped}; no checkpoint was saved in {run_dir} yet{also}"
     return (
@@ -550,13 +595,17 @@ def _step_reached(run_dir: str | os.PathLike, log_every: int, logged_before: int
 
 def report(summary: dict[str, Any], as_json: bool, line: str) -> None:
     """Print a finished run's summary once, from rank 0 (torchrun sets RANK; a lone process has
-    none): as one JSON object with --json, else as `line`."""
+    none): as one JSON object with --json, else as `line`. The outcome is settled first
+    (`settle_command`: a signal from here on changes nothing), and a launching `mfsdp`
+    is told once it is printed (`mark_result_said`)."""
+    settle_command()
     if int(os.environ.get("RANK", 0)) != 0:
         return
     if as_json:
         click.echo(json.dumps(summary))
     else:
         say(line)
+    mark_result_said()
 
 
 def last_value(by_step: dict[int, float]) -> float | None:

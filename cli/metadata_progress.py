@@ -8,12 +8,11 @@ becomes a bar on a terminal, or one line on stderr into a log, before the read s
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Iterator
 
 from cli.lines import say
 from mfsdp_ckpt.format.dcp_metadata import reporting_reads
-from trainer.progress import CallbackBar
+from trainer.progress import CallbackBar, bars_drawn
 
 
 @contextlib.contextmanager
@@ -26,7 +25,7 @@ def metadata_progress(shown: bool = True) -> Iterator[None]:
     bars: dict[str, CallbackBar] = {}
 
     def report(source: str, done: int, total: int) -> None:
-        if sys.stderr.isatty():
+        if bars_drawn():
             if source not in bars:
                 bars[source] = CallbackBar(True, "B", "read .metadata", True)
             bars[source].update(done, total)

@@ -44,6 +44,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PEER_LOST, EXIT_USAGE
+from cli.result_said import expect_result, result_said
 from cli.verbosity import LEVEL_VARIABLE
 from mfsdp_ckpt.check.printable import printable
 
@@ -239,6 +240,7 @@ def main(argv: list[str]) -> int:
     _stop_once()
     os.environ[TORCHRUN_PID] = str(os.getpid())  # the ranks inherit it (`die_with_torchrun`)
     log_dir = tempfile.mkdtemp(prefix="mfsdp_torchrun_")
+    expect_result(log_dir)  # rank 0 leaves a file there once it printed the run's result
     try:
         return _run(run, parse_args(["--log-dir", log_dir, *argv]), argv)
     finally:
@@ -253,6 +255,8 @@ def _run(run: Callable[[Any], Any], args: Any, argv: list[str]) -> int:
     try:
         run(args)
     except ChildFailedError as err:
+        if result_said():  # a rank that failed after the result was printed fails nothing
+            return 0
         rank, failure = _deciding_failure(err.failures)
         code = rank_exit_code(failure.exitcode)
         unsaid = _unsaid(rank, failure, err.failures)
@@ -263,7 +267,7 @@ def _run(run: Callable[[Any], Any], args: Any, argv: list[str]) -> int:
             print(json.dumps({"error": error, "exit_code": code}))
         return code
     except (KeyboardInterrupt, SignalException):
-        return EXIT_INTERRUPTED
+        return 0 if result_said() else EXIT_INTERRUPTED  # the ranks have stopped by now
     return 0
 
 

@@ -4,6 +4,9 @@ import pytest
 
 # Child processes inherit this: two cores, so one thread each keeps multi-process tests fast.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# A terminal that draws progress bars (trainer.progress.bars_drawn), whatever ran the suite
+# (a CI job has no TERM): the tests of bars fake a terminal's stderr, not its TERM.
+os.environ["TERM"] = "xterm"
 
 
 def pytest_sessionstart(session):

@@ -35,7 +35,7 @@ import math
 import os
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -50,6 +50,7 @@ from trainer.config_yaml import YAMLConfigError, parse_yaml, read_yaml_file
 from trainer.override_text import dropped_markup, folded_or_trimmed
 from trainer.run_files import replacing
 from trainer.shown_value import shown_value
+from trainer.yaml_colon_keys import glued_value_hint
 
 RESOLVED_CONFIG_FILE = "config.yaml"  # in the run dir: the config the run used
 
@@ -300,7 +301,7 @@ def load_config(
                 f"{path}: top level must be a mapping of sections, found {type(loaded).__name__}"
             )
         tree = verl_keys.adopt_tree(cls, loaded or {}, source)
-    config = _build(cls, tree, prefix="", source=source)  # the file alone, so errors name the file
+    config = _build_config(cls, tree, source)  # the file alone, so errors name the file
     if not overrides:
         return check_across_keys(config)
     _refuse_split_overrides(list(overrides))
@@ -312,7 +313,23 @@ def load_config(
         pairs.append((key.strip(), parse_override_value(key.strip(), text, _cleared(cls, key))))
     for key, value in verl_keys.adopt_pairs(cls, pairs, "command-line override"):
         set_dotted(tree, key, value)
-    return check_across_keys(_build(cls, tree, prefix="", source="command-line override"))
+    return check_across_keys(_build_config(cls, tree, "command-line override"))
+
+
+def require_config_file(config: Any, path: str | os.PathLike | None) -> None:
+    """A run given no --config and no training files (`mfsdp train sft`, perhaps with a few
+    overrides) is told that no --config was given and how to start one: the error named only
+    data.train_files, the first key the defaults leave unset, as if one key were missing."""
+    data = getattr(config, "data", None)
+    if path is not None or data is None or data.train_files:
+        return
+    command = verl_keys.command_of(type(config))
+    raise ConfigError(
+        f"no --config given, and data.train_files is not set: a run's settings come from a"
+        f" YAML file; write one with `mfsdp config defaults {command} > {command}.yaml` (or"
+        f" start from examples/{command}_tiny_cpu.yaml of the repository), set its"
+        f" data.train_files, and give --config {command}.yaml"
+    )
 
 
 def _not_an_override(item: str, rest: list[str]) -> str:
@@ -373,7 +390,7 @@ def parse_override_value(key: str, text: str, clear: str | None = "null") -> Any
 
 def config_from_tree(cls: type[T], tree: dict[str, Any], source: str) -> T:
     """`cls` from an already nested mapping (a converted verl config), checked like a file."""
-    return check_across_keys(_build(cls, tree, prefix="", source=source))
+    return check_across_keys(_build_config(cls, tree, source))
 
 
 def check_across_keys(config: T) -> T:
@@ -430,17 +447,24 @@ def set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def _build(cls: type, values: dict[str, Any], prefix: str, source: str) -> Any:
+def _build_config(cls: type[T], tree: dict[str, Any], source: str) -> T:
+    """`cls`, a command's whole config, from the nested `tree`."""
+    return _build(cls, tree, "", source, verl_keys.command_of(cls))
+
+
+def _build(cls: type, values: dict[str, Any], prefix: str, source: str, command: str) -> Any:
+    """Section `cls` at `prefix` of `mfsdp train <command>`'s config (the command decides
+    which verl keys an unknown key is matched against)."""
     hints = typing.get_type_hints(cls, include_extras=True)
     known = [f.name for f in dataclasses.fields(cls)]
     for key in values:
         if key not in known:
-            raise ConfigError(_unknown_key_message(cls, prefix, str(key), source))
+            raise ConfigError(_unknown_key_message(cls, prefix, str(key), source, command))
     kwargs = {}
     for name in known:
         if name not in values:
             continue
-        kwargs[name] = _coerce(hints[name], values[name], f"{prefix}{name}", source)
+        kwargs[name] = _coerce(hints[name], values[name], f"{prefix}{name}", source, command)
     return cls(**kwargs)
 
 
@@ -469,29 +493,67 @@ def _empty_by_default(owner: Any, name: str) -> bool:
     return field.default == []
 
 
-def _unknown_key_message(cls: type, prefix: str, key: str, source: str) -> str:
-    """Suggest keys whose last part abbreviates the given one or the reverse (HF's and
-    torchtitan's `learning_rate` is `optim.lr`), then keys close to the whole dotted name,
-    then keys whose last part is close (so `lrr` finds `optim.lr` and `optim.warmup` finds
-    `optim.warmup_steps`)."""
-    candidates = _all_keys(cls, prefix)
+def _unknown_key_message(cls: type, prefix: str, key: str, source: str, command: str) -> str:
+    """The unknown key `prefix + key` of section `cls`, with the keys it may be meant for:
+    the section's, and the verl keys `mfsdp train <command>` takes there, each shown with its
+    key here (`trainer.save_freq (checkpoint.save_every here)`): a verl user's typo was
+    matched against mfsdp's names alone (`trainer.save_freqs`: "did you mean trainer.seed")."""
     full = f"{prefix}{key}"
-    leaf_given = key.rsplit(".", 1)[-1]
+    glued = glued_value_hint(key)
+    if glued is not None:
+        return f"{source}: {full}: {glued}"
+    verl = {name: to for name, to in verl_keys.names(command).items() if name.startswith(prefix)}
+    close = close_keys(full, _all_keys(cls, prefix), list(verl))
+    shown = [verl_keys.shown_name(name, verl[name]) if name in verl else name for name in close]
+    hint = f"; did you mean {', '.join(shown)}?" if shown else ""
+    return f"{source}: unknown config key '{full}'{hint}"
+
+
+def close_keys(given: str, candidates: list[str], others: Sequence[str] = ()) -> list[str]:
+    """Up to three of the dotted `candidates` and `others` (verl's names) that `given` may be
+    meant for, an `other` first only where it is closer to `given` than every candidate found
+    (`optim.warmup` is mfsdp's `optim.warmup_steps` before verl's `optim.warmup_style`)."""
+    found = _close(given, candidates)
+    nearest = max((_likeness(given, key) for key in found), default=0.0)
+    closer, rest = [], []
+    for key in _close(given, [other for other in others if other not in candidates]):
+        (closer if _likeness(given, key) > nearest else rest).append(key)
+    return (closer + found + rest)[:3]
+
+
+def _likeness(given: str, key: str) -> float:
+    """How alike two dotted keys are, 1.0 where one's last part abbreviates the other's."""
+    leaf_given, leaf = given.rsplit(".", 1)[-1], key.rsplit(".", 1)[-1]
+    if _abbreviates(leaf, leaf_given) or _abbreviates(leaf_given, leaf):
+        return 1.0
+    return difflib.SequenceMatcher(None, given, key).ratio()
+
+
+def _close(given: str, candidates: list[str]) -> list[str]:
+    """Keys whose last part abbreviates the given one's or the reverse (HF's and
+    torchtitan's `learning_rate` is `optim.lr`), then keys close to the whole dotted name
+    whose last part is not far (a long section name shared is no likeness), then keys whose
+    last part is close (so `lrr` finds `optim.lr` and `optim.warmup` finds
+    `optim.warmup_steps`)."""
+    leaf_given = given.rsplit(".", 1)[-1]
     close = [
         candidate
         for candidate in candidates
         if _abbreviates(candidate.rsplit(".", 1)[-1], leaf_given)
         or _abbreviates(leaf_given, candidate.rsplit(".", 1)[-1])
     ]
-    for candidate in difflib.get_close_matches(full, candidates, n=3, cutoff=0.6):
-        if candidate not in close:
+    for candidate in difflib.get_close_matches(given, candidates, n=3, cutoff=0.6):
+        leaf = candidate.rsplit(".", 1)[-1]
+        if candidate not in close and _likeness(leaf_given, leaf) >= LEAF_LIKENESS:
             close.append(candidate)
     by_leaf = {candidate.rsplit(".", 1)[-1]: candidate for candidate in candidates}
-    for leaf in difflib.get_close_matches(key, list(by_leaf), n=3, cutoff=0.6):
+    for leaf in difflib.get_close_matches(leaf_given, list(by_leaf), n=3, cutoff=0.6):
         if by_leaf[leaf] not in close:
             close.append(by_leaf[leaf])
-    hint = f"; did you mean {', '.join(close[:3])}?" if close else ""
-    return f"{source}: unknown config key '{full}'{hint}"
+    return close[:3]
+
+
+LEAF_LIKENESS = 0.5  # `actor_rollout_ref.rollout.nothing` is not `...rollout.n` (0.25)
 
 
 def _abbreviates(short: str, name: str) -> bool:
@@ -513,7 +575,7 @@ def _all_keys(cls: type, prefix: str = "") -> list[str]:
     return keys
 
 
-def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
+def _coerce(kind: Any, value: Any, key: str, source: str, command: str) -> Any:
     """Check `value` against the annotation `kind`; accept obvious widenings (int -> float)."""
 
     def bad(expected: str) -> ConfigError:
@@ -528,7 +590,7 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
 
     if typing.get_origin(kind) is Annotated:
         base, *checks = typing.get_args(kind)
-        coerced = _coerce(base, value, key, source)
+        coerced = _coerce(base, value, key, source, command)
         for check in checks:
             if isinstance(check, ExpandUser):
                 coerced = os.path.expanduser(coerced)
@@ -542,7 +604,7 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
             raise bad(
                 f"a section (mapping of {', '.join(f.name for f in dataclasses.fields(kind))})"
             )
-        return _build(kind, value, f"{key}.", source)
+        return _build(kind, value, f"{key}.", source, command)
     origin = typing.get_origin(kind)
     args = typing.get_args(kind)
     if origin in (typing.Union, types.UnionType):
@@ -552,7 +614,7 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
         out_of_range = None
         for option in options:
             try:
-                return _coerce(option, value, key, source)
+                return _coerce(option, value, key, source, command)
             except RangeError as err:  # the type fits: its range is the message
                 out_of_range = out_of_range or err
             except ConfigError:
@@ -574,7 +636,7 @@ def _coerce(kind: Any, value: Any, key: str, source: str) -> Any:
         if not isinstance(value, (list, tuple)):
             raise bad(f"a list of {_plural_type_name(args[0]) if args else 'values'}")
         return (
-            [_coerce(args[0], v, f"{key}[{i}]", source) for i, v in enumerate(value)]
+            [_coerce(args[0], v, f"{key}[{i}]", source, command) for i, v in enumerate(value)]
             if args
             else list(value)
         )

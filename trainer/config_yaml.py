@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from mfsdp_ckpt.errors import MfsdpUsageError
-from mfsdp_ckpt.format.closest_path import closest_existing
+from mfsdp_ckpt.format.closest_path import missing_hint
 from mfsdp_ckpt.storage import bounded_yaml
 from mfsdp_ckpt.storage.bounded_yaml import (
     MAX_INT_DIGITS,
@@ -102,8 +102,7 @@ def read_yaml_file(path: str | os.PathLike) -> Any:
         with open(path, "rb") as handle:
             raw = handle.read(MAX_CONFIG_BYTES + 1)
     except OSError as err:
-        closest = closest_existing(path) if err.errno == errno.ENOENT else None
-        hint = f"; did you mean {closest}?" if closest is not None else ""
+        hint = missing_hint(path) if err.errno == errno.ENOENT else ""
         raise YAMLConfigError(f"{path}: cannot read config ({err.strerror}){hint}") from None
     if len(raw) > MAX_CONFIG_BYTES:
         raise YAMLConfigError(f"{path}: over {MAX_CONFIG_BYTES >> 20} MiB; not a config file")

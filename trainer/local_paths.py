@@ -22,6 +22,7 @@ from typing import Any
 
 from mfsdp_ckpt.convert.hf_config import weights_file_problem
 from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format.closest_path import where_relative
 from mfsdp_ckpt.format.hub_id import hub_id_hint
 from mfsdp_ckpt.storage.writable import require_writable_dir
 from trainer.config import ConfigError, path_values
@@ -34,13 +35,6 @@ PATH_KEYS = (
     ("model", "lora_adapter_path", "a local PEFT adapter dir"),
     ("reward", "path", "a local python file"),
 )
-
-
-def where_relative(path: str) -> str:
-    """`; relative paths are read from CWD` for a relative path, else nothing."""
-    if os.path.isabs(path):
-        return ""
-    return f"; relative paths are read from {os.getcwd()}"
 
 
 def missing_path(key: str, value: str, needed: str) -> ConfigError:

@@ -4,21 +4,34 @@ draw from `mfsdp_ckpt`'s (done, total) callbacks.
 `mfsdp_ckpt` draws nothing itself (a library reports progress through callbacks), so the one
 place that knows how a bar looks is here, the lowest layer that draws one; the CLI imports it.
 tqdm is imported only when a bar is drawn: the offline commands import this module and must
-start fast.
+start fast. Whether bars are drawn at all is decided in one place (`bars_drawn`).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from types import TracebackType
 from typing import Any
 
+# TERM values of terminals that cannot move the cursor: no TERM at all, and `dumb` (Emacs'
+# shell and M-x compile, many CI log viewers)
+CURSORLESS_TERMS = ("", "dumb")
+
+
+def bars_drawn() -> bool:
+    """Whether progress bars are drawn on stderr: a terminal that moves its cursor. Into a
+    log file or a pipe a bar is only carriage returns, and on a dumb terminal (TERM=dumb or
+    unset) tqdm's cursor-up escapes and Unicode blocks showed as garbage: there the plain
+    lines printed into a log are printed instead (the trainer's line per logged step)."""
+    return sys.stderr.isatty() and os.environ.get("TERM", "") not in CURSORLESS_TERMS
+
 
 def draws_bars(configured: bool) -> bool:
     """Whether the trainer draws its bars: `trainer.progress_bar` (this rank's share of it) and
-    stderr a terminal, the same rule as `CallbackBar`. Into a log file or a pipe a bar is only
-    carriage returns; the runner then prints a plain line per logged step instead."""
-    return configured and sys.stderr.isatty()
+    `bars_drawn`, the same rule as `CallbackBar`; the runner otherwise prints a plain line
+    per logged step."""
+    return configured and bars_drawn()
 
 
 def step_bar(desc: str, total: int, initial: int, enabled: bool) -> Any:
@@ -38,15 +51,15 @@ def step_bar(desc: str, total: int, initial: int, enabled: bool) -> Any:
 
 
 class CallbackBar:
-    """A bar fed `(done, total)` by a library callback, drawn only when stderr is a terminal
-    (a log file or a pipe would fill with carriage returns).
+    """A bar fed `(done, total)` by a library callback, drawn only where `bars_drawn` (a log
+    file or a pipe would fill with carriage returns, a dumb terminal with escapes).
 
     As a context manager it yields `update`, or None when disabled, so a caller can pass the
     callback straight on and the library skips the calls altogether.
     """
 
     def __init__(self, enabled: bool, unit: str, desc: str | None = None, unit_scale: bool = False):
-        self.enabled = enabled and sys.stderr.isatty()
+        self.enabled = enabled and bars_drawn()
         self.unit, self.desc, self.unit_scale = unit, desc, unit_scale
         self._bar: Any = None
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import logging
 import typing
 from collections.abc import Callable
@@ -55,24 +56,21 @@ class Unsupported(MfsdpUsageError, ValueError):
 
 @dataclass(frozen=True)
 class Rule:
-    """How one verl key becomes mfsdp keys. `convert` maps the value to {mfsdp key: value}
-    ({} drops it, with `why` logged) or raises Unsupported; `commands` limits it to sft or grpo."""
+    """How one verl key becomes mfsdp keys. `target` is the mfsdp key it sets (None: none,
+    or several); the value is `read` into it, or `convert` maps the value to {mfsdp key:
+    value} ({} drops it, with `why` logged) or raises Unsupported; `commands` limits it to
+    sft or grpo. A typo of the verl key is told its name and `target` (`close_names`)."""
 
     target: str | None
     convert: Callable[[Any], dict[str, Any]] | None = None
     why: str = ""
     commands: tuple[str, ...] = ("sft", "grpo")
+    read: Callable[[Any], Any] = lambda value: value
 
     def apply(self, cls: type, value: Any) -> dict[str, Any]:
         if self.convert is not None:
             return self.convert(value)
-        return {self.target: value} if self.target else {}
-
-
-def _to(
-    target: str, convert: Callable[[Any], Any] = lambda v: v
-) -> Callable[[Any], dict[str, Any]]:
-    return lambda value: {target: convert(value)}
+        return {self.target: self.read(value)} if self.target else {}
 
 
 def _freq(value: Any) -> Any:
@@ -175,18 +173,18 @@ RULES: dict[str, Rule] = {
     # optimizer (verl's optim/fsdp.yaml and optim/megatron.yaml names)
     "optim.lr_warmup_steps_ratio": Rule("optim.warmup_ratio"),
     "optim.warmup_steps_ratio": Rule("optim.warmup_ratio"),
-    "optim.lr_scheduler": Rule(None, _scheduler),
+    "optim.lr_scheduler": Rule("optim.scheduler", _scheduler),
     "optim.min_lr_ratio": Rule(
         None,
         _only((0, 0.0), "optim.min_lr here is absolute: set optim.min_lr to min_lr_ratio x lr"),
         why="0 is mfsdp's default optim.min_lr",
     ),
     "optim.lr_warmup_steps": Rule(
-        None, _to("optim.warmup_steps", lambda v: max(0, v) if isinstance(v, int) else v)
+        "optim.warmup_steps", read=lambda v: max(0, v) if isinstance(v, int) else v
     ),
-    "optim.lr_decay_style": Rule(None, _scheduler),
-    "optim.warmup_style": Rule(None, _scheduler),
-    "optim.lr_scheduler_type": Rule(None, _scheduler),
+    "optim.lr_decay_style": Rule("optim.scheduler", _scheduler),
+    "optim.warmup_style": Rule("optim.scheduler", _scheduler),
+    "optim.lr_scheduler_type": Rule("optim.scheduler", _scheduler),
     "optim.total_training_steps": Rule(
         None,
         _only((-1, None), "set trainer.total_steps instead"),
@@ -232,7 +230,7 @@ RULES: dict[str, Rule] = {
     ACTOR + "ppo_max_token_len_per_gpu": Rule(
         None, why="used only with use_dynamic_bsz", commands=("grpo",)
     ),
-    ACTOR + "megatron.use_megatron_fsdp": Rule(None, _strategy, commands=("grpo",)),
+    ACTOR + "megatron.use_megatron_fsdp": Rule("strategy.name", _strategy, commands=("grpo",)),
     ACTOR + "megatron.use_mbridge": Rule(
         None, why="Hugging Face checkpoints load directly here", commands=("grpo",)
     ),
@@ -278,7 +276,7 @@ RULES: dict[str, Rule] = {
             "enforce_eager",
         )
     },
-    ROLLOUT + "name": Rule(None, _rollout_name, commands=("grpo",)),
+    ROLLOUT + "name": Rule("rollout.name", _rollout_name, commands=("grpo",)),
     # verl's server-mode engines driven by its agent loop (async, now its only mode) and its
     # removed sync mode both roll out the policy of the last update; so does the engine here,
     # in-process between updates. Multi-turn, tools and agent loops have keys of their own.
@@ -289,7 +287,7 @@ RULES: dict[str, Rule] = {
         " verl's modes do for single-turn GRPO",
         commands=("grpo",),
     ),
-    ROLLOUT + "dtype": Rule(None, _rollout_dtype, commands=("grpo",)),
+    ROLLOUT + "dtype": Rule("rollout.dtype", _rollout_dtype, commands=("grpo",)),
     **{
         ROLLOUT + name: Rule(
             None,
@@ -328,7 +326,9 @@ RULES: dict[str, Rule] = {
     # verl's Megatron backend (model.lora.*, Megatron-Bridge's LoRA settings)
     "actor_rollout_ref.model.lora.rank": Rule("model.lora_rank"),
     "actor_rollout_ref.model.lora.alpha": Rule("model.lora_alpha"),
-    "actor_rollout_ref.model.lora.target_modules": Rule(None, _megatron_lora_targets),
+    "actor_rollout_ref.model.lora.target_modules": Rule(
+        "model.target_modules", _megatron_lora_targets
+    ),
     "actor_rollout_ref.model.lora.lora_A_init_method": Rule(
         None,
         _only("kaiming", "LoRA's A is initialised as PEFT does (kaiming uniform) here"),
@@ -365,14 +365,14 @@ RULES: dict[str, Rule] = {
     "data.micro_batch_size_per_gpu": Rule("data.micro_batch_size", commands=("sft",)),
     "data.use_dynamic_bsz": Rule("data.packing", commands=("sft",)),
     "data.max_token_len_per_gpu": Rule("data.max_tokens_per_micro_batch", commands=("sft",)),
-    "data.pad_mode": Rule(None, _pad_mode, commands=("sft",)),
+    "data.pad_mode": Rule("data.packing", _pad_mode, commands=("sft",)),
     "data.multiturn.messages_key": Rule("data.messages_key", commands=("sft",)),
     # trainer
     "trainer.total_epochs": Rule("trainer.epochs"),
     "trainer.total_training_steps": Rule("trainer.total_steps"),
     "trainer.default_local_dir": Rule("trainer.run_dir"),
-    "trainer.save_freq": Rule(None, _to("checkpoint.save_every", _freq)),
-    "trainer.test_freq": Rule(None, _to("trainer.eval_every", _freq)),
+    "trainer.save_freq": Rule("checkpoint.save_every", read=_freq),
+    "trainer.test_freq": Rule("trainer.eval_every", read=_freq),
     "trainer.max_actor_ckpt_to_keep": Rule("checkpoint.keep_last"),
     "trainer.max_ckpt_to_keep": Rule("checkpoint.keep_last"),
     "trainer.n_gpus_per_node": Rule(None, why=LAUNCH),
@@ -417,6 +417,22 @@ def rule_for(key: str) -> Rule | None:
         return RULES[key]
     inert = section_of(key)
     return None if inert is None else Rule(None, why=inert.why, commands=inert.commands)
+
+
+@functools.cache
+def names(command: str) -> dict[str, str | None]:
+    """The verl keys `mfsdp train <command>` takes, each with the mfsdp key it sets (None:
+    none, or several): a typo of one is told the verl key meant, as a typo of an mfsdp key
+    is (the README tells verl users their keys work as they are)."""
+    found = {key: rule.target for key, rule in RULES.items() if command in rule.commands}
+    if command == "grpo":  # the actor's optimizer section is `optim` here (`_normalise`)
+        found |= {ACTOR + key: target for key, target in found.items() if key.startswith("optim.")}
+    return found | dict.fromkeys(RESUME, "checkpoint.resume")
+
+
+def shown_name(key: str, target: str | None) -> str:
+    """A verl key as a suggestion: `trainer.save_freq (checkpoint.save_every here)`."""
+    return f"{key} ({target} here)" if target else f"{key} (verl's)"
 
 
 def is_unset(value: Any) -> bool:
@@ -606,11 +622,18 @@ def carries(cls: type, given: str) -> bool:
 
 def _unmapped_message(cls: type, raw_key: str, key: str, source: str) -> str:
     """For a key under verl's `actor_rollout_ref.` that no rule maps: the whole key, and
-    mfsdp's key of the same name where there is one (`rollout.dtype`). The loader named only
-    the section ("unknown config key 'actor_rollout_ref'") and guessed a key from its name."""
+    mfsdp's key of the same name where there is one (`rollout.dtype`), else the verl keys it
+    may be a typo of. The loader named only the section ("unknown config key
+    'actor_rollout_ref'") and guessed a key from its name."""
+    from trainer.config import close_keys
+
     tail = key[len(VERL_ONLY_SECTION) :]
+    verl = names(command_of(cls))
+    close = close_keys(key, [], [name for name in verl if name.startswith(VERL_ONLY_SECTION)])
     if is_native(cls, tail):
         hint = f"did you mean {tail}?"
+    elif close:
+        hint = f"did you mean {', '.join(shown_name(name, verl[name]) for name in close)}?"
     else:
         hint = f"`mfsdp config defaults {command_of(cls)}` lists mfsdp's keys"
     return f"{source}: verl key '{raw_key}' is not one mfsdp maps (docs/verl.md); {hint}"

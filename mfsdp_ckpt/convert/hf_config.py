@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.format.closest_path import where_relative
 from mfsdp_ckpt.storage.unique_json import first_nonfinite, parse_json, read_json_file
 
 
@@ -57,7 +58,7 @@ def read_config_json(
     path = Path(path)
     config_file = path / "config.json" if path.is_dir() else path
     if not os.path.lexists(config_file):
-        raise HFConfigError(f"{config_file}: no such file")
+        raise HFConfigError(f"{config_file}: no such file{where_relative(config_file)}")
     problem = weights_file_problem(config_file)
     if problem:
         raise HFConfigError(problem)

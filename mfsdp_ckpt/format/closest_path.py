@@ -1,6 +1,8 @@
-"""The existing path a mistyped one most likely meant: `runs/demo/sf` -> `runs/demo/sft`,
-`.../global_step_81` -> `.../global_step_80`. A "no such file or directory" alone left the
-user to list the directories themselves.
+"""What a path not found was most likely meant to be: the existing path a mistyped one
+names (`runs/demo/sf` -> `runs/demo/sft`, `.../global_step_81` -> `.../global_step_80`), and,
+for a relative one, the directory it was read from. A "no such file or directory" alone left
+the user to list the directories themselves, and a relative path given from another
+directory than meant (a script's, after a `cd`) read as a file missing.
 
 Hidden names (a leading `.`) are never offered: beside an output lie its lock and work files
 (`.conc.out-lock`, `.hf.export-tmp-<pid>`), which a command neither reads nor lets anyone
@@ -24,6 +26,24 @@ MIN_RATIO = 0.75
 # name only is offered. Shorter parts (`scr`) lie in too many names to mean one.
 MIN_PART_CHARS = 4
 _NUMBERED = re.compile(r"^(.*?)0*([0-9]+)$")  # `iter_3` and `iter_0000003`: the same step
+
+
+def where_relative(path: str | os.PathLike) -> str:
+    """`; relative paths are read from CWD` for a relative path, else nothing: every "not
+    found" of a path the user gave ends so (`missing_hint`)."""
+    if os.path.isabs(path):
+        return ""
+    try:
+        return f"; relative paths are read from {os.getcwd()}"
+    except OSError:  # the current directory was removed: no directory to name
+        return ""
+
+
+def missing_hint(path: str | os.PathLike) -> str:
+    """The end of a "not found" line for the path `path` the user gave: where a relative path
+    was read from, then the path it most likely meant (`; did you mean runs/demo/sft?`)."""
+    closest = closest_existing(path)
+    return where_relative(path) + (f"; did you mean {closest}?" if closest is not None else "")
 
 
 def closest_existing(path: str | os.PathLike) -> Path | None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import re
 
+from mfsdp_ckpt.format.closest_path import where_relative
+
 # owner/name as the Hub spells them: one slash, letters, digits, `-`, `_`, `.`
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 # Endings that make `x/y.EXT` a file path (`gsm8k/train.jsonl`), not a Hub id; an id may hold
@@ -51,4 +53,5 @@ def missing_hf_config(given: str | os.PathLike) -> str:
     """The one-line error for an `--hf-config` that is not on this machine (export-hf and
     validate say it alike)."""
     hint = hub_id_hint(given, "--hf-config ")
-    return f"{os.fspath(given)}: no such file or directory (--hf-config){hint}"
+    looked = f"--hf-config{where_relative(given)}"
+    return f"{os.fspath(given)}: no such file or directory ({looked}){hint}"

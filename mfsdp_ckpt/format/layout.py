@@ -46,7 +46,7 @@ from pathlib import Path
 
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format import hf_trainer
-from mfsdp_ckpt.format.closest_path import closest_existing
+from mfsdp_ckpt.format.closest_path import missing_hint
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.confined_stat import confined_stat
@@ -890,14 +890,14 @@ def _holding_dir(given: Path) -> str:
 
 
 def _meant(given: Path) -> str:
-    """`; did you mean runs/demo/sft?` for a mistyped path, and the step dirs there when the
-    mistyped name is one (`global_step_81`); for a path whose lock a live process holds, that
-    it is on its way (`output_pending`)."""
+    """Where a relative path was read from and `; did you mean runs/demo/sft?` for a
+    mistyped path (`missing_hint`), and the step dirs there when the mistyped name is one
+    (`global_step_81`); for a path whose lock a live process holds, that it is on its way
+    (`output_pending`)."""
     pending = output_pending(given)
     if pending is not None:
         return f"; {pending}"
-    closest = closest_existing(given)
-    hint = f"; did you mean {closest}?" if closest is not None else ""
+    hint = missing_hint(given)
     if parse_step_dir_name(given.name) is not None and given.parent.is_dir():
         hint += steps_here(given.parent)
     return hint

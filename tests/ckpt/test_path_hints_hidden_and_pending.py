@@ -61,7 +61,9 @@ def test_a_lock_file_nobody_holds_is_no_hint(tmp_path, monkeypatch):
     (tmp_path / "runs" / ".conc.out-lock").write_text("4242\n")
     with pytest.raises(layout.CheckpointPathError) as err:
         layout.resolve_checkpoint("runs/conc")
-    assert str(err.value) == "runs/conc: no such file or directory"
+    assert str(err.value) == (
+        f"runs/conc: no such file or directory; relative paths are read from {tmp_path}"
+    )
 
 
 def test_data_file_hints_pass_hidden_tables_over(tmp_path):

@@ -115,7 +115,11 @@ TINY = ["--config", "examples/sft_tiny_cpu.yaml"]
     [
         ([*TINY, "data.train_files=examples"], "data.train_files: examples: is a directory"),
         ([*TINY, "data.train_files=examples/sft_tiny_cpu.yaml"], "not a .parquet or .jsonl"),
-        ([], "data.train_files: no training files given; set it (in the --config FILE.yaml"),
+        (
+            [*TINY, "data.train_files=[]"],
+            "data.train_files: no training files given; set it (in the --config FILE.yaml",
+        ),
+        ([], "no --config given, and data.train_files is not set"),
     ],
 )
 def test_data_mistakes_are_one_line_before_torch_loads(args, expected):

@@ -328,7 +328,8 @@ def test_a_hub_dataset_id_as_input_says_how_to_fetch_it(tmp_path, monkeypatch, c
     )
     assert code == 2
     assert err == (
-        "error: openai/gsm8k: no such file; if that is a Hugging Face Hub id: nothing is "
+        f"error: openai/gsm8k: no such file; relative paths are read from {tmp_path}; if that"
+        " is a Hugging Face Hub id: nothing is "
         "downloaded here, so fetch it first (`hf download openai/gsm8k --repo-type dataset "
         "--local-dir gsm8k`) and give its files under gsm8k/ as --input\n"
     )

@@ -110,7 +110,8 @@ def test_a_mistyped_checkpoint_path_names_the_closest_one(
     done = CliRunner().invoke(app, ["ckpt", name, given, *options])
     assert done.exit_code == 2, done.output
     assert _error_lines(done.stderr) == [
-        f"error: {given}: no such file or directory; did you mean {meant}?{steps}"
+        f"error: {given}: no such file or directory; relative paths are read from {tmp_path};"
+        f" did you mean {meant}?{steps}"
     ]
 
 

@@ -17,7 +17,9 @@ def test_a_missing_data_file_gets_no_download_hint(tmp_path, monkeypatch, capsys
     with pytest.raises(SystemExit) as done:
         main()
     assert done.value.code == 2
-    assert capsys.readouterr().err == "error: gsm8k/train.jsonl: no such file\n"
+    assert capsys.readouterr().err == (
+        f"error: gsm8k/train.jsonl: no such file; relative paths are read from {tmp_path}\n"
+    )
 
 
 @pytest.mark.parametrize("given", ["Qwen/Qwen2.5-0.5B", "openai/whisper-tiny.en", "owner/json"])

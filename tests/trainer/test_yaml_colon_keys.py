@@ -35,3 +35,15 @@ def test_an_override_written_without_the_space_is_named_so(tmp_path):
     )
     assert code == 2, err
     one_error(err, f"model.overrides.hidden_size:256: {HINT}")
+
+
+def test_a_config_key_glued_to_its_value_is_told_how_to_write_it():
+    """`optim: {lr:0.1}` in a config file is the key `lr:0.1`: it was refused as unknown with
+    a "did you mean" that did not say what was wrong."""
+    from trainer.config import ConfigError, SFTConfig, load_config
+
+    with pytest.raises(ConfigError) as err:
+        load_config(SFTConfig, None, ["optim={lr:0.1}"])
+    assert str(err.value).endswith(
+        "optim.lr:0.1: YAML reads this as one key, as no space follows the colon; write {lr: 0.1}"
+    ), err.value

@@ -1,0 +1,60 @@
+"""A demo keeps the previous demo in its --out until it completes, and stops in one line when
+its stdout closes: `mfsdp demo --out d2 | head -2` ended with exit 1 and no word, with d2
+half built and the complete demo d2 had held already deleted."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from cli import demo_record
+from cli.demo import _claim
+from tests.support.paths import REPO
+
+
+def _previous_demo(out: Path) -> None:
+    """A directory as a demo leaves it: its marker, what it wrote, the list of that."""
+    out.mkdir()
+    demo_record.start(out)
+    (out / "hf").mkdir()
+    (out / "hf" / "config.json").write_text("{}")
+    demo_record.record(out)
+
+
+def test_the_previous_demo_is_moved_beside_not_deleted(tmp_path):
+    out = tmp_path / "d2"
+    _previous_demo(out)
+    kept = _claim(out)
+    assert kept == tmp_path / ".d2.demo-previous"
+    assert (kept / "hf" / "config.json").read_text() == "{}"
+    assert sorted(p.name for p in out.iterdir()) == [demo_record.MARKER]
+    # a demo stopped part way in `out`: the next one deletes that, and keeps the complete one
+    (out / "data").mkdir()
+    demo_record.record(out)
+    assert _claim(out) == kept and (kept / "hf" / "config.json").is_file()
+    assert sorted(p.name for p in out.iterdir()) == [demo_record.MARKER]
+
+
+def test_a_closed_stdout_stops_the_demo_in_one_line_keeping_the_previous(tmp_path):
+    out = tmp_path / "d2"
+    _previous_demo(out)
+    demo = subprocess.Popen(
+        [sys.executable, "-c", "from cli.main import main; main()", "demo", "--out", str(out)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert demo.stdout is not None
+    demo.stdout.close()  # as `| head -0` does
+    _out, err = demo.communicate(timeout=120)
+    assert demo.returncode == 1
+    kept = tmp_path / ".d2.demo-previous"
+    assert err == (
+        "error: stdout closed; the demo stopped at writing the data and model;"
+        f" {out} is incomplete (the previous demo is kept in {kept})\n"
+    )
+    assert (kept / "hf" / "config.json").is_file()
