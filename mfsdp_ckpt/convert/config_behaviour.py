@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mfsdp_ckpt.convert.hf_config import MAX_LAYERS
+
 BEHAVIOUR_KEYS = (
     "hidden_act",
     "hidden_activation",
@@ -28,8 +30,33 @@ BEHAVIOUR_KEYS = (
     "attn_logit_softcapping",
     "final_logit_softcapping",
     "query_pre_attn_scalar",
+    # Qwen2-MoE and Qwen3-MoE: whether the top-k routing weights are renormalised
+    "norm_topk_prob",
 )
+# Compared as the windows they give each layer (`attention_windows`): which of them decide
+# depends on the family, and a Qwen config's sliding_window says nothing while
+# use_sliding_window is false. (Router jitter and aux-loss keys change training, not what
+# the weights compute; which layers are MoE changes the tensors' names, which export checks.)
+WINDOWS = "attention windows"
 
+# transformers' config class defaults (5.x) for the keys above, in force when config.json
+# leaves one out: a config without norm_topk_prob is a model that does not renormalise
+_SILU = {"hidden_act": "silu"}
+FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "llama": {**_SILU, "attention_bias": False, "mlp_bias": False},
+    "mistral": _SILU,
+    "mixtral": _SILU,
+    "qwen2": _SILU,
+    "qwen3": {**_SILU, "attention_bias": False},
+    "qwen2_moe": {**_SILU, "norm_topk_prob": False},
+    "qwen3_moe": {**_SILU, "attention_bias": False, "norm_topk_prob": False},
+}
+# sliding_window and max_position_embeddings when config.json leaves them out
+_DEFAULT_WINDOW = {"mistral": 4096, "mixtral": None}
+_QWEN_DEFAULT_WINDOW, _QWEN_DEFAULT_MAX_WINDOW_LAYERS = 4096, 28
+_DEFAULT_POSITIONS = {"mistral": 4096 * 32, "mixtral": 4096 * 32}
+_QWEN_DEFAULT_POSITIONS = 32768
+_SHOWN_LAYERS = 8
 
 # Keys a family's config carries but its model does not read: Gemma's activation is
 # `hidden_activation` (hub configs say `hidden_act: gelu`, saved ones gelu_pytorch_tanh).
@@ -52,15 +79,10 @@ def rope_of(config: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def behaviour_differences(given: dict[str, Any], own: dict[str, Any]) -> list[str]:
-    """`key=given (own: value)` for each setting both state differently."""
-    keys = [k for k in BEHAVIOUR_KEYS if k not in _UNUSED.get(str(own.get("model_type")), ())]
+    """`key=given (own: value)` for each setting (`differing_behaviour`, RoPE) they differ in."""
     found = [
-        f"{key}={given[key]!r} (own: {own[key]!r})"
-        for key in keys
-        if key in given
-        and key in own
-        and _kind(given[key]) == _kind(own[key])
-        and given[key] != own[key]
+        f"{key}={shown_behaviour(key, one)} (own: {shown_behaviour(key, other)})"
+        for key, one, other in differing_behaviour(given, own)
     ]
     given_rope, own_rope = rope_of(given), rope_of(own)
     if given_rope is not None and own_rope is not None:
@@ -70,6 +92,92 @@ def behaviour_differences(given: dict[str, Any], own: dict[str, Any]) -> list[st
         if any(given_rope[key] != own_rope[key] for key in shared):
             found.append(f"rope_parameters={given_rope!r} (own: {own_rope!r})")
     return found
+
+
+def differing_behaviour(given: dict[str, Any], reference: dict[str, Any]) -> list[tuple]:
+    """(key, given's value, reference's) for each of `BEHAVIOUR_KEYS` both state, or take
+    from their family's defaults, as values of one kind that differ; and `WINDOWS` (per
+    layer, `attention_windows`) where both families' windows are known and differ."""
+    family = str(reference.get("model_type"))
+    keys = [k for k in BEHAVIOUR_KEYS if k not in _UNUSED.get(family, ())]
+    found = []
+    for key in keys:
+        one, other = _value(given, key), _value(reference, key)
+        comparable = one is not _ABSENT and other is not _ABSENT and _kind(one) == _kind(other)
+        if comparable and one != other:
+            found.append((key, one, other))
+    windows, own_windows = attention_windows(given), attention_windows(reference)
+    if windows is not None and own_windows is not None and windows != own_windows:
+        found.append((WINDOWS, windows, own_windows))
+    return found
+
+
+_ABSENT = object()
+
+
+def _value(config: dict[str, Any], key: str) -> Any:
+    if key in config:
+        return config[key]
+    return FAMILY_DEFAULTS.get(str(config.get("model_type")), {}).get(key, _ABSENT)
+
+
+def attention_windows(config: dict[str, Any]) -> tuple[int | None, ...] | None:
+    """The sliding window transformers' model of this family applies on each layer (None:
+    full attention; a window of at least max_position_embeddings narrows nothing), as its
+    config class decides them from config.json: Mistral and Mixtral window every layer,
+    Qwen3-MoE every layer when use_sliding_window, Qwen2 and Qwen3 the layers layer_types
+    names (else those from max_window_layers on), Qwen2-MoE those layer_types names (else
+    every other one below max_window_layers). Llama windows none. None: a family not known
+    here, or a layer count that is not one."""
+    family, layers = config.get("model_type"), config.get("num_hidden_layers")
+    if isinstance(layers, bool) or not isinstance(layers, int) or not 0 < layers <= MAX_LAYERS:
+        return None
+    if family == "llama":
+        return (None,) * layers
+    if family in _DEFAULT_WINDOW:
+        window = config.get("sliding_window", _DEFAULT_WINDOW[family])
+        positions = config.get("max_position_embeddings", _DEFAULT_POSITIONS[family])
+        return (_narrowing(window, positions),) * layers
+    if family not in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
+        return None
+    use = config.get("use_sliding_window", False) is True
+    window = config.get("sliding_window", _QWEN_DEFAULT_WINDOW) if use else None
+    window = _narrowing(window, config.get("max_position_embeddings", _QWEN_DEFAULT_POSITIONS))
+    if family == "qwen3_moe":
+        return (window,) * layers
+    types = config.get("layer_types")
+    if isinstance(types, list) and len(types) == layers:
+        return tuple(window if kind == "sliding_attention" else None for kind in types)
+    below = config.get("max_window_layers", _QWEN_DEFAULT_MAX_WINDOW_LAYERS)
+    if isinstance(below, bool) or not isinstance(below, int):
+        return None
+    if family == "qwen2_moe":
+        return tuple(window if i % 2 == 0 and i < below else None for i in range(layers))
+    return tuple(window if i >= below else None for i in range(layers))
+
+
+def _narrowing(window: Any, positions: Any) -> Any:
+    """`window` where it narrows attention: None for null, 0 (Qwen2-MoE's unused value)
+    or at least max_position_embeddings."""
+    if window is None or window == 0:
+        return None
+    if isinstance(positions, int) and isinstance(window, int) and window >= positions:
+        return None
+    return window
+
+
+def shown_behaviour(key: str, value: Any) -> str:
+    """A value for an error line; per-layer windows in words."""
+    if key != WINDOWS:
+        return repr(value)
+    sizes = set(value) - {None}
+    if not sizes:
+        return "none"
+    if len(sizes) == 1 and None not in value:
+        return f"{sizes.pop()!r:.40} on every layer"
+    windowed = [f"{i}: {w!r:.40}" for i, w in enumerate(value) if w is not None]
+    more = f" and {len(windowed) - _SHOWN_LAYERS} more" if len(windowed) > _SHOWN_LAYERS else ""
+    return f"{{{', '.join(windowed[:_SHOWN_LAYERS])}{more}}}"
 
 
 def _kind(value: Any) -> type:

@@ -75,7 +75,12 @@ from mfsdp_ckpt.convert.megatron_config import (
 from mfsdp_ckpt.convert.megatron_lora_alpha import set_lora_scale
 from mfsdp_ckpt.convert.mtp import MtpLayers
 from mfsdp_ckpt.convert.name_maps import MappedTensor
-from mfsdp_ckpt.convert.record_agreement import contradiction, unchecked_note
+from mfsdp_ckpt.convert.record_agreement import (
+    contradiction,
+    refuse_uncomputable,
+    unchecked_note,
+    unrecorded_note,
+)
 from mfsdp_ckpt.convert.recorded_vocab import fit_config_file
 from mfsdp_ckpt.convert.units import gb_per_s, human_bytes, took
 from mfsdp_ckpt.errors import CheckpointFormatError
@@ -302,22 +307,24 @@ def _config_notes(
     derived: DerivedConfig | None,
     hf_config: str | os.PathLike | None,
 ) -> list[str]:
-    """Where config.json came from, when the checkpoint records its model, and when that
-    record could not be compared with it (`unchecked_note`)."""
+    """Where config.json came from, when the checkpoint records its model, and when no
+    record could be compared with it (`unchecked_note`)."""
     if derived is not None:
         family = derived.config["architectures"][0]
         return [
             f"config.json derived from {derived.source} ({family}); --hf-config DIR overrides it",
             *derived.notes,
         ]
-    if paths is None or not has_recorded_config(paths, source.reader):
+    if paths is None:
         return []
     notes = []
-    if hf_config is not None:
+    if hf_config is not None and has_recorded_config(paths, source.reader):
         notes.append(
             f"config.json from --hf-config {hf_config}, not from the checkpoint's own record"
         )
     unchecked = unchecked_note(paths, source.reader)
+    if unchecked is None and hf_config is not None:
+        unchecked = unrecorded_note(paths, source.reader)
     if unchecked is not None:
         used = f"--hf-config {hf_config}" if hf_config is not None else "its config.json"
         notes.append(f"{used}: {unchecked}")
@@ -353,6 +360,8 @@ def refuse_config_against_record(
     config_file = config_json_location(asset_location)
     error = ExportUsageError if hf_config is not None else CheckpointFormatError
     data = parse_config_json(assets["config.json"](), config_file, error)
+    named = f"--hf-config {config_file}" if hf_config is not None else str(config_file)
+    refuse_uncomputable(data, paths, source.reader, named)
     found = contradiction(data, paths, source.reader)
     if found is None:
         return

@@ -15,7 +15,9 @@ of the Hugging Face family with the same computation:
 * anything else (LayerNorm, other MoE routers or layer patterns, learned or no position
   embeddings, GELU, partial or interleaved rotary, rope scaling, MLA, 1p norms, biases) has
   no such equivalent, and a config that approximates it would load and compute something
-  else: refused, exit 1, naming the setting.
+  else: refused, exit 1, naming the setting. The same table (`uncomputable`) holds a
+  --hf-config to the record (`record_agreement`): no config.json makes the weights compute
+  such a setting.
 
 Settings a Megatron-LM Namespace always holds may still be missing from a hand-made one;
 the essential ones (sizes, normalization, activation, position embedding, tying, vocab)
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from mfsdp_ckpt.convert.hf_config import MAX_EXPERTS
 from mfsdp_ckpt.errors import CheckpointFormatError, MfsdpFailedError, MfsdpUsageError
@@ -150,69 +152,158 @@ _ESSENTIAL = (
     "position_embedding_type",
     "untie_embeddings_and_output_weights",
 )
-# (setting, the value the families here need, why another value cannot be exported)
-_REQUIRED_VALUES: tuple[tuple[str, Any, str], ...] = (
-    ("normalization", "RMSNorm", "Llama, Qwen2 and Qwen3 use RMSNorm"),
-    ("swiglu", True, "their MLP is SwiGLU"),
-    ("position_embedding_type", "rope", "they use rotary position embeddings"),
-    ("rotary_percent", 1.0, "their rotary embedding covers the whole head"),
-    ("rotary_interleaved", False, "their rotary embedding rotates halves, not pairs"),
-    ("use_rope_scaling", False, "Llama 3.1 rope scaling is not derived; pass --hf-config"),
-    ("rope_scaling", False, "Llama 3.1 rope scaling is not derived; pass --hf-config"),
-    (
+
+
+class Required(NamedTuple):
+    """A recorded setting every family exported here needs at one value: `why` another value
+    cannot be exported; `config_states` when a config.json can state it (rope scaling, which
+    `record_values` compares with the record), so --hf-config exports it."""
+
+    setting: str
+    needed: Any
+    why: str
+    config_states: bool = False
+
+
+_REQUIRED_VALUES: tuple[Required, ...] = (
+    Required("normalization", "RMSNorm", "Llama, Qwen2 and Qwen3 use RMSNorm"),
+    Required("swiglu", True, "their MLP is SwiGLU"),
+    Required("position_embedding_type", "rope", "they use rotary position embeddings"),
+    Required("rotary_percent", 1.0, "their rotary embedding covers the whole head"),
+    Required("rotary_interleaved", False, "their rotary embedding rotates halves, not pairs"),
+    Required("use_rope_scaling", False, "Llama 3.1 rope scaling is not derived", True),
+    Required("rope_scaling", False, "Llama 3.1 rope scaling is not derived", True),
+    Required(
         "rotary_seq_len_interpolation_factor",
         _NoInterpolation(),
-        "rotary position interpolation is not derived; pass --hf-config",
+        "rotary position interpolation is not derived",
+        True,
     ),
-    (
+    Required(
         "seq_len_interpolation_factor",
         _NoInterpolation(),
-        "rotary position interpolation is not derived; pass --hf-config",
+        "rotary position interpolation is not derived",
+        True,
     ),
-    ("multi_latent_attention", False, "multi-latent attention is another architecture"),
-    ("apply_layernorm_1p", False, "zero-centred norm weights are another parametrisation"),
-    ("add_bias_linear", False, "their linear layers have no bias"),
-    ("window_size", None, "their attention is not windowed here; pass --hf-config"),
-    ("softmax_type", "vanilla", "their attention softmax is the plain one"),
-    ("softmax_scale", None, "their attention scales scores by 1/sqrt(head_dim)"),
-    ("qk_l2_norm", False, "they do not L2-normalise queries and keys"),
-    ("attention_output_gate", False, "their attention output has no gate"),
-    ("no_rope_freq", None, "every layer of theirs applies rotary embeddings"),
-    (
+    Required("multi_latent_attention", False, "multi-latent attention is another architecture"),
+    Required("apply_layernorm_1p", False, "zero-centred norm weights are another parametrisation"),
+    Required("add_bias_linear", False, "their linear layers have no bias"),
+    # TE attends positions q-left..q, transformers' sliding_window W positions q-W+1..q, and
+    # not alike in every version and kernel: no window is converted, rather than one off by one
+    Required("window_size", None, "windowed attention is not converted to a sliding_window"),
+    Required("softmax_type", "vanilla", "their attention softmax is the plain one"),
+    Required("softmax_scale", None, "their attention scales scores by 1/sqrt(head_dim)"),
+    Required("qk_l2_norm", False, "they do not L2-normalise queries and keys"),
+    Required("attention_output_gate", False, "their attention output has no gate"),
+    Required("no_rope_freq", None, "every layer of theirs applies rotary embeddings"),
+    Required(
         "apply_residual_connection_post_layernorm",
         False,
         "their residual connections carry the input before the norm",
     ),
-    ("glu_linear_offset", 0.0, "their SwiGLU adds no offset"),
-    ("activation_func_clamp_value", None, "their activation is not clamped"),
-    ("use_mup", False, "muP multipliers scale embeddings, attention and logits"),
-    ("experimental_attention_variant", None, "their attention is softmax attention"),
-    ("linear_attention_freq", None, "they have no linear-attention layers"),
-    ("enable_mhc_connections", False, "their residual stream is a single one"),
+    Required("glu_linear_offset", 0.0, "their SwiGLU adds no offset"),
+    Required("activation_func_clamp_value", None, "their activation is not clamped"),
+    Required("use_mup", False, "muP multipliers scale embeddings, attention and logits"),
+    Required("experimental_attention_variant", None, "their attention is softmax attention"),
+    Required("linear_attention_freq", None, "they have no linear-attention layers"),
+    Required("enable_mhc_connections", False, "their residual stream is a single one"),
 )
+
+
+@dataclass(frozen=True)
+class _OneOf:
+    """A setting (or each of a list of them) that may take any of `values`."""
+
+    values: tuple[str, ...]
+
+
+# Load balancing that only adds a training loss; any other (sinkhorn, quantile_balancing)
+# changes which experts a token reaches
+_LOSS_ONLY_BALANCING = ("aux_loss", "seq_aux_loss", "global_aux_loss", "none")
 
 # What a mixture-of-experts model needs on top, for Qwen3-MoE, Qwen2-MoE and Mixtral (a
 # softmax top-k router over SwiGLU experts, outputs weighted after the activation).
-_MOE_REQUIRED_VALUES: tuple[tuple[str, Any, str], ...] = (
-    ("moe_router_score_function", "softmax", "their routers score experts by softmax"),
-    (
+_MOE_REQUIRED_VALUES: tuple[Required, ...] = (
+    Required("moe_router_score_function", "softmax", "their routers score experts by softmax"),
+    Required(
         "moe_router_enable_expert_bias",
         False,
         "an expert bias steers top-k selection (aux-loss-free balancing); their routers have none",
     ),
-    ("moe_router_num_groups", None, "group-limited routing picks experts another way"),
-    ("moe_router_group_topk", None, "group-limited routing picks experts another way"),
-    ("moe_router_topk_limited_devices", None, "device-limited routing picks experts another way"),
-    ("moe_router_topk_scaling_factor", None, "their routing weights are not scaled"),
-    ("moe_router_force_biased", None, "their routers add no random bias"),
-    ("moe_expert_capacity_factor", None, "they drop no tokens for expert capacity"),
-    ("moe_apply_probs_on_input", False, "they weight expert outputs, not inputs"),
-    ("moe_latent_size", None, "their experts have no latent projection"),
-    ("moe_mlp_glu_interleave_size", None, "their expert fc1 is [gate; up], not interleaved"),
+    Required("moe_router_num_groups", None, "group-limited routing picks experts another way"),
+    Required("moe_router_group_topk", None, "group-limited routing picks experts another way"),
+    Required(
+        "moe_router_topk_limited_devices", None, "device-limited routing picks experts another way"
+    ),
+    Required("moe_router_topk_scaling_factor", None, "their routing weights are not scaled"),
+    Required("moe_router_force_biased", None, "their routers add no random bias"),
+    Required("moe_expert_capacity_factor", None, "they drop no tokens for expert capacity"),
+    Required("moe_apply_probs_on_input", False, "they weight expert outputs, not inputs"),
+    Required("moe_latent_size", None, "their experts have no latent projection"),
+    Required(
+        "moe_mlp_glu_interleave_size", None, "their expert fc1 is [gate; up], not interleaved"
+    ),
+    Required(
+        "moe_router_load_balancing_type",
+        _OneOf(_LOSS_ONLY_BALANCING),
+        f"it changes which experts a token reaches (exported: {', '.join(_LOSS_ONLY_BALANCING)})",
+    ),
 )
-# Load balancing that only adds a training loss; any other (sinkhorn, quantile_balancing)
-# changes which experts a token reaches
-_LOSS_ONLY_BALANCING = ("aux_loss", "seq_aux_loss", "global_aux_loss", "none")
+# A family that cannot compute a recorded setting the others can: (family, setting, value
+# it cannot compute, why). Mixtral always renormalises the top-k weights; with one expert
+# per token pre-softmax routing weighs it alike.
+_FAMILY_CANNOT: tuple[tuple[str, str, Any, str], ...] = (
+    ("mixtral", "moe_router_pre_softmax", True, "Mixtral renormalises the top-k routing weights"),
+)
+# config.json keys the derivation sets from a recorded setting (the one named when a given
+# config differs there): what `record_agreement` compares a --hf-config with
+DERIVED_FROM = {
+    "hidden_act": "swiglu",
+    "norm_topk_prob": "moe_router_pre_softmax",
+    "attention_bias": "add_qkv_bias",
+    "mlp_bias": "add_bias_linear",
+    "attention windows": "window_size",
+}
+
+
+def _refuse_uncomputable(values: dict[str, Any], where: _Where, family: str | None) -> None:
+    """MegatronConfigError naming the first setting `uncomputable` finds."""
+    found = uncomputable(values, where.names, family)
+    if found:
+        raise MegatronConfigError(f"{where}: {found[0]}")
+
+
+def uncomputable(settings: dict[str, Any], names: dict[str, str], family: str | None) -> list[str]:
+    """`key=value cannot be exported (why)` for each setting `settings` (a record's, under
+    Megatron-LM's names; `names`: what the record calls a renamed one) holds that no family
+    exported here computes (`_REQUIRED_VALUES`; an MoE model's `_MOE_REQUIRED_VALUES`), or
+    that `family` (config.json's model_type, if known) cannot (`_FAMILY_CANNOT`). A setting
+    a config.json can state is left to `record_values`; one not recorded takes Megatron-LM's
+    default. The derivation refuses the first; a --hf-config is refused on any (the config
+    cannot make the weights compute it)."""
+    values = {**_DEFAULTS, **settings}
+    experts = values.get("num_experts")
+    moe = isinstance(experts, int) and not isinstance(experts, bool) and experts > 0
+    found = [
+        f"{names.get(row.setting, row.setting)}={_name(values[row.setting])} cannot be exported"
+        f" ({row.why})"
+        for row in _REQUIRED_VALUES + (_MOE_REQUIRED_VALUES if moe else ())
+        if not row.config_states
+        and row.setting in values
+        and not _is(values[row.setting], row.needed)
+    ]
+    for cannot, key, value, why in _FAMILY_CANNOT:
+        if (
+            family == cannot
+            and moe
+            and _is(values.get(key), value)
+            and not _is(values.get("moe_router_topk"), 1)
+        ):
+            found.append(
+                f"{names.get(key, key)}={_name(value)} cannot be exported as {family} ({why})"
+            )
+    return found
+
 
 MAX_SHOWN_CHARS = 60
 MAX_SIZE = 1 << 40  # far above any layer, head or vocabulary count a model has
@@ -234,6 +325,9 @@ def _name(value: Any) -> str:
     if isinstance(value, str):
         return repr(value[:MAX_SHOWN_CHARS])
     return f"a {type(value).__name__}"
+
+
+shown_value = _name  # a record's value as other modules' error lines show it
 
 
 class _Where:
@@ -297,6 +391,9 @@ def _is(value: Any, needed: Any) -> bool:
     """`value == needed` of the same kind: 1 is no flag and "1.0" no number."""
     if isinstance(needed, _NoInterpolation):
         return value is None or _is(value, 1.0)
+    if isinstance(needed, _OneOf):
+        kinds = value if isinstance(value, list) else [value]
+        return bool(kinds) and all(isinstance(k, str) and k in needed.values for k in kinds)
     if isinstance(needed, bool):
         return value is needed
     if isinstance(needed, float):
@@ -344,11 +441,13 @@ def hf_config_from_megatron(
             " experts allowed"
         )
     moe = experts is not None and experts > 0
-    for key, needed, why in _REQUIRED_VALUES + (_MOE_REQUIRED_VALUES if moe else ()):
-        if not _is(values[key], needed):
+    for row in _REQUIRED_VALUES:
+        if row.config_states and not _is(values[row.setting], row.needed):
             raise MegatronConfigError(
-                f"{where}: {where.key(key)}={_name(values[key])} cannot be exported ({why})"
+                f"{where}: {where.key(row.setting)}={_name(values[row.setting])} cannot be"
+                f" exported ({row.why}; pass --hf-config)"
             )
+    _refuse_uncomputable(values, where, None)
     qkv_bias, qk_norm = _bool(values, "add_qkv_bias", where), _bool(values, "qk_layernorm", where)
     untied = _bool(values, "untie_embeddings_and_output_weights", where)
     if qkv_bias and qk_norm:
@@ -374,6 +473,7 @@ def hf_config_from_megatron(
     family = "qwen2" if qkv_bias else "qwen3" if qk_norm else "llama"
     if moe:
         family = _moe_family(values, where)
+        _refuse_uncomputable(values, where, family)
     vocab, notes = _vocab(values, where)
     positions, position_notes = _positions(values, where)
     if positions is None:
@@ -447,15 +547,7 @@ def _moe_family(values: dict, where: _Where) -> str:
             f"{where}: {experts} with {where.key('add_qkv_bias')}=True and no shared expert:"
             " Qwen2-MoE, the MoE family with q/k/v biases, has a shared expert"
         )
-    if qk_norm:
-        return "qwen3_moe"
-    if values["moe_router_pre_softmax"] is True and values["moe_router_topk"] != 1:
-        raise MegatronConfigError(
-            f"{where}: {experts} without qk_layernorm (Mixtral) and"
-            f" {where.key('moe_router_pre_softmax')}=True: Mixtral renormalises the top-k"
-            " routing weights"
-        )
-    return "mixtral"
+    return "qwen3_moe" if qk_norm else "mixtral"
 
 
 def _moe_config(values: dict, where: _Where, family: str, layers: int) -> dict[str, Any]:
@@ -486,13 +578,6 @@ def _moe_config(values: dict, where: _Where, family: str, layers: int) -> dict[s
         raise MegatronConfigError(
             f"{where}: {where.key('moe_layer_freq')}={shown} mixes dense and MoE layers;"
             " only every layer MoE (1) is exported"
-        )
-    balancing = values["moe_router_load_balancing_type"]
-    kinds = balancing if isinstance(balancing, list) else [balancing]
-    if not kinds or not all(isinstance(k, str) and k in _LOSS_ONLY_BALANCING for k in kinds):
-        raise MegatronConfigError(
-            f"{where}: {where.key('moe_router_load_balancing_type')}={_name(balancing)} changes"
-            f" which experts a token reaches (exported: {', '.join(_LOSS_ONLY_BALANCING)})"
         )
     expert_ffn = _int(
         values,
@@ -808,10 +893,12 @@ def _tokenizer_name(value: Any) -> str | None:
 __all__ = [
     "ARGS_KEY",
     "BRIDGE_TRANSFORMER_SECTION",
+    "DERIVED_FROM",
     "DerivedConfig",
     "MegatronConfigError",
     "MegatronSettingsMissing",
     "RecordedSettings",
+    "Required",
     "bridge_model_fields",
     "has_recorded_config",
     "hf_config_from_megatron",
@@ -821,4 +908,6 @@ __all__ = [
     "recorded_config",
     "recorded_settings",
     "run_config_data",
+    "shown_value",
+    "uncomputable",
 ]

@@ -404,9 +404,11 @@ _QWEN_DEFAULT_MAX_WINDOW_LAYERS = 28
 def refuse_attention_window(config) -> None:
     """UnsupportedModelError naming the key unless every layer attends over all positions.
 
-    Megatron-core GPT layers as built here run full causal attention, so a model some of
-    whose layers see a sliding window narrower than its positions computes something else
-    in mcore form: converting it either way would silently change its outputs. A window of
+    Megatron-core GPT layers as converted here run full causal attention (Megatron's own
+    window_size counts the positions before the query, transformers' sliding_window the
+    query too, and is not mapped: `megatron_config` refuses it), so a model some of whose
+    layers see a sliding window narrower than its positions computes something else in
+    mcore form: converting it either way would silently change its outputs. A window of
     null or at least max_position_embeddings never narrows attention and converts. Mistral
     and Mixtral window every layer, Qwen3-MoE every layer when use_sliding_window is true,
     Qwen2-MoE some layers then; Qwen2/Qwen3 window layers from max_window_layers on when
@@ -459,7 +461,8 @@ def refuse_attention_window(config) -> None:
     if window < positions:
         raise UnsupportedModelError(
             f"config: sliding_window={window} is below max_position_embeddings={positions} on"
-            f" {where}; Megatron-core GPT layers run full attention, so the mcore model would"
+            f" {where}; the Megatron-core layers converted here run full attention (a"
+            " Megatron window_size is not mapped to a sliding_window), so the mcore model would"
             " not be this one (null or >= max_position_embeddings converts)"
         )
 

@@ -9,7 +9,12 @@ tokens than the record makes the rows past it look like Megatron's vocabulary pa
 export drops them. So the numbers that decide how stored tensors become Hugging Face ones
 are compared with the record's, and any difference is named; so are the values no shape
 shows that decide what the weights compute (RoPE base and scaling, norm epsilon:
-`record_values`), which the record holds as the run trained with them.
+`record_values`), which the record holds as the run trained with them; the settings the
+config derived from the record sets from it (top-k renormalisation from
+moe_router_pre_softmax, the activation from swiglu, attention windows: `config_behaviour`);
+and a setting no family exported here computes (a sigmoid router, windowed or L2-normalised
+attention, one Mixtral's router cannot give) is refused as when no config is given, from the
+same table (`megatron_config.uncomputable`): no config.json makes the weights compute it.
 
 A record that is there but derives no config (a setting missing, a model no family here
 computes) is compared on the numbers it does hold; where those leave the head layout open
@@ -21,21 +26,32 @@ Trainer's) records the model as well: a `--hf-config` of another head split, or 
 family whose tensors have the same names (Llama's and Gemma's), exported a different model
 with exit 0. So a config given against a checkpoint's own is compared too, family included,
 and the settings that change what the same weights compute (`config_behaviour`).
+
+A checkpoint that keeps neither (an mcore import, whose `args` is None) is not compared, and
+that is said too (`unchecked_note`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from mfsdp_ckpt.convert.config_behaviour import behaviour_differences
+from mfsdp_ckpt.convert.config_behaviour import (
+    behaviour_differences,
+    differing_behaviour,
+    shown_behaviour,
+)
 from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry, read_config_json
 from mfsdp_ckpt.convert.megatron_config import (
+    DERIVED_FROM,
     MAX_SIZE,
     DerivedConfig,
     MegatronConfigError,
     MegatronSettingsMissing,
+    RecordedSettings,
     recorded_config,
     recorded_settings,
+    shown_value,
+    uncomputable,
 )
 from mfsdp_ckpt.convert.record_values import value_disagreements
 from mfsdp_ckpt.errors import CheckpointFormatError
@@ -60,6 +76,32 @@ _LAYOUT_KEYS = (
     "moe_intermediate_size",
     "shared_expert_intermediate_size",
 )
+_SPLIT = "its q/k/v rows would be split wrong"
+_SIZES = "its tensors have other sizes"
+# Why a layout number that differs is refused, key by key
+_LAYOUT_WHY = {
+    "hidden_size": _SIZES,
+    "num_hidden_layers": _SIZES,
+    "num_attention_heads": _SPLIT,
+    "num_key_value_heads": _SPLIT,
+    "head_dim": _SPLIT,
+    "intermediate_size": _SIZES,
+    "tie_word_embeddings": "its output layer would be written as another",
+    "num_experts": _SIZES,
+    "num_local_experts": _SIZES,
+    "num_experts_per_tok": "each token would reach another number of experts",
+    "moe_intermediate_size": _SIZES,
+    "shared_expert_intermediate_size": _SIZES,
+    "vocab_size": "rows past its vocabulary would be dropped as padding",
+}
+_TRAINED_WITH = "the weights were trained with the record's values"
+_COMPUTES = "the same weights would compute another model"
+_NO_CONFIG_STATES = "no config.json makes the weights compute the record's setting"
+# transformers' head_dim where config.json leaves it out, for a family whose default is not
+# hidden / heads (Qwen3Config: 128)
+_FAMILY_HEAD_DIM = {"qwen3": 128}
+Finding = tuple[str, str]  # (what differs, why that is refused)
+
 # Qwen MoE configs carry a dense intermediate_size that no layer uses when every layer is
 # MoE (the only kind exported); Megatron's ffn_hidden_size there is as unused.
 _DENSE_SIZE_UNUSED = ("qwen2_moe", "qwen3_moe")
@@ -76,27 +118,89 @@ def contradiction(
     derived, unread = _record(paths, reader)
     if derived is None:
         return _against_own_config(given, paths) if unread is None else None
+    recorded = _settings(paths, reader)
     found = disagreements(given, derived)
-    values = _value_disagreements(given, paths, reader)
-    if not found and not values:
+    if recorded is not None:
+        found += _value_findings(given, recorded)
+        if "model_type" in derived.config:  # derived: what it sets from the record
+            found += _behaviour_findings(given, derived, recorded)
+        found += [(what, _NO_CONFIG_STATES) for what in _uncomputable(given, recorded)]
+    if not found:
         return None
-    why = ["its q/k/v rows or vocabulary would be exported wrong"] if found else []
-    why += ["the weights were trained with the record's values"] if values else []
-    return f"{', '.join(found + values)}: not the model {derived.source} records ({'; '.join(why)})"
+    return f"{_joined(found)}: not the model {derived.source} records ({_reasons(found)})"
 
 
-def _value_disagreements(
-    given: dict[str, Any], paths: layout.CheckpointPaths | None, reader: CheckpointReader
-) -> list[str]:
-    """`record_values` of the record's settings as stated (an unreadable record is named
-    where `_record` reads it)."""
+def refuse_uncomputable(
+    given: dict[str, Any],
+    paths: layout.CheckpointPaths | None,
+    reader: CheckpointReader,
+    config: str,
+) -> None:
+    """MegatronConfigError (exit 1, as without `given`) when the checkpoint's record holds a
+    setting no family exported here computes, or `given`'s family cannot
+    (`megatron_config.uncomputable`): no config.json makes the weights compute it, so the
+    remedy is none of another config's. `config` names the config.json in the line."""
+    recorded = _settings(paths, reader)
+    found = [] if recorded is None else _uncomputable(given, recorded)
+    if recorded is not None and found:
+        raise MegatronConfigError(
+            f"{config}: {recorded.where}: {'; '.join(found)}; no config.json makes the weights"
+            " compute it"
+        )
+
+
+def _uncomputable(given: dict[str, Any], recorded: RecordedSettings) -> list[str]:
+    family = given.get("model_type")
+    known = family if isinstance(family, str) else None
+    return uncomputable(recorded.settings, recorded.names, known)
+
+
+def _joined(found: list[Finding]) -> str:
+    return ", ".join(what for what, _ in found)
+
+
+def _reasons(found: list[Finding]) -> str:
+    """Each finding's reason once, in order."""
+    return "; ".join(dict.fromkeys(why for _, why in found))
+
+
+def _settings(
+    paths: layout.CheckpointPaths | None, reader: CheckpointReader
+) -> RecordedSettings | None:
+    """The record's settings as stated (an unreadable record is named where `_record`
+    reads it)."""
     try:
-        recorded = recorded_settings(paths, reader)
+        return recorded_settings(paths, reader)
     except (MegatronSettingsMissing, CheckpointFormatError, CheckpointFileError):
-        return []
-    if recorded is None:
-        return []
-    return value_disagreements(given, recorded.settings, recorded.names)
+        return None
+
+
+def _value_findings(given: dict[str, Any], recorded: RecordedSettings) -> list[Finding]:
+    """`record_values` of the record's settings."""
+    found = value_disagreements(given, recorded.settings, recorded.names)
+    return [(what, _TRAINED_WITH) for what in found]
+
+
+def _behaviour_findings(
+    given: dict[str, Any], derived: DerivedConfig, recorded: RecordedSettings
+) -> list[Finding]:
+    """The settings the derived config sets from a recorded one (`DERIVED_FROM`) that
+    `given` states otherwise (or leaves to its family's default), each with the recorded
+    setting it contradicts."""
+    found = []
+    for key, value, _ in differing_behaviour(given, derived.config):
+        setting = DERIVED_FROM.get(key)
+        if setting is None:  # compared with the record's own value (`record_values`)
+            continue
+        shown = f"{key}={shown_behaviour(key, value):.80}"
+        recorded_value = shown_value(recorded.settings.get(setting))
+        found.append(
+            (
+                f"{shown} (record: {recorded.names.get(setting, setting)} {recorded_value})",
+                _COMPUTES,
+            )
+        )
+    return found
 
 
 def unchecked_note(paths: layout.CheckpointPaths | None, reader: CheckpointReader) -> str | None:
@@ -104,10 +208,26 @@ def unchecked_note(paths: layout.CheckpointPaths | None, reader: CheckpointReade
     on the head layout (the record is there but unreadable, or holds no heads or head_dim),
     as the rest of a line that names the config; None when it was, or there is no record."""
     unread = _record(paths, reader)[1]
-    if unread is None:
+    return None if unread is None else _unchecked(unread)
+
+
+def unrecorded_note(paths: layout.CheckpointPaths | None, reader: CheckpointReader) -> str | None:
+    """`unchecked_note`'s line for Megatron-core weights that nothing in the checkpoint
+    describes (an mcore import: `args` None, no config.json of its own), where a config.json
+    of another head split scrambles the fused QKV; None otherwise."""
+    if paths is None or paths.hf_dir is not None or _record(paths, reader) != (None, None):
         return None
+    if not any(_FUSED_QKV in name for name in reader.tensors):
+        return None
+    return _unchecked("the checkpoint keeps neither Megatron settings nor its own config.json")
+
+
+_FUSED_QKV = ".linear_qkv."
+
+
+def _unchecked(why: str) -> str:
     return (
-        f"not checked against the checkpoint's record ({unread}): a config.json of another"
+        f"not checked against the checkpoint's record ({why}): a config.json of another"
         " head layout (attention heads, query groups, head_dim) gives every tensor the same"
         " shape and exports q/k/v scrambled, so make sure it is the run's model"
     )
@@ -191,7 +311,9 @@ def _against_own_config(given: dict[str, Any], paths: layout.CheckpointPaths | N
     found = []
     if given.get("model_type") != own["model_type"]:
         found.append(f"model_type={given.get('model_type')!r} (own: {own['model_type']!r})")
-    found += disagreements(given, DerivedConfig(_with_family_defaults(own)), label="own")
+    found += [
+        what for what, _ in disagreements(given, DerivedConfig(_with_family_defaults(own)), "own")
+    ]
     found += behaviour_differences(given, own)
     if not found:
         return None
@@ -203,16 +325,17 @@ def _against_own_config(given: dict[str, Any], paths: layout.CheckpointPaths | N
 
 def disagreements(
     given: dict[str, Any], derived: DerivedConfig, label: str = "record"
-) -> list[str]:
-    """`key=given (record: recorded)` for each layout number on which `given` (config.json
-    data) and the checkpoint's record differ; empty when they agree."""
+) -> list[Finding]:
+    """(`key=given (record: recorded)`, why that is refused) for each layout number on
+    which `given` (config.json data) and the checkpoint's record differ; empty when they
+    agree."""
     stated = _with_family_defaults(given)
     recorded = derived.config
     keys = [k for k in _LAYOUT_KEYS if k in stated and k in recorded]
     if recorded.get("model_type") in _DENSE_SIZE_UNUSED:
         keys.remove("intermediate_size")
     found = [
-        f"{key}={stated[key]!r} ({label}: {recorded[key]!r})"
+        (f"{key}={stated[key]!r} ({label}: {recorded[key]!r})", _LAYOUT_WHY[key])
         for key in keys
         if stated[key] != recorded[key]
     ]
@@ -220,18 +343,24 @@ def disagreements(
     # fewer tokens than recorded cuts real rows as "padding"; more (a hub config's padded
     # vocabulary over a tokenizer's count) keeps every row
     if derived.vocab_recorded and isinstance(vocab, int) and vocab < recorded["vocab_size"]:
-        found.append(f"vocab_size={vocab} ({label}: {recorded['vocab_size']})")
+        found.append(
+            (f"vocab_size={vocab} ({label}: {recorded['vocab_size']})", _LAYOUT_WHY["vocab_size"])
+        )
     return found
 
 
 def _with_family_defaults(data: dict[str, Any]) -> dict[str, Any]:
-    """The config's values with what every family exported here defaults when a key is
-    left out or null: as many KV heads as query heads, head_dim hidden / heads."""
+    """The config's values with what its family defaults when a key is left out or null,
+    as transformers' config classes do: as many KV heads as query heads; head_dim the
+    family's own default (Qwen3's 128), else hidden / heads."""
     values = dict(data)
     heads, hidden = values.get("num_attention_heads"), values.get("hidden_size")
     if values.get("num_key_value_heads") is None and heads is not None:
         values["num_key_value_heads"] = heads
-    if (
+    family_head_dim = _FAMILY_HEAD_DIM.get(str(values.get("model_type")))
+    if values.get("head_dim") is None and family_head_dim is not None:
+        values["head_dim"] = family_head_dim
+    elif (
         values.get("head_dim") is None
         and isinstance(heads, int)
         and isinstance(hidden, int)

@@ -187,7 +187,7 @@ WRONG_VALUES = {
     ),
     "moe_router_load_balancing_type=[sinkhorn]": (
         {"num_moe_experts": 4, "moe_router_load_balancing_type": ["aux_loss", "sinkhorn"]},
-        "moe_router_load_balancing_type=a list changes which experts a token reaches",
+        "moe_router_load_balancing_type=a list cannot be exported (it changes which experts",
     ),
 }
 

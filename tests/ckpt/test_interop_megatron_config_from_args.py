@@ -24,6 +24,7 @@ from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.restricted_pickle import Placeholder, PlaceholderCall
 from mfsdp_ckpt.format.saved_objects import load_namespace
 from tests.support.export import load_report, logits_of
+from tests.support.hf_model_files import changed_config_dir
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import one_error_line, run_cli
 from tests.support.megatron_checkpoints import (
@@ -164,9 +165,14 @@ def test_a_known_vocab_size_drops_the_padding_rows(tmp_path):
 
 
 def test_hf_config_wins_over_the_args_and_says_so(tmp_path):
+    """Args whose rope scaling is not derived: the config that states it is used, and
+    export says so. (A setting no config computes, LayerNorm, is refused either way.)"""
     model = tiny_causal_lm("qwen2")
-    run = megatron_run(tmp_path, model, megatron_args(model, normalization="LayerNorm"))
-    model.config.save_pretrained(tmp_path / "assets")
+    run = megatron_run(tmp_path, model, megatron_args(model, use_rope_scaling=True))
+    theta = model.config.rope_parameters["rope_theta"]
+    llama3 = {"rope_type": "llama3", "rope_theta": theta, "factor": 8.0, "low_freq_factor": 1.0}
+    llama3.update(high_freq_factor=4.0, original_max_position_embeddings=8192)
+    changed_config_dir(model, tmp_path / "assets", rope_parameters=llama3)
     out = tmp_path / "hf"
     code, stdout, err = run_cli(
         "ckpt", "export-hf", run, "--hf-config", tmp_path / "assets", "--out", out
