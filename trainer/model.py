@@ -14,6 +14,7 @@ import contextlib
 import functools
 import logging
 import os
+import traceback
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -158,7 +159,10 @@ def _built_by_transformers(
     """`build()` of the model from its config. config.json (or model.overrides) can hold
     values transformers reads without complaint and fails on only while it builds the
     modules: that was a traceback of 80 lines in every rank. Now one line naming the
-    file or the key (exit 1 for a model dir's file, 2 for the run's own config)."""
+    file or the key (exit 1 for a model dir's file, 2 for the run's own config): the
+    generation_config.json `from_pretrained` also reads when transformers failed reading
+    that (it is checked before, `check_json_asset`; this names it should transformers
+    refuse more than that check does), else config.json."""
     try:
         return build()
     except torch.OutOfMemoryError:
@@ -166,7 +170,7 @@ def _built_by_transformers(
     except MfsdpError:
         raise
     except _BUILD_ERRORS as err:
-        where = source.assets / "config.json" if source is not None and source.assets else None
+        where = _file_at_fault(err, source.assets) if source is not None and source.assets else None
         if where is not None:
             also = " with model.overrides" if cfg.overrides else ""
             raise ModelFilesError(
@@ -174,6 +178,19 @@ def _built_by_transformers(
             ) from None
         key = "model.overrides" if cfg.overrides else "model"
         raise ConfigError(f"{key}: transformers cannot build the model ({_said(err)})") from None
+
+
+_GENERATION_CONFIG_CODE = ("transformers", "generation", "configuration_utils.py")
+
+
+def _file_at_fault(err: BaseException, assets: Path) -> Path:
+    """The model dir's file whose reading raised `err`: generation_config.json when it was
+    raised in transformers' generation config code, else config.json."""
+    generation = any(
+        Path(frame.f_code.co_filename).parts[-3:] == _GENERATION_CONFIG_CODE
+        for frame, _line in traceback.walk_tb(err.__traceback__)
+    )
+    return assets / (GENERATION_CONFIG_FILE if generation else "config.json")
 
 
 def _model_dir_config(assets: Path) -> Any:

@@ -12,11 +12,15 @@ it copies (`check_local_assets`), whether or not it is also the tokenizer's: reg
 that resolve inside the dir (inside the checkpoint, for its own huggingface/; a model dir
 may also link to blobs of the Hugging Face cache, as a cache snapshot and a `--local-dir`
 download do: `safe_files.model_dir_root`), bounded in size, each JSON one parsed with
-bounded memory and giving each key once.
+bounded memory, nested at most MAX_JSON_DEPTH deep and giving each key once, and
+generation_config.json one transformers builds its GenerationConfig from
+(`mfsdp_ckpt.format.generation_config`): `max_new_tokens: -5` was carried into every
+checkpoint, whose exports then did not load.
 
 What is refused is one line naming the file, as a usage error (exit 2), as config.json's own
 errors are: in the launching process before anything starts (`check_model_files`), and again
-where a rank reads the file. Nothing here imports torch or transformers.
+where a rank reads the file. This module imports neither torch nor transformers (a
+generation config is built with transformers only where a dir holds one).
 """
 
 from __future__ import annotations
@@ -34,13 +38,12 @@ from mfsdp_ckpt.convert.export_source import (
     check_local_assets,
 )
 from mfsdp_ckpt.convert.hf_config import HFConfigError
+from mfsdp_ckpt.format.generation_config import GENERATION_CONFIG_FILE
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.unique_json import parse_json
 from trainer.config import ConfigError, ModelConfig
 from trainer.model_source import ModelSource, resolve_model_source
-
-GENERATION_CONFIG_FILE = "generation_config.json"
 
 
 def check_asset_dir(directory: Path, source: ModelSource | None) -> None:
@@ -65,7 +68,8 @@ def read_json_asset(path: Path) -> Any:
 
 def generation_config_bytes(directory: Path, source: ModelSource | None) -> bytes | None:
     """`directory`'s generation_config.json as checked bytes (a regular file inside the dir,
-    as `check_asset_dir` checks it), None when it has none."""
+    as `check_asset_dir` checks it, and one transformers reads: `check_json_asset`), None
+    when it has none."""
     path = directory / GENERATION_CONFIG_FILE
     if not os.path.lexists(path):
         return None

@@ -23,6 +23,7 @@ from mfsdp_ckpt.convert.hf_config import (
 )
 from mfsdp_ckpt.convert.name_maps import MappingError, hf_state_dict_shapes, model_tensors
 from mfsdp_ckpt.format import hf_trainer, layout
+from mfsdp_ckpt.format.generation_config import GENERATION_CONFIG_FILE, generation_config
 from mfsdp_ckpt.format.model_files import FILE_NAMES, is_model_file
 from mfsdp_ckpt.format.state_keys import AmbiguousStateError
 from mfsdp_ckpt.storage import safe_files
@@ -33,6 +34,7 @@ from mfsdp_ckpt.storage.tensorstore_store import is_url, join_location, open_sto
 from mfsdp_ckpt.storage.unique_json import (
     DuplicateKeyError,
     first_nonfinite,
+    json_problem,
     loads_unique,
     too_many_containers,
 )
@@ -381,17 +383,21 @@ def _is_json_asset(name: str) -> bool:
 
 
 def check_json_asset(name: str, where: str | os.PathLike, data: bytes) -> None:
-    """Refuse, naming `where` (the file or URL) and the key, a JSON asset giving a key twice
-    (a tokenizer_config.json with two `eos_token`s: which one was meant?) or holding NaN or
-    Infinity, and, before it is parsed, one larger than MAX_JSON_ASSET_BYTES or that may
-    hold more than MAX_JSON_ASSET_CONTAINERS objects and arrays (parsing it would take
-    gigabytes). A file transformers reads by name (`is_model_file`: tokenizer_config.json,
-    generation_config.json, ...) must hold an object, as each of them does. config.json's
-    numbers are left to `read_config_json`, which reads every config export, import and
-    training use and refuses them as the config they are. Other damage is left to the
-    reader: export copies the bytes as they are, and training names what transformers
-    cannot read. The one check import, export (local or URL), training and `validate
-    --deep` apply to the assets they copy or read."""
+    """Refuse, naming `where` (the file or URL) and the key, a JSON asset that its reader
+    would not read as the file it is, before anything is written: larger than
+    MAX_JSON_ASSET_BYTES or that may hold more than MAX_JSON_ASSET_CONTAINERS objects and
+    arrays (parsing it would take gigabytes; both found before it is parsed); not valid
+    JSON, nested deeper than MAX_JSON_DEPTH (a tokenizer.json 200,000 brackets deep was
+    copied and exported, and then no tokenizer loaded it); giving a key twice (a
+    tokenizer_config.json with two `eos_token`s: which one was meant?); holding NaN or
+    Infinity. A file transformers reads by name (`is_model_file`: tokenizer_config.json,
+    generation_config.json, ...) must hold an object, as each of them does, and
+    generation_config.json must be one transformers builds its GenerationConfig from
+    (`generation_config`: `max_new_tokens: -5` stops `from_pretrained`). config.json's
+    numbers and syntax are left to `read_config_json`, which reads every config export,
+    import and training use and refuses them as the config they are (exit 2 for
+    `--hf-config`'s). The one check import, export
+    (local or URL), training and `validate --deep` apply to the assets they copy or read."""
     safe_files.check_size(where, len(data), MAX_JSON_ASSET_BYTES)
     crowded = too_many_containers(data, MAX_JSON_ASSET_CONTAINERS)
     if crowded is not None:
@@ -400,8 +406,10 @@ def check_json_asset(name: str, where: str | os.PathLike, data: bytes) -> None:
         parsed = loads_unique(data)
     except DuplicateKeyError as err:
         raise CheckpointFileError(f"{where}: {err} in one object") from None
-    except (ValueError, RecursionError):
-        return
+    except ValueError as err:  # bad syntax, nesting past MAX_JSON_DEPTH, not UTF-8, ...
+        if name == "config.json":  # refused by `read_config_json`, with the config's exit code
+            return
+        raise CheckpointFileError(f"{where}: not valid JSON ({json_problem(err)})") from None
     if name != "config.json" and is_model_file(name) and not isinstance(parsed, dict):
         raise CheckpointFileError(
             f"{where}: holds a JSON {type(parsed).__name__}, not the object transformers"
@@ -413,6 +421,8 @@ def check_json_asset(name: str, where: str | os.PathLike, data: bytes) -> None:
             f"{where}: {found[0] or 'the value'} is {found[1]}, not a finite number (NaN and"
             " Infinity are not JSON)"
         )
+    if name == GENERATION_CONFIG_FILE:
+        generation_config(parsed, str(where), CheckpointFileError)
 
 
 def _remote_asset(store: ByteStore, where: str, name: str) -> bytes:

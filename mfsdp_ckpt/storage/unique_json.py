@@ -19,7 +19,9 @@ limit less the caller's stack), and whatever walks the result recursively afterw
 fails with a RecursionError a few levels deeper than the parser's own, a traceback for
 any input in between. So `loads_unique` refuses JSON nested more than MAX_JSON_DEPTH deep,
 well below the recursion limit and far past any file a user hands over, and every reader
-here inherits that one bound."""
+here inherits that one bound. It is below SERDE_JSON_DEPTH too, the depth at which Rust's
+serde_json (the `tokenizers` library's reader of tokenizer.json) gives up: a JSON asset
+refused by no check here loads in the tokenizer that reads it."""
 
 from __future__ import annotations
 
@@ -35,10 +37,14 @@ from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
 MAX_SHOWN_KEY = 100  # characters of the key an error quotes
-# Real JSON is a few levels deep (a safetensors header 3, a config.json or a chat row with
-# tool schemas a dozen); 100 leaves room for those and for each recursive walker's frames
-# per level (asdict takes two) below Python's recursion limit of 1,000.
+# Real JSON is a few levels deep (a safetensors header 3, a tokenizer.json or a config.json
+# under 10, a chat row with tool schemas a dozen); 100 leaves room for those and for each
+# recursive walker's frames per level (asdict takes two) below Python's recursion limit of
+# 1,000. It is also below serde_json's default recursion limit of 128, with which the
+# `tokenizers` library reads tokenizer.json: Python's json reads ~970 levels, so a
+# tokenizer.json deeper than 127 passed every check here and then loaded in no tokenizer.
 MAX_JSON_DEPTH = 100
+SERDE_JSON_DEPTH = 128  # serde_json's default: `tokenizers` fails on a file this deep
 # Objects and arrays a JSON file may hold unless its reader says otherwise: tens to
 # thousands in a config.json, trainer_state.json, adapter or tokenizer config; 2**20 empty
 # ones parse to about 100 MB, where a file of a few MB could otherwise hold millions.
@@ -256,6 +262,7 @@ def _surrogate_in(text: str) -> int | None:
 __all__ = [
     "DEFAULT_MAX_CONTAINERS",
     "MAX_JSON_DEPTH",
+    "SERDE_JSON_DEPTH",
     "DuplicateKeyError",
     "NestingError",
     "first_lone_surrogate",

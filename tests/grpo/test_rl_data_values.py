@@ -57,7 +57,7 @@ def test_a_null_or_empty_ground_truth_is_refused_naming_file_and_row(
     path = _rows(tmp_path, _row("7"), _row(truth))
     with pytest.raises(RLDataError) as raised:
         load_rl_prompts([path], RLDataConfig(), tokenizer, custom_reward=custom_reward)
-    assert str(raised.value) == f"{path} row 1: {why}"
+    assert str(raised.value) == f"{path}:2: {why}"
     assert raised.value.exit_code == EXIT_USAGE
 
 
@@ -80,7 +80,7 @@ def test_a_ground_truth_the_built_in_rules_cannot_compare_is_refused(
     with pytest.raises(RLDataError) as raised:
         load_rl_prompts([path], RLDataConfig(), tokenizer)
     message = str(raised.value)
-    assert message.startswith(f"{path} row 0: reward_model.ground_truth is {shown}"), message
+    assert message.startswith(f"{path}:1: reward_model.ground_truth is {shown}"), message
     assert "reward.path" in message and "\n" not in message
 
 
@@ -120,7 +120,7 @@ def test_an_empty_prompt_is_refused_naming_file_and_row(tmp_path, tokenizer, pro
     path = _rows(tmp_path, _row("7"), _row("7"), _row("7", prompt=prompt))
     with pytest.raises(RLDataError) as raised:
         load_rl_prompts([path], RLDataConfig(), tokenizer)
-    assert str(raised.value) == f"{path} row 2: {why}"
+    assert str(raised.value) == f"{path}:3: {why}"
 
 
 def test_a_prompt_with_text_in_any_turn_loads(tmp_path, tokenizer):
@@ -142,7 +142,7 @@ def test_a_grpo_run_on_null_ground_truths_is_refused_before_training(tmp_path):
     path = _rows(tmp_path, *[_row(None)] * 8)
     code, _, err = _grpo(tmp_path, f"data.train_files={path}")
     assert code == EXIT_USAGE, err
-    one_error(err, f"{path} row 0: reward_model.ground_truth is null")
+    one_error(err, f"{path}:1: reward_model.ground_truth is null")
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
 
 

@@ -379,7 +379,7 @@ def test_rl_prompts_the_template_cannot_render_are_named(tmp_path):
         f"trainer.run_dir={tmp_path / 'run'}",
     )
     assert code == 2, err
-    one_error(err, str(data), "row 0", "role and content must be text")
+    one_error(err, f"{data}:1:", "role and content must be text")
 
 
 # --------------------------------------------------------------------------- run_dir vs inputs

@@ -261,7 +261,7 @@ def test_a_template_that_fails_or_loops_is_named_for_sft_and_rl_rows(
     rows.write_text(json.dumps(row) + "\n")
     started = time.monotonic()
     with pytest.raises(ChatFormatError) as sft:
-        tokenize_rows([row], DataConfig(), tokenizer, lambda i: f"{rows} row {i}", progress=False)
+        tokenize_rows([row], DataConfig(), tokenizer, lambda i: f"{rows}:{i + 1}", progress=False)
     with pytest.raises(RLDataError) as rl:
         load_rl_prompts([str(rows)], RLDataConfig(), tokenizer)
     assert time.monotonic() - started < 20
@@ -269,7 +269,7 @@ def test_a_template_that_fails_or_loops_is_named_for_sft_and_rl_rows(
         message = str(caught.value)
         # a size bomb is a prompt too long to keep: GRPO drops it, then names it as its last
         if not message.startswith(f"{rows}: all 1 prompts are longer than"):
-            named = f"{rows} row 0: the chat template in {tokenizer.name_or_path}"
+            named = f"{rows}:1: the chat template in {tokenizer.name_or_path}"
             assert message.startswith(named), message
         assert words in message and "\n" not in message, message
     assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL  # the bound's handler is gone

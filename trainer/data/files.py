@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
+from mfsdp_ckpt.format.closest_path import where_relative
 from mfsdp_ckpt.format.hub_id import hub_id_hint
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
@@ -63,6 +64,12 @@ class DataFileError(MfsdpUsageError, ValueError):
     """A data file is missing, unreadable or not the format its name says; the message names it."""
 
 
+class EmptyTableError(MfsdpFailedError, ValueError):
+    """A data file holds no rows (empty, only blank lines, `[]`): a run trained on it failed
+    only at its batch size ("exceeds the 0 training rows"), naming no file, and `mfsdp data`
+    converted it into empty tables a run fails on later."""
+
+
 class DataWriteError(MfsdpFailedError):
     """The machine failed to write an output table (disk full, no permission); names it."""
 
@@ -73,29 +80,48 @@ def read_rows(paths: list[str] | str) -> list[dict[str, Any]]:
     return read_rows_with_origins(paths)[0]
 
 
+def row_in_table(path: str | os.PathLike, index: int) -> str:
+    """How an error names row `index` (0-based, as verl's `extra_info.index` counts) of a
+    table with no lines to number (parquet, a .json array): `t.parquet row 0`."""
+    return f"{path} row {index}"
+
+
 @dataclass(frozen=True)
 class RowOrigins:
     """Where each row of files read one after another came from: an error about a row names
-    its file and its row in that file (`b.jsonl row 5`), not its place among all rows
-    (`a.jsonl,b.jsonl row 45`)."""
+    its file and its place in that file, not its place among all rows (`a.jsonl,b.jsonl row
+    45`). A row read from a line is named by that line, 1-based, as an error about the
+    line's JSON names it (`b.jsonl:25`; blank lines are no rows, so the row's index is no
+    line number); a parquet or .json array row by its 0-based index (`row_in_table`)."""
 
     files: tuple[str, ...]
     starts: tuple[int, ...]  # the index of each file's first row among all rows
+    lines: tuple[tuple[int, ...] | None, ...]  # each file's row lines; None: not read by line
 
     def __call__(self, index: int) -> str:
         file = bisect.bisect_right(self.starts, index) - 1
-        return f"{self.files[file]} row {index - self.starts[file]}"
+        local, lines = index - self.starts[file], self.lines[file]
+        if lines is None:
+            return row_in_table(self.files[file], local)
+        return f"{self.files[file]}:{lines[local]}"
 
 
 def read_rows_with_origins(paths: list[str] | str) -> tuple[list[dict[str, Any]], RowOrigins]:
-    """`read_rows`, and where each row came from."""
+    """`read_rows`, and where each row came from. A file holding no rows is refused
+    (EmptyTableError), naming it."""
     rows: list[dict[str, Any]] = []
-    files, starts = [], []
+    files, starts, lines = [], [], []
     for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
+        found, found_lines = _read_one(Path(path))
+        if not found:
+            raise EmptyTableError(
+                f"{path}: holds no rows (an empty or cut-short file, or only blank lines?)"
+            )
         files.append(str(path))
         starts.append(len(rows))
-        rows += _read_one(Path(path))
-    return rows, RowOrigins(tuple(files), tuple(starts))
+        lines.append(found_lines)
+        rows += found
+    return rows, RowOrigins(tuple(files), tuple(starts), tuple(lines))
 
 
 def check_data_file(path: str | os.PathLike) -> None:
@@ -104,7 +130,8 @@ def check_data_file(path: str | os.PathLike) -> None:
     inputs so before it names anything after one (`mfsdp data`'s split from a file's name)."""
     path = Path(path)
     if not os.path.lexists(path):
-        raise DataFileError(f"{path}: no such file{hub_id_hint(path, '--input ', dataset=True)}")
+        hint = where_relative(path) + hub_id_hint(path, "--input ", dataset=True)
+        raise DataFileError(f"{path}: no such file{hint}")
     if path.is_dir():
         raise DataFileError(_directory_given(path))
     try:  # a FIFO or a device would block the read or never end: say what is there
@@ -118,11 +145,15 @@ def check_data_file(path: str | os.PathLike) -> None:
         )
 
 
-def _read_one(path: Path) -> list[dict[str, Any]]:
+# A file's rows, and the 1-based line of each where they were read one per line.
+Rows = tuple[list[dict[str, Any]], tuple[int, ...] | None]
+
+
+def _read_one(path: Path) -> Rows:
     check_data_file(path)
     suffix = path.suffix.lower()
     if suffix == ".parquet":
-        return _read_parquet(path)
+        return _read_parquet(path), None
     if suffix == ".jsonl":
         return _read_jsonl(path)
     return _read_json(path)
@@ -271,7 +302,7 @@ def _decoded_bytes(array: Any) -> int:
     return int(array.nbytes)
 
 
-def _read_json(path: Path) -> list[dict[str, Any]]:
+def _read_json(path: Path) -> Rows:
     """A `.json` file: one document, an array of objects (what pandas' `to_json(orient=
     "records")` and `json.dump(rows)` write) or a single object (one MATH problem file, often
     pretty-printed); else one object per line, as a `.jsonl` (datasets' `to_json` writes
@@ -320,8 +351,8 @@ def _read_json(path: Path) -> list[dict[str, Any]]:
                 " expected an array of objects, one object, or one per line"
             )
         if escaped:
-            _refuse_lone_surrogate(row, f"{path} row {index}")
-    return rows
+            _refuse_lone_surrogate(row, row_in_table(path, index))
+    return rows, None
 
 
 def _huge_integer_line(text: str) -> int:
@@ -344,12 +375,13 @@ def _refuse_lone_surrogate(row: dict[str, Any], where: str) -> None:
         )
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """One JSON object per line; lines are decoded one by one so bad bytes name their line.
+def _read_jsonl(path: Path) -> Rows:
+    """One JSON object per line, and the line of each; lines are decoded one by one so bad
+    bytes name their line.
     A key given twice in an object is refused (Python's json keeps the last silently). A
     UTF-8 byte order mark opening the file (Windows editors and PowerShell write one) is no
     content and is skipped, as `utf-8-sig` would; Python's json refuses it."""
-    rows = []
+    rows, lines = [], []
     with open(path, "rb") as handle:
         for number, raw in enumerate(iter(_line_reader(handle), b""), 1):
             if len(raw) > MAX_JSONL_LINE_BYTES:
@@ -385,7 +417,8 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
             if _SURROGATE_ESCAPE.search(line):
                 _refuse_lone_surrogate(row, f"{path}:{number}")
             rows.append(row)
-    return rows
+            lines.append(number)
+    return rows, tuple(lines)
 
 
 def _line_reader(handle: Any) -> Any:

@@ -11,16 +11,15 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from mfsdp_ckpt.errors import MfsdpFailedError
 from trainer.data.files import (
     DATA_SUFFIXES,
     DataFileError,
     check_data_file,
-    read_rows,
+    read_rows_with_origins,
     refuse_replacing,
     write_tables,
 )
@@ -45,29 +44,40 @@ def gsm8k_ground_truth(answer: str) -> str:
     return truth
 
 
-def gsm8k_rows(rows: list[dict[str, Any]], split: str) -> tuple[list[dict], list[dict]]:
+def _row_index(index: int) -> str:
+    return f"row {index}"
+
+
+def gsm8k_rows(
+    rows: list[dict[str, Any]], split: str, where: Callable[[int], str] = _row_index
+) -> tuple[list[dict], list[dict]]:
+    """SFT and RL rows of GSM8K's `rows`; an error names a row as `where(index)` does (its
+    file and line: `RowOrigins`)."""
     sft, rl = [], []
     for index, row in enumerate(rows):
-        question, answer = _require(row, index, "gsm8k", "question", "answer")
+        question, answer = _require(row, where(index), "gsm8k", "question", "answer")
         prompt = f"{question} {GSM8K_SUFFIX}"
         try:
             truth = gsm8k_ground_truth(answer)
         except ValueError as err:
-            raise DataFileError(f"row {index}: {err}") from None
+            raise DataFileError(f"{where(index)}: {err}") from None
         sft.append(_sft_row(prompt, answer, split, index))
         rl.append(_rl_row(GSM8K_SOURCE, prompt, truth, split, index, question, answer))
     return sft, rl
 
 
-def math_rows(rows: list[dict[str, Any]], split: str) -> tuple[list[dict], list[dict]]:
+def math_rows(
+    rows: list[dict[str, Any]], split: str, where: Callable[[int], str] = _row_index
+) -> tuple[list[dict], list[dict]]:
+    """SFT and RL rows of MATH's `rows`; an error names a row as `where(index)` does."""
     sft, rl = [], []
     for index, row in enumerate(rows):
-        problem, solution = _require(row, index, "math", "problem", "solution")
+        problem, solution = _require(row, where(index), "math", "problem", "solution")
         truth = last_boxed(solution)
         if truth is None:
-            raise DataFileError(f"row {index}: solution has no \\boxed{{...}} answer")
+            raise DataFileError(f"{where(index)}: solution has no \\boxed{{...}} answer")
         if not truth.strip():  # matches no completion, as gsm8k's empty `#### ` would
-            raise DataFileError(f"row {index}: solution's last \\boxed{{}} is empty")
+            raise DataFileError(f"{where(index)}: solution's last \\boxed{{}} is empty")
         prompt = f"{problem} {MATH_SUFFIX}"
         sft.append(_sft_row(prompt, solution, split, index))
         rl.append(_rl_row(MATH_SOURCE, prompt, truth, split, index, problem, solution))
@@ -100,10 +110,6 @@ _SPLIT_NAME = re.compile(r"[\w-]+(?:\.[\w-]+)*")
 _SPLIT_NAME_RULE = "letters, digits, '_', '-' and '.' (not first or last, never '..'), no '/'"
 # with its tables' temp names (`.<split>.parquet.<pid>-<16 hex>.tmp`) still within NAME_MAX (255)
 _SPLIT_NAME_MAX_BYTES = 200
-
-
-class EmptyInputError(MfsdpFailedError, ValueError):
-    """An input file holds no rows: converted, it made empty tables a run fails on later."""
 
 
 def _split_name_fault(name: str) -> str | None:
@@ -200,15 +206,8 @@ def convert_files(
         sft: list[dict[str, Any]] = []
         rl: list[dict[str, Any]] = []
         for source in sources:
-            rows = read_rows(source)
-            if not rows:
-                raise EmptyInputError(
-                    f"{source}: holds no rows; nothing to convert (an empty or cut-short file?)"
-                )
-            try:
-                converted = CONVERTERS[dataset](rows, name)
-            except DataFileError as err:
-                raise DataFileError(f"{source}: {err}") from None
+            rows, origins = read_rows_with_origins(source)  # no rows: EmptyTableError
+            converted = CONVERTERS[dataset](rows, name, origins)
             _shift_indices(converted, len(sft))  # a split's rows count on across its shards
             sft += converted[0]
             rl += converted[1]
@@ -300,14 +299,14 @@ def _refuse_shared_split(first: str, second: str, name: str, split: str | None) 
     )
 
 
-def _require(row: dict[str, Any], index: int, dataset: str, *columns: str) -> list[str]:
+def _require(row: dict[str, Any], where: str, dataset: str, *columns: str) -> list[str]:
     """The text of each of `columns` in `dataset`'s row, else DataFileError naming them and,
     for a table of another kind (an SFT or RL table already, the other dataset's rows),
     what it is (`table_kind_hint`)."""
     missing = [c for c in columns if not isinstance(row.get(c), str)]
     if missing:
         raise DataFileError(
-            f"row {index}: column(s) {missing} missing or not text (found {sorted(row)})"
+            f"{where}: column(s) {missing} missing or not text (found {sorted(row)})"
             f"{table_kind_hint(row, dataset)}"
         )
     return [row[c] for c in columns]

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from mfsdp_ckpt.convert.export_source import MAX_JSON_ASSET_CONTAINERS
+from mfsdp_ckpt.format.generation_config import generation_config
 from mfsdp_ckpt.storage.unique_json import parse_json
 from trainer.config import ConfigError
 from trainer.model_assets import GENERATION_CONFIG_FILE, copied_generation_config
@@ -49,15 +50,10 @@ def eos_token_ids(tokenizer: Any, model_path: str | None) -> list[int]:
 def _generation_config(data: bytes, where: str) -> Any:
     """transformers' GenerationConfig of generation_config.json's checked bytes, or
     ConfigError naming `where` for one it refuses (`max_new_tokens: -1`)."""
-    from transformers import GenerationConfig
-
     settings = parse_json(data, where, ConfigError, MAX_JSON_ASSET_CONTAINERS)
     if not isinstance(settings, dict):
         raise ConfigError(f"{where}: holds a JSON {type(settings).__name__}, not an object")
-    try:
-        return GenerationConfig.from_dict(settings)
-    except (ValueError, TypeError) as err:
-        raise ConfigError(f"{where}: {str(err).splitlines()[0][:200]}") from None
+    return generation_config(settings, where, ConfigError)
 
 
 def _is_token_id(value: Any) -> bool:

@@ -170,7 +170,7 @@ def test_dataset_errors_name_file_and_row(tmp_path, tokenizer):
         '{"messages": [{"role": "user", "content": "q"}]}\n'
     )
     with pytest.raises(
-        ChatFormatError, match=r"train.jsonl row 1: the conversation has no assistant turn"
+        ChatFormatError, match=r"train.jsonl:2: the conversation has no assistant turn"
     ):
         load_sft_splits(DataConfig(train_files=[str(path)]), tokenizer, seed=0, progress=False)
 
@@ -258,12 +258,13 @@ def _rows_with_a_bad_one(path, count: int, bad: int) -> None:
 def test_a_bad_row_is_named_by_its_file_and_row_wherever_the_split_puts_it(
     val_ratio, tmp_path, tokenizer
 ):
-    """Was `row 4` (its place in the training split) or `validation split row 2`."""
+    """Was `row 4` (its place in the training split) or `validation split row 2`; a jsonl
+    row is named by its line."""
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     _rows_with_a_bad_one(first, 30, bad=-1)
     _rows_with_a_bad_one(second, 40, bad=5)
     cfg = DataConfig(train_files=[str(first), str(second)], val_ratio=val_ratio)
-    with pytest.raises(ChatFormatError, match=rf"^{second} row 5: the response \('response'\)"):
+    with pytest.raises(ChatFormatError, match=rf"^{second}:6: the response \('response'\)"):
         load_sft_splits(cfg, tokenizer, seed=3, progress=False)
 
 
@@ -275,7 +276,7 @@ def test_a_bad_rl_row_is_named_by_its_file_and_row(tmp_path, tokenizer):
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     first.write_text(json.dumps(good) + "\n")
     second.write_text(json.dumps(good) + "\n" + json.dumps({"prompt": "q"}) + "\n")
-    with pytest.raises(RLDataError, match=rf"^{second} row 1: no reward_model.ground_truth"):
+    with pytest.raises(RLDataError, match=rf"^{second}:2: no reward_model.ground_truth"):
         load_rl_prompts([str(first), str(second)], RLDataConfig(), tokenizer)
 
 
@@ -314,9 +315,9 @@ def test_rows_truncation_leaves_without_a_target_are_named(tmp_path, tokenizer, 
     with caplog.at_level("WARNING", logger="mfsdp.data"):
         train, _ = load_sft_splits(cfg, tokenizer, seed=0, progress=False)
     assert len(train) == 2 and train[0].num_targets == 0 and train[1].num_targets > 0
-    assert f"{path} row 0 keeps no response token after data.truncation=right" in caplog.text
+    assert f"{path}:1 keeps no response token after data.truncation=right" in caplog.text
     path.write_text(json.dumps(rows[0]) + "\n")
-    with pytest.raises(ChatFormatError, match=r"row 0: keeps no response token .* every other"):
+    with pytest.raises(ChatFormatError, match=r"jsonl:1: keeps no response token .* every other"):
         load_sft_splits(cfg, tokenizer, seed=0, progress=False)
 
 

@@ -84,7 +84,10 @@ def test_math_boxed_answers(tmp_path):
 @pytest.mark.parametrize(
     "content, message",
     [
-        ('{"question": "q", "answer": "no marker"}\n', "row 0: answer has no '#### <number>' line"),
+        (
+            '{"question": "q", "answer": "no marker"}\n',
+            "train.jsonl:1: answer has no '#### <number>' line",
+        ),
         ('{"question": "q"}\n', "['answer'] missing or not text"),
         ('{"question": 5, "answer": "a #### 5"}\n', "['question'] missing or not text"),
         ('{"question": "q", "answer": ["a #### 5"]}\n', "['answer'] missing or not text"),
@@ -108,13 +111,12 @@ def test_bad_input_is_a_usage_error(tmp_path, content, message):
         (
             "gsm8k",
             '{"question": "q", "answer": "x\\n#### "}\n',
-            "train.jsonl: row 0: answer has nothing after its last '####'"
-            " (expected '#### <number>')",
+            "train.jsonl:1: answer has nothing after its last '####' (expected '#### <number>')",
         ),
         (
             "math",
             '{"problem": "p", "solution": "so \\\\boxed{ }"}\n',
-            "train.jsonl: row 0: solution's last \\boxed{} is empty",
+            "train.jsonl:1: solution's last \\boxed{} is empty",
         ),
         # past Python's 4300-digit limit: was a ValueError traceback
         (

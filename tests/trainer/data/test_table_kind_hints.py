@@ -59,7 +59,8 @@ def test_grpo_names_the_command_for_a_table_it_does_not_read(tables, table, hint
     with pytest.raises(RLDataError) as err:
         load_rl_prompts([tables[table]], RLDataConfig(), NO_TOKENIZER)
     message = str(err.value)
-    assert message.startswith(f"{tables[table]} row 0: no 'prompt' column (found "), message
+    where = ":1" if tables[table].endswith(".jsonl") else " row 0"  # a line, or a row from 0
+    assert message.startswith(f"{tables[table]}{where}: no 'prompt' column (found "), message
     assert message.endswith(hint), message
 
 

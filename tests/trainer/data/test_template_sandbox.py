@@ -193,12 +193,12 @@ def test_a_row_rendering_past_its_limit_is_one_line_naming_the_template_file(tra
     ):
         with pytest.raises(ChatFormatError) as sft:
             data = DataConfig(truncation=truncation)
-            tokenize_rows([row], data, tokenizer, lambda i: f"{rows} row {i}", False)
-        assert str(sft.value).startswith(f"{rows} row 0: {says}") and limit in str(sft.value)
-    for dropping, starts in ((False, f"{rows} row 0: {says}"), (True, f"{rows}: all 1 prompts")):
+            tokenize_rows([row], data, tokenizer, lambda i: f"{rows}:{i + 1}", False)
+        assert str(sft.value).startswith(f"{rows}:1: {says}") and limit in str(sft.value)
+    for dropping, starts in ((False, f"{rows}:1: {says}"), (True, f"{rows}: all 1 prompts")):
         with pytest.raises(RLDataError) as rl:  # refused, or dropped as over-long: none left
             load_rl_prompts([str(rows)], RLDataConfig(filter_overlong_prompts=dropping), tokenizer)
-        assert str(rl.value).startswith(starts) and f"{rows} row 0: {says}" in str(rl.value)
+        assert str(rl.value).startswith(starts) and f"{rows}:1: {says}" in str(rl.value)
         assert "data.max_prompt_length=512 tokens can hold" in str(rl.value)
 
 
