@@ -302,6 +302,29 @@ def _parts_of(fused: str, targets: dict) -> int:
     return tensor.shape[0] * (2 if fused.endswith("gate_up_proj") else 1)
 
 
+def _refuse_config_against_record(source: ModelSource, config: Any, reader: Any) -> None:
+    """The config the model was built from (`model.hf_config`, or the checkpoint's own
+    huggingface/ dir, with `model.overrides`) checked against the model the checkpoint
+    records, as export-hf checks its --hf-config (`record_agreement`): a record setting no
+    family computes (pre-softmax routing, a windowed attention) or a config contradicting
+    it (another rope_theta, norm_topk_prob) trained another model from the same weights,
+    where export refused it. A derived config is the record's own: nothing to compare."""
+    from mfsdp_ckpt.convert.export_errors import ExportUsageError
+    from mfsdp_ckpt.convert.record_agreement import contradiction, refuse_uncomputable
+
+    if source.assets is None or source.checkpoint is None:
+        return
+    named = f"the config of {source.assets}"
+    given = config.to_dict()
+    refuse_uncomputable(given, source.checkpoint, reader, named)
+    found = contradiction(given, source.checkpoint, reader)
+    if found is not None:
+        raise ExportUsageError(
+            f"{named}: {found}; train with the config the checkpoint was trained with"
+            " (model.hf_config, model.overrides)"
+        )
+
+
 def load_checkpoint_weights(model, source: ModelSource) -> None:
     """Copy the checkpoint's model weights into `model` (built from the same config), one
     tensor at a time; every parameter must be covered. Refuses a damaged checkpoint with
@@ -312,6 +335,7 @@ def load_checkpoint_weights(model, source: ModelSource) -> None:
     from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError
     from mfsdp_ckpt.convert.export_plan import convert, plan_export
     from mfsdp_ckpt.convert.export_source import _refuse_critic, source_for
+    from mfsdp_ckpt.convert.megatron_config import MegatronConfigError
     from mfsdp_ckpt.storage.reader import CheckpointReader
 
     assert source.checkpoint is not None
@@ -319,8 +343,9 @@ def load_checkpoint_weights(model, source: ModelSource) -> None:
     require_valid(source.checkpoint, manifest_only=True, reader=reader)
     try:
         _refuse_critic(source.checkpoint.dist_ckpt, source.checkpoint.role)
+        _refuse_config_against_record(source, model.config, reader)
         plan = plan_export(source_for(source.checkpoint, reader), model.config, dtype="fp32")
-    except (ExportUsageError, ExportError) as err:  # the checkpoint does not fit the config
+    except (ExportUsageError, ExportError, MegatronConfigError) as err:  # config does not fit
         raise ConfigError(f"model.path: {err}") from None
     targets = dict(model.named_parameters()) | dict(model.named_buffers())
     loaded: set[str] = set()

@@ -22,6 +22,7 @@ from tests.support.megatron_checkpoints import (
     save_dcp,
     train_state,
 )
+from tests.support.interop_layouts import run_cli
 from tests.support.metadata_reads import metadata_reads
 from tests.support.sft import SHORT_RUN, first_loss, tiny_config, write_chat_jsonl
 from trainer import model_source
@@ -103,6 +104,31 @@ def test_a_config_naming_more_tokens_than_the_recorded_rows_trains_on_the_rows(
     cfg.model.overrides["vocab_size"] = rows + 64  # the user's own choice is checked as given
     with pytest.raises(ConfigError, match="fewer than the config's vocab_size"):
         load_weights_of(cfg)
+
+
+@pytest.mark.parametrize(
+    ("recorded", "named"),
+    [(dict(rotary_base=12345.0), "rope_theta"), (dict(apply_layernorm_1p=True), "layernorm_1p")],
+    ids=["contradicted", "no-family-computes"],
+)
+def test_a_config_the_record_refuses_is_refused_as_export_refuses_it(
+    megatron_runs, tmp_path, recorded, named
+):
+    """export-hf --hf-config refuses a config.json contradicting the Megatron record (another
+    rope_theta) or a record no family computes (layernorm 1p); training with that
+    model.hf_config built and trained the other model from the same weights."""
+    from transformers import AutoModelForCausalLM
+
+    root, data, _lm, _bridge = megatron_runs
+    model = AutoModelForCausalLM.from_pretrained(root / "hf", dtype="float32")
+    lm = megatron_run(tmp_path, model, megatron_args(model, **recorded))
+    cfg = tiny_config(data, tmp_path / "x", f"model.path={lm}", f"model.hf_config={root / 'hf'}")
+    with pytest.raises(ConfigError, match=rf"^model.path: .*{named}"):
+        load_weights_of(cfg)
+    code, _, err = run_cli(
+        "ckpt", "export-hf", lm, "--hf-config", root / "hf", "--out", tmp_path / "o"
+    )
+    assert code != 0 and named in err, err
 
 
 def load_weights_of(cfg) -> None:
