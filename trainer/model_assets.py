@@ -34,6 +34,7 @@ from typing import Any
 from mfsdp_ckpt.convert.export_source import (
     MAX_JSON_ASSET_BYTES,
     MAX_JSON_ASSET_CONTAINERS,
+    check_generation_config,
     check_json_asset,
     check_local_assets,
 )
@@ -83,6 +84,7 @@ def generation_config_bytes(directory: Path, source: ModelSource | None) -> byte
         safe_files.regular_file(path, root, within)
         data = safe_files.read_bytes(path, MAX_JSON_ASSET_BYTES, root)
         check_json_asset(GENERATION_CONFIG_FILE, path, data)
+        check_generation_config(path, data)
     return data
 
 

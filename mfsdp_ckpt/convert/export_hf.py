@@ -46,6 +46,7 @@ from mfsdp_ckpt.convert.export_source import (
     ExportSource,
     asset_files,
     bridge_tokenizer_dir,
+    check_generation_config,
     config_json_location,
     load_copied_config,
     no_tokenizer_in,
@@ -88,13 +89,14 @@ from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.format.file_hash import ByteProgress
 from mfsdp_ckpt.format.finite import count_nonfinite_tensor
+from mfsdp_ckpt.format.generation_config import GENERATION_CONFIG_FILE
 from mfsdp_ckpt.format.hub_id import missing_hf_config
 from mfsdp_ckpt.format.model_files import top_level_names
 from mfsdp_ckpt.format.output_inside import inside_checkpoint
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
 from mfsdp_ckpt.storage.tensor_memory import tensor_memory
-from mfsdp_ckpt.storage.tensorstore_store import is_url
+from mfsdp_ckpt.storage.tensorstore_store import is_url, join_location
 from mfsdp_ckpt.storage.writable import require_writable_dir
 
 
@@ -379,7 +381,8 @@ def _refuse_unloadable_config(
     prepared: PreparedSource, hf_config: str | os.PathLike | None
 ) -> None:
     """--verify promises that transformers loads the export: a config.json its config class
-    refuses (`rms_norm_eps: "1e-6"`) is refused before anything is written, naming the key:
+    refuses (`rms_norm_eps: "1e-6"`), or a generation_config.json its GenerationConfig
+    refuses (`max_new_tokens: -5`), is refused before anything is written, naming the key:
     exit 2 for --hf-config's, exit 1 for the checkpoint's own (or the one its record
     implies). Its dtype is left out: the export writes the dtype it wrote there."""
     where = config_json_location(prepared.asset_location)
@@ -387,6 +390,10 @@ def _refuse_unloadable_config(
     data = parse_config_json(prepared.assets["config.json"](), where, error)
     written = {key: value for key, value in data.items() if key not in ("dtype", "torch_dtype")}
     refuse_unloadable(written, where, error)
+    generation = prepared.assets.get(GENERATION_CONFIG_FILE)
+    if generation is not None:
+        named = join_location(prepared.asset_location, GENERATION_CONFIG_FILE)
+        check_generation_config(named, generation(), error)
 
 
 @dataclass

@@ -23,7 +23,7 @@ from mfsdp_ckpt.convert.hf_config import (
 )
 from mfsdp_ckpt.convert.name_maps import MappingError, hf_state_dict_shapes, model_tensors
 from mfsdp_ckpt.format import hf_trainer, layout
-from mfsdp_ckpt.format.generation_config import GENERATION_CONFIG_FILE, generation_config
+from mfsdp_ckpt.format.generation_config import generation_config
 from mfsdp_ckpt.format.model_files import FILE_NAMES, is_model_file
 from mfsdp_ckpt.format.state_keys import AmbiguousStateError
 from mfsdp_ckpt.storage import safe_files
@@ -391,9 +391,9 @@ def check_json_asset(name: str, where: str | os.PathLike, data: bytes) -> None:
     copied and exported, and then no tokenizer loaded it); giving a key twice (a
     tokenizer_config.json with two `eos_token`s: which one was meant?); holding NaN or
     Infinity. A file transformers reads by name (`is_model_file`: tokenizer_config.json,
-    generation_config.json, ...) must hold an object, as each of them does, and
-    generation_config.json must be one transformers builds its GenerationConfig from
-    (`generation_config`: `max_new_tokens: -5` stops `from_pretrained`). config.json's
+    generation_config.json, ...) must hold an object, as each of them does.
+    generation_config.json's values are checked where transformers' classes check
+    config.json's (`check_generation_config`). config.json's
     numbers and syntax are left to `read_config_json`, which reads every config export,
     import and training use and refuses them as the config they are (exit 2 for
     `--hf-config`'s). The one check import, export
@@ -421,8 +421,19 @@ def check_json_asset(name: str, where: str | os.PathLike, data: bytes) -> None:
             f"{where}: {found[0] or 'the value'} is {found[1]}, not a finite number (NaN and"
             " Infinity are not JSON)"
         )
-    if name == GENERATION_CONFIG_FILE:
-        generation_config(parsed, str(where), CheckpointFileError)
+
+
+def check_generation_config(
+    where: str | os.PathLike, data: bytes, error: type[Exception] = CheckpointFileError
+) -> None:
+    """generation_config.json's `data` (read and checked by `check_json_asset`) built as
+    `from_pretrained` builds it (`generation_config`: `max_new_tokens: -5` stops the load),
+    `error` naming `where` if transformers refuses it. Run where transformers' config class
+    checks config.json too (import-hf, export-hf --verify, validate, training): a plain
+    export loads no transformers, and copies the file as it is."""
+    parsed = loads_unique(data)
+    if isinstance(parsed, dict):
+        generation_config(parsed, str(where), error)
 
 
 def _remote_asset(store: ByteStore, where: str, name: str) -> bytes:

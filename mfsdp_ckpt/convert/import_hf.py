@@ -50,7 +50,13 @@ from mfsdp_ckpt.convert.export_errors import ExportUsageError
 from mfsdp_ckpt.convert.export_hf import check_out_dir
 from mfsdp_ckpt.convert.export_plan import DTYPES
 from mfsdp_ckpt.convert.export_scheduler import Progress
-from mfsdp_ckpt.convert.export_source import asset_files, check_local_assets, load_config
+from mfsdp_ckpt.convert.export_source import (
+    MAX_JSON_ASSET_BYTES,
+    asset_files,
+    check_generation_config,
+    check_local_assets,
+    load_config,
+)
 from mfsdp_ckpt.convert.fused_experts import hub_expert_entries
 from mfsdp_ckpt.convert.hf_config import (
     HFConfigError,
@@ -82,6 +88,7 @@ from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.format.file_hash import FileRecord, hash_files
 from mfsdp_ckpt.format.finite import count_nonfinite_tensor
+from mfsdp_ckpt.format.generation_config import GENERATION_CONFIG_FILE
 from mfsdp_ckpt.format.hub_id import hub_id_hint
 from mfsdp_ckpt.format.manifest import Manifest
 from mfsdp_ckpt.format.state_keys import MODEL_KEY_PREFIX
@@ -352,6 +359,12 @@ def _check_assets(hf_dir: Path) -> None:
     be refused there, after the import had been written."""
     try:
         check_local_assets(hf_dir)
+        generation = hf_dir / GENERATION_CONFIG_FILE
+        if os.path.lexists(generation):
+            root = safe_files.model_dir_root(hf_dir)
+            check_generation_config(
+                generation, safe_files.read_bytes(generation, MAX_JSON_ASSET_BYTES, root=root)
+            )
     except CheckpointFileError as err:
         raise ImportFailedError(str(err)) from None
 

@@ -130,8 +130,8 @@ BAD_INPUTS: tuple[BadInput, ...] = (
         "empty_dataset",
         "an empty jsonl file",
         lambda r: _sft_on(r, _write(r / "empty.jsonl", "")),
-        2,
-        "exceeds the 0 training rows",
+        1,
+        "empty.jsonl: holds no rows",
     ),
     BadInput(
         "prompt_too_long",

@@ -14,6 +14,7 @@ import yaml
 
 from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from tests.support.interop_layouts import run_cli
 from tests.support.megatron_checkpoints import (
     bridge_model_section,
     mcore_weights,
@@ -22,7 +23,6 @@ from tests.support.megatron_checkpoints import (
     save_dcp,
     train_state,
 )
-from tests.support.interop_layouts import run_cli
 from tests.support.metadata_reads import metadata_reads
 from tests.support.sft import SHORT_RUN, first_loss, tiny_config, write_chat_jsonl
 from trainer import model_source
