@@ -302,27 +302,21 @@ def _parts_of(fused: str, targets: dict) -> int:
     return tensor.shape[0] * (2 if fused.endswith("gate_up_proj") else 1)
 
 
-def _refuse_config_against_record(source: ModelSource, config: Any, reader: Any) -> None:
-    """The config the model was built from (`model.hf_config`, or the checkpoint's own
-    huggingface/ dir, with `model.overrides`) checked against the model the checkpoint
-    records, as export-hf checks its --hf-config (`record_agreement`): a record setting no
-    family computes (pre-softmax routing, a windowed attention) or a config contradicting
-    it (another rope_theta, norm_topk_prob) trained another model from the same weights,
-    where export refused it. A derived config is the record's own: nothing to compare."""
-    from mfsdp_ckpt.convert.export_errors import ExportUsageError
-    from mfsdp_ckpt.convert.record_agreement import contradiction, refuse_uncomputable
+def _refuse_uncomputable_record(source: ModelSource, config: Any, reader: Any) -> None:
+    """A checkpoint whose record holds a setting no family here computes (pre-softmax
+    routing, layernorm 1p, a windowed attention: `record_agreement.refuse_uncomputable`)
+    trained under `model.hf_config` as another model: its weights mean something the built
+    model does not compute, and export refuses it under any --hf-config. What a config may
+    choose (another rope_theta, yarn scaling to extend the context, an epsilon) is the
+    user's choice of the model to train, as from a model dir: not compared here. A derived
+    config is the record's own: nothing to check."""
+    from mfsdp_ckpt.convert.record_agreement import refuse_uncomputable
 
     if source.assets is None or source.checkpoint is None:
         return
-    named = f"the config of {source.assets}"
-    given = config.to_dict()
-    refuse_uncomputable(given, source.checkpoint, reader, named)
-    found = contradiction(given, source.checkpoint, reader)
-    if found is not None:
-        raise ExportUsageError(
-            f"{named}: {found}; train with the config the checkpoint was trained with"
-            " (model.hf_config, model.overrides)"
-        )
+    refuse_uncomputable(
+        config.to_dict(), source.checkpoint, reader, f"model.hf_config {source.assets}"
+    )
 
 
 def load_checkpoint_weights(model, source: ModelSource) -> None:
@@ -343,7 +337,7 @@ def load_checkpoint_weights(model, source: ModelSource) -> None:
     require_valid(source.checkpoint, manifest_only=True, reader=reader)
     try:
         _refuse_critic(source.checkpoint.dist_ckpt, source.checkpoint.role)
-        _refuse_config_against_record(source, model.config, reader)
+        _refuse_uncomputable_record(source, model.config, reader)
         plan = plan_export(source_for(source.checkpoint, reader), model.config, dtype="fp32")
     except (ExportUsageError, ExportError, MegatronConfigError) as err:  # config does not fit
         raise ConfigError(f"model.path: {err}") from None

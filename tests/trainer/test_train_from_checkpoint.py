@@ -62,7 +62,7 @@ def test_mcore_checkpoint_without_hf_config_says_what_to_pass(trained):
 
 def test_checkpoint_that_does_not_fit_the_config_is_refused(trained, tmp_path):
     root, data = trained
-    with pytest.raises(ConfigError, match=r"^model.path: .*hidden_size=64 \(own: 128\)"):
+    with pytest.raises(ConfigError, match=r"^model.path: .*shape"):
         run_sft(
             tiny_config(
                 data,

@@ -106,29 +106,33 @@ def test_a_config_naming_more_tokens_than_the_recorded_rows_trains_on_the_rows(
         load_weights_of(cfg)
 
 
-@pytest.mark.parametrize(
-    ("recorded", "named"),
-    [(dict(rotary_base=12345.0), "rope_theta"), (dict(apply_layernorm_1p=True), "layernorm_1p")],
-    ids=["contradicted", "no-family-computes"],
-)
-def test_a_config_the_record_refuses_is_refused_as_export_refuses_it(
-    megatron_runs, tmp_path, recorded, named
-):
-    """export-hf --hf-config refuses a config.json contradicting the Megatron record (another
-    rope_theta) or a record no family computes (layernorm 1p); training with that
-    model.hf_config built and trained the other model from the same weights."""
+def test_a_record_no_family_computes_is_refused_as_export_refuses_it(megatron_runs, tmp_path):
+    """export-hf --hf-config refuses a Megatron record no family computes (layernorm 1p:
+    the stored norm weights are w - 1); training with that model.hf_config trained another
+    model from the same weights."""
     from transformers import AutoModelForCausalLM
 
     root, data, _lm, _bridge = megatron_runs
     model = AutoModelForCausalLM.from_pretrained(root / "hf", dtype="float32")
-    lm = megatron_run(tmp_path, model, megatron_args(model, **recorded))
+    lm = megatron_run(tmp_path, model, megatron_args(model, apply_layernorm_1p=True))
     cfg = tiny_config(data, tmp_path / "x", f"model.path={lm}", f"model.hf_config={root / 'hf'}")
-    with pytest.raises(ConfigError, match=rf"^model.path: .*{named}"):
+    with pytest.raises(ConfigError, match=r"^model.path: model.hf_config .*layernorm_1p"):
         load_weights_of(cfg)
-    code, _, err = run_cli(
-        "ckpt", "export-hf", lm, "--hf-config", root / "hf", "--out", tmp_path / "o"
+    out = tmp_path / "o"
+    code, _, err = run_cli("ckpt", "export-hf", lm, "--hf-config", root / "hf", "--out", out)
+    assert code != 0 and "layernorm_1p" in err, err
+
+
+def test_a_config_choosing_another_rope_trains_as_from_a_model_dir(megatron_runs, tmp_path):
+    """Another rope_theta (or yarn scaling to extend the context) in model.overrides is the
+    user's choice of the model to train, as from a model dir: not refused for differing from
+    the record."""
+    root, data, lm, _bridge = megatron_runs
+    rope = "model.overrides={rope_parameters: {rope_type: default, rope_theta: 1000000.0}}"
+    from_lm = first_loss(
+        data, tmp_path / "lm", f"model.path={lm}", f"model.hf_config={root / 'hf'}", rope
     )
-    assert code != 0 and named in err, err
+    assert from_lm == first_loss(data, tmp_path / "hf", f"model.path={root / 'hf'}", rope)
 
 
 def load_weights_of(cfg) -> None:
