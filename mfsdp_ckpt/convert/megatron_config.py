@@ -137,9 +137,10 @@ _DEFAULTS: dict[str, Any] = {
 
 
 @dataclass(frozen=True)
-class _NoInterpolation:
-    """A rotary interpolation factor that leaves positions as they are: none recorded, or
-    1 (Megatron-core divides positions by the factor)."""
+class _NoneOrOne:
+    """A factor that changes nothing: none recorded, or 1 (Megatron-core divides rotary
+    positions by the interpolation factor and multiplies routing weights by the top-k
+    scaling factor)."""
 
 
 _ESSENTIAL = (
@@ -175,13 +176,13 @@ _REQUIRED_VALUES: tuple[Required, ...] = (
     Required("rope_scaling", False, "Llama 3.1 rope scaling is not derived", True),
     Required(
         "rotary_seq_len_interpolation_factor",
-        _NoInterpolation(),
+        _NoneOrOne(),
         "rotary position interpolation is not derived",
         True,
     ),
     Required(
         "seq_len_interpolation_factor",
-        _NoInterpolation(),
+        _NoneOrOne(),
         "rotary position interpolation is not derived",
         True,
     ),
@@ -235,7 +236,9 @@ _MOE_REQUIRED_VALUES: tuple[Required, ...] = (
     Required(
         "moe_router_topk_limited_devices", None, "device-limited routing picks experts another way"
     ),
-    Required("moe_router_topk_scaling_factor", None, "their routing weights are not scaled"),
+    Required(
+        "moe_router_topk_scaling_factor", _NoneOrOne(), "their routing weights are not scaled"
+    ),
     Required("moe_router_force_biased", None, "their routers add no random bias"),
     Required("moe_expert_capacity_factor", None, "they drop no tokens for expert capacity"),
     Required("moe_apply_probs_on_input", False, "they weight expert outputs, not inputs"),
@@ -389,7 +392,7 @@ def _fits(value: int | float) -> bool:
 
 def _is(value: Any, needed: Any) -> bool:
     """`value == needed` of the same kind: 1 is no flag and "1.0" no number."""
-    if isinstance(needed, _NoInterpolation):
+    if isinstance(needed, _NoneOrOne):
         return value is None or _is(value, 1.0)
     if isinstance(needed, _OneOf):
         kinds = value if isinstance(value, list) else [value]

@@ -72,6 +72,16 @@ def test_a_router_no_family_computes_is_refused_under_hf_config(changes, named, 
     _refused_either_way(run, given, named, tmp_path)
 
 
+@pytest.mark.parametrize("hf_config", [False, True], ids=["derived", "hf-config"])
+def test_a_top_k_scaling_factor_of_one_scales_nothing_and_exports(hf_config, tmp_path):
+    """moe_router_topk_scaling_factor=1.0 multiplies the routing weights by 1: refused as
+    "not scaled" when the table held it to None."""
+    model = tiny_causal_lm("qwen3_moe")
+    run = megatron_run(tmp_path, model, megatron_args(model, moe_router_topk_scaling_factor=1.0))
+    given = ("--hf-config", changed_config_dir(model, tmp_path / "given")) if hf_config else ()
+    assert_exports_to_source(model, run, tmp_path / "hf", *given)
+
+
 def test_mixtral_cannot_compute_pre_softmax_routing_under_hf_config(tmp_path):
     model = tiny_causal_lm("mixtral")
     run = megatron_run(tmp_path, model, megatron_args(model, moe_router_pre_softmax=True))
