@@ -23,7 +23,7 @@ from mfsdp_ckpt.convert.hf_config import (
 )
 from mfsdp_ckpt.convert.name_maps import MappingError, hf_state_dict_shapes, model_tensors
 from mfsdp_ckpt.format import hf_trainer, layout
-from mfsdp_ckpt.format.generation_config import generation_config
+from mfsdp_ckpt.format.generation_config import GENERATION_CONFIG_FILE, generation_config
 from mfsdp_ckpt.format.model_files import FILE_NAMES, is_model_file
 from mfsdp_ckpt.format.state_keys import AmbiguousStateError
 from mfsdp_ckpt.storage import safe_files
@@ -33,6 +33,7 @@ from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE
 from mfsdp_ckpt.storage.tensorstore_store import is_url, join_location, open_store
 from mfsdp_ckpt.storage.unique_json import (
     DuplicateKeyError,
+    NestingError,
     first_nonfinite,
     json_problem,
     loads_unique,
@@ -409,6 +410,8 @@ def check_json_asset(name: str, where: str | os.PathLike, data: bytes) -> None:
     except ValueError as err:  # bad syntax, nesting past MAX_JSON_DEPTH, not UTF-8, ...
         if name == "config.json":  # refused by `read_config_json`, with the config's exit code
             return
+        if name == GENERATION_CONFIG_FILE and not isinstance(err, NestingError):
+            return  # transformers skips one it cannot parse, and loads the model without it
         raise CheckpointFileError(f"{where}: not valid JSON ({json_problem(err)})") from None
     if name != "config.json" and is_model_file(name) and not isinstance(parsed, dict):
         raise CheckpointFileError(
@@ -431,7 +434,10 @@ def check_generation_config(
     `error` naming `where` if transformers refuses it. Run where transformers' config class
     checks config.json too (import-hf, export-hf --verify, validate, training): a plain
     export loads no transformers, and copies the file as it is."""
-    parsed = loads_unique(data)
+    try:
+        parsed = loads_unique(data)
+    except ValueError:  # not JSON: transformers skips it (`check_json_asset`)
+        return
     if isinstance(parsed, dict):
         generation_config(parsed, str(where), error)
 

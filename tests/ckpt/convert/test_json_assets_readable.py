@@ -109,3 +109,18 @@ def test_a_sound_generation_config_is_still_exported(tmp_path):
     code, _out, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "hf")
     assert code == 0, err
     assert json.loads((tmp_path / "hf" / "generation_config.json").read_text()) == sound
+
+
+def test_a_generation_config_that_is_not_json_is_copied_as_transformers_skips_it(tmp_path):
+    """transformers loads a model whose generation_config.json does not parse (it builds the
+    generation config from config.json instead): refusing it refused models that load. One
+    nested past the bound is still refused: that one stops transformers' own reader."""
+    from mfsdp_ckpt.convert.export_source import check_generation_config, check_json_asset
+    from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+
+    broken = b'{"eos_token_id": 2,}'
+    check_json_asset("generation_config.json", tmp_path / "g.json", broken)
+    check_generation_config(tmp_path / "g.json", broken)
+    deep = b"[" * 5000 + b"]" * 5000
+    with pytest.raises(CheckpointFileError, match="not valid JSON"):
+        check_json_asset("generation_config.json", tmp_path / "g.json", deep)
