@@ -201,13 +201,17 @@ DATA_HINT = (
 DATA_SUFFIXES = (".parquet", ".jsonl", ".json")  # what trainer.data.files reads
 
 
-def check_data_files(data: Any, kind: str) -> None:
+def check_data_files(data: Any, kind: str, config_given: bool = True) -> None:
     """A missing data file, a directory, or a file of a format the trainers do not read is
     reported before anything starts (and before torch loads), with how to make one; `kind` is
-    `sft` or `rl`, the table family `mfsdp data` writes."""
-    from trainer.local_paths import where_relative
+    `sft` or `rl`, the table family `mfsdp data` writes. No training files and no --config
+    (`config_given`) is said as that (`no_config_file`)."""
+    from mfsdp_ckpt.format.closest_path import where_relative
+    from trainer.config import no_config_file
 
     hint = DATA_HINT.format(kind=kind)
+    if not data.train_files and not config_given:
+        fail(no_config_file("grpo" if kind == "rl" else "sft"), EXIT_USAGE)
     if not data.train_files:
         fail(
             "data.train_files: no training files given; set it (in the --config FILE.yaml,"
@@ -271,14 +275,13 @@ def start(
     return when this process should train; when it should launch ranks instead, run
     torchrun and exit as they ended (`end_as_ranks_ended`: a failed rank fails the command,
     a signal that stopped them ends it with the interrupted line)."""
-    from trainer.config import require_config_file
     from trainer.local_ranks import check_local_ranks
     from trainer.prerequisites import check_prerequisites
     from trainer.threads import configure_threads
 
     launching = "RANK" not in os.environ and (launch.nproc_per_node > 1 or launch.multi_node)
-    require_config_file(cfg, config_path)  # where data.train_files is found missing
-    check_data_files(cfg.data, "rl" if subcommand == "grpo" else "sft")
+    kind = "rl" if subcommand == "grpo" else "sft"
+    check_data_files(cfg.data, kind, config_given=config_path is not None)
     check_prerequisites(cfg)  # after every path: a missing model or data is the first to fix
     if launching:  # before torchrun starts a process per rank, each loading torch
         check_local_ranks(subcommand, cfg, launch.nproc_per_node, launch.nnodes)
@@ -530,11 +533,12 @@ def interrupted_run(cfg: Any, logged_before: int, stopped: str = "interrupted") 
 
 
 def last_step(cfg: Any) -> int | None:
-    """The step a run of `cfg` ends at (`trainer.stop_at_step` ends it early, as
-    `trainer.runner.end_step` has it, which loads torch), or None when it is known only once
-    the data is read (`trainer.total_steps=0`: so many epochs)."""
+    """The step a run of `cfg` ends at (`trainer.config.end_step`), or None when it is known
+    only once the data is read (`trainer.total_steps=0`: so many epochs)."""
+    from trainer.config import end_step
+
     total = cfg.trainer.total_steps
-    return min(total, cfg.trainer.stop_at_step or total) if total else None
+    return end_step(total, cfg) if total else None
 
 
 def stopped_run_line(

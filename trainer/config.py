@@ -316,15 +316,18 @@ def load_config(
     return check_across_keys(_build_config(cls, tree, "command-line override"))
 
 
-def require_config_file(config: Any, path: str | os.PathLike | None) -> None:
-    """A run given no --config and no training files (`mfsdp train sft`, perhaps with a few
-    overrides) is told that no --config was given and how to start one: the error named only
-    data.train_files, the first key the defaults leave unset, as if one key were missing."""
-    data = getattr(config, "data", None)
-    if path is not None or data is None or data.train_files:
-        return
-    command = verl_keys.command_of(type(config))
-    raise ConfigError(
+def end_step(total_steps: int, cfg: Any) -> int:
+    """The step a run of `cfg` taking `total_steps` ends at (`trainer.stop_at_step` ends it
+    early). Here, not in `trainer.runner`, so the launcher uses it without loading torch."""
+    return min(total_steps, cfg.trainer.stop_at_step or total_steps)
+
+
+def no_config_file(command: str) -> str:
+    """What a run given no --config and no training files (`mfsdp train sft`, perhaps with a
+    few overrides) is told: that no --config was given and how to start one. The error named
+    only data.train_files, the first key the defaults leave unset, as if one key were
+    missing."""
+    return (
         f"no --config given, and data.train_files is not set: a run's settings come from a"
         f" YAML file; write one with `mfsdp config defaults {command} > {command}.yaml` (or"
         f" start from examples/{command}_tiny_cpu.yaml of the repository), set its"

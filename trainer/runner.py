@@ -22,7 +22,7 @@ import torch
 from mfsdp_ckpt.check.printable import printable
 from mfsdp_ckpt.checkpointer import Checkpointer
 from mfsdp_ckpt.format.layout import CheckpointPaths
-from trainer.config import ConfigError, write_resolved_config
+from trainer.config import ConfigError, end_step, write_resolved_config
 from trainer.config_history import keep_changed_config
 from trainer.distributed import DistEnv, distributed_run
 from trainer.metrics import MetricsLogger, drop_steps_after
@@ -97,11 +97,6 @@ class StepHooks:
 
     def close(self) -> None:
         """Release what the kind holds (a rollout engine), however the loop ended."""
-
-
-def end_step(total_steps: int, cfg: Any) -> int:
-    """One past the last step a run of `cfg` runs (`trainer.stop_at_step` ends it early)."""
-    return min(total_steps, cfg.trainer.stop_at_step or total_steps)
 
 
 @dataclass
