@@ -19,7 +19,7 @@ limit less the caller's stack), and whatever walks the result recursively afterw
 fails with a RecursionError a few levels deeper than the parser's own, a traceback for
 any input in between. So `loads_unique` refuses JSON nested more than MAX_JSON_DEPTH deep,
 well below the recursion limit and far past any file a user hands over, and every reader
-here inherits that one bound. It is below SERDE_JSON_DEPTH too, the depth at which Rust's
+here inherits that one bound. It is below 128 too, the depth at which Rust's
 serde_json (the `tokenizers` library's reader of tokenizer.json) gives up: a JSON asset
 refused by no check here loads in the tokenizer that reads it."""
 
@@ -44,7 +44,6 @@ MAX_SHOWN_KEY = 100  # characters of the key an error quotes
 # `tokenizers` library reads tokenizer.json: Python's json reads ~970 levels, so a
 # tokenizer.json deeper than 127 passed every check here and then loaded in no tokenizer.
 MAX_JSON_DEPTH = 100
-SERDE_JSON_DEPTH = 128  # serde_json's default: `tokenizers` fails on a file this deep
 # Objects and arrays a JSON file may hold unless its reader says otherwise: tens to
 # thousands in a config.json, trainer_state.json, adapter or tokenizer config; 2**20 empty
 # ones parse to about 100 MB, where a file of a few MB could otherwise hold millions.
@@ -262,7 +261,6 @@ def _surrogate_in(text: str) -> int | None:
 __all__ = [
     "DEFAULT_MAX_CONTAINERS",
     "MAX_JSON_DEPTH",
-    "SERDE_JSON_DEPTH",
     "DuplicateKeyError",
     "NestingError",
     "first_lone_surrogate",
