@@ -152,23 +152,21 @@ def _check_config_loads(report: ValidationReport, config_file: Path, root) -> No
     `layer_types` not one per layer) is an error: every shape in it may be right, but
     `from_pretrained` refuses the model, and export-hf --verify refuses to write it; so is
     a generation_config.json beside it that GenerationConfig refuses."""
-    from mfsdp_ckpt.convert.export_source import MAX_JSON_ASSET_BYTES, check_generation_config
+    from mfsdp_ckpt.convert.export_source import check_generation_config_beside
     from mfsdp_ckpt.convert.hf_config import HFConfigError, read_config_json, refuse_unloadable
     from mfsdp_ckpt.format.generation_config import GENERATION_CONFIG_FILE
-    from mfsdp_ckpt.storage import safe_files
     from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
     try:
         refuse_unloadable(read_config_json(config_file, root)[1], config_file)
     except HFConfigError as err:
         report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
-    generation = config_file.parent / GENERATION_CONFIG_FILE  # and GenerationConfig's
-    if config_file.name == "config.json" and os.path.lexists(generation):
+    if config_file.name == "config.json":  # and GenerationConfig's of the file beside it
         try:
-            data = safe_files.read_bytes(generation, MAX_JSON_ASSET_BYTES, root=root)
-            check_generation_config(generation, data)
-        except (CheckpointFileError, ValueError) as err:
-            report.add(ERROR, generation, str(err).split(": ", 1)[-1])
+            check_generation_config_beside(config_file.parent, root)
+        except CheckpointFileError as err:
+            where = config_file.parent / GENERATION_CONFIG_FILE
+            report.add(ERROR, where, str(err).split(": ", 1)[-1])
 
 
 def _check_mapped_against_config(

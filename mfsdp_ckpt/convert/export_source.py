@@ -442,6 +442,19 @@ def check_generation_config(
         generation_config(parsed, str(where), error)
 
 
+def check_generation_config_beside(
+    directory: Path, root: str | os.PathLike | None, error: type[Exception] = CheckpointFileError
+) -> None:
+    """`check_generation_config` of `directory`'s generation_config.json, when it has one,
+    read bounded inside `root` (the checkpoint; None: the model dir's own
+    `safe_files.model_dir_root`): import-hf's model dir, validate's config dir."""
+    path = directory / GENERATION_CONFIG_FILE
+    if os.path.lexists(path):
+        inside = safe_files.model_dir_root(directory) if root is None else root
+        data = safe_files.read_bytes(path, MAX_JSON_ASSET_BYTES, root=inside)
+        check_generation_config(path, data, error)
+
+
 def _remote_asset(store: ByteStore, where: str, name: str) -> bytes:
     """An asset file read from a URL source, bounded and checked as a local one is."""
     size = store.size(name) or 0

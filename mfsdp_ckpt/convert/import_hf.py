@@ -51,9 +51,8 @@ from mfsdp_ckpt.convert.export_hf import check_out_dir
 from mfsdp_ckpt.convert.export_plan import DTYPES
 from mfsdp_ckpt.convert.export_scheduler import Progress
 from mfsdp_ckpt.convert.export_source import (
-    MAX_JSON_ASSET_BYTES,
     asset_files,
-    check_generation_config,
+    check_generation_config_beside,
     check_local_assets,
     load_config,
 )
@@ -88,7 +87,6 @@ from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.format.file_hash import FileRecord, hash_files
 from mfsdp_ckpt.format.finite import count_nonfinite_tensor
-from mfsdp_ckpt.format.generation_config import GENERATION_CONFIG_FILE
 from mfsdp_ckpt.format.hub_id import hub_id_hint
 from mfsdp_ckpt.format.manifest import Manifest
 from mfsdp_ckpt.format.state_keys import MODEL_KEY_PREFIX
@@ -359,12 +357,7 @@ def _check_assets(hf_dir: Path) -> None:
     be refused there, after the import had been written."""
     try:
         check_local_assets(hf_dir)
-        generation = hf_dir / GENERATION_CONFIG_FILE
-        if os.path.lexists(generation):
-            root = safe_files.model_dir_root(hf_dir)
-            check_generation_config(
-                generation, safe_files.read_bytes(generation, MAX_JSON_ASSET_BYTES, root=root)
-            )
+        check_generation_config_beside(hf_dir, None)
     except CheckpointFileError as err:
         raise ImportFailedError(str(err)) from None
 
