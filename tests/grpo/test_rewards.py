@@ -14,20 +14,19 @@ from trainer.rewards.dispatch import RewardScorer, default_compute_score
 
 
 @pytest.mark.parametrize(
-    "text, strict, flexible",
+    "text, answer",
     [
-        ("so 3 + 4 = 7\n#### 7", "7", "7"),
-        ("#### 1,234 apples", "1234", "1234"),
-        ("total: #### $12.", "12", "12"),
-        ("#### -5", "-5", "-5"),
-        ("first #### 3 then #### 4", "4", "4"),
-        ("the answer is 42", None, "42"),
-        ("no numbers here", None, None),
+        ("so 3 + 4 = 7\n#### 7", "7"),
+        ("#### 1,234 apples", "1234"),
+        ("total: #### 12.", "12."),
+        ("#### -5", "-5"),
+        ("first #### 3 then #### 4", "4"),
+        ("the answer is 42", None),
+        ("no numbers here", None),
     ],
 )
-def test_gsm8k_extraction(text, strict, flexible):
-    assert gsm8k.extract_answer(text, "strict") == strict
-    assert gsm8k.extract_answer(text, "flexible") == flexible
+def test_gsm8k_extraction(text, answer):
+    assert gsm8k.extract_answer(text) == answer
 
 
 def test_gsm8k_only_reads_the_last_300_chars():
@@ -39,12 +38,9 @@ def test_gsm8k_only_reads_the_last_300_chars():
 
 def test_gsm8k_score():
     assert gsm8k.compute_score("#### 18", "18") == 1.0
-    assert gsm8k.compute_score("#### 18.0", "18") == 1.0
     assert gsm8k.compute_score("#### 1,000", "1000") == 1.0
     assert gsm8k.compute_score("#### 17", "18") == 0.0
-    assert gsm8k.compute_score("#### 17", "18", format_score=0.1) == 0.1
-    assert gsm8k.compute_score("18", "18") == 0.0  # strict needs ####
-    assert gsm8k.compute_score("18", "18", method="flexible") == 1.0
+    assert gsm8k.compute_score("18", "18") == 0.0  # the rule needs ####
 
 
 def test_math_last_boxed():

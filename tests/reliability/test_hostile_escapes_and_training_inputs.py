@@ -370,7 +370,10 @@ def test_chat_rows_the_template_cannot_render_are_named(tmp_path, case):
 
 
 def test_rl_prompts_the_template_cannot_render_are_named(tmp_path):
-    row = '{"prompt": [{"role": "user", "content": 5}], "reward_model": {"ground_truth": "7"}}'
+    row = (
+        '{"prompt": [{"role": "user", "content": 5}], "data_source": "openai/gsm8k",'
+        ' "reward_model": {"ground_truth": "7"}}'
+    )
     data = _jsonl(tmp_path / "rl.jsonl", row, copies=64)
     code, err = train(
         "grpo",

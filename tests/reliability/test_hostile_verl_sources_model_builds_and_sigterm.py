@@ -257,7 +257,12 @@ def test_a_template_that_fails_or_loops_is_named_for_sft_and_rl_rows(
     monkeypatch.setattr(tokenizer, "chat_template", template)
     monkeypatch.setattr("trainer.data.chat.TEMPLATE_SECONDS", 0.5)
     rows = tmp_path / "rows.jsonl"
-    row = {"messages": CHAT, "prompt": CHAT[:1], "reward_model": {"ground_truth": "3"}}
+    row = {
+        "messages": CHAT,
+        "prompt": CHAT[:1],
+        "data_source": "openai/gsm8k",
+        "reward_model": {"ground_truth": "3"},
+    }
     rows.write_text(json.dumps(row) + "\n")
     started = time.monotonic()
     with pytest.raises(ChatFormatError) as sft:

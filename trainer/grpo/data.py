@@ -7,8 +7,10 @@ template and the generation prompt, once, before training starts, so a bad row f
 A row is refused, naming its file and row, when its prompt is empty or its ground truth is
 null, NaN or empty text: such a row trains on nothing or scores 0 whatever the response. With
 the built-in rewards (no `reward.path`), which compare the answer as text, the ground truth
-must also be text or a number (compared as its text); a custom reward function may take any
-other value (a list, a dict) and is given it unchanged.
+must also be text or a number (compared as its text), and the row's `data_source` one with a
+built-in rule: a source with none failed the run at its first reward, after steps were saved,
+naming no file. A custom reward function may take any other value (a list, a dict) and any
+data_source (a missing one is given as ""): both are given to it unchanged.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from trainer.data.chat import (
 from trainer.data.files import read_rows_with_origins
 from trainer.data.table_kinds import table_kind_hint
 from trainer.grpo.config import RLDataConfig
+from trainer.rewards.dispatch import built_in_rule, no_built_in_reward
 
 
 class RLDataError(MfsdpUsageError, ValueError):
@@ -85,6 +88,17 @@ def checked_ground_truth(value: Any, custom_reward: bool) -> str | None:
     )
 
 
+def _check_built_in_source(row: dict, where: str) -> None:
+    """Refuse a row no built-in rule can score: no data_source column, or one without a rule."""
+    if "data_source" not in row:
+        raise RLDataError(
+            f"{where}: no 'data_source' column (it picks the built-in reward; set reward.path "
+            "and reward.name to score rows without one)"
+        )
+    if built_in_rule(row["data_source"]) is None:
+        raise RLDataError(f"{where}: {no_built_in_reward(row['data_source'])}")
+
+
 def load_rl_prompts(
     files: list[str],
     cfg: RLDataConfig,
@@ -117,6 +131,8 @@ def load_rl_prompts(
         bad_truth = checked_ground_truth(reward_model["ground_truth"], custom_reward)
         if bad_truth:
             raise RLDataError(f"{where}: {bad_truth}")
+        if not custom_reward:
+            _check_built_in_source(row, where)
         try:
             turns = chat_turns(row[cfg.prompt_key])
         except RLDataError as err:

@@ -21,7 +21,7 @@ from math import isfinite
 from typing import Any
 
 from mfsdp_ckpt.errors import report_stranded
-from trainer.rewards import gsm8k, math
+from trainer.rewards import gsm8k, math, math_dapo
 from trainer.rewards.custom import (
     RewardError,
     RewardFunctionError,
@@ -31,14 +31,55 @@ from trainer.rewards.custom import (
 )
 from trainer.rewards.time_limit import STUCK_GRACE_S, RewardTimeout, time_limit
 
-GSM8K_SOURCES = ("openai/gsm8k", "gsm8k")
-MATH_SOURCES = (
-    "lighteval/MATH",
-    "DigitalLearningGmbH/MATH-lighteval",
-    "HuggingFaceH4/MATH-500",
-    "math",
-    "math_dapo",
-)
+# The data sources with a built-in rule, as verl's `default_compute_score` routes them
+# (verl/utils/reward_score/__init__.py, verl 0.8.0.dev, commit b178a3cd): a source verl
+# routes nowhere (`gsm8k` without `openai/`) has no rule here either.
+GSM8K_SOURCES = ("openai/gsm8k",)
+MATH_SOURCES = ("lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500")
+DAPO_SOURCES = ("math_dapo", "math", "math_dapo_reasoning")
+DAPO_PREFIX = "aime"  # aime2024, aime25, ...: every source that starts with it
+BUILT_IN = ", ".join((*GSM8K_SOURCES, *MATH_SOURCES, *DAPO_SOURCES, f"{DAPO_PREFIX}*"))
+
+# Sources verl scores with rules not built in here, and the rule's name in verl
+VERL_ONLY = {
+    **dict.fromkeys(
+        ("numina_aops_forum", "numina_synthetic_math", "numina_amc_aime")
+        + ("numina_synthetic_amc", "numina_cn_k12", "numina_olympiads"),
+        "prime_math",
+    ),
+    **dict.fromkeys(("codecontests", "apps", "codeforces", "taco"), "sandbox_fusion/prime_code"),
+    "hiyouga/geometry3k": "geo3k",
+    **dict.fromkeys(
+        ("searchR1_nq", "searchR1_triviaqa", "searchR1_popqa", "searchR1_hotpotqa")
+        + ("searchR1_2wikimultihopqa", "searchR1_musique", "searchR1_bamboogle"),
+        "search_r1_like_qa_em",
+    ),
+}
+
+Rule = Callable[[str, str], float]
+
+
+def built_in_rule(data_source: Any) -> Rule | None:
+    """The rule that scores `data_source`'s rows, or None when none is built in."""
+    if not isinstance(data_source, str):
+        return None
+    if data_source in GSM8K_SOURCES:
+        return gsm8k.compute_score
+    if data_source in MATH_SOURCES:
+        return math.compute_score
+    if data_source in DAPO_SOURCES or data_source.startswith(DAPO_PREFIX):
+        return math_dapo.compute_score
+    return None
+
+
+def no_built_in_reward(data_source: Any) -> str:
+    """Why a row of `data_source` cannot be scored without reward.path, on one line."""
+    verl_rule = VERL_ONLY.get(data_source) if isinstance(data_source, str) else None
+    verl = f" (verl's {verl_rule} rule, not built in here)" if verl_rule else ""
+    return (
+        f"no built-in reward for data_source {data_source!r:.80}{verl} (built in: {BUILT_IN}); "
+        "set reward.path and reward.name to score it"
+    )
 
 
 def default_compute_score(
@@ -48,16 +89,10 @@ def default_compute_score(
 
     The rules compare text, as verl's do; a ground truth that is a number (a JSON or parquet
     column of numbers) is compared as its text, `72` and `72.0` as "72"."""
-    ground_truth = _as_text(ground_truth)
-    if data_source in GSM8K_SOURCES:
-        return gsm8k.compute_score(solution_str, ground_truth)
-    if data_source in MATH_SOURCES:
-        return math.compute_score(solution_str, ground_truth)
-    known = ", ".join(GSM8K_SOURCES + MATH_SOURCES)
-    raise RewardError(
-        f"no built-in reward for data_source {data_source!r} (known: {known}); set reward.path "
-        "and reward.name"
-    )
+    rule = built_in_rule(data_source)
+    if rule is None:  # the data loader refuses such rows before the model loads
+        raise RewardError(no_built_in_reward(data_source))
+    return rule(solution_str, _as_text(ground_truth))
 
 
 def _as_text(ground_truth: Any) -> Any:

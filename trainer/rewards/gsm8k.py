@@ -1,10 +1,14 @@
-"""GSM8K: the answer is the number after the last `####`, as the prompt suffix asks.
+"""GSM8K: the answer is the number after the last `#### `, as the prompt suffix asks.
 
-Only the last 300 characters are searched (verl's rule): a long response that happened to
-write `#### 12` early and then kept going does not get credit for it. `strict` needs the
-`#### <number>` format; `flexible` takes the last number anywhere in those characters.
-Commas and dollar signs are stripped ("1,000", "$12") and numbers compare by value, so
-"18.0" matches "18".
+verl's strict rule, the one its `default_compute_score` uses (verl/utils/reward_score/gsm8k.py,
+verl 0.8.0.dev, commit b178a3cd): only the last 300 characters are searched (a long response
+that wrote `#### 12` early and then kept going gets no credit), for `#### ` (one space) and then
+a run of digits, `.` and `,` with an optional leading `-`. The last one, its commas removed,
+must equal the ground truth as text: `#### 72.0`, `#### 0072` and `#### 5.` do not match "72",
+"72" and "5", nor does `####72`. verl also strips `$`, which the pattern never takes in, so
+`#### $72` has no answer. A wrong answer in the format scores 0, as one with no answer does
+(verl's format_score 0). verl's `flexible` mode (the last number anywhere) is not its default
+and is not used here.
 """
 
 from __future__ import annotations
@@ -12,48 +16,16 @@ from __future__ import annotations
 import re
 
 CLIP_CHARS = 300
-_STRICT = re.compile(r"#### *(-?[$0-9.,]+)")
-_NUMBER = re.compile(r"-?[$0-9.,]*[0-9]")
+_ANSWER = re.compile(r"#### (-?[0-9.,]+)")
 
 
-def _clean(number: str) -> str:
-    return number.replace(",", "").replace("$", "").rstrip(".")
+def extract_answer(solution_str: str) -> str | None:
+    """The last `#### <number>` of the last CLIP_CHARS characters, commas removed, or None."""
+    found = _ANSWER.findall(solution_str[-CLIP_CHARS:])
+    return found[-1].replace(",", "") if found else None
 
 
-def extract_answer(solution_str: str, method: str = "strict") -> str | None:
-    """The final answer as a plain number string, or None when there is none."""
-    tail = solution_str[-CLIP_CHARS:]
-    if method == "strict":
-        found = _STRICT.findall(tail)
-    elif method == "flexible":
-        found = _NUMBER.findall(tail)
-    else:
-        raise ValueError(f"gsm8k method {method!r} is not 'strict' or 'flexible'")
-    for candidate in reversed(found):
-        cleaned = _clean(candidate)
-        if cleaned not in ("", "-", "."):
-            return cleaned
-    return None
-
-
-def same_number(answer: str, ground_truth: str) -> bool:
-    """Equal as numbers when both parse, else as strings."""
-    truth = _clean(str(ground_truth).strip())
-    try:
-        return float(answer) == float(truth)
-    except ValueError:
-        return answer == truth
-
-
-def compute_score(
-    solution_str: str,
-    ground_truth: str,
-    method: str = "strict",
-    format_score: float = 0.0,
-    score: float = 1.0,
-) -> float:
-    """`score` for the right answer, `format_score` for a wrong one in the format, 0 without one."""
-    answer = extract_answer(solution_str, method)
-    if answer is None:
-        return 0.0
-    return score if same_number(answer, ground_truth) else format_score
+def compute_score(solution_str: str, ground_truth: str) -> float:
+    """1.0 when the answer is the ground truth's text, else 0.0."""
+    answer = extract_answer(solution_str)
+    return 1.0 if answer is not None and answer == ground_truth else 0.0

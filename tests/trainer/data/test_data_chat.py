@@ -272,7 +272,11 @@ def test_a_bad_rl_row_is_named_by_its_file_and_row(tmp_path, tokenizer):
     from trainer.grpo.config import RLDataConfig
     from trainer.grpo.data import RLDataError, load_rl_prompts
 
-    good = {"prompt": [{"role": "user", "content": "q"}], "reward_model": {"ground_truth": "1"}}
+    good = {
+        "prompt": [{"role": "user", "content": "q"}],
+        "data_source": "openai/gsm8k",
+        "reward_model": {"ground_truth": "1"},
+    }
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     first.write_text(json.dumps(good) + "\n")
     second.write_text(json.dumps(good) + "\n" + json.dumps({"prompt": "q"}) + "\n")

@@ -184,7 +184,12 @@ def test_a_row_rendering_past_its_limit_is_one_line_naming_the_template_file(tra
     template.write_text("{{ 'a' * 600000000 }}{% for m in messages %}{{ m.content }}{% endfor %}")
     tokenizer = load_tokenizer(ModelConfig(path=str(model)))
     rows = tmp_path / "rows.jsonl"
-    row = {"messages": CHATS[0], "prompt": CHATS[0][:1], "reward_model": {"ground_truth": "3"}}
+    row = {
+        "messages": CHATS[0],
+        "prompt": CHATS[0][:1],
+        "data_source": "openai/gsm8k",
+        "reward_model": {"ground_truth": "3"},
+    }
     rows.write_text(json.dumps(row) + "\n")
     says = f"the chat template in {template}: rendering it, 'a' * 600000000 would make over"
     for truncation, limit in (
