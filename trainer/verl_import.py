@@ -33,6 +33,7 @@ from trainer import (
     shell_lines,
     shell_quoting,
     shell_variables,
+    verl_defaults,
     verl_hydra_files,
     verl_interpolation,
     verl_keys,
@@ -123,6 +124,7 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
     tree: dict[str, Any] = {}
     script_notes: list[str] = []
     incomplete: list[str] = []
+    module = None  # verl's trainer module; a YAML does not name it
     if source.suffix.lower() in (".yaml", ".yml"):
         tree, defaults = _yaml_tree(text, source)
         command = command or likely_kind(tree)  # as `mfsdp train` tells them apart
@@ -130,9 +132,11 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
         script_notes += _interpolation_notes(tree, source)
         tree, pairs = verl_keys.split_foreign(_config_class(command), tree)
     else:
-        pairs, found, script_notes, incomplete = _script_pairs(text, source)
-        command = command or found
-    conversion = _convert(tree, pairs, command, str(source))
+        pairs, module, script_notes, incomplete = _script_pairs(text, source)
+        command = command or ("grpo" if module in GRPO_MODULES else "sft")
+    # a config file of the user's that verl merges in may set any key: verl's defaults are
+    # written only where the whole run is in the source
+    conversion = _convert(tree, pairs, command, str(source), module, not incomplete)
     conversion.notes += script_notes
     conversion.incomplete = incomplete + conversion.incomplete
     return conversion
@@ -226,7 +230,7 @@ def _interpolation_notes(tree: dict[str, Any], source: Path) -> list[str]:
 def _script_pairs(
     text: str, source: Path
 ) -> tuple[list[tuple[str, Any]], str, list[str], list[str]]:
-    """The `key=value` arguments of the script's (last) verl trainer command, the trainer,
+    """The `key=value` arguments of the script's (last) verl trainer command, its module,
     notes on what of the command is known only when the script runs, and the config file of
     the user's it names (`_hydra_config_notes`)."""
     try:
@@ -257,7 +261,7 @@ def _script_pairs(
         for name in launch.taken
     ]  # named, never quoted: the config is a file people share
     notes = [*variables.notes, *launch.notes, *taken_notes, *notes, *hydra_notes]
-    return pairs, launch.command, notes, incomplete
+    return pairs, launch.module, notes, incomplete
 
 
 @dataclass
@@ -266,6 +270,7 @@ class _Launch:
     variable set again after the command does not reach it)."""
 
     command: str  # sft | grpo
+    module: str  # verl's trainer module (GRPO_MODULES, SFT_MODULES)
     words: list[str]  # its arguments as written
     texts: list[tuple[str, str]] = field(default_factory=list)  # key, value expanded
     notes: list[str] = field(default_factory=list)
@@ -305,7 +310,7 @@ def _read_script(text: str, source: Path) -> tuple[_Launch, int, shell_variables
                 launches += 1
                 command = "grpo" if module in GRPO_MODULES else "sft"
                 launch = _expand_launch(
-                    _Launch(command, words[words.index(module) + 1 :]), variables, source
+                    _Launch(command, module, words[words.index(module) + 1 :]), variables, source
                 )
     if launch is None:
         raise VerlSourceError(_no_launch_message(source, bodies))
@@ -455,10 +460,17 @@ def _names_a_path(cls: type, given: str) -> bool:
 
 
 def _convert(
-    tree: dict[str, Any], pairs: list[tuple[str, Any]], command: str, source: str
+    tree: dict[str, Any],
+    pairs: list[tuple[str, Any]],
+    command: str,
+    source: str,
+    module: str | None = None,
+    whole: bool = True,
 ) -> Conversion:
     """`tree` (keys already mfsdp's) plus `pairs` carried over one by one, so one key that
-    cannot be carried is reported without stopping the rest; the result is checked whole."""
+    cannot be carried is reported without stopping the rest, plus, where the source is the
+    `whole` run, verl's defaults for the keys it leaves out where mfsdp's differ
+    (`_verl_defaults`); the result is checked whole."""
     from trainer.config import ConfigError, config_from_tree, config_to_dict, set_dotted
 
     cls = _config_class(command)
@@ -484,6 +496,8 @@ def _convert(
         log.removeHandler(collected)
         log.propagate = propagate
     conversion.notes = [message.removeprefix("note: ") for message in collected.messages]
+    if whole:
+        conversion.notes += _verl_defaults(cls, conversion.tree, pairs, module)
     conversion.dropped += _drop_unresolved_typed(cls, conversion.tree, source)
     conversion.notes += [
         f"{key}: null in verl, the mfsdp default stays" for key in _drop_nulls(conversion.tree)
@@ -499,6 +513,44 @@ def _convert(
             conversion.notes.append(f"{key}={value}: {_unresolved(str(value), key in paths)}")
             conversion.incomplete.append(f"{key}={value}")
     return conversion
+
+
+def _verl_defaults(
+    cls: type, tree: dict[str, Any], pairs: list[tuple[str, Any]], module: str | None
+) -> list[str]:
+    """Write into `tree` verl's default for each key of `verl_defaults` the source does not
+    set (in `tree` or by a verl key of `pairs`, carried over or not), where mfsdp's own
+    differs: the run trains as verl would. One note per key written."""
+    from trainer.config import config_to_dict, set_dotted
+
+    command = verl_keys.command_of(cls)
+    chosen, either = verl_defaults.verl_defaults(command, module)
+    given = {verl_keys.target_of(cls, key) for key, _value in pairs} | {
+        key for key, _value in _leaves(tree)
+    }
+    own = dict(_leaves(config_to_dict(cls())))
+    notes = []
+    for default in chosen:
+        if default.key in given or own[default.key] == default.value:
+            continue
+        set_dotted(tree, default.key, default.value)
+        notes.append(
+            f"{default.key}={_shown(default.value)}: verl's default ({default.verl_key}), which"
+            f" the source does not set; mfsdp's own is {_shown(own[default.key])}"
+        )
+    unset = [key for key in either if key not in given]
+    if unset:
+        notes.append(
+            f"{', '.join(unset)}: not set, and verl's defaults for them differ between its"
+            " SFT trainers (fsdp_sft_trainer, sft_trainer), which this YAML does not name:"
+            " mfsdp's stand (docs/verl.md lists both)"
+        )
+    return notes
+
+
+def _shown(value: Any) -> str:
+    """A value as the config below writes it (`false`, not Python's `False`)."""
+    return yaml.safe_dump(value, default_flow_style=True).removesuffix("\n...\n").strip()
 
 
 def _drop_unresolved_typed(cls: type, tree: dict[str, Any], source: str) -> list[str]:

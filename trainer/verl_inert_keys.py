@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainer.verl_off_keys import DAPO_OVERLONG, DAPO_OVERLONG_CFG, DAPO_OVERLONG_KEY
+
 
 @dataclass(frozen=True)
 class Inert:
@@ -50,6 +52,15 @@ SECTIONS: dict[str, Inert] = {
         " critic.enable=true)"
     ),
     "reward_model.": Inert("the reward model's settings; it is off (reward_model.enable)"),
+    **{
+        f"{section}.": Inert(f"{DAPO_OVERLONG}; it is off (enable)")
+        for section in (DAPO_OVERLONG_KEY, DAPO_OVERLONG_CFG)
+    },
+    "reward_model.reward_kwargs.": Inert(
+        "settings of verl's reward managers other than its naive one (max_resp_len: the DAPO"
+        " manager's overlong penalty), not available here; its manager must be naive"
+        " (reward_model.reward_manager)"
+    ),
     "global_profiler.": Inert(PROFILER),
     **{f"{role}profiler.": Inert(PROFILER) for role in (ACTOR, REF, ROLLOUT)},
     ROLLOUT + "multi_turn.": Inert("multi-turn settings; they are off (multi_turn.enable)"),

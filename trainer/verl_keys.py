@@ -166,6 +166,12 @@ def _megatron_lora_targets(value: Any) -> dict[str, Any]:
 
 
 LAUNCH = "a launch setting here: pass --nproc-per-node / --nnodes to mfsdp train"
+CLIP_RATIO = ACTOR + "clip_ratio"
+# verl's actor.yaml sets both sides (not null), so its clip_ratio alone changes nothing
+VERL_CLIP_DEFAULT = 0.2
+CLIP_SIDES = {
+    side: (f"{ACTOR}clip_ratio_{side}", f"actor.clip_ratio_{side}") for side in ("low", "high")
+}
 
 # verl key -> rule. Optimizer keys are listed once under `optim.` (SFT's section) and also
 # reached from the actor's `actor_rollout_ref.actor.optim.` (see `_normalise`).
@@ -214,9 +220,8 @@ RULES: dict[str, Rule] = {
             "entropy_coeff",
         )
     },
-    ACTOR + "clip_ratio": Rule(
-        None, lambda v: {"actor.clip_ratio_low": v, "actor.clip_ratio_high": v}, commands=("grpo",)
-    ),
+    # read with clip_ratio_low and clip_ratio_high, whatever their order (`_clip_ratio`)
+    CLIP_RATIO: Rule(None, commands=("grpo",)),
     ACTOR + "use_dynamic_bsz": Rule(
         None,
         _only(
@@ -442,11 +447,14 @@ def is_unset(value: Any) -> bool:
 
 def groups(pairs: list[tuple[str, Any]]) -> list[list[tuple[str, Any]]]:
     """`pairs` in the groups `adopt_pairs` reads together, each alone else: resume_mode with
-    resume_from_path, a key of MIRRORS with the key it copies."""
+    resume_from_path, a key of MIRRORS with the key it copies, clip_ratio with the sides it
+    may fill in."""
     keys = [_normalise(key.lstrip("+")) for key, _value in pairs]
+    clip_keys = {CLIP_RATIO, *(name for names in CLIP_SIDES.values() for name in names)}
     found: dict[str, list[tuple[str, Any]]] = {}
     for key, pair in zip(keys, pairs):
         leader = "resume" if key in RESUME else MIRRORS.get(key, key)
+        leader = CLIP_RATIO if key in clip_keys and CLIP_RATIO in keys else leader
         leader = leader if leader == "resume" or leader in keys else key
         found.setdefault(leader, []).append(pair)
     return list(found.values())
@@ -562,6 +570,9 @@ def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tu
                 f"{source}: verl key '{raw_key}' is for mfsdp train {rule.commands[0]}, "
                 f"not {command}"
             )
+        if key == CLIP_RATIO:
+            out += _clip_ratio(raw_key, value, given)
+            continue
         if is_unset(value) and (rule.convert is not None or rule.target is not None):
             _note(raw_key, {}, NOT_SET)  # (`warmup_style: null`, verl's own default): the
             continue  # default stands, as for a key not given
@@ -576,6 +587,39 @@ def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tu
     if resume:
         out.append(("checkpoint.resume", _resume(resume, source)))
     return out
+
+
+def _clip_ratio(raw_key: str, value: Any, given: dict[str, Any]) -> list[tuple[str, Any]]:
+    """verl's clip_ratio, read as verl's policy loss reads it: a side takes it only where that
+    side's clip_ratio_low / clip_ratio_high is null (`clip_ratio_low if not None else
+    clip_ratio`), and verl's actor.yaml sets both to 0.2, so given alone it changes nothing
+    in verl, nor here. `given` is every key of the run, so the order they come in does not
+    matter (last-given once wrote both sides)."""
+    if is_unset(value):
+        _note(raw_key, {}, NOT_SET)
+        return []
+    mapped: dict[str, Any] = {}
+    kept: list[str] = []
+    for side, (verl_key, key) in CLIP_SIDES.items():
+        if key not in given and verl_key in given and is_unset(given[verl_key]):
+            mapped[key] = value
+            continue
+        side_value = given.get(key, given.get(verl_key))
+        shown = f"{VERL_CLIP_DEFAULT} (its default)" if side_value is None else side_value
+        kept.append(f"clip_ratio_{side}={shown}")
+    if mapped:
+        _note(raw_key, mapped, "")
+    if kept:
+        log.warning(
+            "note: verl's %s=%s is not read%s: verl reads it only where"
+            " clip_ratio_low or clip_ratio_high is null, and trains with %s, as mfsdp does"
+            " (actor.clip_ratio_low, actor.clip_ratio_high); set those to change the clip range",
+            raw_key,
+            value,
+            f" for {kept[0].split('=')[0]}" if mapped else "",
+            " and ".join(kept),
+        )
+    return list(mapped.items())
 
 
 def _check_mirror(raw_key: str, value: Any, copied: str, original: Any, source: str) -> None:
@@ -607,6 +651,19 @@ def _native_value(raw_key: str, key: str, value: Any, source: str) -> Any:
         _note(raw_key, {key: None}, "")
         return None
     return value
+
+
+def target_of(cls: type, given: str) -> str | None:
+    """The mfsdp key the key `given` (mfsdp's or verl's) sets in a config of `cls`, whatever
+    its value: None where it sets none, or several."""
+    key = _normalise(given.lstrip("+"))
+    key = MIRRORS.get(key, key)
+    if is_native(cls, key):
+        return key
+    if key in RESUME:
+        return "checkpoint.resume"
+    rule = rule_for(key)
+    return rule.target if rule is not None else None
 
 
 def carries(cls: type, given: str) -> bool:

@@ -341,8 +341,12 @@ def _policy() -> Iterator[tuple[str, Off]]:
         ACTOR + "loss_scale_factor",
         Off(
             (None,),
-            "seq-mean-token-sum-norm divides by max_response_length here, as verl's null",
-            "seq-mean-token-sum-norm here divides by rollout.max_response_length",
+            "seq-mean-token-sum-norm divides each response's token sum by"
+            " rollout.max_response_length here, the width verl's null reads (its responses"
+            " are padded to data.max_response_length), and averages over micro-batches, as"
+            " verl's actor does",
+            "seq-mean-token-sum-norm here divides each response's token sum by"
+            " rollout.max_response_length (verl's null)",
             ("grpo",),
         ),
     )
@@ -510,6 +514,13 @@ def _model_and_data() -> Iterator[tuple[str, Off]]:
         yield f"data.{name}", Off((value,), refused, refused, ("grpo",))
 
 
+# the DAPO recipe's `reward_model.overlong_buffer`, which verl's DAPO reward manager
+# (reward_manager=dapo) takes as reward_kwargs.overlong_buffer_cfg with max_resp_len
+DAPO_OVERLONG_KEY = "reward_model.overlong_buffer"
+DAPO_OVERLONG_CFG = "reward_model.reward_kwargs.overlong_buffer_cfg"
+DAPO_OVERLONG = (
+    "the overlong penalty of verl's DAPO reward manager (reward_manager=dapo), not available here"
+)
 CUSTOM_DATA = (
     "custom samplers and data generators are not supported: prompts are read from the files"
     " (data.shuffle)"
@@ -533,6 +544,12 @@ def _rewards() -> Iterator[tuple[str, Off]]:
         "reward_model.reward_loop_class_name": None,
     }.items():
         yield key, Off((value,), "verl's naive reward manager, as here", naive, ("grpo",))
+    for key in (DAPO_OVERLONG_KEY + ".enable", DAPO_OVERLONG_CFG + ".enable"):
+        refused = f"{DAPO_OVERLONG}: rewards are one call of the reward function per response"
+        yield (
+            key,
+            Off((False,), f"{DAPO_OVERLONG}; off", refused + " (verl's naive manager)", ("grpo",)),
+        )
     yield (
         "reward_model.sandbox_fusion.url",
         Off(

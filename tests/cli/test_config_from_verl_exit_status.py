@@ -2,8 +2,9 @@
 run or still needs editing, and its comments say the same: the repository's own
 examples/verl/run_grpo_megatron_fsdp.sh exited 0 under a comment saying the settings of its
 `--config-name ppo_megatron_trainer.yaml` "are not in this config". verl's own config files
-hold verl's defaults (mfsdp's stand for them, as for any key a run leaves unset); a file of
-the user's is named, and the exit is 1."""
+hold verl's defaults (written where mfsdp's differ, `trainer.verl_defaults`); a file of the
+user's is named, and the exit is 1, and verl's defaults are not written, as that file may set
+any key."""
 
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ def test_a_config_file_of_the_users_is_named_and_fails(options, own, tmp_path):
     script.write_text(COMMAND.format(options=options))
     conversion = convert_verl(script)
     assert bool(conversion.incomplete) is own
-    assert conversion.tree == {"rollout": {"n": 4}}
+    assert conversion.tree["rollout"] == {"n": 4}
+    assert ("use_kl_loss" in conversion.tree.get("actor", {})) is not own
 
 
 def test_the_exit_and_the_last_line_name_it(tmp_path):
@@ -72,4 +74,5 @@ def test_a_yaml_defaults_list_of_the_users_files_fails(defaults, own, tmp_path):
     config.write_text(f"defaults: {defaults}\nactor_rollout_ref:\n  rollout:\n    n: 4\n")
     conversion = convert_verl(config)
     assert conversion.incomplete == own
-    assert conversion.tree == {"rollout": {"n": 4}}
+    assert conversion.tree["rollout"] == {"n": 4}
+    assert ("use_kl_loss" in conversion.tree.get("actor", {})) is not bool(own)

@@ -18,7 +18,7 @@ MASK = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
         ("token-mean", 17 / 5),  # (1+2+3+5+6) / 5 tokens
         ("seq-mean-token-sum", (6 + 11) / 2),
         ("seq-mean-token-mean", (6 / 3 + 11 / 2) / 2),
-        ("seq-mean-token-sum-norm", (6 / 4 + 11 / 4) / 2),  # L = mask width 4
+        ("seq-mean-token-sum-norm", (6 + 11) / 4),  # L = mask width 4; no sequence count
     ],
 )
 def test_modes_by_hand(mode, expected):
@@ -28,7 +28,7 @@ def test_modes_by_hand(mode, expected):
 def test_sum_norm_uses_configured_length():
     scale = LossScale.local(MASK, norm_length=8)
     assert aggregate(LOSS, MASK, "seq-mean-token-sum-norm", scale).item() == pytest.approx(
-        (6 / 8 + 11 / 8) / 2
+        (6 + 11) / 8
     )
 
 
@@ -50,7 +50,10 @@ def _random_batch(rows=6, width=7, seed=0):
     return loss, mask
 
 
-@pytest.mark.parametrize("mode", LOSS_AGG_MODES)
+EXACT_MODES = [mode for mode in LOSS_AGG_MODES if mode != "seq-mean-token-sum-norm"]
+
+
+@pytest.mark.parametrize("mode", EXACT_MODES)
 def test_micro_batches_sum_to_the_whole_batch(mode):
     loss, mask = _random_batch()
     whole = aggregate(loss, mask, mode)
@@ -63,6 +66,24 @@ def test_micro_batches_sum_to_the_whole_batch(mode):
     assert not torch.allclose(naive, whole)
 
 
+def _verl_agg_loss_sum_norm(loss, mask, scale_factor):
+    """verl's core_algos.agg_loss for seq-mean-token-sum-norm, loss_scale_factor null."""
+    seq_losses = torch.sum(loss * mask, dim=-1)
+    return torch.sum(seq_losses) / (scale_factor or mask.shape[-1])
+
+
+def test_sum_norm_is_verls_actor_over_micro_batches():
+    """verl's actor backs each micro-batch's agg_loss up weighted 1 / (micro-batches per
+    rank): the micro-batches' mean, not the sequences' (which divided by 3 more here)."""
+    loss, mask = _random_batch()
+    chunks = [(loss[a:b], mask[a:b]) for a, b in ((0, 3), (3, 6))]
+    scale = LossScale.of([m for _, m in chunks], norm_length=10, distributed=False)
+    parts = sum(aggregate(part, m, "seq-mean-token-sum-norm", scale) for part, m in chunks)
+    verl = sum(_verl_agg_loss_sum_norm(part, m, 10) / len(chunks) for part, m in chunks)
+    torch.testing.assert_close(parts, verl)
+    assert parts.item() == pytest.approx((loss * mask).sum().item() / 10 / 2)
+
+
 def _rank_main(rank, world, results):
     loss, mask = _random_batch(rows=8, seed=3)
     out = {}
@@ -72,7 +93,10 @@ def _rank_main(rank, world, results):
         local = sum(aggregate(part, m, mode, scale) for part, m in mine)
         # Gradient reduction averages over ranks; the averaged loss must be the global one.
         dist.all_reduce(local, op=dist.ReduceOp.SUM)
-        out[mode] = (local / world).item(), aggregate(loss, mask, mode).item(), scale.dp_size
+        whole = aggregate(loss, mask, mode).item()
+        if mode == "seq-mean-token-sum-norm":  # verl's mean over the 4 micro-batches
+            whole /= 4
+        out[mode] = (local / world).item(), whole, scale.dp_size
     results[rank] = out
 
 

@@ -260,7 +260,7 @@ def test_from_verl_reports_keys_it_cannot_carry(tmp_path):
         "  actor_rollout_ref.rollout.n=4 \\\n  trainer.balance_batches=True\n"
     )
     conversion = convert_verl(script)
-    assert conversion.tree == {"rollout": {"n": 4}}
+    assert conversion.tree["rollout"] == {"n": 4}
     assert len(conversion.dropped) == 2 and "single-turn" in conversion.dropped[0]
     assert "trainer.balance_batches=True" in conversion.dropped[1]
 
@@ -278,10 +278,10 @@ def test_from_verl_keeps_a_command_substitution_whole_and_says_it_is_not_run(tmp
         "  actor_rollout_ref.rollout.n=4\n"
     )
     conversion = convert_verl(script)
-    assert conversion.tree["trainer"] == {
-        "experiment_name": f"run_$(date +%s)_$(echo $(touch {marker}))",
-        "project_name": "`echo a#b`",
-    }
+    assert conversion.tree["trainer"]["experiment_name"] == (
+        f"run_$(date +%s)_$(echo $(touch {marker}))"
+    )
+    assert conversion.tree["trainer"]["project_name"] == "`echo a#b`"
     assert conversion.tree["rollout"] == {"n": 4}
     notes = [n for n in conversion.notes if "command substitution, not run here" in n]
     assert len(notes) == 2, conversion.notes
@@ -299,7 +299,8 @@ def test_from_verl_reads_a_hash_inside_a_word_as_the_shell_does(tmp_path):
         "  actor_rollout_ref.rollout.n=4 # the group size\n"
     )
     conversion = convert_verl(script)
-    assert conversion.tree["trainer"] == {"experiment_name": "run#2", "project_name": "x y#z"}
+    assert conversion.tree["trainer"]["experiment_name"] == "run#2"
+    assert conversion.tree["trainer"]["project_name"] == "x y#z"
     assert conversion.tree["rollout"] == {"n": 4}
 
 
@@ -323,7 +324,7 @@ def test_from_verl_yaml_config(tmp_path):
     )
     conversion = convert_verl(path)
     assert conversion.command == "grpo" and not conversion.dropped
-    assert conversion.tree["data"] == {"train_batch_size": 16}
+    assert conversion.tree["data"] == {"train_batch_size": 16, "filter_overlong_prompts": False}
     assert conversion.tree["rollout"] == {"max_response_length": 128, "n": 4}
     assert conversion.tree["optim"] == {"lr": 1e-6, "warmup_steps": 0}
 

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from tests.support.verl_conversions import as_given
 from trainer.verl_import import VerlSourceError, convert_verl
 
 LAUNCH = "python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=/m"
@@ -21,7 +22,7 @@ def convert(tmp_path, text: str):
 
 
 def trainer_keys(tmp_path, text: str) -> dict:
-    return convert(tmp_path, text).tree.get("trainer", {})
+    return as_given(convert(tmp_path, text)).get("trainer", {})
 
 
 def test_ansi_c_quoting_is_refused_naming_the_variable(tmp_path):
@@ -74,7 +75,7 @@ def test_a_continuation_inside_a_word_joins_it_as_bash_does(tmp_path):
         "trainer.total_epochs=9\n"
     )
     conversion = convert(tmp_path, text)
-    assert conversion.tree["trainer"] == {"experiment_name": "abcd", "project_name": "p"}
+    assert as_given(conversion)["trainer"] == {"experiment_name": "abcd", "project_name": "p"}
 
 
 def test_a_line_break_in_quotes_is_refused(tmp_path):
@@ -94,7 +95,7 @@ def test_a_here_doc_body_is_not_read_as_commands(tmp_path):
         "python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=$MODEL"
         " data.max_prompt_length=$(( 1 << 4 ))\n"
     )
-    assert convert(tmp_path, text).tree["model"] == {"path": "/models/real"}
+    assert as_given(convert(tmp_path, text))["model"] == {"path": "/models/real"}
 
 
 def test_a_verl_command_inside_a_here_doc_is_named(tmp_path):

@@ -3,16 +3,22 @@
 verl's four modes, made exact across micro-batches, gradient accumulation and data-parallel
 ranks. A mini-batch is split over R ranks and M micro-batches each; its gradient must equal the
 gradient of the mode's loss over the whole mini-batch at once. So each micro-batch's loss is
-divided by the *global* count (tokens or sequences of the whole mini-batch on all ranks), not by
-its own, and multiplied by the data-parallel size because gradient reduction averages over ranks.
-Summing the micro-batch losses (backward on each) then gives exactly the global loss.
+divided by the *global* count (tokens, sequences or micro-batches of the whole mini-batch on all
+ranks), not by its own, and multiplied by the data-parallel size because gradient reduction
+averages over ranks. Summing the micro-batch losses (backward on each) then gives exactly the
+global loss.
 
-Modes, for N_tok response tokens and N_seq responses in the global mini-batch:
+Modes, for N_tok response tokens, N_seq responses and N_mb micro-batches in the global
+mini-batch:
   token-mean               sum_i sum_t l_it / N_tok
   seq-mean-token-sum       sum_i (sum_t l_it) / N_seq
   seq-mean-token-mean      sum_i (sum_t l_it / n_i) / N_seq
-  seq-mean-token-sum-norm  sum_i (sum_t l_it / L) / N_seq, L a constant (the max response
-                           length), Dr. GRPO's length-unbiased form
+  seq-mean-token-sum-norm  sum_i (sum_t l_it / L) / N_mb, L a constant (the max response
+                           length): Dr. GRPO's length-unbiased form as verl scales it. verl's
+                           `agg_loss` divides a micro-batch's token sums by L alone (no
+                           sequence count, nor data-parallel size), and its actor weights each
+                           micro-batch 1 / (micro-batches per rank), ranks averaged: the mean
+                           over micro-batches, so the scale grows with the micro-batch size.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ class LossScale:
     sequences: float
     dp_size: int = 1
     norm_length: float | None = None
+    micro_batches: float = 1.0
 
     @classmethod
     def local(cls, mask: torch.Tensor, norm_length: float | None = None) -> LossScale:
@@ -61,7 +68,8 @@ class LossScale:
         masks = list(masks)
         if not masks:
             raise ValueError("LossScale needs at least one micro-batch mask")
-        counts = torch.zeros(2, dtype=torch.float64, device=masks[0].device)
+        counts = torch.zeros(3, dtype=torch.float64, device=masks[0].device)
+        counts[2] = len(masks)
         for mask in masks:
             per_seq = mask.sum(dim=-1)
             counts[0] += per_seq.sum().double()
@@ -72,8 +80,8 @@ class LossScale:
         if distributed:
             dist.all_reduce(counts, op=dist.ReduceOp.SUM, group=group)
             dp_size = dist.get_world_size(group)
-        tokens, sequences = counts.tolist()
-        return cls(tokens=tokens, sequences=sequences, dp_size=dp_size, norm_length=norm_length)
+        tokens, sequences, micro_batches = counts.tolist()
+        return cls(tokens, sequences, dp_size, norm_length, micro_batches)
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -101,5 +109,5 @@ def aggregate(
         total, count = (token_sums / mask.sum(dim=-1).clamp(min=1)).sum(), scale.sequences
     else:
         norm_length = scale.norm_length if scale.norm_length is not None else mask.shape[-1]
-        total, count = token_sums.sum() / norm_length, scale.sequences
+        total, count = token_sums.sum() / norm_length, scale.micro_batches
     return total / max(count, 1.0) * scale.dp_size

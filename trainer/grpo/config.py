@@ -23,6 +23,12 @@ from trainer.config import (
 )
 
 AboveOne = Annotated[float, Range("> 1", lambda v: v > 1)]
+# the ratio is clipped to [1 - low, 1 + high]: at low >= 1 the lower bound is 0 or below, under
+# every ratio, so the clip that keeps the policy near the old one is off for ratios below 1
+ClipLow = Annotated[
+    float,
+    Range("in [0, 1) (the ratio's lower clip bound is 1 - clip_ratio_low)", lambda v: 0 <= v < 1),
+]
 TopK = Annotated[int, Range("-1 (off) or >= 1", lambda v: v == -1 or v >= 1)]
 # 0 (verl's greedy) cannot train: the log-probs are taken under softmax(logits / temperature),
 # and n greedy responses to a prompt are one response, so every advantage would be 0.
@@ -58,7 +64,7 @@ class ActorConfig:
     ppo_micro_batch_size_per_gpu: Positive[int] = 2  # responses per forward/backward
     log_prob_micro_batch_size_per_gpu: Positive[int] = 8  # responses per no-grad log-prob forward
     ppo_epochs: Positive[int] = 1
-    clip_ratio_low: NonNegative[float] = 0.2
+    clip_ratio_low: ClipLow = 0.2
     clip_ratio_high: NonNegative[float] = 0.2
     clip_ratio_c: AboveOne = 3.0  # dual-clip bound for negative advantages
     loss_agg_mode: Literal[

@@ -1,0 +1,85 @@
+"""verl's defaults where mfsdp's differ, for `mfsdp config from-verl`: one table per verl trainer.
+
+A verl run trains with verl's default for every key its script leaves out. mfsdp's defaults are
+its own (`mfsdp config defaults grpo`: a small GRPO run with the KL loss on and 5 responses per
+prompt), so a converted script that relied on verl's `use_kl_loss: false` or `rollout.n: 1`
+trained something else without a word. The conversion writes verl's value for each key below
+that the source does not set, with a note; `mfsdp train` on its own keeps mfsdp's defaults
+(docs/verl.md lists both).
+
+Only keys whose default changes what is trained or how the run goes are here (batch sizes,
+epochs, the KL loss, warm-up, data columns, validation before training, activation
+checkpointing); names (`project_name`), trackers (`logger`: wandb needs a key), paths and
+devices stay mfsdp's. Values are those of verl's trainer/config files: main_ppo's
+_generated_ppo_trainer.yaml, fsdp_sft_trainer's sft_trainer.yaml, sft_trainer's
+sft_trainer_engine.yaml with its optim/fsdp.yaml and model/hf_model.yaml.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Default:
+    """verl's `value` for the mfsdp key `key`, which verl names `verl_key`."""
+
+    key: str
+    verl_key: str
+    value: Any
+
+
+_CHECKPOINTING = Default(
+    "model.activation_checkpointing", "model.enable_gradient_checkpointing", True
+)
+_SFT_COMMON = (
+    Default("data.global_batch_size", "data.train_batch_size", 256),
+    Default("data.micro_batch_size", "data.micro_batch_size_per_gpu", 4),
+    Default("trainer.epochs", "trainer.total_epochs", 4),
+    Default("trainer.seed", "trainer.seed", 1),
+    _CHECKPOINTING,
+)
+
+# verl's trainer module -> its defaults that differ from mfsdp's
+TRAINERS: dict[str, tuple[Default, ...]] = {
+    "verl.trainer.main_ppo": (
+        Default("data.train_batch_size", "data.train_batch_size", 1024),
+        Default("actor.ppo_mini_batch_size", "actor_rollout_ref.actor.ppo_mini_batch_size", 256),
+        Default("actor.use_kl_loss", "actor_rollout_ref.actor.use_kl_loss", False),
+        Default("rollout.n", "actor_rollout_ref.rollout.n", 1),
+        Default("data.filter_overlong_prompts", "data.filter_overlong_prompts", False),
+        Default("trainer.val_before_train", "trainer.val_before_train", True),
+        Default("trainer.epochs", "trainer.total_epochs", 30),
+        Default(_CHECKPOINTING.key, "actor_rollout_ref." + _CHECKPOINTING.verl_key, True),
+    ),
+    "verl.trainer.fsdp_sft_trainer": (
+        *_SFT_COMMON,
+        Default("data.prompt_key", "data.prompt_key", "question"),
+        Default("data.response_key", "data.response_key", "answer"),
+        Default("optim.warmup_ratio", "optim.lr_warmup_steps_ratio", 0.1),
+    ),
+    "verl.trainer.sft_trainer": (
+        *_SFT_COMMON,
+        Default("data.max_tokens_per_micro_batch", "data.max_token_len_per_gpu", 8192),
+        Default("optim.lr", "optim.lr", 1e-3),
+        Default("optim.betas", "optim.betas", [0.9, 0.999]),
+        Default("optim.scheduler", "optim.lr_scheduler_type", "constant"),
+    ),
+}
+GRPO_TRAINER = "verl.trainer.main_ppo"
+SFT_TRAINERS = ("verl.trainer.fsdp_sft_trainer", "verl.trainer.sft_trainer")
+
+
+def verl_defaults(command: str, module: str | None) -> tuple[list[Default], list[str]]:
+    """verl's defaults for a run of verl's trainer `module` (None: a YAML, which does not name
+    it), and the mfsdp keys whose verl default depends on which of verl's SFT trainers reads
+    it."""
+    if command == "grpo":
+        return list(TRAINERS[GRPO_TRAINER]), []
+    if module in SFT_TRAINERS:
+        return list(TRAINERS[module]), []
+    tables = [TRAINERS[name] for name in SFT_TRAINERS]
+    common = [item for item in tables[0] if all(item in table for table in tables[1:])]
+    either = sorted({item.key for table in tables for item in table if item not in common})
+    return common, either
