@@ -494,7 +494,15 @@ def test_a_time_limit_past_the_platforms_clock_scores_and_leaves_no_handler(tmp_
     """reward.timeout_s=1e10 made arming the fault handler raise OverflowError ("timestamp
     out of range"), blamed on the user's function, with SIGALRM's handler left installed."""
     import signal
+    import threading
 
     file = _reward_file(tmp_path, "return 1.0")
-    assert RewardScorer(str(file), timeout_s=1e10)(["ok"], ["7"], ["7"]).rewards == [1.0]
+    failures: list = []
+    hook, threading.excepthook = threading.excepthook, failures.append
+    try:
+        assert RewardScorer(str(file), timeout_s=1e10)(["ok"], ["7"], ["7"]).rewards == [1.0]
+    finally:
+        threading.excepthook = hook
     assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL
+    # the watchdog waited, as it does for any limit, rather than dying on the wait
+    assert [f.exc_type for f in failures] == []

@@ -35,6 +35,9 @@ REPEAT_S = 1.0  # after the first expiry, until the call has ended
 STUCK_GRACE_S = 5.0  # after the first expiry, a call still running is stuck outside Python
 HELD_GRACE_S = 2 * STUCK_GRACE_S  # after the first expiry: stuck holding the interpreter
 WATCHDOG_NAME = "mfsdp-reward-time-limit"
+# the longest single wait of the watchdog: a wait past the platform's time_t (a limit of
+# 1e10 s) raises OverflowError in the thread, which then watches nothing
+LONGEST_WAIT_S = 86400.0
 
 
 class RewardTimeout(BaseException):
@@ -100,15 +103,19 @@ def _watch(
 ) -> None:
     """Signal the main thread once `seconds` have passed, then every REPEAT_S, until `ended`;
     `stuck()` once STUCK_GRACE_S of signals went unanswered."""
-    wait, give_up = seconds, None
-    while main is not None and not ended.wait(wait):
-        signal.pthread_kill(main, signal.SIGALRM)
+    due, give_up = time.monotonic() + seconds, None
+    while main is not None and not ended.wait(
+        min(max(due - time.monotonic(), 0.0), LONGEST_WAIT_S)
+    ):
         now = time.monotonic()
+        if now < due:  # a long limit, waited for in LONGEST_WAIT_S pieces
+            continue
+        signal.pthread_kill(main, signal.SIGALRM)
         give_up = give_up if give_up is not None else now + STUCK_GRACE_S
         if stuck is not None and now >= give_up:
             stuck()
             return
-        wait = min(REPEAT_S, max(give_up - now, 0.0))
+        due = now + min(REPEAT_S, max(give_up - now, 0.0))
 
 
 def _disarm(previous: Any, ended: threading.Event, watchdog: threading.Thread) -> None:
