@@ -497,6 +497,7 @@ def _convert(
         log.propagate = propagate
     conversion.notes = [message.removeprefix("note: ") for message in collected.messages]
     if whole:
+        conversion.dropped += _unset_estimator(cls, conversion.tree, pairs)
         conversion.notes += _verl_defaults(cls, conversion.tree, pairs, module)
     conversion.dropped += _drop_unresolved_typed(cls, conversion.tree, source)
     conversion.notes += [
@@ -515,6 +516,27 @@ def _convert(
     return conversion
 
 
+def _given_keys(cls: type, tree: dict[str, Any], pairs: list[tuple[str, Any]]) -> set[str | None]:
+    """The mfsdp keys the source sets, in `tree` or by a verl key of `pairs` (carried over
+    or not)."""
+    return {verl_keys.target_of(cls, key) for key, _value in pairs} | {
+        key for key, _value in _leaves(tree)
+    }
+
+
+def _unset_estimator(cls: type, tree: dict[str, Any], pairs: list[tuple[str, Any]]) -> list[str]:
+    """A GRPO conversion of a run that sets no advantage estimator, as not carried over:
+    verl's default (gae) trains PPO with a critic, which no mfsdp run is, so converting it
+    to GRPO would train something else without a word (as `algorithm.adv_estimator=gae`
+    given is refused)."""
+    if verl_keys.command_of(cls) != "grpo" or verl_keys.ESTIMATOR in _given_keys(cls, tree, pairs):
+        return []
+    return [
+        f"{verl_keys.ESTIMATOR}: not set, so verl trains its default, gae (PPO with a critic);"
+        " mfsdp trains GRPO only: set algorithm.adv_estimator=grpo if that is the run"
+    ]
+
+
 def _verl_defaults(
     cls: type, tree: dict[str, Any], pairs: list[tuple[str, Any]], module: str | None
 ) -> list[str]:
@@ -525,9 +547,7 @@ def _verl_defaults(
 
     command = verl_keys.command_of(cls)
     chosen, either = verl_defaults.verl_defaults(command, module)
-    given = {verl_keys.target_of(cls, key) for key, _value in pairs} | {
-        key for key, _value in _leaves(tree)
-    }
+    given = _given_keys(cls, tree, pairs)
     own = dict(_leaves(config_to_dict(cls())))
     notes = []
     for default in chosen:

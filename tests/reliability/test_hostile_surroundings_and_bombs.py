@@ -209,6 +209,9 @@ def test_from_verl_bounds_what_a_script_expands_to(tmp_path, case):
     assert seconds < FAST_SECONDS and done.stdout == ""
 
 
+GRPO = f"{PPO} algorithm.adv_estimator=grpo"  # a run from-verl converts (verl's default is PPO)
+
+
 def test_variables_within_the_bounds_still_substitute(tmp_path):
     """A script's own variables, as verl's examples use them, and a long one used as often
     as the bound allows."""
@@ -216,7 +219,7 @@ def test_variables_within_the_bounds_still_substitute(tmp_path):
     uses = MAX_EXPANDED_CHARS // len(value) - 1
     script = tmp_path / "run.sh"
     script.write_text(
-        f"DATA={value}\nexport LR=1e-6\n{PPO} \\\n  data.train_files=$DATA/train.parquet "
+        f"DATA={value}\nexport LR=1e-6\n{GRPO} \\\n  data.train_files=$DATA/train.parquet "
         "\\\n  actor_rollout_ref.actor.optim.lr=${LR} trainer.total_epochs=${EPOCHS:-3} "
         + " ".join(f"x.k{i}=$DATA" for i in range(uses - 1))
         + "\n"
@@ -231,7 +234,7 @@ def test_variables_within_the_bounds_still_substitute(tmp_path):
 def test_exported_variables_substitute_as_plain_ones(tmp_path):
     """Was: `export LR=1e-6` not read, `optim.lr=${LR}` refused as not a number (exit 2)."""
     script = tmp_path / "run.sh"
-    script.write_text(f"export LR=1e-6\n{PPO} actor_rollout_ref.actor.optim.lr=$LR\n")
+    script.write_text(f"export LR=1e-6\n{GRPO} actor_rollout_ref.actor.optim.lr=$LR\n")
     code, out, err = run_cli("config", "from-verl", script)
     assert code == 0, err
     assert "lr: 1.0e-06" in out, out

@@ -49,7 +49,10 @@ def test_a_variable_in_a_value_that_is_no_path_stays_as_written(tmp_path, enviro
 def test_a_number_from_the_environment_is_not_carried_over(tmp_path, monkeypatch):
     monkeypatch.setenv("EPOCHS", "3")
     script = tmp_path / "run.sh"
-    script.write_text("python3 -m verl.trainer.main_ppo trainer.total_epochs=$EPOCHS\n")
+    script.write_text(
+        "python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo"
+        " trainer.total_epochs=$EPOCHS\n"
+    )
     conversion = convert_verl(script)
     assert "epochs" not in conversion.tree["trainer"]  # nor verl's default: the script sets it
     assert [item.split(":")[0] for item in conversion.dropped] == ["trainer.epochs=$EPOCHS"]

@@ -122,7 +122,8 @@ def test_verls_missing_value_and_no_limit_read_as_not_set(tmp_path):
     "every row", loaded as a native key it failed "must be > 0")."""
     path = tmp_path / "run.yaml"
     path.write_text(
-        "actor_rollout_ref:\n  rollout:\n    name: ???\n    n: 4\ndata:\n  val_max_samples: -1\n"
+        "algorithm:\n  adv_estimator: grpo\nactor_rollout_ref:\n  rollout:\n    name: ???\n"
+        "    n: 4\ndata:\n  val_max_samples: -1\n"
     )
     cfg = load_config(GRPOConfig, path)
     assert (cfg.rollout.name, cfg.data.val_max_samples, cfg.rollout.n) == ("auto", None, 4)

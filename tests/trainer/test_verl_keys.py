@@ -255,7 +255,7 @@ def test_from_verl_sft_script():
 def test_from_verl_reports_keys_it_cannot_carry(tmp_path):
     script = tmp_path / "run.sh"
     script.write_text(
-        "python3 -m verl.trainer.main_ppo \\\n"
+        "python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo \\\n"
         "  actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent \\\n"
         "  actor_rollout_ref.rollout.n=4 \\\n  trainer.balance_batches=True\n"
     )
@@ -310,6 +310,7 @@ def test_from_verl_yaml_config(tmp_path):
         yaml.safe_dump(
             {
                 "defaults": ["_self_"],
+                "algorithm": {"adv_estimator": "grpo"},
                 "data": {"train_batch_size": 16, "val_files": None, "max_response_length": 128},
                 "actor_rollout_ref": {
                     "actor": {

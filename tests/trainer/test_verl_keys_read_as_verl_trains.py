@@ -56,7 +56,8 @@ def test_clip_ratio_alone_says_what_verl_and_mfsdp_train_with(caplog):
 def test_from_verl_reads_clip_ratio_with_its_sides(tmp_path):
     script = tmp_path / "run.sh"
     script.write_text(
-        f"python3 -m verl.trainer.main_ppo {ACTOR}clip_ratio_high=0.28 {ACTOR}clip_ratio=0.2\n"
+        "python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo"
+        f" {ACTOR}clip_ratio_high=0.28 {ACTOR}clip_ratio=0.2\n"
     )
     conversion = convert_verl(script)
     assert conversion.tree["actor"]["clip_ratio_high"] == 0.28
@@ -81,6 +82,17 @@ def test_from_verl_writes_verls_defaults_the_script_leaves_out(tmp_path):
         " the source does not set; mfsdp's own is true"
     ) in conversion.notes
     assert GRPOConfig().actor.use_kl_loss and GRPOConfig().rollout.n == 5  # mfsdp train's own
+
+
+def test_from_verl_without_an_estimator_is_not_carried_over_as_grpo(tmp_path):
+    """verl's default estimator is gae (PPO with a critic): a script that sets none is not a
+    GRPO run, and converting it as one trained something else without a word."""
+    script = tmp_path / "run.sh"
+    script.write_text(f"python3 -m verl.trainer.main_ppo {ACTOR}use_kl_loss=True\n")
+    (dropped,) = convert_verl(script).dropped
+    assert dropped.startswith("algorithm.adv_estimator: not set, so verl trains its default, gae")
+    script.write_text("python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo\n")
+    assert convert_verl(script).dropped == []
 
 
 def test_from_verl_keeps_what_the_script_sets(tmp_path):

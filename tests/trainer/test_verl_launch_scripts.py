@@ -230,7 +230,8 @@ def test_sft_keys_after_the_forwarded_arguments_are_read(tmp_path):
 def test_a_number_known_only_when_the_script_runs_is_dropped_not_fatal(tmp_path):
     script = tmp_path / "run.sh"
     script.write_text(
-        "python3 -m verl.trainer.main_ppo data.max_prompt_length=${LEN} "
+        "python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo"
+        " data.max_prompt_length=${LEN} "
         "actor_rollout_ref.rollout.n=$((2 * 3)) trainer.default_local_dir=$CKPT\n"
     )
     conversion = convert_verl(script)

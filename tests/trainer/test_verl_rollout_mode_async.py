@@ -37,13 +37,17 @@ def test_both_modes_are_the_rollout_here(mode, caplog):
 def test_a_script_in_async_mode_converts_whole(tmp_path):
     script = tmp_path / "run.sh"
     script.write_text(
-        "python3 -m verl.trainer.main_ppo actor_rollout_ref.rollout.mode=async"
+        "python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo"
+        " actor_rollout_ref.rollout.mode=async"
         " actor_rollout_ref.rollout.agent.num_workers=4"
         " actor_rollout_ref.rollout.agent.default_agent_loop=single_turn_agent"
         " actor_rollout_ref.rollout.n=4\n"
     )
     conversion = convert_verl(script)
-    assert (conversion.dropped, as_given(conversion)) == ([], {"rollout": {"n": 4}})
+    assert (conversion.dropped, as_given(conversion)) == (
+        [],
+        {"algorithm": {"adv_estimator": "grpo"}, "rollout": {"n": 4}},
+    )
 
 
 @pytest.mark.parametrize(
