@@ -51,6 +51,7 @@ from mfsdp_ckpt.storage.dcp_writer import CheckedWriter
 from mfsdp_ckpt.storage.safe_dcp import SafeFileSystemReader, SafeLoadPlanner
 from mfsdp_ckpt.storage.staging import HostStager
 from mfsdp_ckpt.storage.tensor_memory import TensorMemoryError, is_allocation_failure
+from mfsdp_ckpt.storage.writable import require_writable_dir
 
 log = logging.getLogger(__name__)  # INFO: what each save and load cost (`mfsdp -v ...`)
 
@@ -182,7 +183,8 @@ class Checkpointer:
         self._stager = HostStager()
         self._pending: threading.Thread | None = None
         self._pending_error: BaseException | None = None
-        if _rank() == 0:
+        if _rank() == 0:  # a dangling link or a file on its path: one line naming it
+            require_writable_dir("run_dir", self.run_dir)
             self.run_dir.mkdir(parents=True, exist_ok=True)
 
     # ----------------------------------------------------------------- save

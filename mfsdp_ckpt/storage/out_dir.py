@@ -53,6 +53,7 @@ from mfsdp_ckpt.storage.out_lock import (
     release_out_lock,
 )
 from mfsdp_ckpt.storage.tree_removal import failure_words, remove_tree, unremovable_dir
+from mfsdp_ckpt.storage.writable import not_a_directory
 
 log = logging.getLogger(__name__)  # a directory left behind: one warning line
 
@@ -134,7 +135,7 @@ def exchange(first: Path, second: Path) -> bool:
 def checked_target(out: Path) -> Path:
     """`out` made absolute (not resolved: a symlink must stay visible), or OutputDirError for
     paths no command may create or replace: `.`, `..`, `/`, the current directory or one
-    above it, a symlink, a file, a parent path that holds a file."""
+    above it, a symlink, a file, a parent path that holds a file or a dangling link."""
     absolute = Path(os.path.abspath(out))
     if absolute.name in ("", ".", "..") or absolute == Path(absolute.anchor):
         raise OutputDirError(f"{out}: not a name an output can be created at; name a new directory")
@@ -144,6 +145,8 @@ def checked_target(out: Path) -> Path:
             raise OutputDirError(f"{out}: is the current directory or above it; name a new one")
     except OSError:
         pass
+    if absolute.is_symlink() and not absolute.exists():
+        raise OutputDirError(f"{out}: {not_a_directory(out)}")
     if absolute.is_symlink():
         raise OutputDirError(f"{out}: is a symlink; give the real path (links are not replaced)")
     if absolute.exists() and not absolute.is_dir():
@@ -151,7 +154,7 @@ def checked_target(out: Path) -> Path:
     for parent in absolute.parents:
         if os.path.lexists(parent):
             if not parent.is_dir():
-                raise OutputDirError(f"{out}: {parent} is a file, not a directory")
+                raise OutputDirError(f"{out}: {not_a_directory(parent)}")
             break
     return absolute
 
@@ -170,7 +173,7 @@ def make_parents(out: Path) -> list[Path]:
                 os.mkdir(parent)
             except FileExistsError:  # made meanwhile by another command: not ours to remove
                 if not os.path.isdir(parent):
-                    raise OutputDirError(f"{out}: {parent} is a file, not a directory") from None
+                    raise OutputDirError(f"{out}: {not_a_directory(parent)}") from None
                 continue
             made.append(parent)
     except BaseException:

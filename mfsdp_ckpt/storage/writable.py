@@ -28,12 +28,9 @@ def require_writable_dir(
     rename it into place). Else raise `error` with one line naming `key` and `value`."""
     given = f"{key} {value}" if key.startswith("-") else f"{key}: {value}"  # as typed
     path = os.path.abspath(value)
-    loop = _symlink_loop(path)
-    if loop is not None:
-        raise error(
-            f"{given}: {loop} is a symlink loop (its links lead back to themselves);"
-            f" choose another {key}"
-        )
+    link = _unreachable_link(path)
+    if link is not None:
+        raise error(f"{given}: {link}; choose another {key}")
     existing = os.path.dirname(path) if beside else path
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)
@@ -46,18 +43,33 @@ def require_writable_dir(
         raise error(f"{given}: {existing} {why}; choose another {key}")
 
 
-def _symlink_loop(path: str) -> str | None:
-    """The first of `path`'s parents or itself that is a symlink loop (`l1 -> l2 -> l1`), or
-    None. Such a link neither exists nor is missing: each command then failed in its own
-    way (a traceback from `Path.resolve`, `[Errno 17] File exists`, "is a file")."""
+def _unreachable_link(path: str) -> str | None:
+    """What is wrong with the first of `path`'s parents or itself that is a symlink leading
+    nowhere: a loop (`l1 -> l2 -> l1`), or a link to a missing target (`run -> nowhere`,
+    a disk not mounted). Such a link neither exists nor is missing: each command failed in
+    its own way, late (`[Errno 17] File exists` once the model was built, "is a file", a
+    traceback from `Path.resolve`). None when there is none."""
     parts = path.split(os.sep)
     for end in range(2, len(parts) + 1):
         prefix = os.sep.join(parts[:end])
         try:
             os.stat(prefix)
-        except OSError as err:  # missing or a file: so is all below it, and no loop
-            return prefix if err.errno == errno.ELOOP else None
+        except OSError as err:  # missing or a file: so is all below it
+            if err.errno == errno.ELOOP:
+                return f"{prefix} is a symlink loop (its links lead back to themselves)"
+            if err.errno in (errno.ENOENT, errno.ENOTDIR) and os.path.islink(prefix):
+                where = "" if prefix == path else f"{prefix} is "
+                return f"{where}a symlink to a missing target ({os.readlink(prefix)})"
+            return None
     return None
+
+
+def not_a_directory(path: str | os.PathLike) -> str:
+    """Why `path`, which is there but cannot be made a directory or entered, is not one:
+    for the one line naming it (a dangling link read as "is a file")."""
+    if os.path.islink(path) and not os.path.exists(path):
+        return f"{path} is a symlink to a missing target ({os.readlink(os.fspath(path))})"
+    return f"{path} is a file, not a directory"
 
 
 def _require_short_names(
