@@ -172,7 +172,7 @@ class TrainingRun:
             if late is not None:
                 print(f"[{name}] {late}", file=sys.stderr)
             if resume is not None:
-                where = resume.step_dir or resume.dist_ckpt
+                where = resume.root
                 changed = data_change_warning(
                     expected, states["extra"], where, cfg.data.train_files
                 )
@@ -196,7 +196,7 @@ class TrainingRun:
             resume,
             hf_assets,
             start=int(states["extra"]["step"]),  # the step of the checkpoint loaded
-            last_saved=resume.step_dir if resume is not None else None,
+            last_saved=resume.root if resume is not None else None,
         )
 
     @property
@@ -218,12 +218,13 @@ class TrainingRun:
         moves the end (the line said "steps 20 -> 12", and the run ended without a step)."""
         if not self.env.is_main:
             return
-        resumed = f" (resumed from {self.resume.step_dir})" if self.resume else ""
+        # `root`: the step dir, or a bare dist_ckpt's own dir (one without step_dir)
+        resumed = f" (resumed from {self.resume.root})" if self.resume else ""
         line = f"[{self.name}] {what}, steps {self.start} -> {self.total_steps}{resumed}"
         if self.resume is not None and self.start >= self.stop:
             key = "trainer.total_steps" if self.stop == self.total_steps else "trainer.stop_at_step"
             line = (
-                f"[{self.name}] {what}; {self.resume.step_dir} is at step {self.start} and "
+                f"[{self.name}] {what}; {self.resume.root} is at step {self.start} and "
                 f"{key}={self.stop}: nothing left to train (raise {key} to train on, or give "
                 "another trainer.run_dir to start afresh)"
             )
