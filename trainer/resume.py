@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mfsdp_ckpt.check.removed_while_read import removal_of
 from mfsdp_ckpt.checkpointer import Checkpointer
 from mfsdp_ckpt.convert.hf_config import SIZE_KEYS, HFConfigError, load_hf_config
 from mfsdp_ckpt.errors import MfsdpUsageError
@@ -149,12 +150,13 @@ def resume_if_any(
     found = checkpointer.find_resume(resume)
     if found is None:
         return None
-    check_run_kind(found, resume, kind)
-    if model_config is not None:
-        check_model_config(found, model_config)
-    progress = states["extra"]
-    expected = dict(progress)
-    manifest = checkpointer.load(found, states)
+    with removal_of(found):  # another run's keep_last removing it meanwhile: said to be so
+        check_run_kind(found, resume, kind)
+        if model_config is not None:
+            check_model_config(found, model_config)
+        progress = states["extra"]
+        expected = dict(progress)
+        manifest = checkpointer.load(found, states)
     check_trainer_state(progress, found, manifest)  # its numbers, before any is used
     check_data_position(expected, progress, found.dist_ckpt, kind)
     for key, value in expected.items():  # an older checkpoint lacks them: taken as unchanged

@@ -28,6 +28,11 @@ from mfsdp_ckpt.check.optimizer_checks import (
     joint_tables,
     optimizer_record,
 )
+from mfsdp_ckpt.check.removed_while_read import (
+    dir_stamps,
+    refuse_if_moved_on,
+    refuse_if_removed,
+)
 from mfsdp_ckpt.check.report import ERROR, Progress, ValidationReport
 from mfsdp_ckpt.check.storage_checks import (
     HASH_MISMATCH,
@@ -89,11 +94,6 @@ def validate_checkpoint(
     )
 
 
-class CheckpointRemovedError(MfsdpFailedError, ValueError):
-    """The checkpoint went away while it was read, as a run saving with keep_last removes
-    its old steps (exit 1: the read failed, nothing says the checkpoint is damaged)."""
-
-
 def validate_paths(
     paths: layout.CheckpointPaths,
     report: ValidationReport | None = None,
@@ -108,54 +108,17 @@ def validate_paths(
     """The checks of `validate_checkpoint` on an already resolved checkpoint (`reader`: one
     of its dist_ckpt the caller already holds). CheckpointRemovedError when it was removed
     while it was read: its files then went missing one by one, which read as damage."""
-    stamps = _dir_stamps(paths)
+    stamps = dir_stamps(paths)
     try:
         report = _run_checks(
             paths, report, deep, (progress, base_progress, hash_progress), hf_config, reader
         )
     except Exception:
-        _refuse_if_removed(paths, stamps)
+        refuse_if_removed(paths, stamps)
         raise
     if not report.ok():
-        _refuse_if_removed(paths, stamps)
+        refuse_if_removed(paths, stamps)
     return report
-
-
-_Stamps = list[tuple[int, int] | None]  # (inode, mtime) of each directory, None: not there
-
-
-def _dir_stamps(paths: layout.CheckpointPaths) -> _Stamps:
-    """Identity and last change of the checkpoint's directories (step, dist_ckpt, HF files):
-    removing or adding an entry in one changes its mtime, removing it its identity. None
-    for one that cannot be looked at."""
-    stamps: _Stamps = []
-    for directory in dict.fromkeys((paths.step_dir, paths.dist_ckpt, paths.hf_dir)):
-        if directory is None:
-            continue
-        try:
-            info = os.stat(directory)
-        except OSError:
-            stamps.append(None)
-            continue
-        stamps.append((info.st_ino, info.st_mtime_ns))
-    return stamps
-
-
-def _refuse_if_removed(paths: layout.CheckpointPaths, stamps: _Stamps) -> None:
-    """CheckpointRemovedError when the checkpoint's directories are not as they were when
-    the read began: nobody writes into a finished checkpoint, but a run saving with
-    keep_last deletes its old steps, and a read that met their files going reported
-    "their data file __0_0.distcp is missing" as if the step were damaged."""
-    if _dir_stamps(paths) == stamps:
-        return
-    if paths.step_dir is not None and paths.step is not None:
-        raise CheckpointRemovedError(
-            f"{paths.step_dir}: step {paths.step} was removed while it was read (a run still"
-            " saving with keep_last?); read it again"
-        )
-    raise CheckpointRemovedError(
-        f"{paths.dist_ckpt}: changed while it was read (files removed or added); read it again"
-    )
 
 
 def _run_checks(
@@ -301,7 +264,7 @@ def _resolve(
             step = None
         steps = layout.list_complete_steps(given)
         if step is not None and step not in steps:
-            _refuse_if_moved_on(given, step)
+            refuse_if_moved_on(given, step)
             report.add(ERROR, tracker, f"names step {step}, which is missing or incomplete")
         chosen = step if step in steps else (steps[-1] if steps else None)
         if chosen is None:
@@ -315,21 +278,6 @@ def _resolve(
             return replace(paths, note="; ".join(filter(None, (paths.note, newer))))
         return paths
     return layout.resolve_checkpoint(given, role=role)
-
-
-def _refuse_if_moved_on(run: Path, step: int) -> None:
-    """CheckpointRemovedError when the tracker, which named `step` (missing now), names
-    another step by now: a run saving meanwhile moved it on and removed `step` (keep_last),
-    which is no damage of the run dir."""
-    try:
-        now = layout.read_tracker(run)
-    except layout.DamagedRunDirError:
-        return
-    if now != step:
-        raise CheckpointRemovedError(
-            f"{run / layout.TRACKER_FILE}: step {step} was removed while it was read (a run"
-            f" still saving with keep_last? the tracker names step {now} now); read it again"
-        )
 
 
 def _newer_step_note(tracker: Path, step: int, newest: int) -> str:

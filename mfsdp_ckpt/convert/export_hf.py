@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mfsdp_ckpt.check.removed_while_read import reads_checkpoint
 from mfsdp_ckpt.check.validate import manifest_hash_errors, require_valid
 from mfsdp_ckpt.convert.export_errors import ExportUsageError, ExportVerifyError
 from mfsdp_ckpt.convert.export_plan import ExportPlan, convert, plan_export, task_cost
@@ -453,6 +454,7 @@ def prepare_source(
     return PreparedSource(source, local_paths, asset_location, derived, assets)
 
 
+@reads_checkpoint  # a step a run's keep_last removes meanwhile is said to be so
 def export_hf(
     ckpt: str | os.PathLike,
     out_dir: str | os.PathLike,
@@ -568,7 +570,12 @@ def export_hf(
             vocab_notes = fit_config_file(source.paths, source.reader, tmp, asset_location)
             config = load_copied_config(tmp / "config.json", asset_location, _layer_cap(source))
             plan = plan_export(
-                source, config, layout_name=layout_name, dtype=dtype, drop_mtp=drop_mtp
+                source,
+                config,
+                layout_name=layout_name,
+                dtype=dtype,
+                drop_mtp=drop_mtp,
+                hf_config=hf_config,
             )
             plan.allow_nonfinite = allow_nonfinite
             if plan.lora is None and lora_alpha is not None:

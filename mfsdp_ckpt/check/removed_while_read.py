@@ -1,0 +1,145 @@
+"""A checkpoint removed while it was read is said to be so, not reported as damaged.
+
+A run saving with `keep_last` deletes its old steps as it saves new ones; a command reading
+one of them meanwhile (`validate`, `export-hf`, `inspect`, a run resuming from another
+run's dir) met its files going one by one and said "`__0_1.distcp`: file is missing", as if
+the step were damaged. Every reader of a step goes through this module: when its read
+fails, the step's directories are compared with what they were when the read began (and a
+run dir's tracker with the step it named), and a change is one line saying the step was
+removed while it was read, exit 1, and to read it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import ParamSpec, TypeVar
+
+from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError
+from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.storage.tensorstore_store import is_url
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+Stamps = list[tuple[int, int] | None]  # (inode, mtime) of each directory, None: not there
+
+
+class CheckpointRemovedError(MfsdpFailedError, ValueError):
+    """The checkpoint went away while it was read, as a run saving with keep_last removes
+    its old steps (exit 1: the read failed, nothing says the checkpoint is damaged)."""
+
+
+def dir_stamps(paths: layout.CheckpointPaths) -> Stamps:
+    """Identity and last change of the checkpoint's directories (step, dist_ckpt, HF files):
+    removing or adding an entry in one changes its mtime, removing it its identity. None
+    for one that cannot be looked at."""
+    stamps: Stamps = []
+    for directory in dict.fromkeys((paths.step_dir, paths.dist_ckpt, paths.hf_dir)):
+        if directory is None:
+            continue
+        try:
+            info = os.stat(directory)
+        except OSError:
+            stamps.append(None)
+            continue
+        stamps.append((info.st_ino, info.st_mtime_ns))
+    return stamps
+
+
+def refuse_if_removed(paths: layout.CheckpointPaths, stamps: Stamps) -> None:
+    """CheckpointRemovedError when the checkpoint's directories are not as they were when
+    the read began (`stamps`): nobody writes into a finished checkpoint, but a run saving
+    with keep_last deletes its old steps."""
+    if dir_stamps(paths) == stamps:
+        return
+    if paths.step_dir is not None and paths.step is not None:
+        raise CheckpointRemovedError(
+            f"{paths.step_dir}: step {paths.step} was removed while it was read (a run still"
+            " saving with keep_last?); read it again"
+        )
+    raise CheckpointRemovedError(
+        f"{paths.dist_ckpt}: changed while it was read (files removed or added); read it again"
+    )
+
+
+def refuse_if_moved_on(run: Path, step: int | str) -> None:
+    """CheckpointRemovedError when the tracker of `run`, which named `step` (missing now),
+    names another step by now: a run saving meanwhile moved it on and removed `step`
+    (keep_last), which is no damage of the run dir."""
+    try:
+        now = layout.read_tracker_text(run)
+    except layout.DamagedRunDirError:
+        return
+    if now is not None and now != str(step):
+        raise CheckpointRemovedError(
+            f"{run / layout.TRACKER_FILE}: step {step} was removed while it was read (a run"
+            f" still saving with keep_last? the tracker names step {now} now); read it again"
+        )
+
+
+@contextlib.contextmanager
+def removal_said(path: str | os.PathLike, role: str | None = None) -> Iterator[None]:
+    """Read the checkpoint at `path` (any level `layout.resolve_checkpoint` reads) in the
+    block: an error raised there becomes CheckpointRemovedError when the step was removed
+    (or, when it went as it was resolved, the run dir's tracker moved on) meanwhile. A URL,
+    or a path that resolves to no checkpoint, is left to the block's own errors."""
+    if is_url(str(path)):
+        yield
+        return
+    run = Path(path)
+    tracked: str | None = None
+    paths: layout.CheckpointPaths | None = None
+    with contextlib.suppress(MfsdpError, OSError):  # the block says what is wrong
+        tracked = layout.read_tracker_text(run) if run.is_dir() else None
+        paths = layout.resolve_checkpoint(run, role=role)
+    if paths is not None:
+        with removal_of(paths):
+            yield
+        return
+    try:
+        yield
+    except Exception:
+        if tracked is not None:
+            refuse_if_moved_on(run, tracked)
+        raise
+
+
+@contextlib.contextmanager
+def removal_of(paths: layout.CheckpointPaths) -> Iterator[None]:
+    """Read the resolved checkpoint `paths` in the block: an error raised there becomes
+    CheckpointRemovedError when its directories changed meanwhile (`refuse_if_removed`)."""
+    stamps = dir_stamps(paths)
+    try:
+        yield
+    except Exception:
+        refuse_if_removed(paths, stamps)
+        raise
+
+
+def reads_checkpoint(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """`function`, whose first argument names a checkpoint and whose `role` keyword picks
+    verl's role in it, run inside `removal_said`."""
+
+    @functools.wraps(function)
+    def guarded(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        path, role = args[0], kwargs.get("role")
+        if not isinstance(path, (str, os.PathLike)):
+            return function(*args, **kwargs)
+        with removal_said(path, role if isinstance(role, str) else None):
+            return function(*args, **kwargs)
+
+    return guarded
+
+
+__all__ = [
+    "CheckpointRemovedError",
+    "dir_stamps",
+    "reads_checkpoint",
+    "refuse_if_moved_on",
+    "refuse_if_removed",
+    "removal_of",
+    "removal_said",
+]
