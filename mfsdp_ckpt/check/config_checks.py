@@ -258,7 +258,7 @@ def _check_plan(paths, reader, report: ValidationReport, where, config_of) -> No
         config = config_of()
         if paths.role == value_head.CRITIC:  # the value head apart, the backbone as an actor's
             source, config = _critic_backbone(paths, reader, report, config)
-        plan = plan_export(source, config, drop_mtp=True, compare_tied_head=False)
+        plan = plan_export(source, config, drop_mtp=True, compare_tied_head=report.deep)
     except ForeignWeightsError as err:  # whole, maybe, but no model this config describes
         what = str(err).removeprefix(f"{source.location} ")
         report.add(WARNING, where, f"weights not checked against this config: {what}")

@@ -195,11 +195,14 @@ def plan_export(
     dtype: str = "auto",
     drop_mtp: bool = False,
     compare_tied_head: bool = True,
+    hf_config: str | os.PathLike | None = None,
 ) -> ExportPlan:
     """Map names, check them against the config, choose output dtypes. Raises before any
-    weight is written; the one read is of a tied config's stored `lm_head.weight` and the
-    embedding, compared before the head is dropped (`_refuse_untied_head`; not with
-    `compare_tied_head` false: validate reads values only when asked to go deep).
+    weight is written; the one read is of a tied config's stored `lm_head.weight` (or
+    Megatron-core's `output_layer.weight`) and the embedding, compared before the head is
+    dropped (`_refuse_untied_head`; not with `compare_tied_head` false: validate reads
+    values only when asked to go deep). `hf_config`: where `config` came from when the
+    user gave it (--hf-config), None for the checkpoint's own.
     `drop_mtp`: multi-token prediction layers are left out (never read), else refused."""
     if layout_name not in ("auto", *LAYOUTS):
         raise ExportUsageError(f"--layout {layout_name!r}: choose auto, {', '.join(LAYOUTS)}")
@@ -233,8 +236,8 @@ def plan_export(
         except UnsupportedModelError as err:
             raise ExportError(f"{source.location}: {err}") from None
     _check_against_config(source, config, items, chosen_layout)
-    if compare_tied_head and chosen_layout == HF and geometry.tie_word_embeddings:
-        _refuse_untied_head(source, stored)
+    if compare_tied_head and geometry.tie_word_embeddings:
+        _refuse_untied_head(source, stored, _TIED_PAIRS[chosen_layout], hf_config)
     out_dtype = choose_dtype(dtype, config, [reader.tensors[k] for k in stored.values()])
     cast_from_config = dtype == "auto" and _config_dtype(config) is not None
     dtypes = {}
@@ -419,21 +422,38 @@ def _check_against_config(
         )
 
 
-def _refuse_untied_head(source: ExportSource, stored: dict[str, str]) -> None:
-    """Under tie_word_embeddings=true the export writes the embedding alone; a stored
-    `lm_head.weight` that differs from it was trained untied, and dropping it would change
-    the model: refused as the Megatron-core layout refuses its own output layer (exit 2:
-    the config is the one to change). One that differs in a few elements, or whose files
-    no longer match the manifest, is damaged instead (exit 1: `tied_head.unequal_verdict`)."""
-    head, embedding = stored.get(tied_head.HEAD), stored.get(tied_head.EMBEDDING)
+# (head, embedding) of a tied model as each layout names them
+_TIED_PAIRS = {
+    HF: (tied_head.HEAD, tied_head.EMBEDDING),
+    MCORE: (tied_head.MCORE_HEAD, tied_head.MCORE_EMBEDDING),
+}
+
+
+def _refuse_untied_head(
+    source: ExportSource,
+    stored: dict[str, str],
+    pair: tuple[str, str],
+    hf_config: str | os.PathLike | None,
+) -> None:
+    """Under tie_word_embeddings=true the export writes the embedding alone; a stored head
+    (`pair`: head and embedding as the layout names them) equal to it is its copy and
+    dropped, one that differs in nearly every element was trained untied and dropping it
+    would change the model. That is the config's fault: exit 2 when it is --hf-config's
+    (`hf_config`), exit 1 when it is the checkpoint's own (its record, its huggingface/),
+    which the user can only override with --hf-config. One that differs in a few
+    elements, or whose files no longer match the manifest, is damaged instead (exit 1:
+    `tied_head.unequal_verdict`)."""
+    head, embedding = stored.get(pair[0]), stored.get(pair[1])
     if head is None or embedding is None:
         return
-    remedy = "use a config with tie_word_embeddings false"
-    verdict = tied_head.dcp_verdict(
-        source.reader, source.paths, (head, embedding), "the config", remedy
-    )
+    if hf_config is not None:
+        config, remedy = f"--hf-config {hf_config}", "give a config with tie_word_embeddings false"
+    else:
+        config = "the checkpoint's own config"
+        remedy = "pass --hf-config DIR|config.json with tie_word_embeddings false"
+    verdict = tied_head.dcp_verdict(source.reader, source.paths, (head, embedding), config, remedy)
     if verdict is not None:
-        error = ExportError if verdict.damaged else ExportUsageError
+        error = ExportUsageError if hf_config is not None and not verdict.damaged else ExportError
         raise error(f"{source.location}: [{head}]: {verdict.what}")
 
 

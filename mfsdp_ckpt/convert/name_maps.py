@@ -1094,7 +1094,8 @@ def map_names(
 
     `module_paths` maps unwrapped names to stored shapes. Raises MappingError naming the
     first tensors no rule explains, and for shapes the config contradicts. A tied
-    output layer is dropped (transformers' save_pretrained omits `lm_head.weight` too).
+    output layer is dropped (transformers' save_pretrained omits `lm_head.weight` too;
+    the export compares it with the embedding first).
     """
     planned: list[MappedTensor] = []
     if layout == HF:
@@ -1134,16 +1135,10 @@ def map_names(
                 f"{len(unmapped)} tensor(s) have no {model_type} mcore mapping: "
                 f"{_first(sorted(unmapped))}"
             )
-    if geometry.tie_word_embeddings:
-        head = next((p for p in planned if p.targets == ("lm_head.weight",)), None)
-        if head is not None and layout == MCORE:
-            # Megatron-core allocates no output_layer when it shares the embedding: one in
-            # the checkpoint was trained apart from it, and dropping it changes the model.
-            raise MappingError(
-                f"[{head.source}]: an output layer of its own (trained untied), but the config"
-                " says tie_word_embeddings=true; use a config with tie_word_embeddings false"
-            )
-        planned = [p for p in planned if p is not head]
+    if geometry.tie_word_embeddings:  # a stored head is the embedding's copy: the export
+        # compares the two first (`export_plan._refuse_untied_head`); Megatron-core keeps
+        # such a copy as the last pipeline stage's output_layer
+        planned = [p for p in planned if p.targets != ("lm_head.weight",)]
     seen: dict[str, str] = {}
     for item in planned:
         for target in item.targets:

@@ -6,14 +6,15 @@ import-hf's mcore layout keeps no output layer (Megatron shares the embedding). 
 only right when the two hold the same values: a head trained apart (a run that untied
 them, a config copied from a tied base) would be replaced by the embedding, a different
 model; transformers itself refuses to tie such a pair and loads it untied. So the two are
-compared byte for byte, a bounded piece at a time, and a head that differs is refused.
+compared byte for byte, a bounded piece at a time, and a head that differs is refused
+(Megatron-core's `output_layer.weight` beside `embedding.word_embeddings.weight` alike).
 
 Why they differ decides what the user must do. Training a head apart moves nearly every
 element of it (each row gets a gradient through the softmax), while damage (a flipped
 bit, a torn sector) changes a few. So the differing elements are counted (up to a few:
 past that the count stops, and the verdict with it), and a pair that differs in a few, or
 whose files no longer match their manifest's digests (`tensor_digests`), is called
-damaged (exit 1, pointing to `validate --deep`) instead of blaming the config (exit 2).
+damaged (exit 1, pointing to `validate --deep`) instead of blaming the config.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ if TYPE_CHECKING:
 
 HEAD = "lm_head.weight"
 EMBEDDING = "model.embed_tokens.weight"
+# The same pair under Megatron-core's names: a tied GPTModel keeps a copy of the embedding
+# as the output layer of its last pipeline stage, saved with the rest.
+MCORE_HEAD = "output_layer.weight"
+MCORE_EMBEDDING = "embedding.word_embeddings.weight"
 PIECE_BYTES = 16 << 20  # compared at a time: memory stays flat whatever the vocabulary
 # "A few" differing elements: at most one in FEW_SHARE, and never fewer than MIN_FEW (a
 # flipped byte is one element, a torn 4 KiB sector a thousand float32 ones of a large head),
@@ -82,8 +87,8 @@ class _Counter:
 
 
 def untied_head(embedding: str, config: str, remedy: str) -> str:
-    """What is wrong with a head that differs from `embedding`, worded as the Megatron-core
-    layout refuses its own output layer under a tied config (`name_maps.map_names`)."""
+    """What is wrong with a head that differs from `embedding` in nearly every element:
+    `config` ties it, and `remedy` says what to give instead."""
     return (
         f"an output layer of its own, unequal to [{embedding}] (trained untied),"
         f" but {config} says tie_word_embeddings=true; {remedy}"
@@ -93,8 +98,8 @@ def untied_head(embedding: str, config: str, remedy: str) -> str:
 @dataclass(frozen=True)
 class Unequal:
     """The verdict on a head unequal to the embedding it should copy: `damaged` (exit 1:
-    the bytes, not the config, are wrong) or trained untied (exit 2: use another config),
-    and `what` in words."""
+    the bytes, not the config, are wrong) or trained untied (another config is needed: the
+    caller's exit code says whose config it was), and `what` in words."""
 
     damaged: bool
     what: str
@@ -333,6 +338,8 @@ __all__ = [
     "DEEP_CHECK",
     "EMBEDDING",
     "HEAD",
+    "MCORE_EMBEDDING",
+    "MCORE_HEAD",
     "PIECE_BYTES",
     "Difference",
     "Unequal",

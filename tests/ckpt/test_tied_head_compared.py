@@ -6,8 +6,9 @@ embedding alone. Was: the head was dropped unread whatever it held (export exit 
 valid, import-hf exit 0 in both layouts), so a head trained apart from the embedding became
 the embedding: a different model, which transformers itself refuses to tie (it loads such a
 pair untied). Now equal bytes are dropped as before; unequal ones are refused naming the
-tensor and the config key, as the Megatron-core layout refuses an output layer of its own
-(tests/ckpt/test_interop_megatron_verl_variants.py): export exit 2 (pass an untied config),
+tensor and the config key, as a Megatron-core output layer is
+(tests/ckpt/test_interop_megatron_verl_variants.py): export exit 1 for the checkpoint's own
+config (pass an untied one with --hf-config), 2 for --hf-config's,
 `validate --deep` an error (values are read only with --deep, as for NaN), import-hf exit 1
 (the model dir contradicts itself).
 """
@@ -31,6 +32,8 @@ from tests.support.paths import FIXTURES
 
 HEAD, EMBEDDING = "model.lm_head.weight", "model.model.embed_tokens.weight"
 EXPORT_REMEDY = "use a config with tie_word_embeddings false"
+OWN_CONFIG = "the checkpoint's own config"
+OWN_REMEDY = "pass --hf-config DIR|config.json with tie_word_embeddings false"
 
 
 def _untied(embedding: str, config: str, remedy: str = EXPORT_REMEDY) -> str:
@@ -58,8 +61,10 @@ def _tied_dcp(root: Path, head_change: float | None, head_dtype=None) -> Path:
 def test_export_and_validate_refuse_a_head_unequal_to_the_tied_embedding(tmp_path):
     ckpt = _tied_dcp(tmp_path, head_change=0.5)
     code, out, err = run_cli("ckpt", "export-hf", ckpt, "--out", tmp_path / "hf")
-    assert code == 2, out + err
-    assert one_error_line(err) == (f"error: {ckpt}: [{HEAD}]: {_untied(EMBEDDING, 'the config')}")
+    assert code == 1, out + err  # the checkpoint's own config: exit 2 is for --hf-config's
+    assert one_error_line(err) == (
+        f"error: {ckpt}: [{HEAD}]: {_untied(EMBEDDING, OWN_CONFIG, OWN_REMEDY)}"
+    )
     assert not (tmp_path / "hf").exists()
     code, out, err = run_cli("ckpt", "validate", ckpt)  # reads values only with --deep
     assert code == 0, out + err
@@ -197,7 +202,7 @@ def test_export_ties_a_head_holding_the_embeddings_values_in_another_dtype(chang
     ckpt = _tied_dcp(tmp_path, head_change=change, head_dtype=torch.float64)
     code, out, err = run_cli("ckpt", "export-hf", ckpt, "--out", tmp_path / "hf")
     if change is not None:
-        assert code == 2 and "(trained untied)" in err, out + err
+        assert code == 1 and "(trained untied)" in err, out + err
         return
     assert code == 0, out + err
     assert "lm_head.weight" not in load_file(tmp_path / "hf" / "model.safetensors")

@@ -181,12 +181,15 @@ def megatron_run(
     experts: str = "grouped",
     optimizer: bool = False,
     mtp_layers: int = 0,
+    extra: dict[str, torch.Tensor] | None = None,
 ) -> Path:
     """RUN/{latest_checkpointed_iteration.txt, iter_0000100/} as Megatron-LM saves an
     fsdp_dtensor checkpoint: `args` beside the Megatron-core weights of `model` (and
-    `mtp_layers` multi-token prediction layers), and with `optimizer` its Adam state."""
+    `mtp_layers` multi-token prediction layers, and the weights `extra` names by their
+    saved key), and with `optimizer` its Adam state."""
     run = root / "megatron"
     weights = {**mcore_weights(model, rows, experts), **mtp_weights(model, mtp_layers)}
+    weights.update(extra or {})
     state = {
         "args": args,
         "checkpoint_version": 3.0,
