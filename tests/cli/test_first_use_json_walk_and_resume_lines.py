@@ -242,7 +242,7 @@ def test_a_run_resumed_past_its_last_step_says_nothing_is_left_to_train(
         total_steps=12 if stop_at_step is None else 30,
         checkpointer=None,
         states={},
-        resume=SimpleNamespace(step_dir=step_dir),
+        resume=SimpleNamespace(step_dir=step_dir, root=step_dir),
         hf_assets=lambda _dir: None,
         start=20,
     )
