@@ -11,6 +11,7 @@ Hugging Face parameter names (a wrapper module would prefix every name).
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import logging
 import os
@@ -364,9 +365,16 @@ def check_attention_backend(cfg: ModelConfig, device: torch.device) -> None:
 
 def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) -> torch.nn.Module:
     """fp32 model on `device` (the strategy casts compute to bf16); every rank builds the same one.
-    From a checkpoint, the weights stream into the model built from its config."""
+    From a checkpoint, the weights stream into the model built from its config.
+
+    The model gets its own copy of `config`: the caller's is the one the run saves in every
+    step's huggingface/ (and GRPO builds its reference from it too), and `from_config` set
+    its dtype to float32 there, so a run from a checkpoint of a bf16 model saved and
+    exported it as fp32 where the same run from the model dir kept bf16 (`from_pretrained`
+    copies the config it is given)."""
     from transformers import AutoModelForCausalLM
 
+    config = copy.deepcopy(config)
     torch.manual_seed(seed)
     source = resolve_model_source(cfg) if not cfg.random_init else None
     if source is not None and source.checkpoint is None:
