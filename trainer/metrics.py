@@ -4,6 +4,7 @@ wandb under `<run_dir>/wandb/`), and what the progress bar shows."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -14,6 +15,7 @@ from typing import Any, BinaryIO, TypeVar
 
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.file_errors import naming_file
 from mfsdp_ckpt.storage.unique_json import parse_json
 from trainer.rewards.custom import one_line
 from trainer.run_files import refuse_link, replacing
@@ -58,8 +60,7 @@ class MetricsLogger:
         if not self.enabled:
             return
         record = {"step": step, "time": round(time.time(), 3), **metrics}
-        with os.fdopen(safe_files.open_regular_for_writing(self.path, append=True), "a") as handle:
-            handle.write(json.dumps(record) + "\n")
+        append_whole(self.path, (json.dumps(record) + "\n").encode())
         scalars = {
             key: value
             for key, value in metrics.items()
@@ -76,6 +77,26 @@ class MetricsLogger:
             self._tensorboard.close()
         if self._wandb is not None:
             self._wandb.finish()
+
+
+def append_whole(path: Path, line: bytes) -> None:
+    """Append `line` to `path` whole or not at all. A write cut short (a full disk, a file
+    size limit) is cut back off the file: the torn record left behind became the start of
+    the next record's line, unreadable for good. The OSError names the file (a write through
+    a descriptor names none: the run's error line read `File too large` alone)."""
+    fd = safe_files.open_regular_for_writing(path, append=True)
+    try:
+        start = os.fstat(fd).st_size
+        left = memoryview(line)
+        try:
+            while left:
+                left = left[os.write(fd, left) :]
+        except OSError as err:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, start)
+            raise naming_file(err, path) from None
+    finally:
+        os.close(fd)
 
 
 class TrackerStartError(MfsdpFailedError):
@@ -164,47 +185,72 @@ def _resolved_config(run_dir: Path) -> dict[str, Any] | None:
 
 def drop_steps_after(run_dir: str | Path, step: int) -> str | None:
     """Remove from metrics.jsonl the records of steps after `step`, the step a run starts
-    from (-1 for a run that resumes nothing: every step's record goes), and say so in one
+    from (-1 for a run that resumes nothing: every step's record goes), and a torn last
+    line (a write a crash cut short: it has no newline and is no record), and say so in one
     line; None when there is none. A run that resumed an earlier step (`checkpoint.resume=
     PATH`, or a crash after steps logged past the last checkpoint) appended its steps to
-    the other timeline's: steps 1-6, then 3-6 again. Lines that are no record with a step
-    (a torn write, an edit, a line longer than MAX_RECORD_BYTES) stay as they are, ended by
-    a newline so that the next record starts its own line. The file is read in pieces of
-    about MAX_RECORD_BYTES, so memory stays bounded whatever it holds. It is replaced
-    whole (`run_files.replacing`): a crash or a full disk leaves the old one or the new
-    one, and a failure names it (RunFileError). Called on rank 0 only."""
+    the other timeline's: steps 1-6, then 3-6 again; a torn last line became the start of
+    the next record's line, both unreadable. Other lines that are no record with a step
+    (an edit, a line longer than MAX_RECORD_BYTES) stay as they are, ended by a newline so
+    that the next record starts its own line. The file is read in pieces of about
+    MAX_RECORD_BYTES, so memory stays bounded whatever it holds. It is replaced whole
+    (`run_files.replacing`): a crash or a full disk leaves the old one or the new one, and
+    a failure names it (RunFileError). Called on rank 0 only."""
     path = Path(run_dir) / METRICS_FILE
     refuse_link(path)  # read and replaced here, appended to next: never another file
     try:
-        dropped = [n for n in _steps_in(path) if n > step]
+        steps, torn = _steps_in(path)
     except OSError:  # none yet, or no regular file: MetricsLogger names that as it writes
         return None
-    if not dropped:
+    dropped = [n for n in steps if n is not None and n > step]
+    if not dropped and not torn:
         return None
     with (
         os.fdopen(safe_files.open_regular(path), "rb") as source,
-        replacing(path, f"remove the records of steps after {step} from it") as out,
+        replacing(
+            path,
+            f"remove the records of steps after {step} from it"
+            if dropped
+            else "remove its torn last line",
+        ) as out,
     ):
-        for found, pieces in _lines(source, _step_of):
-            if found is None or found <= step:
+        torn_index = len(steps) - 1 if torn else -1
+        for index, (found, pieces) in enumerate(_lines(source, _step_of)):
+            if found <= step if found is not None else index != torn_index:
                 last = b""
                 for last in pieces:
                     out.write(last)
                 if not last.endswith(b"\n"):
                     out.write(b"\n")
-    steps = f"{len(dropped)} record(s) of steps {min(dropped)}-{max(dropped)}"
-    if step < 0:
-        return f"{path}: removed {steps} an earlier run logged; this run resumes no checkpoint"
-    return (
-        f"{path}: removed {steps} an earlier run logged after step {step}, where this run"
-        " resumes; it logs those steps again"
-    )
+    return f"{path}: removed {_removed(dropped, torn, step)}"
 
 
-def _steps_in(path: Path) -> list[int]:
-    """The step of every record in metrics.jsonl at `path` (OSError when it cannot be read)."""
+def _removed(dropped: list[int], torn: bool, step: int) -> str:
+    """What `drop_steps_after` removed, in words."""
+    said = ["a torn last line (a write cut short)"] if torn else []
+    if dropped:
+        steps = f"{len(dropped)} record(s) of steps {min(dropped)}-{max(dropped)}"
+        if step < 0:
+            said.insert(0, f"{steps} an earlier run logged")
+            return f"{' and '.join(said)}; this run resumes no checkpoint"
+        said.insert(0, f"{steps} an earlier run logged after step {step}")
+        return f"{' and '.join(said)}, where this run resumes; it logs those steps again"
+    return said[0]
+
+
+def _steps_in(path: Path) -> tuple[list[int | None], bool]:
+    """The step each line of metrics.jsonl at `path` records (None for a line that is no
+    record), and whether the last line is torn: a record cut short, no record, with no
+    newline after it and no longer than a record may be (a longer one is none of the
+    logger's, kept). OSError when the file cannot be read."""
     with os.fdopen(safe_files.open_regular(path), "rb") as handle:
-        return [step for step, _pieces in _lines(handle, _step_of) if step is not None]
+        steps = [found for found, _pieces in _lines(handle, _step_of)]
+        if not steps or steps[-1] is not None:
+            return steps, False
+        size = handle.seek(0, os.SEEK_END)
+        handle.seek(max(0, size - MAX_RECORD_BYTES - 1))
+        tail = handle.read()
+    return steps, not tail.endswith(b"\n") and (b"\n" in tail or size <= MAX_RECORD_BYTES)
 
 
 def _lines(

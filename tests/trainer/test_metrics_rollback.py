@@ -25,15 +25,15 @@ def _record(step: int) -> str:
 
 def test_records_after_the_step_go_and_other_lines_stay(tmp_path):
     run = tmp_path / "run"
-    torn = '{"step": 5, "train/lo'
-    _write(run, _record(0), _record(1), _record(2), "not json\n", _record(3), _record(4), torn)
+    edited = '{"step": 1, "train/lo\n'
+    _write(run, _record(0), _record(1), _record(2), "not json\n", edited, _record(3), _record(4))
     note = drop_steps_after(run, 2)
     assert note == (
         f"{run / METRICS_FILE}: removed 2 record(s) of steps 3-4 an earlier run logged after"
         " step 2, where this run resumes; it logs those steps again"
     )
     text = (run / METRICS_FILE).read_text()
-    assert text == _record(0) + _record(1) + _record(2) + "not json\n" + torn + "\n"
+    assert text == _record(0) + _record(1) + _record(2) + "not json\n" + edited
     assert os.listdir(run) == [METRICS_FILE]  # no temp file left
 
 
