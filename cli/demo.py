@@ -27,6 +27,7 @@ from cli.errors import GivenPath, on_interrupt
 from cli.launch import CONFIG_CHECKED, end_as_ranks_ended, run_ranks, stopped_run_line
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format.output_inside import inside_checkpoint
+from mfsdp_ckpt.storage.named_writes import write_bytes
 from mfsdp_ckpt.storage.out_dir import checked_target as checked_out_path
 from mfsdp_ckpt.storage.out_lock import ctrl_c_deferred, out_lock
 from mfsdp_ckpt.storage.writable import require_writable_dir
@@ -191,11 +192,12 @@ def _run(out: Path, nproc: int, steps: int, phase: _Phase) -> None:
 
     raw = out / RAW_DIR / "train.jsonl"
     raw.parent.mkdir(parents=True)
-    raw.write_text(
+    rows = synthetic_arithmetic(320, seed=7)
+    write_bytes(
+        raw,
         "".join(
-            json.dumps({"question": r["question"], "answer": r["answer"]}) + "\n"
-            for r in synthetic_arithmetic(320, seed=7)
-        )
+            json.dumps({"question": r["question"], "answer": r["answer"]}) + "\n" for r in rows
+        ).encode(),
     )
     tables = convert_files("gsm8k", [str(raw)], out / DATA_DIR)
     model_dir = build_tiny_model_dir(out / INIT_DIR, with_weights=True)

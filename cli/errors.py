@@ -37,6 +37,7 @@ from mfsdp_ckpt.errors import (
     MfsdpError,
     on_stranded_error,
 )
+from mfsdp_ckpt.storage.file_errors import os_error_line
 from mfsdp_ckpt.storage.tensor_memory import is_allocation_failure
 
 __all__ = [
@@ -258,22 +259,6 @@ def report_errors(
     finally:
         if installed and signal.getsignal(signal.SIGTERM) is _terminate:  # not settled
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-def os_error_line(err: OSError) -> str:
-    """`PATH: reason` for an OSError: the file it names (both, for a rename) and errno's
-    words, without Python's `[Errno N]` prefix and quotes (`[Errno 27] File too large:
-    '/x'`). One that names no file is its words alone: mfsdp's writers put the path there
-    (`PATH: cannot reserve ...`) or give it as the file name (`file_errors.naming_file`)."""
-    reason = err.strerror or str(err)
-    if err.filename is None:
-        return reason
-    names = [
-        os.fsdecode(name) if isinstance(name, str | bytes) else str(name)
-        for name in (err.filename, err.filename2)
-        if name is not None
-    ]
-    return f"{' -> '.join(names)}: {reason}"
 
 
 def peer_lost(err: BaseException) -> bool:

@@ -48,6 +48,8 @@ from mfsdp_ckpt.format.file_hash import FileRecord, hash_files
 from mfsdp_ckpt.format.manifest import CONTENT_KINDS, Manifest, read_manifest
 from mfsdp_ckpt.retention import prune_steps
 from mfsdp_ckpt.storage.dcp_writer import CheckedWriter
+from mfsdp_ckpt.storage.file_errors import os_error_line
+from mfsdp_ckpt.storage.named_writes import write_bytes, writing
 from mfsdp_ckpt.storage.safe_dcp import SafeFileSystemReader, SafeLoadPlanner
 from mfsdp_ckpt.storage.staging import HostStager
 from mfsdp_ckpt.storage.tensor_memory import TensorMemoryError, is_allocation_failure
@@ -353,7 +355,8 @@ class Checkpointer:
         if hf_assets is not None:
             hf_dir = tmp / layout.HF_ASSETS_DIR
             hf_dir.mkdir(exist_ok=True)
-            hf_assets(hf_dir)
+            with writing(hf_dir):  # a library's error naming no file names the dir at least
+                hf_assets(hf_dir)
         extra_names = [f"{layout.DIST_CKPT_DIR}/{layout.DCP_METADATA_FILE}"]
         extra_names += [
             str(p.relative_to(tmp))
@@ -378,10 +381,7 @@ class Checkpointer:
             **fields,
         )
         manifest_path = tmp / layout.MANIFEST_FILE
-        with open(manifest_path, "w") as handle:
-            handle.write(manifest.to_json())
-            handle.flush()
-            os.fsync(handle.fileno())
+        write_bytes(manifest_path, manifest.to_json().encode(), durable=True)
         for directory in (tmp / layout.DIST_CKPT_DIR, tmp):
             layout.fsync_path(directory)
         _maybe_die("after_manifest", step)
@@ -593,7 +593,8 @@ def _save_failure(err: BaseException, pending: _PendingSave) -> BaseException:
     our own CheckpointSaveError as it is, a collective's RuntimeError (a peer went away: the
     CLI reports the rank that failed first) and SystemExit as they are; anything else (an
     OSError, DCP's gathered failures, a tokenizer's plain `Exception` on a full disk) as one
-    CheckpointSaveError naming the temp dir and the step."""
+    CheckpointSaveError naming the temp dir and the step, and the file as `PATH: reason`
+    (`_cause_line`)."""
     if isinstance(err, KeyboardInterrupt) or _interrupted(err):
         return KeyboardInterrupt()
     if isinstance(err, CheckpointSaveError | RuntimeError) or not isinstance(
@@ -606,9 +607,9 @@ def _save_failure(err: BaseException, pending: _PendingSave) -> BaseException:
         )
         failure.every_rank = True  # DCP raises the gathered failures on every rank
         return failure
-    text = str(err).strip().splitlines()
-    cause = f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
-    return CheckpointSaveError(f"{pending.tmp}: saving step {pending.step} failed: {cause}")
+    return CheckpointSaveError(
+        f"{pending.tmp}: saving step {pending.step} failed: {_cause_line(err)}"
+    )
 
 
 def _resumes_from(run_dir: Path) -> str:
@@ -637,9 +638,17 @@ def _first_cause(err: CheckpointException) -> BaseException:
 
 def _first_failure(err: CheckpointException) -> str:
     """The first rank's exception as one line (DCP's own message is a page of tracebacks)."""
-    cause = _first_cause(err)
-    text = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
-    return f"{type(cause).__name__}: {text}" if text else type(cause).__name__
+    return _cause_line(_first_cause(err))
+
+
+def _cause_line(cause: BaseException) -> str:
+    """Why a save failed, in one line: an OSError as `PATH: reason` (`os_error_line`: the
+    file it names and errno's words, never Python's `[Errno 28] ...: '/x'`), anything else
+    (a bug's, a library's own error) as `Type: its first line`."""
+    if isinstance(cause, OSError):
+        return os_error_line(cause)
+    text = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {text[0]}" if text else type(cause).__name__
 
 
 def _out_of_memory(dist_ckpt: Path, stored: Mapping[str, Any]) -> str:

@@ -26,6 +26,7 @@ import torch
 from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry, read_config_json
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError
 from trainer.config import ConfigError, ModelConfig
+from trainer.hf_files import save_hf_files
 from trainer.kernels import apply_kernels
 from trainer.local_paths import missing_path
 from trainer.lora import apply_lora
@@ -471,21 +472,10 @@ def attach_loss_forward(model: torch.nn.Module, mode: str, chunk_tokens: int) ->
 
 def write_hf_assets(target: Path, config: Any, tokenizer, model_path: str | None) -> None:
     """config.json, tokenizer files and generation_config.json: what export needs besides
-    weights. The model's generation_config.json is copied only as a checked asset
-    (`trainer.model_assets`): never through a link out of its dir, never unbounded."""
-    from transformers import GenerationConfig
-
-    config.save_pretrained(target)
-    tokenizer.save_pretrained(target)
-    generation = copied_generation_config(model_path)
-    if generation is not None:
-        (target / GENERATION_CONFIG_FILE).write_bytes(generation)
-    else:
-        GenerationConfig(
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-            do_sample=False,
-        ).save_pretrained(target)
+    weights (`hf_files.save_hf_files`: a failure names the file). The model's
+    generation_config.json is copied only as a checked asset (`trainer.model_assets`):
+    never through a link out of its dir, never unbounded."""
+    save_hf_files(target, config, tokenizer, copied_generation_config(model_path))
 
 
 def count_parameters(config: Any) -> dict[str, int]:

@@ -29,6 +29,7 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+WEIGHTS_FILE = "model.safetensors"
 GSM8K_SUFFIX = 'Let\'s think step by step and output the final answer after "####".'
 
 
@@ -108,10 +109,15 @@ def build_tiny_model_dir(
 ) -> Path:
     """Write config.json, generation_config.json and tokenizer files (and weights if asked).
 
-    The directory then works wherever a Hugging Face model dir is expected.
+    The directory then works wherever a Hugging Face model dir is expected. A write that
+    fails (a full disk) is an OSError naming its file (`named_writes.writing`).
     """
     import torch
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+    from safetensors.torch import save_file
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from mfsdp_ckpt.storage.named_writes import writing
+    from trainer.hf_files import save_hf_files
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -121,13 +127,15 @@ def build_tiny_model_dir(
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=None,
+        # what save_pretrained records of the weights written below (vLLM picks its model
+        # class by the architecture)
+        **({"architectures": ["Qwen2ForCausalLM"], "dtype": "float32"} if with_weights else {}),
     )
-    config.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    GenerationConfig(
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, do_sample=False
-    ).save_pretrained(out)
+    save_hf_files(out, config, tokenizer, generation=None)
     if with_weights:
         torch.manual_seed(seed)
-        Qwen2ForCausalLM(config).save_pretrained(out)
+        weights = Qwen2ForCausalLM(config).state_dict()
+        del weights["lm_head.weight"]  # tied to the embedding: saved once, as save_pretrained does
+        with writing(out / WEIGHTS_FILE):
+            save_file(weights, out / WEIGHTS_FILE, metadata={"format": "pt"})
     return out

@@ -94,6 +94,7 @@ from mfsdp_ckpt.format.generation_config import GENERATION_CONFIG_FILE
 from mfsdp_ckpt.format.hub_id import missing_hf_config
 from mfsdp_ckpt.format.model_files import top_level_names
 from mfsdp_ckpt.format.output_inside import inside_checkpoint
+from mfsdp_ckpt.storage.named_writes import write_bytes, write_text
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
 from mfsdp_ckpt.storage.tensor_memory import tensor_memory
@@ -254,7 +255,7 @@ def write_assets(assets: dict[str, Callable[[], bytes]], target: Path) -> None:
     for name, load in assets.items():
         path = target / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(load())
+        write_bytes(path, load())
 
 
 def set_config_dtype(config_file: Path, dtype: DType) -> None:
@@ -263,7 +264,7 @@ def set_config_dtype(config_file: Path, dtype: DType) -> None:
     data["dtype"] = dtype.name
     if "torch_dtype" in data:
         data["torch_dtype"] = dtype.name
-    config_file.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    write_text(config_file, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def _no_config_message(source: ExportSource, lacking: str = "") -> str:

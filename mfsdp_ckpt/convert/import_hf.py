@@ -97,6 +97,7 @@ from mfsdp_ckpt.storage.dcp_stream_writer import (
     SourceRange,
     StreamingDcpWriter,
 )
+from mfsdp_ckpt.storage.named_writes import write_bytes
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, SafetensorsSource
 
@@ -633,7 +634,7 @@ def _write_run_dir(
     for name, load in copied.items():
         target = assets / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(load())
+        write_bytes(target, load())
         layout.fsync_path(target)
     asset_names = [str(p.relative_to(step)) for p in sorted(assets.rglob("*")) if p.is_file()]
     files = hash_files(step, asset_names)
@@ -652,10 +653,7 @@ def _write_run_dir(
         save_seconds=round(time.monotonic() - started, 3),
         info={"imported_from": str(hf_dir.resolve())},
     )
-    with open(step / layout.MANIFEST_FILE, "w") as handle:
-        handle.write(manifest.to_json())
-        handle.flush()
-        os.fsync(handle.fileno())
+    write_bytes(step / layout.MANIFEST_FILE, manifest.to_json().encode(), durable=True)
     layout.fsync_path(step)
     layout.write_tracker(run, 0)
     return written, copied.left_out_note(str(hf_dir))

@@ -69,6 +69,7 @@ from mfsdp_ckpt.lora import (
     read_base_model,
     read_lora_settings,
 )
+from mfsdp_ckpt.storage.named_writes import write_bytes, write_text
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource
@@ -340,7 +341,7 @@ def _write_adapter(
         base_model_name_or_path=base.path if base is not None else None,
         target_modules=peft_target_modules(adapter.modules, _layer_count(paths)),
     )
-    (tmp / ADAPTER_CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    write_text(tmp / ADAPTER_CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True) + "\n")
     mismatches, verify_seconds = None, None
     if verify:
         verifying = time.monotonic()
@@ -414,7 +415,7 @@ def _write_merged(
     tensor (adapted ones merged) in the export dtype (`auto`: the config's)."""
     for name, load in assets.items():
         (tmp / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp / name).write_bytes(load())
+        write_bytes(tmp / name, load())
     config = load_copied_config(tmp / "config.json", asset_location)
     source = _base_source(base, base_progress)
     adapted = _check_fits_base(adapter, source)

@@ -58,6 +58,7 @@ from mfsdp_ckpt.lora import (
     peft_name,
     peft_target_modules,
 )
+from mfsdp_ckpt.storage.named_writes import write_text
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource
 from mfsdp_ckpt.storage.safetensors_writer import SINGLE_FILE, ShardedSafetensorsWriter, Spec
@@ -191,7 +192,7 @@ def _write_adapter(
     convert_seconds = time.monotonic() - converting
     os.replace(tmp / SINGLE_FILE, tmp / ADAPTER_WEIGHTS_FILE)
     settings = peft_config(lora, int(config.num_hidden_layers))
-    (tmp / ADAPTER_CONFIG_FILE).write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n")
+    write_text(tmp / ADAPTER_CONFIG_FILE, json.dumps(settings, indent=2, sort_keys=True) + "\n")
     verifying = time.monotonic()
     mismatches = (
         compare_written(tmp / ADAPTER_WEIGHTS_FILE, list(sources), tensor) if verify else None

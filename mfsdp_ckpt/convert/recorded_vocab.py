@@ -37,6 +37,7 @@ from mfsdp_ckpt.convert.name_maps import MappingError, model_tensors
 from mfsdp_ckpt.convert.recorded_layout import recorded_padding
 from mfsdp_ckpt.format.state_keys import AmbiguousStateError
 from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.named_writes import write_text
 from mfsdp_ckpt.storage.unique_json import loads_unique, too_many_containers
 
 if TYPE_CHECKING:
@@ -151,7 +152,7 @@ def fit_config_file(
     if problem is not None:
         raise ExportError(problem)
     data["vocab_size"] = fit.rows
-    config_file.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    write_text(config_file, json.dumps(data, indent=2, sort_keys=True) + "\n")
     return [fit.note()]
 
 

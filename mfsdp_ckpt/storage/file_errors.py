@@ -18,3 +18,19 @@ def naming_file(err: OSError, path: str | os.PathLike[str]) -> OSError:
     if err.filename is not None or err.errno is None:
         return err
     return OSError(err.errno, err.strerror or str(err), os.fspath(path))
+
+
+def os_error_line(err: OSError) -> str:
+    """`PATH: reason` for an OSError: the file it names (both, for a rename) and errno's
+    words, without Python's `[Errno N]` prefix and quotes (`[Errno 27] File too large:
+    '/x'`). One that names no file is its words alone: mfsdp's writers put the path there
+    (`PATH: cannot reserve ...`) or give it as the file name (`naming_file`)."""
+    reason = err.strerror or str(err)
+    if err.filename is None:
+        return reason
+    names = [
+        os.fsdecode(name) if isinstance(name, str | bytes) else str(name)
+        for name in (err.filename, err.filename2)
+        if name is not None
+    ]
+    return f"{' -> '.join(names)}: {reason}"
