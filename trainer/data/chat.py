@@ -5,7 +5,9 @@ text with `{% generation %}`, those spans give the mask directly. Most shipped
 templates (Qwen2.5's included) do not, so the fallback renders growing prefixes of the
 conversation: the tokens an assistant turn adds after the prompt for it
 (`add_generation_prompt=True`) are that turn's tokens. The fallback checks that each
-prefix really is a prefix of the full tokenization and refuses templates where it is not.
+prefix, and each generation prompt, really is a prefix of the tokenization after it, and
+refuses templates where one is not: a generation prompt a turn does not start with
+(DeepSeek-R1's `<think>`) left that turn's first tokens, or all of it, untrained.
 
 The template is rendered here (`template_sandbox`), as transformers' apply_chat_template
 renders it but with every value it makes bounded by what the row's token limit
@@ -129,6 +131,7 @@ class ChatColumns:
 
 def messages_of(row: dict[str, Any], columns: ChatColumns) -> list[dict]:
     """verl's SFT `messages` column, or a prompt (text or chat turns) + a response text."""
+    _refuse_template_arguments(row)
     if columns.messages in row and row[columns.messages] is not None:
         messages = checked_turns(row[columns.messages])
     elif columns.prompt in row and columns.response in row:
@@ -150,6 +153,24 @@ def messages_of(row: dict[str, Any], columns: ChatColumns) -> list[dict]:
     if not any(turn["role"] == "assistant" for turn in messages):
         raise ChatFormatError("the conversation has no assistant turn to learn from")
     return messages
+
+
+# Columns verl's MultiTurnSFTDataset passes to the chat template with the row's turns
+# (data.multiturn.tools_key / enable_thinking_key): a row's tool definitions, Qwen3's switch
+TEMPLATE_COLUMNS = ("tools", "enable_thinking")
+
+
+def _refuse_template_arguments(row: dict[str, Any]) -> None:
+    """A row's chat template arguments are refused, as data.apply_chat_template_kwargs is:
+    they were dropped, and the row trained as if it had no tools and thinking on."""
+    for column in TEMPLATE_COLUMNS:
+        value = row.get(column)
+        if value is None or value == [] or (isinstance(value, float) and math.isnan(value)):
+            continue
+        raise ChatFormatError(
+            f"column '{column}' ({value!r:.80}): extra chat template arguments are not"
+            " supported (the template renders the turns alone); drop the column"
+        )
 
 
 def _field(row: dict[str, Any], column: str, fields: tuple[str, ...]) -> Any:
@@ -327,6 +348,8 @@ def _span_mask(encoded: Any, spans: list[tuple[int, int]], count: int) -> list[i
     them (`char_to_token` of each span's first and last character)."""
     mask = [0] * count
     for start, end in spans:
+        if end <= start:  # an empty span marks nothing (char_to_token(-1) raised OverflowError)
+            continue
         first, last = encoded.char_to_token(start), encoded.char_to_token(end - 1)
         if first is None:
             break
@@ -360,14 +383,21 @@ def _tokenize_by_prefixes(tokenizer: Any, messages: list[dict], limit: RowLimit)
     for index, turn in enumerate(messages):
         if turn["role"] != "assistant":
             continue
-        start = len(ids(messages[:index], True))
+        prompt = ids(messages[:index], True)
         through = ids(messages[: index + 1], False)
         if full[: len(through)] != through:
             raise ChatFormatError(
-                "the chat template does not render conversations prefix by prefix; "
+                f"{limit.template} does not render conversations prefix by prefix; "
                 "add {% generation %} markers to it"
             )
-        for position in range(start, len(through)):
+        if len(prompt) >= len(through) or through[: len(prompt)] != prompt:
+            raise ChatFormatError(
+                f"{limit.template}: its generation prompt (add_generation_prompt=True) is not"
+                f" how it renders the start of assistant turn {index + 1} (DeepSeek-R1's adds"
+                " `<think>`, which its turns leave out), so that turn's tokens cannot be told"
+                " apart; add {% generation %} markers to it"
+            )
+        for position in range(len(prompt), len(through)):
             mask[position] = 1
     return Example(full, mask)
 

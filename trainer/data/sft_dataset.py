@@ -51,32 +51,34 @@ def tokenize_rows(
         except ChatFormatError as err:
             raise ChatFormatError(f"{where(index)}: {err}") from None
         kept = truncate(example, cfg.max_length, cfg.truncation, where(index))
-        if kept is not example and kept.num_targets == 0:
-            untrained.append(where(index))
+        if kept.num_targets == 0:
+            untrained.append((where(index), kept is not example))
         prompt = turn_texts(turn for turn in messages if turn["role"] != "assistant")
         examples.append(replace(kept, prompt=prompt))
     _say_untrained(untrained, len(examples), cfg)
     return examples
 
 
-def _say_untrained(untrained: list[str], rows: int, cfg: DataConfig) -> None:
-    """Rows whose every response token `data.truncation` cut off train nothing: a note
-    naming the first, or, when no row keeps one, a refusal (the run trained 3 steps of
-    loss 0.0000 and exit 0)."""
+def _say_untrained(untrained: list[tuple[str, bool]], rows: int, cfg: DataConfig) -> None:
+    """Rows with no target token train nothing: a note naming the first, or, when no row
+    has one, a refusal (the run trained 3 steps of loss 0.0000 and exit 0). Each is named
+    with `data.truncation` as its reason where it cut the row's every response token off
+    (True in `untrained`), else the chat template, which marked none of its tokens."""
     if not untrained:
         return
+    first, truncated = untrained[0]
     what = (
         f"keeps no response token after data.truncation={cfg.truncation} to"
         f" data.max_length={cfg.max_length}"
+        if truncated
+        else "has no token the chat template marks as assistant output"
     )
     if len(untrained) == rows:
+        remedy = "raise data.max_length" if truncated else "check the chat template"
         raise ChatFormatError(
-            f"{untrained[0]}: {what}, and so does every other row: nothing to learn;"
-            " raise data.max_length"
+            f"{first}: {what}, and so does every other row: nothing to learn; {remedy}"
         )
-    log.warning(
-        "note: %s %s (+%d more rows): they train nothing", untrained[0], what, len(untrained) - 1
-    )
+    log.warning("note: %s %s (+%d more rows): they train nothing", first, what, len(untrained) - 1)
 
 
 def load_sft_splits(

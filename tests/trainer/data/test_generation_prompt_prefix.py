@@ -1,0 +1,73 @@
+"""A template whose generation prompt is not how its assistant turns start (DeepSeek-R1's
+`<think>\\n`) left each turn's first tokens untrained, or the whole turn: 0 targets, loss
+0.0000 every step, exit 0. Such templates are refused, as is a run with no target at all."""
+
+import json
+
+import pytest
+
+from trainer.config import DataConfig
+from trainer.data.chat import ChatFormatError, row_limit, tokenize_chat
+from trainer.data.sft_dataset import load_sft_splits
+from trainer.tiny import build_tokenizer
+
+TURNS = (
+    '{% for m in messages %}{{ "<|im_start|>" + m["role"] + "\\n" + m["content"]'
+    ' + "<|im_end|>\\n" }}{% endfor %}'
+)
+CHAT = [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "It is 4."}]
+
+
+def with_template(prompt: str):
+    tokenizer = build_tokenizer()
+    tokenizer.chat_template = TURNS + (
+        "{% if add_generation_prompt %}{{ '" + prompt + "' }}{% endif %}"
+    )
+    return tokenizer
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "<|im_start|>assistant\\n<think>\\n",
+        "<|im_start|>assistant\\nOkay, let me think step by step about it and then answer.",
+    ],
+)
+def test_a_generation_prompt_the_turn_does_not_start_with_is_refused(prompt):
+    tokenizer = with_template(prompt)
+    with pytest.raises(ChatFormatError, match=r"generation prompt .* assistant turn 2"):
+        tokenize_chat(tokenizer, CHAT, row_limit(tokenizer, "data.max_length", 256))
+
+
+def test_a_matching_generation_prompt_trains_the_whole_turn():
+    tokenizer = with_template("<|im_start|>assistant\\n")
+    example = tokenize_chat(tokenizer, CHAT, row_limit(tokenizer, "data.max_length", 256))
+    trained = [token for token, m in zip(example.input_ids, example.loss_mask) if m]
+    assert tokenizer.decode(trained) == "It is 4.<|im_end|>\n"
+
+
+def test_a_run_where_no_row_has_a_target_is_refused(tmp_path):
+    """A `{% generation %}` template that marks nothing trained loss 0.0000, exit 0."""
+    tokenizer = build_tokenizer()
+    tokenizer.chat_template = (
+        TURNS.replace("{% for", "{% generation %}{% endgeneration %}{% for")
+        + "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    path = tmp_path / "train.jsonl"
+    path.write_text(json.dumps({"messages": CHAT}) + "\n")
+    cfg = DataConfig(train_files=[str(path)], max_length=256)
+    with pytest.raises(ChatFormatError, match=r"jsonl:1: has no token the chat template marks"):
+        load_sft_splits(cfg, tokenizer, seed=0, progress=False)
+
+
+@pytest.mark.parametrize(
+    ("column", "value"), [("tools", [{"type": "function"}]), ("enable_thinking", False)]
+)
+def test_a_row_with_chat_template_arguments_is_refused_naming_the_column(tmp_path, column, value):
+    """verl passes a row's tools / enable_thinking to the template; they were dropped."""
+    path = tmp_path / "train.jsonl"
+    rows = [{"messages": CHAT, column: None}, {"messages": CHAT, column: value}]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    cfg = DataConfig(train_files=[str(path)], max_length=256)
+    with pytest.raises(ChatFormatError, match=rf"jsonl:2: column '{column}' .* not supported"):
+        load_sft_splits(cfg, build_tokenizer(), seed=0, progress=False)
