@@ -506,7 +506,10 @@ def _unknown_key_message(cls: type, prefix: str, key: str, source: str, command:
     if glued is not None:
         return f"{source}: {full}: {glued}"
     verl = {name: to for name, to in verl_keys.names(command).items() if name.startswith(prefix)}
-    close = close_keys(full, _all_keys(cls, prefix), list(verl))
+    # a hint never names the key refused: `data.apply_chat_template_kwargs.x=` was
+    # refused as `data.apply_chat_template_kwargs`, "did you mean" that same key
+    others = [name for name in verl if name != full]
+    close = close_keys(full, [k for k in _all_keys(cls, prefix) if k != full], others)
     shown = [verl_keys.shown_name(name, verl[name]) if name in verl else name for name in close]
     hint = f"; did you mean {', '.join(shown)}?" if shown else ""
     return f"{source}: unknown config key '{full}'{hint}"

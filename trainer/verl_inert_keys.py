@@ -44,6 +44,11 @@ WEIGHT_SYNC = (
     "how verl moves weights into its engine; the engine here gets the actor's weights before"
     " each rollout"
 )
+# what verl's use_remove_padding switches, decided here by data.packing (verl's data.pad_mode)
+PADDING = (
+    "padding follows data.packing here (SFT packs without padding unless data.packing=false or"
+    " verl's data.pad_mode=right; GRPO pads each micro-batch to its longest sequence)"
+)
 
 # every key under each of these (a key of `trainer.verl_off_keys` under one is read there)
 SECTIONS: dict[str, Inert] = {
@@ -115,7 +120,7 @@ def _roles() -> dict[str, Inert]:
         "use_fused_kernels": SPEED,
         "checkpoint.async_save": SPEED,
         "calculate_entropy": "whether verl logs the entropy; entropy_coeff decides the loss",
-        "use_remove_padding": "sequences are always packed without padding",
+        "use_remove_padding": PADDING,
         "freeze_vision_tower": "there is no vision tower in the text models trained here",
         "shuffle": "mini-batches here are drawn in a shuffled order, seeded by trainer.seed",
         "data_loader_seed": "the mini-batch order here is seeded by trainer.seed",

@@ -30,7 +30,7 @@ from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpUsageError
 from trainer import verl_interpolation
-from trainer.verl_inert_keys import INERT_KEYS, section_of
+from trainer.verl_inert_keys import INERT_KEYS, PADDING, section_of
 from trainer.verl_off_keys import OFF_KEYS, Off, same
 
 log = logging.getLogger("mfsdp.config")
@@ -314,12 +314,10 @@ RULES: dict[str, Rule] = {
     "actor_rollout_ref.model.enable_gradient_checkpointing": Rule("model.activation_checkpointing"),
     "model.enable_gradient_checkpointing": Rule("model.activation_checkpointing"),
     "model.partial_pretrain": Rule("model.path"),
-    "actor_rollout_ref.model.use_remove_padding": Rule(
-        None, why="sequences are always packed without padding"
-    ),
-    "model.use_remove_padding": Rule(None, why="sequences are always packed without padding"),
+    "actor_rollout_ref.model.use_remove_padding": Rule(None, why=PADDING),
+    "model.use_remove_padding": Rule(None, why=PADDING),
     # verl's fsdp_sft_trainer.yaml keeps it at the top level (its examples pass it so)
-    "use_remove_padding": Rule(None, why="sequences are always packed without padding"),
+    "use_remove_padding": Rule(None, why=PADDING),
     **{
         f"{prefix}model.{name}": Rule(f"model.{name}")
         for prefix in ("actor_rollout_ref.", "")
@@ -548,6 +546,7 @@ def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tu
         if key in RESUME:
             resume[leaf] = value
             continue
+        raw_key, key, value = _as_whole(raw_key, key, value)
         rule = rule_for(key)
         if rule is None and leaf in PARALLEL_SIZES:
             rule = Rule(
@@ -587,6 +586,23 @@ def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tu
     if resume:
         out.append(("checkpoint.resume", _resume(resume, source)))
     return out
+
+
+def _as_whole(raw_key: str, key: str, value: Any) -> tuple[str, str, Any]:
+    """A key inside a verl key that takes a mapping (`data.apply_chat_template_kwargs.
+    enable_thinking=false`) as that key set to the mapping, so its rule judges it as the
+    mapping written whole; it was an unknown key whose hint named the key itself."""
+    if key in RULES:
+        return raw_key, key, value
+    parts = key.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        whole = ".".join(parts[:cut])
+        if whole in RULES:
+            for part in reversed(parts[cut:]):
+                value = {part: value}
+            rest = len(key) - len(whole)
+            return raw_key[: len(raw_key) - rest], whole, value
+    return raw_key, key, value
 
 
 def _clip_ratio(raw_key: str, value: Any, given: dict[str, Any]) -> list[tuple[str, Any]]:
