@@ -293,10 +293,11 @@ def chat_ids(
     *,
     add_generation_prompt: bool = False,
     assistant_mask: bool = False,
-) -> dict[str, list[int]]:
+) -> dict[str, Any]:
     """What `tokenizer.apply_chat_template(turns, tokenize=True, return_dict=True, ...)`
     gives (`input_ids`; with `assistant_mask`, `assistant_masks` from the template's
-    `{% generation %}` blocks), with the rendering bounded by `limit`.
+    `{% generation %}` blocks), with the rendering bounded by `limit`, and the rendered
+    `text`.
 
     The template is the model dir's code, run on each row: one that raises
     (`raise_exception(...)`, an undefined name) was a traceback in the rank quoting its
@@ -321,8 +322,12 @@ def chat_ids(
             encoded = tokenizer(text, add_special_tokens=False)
             ids = list(encoded["input_ids"])
             if not assistant_mask:
-                return {"input_ids": ids}
-            return {"input_ids": ids, "assistant_masks": _span_mask(encoded, spans, len(ids))}
+                return {"input_ids": ids, "text": text}
+            return {
+                "input_ids": ids,
+                "text": text,
+                "assistant_masks": _span_mask(encoded, spans, len(ids)),
+            }
     except TemplateSizeError as err:
         raise ChatTooLong(f"{template}: rendering it, {err}: {limit.exceeded()}") from None
     except _TemplateTimeout:
@@ -373,33 +378,51 @@ def tokenize_chat(tokenizer: Any, messages: list[dict], limit: RowLimit) -> Exam
 
 
 def _tokenize_by_prefixes(tokenizer: Any, messages: list[dict], limit: RowLimit) -> Example:
-    def ids(turns: list[dict], add_generation_prompt: bool) -> list[int]:
-        return chat_ids(tokenizer, turns, limit, add_generation_prompt=add_generation_prompt)[
-            "input_ids"
-        ]
+    def rendered(turns: list[dict], add_generation_prompt: bool) -> dict[str, Any]:
+        return chat_ids(tokenizer, turns, limit, add_generation_prompt=add_generation_prompt)
 
-    full = ids(messages, False)
+    full = rendered(messages, False)["input_ids"]
     mask = [0] * len(full)
     for index, turn in enumerate(messages):
         if turn["role"] != "assistant":
             continue
-        prompt = ids(messages[:index], True)
-        through = ids(messages[: index + 1], False)
-        if full[: len(through)] != through:
+        prompt = rendered(messages[:index], True)
+        through = rendered(messages[: index + 1], False)
+        if full[: len(through["input_ids"])] != through["input_ids"]:
             raise ChatFormatError(
                 f"{limit.template} does not render conversations prefix by prefix; "
                 "add {% generation %} markers to it"
             )
-        if len(prompt) >= len(through) or through[: len(prompt)] != prompt:
+        start = _reply_start(tokenizer, prompt, through)
+        if start is None:
             raise ChatFormatError(
                 f"{limit.template}: its generation prompt (add_generation_prompt=True) is not"
                 f" how it renders the start of assistant turn {index + 1} (DeepSeek-R1's adds"
                 " `<think>`, which its turns leave out), so that turn's tokens cannot be told"
                 " apart; add {% generation %} markers to it"
             )
-        for position in range(len(prompt), len(through)):
+        for position in range(start, len(through["input_ids"])):
             mask[position] = 1
     return Example(full, mask)
+
+
+def _reply_start(tokenizer: Any, prompt: dict[str, Any], through: dict[str, Any]) -> int | None:
+    """The first token of an assistant turn's reply in `through` (the conversation rendered
+    through that turn) after `prompt` (rendered up to it with the generation prompt); None
+    where the generation prompt's text is not how the turn's text starts. The text decides,
+    not the tokens: a reply that starts with a newline after ChatML's `assistant\n` merges
+    the two into one token, so the prompt's ids are no prefix of the turn's; the reply is
+    then the tokens that start at or after the prompt's end."""
+    text, turn_text = prompt["text"], through["text"]
+    if len(text) >= len(turn_text) or not turn_text.startswith(text):
+        return None
+    ids, turn_ids = prompt["input_ids"], through["input_ids"]
+    if turn_ids[: len(ids)] == ids:
+        return len(ids)
+    offsets = tokenizer(turn_text, add_special_tokens=False, return_offsets_mapping=True)[
+        "offset_mapping"
+    ]
+    return next((i for i, (begin, _end) in enumerate(offsets) if begin >= len(text)), None)
 
 
 def truncate(example: Example, max_length: int, mode: str, where: str) -> Example:

@@ -71,3 +71,21 @@ def test_a_row_with_chat_template_arguments_is_refused_naming_the_column(tmp_pat
     cfg = DataConfig(train_files=[str(path)], max_length=256)
     with pytest.raises(ChatFormatError, match=rf"jsonl:2: column '{column}' .* not supported"):
         load_sft_splits(cfg, build_tokenizer(), seed=0, progress=False)
+
+
+@pytest.mark.parametrize("reply", ["\nIt is 4.", "\n\nIt is 4."])
+def test_a_reply_whose_newline_merges_with_the_prompts_trains_after_the_prompt(reply):
+    """ChatML's `assistant\\n` and a reply's leading newline are one token (`ĊĊ`), so the
+    prompt's ids are no prefix of the turn's: a whole run was refused over one such row. The
+    reply's tokens after the prompt's text are trained. (Qwen2.5's vocabulary merges them by
+    BPE; this small one is given the pair as a token.)"""
+    tokenizer = with_template("<|im_start|>assistant\\n")
+    tokenizer.add_tokens(["\n\n"])
+    chat = [CHAT[0], {"role": "assistant", "content": reply}]
+    merged = tokenizer("assistant\n" + reply, add_special_tokens=False)["input_ids"]
+    plain = tokenizer("assistant\n", add_special_tokens=False)["input_ids"]
+    assert merged[: len(plain)] != plain  # the case: the newlines are one token here
+    example = tokenize_chat(tokenizer, chat, row_limit(tokenizer, "data.max_length", 256))
+    trained = [token for token, m in zip(example.input_ids, example.loss_mask) if m]
+    # the reply's first newline lies in the token it shares with the prompt's
+    assert tokenizer.decode(trained) == reply[1:] + "<|im_end|>\n"
