@@ -24,6 +24,7 @@ from trainer.data.files import (
     write_tables,
 )
 from trainer.data.table_kinds import table_kind_hint
+from trainer.rewards import gsm8k
 from trainer.rewards.math import last_boxed
 from trainer.tiny import GSM8K_SUFFIX
 
@@ -33,15 +34,18 @@ MATH_SUFFIX = "Let's think step by step and output the final answer within \\box
 
 
 def gsm8k_ground_truth(answer: str) -> str:
-    """The number after the last `####`, without thousands separators. Nothing after the
-    marker is refused as no marker is: an empty ground truth matches no completion, so
-    every reward of the row would be 0."""
-    if "####" not in answer:
-        raise ValueError("answer has no '#### <number>' line")
-    truth = answer.split("####")[-1].strip().replace(",", "")
-    if not truth:
-        raise ValueError("answer has nothing after its last '####' (expected '#### <number>')")
-    return truth
+    """The number of the answer's first `#### <number>`, commas removed, as verl's
+    examples/data_preprocess/gsm8k.py extracts it, with the pattern the GSM8K reward reads a
+    response by. What followed the marker was kept whole ("72 dollars", "7\nThat is all.",
+    "$72"), a ground truth no response's answer matches, so every reward of the row was 0;
+    an answer without the pattern (`####72`, a marker with nothing after it) is refused."""
+    found = gsm8k.ANSWER.search(answer)
+    if found is None:
+        raise ValueError(
+            "answer has no '#### <number>' line ('#### ' then digits, as the GSM8K reward reads"
+            " a response's answer)"
+        )
+    return found.group(1).replace(",", "")
 
 
 def _row_index(index: int) -> str:

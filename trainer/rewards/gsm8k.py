@@ -16,12 +16,12 @@ from __future__ import annotations
 import re
 
 CLIP_CHARS = 300
-_ANSWER = re.compile(r"#### (-?[0-9.,]+)")
+ANSWER = re.compile(r"#### (-?[0-9.,]+)")  # also how `data gsm8k` reads a ground truth
 
 
 def extract_answer(solution_str: str) -> str | None:
     """The last `#### <number>` of the last CLIP_CHARS characters, commas removed, or None."""
-    found = _ANSWER.findall(solution_str[-CLIP_CHARS:])
+    found = ANSWER.findall(solution_str[-CLIP_CHARS:])
     return found[-1].replace(",", "") if found else None
 
 

@@ -111,7 +111,8 @@ def test_bad_input_is_a_usage_error(tmp_path, content, message):
         (
             "gsm8k",
             '{"question": "q", "answer": "x\\n#### "}\n',
-            "train.jsonl:1: answer has nothing after its last '####' (expected '#### <number>')",
+            "train.jsonl:1: answer has no '#### <number>' line ('#### ' then digits, as the"
+            " GSM8K reward reads a response's answer)",
         ),
         (
             "math",
@@ -154,3 +155,31 @@ def test_an_unknown_input_format_names_every_format_read(tmp_path):
     ):
         read_rows(tmp_path / "t.txt")
     assert read_rows(tmp_path / "t.json")[0] == {"question": "1+1?", "answer": "#### 2"}
+
+
+@pytest.mark.parametrize(
+    "answer, truth",
+    [
+        ("w\n#### 1,234", "1234"),
+        ("w\n#### -5", "-5"),
+        ("w\n#### 72 dollars", "72"),
+        ("w\n#### 7\nThat is all.", "7"),
+        ("first #### 10 then\n#### 20", "10"),
+    ],
+)
+def test_the_ground_truth_is_the_number_verl_extracts(answer, truth):
+    """What followed `####` was kept whole ("72 dollars"): a ground truth the reward never
+    matches, so every reward of the row was 0. verl's preprocessing takes the first match."""
+    from trainer.data.math_datasets import gsm8k_ground_truth
+    from trainer.rewards.gsm8k import compute_score
+
+    assert gsm8k_ground_truth(answer) == truth
+    assert compute_score(f"so #### {truth}", truth) == 1.0
+
+
+@pytest.mark.parametrize("answer", ["w\n####72", "w\n#### $72", "w\n#### \uff17\uff12"])
+def test_an_answer_without_the_rewards_pattern_is_refused(answer):
+    from trainer.data.math_datasets import gsm8k_ground_truth
+
+    with pytest.raises(ValueError, match="no '#### <number>' line"):
+        gsm8k_ground_truth(answer)

@@ -85,8 +85,12 @@ def test_a_template_renders_and_tokenizes_as_transformers_does(tokenizer, templa
     ours = chat_ids(
         tokenizer, turns, limit, add_generation_prompt=prompt, assistant_mask=template == "tiny"
     )
+    rendered = ours.pop("text")
     assert ours == {key: list(values) for key, values in theirs.items() if key in ours}
     assert len(ours) == (2 if template == "tiny" else 1)
+    assert rendered == tokenizer.apply_chat_template(
+        turns, tokenize=False, add_generation_prompt=prompt
+    )
     text, _ = render(
         tokenizer.chat_template,
         limit.chars,
