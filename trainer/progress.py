@@ -17,6 +17,8 @@ from typing import Any
 # TERM values of terminals that cannot move the cursor: no TERM at all, and `dumb` (Emacs'
 # shell and M-x compile, many CI log viewers)
 CURSORLESS_TERMS = ("", "dumb")
+# The size a bar assumes where the terminal reports none (0 columns, 0 lines)
+FALLBACK_SIZE = os.terminal_size((80, 24))
 
 
 def bars_drawn() -> bool:
@@ -25,6 +27,23 @@ def bars_drawn() -> bool:
     unset) tqdm's cursor-up escapes and Unicode blocks showed as garbage: there the plain
     lines printed into a log are printed instead (the trainer's line per logged step)."""
     return sys.stderr.isatty() and os.environ.get("TERM", "") not in CURSORLESS_TERMS
+
+
+def bar_size() -> dict[str, Any]:
+    """tqdm's size arguments: follow the terminal's width as it changes, unless the terminal
+    reports a size of 0 (a pty whose size was never set: some container runtimes and serial
+    consoles). There tqdm drew a bar of no characters, and with 0 lines it hid every bar as
+    past the screen's last row: nothing showed at all."""
+    try:
+        size = os.get_terminal_size(sys.stderr.fileno())
+    except (OSError, ValueError):
+        size = FALLBACK_SIZE
+    if size.columns > 0 and size.lines > 0:
+        return {"dynamic_ncols": True}
+    return {
+        "ncols": size.columns or FALLBACK_SIZE.columns,
+        "nrows": size.lines or FALLBACK_SIZE.lines,
+    }
 
 
 def draws_bars(configured: bool) -> bool:
@@ -45,8 +64,8 @@ def step_bar(desc: str, total: int, initial: int, enabled: bool) -> Any:
         desc=desc,
         unit="step",
         disable=not enabled,
-        dynamic_ncols=True,
         file=sys.stderr,
+        **bar_size(),
     )
 
 
@@ -76,6 +95,7 @@ class CallbackBar:
                 desc=self.desc,
                 file=sys.stderr,
                 leave=False,
+                **bar_size(),
             )
         self._bar.update(done - self._bar.n)
         if postfix is not None:
