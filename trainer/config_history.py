@@ -12,19 +12,32 @@ global_step_4` into a new run dir) was compared with the new run dir's config.ya
 did not exist, and lr 3e-3 -> 1 passed without a word. A record that is missing or cannot
 be read is one line saying the settings were not compared and why (it was silently
 skipped), and a damaged `RUN/config.yaml`, which the run then replaces, is kept aside first.
+
+A path key is compared by the file it names, not by its spelling: `data.train_files` given
+relative once and absolute once (or through a link, with `./` or a trailing slash) was named
+as changed. A recorded relative path was read from the directory that run was started in,
+which the record does not hold; it is the one from which the recorded `trainer.run_dir`
+leads to the run dir holding the record (`_started_in`). Where that is not known (the run
+dir was given absolute), a recorded relative path is compared by its spelling alone.
+
+A step of another run resumed into a run dir that has a config.yaml of its own replaced that
+file without a word: with this run's settings it is replaced and the note says so; with
+other settings (a run that stopped before its first save, a config the user wrote there) it
+would be lost, and the resume is refused (`OwnConfigError`) before anything is written.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 from typing import Any
 
-from mfsdp_ckpt.errors import MfsdpFailedError
+from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.layout import CheckpointPaths
 from mfsdp_ckpt.storage import safe_files
-from trainer.config import RESOLVED_CONFIG_FILE, config_to_dict
+from trainer.config import RESOLVED_CONFIG_FILE, config_to_dict, path_values, set_dotted
 from trainer.config_yaml import MAX_CONFIG_BYTES, parse_yaml
 from trainer.run_files import RunFileError, replacing
 
@@ -44,6 +57,12 @@ class ConfigRecordError(MfsdpFailedError):
     message names the file and what is wrong with it (said as a note: the run goes on)."""
 
 
+class OwnConfigError(MfsdpUsageError, ValueError):
+    """The run dir a step of another run is resumed into has a config.yaml of its own that
+    this run's would replace, and it records other settings (or cannot be read): the user's,
+    which would be lost."""
+
+
 def keep_changed_config(
     run_dir: Path, step: int, config: Any, resumed: CheckpointPaths | None = None
 ) -> str | None:
@@ -53,27 +72,30 @@ def keep_changed_config(
     record of it is found, the note says the settings were not compared and why.
 
     `resumed` is the checkpoint loaded; its run dir holds the record (`_trained_with`). None:
-    the step is `run_dir`'s own.
+    the step is `run_dir`'s own. One of another run dir, resumed into a `run_dir` holding a
+    config.yaml with other settings than `config`, is refused (`_own_config_replaced`).
 
     A kept `config.until_step_<step>.yaml` is that config, and is never replaced: a run
     resumed from the step with other settings and stopped before its next save left its
     own config.yaml, which trained no step that was saved; a second resume from the same
     step had overwritten the kept file with it, and compared against it."""
     trained_in = run_dir
+    replaced = ""
     if resumed is not None:
+        replaced = _own_config_replaced(run_dir, config, resumed)
         if resumed.run_dir is None:  # a bare dist_ckpt dir given as checkpoint.resume
             why = f"{resumed.dist_ckpt} is in no run dir, whose config.yaml records them"
-            return _not_compared(step, why)
+            return _not_compared(step, why) + replaced
         trained_in = resumed.run_dir
     record = _trained_with(trained_in, step)
     kept = until_step_file(run_dir, step)
     try:
         earlier = _read_config(record, trained_in)
     except ConfigRecordError as err:
-        return _not_compared(step, f"{err}{_set_aside(record, run_dir, kept)}")
-    changes = changed_keys(earlier, config_to_dict(config))
+        return _not_compared(step, f"{err}{_set_aside(record, run_dir, kept)}") + replaced
+    changes = _changed_settings(earlier, config, trained_in)
     if not changes:
-        return None
+        return replaced.removeprefix("; ") or None
     if not _same_path(record, kept):
         # a copy, not a rename: config.yaml stays until the new one replaces it whole, so a
         # full disk meanwhile leaves it (a rename left the run dir without one)
@@ -85,8 +107,118 @@ def keep_changed_config(
     source = "" if _same_path(trained_in, run_dir) else f" (trained with {record})"
     return (
         f"resumed with settings changed since step {step}{source}: {shown}{more};"
-        f" the config step {step} was trained with is kept as {kept}"
+        f" the config step {step} was trained with is kept as {kept}{replaced}"
     )
+
+
+def _own_config_replaced(run_dir: Path, config: Any, resumed: CheckpointPaths) -> str:
+    """What the note adds when `resumed`, a step of another run, goes into `run_dir` holding
+    a config.yaml of its own, which this run replaces: "" when it holds none (or `run_dir` is
+    the step's own). OwnConfigError naming it when it records other settings than this run's,
+    or cannot be read: the user's config, lost once replaced."""
+    own = run_dir / RESOLVED_CONFIG_FILE
+    if resumed.run_dir is not None and _same_path(resumed.run_dir, run_dir):
+        return ""
+    if not os.path.lexists(own):
+        return ""
+    where = resumed.step_dir or resumed.dist_ckpt
+    try:
+        changes = _changed_settings(_read_config(own, run_dir), config, run_dir)
+    except ConfigRecordError as err:
+        changes = [f"it cannot be read: {err}"]
+    if changes:
+        shown = ", ".join(changes[:_SHOWN_CHANGES])
+        raise OwnConfigError(
+            f"{own}: records other settings than this run's ({shown}), and resuming {where}"
+            f" into {run_dir} would replace it with this run's config; move it away, or give"
+            " another trainer.run_dir"
+        )
+    return f"; {own} (the same settings) is replaced by this run's config, resumed from {where}"
+
+
+def _changed_settings(earlier: dict[str, Any], config: Any, trained_in: Path) -> list[str]:
+    """`changed_keys` between the config recorded in run dir `trained_in` and `config`, each
+    path key compared by the file it names (`_recorded_as_now`)."""
+    started_in = _started_in(earlier, trained_in)
+    compared = copy.deepcopy(earlier)
+    for key, now in path_values(config):
+        then = _dotted(earlier, key)
+        if then is not None:
+            set_dotted(compared, key, _recorded_as_now(then, now, started_in))
+    return changed_keys(compared, config_to_dict(config))
+
+
+def _recorded_as_now(then: Any, now: Any, started_in: Path | None) -> Any:
+    """The recorded value `then` of a path key, as compared with this run's `now`: `now` when
+    each of its paths names the file this run's does; where a path spelled alike names
+    another file (the run was started from another directory), that file, so the note
+    shows the change; else `then` as recorded."""
+    paired = _path_pairs(then, now)
+    if paired is None:
+        return then
+    if all(_same_file(old, new, started_in) for old, new in paired):
+        return now
+    if then == now:
+        places = [_place(old, started_in) or old for old, _ in paired]
+        return places if isinstance(then, list) else places[0]
+    return then
+
+
+def _path_pairs(then: Any, now: Any) -> list[tuple[str, str]] | None:
+    """The recorded and current paths of one key side by side (a list key item by item), or
+    None when they are not alike in shape (one path against a list, lists of other lengths)."""
+    olds, news = (value if isinstance(value, list) else [value] for value in (then, now))
+    if type(then) is not type(now) or len(olds) != len(news):
+        return None
+    if not all(isinstance(path, str) for path in (*olds, *news)):
+        return None
+    return list(zip(olds, news, strict=True))
+
+
+def _same_file(then: str, now: str, started_in: Path | None) -> bool:
+    """Whether the recorded path `then` (relative ones read from `started_in`) and this run's
+    `now` (read from this process's directory) name the same file. A relative `then` whose
+    starting directory is not known is compared by its spelling (`./a/` is `a`)."""
+    place = _place(then, started_in)
+    if place is None:
+        return not os.path.isabs(now) and Path(then).parts == Path(now).parts
+    return place == os.path.realpath(now)
+
+
+def _place(path: str, started_in: Path | None) -> str | None:
+    """The file `path` names, links resolved; None for a relative one whose starting
+    directory is not known."""
+    if os.path.isabs(path):
+        return os.path.realpath(path)
+    return None if started_in is None else os.path.realpath(started_in / path)
+
+
+def _started_in(earlier: dict[str, Any], trained_in: Path) -> Path | None:
+    """The directory the run that recorded `earlier` was started in, which its relative paths
+    were read from: the one from which its recorded relative `trainer.run_dir` leads to
+    `trained_in`, where the record is. This process's directory and `trained_in`'s parents
+    are tried; None when the recorded run_dir is absolute (nothing records where the run
+    started), none of them leads there, or two different ones do."""
+    given = _dotted(earlier, "trainer.run_dir")
+    if not isinstance(given, str) or not given or os.path.isabs(given):
+        return None
+    here = os.path.realpath(trained_in)
+    depth = len(Path(given).parts)
+    tried = [Path.cwd()]
+    if ".." not in Path(given).parts:
+        for seen in (Path(here), Path(os.path.abspath(trained_in))):
+            if 0 < depth <= len(seen.parents):
+                tried.append(seen.parents[depth - 1])
+    found = {os.path.realpath(d) for d in tried if os.path.realpath(d / given) == here}
+    return Path(found.pop()) if len(found) == 1 else None
+
+
+def _dotted(tree: dict[str, Any], dotted: str) -> Any:
+    """The value at `a.b.c` of a nested dict, None where a part is missing."""
+    node: Any = tree
+    for part in dotted.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
 
 
 def _trained_with(run_dir: Path, step: int) -> Path:
