@@ -36,10 +36,10 @@ SMALL_BARE_SIZE = 10**6
 )
 @click.option(
     "--max-shard-size",
-    default="5GB",
-    show_default=True,
-    help="Largest safetensors file (5GB, 500MB, 2GiB, ...). A bare number counts bytes, as in"
-    " transformers; under 1 MB a note on stderr asks whether GB was meant.",
+    default=None,
+    help="Largest safetensors file (5GB, 500MB, 2GiB, ...)  [default: 5GB]. A bare number counts"
+    " bytes, as in transformers; under 1 MB a note on stderr asks whether GB was meant."
+    " An adapter export (one adapter_model.safetensors) refuses it.",
 )
 @click.option(
     "--hf-config",
@@ -61,9 +61,9 @@ SMALL_BARE_SIZE = 10**6
 @click.option(
     "--workers",
     type=click.IntRange(1, 64),
-    default=4,
-    show_default=True,
-    help="Threads reading, converting and writing concurrently.",
+    default=None,
+    help="Threads reading, converting and writing concurrently  [default: 4]. The export of"
+    " an mfsdp LoRA checkpoint or of an adapter saved alone (one tensor at a time) refuses it.",
 )
 @click.option(
     "--io",
@@ -129,10 +129,10 @@ def export_hf(
     ckpt: str,
     out_dir: str,
     dtype: str,
-    max_shard_size: str,
+    max_shard_size: str | None,
     hf_config: str | None,
     layout_name: str,
-    workers: int,
+    workers: int | None,
     io: str,
     verify: bool,
     role: str | None,
@@ -217,12 +217,15 @@ def export_hf(
     echo_result(result, as_json, derived=("gb_per_s", "convert_gb_per_s", "verify_gb_per_s"))
 
 
-def _shard_size(text: str) -> int:
-    """--max-shard-size in bytes (`parse_size`). A bare number counts bytes, as transformers
+def _shard_size(text: str | None) -> int | None:
+    """--max-shard-size in bytes (`parse_size`), None when not given (the export's default,
+    or its refusal where it has no use for one). A bare number counts bytes, as transformers
     reads it, but one under SMALL_BARE_SIZE is said on stderr: `--max-shard-size 5` wrote one
     file per tensor without a word, where 5GB was meant."""
     from mfsdp_ckpt.convert.export_hf import parse_size
 
+    if text is None:
+        return None
     size = parse_size(text)
     if _BARE_NUMBER.fullmatch(text) and size < SMALL_BARE_SIZE:
         given = text.strip()

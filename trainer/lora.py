@@ -33,13 +33,9 @@ from mfsdp_ckpt.format.manifest import Manifest
 from mfsdp_ckpt.lora import peft_target_modules, read_base_model
 from trainer.config import ConfigError, ModelConfig, check_lora_fields
 from trainer.lora_adapter_dir import KEY, load_adapter_weights, read_adapter_dir
-from trainer.lora_targets import named_exclusions, named_targets
+from trainer.lora_targets import named_exclusions, named_targets, refuse_untrainable_targets
 from trainer.resume import ResumeMismatchError
 from trainer.weights_record import WeightsRecord, agreed_mismatch, writes_manifests
-
-# The loss forward reads these weights directly (trainer/model.py), so an adapter on them
-# would be silently skipped.
-_UNADAPTABLE = ("lm_head", "embed_tokens")
 
 
 @dataclass
@@ -60,8 +56,9 @@ def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
     """Inject LoRA adapters into `model` in place and freeze everything else (no-op when off).
 
     Adapter init draws from torch's RNG, which the caller seeded identically on every rank.
-    PEFT gets module names only, never a regex (`trainer.lora_targets`), and an adapter
-    dir's fields and tensors checked (`trainer.lora_adapter_dir`)."""
+    PEFT gets module names only, never a regex, and only linear layers of the decoder
+    (`trainer.lora_targets`), and an adapter dir's fields and tensors checked
+    (`trainer.lora_adapter_dir`)."""
     check_lora_fields(cfg)
     if not lora_enabled(cfg):
         return
@@ -90,17 +87,12 @@ def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
             "task_type": "CAUSAL_LM",
         }
     )
+    refuse_untrainable_targets(config, model, targets_key)
     try:
         inject_adapter_in_model(config, model)
-    except ValueError as err:  # e.g. target modules not found in the model
-        raise ConfigError(f"{targets_key}: {str(err).splitlines()[0]}") from None
+    except ValueError as err:  # PEFT's own checks; its messages span lines
+        raise ConfigError(f"{targets_key}: {' '.join(str(err).split())}") from None
     adapted = _adapted_modules(model)
-    wrong = sorted({name.rsplit(".", 1)[-1] for name in adapted} & set(_UNADAPTABLE))
-    if wrong:
-        raise ConfigError(
-            f"{targets_key}: {', '.join(wrong)} cannot take a LoRA adapter here "
-            "(the loss reads its weight directly); adapt the decoder's linear layers"
-        )
     if adapter is not None:
         load_adapter_weights(model, adapter)
     for name, param in model.named_parameters():

@@ -455,16 +455,87 @@ def prepare_source(
     return PreparedSource(source, local_paths, asset_location, derived, assets)
 
 
+DEFAULT_MAX_SHARD_SIZE = 5 * 10**9  # transformers' save_pretrained default
+DEFAULT_WORKERS = 4
+# why an export that writes a PEFT adapter or streams a LoRA merge has no use for a flag
+_ONE_ADAPTER_FILE = (
+    "an adapter export writes one adapter_model.safetensors, the one file PEFT and vLLM load"
+)
+_ONE_AT_A_TIME = "a LoRA export reads, merges and writes one tensor at a time, in one thread"
+
+
+def _refuse_flags_not_taken(flags: dict[str, str | None]) -> None:
+    """Refuse (exit 2) the first flag given that the chosen export has no use for, naming
+    it and why: each such flag was ignored without a word. `flags` maps each flag, as
+    typed, to why it is not taken, or None where it is taken or was not given."""
+    for flag, why in flags.items():
+        if why is not None:
+            raise ExportUsageError(f"{flag}: {why}; leave {flag.split()[0]} out")
+
+
+def _mfsdp_lora_flags(
+    ckpt: str | os.PathLike,
+    adapter_only: bool,
+    layout_name: str,
+    max_shard_size: int | None,
+    workers: int | None,
+    io: str,
+) -> dict[str, str | None]:
+    """The flags an mfsdp LoRA checkpoint's export (`export_lora`) has no use for: it is
+    local and named as Hugging Face names it (`--layout hf`, `--io local` are what it does)."""
+    lora = f"{ckpt} is an mfsdp LoRA checkpoint"
+    return {
+        f"--layout {layout_name}": (
+            f"{lora}, its adapter and base named as Hugging Face names them"
+            if layout_name == "mcore"
+            else None
+        ),
+        "--max-shard-size": (
+            _ONE_ADAPTER_FILE if adapter_only and max_shard_size is not None else None
+        ),
+        "--workers": _ONE_AT_A_TIME if workers is not None else None,
+        f"--io {io}": f"{lora}, read from its local files" if io == "tensorstore" else None,
+    }
+
+
+def _megatron_adapter_flags(
+    layout_name: str,
+    max_shard_size: int | None,
+    workers: int | None,
+    allow_nonfinite: bool,
+    merging: bool,
+) -> dict[str, str | None]:
+    """The flags the export of a Megatron or PEFT adapter saved alone has no use for, as a
+    PEFT adapter (`export_megatron_adapter`) or `merging` onto --hf-config's base
+    (`merge_onto_base`): neither takes a layout or threads; the adapter writer checks no
+    NaN/Inf, and the merge refuses every one."""
+    nonfinite = (
+        "a merge onto --hf-config's base refuses NaN/Inf in every case"
+        if merging
+        else "an adapter exported alone is not checked for NaN/Inf"
+    )
+    return {
+        f"--layout {layout_name}": (
+            "a LoRA adapter is read under the names it was saved with"
+            if layout_name != "auto"
+            else None
+        ),
+        "--max-shard-size": _ONE_ADAPTER_FILE if max_shard_size is not None else None,
+        "--workers": _ONE_AT_A_TIME if workers is not None else None,
+        "--allow-nonfinite": nonfinite if allow_nonfinite else None,
+    }
+
+
 @reads_checkpoint  # a step a run's keep_last removes meanwhile is said to be so
 def export_hf(
     ckpt: str | os.PathLike,
     out_dir: str | os.PathLike,
     *,
     dtype: str = "auto",
-    max_shard_size: int = 5 * 10**9,
+    max_shard_size: int | None = None,
     hf_config: str | os.PathLike | None = None,
     layout_name: str = "auto",
-    workers: int = 4,
+    workers: int | None = None,
     verify: bool = False,
     overwrite: bool = False,
     io: str = "auto",
@@ -491,6 +562,10 @@ def export_hf(
     Multi-token prediction layers (Megatron's `mtp.`) are refused, or with `drop_mtp` left
     out unread (`mtp`); adapters on them go with them.
 
+    `max_shard_size` (None: DEFAULT_MAX_SHARD_SIZE) and `workers` (None: DEFAULT_WORKERS)
+    are None unless given, so that an export with no use for one refuses it
+    (`_refuse_flags_not_taken`) instead of ignoring it.
+
     `progress` gets (tensors, total tensors, bytes, total bytes) as they are written, and
     `verify_progress` the same as `verify` compares them (`export_verify`).
 
@@ -511,7 +586,11 @@ def export_hf(
         merge_onto_base,
     )
 
-    if lora_manifest(ckpt) is None and adapter_only:
+    mfsdp_lora = lora_manifest(ckpt) is not None
+    if not mfsdp_lora and adapter_only:
+        _refuse_flags_not_taken(
+            _megatron_adapter_flags(layout_name, max_shard_size, workers, allow_nonfinite, False)
+        )
         return export_megatron_adapter(
             ckpt,
             out_dir,
@@ -525,30 +604,39 @@ def export_hf(
             progress=progress,
             drop_mtp=drop_mtp,
         )
-    if lora_alpha is not None and lora_manifest(ckpt) is not None:
+    if lora_alpha is not None and mfsdp_lora:
         raise ExportUsageError(
             f"--lora-alpha: {ckpt} is an mfsdp LoRA checkpoint, whose manifest records its"
             " alpha; leave --lora-alpha out"
         )
-    if adapter_only or lora_manifest(ckpt) is not None:
+    if mfsdp_lora:
+        _refuse_flags_not_taken(
+            _mfsdp_lora_flags(ckpt, adapter_only, layout_name, max_shard_size, workers, io)
+        )
         return export_lora(
             ckpt,
             out_dir,
             adapter_only=adapter_only,
             dtype=dtype,
-            max_shard_size=max_shard_size,
+            max_shard_size=DEFAULT_MAX_SHARD_SIZE if max_shard_size is None else max_shard_size,
             hf_config=hf_config,
             verify=verify,
             overwrite=overwrite,
             progress=progress,
             base_progress=base_progress,
+            role=role,
+            allow_nonfinite=allow_nonfinite,
         )
+    max_shard_size = DEFAULT_MAX_SHARD_SIZE if max_shard_size is None else max_shard_size
     started = time.monotonic()
     out = Path(out_dir)
     prepared = prepare_source(ckpt, out, hf_config, io, role)
     if verify:
         _refuse_unloadable_config(prepared, hf_config)
     if hf_config is not None and adapter_only_checkpoint(prepared.source):
+        _refuse_flags_not_taken(
+            _megatron_adapter_flags(layout_name, None, workers, allow_nonfinite, True)
+        )
         return merge_onto_base(
             prepared,
             hf_config,
@@ -561,6 +649,7 @@ def export_hf(
             progress=progress,
             drop_mtp=drop_mtp,
         )
+    workers = DEFAULT_WORKERS if workers is None else workers
     source, local_paths, derived = prepared.source, prepared.local_paths, prepared.derived
     asset_location, assets = prepared.asset_location, prepared.assets
     with claim_output(out, overwrite, top_level_names(assets)) as claim:

@@ -32,7 +32,12 @@ from mfsdp_ckpt.check.validate import (
     manifest_hash_errors,
     validate_checkpoint,
 )
-from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, ExportVerifyError
+from mfsdp_ckpt.convert.export_errors import (
+    ExportError,
+    ExportUsageError,
+    ExportVerifyError,
+    NonFiniteError,
+)
 from mfsdp_ckpt.convert.export_hf import (
     ExportResult,
     check_out_dir,
@@ -52,6 +57,7 @@ from mfsdp_ckpt.convert.export_source import (
 from mfsdp_ckpt.convert.export_verify import bit_pattern
 from mfsdp_ckpt.convert.hf_config import HFConfigError, read_config_json
 from mfsdp_ckpt.format import layout, state_keys
+from mfsdp_ckpt.format.finite import count_nonfinite_tensor
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.format.model_files import top_level_names
 from mfsdp_ckpt.lora import (
@@ -107,10 +113,14 @@ def export_lora(
     overwrite: bool = False,
     progress: Progress | None = None,
     base_progress: ByteProgress | None = None,
+    role: str | None = None,
+    allow_nonfinite: bool = False,
 ) -> ExportResult:
     """Merged HF model (default) or PEFT adapter dir (`adapter_only`) from a LoRA checkpoint.
     A merged export first hashes every byte of the base model (it must be the one the adapter
-    was trained on): `base_progress` gets (bytes hashed, bytes to hash) meanwhile.
+    was trained on): `base_progress` gets (bytes hashed, bytes to hash) meanwhile. `role`
+    is refused as for any checkpoint without verl's roles; a tensor written holding NaN/Inf
+    is refused (NonFiniteError) unless `allow_nonfinite`, as for any export.
 
     Raises ExportUsageError (not a LoRA checkpoint, output exists), ExportError or
     CheckpointInvalidError (damaged checkpoint, base missing or changed), OSError.
@@ -122,7 +132,7 @@ def export_lora(
             f"{ckpt}: not a local LoRA checkpoint (its manifest records no adapter); "
             "--adapter-only needs one"
         )
-    paths = layout.resolve_checkpoint(ckpt)
+    paths = layout.resolve_checkpoint(ckpt, role=role)
     try:
         base = read_base_model(manifest, str(paths.manifest))
     except ManifestError as err:
@@ -140,7 +150,9 @@ def export_lora(
     with claim_output(out, overwrite, copied) as claim:
         tmp = claim.tmp
         if adapter_only:
-            result = _write_adapter(adapter, manifest, base, paths, tmp, dtype, verify, progress)
+            result = _write_adapter(
+                adapter, manifest, base, paths, tmp, dtype, verify, progress, allow_nonfinite
+            )
         else:
             result = _write_merged(
                 adapter,
@@ -153,6 +165,7 @@ def export_lora(
                 verify,
                 progress,
                 base_progress,
+                allow_nonfinite,
             )
             result.notes += moved or _weights_not_from_hf_config(hf_config, base)
         if verify:  # bytes flipped after save match their own reads: hash them too
@@ -317,6 +330,7 @@ def _write_adapter(
     dtype: str,
     verify: bool,
     progress: Progress | None,
+    allow_nonfinite: bool,
 ) -> ExportResult:
     """adapter_model.safetensors (PEFT's names; `auto` keeps the stored dtype) and the
     recorded PEFT config as adapter_config.json, its target_modules naming exactly the
@@ -332,7 +346,12 @@ def _write_adapter(
     specs: list[Spec] = [(name, out_dtype[key], stored[key].shape) for name, key in targets.items()]
     writer = ShardedSafetensorsWriter(tmp, specs, max_shard_bytes=sys.maxsize)  # PEFT: one file
     converting = time.monotonic()
-    write_all(writer, list(targets), lambda name: tensor(targets[name]), progress)
+    written = finite_only(
+        lambda name: tensor(targets[name]),
+        lambda name: f"{paths.dist_ckpt} [{targets[name]}]",
+        allow_nonfinite,
+    )
+    write_all(writer, list(targets), written, progress)
     convert_seconds = time.monotonic() - converting
     os.replace(tmp / SINGLE_FILE, tmp / ADAPTER_WEIGHTS_FILE)
     assert manifest.lora is not None  # lora_manifest() returns only manifests with one
@@ -410,6 +429,7 @@ def _write_merged(
     verify: bool,
     progress: Progress | None,
     base_progress: ByteProgress | None,
+    allow_nonfinite: bool,
 ) -> ExportResult:
     """The HF model dir: `assets` (from `asset_location`: `_merged_assets`), and every base
     tensor (adapted ones merged) in the export dtype (`auto`: the config's)."""
@@ -423,7 +443,17 @@ def _write_merged(
         name: functools.partial(adapter.delta, module) for name, module in adapted.items()
     }
     result = write_merged(
-        config, assets, asset_location, source, deltas, tmp, dtype, max_shard_size, verify, progress
+        config,
+        assets,
+        asset_location,
+        source,
+        deltas,
+        tmp,
+        dtype,
+        max_shard_size,
+        verify,
+        progress,
+        allow_nonfinite=allow_nonfinite,
     )
     result.notes += assets.left_out_note(asset_location)
     return result
@@ -440,10 +470,13 @@ def write_merged(
     max_shard_size: int,
     verify: bool,
     progress: Progress | None,
+    *,
+    allow_nonfinite: bool = False,
 ) -> ExportResult:
     """Every tensor of the base model `source` (those in `deltas` plus their fp32 delta) in
     the export dtype (`auto`: the config's) into `tmp`, where the config and assets already
-    are; one base tensor and its delta in memory at a time."""
+    are; one base tensor and its delta in memory at a time. One holding NaN/Inf is refused
+    unless `allow_nonfinite` (`finite_only`)."""
     tensors = source.tensors
     out_dtype = choose_dtype(dtype, config, [])
     dtypes = {
@@ -460,8 +493,11 @@ def write_merged(
             tensor = tensor.float() + deltas[name]()
         return tensor.to(dtypes[name].torch)
 
+    def where(name: str) -> str:
+        return f"{source.root} [{name}] ({'merged with the adapter' if name in deltas else 'base'})"
+
     converting = time.monotonic()
-    write_all(writer, order, merged, progress)
+    write_all(writer, order, finite_only(merged, where, allow_nonfinite), progress)
     convert_seconds = time.monotonic() - converting
     set_config_dtype(tmp / "config.json", out_dtype)
     mismatches, verify_seconds = None, None
@@ -512,6 +548,29 @@ def _check_fits_base(adapter: _Adapter, source: SafetensorsSource) -> dict[str, 
 
 
 # --------------------------------------------------------------------------- shared
+def finite_only(
+    compute: Callable[[str], torch.Tensor], where: Callable[[str], str], allow_nonfinite: bool
+) -> Callable[[str], torch.Tensor]:
+    """`compute`, refusing (NonFiniteError, naming `where(name)`) a tensor that holds
+    NaN/Inf as it is written, unless `allow_nonfinite`: every other export refuses one, a
+    LoRA export wrote a diverged adapter, or the model merged with it, without a word."""
+    if allow_nonfinite:
+        return compute
+
+    def checked(name: str) -> torch.Tensor:
+        tensor = compute(name)
+        count = count_nonfinite_tensor(tensor)
+        if count:
+            dtype = str(tensor.dtype).removeprefix("torch.")
+            raise NonFiniteError(
+                f"{where(name)}: {count} NaN/Inf value(s) as {dtype} (a diverged run?);"
+                " --allow-nonfinite exports it anyway"
+            )
+        return tensor
+
+    return checked
+
+
 def write_all(
     writer: ShardedSafetensorsWriter,
     order: list[str],
