@@ -15,6 +15,8 @@ and `rope_scaling`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from mfsdp_ckpt.convert.hf_config import MAX_LAYERS
@@ -56,6 +58,9 @@ _DEFAULT_WINDOW = {"mistral": 4096, "mixtral": None}
 _QWEN_DEFAULT_WINDOW, _QWEN_DEFAULT_MAX_WINDOW_LAYERS = 4096, 28
 _DEFAULT_POSITIONS = {"mistral": 4096 * 32, "mixtral": 4096 * 32}
 _QWEN_DEFAULT_POSITIONS = 32768
+_QWEN_FAMILIES = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe")
+# the families whose config.json can give a layer a sliding window
+WINDOWED_FAMILIES = (*_DEFAULT_WINDOW, *_QWEN_FAMILIES)
 _SHOWN_LAYERS = 8
 
 # Keys a family's config carries but its model does not read: Gemma's activation is
@@ -121,49 +126,106 @@ def _value(config: dict[str, Any], key: str) -> Any:
     return FAMILY_DEFAULTS.get(str(config.get("model_type")), {}).get(key, _ABSENT)
 
 
-def attention_windows(config: dict[str, Any]) -> tuple[int | None, ...] | None:
-    """The sliding window transformers' model of this family applies on each layer (None:
-    full attention; a window of at least max_position_embeddings narrows nothing), as its
-    config class decides them from config.json: Mistral and Mixtral window every layer,
-    Qwen3-MoE every layer when use_sliding_window, Qwen2 and Qwen3 the layers layer_types
-    names (else those from max_window_layers on), Qwen2-MoE those layer_types names (else
-    every other one below max_window_layers). Llama windows none. None: a family not known
-    here, or a layer count that is not one."""
-    family, layers = config.get("model_type"), config.get("num_hidden_layers")
-    if isinstance(layers, bool) or not isinstance(layers, int) or not 0 < layers <= MAX_LAYERS:
+@dataclass(frozen=True)
+class SlidingWindow:
+    """The sliding window transformers' model of a family applies, and on which layers: what
+    its config class makes of config.json (`sliding_window` kept only under
+    use_sliding_window for the Qwen families, `layer_types` derived when left out), so that
+    comparing configs and refusing windowed conversions read one answer."""
+
+    size: Any  # the window in force; None: none (a Qwen config without use_sliding_window)
+    positions: Any  # max_position_embeddings in force
+    layers: tuple[int, ...]  # the layers that attend through `size`
+    decided_by: str  # the keys that chose `layers`, as messages name them ("": the family)
+    # layers layer_types marks sliding_attention while no window is in force: transformers'
+    # eager and sdpa attention fail on them, and flash attention runs them unwindowed
+    unwindowed: tuple[int, ...]
+    layer_count: int
+
+
+def sliding_window(config: Mapping[str, Any]) -> SlidingWindow | None:
+    """Where transformers' model of this family slides a window, as its config class decides
+    from config.json: Mistral and Mixtral on every layer, Qwen3-MoE on every layer under
+    use_sliding_window, Qwen2, Qwen3 and Qwen2-MoE on the layers layer_types names, or when
+    it is left out those from max_window_layers on (Qwen2, Qwen3) or every other one below it
+    (Qwen2-MoE) under use_sliding_window. Llama slides none. None: a family not known here,
+    or layer counts and layer_types that are not one per layer (transformers refuses them)."""
+    family, layers = config.get("model_type"), config.get("num_hidden_layers", 0)
+    if not _is_count(layers) or not 0 < layers <= MAX_LAYERS:
         return None
     if family == "llama":
-        return (None,) * layers
+        return SlidingWindow(None, None, (), "", (), layers)
     if family in _DEFAULT_WINDOW:
         window = config.get("sliding_window", _DEFAULT_WINDOW[family])
         positions = config.get("max_position_embeddings", _DEFAULT_POSITIONS[family])
-        return (_narrowing(window, positions),) * layers
-    if family not in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
+        return _windowed(window, positions, _every_layer(window, layers), "", layers)
+    if family not in _QWEN_FAMILIES:
         return None
     use = config.get("use_sliding_window", False) is True
     window = config.get("sliding_window", _QWEN_DEFAULT_WINDOW) if use else None
-    window = _narrowing(window, config.get("max_position_embeddings", _QWEN_DEFAULT_POSITIONS))
+    positions = config.get("max_position_embeddings", _QWEN_DEFAULT_POSITIONS)
     if family == "qwen3_moe":
-        return (window,) * layers
+        every = _every_layer(window, layers)
+        return _windowed(window, positions, every, "use_sliding_window", layers)
     types = config.get("layer_types")
-    if isinstance(types, list) and len(types) == layers:
-        return tuple(window if kind == "sliding_attention" else None for kind in types)
-    below = config.get("max_window_layers", _QWEN_DEFAULT_MAX_WINDOW_LAYERS)
-    if isinstance(below, bool) or not isinstance(below, int):
+    if types is not None:
+        if not isinstance(types, list) or len(types) != layers:
+            return None
+        named = tuple(i for i, kind in enumerate(types) if kind == "sliding_attention")
+        return _windowed(window, positions, named, "layer_types", layers)
+    below: Any = config.get("max_window_layers", _QWEN_DEFAULT_MAX_WINDOW_LAYERS)
+    if not _is_count(below):
         return None
-    if family == "qwen2_moe":
-        return tuple(window if i % 2 == 0 and i < below else None for i in range(layers))
-    return tuple(window if i >= below else None for i in range(layers))
+    if family == "qwen2_moe":  # every other layer below max_window_layers
+        derived = tuple(i for i in range(min(below, layers)) if i % 2 == 0) if use else ()
+    else:  # from max_window_layers on where sliding_window is not null (0 slides no window)
+        derived = tuple(range(below, layers)) if window is not None else ()
+    keys = f"use_sliding_window, max_window_layers={below}"
+    return _windowed(window, positions, derived, keys, layers)
+
+
+def _every_layer(window: Any, layers: int) -> tuple[int, ...]:
+    """Every layer, for a family that slides its window on all of them; none without one."""
+    return tuple(range(layers)) if _in_force(window) else ()
+
+
+def _windowed(
+    window: Any, positions: Any, layers: tuple[int, ...], decided_by: str, count: int
+) -> SlidingWindow:
+    """`layers` under `window`, or none of them without one in force."""
+    if _in_force(window):
+        return SlidingWindow(window, positions, layers, decided_by, (), count)
+    return SlidingWindow(None, positions, (), decided_by, layers, count)
+
+
+def _in_force(window: Any) -> bool:
+    """Whether a sliding_window value gives a window: null does not, nor 0 (what
+    Qwen2MoeConfig sets without use_sliding_window)."""
+    return window is not None and window != 0
+
+
+def attention_windows(config: Mapping[str, Any]) -> tuple[int | None, ...] | None:
+    """The window (`sliding_window`) on each layer where it narrows attention: None for full
+    attention, a window of at least max_position_embeddings narrowing nothing. None: windows
+    not known here (`sliding_window`)."""
+    found = sliding_window(config)
+    if found is None:
+        return None
+    window = _narrowing(found.size, found.positions)
+    return tuple(window if i in found.layers else None for i in range(found.layer_count))
 
 
 def _narrowing(window: Any, positions: Any) -> Any:
-    """`window` where it narrows attention: None for null, 0 (Qwen2-MoE's unused value)
-    or at least max_position_embeddings."""
-    if window is None or window == 0:
+    """`window` where it narrows attention: None for null or at least max_position_embeddings."""
+    if window is None:
         return None
-    if isinstance(positions, int) and isinstance(window, int) and window >= positions:
+    if _is_count(positions) and _is_count(window) and window >= positions:
         return None
     return window
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def shown_behaviour(key: str, value: Any) -> str:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mfsdp_ckpt.convert.config_behaviour import WINDOWED_FAMILIES, SlidingWindow, sliding_window
 from mfsdp_ckpt.convert.hf_config import MAX_EXPERTS, SHAPE_KEYS
 from mfsdp_ckpt.convert.vocab_padding import RecordedPadding, vocab_rows_problem
 from mfsdp_ckpt.errors import MfsdpFailedError
@@ -392,13 +393,6 @@ MCORE_FAMILIES: dict[str, tuple[Rule, ...]] = {
     "qwen2_moe": _COMMON + _QKV_BIAS + _moe_rules(MOE_NAMES["qwen2_moe"]),
     "mixtral": _COMMON + _moe_rules(MOE_NAMES["mixtral"]),
 }
-# transformers' MistralConfig defaults, in force when config.json leaves the key out
-_MISTRAL_DEFAULT_WINDOW = 4096
-_MISTRAL_DEFAULT_POSITIONS = 4096 * 32
-# transformers' Qwen2Config / Qwen3Config defaults for keys a config.json may leave out
-_QWEN_DEFAULT_WINDOW = 4096
-_QWEN_DEFAULT_POSITIONS = 32768
-_QWEN_DEFAULT_MAX_WINDOW_LAYERS = 28
 
 
 def refuse_attention_window(config) -> None:
@@ -409,47 +403,32 @@ def refuse_attention_window(config) -> None:
     query too, and is not mapped: `megatron_config` refuses it), so a model some of whose
     layers see a sliding window narrower than its positions computes something else in
     mcore form: converting it either way would silently change its outputs. A window of
-    null or at least max_position_embeddings never narrows attention and converts. Mistral
-    and Mixtral window every layer, Qwen3-MoE every layer when use_sliding_window is true,
-    Qwen2-MoE some layers then; Qwen2/Qwen3 window layers from max_window_layers on when
-    use_sliding_window is true, or those config.json's layer_types names (as transformers
-    decides them)."""
-    family = getattr(config, "model_type", None)
-    where: str | None
-    if family in ("mistral", "mixtral"):
-        window = getattr(
-            config, "sliding_window", _MISTRAL_DEFAULT_WINDOW if family == "mistral" else None
+    null or at least max_position_embeddings never narrows attention and converts. Which
+    layers slide which window is `config_behaviour.sliding_window`'s answer; a layer that
+    layer_types marks sliding_attention with no window in force is refused too, as a model
+    transformers' own attention fails on."""
+    data = _config_data(config)
+    found = sliding_window(data)
+    if found is None:
+        if data.get("model_type") in WINDOWED_FAMILIES:
+            raise UnsupportedModelError(
+                "config: num_hidden_layers and max_window_layers must be integers and"
+                " layer_types one entry per layer, got"
+                f" {data.get('num_hidden_layers')!r:.40}, {data.get('max_window_layers')!r:.40}"
+                f" and {data.get('layer_types')!r:.80}"
+            )
+        return
+    if found.unwindowed:
+        where = _layer_list(list(found.unwindowed))
+        raise UnsupportedModelError(
+            f"config: no sliding window is in force on {where} ({found.decided_by}), which"
+            " transformers then marks sliding_attention (use_sliding_window is not true, or"
+            " sliding_window is null or 0): its eager and sdpa attention fail there; make"
+            " such layers full_attention, or set use_sliding_window and sliding_window"
         )
-        positions = getattr(config, "max_position_embeddings", _MISTRAL_DEFAULT_POSITIONS)
-        where = "every layer"
-    elif family == "qwen2_moe":  # transformers windows every other layer below max_window_layers
-        window = getattr(config, "sliding_window", _QWEN_DEFAULT_WINDOW)
-        positions = getattr(config, "max_position_embeddings", _QWEN_DEFAULT_POSITIONS)
-        layer_types = getattr(config, "layer_types", None)
-        if isinstance(layer_types, list) and layer_types:
-            where = _qwen_windowed_layers(config)
-        elif getattr(config, "use_sliding_window", False) is True:
-            where = "layers below max_window_layers (use_sliding_window)"
-        else:
-            where = None
-        if where is None:
-            return
-    elif family in ("qwen2", "qwen3"):
-        window = getattr(config, "sliding_window", _QWEN_DEFAULT_WINDOW)
-        positions = getattr(config, "max_position_embeddings", _QWEN_DEFAULT_POSITIONS)
-        where = _qwen_windowed_layers(config)
-        if where is None:
-            return
-    elif family == "qwen3_moe":  # transformers windows every layer when use_sliding_window
-        if getattr(config, "use_sliding_window", False) is not True:
-            return
-        window = getattr(config, "sliding_window", _QWEN_DEFAULT_WINDOW)
-        positions = getattr(config, "max_position_embeddings", _QWEN_DEFAULT_POSITIONS)
-        where = "every layer (use_sliding_window)"
-    else:
+    if not found.layers:
         return
-    if window is None:
-        return
+    window, positions = found.size, found.positions
     if not _is_int(window):
         raise UnsupportedModelError(
             f"config: sliding_window must be null or a positive integer, got {window!r:.80}"
@@ -461,31 +440,25 @@ def refuse_attention_window(config) -> None:
     if window < positions:
         raise UnsupportedModelError(
             f"config: sliding_window={window} is below max_position_embeddings={positions} on"
-            f" {where}; the Megatron-core layers converted here run full attention (a"
-            " Megatron window_size is not mapped to a sliding_window), so the mcore model would"
-            " not be this one (null or >= max_position_embeddings converts)"
+            f" {_windowed_layers(found)}; the Megatron-core layers converted here run full"
+            " attention (a Megatron window_size is not mapped to a sliding_window), so the"
+            " mcore model would not be this one (null or >= max_position_embeddings converts)"
         )
 
 
-def _qwen_windowed_layers(config) -> str | None:
-    """Which layers of a Qwen2/Qwen3 config use the sliding window, in words; None: none."""
-    layer_types = getattr(config, "layer_types", None)
-    if isinstance(layer_types, list) and layer_types:
-        windowed = [i for i, kind in enumerate(layer_types) if kind != "full_attention"]
-        return f"{_layer_list(windowed)} (layer_types)" if windowed else None
-    if getattr(config, "use_sliding_window", False) is not True:
-        return None
-    first: Any = getattr(config, "max_window_layers", _QWEN_DEFAULT_MAX_WINDOW_LAYERS)
-    layers: Any = getattr(config, "num_hidden_layers", None)
-    if not (_is_int(first) and _is_int(layers)):
-        raise UnsupportedModelError(
-            f"config: max_window_layers and num_hidden_layers must be integers, got"
-            f" {first!r:.40} and {layers!r:.40}"
-        )
-    if first >= layers:
-        return None
-    windowed = list(range(first, layers))
-    return f"{_layer_list(windowed)} (use_sliding_window, max_window_layers={first})"
+def _config_data(config) -> dict[str, Any]:
+    """config.json's keys of a `JsonConfig` (config.json as read) or a transformers config
+    (its defaults filled in, as `sliding_window` reads either)."""
+    to_dict = getattr(config, "to_dict", None)
+    return to_dict() if callable(to_dict) else dict(vars(config))
+
+
+def _windowed_layers(found: SlidingWindow) -> str:
+    """The layers a window slides on, in words, and the keys that chose them."""
+    keys = f" ({found.decided_by})" if found.decided_by else ""
+    if len(found.layers) == found.layer_count:
+        return f"every layer{keys}"
+    return f"{_layer_list(list(found.layers))}{keys}"
 
 
 def _layer_list(layers: list[int]) -> str:

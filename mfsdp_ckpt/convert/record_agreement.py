@@ -59,27 +59,13 @@ from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import CheckpointReader
 
-# config.json keys that decide how stored tensors map to Hugging Face ones. Only keys the
-# given config states are compared (a key left out takes its family's default, below);
-# names absent from the derived config (another family's) are not compared.
-_LAYOUT_KEYS = (
-    "hidden_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "head_dim",
-    "intermediate_size",
-    "tie_word_embeddings",
-    "num_experts",
-    "num_local_experts",
-    "num_experts_per_tok",
-    "moe_intermediate_size",
-    "shared_expert_intermediate_size",
-)
 _SPLIT = "its q/k/v rows would be split wrong"
 _SIZES = "its tensors have other sizes"
-# Why a layout number that differs is refused, key by key
-_LAYOUT_WHY = {
+# config.json keys that decide how stored tensors map to Hugging Face ones, and why one that
+# differs is refused. Only keys the given config states are compared (a key left out takes
+# its family's default, below); names absent from the derived config (another family's) are
+# not compared.
+_LAYOUT_KEYS = {
     "hidden_size": _SIZES,
     "num_hidden_layers": _SIZES,
     "num_attention_heads": _SPLIT,
@@ -92,8 +78,9 @@ _LAYOUT_WHY = {
     "num_experts_per_tok": "each token would reach another number of experts",
     "moe_intermediate_size": _SIZES,
     "shared_expert_intermediate_size": _SIZES,
-    "vocab_size": "rows past its vocabulary would be dropped as padding",
 }
+# vocab_size is refused only when smaller than the record's (`disagreements`)
+_VOCAB_CUT = "rows past its vocabulary would be dropped as padding"
 _TRAINED_WITH = "the weights were trained with the record's values"
 _COMPUTES = "the same weights would compute another model"
 _NO_CONFIG_STATES = "no config.json makes the weights compute the record's setting"
@@ -331,11 +318,10 @@ def disagreements(
     agree."""
     stated = _with_family_defaults(given)
     recorded = derived.config
-    keys = [k for k in _LAYOUT_KEYS if k in stated and k in recorded]
-    if recorded.get("model_type") in _DENSE_SIZE_UNUSED:
-        keys.remove("intermediate_size")
+    unused = ("intermediate_size",) if recorded.get("model_type") in _DENSE_SIZE_UNUSED else ()
+    keys = [k for k in _LAYOUT_KEYS if k in stated and k in recorded and k not in unused]
     found = [
-        (f"{key}={stated[key]!r} ({label}: {recorded[key]!r})", _LAYOUT_WHY[key])
+        (f"{key}={stated[key]!r} ({label}: {recorded[key]!r})", _LAYOUT_KEYS[key])
         for key in keys
         if stated[key] != recorded[key]
     ]
@@ -343,9 +329,7 @@ def disagreements(
     # fewer tokens than recorded cuts real rows as "padding"; more (a hub config's padded
     # vocabulary over a tokenizer's count) keeps every row
     if derived.vocab_recorded and isinstance(vocab, int) and vocab < recorded["vocab_size"]:
-        found.append(
-            (f"vocab_size={vocab} ({label}: {recorded['vocab_size']})", _LAYOUT_WHY["vocab_size"])
-        )
+        found.append((f"vocab_size={vocab} ({label}: {recorded['vocab_size']})", _VOCAB_CUT))
     return found
 
 
