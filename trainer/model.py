@@ -264,6 +264,12 @@ def load_tokenizer(cfg: ModelConfig):
     return tokenizer
 
 
+def padding_id(tokenizer) -> int:
+    """The token id SFT and GRPO batches are padded with: the tokenizer's pad token, else
+    its end-of-text token (a base model's tokenizer often has no pad token)."""
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+
 def build_hf_config(cfg: ModelConfig, tokenizer) -> Any:
     """The transformers config the run trains: its model source's, with `model.overrides`
     (each key checked against that config first: `trainer.model_overrides`)."""
@@ -297,14 +303,9 @@ def _config_source(cfg: ModelConfig, tokenizer) -> tuple[Any, Callable[[dict[str
     elif source is not None and source.assets is not None:
         return _model_dir_config(source.assets), functools.partial(_from_model_dir, source.assets)
     elif cfg.shape == "tiny":
-        from trainer.tiny import tiny_config_kwargs
+        from trainer.tiny import tiny_config_fields
 
-        fields = {
-            "model_type": "qwen2",
-            **tiny_config_kwargs(len(tokenizer)),
-            "eos_token_id": tokenizer.eos_token_id,
-            "pad_token_id": tokenizer.pad_token_id,
-        }
+        fields = {"model_type": "qwen2", **tiny_config_fields(tokenizer)}
     elif cfg.shape in SHAPES:
         fields = dict(SHAPES[cfg.shape])
     else:

@@ -33,6 +33,7 @@ from trainer.model import (
     count_parameters,
     eval_mode,
     load_tokenizer,
+    padding_id,
     write_hf_assets,
 )
 from trainer.optim import NonFiniteGradientError, clip_grad_norm, lr_at, set_lr
@@ -243,9 +244,7 @@ def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
         optimizer=optimizer,
         train=train,
         val=val,
-        pad_id=(
-            tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        ),
+        pad_id=padding_id(tokenizer),
         flops_per_token=6.0 * counts["matmul"],
         attention_flops_factor=6.0 * hf_config.num_hidden_layers * counts["attention_dim"],
         peak_tflops=cfg.trainer.peak_tflops

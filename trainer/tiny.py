@@ -49,6 +49,16 @@ def tiny_config_kwargs(vocab_size: int) -> dict:
     )
 
 
+def tiny_config_fields(tokenizer) -> dict:
+    """The tiny model's Qwen2Config fields for `tokenizer`: the shape, sized to its
+    vocabulary, and the ids generation stops and pads at."""
+    return dict(
+        **tiny_config_kwargs(len(tokenizer)),
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+
+
 def synthetic_arithmetic(n: int, seed: int = 0) -> list[dict]:
     """GSM8K-shaped rows: a word problem and a worked answer ending in `#### <number>`."""
     rng = random.Random(seed)
@@ -123,9 +133,7 @@ def build_tiny_model_dir(
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer()
     config = Qwen2Config(
-        **tiny_config_kwargs(len(tokenizer)),
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
+        **tiny_config_fields(tokenizer),
         bos_token_id=None,
         # what save_pretrained records of the weights written below (vLLM picks its model
         # class by the architecture)

@@ -52,7 +52,13 @@ from trainer.grpo.reference import ReferenceRecord
 from trainer.grpo.weights import iter_full_weights, iter_merged_weights
 from trainer.lora import adapters_disabled, is_lora_model, lora_enabled, lora_scales
 from trainer.metrics import MetricsLogger
-from trainer.model import build_hf_config, build_model, load_tokenizer, write_hf_assets
+from trainer.model import (
+    build_hf_config,
+    build_model,
+    load_tokenizer,
+    padding_id,
+    write_hf_assets,
+)
 from trainer.optim import NonFiniteGradientError, clip_grad_norm, lr_at, set_lr
 from trainer.progress import draws_bars
 from trainer.resume import RunKind, rows_digest
@@ -513,9 +519,7 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
         engine=engine,
         scorer=scorer,
         tokenizer=tokenizer,
-        pad_id=(
-            tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        ),
+        pad_id=padding_id(tokenizer),
         train=train,
         val=val,
         rollout_name=name,
