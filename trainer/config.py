@@ -248,6 +248,11 @@ class TrainerConfig:
     run_dir: LocalPath = "runs/sft"
     epochs: Positive[int] = 1
     total_steps: Positive[int] | None = None  # default: epochs x (train rows // global_batch_size)
+    # true: the run also ends once `epochs` epochs are done, when that comes before
+    # `total_steps` (verl's rule: its fit loop stops after trainer.total_epochs whatever
+    # trainer.total_training_steps says); `mfsdp config from-verl` writes it. false: mfsdp's
+    # rule, `total_steps` wins and the data goes round as often as it takes
+    steps_within_epochs: bool = False
     stop_at_step: Positive[int] | None = None  # stop early, after a checkpoint (a job's time limit)
     seed: NonNegative[int] = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"

@@ -55,12 +55,19 @@ def run_in_process_group(name: str, cfg: Any, body: Callable[[Any, DistEnv], Res
 
 
 def planned_steps(cfg: Any, batch_key: str, batch_size: int, rows: int, rows_named: str) -> int:
-    """`trainer.total_steps`, else `trainer.epochs` full batches per epoch; ConfigError naming
-    `batch_key` when not one batch fits in the `rows` training rows."""
+    """`trainer.total_steps`, else `trainer.epochs` full batches per epoch; with
+    `trainer.steps_within_epochs`, whichever of the two is fewer (verl's rule: a converted
+    verl run trains the steps verl trains). ConfigError naming `batch_key` when not one batch
+    fits in the `rows` training rows."""
     per_epoch = rows // batch_size
     if per_epoch == 0:
         raise ConfigError(f"{batch_key}={batch_size} exceeds the {rows} {rows_named}")
-    return cfg.trainer.total_steps or cfg.trainer.epochs * per_epoch
+    by_epochs = cfg.trainer.epochs * per_epoch
+    if not cfg.trainer.total_steps:
+        return by_epochs
+    if cfg.trainer.steps_within_epochs:
+        return min(cfg.trainer.total_steps, by_epochs)
+    return cfg.trainer.total_steps
 
 
 class StepHooks:
@@ -222,13 +229,23 @@ class TrainingRun:
         resumed = f" (resumed from {self.resume.root})" if self.resume else ""
         line = f"[{self.name}] {what}, steps {self.start} -> {self.total_steps}{resumed}"
         if self.resume is not None and self.start >= self.stop:
-            key = "trainer.total_steps" if self.stop == self.total_steps else "trainer.stop_at_step"
+            key, value = self._end_setting()
             line = (
                 f"[{self.name}] {what}; {self.resume.root} is at step {self.start} and "
-                f"{key}={self.stop}: nothing left to train (raise {key} to train on, or give "
+                f"{key}={value}: nothing left to train (raise {key} to train on, or give "
                 "another trainer.run_dir to start afresh)"
             )
         print(printable(line), file=sys.stderr)  # the run dir's name may hold escapes
+
+    def _end_setting(self) -> tuple[str, int]:
+        """The key that sets where this run ends, and its value: `trainer.stop_at_step`, else
+        `trainer.epochs` where they end it before `trainer.total_steps`
+        (`trainer.steps_within_epochs`), else `trainer.total_steps`."""
+        if self.stop != self.total_steps:
+            return "trainer.stop_at_step", self.stop
+        if self.cfg.trainer.total_steps and self.total_steps != self.cfg.trainer.total_steps:
+            return "trainer.epochs", self.cfg.trainer.epochs
+        return "trainer.total_steps", self.stop
 
     def save(self, step: int, info: dict[str, Any]) -> Path:
         """Checkpoint the state at `step` (1-based), with `info` in its manifest (and the kind

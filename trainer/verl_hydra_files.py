@@ -52,6 +52,43 @@ VERL_GROUPS: dict[str, frozenset[str]] = {
         "rollout": ("rollout",),
     }.items()
 }
+# Each trainer config's `defaults:` list, as (group, package) -> the file it selects: what a
+# command-line selection (`optim=fsdp`, `actor@actor_rollout_ref.actor=dp_actor`) changes
+_PPO_DEFAULTS = {
+    ("data", "data"): "legacy_data",
+    ("rollout", "actor_rollout_ref.rollout"): "rollout",
+    ("model", "actor_rollout_ref.model"): "hf_model",
+    ("algorithm", "algorithm.rollout_correction"): "rollout_correction",
+}
+TRAINER_DEFAULTS: dict[str, dict[tuple[str, str], str]] = {
+    "ppo_trainer": {
+        **_PPO_DEFAULTS,
+        ("actor", "actor_rollout_ref.actor"): "dp_actor",
+        ("ref", "actor_rollout_ref.ref"): "dp_ref",
+        ("critic", "critic"): "dp_critic",
+        ("reward_model", "reward_model"): "dp_reward_loop",
+    },
+    "ppo_megatron_trainer": {
+        **_PPO_DEFAULTS,
+        ("actor", "actor_rollout_ref.actor"): "megatron_actor",
+        ("ref", "actor_rollout_ref.ref"): "megatron_ref",
+        ("critic", "critic"): "megatron_critic",
+        ("reward_model", "reward_model"): "megatron_reward_loop",
+    },
+    "sft_trainer": {("optim", "optim"): "fsdp"},
+    "sft_trainer_engine": {
+        ("model", "model"): "hf_model",
+        ("engine", "engine"): "fsdp",
+        ("optim", "optim"): "fsdp",
+        ("profiler", "profiler"): "profiler",
+    },
+}
+# verl's trainer module -> the config it loads (`hydra.main(config_name=...)`)
+MODULE_CONFIGS = {
+    "verl.trainer.main_ppo": "ppo_trainer",
+    "verl.trainer.fsdp_sft_trainer": "sft_trainer",
+    "verl.trainer.sft_trainer": "sft_trainer_engine",
+}
 # `--config-path` values naming verl's own folder: Hydra reads a relative one from the
 # trainer module's folder (verl/trainer), and verl's examples write it so; None: not given
 VERL_CONFIG_PATHS = (None, "config", "./config")
@@ -60,8 +97,21 @@ VERL_CONFIG_PATHS = (None, "config", "./config")
 def is_verl_config(path: str | None, name: str | None) -> bool:
     """Whether `--config-path path --config-name name` (None: not given, the trainer's own
     default) names one of verl's own configs."""
-    stem = None if name is None else name.removesuffix(".yaml").removesuffix(".yml")
+    stem = _stem(name)
     return path in VERL_CONFIG_PATHS and (stem is None or stem in VERL_CONFIGS)
+
+
+def loaded_config(module: str, path: str | None, name: str | None) -> str | None:
+    """The trainer config verl's `module` loads under `--config-path path --config-name
+    name` (None: not given): the module's own, a config of verl's named, or None for one of
+    the user's."""
+    if not is_verl_config(path, name):
+        return None
+    return _stem(name) or MODULE_CONFIGS.get(module)
+
+
+def _stem(name: str | None) -> str | None:
+    return None if name is None else name.removesuffix(".yaml").removesuffix(".yml")
 
 
 def is_verl_default(entry: Any) -> bool:
@@ -87,3 +137,36 @@ def shown_entry(entry: Any) -> str:
 def _group(name: str) -> str:
     """The config group (or file) an entry names: `override /optim@optim` is `optim`."""
     return name.removeprefix("override ").strip().lstrip("/").split("@")[0]
+
+
+def selected_group(key: str) -> tuple[str, str] | None:
+    """The (group, package) whose file a command-line `key=option` selects, as Hydra reads
+    it (`optim`, `actor@actor_rollout_ref.actor`, `+optim`), or None for a config key: a
+    key is a selection when it names one of verl's config groups (a folder of
+    verl/trainer/config) before any `@`."""
+    group, _at, package = key.lstrip("+").partition("@")
+    if group not in VERL_GROUPS:
+        return None
+    return group, package or group
+
+
+def unlike_verl_selection(key: str, option: Any, config: str | None) -> str | None:
+    """Why the selection `key=option` makes verl's run other than verl's defaults make it,
+    or None where `config` (the trainer config the command loads) already selects that
+    file: a selection of the same file changes nothing; another file sets keys under other
+    defaults (megatron's optimizer, a critic) that this conversion would not see."""
+    group, package = selected_group(key) or ("", "")
+    chosen = TRAINER_DEFAULTS.get(config or "", {}).get((group, package))
+    if chosen is not None and chosen == option:  # `optim=null` selects nothing verl chose
+        return None
+    if config not in TRAINER_DEFAULTS:
+        return (
+            f"selects verl's {group} file {option} over the defaults of a config that is not"
+            " verl's; convert with that config's settings in the source"
+        )
+    if chosen is None:
+        return f"verl's {config} config selects no {group} file at {package}; Hydra refuses it"
+    return (
+        f"selects verl's {group} file {option} where verl's {config} config selects"
+        f" {chosen}; this conversion carries over verl's defaults, not that file's"
+    )

@@ -125,6 +125,7 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
     script_notes: list[str] = []
     incomplete: list[str] = []
     module = None  # verl's trainer module; a YAML does not name it
+    refused: list[str] = []  # the script's config-group selections not carried over
     if source.suffix.lower() in (".yaml", ".yml"):
         tree, defaults = _yaml_tree(text, source)
         command = command or likely_kind(tree)  # as `mfsdp train` tells them apart
@@ -132,12 +133,13 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
         script_notes += _interpolation_notes(tree, source)
         tree, pairs = verl_keys.split_foreign(_config_class(command), tree)
     else:
-        pairs, module, script_notes, incomplete = _script_pairs(text, source)
+        pairs, module, script_notes, incomplete, refused = _script_pairs(text, source)
         command = command or ("grpo" if module in GRPO_MODULES else "sft")
     # a config file of the user's that verl merges in may set any key: verl's defaults are
     # written only where the whole run is in the source
     conversion = _convert(tree, pairs, command, str(source), module, not incomplete)
     conversion.notes += script_notes
+    conversion.dropped += refused
     conversion.incomplete = incomplete + conversion.incomplete
     return conversion
 
@@ -229,10 +231,11 @@ def _interpolation_notes(tree: dict[str, Any], source: Path) -> list[str]:
 
 def _script_pairs(
     text: str, source: Path
-) -> tuple[list[tuple[str, Any]], str, list[str], list[str]]:
+) -> tuple[list[tuple[str, Any]], str, list[str], list[str], list[str]]:
     """The `key=value` arguments of the script's (last) verl trainer command, its module,
-    notes on what of the command is known only when the script runs, and the config file of
-    the user's it names (`_hydra_config_notes`)."""
+    notes on what of the command is known only when the script runs, the config file of
+    the user's it names (`_hydra_config_notes`), and its config-group selections that are
+    not carried over (`_group_selections`)."""
     try:
         launch, launches, variables = _read_script(text, source)
     except shell_variables.ExpansionTooLarge as err:
@@ -260,8 +263,9 @@ def _script_pairs(
         f"${name}: taken from this environment, as the shell running the script here would"
         for name in launch.taken
     ]  # named, never quoted: the config is a file people share
+    pairs, selection_notes, refused = _group_selections(pairs, launch)
     notes = [*variables.notes, *launch.notes, *taken_notes, *notes, *hydra_notes]
-    return pairs, launch.module, notes, incomplete
+    return pairs, launch.module, notes + selection_notes, incomplete, refused
 
 
 @dataclass
@@ -395,15 +399,10 @@ def _hydra_config_notes(words: list[str], command: str) -> tuple[list[str], list
     for a file of the user's, those options again: its settings are not in this conversion
     (they were left out without a word, then named at exit 0). verl's own configs hold
     verl's defaults (`verl_hydra_files`), which need nothing carried."""
-    given: dict[str, str] = {}
-    for index, word in enumerate(words):
-        option, sep, value = word.partition("=")
-        if option in _HYDRA_CONFIG_OPTIONS:
-            given[option] = value if sep else (words[index + 1] if index + 1 < len(words) else "")
+    given = _hydra_options(words)
     if not given:
         return [], []
-    path = given.get("--config-path", given.get("-cp"))
-    name = given.get("--config-name", given.get("-cn"))
+    path, name = _config_path_and_name(given)
     shown = ", ".join(f"{option} {value}".strip() for option, value in given.items())
     if verl_hydra_files.is_verl_config(path, name):
         return [f"{shown}: {_verl_defaults_words(command)}"], []
@@ -411,6 +410,48 @@ def _hydra_config_notes(words: list[str], command: str) -> tuple[list[str], list
         f"{shown}: verl loads its settings from that YAML first; they are not in"
         " this config: convert it with `mfsdp config from-verl FILE.yaml` and merge the two"
     ], [shown]
+
+
+def _hydra_options(words: list[str]) -> dict[str, str]:
+    """The command's Hydra --config-path / --config-name options (and short forms), given
+    as `--option=value` or `--option value`."""
+    given: dict[str, str] = {}
+    for index, word in enumerate(words):
+        option, sep, value = word.partition("=")
+        if option in _HYDRA_CONFIG_OPTIONS:
+            given[option] = value if sep else (words[index + 1] if index + 1 < len(words) else "")
+    return given
+
+
+def _config_path_and_name(given: dict[str, str]) -> tuple[str | None, str | None]:
+    return given.get("--config-path", given.get("-cp")), given.get(
+        "--config-name", given.get("-cn")
+    )
+
+
+def _group_selections(
+    pairs: list[tuple[str, Any]], launch: _Launch
+) -> tuple[list[tuple[str, Any]], list[str], list[str]]:
+    """`pairs` less the Hydra config-group selections (`optim=fsdp`), a note naming those
+    that select the file verl's trainer config already selects (they change nothing), and
+    "key=option: why" for each other selection: a run under another file's defaults (a
+    megatron optimizer, a critic) is not the run this conversion describes."""
+    config = verl_hydra_files.loaded_config(
+        launch.module, *_config_path_and_name(_hydra_options(launch.words))
+    )
+    kept, same, refused = [], [], []
+    for key, option in pairs:
+        if verl_hydra_files.selected_group(key) is None:
+            kept.append((key, option))
+            continue
+        why = verl_hydra_files.unlike_verl_selection(key, option, config)
+        shown = f"{key}={_shown(option)}"
+        if why is None:
+            same.append(shown)
+        else:
+            refused.append(f"{shown}: {why}")
+    notes = [f"{', '.join(same)}: the file verl's {config} config selects anyway"] if same else []
+    return kept, notes, refused
 
 
 def _shell_words(line: str) -> list[str]:
@@ -499,6 +540,7 @@ def _convert(
     if whole:
         conversion.dropped += _unset_estimator(cls, conversion.tree, pairs)
         conversion.notes += _verl_defaults(cls, conversion.tree, pairs, module)
+    conversion.notes += _steps_within_epochs(conversion.tree)
     conversion.dropped += _drop_unresolved_typed(cls, conversion.tree, source)
     conversion.notes += [
         f"{key}: null in verl, the mfsdp default stays" for key in _drop_nulls(conversion.tree)
@@ -566,6 +608,25 @@ def _verl_defaults(
             " mfsdp's stand (docs/verl.md lists both)"
         )
     return notes
+
+
+def _steps_within_epochs(tree: dict[str, Any]) -> list[str]:
+    """A run that sets trainer.total_steps (verl's trainer.total_training_steps) also ends
+    after trainer.epochs epochs, when that comes first: verl's fit loops (ray_trainer's and
+    both SFT trainers') run `for epoch in range(total_epochs)` and stop at
+    total_training_steps only inside it, where mfsdp's `trainer.total_steps` alone goes round
+    the data as often as it takes (a converted run trained more steps than verl's). One note."""
+    from trainer.config import set_dotted
+
+    trainer = tree.get("trainer") or {}
+    if trainer.get("total_steps") is None:
+        return []
+    set_dotted(tree, "trainer.steps_within_epochs", True)
+    epochs = trainer.get("epochs", "1, mfsdp's default,")
+    return [
+        f"trainer.steps_within_epochs=true: as in verl, the run ends after trainer.epochs={epochs}"
+        " epochs when that comes before trainer.total_steps"
+    ]
 
 
 def _shown(value: Any) -> str:
