@@ -355,7 +355,7 @@ class Checkpointer:
         if hf_assets is not None:
             hf_dir = tmp / layout.HF_ASSETS_DIR
             hf_dir.mkdir(exist_ok=True)
-            with writing(hf_dir):  # a library's error naming no file names the dir at least
+            with writing(hf_dir):  # a library's error naming no file names the file it wrote
                 hf_assets(hf_dir)
         extra_names = [f"{layout.DIST_CKPT_DIR}/{layout.DCP_METADATA_FILE}"]
         extra_names += [

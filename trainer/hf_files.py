@@ -3,7 +3,8 @@ step's `huggingface/` holds (export needs it) and what the embedded tiny model d
 
 Each library save runs inside `named_writes.writing`, so a full disk is one line naming the
 file (`.../tokenizer.json: not written (No space left on device)`), never tokenizers' plain
-`Exception` naming none or a traceback.
+`Exception` naming none or a traceback; a file the tokenizer writes from Python
+(tokenizer_config.json, chat_template.jinja) is named too, not the directory.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ TOKENIZER_FILE = "tokenizer.json"  # the one file tokenizers writes from Rust
 def save_hf_files(target: Path, config: Any, tokenizer: Any, generation: bytes | None) -> None:
     """config.json, the tokenizer's files and generation_config.json (`generation`'s bytes,
     or greedy decoding ending at the tokenizer's eos) into the directory `target`. A
-    failure is an OSError naming the file (the tokenizer's Python-written files: `target`)."""
+    failure is an OSError naming the file."""
     from transformers import GenerationConfig
 
     with writing(target / CONFIG_FILE):

@@ -50,6 +50,7 @@ from mfsdp_ckpt.format.closest_path import missing_hint
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.confined_stat import confined_stat
+from mfsdp_ckpt.storage.file_errors import naming_file
 from mfsdp_ckpt.storage.lock_holder import lock_holder
 from mfsdp_ckpt.storage.output_pending import output_pending
 from mfsdp_ckpt.storage.temp_files import new_temp
@@ -420,10 +421,14 @@ def _remove_replaced(old: Path, target: Path, then: str) -> str | None:
 
 
 def fsync_path(path: str | os.PathLike) -> None:
-    """Flush a file, or a directory's entries (POSIX needs that for a rename to be durable)."""
+    """Flush a file, or a directory's entries (POSIX needs that for a rename to be durable).
+    A failure names `path`: `fsync` of a descriptor raises an OSError naming no file, which
+    a save could only pin on its temp dir as a whole."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
+    except OSError as err:
+        raise naming_file(err, path) from None
     finally:
         os.close(fd)
 

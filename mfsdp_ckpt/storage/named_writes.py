@@ -8,33 +8,65 @@ tokenizers' plain `Exception: No space left on device (os error 28)`, which the 
 as a traceback or as a line naming no file. Inside `writing(path)` each is an OSError that
 names the file, with errno's words: `PATH: not written (File too large)` as
 `file_errors.os_error_line` says it, errno kept (ENOSPC stays ENOSPC).
+
+A library's save writes several files from Python (a tokenizer's tokenizer_config.json and
+chat_template.jinja): the file named is the one the block last opened for writing, which
+Python's audit hook for `open` tells, so the line never names the whole directory.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
+import sys
+import threading
 from collections.abc import Iterator
 
 # How Rust's std::io::Error ends its words: "No space left on device (os error 28)"
 _RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
 
 
+class _LastOpened:
+    """The last file a `writing` block opened for writing (None before its first)."""
+
+    __slots__ = ("path",)
+
+    def __init__(self) -> None:
+        self.path: str | None = None
+
+
+class _OpenedForWriting(threading.local):
+    """Per thread: the `writing` blocks running in it."""
+
+    def __init__(self) -> None:
+        self.blocks: list[_LastOpened] = []
+
+
+_opened = _OpenedForWriting()
+
+
 @contextlib.contextmanager
 def writing(
     path: str | os.PathLike[str], rust_file: str | os.PathLike[str] | None = None
 ) -> Iterator[None]:
-    """Run the block that writes `path`: an OSError naming no file names `path`, and a
-    library's Rust writer failing (safetensors, tokenizers) is an OSError naming
-    `rust_file`, the one file that library writes from Rust where the block writes more
-    than one (tokenizer.json of a tokenizer's files), else `path`. Other errors pass."""
+    """Run the block that writes `path` (a file, or a directory a library writes files
+    into): an OSError naming no file names the file the block last opened for writing,
+    else `path`; a library's Rust writer failing (safetensors, tokenizers) is an OSError
+    naming `rust_file`, the one file that library writes from Rust where the block
+    writes more than one (tokenizer.json of a tokenizer's files), else `path`. Other
+    errors pass."""
+    _watch_opens()
+    last_opened = _LastOpened()
+    _opened.blocks.append(last_opened)
     try:
         yield
     except OSError as err:
         if err.filename is not None or err.errno is None:  # named already, or mfsdp's own
             raise
-        raise OSError(err.errno, f"not written ({err.strerror})", os.fspath(path)) from None
+        named = last_opened.path or os.fspath(path)
+        raise OSError(err.errno, f"not written ({err.strerror})", named) from None
     except Exception as err:
         if not _from_rust_writer(err):
             raise
@@ -42,6 +74,30 @@ def writing(
         number = int(found.group(1)) if found else None
         reason = os.strerror(number) if number is not None else _one_line(err)
         raise OSError(number, f"not written ({reason})", os.fspath(rust_file or path)) from None
+    finally:
+        _opened.blocks.remove(last_opened)
+
+
+@functools.cache
+def _watch_opens() -> None:
+    """Install the audit hook once per process (a hook cannot be removed; it does nothing
+    outside a `writing` block)."""
+    sys.addaudithook(_record_opened_for_writing)
+
+
+def _record_opened_for_writing(event: str, args: tuple) -> None:
+    """Audit hook: a file opened for writing (`open`, `os.open`) in this thread is the
+    last one of each `writing` block running in it. The failure of a write, flush or
+    close raises an OSError naming no file; this is how the block knows which file it was."""
+    if event != "open" or not _opened.blocks:
+        return
+    path, _mode, flags = args
+    if not isinstance(path, str | bytes | os.PathLike) or not isinstance(flags, int):
+        return  # a descriptor opened again names no path
+    if flags & (os.O_WRONLY | os.O_RDWR):
+        name = os.fsdecode(path)
+        for block in _opened.blocks:
+            block.path = name
 
 
 def write_bytes(path: str | os.PathLike[str], data: bytes, durable: bool = False) -> None:
