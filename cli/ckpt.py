@@ -119,7 +119,8 @@ weights agree with huggingface/config.json (or --hf-config); tracker points at a
 complete step. --deep checks every file's digest against the manifest (xxh3_128;
 sha256 in older manifests), reads every tensor (NaN/Inf) and checks every non-tensor
 blob. verl and Megatron-LM write no manifest: the verdict then says hashes were not
-checked, and --strict fails.
+checked, and --strict fails; --deep then also reads the optimizer's second moments
+(never negative) and step counts (whole, from 0).
 
 \b
 Examples:
@@ -132,7 +133,8 @@ Examples:
 @click.option(
     "--deep",
     is_flag=True,
-    help="Also check every file's digest (xxh3_128 or sha256) and read every tensor (NaN/Inf), "
+    help="Also check every file's digest (xxh3_128 or sha256) and read every tensor (NaN/Inf;"
+    " without a manifest also a negative exp_avg_sq, a step count below 0 or not whole), "
     "and build config.json with transformers' config class (one it refuses is an error); "
     "on a LoRA checkpoint also hash its base model (a bar of its own on a terminal).",
 )

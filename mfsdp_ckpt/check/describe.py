@@ -9,7 +9,7 @@ from typing import Any
 
 from mfsdp_ckpt.check import value_head
 from mfsdp_ckpt.check.printable import printable
-from mfsdp_ckpt.check.removed_while_read import reads_checkpoint
+from mfsdp_ckpt.check.removed_while_read import describes_checkpoint
 from mfsdp_ckpt.check.trainer_step import trainer_step_problems
 from mfsdp_ckpt.convert.megatron_lora import stored_adapter_summary
 from mfsdp_ckpt.convert.mtp import DROP_MTP_FLAG, stored_mtp
@@ -189,7 +189,7 @@ def describe_lora(
     return described
 
 
-@reads_checkpoint  # a step a run's keep_last removes meanwhile is said to be so
+@describes_checkpoint  # a step a run's keep_last removes meanwhile is said to be so
 def describe_checkpoint(
     path: str | os.PathLike,
     *,

@@ -7,15 +7,17 @@ States are paired with parameters by name across the layouts users have (FSDP2's
 `module.module.module.`, torch's positional `Optimizer.state_dict()`, the HF Trainer's
 separate optimizer DCP); a parameter without state is an error only where the
 checkpoint's own record says it was optimized, else a warning (frozen, never stepped).
+`validate --deep` of a checkpoint without a manifest also reads the states no optimizer
+writes out of range (`check_optimizer_values`): with a manifest its digests catch any change.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from mfsdp_ckpt.check.config_checks import config_to_check
 from mfsdp_ckpt.check.recorded_optimizer import RecordedOptimizer, megatron_optimizer
@@ -29,6 +31,7 @@ from mfsdp_ckpt.check.storage_checks import (
 from mfsdp_ckpt.convert import tied_head
 from mfsdp_ckpt.format import layout, optimizer_states, state_keys
 from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
+from mfsdp_ckpt.format.finite import PIECE_ELEMENTS
 from mfsdp_ckpt.format.hf_trainer import OPTIMIZER_ENTRY
 from mfsdp_ckpt.format.manifest import Manifest
 from mfsdp_ckpt.storage import safe_files
@@ -38,6 +41,9 @@ from mfsdp_ckpt.storage.reader import (
     CheckpointReader,
     TensorEntry,
 )
+
+if TYPE_CHECKING:
+    import torch
 
 
 class _TensorTables(Protocol):
@@ -261,6 +267,79 @@ def check_optimizer(
         more = f" (+{len(unmatched) - 1} more)" if len(unmatched) > 1 else ""
         first = next(iter(unmatched))
         report.add(WARNING, f"[{first}]", f"optimizer state matches no model parameter{more}")
+
+
+# Adam's second moment and AMSGrad's running maximum of it: means of squared gradients,
+# which no optimizer (torch's, Megatron's distributed one, apex's, transformers') stores
+# below 0; NaN and Inf in any state are `storage_checks.check_values`' findings.
+SQUARED_MEANS = frozenset({"exp_avg_sq", "max_exp_avg_sq"})
+STEP_COUNT = "step"  # torch's and Megatron's per-parameter count of steps taken
+
+
+def check_optimizer_values(
+    readers: list[CheckpointReader], roots: state_keys.StateRoots, report: ValidationReport
+) -> None:
+    """validate --deep of a checkpoint without a manifest, whose bytes no digest vouches
+    for: an error naming each optimizer state key that holds what no optimizer writes, a
+    negative second moment or a step count below 0 or between whole numbers (an edited or
+    corrupted state a resume would load without a word: Adam's update divides by the
+    moment's square root). Read one chunk at a time, counted a piece at a time, so memory
+    stays bounded by a chunk. A tensor that cannot be read is `check_values`' finding."""
+    for reader in readers:
+        for key, entry in reader.tensors.items():
+            rest = roots.state_path(key)
+            state = rest.rpartition(".")[2] if rest is not None else None
+            if state not in SQUARED_MEANS and state != STEP_COUNT:
+                continue
+            try:
+                chunks = _state_chunks(reader, entry)
+                problem = (
+                    _step_problem(chunks) if state == STEP_COUNT else _negative_problem(chunks)
+                )
+            except (CheckpointFormatError, CheckpointFileError):
+                continue
+            if problem is not None:
+                report.add(ERROR, f"[{key}]", problem)
+
+
+def _state_chunks(reader: CheckpointReader, entry: TensorEntry) -> Iterator[torch.Tensor]:
+    """The chunks of `entry` holding elements, read one at a time, as flat pieces of at most
+    `PIECE_ELEMENTS` of the chunk (widened to float where the dtype compares only so)."""
+    import torch
+
+    if reader.coverage_problems(entry):
+        return
+    for chunk in entry.chunks:
+        if not chunk.numel:
+            continue
+        values = reader.read_chunk(entry, chunk).reshape(-1)
+        for piece in values.split(PIECE_ELEMENTS):
+            wide = piece.is_floating_point() and piece.dtype != torch.float64
+            yield piece.float() if wide else piece
+
+
+def _negative_problem(pieces: Iterator[torch.Tensor]) -> str | None:
+    negative = sum(int((piece < 0).sum()) for piece in pieces)
+    if not negative:
+        return None
+    values = "values" if negative > 1 else "value"
+    reason = "a mean of squared gradients, which no optimizer stores below 0"
+    return f"{negative} negative {values} ({reason})"
+
+
+def _step_problem(pieces: Iterator[torch.Tensor]) -> str | None:
+    """The first step count below 0 or not whole; NaN and Inf are left to `check_values`."""
+    for piece in pieces:
+        if not piece.is_floating_point():
+            wrong = piece[piece < 0]
+        else:
+            finite = piece[piece.isfinite()]
+            wrong = finite[(finite < 0) | (finite != finite.floor())]
+        if wrong.numel():
+            value = wrong[0].item()
+            shown = int(value) if value == int(value) else value
+            return f"step count {shown} (an optimizer counts whole steps from 0)"
+    return None
 
 
 def _report_no_state(

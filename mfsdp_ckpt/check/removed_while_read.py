@@ -6,7 +6,10 @@ run's dir) met its files going one by one and said "`__0_1.distcp`: file is miss
 the step were damaged. Every reader of a step goes through this module: when its read
 fails, the step's directories are compared with what they were when the read began (and a
 run dir's tracker with the step it named), and a change is one line saying the step was
-removed while it was read, exit 1, and to read it again.
+removed while it was read, exit 1, and to read it again. A reader that goes on past what
+it cannot read (`inspect` shows an entry "not decoded", a record's problem) compares them
+when its read succeeded too (`describes_checkpoint`), as validate does when its findings
+are not clean: else half a step was described as if it were whole.
 """
 
 from __future__ import annotations
@@ -81,11 +84,14 @@ def refuse_if_moved_on(run: Path, step: int | str) -> None:
 
 
 @contextlib.contextmanager
-def removal_said(path: str | os.PathLike, role: str | None = None) -> Iterator[None]:
+def removal_said(
+    path: str | os.PathLike, role: str | None = None, *, when_read: bool = False
+) -> Iterator[None]:
     """Read the checkpoint at `path` (any level `layout.resolve_checkpoint` reads) in the
     block: an error raised there becomes CheckpointRemovedError when the step was removed
-    (or, when it went as it was resolved, the run dir's tracker moved on) meanwhile. A URL,
-    or a path that resolves to no checkpoint, is left to the block's own errors."""
+    (or, when it went as it was resolved, the run dir's tracker moved on) meanwhile;
+    `when_read`: so does a block that ended well (`removal_of`). A URL, or a path that
+    resolves to no checkpoint, is left to the block's own errors."""
     if is_url(str(path)):
         yield
         return
@@ -96,7 +102,7 @@ def removal_said(path: str | os.PathLike, role: str | None = None) -> Iterator[N
         tracked = layout.read_tracker_text(run) if run.is_dir() else None
         paths = layout.resolve_checkpoint(run, role=role)
     if paths is not None:
-        with removal_of(paths):
+        with removal_of(paths, when_read=when_read):
             yield
         return
     try:
@@ -108,27 +114,41 @@ def removal_said(path: str | os.PathLike, role: str | None = None) -> Iterator[N
 
 
 @contextlib.contextmanager
-def removal_of(paths: layout.CheckpointPaths) -> Iterator[None]:
+def removal_of(paths: layout.CheckpointPaths, *, when_read: bool = False) -> Iterator[None]:
     """Read the resolved checkpoint `paths` in the block: an error raised there becomes
-    CheckpointRemovedError when its directories changed meanwhile (`refuse_if_removed`)."""
+    CheckpointRemovedError when its directories changed meanwhile (`refuse_if_removed`);
+    `when_read`: so does a block that ended well, for a reader whose result holds what it
+    could not read instead of failing."""
     stamps = dir_stamps(paths)
     try:
         yield
     except Exception:
         refuse_if_removed(paths, stamps)
         raise
+    if when_read:
+        refuse_if_removed(paths, stamps)
 
 
 def reads_checkpoint(function: Callable[_P, _R]) -> Callable[_P, _R]:
     """`function`, whose first argument names a checkpoint and whose `role` keyword picks
-    verl's role in it, run inside `removal_said`."""
+    verl's role in it, run inside `removal_said`: its failure is the step's removal when
+    the step went meanwhile."""
+    return _guarded(function, when_read=False)
 
+
+def describes_checkpoint(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """`reads_checkpoint` for a function that describes what it could not read instead of
+    failing (`inspect`): a step removed meanwhile is refused when it returns, too."""
+    return _guarded(function, when_read=True)
+
+
+def _guarded(function: Callable[_P, _R], *, when_read: bool) -> Callable[_P, _R]:
     @functools.wraps(function)
     def guarded(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         path, role = args[0], kwargs.get("role")
         if not isinstance(path, (str, os.PathLike)):
             return function(*args, **kwargs)
-        with removal_said(path, role if isinstance(role, str) else None):
+        with removal_said(path, role if isinstance(role, str) else None, when_read=when_read):
             return function(*args, **kwargs)
 
     return guarded
@@ -136,6 +156,7 @@ def reads_checkpoint(function: Callable[_P, _R]) -> Callable[_P, _R]:
 
 __all__ = [
     "CheckpointRemovedError",
+    "describes_checkpoint",
     "dir_stamps",
     "reads_checkpoint",
     "refuse_if_moved_on",

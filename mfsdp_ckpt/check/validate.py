@@ -25,6 +25,7 @@ from mfsdp_ckpt.check.config_checks import check_against_config
 from mfsdp_ckpt.check.optimizer_checks import (
     check_optimizer,
     check_optimizer_dcp,
+    check_optimizer_values,
     joint_tables,
     optimizer_record,
 )
@@ -154,11 +155,9 @@ def _run_checks(
     _check_trainer_step(paths, reader, manifest, report)
     optimizer = check_optimizer_dcp(paths, report)
     record = optimizer_record(paths, reader, roots, manifest, hf_config)
-    if optimizer is None:
-        check_optimizer(reader, roots, report, record)
-    else:
-        joint = joint_tables(reader, optimizer)
-        check_optimizer(joint, state_keys.state_roots(joint.tensors), report, record)
+    tables = reader if optimizer is None else joint_tables(reader, optimizer)
+    state_roots = roots if optimizer is None else state_keys.state_roots(tables.tensors)
+    check_optimizer(tables, state_roots, report, record)
     # a LoRA step holds adapters, not the config's weights; a manifest that cannot be read
     # (its error is reported) leaves unknown which it holds
     unread = manifest is None and paths.manifest is not None
@@ -169,9 +168,11 @@ def _run_checks(
         manifest, report, deep=deep, source=str(paths.manifest), progress=base_progress
     )
     if deep:
+        readers = [reader] if optimizer is None else [reader, optimizer]
         if manifest is not None:
             check_hashes(paths, manifest, report, hash_progress)
-        readers = [reader] if optimizer is None else [reader, optimizer]
+        else:  # no digest vouches for the optimizer's values: read them
+            check_optimizer_values(readers, state_roots, report)
         total, done = sum(len(r.tensors) for r in readers), 0
         for each in readers:
             check_values(each, report, _shifted(progress, done, total))
