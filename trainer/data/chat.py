@@ -1,7 +1,11 @@
-"""Turn one chat (a list of {role, content} turns) into token ids and an assistant-token mask.
+"""Turn one chat (a list of turns, each a role, content, ...) into token ids and an
+assistant-token mask.
 
-Loss is taken on assistant tokens only. When the tokenizer's chat template marks assistant
-text with `{% generation %}`, those spans give the mask directly. Most shipped
+Each turn reaches the chat template whole, as verl's MultiTurnSFTDataset gives it to
+apply_chat_template: a Qwen3-style template renders `reasoning_content`, others `name` or
+`tool_calls`. Loss is taken on assistant tokens only. When the tokenizer's chat template
+marks assistant text with `{% generation %}` (`GENERATION_MARKER`), those spans give the
+mask directly. Most shipped
 templates (Qwen2.5's included) do not, so the fallback renders growing prefixes of the
 conversation: the tokens an assistant turn adds after the prompt for it
 (`add_generation_prompt=True`) are that turn's tokens. The fallback checks that each
@@ -17,8 +21,10 @@ renders it but with every value it makes bounded by what the row's token limit
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
+import re
 import signal
 import threading
 from collections.abc import Iterable, Iterator
@@ -43,6 +49,12 @@ class ChatTooLong(ChatFormatError):
     its caller's policy for over-long rows (refuse, or drop) applies."""
 
 
+# A template with `{% generation %}` blocks, in any spelling Jinja takes and transformers
+# recognises (`{%- generation -%}`, `{%generation%}`: its render_jinja_template's test for
+# return_assistant_tokens_mask); Jinja itself parses each block's `endgeneration`, spelt
+# however. Testing two spellings only took the others' chats by prefixes, and trained on
+# the text the template's author had left out of the blocks.
+GENERATION_MARKER = re.compile(r"\{\%-?\s*generation\s*-?\%\}")
 # Where transformers finds a tokenizer dir's chat template, in the order it looks
 TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json", "tokenizer_config.json")
 # The most text a row may render to, whatever its token limit: tokenizing takes a few
@@ -211,10 +223,13 @@ def _kind(value: Any) -> str:
 
 
 def checked_turns(turns: Any) -> list[dict]:
-    """Chat turns as a chat template needs them: a list of {role, content}, both text. A
-    string was iterated as turns (one per character), and content that is a number or a
-    list of parts (OpenAI's multimodal form) made the template raise TypeError: a traceback
-    in the rank instead of the row's name."""
+    """Chat turns as a chat template needs them: a list of turns whose role and content are
+    text, each passed on whole (a copy of it, its values as the data file holds them), as
+    verl's MultiTurnSFTDataset passes them: keeping only role and content trained without
+    the `reasoning_content` (or `name`, `tool_calls`, ...) a template renders. A string
+    was iterated as turns (one per character), and content that is a number or a list of
+    parts (OpenAI's multimodal form) made the template raise TypeError: a traceback in the
+    rank instead of the row's name."""
     if not isinstance(turns, (list, tuple)):
         raise ChatFormatError(
             f"chat turns must be a list of {{role, content}}, found {type(turns).__name__}"
@@ -228,19 +243,45 @@ def checked_turns(turns: Any) -> list[dict]:
                 f"a chat turn's role and content must be text, found {turn!r:.200}"
             )
         _check_role(turn["role"])
-        if turn.get("tool_calls"):  # only role and content reach the template: calls dropped
-            raise ChatFormatError(
-                f"{turn['role']!r} turn with tool_calls: tool-calling chats are not trained"
-                f" here (the calls would be left out), found {turn!r:.200}"
-            )
-    return [{"role": turn["role"], "content": turn["content"]} for turn in turns]
+    return [dict(turn) for turn in turns]
+
+
+# The names transformers gives a turn's reasoning, each a copy of the first one a turn has
+# (its `_alias_reasoning_fields`): a template reads whichever it knows
+REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
+
+
+def _given_keys(turn: dict) -> dict:
+    """A turn's keys that a chat template sees: those with a value. transformers leaves out
+    a key whose value is null (a parquet struct column gives every turn each key some turn
+    has, null where the turn has none), and a template testing `is defined` then skips it."""
+    return {key: value for key, value in turn.items() if value is not None}
+
+
+def _template_turns(turns: Iterable[dict]) -> list[dict]:
+    """Turns as transformers' apply_chat_template gives them to the template: `_given_keys`,
+    and a turn's reasoning under each of REASONING_KEYS."""
+    shown = []
+    for turn in map(_given_keys, turns):
+        reasoning = next((turn[key] for key in REASONING_KEYS if key in turn), None)
+        if reasoning is not None:
+            turn = {"thinking": reasoning, **turn, "reasoning_content": reasoning}
+        shown.append(turn)
+    return shown
 
 
 def turn_texts(turns: Iterable[dict]) -> tuple[str, ...]:
-    """Chat turns as plain text, role then content of each, in order: the prompt as the data
-    file says it. A template may print the date (Llama 3's system header), so its tokens
-    differ from day to day where the text does not."""
-    return tuple(text for turn in turns for text in (turn["role"], turn["content"]))
+    """Chat turns as plain text, in order: the prompt as the data file says it, for the
+    resume digest. Role then content of each turn; when a turn has other keys with a value
+    (`reasoning_content`, `name`, ...), which the template may render, the turns are one
+    JSON text instead, so that an edit of any of them is an edited prompt (pairs of texts
+    are an even count, the JSON one: neither is taken for the other). A template may print
+    the date (Llama 3's system header), so its tokens differ from day to day where the text
+    does not."""
+    given = [_given_keys(turn) for turn in turns]
+    if all(turn.keys() <= {"role", "content"} for turn in given):
+        return tuple(text for turn in given for text in (turn["role"], turn["content"]))
+    return (json.dumps(given, ensure_ascii=False, sort_keys=True, default=repr),)
 
 
 # The roles chat templates render (OpenAI's, Llama 3.1's ipython); ShareGPT's names for two
@@ -313,7 +354,7 @@ def chat_ids(
             text, spans = render(
                 tokenizer.get_chat_template(),
                 limit.chars,
-                messages=turns,
+                messages=_template_turns(turns),
                 tools=None,
                 documents=None,
                 add_generation_prompt=add_generation_prompt,
@@ -369,12 +410,21 @@ def _one_line(err: BaseException) -> str:
 
 
 def tokenize_chat(tokenizer: Any, messages: list[dict], limit: RowLimit) -> Example:
-    if "{% generation %}" in (tokenizer.chat_template or "") or "{%- generation %}" in (
-        tokenizer.chat_template or ""
-    ):
+    if _marks_generation(tokenizer):
         encoded = chat_ids(tokenizer, messages, limit, assistant_mask=True)
         return Example(encoded["input_ids"], encoded["assistant_masks"])
     return _tokenize_by_prefixes(tokenizer, messages, limit)
+
+
+def _marks_generation(tokenizer: Any) -> bool:
+    """Whether the template `chat_ids` renders (a dict of named templates: its default) has
+    `{% generation %}` blocks. No template at all: False, and `chat_ids` says so, naming
+    the row."""
+    try:
+        source = tokenizer.get_chat_template()
+    except ValueError:
+        return False
+    return GENERATION_MARKER.search(source) is not None
 
 
 def _tokenize_by_prefixes(tokenizer: Any, messages: list[dict], limit: RowLimit) -> Example:

@@ -284,14 +284,10 @@ def test_a_bad_rl_row_is_named_by_its_file_and_row(tmp_path, tokenizer):
         load_rl_prompts([str(first), str(second)], RLDataConfig(), tokenizer)
 
 
-def test_a_missing_value_or_tool_calls_are_refused_not_trained_as_text():
-    """A NaN (pandas' missing value) was trained on as the text "nan"; an assistant turn's
-    tool_calls were left out of what the template saw."""
+def test_a_missing_value_is_refused_not_trained_as_text():
+    """A NaN (pandas' missing value) was trained on as the text "nan"."""
     with pytest.raises(ChatFormatError, match=r"the response \('response'\) is nan, a missing"):
         messages_of({"prompt": "q", "response": float("nan")}, ChatColumns())
-    call = {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f"}}]}
-    with pytest.raises(ChatFormatError, match="'assistant' turn with tool_calls"):
-        messages_of({"messages": [{"role": "user", "content": "q"}, call]}, ChatColumns())
 
 
 def test_a_parquet_column_given_twice_is_refused(tmp_path):
