@@ -499,21 +499,12 @@ def _mfsdp_lora_flags(
 
 
 def _megatron_adapter_flags(
-    layout_name: str,
-    max_shard_size: int | None,
-    workers: int | None,
-    allow_nonfinite: bool,
-    merging: bool,
+    layout_name: str, max_shard_size: int | None, workers: int | None
 ) -> dict[str, str | None]:
     """The flags the export of a Megatron or PEFT adapter saved alone has no use for, as a
-    PEFT adapter (`export_megatron_adapter`) or `merging` onto --hf-config's base
-    (`merge_onto_base`): neither takes a layout or threads; the adapter writer checks no
-    NaN/Inf, and the merge refuses every one."""
-    nonfinite = (
-        "a merge onto --hf-config's base refuses NaN/Inf in every case"
-        if merging
-        else "an adapter exported alone is not checked for NaN/Inf"
-    )
+    PEFT adapter (`export_megatron_adapter`) or merged onto --hf-config's base
+    (`merge_onto_base`): neither takes a layout or threads (both take --allow-nonfinite,
+    refusing NaN/Inf without it)."""
     return {
         f"--layout {layout_name}": (
             "a LoRA adapter is read under the names it was saved with"
@@ -522,7 +513,6 @@ def _megatron_adapter_flags(
         ),
         "--max-shard-size": _ONE_ADAPTER_FILE if max_shard_size is not None else None,
         "--workers": _ONE_AT_A_TIME if workers is not None else None,
-        "--allow-nonfinite": nonfinite if allow_nonfinite else None,
     }
 
 
@@ -588,9 +578,7 @@ def export_hf(
 
     mfsdp_lora = lora_manifest(ckpt) is not None
     if not mfsdp_lora and adapter_only:
-        _refuse_flags_not_taken(
-            _megatron_adapter_flags(layout_name, max_shard_size, workers, allow_nonfinite, False)
-        )
+        _refuse_flags_not_taken(_megatron_adapter_flags(layout_name, max_shard_size, workers))
         return export_megatron_adapter(
             ckpt,
             out_dir,
@@ -603,6 +591,7 @@ def export_hf(
             lora_alpha=lora_alpha,
             progress=progress,
             drop_mtp=drop_mtp,
+            allow_nonfinite=allow_nonfinite,
         )
     if lora_alpha is not None and mfsdp_lora:
         raise ExportUsageError(
@@ -634,9 +623,7 @@ def export_hf(
     if verify:
         _refuse_unloadable_config(prepared, hf_config)
     if hf_config is not None and adapter_only_checkpoint(prepared.source):
-        _refuse_flags_not_taken(
-            _megatron_adapter_flags(layout_name, None, workers, allow_nonfinite, True)
-        )
+        _refuse_flags_not_taken(_megatron_adapter_flags(layout_name, None, workers))
         return merge_onto_base(
             prepared,
             hf_config,
@@ -648,6 +635,7 @@ def export_hf(
             lora_alpha=lora_alpha,
             progress=progress,
             drop_mtp=drop_mtp,
+            allow_nonfinite=allow_nonfinite,
         )
     workers = DEFAULT_WORKERS if workers is None else workers
     source, local_paths, derived = prepared.source, prepared.local_paths, prepared.derived

@@ -38,6 +38,7 @@ from mfsdp_ckpt.convert.export_source import (
 from mfsdp_ckpt.convert.lora_export import (
     ADAPTER_LAYOUT,
     compare_written,
+    finite_only,
     write_all,
     write_merged,
 )
@@ -80,11 +81,13 @@ def export_megatron_adapter(
     lora_alpha: float | None = None,
     progress: Progress | None = None,
     drop_mtp: bool = False,
+    allow_nonfinite: bool = False,
 ) -> ExportResult:
     """PEFT adapter dir from a checkpoint holding a Megatron LoRA adapter. ExportUsageError
     when it holds none (and no manifest of ours says LoRA), or its alpha is not recorded
     and `lora_alpha` is not given. Adapters on multi-token prediction layers are refused,
-    or left out with `drop_mtp` (`export_plan.model_weights`)."""
+    or left out with `drop_mtp` (`export_plan.model_weights`). A tensor holding NaN/Inf is
+    refused (NonFiniteError) unless `allow_nonfinite`, as for any export."""
     started = time.monotonic()
     out = Path(out_dir)
     source = resolve_source(str(ckpt), io, role)
@@ -112,7 +115,9 @@ def export_megatron_adapter(
         lora, mtp, geometry = plan_adapter(source, config, drop_mtp)
         assert lora is not None  # holds_adapters said so, and plan_adapter refuses MTP-only
         set_lora_scale(lora, source.location, prepared.local_paths, lora_alpha)
-        result = _write_adapter(lora, source.reader, config, geometry, tmp, dtype, verify, progress)
+        result = _write_adapter(
+            lora, source, config, geometry, tmp, dtype, verify, progress, allow_nonfinite
+        )
         if result.mismatches:
             raise ExportVerifyError(result.mismatches)
         claim.publish_synced()
@@ -145,17 +150,20 @@ def peft_config(lora: MegatronLora, num_layers: int) -> dict:
 
 def _write_adapter(
     lora: MegatronLora,
-    reader,
+    source: ExportSource,
     config,
     geometry: Geometry,
     tmp: Path,
     dtype: str,
     verify: bool,
     progress: Progress | None,
+    allow_nonfinite: bool,
 ) -> ExportResult:
     """adapter_model.safetensors under PEFT's names (`auto` keeps the stored dtype; B's rows
-    split by `geometry`, as the base weights would be) and adapter_config.json."""
-    stored = reader.tensors
+    split by `geometry`, as the base weights would be) and adapter_config.json. A tensor
+    holding NaN/Inf is refused, naming the stored one it comes from, unless
+    `allow_nonfinite` (`finite_only`): a diverged adapter was written without a word."""
+    reader, stored = source.reader, source.reader.tensors
     sources: dict[str, tuple[str, str]] = {}  # PEFT name -> (HF weight, A or B)
     for weight in sorted(lora.targets):
         module = lora.targets[weight].module
@@ -188,7 +196,11 @@ def _write_adapter(
     specs: list[Spec] = [(name, out_dtype[name], shape(name)) for name in sources]
     writer = ShardedSafetensorsWriter(tmp, specs, max_shard_bytes=sys.maxsize)  # PEFT: one file
     converting = time.monotonic()
-    write_all(writer, list(sources), tensor, progress)
+
+    def where(name: str) -> str:
+        return f"{source.location} [{key_of(name)}] (as {name})"
+
+    write_all(writer, list(sources), finite_only(tensor, where, allow_nonfinite), progress)
     convert_seconds = time.monotonic() - converting
     os.replace(tmp / SINGLE_FILE, tmp / ADAPTER_WEIGHTS_FILE)
     settings = peft_config(lora, int(config.num_hidden_layers))
@@ -242,13 +254,15 @@ def merge_onto_base(
     lora_alpha: float | None,
     progress: Progress | None,
     drop_mtp: bool = False,
+    allow_nonfinite: bool = False,
 ) -> ExportResult:
     """The merged model of a Megatron adapter saved alone and the base model in the
     --hf-config dir (its config.json and safetensors, the files transformers loads:
     `SafetensorsSource`): every base tensor written, each adapted one plus
     alpha / dim * B @ A. The base must have the adapter's shapes; the first one that does
     not is named. Adapters on multi-token prediction layers are refused, or left out with
-    `drop_mtp`."""
+    `drop_mtp`. A tensor written holding NaN/Inf is refused unless `allow_nonfinite`
+    (`write_merged`)."""
     started = time.monotonic()
     given = Path(hf_config)
     root = given if given.is_dir() else given.parent
@@ -283,6 +297,7 @@ def merge_onto_base(
             max_shard_size,
             verify,
             progress,
+            allow_nonfinite=allow_nonfinite,
         )
         if result.mismatches:
             raise ExportVerifyError(result.mismatches)

@@ -137,25 +137,15 @@ def bridge_adapter(tmp_path_factory) -> tuple[Path, Path]:
         (["--adapter-only", "--max-shard-size", "1KB"], f"--max-shard-size: {ONE_FILE}"),
         (["--adapter-only", "--layout", "mcore"], "--layout mcore: a LoRA adapter is read"),
         (["--adapter-only", "--workers", "2"], "--workers: a LoRA export reads"),
-        (
-            ["--adapter-only", "--allow-nonfinite"],
-            "--allow-nonfinite: an adapter exported alone is not checked for NaN/Inf",
-        ),
         (["--hf-config", "{base}", "--layout", "hf"], "--layout hf: a LoRA adapter is read"),
         (["--hf-config", "{base}", "--workers", "2"], "--workers: a LoRA export reads"),
-        (
-            ["--hf-config", "{base}", "--allow-nonfinite"],
-            "--allow-nonfinite: a merge onto --hf-config's base refuses NaN/Inf",
-        ),
     ],
     ids=[
         "adapter-shard-size",
         "adapter-layout",
         "adapter-workers",
-        "adapter-nonfinite",
         "merge-layout",
         "merge-workers",
-        "merge-nonfinite",
     ],
 )
 def test_a_flag_a_megatron_adapter_export_has_no_use_for_is_refused(
