@@ -24,7 +24,7 @@ from trainer.data.files import (
     write_tables,
 )
 from trainer.data.table_kinds import table_kind_hint
-from trainer.rewards import gsm8k
+from trainer.rewards import gsm8k, math
 from trainer.tiny import GSM8K_SUFFIX
 
 GSM8K_SOURCE = "openai/gsm8k"
@@ -51,49 +51,19 @@ def _row_index(index: int) -> str:
     return f"row {index}"
 
 
-_BOXED = "\\boxed"
-_SPACED_BOXED = "\\boxed "
-
-
 def math_ground_truth(solution: str) -> str:
     """The answer of the solution's `\\boxed` as verl's examples/data_preprocess/
-    math_dataset.py extracts it (`remove_boxed(last_boxed_only_string(solution))` of
-    verl/utils/reward_score/math_reward.py): a `\\boxed ` (space) anywhere wins, and the
-    answer is what follows the last one up to a `$`, as written; else the content of the last
-    `\\boxed{...}`, braces balanced. The last box of either form was taken, and a later
-    `\\fbox` over a `\\boxed`, so such a solution got another ground truth than verl's. A
-    solution verl's preprocessing fails on (no `\\boxed`, an `\\fbox` alone, a last
-    `\\boxed` without `{`, a brace never closed) raises ValueError saying which, as does an
-    empty answer, which no response could match."""
-    if _SPACED_BOXED in solution:
-        truth, form = solution.split(_SPACED_BOXED)[-1].split("$")[0], "'\\boxed '"
-    else:
-        truth, form = _last_braced_box(solution), "\\boxed{}"
+    math_dataset.py extracts it (`remove_boxed(last_boxed_only_string(solution))`), read by
+    the MATH reward's own reader (`math.boxed_answer`), so that a row's ground truth and its
+    responses' answers are read alike: a `\\boxed ` (space) anywhere wins, else the last
+    `\\boxed{...}`. A solution verl's preprocessing fails on (no `\\boxed`, an `\\fbox`
+    alone, a last `\\boxed` without `{`, a brace never closed) raises ValueError saying
+    which, as does an empty answer, which no response could match."""
+    truth = math.boxed_answer(solution, "solution")
     if not truth.strip():
+        form = "'\\boxed '" if "\\boxed " in solution else "\\boxed{}"
         raise ValueError(f"solution's last {form} is empty")
     return truth
-
-
-def _last_braced_box(solution: str) -> str:
-    """The content of the solution's last `\\boxed{...}`, braces balanced (verl's
-    `last_boxed_only_string` and `remove_boxed`)."""
-    start = solution.rfind(_BOXED)
-    if start < 0:
-        raise ValueError(
-            "solution has no \\boxed{...} answer (verl's preprocessing reads no \\fbox)"
-        )
-    brace = start + len(_BOXED)
-    if not solution.startswith("{", brace):
-        raise ValueError("solution's last \\boxed is not followed by '{'")
-    depth = 0
-    for position in range(brace, len(solution)):
-        if solution[position] == "{":
-            depth += 1
-        elif solution[position] == "}":
-            depth -= 1
-            if depth == 0:
-                return solution[brace + 1 : position]
-    raise ValueError("solution's last \\boxed{ is never closed")
 
 
 def gsm8k_rows(

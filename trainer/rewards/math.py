@@ -1,4 +1,5 @@
-"""MATH: the answer is the content of the last `\\boxed{...}`, compared after normalization.
+"""MATH: the answer is the content of the last `\\boxed{...}` (as verl reads it:
+`boxed_answer`), compared after normalization.
 
 The normalization follows the MATH benchmark's equivalence rules (Hendrycks et al.), so
 `\\dfrac12`, `\\frac{1}{2}`, `0.5` and `1/2` are the same answer and `x = 3`, `3^\\circ` or
@@ -11,27 +12,44 @@ from __future__ import annotations
 
 import re
 
+_BOXED = "\\boxed"
+_SPACED_BOXED = "\\boxed "
 
-def last_boxed(text: str) -> str | None:
-    """Content of the last `\\boxed{...}` (or `\\fbox{...}`, or `\\boxed x`), braces balanced."""
-    start = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
+
+def boxed_answer(text: str, what: str = "text") -> str:
+    """The answer in `text`'s box exactly as verl reads one, in its MATH reward and its MATH
+    preprocessing alike (`remove_boxed(last_boxed_only_string(text))`,
+    verl/utils/reward_score/math.py): a `\\boxed ` (space) anywhere wins, the answer what
+    follows the last one up to a `$`, as written; else the content of the last `\\boxed{...}`,
+    braces balanced. One reader for both, so a response is scored by the rule its row's
+    ground truth was taken by. Where verl reads none (no `\\boxed`: it reads no `\\fbox`; a
+    last `\\boxed` without `{`; a brace never closed) ValueError says which, naming `what`."""
+    if _SPACED_BOXED in text:
+        return text.split(_SPACED_BOXED)[-1].split("$")[0]
+    start = text.rfind(_BOXED)
     if start < 0:
-        return None
-    rest = text[start:]
-    if rest.startswith("\\boxed "):
-        return rest[len("\\boxed ") :].split("$")[0].strip()
-    brace = rest.find("{")
-    if brace < 0:
-        return None
+        raise ValueError(f"{what} has no \\boxed{{...}} answer (verl reads no \\fbox)")
+    brace = start + len(_BOXED)
+    if not text.startswith("{", brace):
+        raise ValueError(f"{what}'s last \\boxed is not followed by '{{'")
     depth = 0
-    for position in range(brace, len(rest)):
-        if rest[position] == "{":
+    for position in range(brace, len(text)):
+        if text[position] == "{":
             depth += 1
-        elif rest[position] == "}":
+        elif text[position] == "}":
             depth -= 1
             if depth == 0:
-                return rest[brace + 1 : position]
-    return None
+                return text[brace + 1 : position]
+    raise ValueError(f"{what}'s last \\boxed{{ is never closed")
+
+
+def last_boxed(text: str) -> str | None:
+    """`text`'s boxed answer as verl reads it (`boxed_answer`), or None where verl reads none
+    (its reward then scores 0)."""
+    try:
+        return boxed_answer(text)
+    except ValueError:
+        return None
 
 
 def _braced_fractions(text: str) -> str:
