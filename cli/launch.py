@@ -534,7 +534,11 @@ def interrupted_run(cfg: Any, logged_before: int, stopped: str = "interrupted") 
 
 def last_step(cfg: Any) -> int | None:
     """The step a run of `cfg` ends at (`trainer.config.end_step`), or None when it is known
-    only once the data is read (`trainer.total_steps=0`: so many epochs)."""
+    only once the data is read (`trainer.total_steps=0`: so many epochs). With
+    `trainer.steps_within_epochs` the run may end sooner, at its last epoch's end, which the
+    data decides: this is then the most it trains, so a checkpoint there still proves that
+    training finished (`stopped_run_line`); one before it is told how to resume, and the
+    resumed run says itself when nothing is left (None would say that of both)."""
     from trainer.config import end_step
 
     total = cfg.trainer.total_steps
@@ -627,8 +631,9 @@ class FinalValue(NamedTuple):
 
 
 def report_run(kind: str, result: Any, as_json: bool, finals: list[FinalValue]) -> None:
-    """Report a runner's result (`SFTResult`, `GRPOResult`): where it wrote, the step it
-    reached, the step it resumed from, its final values and its last checkpoint."""
+    """Report a runner's result (`trainer.runner.RunResult`: `SFTResult`, `GRPOResult`):
+    where it wrote, the step it reached, the step it resumed from, its final values and its
+    last checkpoint."""
     checkpoint = str(result.last_checkpoint) if result.last_checkpoint else None
     summary = {
         "run_dir": str(result.run_dir),

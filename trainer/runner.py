@@ -42,6 +42,21 @@ from trainer.strategies.base import Strategy
 Result = TypeVar("Result")
 
 
+@dataclass
+class RunResult:
+    """What every run returns, whatever its kind adds (SFT's losses, GRPO's rewards): where it
+    wrote, the step it reached, the step it resumed from and its last checkpoint, which
+    `cli.launch.report_run` reports alike for both kinds."""
+
+    run_dir: Path
+    final_step: int
+    resumed_from: int | None
+    last_checkpoint: Path | None = None
+
+
+Finished = TypeVar("Finished", bound=RunResult)
+
+
 def run_in_process_group(name: str, cfg: Any, body: Callable[[Any, DistEnv], Result]) -> Result:
     """`body(cfg, env)` inside the run's process group, destroyed even when the run fails, once
     the model's attention can train on the run's device. The main rank first says that the
@@ -286,6 +301,13 @@ class TrainingRun:
                 bar.close()
             metrics.close()
             hooks.close()
+
+    def finish(self, result: Finished) -> Finished:
+        """`result` once `loop` returned: the step the run reached and the checkpoint it
+        saved last (the resumed one where it saved none)."""
+        result.final_step = self.final_step
+        result.last_checkpoint = self.last_saved
+        return result
 
     def _drop_later_records(self) -> None:
         """On the main rank of a run that trains: metrics.jsonl loses an earlier run's records

@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -39,7 +38,13 @@ from trainer.model import (
 from trainer.optim import NonFiniteGradientError, clip_grad_norm, lr_at, set_lr
 from trainer.progress import draws_bars
 from trainer.resume import RunKind, rows_digest
-from trainer.runner import StepHooks, TrainingRun, planned_steps, run_in_process_group
+from trainer.runner import (
+    RunResult,
+    StepHooks,
+    TrainingRun,
+    planned_steps,
+    run_in_process_group,
+)
 from trainer.strategies import make_strategy
 from trainer.strategies.base import Strategy
 
@@ -50,13 +55,9 @@ H200_BF16_PEAK_TFLOPS = (
 
 
 @dataclass
-class SFTResult:
-    run_dir: Path
-    final_step: int
-    resumed_from: int | None
+class SFTResult(RunResult):
     losses: dict[int, float] = field(default_factory=dict)  # step (1-based) -> train loss
     eval_losses: dict[int, float] = field(default_factory=dict)
-    last_checkpoint: Path | None = None
 
 
 @dataclass
@@ -252,9 +253,7 @@ def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
         result=SFTResult(run_dir=run.run_dir, final_step=0, resumed_from=run.resumed_from),
     )
     run.loop(steps)
-    steps.result.final_step = run.final_step
-    steps.result.last_checkpoint = run.last_saved
-    return steps.result
+    return run.finish(steps.result)
 
 
 def _check_config(cfg: SFTConfig) -> None:

@@ -67,7 +67,13 @@ from trainer.rewards.dispatch import RewardScorer
 from trainer.rollout.base import RolloutEngine, SamplingParams
 from trainer.rollout.build import build_rollout_engine, engine_name
 from trainer.run_dir_links import ROLLOUT_ASSETS_DIR
-from trainer.runner import StepHooks, TrainingRun, planned_steps, run_in_process_group
+from trainer.runner import (
+    RunResult,
+    StepHooks,
+    TrainingRun,
+    planned_steps,
+    run_in_process_group,
+)
 from trainer.strategies import make_strategy
 from trainer.strategies.base import Strategy
 
@@ -76,13 +82,9 @@ GRPO_RUN = RunKind("grpo", "data.train_batch_size", ("data.train_files", "data.m
 
 
 @dataclass
-class GRPOResult:
-    run_dir: Path
-    final_step: int
-    resumed_from: int | None
+class GRPOResult(RunResult):
     rewards: dict[int, float] = field(default_factory=dict)  # step -> mean train reward
     val_accuracy: dict[int, float] = field(default_factory=dict)
-    last_checkpoint: Path | None = None
 
 
 @dataclass
@@ -528,6 +530,4 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
     )
     push_weights(steps)
     run.loop(steps)
-    steps.result.final_step = run.final_step
-    steps.result.last_checkpoint = run.last_saved
-    return steps.result
+    return run.finish(steps.result)

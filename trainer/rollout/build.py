@@ -11,6 +11,7 @@ from mfsdp_ckpt.convert.export_source import MAX_JSON_ASSET_CONTAINERS
 from mfsdp_ckpt.format.generation_config import generation_config
 from mfsdp_ckpt.storage.unique_json import parse_json
 from trainer.config import ConfigError
+from trainer.model import padding_id
 from trainer.model_assets import GENERATION_CONFIG_FILE, copied_generation_config
 from trainer.prerequisites import VLLM_BROKEN, VLLM_MISSING, installed
 from trainer.rollout.base import RolloutEngine
@@ -83,7 +84,7 @@ def build_rollout_engine(
     `write_assets(dir)` writes config.json and tokenizer files: vLLM starts from a model dir
     with dummy weights rather than reading a checkpoint the trainer is about to replace.
     """
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    pad = padding_id(tokenizer)
     if name == "hf":
         from transformers import AutoModelForCausalLM
 
