@@ -46,6 +46,7 @@ from trainer.model_code import (
 from trainer.model_overrides import overridden_config
 from trainer.model_source import (
     ModelSource,
+    check_tokenizer_present,
     load_checkpoint_weights,
     recorded_vocab_rows,
     resolve_model_source,
@@ -227,6 +228,7 @@ def load_tokenizer(cfg: ModelConfig):
         source = Path(cfg.tokenizer)
     else:
         model_source = resolve_model_source(cfg)
+        check_tokenizer_present(cfg, model_source)
         source = model_source.tokenizer if model_source is not None else None
         if model_source is not None and model_source.assets is not None:
             # AutoTokenizer reads config.json too: name a damaged one as such
@@ -252,7 +254,8 @@ def load_tokenizer(cfg: ModelConfig):
     if not probe_ids:
         raise ModelFilesError(
             f"{source}: its tokenizer turns text into no tokens ({len(tokenizer)} in its"
-            " vocabulary; is tokenizer.json missing?), so every row would train on nothing"
+            " vocabulary; is tokenizer.json missing?), so every row would train on nothing;"
+            " set model.tokenizer=DIR, a local dir with the model's tokenizer files"
         )
     if not tokenizer.chat_template:  # a base model's tokenizer often has none
         key = "model.tokenizer" if cfg.tokenizer is not None else "model.path"

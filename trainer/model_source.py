@@ -34,13 +34,26 @@ from mfsdp_ckpt.format.layout import (
     DCP_METADATA_FILE,
     CheckpointPathError,
     CheckpointPaths,
+    checkpoint_containing,
     looks_like_hf_model,
+    refuse_url,
     resolve_checkpoint,
 )
 from trainer.config import ConfigError, ModelConfig
 from trainer.local_paths import missing_path
 
 _DERIVED_KEPT = 4  # checkpoints whose derived source a process keeps (a run resolves one)
+# The files AutoTokenizer builds a tokenizer from (fast, sentencepiece, BPE, WordPiece) or
+# configures one with: a dir holding none of them has no tokenizer.
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "tokenizer.model",
+    "vocab.json",
+    "merges.txt",
+    "vocab.txt",
+    "spiece.model",
+)
 
 
 @dataclass(frozen=True)
@@ -64,6 +77,10 @@ class ModelSource:
 
 
 def _checked_dir(key: str, value: str, needed: str) -> Path:
+    try:  # a URL read as a path was "does not exist"; `file:///x` names the local /x
+        refuse_url(value)
+    except CheckpointPathError as err:
+        raise ConfigError(f"{key}: {err}") from None
     path = Path(value)
     if not path.exists():
         raise missing_path(key, value, needed)
@@ -101,6 +118,7 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
     except CheckpointPathError as err:
         if has_config:
             _refuse_unreadable_config(path / "config.json")  # before a hint to train from it
+            _refuse_checkpoint_assets_dir(path)
             raise ConfigError(
                 f"model.path: {cfg.path} has config.json but no weights (*.safetensors); set"
                 " model.random_init=true to train from its config alone"
@@ -117,6 +135,35 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
                 raise ConfigError(_no_tokenizer_message(cfg, derived))
             return derived
     return ModelSource(assets=_checkpoint_assets(cfg, checkpoint), checkpoint=checkpoint)
+
+
+def check_tokenizer_present(cfg: ModelConfig, source: ModelSource | None) -> None:
+    """ConfigError (exit 2) when the tokenizer would come from the model's dir (no
+    `model.tokenizer`) and that dir holds no tokenizer file: transformers then built a
+    tokenizer that encodes every row to nothing, refused only once torch and the model had
+    loaded (exit 1), with no word of model.tokenizer."""
+    if cfg.tokenizer is not None or source is None or source.tokenizer is None:
+        return
+    directory = source.tokenizer
+    if not directory.is_dir() or any(os.path.lexists(directory / n) for n in TOKENIZER_FILES):
+        return
+    key = "model.hf_config" if cfg.hf_config is not None else "model.path"
+    raise ConfigError(
+        f"{key}: {directory} holds no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}, ...);"
+        " set model.tokenizer=DIR, a local dir with the model's tokenizer files"
+    )
+
+
+def _refuse_checkpoint_assets_dir(path: Path) -> None:
+    """A checkpoint's huggingface/ dir (config and tokenizer; its weights are in the
+    checkpoint's dist_ckpt/) given as model.path was told to set model.random_init=true,
+    which trains from random weights: the checkpoint it lies in is what to give."""
+    inside = checkpoint_containing(path)
+    if inside is not None and inside != Path(os.path.abspath(path)):  # itself: unreadable
+        raise ConfigError(
+            f"model.path: {path} holds the config and tokenizer of the checkpoint {inside},"
+            f" not its weights: give model.path={inside}"
+        )
 
 
 def _refuse_lora_checkpoint(cfg: ModelConfig, checkpoint: CheckpointPaths) -> None:

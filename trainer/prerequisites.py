@@ -16,6 +16,7 @@ import importlib.util
 from typing import Any
 
 from trainer.config import ConfigError
+from trainer.model_source import check_tokenizer_present, resolve_model_source
 from trainer.wandb_key import wandb_key_problem
 
 VLLM_MISSING = (
@@ -34,7 +35,9 @@ MEGATRON_FSDP_NEEDS_CUDA = "strategy.name=megatron_fsdp needs CUDA; use strategy
 
 
 def check_prerequisites(cfg: Any) -> None:
-    """ConfigError (exit 2, one line) when the config asks for what this machine lacks."""
+    """ConfigError (exit 2, one line) when the config asks for what this machine lacks, or
+    its model dir lacks the tokenizer the run would load from it."""
+    check_tokenizer_present(cfg.model, resolve_model_source(cfg.model))
     rollout = getattr(cfg, "rollout", None)
     if rollout is not None and rollout.name == "vllm" and not installed("vllm"):
         raise ConfigError(VLLM_MISSING)

@@ -628,13 +628,24 @@ def refuse_pieces_linked_out(given: Path, paths: CheckpointPaths) -> None:
 
 def refuse_url(path: str | os.PathLike) -> None:
     """CheckpointPathError for a URL given where a local path is read: Path() would make
-    gs://b/x the local gs:/b/x, and "no such file" would follow."""
-    if str(path).startswith(URL_SCHEMES):
+    gs://b/x the local gs:/b/x, and "no such file" would follow. A `file://` URL names a
+    local directory already: copying it (gcloud, aws) was the wrong advice."""
+    text = str(path)
+    if not text.startswith(URL_SCHEMES):
+        return
+    if text.startswith(LOCAL_URL_SCHEME):
         raise CheckpointPathError(
-            f"{path}: a URL; only `mfsdp ckpt export-hf` reads checkpoints at URLs"
-            f" ({', '.join(URL_SCHEMES)}); for this, copy it to a local directory first"
-            " (gcloud storage cp -r, aws s3 cp --recursive)"
+            f"{text}: a {LOCAL_URL_SCHEME} URL; give the local path itself,"
+            f" {text.removeprefix(LOCAL_URL_SCHEME)} (only `mfsdp ckpt export-hf` reads URLs)"
         )
+    raise CheckpointPathError(
+        f"{text}: a URL; only `mfsdp ckpt export-hf` reads checkpoints at URLs"
+        f" ({', '.join(URL_SCHEMES)}); for this, copy it to a local directory first"
+        " (gcloud storage cp -r, aws s3 cp --recursive)"
+    )
+
+
+LOCAL_URL_SCHEME = "file://"  # the one URL scheme (URL_SCHEMES) that names a local path
 
 
 def _with_real_names(given: Path) -> Path:

@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mfsdp_ckpt.errors import MfsdpFailedError
+from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format import dcp_hf_shards
 from mfsdp_ckpt.format.dtypes import BY_NAME, DType
 from mfsdp_ckpt.format.finite import count_nonfinite_in_file
+from mfsdp_ckpt.format.layout import HF_ASSETS_DIR, checkpoint_containing
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE, SINGLE_FILE
@@ -55,6 +56,11 @@ _BY_CODE = {d.safetensors: d for d in BY_NAME.values() if d.safetensors}
 
 class SafetensorsError(MfsdpFailedError, ValueError):
     """A model dir or safetensors file that cannot be read as claimed; names the file."""
+
+
+class CheckpointDirError(MfsdpUsageError, ValueError):
+    """A dir of a training checkpoint (its huggingface/: config and tokenizer) given where a
+    model's weights are read: the wrong dir (exit 2), not a damaged model."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,8 @@ def _chosen_files(model_dir: Path, notes: list[str]) -> tuple[list[str], dict[st
         return singles, None
     found = "several .safetensors files and no index" if singles else "no .safetensors weights"
     pickled = sorted(p.name for p in model_dir.glob("*.bin")) if not singles else []
+    if not singles and not pickled:
+        _refuse_checkpoint_dir(model_dir, found)
     also = ""
     if pickled:  # an older save_pretrained's pytorch_model.bin: a pickle, never loaded here
         also = (
@@ -114,6 +122,21 @@ def _chosen_files(model_dir: Path, notes: list[str]) -> tuple[list[str], dict[st
             " transformers (from_pretrained, then save_pretrained writes safetensors)"
         )
     raise SafetensorsError(f"{model_dir}: {found} (expected {SINGLE_FILE} or {INDEX_FILE}){also}")
+
+
+def _refuse_checkpoint_dir(model_dir: Path, found: str) -> None:
+    """CheckpointDirError when the dir without weights is, or lies in, a training
+    checkpoint: its huggingface/ holds a config and tokenizer like a model dir's, and "no
+    .safetensors weights" (exit 1) read as a damaged model, not the wrong dir."""
+    inside = checkpoint_containing(model_dir)
+    if inside is None:
+        return
+    what = "the config and tokenizer dir of" if model_dir.name == HF_ASSETS_DIR else "in"
+    raise CheckpointDirError(
+        f"{model_dir}: {found}; it is {what} the training checkpoint {inside}, whose weights"
+        f" are in its DCP files: `mfsdp ckpt export-hf {inside} --out DIR` writes them as a"
+        " Hugging Face model dir"
+    )
 
 
 def index_weight_map(model_dir: Path) -> dict[str, str] | None:
