@@ -18,6 +18,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -78,9 +79,21 @@ T = TypeVar("T")
 # The type of a path argument a library function reads: one this user may not read is that
 # function's failure to report (exit 1, naming what it could not open), not click's
 # "is not readable" usage error (exit 2).
+# `scheme://...`: what no local path given on a command line looks like
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_LOCAL_URL = "file://"
+
+
 class GivenPath(click.Path):
     """A path option or argument that refuses an empty value: `--out "$OUT"` with OUT unset
-    named the current directory, and `mfsdp data synthetic` wrote its tables there."""
+    named the current directory, and `mfsdp data synthetic` wrote its tables there. It
+    refuses a URL too (`urls_said_later`: where the command names URLs itself):
+    `--out file:///abs/x` wrote the export to the relative `./file:/abs/x`, `--out
+    gs://b/x` to `./gs:/b/x`, and exit 0 said it was written."""
+
+    def __init__(self, *args: Any, urls_said_later: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.urls_said_later = urls_said_later
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and not value.strip():
@@ -89,10 +102,25 @@ class GivenPath(click.Path):
                 param,
                 ctx,
             )
+        if isinstance(value, str) and _URL.match(value) and not self.urls_said_later:
+            self.fail(_url_refusal(value), param, ctx)
         return super().convert(value, param, ctx)
 
 
-READ_PATH = GivenPath(readable=False)
+def _url_refusal(url: str) -> str:
+    """Why a URL is no path here, and the local path a `file://` URL names."""
+    if url.startswith(_LOCAL_URL):
+        local = url.removeprefix(_LOCAL_URL)
+        return f"{url} is a {_LOCAL_URL} URL; give the local path itself, {local}"
+    return (
+        f"{url} is a URL; give a local path (only `mfsdp ckpt export-hf` reads a checkpoint"
+        " at a URL, and every command writes local files)"
+    )
+
+
+# validate, inspect and import-hf name a URL themselves (`layout.refuse_url`), with the
+# schemes export-hf reads
+READ_PATH = GivenPath(readable=False, urls_said_later=True)
 
 
 def remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
