@@ -19,11 +19,13 @@ _METACHARACTERS = " \t;&|()<>"  # after one of these, `#` starts a comment
 _DELIMITER_END = " \t\n;&|()<>"  # what ends a here-doc's delimiter word
 
 
-def logical_lines(text: str, bodies: list[str]) -> Iterator[str]:
-    """The commands of `text`, one logical line each (continuations joined, quoted newlines
-    kept, comments removed); each here-doc body is appended to `bodies` instead. Linear in
-    the text."""
+def logical_lines(text: str, bodies: list[str]) -> Iterator[tuple[int, str]]:
+    """The commands of `text`, one logical line each with the number of the line it starts
+    on (continuations joined, quoted newlines kept, comments removed); each here-doc body is
+    appended to `bodies` instead. Linear in the text."""
     text = text.replace("\r\n", "\n")
+    numbers = _LineNumbers(text)
+    start = 0  # where the logical line being read starts
     out: list[str] = []
     quote = ""  # "'", '"', or "$'" (bash's ANSI-C quoting, where a backslash escapes)
     pending: list[tuple[str, bool]] = []  # here-docs opened on this line: delimiter, strip tabs
@@ -33,7 +35,9 @@ def logical_lines(text: str, bodies: list[str]) -> Iterator[str]:
         char = text[index]
         if quote == "'":
             quote = "" if char == "'" else quote
-        elif char == "\\" and index + 1 < size:
+        elif char == "\\" and index + 1 == size:  # bash drops a backslash ending the file
+            break
+        elif char == "\\":
             if text[index + 1] == "\n":  # a continuation: removed, in double quotes too
                 index += 2
                 continue
@@ -43,9 +47,9 @@ def logical_lines(text: str, bodies: list[str]) -> Iterator[str]:
         elif quote:
             quote = "" if char == quote[-1] else quote
         elif char == "\n":
-            yield "".join(out)
+            yield numbers.at(start), "".join(out)
             out = []
-            index = _skip_bodies(text, index + 1, pending, bodies)
+            index = start = _skip_bodies(text, index + 1, pending, bodies)
             pending = []
             continue
         elif char == "#" and (not out or out[-1][-1] in _METACHARACTERS):
@@ -81,7 +85,22 @@ def logical_lines(text: str, bodies: list[str]) -> Iterator[str]:
         out.append(char)
         index += 1
     if out:
-        yield "".join(out)
+        yield numbers.at(start), "".join(out)
+
+
+class _LineNumbers:
+    """The number of the line an index of `text` is on, for indexes asked in rising order:
+    each newline is counted once, so numbering a whole script stays linear."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.counted = 0  # newlines before this index are in `number`
+        self.number = 1
+
+    def at(self, index: int) -> int:
+        self.number += self.text.count("\n", self.counted, index)
+        self.counted = index
+        return self.number
 
 
 def _arithmetic_end(text: str, start: int) -> int | None:
@@ -142,3 +161,66 @@ def _skip_bodies(text: str, start: int, pending: list[tuple[str, bool]], bodies:
             body.append(line)
         bodies.append("\n".join(body))
     return min(index, len(text))
+
+
+# the compound commands a line may open, by the word that closes each
+_CLOSED_BY = {"if": "fi", "case": "esac", "for": "done", "select": "done", "while": "done"}
+_CLOSED_BY |= {"until": "done", "{": "}"}
+# after one of these words a command starts (a keyword may stand there)
+_COMMAND_NEXT = frozenset({"then", "do", "else", "elif", "!", "if", "while", "until", "{", "("})
+# the command after one of these runs only if the one before fails or succeeds, or runs in a
+# subshell of its own (a pipeline, `&`): what it sets is not set for the script
+_GUARDS = frozenset({"&&", "||", "|", "|&", "&"})
+
+
+class Blocks:
+    """Which lines of a script stand inside a compound command (`if`/`case`/`for`/`while`/
+    `until` bodies, `{ ... }`, `( ... )` subshells, and so function bodies) or after `&&`,
+    `||`, `|` or `&`, read word by word over the lines. Nothing is evaluated, so what such a
+    line sets runs only maybe: reading it as run gave a debug branch's model path, or an
+    uncalled function's, as the one the verl command gets."""
+
+    def __init__(self) -> None:
+        self.open: list[str] = []  # the words that close the blocks open now, innermost last
+
+    def guarded(self, words: list[str]) -> bool:
+        """Read one logical line's shell words; True when any of it is inside a block, opens
+        or closes one, or follows a guard (`&&`, `||`, `|`, `&`)."""
+        guarded = bool(self.open)
+        command = True  # the next word is where a command (or keyword) starts
+        name_next = False  # after `function`: the function's name
+        for word in words:
+            if name_next:
+                name_next, command = False, True
+                continue
+            opened = len(word) - len(word.lstrip("(")) if command and word[:2] != "((" else 0
+            self.open += [")"] * opened
+            core = word[opened:].rstrip(";&|")
+            guarded = guarded or opened > 0 or word in _GUARDS or word != word.rstrip("&|")
+            if command and core in _CLOSED_BY:
+                self.open.append(_CLOSED_BY[core])
+                guarded = True
+            elif command and self.open and core == self.open[-1] != ")":
+                self.open.pop()
+                guarded = True
+            elif core == "function" and command:
+                name_next = True
+            closed = self._close_parentheses(core)
+            command = (
+                closed != core  # after a subshell's `)` or a case pattern's
+                or core in _COMMAND_NEXT
+                or word != word.rstrip(";&|")
+                or word in _GUARDS
+                or core.endswith("()")  # a function's name: its body follows
+                or (command and (opened > 0 or core == ""))
+            )
+        return guarded or bool(self.open)
+
+    def _close_parentheses(self, core: str) -> str:
+        """`core` less the `)` that close a subshell or end a case pattern (`7b)`): the
+        parentheses it does not open itself."""
+        while core.endswith(")") and core.count(")") > core.count("("):
+            core = core[:-1]
+            if self.open and self.open[-1] == ")":
+                self.open.pop()
+        return core

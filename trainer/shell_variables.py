@@ -36,6 +36,10 @@ REFERENCE = re.compile(
 ARRAY_START = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=\((.*)$", re.DOTALL)
 ARRAY_SPREAD = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\[[@*]\]\}$")
 _ELEMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\[[^]]*\]\+?=")  # `NAME[2]=value`
+ORIGINS_KEPT = 4  # the blocks named for a variable set in blocks (`Variables.maybe`)
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_INDEXED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\[")  # an array's `${NAME[@]}`, `${NAME[0]}`
+_GUARDED_SET = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?=")  # `${NAME:=default}` sets NAME
 # the builtins that set variables, and their options that leave a value as written (not
 # `declare -i` arithmetic, `-l`/`-u` case, `-n` a reference to another variable, `-a` arrays)
 _PLAIN_OPTIONS = {
@@ -72,6 +76,13 @@ class Array:
         return False
 
 
+def _kept(origins: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """`origins` without repeats, the first `ORIGINS_KEPT` + 1 only: enough to name where
+    to look (one more says there are more), and a script setting a variable in thousands
+    of blocks costs no more."""
+    return list(dict.fromkeys(origins))[: ORIGINS_KEPT + 1]
+
+
 class Variables:
     """The script's variables, set line by line (`read_line`) and expanded into words
     (`substitute`); at most `max_chars` are copied in all."""
@@ -82,6 +93,45 @@ class Variables:
         self.arrays: dict[str, list[str]] = {}
         self.notes: list[str] = []  # defaults used for the script's arguments
         self.copied = 0
+        # the variables whose value may differ where the script runs: each set (or derived
+        # from one set) in a block that may not run (`trainer.shell_lines.Blocks`), with
+        # where: the variable set there and the line
+        self.maybe: dict[str, list[tuple[str, int]]] = {}
+
+    def read_guarded(self, words: list[str], line: int) -> None:
+        """Take note of the variables a line inside a block sets (`NAME=...`, `export`,
+        `unset`, an array, `${NAME:=...}`), without setting them: bash may not run it (a
+        branch, a loop, a function not called) or runs it in a subshell. Each keeps the value
+        it has outside, and is named wherever the verl command uses it (`origins`)."""
+        unsetting = False  # after `unset`: the words are names
+        for word in words:
+            word = word.lstrip("(").rstrip(";&|)")
+            names = [match.group(1) for match in _GUARDED_SET.finditer(word)]
+            if ASSIGNMENT.match(word) or _ELEMENT.match(word):
+                names.append(re.split(r"[+=\[]", word, maxsplit=1)[0])
+            elif unsetting and _NAME.fullmatch(word):
+                names.append(word)
+            unsetting = word == "unset" or (unsetting and word[:1] != "-" and word != "")
+            for name in names:
+                self.maybe[name] = _kept([*self.maybe.get(name, []), (name, line)])
+
+    def origins(self, value: str) -> list[tuple[str, int]]:
+        """Where the variables `value` uses (as `$NAME`, `${NAME...}`, or a name inside
+        `$(( ... ))`) are set in a block that may not run: [] when none is."""
+        names = [reference_name(match) for match in REFERENCE.finditer(value)]
+        names += _INDEXED.findall(value)
+        for match in shell_arithmetic.ARITHMETIC.finditer(value):
+            names += _NAME.findall(match.group(1))
+        return _kept([origin for name in names for origin in self.maybe.get(name, [])])
+
+    def _set_origins(self, name: str, value: str) -> None:
+        """`name` set where it surely runs: it may differ only if `value` uses a variable
+        that may (`origins`)."""
+        origins = self.origins(value)
+        if origins:
+            self.maybe[name] = origins
+        else:
+            self.maybe.pop(name, None)
 
     def read_line(self, words: list[str]) -> bool:
         """Set what the command `words` sets; True when the line only sets variables (or is
@@ -122,14 +172,17 @@ class Variables:
         if not plain:
             self._forget(name)
             return
+        self._set_origins(name, value if not append else f"${{{name}}}{value}")
         value = self.substitute(value)
         self.values[name] = (self.values.get(name, "") if append else "") + value
 
     def _forget(self, name: str) -> None:
         self.values.pop(name, None)
         self.arrays.pop(name, None)
+        self.maybe.pop(name, None)
 
     def assign_array(self, name: str, words: list[str], append: bool) -> None:
+        self._set_origins(name, " ".join(words if not append else [f"${{{name}}}", *words]))
         words = [self.substitute(word) for word in words]
         self.arrays[name] = (self.arrays.get(name, []) if append else []) + words
 
@@ -187,6 +240,7 @@ class Variables:
         default = self.substitute(word)
         self._note(match.group(0), name, f"its default {word!r} is used here")
         if operator[-1] == "=":
+            self._set_origins(name, word)
             self.values[name] = default
         return default
 

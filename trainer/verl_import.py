@@ -17,7 +17,7 @@ import logging
 import os
 import re
 import shlex
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,7 @@ SFT_MODULES = ("verl.trainer.fsdp_sft_trainer", "verl.trainer.sft_trainer")
 # `$(...)` and backquotes hold a command whose words shlex splits apart
 # (`experiment_name=run_$(date +%s)` became `run_$(date`): kept whole as text, never run
 _COMMAND_SUBSTITUTION = re.compile(r"\$\([^()]*\)|`[^`]*`")
-_NESTING = 4  # substitutions nested deeper than a launch script's are split as shlex splits
+_NESTING = 4  # passes over nested substitutions; a deeper one is held whole (`_hold_deeper`)
 _HELD = "\ue000"  # a private-use character marks a held substitution while shlex splits
 _SHOWN_KEYS = 4  # keys a note names before "and N more"
 # the script's own arguments passed on to verl: more overrides, known only when it runs
@@ -123,7 +123,8 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
         raise VerlSourceError(f"{source}: not UTF-8 text") from None
     tree: dict[str, Any] = {}
     script_notes: list[str] = []
-    incomplete: list[str] = []
+    incomplete: list[str] = []  # config files of the user's, merged in by Hydra
+    to_check: list[str] = []  # keys whose variables the script sets in blocks
     module = None  # verl's trainer module; a YAML does not name it
     refused: list[str] = []  # the script's config-group selections not carried over
     if source.suffix.lower() in (".yaml", ".yml"):
@@ -133,14 +134,14 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
         script_notes += _interpolation_notes(tree, source)
         tree, pairs = verl_keys.split_foreign(_config_class(command), tree)
     else:
-        pairs, module, script_notes, incomplete, refused = _script_pairs(text, source)
+        pairs, module, script_notes, incomplete, refused, to_check = _script_pairs(text, source)
         command = command or ("grpo" if module in GRPO_MODULES else "sft")
     # a config file of the user's that verl merges in may set any key: verl's defaults are
     # written only where the whole run is in the source
     conversion = _convert(tree, pairs, command, str(source), module, not incomplete)
     conversion.notes += script_notes
     conversion.dropped += refused
-    conversion.incomplete = incomplete + conversion.incomplete
+    conversion.incomplete = list(dict.fromkeys(incomplete + to_check + conversion.incomplete))
     return conversion
 
 
@@ -231,11 +232,12 @@ def _interpolation_notes(tree: dict[str, Any], source: Path) -> list[str]:
 
 def _script_pairs(
     text: str, source: Path
-) -> tuple[list[tuple[str, Any]], str, list[str], list[str], list[str]]:
+) -> tuple[list[tuple[str, Any]], str, list[str], list[str], list[str], list[str]]:
     """The `key=value` arguments of the script's (last) verl trainer command, its module,
     notes on what of the command is known only when the script runs, the config file of
-    the user's it names (`_hydra_config_notes`), and its config-group selections that are
-    not carried over (`_group_selections`)."""
+    the user's it names (`_hydra_config_notes`), its config-group selections that are
+    not carried over (`_group_selections`), and the keys whose variables it sets in a
+    block that may not run (`_flag_maybe`)."""
     try:
         launch, launches, variables = _read_script(text, source)
     except shell_variables.ExpansionTooLarge as err:
@@ -265,7 +267,7 @@ def _script_pairs(
     ]  # named, never quoted: the config is a file people share
     pairs, selection_notes, refused = _group_selections(pairs, launch)
     notes = [*variables.notes, *launch.notes, *taken_notes, *notes, *hydra_notes]
-    return pairs, launch.module, notes + selection_notes, incomplete, refused
+    return pairs, launch.module, notes + selection_notes, incomplete, refused, launch.incomplete
 
 
 @dataclass
@@ -280,6 +282,7 @@ class _Launch:
     notes: list[str] = field(default_factory=list)
     taken: list[str] = field(default_factory=list)  # environment variables put into paths
     refused: str = ""  # why one of its values cannot be read (`_unreadable`)
+    incomplete: list[str] = field(default_factory=list)  # keys to check (`_flag_maybe`)
 
 
 def _read_script(text: str, source: Path) -> tuple[_Launch, int, shell_variables.Variables]:
@@ -288,8 +291,10 @@ def _read_script(text: str, source: Path) -> tuple[_Launch, int, shell_variables
     launch: _Launch | None = None
     launches = 0
     array: shell_variables.Array | None = None  # a bash array being read, over lines
+    array_guarded = False  # that array is set in a block that may not run: not set here
+    blocks = shell_lines.Blocks()
     bodies: list[str] = []  # here-doc bodies: text for other programs, not commands
-    for line in shell_lines.logical_lines(text, bodies):
+    for number, line in shell_lines.logical_lines(text, bodies):
         if len(line) > MAX_LINE_CHARS:
             raise VerlSourceError(
                 f"{source}: a line of {len(line)} characters (continuations joined) starting "
@@ -298,16 +303,23 @@ def _read_script(text: str, source: Path) -> tuple[_Launch, int, shell_variables
         try:
             words = _shell_words(line)
         except ValueError:
-            continue  # an unbalanced quote: not a line this reads
+            if any(module in line for module in GRPO_MODULES + SFT_MODULES):
+                raise VerlSourceError(_unparsed_launch_message(source, number)) from None
+            continue  # an unbalanced quote: bash stops there, and runs no verl command in it
+        guarded = array is None and blocks.guarded(words)
+        if guarded:
+            variables.read_guarded(words, number)
         if array is None and words and (start := shell_variables.ARRAY_START.match(words[0])):
             array = shell_variables.Array(start.group(1), start.group(2) == "+")
+            array_guarded = guarded
             words = [start.group(3), *words[1:]] if start.group(3) else words[1:]
         if array is not None:
             if array.read(words):
-                variables.assign_array(array.name, array.items, array.append)
+                if not array_guarded:
+                    variables.assign_array(array.name, array.items, array.append)
                 array = None
             continue
-        if variables.read_line(words):
+        if not guarded and variables.read_line(words):
             continue
         for module in GRPO_MODULES + SFT_MODULES:
             if module in words:
@@ -327,7 +339,7 @@ def _expand_launch(launch: _Launch, variables: shell_variables.Variables, source
     before YAML reads megabytes. Notes made while expanding go to the launch's notes."""
     before = len(variables.notes)
     cls = _config_class(launch.command)
-    for word in variables.spread(launch.words, launch.notes):
+    for word, origins in _spread_with_origins(launch.words, variables, launch.notes):
         if word in _FORWARDED:
             launch.notes.append(
                 f"{word}: the script passes its own arguments on to verl; the overrides it is "
@@ -341,9 +353,42 @@ def _expand_launch(launch: _Launch, variables: shell_variables.Variables, source
             if _names_a_path(cls, key):
                 expanded = variables.from_environment(expanded, launch.taken)
             launch.texts.append((key, shell_quoting.literal(expanded)))
+            _flag_maybe(launch, key, shell_quoting.literal(expanded), origins)
     launch.notes[:0] = variables.notes[before:]
     del variables.notes[before:]
     return launch
+
+
+def _spread_with_origins(
+    words: list[str], variables: shell_variables.Variables, notes: list[str]
+) -> Iterator[tuple[str, list[tuple[str, int]]]]:
+    """Each word of the command, arrays spread (`Variables.spread`), with where the
+    variables it uses are set in a block that may not run (`Variables.origins`)."""
+    for written in words:
+        for word in variables.spread([written], notes):
+            yield word, variables.origins(written)
+
+
+def _flag_maybe(launch: _Launch, key: str, value: str, origins: list[tuple[str, int]]) -> None:
+    """A key whose value comes from a variable set inside a block (an `if` or `case` branch,
+    a loop, a function body, a subshell, a pipeline, after `&&`/`||`): whether bash runs it
+    is known only when the script runs (a function that is called is named too), so the
+    value it has outside is used and the key is to check."""
+    if not origins:
+        return
+    lines: dict[str, list[str]] = {}
+    for name, line in origins[: shell_variables.ORIGINS_KEPT]:
+        lines.setdefault(name, []).append(str(line))
+    shown = ", ".join(
+        f"${name} (line{'s' * (len(numbers) > 1)} {', '.join(numbers)})"
+        for name, numbers in lines.items()
+    ) + (" and more" if len(origins) > shell_variables.ORIGINS_KEPT else "")
+    launch.notes.append(
+        f"{key}={value}: {shown} set inside a block (an if/case branch, a loop, a function, a"
+        " subshell, a pipeline, or after && or ||) that may not run; the value set outside it"
+        " is used here: check it"
+    )
+    launch.incomplete.append(f"{key}={value}")
 
 
 def _unreadable(
@@ -372,6 +417,15 @@ def _unreadable(
     ]
     holder = f"${names[0]} (in its value)" if names else "its value"
     return f"{source}: {key}: {holder} {what}: {fix}"
+
+
+def _unparsed_launch_message(source: Path, line: int) -> str:
+    """A verl command this cannot split into words (a quote that never closes): said, as
+    skipping it converted another command of the script, or none, without a word."""
+    return (
+        f"{source}: line {line}: a verl command whose quotes do not close (bash stops there"
+        " with a syntax error): fix the quoting to convert it"
+    )
 
 
 def _no_launch_message(source: Path, bodies: list[str]) -> str:
@@ -461,21 +515,44 @@ def _shell_words(line: str) -> list[str]:
         return shlex.split(line)
     held: list[str] = []
 
-    def hold(match: re.Match) -> str:
-        held.append(match.group(0))
+    def hold_text(text: str) -> str:
+        held.append(text)
         return f"{_HELD}{len(held) - 1}{_HELD}"
+
+    def hold(match: re.Match) -> str:
+        return hold_text(match.group(0))
 
     line = shell_arithmetic.ARITHMETIC.sub(hold, line)  # `$((1024 * 2))` is one word too
     for _ in range(_NESTING):  # innermost first; each pass reads the whole line
         line = _COMMAND_SUBSTITUTION.sub(hold, line)
+    line = _hold_deeper(line, hold_text)
     marker = re.compile(f"{_HELD}([0-9]+){_HELD}")
 
     def restore(text: str) -> str:
-        for _ in range(_NESTING):
+        while marker.search(text):  # a held piece holds only pieces held before it
             text = marker.sub(lambda m: held[int(m.group(1))], text)
         return text
 
     return [restore(word) for word in shlex.split(line)]
+
+
+def _hold_deeper(line: str, hold: Callable[[str], str]) -> str:
+    """`line` with each `$(` the passes of `_shell_words` left (nested deeper than
+    `_NESTING`, or never closed) held whole, to its matching `)` or the end of the line:
+    split as shlex splits it, the words inside became settings of their own
+    (`run_$(echo a.b=999 ...)` set a.b)."""
+    out: list[str] = []
+    index = 0
+    while (start := line.find("$(", index)) >= 0:
+        depth, end = 0, len(line)
+        for position in range(start + 1, len(line)):
+            depth += (line[position] == "(") - (line[position] == ")")
+            if depth == 0:
+                end = position + 1
+                break
+        out += [line[index:start], hold(line[start:end])]
+        index = end
+    return "".join(out) + line[index:]
 
 
 @functools.cache
