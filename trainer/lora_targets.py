@@ -55,8 +55,8 @@ json.dump([name for name in request["names"] if pattern.fullmatch(name)], sys.st
 def named_targets(targets: Any, module_names: Iterable[str], key: str) -> Any:
     """`targets` (target_modules) as PEFT may receive it: a regex becomes the names of the
     modules it matches (ConfigError naming `key` when it matches none); `all-linear` and
-    lists of names stay as they are."""
-    if not isinstance(targets, str) or targets == ALL_LINEAR:
+    lists of names stay as they are (`all-linear` in any case, as PEFT reads it)."""
+    if not isinstance(targets, str) or _is_all_linear(targets):
         return targets
     names = list(module_names)
     matched = regex_matches(targets, names, key)

@@ -127,8 +127,10 @@ def test_transformers_conv1d_is_refused_also_under_all_linear(targets):
     assert not any(".lora_" in name for name, _ in model.named_parameters())  # none injected
 
 
-def test_all_linear_adapts_every_decoder_linear_and_trains_them():
-    model = _build(ModelConfig(lora_rank=2, target_modules="all-linear"))
+@pytest.mark.parametrize("spelled", ["all-linear", "ALL-LINEAR", "All-Linear"])
+def test_all_linear_adapts_every_decoder_linear_and_trains_them(spelled):
+    """In any case, as PEFT reads it (`ALL-LINEAR` was taken for a regex matching nothing)."""
+    model = _build(ModelConfig(lora_rank=2, target_modules=spelled))
     trainable = {name for name, p in model.named_parameters() if p.requires_grad}
     linear = {
         name
