@@ -50,6 +50,7 @@ from mfsdp_ckpt.convert.export_source import (
     check_generation_config,
     config_json_location,
     load_copied_config,
+    no_config_json,
     no_tokenizer_in,
     resolve_source,
     weights_summary,
@@ -70,6 +71,7 @@ from mfsdp_ckpt.convert.hf_config import (
 )
 from mfsdp_ckpt.convert.megatron_config import (
     DerivedConfig,
+    MegatronConfigError,
     MegatronSettingsMissing,
     has_recorded_config,
     recorded_config,
@@ -94,6 +96,7 @@ from mfsdp_ckpt.format.generation_config import GENERATION_CONFIG_FILE
 from mfsdp_ckpt.format.hub_id import missing_hf_config
 from mfsdp_ckpt.format.model_files import top_level_names
 from mfsdp_ckpt.format.output_inside import inside_checkpoint
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.named_writes import write_bytes, write_text
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
@@ -370,13 +373,35 @@ def refuse_config_against_record(
     if found is None:
         return
     if hf_config is not None:
+        left_out = (
+            ", or leave --hf-config out to use the model the checkpoint records"
+            if _records_its_model(source, paths)
+            else ""
+        )
         raise ExportUsageError(
-            f"--hf-config {config_file}: {found}; pass the model dir the run started from,"
-            " or leave --hf-config out to use the model the checkpoint records"
+            f"--hf-config {config_file}: {found}; pass the model dir the run started from{left_out}"
         )
     raise CheckpointFormatError(
         f"{config_file}: {found}; pass --hf-config with the model dir the run started from"
     )
+
+
+def _records_its_model(source: ExportSource, paths: layout.CheckpointPaths | None) -> bool:
+    """Whether the checkpoint's own record of its model can be read: a config.json beside
+    its weights, or a Megatron record a config derives from. `contradiction` also compares
+    a record that derives none (sizes or family missing) on the numbers it holds, and
+    without --hf-config such a checkpoint has no config to export with."""
+    if paths is not None and paths.hf_dir is not None and (paths.hf_dir / "config.json").is_file():
+        return True
+    try:
+        return recorded_config(paths, source.reader) is not None
+    except (
+        MegatronSettingsMissing,
+        MegatronConfigError,
+        CheckpointFormatError,
+        CheckpointFileError,
+    ):
+        return False
 
 
 def _refuse_unloadable_config(
@@ -443,9 +468,7 @@ def prepare_source(
         skip = source.hf_skip if hf_config is None else ()
         assets = asset_files(asset_location, io, asset_root, skip, whole=hf_config is None)
     if "config.json" not in assets:
-        raise ExportUsageError(
-            f"{asset_location}: no config.json; pass --hf-config DIR|config.json"
-        )
+        raise no_config_json(asset_location, hf_config, local_paths)
     if derived is None:
         refuse_config_against_record(source, local_paths, asset_location, assets, hf_config)
     if (

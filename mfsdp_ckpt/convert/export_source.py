@@ -22,8 +22,10 @@ from mfsdp_ckpt.convert.hf_config import (
     weights_from_table,
 )
 from mfsdp_ckpt.convert.name_maps import MappingError, hf_state_dict_shapes, model_tensors
+from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format import hf_trainer, layout
 from mfsdp_ckpt.format.generation_config import GENERATION_CONFIG_FILE, generation_config
+from mfsdp_ckpt.format.hub_id import missing_hf_config
 from mfsdp_ckpt.format.model_files import FILE_NAMES, is_model_file
 from mfsdp_ckpt.format.state_keys import AmbiguousStateError
 from mfsdp_ckpt.storage import safe_files
@@ -199,6 +201,74 @@ def no_tokenizer_in(location: str) -> str:
             " (give its directory to copy the tokenizer too)"
         )
     return f"no tokenizer files in {location}"
+
+
+def no_config_json(
+    location: str,
+    hf_config: str | os.PathLike | None,
+    exported: layout.CheckpointPaths | None = None,
+) -> ExportUsageError:
+    """The error (exit 2) for an assets location that holds no config.json. The
+    checkpoint's own huggingface/ is mended by --hf-config; a --hf-config dir is the flag
+    just given, so that line says instead what the dir is when it is a checkpoint (a step,
+    a run, a dist_ckpt, a Megatron iteration: `RUN/global_step_80` for its huggingface/)
+    and where that checkpoint keeps its config.json. `exported`: the checkpoint being
+    exported, whose own config.json leaving --hf-config out reads. A --hf-config that is
+    not there is said to be missing, as the full export says it."""
+    if hf_config is None:
+        return ExportUsageError(f"{location}: no config.json; pass --hf-config DIR|config.json")
+    if not os.path.lexists(location):
+        return ExportUsageError(missing_hf_config(hf_config))
+    given = Path(location)
+    try:
+        paths = layout.resolve_checkpoint(given)
+    except (MfsdpError, OSError):
+        inside = layout.checkpoint_containing(given, run_itself=False)
+        where = f"; it lies in the checkpoint {inside}" if inside is not None else ""
+        return ExportUsageError(
+            f"--hf-config {location}: no config.json; not a Hugging Face model dir{where}"
+            f" ({_MODEL_DIR_WANTED})"
+        )
+    return ExportUsageError(
+        f"--hf-config {location}: no config.json; it is {_checkpoint_words(given, paths)},"
+        f" not a Hugging Face model dir; {_config_kept_by(paths, exported)}"
+    )
+
+
+_MODEL_DIR_WANTED = "give the Hugging Face model dir the run started from, or its config.json"
+
+
+def _checkpoint_words(given: Path, paths: layout.CheckpointPaths) -> str:
+    """What `given` is, as `paths` (what it resolves to) shows: the checkpoint itself, its
+    DCP dir, its run, or a dir above it."""
+    kind = paths.kind
+    if _same_dir(given, paths.root):  # a Megatron iteration is its own DCP dir
+        bare = paths.step_dir is None and paths.hf_dir is None
+        return "a dist_ckpt (DCP weights alone)" if bare else f"the {kind} checkpoint {given}"
+    if _same_dir(given, paths.dist_ckpt):
+        return f"the dist_ckpt (DCP weights) of the {kind} checkpoint {paths.root}"
+    if _same_dir(given, paths.run_dir):
+        return f"the {kind} training run {given}, whose latest checkpoint is {paths.root}"
+    return f"a dir holding the {kind} checkpoint {paths.root}"
+
+
+def _config_kept_by(paths: layout.CheckpointPaths, exported: layout.CheckpointPaths | None) -> str:
+    """Where the checkpoint `paths` keeps its config.json (give that dir; none is kept by
+    a Megatron iteration or a bare dist_ckpt), and that leaving --hf-config out reads it
+    when it is the checkpoint being exported."""
+    hf_dir = paths.hf_dir
+    if hf_dir is None or not (hf_dir / "config.json").is_file():
+        return f"it keeps no config.json: {_MODEL_DIR_WANTED}"
+    if exported is not None and _same_dir(paths.root, exported.root):
+        return f"its config.json is in {hf_dir}, which export-hf reads when --hf-config is left out"
+    return f"its config.json is in {hf_dir}: give that dir"
+
+
+def _same_dir(path: Path, other: Path | None) -> bool:
+    try:
+        return other is not None and os.path.samefile(path, other)
+    except OSError:
+        return False
 
 
 def asset_files(

@@ -51,6 +51,7 @@ from mfsdp_ckpt.convert.export_source import (
     AssetFiles,
     asset_files,
     load_copied_config,
+    no_config_json,
     no_tokenizer_in,
     source_for,
 )
@@ -228,7 +229,7 @@ def _merged_assets(
     if Path(location).exists():
         assets = asset_files(location, "local", whole=hf_config is None)
     if "config.json" not in assets:
-        raise ExportUsageError(f"{location}: no config.json; pass --hf-config DIR|config.json")
+        raise no_config_json(location, hf_config, paths)
     refuse_config_against_record(source_for(paths, reader), paths, location, assets, hf_config)
     return assets, location
 
