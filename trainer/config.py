@@ -250,7 +250,9 @@ class TrainerConfig:
     total_steps: Positive[int] | None = None  # default: epochs x (train rows // global_batch_size)
     # true: the run also ends once `epochs` epochs are done, when that comes before
     # `total_steps` (verl's rule: its fit loop stops after trainer.total_epochs whatever
-    # trainer.total_training_steps says); `mfsdp config from-verl` writes it. false: mfsdp's
+    # trainer.total_training_steps says), and its learning-rate schedule still spans
+    # `total_steps`, as verl's PPO trainer and sft_trainer size theirs by
+    # trainer.total_training_steps; `mfsdp config from-verl` writes it. false: mfsdp's
     # rule, `total_steps` wins and the data goes round as often as it takes
     steps_within_epochs: bool = False
     stop_at_step: Positive[int] | None = None  # stop early, after a checkpoint (a job's time limit)

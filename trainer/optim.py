@@ -52,13 +52,18 @@ def lr_at(step: int, cfg: OptimConfig, total_steps: int) -> float:
     return cfg.min_lr + (cfg.lr - cfg.min_lr) * factor
 
 
-def warmup_past_the_end(cfg: OptimConfig, total_steps: int) -> str | None:
+def warmup_past_the_end(
+    cfg: OptimConfig, total_steps: int, schedule_steps: int | None = None
+) -> str | None:
     """A warning when the warmup takes the whole run: the learning rate reaches `optim.lr`
     at update `warmup` (0-based), so a run of no more updates than that never trains at
-    `optim.lr`, and a run of one update under warmup trains at lr 0. A warning, not a
-    refusal: the run's steps are known only once the data is read (`trainer.epochs`), and
-    a short test of a long run's config is a fair thing to want."""
-    warm = warmup_steps(cfg, total_steps)
+    `optim.lr`, and a run of one update under warmup trains at lr 0. `schedule_steps`: the
+    steps the schedule spans, where the run ends before them (`trainer.steps_within_epochs`);
+    default `total_steps`. A warning, not a refusal: the run's steps are known only once the
+    data is read (`trainer.epochs`), and a short test of a long run's config is a fair thing
+    to want."""
+    schedule = schedule_steps or total_steps
+    warm = warmup_steps(cfg, schedule)
     if warm == 0 or warm < total_steps:
         return None
     named = (
@@ -69,7 +74,7 @@ def warmup_past_the_end(cfg: OptimConfig, total_steps: int) -> str | None:
     return (
         f"warning: {named} is not less than the run's {total_steps} steps: the learning"
         f" rate never reaches optim.lr={cfg.lr:g} (the last step's is"
-        f" {lr_at(total_steps - 1, cfg, total_steps):g})"
+        f" {lr_at(total_steps - 1, cfg, schedule):g})"
     )
 
 

@@ -27,7 +27,7 @@ from trainer.config_history import keep_changed_config
 from trainer.distributed import DistEnv, distributed_run
 from trainer.metrics import MetricsLogger, drop_steps_after
 from trainer.model import check_attention_backend
-from trainer.optim import apply_settings, warmup_past_the_end
+from trainer.optim import apply_settings, lr_at, warmup_past_the_end
 from trainer.progress import draws_bars, step_bar
 from trainer.resume import (
     RUN_INFO_KEY,
@@ -72,8 +72,9 @@ def run_in_process_group(name: str, cfg: Any, body: Callable[[Any, DistEnv], Res
 def planned_steps(cfg: Any, batch_key: str, batch_size: int, rows: int, rows_named: str) -> int:
     """`trainer.total_steps`, else `trainer.epochs` full batches per epoch; with
     `trainer.steps_within_epochs`, whichever of the two is fewer (verl's rule: a converted
-    verl run trains the steps verl trains). ConfigError naming `batch_key` when not one batch
-    fits in the `rows` training rows."""
+    verl run trains the steps verl trains; its learning-rate schedule still spans
+    `trainer.total_steps`, `lr_schedule_steps`). ConfigError naming `batch_key` when
+    not one batch fits in the `rows` training rows."""
     per_epoch = rows // batch_size
     if per_epoch == 0:
         raise ConfigError(f"{batch_key}={batch_size} exceeds the {rows} {rows_named}")
@@ -83,6 +84,15 @@ def planned_steps(cfg: Any, batch_key: str, batch_size: int, rows: int, rows_nam
     if cfg.trainer.steps_within_epochs:
         return min(cfg.trainer.total_steps, by_epochs)
     return cfg.trainer.total_steps
+
+
+def lr_schedule_steps(cfg: Any, total_steps: int) -> int:
+    """The steps the learning-rate schedule (warmup ratio, decay) spans in a run that takes
+    `total_steps`: `trainer.total_steps` where set, even when `trainer.steps_within_epochs`
+    ends the run sooner, as verl's PPO/GRPO trainer and its `sft_trainer` size the schedule
+    by trainer.total_training_steps and stop at the last epoch's end (warmup and decay were
+    squeezed into the shorter run); else the run's own steps."""
+    return cfg.trainer.total_steps or total_steps
 
 
 class StepHooks:
@@ -190,7 +200,7 @@ class TrainingRun:
         if resume is not None:
             apply_settings(optimizer, cfg.optim)
         if env.is_main:
-            late = warmup_past_the_end(cfg.optim, total_steps)
+            late = warmup_past_the_end(cfg.optim, total_steps, lr_schedule_steps(cfg, total_steps))
             if late is not None:
                 print(f"[{name}] {late}", file=sys.stderr)
             if resume is not None:
@@ -220,6 +230,11 @@ class TrainingRun:
             start=int(states["extra"]["step"]),  # the step of the checkpoint loaded
             last_saved=resume.root if resume is not None else None,
         )
+
+    def lr(self, step: int) -> float:
+        """The learning rate of update `step` (0-based): a function of the step and the
+        config alone, so a resumed run follows the schedule an uninterrupted one follows."""
+        return lr_at(step, self.cfg.optim, lr_schedule_steps(self.cfg, self.total_steps))
 
     @property
     def stop(self) -> int:

@@ -35,7 +35,7 @@ from trainer.model import (
     padding_id,
     write_hf_assets,
 )
-from trainer.optim import NonFiniteGradientError, clip_grad_norm, lr_at, set_lr
+from trainer.optim import NonFiniteGradientError, clip_grad_norm, set_lr
 from trainer.progress import draws_bars
 from trainer.resume import RunKind, rows_digest
 from trainer.runner import (
@@ -145,7 +145,7 @@ class SFTSteps(StepHooks):
             raise NonFiniteGradientError(
                 f"step {step + 1}: gradient norm is {grad_norm}; stopping before the update"
             )
-        lr = lr_at(step, cfg.optim, self.run.total_steps)
+        lr = self.run.lr(step)
         set_lr(self.optimizer, lr)
         self.optimizer.step()
         self.strategy.zero_grad(self.optimizer)

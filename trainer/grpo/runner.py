@@ -59,7 +59,7 @@ from trainer.model import (
     padding_id,
     write_hf_assets,
 )
-from trainer.optim import NonFiniteGradientError, clip_grad_norm, lr_at, set_lr
+from trainer.optim import NonFiniteGradientError, clip_grad_norm, set_lr
 from trainer.progress import draws_bars
 from trainer.resume import RunKind, rows_digest
 from trainer.rewards.custom import RewardFunctionError
@@ -278,7 +278,7 @@ class GRPOSteps(StepHooks):
         cfg, env = self.cfg, self.env
         actor_cfg = cfg.actor
         per_rank_mini = actor_cfg.ppo_mini_batch_size // env.world_size * cfg.rollout.n
-        lr = lr_at(step, cfg.optim, self.run.total_steps)
+        lr = self.run.lr(step)
         totals, grad_norms, updates = UpdateStats(), [], 0
         self.actor.train()
         for epoch in range(actor_cfg.ppo_epochs):
