@@ -189,7 +189,24 @@ def describe_lora(
     return described
 
 
-@describes_checkpoint  # a step a run's keep_last removes meanwhile is said to be so
+# What a description records in place of what it could not read
+_UNREAD_KEYS = ("problem", "problems", "not_decoded")
+
+
+def records_unread(described: object) -> bool:
+    """Whether a description (or any part of it) holds something it could not read: a
+    problem, an entry not decoded. A step removed while such a description was made is
+    said to be removed (`describes_checkpoint`); a whole one is printed."""
+    if isinstance(described, dict):
+        return any(described.get(key) for key in _UNREAD_KEYS) or any(
+            records_unread(value) for value in described.values()
+        )
+    if isinstance(described, list):
+        return any(records_unread(value) for value in described)
+    return False
+
+
+@describes_checkpoint(records_unread)  # a step keep_last removes meanwhile is said to be so
 def describe_checkpoint(
     path: str | os.PathLike,
     *,

@@ -8,8 +8,10 @@ fails, the step's directories are compared with what they were when the read beg
 run dir's tracker with the step it named), and a change is one line saying the step was
 removed while it was read, exit 1, and to read it again. A reader that goes on past what
 it cannot read (`inspect` shows an entry "not decoded", a record's problem) compares them
-when its read succeeded too (`describes_checkpoint`), as validate does when its findings
-are not clean: else half a step was described as if it were whole.
+when its result records such a thing (`describes_checkpoint`), as validate does when its
+findings are not clean: else half a step was described as if it were whole. A whole
+description of a step removed after it was read is printed: refusing it too made inspect
+fail every time on the steps of a run saving every few seconds.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import functools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError
 from mfsdp_ckpt.format import layout
@@ -84,13 +86,11 @@ def refuse_if_moved_on(run: Path, step: int | str) -> None:
 
 
 @contextlib.contextmanager
-def removal_said(
-    path: str | os.PathLike, role: str | None = None, *, when_read: bool = False
-) -> Iterator[None]:
+def removal_said(path: str | os.PathLike, role: str | None = None) -> Iterator[None]:
     """Read the checkpoint at `path` (any level `layout.resolve_checkpoint` reads) in the
     block: an error raised there becomes CheckpointRemovedError when the step was removed
-    (or, when it went as it was resolved, the run dir's tracker moved on) meanwhile;
-    `when_read`: so does a block that ended well (`removal_of`). A URL, or a path that
+    (or, when it went as it was resolved, the run dir's tracker moved on) meanwhile. A URL,
+    or a path that
     resolves to no checkpoint, is left to the block's own errors."""
     if is_url(str(path)):
         yield
@@ -102,7 +102,7 @@ def removal_said(
         tracked = layout.read_tracker_text(run) if run.is_dir() else None
         paths = layout.resolve_checkpoint(run, role=role)
     if paths is not None:
-        with removal_of(paths, when_read=when_read):
+        with removal_of(paths):
             yield
         return
     try:
@@ -114,42 +114,62 @@ def removal_said(
 
 
 @contextlib.contextmanager
-def removal_of(paths: layout.CheckpointPaths, *, when_read: bool = False) -> Iterator[None]:
+def removal_of(paths: layout.CheckpointPaths) -> Iterator[None]:
     """Read the resolved checkpoint `paths` in the block: an error raised there becomes
-    CheckpointRemovedError when its directories changed meanwhile (`refuse_if_removed`);
-    `when_read`: so does a block that ended well, for a reader whose result holds what it
-    could not read instead of failing."""
+    CheckpointRemovedError when its directories changed meanwhile (`refuse_if_removed`)."""
     stamps = dir_stamps(paths)
     try:
         yield
     except Exception:
         refuse_if_removed(paths, stamps)
         raise
-    if when_read:
-        refuse_if_removed(paths, stamps)
 
 
 def reads_checkpoint(function: Callable[_P, _R]) -> Callable[_P, _R]:
     """`function`, whose first argument names a checkpoint and whose `role` keyword picks
     verl's role in it, run inside `removal_said`: its failure is the step's removal when
     the step went meanwhile."""
-    return _guarded(function, when_read=False)
+    return _guarded(function, None)
 
 
-def describes_checkpoint(function: Callable[_P, _R]) -> Callable[_P, _R]:
+def describes_checkpoint(
+    incomplete: Callable[[Any], bool],
+) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
     """`reads_checkpoint` for a function that describes what it could not read instead of
-    failing (`inspect`): a step removed meanwhile is refused when it returns, too."""
-    return _guarded(function, when_read=True)
+    failing (`inspect`): a result that is `incomplete` counts as a failed read, so a step
+    removed meanwhile is refused then too."""
+
+    def decorate(function: Callable[_P, _R]) -> Callable[_P, _R]:
+        return _guarded(function, incomplete)
+
+    return decorate
 
 
-def _guarded(function: Callable[_P, _R], *, when_read: bool) -> Callable[_P, _R]:
+class _IncompleteResult(Exception):
+    """Carries an incomplete result through `removal_said`, whose failure path compares the
+    step's directories; the result is returned when they did not change."""
+
+    def __init__(self, result: object) -> None:
+        super().__init__()
+        self.result = result
+
+
+def _guarded(
+    function: Callable[_P, _R], incomplete: Callable[[Any], bool] | None
+) -> Callable[_P, _R]:
     @functools.wraps(function)
     def guarded(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         path, role = args[0], kwargs.get("role")
         if not isinstance(path, (str, os.PathLike)):
             return function(*args, **kwargs)
-        with removal_said(path, role if isinstance(role, str) else None, when_read=when_read):
-            return function(*args, **kwargs)
+        try:
+            with removal_said(path, role if isinstance(role, str) else None):
+                result = function(*args, **kwargs)
+                if incomplete is not None and incomplete(result):
+                    raise _IncompleteResult(result)
+                return result
+        except _IncompleteResult as kept:
+            return kept.result  # type: ignore[return-value]
 
     return guarded
 

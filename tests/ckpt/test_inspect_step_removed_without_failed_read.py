@@ -45,3 +45,32 @@ def test_inspect_of_a_step_removed_while_read_says_so(run, monkeypatch, as_json)
     assert code == 1 and one_error_line(err) == f"error: {said}", stdout + err
     # no description of half a step: the error alone (as JSON with --json)
     assert stdout == (json.dumps({"error": said, "exit_code": 1}) + "\n" if as_json else "")
+
+
+def test_a_whole_description_of_a_step_removed_after_it_was_read_is_kept(tmp_path):
+    """A run saving every few seconds with keep_last removes each step soon after it is
+    written: refusing every description made meanwhile made inspect fail on all of them,
+    where what it had read was whole. Only a description holding something it could not
+    read (a problem, an entry not decoded) is refused."""
+    from mfsdp_ckpt.check.describe import records_unread
+    from mfsdp_ckpt.check.removed_while_read import CheckpointRemovedError, describes_checkpoint
+    from tests.support.export import save_single_process_checkpoint
+    from trainer.tiny import build_tiny_model_dir
+
+    run = tmp_path / "run"
+    save_single_process_checkpoint(run, build_tiny_model_dir(tmp_path / "assets"), seed=3)
+    step = run / "global_step_1"
+
+    def described_then_removed(path, *, role=None, unread=None):
+        shutil.copytree(step, tmp_path / "kept", dirs_exist_ok=True)
+        shutil.rmtree(step)
+        return {"model": {"problem": unread}, "entries": [{"not_decoded": None}]}
+
+    describe = describes_checkpoint(records_unread)(described_then_removed)
+    assert describe(run, unread=None) == {
+        "model": {"problem": None},
+        "entries": [{"not_decoded": None}],
+    }
+    shutil.copytree(tmp_path / "kept", step)
+    with pytest.raises(CheckpointRemovedError, match="step 1 was removed while it was read"):
+        describe(run, unread="file is missing")

@@ -11,7 +11,15 @@ from cli.main import app
 
 COMMANDS = {
     "export-hf --out": ["ckpt", "export-hf", "runs/sft", "--out", "{url}"],
-    "export-hf --hf-config": ["ckpt", "export-hf", "runs/sft", "--out", "o", "--hf-config", "{url}"],
+    "export-hf --hf-config": [
+        "ckpt",
+        "export-hf",
+        "runs/sft",
+        "--out",
+        "o",
+        "--hf-config",
+        "{url}",
+    ],
     "import-hf --out": ["ckpt", "import-hf", "model", "--out", "{url}"],
     "data --out": ["data", "synthetic", "--out", "{url}"],
     "demo --out": ["demo", "--out", "{url}"],
