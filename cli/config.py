@@ -60,7 +60,8 @@ def from_verl(source: str, command: str) -> None:
     and why. Exit 0: every key carried over; 1: some were not, or a value still needs
     editing (`$2`, `$HOME` or `$(...)` the script fills in only when it runs), or a config
     file of yours that verl merges in is not in it (the YAML is still printed); 2: SOURCE is
-    not a verl script or config. Nothing in the script is executed.
+    not a verl script or config (an mfsdp config, every key mfsdp's, goes to `mfsdp train
+    sft|grpo --config` as it is). Nothing in the script is executed.
 
     \b
     Example:

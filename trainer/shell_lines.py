@@ -174,17 +174,18 @@ _GUARDS = frozenset({"&&", "||", "|", "|&", "&"})
 
 
 class Blocks:
-    """Which lines of a script stand inside a compound command (`if`/`case`/`for`/`while`/
+    """Which commands of a script stand inside a compound command (`if`/`case`/`for`/`while`/
     `until` bodies, `{ ... }`, `( ... )` subshells, and so function bodies) or after `&&`,
-    `||`, `|` or `&`, read word by word over the lines. Nothing is evaluated, so what such a
-    line sets runs only maybe: reading it as run gave a debug branch's model path, or an
-    uncalled function's, as the one the verl command gets."""
+    `||`, `|` or `&`, read word by word over the commands (split at `;`, with those
+    operators as words of their own: `trainer.shell_quoting.mark`). Nothing is evaluated, so
+    what such a command sets runs only maybe: reading it as run gave a debug branch's model
+    path, or an uncalled function's, as the one the verl command gets."""
 
     def __init__(self) -> None:
         self.open: list[str] = []  # the words that close the blocks open now, innermost last
 
     def guarded(self, words: list[str]) -> bool:
-        """Read one logical line's shell words; True when any of it is inside a block, opens
+        """Read one command's shell words; True when any of it is inside a block, opens
         or closes one, or follows a guard (`&&`, `||`, `|`, `&`)."""
         guarded = bool(self.open)
         command = True  # the next word is where a command (or keyword) starts
@@ -195,8 +196,8 @@ class Blocks:
                 continue
             opened = len(word) - len(word.lstrip("(")) if command and word[:2] != "((" else 0
             self.open += [")"] * opened
-            core = word[opened:].rstrip(";&|")
-            guarded = guarded or opened > 0 or word in _GUARDS or word != word.rstrip("&|")
+            core = word[opened:]
+            guarded = guarded or opened > 0 or word in _GUARDS
             if command and core in _CLOSED_BY:
                 self.open.append(_CLOSED_BY[core])
                 guarded = True
@@ -209,7 +210,6 @@ class Blocks:
             command = (
                 closed != core  # after a subshell's `)` or a case pattern's
                 or core in _COMMAND_NEXT
-                or word != word.rstrip(";&|")
                 or word in _GUARDS
                 or core.endswith("()")  # a function's name: its body follows
                 or (command and (opened > 0 or core == ""))

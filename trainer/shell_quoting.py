@@ -11,21 +11,35 @@ read as "..." and an escaped or single-quoted `$` as a literal one (`LITERAL_DOL
 dropped: decoding its escapes as bash does (octal, hex, Unicode, control characters, a NUL
 that ends the string) is more than a launch script needs, so a value that holds one is
 refused, naming the variable, and an assignment nobody uses (`IFS=$'\\n\\t'`) costs nothing.
+
+A line holds commands apart from its quotes: shlex knows no `;`, so `A=1; B=/models/x` gave A
+the value `1;`, and `cd /x&&MODEL=/m` was one word that set nothing; `MODEL=/m/Qwen; echo hi`
+put `/m/Qwen;` into model.path. Each unquoted, unescaped `;` (`;;`, `;&` and `;;&` ending a
+case arm too) outside `$(...)`, `(...)`, backquotes and `${...}` is marked `COMMAND_END`, a
+word of its own that `commands` splits at; `&&`, `||`, `|`, `|&` and `&` (not `>&`, `&>`
+redirections) become words of their own, so the guarded reading (`shell_lines.Blocks`) sees
+them however they are spaced.
 """
 
 from __future__ import annotations
 
+import re
+
 LITERAL_DOLLAR = "\ue001"  # a `$` bash passes as it is (single-quoted or escaped)
 ANSI_C = "\ue002"  # where a `$'...'` string stood
-_MARKS = LITERAL_DOLLAR + ANSI_C
+COMMAND_END = "\ue003"  # a `;` ending a command: a word of its own
+_MARKS = LITERAL_DOLLAR + ANSI_C + COMMAND_END
+_CONTROL = re.compile(r";;?&?|&&|\|\||\|&|[|&]")  # `;` forms, lists and pipes, longest first
 
 
 def mark(line: str) -> str:
-    """`line` with single-quoted and escaped dollars marked literal, `$"..."` as "...", and
-    each `$'...'` replaced by ANSI_C; any of the marks already in it are dropped."""
+    """`line` with single-quoted and escaped dollars marked literal, `$"..."` as "...", each
+    `$'...'` replaced by ANSI_C, each `;` ending a command by a COMMAND_END word, and `&&`,
+    `||`, `|`, `&` set apart as words; any of the marks already in it are dropped."""
     line = line.translate({ord(char): None for char in _MARKS})
     out: list[str] = []
     quote = ""
+    nesting = _Nesting()
     index, size = 0, len(line)
     while index < size:
         char = line[index]
@@ -47,11 +61,67 @@ def mark(line: str) -> str:
         elif line.startswith('$"', index):
             index += 1  # the translated string is the text itself: read as "..."
             continue
+        elif nesting.outside() and (control := _control(line, index)):
+            out.append(f" {COMMAND_END if control[0] == ';' else control} ")
+            index += len(control)
+            continue
         else:
+            nesting.read(char, out[-1] if out else "")
             quote = char if char in "'\"" else ""
             out.append(char)
         index += 1
     return "".join(out)
+
+
+def commands(words: list[str]) -> list[list[str]]:
+    """The words of a marked line (`mark`), one list per command: split at each COMMAND_END,
+    none empty."""
+    split: list[list[str]] = [[]]
+    for word in words:
+        if word == COMMAND_END:
+            split.append([])
+        else:
+            split[-1].append(word)
+    return [command for command in split if command]
+
+
+def _control(line: str, index: int) -> str:
+    """The `;`, `;;`, `&&`, `||`, `|`, `&`, ... at `index` that separates commands; "" where
+    there is none, or the `&` or `|` is part of a redirection (`2>&1`, `&>log`, `>|`)."""
+    match = _CONTROL.match(line, index)
+    if match is None:
+        return ""
+    redirection = line[index - 1 : index] in ("<", ">") or line.startswith(">", index + 1)
+    if match.group(0) in ("&", "|") and redirection:
+        return ""
+    return match.group(0)
+
+
+class _Nesting:
+    """Whether the text read so far is inside `$(...)` or `(...)` (a subshell, arithmetic),
+    backquotes or `${...}`, where a `;` or `|` belongs to the command or word around it."""
+
+    def __init__(self) -> None:
+        self.parentheses = 0
+        self.braces = 0
+        self.backquoted = False
+
+    def outside(self) -> bool:
+        return not (self.parentheses or self.braces or self.backquoted)
+
+    def read(self, char: str, before: str) -> None:
+        """Take one unquoted character (`before`: the text just ahead of it). A case pattern's
+        `)` closes nothing: the count stays at 0."""
+        if char == "(":
+            self.parentheses += 1
+        elif char == ")":
+            self.parentheses = max(0, self.parentheses - 1)
+        elif char == "`":
+            self.backquoted = not self.backquoted
+        elif char == "{" and before == "$":
+            self.braces += 1
+        elif char == "}" and self.braces:
+            self.braces -= 1
 
 
 def literal(text: str) -> str:

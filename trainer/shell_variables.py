@@ -105,7 +105,7 @@ class Variables:
         it has outside, and is named wherever the verl command uses it (`origins`)."""
         unsetting = False  # after `unset`: the words are names
         for word in words:
-            word = word.lstrip("(").rstrip(";&|)")
+            word = word.lstrip("(").rstrip(")")
             names = [match.group(1) for match in _GUARDED_SET.finditer(word)]
             if ASSIGNMENT.match(word) or _ELEMENT.match(word):
                 names.append(re.split(r"[+=\[]", word, maxsplit=1)[0])

@@ -129,6 +129,8 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
     refused: list[str] = []  # the script's config-group selections not carried over
     if source.suffix.lower() in (".yaml", ".yml"):
         tree, defaults = _yaml_tree(text, source)
+        if not defaults:  # a Hydra `defaults:` list is verl's
+            _refuse_mfsdp_config(tree, source)
         command = command or likely_kind(tree)  # as `mfsdp train` tells them apart
         script_notes, incomplete = _defaults_notes(defaults, command)
         script_notes += _interpolation_notes(tree, source)
@@ -184,6 +186,27 @@ def _yaml_tree(text: str, source: Path) -> tuple[dict[str, Any], list[Any]]:
         raise VerlSourceError(f"{source}: top level must be a mapping of sections")
     defaults = tree.pop("defaults", None)
     return tree, defaults if isinstance(defaults, list) else []
+
+
+def _refuse_mfsdp_config(tree: dict[str, Any], source: Path) -> None:
+    """Refuse a YAML without a key of verl's: every key in it is one an mfsdp trainer takes
+    as it is (an mfsdp config: `strategy`, `checkpoint`, `trainer.run_dir`, ...), or it sets
+    nothing. Converted, it was taken as a verl run that sets almost nothing: verl's defaults
+    were written over mfsdp's (trainer.seed 0 became 1) at exit 0. A file with verl keys
+    and mfsdp keys both is converted, its mfsdp keys kept as written."""
+    keys = [key for key, _value in _leaves(tree)]
+    if not keys:
+        raise VerlSourceError(f"{source}: sets nothing; not a verl config")
+    kinds = [
+        command
+        for command in ("sft", "grpo")
+        if all(verl_keys.is_native(_config_class(command), key) for key in keys)
+    ]
+    if kinds:
+        raise VerlSourceError(
+            f"{source}: an mfsdp config (every key in it is mfsdp's, none verl's), not one to"
+            f" convert: give it to `mfsdp train {'|'.join(kinds)} --config {source}`"
+        )
 
 
 def _defaults_notes(defaults: list[Any], command: str) -> tuple[list[str], list[str]]:
@@ -285,14 +308,21 @@ class _Launch:
     incomplete: list[str] = field(default_factory=list)  # keys to check (`_flag_maybe`)
 
 
+@dataclass
+class _Script:
+    """What reading a script's commands in order has found so far (`_read_command`)."""
+
+    variables: shell_variables.Variables
+    launch: _Launch | None = None  # its last verl trainer command
+    launches: int = 0
+    array: shell_variables.Array | None = None  # a bash array being read, over lines
+    array_guarded: bool = False  # that array is set in a block that may not run: not set here
+    blocks: shell_lines.Blocks = field(default_factory=shell_lines.Blocks)
+
+
 def _read_script(text: str, source: Path) -> tuple[_Launch, int, shell_variables.Variables]:
     """The script's last verl trainer command, how many it starts, and its variables."""
-    variables = shell_variables.Variables(MAX_EXPANDED_CHARS)
-    launch: _Launch | None = None
-    launches = 0
-    array: shell_variables.Array | None = None  # a bash array being read, over lines
-    array_guarded = False  # that array is set in a block that may not run: not set here
-    blocks = shell_lines.Blocks()
+    script = _Script(shell_variables.Variables(MAX_EXPANDED_CHARS))
     bodies: list[str] = []  # here-doc bodies: text for other programs, not commands
     for number, line in shell_lines.logical_lines(text, bodies):
         if len(line) > MAX_LINE_CHARS:
@@ -306,31 +336,40 @@ def _read_script(text: str, source: Path) -> tuple[_Launch, int, shell_variables
             if any(module in line for module in GRPO_MODULES + SFT_MODULES):
                 raise VerlSourceError(_unparsed_launch_message(source, number)) from None
             continue  # an unbalanced quote: bash stops there, and runs no verl command in it
-        guarded = array is None and blocks.guarded(words)
-        if guarded:
-            variables.read_guarded(words, number)
-        if array is None and words and (start := shell_variables.ARRAY_START.match(words[0])):
-            array = shell_variables.Array(start.group(1), start.group(2) == "+")
-            array_guarded = guarded
-            words = [start.group(3), *words[1:]] if start.group(3) else words[1:]
-        if array is not None:
-            if array.read(words):
-                if not array_guarded:
-                    variables.assign_array(array.name, array.items, array.append)
-                array = None
-            continue
-        if not guarded and variables.read_line(words):
-            continue
-        for module in GRPO_MODULES + SFT_MODULES:
-            if module in words:
-                launches += 1
-                command = "grpo" if module in GRPO_MODULES else "sft"
-                launch = _expand_launch(
-                    _Launch(command, module, words[words.index(module) + 1 :]), variables, source
-                )
-    if launch is None:
+        for command in shell_quoting.commands(words):  # `A=1; B=2`: two commands
+            _read_command(script, command, number, source)
+    if script.launch is None:
         raise VerlSourceError(_no_launch_message(source, bodies))
-    return launch, launches, variables
+    return script.launch, script.launches, script.variables
+
+
+def _read_command(script: _Script, words: list[str], number: int, source: Path) -> None:
+    """Take one command of the script (on line `number`): the variables it sets, the array
+    it goes on, or the verl trainer command it is."""
+    variables = script.variables
+    guarded = script.array is None and script.blocks.guarded(words)
+    if guarded:
+        variables.read_guarded(words, number)
+    if script.array is None and (start := shell_variables.ARRAY_START.match(words[0])):
+        script.array = shell_variables.Array(start.group(1), start.group(2) == "+")
+        script.array_guarded = guarded
+        words = [start.group(3), *words[1:]] if start.group(3) else words[1:]
+    if script.array is not None:
+        if script.array.read(words):
+            if not script.array_guarded:
+                array = script.array
+                variables.assign_array(array.name, array.items, array.append)
+            script.array = None
+        return
+    if not guarded and variables.read_line(words):
+        return
+    for module in GRPO_MODULES + SFT_MODULES:
+        if module in words:
+            script.launches += 1
+            command = "grpo" if module in GRPO_MODULES else "sft"
+            script.launch = _expand_launch(
+                _Launch(command, module, words[words.index(module) + 1 :]), variables, source
+            )
 
 
 def _expand_launch(launch: _Launch, variables: shell_variables.Variables, source: Path) -> _Launch:

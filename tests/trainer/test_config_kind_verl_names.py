@@ -70,10 +70,8 @@ def test_a_grpo_config_is_still_named_to_train_sft(tmp_path, tree):
         (VERL_SFT_MICRO, "sft"),
         (VERL_PPO, "grpo"),
         (VERL_PPO_PATH_ONLY, "grpo"),
-        (MFSDP_GRPO, "grpo"),
-        (MFSDP_SFT, "sft"),
     ],
-    ids=["verl-sft", "verl-sft-micro", "verl-ppo", "verl-ppo-path", "mfsdp-grpo", "mfsdp-sft"],
+    ids=["verl-sft", "verl-sft-micro", "verl-ppo", "verl-ppo-path"],
 )
 def test_from_verl_names_the_command_that_takes_the_file(tmp_path, tree, command):
     path = _yaml(tmp_path, tree)

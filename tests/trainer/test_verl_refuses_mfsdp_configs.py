@@ -1,0 +1,81 @@
+"""`mfsdp config from-verl` refuses a YAML without a key of verl's (exit 2): the repository's
+own examples/sft_tiny_cpu.yaml "converted" at exit 0 with verl's defaults written over its
+settings (trainer.seed 0 became 1, data.micro_batch_size 2 became 4), and
+examples/grpo_tiny_cpu.yaml exited 1 naming algorithm.adv_estimator as not carried over. A
+YAML with verl keys and mfsdp keys both still converts, the mfsdp keys kept as written."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tests.support.fresh_python import mfsdp
+from tests.support.verl_conversions import WRITTEN
+from trainer.config import load_config
+from trainer.grpo.config import GRPOConfig
+from trainer.verl_import import VerlSourceError, convert_verl
+
+
+def _yaml(tmp_path, tree) -> str:
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(tree))
+    return str(path)
+
+
+@pytest.mark.parametrize("example, trainer", [("sft_tiny_cpu", "sft"), ("grpo_tiny_cpu", "grpo")])
+def test_the_repositorys_mfsdp_configs_are_refused_naming_their_trainer(example, trainer):
+    path = f"examples/{example}.yaml"
+    done = mfsdp("config", "from-verl", path)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        f"error: {path}: an mfsdp config (every key in it is mfsdp's, none verl's), not one to"
+        f" convert: give it to `mfsdp train {trainer} --config {path}`"
+    ]
+
+
+@pytest.mark.parametrize(
+    "tree, trainers",
+    [
+        ({"actor": {"ppo_mini_batch_size": 8}, "rollout": {"n": 4}}, "grpo"),
+        ({"data": {"val_ratio": 0.1}, "strategy": {"name": "fsdp2"}}, "sft"),
+        ({"model": {"path": "m"}, "optim": {"lr": 1e-5}}, "sft|grpo"),  # either takes it
+    ],
+)
+def test_a_yaml_of_mfsdp_keys_only_names_the_trainers_that_take_it(tmp_path, tree, trainers):
+    path = _yaml(tmp_path, tree)
+    with pytest.raises(VerlSourceError, match=rf"`mfsdp train {trainers} --config {path}`$"):
+        convert_verl(path)
+
+
+@pytest.mark.parametrize("tree", [{}, {"model": {}}])
+def test_a_yaml_that_sets_nothing_is_refused(tmp_path, tree):
+    path = _yaml(tmp_path, tree)
+    with pytest.raises(VerlSourceError, match=r"sets nothing; not a verl config$"):
+        convert_verl(path)
+
+
+def test_verl_keys_with_mfsdp_keys_convert_keeping_the_mfsdp_keys(tmp_path):
+    tree = {
+        "actor_rollout_ref": {"model": {"path": "m"}, "rollout": {"n": 4}},
+        "algorithm": {"adv_estimator": "grpo"},
+        "strategy": {"name": "fsdp2"},
+        "trainer": {"seed": 0},
+    }
+    conversion = convert_verl(_yaml(tmp_path, tree))
+    assert conversion.command == "grpo" and conversion.dropped == []
+    assert (
+        conversion.tree["strategy"]["name"] == "fsdp2" and conversion.tree["trainer"]["seed"] == 0
+    )
+    assert (conversion.tree["model"]["path"], conversion.tree["rollout"]["n"]) == ("m", 4)
+    assert any(WRITTEN in note for note in conversion.notes)  # verl's run: verl's defaults
+    written = tmp_path / "grpo.yaml"
+    written.write_text(conversion.to_yaml("config.yaml"))
+    assert load_config(GRPOConfig, str(written)).strategy.name == "fsdp2"
+
+
+def test_a_hydra_defaults_list_makes_the_yaml_verls(tmp_path):
+    """`defaults:` is Hydra's, which verl's configs use: mfsdp keys beside it convert."""
+    tree = {"defaults": ["ppo_trainer", "_self_"], "data": {"max_prompt_length": 32}}
+    conversion = convert_verl(_yaml(tmp_path, tree))
+    assert conversion.tree["data"]["max_prompt_length"] == 32
