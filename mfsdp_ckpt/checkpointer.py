@@ -410,7 +410,7 @@ class Checkpointer:
             raise TrackerNotUpdatedError(
                 f"{self.run_dir / layout.TRACKER_FILE}: step {step} was saved in"
                 f" {layout.step_dir(self.run_dir, step)}, but the tracker could not be updated"
-                f" ({err.strerror or err}); {_resumes_from(self.run_dir)}"
+                f" ({err.strerror or err}); {_resume_advice(self.run_dir, step)}"
             ) from None
 
     def _prune(self, newest: int) -> None:
@@ -612,15 +612,19 @@ def _save_failure(err: BaseException, pending: _PendingSave) -> BaseException:
     )
 
 
-def _resumes_from(run_dir: Path) -> str:
-    """Which step `checkpoint.resume=auto` resumes in `run_dir`, in words."""
+def _resume_advice(run_dir: Path, saved: int) -> str:
+    """How to resume from step `saved`, whose tracker update failed: `checkpoint.resume=auto`
+    reads the tracker, which still names an older step, and refuses to train past the
+    newer step kept beside it (it would save over it): its path is what continues the run."""
+    resume = f"checkpoint.resume={layout.step_dir(run_dir, saved)}"
     try:
-        step = layout.resume_step(run_dir)
+        tracked = layout.resume_step(run_dir)
     except (MfsdpError, OSError) as err:
-        return f"resuming cannot tell which step to take ({err})"
-    if step is None:
-        return "no step would be resumed"
-    return f"checkpoint.resume=auto resumes from step {step} ({layout.step_dir(run_dir, step)})"
+        return f"give {resume} to continue from it (the tracker cannot be read: {err})"
+    if tracked == saved:
+        return "checkpoint.resume=auto resumes from it"
+    named = "no step" if tracked is None else f"step {tracked}"
+    return f"give {resume} to continue from it (checkpoint.resume=auto reads the tracker: {named})"
 
 
 def _interrupted(err: BaseException) -> bool:

@@ -23,7 +23,10 @@ dir was given absolute), a recorded relative path is compared by its spelling al
 A step of another run resumed into a run dir that has a config.yaml of its own replaced that
 file without a word: with this run's settings it is replaced and the note says so; with
 other settings (a run that stopped before its first save, a config the user wrote there) it
-would be lost, and the resume is refused (`OwnConfigError`) before anything is written.
+would be lost, and the resume is refused (`OwnConfigError`) before anything is written. Where
+the run dir holds steps of its own, the file is theirs (its `checkpoint.resume` names the step
+of another run they began from) and the refusal says to continue them
+(`checkpoint.resume=auto`), not to move the file away.
 """
 
 from __future__ import annotations
@@ -122,18 +125,41 @@ def _own_config_replaced(run_dir: Path, config: Any, resumed: CheckpointPaths) -
     if not os.path.lexists(own):
         return ""
     where = resumed.step_dir or resumed.dist_ckpt
+    recorded: dict[str, Any] = {}
     try:
-        changes = _changed_settings(_read_config(own, run_dir), config, run_dir)
+        recorded = _read_config(own, run_dir)
+        changes = _changed_settings(recorded, config, run_dir)
     except ConfigRecordError as err:
         changes = [f"it cannot be read: {err}"]
     if changes:
         shown = ", ".join(changes[:_SHOWN_CHANGES])
         raise OwnConfigError(
             f"{own}: records other settings than this run's ({shown}), and resuming {where}"
-            f" into {run_dir} would replace it with this run's config; move it away, or give"
-            " another trainer.run_dir"
+            f" into {run_dir} would replace it with this run's config;"
+            f" {_keep_own(run_dir, recorded)}"
         )
     return f"; {own} (the same settings) is replaced by this run's config, resumed from {where}"
+
+
+def _keep_own(run_dir: Path, recorded: dict[str, Any]) -> str:
+    """What a refused resume into `run_dir`, whose config.yaml records `recorded`, should do
+    instead. A run dir holding steps of its own: the file is theirs, and its
+    `checkpoint.resume` names the step of another run they began from, so `--config
+    RUN/config.yaml` resumes that step again; moving the file away, as once advised, trained
+    over the run dir's own steps. Else the file is the config of a run that saved no step
+    there, or the user's."""
+    steps = layout.list_complete_steps(run_dir)
+    if not steps:
+        return "move it away, or give another trainer.run_dir"
+    newest = layout.step_dir(run_dir, steps[-1])
+    began = _dotted(recorded, "checkpoint.resume")
+    pinned = (
+        f", and pins checkpoint.resume={began}" if began not in (None, "auto", "disable") else ""
+    )
+    return (
+        f"it is the config of {run_dir}'s own steps (up to {newest}){pinned}: give"
+        " checkpoint.resume=auto to continue them, or another trainer.run_dir"
+    )
 
 
 def _changed_settings(earlier: dict[str, Any], config: Any, trained_in: Path) -> list[str]:

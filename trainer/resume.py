@@ -15,6 +15,13 @@ before.
 
 A checkpoint is resumed only by the kind of run that wrote it (`check_run_kind`): GRPO
 continuing an SFT step took its step count and Adam state as its own.
+
+A step is resumed only into a run dir that holds no complete step after it
+(`refuse_saving_over_newer_steps`): another run's step 2 resumed into a run dir at its own
+step 4 (the run dir's config.yaml records `checkpoint.resume` of the step it began from, so
+`--config RUN/config.yaml` does that) trained steps 3-4 again and saved over its step 4, and
+a rollback to the run dir's own step 2 did the same. Rolling back is done by moving the
+later steps away first.
 """
 
 from __future__ import annotations
@@ -30,10 +37,11 @@ from mfsdp_ckpt.check.removed_while_read import removal_of
 from mfsdp_ckpt.checkpointer import Checkpointer
 from mfsdp_ckpt.convert.hf_config import SIZE_KEYS, HFConfigError, load_hf_config
 from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.layout import CheckpointPaths
 from mfsdp_ckpt.format.lora_fields import BaseModelRecord
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
-from trainer.resume_state import check_trainer_state
+from trainer.resume_state import STEP, check_trainer_state
 
 DATA_POSITION_KEYS = ("global_batch_size", "train_rows", "seed")
 # The HF config fields that decide which tensors a model has and how they are computed
@@ -55,6 +63,11 @@ MODEL_CONFIG_KEYS = (
 
 class ResumeMismatchError(MfsdpUsageError, ValueError):
     """The checkpoint to resume was trained with data settings that place steps differently."""
+
+
+class NewerStepsError(MfsdpUsageError, ValueError):
+    """The run dir holds complete steps after the step resumed, which this run's saves would
+    replace with steps of another history."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +163,8 @@ def resume_if_any(
     found = checkpointer.find_resume(resume)
     if found is None:
         return None
+    if found.step is not None:  # known by its name: refused before the load, not after it
+        refuse_saving_over_newer_steps(checkpointer.run_dir, found, found.step, resume)
     with removal_of(found):  # another run's keep_last removing it meanwhile: said to be so
         check_run_kind(found, resume, kind)
         if model_config is not None:
@@ -158,12 +173,48 @@ def resume_if_any(
         expected = dict(progress)
         manifest = checkpointer.load(found, states)
     check_trainer_state(progress, found, manifest)  # its numbers, before any is used
+    if found.step is None:  # a bare dist_ckpt: its step is known once its state is loaded
+        refuse_saving_over_newer_steps(checkpointer.run_dir, found, progress[STEP], resume)
     check_data_position(expected, progress, found.dist_ckpt, kind)
     for key, value in expected.items():  # an older checkpoint lacks them: taken as unchanged
         progress.setdefault(key, value)  # (the load drops what the checkpoint does not hold)
     for check in checks:
         check(manifest, found)
     return found
+
+
+def refuse_saving_over_newer_steps(
+    run_dir: Path, found: CheckpointPaths, step: int, resume: str
+) -> None:
+    """NewerStepsError (exit 2) when `run_dir` holds complete steps after `step`, the step of
+    the checkpoint `found` resumed (`resume`: how it was named): this run's saves would
+    replace them, or sit beside them, with steps of another history. Whatever else a save
+    after `step` would replace is refused too (`layout.refuse_replacing_steps`: a file or an
+    incomplete step dir at a step's name; `checkpoint.resume=auto` checks it already).
+
+    The run dir's own step resumed on purpose to train again from it (a rollback) is refused
+    alike: its later steps are the user's to move away first, as `checkpoint.keep_last`
+    only ever removes steps older than the newest."""
+    newer = [n for n in layout.list_complete_steps(run_dir) if n > step]
+    if newer:
+        where = found.step_dir or found.dist_ckpt
+        newest = layout.step_dir(run_dir, newer[-1])
+        go_on = f"checkpoint.resume={newest}" if resume == "auto" else "checkpoint.resume=auto"
+        raise NewerStepsError(
+            f"{run_dir}: holds its own steps after step {step} (up to {newest}); resuming"
+            f" {where} into it trains them again and saves over them: give {go_on} to continue"
+            f" from step {newer[-1]}, or another trainer.run_dir (to train again from step"
+            f" {step} here, move {_step_names(newer)} away first)"
+        )
+    layout.refuse_replacing_steps(run_dir, step)
+
+
+def _step_names(steps: list[int]) -> str:
+    """The step dirs of `steps` (ascending), the first and last of more than two."""
+    names = [layout.step_dir("", n).name for n in steps]
+    if len(names) <= 2:
+        return " and ".join(names)
+    return f"{names[0]} .. {names[-1]} ({len(names)} step dirs)"
 
 
 def check_run_kind(found: CheckpointPaths, resume: str, kind: RunKind) -> None:

@@ -260,7 +260,8 @@ def test_a_tracker_that_cannot_be_replaced_says_the_step_was_saved(tmp_path, mon
     assert str(caught.value) == (
         f"{run}/latest_checkpointed_iteration.txt: step 2 was saved in {run}/global_step_2,"
         " but the tracker could not be updated (No space left on device);"
-        f" checkpoint.resume=auto resumes from step 1 ({run}/global_step_1)"
+        f" give checkpoint.resume={run}/global_step_2 to continue from it"
+        " (checkpoint.resume=auto reads the tracker: step 1)"
     )
     assert sorted(p.name for p in run.iterdir()) == [
         "global_step_1",
