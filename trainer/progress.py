@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 # TERM values of terminals that cannot move the cursor: no TERM at all, and `dumb` (Emacs'
 # shell and M-x compile, many CI log viewers)
 CURSORLESS_TERMS = ("", "dumb")
+T = TypeVar("T")
 # The size a bar assumes where the terminal reports none (0 columns, 0 lines)
 FALLBACK_SIZE = os.terminal_size((80, 24))
 
@@ -67,6 +69,14 @@ def step_bar(desc: str, total: int, initial: int, enabled: bool) -> Any:
         file=sys.stderr,
         **bar_size(),
     )
+
+
+def item_bar(items: Iterable[T], desc: str, enabled: bool) -> Iterable[T]:
+    """`items`, with a bar counting them while they are worked through (tokenizing rows):
+    removed as it ends, drawn at the terminal's size (`bar_size`)."""
+    from tqdm import tqdm
+
+    return tqdm(items, desc=desc, disable=not enabled, leave=False, file=sys.stderr, **bar_size())
 
 
 class CallbackBar:

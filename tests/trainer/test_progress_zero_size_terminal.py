@@ -17,13 +17,15 @@ import pytest
 from tests.support.paths import REPO, repo_env
 
 DRAW_BOTH_BARS = """
-from trainer.progress import CallbackBar, step_bar
+from trainer.progress import CallbackBar, item_bar, step_bar
 bar = step_bar("sft", total=5, initial=0, enabled=True)
 for _ in range(5):
     bar.update(1)
 bar.close()
 with CallbackBar(enabled=True, unit="B", desc="export") as update:
     update(1, 5)
+for _ in item_bar(range(3), "tokenize rows", enabled=True):
+    pass
 """
 
 
@@ -55,6 +57,7 @@ def test_bars_show_on_a_terminal_reporting_no_size(columns, lines):
     drawn = _drawn_on_a_terminal_of(columns, lines)
     assert "sft: 100%" in drawn and "5/5" in drawn
     assert "export:   0%" in drawn  # drawn as it starts; removed as it ends (leave=False)
+    assert "tokenize rows:   0%" in drawn
 
 
 def test_bars_follow_a_terminal_of_known_size():

@@ -8,8 +8,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from tqdm import tqdm
-
 from trainer.config import ConfigError, DataConfig
 from trainer.data.chat import (
     ChatColumns,
@@ -22,6 +20,7 @@ from trainer.data.chat import (
     turn_texts,
 )
 from trainer.data.files import RowOrigins, read_rows_with_origins
+from trainer.progress import item_bar
 
 log = logging.getLogger("mfsdp.data")
 
@@ -44,7 +43,7 @@ def tokenize_rows(
     )
     examples, untrained = [], []
     limit = row_limit(tokenizer, "data.max_length", cfg.max_length, cfg.truncation != "error")
-    for index, row in enumerate(tqdm(rows, desc=desc, disable=not progress, leave=False)):
+    for index, row in enumerate(item_bar(rows, desc, progress)):
         try:
             messages = messages_of(row, columns)
             example = tokenize_chat(tokenizer, messages, limit)

@@ -19,8 +19,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tqdm import tqdm
-
 from mfsdp_ckpt.errors import MfsdpUsageError
 from trainer.data.chat import (
     ChatFormatError,
@@ -33,6 +31,7 @@ from trainer.data.chat import (
 from trainer.data.files import read_rows_with_origins
 from trainer.data.table_kinds import table_kind_hint
 from trainer.grpo.config import RLDataConfig
+from trainer.progress import item_bar
 from trainer.rewards.dispatch import built_in_rule, no_built_in_reward
 
 
@@ -116,9 +115,7 @@ def load_rl_prompts(
     bound = row_limit(tokenizer, "data.max_prompt_length", cfg.max_prompt_length)
     too_long: str | None = None  # the first prompt whose text is more than the limit holds
     label = ",".join(files)
-    for index, row in enumerate(
-        tqdm(rows, desc=f"tokenize {label}", disable=not progress, leave=False)
-    ):
+    for index, row in enumerate(item_bar(rows, f"tokenize {label}", progress)):
         where = origins(index)
         if cfg.prompt_key not in row:
             raise RLDataError(
