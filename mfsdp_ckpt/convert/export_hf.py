@@ -601,7 +601,7 @@ def export_hf(
 
     mfsdp_lora = lora_manifest(ckpt) is not None
     if not mfsdp_lora and adapter_only:
-        _refuse_flags_not_taken(_megatron_adapter_flags(layout_name, max_shard_size, workers))
+        flags = _megatron_adapter_flags(layout_name, max_shard_size, workers)
         return export_megatron_adapter(
             ckpt,
             out_dir,
@@ -615,6 +615,7 @@ def export_hf(
             progress=progress,
             drop_mtp=drop_mtp,
             allow_nonfinite=allow_nonfinite,
+            refuse_flags=lambda: _refuse_flags_not_taken(flags),
         )
     if lora_alpha is not None and mfsdp_lora:
         raise ExportUsageError(

@@ -82,12 +82,15 @@ def export_megatron_adapter(
     progress: Progress | None = None,
     drop_mtp: bool = False,
     allow_nonfinite: bool = False,
+    refuse_flags: Callable[[], None] | None = None,
 ) -> ExportResult:
     """PEFT adapter dir from a checkpoint holding a Megatron LoRA adapter. ExportUsageError
     when it holds none (and no manifest of ours says LoRA), or its alpha is not recorded
     and `lora_alpha` is not given. Adapters on multi-token prediction layers are refused,
     or left out with `drop_mtp` (`export_plan.model_weights`). A tensor holding NaN/Inf is
-    refused (NonFiniteError) unless `allow_nonfinite`, as for any export."""
+    refused (NonFiniteError) unless `allow_nonfinite`, as for any export. `refuse_flags`
+    refuses the caller's flags this export has no use for, once the checkpoint is known to
+    hold an adapter: a checkpoint without one is said to be that first, not blamed on a flag."""
     started = time.monotonic()
     out = Path(out_dir)
     source = resolve_source(str(ckpt), io, role)
@@ -103,6 +106,8 @@ def export_megatron_adapter(
             " Megatron or PEFT LoRA one (no adapter tensors); --adapter-only needs one"
             f"{live_peft_hint(list(names))}"
         )
+    if refuse_flags is not None:
+        refuse_flags()
     prepared = prepare_source(ckpt, out, hf_config, io, role, source)
     with claim_output(out, overwrite) as claim:
         tmp = claim.tmp

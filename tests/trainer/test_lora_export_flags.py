@@ -157,3 +157,19 @@ def test_a_flag_a_megatron_adapter_export_has_no_use_for_is_refused(
     assert code == 2, line
     assert line.startswith(f"error: {says}") and line.endswith(f"leave {_flag(says)} out"), line
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "flag", [["--workers", "2"], ["--layout", "hf"], ["--max-shard-size", "1GB"]]
+)
+def test_adapter_only_on_a_checkpoint_without_adapter_says_that_first(tmp_path, flag):
+    """`--adapter-only --workers 2` on a checkpoint holding no adapter blamed --workers
+    ("a LoRA export reads one tensor at a time"); the checkpoint's lack of one showed only
+    once the flag was dropped."""
+    from tests.support.export import save_single_process_checkpoint
+    from trainer.tiny import build_tiny_model_dir
+
+    run = tmp_path / "run"
+    save_single_process_checkpoint(run, build_tiny_model_dir(tmp_path / "assets"), seed=3)
+    code, said = _export(run, tmp_path / "out", "--adapter-only", *flag)
+    assert code == 2 and "--adapter-only needs one" in said and flag[0] not in said, said
