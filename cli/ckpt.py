@@ -201,13 +201,18 @@ def validate(
 def _check_hf_config_readable(hf_config: str) -> None:
     """An --hf-config without a config.json, or one that is no JSON config (a FIFO, bad
     JSON, no model_type), is bad usage (exit 2), as export-hf says: reported as a finding,
-    it made a sound checkpoint INVALID."""
+    it made a sound checkpoint INVALID. A dir without one is said to be what it is (a
+    checkpoint's step: its huggingface/ holds the config.json), as export-hf says it."""
     from mfsdp_ckpt.convert.hf_config import HFConfigError, read_config_json
     from mfsdp_ckpt.storage import safe_files
     from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
     given = Path(hf_config)
     config_file = given / "config.json" if given.is_dir() else given
+    if given.is_dir() and not os.path.lexists(config_file):  # a checkpoint's step, a run dir
+        from mfsdp_ckpt.convert.export_source import no_config_json
+
+        fail(str(no_config_json(hf_config, hf_config)), EXIT_USAGE)
     root = safe_files.model_dir_root(config_file.parent)
     try:
         if os.path.lexists(config_file):  # inside its model dir, as export reads it

@@ -118,3 +118,12 @@ def test_leaving_hf_config_out_is_not_suggested_where_the_record_derives_no_conf
     assert line.endswith("; pass the model dir the run started from"), line
     code, _, err = run_cli("ckpt", "export-hf", run, "--out", out)
     assert code == 2 and "lacks max_position_embeddings" in one_error_line(err)
+
+
+def test_validate_names_a_step_given_as_hf_config(mfsdp_run):
+    """validate said `--hf-config RUN/global_step_1/config.json: no such file`."""
+    step = mfsdp_run / "global_step_1"
+    code, _, err = run_cli("ckpt", "validate", mfsdp_run, "--hf-config", step)
+    line = one_error_line(err)
+    assert code == 2 and f"it is the mfsdp checkpoint {step}" in line, line
+    assert f"its config.json is in {step / 'huggingface'}: give that dir" in line, line
