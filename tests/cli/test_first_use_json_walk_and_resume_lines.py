@@ -234,12 +234,14 @@ def test_a_run_resumed_past_its_last_step_says_nothing_is_left_to_train(
     from trainer.runner import TrainingRun
 
     step_dir = Path("runs/sft_tiny/global_step_20")
+    total_steps = 12 if stop_at_step is None else 30
+    trainer = SimpleNamespace(stop_at_step=stop_at_step, total_steps=total_steps, epochs=1)
     run = TrainingRun(
         name="sft",
-        cfg=SimpleNamespace(trainer=SimpleNamespace(stop_at_step=stop_at_step)),
+        cfg=SimpleNamespace(trainer=trainer),
         env=SimpleNamespace(is_main=True),
         run_dir=step_dir.parent,
-        total_steps=12 if stop_at_step is None else 30,
+        total_steps=total_steps,
         checkpointer=None,
         states={},
         resume=SimpleNamespace(step_dir=step_dir, root=step_dir),
