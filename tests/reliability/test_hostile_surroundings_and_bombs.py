@@ -155,6 +155,9 @@ def test_a_header_longer_than_its_file_is_still_named_as_not_fitting(tmp_path):
 ADDRESS_SPACE = 2 << 30  # bytes: a fresh interpreter with click and yaml needs ~100 MiB
 FAST_SECONDS = 10.0
 TRAINING_ADDRESS_SPACE = 8 << 30  # torch and its allocators reserve GiBs they never touch
+# a training command refusing a bomb starts torch first: seconds alone, tens of them on a
+# machine busy with other work; the bound tells "refused as read" from "decoded it all"
+TRAINING_SECONDS = 90.0
 
 
 def _limited(
@@ -290,7 +293,7 @@ def test_text_stored_as_plain_strings_is_counted_before_it_is_decoded(tmp_path, 
     )  # fmt: skip
     assert done.returncode == 2, done.stderr[-2000:]
     one_error(done.stderr, str(bomb), "decodes to more than")
-    assert seconds < FAST_SECONDS * 3
+    assert seconds < TRAINING_SECONDS
 
 
 def test_training_refuses_a_parquet_bomb_as_its_data(tmp_path):
@@ -303,7 +306,7 @@ def test_training_refuses_a_parquet_bomb_as_its_data(tmp_path):
     )  # fmt: skip
     assert done.returncode == 2, done.stderr[-2000:]
     one_error(done.stderr, str(bomb), "decodes to more than")
-    assert seconds < FAST_SECONDS * 3 and not (tmp_path / "run").exists()
+    assert seconds < TRAINING_SECONDS and not (tmp_path / "run").exists()
 
 
 def test_a_repetitive_parquet_file_within_the_floor_is_read(tmp_path):
