@@ -26,7 +26,11 @@ other settings (a run that stopped before its first save, a config the user wrot
 would be lost, and the resume is refused (`OwnConfigError`) before anything is written. Where
 the run dir holds steps of its own, the file is theirs (its `checkpoint.resume` names the step
 of another run they began from) and the refusal says to continue them
-(`checkpoint.resume=auto`), not to move the file away.
+(`checkpoint.resume=auto`), not to move the file away. A run dir holding no step, whose
+config.yaml resumed the very step this run resumes, holds an earlier attempt of this resume
+(one that failed before its first save, out of memory say): it trained nothing there, so it
+is replaced and the note names the settings changed since it; it was refused, though the same
+file was replaced without a word by a run started fresh over it (`_earlier_attempt`).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
+from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.layout import CheckpointPaths
 from mfsdp_ckpt.storage import safe_files
@@ -105,20 +109,26 @@ def keep_changed_config(
         text = safe_files.read_text(record, MAX_CONFIG_BYTES, trained_in)
         with replacing(kept, f"keep in it the config step {step} was trained with") as out:
             out.write(text.encode())
-    shown = ", ".join(changes[:_SHOWN_CHANGES])
-    more = f" (+{len(changes) - _SHOWN_CHANGES} more)" if len(changes) > _SHOWN_CHANGES else ""
     source = "" if _same_path(trained_in, run_dir) else f" (trained with {record})"
     return (
-        f"resumed with settings changed since step {step}{source}: {shown}{more};"
+        f"resumed with settings changed since step {step}{source}: {_listed(changes)};"
         f" the config step {step} was trained with is kept as {kept}{replaced}"
     )
+
+
+def _listed(changes: list[str]) -> str:
+    """The first changes of a note or refusal, and how many more there are."""
+    shown = ", ".join(changes[:_SHOWN_CHANGES])
+    more = f" (+{len(changes) - _SHOWN_CHANGES} more)" if len(changes) > _SHOWN_CHANGES else ""
+    return f"{shown}{more}"
 
 
 def _own_config_replaced(run_dir: Path, config: Any, resumed: CheckpointPaths) -> str:
     """What the note adds when `resumed`, a step of another run, goes into `run_dir` holding
     a config.yaml of its own, which this run replaces: "" when it holds none (or `run_dir` is
     the step's own). OwnConfigError naming it when it records other settings than this run's,
-    or cannot be read: the user's config, lost once replaced."""
+    or cannot be read: the user's config, lost once replaced; but not when it is an earlier
+    attempt of this very resume (`_earlier_attempt`), whose changed settings the note names."""
     own = run_dir / RESOLVED_CONFIG_FILE
     if resumed.run_dir is not None and _same_path(resumed.run_dir, run_dir):
         return ""
@@ -131,14 +141,42 @@ def _own_config_replaced(run_dir: Path, config: Any, resumed: CheckpointPaths) -
         changes = _changed_settings(recorded, config, run_dir)
     except ConfigRecordError as err:
         changes = [f"it cannot be read: {err}"]
-    if changes:
-        shown = ", ".join(changes[:_SHOWN_CHANGES])
+    if not changes:
+        settings = "the same settings"
+    elif _earlier_attempt(run_dir, recorded, config.checkpoint.resume, resumed):
+        settings = f"an earlier run from the same step that saved none: {_listed(changes)}"
+    else:
         raise OwnConfigError(
-            f"{own}: records other settings than this run's ({shown}), and resuming {where}"
-            f" into {run_dir} would replace it with this run's config;"
+            f"{own}: records other settings than this run's ({_listed(changes)}), and resuming"
+            f" {where} into {run_dir} would replace it with this run's config;"
             f" {_keep_own(run_dir, recorded)}"
         )
-    return f"; {own} (the same settings) is replaced by this run's config, resumed from {where}"
+    return f"; {own} ({settings}) is replaced by this run's config, resumed from {where}"
+
+
+def _earlier_attempt(
+    run_dir: Path, recorded: dict[str, Any], resume: str, resumed: CheckpointPaths
+) -> bool:
+    """Whether `run_dir`'s config.yaml, recording `recorded`, is that of an earlier run of this
+    same resume (`checkpoint.resume=resume`, loaded as `resumed`) that stopped before its
+    first save: `run_dir` holds no step, and the recorded `checkpoint.resume` names the same
+    checkpoint, however spelled (its step dir or its dist_ckpt, through a link; a relative
+    one read from where that run started, or spelled as `resume` where that is not known).
+    Such a file trained nothing there; one of another source, or none, may be the user's."""
+    if layout.list_complete_steps(run_dir):
+        return False
+    began = _dotted(recorded, "checkpoint.resume")
+    if not isinstance(began, str) or began in ("auto", "disable"):
+        return False
+    place = _place(began, _started_in(recorded, run_dir))
+    if place is None:  # relative, and where that run started is not known
+        place = resume if _same_file(began, resume, None) else None
+    if place is None:
+        return False
+    try:
+        return _same_path(layout.resolve_checkpoint(place).dist_ckpt, resumed.dist_ckpt)
+    except (MfsdpError, OSError):  # it names no checkpoint (now): not this resume's
+        return False
 
 
 def _keep_own(run_dir: Path, recorded: dict[str, Any]) -> str:
