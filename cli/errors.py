@@ -18,7 +18,6 @@ import contextlib
 import errno
 import json
 import os
-import re
 import signal
 import sys
 import threading
@@ -38,6 +37,7 @@ from mfsdp_ckpt.errors import (
     MfsdpError,
     on_stranded_error,
 )
+from mfsdp_ckpt.format.layout import url_refusal
 from mfsdp_ckpt.storage.file_errors import os_error_line
 from mfsdp_ckpt.storage.tensor_memory import is_allocation_failure
 
@@ -79,9 +79,6 @@ T = TypeVar("T")
 # The type of a path argument a library function reads: one this user may not read is that
 # function's failure to report (exit 1, naming what it could not open), not click's
 # "is not readable" usage error (exit 2).
-# `scheme://...`: what no local path given on a command line looks like
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
-_LOCAL_URL = "file://"
 
 
 class GivenPath(click.Path):
@@ -89,7 +86,8 @@ class GivenPath(click.Path):
     named the current directory, and `mfsdp data synthetic` wrote its tables there. It
     refuses a URL too (`urls_said_later`: where the command names URLs itself):
     `--out file:///abs/x` wrote the export to the relative `./file:/abs/x`, `--out
-    gs://b/x` to `./gs:/b/x`, and exit 0 said it was written."""
+    gs://b/x` to `./gs:/b/x`, and exit 0 said it was written (`layout.is_url_not_path`
+    says which values are URLs)."""
 
     def __init__(self, *args: Any, urls_said_later: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -102,20 +100,18 @@ class GivenPath(click.Path):
                 param,
                 ctx,
             )
-        if isinstance(value, str) and _URL.match(value) and not self.urls_said_later:
-            self.fail(_url_refusal(value), param, ctx)
+        if isinstance(value, str) and not self.urls_said_later:
+            refusal = url_refusal(value, LOCAL_PATHS_ONLY)
+            if refusal is not None:
+                self.fail(refusal, param, ctx)
         return super().convert(value, param, ctx)
 
 
-def _url_refusal(url: str) -> str:
-    """Why a URL is no path here, and the local path a `file://` URL names."""
-    if url.startswith(_LOCAL_URL):
-        local = url.removeprefix(_LOCAL_URL)
-        return f"{url} is a {_LOCAL_URL} URL; give the local path itself, {local}"
-    return (
-        f"{url} is a URL; give a local path (only `mfsdp ckpt export-hf` reads a checkpoint"
-        " at a URL, and every command writes local files)"
-    )
+# What a URL other than a `file:` one of this machine is told where a command wants a path
+LOCAL_PATHS_ONLY = (
+    "give a local path (only `mfsdp ckpt export-hf` reads a checkpoint at a URL, and every"
+    " command writes local files)"
+)
 
 
 # validate, inspect and import-hf name a URL themselves (`layout.refuse_url`), with the

@@ -73,20 +73,45 @@ def _what(found: str) -> str:
 
 
 def check_no_variables(cfg: Any) -> None:
-    """No path key holds anything a shell would expand: the shell expands `$HOME` (or a
-    script's `$2`) on the command line, but a config file's `run_dir: $HOME/runs/x` (or
-    verl's `${oc.env:HOME}`) reached the trainer as written, and the run created a directory
-    named `$HOME` (or `$2`) in the current one."""
+    """No path key holds what would be read as another local name than the one meant: a
+    shell expansion (`_refuse_unexpanded`) or a URL (`_refuse_url`). Both were made a
+    relative path in the current directory, and the run trained into it."""
     for key, value in path_values(cfg):
         for item in value if isinstance(value, list) else [value]:
-            found = UNEXPANDED.search(item) if isinstance(item, str) else None
-            if found:
-                raise ConfigError(
-                    f"{key}: {item} holds {found.group(0)}, which nothing expands here"
-                    f" ({_what(found.group(0))}: a config has no shell expansion or ${{...}}"
-                    " interpolation); write the path out (in an unquoted override the shell"
-                    " expands it)"
-                )
+            if isinstance(item, str):
+                _refuse_unexpanded(key, item)
+                _refuse_url(key, item)
+
+
+def _refuse_unexpanded(key: str, item: str) -> None:
+    """The shell expands `$HOME` (or a script's `$2`) on the command line, but a config
+    file's `run_dir: $HOME/runs/x` (or verl's `${oc.env:HOME}`) reached the trainer as
+    written, and the run created a directory named `$HOME` (or `$2`) in the current one."""
+    found = UNEXPANDED.search(item)
+    if found:
+        raise ConfigError(
+            f"{key}: {item} holds {found.group(0)}, which nothing expands here"
+            f" ({_what(found.group(0))}: a config has no shell expansion or ${{...}}"
+            " interpolation); write the path out (in an unquoted override the shell"
+            " expands it)"
+        )
+
+
+# What a URL other than a `file:` one of this machine is told in a path key: verl copies
+# an hdfs:// model to the machine itself, mfsdp reads and writes local paths only
+READ_LOCALLY = "mfsdp trains from and into local paths: copy it locally first"
+WRITE_LOCALLY = "mfsdp trains from and into local paths: write locally, then copy"
+
+
+def _refuse_url(key: str, item: str) -> None:
+    """`trainer.run_dir=gs://bucket/run1` trained into `./gs:/bucket/run1` with exit 0,
+    reporting checkpoints at `gs:/bucket/run1/global_step_N`: a user who took them for
+    saved to the bucket lost them with the machine. A URL in any path key is refused
+    before launch; a `file:` URL names the local path to give."""
+    remote = WRITE_LOCALLY if key == "trainer.run_dir" else READ_LOCALLY
+    refusal = layout.url_refusal(item, remote)
+    if refusal is not None:
+        raise ConfigError(f"{key}: {refusal}")
 
 
 def check_local_paths(cfg: Any) -> None:

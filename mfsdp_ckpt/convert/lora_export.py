@@ -91,8 +91,10 @@ MERGED_LAYOUT, ADAPTER_LAYOUT = "hf (LoRA merged)", "peft adapter"
 
 def lora_manifest(ckpt: str | os.PathLike) -> Manifest | None:
     """The manifest of a local LoRA checkpoint, else None (not LoRA, a URL, or no readable
-    manifest: the ordinary export path then reports whatever is wrong)."""
+    manifest: the ordinary export path then reports whatever is wrong). A `file:` URL
+    naming a local one is refused, naming its local path (`_refuse_local_lora_url`)."""
     if is_url(str(ckpt)):
+        _refuse_local_lora_url(str(ckpt))
         return None
     try:
         paths = layout.resolve_checkpoint(ckpt)
@@ -100,6 +102,18 @@ def lora_manifest(ckpt: str | os.PathLike) -> Manifest | None:
     except (layout.CheckpointPathError, layout.DamagedRunDirError, ManifestError, OSError):
         return None
     return manifest if manifest is not None and manifest.lora is not None else None
+
+
+def _refuse_local_lora_url(url: str) -> None:
+    """ExportUsageError for a `file:` URL naming a local mfsdp LoRA checkpoint: its export
+    reads local files only, and read through the URL as any checkpoint it was told to be a
+    live PEFT model's save, with advice for that."""
+    local = layout.file_url_path(url)
+    if local is not None and lora_manifest(local) is not None:
+        raise ExportUsageError(
+            f"{url}: an mfsdp LoRA checkpoint, exported from its local files; give the local"
+            f" path itself, {local}"
+        )
 
 
 def export_lora(

@@ -1,7 +1,11 @@
 """A `file://` URL given where a local checkpoint or model path is read names the local
 path to give instead; the advice for other URLs (copy it with gcloud or aws) was given
-for it too, and training's model keys said only that the path did not exist."""
+for it too, and training's model keys said only that the path did not exist. Every spelling
+of such a URL is one: `file:/abs/x` and `FILE:///abs/x` were read as missing local paths,
+`file://localhost/abs/x` was told to give the relative `localhost/abs/x`, and `sp%20ace`
+was kept in a path whose dir is `sp ace`."""
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -20,8 +24,23 @@ def test_ckpt_commands_name_the_local_path_of_a_file_url(command: str, local: Pa
     out = ("--out", tmp_path / "out") if command == "import-hf" else ()
     code, _out, err = run_cli("ckpt", command, f"file://{local}", *out)
     line = one_error_line(err)
-    assert code == 2 and f"give the local path itself, {local} " in line, line
+    assert code == 2 and line.endswith(f"give the local path itself, {local}"), line
     assert "gcloud" not in line and "aws" not in line
+
+
+@pytest.mark.parametrize(
+    "spelt", ["file:{path}", "FILE://{path}", "file://localhost{path}", "file://{quoted}"]
+)
+def test_every_spelling_of_a_file_url_names_a_local_path_that_validates(spelt, tmp_path):
+    local = tmp_path / "sp ace" / "run"
+    shutil.copytree(RUN, local)
+    url = spelt.format(path=local, quoted=str(local).replace(" ", "%20"))
+    code, _out, err = run_cli("ckpt", "validate", url)
+    line = one_error_line(err)
+    assert code == 2 and line.endswith(f"give the local path itself, {local}"), line
+    advised = line.rsplit("give the local path itself, ", 1)[1]
+    code, out, err = run_cli("ckpt", "validate", advised)
+    assert code == 0, out + err
 
 
 @pytest.mark.parametrize(
@@ -36,4 +55,4 @@ def test_training_model_keys_name_the_local_path_of_a_file_url(key: str, model: 
         resolve_model_source(ModelConfig(**model))
     local = model[key.removeprefix("model.")].removeprefix("file://")
     assert str(raised.value).startswith(f"{key}: file://{local}: a file:// URL;")
-    assert f"give the local path itself, {local} " in str(raised.value)
+    assert str(raised.value).endswith(f"give the local path itself, {local}")
