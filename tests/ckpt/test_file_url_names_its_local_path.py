@@ -28,18 +28,20 @@ def test_ckpt_commands_name_the_local_path_of_a_file_url(command: str, local: Pa
     assert "gcloud" not in line and "aws" not in line
 
 
+@pytest.mark.parametrize("command", ["validate", "inspect"])
 @pytest.mark.parametrize(
     "spelt", ["file:{path}", "FILE://{path}", "file://localhost{path}", "file://{quoted}"]
 )
-def test_every_spelling_of_a_file_url_names_a_local_path_that_validates(spelt, tmp_path):
+def test_every_spelling_of_a_file_url_names_a_local_path_that_validates(spelt, command, tmp_path):
+    """inspect said "not a URL of the form file:///abs/path" for file:/x and FILE:///x."""
     local = tmp_path / "sp ace" / "run"
     shutil.copytree(RUN, local)
     url = spelt.format(path=local, quoted=str(local).replace(" ", "%20"))
-    code, _out, err = run_cli("ckpt", "validate", url)
+    code, _out, err = run_cli("ckpt", command, url)
     line = one_error_line(err)
     assert code == 2 and line.endswith(f"give the local path itself, {local}"), line
     advised = line.rsplit("give the local path itself, ", 1)[1]
-    code, out, err = run_cli("ckpt", "validate", advised)
+    code, out, err = run_cli("ckpt", command, advised)
     assert code == 0, out + err
 
 
