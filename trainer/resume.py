@@ -101,6 +101,9 @@ def run_kind_of(info: dict[str, Any]) -> str | None:
 
 ROWS_DIGEST, SHUFFLE = "rows_digest", "shuffle"  # compared on resume, warned about
 PROMPTS_DIGEST = "prompts_digest"  # the rows' prompts as the data file holds them
+# their turns' other keys (`name`, `reasoning_content`, ...), recorded apart so that
+# PROMPTS_DIGEST keeps the form checkpoints recorded before those keys reached the template
+PROMPT_KEYS_DIGEST = "prompt_keys_digest"
 
 
 def new_progress(
@@ -110,9 +113,11 @@ def new_progress(
     rows_digest: int,
     shuffle: bool,
     prompts_digest: int,
+    prompt_keys_digest: int | None = None,
 ) -> dict[str, int]:
-    """The checkpoint's `extra` state: the step plus what places a step's data."""
-    return {
+    """The checkpoint's `extra` state: the step plus what places a step's data.
+    `prompt_keys_digest` (`PROMPT_KEYS_DIGEST`) is recorded where given."""
+    progress = {
         "step": 0,
         "global_batch_size": global_batch_size,
         "train_rows": train_rows,
@@ -121,6 +126,9 @@ def new_progress(
         SHUFFLE: int(shuffle),
         PROMPTS_DIGEST: prompts_digest,
     }
+    if prompt_keys_digest is not None:
+        progress[PROMPT_KEYS_DIGEST] = prompt_keys_digest
+    return progress
 
 
 RowPart = Sequence[int] | str
@@ -305,9 +313,10 @@ def data_change_warning(
     expected: dict[str, Any], restored: dict[str, Any], where: Path, train_files: Sequence[str]
 ) -> str | None:
     """One line when the checkpoint was trained on other rows, or rows in another order
-    (`ROWS_DIGEST`), or rows whose prompts were edited (`PROMPTS_DIGEST`), or with the other
-    `data.shuffle`: the steps after it then read other rows than an uninterrupted run
-    would. None when they agree, or the checkpoint predates them."""
+    (`ROWS_DIGEST`), or rows whose prompts were edited (`PROMPTS_DIGEST`, and
+    `PROMPT_KEYS_DIGEST` where both record it), or with the other `data.shuffle`: the steps
+    after it then read other rows than an uninterrupted run would. None when they agree, or
+    the checkpoint predates them."""
     step = int(restored["step"])
     reasons = []
     files = ", ".join(train_files)
@@ -316,7 +325,7 @@ def data_change_warning(
             f"data.train_files ({files}) hold other rows, or rows in another order, than the"
             f" checkpoint was trained on"
         )
-    elif int(restored[PROMPTS_DIGEST]) != int(expected[PROMPTS_DIGEST]):
+    elif _prompts_differ(expected, restored):
         reasons.append(
             f"data.train_files ({files}) hold other prompts than the checkpoint was trained on"
         )
@@ -331,3 +340,13 @@ def data_change_warning(
         f"warning: {where}: {'; '.join(reasons)}: the steps after {step} read other rows than an"
         " uninterrupted run would (a new trainer.run_dir starts over)"
     )
+
+
+def _prompts_differ(expected: dict[str, Any], restored: dict[str, Any]) -> bool:
+    """Whether the prompts' digests differ: their role and content text, and their turns'
+    other keys where the checkpoint and this run both record that digest (a checkpoint saved
+    before it was recorded compares the text alone, so an unchanged file resumes quietly)."""
+    if int(restored[PROMPTS_DIGEST]) != int(expected[PROMPTS_DIGEST]):
+        return True
+    then, now = restored.get(PROMPT_KEYS_DIGEST), expected.get(PROMPT_KEYS_DIGEST)
+    return then is not None and now is not None and int(then) != int(now)

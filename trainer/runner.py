@@ -164,13 +164,14 @@ class TrainingRun:
         train_rows: int,
         rows_digest: int,
         prompts_digest: int,
+        prompt_keys_digest: int,
         total_steps: int,
         checks: Sequence[ManifestCheck] = (),
     ) -> TrainingRun:
         """Make the checkpointer, load the step to resume (if any) into the model and optimizer,
         and write the resolved config into the run dir (main rank). `rows_digest`: the
         training rows in order, `prompts_digest` their prompts as the data file holds them
-        (`trainer.resume.rows_digest`); `checks`: what else the step's manifest must agree
+        and `prompt_keys_digest` their turns' other keys (`trainer.resume.rows_digest`); `checks`: what else the step's manifest must agree
         with (`resume_if_any`)."""
         name = kind.name
         run_dir = Path(cfg.trainer.run_dir)
@@ -191,6 +192,7 @@ class TrainingRun:
                 rows_digest,
                 cfg.data.shuffle,
                 prompts_digest,
+                prompt_keys_digest,
             ),
         }
         expected = dict(states["extra"])

@@ -232,6 +232,7 @@ def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
         train_rows=len(train),
         rows_digest=rows_digest(_trained_tokens(row) for row in train),
         prompts_digest=rows_digest(row.prompt for row in train),
+        prompt_keys_digest=rows_digest(row.prompt_keys for row in train),
         total_steps=total_steps,
     )
     run.announce(

@@ -2,10 +2,11 @@
 assistant-token mask.
 
 Each turn reaches the chat template whole, as verl's MultiTurnSFTDataset gives it to
-apply_chat_template: a Qwen3-style template renders `reasoning_content`, others `name` or
-`tool_calls`. Loss is taken on assistant tokens only. When the tokenizer's chat template
-marks assistant text with `{% generation %}` (`GENERATION_MARKER`), those spans give the
-mask directly. Most shipped
+apply_chat_template (less its keys whose value is null): a Qwen3-style template renders
+`reasoning_content`, others `name` or `tool_calls`; a turn whose `tool_calls` the template
+does not render is refused (`refuse_unrendered_tool_calls`). Loss is taken on assistant
+tokens only. When the tokenizer's chat template marks assistant text with
+`{% generation %}` (`GENERATION_MARKER`), those spans give the mask directly. Most shipped
 templates (Qwen2.5's included) do not, so the fallback renders growing prefixes of the
 conversation: the tokens an assistant turn adds after the prompt for it
 (`add_generation_prompt=True`) are that turn's tokens. The fallback checks that each
@@ -117,6 +118,8 @@ class Example:
     # the row's prompt turns as its data file holds them (`turn_texts`), before any chat
     # template: what a resume compares to tell an edited prompt (trainer/resume.py)
     prompt: tuple[str, ...] = ()
+    # those turns' other keys with a value (`turn_keys_texts`), digested apart from `prompt`
+    prompt_keys: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -246,42 +249,46 @@ def checked_turns(turns: Any) -> list[dict]:
     return [dict(turn) for turn in turns]
 
 
-# The names transformers gives a turn's reasoning, each a copy of the first one a turn has
-# (its `_alias_reasoning_fields`): a template reads whichever it knows
-REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
-
-
 def _given_keys(turn: dict) -> dict:
-    """A turn's keys that a chat template sees: those with a value. transformers leaves out
-    a key whose value is null (a parquet struct column gives every turn each key some turn
-    has, null where the turn has none), and a template testing `is defined` then skips it."""
+    """A turn's keys that a chat template sees: those with a value. Leaving out a key whose
+    value is null is mfsdp's choice (transformers, and so verl, pass it on as None): a
+    parquet struct column gives every turn each key some turn has, null where the turn has
+    none, and a template testing `is defined` rendered `None` into the training text."""
     return {key: value for key, value in turn.items() if value is not None}
 
 
 def _template_turns(turns: Iterable[dict]) -> list[dict]:
-    """Turns as transformers' apply_chat_template gives them to the template: `_given_keys`,
-    and a turn's reasoning under each of REASONING_KEYS."""
-    shown = []
-    for turn in map(_given_keys, turns):
-        reasoning = next((turn[key] for key in REASONING_KEYS if key in turn), None)
-        if reasoning is not None:
-            turn = {"thinking": reasoning, **turn, "reasoning_content": reasoning}
-        shown.append(turn)
-    return shown
+    """Turns as the chat template sees them: each turn's keys as the data file gives them,
+    as verl passes them to apply_chat_template, less those whose value is null
+    (`_given_keys`). No key is renamed: a template reads the keys it knows."""
+    return [_given_keys(turn) for turn in turns]
 
 
 def turn_texts(turns: Iterable[dict]) -> tuple[str, ...]:
-    """Chat turns as plain text, in order: the prompt as the data file says it, for the
-    resume digest. Role then content of each turn; when a turn has other keys with a value
-    (`reasoning_content`, `name`, ...), which the template may render, the turns are one
-    JSON text instead, so that an edit of any of them is an edited prompt (pairs of texts
-    are an even count, the JSON one: neither is taken for the other). A template may print
-    the date (Llama 3's system header), so its tokens differ from day to day where the text
-    does not."""
-    given = [_given_keys(turn) for turn in turns]
-    if all(turn.keys() <= {"role", "content"} for turn in given):
-        return tuple(text for turn in given for text in (turn["role"], turn["content"]))
-    return (json.dumps(given, ensure_ascii=False, sort_keys=True, default=repr),)
+    """Chat turns as plain text, role then content of each, in order: the prompt as the data
+    file says it, for the resume digest (`Example.prompt`), in the form checkpoints have
+    always recorded. A template may print the date (Llama 3's system header), so its tokens
+    differ from day to day where the text does not. The turns' other keys have a digest of
+    their own (`turn_keys_texts`)."""
+    return tuple(text for turn in turns for text in (turn["role"], turn["content"]))
+
+
+def turn_keys_texts(turns: Iterable[dict]) -> tuple[str, ...]:
+    """The keys of chat turns besides role and content that have a value (`name`,
+    `reasoning_content`, `tool_calls`, ...), which a template may render: one JSON text per
+    turn, `{}` for a turn with none, and no text at all where no turn has any, so that a
+    resume tells an edited key from an unchanged one (`Example.prompt_keys`). Kept apart from
+    `turn_texts`, whose digest checkpoints recorded before these keys reached the template:
+    folding them in warned of other prompts on resuming such a checkpoint, the file unchanged."""
+    others = [
+        {key: value for key, value in _given_keys(turn).items() if key not in ("role", "content")}
+        for turn in turns
+    ]
+    if not any(others):
+        return ()
+    return tuple(
+        json.dumps(keys, ensure_ascii=False, sort_keys=True, default=repr) for keys in others
+    )
 
 
 # The roles chat templates render (OpenAI's, Llama 3.1's ipython); ShareGPT's names for two
@@ -412,8 +419,36 @@ def _one_line(err: BaseException) -> str:
 def tokenize_chat(tokenizer: Any, messages: list[dict], limit: RowLimit) -> Example:
     if _marks_generation(tokenizer):
         encoded = chat_ids(tokenizer, messages, limit, assistant_mask=True)
+        refuse_unrendered_tool_calls(tokenizer, messages, limit, encoded["text"])
         return Example(encoded["input_ids"], encoded["assistant_masks"])
     return _tokenize_by_prefixes(tokenizer, messages, limit)
+
+
+def refuse_unrendered_tool_calls(
+    tokenizer: Any,
+    turns: list[dict],
+    limit: RowLimit,
+    text: str,
+    *,
+    add_generation_prompt: bool = False,
+) -> None:
+    """ChatFormatError when a turn's `tool_calls` do not show in `text`, the turns as
+    `chat_ids` rendered them: rendered without that key, the text is the same. A template
+    that ignores them (the tiny model's) trained an assistant turn that called a tool as an
+    empty reply, the call left out. Other keys a template ignores are left to it, as verl
+    leaves them. Only a turn with tool_calls costs a render more."""
+    for index, turn in enumerate(turns):
+        if not turn.get("tool_calls"):
+            continue
+        without = {key: value for key, value in turn.items() if key != "tool_calls"}
+        others = [*turns[:index], without, *turns[index + 1 :]]
+        rendered = chat_ids(tokenizer, others, limit, add_generation_prompt=add_generation_prompt)
+        if rendered["text"] == text:
+            raise ChatFormatError(
+                f"{turn['role']!r} turn with tool_calls: {limit.template} does not render"
+                f" them, so tool-calling chats are not trained with it (the calls would be"
+                f" left out), found {turn!r:.200}"
+            )
 
 
 def _marks_generation(tokenizer: Any) -> bool:
@@ -431,7 +466,9 @@ def _tokenize_by_prefixes(tokenizer: Any, messages: list[dict], limit: RowLimit)
     def rendered(turns: list[dict], add_generation_prompt: bool) -> dict[str, Any]:
         return chat_ids(tokenizer, turns, limit, add_generation_prompt=add_generation_prompt)
 
-    full = rendered(messages, False)["input_ids"]
+    whole = rendered(messages, False)
+    refuse_unrendered_tool_calls(tokenizer, messages, limit, whole["text"])
+    full = whole["input_ids"]
     mask = [0] * len(full)
     for index, turn in enumerate(messages):
         if turn["role"] != "assistant":

@@ -17,6 +17,7 @@ from trainer.data.chat import (
     row_limit,
     tokenize_chat,
     truncate,
+    turn_keys_texts,
     turn_texts,
 )
 from trainer.data.files import RowOrigins, read_rows_with_origins
@@ -52,8 +53,10 @@ def tokenize_rows(
         kept = truncate(example, cfg.max_length, cfg.truncation, where(index))
         if kept.num_targets == 0:
             untrained.append((where(index), kept is not example))
-        prompt = turn_texts(turn for turn in messages if turn["role"] != "assistant")
-        examples.append(replace(kept, prompt=prompt))
+        prompt = [turn for turn in messages if turn["role"] != "assistant"]
+        examples.append(
+            replace(kept, prompt=turn_texts(prompt), prompt_keys=turn_keys_texts(prompt))
+        )
     _say_untrained(untrained, len(examples), cfg)
     return examples
 

@@ -25,7 +25,9 @@ from trainer.data.chat import (
     ChatTooLong,
     chat_ids,
     checked_turns,
+    refuse_unrendered_tool_calls,
     row_limit,
+    turn_keys_texts,
     turn_texts,
 )
 from trainer.data.files import read_rows_with_origins
@@ -48,6 +50,8 @@ class RLPrompt:
     # the prompt's turns as the data file holds them (`turn_texts`), before the chat
     # template: what a resume compares to tell an edited prompt (trainer/resume.py)
     prompt: tuple[str, ...] = ()
+    # those turns' other keys with a value (`turn_keys_texts`), digested apart from `prompt`
+    prompt_keys: tuple[str, ...] = ()
 
 
 def chat_turns(prompt: Any) -> list[dict]:
@@ -135,7 +139,11 @@ def load_rl_prompts(
         except RLDataError as err:
             raise RLDataError(f"{where}: {err}") from None
         try:
-            ids = chat_ids(tokenizer, turns, bound, add_generation_prompt=True)["input_ids"]
+            rendered = chat_ids(tokenizer, turns, bound, add_generation_prompt=True)
+            refuse_unrendered_tool_calls(
+                tokenizer, turns, bound, rendered["text"], add_generation_prompt=True
+            )
+            ids = rendered["input_ids"]
         except ChatTooLong as err:  # over-long before it is tokenized: the same policy
             if not cfg.filter_overlong_prompts:
                 raise RLDataError(f"{where}: {err}") from None
@@ -160,6 +168,7 @@ def load_rl_prompts(
                 reward_model["ground_truth"],
                 row.get("extra_info"),
                 turn_texts(turns),
+                turn_keys_texts(turns),
             )
         )
     if rows and not prompts:  # else the run's first error blamed the batch size

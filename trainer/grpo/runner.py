@@ -504,6 +504,7 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
             (row.data_source, repr(row.ground_truth), repr(row.extra_info)) for row in train
         ),
         prompts_digest=rows_digest(row.prompt for row in train),
+        prompt_keys_digest=rows_digest(row.prompt_keys for row in train),
         total_steps=total_steps,
         checks=(reference_record.check_manifest,),
     )

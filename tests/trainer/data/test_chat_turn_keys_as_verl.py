@@ -1,16 +1,26 @@
-"""Every key of a chat turn reaches the chat template, as verl's MultiTurnSFTDataset passes it.
+"""Every key of a chat turn reaches the chat template as the data file gives it, as verl's
+MultiTurnSFTDataset passes it.
 
 Only role and content did: a Qwen3-style template's `<think>{{ reasoning_content }}</think>`
 rendered nothing, and SFT trained on the reply without its reasoning where verl trained on
 both; `name`, `tool_call_id` and the rest were dropped the same way, and so a resume could
-not tell a row whose reasoning (or a prompt turn's name) was edited.
+not tell a row whose reasoning (or a prompt turn's name) was edited. No key is renamed:
+`reasoning` and `thinking` were copied into `reasoning_content`, which neither
+transformers nor verl does, and the reply trained with a reasoning verl's did not have.
 """
 
 import json
 
 import pytest
 
-from trainer.data.chat import ChatColumns, messages_of, row_limit, tokenize_chat, turn_texts
+from trainer.data.chat import (
+    ChatColumns,
+    messages_of,
+    row_limit,
+    tokenize_chat,
+    turn_keys_texts,
+    turn_texts,
+)
 from trainer.data.files import read_rows, write_parquet
 from trainer.grpo.config import RLDataConfig
 from trainer.grpo.data import load_rl_prompts
@@ -71,13 +81,27 @@ def test_every_key_of_a_turn_is_rendered_as_transformers_renders_it(tokenizer):
     assert '<tool_call>{"name": "weather"' in trained
 
 
-def test_a_parquet_struct_column_s_null_keys_are_left_out_as_transformers_does(tokenizer, tmp_path):
+def test_a_parquet_struct_column_s_null_keys_are_left_out(tokenizer, tmp_path):
     """A parquet struct column gives every turn every key some turn has, null where it has
-    none: rendered as `None`, a template testing `is defined` wrote `<think>None</think>`."""
+    none: passed on as None (as transformers passes it), a template testing `is defined`
+    wrote `<think>None</think>`. The row renders as the turns without those keys."""
     path = write_parquet([{"messages": TURNS}], tmp_path / "chat.parquet")
     (row,) = read_rows(str(path))
     assert row["messages"][0]["reasoning_content"] is None  # the struct's null, as read
-    assert sft_example(tokenizer, row).input_ids == transformers_ids(tokenizer, TURNS)
+    example = sft_example(tokenizer, row)
+    assert example.input_ids == transformers_ids(tokenizer, TURNS)
+    assert "None" not in tokenizer.decode(example.input_ids)
+
+
+@pytest.mark.parametrize("key", ["reasoning", "thinking"])
+def test_a_turn_s_keys_reach_the_template_under_their_own_names(tokenizer, key):
+    """The template reads `reasoning_content` only: a turn's `reasoning` or `thinking` is a
+    key it ignores, so the turn trains as it would without it (not with `<think>...`)."""
+    plain = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "ans"}]
+    named = [plain[0], {**plain[1], key: "my reasoning"}]
+    with_key, without = (sft_example(tokenizer, {"messages": turns}) for turns in (named, plain))
+    assert with_key.input_ids == without.input_ids
+    assert "my reasoning" not in tokenizer.decode(with_key.input_ids)
 
 
 def write_rl_rows(path, prompts):
@@ -95,7 +119,7 @@ def test_grpo_prompt_turns_keep_their_keys_and_an_edited_key_is_an_edited_prompt
     prompts, _ = load_rl_prompts(files, RLDataConfig(), tokenizer, custom_reward=True)
     assert prompts[0].prompt_ids == transformers_ids(tokenizer, asked, True)
     assert prompts[1].prompt_ids == transformers_ids(tokenizer, renamed, True)
-    assert rows_digest([prompts[0].prompt]) != rows_digest([prompts[1].prompt])
+    assert rows_digest([prompts[0].prompt_keys]) != rows_digest([prompts[1].prompt_keys])
 
 
 def test_an_edited_reasoning_is_an_edited_row(tokenizer):
@@ -106,10 +130,12 @@ def test_an_edited_reasoning_is_an_edited_row(tokenizer):
     assert trained_text(tokenizer, first) != trained_text(tokenizer, second)
 
 
-def test_a_prompt_turn_s_other_keys_are_in_its_text_and_null_ones_are_not():
-    """A prompt's text is what the resume compares; a key with a null value is none the
-    template sees (a parquet struct's filler), so such a prompt reads as it did before."""
+def test_a_prompt_turn_s_other_keys_have_their_own_text_and_null_ones_none():
+    """The resume compares a prompt's role and content text and, apart, its turns' other
+    keys; a key with a null value is none the template sees (a parquet struct's filler), so
+    such a prompt reads as one without it."""
     turn = {"role": "user", "content": "q"}
-    assert turn_texts([{**turn, "name": "ann"}]) != turn_texts([{**turn, "name": "bob"}])
-    assert turn_texts([{**turn, "name": "ann"}]) != turn_texts([turn])
-    assert turn_texts([{**turn, "name": None, "tool_calls": None}]) == turn_texts([turn])
+    assert turn_texts([{**turn, "name": "ann"}]) == turn_texts([turn]) == ("user", "q")
+    assert turn_keys_texts([{**turn, "name": "ann"}]) != turn_keys_texts([{**turn, "name": "bob"}])
+    assert turn_keys_texts([{**turn, "name": "ann"}]) != turn_keys_texts([turn])
+    assert turn_keys_texts([{**turn, "name": None, "tool_calls": None}]) == turn_keys_texts([turn])

@@ -1,0 +1,77 @@
+"""A turn whose `tool_calls` the chat template does not render is refused, naming the row.
+
+Every key of a turn reaches the template, as verl passes it; the tiny model's template
+renders role and content alone, so an assistant turn that called a tool trained as an empty
+reply, the call left out (`<|im_end|>` its only target), and exit 0. Other keys a template
+ignores (`name`, `id`) are left to it, as verl leaves them.
+"""
+
+import json
+
+import pytest
+
+from trainer.config import DataConfig
+from trainer.data.chat import ChatFormatError
+from trainer.data.sft_dataset import load_sft_splits
+from trainer.grpo.config import RLDataConfig
+from trainer.grpo.data import RLDataError, load_rl_prompts
+from trainer.tiny import build_tokenizer
+
+CALL = {"type": "function", "function": {"name": "weather", "arguments": {"city": "Oslo"}}}
+CHAT = [
+    {"role": "user", "content": "weather?"},
+    {"role": "assistant", "content": "", "tool_calls": [CALL]},
+    {"role": "tool", "content": "rain"},
+    {"role": "assistant", "content": "It rains."},
+]
+REFUSED = r"'assistant' turn with tool_calls: the chat template .*does not render them"
+
+
+@pytest.fixture(params=["marked", "by prefixes"])
+def tokenizer(request):
+    """The tiny model's template, with its `{% generation %}` blocks or without them (the
+    two ways a row's assistant tokens are found)."""
+    tokenizer = build_tokenizer()
+    if request.param == "by prefixes":
+        template = tokenizer.chat_template.replace("{% generation %}", "")
+        tokenizer.chat_template = template.replace("{% endgeneration %}", "")
+    return tokenizer
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return str(path)
+
+
+def sft_rows(tokenizer, path, chats):
+    files = [write_jsonl(path, [{"messages": chat} for chat in chats])]
+    train, _ = load_sft_splits(DataConfig(train_files=files), tokenizer, 0, False)
+    return train
+
+
+def test_an_sft_turn_whose_tool_calls_are_not_rendered_is_refused_naming_the_row(
+    tokenizer, tmp_path
+):
+    path = tmp_path / "tc.jsonl"
+    plain = [CHAT[0], {"role": "assistant", "content": "ask"}]
+    with pytest.raises(ChatFormatError, match=rf"^{path}:2: {REFUSED}"):
+        sft_rows(tokenizer, path, [plain, CHAT])
+
+
+def test_a_grpo_prompt_turn_whose_tool_calls_are_not_rendered_is_refused_naming_the_row(
+    tokenizer, tmp_path
+):
+    prompt = [*CHAT[:3], {"role": "user", "content": "and tomorrow?"}]
+    row = {"prompt": prompt, "reward_model": {"ground_truth": "7"}}
+    files = [write_jsonl(tmp_path / "rl.jsonl", [row])]
+    with pytest.raises(RLDataError, match=rf"^{files[0]}:1: {REFUSED}"):
+        load_rl_prompts(files, RLDataConfig(), tokenizer, custom_reward=True)
+
+
+def test_other_keys_the_template_ignores_and_empty_tool_calls_train(tokenizer, tmp_path):
+    chat = [
+        {"role": "user", "content": "weather?", "name": "ann", "id": 3},
+        {"role": "assistant", "content": "Rain.", "tool_calls": []},
+    ]
+    (example,) = sft_rows(tokenizer, tmp_path / "ok.jsonl", [chat])
+    assert example.num_targets > 0
