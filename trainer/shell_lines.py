@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from trainer.shell_quoting import OPERATORS
+
 _METACHARACTERS = " \t;&|()<>"  # after one of these, `#` starts a comment
 _DELIMITER_END = " \t\n;&|()<>"  # what ends a here-doc's delimiter word
 
@@ -168,45 +170,58 @@ _CLOSED_BY = {"if": "fi", "case": "esac", "for": "done", "select": "done", "whil
 _CLOSED_BY |= {"until": "done", "{": "}"}
 # after one of these words a command starts (a keyword may stand there)
 _COMMAND_NEXT = frozenset({"then", "do", "else", "elif", "!", "if", "while", "until", "{", "("})
-# the command after one of these runs only if the one before fails or succeeds, or runs in a
-# subshell of its own (a pipeline, `&`): what it sets is not set for the script
-_GUARDS = frozenset({"&&", "||", "|", "|&", "&"})
+# the command after one of these (`&&`, `||`, `|`, `|&`, `&`) runs only if the one before fails
+# or succeeds, or runs in a subshell of its own (a pipeline, `&`): what it sets is not set for
+# the script
+_GUARDS = OPERATORS
 
 
 class Blocks:
     """Which commands of a script stand inside a compound command (`if`/`case`/`for`/`while`/
-    `until` bodies, `{ ... }`, `( ... )` subshells, and so function bodies) or after `&&`,
-    `||`, `|` or `&`, read word by word over the commands (split at `;`, with those
-    operators as words of their own: `trainer.shell_quoting.mark`). Nothing is evaluated, so
-    what such a command sets runs only maybe: reading it as run gave a debug branch's model
-    path, or an uncalled function's, as the one the verl command gets."""
+    `until` bodies, function bodies, `( ... )` subshells) or after `&&`, `||`, `|` or `&`,
+    read word by word over the commands (split at `;`, with those operators as words of
+    their own: `trainer.shell_quoting.mark`). Nothing is evaluated, so what such a command
+    sets runs only maybe (or, in a subshell, is not seen after it): reading it as run gave a
+    debug branch's model path, or an uncalled function's, as the one the verl command gets.
+    A `{ ...; }` group on its own always runs in the script's shell: what it sets stands (it
+    was flagged as maybe run, with the value before it used); one that is a function's body,
+    or follows `&&`/`||`/`|`/`&`, is a block like the others."""
 
     def __init__(self) -> None:
-        self.open: list[str] = []  # the words that close the blocks open now, innermost last
+        # the words that close the blocks open now, innermost last, each with whether what
+        # runs inside it runs only maybe (all but a plain `{ ...; }` group)
+        self.open: list[tuple[str, bool]] = []
+        self.before = ""  # the last word read, over commands (`f()` then `{` on the next line)
+        self.body_next = False  # after a function's name: its body, on this line or the next
+
+    def _inside(self) -> bool:
+        return any(maybe for _closer, maybe in self.open)
 
     def guarded(self, words: list[str]) -> bool:
-        """Read one command's shell words; True when any of it is inside a block, opens
-        or closes one, or follows a guard (`&&`, `||`, `|`, `&`)."""
-        guarded = bool(self.open)
+        """Read one command's shell words; True when any of it is inside a block that may
+        not run, opens or closes one, or follows a guard (`&&`, `||`, `|`, `&`)."""
+        guarded = self._inside()
         command = True  # the next word is where a command (or keyword) starts
         name_next = False  # after `function`: the function's name
         for word in words:
             if name_next:
-                name_next, command = False, True
+                name_next, command, self.body_next, self.before = False, True, True, word
                 continue
             opened = len(word) - len(word.lstrip("(")) if command and word[:2] != "((" else 0
-            self.open += [")"] * opened
+            self.open += [(")", True)] * opened
             core = word[opened:]
             guarded = guarded or opened > 0 or word in _GUARDS
             if command and core in _CLOSED_BY:
-                self.open.append(_CLOSED_BY[core])
-                guarded = True
-            elif command and self.open and core == self.open[-1] != ")":
-                self.open.pop()
-                guarded = True
+                plain_group = core == "{" and not self.body_next and self.before not in _GUARDS
+                self.open.append((_CLOSED_BY[core], not plain_group))
+                guarded = guarded or not plain_group
+            elif command and self.open and core == self.open[-1][0] != ")":
+                _closer, maybe = self.open.pop()
+                guarded = guarded or maybe
             elif core == "function" and command:
                 name_next = True
             closed = self._close_parentheses(core)
+            self.body_next = core.endswith("()") or (self.body_next and core in ("", "()"))
             command = (
                 closed != core  # after a subshell's `)` or a case pattern's
                 or core in _COMMAND_NEXT
@@ -214,13 +229,14 @@ class Blocks:
                 or core.endswith("()")  # a function's name: its body follows
                 or (command and (opened > 0 or core == ""))
             )
-        return guarded or bool(self.open)
+            self.before = word
+        return guarded or self._inside()
 
     def _close_parentheses(self, core: str) -> str:
         """`core` less the `)` that close a subshell or end a case pattern (`7b)`): the
         parentheses it does not open itself."""
         while core.endswith(")") and core.count(")") > core.count("("):
             core = core[:-1]
-            if self.open and self.open[-1] == ")":
+            if self.open and self.open[-1][0] == ")":
                 self.open.pop()
         return core

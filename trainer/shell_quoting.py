@@ -29,6 +29,8 @@ LITERAL_DOLLAR = "\ue001"  # a `$` bash passes as it is (single-quoted or escape
 ANSI_C = "\ue002"  # where a `$'...'` string stood
 COMMAND_END = "\ue003"  # a `;` ending a command: a word of its own
 _MARKS = LITERAL_DOLLAR + ANSI_C + COMMAND_END
+# the operators between the commands of a list or pipeline (`mark` sets them apart as words)
+OPERATORS = frozenset({"&&", "||", "|", "|&", "&"})
 _CONTROL = re.compile(r";;?&?|&&|\|\||\|&|[|&]")  # `;` forms, lists and pipes, longest first
 
 
@@ -85,6 +87,20 @@ def commands(words: list[str]) -> list[list[str]]:
     return [command for command in split if command]
 
 
+def simple_commands(words: list[str]) -> list[list[str]]:
+    """The words of one command (`commands`) split at its OPERATORS: each command of the
+    list or pipeline, none empty. A verl command's arguments end at the first: the words
+    of `... && python3 -m verl.trainer.main_generation model.path=/m/other` after it are
+    another program's, and were read as the launch's own."""
+    split: list[list[str]] = [[]]
+    for word in words:
+        if word in OPERATORS:
+            split.append([])
+        else:
+            split[-1].append(word)
+    return [command for command in split if command]
+
+
 def _control(line: str, index: int) -> str:
     """The `;`, `;;`, `&&`, `||`, `|`, `&`, ... at `index` that separates commands; "" where
     there is none, or the `&` or `|` is part of a redirection (`2>&1`, `&>log`, `>|`)."""
@@ -111,7 +127,11 @@ class _Nesting:
 
     def read(self, char: str, before: str) -> None:
         """Take one unquoted character (`before`: the text just ahead of it). A case pattern's
-        `)` closes nothing: the count stays at 0."""
+        `)` closes nothing: the count stays at 0. Inside `${...}` a parenthesis is text of the
+        word (`${A:-(x}`): counted, it left the rest of the line inside a subshell, and no
+        later `;` on it ended a command (`; MODEL=/m/b` set MODEL to `/m/b;`)."""
+        if char in "()" and self.braces:
+            return
         if char == "(":
             self.parentheses += 1
         elif char == ")":

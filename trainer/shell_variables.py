@@ -5,14 +5,16 @@ Set: `NAME=value` (several on one line too, and `NAME+=more`), `export`, `readon
 `declare`/`typeset`/`local` (with an option that changes the value, `-i` arithmetic, `-l`/
 `-u` case, `-n` a reference, `-a` an array, the variable is forgotten: references to it stay
 as written, and are named), bash arrays `NAME=( ... )`, `unset NAME`, and the assignment in
-`${NAME:=default}`. Expanded: `$NAME`, `${NAME}`, `${NAME:-default}` and `${NAME-default}`
-(with the colon an empty value takes the default too), `${NAME:+other}`, `${NAME:?message}`,
-and integer `$(( ... ))`. Read only as `NAME=value` lines and `:-` as set-or-not, a script's
-`EMPTY=` then `${EMPTY:-/models/x}` gave an empty model path, `declare -r MODEL=/new` left
-the previous `MODEL`, and `unset` and `+=` changed nothing. A variable the script does not
-set stays as written (a path may take it from this environment, `from_environment`); a note
-says where a default stands in for an argument of the script (`${1:-vllm}`). All copies of
-values together are bounded (`ExpansionTooLarge`).
+`${NAME:=default}`; a variable set to what only the running script knows (a `for`/`select`
+loop's name, `read`, `mapfile`, `printf -v`, `getopts`, `let`) is left as written, and named
+with what set it (`unknowable_targets`). Expanded: `$NAME`, `${NAME}`, `${NAME:-default}`
+and `${NAME-default}` (with the colon an empty value takes the default too), `${NAME:+other}`,
+`${NAME:?message}`, and integer `$(( ... ))`. Read only as `NAME=value` lines and `:-` as
+set-or-not, a script's `EMPTY=` then `${EMPTY:-/models/x}` gave an empty model path,
+`declare -r MODEL=/new` left the previous `MODEL`, and `unset` and `+=` changed nothing. A
+variable the script does not set stays as written (a path may take it from this environment,
+`from_environment`); a note says where a default stands in for an argument of the script
+(`${1:-vllm}`). All copies of values together are bounded (`ExpansionTooLarge`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,19 @@ ORIGINS_KEPT = 4  # the blocks named for a variable set in blocks (`Variables.ma
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INDEXED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\[")  # an array's `${NAME[@]}`, `${NAME[0]}`
 _GUARDED_SET = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?=")  # `${NAME:=default}` sets NAME
+# the builtins that read variables' values from input, by the options of each that take an
+# argument (`read -a NAME` sets the array NAME); with `for`/`select`, `printf -v`, `getopts`
+# and `let` they set values only the running script knows (`unknowable_targets`): a `for lr
+# in 1e-6 2e-6` sweep converted with the `lr` set before the loop, without a word
+_INPUT_OPTIONS = {"read": "adinNptu", "mapfile": "dnOsuCc", "readarray": "dnOsuCc"}
+_INPUT_DEFAULT = {"read": "REPLY", "mapfile": "MAPFILE", "readarray": "MAPFILE"}
+_LOOPS = ("for", "select")
+# what `let` sets: `N=5`, `N+=2`, `N<<=1`, `N++` (not a comparison, `N==5`)
+_LET_SET = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+|--)")
+# words that may stand before a command's name (`then read -r X`, `! read X`)
+_BEFORE_COMMAND = frozenset(
+    {"then", "do", "else", "elif", "if", "while", "until", "!", "{", "time"}
+)
 # the builtins that set variables, and their options that leave a value as written (not
 # `declare -i` arithmetic, `-l`/`-u` case, `-n` a reference to another variable, `-a` arrays)
 _PLAIN_OPTIONS = {
@@ -83,6 +98,67 @@ def _kept(origins: list[tuple[str, int]]) -> list[tuple[str, int]]:
     return list(dict.fromkeys(origins))[: ORIGINS_KEPT + 1]
 
 
+def unknowable_targets(words: list[str]) -> list[tuple[str, str]]:
+    """The variables the simple command `words` sets to values known only when the script
+    runs, each with what sets it: a `for`/`select` loop's name, `read`'s, `mapfile`'s and
+    `readarray`'s targets, `printf -v NAME`, `getopts`'s NAME, `let`'s (arithmetic not
+    worked out here)."""
+    start = 0
+    while start < len(words) and (
+        words[start].lstrip("(") in _BEFORE_COMMAND or ASSIGNMENT.match(words[start])
+    ):
+        start += 1
+    name, arguments = (
+        (words[start].lstrip("("), words[start + 1 :]) if start < len(words) else ("", [])
+    )
+    if name in _LOOPS:
+        targets = arguments[:1] if arguments[:1] and _NAME.fullmatch(arguments[0]) else []
+        how = f"a `{name}` loop"
+    elif name in _INPUT_OPTIONS:
+        targets, how = _input_targets(name, arguments), f"`{name}`"
+    elif name == "printf":
+        targets, how = _printf_target(arguments), "`printf -v`"
+    elif name == "getopts":
+        targets, how = arguments[1:2], "`getopts`"
+    elif name == "let":
+        targets = [match.group(1) for word in arguments if (match := _LET_SET.match(word))]
+        how = "`let`"
+    else:
+        return []
+    return [(target, how) for target in targets if _NAME.fullmatch(target)]
+
+
+def _input_targets(builtin: str, arguments: list[str]) -> list[str]:
+    """The names `read`/`mapfile` set: `read -a NAME`'s, and the names after the options
+    (and those options' arguments) up to the first word that is not one (a redirection);
+    the builtin's default name if none."""
+    takes = _INPUT_OPTIONS[builtin]
+    targets: list[str] = []
+    index = 0
+    while index < len(arguments) and arguments[index][:1] == "-" and arguments[index] != "--":
+        option = arguments[index][1:]
+        at = next((at for at, letter in enumerate(option) if letter in takes), len(option))
+        if at < len(option):  # its argument: the rest of the word, else the next word
+            attached = option[at + 1 :]
+            argument = attached or "".join(arguments[index + 1 : index + 2])
+            index += not attached
+            targets += [argument] if option[at] == "a" else []
+        index += 1
+    index += arguments[index : index + 1] == ["--"]
+    for word in arguments[index:]:
+        if not _NAME.fullmatch(word):
+            break
+        targets.append(word)
+    return targets or [_INPUT_DEFAULT[builtin]]
+
+
+def _printf_target(arguments: list[str]) -> list[str]:
+    """`printf -v NAME` (or `-vNAME`): NAME."""
+    if arguments[:1] == ["-v"]:
+        return arguments[1:2]
+    return [arguments[0][2:]] if arguments[:1] and arguments[0].startswith("-v") else []
+
+
 class Variables:
     """The script's variables, set line by line (`read_line`) and expanded into words
     (`substitute`); at most `max_chars` are copied in all."""
@@ -97,6 +173,25 @@ class Variables:
         # from one set) in a block that may not run (`trainer.shell_lines.Blocks`), with
         # where: the variable set there and the line
         self.maybe: dict[str, list[tuple[str, int]]] = {}
+        # the variables set to values known only when the script runs (`unknowable_targets`),
+        # with what set them and where: references to them stay as written
+        self.unknown: dict[str, str] = {}
+
+    def set_unknowable(self, name: str, how: str, line: int) -> None:
+        """`name` set by `how` on `line` (`unknowable_targets`), in a block or not: its value
+        is not known here, so references to it stay as written, and are named
+        (`unknowable_notes`), whatever it held before."""
+        self._forget(name)
+        self.unknown[name] = f"{how} (line {line})"
+
+    def unknowable_notes(self, value: str) -> list[str]:
+        """One note for each variable `value` uses that `set_unknowable` set."""
+        names = dict.fromkeys(reference_name(match) for match in REFERENCE.finditer(value))
+        return [
+            f"${name}: set by {self.unknown[name]} to a value known only when the script runs"
+            for name in names
+            if name in self.unknown and name not in self.values
+        ]
 
     def read_guarded(self, words: list[str], line: int) -> None:
         """Take note of the variables a line inside a block sets (`NAME=...`, `export`,
@@ -177,6 +272,7 @@ class Variables:
         self.values[name] = (self.values.get(name, "") if append else "") + value
 
     def _forget(self, name: str) -> None:
+        self.unknown.pop(name, None)
         self.values.pop(name, None)
         self.arrays.pop(name, None)
         self.maybe.pop(name, None)
@@ -223,6 +319,8 @@ class Variables:
         (or, with a colon, empty) one; as written where bash would look elsewhere."""
         name, operator, word = reference_name(match), match.group(2), match.group(3)
         value = self.values.get(name)
+        if value is None and name in self.unknown:  # set, to what only the running script knows
+            return match.group(0)
         is_set = value is not None and (value != "" or not operator or ":" not in operator)
         if operator and operator[-1] == "+":  # the alternative for a set variable, else ""
             if is_set:
@@ -260,7 +358,7 @@ class Variables:
 
         def replace(match: re.Match) -> str:
             name = reference_name(match)
-            if name in self.values or name not in os.environ:
+            if name in self.values or name in self.unknown or name not in os.environ:
                 return match.group(0)
             self._count(name, len(os.environ[name]))
             if name not in taken:

@@ -59,6 +59,33 @@ _HELD = "\ue000"  # a private-use character marks a held substitution while shle
 _SHOWN_KEYS = 4  # keys a note names before "and N more"
 # the script's own arguments passed on to verl: more overrides, known only when it runs
 _FORWARDED = ("$@", "$*", "${@}", "${*}")
+# the keys of verl's trainer configs (main_ppo's, both SFT trainers', generation's) that are
+# mfsdp keys of the same name too: a YAML of these only is a verl override file
+_SHARED_COMMON = frozenset(
+    {
+        *("data.train_files", "data.val_files", "data.prompt_key", "data.shuffle"),
+        *("model.path", "model.lora_rank", "model.lora_alpha", "model.target_modules"),
+        *("optim.lr", "optim.betas", "optim.clip_grad", "optim.weight_decay"),
+        *("trainer.project_name", "trainer.experiment_name", "trainer.logger"),
+        *("trainer.seed", "trainer.device"),
+    }
+)
+_SHARED_WITH_VERL = {
+    "sft": _SHARED_COMMON
+    | {
+        *("data.max_length", "data.messages_key", "data.micro_batch_size", "data.truncation"),
+        *("data.prompt_dict_keys", "data.response_key", "data.response_dict_keys"),
+    },
+    "grpo": _SHARED_COMMON
+    | {
+        *("algorithm.adv_estimator", "algorithm.norm_adv_by_std_in_grpo"),
+        *("data.filter_overlong_prompts", "data.max_prompt_length", "data.train_batch_size"),
+        *("data.val_max_samples", "trainer.val_before_train"),
+        *("rollout.dtype", "rollout.enforce_eager", "rollout.gpu_memory_utilization"),
+        *("rollout.max_num_seqs", "rollout.n", "rollout.name", "rollout.temperature"),
+        *("rollout.top_k", "rollout.top_p"),
+    },
+}
 
 
 class VerlSourceError(MfsdpUsageError, ValueError):
@@ -189,23 +216,30 @@ def _yaml_tree(text: str, source: Path) -> tuple[dict[str, Any], list[Any]]:
 
 
 def _refuse_mfsdp_config(tree: dict[str, Any], source: Path) -> None:
-    """Refuse a YAML without a key of verl's: every key in it is one an mfsdp trainer takes
-    as it is (an mfsdp config: `strategy`, `checkpoint`, `trainer.run_dir`, ...), or it sets
-    nothing. Converted, it was taken as a verl run that sets almost nothing: verl's defaults
-    were written over mfsdp's (trainer.seed 0 became 1) at exit 0. A file with verl keys
-    and mfsdp keys both is converted, its mfsdp keys kept as written."""
+    """Refuse a YAML that is an mfsdp config: every key in it is one an mfsdp trainer takes
+    as it is, and one at least is not verl's too (`strategy`, `checkpoint`,
+    `trainer.run_dir`, ...), or it sets nothing. Converted, it was taken as a verl run that
+    sets almost nothing: verl's defaults were written over mfsdp's (trainer.seed 0 became 1)
+    at exit 0. A file of keys verl and mfsdp share only (`data.train_files`,
+    `algorithm.adv_estimator`, ...) is a verl override file, and converts: refused, it went
+    to `mfsdp train` with mfsdp's defaults (rollout.n 5, the KL loss on) for the keys it
+    leaves to verl's. A file with verl keys and mfsdp keys both converts, its mfsdp keys kept
+    as written."""
     keys = [key for key, _value in _leaves(tree)]
     if not keys:
         raise VerlSourceError(f"{source}: sets nothing; not a verl config")
-    kinds = [
-        command
-        for command in ("sft", "grpo")
-        if all(verl_keys.is_native(_config_class(command), key) for key in keys)
-    ]
-    if kinds:
+    own: dict[str, str] = {}  # command: a key of its that verl has not
+    for command in ("sft", "grpo"):
+        cls = _config_class(command)
+        if all(verl_keys.is_native(cls, key) for key in keys):
+            own_keys = [key for key in keys if key not in _SHARED_WITH_VERL[command]]
+            if own_keys:
+                own[command] = own_keys[0]
+    if own:
         raise VerlSourceError(
-            f"{source}: an mfsdp config (every key in it is mfsdp's, none verl's), not one to"
-            f" convert: give it to `mfsdp train {'|'.join(kinds)} --config {source}`"
+            f"{source}: an mfsdp config (every key in it is mfsdp's, and"
+            f" {next(iter(own.values()))} is not verl's), not one to convert: give it to"
+            f" `mfsdp train {'|'.join(own)} --config {source}`"
         )
 
 
@@ -361,14 +395,32 @@ def _read_command(script: _Script, words: list[str], number: int, source: Path) 
                 variables.assign_array(array.name, array.items, array.append)
             script.array = None
         return
-    if not guarded and variables.read_line(words):
+    if not guarded and variables.read_line(_past_group_openers(words)):
         return
+    for simple in shell_quoting.simple_commands(words):
+        for name, how in shell_variables.unknowable_targets(simple):
+            variables.set_unknowable(name, how, number)
+        _read_launch(script, simple, source)
+
+
+def _past_group_openers(words: list[str]) -> list[str]:
+    """`words` less the `{` opening groups at their start: in `{ MODEL=/m/g; }`, which
+    always runs, `MODEL=/m/g` is a line that only sets a variable."""
+    start = 0
+    while start < len(words) and words[start] == "{":
+        start += 1
+    return words[start:]
+
+
+def _read_launch(script: _Script, words: list[str], source: Path) -> None:
+    """Take the command `words` (one of a list or pipeline: `shell_quoting.simple_commands`)
+    as the script's last verl trainer command if it starts one."""
     for module in GRPO_MODULES + SFT_MODULES:
         if module in words:
             script.launches += 1
             command = "grpo" if module in GRPO_MODULES else "sft"
             script.launch = _expand_launch(
-                _Launch(command, module, words[words.index(module) + 1 :]), variables, source
+                _Launch(command, module, words[words.index(module) + 1 :]), script.variables, source
             )
 
 
@@ -392,6 +444,8 @@ def _expand_launch(launch: _Launch, variables: shell_variables.Variables, source
             if _names_a_path(cls, key):
                 expanded = variables.from_environment(expanded, launch.taken)
             launch.texts.append((key, shell_quoting.literal(expanded)))
+            unknowable = variables.unknowable_notes(value)
+            launch.notes += [note for note in unknowable if note not in launch.notes]
             _flag_maybe(launch, key, shell_quoting.literal(expanded), origins)
     launch.notes[:0] = variables.notes[before:]
     del variables.notes[before:]
@@ -410,9 +464,11 @@ def _spread_with_origins(
 
 def _flag_maybe(launch: _Launch, key: str, value: str, origins: list[tuple[str, int]]) -> None:
     """A key whose value comes from a variable set inside a block (an `if` or `case` branch,
-    a loop, a function body, a subshell, a pipeline, after `&&`/`||`): whether bash runs it
-    is known only when the script runs (a function that is called is named too), so the
-    value it has outside is used and the key is to check."""
+    a loop, a function body, after `&&`/`||`) or a subshell or pipeline: whether bash runs
+    the block is known only when the script runs (a function that is called is named too),
+    and what a subshell sets is not seen after it, so the value the variable has outside is
+    used and the key is to check; a variable with no value outside stays as written
+    (`value` still names it), and is said to be left unresolved, not used."""
     if not origins:
         return
     lines: dict[str, list[str]] = {}
@@ -422,10 +478,20 @@ def _flag_maybe(launch: _Launch, key: str, value: str, origins: list[tuple[str, 
         f"${name} (line{'s' * (len(numbers) > 1)} {', '.join(numbers)})"
         for name, numbers in lines.items()
     ) + (" and more" if len(origins) > shell_variables.ORIGINS_KEPT else "")
+    left = {
+        shell_variables.reference_name(match) for match in shell_variables.REFERENCE.finditer(value)
+    }
+    unresolved = [f"${name}" for name, _line in origins if name in left]
+    outcome = (
+        f"with no value outside it, {', '.join(dict.fromkeys(unresolved))} is left unresolved:"
+        " set the value here"
+        if unresolved
+        else "the value set outside it is used here: check it"
+    )
     launch.notes.append(
-        f"{key}={value}: {shown} set inside a block (an if/case branch, a loop, a function, a"
-        " subshell, a pipeline, or after && or ||) that may not run; the value set outside it"
-        " is used here: check it"
+        f"{key}={value}: {shown} set inside a block (an if/case branch, a loop, a function, or"
+        " after && or ||) that may not run, or in a subshell or pipeline, whose settings are"
+        f" not seen after it; {outcome}"
     )
     launch.incomplete.append(f"{key}={value}")
 
@@ -656,7 +722,7 @@ def _convert(
     if whole:
         conversion.dropped += _unset_estimator(cls, conversion.tree, pairs)
         conversion.notes += _verl_defaults(cls, conversion.tree, pairs, module)
-    conversion.notes += _steps_within_epochs(conversion.tree)
+    conversion.notes += _steps_within_epochs(conversion.tree, module)
     conversion.dropped += _drop_unresolved_typed(cls, conversion.tree, source)
     conversion.notes += [
         f"{key}: null in verl, the mfsdp default stays" for key in _drop_nulls(conversion.tree)
@@ -726,12 +792,19 @@ def _verl_defaults(
     return notes
 
 
-def _steps_within_epochs(tree: dict[str, Any]) -> list[str]:
+# verl's legacy SFT trainer: its LR schedule spans its epochs, not total_training_steps
+_EPOCH_SCHEDULED = "verl.trainer.fsdp_sft_trainer"
+
+
+def _steps_within_epochs(tree: dict[str, Any], module: str | None) -> list[str]:
     """A run that sets trainer.total_steps (verl's trainer.total_training_steps) also ends
     after trainer.epochs epochs, when that comes first: verl's fit loops (ray_trainer's and
     both SFT trainers') run `for epoch in range(total_epochs)` and stop at
     total_training_steps only inside it, where mfsdp's `trainer.total_steps` alone goes round
-    the data as often as it takes (a converted run trained more steps than verl's). One note."""
+    the data as often as it takes (a converted run trained more steps than verl's). One note,
+    and one more for verl's legacy `fsdp_sft_trainer` (`module`), whose learning-rate
+    warmup and decay span steps per epoch x total_epochs where mfsdp's span
+    trainer.total_steps: every step's rate differed, and only docs/verl.md said so."""
     from trainer.config import set_dotted
 
     trainer = tree.get("trainer") or {}
@@ -739,10 +812,18 @@ def _steps_within_epochs(tree: dict[str, Any]) -> list[str]:
         return []
     set_dotted(tree, "trainer.steps_within_epochs", True)
     epochs = trainer.get("epochs", "1, mfsdp's default,")
-    return [
+    notes = [
         f"trainer.steps_within_epochs=true: as in verl, the run ends after trainer.epochs={epochs}"
         " epochs when that comes before trainer.total_steps"
     ]
+    if module == _EPOCH_SCHEDULED:
+        notes.append(
+            f"trainer.total_steps={trainer['total_steps']}: the learning-rate schedule (warmup,"
+            f" decay) differs from verl's: {module} spans it over steps per epoch x"
+            " trainer.epochs and uses total_training_steps only to stop, mfsdp spans it over"
+            " trainer.total_steps; for verl's schedule write trainer.stop_at_step in its place"
+        )
+    return notes
 
 
 def _shown(value: Any) -> str:

@@ -2,7 +2,9 @@
 own examples/sft_tiny_cpu.yaml "converted" at exit 0 with verl's defaults written over its
 settings (trainer.seed 0 became 1, data.micro_batch_size 2 became 4), and
 examples/grpo_tiny_cpu.yaml exited 1 naming algorithm.adv_estimator as not carried over. A
-YAML with verl keys and mfsdp keys both still converts, the mfsdp keys kept as written."""
+YAML with verl keys and mfsdp keys both still converts, the mfsdp keys kept as written, and so
+does a verl override file made only of keys verl and mfsdp share (`data.train_files`,
+`algorithm.adv_estimator`, ...): refused, it went to `mfsdp train` with mfsdp's defaults."""
 
 from __future__ import annotations
 
@@ -29,8 +31,8 @@ def test_the_repositorys_mfsdp_configs_are_refused_naming_their_trainer(example,
     assert done.returncode == 2, done.stderr
     assert done.stdout == ""
     assert done.stderr.strip().splitlines() == [
-        f"error: {path}: an mfsdp config (every key in it is mfsdp's, none verl's), not one to"
-        f" convert: give it to `mfsdp train {trainer} --config {path}`"
+        f"error: {path}: an mfsdp config (every key in it is mfsdp's, and model.shape is not"
+        f" verl's), not one to convert: give it to `mfsdp train {trainer} --config {path}`"
     ]
 
 
@@ -39,7 +41,7 @@ def test_the_repositorys_mfsdp_configs_are_refused_naming_their_trainer(example,
     [
         ({"actor": {"ppo_mini_batch_size": 8}, "rollout": {"n": 4}}, "grpo"),
         ({"data": {"val_ratio": 0.1}, "strategy": {"name": "fsdp2"}}, "sft"),
-        ({"model": {"path": "m"}, "optim": {"lr": 1e-5}}, "sft|grpo"),  # either takes it
+        ({"model": {"path": "m"}, "trainer": {"run_dir": "r"}}, "sft|grpo"),  # either takes it
     ],
 )
 def test_a_yaml_of_mfsdp_keys_only_names_the_trainers_that_take_it(tmp_path, tree, trainers):
@@ -79,3 +81,33 @@ def test_a_hydra_defaults_list_makes_the_yaml_verls(tmp_path):
     tree = {"defaults": ["ppo_trainer", "_self_"], "data": {"max_prompt_length": 32}}
     conversion = convert_verl(_yaml(tmp_path, tree))
     assert conversion.tree["data"]["max_prompt_length"] == 32
+
+
+_GRPO_OVERRIDES = {
+    "data": {"train_files": "t.parquet", "val_files": "v.parquet", "train_batch_size": 64},
+    "algorithm": {"adv_estimator": "grpo"},
+    "trainer": {"project_name": "p", "experiment_name": "e", "val_before_train": False},
+}
+
+
+@pytest.mark.parametrize(
+    "tree, command",
+    [
+        (_GRPO_OVERRIDES, "grpo"),
+        ({"data": {"train_files": "t.parquet", "max_length": 512}, "trainer": {"seed": 3}}, "sft"),
+        ({"trainer": {"project_name": "p", "experiment_name": "e"}}, "sft"),
+    ],
+)
+def test_a_verl_override_file_of_shared_keys_only_converts_with_verls_defaults(
+    tmp_path, tree, command
+):
+    conversion = convert_verl(_yaml(tmp_path, tree))
+    assert conversion.command == command and conversion.dropped == []
+    assert any(WRITTEN in note for note in conversion.notes)  # verl's run: verl's defaults
+
+
+def test_an_mfsdp_only_key_among_shared_keys_is_refused_naming_it(tmp_path):
+    tree = {**_GRPO_OVERRIDES, "checkpoint": {"save_every": 5}}
+    path = _yaml(tmp_path, tree)
+    with pytest.raises(VerlSourceError, match=r"and checkpoint\.save_every is not verl's\)"):
+        convert_verl(path)

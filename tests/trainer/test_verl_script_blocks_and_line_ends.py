@@ -37,6 +37,9 @@ BLOCKS = {
     "and-list": 'echo\necho\n[ -n "$DEBUG" ] && MODEL=/models/tiny BS=2\n',
     "or-list": "echo\necho\ntrue || export MODEL=/models/tiny BS=2\n",
     "pipeline": "echo\necho\nMODEL=/models/tiny BS=2 | cat\n",
+    "function-body-next-line": "smoke()\n{\n  MODEL=/models/tiny BS=2\n}\n",
+    "group-after-or": 'echo\n[ -n "$DEBUG" ] || {\n  MODEL=/models/tiny BS=2\n}\n',
+    "group-after-and-on-one-line": 'echo\necho\n[ -n "$DEBUG" ] && { MODEL=/models/tiny BS=2; }\n',
 }
 
 
@@ -167,3 +170,34 @@ def test_an_unclosed_substitution_holds_the_rest_of_the_line(tmp_path):
     """`$(` never closed: the words after it are inside it, never settings of their own."""
     text = f"{LAUNCH} trainer.experiment_name=run_$(echo data.train_batch_size=999\n"
     assert "data" not in as_given(convert(tmp_path, text))
+
+
+# `{ ...; }` groups on their own: bash runs them in the script's shell (checked with bash)
+GROUPS = {
+    "one-line": "{ MODEL=/m/g; }\n",
+    "multi-line": "{\n  echo start\n  MODEL=/m/g\n} > log\n",
+    "nested-in-a-group": "{ { MODEL=/m/g; }; }\n",
+}
+
+
+@pytest.mark.parametrize("group", list(GROUPS.values()), ids=list(GROUPS))
+def test_a_brace_group_always_runs_and_what_it_sets_stands(tmp_path, group):
+    conversion = convert(tmp_path, OUTSIDE + group + USE)
+    assert as_given(conversion)["model"]["path"] == "/m/g"
+    assert conversion.incomplete == []
+
+
+def test_a_variable_set_only_in_a_block_is_said_to_be_left_unresolved(tmp_path):
+    """With no value outside the block, none is used: the note must not claim one is."""
+    conversion = convert(tmp_path, 'if [ -n "$DEBUG" ]; then MODEL=/m/a; fi\n' + USE)
+    assert as_given(conversion)["model"]["path"] == "$MODEL"
+    note = next(note for note in conversion.notes if "set inside a block" in note)
+    assert note.endswith("with no value outside it, $MODEL is left unresolved: set the value here")
+    assert "the value set outside it is used" not in note
+
+
+def test_a_subshell_is_named_as_one_whose_settings_are_not_seen_after_it(tmp_path):
+    conversion = convert(tmp_path, OUTSIDE + "(cd /tmp; MODEL=/m/sub)\n" + USE)
+    assert as_given(conversion)["model"]["path"] == "/models/big"  # as bash gives
+    note = next(note for note in conversion.notes if "set inside a block" in note)
+    assert "in a subshell or pipeline, whose settings are not seen after it" in note

@@ -31,6 +31,8 @@ SURELY_RUN = {
     "single-quoted": "MODEL='/m/a;b'\n",
     "escaped": "MODEL=/m/a\\;b\n",
     "in-a-default": "MODEL=${UNSET:-/m/a;b}\n",
+    "after-a-parenthesis-in-a-default": "X=${UNSET:-(x}; MODEL=/m/b; echo\n",
+    "after-a-substitution-in-a-default": "X=${UNSET:-$(echo a)}; MODEL=/m/b; echo\n",
     "in-a-comment": "MODEL=/m/a # MODEL=/m/b; MODEL=/m/c\n",
     "in-arithmetic-for": "for ((i=0; i<2; i++)); do :; done; MODEL=/m/b\n",
 }
@@ -94,3 +96,31 @@ def test_the_last_of_two_verl_commands_on_a_line_is_converted(tmp_path):
 )
 def test_no_command_ends_inside_substitutions_quotes_or_escapes(line):
     assert COMMAND_END not in mark(line)
+
+
+@pytest.mark.parametrize("operator", ["&&", "||", "|", "|&", "&", " && ", " | "])
+def test_the_verl_commands_arguments_end_at_a_list_or_pipe_operator(tmp_path, operator):
+    """What follows `&&`, `||`, `|` or `&` is another program's command line: verl's
+    generation step after training names `model.path` too, and it was taken as the launch's."""
+    text = (
+        f"{LAUNCH} actor_rollout_ref.model.path=/m/policy trainer.total_epochs=2{operator}"
+        "python3 -m verl.trainer.main_generation model.path=/m/other data.n_samples=4\n"
+    )
+    conversion = convert(tmp_path, text)
+    assert (conversion.tree["model"]["path"], conversion.tree["trainer"]["epochs"]) == (
+        "/m/policy",
+        2,
+    )
+    assert conversion.dropped == []
+
+
+def test_a_tee_and_an_echo_after_the_verl_command_are_not_its_arguments(tmp_path):
+    conversion = convert(tmp_path, f"{LAUNCH} trainer.seed=5 2>&1 | tee log && echo status=ok\n")
+    assert conversion.tree["trainer"]["seed"] == 5
+    assert conversion.dropped == []
+
+
+def test_two_verl_commands_joined_by_an_and_list_count_as_two(tmp_path):
+    conversion = convert(tmp_path, f"{LAUNCH} trainer.seed=5 && {LAUNCH} trainer.seed=7\n")
+    assert conversion.tree["trainer"]["seed"] == 7
+    assert any("starts verl 2 times" in note for note in conversion.notes)
