@@ -881,8 +881,8 @@ def _unresolved(value: str, is_path: bool) -> str:
         )
     if is_path:
         return (
-            "a shell variable set neither in the script nor here, and a config expands none:"
-            " edit the path"
+            "a shell variable with no value here (not set by the script, or set only as it"
+            " runs), and a config expands none: edit the path"
         )
     names = ", ".join(
         sorted(

@@ -138,8 +138,8 @@ def test_a_variable_set_neither_in_the_script_nor_here_is_left_to_edit(tmp_path,
     assert any(
         note.startswith("data.train_files=")
         and note.endswith(
-            "a shell variable set neither in the script nor here, and a config"
-            " expands none: edit the path"
+            "a shell variable with no value here (not set by the script, or set only as it"
+            " runs), and a config expands none: edit the path"
         )
         for note in conversion.notes
     ), conversion.notes
