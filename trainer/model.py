@@ -258,7 +258,7 @@ def load_tokenizer(cfg: ModelConfig):
             " set model.tokenizer=DIR, a local dir with the model's tokenizer files"
         )
     if not tokenizer.chat_template:  # a base model's tokenizer often has none
-        key = "model.tokenizer" if cfg.tokenizer is not None else "model.path"
+        key = "model.tokenizer" if model_source is None else model_source.tokenizer_key
         raise ConfigError(
             f"{key}: the tokenizer in {source} has no chat template, and every SFT and RL row"
             " is a chat (messages, or a prompt of them); set model.tokenizer=DIR to one"

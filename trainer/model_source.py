@@ -42,6 +42,9 @@ from mfsdp_ckpt.format.layout import (
 from trainer.config import ConfigError, ModelConfig
 from trainer.local_paths import missing_path
 
+# How a run takes a config of the user's own: what derivation errors ask for (export-hf's
+# --hf-config is no option of `mfsdp train`)
+HF_CONFIG_KEY = "model.hf_config=DIR"
 _DERIVED_KEPT = 4  # checkpoints whose derived source a process keeps (a run resolves one)
 # The files AutoTokenizer builds a tokenizer from (fast, sentencepiece, BPE, WordPiece) or
 # configures one with: a dir holding none of them has no tokenizer.
@@ -62,18 +65,26 @@ class ModelSource:
     come from when they are not in `assets` as a Hugging Face model. A Megatron checkpoint
     read without model.hf_config has no such dir: `derived` is the config.json its record
     implies, `tokenizer_dir` the tokenizer it saved (None for Megatron-LM), and
-    `tokenizer_model` the tokenizer its run named (reported, never read)."""
+    `tokenizer_model` the tokenizer its run named (reported, never read). `assets_key` is
+    the key that named `assets` (model.hf_config only where that dir is the one used):
+    what an error about that dir's files names."""
 
     assets: Path | None
     checkpoint: CheckpointPaths | None = None
     derived: dict[str, Any] | None = None
     tokenizer_dir: Path | None = None
     tokenizer_model: str | None = None
+    assets_key: str = "model.path"
 
     @property
     def tokenizer(self) -> Path | None:
         """Where the tokenizer files are: the assets dir, else the checkpoint's own."""
         return self.assets if self.assets is not None else self.tokenizer_dir
+
+    @property
+    def tokenizer_key(self) -> str:
+        """The key that named `tokenizer`'s dir: a message about its files names that key."""
+        return self.assets_key if self.assets is not None else "model.path"
 
 
 def _checked_dir(key: str, value: str, needed: str) -> Path:
@@ -134,7 +145,10 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
             if derived.tokenizer is None and cfg.tokenizer is None:
                 raise ConfigError(_no_tokenizer_message(cfg, derived))
             return derived
-    return ModelSource(assets=_checkpoint_assets(cfg, checkpoint), checkpoint=checkpoint)
+    assets_key = "model.hf_config" if cfg.hf_config is not None else "model.path"
+    return ModelSource(
+        assets=_checkpoint_assets(cfg, checkpoint), checkpoint=checkpoint, assets_key=assets_key
+    )
 
 
 def check_tokenizer_present(cfg: ModelConfig, source: ModelSource | None) -> None:
@@ -147,9 +161,9 @@ def check_tokenizer_present(cfg: ModelConfig, source: ModelSource | None) -> Non
     directory = source.tokenizer
     if not directory.is_dir() or any(os.path.lexists(directory / n) for n in TOKENIZER_FILES):
         return
-    key = "model.hf_config" if cfg.hf_config is not None else "model.path"
+    named = ", ".join(TOKENIZER_FILES[:3])
     raise ConfigError(
-        f"{key}: {directory} holds no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}, ...);"
+        f"{source.tokenizer_key}: {directory} holds no tokenizer files ({named}, ...);"
         " set model.tokenizer=DIR, a local dir with the model's tokenizer files"
     )
 
@@ -274,7 +288,7 @@ def _derive_source(checkpoint: CheckpointPaths) -> ModelSource | None:
         reader = CheckpointReader(checkpoint.dist_ckpt)
         if not has_recorded_config(checkpoint, reader):
             return None
-        derived = recorded_config(checkpoint, reader)
+        derived = recorded_config(checkpoint, reader, HF_CONFIG_KEY)
     except MfsdpError as err:
         raise ConfigError(f"model.path: {err}") from None
     if derived is None:
@@ -362,7 +376,7 @@ def _refuse_uncomputable_record(source: ModelSource, config: Any, reader: Any) -
     if source.assets is None or source.checkpoint is None:
         return
     refuse_uncomputable(
-        config.to_dict(), source.checkpoint, reader, f"model.hf_config {source.assets}"
+        config.to_dict(), source.checkpoint, reader, f"{source.assets_key} {source.assets}"
     )
 
 

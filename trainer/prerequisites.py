@@ -7,16 +7,20 @@ torch or the packages themselves: `find_spec` says whether a package is installe
 is installed but broken still fails in the ranks, in one line), and the CUDA driver says
 how many GPUs this process sees (CUDA_VISIBLE_DEVICES included), as torch would. A wandb
 tracker needs a key wandb will find (`trainer.wandb_key`, read without importing wandb).
+A GRPO run whose prompt and response lengths add up past the model's context crashed in
+vLLM's engine with a traceback per rank: the limit is read from the model's config here.
 """
 
 from __future__ import annotations
 
 import ctypes
 import importlib.util
-from typing import Any
+import math
+import os
+from typing import Any, NamedTuple
 
 from trainer.config import ConfigError
-from trainer.model_source import check_tokenizer_present, resolve_model_source
+from trainer.model_source import ModelSource, check_tokenizer_present, resolve_model_source
 from trainer.wandb_key import wandb_key_problem
 
 VLLM_MISSING = (
@@ -36,9 +40,13 @@ MEGATRON_FSDP_NEEDS_CUDA = "strategy.name=megatron_fsdp needs CUDA; use strategy
 
 def check_prerequisites(cfg: Any) -> None:
     """ConfigError (exit 2, one line) when the config asks for what this machine lacks, or
-    its model dir lacks the tokenizer the run would load from it."""
-    check_tokenizer_present(cfg.model, resolve_model_source(cfg.model))
+    its model dir lacks the tokenizer the run would load from it, or the context its
+    rollouts need."""
+    source = resolve_model_source(cfg.model)
+    check_tokenizer_present(cfg.model, source)
     rollout = getattr(cfg, "rollout", None)
+    if rollout is not None:
+        check_context_length(cfg, source)
     if rollout is not None and rollout.name == "vllm" and not installed("vllm"):
         raise ConfigError(VLLM_MISSING)
     if "wandb" in cfg.trainer.logger:  # else every rank failed (or prompted) once built
@@ -70,3 +78,141 @@ def visible_cuda_devices() -> int:
     if driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(count)) != 0:
         return 0
     return count.value
+
+
+# The config.json keys vLLM takes a model's context from (the smallest present), and the
+# rope types whose max_position_embeddings is already the scaled context (vLLM multiplies
+# the others' `factor` in): vllm/config/model.py `_get_and_verify_max_len`.
+CONTEXT_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
+PRESCALED_ROPE_TYPES = (
+    "su",
+    "longrope",
+    "llama3",
+    "yarn",
+    "deepseek_yarn",
+    "deepseek_llama_scaling",
+)
+LONG_CONTEXT_ALLOWED = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"  # the user's word to run past the limit
+
+
+class ContextLimit(NamedTuple):
+    """The most tokens a model takes, the config key that sets it and the rope scaling
+    factor it was multiplied by."""
+
+    tokens: int
+    key: str
+    factor: float
+
+    def __str__(self) -> str:
+        return self.key if self.factor == 1 else f"{self.key} x rope factor {self.factor:g}"
+
+
+def check_context_length(cfg: Any, source: ModelSource | None) -> None:
+    """ConfigError (exit 2) when a GRPO run's prompt and response lengths add up past the
+    context its model dir's config allows, computed as vLLM computes it (rope scaling
+    included): vLLM refused it only once every rank had loaded, with a traceback. The hf
+    engine is held to the same limit: its rotary embedding runs on past it, at positions
+    the model never saw, and the actor trains on those sequences with either engine.
+    Where the config does not say (no model dir, a rope scaling vLLM would read otherwise)
+    or VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, nothing is refused here."""
+    if os.environ.get(LONG_CONTEXT_ALLOWED, "0").strip().lower() in ("1", "true"):
+        return
+    fields = _model_config_fields(cfg.model, source)
+    limit = None if fields is None else context_limit(fields)
+    if limit is None:
+        return
+    prompt, response = cfg.data.max_prompt_length, cfg.rollout.max_response_length
+    if prompt + response <= limit.tokens:
+        return
+    raise ConfigError(
+        f"data.max_prompt_length + rollout.max_response_length = {prompt} + {response} ="
+        f" {prompt + response} tokens, more than the {limit.tokens} the model takes ({limit} in"
+        f" {_config_named(cfg.model, source, limit.key)}); lower them to {limit.tokens} together"
+    )
+
+
+def context_limit(fields: dict[str, Any]) -> ContextLimit | None:
+    """The most tokens the model with config `fields` takes, as vLLM derives it: the
+    smallest of `CONTEXT_KEYS` (model_max_length where set), times the rope scaling factor;
+    None when the config names no length or a factor vLLM would read otherwise."""
+    lengths = {key: fields[key] for key in CONTEXT_KEYS if _number(fields.get(key))}
+    if not lengths:
+        return None
+    key = (
+        "model_max_length"
+        if lengths.get("model_max_length")
+        else min(lengths, key=lambda name: lengths[name])
+    )
+    factor = _rope_factor(fields)
+    if factor is None:
+        return None
+    tokens = math.floor(max(lengths[key] * factor, lengths.get("model_max_length") or 0))
+    return ContextLimit(tokens, key, factor)
+
+
+def _rope_factor(fields: dict[str, Any]) -> float | None:
+    """The factor vLLM scales the context by: a rope scaling's `factor`, unless its type
+    already counts it in max_position_embeddings (llama3, yarn, ...); None when a factor is
+    no number."""
+    rope = fields.get("rope_scaling") or fields.get("rope_parameters")  # transformers' order
+    if not isinstance(rope, dict):
+        return 1.0
+    per_layer = [p for p in rope.values() if isinstance(p, dict)]
+    factor: Any = 1.0
+    for params in per_layer if per_layer and len(per_layer) == len(rope) else [rope]:
+        if params.get("rope_type", params.get("type")) not in PRESCALED_ROPE_TYPES:
+            factor = params.get("factor", factor)
+    if factor is None:  # vLLM reads a null factor as 1
+        return 1.0
+    return float(factor) if _number(factor) else None
+
+
+def _number(value: Any) -> bool:
+    """A positive, finite length or factor (a config may hold anything at these keys)."""
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
+
+
+def _model_config_fields(model: Any, source: ModelSource | None) -> dict[str, Any] | None:
+    """The run's model config as data: its model dir's config.json or a checkpoint's
+    derived one, with `model.overrides` on top; None without a model dir or a readable
+    config."""
+    if source is None:
+        return None
+    if source.derived is not None:
+        fields = dict(source.derived)
+    elif source.assets is not None:
+        from mfsdp_ckpt.convert.hf_config import HFConfigError, read_config_json
+
+        try:
+            fields = read_config_json(source.assets)[1]
+        except HFConfigError:  # the run names what is wrong with it, as it loads the model
+            return None
+    else:
+        return None
+    return {**fields, **model.overrides}
+
+
+def _config_named(model: Any, source: ModelSource | None, key: str) -> str:
+    """Where the limit's setting `key` is: model.overrides, the model dir's config.json (by
+    the key that named that dir), or a checkpoint's record."""
+    if key in model.overrides:
+        return "model.overrides"
+    assert source is not None
+    if source.assets is not None:
+        return f"{source.assets_key} {source.assets / 'config.json'}"
+    return f"the record of model.path {model.path}"

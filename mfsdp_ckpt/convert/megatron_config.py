@@ -47,15 +47,23 @@ class MegatronConfigError(MfsdpFailedError, ValueError):
     """The recorded model is one no Hugging Face family here computes (exit 1)."""
 
 
-class MegatronSettingsMissing(MfsdpUsageError, ValueError):
-    """The record lacks a setting the config needs: --hf-config is needed (exit 2).
-    `where` is the record's location, `record` names it (`args`, `run_config.yaml`),
-    `missing` what it lacks."""
+# How export-hf and validate take a config of the user's own; the trainer names its key
+# (model.hf_config=DIR): a message tells the user what their own command accepts.
+HF_CONFIG_OPTION = "--hf-config"
 
-    def __init__(self, where: str, record: str, missing: list[str]):
+
+class MegatronSettingsMissing(MfsdpUsageError, ValueError):
+    """The record lacks a setting the config needs: a config of the user's own is needed
+    (exit 2). `where` is the record's location, `record` names it (`args`,
+    `run_config.yaml`), `missing` what it lacks; `config_option` how the command at hand
+    takes that config."""
+
+    def __init__(
+        self, where: str, record: str, missing: list[str], config_option: str = HF_CONFIG_OPTION
+    ):
         super().__init__(
             f"{where}: lacks {', '.join(missing)}, so no Hugging Face config can be derived;"
-            " pass --hf-config with the Hugging Face model dir the run started from"
+            f" pass {config_option} with the Hugging Face model dir the run started from"
         )
         self.where, self.record, self.missing = where, record, missing
 
@@ -336,10 +344,11 @@ shown_value = _name  # a record's value as other modules' error lines show it
 class _Where:
     """Where a record's values come from, and what that record calls each setting:
     Megatron-Bridge's run_config.yaml names some of them differently from Megatron-LM's
-    args, and an error must name the key the user can find in the file."""
+    args, and an error must name the key the user can find in the file. `config_option`:
+    how the command at hand takes a config of the user's own, for the advice to give one."""
 
-    def __init__(self, text: str, names: dict[str, str]):
-        self.text, self.names = text, names
+    def __init__(self, text: str, names: dict[str, str], config_option: str = HF_CONFIG_OPTION):
+        self.text, self.names, self.config_option = text, names, config_option
 
     def __str__(self) -> str:
         return self.text
@@ -421,15 +430,18 @@ def hf_config_from_megatron(
     location: str,
     record: str = "args",
     names: dict[str, str] | None = None,
+    config_option: str = HF_CONFIG_OPTION,
 ) -> DerivedConfig:
     """config.json for the model `settings` (Megatron-LM argument names) describes;
-    `names` maps a Megatron-LM name to the record's own where they differ (errors say it)."""
-    where = _Where(location, names or {})
+    `names` maps a Megatron-LM name to the record's own where they differ (errors say it);
+    `config_option` is how the caller's command takes a config of the user's own, which
+    the errors that ask for one name."""
+    where = _Where(location, names or {}, config_option)
     missing = [key for key in _ESSENTIAL if key not in settings]
     if "padded_vocab_size" not in settings and "vocab_size" not in settings:
         missing.append("padded_vocab_size")
     if missing:
-        raise MegatronSettingsMissing(location, record, missing)
+        raise MegatronSettingsMissing(location, record, missing, config_option)
     values = {**_DEFAULTS, **settings}
     experts = values["num_experts"]
     if experts is not None and (
@@ -448,7 +460,7 @@ def hf_config_from_megatron(
         if row.config_states and not _is(values[row.setting], row.needed):
             raise MegatronConfigError(
                 f"{where}: {where.key(row.setting)}={_name(values[row.setting])} cannot be"
-                f" exported ({row.why}; pass --hf-config)"
+                f" exported ({row.why}; pass {where.config_option})"
             )
     _refuse_uncomputable(values, where, None)
     qkv_bias, qk_norm = _bool(values, "add_qkv_bias", where), _bool(values, "qk_layernorm", where)
@@ -480,7 +492,7 @@ def hf_config_from_megatron(
     vocab, notes = _vocab(values, where)
     positions, position_notes = _positions(values, where)
     if positions is None:
-        raise MegatronSettingsMissing(location, record, ["max_position_embeddings"])
+        raise MegatronSettingsMissing(location, record, ["max_position_embeddings"], config_option)
     notes += position_notes
     config: dict[str, Any] = {
         "architectures": [_ARCHITECTURES[family]],
@@ -628,8 +640,8 @@ def _positions(values: dict, where: _Where) -> tuple[Any, list[str]]:
     return positions, [
         f"max_position_embeddings {_name(positions)} is {where}'s"
         f" {where.key('seq_length')}, the sequence length the run trained at (a recipe may"
-        " set it below the length the model was built for); --hf-config DIR with the"
-        " model's own config.json overrides it"
+        f" set it below the length the model was built for); pass {where.config_option} with"
+        " the model's own config.json to override it"
     ]
 
 
@@ -795,14 +807,17 @@ class RecordedSettings:
 
 
 def recorded_settings(
-    paths: layout.CheckpointPaths | None, reader: CheckpointReader
+    paths: layout.CheckpointPaths | None,
+    reader: CheckpointReader,
+    config_option: str = HF_CONFIG_OPTION,
 ) -> RecordedSettings | None:
     """Megatron-Bridge's run_config.yaml model section, else Megatron-LM's `args` (the only
     one read through a URL, `paths` None: it is in the DCP); None when it records neither
     (or `args` holds None). Raises CheckpointFormatError / CheckpointFileError (an
-    unreadable record), MegatronSettingsMissing (run_config.yaml without `model`)."""
+    unreadable record), MegatronSettingsMissing (run_config.yaml without `model`, asking
+    for `config_option`)."""
     if paths is not None and paths.run_config is not None:
-        model, tokenizer = _bridge_sections(paths.run_config, paths.root)
+        model, tokenizer = _bridge_sections(paths.run_config, paths.root, config_option)
         where = f"{paths.run_config} model"
         settings, names = megatron_settings_from_bridge(model, where)
         return RecordedSettings(settings, where, layout.BRIDGE_RUN_CONFIG_FILE, names, tokenizer)
@@ -817,17 +832,20 @@ def recorded_settings(
 
 
 def recorded_config(
-    paths: layout.CheckpointPaths | None, reader: CheckpointReader
+    paths: layout.CheckpointPaths | None,
+    reader: CheckpointReader,
+    config_option: str = HF_CONFIG_OPTION,
 ) -> DerivedConfig | None:
     """The HF config the checkpoint's own record implies (`recorded_settings`); None when it
     records none. Raises MegatronConfigError (a model no family here computes),
     MegatronSettingsMissing (a record without the sizes), CheckpointFormatError /
-    CheckpointFileError (an unreadable record)."""
-    recorded = recorded_settings(paths, reader)
+    CheckpointFileError (an unreadable record). Where the remedy is a config of the user's
+    own, errors and notes name `config_option`, how the caller's command takes one."""
+    recorded = recorded_settings(paths, reader, config_option)
     if recorded is None:
         return None
     derived = hf_config_from_megatron(
-        recorded.settings, recorded.where, recorded.record, recorded.names
+        recorded.settings, recorded.where, recorded.record, recorded.names, config_option
     )
     derived.tokenizer_model = recorded.tokenizer_model
     derived.source = recorded.where
@@ -852,12 +870,14 @@ def read_args(reader: CheckpointReader) -> dict[str, Any] | None:
     return load_namespace(data, where)
 
 
-def _bridge_sections(run_config, root) -> tuple[dict[str, Any], str | None]:
+def _bridge_sections(run_config, root, config_option: str) -> tuple[dict[str, Any], str | None]:
     """run_config.yaml's `model` section and the tokenizer it names."""
     data = run_config_data(run_config, root)
     model = data.get("model")
     if model is None:
-        raise MegatronSettingsMissing(str(run_config), layout.BRIDGE_RUN_CONFIG_FILE, ["model"])
+        raise MegatronSettingsMissing(
+            str(run_config), layout.BRIDGE_RUN_CONFIG_FILE, ["model"], config_option
+        )
     if not isinstance(model, dict):
         raise CheckpointFormatError(f"{run_config}: model is {_name(model)}, not a mapping")
     tokenizer = data.get("tokenizer")
@@ -897,6 +917,7 @@ __all__ = [
     "ARGS_KEY",
     "BRIDGE_TRANSFORMER_SECTION",
     "DERIVED_FROM",
+    "HF_CONFIG_OPTION",
     "DerivedConfig",
     "MegatronConfigError",
     "MegatronSettingsMissing",

@@ -106,14 +106,34 @@ def build_rollout_engine(
 
     assets_dir.mkdir(parents=True, exist_ok=True)
     write_assets(assets_dir)
-    engine = VLLMRolloutEngine(
-        str(assets_dir),
-        dtype="float32" if dtype == torch.float32 else "bfloat16",
-        max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization,
-        seed=seed,
-        enforce_eager=enforce_eager,
-        load_format="dummy",
-    )
+    try:
+        engine = VLLMRolloutEngine(
+            str(assets_dir),
+            dtype="float32" if dtype == torch.float32 else "bfloat16",
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            seed=seed,
+            enforce_eager=enforce_eager,
+            load_format="dummy",
+        )
+    except ValueError as err:  # pydantic's ValidationError is one
+        refusal = _context_refusal(err)
+        if refusal is None:
+            raise
+        raise ConfigError(
+            f"data.max_prompt_length + rollout.max_response_length = {max_model_len} tokens:"
+            f" vLLM refuses it for this model ({refusal}); lower them"
+        ) from None
     engine.eos_token_ids = eos_token_ids(tokenizer, model_path)
     return engine
+
+
+def _context_refusal(err: ValueError) -> str | None:
+    """vLLM's sentence refusing max_model_len (prompt + response) over the model's context,
+    where the run's own check (`prerequisites.check_context_length`) could not tell from the
+    config (a named shape, a rope scaling read otherwise); None for any other error."""
+    for line in str(err).splitlines():
+        if "max_model_len" in line and "greater than" in line:
+            sentence = line.strip().removeprefix("Value error, ")
+            return sentence.split(" To allow", 1)[0].rstrip(".")
+    return None

@@ -1,0 +1,160 @@
+"""GRPO's prompt and response lengths (data.max_prompt_length + rollout.max_response_length)
+over the context its model takes are refused before any rank starts: one line naming both
+keys and the model's limit, exit 2. The demo's own model (max_position_embeddings 512) with
+the default lengths (512 + 512) crashed in vLLM's engine with a traceback per rank (exit 1);
+the hf engine ran on at positions the model never saw. The limit is the one vLLM derives:
+a linear or dynamic rope scaling multiplies it, llama3 and yarn have counted theirs in
+max_position_embeddings. Where no config tells (a named shape), vLLM's own refusal is one
+line naming the keys."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.support.fresh_python import mfsdp
+from tests.support.grpo import grpo_config, write_rl_rows
+from tests.support.model_dirs import config_edit, trainable_model_dir
+from trainer.config import ConfigError
+from trainer.prerequisites import check_prerequisites
+from trainer.rollout.vllm_engine import vllm_available
+
+PROMPT = 32  # data.max_prompt_length in every config here
+
+
+@pytest.fixture(scope="module")
+def model_and_rows(tmp_path_factory) -> tuple[Path, Path]:
+    """(the tiny model dir, RL rows to train it on)."""
+    root = tmp_path_factory.mktemp("context")
+    model, _ = trainable_model_dir(root)
+    return model, write_rl_rows(root / "rl.jsonl")
+
+
+def _positions(model: Path) -> int:
+    return json.loads((model / "config.json").read_text())["max_position_embeddings"]
+
+
+def _variant(model: Path, target: Path, **changes: object) -> Path:
+    """`model` with `changes` in its config.json (its other files linked)."""
+    target.mkdir()
+    for path in model.iterdir():
+        if path.name != "config.json":
+            (target / path.name).symlink_to(path)
+    (target / "config.json").write_bytes((model / "config.json").read_bytes())
+    config_edit(**changes)(target)
+    return target
+
+
+def _check(model: Path, rows: Path, run: Path, response: int, *overrides: str) -> None:
+    cfg = grpo_config(
+        rows,
+        run,
+        f"model.path={model}",
+        f"data.max_prompt_length={PROMPT}",
+        f"rollout.max_response_length={response}",
+        *overrides,
+    )
+    check_prerequisites(cfg)
+
+
+@pytest.mark.parametrize("engine", ["hf", "vllm"])
+def test_lengths_over_the_model_context_are_refused_naming_keys_and_limit(
+    model_and_rows, tmp_path, engine
+):
+    model, rows = model_and_rows
+    limit = _positions(model)
+    with pytest.raises(ConfigError) as caught:
+        _check(model, rows, tmp_path, limit - PROMPT + 1, f"rollout.name={engine}")
+    said = str(caught.value)
+    assert said.startswith("data.max_prompt_length + rollout.max_response_length = "), said
+    assert f"more than the {limit} the model takes" in said, said
+    assert f"max_position_embeddings in model.path {model / 'config.json'}" in said, said
+    _check(model, rows, tmp_path, limit - PROMPT, f"rollout.name={engine}")  # at the limit
+
+
+def test_train_grpo_refuses_it_in_one_line_exit_2_before_loading(model_and_rows, tmp_path):
+    model, rows = model_and_rows
+    done = mfsdp(
+        "train",
+        "grpo",
+        "--config",
+        "examples/grpo_tiny_cpu.yaml",
+        f"model.path={model}",
+        f"data.train_files=[{rows}]",
+        "data.val_files=[]",
+        f"trainer.run_dir={tmp_path / 'run'}",
+        f"data.max_prompt_length={_positions(model)}",
+    )
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 2 and len(errors) == 1, done.stderr
+    assert "data.max_prompt_length + rollout.max_response_length" in errors[0]
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("rope_scaling", "factor"),
+    [
+        ({"rope_type": "linear", "factor": 2.0}, 2),
+        ({"type": "dynamic", "factor": 4.0}, 4),
+        ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128}, 1),
+        (
+            {
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 128,
+            },
+            1,
+        ),
+    ],
+)
+def test_rope_scaling_extends_the_limit_as_vllm_counts_it(
+    model_and_rows, tmp_path, rope_scaling, factor
+):
+    model, rows = model_and_rows
+    scaled = _variant(model, tmp_path / "scaled", rope_scaling=rope_scaling)
+    limit = _positions(model) * factor
+    _check(scaled, rows, tmp_path, limit - PROMPT)
+    with pytest.raises(ConfigError, match=rf"more than the {limit} the model takes"):
+        _check(scaled, rows, tmp_path, limit - PROMPT + 1)
+
+
+def test_model_overrides_and_vllms_own_switch_are_heeded(model_and_rows, tmp_path, monkeypatch):
+    model, rows = model_and_rows
+    longer = 2 * _positions(model)
+    _check(
+        model, rows, tmp_path, longer - PROMPT, f"model.overrides.max_position_embeddings={longer}"
+    )
+    monkeypatch.setenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")
+    _check(model, rows, tmp_path, longer)
+
+
+@pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed")
+def test_vllms_refusal_where_no_model_dir_tells_is_one_line_naming_the_keys(tmp_path):
+    """The tiny named shape (512 positions) has no model dir to read before launch."""
+    from transformers import Qwen2Config
+
+    from trainer.model import write_hf_assets
+    from trainer.rollout.build import build_rollout_engine
+    from trainer.tiny import build_tokenizer, tiny_config_fields
+
+    tokenizer = build_tokenizer()
+    config = Qwen2Config(**tiny_config_fields(tokenizer))
+    with pytest.raises(ConfigError) as caught:
+        build_rollout_engine(
+            "vllm",
+            hf_config=config,
+            tokenizer=tokenizer,
+            model_path=None,
+            assets_dir=tmp_path / "assets",
+            write_assets=lambda target: write_hf_assets(target, config, tokenizer, None),
+            device=torch.device("cpu"),
+            dtype=torch.float32,
+            max_model_len=config.max_position_embeddings + 1,
+            seed=0,
+        )
+    said = str(caught.value)
+    assert said.startswith("data.max_prompt_length + rollout.max_response_length = "), said
+    assert "\n" not in said and "max_position_embeddings=512" in said, said
