@@ -171,8 +171,8 @@ class TrainingRun:
         """Make the checkpointer, load the step to resume (if any) into the model and optimizer,
         and write the resolved config into the run dir (main rank). `rows_digest`: the
         training rows in order, `prompts_digest` their prompts as the data file holds them
-        and `prompt_keys_digest` their turns' other keys (`trainer.resume.rows_digest`); `checks`: what else the step's manifest must agree
-        with (`resume_if_any`)."""
+        and `prompt_keys_digest` their turns' other keys (`trainer.resume.rows_digest`);
+        `checks`: what else the step's manifest must agree with (`resume_if_any`)."""
         name = kind.name
         run_dir = Path(cfg.trainer.run_dir)
         checkpointer = Checkpointer(
