@@ -432,23 +432,24 @@ def refuse_unrendered_tool_calls(
     *,
     add_generation_prompt: bool = False,
 ) -> None:
-    """ChatFormatError when a turn's `tool_calls` do not show in `text`, the turns as
-    `chat_ids` rendered them: rendered without that key, the text is the same. A template
-    that ignores them (the tiny model's) trained an assistant turn that called a tool as an
+    """ChatFormatError when the turns' `tool_calls` do not show in `text`, the turns as
+    `chat_ids` rendered them: rendered without them, the text is the same. A template that
+    ignores them (the tiny model's) trained an assistant turn that called a tool as an
     empty reply, the call left out. Other keys a template ignores are left to it, as verl
-    leaves them. Only a turn with tool_calls costs a render more."""
-    for index, turn in enumerate(turns):
-        if not turn.get("tool_calls"):
-            continue
-        without = {key: value for key, value in turn.items() if key != "tool_calls"}
-        others = [*turns[:index], without, *turns[index + 1 :]]
-        rendered = chat_ids(tokenizer, others, limit, add_generation_prompt=add_generation_prompt)
-        if rendered["text"] == text:
-            raise ChatFormatError(
-                f"{turn['role']!r} turn with tool_calls: {limit.template} does not render"
-                f" them, so tool-calling chats are not trained with it (the calls would be"
-                f" left out), found {turn!r:.200}"
-            )
+    leaves them. A row with tool_calls costs one render more, however many turns call a
+    tool (a render per such turn made a row of dozens of calls cost dozens of renders)."""
+    calling = [turn for turn in turns if turn.get("tool_calls")]
+    if not calling:
+        return
+    without = [{key: value for key, value in turn.items() if key != "tool_calls"} for turn in turns]
+    rendered = chat_ids(tokenizer, without, limit, add_generation_prompt=add_generation_prompt)
+    if rendered["text"] == text:
+        turn = calling[0]
+        raise ChatFormatError(
+            f"{turn['role']!r} turn with tool_calls: {limit.template} does not render"
+            f" them, so tool-calling chats are not trained with it (the calls would be"
+            f" left out), found {turn!r:.200}"
+        )
 
 
 def _marks_generation(tokenizer: Any) -> bool:

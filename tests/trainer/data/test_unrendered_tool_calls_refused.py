@@ -75,3 +75,29 @@ def test_other_keys_the_template_ignores_and_empty_tool_calls_train(tokenizer, t
     ]
     (example,) = sft_rows(tokenizer, tmp_path / "ok.jsonl", [chat])
     assert example.num_targets > 0
+
+
+def test_a_row_of_many_tool_calls_costs_one_render_more(tmp_path, monkeypatch):
+    """A render per calling turn made a row of dozens of calls cost dozens of renders."""
+    import trainer.data.chat as chat
+
+    tokenizer = build_tokenizer()
+    tokenizer.chat_template = tokenizer.chat_template.replace(
+        "{{ message['content'] + '<|im_end|>' }}",
+        "{{ message['content'] }}{% if message['tool_calls'] %}"
+        "{{ message['tool_calls'][0]['function']['name'] }}{% endif %}{{ '<|im_end|>' }}",
+    )
+    calls = [CHAT[0]]
+    for _ in range(12):
+        calls += [CHAT[1], CHAT[2]]
+    calls.append(CHAT[3])
+    renders = []
+    real = chat.chat_ids
+
+    def counted(*args, **kwargs):
+        renders.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(chat, "chat_ids", counted)
+    (row,) = sft_rows(tokenizer, tmp_path / "many.jsonl", [calls])
+    assert len(renders) == 2 and "weather" in tokenizer.decode(row.input_ids)
