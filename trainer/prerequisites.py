@@ -80,9 +80,11 @@ def visible_cuda_devices() -> int:
     return count.value
 
 
-# The config.json keys vLLM takes a model's context from (the smallest present), and the
-# rope types whose max_position_embeddings is already the scaled context (vLLM multiplies
-# the others' `factor` in): vllm/config/model.py `_get_and_verify_max_len`.
+# The config.json keys vLLM takes a model's context from (the smallest present), and how its
+# rope scaling changes that context: vllm/config/model.py `_get_and_verify_max_len`. The
+# `factor` multiplies it, except for the types whose max_position_embeddings already counts
+# their factor; yarn's factor multiplies its original_max_position_embeddings instead; a
+# gemma3 model's max_position_embeddings is already scaled, whatever its rope type.
 CONTEXT_KEYS = (
     "max_position_embeddings",
     "n_positions",
@@ -94,14 +96,10 @@ CONTEXT_KEYS = (
     "max_seq_length",
     "seq_len",
 )
-PRESCALED_ROPE_TYPES = (
-    "su",
-    "longrope",
-    "llama3",
-    "yarn",
-    "deepseek_yarn",
-    "deepseek_llama_scaling",
-)
+PRESCALED_ROPE_TYPES = ("su", "longrope", "llama3")
+ORIGINAL_LENGTH_ROPE_TYPE = "yarn"
+ORIGINAL_LENGTH_KEY = "original_max_position_embeddings"
+PRESCALED_MODEL_TYPE = "gemma3"
 LONG_CONTEXT_ALLOWED = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"  # the user's word to run past the limit
 
 
@@ -143,8 +141,9 @@ def check_context_length(cfg: Any, source: ModelSource | None) -> None:
 
 def context_limit(fields: dict[str, Any]) -> ContextLimit | None:
     """The most tokens the model with config `fields` takes, as vLLM derives it: the
-    smallest of `CONTEXT_KEYS` (model_max_length where set), times the rope scaling factor;
-    None when the config names no length or a factor vLLM would read otherwise."""
+    smallest of `CONTEXT_KEYS` (model_max_length where set), or a yarn scaling's original
+    length, times the rope scaling factor; never under model_max_length. None when the
+    config names no length, or a factor or original length vLLM would read otherwise."""
     lengths = {key: fields[key] for key in CONTEXT_KEYS if _number(fields.get(key))}
     if not lengths:
         return None
@@ -153,28 +152,37 @@ def context_limit(fields: dict[str, Any]) -> ContextLimit | None:
         if lengths.get("model_max_length")
         else min(lengths, key=lambda name: lengths[name])
     )
-    factor = _rope_factor(fields)
-    if factor is None:
+    rope = _rope_scaling(fields)
+    if rope is None:
         return None
-    tokens = math.floor(max(lengths[key] * factor, lengths.get("model_max_length") or 0))
+    factor, original = rope
+    key, length = original or (key, lengths[key])
+    tokens = math.floor(max(length * factor, lengths.get("model_max_length") or 0))
     return ContextLimit(tokens, key, factor)
 
 
-def _rope_factor(fields: dict[str, Any]) -> float | None:
-    """The factor vLLM scales the context by: a rope scaling's `factor`, unless its type
-    already counts it in max_position_embeddings (llama3, yarn, ...); None when a factor is
-    no number."""
-    rope = fields.get("rope_scaling") or fields.get("rope_parameters")  # transformers' order
-    if not isinstance(rope, dict):
-        return 1.0
+def _rope_scaling(fields: dict[str, Any]) -> tuple[float, tuple[str, float] | None] | None:
+    """How vLLM scales the context: (the factor it multiplies the length by, and the
+    (key, length) a yarn scaling puts in place of the config's length, None without one);
+    None when either is no number (or yarn names no original length: vLLM fails on it)."""
+    rope_key = "rope_scaling" if fields.get("rope_scaling") else "rope_parameters"
+    rope = fields.get(rope_key)  # transformers' order
+    if not isinstance(rope, dict) or PRESCALED_MODEL_TYPE in str(fields.get("model_type", "")):
+        return 1.0, None
     per_layer = [p for p in rope.values() if isinstance(p, dict)]
     factor: Any = 1.0
+    original: tuple[str, Any] | None = None
     for params in per_layer if per_layer and len(per_layer) == len(rope) else [rope]:
-        if params.get("rope_type", params.get("type")) not in PRESCALED_ROPE_TYPES:
+        rope_type = params.get("rope_type", params.get("type"))
+        if rope_type not in PRESCALED_ROPE_TYPES:
             factor = params.get("factor", factor)
+        if rope_type == ORIGINAL_LENGTH_ROPE_TYPE:
+            original = (f"{rope_key}.{ORIGINAL_LENGTH_KEY}", params.get(ORIGINAL_LENGTH_KEY))
     if factor is None:  # vLLM reads a null factor as 1
-        return 1.0
-    return float(factor) if _number(factor) else None
+        factor = 1.0
+    if not _number(factor) or (original is not None and not _number(original[1])):
+        return None
+    return float(factor), original
 
 
 def _number(value: Any) -> bool:
@@ -210,7 +218,7 @@ def _model_config_fields(model: Any, source: ModelSource | None) -> dict[str, An
 def _config_named(model: Any, source: ModelSource | None, key: str) -> str:
     """Where the limit's setting `key` is: model.overrides, the model dir's config.json (by
     the key that named that dir), or a checkpoint's record."""
-    if key in model.overrides:
+    if key.split(".")[0] in model.overrides:  # a rope scaling's key is under its block
         return "model.overrides"
     assert source is not None
     if source.assets is not None:

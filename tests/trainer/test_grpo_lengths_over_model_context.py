@@ -3,9 +3,11 @@ over the context its model takes are refused before any rank starts: one line na
 keys and the model's limit, exit 2. The demo's own model (max_position_embeddings 512) with
 the default lengths (512 + 512) crashed in vLLM's engine with a traceback per rank (exit 1);
 the hf engine ran on at positions the model never saw. The limit is the one vLLM derives:
-a linear or dynamic rope scaling multiplies it, llama3 and yarn have counted theirs in
-max_position_embeddings. Where no config tells (a named shape), vLLM's own refusal is one
-line naming the keys."""
+a linear or dynamic rope scaling multiplies it, llama3 has counted its factor in
+max_position_embeddings, yarn multiplies its original_max_position_embeddings (a Qwen2.5
+config with the 128K yarn block its model card gives was held to 32K), and a gemma3
+model's limit is already scaled. Where no config tells (a named shape), vLLM's own refusal
+is one line naming the keys."""
 
 import json
 from pathlib import Path
@@ -97,7 +99,6 @@ def test_train_grpo_refuses_it_in_one_line_exit_2_before_loading(model_and_rows,
     [
         ({"rope_type": "linear", "factor": 2.0}, 2),
         ({"type": "dynamic", "factor": 4.0}, 4),
-        ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128}, 1),
         (
             {
                 "rope_type": "llama3",
@@ -119,6 +120,62 @@ def test_rope_scaling_extends_the_limit_as_vllm_counts_it(
     _check(scaled, rows, tmp_path, limit - PROMPT)
     with pytest.raises(ConfigError, match=rf"more than the {limit} the model takes"):
         _check(scaled, rows, tmp_path, limit - PROMPT + 1)
+
+
+QWEN25_POSITIONS = 32768  # Qwen2.5's max_position_embeddings, and its yarn block for 128K:
+QWEN25_YARN = {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+QWEN3_YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+
+
+@pytest.mark.parametrize(
+    ("changes", "overrides", "key"),
+    [
+        ({"rope_scaling": QWEN25_YARN}, (), "rope_scaling"),
+        ({"rope_parameters": {**QWEN3_YARN, "rope_theta": 1e6}}, (), "rope_parameters"),
+        ({}, (f"model.overrides.rope_scaling={json.dumps(QWEN25_YARN)}",), "rope_scaling"),
+    ],
+    ids=["rope_scaling", "rope_parameters", "model.overrides"],
+)
+def test_yarn_multiplies_its_original_length_by_its_factor(
+    model_and_rows, tmp_path, changes, overrides, key
+):
+    model, rows = model_and_rows
+    qwen = _variant(model, tmp_path / "qwen", max_position_embeddings=QWEN25_POSITIONS, **changes)
+    limit = 32768 * 4
+    _check(qwen, rows, tmp_path, limit - PROMPT, *overrides)
+    with pytest.raises(ConfigError) as caught:
+        _check(qwen, rows, tmp_path, limit - PROMPT + 1, *overrides)
+    said = str(caught.value)
+    assert f"more than the {limit} the model takes" in said, said
+    assert f"({key}.original_max_position_embeddings x rope factor 4 in " in said, said
+    assert said.endswith(f"in model.overrides); lower them to {limit} together") == bool(overrides)
+
+
+def test_yarn_whose_positions_count_the_factor_is_not_scaled_twice(model_and_rows, tmp_path):
+    """DeepSeek-V3's config: max_position_embeddings 163840 = 4096 x 40."""
+    model, rows = model_and_rows
+    yarn = {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096}
+    deepseek = _variant(model, tmp_path / "ds", max_position_embeddings=163840, rope_scaling=yarn)
+    _check(deepseek, rows, tmp_path, 163840 - PROMPT)
+    with pytest.raises(ConfigError, match=r"more than the 163840 the model takes"):
+        _check(deepseek, rows, tmp_path, 163840 - PROMPT + 1)
+
+
+def test_a_gemma3_models_limit_is_not_multiplied_by_its_factor(model_and_rows, tmp_path):
+    """Gemma 3's text config: 131072 positions with a linear x8 rope scaling."""
+    model, rows = model_and_rows
+    gemma = _variant(
+        model,
+        tmp_path / "gemma",
+        model_type="gemma3_text",
+        max_position_embeddings=131072,
+        rope_scaling={"rope_type": "linear", "factor": 8.0},
+    )
+    _check(gemma, rows, tmp_path, 131072 - PROMPT)
+    with pytest.raises(ConfigError) as caught:
+        _check(gemma, rows, tmp_path, 131072 - PROMPT + 1)
+    said = str(caught.value)
+    assert "more than the 131072 the model takes (max_position_embeddings in " in said, said
 
 
 def test_model_overrides_and_vllms_own_switch_are_heeded(model_and_rows, tmp_path, monkeypatch):
