@@ -51,7 +51,8 @@ _INPUT_DEFAULT = {"read": "REPLY", "mapfile": "MAPFILE", "readarray": "MAPFILE"}
 _LOOPS = ("for", "select")
 # what `let` sets: `N=5`, `N+=2`, `N<<=1`, `N++` (not a comparison, `N==5`)
 _LET_SET = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+|--)")
-# words that may stand before a command's name (`then read -r X`, `! read X`)
+# words that may stand before a command's name (`then read -r X`, `! read X`), besides a
+# function's name before its body
 _BEFORE_COMMAND = frozenset(
     {"then", "do", "else", "elif", "if", "while", "until", "!", "{", "time"}
 )
@@ -105,9 +106,12 @@ def unknowable_targets(words: list[str]) -> list[tuple[str, str]]:
     worked out here)."""
     start = 0
     while start < len(words) and (
-        words[start].lstrip("(") in _BEFORE_COMMAND or ASSIGNMENT.match(words[start])
+        words[start].lstrip("(") in _BEFORE_COMMAND
+        or ASSIGNMENT.match(words[start])
+        or words[start].endswith("()")  # a function's name: `f() { read -r MODEL; }`
+        or words[start] == "function"  # with its name: `function f { read -r MODEL; }`
     ):
-        start += 1
+        start += 2 if words[start] == "function" else 1
     name, arguments = (
         (words[start].lstrip("("), words[start + 1 :]) if start < len(words) else ("", [])
     )
@@ -178,9 +182,10 @@ class Variables:
         self.unknown: dict[str, str] = {}
 
     def set_unknowable(self, name: str, how: str, line: int) -> None:
-        """`name` set by `how` on `line` (`unknowable_targets`), in a block or not: its value
-        is not known here, so references to it stay as written, and are named
-        (`unknowable_notes`), whatever it held before."""
+        """`name` set by `how` on `line` (`unknowable_targets`) where it surely runs: its
+        value is not known here, so references to it stay as written, and are named
+        (`unknowable_notes`), whatever it held before. In a block that may not run it is
+        `set_maybe`: the value before it stands where the block does not run."""
         self._forget(name)
         self.unknown[name] = f"{how} (line {line})"
 
@@ -208,7 +213,13 @@ class Variables:
                 names.append(word)
             unsetting = word == "unset" or (unsetting and word[:1] != "-" and word != "")
             for name in names:
-                self.maybe[name] = _kept([*self.maybe.get(name, []), (name, line)])
+                self.set_maybe(name, line)
+
+    def set_maybe(self, name: str, line: int) -> None:
+        """`name` set on `line` inside a block that may not run, or in a subshell: it keeps
+        the value it has outside, and is named wherever the verl command uses it
+        (`origins`)."""
+        self.maybe[name] = _kept([*self.maybe.get(name, []), (name, line)])
 
     def origins(self, value: str) -> list[tuple[str, int]]:
         """Where the variables `value` uses (as `$NAME`, `${NAME...}`, or a name inside

@@ -59,31 +59,35 @@ _HELD = "\ue000"  # a private-use character marks a held substitution while shle
 _SHOWN_KEYS = 4  # keys a note names before "and N more"
 # the script's own arguments passed on to verl: more overrides, known only when it runs
 _FORWARDED = ("$@", "$*", "${@}", "${*}")
-# the keys of verl's trainer configs (main_ppo's, both SFT trainers', generation's) that are
-# mfsdp keys of the same name too: a YAML of these only is a verl override file
-_SHARED_COMMON = frozenset(
+# the compound commands whose header runs where the command stands (`_opens_only_its_header`)
+_HEADERS = frozenset({"for", "select", "while", "until", "if"})
+# the keys of verl's trainer configs that are mfsdp keys of the same name too, per command: a
+# YAML of these only is a verl override file. main_ppo's are those at the top level of its
+# _generated_ppo_trainer.yaml; its model, rollout and optim keys stand under
+# actor_rollout_ref, so a top-level `model.path`, `rollout.n` or `optim.lr` (keys of verl's
+# generation and SFT configs) makes a GRPO file mfsdp's: counted as shared, an mfsdp GRPO
+# config converted at exit 0 with verl's defaults written over it
+_SHARED_DATA_AND_NAMES = frozenset(
     {
         *("data.train_files", "data.val_files", "data.prompt_key", "data.shuffle"),
-        *("model.path", "model.lora_rank", "model.lora_alpha", "model.target_modules"),
-        *("optim.lr", "optim.betas", "optim.clip_grad", "optim.weight_decay"),
-        *("trainer.project_name", "trainer.experiment_name", "trainer.logger"),
-        *("trainer.seed", "trainer.device"),
+        *("trainer.project_name", "trainer.experiment_name", "trainer.logger", "trainer.device"),
     }
 )
 _SHARED_WITH_VERL = {
-    "sft": _SHARED_COMMON
+    # fsdp_sft_trainer's sft_trainer.yaml, sft_trainer's sft_trainer_engine.yaml
+    "sft": _SHARED_DATA_AND_NAMES
     | {
         *("data.max_length", "data.messages_key", "data.micro_batch_size", "data.truncation"),
         *("data.prompt_dict_keys", "data.response_key", "data.response_dict_keys"),
+        *("model.path", "model.lora_rank", "model.lora_alpha", "model.target_modules"),
+        *("optim.lr", "optim.betas", "optim.clip_grad", "optim.weight_decay", "trainer.seed"),
     },
-    "grpo": _SHARED_COMMON
+    # main_ppo's _generated_ppo_trainer.yaml: its data, algorithm and trainer sections
+    "grpo": _SHARED_DATA_AND_NAMES
     | {
         *("algorithm.adv_estimator", "algorithm.norm_adv_by_std_in_grpo"),
         *("data.filter_overlong_prompts", "data.max_prompt_length", "data.train_batch_size"),
         *("data.val_max_samples", "trainer.val_before_train"),
-        *("rollout.dtype", "rollout.enforce_eager", "rollout.gpu_memory_utilization"),
-        *("rollout.max_num_seqs", "rollout.n", "rollout.name", "rollout.temperature"),
-        *("rollout.top_k", "rollout.top_p"),
     },
 }
 
@@ -381,6 +385,7 @@ def _read_command(script: _Script, words: list[str], number: int, source: Path) 
     """Take one command of the script (on line `number`): the variables it sets, the array
     it goes on, or the verl trainer command it is."""
     variables = script.variables
+    inside = script.array is None and script.blocks.guarded([])  # a block open before it
     guarded = script.array is None and script.blocks.guarded(words)
     if guarded:
         variables.read_guarded(words, number)
@@ -397,10 +402,23 @@ def _read_command(script: _Script, words: list[str], number: int, source: Path) 
         return
     if not guarded and variables.read_line(_past_group_openers(words)):
         return
+    sets_surely = not inside and (not guarded or _opens_only_its_header(words))
     for simple in shell_quoting.simple_commands(words):
         for name, how in shell_variables.unknowable_targets(simple):
-            variables.set_unknowable(name, how, number)
+            if sets_surely:
+                variables.set_unknowable(name, how, number)
+            else:  # `read MODEL` in an uncalled function erased the MODEL set before it
+                variables.set_maybe(name, number)
         _read_launch(script, simple, source)
+
+
+def _opens_only_its_header(words: list[str]) -> bool:
+    """Whether the command `words` is a loop's or condition's header and nothing else that
+    may not run: a `for`/`select` loop sets its name, and a `while`/`until`/`if` condition
+    (`while read -r line`) runs, where the command stands, whether the body runs or not."""
+    return words[0] in _HEADERS and not any(
+        word in shell_quoting.OPERATORS or word.startswith("(") for word in words[1:]
+    )
 
 
 def _past_group_openers(words: list[str]) -> list[str]:

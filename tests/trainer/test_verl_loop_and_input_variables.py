@@ -2,7 +2,10 @@
 knows: a `for`/`select` loop's name, `read`, `mapfile`/`readarray`, `printf -v` and
 `getopts` targets. None was noticed: a `for lr in 1e-6 2e-6` sweep around the verl command
 converted with the `lr` set before the loop, at exit 0. Each such reference now stays as
-written, is named with what sets it, and is left to the user (exit 1), in a block or not."""
+written, is named with what sets it, and is left to the user (exit 1). A setter inside a block
+that may not run (an uncalled function, an `if` branch, after `&&`) keeps the value set
+before it, flagged to check, as an assignment there does: it erased that value
+(`model.path: $MODEL` from a `read` no one calls)."""
 
 from __future__ import annotations
 
@@ -19,14 +22,14 @@ OUTSIDE = "MODEL=/models/big\n"
 SETTERS = {
     "for": ("for MODEL in /m/a /m/b; do echo; done\n", "a `for` loop"),
     "select": ("select MODEL in /m/a; do break; done </dev/null\n", "a `select` loop"),
-    "read-in-if": ('if true; then read -r MODEL <<< "/m/read"; fi\n', "`read`"),
+    "if-read": ('if read -r MODEL <<< "/m/read"; then :; fi\n', "`read`"),
     "read-with-options": ("read -r -p 'model: ' -t 5 MODEL </dev/tty\n", "`read`"),
     "read-array": ("read -ra MODEL <<< '/m/a /m/b'\n", "`read`"),
     "while-read": ("while read -r X MODEL; do :; done < list.txt\n", "`read`"),
     "printf": ("printf -v MODEL %s /m/p\n", "`printf -v`"),
     "printf-attached": ("printf -vMODEL %s /m/p\n", "`printf -v`"),
     "mapfile": ("mapfile -t MODEL < list.txt\n", "`mapfile`"),
-    "readarray": ("true && readarray MODEL < list.txt\n", "`readarray`"),
+    "readarray": ("readarray MODEL < list.txt\n", "`readarray`"),
     "getopts": ("getopts m: MODEL\n", "`getopts`"),
     "let": ("let 'MODEL += 1' X++\n", "`let`"),
 }
@@ -77,3 +80,29 @@ def test_a_default_does_not_stand_in_for_a_variable_read_from_input(tmp_path):
     conversion = convert(tmp_path, text)
     assert as_given(conversion)["model"]["path"] == "${MODEL:-/m/d}"
     assert conversion.incomplete == ["model.path=${MODEL:-/m/d}"]
+
+
+# each sets MODEL (on line 2 or 3, after OUTSIDE) inside a block that may not run
+MAYBE_SETTERS = {
+    "uncalled-function": 'pick_model() {\n  read -r -p "model dir? " MODEL\n}\n',
+    "if-branch": 'if [ -n "$ASK" ]; then\n  read -r MODEL\nfi\n',
+    "one-line-function": "pick_model() { read -r MODEL; }\n",
+    "function-keyword": "function pick_model { read -r MODEL; }\n",
+    "after-and": '[ -z "$KEEP" ] && read -r MODEL\n',
+    "loop-in-function": "pick() { for MODEL in /m/a /m/b; do :; done; }\n",
+    "pipeline": "echo /m/p | read -r MODEL\n",
+}
+
+
+@pytest.mark.parametrize("lines", list(MAYBE_SETTERS.values()), ids=list(MAYBE_SETTERS))
+def test_a_setter_that_may_not_run_keeps_the_value_set_before_it_flagged(tmp_path, lines):
+    conversion = convert(tmp_path, OUTSIDE + lines + USE)
+    assert as_given(conversion)["model"]["path"] == "/models/big"
+    assert conversion.incomplete == ["actor_rollout_ref.model.path=/models/big"]
+    assert not any("known only when the script runs" in note for note in conversion.notes)
+
+
+def test_a_setter_that_may_not_run_with_no_value_before_it_leaves_the_reference(tmp_path):
+    conversion = convert(tmp_path, MAYBE_SETTERS["if-branch"] + USE)
+    assert as_given(conversion)["model"]["path"] == "$MODEL"
+    assert any("$MODEL is left unresolved" in note for note in conversion.notes)

@@ -4,7 +4,11 @@ settings (trainer.seed 0 became 1, data.micro_batch_size 2 became 4), and
 examples/grpo_tiny_cpu.yaml exited 1 naming algorithm.adv_estimator as not carried over. A
 YAML with verl keys and mfsdp keys both still converts, the mfsdp keys kept as written, and so
 does a verl override file made only of keys verl and mfsdp share (`data.train_files`,
-`algorithm.adv_estimator`, ...): refused, it went to `mfsdp train` with mfsdp's defaults."""
+`algorithm.adv_estimator`, ...): refused, it went to `mfsdp train` with mfsdp's defaults.
+Shared means shared with the trainer config the command converts from: main_ppo has `model`,
+`rollout` and `optim` under `actor_rollout_ref` only, so a GRPO file with a top-level
+`model.path`, `rollout.n` or `optim.lr` is mfsdp's (it converted, verl's defaults written over
+it, at exit 0)."""
 
 from __future__ import annotations
 
@@ -15,7 +19,9 @@ from tests.support.fresh_python import mfsdp
 from tests.support.verl_conversions import WRITTEN
 from trainer.config import load_config
 from trainer.grpo.config import GRPOConfig
-from trainer.verl_import import VerlSourceError, convert_verl
+from trainer.verl_import import _SHARED_WITH_VERL, VerlSourceError, _leaves, convert_verl
+
+VERL_PPO_CONFIG = "tests/fixtures/verl_configs/_generated_ppo_trainer.yaml"
 
 
 def _yaml(tmp_path, tree) -> str:
@@ -111,3 +117,46 @@ def test_an_mfsdp_only_key_among_shared_keys_is_refused_naming_it(tmp_path):
     path = _yaml(tmp_path, tree)
     with pytest.raises(VerlSourceError, match=r"and checkpoint\.save_every is not verl's\)"):
         convert_verl(path)
+
+
+# an mfsdp GRPO config of keys verl has, but main_ppo only under actor_rollout_ref
+MFSDP_GRPO = {
+    "algorithm": {"adv_estimator": "grpo"},
+    "model": {"path": "/m/Qwen2.5-0.5B"},
+    "data": {"train_files": ["/d/train.parquet"], "max_prompt_length": 512},
+    "rollout": {"n": 8, "name": "vllm"},
+    "optim": {"lr": 1.0e-6},
+    "trainer": {"seed": 0},
+}
+
+
+def _example_without_mfsdp_only_sections() -> dict:
+    """examples/grpo_tiny_cpu.yaml's data, optim and rollout name and n: keys of verl's
+    generation and SFT configs, none at the top level of main_ppo's."""
+    with open("examples/grpo_tiny_cpu.yaml") as example:
+        tree = yaml.safe_load(example)
+    rollout = {key: tree["rollout"][key] for key in ("name", "n")}
+    return {"data": tree["data"], "optim": tree["optim"], "rollout": rollout}
+
+
+@pytest.mark.parametrize(
+    "tree, named",
+    [
+        (MFSDP_GRPO, "model.path"),
+        (_example_without_mfsdp_only_sections(), "optim.lr"),
+        ({"data": {"train_files": "t.parquet"}, "rollout": {"n": 4}}, "rollout.n"),
+    ],
+    ids=["mfsdp-grpo", "grpo-example", "rollout-n"],
+)
+def test_a_grpo_yaml_with_keys_main_ppo_has_only_under_actor_rollout_ref_is_refused(
+    tmp_path, tree, named
+):
+    path = _yaml(tmp_path, tree)
+    with pytest.raises(VerlSourceError, match=rf"and {named} is not verl's\), .* train grpo "):
+        convert_verl(path)
+
+
+def test_the_keys_shared_for_grpo_are_top_level_keys_of_main_ppos_config():
+    with open(VERL_PPO_CONFIG) as config:
+        main_ppo = {key for key, _value in _leaves(yaml.safe_load(config))}
+    assert _SHARED_WITH_VERL["grpo"] <= main_ppo
