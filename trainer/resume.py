@@ -202,12 +202,18 @@ def refuse_saving_over_newer_steps(
 
     The run dir's own step resumed on purpose to train again from it (a rollback) is refused
     alike: its later steps are the user's to move away first, as `checkpoint.keep_last`
-    only ever removes steps older than the newest."""
+    only ever removes steps older than the newest. `checkpoint.resume=auto` is not: the
+    tracker is a save's commit point, and a step dir past it is a save killed between its
+    rename and the tracker's update (or whose tracker write failed, which said so), never
+    committed: auto resumes the tracker's step and trains on over it, as after any crash
+    mid-save ("run the same command again")."""
+    if resume == "auto":
+        return
     newer = [n for n in layout.list_complete_steps(run_dir) if n > step]
     if newer:
         where = found.step_dir or found.dist_ckpt
         newest = layout.step_dir(run_dir, newer[-1])
-        go_on = f"checkpoint.resume={newest}" if resume == "auto" else "checkpoint.resume=auto"
+        go_on = "checkpoint.resume=auto"
         raise NewerStepsError(
             f"{run_dir}: holds its own steps after step {step} (up to {newest}); resuming"
             f" {where} into it trains them again and saves over them: give {go_on} to continue"

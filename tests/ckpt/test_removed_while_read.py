@@ -65,6 +65,8 @@ def test_a_resume_from_a_step_removed_meanwhile_says_so(run):
     found = layout.resolve_checkpoint(run)
 
     class Saver:  # the checkpointer's resume side: the step goes while it loads
+        run_dir = run
+
         def find_resume(self, resume):
             return found
 
