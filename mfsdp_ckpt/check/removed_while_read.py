@@ -85,15 +85,21 @@ def refuse_if_moved_on(run: Path, step: int | str) -> None:
         )
 
 
+def _nothing_to_compare() -> None:
+    """What `removal_said` yields for a checkpoint it could not resolve (the block's own
+    errors say what is wrong)."""
+
+
 @contextlib.contextmanager
-def removal_said(path: str | os.PathLike, role: str | None = None) -> Iterator[None]:
+def removal_said(path: str | os.PathLike, role: str | None = None) -> Iterator[Callable[[], None]]:
     """Read the checkpoint at `path` (any level `layout.resolve_checkpoint` reads) in the
     block: an error raised there becomes CheckpointRemovedError when the step was removed
-    (or, when it went as it was resolved, the run dir's tracker moved on) meanwhile. A URL,
-    or a path that
-    resolves to no checkpoint, is left to the block's own errors."""
+    (or, when it went as it was resolved, the run dir's tracker moved on) meanwhile. It
+    yields the same comparison, for a block whose result records what it could not read
+    instead of raising. A URL, or a path that resolves to no checkpoint, is left to the
+    block's own errors."""
     if is_url(str(path)):
-        yield
+        yield _nothing_to_compare
         return
     run = Path(path)
     tracked: str | None = None
@@ -102,11 +108,11 @@ def removal_said(path: str | os.PathLike, role: str | None = None) -> Iterator[N
         tracked = layout.read_tracker_text(run) if run.is_dir() else None
         paths = layout.resolve_checkpoint(run, role=role)
     if paths is not None:
-        with removal_of(paths):
-            yield
+        with removal_of(paths) as compare:
+            yield compare
         return
     try:
-        yield
+        yield _nothing_to_compare
     except Exception:
         if tracked is not None:
             refuse_if_moved_on(run, tracked)
@@ -114,12 +120,14 @@ def removal_said(path: str | os.PathLike, role: str | None = None) -> Iterator[N
 
 
 @contextlib.contextmanager
-def removal_of(paths: layout.CheckpointPaths) -> Iterator[None]:
+def removal_of(paths: layout.CheckpointPaths) -> Iterator[Callable[[], None]]:
     """Read the resolved checkpoint `paths` in the block: an error raised there becomes
-    CheckpointRemovedError when its directories changed meanwhile (`refuse_if_removed`)."""
+    CheckpointRemovedError when its directories changed meanwhile (`refuse_if_removed`);
+    the block gets that comparison to make itself, once its result shows a read it could
+    not make."""
     stamps = dir_stamps(paths)
     try:
-        yield
+        yield lambda: refuse_if_removed(paths, stamps)
     except Exception:
         refuse_if_removed(paths, stamps)
         raise
@@ -145,15 +153,6 @@ def describes_checkpoint(
     return decorate
 
 
-class _IncompleteResult(Exception):
-    """Carries an incomplete result through `removal_said`, whose failure path compares the
-    step's directories; the result is returned when they did not change."""
-
-    def __init__(self, result: object) -> None:
-        super().__init__()
-        self.result = result
-
-
 def _guarded(
     function: Callable[_P, _R], incomplete: Callable[[Any], bool] | None
 ) -> Callable[_P, _R]:
@@ -162,14 +161,11 @@ def _guarded(
         path, role = args[0], kwargs.get("role")
         if not isinstance(path, (str, os.PathLike)):
             return function(*args, **kwargs)
-        try:
-            with removal_said(path, role if isinstance(role, str) else None):
-                result = function(*args, **kwargs)
-                if incomplete is not None and incomplete(result):
-                    raise _IncompleteResult(result)
-                return result
-        except _IncompleteResult as kept:
-            return kept.result  # type: ignore[return-value]
+        with removal_said(path, role if isinstance(role, str) else None) as refuse_if_gone:
+            result = function(*args, **kwargs)
+            if incomplete is not None and incomplete(result):
+                refuse_if_gone()
+            return result
 
     return guarded
 
