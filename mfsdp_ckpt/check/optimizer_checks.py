@@ -7,8 +7,9 @@ States are paired with parameters by name across the layouts users have (FSDP2's
 `module.module.module.`, torch's positional `Optimizer.state_dict()`, the HF Trainer's
 separate optimizer DCP); a parameter without state is an error only where the
 checkpoint's own record says it was optimized, else a warning (frozen, never stepped).
-`validate --deep` of a checkpoint without a manifest also reads the states no optimizer
-writes out of range (`check_optimizer_values`): with a manifest its digests catch any change.
+`validate --deep` of a checkpoint without a manifest also finds the states no optimizer
+writes out of range, in the one read of each tensor (`optimizer_value_check`): with a
+manifest its digests catch any change.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from mfsdp_ckpt.check.config_checks import config_to_check
 from mfsdp_ckpt.check.recorded_optimizer import RecordedOptimizer, megatron_optimizer
 from mfsdp_ckpt.check.report import ERROR, WARNING, ValidationReport
 from mfsdp_ckpt.check.storage_checks import (
+    TensorCheck,
     check_backing,
     check_chunks,
     check_data_files,
@@ -276,46 +278,35 @@ SQUARED_MEANS = frozenset({"exp_avg_sq", "max_exp_avg_sq"})
 STEP_COUNT = "step"  # torch's and Megatron's per-parameter count of steps taken
 
 
-def check_optimizer_values(
-    readers: list[CheckpointReader], roots: state_keys.StateRoots, report: ValidationReport
-) -> None:
-    """validate --deep of a checkpoint without a manifest, whose bytes no digest vouches
-    for: an error naming each optimizer state key that holds what no optimizer writes, a
-    negative second moment or a step count below 0 or between whole numbers (an edited or
-    corrupted state a resume would load without a word: Adam's update divides by the
-    moment's square root). Read one chunk at a time, counted a piece at a time, so memory
-    stays bounded by a chunk. A tensor that cannot be read is `check_values`' finding."""
-    for reader in readers:
-        for key, entry in reader.tensors.items():
-            rest = roots.state_path(key)
-            state = rest.rpartition(".")[2] if rest is not None else None
-            if state not in SQUARED_MEANS and state != STEP_COUNT:
-                continue
-            try:
-                chunks = _state_chunks(reader, entry)
-                problem = (
-                    _step_problem(chunks) if state == STEP_COUNT else _negative_problem(chunks)
-                )
-            except (CheckpointFormatError, CheckpointFileError):
-                continue
-            if problem is not None:
-                report.add(ERROR, f"[{key}]", problem)
+def optimizer_value_check(roots: state_keys.StateRoots) -> TensorCheck:
+    """What validate --deep of a checkpoint without a manifest, whose bytes no digest
+    vouches for, also looks for in each tensor `check_values` reads (so the states are read
+    once, not again here): an error naming each optimizer state key that holds what no
+    optimizer writes, a negative second moment or a step count below 0 or between whole
+    numbers (an edited or corrupted state a resume would load without a word: Adam's update
+    divides by the moment's square root). A tensor that cannot be read is `check_values`'
+    finding."""
+
+    def problem(key: str, values: torch.Tensor) -> str | None:
+        rest = roots.state_path(key)
+        state = rest.rpartition(".")[2] if rest is not None else None
+        if state == STEP_COUNT:
+            return _step_problem(_pieces(values))
+        if state in SQUARED_MEANS:
+            return _negative_problem(_pieces(values))
+        return None
+
+    return problem
 
 
-def _state_chunks(reader: CheckpointReader, entry: TensorEntry) -> Iterator[torch.Tensor]:
-    """The chunks of `entry` holding elements, read one at a time, as flat pieces of at most
-    `PIECE_ELEMENTS` of the chunk (widened to float where the dtype compares only so)."""
+def _pieces(values: torch.Tensor) -> Iterator[torch.Tensor]:
+    """`values` flat, as pieces of at most `PIECE_ELEMENTS` (widened to float where the
+    dtype compares only so), so that a widened copy takes a piece's memory, not a tensor's."""
     import torch
 
-    if reader.coverage_problems(entry):
-        return
-    for chunk in entry.chunks:
-        if not chunk.numel:
-            continue
-        values = reader.read_chunk(entry, chunk).reshape(-1)
-        for piece in values.split(PIECE_ELEMENTS):
-            wide = piece.is_floating_point() and piece.dtype != torch.float64
-            yield piece.float() if wide else piece
+    for piece in values.detach().reshape(-1).split(PIECE_ELEMENTS):
+        wide = piece.is_floating_point() and piece.dtype != torch.float64
+        yield piece.float() if wide else piece
 
 
 def _negative_problem(pieces: Iterator[torch.Tensor]) -> str | None:

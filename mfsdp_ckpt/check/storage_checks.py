@@ -9,6 +9,8 @@ a blob whose CRC fails is damage whatever the writer (mfsdp, verl, Megatron-LM).
 from __future__ import annotations
 
 import stat
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.check.report import ERROR, WARNING, Progress, ValidationReport
 from mfsdp_ckpt.format import layout
@@ -25,7 +27,14 @@ from mfsdp_ckpt.storage.reader import (
     unclaimed_storage_entries,
 )
 
+if TYPE_CHECKING:
+    import torch
+
 HASH_MISMATCH = "{} differs from the manifest (bytes changed after save)"
+
+# A further check of a tensor's values, given its key: what is wrong with them, in one
+# message, or None. `check_values` runs it on the tensor it has read for its own count.
+TensorCheck = Callable[[str, "torch.Tensor"], "str | None"]
 
 
 def check_files(paths, reader: CheckpointReader, manifest: Manifest | None, report) -> None:
@@ -222,8 +231,14 @@ def check_objects(reader: CheckpointReader, report: ValidationReport) -> None:
 
 
 def check_values(
-    reader: CheckpointReader, report: ValidationReport, progress: Progress | None
+    reader: CheckpointReader,
+    report: ValidationReport,
+    progress: Progress | None,
+    also: TensorCheck | None = None,
 ) -> None:
+    """Every tensor read once, a tensor at a time, for NaN/Inf, and for what `also` looks
+    for (the optimizer's value checks of a checkpoint without a manifest): on a checkpoint
+    of hundreds of gigabytes a second read of any tensor costs as much as the first."""
     entries = list(reader.tensors.values())
     missing = _missing_files(reader)
     unread: dict[str, list[str]] = {}  # a data file reported missing -> the tensors in it
@@ -243,6 +258,9 @@ def check_values(
                     nans = count_nan_tensor(tensor)
                     infs = nonfinite - nans
                     report.add(ERROR, where, f"{nans} NaN and {infs} Inf values")
+                problem = also(entry.name, tensor) if also is not None else None
+                if problem is not None:
+                    report.add(ERROR, where, problem)
         if progress:
             progress(done, len(entries))
     _report_unread(unread, report)

@@ -25,9 +25,9 @@ from mfsdp_ckpt.check.config_checks import check_against_config
 from mfsdp_ckpt.check.optimizer_checks import (
     check_optimizer,
     check_optimizer_dcp,
-    check_optimizer_values,
     joint_tables,
     optimizer_record,
+    optimizer_value_check,
 )
 from mfsdp_ckpt.check.removed_while_read import (
     dir_stamps,
@@ -169,13 +169,14 @@ def _run_checks(
     )
     if deep:
         readers = [reader] if optimizer is None else [reader, optimizer]
+        also = None
         if manifest is not None:
             check_hashes(paths, manifest, report, hash_progress)
-        else:  # no digest vouches for the optimizer's values: read them
-            check_optimizer_values(readers, state_roots, report)
+        else:  # no digest vouches for the optimizer's values: check them as they are read
+            also = optimizer_value_check(state_roots)
         total, done = sum(len(r.tensors) for r in readers), 0
         for each in readers:
-            check_values(each, report, _shifted(progress, done, total))
+            check_values(each, report, _shifted(progress, done, total), also)
             check_objects(each, report)
             done += len(each.tensors)
     return report
