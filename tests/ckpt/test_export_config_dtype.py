@@ -5,7 +5,7 @@ A trainer keeps fp32 weights under the config.json of the bf16 release it starte
 dtype no export writes). `--dtype auto` writes the config's dtype when it names one an
 export writes, else the checkpoint's own; either way the exported config.json must say
 what the safetensors hold, or `from_pretrained` builds the model in one dtype and loads
-another (red team report F6: a bf16 config over fp32 tensors).
+another (a bf16 config over fp32 tensors).
 """
 
 from __future__ import annotations
