@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mfsdp_ckpt.checkpointer import Checkpointer, load_checkpoint
 from mfsdp_ckpt.format import layout
 from trainer.distributed import init_distributed
-from trainer.model import SHAPES as MODEL_SHAPES
+from trainer.shapes import SHAPES as MODEL_SHAPES
 from trainer.tiny import tiny_config_kwargs
 
 

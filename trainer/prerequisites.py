@@ -8,7 +8,8 @@ is installed but broken still fails in the ranks, in one line), and the CUDA dri
 how many GPUs this process sees (CUDA_VISIBLE_DEVICES included), as torch would. A wandb
 tracker needs a key wandb will find (`trainer.wandb_key`, read without importing wandb).
 A GRPO run whose prompt and response lengths add up past the model's context crashed in
-vLLM's engine with a traceback per rank: the limit is read from the model's config here.
+vLLM's engine with a traceback per rank: the limit is read from the model's config (or its
+named shape's fields) here.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, NamedTuple
 
 from trainer.config import ConfigError
 from trainer.model_source import ModelSource, check_tokenizer_present, resolve_model_source
+from trainer.shapes import SHAPES
 from trainer.wandb_key import wandb_key_problem
 
 VLLM_MISSING = (
@@ -121,8 +123,10 @@ def check_context_length(cfg: Any, source: ModelSource | None) -> None:
     included): vLLM refused it only once every rank had loaded, with a traceback. The hf
     engine is held to the same limit: its rotary embedding runs on past it, at positions
     the model never saw, and the actor trains on those sequences with either engine.
-    Where the config does not say (no model dir, a rope scaling vLLM would read otherwise)
-    or VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, nothing is refused here."""
+    A named shape (`model.shape`, no model dir) is held to its own fields: vLLM and the hf
+    engine run it the same way. Where the config does not say (an unreadable config.json,
+    an unknown shape, a rope scaling vLLM would read otherwise) or
+    VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, nothing is refused here."""
     if os.environ.get(LONG_CONTEXT_ALLOWED, "0").strip().lower() in ("1", "true"):
         return
     fields = _model_config_fields(cfg.model, source)
@@ -196,12 +200,14 @@ def _number(value: Any) -> bool:
 
 
 def _model_config_fields(model: Any, source: ModelSource | None) -> dict[str, Any] | None:
-    """The run's model config as data: its model dir's config.json or a checkpoint's
-    derived one, with `model.overrides` on top; None without a model dir or a readable
-    config."""
+    """The run's model config as data: its model dir's config.json, a checkpoint's derived
+    one or its named shape's fields, with `model.overrides` on top; None without a readable
+    config or a known shape."""
     if source is None:
-        return None
-    if source.derived is not None:
+        fields = shape_config_fields(model.shape)
+        if fields is None:  # the model build names the unknown shape
+            return None
+    elif source.derived is not None:
         fields = dict(source.derived)
     elif source.assets is not None:
         from mfsdp_ckpt.convert.hf_config import HFConfigError, read_config_json
@@ -215,12 +221,24 @@ def _model_config_fields(model: Any, source: ModelSource | None) -> dict[str, An
     return {**fields, **model.overrides}
 
 
+def shape_config_fields(shape: str) -> dict[str, Any] | None:
+    """The config.json fields of the named shape `shape` (`tiny` or a `SHAPES` entry), None
+    for an unknown name. The tiny shape's vocabulary is sized to the run's tokenizer when
+    the model is built (trainer.model); its other fields, the context among them, are not."""
+    if shape == "tiny":
+        from trainer.tiny import tiny_config_kwargs
+
+        return {"model_type": "qwen2", **tiny_config_kwargs(vocab_size=0)}
+    return dict(SHAPES[shape]) if shape in SHAPES else None
+
+
 def _config_named(model: Any, source: ModelSource | None, key: str) -> str:
     """Where the limit's setting `key` is: model.overrides, the model dir's config.json (by
-    the key that named that dir), or a checkpoint's record."""
+    the key that named that dir), a checkpoint's record, or the named shape."""
     if key.split(".")[0] in model.overrides:  # a rope scaling's key is under its block
         return "model.overrides"
-    assert source is not None
+    if source is None:
+        return f"model.shape={model.shape}"
     if source.assets is not None:
         return f"{source.assets_key} {source.assets / 'config.json'}"
     return f"the record of model.path {model.path}"

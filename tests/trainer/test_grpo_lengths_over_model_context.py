@@ -6,8 +6,9 @@ the hf engine ran on at positions the model never saw. The limit is the one vLLM
 a linear or dynamic rope scaling multiplies it, llama3 has counted its factor in
 max_position_embeddings, yarn multiplies its original_max_position_embeddings (a Qwen2.5
 config with the 128K yarn block its model card gives was held to 32K), and a gemma3
-model's limit is already scaled. Where no config tells (a named shape), vLLM's own refusal
-is one line naming the keys."""
+model's limit is already scaled. Where the check lets a length through that vLLM refuses
+(VLLM_ALLOW_LONG_MAX_MODEL_LEN unset in its ranks, a config the check cannot read), vLLM's
+own refusal is one line naming the keys."""
 
 import json
 from pathlib import Path
@@ -190,7 +191,7 @@ def test_model_overrides_and_vllms_own_switch_are_heeded(model_and_rows, tmp_pat
 
 @pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed")
 def test_vllms_refusal_where_no_model_dir_tells_is_one_line_naming_the_keys(tmp_path):
-    """The tiny named shape (512 positions) has no model dir to read before launch."""
+    """The engine itself, past the tiny shape's 512 positions: its refusal is one line."""
     from transformers import Qwen2Config
 
     from trainer.model import write_hf_assets
