@@ -599,7 +599,7 @@ def export_hf(
         merge_onto_base,
     )
 
-    mfsdp_lora = lora_manifest(ckpt) is not None
+    mfsdp_lora = lora_manifest(ckpt, io) is not None
     if not mfsdp_lora and adapter_only:
         flags = _megatron_adapter_flags(layout_name, max_shard_size, workers)
         return export_megatron_adapter(

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from mfsdp_ckpt.convert import tied_head
 from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, ForeignWeightsError
 from mfsdp_ckpt.convert.export_source import ExportSource, expected_weights_of
+from mfsdp_ckpt.convert.megatron_config import HF_CONFIG_OPTION
 from mfsdp_ckpt.convert.megatron_lora import (
     MegatronLora,
     adapter_kind,
@@ -52,6 +53,10 @@ from mfsdp_ckpt.storage.reader import TensorEntry
 if TYPE_CHECKING:
     import torch
 
+
+# The command whose flags an adapter's remedy names: validate and `mfsdp train`, which plan
+# an export too, take neither --adapter-only nor a base model's weights.
+EXPORT_COMMAND = "mfsdp ckpt export-hf"
 
 DTYPES = {"bf16": BFLOAT16, "fp16": FLOAT16, "fp32": FLOAT32}
 
@@ -196,14 +201,17 @@ def plan_export(
     drop_mtp: bool = False,
     compare_tied_head: bool = True,
     hf_config: str | os.PathLike | None = None,
+    config_option: str = HF_CONFIG_OPTION,
 ) -> ExportPlan:
     """Map names, check them against the config, choose output dtypes. Raises before any
     weight is written; the one read is of a tied config's stored `lm_head.weight` (or
     Megatron-core's `output_layer.weight`) and the embedding, compared before the head is
     dropped (`_refuse_untied_head`; not with `compare_tied_head` false: validate reads
     values only when asked to go deep). `hf_config`: where `config` came from when the
-    user gave it (--hf-config), None for the checkpoint's own.
-    `drop_mtp`: multi-token prediction layers are left out (never read), else refused."""
+    user gave it (--hf-config), None for the checkpoint's own; `config_option` how the
+    command at hand takes a config of the user's own (the trainer: model.hf_config=DIR),
+    which its errors name. `drop_mtp`: multi-token prediction layers are left out (never
+    read), else refused."""
     if layout_name not in ("auto", *LAYOUTS):
         raise ExportUsageError(f"--layout {layout_name!r}: choose auto, {', '.join(LAYOUTS)}")
     reader = source.reader
@@ -237,7 +245,8 @@ def plan_export(
             raise ExportError(f"{source.location}: {err}") from None
     _check_against_config(source, config, items, chosen_layout)
     if compare_tied_head and geometry.tie_word_embeddings:
-        _refuse_untied_head(source, stored, _TIED_PAIRS[chosen_layout], hf_config)
+        pair = _TIED_PAIRS[chosen_layout]
+        _refuse_untied_head(source, stored, pair, hf_config, config_option)
     out_dtype = choose_dtype(dtype, config, [reader.tensors[k] for k in stored.values()])
     cast_from_config = dtype == "auto" and _config_dtype(config) is not None
     dtypes = {}
@@ -310,8 +319,9 @@ def _megatron_lora(
             f"[{min(adapters.values())}]: {len(adapters)} {adapter_kind(adapters)} adapter"
             f" tensor(s) and no base weights: a {adapter_kind(adapters)} (LoRA) checkpoint,"
             " which holds the adapter only;"
-            " export it with --adapter-only (a Hugging Face PEFT adapter), or merge it with"
-            " --hf-config BASE_DIR naming the base model's dir (config.json and *.safetensors)"
+            f" export it with `{EXPORT_COMMAND} --adapter-only` (a Hugging Face PEFT adapter),"
+            f" or merge it with `{EXPORT_COMMAND} --hf-config BASE_DIR` naming the base model's"
+            " dir (config.json and *.safetensors)"
         )
     shapes = {path: paths[path] for path in adapters}
     try:
@@ -434,27 +444,42 @@ def _refuse_untied_head(
     stored: dict[str, str],
     pair: tuple[str, str],
     hf_config: str | os.PathLike | None,
+    config_option: str,
 ) -> None:
     """Under tie_word_embeddings=true the export writes the embedding alone; a stored head
     (`pair`: head and embedding as the layout names them) equal to it is its copy and
     dropped, one that differs in nearly every element was trained untied and dropping it
-    would change the model. That is the config's fault: exit 2 when it is --hf-config's
+    would change the model. That is the config's fault: exit 2 when it is the user's
     (`hf_config`), exit 1 when it is the checkpoint's own (its record, its huggingface/),
-    which the user can only override with --hf-config. One that differs in a few
-    elements, or whose files no longer match the manifest, is damaged instead (exit 1:
-    `tied_head.unequal_verdict`)."""
+    which the user can only override with a config of their own (`config_option`, as the
+    command at hand takes it). One that differs in a few elements, or whose files no
+    longer match the manifest, is damaged instead (exit 1: `tied_head.unequal_verdict`)."""
     head, embedding = stored.get(pair[0]), stored.get(pair[1])
     if head is None or embedding is None:
         return
     if hf_config is not None:
-        config, remedy = f"--hf-config {hf_config}", "give a config with tie_word_embeddings false"
+        config = _given_config(config_option, hf_config)
+        remedy = "give a config with tie_word_embeddings false"
     else:
         config = "the checkpoint's own config"
-        remedy = "pass --hf-config DIR|config.json with tie_word_embeddings false"
+        remedy = f"pass {_config_argument(config_option)} with tie_word_embeddings false"
     verdict = tied_head.dcp_verdict(source.reader, source.paths, (head, embedding), config, remedy)
     if verdict is not None:
         error = ExportUsageError if hf_config is not None and not verdict.damaged else ExportError
         raise error(f"{source.location}: [{head}]: {verdict.what}")
+
+
+def _config_argument(config_option: str) -> str:
+    """How to give a config with `config_option`: a flag (`--hf-config`) with what it takes
+    spelled out; a key (`model.hf_config=DIR`) already shows its value."""
+    return f"{config_option} DIR|config.json" if config_option.startswith("-") else config_option
+
+
+def _given_config(config_option: str, hf_config: str | os.PathLike) -> str:
+    """The config the user gave, as they gave it: `--hf-config X` or `model.hf_config=X`."""
+    if config_option.startswith("-"):
+        return f"{config_option} {hf_config}"
+    return f"{config_option.split('=', 1)[0]}={hf_config}"
 
 
 def convert(plan: ExportPlan, item: MappedTensor) -> list[tuple[str, torch.Tensor]]:

@@ -84,7 +84,7 @@ def resolve_source(ckpt: str, io: str, role: str | None = None) -> ExportSource:
         store = open_store(str(paths.dist_ckpt), io)
         return source_for(paths, CheckpointReader(paths.dist_ckpt, store=store))
     _refuse_critic(ckpt, role)
-    dist_ckpt, hf = _resolve_url(ckpt, open_store(ckpt, io))
+    dist_ckpt, hf = resolve_url(ckpt, open_store(ckpt, io))
     reader = CheckpointReader(dist_ckpt, store=open_store(dist_ckpt, io))
     return ExportSource(dist_ckpt, reader, hf, [])
 
@@ -110,7 +110,7 @@ _URL_DCP_DIRS: tuple[tuple[str, str | None], ...] = (
 _MAX_TRACKER_BYTES = 64  # "100", "release": a few bytes
 
 
-def _resolve_url(url: str, root: ByteStore) -> tuple[str, str | None]:
+def resolve_url(url: str, root: ByteStore) -> tuple[str, str | None]:
     """The URL twin of layout.resolve_checkpoint: (the DCP's URL, its HF assets' URL or None)
     for a DCP itself (a Megatron-LM iter dir, a bare dist_ckpt), a step or role level of the
     layouts in _URL_DCP_DIRS, or a run dir whose latest_checkpointed_iteration.txt names its

@@ -53,13 +53,14 @@ from mfsdp_ckpt.convert.export_source import (
     load_copied_config,
     no_config_json,
     no_tokenizer_in,
+    resolve_url,
     source_for,
 )
 from mfsdp_ckpt.convert.export_verify import bit_pattern
 from mfsdp_ckpt.convert.hf_config import HFConfigError, read_config_json
 from mfsdp_ckpt.format import layout, state_keys
 from mfsdp_ckpt.format.finite import count_nonfinite_tensor
-from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
+from mfsdp_ckpt.format.manifest import MAX_MANIFEST_BYTES, Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.format.model_files import top_level_names
 from mfsdp_ckpt.lora import (
     ADAPTER_CONFIG_FILE,
@@ -81,7 +82,7 @@ from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource
 from mfsdp_ckpt.storage.safetensors_writer import SINGLE_FILE, ShardedSafetensorsWriter, Spec
-from mfsdp_ckpt.storage.tensorstore_store import is_url
+from mfsdp_ckpt.storage.tensorstore_store import is_url, join_location, open_store
 
 if TYPE_CHECKING:
     import torch
@@ -89,12 +90,12 @@ if TYPE_CHECKING:
 MERGED_LAYOUT, ADAPTER_LAYOUT = "hf (LoRA merged)", "peft adapter"
 
 
-def lora_manifest(ckpt: str | os.PathLike) -> Manifest | None:
+def lora_manifest(ckpt: str | os.PathLike, io: str = "auto") -> Manifest | None:
     """The manifest of a local LoRA checkpoint, else None (not LoRA, a URL, or no readable
-    manifest: the ordinary export path then reports whatever is wrong). A `file:` URL
-    naming a local one is refused, naming its local path (`_refuse_local_lora_url`)."""
+    manifest: the ordinary export path then reports whatever is wrong). A URL naming an
+    mfsdp LoRA checkpoint is refused (`_refuse_lora_url`): its export reads local files."""
     if is_url(str(ckpt)):
-        _refuse_local_lora_url(str(ckpt))
+        _refuse_lora_url(str(ckpt), io)
         return None
     try:
         paths = layout.resolve_checkpoint(ckpt)
@@ -104,16 +105,42 @@ def lora_manifest(ckpt: str | os.PathLike) -> Manifest | None:
     return manifest if manifest is not None and manifest.lora is not None else None
 
 
-def _refuse_local_lora_url(url: str) -> None:
-    """ExportUsageError for a `file:` URL naming a local mfsdp LoRA checkpoint: its export
-    reads local files only, and read through the URL as any checkpoint it was told to be a
-    live PEFT model's save, with advice for that."""
+def _refuse_lora_url(url: str, io: str) -> None:
+    """ExportUsageError for a URL naming an mfsdp LoRA checkpoint: its export reads local
+    files only, and read through the URL as any checkpoint it was told to be a live PEFT
+    model's save, with advice for that. A `file:` URL names the local path that exports;
+    a store's (gs://, s3://, ...) is to be copied to a local dir first."""
     local = layout.file_url_path(url)
-    if local is not None and lora_manifest(local) is not None:
+    if local is not None:
+        if lora_manifest(local) is not None:
+            raise ExportUsageError(
+                f"{url}: an mfsdp LoRA checkpoint, exported from its local files; give the"
+                f" local path itself, {local}"
+            )
+        return
+    if _url_manifest_records_lora(url, io):
         raise ExportUsageError(
-            f"{url}: an mfsdp LoRA checkpoint, exported from its local files; give the local"
-            f" path itself, {local}"
+            f"{url}: an mfsdp LoRA checkpoint, exported from local files only; copy the step"
+            " dir to a local dir first and give that path"
         )
+
+
+def _url_manifest_records_lora(url: str, io: str) -> bool:
+    """Whether the manifest of the step at `url` records a LoRA adapter: our steps keep
+    manifest.json beside dist_ckpt/. Its few bytes are read before any weight; a store that
+    cannot be read fails here as the export itself would."""
+    dist_ckpt, _ = resolve_url(url, open_store(url, io))
+    step = dist_ckpt.rstrip("/").rsplit("/", 1)[0]
+    store = open_store(step, io)
+    size = store.size(layout.MANIFEST_FILE)
+    if size is None or size > MAX_MANIFEST_BYTES:  # not ours: the export says what it is
+        return False
+    text = store.read_range(layout.MANIFEST_FILE, 0, size).decode(errors="replace")
+    try:
+        manifest = Manifest.from_json(text, source=join_location(step, layout.MANIFEST_FILE))
+    except ManifestError:
+        return False
+    return manifest.lora is not None
 
 
 def export_lora(
