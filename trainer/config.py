@@ -139,11 +139,9 @@ class ModelConfig:
         None  # local HF model dir (config.json, tokenizer, weights) or any checkpoint
     )
     hf_config: LocalPath | None = (
-        None  # for a checkpoint without huggingface/: the HF config + tokenizer dir
+        None  # with a checkpoint `path` only: the HF config + tokenizer dir
     )
-    shape: str = (
-        "tiny"  # used when path is unset: tiny | qwen2-0.5b | qwen2-1.5b | qwen2.5-7b | ...
-    )
+    shape: str = "tiny"  # without `path` only: tiny | qwen2-0.5b | qwen2-1.5b | qwen2.5-7b | ...
     random_init: bool = False  # with `path`: take only its config.json, initialise randomly
     tokenizer: LocalPath | None = None  # default: `path`, else the embedded tiny tokenizer
     overrides: HFOverrides = field(default_factory=dict)  # HF config fields: {num_hidden_layers: 4}

@@ -27,11 +27,13 @@ from mfsdp_ckpt.format.hub_id import hub_id_hint
 from mfsdp_ckpt.storage.writable import require_writable_dir
 from trainer.config import ConfigError, path_values
 
+# What model.hf_config must name (model_source checks it too, where it would go unread)
+HF_CONFIG_NEEDED = "a local Hugging Face model dir or config.json"
 # (section, key, what it must name): the model path itself is checked by model_source,
 # data files by cli.launch.check_data_files (each with its own hint).
 PATH_KEYS = (
     ("model", "tokenizer", "a local tokenizer dir"),
-    ("model", "hf_config", "a local Hugging Face model dir or config.json"),
+    ("model", "hf_config", HF_CONFIG_NEEDED),
     ("model", "lora_adapter_path", "a local PEFT adapter dir"),
     ("reward", "path", "a local python file"),
 )

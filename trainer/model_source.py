@@ -40,12 +40,13 @@ from mfsdp_ckpt.format.layout import (
     resolve_checkpoint,
 )
 from trainer.config import ConfigError, ModelConfig
-from trainer.local_paths import missing_path
+from trainer.local_paths import HF_CONFIG_NEEDED, missing_path
 
 # How a run takes a config of the user's own: what derivation errors ask for (export-hf's
 # --hf-config is no option of `mfsdp train`)
 HF_CONFIG_KEY = "model.hf_config=DIR"
 _DERIVED_KEPT = 4  # checkpoints whose derived source a process keeps (a run resolves one)
+DEFAULT_SHAPE = ModelConfig.shape  # what model.shape is when the config does not set it
 # The files AutoTokenizer builds a tokenizer from (fast, sentencepiece, BPE, WordPiece) or
 # configures one with: a dir holding none of them has no tokenizer.
 TOKENIZER_FILES = (
@@ -112,7 +113,9 @@ def _refuse_unreadable_config(config_file: Path) -> None:
 def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
     """The model's source for `cfg.path`, or None when the run builds a named shape."""
     if cfg.path is None:
+        _refuse_unread_hf_config(cfg, f"without model.path the run builds model.shape {cfg.shape}")
         return None
+    _refuse_unread_shape(cfg)
     path = _checked_dir("model.path", cfg.path, "a local Hugging Face model dir or checkpoint")
     if not path.is_dir():
         raise ConfigError(
@@ -123,6 +126,9 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
     # the .bin records beside config.json in the HF Trainer's checkpoint-N (training_args.bin,
     # always there) are no weights: the dir is a checkpoint, which resolve_checkpoint reads
     if has_config and (cfg.random_init or looks_like_hf_model(_entries(path))):
+        _refuse_unread_hf_config(
+            cfg, f"model.path {cfg.path} is a Hugging Face model dir, whose own config.json is used"
+        )
         return ModelSource(assets=path)
     try:  # config.json without weights may still be a checkpoint: the HF Trainer's checkpoint-N
         checkpoint = resolve_checkpoint(path)
@@ -149,6 +155,45 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
     return ModelSource(
         assets=_checkpoint_assets(cfg, checkpoint), checkpoint=checkpoint, assets_key=assets_key
     )
+
+
+def _refuse_unread_hf_config(cfg: ModelConfig, why_unread: str) -> None:
+    """`model.hf_config` gives the config and tokenizer of a checkpoint without huggingface/.
+    Beside a Hugging Face model dir (whose own config.json the run trains) or without
+    model.path (a named shape) nothing read it: the run trained another model than the
+    config given, with exit 0. Refused before launch, once the path itself is checked (a
+    missing one or a weights file is named as that)."""
+    if cfg.hf_config is None:
+        return
+    _checked_hf_config(cfg.hf_config)
+    raise ConfigError(
+        f"model.hf_config: {cfg.hf_config} would not be read: {why_unread} (model.hf_config is"
+        " the config and tokenizer of a checkpoint without huggingface/); set config fields"
+        " with model.overrides, or drop model.hf_config"
+    )
+
+
+def _refuse_unread_shape(cfg: ModelConfig) -> None:
+    """With model.path set, the model's config is model.path's: a named model.shape beside
+    it was never read, and the run trained another model than the shape asked for."""
+    if cfg.shape == DEFAULT_SHAPE:  # the default: not told apart from a config that omits it
+        return
+    raise ConfigError(
+        f"model.shape: {cfg.shape} would not be read: the model's config comes from"
+        f" model.path {cfg.path}; drop model.shape, or set config fields with model.overrides"
+    )
+
+
+def _checked_hf_config(value: str) -> Path:
+    """model.hf_config's dir (or config.json), named by its key where it is missing, a URL
+    or a weights file rather than the dir holding it."""
+    from mfsdp_ckpt.convert.hf_config import weights_file_problem
+
+    path = _checked_dir("model.hf_config", value, HF_CONFIG_NEEDED)
+    problem = weights_file_problem(value)
+    if problem:
+        raise ConfigError(f"model.hf_config: {problem}")
+    return path
 
 
 def check_tokenizer_present(cfg: ModelConfig, source: ModelSource | None) -> None:
@@ -318,9 +363,7 @@ def _checked_tokenizer_dir(checkpoint: CheckpointPaths) -> Path | None:
 
 def _checkpoint_assets(cfg: ModelConfig, checkpoint: CheckpointPaths) -> Path:
     if cfg.hf_config is not None:
-        assets = _checked_dir(
-            "model.hf_config", cfg.hf_config, "a local Hugging Face model dir or config.json"
-        )
+        assets = _checked_hf_config(cfg.hf_config)
         assets = assets.parent if assets.is_file() else assets
         if not (assets / "config.json").is_file():
             raise ConfigError(f"model.hf_config: {cfg.hf_config} has no config.json")
@@ -399,7 +442,13 @@ def load_checkpoint_weights(model, source: ModelSource) -> None:
     try:
         _refuse_critic(source.checkpoint.dist_ckpt, source.checkpoint.role)
         _refuse_uncomputable_record(source, model.config, reader)
-        plan = plan_export(source_for(source.checkpoint, reader), model.config, dtype="fp32")
+        plan = plan_export(
+            source_for(source.checkpoint, reader),
+            model.config,
+            dtype="fp32",
+            hf_config=source.assets if source.assets_key == "model.hf_config" else None,
+            config_option=HF_CONFIG_KEY,
+        )
     except (ExportUsageError, ExportError, MegatronConfigError) as err:  # config does not fit
         raise ConfigError(f"model.path: {err}") from None
     targets = dict(model.named_parameters()) | dict(model.named_buffers())

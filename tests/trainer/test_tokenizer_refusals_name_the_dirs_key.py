@@ -34,9 +34,9 @@ def _refusal(cfg: ModelConfig) -> str:
     return str(caught.value)
 
 
-def test_a_model_dir_without_tokenizer_is_named_as_model_path_beside_model_hf_config(model_dirs):
-    model, bare = model_dirs
-    refusal = _refusal(ModelConfig(path=str(bare), hf_config=str(model)))
+def test_a_model_dir_without_tokenizer_is_named_as_model_path(model_dirs):
+    _, bare = model_dirs
+    refusal = _refusal(ModelConfig(path=str(bare)))
     assert refusal.startswith(f"model.path: {bare} holds no tokenizer files"), refusal
 
 
@@ -57,5 +57,5 @@ def test_a_tokenizer_without_chat_template_is_named_by_the_key_of_its_dir(model_
         load_tokenizer(ModelConfig(path=str(CHECKPOINT_RUN), hf_config=str(plain)))
     assert str(caught.value).startswith(f"model.hf_config: the tokenizer in {plain} has no chat")
     with pytest.raises(ConfigError) as caught:
-        load_tokenizer(ModelConfig(path=str(plain), hf_config=str(model)))
+        load_tokenizer(ModelConfig(path=str(plain)))
     assert str(caught.value).startswith(f"model.path: the tokenizer in {plain} has no chat")
