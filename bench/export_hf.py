@@ -1,7 +1,8 @@
 """export-hf on CPU: wall time and peak RSS against the usual ways out, in one run.
 
 Makes Qwen2.5-shaped checkpoints (random fp32 weights, model only, one process, through
-mfsdp's Checkpointer; kept for the next run), then runs each method in a fresh subprocess,
+mfsdp's Checkpointer; in a fresh temporary dir removed at the end, or kept in `--dir` for
+the next run), then runs each method in a fresh subprocess,
 timing it and reading that child's peak RSS from wait4(), so the numbers are independent.
 Methods are interleaved and repeated (`--repeat`, rotating the order each round) and the
 median wall time is reported, because one run on a shared VM moves by +-50%:
@@ -15,8 +16,7 @@ median wall time is reported, because one run on a shared VM moves by +-50%:
   and start-up + `import torch`, which a cast (bf16) or a tensor transform adds; fp32 of
   an fp32 checkpoint does not import torch.
 
-    python bench/export_hf.py --dir /work/bench_export --shapes 0.5b 1.5b 3b \
-        --baselines-at 1.5b --repeat 3
+    python bench/export_hf.py --shapes 0.5b 1.5b 3b --baselines-at 1.5b --repeat 3
 
 Prints a markdown table (median wall time, its ratio to cp and to cp + sync, the spread;
 peak RSS against the target 1.5 x largest tensor + 0.5 GiB; load average while it ran)
@@ -26,15 +26,18 @@ and, last, one JSON line per row.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -301,9 +304,80 @@ def summary_rows(
     ]
 
 
+# A column of the printed table: its header and how a summary row's cell reads.
+Column = tuple[str, Callable[[dict], object]]
+# The columns every conversion bench prints first: the shape, the method, its wall time.
+WALL_COLUMNS: list[Column] = [
+    ("shape", itemgetter("shape")),
+    ("model GB", itemgetter("model_gb")),
+    ("largest tensor GiB", itemgetter("largest_tensor_gib")),
+    ("method", itemgetter("method")),
+    (
+        "median wall s (min-max, runs)",
+        lambda r: f"{r['wall_s']} ({r['wall_min_max'][0]}-{r['wall_min_max'][1]}, {r['runs']})",
+    ),
+    ("x cp", itemgetter("ratio_vs_cp")),
+    ("x cp+sync", itemgetter("ratio_vs_cp_sync")),
+]
+CPU_COLUMN: Column = ("median CPU s (user + sys)", itemgetter("cpu_s"))
+PEAK_RSS_COLUMN: Column = ("peak RSS GiB", itemgetter("peak_rss_gib"))
+RSS_TARGET_COLUMN: Column = ("RSS target GiB", itemgetter("rss_target_gib"))
+LOAD_COLUMN: Column = ("load", lambda r: f"{r['load_min_max'][0]}-{r['load_min_max'][1]}")
+EXPORT_COLUMNS = [*WALL_COLUMNS, PEAK_RSS_COLUMN, RSS_TARGET_COLUMN, LOAD_COLUMN]
+
+
+def _table_line(cells: Sequence[object]) -> str:
+    return "| " + " | ".join(str(cell) for cell in cells) + " |"
+
+
+def print_results(rows: list[dict], columns: Sequence[Column]) -> None:
+    """The rows as a markdown table (for docs/benchmarks.md), then each as one JSON line
+    (every field, for a script)."""
+    print(_table_line([header for header, _cell in columns]))
+    print("|---" * len(columns) + "|")
+    for row in rows:
+        print(_table_line([cell(row) for _header, cell in columns]))
+    for row in rows:
+        print(json.dumps(row))
+
+
+def add_dir_arguments(parser: argparse.ArgumentParser, kept: str) -> None:
+    """--dir and --keep: where the `kept` things (made once, slow) and the outputs go."""
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        help=f"Keep the {kept} here and reuse them next run"
+        " (default: a fresh temporary dir, removed at the end).",
+    )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="Keep the temporary dir (its path is printed) when --dir is not given.",
+    )
+
+
+@contextlib.contextmanager
+def bench_dir(chosen: Path | None, *, keep: bool, prefix: str) -> Iterator[Path]:
+    """`chosen` (made if missing, never removed: its models are reused), else a fresh dir
+    under the system's temporary dir, removed at the end unless `keep`: a run with no --dir
+    leaves nothing behind and needs no particular path on the machine."""
+    if chosen is not None:
+        chosen.mkdir(parents=True, exist_ok=True)
+        yield chosen
+        return
+    scratch = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield scratch
+    finally:
+        if keep:
+            print(f"# kept {scratch}", file=sys.stderr)
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dir", type=Path, default=Path("/work/bench_export"))
+    add_dir_arguments(parser, "checkpoints")
     parser.add_argument("--shapes", nargs="+", default=["0.5b", "1.5b", "3b"], choices=list(SHAPES))
     parser.add_argument("--baselines-at", nargs="*", default=["1.5b"])
     parser.add_argument(
@@ -318,27 +392,12 @@ def main() -> None:
     parser.add_argument(
         "--cleanup",
         action="store_true",
-        help="Delete the checkpoints afterwards (default: keep them).",
+        help="Delete the checkpoints afterwards (default: keep them in --dir).",
     )
     args = parser.parse_args()
-    args.dir.mkdir(parents=True, exist_ok=True)
-    results = [row for shape in args.shapes for row in measure_shape(shape, args)]
-    print(
-        "| shape | model GB | largest tensor GiB | method | median wall s (min-max, runs) "
-        "| x cp | x cp+sync | peak RSS GiB | RSS target GiB | load |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for r in results:
-        low, high = r["wall_min_max"]
-        print(
-            f"| {r['shape']} | {r['model_gb']} | {r['largest_tensor_gib']} | {r['method']} "
-            f"| {r['wall_s']} ({low}-{high}, {r['runs']}) "
-            f"| {r['ratio_vs_cp']} | {r['ratio_vs_cp_sync']} | {r['peak_rss_gib']} "
-            f"| {r['rss_target_gib']} |"
-            f" {r['load_min_max'][0]}-{r['load_min_max'][1]} |"
-        )
-    for r in results:
-        print(json.dumps(r))
+    with bench_dir(args.dir, keep=args.keep, prefix="mfsdp_bench_export_") as args.dir:
+        results = [row for shape in args.shapes for row in measure_shape(shape, args)]
+    print_results(results, EXPORT_COLUMNS)
 
 
 if __name__ == "__main__":

@@ -2,10 +2,11 @@
 
 Writes Qwen2.5-shaped Hugging Face model dirs (random bf16 weights, as releases ship,
 sharded at 5 GB like `save_pretrained`; written tensor by tensor through mfsdp's own
-safetensors writer, so making a 3B model does not need 3B in memory; kept for the next
-run), then runs each method in a fresh subprocess, timing it and reading that child's
-peak RSS from wait4() (`bench/export_hf.py`'s measurement). Methods are interleaved and
-repeated (`--repeat`, order rotated each round), and the median wall time is reported:
+safetensors writer, so making a 3B model does not need 3B in memory; in a fresh temporary
+dir removed at the end, or kept in `--dir` for the next run), then runs each method in a
+fresh subprocess, timing it and reading that child's peak RSS from wait4()
+(`bench/export_hf.py`'s measurement). Methods are interleaved and repeated (`--repeat`,
+order rotated each round), and the median wall time is reported:
 
 * `cp -r` of the model dir (the floor) and `cp -r` + `sync` (import fsyncs, so this is
   the like-for-like floor);
@@ -15,7 +16,7 @@ repeated (`--repeat`, order rotated each round), and the median wall time is rep
 * start-up alone (importing the CLI and the import modules), the fixed cost in every
   import row, and start-up + `import torch`, which only a `--dtype` cast adds.
 
-    python bench/import_hf.py --dir /work/bench_import --shapes 0.5b 1.5b 3b --repeat 3
+    python bench/import_hf.py --shapes 0.5b 1.5b 3b --repeat 3
 
 Prints a markdown table (median wall, ratio to cp and to cp + sync, spread, median CPU
 seconds of the child, peak RSS, the largest tensor, load average) and one JSON line per
@@ -36,12 +37,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.export_hf import COMMON, SHAPES, interleaved_rounds, summary_rows  # noqa: E402
+from bench.export_hf import (  # noqa: E402
+    COMMON,
+    CPU_COLUMN,
+    LOAD_COLUMN,
+    PEAK_RSS_COLUMN,
+    SHAPES,
+    WALL_COLUMNS,
+    add_dir_arguments,
+    bench_dir,
+    interleaved_rounds,
+    print_results,
+    summary_rows,
+)
 
 SHARD_BYTES = 5 * 10**9
 CP, CP_SYNC = "cp -r model dir", "cp -r model dir + sync (durable, as import is)"
 STARTUP = "start-up only: import cli + import modules"
 STARTUP_TORCH = "start-up + import torch (what a --dtype cast adds)"
+IMPORT_COLUMNS = [*WALL_COLUMNS, CPU_COLUMN, PEAK_RSS_COLUMN, LOAD_COLUMN]
 
 
 def make_model_dir(shape: str, base: Path) -> Path:
@@ -150,39 +164,27 @@ def measure_shape(shape: str, args: argparse.Namespace) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dir", type=Path, default=Path("/work/bench_import"))
+    add_dir_arguments(parser, "model dirs")
     parser.add_argument("--shapes", nargs="+", default=["0.5b", "1.5b", "3b"], choices=list(SHAPES))
     parser.add_argument(
         "--repeat", type=int, default=3, help="Interleaved rounds (median reported)."
     )
     parser.add_argument(
-        "--cleanup", action="store_true", help="Delete the model dirs afterwards (default: keep)."
+        "--cleanup",
+        action="store_true",
+        help="Delete the model dirs afterwards (default: keep them in --dir).",
     )
     parser.add_argument(
         "--make", choices=list(SHAPES), help=argparse.SUPPRESS
     )  # the child of make_model_dir
     args = parser.parse_args()
-    args.dir.mkdir(parents=True, exist_ok=True)
-    if args.make:
+    if args.make:  # the parent names its --dir
+        args.dir.mkdir(parents=True, exist_ok=True)
         _make_model_dir(args.make, args.dir)
         return
-    results = [row for shape in args.shapes for row in measure_shape(shape, args)]
-    print(
-        "| shape | model GB | largest tensor GiB | method | median wall s (min-max, runs)"
-        " | x cp | x cp+sync | median CPU s (user + sys)"
-        " | peak RSS GiB | load |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for r in results:
-        low, high = r["wall_min_max"]
-        print(
-            f"| {r['shape']} | {r['model_gb']} | {r['largest_tensor_gib']} | {r['method']} |"
-            f" {r['wall_s']} ({low}-{high}, {r['runs']}) | {r['ratio_vs_cp']} |"
-            f" {r['ratio_vs_cp_sync']} | {r['cpu_s']} |"
-            f" {r['peak_rss_gib']} | {r['load_min_max'][0]}-{r['load_min_max'][1]} |"
-        )
-    for r in results:
-        print(json.dumps(r))
+    with bench_dir(args.dir, keep=args.keep, prefix="mfsdp_bench_import_") as args.dir:
+        results = [row for shape in args.shapes for row in measure_shape(shape, args)]
+    print_results(results, IMPORT_COLUMNS)
 
 
 if __name__ == "__main__":

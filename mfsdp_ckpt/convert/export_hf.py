@@ -39,6 +39,7 @@ from pathlib import Path
 
 from mfsdp_ckpt.check.removed_while_read import reads_checkpoint
 from mfsdp_ckpt.check.validate import manifest_hash_errors, require_valid
+from mfsdp_ckpt.convert.conversion_result import ConversionResult
 from mfsdp_ckpt.convert.export_errors import ExportUsageError, ExportVerifyError
 from mfsdp_ckpt.convert.export_plan import ExportPlan, convert, plan_export, task_cost
 from mfsdp_ckpt.convert.export_scheduler import MIN_BUFFER_BYTES, Progress, run_tasks
@@ -86,7 +87,7 @@ from mfsdp_ckpt.convert.record_agreement import (
     unrecorded_note,
 )
 from mfsdp_ckpt.convert.recorded_vocab import fit_config_file
-from mfsdp_ckpt.convert.units import gb_per_s, human_bytes, took
+from mfsdp_ckpt.convert.units import gb_per_s, took
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dtypes import DType
@@ -106,13 +107,7 @@ from mfsdp_ckpt.storage.writable import require_writable_dir
 
 
 @dataclass
-class ExportResult:
-    out_dir: str
-    layout: str
-    model_type: str
-    dtype: str
-    tensors: int
-    bytes: int
+class ExportResult(ConversionResult):
     files: list[str]
     seconds: float
     mismatches: list[str] | None = None  # None: not verified
@@ -136,15 +131,10 @@ class ExportResult:
         return gb_per_s(self.bytes, self.seconds) or 0.0
 
     @property
-    def convert_gb_per_s(self) -> float | None:
-        return gb_per_s(self.bytes, self.convert_seconds)
-
-    @property
     def verify_gb_per_s(self) -> float | None:
         return gb_per_s(self.bytes, self.verify_seconds)
 
     def summary(self) -> str:
-        converting = self.seconds if self.convert_seconds is None else self.convert_seconds
         verified = ""
         if self.mismatches == []:
             timed = (
@@ -152,8 +142,7 @@ class ExportResult:
             )
             verified = f" verified{timed},"
         return (
-            f"exported {self.tensors} tensors, {human_bytes(self.bytes)}"
-            f" {took(self.bytes, converting)},{verified} {self.seconds:.1f} s in all,"
+            f"exported {self.converted()},{verified} {self.seconds:.1f} s in all,"
             f" {len(self.files)} file(s), {self.dtype}, layout {self.layout},"
             f" {self.model_type} -> {self.out_dir}"
         )

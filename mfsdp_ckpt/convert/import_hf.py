@@ -46,6 +46,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mfsdp_ckpt.convert import tied_head
+from mfsdp_ckpt.convert.conversion_result import ConversionResult
 from mfsdp_ckpt.convert.export_errors import ExportUsageError
 from mfsdp_ckpt.convert.export_hf import check_out_dir
 from mfsdp_ckpt.convert.export_plan import DTYPES
@@ -81,7 +82,6 @@ from mfsdp_ckpt.convert.name_maps import (
     refuse_attention_window,
     refuse_mixed_moe_layers,
 )
-from mfsdp_ckpt.convert.units import gb_per_s, human_bytes, took
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dtypes import DType
@@ -133,13 +133,7 @@ class NonFiniteImportError(ImportFailedError):
 
 
 @dataclass
-class ImportResult:
-    out_dir: str
-    layout: str
-    model_type: str
-    dtype: str
-    tensors: int
-    bytes: int
+class ImportResult(ConversionResult):
     seconds: float
     checkpoint: str  # the DCP directory written (OUT itself for mcore)
     notes: list[str] = field(default_factory=list)
@@ -147,15 +141,9 @@ class ImportResult:
     # with reading headers and building config.json with transformers (its import: seconds)
     convert_seconds: float | None = None
 
-    @property
-    def convert_gb_per_s(self) -> float | None:
-        return gb_per_s(self.bytes, self.convert_seconds)
-
     def summary(self) -> str:
-        converting = self.seconds if self.convert_seconds is None else self.convert_seconds
         return (
-            f"imported {self.tensors} tensors, {human_bytes(self.bytes)}"
-            f" {took(self.bytes, converting)}, {self.seconds:.1f} s in all, {self.dtype},"
+            f"imported {self.converted()}, {self.seconds:.1f} s in all, {self.dtype},"
             f" layout {self.layout}, {self.model_type} -> {self.out_dir}"
         )
 
