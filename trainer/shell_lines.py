@@ -14,6 +14,7 @@ caller can say when the verl command is in one (a job script fed to `sbatch <<EO
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from trainer.shell_quoting import OPERATORS
 
@@ -174,6 +175,26 @@ _COMMAND_NEXT = frozenset({"then", "do", "else", "elif", "!", "if", "while", "un
 # or succeeds, or runs in a subshell of its own (a pipeline, `&`): what it sets is not set for
 # the script
 _GUARDS = OPERATORS
+# a compound command after one of these, or before one, is an element of a pipeline: bash runs
+# each in a subshell of its own (no `lastpipe`)
+_PIPES = frozenset({"|", "|&"})
+
+
+@dataclass
+class Reading:
+    """One command as `Blocks.read` found it."""
+
+    guarded: bool  # any of it may not run (a block that may not run, after a guard)
+    words: list[str]  # its words less the parentheses of the subshells it opens or closes
+    # the scopes it opens (None) and closes (True: a subshell's, whose settings are not seen
+    # after it; False: a block that runs in the script's shell), in order: each block is one
+    scopes: list[bool | None] = field(default_factory=list)
+
+    def opened_first(self) -> int:
+        """How many scopes it opens before closing any: those its own words run in."""
+        return next(
+            (at for at, scope in enumerate(self.scopes) if scope is not None), len(self.scopes)
+        )
 
 
 class Blocks:
@@ -181,46 +202,61 @@ class Blocks:
     `until` bodies, function bodies, `( ... )` subshells) or after `&&`, `||`, `|` or `&`,
     read word by word over the commands (split at `;`, with those operators as words of
     their own: `trainer.shell_quoting.mark`). Nothing is evaluated, so what such a command
-    sets runs only maybe (or, in a subshell, is not seen after it): reading it as run gave a
-    debug branch's model path, or an uncalled function's, as the one the verl command gets.
-    A `{ ...; }` group on its own always runs in the script's shell: what it sets stands (it
-    was flagged as maybe run, with the value before it used); one that is a function's body,
-    or follows `&&`/`||`/`|`/`&`, is a block like the others."""
+    sets runs only maybe: reading it as run gave a debug branch's model path, or an uncalled
+    function's, as the one the verl command gets. What a subshell's commands set is seen by
+    the commands after them inside it (a verl command in `( MODEL=/m/b; python3 ... )`
+    gets /m/b), and not after it: each block is a scope (`Reading.scopes`) that the
+    variables undo when it ends as a subshell. A `{ ...; }` group on its own always runs in
+    the script's shell (what it sets stands), unless it is an element of a pipeline or run in
+    the background (`{ ...; } | tee log`: a subshell, found at its `}`); one that is a
+    function's body, or follows `&&`/`||`, is a block that may not run, and one after `|` or
+    `&` a subshell."""
 
     def __init__(self) -> None:
         # the words that close the blocks open now, innermost last, each with whether what
-        # runs inside it runs only maybe (all but a plain `{ ...; }` group)
-        self.open: list[tuple[str, bool]] = []
+        # runs inside it runs only maybe (all but a `{ ...; }` group and a `( ... )`
+        # subshell) and whether it runs in a subshell
+        self.open: list[tuple[str, bool, bool]] = []
         self.before = ""  # the last word read, over commands (`f()` then `{` on the next line)
         self.body_next = False  # after a function's name: its body, on this line or the next
 
-    def _inside(self) -> bool:
-        return any(maybe for _closer, maybe in self.open)
+    def inside(self) -> bool:
+        """Whether a block that may not run is open."""
+        return any(maybe for _closer, maybe, _subshell in self.open)
 
-    def guarded(self, words: list[str]) -> bool:
-        """Read one command's shell words; True when any of it is inside a block that may
-        not run, opens or closes one, or follows a guard (`&&`, `||`, `|`, `&`)."""
-        guarded = self._inside()
+    def read(self, words: list[str]) -> Reading:
+        """Read one command's shell words: whether any of it is inside a block that may not
+        run, opens or closes one, or follows a guard (`&&`, `||`, `|`, `&`); its words less
+        the subshells' parentheses; the scopes it opens and closes."""
+        reading = Reading(self.inside(), [])
         command = True  # the next word is where a command (or keyword) starts
         name_next = False  # after `function`: the function's name
-        for word in words:
+        for at, word in enumerate(words):
             if name_next:
                 name_next, command, self.body_next, self.before = False, True, True, word
+                reading.words.append(word)
                 continue
             opened = len(word) - len(word.lstrip("(")) if command and word[:2] != "((" else 0
-            self.open += [(")", True)] * opened
+            self.open += [(")", False, True)] * opened
+            reading.scopes += [None] * opened
             core = word[opened:]
-            guarded = guarded or opened > 0 or word in _GUARDS
+            reading.guarded = reading.guarded or word in _GUARDS
             if command and core in _CLOSED_BY:
-                plain_group = core == "{" and not self.body_next and self.before not in _GUARDS
-                self.open.append((_CLOSED_BY[core], not plain_group))
-                guarded = guarded or not plain_group
+                piped = self.before in _PIPES  # an element of a pipeline: a subshell
+                group = core == "{" and not self.body_next and self.before not in _GUARDS - _PIPES
+                self.open.append((_CLOSED_BY[core], not group, piped))
+                reading.scopes.append(None)
+                reading.guarded = reading.guarded or not group
             elif command and self.open and core == self.open[-1][0] != ")":
-                _closer, maybe = self.open.pop()
-                guarded = guarded or maybe
+                _closer, maybe, piped = self.open.pop()
+                reading.scopes.append(piped or _runs_apart(words[at + 1 :]))
+                reading.guarded = reading.guarded or maybe
             elif core == "function" and command:
                 name_next = True
-            closed = self._close_parentheses(core)
+            closed, subshells = self._close_parentheses(core)
+            reading.scopes += [True] * subshells
+            kept = core[: len(core) - subshells]
+            reading.words += [kept] if kept or not (opened or subshells) else []
             self.body_next = core.endswith("()") or (self.body_next and core in ("", "()"))
             command = (
                 closed != core  # after a subshell's `)` or a case pattern's
@@ -230,13 +266,23 @@ class Blocks:
                 or (command and (opened > 0 or core == ""))
             )
             self.before = word
-        return guarded or self._inside()
+        reading.guarded = reading.guarded or self.inside()
+        return reading
 
-    def _close_parentheses(self, core: str) -> str:
+    def _close_parentheses(self, core: str) -> tuple[str, int]:
         """`core` less the `)` that close a subshell or end a case pattern (`7b)`): the
-        parentheses it does not open itself."""
+        parentheses it does not open itself; and how many of them close a subshell."""
+        subshells = 0
         while core.endswith(")") and core.count(")") > core.count("("):
             core = core[:-1]
-            if self.open and self.open[-1][0] == ")":
+            if self.open and self.open[-1][0] == ")":  # not a case pattern's
                 self.open.pop()
-        return core
+                subshells += 1
+        return core, subshells
+
+
+def _runs_apart(rest: list[str]) -> bool:
+    """Whether the compound command that the words `rest` follow runs in a subshell: an
+    element of a pipeline (`} | tee log`, after its redirections) or run in the background."""
+    operators = [word for word in rest if word in _GUARDS]
+    return "&" in operators or (bool(operators[:1]) and operators[0] in _PIPES)

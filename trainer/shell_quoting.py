@@ -15,8 +15,9 @@ refused, naming the variable, and an assignment nobody uses (`IFS=$'\\n\\t'`) co
 A line holds commands apart from its quotes: shlex knows no `;`, so `A=1; B=/models/x` gave A
 the value `1;`, and `cd /x&&MODEL=/m` was one word that set nothing; `MODEL=/m/Qwen; echo hi`
 put `/m/Qwen;` into model.path. Each unquoted, unescaped `;` (`;;`, `;&` and `;;&` ending a
-case arm too) outside `$(...)`, `(...)`, backquotes and `${...}` is marked `COMMAND_END`, a
-word of its own that `commands` splits at; `&&`, `||`, `|`, `|&` and `&` (not `>&`, `&>`
+case arm too) outside `$(...)`, `((...))`, an array's `(...)`, backquotes and `${...}` is
+marked `COMMAND_END`, a word of its own that `commands` splits at (in a `( ... )` subshell
+too: its commands are the script's, run apart); `&&`, `||`, `|`, `|&` and `&` (not `>&`, `&>`
 redirections) become words of their own, so the guarded reading (`shell_lines.Blocks`) sees
 them however they are spaced.
 """
@@ -68,7 +69,7 @@ def mark(line: str) -> str:
             index += len(control)
             continue
         else:
-            nesting.read(char, out[-1] if out else "")
+            nesting.read(char, out[-1] if out else "", _opens_subshell(line, index, out))
             quote = char if char in "'\"" else ""
             out.append(char)
         index += 1
@@ -119,29 +120,58 @@ class _Nesting:
 
     def __init__(self) -> None:
         self.parentheses = 0
+        self.subshells: list[bool] = []  # for each `(` open, whether it opens a subshell
         self.braces = 0
         self.backquoted = False
 
     def outside(self) -> bool:
         return not (self.parentheses or self.braces or self.backquoted)
 
-    def read(self, char: str, before: str) -> None:
-        """Take one unquoted character (`before`: the text just ahead of it). A case pattern's
-        `)` closes nothing: the count stays at 0. Inside `${...}` a parenthesis is text of the
-        word (`${A:-(x}`): counted, it left the rest of the line inside a subshell, and no
-        later `;` on it ended a command (`; MODEL=/m/b` set MODEL to `/m/b;`)."""
+    def read(self, char: str, before: str, subshell: bool = False) -> None:
+        """Take one unquoted character (`before`: the text just ahead of it; `subshell`: a
+        `(` that opens a subshell, whose commands a `;` separates as anywhere: `(MODEL=/m/b;
+        python3 ...)` was read as one command, which set nothing). A case
+        pattern's `)` closes nothing: the count stays at 0. Inside `${...}` a parenthesis is
+        text of the word (`${A:-(x}`): counted, it left the rest of the line inside a
+        subshell, and no later `;` on it ended a command (`; MODEL=/m/b` set MODEL to
+        `/m/b;`)."""
         if char in "()" and self.braces:
             return
         if char == "(":
-            self.parentheses += 1
+            self.subshells.append(subshell)
+            self.parentheses += not subshell
         elif char == ")":
-            self.parentheses = max(0, self.parentheses - 1)
+            nested = not self.subshells.pop() if self.subshells else True
+            self.parentheses = max(0, self.parentheses - nested)
         elif char == "`":
             self.backquoted = not self.backquoted
         elif char == "{" and before == "$":
             self.braces += 1
         elif char == "}" and self.braces:
             self.braces -= 1
+
+
+# the words after which a command starts (`then read -r X`, `if (cd /x)`)
+KEYWORDS_BEFORE_COMMAND = frozenset(
+    {"then", "do", "else", "elif", "if", "while", "until", "!", "{", "time"}
+)
+_KEYWORD_PIECES = 9  # marked pieces enough to hold any of them and more: a longer word is none
+
+
+def _opens_subshell(line: str, index: int, out: list[str]) -> bool:
+    """Whether the unquoted `(` at `index` opens a subshell: it stands where a command
+    starts (the line's start, after `;`, `&`, `|`, `(` or such a keyword) and is not `((`
+    arithmetic; not `$(`, `=(` (an array), `<(` or a function's `()`. Only the blanks and
+    the word before it are read, so marking a line stays linear."""
+    if line[index] != "(" or line.startswith("((", index):
+        return False
+    end = len(out)
+    while end and not out[end - 1].strip(" \t"):
+        end -= 1
+    text = "".join(out[max(0, end - _KEYWORD_PIECES) : end]).rstrip(" \t")
+    if not text or text[-1] in "(;&|" + COMMAND_END:
+        return True
+    return text.rsplit(None, 1)[-1] in KEYWORDS_BEFORE_COMMAND
 
 
 def literal(text: str) -> str:

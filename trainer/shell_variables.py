@@ -15,6 +15,9 @@ set-or-not, a script's `EMPTY=` then `${EMPTY:-/models/x}` gave an empty model p
 variable the script does not set stays as written (a path may take it from this environment,
 `from_environment`); a note says where a default stands in for an argument of the script
 (`${1:-vllm}`). All copies of values together are bounded (`ExpansionTooLarge`).
+What a subshell sets is put back when it ends (`Variables.enter`, `Variables.leave`); after
+`source`, `.` or `eval`, which run text not read here, a variable the verl command uses that
+no assignment after it sets is named with that line (`Variables.opaque_origins`).
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from mfsdp_ckpt.errors import MfsdpUsageError
-from trainer import shell_arithmetic
+from trainer import shell_arithmetic, shell_quoting
 
 ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)$", re.DOTALL)
 # `${1:-vllm}`: a positional parameter (the script's own argument) is matched for its default;
@@ -51,11 +55,6 @@ _INPUT_DEFAULT = {"read": "REPLY", "mapfile": "MAPFILE", "readarray": "MAPFILE"}
 _LOOPS = ("for", "select")
 # what `let` sets: `N=5`, `N+=2`, `N<<=1`, `N++` (not a comparison, `N==5`)
 _LET_SET = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+|--)")
-# words that may stand before a command's name (`then read -r X`, `! read X`), besides a
-# function's name before its body
-_BEFORE_COMMAND = frozenset(
-    {"then", "do", "else", "elif", "if", "while", "until", "!", "{", "time"}
-)
 # the builtins that set variables, and their options that leave a value as written (not
 # `declare -i` arithmetic, `-l`/`-u` case, `-n` a reference to another variable, `-a` arrays)
 _PLAIN_OPTIONS = {
@@ -63,6 +62,21 @@ _PLAIN_OPTIONS = {
     "readonly": frozenset("fp"),
     **{name: frozenset("xrgpfF") for name in ("declare", "typeset", "local")},
 }
+
+
+# the builtins that run text this does not read (a file, a string made as the script runs):
+# they may set any variable (`source ~/.bashrc`, `eval "$(conda shell.bash hook)"`)
+_OPAQUE = frozenset({"source", ".", "eval"})
+# What such a command runs where it only sets up the environment a launch runs in (a
+# virtualenv's or conda's activation, conda's shell hook): their variables are PATH, PS1,
+# VIRTUAL_ENV, CONDA_*, none a verl launch reads.
+_ENVIRONMENT_SETUP = re.compile(
+    r"(?:\S*/)?bin/activate|activate|(?:\S*/)?etc/profile\.d/(?:conda|mamba)\.sh"
+    r"|\$\((?:\S*/)?(?:conda|mamba|micromamba) shell\.\w+ hook\)"
+)
+_ABSENT = object()  # what a table held for a key it did not hold (`_Trail`)
+_Key = TypeVar("_Key")
+_Value = TypeVar("_Value")
 
 
 class ExpansionTooLarge(MfsdpUsageError, ValueError):
@@ -104,14 +118,7 @@ def unknowable_targets(words: list[str]) -> list[tuple[str, str]]:
     runs, each with what sets it: a `for`/`select` loop's name, `read`'s, `mapfile`'s and
     `readarray`'s targets, `printf -v NAME`, `getopts`'s NAME, `let`'s (arithmetic not
     worked out here)."""
-    start = 0
-    while start < len(words) and (
-        words[start].lstrip("(") in _BEFORE_COMMAND
-        or ASSIGNMENT.match(words[start])
-        or words[start].endswith("()")  # a function's name: `f() { read -r MODEL; }`
-        or words[start] == "function"  # with its name: `function f { read -r MODEL; }`
-    ):
-        start += 2 if words[start] == "function" else 1
+    start = _command_start(words)
     name, arguments = (
         (words[start].lstrip("("), words[start + 1 :]) if start < len(words) else ("", [])
     )
@@ -130,6 +137,32 @@ def unknowable_targets(words: list[str]) -> list[tuple[str, str]]:
     else:
         return []
     return [(target, how) for target in targets if _NAME.fullmatch(target)]
+
+
+def _command_start(words: list[str]) -> int:
+    """Where the simple command `words` names the program or builtin it runs: past the
+    keywords, assignments and function names before it (`then read -r X`, `A=1 source x`)."""
+    start = 0
+    while start < len(words) and (
+        words[start].lstrip("(") in shell_quoting.KEYWORDS_BEFORE_COMMAND
+        or ASSIGNMENT.match(words[start])
+        or words[start].endswith("()")  # a function's name: `f() { read -r MODEL; }`
+        or words[start] == "function"  # with its name: `function f { read -r MODEL; }`
+    ):
+        start += 2 if words[start] == "function" else 1
+    return start
+
+
+def opaque_command(words: list[str]) -> str:
+    """The simple command `words` shown (`source env.sh`) if it runs text this does not read
+    (`source`, `.`, `eval`), which may set any variable; "" if not."""
+    start = _command_start(words)
+    if start >= len(words) or words[start].lstrip("(") not in _OPAQUE:
+        return ""
+    runs = words[start + 1 : start + 2]
+    if runs and any(_ENVIRONMENT_SETUP.fullmatch(word) for word in (runs[0], runs[0][:-1])):
+        return ""
+    return " ".join([words[start].lstrip("("), *runs])
 
 
 def _input_targets(builtin: str, arguments: list[str]) -> list[str]:
@@ -156,11 +189,90 @@ def _input_targets(builtin: str, arguments: list[str]) -> list[str]:
     return targets or [_INPUT_DEFAULT[builtin]]
 
 
+def _names_set(words: list[str]) -> list[str]:
+    """The variables the command `words` assigns (`NAME=...`, `export`, an array, an
+    element, `${NAME:=...}`) or unsets; not those `unknowable_targets` names."""
+    names: list[str] = []
+    unsetting = False  # after `unset`: the words are names
+    for word in words:
+        word = word.lstrip("(").rstrip(")")
+        names += [match.group(1) for match in _GUARDED_SET.finditer(word)]
+        if ASSIGNMENT.match(word) or _ELEMENT.match(word):
+            names.append(re.split(r"[+=\[]", word, maxsplit=1)[0])
+        elif unsetting and _NAME.fullmatch(word):
+            names.append(word)
+        unsetting = word == "unset" or (unsetting and word[:1] != "-" and word != "")
+    return names
+
+
+def _names_used(value: str) -> list[str]:
+    """The variables `value` uses: as `$NAME`, `${NAME...}`, `${NAME[@]}`, or a name inside
+    `$(( ... ))`."""
+    names = [reference_name(match) for match in REFERENCE.finditer(value)]
+    names += _INDEXED.findall(value)
+    for match in shell_arithmetic.ARITHMETIC.finditer(value):
+        names += _NAME.findall(match.group(1))
+    return names
+
+
 def _printf_target(arguments: list[str]) -> list[str]:
     """`printf -v NAME` (or `-vNAME`): NAME."""
     if arguments[:1] == ["-v"]:
         return arguments[1:2]
     return [arguments[0][2:]] if arguments[:1] and arguments[0].startswith("-v") else []
+
+
+class _Trail:
+    """The entries the variables' tables change while a block is open (`Variables.enter`),
+    each with what it held before, and the variables its commands set, with their lines: a
+    block that ends as a subshell (`( ... )`, `{ ...; } | tee log`) puts the entries back,
+    as bash forgets what the subshell set. Only changes are kept, so reading a script stays
+    linear in it where a copy of the tables at each block cost their size at each."""
+
+    def __init__(self) -> None:
+        self.changes: list[tuple[dict[Any, Any], Any, Any]] = []
+        self.sets: list[tuple[str, int]] = []  # variables set inside open blocks, and where
+        self.starts: list[tuple[int, int]] = []  # each open block's first change and set
+
+    def open(self) -> None:
+        self.starts.append((len(self.changes), len(self.sets)))
+
+    def record(self, table: dict[Any, Any], key: Any) -> None:
+        if self.starts:
+            self.changes.append((table, key, table.get(key, _ABSENT)))
+
+    def close(self, undo: bool) -> list[tuple[str, int]]:
+        """End the innermost block (`undo`: its changes put back); the variables set in it."""
+        changes, sets = self.starts.pop()
+        set_inside = self.sets[sets:]
+        if undo:
+            for table, key, before in reversed(self.changes[changes:]):
+                if before is _ABSENT:
+                    dict.pop(table, key, None)
+                else:
+                    dict.__setitem__(table, key, before)
+            del self.changes[changes:]
+        if not self.starts:  # nothing left to put back
+            self.changes.clear()
+            self.sets.clear()
+        return set_inside
+
+
+class _Scoped(dict[_Key, _Value]):
+    """A table of the variables whose changes are kept on the trail (`_Trail`)."""
+
+    def __init__(self, trail: _Trail):
+        super().__init__()
+        self.trail = trail
+
+    def __setitem__(self, key: _Key, value: _Value) -> None:
+        self.trail.record(self, key)
+        super().__setitem__(key, value)
+
+    def discard(self, key: _Key) -> None:
+        if key in self:
+            self.trail.record(self, key)
+            super().pop(key)
 
 
 class Variables:
@@ -169,17 +281,70 @@ class Variables:
 
     def __init__(self, max_chars: int):
         self.max_chars = max_chars
-        self.values: dict[str, str] = {}
-        self.arrays: dict[str, list[str]] = {}
+        self.trail = _Trail()
+        self.values: _Scoped[str, str] = _Scoped(self.trail)
+        self.arrays: _Scoped[str, list[str]] = _Scoped(self.trail)
         self.notes: list[str] = []  # defaults used for the script's arguments
         self.copied = 0
         # the variables whose value may differ where the script runs: each set (or derived
         # from one set) in a block that may not run (`trainer.shell_lines.Blocks`), with
         # where: the variable set there and the line
-        self.maybe: dict[str, list[tuple[str, int]]] = {}
+        self.maybe: _Scoped[str, list[tuple[str, int]]] = _Scoped(self.trail)
         # the variables set to values known only when the script runs (`unknowable_targets`),
         # with what set them and where: references to them stay as written
-        self.unknown: dict[str, str] = {}
+        self.unknown: _Scoped[str, str] = _Scoped(self.trail)
+        # the commands read so far that may set any variable (`opaque_command`), numbered
+        # from 1, each shown with its line; and for each variable set where it surely runs,
+        # how many of them stood before it: one set after the last is the script's
+        self.opaque: _Scoped[int, str] = _Scoped(self.trail)
+        self.set_after: _Scoped[str, int] = _Scoped(self.trail)
+
+    def enter(self) -> None:
+        """A block opens (`trainer.shell_lines.Reading.scopes`): what its commands set is
+        kept on the trail until it ends (`leave`)."""
+        self.trail.open()
+
+    def leave(self, subshell: bool) -> None:
+        """The innermost block ends. A subshell's settings are not seen after it: each
+        variable it set is put back as it was, and named wherever the verl command uses it
+        (`set_maybe`), as one set in a block."""
+        set_inside = self.trail.close(undo=subshell)
+        if subshell:
+            for name, line in set_inside:
+                self.set_maybe(name, line)
+
+    def note_sets(self, words: list[str], line: int) -> None:
+        """Take note of the variables the command `words` (on `line`) sets, inside the
+        blocks open now: those a subshell among them sets are named after it (`leave`)."""
+        if self.trail.starts:
+            names = _names_set(words)
+            for simple in shell_quoting.simple_commands(words):
+                names += [name for name, _how in unknowable_targets(simple)]
+            self.trail.sets += [(name, line) for name in names]
+
+    def read_opaque(self, words: list[str], line: int) -> None:
+        """Take note of a command that may set any variable (`opaque_command`): a variable
+        the verl command uses and no assignment after it sets is named (`opaque_origins`)."""
+        for simple in shell_quoting.simple_commands(words):
+            if shown := opaque_command(simple):
+                self.opaque[len(self.opaque) + 1] = f"`{shown}` (line {line})"
+
+    def opaque_origins(self, value: str) -> list[tuple[str, str]]:
+        """The variables `value` uses that the last command that may set any variable
+        (`read_opaque`) may have set, as no assignment after it does; each with that command."""
+        if not self.opaque:
+            return []
+        latest = len(self.opaque)
+        return [
+            (name, self.opaque[latest])
+            for name in dict.fromkeys(_names_used(value))
+            if self.set_after.get(name, 0) < latest
+        ]
+
+    def _surely_set(self, name: str) -> None:
+        """`name` set where it surely runs: the commands before it no longer decide it."""
+        if self.opaque:
+            self.set_after[name] = len(self.opaque)
 
     def set_unknowable(self, name: str, how: str, line: int) -> None:
         """`name` set by `how` on `line` (`unknowable_targets`) where it surely runs: its
@@ -199,21 +364,12 @@ class Variables:
         ]
 
     def read_guarded(self, words: list[str], line: int) -> None:
-        """Take note of the variables a line inside a block sets (`NAME=...`, `export`,
-        `unset`, an array, `${NAME:=...}`), without setting them: bash may not run it (a
-        branch, a loop, a function not called) or runs it in a subshell. Each keeps the value
-        it has outside, and is named wherever the verl command uses it (`origins`)."""
-        unsetting = False  # after `unset`: the words are names
-        for word in words:
-            word = word.lstrip("(").rstrip(")")
-            names = [match.group(1) for match in _GUARDED_SET.finditer(word)]
-            if ASSIGNMENT.match(word) or _ELEMENT.match(word):
-                names.append(re.split(r"[+=\[]", word, maxsplit=1)[0])
-            elif unsetting and _NAME.fullmatch(word):
-                names.append(word)
-            unsetting = word == "unset" or (unsetting and word[:1] != "-" and word != "")
-            for name in names:
-                self.set_maybe(name, line)
+        """Take note of the variables a line inside a block sets (`_names_set`), without
+        setting them: bash may not run it (a branch, a loop, a function not called) or runs
+        it in a subshell. Each keeps the value it has outside, and is named wherever the
+        verl command uses it (`origins`)."""
+        for name in _names_set(words):
+            self.set_maybe(name, line)
 
     def set_maybe(self, name: str, line: int) -> None:
         """`name` set on `line` inside a block that may not run, or in a subshell: it keeps
@@ -224,11 +380,7 @@ class Variables:
     def origins(self, value: str) -> list[tuple[str, int]]:
         """Where the variables `value` uses (as `$NAME`, `${NAME...}`, or a name inside
         `$(( ... ))`) are set in a block that may not run: [] when none is."""
-        names = [reference_name(match) for match in REFERENCE.finditer(value)]
-        names += _INDEXED.findall(value)
-        for match in shell_arithmetic.ARITHMETIC.finditer(value):
-            names += _NAME.findall(match.group(1))
-        return _kept([origin for name in names for origin in self.maybe.get(name, [])])
+        return _kept([origin for name in _names_used(value) for origin in self.maybe.get(name, [])])
 
     def _set_origins(self, name: str, value: str) -> None:
         """`name` set where it surely runs: it may differ only if `value` uses a variable
@@ -237,7 +389,7 @@ class Variables:
         if origins:
             self.maybe[name] = origins
         else:
-            self.maybe.pop(name, None)
+            self.maybe.discard(name)
 
     def read_line(self, words: list[str]) -> bool:
         """Set what the command `words` sets; True when the line only sets variables (or is
@@ -278,17 +430,22 @@ class Variables:
         if not plain:
             self._forget(name)
             return
+        if not append:  # what `+=` adds to may come from before
+            self._surely_set(name)
         self._set_origins(name, value if not append else f"${{{name}}}{value}")
         value = self.substitute(value)
         self.values[name] = (self.values.get(name, "") if append else "") + value
 
     def _forget(self, name: str) -> None:
-        self.unknown.pop(name, None)
-        self.values.pop(name, None)
-        self.arrays.pop(name, None)
-        self.maybe.pop(name, None)
+        self._surely_set(name)
+        self.unknown.discard(name)
+        self.values.discard(name)
+        self.arrays.discard(name)
+        self.maybe.discard(name)
 
     def assign_array(self, name: str, words: list[str], append: bool) -> None:
+        if not append:
+            self._surely_set(name)
         self._set_origins(name, " ".join(words if not append else [f"${{{name}}}", *words]))
         words = [self.substitute(word) for word in words]
         self.arrays[name] = (self.arrays.get(name, []) if append else []) + words

@@ -382,14 +382,39 @@ def _read_script(text: str, source: Path) -> tuple[_Launch, int, shell_variables
 
 
 def _read_command(script: _Script, words: list[str], number: int, source: Path) -> None:
-    """Take one command of the script (on line `number`): the variables it sets, the array
-    it goes on, or the verl trainer command it is."""
+    """Take one command of the script (on line `number`): the blocks it opens and closes,
+    each a scope of the variables (`shell_lines.Reading.scopes`: what a subshell sets is
+    seen inside it only), the variables it sets, the array it goes on, or the verl trainer
+    command it is."""
+    if script.array is not None:  # the next words of a bash array
+        _read_words(script, words, number, source, inside=False, guarded=False)
+        return
     variables = script.variables
-    inside = script.array is None and script.blocks.guarded([])  # a block open before it
-    guarded = script.array is None and script.blocks.guarded(words)
+    inside = script.blocks.inside()  # a block that may not run open before it
+    reading = script.blocks.read(words)
+    opened_first = reading.opened_first()
+    for _ in range(opened_first):
+        variables.enter()
+    variables.note_sets(reading.words, number)
+    variables.read_opaque(reading.words, number)
+    _read_words(script, reading.words, number, source, inside, reading.guarded)
+    for scope in reading.scopes[opened_first:]:
+        if scope is None:
+            variables.enter()
+        else:
+            variables.leave(subshell=scope)
+
+
+def _read_words(
+    script: _Script, words: list[str], number: int, source: Path, inside: bool, guarded: bool
+) -> None:
+    """Take the words of one command: the variables they set (`guarded`: maybe, as in a
+    block that may not run or after a guard; `inside`: a block that may not run was open
+    before them), the array they go on, or the verl trainer command they are."""
+    variables = script.variables
     if guarded:
         variables.read_guarded(words, number)
-    if script.array is None and (start := shell_variables.ARRAY_START.match(words[0])):
+    if script.array is None and words and (start := shell_variables.ARRAY_START.match(words[0])):
         script.array = shell_variables.Array(start.group(1), start.group(2) == "+")
         script.array_guarded = guarded
         words = [start.group(3), *words[1:]] if start.group(3) else words[1:]
@@ -448,7 +473,7 @@ def _expand_launch(launch: _Launch, variables: shell_variables.Variables, source
     before YAML reads megabytes. Notes made while expanding go to the launch's notes."""
     before = len(variables.notes)
     cls = _config_class(launch.command)
-    for word, origins in _spread_with_origins(launch.words, variables, launch.notes):
+    for word, written in _spread(launch.words, variables, launch.notes):
         if word in _FORWARDED:
             launch.notes.append(
                 f"{word}: the script passes its own arguments on to verl; the overrides it is "
@@ -464,20 +489,23 @@ def _expand_launch(launch: _Launch, variables: shell_variables.Variables, source
             launch.texts.append((key, shell_quoting.literal(expanded)))
             unknowable = variables.unknowable_notes(value)
             launch.notes += [note for note in unknowable if note not in launch.notes]
-            _flag_maybe(launch, key, shell_quoting.literal(expanded), origins)
+            _flag_maybe(launch, key, shell_quoting.literal(expanded), variables.origins(written))
+            _flag_opaque(
+                launch, key, shell_quoting.literal(expanded), variables.opaque_origins(written)
+            )
     launch.notes[:0] = variables.notes[before:]
     del variables.notes[before:]
     return launch
 
 
-def _spread_with_origins(
+def _spread(
     words: list[str], variables: shell_variables.Variables, notes: list[str]
-) -> Iterator[tuple[str, list[tuple[str, int]]]]:
-    """Each word of the command, arrays spread (`Variables.spread`), with where the
-    variables it uses are set in a block that may not run (`Variables.origins`)."""
+) -> Iterator[tuple[str, str]]:
+    """Each word of the command, arrays spread (`Variables.spread`), with the word as
+    written (`"${DATA[@]}"` for each of the array's words): the variables it reads."""
     for written in words:
         for word in variables.spread([written], notes):
-            yield word, variables.origins(written)
+            yield word, written
 
 
 def _flag_maybe(launch: _Launch, key: str, value: str, origins: list[tuple[str, int]]) -> None:
@@ -510,6 +538,22 @@ def _flag_maybe(launch: _Launch, key: str, value: str, origins: list[tuple[str, 
         f"{key}={value}: {shown} set inside a block (an if/case branch, a loop, a function, or"
         " after && or ||) that may not run, or in a subshell or pipeline, whose settings are"
         f" not seen after it; {outcome}"
+    )
+    launch.incomplete.append(f"{key}={value}")
+
+
+def _flag_opaque(launch: _Launch, key: str, value: str, origins: list[tuple[str, str]]) -> None:
+    """A key whose value uses a variable that a command running text not read here (`source
+    FILE`, `. FILE`, `eval ...`) may set, as no assignment after that command sets it: the
+    value bash gives is known only when the script runs, and the key is to check. A script
+    that sources `~/.bashrc` before setting every variable its verl command uses converts
+    as before."""
+    if not origins:
+        return
+    names = ", ".join(f"${name}" for name, _command in origins)
+    launch.notes.append(
+        f"{key}={value}: {names} may be set by {origins[0][1]}, which runs text not read here,"
+        f" and no assignment after it sets {'them' if len(origins) > 1 else 'it'}: check it"
     )
     launch.incomplete.append(f"{key}={value}")
 
