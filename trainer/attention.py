@@ -17,6 +17,8 @@ model is built with it, and both registries are process-wide.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -34,7 +36,7 @@ def varlen_attention_forward(
     dropout: float = 0.0,
     scaling: float | None = None,
     cu_seqlens: torch.Tensor | None = None,
-    **kwargs,
+    **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
     """transformers' attention signature: query [batch, heads, seq, dim] in, [batch, seq, heads,
     dim] out. Packed rows on CUDA go through `varlen_attn`; the rest through SDPA."""

@@ -83,7 +83,7 @@ def _by_device(cuda_rotary: Callable, other_rotary: Callable) -> Callable:
     return rotary
 
 
-def import_liger(setting: str):
+def import_liger(setting: str) -> ModuleType:
     """liger-kernel's monkey_patch module, or a one-line error naming the setting that needs it."""
     try:
         from liger_kernel.transformers import monkey_patch

@@ -57,9 +57,9 @@ def check_asset_dir(directory: Path, source: ModelSource | None) -> None:
 def read_json_asset(path: Path) -> Any:
     """The JSON in a model or tokenizer dir's file, read for what it names (an auto_map, a
     tokenizer_class) with the bounds of a JSON asset: at most MAX_JSON_ASSET_BYTES and
-    MAX_JSON_ASSET_CONTAINERS objects and arrays, counted before it is parsed (a 45 MB
-    tokenizer_config.json of empty arrays took 1.1 GB to parse), each key once; else
-    HFConfigError naming it."""
+    MAX_JSON_ASSET_CONTAINERS objects and arrays, counted before it is parsed (each one is a
+    Python object: a file of empty arrays within the byte cap takes many times its size in
+    memory to parse), each key once; else HFConfigError naming it."""
     try:
         text = safe_files.read_text(path, MAX_JSON_ASSET_BYTES)
     except CheckpointFileError as err:

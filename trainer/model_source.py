@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mfsdp_ckpt.format.layout import (
     DCP_METADATA_FILE,
@@ -41,6 +41,9 @@ from mfsdp_ckpt.format.layout import (
 )
 from trainer.config import ConfigError, ModelConfig
 from trainer.local_paths import HF_CONFIG_NEEDED, missing_path
+
+if TYPE_CHECKING:  # the CLI imports this module without torch or transformers
+    from transformers import PreTrainedModel
 
 # How a run takes a config of the user's own: what derivation errors ask for (export-hf's
 # --hf-config is no option of `mfsdp train`)
@@ -423,7 +426,7 @@ def _refuse_uncomputable_record(source: ModelSource, config: Any, reader: Any) -
     )
 
 
-def load_checkpoint_weights(model, source: ModelSource) -> None:
+def load_checkpoint_weights(model: PreTrainedModel, source: ModelSource) -> None:
     """Copy the checkpoint's model weights into `model` (built from the same config), one
     tensor at a time; every parameter must be covered. Refuses a damaged checkpoint with
     validate's first error before a byte is read, as export does."""

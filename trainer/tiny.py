@@ -16,6 +16,10 @@ from __future__ import annotations
 import os
 import random
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the CLI imports this module without transformers
+    from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
@@ -33,7 +37,7 @@ WEIGHTS_FILE = "model.safetensors"
 GSM8K_SUFFIX = 'Let\'s think step by step and output the final answer after "####".'
 
 
-def tiny_config_kwargs(vocab_size: int) -> dict:
+def tiny_config_kwargs(vocab_size: int) -> dict[str, Any]:
     """Qwen2 shape in miniature: GQA (4 query heads, 2 KV groups), qkv bias, SwiGLU, RMSNorm,
     RoPE."""
     return dict(
@@ -49,7 +53,7 @@ def tiny_config_kwargs(vocab_size: int) -> dict:
     )
 
 
-def tiny_config_fields(tokenizer) -> dict:
+def tiny_config_fields(tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
     """The tiny model's Qwen2Config fields for `tokenizer`: the shape, sized to its
     vocabulary, and the ids generation stops and pads at."""
     return dict(
@@ -71,7 +75,7 @@ def synthetic_arithmetic(n: int, seed: int = 0) -> list[dict]:
     return rows
 
 
-def build_tokenizer(vocab_size: int = 512):
+def build_tokenizer(vocab_size: int = 512) -> PreTrainedTokenizerFast:
     """A PreTrainedTokenizerFast with Qwen-style chat markers, trained on synthetic text.
 
     Normalizer, pre-tokenizer and decoder are taken from `Qwen2Tokenizer` itself, so that

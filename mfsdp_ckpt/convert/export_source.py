@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.convert.export_errors import ExportUsageError
 from mfsdp_ckpt.convert.hf_config import (
@@ -41,6 +42,9 @@ from mfsdp_ckpt.storage.unique_json import (
     loads_unique,
     too_many_containers,
 )
+
+if TYPE_CHECKING:  # export reads known families' config.json without transformers
+    from transformers import PretrainedConfig
 
 WEIGHT_FILE_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".distcp")
 
@@ -580,7 +584,9 @@ def config_json_location(asset_location: str) -> str:
     return f"{asset_location} config.json"
 
 
-def load_copied_config(copy: Path, asset_location: str, max_layers: int = MAX_LAYERS):
+def load_copied_config(
+    copy: Path, asset_location: str, max_layers: int = MAX_LAYERS
+) -> JsonConfig | PretrainedConfig:
     """`load_config` of the config.json copied to `copy` from `asset_location`; an error
     names where it came from, not the copy (exit 2)."""
     try:
@@ -590,7 +596,9 @@ def load_copied_config(copy: Path, asset_location: str, max_layers: int = MAX_LA
         raise ExportUsageError(str(err).replace(str(copy), where)) from None
 
 
-def load_config(path: str | os.PathLike, max_layers: int = MAX_LAYERS):
+def load_config(
+    path: str | os.PathLike, max_layers: int = MAX_LAYERS
+) -> JsonConfig | PretrainedConfig:
     """A `JsonConfig` when name_maps knows the family and every number it needs is in
     the file; otherwise (or for any problem with the file) transformers' config. Sizes
     that are not positive, do not divide, or claim more than `max_layers` layers are
@@ -614,7 +622,7 @@ def json_config(
     return None if shapes is None else JsonConfig(**data, hf_shapes=shapes)
 
 
-def expected_weights_of(config) -> ExpectedWeights:
+def expected_weights_of(config: JsonConfig | PretrainedConfig) -> ExpectedWeights:
     if not isinstance(config, JsonConfig):
         return expected_weights(config)
     return weights_from_table(config.model_type, config.hf_shapes, bool(config.tie_word_embeddings))

@@ -10,10 +10,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.closest_path import where_relative
 from mfsdp_ckpt.storage.unique_json import first_nonfinite, parse_json, read_json_file
+
+if TYPE_CHECKING:  # validate reads known families' config.json without transformers
+    from transformers import PretrainedConfig
 
 
 class HFConfigError(MfsdpUsageError, ValueError):
@@ -178,7 +182,9 @@ def check_geometry(data: dict, where: str | os.PathLike, max_layers: int = MAX_L
         )
 
 
-def load_hf_config(path: str | os.PathLike, root: str | os.PathLike | None = None):
+def load_hf_config(
+    path: str | os.PathLike, root: str | os.PathLike | None = None
+) -> PretrainedConfig:
     """A transformers config from a directory or a config.json path (local files only)."""
     from transformers import AutoConfig
 
@@ -192,7 +198,7 @@ def load_hf_config(path: str | os.PathLike, root: str | os.PathLike | None = Non
         ) from None
 
 
-def expected_weights(config) -> ExpectedWeights:
+def expected_weights(config: PretrainedConfig) -> ExpectedWeights:
     import torch
     from transformers import AutoModelForCausalLM
 

@@ -49,6 +49,7 @@ from mfsdp_ckpt.convert.export_plan import choose_dtype
 from mfsdp_ckpt.convert.export_scheduler import Progress
 from mfsdp_ckpt.convert.export_source import (
     AssetFiles,
+    JsonConfig,
     asset_files,
     load_copied_config,
     no_config_json,
@@ -86,6 +87,7 @@ from mfsdp_ckpt.storage.tensorstore_store import is_url, join_location, open_sto
 
 if TYPE_CHECKING:
     import torch
+    from transformers import PretrainedConfig
 
 MERGED_LAYOUT, ADAPTER_LAYOUT = "hf (LoRA merged)", "peft adapter"
 
@@ -502,7 +504,7 @@ def _write_merged(
 
 
 def write_merged(
-    config,
+    config: JsonConfig | PretrainedConfig,
     assets: dict[str, Callable[[], bytes]],
     asset_location: str,
     source: SafetensorsSource,

@@ -29,6 +29,7 @@ so both go through the one mapping.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -870,7 +871,9 @@ def read_args(reader: CheckpointReader) -> dict[str, Any] | None:
     return load_namespace(data, where)
 
 
-def _bridge_sections(run_config, root, config_option: str) -> tuple[dict[str, Any], str | None]:
+def _bridge_sections(
+    run_config: str | os.PathLike, root: str | os.PathLike, config_option: str
+) -> tuple[dict[str, Any], str | None]:
     """run_config.yaml's `model` section and the tokenizer it names."""
     data = run_config_data(run_config, root)
     model = data.get("model")
@@ -886,7 +889,7 @@ def _bridge_sections(run_config, root, config_option: str) -> tuple[dict[str, An
     )
 
 
-def run_config_data(run_config, root) -> dict[str, Any]:
+def run_config_data(run_config: str | os.PathLike, root: str | os.PathLike) -> dict[str, Any]:
     """run_config.yaml's sections, from a regular file in the checkpoint, read as plain data
     under the bounds every YAML here is read with (`bounded_yaml`: no tags that build
     objects, no alias bomb, no 5,000-digit integer, no traceback from `!!int ""`), as much

@@ -33,6 +33,9 @@ from mfsdp_ckpt.format import state_keys
 
 if TYPE_CHECKING:  # the transforms get tensors from their caller; planning needs no torch
     import torch
+    from transformers import PretrainedConfig
+
+    from mfsdp_ckpt.convert.export_source import JsonConfig
 
 HF, MCORE = "hf", "mcore"
 LAYOUTS = (HF, MCORE)
@@ -103,7 +106,7 @@ class Geometry:
             )
 
     @classmethod
-    def from_config(cls, config) -> Geometry:
+    def from_config(cls, config: JsonConfig | PretrainedConfig) -> Geometry:
         """From any config transformers reads: one that lacks a number (a vision-language
         config keeps them in a sub-config) is a MappingError naming it, not an AttributeError."""
         num_heads: Any = getattr(config, "num_attention_heads", None)
@@ -395,7 +398,7 @@ MCORE_FAMILIES: dict[str, tuple[Rule, ...]] = {
 }
 
 
-def refuse_attention_window(config) -> None:
+def refuse_attention_window(config: JsonConfig | PretrainedConfig) -> None:
     """UnsupportedModelError naming the key unless every layer attends over all positions.
 
     Megatron-core GPT layers as converted here run full causal attention (Megatron's own
@@ -446,7 +449,7 @@ def refuse_attention_window(config) -> None:
         )
 
 
-def _config_data(config) -> dict[str, Any]:
+def _config_data(config: JsonConfig | PretrainedConfig) -> dict[str, Any]:
     """config.json's keys of a `JsonConfig` (config.json as read) or a transformers config
     (its defaults filled in, as `sliding_window` reads either)."""
     to_dict = getattr(config, "to_dict", None)
@@ -651,7 +654,7 @@ MCORE_IMPORT_FAMILIES: dict[str, Callable[[str, str], tuple[ImportRule, ...]]] =
 }
 
 
-def refuse_mixed_moe_layers(config) -> None:
+def refuse_mixed_moe_layers(config: JsonConfig | PretrainedConfig) -> None:
     """UnsupportedModelError naming the key when a Qwen2/Qwen3-MoE config keeps some layers
     dense (mlp_only_layers, decoder_sparse_step above 1): Megatron-LM builds that with a
     moe_layer_freq pattern, whose record export-hf refuses, so an mcore import of it would
@@ -917,7 +920,7 @@ def _sparse_layers(config: dict) -> set[int] | None:
     return {i for i in layers if i not in dense and (i + 1) % step == 0}
 
 
-def _is_int(value) -> bool:
+def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 

@@ -11,8 +11,12 @@ most of them, so tensors of those dtypes are counted here too). Integer tensors 
 from __future__ import annotations
 
 import mmap
+from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.format.dtypes import DType
+
+if TYPE_CHECKING:  # validate counts raw bytes without torch; only the tensor counts need it
+    import torch
 
 _NUMPY_FLOATS = {"float64": "<f8", "float32": "<f4", "float16": "<f2"}
 _BF16_EXPONENT = 0x7F80
@@ -52,7 +56,7 @@ def count_nonfinite(data: memoryview, dtype: DType) -> int:
     return 0
 
 
-def count_nonfinite_tensor(tensor) -> int:
+def count_nonfinite_tensor(tensor: torch.Tensor) -> int:
     """NaN/Inf in a torch tensor of any dtype (0 for integers). torch.isfinite has no
     kernel for most one-byte float formats (a Megatron fp8 run's weights); those are
     counted from their bytes, a piece at a time, so memory stays bounded."""
@@ -69,12 +73,12 @@ def count_nonfinite_tensor(tensor) -> int:
         return sum(int((~piece.isfinite()).sum()) for piece in pieces)
     flat = tensor.detach().reshape(-1).contiguous().cpu().view(torch.uint8)
     return sum(
-        count_nonfinite(memoryview(flat[first : first + PIECE_ELEMENTS].numpy()), BY_NAME[name])
+        count_nonfinite(flat[first : first + PIECE_ELEMENTS].numpy().data, BY_NAME[name])
         for first in range(0, flat.numel(), PIECE_ELEMENTS)
     )
 
 
-def count_nan_tensor(tensor) -> int:
+def count_nan_tensor(tensor: torch.Tensor) -> int:
     """NaN in a floating torch tensor with a kernel for isnan, a piece at a time."""
     return sum(
         int(piece.isnan().sum()) for piece in tensor.detach().reshape(-1).split(PIECE_ELEMENTS)

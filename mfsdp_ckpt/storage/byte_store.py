@@ -11,9 +11,12 @@ from __future__ import annotations
 import io
 import os
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from mfsdp_ckpt.errors import MfsdpFailedError
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 
 class CheckpointFileError(MfsdpFailedError, OSError):
@@ -69,7 +72,7 @@ class RangeFile(io.RawIOBase):
         self.position = max(0, start + offset)
         return self.position
 
-    def readinto(self, buffer) -> int:
+    def readinto(self, buffer: WriteableBuffer) -> int:
         view = memoryview(buffer).cast("B")
         count = max(0, min(len(view), self.length - self.position))
         if count == 0:

@@ -14,6 +14,7 @@ protocol relies on:
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
 from collections.abc import Iterator
@@ -73,7 +74,7 @@ class CheckedFileSystem(FileSystem):
         self.written: dict[str, FileRecord] = {}
 
     @contextlib.contextmanager
-    def create_stream(self, path: str | os.PathLike, mode: str):
+    def create_stream(self, path: str | os.PathLike, mode: str) -> Iterator[io.IOBase]:
         """A failure while capturing is recorded, never raised in the writer thread: one
         raised there is printed as a thread traceback (after a Ctrl-C removed the temp dir,
         `Exception in thread ... generator didn't yield` followed the run's error line).

@@ -44,6 +44,7 @@ from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError
 from jinja2.ext import Extension, loopcontrols
+from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from mfsdp_ckpt.errors import MfsdpUsageError
@@ -202,7 +203,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         return value
 
     # ----------------------------------------------------------------------- operators
-    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
         what = f"{_shown(left)} {operator} {_shown(right)}"
         for operand in (left, right):
             self._within(operand, what)
@@ -244,7 +245,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         return "".join(kept)
 
     # ----------------------------------------------------------------------- calls
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+    def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         """A call from the template (a method, a macro, a global): every argument within
         the limit, a string method that pads or repeats checked from its arguments."""
         what = f"{getattr(__obj, '__name__', 'a call')}()"
@@ -270,7 +271,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
 
         @jinja2.pass_context
         @functools.wraps(func)
-        def bounded(context: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
+        def bounded(context: Context, value: Any, *args: Any, **kwargs: Any) -> Any:
             what = f"|{name}"
             for given in (value, *args, *kwargs.values()):
                 self._within(given, what)

@@ -28,7 +28,9 @@ AttentionFn = Callable[..., torch.Tensor]
 KERNELS = ("split", "flash")  # split_kv's Triton kernel; FlashAttention-2
 
 
-def varlen_op(*args, **kwargs) -> tuple[torch.Tensor, ...]:
+def varlen_op(
+    *args: torch.Tensor | int | float | bool, **kwargs: torch.Tensor | float | None
+) -> tuple[torch.Tensor, ...]:
     """The FlashAttention-2 kernel (looked up at call time, so a torch without it fails here)."""
     return torch.ops.aten._flash_attention_forward(*args, **kwargs)
 

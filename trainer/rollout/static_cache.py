@@ -174,7 +174,7 @@ class StaticCacheDecoder:
         self.logits_dtype = torch.float32 if float_logits else self.dtype
         self.cuda_graphs = cuda_graphs and self.device.type == "cuda"
         # Graph-captured decode steps and, with them, the prefill run compiled ops (the prefill
-        # is as many small kernels per layer as a decode step, over 100x the tokens; its shapes
+        # is as many small kernels per layer as a decode step, over a prompt's tokens; its shapes
         # vary per batch, which torch.compile's default makes dynamic at the second one);
         # eager decoding runs the plain functions.
         self.eager_ops = DecodeOps.eager()
