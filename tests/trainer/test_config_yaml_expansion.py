@@ -18,8 +18,8 @@ from trainer.config_yaml import (
     parse_yaml,
     read_yaml_file,
 )
-from trainer.verl_import import MAX_EXPANDED_CHARS as SCRIPT_CHARS
 from trainer.verl_import import VerlMemoryError, VerlSourceError, convert_verl
+from trainer.verl_source import MAX_EXPANDED_CHARS as SCRIPT_CHARS
 
 TEXT = "x" * 2000
 
@@ -85,7 +85,7 @@ def test_from_verl_reads_a_yaml_through_the_same_bounds(tmp_path):
 
 def test_from_verl_counts_a_scripts_values_together(tmp_path):
     """Each `key=[&s ..., *s, ...]` value fits in a config alone; a script of many adds up
-    past what its variables may copy into it (`verl_import.MAX_EXPANDED_CHARS`)."""
+    past what its variables may copy into it (`verl_source.MAX_EXPANDED_CHARS`)."""
     value = _copies("x" * 1000, 250)  # 250,000 characters
     keys = " ".join(f"'x.k{index}={value}'" for index in range(20))
     script = tmp_path / "run.sh"
@@ -105,7 +105,7 @@ def test_from_verl_out_of_memory_names_the_file(tmp_path, monkeypatch):
     def no_memory(*args, **kwargs):
         raise MemoryError
 
-    monkeypatch.setattr("trainer.verl_import.parse_yaml", no_memory)
+    monkeypatch.setattr("trainer.verl_source.parse_yaml", no_memory)
     with pytest.raises(VerlMemoryError) as caught:
         convert_verl(path)
     assert str(caught.value) == (

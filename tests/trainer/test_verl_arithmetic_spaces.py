@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from trainer.shell_arithmetic import ARITHMETIC, MAX_EXPRESSION_CHARS, evaluate
-from trainer.verl_import import Conversion, _shell_words, convert_verl
+from trainer.verl_import import Conversion, convert_verl
+from trainer.verl_script import _shell_words
 
 COMMAND = "python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo "
 

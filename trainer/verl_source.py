@@ -1,0 +1,77 @@
+"""What reading a verl source takes, whether a YAML config or a bash launch script: its
+error, its bounds, the bounded YAML reader, the config class a command converts into, and
+which keys name paths. A module of its own so that the script reader (trainer/verl_script.py)
+and the conversion (trainer/verl_import.py) both import it, neither the other.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import yaml
+
+from mfsdp_ckpt.errors import MfsdpUsageError
+from trainer import verl_keys
+from trainer.config_yaml import ExpansionBudget, YAMLConfigError, parse_yaml
+
+MAX_SOURCE_BYTES = 1 << 20  # launch scripts and configs are a few KiB
+# What `$NAME` substitutions may copy, all told: each copies the value, so assignments that
+# double one (`B=$A$A`, `C=$B$B`, ...) grow it 2**lines ("billion laughs" in 40 lines).
+MAX_EXPANDED_CHARS = 4 * MAX_SOURCE_BYTES
+
+
+class VerlSourceError(MfsdpUsageError, ValueError):
+    """The file is not a verl launch script or YAML config this can read; names the file."""
+
+
+def config_class(command: str) -> type:
+    from trainer.config import SFTConfig
+    from trainer.grpo.config import GRPOConfig
+
+    return GRPOConfig if command == "grpo" else SFTConfig
+
+
+def parse_bounded(text: str, source: str, budget: ExpansionBudget) -> Any:
+    """YAML through the config files' bounded reader (no tags, no alias bombs, no more text
+    as walked than `budget` leaves); a mistake is one line naming `source` and where in the
+    text it is."""
+    try:
+        return parse_yaml(text, source, budget)
+    except YAMLConfigError as err:
+        raise VerlSourceError(str(err)) from None
+
+
+def verl_defaults_words(command: str) -> str:
+    """What a config file of verl's own that Hydra merges in means for the conversion."""
+    return (
+        "verl's own config, whose settings are verl's defaults: as for every key the run does"
+        f" not set, mfsdp's defaults stand (`mfsdp config defaults {command}` lists them)"
+    )
+
+
+@functools.cache
+def path_keys(cls: type) -> frozenset[str]:
+    """The keys of `cls` that name a file or directory (`LocalPath` fields: model.path,
+    data.train_files, trainer.run_dir, checkpoint.resume, ...)."""
+    from trainer.config import path_values
+
+    return frozenset(key for key, _value in path_values(cls()))
+
+
+def names_a_path(cls: type, given: str) -> bool:
+    """Whether the verl or mfsdp key `given` sets a path key of `cls` (verl's
+    `actor_rollout_ref.model.path`, `model.partial_pretrain`, `trainer.default_local_dir`,
+    `trainer.resume_from_path` too): the values an environment variable may fill in."""
+    key = given.lstrip("+")
+    rule = verl_keys.rule_for(key)
+    if key == "trainer.resume_from_path":  # read with resume_mode as checkpoint.resume
+        key = "checkpoint.resume"
+    elif rule is not None:
+        key = rule.target or ""
+    return key in path_keys(cls)
+
+
+def yaml_shown(value: Any) -> str:
+    """A value as the config below writes it (`false`, not Python's `False`)."""
+    return yaml.safe_dump(value, default_flow_style=True).removesuffix("\n...\n").strip()
