@@ -6,10 +6,10 @@ only when the script runs.
 Apart from `trainer.verl_import`, which converts the pairs to an mfsdp config, as this reads
 bash as bash runs it, with `trainer.shell_lines` and `trainer.shell_quoting` (lines, quotes,
 commands), `trainer.shell_variables` (variables expanded where the command stands, arrays
-`NAME=( ... )` spread where `"${NAME[@]}"` stands) and `trainer.shell_arithmetic`; of the
-conversion it takes only what a script shares with a YAML config (`trainer.verl_import`'s
-bounded YAML reader, error and expansion limit, which keys name a path, how a value and
-verl's own config files are named in a note).
+`NAME=( ... )` spread where `"${NAME[@]}"` stands) and `trainer.shell_arithmetic`; what a
+script shares with a YAML config (the bounded YAML reader, error and expansion limit, which
+keys name a path, how a value and verl's own config files are named in a note) is
+`trainer.verl_source`'s.
 Nothing in the script is executed.
 """
 
