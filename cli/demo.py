@@ -287,11 +287,6 @@ def _quiet_model_loading() -> None:
     transformers_logging.disable_progress_bar()
 
 
-DEMO_MARKER = demo_record.MARKER  # written first into every demo dir (`cli.demo_record`)
-# The names a demo writes at the top of its dir (`_run`)
-DEMO_ENTRIES = frozenset({DEMO_MARKER, RAW_DIR, DATA_DIR, INIT_DIR, RUN_DIR, EXPORT_DIR})
-
-
 def _claim(out: Path) -> Path | None:
     """Make `out` an empty demo dir. A previous demo's output is replaced when it holds
     exactly what that demo wrote (`demo_record`); any other non-empty directory is refused,

@@ -41,6 +41,7 @@ from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.stateful import Stateful
 
 from mfsdp_ckpt import __version__
+from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.check.validate import invalid_checkpoint, manifest_hash_errors, require_valid
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format import layout
@@ -129,17 +130,39 @@ def _world_size() -> int:
     return dist.get_world_size() if dist.is_initialized() else 1
 
 
+@dataclass(frozen=True)
+class _KillPoint:
+    phase: str
+    rank: int | None  # None: every rank
+    step: int | None  # None: every save
+
+
+def _kill_point() -> _KillPoint | None:
+    """MFSDP_CKPT_KILL_AT=<phase>[:<rank>][@<step>] read, None when unset. A phase not in
+    SAVE_PHASES is refused, not ignored: the crash test that set it would pass without its
+    kill ever happening; so is a rank or step that is not a number."""
+    given = os.environ.get(KILL_AT_ENV)
+    if not given:
+        return None
+    target, has_step, step = given.partition("@")
+    phase, has_rank, rank = target.partition(":")
+    numbers = [n for n, named in ((rank, has_rank), (step, has_step)) if named]
+    if phase not in SAVE_PHASES or not all(n.isascii() and n.isdigit() for n in numbers):
+        raise MfsdpUsageError(
+            f"{KILL_AT_ENV}={given!r}: not <phase>[:<rank>][@<step>] with a phase of "
+            f"{', '.join(SAVE_PHASES)}"
+        )
+    return _KillPoint(phase, int(rank) if has_rank else None, int(step) if has_step else None)
+
+
 def _kill_targets(phase: str, step: int) -> bool:
-    """Whether MFSDP_CKPT_KILL_AT=<phase>[:<rank>][@<step>] names this phase, rank and step."""
-    target = os.environ.get(KILL_AT_ENV)
-    if not target:
-        return False
-    target, _, at_step = target.partition("@")
-    name, _, rank = target.partition(":")
+    """Whether MFSDP_CKPT_KILL_AT (`_kill_point`) names this phase, rank and step."""
+    point = _kill_point()
     return (
-        name == phase
-        and (not rank or int(rank) == _rank())
-        and (not at_step or int(at_step) == step)
+        point is not None
+        and point.phase == phase
+        and point.rank in (None, _rank())
+        and point.step in (None, step)
     )
 
 
@@ -173,6 +196,7 @@ class Checkpointer:
     ):
         if keep_last is not None and keep_last < 1:
             raise ValueError(f"keep_last must be >= 1 or None, got {keep_last}")
+        _kill_point()  # a misspelt crash-test hook fails here, before any training
         self.run_dir = Path(run_dir)
         self.strategy = strategy
         self.keep_last = keep_last
@@ -648,11 +672,8 @@ def _first_failure(err: CheckpointException) -> str:
 def _cause_line(cause: BaseException) -> str:
     """Why a save failed, in one line: an OSError as `PATH: reason` (`os_error_line`: the
     file it names and errno's words, never Python's `[Errno 28] ...: '/x'`), anything else
-    (a bug's, a library's own error) as `Type: its first line`."""
-    if isinstance(cause, OSError):
-        return os_error_line(cause)
-    text = str(cause).strip().splitlines()
-    return f"{type(cause).__name__}: {text[0]}" if text else type(cause).__name__
+    (a bug's, a library's own error) as `Type: its first line` (`error_line`)."""
+    return os_error_line(cause) if isinstance(cause, OSError) else error_line(cause)
 
 
 def _out_of_memory(dist_ckpt: Path, stored: Mapping[str, Any]) -> str:

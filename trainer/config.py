@@ -587,7 +587,16 @@ def _all_keys(cls: type, prefix: str = "") -> list[str]:
 
 
 def _coerce(kind: Any, value: Any, key: str, source: str, command: str) -> Any:
-    """Check `value` against the annotation `kind`; accept obvious widenings (int -> float)."""
+    """Check `value` against the annotation `kind`; accept obvious widenings (int -> float).
+
+    A YAML file and a `key=value` override both reach here, so every check is made on the
+    value as parsed and names the key and its source: a wrong type caught here is one line,
+    not a traceback from deep in a run minutes later. What is accepted besides the exact
+    type is what YAML or a shell makes of a right value: `2e-5` read as a string by YAML
+    1.1, one file given where a list is expected, `bfloat16` as torch spells the dtype.
+    A union tries each member in order and, when a member's type fits but its range does
+    not, says the range rather than "expects A or B". Integers are held to int64 (torch's
+    and numpy's limit) and numbers to finite values, since no setting means nan or inf."""
 
     def bad(expected: str) -> ConfigError:
         # YAML reads `~` (the home directory to a shell user) and a bare `key:` as null

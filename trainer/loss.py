@@ -39,6 +39,10 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
     def forward(
         ctx, hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk: int
     ) -> torch.Tensor:
+        """The summed loss of the labelled rows, and its gradients for `hidden` and `weight`
+        computed here, `chunk` rows of logits at a time, so no `[tokens, vocab]` tensor is
+        ever whole (exact: the loss is a sum, module docstring). The weight's gradient adds
+        up in fp32 over the chunks, where bf16 would round away each chunk's small share."""
         # Every matmul runs in the compute dtype (bf16 on GPU, fp32 accumulation inside the
         # kernel); only the softmax is fp32. A fp32 weight-gradient matmul is many times
         # slower on tensor cores. Rows without a label are

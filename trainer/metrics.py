@@ -13,18 +13,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
+from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.file_errors import naming_file
 from mfsdp_ckpt.storage.unique_json import parse_json
-from trainer.rewards.custom import one_line
 from trainer.run_files import refuse_link, replacing
 
 METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
 WANDB_DIR = "wandb"  # wandb.init(dir=run_dir) writes here
 # A record is a step's scalars, a few KB at most; a longer line is none of the logger's.
-# Read whole, a 700 MB file with no newline (a sparse or damaged one) took 1.9 GB to resume.
+# Read whole, a file with no newline (a sparse or damaged one) was held in memory whole, and
+# more, to resume: a line is read in pieces of at most this, and a longer one is no record.
 MAX_RECORD_BYTES = 1 << 20
 
 T = TypeVar("T")
@@ -112,7 +113,7 @@ def _started(name: str, start: Callable[[], T]) -> T:
         return start()
     except Exception as err:
         raise TrackerStartError(
-            f"trainer.logger {name}: could not start ({one_line(err)}); fix that, or leave"
+            f"trainer.logger {name}: could not start ({error_line(err)}); fix that, or leave"
             f" {name} out of trainer.logger"
         ) from None
 
@@ -299,19 +300,6 @@ def _record_of(line: bytes) -> dict[str, Any] | None:
     except ValueError:
         return None
     return record if isinstance(record, dict) else None
-
-
-def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
-    """Every record in metrics.jsonl, in order ([] when there is none). Read as
-    `drop_steps_after` reads it: a regular file (never a FIFO, which blocked this for
-    ever), a line at a time, none held past MAX_RECORD_BYTES, each parsed bounded
-    (`_record_of`); a line that is no record (a torn write, an edit, a longer line) is
-    skipped, as the step counting skips it, where Python's json raised or parsed it whole."""
-    path = Path(run_dir) / METRICS_FILE
-    if not os.path.lexists(path):
-        return []
-    with os.fdopen(safe_files.open_regular(path), "rb") as handle:
-        return [record for record, _pieces in _lines(handle, _record_of) if record is not None]
 
 
 def metrics_size(run_dir: str | os.PathLike) -> int:

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry, read_config_json
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError
 from trainer.config import ConfigError, ModelConfig
@@ -76,14 +77,8 @@ def _read_by_transformers(where: Path, what: str, load: Callable[[], T]) -> T:
         return load()
     except Exception as err:
         raise ModelFilesError(
-            f"{where}: {what} that transformers cannot read ({_said(err)})"
+            f"{where}: {what} that transformers cannot read ({error_line(err, joined=True)})"
         ) from None
-
-
-def _said(err: BaseException) -> str:
-    """`err` as `Type: message` on one line, cut to 300 characters of message."""
-    said = " ".join(line.strip() for line in str(err).splitlines() if line.strip())
-    return f"{type(err).__name__}: {said[:300]}"
 
 
 # What a model class raises for a config value it cannot build from (an unknown hidden_act:
@@ -110,13 +105,14 @@ def _built_by_transformers(
         raise
     except _BUILD_ERRORS as err:
         where = _file_at_fault(err, source.assets) if source is not None and source.assets else None
+        said = error_line(err, joined=True)
         if where is not None:
             also = " with model.overrides" if cfg.overrides else ""
             raise ModelFilesError(
-                f"{where}{also}: transformers cannot build the model from it ({_said(err)})"
+                f"{where}{also}: transformers cannot build the model from it ({said})"
             ) from None
         key = "model.overrides" if cfg.overrides else "model"
-        raise ConfigError(f"{key}: transformers cannot build the model ({_said(err)})") from None
+        raise ConfigError(f"{key}: transformers cannot build the model ({said})") from None
 
 
 _GENERATION_CONFIG_CODE = ("transformers", "generation", "configuration_utils.py")

@@ -118,6 +118,12 @@ class SFTSteps(StepHooks):
         ]
 
     def train_step(self, step: int) -> dict[str, Any]:
+        """One optimizer step on the global batch of `step`. The model returns each micro-batch's
+        summed token loss; scaling it by world_size / (target tokens of the whole global batch)
+        makes the gradients, once the strategy averages them over ranks, those of the mean loss
+        per target token, however rows and padding fall across ranks and micro-batches. A
+        non-finite gradient norm stops the run before the update, so no checkpoint holds the
+        weights it would make."""
         cfg, env = self.cfg, self.env
         started = time.perf_counter()
         batch = global_batch(
@@ -202,6 +208,13 @@ def run_sft(cfg: SFTConfig) -> SFTResult:
 
 
 def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
+    """Build everything one rank's SFT run needs, in the order each piece needs the ones before
+    it: the config and data are checked before any model is built (a bad file fails in
+    seconds, not after minutes of loading), and `TrainingRun.open` checks a resume against
+    the rows as tokenized now. The throughput figures use the usual training FLOPs: 6 per
+    matmul parameter per token (2 forward, 4 backward), and for attention 6 x layers x
+    attention width x the sum of each document's squared length (packed documents do not
+    attend to each other)."""
     _check_config(cfg)
     tokenizer = load_tokenizer(cfg.model)
     hf_config = build_hf_config(cfg.model, tokenizer)

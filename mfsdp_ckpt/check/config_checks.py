@@ -9,7 +9,9 @@ can write (the files export copies beside the weights: `asset_checks`).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.check import value_head
 from mfsdp_ckpt.check.report import ERROR, NO_HF_CONFIG, WARNING, ValidationReport
@@ -22,6 +24,11 @@ from mfsdp_ckpt.storage.reader import (
     CheckpointFormatError,
     CheckpointReader,
 )
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
+
+    from mfsdp_ckpt.convert.export_source import JsonConfig
 
 
 def config_to_check(
@@ -44,7 +51,7 @@ def config_to_check(
 
 
 def check_against_config(
-    paths,
+    paths: layout.CheckpointPaths,
     reader: CheckpointReader,
     roots: state_keys.StateRoots,
     report: ValidationReport,
@@ -60,7 +67,8 @@ def check_against_config(
 
     # huggingface/ stays inside the checkpoint; a --hf-config model dir inside itself (or
     # its Hugging Face cache folder), as export and import read one
-    root, within = paths.root, "the checkpoint"
+    root: str | os.PathLike = paths.root
+    within = "the checkpoint"
     if hf_config is not None:
         root = safe_files.model_dir_root(config_file.parent)
         within = f"the model dir {config_file.parent}"
@@ -179,7 +187,7 @@ def _check_mapped_against_config(
     from mfsdp_ckpt.convert.export_source import load_config
     from mfsdp_ckpt.convert.recorded_vocab import fitted_config, too_many_tokens, vocab_fit
 
-    def config() -> object:
+    def config() -> JsonConfig | PretrainedConfig:
         loaded = load_config(config_file)
         fit = vocab_fit(paths, reader, getattr(loaded, "vocab_size", None))
         if fit is not None:
@@ -229,7 +237,7 @@ def _check_against_recorded_config(
         return
     record = derived
 
-    def config() -> object:
+    def config() -> JsonConfig | PretrainedConfig:
         made = json_config(record.config, record.source)
         if made is None:  # every family a record maps to has a name_maps table
             raise HFConfigError(f"{record.source}: no name table for {record.config['model_type']}")
@@ -238,7 +246,19 @@ def _check_against_recorded_config(
     _check_plan(paths, reader, report, derived.source, config)
 
 
-def _check_plan(paths, reader, report: ValidationReport, where, config_of) -> None:
+def _check_plan(
+    paths: layout.CheckpointPaths,
+    reader: CheckpointReader,
+    report: ValidationReport,
+    where: str | Path,
+    config_of: Callable[[], JsonConfig | PretrainedConfig],
+) -> None:
+    """Check the weights against the config by planning their export, not by a list of
+    shapes of its own: a checkpoint validate passes must be one export-hf writes, and two
+    lists of expected shapes drift apart. An adapter saved alone is planned as an adapter.
+    The config is made (`config_of`) inside the check, so one that cannot be made is
+    reported at `where` (the config file or record), not raised. Weights of a model this
+    config does not describe are a warning (not checked), not damage."""
     from mfsdp_ckpt.convert.export_errors import (
         ExportError,
         ExportUsageError,

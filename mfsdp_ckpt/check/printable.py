@@ -6,11 +6,15 @@ line of its own (`valid: ...` under an INVALID verdict), a bidi override reorder
 reader sees, and a 200,000-character name fills the screen (or a log) with one line.
 `printable` writes every such character as a Python-style escape and caps the length;
 `--json` output needs none of this (json.dumps escapes control characters itself).
+
+`error_line` is the one way an exception becomes part of such a line: a library's message
+may be a page (a traceback, a whole config) or megabytes on its first line.
 """
 
 from __future__ import annotations
 
 MAX_PRINTED_CHARS = 2000  # one printed line; real tensor names and paths are far shorter
+MAX_ERROR_CHARS = 300  # what an exception adds to a line: its gist, never a page of it
 
 
 def _escape(char: str) -> str:
@@ -34,4 +38,29 @@ def printable(text: object, limit: int = MAX_PRINTED_CHARS) -> str:
     return text
 
 
-__all__ = ["MAX_PRINTED_CHARS", "printable"]
+def error_line(
+    err: BaseException,
+    *,
+    with_type: bool = True,
+    joined: bool = False,
+    limit: int = MAX_ERROR_CHARS,
+) -> str:
+    """`err` as `Type: message` (`message` alone without `with_type`; the type's name when it
+    says nothing), for an error line that quotes it: its first line, ` ...` marking that more
+    followed, or with `joined` all its lines joined by spaces (for libraries that put the
+    reason below a heading); cut to `limit` characters and made `printable`, as a library's
+    message may quote a file's contents."""
+    name = printable(type(err).__name__, limit)
+    text = str(err)
+    if joined:
+        said = " ".join(text.split())
+    else:
+        lines = text.strip().splitlines()
+        said = f"{lines[0].rstrip()} ..." if len(lines) > 1 else "".join(lines)
+    if not said:
+        return name
+    said = printable(said, limit)
+    return f"{name}: {said}" if with_type else said
+
+
+__all__ = ["MAX_ERROR_CHARS", "MAX_PRINTED_CHARS", "error_line", "printable"]

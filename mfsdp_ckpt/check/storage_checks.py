@@ -37,7 +37,18 @@ HASH_MISMATCH = "{} differs from the manifest (bytes changed after save)"
 TensorCheck = Callable[[str, "torch.Tensor"], "str | None"]
 
 
-def check_files(paths, reader: CheckpointReader, manifest: Manifest | None, report) -> None:
+def check_files(
+    paths: layout.CheckpointPaths,
+    reader: CheckpointReader,
+    manifest: Manifest | None,
+    report: ValidationReport,
+) -> None:
+    """Check the files a checkpoint is made of, by stat alone (the digests are `deep`'s):
+    those `.metadata` names, and for a step with a manifest every file it lists, by size, and
+    every file it does not list. A size is what a cut-short copy or a full disk changes, and
+    a stat costs nothing next to a hash. A listed file is stat'ed inside the step dir, so a
+    link out of it is refused, not followed. A checkpoint without a manifest (another
+    tool's, a bare dist_ckpt) has only `.metadata` to go by."""
     needed = check_data_files(reader, report)
     if manifest is None or paths.step_dir is None:
         report.files = len(needed) + 1

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.convert import tied_head
 from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, ForeignWeightsError
-from mfsdp_ckpt.convert.export_source import ExportSource, expected_weights_of
+from mfsdp_ckpt.convert.export_source import ExportSource, JsonConfig, expected_weights_of
 from mfsdp_ckpt.convert.megatron_config import HF_CONFIG_OPTION
 from mfsdp_ckpt.convert.megatron_lora import (
     MegatronLora,
@@ -52,6 +52,7 @@ from mfsdp_ckpt.storage.reader import TensorEntry
 
 if TYPE_CHECKING:
     import torch
+    from transformers import PretrainedConfig
 
 
 # The command whose flags an adapter's remedy names: validate and `mfsdp train`, which plan
@@ -145,7 +146,7 @@ def natural_key(name: str) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
-def _config_dtype(config) -> DType | None:
+def _config_dtype(config: JsonConfig | PretrainedConfig | None) -> DType | None:
     """The dtype a config names, if it is one an export writes (bfloat16, float16 or
     float32): in config.json a string; in a transformers config a torch.dtype. Any other
     (int8, bool, float8, complex: a damaged or crafted config) names none, so `auto` keeps
@@ -157,7 +158,9 @@ def _config_dtype(config) -> DType | None:
     return _CONFIG_DTYPES.get(str(value).removeprefix("torch."))
 
 
-def choose_dtype(requested: str, config, stored: list[TensorEntry]) -> DType:
+def choose_dtype(
+    requested: str, config: JsonConfig | PretrainedConfig | None, stored: list[TensorEntry]
+) -> DType:
     """`auto` is the config's dtype (bf16 for Qwen/Llama releases), as verl/HF users expect;
     without one in the config, the checkpoint's own floating dtype."""
     if requested != "auto":
@@ -194,7 +197,7 @@ def model_weights(
 
 def plan_export(
     source: ExportSource,
-    config,
+    config: JsonConfig | PretrainedConfig,
     *,
     layout_name: str = "auto",
     dtype: str = "auto",
@@ -268,14 +271,14 @@ def plan_export(
     )
 
 
-def recorded_geometry(source: ExportSource, config) -> Geometry:
+def recorded_geometry(source: ExportSource, config: JsonConfig | PretrainedConfig) -> Geometry:
     """The numbers the fused tensors of `source` split by: `config`'s, and how the
     checkpoint's record says they were saved (`recorded_layout`)."""
     return with_recorded_layout(Geometry.from_config(config), source.paths, source.reader)
 
 
 def plan_adapter(
-    source: ExportSource, config, drop_mtp: bool = False
+    source: ExportSource, config: JsonConfig | PretrainedConfig, drop_mtp: bool = False
 ) -> tuple[MegatronLora | None, MtpLayers | None, Geometry]:
     """The LoRA adapter (Megatron's or PEFT's) a checkpoint holds, checked against the
     config's shapes (base weights, when saved beside it, are not read): None when it holds
@@ -301,7 +304,7 @@ def plan_adapter(
 
 def _megatron_lora(
     source: ExportSource,
-    config,
+    config: JsonConfig | PretrainedConfig,
     paths: dict[str, tuple[int, ...]],
     stored: dict[str, str],
     geometry: Geometry,
@@ -395,8 +398,17 @@ def live_peft_hint(unknown: list[str]) -> str:
 
 
 def _check_against_config(
-    source: ExportSource, config, items: list[MappedTensor], chosen_layout: str
+    source: ExportSource,
+    config: JsonConfig | PretrainedConfig,
+    items: list[MappedTensor],
+    chosen_layout: str,
 ) -> None:
+    """Refuse a plan whose tensors the config's model would not load as written, before a
+    byte is written: `from_pretrained` drops an unknown name and randomly initializes a
+    missing one with a warning only, so such an export loads and is another model. Unknown
+    names are a usage error (the wrong config or layout given); a wrong shape, a weight
+    stored as integers or a missing weight is the checkpoint's (a tied head is no weight of
+    its own)."""
     expected = expected_weights_of(config)
     produced = {
         t: (shape, item.source) for item in items for t, shape in zip(item.targets, item.shapes)

@@ -11,11 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mfsdp_ckpt.convert.export_errors import ExportUsageError
-from mfsdp_ckpt.convert.export_plan import ExportPlan, convert, natural_key, plan_export
+from mfsdp_ckpt.convert.export_plan import ExportPlan, convert, natural_key
 from mfsdp_ckpt.convert.export_scheduler import MIN_BUFFER_BYTES, Progress, run_tasks
-from mfsdp_ckpt.convert.export_source import load_config, resolve_source
-from mfsdp_ckpt.convert.hf_config import HFConfigError
 from mfsdp_ckpt.convert.name_maps import MappedTensor
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.safetensors_source import index_weight_map
@@ -147,23 +144,3 @@ def bit_pattern(tensor: torch.Tensor) -> torch.Tensor:
 def _single_files(out: Path) -> list[str]:
     """The safetensors files of an export without an index (one, as the writer makes it)."""
     return sorted(path.name for path in out.glob("*.safetensors"))
-
-
-def verify_export_dir(
-    ckpt: str | os.PathLike,
-    out_dir: str | os.PathLike,
-    *,
-    layout_name: str = "auto",
-    io: str = "auto",
-    workers: int = 4,
-) -> list[str]:
-    """Verify an existing export against its checkpoint, using the export's own config.json
-    (so the dtype is the one written)."""
-    source = resolve_source(str(ckpt), io)
-    try:
-        config = load_config(Path(out_dir) / "config.json")
-    except HFConfigError as err:
-        raise ExportUsageError(str(err)) from None
-    return verify_export(
-        plan_export(source, config, layout_name=layout_name), out_dir, workers=workers
-    )

@@ -322,6 +322,11 @@ def _check_tensor(key: str, item: Any, table: _Table, expansion: Expansion) -> N
 
 
 def _check_storage(storage: Any, table: _Table, expansion: Expansion) -> None:
+    """The storage table, field by field: each entry says which file to open and where to
+    seek in it, so a name that is no string or an offset that is no int in [0, 2**63) would
+    reach a path join or a seek (the file itself is confined by its reader). `None` is a
+    table DCP leaves out. Transform names are counted against `expansion` since the memo
+    lets every entry share one long list."""
     if storage is None:
         return
     if not isinstance(storage, dict):

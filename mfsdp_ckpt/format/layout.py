@@ -710,6 +710,15 @@ def _with_real_names(given: Path) -> Path:
 
 
 def _resolve_dir(given: Path, role: str | None, _depth: int) -> CheckpointPaths:
+    """What the directory `given` is, told by the names in it. The tests run from the most
+    specific to the most general, since a later one also matches what an earlier one claims:
+    another tool's format is refused first (it would otherwise be misread as ours or called
+    no checkpoint), then the DCP dir itself, then dirs that hold one (a migrated verl role
+    dir holds a dist_ckpt/ too, so it comes before a step's), then role parents, Hugging
+    Face Trainer output and model dirs, and last a run, whose steps are looked for one level
+    down. A parent of runs is looked for only in the path given (`_depth` 0): a dir that a
+    level above chose (a run's step, a role) is a checkpoint or named as none, never
+    searched again for runs below it."""
     names = _children(given)
     _refuse_foreign_format(given, names)
     if _is_dcp(given):
@@ -1254,6 +1263,8 @@ def _from_role_parent(step: Path, present: list[str], role: str | None) -> Check
 
 
 def _with(paths: CheckpointPaths, **changes) -> CheckpointPaths:
+    """`paths` as a level above adds what it knows (the run dir, the roles beside it), its
+    note kept as the level below wrote it (`_noted` adds one)."""
     return replace(paths, **changes)
 
 
@@ -1362,6 +1373,9 @@ def _unfinished_save(step: Path) -> str | None:
 
 
 def _natural(name: str) -> list:
+    """Sort key ordering names by their numbers as numbers: a string sort puts
+    `global_step_10` before `global_step_9`, so a list cut to its last (newest) entries
+    would drop the newest step."""
     return [int(part) if part.isdigit() else part for part in re.split(r"([0-9]+)", name)]
 
 

@@ -24,6 +24,8 @@ import sys
 import threading
 from collections.abc import Iterator
 
+from mfsdp_ckpt.check.printable import error_line
+
 # How Rust's std::io::Error ends its words: "No space left on device (os error 28)"
 _RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
 
@@ -72,7 +74,7 @@ def writing(
             raise
         found = _RUST_OS_ERROR.search(str(err))
         number = int(found.group(1)) if found else None
-        reason = os.strerror(number) if number is not None else _one_line(err)
+        reason = os.strerror(number) if number is not None else error_line(err, with_type=False)
         raise OSError(number, f"not written ({reason})", os.fspath(rust_file or path)) from None
     finally:
         _opened.blocks.remove(last_opened)
@@ -124,8 +126,3 @@ def _from_rust_writer(err: Exception) -> bool:
     if isinstance(err, SafetensorError):
         return True
     return type(err) is Exception and _RUST_OS_ERROR.search(str(err)) is not None
-
-
-def _one_line(err: Exception) -> str:
-    text = str(err).strip().splitlines()
-    return text[0] if text else type(err).__name__

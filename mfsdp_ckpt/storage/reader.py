@@ -20,11 +20,12 @@ import itertools
 import math
 import os
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
+from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.errors import CheckpointFormatError, UnsafeMetadataError
 from mfsdp_ckpt.format import dcp_metadata, dtypes
 from mfsdp_ckpt.format.blob_guard import blob_pickle, check_blob, open_blob
@@ -345,13 +346,10 @@ def undecodable_transforms(transforms: tuple[str, ...]) -> str | None:
     try:
         _stream_extensions(transforms)
     except Exception as err:
-        return f"cannot decode transforms {transforms}: {_first_line(err)}"
+        return (
+            f"cannot decode transforms {transforms}: {error_line(err, with_type=False, limit=200)}"
+        )
     return None
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0][:200] if text else type(err).__name__
 
 
 def decode_blob(
@@ -393,7 +391,9 @@ def load_blob(
     except Exception as err:
         if is_allocation_failure(err):  # the machine's limit, not the blob's fault
             raise
-        raise CheckpointFormatError(f"{where}: unreadable blob ({_first_line(err)})") from None
+        raise CheckpointFormatError(
+            f"{where}: unreadable blob ({error_line(err, with_type=False, limit=200)})"
+        ) from None
 
 
 def _load_streamed(file: RangeFile, where: str) -> Any:
@@ -412,7 +412,9 @@ def _load_streamed(file: RangeFile, where: str) -> Any:
             raise cause from None
         if is_allocation_failure(err):  # the machine's limit, not the blob's fault
             raise
-        raise CheckpointFormatError(f"{where}: unreadable blob ({_first_line(err)})") from None
+        raise CheckpointFormatError(
+            f"{where}: unreadable blob ({error_line(err, with_type=False, limit=200)})"
+        ) from None
 
 
 _LAYOUT_BUDGET = 64 << 10  # what a tensor's pickle may retain; it is charged ~4 KB
@@ -450,8 +452,8 @@ class CheckpointReader:
     """Tables and values of one DCP directory, read on demand.
 
     >>> reader = CheckpointReader("run/global_step_10/dist_ckpt")
-    >>> for name, tensor in reader.iter_tensors(prefix="model."):
-    ...     ...
+    >>> entry = reader.tensors["model.embed_tokens.weight"]  # its shape, dtype and chunks
+    >>> tensor = reader.read_tensor("model.embed_tokens.weight")
     """
 
     def __init__(self, dist_ckpt_dir: str | os.PathLike, store: ByteStore | None = None):
@@ -481,9 +483,6 @@ class CheckpointReader:
             raise CheckpointFormatError(f"{where}: {self.sharing.refusal()}")
         self._pairs = PairBudget()  # every tensor's coverage check draws on it
         self._coverage: dict[str, list[str]] = {}
-
-    def tensor_names(self, prefix: str = "") -> list[str]:
-        return [name for name in self.tensors if name.startswith(prefix)]
 
     def files(self) -> dict[str, int]:
         """Each data file the metadata refers to, with the bytes it must hold at least."""
@@ -666,12 +665,6 @@ class CheckpointReader:
                 region = region.narrow(dim, off, size)
             region.copy_(self.read_chunk(entry, chunk))
         return out
-
-    def iter_tensors(
-        self, names: Iterable[str] | None = None, prefix: str = ""
-    ) -> Iterator[tuple[str, torch.Tensor]]:
-        for name in names if names is not None else self.tensor_names(prefix):
-            yield name, self.read_tensor(name)
 
     def read_object(self, name: str) -> Any:
         entry = self.objects.get(name)

@@ -170,11 +170,18 @@ def open_regular(
         fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as err:
         raise CheckpointFileError(f"{path}: unreadable ({err.strerror or err})") from None
+    _refuse_unless_regular(fd, path)
+    return fd
+
+
+def _refuse_unless_regular(fd: int, path: str | os.PathLike) -> None:
+    """Close `fd` and refuse it, naming `path`, unless it is a regular file: the descriptor is
+    what gets read or written, so it is checked, not the name it was opened by (a FIFO or a
+    device may have been swapped in after the name was checked)."""
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
         raise CheckpointFileError(f"{path}: {_kind(mode)}, not a regular file")
-    return fd
 
 
 def open_regular_for_writing(path: str | os.PathLike, append: bool = False) -> int:
@@ -194,10 +201,7 @@ def open_regular_for_writing(path: str | os.PathLike, append: bool = False) -> i
         if kind is None:
             raise
         raise CheckpointFileError(f"{path}: {kind}, not a regular file") from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        raise CheckpointFileError(f"{path}: {_kind(mode)}, not a regular file")
+    _refuse_unless_regular(fd, path)
     if not append:
         os.ftruncate(fd, 0)
     os.set_blocking(fd, True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.storage.byte_store import (
     ByteStore,
     CheckpointFileError,
@@ -60,7 +61,7 @@ class TensorstoreByteStore:
             if refused is not None:
                 raise refused from None
             raise CheckpointFileError(
-                f"{url}: tensorstore cannot open it ({_first_line(err)})"
+                f"{url}: tensorstore cannot open it ({error_line(err, with_type=False)})"
             ) from None
 
     def _read(self, name: str, byte_range: slice | None) -> bytes:
@@ -69,7 +70,7 @@ class TensorstoreByteStore:
             result = self._kv.read(name, byte_range=byte_range).result()
         except Exception as err:
             raise CheckpointFileError(
-                f"{self.root}{name}: read failed ({_first_line(err)})"
+                f"{self.root}{name}: read failed ({error_line(err, with_type=False)})"
             ) from None
         if result.state != "value":
             raise CheckpointFileError(f"{self.root}{name}: file is missing")
@@ -99,7 +100,7 @@ class TensorstoreByteStore:
                 return int(match.group(1))
             if "OUT_OF_RANGE" not in str(err):  # unreachable, denied: not a missing file
                 raise CheckpointFileError(
-                    f"{self.root}{name}: read failed ({_first_line(err)})"
+                    f"{self.root}{name}: read failed ({error_line(err, with_type=False)})"
                 ) from None
             result = None
         if result is not None and result.state == "missing":
@@ -115,14 +116,9 @@ class TensorstoreByteStore:
             keys = self._kv.list().result()
         except Exception as err:
             raise CheckpointFileError(
-                f"{self.root}: cannot list its files ({_first_line(err)})"
+                f"{self.root}: cannot list its files ({error_line(err, with_type=False)})"
             ) from None
         return sorted(key.decode() for key in keys)
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
 
 
 def open_store(location: str, io: str = "auto") -> ByteStore:

@@ -63,7 +63,7 @@ def test_importing_the_export_command_loads_no_torch():
 def test_export_imports_torch_only_to_cast(hf_run, tmp_path, dtype, casts):
     """fp32 from fp32 checkpoints (validation, planning, kernel copy, config) runs without
     torch; bf16 imports it for the cast, which also shows this check sees an import."""
-    from mfsdp_ckpt.convert.export_verify import verify_export_dir
+    from tests.support.export import verify_export_dir
 
     out = tmp_path / "hf"
     loaded = modules_after(

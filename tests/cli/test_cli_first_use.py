@@ -12,7 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from cli import demo_record
-from cli.demo import DEMO_MARKER, _claim
+from cli.demo import _claim
+from cli.demo_record import MARKER as DEMO_MARKER
 from cli.launch import Launch, torchrun_command
 from cli.main import app
 from tests.support.fresh_python import MAIN_CATCHING_EXIT, mfsdp, modules_after

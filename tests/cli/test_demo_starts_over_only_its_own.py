@@ -15,7 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from cli import demo_record
-from cli.demo import DEMO_MARKER, _claim, _Phase, _what_to_expect
+from cli.demo import _claim, _Phase, _what_to_expect
+from cli.demo_record import MARKER as DEMO_MARKER
 from cli.main import app
 from mfsdp_ckpt.storage.out_lock import acquire_out_lock, release_out_lock
 

@@ -18,9 +18,9 @@ from cli.main import app
 from tests.support.cli_errors import error_lines
 from tests.support.fresh_python import mfsdp
 from tests.support.launched_sft import launch_tiny_sft
+from tests.support.metrics import read_metrics
 from tests.support.paths import FIXTURES
 from tests.support.sft import write_chat_jsonl
-from trainer.metrics import read_metrics
 
 RUN = FIXTURES / "megatron_fsdp_qwen2" / "run"
 

@@ -26,9 +26,9 @@ from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from tests.support.cli_errors import error_lines
 from tests.support.fresh_python import MAIN_CATCHING_EXIT, mfsdp, modules_after
 from tests.support.launched_sft import launch_tiny_sft
+from tests.support.metrics import read_metrics
 from tests.support.paths import EXAMPLES, FIXTURES, REPO
 from tests.support.sft import write_chat_jsonl
-from trainer.metrics import read_metrics
 
 MCORE_QWEN2 = FIXTURES / "mcore" / "qwen2"
 BAD_YAML = "model:\n  shape: tiny\noptim:\n  lr: [1\n"  # the bracket opens at line 4, column 7
@@ -75,11 +75,14 @@ def test_help_examples_name_the_steps_the_demo_saves():
 def test_no_help_example_writes_into_the_demo_dir():
     """`import-hf runs/demo/hf --out runs/demo/mcore_init`, run as the help shows it, made the
     next `./dev demo` refuse runs/demo ("also holds mcore_init, which the demo did not
-    write")."""
-    from cli.demo import DEMO_ENTRIES
+    write"). A demo starts over only in a dir holding exactly the files it recorded there
+    (`cli.demo_record`), so an example writing anything under it, even into a folder the
+    demo made, makes the next demo refuse."""
+    from cli.demo import demo
 
-    written = re.findall(r"(?:--out |run_dir=)runs/demo/([^/\s]+)", _all_help())
-    assert not [name for name in written if name not in DEMO_ENTRIES], written
+    demo_dir = next(p.default for p in demo.params if p.name == "out_dir")
+    written = re.findall(rf"(?:--out |run_dir=)({re.escape(demo_dir)}/\S*)", _all_help())
+    assert written == [], written
 
 
 def test_export_says_verified_only_when_it_verified(tmp_path):

@@ -131,7 +131,7 @@ def test_a_tilde_path_that_exists_passes_the_checks_before_training(tmp_path, mo
     ],
 )
 def test_a_jsonl_as_windows_editors_save_it_reads_as_any_other(tmp_path, encode):
-    from trainer.data.files import read_rows
+    from tests.support.data_tables import read_rows
 
     rows = [{"question": f"{a} + 1?", "answer": f"{a} + 1 = {a + 1}\n#### {a + 1}"} for a in (1, 2)]
     plain = tmp_path / "plain.jsonl"
@@ -145,7 +145,8 @@ def test_a_jsonl_as_windows_editors_save_it_reads_as_any_other(tmp_path, encode)
 
 
 def test_a_byte_order_mark_inside_a_jsonl_is_still_refused_naming_the_line(tmp_path):
-    from trainer.data.files import DataFileError, read_rows
+    from tests.support.data_tables import read_rows
+    from trainer.data.files import DataFileError
 
     data = tmp_path / "train.jsonl"
     data.write_bytes(b'{"a": 1}\n\xef\xbb\xbf{"a": 2}\n')
@@ -330,7 +331,7 @@ def test_a_checkpoint_file_given_for_its_directory_names_that_directory(tmp_path
 def test_a_second_demo_into_a_demo_dir_in_use_leaves_it_alone(tmp_path):
     """Was: the second demo found the first one's marker, deleted its directory mid-run and
     started over in it."""
-    from cli.demo import DEMO_MARKER
+    from cli.demo_record import MARKER as DEMO_MARKER
     from mfsdp_ckpt.storage.out_lock import acquire_out_lock, release_out_lock
 
     out = tmp_path / "demo"
@@ -363,7 +364,7 @@ GSM8K_ROWS = [
 def test_a_json_file_is_read_as_an_array_an_object_or_lines(tmp_path, text, rows):
     """`json.dump(rows, f, indent=2)` and a pretty-printed MATH problem file were read line
     by line: "line 1: not valid JSON"."""
-    from trainer.data.files import read_rows
+    from tests.support.data_tables import read_rows
 
     data = tmp_path / "train.json"
     data.write_text(text)

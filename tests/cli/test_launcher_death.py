@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.metrics import read_metrics
 from tests.support.paths import EXAMPLES, REPO
 from tests.support.sft import write_chat_jsonl
-from trainer.metrics import read_metrics
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
+from tests.support.metrics import read_metrics
 from tests.support.paths import REPO
 from tests.support.sft import write_chat_jsonl
 from trainer.distributed import free_port
-from trainer.metrics import read_metrics
 
 CONFIG = str(REPO / "examples" / "sft_tiny_cpu.yaml")
 

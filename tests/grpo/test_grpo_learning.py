@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 
 from mfsdp_ckpt.convert.export_hf import export_hf
+from tests.support.metrics import read_metrics
 from tests.support.paths import REPO
 from trainer.config import SFTConfig, load_config
 from trainer.grpo import runner
 from trainer.grpo.config import GRPOConfig
 from trainer.grpo.synthetic import write_addition_data
-from trainer.metrics import read_metrics
 from trainer.rollout.vllm_engine import vllm_available
 from trainer.sft import run_sft
 

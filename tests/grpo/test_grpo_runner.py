@@ -12,16 +12,16 @@ import torch.multiprocessing as mp
 
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.cli_errors import one_error
+from tests.support.data_tables import write_parquet
 from tests.support.distributed import run_distributed
+from tests.support.metrics import read_metrics
 from tests.support.paths import REPO
 from trainer.config import load_config
-from trainer.data.files import write_parquet
 from trainer.data.math_datasets import gsm8k_rows
 from trainer.grpo.config import GRPOConfig, RLDataConfig
 from trainer.grpo.data import RLDataError, load_rl_prompts
 from trainer.grpo.runner import run_grpo
 from trainer.grpo.synthetic import write_addition_data
-from trainer.metrics import read_metrics
 from trainer.rollout.vllm_engine import vllm_available
 from trainer.tiny import build_tokenizer
 
@@ -249,8 +249,10 @@ def test_cli_usage_errors(tmp_path, overrides, message):
     data.touch()
     if not any(o.startswith("data.train_files=") for o in overrides):
         overrides = [f"data.train_files={data}", *overrides]
+    # within the tiny shape's 512 positions, which the default 512 + 512 tokens pass
+    lengths = ["data.max_prompt_length=64", "rollout.max_response_length=64"]
     done = subprocess.run(
-        MFSDP + ["train", "grpo", f"trainer.run_dir={tmp_path}/run"] + overrides,
+        MFSDP + ["train", "grpo", f"trainer.run_dir={tmp_path}/run", *lengths] + overrides,
         capture_output=True,
         text=True,
         cwd=REPO,

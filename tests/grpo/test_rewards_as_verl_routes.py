@@ -14,9 +14,9 @@ import pytest
 
 from mfsdp_ckpt.errors import EXIT_USAGE
 from tests.support.cli_errors import one_error
+from tests.support.data_tables import write_parquet
 from tests.support.interop_layouts import run_cli
 from tests.support.paths import REPO
-from trainer.data.files import write_parquet
 from trainer.grpo.config import RLDataConfig
 from trainer.grpo.data import RLDataError, load_rl_prompts
 from trainer.rewards import gsm8k, math_dapo

@@ -62,7 +62,7 @@ def test_a_null_or_empty_ground_truth_is_refused_naming_file_and_row(
 
 
 def test_a_nan_ground_truth_is_a_missing_one(tmp_path, tokenizer):
-    from trainer.data.files import write_parquet
+    from tests.support.data_tables import write_parquet
 
     path = write_parquet([_row(math.nan)], tmp_path / "rl.parquet")
     with pytest.raises(RLDataError, match=r"rl\.parquet row 0: reward_model\.ground_truth is NaN$"):

@@ -295,7 +295,8 @@ def test_the_wrong_dir_stays_a_usage_error(tmp_path):
 
 
 def test_a_fifo_given_as_a_data_or_reward_file_is_named(tmp_path):
-    from trainer.data.files import DataFileError, read_rows
+    from tests.support.data_tables import read_rows
+    from trainer.data.files import DataFileError
     from trainer.rewards.custom import RewardError, load_reward_function
 
     fifo = tmp_path / "train.parquet"

@@ -312,7 +312,7 @@ def test_training_refuses_a_parquet_bomb_as_its_data(tmp_path):
 
 def test_a_repetitive_parquet_file_within_the_floor_is_read(tmp_path):
     """The same encoding, 100,000 rows: some 30 MB decoded, under DECODED_FLOOR."""
-    from trainer.data.files import read_rows
+    from tests.support.data_tables import read_rows
 
     table = tmp_path / "train.parquet"
     repeated_rows_parquet(table, row_groups=2, rows=50_000)

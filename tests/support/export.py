@@ -69,3 +69,17 @@ def save_single_process_checkpoint(
         hf_assets=copy_hf_assets_from(assets_dir),
     )
     return model.eval()
+
+
+def verify_export_dir(ckpt: str | Path, out_dir: str | Path) -> list[str]:
+    """What `export-hf --verify` reports of the export in `out_dir` (`verify_export`, one
+    line per problem), checked again after the export was written: the tests change an
+    export's files after it was made, which the command's own check, run before it
+    publishes the export, cannot see. The plan is made as the export made it, with the
+    dtype of the export's own config.json."""
+    from mfsdp_ckpt.convert.export_plan import plan_export
+    from mfsdp_ckpt.convert.export_source import load_config, resolve_source
+    from mfsdp_ckpt.convert.export_verify import verify_export
+
+    config = load_config(Path(out_dir) / "config.json")
+    return verify_export(plan_export(resolve_source(str(ckpt), "auto"), config), out_dir)

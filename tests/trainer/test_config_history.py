@@ -46,7 +46,7 @@ def test_a_resume_with_the_same_settings_keeps_no_copy(tmp_path, capsys):
 def test_a_resume_applies_changed_optimizer_settings(tmp_path):
     """The checkpoint's param groups carried the settings the run started with: steps after a
     resume with optim.eps=1.0 were bit for bit those of the unchanged run."""
-    from trainer.metrics import read_metrics
+    from tests.support.metrics import read_metrics
 
     data = write_chat_jsonl(tmp_path / "train.jsonl", rows=16)
     losses = {}

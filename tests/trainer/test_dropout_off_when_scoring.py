@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import torch
 
+from tests.support.metrics import read_metrics
 from tests.support.sft import tiny_config, write_chat_jsonl
 from trainer.config import ModelConfig, load_config
 from trainer.grpo.actor import RolloutData, attach_logprob_forward, compute_log_probs
 from trainer.grpo.config import GRPOConfig
 from trainer.grpo.runner import run_grpo
 from trainer.grpo.synthetic import write_addition_data
-from trainer.metrics import read_metrics
 from trainer.model import build_hf_config, build_model, load_tokenizer
 from trainer.sft import run_sft
 

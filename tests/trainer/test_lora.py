@@ -26,9 +26,9 @@ from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.ckpt_edits import resealed
 from tests.support.distributed import run_distributed
 from tests.support.export import fixed_inputs, load_report, logits_of
+from tests.support.metrics import read_metrics
 from tests.support.sft import tiny_config, write_chat_jsonl
 from trainer.config import ConfigError, ModelConfig
-from trainer.metrics import read_metrics
 from trainer.resume import ResumeMismatchError
 from trainer.sft import run_sft
 

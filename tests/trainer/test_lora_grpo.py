@@ -25,11 +25,11 @@ from tests.grpo.test_grpo_runner import (
 )
 from tests.grpo.test_grpo_runner import _overrides as runner_overrides
 from tests.support.distributed import run_distributed
+from tests.support.metrics import read_metrics
 from tests.support.rollout import PROMPTS
 from trainer.config import ModelConfig, OptimConfig, StrategyConfig, load_config
 from trainer.grpo.config import GRPOConfig
 from trainer.grpo.runner import run_grpo
-from trainer.metrics import read_metrics
 from trainer.rollout.vllm_engine import vllm_available
 
 RANK, ALPHA = 4, 8

@@ -18,9 +18,9 @@ from mfsdp_ckpt.format.layout import resolve_checkpoint
 from mfsdp_ckpt.lora import parse_adapter_key
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.export import fixed_inputs, logits_of
+from tests.support.metrics import read_metrics
 from tests.support.paths import REPO, repo_env
 from tests.support.sft import launch_sft, write_chat_jsonl
-from trainer.metrics import read_metrics
 
 pytestmark = [
     pytest.mark.gpu,

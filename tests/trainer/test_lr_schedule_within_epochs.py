@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.support.grpo import grpo_config, write_rl_rows
+from tests.support.metrics import read_metrics
 from tests.support.sft import tiny_config, write_chat_jsonl
 from trainer.grpo.runner import run_grpo
-from trainer.metrics import read_metrics
 from trainer.sft import run_sft
 
 ROWS, BATCH = 16, 8  # two steps an epoch

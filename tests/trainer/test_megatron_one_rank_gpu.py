@@ -11,9 +11,9 @@ import sys
 import pytest
 import torch
 
+from tests.support.metrics import read_metrics
 from tests.support.paths import REPO, repo_env
 from tests.support.sft import launch_sft, write_chat_jsonl
-from trainer.metrics import read_metrics
 
 pytestmark = pytest.mark.gpu
 

@@ -16,12 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from trainer.metrics import (
-    MAX_RECORD_BYTES,
-    METRICS_FILE,
-    last_logged_step,
-    read_metrics,
-)
+from tests.support.metrics import read_metrics
+from trainer.metrics import MAX_RECORD_BYTES, METRICS_FILE, last_logged_step
 
 NOT_RECORDS = {
     "torn": b'{"step": 3, "train/lo',

@@ -10,8 +10,9 @@ import json
 import subprocess
 import sys
 
+from tests.support.metrics import read_metrics
 from trainer.config import SFTConfig
-from trainer.metrics import METRICS_FILE, MetricsLogger, drop_steps_after, read_metrics
+from trainer.metrics import METRICS_FILE, MetricsLogger, drop_steps_after
 
 LOGGING = """
 import resource, sys

@@ -9,8 +9,9 @@ import json
 import os
 import shutil
 
+from tests.support.metrics import read_metrics
 from tests.support.sft import tiny_config, write_chat_jsonl
-from trainer.metrics import METRICS_FILE, drop_steps_after, read_metrics
+from trainer.metrics import METRICS_FILE, drop_steps_after
 from trainer.sft import run_sft
 
 

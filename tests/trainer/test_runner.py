@@ -4,8 +4,8 @@ its last step, when that step was also a scheduled save."""
 from __future__ import annotations
 
 from mfsdp_ckpt.format.layout import step_dir
+from tests.support.metrics import read_metrics
 from tests.support.sft import tiny_config, write_chat_jsonl
-from trainer.metrics import read_metrics
 from trainer.sft import run_sft
 
 

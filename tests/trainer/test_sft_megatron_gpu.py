@@ -11,8 +11,8 @@ import torch
 
 from mfsdp_ckpt.check.validate import validate_checkpoint
 from mfsdp_ckpt.storage.reader import CheckpointReader
+from tests.support.metrics import read_metrics
 from tests.support.sft import launch_sft, write_chat_jsonl
-from trainer.metrics import read_metrics
 
 pytestmark = pytest.mark.gpu
 

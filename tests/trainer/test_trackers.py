@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
+from tests.support.metrics import read_metrics
 from tests.support.sft import tiny_config, write_chat_jsonl
 from trainer.config import ConfigError
-from trainer.metrics import read_metrics
 from trainer.sft import run_sft
 
 

@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.errors import MfsdpError, MfsdpUsageError
 from trainer.data.table_kinds import table_kind_hint
 from trainer.data.template_sandbox import TemplateSizeError, render
@@ -385,7 +386,9 @@ def chat_ids(
     except MfsdpError:
         raise
     except Exception as err:  # the template's own code: anything it raises
-        raise ChatFormatError(f"{template} cannot render it ({_one_line(err)})") from None
+        raise ChatFormatError(
+            f"{template} cannot render it ({error_line(err, joined=True)})"
+        ) from None
     except BaseException as err:
         # pyo3's PanicException (a BaseException): the tokenizer's Rust code gave up, e.g. a
         # pre-tokenizer regex of tokenizer.json past Oniguruma's backtracking limit
@@ -393,7 +396,9 @@ def chat_ids(
             raise
         source = getattr(tokenizer, "name_or_path", "")
         where = f"the tokenizer of {source}" if source else "the tokenizer"
-        raise ChatFormatError(f"{where} cannot encode it ({_one_line(err)})") from None
+        raise ChatFormatError(
+            f"{where} cannot encode it ({error_line(err, joined=True)})"
+        ) from None
 
 
 def _span_mask(encoded: Any, spans: list[tuple[int, int]], count: int) -> list[int]:
@@ -409,11 +414,6 @@ def _span_mask(encoded: Any, spans: list[tuple[int, int]], count: int) -> list[i
         for position in range(first, last + 1 if last is not None else count):
             mask[position] = 1
     return mask
-
-
-def _one_line(err: BaseException) -> str:
-    said = " ".join(str(err).split())[:300]
-    return f"{type(err).__name__}: {said}" if said else type(err).__name__
 
 
 def tokenize_chat(tokenizer: Any, messages: list[dict], limit: RowLimit) -> Example:

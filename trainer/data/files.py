@@ -32,13 +32,13 @@ from mfsdp_ckpt.storage.unique_json import (
 )
 
 # Parquet stores a repeated value once (dictionary and run-length encoding) and compresses
-# pages: 1.2 MB of file held 67M rows (3.3 GB before Python objects were made of them), and
-# 511 bytes 2,000 copies of a 1 MiB string. Decoding is bounded twice against a budget per
-# byte of file: the footer's uncompressed sizes (what decompressing the pages makes), then
-# each batch's rows with every repeated value counted once per use, computed from the
-# dictionary's lengths before any value is copied. Real tables compress text ~3-10x, and
-# one prompt prefix shared by every row some 100x. Each cell is charged the Python object
-# it becomes besides its bytes.
+# pages: a small file can hold millions of rows, or one long string repeated in each, that
+# decode to gigabytes and far more once made Python objects. Decoding is bounded twice
+# against a budget per byte of file: the footer's uncompressed sizes (what decompressing the
+# pages makes), then each batch's rows with every repeated value counted once per use,
+# computed from the dictionary's lengths before any value is copied. Real tables compress
+# text ~3-10x, and one prompt prefix shared by every row some 100x. Each cell is charged the
+# Python object it becomes besides its bytes.
 DECODED_PER_FILE_BYTE = 256
 DECODED_FLOOR = 64 << 20
 _CELL_BYTES = 64
@@ -46,10 +46,11 @@ _BATCH_ROWS = 16384
 # A jsonl line is one row, read whole: longer than this it is no row of a table (a sparse
 # file of zeros with no newline would be read whole into memory).
 MAX_JSONL_LINE_BYTES = 64 << 20
-# Python holds each JSON object or array in 60-200 bytes, `[]` takes 2 bytes of a line: a
-# 30 MB line of empty arrays took 830 MB to parse. A row of a table holds a few (a chat: a
-# list, an object per turn), so each JSON text parsed at once (a .jsonl line, a whole .json)
-# may hold this many, counted before it is parsed (`too_many_containers`).
+# Python holds each JSON object or array in tens to hundreds of bytes, `[]` takes 2 bytes of
+# a line: a line of empty arrays takes many times its size in memory to parse. A row of a
+# table holds a few (a chat: a list, an object per turn), so each JSON text parsed at once
+# (a .jsonl line, a whole .json) may hold this many, counted before it is parsed
+# (`too_many_containers`).
 MAX_ROW_CONTAINERS = DEFAULT_MAX_CONTAINERS
 # JSON's escape of a UTF-16 surrogate (`\ud800`): only through one can parsed text hold a
 # lone surrogate (UTF-8 bytes cannot), so rows are searched for one only where it is.
@@ -72,12 +73,6 @@ class EmptyTableError(MfsdpFailedError, ValueError):
 
 class DataWriteError(MfsdpFailedError):
     """The machine failed to write an output table (disk full, no permission); names it."""
-
-
-def read_rows(paths: list[str] | str) -> list[dict[str, Any]]:
-    """All rows of the given files, in order; `.parquet`, `.jsonl` (one object per line) or
-    `.json` (an array of objects, one object, or one per line)."""
-    return read_rows_with_origins(paths)[0]
 
 
 def row_in_table(path: str | os.PathLike, index: int) -> str:
@@ -107,8 +102,9 @@ class RowOrigins:
 
 
 def read_rows_with_origins(paths: list[str] | str) -> tuple[list[dict[str, Any]], RowOrigins]:
-    """`read_rows`, and where each row came from. A file holding no rows is refused
-    (EmptyTableError), naming it."""
+    """All rows of the given files, in order, and where each row came from: `.parquet`,
+    `.jsonl` (one object per line) or `.json` (an array of objects, one object, or one per
+    line). A file holding no rows is refused (EmptyTableError), naming it."""
     rows: list[dict[str, Any]] = []
     files, starts, lines = [], [], []
     for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
@@ -251,7 +247,8 @@ def _bounded_rows(path: Path, handle: Any, budget: int) -> list[dict[str, Any]]:
         decoded += _CELL_BYTES * batch.num_rows * batch.num_columns
         if decoded > budget:
             raise too_big(decoded)
-        rows += batch.cast(_without_dictionaries(batch.schema)).to_pylist()  # 2.5x faster
+        # rows are made faster from plain arrays than from dictionary ones
+        rows += batch.cast(_without_dictionaries(batch.schema)).to_pylist()
     return rows
 
 
@@ -281,7 +278,8 @@ def _decoded_bytes(array: Any) -> int:
     per list entry or text value for offsets), computed without writing any out, and
     _CELL_BYTES for each Python object a nested value becomes: an entry of a list, a field
     of a struct (a dict). Charged only its offsets, an empty list inside a list cost 8 bytes
-    and became one of 70: a 669-byte file of 7M of them took 535 MB within the floor."""
+    and became a Python list many times that size: a file of a few hundred bytes holding
+    millions of them took far more memory than the floor allows while within it."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -424,13 +422,6 @@ def _read_jsonl(path: Path) -> Rows:
 def _line_reader(handle: Any) -> Any:
     """Read the next line, at most one byte past MAX_JSONL_LINE_BYTES of it."""
     return lambda: handle.readline(MAX_JSONL_LINE_BYTES + 1)
-
-
-def write_parquet(rows: list[dict[str, Any]], path: str | os.PathLike) -> Path:
-    """Write one table; see `write_tables`."""
-    out = Path(path)
-    write_tables({out: rows})
-    return out
 
 
 def write_tables(tables: dict[Path, list[dict[str, Any]]], *, replace: bool = True) -> None:

@@ -166,6 +166,11 @@ class GRPOSteps(StepHooks):
         )
 
     def train_step(self, step: int) -> dict[str, Any]:
+        """One GRPO step, its phases in verl's order (rollout, reward, group advantages, old
+        and reference log-probs, update, weight push), each timed (`timing/*_s`); the step's
+        sums are reduced over ranks in one collective at its end. Its prompts and sampling
+        seed are functions of (seed, step, rank) alone (`_step_seed`), so a resumed run draws
+        what an uninterrupted one drew."""
         cfg, env = self.cfg, self.env
         times: dict[str, float] = {}
         started = time.perf_counter()
@@ -180,7 +185,7 @@ class GRPOSteps(StepHooks):
             top_p=cfg.rollout.top_p,
             top_k=cfg.rollout.top_k,
             max_tokens=cfg.rollout.max_response_length,
-            seed=(cfg.trainer.seed * 1_000_003 + step) * 4096 + env.rank,
+            seed=_step_seed(cfg.trainer.seed, step, env.rank, _RANK_SLOTS),
             logprobs=cfg.rollout.temperature == 1.0,
         )
         with _timed(times, "timing/rollout_s", env.device):
@@ -282,7 +287,7 @@ class GRPOSteps(StepHooks):
         totals, grad_norms, updates = UpdateStats(), [], 0
         self.actor.train()
         for epoch in range(actor_cfg.ppo_epochs):
-            seed = (cfg.trainer.seed * 1_000_003 + step) * 64 + epoch
+            seed = _step_seed(cfg.trainer.seed, step, epoch, _EPOCH_SLOTS)
             shuffle = torch.Generator().manual_seed(seed)
             order = torch.randperm(data.rows, generator=shuffle)
             for start in range(0, data.rows, per_rank_mini):
@@ -405,6 +410,19 @@ def check_config(cfg: GRPOConfig, world_size: int) -> None:
         raise ConfigError("trainer.log_every must be >= 1")
 
 
+# Seeds per step (`_step_seed`): one per rank for rollout sampling, one per PPO epoch for
+# the mini-batch shuffle; past these counts a seed repeats one of the next step's.
+_RANK_SLOTS, _EPOCH_SLOTS = 4096, 64
+
+
+def _step_seed(seed: int, step: int, slot: int, slots: int) -> int:
+    """The seed of `slot` (a rank, an epoch) at `step` of a run seeded `seed`: the prime
+    1,000,003 spaces run seeds further apart than any run has steps, and each step holds
+    `slots` seeds. Computed, never drawn from a generator, so a resumed run's step N gets
+    the seed an uninterrupted run's step N got."""
+    return (seed * 1_000_003 + step) * slots + slot
+
+
 @contextmanager
 def _timed(times: dict[str, float], key: str, device: torch.device):
     if device.type == "cuda":
@@ -432,6 +450,12 @@ def _rollout_dtype(cfg: GRPOConfig, device: torch.device) -> torch.dtype:
 
 
 def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
+    """Build everything one rank's GRPO run needs, in the order each piece needs the ones
+    before it: the config and data are checked before any model is built (a bad file or
+    batch size fails before minutes of model loading), the reference's weights are hashed
+    while the models build (`ReferenceRecord.of`), and the engine gets the actor's weights
+    (`push_weights`) only after `TrainingRun.open` has resumed them, so its first rollout
+    samples from the resumed actor."""
     check_config(cfg, env.world_size)
     if not cfg.data.train_files:
         raise ConfigError("data.train_files: no training files given")

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
@@ -56,7 +57,7 @@ def load_reward_function(path: str | Path, name: str = "compute_score") -> Calla
             spec.loader.exec_module(module)
     except (Exception, SystemExit) as err:  # sys.exit() at import would end the run, exit 0
         raise RewardError(
-            f"reward.path {str(file)!r}: importing it failed: {one_line(err)}"
+            f"reward.path {str(file)!r}: importing it failed: {error_line(err)}"
         ) from err
     function = getattr(module, name, None)
     if function is None:
@@ -92,12 +93,3 @@ def user_code_output() -> Iterator[None]:
     JSON object under `--json`)."""
     with contextlib.redirect_stdout(sys.stderr):
         yield
-
-
-def one_line(err: BaseException) -> str:
-    """`Type: message` of an exception, on one line (its first, marked when there are more)."""
-    lines = str(err).strip().splitlines()
-    if not lines:
-        return type(err).__name__
-    more = " ..." if len(lines) > 1 else ""
-    return f"{type(err).__name__}: {lines[0]}{more}"

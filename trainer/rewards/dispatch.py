@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from math import isfinite
 from typing import Any
 
+from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.errors import report_stranded
 from trainer.rewards import gsm8k, math, math_dapo
 from trainer.rewards.custom import (
     RewardError,
     RewardFunctionError,
     load_reward_function,
-    one_line,
     user_code_output,
 )
 from trainer.rewards.time_limit import STUCK_GRACE_S, RewardTimeout, time_limit
@@ -160,7 +160,7 @@ class RewardScorer:
         # the user's code failed: only this call is guarded; sys.exit() in it is a failure too
         # (it ended the run with exit 0), Ctrl-C passes
         except (Exception, SystemExit) as err:
-            raise self._failed(source, extra, f"{self.name} raised {one_line(err)}") from err
+            raise self._failed(source, extra, f"{self.name} raised {error_line(err)}") from err
         except RewardTimeout:
             late = f"{self.name} did not return within {self.timeout_s:g} s (reward.timeout_s)"
             failed = self._failed(source, extra, late)

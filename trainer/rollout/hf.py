@@ -130,6 +130,12 @@ class HFRolloutEngine(RolloutEngine):
     def _generate_chunk(
         self, prompts: list[list[int]], params: SamplingParams, generator
     ) -> RolloutBatch:
+        """Decode `params.n` responses per prompt as one batch over a shared KV cache, every
+        row `max_tokens` wide: a row that ended writes padding (mask 0) while it stays in the
+        batch, so its response stops at its EOS. Ended rows are looked for only every
+        EOS_CHECK_EVERY steps, since each look waits for the device; a look ends the loop
+        when no row is generating, or shrinks the decoded rows to a bucket (module
+        docstring)."""
         rows = len(prompts) * params.n
         eos = torch.tensor(self.eos_token_ids, dtype=torch.long, device=self.device)
         tokens = torch.full(

@@ -48,6 +48,10 @@ class VLLMRolloutEngine(RolloutEngine):
         cpu_kv_cache_gib: int = 1,
         load_format: str = "auto",
     ):
+        """A vLLM `LLM` in this process. Multiprocessing is turned off so its worker is
+        reachable for weight pushes (module docstring), and its log-probs are the model's
+        raw ones, before any sampling setting changes them, so they compare with the actor's
+        (`rollout/actor_logprob_diff`)."""
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(cpu_kv_cache_gib))
         vllm_logs_to_stderr()
@@ -88,6 +92,10 @@ class VLLMRolloutEngine(RolloutEngine):
         self.llm.reset_prefix_cache()
 
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> RolloutBatch:
+        """All responses of one step in one `LLM.generate` call, so vLLM schedules them
+        together. A seeded request's n samples get seeds seed, seed+1, ... seed+n-1 (vLLM gives
+        each child of a request `seed + index`), so request k starts at base + k x n: no
+        two completions of a step share a seed, and a step's seed reproduces its rollouts."""
         from vllm import SamplingParams as VLLMSamplingParams
         from vllm.inputs import TokensPrompt
 

@@ -96,6 +96,11 @@ class MegatronFSDPStrategy(Strategy):
             raise ConfigError(MEGATRON_FSDP_NEEDS_CUDA)
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Shard `model` with Megatron-FSDP in the settings the module docstring gives reasons
+        for: a (dp, tp=1) mesh because Megatron-FSDP needs a tp dimension, fp32 main weights
+        and gradients beside bf16 compute weights, `sync_model_each_microbatch` for gradients
+        equal to FSDP2's, and its per-tensor DCP hooks off (`uneven_chunks` does their job in
+        one collective)."""
         import megatron_fsdp
         from torch.distributed.device_mesh import init_device_mesh
 

@@ -18,12 +18,17 @@ from safetensors import safe_open
 
 from cli.main import app
 from mfsdp_ckpt.convert.export_hf import export_hf
-from mfsdp_ckpt.convert.export_verify import verify_export_dir
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from mfsdp_ckpt.storage.safetensors_source import SafetensorsError
 from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE
 from tests.support.distributed import run_distributed
-from tests.support.export import copy_hf_assets_from, fixed_inputs, load_report, logits_of
+from tests.support.export import (
+    copy_hf_assets_from,
+    fixed_inputs,
+    load_report,
+    logits_of,
+    verify_export_dir,
+)
 
 
 def _train_and_save(rank: int, world: int, root: str) -> None:

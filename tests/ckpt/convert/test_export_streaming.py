@@ -11,7 +11,6 @@ from safetensors import safe_open
 from mfsdp_ckpt.convert import export_stream
 from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.convert.export_plan import DTYPES
-from mfsdp_ckpt.convert.export_verify import verify_export_dir
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.export import save_single_process_checkpoint
 from tests.support.metadata_reads import metadata_reads
@@ -30,14 +29,14 @@ def run_dir(tmp_path_factory):
 def test_piecewise_cast_equals_whole_tensor_cast(run_dir, tmp_path, monkeypatch, dtype):
     monkeypatch.setattr(export_stream, "STREAM_PIECE_ELEMENTS", 1021)  # prime: pieces end mid-row
     out = tmp_path / "hf"
-    result = export_hf(run_dir, out, dtype=dtype)
+    result = export_hf(run_dir, out, dtype=dtype, verify=True)
     reader = CheckpointReader(run_dir / "global_step_1" / "dist_ckpt")
     name = "model.layers.0.mlp.down_proj.weight"
     assert reader.tensors[f"model.{name}"].numel > 10 * 1021  # really split into many pieces
     with safe_open(str(out / "model.safetensors"), framework="pt") as handle:
         written = handle.get_tensor(name)
     assert torch.equal(written, reader.read_tensor(f"model.{name}").to(DTYPES[dtype].torch))
-    assert verify_export_dir(run_dir, out) == []  # every tensor, against read + .to()
+    assert result.mismatches == []  # every tensor, against read + .to()
     assert result.dtype == DTYPES[dtype].name
 
 

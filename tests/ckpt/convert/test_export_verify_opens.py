@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from mfsdp_ckpt.convert.export_hf import export_hf
-from mfsdp_ckpt.convert.export_verify import verify_export_dir
-from tests.support.export import save_single_process_checkpoint
+from tests.support.export import save_single_process_checkpoint, verify_export_dir
 
 SHARD_BYTES = 60_000  # several files of the tiny model's fp32 weights
 

@@ -13,6 +13,7 @@ import json
 
 import pytest
 
+from tests.support.data_tables import read_rows, write_parquet
 from trainer.data.chat import (
     ChatColumns,
     messages_of,
@@ -21,7 +22,6 @@ from trainer.data.chat import (
     turn_keys_texts,
     turn_texts,
 )
-from trainer.data.files import read_rows, write_parquet
 from trainer.grpo.config import RLDataConfig
 from trainer.grpo.data import load_rl_prompts
 from trainer.resume import rows_digest

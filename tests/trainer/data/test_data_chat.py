@@ -230,7 +230,7 @@ def test_a_row_json_cannot_hold_as_text_is_refused_as_it_is_read(
 def test_surrogate_pairs_and_escaped_backslashes_are_text(tmp_path):
     """Only a lone surrogate is refused: a pair is one character (an emoji), and `\\ud800`
     is a backslash and five letters."""
-    from trainer.data.files import read_rows
+    from tests.support.data_tables import read_rows
 
     path = tmp_path / "train.jsonl"
     path.write_text(r'{"prompt": "\ud83d\ude00 \\ud800", "response": "a"}' + "\n")
@@ -294,7 +294,8 @@ def test_a_parquet_column_given_twice_is_refused(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from trainer.data.files import DataFileError, read_rows
+    from tests.support.data_tables import read_rows
+    from trainer.data.files import DataFileError
 
     table = pa.Table.from_arrays(
         [pa.array(["p"]), pa.array(["GOOD"]), pa.array(["BAD"])],

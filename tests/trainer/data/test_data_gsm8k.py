@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli.main import app
-from trainer.data.files import read_rows
+from tests.support.data_tables import read_rows
 from trainer.rewards.gsm8k import compute_score
 
 # Rows in the official openai/grade-school-math format (question, answer ending in "#### N").

@@ -14,9 +14,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.support.cli_errors import one_error
+from tests.support.data_tables import read_rows
 from tests.support.interop_layouts import run_cli
 from trainer.data import files
-from trainer.data.files import MAX_ROW_CONTAINERS, DataFileError, read_rows
+from trainer.data.files import MAX_ROW_CONTAINERS, DataFileError
 
 ROW = {"question": "1 + 2?", "answer": "#### 3"}
 

@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from trainer.data.files import EmptyTableError, read_rows_with_origins, write_parquet
+from tests.support.data_tables import write_parquet
+from trainer.data.files import EmptyTableError, read_rows_with_origins
 from trainer.data.math_datasets import convert_files
 
 GOOD = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}
