@@ -202,11 +202,11 @@ def check_objects(reader: CheckpointReader, report: ValidationReport) -> None:
     import io
     import zipfile
 
-    missing = _missing_files(reader)
+    lost = _files_not_readable(reader)
     unread: dict[str, list[str]] = {}
     for name, entry in sorted(reader.objects.items()):
         where = f"[{name}]"
-        if entry.file in missing:
+        if entry.file in lost:
             unread.setdefault(entry.file, []).append(name)
             continue
         if entry.file is None:
@@ -238,7 +238,7 @@ def check_objects(reader: CheckpointReader, report: ValidationReport) -> None:
                     )
         except (zipfile.BadZipFile, ValueError, EOFError) as err:
             report.add(ERROR, where, f"blob is not a readable torch.save archive ({err})")
-    _report_unread(unread, report)
+    _report_unread(unread, lost, report)
 
 
 def check_values(
@@ -251,11 +251,11 @@ def check_values(
     for (the optimizer's value checks of a checkpoint without a manifest): on a checkpoint
     of hundreds of gigabytes a second read of any tensor costs as much as the first."""
     entries = list(reader.tensors.values())
-    missing = _missing_files(reader)
-    unread: dict[str, list[str]] = {}  # a data file reported missing -> the tensors in it
+    lost = _files_not_readable(reader)
+    unread: dict[str, list[str]] = {}  # a data file reported lost -> the tensors in it
     for done, entry in enumerate(entries, 1):
         where = f"[{entry.name}]"
-        gone = next((c.file for c in entry.chunks if c.file in missing), None)
+        gone = next((c.file for c in entry.chunks if c.file in lost), None)
         if gone is not None:  # said once for its file, not once per tensor
             unread.setdefault(gone, []).append(entry.name)
         elif not reader.coverage_problems(entry):
@@ -274,25 +274,33 @@ def check_values(
                     report.add(ERROR, where, problem)
         if progress:
             progress(done, len(entries))
-    _report_unread(unread, report)
+    _report_unread(unread, lost, report)
 
 
-def _missing_files(reader: CheckpointReader) -> set[str]:
-    """The data files the metadata names that are absent: the file checks report each once,
-    so the deep reads skip what lies in them (one line per tensor repeated that finding)."""
+def _files_not_readable(reader: CheckpointReader) -> dict[str, str]:
+    """The data files the metadata names that are absent or cannot be read (a permission
+    denied), each with which: the file checks report each once, so the deep reads skip what
+    lies in them (one line per tensor repeated that finding). One byte of each is read."""
     files = {c.file for e in reader.tensors.values() for c in e.chunks if c.file}
     files |= {entry.file for entry in reader.objects.values() if entry.file}
-    found = set()
+    lost = {}
     for file in files:
         try:
-            if reader.store.size(file) is None:
-                found.add(file)
-        except CheckpointFileError:  # a link out, a FIFO: reported there, read here to name it
-            continue
-    return found
+            size = reader.store.size(file)
+            if size is None:
+                lost[file] = "missing"
+            elif size:
+                reader.store.read_range(file, 0, 1)
+        except CheckpointFileError:  # a link out, a FIFO, unreadable: reported there
+            lost[file] = "unreadable"
+    return lost
 
 
-def _report_unread(unread: dict[str, list[str]], report: ValidationReport) -> None:
+def _report_unread(
+    unread: dict[str, list[str]], lost: dict[str, str], report: ValidationReport
+) -> None:
     for file, names in unread.items():
         more = f" and {len(names) - 1} more" if len(names) > 1 else ""
-        report.add(ERROR, f"[{names[0]}]{more}", f"not read: their data file {file} is missing")
+        report.add(
+            ERROR, f"[{names[0]}]{more}", f"not read: their data file {file} is {lost[file]}"
+        )
