@@ -203,19 +203,37 @@ def on_interrupt(message: Callable[[], str]) -> None:
     click.get_current_context().meta[INTERRUPTED] = message
 
 
-def _out_of_memory(err: BaseException) -> str:
+# What frees enough memory for a command, by its group: training holds a batch's activations,
+# the checkpoint commands a tensor at a time (conversion, validate --deep).
+_MEMORY_ADVICE = {
+    "train": "free memory, lower the batch or sequence length, or raise the process's limit:"
+    " ulimit -v",
+    "ckpt": "the largest tensor must fit: free memory or raise the process's limit: ulimit -v",
+}
+_ANY_MEMORY_ADVICE = "free memory or raise the process's limit: ulimit -v"
+
+
+def _memory_advice(ctx: click.Context) -> str:
+    """The advice for the group of the command `ctx` runs: `ctx` is the root's (its
+    subcommand is the group: `mfsdp ckpt export-hf`) or a group's run on its own (`train`
+    in a rank torchrun started)."""
+    for name in (ctx.command.name, ctx.invoked_subcommand):
+        if name in _MEMORY_ADVICE:
+            return _MEMORY_ADVICE[name]
+    return _ANY_MEMORY_ADVICE
+
+
+def _out_of_memory(err: BaseException, advice: str) -> str:
     """One line for an allocation that failed where no mfsdp code named what it held."""
     first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-    return (
-        f"out of memory{f': {first}' if first else ''} (free memory, lower the batch or"
-        " sequence length, or raise the process's limit: ulimit -v)"
-    )
+    return f"out of memory{f': {first}' if first else ''} ({advice})"
 
 
 def report_errors(
     run: Callable[[], T],
     as_json: Callable[[], bool] = lambda: False,
     interrupted: Callable[[], str] = lambda: "interrupted",
+    memory_advice: Callable[[], str] = lambda: _ANY_MEMORY_ADVICE,
 ) -> T:
     """Run a command: an `MfsdpError` becomes `error: <message>` and its kind's exit code
     (and a JSON object on stdout when `as_json()`: the command was given --json); Ctrl-C
@@ -226,10 +244,10 @@ def report_errors(
     too long for the file system, which only a path given to the command can be (exit 2:
     `Path.exists()` raises it rather than saying no). Running out of memory (a bare
     MemoryError, torch's allocator failing on the CPU or the GPU) is the machine too: exit
-    1, one line. A broken pipe (`mfsdp ... | head`)
-    stays click's quiet exit. Any error after a Ctrl-C is the interrupt: one cut into an
-    import comes out as the library's own (numpy's "CPU dispatcher tracer already
-    initialized" when it is imported again).
+    1, one line, with `memory_advice()` on what frees enough for the command. A broken pipe
+    (`mfsdp ... | head`) stays click's quiet exit. Any error after a Ctrl-C is the
+    interrupt: one cut into an import comes out as the library's own (numpy's "CPU
+    dispatcher tracer already initialized" when it is imported again).
     """
     _watch_for_ctrl_c()
     installed = _watch_for_sigterm()
@@ -258,7 +276,10 @@ def report_errors(
         if err.errno == errno.EPIPE:
             raise
         if is_allocation_failure(err):  # ENOMEM: not the path it names
-            _fail_once(*_or_interrupted(_out_of_memory(err), EXIT_FAILED, interrupted), as_json())
+            _fail_once(
+                *_or_interrupted(_out_of_memory(err, memory_advice()), EXIT_FAILED, interrupted),
+                as_json(),
+            )
         if err.errno == errno.ENAMETOOLONG:  # a path as typed that no file can have
             message = f"{err.filename}: name too long for the file system"
             _fail_once(*_or_interrupted(message, EXIT_USAGE, interrupted), as_json())
@@ -274,7 +295,10 @@ def report_errors(
         if _ctrl_c_seen.is_set():  # a Ctrl-C that landed in a library's import or call and
             _fail_once(interrupted(), EXIT_INTERRUPTED, as_json())  # came out as its own error
         if is_allocation_failure(err):
-            _fail_once(*_or_interrupted(_out_of_memory(err), EXIT_FAILED, interrupted), as_json())
+            _fail_once(
+                *_or_interrupted(_out_of_memory(err, memory_advice()), EXIT_FAILED, interrupted),
+                as_json(),
+            )
         if not peer_lost(err):
             raise
         message = f"lost contact with the other ranks: {str(err).strip().splitlines()[0]}"
@@ -457,4 +481,5 @@ class MfsdpGroup(click.Group):
             lambda: super(MfsdpGroup, self).invoke(ctx),
             lambda: bool(ctx.meta.get(JSON_OUTPUT)),
             lambda: ctx.meta.get(INTERRUPTED, lambda: "interrupted")(),
+            lambda: _memory_advice(ctx),
         )

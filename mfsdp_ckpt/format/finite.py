@@ -11,6 +11,7 @@ most of them, so tensors of those dtypes are counted here too). Integer tensors 
 from __future__ import annotations
 
 import mmap
+import traceback
 from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.format.dtypes import DType
@@ -87,17 +88,31 @@ def count_nan_tensor(tensor: torch.Tensor) -> int:
 
 def count_nonfinite_in_file(fd: int, offset: int, numel: int, dtype: DType) -> int:
     """NaN/Inf among `numel` raw `dtype` elements at byte `offset` of the file `fd`, mapped
-    PIECE_ELEMENTS at a time (memory stays bounded whatever the tensor's size)."""
+    PIECE_ELEMENTS at a time: a map of the whole tensor took its size in address space, and
+    under `ulimit -v` a checkpoint with one large tensor failed to export."""
     if numel == 0 or not is_checked(dtype):
         return 0
-    start = offset - offset % mmap.ALLOCATIONGRANULARITY
-    length = offset + numel * dtype.itemsize - start
-    with mmap.mmap(fd, length, prot=mmap.PROT_READ, offset=start) as mapped:
-        view, step = memoryview(mapped), PIECE_ELEMENTS * dtype.itemsize
+    end, step = offset + numel * dtype.itemsize, PIECE_ELEMENTS * dtype.itemsize
+    return sum(
+        _count_nonfinite_mapped(fd, first, min(first + step, end), dtype)
+        for first in range(offset, end, step)
+    )
+
+
+def _count_nonfinite_mapped(fd: int, start: int, stop: int, dtype: DType) -> int:
+    """NaN/Inf in bytes [start, stop) of `fd`, through one read-only map (its offset rounded
+    down to ALLOCATIONGRANULARITY, as mmap requires; the head bytes are skipped).
+
+    An error while counting (numpy out of memory) keeps the frames it passed, and their
+    arrays over the map, alive: the map could not close, and a BufferError traceback took
+    the place of the out-of-memory line. Those frames' locals are dropped first."""
+    base = start - start % mmap.ALLOCATIONGRANULARITY
+    with mmap.mmap(fd, stop - base, prot=mmap.PROT_READ, offset=base) as mapped:
+        view = memoryview(mapped)
         try:
-            return sum(
-                count_nonfinite(view[first : min(first + step, length)], dtype)
-                for first in range(offset - start, length, step)
-            )
+            return count_nonfinite(view[start - base :], dtype)
+        except BaseException as err:
+            traceback.clear_frames(err.__traceback__)
+            raise
         finally:
             view.release()

@@ -73,6 +73,11 @@ _EXPORT_SIGNATURES = (
     ("adapter_config.json", "adapter_model.safetensors"),
 )
 _RENAME_NOREPLACE, _RENAME_EXCHANGE = 1, 2
+# Errors of the process or the machine, not of the files written: naming --out in them
+# misled ("Cannot allocate memory: '<out>'" when the process hit its `ulimit -v`).
+_NOT_ABOUT_A_FILE = frozenset(
+    {errno.ENOMEM, errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.EAGAIN, errno.EINTR}
+)
 
 
 class OutputDirError(MfsdpUsageError, ValueError):
@@ -288,10 +293,11 @@ class OutputClaim:
     def _naming_out(self, err: OSError) -> OSError:
         """`err` as it reads against `out`: a failed write (disk full) names the hidden work
         dir, which `release` just removed, or no file at all (pwrite, fsync); the one error
-        line must say which --out failed."""
+        line must say which --out failed. An error of the process (out of memory, too many
+        open files) names none: it is not about --out."""
         text = (err.strerror or str(err)).replace(str(self.tmp), str(self.out))
         name = str(err.filename).replace(str(self.tmp), str(self.out)) if err.filename else None
-        if name is None and str(self.out) not in text:
+        if name is None and str(self.out) not in text and err.errno not in _NOT_ABOUT_A_FILE:
             name = str(self.out)
         return OSError(err.errno, text, name) if name else OSError(err.errno, text)
 
