@@ -597,111 +597,134 @@ def _coerce(kind: Any, value: Any, key: str, source: str, command: str) -> Any:
     A union tries each member in order and, when a member's type fits but its range does
     not, says the range rather than "expects A or B". Integers are held to int64 (torch's
     and numpy's limit) and numbers to finite values, since no setting means nan or inf."""
-
-    def bad(expected: str) -> ConfigError:
-        # YAML reads `~` (the home directory to a shell user) and a bare `key:` as null
-        got = (
-            "null (YAML's ~, null, or nothing after the colon)"
-            if value is None
-            else shown_value(value)
-        )
-        empty = "; an empty list is []" if value is None and typing.get_origin(kind) is list else ""
-        return ConfigError(f"{source}: config key '{key}' expects {expected}, got {got}{empty}")
-
-    if typing.get_origin(kind) is Annotated:
-        base, *checks = typing.get_args(kind)
-        coerced = _coerce(base, value, key, source, command)
-        for check in checks:
-            if isinstance(check, ExpandUser):
-                coerced = os.path.expanduser(coerced)
-            if isinstance(check, Range) and not check.accepts(coerced):
-                raise RangeError(
-                    f"{source}: config key '{key}' must be {check.text}, got {shown_value(value)}"
-                )
-        return coerced
+    origin = typing.get_origin(kind)
+    if origin is Annotated:
+        return _coerce_annotated(kind, value, key, source, command)
     if dataclasses.is_dataclass(kind):
         if not isinstance(value, dict):
-            raise bad(
-                f"a section (mapping of {', '.join(f.name for f in dataclasses.fields(kind))})"
-            )
+            fields = ", ".join(f.name for f in dataclasses.fields(kind))
+            raise _expected(kind, value, key, source, f"a section (mapping of {fields})")
         return _build(kind, value, f"{key}.", source, command)
-    origin = typing.get_origin(kind)
-    args = typing.get_args(kind)
     if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        options = [a for a in args if a is not type(None)]
-        out_of_range = None
-        for option in options:
-            try:
-                return _coerce(option, value, key, source, command)
-            except RangeError as err:  # the type fits: its range is the message
-                out_of_range = out_of_range or err
-            except ConfigError:
-                continue
-        if out_of_range is not None:
-            raise out_of_range
-        raise bad(" or ".join(_type_name(a) for a in args))
+        return _coerce_union(kind, value, key, source, command)
     if origin is Literal:
-        if "bf16" in args and isinstance(value, str):  # a dtype: `bfloat16` as torch spells it
-            value = short_dtype_name(value)
-        if value not in args:
-            raise bad("one of " + " | ".join(str(a) for a in args))
-        return value
+        return _coerce_literal(kind, value, key, source)
     if origin is list:
-        element = _unannotated(args[0]) if args else None
-        one_text = element is str or typing.get_origin(element) is Literal
-        if isinstance(value, str) and one_text:
-            value = [value]  # a single file is a list of one; so is `trainer.logger=console`
-        if not isinstance(value, (list, tuple)):
-            raise bad(f"a list of {_plural_type_name(args[0]) if args else 'values'}")
-        return (
-            [_coerce(args[0], v, f"{key}[{i}]", source, command) for i, v in enumerate(value)]
-            if args
-            else list(value)
-        )
+        return _coerce_list(kind, value, key, source, command)
     if origin is dict:
         if not isinstance(value, dict):
-            raise bad("a mapping")
+            raise _expected(kind, value, key, source, "a mapping")
         return dict(value)
     if kind is Any:
         return value
-    if kind is bool:
-        if not isinstance(value, bool):
-            raise bad("true or false")
-        return value
+    if kind is bool and not isinstance(value, bool):
+        raise _expected(kind, value, key, source, "true or false")
     if kind is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise bad("an integer")
-        if value not in INT64:  # torch (seeds, sizes, steps) and numpy take int64 at most
-            raise RangeError(
-                f"{source}: config key '{key}' must fit in 64 bits (|x| < 2**63),"
-                f" got {shown_value(value)}"
-            )
-        return value
+        return _coerce_int(kind, value, key, source)
     if kind is float:
-        if isinstance(value, str):  # YAML 1.1 reads `2e-5` (no dot) as a string
-            try:
-                number = float(value)
-            except ValueError:
-                raise bad("a number") from None
-        elif isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise bad("a number")
-        else:
-            try:
-                number = float(value)
-            except OverflowError:  # an integer past float's range (1e308)
-                number = math.inf
-        if not math.isfinite(number):  # nan and inf: no setting means either
-            raise RangeError(
-                f"{source}: config key '{key}' must be a finite number, got {shown_value(value)}"
-            )
-        return number
-    if kind is str:
-        if not isinstance(value, str):
-            raise bad("a string")
+        return _coerce_float(kind, value, key, source)
+    if kind is str and not isinstance(value, str):
+        raise _expected(kind, value, key, source, "a string")
+    if kind in (bool, str):
         return value
-    raise bad(_type_name(kind))  # an annotation this loader does not know: a bug in the schema
+    # an annotation this loader does not know: a bug in the schema
+    raise _expected(kind, value, key, source, _type_name(kind))
+
+
+def _expected(kind: Any, value: Any, key: str, source: str, expected: str) -> ConfigError:
+    """The one line for a value of the wrong type: what `key` expects and what it got."""
+    # YAML reads `~` (the home directory to a shell user) and a bare `key:` as null
+    got = shown_value(value)
+    if value is None:
+        got = "null (YAML's ~, null, or nothing after the colon)"
+    empty = "; an empty list is []" if value is None and typing.get_origin(kind) is list else ""
+    return ConfigError(f"{source}: config key '{key}' expects {expected}, got {got}{empty}")
+
+
+def _coerce_annotated(kind: Any, value: Any, key: str, source: str, command: str) -> Any:
+    """The base type's value, then the annotation's checks: `~` expanded, a range held."""
+    base, *checks = typing.get_args(kind)
+    coerced = _coerce(base, value, key, source, command)
+    for check in checks:
+        if isinstance(check, ExpandUser):
+            coerced = os.path.expanduser(coerced)
+        if isinstance(check, Range) and not check.accepts(coerced):
+            raise RangeError(
+                f"{source}: config key '{key}' must be {check.text}, got {shown_value(value)}"
+            )
+    return coerced
+
+
+def _coerce_union(kind: Any, value: Any, key: str, source: str, command: str) -> Any:
+    """The first member that takes `value`; where a member's type fits but its range does
+    not, its range is the message (not "expects A or B")."""
+    args = typing.get_args(kind)
+    if value is None and type(None) in args:
+        return None
+    out_of_range = None
+    for option in (a for a in args if a is not type(None)):
+        try:
+            return _coerce(option, value, key, source, command)
+        except RangeError as err:  # the type fits: its range is the message
+            out_of_range = out_of_range or err
+        except ConfigError:
+            continue
+    if out_of_range is not None:
+        raise out_of_range
+    raise _expected(kind, value, key, source, " or ".join(_type_name(a) for a in args))
+
+
+def _coerce_literal(kind: Any, value: Any, key: str, source: str) -> Any:
+    args = typing.get_args(kind)
+    if "bf16" in args and isinstance(value, str):  # a dtype: `bfloat16` as torch spells it
+        value = short_dtype_name(value)
+    if value not in args:
+        raise _expected(kind, value, key, source, "one of " + " | ".join(str(a) for a in args))
+    return value
+
+
+def _coerce_list(kind: Any, value: Any, key: str, source: str, command: str) -> list[Any]:
+    args = typing.get_args(kind)
+    element = _unannotated(args[0]) if args else None
+    if isinstance(value, str) and (element is str or typing.get_origin(element) is Literal):
+        value = [value]  # a single file is a list of one; so is `trainer.logger=console`
+    if not isinstance(value, (list, tuple)):
+        what = _plural_type_name(args[0]) if args else "values"
+        raise _expected(kind, value, key, source, f"a list of {what}")
+    if not args:
+        return list(value)
+    return [_coerce(args[0], v, f"{key}[{i}]", source, command) for i, v in enumerate(value)]
+
+
+def _coerce_int(kind: Any, value: Any, key: str, source: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _expected(kind, value, key, source, "an integer")
+    if value not in INT64:  # torch (seeds, sizes, steps) and numpy take int64 at most
+        raise RangeError(
+            f"{source}: config key '{key}' must fit in 64 bits (|x| < 2**63),"
+            f" got {shown_value(value)}"
+        )
+    return value
+
+
+def _coerce_float(kind: Any, value: Any, key: str, source: str) -> float:
+    if isinstance(value, str):  # YAML 1.1 reads `2e-5` (no dot) as a string
+        try:
+            number = float(value)
+        except ValueError:
+            raise _expected(kind, value, key, source, "a number") from None
+    elif isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _expected(kind, value, key, source, "a number")
+    else:
+        try:
+            number = float(value)
+        except OverflowError:  # an integer past float's range (1e308)
+            number = math.inf
+    if not math.isfinite(number):  # nan and inf: no setting means either
+        raise RangeError(
+            f"{source}: config key '{key}' must be a finite number, got {shown_value(value)}"
+        )
+    return number
 
 
 INT64 = range(-(2**63), 2**63)
