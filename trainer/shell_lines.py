@@ -171,24 +171,29 @@ _CLOSED_BY = {"if": "fi", "case": "esac", "for": "done", "select": "done", "whil
 _CLOSED_BY |= {"until": "done", "{": "}"}
 # after one of these words a command starts (a keyword may stand there)
 _COMMAND_NEXT = frozenset({"then", "do", "else", "elif", "!", "if", "while", "until", "{", "("})
-# the command after one of these (`&&`, `||`, `|`, `|&`, `&`) runs only if the one before fails
-# or succeeds, or runs in a subshell of its own (a pipeline, `&`): what it sets is not set for
-# the script
-_GUARDS = OPERATORS
+# the command after one of these runs only as the one before fails or succeeds
+_CONDITIONS = frozenset({"&&", "||"})
 # a compound command after one of these, or before one, is an element of a pipeline: bash runs
 # each in a subshell of its own (no `lastpipe`)
 _PIPES = frozenset({"|", "|&"})
 
 
 @dataclass
-class Reading:
-    """One command as `Blocks.read` found it."""
+class Piece:
+    """One command of a list or pipeline: the words between two OPERATORS (`Blocks.read`)."""
 
-    guarded: bool  # any of it may not run (a block that may not run, after a guard)
-    words: list[str]  # its words less the parentheses of the subshells it opens or closes
+    inside: bool  # a block that may not run is open where it starts
+    blocked: bool  # inside, or opens or closes, a block that may not run
+    words: list[str] = field(default_factory=list)  # less its subshells' parentheses
+    conditional: bool = False  # it runs only as the one before fails or succeeds
     # the scopes it opens (None) and closes (True: a subshell's, whose settings are not seen
-    # after it; False: a block that runs in the script's shell), in order: each block is one
+    # after it; False: a block that runs in the script's shell), in order: each block is one,
+    # and so are a pipeline's elements and a list run in the background (`_subshells`)
     scopes: list[bool | None] = field(default_factory=list)
+
+    def maybe(self) -> bool:
+        """Whether what it sets may not be set where it stands."""
+        return self.blocked or self.conditional
 
     def opened_first(self) -> int:
         """How many scopes it opens before closing any: those its own words run in."""
@@ -197,20 +202,55 @@ class Reading:
         )
 
 
+def _conditions(pieces: list[Piece], operators: list[str]) -> None:
+    """Mark each of `pieces` (between `operators`, in order) that runs only as the one before
+    fails or succeeds: the first pipeline of an and-or list always runs (`MODEL=/m/b &&
+    python3 ...` sets MODEL), each after `&&` or `||` may not; after `&` a new list starts."""
+    conditional = False
+    for at, piece in enumerate(pieces):
+        before = operators[at - 1] if at else ""
+        conditional = before in _CONDITIONS or (before in _PIPES and conditional)
+        piece.conditional = conditional
+
+
+def _subshells(pieces: list[Piece], operators: list[str]) -> None:
+    """Give each element of a pipeline of two or more, and each list that `&` runs in the
+    background, a subshell's scope: what it sets is seen by its own later commands
+    (`MODEL=/m/b && python3 ... &` passes /m/b) and not after it. The list after a `&` runs
+    in the script's shell again (`cmd & MODEL=/m/b` sets MODEL). Each scope opens after the
+    blocks its first piece opens first (`{ X=1 &`: the group holds the list); a block that
+    such a scope closes is closed as a subshell too (`_runs_apart`), so which of them ends
+    first does not change what is put back."""
+    background = [False] * len(pieces)  # in a list ended by `&`
+    for at in reversed(range(len(operators))):
+        background[at] = operators[at] == "&" or background[at + 1]
+    for at, piece in enumerate(pieces):
+        before = operators[at - 1] if at else ""
+        after = operators[at] if at < len(operators) else ""
+        piped = int(before in _PIPES or after in _PIPES)
+        starts = int(background[at] and before in ("", "&"))
+        ends = int(after == "&")
+        opened = piece.opened_first()
+        piece.scopes[opened:opened] = [None] * (starts + piped)
+        piece.scopes += [True] * (piped + ends)
+
+
 class Blocks:
     """Which commands of a script stand inside a compound command (`if`/`case`/`for`/`while`/
-    `until` bodies, function bodies, `( ... )` subshells) or after `&&`, `||`, `|` or `&`,
-    read word by word over the commands (split at `;`, with those operators as words of
-    their own: `trainer.shell_quoting.mark`). Nothing is evaluated, so what such a command
-    sets runs only maybe: reading it as run gave a debug branch's model path, or an uncalled
-    function's, as the one the verl command gets. What a subshell's commands set is seen by
-    the commands after them inside it (a verl command in `( MODEL=/m/b; python3 ... )`
-    gets /m/b), and not after it: each block is a scope (`Reading.scopes`) that the
-    variables undo when it ends as a subshell. A `{ ...; }` group on its own always runs in
-    the script's shell (what it sets stands), unless it is an element of a pipeline or run in
-    the background (`{ ...; } | tee log`: a subshell, found at its `}`); one that is a
-    function's body, or follows `&&`/`||`, is a block that may not run, and one after `|` or
-    `&` a subshell."""
+    `until` bodies, function bodies, `( ... )` subshells), read word by word over the
+    commands (split at `;`, with `&&`, `||`, `|`, `|&` and `&` as words of their own:
+    `trainer.shell_quoting.mark`; which of a list's commands may not run for those, or run
+    in a subshell, is `_conditions`'s and `_subshells`'s). Nothing is evaluated, so what a
+    command in a block sets runs only maybe: reading it as run gave a debug branch's model
+    path, or an uncalled function's, as the one the verl command gets. What a subshell's
+    commands set is seen by the commands after them inside it (a verl command in
+    `( MODEL=/m/b; python3 ... )` gets /m/b), and not after it: each block is a scope
+    (`Piece.scopes`) that the variables undo when it ends as a subshell. A `{ ...; }` group
+    on its own always runs in the script's shell (what it sets stands), unless it is an
+    element of a pipeline or run in the background (`{ ...; } | tee log`: a subshell, found
+    at its `}`); one that is a function's body, or follows `&&`/`||`, is a block that may
+    not run, and one after `|` a subshell. After `&` a new list starts: a group there runs
+    in the script's shell."""
 
     def __init__(self) -> None:
         # the words that close the blocks open now, innermost last, each with whether what
@@ -224,50 +264,56 @@ class Blocks:
         """Whether a block that may not run is open."""
         return any(maybe for _closer, maybe, _subshell in self.open)
 
-    def read(self, words: list[str]) -> Reading:
-        """Read one command's shell words: whether any of it is inside a block that may not
-        run, opens or closes one, or follows a guard (`&&`, `||`, `|`, `&`); its words less
-        the subshells' parentheses; the scopes it opens and closes."""
-        reading = Reading(self.inside(), [])
+    def read(self, words: list[str]) -> list[Piece]:
+        """Read one command's shell words: its pieces between OPERATORS, each with its words
+        less the subshells' parentheses, whether it is inside a block that may not run or
+        opens or closes one, or may not run for the operators around it, and the scopes it
+        opens and closes."""
+        pieces = [Piece(self.inside(), self.inside())]
+        operators: list[str] = []
         command = True  # the next word is where a command (or keyword) starts
         name_next = False  # after `function`: the function's name
         for at, word in enumerate(words):
             if name_next:
                 name_next, command, self.body_next, self.before = False, True, True, word
-                reading.words.append(word)
+                pieces[-1].words.append(word)
                 continue
             opened = len(word) - len(word.lstrip("(")) if command and word[:2] != "((" else 0
             self.open += [(")", False, True)] * opened
-            reading.scopes += [None] * opened
+            pieces[-1].scopes += [None] * opened
             core = word[opened:]
-            reading.guarded = reading.guarded or word in _GUARDS
             if command and core in _CLOSED_BY:
                 piped = self.before in _PIPES  # an element of a pipeline: a subshell
-                group = core == "{" and not self.body_next and self.before not in _GUARDS - _PIPES
+                group = core == "{" and not self.body_next and self.before not in _CONDITIONS
                 self.open.append((_CLOSED_BY[core], not group, piped))
-                reading.scopes.append(None)
-                reading.guarded = reading.guarded or not group
+                pieces[-1].scopes.append(None)
+                pieces[-1].blocked = pieces[-1].blocked or not group
             elif command and self.open and core == self.open[-1][0] != ")":
                 _closer, maybe, piped = self.open.pop()
-                reading.scopes.append(piped or _runs_apart(words[at + 1 :]))
-                reading.guarded = reading.guarded or maybe
+                pieces[-1].scopes.append(piped or _runs_apart(words[at + 1 :]))
+                pieces[-1].blocked = pieces[-1].blocked or maybe
             elif core == "function" and command:
                 name_next = True
             closed, subshells = self._close_parentheses(core)
-            reading.scopes += [True] * subshells
+            pieces[-1].scopes += [True] * subshells
             kept = core[: len(core) - subshells]
-            reading.words += [kept] if kept or not (opened or subshells) else []
+            if kept in OPERATORS:  # the next piece starts after it
+                operators.append(kept)
+                pieces.append(Piece(self.inside(), self.inside()))
+            elif kept or not (opened or subshells):
+                pieces[-1].words.append(kept)
             self.body_next = core.endswith("()") or (self.body_next and core in ("", "()"))
             command = (
                 closed != core  # after a subshell's `)` or a case pattern's
                 or core in _COMMAND_NEXT
-                or word in _GUARDS
+                or word in OPERATORS
                 or core.endswith("()")  # a function's name: its body follows
                 or (command and (opened > 0 or core == ""))
             )
             self.before = word
-        reading.guarded = reading.guarded or self.inside()
-        return reading
+        _conditions(pieces, operators)
+        _subshells(pieces, operators)
+        return pieces
 
     def _close_parentheses(self, core: str) -> tuple[str, int]:
         """`core` less the `)` that close a subshell or end a case pattern (`7b)`): the
@@ -284,5 +330,5 @@ class Blocks:
 def _runs_apart(rest: list[str]) -> bool:
     """Whether the compound command that the words `rest` follow runs in a subshell: an
     element of a pipeline (`} | tee log`, after its redirections) or run in the background."""
-    operators = [word for word in rest if word in _GUARDS]
+    operators = [word for word in rest if word in OPERATORS]
     return "&" in operators or (bool(operators[:1]) and operators[0] in _PIPES)

@@ -48,6 +48,10 @@ _HELD = "\ue000"  # a private-use character marks a held substitution while shle
 _FORWARDED = ("$@", "$*", "${@}", "${*}")
 # the compound commands whose header runs where the command stands (`_opens_only_its_header`)
 _HEADERS = frozenset({"for", "select", "while", "until", "if"})
+# what ends a line where the list or pipeline goes on at the next (`_script_commands`)
+_GOES_ON = shell_quoting.OPERATORS - {"&"}
+# the words before a command that leave it in the script's shell (`_past_openers`)
+_OPENERS = frozenset({"{", "!", "time"})
 
 
 def script_pairs(
@@ -125,6 +129,21 @@ def _read_script(text: str, source: Path) -> tuple[_Launch, int, shell_variables
     """The script's last verl trainer command, how many it starts, and its variables."""
     script = _Script(shell_variables.Variables(MAX_EXPANDED_CHARS))
     bodies: list[str] = []  # here-doc bodies: text for other programs, not commands
+    for number, command in _script_commands(text, source, bodies):
+        _read_command(script, command, number, source)
+    if script.launch is None:
+        raise VerlSourceError(_no_launch_message(source, bodies))
+    return script.launch, script.launches, script.variables
+
+
+def _script_commands(text: str, source: Path, bodies: list[str]) -> Iterator[tuple[int, list[str]]]:
+    """The script's commands in order (`A=1; B=2`: two), each with the line it starts on; a
+    list or pipeline that goes on at the next line after `&&`, `||` or `|` (past blank lines
+    and comments, as bash reads it) is one command: read as two, what its later commands set
+    was read as run, and a `&` ending it on a later line as not running the earlier ones in
+    the background. Here-doc bodies go to `bodies`."""
+    going_on: list[str] = []  # a list or pipeline not ended yet
+    start = 0  # the line it starts on
     for number, line in shell_lines.logical_lines(text, bodies):
         if len(line) > MAX_LINE_CHARS:
             raise VerlSourceError(
@@ -137,84 +156,102 @@ def _read_script(text: str, source: Path) -> tuple[_Launch, int, shell_variables
             if any(module in line for module in GRPO_MODULES + SFT_MODULES):
                 raise VerlSourceError(_unparsed_launch_message(source, number)) from None
             continue  # an unbalanced quote: bash stops there, and runs no verl command in it
-        for command in shell_quoting.commands(words):  # `A=1; B=2`: two commands
-            _read_command(script, command, number, source)
-    if script.launch is None:
-        raise VerlSourceError(_no_launch_message(source, bodies))
-    return script.launch, script.launches, script.variables
+        for command in shell_quoting.commands(words):
+            start = start if going_on else number
+            going_on += command
+            if going_on[-1] not in _GOES_ON:
+                yield start, going_on
+                going_on = []
+    if going_on:
+        yield start, going_on
 
 
 def _read_command(script: _Script, words: list[str], number: int, source: Path) -> None:
-    """Take one command of the script (on line `number`): the blocks it opens and closes,
-    each a scope of the variables (`shell_lines.Reading.scopes`: what a subshell sets is
-    seen inside it only), the variables it sets, the array it goes on, or the verl trainer
-    command it is."""
+    """Take one command of the script (on line `number`), a list or pipeline piece by piece
+    (`shell_lines.Blocks.read`): the blocks each opens and closes, each a scope of the
+    variables (`shell_lines.Piece.scopes`: what a subshell sets is seen inside it only), the
+    variables it sets, the array it goes on, or the verl trainer command it is."""
     if script.array is not None:  # the next words of a bash array
-        _read_words(script, words, number, source, inside=False, guarded=False)
+        _read_array(script, words)
         return
     variables = script.variables
-    inside = script.blocks.inside()  # a block that may not run open before it
-    reading = script.blocks.read(words)
-    opened_first = reading.opened_first()
-    for _ in range(opened_first):
-        variables.enter()
-    variables.note_sets(reading.words, number)
-    variables.read_opaque(reading.words, number)
-    _read_words(script, reading.words, number, source, inside, reading.guarded)
-    for scope in reading.scopes[opened_first:]:
-        if scope is None:
+    for piece in script.blocks.read(words):
+        opened_first = piece.opened_first()
+        for _ in range(opened_first):
             variables.enter()
-        else:
-            variables.leave(subshell=scope)
+        variables.note_sets(piece.words, number)
+        variables.read_opaque(piece.words, number)
+        if piece.words and not _starts_array(script, piece, number):
+            _read_piece(script, piece, number, source)
+        for scope in piece.scopes[opened_first:]:
+            if scope is None:
+                variables.enter()
+            else:
+                variables.leave(subshell=scope)
 
 
-def _read_words(
-    script: _Script, words: list[str], number: int, source: Path, inside: bool, guarded: bool
-) -> None:
-    """Take the words of one command: the variables they set (`guarded`: maybe, as in a
-    block that may not run or after a guard; `inside`: a block that may not run was open
-    before them), the array they go on, or the verl trainer command they are."""
+def _starts_array(script: _Script, piece: shell_lines.Piece, number: int) -> bool:
+    """Whether the command `piece` starts a bash array `NAME=( ...` (then read on to its
+    `)` by `_read_array`); one that may not run is not set (`Variables.read_guarded`)."""
+    start = shell_variables.ARRAY_START.match(piece.words[0])
+    if start is None:
+        return False
+    if piece.maybe():
+        script.variables.read_guarded(piece.words, number)
+    script.array = shell_variables.Array(start.group(1), start.group(2) == "+")
+    script.array_guarded = piece.maybe()
+    _read_array(script, [start.group(3), *piece.words[1:]] if start.group(3) else piece.words[1:])
+    return True
+
+
+def _read_array(script: _Script, words: list[str]) -> None:
+    """Take the next words of the bash array being read; set it once its `)` is read."""
+    assert script.array is not None
+    if script.array.read(words):
+        if not script.array_guarded:
+            array = script.array
+            script.variables.assign_array(array.name, array.items, array.append)
+        script.array = None
+
+
+def _read_piece(script: _Script, piece: shell_lines.Piece, number: int, source: Path) -> None:
+    """Take one command of a list or pipeline: the variables it sets (maybe, as in a block
+    that may not run or after `&&`/`||`: `piece.maybe()`), or the verl trainer command it
+    is."""
     variables = script.variables
-    if guarded:
-        variables.read_guarded(words, number)
-    if script.array is None and words and (start := shell_variables.ARRAY_START.match(words[0])):
-        script.array = shell_variables.Array(start.group(1), start.group(2) == "+")
-        script.array_guarded = guarded
-        words = [start.group(3), *words[1:]] if start.group(3) else words[1:]
-    if script.array is not None:
-        if script.array.read(words):
-            if not script.array_guarded:
-                array = script.array
-                variables.assign_array(array.name, array.items, array.append)
-            script.array = None
+    if piece.maybe():
+        variables.read_guarded(piece.words, number)
+    elif variables.read_line(_past_openers(piece.words)):
         return
-    if not guarded and variables.read_line(_past_group_openers(words)):
-        return
-    sets_surely = not inside and (not guarded or _opens_only_its_header(words))
-    for simple in shell_quoting.simple_commands(words):
-        for name, how in shell_variables.unknowable_targets(simple):
-            if sets_surely:
-                variables.set_unknowable(name, how, number)
-            else:  # `read MODEL` in an uncalled function erased the MODEL set before it
-                variables.set_maybe(name, number)
-        _read_launch(script, simple, source)
-
-
-def _opens_only_its_header(words: list[str]) -> bool:
-    """Whether the command `words` is a loop's or condition's header and nothing else that
-    may not run: a `for`/`select` loop sets its name, and a `while`/`until`/`if` condition
-    (`while read -r line`) runs, where the command stands, whether the body runs or not."""
-    return words[0] in _HEADERS and not any(
-        word in shell_quoting.OPERATORS or word.startswith("(") for word in words[1:]
+    sets_surely = (
+        not piece.inside
+        and not piece.conditional
+        and (not piece.blocked or _opens_only_its_header(piece))
     )
+    for name, how in shell_variables.unknowable_targets(piece.words):
+        if sets_surely:
+            variables.set_unknowable(name, how, number)
+        else:  # `read MODEL` in an uncalled function erased the MODEL set before it
+            variables.set_maybe(name, number)
+    _read_launch(script, piece.words, source)
 
 
-def _past_group_openers(words: list[str]) -> list[str]:
-    """`words` less the `{` opening groups at their start: in `{ MODEL=/m/g; }`, which
-    always runs, `MODEL=/m/g` is a line that only sets a variable."""
+def _opens_only_its_header(piece: shell_lines.Piece) -> bool:
+    """Whether the command is a loop's or condition's header and nothing else that may not
+    run: a `for`/`select` loop sets its name, and a `while`/`until`/`if` condition (`while
+    read -r line`) runs, where the command stands, whether the body runs or not."""
+    words = piece.words
+    return words[0] in _HEADERS and not any(word.startswith("(") for word in words[1:])
+
+
+def _past_openers(words: list[str]) -> list[str]:
+    """`words` less the words at their start that leave the command after them in the
+    script's shell: `{` opening groups, `!` and `time` (`time -p`). In `{ MODEL=/m/g; }`,
+    which always runs, and `! MODEL=/m/g`, `MODEL=/m/g` is a command that only sets a
+    variable."""
     start = 0
-    while start < len(words) and words[start] == "{":
-        start += 1
+    while start < len(words) and words[start] in _OPENERS:
+        start += 1 + (words[start] == "time" and words[start + 1 : start + 2] == ["-p"])
     return words[start:]
 
 
