@@ -70,7 +70,7 @@ def _make_model_dir(shape: str, base: Path) -> Path:
     """config.json + sharded bf16 safetensors of random N(0, 0.02) weights, one tensor in memory."""
     import torch
 
-    from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
+    from mfsdp_ckpt.convert.hf_shapes import hf_state_dict_shapes
     from mfsdp_ckpt.format.dtypes import BFLOAT16
     from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
 

@@ -24,7 +24,8 @@ import click
 
 from cli import demo_record
 from cli.errors import GivenPath, on_interrupt
-from cli.launch import CONFIG_CHECKED, end_as_ranks_ended, run_ranks, stopped_run_line
+from cli.launch import CONFIG_CHECKED, end_as_ranks_ended, run_ranks
+from cli.run_report import stopped_run_line
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format.output_inside import inside_checkpoint
 from mfsdp_ckpt.storage.named_writes import write_bytes

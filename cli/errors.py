@@ -37,7 +37,7 @@ from mfsdp_ckpt.errors import (
     MfsdpError,
     on_stranded_error,
 )
-from mfsdp_ckpt.format.layout import url_refusal
+from mfsdp_ckpt.format.path_urls import url_refusal
 from mfsdp_ckpt.storage.file_errors import os_error_line
 from mfsdp_ckpt.storage.tensor_memory import is_allocation_failure
 
@@ -86,7 +86,7 @@ class GivenPath(click.Path):
     named the current directory, and `mfsdp data synthetic` wrote its tables there. It
     refuses a URL too (`urls_said_later`: where the command names URLs itself):
     `--out file:///abs/x` wrote the export to the relative `./file:/abs/x`, `--out
-    gs://b/x` to `./gs:/b/x`, and exit 0 said it was written (`layout.is_url_not_path`
+    gs://b/x` to `./gs:/b/x`, and exit 0 said it was written (`path_urls.is_url_not_path`
     says which values are URLs)."""
 
     def __init__(self, *args: Any, urls_said_later: bool = False, **kwargs: Any) -> None:

@@ -11,7 +11,6 @@ of launching again. One module, so every training command starts and reports the
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -20,7 +19,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import click
 
@@ -31,12 +30,10 @@ from cli.errors import (
     fail,
     on_interrupt,
     remember_json,
-    settle_command,
 )
 from cli.launch_flags import check_launch
-from cli.lines import say
 from cli.main import settle
-from cli.result_said import mark_result_said
+from cli.run_report import FinalValue, interrupted_run, report_run
 from cli.stop import EXIT_INTERRUPTED
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
@@ -512,137 +509,3 @@ def end_as_ranks_ended(code: int, stopped_line: Callable[[str], str]) -> None:
     if code == EXIT_INTERRUPTED:
         fail(stopped_line("interrupted"), EXIT_INTERRUPTED)
     sys.exit(code)
-
-
-def interrupted_run(cfg: Any, logged_before: int, stopped: str = "interrupted") -> str:
-    """What a run stopped by Ctrl-C (or `stopped` otherwise) ends with: the step it reached,
-    the checkpoint the next run resumes from and how to resume it (`stopped_run_line`)."""
-    again = (
-        "run the same command again"
-        if cfg.checkpoint.resume == "auto"
-        else "run it again with checkpoint.resume=auto"
-    )
-    return stopped_run_line(
-        cfg.trainer.run_dir,
-        cfg.trainer.log_every,
-        logged_before,
-        stopped,
-        resume=again,
-        last_step=last_step(cfg),
-    )
-
-
-def last_step(cfg: Any) -> int | None:
-    """The step a run of `cfg` ends at (`trainer.config.end_step`), or None when it is known
-    only once the data is read (`trainer.total_steps=0`: so many epochs). With
-    `trainer.steps_within_epochs` the run may end sooner, at its last epoch's end, which the
-    data decides: this is then the most it trains, so a checkpoint there still proves that
-    training finished (`stopped_run_line`); one before it is told how to resume, and the
-    resumed run says itself when nothing is left (None would say that of both)."""
-    from trainer.config import end_step
-
-    total = cfg.trainer.total_steps
-    return end_step(total, cfg) if total else None
-
-
-def stopped_run_line(
-    run_dir: str | os.PathLike,
-    log_every: int,
-    logged_before: int,
-    stopped: str,
-    *,
-    resume: str,
-    start_over: str = "",
-    last_step: int | None = None,
-    then: str = "",
-) -> str:
-    """`stopped`, the step the run in `run_dir` reached and the checkpoint the next run
-    resumes from, `resume` saying how (`run the same command again`), read from the run dir
-    as the ranks left it (the launching process never sees their steps: the step is the
-    newest that rank 0 logged to metrics.jsonl past byte `logged_before`, every `log_every`
-    steps; a checkpoint counts once complete, as `checkpoint.resume=auto` counts it).
-    `start_over`: what else the user may do, said last (the demo: run it again).
-
-    When that checkpoint is at the run's `last_step` (None: not known), training had
-    finished and what was stopped came after it: the line says so, and `then` what is left
-    to do (resuming would only start up to say there is nothing left to train)."""
-    from mfsdp_ckpt.errors import MfsdpError
-    from mfsdp_ckpt.format import layout
-
-    also = f"; {start_over}" if start_over else ""
-    try:
-        step = layout.resume_step(run_dir)
-    except (MfsdpError, OSError):  # a damaged tracker: the next run says so itself
-        return stopped + _step_reached(run_dir, log_every, logged_before) + also
-    if step is not None and last_step is not None and step >= last_step:
-        left = f"; {then}" if then else ""
-        return (
-            f"{stopped} after training finished (step {step} of {last_step}); its final"
-            f" checkpoint is {layout.step_dir(run_dir, step)}{left}{also}"
-        )
-    stopped += _step_reached(run_dir, log_every, logged_before)
-    if step is None:
-        return f"{stopped}; no checkpoint was saved in {run_dir} yet{also}"
-    return (
-        f"{stopped}; the newest checkpoint is {layout.step_dir(run_dir, step)}: "
-        f"{resume} to resume from it{also}"
-    )
-
-
-def _step_reached(run_dir: str | os.PathLike, log_every: int, logged_before: int) -> str:
-    """` after step N` (`... or later` when steps are logged every few), or "" when the run
-    logged no step (stopped while starting)."""
-    from trainer.metrics import last_logged_step
-
-    step = last_logged_step(run_dir, logged_before)
-    if not step:  # none, or GRPO's step-0 validation: no step was trained
-        return ""
-    later = f" or later (trainer.log_every={log_every})" if log_every > 1 else ""
-    return f" after step {step}{later}"
-
-
-def report(summary: dict[str, Any], as_json: bool, line: str) -> None:
-    """Print a finished run's summary once, from rank 0 (torchrun sets RANK; a lone process has
-    none): as one JSON object with --json, else as `line`. The outcome is settled first
-    (`settle_command`: a signal from here on changes nothing), and a launching `mfsdp`
-    is told once it is printed (`mark_result_said`)."""
-    settle_command()
-    if int(os.environ.get("RANK", 0)) != 0:
-        return
-    if as_json:
-        click.echo(json.dumps(summary))
-    else:
-        say(line)
-    mark_result_said()
-
-
-def last_value(by_step: dict[int, float]) -> float | None:
-    """The newest step's value of a per-step series, None when the run logged none."""
-    return by_step[max(by_step)] if by_step else None
-
-
-class FinalValue(NamedTuple):
-    """One number a finished run reports: its JSON key, its words in the line, its format."""
-
-    key: str
-    label: str
-    value: float | None
-    fmt: str
-
-
-def report_run(kind: str, result: Any, as_json: bool, finals: list[FinalValue]) -> None:
-    """Report a runner's result (`trainer.runner.RunResult`: `SFTResult`, `GRPOResult`):
-    where it wrote, the step it reached, the step it resumed from, its final values and its
-    last checkpoint."""
-    checkpoint = str(result.last_checkpoint) if result.last_checkpoint else None
-    summary = {
-        "run_dir": str(result.run_dir),
-        "final_step": result.final_step,
-        "resumed_from": result.resumed_from,
-        **{final.key: final.value for final in finals},
-        "checkpoint": checkpoint,
-    }
-    shown = "".join(
-        f", {final.label} {final.value:{final.fmt}}" for final in finals if final.value is not None
-    )
-    report(summary, as_json, f"{kind}: step {result.final_step}{shown}; checkpoint {checkpoint}")

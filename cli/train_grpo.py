@@ -6,14 +6,8 @@ from typing import Any
 
 import click
 
-from cli.launch import (
-    FinalValue,
-    config_option,
-    json_option,
-    last_value,
-    launch_options,
-    run_command,
-)
+from cli.launch import config_option, json_option, launch_options, run_command
+from cli.run_report import FinalValue, last_value
 
 
 @click.command()

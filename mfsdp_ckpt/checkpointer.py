@@ -44,7 +44,7 @@ from mfsdp_ckpt import __version__
 from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.check.validate import invalid_checkpoint, manifest_hash_errors, require_valid
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError, MfsdpUsageError
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import layout, step_saving
 from mfsdp_ckpt.format.file_hash import FileRecord, hash_files
 from mfsdp_ckpt.format.manifest import CONTENT_KINDS, Manifest, read_manifest
 from mfsdp_ckpt.retention import prune_steps
@@ -348,7 +348,7 @@ class Checkpointer:
         )
         records, unhashed = {}, []
         for name in own:
-            layout.fsync_path(tmp / name)
+            step_saving.fsync_path(tmp / name)
             known = hashed.get(Path(name).name)
             if known is not None and known.size == (tmp / name).stat().st_size:
                 records[name] = known
@@ -388,7 +388,7 @@ class Checkpointer:
             if p.is_file()
         ]
         for name in extra_names:
-            layout.fsync_path(tmp / name)
+            step_saving.fsync_path(tmp / name)
         files.update(hash_files(tmp, extra_names, self.hash_workers))
         _maybe_die("before_manifest", step)
         manifest = Manifest(
@@ -407,9 +407,9 @@ class Checkpointer:
         manifest_path = tmp / layout.MANIFEST_FILE
         write_bytes(manifest_path, manifest.to_json().encode(), durable=True)
         for directory in (tmp / layout.DIST_CKPT_DIR, tmp):
-            layout.fsync_path(directory)
+            step_saving.fsync_path(directory)
         _maybe_die("after_manifest", step)
-        left = layout.replace_dir(tmp, layout.step_dir(self.run_dir, step))  # replaced whole
+        left = step_saving.replace_dir(tmp, layout.step_dir(self.run_dir, step))  # replaced whole
         if left is not None:
             log.warning("%s", left)
         _maybe_die("after_rename", step)
@@ -429,7 +429,7 @@ class Checkpointer:
         """Replace the tracker; when that fails (disk full) the step is saved all the same,
         so say that, and which step `checkpoint.resume=auto` takes now."""
         try:
-            layout.write_tracker(self.run_dir, step)  # removes its temp file on failure
+            step_saving.write_tracker(self.run_dir, step)  # removes its temp file on failure
         except OSError as err:
             raise TrackerNotUpdatedError(
                 f"{self.run_dir / layout.TRACKER_FILE}: step {step} was saved in"

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mfsdp_ckpt.convert.hf_config import weights_file_problem
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import layout, path_urls
 from mfsdp_ckpt.format.closest_path import where_relative
 from mfsdp_ckpt.format.hub_id import hub_id_hint
 from mfsdp_ckpt.storage.writable import require_writable_dir
@@ -111,7 +111,7 @@ def _refuse_url(key: str, item: str) -> None:
     saved to the bucket lost them with the machine. A URL in any path key is refused
     before launch; a `file:` URL names the local path to give."""
     remote = WRITE_LOCALLY if key == "trainer.run_dir" else READ_LOCALLY
-    refusal = layout.url_refusal(item, remote)
+    refusal = path_urls.url_refusal(item, remote)
     if refusal is not None:
         raise ConfigError(f"{key}: {refusal}")
 

@@ -269,7 +269,7 @@ def _check_weight_files(assets: Path, config: Any) -> None:
     them: they are never unpickled. The files may lead anywhere: the model dir is the
     user's own, not a checkpoint handed over."""
     from mfsdp_ckpt.convert.hf_config import weights_disagreement, weights_from_table
-    from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
+    from mfsdp_ckpt.convert.hf_shapes import hf_state_dict_shapes
     from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, SafetensorsSource
 
     try:

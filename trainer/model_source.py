@@ -9,8 +9,9 @@ its export give the same model bit for bit, with no export in between.
 
 A Megatron-LM or Megatron-Bridge checkpoint needs no `model.hf_config`: the config is
 derived from its `args` / `run_config.yaml` exactly as `mfsdp ckpt export-hf` derives it
-(mfsdp_ckpt/convert/megatron_config.py), and the tokenizer is the one Megatron-Bridge
-saved in `iter_N/tokenizer/`; Megatron-LM keeps none, so then `model.tokenizer` names it.
+(mfsdp_ckpt/convert/megatron_record.py, megatron_config.py), and the tokenizer is the one
+Megatron-Bridge saved in `iter_N/tokenizer/`; Megatron-LM keeps none, so then
+`model.tokenizer` names it.
 
 The path is checked here before transformers sees it: given a path that does not exist,
 transformers takes it for a Hub repo id (and with network access would download it).
@@ -328,7 +329,7 @@ def _derive_source(checkpoint: CheckpointPaths) -> ModelSource | None:
     tokenizer files Megatron-Bridge saved; None when it records no model. The tokenizer
     files are checked as export checks them, and refused with export's error and exit
     code (a link out of the checkpoint, a FIFO, a file over MAX_ASSET_BYTES)."""
-    from mfsdp_ckpt.convert.megatron_config import has_recorded_config, recorded_config
+    from mfsdp_ckpt.convert.megatron_record import has_recorded_config, recorded_config
     from mfsdp_ckpt.errors import MfsdpError
     from mfsdp_ckpt.storage.reader import CheckpointReader
 

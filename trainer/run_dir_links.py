@@ -28,7 +28,7 @@ ROLLOUT_ASSETS_DIR = "rollout_model"  # GRPO's rollout engine reads the model fi
 
 # Every name a run writes directly in its run dir, as fnmatch patterns: its own files, the
 # trackers' dirs, GRPO's rollout files, the checkpointer's tracker (and the temp file that
-# replaces it: `layout.write_tracker`) and a save's temp dir.
+# replaces it: `step_saving.write_tracker`) and a save's temp dir.
 WRITTEN_NAMES = (
     RESOLVED_CONFIG_FILE,
     "config.until_step_*.yaml",  # trainer.config_history.until_step_file

@@ -46,7 +46,7 @@ Result = TypeVar("Result")
 class RunResult:
     """What every run returns, whatever its kind adds (SFT's losses, GRPO's rewards): where it
     wrote, the step it reached, the step it resumed from and its last checkpoint, which
-    `cli.launch.report_run` reports alike for both kinds."""
+    `cli.run_report.report_run` reports alike for both kinds."""
 
     run_dir: Path
     final_step: int

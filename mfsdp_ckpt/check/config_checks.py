@@ -214,11 +214,8 @@ def _check_against_recorded_config(
     One that cannot be read (a pickle naming os.system, bad YAML) is an error."""
     from mfsdp_ckpt.convert.export_source import json_config
     from mfsdp_ckpt.convert.hf_config import HFConfigError
-    from mfsdp_ckpt.convert.megatron_config import (
-        MegatronConfigError,
-        MegatronSettingsMissing,
-        recorded_config,
-    )
+    from mfsdp_ckpt.convert.megatron_config import MegatronConfigError, MegatronSettingsMissing
+    from mfsdp_ckpt.convert.megatron_record import recorded_config
 
     try:
         derived = recorded_config(paths, reader)

@@ -70,10 +70,10 @@ def describe_args(reader: CheckpointReader, described: dict, for_config: bool) -
     """Megatron-LM's `args` entry, an argparse.Namespace that `describe_object`'s plain
     decode refuses (it holds dtypes, enums, partials), described as what it is: the run's
     settings, read through the restricted Namespace reader the model config is derived
-    with (`megatron_config.read_args`: every other class stays a name, nothing runs).
+    with (`megatron_record.read_args`: every other class stays a name, nothing runs).
     `for_config`: the model line's config derives from it. Anything else, or a Namespace
     that reader refuses too, stays as `describe_object` left it (with that reader's reason)."""
-    from mfsdp_ckpt.convert.megatron_config import ARGS_KEY, read_args
+    from mfsdp_ckpt.convert.megatron_record import ARGS_KEY, read_args
 
     if described["name"] != ARGS_KEY or described["kind"] != "opaque":
         return described
@@ -122,7 +122,7 @@ def describe_recorded_model(paths: layout.CheckpointPaths, reader: CheckpointRea
     when there is no such record, or when the checkpoint holds its own Hugging Face config
     (Megatron-Bridge's iter_N/hf/), which export reads instead. Read through the
     restricted unpickler / safe YAML."""
-    from mfsdp_ckpt.convert.megatron_config import has_recorded_config, recorded_config
+    from mfsdp_ckpt.convert.megatron_record import has_recorded_config, recorded_config
 
     own_config = paths.hf_assets is not None and paths.hf_assets.joinpath("config.json").is_file()
     if own_config or not has_recorded_config(paths, reader):

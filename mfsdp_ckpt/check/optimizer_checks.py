@@ -167,7 +167,7 @@ def _says_tied(
     Megatron's record implies); None when there is none, or it cannot be read (the config
     checks report that)."""
     from mfsdp_ckpt.convert.hf_config import expected_weights_for
-    from mfsdp_ckpt.convert.megatron_config import recorded_config
+    from mfsdp_ckpt.convert.megatron_record import recorded_config
     from mfsdp_ckpt.errors import MfsdpError
 
     config_file = config_to_check(paths, hf_config)

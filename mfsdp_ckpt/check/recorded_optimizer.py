@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mfsdp_ckpt.convert.megatron_config import ARGS_KEY, read_args, run_config_data
+from mfsdp_ckpt.convert.megatron_record import ARGS_KEY, read_args, run_config_data
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.optimizer_states import KNOWN_OPTIMIZERS, OptimizerStates

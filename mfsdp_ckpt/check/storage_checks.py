@@ -13,17 +13,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.check.report import ERROR, WARNING, Progress, ValidationReport
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import file_walk, layout
 from mfsdp_ckpt.format.file_hash import ByteProgress, HashedBytes, hash_file
 from mfsdp_ckpt.format.finite import count_nan_tensor, count_nonfinite_tensor
 from mfsdp_ckpt.format.manifest import Manifest
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.storage.chunk_checks import MAX_LISTED_PROBLEMS, chunk_backing_problem
 from mfsdp_ckpt.storage.confined_stat import LeadsOutError
 from mfsdp_ckpt.storage.reader import (
-    MAX_LISTED_PROBLEMS,
     CheckpointFormatError,
     CheckpointReader,
-    chunk_backing_problem,
     unclaimed_storage_entries,
 )
 
@@ -69,7 +68,7 @@ def check_files(
             report.add(ERROR, file, f"has {found.st_size} bytes, manifest says {record.size}")
     listed = set(manifest.files)
     try:
-        present = layout.list_files(paths.step_dir)
+        present = file_walk.list_files(paths.step_dir)
     except layout.CheckpointPathError as err:
         report.add(ERROR, paths.step_dir, str(err).split(": ", 1)[-1])
         present = []

@@ -74,10 +74,9 @@ from mfsdp_ckpt.convert.megatron_config import (
     DerivedConfig,
     MegatronConfigError,
     MegatronSettingsMissing,
-    has_recorded_config,
-    recorded_config,
 )
 from mfsdp_ckpt.convert.megatron_lora_alpha import set_lora_scale
+from mfsdp_ckpt.convert.megatron_record import has_recorded_config, recorded_config
 from mfsdp_ckpt.convert.mtp import MtpLayers
 from mfsdp_ckpt.convert.name_maps import MappedTensor
 from mfsdp_ckpt.convert.record_agreement import (
@@ -89,7 +88,7 @@ from mfsdp_ckpt.convert.record_agreement import (
 from mfsdp_ckpt.convert.recorded_vocab import fit_config_file
 from mfsdp_ckpt.convert.units import gb_per_s, took
 from mfsdp_ckpt.errors import CheckpointFormatError
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import layout, step_saving
 from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.format.file_hash import ByteProgress
 from mfsdp_ckpt.format.finite import count_nonfinite_tensor
@@ -708,7 +707,7 @@ def export_hf(
             convert_seconds = time.monotonic() - converting
             set_config_dtype(tmp / "config.json", plan.dtype)
             for name in assets:
-                layout.fsync_path(tmp / name)
+                step_saving.fsync_path(tmp / name)
             mismatches: list[str] | None = (
                 None  # None: not verified, so the summary does not say so
             )

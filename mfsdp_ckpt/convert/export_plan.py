@@ -16,6 +16,13 @@ from typing import TYPE_CHECKING
 from mfsdp_ckpt.convert import tied_head
 from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, ForeignWeightsError
 from mfsdp_ckpt.convert.export_source import ExportSource, JsonConfig, expected_weights_of
+from mfsdp_ckpt.convert.fused_tensors import COPY, VOCAB, Geometry
+from mfsdp_ckpt.convert.mapping_errors import (
+    AdapterWeightsError,
+    MappingError,
+    ShapeError,
+    UnsupportedModelError,
+)
 from mfsdp_ckpt.convert.megatron_config import HF_CONFIG_OPTION
 from mfsdp_ckpt.convert.megatron_lora import (
     MegatronLora,
@@ -27,17 +34,10 @@ from mfsdp_ckpt.convert.megatron_lora import (
 )
 from mfsdp_ckpt.convert.mtp import DROP_MTP_FLAG, MtpLayers, split_mtp
 from mfsdp_ckpt.convert.name_maps import (
-    COPY,
     HF,
     LAYOUTS,
     MCORE,
-    VOCAB,
-    AdapterWeightsError,
-    Geometry,
     MappedTensor,
-    MappingError,
-    ShapeError,
-    UnsupportedModelError,
     detect_layout,
     map_names,
     model_tensors,

@@ -22,9 +22,11 @@ from mfsdp_ckpt.convert.hf_config import (
     read_config_json,
     weights_from_table,
 )
-from mfsdp_ckpt.convert.name_maps import MappingError, hf_state_dict_shapes, model_tensors
+from mfsdp_ckpt.convert.hf_shapes import hf_state_dict_shapes
+from mfsdp_ckpt.convert.mapping_errors import MappingError
+from mfsdp_ckpt.convert.name_maps import model_tensors
 from mfsdp_ckpt.errors import MfsdpError
-from mfsdp_ckpt.format import hf_trainer, layout
+from mfsdp_ckpt.format import file_walk, hf_trainer, layout
 from mfsdp_ckpt.format.generation_config import GENERATION_CONFIG_FILE, generation_config
 from mfsdp_ckpt.format.hub_id import missing_hf_config
 from mfsdp_ckpt.format.model_files import FILE_NAMES, is_model_file
@@ -327,7 +329,7 @@ def _local_candidates(
     config.json given alone), the dir they are in, and the files it leaves out."""
     if base.is_file():  # a config.json given alone, whatever its name
         return [("config.json", base)], base.parent, []
-    picked, left_out = _model_files(layout.list_files(base, True, skip), whole)
+    picked, left_out = _model_files(file_walk.list_files(base, True, skip), whole)
     return [(name, base / name) for name in picked], base, left_out
 
 
@@ -386,7 +388,7 @@ def _local_assets(
     """(name, path) of each asset of a local dir (`_model_files`) but the HF Trainer's own
     records: transformers reads none, and trainer_state.json holds NaN for a step whose
     loss overflowed."""
-    picked, _left_out = _model_files(layout.list_files(directory, True, skip), whole)
+    picked, _left_out = _model_files(file_walk.list_files(directory, True, skip), whole)
     return [
         (relative, directory / relative)
         for relative in picked
@@ -564,7 +566,7 @@ def weights_summary(tensors: Mapping[str, TensorEntry]) -> str:
 
 
 class JsonConfig(SimpleNamespace):
-    """config.json of a family whose weight shapes `name_maps` knows, kept as plain JSON.
+    """config.json of a family whose weight shapes `hf_shapes` knows, kept as plain JSON.
 
     Export needs only model_type, a few numbers and the dtype; reading them without
     transformers saves its import and a meta-device model (seconds, more than exporting
@@ -599,7 +601,7 @@ def load_copied_config(
 def load_config(
     path: str | os.PathLike, max_layers: int = MAX_LAYERS
 ) -> JsonConfig | PretrainedConfig:
-    """A `JsonConfig` when name_maps knows the family and every number it needs is in
+    """A `JsonConfig` when hf_shapes knows the family and every number it needs is in
     the file; otherwise (or for any problem with the file) transformers' config. Sizes
     that are not positive, do not divide, or claim more than `max_layers` layers are
     refused (HFConfigError) before any name is generated from them."""
@@ -616,7 +618,7 @@ def json_config(
     data: dict, where: str | os.PathLike, max_layers: int = MAX_LAYERS
 ) -> JsonConfig | None:
     """config.json data as a `JsonConfig` (its sizes checked first), or None when
-    name_maps does not know the family or a number it needs is missing."""
+    hf_shapes does not know the family or a number it needs is missing."""
     check_geometry(data, where, max_layers)
     shapes = hf_state_dict_shapes(data)
     return None if shapes is None else JsonConfig(**data, hf_shapes=shapes)

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 from mfsdp_ckpt.convert.export_errors import NonFiniteError
 from mfsdp_ckpt.convert.export_plan import ExportPlan
-from mfsdp_ckpt.convert.name_maps import ROW_PREFIX_TRANSFORMS, MappedTensor
+from mfsdp_ckpt.convert.fused_tensors import ROW_PREFIX_TRANSFORMS
+from mfsdp_ckpt.convert.name_maps import MappedTensor
 from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.format.finite import count_nonfinite_in_file, count_nonfinite_tensor
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError

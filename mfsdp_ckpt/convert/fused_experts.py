@@ -16,8 +16,10 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING
 
+from mfsdp_ckpt.convert.fused_tensors import COPY, Geometry, Transform
 from mfsdp_ckpt.convert.hf_config import MAX_EXPERTS
-from mfsdp_ckpt.convert.name_maps import COPY, MOE_NAMES, Geometry, ShapeError, Transform
+from mfsdp_ckpt.convert.mapping_errors import ShapeError
+from mfsdp_ckpt.convert.name_maps import MOE_NAMES
 from mfsdp_ckpt.storage.safetensors_source import StoredTensor
 
 if TYPE_CHECKING:  # the transforms get tensors from their caller

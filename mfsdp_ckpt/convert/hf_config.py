@@ -226,9 +226,9 @@ def expected_weights_for(
     path: str | os.PathLike, root: str | os.PathLike | None = None
 ) -> ExpectedWeights:
     """The weights config.json implies. Known families (Qwen2, Qwen3, Llama, Mistral) come from
-    name_maps' table in milliseconds, without importing transformers (validate runs before
+    hf_shapes' table in milliseconds, without importing transformers (validate runs before
     every resume and export); anything else from a meta-device model."""
-    from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
+    from mfsdp_ckpt.convert.hf_shapes import hf_state_dict_shapes
 
     config_file, data = read_config_json(path, root)
     check_geometry(data, config_file)

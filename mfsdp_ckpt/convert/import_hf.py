@@ -58,6 +58,7 @@ from mfsdp_ckpt.convert.export_source import (
     load_config,
 )
 from mfsdp_ckpt.convert.fused_experts import hub_expert_entries
+from mfsdp_ckpt.convert.fused_tensors import Geometry
 from mfsdp_ckpt.convert.hf_config import (
     HFConfigError,
     expected_weights_for,
@@ -65,6 +66,7 @@ from mfsdp_ckpt.convert.hf_config import (
     refuse_unloadable,
     weights_disagreement,
 )
+from mfsdp_ckpt.convert.mapping_errors import MappingError, ShapeError, UnsupportedModelError
 from mfsdp_ckpt.convert.name_maps import (
     LAYOUTS,
     MCORE,
@@ -72,18 +74,14 @@ from mfsdp_ckpt.convert.name_maps import (
     MCORE_IMPORT_FAMILIES,
     MCORE_NORMS,
     MOE_FAMILIES,
-    Geometry,
     ImportItem,
-    MappingError,
-    ShapeError,
-    UnsupportedModelError,
     default_experts,
     plan_import,
     refuse_attention_window,
     refuse_mixed_moe_layers,
 )
 from mfsdp_ckpt.errors import MfsdpFailedError
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import layout, step_saving
 from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.format.file_hash import FileRecord, hash_files
 from mfsdp_ckpt.format.finite import count_nonfinite_tensor
@@ -623,7 +621,7 @@ def _write_run_dir(
         target = assets / name
         target.parent.mkdir(parents=True, exist_ok=True)
         write_bytes(target, load())
-        layout.fsync_path(target)
+        step_saving.fsync_path(target)
     asset_names = [str(p.relative_to(step)) for p in sorted(assets.rglob("*")) if p.is_file()]
     files = hash_files(step, asset_names)
     files.update(  # hash_data=True: every record is set
@@ -642,8 +640,8 @@ def _write_run_dir(
         info={"imported_from": str(hf_dir.resolve())},
     )
     write_bytes(step / layout.MANIFEST_FILE, manifest.to_json().encode(), durable=True)
-    layout.fsync_path(step)
-    layout.write_tracker(run, 0)
+    step_saving.fsync_path(step)
+    step_saving.write_tracker(run, 0)
     return written, copied.left_out_note(str(hf_dir))
 
 

@@ -59,7 +59,7 @@ from mfsdp_ckpt.convert.export_source import (
 )
 from mfsdp_ckpt.convert.export_verify import bit_pattern
 from mfsdp_ckpt.convert.hf_config import HFConfigError, read_config_json
-from mfsdp_ckpt.format import layout, state_keys
+from mfsdp_ckpt.format import layout, path_urls, state_keys
 from mfsdp_ckpt.format.finite import count_nonfinite_tensor
 from mfsdp_ckpt.format.manifest import MAX_MANIFEST_BYTES, Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.format.model_files import top_level_names
@@ -112,7 +112,7 @@ def _refuse_lora_url(url: str, io: str) -> None:
     files only, and read through the URL as any checkpoint it was told to be a live PEFT
     model's save, with advice for that. A `file:` URL names the local path that exports;
     a store's (gs://, s3://, ...) is to be copied to a local dir first."""
-    local = layout.file_url_path(url)
+    local = path_urls.file_url_path(url)
     if local is not None:
         if lora_manifest(local) is not None:
             raise ExportUsageError(

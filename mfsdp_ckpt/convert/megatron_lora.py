@@ -19,7 +19,7 @@ variant: exporting them as plain LoRA would write a different model. Linear_fc1'
 [gate; up] per tensor-parallel rank, which the fsdp_dtensor save keeps in rank order without
 splitting it into _w / _v as it does the base weight: its rows are split rank by rank as a
 fused base weight's are, where the checkpoint's record proves that order
-(`name_maps.GateUpOrder`), and refused where it does not (`check_b_splits`).
+(`fused_tensors.GateUpOrder`), and refused where it does not (`check_b_splits`).
 
 The same description holds a PEFT adapter saved as a DCP: Hugging Face's Trainer (and
 TRL's) with FSDP's SHARDED_STATE_DICT saves a PEFT model's adapter alone
@@ -36,15 +36,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from mfsdp_ckpt.convert.name_maps import (
-    COPY,
-    GATE_UP,
-    QKV,
-    AdapterWeightsError,
-    Geometry,
-    ShapeError,
-    Transform,
-)
+from mfsdp_ckpt.convert.fused_tensors import COPY, GATE_UP, QKV, Geometry, Transform
+from mfsdp_ckpt.convert.mapping_errors import AdapterWeightsError, ShapeError
 
 if TYPE_CHECKING:
     import torch
@@ -220,7 +213,8 @@ def _peft_summary(adapters: list[str], shapes: dict[str, tuple[int, ...]], base:
 def stored_adapter_summary(reader: CheckpointReader) -> str | None:
     """`adapter_summary` of a checkpoint (names that cannot be told apart: None, the
     config check reports them)."""
-    from mfsdp_ckpt.convert.name_maps import MappingError, model_tensors
+    from mfsdp_ckpt.convert.mapping_errors import MappingError
+    from mfsdp_ckpt.convert.name_maps import model_tensors
 
     try:
         stored = model_tensors(reader.tensors)

@@ -20,8 +20,8 @@ from typing import Any
 
 from mfsdp_ckpt.convert.export_errors import ExportUsageError, ForeignWeightsError
 from mfsdp_ckpt.convert.export_plan import saved_peft_adapter
-from mfsdp_ckpt.convert.megatron_config import run_config_data
 from mfsdp_ckpt.convert.megatron_lora import SUPPORTED_VARIANT, MegatronLora
+from mfsdp_ckpt.convert.megatron_record import run_config_data
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.lora import MAX_ADAPTER_CONFIG_BYTES, not_plain_lora, plain_lora_init

@@ -35,6 +35,7 @@ from mfsdp_ckpt.convert.export_source import (
     load_copied_config,
     resolve_source,
 )
+from mfsdp_ckpt.convert.fused_tensors import Geometry
 from mfsdp_ckpt.convert.lora_export import (
     ADAPTER_LAYOUT,
     compare_written,
@@ -42,6 +43,7 @@ from mfsdp_ckpt.convert.lora_export import (
     write_all,
     write_merged,
 )
+from mfsdp_ckpt.convert.mapping_errors import MappingError
 from mfsdp_ckpt.convert.megatron_lora import (
     PEFT_KIND,
     MegatronLora,
@@ -49,7 +51,7 @@ from mfsdp_ckpt.convert.megatron_lora import (
     holds_adapters,
 )
 from mfsdp_ckpt.convert.megatron_lora_alpha import set_lora_scale
-from mfsdp_ckpt.convert.name_maps import Geometry, MappingError, model_tensors
+from mfsdp_ckpt.convert.name_maps import model_tensors
 from mfsdp_ckpt.format.model_files import top_level_names
 from mfsdp_ckpt.format.state_keys import AmbiguousStateError
 from mfsdp_ckpt.lora import (

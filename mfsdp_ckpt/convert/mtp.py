@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mfsdp_ckpt.convert.name_maps import MappingError, UnsupportedModelError, model_tensors
+from mfsdp_ckpt.convert.mapping_errors import MappingError, UnsupportedModelError
+from mfsdp_ckpt.convert.name_maps import model_tensors
 
 if TYPE_CHECKING:
     from mfsdp_ckpt.storage.reader import CheckpointReader

@@ -26,13 +26,23 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mfsdp_ckpt.convert.config_behaviour import WINDOWED_FAMILIES, SlidingWindow, sliding_window
-from mfsdp_ckpt.convert.hf_config import MAX_EXPERTS, SHAPE_KEYS
-from mfsdp_ckpt.convert.vocab_padding import RecordedPadding, vocab_rows_problem
-from mfsdp_ckpt.errors import MfsdpFailedError
+from mfsdp_ckpt.convert.fused_tensors import (
+    COPY,
+    EXPERT_GATE_UP,
+    GATE_UP,
+    KEEP,
+    QKV,
+    QKV_MERGE,
+    VOCAB,
+    Geometry,
+    Merge,
+    Transform,
+    is_int,
+)
+from mfsdp_ckpt.convert.mapping_errors import MappingError, ShapeError, UnsupportedModelError
 from mfsdp_ckpt.format import state_keys
 
-if TYPE_CHECKING:  # the transforms get tensors from their caller; planning needs no torch
-    import torch
+if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
     from mfsdp_ckpt.convert.export_source import JsonConfig
@@ -41,218 +51,6 @@ HF, MCORE = "hf", "mcore"
 LAYOUTS = (HF, MCORE)
 _HF_ROOTS = state_keys.HF_ROOTS
 _MCORE_ROOTS = state_keys.MCORE_ROOTS
-
-
-class MappingError(MfsdpFailedError, ValueError):
-    """Names that no rule of the layout/family explains; the message names them."""
-
-
-class UnsupportedModelError(MappingError):
-    """A model kind export does not convert (MoE layers under a dense config or in a layout
-    no table has, virtual-pipeline chunks): exit 1 naming the first tensor, never a
-    silently partial export."""
-
-
-class AdapterWeightsError(MappingError):
-    """Megatron PEFT adapter weights export cannot convert as asked (a DoRA adapter, an
-    adapter without its base): a usage error naming the variant or what supplies the base
-    (`megatron_lora`)."""
-
-
-class ShapeError(MappingError):
-    """A stored shape the config contradicts (the checkpoint, not the request, is wrong)."""
-
-
-@dataclass(frozen=True)
-class GateUpOrder:
-    """Where a fused SwiGLU linear_fc1 keeps its gate and up rows. Megatron-core's fc1 is a
-    column-parallel linear whose rows each tensor-parallel rank holds as its own
-    [gate_r; up_r]: a save that gathers the tensor as one (torch_dist's
-    apply_swiglu_sharded_factory) writes [gate; up], one that keeps the ranks' pieces
-    in rank order (a Megatron-FSDP DTensor, fsdp_dtensor without its SwiGLU split) writes
-    [gate_0; up_0; gate_1; up_1; ...]. `ranks` is how many such pieces there are (1: [gate;
-    up]); `unknown` says why the checkpoint's record proves neither (`recorded_layout`:
-    "a fused linear_fc1 ... is not known"), and the tensor is then refused rather than
-    split by a guess. A LoRA adapter's B on fc1 holds its rows the same way."""
-
-    ranks: int = 1
-    unknown: str | None = None
-
-
-@dataclass(frozen=True)
-class Geometry:
-    """The numbers the fused mcore tensors are laid out by: the config's, and what the
-    checkpoint's record says of how they were saved (`recorded_layout`)."""
-
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    tie_word_embeddings: bool
-    vocab_size: int | None = None  # None: rows of the vocabulary tensors are not checked
-    vocab_padding: RecordedPadding | None = None  # None: no padding rule recorded
-    gate_up: GateUpOrder = GateUpOrder()  # a dense layer's (and a shared expert's) fc1
-    expert_gate_up: GateUpOrder = GateUpOrder()  # a routed expert's fc1
-
-    def __post_init__(self) -> None:
-        """Numbers the splits divide by: a zero or negative one would crash or mis-slice."""
-        for name in ("num_heads", "num_kv_heads", "head_dim"):
-            value = getattr(self, name)
-            if not _is_int(value) or value <= 0:
-                raise MappingError(f"config: {name} must be a positive integer, got {value!r}")
-        if self.num_heads % self.num_kv_heads:
-            raise MappingError(
-                f"config: {self.num_heads} attention heads do not split into"
-                f" {self.num_kv_heads} KV heads"
-            )
-
-    @classmethod
-    def from_config(cls, config: JsonConfig | PretrainedConfig) -> Geometry:
-        """From any config transformers reads: one that lacks a number (a vision-language
-        config keeps them in a sub-config) is a MappingError naming it, not an AttributeError."""
-        num_heads: Any = getattr(config, "num_attention_heads", None)
-        if not _is_int(num_heads) or num_heads <= 0:
-            raise MappingError(
-                f"config: num_attention_heads must be a positive integer, got {num_heads!r}"
-            )
-        hidden: Any = getattr(config, "hidden_size", None)
-        vocab: Any = getattr(config, "vocab_size", None)
-        head_dim: Any = getattr(config, "head_dim", None) or (
-            hidden // num_heads if _is_int(hidden) else None
-        )
-        return cls(
-            num_heads=num_heads,
-            num_kv_heads=getattr(config, "num_key_value_heads", None) or num_heads,
-            head_dim=head_dim,
-            tie_word_embeddings=bool(getattr(config, "tie_word_embeddings", False)),
-            vocab_size=vocab if _is_int(vocab) and vocab > 0 else None,
-        )
-
-
-# ----------------------------------------------------------------- exact tensor transforms
-def split_qkv(
-    fused: torch.Tensor, geometry: Geometry
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Megatron's linear_qkv (weight or bias) -> HF q, k, v.
-
-    Megatron interleaves per query group g: rows [q heads of g, k_g, v_g], each head_dim
-    rows, so each TP rank owns whole groups. HF stacks all q heads, then all k, then all v.
-    """
-    groups, per_group = geometry.num_kv_heads, geometry.num_heads // geometry.num_kv_heads
-    rest = fused.shape[1:]
-    view = fused.reshape(groups, per_group + 2, geometry.head_dim, *rest)
-    q = view[:, :per_group].reshape(geometry.num_heads * geometry.head_dim, *rest)
-    k = view[:, per_group].reshape(groups * geometry.head_dim, *rest)
-    v = view[:, per_group + 1].reshape(groups * geometry.head_dim, *rest)
-    return q.contiguous(), k.contiguous(), v.contiguous()
-
-
-def split_gate_up(fused: torch.Tensor, ranks: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
-    """Megatron's fused SwiGLU linear_fc1 -> HF gate_proj, up_proj: [gate_r; up_r] for each
-    of `ranks` tensor-parallel pieces in order (`GateUpOrder`; 1: [gate; up])."""
-    rest = fused.shape[1:]
-    pieces = fused.reshape(ranks, 2, fused.shape[0] // (2 * ranks), *rest)
-    gate = pieces[:, 0].reshape(fused.shape[0] // 2, *rest)
-    up = pieces[:, 1].reshape(fused.shape[0] // 2, *rest)
-    return gate.contiguous(), up.contiguous()
-
-
-def merge_qkv(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, geometry: Geometry
-) -> torch.Tensor:
-    """HF q, k, v (weight or bias) -> Megatron's linear_qkv: the exact inverse of `split_qkv`
-    (per query group g, rows [q heads of g, k_g, v_g], each head_dim rows)."""
-    import torch
-
-    groups, per_group = geometry.num_kv_heads, geometry.num_heads // geometry.num_kv_heads
-    rest = q.shape[1:]
-    q_groups = q.reshape(groups, per_group, geometry.head_dim, *rest)
-    k_groups = k.reshape(groups, 1, geometry.head_dim, *rest)
-    v_groups = v.reshape(groups, 1, geometry.head_dim, *rest)
-    fused = torch.cat((q_groups, k_groups, v_groups), dim=1)
-    return fused.reshape((geometry.num_heads + 2 * groups) * geometry.head_dim, *rest)
-
-
-def qkv_merge_ranges(source_bytes: list[int], geometry: Geometry) -> list[tuple[int, int, int]]:
-    """`merge_qkv` as byte ranges, in output order: (source 0/1/2 = q/k/v, offset, length).
-    Whole rows move, so a merge whose dtype stays is a few file-to-file copies, no torch."""
-    groups, head = geometry.num_kv_heads, geometry.head_dim
-    per_group = geometry.num_heads // groups
-    row = source_bytes[0] // (geometry.num_heads * head)
-    ranges = []
-    for group in range(groups):
-        ranges.append((0, group * per_group * head * row, per_group * head * row))
-        ranges.append((1, group * head * row, head * row))
-        ranges.append((2, group * head * row, head * row))
-    return ranges
-
-
-def _qkv_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
-    rows = (g.num_heads + 2 * g.num_kv_heads) * g.head_dim
-    if not shape or shape[0] != rows or g.num_heads % g.num_kv_heads:
-        raise ShapeError(
-            f"fused QKV has shape {shape}; the config ({g.num_heads} heads, "
-            f"{g.num_kv_heads} KV heads, head_dim {g.head_dim}) needs {rows} rows"
-        )
-    rest = shape[1:]
-    return [
-        (g.num_heads * g.head_dim, *rest),
-        (g.num_kv_heads * g.head_dim, *rest),
-        (g.num_kv_heads * g.head_dim, *rest),
-    ]
-
-
-def _gate_up_shapes(shape: tuple[int, ...], order: GateUpOrder) -> list[tuple[int, ...]]:
-    if order.unknown is not None:
-        raise ShapeError(
-            f"{order.unknown}; not exported (a save that splits fc1 into weight_w / weight_v"
-            " exports)"
-        )
-    if not shape or shape[0] % (2 * order.ranks):
-        pieces = f" in each of {order.ranks} tensor-parallel pieces" if order.ranks > 1 else ""
-        raise ShapeError(f"fused gate/up has shape {shape}; dim 0 must split in two{pieces}")
-    return [(shape[0] // 2, *shape[1:])] * 2
-
-
-def _vocab_shapes(shape: tuple[int, ...], g: Geometry) -> list[tuple[int, ...]]:
-    if not shape or g.vocab_size is None:
-        return [shape]
-    problem = vocab_rows_problem(shape[0], g.vocab_size, g.vocab_padding)
-    if problem is not None:
-        raise ShapeError(problem)
-    return [(g.vocab_size, *shape[1:])]
-
-
-def drop_vocab_padding(tensor: torch.Tensor, geometry: Geometry) -> tuple[torch.Tensor]:
-    """Megatron's embedding or output layer -> HF's: the rows past the config's vocab_size
-    are Megatron's padding (`vocab_padding`), which no token reaches."""
-    return (tensor if geometry.vocab_size is None else tensor[: geometry.vocab_size],)
-
-
-@dataclass(frozen=True)
-class Transform:
-    """How one stored tensor becomes its HF tensor(s): output shapes (planning) and values."""
-
-    name: str
-    shapes: Callable[[tuple[int, ...], Geometry], list[tuple[int, ...]]]
-    apply: Callable[[torch.Tensor, Geometry], tuple[torch.Tensor, ...]]
-
-
-COPY = Transform("copy", lambda shape, g: [shape], lambda t, g: (t,))
-QKV = Transform("qkv", _qkv_shapes, split_qkv)
-GATE_UP = Transform(
-    "gate_up",
-    lambda shape, g: _gate_up_shapes(shape, g.gate_up),
-    lambda t, g: split_gate_up(t, g.gate_up.ranks),
-)
-# a routed expert's fc1: split by the expert tensor-parallel size it was saved with
-EXPERT_GATE_UP = Transform(
-    "expert_gate_up",
-    lambda shape, g: _gate_up_shapes(shape, g.expert_gate_up),
-    lambda t, g: split_gate_up(t, g.expert_gate_up.ranks),
-)
-# The first rows (a prefix of the bytes): streamed like COPY, only shorter.
-VOCAB = Transform("vocab", _vocab_shapes, drop_vocab_padding)
-ROW_PREFIX_TRANSFORMS = (COPY, VOCAB)
 
 
 @dataclass(frozen=True)
@@ -432,11 +230,11 @@ def refuse_attention_window(config: JsonConfig | PretrainedConfig) -> None:
     if not found.layers:
         return
     window, positions = found.size, found.positions
-    if not _is_int(window):
+    if not is_int(window):
         raise UnsupportedModelError(
             f"config: sliding_window must be null or a positive integer, got {window!r:.80}"
         )
-    if not _is_int(positions):
+    if not is_int(positions):
         raise UnsupportedModelError(
             f"config: max_position_embeddings must be a positive integer, got {positions!r:.80}"
         )
@@ -489,42 +287,6 @@ _MCORE_NORM_NAMES = {
         _L + "mlp.linear_fc1.layer_norm_weight",
     ),
 }
-
-
-@dataclass(frozen=True)
-class Merge:
-    """How the HF source tensor(s) of one mcore tensor become it: shape (planning) and values."""
-
-    name: str
-    shape: Callable[[list[tuple[int, ...]], Geometry], tuple[int, ...]]
-    apply: Callable[[list[torch.Tensor], Geometry], torch.Tensor]
-    ranges: Callable[[list[int], Geometry], list[tuple[int, int, int]]]  # the same, as byte copies
-
-
-def _merged_qkv_shape(shapes: list[tuple[int, ...]], g: Geometry) -> tuple[int, ...]:
-    expected = _qkv_shapes(((g.num_heads + 2 * g.num_kv_heads) * g.head_dim, *shapes[0][1:]), g)
-    if [tuple(s) for s in shapes] != expected:
-        raise ShapeError(
-            f"q, k, v have shapes {shapes}; the config ({g.num_heads} heads,"
-            f" {g.num_kv_heads} KV heads, head_dim {g.head_dim}) needs {expected}"
-        )
-    return ((g.num_heads + 2 * g.num_kv_heads) * g.head_dim, *shapes[0][1:])
-
-
-KEEP = Merge(
-    "keep",
-    lambda shapes, g: tuple(shapes[0]),
-    lambda tensors, g: tensors[0],
-    lambda sizes, g: [(0, 0, sizes[0])],
-)
-
-
-def _merge_qkv_list(tensors: list[torch.Tensor], g: Geometry) -> torch.Tensor:
-    q, k, v = tensors
-    return merge_qkv(q, k, v, g)
-
-
-QKV_MERGE = Merge("qkv", _merged_qkv_shape, _merge_qkv_list, qkv_merge_ranges)
 
 
 @dataclass(frozen=True)
@@ -768,160 +530,6 @@ def _rule_fields(rule: ImportRule, layers: list[int], experts: list[int]) -> lis
     if "{expert}" not in rule.target:
         return layer_values
     return [{**fields, "expert": expert} for fields in layer_values for expert in experts]
-
-
-# ----------------------------------------------------------------- HF names and shapes
-# What `AutoModelForCausalLM.from_config(config).state_dict()` holds for the families above
-# (experts under the hub files' per-expert names), computed from config.json numbers
-# alone: building even a meta-device model costs the transformers import plus model
-# construction (seconds, on a 2-core machine), more than exporting a small model.
-# tests/ckpt/convert/test_export_config_shapes.py holds these tables to the meta-device
-# model for each family and its bias / tie / head_dim / dense-layer variants.
-_FLAG_KEYS: dict[str, tuple[str, ...]] = {  # booleans each family's weight set depends on
-    "qwen2": ("tie_word_embeddings",),
-    "qwen3": ("tie_word_embeddings", "attention_bias"),
-    "llama": ("tie_word_embeddings", "attention_bias", "mlp_bias"),
-    "mistral": ("tie_word_embeddings",),  # never biases, whatever config.json says
-    "qwen3_moe": ("tie_word_embeddings", "attention_bias"),
-    "qwen2_moe": ("tie_word_embeddings",),
-    "mixtral": ("tie_word_embeddings",),
-}
-
-
-def hf_state_dict_shapes(config: dict) -> dict[str, tuple[int, ...]] | None:
-    """{HF state-dict name: shape} for a known family's config.json, or None when the
-    family is unknown or a number it needs is absent (the caller then asks transformers).
-    `lm_head.weight` is included even when tied, as in the model's state_dict."""
-    family = config.get("model_type")
-    flags = _FLAG_KEYS.get(family)  # type: ignore[arg-type]
-    if flags is None:
-        return None
-    if not all(_is_int(config.get(key)) for key in SHAPE_KEYS):
-        return None
-    if not all(isinstance(config.get(key), bool) for key in flags):
-        return None
-    moe = MOE_NAMES.get(family)  # type: ignore[arg-type]
-    if moe is not None:
-        config = {"num_experts": config.get("num_local_experts"), **config}
-        # transformers 5.x saves num_experts as num_local_experts (Mixtral's own name)
-        needed = ["num_experts", moe.expert_size]
-        needed += ["shared_expert_intermediate_size"] if moe.shared_expert else []
-        if not all(_is_int(config.get(key)) for key in needed):
-            return None
-    sparse = _sparse_layers(config) if moe is not None else set()
-    if sparse is None:
-        return None
-    qkv_bias_flag = config.get("qkv_bias", True)  # Qwen2-MoE's, read by transformers 5.x
-    if family == "qwen2_moe" and not isinstance(qkv_bias_flag, bool):
-        return None
-    head_dim = config.get("head_dim")
-    if family == "qwen3" and not _is_int(head_dim):  # qwen3's default is 128, not hidden / heads
-        return None
-    if head_dim is not None and not _is_int(head_dim):
-        return None
-    hidden, inter, heads, kv = (
-        config[k]
-        for k in ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads")
-    )
-    if heads == 0:
-        return None
-    head_dim = head_dim or hidden // heads
-    # a bias switch counts only for a family whose model reads it (Mistral's never does)
-    o_bias = "attention_bias" in flags and config["attention_bias"]
-    qkv_bias = family == "qwen2" or o_bias or (family == "qwen2_moe" and qkv_bias_flag)
-    mlp_bias = "mlp_bias" in flags and config["mlp_bias"]
-    layer: dict[str, tuple[int, ...]] = {
-        "self_attn.q_proj.weight": (heads * head_dim, hidden),
-        "self_attn.k_proj.weight": (kv * head_dim, hidden),
-        "self_attn.v_proj.weight": (kv * head_dim, hidden),
-        "self_attn.o_proj.weight": (hidden, heads * head_dim),
-        "mlp.gate_proj.weight": (inter, hidden),
-        "mlp.up_proj.weight": (inter, hidden),
-        "mlp.down_proj.weight": (hidden, inter),
-        "input_layernorm.weight": (hidden,),
-        "post_attention_layernorm.weight": (hidden,),
-    }
-    if qkv_bias:
-        layer.update(
-            {
-                "self_attn.q_proj.bias": (heads * head_dim,),
-                "self_attn.k_proj.bias": (kv * head_dim,),
-                "self_attn.v_proj.bias": (kv * head_dim,),
-            }
-        )
-    if o_bias:
-        layer["self_attn.o_proj.bias"] = (hidden,)
-    if mlp_bias:
-        layer.update(
-            {
-                "mlp.gate_proj.bias": (inter,),
-                "mlp.up_proj.bias": (inter,),
-                "mlp.down_proj.bias": (hidden,),
-            }
-        )
-    if family in ("qwen3", "qwen3_moe"):
-        layer.update(
-            {"self_attn.q_norm.weight": (head_dim,), "self_attn.k_norm.weight": (head_dim,)}
-        )
-    dense_mlp = ("mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight")
-    moe_layer = {k: v for k, v in layer.items() if k not in dense_mlp}
-    if moe is not None and sparse:
-        moe_layer.update(_moe_block_shapes(config, moe, hidden))
-    shapes: dict[str, tuple[int, ...]] = {
-        "model.embed_tokens.weight": (config["vocab_size"], hidden)
-    }
-    for index in range(config["num_hidden_layers"]):
-        names = moe_layer if index in sparse else layer
-        shapes.update({f"model.layers.{index}.{name}": shape for name, shape in names.items()})
-    shapes["model.norm.weight"] = (hidden,)
-    shapes["lm_head.weight"] = (config["vocab_size"], hidden)
-    return shapes
-
-
-def _moe_block_shapes(config: dict, names: MoeNames, hidden: int) -> dict[str, tuple[int, ...]]:
-    """One MoE layer's router, experts (and shared expert) under the hub's names."""
-    experts = config["num_experts"]
-    inter = config[names.expert_size]
-    block = names.block + "."
-    shapes: dict[str, tuple[int, ...]] = {block + "gate.weight": (experts, hidden)}
-    for expert in range(experts):
-        prefix = f"{block}experts.{expert}."
-        shapes[prefix + names.gate + ".weight"] = (inter, hidden)
-        shapes[prefix + names.up + ".weight"] = (inter, hidden)
-        shapes[prefix + names.down + ".weight"] = (hidden, inter)
-    if names.shared_expert:
-        shared = config["shared_expert_intermediate_size"]
-        shapes["mlp.shared_expert.gate_proj.weight"] = (shared, hidden)
-        shapes["mlp.shared_expert.up_proj.weight"] = (shared, hidden)
-        shapes["mlp.shared_expert.down_proj.weight"] = (hidden, shared)
-        shapes["mlp.shared_expert_gate.weight"] = (1, hidden)
-    return shapes
-
-
-def _sparse_layers(config: dict) -> set[int] | None:
-    """The layers of an MoE config.json that hold experts, as transformers decides them:
-    Mixtral's every layer; Qwen2/Qwen3-MoE's not in mlp_only_layers, and every
-    decoder_sparse_step-th (1-based); None when a key is malformed or names more experts
-    than MAX_EXPERTS (then transformers judges)."""
-    if config["num_experts"] > MAX_EXPERTS:
-        return None
-    if config.get("model_type") == "mixtral":
-        return set(range(config["num_hidden_layers"]))
-    step = config.get("decoder_sparse_step", 1)
-    dense = config.get("mlp_only_layers") or []
-    experts = config["num_experts"]
-    if not (_is_int(step) and step > 0 and experts <= MAX_EXPERTS):
-        return None
-    if not (isinstance(dense, list) and all(_is_int(i) for i in dense)):
-        return None
-    if experts == 0:
-        return set()
-    layers = range(config["num_hidden_layers"])
-    return {i for i in layers if i not in dense and (i + 1) % step == 0}
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 @dataclass(frozen=True)

@@ -47,12 +47,10 @@ from mfsdp_ckpt.convert.megatron_config import (
     DerivedConfig,
     MegatronConfigError,
     MegatronSettingsMissing,
-    RecordedSettings,
-    recorded_config,
-    recorded_settings,
     shown_value,
     uncomputable,
 )
+from mfsdp_ckpt.convert.megatron_record import RecordedSettings, recorded_config, recorded_settings
 from mfsdp_ckpt.convert.record_values import value_disagreements
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout

@@ -11,7 +11,7 @@ Two layouts depend on settings no tensor shows, only the run's record:
   is true and else holds vocab_size rows exactly. verl's transformer_config.json without
   it (Megatron-core's TransformerConfig, which knows no vocabulary) and a Bridge record
   without it state no padding: the guess decides.
-* the gate and up rows of a fused SwiGLU linear_fc1 (`name_maps.GateUpOrder`): each
+* the gate and up rows of a fused SwiGLU linear_fc1 (`fused_tensors.GateUpOrder`): each
   tensor-parallel rank holds [gate_r; up_r]. Megatron-FSDP keeps a parameter as one DTensor
   over the ranks' pieces in rank order, so an fsdp_dtensor save that left fc1 fused holds
   [gate_0; up_0; gate_1; up_1; ...] (its SwiGLU split, handle_swiglu_in_state_dict, takes
@@ -37,13 +37,13 @@ import stat
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from mfsdp_ckpt.convert.megatron_config import (
+from mfsdp_ckpt.convert.fused_tensors import GateUpOrder, Geometry
+from mfsdp_ckpt.convert.megatron_record import (
     ARGS_KEY,
     bridge_model_fields,
     read_args,
     run_config_data,
 )
-from mfsdp_ckpt.convert.name_maps import GateUpOrder, Geometry
 from mfsdp_ckpt.convert.vocab_padding import RecordedPadding
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout

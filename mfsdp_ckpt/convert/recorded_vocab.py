@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any
 from mfsdp_ckpt.convert.export_errors import ExportError
 from mfsdp_ckpt.convert.export_source import MAX_JSON_ASSET_BYTES, MAX_JSON_ASSET_CONTAINERS
 from mfsdp_ckpt.convert.hf_config import read_config_json
-from mfsdp_ckpt.convert.name_maps import MappingError, model_tensors
+from mfsdp_ckpt.convert.mapping_errors import MappingError
+from mfsdp_ckpt.convert.name_maps import model_tensors
 from mfsdp_ckpt.convert.recorded_layout import recorded_padding
 from mfsdp_ckpt.format.state_keys import AmbiguousStateError
 from mfsdp_ckpt.storage import safe_files

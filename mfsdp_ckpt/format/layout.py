@@ -33,28 +33,22 @@ a symlink out of the checkpoint is one line, never a hang.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import re
-import secrets
-import shutil
 import stat
-from collections.abc import Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
-from urllib.parse import unquote
 
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format import hf_trainer
 from mfsdp_ckpt.format.closest_path import missing_hint
+from mfsdp_ckpt.format.path_urls import url_refusal
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.confined_stat import confined_stat
-from mfsdp_ckpt.storage.file_errors import naming_file
 from mfsdp_ckpt.storage.lock_holder import lock_holder
 from mfsdp_ckpt.storage.output_pending import output_pending
-from mfsdp_ckpt.storage.temp_files import new_temp
 from mfsdp_ckpt.storage.tensorstore_store import URL_SCHEMES
 from mfsdp_ckpt.storage.unique_json import loads_object
 
@@ -344,96 +338,6 @@ def steps_here(run_dir: str | os.PathLike) -> str:
     return f" (step dirs here: {more}{shown})"
 
 
-def write_tracker(run_dir: str | os.PathLike, step: int) -> None:
-    """Replace the tracker atomically: readers see the old step or the new one, never neither.
-    A failure (a full disk) removes the temp file again: it was left beside the tracker.
-
-    The temp file is `temp_files.new_temp`'s: created new under a random name, so nothing
-    already at its name is written through (a symlink placed at a pid's name got the step
-    number written into the file it led to)."""
-    tracker = Path(run_dir) / TRACKER_FILE
-    tmp, fd = new_temp(tracker)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(f"{step}\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, tracker)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    fsync_path(tracker.parent)
-
-
-def replace_dir(new: Path, target: Path) -> str | None:
-    """Rename a finished step directory onto `target`; an existing one is removed only after
-    the new one is in place, so at every instant one whole version exists. On Linux the two
-    are swapped in one `renameat2(RENAME_EXCHANGE)` and a missing target is created with
-    `RENAME_NOREPLACE`, so no instant shows neither and nothing appearing meanwhile is
-    replaced; elsewhere the old one is moved aside first. A symlink there is replaced, never
-    what it leads to. Anything else there (a file) is the user's, not a step: refused
-    (DamagedRunDirError), neither moved nor removed; it was moved aside, then removing it as
-    a directory failed the save half done, the new step in place and the tracker not.
-
-    Returns a warning line when the replaced version could not be removed after the swap:
-    the new step is in place then, so the save goes on (it failed there, the tracker not
-    yet pointing at the step it had just put in place)."""
-    from mfsdp_ckpt.storage.out_dir import exchange, rename_noreplace
-
-    try:
-        mode = os.lstat(target).st_mode
-    except FileNotFoundError:
-        mode = None
-    left = None
-    if mode is None:
-        rename_noreplace(new, target)
-    elif not (stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
-        raise DamagedRunDirError(f"{target} {_incomplete_step(target)}: move it away")
-    elif stat.S_ISDIR(mode) and exchange(new, target):
-        # `new` holds the old version now; under its temp name the next save's prune
-        # (retention.prune_steps) removes it if this cannot
-        left = _remove_replaced(new, target, "the next save tries again")
-    else:
-        aside = target.with_name(f".{target.name}.old-{secrets.token_hex(8)}")
-        os.rename(target, aside)
-        os.rename(new, target)
-        if stat.S_ISLNK(mode):
-            aside.unlink()
-        else:
-            left = _remove_replaced(aside, target, "remove it by hand")
-    fsync_path(target.parent)
-    return left
-
-
-def _remove_replaced(old: Path, target: Path, then: str) -> str | None:
-    """Remove the version of `target` that a save replaced; one that cannot be removed is
-    a warning line naming it."""
-    try:
-        shutil.rmtree(old)
-    except FileNotFoundError:
-        return None
-    except OSError as err:
-        return (
-            f"warning: {old}: the earlier {target.name} that this save replaced was not "
-            f"removed ({err.strerror or err}); {then}"
-        )
-    return None
-
-
-def fsync_path(path: str | os.PathLike) -> None:
-    """Flush a file, or a directory's entries (POSIX needs that for a rename to be durable).
-    A failure names `path`: `fsync` of a descriptor raises an OSError naming no file, which
-    a save could only pin on its temp dir as a whole."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    except OSError as err:
-        raise naming_file(err, path) from None
-    finally:
-        os.close(fd)
-
-
 # --------------------------------------------------------------------------- resolution
 @dataclass(frozen=True)
 class CheckpointPaths:
@@ -639,55 +543,6 @@ def refuse_url(path: str | os.PathLike) -> None:
     )
     if refusal is not None:
         raise CheckpointPathError(refusal)
-
-
-# What no local path looks like: `scheme://...` of any scheme (hdfs:// too), or RFC 8089's
-# `file:/abs/x` without an authority, in any case. Any other name with a colon is a local
-# path (`run:1/x`, `C:/x`, `x:/g2`, `./a://b`).
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://|file:/", re.IGNORECASE)
-# A `file:` URL's parts: `file:///abs/x`, `file:/abs/x`, `file://HOST/abs/x`
-_FILE_URL = re.compile(r"file:(?://(?P<host>[^/]*))?(?P<path>/.*)?", re.IGNORECASE | re.DOTALL)
-LOCAL_URL_SCHEME = "file://"  # the one URL scheme (URL_SCHEMES) that names a local path
-LOCAL_URL_HOSTS = ("", "localhost")  # a `file:` URL's hosts that are this machine
-
-
-def is_url_not_path(text: str) -> bool:
-    """Whether `text`, given where a local path is read or written, is a URL: Path() would
-    read `gs://b/x` as the relative `gs:/b/x` and `file:///abs/x` as `file:/abs/x`, and a
-    run or export went there with exit 0 saying it was written."""
-    return _URL.match(text) is not None
-
-
-def file_url_path(text: str) -> str | None:
-    """The local path a `file:` URL of this machine names (its percent escapes decoded:
-    `sp%20ace` is the dir `sp ace`), else None (another URL, another host's file, no path)."""
-    parts = _FILE_URL.fullmatch(text)
-    if parts is None or not parts.group("path"):
-        return None
-    if (parts.group("host") or "").lower() not in LOCAL_URL_HOSTS:
-        return None
-    return unquote(parts.group("path"))
-
-
-def url_refusal(text: str, remote: str) -> str | None:
-    """The one line refusing `text` where a local path is needed, None when it is no URL
-    (`is_url_not_path`): a `file:` URL of this machine names the local path to give instead,
-    one of another host (or with no path) is said to name no local path, and any other URL
-    gets `remote`, what the command needs instead."""
-    if not is_url_not_path(text):
-        return None
-    local = file_url_path(text)
-    if local is not None:
-        return f"{text}: a {LOCAL_URL_SCHEME} URL; give the local path itself, {local}"
-    parts = _FILE_URL.fullmatch(text)
-    if parts is None:
-        return f"{text}: a URL; {remote}"
-    host = parts.group("host") or ""
-    what = "naming no path" if host.lower() in LOCAL_URL_HOSTS else f"of the host {host}"
-    return (
-        f"{text}: a {LOCAL_URL_SCHEME} URL {what}, not a path on this machine; give a local"
-        f" path (a relative one as it is, without {LOCAL_URL_SCHEME})"
-    )
 
 
 def _with_real_names(given: Path) -> Path:
@@ -1519,49 +1374,3 @@ def _is_checkpoint_dir(candidate: Path, is_target: bool) -> bool:
         any(_is_file(candidate / tracker) for tracker in trackers)
         or _is_dir(candidate / DIST_CKPT_DIR)
     )
-
-
-# --------------------------------------------------------------------------- walking
-MAX_WALK_DEPTH = 32
-MAX_WALK_ENTRIES = 100_000
-
-
-def list_files(
-    root: str | os.PathLike, skip_hidden: bool = False, skip: Collection[str] = ()
-) -> list[str]:
-    """Relative paths of the regular files and symlinks under `root`, sorted, without
-    following symlinked directories; bounded in depth and count so that a 1,500-deep
-    chain or a symlink loop is one line (CheckpointPathError), not a crash or a hang.
-    `skip_hidden` leaves out every name starting with "." and what is under it (a model
-    dir cloned with git holds `.git/lfs/objects/`: the weights again, gigabytes each);
-    `skip`, the entries of `root` so named (an HF Trainer checkpoint's own files and
-    DCP dirs beside its config and tokenizer: `CheckpointPaths.hf_skip`)."""
-    base = Path(root)
-    found: list[str] = []
-    pending: list[tuple[Path, int]] = [(base, 0)]
-    seen = 0
-    while pending:
-        directory, depth = pending.pop()
-        if depth > MAX_WALK_DEPTH:
-            raise CheckpointPathError(f"{base}: directories nested more than {MAX_WALK_DEPTH} deep")
-        try:
-            entries = list(os.scandir(directory))
-        except PermissionError as err:
-            raise _unreadable(directory, "cannot list", err) from None
-        except OSError as err:
-            raise CheckpointPathError(
-                f"{str(directory)[:200]}: cannot list ({err.strerror or err})"
-            ) from None
-        seen += len(entries)
-        if seen > MAX_WALK_ENTRIES:
-            raise CheckpointPathError(f"{base}: more than {MAX_WALK_ENTRIES} entries")
-        for entry in entries:
-            if skip_hidden and entry.name.startswith("."):
-                continue
-            if depth == 0 and entry.name in skip:
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                pending.append((Path(entry.path), depth + 1))
-            else:
-                found.append(os.path.relpath(entry.path, base))
-    return sorted(found)

@@ -46,7 +46,8 @@ from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format import dcp_metadata
 from mfsdp_ckpt.format.dtypes import BY_NAME, DType
 from mfsdp_ckpt.format.file_hash import Digest, FileRecord, hash_bytes
-from mfsdp_ckpt.format.layout import DCP_METADATA_FILE, fsync_path
+from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
+from mfsdp_ckpt.format.step_saving import fsync_path
 from mfsdp_ckpt.format.torch_save_format import (
     MAX_BLOB_BYTES,
     BlobLayout,

@@ -44,8 +44,8 @@ from collections.abc import Collection
 from pathlib import Path
 
 from mfsdp_ckpt.errors import MfsdpUsageError
-from mfsdp_ckpt.format.layout import fsync_path
 from mfsdp_ckpt.format.model_files import is_export_file
+from mfsdp_ckpt.format.step_saving import fsync_path
 from mfsdp_ckpt.storage.out_lock import (
     acquire_out_lock,
     ctrl_c_deferred,

@@ -14,9 +14,6 @@ The tables (and everything export plans from them) need no torch: dtypes are
 
 from __future__ import annotations
 
-import functools
-import io
-import itertools
 import math
 import os
 import zipfile
@@ -28,12 +25,18 @@ from typing import IO, TYPE_CHECKING, Any, cast
 from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.errors import CheckpointFormatError, UnsafeMetadataError
 from mfsdp_ckpt.format import dcp_metadata, dtypes
-from mfsdp_ckpt.format.blob_guard import blob_pickle, check_blob, open_blob
+from mfsdp_ckpt.format.blob_guard import blob_pickle, open_blob
 from mfsdp_ckpt.format.dcp_metadata import MAX_INT, MAX_METADATA_BYTES, load_plain_metadata_bytes
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
 from mfsdp_ckpt.format.restricted_pickle import restricted_loads
 from mfsdp_ckpt.format.saved_objects import TENSOR_LAYOUT_GLOBALS
+from mfsdp_ckpt.storage.blob_decode import BLOB_OVERHEAD, load_blob
 from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError, LocalByteStore, RangeFile
+from mfsdp_ckpt.storage.chunk_checks import (
+    PairBudget,
+    chunk_backing_problem,
+    chunk_coverage_problems,
+)
 from mfsdp_ckpt.storage.tensor_memory import is_allocation_failure, tensor_memory
 
 if TYPE_CHECKING:
@@ -197,203 +200,6 @@ def unclaimed_storage_entries(
             why = "storage entry for a key state_dict_metadata does not have"
         problems.append((index.fqn, why))
     return sorted(problems)
-
-
-def chunk_backing_problem(entry: TensorEntry, chunk: Chunk) -> str | None:
-    """Why `chunk`'s blob cannot hold the elements its metadata declares, else None. An
-    uncompressed torch.save blob holds its storage's bytes plus a zip directory, so it is
-    never shorter than them. A compressed one may be (only decoding tells), but its
-    transforms must be ones this machine can undo: otherwise every read of it fails, and
-    validate would call valid what export then refuses after reserving its output."""
-    if chunk.file is None or not chunk.numel:
-        return None
-    if chunk.transforms:
-        return undecodable_transforms(chunk.transforms)
-    if chunk.length < chunk.numel * entry.dtype.itemsize:
-        return f"a blob of {chunk.length} bytes cannot hold {chunk.numel} {entry.dtype} elements"
-    return None
-
-
-MAX_LISTED_PROBLEMS = 20  # per tensor; 40,000 bad chunks are one problem said 40,000 times
-
-
-def chunk_coverage_problems(entry: TensorEntry, pairs: PairBudget | None = None) -> list[str]:
-    """Why the chunks do not tile the tensor exactly (empty list when they do).
-
-    In bounds, pairwise disjoint and summing to the tensor's element count is an exact
-    tiling. Time is O(n log n) in the number of chunks for every layout FSDP, TP and
-    Megatron-FSDP write (slabs along one dim, grids); see `_overlaps`. An irregular
-    tiling draws on `pairs` (a checkpoint's: `CheckpointReader.coverage_problems`; a
-    budget of its own when None)."""
-    problems: list[str] = []
-    past = 0
-    for chunk in entry.chunks:
-        for dim, (off, size, full) in enumerate(zip(chunk.offsets, chunk.sizes, entry.shape)):
-            if off + size > full:
-                past += 1
-                if len(problems) < MAX_LISTED_PROBLEMS:
-                    problems.append(
-                        f"chunk at {chunk.offsets} size {chunk.sizes} runs past dim {dim} ({full})"
-                    )
-                break
-    if past > len(problems):
-        problems.append(f"{past - len(problems)} more chunks run past the tensor's shape")
-    if problems:
-        return problems
-    nonempty = [c for c in entry.chunks if c.numel > 0]
-    covered = sum(c.numel for c in nonempty)
-    budget = pairs if pairs is not None else PairBudget()
-    overlap = _overlaps(nonempty, tuple(range(len(entry.shape))), budget)
-    if overlap is None:
-        problems.append(f"{len(nonempty)} chunks form an irregular tiling too large to check")
-    elif overlap:
-        problems.append("chunks overlap")
-    elif covered < entry.numel:
-        problems.append(f"chunks cover {covered} of {entry.numel} elements (gap)")
-    elif covered > entry.numel:
-        problems.append(f"chunks cover {covered} elements, more than the tensor's {entry.numel}")
-    return problems
-
-
-class PairBudget:
-    """Chunk pairs `_overlaps` may still compare one by one: about a second's worth. One
-    budget serves a whole checkpoint (its reader's), not each tensor: a .metadata can name
-    one irregular chunk list under thousands of keys, each spending a second of its own."""
-
-    PAIRS = 1_000_000
-
-    def __init__(self) -> None:
-        self.left = self.PAIRS
-
-    def spend(self, pairs: int) -> bool:
-        """Take `pairs` from the budget; False (nothing taken) when it has not that many."""
-        if pairs > self.left:
-            return False
-        self.left -= pairs
-        return True
-
-
-def _overlaps(chunks: list[Chunk], dims: tuple[int, ...], budget: PairBudget) -> bool | None:
-    """Whether two of these non-empty chunks share an element (None: too irregular to tell).
-
-    Splits on a dim along which the chunks' distinct spans are disjoint (sorting decides
-    that), then asks the same of each group of chunks sharing one span, on the other dims.
-    Slabs and grids split all the way down: O(n log n) per dim. Chunks identical on every
-    dim overlap. Only spans that partly overlap on every remaining dim fall back to
-    comparing pairs, within `budget`."""
-    pending = [(chunks, dims)]
-    while pending:
-        group, remaining = pending.pop()
-        if len(group) < 2:
-            continue
-        if not remaining:
-            return True  # same span on every dim
-        for dim in remaining:
-            spans: dict[tuple[int, int], list[Chunk]] = {}
-            for chunk in group:
-                spans.setdefault((chunk.offsets[dim], chunk.sizes[dim]), []).append(chunk)
-            ordered = sorted(spans)
-            if all(a[0] + a[1] <= b[0] for a, b in itertools.pairwise(ordered)):
-                rest = tuple(d for d in remaining if d != dim)
-                pending.extend((members, rest) for members in spans.values())
-                break
-        else:
-            if not budget.spend(len(group) * (len(group) - 1) // 2):
-                return None
-            if _any_pair_overlaps(group, remaining):
-                return True
-    return False
-
-
-def _any_pair_overlaps(chunks: list[Chunk], dims: tuple[int, ...]) -> bool:
-    for i, a in enumerate(chunks):
-        for b in chunks[i + 1 :]:
-            if all(
-                a.offsets[d] < b.offsets[d] + b.sizes[d]
-                and b.offsets[d] < a.offsets[d] + a.sizes[d]
-                for d in dims
-            ):
-                return True
-    return False
-
-
-BLOB_OVERHEAD = 1 << 20  # zip directory and pickle around a tensor's bytes, generously
-MAX_OBJECT_BYTES = (
-    1 << 30
-)  # a non-tensor value (RNG states, loader state) decoded from its transforms
-
-
-def _stream_extensions(transforms: tuple[str, ...]) -> list[Any]:
-    """DCP's decoders for `transforms`, in the order they were applied. Raises for a name
-    DCP does not know, a version it cannot read, or a codec whose module is not installed
-    (zstd without `zstandard` or `pyzstd`)."""
-    from torch.distributed.checkpoint._extension import (
-        ExtensionRegistry,
-        StreamTransformExtension,
-    )
-
-    extensions = list(ExtensionRegistry().from_descriptor_list(list(transforms)))
-    for extension in extensions:
-        if not isinstance(extension, StreamTransformExtension):
-            raise TypeError(f"{type(extension).__name__} does not transform a stream")
-    return extensions
-
-
-@functools.lru_cache(maxsize=256)  # a checkpoint names one or two lists for all its chunks
-def undecodable_transforms(transforms: tuple[str, ...]) -> str | None:
-    """Why the blobs stored with `transforms` cannot be decoded here, else None: checked
-    from their names before any blob is read (torch is imported only when there are any)."""
-    try:
-        _stream_extensions(transforms)
-    except Exception as err:
-        return (
-            f"cannot decode transforms {transforms}: {error_line(err, with_type=False, limit=200)}"
-        )
-    return None
-
-
-def decode_blob(
-    raw: bytes, transforms: tuple[str, ...], where: str, limit: int = MAX_OBJECT_BYTES
-) -> io.BytesIO:
-    """The blob with its transforms (compression, ...) undone, refusing output past `limit`
-    bytes: a compressed blob may expand without bound."""
-    if not transforms:
-        return io.BytesIO(raw)
-    try:
-        stream: Any = io.BytesIO(raw)
-        for extension in reversed(_stream_extensions(transforms)):
-            stream = extension.transform_from(stream)
-        data = stream.read(limit + 1)
-    except Exception as err:
-        if is_allocation_failure(err):  # the machine's limit, not the blob's fault
-            raise
-        raise CheckpointFormatError(
-            f"{where}: cannot decode transforms {transforms}: {err}"
-        ) from None
-    if len(data) > limit:
-        raise CheckpointFormatError(f"{where}: blob expands past {limit} bytes when decoded")
-    return io.BytesIO(data)
-
-
-def load_blob(
-    raw: bytes, transforms: tuple[str, ...], where: str, limit: int = MAX_OBJECT_BYTES
-) -> Any:
-    """torch.load with weights_only (tensors and plain containers only, never code), after
-    blob_guard's structure checks."""
-    import torch
-
-    try:
-        decoded = decode_blob(raw, transforms, where, limit)
-        check_blob(decoded, len(decoded.getbuffer()), where)
-        return torch.load(decoded, map_location="cpu", weights_only=True)
-    except CheckpointFormatError:
-        raise
-    except Exception as err:
-        if is_allocation_failure(err):  # the machine's limit, not the blob's fault
-            raise
-        raise CheckpointFormatError(
-            f"{where}: unreadable blob ({error_line(err, with_type=False, limit=200)})"
-        ) from None
 
 
 def _load_streamed(file: RangeFile, where: str) -> Any:
@@ -683,9 +489,6 @@ __all__ = [
     "CheckpointReader",
     "Chunk",
     "ObjectEntry",
-    "PairBudget",
     "TensorEntry",
     "UnsafeMetadataError",
-    "chunk_backing_problem",
-    "chunk_coverage_problems",
 ]

@@ -25,8 +25,8 @@ from torch.futures import Future
 from mfsdp_ckpt.format.blob_guard import check_blob
 from mfsdp_ckpt.format.dcp_metadata import load_metadata
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
+from mfsdp_ckpt.storage.blob_decode import BLOB_OVERHEAD, MAX_OBJECT_BYTES, decode_blob
 from mfsdp_ckpt.storage.byte_store import LocalByteStore, RangeFile
-from mfsdp_ckpt.storage.reader import BLOB_OVERHEAD, MAX_OBJECT_BYTES, decode_blob
 
 
 class SafeFileSystemReader(FileSystemReader):

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.format.dtypes import DType
-from mfsdp_ckpt.format.layout import fsync_path
+from mfsdp_ckpt.format.step_saving import fsync_path
 from mfsdp_ckpt.storage.file_errors import naming_file
 
 if TYPE_CHECKING:

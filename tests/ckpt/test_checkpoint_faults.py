@@ -192,12 +192,12 @@ def test_a_tracked_step_damaged_after_its_save_stops_auto_resume(tmp_path):
     lacks its manifest was damaged since, and auto resume fell back to an older step without
     a word (metrics.jsonl then held steps 4-6 twice). A tracked step that is gone (removed on
     purpose) still falls back to the newest complete one."""
-    from mfsdp_ckpt.format import layout
+    from mfsdp_ckpt.format import layout, step_saving
 
     for step in (3, 6):
         layout.step_dir(tmp_path, step).mkdir()
     (layout.step_dir(tmp_path, 3) / layout.MANIFEST_FILE).write_text("{}")
-    layout.write_tracker(tmp_path, 6)
+    step_saving.write_tracker(tmp_path, 6)
     with pytest.raises(layout.DamagedRunDirError, match=r"names step 6, but .* holds no manifest"):
         layout.resume_step(tmp_path)
     layout.step_dir(tmp_path, 6).rmdir()

@@ -21,7 +21,7 @@ from torch.distributed.checkpoint.metadata import (
 )
 
 from mfsdp_ckpt.check.validate import validate_checkpoint
-from mfsdp_ckpt.storage.reader import MAX_LISTED_PROBLEMS
+from mfsdp_ckpt.storage.chunk_checks import MAX_LISTED_PROBLEMS
 
 TOO_LARGE = "chunks form an irregular tiling too large to check"
 UNWRITTEN = "has no storage entry (its bytes were never written)"
@@ -59,7 +59,7 @@ def test_irregular_tilings_share_one_pair_budget(tmp_path):
     """Three keys naming one such tiling of 1,414 chunks (~999,000 pairs, within the budget
     once): the first is checked and found exact, the others are too large to check, where
     each used to spend a budget of its own."""
-    count = 1414  # pairs: within reader.PairBudget.PAIRS (1M) once, not twice
+    count = 1414  # pairs: within chunk_checks.PairBudget.PAIRS (1M) once, not twice
     shared = _pinwheel_and_columns(count - 5)
     dist = _dist(tmp_path, {f"model.x{i}": shared for i in range(3)})
     report = validate_checkpoint(dist)

@@ -25,8 +25,8 @@ from torch.distributed.checkpoint.filesystem import _StorageInfo
 from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, Metadata, MetadataIndex
 
 from cli.main import app
-from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
-from mfsdp_ckpt.storage.reader import undecodable_transforms
+from mfsdp_ckpt.convert.hf_shapes import hf_state_dict_shapes
+from mfsdp_ckpt.storage.blob_decode import undecodable_transforms
 from tests.support.paths import REPO
 
 EMBED = "model.model.embed_tokens.weight"

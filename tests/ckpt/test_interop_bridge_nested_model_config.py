@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from mfsdp_ckpt.convert.megatron_config import recorded_config
+from mfsdp_ckpt.convert.megatron_record import recorded_config
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.hf_to_mcore import tiny_causal_lm

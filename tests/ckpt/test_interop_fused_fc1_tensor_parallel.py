@@ -18,7 +18,7 @@ import pytest
 import torch
 import yaml
 
-from mfsdp_ckpt.convert.name_maps import split_gate_up
+from mfsdp_ckpt.convert.fused_tensors import split_gate_up
 from tests.support.export import logits_of
 from tests.support.hf_to_mcore import tiny_causal_lm, to_mcore
 from tests.support.interop_layouts import (

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mfsdp_ckpt.convert.megatron_config import MAX_RUN_CONFIG_BYTES
+from mfsdp_ckpt.convert.megatron_record import MAX_RUN_CONFIG_BYTES
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import one_error_line, run_cli
 from tests.support.megatron_checkpoints import bridge_run, megatron_args, megatron_run

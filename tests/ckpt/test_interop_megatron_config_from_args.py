@@ -90,7 +90,7 @@ def test_args_objects_of_unknown_classes_stay_names(tmp_path):
 
 
 def _args_fields(dist: Path) -> dict:
-    from mfsdp_ckpt.convert.megatron_config import read_args
+    from mfsdp_ckpt.convert.megatron_record import read_args
     from mfsdp_ckpt.storage.reader import CheckpointReader
 
     return read_args(CheckpointReader(dist))

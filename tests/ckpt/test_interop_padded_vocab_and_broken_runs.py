@@ -21,7 +21,7 @@ import torch.distributed.checkpoint as dcp
 from mfsdp_ckpt.convert.export_plan import plan_export
 from mfsdp_ckpt.convert.export_source import load_config, resolve_source
 from mfsdp_ckpt.convert.export_stream import is_streamable
-from mfsdp_ckpt.convert.name_maps import VOCAB as VOCAB_TRANSFORM
+from mfsdp_ckpt.convert.fused_tensors import VOCAB as VOCAB_TRANSFORM
 from mfsdp_ckpt.convert.vocab_padding import padding_multiple, vocab_rows_problem
 from mfsdp_ckpt.format import layout
 from tests.support.distributed import run_distributed

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from mfsdp_ckpt.checkpointer import Checkpointer, CheckpointSaveError
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import layout, step_saving
 
 STATE = {"model": {"w": torch.ones(2)}}
 
@@ -38,7 +38,7 @@ def _run(tmp_path: Path, complete: list[int], tracked: int | None = None) -> Pat
     for step in complete:
         _step(run, step)
     if tracked is not None:
-        layout.write_tracker(run, tracked)
+        step_saving.write_tracker(run, tracked)
     return run
 
 

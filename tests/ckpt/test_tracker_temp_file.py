@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import layout, step_saving
 from mfsdp_ckpt.storage import temp_files
 
 
@@ -19,7 +19,7 @@ def test_a_link_at_the_pid_named_temp_file_is_not_written_through(tmp_path):
     run.mkdir()
     link = run / f".{layout.TRACKER_FILE}.{os.getpid()}.tmp"
     link.symlink_to(victim)
-    layout.write_tracker(run, 7)
+    step_saving.write_tracker(run, 7)
     assert victim.read_text() == "mine\n"
     assert (run / layout.TRACKER_FILE).read_text() == "7\n"
     assert link.is_symlink() and not (run / layout.TRACKER_FILE).is_symlink()
@@ -32,12 +32,12 @@ def test_a_link_at_the_temp_name_itself_fails_the_write_and_is_left(tmp_path, mo
     victim.write_text("mine\n")
     run = tmp_path / "run"
     run.mkdir()
-    layout.write_tracker(run, 3)
+    step_saving.write_tracker(run, 3)
     monkeypatch.setattr(temp_files.secrets, "token_hex", lambda nbytes: "0" * 16)
     link = run / f".{layout.TRACKER_FILE}.{os.getpid()}-{'0' * 16}.tmp"
     link.symlink_to(victim)
     with pytest.raises(FileExistsError):
-        layout.write_tracker(run, 7)
+        step_saving.write_tracker(run, 7)
     assert victim.read_text() == "mine\n"
     assert link.is_symlink()
     assert (run / layout.TRACKER_FILE).read_text() == "3\n"

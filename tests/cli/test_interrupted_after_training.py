@@ -21,7 +21,8 @@ from pathlib import Path
 import torch
 
 from cli.demo import EXPORTING, GENERATING, VALIDATING, _Phase
-from cli.launch import CONFIG_CHECKED, interrupted_run
+from cli.launch import CONFIG_CHECKED
+from cli.run_report import interrupted_run
 from mfsdp_ckpt.checkpointer import Checkpointer
 from tests.support.paths import EXAMPLES, REPO, repo_env
 from trainer.config import SFTConfig, load_config

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from cli.launch import interrupted_run
+from cli.run_report import interrupted_run
 from mfsdp_ckpt.checkpointer import Checkpointer
 from tests.support.paths import EXAMPLES
 from trainer.config import SFTConfig, load_config

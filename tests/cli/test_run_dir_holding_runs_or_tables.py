@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import layout, step_saving
 from tests.support.cli_errors import one_error
 from tests.support.fresh_python import mfsdp
 from tests.support.paths import EXAMPLES
@@ -26,7 +26,7 @@ def _run(run_dir):
     step = layout.step_dir(run_dir, 1)
     (step / layout.DIST_CKPT_DIR).mkdir(parents=True)
     (step / layout.MANIFEST_FILE).write_text("{}")
-    layout.write_tracker(run_dir, 1)
+    step_saving.write_tracker(run_dir, 1)
 
 
 def _demo(root):

@@ -110,12 +110,12 @@ def test_a_hugging_face_model_dir_as_run_dir_is_refused(cls, tmp_path, monkeypat
 
 def _earlier_run(run_dir, steps):
     """A run dir as an earlier run left it: complete steps (a manifest each) and its tracker."""
-    from mfsdp_ckpt.format import layout
+    from mfsdp_ckpt.format import layout, step_saving
 
     for step in steps:
         layout.step_dir(run_dir, step).mkdir(parents=True)
         (layout.step_dir(run_dir, step) / layout.MANIFEST_FILE).write_text("{}")
-    layout.write_tracker(run_dir, steps[-1])
+    step_saving.write_tracker(run_dir, steps[-1])
 
 
 @pytest.mark.parametrize("cls", [SFTConfig, GRPOConfig])

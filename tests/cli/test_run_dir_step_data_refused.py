@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import layout, step_saving
 from tests.support.cli_errors import one_error
 from tests.support.fresh_python import mfsdp
 from tests.support.paths import EXAMPLES
@@ -26,7 +26,7 @@ def _damaged_run(run):
     step = layout.step_dir(run, 2)
     (step / layout.DIST_CKPT_DIR).mkdir(parents=True)
     (step / layout.DIST_CKPT_DIR / ".metadata").write_bytes(b"saved")
-    layout.write_tracker(run, 2)
+    step_saving.write_tracker(run, 2)
     (run / "metrics.jsonl").write_text('{"step": 1}\n{"step": 2}\n')
     return step
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from mfsdp_ckpt.convert.name_maps import hf_state_dict_shapes
+from mfsdp_ckpt.convert.hf_shapes import hf_state_dict_shapes
 from tests.support.paths import FIXTURES
 
 MCORE_QWEN2 = FIXTURES / "mcore" / "qwen2"

@@ -26,11 +26,8 @@ from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
-from mfsdp_ckpt.storage.reader import (
-    CheckpointFormatError,
-    CheckpointReader,
-    chunk_coverage_problems,
-)
+from mfsdp_ckpt.storage.chunk_checks import chunk_coverage_problems
+from mfsdp_ckpt.storage.reader import CheckpointFormatError, CheckpointReader
 from tests.reliability.memory_store import MemoryStore
 
 DOCUMENTED = (UnsafeMetadataError, CheckpointFormatError, CheckpointFileError)

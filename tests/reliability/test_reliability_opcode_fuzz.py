@@ -39,13 +39,10 @@ from torch.distributed.checkpoint.metadata import (
 from mfsdp_ckpt.checkpointer import Checkpointer
 from mfsdp_ckpt.format import dtypes, layout
 from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
+from mfsdp_ckpt.storage.blob_decode import load_blob
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
-from mfsdp_ckpt.storage.reader import (
-    CheckpointFormatError,
-    CheckpointReader,
-    chunk_coverage_problems,
-    load_blob,
-)
+from mfsdp_ckpt.storage.chunk_checks import chunk_coverage_problems
+from mfsdp_ckpt.storage.reader import CheckpointFormatError, CheckpointReader
 from tests.reliability.memory_store import MemoryStore
 
 DOCUMENTED = (UnsafeMetadataError, CheckpointFormatError, CheckpointFileError)

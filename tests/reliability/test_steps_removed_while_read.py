@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import layout, step_saving
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.reliability.hf_model import hf_model
 from tests.support.ckpt_edits import resealed
@@ -69,7 +69,7 @@ def test_a_step_the_tracker_moved_past_while_it_was_resolved(copied, monkeypatch
     def saved_meanwhile(run_dir):
         calls.append(run_dir)
         if len(calls) == 2:  # after the tracker was read
-            layout.write_tracker(copied, 1)
+            step_saving.write_tracker(copied, 1)
             shutil.rmtree(layout.step_dir(copied, 0))
         return listed(run_dir)
 

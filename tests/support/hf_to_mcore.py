@@ -1,6 +1,6 @@
 """A tiny transformers model of each family and its weights under Megatron-core names.
 
-The HF -> mcore direction is written here independently of `mfsdp_ckpt.convert.name_maps`
+The HF -> mcore direction is written here independently of `mfsdp_ckpt.convert.fused_tensors`
 (concatenation per query group rather than a reshape-and-slice), so a checkpoint built from
 it and exported by mfsdp can be compared with the source model's logits.
 """

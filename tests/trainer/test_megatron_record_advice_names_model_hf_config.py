@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mfsdp_ckpt.convert.megatron_config import MegatronSettingsMissing, recorded_config
+from mfsdp_ckpt.convert.megatron_config import MegatronSettingsMissing
+from mfsdp_ckpt.convert.megatron_record import recorded_config
 from mfsdp_ckpt.format.layout import resolve_checkpoint
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.fresh_python import mfsdp

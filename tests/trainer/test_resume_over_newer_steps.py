@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 from mfsdp_ckpt.errors import EXIT_USAGE
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import layout, step_saving
 from tests.support.sft import tiny_config, write_chat_jsonl
 from trainer.config import RESOLVED_CONFIG_FILE, SFTConfig, load_config
 from trainer.config_history import OwnConfigError, keep_changed_config
@@ -126,7 +126,7 @@ def test_auto_resumes_the_trackers_step_past_an_uncommitted_newer_step(tmp_path,
     data = write_chat_jsonl(tmp_path / "train.jsonl", rows=16)
     run = tmp_path / "run"
     run_sft(tiny_config(data, run, *SETTINGS, "trainer.total_steps=4"))
-    layout.write_tracker(run, 2)  # a save of step 4 killed before its tracker's update
+    step_saving.write_tracker(run, 2)  # a save of step 4 killed before its tracker's update
     capsys.readouterr()
     run_sft(tiny_config(data, run, *SETTINGS, "trainer.total_steps=6"))
     assert f"steps 2 -> 6 (resumed from {run / 'global_step_2'}" in capsys.readouterr().err

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from mfsdp_ckpt.check.validate import validate_checkpoint
 from mfsdp_ckpt.convert.export_source import MAX_ASSET_FILES, MAX_ASSETS_BYTES
-from mfsdp_ckpt.storage.reader import MAX_LISTED_PROBLEMS
+from mfsdp_ckpt.storage.chunk_checks import MAX_LISTED_PROBLEMS
 from tests.support.cli_errors import one_error
 from tests.support.interop_layouts import run_cli
 from tests.support.paths import FIXTURES

@@ -114,7 +114,7 @@ def test_missing_number_or_unknown_family_goes_through_transformers(tmp_path):
 
 
 def test_validate_fast_path_agrees_with_meta_model(tmp_path):
-    """validate's config check uses name_maps for known families; it must expect exactly
+    """validate's config check uses hf_shapes for known families; it must expect exactly
     what a meta-device transformers model holds, tied lm_head optional."""
     from transformers import Qwen2Config
 

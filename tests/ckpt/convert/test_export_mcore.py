@@ -1,7 +1,7 @@
 """Megatron-core layout: synthetic fsdp_dtensor-style checkpoints built from HF models.
 
 The HF -> mcore direction is tests/support/hf_to_mcore.py's, written independently of
-`mfsdp_ckpt.convert.name_maps` (concatenation per query group rather than a
+`mfsdp_ckpt.convert.fused_tensors` (concatenation per query group rather than a
 reshape-and-slice), saved with plain `torch.distributed.checkpoint.save` into a bare
 directory under Megatron-LM's top-level `model.module.` keys, then exported and compared
 with the original model's logits.
@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from cli.main import app
 from mfsdp_ckpt.convert.export_hf import export_hf
-from mfsdp_ckpt.convert.name_maps import Geometry, split_qkv
+from mfsdp_ckpt.convert.fused_tensors import Geometry, split_qkv
 from tests.support.export import fixed_inputs, load_report, logits_of
 from tests.support.hf_to_mcore import FAMILIES, tiny_causal_lm, to_mcore
 

@@ -240,7 +240,7 @@ def test_failure_while_writing_leaves_nothing(tmp_path, monkeypatch):
 @pytest.mark.parametrize("heads, kv_heads, head_dim", [(4, 2, 16), (6, 2, 8), (8, 8, 4), (4, 1, 8)])
 @pytest.mark.parametrize("bias", [False, True])
 def test_qkv_merge_as_tensors_and_as_byte_ranges_inverts_the_split(heads, kv_heads, head_dim, bias):
-    from mfsdp_ckpt.convert.name_maps import Geometry, merge_qkv, qkv_merge_ranges, split_qkv
+    from mfsdp_ckpt.convert.fused_tensors import Geometry, merge_qkv, qkv_merge_ranges, split_qkv
 
     geometry = Geometry(heads, kv_heads, head_dim, False)
     rows = (heads + 2 * kv_heads) * head_dim

@@ -15,7 +15,7 @@ import torch.distributed.checkpoint as dcp
 from mfsdp_ckpt.check.describe import describe_checkpoint
 from mfsdp_ckpt.check.report import NO_HF_CONFIG
 from mfsdp_ckpt.convert.import_hf import import_hf
-from mfsdp_ckpt.convert.megatron_config import has_recorded_config, recorded_config
+from mfsdp_ckpt.convert.megatron_record import has_recorded_config, recorded_config
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.hf_model_files import saved_hf_model

@@ -14,7 +14,8 @@ from types import SimpleNamespace
 import pytest
 
 from mfsdp_ckpt.convert.config_behaviour import attention_windows, sliding_window
-from mfsdp_ckpt.convert.name_maps import UnsupportedModelError, refuse_attention_window
+from mfsdp_ckpt.convert.mapping_errors import UnsupportedModelError
+from mfsdp_ckpt.convert.name_maps import refuse_attention_window
 
 LAYERS, POSITIONS = 4, 64
 # the families whose modeling reads config.layer_types; the others slide config.sliding_window

@@ -1,0 +1,94 @@
+"""A DCP blob's bytes back to what was saved: its transforms (compression, ...) undone
+within a limit, then loaded with torch.load's weights_only after blob_guard's structure
+checks. torch is imported only here, when a blob is decoded, so the metadata tables and
+raw byte copies never pay for it.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+from typing import Any
+
+from mfsdp_ckpt.check.printable import error_line
+from mfsdp_ckpt.errors import CheckpointFormatError
+from mfsdp_ckpt.format.blob_guard import check_blob
+from mfsdp_ckpt.storage.tensor_memory import is_allocation_failure
+
+BLOB_OVERHEAD = 1 << 20  # zip directory and pickle around a tensor's bytes, generously
+MAX_OBJECT_BYTES = (
+    1 << 30
+)  # a non-tensor value (RNG states, loader state) decoded from its transforms
+
+
+def _stream_extensions(transforms: tuple[str, ...]) -> list[Any]:
+    """DCP's decoders for `transforms`, in the order they were applied. Raises for a name
+    DCP does not know, a version it cannot read, or a codec whose module is not installed
+    (zstd without `zstandard` or `pyzstd`)."""
+    from torch.distributed.checkpoint._extension import (
+        ExtensionRegistry,
+        StreamTransformExtension,
+    )
+
+    extensions = list(ExtensionRegistry().from_descriptor_list(list(transforms)))
+    for extension in extensions:
+        if not isinstance(extension, StreamTransformExtension):
+            raise TypeError(f"{type(extension).__name__} does not transform a stream")
+    return extensions
+
+
+@functools.lru_cache(maxsize=256)  # a checkpoint names one or two lists for all its chunks
+def undecodable_transforms(transforms: tuple[str, ...]) -> str | None:
+    """Why the blobs stored with `transforms` cannot be decoded here, else None: checked
+    from their names before any blob is read (torch is imported only when there are any)."""
+    try:
+        _stream_extensions(transforms)
+    except Exception as err:
+        return (
+            f"cannot decode transforms {transforms}: {error_line(err, with_type=False, limit=200)}"
+        )
+    return None
+
+
+def decode_blob(
+    raw: bytes, transforms: tuple[str, ...], where: str, limit: int = MAX_OBJECT_BYTES
+) -> io.BytesIO:
+    """The blob with its transforms (compression, ...) undone, refusing output past `limit`
+    bytes: a compressed blob may expand without bound."""
+    if not transforms:
+        return io.BytesIO(raw)
+    try:
+        stream: Any = io.BytesIO(raw)
+        for extension in reversed(_stream_extensions(transforms)):
+            stream = extension.transform_from(stream)
+        data = stream.read(limit + 1)
+    except Exception as err:
+        if is_allocation_failure(err):  # the machine's limit, not the blob's fault
+            raise
+        raise CheckpointFormatError(
+            f"{where}: cannot decode transforms {transforms}: {err}"
+        ) from None
+    if len(data) > limit:
+        raise CheckpointFormatError(f"{where}: blob expands past {limit} bytes when decoded")
+    return io.BytesIO(data)
+
+
+def load_blob(
+    raw: bytes, transforms: tuple[str, ...], where: str, limit: int = MAX_OBJECT_BYTES
+) -> Any:
+    """torch.load with weights_only (tensors and plain containers only, never code), after
+    blob_guard's structure checks."""
+    import torch
+
+    try:
+        decoded = decode_blob(raw, transforms, where, limit)
+        check_blob(decoded, len(decoded.getbuffer()), where)
+        return torch.load(decoded, map_location="cpu", weights_only=True)
+    except CheckpointFormatError:
+        raise
+    except Exception as err:
+        if is_allocation_failure(err):  # the machine's limit, not the blob's fault
+            raise
+        raise CheckpointFormatError(
+            f"{where}: unreadable blob ({error_line(err, with_type=False, limit=200)})"
+        ) from None
