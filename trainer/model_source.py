@@ -26,6 +26,7 @@ millions of chunks takes minutes to read (bench/dcp_metadata_read.py).
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,10 @@ from trainer.local_paths import HF_CONFIG_NEEDED, missing_path
 
 if TYPE_CHECKING:  # the CLI imports this module without torch or transformers
     from transformers import PreTrainedModel
+
+    from mfsdp_ckpt.convert.mtp import MtpLayers
+
+log = logging.getLogger("mfsdp.model")
 
 # How a run takes a config of the user's own: what derivation errors ask for (export-hf's
 # --hf-config is no option of `mfsdp train`)
@@ -427,10 +432,30 @@ def _refuse_uncomputable_record(source: ModelSource, config: Any, reader: Any) -
     )
 
 
+_told_mtp_left_out: set[str] = set()  # checkpoints whose MTP layers this process named
+
+
+def _warn_mtp_left_out(mtp: MtpLayers | None, checkpoint: CheckpointPaths) -> None:
+    """One warning line per process and checkpoint that its multi-token prediction layers
+    were left out: every rank loads the checkpoint, and GRPO builds its reference model
+    from it too, but the user is told once."""
+    where = str(checkpoint.dist_ckpt)
+    if mtp is None or where in _told_mtp_left_out or os.environ.get("RANK", "0") != "0":
+        return
+    _told_mtp_left_out.add(where)
+    log.warning("%s", mtp.left_out_of_training(where))
+
+
 def load_checkpoint_weights(model: PreTrainedModel, source: ModelSource) -> None:
     """Copy the checkpoint's model weights into `model` (built from the same config), one
     tensor at a time; every parameter must be covered. Refuses a damaged checkpoint with
-    validate's first error before a byte is read, as export does."""
+    validate's first error before a byte is read, as export does.
+
+    Multi-token prediction layers (Megatron's `--mtp-num-layers`) are left out unread, as
+    `export-hf --drop-mtp` leaves them out, with a warning (`_warn_mtp_left_out`): the
+    transformers model built here has no MTP module, so they can never be trained here,
+    and the main model is complete without them. Refusing them asked for a flag of export,
+    where the user asked to train this model; the checkpoint itself keeps them."""
     import torch
 
     from mfsdp_ckpt.check.validate import require_valid
@@ -452,9 +477,11 @@ def load_checkpoint_weights(model: PreTrainedModel, source: ModelSource) -> None
             dtype="fp32",
             hf_config=source.assets if source.assets_key == "model.hf_config" else None,
             config_option=HF_CONFIG_KEY,
+            drop_mtp=True,
         )
     except (ExportUsageError, ExportError, MegatronConfigError) as err:  # config does not fit
         raise ConfigError(f"model.path: {err}") from None
+    _warn_mtp_left_out(plan.mtp, source.checkpoint)
     targets = dict(model.named_parameters()) | dict(model.named_buffers())
     loaded: set[str] = set()
     pieces: dict[str, int] = {}  # fused MoE parameters: how many expert parts were copied

@@ -8,7 +8,8 @@ the inner `mtp_model_layer` back to `transformer_layer`). The MTP layers share t
 model's embedding and output layer and hold nothing else outside `mtp.`, so the main model
 is complete without them. None of the transformers families export writes has an MTP
 module, so export refuses them unless asked to leave them out (`--drop-mtp`): then they are
-never read, and a note says what was left out.
+never read, and a note says what was left out. `mfsdp train` from such a checkpoint always
+leaves them out (it trains a transformers model), with a warning.
 """
 
 from __future__ import annotations
@@ -53,6 +54,16 @@ class MtpLayers:
         return (
             f"{DROP_MTP_FLAG}: left out {self.summary()}, not read; the export is the main"
             " model without them"
+        )
+
+    def left_out_of_training(self, checkpoint: str) -> str:
+        """What `mfsdp train` says when it starts from `checkpoint`'s main model: the model
+        it builds has no MTP module, so the MTP layers cannot be trained there; the
+        checkpoint keeps them, the run's own checkpoints are of the main model alone."""
+        return (
+            f"warning: model.path: {checkpoint} holds {self.summary()}, which the model trained"
+            " here has none of: left out, not read (the checkpoint keeps them; this run's"
+            " checkpoints will not have them)"
         )
 
     def refusal(self) -> UnsupportedModelError:
