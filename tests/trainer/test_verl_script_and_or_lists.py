@@ -9,17 +9,18 @@ script is run by bash, the verl command replaced by a line printing $MODEL where
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
-from tests.support.verl_conversions import as_given
-from trainer.verl_import import convert_verl
+from tests.support.verl_conversions import (
+    LAUNCH,
+    as_given,
+)
+from tests.support.verl_conversions import (
+    MODEL_KEY as KEY,
+)
+from tests.support.verl_conversions import bash_model_value as bash_value
+from tests.support.verl_conversions import convert_launch as convert
 
-LAUNCH = "@LAUNCH"  # where the verl command stands in a case
-VERL = "python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo"
-USE = f"{VERL} actor_rollout_ref.model.path=$MODEL"
-KEY = "actor_rollout_ref.model.path"
 OUTSIDE = "MODEL=/m/a\n"
 
 # what sets MODEL surely runs in the script's shell
@@ -58,24 +59,6 @@ MAYBE_RUN = {
     "first-of-a-pipeline-in-a-list": f"MODEL=/m/b | cat && true\n{LAUNCH}\n",
     "after-or-in-a-list-after-background": f"sleep 0 & false || MODEL=/m/b\n{LAUNCH}\n",
 }
-
-
-def bash_value(tmp_path, lines: str) -> str:
-    """$MODEL where the verl command stands in `lines`, as bash runs them in `tmp_path`
-    (their own output discarded)."""
-    lines = lines.replace(LAUNCH, 'printf %s "$MODEL" >&3')
-    script = f"exec 3>&1 >/dev/null 2>&1\n{lines}"
-    done = subprocess.run(
-        ["bash", "-c", script], capture_output=True, text=True, timeout=30, cwd=tmp_path
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def convert(tmp_path, lines: str):
-    script = tmp_path / "run.sh"
-    script.write_text(lines.replace(LAUNCH, USE))
-    return convert_verl(script)
 
 
 @pytest.mark.parametrize("lines", list(SURELY_RUN.values()), ids=list(SURELY_RUN))

@@ -9,17 +9,21 @@ line printing $MODEL where it stands."""
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
-from tests.support.verl_conversions import as_given
-from trainer.verl_import import convert_verl
+from tests.support.verl_conversions import (
+    LAUNCH,
+    as_given,
+)
+from tests.support.verl_conversions import (
+    MODEL_KEY as KEY,
+)
+from tests.support.verl_conversions import (
+    MODEL_LAUNCH as USE,
+)
+from tests.support.verl_conversions import bash_model_value as bash_value
+from tests.support.verl_conversions import convert_launch as convert
 
-LAUNCH = "@LAUNCH"  # where the verl command stands in a case
-VERL = "python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo"
-USE = f"{VERL} actor_rollout_ref.model.path=$MODEL"
-KEY = "actor_rollout_ref.model.path"
 OUTSIDE = "MODEL=/m/a\n"
 
 # the verl command inside a subshell or a piped group: it gets what is set before it there
@@ -40,24 +44,6 @@ AFTER = {
     "while-read-in-a-pipeline": "printf '/m/b\\n' | while read -r MODEL; do :; done\n",
     "nested-subshells": "( ( MODEL=/m/b ); MODEL=/m/c )\n",
 }
-
-
-def bash_value(tmp_path, lines: str) -> str:
-    """$MODEL where the verl command stands in `lines`, as bash runs them in `tmp_path`
-    (their own output discarded)."""
-    lines = lines.replace(LAUNCH, 'printf %s "$MODEL" >&3')
-    script = f"exec 3>&1 >/dev/null 2>&1\n{lines}"
-    done = subprocess.run(
-        ["bash", "-c", script], capture_output=True, text=True, timeout=30, cwd=tmp_path
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def convert(tmp_path, lines: str):
-    script = tmp_path / "run.sh"
-    script.write_text(lines.replace(LAUNCH, USE))
-    return convert_verl(script)
 
 
 @pytest.mark.parametrize("lines", list(INSIDE.values()), ids=list(INSIDE))
@@ -102,7 +88,7 @@ def test_a_variable_not_set_after_a_sourced_file_is_named_with_its_line(tmp_path
 
 def test_a_default_for_a_variable_a_sourced_file_may_set_is_named(tmp_path):
     (tmp_path / "env.sh").write_text("MODEL=/m/env\n")
-    text = f"source ./env.sh\n{VERL} actor_rollout_ref.model.path=${{MODEL:-/m/default}}\n"
+    text = "source ./env.sh\n" + USE.replace("$MODEL", "${MODEL:-/m/default}") + "\n"
     conversion = convert(tmp_path, text)
     assert conversion.incomplete == [f"{KEY}=/m/default"]
 
