@@ -165,7 +165,7 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     )
     from trainer.metrics import require_trackers
     from trainer.model_code import check_model_files
-    from trainer.model_source import resolve_model_source
+    from trainer.model_source import note_unread_shape, resolve_model_source
     from trainer.run_dir_links import check_run_dir_links
 
     refuse_other_kind(cls, config_path)  # the other trainer's config, a verl launch script
@@ -174,6 +174,7 @@ def check_config(cls: type, config_path: str | None, overrides: list[str]) -> An
     check_torch_env_dirs()
     require_trackers(cfg.trainer)
     source = resolve_model_source(cfg.model)  # a missing model.path fails here, not per rank
+    note_unread_shape(cfg.model)
     check_local_paths(cfg)  # and so does every other path key
     check_model_files(cfg.model, source)  # model files that would run code or unpickle
     check_run_dir_is_its_own(cfg.trainer.run_dir)

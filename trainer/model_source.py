@@ -124,7 +124,6 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
     if cfg.path is None:
         _refuse_unread_hf_config(cfg, f"without model.path the run builds model.shape {cfg.shape}")
         return None
-    _refuse_unread_shape(cfg)
     path = _checked_dir("model.path", cfg.path, "a local Hugging Face model dir or checkpoint")
     if not path.is_dir():
         raise ConfigError(
@@ -182,14 +181,20 @@ def _refuse_unread_hf_config(cfg: ModelConfig, why_unread: str) -> None:
     )
 
 
-def _refuse_unread_shape(cfg: ModelConfig) -> None:
+def note_unread_shape(cfg: ModelConfig) -> None:
     """With model.path set, the model's config is model.path's: a named model.shape beside
-    it was never read, and the run trained another model than the shape asked for."""
-    if cfg.shape == DEFAULT_SHAPE:  # the default: not told apart from a config that omits it
+    it is not read, and the user is told so in one note (the launching process's config
+    check calls this once; its ranks quiet the config notes). Not refused: a named-shape
+    run's saved config.yaml names its shape, and `--config RUN/config.yaml
+    model.path=RUN/global_step_N` goes on from that run's own checkpoint; model.shape
+    cannot be cleared from the command line."""
+    if cfg.path is None or cfg.shape == DEFAULT_SHAPE:  # the default is not told apart
         return
-    raise ConfigError(
-        f"model.shape: {cfg.shape} would not be read: the model's config comes from"
-        f" model.path {cfg.path}; drop model.shape, or set config fields with model.overrides"
+    logging.getLogger("mfsdp.config").warning(
+        "note: model.shape %s is not read: the model's config comes from model.path %s"
+        " (config fields are set with model.overrides)",
+        cfg.shape,
+        cfg.path,
     )
 
 

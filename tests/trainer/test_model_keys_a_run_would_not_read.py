@@ -1,8 +1,9 @@
-"""Model keys the run's model source would not read are refused before launch (exit 2, one
-line naming the key): `model.hf_config` beside a Hugging Face model dir or without
-model.path, and a named `model.shape` beside model.path, each trained another model than
-the one configured, with exit 0. Where a key is read (model.hf_config over a checkpoint's
-own huggingface/, the default shape beside model.path) the run goes on as before."""
+"""Model keys the run's model source would not read: `model.hf_config` beside a Hugging Face
+model dir or without model.path trained another model than the one configured, with exit 0:
+refused before launch (exit 2, one line naming the key). A named `model.shape` beside
+model.path is told in one note and the run goes on (a named-shape run's saved config.yaml
+names its shape, and resuming from that run's checkpoint sets model.path beside it). Where a
+key is read (model.hf_config over a checkpoint's own huggingface/) the run goes on."""
 
 from __future__ import annotations
 
@@ -50,11 +51,6 @@ def dirs(tmp_path_factory) -> dict[str, Path]:
             "model.hf_config: OTHER would not be read: without model.path the run builds"
             " model.shape tiny",
         ),
-        (
-            ["model.path=MODEL", "model.shape=qwen2-0.5b"],
-            "model.shape: qwen2-0.5b would not be read: the model's config comes from"
-            " model.path MODEL",
-        ),
     ],
 )
 def test_a_key_the_model_source_would_not_read_is_refused_before_launch(dirs, overrides, refusal):
@@ -84,3 +80,19 @@ def test_model_hf_config_over_a_checkpoints_own_huggingface_dir_is_read(dirs):
 def test_the_default_shape_beside_model_path_is_no_refusal(dirs):
     source = resolve_model_source(ModelConfig(path=str(dirs["MODEL"]), shape="tiny"))
     assert source is not None and source.assets == dirs["MODEL"]
+
+
+def test_a_named_shape_beside_model_path_is_one_note_and_the_run_trains(dirs, tmp_path):
+    """The run trains model.path's model; the note says the shape is not read, once (the
+    launching process shows config notes, its ranks do not repeat them)."""
+    code, stderr = train(
+        "sft",
+        f"model.path={dirs['MODEL']}",
+        "model.shape=qwen2-0.5b",
+        f"data.train_files={dirs['TABLE']}",
+        f"trainer.run_dir={tmp_path / 'run'}",
+        "trainer.total_steps=1",
+    )
+    assert code == 0, stderr
+    note = "note: model.shape qwen2-0.5b is not read: the model's config comes from model.path"
+    assert stderr.count(note) == 1, stderr
