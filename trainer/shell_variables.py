@@ -6,18 +6,21 @@ Set: `NAME=value` (several on one line too, and `NAME+=more`), `export`, `readon
 `-u` case, `-n` a reference, `-a` an array, the variable is forgotten: references to it stay
 as written, and are named), bash arrays `NAME=( ... )`, `unset NAME`, and the assignment in
 `${NAME:=default}`; a variable set to what only the running script knows (a `for`/`select`
-loop's name, `read`, `mapfile`, `printf -v`, `getopts`, `let`) is left as written, and named
-with what set it (`unknowable_targets`). Expanded: `$NAME`, `${NAME}`, `${NAME:-default}`
-and `${NAME-default}` (with the colon an empty value takes the default too), `${NAME:+other}`,
-`${NAME:?message}`, and integer `$(( ... ))`. Read only as `NAME=value` lines and `:-` as
-set-or-not, a script's `EMPTY=` then `${EMPTY:-/models/x}` gave an empty model path,
-`declare -r MODEL=/new` left the previous `MODEL`, and `unset` and `+=` changed nothing. A
-variable the script does not set stays as written (a path may take it from this environment,
-`from_environment`); a note says where a default stands in for an argument of the script
-(`${1:-vllm}`). All copies of values together are bounded (`ExpansionTooLarge`).
+loop's name, `read`, `mapfile`, `printf -v`, `getopts`, `let`, an arithmetic `(( N++ ))` or
+`$(( N = 8 ))`) is left as written, and named with what set it (`unknowable_targets`).
+Expanded: `$NAME`, `${NAME}`, `${NAME:-default}` and `${NAME-default}` (with the colon an
+empty value takes the default too), `${NAME:+other}`, `${NAME:?message}`, and integer
+`$(( ... ))`. Read only as `NAME=value` lines and `:-` as set-or-not, a script's
+`EMPTY=` then `${EMPTY:-/models/x}` gave an empty model path, `declare -r MODEL=/new` left
+the previous `MODEL`, and `unset` and `+=` changed nothing. A variable the script does not set
+stays as written (a path may take it from this environment, `from_environment`); a note says where a
+default stands in for an argument of the script (`${1:-vllm}`). All copies of values
+together are bounded (`ExpansionTooLarge`).
 What a subshell sets is put back when it ends (`Variables.enter`, `Variables.leave`); after
-`source`, `.` or `eval`, which run text not read here, a variable the verl command uses that
-no assignment after it sets is named with that line (`Variables.opaque_origins`).
+`source`, `.` or `eval`, which run text not read here, or an `export`/`declare`/`printf -v`
+whose variable's name is known only as it runs (`export $(cat .env)`), a variable the verl
+command uses that no assignment after it sets is named with that line
+(`Variables.opaque_origins`).
 """
 
 from __future__ import annotations
@@ -48,13 +51,17 @@ _INDEXED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\[")  # an array's `${NAME[@
 _GUARDED_SET = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?=")  # `${NAME:=default}` sets NAME
 # the builtins that read variables' values from input, by the options of each that take an
 # argument (`read -a NAME` sets the array NAME); with `for`/`select`, `printf -v`, `getopts`
-# and `let` they set values only the running script knows (`unknowable_targets`): a `for lr
-# in 1e-6 2e-6` sweep converted with the `lr` set before the loop, without a word
+# and arithmetic (`let`, `(( ))`, `$(( ))`) they set values only the running script knows
+# (`unknowable_targets`): a `for lr in 1e-6 2e-6` sweep converted with the `lr` set before the
+# loop, without a word
 _INPUT_OPTIONS = {"read": "adinNptu", "mapfile": "dnOsuCc", "readarray": "dnOsuCc"}
 _INPUT_DEFAULT = {"read": "REPLY", "mapfile": "MAPFILE", "readarray": "MAPFILE"}
 _LOOPS = ("for", "select")
-# what `let` sets: `N=5`, `N+=2`, `N<<=1`, `N++` (not a comparison, `N==5`)
-_LET_SET = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+|--)")
+# what arithmetic sets: `N=5`, `N+=2`, `N<<=1`, `N++`, `++N` (not a comparison, `N==5`, `N<=5`)
+_ARITHMETIC_SET = re.compile(
+    r"(?:\+\+|--)\s*([A-Za-z_][A-Za-z0-9_]*)"
+    r"|([A-Za-z_][A-Za-z0-9_]*)\s*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+|--)"
+)
 # the builtins that set variables, and their options that leave a value as written (not
 # `declare -i` arithmetic, `-l`/`-u` case, `-n` a reference to another variable, `-a` arrays)
 _PLAIN_OPTIONS = {
@@ -67,12 +74,19 @@ _PLAIN_OPTIONS = {
 # the builtins that run text this does not read (a file, a string made as the script runs):
 # they may set any variable (`source ~/.bashrc`, `eval "$(conda shell.bash hook)"`)
 _OPAQUE = frozenset({"source", ".", "eval"})
+# the words that run the builtin after them as it is (`builtin source F`, `command . F`)
+_WRAPPERS = frozenset({"builtin", "command"})
+# an assignment's word whose name is made as the script runs (`$k=$v`, `$(cat .env)`): an
+# expansion before any `=`, so it may set any variable
+_NAME_MADE_AT_RUN_TIME = re.compile(r"^[^=]*[$`]")
 # What such a command runs where it only sets up the environment a launch runs in (a
-# virtualenv's or conda's activation, conda's shell hook): their variables are PATH, PS1,
-# VIRTUAL_ENV, CONDA_*, none a verl launch reads.
+# virtualenv's or conda's activation, conda's, mamba's or micromamba's shell hook, its options
+# and redirections too: `$('/opt/conda/bin/conda' 'shell.bash' 'hook' 2> /dev/null)`): their
+# variables are PATH, PS1, VIRTUAL_ENV, CONDA_*, none a verl launch reads.
 _ENVIRONMENT_SETUP = re.compile(
     r"(?:\S*/)?bin/activate|activate|(?:\S*/)?etc/profile\.d/(?:conda|mamba)\.sh"
-    r"|\$\((?:\S*/)?(?:conda|mamba|micromamba) shell\.\w+ hook\)"
+    r"|\$\(['\"]?(?:[^\s'\"]*/)?(?:conda|mamba|micromamba)['\"]? ['\"]?shell(?:\.\w+)?['\"]?"
+    r" ['\"]?hook['\"]?(?:[\w\s./='\"-]|>&?)*\)"
 )
 _ABSENT = object()  # what a table held for a key it did not hold (`_Trail`)
 _Key = TypeVar("_Key")
@@ -116,9 +130,32 @@ def _kept(origins: list[tuple[str, int]]) -> list[tuple[str, int]]:
 def unknowable_targets(words: list[str]) -> list[tuple[str, str]]:
     """The variables the simple command `words` sets to values known only when the script
     runs, each with what sets it: a `for`/`select` loop's name, `read`'s, `mapfile`'s and
-    `readarray`'s targets, `printf -v NAME`, `getopts`'s NAME, `let`'s (arithmetic not
+    `readarray`'s targets, `printf -v NAME`, `getopts`'s NAME, those arithmetic sets in
+    `let`, `(( ... ))` and any word's `$(( ... ))` (arithmetic with an assignment is not
     worked out here)."""
+    expanded = [
+        (target, "`$(( ))`")
+        for word in words
+        for match in shell_arithmetic.ARITHMETIC.finditer(word)
+        for target in arithmetic_targets(match.group(1))
+    ]
+    return [
+        (target, how)
+        for target, how in _command_targets(words) + expanded
+        if _NAME.fullmatch(target)
+    ]
+
+
+def arithmetic_targets(expression: str) -> list[str]:
+    """The variables the arithmetic `expression` assigns (`N = N * 2`, `N++`, `--N`)."""
+    return [match.group(1) or match.group(2) for match in _ARITHMETIC_SET.finditer(expression)]
+
+
+def _command_targets(words: list[str]) -> list[tuple[str, str]]:
+    """The names the command `words` itself sets as it runs (`unknowable_targets`)."""
     start = _command_start(words)
+    if words[start : start + 1] and words[start].startswith("(("):  # `(( N++ ))`, `((N++))`
+        return [(target, "`(( ))`") for target in arithmetic_targets(" ".join(words[start:]))]
     name, arguments = (
         (words[start].lstrip("("), words[start + 1 :]) if start < len(words) else ("", [])
     )
@@ -132,19 +169,23 @@ def unknowable_targets(words: list[str]) -> list[tuple[str, str]]:
     elif name == "getopts":
         targets, how = arguments[1:2], "`getopts`"
     elif name == "let":
-        targets = [match.group(1) for word in arguments if (match := _LET_SET.match(word))]
-        how = "`let`"
+        targets, how = (
+            [target for word in arguments for target in arithmetic_targets(word)],
+            "`let`",
+        )
     else:
         return []
-    return [(target, how) for target in targets if _NAME.fullmatch(target)]
+    return [(target, how) for target in targets]
 
 
 def _command_start(words: list[str]) -> int:
     """Where the simple command `words` names the program or builtin it runs: past the
-    keywords, assignments and function names before it (`then read -r X`, `A=1 source x`)."""
+    keywords, assignments, function names and wrappers before it (`then read -r X`, `A=1
+    source x`, `builtin source x`)."""
     start = 0
     while start < len(words) and (
         words[start].lstrip("(") in shell_quoting.KEYWORDS_BEFORE_COMMAND
+        or words[start] in _WRAPPERS
         or ASSIGNMENT.match(words[start])
         or words[start].endswith("()")  # a function's name: `f() { read -r MODEL; }`
         or words[start] == "function"  # with its name: `function f { read -r MODEL; }`
@@ -153,16 +194,34 @@ def _command_start(words: list[str]) -> int:
     return start
 
 
-def opaque_command(words: list[str]) -> str:
-    """The simple command `words` shown (`source env.sh`) if it runs text this does not read
-    (`source`, `.`, `eval`), which may set any variable; "" if not."""
+def opaque_command(words: list[str], values: dict[str, str]) -> str:
+    """The simple command `words` shown (`source env.sh`) if it may set any variable: it
+    runs text this does not read (`source`, `.`, `eval`), or sets a variable whose name is
+    made as it runs (`export $(cat .env)`, `declare "$NAME=1"`, `printf -v "$VAR"`); "" if
+    not. An environment set-up is not one, also as the value (in `values`) of the variable
+    `eval` runs (`eval "$__conda_setup"`, as `conda init` writes)."""
     start = _command_start(words)
-    if start >= len(words) or words[start].lstrip("(") not in _OPAQUE:
-        return ""
-    runs = words[start + 1 : start + 2]
-    if runs and any(_ENVIRONMENT_SETUP.fullmatch(word) for word in (runs[0], runs[0][:-1])):
-        return ""
-    return " ".join([words[start].lstrip("("), *runs])
+    name = words[start].lstrip("(") if start < len(words) else ""
+    arguments = words[start + 1 :]
+    if name in _OPAQUE:
+        runs = arguments[:1]
+        return "" if runs and _sets_up_environment(runs[0], values) else " ".join([name, *runs])
+    if name in _PLAIN_OPTIONS:
+        named = [word for word in arguments if word[:1] not in "-+"]
+    else:
+        named = _printf_target(arguments) if name == "printf" else []
+        name += " -v" * (name == "printf")
+    made = [word for word in named if _NAME_MADE_AT_RUN_TIME.match(word)]
+    return f"{name} {made[0]}" if made else ""
+
+
+def _sets_up_environment(runs: str, values: dict[str, str]) -> bool:
+    """Whether `runs`, what `source`/`eval` runs, is an environment set-up
+    (`_ENVIRONMENT_SETUP`), written out or as the value of the one variable it names."""
+    reference = REFERENCE.fullmatch(runs)
+    if reference and not reference.group(2) and reference_name(reference) in values:
+        runs = values[reference_name(reference)]
+    return any(_ENVIRONMENT_SETUP.fullmatch(word) for word in (runs, runs[:-1]))
 
 
 def _input_targets(builtin: str, arguments: list[str]) -> list[str]:
@@ -326,7 +385,7 @@ class Variables:
         """Take note of a command that may set any variable (`opaque_command`): a variable
         the verl command uses and no assignment after it sets is named (`opaque_origins`)."""
         for simple in shell_quoting.simple_commands(words):
-            if shown := opaque_command(simple):
+            if shown := opaque_command(simple, self.values):
                 self.opaque[len(self.opaque) + 1] = f"`{shown}` (line {line})"
 
     def opaque_origins(self, value: str) -> list[tuple[str, str]]:
@@ -398,6 +457,8 @@ class Variables:
             for word in words:
                 self._assign_word(word, plain=True)
             return True
+        if words[:1] and words[0] in _WRAPPERS:  # `builtin export MODEL=/m/x`
+            words = words[1:]
         if words[:1] == ["unset"]:
             for name in words[1:]:
                 self._forget(name)

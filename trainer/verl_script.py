@@ -221,8 +221,7 @@ def _read_piece(script: _Script, piece: shell_lines.Piece, number: int, source: 
     variables = script.variables
     if piece.maybe():
         variables.read_guarded(piece.words, number)
-    elif variables.read_line(_past_openers(piece.words)):
-        return
+    sets_only = not piece.maybe() and variables.read_line(_past_openers(piece.words))
     sets_surely = (
         not piece.inside
         and not piece.conditional
@@ -233,7 +232,8 @@ def _read_piece(script: _Script, piece: shell_lines.Piece, number: int, source: 
             variables.set_unknowable(name, how, number)
         else:  # `read MODEL` in an uncalled function erased the MODEL set before it
             variables.set_maybe(name, number)
-    _read_launch(script, piece.words, source)
+    if not sets_only:  # `: $((N = 8))` and `BS=$((N++))` set N too
+        _read_launch(script, piece.words, source)
 
 
 def _opens_only_its_header(piece: shell_lines.Piece) -> bool:
@@ -343,16 +343,16 @@ def _flag_maybe(launch: _Launch, key: str, value: str, origins: list[tuple[str, 
 
 
 def _flag_opaque(launch: _Launch, key: str, value: str, origins: list[tuple[str, str]]) -> None:
-    """A key whose value uses a variable that a command running text not read here (`source
-    FILE`, `. FILE`, `eval ...`) may set, as no assignment after that command sets it: the
-    value bash gives is known only when the script runs, and the key is to check. A script
-    that sources `~/.bashrc` before setting every variable its verl command uses converts
-    as before."""
+    """A key whose value uses a variable that a command may set (`source FILE`, `. FILE`,
+    `eval ...`, which run text not read here, or `export $(cat .env)`, whose names are made
+    as it runs), as no assignment after that command sets it: the value bash gives is known
+    only when the script runs, and the key is to check. A script that sources `~/.bashrc`
+    before setting every variable its verl command uses converts as before."""
     if not origins:
         return
     names = ", ".join(f"${name}" for name, _command in origins)
     launch.notes.append(
-        f"{key}={value}: {names} may be set by {origins[0][1]}, which runs text not read here,"
+        f"{key}={value}: {names} may be set by {origins[0][1]}, which may set any variable,"
         f" and no assignment after it sets {'them' if len(origins) > 1 else 'it'}: check it"
     )
     launch.incomplete.append(f"{key}={value}")
