@@ -186,6 +186,8 @@ class Piece:
     blocked: bool  # inside, or opens or closes, a block that may not run
     words: list[str] = field(default_factory=list)  # less its subshells' parentheses
     conditional: bool = False  # it runs only as the one before fails or succeeds
+    function: str = ""  # the function whose body it stands in (the outermost), "" if none
+    block: str = ""  # the word that closes the innermost block it stands in (`fi`, `done`)
     # the scopes it opens (None) and closes (True: a subshell's, whose settings are not seen
     # after it; False: a block that runs in the script's shell), in order: each block is one,
     # and so are a pipeline's elements and a list run in the background (`_subshells`)
@@ -255,41 +257,55 @@ class Blocks:
     def __init__(self) -> None:
         # the words that close the blocks open now, innermost last, each with whether what
         # runs inside it runs only maybe (all but a `{ ...; }` group and a `( ... )`
-        # subshell) and whether it runs in a subshell
-        self.open: list[tuple[str, bool, bool]] = []
+        # subshell), whether it runs in a subshell, and the function it is the body of ("")
+        self.open: list[tuple[str, bool, bool, str]] = []
         self.before = ""  # the last word read, over commands (`f()` then `{` on the next line)
         self.body_next = False  # after a function's name: its body, on this line or the next
+        self.named = ""  # the last function name read: whose body `body_next` is
 
     def inside(self) -> bool:
         """Whether a block that may not run is open."""
-        return any(maybe for _closer, maybe, _subshell in self.open)
+        return any(maybe for _closer, maybe, _subshell, _function in self.open)
+
+    def function(self) -> str:
+        """The function whose body is open (the outermost): a verl command in it reads the
+        variables where the function is called, not where it is defined."""
+        return next((function for *_block, function in self.open if function), "")
+
+    def _piece(self) -> Piece:
+        """A piece that starts here, with the blocks open now."""
+        block = self.open[-1][0] if self.open else ""
+        return Piece(self.inside(), self.inside(), function=self.function(), block=block)
 
     def read(self, words: list[str]) -> list[Piece]:
         """Read one command's shell words: its pieces between OPERATORS, each with its words
         less the subshells' parentheses, whether it is inside a block that may not run or
         opens or closes one, or may not run for the operators around it, and the scopes it
         opens and closes."""
-        pieces = [Piece(self.inside(), self.inside())]
+        pieces = [self._piece()]
         operators: list[str] = []
         command = True  # the next word is where a command (or keyword) starts
         name_next = False  # after `function`: the function's name
         for at, word in enumerate(words):
             if name_next:
                 name_next, command, self.body_next, self.before = False, True, True, word
+                self.named = word.removesuffix("()")
                 pieces[-1].words.append(word)
                 continue
             opened = len(word) - len(word.lstrip("(")) if command and word[:2] != "((" else 0
-            self.open += [(")", False, True)] * opened
+            self.open += [(")", False, True, "")] * opened
             pieces[-1].scopes += [None] * opened
             core = word[opened:]
             if command and core in _CLOSED_BY:
                 piped = self.before in _PIPES  # an element of a pipeline: a subshell
                 group = core == "{" and not self.body_next and self.before not in _CONDITIONS
-                self.open.append((_CLOSED_BY[core], not group, piped))
+                function = self.named if self.body_next else ""
+                self.open.append((_CLOSED_BY[core], not group, piped, function))
+                pieces[-1].function = pieces[-1].function or function
                 pieces[-1].scopes.append(None)
                 pieces[-1].blocked = pieces[-1].blocked or not group
             elif command and self.open and core == self.open[-1][0] != ")":
-                _closer, maybe, piped = self.open.pop()
+                _closer, maybe, piped, _function = self.open.pop()
                 pieces[-1].scopes.append(piped or _runs_apart(words[at + 1 :]))
                 pieces[-1].blocked = pieces[-1].blocked or maybe
             elif core == "function" and command:
@@ -299,9 +315,11 @@ class Blocks:
             kept = core[: len(core) - subshells]
             if kept in OPERATORS:  # the next piece starts after it
                 operators.append(kept)
-                pieces.append(Piece(self.inside(), self.inside()))
+                pieces.append(self._piece())
             elif kept or not (opened or subshells):
                 pieces[-1].words.append(kept)
+            if core.endswith("()"):  # `f()`, or `f ()` after its name
+                self.named = core.removesuffix("()") or self.before
             self.body_next = core.endswith("()") or (self.body_next and core in ("", "()"))
             command = (
                 closed != core  # after a subshell's `)` or a case pattern's

@@ -357,16 +357,23 @@ class Variables:
         # how many of them stood before it: one set after the last is the script's
         self.opaque: _Scoped[int, str] = _Scoped(self.trail)
         self.set_after: _Scoped[str, int] = _Scoped(self.trail)
+        # for each open scope, the variables set in it by `assign_in_branch`, each with its
+        # line and what the tables `_branch_tables` held for it before: put back at its end
+        self.branch_sets: list[list[tuple[str, int, list[Any]]]] = []
 
     def enter(self) -> None:
         """A block opens (`trainer.shell_lines.Reading.scopes`): what its commands set is
         kept on the trail until it ends (`leave`)."""
         self.trail.open()
+        self.branch_sets.append([])
 
     def leave(self, subshell: bool) -> None:
         """The innermost block ends. A subshell's settings are not seen after it: each
         variable it set is put back as it was, and named wherever the verl command uses it
-        (`set_maybe`), as one set in a block."""
+        (`set_maybe`), as one set in a block; so is each a branch set (`end_branch`)."""
+        if not subshell:  # a subshell puts back all it set
+            self.end_branch()
+        self.branch_sets.pop()
         set_inside = self.trail.close(undo=subshell)
         if subshell:
             for name, line in set_inside:
@@ -429,6 +436,34 @@ class Variables:
         verl command uses it (`origins`)."""
         for name in _names_set(words):
             self.set_maybe(name, line)
+
+    def assign_in_branch(self, words: list[str], line: int) -> None:
+        """Set the `NAME=value` words of a command inside a loop's body or an `if` branch:
+        a verl command after it in the same branch runs only when it does, so it reads these
+        values, unflagged. When the branch ends (`end_branch`) each is put back as it was
+        before, and named wherever the verl command uses it (`set_maybe`): the branch may
+        not have run."""
+        for word in words:
+            name = word.split("=", 1)[0].removesuffix("+")
+            before = [table.get(name, _ABSENT) for table in self._branch_tables()]
+            self.branch_sets[-1].append((name, line, before))
+        self.read_line(words)
+
+    def end_branch(self) -> None:
+        """The innermost scope's branch ends (at `else`, `elif` or its block's end): what
+        `assign_in_branch` set in it is put back and named, as a variable set in a block."""
+        for name, line, before in reversed(self.branch_sets[-1]):
+            for table, held in zip(self._branch_tables(), before, strict=True):
+                if held is _ABSENT:
+                    table.discard(name)
+                else:
+                    table[name] = held
+            self.set_maybe(name, line)
+        self.branch_sets[-1].clear()
+
+    def _branch_tables(self) -> list[_Scoped[str, Any]]:
+        """The tables an assignment changes (`_assign_word`): put back at a branch's end."""
+        return [self.values, self.maybe, self.set_after]
 
     def set_maybe(self, name: str, line: int) -> None:
         """`name` set on `line` inside a block that may not run, or in a subshell: it keeps

@@ -15,6 +15,7 @@ Nothing in the script is executed.
 
 from __future__ import annotations
 
+import copy
 import re
 import shlex
 from collections.abc import Callable, Iterator
@@ -50,6 +51,10 @@ _FORWARDED = ("$@", "$*", "${@}", "${*}")
 _HEADERS = frozenset({"for", "select", "while", "until", "if"})
 # what ends a line where the list or pipeline goes on at the next (`_script_commands`)
 _GOES_ON = shell_quoting.OPERATORS - {"&"}
+# the blocks whose body runs as a whole or not at all, and the words that start a branch of
+# one before its first command (`_sets_in_branch`)
+_BRANCH_CLOSERS = frozenset({"done", "fi"})
+_BRANCH_STARTS = frozenset({"then", "do", "else"})
 # the words before a command that leave it in the script's shell (`_past_openers`)
 _OPENERS = frozenset({"{", "!", "time"})
 
@@ -123,6 +128,10 @@ class _Script:
     array: shell_variables.Array | None = None  # a bash array being read, over lines
     array_guarded: bool = False  # that array is set in a block that may not run: not set here
     blocks: shell_lines.Blocks = field(default_factory=shell_lines.Blocks)
+    # each function whose body holds a verl trainer command: that command as written
+    functions: dict[str, _Launch] = field(default_factory=dict)
+    # each of those functions called: the line of its last call and its values there
+    calls: dict[str, tuple[int, list[tuple[str, str]]]] = field(default_factory=dict)
 
 
 def _read_script(text: str, source: Path) -> tuple[_Launch, int, shell_variables.Variables]:
@@ -219,6 +228,11 @@ def _read_piece(script: _Script, piece: shell_lines.Piece, number: int, source: 
     that may not run or after `&&`/`||`: `piece.maybe()`), or the verl trainer command it
     is."""
     variables = script.variables
+    if piece.block == "fi" and piece.words[0] in ("else", "elif"):
+        variables.end_branch()  # what the branch before set is not seen in this one
+    if _sets_in_branch(piece):
+        variables.assign_in_branch(piece.words[piece.words[0] in _BRANCH_STARTS :], number)
+        return
     if piece.maybe():
         variables.read_guarded(piece.words, number)
     sets_only = not piece.maybe() and variables.read_line(_past_openers(piece.words))
@@ -233,7 +247,24 @@ def _read_piece(script: _Script, piece: shell_lines.Piece, number: int, source: 
         else:  # `read MODEL` in an uncalled function erased the MODEL set before it
             variables.set_maybe(name, number)
     if not sets_only:  # `: $((N = 8))` and `BS=$((N++))` set N too
-        _read_launch(script, piece.words, source)
+        _read_launch(script, piece, source)
+        _read_call(script, piece, number, source)
+
+
+def _sets_in_branch(piece: shell_lines.Piece) -> bool:
+    """Whether the command only sets variables (`NAME=value`, nothing known only when it
+    runs) inside a loop's body or an `if` branch, where it runs whenever the verl command
+    after it there does (`Variables.assign_in_branch`)."""
+    words = piece.words[piece.words[0] in _BRANCH_STARTS :]
+    return (
+        piece.inside
+        and not piece.conditional
+        and piece.block in _BRANCH_CLOSERS
+        and bool(words)
+        and all(shell_variables.ASSIGNMENT.match(word) for word in words)
+        and not any(word.split("=", 1)[1].startswith("(") for word in words)
+        and not shell_variables.unknowable_targets(words)
+    )
 
 
 def _opens_only_its_header(piece: shell_lines.Piece) -> bool:
@@ -255,16 +286,45 @@ def _past_openers(words: list[str]) -> list[str]:
     return words[start:]
 
 
-def _read_launch(script: _Script, words: list[str], source: Path) -> None:
-    """Take the command `words` (one of a list or pipeline: `shell_quoting.simple_commands`)
-    as the script's last verl trainer command if it starts one."""
+def _read_launch(script: _Script, piece: shell_lines.Piece, source: Path) -> None:
+    """Take the command `piece` (one of a list or pipeline: `shell_quoting.simple_commands`)
+    as the script's last verl trainer command if it starts one. One in a function's body is
+    kept as written too, to be expanded where the function is called (`_read_call`); if it
+    never is, it is read with the variables where the body stands."""
+    words = piece.words
     for module in GRPO_MODULES + SFT_MODULES:
         if module in words:
             script.launches += 1
             command = "grpo" if module in GRPO_MODULES else "sft"
-            script.launch = _expand_launch(
-                _Launch(command, module, words[words.index(module) + 1 :]), script.variables, source
+            written = _Launch(command, module, words[words.index(module) + 1 :])
+            if piece.function:
+                script.functions[piece.function] = written
+            script.launch = _expand_launch(copy.deepcopy(written), script.variables, source)
+
+
+def _read_call(script: _Script, piece: shell_lines.Piece, number: int, source: Path) -> None:
+    """Take the command `piece` as a call of a function that starts verl, outside any
+    function's body: bash expands the verl command's variables as they stand at the call
+    (`MODEL=/m/b` set after the definition and before the call is the one passed), so the
+    launch is read again here and is the script's last. A function called again with other
+    values is flagged: this config is its last call's."""
+    words = _past_openers(piece.words)
+    if piece.function or not words or words[0] not in script.functions:
+        return
+    name = words[0]
+    launch = _expand_launch(copy.deepcopy(script.functions[name]), script.variables, source)
+    if name in script.calls:
+        before, texts = script.calls[name]
+        changed = [f"{key}={value}" for key, value in launch.texts if (key, value) not in texts]
+        if changed:
+            launch.notes.append(
+                f"{', '.join(changed)}: {name} (which starts verl) is called on line {before}"
+                f" and again on line {number} with other values; this config is the last"
+                " call's: convert the other from a script of its own"
             )
+            launch.incomplete += changed
+    script.calls[name] = (number, launch.texts)
+    script.launch = launch
 
 
 def _expand_launch(launch: _Launch, variables: shell_variables.Variables, source: Path) -> _Launch:
