@@ -130,14 +130,24 @@ def _refuse_lora_url(url: str, io: str) -> None:
 def _url_manifest_records_lora(url: str, io: str) -> bool:
     """Whether the manifest of the step at `url` records a LoRA adapter: our steps keep
     manifest.json beside dist_ckpt/. Its few bytes are read before any weight; a store that
-    cannot be read fails here as the export itself would."""
+    cannot be read at `url` fails here as the export itself would. A checkpoint at the
+    store's root has no step above it, and a manifest that cannot be read (a store answers
+    403 for a missing object to a reader without list rights) is no mfsdp manifest: either
+    way the export goes on and says what it finds."""
     dist_ckpt, _ = resolve_url(url, open_store(url, io))
-    step = dist_ckpt.rstrip("/").rsplit("/", 1)[0]
-    store = open_store(step, io)
-    size = store.size(layout.MANIFEST_FILE)
-    if size is None or size > MAX_MANIFEST_BYTES:  # not ours: the export says what it is
+    scheme, _, path = dist_ckpt.rstrip("/").partition("://")
+    if "/" not in path:  # the bucket's or the server's root: no step dir holds it
         return False
-    text = store.read_range(layout.MANIFEST_FILE, 0, size).decode(errors="replace")
+    step = f"{scheme}://{path.rsplit('/', 1)[0]}"
+    try:
+        store = open_store(step, io)
+        size = store.size(layout.MANIFEST_FILE)
+        if size is None or size > MAX_MANIFEST_BYTES:  # not ours: the export says what it is
+            return False
+        raw = store.read_range(layout.MANIFEST_FILE, 0, size)
+    except OSError:  # CheckpointFileError among them: a read the store refused
+        return False
+    text = raw.decode(errors="replace")
     try:
         manifest = Manifest.from_json(text, source=join_location(step, layout.MANIFEST_FILE))
     except ManifestError:

@@ -53,13 +53,29 @@ class _RangeHandler(SimpleHTTPRequestHandler):
         pass
 
 
+class _ManifestDeniedHandler(_RangeHandler):
+    """As an object store answers a reader without list rights for a missing object: 403."""
+
+    def do_GET(self) -> None:
+        if self.path.endswith("/manifest.json"):
+            self.send_error(403)
+            return
+        super().do_GET()
+
+    def do_HEAD(self) -> None:
+        if self.path.endswith("/manifest.json"):
+            self.send_error(403)
+            return
+        super().do_HEAD()
+
+
 @pytest.fixture
 def served() -> Iterator[Callable[[Path], str]]:
     """`serve(directory)`: the http:// URL of a local server of `directory`."""
     servers: list[ThreadingHTTPServer] = []
 
-    def serve(directory: Path) -> str:
-        handler = functools.partial(_RangeHandler, directory=str(directory))
+    def serve(directory: Path, kind: type[_RangeHandler] = _RangeHandler) -> str:
+        handler = functools.partial(kind, directory=str(directory))
         server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
@@ -93,6 +109,28 @@ def test_a_checkpoint_that_is_not_lora_still_exports_from_a_store_url(served, tm
     """(An HTTP store lists no files: its config is given locally.)"""
     run = FIXTURES / "megatron_fsdp_qwen2" / "run"
     url = served(run) + "/global_step_2"
+    config = run / "global_step_2" / "huggingface"
+    code, stdout, err = run_cli(
+        "ckpt", "export-hf", url, "--out", tmp_path / "o", "--hf-config", config
+    )
+    assert code == 0, stdout + err
+
+
+def test_a_checkpoint_at_the_stores_root_still_exports(served, tmp_path: Path):
+    """A bare DCP served at the root has no step dir above it to hold a manifest."""
+    run = FIXTURES / "megatron_fsdp_qwen2" / "run" / "global_step_2"
+    url = served(run / "dist_ckpt")
+    code, stdout, err = run_cli(
+        "ckpt", "export-hf", url, "--out", tmp_path / "o", "--hf-config", run / "huggingface"
+    )
+    assert code == 0, stdout + err
+
+
+def test_a_manifest_the_store_refuses_to_read_is_no_lora_manifest(served, tmp_path: Path):
+    """A verl or Megatron checkpoint has no manifest.json; a store answering 403 for it (a
+    reader without list rights) must not stop the export of such a checkpoint."""
+    run = FIXTURES / "megatron_fsdp_qwen2" / "run"
+    url = served(run, _ManifestDeniedHandler) + "/global_step_2"
     config = run / "global_step_2" / "huggingface"
     code, stdout, err = run_cli(
         "ckpt", "export-hf", url, "--out", tmp_path / "o", "--hf-config", config
