@@ -277,19 +277,23 @@ def check_values(
 
 
 def _files_not_readable(reader: CheckpointReader) -> dict[str, str]:
-    """The data files the metadata names that are absent or cannot be read (a permission
-    denied), each with which: the file checks report each once, so the deep reads skip what
-    lies in them (one line per tensor repeated that finding). One byte of each is read."""
-    files = {c.file for e in reader.tensors.values() for c in e.chunks if c.file}
-    files |= {entry.file for entry in reader.objects.values() if entry.file}
-    lost = {}
-    for file in files:
+    """The data files the metadata names that are absent, empty where bytes are stored in
+    them (cut to 0 bytes), or cannot be read (a permission denied), each with which: the
+    file checks report each once, so the deep reads skip what lies in them (one line per
+    tensor repeated that finding). One byte of each is read."""
+    stored = [(c.file, c.length) for e in reader.tensors.values() for c in e.chunks if c.file]
+    stored += [(e.file, e.length) for e in reader.objects.values() if e.file]
+    holding = {file for file, length in stored if length}
+    lost: dict[str, str] = {}
+    for file in {file for file, _ in stored}:
         try:
             size = reader.store.size(file)
             if size is None:
                 lost[file] = "missing"
             elif size:
                 reader.store.read_range(file, 0, 1)
+            elif file in holding:
+                lost[file] = "empty (0 bytes)"
         except CheckpointFileError:  # a link out, a FIFO, unreadable: reported there
             lost[file] = "unreadable"
     return lost

@@ -27,3 +27,18 @@ def test_an_unreadable_shard_is_one_line_and_its_tensors_one_more(tmp_path):
     assert any("Permission denied" in line for line in naming), errors
     assert any(f"not read: their data file {shard.name} is unreadable" in line for line in naming)
     assert len(errors) <= 3, errors  # the file, its tensors together, the summary at most
+
+
+def test_a_shard_cut_to_zero_bytes_is_one_line_and_its_tensors_one_more(tmp_path):
+    """Each tensor in it said `needs bytes [...] but the file has 0 (truncated?)` alone."""
+    from tests.support.interop_layouts import run_cli
+
+    run = tmp_path / "run"
+    shutil.copytree(MFSDP_RUN, run)
+    shard = sorted((run / STEP / "dist_ckpt").glob("*.distcp"))[0]
+    shard.write_bytes(b"")
+    code, stdout, err = run_cli("ckpt", "validate", "--deep", run / STEP)
+    assert code == 1, stdout + err
+    errors = [line for line in (stdout + err).splitlines() if line.startswith("error:")]
+    assert any(f"not read: their data file {shard.name} is empty (0 bytes)" in e for e in errors)
+    assert len(errors) <= 4, errors  # the file, its tensors together, the head pair, summary
