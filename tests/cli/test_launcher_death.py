@@ -123,7 +123,10 @@ def _await_step(launcher: subprocess.Popen, log: Path, step: int) -> dict[int, s
 
 
 def _still_running(run: dict[int, str]) -> list[str]:
-    return [_command_line(pid)[:80] for pid, started in run.items() if _alive(pid, started)]
+    """The command lines of the processes of `run` that can still train or save: one whose
+    command line reads empty has released its memory in its exit, not yet a zombie."""
+    lines = [_command_line(pid) for pid, started in run.items() if _alive(pid, started)]
+    return [line[:80] for line in lines if line]
 
 
 def _kill_left(run: dict[int, str], launcher: subprocess.Popen) -> None:
