@@ -8,10 +8,13 @@ reader sees, and a 200,000-character name fills the screen (or a log) with one l
 `--json` output needs none of this (json.dumps escapes control characters itself).
 
 `error_line` is the one way an exception becomes part of such a line: a library's message
-may be a page (a traceback, a whole config) or megabytes on its first line.
+may be a page (a traceback, a whole config) or megabytes on its first line. `first_of` is the
+one way a line names some of many items: the first few, then how many more there are.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 MAX_PRINTED_CHARS = 2000  # one printed line; real tensor names and paths are far shorter
 MAX_ERROR_CHARS = 300  # what an exception adds to a line: its gist, never a page of it
@@ -63,4 +66,13 @@ def error_line(
     return f"{name}: {said}" if with_type else said
 
 
-__all__ = ["MAX_ERROR_CHARS", "MAX_PRINTED_CHARS", "error_line", "printable"]
+def first_of(items: Sequence[object], shown: int, sep: str = ", ") -> str:
+    """The first `shown` of `items` joined by `sep`, then ` (+N more)` when N were left out:
+    an error line names enough of a long list to act on (the first mismatch, a few layers) and
+    says the list goes on, without growing with it."""
+    said = sep.join(str(item) for item in items[:shown])
+    left = len(items) - shown
+    return f"{said} (+{left} more)" if left > 0 else said
+
+
+__all__ = ["MAX_ERROR_CHARS", "MAX_PRINTED_CHARS", "error_line", "first_of", "printable"]
