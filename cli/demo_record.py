@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format.file_hash import FileRecord, FileRecordError, hash_file
 from mfsdp_ckpt.storage import safe_files
@@ -85,12 +86,9 @@ def refusal(out: Path) -> Exception | None:
     if busy is not None:
         return busy
     if extra:
-        shown = ", ".join(extra[:_SHOWN]) + (
-            f" (+{len(extra) - _SHOWN} more)" if len(extra) > _SHOWN else ""
-        )
         return MfsdpUsageError(
-            f"{out}: a previous demo's output that also holds {shown}, which the demo did not"
-            " write and will not delete; move it elsewhere, or choose a new --out"
+            f"{out}: a previous demo's output that also holds {first_of(extra, _SHOWN)}, which the"
+            " demo did not write and will not delete; move it elsewhere, or choose a new --out"
         )
     changed = _changed(out, files, written)
     if changed is not None:

@@ -40,6 +40,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.layout import CheckpointPaths
@@ -110,17 +111,11 @@ def keep_changed_config(
         with replacing(kept, f"keep in it the config step {step} was trained with") as out:
             out.write(text.encode())
     source = "" if _same_path(trained_in, run_dir) else f" (trained with {record})"
+    listed = first_of(changes, _SHOWN_CHANGES)
     return (
-        f"resumed with settings changed since step {step}{source}: {_listed(changes)};"
+        f"resumed with settings changed since step {step}{source}: {listed};"
         f" the config step {step} was trained with is kept as {kept}{replaced}"
     )
-
-
-def _listed(changes: list[str]) -> str:
-    """The first changes of a note or refusal, and how many more there are."""
-    shown = ", ".join(changes[:_SHOWN_CHANGES])
-    more = f" (+{len(changes) - _SHOWN_CHANGES} more)" if len(changes) > _SHOWN_CHANGES else ""
-    return f"{shown}{more}"
 
 
 def _own_config_replaced(run_dir: Path, config: Any, resumed: CheckpointPaths) -> str:
@@ -141,13 +136,14 @@ def _own_config_replaced(run_dir: Path, config: Any, resumed: CheckpointPaths) -
         changes = _changed_settings(recorded, config, run_dir)
     except ConfigRecordError as err:
         changes = [f"it cannot be read: {err}"]
+    listed = first_of(changes, _SHOWN_CHANGES)
     if not changes:
         settings = "the same settings"
     elif _earlier_attempt(run_dir, recorded, config.checkpoint.resume, resumed):
-        settings = f"an earlier run from the same step that saved none: {_listed(changes)}"
+        settings = f"an earlier run from the same step that saved none: {listed}"
     else:
         raise OwnConfigError(
-            f"{own}: records other settings than this run's ({_listed(changes)}), and resuming"
+            f"{own}: records other settings than this run's ({listed}), and resuming"
             f" {where} into {run_dir} would replace it with this run's config;"
             f" {_keep_own(run_dir, recorded)}"
         )

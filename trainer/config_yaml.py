@@ -18,7 +18,7 @@ import os
 import stat
 from typing import Any
 
-import yaml
+import yaml  # type: ignore[import-untyped]
 
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.closest_path import missing_hint
@@ -70,7 +70,7 @@ class _ConfigLoader(BoundedLoader):
             )
         return super().construct_yaml_float(node)
 
-    def construct_yaml_timestamp(self, node: yaml.ScalarNode) -> str:  # type: ignore[override]
+    def construct_yaml_timestamp(self, node: yaml.ScalarNode) -> str:
         """A date or time (`trainer.project_name: 2024-01-01`) is the text written, as Hydra
         (OmegaConf) reads it: PyYAML made a `datetime.date`, which no key takes, so a run
         named by its date was refused ("expects a string"). One PyYAML cannot make (a 13th

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+import yaml  # type: ignore[import-untyped]
 
-from mfsdp_ckpt.check.printable import printable
+from mfsdp_ckpt.check.printable import first_of, printable
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
@@ -44,7 +44,7 @@ from trainer.verl_source import (
     yaml_shown,
 )
 
-_SHOWN_KEYS = 4  # keys a note names before "and N more"
+_SHOWN_KEYS = 4  # keys a note names before "(+N more)"
 # the keys of verl's trainer configs that are mfsdp keys of the same name too, per command: a
 # YAML of these only is a verl override file. main_ppo's are those at the top level of its
 # _generated_ppo_trainer.yaml; its model, rollout and optim keys stand under
@@ -237,12 +237,9 @@ def _interpolation_notes(tree: dict[str, Any], source: Path) -> list[str]:
         raise VerlSourceError(f"{source}: {err}") from None
     if not filled:
         return []
-    shown = ", ".join(filled[:_SHOWN_KEYS]) + (
-        f" and {len(filled) - _SHOWN_KEYS} more" if len(filled) > _SHOWN_KEYS else ""
-    )
     return [
-        f"{shown}: ${{...}} references to other keys of this file filled in, as verl's"
-        " OmegaConf does"
+        f"{first_of(filled, _SHOWN_KEYS)}: ${{...}} references to other keys of this file filled"
+        " in, as verl's OmegaConf does"
     ]
 
 

@@ -724,7 +724,7 @@ def split_foreign(
         if kind is None:
             foreign += _flatten(f"{prefix}{key}", value)
         elif dataclasses.is_dataclass(kind) and isinstance(value, dict):
-            native[key], more = split_foreign(kind, value, f"{prefix}{key}.")
+            native[key], more = split_foreign(typing.cast(type, kind), value, f"{prefix}{key}.")
             foreign += more
         elif _read_as_verl(f"{prefix}{key}", value):
             foreign.append((f"{prefix}{key}", value))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from mfsdp_ckpt.check.config_checks import config_to_check
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.check.recorded_optimizer import RecordedOptimizer, megatron_optimizer
 from mfsdp_ckpt.check.report import ERROR, WARNING, ValidationReport
 from mfsdp_ckpt.check.storage_checks import (
@@ -425,10 +426,8 @@ def _report_stateless(
     rest = [params[name] for name in stateless if name not in errors]
     if not rest:
         return
-    others = ", ".join(f"[{key}]" for key in rest[1:_SHOWN_STATELESS])
-    more = rest[_SHOWN_STATELESS:]
+    others = first_of([f"[{key}]" for key in rest[1:]], _SHOWN_STATELESS - 1)
     listed = f"; also {others}" if others else ""
-    listed += f" (+{len(more)} more)" if more else ""
     report.add(
         WARNING,
         f"[{rest[0]}]",
@@ -446,9 +445,7 @@ _SHOWN_STATE_NAMES = 8
 def _report_unknown_states(first: str, held: set[str], report: ValidationReport) -> None:
     """States of an optimizer this check does not know (bitsandbytes' 8-bit state1/qmap1,
     a custom one): whether a parameter lacks one cannot be told, so nothing is judged."""
-    names = sorted(held)
-    shown = ", ".join(names[:_SHOWN_STATE_NAMES])
-    shown += ", ..." if len(names) > _SHOWN_STATE_NAMES else ""
+    shown = first_of(sorted(held), _SHOWN_STATE_NAMES)
     report.add(
         WARNING,
         f"[{first}]",

@@ -29,6 +29,7 @@ from mfsdp_ckpt.check.optimizer_checks import (
     optimizer_record,
     optimizer_value_check,
 )
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.check.removed_while_read import (
     dir_stamps,
     refuse_if_moved_on,
@@ -246,11 +247,9 @@ def manifest_hash_errors(
 
 
 def invalid_checkpoint(errors: list[str], target: Path) -> CheckpointInvalidError:
-    """One line: the first error, and how many more `mfsdp ckpt validate` will list."""
-    more = (
-        f" (+{len(errors) - 1} more; see mfsdp ckpt validate {target})" if len(errors) > 1 else ""
-    )
-    return CheckpointInvalidError(errors[0] + more)
+    """One line: the first error, how many more there are, and where they are all listed."""
+    see = f"; see mfsdp ckpt validate {target}" if len(errors) > 1 else ""
+    return CheckpointInvalidError(first_of(errors, 1) + see)
 
 
 def _resolve(

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.convert.hf_config import MAX_LAYERS
 
 BEHAVIOUR_KEYS = (
@@ -238,8 +239,7 @@ def shown_behaviour(key: str, value: Any) -> str:
     if len(sizes) == 1 and None not in value:
         return f"{sizes.pop()!r:.40} on every layer"
     windowed = [f"{i}: {w!r:.40}" for i, w in enumerate(value) if w is not None]
-    more = f" and {len(windowed) - _SHOWN_LAYERS} more" if len(windowed) > _SHOWN_LAYERS else ""
-    return f"{{{', '.join(windowed[:_SHOWN_LAYERS])}{more}}}"
+    return f"{{{first_of(windowed, _SHOWN_LAYERS)}}}"
 
 
 def _kind(value: Any) -> type:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 
 
@@ -28,7 +29,5 @@ class ExportVerifyError(ExportError):
 
     def __init__(self, mismatches: list[str]):
         self.mismatches = mismatches
-        shown = "; ".join(mismatches[:3]) + (
-            f" (+{len(mismatches) - 3} more)" if len(mismatches) > 3 else ""
-        )
+        shown = first_of(mismatches, 3, sep="; ")
         super().__init__(f"verify: {len(mismatches)} mismatch(es): {shown}")

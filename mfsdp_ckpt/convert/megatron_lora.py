@@ -36,6 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.convert.fused_tensors import COPY, GATE_UP, QKV, Geometry, Transform
 from mfsdp_ckpt.convert.mapping_errors import AdapterWeightsError, ShapeError
 
@@ -260,9 +261,9 @@ def _refuse_peft_extras(others: dict[str, str]) -> None:
     else:
         what = "a trained module or tokens saved beside the adapter (peft's modules_to_save or"
         what += " trainable_token_indices)"
-    more = f" (+{len(others) - 1} more)" if len(others) > 1 else ""
+    named = first_of([f"[{others[extra]}]" for extra in sorted(others)], 1)
     raise AdapterWeightsError(
-        f"[{others[path]}]: a PEFT adapter save that also holds {what}{more}; export-hf"
+        f"{named}: a PEFT adapter save that also holds {what}; export-hf"
         f" converts {SUPPORTED_VARIANT} only, and would leave it out"
     )
 

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.convert.config_behaviour import WINDOWED_FAMILIES, SlidingWindow, sliding_window
 from mfsdp_ckpt.convert.fused_tensors import (
     COPY,
@@ -51,6 +52,7 @@ HF, MCORE = "hf", "mcore"
 LAYOUTS = (HF, MCORE)
 _HF_ROOTS = state_keys.HF_ROOTS
 _MCORE_ROOTS = state_keys.MCORE_ROOTS
+_SHOWN_NAMES = 3  # tensor names an error line lists before "(+N more)"
 
 
 @dataclass(frozen=True)
@@ -268,8 +270,7 @@ def _layer_list(layers: list[int]) -> str:
         return f"layer {layers[0]}"
     if layers == list(range(layers[0], layers[-1] + 1)):
         return f"layers {layers[0]}-{layers[-1]}"
-    shown = ", ".join(map(str, layers[:4]))
-    return f"layers {shown}" + (f" (+{len(layers) - 4} more)" if len(layers) > 4 else "")
+    return f"layers {first_of(layers, 4)}"
 
 
 # ----------------------------------------------------------------- HF -> mcore (import)
@@ -503,7 +504,7 @@ def plan_import(
                 missing = sorted(set(sources) - set(present))
                 raise MappingError(
                     f"{rule.target.format(**fields)} needs {', '.join(sources)};"
-                    f" missing {_first(missing)}"
+                    f" missing {first_of(missing, _SHOWN_NAMES)}"
                 )
             target = rule.target.format(**fields)
             try:
@@ -516,7 +517,7 @@ def plan_import(
     if remaining:
         raise MappingError(
             f"{len(remaining)} tensor(s) have no {model_type} mcore mapping:"
-            f" {_first(sorted(remaining))}"
+            f" {first_of(sorted(remaining), _SHOWN_NAMES)}"
         )
     return items
 
@@ -598,14 +599,9 @@ def detect_layout(module_paths: Iterable[str]) -> str:
     if unknown or not (hf or mcore):
         raise MappingError(
             f"{len(unknown)} tensor(s) fit neither the hf nor the mcore layout"
-            f" (most names are {chosen}): {_first(unknown)}"
+            f" (most names are {chosen}): {first_of(unknown, _SHOWN_NAMES)}"
         )
     return chosen
-
-
-def _first(items: list[str], count: int = 3) -> str:
-    shown = ", ".join(items[:count])
-    return shown + (f" (+{len(items) - count} more)" if len(items) > count else "")
 
 
 # Parts of a Megatron-core GPT model that no family table converts, by the path that marks
@@ -717,7 +713,7 @@ def map_names(
         if unmapped:
             raise MappingError(
                 f"{len(unmapped)} tensor(s) have no {model_type} mcore mapping: "
-                f"{_first(sorted(unmapped))}"
+                f"{first_of(sorted(unmapped), _SHOWN_NAMES)}"
             )
     if geometry.tie_word_embeddings:  # a stored head is the embedding's copy: the export
         # compares the two first (`export_plan._refuse_untied_head`); Megatron-core keeps

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.storage.reader import CheckpointReader, Chunk, TensorEntry
 
@@ -118,10 +119,9 @@ def unequal_verdict(
     the bytes of what was read (a DCP: `validate --deep`)."""
     differ = f"differs from [{embedding}] in {_count(difference)} of {difference.numel} elements"
     if changed:
-        more = f" (+{len(changed) - 1} more)" if len(changed) > 1 else ""
         return Unequal(
             True,
-            f"{differ}, and {changed[0]}{more}, which holds them, differs from the manifest"
+            f"{differ}, and {first_of(changed, 1)}, which holds them, differs from the manifest"
             f" (bytes changed after save): damaged, not trained untied; {check}",
         )
     if difference.few:

@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.errors import MfsdpUsageError
 
 MODEL_KEY_PREFIX = "model."  # the entry mfsdp itself writes
@@ -188,11 +189,10 @@ def state_roots(keys: Iterable[str]) -> StateRoots:
     entries = _outermost(found)
     parents = {entry.rpartition(".")[0] for entry in entries}
     if len(parents) > 1:
-        shown = ", ".join(f"{e} ([{found[e]}])" for e in entries[:_SHOWN_ENTRIES])
-        more = f" (+{len(entries) - _SHOWN_ENTRIES} more)" if len(entries) > _SHOWN_ENTRIES else ""
+        shown = first_of([f"{e} ([{found[e]}])" for e in entries], _SHOWN_ENTRIES)
         raise AmbiguousStateError(
             f"{len(entries)} model entries hold Hugging Face or Megatron-core weights:"
-            f" {shown}{more}; refusing to pick one (save one model per checkpoint)"
+            f" {shown}; refusing to pick one (save one model per checkpoint)"
         )
     if not entries and any(_root(key.split(".")) in _KNOWN_ROOTS for key in names):
         entries = [""]

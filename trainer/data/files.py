@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format.closest_path import where_relative
 from mfsdp_ckpt.format.hub_id import hub_id_hint
@@ -165,9 +166,8 @@ def _directory_given(path: Path) -> str:
     found = sorted(str(p) for p in data_files_in(path, levels=2))
     if not found:
         return f"{path}: a directory; give a data file (.parquet, .jsonl or .json)"
-    shown = " ".join(f"--input {name}" for name in found[:4])
-    more = f" (and {len(found) - 4} more)" if len(found) > 4 else ""
-    return f"{path}: a directory; give its data files, one --input each: {shown}{more}"
+    shown = first_of([f"--input {name}" for name in found], 4, sep=" ")
+    return f"{path}: a directory; give its data files, one --input each: {shown}"
 
 
 def data_files_in(path: Path, levels: int) -> list[Path]:
@@ -218,7 +218,7 @@ def _bounded_rows(path: Path, handle: Any, budget: int) -> list[dict[str, Any]]:
     """The file's rows, refused once decoding them would pass `budget` bytes. Every text
     column (nested ones too) is read as a dictionary, so a value repeated a million times
     is held once until the rows are made."""
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     def too_big(amount: int) -> DataFileError:
         return DataFileError(
@@ -281,7 +281,7 @@ def _decoded_bytes(array: Any) -> int:
     and became a Python list many times that size: a file of a few hundred bytes holding
     millions of them took far more memory than the floor allows while within it."""
     import pyarrow as pa
-    import pyarrow.compute as pc
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
 
     kind = array.type
     if pa.types.is_dictionary(kind):
