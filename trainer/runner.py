@@ -35,7 +35,9 @@ from trainer.resume import (
     RunKind,
     data_change_warning,
     new_progress,
+    nothing_left_line,
     resume_if_any,
+    steps_set_by_config,
 )
 from trainer.strategies.base import Strategy
 
@@ -78,12 +80,13 @@ def planned_steps(cfg: Any, batch_key: str, batch_size: int, rows: int, rows_nam
     per_epoch = rows // batch_size
     if per_epoch == 0:
         raise ConfigError(f"{batch_key}={batch_size} exceeds the {rows} {rows_named}")
+    configured = steps_set_by_config(cfg)  # what the launching process asks too
+    if configured is not None:
+        return configured
     by_epochs = cfg.trainer.epochs * per_epoch
     if not cfg.trainer.total_steps:
         return by_epochs
-    if cfg.trainer.steps_within_epochs:
-        return min(cfg.trainer.total_steps, by_epochs)
-    return cfg.trainer.total_steps
+    return min(cfg.trainer.total_steps, by_epochs)  # trainer.steps_within_epochs
 
 
 def lr_schedule_steps(cfg: Any, total_steps: int) -> int:
@@ -182,7 +185,7 @@ class TrainingRun:
             async_save=cfg.checkpoint.async_save,
             model_family=hf_config.model_type,
         )
-        states = {
+        states: dict[str, Any] = {
             "model": strategy.model_state(model),
             "optimizer": strategy.optimizer_state(model, optimizer),
             "extra": new_progress(
@@ -261,23 +264,9 @@ class TrainingRun:
         resumed = f" (resumed from {self.resume.root})" if self.resume else ""
         line = f"[{self.name}] {what}, steps {self.start} -> {self.total_steps}{resumed}"
         if self.resume is not None and self.start >= self.stop:
-            key, value = self._end_setting()
-            line = (
-                f"[{self.name}] {what}; {self.resume.root} is at step {self.start} and "
-                f"{key}={value}: nothing left to train (raise {key} to train on, or give "
-                "another trainer.run_dir to start afresh)"
-            )
+            left = nothing_left_line(self.resume.root, self.start, self.cfg, self.total_steps)
+            line = f"[{self.name}] {what}; {left}"
         print(printable(line), file=sys.stderr)  # the run dir's name may hold escapes
-
-    def _end_setting(self) -> tuple[str, int]:
-        """The key that sets where this run ends, and its value: `trainer.stop_at_step`, else
-        `trainer.epochs` where they end it before `trainer.total_steps`
-        (`trainer.steps_within_epochs`), else `trainer.total_steps`."""
-        if self.stop != self.total_steps:
-            return "trainer.stop_at_step", self.stop
-        if self.cfg.trainer.total_steps and self.total_steps != self.cfg.trainer.total_steps:
-            return "trainer.epochs", self.cfg.trainer.epochs
-        return "trainer.total_steps", self.stop
 
     def save(self, step: int, info: dict[str, Any]) -> Path:
         """Checkpoint the state at `step` (1-based), with `info` in its manifest (and the kind
