@@ -369,10 +369,10 @@ def _prompts_differ(expected: dict[str, Any], restored: dict[str, Any]) -> bool:
 
 def steps_set_by_config(cfg: Any) -> int | None:
     """The steps a run of `cfg` takes when its config alone decides them:
-    `trainer.total_steps`, unless it is 0 (so many epochs) or `trainer.steps_within_epochs`
+    `trainer.total_steps`, unless it is unset (so many epochs) or `trainer.steps_within_epochs`
     may end the run sooner; None when the training rows decide (`runner.planned_steps`)."""
-    total = int(cfg.trainer.total_steps)
-    return total if total and not cfg.trainer.steps_within_epochs else None
+    total = cfg.trainer.total_steps
+    return int(total) if total and not cfg.trainer.steps_within_epochs else None
 
 
 def end_setting(cfg: Any, total_steps: int) -> tuple[str, int]:
