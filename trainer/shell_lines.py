@@ -13,10 +13,12 @@ caller can say when the verl command is in one (a job script fed to `sbatch <<EO
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import fnmatch
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from trainer.shell_quoting import OPERATORS
+from trainer.shell_quoting import ARM_ENDS, OPERATORS
 
 _METACHARACTERS = " \t;&|()<>"  # after one of these, `#` starts a comment
 _DELIMITER_END = " \t\n;&|()<>"  # what ends a here-doc's delimiter word
@@ -67,10 +69,10 @@ def logical_lines(text: str, bodies: list[str]) -> Iterator[tuple[int, str]]:
             index += 2
             continue
         elif index >= unclosed and (text.startswith(("((", "$(("), index)):
-            end = _arithmetic_end(text, index + (char == "$"))
-            if end is not None:  # `$(( 1 << 10 ))` shifts: no here-doc
-                out.append(text[index:end])
-                index = end
+            closing = _arithmetic_end(text, index + (char == "$"))
+            if closing is not None:  # `$(( 1 << 10 ))` shifts: no here-doc
+                out.append(text[index:closing])
+                index = closing
                 continue
             newline = text.find("\n", index)  # none looked for again on this line
             unclosed = size if newline < 0 else newline
@@ -192,6 +194,7 @@ class Piece:
     # after it; False: a block that runs in the script's shell), in order: each block is one,
     # and so are a pipeline's elements and a list run in the background (`_subshells`)
     scopes: list[bool | None] = field(default_factory=list)
+    skipped: bool = False  # in a case arm that never runs (`Blocks`): bash does not run it
 
     def maybe(self) -> bool:
         """Whether what it sets may not be set where it stands."""
@@ -252,30 +255,42 @@ class Blocks:
     element of a pipeline or run in the background (`{ ...; } | tee log`: a subshell, found
     at its `}`); one that is a function's body, or follows `&&`/`||`, is a block that may
     not run, and one after `|` a subshell. After `&` a new list starts: a group there runs
-    in the script's shell."""
+    in the script's shell. The one choice made here is a `case`'s: where its word's value
+    (`word_value`) and an arm's patterns are known, the arm bash runs is read as run and
+    the others as never run (`Piece.skipped`); all its arms were read as may-not-run, and a
+    value the script picks by a known backend was flagged. Where a function's or a loop's
+    body starts and ends is marked (`marks`), for the caller to read it again where bash
+    runs it again."""
 
-    def __init__(self) -> None:
-        # the words that close the blocks open now, innermost last, each with whether what
-        # runs inside it runs only maybe (all but a `{ ...; }` group and a `( ... )`
-        # subshell), whether it runs in a subshell, and the function it is the body of ("")
-        self.open: list[tuple[str, bool, bool, str]] = []
+    def __init__(self, word_value: Callable[[str], str | None] = lambda word: None) -> None:
+        self.word_value = word_value  # a word's value where it stands; None if not known
+        self.open: list[_Block] = []  # the blocks open now, innermost last
         self.before = ""  # the last word read, over commands (`f()` then `{` on the next line)
         self.body_next = False  # after a function's name: its body, on this line or the next
         self.named = ""  # the last function name read: whose body `body_next` is
+        # in the command read last, where a function's body ("function", its name, the index
+        # of the word it starts at) or a loop's ("loop", "", index) starts, and where either
+        # ends ("end", the function's name or "", the index of the word that ends it)
+        self.marks: list[tuple[str, str, int]] = []
 
     def inside(self) -> bool:
         """Whether a block that may not run is open."""
-        return any(maybe for _closer, maybe, _subshell, _function in self.open)
+        return any(block.maybe for block in self.open)
+
+    def skipped(self) -> bool:
+        """Whether a case arm that never runs is open (`_Case`)."""
+        return any(block.case is not None and block.case.never_runs() for block in self.open)
 
     def function(self) -> str:
         """The function whose body is open (the outermost): a verl command in it reads the
         variables where the function is called, not where it is defined."""
-        return next((function for *_block, function in self.open if function), "")
+        return next((block.function for block in self.open if block.function), "")
 
     def _piece(self) -> Piece:
         """A piece that starts here, with the blocks open now."""
-        block = self.open[-1][0] if self.open else ""
-        return Piece(self.inside(), self.inside(), function=self.function(), block=block)
+        block = self.open[-1].closer if self.open else ""
+        inside = self.inside()
+        return Piece(inside, inside, function=self.function(), block=block, skipped=self.skipped())
 
     def read(self, words: list[str]) -> list[Piece]:
         """Read one command's shell words: its pieces between OPERATORS, each with its words
@@ -284,6 +299,7 @@ class Blocks:
         opens and closes."""
         pieces = [self._piece()]
         operators: list[str] = []
+        self.marks = []
         command = True  # the next word is where a command (or keyword) starts
         name_next = False  # after `function`: the function's name
         for at, word in enumerate(words):
@@ -292,22 +308,27 @@ class Blocks:
                 self.named = word.removesuffix("()")
                 pieces[-1].words.append(word)
                 continue
+            case = self.open[-1].case if self.open else None
+            if word in _ARM_ENDS or (case is not None and case.reads_header(word)):
+                if case is not None:
+                    self._read_case_word(case, word, pieces[-1])
+                command, self.before = case is None or case.stage in ("arm", "patterns"), word
+                continue
             opened = len(word) - len(word.lstrip("(")) if command and word[:2] != "((" else 0
-            self.open += [(")", False, True, "")] * opened
+            self.open += [_Block(")", False, True) for _ in range(opened)]
             pieces[-1].scopes += [None] * opened
             core = word[opened:]
             if command and core in _CLOSED_BY:
-                piped = self.before in _PIPES  # an element of a pipeline: a subshell
-                group = core == "{" and not self.body_next and self.before not in _CONDITIONS
-                function = self.named if self.body_next else ""
-                self.open.append((_CLOSED_BY[core], not group, piped, function))
-                pieces[-1].function = pieces[-1].function or function
-                pieces[-1].scopes.append(None)
-                pieces[-1].blocked = pieces[-1].blocked or not group
-            elif command and self.open and core == self.open[-1][0] != ")":
-                _closer, maybe, piped, _function = self.open.pop()
-                pieces[-1].scopes.append(piped or _runs_apart(words[at + 1 :]))
-                pieces[-1].blocked = pieces[-1].blocked or maybe
+                self._open(core, at, pieces[-1])
+            elif command and self.open and core == self.open[-1].closer != ")":
+                block = self.open.pop()
+                pieces[-1].scopes.append(block.piped or _runs_apart(words[at + 1 :]))
+                pieces[-1].blocked = pieces[-1].blocked or block.maybe
+                if block.body:
+                    self.marks.append(("end", block.function, at))
+            elif command and core == "do" and self.open and self.open[-1].closer == "done":
+                self.open[-1].body = not self.skipped()
+                self.marks += [("loop", "", at + 1)] * self.open[-1].body
             elif core == "function" and command:
                 name_next = True
             closed, subshells = self._close_parentheses(core)
@@ -316,8 +337,8 @@ class Blocks:
             if kept in OPERATORS:  # the next piece starts after it
                 operators.append(kept)
                 pieces.append(self._piece())
-            elif kept or not (opened or subshells):
-                pieces[-1].words.append(kept)
+            elif (kept or not (opened or subshells)) and not (command and core == "case"):
+                pieces[-1].words.append(kept)  # a case's header is no command's words
             if core.endswith("()"):  # `f()`, or `f ()` after its name
                 self.named = core.removesuffix("()") or self.before
             self.body_next = core.endswith("()") or (self.body_next and core in ("", "()"))
@@ -333,16 +354,133 @@ class Blocks:
         _subshells(pieces, operators)
         return pieces
 
+    def _open(self, core: str, at: int, piece: Piece) -> None:
+        """A compound command opens with the word `core` (the `at`th of its command)."""
+        piped = self.before in _PIPES  # an element of a pipeline: a subshell
+        group = core == "{" and not self.body_next and self.before not in _CONDITIONS
+        function = self.named if self.body_next else ""
+        body = bool(function) and not self.skipped()
+        case = _Case() if core == "case" else None
+        self.open.append(_Block(_CLOSED_BY[core], not group, piped, function, body, case))
+        self.marks += [("function", function, at + 1)] * body
+        piece.function = piece.function or function
+        piece.scopes.append(None)
+        piece.blocked = piece.blocked or not group
+
+    def _read_case_word(self, case: _Case, word: str, piece: Piece) -> None:
+        """Take a word of the innermost `case`'s header, of an arm's patterns, or the mark
+        that ends an arm (`trainer.shell_quoting.ARM_ENDS`): once an arm's patterns are
+        read, whether it runs is known or not (`_Case.decide`), and the piece they start
+        stands in that arm."""
+        if word in _ARM_ENDS:
+            case.end_arm(word)
+        elif case.stage == "word":
+            case.value, case.stage = self.word_value(word), "in"
+        elif case.stage == "in":
+            case.stage = "patterns"
+            case.value = case.value if word == "in" else None
+        elif word != "|":
+            pattern, closes, rest = word.removeprefix("(" * (not case.patterns)).partition(")")
+            case.patterns += [pattern] if pattern else []
+            if closes:
+                self.open[-1].maybe = case.decide() is not True
+                piece.inside = piece.blocked = self.inside()
+                piece.skipped = self.skipped()
+                piece.words += [rest] if rest else []
+
     def _close_parentheses(self, core: str) -> tuple[str, int]:
         """`core` less the `)` that close a subshell or end a case pattern (`7b)`): the
         parentheses it does not open itself; and how many of them close a subshell."""
         subshells = 0
         while core.endswith(")") and core.count(")") > core.count("("):
             core = core[:-1]
-            if self.open and self.open[-1][0] == ")":  # not a case pattern's
+            if self.open and self.open[-1].closer == ")":  # not a case pattern's
                 self.open.pop()
                 subshells += 1
         return core, subshells
+
+
+# whether a case arm runs, or its patterns are tested: True, False, or None where it is known
+# only when the script runs
+Runs = bool | None
+_ARM_ENDS = {mark: end for end, mark in ARM_ENDS.items()}
+# a pattern holding any of these is not read here (a variable, a command, a bracket class,
+# extglob, an escape): whether it matches is known only when the script runs
+_UNREAD_PATTERN = re.compile(r"[$`\\\[(\ue000-\uf8ff]")
+
+
+def _both(left: Runs, right: Runs) -> Runs:
+    if left is False or right is False:
+        return False
+    return True if left and right else None
+
+
+def _either(left: Runs, right: Runs) -> Runs:
+    if left or right:
+        return True
+    return False if left is False and right is False else None
+
+
+@dataclass
+class _Case:
+    """A `case WORD in` block as read: its header, then each arm's patterns and whether the
+    arm runs, as bash picks it: the first arm whose pattern (a glob: `*`, `?`) matches the
+    word's value runs, `;&` runs the next arm's commands too and `;;&` tests the next arm's
+    patterns; where the value or a pattern is not known, whether an arm runs is not either."""
+
+    value: str | None = None  # the word's value; None where known only when the script runs
+    stage: str = "word"  # what is read next: "word", "in", "patterns", or the "arm"'s commands
+    patterns: list[str] = field(default_factory=list)  # the arm's patterns read so far
+    testing: Runs = True  # whether bash tests this arm's patterns (no arm before has run)
+    falls: Runs = False  # whether the arm before runs and falls through to this one (`;&`)
+    matches: Runs = False  # whether this arm's patterns are tested and one matches
+    runs: Runs = False  # whether this arm runs
+
+    def reads_header(self, word: str) -> bool:
+        """Whether `word` is of the case's header or an arm's patterns, not a command's."""
+        return self.stage != "arm" and not (self.stage == "patterns" and word == "esac")
+
+    def never_runs(self) -> bool:
+        return self.stage == "arm" and self.runs is False
+
+    def decide(self) -> Runs:
+        """Whether the arm whose patterns are read now runs."""
+        self.matches = _both(self.testing, _matches(self.value, self.patterns))
+        self.runs = _either(self.falls, self.matches)
+        self.stage, self.patterns = "arm", []
+        return self.runs
+
+    def end_arm(self, mark: str) -> None:
+        """The arm ends with `;;`, `;&` or `;;&` (`_ARM_ENDS`'s `mark`): the next arm's
+        patterns are tested if none ran yet (or after `;;&`), and its commands run after
+        `;&` where this arm's did."""
+        end = _ARM_ENDS[mark]
+        self.falls = self.runs if end == ";&" else False
+        if end == ";;&":
+            self.testing = _either(self.testing, self.runs)
+        else:
+            self.testing = _both(self.testing, None if self.matches is None else not self.matches)
+        self.stage = "patterns"
+
+
+def _matches(value: str | None, patterns: list[str]) -> Runs:
+    """Whether the case word's `value` matches one of an arm's `patterns`, as bash's globs."""
+    known = [pattern for pattern in patterns if not _UNREAD_PATTERN.search(pattern)]
+    if value is not None and any(fnmatch.fnmatchcase(value, pattern) for pattern in known):
+        return True
+    return False if value is not None and len(known) == len(patterns) else None
+
+
+@dataclass
+class _Block:
+    """A compound command open where the script is read (`Blocks.open`)."""
+
+    closer: str  # the word that closes it
+    maybe: bool  # what runs inside it runs only maybe (all but a `{ ...; }` group, a subshell)
+    piped: bool  # it runs in a subshell
+    function: str = ""  # the function it is the body of, "" if none
+    body: bool = False  # where its body starts and ends is marked (`Blocks.marks`)
+    case: _Case | None = None  # a `case`'s arms
 
 
 def _runs_apart(rest: list[str]) -> bool:

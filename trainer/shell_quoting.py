@@ -17,7 +17,8 @@ the value `1;`, and `cd /x&&MODEL=/m` was one word that set nothing; `MODEL=/m/Q
 put `/m/Qwen;` into model.path. Each unquoted, unescaped `;` (`;;`, `;&` and `;;&` ending a
 case arm too) outside `$(...)`, `((...))`, an array's `(...)`, backquotes and `${...}` is
 marked `COMMAND_END`, a word of its own that `commands` splits at (in a `( ... )` subshell
-too: its commands are the script's, run apart); `&&`, `||`, `|`, `|&` and `&` (not `>&`, `&>`
+too: its commands are the script's, run apart); what ends a case arm is then a command of
+its own (`ARM_ENDS`), as which arm runs turns on it; `&&`, `||`, `|`, `|&` and `&` (not `>&`, `&>`
 redirections) become words of their own, so the guarded reading (`shell_lines.Blocks`) sees
 them however they are spaced.
 """
@@ -29,7 +30,11 @@ import re
 LITERAL_DOLLAR = "\ue001"  # a `$` bash passes as it is (single-quoted or escaped)
 ANSI_C = "\ue002"  # where a `$'...'` string stood
 COMMAND_END = "\ue003"  # a `;` ending a command: a word of its own
-_MARKS = LITERAL_DOLLAR + ANSI_C + COMMAND_END
+# what ends a case arm (`;;`, `;&` falling through to the next arm's commands, `;;&` testing
+# the next arm's patterns): a command of its own, so that `shell_lines.Blocks` knows which
+# arm runs where `;` alone would end a command inside the arm
+ARM_ENDS = {";;": "\ue004", ";&": "\ue005", ";;&": "\ue006"}
+_MARKS = LITERAL_DOLLAR + ANSI_C + COMMAND_END + "".join(ARM_ENDS.values())
 # the operators between the commands of a list or pipeline (`mark` sets them apart as words)
 OPERATORS = frozenset({"&&", "||", "|", "|&", "&"})
 _CONTROL = re.compile(r";;?&?|&&|\|\||\|&|[|&]")  # `;` forms, lists and pipes, longest first
@@ -65,7 +70,7 @@ def mark(line: str) -> str:
             index += 1  # the translated string is the text itself: read as "..."
             continue
         elif nesting.outside() and (control := _control(line, index)):
-            out.append(f" {COMMAND_END if control[0] == ';' else control} ")
+            out.append(f" {_control_mark(control)} ")
             index += len(control)
             continue
         else:
@@ -100,6 +105,13 @@ def simple_commands(words: list[str]) -> list[list[str]]:
         else:
             split[-1].append(word)
     return [command for command in split if command]
+
+
+def _control_mark(control: str) -> str:
+    """The words that stand for the control operator `control` in a marked line."""
+    if control in ARM_ENDS:
+        return f"{COMMAND_END} {ARM_ENDS[control]} {COMMAND_END}"
+    return COMMAND_END if control == ";" else control
 
 
 def _control(line: str, index: int) -> str:

@@ -38,7 +38,7 @@ ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)$", re.DOTALL)
 # a default may hold `${OTHER}` (`${TRAIN_FILE:-${DATA_HOME}/train.parquet}`): braces one deep
 REFERENCE = re.compile(
     r"\$\{([A-Za-z_][A-Za-z0-9_]*|[0-9]+)(?:(:?[-=+?])((?:[^{}]|\{[^{}]*\})*))?\}"
-    r"|\$([A-Za-z_][A-Za-z0-9_]*)"
+    r"|\$([A-Za-z_][A-Za-z0-9_]*|[1-9])"
 )
 # verl's newer examples group their overrides in bash arrays: `DATA=(` ... `)` then
 # `"${DATA[@]}"` in the command (read as no keys at all, the config came out `{}` at exit 0)
@@ -88,6 +88,8 @@ _ENVIRONMENT_SETUP = re.compile(
     r"|\$\(['\"]?(?:[^\s'\"]*/)?(?:conda|mamba|micromamba)['\"]? ['\"]?shell(?:\.\w+)?['\"]?"
     r" ['\"]?hook['\"]?(?:[\w\s./='\"-]|>&?)*\)"
 )
+# the words that pass on all positional parameters (`"$@"`)
+FORWARDED = frozenset({"$@", "$*", "${@}", "${*}"})
 _ABSENT = object()  # what a table held for a key it did not hold (`_Trail`)
 _Key = TypeVar("_Key")
 _Value = TypeVar("_Value")
@@ -360,6 +362,10 @@ class Variables:
         # for each open scope, the variables set in it by `assign_in_branch`, each with its
         # line and what the tables `_branch_tables` held for it before: put back at its end
         self.branch_sets: list[list[tuple[str, int, list[Any]]]] = []
+        # how many positional parameters (`$1`, `${2:-x}`) the function call being read
+        # passes (`enter_call`); None for the script's own, known only when it runs
+        self.arguments: int | None = None
+        self.callers: list[int | None] = []  # `arguments` where each call being read stands
 
     def enter(self) -> None:
         """A block opens (`trainer.shell_lines.Reading.scopes`): what its commands set is
@@ -378,6 +384,56 @@ class Variables:
         if subshell:
             for name, line in set_inside:
                 self.set_maybe(name, line)
+
+    def enter_call(self, arguments: list[str] | None) -> None:
+        """A function's body, or a loop's next pass, is read again where bash runs it
+        (`trainer.verl_script`): what it sets is put back, unnamed, at `leave_call`. The
+        call's `arguments` (as written, expanded here) are its positional parameters (`$1`,
+        `${2:-x}`, those it does not pass unset), up to one whose words are known only as it
+        runs (`"$@"`, a variable's value holding a blank, which bash may split); None keeps
+        those there are."""
+        self.enter()
+        self.callers.append(self.arguments)
+        if arguments is None:
+            return
+        self._forget_positional()
+        for number, written in enumerate(arguments, start=1):
+            value = self.substitute(written)
+            if written in FORWARDED or ("$" in written and re.search(r"\s", value)):
+                self.arguments = None
+                return
+            self._set_origins(str(number), written)
+            self.values[str(number)] = value
+        self.arguments = len(arguments)
+
+    def _forget_positional(self) -> None:
+        """The positional parameters set are no longer known (`$1` stays as written)."""
+        for name in [name for name in {**self.values, **self.maybe} if name.isdigit()]:
+            self._forget(name)
+
+    def leave_call(self) -> None:
+        """The body read again by `enter_call` ends: all it set is put back as it was."""
+        self.branch_sets.pop()
+        self.trail.close(undo=True)
+        self.arguments = self.callers.pop()
+
+    def shift(self, words: list[str]) -> None:
+        """`shift [N]` (`words` after `shift`) in a function call read again: its positional
+        parameters move down by N; by a count not known here, they are no longer known."""
+        count = int(words[0]) if words[:1] and words[0].isdigit() else None if words else 1
+        if self.arguments is None:
+            return
+        if count is None:
+            self.arguments = None
+            self._forget_positional()
+            return
+        for number in range(1, max(self.arguments, count) + 1):
+            moved = self.values.get(str(number + count))
+            if moved is None:
+                self.values.discard(str(number))
+            else:
+                self.values[str(number)] = moved
+        self.arguments = max(0, self.arguments - count)
 
     def note_sets(self, words: list[str], line: int) -> None:
         """Take note of the variables the command `words` (on `line`) sets, inside the
@@ -494,6 +550,9 @@ class Variables:
             return True
         if words[:1] and words[0] in _WRAPPERS:  # `builtin export MODEL=/m/x`
             words = words[1:]
+        if words[:1] == ["shift"]:
+            self.shift(words[1:])
+            return True
         if words[:1] == ["unset"]:
             for name in words[1:]:
                 self._forget(name)
@@ -595,6 +654,8 @@ class Variables:
             assert value is not None
             self._count(name, len(value))
             return value
+        if not operator and name.isdigit() and self.arguments is not None:
+            return ""  # a positional parameter the call does not pass
         if not operator or operator[-1] == "?":  # bash takes it from elsewhere, or stops
             return match.group(0)
         if operator[-1] == "=" and name.isdigit():  # bash refuses to assign an argument
@@ -609,7 +670,7 @@ class Variables:
     def _note(self, reference: str, name: str, what: str) -> None:
         """A note on an argument of the script (`${1:-vllm}`) read without its value; a
         variable's default is the script's own choice, and needs none."""
-        if name.isdigit():
+        if name.isdigit() and self.arguments is None:
             self.notes.append(f"{reference}: the script's argument ${name}; {what}")
 
     def from_environment(self, value: str, taken: list[str]) -> str:

@@ -15,7 +15,7 @@ Nothing in the script is executed.
 
 from __future__ import annotations
 
-import copy
+import functools
 import re
 import shlex
 from collections.abc import Callable, Iterator
@@ -40,13 +40,18 @@ from trainer.verl_source import (
 MAX_LINE_CHARS = 64 << 10
 GRPO_MODULES = ("verl.trainer.main_ppo",)
 SFT_MODULES = ("verl.trainer.fsdp_sft_trainer", "verl.trainer.sft_trainer")
+_MODULES = frozenset(GRPO_MODULES + SFT_MODULES)
 # `$(...)` and backquotes hold a command whose words shlex splits apart
 # (`experiment_name=run_$(date +%s)` became `run_$(date`): kept whole as text, never run
 _COMMAND_SUBSTITUTION = re.compile(r"\$\([^()]*\)|`[^`]*`")
 _NESTING = 4  # passes over nested substitutions; a deeper one is held whole (`_hold_deeper`)
 _HELD = "\ue000"  # a private-use character marks a held substitution while shlex splits
 # the script's own arguments passed on to verl: more overrides, known only when it runs
-_FORWARDED = ("$@", "$*", "${@}", "${*}")
+_FORWARDED = shell_variables.FORWARDED
+# the commands read again, all told (`_read_again`): a function's body where it is called, a
+# loop's body for its next pass; functions that call each other twice at each of 40 levels
+# read 2**40 bodies
+MAX_READ_AGAIN = 1 << 16
 # the compound commands whose header runs where the command stands (`_opens_only_its_header`)
 _HEADERS = frozenset({"for", "select", "while", "until", "if"})
 # what ends a line where the list or pipeline goes on at the next (`_script_commands`)
@@ -55,6 +60,8 @@ _GOES_ON = shell_quoting.OPERATORS - {"&"}
 # one before its first command (`_sets_in_branch`)
 _BRANCH_CLOSERS = frozenset({"done", "fi"})
 _BRANCH_STARTS = frozenset({"then", "do", "else"})
+# a redirection (`2>&1`, `>log`, `2>`, `&>`): the word after one standing alone is its file
+_REDIRECTION = re.compile(r"[0-9]*(?:[<>]&?|&>)>?(?:&?[0-9-]*)?")
 # the words before a command that leave it in the script's shell (`_past_openers`)
 _OPENERS = frozenset({"{", "!", "time"})
 
@@ -128,15 +135,53 @@ class _Script:
     array: shell_variables.Array | None = None  # a bash array being read, over lines
     array_guarded: bool = False  # that array is set in a block that may not run: not set here
     blocks: shell_lines.Blocks = field(default_factory=shell_lines.Blocks)
-    # each function whose body holds a verl trainer command: that command as written
-    functions: dict[str, _Launch] = field(default_factory=dict)
-    # each of those functions called: the line of its last call and its values there
-    calls: dict[str, tuple[int, list[tuple[str, str]]]] = field(default_factory=dict)
+    # the commands read so far, each with its line, in the reading going on (the script's,
+    # or a body's read again: `_read_again`), and the bodies open in it
+    read: list[tuple[int, list[str]]] = field(default_factory=list)
+    recording: list[_Body] = field(default_factory=list)
+    functions: dict[str, _Body] = field(default_factory=dict)  # each function's body
+    starters: dict[str, bool] = field(default_factory=dict)  # whether each starts verl
+    # each function that starts verl, called (under the calls being read again, by their
+    # lines): the line of its last call and its values there
+    calls: dict[tuple[tuple[int, ...], str], tuple[int, list[tuple[str, str]]]] = field(
+        default_factory=dict
+    )
+    calling: list[tuple[str, int]] = field(default_factory=list)  # the calls being read again
+    again: int = 0  # commands read again so far (`MAX_READ_AGAIN`)
+    depth: int = 0  # how many readings again are going on
+    quiet: int = 0  # how many of them read a loop's next pass only to compare its values
+
+
+@dataclass
+class _Body:
+    """A function's or a loop's body: where it starts and ends among the commands of the
+    reading it stands in (`_Script.read`), to be read again where bash runs it again: a
+    function's where it is called, a loop's for its next pass (`_flag_next_pass`)."""
+
+    function: str  # the function whose body it is; "" for a loop's
+    read: list[tuple[int, list[str]]]  # the commands of the reading it stands in
+    first: int  # its first command there, and the word of it the body starts at
+    start: int
+    last: int = -1  # its last command (the one that ends it), and the word that ends it
+    end: int = 0
+    launch_at: int = -1  # its command that last started verl (`_read_command`); -1 if none
+
+    def commands(self, through: int | None = None) -> list[tuple[int, list[str]]]:
+        """Its commands (each with its line), up to the command `through` if given."""
+        last = self.last if through is None else through
+        commands = []
+        for index in range(self.first, last + 1):
+            number, words = self.read[index]
+            stop = self.end if index == self.last else len(words)
+            words = words[self.start if index == self.first else 0 : stop]
+            commands += [(number, words)] if words else []
+        return commands
 
 
 def _read_script(text: str, source: Path) -> tuple[_Launch, int, shell_variables.Variables]:
     """The script's last verl trainer command, how many it starts, and its variables."""
     script = _Script(shell_variables.Variables(MAX_EXPANDED_CHARS))
+    script.blocks = shell_lines.Blocks(functools.partial(_case_word_value, script.variables))
     bodies: list[str] = []  # here-doc bodies: text for other programs, not commands
     for number, command in _script_commands(text, source, bodies):
         _read_command(script, command, number, source)
@@ -179,19 +224,58 @@ def _read_command(script: _Script, words: list[str], number: int, source: Path) 
     """Take one command of the script (on line `number`), a list or pipeline piece by piece
     (`shell_lines.Blocks.read`): the blocks each opens and closes, each a scope of the
     variables (`shell_lines.Piece.scopes`: what a subshell sets is seen inside it only), the
-    variables it sets, the array it goes on, or the verl trainer command it is."""
+    variables it sets, the array it goes on, or the verl trainer command it is; and the
+    function and loop bodies it starts or ends (`_mark_bodies`)."""
+    script.read.append((number, words))
+    launch = script.launch
     if script.array is not None:  # the next words of a bash array
         _read_array(script, words)
-        return
+    else:
+        pieces = script.blocks.read(words)
+        _mark_bodies(script, source)
+        _read_pieces(script, pieces, number, source)
+    if script.launch is not launch:
+        for body in script.recording:
+            body.launch_at = len(script.read) - 1
+
+
+def _mark_bodies(script: _Script, source: Path) -> None:
+    """Take where the command read last starts or ends a function's or a loop's body
+    (`shell_lines.Blocks.marks`): a function's is kept, to be read where it is called; a
+    loop's that started verl is read again for its next pass, before the command that ends
+    it runs, as bash reads the body again at the end of a pass (`_flag_next_pass`)."""
+    index = len(script.read) - 1
+    for kind, name, at in script.blocks.marks:
+        if kind != "end":
+            script.recording.append(_Body(name, script.read, index, at))
+        elif script.recording:
+            body = script.recording.pop()
+            body.last, body.end = index, at
+            if body.function:
+                script.functions[body.function] = body
+                script.starters.clear()
+            elif body.launch_at >= 0:
+                _flag_next_pass(script, body, source)
+
+
+def _read_pieces(
+    script: _Script, pieces: list[shell_lines.Piece], number: int, source: Path
+) -> None:
+    """Take a command's pieces: the scopes each opens and closes, and what it sets or runs;
+    a piece in a case arm that never runs sets and runs nothing."""
     variables = script.variables
-    for piece in script.blocks.read(words):
+    for piece in pieces:
         opened_first = piece.opened_first()
         for _ in range(opened_first):
             variables.enter()
-        variables.note_sets(piece.words, number)
-        variables.read_opaque(piece.words, number)
-        if piece.words and not _starts_array(script, piece, number):
-            _read_piece(script, piece, number, source)
+        if piece.skipped:  # an array it starts is read on, and not set
+            if piece.words:
+                _starts_array(script, piece, number)
+        else:
+            variables.note_sets(piece.words, number)
+            variables.read_opaque(piece.words, number)
+            if piece.words and not _starts_array(script, piece, number):
+                _read_piece(script, piece, number, source)
         for scope in piece.scopes[opened_first:]:
             if scope is None:
                 variables.enter()
@@ -205,10 +289,10 @@ def _starts_array(script: _Script, piece: shell_lines.Piece, number: int) -> boo
     start = shell_variables.ARRAY_START.match(piece.words[0])
     if start is None:
         return False
-    if piece.maybe():
+    if piece.maybe() and not piece.skipped:
         script.variables.read_guarded(piece.words, number)
     script.array = shell_variables.Array(start.group(1), start.group(2) == "+")
-    script.array_guarded = piece.maybe()
+    script.array_guarded = piece.maybe() or piece.skipped
     _read_array(script, [start.group(3), *piece.words[1:]] if start.group(3) else piece.words[1:])
     return True
 
@@ -288,33 +372,71 @@ def _past_openers(words: list[str]) -> list[str]:
 
 def _read_launch(script: _Script, piece: shell_lines.Piece, source: Path) -> None:
     """Take the command `piece` (one of a list or pipeline: `shell_quoting.simple_commands`)
-    as the script's last verl trainer command if it starts one. One in a function's body is
-    kept as written too, to be expanded where the function is called (`_read_call`); if it
-    never is, it is read with the variables where the body stands."""
+    as the script's last verl trainer command if it starts one, read with the variables as
+    they stand. One in a function's body is read again where the function is called
+    (`_read_call`); if it never is, this reading, where the body stands, is the one kept.
+    Each is counted once, as written, however often it is read."""
     words = piece.words
     for module in GRPO_MODULES + SFT_MODULES:
         if module in words:
-            script.launches += 1
+            if not script.depth:  # read where it is written, not again
+                script.launches += 1
             command = "grpo" if module in GRPO_MODULES else "sft"
             written = _Launch(command, module, words[words.index(module) + 1 :])
-            if piece.function:
-                script.functions[piece.function] = written
-            script.launch = _expand_launch(copy.deepcopy(written), script.variables, source)
+            script.launch = _expand_launch(written, script.variables, source)
 
 
 def _read_call(script: _Script, piece: shell_lines.Piece, number: int, source: Path) -> None:
-    """Take the command `piece` as a call of a function that starts verl, outside any
-    function's body: bash expands the verl command's variables as they stand at the call
-    (`MODEL=/m/b` set after the definition and before the call is the one passed), so the
-    launch is read again here and is the script's last. A function called again with other
-    values is flagged: this config is its last call's."""
+    """Take the command `piece` as a call of a function that starts verl (outside a
+    function's body, or in one being read again): bash runs its body there, with the
+    variables as they stand at the call, its arguments as `$1`, `$2`, ... and the
+    assignments before its name (`LR=5 train`) seen by the body only; so the body is read
+    again here, and its verl command is the script's last. What it sets is put back after
+    (a variable it sets stays named as one set in a function's body). A function called
+    again with other values is flagged: this config is its last call's."""
     words = _past_openers(piece.words)
-    if piece.function or not words or words[0] not in script.functions:
+    assignments = 0
+    while assignments < len(words) and shell_variables.ASSIGNMENT.match(words[assignments]):
+        assignments += 1
+    name, arguments = (words[assignments:][:1] or [""])[0], _arguments(words[assignments + 1 :])
+    called = [called for called, _line in script.calling]
+    if piece.function or name in called or not _starts_verl(script, name):
         return
-    name = words[0]
-    launch = _expand_launch(copy.deepcopy(script.functions[name]), script.variables, source)
-    if name in script.calls:
-        before, texts = script.calls[name]
+    launch, variables = script.launch, script.variables
+    lines = tuple(line for _called, line in script.calling)
+    variables.enter_call(arguments)
+    variables.read_line(words[:assignments])
+    script.calling.append((name, number))
+    try:
+        _read_again(script, script.functions[name].commands(), source)
+    finally:
+        script.calling.pop()
+        variables.leave_call()
+    if script.launch is not launch and script.launch is not None and not script.quiet:
+        _compare_calls(script, (lines, name), number, script.launch)
+
+
+def _arguments(words: list[str]) -> list[str]:
+    """A command's arguments less its redirections (`2>&1`, `> log.txt`)."""
+    arguments: list[str] = []
+    target_next = False  # after a redirection operator standing alone: its file
+    for word in words:
+        redirection = _REDIRECTION.match(word)
+        if not target_next and redirection is None:
+            arguments.append(word)
+        target_next = redirection is not None and redirection.end() == len(word)
+    return arguments
+
+
+def _compare_calls(
+    script: _Script, key: tuple[tuple[int, ...], str], number: int, launch: _Launch
+) -> None:
+    """A function that starts verl called on line `number` (`key`: the lines of the calls
+    it is read under, and its name): called before with other values, the keys that
+    differ are flagged, as this config is the last call's."""
+    name = key[1]
+    if key in script.calls:
+        before, texts = script.calls[key]
         changed = [f"{key}={value}" for key, value in launch.texts if (key, value) not in texts]
         if changed:
             launch.notes.append(
@@ -322,9 +444,102 @@ def _read_call(script: _Script, piece: shell_lines.Piece, number: int, source: P
                 f" and again on line {number} with other values; this config is the last"
                 " call's: convert the other from a script of its own"
             )
-            launch.incomplete += changed
-    script.calls[name] = (number, launch.texts)
-    script.launch = launch
+            launch.incomplete += [item for item in changed if item not in launch.incomplete]
+    script.calls[key] = (number, launch.texts)
+
+
+def _starts_verl(script: _Script, name: str) -> bool:
+    """Whether the function `name` starts verl: its body holds a verl trainer command or
+    calls a function that does (one that does neither is not read again)."""
+    if name not in script.functions:
+        return False
+    if name not in script.starters:
+        script.starters[name] = False  # a function calling itself adds nothing
+        script.starters[name] = any(
+            word in _MODULES or (word != name and _starts_verl(script, word))
+            for _number, words in script.functions[name].commands()
+            for word in words
+        )
+    return script.starters[name]
+
+
+def _read_again(script: _Script, commands: list[tuple[int, list[str]]], source: Path) -> None:
+    """Read `commands`, a body the script runs again, with blocks of their own (each is
+    read whole, as a body at the top level of the script would be), under the variables
+    as they stand: the caller puts back what they set."""
+    saved = script.blocks, script.read, script.array, script.recording
+    script.blocks = shell_lines.Blocks(script.blocks.word_value)
+    script.read, script.array, script.recording = [], None, []
+    script.depth += 1
+    try:
+        for number, words in commands:
+            script.again += 1
+            if script.again > MAX_READ_AGAIN:
+                raise VerlSourceError(
+                    f"{source}: its functions and loops read more than {MAX_READ_AGAIN}"
+                    " commands again (functions calling each other over and over): not a"
+                    " launch script"
+                )
+            _read_command(script, words, number, source)
+    finally:
+        script.blocks, script.read, script.array, script.recording = saved
+        script.depth -= 1
+
+
+def _flag_next_pass(script: _Script, body: _Body, source: Path) -> None:
+    """A loop whose body started verl ends: its next pass reads the variables as the body
+    left them, so the body is read again up to that verl command (`_read_again`), and each
+    key whose value differs there is flagged: a value set after the command in the loop
+    (`for s in 1 2; do python3 ... lr=$LR; LR=...; done`) is the one its second run gets."""
+    launch = script.launch
+    assert launch is not None
+    kept = script.launch, dict(script.functions), dict(script.calls), len(script.variables.notes)
+    script.quiet += 1
+    script.variables.enter_call(None)
+    try:
+        _read_again(script, body.commands(through=body.launch_at), source)
+        again = script.launch
+    finally:
+        script.variables.leave_call()
+        script.quiet -= 1
+        script.launch, script.functions, script.calls, notes = kept
+        script.starters.clear()
+        del script.variables.notes[notes:]
+    if again is launch or again is None:
+        return
+    second = dict(again.texts)
+    flagged = {item.split("=", 1)[0] for item in launch.incomplete}
+    flagged_again = {item.split("=", 1)[0] for item in again.incomplete}
+    line = body.read[body.first][0]
+    for key, value in launch.texts:
+        differs = second.get(key, value) != value or key in flagged_again
+        if differs and key not in flagged:
+            launch.notes.append(
+                f"{key}={value}: the loop whose body starts on line {line} sets it again after"
+                f" the verl command, for its next pass ({key}={second.get(key, value)} there,"
+                " or a value known only when the script runs): this config is the first"
+                " pass's: check it, and convert the others from scripts of their own"
+            )
+            launch.incomplete.append(f"{key}={value}")
+
+
+def _case_word_value(variables: shell_variables.Variables, word: str) -> str | None:
+    """The value of a `case` word where it stands (`shell_lines.Blocks`), where bash's is
+    known here: not where it uses a variable set in a block that may not run, or by a
+    command that may set any, or to a value known only when the script runs, or an
+    argument of the script's (`${1:-vllm}`), or holds a command."""
+    notes = len(variables.notes)
+    value = variables.substitute(word)
+    argument = len(variables.notes) > notes
+    del variables.notes[notes:]
+    unknown = (
+        argument
+        or variables.origins(word)
+        or variables.opaque_origins(word)
+        or variables.unknowable_notes(word)
+        or any(mark in value for mark in ("$", "`", shell_quoting.ANSI_C))
+    )
+    return None if unknown else shell_quoting.literal(value)
 
 
 def _expand_launch(launch: _Launch, variables: shell_variables.Variables, source: Path) -> _Launch:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import yaml
+import yaml  # type: ignore[import-untyped]
 
 from mfsdp_ckpt.errors import MfsdpUsageError
 from trainer import verl_keys

@@ -35,11 +35,12 @@ SURELY_RUN = {
     "after-a-substitution-in-a-default": "X=${UNSET:-$(echo a)}; MODEL=/m/b; echo\n",
     "in-a-comment": "MODEL=/m/a # MODEL=/m/b; MODEL=/m/c\n",
     "in-arithmetic-for": "for ((i=0; i<2; i++)); do :; done; MODEL=/m/b\n",
+    "case-arm-of-a-known-word": "case x in x) MODEL=/m/a;; y) MODEL=/m/c;;& esac\n",
 }
 
 # lines where what sets MODEL may not run in the script's shell: the value outside stands
 MAYBE_RUN = {
-    "case-arm": "case x in x) MODEL=/m/a;; y) MODEL=/m/c;;& esac\n",
+    "case-arm-of-an-unknown-word": "case $UNSET_MODE in x) MODEL=/m/a;; y) MODEL=/m/c;;& esac\n",
     "and-without-spaces": "cd /&&MODEL=/m/a\n",
     "or-without-spaces": "true||MODEL=/m/a\n",
     "pipe-without-spaces": "MODEL=/m/a|cat\n",
