@@ -151,9 +151,43 @@ def report_run(kind: str, result: Any, as_json: bool, finals: list[FinalValue]) 
     )
 
 
-# The values each kind of run reports (`FinalValue.key`, as `mfsdp train sft|grpo` name
-# them in cli/train.py and cli/train_grpo.py); a run that trains no step has none of them.
-REPORTED_KEYS = {"sft": ("final_loss", "val_loss"), "grpo": ("reward_mean", "val_accuracy")}
+class Reported(NamedTuple):
+    """One value a kind of run reports: its JSON key, its words in the line, its format, and
+    the per-step series of the runner's result whose newest step it is."""
+
+    key: str
+    label: str
+    fmt: str
+    series: str
+
+
+# The values each kind of run reports, the one table `mfsdp train sft|grpo` (cli/train.py,
+# cli/train_grpo.py) and `report_untrained` read: a run that trains no step reports the same
+# keys, with no values.
+REPORTED = {
+    "sft": (
+        Reported("final_loss", "loss", ".4f", "losses"),
+        Reported("val_loss", "val loss", ".4f", "eval_losses"),
+    ),
+    "grpo": (
+        Reported("reward_mean", "reward", ".3f", "rewards"),
+        Reported("val_accuracy", "val accuracy", ".3f", "val_accuracy"),
+    ),
+}
+
+
+def final_values(kind: str, result: Any = None) -> list[FinalValue]:
+    """The values a run of `kind` reports (`REPORTED`), each the newest step's of its series
+    in `result` (`trainer.runner.RunResult`), or None without a result."""
+    return [
+        FinalValue(
+            reported.key,
+            reported.label,
+            None if result is None else last_value(getattr(result, reported.series)),
+            reported.fmt,
+        )
+        for reported in REPORTED[kind]
+    ]
 
 
 def report_untrained(
@@ -163,7 +197,7 @@ def report_untrained(
     (`trainer.resume.untrained_resume`) as its ranks reported one: its line on stderr, then
     the result at the step resumed, its values none, its checkpoint the one resumed."""
     say(f"[{kind}] {untrained.line}", err=True)
-    finals = [FinalValue(key, key, None, "") for key in REPORTED_KEYS[kind]]
+    finals = final_values(kind)
     step = untrained.step
     _report_reached(kind, run_dir, step, step, untrained.checkpoint, as_json, finals)
 

@@ -450,15 +450,8 @@ class Checkpointer:
 
     # ----------------------------------------------------------------- load
     def find_resume(self, resume: str) -> layout.CheckpointPaths | None:
-        """`auto`: newest complete step in run_dir (None if none); `disable`: None; else a path."""
-        if resume == "disable":
-            return None
-        if resume == "auto":
-            step = layout.resume_step(self.run_dir)
-            if step is None:
-                return None
-            return layout.resolve_checkpoint(layout.step_dir(self.run_dir, step))
-        return layout.resolve_checkpoint(resume)
+        """`layout.checkpoint_to_resume` in this checkpointer's run_dir."""
+        return layout.checkpoint_to_resume(self.run_dir, resume)
 
     def load(
         self,

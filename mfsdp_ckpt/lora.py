@@ -23,6 +23,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.check.report import ERROR, WARNING, ValidationReport
 from mfsdp_ckpt.format.file_hash import (
     WRITE_ALGORITHM,
@@ -226,8 +227,8 @@ def _file_difference(recorded: dict[str, FileRecord], present: dict[str, FileRec
     changed = sorted(
         name for name in set(recorded) & set(present) if recorded[name] != present[name]
     )
-    differs = len(missing) + len(extra) + len(changed)
-    more = f" (and {differs - 1} more file(s) differ)" if differs > 1 else ""
+    others = [*missing, *extra, *changed][1:]
+    more = f" (and {len(others)} more file(s) differ: {first_of(others, 3)})" if others else ""
     if missing:
         return f"{missing[0]} is missing{more}"
     if extra:

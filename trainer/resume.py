@@ -409,23 +409,18 @@ class Untrained:
 
 def untrained_resume(cfg: Any, name: str) -> Untrained | None:
     """The run of kind `name` (`mfsdp train NAME`) with `cfg` when its config and run dir
-    alone show that it would train nothing: the step it resumes (`layout.resume_step` for
-    `checkpoint.resume=auto`, else the named step dir's) at or past its end. The launching
+    alone show that it would train nothing: the step it resumes (`layout.checkpoint_to_resume`,
+    as the ranks' `resume_if_any` finds it) at or past its end. The launching
     process says so before any rank starts (the ranks loaded torch and the model for
     seconds only to say it). The checks a resume makes before reading the checkpoint are
     made here too (`resume_if_any`: its kind of run, no newer steps it would save over).
     None when the run trains, or when only the ranks can tell: the training rows decide
     its steps (`steps_set_by_config`), or a bare dist_ckpt's step is known once loaded."""
     total = steps_set_by_config(cfg)
-    resume = cfg.checkpoint.resume
-    if total is None or resume == "disable":
+    if total is None:
         return None
-    run_dir = Path(cfg.trainer.run_dir)
-    if resume == "auto":
-        step = layout.resume_step(run_dir)
-        found = None if step is None else layout.resolve_checkpoint(layout.step_dir(run_dir, step))
-    else:
-        found = layout.resolve_checkpoint(resume)
+    resume, run_dir = cfg.checkpoint.resume, Path(cfg.trainer.run_dir)
+    found = layout.checkpoint_to_resume(run_dir, resume)
     if found is None or found.step is None or found.step < end_step(total, cfg):
         return None
     refuse_saving_over_newer_steps(run_dir, found, found.step, resume)

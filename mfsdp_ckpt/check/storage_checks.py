@@ -12,6 +12,7 @@ import stat
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.check.report import ERROR, WARNING, Progress, ValidationReport
 from mfsdp_ckpt.format import file_walk, layout
 from mfsdp_ckpt.format.file_hash import ByteProgress, HashedBytes, hash_file
@@ -27,6 +28,8 @@ from mfsdp_ckpt.storage.reader import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import torch
 
 HASH_MISMATCH = "{} differs from the manifest (bytes changed after save)"
@@ -75,12 +78,8 @@ def check_files(
     unknown = [name for name in present if name not in listed and name != layout.MANIFEST_FILE]
     for relative in unknown[:MAX_LISTED_PROBLEMS]:
         report.add(WARNING, paths.step_dir / relative, "not listed in the manifest (unknown file)")
-    if len(unknown) > MAX_LISTED_PROBLEMS:  # 20,000 junk files are one finding, not 20,000
-        report.add(
-            WARNING,
-            paths.step_dir,
-            f"... and {len(unknown) - MAX_LISTED_PROBLEMS} more files not listed in the manifest",
-        )
+    left = len(unknown) - MAX_LISTED_PROBLEMS  # 20,000 junk files are one finding, not 20,000
+    _count_the_rest(report, WARNING, paths.step_dir, left, "files not listed in the manifest")
     for name in needed:
         if f"{layout.DIST_CKPT_DIR}/{name}" not in listed:
             report.add(
@@ -133,24 +132,28 @@ def check_chunks(reader: CheckpointReader, report: ValidationReport) -> None:
                         f"chunk at {chunk.offsets} has no storage entry (its bytes were never"
                         " written)",
                     )
-    if unwritten > MAX_LISTED_PROBLEMS:
-        report.add(
-            ERROR,
-            reader.root / layout.DCP_METADATA_FILE,
-            f"... and {unwritten - MAX_LISTED_PROBLEMS} more chunks without a storage entry",
-        )
+    metadata_file = reader.root / layout.DCP_METADATA_FILE
+    left = unwritten - MAX_LISTED_PROBLEMS
+    _count_the_rest(report, ERROR, metadata_file, left, "chunks without a storage entry")
 
 
 def check_storage_entries(reader: CheckpointReader, report: ValidationReport) -> None:
     problems = unclaimed_storage_entries(reader.metadata, reader.tensors, reader.objects)
     for key, message in problems[:MAX_LISTED_PROBLEMS]:
         report.add(ERROR, f"{reader.root / layout.DCP_METADATA_FILE} [{key}]", message)
-    if len(problems) > MAX_LISTED_PROBLEMS:
-        report.add(
-            ERROR,
-            reader.root / layout.DCP_METADATA_FILE,
-            f"{len(problems) - MAX_LISTED_PROBLEMS} more storage entries no key reads",
-        )
+    metadata_file = reader.root / layout.DCP_METADATA_FILE
+    left = len(problems) - MAX_LISTED_PROBLEMS
+    _count_the_rest(report, ERROR, metadata_file, left, "storage entries no key reads")
+
+
+def _count_the_rest(
+    report: ValidationReport, severity: str, where: str | Path, left: int, what: str
+) -> None:
+    """After the first MAX_LISTED_PROBLEMS findings of a kind, one finding `(+N more WHAT)`
+    for the `left` others: a hostile checkpoint's 20,000 problems are counted, not listed,
+    in the spelling of `first_of`."""
+    if left > 0:
+        report.add(severity, where, f"(+{left} more {what})")
 
 
 def check_backing(reader: CheckpointReader, report: ValidationReport) -> None:
@@ -303,7 +306,5 @@ def _report_unread(
     unread: dict[str, list[str]], lost: dict[str, str], report: ValidationReport
 ) -> None:
     for file, names in unread.items():
-        more = f" and {len(names) - 1} more" if len(names) > 1 else ""
-        report.add(
-            ERROR, f"[{names[0]}]{more}", f"not read: their data file {file} is {lost[file]}"
-        )
+        named = first_of([f"[{name}]" for name in names], 1)
+        report.add(ERROR, named, f"not read: their data file {file} is {lost[file]}")

@@ -11,6 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.convert.export_errors import ExportUsageError
 from mfsdp_ckpt.convert.hf_config import (
     MAX_LAYERS,
@@ -191,10 +192,9 @@ class AssetFiles(dict[str, Callable[[], bytes]]):
         if not self.left_out:
             return []
         named = sorted(self.left_out, key=lambda name: (not name.endswith(".py"), name))
-        shown = ", ".join(named[:3]) + (", ..." if len(named) > 3 else "")
         return [
             f"{location}: {len(named)} other file(s) not copied (only config, tokenizer and"
-            f" chat template files are): {shown}"
+            f" chat template files are): {first_of(named, 3)}"
         ]
 
 

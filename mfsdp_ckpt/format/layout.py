@@ -40,6 +40,7 @@ import stat
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format import hf_trainer
 from mfsdp_ckpt.format.closest_path import missing_hint
@@ -179,6 +180,19 @@ def resume_step(run_dir: str | os.PathLike) -> int | None:
     resumed = _tracked_or_newest(run, read_tracker(run), steps)
     refuse_replacing_steps(run, resumed)
     return resumed
+
+
+def checkpoint_to_resume(run_dir: str | os.PathLike, resume: str) -> CheckpointPaths | None:
+    """The checkpoint `checkpoint.resume` names for a run in `run_dir`: `auto`, the step
+    `resume_step` takes (None when there is none); `disable`, None; else the path given.
+    The ranks load it and the launching process (no torch) checks it first, so both ask
+    here and name the same checkpoint."""
+    if resume == "disable":
+        return None
+    if resume == "auto":
+        step = resume_step(run_dir)
+        return None if step is None else resolve_checkpoint(step_dir(run_dir, step))
+    return resolve_checkpoint(resume)
 
 
 def _tracked_or_newest(run: Path, tracked: int | None, steps: list[int]) -> int | None:
@@ -333,9 +347,16 @@ def steps_here(run_dir: str | os.PathLike) -> str:
         return ""
     if not names:
         return " (no step dirs here)"
+    return f" (step dirs here: {_newest_of(names)})"
+
+
+def _newest_of(names: list[str]) -> str:
+    """The last MAX_RUNS_LISTED of `names` (steps, oldest first), after `(+N older)` when
+    more were left out: `first_of` turned around, since the newest steps are the ones a
+    user resumes or names, and older ones are what keep_last removes first."""
+    older = len(names) - MAX_RUNS_LISTED
     shown = ", ".join(names[-MAX_RUNS_LISTED:])
-    more = f"{len(names) - MAX_RUNS_LISTED} more, " if len(names) > MAX_RUNS_LISTED else ""
-    return f" (step dirs here: {more}{shown})"
+    return f"(+{older} older) {shown}" if older > 0 else shown
 
 
 # --------------------------------------------------------------------------- resolution
@@ -969,7 +990,7 @@ def _from_hf_trainer_checkpoint(checkpoint: Path, models: list[str]) -> Checkpoi
     """A dir holding Accelerate's `pytorch_model_fsdp_K/` (the Trainer's checkpoint-N): the
     one model's DCP; with several (a run that prepared several models) the user picks."""
     if len(models) > 1:
-        shown = ", ".join(f"{m}/" for m in sorted(models, key=_natural))
+        shown = first_of([f"{m}/" for m in sorted(models, key=_natural)], MAX_RUNS_LISTED)
         raise CheckpointPathError(
             f"{checkpoint}: holds {shown} (one per model Accelerate prepared); give the one to read"
         )
@@ -998,9 +1019,11 @@ def _from_hf_trainer_run(run: Path, names: list[str]) -> CheckpointPaths | None:
     if len(tied) > 1:
         raise CheckpointPathError(f"{run}: {' and '.join(tied)} are both step {newest}; give one")
     target = run / tied[0]
-    others = sorted((n for n in checkpoints if n != tied[0]), key=_natural)[-MAX_RUNS_LISTED:]
+    others = sorted((n for n in checkpoints if n != tied[0]), key=_natural)
     context = f"{tied[0]} is the newest checkpoint of {run}, the one resume_from_checkpoint=True"
-    context += " resumes" + (f"; other checkpoint dirs here: {', '.join(others)}" if others else "")
+    context += " resumes" + (
+        f"; other checkpoint dirs here: {_newest_of(others)}" if others else ""
+    )
     if not _children(target):
         raise IncompleteCheckpointError(f"{target}: empty, a save that did not finish ({context})")
     try:
@@ -1169,14 +1192,14 @@ def _from_run_dir(run: Path, names: list[str], role: str | None) -> CheckpointPa
         try:
             paths = resolve_checkpoint(target, role=role, _depth=1)
         except IncompleteCheckpointError as err:
-            others = ", ".join(sorted((n for n in steps if steps[n] != target), key=_natural))
+            others = _newest_of(sorted((n for n in steps if steps[n] != target), key=_natural))
             raise IncompleteCheckpointError(
                 f"{run / tracker} names {tracked!r}, but {err}"
                 + (f" (other step dirs here: {others})" if others else "")
             ) from None
         return _noted(paths, _newer_than_tracked(run, tracked, steps, tracker), run_dir=run)
     if len(steps) > 1:
-        shown = ", ".join(sorted(steps, key=_natural)[-MAX_RUNS_LISTED:])
+        shown = _newest_of(sorted(steps, key=_natural))
         raise CheckpointPathError(
             f"{run}: {len(steps)} step dirs and no {TRACKER_FILE}; give one of them ({shown})"
         )
@@ -1314,7 +1337,7 @@ def _from_parent_of_runs(given: Path, names: list[str], role: str | None) -> Che
     if not runs:
         raise _not_a_checkpoint(given)
     if len(runs) > 1:
-        shown = ", ".join(str(r) for r in runs[:MAX_RUNS_LISTED])
+        shown = first_of(runs, MAX_RUNS_LISTED)
         raise CheckpointPathError(f"{given}: holds {len(runs)} runs; give one of them ({shown})")
     paths = resolve_checkpoint(runs[0], role=role, _depth=1)
     return _noted(paths, f"{given} holds one run: reading {runs[0]}")

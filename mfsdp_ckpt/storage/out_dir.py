@@ -43,6 +43,7 @@ import stat
 from collections.abc import Collection
 from pathlib import Path
 
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.model_files import is_export_file
 from mfsdp_ckpt.format.step_saving import fsync_path
@@ -226,10 +227,7 @@ def replaceable_problem(path: Path, writes: Collection[str] = ()) -> str | None:
         name for name in entries if name not in writes and not _written_by_export(path, name)
     )
     if foreign:
-        shown = ", ".join(foreign[:3]) + (
-            f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
-        )
-        return f"holds what no export writes ({shown})"
+        return f"holds what no export writes ({first_of(foreign, 3)})"
     return None
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format import dcp_hf_shards
 from mfsdp_ckpt.format.dtypes import BY_NAME, DType
@@ -117,7 +118,7 @@ def _chosen_files(model_dir: Path, notes: list[str]) -> tuple[list[str], dict[st
     also = ""
     if pickled:  # an older save_pretrained's pytorch_model.bin: a pickle, never loaded here
         also = (
-            f"; {', '.join(pickled[:2])}{' ...' if len(pickled) > 2 else ''} is a pickle, which"
+            f"; {first_of(pickled, 2)} is a pickle, which"
             " mfsdp never loads (it can run code): if you trust it, convert it with"
             " transformers (from_pretrained, then save_pretrained writes safetensors)"
         )

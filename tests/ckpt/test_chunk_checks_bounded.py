@@ -78,5 +78,5 @@ def test_chunks_without_storage_entries_are_listed_then_counted(tmp_path):
     assert len(listed) == MAX_LISTED_PROBLEMS
     counted = [f for f in report.findings if "more chunks without a storage entry" in f.message]
     assert [f.message for f in counted] == [
-        f"... and {300 - MAX_LISTED_PROBLEMS} more chunks without a storage entry"
+        f"(+{300 - MAX_LISTED_PROBLEMS} more chunks without a storage entry)"
     ]

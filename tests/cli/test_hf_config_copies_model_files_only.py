@@ -47,7 +47,7 @@ def test_export_copies_only_the_model_files_of_its_hf_config(tmp_path):
     assert _files(out) == MODEL_FILES | {"model.safetensors"}
     assert _note(json.loads(stdout)["notes"]) == (
         f"{base}: 5 other file(s) not copied (only config, tokenizer and chat template files"
-        " are): modeling_qwen2.py, README.md, ggml-model-f16.gguf, ..."
+        " are): modeling_qwen2.py, README.md, ggml-model-f16.gguf (+2 more)"
     )
 
 

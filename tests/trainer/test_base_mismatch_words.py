@@ -37,7 +37,7 @@ def _base(path: str, **files: FileRecord) -> BaseModelRecord:
         (
             _base("/new", one=B, two=LONGER),
             "one.safetensors has other bytes of the same size (xxh3_128 differs) (and 1 more"
-            " file(s) differ)",
+            " file(s) differ: two.safetensors)",
         ),
     ],
     ids=["missing", "extra", "size", "digest", "several"],

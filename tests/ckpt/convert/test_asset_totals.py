@@ -65,9 +65,9 @@ def test_validate_lists_the_first_unknown_files_and_counts_the_rest(tmp_path):
     findings = validate_checkpoint(run).findings
     unknown = [f for f in findings if f.message == "not listed in the manifest (unknown file)"]
     assert len(unknown) == MAX_LISTED_PROBLEMS
-    more = [f for f in findings if f.message.startswith("... and")]
+    more = [f for f in findings if f.message.startswith("(+")]
     assert [(f.severity, f.where, f.message) for f in more] == [
-        ("warning", str(hf.parent), "... and 30 more files not listed in the manifest")
+        ("warning", str(hf.parent), "(+30 more files not listed in the manifest)")
     ]
     code, out, err = run_cli("ckpt", "validate", run)
     assert code == 0 and len(out.splitlines()) == MAX_LISTED_PROBLEMS + 2, out + err
