@@ -20,6 +20,7 @@ from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import one_error_line, run_cli
 from tests.support.megatron_checkpoints import megatron_args, megatron_run
 from trainer.resume import resume_if_any
+from trainer.sft import SFT_RUN
 
 REMOVED = "step 100 was removed while it was read (a run still saving with keep_last?)"
 
@@ -75,4 +76,4 @@ def test_a_resume_from_a_step_removed_meanwhile_says_so(run):
             raise FileNotFoundError(2, "No such file or directory", str(paths.dist_ckpt))
 
     with pytest.raises(CheckpointRemovedError, match=re.escape(f"{REMOVED}; read it again")):
-        resume_if_any(Saver(), str(run), {"extra": {}}, kind=None)  # type: ignore[arg-type]
+        resume_if_any(Saver(), str(run), {"extra": {}}, kind=SFT_RUN)
