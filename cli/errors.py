@@ -224,9 +224,36 @@ def _memory_advice(ctx: click.Context) -> str:
 
 
 def _out_of_memory(err: BaseException, advice: str) -> str:
-    """One line for an allocation that failed where no mfsdp code named what it held."""
-    first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    """One line for an allocation that failed where no mfsdp code named what it held. An
+    OSError says errno's words alone: the file a writer attached to it (`[Errno 12] Cannot
+    allocate memory: 'PATH'`) is not what ran out."""
+    said = os.strerror(err.errno) if isinstance(err, OSError) and err.errno else str(err)
+    first = said.strip().splitlines()[0] if said.strip() else ""
     return f"out of memory{f': {first}' if first else ''} ({advice})"
+
+
+# How the dynamic loader words a shared library it could not map into memory: the first
+# `import torch` or numpy (its OpenBLAS) under an address-space limit (`ulimit -v`) or with
+# the machine's memory spent.
+_UNMAPPED_LIBRARY = "failed to map segment from shared object"
+
+
+def _memory_failure(err: BaseException) -> BaseException | None:
+    """The error deepest in `err`'s chain (it, then what caused it) that is memory running
+    out: an allocation failing (`is_allocation_failure`), or an import whose shared library
+    could not be mapped. numpy wraps the latter in two ImportErrors of advice on
+    reinstalling it (quoting it), and their traceback hid that the machine, not the
+    installation, had failed."""
+    found: BaseException | None = None
+    seen: set[int] = set()
+    link: BaseException | None = err
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        unmapped = isinstance(link, ImportError) and _UNMAPPED_LIBRARY in str(link)
+        if unmapped or is_allocation_failure(link):
+            found = link
+        link = link.__cause__ or (None if link.__suppress_context__ else link.__context__)
+    return found
 
 
 def report_errors(
@@ -243,7 +270,8 @@ def report_errors(
     written; the message names the path), not a bug: exit 1 in one line too, except a name
     too long for the file system, which only a path given to the command can be (exit 2:
     `Path.exists()` raises it rather than saying no). Running out of memory (a bare
-    MemoryError, torch's allocator failing on the CPU or the GPU) is the machine too: exit
+    MemoryError, torch's allocator failing on the CPU or the GPU, a library whose import
+    cannot map it: `_memory_failure`) is the machine too: exit
     1, one line, with `memory_advice()` on what frees enough for the command. A broken pipe
     (`mfsdp ... | head`) stays click's quiet exit. Any error after a Ctrl-C is the
     interrupt: one cut into an import comes out as the library's own (numpy's "CPU
@@ -294,9 +322,10 @@ def report_errors(
     except Exception as err:
         if _ctrl_c_seen.is_set():  # a Ctrl-C that landed in a library's import or call and
             _fail_once(interrupted(), EXIT_INTERRUPTED, as_json())  # came out as its own error
-        if is_allocation_failure(err):
+        memory = _memory_failure(err)
+        if memory is not None:
             _fail_once(
-                *_or_interrupted(_out_of_memory(err, memory_advice()), EXIT_FAILED, interrupted),
+                *_or_interrupted(_out_of_memory(memory, memory_advice()), EXIT_FAILED, interrupted),
                 as_json(),
             )
         if not peer_lost(err):

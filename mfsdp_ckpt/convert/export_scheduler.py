@@ -4,11 +4,14 @@ is the largest tensor plus a fixed buffer, whatever the model size.
 
 from __future__ import annotations
 
+import importlib
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 from mfsdp_ckpt.convert.export_plan import ExportPlan, task_cost
+from mfsdp_ckpt.convert.export_stream import is_streamable
 from mfsdp_ckpt.convert.name_maps import MappedTensor
 
 MIN_BUFFER_BYTES = 512 << 20
@@ -41,6 +44,27 @@ class _ByteBudget:
             self._cond.notify_all()
 
 
+def import_thread_libraries(plan: ExportPlan) -> None:
+    """Import here, before any thread starts, the libraries the tasks load on first use:
+    numpy (NaN/Inf counted in bytes copied as stored) and, unless every tensor is copied
+    as stored, torch. Under memory pressure that first import fails (a shared library that
+    cannot be mapped, OpenBLAS starting no threads); in several threads at once each failed
+    its own way (a module another thread left half loaded: SystemError, TypeError, numpy
+    "importing numpy from its source directory"), and the traceback shown was whichever
+    finished first. Here it fails once, in this thread, and `cli.errors` says it as
+    running out of memory."""
+    importlib.import_module("numpy")
+    if "torch" not in sys.modules and not all(_copied_as_stored(plan, item) for item in plan.items):
+        importlib.import_module("torch")
+
+
+def _copied_as_stored(plan: ExportPlan, item: MappedTensor) -> bool:
+    """Whether the export copies `item` file to file, its bytes untouched (no torch)."""
+    return is_streamable(plan, item) and all(
+        plan.dtypes[name] == plan.entry(item).dtype for name in item.targets
+    )
+
+
 def run_tasks(
     plan: ExportPlan,
     work: Callable[[MappedTensor], int],
@@ -52,6 +76,7 @@ def run_tasks(
 ) -> None:
     """Run `work(item) -> bytes` over the plan in threads under the byte budget."""
     items = plan.ordered_items()
+    import_thread_libraries(plan)
     costs = {item.source: cost(plan, item) for item in items}
     budget = _ByteBudget(max(max(costs.values(), default=0), buffer_bytes))
     stop = threading.Event()

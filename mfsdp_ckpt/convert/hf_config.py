@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.closest_path import where_relative
+from mfsdp_ckpt.storage.tensor_memory import is_allocation_failure
 from mfsdp_ckpt.storage.unique_json import first_nonfinite, parse_json, read_json_file
 
 if TYPE_CHECKING:  # validate reads known families' config.json without transformers
@@ -112,6 +113,8 @@ def refuse_unloadable(
     try:
         AutoConfig.for_model(**data)
     except Exception as err:  # a strict-dataclass error, ValueError, KeyError, ...
+        if is_allocation_failure(err):  # the machine's limit, not config.json's fault
+            raise
         raise error(f"{where}: transformers cannot load it ({transformers_reason(err)})") from None
 
 
@@ -193,6 +196,8 @@ def load_hf_config(
     try:
         return AutoConfig.for_model(**data)
     except Exception as err:
+        if is_allocation_failure(err):  # the machine's limit, not config.json's fault
+            raise
         raise HFConfigError(
             f"{config_file}: transformers cannot read it ({transformers_reason(err)})"
         ) from None
@@ -206,6 +211,8 @@ def expected_weights(config: PretrainedConfig) -> ExpectedWeights:
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(config)
     except Exception as err:  # t5, a vision-language config, sizes transformers refuses
+        if is_allocation_failure(err):  # the machine's limit, not config.json's fault
+            raise
         first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise HFConfigError(
             f"config.json (model_type {config.model_type!r}): transformers builds no causal"

@@ -58,25 +58,22 @@ def count_nonfinite(data: memoryview, dtype: DType) -> int:
 
 
 def count_nonfinite_tensor(tensor: torch.Tensor) -> int:
-    """NaN/Inf in a torch tensor of any dtype (0 for integers). torch.isfinite has no
-    kernel for most one-byte float formats (a Megatron fp8 run's weights); those are
-    counted from their bytes, a piece at a time, so memory stays bounded."""
+    """NaN/Inf in a torch tensor of any dtype (0 for integers), counted on the tensor's own
+    device a piece at a time: a mask of the whole tensor took a quarter of its bytes more,
+    and a tensor that just fit failed validate --deep. torch.isfinite has no kernel for
+    most one-byte float formats (a Megatron fp8 run's weights); those are counted from
+    their NaN/Inf bit patterns, with torch too: copied to the CPU for numpy, a GPU
+    tensor's whole bytes were held in host memory at once."""
     import torch
-
-    from mfsdp_ckpt.format.dtypes import BY_NAME
 
     if not tensor.is_floating_point():
         return 0
+    pieces = tensor.detach().reshape(-1).split(PIECE_ELEMENTS)
     name = str(tensor.dtype).removeprefix("torch.")
-    if name not in _BYTE_NONFINITE:  # a piece at a time: a mask of the whole tensor took
-        # a quarter of its bytes more, and a tensor that just fit failed validate --deep
-        pieces = tensor.detach().reshape(-1).split(PIECE_ELEMENTS)
+    if name not in _BYTE_NONFINITE:
         return sum(int((~piece.isfinite()).sum()) for piece in pieces)
-    flat = tensor.detach().reshape(-1).contiguous().cpu().view(torch.uint8)
-    return sum(
-        count_nonfinite(flat[first : first + PIECE_ELEMENTS].numpy().data, BY_NAME[name])
-        for first in range(0, flat.numel(), PIECE_ELEMENTS)
-    )
+    mask, value = _BYTE_NONFINITE[name]
+    return sum(int(((piece.view(torch.uint8) & mask) == value).sum()) for piece in pieces)
 
 
 def count_nan_tensor(tensor: torch.Tensor) -> int:

@@ -8,14 +8,22 @@ back here, so the line reads `PATH: reason` for the very file (`cli.errors`).
 
 from __future__ import annotations
 
+import errno
 import os
+
+# Errnos that say what the machine or the process lacked, whichever file the call was
+# writing: memory (ENOMEM, ENOBUFS), a resource to try again for (EAGAIN), a signal
+# (EINTR). Named, `PATH: Cannot allocate memory` blamed the file, and the out-of-memory
+# line (`cli.errors`) quoted it as the cause.
+NOT_ABOUT_THE_FILE = frozenset({errno.ENOMEM, errno.ENOBUFS, errno.EAGAIN, errno.EINTR})
 
 
 def naming_file(err: OSError, path: str | os.PathLike[str]) -> OSError:
-    """`err` naming `path`, where it names no file; one that names a file already, or has
-    no errno (mfsdp's own errors, whose words say what they are about), is returned as is.
-    The errno stays (and with it the subclass: ENOSPC's OSError, ENOENT's FileNotFoundError)."""
-    if err.filename is not None or err.errno is None:
+    """`err` naming `path`, where it names no file; one that names a file already, has no
+    errno (mfsdp's own errors, whose words say what they are about) or an errno
+    NOT_ABOUT_THE_FILE, is returned as is. The errno stays (and with it the subclass:
+    ENOSPC's OSError, ENOENT's FileNotFoundError)."""
+    if err.filename is not None or err.errno is None or err.errno in NOT_ABOUT_THE_FILE:
         return err
     return OSError(err.errno, err.strerror or str(err), os.fspath(path))
 
