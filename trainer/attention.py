@@ -17,7 +17,7 @@ model is built with it, and both registries are process-wide.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 from transformers import AttentionInterface
@@ -59,8 +59,12 @@ def varlen_attention_forward(
     # The row length bounds every document's: an exact maximum would cost a device-to-host
     # sync per call, and a new integer per micro-batch would recompile compiled layers.
     longest = query.shape[2]
-    out = varlen_attn(
-        q, k, v, cu_seqlens, cu_seqlens, longest, longest, scale=scaling, window_size=(-1, 0)
+    # without return_aux, varlen_attn returns the output alone (its annotation has no overload)
+    out = cast(
+        torch.Tensor,
+        varlen_attn(
+            q, k, v, cu_seqlens, cu_seqlens, longest, longest, scale=scaling, window_size=(-1, 0)
+        ),
     )
     return out.unsqueeze(0), None
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -37,7 +37,7 @@ def apply_kernels(model: torch.nn.Module, cfg: ModelConfig) -> None:
     if not cfg.liger:
         return
     monkey_patch = import_liger("model.liger=true")
-    family = model.config.model_type
+    family: str = cast(Any, model.config).model_type  # torch types attributes as Tensor | Module
     if family not in _LIGER_APPLIERS:
         raise ConfigError(f"model.liger: no liger-kernel patch for family {family!r}")
     apply = getattr(monkey_patch, _LIGER_APPLIERS[family])
@@ -66,7 +66,7 @@ def scope_to_model(family_module: ModuleType, before: dict[str, Any]) -> None:
         if name not in before:
             delattr(family_module, name)
         elif name == "apply_rotary_pos_emb":
-            setattr(family_module, name, _by_device(value, original))
+            setattr(family_module, name, _by_device(value, before[name]))
         else:
             setattr(family_module, name, original)
 
@@ -86,7 +86,7 @@ def _by_device(cuda_rotary: Callable, other_rotary: Callable) -> Callable:
 def import_liger(setting: str) -> ModuleType:
     """liger-kernel's monkey_patch module, or a one-line error naming the setting that needs it."""
     try:
-        from liger_kernel.transformers import monkey_patch
+        from liger_kernel.transformers import monkey_patch  # type: ignore[import-not-found]
     except ImportError as error:
         raise ConfigError(
             f"{setting} needs liger-kernel (pip install liger-kernel): {error}"

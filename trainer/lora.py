@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch.distributed.checkpoint.state_dict import (
@@ -97,7 +97,8 @@ def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
         load_adapter_weights(model, adapter)
     for name, param in model.named_parameters():
         param.requires_grad_(is_adapter_param(name))
-    model._mfsdp_lora = LoraSetup(
+    # torch types Module.__setattr__ for Tensor | Module values; a plain attribute takes any
+    model._mfsdp_lora = LoraSetup(  # type: ignore[assignment]
         peft_config=_json_safe_config(config, adapted, _layer_count(model)),
         base=WeightsRecord.of_dir(
             cfg.path, random_init=cfg.random_init, seed=seed, label="base-model"
@@ -232,7 +233,7 @@ class AdapterState:
     def __init__(self, model: torch.nn.Module, full: Stateful | None = None):
         self.model, self.full = model, full
         inner = hf_model(model)
-        self.setup: LoraSetup = inner._mfsdp_lora
+        self.setup = cast(LoraSetup, inner._mfsdp_lora)
         self.trainable = {name for name, param in inner.named_parameters() if param.requires_grad}
         if writes_manifests():
             self.setup.base.start()

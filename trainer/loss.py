@@ -62,6 +62,7 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
             log_probs = torch.log_softmax(rows @ weight.t(), dim=-1, dtype=torch.float32)
             total -= log_probs.gather(1, safe_labels).masked_fill_(~keep, 0.0).sum()
             if needs_grad:
+                assert grad_hidden is not None and grad_weight is not None  # made when needs_grad
                 # d(loss)/d(logits) = softmax - onehot; rows without a label are zeroed below.
                 probs = log_probs.exp_()
                 probs.scatter_add_(
@@ -73,6 +74,7 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
                 grad_weight += grad_logits.t() @ rows.masked_fill(~keep, 0.0)
         ctx.weight_dtype = weight.dtype
         if needs_grad:
+            assert grad_hidden is not None
             ctx.save_for_backward(grad_hidden.view_as(hidden), grad_weight)
         return total
 
@@ -102,7 +104,9 @@ def liger_cross_entropy_sum(
 ) -> torch.Tensor:
     """liger-kernel's fused linear cross-entropy (Triton): the same chunk-at-a-time idea as
     the chunked path, with the softmax and its gradient in one kernel per chunk."""
-    from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy
+    from liger_kernel.transformers.functional import (  # type: ignore[import-not-found]
+        liger_fused_linear_cross_entropy,
+    )
 
     flat = hidden.reshape(-1, hidden.shape[-1])
     return liger_fused_linear_cross_entropy(

@@ -19,7 +19,7 @@ import traceback
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import torch
 
@@ -154,6 +154,7 @@ def load_tokenizer(cfg: ModelConfig):
     """The tokenizer named by `tokenizer`, else the model dir's (a checkpoint's huggingface/ or
     `hf_config` dir), else the embedded tiny one. Local files only: nothing is downloaded."""
     model_source = None
+    source: Path | None
     if cfg.tokenizer is not None:
         if not Path(cfg.tokenizer).exists():
             raise missing_path("model.tokenizer", cfg.tokenizer, "a local tokenizer dir")
@@ -315,8 +316,11 @@ def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) 
     torch.manual_seed(seed)
     source = resolve_model_source(cfg) if not cfg.random_init else None
     if source is not None and source.checkpoint is None:
+        assert source.assets is not None  # a source without a checkpoint is a model dir
         _check_weight_files(source.assets, config)
         generation_config_bytes(source.assets, source)  # from_pretrained reads it too
+        # ignore below: transformers types PreTrainedModel.to (`@wraps(Module.to)`) as
+        # wanting the model as its first argument
         model = _built_by_transformers(
             cfg,
             source,
@@ -329,7 +333,7 @@ def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) 
                 trust_remote_code=False,
                 use_safetensors=True,
             ),
-        ).to(device)
+        ).to(device)  # type: ignore[arg-type]
     else:
         with torch.device(device):
             model = _built_by_transformers(
@@ -381,7 +385,7 @@ def eval_mode(model: torch.nn.Module) -> Iterator[None]:
 
 
 def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
-    return list(model.model.layers)
+    return list(cast(Any, model.model).layers)  # torch types submodules as Tensor | Module
 
 
 def decoder_layer_class(model: torch.nn.Module) -> type:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import cast
 
 import torch
 import torch.distributed as dist
@@ -100,7 +101,8 @@ def param_groups(
     """Biases and norm weights (1-D tensors) get no weight decay, as in Megatron-LM and
     verl's Megatron backend, which the Megatron-FSDP recipe runs (verl's FSDP backend decays
     every parameter: docs/verl.md says so)."""
-    decay, no_decay = [], []
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
     for name, param in named_params:
         if not param.requires_grad:
             continue
@@ -116,7 +118,7 @@ def build_adamw(groups: list[dict], cfg: OptimConfig, device: torch.device) -> t
     return torch.optim.AdamW(
         groups,
         lr=cfg.lr,
-        betas=tuple(cfg.betas),
+        betas=cast(tuple[float, float], tuple(cfg.betas)),  # two numbers (config's Betas)
         eps=cfg.eps,
         weight_decay=cfg.weight_decay,
         fused=fused or None,

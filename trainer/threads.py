@@ -28,7 +28,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,7 +55,7 @@ class ThreadChoice:
 def choose_threads(
     local_ranks: int,
     idle_cores: float | None = None,
-    environ: dict[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> ThreadChoice:
     """The thread count and wait policy for one of `local_ranks` processes on this machine.
 

@@ -136,13 +136,12 @@ def build_tiny_model_dir(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer()
-    config = Qwen2Config(
-        **tiny_config_fields(tokenizer),
-        bos_token_id=None,
-        # what save_pretrained records of the weights written below (vLLM picks its model
-        # class by the architecture)
-        **({"architectures": ["Qwen2ForCausalLM"], "dtype": "float32"} if with_weights else {}),
+    # what save_pretrained records of the weights written below (vLLM picks its model class
+    # by the architecture)
+    weights_fields: dict[str, Any] = (
+        {"architectures": ["Qwen2ForCausalLM"], "dtype": "float32"} if with_weights else {}
     )
+    config = Qwen2Config(**tiny_config_fields(tokenizer), bos_token_id=None, **weights_fields)
     save_hf_files(out, config, tokenizer, generation=None)
     if with_weights:
         torch.manual_seed(seed)

@@ -52,6 +52,7 @@ def _netrc_key(env: Mapping[str, str], host: str) -> bool:
     """Whether the netrc file wandb reads has a password for `host` (an unreadable or
     malformed file is none, as wandb reads it)."""
     given = env.get("NETRC")
+    path: Path | None
     if given:
         path = Path(given).expanduser()
     else:

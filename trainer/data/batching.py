@@ -119,7 +119,9 @@ def collate_packed(examples: list[Example], pad_id: int) -> MicroBatch:
     document) and `cu_seqlens` marks where each starts (variable-length attention reads it)."""
     if not examples:
         return _empty(pad_id)
-    ids, positions, targets = [], [], []
+    ids: list[int] = []
+    positions: list[int] = []
+    targets: list[int] = []
     for example in examples:
         ids += example.input_ids
         positions += range(len(example))

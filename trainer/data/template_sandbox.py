@@ -95,7 +95,8 @@ class _GenerationSpans(Extension):
     and ends in the rendered output, as transformers' AssistantTracker does (its start is
     the length written so far), for the assistant-token mask."""
 
-    tags: ClassVar[set[str]] = {"generation"}
+    # jinja2 annotates Extension.tags as an instance attribute; it reads it off the class
+    tags: ClassVar[set[str]] = {"generation"}  # type: ignore[misc]
 
     def __init__(self, environment: jinja2.Environment):
         super().__init__(environment)
@@ -234,7 +235,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
     def text_buffer(self) -> _TextBuffer:
         return _TextBuffer(self)
 
-    def concat(self, pieces: Iterable[str]) -> str:  # type: ignore[override]
+    def concat(self, pieces: Iterable[str]) -> str:
         """What a template, macro or block writes out, joined once it is all within the
         limit (Jinja's own `concat` is a plain str.join)."""
         kept, total = [], 0

@@ -148,6 +148,8 @@ def micro_batch_loss(
 ) -> torch.Tensor:
     """This micro-batch's share of the mini-batch loss (backward it), adding its metrics to
     `stats`."""
+    # the runner fills these before the update (ref_log_probs where use_kl_loss)
+    assert data.old_log_probs is not None and data.advantages is not None
     inputs, width = model_inputs(data, rows, device)
     mode = ENTROPY_LOSS if cfg.entropy_coeff != 0 else ENTROPY_METRIC
     log_probs, entropy = model(**inputs, temperature=temperature, entropy=mode)
@@ -161,6 +163,7 @@ def micro_batch_loss(
     pg_loss = agg(terms.loss)
     loss = pg_loss
     if cfg.use_kl_loss:
+        assert data.ref_log_probs is not None
         kl_loss = agg(
             kl_penalty(log_probs, data.ref_log_probs[rows, :width].to(device), cfg.kl_loss_type)
         )

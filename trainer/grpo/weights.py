@@ -11,11 +11,11 @@ the largest parameter. A LoRA actor's weights go out merged, under the base mode
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
-from torch.distributed.tensor import DTensor
+from torch.distributed.tensor import DTensor, Shard
 
 from trainer.lora import is_adapter_param
 
@@ -25,7 +25,11 @@ def full_tensor(value: Any) -> torch.Tensor:
     if not isinstance(value, DTensor):
         return value
     local = value.to_local().contiguous()
-    sharded = [(mesh_dim, p.dim) for mesh_dim, p in enumerate(value.placements) if p.is_shard()]
+    sharded = [
+        (mesh_dim, cast(Shard, p).dim)
+        for mesh_dim, p in enumerate(value.placements)
+        if p.is_shard()
+    ]
     if not sharded:
         return local
     if len(sharded) > 1:
@@ -38,14 +42,14 @@ def full_tensor(value: Any) -> torch.Tensor:
     size = torch.tensor([local.shape[dim]], dtype=torch.long, device=local.device)
     sizes = [torch.zeros_like(size) for _ in range(world)]
     dist.all_gather(sizes, size, group=group)
-    sizes = [int(s.item()) for s in sizes]
+    lengths = [int(s.item()) for s in sizes]
     padded_shape = list(local.shape)
-    padded_shape[dim] = max(sizes)
+    padded_shape[dim] = max(lengths)
     padded = local.new_zeros(padded_shape)
     padded.narrow(dim, 0, local.shape[dim]).copy_(local)
     pieces = [torch.empty_like(padded) for _ in range(world)]
     dist.all_gather(pieces, padded, group=group)
-    return torch.cat([piece.narrow(dim, 0, n) for piece, n in zip(pieces, sizes)], dim=dim)
+    return torch.cat([piece.narrow(dim, 0, n) for piece, n in zip(pieces, lengths)], dim=dim)
 
 
 def iter_full_weights(state_dict: dict[str, Any]) -> Iterator[tuple[str, torch.Tensor]]:

@@ -89,7 +89,8 @@ def _arm_fault_handler(seconds: float) -> bool:
     `seconds` have passed; False where stderr is no file (a test's captured stream)."""
     for stream in (sys.stderr, sys.__stderr__):
         try:
-            faulthandler.dump_traceback_later(seconds, exit=True, file=stream)
+            # file=None is sys.stderr to faulthandler; typeshed's stub leaves None out
+            faulthandler.dump_traceback_later(seconds, exit=True, file=stream)  # type: ignore[arg-type]
         except (AttributeError, ValueError, OSError):  # no fileno(), or a closed stream
             continue
         except OverflowError:  # a limit past the platform's time_t: none to arm

@@ -92,7 +92,7 @@ def pack_responses(
     for row, tokens in enumerate(responses):
         ids[row, : len(tokens)] = torch.tensor(list(tokens), dtype=torch.long)
         mask[row, : len(tokens)] = 1
-        if lps is not None:
+        if lps is not None and logprobs is not None:  # both or neither
             lps[row, : len(tokens)] = torch.tensor(list(logprobs[row]), dtype=torch.float32)
     return RolloutBatch(
         response_ids=ids, response_mask=mask, logprobs=lps, prompt_index=prompt_index

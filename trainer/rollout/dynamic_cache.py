@@ -8,6 +8,7 @@ attention mask and explicit position ids, so padding changes nothing about the r
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 import torch
 
@@ -22,7 +23,7 @@ class DynamicCacheDecoder:
         # transformers renamed `past_key_values` to `cache` (both exist across 5.x releases).
         parameters = inspect.signature(model.forward).parameters
         self.cache_arg = "cache" if "cache" in parameters else "past_key_values"
-        self._cache = None
+        self._cache: Any = None  # the model's own cache object (its class varies by release)
         self._mask: torch.Tensor | None = None
 
     def _run(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -53,6 +54,7 @@ class DynamicCacheDecoder:
         return self._run(tokens, positions)
 
     def decode(self, tokens: torch.Tensor) -> torch.Tensor:
+        assert self._mask is not None  # set by prefill
         self._mask = torch.cat([self._mask, torch.ones_like(self._mask[:, :1])], dim=-1)
         positions = self._next_position
         self._next_position = positions + 1
@@ -61,6 +63,7 @@ class DynamicCacheDecoder:
     def keep_rows(self, index: torch.Tensor) -> None:
         """Decode only the current rows at `index` from now on, in that order (the rows that are
         still generating); the cache's own reorder, as beam search uses it."""
+        assert self._mask is not None  # set by prefill
         self._cache.reorder_cache(index)
         self._mask = self._mask[index]
         self._next_position = self._next_position[index]

@@ -17,6 +17,7 @@ may sum in another order), and a sampled row draws from the same random numbers
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any, cast
 
 import torch
 
@@ -47,13 +48,14 @@ class HFRolloutEngine(RolloutEngine):
         (see trainer/rollout/fused_sampling.py) rather than eager ops; None: on CUDA."""
         if decoder not in DECODERS:
             raise ValueError(f"rollout.hf.decoder {decoder!r} is not one of {', '.join(DECODERS)}")
-        self.model = model.eval()
+        self.model: torch.nn.Module | None = model.eval()  # None once closed
         self.eos_token_ids = list(eos_token_ids)
         self.pad_token_id = pad_token_id
         self.max_num_seqs = max_num_seqs
         self.device = next(model.parameters()).device
         fused = self.device.type == "cuda" if fused_sampling is None else fused_sampling
         self.pick = TokenPicker(fused)
+        self.decoder: static_cache.StaticCacheDecoder | DynamicCacheDecoder
         if decoder == "static" or (decoder == "auto" and static_cache.supports(model)):
             self.decoder = static_cache.StaticCacheDecoder(
                 model,
@@ -78,10 +80,13 @@ class HFRolloutEngine(RolloutEngine):
         are read from safetensors only, never unpickled (trainer/model_code.py)."""
         from transformers import AutoModelForCausalLM, GenerationConfig
 
+        local: dict[str, Any]  # apart: test_model_code's audit reads `local = dict(...)`
         local = dict(local_files_only=True, trust_remote_code=False)
+        # ignore below: transformers types PreTrainedModel.to (`@wraps(Module.to)`) as
+        # wanting the model as its first argument
         model = AutoModelForCausalLM.from_pretrained(
             model_dir, dtype=dtype, use_safetensors=True, **local
-        ).to(device)
+        ).to(device)  # type: ignore[arg-type]
         generation = GenerationConfig.from_pretrained(model_dir, **local)
         eos = (
             generation.eos_token_id
@@ -110,8 +115,8 @@ class HFRolloutEngine(RolloutEngine):
                 target.copy_(tensor.to(device=target.device, dtype=target.dtype))
 
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> RolloutBatch:
-        prompts = [list(p) for p in prompts]
-        if any(len(p) == 0 for p in prompts):
+        token_lists = [list(p) for p in prompts]
+        if any(len(p) == 0 for p in token_lists):
             raise ValueError("rollout: an empty prompt cannot be continued")
         generator = None
         if not params.greedy:
@@ -121,8 +126,8 @@ class HFRolloutEngine(RolloutEngine):
             )
         per_chunk = max(1, self.max_num_seqs // params.n)
         parts = [
-            self._generate_chunk(prompts[i : i + per_chunk], params, generator)
-            for i in range(0, len(prompts), per_chunk)
+            self._generate_chunk(token_lists[i : i + per_chunk], params, generator)
+            for i in range(0, len(token_lists), per_chunk)
         ]
         return _concat(parts, self.pad_token_id, params.n)
 
@@ -158,7 +163,8 @@ class HFRolloutEngine(RolloutEngine):
             tokens[active, step] = torch.where(alive, chosen, self.pad_token_id)
             mask[active, step] = alive.long()
             if logprobs is not None:
-                logprobs[active, step] = torch.where(alive, picked, 0.0)
+                # picked log-probs come whenever params.logprobs asked for this buffer
+                logprobs[active, step] = torch.where(alive, cast(torch.Tensor, picked), 0.0)
             finished[active] = ~alive | torch.isin(chosen, eos)
             steps = step + 1
             if steps == params.max_tokens:
@@ -217,7 +223,8 @@ def _concat(parts: list[RolloutBatch], pad_token_id: int, n: int) -> RolloutBatc
     return RolloutBatch(
         response_ids=torch.cat([widen(p.response_ids, pad_token_id) for p in parts]),
         response_mask=torch.cat([widen(p.response_mask, 0) for p in parts]),
-        logprobs=torch.cat([widen(p.logprobs, 0.0) for p in parts])
+        # every chunk ran with the same params: all have log-probs or none has
+        logprobs=torch.cat([widen(cast(torch.Tensor, p.logprobs), 0.0) for p in parts])
         if parts[0].logprobs is not None
         else None,
         prompt_index=index,

@@ -17,8 +17,8 @@ computes it (eager PyTorch rounds each product and the sum to the dtype).
 from __future__ import annotations
 
 import torch
-import triton
-import triton.language as tl
+import triton  # type: ignore[import-untyped]  # Triton ships no type information
+import triton.language as tl  # type: ignore[import-untyped]
 
 LAUNCH = {"num_warps": 1}
 
@@ -175,7 +175,8 @@ def check(device: torch.device, dtype: torch.dtype) -> str | None:
         got = rotary_store(q, k, v, cos, sin, keys, values, slot_t)
     except Exception as err:  # Triton cannot compile or launch here
         return f"{type(err).__name__}: {err}"
-    want = reference(*(x.float() for x in (q, k, v, cos, sin)), want_keys, want_values, slot_t)
+    q32, k32, v32, cos32, sin32 = (x.float() for x in (q, k, v, cos, sin))
+    want = reference(q32, k32, v32, cos32, sin32, want_keys, want_values, slot_t)
     # a unit of `dtype` where the once-rounded results straddle a rounding point; a few of
     # fp32's where q * cos and rotate_half(q) * sin nearly cancel (fused multiply-adds)
     eps = torch.finfo(dtype).eps + 32 * torch.finfo(torch.float32).eps

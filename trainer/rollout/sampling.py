@@ -6,6 +6,8 @@ keeping the smallest set whose probability reaches top_p, and always the most li
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 
 from trainer.rollout.base import SamplingParams
@@ -50,7 +52,7 @@ def sample_next(
     # to the host and so makes every decode step wait for the GPU to go idle, and without a
     # softmax pass over the vocabulary. E is kept above 0 so that its log is finite; a
     # filtered-out token (-inf) can then never win.
-    shape = (scores.shape[0] if rows is None else batch_rows, scores.shape[1])
+    shape = (scores.shape[0] if rows is None else cast(int, batch_rows), scores.shape[1])
     noise = scores.new_empty(shape).exponential_(generator=generator)
     noise = noise[rows] if rows is not None else noise
     return scores.sub_(noise.clamp_(min=torch.finfo(noise.dtype).tiny).log_()).argmax(dim=-1)

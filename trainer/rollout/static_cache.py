@@ -40,7 +40,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -62,7 +62,7 @@ TRITON_OPS = (("silu_mul", "silu_kernel"), ("rotary_store", "rotary_kernel"))
 
 def supports(model: torch.nn.Module) -> bool:
     """True for full-attention Llama-family models whose modules this decoder knows."""
-    config = model.config
+    config: Any = model.config  # torch types a module's attributes as Tensor | Module
     layer_types = getattr(config, "layer_types", None) or ["full_attention"]
     return (
         config.model_type in SUPPORTED_MODEL_TYPES
@@ -116,7 +116,7 @@ def _matmul_attention(
 
 
 def _norm_args(norm: torch.nn.Module) -> tuple[torch.Tensor, float]:
-    return norm.weight, norm.variance_epsilon
+    return cast(torch.Tensor, norm.weight), cast(float, norm.variance_epsilon)
 
 
 @dataclass
@@ -158,15 +158,19 @@ class StaticCacheDecoder:
             raise ValueError(
                 f"rollout attention {attention!r} is not one of {', '.join(ATTENTIONS)}"
             )
+        config: Any = model.config
         if not supports(model):
             raise ValueError(
-                f"static-cache decoding does not support model_type {model.config.model_type!r}"
+                f"static-cache decoding does not support model_type {config.model_type!r}"
             )
-        self.model, self.inner = model, model.model
-        self.layers = list(self.inner.layers)
+        # transformers' submodules (model.layers[i].self_attn...) are plain attributes, which
+        # torch types as Tensor | Module: Any says what is known
+        self.model: Any = model
+        self.inner: Any = cast(Any, model.model)
+        self.layers: list[Any] = list(self.inner.layers)
         first_attention = self.layers[0].self_attn
         self.head_dim, self.scale = first_attention.head_dim, first_attention.scaling
-        self.kv_heads = model.config.num_key_value_heads
+        self.kv_heads: int = config.num_key_value_heads
         self.pad_token_id = pad_token_id
         self.prefill_tokens = prefill_tokens
         self.device = next(model.parameters()).device
@@ -190,7 +194,7 @@ class StaticCacheDecoder:
     def _graph_ops(self) -> DecodeOps:
         """The compiled ops, with each of TRITON_OPS's kernels in its op's place where the
         kernel's check passes here (each is faster than the compiled op; see its module)."""
-        kernels = {}
+        kernels: dict[str, Callable[..., Any]] = {}
         for op, module_name in TRITON_OPS:
             try:  # Triton: imported where it is used
                 module = importlib.import_module(f"trainer.rollout.{module_name}")

@@ -12,10 +12,16 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, cast
 
 import torch
 
 from trainer.rollout.base import RolloutBatch, RolloutEngine, SamplingParams, pack_responses
+
+if TYPE_CHECKING:  # vLLM is imported where it is used
+    from vllm import LLM
+    from vllm.config.model import ModelDType
+    from vllm.logprobs import Logprob
 
 
 def vllm_available() -> bool:
@@ -40,7 +46,7 @@ class VLLMRolloutEngine(RolloutEngine):
     def __init__(
         self,
         model_dir: str,
-        dtype: str = "bfloat16",
+        dtype: ModelDType = "bfloat16",
         max_model_len: int = 1024,
         gpu_memory_utilization: float = 0.5,
         seed: int = 0,
@@ -57,7 +63,7 @@ class VLLMRolloutEngine(RolloutEngine):
         vllm_logs_to_stderr()
         from vllm import LLM
 
-        self.llm = LLM(
+        self.llm: LLM | None = LLM(
             model=str(model_dir),
             dtype=dtype,
             max_model_len=max_model_len,
@@ -89,6 +95,7 @@ class VLLMRolloutEngine(RolloutEngine):
         model = worker.model_runner.get_model()
         if model.config.tie_word_embeddings and worker.device.type == "cpu":
             model.lm_head.quant_method.process_weights_after_loading(model.lm_head)
+        assert self.llm is not None  # a closed engine takes no more calls
         self.llm.reset_prefix_cache()
 
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> RolloutBatch:
@@ -122,6 +129,7 @@ class VLLMRolloutEngine(RolloutEngine):
                         detokenize=False,
                     )
                 )
+        assert self.llm is not None  # a closed engine takes no more calls
         outputs = self.llm.generate(requests, sampling, use_tqdm=False)
         responses, logprobs, prompt_index = [], [], []
         for request_index, output in enumerate(outputs):
@@ -130,9 +138,9 @@ class VLLMRolloutEngine(RolloutEngine):
                 responses.append(tokens)
                 prompt_index.append(request_index // copies)
                 if params.logprobs:
-                    logprobs.append(
-                        [step[token].logprob for step, token in zip(completion.logprobs, tokens)]
-                    )
+                    # asked for (logprobs=0), they come: one {token: Logprob} per step
+                    steps = cast("list[dict[int, Logprob]]", completion.logprobs)
+                    logprobs.append([step[token].logprob for step, token in zip(steps, tokens)])
         return pack_responses(
             responses, logprobs if params.logprobs else None, prompt_index, self.pad_token_id
         )

@@ -40,7 +40,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch.distributed.checkpoint.stateful import Stateful
@@ -53,6 +53,9 @@ from trainer.model import decoder_layer_class
 from trainer.optim import build_adamw, param_groups
 from trainer.prerequisites import MEGATRON_FSDP_NEEDS_CUDA
 from trainer.strategies.base import Strategy
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 WRAPPER_PREFIX = "module."
 
@@ -101,19 +104,20 @@ class MegatronFSDPStrategy(Strategy):
         and gradients beside bf16 compute weights, `sync_model_each_microbatch` for gradients
         equal to FSDP2's, and its per-tensor DCP hooks off (`uneven_chunks` does their job in
         one collective)."""
-        import megatron_fsdp
+        import megatron_fsdp  # type: ignore[import-untyped]  # ships no type information
         from torch.distributed.device_mesh import init_device_mesh
 
         mesh = init_device_mesh("cuda", (self.env.world_size, 1), mesh_dim_names=("dp", "tp"))
         self.dp_group = mesh.get_group("dp")
+        hf = cast("PreTrainedModel", model)  # not wrapped yet: the Hugging Face model itself
         units: list[type] = [decoder_layer_class(model)]
         if self.cfg.unit_modules == "decoder+embedding":
-            units.append(type(model.get_input_embeddings()))
+            units.append(type(hf.get_input_embeddings()))
         if is_lora_model(model):
             # A frozen embedding leaves the first decoder layer's input without a gradient, and
             # Megatron-FSDP releases a unit after backward from a hook on inputs that have one;
             # an embedding output that needs a gradient gets that layer released like the rest.
-            model.enable_input_require_grads()
+            hf.enable_input_require_grads()
         # Compute weights take the module's dtype; main weights and grads stay fp32.
         model.to(self.compute_dtype)
         policy = megatron_fsdp.MixedPrecisionPolicy(
@@ -140,7 +144,7 @@ class MegatronFSDPStrategy(Strategy):
     def build_optimizer(self, model: torch.nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
         import megatron_fsdp
 
-        model._replace_param_with_distributed_if_needed()
+        _wrapper(model)._replace_param_with_distributed_if_needed()
         named = [(_strip(name), p) for name, p in model.named_parameters()]
         optimizer = build_adamw(param_groups(named, cfg.weight_decay), cfg, self.env.device)
         return shard_optimizer_without_phantom_step(
@@ -151,7 +155,7 @@ class MegatronFSDPStrategy(Strategy):
         )
 
     def before_optimizer_step(self, model: torch.nn.Module) -> None:
-        model.finish_grad_sync()
+        _wrapper(model).finish_grad_sync()
 
     def zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
         optimizer.zero_grad()  # Megatron-FSDP's zero_grad also zeroes its gradient buffer
@@ -167,6 +171,12 @@ class MegatronFSDPStrategy(Strategy):
         return MegatronOptimizerState(model, optimizer, self.dp_group)
 
 
+def _wrapper(model: torch.nn.Module) -> Any:
+    """`model` as the MegatronFSDP module `wrap` made of it, whose own methods (grad sync,
+    weight installs) megatron_fsdp gives no types for."""
+    return model
+
+
 def _strip(name: str) -> str:
     return name[len(WRAPPER_PREFIX) :] if name.startswith(WRAPPER_PREFIX) else name
 
@@ -178,7 +188,7 @@ def _default_bucket_size(bucket_size: int | None) -> Iterator[None]:
     if bucket_size is None:
         yield
         return
-    module = importlib.import_module(
+    module: Any = importlib.import_module(
         "megatron_fsdp.fully_shard"
     )  # the package re-exports a function of that name
     base = module.DistributedDataParallelConfig
@@ -202,7 +212,7 @@ class MegatronModelState:
     Each call returns new DTensors (`state_dict` detaches), so each gets its chunk offsets."""
 
     def __init__(self, model: torch.nn.Module, group: torch.distributed.ProcessGroup):
-        self.model, self.group = model, group
+        self.model, self.group = _wrapper(model), group
 
     def state_dict(self) -> dict[str, Any]:
         self.model._replace_param_with_distributed_if_needed()
@@ -232,7 +242,7 @@ class MegatronOptimizerState:
         optimizer: torch.optim.Optimizer,
         group: torch.distributed.ProcessGroup,
     ):
-        self.model, self.optimizer, self.group = model, optimizer, group
+        self.model, self.optimizer, self.group = _wrapper(model), optimizer, group
 
     def _names(self) -> dict[int, str]:
         self.model._replace_param_with_distributed_if_needed()
