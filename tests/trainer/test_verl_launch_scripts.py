@@ -182,7 +182,7 @@ def test_gsm8k_sft_script_reads_question_and_answer_of_verls_gsm8k_parquet(tmp_p
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from trainer.data.chat import row_limit, tokenize_chat
+    from trainer.data.chat import row_limit, tokenize_prompt_response
     from trainer.data.sft_dataset import load_sft_splits
     from trainer.tiny import build_tokenizer
 
@@ -208,9 +208,10 @@ def test_gsm8k_sft_script_reads_question_and_answer_of_verls_gsm8k_parquet(tmp_p
     tokenizer = build_tokenizer()
     train, _ = load_sft_splits(cfg.data, tokenizer, seed=0, progress=False)
     expected = [
-        tokenize_chat(
+        tokenize_prompt_response(
             tokenizer,
-            [{"role": "user", "content": f"Q{i}"}, {"role": "assistant", "content": f"#### {i}"}],
+            [{"role": "user", "content": f"Q{i}"}],
+            f"#### {i}",
             row_limit(tokenizer, "data.max_length", cfg.data.max_length),
         ).input_ids
         for i in range(3)

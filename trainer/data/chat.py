@@ -1,6 +1,11 @@
 """Turn one chat (a list of turns, each a role, content, ...) into token ids and an
 assistant-token mask.
 
+A row's `messages` are tokenized as verl's MultiTurnSFTDataset tokenizes them (below); a
+row's prompt and response columns as its SFTDataset does (`tokenize_prompt_response`): the
+prompt rendered with the generation prompt, then the response and the tokenizer's
+eos_token, each tokenized alone, the loss on the latter.
+
 Each turn reaches the chat template whole, as verl's MultiTurnSFTDataset gives it to
 apply_chat_template (less its keys whose value is null): a Qwen3-style template renders
 `reasoning_content`, others `name` or `tool_calls`; a turn whose `tool_calls` the template
@@ -148,7 +153,7 @@ class ChatColumns:
 def messages_of(row: dict[str, Any], columns: ChatColumns) -> list[dict]:
     """verl's SFT `messages` column, or a prompt (text or chat turns) + a response text."""
     _refuse_template_arguments(row)
-    if columns.messages in row and row[columns.messages] is not None:
+    if _has_messages(row, columns):
         messages = checked_turns(row[columns.messages])
     elif columns.prompt in row and columns.response in row:
         prompt = _field(row, columns.prompt, columns.prompt_fields)
@@ -169,6 +174,12 @@ def messages_of(row: dict[str, Any], columns: ChatColumns) -> list[dict]:
     if not any(turn["role"] == "assistant" for turn in messages):
         raise ChatFormatError("the conversation has no assistant turn to learn from")
     return messages
+
+
+def _has_messages(row: dict[str, Any], columns: ChatColumns) -> bool:
+    """Whether the row's chat is its messages column (with a value), not its prompt and
+    response columns."""
+    return row.get(columns.messages) is not None
 
 
 # Columns verl's MultiTurnSFTDataset passes to the chat template with the row's turns
@@ -368,7 +379,7 @@ def chat_ids(
                 add_generation_prompt=add_generation_prompt,
                 **tokenizer.special_tokens_map,
             )
-            encoded = tokenizer(text, add_special_tokens=False)
+            encoded = _encoded(tokenizer, text)
             ids = list(encoded["input_ids"])
             if not assistant_mask:
                 return {"input_ids": ids, "text": text}
@@ -389,16 +400,27 @@ def chat_ids(
         raise ChatFormatError(
             f"{template} cannot render it ({error_line(err, joined=True)})"
         ) from None
+
+
+def _encoded(tokenizer: Any, text: str) -> Any:
+    """`tokenizer(text)` without special tokens, as verl tokenizes a rendered chat. pyo3's
+    PanicException (a BaseException, past `except Exception`: the tokenizer's Rust code gave
+    up, e.g. a pre-tokenizer regex of tokenizer.json past Oniguruma's backtracking limit) is
+    a ChatFormatError naming the tokenizer."""
+    try:
+        return tokenizer(text, add_special_tokens=False)
     except BaseException as err:
-        # pyo3's PanicException (a BaseException): the tokenizer's Rust code gave up, e.g. a
-        # pre-tokenizer regex of tokenizer.json past Oniguruma's backtracking limit
         if type(err).__name__ != "PanicException":
             raise
-        source = getattr(tokenizer, "name_or_path", "")
-        where = f"the tokenizer of {source}" if source else "the tokenizer"
         raise ChatFormatError(
-            f"{where} cannot encode it ({error_line(err, joined=True)})"
+            f"{_tokenizer_name(tokenizer)} cannot encode it ({error_line(err, joined=True)})"
         ) from None
+
+
+def _tokenizer_name(tokenizer: Any) -> str:
+    """`the tokenizer of DIR` for a tokenizer read from DIR, in errors."""
+    source = getattr(tokenizer, "name_or_path", "")
+    return f"the tokenizer of {source}" if source else "the tokenizer"
 
 
 def _span_mask(encoded: Any, spans: list[tuple[int, int]], count: int) -> list[int]:
@@ -416,7 +438,59 @@ def _span_mask(encoded: Any, spans: list[tuple[int, int]], count: int) -> list[i
     return mask
 
 
+def tokenize_sft_row(
+    tokenizer: Any, row: dict[str, Any], columns: ChatColumns, limit: RowLimit
+) -> tuple[list[dict], Example]:
+    """A row's conversation (`messages_of`) and its training example, made as verl makes it
+    from such a row: a `messages` row as its MultiTurnSFTDataset does (`tokenize_chat`), a
+    prompt/response row as its SFTDataset does (`tokenize_prompt_response`)."""
+    messages = messages_of(row, columns)
+    if _has_messages(row, columns):
+        return messages, tokenize_chat(tokenizer, messages, limit)
+    *prompt, response = messages
+    return messages, tokenize_prompt_response(tokenizer, prompt, response["content"], limit)
+
+
+def tokenize_prompt_response(
+    tokenizer: Any, prompt: list[dict], response: str, limit: RowLimit
+) -> Example:
+    """A prompt/response row as verl's SFTDataset tokenizes it (its `__getitem__`): the
+    prompt's turns rendered with the generation prompt and tokenized alone, then the response
+    followed by the tokenizer's eos_token, tokenized alone; the loss is on those, eos
+    included. The chat template never sees the response, so the eos token ends it, not the
+    template's turn end: rendered as an assistant turn, a Qwen template's `<|im_end|>` and
+    newline taught a base model (eos `<|endoftext|>`) to stop on a token its generation does
+    not stop on, and an instruct model a newline more per row than verl trains."""
+    reply_text = response + _eos_token(tokenizer)
+    rendered = chat_ids(tokenizer, prompt, limit, add_generation_prompt=True)
+    refuse_unrendered_tool_calls(
+        tokenizer, prompt, limit, rendered["text"], add_generation_prompt=True
+    )
+    if len(rendered["text"]) + len(reply_text) > limit.chars:
+        raise ChatTooLong(f"the prompt with its response is {limit.exceeded()}")
+    prompt_ids = rendered["input_ids"]
+    reply_ids = list(_encoded(tokenizer, reply_text)["input_ids"])
+    return Example(prompt_ids + reply_ids, [0] * len(prompt_ids) + [1] * len(reply_ids))
+
+
+def _eos_token(tokenizer: Any) -> str:
+    """The token a prompt/response row's response ends with. A tokenizer without one is
+    refused: verl's SFTDataset fails on it (`response + None`), and no other token says
+    where the model is to stop."""
+    eos = tokenizer.eos_token
+    if not eos:
+        raise ChatFormatError(
+            f"{_tokenizer_name(tokenizer)} has no eos_token (tokenizer_config.json), which a"
+            " prompt/response row's response ends with, as in verl's SFTDataset; set it"
+            " there, or give the rows as messages"
+        )
+    return str(eos)
+
+
 def tokenize_chat(tokenizer: Any, messages: list[dict], limit: RowLimit) -> Example:
+    """A conversation's tokens with the loss on its assistant turns, as verl's
+    MultiTurnSFTDataset takes them: the template's `{% generation %}` blocks where it has
+    them, else each assistant turn rendered after the conversation up to it."""
     if _marks_generation(tokenizer):
         encoded = chat_ids(tokenizer, messages, limit, assistant_mask=True)
         refuse_unrendered_tool_calls(tokenizer, messages, limit, encoded["text"])

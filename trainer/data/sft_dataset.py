@@ -13,9 +13,8 @@ from trainer.data.chat import (
     ChatColumns,
     ChatFormatError,
     Example,
-    messages_of,
     row_limit,
-    tokenize_chat,
+    tokenize_sft_row,
     truncate,
     turn_keys_texts,
     turn_texts,
@@ -46,8 +45,7 @@ def tokenize_rows(
     limit = row_limit(tokenizer, "data.max_length", cfg.max_length, cfg.truncation != "error")
     for index, row in enumerate(item_bar(rows, desc, progress)):
         try:
-            messages = messages_of(row, columns)
-            example = tokenize_chat(tokenizer, messages, limit)
+            messages, example = tokenize_sft_row(tokenizer, row, columns, limit)
         except ChatFormatError as err:
             raise ChatFormatError(f"{where(index)}: {err}") from None
         kept = truncate(example, cfg.max_length, cfg.truncation, where(index))
