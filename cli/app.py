@@ -3,6 +3,7 @@ for the entry point (`cli.main`, which handles Ctrl-C and SIGTERM while this is 
 
 from __future__ import annotations
 
+import difflib
 import errno
 import os
 
@@ -81,7 +82,12 @@ def run() -> None:
         sys.exit(2)
     except click.UsageError as err:
         where = f"; see '{err.ctx.command_path} --help'" if err.ctx is not None else ""
-        told = _misplaced_option(err, options) or _misplaced_command(err) or _dashed_override(err)
+        told = (
+            _misplaced_option(err, options)
+            or _misplaced_command(err)
+            or _dashed_override(err)
+            or _flag_of_another_trainer(err, options)
+        )
         fail(told or f"{_usage_message(err)}{where}", 2, as_json)
     except click.ClickException as err:
         fail(err.format_message(), err.exit_code, as_json)
@@ -134,10 +140,26 @@ def _usage_message(err: click.UsageError) -> str:
     command (click lists every close one alphabetically: `--outt` got '--io', '--layout',
     '--out')."""
     name = getattr(err, "option_name", None) or getattr(err, "command_name", None)
-    closest = getattr(err, "possibilities", None)
-    if name and closest:
-        return f"{err.message.rstrip('.')} (did you mean {closest[0]!r}?)"
+    if name:
+        guess = _closest_guess(name, getattr(err, "possibilities", None) or [])
+        told = err.message.rstrip(".")
+        return f"{told} (did you mean {guess!r}?)" if guess else told
     return _choices_on_one_line(err, err.format_message()).rstrip(".")
+
+
+def _closest_guess(given: str, guesses: list[str]) -> str | None:
+    """The one of click's `guesses` for the mistyped `given` closest in its letters, if close:
+    click compares the names with their dashes, which made `--lr` close to '--help' (its
+    only guess, 4 of the 10 characters alike being dashes)."""
+
+    def likeness(guess: str) -> float:
+        return difflib.SequenceMatcher(None, given.lstrip("-"), guess.lstrip("-")).ratio()
+
+    best = max(guesses, key=likeness, default=None)
+    return best if best is not None and likeness(best) >= GUESS_LIKENESS else None
+
+
+GUESS_LIKENESS = 0.7  # `--outt`: '--out' (0.86); `--lr`: not '--role' (0.67) nor '--help'
 
 
 def _choices_on_one_line(err: click.UsageError, message: str) -> str:
@@ -202,7 +224,7 @@ def _misplaced_command(err: click.UsageError) -> str | None:
         return f"{here} (did you mean '{close[0]}'?)"
     if _takes(ctx.command, f"--{name}"):
         return f"{here} (did you mean '{ctx.command_path} --{name}'?)"
-    if err.possibilities or not isinstance(ctx.command, click.Group):
+    if _closest_guess(name, err.possibilities or []) or not isinstance(ctx.command, click.Group):
         return None
     return f"{here}; its commands: {', '.join(sorted(ctx.command.commands))}"
 
@@ -218,6 +240,35 @@ def _dashed_override(err: click.UsageError) -> str | None:
         f"No such option '{err.option_name}' for '{path}': config overrides are written "
         f"without dashes, as {key}=VALUE"
     )
+
+
+def _flag_of_another_trainer(err: click.UsageError, args: list[str]) -> str | None:
+    """For a Megatron-LM flag given to `mfsdp train sft|grpo` (`--lr 1e-3`, `--save DIR`):
+    the config key of the same meaning, with the value given (`cli.megatron_flags`)."""
+    from cli.megatron_flags import flag_meant, takes_value
+
+    if not isinstance(err, click.NoSuchOption) or err.ctx is None:
+        return None
+    parent = err.ctx.parent
+    if parent is None or parent.info_name != "train":
+        return None
+    flag, command = err.option_name, err.ctx.info_name or ""
+    value = _value_of(flag, args) if takes_value(flag, command) else None
+    meant = flag_meant(flag, value, command)
+    if meant is None:
+        return None
+    return f"No such option '{flag}' for '{err.ctx.command_path}': {meant}"
+
+
+def _value_of(flag: str, args: list[str]) -> str | None:
+    """The value given with `flag` among `args` (`--lr=1e-3`, or `--lr 1e-3`), or None."""
+    for index, arg in enumerate(args):
+        name, sep, value = arg.partition("=")
+        if name == flag and sep:
+            return value
+        if arg == flag and index + 1 < len(args) and not args[index + 1].startswith("-"):
+            return args[index + 1]
+    return None
 
 
 def _named_command(group: click.Command, args: list[str]) -> list[click.Command]:

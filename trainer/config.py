@@ -38,9 +38,9 @@ import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
-import yaml
+import yaml  # type: ignore[import-untyped]
 
 from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry
 from mfsdp_ckpt.errors import MfsdpUsageError
@@ -291,7 +291,7 @@ class SFTConfig(RunConfig):
 
 
 def load_config(
-    cls: type[T], path: str | os.PathLike | None = None, overrides: list[str] = ()
+    cls: type[T], path: str | os.PathLike | None = None, overrides: Sequence[str] = ()
 ) -> T:
     """Defaults of `cls`, updated by the YAML file at `path`, then by `a.b=value` overrides."""
     tree: dict[str, Any] = {}
@@ -456,18 +456,39 @@ def set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
 
 
 def _build_config(cls: type[T], tree: dict[str, Any], source: str) -> T:
-    """`cls`, a command's whole config, from the nested `tree`."""
-    return _build(cls, tree, "", source, verl_keys.command_of(cls))
+    """`cls`, a command's whole config, from the nested `tree`. An unknown key anywhere in
+    it is refused first, here, where its hint can be drawn from every key of `cls`: a key
+    put in the wrong section (`trainer.lrr`) had nothing close in its own to offer."""
+    command = verl_keys.command_of(cls)
+    unknown = _first_unknown_key(cls, tree)
+    if unknown is not None:
+        section, prefix, key, value = unknown
+        said = _unknown_key_message(section, prefix, key, source, command, value, root=cls)
+        raise ConfigError(said)
+    return _build(cls, tree, "", source, command)
+
+
+def _first_unknown_key(
+    cls: type, values: dict[str, Any], prefix: str = ""
+) -> tuple[type, str, str, Any] | None:
+    """The first key of `values` (a section `cls` at `prefix`, and the sections in it) that
+    is no field: its section, prefix, name and value; None where every key is known."""
+    hints = typing.get_type_hints(cls)
+    for key, value in values.items():
+        if key not in hints:
+            return cls, prefix, str(key), value
+        if dataclasses.is_dataclass(hints[key]) and isinstance(value, dict):
+            found = _first_unknown_key(typing.cast(type, hints[key]), value, f"{prefix}{key}.")
+            if found is not None:
+                return found
+    return None
 
 
 def _build(cls: type, values: dict[str, Any], prefix: str, source: str, command: str) -> Any:
-    """Section `cls` at `prefix` of `mfsdp train <command>`'s config (the command decides
-    which verl keys an unknown key is matched against)."""
+    """Section `cls` at `prefix` of `mfsdp train <command>`'s config, whose keys are all
+    known (`_build_config` refused any other)."""
     hints = typing.get_type_hints(cls, include_extras=True)
     known = [f.name for f in dataclasses.fields(cls)]
-    for key in values:
-        if key not in known:
-            raise ConfigError(_unknown_key_message(cls, prefix, str(key), source, command))
     kwargs = {}
     for name in known:
         if name not in values:
@@ -501,23 +522,109 @@ def _empty_by_default(owner: Any, name: str) -> bool:
     return field.default == []
 
 
-def _unknown_key_message(cls: type, prefix: str, key: str, source: str, command: str) -> str:
+def _unknown_key_message(
+    cls: type,
+    prefix: str,
+    key: str,
+    source: str,
+    command: str,
+    value: Any = None,
+    root: type | None = None,
+) -> str:
     """The unknown key `prefix + key` of section `cls`, with the keys it may be meant for:
     the section's, and the verl keys `mfsdp train <command>` takes there, each shown with its
     key here (`trainer.save_freq (checkpoint.save_every here)`): a verl user's typo was
-    matched against mfsdp's names alone (`trainer.save_freqs`: "did you mean trainer.seed")."""
+    matched against mfsdp's names alone (`trainer.save_freqs`: "did you mean trainer.seed").
+    Given the key's `value` and the whole config's class `root`, also: an unknown section
+    name holding keys is matched with the keys under it (`optimizer.lr`: optim.lr, where
+    `optimizer` alone got verl's `optim.optimizer` and `optim`, whose own error followed),
+    and a key of another section is named (`trainer.lr`, `trainer.lrr`: optim.lr)."""
     full = f"{prefix}{key}"
     glued = glued_value_hint(key)
     if glued is not None:
         return f"{source}: {full}: {glued}"
-    verl = {name: to for name, to in verl_keys.names(command).items() if name.startswith(prefix)}
+    verl = verl_keys.names(command)
+    written = _first_leaf_key(full, value)
+    if root is not None and written != full:
+        meant = _with_section_mended(root, written, prefix.count("."), verl)
+        meant = meant or _in_other_sections(root, written, found_in_own=False)
+        if meant:  # the key refused is still the unknown name, the hint the whole key
+            return _unknown_key_line(source, full, meant, verl)
     # a hint never names the key refused: `data.apply_chat_template_kwargs.x=` was
     # refused as `data.apply_chat_template_kwargs`, "did you mean" that same key
-    others = [name for name in verl if name != full]
+    others = [name for name in verl if name.startswith(prefix) and name != full]
     close = close_keys(full, [k for k in _all_keys(cls, prefix) if k != full], others)
-    shown = [verl_keys.shown_name(name, verl[name]) if name in verl else name for name in close]
+    if root is not None:
+        close = _in_other_sections(root, full, found_in_own=bool(close)) + close
+    return _unknown_key_line(source, full, list(dict.fromkeys(close))[:3], verl)
+
+
+def _unknown_key_line(source: str, key: str, close: list[str], verl: dict[str, str | None]) -> str:
+    """The error for the unknown `key`, naming the `close` keys (verl's with its key here,
+    unless it is that same key: `model.lora_rank` is both)."""
+    shown = [
+        verl_keys.shown_name(name, verl[name]) if verl.get(name, name) != name else name
+        for name in close
+    ]
     hint = f"; did you mean {', '.join(shown)}?" if shown else ""
-    return f"{source}: unknown config key '{full}'{hint}"
+    return f"{source}: unknown config key '{key}'{hint}"
+
+
+def _first_leaf_key(key: str, value: Any) -> str:
+    """`key` with the names down to the first value under it, where it holds a mapping: the
+    key written under an unknown section name (`optimizer: {lr: 1e-3}` is `optimizer.lr`)."""
+    while isinstance(value, dict) and value:
+        name, value = next(iter(value.items()))
+        key = f"{key}.{name}"
+    return key
+
+
+def _with_section_mended(
+    root: type, written: str, depth: int, verl: dict[str, str | None]
+) -> list[str]:
+    """Keys of `root` or verl's that `written` may be meant for, its part at `depth` (an
+    unknown section name) mended to a close one: the keys that are then exactly `written`
+    (`optimizer.lr`: optim.lr; `dataa.max_length`: data.max_length), else the keys close to
+    it in the mended section (`optimizer.lrr`: optim.lr). The whole key matched against
+    every key found `model.lora_rank` for `optimizer.lr` (lr: its initials)."""
+    parts = written.split(".")
+    head, rest = parts[:depth], parts[depth + 1 :]
+    keys = _all_keys(root) + list(verl)
+    split = [key.split(".") for key in keys]
+    names = {key[depth] for key in split if len(key) > depth and key[:depth] == head}
+    sections = [".".join([*head, name]) for name in _close(parts[depth], sorted(names))]
+    mended = [".".join([section, *rest]) for section in sections]
+    exact = [key for key in mended if key in verl or verl_keys.is_native(root, key)]
+    if exact:
+        return exact
+    near = [
+        found
+        for section, key in zip(sections, mended)
+        for found in close_keys(
+            key,
+            [k for k in _all_keys(root) if k.startswith(f"{section}.")],
+            [k for k in verl if k.startswith(f"{section}.")],
+        )
+    ]
+    return list(dict.fromkeys(near))[:3]
+
+
+def _in_other_sections(root: type, given: str, found_in_own: bool) -> list[str]:
+    """Keys of `root` outside the section of `given` that it may be meant for: those of the
+    same name (`trainer.lr`: optim.lr), and, where its own section has nothing close, those
+    of a name close to `given`'s or that it abbreviates (`trainer.lrr`,
+    `trainer.learning_rate`: optim.lr). Initials alone are no match where the section has
+    one: `model.lora_rnk` is `model.lora_rank`, not `optim.lr`."""
+    section, _, leaf = given.rpartition(".")
+    keys = [key for key in _all_keys(root) if not (section and key.startswith(f"{section}."))]
+    by_name: dict[str, list[str]] = {}
+    for key in keys:
+        by_name.setdefault(key.rsplit(".", 1)[-1], []).append(key)
+    names = [name for name in by_name if name == leaf]
+    if not found_in_own:
+        names += [name for name in by_name if _abbreviates(name, leaf)]
+        names += difflib.get_close_matches(leaf, list(by_name), n=3, cutoff=0.6)
+    return list(dict.fromkeys(key for name in names for key in by_name[name]))
 
 
 def close_keys(given: str, candidates: list[str], others: Sequence[str] = ()) -> list[str]:
@@ -526,7 +633,8 @@ def close_keys(given: str, candidates: list[str], others: Sequence[str] = ()) ->
     (`optim.warmup` is mfsdp's `optim.warmup_steps` before verl's `optim.warmup_style`)."""
     found = _close(given, candidates)
     nearest = max((_likeness(given, key) for key in found), default=0.0)
-    closer, rest = [], []
+    closer: list[str] = []
+    rest: list[str] = []
     for key in _close(given, [other for other in others if other not in candidates]):
         (closer if _likeness(given, key) > nearest else rest).append(key)
     return (closer + found + rest)[:3]
@@ -580,7 +688,7 @@ def _all_keys(cls: type, prefix: str = "") -> list[str]:
         kind = hints[f.name]
         if dataclasses.is_dataclass(kind):
             keys.append(f"{prefix}{f.name}")
-            keys += _all_keys(kind, f"{prefix}{f.name}.")
+            keys += _all_keys(cast(type, kind), f"{prefix}{f.name}.")
         else:
             keys.append(f"{prefix}{f.name}")
     return keys
@@ -604,7 +712,7 @@ def _coerce(kind: Any, value: Any, key: str, source: str, command: str) -> Any:
         if not isinstance(value, dict):
             fields = ", ".join(f.name for f in dataclasses.fields(kind))
             raise _expected(kind, value, key, source, f"a section (mapping of {fields})")
-        return _build(kind, value, f"{key}.", source, command)
+        return _build(cast(type, kind), value, f"{key}.", source, command)
     if origin in (typing.Union, types.UnionType):
         return _coerce_union(kind, value, key, source, command)
     if origin is Literal:
