@@ -39,7 +39,7 @@ from mfsdp_ckpt.errors import (
 )
 from mfsdp_ckpt.format.path_urls import url_refusal
 from mfsdp_ckpt.storage.file_errors import os_error_line
-from mfsdp_ckpt.storage.tensor_memory import is_allocation_failure
+from mfsdp_ckpt.storage.tensor_memory import is_allocation_failure, memory_failure
 
 __all__ = [
     "EXIT_FAILED",
@@ -232,30 +232,6 @@ def _out_of_memory(err: BaseException, advice: str) -> str:
     return f"out of memory{f': {first}' if first else ''} ({advice})"
 
 
-# How the dynamic loader words a shared library it could not map into memory: the first
-# `import torch` or numpy (its OpenBLAS) under an address-space limit (`ulimit -v`) or with
-# the machine's memory spent.
-_UNMAPPED_LIBRARY = "failed to map segment from shared object"
-
-
-def _memory_failure(err: BaseException) -> BaseException | None:
-    """The error deepest in `err`'s chain (it, then what caused it) that is memory running
-    out: an allocation failing (`is_allocation_failure`), or an import whose shared library
-    could not be mapped. numpy wraps the latter in two ImportErrors of advice on
-    reinstalling it (quoting it), and their traceback hid that the machine, not the
-    installation, had failed."""
-    found: BaseException | None = None
-    seen: set[int] = set()
-    link: BaseException | None = err
-    while link is not None and id(link) not in seen:
-        seen.add(id(link))
-        unmapped = isinstance(link, ImportError) and _UNMAPPED_LIBRARY in str(link)
-        if unmapped or is_allocation_failure(link):
-            found = link
-        link = link.__cause__ or (None if link.__suppress_context__ else link.__context__)
-    return found
-
-
 def report_errors(
     run: Callable[[], T],
     as_json: Callable[[], bool] = lambda: False,
@@ -271,7 +247,7 @@ def report_errors(
     too long for the file system, which only a path given to the command can be (exit 2:
     `Path.exists()` raises it rather than saying no). Running out of memory (a bare
     MemoryError, torch's allocator failing on the CPU or the GPU, a library whose import
-    cannot map it: `_memory_failure`) is the machine too: exit
+    cannot map it: `memory_failure`) is the machine too: exit
     1, one line, with `memory_advice()` on what frees enough for the command. A broken pipe
     (`mfsdp ... | head`) stays click's quiet exit. Any error after a Ctrl-C is the
     interrupt: one cut into an import comes out as the library's own (numpy's "CPU
@@ -322,7 +298,7 @@ def report_errors(
     except Exception as err:
         if _ctrl_c_seen.is_set():  # a Ctrl-C that landed in a library's import or call and
             _fail_once(interrupted(), EXIT_INTERRUPTED, as_json())  # came out as its own error
-        memory = _memory_failure(err)
+        memory = memory_failure(err)
         if memory is not None:
             _fail_once(
                 *_or_interrupted(_out_of_memory(memory, memory_advice()), EXIT_FAILED, interrupted),

@@ -7,17 +7,22 @@ keep in sync. `config.json` is parsed as JSON, never executed (`trust_remote_cod
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.closest_path import where_relative
-from mfsdp_ckpt.storage.tensor_memory import is_allocation_failure
+from mfsdp_ckpt.storage.tensor_memory import memory_failure
 from mfsdp_ckpt.storage.unique_json import first_nonfinite, parse_json, read_json_file
 
 if TYPE_CHECKING:  # validate reads known families' config.json without transformers
+    import torch
     from transformers import PretrainedConfig
 
 
@@ -101,21 +106,87 @@ def _config_data(data: object, where: str | os.PathLike, error: type[Exception])
 def refuse_unloadable(
     data: dict, where: str | os.PathLike, error: type[Exception] = HFConfigError
 ) -> None:
-    """`error` naming `where` and the key when transformers' own config class refuses
-    config.json `data` (`rms_norm_eps: "1e-6"`, `hidden_act: ["silu"]`, `layer_types` not
-    one per layer): `from_pretrained` would refuse the model, though every number export
-    and import read from it is right. Built as `AutoConfig` builds it from a model dir:
-    the family's class from transformers itself (never remote code), nothing downloaded.
-    It imports transformers (seconds), so export runs it for --verify and validate for
-    --deep; import-hf, which writes a checkpoint from the config, always."""
+    """`error` naming `where` and the key when transformers refuses config.json `data`:
+    its own config class (`rms_norm_eps: "1e-6"`, `hidden_act: ["silu"]`, `layer_types`
+    not one per layer), or the model built from it (`rope_parameters` with `factor: "x"`,
+    which the config class takes and the rotary embedding fails on): `from_pretrained`
+    would refuse the model, though every number export and import read from it is right.
+    Built as `AutoConfig` builds it from a model dir: the family's classes from
+    transformers itself (never remote code), nothing downloaded, the model on the meta
+    device (`meta_causal_lm`). It imports transformers (seconds), so export runs it for
+    --verify and validate for --deep; import-hf, which writes a checkpoint from the
+    config, always."""
     from transformers import AutoConfig
 
+    with _transformers_warnings() as warned:
+        try:
+            config = AutoConfig.for_model(**data)
+        except Exception as err:  # a strict-dataclass error, ValueError, KeyError, ...
+            if memory_failure(err) is not None:  # the machine's limit, not config.json's fault
+                raise
+            reason = transformers_reason(err)
+            raise error(f"{where}: transformers cannot load it ({reason})") from None
+        try:
+            meta_causal_lm(config)
+        except Exception as err:  # a value of a type the model's code never expected, ...
+            if memory_failure(err) is not None:
+                raise
+            reason = "; ".join([*warned[-1:], _model_build_reason(err)])
+            raise error(f"{where}: transformers cannot load it ({reason})") from None
+
+
+class _KeptWarnings(logging.Handler):
+    """Collects the words of the warnings a logger passes it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.said: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.said.append(" ".join(record.getMessage().split())[:200])
+
+
+@contextlib.contextmanager
+def _transformers_warnings() -> Iterator[list[str]]:
+    """The warnings transformers logs inside the block, newest last. Its config classes
+    warn of a value they keep but cannot use (`rope_parameters`'s factor field must be a
+    float or int >= 1, got x), and the model built from it then fails on it in words that
+    name no key: the warning is what says which."""
+    kept = _KeptWarnings()
+    library = logging.getLogger("transformers")
+    library.addHandler(kept)
     try:
-        AutoConfig.for_model(**data)
-    except Exception as err:  # a strict-dataclass error, ValueError, KeyError, ...
-        if is_allocation_failure(err):  # the machine's limit, not config.json's fault
-            raise
-        raise error(f"{where}: transformers cannot load it ({transformers_reason(err)})") from None
+        yield kept.said
+    finally:
+        library.removeHandler(kept)
+
+
+def meta_causal_lm(config: PretrainedConfig) -> torch.nn.Module:
+    """The causal LM transformers builds from `config`, on the meta device: no memory for
+    its weights, well under a second for a 7B shape. transformers' own class for the
+    model_type (remote code is never run, whatever `auto_map` config.json has), in float32
+    whatever dtype config.json names: export writes its own dtype there and import reads
+    the weights' own, so that key is not what a load of theirs reads."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(
+            config, trust_remote_code=False, dtype=torch.float32
+        )
+
+
+def _model_build_reason(err: BaseException) -> str:
+    """transformers' complaint building a model, on one line, after the function it failed
+    in: a TypeError's words (`unsupported operand type(s) for /=: 'Tensor' and 'str'`) name
+    no key, and `_compute_linear_scaling_rope_parameters` says which part of config.json
+    it was reading."""
+    frames = traceback.extract_tb(err.__traceback__)
+    function = frames[-1].name if frames else ""
+    reason = transformers_reason(err)
+    if not function or function.startswith("__"):  # __init__ says nothing of the key
+        return reason
+    return f"{function}: {reason}"
 
 
 def transformers_reason(err: BaseException) -> str:
@@ -196,7 +267,7 @@ def load_hf_config(
     try:
         return AutoConfig.for_model(**data)
     except Exception as err:
-        if is_allocation_failure(err):  # the machine's limit, not config.json's fault
+        if memory_failure(err) is not None:  # the machine's limit, not config.json's fault
             raise
         raise HFConfigError(
             f"{config_file}: transformers cannot read it ({transformers_reason(err)})"
@@ -204,14 +275,10 @@ def load_hf_config(
 
 
 def expected_weights(config: PretrainedConfig) -> ExpectedWeights:
-    import torch
-    from transformers import AutoModelForCausalLM
-
     try:
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config)
+        model = meta_causal_lm(config)
     except Exception as err:  # t5, a vision-language config, sizes transformers refuses
-        if is_allocation_failure(err):  # the machine's limit, not config.json's fault
+        if memory_failure(err) is not None:  # the machine's limit, not config.json's fault
             raise
         first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise HFConfigError(

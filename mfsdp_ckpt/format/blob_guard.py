@@ -19,6 +19,7 @@ from typing import BinaryIO
 
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format.restricted_pickle import PickleRefused, check_pickle_budget
+from mfsdp_ckpt.storage.tensor_memory import memory_failure
 
 MAX_MEMBERS = 4096  # a tensor blob has 7; an object blob one more per tensor it holds
 MAX_DIRECTORY_BYTES = 1 << 20
@@ -36,6 +37,8 @@ def open_blob(file: BinaryIO | RawIOBase, length: int, where: str) -> zipfile.Zi
     except OSError:
         raise
     except Exception as err:
+        if memory_failure(err) is not None:  # the machine's limit, not the file's fault
+            raise
         raise CheckpointFormatError(f"{where}: unreadable blob ({type(err).__name__})") from None
     if end is None:
         raise CheckpointFormatError(f"{where}: unreadable blob (not a torch.save zip archive)")
@@ -51,6 +54,8 @@ def open_blob(file: BinaryIO | RawIOBase, length: int, where: str) -> zipfile.Zi
     except OSError:
         raise
     except Exception as err:
+        if memory_failure(err) is not None:  # the machine's limit, not the file's fault
+            raise
         raise CheckpointFormatError(
             f"{where}: unreadable blob ({type(err).__name__}: {str(err)[:120]})"
         ) from None
@@ -84,6 +89,8 @@ def blob_pickle(archive: zipfile.ZipFile, where: str) -> bytes:
     except OSError:
         raise
     except Exception as err:  # a damaged local header or CRC: zipfile's own error types
+        if memory_failure(err) is not None:  # the machine's limit, not the file's fault
+            raise
         raise CheckpointFormatError(
             f"{where}: unreadable blob ({type(err).__name__}: {str(err)[:120]})"
         ) from None

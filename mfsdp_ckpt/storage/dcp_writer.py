@@ -25,6 +25,7 @@ from torch.distributed.checkpoint import FileSystemWriter
 from torch.distributed.checkpoint.filesystem import FileSystem
 
 from mfsdp_ckpt.format.file_hash import Digest, FileRecord
+from mfsdp_ckpt.storage.tensor_memory import memory_failure
 
 
 class _HashingStream:
@@ -153,6 +154,9 @@ class CheckedWriter(FileSystemWriter):
         self.fs.capturing = False
         if self.fs.failures:
             path, err = self.fs.failures[0]
+            memory = memory_failure(err)
+            if memory is not None:  # the machine ran out, not the file it was writing
+                raise memory
             raise OSError(f"{path}: {os_reason(err)}")
         return result
 

@@ -25,6 +25,7 @@ import threading
 from collections.abc import Iterator
 
 from mfsdp_ckpt.check.printable import error_line
+from mfsdp_ckpt.storage.file_errors import NOT_ABOUT_THE_FILE, naming_file
 
 # How Rust's std::io::Error ends its words: "No space left on device (os error 28)"
 _RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
@@ -65,7 +66,7 @@ def writing(
     try:
         yield
     except OSError as err:
-        if err.filename is not None or err.errno is None:  # named already, or mfsdp's own
+        if naming_file(err, path) is err:  # named already, mfsdp's own, or the machine's
             raise
         named = last_opened.path or os.fspath(path)
         raise OSError(err.errno, f"not written ({err.strerror})", named) from None
@@ -74,6 +75,8 @@ def writing(
             raise
         found = _RUST_OS_ERROR.search(str(err))
         number = int(found.group(1)) if found else None
+        if number in NOT_ABOUT_THE_FILE:  # the machine's (ENOMEM, EINTR): no file named
+            raise OSError(number, os.strerror(number)) from None
         reason = os.strerror(number) if number is not None else error_line(err, with_type=False)
         raise OSError(number, f"not written ({reason})", os.fspath(rust_file or path)) from None
     finally:

@@ -47,6 +47,7 @@ from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.model_files import is_export_file
 from mfsdp_ckpt.format.step_saving import fsync_path
+from mfsdp_ckpt.storage.file_errors import NOT_ABOUT_THE_FILE
 from mfsdp_ckpt.storage.out_lock import (
     acquire_out_lock,
     ctrl_c_deferred,
@@ -75,10 +76,9 @@ _EXPORT_SIGNATURES = (
 )
 _RENAME_NOREPLACE, _RENAME_EXCHANGE = 1, 2
 # Errors of the process or the machine, not of the files written: naming --out in them
-# misled ("Cannot allocate memory: '<out>'" when the process hit its `ulimit -v`).
-_NOT_ABOUT_A_FILE = frozenset(
-    {errno.ENOMEM, errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.EAGAIN, errno.EINTR}
-)
+# misled ("Cannot allocate memory: '<out>'" when the process hit its `ulimit -v`). Besides
+# those of any file, the open-file limits: --out is not what holds the files open.
+_NOT_ABOUT_A_FILE = NOT_ABOUT_THE_FILE | {errno.EMFILE, errno.ENFILE}
 
 
 class OutputDirError(MfsdpUsageError, ValueError):

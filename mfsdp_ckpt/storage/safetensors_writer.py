@@ -284,5 +284,7 @@ def _pwrite_all(fd: int, data: memoryview, offset: int, path: Path) -> None:
         try:
             written = os.pwrite(fd, data[position : position + _PWRITE_MAX], offset + position)
         except OSError as err:
+            if naming_file(err, path) is err:  # the machine's (ENOMEM, EINTR): no file named
+                raise
             raise OSError(err.errno, f"write failed ({err.strerror})", str(path)) from None
         position += written

@@ -26,6 +26,10 @@ _ALLOCATOR_SIGNS = (
     "out of memory",
     "can't start new thread",
 )
+# How the dynamic loader words a shared library it could not map into memory: the first
+# `import torch` or numpy (its OpenBLAS) under an address-space limit (`ulimit -v`) or with
+# the machine's memory spent.
+_UNMAPPED_LIBRARY = "failed to map segment from shared object"
 
 
 class TensorMemoryError(MfsdpFailedError):
@@ -44,6 +48,27 @@ def is_allocation_failure(err: BaseException) -> bool:
     )
 
 
+def memory_failure(err: BaseException) -> BaseException | None:
+    """The error deepest in `err`'s chain (it, then what caused it) that is memory running
+    out: an allocation failing (`is_allocation_failure`), or an import whose shared library
+    could not be mapped; None when none is. The one test of what running out of memory
+    looks like: code that turns a library's errors into "this file is damaged" lets these
+    pass, for the machine, not the file, failed. numpy wraps an unmapped library in two
+    ImportErrors of advice on reinstalling it (quoting it), and transformers an import that
+    failed so in its own ImportError: a traceback, or a file blamed, hid that the machine,
+    not the installation or the file, had failed."""
+    found: BaseException | None = None
+    seen: set[int] = set()
+    link: BaseException | None = err
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        unmapped = isinstance(link, ImportError) and _UNMAPPED_LIBRARY in str(link)
+        if unmapped or is_allocation_failure(link):
+            found = link
+        link = link.__cause__ or (None if link.__suppress_context__ else link.__context__)
+    return found
+
+
 @contextmanager
 def tensor_memory(where: str, nbytes: int, doing: str = "reading it") -> Iterator[None]:
     """Turn an allocation failing inside the block into TensorMemoryError: `where` names the
@@ -60,4 +85,4 @@ def tensor_memory(where: str, nbytes: int, doing: str = "reading it") -> Iterato
         ) from None
 
 
-__all__ = ["TensorMemoryError", "is_allocation_failure", "tensor_memory"]
+__all__ = ["TensorMemoryError", "is_allocation_failure", "memory_failure", "tensor_memory"]

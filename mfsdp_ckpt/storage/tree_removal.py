@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mfsdp_ckpt.storage.file_errors import NOT_ABOUT_THE_FILE
+
 # An export's tree is a few directories (chat templates, a PEFT adapter); a tree of more is
 # not walked further up front: its removal still names any entry it cannot remove.
 MAX_CHECKED_DIRS = 1000
@@ -65,7 +67,8 @@ def remove_tree(root: Path) -> OSError | None:
         if isinstance(err, FileNotFoundError):
             return  # removed meanwhile: gone as asked
         if isinstance(err, OSError):
-            failures.append(OSError(err.errno, err.strerror or str(err), path))
+            named = () if err.errno in NOT_ABOUT_THE_FILE else (path,)  # ENOMEM: not the file's
+            failures.append(OSError(err.errno, err.strerror or str(err), *named))
         else:
             failures.append(OSError(0, str(err), path))
 
