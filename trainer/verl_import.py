@@ -267,9 +267,9 @@ def _convert(
         for group in verl_keys.groups(pairs):
             shown = ", ".join(f"{key}={value}" for key, value in group)
             try:
-                adopted = verl_keys.adopt_pairs(cls, group, source)
-            except ConfigError as err:
-                conversion.dropped.append(f"{shown}: {str(err).split(': ', 2)[-1]}")
+                adopted = verl_keys.carry_over(cls, group, pairs)
+            except verl_keys.NotCarried as err:
+                conversion.dropped.append(f"{shown}: {err.reason}")
                 continue
             for key, value in adopted:
                 if verl_keys.is_native(cls, key):
@@ -407,7 +407,7 @@ def _drop_unresolved_typed(cls: type, tree: dict[str, Any], source: str) -> list
             for name in sections:
                 section = section[name]
             del section[leaf]
-            why = str(err).split(": ", 1)[-1]
+            why = str(err).removeprefix(f"{source}: ")
             dropped.append(f"{key}={value}: known only when the script runs ({why}): set it here")
     _drop_empty(tree)
     return dropped

@@ -72,6 +72,8 @@ SECTIONS: dict[str, Inert] = {
     MODEL + "mtp.": Inert(MTP),
     ROLLOUT + "mtp.": Inert(MTP),
     ROLLOUT + "checkpoint_engine.": Inert(WEIGHT_SYNC),
+    # the names verl's Megatron backend gives its fused layers when it hands them to the engine
+    ROLLOUT + "layer_name_map.": Inert(WEIGHT_SYNC),
     ROLLOUT + "trace.": Inert("tracing of rollouts: logging only"),
     ROLLOUT + "prometheus.": Inert("the engine's Prometheus metrics: monitoring only"),
     MODEL + "fused_kernel_options.": Inert(SPEED),
@@ -102,6 +104,27 @@ def _engine() -> dict[str, Inert]:
         f"{role}fsdp_config.{name}": Inert(why)
         for role in (ACTOR, REF)
         for name, why in keys.items()
+    }
+
+
+def _megatron_engine() -> dict[str, Inert]:
+    """verl's Megatron engine settings of the actor and the reference model that change no
+    update (its offload, parallel sizes, dtype and overrides: trainer.verl_off_keys)."""
+    keys = {
+        "sequence_parallel": (
+            "Megatron's sequence parallelism splits activations over tensor-parallel ranks,"
+            " of which there is one here"
+        ),
+        "use_distributed_optimizer": SPEED,
+        "dist_checkpointing_prefix": "used only with use_dist_checkpointing",
+        "seed": "runs here are seeded by trainer.seed",
+        "forward_only": "verl sets it by role (the reference model's is true)",
+        "use_remove_padding": PADDING,
+        "use_mbridge": "Hugging Face checkpoints load directly here",
+        "vanilla_mbridge": "Hugging Face checkpoints load directly here",
+    }
+    return {
+        f"{role}megatron.{name}": Inert(why) for role in (ACTOR, REF) for name, why in keys.items()
     }
 
 
@@ -172,6 +195,13 @@ def _rest() -> dict[str, Inert]:
     dataset = "what verl's dataset hands its workers: the same prompts"
     return {
         MODEL + "use_fused_kernels": Inert(SPEED),
+        **{
+            f"optim.{name}": Inert(
+                "used by Megatron's WSD schedule only (lr_decay_style=WSD), not available here",
+                ("sft", "grpo"),
+            )
+            for name in ("lr_wsd_decay_style", "lr_wsd_decay_steps")
+        },
         "actor_rollout_ref.nccl_timeout": Inert("a communication timeout"),
         "data.dataloader_num_workers": Inert(SPEED),
         "data.filter_overlong_prompts_workers": Inert(SPEED),
@@ -204,7 +234,7 @@ def _rest() -> dict[str, Inert]:
     }
 
 
-INERT_KEYS: dict[str, Inert] = _engine() | _roles() | _rollout() | _rest()
+INERT_KEYS: dict[str, Inert] = _engine() | _megatron_engine() | _roles() | _rollout() | _rest()
 
 
 def section_of(key: str) -> Inert | None:

@@ -23,6 +23,7 @@ import copy
 import dataclasses
 import functools
 import logging
+import re
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ log = logging.getLogger("mfsdp.config")
 
 VERL_ONLY_SECTION = "actor_rollout_ref."  # verl's; mfsdp has no section of that name
 ACTOR = "actor_rollout_ref.actor."
+REF = "actor_rollout_ref.ref."
 ROLLOUT = "actor_rollout_ref.rollout."
 PARALLEL_SIZES = (
     "tensor_model_parallel_size",
@@ -52,6 +54,17 @@ PARALLEL_SIZES = (
 
 class Unsupported(MfsdpUsageError, ValueError):
     """A verl key (or value) that mfsdp cannot honour; the message says why."""
+
+
+class NotCarried(Exception):
+    """A verl key that does not carry over: `text` says so naming the key (the message after
+    its source), `reason` says why alone, for `mfsdp config from-verl`, which lists the key
+    and value itself (read off the message, a value holding ': ' cut the reason short)."""
+
+    def __init__(self, text: str, reason: str = "") -> None:
+        super().__init__(text)
+        self.text = text
+        self.reason = reason or text
 
 
 @dataclass(frozen=True)
@@ -165,6 +178,54 @@ def _megatron_lora_targets(value: Any) -> dict[str, Any]:
     return {"model.target_modules": list(dict.fromkeys(hf))}
 
 
+# verl's Megatron `override_transformer_config` keys that change only what is recomputed and
+# which attention kernel runs (verl's defaults set them), not the model or its updates
+SPEED_OVERRIDES = (
+    "recompute_granularity",
+    "recompute_modules",
+    "recompute_method",
+    "recompute_num_layers",
+    "attention_backend",
+)
+SPEED_OVERRIDES_WHY = (
+    "recomputation and the attention kernel: speed or memory only (model.activation_checkpointing"
+    " here)"
+)
+# verl's default for the reference model's overrides: the actor's, judged on the actor's key
+_ACTORS_OVERRIDES = re.compile(
+    r"\$\{(oc\.select:)?actor_rollout_ref\.actor\.megatron\.override_transformer_config(,.*)?\}"
+)
+
+
+def _transformer_overrides(value: Any) -> dict[str, Any]:
+    """verl's Megatron transformer overrides, accepted where they set recomputation and the
+    attention kernel only (`SPEED_OVERRIDES`); one that changes the model is refused."""
+    if isinstance(value, str) and _ACTORS_OVERRIDES.fullmatch(value):
+        return {}
+    if isinstance(value, dict) and set(value) <= set(SPEED_OVERRIDES):
+        return {}
+    raise Unsupported(
+        f"Megatron transformer overrides here are only {', '.join(SPEED_OVERRIDES)} (speed or"
+        " memory); the model is its config.json: edit it in a copy of the model dir"
+    )
+
+
+# verl's Megatron LoRA (Megatron-Bridge's): read only when its rank is above 0
+MEGATRON_LORA = "actor_rollout_ref.model.lora."
+LORA_RANK = MEGATRON_LORA + "rank"
+LORA_MAPPED = (LORA_RANK, MEGATRON_LORA + "alpha", MEGATRON_LORA + "target_modules")
+LORA_OFF = "LoRA is off (lora.rank 0), and verl reads its lora.* settings only when it is on"
+
+
+def _lora_off(key: str, given: dict[str, Any]) -> bool:
+    """Whether `key` is a setting of verl's Megatron LoRA given with its rank at 0 (off):
+    ignored then, as verl ignores it (`lora.type: lora` at its default is no fused LoRA)."""
+    if not key.startswith(MEGATRON_LORA) or key in LORA_MAPPED:
+        return False
+    rank = given.get(LORA_RANK)
+    return isinstance(rank, int) and not isinstance(rank, bool) and rank <= 0
+
+
 LAUNCH = "a launch setting here: pass --nproc-per-node / --nnodes to mfsdp train"
 CLIP_RATIO = ACTOR + "clip_ratio"
 # verl's actor.yaml sets both sides (not null), so its clip_ratio alone changes nothing
@@ -236,12 +297,12 @@ RULES: dict[str, Rule] = {
         None, why="used only with use_dynamic_bsz", commands=("grpo",)
     ),
     ACTOR + "megatron.use_megatron_fsdp": Rule("strategy.name", _strategy, commands=("grpo",)),
-    ACTOR + "megatron.use_mbridge": Rule(
-        None, why="Hugging Face checkpoints load directly here", commands=("grpo",)
-    ),
-    ACTOR + "megatron.vanilla_mbridge": Rule(
-        None, why="Hugging Face checkpoints load directly here", commands=("grpo",)
-    ),
+    **{
+        role + "megatron.override_transformer_config": Rule(
+            None, _transformer_overrides, why=SPEED_OVERRIDES_WHY, commands=("grpo",)
+        )
+        for role in (ACTOR, REF)
+    },
     "actor_rollout_ref.ref.megatron.use_megatron_fsdp": Rule(
         None, why="the reference model uses the actor's strategy", commands=("grpo",)
     ),
@@ -488,7 +549,7 @@ def adopt_tree(cls: type, tree: dict[str, Any], source: str) -> dict[str, Any]:
     try:
         adopted = adopt_pairs(cls, foreign, source)
     except ConfigError as err:  # the first of its verl keys that fails: say where the rest are
-        more = _failing(cls, foreign, source) - 1
+        more = _failing(cls, foreign) - 1
         if more < 1:
             raise
         raise ConfigError(
@@ -500,18 +561,16 @@ def adopt_tree(cls: type, tree: dict[str, Any], source: str) -> dict[str, Any]:
     return native
 
 
-def _failing(cls: type, pairs: list[tuple[str, Any]], source: str) -> int:
+def _failing(cls: type, pairs: list[tuple[str, Any]]) -> int:
     """How many of `pairs` fail to carry over, each group of `groups` tried alone, without
     their notes."""
-    from trainer.config import ConfigError
-
     failing = 0
     log.disabled, disabled = True, log.disabled
     try:
         for group in groups(pairs):
             try:
-                adopt_pairs(cls, group, source)
-            except ConfigError:
+                carry_over(cls, group, pairs)
+            except NotCarried:
                 failing += 1
     finally:
         log.disabled = disabled
@@ -520,22 +579,35 @@ def _failing(cls: type, pairs: list[tuple[str, Any]], source: str) -> int:
 
 def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tuple[str, Any]]:
     """Dotted `(key, value)` pairs (command-line overrides, in order) with verl's keys rewritten;
-    mfsdp's own keys and unknown keys pass through unchanged."""
+    mfsdp's own keys and unknown keys pass through unchanged. A verl key that does not carry
+    over fails naming `source`."""
     from trainer.config import ConfigError
 
+    try:
+        return carry_over(cls, pairs)
+    except NotCarried as err:
+        raise ConfigError(f"{source}: {err.text}") from None
+
+
+def carry_over(
+    cls: type, pairs: list[tuple[str, Any]], context: list[tuple[str, Any]] | None = None
+) -> list[tuple[str, Any]]:
+    """`adopt_pairs` without a source: NotCarried for the first verl key that does not carry
+    over. `context` is every pair of the run where `pairs` is a part of them (`groups`), for
+    the rules that read another key (LoRA's rank)."""
     command = command_of(cls)
-    given = {_normalise(key.lstrip("+")): value for key, value in pairs}
+    given = {_normalise(key.lstrip("+")): value for key, value in context or pairs}
     out: list[tuple[str, Any]] = []
     resume: dict[str, Any] = {}
     for raw, value in pairs:
         raw_key = raw.lstrip("+")  # Hydra's `+key=` (add) and `++key=` (force)
         key = _normalise(raw_key)
         if key in MIRRORS and MIRRORS[key] in given:
-            _check_mirror(raw_key, value, MIRRORS[key], given[MIRRORS[key]], source)
+            _check_mirror(raw_key, value, MIRRORS[key], given[MIRRORS[key]])
             continue
         key = MIRRORS.get(key, key)
         if is_native(cls, key):
-            value = _native_value(raw_key, key, value, source)
+            value = _native_value(raw_key, key, value)
             if key != raw_key:
                 _note(raw_key, {key: value}, "")
             out.append((key, value))
@@ -547,6 +619,9 @@ def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tu
             resume[leaf] = value
             continue
         raw_key, key, value = _as_whole(raw_key, key, value)
+        if _lora_off(key, given):
+            _note(raw_key, {}, LORA_OFF)
+            continue
         rule = rule_for(key)
         if rule is None and leaf in PARALLEL_SIZES:
             rule = Rule(
@@ -556,18 +631,18 @@ def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tu
                 ),
                 why="model parallel sizes are 1 here (FSDP only)",
             )
-        if rule is None and key.startswith(VERL_ONLY_SECTION):
+        # the key as written: `actor_rollout_ref.actor.optim.x` is `optim.x` only once mapped
+        if rule is None and raw_key.startswith(VERL_ONLY_SECTION):
             if is_unset(value):  # a setting verl leaves at its default: nothing to carry
                 _note(raw_key, {}, NOT_SET)
                 continue
-            raise ConfigError(_unmapped_message(cls, raw_key, key, source))
+            raise NotCarried(_unmapped_message(cls, raw_key))
         if rule is None:
             out.append((key, value))  # not a verl key we know: the loader names the closest keys
             continue
         if command not in rule.commands:
-            raise ConfigError(
-                f"{source}: verl key '{raw_key}' is for mfsdp train {rule.commands[0]}, "
-                f"not {command}"
+            raise NotCarried(
+                f"verl key '{raw_key}' is for mfsdp train {rule.commands[0]}, not {command}"
             )
         if key == CLIP_RATIO:
             out += _clip_ratio(raw_key, value, given)
@@ -578,13 +653,13 @@ def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tu
         try:
             mapped = rule.apply(cls, value)
         except Unsupported as err:
-            raise ConfigError(
-                f"{source}: verl key '{raw_key}={value}' has no equivalent here: {err}"
+            raise NotCarried(
+                f"verl key '{raw_key}={value}' has no equivalent here: {err}", str(err)
             ) from None
         _note(raw_key, mapped, rule.why)
         out += mapped.items()
     if resume:
-        out.append(("checkpoint.resume", _resume(resume, source)))
+        out.append(("checkpoint.resume", _resume(resume)))
     return out
 
 
@@ -638,31 +713,25 @@ def _clip_ratio(raw_key: str, value: Any, given: dict[str, Any]) -> list[tuple[s
     return list(mapped.items())
 
 
-def _check_mirror(raw_key: str, value: Any, copied: str, original: Any, source: str) -> None:
+def _check_mirror(raw_key: str, value: Any, copied: str, original: Any) -> None:
     """A verl key that copies `copied` by default, given beside it: ignored at the same
     value, refused at another (mfsdp has one setting for both)."""
-    from trainer.config import ConfigError
-
     if not same(value, original):
-        raise ConfigError(
-            f"{source}: verl key '{raw_key}={value}' has no equivalent here: it differs from"
-            f" {copied}={original}, which verl copies into it by default, and they are one"
-            " setting here (give them one value)"
+        why = (
+            f"it differs from {copied}={original}, which verl copies into it by default, and"
+            " they are one setting here (give them one value)"
         )
+        raise NotCarried(f"verl key '{raw_key}={value}' has no equivalent here: {why}", why)
     _note(raw_key, {}, f"verl copies {copied} into it")
 
 
-def _native_value(raw_key: str, key: str, value: Any, source: str) -> Any:
+def _native_value(raw_key: str, key: str, value: Any) -> Any:
     """The value of an mfsdp key of verl's name as mfsdp reads it: verl's -1 ("no limit")
     is null; an advantage estimator other than GRPO's is refused in one line."""
-    from trainer.config import ConfigError
-
     if key == ESTIMATOR and value != "grpo":
         default = " (verl's default, gae, is PPO with a critic)" if value == "gae" else ""
-        raise ConfigError(
-            f"{source}: {raw_key}={value}: mfsdp trains GRPO only; set"
-            f" algorithm.adv_estimator=grpo{default}"
-        )
+        why = f"mfsdp trains GRPO only; set algorithm.adv_estimator=grpo{default}"
+        raise NotCarried(f"{raw_key}={value}: {why}", why)
     if key in NO_LIMIT and same(value, -1):
         _note(raw_key, {key: None}, "")
         return None
@@ -693,10 +762,10 @@ def carries(cls: type, given: str) -> bool:
     return rule is not None and command_of(cls) in rule.commands
 
 
-def _unmapped_message(cls: type, raw_key: str, key: str, source: str) -> str:
-    """For a key under verl's `actor_rollout_ref.` that no rule maps: the whole key, and
-    mfsdp's key of the same name where there is one (`rollout.dtype`), else the verl keys it
-    may be a typo of. The loader named only the section ("unknown config key
+def _unmapped_message(cls: type, key: str) -> str:
+    """For a key under verl's `actor_rollout_ref.` that no rule maps: the whole key as
+    written, and mfsdp's key of the same name where there is one (`rollout.dtype`), else the
+    verl keys it may be a typo of. The loader named only the section ("unknown config key
     'actor_rollout_ref'") and guessed a key from its name."""
     from trainer.config import close_keys
 
@@ -709,7 +778,7 @@ def _unmapped_message(cls: type, raw_key: str, key: str, source: str) -> str:
         hint = f"did you mean {', '.join(shown_name(name, verl[name]) for name in close)}?"
     else:
         hint = f"`mfsdp config defaults {command_of(cls)}` lists mfsdp's keys"
-    return f"{source}: verl key '{raw_key}' is not one mfsdp maps (docs/verl.md); {hint}"
+    return f"verl key '{key}' is not one mfsdp maps (docs/verl.md); {hint}"
 
 
 def split_foreign(
@@ -767,24 +836,18 @@ def is_native(cls: type, key: str) -> bool:
     return True
 
 
-def _resume(resume: dict[str, Any], source: str) -> str:
+def _resume(resume: dict[str, Any]) -> str:
     """verl's resume_mode (auto | disable | resume_path) and resume_from_path ->
     checkpoint.resume."""
-    from trainer.config import ConfigError
-
     mode, path = resume.get("resume_mode", "auto"), resume.get("resume_from_path")
     if mode == "resume_path" or (mode == "auto" and path):
         if not path:
-            raise ConfigError(
-                f"{source}: trainer.resume_mode=resume_path needs trainer.resume_from_path"
-            )
+            raise NotCarried("trainer.resume_mode=resume_path needs trainer.resume_from_path")
         target = str(path)
     elif mode in ("auto", "disable"):
         target = mode
     else:
-        raise ConfigError(
-            f"{source}: trainer.resume_mode must be auto, disable or resume_path, got {mode!r}"
-        )
+        raise NotCarried(f"trainer.resume_mode must be auto, disable or resume_path, got {mode!r}")
     _note("trainer.resume_mode/resume_from_path", {"checkpoint.resume": target}, "")
     return target
 

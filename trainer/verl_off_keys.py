@@ -55,9 +55,12 @@ class Off:
 
 
 def same(value: Any, allowed: Any) -> bool:
-    """Whether `value` is verl's `allowed`: a list in any order, a flag never a number."""
+    """Whether `value` is verl's `allowed`: a list in any order, a flag never a number, a
+    mapping key by key (`freeze_moe_router: 0` is no flag either)."""
     if isinstance(value, list) and isinstance(allowed, list):
         return sorted(map(str, value)) == sorted(map(str, allowed))
+    if isinstance(value, dict) and isinstance(allowed, dict):
+        return value.keys() == allowed.keys() and all(same(value[k], allowed[k]) for k in value)
     return isinstance(value, bool) == isinstance(allowed, bool) and value == allowed
 
 
@@ -83,6 +86,45 @@ def _offload() -> Iterator[tuple[str, Off]]:
             ("grpo",),
         ),
     )
+
+
+def _megatron() -> Iterator[tuple[str, Off]]:
+    """verl's Megatron backend (`megatron.*` of the actor and the reference model) at the
+    settings that train as Megatron-FSDP here does: the model from model.path's Hugging
+    Face weights, its config as it is, compute in bf16."""
+    override = (
+        "overriding the model's config is not supported: edit config.json in a copy of the"
+        " model dir"
+    )
+    for prefix in (ACTOR, REF):
+        settings = {
+            "megatron.use_dist_checkpointing": Off(
+                (False,),
+                "the model loads from model.path's Hugging Face weights",
+                "loading the model from a Megatron dist checkpoint is not supported: model.path"
+                " is a Hugging Face model dir",
+            ),
+            "megatron.override_ddp_config": Off(
+                ({}, None),
+                "no data-parallel settings beyond mfsdp's own",
+                "overriding Megatron's data-parallel settings is not supported",
+            ),
+            "megatron.override_mcore_model_config": Off(
+                ({}, None), "the model's config as it is", override
+            ),
+            "megatron.dtype": Off(
+                ("bfloat16", "bf16"),
+                "compute is bf16 here",
+                "compute is bf16 here (strategy.mixed_precision)",
+            ),
+            "load_weight": Off(
+                (True,),
+                "the model starts from model.path's weights",
+                "a model here always starts from model.path's weights",
+            ),
+        }
+        for name, off in settings.items():
+            yield prefix + name, replace(off, commands=("grpo",))
 
 
 def _sharding() -> Iterator[tuple[str, Off]]:
@@ -228,6 +270,16 @@ def _data() -> Iterator[tuple[str, Off]]:
         Off((-1,), "every validation row is read", "every validation row is read in SFT", ("sft",)),
     )
     yield (
+        "data.ignore_input_ids_mismatch",
+        Off(
+            (False,),
+            "a chat the template does not render turn by turn is refused here, as verl's False",
+            "a chat the template does not render turn by turn is refused here: add"
+            " {% generation %} markers to the chat template",
+            ("sft",),
+        ),
+    )
+    yield (
         "data.balance_dp_token",
         Off(
             (False,),
@@ -299,6 +351,7 @@ def _optimizer() -> Iterator[tuple[str, Off]]:
             "the cosine schedule here falls over half a cycle (verl's 0.5)",
         ),
     )
+    yield from _megatron_schedule()
     yield (
         "optim.override_optimizer_config",
         Off(
@@ -309,12 +362,50 @@ def _optimizer() -> Iterator[tuple[str, Off]]:
     )
 
 
+def _megatron_schedule() -> Iterator[tuple[str, Off]]:
+    """verl's Megatron optimizer file (optim/megatron.yaml: Megatron-LM's
+    OptimizerParamScheduler) at its defaults, which give the schedule mfsdp's copies: warmup
+    from 0, decay over the run's updates, constant weight decay, the config's schedule on
+    resume. Its WSD keys are in trainer.verl_inert_keys (read only by that schedule)."""
+    schedule = {
+        "lr_warmup_init": (
+            (0, 0.0),
+            "warmup rises from 0 here, as verl's 0.0",
+            "warmup here rises from 0 (verl's lr_warmup_init 0.0)",
+        ),
+        "lr_decay_steps": (
+            (None,),
+            "the schedule decays over the run's updates here, as verl's null",
+            "the schedule here decays over the run's updates (verl's null): set"
+            " trainer.total_steps",
+        ),
+        "weight_decay_incr_style": (
+            ("constant",),
+            "weight decay is constant here",
+            "weight decay here is constant (optim.weight_decay)",
+        ),
+        "use_checkpoint_opt_param_scheduler": (
+            (False,),
+            "a resumed run follows the config's schedule here, as verl's False",
+            "a resumed run here follows the config's schedule (optim.*), not the checkpoint's",
+        ),
+    }
+    for name, (values, why, refused) in schedule.items():
+        yield f"optim.{name}", Off(values, why, refused)
+
+
 def _checkpoints() -> Iterator[tuple[str, Off]]:
-    """What verl saves and loads: every checkpoint here holds all three of its parts."""
-    for prefix, commands in (("trainer.", ("sft", "grpo")), (ACTOR, ("grpo",))):
+    """What verl saves and loads: every checkpoint here holds all three of its parts. verl's
+    sft_trainer reads them from a top-level `checkpoint:` section, its fsdp_sft_trainer
+    (sft_trainer.yaml) from `trainer.checkpoint`, main_ppo from each role's `checkpoint`."""
+    for prefix, commands in (
+        ("checkpoint.", ("sft",)),
+        ("trainer.checkpoint.", ("sft", "grpo")),
+        (ACTOR + "checkpoint.", ("grpo",)),
+    ):
         for name in ("save_contents", "load_contents"):
             yield (
-                f"{prefix}checkpoint.{name}",
+                f"{prefix}{name}",
                 Off(
                     (SAVED,),
                     "a checkpoint here holds the model, optimizer and trainer state",
@@ -463,6 +554,10 @@ def _features_off() -> Iterator[tuple[str, Off]]:
     }
     for key, (values, refused) in switches.items():
         yield key, Off(values, refused, refused, ("grpo",))
+    yield (  # verl's sft_trainer: the first and last step profiled, -1 for none
+        "trainer.profile_interval",
+        Off(([-1, -1],), "profiling is not supported", "profiling is not supported", ("sft",)),
+    )
 
 
 ROLLOUT_CORRECTION = (
@@ -485,7 +580,7 @@ def _model_and_data() -> Iterator[tuple[str, Off]]:
     yield (
         MODEL + "override_config",
         Off(
-            ({}, None),
+            _empty_model_overrides(),
             "the model's config as it is",
             "overriding the model's config is not supported: edit config.json in a copy of"
             " the model dir",
@@ -512,6 +607,20 @@ def _model_and_data() -> Iterator[tuple[str, Off]]:
     }
     for name, (value, refused) in data.items():
         yield f"data.{name}", Off((value,), refused, refused, ("grpo",))
+
+
+def _empty_model_overrides() -> tuple[Any, ...]:
+    """`override_config` values that override nothing: null, `{}`, and verl's Megatron
+    default `{model_config: {}, moe_config: {freeze_moe_router: false}}` or part of it (a
+    router is trained here as any other layer)."""
+    model = ({}, None)  # None: the section left out
+    moe = ({}, {"freeze_moe_router": False}, None)
+    found: list[Any] = [None]
+    for model_config in model:
+        for moe_config in moe:
+            sections = {"model_config": model_config, "moe_config": moe_config}
+            found.append({name: value for name, value in sections.items() if value is not None})
+    return tuple(found)
 
 
 # the DAPO recipe's `reward_model.overlong_buffer`, which verl's DAPO reward manager
@@ -564,6 +673,7 @@ def _rewards() -> Iterator[tuple[str, Off]]:
 OFF_KEYS: dict[str, Off] = dict(
     [
         *_offload(),
+        *_megatron(),
         *_sharding(),
         *_model_files(),
         *_data(),
