@@ -25,8 +25,9 @@ from mfsdp_ckpt.errors import MfsdpUsageError
 
 _KEY = r"(\.*)([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)"
 # `${trainer.project_name}`, `${.save_contents}` (beside it), `${..x}` (one section up), and
-# `${oc.select:data.max_prompt_length,512}` (the default after the comma: no braces in it)
-REFERENCE = re.compile(rf"\$\{{(?:{_KEY}|oc\.select:\s*{_KEY}\s*(?:,([^{{}}]*))?)\}}")
+# `${oc.select:data.max_prompt_length,512}` (the default after the comma: no braces in it
+# but an empty mapping's, `${oc.select:actor_rollout_ref.actor.megatron.x,{}}`)
+REFERENCE = re.compile(rf"\$\{{(?:{_KEY}|oc\.select:\s*{_KEY}\s*(?:,((?:[^{{}}]|\{{\}})*))?)\}}")
 # a default OmegaConf reads as a plain string: `token-mean`, `~/models/x`
 _UNQUOTED = re.compile(r"[A-Za-z0-9_./~+\-]+")
 MAX_DEPTH = 8  # a reference to a reference ..., deeper than a config writes them

@@ -23,7 +23,6 @@ import copy
 import dataclasses
 import functools
 import logging
-import re
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -191,17 +190,11 @@ SPEED_OVERRIDES_WHY = (
     "recomputation and the attention kernel: speed or memory only (model.activation_checkpointing"
     " here)"
 )
-# verl's default for the reference model's overrides: the actor's, judged on the actor's key
-_ACTORS_OVERRIDES = re.compile(
-    r"\$\{(oc\.select:)?actor_rollout_ref\.actor\.megatron\.override_transformer_config(,.*)?\}"
-)
 
 
 def _transformer_overrides(value: Any) -> dict[str, Any]:
     """verl's Megatron transformer overrides, accepted where they set recomputation and the
     attention kernel only (`SPEED_OVERRIDES`); one that changes the model is refused."""
-    if isinstance(value, str) and _ACTORS_OVERRIDES.fullmatch(value):
-        return {}
     if isinstance(value, dict) and set(value) <= set(SPEED_OVERRIDES):
         return {}
     raise Unsupported(

@@ -169,3 +169,24 @@ def test_verls_sft_trainer_checkpoint_section_at_its_defaults_converts(tmp_path)
         load_config(SFTConfig, None, ["checkpoint.save_contents=[model]"])
     with pytest.raises(ConfigError, match="turn by turn"):
         load_config(SFTConfig, None, ["data.ignore_input_ids_mismatch=true"])
+
+
+def test_the_reference_models_overrides_follow_the_actors_or_their_empty_default():
+    """verl's Megatron file writes the reference model's transformer overrides as
+    `${oc.select:actor_rollout_ref.actor.megatron.override_transformer_config,{}}`: an empty
+    mapping as the default, which the reference pattern did not read, so the text stayed."""
+    from trainer.verl_interpolation import resolve
+
+    default = "${oc.select:actor_rollout_ref.actor.megatron.override_transformer_config,{}}"
+    for actors, expected in ((None, {}), ({"num_layers": 2}, {"num_layers": 2})):
+        megatron = {} if actors is None else {"override_transformer_config": actors}
+        tree = {
+            "actor_rollout_ref": {
+                "actor": {"megatron": megatron},
+                "ref": {"megatron": {"override_transformer_config": default}},
+            }
+        }
+        resolve(tree, 1 << 20)
+        assert tree["actor_rollout_ref"]["ref"]["megatron"]["override_transformer_config"] == (
+            expected
+        )
