@@ -35,6 +35,7 @@ from trainer.loss import linear_cross_entropy_sum
 from trainer.model_assets import (
     GENERATION_CONFIG_FILE,
     check_asset_dir,
+    check_chat_template_value,
     copied_generation_config,
     generation_config_bytes,
 )
@@ -175,6 +176,7 @@ def load_tokenizer(cfg: ModelConfig):
             check_asset_dir(source, model_source)
         check_tokenizer_files(source)
         check_tokenizer_class(source)
+        check_chat_template_value(source)
     from transformers import AutoTokenizer
 
     def load_and_encode():  # a wrong type in tokenizer_config.json fails only when encoding

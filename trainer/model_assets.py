@@ -19,8 +19,10 @@ checkpoint, whose exports then did not load.
 
 What is refused is one line naming the file, as a usage error (exit 2), as config.json's own
 errors are: in the launching process before anything starts (`check_model_files`), and again
-where a rank reads the file. This module imports neither torch nor transformers (a
-generation config is built with transformers only where a dir holds one).
+where a rank reads the file; a chat template that is no text (`check_chat_template_value`)
+where a tokenizer without one is refused, as the tokenizer is loaded. This module imports
+neither torch nor transformers (a generation config is built with transformers only where a
+dir holds one).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.convert.export_source import (
     MAX_JSON_ASSET_BYTES,
     MAX_JSON_ASSET_CONTAINERS,
@@ -45,6 +48,13 @@ from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.unique_json import parse_json
 from trainer.config import ConfigError, ModelConfig
 from trainer.model_source import ModelSource, resolve_model_source
+
+# Where transformers takes a tokenizer dir's chat template from: chat_template.jinja, else
+# tokenizer_config.json's `chat_template`, a text or a list of named texts (`default` renders)
+CHAT_TEMPLATE_FILE = "chat_template.jinja"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+TEMPLATE_KEY = "chat_template"
+DEFAULT_TEMPLATE = "default"
 
 
 def check_asset_dir(directory: Path, source: ModelSource | None) -> None:
@@ -65,6 +75,57 @@ def read_json_asset(path: Path) -> Any:
     except CheckpointFileError as err:
         raise HFConfigError(str(err)) from None
     return parse_json(text, str(path), HFConfigError, MAX_JSON_ASSET_CONTAINERS)
+
+
+def check_chat_template_value(directory: Path) -> None:
+    """tokenizer_config.json's chat_template, where the tokenizer's template comes from it,
+    is a text (a Jinja template) or named texts whose `default` is one: transformers loads
+    any JSON value there, and `"chat_template": 5` was a traceback of 80 lines in every rank
+    at the first row, a list of numbers one from transformers, named templates without
+    `default` an error blaming the data's first row. Refused in one line naming the key, a
+    usage error as a tokenizer without a template is (`load_tokenizer`)."""
+    path = directory / TOKENIZER_CONFIG_FILE
+    if os.path.lexists(directory / CHAT_TEMPLATE_FILE) or not os.path.lexists(path):
+        return  # the template is chat_template.jinja's text, or the tokenizer has none
+    data = read_json_asset(path)
+    template = data.get(TEMPLATE_KEY) if isinstance(data, dict) else None
+    if template is None or isinstance(template, str):
+        return  # none: load_tokenizer says the tokenizer has no chat template
+    where = f"{path} [{TEMPLATE_KEY}]"
+    if not isinstance(template, (list, dict)):
+        raise ConfigError(
+            f"{where}: {template!r:.80} is not a string (a Jinja chat template) or a list of"
+            f" named templates; {_TEMPLATE_REMEDY}"
+        )
+    named = _named_templates(template, where) if isinstance(template, list) else template
+    if DEFAULT_TEMPLATE not in named:
+        raise ConfigError(
+            f"{where}: no template named {DEFAULT_TEMPLATE!r}, the one transformers renders"
+            f" (named: {first_of([repr(name) for name in named], 3) or 'none'});"
+            f" {_TEMPLATE_REMEDY}"
+        )
+    if not isinstance(named[DEFAULT_TEMPLATE], str):
+        raise ConfigError(
+            f"{where}: its {DEFAULT_TEMPLATE!r} template, the one transformers renders, is"
+            f" {named[DEFAULT_TEMPLATE]!r:.80}, not a string (a Jinja chat template);"
+            f" {_TEMPLATE_REMEDY}"
+        )
+
+
+_TEMPLATE_REMEDY = f"write the template there as a string, or in {CHAT_TEMPLATE_FILE} beside it"
+
+
+def _named_templates(entries: list[Any], where: str) -> dict[Any, Any]:
+    """A list of named chat templates as transformers reads it, name -> template (the last
+    of a name wins): each entry an object with a `name` and a `template`, else ConfigError
+    naming the entry (transformers' own error named neither file nor key)."""
+    for index, entry in enumerate(entries):
+        if not (isinstance(entry, dict) and {"name", "template"} <= entry.keys()):
+            raise ConfigError(
+                f"{where}[{index}]: {entry!r:.80} is not a named template"
+                f' ({{"name": ..., "template": ...}}); {_TEMPLATE_REMEDY}'
+            )
+    return {entry["name"]: entry["template"] for entry in entries}
 
 
 def generation_config_bytes(directory: Path, source: ModelSource | None) -> bytes | None:

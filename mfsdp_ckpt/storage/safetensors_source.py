@@ -31,6 +31,7 @@ from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format import dcp_hf_shards
 from mfsdp_ckpt.format.dtypes import BY_NAME, DType
 from mfsdp_ckpt.format.finite import count_nonfinite_in_file
+from mfsdp_ckpt.format.hf_trainer import STATE_BIN_RE
 from mfsdp_ckpt.format.layout import HF_ASSETS_DIR, checkpoint_containing
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
@@ -112,17 +113,41 @@ def _chosen_files(model_dir: Path, notes: list[str]) -> tuple[list[str], dict[st
     if len(singles) == 1:
         return singles, None
     found = "several .safetensors files and no index" if singles else "no .safetensors weights"
-    pickled = sorted(p.name for p in model_dir.glob("*.bin")) if not singles else []
-    if not singles and not pickled:
+    also = "" if singles else other_weights_hint(model_dir)
+    if not also:
         _refuse_checkpoint_dir(model_dir, found)
-    also = ""
-    if pickled:  # an older save_pretrained's pytorch_model.bin: a pickle, never loaded here
-        also = (
-            f"; {first_of(pickled, 2)} is a pickle, which"
-            " mfsdp never loads (it can run code): if you trust it, convert it with"
-            " transformers (from_pretrained, then save_pretrained writes safetensors)"
-        )
     raise SafetensorsError(f"{model_dir}: {found} (expected {SINGLE_FILE} or {INDEX_FILE}){also}")
+
+
+# Weights in formats mfsdp never reads, as transformers and others save them: pickles (an
+# older save_pretrained's pytorch_model.bin, torch.save's .pt/.pth), which unpickling could
+# make run code, and GGUF (llama.cpp's), which transformers converts
+PICKLED_WEIGHTS = (".bin", ".pt", ".pth")
+GGUF_WEIGHTS = ".gguf"
+_CONVERTED = "then save_pretrained writes safetensors"
+
+
+def other_weights_hint(model_dir: Path) -> str:
+    """`; NAME is ...: convert it ...` for the weights a dir without safetensors holds in
+    another format, named (a model dir of `model.pt` was told only "no .safetensors
+    weights"), "" when it holds none. The HF Trainer's state .bin files are no weights."""
+    names = sorted(path.name for path in model_dir.glob("*"))
+    pickled = [n for n in names if n.endswith(PICKLED_WEIGHTS) and not STATE_BIN_RE.match(n)]
+    gguf = [name for name in names if name.endswith(GGUF_WEIGHTS)]
+    hint = ""
+    if pickled:
+        hint += (
+            f"; {first_of(pickled, 2)} is a pickle, which mfsdp never loads (it can run"
+            " code): if you trust it, convert it with transformers (from_pretrained,"
+            f" {_CONVERTED})"
+        )
+    if gguf:
+        hint += (
+            f"; {first_of(gguf, 2)} is GGUF (llama.cpp's format), which mfsdp does not read:"
+            f" convert it with transformers (from_pretrained with gguf_file={gguf[0]},"
+            f" {_CONVERTED})"
+        )
+    return hint
 
 
 def _refuse_checkpoint_dir(model_dir: Path, found: str) -> None:

@@ -1,6 +1,7 @@
 """A run resumed onto prompt/response rows whose checkpoint trained them as a user and an
 assistant turn (as mfsdp did before it tokenized them as verl's SFTDataset does) now trains
-other tokens on the same rows: it says so, as for any other data change, and goes on."""
+other tokens on the same rows: it says so, naming that cause beside edited or reordered rows
+(the file itself may be unchanged), and goes on."""
 
 from __future__ import annotations
 
@@ -46,7 +47,9 @@ def test_a_resume_onto_rows_now_tokenized_as_verl_warns_and_goes_on(tmp_path, ca
     assert err.count("warning:") == 1, err
     assert (
         f"[sft] warning: {run}/global_step_2: data.train_files ({rows}) hold other rows, or"
-        " rows in another order, than the checkpoint was trained on: the steps after 2 read"
-        " other rows than an uninterrupted run would"
+        " rows in another order, than the checkpoint was trained on, or rows that tokenize to"
+        " other trained tokens (in SFT: another chat template or tokenizer, or prompt/response"
+        " rows trained before mfsdp tokenized them as verl's SFTDataset does): the steps after"
+        " 2 read other rows than an uninterrupted run would"
     ) in err
     assert json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])["step"] == 3
