@@ -33,7 +33,7 @@ from cli.errors import (
 )
 from cli.launch_flags import check_launch
 from cli.main import settle
-from cli.run_report import FinalValue, interrupted_run, report_run, report_untrained
+from cli.run_report import FinalValue, interrupted_run, report_run
 from cli.stop import EXIT_INTERRUPTED
 from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.storage import safe_files
@@ -269,11 +269,10 @@ def start(
     logged_before: int = 0,
 ) -> None:
     """Check the data files (the launch flags were, by `check_launch`) and, when launching,
-    that this machine can run the ranks (`check_local_ranks`); end a run that would train
-    nothing (`end_if_untrained`); choose CPU threads, then return when this process should
-    train; when it should launch ranks instead, run torchrun and exit as they ended
-    (`end_as_ranks_ended`: a failed rank fails the command, a signal that stopped them ends
-    it with the interrupted line)."""
+    that this machine can run the ranks (`check_local_ranks`), choose CPU threads, then
+    return when this process should train; when it should launch ranks instead, run
+    torchrun and exit as they ended (`end_as_ranks_ended`: a failed rank fails the command,
+    a signal that stopped them ends it with the interrupted line)."""
     from trainer.local_ranks import check_local_ranks
     from trainer.prerequisites import check_prerequisites
     from trainer.threads import configure_threads
@@ -284,8 +283,6 @@ def start(
     check_prerequisites(cfg)  # after every path: a missing model or data is the first to fix
     if launching:  # before torchrun starts a process per rank, each loading torch
         check_local_ranks(subcommand, cfg, launch.nproc_per_node, launch.nnodes)
-    if "RANK" not in os.environ and not launch.multi_node:
-        end_if_untrained(subcommand, cfg, as_json)
     local_ranks = launch.nproc_per_node if launching else int(os.environ.get("LOCAL_WORLD_SIZE", 1))
     configure_threads(local_ranks)
     _quiet_known_warnings()
@@ -300,21 +297,6 @@ def start(
     _quiet_library_bars(cfg)
     if int(os.environ.get("RANK", 0)) == 0:
         say_starting(subcommand, "loading torch and transformers")
-
-
-def end_if_untrained(subcommand: str, cfg: Any, as_json: bool) -> None:
-    """Exit 0 with the run's line and result when it would resume at or past its last step
-    (`untrained_resume`), as its ranks would have ended, but before torch, torchrun and the
-    model load for seconds only to say that. Not where other machines launch ranks of the
-    same run (`--nnodes`): their run dirs may hold other steps, and they would wait for
-    this machine's ranks."""
-    from trainer.resume import untrained_resume
-
-    untrained = untrained_resume(cfg, subcommand)
-    if untrained is None:
-        return
-    report_untrained(subcommand, Path(cfg.trainer.run_dir), untrained, as_json)
-    sys.exit(0)
 
 
 def _ranks_import_this_code() -> None:

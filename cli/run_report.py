@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import click
 
 from cli.errors import settle_command
 from cli.lines import say
 from cli.result_said import mark_result_said
-
-if TYPE_CHECKING:
-    from trainer.resume import Untrained
 
 
 def interrupted_run(cfg: Any, logged_before: int, stopped: str = "interrupted") -> str:
@@ -140,87 +137,15 @@ def report_run(kind: str, result: Any, as_json: bool, finals: list[FinalValue]) 
     """Report a runner's result (`trainer.runner.RunResult`: `SFTResult`, `GRPOResult`):
     where it wrote, the step it reached, the step it resumed from, its final values and its
     last checkpoint."""
-    _report_reached(
-        kind,
-        result.run_dir,
-        result.final_step,
-        result.resumed_from,
-        result.last_checkpoint,
-        as_json,
-        finals,
-    )
-
-
-class Reported(NamedTuple):
-    """One value a kind of run reports: its JSON key, its words in the line, its format, and
-    the per-step series of the runner's result whose newest step it is."""
-
-    key: str
-    label: str
-    fmt: str
-    series: str
-
-
-# The values each kind of run reports, the one table `mfsdp train sft|grpo` (cli/train.py,
-# cli/train_grpo.py) and `report_untrained` read: a run that trains no step reports the same
-# keys, with no values.
-REPORTED = {
-    "sft": (
-        Reported("final_loss", "loss", ".4f", "losses"),
-        Reported("val_loss", "val loss", ".4f", "eval_losses"),
-    ),
-    "grpo": (
-        Reported("reward_mean", "reward", ".3f", "rewards"),
-        Reported("val_accuracy", "val accuracy", ".3f", "val_accuracy"),
-    ),
-}
-
-
-def final_values(kind: str, result: Any = None) -> list[FinalValue]:
-    """The values a run of `kind` reports (`REPORTED`), each the newest step's of its series
-    in `result` (`trainer.runner.RunResult`), or None without a result."""
-    return [
-        FinalValue(
-            reported.key,
-            reported.label,
-            None if result is None else last_value(getattr(result, reported.series)),
-            reported.fmt,
-        )
-        for reported in REPORTED[kind]
-    ]
-
-
-def report_untrained(
-    kind: str, run_dir: str | os.PathLike, untrained: Untrained, as_json: bool
-) -> None:
-    """Report a run the launching process found with nothing left to train
-    (`trainer.resume.untrained_resume`) as its ranks reported one: its line on stderr, then
-    the result at the step resumed, its values none, its checkpoint the one resumed."""
-    say(f"[{kind}] {untrained.line}", err=True)
-    finals = final_values(kind)
-    step = untrained.step
-    _report_reached(kind, run_dir, step, step, untrained.checkpoint, as_json, finals)
-
-
-def _report_reached(
-    kind: str,
-    run_dir: str | os.PathLike,
-    final_step: int,
-    resumed_from: int | None,
-    last_checkpoint: str | os.PathLike | None,
-    as_json: bool,
-    finals: list[FinalValue],
-) -> None:
-    """Report a run that ended at `final_step`: `report_run`, and `report_untrained`."""
-    checkpoint = str(last_checkpoint) if last_checkpoint else None
+    checkpoint = str(result.last_checkpoint) if result.last_checkpoint else None
     summary = {
-        "run_dir": str(run_dir),
-        "final_step": final_step,
-        "resumed_from": resumed_from,
+        "run_dir": str(result.run_dir),
+        "final_step": result.final_step,
+        "resumed_from": result.resumed_from,
         **{final.key: final.value for final in finals},
         "checkpoint": checkpoint,
     }
     shown = "".join(
         f", {final.label} {final.value:{final.fmt}}" for final in finals if final.value is not None
     )
-    report(summary, as_json, f"{kind}: step {final_step}{shown}; checkpoint {checkpoint}")
+    report(summary, as_json, f"{kind}: step {result.final_step}{shown}; checkpoint {checkpoint}")

@@ -8,7 +8,7 @@ import click
 
 from cli.errors import MfsdpGroup
 from cli.launch import config_option, json_option, launch_options, run_command
-from cli.run_report import FinalValue, final_values
+from cli.run_report import FinalValue, last_value
 from cli.train_grpo import grpo
 
 
@@ -52,7 +52,10 @@ def train_sft(cfg: Any) -> tuple[Any, list[FinalValue]]:
     from trainer.sft import run_sft
 
     result = run_sft(cfg)
-    return result, final_values("sft", result)
+    return result, [
+        FinalValue("final_loss", "loss", last_value(result.losses), ".4f"),
+        FinalValue("val_loss", "val loss", last_value(result.eval_losses), ".4f"),
+    ]
 
 
 train.add_command(grpo)

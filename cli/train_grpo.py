@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from cli.launch import config_option, json_option, launch_options, run_command
-from cli.run_report import FinalValue, final_values
+from cli.run_report import FinalValue, last_value
 
 
 @click.command()
@@ -43,4 +43,7 @@ def train_grpo(cfg: Any) -> tuple[Any, list[FinalValue]]:
     from trainer.grpo.runner import run_grpo
 
     result = run_grpo(cfg)
-    return result, final_values("grpo", result)
+    return result, [
+        FinalValue("reward_mean", "reward", last_value(result.rewards), ".3f"),
+        FinalValue("val_accuracy", "val accuracy", last_value(result.val_accuracy), ".3f"),
+    ]

@@ -43,7 +43,7 @@ from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from trainer.config import end_step
 from trainer.resume_state import STEP, check_trainer_state
 
-if TYPE_CHECKING:  # torch loads with it; the launching process asks here without torch
+if TYPE_CHECKING:  # torch loads with it: the names here are read without it
     from mfsdp_ckpt.checkpointer import Checkpointer
 
 DATA_POSITION_KEYS = ("global_batch_size", "train_rows", "seed")
@@ -238,12 +238,6 @@ def check_run_kind(found: CheckpointPaths, resume: str, kind: RunKind) -> None:
     """ResumeMismatchError when another kind of run wrote the checkpoint: its step count and
     optimizer state are that run's (SFT's Adam moments continued as GRPO's). Starting from
     its weights is what works: `model.path` takes the step dir (a LoRA step, its export)."""
-    check_written_by(found, resume, kind.name)
-
-
-def check_written_by(found: CheckpointPaths, resume: str, name: str) -> None:
-    """`check_run_kind` for the run kind `name` (`mfsdp train NAME`), which is all it
-    compares: the launching process checks this before any rank starts."""
     if found.manifest is None:
         return
     try:
@@ -251,12 +245,12 @@ def check_written_by(found: CheckpointPaths, resume: str, name: str) -> None:
     except (ManifestError, OSError):
         return  # the load names what is wrong with it
     written = run_kind_of(manifest.info)
-    if written is None or written == name:
+    if written is None or written == kind.name:
         return
     where = found.step_dir or found.dist_ckpt
     fresh = "a new trainer.run_dir" + ("" if resume == "auto" else " and checkpoint.resume=auto")
     refused = (
-        f"{where}: `mfsdp train {written}` wrote this checkpoint; `mfsdp train {name}`"
+        f"{where}: `mfsdp train {written}` wrote this checkpoint; `mfsdp train {kind.name}`"
         " does not resume its step and optimizer state as its own"
     )
     if manifest.lora is not None and not _has_base_weights(manifest):
@@ -268,7 +262,7 @@ def check_written_by(found: CheckpointPaths, resume: str, name: str) -> None:
     if manifest.lora is not None:  # model.path refuses an adapter alone
         start = f"`mfsdp ckpt export-hf {where} --out DIR`, then model.path=DIR"
     raise ResumeMismatchError(
-        f"{refused}: to start {name} from its weights, give {start} and {fresh}"
+        f"{refused}: to start {kind.name} from its weights, give {start} and {fresh}"
     )
 
 
@@ -376,22 +370,15 @@ def _prompts_differ(expected: dict[str, Any], restored: dict[str, Any]) -> bool:
     return then is not None and now is not None and int(then) != int(now)
 
 
-def steps_set_by_config(cfg: Any) -> int | None:
-    """The steps a run of `cfg` takes when its config alone decides them:
-    `trainer.total_steps`, unless it is unset (so many epochs) or `trainer.steps_within_epochs`
-    may end the run sooner; None when the training rows decide (`runner.planned_steps`)."""
-    total = cfg.trainer.total_steps
-    return int(total) if total and not cfg.trainer.steps_within_epochs else None
-
-
 def end_setting(cfg: Any, total_steps: int) -> tuple[str, int]:
     """The key that sets where a run of `cfg` taking `total_steps` ends, and its value:
-    `trainer.stop_at_step`, else `trainer.epochs` where they end it before
-    `trainer.total_steps` (`trainer.steps_within_epochs`), else `trainer.total_steps`."""
+    `trainer.stop_at_step`, else `trainer.epochs` where they decide the steps (no
+    `trainer.total_steps`, or `trainer.steps_within_epochs` ending the run before it), else
+    `trainer.total_steps`: the key to raise is one the user sets."""
     stop = end_step(total_steps, cfg)
     if stop != total_steps:
         return "trainer.stop_at_step", stop
-    if cfg.trainer.total_steps and total_steps != cfg.trainer.total_steps:
+    if total_steps != cfg.trainer.total_steps:
         return "trainer.epochs", cfg.trainer.epochs
     return "trainer.total_steps", stop
 
@@ -404,35 +391,3 @@ def nothing_left_line(checkpoint: Path, step: int, cfg: Any, total_steps: int) -
         f"{checkpoint} is at step {step} and {key}={value}: nothing left to train (raise"
         f" {key} to train on, or give another trainer.run_dir to start afresh)"
     )
-
-
-@dataclass(frozen=True)
-class Untrained:
-    """A run that would resume `checkpoint` at `step`, at or past its end: it trains nothing,
-    and `line` says so."""
-
-    checkpoint: Path
-    step: int
-    line: str
-
-
-def untrained_resume(cfg: Any, name: str) -> Untrained | None:
-    """The run of kind `name` (`mfsdp train NAME`) with `cfg` when its config and run dir
-    alone show that it would train nothing: the step it resumes (`layout.checkpoint_to_resume`,
-    as the ranks' `resume_if_any` finds it) at or past its end. The launching
-    process says so before any rank starts (the ranks loaded torch and the model for
-    seconds only to say it). The checks a resume makes before reading the checkpoint are
-    made here too (`resume_if_any`: its kind of run, no newer steps it would save over).
-    None when the run trains, or when only the ranks can tell: the training rows decide
-    its steps (`steps_set_by_config`), or a bare dist_ckpt's step is known once loaded."""
-    total = steps_set_by_config(cfg)
-    if total is None:
-        return None
-    resume, run_dir = cfg.checkpoint.resume, Path(cfg.trainer.run_dir)
-    found = layout.checkpoint_to_resume(run_dir, resume)
-    if found is None or found.step is None or found.step < end_step(total, cfg):
-        return None
-    refuse_saving_over_newer_steps(run_dir, found, found.step, resume)
-    check_written_by(found, resume, name)
-    line = nothing_left_line(found.root, found.step, cfg, total)
-    return Untrained(found.root, found.step, line)

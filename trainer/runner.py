@@ -37,7 +37,6 @@ from trainer.resume import (
     new_progress,
     nothing_left_line,
     resume_if_any,
-    steps_set_by_config,
 )
 from trainer.strategies.base import Strategy
 
@@ -80,13 +79,12 @@ def planned_steps(cfg: Any, batch_key: str, batch_size: int, rows: int, rows_nam
     per_epoch = rows // batch_size
     if per_epoch == 0:
         raise ConfigError(f"{batch_key}={batch_size} exceeds the {rows} {rows_named}")
-    configured = steps_set_by_config(cfg)  # what the launching process asks too
-    if configured is not None:
-        return configured
     by_epochs = cfg.trainer.epochs * per_epoch
     if not cfg.trainer.total_steps:
         return by_epochs
-    return min(cfg.trainer.total_steps, by_epochs)  # trainer.steps_within_epochs
+    if cfg.trainer.steps_within_epochs:
+        return min(cfg.trainer.total_steps, by_epochs)
+    return cfg.trainer.total_steps
 
 
 def lr_schedule_steps(cfg: Any, total_steps: int) -> int:
