@@ -31,8 +31,14 @@ from torch.distributed.checkpoint.stateful import Stateful
 from mfsdp_ckpt.format.layout import CheckpointPaths
 from mfsdp_ckpt.format.manifest import Manifest
 from mfsdp_ckpt.lora import peft_target_modules, read_base_model
-from trainer.config import ConfigError, ModelConfig, check_lora_fields
-from trainer.lora_adapter_dir import KEY, load_adapter_weights, read_adapter_dir
+from trainer.config import RESOLVED_CONFIG_FILE, ConfigError, ModelConfig, check_lora_fields
+from trainer.config_yaml import YAMLConfigError, read_yaml_file
+from trainer.lora_adapter_dir import (
+    KEY,
+    load_adapter_weights,
+    read_adapter_dir,
+    refuse_replaced_settings,
+)
 from trainer.lora_targets import named_exclusions, named_targets, refuse_untrainable_targets
 from trainer.resume import ResumeMismatchError
 from trainer.weights_record import WeightsRecord, agreed_mismatch, writes_manifests
@@ -71,6 +77,7 @@ def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
     targets_key = "model.target_modules"
     if cfg.lora_adapter_path is not None:
         adapter = read_adapter_dir(Path(cfg.lora_adapter_path))
+        refuse_replaced_settings(cfg, adapter)
         settings, targets_key = adapter.settings, f"{KEY}: {adapter.config_file}: target_modules"
     names = [name for name, _ in model.named_modules()]
     exclusions_key = targets_key.replace("target_modules", "exclude_modules")
@@ -211,14 +218,40 @@ def _refuse_another_scale(
     another lora_alpha loaded the trained A and B and scaled them anew, a different model
     (rank and targets are refused as the checkpoint's keys and shapes differ)."""
     recorded = manifest.lora if isinstance(manifest.lora, dict) else {}
-    for key, setting in (("lora_alpha", "model.lora_alpha"), ("use_rslora", "use_rslora")):
+    for key in ("lora_alpha", "use_rslora"):
         trained, now = recorded.get(key), peft_config.get(key)
         if trained is not None and now is not None and trained != now:
             raise ResumeMismatchError(
                 f"{paths.manifest}: the adapter was trained with {key} {trained!r}, this run"
-                f" has {now!r} ({setting}): its scale would change; set it back (or"
-                " a new trainer.run_dir to start over)"
+                f" has {now!r} ({_setting_of(key, paths)}): its scale would change; set it"
+                " back (or a new trainer.run_dir to start over)"
             )
+
+
+def _setting_of(key: str, paths: CheckpointPaths) -> str:
+    """The config key that sets the adapter's `key`, for a refusal to name. use_rslora has
+    no model.* key: only the adapter dir a run starts from sets it, which the run dir's
+    config.yaml records (a refusal that named "use_rslora" pointed at no key)."""
+    if key != "use_rslora":
+        return f"model.{key}"
+    record = paths.run_dir / RESOLVED_CONFIG_FILE if paths.run_dir is not None else None
+    started_from = _recorded_adapter_path(record) if record is not None else None
+    if started_from is None:
+        return f"set by {KEY}, the adapter dir the run started from"
+    return f"set by {KEY}; {record} records {KEY}={started_from}"
+
+
+def _recorded_adapter_path(record: Path) -> str | None:
+    """model.lora_adapter_path as the config file `record` holds it ("null" when unset);
+    None when it cannot be read or holds no such key (the refusal is said without it)."""
+    try:
+        config = read_yaml_file(record)
+    except YAMLConfigError:
+        return None
+    model, name = config.get("model") if isinstance(config, dict) else None, KEY.split(".")[1]
+    if not isinstance(model, dict) or name not in model:
+        return None
+    return "null" if model[name] is None else str(model[name])
 
 
 class AdapterState:

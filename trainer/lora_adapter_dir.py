@@ -5,9 +5,11 @@ handed to PEFT's LoraConfig as it stood, and its adapter_model.safetensors loade
 `r` as text ("4"), an unknown task_type, target_modules 5, a cut-short file or a tensor of
 another shape were each a traceback in every rank, and `r: -1` was blamed on
 model.target_modules. Here every field LoraConfig is built from is checked first, the
-others must say what plain LoRA says (or are metadata), and the weights file is read
-through the project's safetensors reader (`SafetensorsSource`: header checked against
-the file, no pickle, nothing read until every tensor's name and shape fit the model).
+others must say what plain LoRA says (or are metadata), a field the installed peft does not
+know must be off (peft drops it: a newer peft's variant trained as plain LoRA), and the
+weights file is read through the project's safetensors reader (`SafetensorsSource`: header
+checked against the file, no pickle, nothing read until every tensor's name and shape fit
+the model).
 Each refusal is one line naming model.lora_adapter_path, the file and the key or tensor.
 """
 
@@ -30,7 +32,7 @@ from mfsdp_ckpt.lora import (
 )
 from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, SafetensorsSource
 from mfsdp_ckpt.storage.unique_json import read_json_file
-from trainer.config import ConfigError
+from trainer.config import ConfigError, ModelConfig
 from trainer.lora_targets import check_layers_pattern
 
 KEY = "model.lora_adapter_path"
@@ -86,6 +88,8 @@ CHECKED: dict[str, tuple[Callable[[Any], bool], str]] = {
 USED = frozenset(
     {"r", "lora_alpha", "use_rslora", "init_lora_weights", "layers_pattern"} | set(CHECKED)
 )
+# model.* keys whose value an adapter dir's own field replaces, with that field
+REPLACED = {"lora_rank": "r", "lora_alpha": "lora_alpha", "target_modules": "target_modules"}
 
 
 @dataclass(frozen=True)
@@ -122,12 +126,36 @@ def read_adapter_dir(path: Path) -> AdapterDir:
     if not isinstance(data, dict) or data.get("peft_type") != "LORA":
         raise ConfigError(f"{KEY}: {config_file} is not a LoRA adapter config")
     settings = _checked_settings(data, config_file)
+    _refuse_unknown_options(data, config_file)
     _refuse_not_plain(data, path)
     try:
         weights = SafetensorsSource(path, only=ADAPTER_WEIGHTS_FILE)
     except SafetensorsError as err:
         raise ConfigError(f"{KEY}: {err}") from None
     return AdapterDir(path, settings, weights)
+
+
+def refuse_replaced_settings(cfg: ModelConfig, adapter: AdapterDir) -> None:
+    """model.lora_rank, lora_alpha or target_modules beside model.lora_adapter_path: the
+    adapter's own r, lora_alpha and target_modules train, so a value that is neither the
+    key's default nor the adapter's was dropped without a word (and config.yaml recorded
+    it, against the manifest). Either of those passes, so a run's config.yaml resumes."""
+    defaults = {field.name: field.default for field in fields(ModelConfig)}
+    for key, name in REPLACED.items():
+        given, own = getattr(cfg, key), adapter.settings[name]
+        if not _same_setting(given, defaults[key]) and not _same_setting(given, own):
+            raise ConfigError(
+                f"model.{key}={given!r:.120} conflicts with {KEY}: {adapter.config_file} has"
+                f" {name} {own!r:.120}, which is what trains; leave model.{key} unset or set"
+                " it to that"
+            )
+
+
+def _same_setting(one: Any, other: Any) -> bool:
+    """Equal, a list of module names in any order."""
+    if isinstance(one, list) and isinstance(other, list):
+        return sorted(set(one)) == sorted(set(other))
+    return bool(one == other)
 
 
 def _checked_settings(data: dict[str, Any], config_file: Path) -> dict[str, Any]:
@@ -151,6 +179,37 @@ def _checked_settings(data: dict[str, Any], config_file: Path) -> dict[str, Any]
             " the regex picks the layers"
         )
     return settings
+
+
+def _refuse_unknown_options(data: dict[str, Any], config_file: Path) -> None:
+    """A field the installed peft's LoraConfig (with its PeftConfig bases) does not know,
+    set to a value that turns something on: peft drops it with a warning and builds plain
+    LoRA, so an adapter saved by a newer peft with a variant switch trained as another
+    model than it is, and its export was written without the field. Unknown fields that are
+    off pass: a newer peft writes every field it has, most at their defaults."""
+    import peft
+
+    known = {field.name for field in fields(peft.LoraConfig)} | METADATA
+    found = next(
+        ((name, value) for name, value in data.items() if name not in known and not _off(value)),
+        None,
+    )
+    if found is not None:
+        raise ConfigError(
+            f"{KEY}: {config_file}: {found[0]}={found[1]!r:.120} is a LoRA option the installed"
+            f" peft {peft.__version__} does not know (an adapter saved by a newer peft?): it"
+            " would be dropped and the adapter trained as plain LoRA; use a peft that knows it"
+        )
+
+
+def _off(value: Any) -> bool:
+    """Whether a field's value leaves what it names off: null, false, zero, empty or
+    "none" (as PEFT writes a switch, a count or a nested config it does not use)."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("", "none")
+    if isinstance(value, (dict, list)):
+        return not value
+    return value is None or (isinstance(value, (int, float)) and value == 0)  # false is 0
 
 
 def _refuse_not_plain(data: dict[str, Any], path: Path) -> None:
