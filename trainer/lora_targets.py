@@ -26,7 +26,6 @@ from typing import Any
 
 import torch
 
-from mfsdp_ckpt.check.printable import first_of
 from trainer.config import ConfigError
 
 ALL_LINEAR = "all-linear"  # PEFT's own shorthand, no regex
@@ -149,7 +148,9 @@ def refuse_untrainable_targets(config: Any, model: torch.nn.Module, key: str) ->
         if (why := _why_untrainable(name, modules[name], output_layer)) is not None
     ]
     if refusals:
-        raise ConfigError(f"{key}: {first_of(refusals, 1)}; {ACCEPTED}")
+        more = len(refusals) - 1  # each reason is a sentence: the count says what it counts
+        others = f" ({more} more module{'s' if more > 1 else ''} it targets refused too)"
+        raise ConfigError(f"{key}: {refusals[0]}{others if more else ''}; {ACCEPTED}")
 
 
 def _why_untrainable(
