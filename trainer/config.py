@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast
 
-import yaml  # type: ignore[import-untyped]
+import yaml
 
 from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry
 from mfsdp_ckpt.errors import MfsdpUsageError

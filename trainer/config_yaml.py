@@ -18,7 +18,7 @@ import os
 import stat
 from typing import Any
 
-import yaml  # type: ignore[import-untyped]
+import yaml
 
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.closest_path import missing_hint

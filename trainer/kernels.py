@@ -86,7 +86,7 @@ def _by_device(cuda_rotary: Callable, other_rotary: Callable) -> Callable:
 def import_liger(setting: str) -> ModuleType:
     """liger-kernel's monkey_patch module, or a one-line error naming the setting that needs it."""
     try:
-        from liger_kernel.transformers import monkey_patch  # type: ignore[import-not-found]
+        from liger_kernel.transformers import monkey_patch
     except ImportError as error:
         raise ConfigError(
             f"{setting} needs liger-kernel (pip install liger-kernel): {error}"

@@ -104,7 +104,7 @@ def liger_cross_entropy_sum(
 ) -> torch.Tensor:
     """liger-kernel's fused linear cross-entropy (Triton): the same chunk-at-a-time idea as
     the chunked path, with the softmax and its gradient in one kernel per chunk."""
-    from liger_kernel.transformers.functional import (  # type: ignore[import-not-found]
+    from liger_kernel.transformers.functional import (
         liger_fused_linear_cross_entropy,
     )
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import unicodedata
 
-import yaml  # type: ignore[import-untyped]
+import yaml
 
 from trainer.shown_value import shown_value
 

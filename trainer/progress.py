@@ -58,7 +58,7 @@ def draws_bars(configured: bool) -> bool:
 def step_bar(desc: str, total: int, initial: int, enabled: bool) -> Any:
     """Steps `initial` (resumed) to `total`, labelled with the runner's name (`desc`); a
     disabled bar (other ranks, `trainer.progress_bar=false`) still takes every call."""
-    from tqdm import tqdm  # type: ignore[import-untyped]
+    from tqdm import tqdm
 
     return tqdm(
         total=total,

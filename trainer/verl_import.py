@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml  # type: ignore[import-untyped]
+import yaml
 
 from mfsdp_ckpt.check.printable import first_of, printable
 from mfsdp_ckpt.errors import MfsdpFailedError

@@ -613,8 +613,8 @@ def _empty_model_overrides() -> tuple[Any, ...]:
     """`override_config` values that override nothing: null, `{}`, and verl's Megatron
     default `{model_config: {}, moe_config: {freeze_moe_router: false}}` or part of it (a
     router is trained here as any other layer)."""
-    model = ({}, None)  # None: the section left out
-    moe = ({}, {"freeze_moe_router": False}, None)
+    model: tuple[dict[str, Any] | None, ...] = ({}, None)  # None: the section left out
+    moe: tuple[dict[str, Any] | None, ...] = ({}, {"freeze_moe_router": False}, None)
     found: list[Any] = [None]
     for model_config in model:
         for moe_config in moe:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import yaml  # type: ignore[import-untyped]
+import yaml
 
 from mfsdp_ckpt.errors import MfsdpUsageError
 from trainer import verl_keys

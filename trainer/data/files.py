@@ -218,7 +218,7 @@ def _bounded_rows(path: Path, handle: Any, budget: int) -> list[dict[str, Any]]:
     """The file's rows, refused once decoding them would pass `budget` bytes. Every text
     column (nested ones too) is read as a dictionary, so a value repeated a million times
     is held once until the rows are made."""
-    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+    import pyarrow.parquet as pq
 
     def too_big(amount: int) -> DataFileError:
         return DataFileError(
@@ -281,7 +281,7 @@ def _decoded_bytes(array: Any) -> int:
     and became a Python list many times that size: a file of a few hundred bytes holding
     millions of them took far more memory than the floor allows while within it."""
     import pyarrow as pa
-    import pyarrow.compute as pc  # type: ignore[import-untyped]
+    import pyarrow.compute as pc
 
     kind = array.type
     if pa.types.is_dictionary(kind):

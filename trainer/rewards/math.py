@@ -108,7 +108,7 @@ def normalize(answer: str) -> str:
 
 def _math_verify_equal(answer: str, ground_truth: str) -> bool:
     try:
-        from math_verify import parse, verify  # type: ignore[import-not-found]
+        from math_verify import parse, verify
     except ImportError:
         return False
     try:

@@ -12,8 +12,8 @@ so the choice is `gumbel_pick`'s.
 from __future__ import annotations
 
 import torch
-import triton  # type: ignore[import-untyped]  # Triton ships no type information
-import triton.language as tl  # type: ignore[import-untyped]
+import triton
+import triton.language as tl
 
 PIECES = 16  # programs per row (bench/token_pick.py)
 BLOCK = 512  # vocabulary entries per inner step

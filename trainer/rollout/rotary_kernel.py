@@ -17,8 +17,8 @@ computes it (eager PyTorch rounds each product and the sum to the dtype).
 from __future__ import annotations
 
 import torch
-import triton  # type: ignore[import-untyped]  # Triton ships no type information
-import triton.language as tl  # type: ignore[import-untyped]
+import triton
+import triton.language as tl
 
 LAUNCH = {"num_warps": 1}
 

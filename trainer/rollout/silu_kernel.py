@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-import triton  # type: ignore[import-untyped]  # Triton ships no type information
-import triton.language as tl  # type: ignore[import-untyped]
+import triton
+import triton.language as tl
 
 BLOCK = 1024  # values of a row per program
 LAUNCH = {"num_warps": 4}

@@ -30,8 +30,8 @@ CPU tensors (fp16/fp32), which is how the CPU tests check them.
 from __future__ import annotations
 
 import torch
-import triton  # type: ignore[import-untyped]  # Triton ships no type information
-import triton.language as tl  # type: ignore[import-untyped]
+import triton
+import triton.language as tl
 
 TARGET_PROGRAMS = 256  # (row, KV head, piece) programs per call, at least
 MAX_PIECES = 16

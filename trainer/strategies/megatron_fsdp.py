@@ -104,7 +104,7 @@ class MegatronFSDPStrategy(Strategy):
         and gradients beside bf16 compute weights, `sync_model_each_microbatch` for gradients
         equal to FSDP2's, and its per-tensor DCP hooks off (`uneven_chunks` does their job in
         one collective)."""
-        import megatron_fsdp  # type: ignore[import-untyped]  # ships no type information
+        import megatron_fsdp
         from torch.distributed.device_mesh import init_device_mesh
 
         mesh = init_device_mesh("cuda", (self.env.world_size, 1), mesh_dim_names=("dp", "tp"))
