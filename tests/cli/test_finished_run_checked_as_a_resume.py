@@ -68,7 +68,8 @@ def test_a_finished_run_by_its_epochs_names_the_epochs_to_raise(finished, tmp_pa
 
 def test_a_finished_run_with_another_batch_size_is_refused_as_a_resume(finished, tmp_path):
     data, run = _copy(finished, tmp_path)
-    done = _train(data, run, f"data.global_batch_size={BATCH // 2}", f"trainer.total_steps={ROWS // BATCH}")
+    smaller = f"data.global_batch_size={BATCH // 2}"
+    done = _train(data, run, smaller, f"trainer.total_steps={ROWS // BATCH}")
     assert done.returncode == 2, done.stderr
     assert f"data.global_batch_size={BATCH}" in done.stderr
     assert "nothing left to train" not in done.stderr

@@ -55,7 +55,8 @@ def test_an_embedding_in_an_adapter_dir_is_refused_naming_its_file(adapter, tmp_
     [
         (
             ["mlp"],
-            "model.layers.0.mlp (Qwen2MLP) is not a linear layer (1 more module it targets refused too);",
+            "model.layers.0.mlp (Qwen2MLP) is not a linear layer"
+            " (1 more module it targets refused too);",
         ),
         (["self_attn"], "model.layers.0.self_attn (Qwen2Attention) is not a linear layer"),
         (r".*_layernorm", "model.layers.0.input_layernorm (Qwen2RMSNorm) is not a linear layer"),
