@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from trainer.shell_quoting import ARM_ENDS, OPERATORS
+from trainer.shell_quoting import ARM_ENDS, OPERATORS, QUOTED_PATTERN_CHARS
 
 _METACHARACTERS = " \t;&|()<>"  # after one of these, `#` starts a comment
 _DELIMITER_END = " \t\n;&|()<>"  # what ends a here-doc's delimiter word
@@ -381,7 +381,8 @@ class Blocks:
             case.value = case.value if word == "in" else None
         elif word != "|":
             pattern, closes, rest = word.removeprefix("(" * (not case.patterns)).partition(")")
-            case.patterns += [pattern] if pattern else []
+            # `""` is a word of its own (`shell_quoting.mark`): the pattern of an empty value
+            case.patterns += [pattern] if pattern or word == "" else []
             if closes:
                 self.open[-1].maybe = case.decide() is not True
                 piece.inside = piece.blocked = self.inside()
@@ -407,6 +408,9 @@ _ARM_ENDS = {mark: end for end, mark in ARM_ENDS.items()}
 # a pattern holding any of these is not read here (a variable, a command, a bracket class,
 # extglob, an escape): whether it matches is known only when the script runs
 _UNREAD_PATTERN = re.compile(r"[$`\\\[(\ue000-\uf8ff]")
+# a pattern character quoted or escaped (`"v*"`, `\?`) matches itself: a class of one
+_AS_IT_IS = {ord(mark): f"[{char}]" for char, mark in QUOTED_PATTERN_CHARS.items()}
+_UNMARKED = dict.fromkeys(_AS_IT_IS)  # those marks taken out, to see what else a pattern holds
 
 
 def _both(left: Runs, right: Runs) -> Runs:
@@ -465,7 +469,11 @@ class _Case:
 
 def _matches(value: str | None, patterns: list[str]) -> Runs:
     """Whether the case word's `value` matches one of an arm's `patterns`, as bash's globs."""
-    known = [pattern for pattern in patterns if not _UNREAD_PATTERN.search(pattern)]
+    known = [
+        pattern.translate(_AS_IT_IS)
+        for pattern in patterns
+        if not _UNREAD_PATTERN.search(pattern.translate(_UNMARKED))
+    ]
     if value is not None and any(fnmatch.fnmatchcase(value, pattern) for pattern in known):
         return True
     return False if value is not None and len(known) == len(patterns) else None

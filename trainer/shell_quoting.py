@@ -34,7 +34,12 @@ COMMAND_END = "\ue003"  # a `;` ending a command: a word of its own
 # the next arm's patterns): a command of its own, so that `shell_lines.Blocks` knows which
 # arm runs where `;` alone would end a command inside the arm
 ARM_ENDS = {";;": "\ue004", ";&": "\ue005", ";;&": "\ue006"}
-_MARKS = LITERAL_DOLLAR + ANSI_C + COMMAND_END + "".join(ARM_ENDS.values())
+# a pattern character bash takes as it is, quoted or escaped (`"v*")`, `\?)` in a case arm):
+# shlex drops the quotes, and the `*` was matched as a glob; `literal` turns each back
+QUOTED_PATTERN_CHARS = {"*": "\ue007", "?": "\ue008", "[": "\ue009", "(": "\ue00a", ")": "\ue00b"}
+_UNQUOTED = {mark: char for char, mark in QUOTED_PATTERN_CHARS.items()}
+_RESTORED = {ord(mark): char for mark, char in _UNQUOTED.items()}
+_MARKS = LITERAL_DOLLAR + ANSI_C + COMMAND_END + "".join(ARM_ENDS.values()) + "".join(_UNQUOTED)
 # the operators between the commands of a list or pipeline (`mark` sets them apart as words)
 OPERATORS = frozenset({"&&", "||", "|", "|&", "&"})
 _CONTROL = re.compile(r";;?&?|&&|\|\||\|&|[|&]")  # `;` forms, lists and pipes, longest first
@@ -48,20 +53,24 @@ def mark(line: str) -> str:
     out: list[str] = []
     quote = ""
     nesting = _Nesting()
+    quoted = _Nesting()  # inside double quotes: `$(...)`, `${...}`, backquotes
     index, size = 0, len(line)
     while index < size:
         char = line[index]
         if quote == "'":
             quote = "" if char == "'" else quote
-            out.append(LITERAL_DOLLAR if char == "$" else char)
+            out.append(LITERAL_DOLLAR if char == "$" else _as_it_is(char))
         elif char == "\\" and index + 1 < size:
-            escaped = line[index + 1]
-            out.append(LITERAL_DOLLAR if escaped == "$" else line[index : index + 2])
+            out.append(_escaped(line[index + 1], quote, nesting.outside() and quoted.outside()))
             index += 2
             continue
         elif quote:
             quote = "" if char == quote else quote
-            out.append(char)
+            plain = quoted.outside()
+            before = out[-1] if out else ""
+            if char not in "()" or before == "$" or not plain:  # `"f(x)"` opens nothing
+                quoted.read(char, before)
+            out.append(_as_it_is(char) if plain and quoted.outside() and quote else char)
         elif line.startswith("$'", index):
             out.append(ANSI_C)
             index = _ansi_c_end(line, index + 2)
@@ -73,12 +82,47 @@ def mark(line: str) -> str:
             out.append(f" {_control_mark(control)} ")
             index += len(control)
             continue
+        elif nesting.outside() and (apart := _set_apart(line, index)):
+            out.append(apart)
+            index += len(apart.rstrip(" "))
+            continue
         else:
             nesting.read(char, out[-1] if out else "", _opens_subshell(line, index, out))
             quote = char if char in "'\"" else ""
+            quoted = _Nesting() if quote else quoted
             out.append(char)
         index += 1
     return "".join(out)
+
+
+def _as_it_is(char: str) -> str:
+    """A quoted character: a pattern character marked as one bash takes as it is."""
+    return QUOTED_PATTERN_CHARS.get(char, char)
+
+
+def _escaped(char: str, quote: str, plain: bool) -> str:
+    """What stands for `\\char` (`plain`: outside `$(...)`, `${...}` and backquotes): a
+    literal `$`, a pattern character marked as it is (in double quotes bash keeps the
+    backslash too), or the escape as written, for shlex."""
+    if char == "$":
+        return LITERAL_DOLLAR
+    if char in QUOTED_PATTERN_CHARS and plain:
+        return "\\" * (quote == '"') + _as_it_is(char)
+    return "\\" + char
+
+
+def _set_apart(line: str, index: int) -> str:
+    """What at `index` is set apart from the word it is glued to, so that shlex splits it
+    as bash reads it: `()` before a function's `{` (`f(){` is the function `f()` and its
+    body's `{`), and an empty quoted word before a case pattern's `)` (`"")`: shlex made
+    it `)`, and the arm testing for an empty value lost its pattern); "" for none."""
+    if line.startswith("(){", index):
+        return "() "
+    empty = line[index : index + 2]
+    starts_word = index == 0 or line[index - 1] in " \t(|"
+    if empty in ("''", '""') and line.startswith(")", index + 2) and starts_word:
+        return f"{empty} "
+    return ""
 
 
 def commands(words: list[str]) -> list[list[str]]:
@@ -187,8 +231,8 @@ def _opens_subshell(line: str, index: int, out: list[str]) -> bool:
 
 
 def literal(text: str) -> str:
-    """A value with its literal dollars restored (`mark`)."""
-    return text.replace(LITERAL_DOLLAR, "$")
+    """A value with its literal dollars and quoted pattern characters restored (`mark`)."""
+    return text.replace(LITERAL_DOLLAR, "$").translate(_RESTORED)
 
 
 def _ansi_c_end(line: str, start: int) -> int:

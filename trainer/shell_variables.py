@@ -336,6 +336,20 @@ class _Scoped(dict[_Key, _Value]):
             super().pop(key)
 
 
+# the builtins that make a variable local to the function they run in (not with `-g`)
+_LOCAL = frozenset({"local", "declare", "typeset"})
+
+
+@dataclass
+class _Call:
+    """A function's call, or a loop's next pass, being read again (`Variables.enter_call`)."""
+
+    arguments: int | None  # `Variables.arguments` where it stands, put back when it ends
+    function: bool  # a function's call: its `local` variables are its own
+    # its local variables, each with what `Variables._local_tables` held for it before
+    locals: dict[str, list[Any]] = field(default_factory=dict)
+
+
 class Variables:
     """The script's variables, set line by line (`read_line`) and expanded into words
     (`substitute`); at most `max_chars` are copied in all."""
@@ -365,7 +379,10 @@ class Variables:
         # how many positional parameters (`$1`, `${2:-x}`) the function call being read
         # passes (`enter_call`); None for the script's own, known only when it runs
         self.arguments: int | None = None
-        self.callers: list[int | None] = []  # `arguments` where each call being read stands
+        self.calls: list[_Call] = []  # the calls being read again (`enter_call`), innermost last
+        # the variables a function being read made local without a value (`local NAME`): empty
+        # there, and unset to `${NAME-default}`, whatever they held outside
+        self.unset_locals: _Scoped[str, bool] = _Scoped(self.trail)
 
     def enter(self) -> None:
         """A block opens (`trainer.shell_lines.Reading.scopes`): what its commands set is
@@ -386,16 +403,20 @@ class Variables:
                 self.set_maybe(name, line)
 
     def enter_call(self, arguments: list[str] | None) -> None:
-        """A function's body, or a loop's next pass, is read again where bash runs it
-        (`trainer.verl_script`): what it sets is put back, unnamed, at `leave_call`. The
-        call's `arguments` (as written, expanded here) are its positional parameters (`$1`,
-        `${2:-x}`, those it does not pass unset), up to one whose words are known only as it
-        runs (`"$@"`, a variable's value holding a blank, which bash may split); None keeps
-        those there are."""
+        """A function's body, or a loop's next pass (`arguments` None), is read again where
+        bash runs it (`trainer.verl_script`); what it sets stands, or is put back, at
+        `leave_call`. A function call's `arguments` (as written, expanded here) are its
+        positional parameters (`$1`, `${2:-x}`, those it does not pass unset), up to one
+        whose words are known only as it runs (`"$@"`, a variable's value holding a blank,
+        which bash may split); they are the call's own, as its `local` variables are
+        (`make_local`)."""
         self.enter()
-        self.callers.append(self.arguments)
+        self.calls.append(_Call(self.arguments, function=arguments is not None))
         if arguments is None:
             return
+        positional = {name for table in self._local_tables() for name in table if name.isdigit()}
+        for name in sorted(positional | {str(number) for number in range(1, len(arguments) + 1)}):
+            self.make_local(name)
         self._forget_positional()
         for number, written in enumerate(arguments, start=1):
             value = self.substitute(written)
@@ -411,18 +432,68 @@ class Variables:
         for name in [name for name in {**self.values, **self.maybe} if name.isdigit()]:
             self._forget(name)
 
-    def leave_call(self) -> None:
-        """The body read again by `enter_call` ends: all it set is put back as it was."""
+    def leave_call(self, stands: bool | None) -> None:
+        """The body read again by `enter_call` ends. `stands` True (a call bash runs where
+        it stands): what it set stands, less its local variables and positional parameters,
+        put back as they were; None (a call that may not run): all it set is put back, and
+        named wherever the verl command uses it (`set_maybe`); False (a loop's next pass,
+        read only to compare its values): all it set is put back, unnamed."""
+        call = self.calls.pop()
+        if stands:
+            for name, before in call.locals.items():
+                for table, held in zip(self._local_tables(), before, strict=True):
+                    if held is _ABSENT:
+                        table.discard(name)
+                    else:
+                        table[name] = held
         self.branch_sets.pop()
-        self.trail.close(undo=True)
-        self.arguments = self.callers.pop()
+        set_inside = self.trail.close(undo=not stands)
+        if stands is None:
+            for name, line in set_inside:
+                self.set_maybe(name, line)
+        self.arguments = call.arguments
+
+    def in_function(self) -> bool:
+        """Whether a function's call is being read (`enter_call`)."""
+        return any(call.function for call in self.calls)
+
+    def make_local(self, name: str) -> None:
+        """`name` is local to the innermost function call being read (`local NAME`, an
+        assignment before the call's name, a positional parameter): put back as it was
+        when the call ends (`leave_call`)."""
+        call = next((call for call in reversed(self.calls) if call.function), None)
+        if call is not None and name not in call.locals:
+            call.locals[name] = [table.get(name, _ABSENT) for table in self._local_tables()]
+
+    def _local_tables(self) -> list[_Scoped[str, Any]]:
+        """The tables that hold what a variable is (`make_local`)."""
+        return [
+            self.values,
+            self.arrays,
+            self.maybe,
+            self.unknown,
+            self.set_after,
+            self.unset_locals,
+        ]
+
+    def positional(self) -> list[tuple[str, str]] | None:
+        """The positional parameters of the function call being read, each with its
+        reference (`${1}`): what `"$@"` passes; None where they are known only as the
+        script runs."""
+        if self.arguments is None:
+            return None
+        return [
+            (self.values.get(str(number), ""), f"${{{number}}}")
+            for number in range(1, self.arguments + 1)
+        ]
 
     def shift(self, words: list[str]) -> None:
         """`shift [N]` (`words` after `shift`) in a function call read again: its positional
-        parameters move down by N; by a count not known here, they are no longer known."""
+        parameters move down by N (none where N is more than there are); by a count not
+        known here, they are no longer known."""
         count = int(words[0]) if words[:1] and words[0].isdigit() else None if words else 1
-        if self.arguments is None:
-            return
+        if self.arguments is None or (count is not None and count > self.arguments):
+            return  # bash leaves them as they are where N is more than `$#`
         if count is None:
             self.arguments = None
             self._forget_positional()
@@ -560,14 +631,33 @@ class Variables:
         if words[:1] and words[0] in _PLAIN_OPTIONS:
             options = "".join(word[1:] for word in words[1:] if word[:1] in "-+")
             plain = set(options) <= _PLAIN_OPTIONS[words[0]]
+            local = words[0] in _LOCAL and "g" not in options and self.in_function()
             for word in words[1:]:
                 if word[:1] not in "-+":
-                    self._assign_word(word, plain)
+                    self._declare(word, plain, local)
             return True
         for word in words:  # `: ${MODEL:=/models/x}` and any `${NAME=...}`: set as expanded
             if re.search(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?=", word):
                 self.substitute(word)
         return words[:1] == [":"]
+
+    def _declare(self, word: str, plain: bool, local: bool) -> None:
+        """One word of `export`/`readonly`/`declare`/`local` (`NAME=value` or `NAME`); in a
+        function's call (`local`) NAME is the call's own, and with no value it is unset
+        there, as bash makes it, whatever it holds outside."""
+        name = re.split(r"[+=\[]", word, maxsplit=1)[0]
+        if local and _NAME.fullmatch(name) and name not in self._locals():
+            self.make_local(name)
+            if name == word:
+                self._forget(name)
+                self.unset_locals[name] = True
+                return
+        self._assign_word(word, plain)
+
+    def _locals(self) -> dict[str, list[Any]]:
+        """The variables local to the innermost function call being read."""
+        call = next((call for call in reversed(self.calls) if call.function), None)
+        return call.locals if call is not None else {}
 
     def _assign_word(self, word: str, plain: bool) -> None:
         """Set one `NAME=value` (or `NAME+=more`) word. An array element (`NAME[2]=x`), or
@@ -593,6 +683,7 @@ class Variables:
 
     def _forget(self, name: str) -> None:
         self._surely_set(name)
+        self.unset_locals.discard(name)
         self.unknown.discard(name)
         self.values.discard(name)
         self.arrays.discard(name)
@@ -654,8 +745,10 @@ class Variables:
             assert value is not None
             self._count(name, len(value))
             return value
-        if not operator and name.isdigit() and self.arguments is not None:
-            return ""  # a positional parameter the call does not pass
+        if not operator and (
+            (name.isdigit() and self.arguments is not None) or name in self.unset_locals
+        ):
+            return ""  # a positional parameter the call does not pass, or a `local NAME`
         if not operator or operator[-1] == "?":  # bash takes it from elsewhere, or stops
             return match.group(0)
         if operator[-1] == "=" and name.isdigit():  # bash refuses to assign an argument

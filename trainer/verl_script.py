@@ -52,6 +52,11 @@ _FORWARDED = shell_variables.FORWARDED
 # loop's body for its next pass; functions that call each other twice at each of 40 levels
 # read 2**40 bodies
 MAX_READ_AGAIN = 1 << 16
+# how many readings again (`_read_again`: a function's body at its call, a loop's next
+# pass) may be open inside each other: each holds a few frames of Python's stack, and a
+# launch script calls a function from one or two others; a chain of 200 calls ran Python
+# out of stack with a traceback
+MAX_READ_DEPTH = 100
 # the compound commands whose header runs where the command stands (`_opens_only_its_header`)
 _HEADERS = frozenset({"for", "select", "while", "until", "if"})
 # what ends a line where the list or pipeline goes on at the next (`_script_commands`)
@@ -147,6 +152,9 @@ class _Script:
         default_factory=dict
     )
     calling: list[tuple[str, int]] = field(default_factory=list)  # the calls being read again
+    # the calls of a function that starts verl made from its own body (or a function it
+    # calls), each with its line: not read again, each another run of verl (`_read_call`)
+    recursive: list[tuple[str, int]] = field(default_factory=list)
     again: int = 0  # commands read again so far (`MAX_READ_AGAIN`)
     depth: int = 0  # how many readings again are going on
     quiet: int = 0  # how many of them read a loop's next pass only to compare its values
@@ -187,6 +195,7 @@ def _read_script(text: str, source: Path) -> tuple[_Launch, int, shell_variables
         _read_command(script, command, number, source)
     if script.launch is None:
         raise VerlSourceError(_no_launch_message(source, bodies))
+    _flag_recursive(script.launch, script.recursive)
     return script.launch, script.launches, script.variables
 
 
@@ -387,33 +396,63 @@ def _read_launch(script: _Script, piece: shell_lines.Piece, source: Path) -> Non
 
 
 def _read_call(script: _Script, piece: shell_lines.Piece, number: int, source: Path) -> None:
-    """Take the command `piece` as a call of a function that starts verl (outside a
+    """Take the command `piece` as a call of a function the script defines (outside a
     function's body, or in one being read again): bash runs its body there, with the
     variables as they stand at the call, its arguments as `$1`, `$2`, ... and the
     assignments before its name (`LR=5 train`) seen by the body only; so the body is read
-    again here, and its verl command is the script's last. What it sets is put back after
-    (a variable it sets stays named as one set in a function's body). A function called
-    again with other values is flagged: this config is its last call's."""
-    words = _past_openers(piece.words)
+    again here, and a verl command in it is the script's last. What it sets stands after
+    the call (`setb() { B=sglang; }` sets B), less its `local` variables; where the call
+    may not run, it is put back and named (`Variables.leave_call`). A function that starts
+    verl called again with other values is flagged: this config is its last call's. A
+    function called from its own body is not read again: what it sets is named, and if it
+    starts verl, that is another run (`_flag_recursive`)."""
+    words = piece.words
+    keywords = 0  # `then train`, `do train`, `if train`: the call is the command after them
+    while keywords < len(words) and words[keywords] in shell_quoting.KEYWORDS_BEFORE_COMMAND:
+        keywords += 1
+    words = _past_openers(words[keywords:])
     assignments = 0
     while assignments < len(words) and shell_variables.ASSIGNMENT.match(words[assignments]):
         assignments += 1
     name, arguments = (words[assignments:][:1] or [""])[0], _arguments(words[assignments + 1 :])
-    called = [called for called, _line in script.calling]
-    if piece.function or name in called or not _starts_verl(script, name):
+    if piece.function or name not in script.functions:
         return
-    launch, variables = script.launch, script.variables
+    variables, body = script.variables, script.functions[name]
+    if name in (called for called, _line in script.calling):
+        for line, command in body.commands():
+            variables.read_guarded(command, line)
+        if _starts_verl(script, name):
+            script.recursive.append((name, number))
+        return
+    launch = script.launch
     lines = tuple(line for _called, line in script.calling)
     variables.enter_call(arguments)
+    for assignment in words[:assignments]:
+        variables.make_local(assignment.split("=", 1)[0].removesuffix("+"))
     variables.read_line(words[:assignments])
     script.calling.append((name, number))
     try:
-        _read_again(script, script.functions[name].commands(), source)
+        _read_again(script, body.commands(), source)
     finally:
         script.calling.pop()
-        variables.leave_call()
+        variables.leave_call(stands=True if not piece.maybe() else None)
     if script.launch is not launch and script.launch is not None and not script.quiet:
         _compare_calls(script, (lines, name), number, script.launch)
+
+
+def _flag_recursive(launch: _Launch, recursive: list[tuple[str, int]]) -> None:
+    """Each key of the config flagged where a function that starts verl calls itself
+    (`_read_call`): bash starts verl again there, with values not read here."""
+    if not recursive:
+        return
+    name, line = recursive[0]
+    launch.notes.append(
+        f"{name} (which starts verl) calls itself on line {line}, starting verl again with"
+        " values known only when the script runs: this config is one run's: check each key"
+    )
+    launch.incomplete += [
+        f"{key}={value}" for key, value in launch.texts if f"{key}={value}" not in launch.incomplete
+    ]
 
 
 def _arguments(words: list[str]) -> list[str]:
@@ -450,16 +489,21 @@ def _compare_calls(
 
 def _starts_verl(script: _Script, name: str) -> bool:
     """Whether the function `name` starts verl: its body holds a verl trainer command or
-    calls a function that does (one that does neither is not read again)."""
-    if name not in script.functions:
-        return False
+    calls a function that does; followed call by call from a list, not Python's stack (a
+    chain of hundreds of functions each calling the next)."""
     if name not in script.starters:
-        script.starters[name] = False  # a function calling itself adds nothing
-        script.starters[name] = any(
-            word in _MODULES or (word != name and _starts_verl(script, word))
-            for _number, words in script.functions[name].commands()
-            for word in words
-        )
+        seen, waiting, found = {name}, [name], False
+        while waiting and not found:
+            function = script.functions.get(waiting.pop())
+            words = [
+                word
+                for _line, command in (function.commands() if function else [])
+                for word in command
+            ]
+            found = any(word in _MODULES or script.starters.get(word, False) for word in words)
+            waiting += [word for word in words if word in script.functions and word not in seen]
+            seen.update(words)
+        script.starters[name] = found
     return script.starters[name]
 
 
@@ -467,6 +511,13 @@ def _read_again(script: _Script, commands: list[tuple[int, list[str]]], source: 
     """Read `commands`, a body the script runs again, with blocks of their own (each is
     read whole, as a body at the top level of the script would be), under the variables
     as they stand: the caller puts back what they set."""
+    if script.depth >= MAX_READ_DEPTH:
+        line = commands[0][0] if commands else 0
+        raise VerlSourceError(
+            f"{source}: line {line}: its functions and loops are read again more than"
+            f" {MAX_READ_DEPTH} deep inside each other (functions calling each other): not a"
+            " launch script"
+        )
     saved = script.blocks, script.read, script.array, script.recording
     script.blocks = shell_lines.Blocks(script.blocks.word_value)
     script.read, script.array, script.recording = [], None, []
@@ -500,7 +551,7 @@ def _flag_next_pass(script: _Script, body: _Body, source: Path) -> None:
         _read_again(script, body.commands(through=body.launch_at), source)
         again = script.launch
     finally:
-        script.variables.leave_call()
+        script.variables.leave_call(stands=False)
         script.quiet -= 1
         script.launch, script.functions, script.calls, notes = kept
         script.starters.clear()
@@ -550,12 +601,18 @@ def _expand_launch(launch: _Launch, variables: shell_variables.Variables, source
     cls = config_class(launch.command)
     for word, written in _spread(launch.words, variables, launch.notes):
         if word in _FORWARDED:
+            whose = (
+                "the function it stands in passes its arguments, known only when the script runs,"
+                if variables.in_function()
+                else "the script passes its own arguments"
+            )
             launch.notes.append(
-                f"{word}: the script passes its own arguments on to verl; the overrides it is "
-                "run with are not in this config: add them to it"
+                f"{word}: {whose} on to verl; the overrides it is run with are not in this"
+                " config: add them to it"
             )
             continue
         key, sep, value = word.partition("=")
+        key = shell_quoting.literal(key)  # `"a[0]=1"`: its `[` was marked as quoted
         if sep and not key.startswith("-"):
             expanded = variables.substitute(value)
             launch.refused = launch.refused or _unreadable(source, key, value, expanded, variables)
@@ -576,9 +633,14 @@ def _expand_launch(launch: _Launch, variables: shell_variables.Variables, source
 def _spread(
     words: list[str], variables: shell_variables.Variables, notes: list[str]
 ) -> Iterator[tuple[str, str]]:
-    """Each word of the command, arrays spread (`Variables.spread`), with the word as
-    written (`"${DATA[@]}"` for each of the array's words): the variables it reads."""
+    """Each word of the command, arrays spread (`Variables.spread`) and `"$@"` in a call
+    whose arguments are known, with the word as written (`"${DATA[@]}"` for each of the
+    array's words, `${1}` for the first argument): the variables it reads."""
+    positional = variables.positional()
     for written in words:
+        if written in ("$@", "${@}") and positional is not None:
+            yield from positional  # a function's known arguments (`train 1e-6 "k=v"`)
+            continue
         for word in variables.spread([written], notes):
             yield word, written
 
