@@ -166,13 +166,15 @@ def meta_causal_lm(config: PretrainedConfig) -> torch.nn.Module:
     its weights, well under a second for a 7B shape. transformers' own class for the
     model_type (remote code is never run, whatever `auto_map` config.json has), in float32
     whatever dtype config.json names: export writes its own dtype there and import reads
-    the weights' own, so that key is not what a load of theirs reads."""
+    the weights' own, so that key is not what a load of theirs reads. With the eager
+    attention whatever config.json asks (`attn_implementation: flash_attention_2`): a
+    kernel this machine lacks says nothing about the file, and the weights are the same."""
     import torch
     from transformers import AutoModelForCausalLM
 
     with torch.device("meta"):
         return AutoModelForCausalLM.from_config(
-            config, trust_remote_code=False, dtype=torch.float32
+            config, trust_remote_code=False, dtype=torch.float32, attn_implementation="eager"
         )
 
 

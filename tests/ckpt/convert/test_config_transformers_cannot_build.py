@@ -34,8 +34,13 @@ def test_a_config_whose_model_cannot_be_built_is_refused_naming_the_key():
 
 @pytest.mark.parametrize(
     "changes",
-    [{"dtype": 7}, {"rope_parameters": {"rope_type": "default", "rope_theta": -1}}],
-    ids=["dtype_7", "rope_theta_negative"],
+    [
+        {"dtype": 7},
+        {"rope_parameters": {"rope_type": "default", "rope_theta": -1}},
+        {"attn_implementation": "flash_attention_2"},  # a kernel this machine lacks
+        {"_attn_implementation": "flash_attention_2"},
+    ],
+    ids=["dtype_7", "rope_theta_negative", "flash_attention", "flash_attention_private_key"],
 )
 def test_values_transformers_builds_a_model_with_still_pass(changes):
     refuse_unloadable(_qwen2(**changes), "m/config.json")
