@@ -36,8 +36,8 @@ from trainer.config_yaml import YAMLConfigError, read_yaml_file
 from trainer.lora_adapter_dir import (
     KEY,
     load_adapter_weights,
+    note_replaced_settings,
     read_adapter_dir,
-    refuse_replaced_settings,
 )
 from trainer.lora_targets import named_exclusions, named_targets, refuse_untrainable_targets
 from trainer.resume import ResumeMismatchError
@@ -77,7 +77,7 @@ def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
     targets_key = "model.target_modules"
     if cfg.lora_adapter_path is not None:
         adapter = read_adapter_dir(Path(cfg.lora_adapter_path))
-        refuse_replaced_settings(cfg, adapter)
+        note_replaced_settings(cfg, adapter)
         settings, targets_key = adapter.settings, f"{KEY}: {adapter.config_file}: target_modules"
     names = [name for name, _ in model.named_modules()]
     exclusions_key = targets_key.replace("target_modules", "exclude_modules")

@@ -15,6 +15,7 @@ Each refusal is one line naming model.lora_adapter_path, the file and the key or
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -35,6 +36,7 @@ from mfsdp_ckpt.storage.unique_json import read_json_file
 from trainer.config import ConfigError, ModelConfig
 from trainer.lora_targets import check_layers_pattern
 
+log = logging.getLogger("mfsdp.model")
 KEY = "model.lora_adapter_path"
 ADAPTER_NAME = "default"  # the adapter name `peft.inject_adapter_in_model` gives
 # adapter_config.json fields that say where the adapter came from, not what it computes
@@ -135,19 +137,25 @@ def read_adapter_dir(path: Path) -> AdapterDir:
     return AdapterDir(path, settings, weights)
 
 
-def refuse_replaced_settings(cfg: ModelConfig, adapter: AdapterDir) -> None:
+def note_replaced_settings(cfg: ModelConfig, adapter: AdapterDir) -> None:
     """model.lora_rank, lora_alpha or target_modules beside model.lora_adapter_path: the
-    adapter's own r, lora_alpha and target_modules train, so a value that is neither the
-    key's default nor the adapter's was dropped without a word (and config.yaml recorded
-    it, against the manifest). Either of those passes, so a run's config.yaml resumes."""
+    adapter's own r, lora_alpha and target_modules train, as in verl (a script that keeps
+    its first stage's lora_rank beside the adapter runs there), so a value that is neither
+    the key's default nor the adapter's is not refused; one note says it is not used,
+    where it was dropped without a word (and config.yaml records it, against the
+    manifest)."""
     defaults = {field.name: field.default for field in fields(ModelConfig)}
     for key, name in REPLACED.items():
         given, own = getattr(cfg, key), adapter.settings[name]
         if not _same_setting(given, defaults[key]) and not _same_setting(given, own):
-            raise ConfigError(
-                f"model.{key}={given!r:.120} conflicts with {KEY}: {adapter.config_file} has"
-                f" {name} {own!r:.120}, which is what trains; leave model.{key} unset or set"
-                " it to that"
+            log.warning(
+                "note: model.%s=%s is not used: %s has %s %s, which is what trains (as verl"
+                " trains an adapter it is given)",
+                key,
+                f"{given!r:.120}",
+                adapter.config_file,
+                name,
+                f"{own!r:.120}",
             )
 
 
