@@ -53,7 +53,7 @@ from mfsdp_ckpt.storage.file_errors import os_error_line
 from mfsdp_ckpt.storage.named_writes import write_bytes, writing
 from mfsdp_ckpt.storage.safe_dcp import SafeFileSystemReader, SafeLoadPlanner
 from mfsdp_ckpt.storage.staging import HostStager
-from mfsdp_ckpt.storage.tensor_memory import TensorMemoryError, is_allocation_failure
+from mfsdp_ckpt.storage.tensor_memory import TensorMemoryError, memory_failure
 from mfsdp_ckpt.storage.writable import require_writable_dir
 
 log = logging.getLogger(__name__)  # INFO: what each save and load cost (`mfsdp -v ...`)
@@ -513,7 +513,7 @@ def load_checkpoint(
     try:
         dcp.load(wanted, storage_reader=reader, planner=SafeLoadPlanner(allow_partial_load=True))
     except CheckpointException as err:  # a BaseException carrying every rank's traceback
-        if is_allocation_failure(_first_cause(err)):
+        if _memory_failure(err) is not None:
             raise TensorMemoryError(_out_of_memory(paths.dist_ckpt, stored)) from None
         raise CheckpointLoadError(
             f"{paths.dist_ckpt}: load failed: {_first_failure(err)}"
@@ -607,13 +607,18 @@ def _verify_before_load(paths: layout.CheckpointPaths, group: dist.ProcessGroup 
 
 def _save_failure(err: BaseException, pending: _PendingSave) -> BaseException:
     """What a failed save raises: KeyboardInterrupt for a Ctrl-C (DCP may have wrapped it),
+    memory running out as that failure itself (DCP may have wrapped it too: `_memory_failure`),
     our own CheckpointSaveError as it is, a collective's RuntimeError (a peer went away: the
     CLI reports the rank that failed first) and SystemExit as they are; anything else (an
     OSError, DCP's gathered failures, a tokenizer's plain `Exception` on a full disk) as one
     CheckpointSaveError naming the temp dir and the step, and the file as `PATH: reason`
-    (`_cause_line`)."""
+    (`_cause_line`). Wrapped, memory read "saving step N failed: MemoryError": the CLI's
+    out-of-memory line, with what frees enough for a run, is for it (`cli.errors`)."""
     if isinstance(err, KeyboardInterrupt) or _interrupted(err):
         return KeyboardInterrupt()
+    memory = _memory_failure(err)
+    if memory is not None:  # the machine ran out, not the step's files
+        return memory
     if isinstance(err, CheckpointSaveError | RuntimeError) or not isinstance(
         err, Exception | CheckpointException
     ):
@@ -655,6 +660,12 @@ def _first_cause(err: CheckpointException) -> BaseException:
     """The first rank's exception (DCP carries each rank's with its traceback summary)."""
     first = next(iter(err.failures.values()), (err, None))
     return first[0] if isinstance(first, tuple) else first
+
+
+def _memory_failure(err: BaseException) -> BaseException | None:
+    """Memory running out in `err` (`memory_failure`), or for DCP's gathered failures in the
+    first rank's exception, the one a failure of theirs is named by; None when it is not."""
+    return memory_failure(_first_cause(err) if isinstance(err, CheckpointException) else err)
 
 
 def _first_failure(err: CheckpointException) -> str:

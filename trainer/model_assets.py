@@ -19,8 +19,9 @@ checkpoint, whose exports then did not load.
 
 What is refused is one line naming the file, as a usage error (exit 2), as config.json's own
 errors are: in the launching process before anything starts (`check_model_files`), and again
-where a rank reads the file; a chat template that is no text (`check_chat_template_value`)
-where a tokenizer without one is refused, as the tokenizer is loaded. This module imports
+where a rank reads the file; so too a chat template that is no text
+(`check_chat_template_value`), checked again where a tokenizer without one is refused, as
+the tokenizer is loaded (a run started without the launcher). This module imports
 neither torch nor transformers (a generation config is built with transformers only where a
 dir holds one).
 """

@@ -19,23 +19,31 @@ import os
 from pathlib import Path
 from typing import Any
 
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.convert.hf_config import read_config_json
+from mfsdp_ckpt.format.hf_trainer import STATE_BIN_RE
+from mfsdp_ckpt.storage.safetensors_source import PICKLED_WEIGHTS
 from trainer.config import ConfigError, ModelConfig
-from trainer.model_assets import check_asset_dir, copied_generation_config, read_json_asset
+from trainer.model_assets import (
+    check_asset_dir,
+    check_chat_template_value,
+    copied_generation_config,
+    read_json_asset,
+)
 from trainer.model_source import ModelSource
 
 SUPPORTED_FAMILIES = ("qwen2", "qwen3", "llama")
 CODE_KEY = "auto_map"  # where config.json and tokenizer_config.json name shipped code
 CONFIG_FILE = "config.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
-PICKLED_WEIGHTS = (".bin", ".pt", ".pth")
 
 
 def check_model_files(cfg: ModelConfig, source: ModelSource | None) -> None:
     """The files this run's model and tokenizer come from, and the generation config its
-    checkpoints copy, checked as data (see the module docstring); the launching process
-    calls it once `model.path` is resolved. The model dir is checked whether or not the
-    tokenizer comes from it: its generation_config.json is read and copied either way."""
+    checkpoints copy, checked as data (see the module docstring), and the tokenizer's chat
+    template as text; the launching process calls it once `model.path` is resolved. The
+    model dir is checked whether or not the tokenizer comes from it: its
+    generation_config.json is read and copied either way."""
     assets = source.assets if source is not None else None
     if assets is not None:
         check_model_config(assets)
@@ -50,6 +58,7 @@ def check_model_files(cfg: ModelConfig, source: ModelSource | None) -> None:
         if source is None or tokenizer not in (assets, source.tokenizer_dir):  # not yet checked
             check_asset_dir(tokenizer, source)
         check_tokenizer_files(tokenizer)
+        check_chat_template_value(tokenizer)  # refused here once, not in every rank
 
 
 def check_model_config(assets: Path) -> None:
@@ -102,17 +111,17 @@ def check_tokenizer_class(directory: Path) -> None:
 
 def check_weights_not_pickled(assets: Path) -> None:
     """A model dir whose weights are only pickles (`pytorch_model.bin`) is refused before
-    anything loads: unpickling can run code, so mfsdp reads safetensors only."""
+    anything loads: unpickling can run code, so mfsdp reads safetensors only. The HF
+    Trainer's state .bin files beside them (training_args.bin) are no weights, and not named."""
     names = sorted(entry.name for entry in os.scandir(assets))
     if any(name.endswith(".safetensors") for name in names):
         return
-    pickled = [name for name in names if name.endswith(PICKLED_WEIGHTS)]
+    pickled = [n for n in names if n.endswith(PICKLED_WEIGHTS) and not STATE_BIN_RE.match(n)]
     if pickled:
-        shown = ", ".join(pickled[:2]) + (" ..." if len(pickled) > 2 else "")
         raise ConfigError(
-            f"model.path: {assets} holds its weights only as pickles ({shown}), which mfsdp"
-            " never loads (unpickling can run code); where you trust them, convert them with"
-            " transformers (from_pretrained, then save_pretrained writes safetensors)"
+            f"model.path: {assets} holds its weights only as pickles ({first_of(pickled, 2)}),"
+            " which mfsdp never loads (unpickling can run code); where you trust them, convert"
+            " them with transformers (from_pretrained, then save_pretrained writes safetensors)"
         )
 
 

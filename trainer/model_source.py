@@ -144,10 +144,7 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
         if has_config:
             _refuse_unreadable_config(path / "config.json")  # before a hint to train from it
             _refuse_checkpoint_assets_dir(path)
-            raise ConfigError(
-                f"model.path: {cfg.path} has config.json but no weights (*.safetensors); set"
-                " model.random_init=true to train from its config alone"
-            ) from None
+            raise ConfigError(_no_weights_message(cfg.path, path)) from None
         raise ConfigError(
             f"model.path: {cfg.path} is neither a Hugging Face model dir (no config.json) nor a"
             f" checkpoint ({err})"
@@ -163,6 +160,19 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
     return ModelSource(
         assets=_checkpoint_assets(cfg, checkpoint), checkpoint=checkpoint, assets_key=assets_key
     )
+
+
+def _no_weights_message(given: str, path: Path) -> str:
+    """What a model dir with config.json and no safetensors is told: the weights it holds in
+    another format (`model.pt`, GGUF) named with how to convert them, where it holds any;
+    else that model.random_init trains from its config alone. Told "no weights" and to
+    train from random weights, a dir of `model.pt` did not say why its weights were not
+    read."""
+    from mfsdp_ckpt.storage.safetensors_source import other_weights_hint
+
+    hint = other_weights_hint(path)
+    advice = hint or "; set model.random_init=true to train from its config alone"
+    return f"model.path: {given} has config.json but no weights (*.safetensors){advice}"
 
 
 def _refuse_unread_hf_config(cfg: ModelConfig, why_unread: str) -> None:

@@ -319,29 +319,35 @@ def check_data_position(
 
 
 # Why an unchanged data file's SFT rows digest differently (`ROWS_DIGEST` is of their trained
-# tokens): a GRPO run's digest is of the rows' own values, so these change it only in SFT.
+# tokens): a GRPO run's digest is of the rows' own values, so its warning never says this.
 _RETOKENIZED = (
-    "in SFT: another chat template or tokenizer, or prompt/response rows trained before mfsdp"
-    " tokenized them as verl's SFTDataset does"
+    ", or rows that tokenize to other trained tokens (another chat template or tokenizer, or"
+    " prompt/response rows trained before mfsdp tokenized them as verl's SFTDataset does)"
 )
+_DIGESTS_TOKENS = "sft"  # the kind of run whose ROWS_DIGEST is of the rows' trained tokens
 
 
 def data_change_warning(
-    expected: dict[str, Any], restored: dict[str, Any], where: Path, train_files: Sequence[str]
+    kind: RunKind,
+    expected: dict[str, Any],
+    restored: dict[str, Any],
+    where: Path,
+    train_files: Sequence[str],
 ) -> str | None:
     """One line when the checkpoint was trained on other rows, or rows in another order, or
     rows an SFT run now tokenizes to other trained tokens (`ROWS_DIGEST`), or rows whose
     prompts were edited (`PROMPTS_DIGEST`, and `PROMPT_KEYS_DIGEST` where both record it),
     or with the other `data.shuffle`: the steps after it then read other rows than an
-    uninterrupted run would. None when they agree, or the checkpoint predates them."""
+    uninterrupted run would. None when they agree, or the checkpoint predates them. `kind`:
+    the run resuming; tokenizing is named as a cause in SFT only (`_RETOKENIZED`)."""
     step = int(restored["step"])
     reasons = []
     files = ", ".join(train_files)
     if int(restored[ROWS_DIGEST]) != int(expected[ROWS_DIGEST]):
+        retokenized = _RETOKENIZED if kind.name == _DIGESTS_TOKENS else ""
         reasons.append(
             f"data.train_files ({files}) hold other rows, or rows in another order, than the"
-            " checkpoint was trained on, or rows that tokenize to other trained tokens"
-            f" ({_RETOKENIZED})"
+            f" checkpoint was trained on{retokenized}"
         )
     elif _prompts_differ(expected, restored):
         reasons.append(

@@ -209,7 +209,7 @@ class TrainingRun:
             if resume is not None:
                 where = resume.root
                 changed = data_change_warning(
-                    expected, states["extra"], where, cfg.data.train_files
+                    kind, expected, states["extra"], where, cfg.data.train_files
                 )
                 if changed is not None:
                     print(printable(f"[{name}] {changed}"), file=sys.stderr)

@@ -63,7 +63,7 @@ from mfsdp_ckpt.lora import (
 )
 from mfsdp_ckpt.storage.named_writes import write_text
 from mfsdp_ckpt.storage.out_dir import claim_output
-from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource
+from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource, other_weights_hint
 from mfsdp_ckpt.storage.safetensors_writer import SINGLE_FILE, ShardedSafetensorsWriter, Spec
 
 if TYPE_CHECKING:
@@ -275,9 +275,9 @@ def merge_onto_base(
     root = given if given.is_dir() else given.parent
     if not any(root.glob("*.safetensors")):
         raise ExportUsageError(
-            f"{root}: no *.safetensors base weights to merge the LoRA adapter onto; pass"
-            " --hf-config with the base model's dir (config.json and *.safetensors), or"
-            " --adapter-only for a PEFT adapter"
+            f"{root}: no *.safetensors base weights to merge the LoRA adapter onto"
+            f"{other_weights_hint(root)}; pass --hf-config with the base model's dir"
+            " (config.json and *.safetensors), or --adapter-only for a PEFT adapter"
         )
     source = prepared.source
     with claim_output(out, overwrite, top_level_names(prepared.assets)) as claim:

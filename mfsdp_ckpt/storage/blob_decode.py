@@ -13,7 +13,7 @@ from typing import Any
 from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format.blob_guard import check_blob
-from mfsdp_ckpt.storage.tensor_memory import is_allocation_failure
+from mfsdp_ckpt.storage.tensor_memory import memory_failure
 
 BLOB_OVERHEAD = 1 << 20  # zip directory and pickle around a tensor's bytes, generously
 MAX_OBJECT_BYTES = (
@@ -40,10 +40,14 @@ def _stream_extensions(transforms: tuple[str, ...]) -> list[Any]:
 @functools.lru_cache(maxsize=256)  # a checkpoint names one or two lists for all its chunks
 def undecodable_transforms(transforms: tuple[str, ...]) -> str | None:
     """Why the blobs stored with `transforms` cannot be decoded here, else None: checked
-    from their names before any blob is read (torch is imported only when there are any)."""
+    from their names before any blob is read (torch is imported only when there are any).
+    Memory running out is raised, not returned: it is the machine's, and a reason returned
+    is cached, so every later check of those transforms would have said it too."""
     try:
         _stream_extensions(transforms)
     except Exception as err:
+        if memory_failure(err) is not None:  # the machine's limit, not the transforms' fault
+            raise
         return (
             f"cannot decode transforms {transforms}: {error_line(err, with_type=False, limit=200)}"
         )
@@ -63,7 +67,7 @@ def decode_blob(
             stream = extension.transform_from(stream)
         data = stream.read(limit + 1)
     except Exception as err:
-        if is_allocation_failure(err):  # the machine's limit, not the blob's fault
+        if memory_failure(err) is not None:  # the machine's limit, not the blob's fault
             raise
         raise CheckpointFormatError(
             f"{where}: cannot decode transforms {transforms}: {err}"
@@ -87,7 +91,7 @@ def load_blob(
     except CheckpointFormatError:
         raise
     except Exception as err:
-        if is_allocation_failure(err):  # the machine's limit, not the blob's fault
+        if memory_failure(err) is not None:  # the machine's limit, not the blob's fault
             raise
         raise CheckpointFormatError(
             f"{where}: unreadable blob ({error_line(err, with_type=False, limit=200)})"

@@ -13,9 +13,12 @@ import os
 
 # Errnos that say what the machine or the process lacked, whichever file the call was
 # writing: memory (ENOMEM, ENOBUFS), a resource to try again for (EAGAIN), a signal
-# (EINTR). Named, `PATH: Cannot allocate memory` blamed the file, and the out-of-memory
-# line (`cli.errors`) quoted it as the cause.
-NOT_ABOUT_THE_FILE = frozenset({errno.ENOMEM, errno.ENOBUFS, errno.EAGAIN, errno.EINTR})
+# (EINTR), open files (EMFILE the process's limit, ENFILE the system's: a file does not hold
+# the others open). Named, `PATH: Cannot allocate memory` blamed the file, and the
+# out-of-memory line (`cli.errors`) quoted it as the cause.
+NOT_ABOUT_THE_FILE = frozenset(
+    {errno.ENOMEM, errno.ENOBUFS, errno.EAGAIN, errno.EINTR, errno.EMFILE, errno.ENFILE}
+)
 
 
 def naming_file(err: OSError, path: str | os.PathLike[str]) -> OSError:

@@ -75,10 +75,6 @@ _EXPORT_SIGNATURES = (
     ("adapter_config.json", "adapter_model.safetensors"),
 )
 _RENAME_NOREPLACE, _RENAME_EXCHANGE = 1, 2
-# Errors of the process or the machine, not of the files written: naming --out in them
-# misled ("Cannot allocate memory: '<out>'" when the process hit its `ulimit -v`). Besides
-# those of any file, the open-file limits: --out is not what holds the files open.
-_NOT_ABOUT_A_FILE = NOT_ABOUT_THE_FILE | {errno.EMFILE, errno.ENFILE}
 
 
 class OutputDirError(MfsdpUsageError, ValueError):
@@ -295,7 +291,7 @@ class OutputClaim:
         open files) names none: it is not about --out."""
         text = (err.strerror or str(err)).replace(str(self.tmp), str(self.out))
         name = str(err.filename).replace(str(self.tmp), str(self.out)) if err.filename else None
-        if name is None and str(self.out) not in text and err.errno not in _NOT_ABOUT_A_FILE:
+        if name is None and str(self.out) not in text and err.errno not in NOT_ABOUT_THE_FILE:
             name = str(self.out)
         return OSError(err.errno, text, name) if name else OSError(err.errno, text)
 

@@ -37,7 +37,7 @@ from mfsdp_ckpt.storage.chunk_checks import (
     chunk_backing_problem,
     chunk_coverage_problems,
 )
-from mfsdp_ckpt.storage.tensor_memory import is_allocation_failure, tensor_memory
+from mfsdp_ckpt.storage.tensor_memory import memory_failure, tensor_memory
 
 if TYPE_CHECKING:
     import torch
@@ -216,7 +216,7 @@ def _load_streamed(file: RangeFile, where: str) -> Any:
         cause = err.__context__ if isinstance(err.__context__, CheckpointFileError) else None
         if cause is not None:
             raise cause from None
-        if is_allocation_failure(err):  # the machine's limit, not the blob's fault
+        if memory_failure(err) is not None:  # the machine's limit, not the blob's fault
             raise
         raise CheckpointFormatError(
             f"{where}: unreadable blob ({error_line(err, with_type=False, limit=200)})"
@@ -228,14 +228,18 @@ _LAYOUT_BUDGET = 64 << 10  # what a tensor's pickle may retain; it is charged ~4
 
 def _tensor_layout(data: bytes) -> tuple | None:
     """(dtype, storage numel, storage offset, size, stride) of a plain tensor pickle, else None.
-    Read with the restricted unpickler: data only, a few opcodes, no memo to inflate."""
+    Read with the restricted unpickler: data only, a few opcodes, no memo to inflate. Memory
+    running out is raised: the machine's, not the pickle's, whose None the caller reads as
+    "not the plain layout"."""
     try:
         value = restricted_loads(
             data, TENSOR_LAYOUT_GLOBALS, budget=_LAYOUT_BUDGET, persistent_load=lambda pid: pid
         )
         storage, offset, size, stride = value
         kind, dtype, _key, _location, numel = storage
-    except Exception:
+    except Exception as err:
+        if memory_failure(err) is not None:  # the machine's limit, not the pickle's fault
+            raise
         return None
     if kind != "storage" or not isinstance(dtype, dtypes.DType):
         return None
@@ -403,10 +407,10 @@ class CheckpointReader:
             return chunk.file_offset + record.header_offset + 30 + name_len + extra_len
         except CheckpointFileError:
             raise
-        except (
-            Exception
-        ):  # anything unusual: the caller takes the ordinary (decoding) path, which refuses
-            return None
+        except Exception as err:
+            if memory_failure(err) is not None:  # the machine's limit, not the blob's fault
+                raise
+            return None  # anything unusual: the caller takes the decoding path, which refuses
 
     def _check_stored(self, entry: TensorEntry, chunk: Chunk) -> None:
         """A chunk's blob must exist, fit in its file and, uncompressed, hold at least its

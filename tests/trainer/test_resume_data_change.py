@@ -31,7 +31,7 @@ def _warning(run: Path, data: Path) -> str:
     return (
         f"[sft] warning: {run}/global_step_2: data.train_files ({data}) hold other rows, or"
         " rows in another order, than the checkpoint was trained on, or rows that tokenize to"
-        " other trained tokens (in SFT: another chat template or tokenizer, or prompt/response"
+        " other trained tokens (another chat template or tokenizer, or prompt/response"
         " rows trained before mfsdp tokenized them as verl's SFTDataset does): the steps after"
         " 2 read other rows than an uninterrupted run would (a new trainer.run_dir starts"
         " over)\n"

@@ -24,7 +24,7 @@ from trainer.resume import (
     new_progress,
     rows_digest,
 )
-from trainer.sft import run_sft
+from trainer.sft import SFT_RUN, run_sft
 from trainer.tiny import build_tokenizer
 
 SETTINGS = (
@@ -98,7 +98,7 @@ def test_an_edited_turn_key_is_an_edited_prompt_where_the_checkpoint_records_the
     saved, saved_before = (_progress(data, tokenizer, keys=keys) for keys in (True, False))
     _add_keys(data, name="bob")
     now = _progress(data, tokenizer, keys=True)
-    warned = data_change_warning(now, saved, tmp_path / "step", [str(data)])
+    warned = data_change_warning(SFT_RUN, now, saved, tmp_path / "step", [str(data)])
     assert warned is not None and "hold other prompts" in warned
-    assert data_change_warning(now, saved_before, tmp_path / "step", [str(data)]) is None
+    assert data_change_warning(SFT_RUN, now, saved_before, tmp_path / "step", [str(data)]) is None
     assert saved[PROMPTS_DIGEST] == now[PROMPTS_DIGEST] == _digest_before_turn_keys(data)

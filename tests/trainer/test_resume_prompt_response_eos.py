@@ -48,7 +48,7 @@ def test_a_resume_onto_rows_now_tokenized_as_verl_warns_and_goes_on(tmp_path, ca
     assert (
         f"[sft] warning: {run}/global_step_2: data.train_files ({rows}) hold other rows, or"
         " rows in another order, than the checkpoint was trained on, or rows that tokenize to"
-        " other trained tokens (in SFT: another chat template or tokenizer, or prompt/response"
+        " other trained tokens (another chat template or tokenizer, or prompt/response"
         " rows trained before mfsdp tokenized them as verl's SFTDataset does): the steps after"
         " 2 read other rows than an uninterrupted run would"
     ) in err
