@@ -283,6 +283,7 @@ def report_errors(
             _fail_once(
                 *_or_interrupted(_out_of_memory(err, memory_advice()), EXIT_FAILED, interrupted),
                 as_json(),
+                every_rank=True,
             )
         if err.errno == errno.ENAMETOOLONG:  # a path as typed that no file can have
             message = f"{err.filename}: name too long for the file system"
@@ -299,10 +300,11 @@ def report_errors(
         if _ctrl_c_seen.is_set():  # a Ctrl-C that landed in a library's import or call and
             _fail_once(interrupted(), EXIT_INTERRUPTED, as_json())  # came out as its own error
         memory = memory_failure(err)
-        if memory is not None:
+        if memory is not None:  # the same line from each rank a save's failure reached
             _fail_once(
                 *_or_interrupted(_out_of_memory(memory, memory_advice()), EXIT_FAILED, interrupted),
                 as_json(),
+                every_rank=True,
             )
         if not peer_lost(err):
             raise
@@ -405,8 +407,9 @@ def _fail_once(
     """`fail`, except in a rank `mfsdp train --nproc-per-node N` started, where every rank
     meets the same config mistake and the same Ctrl-C: rank 0 says the mistake, the launching
     `mfsdp` says the interrupt, and the other ranks exit with the code without a line each;
-    so too for an error every rank raises alike (`every_rank`: a save that failed on a full
-    disk printed its line once per rank).
+    so too for an error every rank may raise alike (`every_rank`: a save that failed on a
+    full disk, or out of memory, printed its line once per rank; one rank alone in it is
+    reported by cli/torchrun.py from what it told, as rank 0 did not say it).
     A rank that lost its peers says nothing either: cli/torchrun.py reports the rank that
     stopped first (and this rank's message only when no rank said more)."""
     if _in_launched_rank():

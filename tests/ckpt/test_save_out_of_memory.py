@@ -48,3 +48,29 @@ def test_a_save_out_of_memory_is_the_out_of_memory_line(tmp_path, capsys):
     assert exited.value.code == 1
     line = one_error(capsys.readouterr().err, "error: out of memory", "ulimit -v")
     assert "saving step" not in line
+
+
+def test_a_save_out_of_memory_on_every_rank_is_said_once(monkeypatch, capsys):
+    """DCP raises the writer's failure on every rank: each rank printed the same
+    out-of-memory line (two under --nproc-per-node 2). Rank 0 says it; the others exit 1
+    quietly, having told torchrun's report."""
+
+    from cli.errors import report_errors
+
+    monkeypatch.setenv("MFSDP_CONFIG_CHECKED", "1")  # a rank `mfsdp train` launched
+    monkeypatch.delenv("TORCHELASTIC_ERROR_FILE", raising=False)
+    handler = signal.getsignal(signal.SIGINT)
+
+    def out_of_memory():
+        bytearray(1 << 62)  # a real allocation failure
+
+    try:
+        for rank in ("1", "0"):
+            monkeypatch.setenv("RANK", rank)
+            with pytest.raises(SystemExit) as exited:
+                report_errors(out_of_memory)
+            said = capsys.readouterr().err
+            assert exited.value.code == 1
+            assert (said == "") if rank == "1" else said.startswith("error: out of memory")
+    finally:
+        signal.signal(signal.SIGINT, handler)
