@@ -10,7 +10,9 @@ the built-in rewards (no `reward.path`), which compare the answer as text, the g
 must also be text or a number (compared as its text), and the row's `data_source` one with a
 built-in rule: a source with none failed the run at its first reward, after steps were saved,
 naming no file. A custom reward function may take any other value (a list, a dict) and any
-data_source (a missing one is given as ""): both are given to it unchanged.
+data_source (a missing one is given as ""): both are given to it unchanged. Its `extra_info`
+must then be a dict, or missing or null (given as `{}`), as verl reads it: the function is
+given it as verl's reward manager gives it (`reward_extra_info`).
 """
 
 from __future__ import annotations
@@ -91,6 +93,19 @@ def checked_ground_truth(value: Any, custom_reward: bool) -> str | None:
     )
 
 
+def checked_extra_info(value: Any) -> str | None:
+    """Why `value` cannot be the `extra_info` a custom reward function is given, or None when
+    it can: verl reads a row's extra_info as a dict (a missing or null one as `{}`) and adds
+    its `num_turns` to it, and stops on anything else before training, so a verl reward file
+    may call `extra_info.get(...)`; here that failed only at the first reward."""
+    if value is None or isinstance(value, dict):
+        return None
+    return (
+        f"extra_info is {type(value).__name__} {value!r:.60}: a reward function is given "
+        "extra_info as a dict, as verl gives it (leave it out or null for {})"
+    )
+
+
 def _check_built_in_source(row: dict, where: str) -> None:
     """Refuse a row no built-in rule can score: no data_source column, or one without a rule."""
     if "data_source" not in row:
@@ -134,6 +149,8 @@ def load_rl_prompts(
             raise RLDataError(f"{where}: {bad_truth}")
         if not custom_reward:
             _check_built_in_source(row, where)
+        elif bad_extra := checked_extra_info(row.get("extra_info")):
+            raise RLDataError(f"{where}: {bad_extra}")
         try:
             turns = chat_turns(row[cfg.prompt_key])
         except RLDataError as err:

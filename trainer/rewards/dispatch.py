@@ -8,13 +8,19 @@ value); a string, None, NaN, infinity or a number past float32's range is refuse
 function that raises (or calls `sys.exit()`), or does not return within `reward.timeout_s`:
 the run stops with one line naming the reward file, the function and the row
 (`RewardFunctionError`). A custom function's prints go to stderr, not stdout.
+
+Each function is given `extra_info` as verl's reward manager gives it (`reward_extra_info`),
+and an `async def` function is awaited, as verl awaits one, within the same time limit.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import reprlib
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from math import isfinite
@@ -57,6 +63,11 @@ VERL_ONLY = {
 }
 
 Rule = Callable[[str, str], float]
+
+# The `num_turns` verl's reward manager adds to every row's extra_info
+# (verl/workers/reward_manager/naive.py): its single-turn agent loop counts 2, the prompt and
+# the response (the `rollout_reward_scores` it adds beside it are none for a single turn).
+SINGLE_TURN_NUM_TURNS = 2
 
 
 def built_in_rule(data_source: Any) -> Rule | None:
@@ -105,6 +116,19 @@ def _as_text(ground_truth: Any) -> Any:
     return str(ground_truth)
 
 
+def reward_extra_info(extra_info: Any) -> Any:
+    """A row's `extra_info` as verl's reward manager passes it to the score function: a
+    missing or null one is `{}` (verl's RLHFDataset), and the dict gets `num_turns` and
+    `rollout_reward_scores` (a verl reward file reads `extra_info.get(...)` and those keys).
+    A fresh dict for every call, so what one call changes in it does not reach the row or the
+    next call; anything else (the data loader refuses it for a custom function) as it is."""
+    if extra_info is None:
+        extra_info = {}
+    if not isinstance(extra_info, Mapping):
+        return extra_info
+    return {**extra_info, "num_turns": SINGLE_TURN_NUM_TURNS, "rollout_reward_scores": {}}
+
+
 @dataclass
 class Scores:
     rewards: list[float]
@@ -124,6 +148,7 @@ class RewardScorer:
         self.function: Callable = (
             load_reward_function(path, name) if path else default_compute_score
         )
+        self._loop: asyncio.AbstractEventLoop | None = None  # for an `async def` function
 
     def __call__(
         self,
@@ -134,9 +159,10 @@ class RewardScorer:
     ) -> Scores:
         extra_infos = extra_infos if extra_infos is not None else [None] * len(responses)
         rewards, accuracy = [], []
-        for source, response, truth, extra in zip(
+        for source, response, truth, row_extra in zip(
             data_sources, responses, ground_truths, extra_infos, strict=True
         ):
+            extra = reward_extra_info(row_extra)
             result = self._call(source, response, truth, extra)
             try:
                 reward, acc = _score_and_accuracy(result)
@@ -154,9 +180,10 @@ class RewardScorer:
         before, stuck = set(threading.enumerate()), self._stuck(source, extra)
         try:
             with user_code_output(), time_limit(self.timeout_s, stuck):
-                return self.function(
+                result = self.function(
                     data_source=source, solution_str=response, ground_truth=truth, extra_info=extra
                 )
+                return self._awaited(result) if inspect.isawaitable(result) else result
         # the user's code failed: only this call is guarded; sys.exit() in it is a failure too
         # (it ended the run with exit 0), Ctrl-C passes
         except (Exception, SystemExit) as err:
@@ -166,6 +193,16 @@ class RewardScorer:
             failed = self._failed(source, extra, late)
             failed.abandons_threads = _threads_left(before)
             raise failed from None
+
+    def _awaited(self, awaitable: Any) -> Any:
+        """What an `async def` function's call gives once awaited (verl awaits it; unawaited
+        it was "not a number"), run on one event loop kept for the scorer's life, as verl's
+        reward loop keeps one: a client the function opened on an earlier call still works
+        on the next. The loop is closed with the scorer, its pending calls not run on."""
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            weakref.finalize(self, self._loop.close)
+        return self._loop.run_until_complete(awaitable)
 
     def _stuck(self, source: Any, extra: Any) -> Callable[[], Any]:
         """What the time limit calls when the call ran on in C code past it, never seeing

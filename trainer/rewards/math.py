@@ -1,16 +1,17 @@
-"""MATH: the answer is the content of the last `\\boxed{...}` (as verl reads it:
-`boxed_answer`), compared after normalization.
+"""MATH: verl's MATH reward (verl/utils/reward_score/math_reward.py, commit b178a3cd), the rule
+verl's `default_compute_score` routes lighteval/MATH, DigitalLearningGmbH/MATH-lighteval and
+HuggingFaceH4/MATH-500 to. The answer is the content of the last `\\boxed{...}` (as verl reads
+it: `boxed_answer`), compared as text with the ground truth as the row gives it, both first put
+through the MATH benchmark's string normalization (Hendrycks et al.) step for step in verl's
+order (`normalize`); where that normalization fails on either, the two are compared unchanged.
 
-The normalization follows the MATH benchmark's equivalence rules (Hendrycks et al.), so
-`\\dfrac12`, `\\frac{1}{2}`, `0.5` and `1/2` are the same answer and `x = 3`, `3^\\circ` or
-`\\text{3 inches}` style decorations do not cost the score. When the optional `math-verify`
-package is installed it is asked too, which also catches symbolic equivalences
-(`2\\sqrt{2}` vs `\\sqrt{8}`); it can only add matches, never remove one.
+Only verl's rule, so rewards and validation accuracy are those verl gives for the same data:
+no further leniency (`72.0` is not `72`, `50%` not `50`, `\\text{A}` not `A`, a boxed ground
+truth is not unboxed), and no symbolic equivalence (verl's default leaves math-verify out), so
+what is installed never changes a reward.
 """
 
 from __future__ import annotations
-
-import re
 
 _BOXED = "\\boxed"
 _SPACED_BOXED = "\\boxed "
@@ -52,81 +53,133 @@ def last_boxed(text: str) -> str | None:
         return None
 
 
-def _braced_fractions(text: str) -> str:
-    """`\\frac12` -> `\\frac{1}{2}`, `\\frac1{2}` -> `\\frac{1}{2}`."""
-    pieces = text.split("\\frac")
-    out = pieces[0]
-    for piece in pieces[1:]:
-        out += "\\frac"
-        if piece.startswith("{") or len(piece) < 2:
-            out += piece
-            continue
-        numerator, rest = piece[0], piece[1:]
-        if rest.startswith("{"):
-            out += "{" + numerator + "}" + rest
-        else:
-            out += "{" + numerator + "}{" + rest[0] + "}" + rest[1:]
-    return out
+class _NotNormalizable(ValueError):
+    """verl's normalization fails on this text (a `\\sqrt` or `\\frac` with nothing after
+    it, a second `\\text{ `): verl then compares the two answers unchanged."""
 
 
-def _slash_fraction(text: str) -> str:
-    """`3/4` (integers only) -> `\\frac{3}{4}`."""
-    match = re.fullmatch(r"(-?\d+)/(\d+)", text)
-    return f"\\frac{{{match.group(1)}}}{{{match.group(2)}}}" if match else text
+# The plain substitutions of verl's normalization, in its order, before and after its removal
+# of units: line breaks, `\!` spaces, `\\` for `\`, `\tfrac` and `\dfrac` for `\frac`,
+# `\left` and `\right`, degrees, `\$`; then `\%` and a leading 0 for a number like ` .5`.
+_REWRITES_BEFORE_UNITS = (
+    ("\n", ""),
+    ("\\!", ""),
+    ("\\\\", "\\"),
+    ("tfrac", "frac"),
+    ("dfrac", "frac"),
+    ("\\left", ""),
+    ("\\right", ""),
+    ("^{\\circ}", ""),
+    ("^\\circ", ""),
+    ("\\$", ""),
+)
+_REWRITES_AFTER_UNITS = (("\\\\%", ""), ("\\%", ""), (" .", " 0."), ("{.", "{0."))
+_UNITS = "\\text{ "  # in MATH answers a `\text{ ` (with the space) starts the units
+_SHORT_LEFT_SIDE = 2  # `k = 3`, `x =3`: the left side of one `=` this long or shorter goes
 
 
-def _braced_sqrt(text: str) -> str:
-    """`\\sqrt3` -> `\\sqrt{3}`."""
-    return re.sub(r"\\sqrt(\w)", r"\\sqrt{\1}", text)
-
-
-def normalize(answer: str) -> str:
-    """Canonical string form of a MATH answer."""
-    text = answer.replace("\n", "").replace("\\!", "").replace("\\\\", "\\")
-    text = text.replace("tfrac", "frac").replace("dfrac", "frac")
-    text = text.replace("\\left", "").replace("\\right", "")
-    text = text.replace("^{\\circ}", "").replace("^\\circ", "")
-    text = text.replace("\\$", "").replace("$", "")
-    text = re.sub(r"\\text\{\s*[a-zA-Z ]*\}$", "", text.strip()) if re.search(r"\d", text) else text
-    text = re.sub(r"\\(?:text|mbox|mathrm)\{([^}]*)\}", r"\1", text)
-    text = text.replace("\\%", "").replace("%", "")
-    text = text.replace(" .", " 0.").replace("{.", "{0.")
-    if text.startswith("."):
-        text = "0" + text
-    parts = text.split("=")
-    if len(parts) == 2 and len(parts[0].strip()) <= 2:
-        text = parts[1]
-    text = _braced_sqrt(text).replace(" ", "")
-    text = _braced_fractions(text)
-    if text == "0.5":
-        text = "\\frac{1}{2}"
-    text = _slash_fraction(text)
-    if re.fullmatch(r"-?\d+\.0+", text):
-        text = text.split(".")[0]
+def _rewritten(text: str, rewrites: tuple[tuple[str, str], ...]) -> str:
+    for old, new in rewrites:
+        text = text.replace(old, new)
     return text
 
 
-def _math_verify_equal(answer: str, ground_truth: str) -> bool:
+def _without_units(text: str) -> str:
+    """What comes before `\\text{ `, whatever follows it (`5\\text{ cm}^2` -> `5`); a second
+    one fails the normalization."""
+    if _UNITS not in text:
+        return text
+    pieces = text.split(_UNITS)
+    if len(pieces) != 2:
+        raise _NotNormalizable(f"{len(pieces) - 1} units")
+    return pieces[0]
+
+
+def _without_short_left_side(text: str) -> str:
+    """`k = 3` -> ` 3`: the right side of the one `=` when the left side, spaces counted, is
+    at most 2 characters (`xy = 3` stays)."""
+    sides = text.split("=")
+    if len(sides) == 2 and len(sides[0]) <= _SHORT_LEFT_SIDE:
+        return sides[1]
+    return text
+
+
+def _braced_sqrt(text: str) -> str:
+    """`\\sqrt3` -> `\\sqrt{3}`: the one character after an unbraced `\\sqrt` is braced,
+    whatever it is."""
+    pieces = text.split("\\sqrt")
+    out = pieces[0]
+    for piece in pieces[1:]:
+        if not piece:
+            raise _NotNormalizable("\\sqrt with nothing after it")
+        out += "\\sqrt" + (piece if piece.startswith("{") else "{" + piece[0] + "}" + piece[1:])
+    return out
+
+
+def _braced_fractions(text: str) -> str:
+    """`\\frac12` -> `\\frac{1}{2}`, `\\frac1{2}` -> `\\frac{1}{2}`: the first one or two
+    characters after an unbraced `\\frac` are braced; a `\\frac` with one character after it
+    leaves the whole text as it is."""
+    pieces = text.split("\\frac")
+    out = pieces[0]
+    for piece in pieces[1:]:
+        if not piece:
+            raise _NotNormalizable("\\frac with nothing after it")
+        if piece.startswith("{"):
+            out += "\\frac" + piece
+        elif len(piece) == 1:
+            return text
+        elif piece[1] == "{":
+            out += "\\frac{" + piece[0] + "}" + piece[1:]
+        else:
+            out += "\\frac{" + piece[0] + "}{" + piece[1] + "}" + piece[2:]
+    return out
+
+
+def _is_plain_integer(text: str) -> bool:
+    """`-3`, `0`, `12`: an integer written as Python writes one (not `03`, `+3`, `-0`)."""
     try:
-        from math_verify import parse, verify
-    except ImportError:
+        return str(int(text)) == text
+    except ValueError:
         return False
-    try:
-        return bool(verify(parse(f"\\boxed{{{ground_truth}}}"), parse(f"\\boxed{{{answer}}}")))
-    except Exception:  # math-verify raises on unparsable input and on its own timeouts
-        return False
+
+
+def _slash_fraction(text: str) -> str:
+    """`3/4` -> `\\frac{3}{4}` when the text is two plain integers around one `/`."""
+    sides = text.split("/")
+    if len(sides) == 2 and all(_is_plain_integer(side) for side in sides):
+        return f"\\frac{{{sides[0]}}}{{{sides[1]}}}"
+    return text
+
+
+def normalize(answer: str) -> str:
+    """The MATH answer as verl's normalization writes it (`strip_string`): its steps in its
+    order, so equal results are exactly the answers verl counts equal. Raises
+    `_NotNormalizable` where verl's normalization fails."""
+    text = _without_units(_rewritten(answer, _REWRITES_BEFORE_UNITS))
+    text = _rewritten(text, _REWRITES_AFTER_UNITS)
+    if not text:
+        return text
+    if text.startswith("."):
+        text = "0" + text
+    text = _braced_sqrt(_without_short_left_side(text)).replace(" ", "")
+    text = _braced_fractions(text)
+    if text == "0.5":
+        text = "\\frac{1}{2}"
+    return _slash_fraction(text)
 
 
 def is_equiv(answer: str, ground_truth: str) -> bool:
-    if normalize(answer) == normalize(ground_truth):
-        return True
-    return _math_verify_equal(answer, ground_truth)
+    """Equal after normalization, or, where normalizing either fails, equal as written."""
+    try:
+        return normalize(answer) == normalize(ground_truth)
+    except _NotNormalizable:
+        return answer == ground_truth
 
 
 def compute_score(solution_str: str, ground_truth: str) -> float:
-    """1.0 when the last boxed answer equals the ground truth, else 0.0."""
+    """1.0 when the last boxed answer equals the ground truth (taken as given), else 0.0."""
     answer = last_boxed(solution_str)
     if answer is None:
         return 0.0
-    truth = last_boxed(ground_truth) or ground_truth
-    return 1.0 if is_equiv(answer, truth) else 0.0
+    return 1.0 if is_equiv(answer, ground_truth) else 0.0
