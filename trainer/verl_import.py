@@ -137,6 +137,7 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
     incomplete: list[str] = []  # config files of the user's, merged in by Hydra
     to_check: list[str] = []  # keys whose variables the script sets in blocks
     module = None  # verl's trainer module; a YAML does not name it
+    backend: list[tuple[str, Any]] = []  # what the files Hydra merges in say of the backend
     refused: list[str] = []  # the script's config-group selections not carried over
     if source.suffix.lower() in (".yaml", ".yml"):
         tree, defaults = _yaml_tree(text, source)
@@ -144,6 +145,7 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
             _refuse_mfsdp_config(tree, source)
         command = command or likely_kind(tree)  # as `mfsdp train` tells them apart
         script_notes, incomplete = _defaults_notes(defaults, command)
+        backend = _backend_of(defaults)
         script_notes += _interpolation_notes(tree, source)
         tree, pairs = verl_keys.split_foreign(config_class(command), tree)
     else:
@@ -151,7 +153,7 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
         command = command or ("grpo" if module in GRPO_MODULES else "sft")
     # a config file of the user's that verl merges in may set any key: verl's defaults are
     # written only where the whole run is in the source
-    conversion = _convert(tree, pairs, command, str(source), module, not incomplete)
+    conversion = _convert(tree, pairs, command, str(source), module, not incomplete, backend)
     conversion.notes += script_notes
     conversion.dropped += refused
     conversion.incomplete = list(dict.fromkeys(incomplete + to_check + conversion.incomplete))
@@ -228,6 +230,26 @@ def _defaults_notes(defaults: list[Any], command: str) -> tuple[list[str], list[
     return notes, [f"defaults: {entry}" for entry in own]
 
 
+# verl's trainer configs and config-group files that train the actor on its Megatron backend
+_MEGATRON_FILES = frozenset(
+    {"ppo_megatron_trainer", "_generated_ppo_megatron_trainer", "megatron_actor", "megatron"}
+)
+
+
+def _backend_of(defaults: list[Any]) -> list[tuple[str, Any]]:
+    """The actor's strategy that a YAML's `defaults:` list selects, as a key of the run for
+    the rules that read the backend (`verl_keys.on_megatron`): verl's Megatron files set
+    `strategy: megatron`, which the YAML then leaves out."""
+    files = [
+        option
+        for entry in defaults
+        for option in (entry.values() if isinstance(entry, dict) else [entry])
+    ]
+    if any(isinstance(name, str) and name.lstrip("/") in _MEGATRON_FILES for name in files):
+        return [(verl_keys.ACTOR + "strategy", "megatron")]
+    return []
+
+
 def _interpolation_notes(tree: dict[str, Any], source: Path) -> list[str]:
     """Fill in the `${a.b}` references between the YAML's keys, as verl's OmegaConf does; a
     note names the keys filled in."""
@@ -250,11 +272,14 @@ def _convert(
     source: str,
     module: str | None = None,
     whole: bool = True,
+    backend: list[tuple[str, Any]] | None = None,
 ) -> Conversion:
     """`tree` (keys already mfsdp's) plus `pairs` carried over one by one, so one key that
     cannot be carried is reported without stopping the rest, plus, where the source is the
     `whole` run, verl's defaults for the keys it leaves out where mfsdp's differ
-    (`_verl_defaults`); the result is checked whole."""
+    (`_verl_defaults`); the result is checked whole. `backend`: keys the run has from the
+    files Hydra merges in (`_backend_of`), read by the rules but not carried over; the
+    run's own keys win over them."""
     from trainer.config import ConfigError, config_from_tree, config_to_dict, set_dotted
 
     cls = config_class(command)
@@ -267,7 +292,7 @@ def _convert(
         for group in verl_keys.groups(pairs):
             shown = ", ".join(f"{key}={value}" for key, value in group)
             try:
-                adopted = verl_keys.carry_over(cls, group, pairs)
+                adopted = verl_keys.carry_over(cls, group, (backend or []) + pairs)
             except verl_keys.NotCarried as err:
                 conversion.dropped.append(f"{shown}: {err.reason}")
                 continue

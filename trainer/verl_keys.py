@@ -31,7 +31,7 @@ from typing import Any
 from mfsdp_ckpt.errors import MfsdpUsageError
 from trainer import verl_interpolation
 from trainer.verl_inert_keys import INERT_KEYS, PADDING, section_of
-from trainer.verl_off_keys import OFF_KEYS, Off, same
+from trainer.verl_off_keys import MEGATRON_ADAM, MEGATRON_OPTIMIZER_DEFAULTS, OFF_KEYS, Off, same
 
 log = logging.getLogger("mfsdp.config")
 
@@ -226,6 +226,13 @@ VERL_CLIP_DEFAULT = 0.2
 CLIP_SIDES = {
     side: (f"{ACTOR}clip_ratio_{side}", f"actor.clip_ratio_{side}") for side in ("low", "high")
 }
+
+BETAS = "optim.betas"
+OPTIMIZER_OVERRIDES = "optim.override_optimizer_config"
+MCORE_OPTIMIZER = "McoreOptimizerConfig"  # the class verl builds its Megatron optim section as
+MEGATRON_ADAM_WHERE = (
+    "verl sets them in optim.override_optimizer_config's adam_beta1, adam_beta2, adam_eps"
+)
 
 # verl key -> rule. Optimizer keys are listed once under `optim.` (SFT's section) and also
 # reached from the actor's `actor_rollout_ref.actor.optim.` (see `_normalise`).
@@ -599,6 +606,9 @@ def carry_over(
             _check_mirror(raw_key, value, MIRRORS[key], given[MIRRORS[key]])
             continue
         key = MIRRORS.get(key, key)
+        if key == BETAS and on_megatron(given):
+            out += _betas_on_megatron(raw_key, value, given)
+            continue
         if is_native(cls, key):
             value = _native_value(raw_key, key, value)
             if key != raw_key:
@@ -612,6 +622,9 @@ def carry_over(
             resume[leaf] = value
             continue
         raw_key, key, value = _as_whole(raw_key, key, value)
+        if key == OPTIMIZER_OVERRIDES and on_megatron(given):
+            out += _optimizer_overrides_on_megatron(raw_key, value, given)
+            continue
         if _lora_off(key, given):
             _note(raw_key, {}, LORA_OFF)
             continue
@@ -654,6 +667,80 @@ def carry_over(
     if resume:
         out.append(("checkpoint.resume", _resume(resume)))
     return out
+
+
+def on_megatron(given: dict[str, Any]) -> bool:
+    """Whether the run (`given`: its keys, the actor's optimizer read as `optim.`) trains
+    on verl's Megatron backend, whose optimizer takes Adam's betas and eps from Megatron's
+    OptimizerConfig, never from `optim.betas`: the actor's strategy where given (verl's
+    main_ppo picks its workers by it), else the class of the optimizer section (verl's
+    printed config, SFT's Megatron engine too), else a `megatron.*` setting of the actor or
+    the reference model (a section only verl's Megatron configs have)."""
+    strategy = given.get(ACTOR + "strategy")
+    if isinstance(strategy, str):
+        return strategy == "megatron"
+    target = given.get("optim._target_")
+    if isinstance(target, str):
+        return target.endswith(MCORE_OPTIMIZER)
+    return any(key.startswith((ACTOR + "megatron.", REF + "megatron.")) for key in given)
+
+
+def _megatron_adam(given: dict[str, Any]) -> dict[str, Any]:
+    """Adam's betas and eps as verl's Megatron backend trains with them (mfsdp keys):
+    Megatron's defaults, overridden by the run's `optim.override_optimizer_config`, given
+    whole or key by key (`override_optimizer_config.adam_beta2=0.95`)."""
+    adam = dict(MEGATRON_ADAM)
+    prefix = OPTIMIZER_OVERRIDES + "."
+    for key, value in given.items():
+        if key == OPTIMIZER_OVERRIDES and isinstance(value, dict):
+            adam |= {name: setting for name, setting in value.items() if name in adam}
+        elif key.startswith(prefix) and key[len(prefix) :] in adam:
+            adam[key[len(prefix) :]] = value
+    return {BETAS: [adam["adam_beta1"], adam["adam_beta2"]], "optim.eps": adam["adam_eps"]}
+
+
+def _betas_on_megatron(raw_key: str, value: Any, given: dict[str, Any]) -> list[tuple[str, Any]]:
+    """verl's `optim.betas` on its Megatron backend, which never reads it: not carried; the
+    betas here are the ones that run trains with (`_megatron_adam`)."""
+    betas = _megatron_adam(given)[BETAS]
+    log.warning(
+        "note: verl's %s=%s is not read by verl's Megatron backend, which trains with"
+        " Megatron's Adam betas: optim.betas=%s here (%s)",
+        raw_key,
+        value,
+        betas,
+        MEGATRON_ADAM_WHERE,
+    )
+    return [(BETAS, betas)]
+
+
+def _optimizer_overrides_on_megatron(
+    raw_key: str, value: Any, given: dict[str, Any]
+) -> list[tuple[str, Any]]:
+    """verl's `optim.override_optimizer_config` on its Megatron backend: fields of
+    Megatron's OptimizerConfig set over verl's. adam_beta1, adam_beta2 and adam_eps are
+    optim.betas and optim.eps here; a field at Megatron's default changes nothing; any
+    other is refused. Null or `{}` leaves Megatron's defaults, written here too (mfsdp's
+    SFT default betas are not Megatron's)."""
+    overrides = {} if value is None else value
+    if not isinstance(overrides, dict) or not all(
+        name in MEGATRON_ADAM
+        or (
+            name in MEGATRON_OPTIMIZER_DEFAULTS and same(setting, MEGATRON_OPTIMIZER_DEFAULTS[name])
+        )
+        for name, setting in overrides.items()
+    ):
+        defaults = ", ".join(
+            f"{name}={setting}" for name, setting in MEGATRON_OPTIMIZER_DEFAULTS.items()
+        )
+        why = (
+            "Megatron optimizer overrides here are adam_beta1, adam_beta2 and adam_eps"
+            f" (optim.betas, optim.eps), and {defaults} (Megatron's defaults)"
+        )
+        raise NotCarried(f"verl key '{raw_key}={value}' has no equivalent here: {why}", why)
+    mapped = _megatron_adam(given)
+    _note(raw_key, mapped, "")
+    return list(mapped.items())
 
 
 def _as_whole(raw_key: str, key: str, value: Any) -> tuple[str, str, Any]:
@@ -797,10 +884,11 @@ def split_foreign(
 
 def _read_as_verl(key: str, value: Any) -> bool:
     """Whether the mfsdp key `key` is read with verl's keys (`adopt_pairs`): at a value of
-    verl's meaning (`_native_value`), or as one a verl key copies (MIRRORS), to be checked
-    against it."""
+    verl's meaning (`_native_value`), as one a verl key copies (MIRRORS), to be checked
+    against it, or as `optim.betas`, which verl's Megatron backend never reads (SFT's
+    `optim` section is mfsdp's too)."""
     verl_value = (key == ESTIMATOR and value != "grpo") or (key in NO_LIMIT and same(value, -1))
-    return verl_value or key in MIRRORS.values()
+    return verl_value or key in MIRRORS.values() or key == BETAS
 
 
 def _flatten(key: str, value: Any) -> list[tuple[str, Any]]:

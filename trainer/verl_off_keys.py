@@ -362,6 +362,24 @@ def _optimizer() -> Iterator[tuple[str, Off]]:
     )
 
 
+# Megatron-core's OptimizerConfig defaults for Adam's betas and eps. verl's Megatron backend
+# never passes `optim.betas` (its `init_megatron_optim_config` reads optimizer, lr, min_lr,
+# clip_grad and weight_decay only), so its runs train with these unless
+# `optim.override_optimizer_config` sets them
+MEGATRON_ADAM = {"adam_beta1": 0.9, "adam_beta2": 0.999, "adam_eps": 1e-8}
+# OptimizerConfig's other fields that verl's Megatron examples override, at Megatron's
+# defaults, which are what mfsdp's AdamW does: decoupled weight decay, none on norm weights,
+# optimizer state in fp32 on the GPU
+MEGATRON_OPTIMIZER_DEFAULTS = {
+    "decoupled_weight_decay": True,
+    "apply_wd_to_qk_layernorm": False,
+    "use_precision_aware_optimizer": False,
+    "optimizer_cpu_offload": False,
+    "optimizer_offload_fraction": 0.0,
+    "overlap_cpu_optimizer_d2h_h2d": False,
+}
+
+
 def _megatron_schedule() -> Iterator[tuple[str, Off]]:
     """verl's Megatron optimizer file (optim/megatron.yaml: Megatron-LM's
     OptimizerParamScheduler) at its defaults, which give the schedule mfsdp's copies: warmup
