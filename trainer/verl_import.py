@@ -149,8 +149,11 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
         script_notes += _interpolation_notes(tree, source)
         tree, pairs = verl_keys.split_foreign(config_class(command), tree)
     else:
-        pairs, module, script_notes, incomplete, refused, to_check = script_pairs(text, source)
+        pairs, module, script_notes, incomplete, refused, to_check, config = script_pairs(
+            text, source
+        )
         command = command or ("grpo" if module in GRPO_MODULES else "sft")
+        backend = _backend_of([config])
     # a config file of the user's that verl merges in may set any key: verl's defaults are
     # written only where the whole run is in the source
     conversion = _convert(tree, pairs, command, str(source), module, not incomplete, backend)
@@ -237,9 +240,10 @@ _MEGATRON_FILES = frozenset(
 
 
 def _backend_of(defaults: list[Any]) -> list[tuple[str, Any]]:
-    """The actor's strategy that a YAML's `defaults:` list selects, as a key of the run for
-    the rules that read the backend (`verl_keys.on_megatron`): verl's Megatron files set
-    `strategy: megatron`, which the YAML then leaves out."""
+    """The actor's strategy that the files Hydra merges in select (a YAML's `defaults:`
+    list; the trainer config a script loads, `--config-name=ppo_megatron_trainer`), as a
+    key of the run for the rules that read the backend (`verl_keys.on_megatron`): verl's
+    Megatron files set `strategy: megatron`, which the YAML or script then leaves out."""
     files = [
         option
         for entry in defaults

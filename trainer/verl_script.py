@@ -73,12 +73,14 @@ _OPENERS = frozenset({"{", "!", "time"})
 
 def script_pairs(
     text: str, source: Path
-) -> tuple[list[tuple[str, Any]], str, list[str], list[str], list[str], list[str]]:
+) -> tuple[list[tuple[str, Any]], str, list[str], list[str], list[str], list[str], str | None]:
     """The `key=value` arguments of the script's (last) verl trainer command, its module,
     notes on what of the command is known only when the script runs, the config file of
     the user's it names (`_hydra_config_notes`), its config-group selections that are
-    not carried over (`_group_selections`), and the keys whose variables it sets in a
-    block that may not run (`_flag_maybe`)."""
+    not carried over (`_group_selections`), the keys whose variables it sets in a block
+    that may not run (`_flag_maybe`), and the trainer config of verl's it loads
+    (`verl_hydra_files.loaded_config`; None for one of the user's): the settings verl reads
+    before the command's, such as the actor's backend `ppo_megatron_trainer` sets."""
     try:
         launch, launches, variables = _read_script(text, source)
     except shell_variables.ExpansionTooLarge as err:
@@ -110,9 +112,20 @@ def script_pairs(
         f"${name}: taken from this environment, as the shell running the script here would"
         for name in launch.taken
     ]  # named, never quoted: the config is a file people share
-    pairs, selection_notes, refused = _group_selections(pairs, launch)
+    config = verl_hydra_files.loaded_config(
+        launch.module, *_config_path_and_name(_hydra_options(launch.words))
+    )
+    pairs, selection_notes, refused = _group_selections(pairs, config)
     notes = [*variables.notes, *launch.notes, *taken_notes, *notes, *hydra_notes]
-    return pairs, launch.module, notes + selection_notes, incomplete, refused, launch.incomplete
+    return (
+        pairs,
+        launch.module,
+        notes + selection_notes,
+        incomplete,
+        refused,
+        launch.incomplete,
+        config,
+    )
 
 
 @dataclass
@@ -788,15 +801,13 @@ def _config_path_and_name(given: dict[str, str]) -> tuple[str | None, str | None
 
 
 def _group_selections(
-    pairs: list[tuple[str, Any]], launch: _Launch
+    pairs: list[tuple[str, Any]], config: str | None
 ) -> tuple[list[tuple[str, Any]], list[str], list[str]]:
     """`pairs` less the Hydra config-group selections (`optim=fsdp`), a note naming those
-    that select the file verl's trainer config already selects (they change nothing), and
-    "key=option: why" for each other selection: a run under another file's defaults (a
-    megatron optimizer, a critic) is not the run this conversion describes."""
-    config = verl_hydra_files.loaded_config(
-        launch.module, *_config_path_and_name(_hydra_options(launch.words))
-    )
+    that select the file verl's trainer config (`config`, the command loads) already
+    selects (they change nothing), and "key=option: why" for each other selection: a run
+    under another file's defaults (a megatron optimizer, a critic) is not the run this
+    conversion describes."""
     kept, same, refused = [], [], []
     for key, option in pairs:
         if verl_hydra_files.selected_group(key) is None:
