@@ -55,10 +55,11 @@ class Unsupported(MfsdpUsageError, ValueError):
     """A verl key (or value) that mfsdp cannot honour; the message says why."""
 
 
-class NotCarried(Exception):
+class NotCarried(MfsdpUsageError):
     """A verl key that does not carry over: `text` says so naming the key (the message after
     its source), `reason` says why alone, for `mfsdp config from-verl`, which lists the key
-    and value itself (read off the message, a value holding ': ' cut the reason short)."""
+    and value itself (read off the message, a value holding ': ' cut the reason short). A
+    config mistake like ConfigError, which `adopt_pairs` makes of it with the source."""
 
     def __init__(self, text: str, reason: str = "") -> None:
         super().__init__(text)

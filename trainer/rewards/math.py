@@ -13,6 +13,8 @@ what is installed never changes a reward.
 
 from __future__ import annotations
 
+from mfsdp_ckpt.errors import MfsdpFailedError
+
 _BOXED = "\\boxed"
 _SPACED_BOXED = "\\boxed "
 
@@ -53,9 +55,10 @@ def last_boxed(text: str) -> str | None:
         return None
 
 
-class _NotNormalizable(ValueError):
+class _NotNormalizable(MfsdpFailedError, ValueError):
     """verl's normalization fails on this text (a `\\sqrt` or `\\frac` with nothing after
-    it, a second `\\text{ `): verl then compares the two answers unchanged."""
+    it, a second `\\text{ `): verl then compares the two answers unchanged. It never leaves
+    `is_equiv`; its kind is the project's rule for every error class."""
 
 
 # The plain substitutions of verl's normalization, in its order, before and after its removal
