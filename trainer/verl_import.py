@@ -308,7 +308,9 @@ def _convert(
     finally:
         log.removeHandler(collected)
         log.propagate = propagate
-    conversion.notes = [message.removeprefix("note: ") for message in collected.messages]
+    # a note said alike for several keys (a mapping's fields given one by one) is one note
+    said = [message.removeprefix("note: ") for message in collected.messages]
+    conversion.notes = list(dict.fromkeys(said))
     if whole:
         conversion.dropped += _unset_estimator(cls, conversion.tree, pairs)
         conversion.notes += _verl_defaults(cls, conversion.tree, pairs, module)

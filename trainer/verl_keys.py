@@ -607,7 +607,7 @@ def carry_over(
             _check_mirror(raw_key, value, MIRRORS[key], given[MIRRORS[key]])
             continue
         key = MIRRORS.get(key, key)
-        if key == BETAS and on_megatron(given):
+        if key == BETAS and _verls_betas(raw_key, given) and on_megatron(given):
             out += _betas_on_megatron(raw_key, value, given)
             continue
         if is_native(cls, key):
@@ -668,6 +668,14 @@ def carry_over(
     if resume:
         out.append(("checkpoint.resume", _resume(resume)))
     return out
+
+
+def _verls_betas(raw_key: str, given: dict[str, Any]) -> bool:
+    """Whether `raw_key` (read as `optim.betas`) is verl's: the actor's, or a top-level one
+    in an optimizer section verl printed (SFT's Megatron engine); mfsdp's own `optim.betas`
+    beside verl's keys is the user's setting, kept as given."""
+    target = given.get("optim._target_")
+    return raw_key != BETAS or (isinstance(target, str) and target.endswith(MCORE_OPTIMIZER))
 
 
 def on_megatron(given: dict[str, Any]) -> bool:

@@ -145,3 +145,37 @@ def test_yaml_merging_verls_megatron_files_trains_with_megatrons_betas(tmp_path,
     }
     path.write_text(yaml.safe_dump(run, sort_keys=False))
     assert convert_verl(path).tree["optim"]["betas"] == MEGATRON_BETAS
+
+
+def test_mfsdps_own_betas_beside_a_megatron_setting_are_kept():
+    """`optim.betas` in mfsdp's own naming is the user's setting: beside a verl key that
+    names the Megatron backend it was replaced by Megatron's betas, with a note calling it
+    verl's."""
+    from trainer.config import load_config
+    from trainer.grpo.config import GRPOConfig
+
+    cfg = load_config(
+        GRPOConfig,
+        None,
+        ["actor_rollout_ref.actor.strategy=megatron", "optim.betas=[0.8,0.9]"],
+    )
+    assert list(cfg.optim.betas) == [0.8, 0.9]
+
+
+def test_megatron_optimizer_overrides_given_one_by_one_are_noted_once(tmp_path):
+    """verl's Megatron examples give `+...override_optimizer_config.adam_beta1=...` field by
+    field: the note of what they make here was said once per field."""
+    from trainer.verl_import import convert_verl
+
+    fields = "".join(
+        f" +actor_rollout_ref.actor.optim.override_optimizer_config.{name}={value}"
+        for name, value in (("adam_beta1", 0.9), ("adam_beta2", 0.95), ("adam_eps", 1e-8))
+    )
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo"
+        f" actor_rollout_ref.actor.strategy=megatron{fields}\n"
+    )
+    conversion = convert_verl(script)
+    notes = [note for note in conversion.notes if "override_optimizer_config" in note]
+    assert len(notes) == 1 and "optim.betas=[0.9, 0.95]" in notes[0], notes
