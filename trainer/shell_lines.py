@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from trainer.shell_quoting import ARM_ENDS, OPERATORS, QUOTED_PATTERN_CHARS
+from trainer.shell_quoting import ARM_ENDS, OPERATORS, QUOTED_PATTERN_CHARS, QuoteLevels
 
 _METACHARACTERS = " \t;&|()<>"  # after one of these, `#` starts a comment
 _DELIMITER_END = " \t\n;&|()<>"  # what ends a here-doc's delimiter word
@@ -32,14 +32,14 @@ def logical_lines(text: str, bodies: list[str]) -> Iterator[tuple[int, str]]:
     numbers = _LineNumbers(text)
     start = 0  # where the logical line being read starts
     out: list[str] = []
-    quote = ""  # "'", '"', or "$'" (bash's ANSI-C quoting, where a backslash escapes)
+    levels = QuoteLevels()  # the quotes open, nested through `$(`, `${` and backquotes
     pending: list[tuple[str, bool]] = []  # here-docs opened on this line: delimiter, strip tabs
     index, size = 0, len(text)
     unclosed = 0  # before this index, a `((` found no `))` on its line: none looked for
     while index < size:
         char = text[index]
-        if quote == "'":
-            quote = "" if char == "'" else quote
+        if not levels.escapes():  # in single quotes
+            levels.read(char)
         elif char == "\\" and index + 1 == size:  # bash drops a backslash ending the file
             break
         elif char == "\\":
@@ -47,10 +47,11 @@ def logical_lines(text: str, bodies: list[str]) -> Iterator[tuple[int, str]]:
                 index += 2
                 continue
             out.append(text[index : index + 2])
+            levels.escaped()
             index += 2
             continue
-        elif quote:
-            quote = "" if char == quote[-1] else quote
+        elif levels.inside():
+            levels.read(char)
         elif char == "\n":
             yield numbers.at(start), "".join(out)
             out = []
@@ -62,9 +63,9 @@ def logical_lines(text: str, bodies: list[str]) -> Iterator[tuple[int, str]]:
             index = size if end < 0 else end
             continue
         elif char in "'\"":
-            quote = char
+            levels.start(char)
         elif text.startswith("$'", index):
-            quote = "$'"
+            levels.start("$'")
             out.append("$'")
             index += 2
             continue

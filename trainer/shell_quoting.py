@@ -48,29 +48,26 @@ _CONTROL = re.compile(r";;?&?|&&|\|\||\|&|[|&]")  # `;` forms, lists and pipes, 
 def mark(line: str) -> str:
     """`line` with single-quoted and escaped dollars marked literal, `$"..."` as "...", each
     `$'...'` replaced by ANSI_C, each `;` ending a command by a COMMAND_END word, and `&&`,
-    `||`, `|`, `&` set apart as words; any of the marks already in it are dropped."""
+    `||`, `|`, `&` set apart as words; any of the marks already in it are dropped. Quotes are
+    read as bash nests them (`QuoteLevels`): the `"` inside `"$(cmd "arg")-x"` opens a quote
+    of its own, and the `)` after it ends the `$(`."""
     line = line.translate({ord(char): None for char in _MARKS})
     out: list[str] = []
-    quote = ""
     nesting = _Nesting()
-    quoted = _Nesting()  # inside double quotes: `$(...)`, `${...}`, backquotes
+    levels = QuoteLevels()
     index, size = 0, len(line)
     while index < size:
         char = line[index]
-        if quote == "'":
-            quote = "" if char == "'" else quote
-            out.append(LITERAL_DOLLAR if char == "$" else _as_it_is(char))
-        elif char == "\\" and index + 1 < size:
-            out.append(_escaped(line[index + 1], quote, nesting.outside() and quoted.outside()))
+        if char == "\\" and index + 1 < size and levels.escapes():
+            plain = nesting.outside() and levels.plain()
+            out.append(_escaped(line[index + 1], levels.innermost(), plain))
+            levels.escaped()
             index += 2
             continue
-        elif quote:
-            quote = "" if char == quote else quote
-            plain = quoted.outside()
-            before = out[-1] if out else ""
-            if char not in "()" or before == "$" or not plain:  # `"f(x)"` opens nothing
-                quoted.read(char, before)
-            out.append(_as_it_is(char) if plain and quoted.outside() and quote else char)
+        elif levels.inside():
+            hidden = levels.hides(char)
+            quote = levels.read(char)
+            out.append("" if hidden else _in_quotes(char, quote))
         elif line.startswith("$'", index):
             out.append(ANSI_C)
             index = _ansi_c_end(line, index + 2)
@@ -88,11 +85,19 @@ def mark(line: str) -> str:
             continue
         else:
             nesting.read(char, out[-1] if out else "", _opens_subshell(line, index, out))
-            quote = char if char in "'\"" else ""
-            quoted = _Nesting() if quote else quoted
+            levels.start(char)
             out.append(char)
         index += 1
     return "".join(out)
+
+
+def _in_quotes(char: str, quote: str) -> str:
+    """What stands for `char` read inside quotes (`quote`: the quote that makes it literal,
+    `QuoteLevels.read`): a single-quoted `$` marked literal, a quoted pattern character
+    marked as it is, anything else as written."""
+    if quote == "'" and char == "$":
+        return LITERAL_DOLLAR
+    return _as_it_is(char) if quote else char
 
 
 def _as_it_is(char: str) -> str:
@@ -205,6 +210,92 @@ class _Nesting:
             self.braces += 1
         elif char == "}" and self.braces:
             self.braces -= 1
+
+
+class QuoteLevels:
+    """The quotes and substitutions open in a quoted word, innermost last, as bash reads
+    them: inside `$(...)`, `${...}` and backquotes quoting starts afresh, so the `"` of
+    `"$(basename "$M")-run"` opens a quote inside the `$(`, not closing the outer one. Read
+    as one level, that `"` ended the word's quotes, the `)` was taken as quoted text, the
+    `$(` never closed and the line (its assignment with it) was lost. A quote opens where
+    no level is (`start`); each character after it, up to the quote that closes it, is
+    `read`; escapes are the caller's (`escapes`, `escaped`)."""
+
+    def __init__(self) -> None:
+        self.open: list[str] = []  # "'", "$'", '"', "(" (`$(` or `(` in it), "{", "`"
+        self.after_dollar = False  # the character read last was an unescaped `$`
+
+    def inside(self) -> bool:
+        return bool(self.open)
+
+    def plain(self) -> bool:
+        """Whether no substitution is open inside the word's quotes."""
+        return len(self.open) <= 1
+
+    def innermost(self) -> str:
+        return self.open[-1] if self.open else ""
+
+    def escapes(self) -> bool:
+        """Whether a backslash escapes the character after it here (not in single quotes)."""
+        return self.innermost() != "'"
+
+    def escaped(self) -> None:
+        """An escaped character was taken (by the caller): no `$` stands before the next."""
+        self.after_dollar = False
+
+    def start(self, text: str) -> None:
+        """Take unquoted text outside any level: a quote (`'`, `"`, `$'`) opens the first."""
+        self.open = [text] if text in _QUOTES else []
+        self.after_dollar = False
+
+    def read(self, char: str) -> str:
+        """Take the next character (not an escaped one): the quote that makes it literal
+        where it stands ("'" or '"'), or "" where it opens or closes a level or is the
+        unquoted text of a substitution (the `*` of `"$(ls *)"` is a glob there)."""
+        top = self.open[-1]
+        after_dollar, self.after_dollar = self.after_dollar, char == "$"
+        if char == _CLOSES[top]:
+            self.open.pop()
+            return ""
+        if top in ("'", "$'"):
+            return "'"
+        opened = self._opens(char, top, after_dollar)
+        if opened:
+            self.open.append(opened)
+            return ""
+        return '"' if top == '"' else ""
+
+    def _opens(self, char: str, top: str, after_dollar: bool) -> str:
+        """The level `char` opens inside the level `top`, "" if none: in double quotes only
+        `$(`, `${` and a backquote do; in a substitution's text any quote does (a `'` in
+        `"${A:-'x'}"` is text, as bash keeps it), a `(` (text in `${...}` unless `$(`)."""
+        if top == '"':
+            return char if (after_dollar and char in "({") or char == "`" else ""
+        if char == "'":
+            if top == "{" and self.open[-2:-1] == ['"']:
+                return ""
+            return "$'" if after_dollar else "'"
+        if char in '"`':
+            return char
+        if char == "(":
+            return char if top != "{" or after_dollar else ""
+        return char if char == "{" and after_dollar else ""
+
+    def hides(self, char: str) -> bool:
+        """Whether `char`, read next, opens or closes a quote inside `${...}` inside the
+        word's double quotes: shlex, knowing no `${`, ends the word's quotes there and
+        `"${N:-"a b"}"` became two words (the assignment a prefix of a command `b}`); the
+        outer quotes already quote its text. Inside `$(...)` or backquotes the text is kept
+        whole as written."""
+        if char != '"' or self.open[0] != '"' or "(" in self.open or "`" in self.open:
+            return False
+        top = self.open[-1]
+        return top == "{" or (top == '"' and self.open[-2:-1] == ["{"])
+
+
+# what closes each level of `QuoteLevels`, and the quotes that open a word's first
+_QUOTES = ("'", '"', "$'")
+_CLOSES = {"'": "'", "$'": "'", '"': '"', "(": ")", "{": "}", "`": "`"}
 
 
 # the words after which a command starts (`then read -r X`, `if (cd /x)`)

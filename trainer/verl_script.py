@@ -229,9 +229,7 @@ def _script_commands(text: str, source: Path, bodies: list[str]) -> Iterator[tup
         try:
             words = _shell_words(line)
         except ValueError:
-            if any(module in line for module in GRPO_MODULES + SFT_MODULES):
-                raise VerlSourceError(_unparsed_launch_message(source, number)) from None
-            continue  # an unbalanced quote: bash stops there, and runs no verl command in it
+            raise VerlSourceError(_unparsed_line_message(source, number, line)) from None
         for command in shell_quoting.commands(words):
             start = start if going_on else number
             going_on += command
@@ -736,12 +734,15 @@ def _unreadable(
     return f"{source}: {key}: {holder} {what}: {fix}"
 
 
-def _unparsed_launch_message(source: Path, line: int) -> str:
-    """A verl command this cannot split into words (a quote that never closes): said, as
-    skipping it converted another command of the script, or none, without a word."""
+def _unparsed_line_message(source: Path, number: int, line: str) -> str:
+    """A line this cannot split into words (a quote that never closes): said, whatever it
+    holds. Skipping it converted another verl command of the script, or none, and skipping
+    an assignment kept the value the variable had before, without a word."""
+    launch = any(module in line for module in GRPO_MODULES + SFT_MODULES)
+    what = "a verl command whose quotes" if launch else "quotes that"
     return (
-        f"{source}: line {line}: a verl command whose quotes do not close (bash stops there"
-        " with a syntax error): fix the quoting to convert it"
+        f"{source}: line {number}: {what} do not close (bash stops there with a syntax"
+        " error): fix the quoting to convert it"
     )
 
 

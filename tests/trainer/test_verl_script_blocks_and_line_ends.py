@@ -145,10 +145,15 @@ def test_a_verl_command_whose_quote_never_closes_is_named(tmp_path):
     assert "\n" not in message
 
 
-def test_another_command_whose_quote_never_closes_is_still_skipped(tmp_path):
-    """An `echo` with an open quote runs no verl: the command before it is the run."""
+def test_another_command_whose_quote_never_closes_is_named(tmp_path):
+    """A line that cannot be split into words is never skipped without a word: skipping one
+    whose quotes were misread (`X="$(cat "f")"`) kept the value X had before, at exit 0."""
     text = f"{LAUNCH} trainer.experiment_name=e\necho 'unfinished\n"
-    assert as_given(convert(tmp_path, text))["trainer"] == {"experiment_name": "e"}
+    with pytest.raises(VerlSourceError) as caught:
+        convert(tmp_path, text)
+    message = str(caught.value)
+    assert message.startswith(f"{tmp_path / 'run.sh'}: line 2: quotes that do not close")
+    assert "\n" not in message
 
 
 @pytest.mark.parametrize("depth", [5, 8])
