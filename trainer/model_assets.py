@@ -19,11 +19,11 @@ checkpoint, whose exports then did not load.
 
 What is refused is one line naming the file, as a usage error (exit 2), as config.json's own
 errors are: in the launching process before anything starts (`check_model_files`), and again
-where a rank reads the file; so too a chat template that is no text
-(`check_chat_template_value`), checked again where a tokenizer without one is refused, as
-the tokenizer is loaded (a run started without the launcher). This module imports
-neither torch nor transformers (a generation config is built with transformers only where a
-dir holds one).
+where a rank reads the file; so too a chat template that is no text, or named templates none
+of which is the one rendered (`check_chat_template_value`), checked again where a tokenizer
+without one is refused, as the tokenizer is loaded (a run started without the launcher).
+This module imports neither torch nor transformers (a generation config is built with
+transformers only where a dir holds one).
 """
 
 from __future__ import annotations
@@ -44,14 +44,17 @@ from mfsdp_ckpt.convert.export_source import (
 )
 from mfsdp_ckpt.convert.hf_config import HFConfigError
 from mfsdp_ckpt.format.generation_config import GENERATION_CONFIG_FILE
+from mfsdp_ckpt.format.model_files import CHAT_TEMPLATES_DIR
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.unique_json import parse_json
 from trainer.config import ConfigError, ModelConfig
 from trainer.model_source import ModelSource, resolve_model_source
 
-# Where transformers takes a tokenizer dir's chat template from: chat_template.jinja, else
-# tokenizer_config.json's `chat_template`, a text or a list of named texts (`default` renders)
+# Where transformers takes a tokenizer dir's chat template from: chat_template.jinja (named
+# `default`) with the named NAME.jinja of additional_chat_templates/, else, when that folder
+# holds none, tokenizer_config.json's `chat_template`, a text or a list of named texts: of
+# named templates, `default` is the one rendered
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 TEMPLATE_KEY = "chat_template"
@@ -79,15 +82,19 @@ def read_json_asset(path: Path) -> Any:
 
 
 def check_chat_template_value(directory: Path) -> None:
-    """tokenizer_config.json's chat_template, where the tokenizer's template comes from it,
-    is a text (a Jinja template) or named texts whose `default` is one: transformers loads
-    any JSON value there, and `"chat_template": 5` was a traceback of 80 lines in every rank
-    at the first row, a list of numbers one from transformers, named templates without
-    `default` an error blaming the data's first row. Refused in one line naming the key, a
-    usage error as a tokenizer without a template is (`load_tokenizer`)."""
+    """The tokenizer in `directory` has a chat template transformers renders: named templates
+    of additional_chat_templates/ include `default` (`_check_named_template_files`), and
+    tokenizer_config.json's chat_template, where the template comes from it, is a text (a
+    Jinja template) or named texts whose `default` is one: transformers loads any JSON value
+    there, and `"chat_template": 5` was a traceback of 80 lines in every rank at the first
+    row, a list of numbers one from transformers, named templates without `default` an
+    error blaming the data's first row. Refused in one line naming the file or key, a usage
+    error as a tokenizer without a template is (`load_tokenizer`)."""
     path = directory / TOKENIZER_CONFIG_FILE
-    if os.path.lexists(directory / CHAT_TEMPLATE_FILE) or not os.path.lexists(path):
-        return  # the template is chat_template.jinja's text, or the tokenizer has none
+    if os.path.lexists(directory / CHAT_TEMPLATE_FILE):
+        return  # the template is chat_template.jinja's text, whatever else is named
+    if _check_named_template_files(directory) or not os.path.lexists(path):
+        return  # tokenizer_config.json's template is not read, or the tokenizer has none
     data = read_json_asset(path)
     template = data.get(TEMPLATE_KEY) if isinstance(data, dict) else None
     if template is None or isinstance(template, str):
@@ -114,6 +121,26 @@ def check_chat_template_value(directory: Path) -> None:
 
 
 _TEMPLATE_REMEDY = f"write the template there as a string, or in {CHAT_TEMPLATE_FILE} beside it"
+
+
+def _check_named_template_files(directory: Path) -> bool:
+    """Whether `directory` (without chat_template.jinja) names its chat templates in files of
+    additional_chat_templates/, which transformers then reads instead of tokenizer_config.json's
+    `chat_template`; refused, naming the folder, when none of them is `default.jinja`:
+    transformers renders only the template named `default`, and `mfsdp train` failed at the
+    data's first row, blaming the row rather than the tokenizer dir."""
+    folder = directory / CHAT_TEMPLATES_DIR
+    # the files transformers reads as named templates, found as it finds them
+    names = sorted(file.name for file in folder.glob("*.jinja")) if folder.is_dir() else []
+    if names and f"{DEFAULT_TEMPLATE}.jinja" not in names:
+        raise ConfigError(
+            f"{folder}/: named chat templates ({first_of([repr(name) for name in names], 3)}),"
+            f" none {DEFAULT_TEMPLATE}.jinja, and no {CHAT_TEMPLATE_FILE} beside the folder"
+            f" (while it holds templates, tokenizer_config.json's {TEMPLATE_KEY} is not read);"
+            f" transformers uses the template named {DEFAULT_TEMPLATE!r} or {CHAT_TEMPLATE_FILE}:"
+            f" e.g. copy one of them to {directory / CHAT_TEMPLATE_FILE}"
+        )
+    return bool(names)
 
 
 def _named_templates(entries: list[Any], where: str) -> dict[Any, Any]:

@@ -37,7 +37,7 @@ _MODEL_FILE_NAMES = frozenset(FILE_NAMES) | {
     "video_preprocessor_config.json",
 }
 _MODEL_FILE_ENDINGS = (".model", ".tiktoken")  # sentencepiece (spiece.model), tiktoken vocabs
-_CHAT_TEMPLATES_DIR = "additional_chat_templates"  # name.jinja each, beside chat_template.jinja
+CHAT_TEMPLATES_DIR = "additional_chat_templates"  # name.jinja each, beside chat_template.jinja
 
 
 def is_model_file(relative: str) -> bool:
@@ -46,7 +46,7 @@ def is_model_file(relative: str) -> bool:
     gigabytes of other formats and thousands of files."""
     folder, _, name = relative.rpartition("/")
     if folder:
-        return folder == _CHAT_TEMPLATES_DIR and name.endswith(".jinja")
+        return folder == CHAT_TEMPLATES_DIR and name.endswith(".jinja")
     return name in _MODEL_FILE_NAMES or name.endswith(_MODEL_FILE_ENDINGS)
 
 
