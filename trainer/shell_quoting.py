@@ -64,17 +64,19 @@ def mark(line: str) -> str:
             levels.escaped()
             index += 2
             continue
+        elif levels.quotes_afresh() and line.startswith("$'", index):
+            out.append(ANSI_C)
+            index = _ansi_c_end(line, index + 2)
+            levels.escaped()
+            continue
+        elif levels.quotes_afresh() and line.startswith('$"', index):
+            index += 1  # the translated string is the text itself: read as "..."
+            levels.escaped()
+            continue
         elif levels.inside():
             hidden = levels.hides(char)
             quote = levels.read(char)
             out.append("" if hidden else _in_quotes(char, quote))
-        elif line.startswith("$'", index):
-            out.append(ANSI_C)
-            index = _ansi_c_end(line, index + 2)
-            continue
-        elif line.startswith('$"', index):
-            index += 1  # the translated string is the text itself: read as "..."
-            continue
         elif nesting.outside() and (control := _control(line, index)):
             out.append(f" {_control_mark(control)} ")
             index += len(control)
@@ -234,6 +236,16 @@ class QuoteLevels:
 
     def innermost(self) -> str:
         return self.open[-1] if self.open else ""
+
+    def quotes_afresh(self) -> bool:
+        """Whether `$'...'` and `$"..."` quote here as they do outside any quotes: outside
+        the word's quotes, and in a `${...}` inside its double quotes (bash's default
+        `extquote`). Read as text there, `"${N:-$'a'}"` gave `$'a'` where bash gives `a`,
+        and `"${N:-$"a"}"` the value of a variable `a`."""
+        if not self.open:
+            return True
+        substitution = "(" in self.open or "`" in self.open
+        return self.open[-1] == "{" and self.open[0] == '"' and not substitution
 
     def escapes(self) -> bool:
         """Whether a backslash escapes the character after it here (not in single quotes)."""

@@ -16,6 +16,9 @@ from tests.support.interop_layouts import run_cli
 from tests.support.verl_conversions import LAUNCH, MODEL_LAUNCH, as_given
 from tests.support.verl_conversions import bash_model_value as bash_value
 from tests.support.verl_conversions import convert_launch as convert
+from trainer.shell_quoting import literal
+from trainer.shell_variables import Variables
+from trainer.verl_script import _shell_words
 
 # MODEL set to each form after an earlier value (`date` at a fixed time, in UTC, so that
 # bash's value does not turn on when the test runs)
@@ -30,6 +33,7 @@ FORMS = {
     "apostrophe-in-inner-quotes": '''"$(echo "it's")"''',
     "quoted-parenthesis-inside": '"$(echo ")")-x"',
     "backquotes-with-quotes": '"`echo "a b"`-b"',
+    "translated-string-in-a-default": '"${NAME:-$"d f"}"',
 }
 
 
@@ -81,3 +85,42 @@ def test_a_verl_command_with_a_quoted_substitution_converts_with_it_flagged(tmp_
     assert code == 1, err
     flagged = 'trainer.experiment_name=$(basename "Qwen/Qwen2.5-0.5B")-grpo: a shell command'
     assert flagged in out
+
+
+# a default's quotes inside a double-quoted `${...}`: a `'` is text there (bash keeps it), a `"`
+# quotes; unquoted, both quote
+DEFAULT_QUOTES = {
+    "single-quoted-in-double-quotes": "\"${UNSET:-'a'}\"",
+    "single-quoted-with-a-blank-in-double-quotes": "\"${UNSET:-'a b'}\"",
+    "single-quoted-unquoted": "${UNSET:-'a'}",
+    "single-quoted-with-a-blank-unquoted": "${UNSET:-'a b'}",
+    "double-quoted-in-double-quotes": '"${UNSET:-"a"}"',
+    "single-quotes-inside-inner-double-quotes": '"${UNSET:-"\'a\'"}"',
+    "a-blank-in-double-quotes": '"${UNSET:-a b}"',
+    "set-variable-in-double-quotes": "\"${SET:-'a'}\"",
+    "alternative-of-a-set-variable": "\"${SET:+'a'}\"",
+    "assigned-default": "\"${UNSET:='a'}\"",
+    "translated-string-in-double-quotes": '"${UNSET:-$"a b"}"',
+    "translated-string-unquoted": '${UNSET:-$"a"}',
+}
+
+
+@pytest.mark.parametrize("form", DEFAULT_QUOTES.values(), ids=DEFAULT_QUOTES.keys())
+def test_a_default_keeps_the_quotes_bash_keeps(tmp_path, form):
+    """MODEL as the script's variables make it, before verl reads it as an override (whose
+    own quotes `'a'` then reads as `a`, as Hydra does)."""
+    lines = ["a=/m/not-this", "SET=/m/set", f"MODEL={form}"]  # `$"a"` is no `$a`
+    variables = Variables(max_chars=10_000)
+    for line in lines:
+        variables.read_line(_shell_words(line))
+    expected = bash_value(tmp_path, "\n".join([*lines, LAUNCH]))
+    assert literal(variables.values["MODEL"]) == expected
+
+
+def test_ansi_c_quoting_in_a_double_quoted_default_is_refused_naming_it(tmp_path):
+    """bash decodes `$'...'` there too: kept as the text `$'/m/a'` it became the model path."""
+    script = tmp_path / "run.sh"
+    script.write_text(f"MODEL=\"${{UNSET:-$'/m/a'}}\"\n{MODEL_LAUNCH}\n")
+    code, _, err = run_cli("config", "from-verl", script)
+    assert code == 2
+    assert "$MODEL (in its value) is written in bash's $'...' quoting" in err
