@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.closest_path import where_relative
-from mfsdp_ckpt.storage.tensor_memory import memory_failure
+from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 from mfsdp_ckpt.storage.unique_json import first_nonfinite, parse_json, read_json_file
 
 if TYPE_CHECKING:  # validate reads known families' config.json without transformers
@@ -122,15 +122,13 @@ def refuse_unloadable(
         try:
             config = AutoConfig.for_model(**data)
         except Exception as err:  # a strict-dataclass error, ValueError, KeyError, ...
-            if memory_failure(err) is not None:  # the machine's limit, not config.json's fault
-                raise
+            reraise_if_out_of_memory(err)  # the machine's limit, not config.json's fault
             reason = transformers_reason(err)
             raise error(f"{where}: transformers cannot load it ({reason})") from None
         try:
             meta_causal_lm(config)
         except Exception as err:  # a value of a type the model's code never expected, ...
-            if memory_failure(err) is not None:
-                raise
+            reraise_if_out_of_memory(err)
             reason = "; ".join([*warned[-1:], _model_build_reason(err)])
             raise error(f"{where}: transformers cannot load it ({reason})") from None
 
@@ -269,8 +267,7 @@ def load_hf_config(
     try:
         return AutoConfig.for_model(**data)
     except Exception as err:
-        if memory_failure(err) is not None:  # the machine's limit, not config.json's fault
-            raise
+        reraise_if_out_of_memory(err)  # the machine's limit, not config.json's fault
         raise HFConfigError(
             f"{config_file}: transformers cannot read it ({transformers_reason(err)})"
         ) from None
@@ -280,8 +277,7 @@ def expected_weights(config: PretrainedConfig) -> ExpectedWeights:
     try:
         model = meta_causal_lm(config)
     except Exception as err:  # t5, a vision-language config, sizes transformers refuses
-        if memory_failure(err) is not None:  # the machine's limit, not config.json's fault
-            raise
+        reraise_if_out_of_memory(err)  # the machine's limit, not config.json's fault
         first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise HFConfigError(
             f"config.json (model_type {config.model_type!r}): transformers builds no causal"

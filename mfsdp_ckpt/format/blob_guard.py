@@ -19,7 +19,7 @@ from typing import BinaryIO
 
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format.restricted_pickle import PickleRefused, check_pickle_budget
-from mfsdp_ckpt.storage.tensor_memory import memory_failure
+from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 
 MAX_MEMBERS = 4096  # a tensor blob has 7; an object blob one more per tensor it holds
 MAX_DIRECTORY_BYTES = 1 << 20
@@ -37,8 +37,7 @@ def open_blob(file: BinaryIO | RawIOBase, length: int, where: str) -> zipfile.Zi
     except OSError:
         raise
     except Exception as err:
-        if memory_failure(err) is not None:  # the machine's limit, not the file's fault
-            raise
+        reraise_if_out_of_memory(err)  # the machine's limit, not the file's fault
         raise CheckpointFormatError(f"{where}: unreadable blob ({type(err).__name__})") from None
     if end is None:
         raise CheckpointFormatError(f"{where}: unreadable blob (not a torch.save zip archive)")
@@ -54,8 +53,7 @@ def open_blob(file: BinaryIO | RawIOBase, length: int, where: str) -> zipfile.Zi
     except OSError:
         raise
     except Exception as err:
-        if memory_failure(err) is not None:  # the machine's limit, not the file's fault
-            raise
+        reraise_if_out_of_memory(err)  # the machine's limit, not the file's fault
         raise CheckpointFormatError(
             f"{where}: unreadable blob ({type(err).__name__}: {str(err)[:120]})"
         ) from None
@@ -89,8 +87,7 @@ def blob_pickle(archive: zipfile.ZipFile, where: str) -> bytes:
     except OSError:
         raise
     except Exception as err:  # a damaged local header or CRC: zipfile's own error types
-        if memory_failure(err) is not None:  # the machine's limit, not the file's fault
-            raise
+        reraise_if_out_of_memory(err)  # the machine's limit, not the file's fault
         raise CheckpointFormatError(
             f"{where}: unreadable blob ({type(err).__name__}: {str(err)[:120]})"
         ) from None

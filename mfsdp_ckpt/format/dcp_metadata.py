@@ -59,7 +59,7 @@ from mfsdp_ckpt.errors import UnsafeMetadataError
 from mfsdp_ckpt.format import dtypes
 from mfsdp_ckpt.format.restricted_pickle import PickleRefused, restricted_loads
 from mfsdp_ckpt.storage import safe_files
-from mfsdp_ckpt.storage.tensor_memory import memory_failure
+from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 
 if TYPE_CHECKING:
     import torch
@@ -293,8 +293,7 @@ def _layout_names(layout: Any) -> list[str]:
             layout(name)
             names.append(name)
         except Exception as err:  # a layout this torch lacks
-            if memory_failure(err) is not None:  # the machine's limit, not torch's lack
-                raise
+            reraise_if_out_of_memory(err)  # the machine's limit, not torch's lack
             continue
     return names
 
@@ -554,8 +553,7 @@ def _unpickle(data: bytes, source: str, allowed: dict[tuple[str, str], object]) 
     except (PickleRefused, UnsafeMetadataError) as err:
         raise UnsafeMetadataError(f"{source}: {err}") from None
     except Exception as err:  # any damage in the pickle stream: truncated, bad opcode, bad args
-        if memory_failure(err) is not None:  # the machine's limit, not the file's fault
-            raise
+        reraise_if_out_of_memory(err)  # the machine's limit, not the file's fault
         detail = str(err) or (
             "the file ends early (truncated?)" if isinstance(err, EOFError) else ""
         )

@@ -16,7 +16,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from mfsdp_ckpt.storage.tensor_memory import memory_failure
+from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 
 GENERATION_CONFIG_FILE = "generation_config.json"
 
@@ -34,8 +34,7 @@ def generation_config(settings: dict, where: str, error: type[Exception]) -> Any
         with _quiet_transformers():
             return GenerationConfig.from_dict(settings)
     except Exception as err:  # whatever transformers raises building it, the file is at fault
-        if memory_failure(err) is not None:  # the machine's limit, not the file's fault
-            raise
+        reraise_if_out_of_memory(err)  # the machine's limit, not the file's fault
         said = " ".join(line.strip() for line in str(err).splitlines() if line.strip())
         raise error(
             f"{where}: transformers cannot read it as a generation config"

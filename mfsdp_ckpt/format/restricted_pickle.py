@@ -42,7 +42,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from mfsdp_ckpt.errors import MfsdpFailedError
-from mfsdp_ckpt.storage.tensor_memory import memory_failure
+from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 
 # ------------------------------------------------------------------ the memory budget
 # What one opcode can leave allocated, in bytes: the worst measured on CPython 3.11, 64-bit,
@@ -671,8 +671,7 @@ def check_pickle_budget(data: bytes, budget: int, what: str) -> int:
     except PickleRefused:
         raise
     except Exception as err:  # a damaged stream: one line
-        if memory_failure(err) is not None:  # the machine's limit, not the file's fault
-            raise
+        reraise_if_out_of_memory(err)  # the machine's limit, not the file's fault
         raise PickleRefused(
             f"{what}: damaged pickle ({type(err).__name__}: {str(err)[:120]})"
         ) from None

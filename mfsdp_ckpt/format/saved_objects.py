@@ -36,7 +36,7 @@ from mfsdp_ckpt.format.restricted_pickle import (
     PlaceholderPolicy,
     restricted_loads,
 )
-from mfsdp_ckpt.storage.tensor_memory import memory_failure
+from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 
 MAX_SAVED_OBJECT_BYTES = 16 << 20  # a Namespace of ~600 settings is ~40 KB; train_state ~2 KB
 # What their pickles may retain (restricted_pickle's memory budget): a Namespace of ~600
@@ -157,8 +157,7 @@ def _loads(
     except PickleRefused as err:
         raise CheckpointFormatError(f"{where}: {err}") from None
     except Exception as err:  # damaged bytes: pickle's own error types
-        if memory_failure(err) is not None:  # the machine's limit, not the file's fault
-            raise
+        reraise_if_out_of_memory(err)  # the machine's limit, not the file's fault
         raise CheckpointFormatError(
             f"{where}: unreadable pickle ({type(err).__name__}: {str(err)[:120]})"
         ) from None

@@ -13,7 +13,7 @@ from typing import Any
 from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format.blob_guard import check_blob
-from mfsdp_ckpt.storage.tensor_memory import memory_failure
+from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 
 BLOB_OVERHEAD = 1 << 20  # zip directory and pickle around a tensor's bytes, generously
 MAX_OBJECT_BYTES = (
@@ -46,8 +46,7 @@ def undecodable_transforms(transforms: tuple[str, ...]) -> str | None:
     try:
         _stream_extensions(transforms)
     except Exception as err:
-        if memory_failure(err) is not None:  # the machine's limit, not the transforms' fault
-            raise
+        reraise_if_out_of_memory(err)  # the machine's limit, not the transforms' fault
         return (
             f"cannot decode transforms {transforms}: {error_line(err, with_type=False, limit=200)}"
         )
@@ -67,8 +66,7 @@ def decode_blob(
             stream = extension.transform_from(stream)
         data = stream.read(limit + 1)
     except Exception as err:
-        if memory_failure(err) is not None:  # the machine's limit, not the blob's fault
-            raise
+        reraise_if_out_of_memory(err)  # the machine's limit, not the blob's fault
         raise CheckpointFormatError(
             f"{where}: cannot decode transforms {transforms}: {err}"
         ) from None
@@ -91,8 +89,7 @@ def load_blob(
     except CheckpointFormatError:
         raise
     except Exception as err:
-        if memory_failure(err) is not None:  # the machine's limit, not the blob's fault
-            raise
+        reraise_if_out_of_memory(err)  # the machine's limit, not the blob's fault
         raise CheckpointFormatError(
             f"{where}: unreadable blob ({error_line(err, with_type=False, limit=200)})"
         ) from None

@@ -37,7 +37,7 @@ from mfsdp_ckpt.storage.chunk_checks import (
     chunk_backing_problem,
     chunk_coverage_problems,
 )
-from mfsdp_ckpt.storage.tensor_memory import memory_failure, tensor_memory
+from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory, tensor_memory
 
 if TYPE_CHECKING:
     import torch
@@ -216,8 +216,7 @@ def _load_streamed(file: RangeFile, where: str) -> Any:
         cause = err.__context__ if isinstance(err.__context__, CheckpointFileError) else None
         if cause is not None:
             raise cause from None
-        if memory_failure(err) is not None:  # the machine's limit, not the blob's fault
-            raise
+        reraise_if_out_of_memory(err)  # the machine's limit, not the blob's fault
         raise CheckpointFormatError(
             f"{where}: unreadable blob ({error_line(err, with_type=False, limit=200)})"
         ) from None
@@ -238,8 +237,7 @@ def _tensor_layout(data: bytes) -> tuple | None:
         storage, offset, size, stride = value
         kind, dtype, _key, _location, numel = storage
     except Exception as err:
-        if memory_failure(err) is not None:  # the machine's limit, not the pickle's fault
-            raise
+        reraise_if_out_of_memory(err)  # the machine's limit, not the pickle's fault
         return None
     if kind != "storage" or not isinstance(dtype, dtypes.DType):
         return None
@@ -408,8 +406,7 @@ class CheckpointReader:
         except CheckpointFileError:
             raise
         except Exception as err:
-            if memory_failure(err) is not None:  # the machine's limit, not the blob's fault
-                raise
+            reraise_if_out_of_memory(err)  # the machine's limit, not the blob's fault
             return None  # anything unusual: the caller takes the decoding path, which refuses
 
     def _check_stored(self, entry: TensorEntry, chunk: Chunk) -> None:

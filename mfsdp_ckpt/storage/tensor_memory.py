@@ -69,6 +69,14 @@ def memory_failure(err: BaseException) -> BaseException | None:
     return found
 
 
+def reraise_if_out_of_memory(err: BaseException) -> None:
+    """Raise `err` again where `memory_failure` finds memory running out in it: the first
+    line of each `except Exception` that turns a library's error into "this file is damaged",
+    for the machine, not the file, failed."""
+    if memory_failure(err) is not None:
+        raise err
+
+
 @contextmanager
 def tensor_memory(where: str, nbytes: int, doing: str = "reading it") -> Iterator[None]:
     """Turn an allocation failing inside the block into TensorMemoryError: `where` names the

@@ -20,7 +20,7 @@ from mfsdp_ckpt.storage.byte_store import (
     LocalByteStore,
     _check_relative_name,
 )
-from mfsdp_ckpt.storage.tensor_memory import memory_failure
+from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 from mfsdp_ckpt.storage.url_form import check_url_form, parser_refusal
 
 URL_SCHEMES = ("file://", "gs://", "s3://", "http://", "https://")
@@ -58,8 +58,7 @@ class TensorstoreByteStore:
         try:
             self._kv = ts.KvStore.open(self.root, context=ts.Context(_CONTEXT)).result()
         except Exception as err:
-            if memory_failure(err) is not None:  # the machine's limit, not the file's fault
-                raise
+            reraise_if_out_of_memory(err)  # the machine's limit, not the file's fault
             refused = parser_refusal(url, err)  # a mistake in the URL: bad usage
             if refused is not None:
                 raise refused from None
@@ -72,8 +71,7 @@ class TensorstoreByteStore:
         try:
             result = self._kv.read(name, byte_range=byte_range).result()
         except Exception as err:
-            if memory_failure(err) is not None:  # the machine's limit, not the file's fault
-                raise
+            reraise_if_out_of_memory(err)  # the machine's limit, not the file's fault
             raise CheckpointFileError(
                 f"{self.root}{name}: read failed ({error_line(err, with_type=False)})"
             ) from None
@@ -100,8 +98,7 @@ class TensorstoreByteStore:
         try:
             result = self._kv.read(name, byte_range=slice(beyond, beyond + 1)).result()
         except Exception as err:
-            if memory_failure(err) is not None:  # the machine's limit, not the file's fault
-                raise
+            reraise_if_out_of_memory(err)  # the machine's limit, not the file's fault
             match = _SIZE_IN_ERROR.search(str(err))
             if match:
                 return int(match.group(1))
@@ -122,8 +119,7 @@ class TensorstoreByteStore:
         try:
             keys = self._kv.list().result()
         except Exception as err:
-            if memory_failure(err) is not None:  # the machine's limit, not the file's fault
-                raise
+            reraise_if_out_of_memory(err)  # the machine's limit, not the file's fault
             raise CheckpointFileError(
                 f"{self.root}: cannot list its files ({error_line(err, with_type=False)})"
             ) from None
