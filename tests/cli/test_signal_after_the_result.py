@@ -9,6 +9,7 @@ process is held at exit (an atexit hook sleeps) so that the signal lands there e
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -35,16 +36,28 @@ def _signalled_after_output(args: list[str], number: int) -> tuple[int, str, str
         [sys.executable, "-c", _HELD_AT_EXIT, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
         env={**repo_env(), "OMP_NUM_THREADS": "1"},
         cwd=REPO,
     )
     assert process.stdout is not None
-    first = process.stdout.readline()  # the command's output has begun: it ends at once
+    first = _first_line(process.stdout.fileno())  # the output has begun: it ends at once
     time.sleep(0.5)  # and the process waits in its atexit hook for 3 s
     process.send_signal(number)
     out, err = process.communicate(timeout=60)
-    return process.returncode, first + out, err
+    return process.returncode, (first + out).decode(), err.decode()
+
+
+def _first_line(fd: int) -> bytes:
+    """The first line written to `fd`, read a byte at a time: `communicate` reads the file
+    descriptor itself, so what a buffered readline took past the line (the rest of the
+    output, when it came in the same write) was lost to it."""
+    line = b""
+    while not line.endswith(b"\n"):
+        byte = os.read(fd, 1)
+        if not byte:
+            break
+        line += byte
+    return line
 
 
 @pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT])
