@@ -65,7 +65,7 @@ def test_a_quoted_word_with_quotes_inside_a_substitution_is_read_as_bash_does(
 
 
 def test_an_assignment_from_a_quoted_substitution_is_flagged_not_skipped(tmp_path):
-    """The reviewer's script: bash sets MODEL from the file; the earlier value was kept."""
+    """bash sets MODEL from the file; the converter kept the earlier value."""
     (tmp_path / "model.txt").write_text("/m/from-file\n")
     script = tmp_path / "run.sh"
     script.write_text(f'MODEL=Qwen/Qwen2.5-0.5B\nMODEL="$(cat "model.txt")"\n{MODEL_LAUNCH}\n')
