@@ -305,6 +305,8 @@ def _convert(
                     set_dotted(conversion.tree, key, value)
                 else:
                     conversion.dropped.append(f"{key}={value}: no such key here")
+        for key, value in verl_keys.megatron_adam_unset(cls, (backend or []) + pairs):
+            set_dotted(conversion.tree, key, value)
     finally:
         log.removeHandler(collected)
         log.propagate = propagate

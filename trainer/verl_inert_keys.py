@@ -234,7 +234,33 @@ def _rest() -> dict[str, Inert]:
     }
 
 
-INERT_KEYS: dict[str, Inert] = _engine() | _megatron_engine() | _roles() | _rollout() | _rest()
+def _megatron_lora() -> dict[str, Inert]:
+    """verl's Megatron LoRA settings (read only at a lora.rank above 0) that change no update
+    here; its settings that would are in `trainer.verl_off_keys`."""
+    vision = (
+        "read only by lora.type=vlm_lora (a vision-language model's LoRA); lora.type here is"
+        " canonical_lora"
+    )
+    keys = {
+        "merge": (
+            "whether verl merges LoRA into the weights it hands its rollout engine or hands"
+            " the adapter apart: the same policy; the engine here gets them merged"
+        ),
+        "dropout_position": "where LoRA dropout applies; it is 0 here (lora.dropout)",
+        "a2a_experimental": (
+            "Megatron's all-to-all for LoRA under expert parallelism: " + SPEED + "; there is"
+            " no model parallelism here"
+        ),
+        **dict.fromkeys(
+            ("freeze_vision_model", "freeze_vision_projection", "freeze_language_model"), vision
+        ),
+    }
+    return {f"{MODEL}lora.{name}": Inert(why, ("sft", "grpo")) for name, why in keys.items()}
+
+
+INERT_KEYS: dict[str, Inert] = (
+    _engine() | _megatron_engine() | _roles() | _rollout() | _rest() | _megatron_lora()
+)
 
 
 def section_of(key: str) -> Inert | None:

@@ -207,17 +207,21 @@ def _transformer_overrides(value: Any) -> dict[str, Any]:
 # verl's Megatron LoRA (Megatron-Bridge's): read only when its rank is above 0
 MEGATRON_LORA = "actor_rollout_ref.model.lora."
 LORA_RANK = MEGATRON_LORA + "rank"
-LORA_MAPPED = (LORA_RANK, MEGATRON_LORA + "alpha", MEGATRON_LORA + "target_modules")
-LORA_OFF = "LoRA is off (lora.rank 0), and verl reads its lora.* settings only when it is on"
+LORA_OFF = (
+    "LoRA is off (lora.rank 0, verl's default), and verl reads its lora.* settings only when"
+    " it is on"
+)
 
 
 def _lora_off(key: str, given: dict[str, Any]) -> bool:
-    """Whether `key` is a setting of verl's Megatron LoRA given with its rank at 0 (off):
-    ignored then, as verl ignores it (`lora.type: lora` at its default is no fused LoRA)."""
-    if not key.startswith(MEGATRON_LORA) or key in LORA_MAPPED:
+    """Whether `key` is a setting of verl's Megatron LoRA while its rank is 0 or not given
+    (verl's default 0: off): verl builds no adapter then and reads no other `lora.*` key
+    (verl/workers/config/megatron_peft.py), so each is ignored at any value, as a bare
+    `lora.merge=false` or `lora.type: lora` is in verl."""
+    if not key.startswith(MEGATRON_LORA) or key == LORA_RANK:
         return False
     rank = given.get(LORA_RANK)
-    return isinstance(rank, int) and not isinstance(rank, bool) and rank <= 0
+    return is_unset(rank) or (isinstance(rank, int) and not isinstance(rank, bool) and rank <= 0)
 
 
 LAUNCH = "a launch setting here: pass --nproc-per-node / --nnodes to mfsdp train"
@@ -585,7 +589,7 @@ def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tu
     from trainer.config import ConfigError
 
     try:
-        return carry_over(cls, pairs)
+        return carry_over(cls, pairs) + megatron_adam_unset(cls, pairs)
     except NotCarried as err:
         raise ConfigError(f"{source}: {err.text}") from None
 
@@ -706,6 +710,35 @@ def _megatron_adam(given: dict[str, Any]) -> dict[str, Any]:
         elif key.startswith(prefix) and key[len(prefix) :] in adam:
             adam[key[len(prefix) :]] = value
     return {BETAS: [adam["adam_beta1"], adam["adam_beta2"]], "optim.eps": adam["adam_eps"]}
+
+
+def megatron_adam_unset(cls: type, pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """Megatron's Adam betas and eps (mfsdp keys) for a run (`pairs`: all its keys) on
+    verl's Megatron backend that sets neither `optim.betas` nor the optimizer's overrides,
+    where mfsdp's defaults for `cls` differ (SFT's beta2 0.95): verl trains with Megatron's
+    then, and a hand-written SFT YAML naming McoreOptimizerConfig without betas kept
+    mfsdp's. A key written on the way out is one the rules for given betas or overrides
+    would have written (`_betas_on_megatron`, `_optimizer_overrides_on_megatron`)."""
+    given = {_normalise(key.lstrip("+")): value for key, value in pairs}
+    overrides = (OPTIMIZER_OVERRIDES, OPTIMIZER_OVERRIDES + ".")
+    if not on_megatron(given) or any(key == BETAS or key.startswith(overrides) for key in given):
+        return []
+    own = cls().optim
+    mfsdps = {BETAS: list(own.betas), "optim.eps": own.eps}
+    unset = {
+        key: value
+        for key, value in _megatron_adam(given).items()
+        if key not in given and not same(value, mfsdps[key])
+    }
+    if unset:
+        shown = ", ".join(f"{key}={value}" for key, value in unset.items())
+        log.warning(
+            "note: %s here: verl's Megatron backend trains with Megatron's Adam settings,"
+            " not mfsdp's defaults (%s)",
+            shown,
+            MEGATRON_ADAM_WHERE,
+        )
+    return list(unset.items())
 
 
 def _betas_on_megatron(raw_key: str, value: Any, given: dict[str, Any]) -> list[tuple[str, Any]]:

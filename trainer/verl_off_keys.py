@@ -627,6 +627,59 @@ def _model_and_data() -> Iterator[tuple[str, Off]]:
         yield f"data.{name}", Off((value,), refused, refused, ("grpo",))
 
 
+MEGATRON_LORA = MODEL + "lora."
+
+
+def _megatron_lora() -> Iterator[tuple[str, Off]]:
+    """verl's Megatron LoRA (Megatron-Bridge's, read only at a lora.rank above 0) at the
+    settings that train adapters as here: no dropout, B starting at zero, the adapter in
+    the model's dtype, trained from scratch."""
+    both = ("sft", "grpo")  # as verl_keys' rules for lora.rank, alpha and target_modules
+    yield (
+        MEGATRON_LORA + "dropout",
+        Off(
+            (0.0,),
+            "LoRA dropout is 0 here too",
+            "LoRA dropout here is 0 (it draws from the RNG, which checkpoints do not carry:"
+            " resume stays exact)",
+            both,
+        ),
+    )
+    yield (
+        MEGATRON_LORA + "lora_B_init_method",
+        Off(("zero",), "LoRA's B starts at zero here too", "LoRA's B starts at zero here", both),
+    )
+    yield (
+        MEGATRON_LORA + "exclude_modules",
+        Off(
+            ([], None),
+            "LoRA adapts lora.target_modules (model.target_modules)",
+            "LoRA here adapts lora.target_modules (model.target_modules); excluding modules is"
+            " not supported",
+            both,
+        ),
+    )
+    yield (
+        MEGATRON_LORA + "dtype",
+        Off(
+            (None,),
+            "the adapter's dtype follows the model's",
+            "the adapter's dtype here follows the model's (lora.dtype null)",
+            both,
+        ),
+    )
+    yield (
+        MEGATRON_LORA + "adapter_path",
+        Off(
+            (None,),
+            "adapters start fresh",
+            "a Megatron adapter checkpoint is not read here: model.lora_adapter_path takes a"
+            " PEFT adapter dir",
+            both,
+        ),
+    )
+
+
 def _empty_model_overrides() -> tuple[Any, ...]:
     """`override_config` values that override nothing: null, `{}`, and verl's Megatron
     default `{model_config: {}, moe_config: {freeze_moe_router: false}}` or part of it (a
@@ -701,6 +754,7 @@ OFF_KEYS: dict[str, Off] = dict(
         *_rollout(),
         *_features_off(),
         *_model_and_data(),
+        *_megatron_lora(),
         *_rewards(),
     ]
 )

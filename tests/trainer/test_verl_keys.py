@@ -386,4 +386,8 @@ def test_verl_megatron_lora_keys_map_to_the_model_section():
         "model.target_modules": ["q_proj", "k_proj", "v_proj", "down_proj"],
     }
     with pytest.raises(ConfigError, match="canonical_lora"):
-        verl_keys.adopt_pairs(GRPOConfig, [("actor_rollout_ref.model.lora.type", "lora")], "t")
+        verl_keys.adopt_pairs(
+            GRPOConfig,
+            [("actor_rollout_ref.model.lora.rank", 8), ("actor_rollout_ref.model.lora.type", "lora")],
+            "t",
+        )
