@@ -388,6 +388,9 @@ def test_verl_megatron_lora_keys_map_to_the_model_section():
     with pytest.raises(ConfigError, match="canonical_lora"):
         verl_keys.adopt_pairs(
             GRPOConfig,
-            [("actor_rollout_ref.model.lora.rank", 8), ("actor_rollout_ref.model.lora.type", "lora")],
+            [
+                ("actor_rollout_ref.model.lora.rank", 8),
+                ("actor_rollout_ref.model.lora.type", "lora"),
+            ],
             "t",
         )
