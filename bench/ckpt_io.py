@@ -36,7 +36,7 @@ import torch.distributed.checkpoint as dcp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mfsdp_ckpt.checkpointer import Checkpointer, load_checkpoint
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import checkpoint_resolution, layout
 from trainer.distributed import init_distributed
 from trainer.shapes import SHAPES as MODEL_SHAPES
 from trainer.tiny import tiny_config_kwargs
@@ -101,7 +101,7 @@ def checkpoint_matches_model(model, state, run: Path) -> bool:
     for value in target["model"].values():  # in place: the shards keep their chunk offsets
         if isinstance(value, DTensor):
             value.to_local().zero_()
-    load_checkpoint(layout.resolve_checkpoint(run), target)
+    load_checkpoint(checkpoint_resolution.resolve_checkpoint(run), target)
     same = all(torch.equal(target["model"][k].to_local(), v) for k, v in expected.items())
     verdict = torch.tensor([int(same)], device=expected_device(state))
     dist.all_reduce(verdict, op=dist.ReduceOp.MIN)
@@ -328,7 +328,9 @@ def main(argv: list[str] | None = None) -> None:
         )
         cached = drop_caches()
         target = {**state(), "extra": {"step": 0}}
-        seconds = timed(lambda: load_checkpoint(layout.resolve_checkpoint(run), target))
+        seconds = timed(
+            lambda: load_checkpoint(checkpoint_resolution.resolve_checkpoint(run), target)
+        )
         record("mfsdp load", seconds, nbytes, "page cache dropped" if cached else "page cache warm")
 
         if rank == 0:  # keep the disk's free space for the next save

@@ -91,7 +91,7 @@ Examples:
 )
 def inspect(path: str, role: str | None, as_json: bool, deep: bool) -> None:
     from mfsdp_ckpt.check.describe import describe_checkpoint, format_description
-    from mfsdp_ckpt.format.layout import refuse_url
+    from mfsdp_ckpt.format.path_refusals import refuse_url
 
     refuse_url(path)  # every spelling of a file: URL is told its local path, as validate does
     bar = CallbackBar(enabled=deep and not as_json, unit="B", desc="inspect", unit_scale=True)

@@ -114,7 +114,7 @@ LOCAL_PATHS_ONLY = (
 )
 
 
-# validate, inspect and import-hf name a URL themselves (`layout.refuse_url`), with the
+# validate, inspect and import-hf name a URL themselves (`path_refusals.refuse_url`), with the
 # schemes export-hf reads
 READ_PATH = GivenPath(readable=False, urls_said_later=True)
 

@@ -97,7 +97,7 @@ def import_hf(
       mfsdp ckpt import-hf Qwen2.5-0.5B --out runs/q05 --layout hf
     """
     from mfsdp_ckpt.convert.import_hf import import_hf as run_import
-    from mfsdp_ckpt.format.layout import refuse_url
+    from mfsdp_ckpt.format.path_refusals import refuse_url
 
     refuse_url(hf_dir)  # `file:///x` read as the local dir file:/x was "no such directory"
 

@@ -70,11 +70,11 @@ def stopped_run_line(
     finished and what was stopped came after it: the line says so, and `then` what is left
     to do (resuming would only start up to say there is nothing left to train)."""
     from mfsdp_ckpt.errors import MfsdpError
-    from mfsdp_ckpt.format import layout
+    from mfsdp_ckpt.format import layout, run_steps
 
     also = f"; {start_over}" if start_over else ""
     try:
-        step = layout.resume_step(run_dir)
+        step = run_steps.resume_step(run_dir)
     except (MfsdpError, OSError):  # a damaged tracker: the next run says so itself
         return stopped + _step_reached(run_dir, log_every, logged_before) + also
     if step is not None and last_step is not None and step >= last_step:

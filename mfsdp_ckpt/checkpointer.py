@@ -44,7 +44,7 @@ from mfsdp_ckpt import __version__
 from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.check.validate import invalid_checkpoint, manifest_hash_errors, require_valid
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError, MfsdpUsageError
-from mfsdp_ckpt.format import layout, step_saving
+from mfsdp_ckpt.format import checkpoint_resolution, layout, run_steps, step_saving
 from mfsdp_ckpt.format.file_hash import FileRecord, hash_files
 from mfsdp_ckpt.format.manifest import CONTENT_KINDS, Manifest, read_manifest
 from mfsdp_ckpt.retention import prune_steps
@@ -450,8 +450,8 @@ class Checkpointer:
 
     # ----------------------------------------------------------------- load
     def find_resume(self, resume: str) -> layout.CheckpointPaths | None:
-        """`layout.checkpoint_to_resume` in this checkpointer's run_dir."""
-        return layout.checkpoint_to_resume(self.run_dir, resume)
+        """`checkpoint_resolution.checkpoint_to_resume` in this checkpointer's run_dir."""
+        return checkpoint_resolution.checkpoint_to_resume(self.run_dir, resume)
 
     def load(
         self,
@@ -640,7 +640,7 @@ def _resume_advice(run_dir: Path, saved: int) -> str:
     newer step kept beside it (it would save over it): its path is what continues the run."""
     resume = f"checkpoint.resume={layout.step_dir(run_dir, saved)}"
     try:
-        tracked = layout.resume_step(run_dir)
+        tracked = run_steps.resume_step(run_dir)
     except (MfsdpError, OSError) as err:
         return f"give {resume} to continue from it (the tracker cannot be read: {err})"
     if tracked == saved:

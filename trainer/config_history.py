@@ -42,7 +42,7 @@ from typing import Any
 
 from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError, MfsdpUsageError
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import checkpoint_resolution, layout, run_steps
 from mfsdp_ckpt.format.layout import CheckpointPaths
 from mfsdp_ckpt.storage import safe_files
 from trainer.config import RESOLVED_CONFIG_FILE, config_to_dict, path_values, set_dotted
@@ -159,7 +159,7 @@ def _earlier_attempt(
     checkpoint, however spelled (its step dir or its dist_ckpt, through a link; a relative
     one read from where that run started, or spelled as `resume` where that is not known).
     Such a file trained nothing there; one of another source, or none, may be the user's."""
-    if layout.list_complete_steps(run_dir):
+    if run_steps.list_complete_steps(run_dir):
         return False
     began = _dotted(recorded, "checkpoint.resume")
     if not isinstance(began, str) or began in ("auto", "disable"):
@@ -170,7 +170,9 @@ def _earlier_attempt(
     if place is None:
         return False
     try:
-        return _same_path(layout.resolve_checkpoint(place).dist_ckpt, resumed.dist_ckpt)
+        return _same_path(
+            checkpoint_resolution.resolve_checkpoint(place).dist_ckpt, resumed.dist_ckpt
+        )
     except (MfsdpError, OSError):  # it names no checkpoint (now): not this resume's
         return False
 
@@ -182,7 +184,7 @@ def _keep_own(run_dir: Path, recorded: dict[str, Any]) -> str:
     RUN/config.yaml` resumes that step again; moving the file away, as once advised, trained
     over the run dir's own steps. Else the file is the config of a run that saved no step
     there, or the user's."""
-    steps = layout.list_complete_steps(run_dir)
+    steps = run_steps.list_complete_steps(run_dir)
     if not steps:
         return "move it away, or give another trainer.run_dir"
     newest = layout.step_dir(run_dir, steps[-1])

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mfsdp_ckpt.convert.hf_config import weights_file_problem
-from mfsdp_ckpt.format import layout, path_urls
+from mfsdp_ckpt.format import finding_runs, layout, path_urls, run_steps
 from mfsdp_ckpt.format.closest_path import where_relative
 from mfsdp_ckpt.format.hub_id import hub_id_hint
 from mfsdp_ckpt.storage.writable import require_writable_dir
@@ -225,13 +225,13 @@ def check_run_dir_holds_no_other_output(run_dir: str) -> None:
     trained into `demo` put its steps beside demo/sft, after which `mfsdp ckpt validate demo`
     read the new steps, not "the one run demo holds"; into demo/data, among the parquet
     tables (`mfsdp data` refuses a run dir as --out likewise). Which sub-dirs are runs is
-    what the readers decide (`layout.runs_held`); an empty dir, or one holding anything
+    what the readers decide (`finding_runs.runs_held`); an empty dir, or one holding anything
     else, is the run's own."""
     try:
         names = os.listdir(run_dir)
     except OSError:  # missing (made by the run) or unlistable (check_writable_dir says so)
         return
-    runs = [str(Path(run_dir) / run.name) for run in layout.runs_held(run_dir, names)]
+    runs = [str(Path(run_dir) / run.name) for run in finding_runs.runs_held(run_dir, names)]
     if runs:
         shown = ", ".join(runs[: layout.MAX_RUNS_LISTED])
         held, which = ("the run", "that") if len(runs) == 1 else ("the runs", "one of them")
@@ -267,7 +267,7 @@ def check_run_dir_steps(run_dir: str, resume: str) -> None:
     """What the run dir holds fits `checkpoint.resume`, before anything starts.
 
     `auto`: the step to resume is decided here, as the run will decide it
-    (`layout.resume_step`): a run dir it refuses (a damaged tracked step, a file at a step's
+    (`run_steps.resume_step`): a run dir it refuses (a damaged tracked step, a file at a step's
     name, a step dir a save would replace) was found only once the model was built, or
     never, where the run dir was taken for one with nothing to resume and the damaged step
     was trained over from step 0 and overwritten.
@@ -279,18 +279,18 @@ def check_run_dir_steps(run_dir: str, resume: str) -> None:
     steps (or what else is at a step's name); the user moves them away or chooses another
     run_dir."""
     if resume == "auto":
-        layout.resume_step(run_dir)
+        run_steps.resume_step(run_dir)
         return
     if resume != "disable":
         return
-    if layout.list_complete_steps(run_dir):
+    if run_steps.list_complete_steps(run_dir):
         raise ConfigError(
             f"trainer.run_dir: {run_dir} holds an earlier run's checkpoints"
-            f"{layout.steps_here(run_dir)} and checkpoint.resume=disable starts afresh, which"
+            f"{run_steps.steps_here(run_dir)} and checkpoint.resume=disable starts afresh, which"
             " would mix this run's steps with them; give another trainer.run_dir, or"
             " checkpoint.resume=auto to continue that run"
         )
-    layout.refuse_replacing_steps(run_dir, None)
+    run_steps.refuse_replacing_steps(run_dir, None)
 
 
 def check_run_dir_outside_checkpoints(run_dir: str) -> None:
@@ -298,7 +298,7 @@ def check_run_dir_outside_checkpoints(run_dir: str) -> None:
     for the run that holds it, made a new run inside that step (its own steps and tracker
     among the step's files) that started from nothing. The run holding it is named: it is
     the run_dir that resumes."""
-    inside = layout.checkpoint_containing(run_dir, run_itself=False)
+    inside = finding_runs.checkpoint_containing(run_dir, run_itself=False)
     if inside is None:
         return
     what = (
@@ -306,7 +306,7 @@ def check_run_dir_outside_checkpoints(run_dir: str) -> None:
         if inside == Path(os.path.abspath(run_dir))
         else f"lies in the checkpoint {inside}"
     )
-    what = layout.unsaved_step_words(run_dir, inside) or what
+    what = finding_runs.unsaved_step_words(run_dir, inside) or what
     run = next((p for p in inside.parents if (p / layout.TRACKER_FILE).is_file()), None)
     hint = (
         f"give trainer.run_dir={run} to resume the run it belongs to"

@@ -32,15 +32,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
+from mfsdp_ckpt.format.finding_runs import checkpoint_containing
 from mfsdp_ckpt.format.layout import (
     DCP_METADATA_FILE,
     CheckpointPathError,
     CheckpointPaths,
-    checkpoint_containing,
     looks_like_hf_model,
-    refuse_url,
-    resolve_checkpoint,
 )
+from mfsdp_ckpt.format.path_refusals import refuse_url
 from trainer.config import ConfigError, ModelConfig
 from trainer.local_paths import HF_CONFIG_NEEDED, missing_path
 

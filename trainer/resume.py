@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from mfsdp_ckpt.check.removed_while_read import removal_of
 from mfsdp_ckpt.convert.hf_config import SIZE_KEYS, HFConfigError, load_hf_config
 from mfsdp_ckpt.errors import MfsdpUsageError
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import layout, run_steps
 from mfsdp_ckpt.format.layout import CheckpointPaths
 from mfsdp_ckpt.format.lora_fields import BaseModelRecord
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
@@ -200,7 +200,7 @@ def refuse_saving_over_newer_steps(
     """NewerStepsError (exit 2) when `run_dir` holds complete steps after `step`, the step of
     the checkpoint `found` resumed (`resume`: how it was named): this run's saves would
     replace them, or sit beside them, with steps of another history. Whatever else a save
-    after `step` would replace is refused too (`layout.refuse_replacing_steps`: a file or an
+    after `step` would replace is refused too (`run_steps.refuse_replacing_steps`: a file or an
     incomplete step dir at a step's name; `checkpoint.resume=auto` checks it already).
 
     The run dir's own step resumed on purpose to train again from it (a rollback) is refused
@@ -212,7 +212,7 @@ def refuse_saving_over_newer_steps(
     mid-save ("run the same command again")."""
     if resume == "auto":
         return
-    newer = [n for n in layout.list_complete_steps(run_dir) if n > step]
+    newer = [n for n in run_steps.list_complete_steps(run_dir) if n > step]
     if newer:
         where = found.step_dir or found.dist_ckpt
         newest = layout.step_dir(run_dir, newer[-1])
@@ -223,7 +223,7 @@ def refuse_saving_over_newer_steps(
             f" from step {newer[-1]}, or another trainer.run_dir (to train again from step"
             f" {step} here, move {_step_names(newer)} away first)"
         )
-    layout.refuse_replacing_steps(run_dir, step)
+    run_steps.refuse_replacing_steps(run_dir, step)
 
 
 def _step_names(steps: list[int]) -> str:

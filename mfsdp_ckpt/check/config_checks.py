@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from mfsdp_ckpt.check import value_head
 from mfsdp_ckpt.check.report import ERROR, NO_HF_CONFIG, WARNING, ValidationReport
 from mfsdp_ckpt.convert import tied_head
-from mfsdp_ckpt.format import layout, state_keys
+from mfsdp_ckpt.format import dir_entries, layout, state_keys
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.confined_stat import LeadsOutError
@@ -44,7 +44,7 @@ def config_to_check(
         return None
     config_file = paths.hf_assets / "config.json"
     try:
-        found = layout.stat_inside(config_file, paths.root, follow_symlinks=False)
+        found = dir_entries.stat_inside(config_file, paths.root, follow_symlinks=False)
     except LeadsOutError:  # huggingface/ linked out: the check refuses it by name
         return config_file
     return None if found is None else config_file

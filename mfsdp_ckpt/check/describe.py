@@ -14,7 +14,7 @@ from mfsdp_ckpt.check.trainer_step import trainer_step_problems
 from mfsdp_ckpt.convert.megatron_lora import stored_adapter_summary
 from mfsdp_ckpt.convert.mtp import DROP_MTP_FLAG, stored_mtp
 from mfsdp_ckpt.errors import CheckpointFormatError, MfsdpError
-from mfsdp_ckpt.format import layout, state_keys
+from mfsdp_ckpt.format import checkpoint_resolution, layout, state_keys
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.lora import (
     ByteProgress,
@@ -217,7 +217,7 @@ def describe_checkpoint(
     """`deep`: also hash a LoRA checkpoint's base model files (`progress` gets (bytes hashed,
     bytes to hash) meanwhile). `file_digests` names the
     algorithms the manifest records its files with (what `validate --deep` checks)."""
-    paths = layout.resolve_checkpoint(path, role=role)
+    paths = checkpoint_resolution.resolve_checkpoint(path, role=role)
     reader = CheckpointReader(paths.dist_ckpt)
     manifest = (
         read_manifest(paths.manifest)

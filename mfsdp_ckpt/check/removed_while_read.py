@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import checkpoint_resolution, layout, run_steps
 from mfsdp_ckpt.storage.tensorstore_store import is_url
 
 _P = ParamSpec("_P")
@@ -75,7 +75,7 @@ def refuse_if_moved_on(run: Path, step: int | str) -> None:
     names another step by now: a run saving meanwhile moved it on and removed `step`
     (keep_last), which is no damage of the run dir."""
     try:
-        now = layout.read_tracker_text(run)
+        now = run_steps.read_tracker_text(run)
     except layout.DamagedRunDirError:
         return
     if now is not None and now != str(step):
@@ -92,7 +92,7 @@ def _nothing_to_compare() -> None:
 
 @contextlib.contextmanager
 def removal_said(path: str | os.PathLike, role: str | None = None) -> Iterator[Callable[[], None]]:
-    """Read the checkpoint at `path` (any level `layout.resolve_checkpoint` reads) in the
+    """Read the checkpoint at `path` (any level `resolve_checkpoint` reads) in the
     block: an error raised there becomes CheckpointRemovedError when the step was removed
     (or, when it went as it was resolved, the run dir's tracker moved on) meanwhile. It
     yields the same comparison, for a block whose result records what it could not read
@@ -105,8 +105,8 @@ def removal_said(path: str | os.PathLike, role: str | None = None) -> Iterator[C
     tracked: str | None = None
     paths: layout.CheckpointPaths | None = None
     with contextlib.suppress(MfsdpError, OSError):  # the block says what is wrong
-        tracked = layout.read_tracker_text(run) if run.is_dir() else None
-        paths = layout.resolve_checkpoint(run, role=role)
+        tracked = run_steps.read_tracker_text(run) if run.is_dir() else None
+        paths = checkpoint_resolution.resolve_checkpoint(run, role=role)
     if paths is not None:
         with removal_of(paths) as compare:
             yield compare

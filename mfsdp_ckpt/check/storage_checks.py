@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.check.report import ERROR, WARNING, Progress, ValidationReport
-from mfsdp_ckpt.format import file_walk, layout
+from mfsdp_ckpt.format import dir_entries, file_walk, layout
 from mfsdp_ckpt.format.file_hash import ByteProgress, HashedBytes, hash_file
 from mfsdp_ckpt.format.finite import count_nan_tensor, count_nonfinite_tensor
 from mfsdp_ckpt.format.manifest import Manifest
@@ -60,7 +60,7 @@ def check_files(
     for name, record in sorted(manifest.files.items()):
         file = paths.step_dir / name
         try:
-            found = layout.stat_inside(file, paths.step_dir)
+            found = dir_entries.stat_inside(file, paths.step_dir)
         except LeadsOutError as err:  # refused unread: its size is not told
             report.add(ERROR, file, str(err).split(": ", 1)[-1])
             continue
@@ -178,7 +178,7 @@ def check_hashes(
     sized = {}
     for name, record in sorted(manifest.files.items()):
         try:
-            found = layout.stat_inside(paths.step_dir / name, paths.step_dir)
+            found = dir_entries.stat_inside(paths.step_dir / name, paths.step_dir)
         except LeadsOutError:  # a link out of the step: check_files' finding
             continue
         if found is not None and stat.S_ISREG(found.st_mode) and found.st_size == record.size:

@@ -15,7 +15,7 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import dir_entries, layout
 from mfsdp_ckpt.format.file_hash import hash_file
 from mfsdp_ckpt.format.manifest import ManifestError, read_manifest
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
@@ -49,7 +49,7 @@ def changed_files(
             continue
         file = step / name
         try:
-            found = layout.stat_inside(file, step)
+            found = dir_entries.stat_inside(file, step)
             if found is None or not stat.S_ISREG(found.st_mode):
                 continue
             if found.st_size != record.size or hash_file(file, step, record.algorithm) != record:

@@ -49,7 +49,7 @@ from mfsdp_ckpt.check.storage_checks import (
 from mfsdp_ckpt.check.trainer_step import trainer_step_problems
 from mfsdp_ckpt.convert.megatron_lora import stored_adapter_summary
 from mfsdp_ckpt.errors import MfsdpFailedError
-from mfsdp_ckpt.format import layout, state_keys
+from mfsdp_ckpt.format import checkpoint_resolution, layout, path_refusals, run_steps, state_keys
 from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError
 from mfsdp_ckpt.format.file_hash import ByteProgress, rehash_like
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
@@ -71,7 +71,7 @@ def validate_checkpoint(
     base_progress: ByteProgress | None = None,
     hash_progress: ByteProgress | None = None,
 ) -> ValidationReport:
-    """Validate any level of any layout `layout.resolve_checkpoint` knows (ours, verl,
+    """Validate any level of any layout `resolve_checkpoint` knows (ours, verl,
     Megatron-LM, a bare dist_ckpt dir); `role` picks verl's actor or critic, `hf_config`
     supplies the config a checkpoint without huggingface/ lacks.
 
@@ -82,7 +82,7 @@ def validate_checkpoint(
 
     Raises `layout.CheckpointPathError` only when `path` is not a checkpoint at all.
     """
-    layout.refuse_url(path)
+    path_refusals.refuse_url(path)
     report = ValidationReport(path=str(path), deep=deep)
     paths = _resolve(Path(path), report, role)
     return validate_paths(
@@ -259,11 +259,11 @@ def _resolve(
     tracker = given / layout.TRACKER_FILE
     if _is_our_run_dir(given) and role is None:
         try:
-            step = layout.read_tracker(given)
+            step = run_steps.read_tracker(given)
         except layout.DamagedRunDirError as err:
             report.add(ERROR, tracker, str(err).split(": ", 1)[-1])
             step = None
-        steps = layout.list_complete_steps(given)
+        steps = run_steps.list_complete_steps(given)
         if step is not None and step not in steps:
             refuse_if_moved_on(given, step)
             report.add(ERROR, tracker, f"names step {step}, which is missing or incomplete")
@@ -272,13 +272,13 @@ def _resolve(
             raise layout.CheckpointPathError(
                 f"{given}: no complete checkpoint step in this run dir"
             )
-        paths = layout.resolve_checkpoint(layout.step_dir(given, chosen))
-        layout.refuse_pieces_linked_out(given, paths)
+        paths = checkpoint_resolution.resolve_checkpoint(layout.step_dir(given, chosen))
+        path_refusals.refuse_pieces_linked_out(given, paths)
         if step == chosen and chosen < steps[-1]:
             newer = _newer_step_note(tracker, step, steps[-1])
             return replace(paths, note="; ".join(filter(None, (paths.note, newer))))
         return paths
-    return layout.resolve_checkpoint(given, role=role)
+    return checkpoint_resolution.resolve_checkpoint(given, role=role)
 
 
 def _newer_step_note(tracker: Path, step: int, newest: int) -> str:
@@ -298,7 +298,7 @@ def _is_our_run_dir(given: Path) -> bool:
     return (
         os.path.lexists(given / layout.TRACKER_FILE)
         and not (given / layout.DCP_METADATA_FILE).exists()
-        and bool(layout.list_complete_steps(given))
+        and bool(run_steps.list_complete_steps(given))
     )
 
 

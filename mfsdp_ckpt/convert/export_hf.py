@@ -88,7 +88,7 @@ from mfsdp_ckpt.convert.record_agreement import (
 from mfsdp_ckpt.convert.recorded_vocab import fit_config_file
 from mfsdp_ckpt.convert.units import gb_per_s, took
 from mfsdp_ckpt.errors import CheckpointFormatError
-from mfsdp_ckpt.format import layout, step_saving
+from mfsdp_ckpt.format import checkpoint_resolution, layout, step_saving
 from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.format.file_hash import ByteProgress
 from mfsdp_ckpt.format.finite import count_nonfinite_tensor
@@ -437,7 +437,9 @@ def prepare_source(
     config can be found."""
     source = source if source is not None else resolve_source(str(ckpt), io, role)
     check_out_dir(out, source.protected, model_dirs_of(hf_config))
-    local_paths = None if is_url(str(ckpt)) else layout.resolve_checkpoint(ckpt, role=role)
+    local_paths = (
+        None if is_url(str(ckpt)) else checkpoint_resolution.resolve_checkpoint(ckpt, role=role)
+    )
     asset_location = str(hf_config) if hf_config is not None else source.hf_assets
     derived: DerivedConfig | None = None
     if asset_location is None:
@@ -550,7 +552,7 @@ def export_hf(
     drop_mtp: bool = False,
     verify_progress: Progress | None = None,
 ) -> ExportResult:
-    """Convert `ckpt` (any level of any layout `layout.resolve_checkpoint` reads, or a URL)
+    """Convert `ckpt` (any level of any layout `resolve_checkpoint` reads, or a URL)
     into `out_dir`; `role` picks verl's actor (default) or critic (refused: not an LM).
 
     A LoRA checkpoint is merged onto its base model, or with `adapter_only` written as a

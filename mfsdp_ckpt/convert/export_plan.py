@@ -45,8 +45,8 @@ from mfsdp_ckpt.convert.name_maps import (
 )
 from mfsdp_ckpt.convert.recorded_layout import with_recorded_layout
 from mfsdp_ckpt.format import hf_trainer
+from mfsdp_ckpt.format.dir_entries import stat_inside
 from mfsdp_ckpt.format.dtypes import BFLOAT16, FLOAT16, FLOAT32, DType, short_dtype_name
-from mfsdp_ckpt.format.layout import stat_inside
 from mfsdp_ckpt.format.state_keys import AmbiguousStateError
 from mfsdp_ckpt.storage.reader import TensorEntry
 

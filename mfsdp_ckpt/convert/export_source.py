@@ -27,7 +27,7 @@ from mfsdp_ckpt.convert.hf_shapes import hf_state_dict_shapes
 from mfsdp_ckpt.convert.mapping_errors import MappingError
 from mfsdp_ckpt.convert.name_maps import model_tensors
 from mfsdp_ckpt.errors import MfsdpError
-from mfsdp_ckpt.format import file_walk, hf_trainer, layout
+from mfsdp_ckpt.format import checkpoint_resolution, file_walk, finding_runs, hf_trainer, layout
 from mfsdp_ckpt.format.generation_config import GENERATION_CONFIG_FILE, generation_config
 from mfsdp_ckpt.format.hub_id import missing_hf_config
 from mfsdp_ckpt.format.model_files import FILE_NAMES, is_model_file
@@ -86,7 +86,7 @@ def _refuse_critic(location: str | os.PathLike, role: str | None) -> None:
 
 def resolve_source(ckpt: str, io: str, role: str | None = None) -> ExportSource:
     if not is_url(ckpt):
-        paths = layout.resolve_checkpoint(ckpt, role=role)
+        paths = checkpoint_resolution.resolve_checkpoint(ckpt, role=role)
         _refuse_critic(paths.dist_ckpt, paths.role)
         store = open_store(str(paths.dist_ckpt), io)
         return source_for(paths, CheckpointReader(paths.dist_ckpt, store=store))
@@ -118,7 +118,7 @@ _MAX_TRACKER_BYTES = 64  # "100", "release": a few bytes
 
 
 def resolve_url(url: str, root: ByteStore) -> tuple[str, str | None]:
-    """The URL twin of layout.resolve_checkpoint: (the DCP's URL, its HF assets' URL or None)
+    """The URL twin of `resolve_checkpoint`: (the DCP's URL, its HF assets' URL or None)
     for a DCP itself (a Megatron-LM iter dir, a bare dist_ckpt), a step or role level of the
     layouts in _URL_DCP_DIRS, or a run dir whose latest_checkpointed_iteration.txt names its
     step (global_step_N, Megatron-LM's iter_000000N or release)."""
@@ -227,9 +227,9 @@ def no_config_json(
         return ExportUsageError(missing_hf_config(hf_config))
     given = Path(location)
     try:
-        paths = layout.resolve_checkpoint(given)
+        paths = checkpoint_resolution.resolve_checkpoint(given)
     except (MfsdpError, OSError):
-        inside = layout.checkpoint_containing(given, run_itself=False)
+        inside = finding_runs.checkpoint_containing(given, run_itself=False)
         where = f"; it lies in the checkpoint {inside}" if inside is not None else ""
         return ExportUsageError(
             f"--hf-config {location}: no config.json; not a Hugging Face model dir{where}"

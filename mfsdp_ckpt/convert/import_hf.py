@@ -81,7 +81,7 @@ from mfsdp_ckpt.convert.name_maps import (
     refuse_mixed_moe_layers,
 )
 from mfsdp_ckpt.errors import MfsdpFailedError
-from mfsdp_ckpt.format import layout, step_saving
+from mfsdp_ckpt.format import checkpoint_resolution, dir_entries, finding_runs, layout, step_saving
 from mfsdp_ckpt.format.dtypes import DType
 from mfsdp_ckpt.format.file_hash import FileRecord, hash_files
 from mfsdp_ckpt.format.finite import count_nonfinite_tensor
@@ -305,8 +305,8 @@ def _read_config(hf_dir: Path):
     refuses (`rms_norm_eps: "1e-6"`): the checkpoint would train and export from a model
     transformers cannot load."""
     config_file = hf_dir / "config.json"
-    if layout.stat_inside(config_file, hf_dir, follow_symlinks=False) is None:
-        inside = layout.checkpoint_containing(hf_dir)
+    if dir_entries.stat_inside(config_file, hf_dir, follow_symlinks=False) is None:
+        inside = finding_runs.checkpoint_containing(hf_dir)
         what = (
             f"; it is (or lies in) the training checkpoint {inside}: import-hf makes"
             f" checkpoints of Hugging Face models, `mfsdp ckpt export-hf {inside} --out DIR`"
@@ -589,7 +589,7 @@ def _refuse_replacing_a_checkpoint(out: Path) -> None:
     if not out.is_dir():
         return
     try:
-        found: object = layout.resolve_checkpoint(out).dist_ckpt
+        found: object = checkpoint_resolution.resolve_checkpoint(out).dist_ckpt
     except layout.DamagedRunDirError:
         found = "a run dir, damaged"
     except layout.CheckpointPathError:

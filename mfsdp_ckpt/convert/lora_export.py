@@ -59,7 +59,7 @@ from mfsdp_ckpt.convert.export_source import (
 )
 from mfsdp_ckpt.convert.export_verify import bit_pattern
 from mfsdp_ckpt.convert.hf_config import HFConfigError, read_config_json
-from mfsdp_ckpt.format import layout, path_urls, state_keys
+from mfsdp_ckpt.format import checkpoint_resolution, layout, path_urls, state_keys
 from mfsdp_ckpt.format.finite import count_nonfinite_tensor
 from mfsdp_ckpt.format.manifest import MAX_MANIFEST_BYTES, Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.format.model_files import top_level_names
@@ -100,7 +100,7 @@ def lora_manifest(ckpt: str | os.PathLike, io: str = "auto") -> Manifest | None:
         _refuse_lora_url(str(ckpt), io)
         return None
     try:
-        paths = layout.resolve_checkpoint(ckpt)
+        paths = checkpoint_resolution.resolve_checkpoint(ckpt)
         manifest = read_manifest(paths.manifest) if paths.manifest else None
     except (layout.CheckpointPathError, layout.DamagedRunDirError, ManifestError, OSError):
         return None
@@ -186,7 +186,7 @@ def export_lora(
             f"{ckpt}: not a local LoRA checkpoint (its manifest records no adapter); "
             "--adapter-only needs one"
         )
-    paths = layout.resolve_checkpoint(ckpt, role=role)
+    paths = checkpoint_resolution.resolve_checkpoint(ckpt, role=role)
     try:
         base = read_base_model(manifest, str(paths.manifest))
     except ManifestError as err:

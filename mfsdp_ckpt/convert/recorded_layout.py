@@ -46,7 +46,7 @@ from mfsdp_ckpt.convert.megatron_record import (
 )
 from mfsdp_ckpt.convert.vocab_padding import RecordedPadding
 from mfsdp_ckpt.errors import CheckpointFormatError
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import dir_entries, layout
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.unique_json import parse_json
@@ -110,7 +110,7 @@ def _verl_transformer_config(paths: layout.CheckpointPaths) -> Record | None:
         if folder != root and root not in folder.parents:  # reads stay inside the checkpoint
             continue
         file = folder / VERL_TRANSFORMER_CONFIG
-        found = layout.stat_inside(file, root, follow_symlinks=False)
+        found = dir_entries.stat_inside(file, root, follow_symlinks=False)
         if found is None or not stat.S_ISREG(found.st_mode):
             continue
         text = safe_files.read_text(file, MAX_TRANSFORMER_CONFIG_BYTES, root)

@@ -11,7 +11,8 @@ import os
 from collections.abc import Collection
 from pathlib import Path
 
-from mfsdp_ckpt.format.layout import CheckpointPathError, _unreadable
+from mfsdp_ckpt.format.dir_entries import unreadable
+from mfsdp_ckpt.format.layout import CheckpointPathError
 
 MAX_WALK_DEPTH = 32
 MAX_WALK_ENTRIES = 100_000
@@ -38,7 +39,7 @@ def list_files(
         try:
             entries = list(os.scandir(directory))
         except PermissionError as err:
-            raise _unreadable(directory, "cannot list", err) from None
+            raise unreadable(directory, "cannot list", err) from None
         except OSError as err:
             raise CheckpointPathError(
                 f"{str(directory)[:200]}: cannot list ({err.strerror or err})"

@@ -17,9 +17,9 @@ checkpoint-N with the largest N (transformers' `get_last_checkpoint`). The Train
 `config.json` and tokenizer files into checkpoint-N only where its `save_model` calls
 `_save` (transformers releases around 4.35 did so with FSDP); later ones save nothing
 but the FSDP state there with SHARDED_STATE_DICT. With FULL_STATE_DICT the checkpoint is
-a Hugging Face model dir (`config.json`, `model.safetensors`). `mfsdp_ckpt.format.layout`
-decides what each level resolves to; this module only knows the names and reads
-trainer_state.json.
+a Hugging Face model dir (`config.json`, `model.safetensors`).
+`mfsdp_ckpt.format.checkpoint_resolution` decides what each level resolves to; this
+module only knows the names and reads trainer_state.json.
 """
 
 from __future__ import annotations

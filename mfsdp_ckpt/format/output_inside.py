@@ -2,7 +2,7 @@
 refusal uses, so that every command that writes an `--out` refuses one in the same terms.
 
 Files written there would be mixed into the checkpoint (validate then reports files no
-manifest lists), or a run's next save would land among them. `layout.checkpoint_containing`
+manifest lists), or a run's next save would land among them. `finding_runs.checkpoint_containing`
 decides what counts; a step of a run that is not saved yet counts too (its saves write there).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mfsdp_ckpt.format.layout import checkpoint_containing, unsaved_step_words
+from mfsdp_ckpt.format.finding_runs import checkpoint_containing, unsaved_step_words
 
 
 def inside_checkpoint(out: str | os.PathLike) -> str | None:

@@ -15,7 +15,8 @@ import shutil
 import stat
 from pathlib import Path
 
-from mfsdp_ckpt.format.layout import TRACKER_FILE, DamagedRunDirError, _incomplete_step
+from mfsdp_ckpt.format.layout import TRACKER_FILE, DamagedRunDirError
+from mfsdp_ckpt.format.run_steps import incomplete_step
 from mfsdp_ckpt.storage.file_errors import naming_file
 from mfsdp_ckpt.storage.temp_files import new_temp
 
@@ -65,7 +66,7 @@ def replace_dir(new: Path, target: Path) -> str | None:
     if mode is None:
         rename_noreplace(new, target)
     elif not (stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
-        raise DamagedRunDirError(f"{target} {_incomplete_step(target)}: move it away")
+        raise DamagedRunDirError(f"{target} {incomplete_step(target)}: move it away")
     elif stat.S_ISDIR(mode) and exchange(new, target):
         # `new` holds the old version now; under its temp name the next save's prune
         # (retention.prune_steps) removes it if this cannot

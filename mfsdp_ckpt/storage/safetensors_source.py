@@ -30,9 +30,10 @@ from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format import dcp_hf_shards
 from mfsdp_ckpt.format.dtypes import BY_NAME, DType
+from mfsdp_ckpt.format.finding_runs import checkpoint_containing
 from mfsdp_ckpt.format.finite import count_nonfinite_in_file
 from mfsdp_ckpt.format.hf_trainer import STATE_BIN_RE
-from mfsdp_ckpt.format.layout import HF_ASSETS_DIR, checkpoint_containing
+from mfsdp_ckpt.format.layout import HF_ASSETS_DIR
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE, SINGLE_FILE

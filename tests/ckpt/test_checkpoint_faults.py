@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from cli.main import app
 from mfsdp_ckpt.check.validate import validate_checkpoint
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import layout, run_steps
 from mfsdp_ckpt.format.dcp_metadata import UnsafeMetadataError, load_metadata
 from mfsdp_ckpt.storage.reader import CheckpointFormatError, CheckpointReader
 from tests.support.ckpt_edits import RunsCode, biggest_shard, edit_manifest
@@ -192,16 +192,16 @@ def test_a_tracked_step_damaged_after_its_save_stops_auto_resume(tmp_path):
     lacks its manifest was damaged since, and auto resume fell back to an older step without
     a word (metrics.jsonl then held steps 4-6 twice). A tracked step that is gone (removed on
     purpose) still falls back to the newest complete one."""
-    from mfsdp_ckpt.format import layout, step_saving
+    from mfsdp_ckpt.format import layout, run_steps, step_saving
 
     for step in (3, 6):
         layout.step_dir(tmp_path, step).mkdir()
     (layout.step_dir(tmp_path, 3) / layout.MANIFEST_FILE).write_text("{}")
     step_saving.write_tracker(tmp_path, 6)
     with pytest.raises(layout.DamagedRunDirError, match=r"names step 6, but .* holds no manifest"):
-        layout.resume_step(tmp_path)
+        run_steps.resume_step(tmp_path)
     layout.step_dir(tmp_path, 6).rmdir()
-    assert layout.resume_step(tmp_path) == 3
+    assert run_steps.resume_step(tmp_path) == 3
 
 
 # ------------------------------------------------------------- a save that fails part way
@@ -268,7 +268,7 @@ def test_a_tracker_that_cannot_be_replaced_says_the_step_was_saved(tmp_path, mon
         "global_step_2",
         "latest_checkpointed_iteration.txt",
     ]
-    assert layout.list_complete_steps(run) == [1, 2] and layout.resume_step(run) == 1
+    assert run_steps.list_complete_steps(run) == [1, 2] and run_steps.resume_step(run) == 1
 
 
 def test_a_save_that_failed_on_every_rank_is_said_once(tmp_path, monkeypatch, capsys):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import layout, run_steps
 from mfsdp_ckpt.format.manifest import read_manifest
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.distributed import run_distributed
@@ -38,7 +38,7 @@ def assert_same_state(expected: dict, actual: dict, keys) -> None:
 
 def test_layout_and_manifest(two_rank_ckpt):
     run, _ = two_rank_ckpt
-    assert layout.read_tracker(run) == 3
+    assert run_steps.read_tracker(run) == 3
     step = layout.step_dir(run, 3)
     names = sorted(p.name for p in (step / "dist_ckpt").iterdir())
     assert names[0] == ".metadata"
@@ -92,7 +92,7 @@ def test_reshard_one_to_two(tmp_path):
 def test_async_save_commits_and_round_trips(tmp_path):
     out = tmp_path / "state.pt"
     run_distributed(train_and_save, 2, str(tmp_path / "run"), 2, str(out), True)
-    assert layout.read_tracker(tmp_path / "run") == 2
+    assert run_steps.read_tracker(tmp_path / "run") == 2
     reader = CheckpointReader(layout.step_dir(tmp_path / "run", 2) / "dist_ckpt")
     expected = torch.load(out)
     for key in [k for k in expected if k.startswith("model.")]:

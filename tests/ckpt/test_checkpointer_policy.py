@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from mfsdp_ckpt.checkpointer import CheckpointContentsError, Checkpointer, load_checkpoint
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import checkpoint_resolution, layout, run_steps
 from tests.support.fsdp_workloads import build, train
 from trainer.state import ModelState, OptimizerState
 
@@ -39,8 +39,8 @@ def test_keep_last_prunes_only_after_commit(tmp_path, model_and_optimizer):
     checkpointer = Checkpointer(tmp_path, strategy="none", keep_last=2)
     for step in (1, 2, 3, 4):
         checkpointer.save(step, states(*model_and_optimizer, step))
-    assert layout.list_complete_steps(tmp_path) == [3, 4]
-    assert layout.read_tracker(tmp_path) == 4
+    assert run_steps.list_complete_steps(tmp_path) == [3, 4]
+    assert run_steps.read_tracker(tmp_path) == 4
 
 
 def test_resume_auto_ignores_incomplete_and_temporary_steps(tmp_path, model_and_optimizer):
@@ -59,7 +59,7 @@ def test_load_only_model_from_a_model_only_checkpoint(tmp_path, model_and_optimi
         1, {"model": ModelState(model)}, contents=("model",)
     )
     fresh, fresh_optimizer = build(sharded=False)
-    paths = layout.resolve_checkpoint(tmp_path)
+    paths = checkpoint_resolution.resolve_checkpoint(tmp_path)
     with pytest.raises(CheckpointContentsError, match="holds \\['model'\\], not \\['optimizer'"):
         load_checkpoint(paths, states(fresh, fresh_optimizer, 0))
     load_checkpoint(paths, {"model": ModelState(fresh)}, contents=("model",))
@@ -71,11 +71,11 @@ def test_resolve_checkpoint_accepts_three_kinds_of_path(tmp_path, model_and_opti
     Checkpointer(tmp_path, strategy="none").save(3, states(*model_and_optimizer, 3))
     step = layout.step_dir(tmp_path, 3)
     for given in (tmp_path, step, step / "dist_ckpt"):
-        assert layout.resolve_checkpoint(given).dist_ckpt == step / "dist_ckpt"
-    assert layout.resolve_checkpoint(step / "dist_ckpt").step == 3
+        assert checkpoint_resolution.resolve_checkpoint(given).dist_ckpt == step / "dist_ckpt"
+    assert checkpoint_resolution.resolve_checkpoint(step / "dist_ckpt").step == 3
     (tmp_path / "empty").mkdir()
     with pytest.raises(layout.CheckpointPathError, match="not a checkpoint"):
-        layout.resolve_checkpoint(tmp_path / "empty")
+        checkpoint_resolution.resolve_checkpoint(tmp_path / "empty")
 
 
 def test_resaving_a_step_replaces_it_whole(tmp_path, model_and_optimizer):
@@ -85,6 +85,8 @@ def test_resaving_a_step_replaces_it_whole(tmp_path, model_and_optimizer):
     train(model, optimizer, 1)
     checkpointer.save(1, states(model, optimizer, 1))
     fresh, fresh_optimizer = build(sharded=False)
-    load_checkpoint(layout.resolve_checkpoint(tmp_path), states(fresh, fresh_optimizer, 0))
+    load_checkpoint(
+        checkpoint_resolution.resolve_checkpoint(tmp_path), states(fresh, fresh_optimizer, 0)
+    )
     assert torch.equal(fresh.model.norm.weight, model.model.norm.weight)
     assert not list(tmp_path.glob("*old*")) and not list(tmp_path.glob("*.tmp"))

@@ -11,7 +11,7 @@ import pytest
 
 from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.convert.export_source import AssetFiles
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import checkpoint_resolution, layout, run_steps
 from mfsdp_ckpt.format.file_hash import FileRecord
 from mfsdp_ckpt.lora import BaseModelRecord, base_mismatch
 from mfsdp_ckpt.storage.out_dir import replaceable_problem
@@ -28,7 +28,7 @@ def _dirs(parent: Path, names: list[str]) -> Path:
 
 def _refusal(path: Path) -> str:
     with pytest.raises((layout.CheckpointPathError, layout.IncompleteCheckpointError)) as caught:
-        layout.resolve_checkpoint(path)
+        checkpoint_resolution.resolve_checkpoint(path)
     return str(caught.value)
 
 
@@ -43,7 +43,7 @@ def test_a_broken_tracker_counts_the_older_step_dirs_before_the_newest(tmp_path)
     run = _dirs(tmp_path / "run", names)
     (run / layout.TRACKER_FILE).write_text("broken")
     with pytest.raises(layout.DamagedRunDirError) as caught:
-        layout.resume_step(run)
+        run_steps.resume_step(run)
     assert str(caught.value).endswith(f" (step dirs here: {_newest_listed(names)})")
 
 

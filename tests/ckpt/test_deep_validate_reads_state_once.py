@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 
 from mfsdp_ckpt.check.validate import validate_paths
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import checkpoint_resolution
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.ckpt.test_optimizer_kinds import LOST_FROM, OPTIMIZERS, _stepped
 from tests.support.megatron_checkpoints import save_dcp
@@ -37,7 +37,7 @@ def test_each_tensor_is_read_once_and_its_optimizer_values_still_checked(tmp_pat
         {"model": model.state_dict(), "optimizer": optimizer_state}, tmp_path / "dist_ckpt"
     )
     model.config.save_pretrained(tmp_path / "huggingface")
-    paths = layout.resolve_checkpoint(target)
+    paths = checkpoint_resolution.resolve_checkpoint(target)
     reader = ChunkCountingReader(paths.dist_ckpt)
 
     report = validate_paths(paths, deep=True, reader=reader)

@@ -14,7 +14,7 @@ import shutil
 
 import yaml
 
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import checkpoint_resolution
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import assert_exports_to_source, one_error_line, run_cli
 from tests.support.megatron_checkpoints import bridge_run
@@ -59,7 +59,7 @@ def test_a_bridge_step_reads_its_hf_export_config(tmp_path):
     model.save_pretrained(step / "hf")  # weights, config.json
     for file in (step / "tokenizer").iterdir():
         shutil.copy2(file, step / "hf" / file.name)
-    assert layout.resolve_checkpoint(run).hf_dir == step / "hf"
+    assert checkpoint_resolution.resolve_checkpoint(run).hf_dir == step / "hf"
     assert_exports_to_source(model, run, tmp_path / "out")
     code, stdout, err = run_cli("ckpt", "validate", run)
     assert code == 0 and "warning" not in stdout, stdout + err
@@ -73,6 +73,6 @@ def test_a_peft_adapter_in_hf_is_no_config(tmp_path):
     run = bridge_run(tmp_path, model, steps=(10,), rows=512)
     (run / "iter_0000010" / "hf").mkdir()
     (run / "iter_0000010" / "hf" / "adapter_config.json").write_text("{}")
-    assert layout.resolve_checkpoint(run).hf_dir is None
+    assert checkpoint_resolution.resolve_checkpoint(run).hf_dir is None
     code, _, err = run_cli("ckpt", "export-hf", run, "--out", tmp_path / "out")
     assert code == 0 and "config.json derived from" in err, err

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from mfsdp_ckpt.convert.megatron_record import recorded_config
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import checkpoint_resolution
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import assert_exports_to_source, one_error_line, run_cli
@@ -47,7 +47,7 @@ def _nested_run(tmp_path: Path, model, **transformer_changes) -> Path:
 
 
 def _derived(run: Path) -> dict:
-    paths = layout.resolve_checkpoint(run)
+    paths = checkpoint_resolution.resolve_checkpoint(run)
     derived = recorded_config(paths, CheckpointReader(paths.dist_ckpt))
     assert derived is not None
     return derived.config

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import checkpoint_resolution, layout
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import run_cli
 from tests.support.megatron_checkpoints import bridge_run, train_state
@@ -25,7 +25,7 @@ def test_the_run_resolves_through_its_tracker_beside_bridges_other_dirs(tmp_path
     (run / "energon").mkdir()
     (run / "energon" / "dataloader_state_20.pt").write_bytes(b"energon state")
     (run / "non_persistent" / "iter_0000025").mkdir(parents=True)
-    paths = layout.resolve_checkpoint(run)
+    paths = checkpoint_resolution.resolve_checkpoint(run)
     assert (paths.kind, paths.step, paths.dist_ckpt) == (
         layout.MEGATRON_BRIDGE,
         20,

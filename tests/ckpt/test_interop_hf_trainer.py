@@ -17,7 +17,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
-from mfsdp_ckpt.format import hf_trainer, layout
+from mfsdp_ckpt.format import checkpoint_resolution, hf_trainer, layout
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import (
     assert_exports_to_source,
@@ -96,12 +96,12 @@ def test_run_checkpoint_and_model_dir_resolve_to_the_newest_checkpoint(trained):
     model_dcp = checkpoint / "pytorch_model_fsdp_0"
     given = (run, checkpoint, model_dcp, checkpoint / "optimizer_0")
     for path in given:
-        paths = layout.resolve_checkpoint(path)
+        paths = checkpoint_resolution.resolve_checkpoint(path)
         assert paths.kind == layout.HF_TRAINER, path
         assert (paths.dist_ckpt, paths.step_dir, paths.run_dir) == (model_dcp, checkpoint, run)
         assert paths.optimizer_dcp == checkpoint / "optimizer_0"
         assert paths.hf_dir == checkpoint and paths.step == NEWEST
-    older = layout.resolve_checkpoint(run / f"checkpoint-{OLDER}")
+    older = checkpoint_resolution.resolve_checkpoint(run / f"checkpoint-{OLDER}")
     assert older.step == OLDER and older.dist_ckpt.parent.name == f"checkpoint-{OLDER}"
 
 
@@ -239,10 +239,10 @@ def test_inspect_lists_the_optimizer_dir(trained):
 def test_the_step_is_trainer_states_global_step(run):
     state_file = _newest(run) / hf_trainer.TRAINER_STATE_FILE
     state_file.write_text(json.dumps({"global_step": 12}))
-    paths = layout.resolve_checkpoint(run)
+    paths = checkpoint_resolution.resolve_checkpoint(run)
     assert paths.step == 12 and "global_step 12" in paths.note
     state_file.unlink()
-    paths = layout.resolve_checkpoint(run)
+    paths = checkpoint_resolution.resolve_checkpoint(run)
     assert paths.step == NEWEST and hf_trainer.TRAINER_STATE_FILE in paths.note
 
 
@@ -286,7 +286,7 @@ def test_several_models_are_a_choice_left_to_the_user(run):
     code, out, err = run_cli("ckpt", "validate", run)
     line = one_error_line(err)
     assert code == 2 and "pytorch_model_fsdp_0/, pytorch_model_fsdp_1/" in line, out + err
-    paths = layout.resolve_checkpoint(checkpoint / "pytorch_model_fsdp_1")
+    paths = checkpoint_resolution.resolve_checkpoint(checkpoint / "pytorch_model_fsdp_1")
     assert paths.dist_ckpt.name == "pytorch_model_fsdp_1" and paths.optimizer_dcp is None
 
 

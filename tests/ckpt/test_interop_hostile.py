@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import checkpoint_resolution, finding_runs, layout
 from tests.support.interop_layouts import BUILDERS, one_error_line, run_cli
 
 TRACKERS = {
@@ -30,7 +30,7 @@ def test_a_hostile_tracker_is_one_line(case, made_optim, tmp_path):
     tracker.unlink()
     TRACKERS[case](tracker)
     with pytest.raises(layout.DamagedRunDirError) as caught:
-        layout.resolve_checkpoint(laid.run)
+        checkpoint_resolution.resolve_checkpoint(laid.run)
     assert layout.TRACKER_FILE in str(caught.value) and "\n" not in str(caught.value)
     assert "(step dirs here: global_step_40)" in str(caught.value)
     code, out, err = run_cli("ckpt", "validate", laid.run)
@@ -156,11 +156,15 @@ def test_checkpoint_containing_finds_every_level(made_optim, tmp_path):
     laid = BUILDERS["verl-rl-v2"](made_optim, tmp_path)
     for level, path in laid.levels.items():
         if level != "run":
-            assert layout.checkpoint_containing(path / "new" / "out") is not None, level
-    assert layout.checkpoint_containing(laid.run / "global_step_80") == laid.run / "global_step_80"
-    assert layout.checkpoint_containing(tmp_path / "exports" / "hf") is None
-    assert layout.checkpoint_containing(laid.run / "hf") is None  # beside the steps: fine
-    assert layout.checkpoint_containing(laid.run) == laid.run  # the run itself: never replaced
+            assert finding_runs.checkpoint_containing(path / "new" / "out") is not None, level
+    assert (
+        finding_runs.checkpoint_containing(laid.run / "global_step_80")
+        == laid.run / "global_step_80"
+    )
+    assert finding_runs.checkpoint_containing(tmp_path / "exports" / "hf") is None
+    assert finding_runs.checkpoint_containing(laid.run / "hf") is None  # beside the steps: fine
+    # the run itself: never replaced
+    assert finding_runs.checkpoint_containing(laid.run) == laid.run
 
 
 def _link_out(piece: Path, elsewhere: Path) -> None:

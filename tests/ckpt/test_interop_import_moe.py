@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from mfsdp_ckpt.check.validate import validate_checkpoint
-from mfsdp_ckpt.format.layout import resolve_checkpoint
+from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
 from tests.support.export import load_report, logits_of
 from tests.support.hf_model_files import safetensors_tensors
 from tests.support.hf_to_mcore import tiny_causal_lm, to_mcore

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from mfsdp_ckpt.check.report import NO_HF_CONFIG
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import checkpoint_resolution, layout
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.interop_layouts import (
     BUILDERS,
@@ -65,7 +65,7 @@ def test_every_command_reads_every_layout(kind, optim_fixture, tmp_path):
     laid = BUILDERS[kind](optim_fixture, tmp_path)
     config = [] if laid.has_hf_config else ["--hf-config", optim_fixture / "config.json"]
     for level, path in laid.levels.items():
-        paths = layout.resolve_checkpoint(path)
+        paths = checkpoint_resolution.resolve_checkpoint(path)
         assert (paths.dist_ckpt, paths.kind) == (laid.dist_ckpt, kind), level
     code, out, err = run_cli("ckpt", "validate", laid.run)
     assert code == 0 and out.splitlines()[-1].startswith(f"valid: {laid.dist_ckpt} ({kind}"), (
@@ -106,7 +106,7 @@ def test_our_layout_is_unchanged(tmp_path):
     run = shutil.copytree(OURS, tmp_path / "run")
     step = layout.step_dir(run, 2)
     for path in (run, step, step / "dist_ckpt"):
-        paths = layout.resolve_checkpoint(path)
+        paths = checkpoint_resolution.resolve_checkpoint(path)
         assert paths.kind == layout.MFSDP and paths.manifest == step / "manifest.json"
     code, out, err = run_cli("ckpt", "validate", run, "--deep", "--strict")
     assert code == 0 and "no manifest" not in out and "(mfsdp, step 2" in out, out + err
@@ -190,9 +190,9 @@ def test_damaged_foreign_checkpoints_fail(kind, damage, made_optim, tmp_path):
 def test_actor_is_the_default_and_a_critic_is_not_exported(made_optim, tmp_path):
     laid = verl_rl_v1(made_optim, tmp_path)
     step = laid.levels["step"]
-    actor = layout.resolve_checkpoint(step)
+    actor = checkpoint_resolution.resolve_checkpoint(step)
     assert (actor.role, actor.roles) == ("actor", ("actor", "critic"))
-    critic = layout.resolve_checkpoint(step, role="critic")
+    critic = checkpoint_resolution.resolve_checkpoint(step, role="critic")
     assert critic.dist_ckpt == step / "critic" / "dist_ckpt"
     code, out, err = run_cli("ckpt", "validate", laid.run, "--role", "critic")
     assert code == 0 and "critic" in out, out + err
@@ -309,7 +309,7 @@ def test_a_step_of_ours_without_its_manifest_is_still_ours(tmp_path):
     run = shutil.copytree(OURS, tmp_path / "run")
     shutil.copytree(layout.step_dir(run, 2), layout.step_dir(run, 3))
     (layout.step_dir(run, 3) / "manifest.json").unlink()
-    paths = layout.resolve_checkpoint(layout.step_dir(run, 3))
+    paths = checkpoint_resolution.resolve_checkpoint(layout.step_dir(run, 3))
     assert paths.kind == layout.MFSDP
     code, out, err = run_cli("ckpt", "validate", layout.step_dir(run, 3))
     assert code == 1 and "manifest is missing" in out, out + err
@@ -319,7 +319,7 @@ def test_megatron_release_and_a_config_that_does_not_fit(made_optim, tmp_path):
     run = tmp_path / "megatron"
     shutil.copytree(made_optim / "dist_ckpt", run / "release")
     (run / "latest_checkpointed_iteration.txt").write_text("release")
-    paths = layout.resolve_checkpoint(run)
+    paths = checkpoint_resolution.resolve_checkpoint(run)
     assert (paths.kind, paths.dist_ckpt, paths.step) == (layout.MEGATRON_LM, run / "release", None)
     wrong = json.loads((made_optim / "config.json").read_text())
     wrong["intermediate_size"] += 8
@@ -356,7 +356,7 @@ def test_a_step_of_ours_copied_under_another_name_is_checked_against_its_manifes
     save_single_process_checkpoint(tmp_path / "run", build_tiny_model_dir(tmp_path / "assets"))
     best = tmp_path / "best"
     shutil.copytree(tmp_path / "run" / "global_step_1", best)
-    paths = layout.resolve_checkpoint(best)
+    paths = checkpoint_resolution.resolve_checkpoint(best)
     assert (paths.kind, paths.manifest) == (layout.MFSDP, best / layout.MANIFEST_FILE)
     assert paths.step == 1  # the manifest's: the dir's name says none
     code, out, err = run_cli("ckpt", "validate", best, "--deep")
@@ -380,6 +380,6 @@ def test_another_tools_manifest_beside_a_dist_ckpt_leaves_it_a_bare_dcp(manifest
     export.mkdir()
     shutil.copytree(tmp_path / "run" / "global_step_1" / "dist_ckpt", export / "dist_ckpt")
     (export / "manifest.json").write_text(manifest)
-    assert layout.resolve_checkpoint(export).manifest is None
+    assert checkpoint_resolution.resolve_checkpoint(export).manifest is None
     code, out, err = run_cli("ckpt", "validate", export)
     assert code == 0 and "no manifest, so file hashes were not checked" in out, out + err

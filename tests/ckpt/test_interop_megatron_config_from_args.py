@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from mfsdp_ckpt.errors import CheckpointFormatError
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import checkpoint_resolution, layout
 from mfsdp_ckpt.format.restricted_pickle import Placeholder, PlaceholderCall
 from mfsdp_ckpt.format.saved_objects import load_namespace
 from tests.support.export import load_report, logits_of
@@ -198,9 +198,12 @@ def test_a_bridge_run_dir_resolves_and_exports_with_its_tokenizer(family, tmp_pa
 
     model = tiny_causal_lm(family, vocab=500)
     run = bridge_run(tmp_path, model, rows=512)
-    paths = layout.resolve_checkpoint(run)
+    paths = checkpoint_resolution.resolve_checkpoint(run)
     assert paths.kind == layout.MEGATRON_BRIDGE and paths.step == 20
-    assert layout.resolve_checkpoint(run / "iter_0000010").kind == layout.MEGATRON_BRIDGE
+    assert (
+        checkpoint_resolution.resolve_checkpoint(run / "iter_0000010").kind
+        == layout.MEGATRON_BRIDGE
+    )
     out = tmp_path / "hf"
     code, stdout, err = run_cli("ckpt", "export-hf", run, "--out", out)
     assert code == 0, stdout + err
@@ -222,9 +225,9 @@ def test_bridge_reads_latest_train_state_before_the_text_tracker(tmp_path):
     """Megatron-Bridge resumes from latest_train_state.pt and falls back to the .txt."""
     run = bridge_run(tmp_path, tiny_causal_lm("llama"))
     (run / "latest_checkpointed_iteration.txt").write_text("10")
-    assert layout.resolve_checkpoint(run).step == 20
+    assert checkpoint_resolution.resolve_checkpoint(run).step == 20
     torch.save(train_state(10), run / "latest_train_state.pt")
-    assert layout.resolve_checkpoint(run).step == 10
+    assert checkpoint_resolution.resolve_checkpoint(run).step == 10
 
 
 def test_a_bridge_tracker_that_is_not_a_train_state_is_exit_1(tmp_path):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import checkpoint_resolution, layout
 from tests.support.hf_to_mcore import tiny_causal_lm, to_mcore
 from tests.support.interop_layouts import assert_exports_to_source, run_cli
 from tests.support.megatron_checkpoints import megatron_args, save_dcp
@@ -28,7 +28,7 @@ def test_a_torch_dcp_iteration_exports_to_the_source_logits(tmp_path):
     state = {"args": args, "checkpoint_version": 3.0, "iteration": 100, "model": weights}
     save_dcp(state, run / "iter_0000100")
     (run / "latest_checkpointed_iteration.txt").write_text("100")
-    assert layout.resolve_checkpoint(run).kind == layout.MEGATRON_LM
+    assert checkpoint_resolution.resolve_checkpoint(run).kind == layout.MEGATRON_LM
     code, stdout, err = run_cli("ckpt", "validate", run, "--deep")
     assert code == 0 and "warning" not in stdout, stdout + err
     assert_exports_to_source(model, run, tmp_path / "hf")

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from mfsdp_ckpt.check.validate import validate_checkpoint
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import checkpoint_resolution
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.paths import FIXTURES
 
@@ -28,7 +28,7 @@ def test_fixture_validates_deep():
 
 
 def test_fixture_has_uneven_shards():
-    reader = CheckpointReader(layout.resolve_checkpoint(FIXTURE / "run").dist_ckpt)
+    reader = CheckpointReader(checkpoint_resolution.resolve_checkpoint(FIXTURE / "run").dist_ckpt)
     uneven = [e for e in reader.tensors.values() if len({c.sizes for c in e.chunks}) > 1]
     whole_on_one_rank = [e for e in reader.tensors.values() if len(e.chunks) == 1 and e.numel > 1]
     assert uneven and whole_on_one_rank
@@ -36,7 +36,7 @@ def test_fixture_has_uneven_shards():
 
 @pytest.mark.parametrize("kind", ["model", "optimizer"])
 def test_every_tensor_matches_sums_recorded_on_gpu(kind):
-    reader = CheckpointReader(layout.resolve_checkpoint(FIXTURE / "run").dist_ckpt)
+    reader = CheckpointReader(checkpoint_resolution.resolve_checkpoint(FIXTURE / "run").dist_ckpt)
     recorded = {k: v for k, v in PROVENANCE["sums"].items() if k.startswith(kind)}
     assert len(recorded) > 20
     for name, (total, absolute) in recorded.items():
@@ -48,7 +48,7 @@ def test_every_tensor_matches_sums_recorded_on_gpu(kind):
 def test_adam_step_counter_shows_the_upstream_init_step():
     """megatron-fsdp 0.6.1 runs one synthetic optimizer step at setup: after 2 real steps the
     saved Adam step is 3. The trainer corrects for this; the fixture documents the raw value."""
-    reader = CheckpointReader(layout.resolve_checkpoint(FIXTURE / "run").dist_ckpt)
+    reader = CheckpointReader(checkpoint_resolution.resolve_checkpoint(FIXTURE / "run").dist_ckpt)
     steps = {reader.read_tensor(k).item() for k in reader.tensors if k.endswith(".step")}
     assert steps == {len(PROVENANCE["losses"]) + 1}
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import checkpoint_resolution, layout
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import one_error_line, run_cli
 from tests.support.megatron_checkpoints import mcore_weights, megatron_args, save_dcp
@@ -47,14 +47,14 @@ def _run(saved: Path, tmp_path: Path, tracked: int, shard: bool) -> Path:
 
 def test_a_newer_unfinished_save_is_not_advised(saved, tmp_path):
     run = _run(saved, tmp_path, 100, shard=True)
-    note = layout.resolve_checkpoint(run).note or ""
+    note = checkpoint_resolution.resolve_checkpoint(run).note or ""
     assert note == (
         f"{run / layout.TRACKER_FILE} names step 100, but iter_0000200/ (step 200) is newer"
         " and holds no .metadata, which a save writes last: a save that did not finish;"
         " reading step 100"
     )
     (run / "iter_0000200" / ".metadata").write_bytes(b"saved")  # finished: it is advised
-    note = layout.resolve_checkpoint(run).note or ""
+    note = checkpoint_resolution.resolve_checkpoint(run).note or ""
     assert note.endswith(f"give {run / 'iter_0000200'} to read the newer one"), note
 
 

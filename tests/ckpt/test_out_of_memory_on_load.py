@@ -25,11 +25,11 @@ NUMEL = 32 << 20  # float32: 128 MiB, read whole by DCP on load
 _LOAD_CAPPED = """
 import resource, sys, torch
 from mfsdp_ckpt.checkpointer import Checkpointer, load_checkpoint
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import checkpoint_resolution, layout
 from mfsdp_ckpt.storage.tensor_memory import TensorMemoryError
 run, numel = sys.argv[1], int(sys.argv[2])
 Checkpointer(run, strategy="none").save(1, {"model": {"w": torch.ones(numel)}}, contents=("model",))
-paths = layout.resolve_checkpoint(layout.step_dir(run, 1))
+paths = checkpoint_resolution.resolve_checkpoint(layout.step_dir(run, 1))
 target = {"model": {"w": torch.zeros(numel)}}
 with open("/proc/self/status") as status:
     held = next(int(line.split()[1]) << 10 for line in status if line.startswith("VmSize:"))

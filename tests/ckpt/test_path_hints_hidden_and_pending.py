@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli.main import app
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import checkpoint_resolution, layout
 from mfsdp_ckpt.format.closest_path import closest_existing
 from mfsdp_ckpt.storage.out_lock import out_lock
 from tests.support.cli_errors import one_error
@@ -45,7 +45,7 @@ def test_a_missing_path_whose_lock_is_held_is_a_run_starting(tmp_path, monkeypat
     with out_lock("runs/conc", "trainer.run_dir"):  # as `mfsdp train` holds it while starting
         assert (tmp_path / "runs" / ".conc.out-lock").exists()
         with pytest.raises(layout.CheckpointPathError) as err:
-            layout.resolve_checkpoint("runs/conc")
+            checkpoint_resolution.resolve_checkpoint("runs/conc")
         done = CliRunner().invoke(app, ["ckpt", "validate", "runs/conc"])
     message = str(err.value)
     assert f"a run is starting there (pid {os.getpid()})" in message, message
@@ -60,7 +60,7 @@ def test_a_lock_file_nobody_holds_is_no_hint(tmp_path, monkeypatch):
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / ".conc.out-lock").write_text("4242\n")
     with pytest.raises(layout.CheckpointPathError) as err:
-        layout.resolve_checkpoint("runs/conc")
+        checkpoint_resolution.resolve_checkpoint("runs/conc")
     assert str(err.value) == (
         f"runs/conc: no such file or directory; relative paths are read from {tmp_path}"
     )

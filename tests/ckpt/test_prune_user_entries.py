@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from mfsdp_ckpt.checkpointer import Checkpointer
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import layout, run_steps
 
 
 def save(run, step: int, keep_last: int | None = None) -> None:
@@ -32,7 +32,7 @@ def test_a_linked_step_is_neither_followed_nor_removed(tmp_path):
     assert layout.step_dir(run, 2).is_symlink()
     assert (elsewhere / layout.MANIFEST_FILE).is_file()
     assert not layout.step_dir(run, 4).exists()  # linked steps do not count toward keep_last
-    assert layout.read_tracker(run) == 6
+    assert run_steps.read_tracker(run) == 6
 
 
 def test_a_zero_padded_copy_is_no_step_and_stays(tmp_path):
@@ -43,7 +43,7 @@ def test_a_zero_padded_copy_is_no_step_and_stays(tmp_path):
     save(run, 4)
     shutil.copytree(layout.step_dir(run, 2), run / "global_step_02")
     save(run, 6, keep_last=2)
-    assert layout.list_complete_steps(run) == [4, 6]
+    assert run_steps.list_complete_steps(run) == [4, 6]
     assert (run / "global_step_02" / layout.MANIFEST_FILE).is_file()
 
 
@@ -56,8 +56,8 @@ def test_only_a_zero_padded_dir_names_no_step_to_resume(tmp_path):
     assert layout.parse_step_dir_name("global_step_0") == 0
     assert layout.parse_step_dir_name("global_step_60") == 60
     (run / layout.TRACKER_FILE).unlink()
-    assert layout.list_complete_steps(run) == []
-    assert layout.resume_step(run) is None
+    assert run_steps.list_complete_steps(run) == []
+    assert run_steps.resume_step(run) is None
 
 
 @pytest.fixture
@@ -86,7 +86,7 @@ def test_a_step_that_cannot_be_removed_is_a_warning_not_a_failed_save(
     undeletable(layout.step_dir(run, 1))
     with caplog.at_level(logging.WARNING, logger="mfsdp_ckpt.checkpointer"):
         save(run, 3, keep_last=1)  # step 3 is committed: this must not raise
-    assert layout.read_tracker(run) == 3
+    assert run_steps.read_tracker(run) == 3
     assert not layout.step_dir(run, 2).exists()  # the rest of the prune went on
     [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert line.startswith(f"warning: {layout.step_dir(run, 1)}: not removed by")
@@ -115,7 +115,7 @@ def test_a_replaced_step_that_cannot_be_removed_is_a_warning_and_goes_later(
         Checkpointer(run, strategy="none").save(
             2, {"model": {"w": torch.full((4,), 20.0)}}, contents=("model",)
         )
-    assert layout.read_tracker(run) == 2
+    assert run_steps.read_tracker(run) == 2
     [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert line.startswith(f"warning: {old_version}: the earlier global_step_2 that this save")
     assert line.endswith("(Permission denied); the next save tries again")
@@ -123,4 +123,4 @@ def test_a_replaced_step_that_cannot_be_removed_is_a_warning_and_goes_later(
     failing = False
     save(run, 3)
     assert not old_version.exists()
-    assert layout.list_complete_steps(run) == [1, 2, 3]
+    assert run_steps.list_complete_steps(run) == [1, 2, 3]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mfsdp_ckpt.check.removed_while_read import CheckpointRemovedError
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import checkpoint_resolution
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.interop_layouts import one_error_line, run_cli
@@ -63,7 +63,7 @@ def test_inspect_of_a_step_removed_meanwhile_says_so(run, monkeypatch):
 
 
 def test_a_resume_from_a_step_removed_meanwhile_says_so(run):
-    found = layout.resolve_checkpoint(run)
+    found = checkpoint_resolution.resolve_checkpoint(run)
 
     class Saver:  # the checkpointer's resume side: the step goes while it loads
         run_dir = run

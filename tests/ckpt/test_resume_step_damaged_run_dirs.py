@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from mfsdp_ckpt.checkpointer import Checkpointer, CheckpointSaveError
-from mfsdp_ckpt.format import layout, step_saving
+from mfsdp_ckpt.format import layout, run_steps, step_saving
 
 STATE = {"model": {"w": torch.ones(2)}}
 
@@ -49,7 +49,7 @@ def test_a_tracked_step_without_its_manifest_is_refused_whatever_else_is_there(t
     _step(run, 2, complete=False)
     instead = "move it away to resume from step 1" if others else "move it and the tracker away"
     with pytest.raises(layout.DamagedRunDirError) as caught:
-        layout.resume_step(run)
+        run_steps.resume_step(run)
     assert str(caught.value).startswith(
         f"{run}/latest_checkpointed_iteration.txt: names step 2, but {run}/global_step_2 holds"
         " no manifest.json, which mfsdp writes last (damaged after it was saved, or another"
@@ -62,7 +62,7 @@ def test_a_file_at_a_step_name_is_refused_naming_it(tmp_path, tracked):
     run = _run(tmp_path, [], tracked=tracked)
     layout.step_dir(run, 2).write_text("hi\n")
     with pytest.raises(layout.DamagedRunDirError, match=r"global_step_2 is a file, not a step dir"):
-        layout.resume_step(run)
+        run_steps.resume_step(run)
 
 
 def test_a_tracker_whose_step_is_gone_with_nothing_complete_is_refused(tmp_path):
@@ -70,7 +70,7 @@ def test_a_tracker_whose_step_is_gone_with_nothing_complete_is_refused(tmp_path)
     (nor is it for verl's or Megatron-LM's tracker of a dir of theirs)."""
     run = _run(tmp_path, [], tracked=2)
     with pytest.raises(layout.DamagedRunDirError) as caught:
-        layout.resume_step(run)
+        run_steps.resume_step(run)
     assert str(caught.value) == (
         f"{run}/latest_checkpointed_iteration.txt: names step 2, but {run}/global_step_2 is"
         " missing (no step dirs here) and no step is complete; move the tracker away to start"
@@ -78,12 +78,12 @@ def test_a_tracker_whose_step_is_gone_with_nothing_complete_is_refused(tmp_path)
     )
     (run / "iter_0000002").mkdir()
     with pytest.raises(layout.DamagedRunDirError, match=r"step dirs here: iter_0000002"):
-        layout.resume_step(run)
+        run_steps.resume_step(run)
 
 
 def test_a_removed_tracked_step_still_falls_back_to_the_newest_complete_one(tmp_path):
     run = _run(tmp_path, [1, 3], tracked=5)
-    assert layout.resume_step(run) == 3
+    assert run_steps.resume_step(run) == 3
 
 
 def test_step_data_without_a_tracker_is_no_fresh_start(tmp_path):
@@ -95,7 +95,7 @@ def test_step_data_without_a_tracker_is_no_fresh_start(tmp_path):
     (verl / layout.HF_ASSETS_DIR).mkdir()
     (verl / "data_0.pt").write_bytes(b"")
     with pytest.raises(layout.DamagedRunDirError) as caught:
-        layout.resume_step(run)
+        run_steps.resume_step(run)
     assert str(caught.value) == (
         f"{verl} holds no manifest.json, which mfsdp writes last (damaged after it was saved,"
         " or another trainer's), and a run starting afresh here saves over it: move it away"
@@ -103,7 +103,7 @@ def test_step_data_without_a_tracker_is_no_fresh_start(tmp_path):
     shutil.rmtree(verl)
     (run / "iter_0000100").mkdir()
     with pytest.raises(layout.DamagedRunDirError, match=r"iter_0000100 is a Megatron-LM checkp"):
-        layout.resume_step(run)
+        run_steps.resume_step(run)
 
 
 def test_only_what_a_resumed_run_saves_over_is_refused(tmp_path):
@@ -113,21 +113,21 @@ def test_only_what_a_resumed_run_saves_over_is_refused(tmp_path):
     _step(run, 1, complete=False)
     layout.tmp_step_dir(run, 3).mkdir()
     (run / "global_step_4").symlink_to(tmp_path / "elsewhere")
-    assert layout.resume_step(run) == 2
+    assert run_steps.resume_step(run) == 2
     _step(run, 3, complete=False)
     with pytest.raises(layout.DamagedRunDirError) as caught:
-        layout.resume_step(run)
+        run_steps.resume_step(run)
     assert str(caught.value).endswith(
         "and resuming step 2, this run's save of step 3 replaces it: move it away"
     )
 
 
 def test_an_empty_run_dir_or_none_resumes_nothing(tmp_path):
-    assert layout.resume_step(tmp_path / "none") is None
+    assert run_steps.resume_step(tmp_path / "none") is None
     run = _run(tmp_path, [])
     (run / "metrics.jsonl").write_text("")
     layout.tmp_step_dir(run, 1).mkdir()  # a save killed before it finished
-    assert layout.resume_step(run) is None
+    assert run_steps.resume_step(run) is None
 
 
 @pytest.mark.parametrize("kind", ["file", "fifo"])
@@ -152,7 +152,7 @@ def test_a_save_leaves_a_file_at_its_step_name_alone(tmp_path, kind):
         "global_step_2",
         "latest_checkpointed_iteration.txt",
     ]
-    assert layout.read_tracker(run) == 1
+    assert run_steps.read_tracker(run) == 1
     if kind == "file":
         assert target.read_text() == "hi\n"
 

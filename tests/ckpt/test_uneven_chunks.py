@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import checkpoint_resolution, layout
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.distributed import run_distributed
 
@@ -69,7 +69,9 @@ def save_then_load(rank: int, world_size: int, run_dir: str, out_dir: str) -> No
 
     loaded = _pieces(rank, LOAD_ROWS, fill=False)
     attach_uneven_chunk_metadata(loaded)
-    load_checkpoint(layout.resolve_checkpoint(run_dir), {"model": loaded}, contents=("model",))
+    load_checkpoint(
+        checkpoint_resolution.resolve_checkpoint(run_dir), {"model": loaded}, contents=("model",)
+    )
     expected = _pieces(rank, LOAD_ROWS, fill=True)
     same = {key: torch.equal(loaded[key].to_local(), expected[key].to_local()) for key in expected}
     Path(out_dir, f"rank{rank}.json").write_text(

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from mfsdp_ckpt.checkpointer import Checkpointer
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import dir_entries, layout
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.confined_stat import confined_stat
 from tests.support.ckpt_edits import edit_manifest
@@ -114,4 +114,4 @@ def test_a_link_out_on_the_way_is_refused_unfollowed_too(step, outside):
         with pytest.raises(CheckpointFileError, match=OUTSIDE):
             confined_stat(step / name, step, follow_symlinks=False)
     with pytest.raises(CheckpointFileError, match=OUTSIDE):
-        layout.stat_inside(step / "huggingface" / "config.json", step, follow_symlinks=False)
+        dir_entries.stat_inside(step / "huggingface" / "config.json", step, follow_symlinks=False)

@@ -166,7 +166,7 @@ def test_verbose_shows_what_a_save_and_a_load_cost(tmp_path, monkeypatch):
 
     from cli.verbosity import LEVEL_VARIABLE, set_verbosity
     from mfsdp_ckpt.checkpointer import Checkpointer
-    from mfsdp_ckpt.format import layout
+    from mfsdp_ckpt.format import checkpoint_resolution
 
     monkeypatch.setenv(LEVEL_VARIABLE, "")  # restored (unset) after the test
     logger = logging.getLogger("mfsdp_ckpt")
@@ -181,7 +181,7 @@ def test_verbose_shows_what_a_save_and_a_load_cost(tmp_path, monkeypatch):
     checkpointer = Checkpointer(tmp_path / "run", strategy="none")
     checkpointer.save(3, state, contents=("model",))
     checkpointer.load(
-        layout.resolve_checkpoint(tmp_path / "run"),
+        checkpoint_resolution.resolve_checkpoint(tmp_path / "run"),
         {"model": {"w": torch.zeros(6)}},
         contents=("model",),
     )

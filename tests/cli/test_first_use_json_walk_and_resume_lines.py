@@ -144,7 +144,7 @@ def test_ctrl_c_before_any_save_says_no_checkpoint_was_saved(tmp_path):
 
 
 def test_ctrl_c_with_resume_disabled_says_how_to_resume_the_newest_checkpoint(tmp_path):
-    from mfsdp_ckpt.format import layout
+    from mfsdp_ckpt.format import run_steps
 
     data = write_chat_jsonl(tmp_path / "train.jsonl", rows=48)
     process = launch_tiny_sft(
@@ -158,7 +158,7 @@ def test_ctrl_c_with_resume_disabled_says_how_to_resume_the_newest_checkpoint(tm
     )
     out, rest = _stop_after(process, 2)
     assert process.returncode == 130, rest
-    newest = tmp_path / "run" / f"global_step_{layout.read_tracker(tmp_path / 'run')}"
+    newest = tmp_path / "run" / f"global_step_{run_steps.read_tracker(tmp_path / 'run')}"
     reached = max(record["step"] for record in read_metrics(tmp_path / "run"))
     said = (
         f"interrupted after step {reached}; the newest checkpoint is {newest}: run it again"

@@ -184,7 +184,7 @@ def test_a_usage_mistake_every_rank_meets_is_one_line_and_exit_2(tmp_path):
 
 
 def test_ctrl_c_during_a_launched_run_is_one_line_and_exit_130(tmp_path):
-    from mfsdp_ckpt.format import layout
+    from mfsdp_ckpt.format import run_steps
 
     data = write_chat_jsonl(tmp_path / "train.jsonl", rows=48)
     process = launch_tiny_sft(
@@ -202,8 +202,8 @@ def test_ctrl_c_during_a_launched_run_is_one_line_and_exit_130(tmp_path):
     os.killpg(process.pid, signal.SIGINT)
     _out, rest = process.communicate(timeout=120)
     assert process.returncode == 130, "".join(lines) + rest
-    newest = layout.read_tracker(tmp_path / "run")
-    assert newest in layout.list_complete_steps(tmp_path / "run")
+    newest = run_steps.read_tracker(tmp_path / "run")
+    assert newest in run_steps.list_complete_steps(tmp_path / "run")
     reached = max(record["step"] for record in read_metrics(tmp_path / "run"))
     assert reached >= 2
     assert error_lines(rest) == [
@@ -216,7 +216,7 @@ def test_ctrl_c_mid_save_is_an_interrupt_and_leaves_no_partial_step(tmp_path, mo
     from torch.distributed.checkpoint import FileSystemWriter
 
     from mfsdp_ckpt.checkpointer import Checkpointer
-    from mfsdp_ckpt.format import layout
+    from mfsdp_ckpt.format import run_steps
 
     checkpointer = Checkpointer(tmp_path / "run", strategy="none")
     checkpointer.save(1, {"model": {"w": torch.arange(6.0)}}, contents=("model",))
@@ -228,7 +228,7 @@ def test_ctrl_c_mid_save_is_an_interrupt_and_leaves_no_partial_step(tmp_path, mo
     with pytest.raises(KeyboardInterrupt):
         checkpointer.save(2, {"model": {"w": torch.arange(6.0)}}, contents=("model",))
     assert sorted(p.name for p in (tmp_path / "run").iterdir() if p.is_dir()) == ["global_step_1"]
-    assert layout.read_tracker(tmp_path / "run") == 1
+    assert run_steps.read_tracker(tmp_path / "run") == 1
 
 
 def test_an_error_caused_by_ctrl_c_is_reported_as_the_interrupt():

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli.main import app
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import checkpoint_resolution, layout
 from tests.support.paths import FIXTURES
 
 RUN = FIXTURES / "megatron_fsdp_qwen2" / "run"
@@ -34,7 +34,7 @@ def test_a_step_given_with_dots_reads_as_the_step_it_names(tmp_path, monkeypatch
     run = tmp_path / "run"
     shutil.copytree(RUN, run)
     monkeypatch.chdir(run / inside)
-    paths = layout.resolve_checkpoint(given)
+    paths = checkpoint_resolution.resolve_checkpoint(given)
     assert paths.kind == layout.MFSDP and paths.manifest is not None
     assert os.path.samefile(paths.step_dir, run / "global_step_2")
     done = CliRunner().invoke(app, ["ckpt", "validate", given, "--strict"])
@@ -50,7 +50,7 @@ def test_a_dotdot_after_a_symlink_follows_the_link_as_the_kernel_does(tmp_path, 
     (tmp_path / "here").mkdir()
     (tmp_path / "here" / "step").symlink_to(run / "global_step_2" / "dist_ckpt")
     monkeypatch.chdir(tmp_path / "here")
-    paths = layout.resolve_checkpoint("step/..")
+    paths = checkpoint_resolution.resolve_checkpoint("step/..")
     assert os.path.samefile(paths.step_dir, run / "global_step_2")
     assert paths.kind == layout.MFSDP
 

@@ -77,7 +77,7 @@ def test_ctrl_c_with_an_async_save_in_flight_commits_it_before_the_run_ends(tmp_
     prune after it: a run started again meanwhile overlapped its commit."""
     import pytest
 
-    from mfsdp_ckpt.format import layout
+    from mfsdp_ckpt.format import run_steps
     from tests.support.sft import tiny_config, write_chat_jsonl
     from trainer import sft
 
@@ -110,6 +110,6 @@ def test_ctrl_c_with_an_async_save_in_flight_commits_it_before_the_run_ends(tmp_
     )
     with pytest.raises(KeyboardInterrupt):
         sft.run_sft(cfg)
-    assert layout.read_tracker(run) == 2 and layout.list_complete_steps(run) == [2]
+    assert run_steps.read_tracker(run) == 2 and run_steps.list_complete_steps(run) == [2]
     main = threading.main_thread()
     assert [t for t in threading.enumerate() if not t.daemon and t is not main] == []

@@ -169,10 +169,10 @@ def test_kill_9_of_the_launcher_stops_every_rank(tmp_path):
 def _said(log: Path, run_dir: Path, stopped: str) -> tuple[list[str], list[str]]:
     """The run's `error:` lines, and the one line expected: `stopped` after the step the run
     reached, and the checkpoint the next run resumes from, as the run dir is now."""
-    from mfsdp_ckpt.format import layout
+    from mfsdp_ckpt.format import run_steps
 
     reached = max(record["step"] for record in read_metrics(run_dir))
-    newest = layout.resume_step(run_dir)
+    newest = run_steps.resume_step(run_dir)
     expected = (
         f"error: {stopped} after step {reached}; the newest checkpoint is"
         f" {run_dir}/global_step_{newest}: run the same command again to resume from it"

@@ -6,7 +6,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from cli.main import app
-from mfsdp_ckpt.format.layout import list_complete_steps
+from mfsdp_ckpt.format.run_steps import list_complete_steps
 from tests.support.paths import REPO
 from tests.support.sft import launch_sft, write_chat_jsonl
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import run_steps
 from tests.reliability.outcome import Expect, Observed, Outcome, invoke
 from tests.reliability.sft_run import BASE_STEP, fresh_copy, sft_args, step_dir, tree_digest
 from tests.support.paths import REPO
@@ -84,7 +84,7 @@ def disk_full_run(pristine: Path, scratch: Path) -> tuple[Observed, str]:
         problems = Expect(1, "saving step").check(outcome)
         if len(errors) != 1:
             problems.append(f"{len(errors)} error lines")
-        if tree_digest(step_dir(target)) != before or layout.read_tracker(target) != BASE_STEP:
+        if tree_digest(step_dir(target)) != before or run_steps.read_tracker(target) != BASE_STEP:
             problems.append("the previous checkpoint or the tracker changed")
         if list(target.glob("*.tmp")):
             problems.append("a temp step dir was left behind")

@@ -55,7 +55,7 @@ def test_a_write_failing_in_one_writer_thread_fails_the_save(tmp_path):
     import subprocess
     import sys
 
-    from mfsdp_ckpt.format import layout
+    from mfsdp_ckpt.format import run_steps
 
     done = subprocess.run(
         [sys.executable, "-c", WRITER_THREAD_FAILURE, str(REPO), str(tmp_path / "run")],
@@ -66,6 +66,6 @@ def test_a_write_failing_in_one_writer_thread_fails_the_save(tmp_path):
     assert done.stdout.startswith("refused: ") and "File too large" in done.stdout, (
         done.stdout + done.stderr[-2000:]
     )
-    assert layout.list_complete_steps(tmp_path / "run") == [] and not list(
+    assert run_steps.list_complete_steps(tmp_path / "run") == [] and not list(
         (tmp_path / "run").glob("*.tmp")
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mfsdp_ckpt.format import layout, step_saving
+from mfsdp_ckpt.format import layout, run_steps, step_saving
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.reliability.hf_model import hf_model
 from tests.support.ckpt_edits import resealed
@@ -63,7 +63,7 @@ def test_a_step_the_tracker_moved_past_while_it_was_resolved(copied, monkeypatch
     """The tracker said 0; by the time the steps were listed the run had saved step 1 and
     removed step 0: "names step 0, which is missing" (INVALID) was no damage either."""
     shutil.copytree(layout.step_dir(copied, 0), layout.step_dir(copied, 1))
-    listed = layout.list_complete_steps
+    listed = run_steps.list_complete_steps
     calls = []
 
     def saved_meanwhile(run_dir):
@@ -73,7 +73,7 @@ def test_a_step_the_tracker_moved_past_while_it_was_resolved(copied, monkeypatch
             shutil.rmtree(layout.step_dir(copied, 0))
         return listed(run_dir)
 
-    monkeypatch.setattr(layout, "list_complete_steps", saved_meanwhile)
+    monkeypatch.setattr(run_steps, "list_complete_steps", saved_meanwhile)
     code, report = _validate(copied)
     assert code == 1 and "step 0 was removed while it was read" in report["error"]
     assert "the tracker names step 1 now" in report["error"]

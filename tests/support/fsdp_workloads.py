@@ -13,7 +13,7 @@ from torch.distributed.tensor import DTensor
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from mfsdp_ckpt.checkpointer import Checkpointer, load_checkpoint
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import checkpoint_resolution
 from trainer.state import ModelState, OptimizerState
 from trainer.tiny import tiny_config_kwargs
 
@@ -123,7 +123,8 @@ def load_and_dump(rank: int, world_size: int, path: str, out: str) -> None:
     train(model, optimizer, 1, seed=99)  # different values and initialized optimizer state
     extra: dict = {"step": -1, f"rng_rank{rank}": torch.get_rng_state()}
     load_checkpoint(
-        layout.resolve_checkpoint(path), {**states_of(model, optimizer, 0), "extra": extra}
+        checkpoint_resolution.resolve_checkpoint(path),
+        {**states_of(model, optimizer, 0), "extra": extra},
     )
     state = full_state(model, optimizer)
     state["extra.step"] = torch.tensor(extra["step"])

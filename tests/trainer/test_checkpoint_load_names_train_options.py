@@ -17,7 +17,7 @@ import torch
 from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError
 from mfsdp_ckpt.convert.export_plan import plan_export
 from mfsdp_ckpt.convert.export_source import source_for
-from mfsdp_ckpt.format.layout import resolve_checkpoint
+from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.megatron_checkpoints import bridge_run, save_dcp

@@ -19,8 +19,9 @@ from click.testing import CliRunner
 from cli.main import app
 from mfsdp_ckpt.check.validate import validate_checkpoint
 from mfsdp_ckpt.convert.export_hf import export_hf
-from mfsdp_ckpt.format.layout import list_complete_steps, resolve_checkpoint
+from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
 from mfsdp_ckpt.format.manifest import read_manifest
+from mfsdp_ckpt.format.run_steps import list_complete_steps
 from mfsdp_ckpt.lora import parse_adapter_key, peft_name
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.ckpt_edits import resealed

@@ -16,8 +16,8 @@ from safetensors.torch import load_file
 
 from mfsdp_ckpt.check.validate import validate_checkpoint
 from mfsdp_ckpt.convert.export_hf import export_hf
+from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
 from mfsdp_ckpt.format.file_hash import hash_file
-from mfsdp_ckpt.format.layout import resolve_checkpoint
 from mfsdp_ckpt.format.manifest import read_manifest
 from tests.support.ckpt_edits import resealed
 from tests.support.export import fixed_inputs, logits_of

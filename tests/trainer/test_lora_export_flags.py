@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mfsdp_ckpt.format.layout import resolve_checkpoint
+from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.ckpt.test_interop_megatron_peft import BRIDGE_PEFT, _bridge_lora_run, _hf_lora
 from tests.support.ckpt_edits import rehash

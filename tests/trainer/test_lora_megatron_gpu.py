@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from mfsdp_ckpt.check.validate import validate_checkpoint
-from mfsdp_ckpt.format.layout import resolve_checkpoint
+from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
 from mfsdp_ckpt.lora import parse_adapter_key
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.export import fixed_inputs, logits_of

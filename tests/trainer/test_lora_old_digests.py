@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from cli.main import app
 from mfsdp_ckpt.check.validate import validate_checkpoint
-from mfsdp_ckpt.format.layout import resolve_checkpoint
+from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
 from tests.support.ckpt_edits import resealed
 from tests.support.sft import tiny_config, write_chat_jsonl
 from trainer.resume import ResumeMismatchError

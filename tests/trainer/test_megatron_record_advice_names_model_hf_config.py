@@ -9,7 +9,7 @@ import pytest
 
 from mfsdp_ckpt.convert.megatron_config import MegatronSettingsMissing
 from mfsdp_ckpt.convert.megatron_record import recorded_config
-from mfsdp_ckpt.format.layout import resolve_checkpoint
+from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.fresh_python import mfsdp
 from tests.support.megatron_checkpoints import megatron_args, megatron_run

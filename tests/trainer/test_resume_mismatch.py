@@ -15,7 +15,7 @@ import torch
 from click.testing import CliRunner
 
 from cli.main import app
-from mfsdp_ckpt.format.layout import list_complete_steps
+from mfsdp_ckpt.format.run_steps import list_complete_steps
 from tests.support.distributed import run_distributed
 from tests.support.paths import REPO
 from tests.support.sft import tiny_config, write_chat_jsonl

@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 from mfsdp_ckpt.errors import EXIT_USAGE
-from mfsdp_ckpt.format import layout, step_saving
+from mfsdp_ckpt.format import checkpoint_resolution, layout, run_steps, step_saving
 from tests.support.sft import tiny_config, write_chat_jsonl
 from trainer.config import RESOLVED_CONFIG_FILE, SFTConfig, load_config
 from trainer.config_history import OwnConfigError, keep_changed_config
@@ -36,7 +36,7 @@ def pinned(tmp_path):
     run_sft(tiny_config(data, base, *SETTINGS, "trainer.total_steps=2"))
     began = f"checkpoint.resume={base / 'global_step_2'}"
     run_sft(tiny_config(data, run, *SETTINGS, "trainer.total_steps=4", began))
-    assert layout.list_complete_steps(run) == [4]
+    assert run_steps.list_complete_steps(run) == [4]
     return data, base, run
 
 
@@ -82,14 +82,14 @@ def test_the_advised_resume_continues_the_run_dirs_own_step(pinned, capsys):
     capsys.readouterr()
     run_sft(_from_its_config(run, "checkpoint.resume=auto"))
     assert f"steps 4 -> 6 (resumed from {run / 'global_step_4'})" in capsys.readouterr().err
-    assert layout.list_complete_steps(run) == [4, 6]
+    assert run_steps.list_complete_steps(run) == [4, 6]
 
 
 def test_a_config_refused_in_a_run_dir_with_steps_says_to_continue_them(pinned):
     """`_own_config_replaced`: the config.yaml of a run dir holding its own steps is theirs,
     not one to move away."""
     _, base, run = pinned
-    resumed = layout.resolve_checkpoint(base / "global_step_2")
+    resumed = checkpoint_resolution.resolve_checkpoint(base / "global_step_2")
     with pytest.raises(OwnConfigError) as refused:
         keep_changed_config(run, 2, _from_its_config(run), resumed)
     message = str(refused.value)
@@ -116,7 +116,7 @@ def test_a_rollback_to_an_own_older_step_is_refused_until_later_steps_are_moved(
     assert _saved(run / "global_step_4") == before
     shutil.move(run / "global_step_4", tmp_path / "kept_step_4")
     run_sft(tiny_config(data, run, *SETTINGS, "trainer.total_steps=4", back))
-    assert layout.list_complete_steps(run) == [2, 4]
+    assert run_steps.list_complete_steps(run) == [2, 4]
 
 
 def test_auto_resumes_the_trackers_step_past_an_uncommitted_newer_step(tmp_path, capsys):
@@ -130,7 +130,7 @@ def test_auto_resumes_the_trackers_step_past_an_uncommitted_newer_step(tmp_path,
     capsys.readouterr()
     run_sft(tiny_config(data, run, *SETTINGS, "trainer.total_steps=6"))
     assert f"steps 2 -> 6 (resumed from {run / 'global_step_2'}" in capsys.readouterr().err
-    assert layout.resume_step(run) == 6
+    assert run_steps.resume_step(run) == 6
 
 
 def test_an_incomplete_step_after_the_step_resumed_by_path_is_refused(pinned, tmp_path):

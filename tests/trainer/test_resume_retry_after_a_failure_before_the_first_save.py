@@ -12,7 +12,7 @@ import re
 import pytest
 import yaml
 
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import checkpoint_resolution, run_steps
 from tests.support.sft import tiny_config, write_chat_jsonl
 from trainer.config import RESOLVED_CONFIG_FILE, write_resolved_config
 from trainer.config_history import OwnConfigError, keep_changed_config
@@ -29,7 +29,7 @@ def base(tmp_path):
     data = write_chat_jsonl(tmp_path / "train.jsonl", rows=16)
     run = tmp_path / "base"
     run_sft(tiny_config(data, run, *SETTINGS, FIRST))
-    assert layout.list_complete_steps(run) == [2, 4]
+    assert run_steps.list_complete_steps(run) == [2, 4]
     return data, run
 
 
@@ -52,7 +52,7 @@ def test_the_retry_replaces_the_failed_attempts_config_and_trains(base, tmp_path
         f" data.max_tokens_per_micro_batch 512 -> 256) is replaced by this run's config,"
         f" resumed from {run / 'global_step_2'}"
     ) in note
-    assert layout.list_complete_steps(new) == [4]
+    assert run_steps.list_complete_steps(new) == [4]
     recorded = yaml.safe_load((new / RESOLVED_CONFIG_FILE).read_text())
     assert recorded["data"]["max_tokens_per_micro_batch"] == 256
 
@@ -62,7 +62,7 @@ def test_the_same_step_spelled_otherwise_is_the_same_resume(base, tmp_path, monk
     data, run = base
     monkeypatch.chdir(tmp_path)
     _first_attempt(data, "new", "checkpoint.resume=base/global_step_2")
-    resumed = layout.resolve_checkpoint(run / "global_step_2" / "dist_ckpt")
+    resumed = checkpoint_resolution.resolve_checkpoint(run / "global_step_2" / "dist_ckpt")
     retry = tiny_config(
         data, tmp_path / "new", *SETTINGS, LOWERED, f"checkpoint.resume={resumed.dist_ckpt}"
     )
@@ -82,7 +82,7 @@ def test_an_attempt_from_another_step_is_still_refused(base, tmp_path):
     ):
         run_sft(tiny_config(data, new, *SETTINGS, LOWERED, resume))
     assert (new / RESOLVED_CONFIG_FILE).read_text() == before
-    assert layout.list_complete_steps(new) == []
+    assert run_steps.list_complete_steps(new) == []
 
 
 def test_a_relative_step_is_the_same_resume_spelled_alike_where_its_start_is_unknown(
@@ -95,6 +95,8 @@ def test_a_relative_step_is_the_same_resume_spelled_alike_where_its_start_is_unk
     resume = "checkpoint.resume=base/global_step_2"
     _first_attempt(data, new, resume)
     retry = tiny_config(data, new, *SETTINGS, LOWERED, resume)
-    note = keep_changed_config(new, 2, retry, layout.resolve_checkpoint("base/global_step_2"))
+    note = keep_changed_config(
+        new, 2, retry, checkpoint_resolution.resolve_checkpoint("base/global_step_2")
+    )
     assert note is not None
     assert "(an earlier run from the same step that saved none:" in note

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from mfsdp_ckpt.format.layout import resolve_checkpoint
+from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
 from tests.support.ckpt_edits import edit_manifest
 from tests.support.grpo import grpo_config, write_rl_rows
 from tests.support.sft import tiny_config, write_chat_jsonl

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mfsdp_ckpt.format.layout import resolve_checkpoint
+from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
 from tests.support.interop_layouts import one_error_line, run_cli
 from tests.support.sft import tiny_config, write_chat_jsonl
 from trainer.grpo.runner import GRPO_RUN

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from mfsdp_ckpt.check.validate import validate_checkpoint
-from mfsdp_ckpt.format.layout import list_complete_steps
+from mfsdp_ckpt.format.run_steps import list_complete_steps
 from tests.support.distributed import run_distributed
 from tests.support.metrics import read_metrics
 from tests.support.sft import tiny_config, write_chat_jsonl

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mfsdp_ckpt.format.layout import resolve_checkpoint
+from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
 from tests.support.hf_to_mcore import tiny_causal_lm
 from tests.support.megatron_checkpoints import (
     megatron_args,

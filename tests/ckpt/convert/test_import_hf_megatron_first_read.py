@@ -16,7 +16,7 @@ from mfsdp_ckpt.check.describe import describe_checkpoint
 from mfsdp_ckpt.check.report import NO_HF_CONFIG
 from mfsdp_ckpt.convert.import_hf import import_hf
 from mfsdp_ckpt.convert.megatron_record import has_recorded_config, recorded_config
-from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format import checkpoint_resolution
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from tests.support.hf_model_files import saved_hf_model
 from tests.support.interop_layouts import one_error_line, run_cli
@@ -45,7 +45,7 @@ def test_megatron_lm_first_read_of_the_import(tmp_path):
 
 def test_args_none_is_no_record_to_mfsdp(tmp_path):
     source, load_dir = _megatron_release(tmp_path)
-    paths = layout.resolve_checkpoint(load_dir)
+    paths = checkpoint_resolution.resolve_checkpoint(load_dir)
     reader = CheckpointReader(paths.dist_ckpt)
     assert not has_recorded_config(paths, reader)
     assert recorded_config(paths, reader) is None

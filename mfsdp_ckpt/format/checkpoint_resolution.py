@@ -1,0 +1,438 @@
+"""Any level of any known layout, given as a path, resolved to one checkpoint's paths.
+
+A run (following its tracker), a step, verl's role dirs, a `dist_ckpt/`, Megatron's
+`iter_N/`, the HF Trainer's output or a dir holding one run all resolve to a
+`CheckpointPaths` here, and `checkpoint.resume` to the checkpoint it names. Every command
+that reads a checkpoint asks here, so a path means the same checkpoint to all of them;
+the layouts' names are in `layout`, what a refused path is in `path_refusals` and
+`foreign_formats`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from mfsdp_ckpt.check.printable import first_of
+from mfsdp_ckpt.format import hf_trainer
+from mfsdp_ckpt.format.dcp_dir_paths import from_dcp_dir
+from mfsdp_ckpt.format.dir_entries import children, is_dcp, is_dir, is_file
+from mfsdp_ckpt.format.finding_runs import runs_held
+from mfsdp_ckpt.format.foreign_formats import (
+    refuse_foreign_format,
+    refuse_torchtitan_folder,
+    refuse_weights_without_config,
+)
+from mfsdp_ckpt.format.layout import (
+    BRIDGE_TRACKER_FILE,
+    DCP_METADATA_FILE,
+    DEFAULT_ROLE,
+    DIST_CKPT_DIR,
+    HF_ASSETS_DIR,
+    ITER_DIR_RE,
+    MANIFEST_FILE,
+    MAX_RUNS_LISTED,
+    MEGATRON_ITER_PREFIX,
+    MEGATRON_RELEASE_DIR,
+    MFSDP,
+    ROLES,
+    STEP_DIR_PREFIX,
+    TMP_STEP_RE,
+    TMP_STEP_SUFFIX,
+    TRACKER_FILE,
+    VERL_CONTENTS_FILE,
+    VERL_MODEL_DIR,
+    CheckpointPathError,
+    CheckpointPaths,
+    DamagedRunDirError,
+    IncompleteCheckpointError,
+    iter_step,
+    looks_like_hf_model,
+    noted,
+    parse_step_dir_name,
+    step_dir,
+)
+from mfsdp_ckpt.format.path_refusals import (
+    check_is_dir,
+    missing_dcp,
+    not_a_checkpoint,
+    refuse_pieces_linked_out,
+    refuse_unfinished_save,
+    refuse_url,
+)
+from mfsdp_ckpt.format.run_steps import (
+    is_ours,
+    list_complete_steps,
+    natural_order,
+    newest_of,
+    read_bridge_tracker,
+    read_tracker_text,
+    resume_step,
+    step_dirs,
+    steps_here,
+)
+from mfsdp_ckpt.format.verl_contents import read_verl_contents
+
+
+def checkpoint_to_resume(run_dir: str | os.PathLike, resume: str) -> CheckpointPaths | None:
+    """The checkpoint `checkpoint.resume` names for a run in `run_dir`: `auto`, the step
+    `resume_step` takes (None when there is none); `disable`, None; else the path given.
+    The ranks load it and the launching process (no torch) checks it first, so both ask
+    here and name the same checkpoint."""
+    if resume == "disable":
+        return None
+    if resume == "auto":
+        step = resume_step(run_dir)
+        return None if step is None else resolve_checkpoint(step_dir(run_dir, step))
+    return resolve_checkpoint(resume)
+
+
+def resolve_checkpoint(
+    path: str | os.PathLike, *, role: str | None = None, _depth: int = 0
+) -> CheckpointPaths:
+    """Resolve any level of any known layout to one checkpoint's paths.
+
+    Accepts a run dir (follows the tracker), a step dir, verl's `actor/` or `actor/model/`,
+    a `dist_ckpt/`, Megatron-LM's `iter_NNNNNNN/` or `release/`, or a directory holding
+    exactly one run. `role` picks verl's actor (default) or critic. Raises
+    CheckpointPathError with one line (what was looked for, or which choice to make).
+    """
+    if role is not None and role not in ROLES:
+        raise CheckpointPathError(f"--role {role!r}: choose {' or '.join(ROLES)}")
+    refuse_url(path)
+    given = _with_real_names(Path(path))
+    check_is_dir(given)
+    refuse_unfinished_save(given)
+    paths = _resolve_dir(given, role, _depth)
+    refuse_pieces_linked_out(given, paths)
+    if role is not None and paths.role is None:
+        raise CheckpointPathError(
+            f"--role {role}: {given} is a {paths.kind} checkpoint, which has no"
+            f" {'/ '.join(ROLES)}/ roles"
+        )
+    return paths
+
+
+def _with_real_names(given: Path) -> Path:
+    """`given` spelt so that its last parts name the directories themselves: the layout is
+    told by names (`global_step_80`, `dist_ckpt`), and `.` (run from inside a step dir) or
+    `dist_ckpt/..` named neither, so a step of ours read as a bare dist_ckpt (no step, no
+    manifest: "file hashes were not checked"). Collapsed lexically where that names the
+    same directory, else through the real path (a symlink before the `..`)."""
+    if given.parts and ".." not in given.parts:
+        return given  # pathlib drops `.` inside a path: only `.` alone (no parts) and `..` stay
+    for candidate in (Path(os.path.normpath(given)), Path(os.path.abspath(given))):
+        if candidate.name not in ("", ".", ".."):
+            break
+    try:
+        if os.path.samefile(candidate, given):
+            return candidate
+        return given.resolve(strict=True)
+    except OSError:
+        return given  # missing or unreadable: the checks that follow name it as given
+
+
+def _resolve_dir(given: Path, role: str | None, _depth: int) -> CheckpointPaths:
+    """What the directory `given` is, told by the names in it. The tests run from the most
+    specific to the most general, since a later one also matches what an earlier one claims:
+    another tool's format is refused first (it would otherwise be misread as ours or called
+    no checkpoint), then the DCP dir itself, then dirs that hold one (a migrated verl role
+    dir holds a dist_ckpt/ too, so it comes before a step's), then role parents, Hugging
+    Face Trainer output and model dirs, and last a run, whose steps are looked for one level
+    down. A parent of runs is looked for only in the path given (`_depth` 0): a dir that a
+    level above chose (a run's step, a role) is a checkpoint or named as none, never
+    searched again for runs below it."""
+    names = children(given)
+    refuse_foreign_format(given, names)
+    if is_dcp(given):
+        return from_dcp_dir(given, role)
+    if ITER_DIR_RE.match(given.name):  # Megatron saves its DCP files into iter_N/ itself
+        raise missing_dcp(given)
+    if VERL_CONTENTS_FILE in names and DIST_CKPT_DIR in names and VERL_MODEL_DIR in names:
+        return _from_migrated_role_dir(given, role)
+    if DIST_CKPT_DIR in names and is_dcp(given / DIST_CKPT_DIR):
+        return from_dcp_dir(given / DIST_CKPT_DIR, role)
+    if given.name == DIST_CKPT_DIR or (
+        DIST_CKPT_DIR in names and is_dir(given / DIST_CKPT_DIR) and not _holds_roles(given)
+    ):
+        dcp = given if given.name == DIST_CKPT_DIR else given / DIST_CKPT_DIR
+        if parse_step_dir_name(dcp.parent.name) is not None and is_ours(dcp.parent):
+            return from_dcp_dir(dcp, role)  # ours: validate names what the manifest lacks
+        refuse_foreign_format(dcp, children(dcp))
+        raise missing_dcp(dcp)
+    if VERL_CONTENTS_FILE in names or (
+        VERL_MODEL_DIR in names and is_dir(given / VERL_MODEL_DIR / DIST_CKPT_DIR)
+    ):
+        return _from_v2_role_dir(given, role)
+    present_roles = [r for r in ROLES if r in names and is_dir(given / r)]
+    if present_roles:
+        return _from_role_parent(given, present_roles, role)
+    trainer_run = _from_hf_trainer_run(given, names)
+    if trainer_run is not None:
+        return trainer_run
+    if looks_like_hf_model(names):
+        raise CheckpointPathError(
+            f"{given}: a Hugging Face model dir, not a training checkpoint"
+            f" (to make one from it: mfsdp ckpt import-hf {given} --out DIR)"
+        )
+    models = [n for n in names if hf_trainer.MODEL_DCP_RE.match(n) and is_dir(given / n)]
+    if models:
+        return _from_hf_trainer_checkpoint(given, models)
+    refuse_weights_without_config(given, names)
+    run = _from_run_dir(given, names, role)
+    if run is not None:
+        return run
+    refuse_torchtitan_folder(given, names)
+    if _depth == 0:
+        return _from_parent_of_runs(given, names, role)
+    raise not_a_checkpoint(given)
+
+
+def _holds_roles(directory: Path) -> bool:
+    return any(is_dir(directory / r) for r in ROLES)
+
+
+def _from_hf_trainer_checkpoint(checkpoint: Path, models: list[str]) -> CheckpointPaths:
+    """A dir holding Accelerate's `pytorch_model_fsdp_K/` (the Trainer's checkpoint-N): the
+    one model's DCP; with several (a run that prepared several models) the user picks."""
+    if len(models) > 1:
+        shown = first_of([f"{m}/" for m in sorted(models, key=natural_order)], MAX_RUNS_LISTED)
+        raise CheckpointPathError(
+            f"{checkpoint}: holds {shown} (one per model Accelerate prepared); give the one to read"
+        )
+    dcp = checkpoint / models[0]
+    if not is_dcp(dcp):
+        raise missing_dcp(dcp)
+    return from_dcp_dir(dcp, None)
+
+
+def _from_hf_trainer_run(run: Path, names: list[str]) -> CheckpointPaths | None:
+    """The HF Trainer's output dir: its newest checkpoint-N, the one
+    `resume_from_checkpoint=True` resumes (transformers' get_last_checkpoint: the largest
+    N). None when `run` holds no checkpoint-N dir, or is a run of another layout (a
+    tracker, step dirs). A Hugging Face model beside the checkpoints (a final save_model)
+    is named in a note."""
+    checkpoints: dict[str, int] = {}
+    for name in names:
+        number = hf_trainer.checkpoint_number(name)
+        if number is not None and is_dir(run / name):
+            checkpoints[name] = number
+    trackers = (TRACKER_FILE, BRIDGE_TRACKER_FILE)
+    if not checkpoints or any(t in names for t in trackers) or step_dirs(run, names):
+        return None
+    newest = max(checkpoints.values())
+    tied = sorted(n for n, number in checkpoints.items() if number == newest)
+    if len(tied) > 1:
+        raise CheckpointPathError(f"{run}: {' and '.join(tied)} are both step {newest}; give one")
+    target = run / tied[0]
+    others = sorted((n for n in checkpoints if n != tied[0]), key=natural_order)
+    context = f"{tied[0]} is the newest checkpoint of {run}, the one resume_from_checkpoint=True"
+    context += " resumes" + (f"; other checkpoint dirs here: {newest_of(others)}" if others else "")
+    if not children(target):
+        raise IncompleteCheckpointError(f"{target}: empty, a save that did not finish ({context})")
+    try:
+        paths = resolve_checkpoint(target, _depth=1)
+    except (CheckpointPathError, IncompleteCheckpointError) as err:
+        raise type(err)(f"{err} ({context})") from None
+    also_model = (
+        f"{run} holds a Hugging Face model too (config.json and weights, a final save);"
+        f" reading its newest training checkpoint, {tied[0]}"
+    )
+    return noted(paths, also_model if looks_like_hf_model(names) else None, run_dir=run)
+
+
+def _from_v2_role_dir(role_dir: Path, role: str | None) -> CheckpointPaths:
+    """verl v2's `actor/` (or an SFT step dir, which has no role level): with Megatron-FSDP
+    every state is in model/dist_ckpt (the optimizer/ and extra/ dirs exist but are empty,
+    though ckpt_contents.json lists them)."""
+    if VERL_CONTENTS_FILE in children(role_dir):
+        read_verl_contents(role_dir)  # a hostile or broken file is refused here, in one line
+    dcp = role_dir / VERL_MODEL_DIR / DIST_CKPT_DIR
+    if not is_dcp(dcp):
+        if is_dir(dcp):
+            refuse_foreign_format(dcp, children(dcp))
+        raise missing_dcp(dcp)
+    return from_dcp_dir(dcp, role)
+
+
+def _from_migrated_role_dir(role_dir: Path, role: str | None) -> CheckpointPaths:
+    """A verl role dir (or SFT step) holding both layouts: verl's
+    scripts/migrate_megatron_checkpoint_layout.py links the v2 split beside the pre-v2
+    dist_ckpt/ and leaves that in place, and a v2 run that saves the step again rewrites
+    only model/. verl then loads model/dist_ckpt (ckpt_contents.json marks the step v2, and
+    it refuses the pre-v2 layout), so that is what is read; the note names what is not."""
+    paths = _from_v2_role_dir(role_dir, role)
+    left = (
+        f"{role_dir / DIST_CKPT_DIR} (verl's pre-v2 layout) is left unread:"
+        f" {VERL_CONTENTS_FILE} marks {role_dir} as v2, which verl loads from"
+        f" {paths.dist_ckpt}"
+    )
+    return noted(paths, left)
+
+
+def _from_role_parent(step: Path, present: list[str], role: str | None) -> CheckpointPaths:
+    """A verl RL step dir: actor/ and maybe critic/; the actor unless `role` says otherwise."""
+    chosen = role or (DEFAULT_ROLE if DEFAULT_ROLE in present else None)
+    if chosen is None:
+        raise CheckpointPathError(
+            f"{step}: holds {', '.join(present)}/ only; pass --role {present[0]}"
+        )
+    if chosen not in present:
+        raise CheckpointPathError(
+            f"{step}: no {chosen}/ here (it holds {', '.join(p + '/' for p in present)})"
+        )
+    paths = resolve_checkpoint(step / chosen, role=chosen, _depth=1)
+    return _with(paths, roles=tuple(present))
+
+
+def _with(paths: CheckpointPaths, **changes) -> CheckpointPaths:
+    """`paths` as a level above adds what it knows (the run dir, the roles beside it), its
+    note kept as the level below wrote it (`noted` adds one)."""
+    return replace(paths, **changes)
+
+
+def _from_run_dir(run: Path, names: list[str], role: str | None) -> CheckpointPaths | None:
+    """A run dir of any layout, or None when `run` is not one."""
+    steps = step_dirs(run, names)
+    tracker = BRIDGE_TRACKER_FILE if BRIDGE_TRACKER_FILE in names else TRACKER_FILE
+    if tracker == BRIDGE_TRACKER_FILE:  # Megatron-Bridge resumes from it before the .txt
+        tracked = read_bridge_tracker(run)
+    else:
+        tracked = read_tracker_text(run) if TRACKER_FILE in names else None
+    if not steps:
+        if tracked is not None:
+            raise DamagedRunDirError(
+                f"{run / tracker}: names {tracked!r}, but there is no step dir here"
+            )
+        unfinished = sorted(int(m.group(1)) for m in map(TMP_STEP_RE.match, names) if m)
+        if unfinished:
+            raise DamagedRunDirError(
+                f"{run}: a save of step {unfinished[-1]} did not finish"
+                f" ({STEP_DIR_PREFIX}{unfinished[-1]}"
+                f"{TMP_STEP_SUFFIX}/ only); no complete checkpoint here"
+            )
+        return None
+    ours = [n for n, p in steps.items() if is_file(p / MANIFEST_FILE)]
+    if ours:
+        return _from_our_run_dir(run, tracked)
+    if tracked is not None:
+        target = _tracked_step_dir(run, tracked, steps, tracker)
+        try:
+            paths = resolve_checkpoint(target, role=role, _depth=1)
+        except IncompleteCheckpointError as err:
+            others = newest_of(sorted((n for n in steps if steps[n] != target), key=natural_order))
+            raise IncompleteCheckpointError(
+                f"{run / tracker} names {tracked!r}, but {err}"
+                + (f" (other step dirs here: {others})" if others else "")
+            ) from None
+        return noted(paths, _newer_than_tracked(run, tracked, steps, tracker), run_dir=run)
+    if len(steps) > 1:
+        shown = newest_of(sorted(steps, key=natural_order))
+        raise CheckpointPathError(
+            f"{run}: {len(steps)} step dirs and no {TRACKER_FILE}; give one of them ({shown})"
+        )
+    (only,) = steps.values()
+    return _with(resolve_checkpoint(only, role=role, _depth=1), run_dir=run)
+
+
+def _newer_than_tracked(
+    run: Path, tracked: str, steps: dict[str, Path], tracker: str = TRACKER_FILE
+) -> str | None:
+    """A step dir newer than the tracker's step: verl's async save never updates the
+    tracker, so its newest step is often not the one named. Both verl and Megatron-LM
+    resume from the tracker, and so does mfsdp; the note says what else is there."""
+    if tracked == MEGATRON_RELEASE_DIR:
+        return None
+    numbered = {n: parse_step_dir_name(n) or iter_step(n) for n in steps}
+    newer = sorted((s, n) for n, s in numbered.items() if s is not None and s > int(tracked))
+    if not newer:
+        return None
+    step, name = newer[-1]
+    unfinished = _unfinished_save(steps[name])
+    if unfinished is not None:
+        return (
+            f"{run / tracker} names step {int(tracked)}, but {name}/ (step {step}) is newer and"
+            f" holds no {unfinished}: a save that did not finish; reading step {int(tracked)}"
+        )
+    return (
+        f"{run / tracker} names step {int(tracked)}, but {name}/ (step {step}) is newer"
+        f" (an async save does not update the tracker); reading step {int(tracked)}: give"
+        f" {run / name} to read the newer one"
+    )
+
+
+def _unfinished_save(step: Path) -> str | None:
+    """What a step dir lacks that its save writes last, in words, or None when it has it:
+    verl v2's manager writes ckpt_contents.json after every piece (model/ under a role dir,
+    or under the step for SFT), and DCP writes `.metadata` last, into Megatron's iter_N/
+    itself or verl's dist_ckpt/ (under the step, a role, or a role's model/)."""
+    holders = [step, *(step / role for role in ROLES)]
+    if any(
+        is_dir(holder / VERL_MODEL_DIR) and not os.path.lexists(holder / VERL_CONTENTS_FILE)
+        for holder in holders
+    ):
+        return f"{VERL_CONTENTS_FILE}, which verl writes last"
+    dcps = [d for h in holders for d in (h, h / DIST_CKPT_DIR, h / VERL_MODEL_DIR / DIST_CKPT_DIR)]
+    if not any(os.path.lexists(d / DCP_METADATA_FILE) for d in dcps):
+        return f"{DCP_METADATA_FILE}, which a save writes last"
+    return None
+
+
+def _tracked_step_dir(
+    run: Path, tracked: str, steps: dict[str, Path], tracker: str = TRACKER_FILE
+) -> Path:
+    if tracked == MEGATRON_RELEASE_DIR:
+        candidates = [MEGATRON_RELEASE_DIR]
+    elif tracker == BRIDGE_TRACKER_FILE:  # Megatron-Bridge writes iter_N/ only
+        candidates = [f"{MEGATRON_ITER_PREFIX}{int(tracked):07d}"]
+    else:
+        candidates = [
+            f"{STEP_DIR_PREFIX}{int(tracked)}",
+            f"{MEGATRON_ITER_PREFIX}{int(tracked):07d}",
+        ]
+    for name in candidates:
+        if name in steps:
+            return steps[name]
+    not_dirs = [name for name in candidates if os.path.lexists(run / name)]
+    what = (
+        f"{not_dirs[0]} is not a directory"
+        if not_dirs
+        else (f"{' / '.join(c + '/' for c in candidates)} is missing")
+    )
+    raise DamagedRunDirError(
+        f"{run / tracker}: names step {tracked!r}, but {what}{steps_here(run)}"
+    )
+
+
+def _from_our_run_dir(run: Path, tracked: str | None) -> CheckpointPaths:
+    """mfsdp's run dir: the tracker's step, which must be complete (manifest written)."""
+    if tracked is not None:
+        if tracked == MEGATRON_RELEASE_DIR:
+            raise DamagedRunDirError(
+                f"{run / TRACKER_FILE}: expected a step number, found 'release'{steps_here(run)}"
+            )
+        target = step_dir(run, int(tracked))
+        if not is_file(target / MANIFEST_FILE):
+            raise DamagedRunDirError(
+                f"{run / TRACKER_FILE}: names step {int(tracked)}, but {target} is missing"
+                f" or incomplete{steps_here(run)}"
+            )
+    else:
+        target = step_dir(run, list_complete_steps(run)[-1])
+    return CheckpointPaths(
+        target / DIST_CKPT_DIR, target, run, MFSDP, hf_dir=target / HF_ASSETS_DIR
+    )
+
+
+def _from_parent_of_runs(given: Path, names: list[str], role: str | None) -> CheckpointPaths:
+    """A directory holding runs (`runs_held`): exactly one resolves to it, with a note;
+    several are listed."""
+    runs = runs_held(given, names)
+    if not runs:
+        raise not_a_checkpoint(given)
+    if len(runs) > 1:
+        shown = first_of(runs, MAX_RUNS_LISTED)
+        raise CheckpointPathError(f"{given}: holds {len(runs)} runs; give one of them ({shown})")
+    paths = resolve_checkpoint(runs[0], role=role, _depth=1)
+    return noted(paths, f"{given} holds one run: reading {runs[0]}")

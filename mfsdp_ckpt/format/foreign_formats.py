@@ -1,0 +1,160 @@
+"""Refusals of checkpoints in formats mfsdp does not read, naming what reads them.
+
+Megatron's torch_dist and legacy formats, verl's FSDP backend and LoRA saves,
+Accelerate's per-rank shards, torchtitan's DCP and Hugging Face weights without a config
+look enough like our layouts to be misread or called "not a checkpoint". Resolution asks
+here before it reads a dir as one of ours, so each is one line saying what it is instead.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from mfsdp_ckpt.format import hf_trainer
+from mfsdp_ckpt.format.dir_entries import children, is_dir, is_file
+from mfsdp_ckpt.format.layout import (
+    DIST_CKPT_DIR,
+    HF_ASSETS_DIR,
+    SAFETENSORS_INDEX,
+    VERL_CONTENTS_FILE,
+    VERL_FSDP_LORA_DIR,
+    VERL_MODEL_DIR,
+    VERL_PEFT_ADAPTER_DIR,
+    CheckpointPathError,
+    ForeignFormatError,
+    looks_like_hf_model,
+)
+from mfsdp_ckpt.format.verl_contents import read_verl_contents
+
+# Formats of the same tools that mfsdp does not read, by the file that marks them:
+# (what it is, what reads it). Megatron-LM tells them apart the same way
+# (checkpointing.py: metadata.json -> torch_dist, mp_rank_0* -> torch).
+_TORCH_DIST_MARKER = "metadata.json"
+_MEGATRON_LEGACY_RE = re.compile(r"^mp_rank_[0-9]{2}")
+_VERL_FSDP_RE = re.compile(r"^model_world_size_[0-9]+_rank_[0-9]+\.pt$")
+
+
+def refuse_foreign_format(directory: Path, names: list[str]) -> None:
+    """ForeignFormatError (one line: what the dir is and what reads it) for a checkpoint
+    of a format mfsdp does not read: never 'not a checkpoint', never a misread."""
+    if _TORCH_DIST_MARKER in names and is_file(directory / _TORCH_DIST_MARKER):
+        peft = _verl_peft_reader(directory)
+        if peft is not None:
+            raise ForeignFormatError(
+                f"{directory}: a verl LoRA checkpoint: the adapter's shards only, in Megatron"
+                f" dist_checkpointing (torch_dist) format, which mfsdp does not read; {peft}"
+            )
+        raise ForeignFormatError(
+            f"{directory}: a Megatron dist_checkpointing (torch_dist) checkpoint"
+            f" ({_TORCH_DIST_MARKER}, common.pt), which mfsdp does not read; Megatron-LM and"
+            " Megatron-Bridge read it, and verl's `python -m verl.model_merger merge --backend"
+            " megatron` converts it to Hugging Face (mfsdp reads --ckpt-format fsdp_dtensor)"
+        )
+    rank_shards = sorted(n for n in names if hf_trainer.RANK_SHARD_RE.match(n))
+    if rank_shards:
+        raise ForeignFormatError(
+            f"{directory}: Accelerate's per-rank FSDP shards ({rank_shards[0]}: LOCAL_STATE_DICT,"
+            " or SHARDED_STATE_DICT saved with use_dcp=False), which mfsdp does not read; load"
+            " them with Accelerate and save with SHARDED_STATE_DICT through DCP (its default)"
+            " or FULL_STATE_DICT"
+        )
+    if any(_MEGATRON_LEGACY_RE.match(n) for n in names):
+        raise ForeignFormatError(
+            f"{directory}: a Megatron-LM legacy checkpoint (mp_rank_NN/model_optim_rng.pt,"
+            " --ckpt-format torch), which mfsdp does not read; load it in Megatron-LM and"
+            " save it with --ckpt-format fsdp_dtensor"
+        )
+    shards = sorted(n for n in names if _VERL_FSDP_RE.match(n))
+    if shards:
+        hf = directory / HF_ASSETS_DIR
+        hf_names = children(hf) if is_dir(hf) else []
+        hint = (
+            f"; its {HF_ASSETS_DIR}/ already holds Hugging Face weights"
+            if looks_like_hf_model(hf_names)
+            else ""
+        )
+        if is_file(directory / VERL_FSDP_LORA_DIR / "adapter_config.json"):
+            hint += (  # fsdp_workers.py saves a LoRA run's adapter there, PEFT's format
+                f"; its {VERL_FSDP_LORA_DIR}/ holds the LoRA adapter in Hugging Face PEFT"
+                " format (peft.PeftModel.from_pretrained(base_model, DIR) loads it)"
+            )
+        raise ForeignFormatError(
+            f"{directory}: a verl FSDP checkpoint ({shards[0]}, not Megatron), which mfsdp"
+            " does not read; convert it with `python -m verl.model_merger merge --backend fsdp"
+            f" --local_dir {directory} --target_dir OUT`{hint}"
+        )
+
+
+def _verl_peft_reader(dcp: Path) -> str | None:
+    """What reads verl's LoRA save, when `dcp` is one: verl's v2 manager (mbridge + PEFT)
+    puts only the adapter's shards in model/dist_ckpt, writes the adapter in Hugging Face
+    PEFT format into model/huggingface/adapter/ and says `backend.peft` in
+    ckpt_contents.json. None for any other dir."""
+    if dcp.name != DIST_CKPT_DIR or dcp.parent.name != VERL_MODEL_DIR:
+        return None
+    adapter = dcp.parent / HF_ASSETS_DIR / VERL_PEFT_ADAPTER_DIR
+    if is_file(adapter / "adapter_config.json"):
+        return (
+            f"verl saved the adapter in Hugging Face PEFT format in {adapter}"
+            " (peft.PeftModel.from_pretrained(base_model, DIR) loads it)"
+        )
+    role_dir = dcp.parent.parent
+    if not is_file(role_dir / VERL_CONTENTS_FILE):
+        return None
+    contents = read_verl_contents(role_dir)
+    backend = contents.get("backend")
+    listed = contents.get("contents")
+    if (isinstance(backend, dict) and backend.get("peft") is True) or (
+        isinstance(listed, dict) and "peft_adapters" in listed
+    ):
+        return "verl's scripts/megatron_merge_lora.py merges it into the base model"
+    return None
+
+
+def refuse_torchtitan(given: Path, dcp: Path) -> None:
+    """ForeignFormatError for a DCP torchtitan wrote (its model keys at the top level): it
+    would read as a checkpoint without model weights. Only a `step-N` dir, torchtitan's
+    name for its saves, has its metadata read here."""
+    from mfsdp_ckpt.format import torchtitan
+
+    if torchtitan.STEP_DIR_RE.match(dcp.name) and torchtitan.is_torchtitan_dcp(dcp):
+        raise ForeignFormatError(torchtitan.message(given, dcp))
+
+
+def refuse_torchtitan_folder(given: Path, names: list[str]) -> None:
+    """torchtitan's `checkpoint/` folder (step-N dirs), or the dump folder holding it."""
+    from mfsdp_ckpt.format import torchtitan
+
+    for folder, entries in ((given, names), (given / "checkpoint", None)):
+        if entries is None:
+            if "checkpoint" not in names or not is_dir(folder):
+                continue
+            entries = children(folder)
+        newest = torchtitan.newest_step_dir(folder, entries)
+        if newest is not None:
+            refuse_torchtitan(given, newest)
+        newest = torchtitan.newest_step_dir(folder, entries, marker=SAFETENSORS_INDEX)
+        if newest is not None:
+            refuse_weights_without_config(newest, children(newest))
+
+
+def refuse_weights_without_config(given: Path, names: list[str]) -> None:
+    """Hugging Face safetensors without a config.json: torchtitan's `last_save_in_hf` step
+    (`model-0000X-of-0000N.safetensors` + index, no config), or a model dir whose config
+    was not copied. It is no training checkpoint, and "not a checkpoint (looked for
+    .metadata, ...)" did not say what it is or what makes it usable."""
+    from mfsdp_ckpt.format import dcp_hf_shards
+
+    weights = [n for n in names if n.endswith(".safetensors") and is_file(given / n)]
+    shards = dcp_hf_shards.unconsolidated_shards(weights)
+    if shards:
+        raise CheckpointPathError(dcp_hf_shards.message(given, shards))
+    if "config.json" in names or "adapter_config.json" in names or not weights:
+        return  # a model dir, or a PEFT adapter (its base's config is elsewhere)
+    raise CheckpointPathError(
+        f"{given}: Hugging Face safetensors ({len(weights)} file(s), e.g. {weights[0]}) without"
+        " a config.json, as torchtitan saves a step with last_save_in_hf; copy the model's"
+        " config.json (and tokenizer files) into it to use it as a Hugging Face model dir,"
+        f" which `mfsdp ckpt import-hf {given} --out DIR` makes a checkpoint of"
+    )

@@ -1,0 +1,203 @@
+"""What a path that names no readable checkpoint is, in one line that says what to give.
+
+A missing path, a file a checkpoint holds, an unfinished save, a URL, a run with no step
+saved yet, a dir inside a checkpoint, a piece linked out of it: resolution refuses each
+through here, so every command that reads a checkpoint names the same cause and the same
+path to give instead.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.format import hf_trainer
+from mfsdp_ckpt.format.closest_path import missing_hint
+from mfsdp_ckpt.format.dir_entries import children, is_dir, is_file, unreadable
+from mfsdp_ckpt.format.layout import (
+    BRIDGE_RUN_CONFIG_FILE,
+    BRIDGE_TRACKER_FILE,
+    BRIDGE_TRAIN_STATE_FILE,
+    DCP_METADATA_FILE,
+    DIST_CKPT_DIR,
+    HF_ASSETS_DIR,
+    MANIFEST_FILE,
+    MEGATRON_ITER_PREFIX,
+    ROLES,
+    RUN_CONFIG_FILE,
+    RUN_METRICS_FILE,
+    STEP_DIR_PREFIX,
+    TMP_STEP_RE,
+    TRACKER_FILE,
+    VERL_CONTENTS_FILE,
+    VERL_MODEL_DIR,
+    CheckpointPathError,
+    CheckpointPaths,
+    IncompleteCheckpointError,
+    looks_like_hf_model,
+    parse_step_dir_name,
+)
+from mfsdp_ckpt.format.path_urls import url_refusal
+from mfsdp_ckpt.format.run_steps import steps_here
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.lock_holder import lock_holder
+from mfsdp_ckpt.storage.output_pending import output_pending
+from mfsdp_ckpt.storage.tensorstore_store import URL_SCHEMES
+
+
+def refuse_pieces_linked_out(given: Path, paths: CheckpointPaths) -> None:
+    """Every read stays inside the checkpoint's root (the step dir), its files checked one by
+    one against it; but a `dist_ckpt/` that is itself a link out of its step moved that check
+    along with it (export read the outside DCP while validate's manifest check refused it),
+    and a step dir linked out of the run dir a user named was read from elsewhere by both.
+    The root itself may be a link when the user names it (or a DCP dir in it) directly."""
+    root = paths.root
+    container = given if given != root and root.is_relative_to(given) else root
+    for piece in (root, paths.dist_ckpt, paths.optimizer_dcp):
+        if piece is not None:
+            safe_files.resolve_inside(piece, container, within=str(container))
+
+
+def refuse_url(path: str | os.PathLike) -> None:
+    """CheckpointPathError for a URL given where a local path is read: Path() would make
+    gs://b/x the local gs:/b/x, and "no such file" would follow. A `file:` URL names a
+    local directory already: copying it (gcloud, aws) was the wrong advice."""
+    refusal = url_refusal(
+        str(path),
+        f"only `mfsdp ckpt export-hf` reads checkpoints at URLs ({', '.join(URL_SCHEMES)});"
+        " for this, copy it to a local directory first (gcloud storage cp -r, aws s3 cp"
+        " --recursive, hdfs dfs -get)",
+    )
+    if refusal is not None:
+        raise CheckpointPathError(refusal)
+
+
+def missing_dcp(dcp: Path) -> MfsdpUsageError | IncompleteCheckpointError:
+    """The error for a layout's dist_ckpt/ without `.metadata`: verl saved only Hugging
+    Face weights (usage: read those instead), else a save that did not finish (exit 1)."""
+    hf = dcp.parent / HF_ASSETS_DIR
+    if dcp.name == DIST_CKPT_DIR and is_dir(hf) and looks_like_hf_model(children(hf)):
+        return CheckpointPathError(
+            f"{dcp}: no {DCP_METADATA_FILE} (verl saved no dist_ckpt model state); its weights"
+            f" are a Hugging Face dir: {hf}"
+        )
+    count = len(children(dcp)) if is_dir(dcp) else 0
+    held = "empty" if count == 0 else f"{count} file(s)"
+    return IncompleteCheckpointError(
+        f"{dcp}: {held}, no {DCP_METADATA_FILE}: this save did not finish or wrote nothing"
+    )
+
+
+def check_is_dir(given: Path) -> None:
+    """CheckpointPathError unless `given` is a directory: missing (with what was meant), a
+    link loop, or a file (with the dir that holds it); a failed read where it is unreadable."""
+    try:
+        mode = os.stat(given).st_mode
+    except FileNotFoundError:
+        raise CheckpointPathError(f"{given}: no such file or directory{_meant(given)}") from None
+    except PermissionError as err:  # a parent dir this user may not enter
+        raise unreadable(given, "cannot open", err) from None
+    except OSError as err:  # ELOOP (symlink loop), ENAMETOOLONG (a 1,500-deep chain)
+        reason = "symlink loop" if err.errno == errno.ELOOP else (err.strerror or str(err))
+        raise CheckpointPathError(f"{str(given)[:200]}: cannot open ({reason})") from None
+    if not stat.S_ISDIR(mode):
+        raise CheckpointPathError(
+            f"{given}: not a directory (give a run, step or dist_ckpt dir{_holding_dir(given)})"
+        )
+
+
+# Files of a checkpoint (and of its run dir) that tab completion hands out in place of
+# the directory that holds them.
+_CHECKPOINT_FILES = (
+    TRACKER_FILE,
+    DCP_METADATA_FILE,
+    MANIFEST_FILE,
+    VERL_CONTENTS_FILE,
+    BRIDGE_TRACKER_FILE,
+    BRIDGE_TRAIN_STATE_FILE,
+    BRIDGE_RUN_CONFIG_FILE,
+    hf_trainer.TRAINER_STATE_FILE,
+)
+
+
+def _holding_dir(given: Path) -> str:
+    """`: PARENT holds it` for a file a checkpoint or run dir holds (`RUN/latest_...txt`,
+    `dist_ckpt/.metadata`, a `.distcp`), else nothing: the dir to give instead."""
+    if given.name in _CHECKPOINT_FILES or given.suffix == ".distcp":
+        return f": {given.parent} holds it"
+    return ""
+
+
+def _meant(given: Path) -> str:
+    """Where a relative path was read from and `; did you mean runs/demo/sft?` for a
+    mistyped path (`missing_hint`), and the step dirs there when the mistyped name is one
+    (`global_step_81`); for a path whose lock a live process holds, that it is on its way
+    (`output_pending`)."""
+    pending = output_pending(given)
+    if pending is not None:
+        return f"; {pending}"
+    hint = missing_hint(given)
+    if parse_step_dir_name(given.name) is not None and given.parent.is_dir():
+        hint += steps_here(given.parent)
+    return hint
+
+
+def refuse_unfinished_save(given: Path) -> None:
+    """`global_step_N.tmp/` is a save still running or one that was interrupted: never a
+    checkpoint to read, though the files in it may look whole (no manifest says so yet)."""
+    for level in (given, given.parent):  # the temp step dir, or its dist_ckpt/
+        match = TMP_STEP_RE.match(level.name)
+        if match:
+            raise CheckpointPathError(
+                f"{given}: an unfinished save of step {match.group(1)} (renamed to "
+                f"{STEP_DIR_PREFIX}{match.group(1)}/ only once complete); give the run dir "
+                f"{level.parent}"
+            )
+
+
+def not_a_checkpoint(given: Path) -> CheckpointPathError:
+    """The error for a dir that is no checkpoint: a run with none saved yet, or else what
+    was looked for and, for a dir inside a checkpoint, the checkpoint to give."""
+    unsaved = _run_without_steps(given)
+    if unsaved is not None:
+        return CheckpointPathError(
+            f"{given}: is a training run with no checkpoint saved yet{unsaved}"
+        )
+    return CheckpointPathError(
+        f"{given}: not a checkpoint (looked for {DCP_METADATA_FILE}, {DIST_CKPT_DIR}/, "
+        f"{'/ '.join(ROLES)}/, {VERL_MODEL_DIR}/{DIST_CKPT_DIR}/, {TRACKER_FILE}, "
+        f"{STEP_DIR_PREFIX}N/, {MEGATRON_ITER_PREFIX}NNNNNNN/, {hf_trainer.MODEL_DCP_PREFIX}0/,"
+        f" checkpoint-N/){_inside_a_checkpoint(given)}"
+    )
+
+
+def _run_without_steps(given: Path) -> str | None:
+    """For a training run's dir that holds no step yet, `""` or ` (pid N is training it
+    now)` when a live process holds its lock; None for anything else. A run is known by
+    its config.yaml or metrics.jsonl (written as it starts), or, empty still, by its lock
+    held (`mfsdp data` holds one on a dir it fills with sft/ and rl/ at once). The lock
+    file, beside the dir, is not opened: the kernel's list of locks says who holds it."""
+    marked = is_file(given / RUN_CONFIG_FILE) or is_file(given / RUN_METRICS_FILE)
+    pid = lock_holder(given)
+    if not marked and (pid is None or children(given)):
+        return None
+    if pid is None:
+        return ""
+    return f" (pid {pid} is training it now)" if pid else " (a process is training it now)"
+
+
+def _inside_a_checkpoint(given: Path) -> str:
+    """`; it lies in the checkpoint STEP: give that` for a directory inside a checkpoint that
+    holds no weights (its `huggingface/`: config and tokenizer; verl's `actor/huggingface/`),
+    where the list of what was looked for alone left the user to work out the level."""
+    parent = given.parent
+    for _ in range(2):  # huggingface/ in a step, or in verl's role dir of a step
+        if parent == parent.parent:
+            break
+        if is_dir(parent / DIST_CKPT_DIR) or is_file(parent / DCP_METADATA_FILE):
+            return f"; it lies in the checkpoint {parent}: give that"
+        parent = parent.parent
+    return ""

@@ -1,0 +1,254 @@
+"""Our run dir's step dirs and trackers: which steps are complete, which one a run
+resumes, and which entries a run would save over.
+
+The trainer, retention, validate and the CLI's run report all ask here, so the step a
+run resumes, the step a check names and the step a Ctrl-C'd run reports are the same.
+Trackers (ours, verl's and Megatron-Bridge's) are read bounded through `safe_files`: a
+FIFO, a huge file or a symlink out of the run is one line, never a hang.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+from mfsdp_ckpt.format.dir_entries import children, is_dir
+from mfsdp_ckpt.format.layout import (
+    BRIDGE_TRACKER_FILE,
+    BRIDGE_TRACKER_MAX_BYTES,
+    MANIFEST_FILE,
+    MAX_RUNS_LISTED,
+    MEGATRON_RELEASE_DIR,
+    TRACKER_FILE,
+    TRACKER_MAX_BYTES,
+    CheckpointPathError,
+    DamagedRunDirError,
+    is_megatron_step_name,
+    parse_step_dir_name,
+    step_dir,
+)
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+
+_STEP_TEXT_RE = re.compile(r"[0-9]{1,18}")  # ASCII only: "²".isdigit() is True
+
+
+def list_complete_steps(run_dir: str | os.PathLike) -> list[int]:
+    """Steps whose directory holds a manifest, ascending. Temporary dirs never count."""
+    run = Path(run_dir)
+    if not run.is_dir():
+        return []
+    steps = []
+    for child in run.iterdir():
+        step = parse_step_dir_name(child.name)
+        if step is not None and _is_file_followed(child / MANIFEST_FILE):
+            steps.append(step)
+    return sorted(steps)
+
+
+def resume_step(run_dir: str | os.PathLike) -> int | None:
+    """The step `checkpoint.resume=auto` resumes in `run_dir`: the tracker's when it names
+    a complete step, else the newest complete one (the tracked step was removed, or no
+    tracker was written). None only when there is nothing to resume: no tracker and no step
+    dir of any layout (an unfinished save's `global_step_N.tmp/` does not count: the next
+    save of that step replaces it).
+
+    Refused (DamagedRunDirError, exit 1) where resuming would take the run dir for one with
+    less in it than it holds: a tracked step that is there but incomplete (the tracker is
+    written only once its step is complete, so it was damaged since) or a file; a tracker
+    whose step is gone with no complete step left; and whatever this run's saves would
+    replace that is no complete step (`refuse_replacing_steps`). Taken for "nothing to
+    resume", a damaged only step was trained over from step 0 and overwritten. Resuming, the
+    check before a run starts and the line a Ctrl-C'd run ends with all ask here, so the
+    step named is the step resumed."""
+    run = Path(run_dir)
+    steps = list_complete_steps(run)
+    resumed = _tracked_or_newest(run, read_tracker(run), steps)
+    refuse_replacing_steps(run, resumed)
+    return resumed
+
+
+def _tracked_or_newest(run: Path, tracked: int | None, steps: list[int]) -> int | None:
+    """The tracker's step when complete, else the newest complete one, or a refusal when the
+    tracked step is there but no complete step, or gone with nothing complete left."""
+    if tracked is None:
+        return steps[-1] if steps else None
+    if tracked in steps:
+        return tracked
+    target = step_dir(run, tracked)
+    if _is_file_followed(target / MANIFEST_FILE):  # saved since the steps were listed
+        return tracked
+    if os.path.lexists(target):
+        instead = (
+            f"move it away to resume from step {steps[-1]}"
+            if steps
+            else "move it and the tracker away to start afresh"
+        )
+        raise DamagedRunDirError(
+            f"{run / TRACKER_FILE}: names step {tracked}, but {target}"
+            f" {incomplete_step(target)}; {instead}, or give checkpoint.resume=PATH"
+        )
+    if steps:  # removed on purpose: the newest left is resumed
+        return steps[-1]
+    raise DamagedRunDirError(
+        f"{run / TRACKER_FILE}: names step {tracked}, but {target} is missing"
+        f"{steps_here(run)} and no step is complete; move the tracker away to start afresh,"
+        " or give checkpoint.resume=PATH"
+    )
+
+
+def refuse_replacing_steps(run_dir: str | os.PathLike, resumed: int | None) -> None:
+    """DamagedRunDirError naming the first entry of `run_dir` that a run resuming step
+    `resumed` (None: one starting afresh) would save over or leave behind, unless it is a
+    complete step: a `global_step_N` past `resumed` that is a file or an incomplete step
+    dir (its save of step N replaces whatever is there, whole), and for a run starting
+    afresh any step dir at all (Megatron-LM's `iter_N/` too: its tracker would be
+    replaced by this run's). Older steps stay as they are, never saved over, and so do
+    links past `resumed` (a save replaces the link, not what it leads to)."""
+    run = Path(run_dir)
+    if not os.path.isdir(run):
+        return
+    for name in sorted(children(run), key=natural_order):
+        path = run / name
+        step = parse_step_dir_name(name)
+        if step is not None:
+            if resumed is not None and (step <= resumed or os.path.islink(path)):
+                continue
+            if _is_file_followed(path / MANIFEST_FILE):
+                continue
+            saving = (
+                "a run starting afresh here saves over it"
+                if resumed is None
+                else f"resuming step {resumed}, this run's save of step {step} replaces it"
+            )
+            raise DamagedRunDirError(f"{path} {incomplete_step(path)}, and {saving}: move it away")
+        elif resumed is None and is_megatron_step_name(name) and is_dir(path):
+            raise DamagedRunDirError(
+                f"{path} is a Megatron-LM checkpoint, and no mfsdp step is here to resume: a"
+                " run starting afresh here writes its steps and tracker beside it; give"
+                f" another trainer.run_dir (checkpoint.resume={path} starts from it)"
+            )
+
+
+def incomplete_step(path: Path) -> str:
+    """What is at a step dir's name that makes it no complete step, in words."""
+    if is_dir(path):
+        return (
+            f"holds no {MANIFEST_FILE}, which mfsdp writes last (damaged after it was saved,"
+            " or another trainer's)"
+        )
+    return "is a file, not a step dir" if _is_file_followed(path) else "is not a directory"
+
+
+def _is_file_followed(path: Path) -> bool:
+    """`Path.is_file`, except that a step dir this user cannot read counts as incomplete
+    instead of raising: an old step left by another user must not stop a resume, and
+    reading the one step asked for names it (`is_dcp`)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def read_tracker(run_dir: str | os.PathLike) -> int | None:
+    """The step named by mfsdp's (or verl's) tracker, or None when there is no tracker yet."""
+    text = read_tracker_text(run_dir)
+    if text is None:
+        return None
+    if not _STEP_TEXT_RE.fullmatch(text):
+        raise DamagedRunDirError(
+            f"{Path(run_dir) / TRACKER_FILE}: expected a step number, found {text[:40]!r}"
+            f"{steps_here(run_dir)}"
+        )
+    return int(text)
+
+
+def read_tracker_text(run_dir: str | os.PathLike) -> str | None:
+    """The tracker's stripped text (a step, or Megatron-LM's `release`); None when absent.
+
+    Read through `safe_files`: a FIFO, a directory, 5,000 digits or non-UTF-8 bytes are
+    one line naming the file, not a hang or a traceback. Any of them, an empty tracker or
+    one that holds no step number is a damaged run dir (DamagedRunDirError)."""
+    tracker = Path(run_dir) / TRACKER_FILE
+    if not os.path.lexists(tracker):
+        return None
+    try:
+        text = safe_files.read_text(tracker, TRACKER_MAX_BYTES, root=run_dir).strip()
+    except CheckpointFileError as err:
+        raise DamagedRunDirError(f"{err}{steps_here(run_dir)}") from None
+    if not (_STEP_TEXT_RE.fullmatch(text) or text == MEGATRON_RELEASE_DIR):
+        raise DamagedRunDirError(
+            f"{tracker}: expected a step number, found {text[:40]!r}{steps_here(run_dir)}"
+        )
+    return text
+
+
+def read_bridge_tracker(run_dir: str | os.PathLike) -> str | None:
+    """The step Megatron-Bridge's `latest_train_state.pt` names, as tracker text; None when
+    absent. Read bounded through `safe_files` and `saved_objects.load_scalars` (the
+    restricted unpickler: no torch.load); anything but a train state with an integer
+    `step` of at least 0 is a damaged run dir."""
+    from mfsdp_ckpt.errors import CheckpointFormatError
+    from mfsdp_ckpt.format.saved_objects import load_scalars
+
+    tracker = Path(run_dir) / BRIDGE_TRACKER_FILE
+    if not os.path.lexists(tracker):
+        return None
+    try:
+        raw = safe_files.read_bytes(tracker, BRIDGE_TRACKER_MAX_BYTES, root=run_dir)
+        step = load_scalars(raw, str(tracker)).get("step")
+    except (CheckpointFileError, CheckpointFormatError) as err:
+        raise DamagedRunDirError(f"{err}{steps_here(run_dir)}") from None
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 10**18:
+        raise DamagedRunDirError(
+            f"{tracker}: expected an integer step, found {step!r:.40}{steps_here(run_dir)}"
+        )
+    return str(step)
+
+
+def steps_here(run_dir: str | os.PathLike) -> str:
+    """` (step dirs here: global_step_10, global_step_20)` or ` (no step dirs here)`: what a
+    message about a broken tracker adds, so the user sees what could be read instead."""
+    run = Path(run_dir)
+    try:
+        names = sorted(step_dirs(run, children(run)), key=natural_order)
+    except CheckpointPathError:
+        return ""
+    if not names:
+        return " (no step dirs here)"
+    return f" (step dirs here: {newest_of(names)})"
+
+
+def newest_of(names: list[str]) -> str:
+    """The last MAX_RUNS_LISTED of `names` (steps, oldest first), after `(+N older)` when
+    more were left out: `first_of` turned around, since the newest steps are the ones a
+    user resumes or names, and older ones are what keep_last removes first."""
+    older = len(names) - MAX_RUNS_LISTED
+    shown = ", ".join(names[-MAX_RUNS_LISTED:])
+    return f"(+{older} older) {shown}" if older > 0 else shown
+
+
+def is_ours(step: Path) -> bool:
+    """A step mfsdp wrote: it has a manifest, or a sibling step of its run has one (then a
+    missing manifest is damage to report, not a sign of verl, whose steps never have one).
+    Any entry named manifest.json counts: a FIFO or a link there is a damaged mfsdp step,
+    which validate then refuses, not a verl step to read without one."""
+    return os.path.lexists(step / MANIFEST_FILE) or bool(list_complete_steps(step.parent))
+
+
+def step_dirs(run: Path, names: list[str]) -> dict[str, Path]:
+    """Step dirs of any layout in a run dir: {name: path}."""
+    return {
+        n: run / n
+        for n in names
+        if (parse_step_dir_name(n) is not None or is_megatron_step_name(n)) and is_dir(run / n)
+    }
+
+
+def natural_order(name: str) -> list:
+    """Sort key ordering names by their numbers as numbers: a string sort puts
+    `global_step_10` before `global_step_9`, so a list cut to its last (newest) entries
+    would drop the newest step."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"([0-9]+)", name)]
