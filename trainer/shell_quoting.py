@@ -20,7 +20,8 @@ marked `COMMAND_END`, a word of its own that `commands` splits at (in a `( ... )
 too: its commands are the script's, run apart); what ends a case arm is then a command of
 its own (`ARM_ENDS`), as which arm runs turns on it; `&&`, `||`, `|`, `|&` and `&` (not `>&`, `&>`
 redirections) become words of their own, so the guarded reading (`shell_lines.Blocks`) sees
-them however they are spaced.
+them however they are spaced. A blank in an unquoted `${...}` is escaped: it is text of the
+one word bash reads there.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def mark(line: str) -> str:
         else:
             nesting.read(char, out[-1] if out else "", _opens_subshell(line, index, out))
             levels.start(char)
-            out.append(char)
+            out.append("\\" + char if char in " \t" and nesting.in_braces_only() else char)
         index += 1
     return "".join(out)
 
@@ -185,10 +186,19 @@ class _Nesting:
         self.parentheses = 0
         self.subshells: list[bool] = []  # for each `(` open, whether it opens a subshell
         self.braces = 0
+        self.commands_in_braces = 0  # `$(` open inside `${...}` (`${A:-$(cat f)}`)
         self.backquoted = False
 
     def outside(self) -> bool:
         return not (self.parentheses or self.braces or self.backquoted)
+
+    def in_braces_only(self) -> bool:
+        """Whether the text read so far is the word of an unquoted `${...}` (`${1:?need lr}`,
+        `${1:-a b}`), outside any `$(...)` or backquotes in it: a blank there is text of
+        the one word bash reads, so it is escaped for shlex, which split the word at it (the
+        assignment became a prefix of a command `lr}`)."""
+        inside = self.parentheses or self.commands_in_braces or self.backquoted
+        return bool(self.braces) and not inside
 
     def read(self, char: str, before: str, subshell: bool = False) -> None:
         """Take one unquoted character (`before`: the text just ahead of it; `subshell`: a
@@ -199,6 +209,10 @@ class _Nesting:
         subshell, and no later `;` on it ended a command (`; MODEL=/m/b` set MODEL to
         `/m/b;`)."""
         if char in "()" and self.braces:
+            if char == "(" and before == "$":
+                self.commands_in_braces += 1
+            elif char == ")" and self.commands_in_braces:
+                self.commands_in_braces -= 1
             return
         if char == "(":
             self.subshells.append(subshell)

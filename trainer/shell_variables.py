@@ -254,16 +254,25 @@ def _names_set(words: list[str]) -> list[str]:
     """The variables the command `words` assigns (`NAME=...`, `export`, an array, an
     element, `${NAME:=...}`) or unsets; not those `unknowable_targets` names."""
     names: list[str] = []
-    unsetting = False  # after `unset`: the words are names
     for word in words:
         word = word.lstrip("(").rstrip(")")
         names += [match.group(1) for match in _GUARDED_SET.finditer(word)]
         if ASSIGNMENT.match(word) or _ELEMENT.match(word):
             names.append(re.split(r"[+=\[]", word, maxsplit=1)[0])
-        elif unsetting and _NAME.fullmatch(word):
-            names.append(word)
-        unsetting = word == "unset" or (unsetting and word[:1] != "-" and word != "")
-    return names
+    unset = words.index("unset") if "unset" in words else len(words)
+    return names + unset_names(words[unset + 1 :])
+
+
+def unset_names(arguments: list[str]) -> list[str]:
+    """The variables `unset` removes, given its `arguments`: the names after its options
+    (`unset -v A B`); none with `-f`, which removes functions only. Read as names, the
+    options hid those after them (`unset -v MODEL` in a branch was not seen to unset it)."""
+    start = 0
+    while start < len(arguments) and arguments[start][:1] == "-" and arguments[start] != "--":
+        start += 1
+    options = "".join(arguments[:start])
+    start += arguments[start : start + 1] == ["--"]
+    return [] if "f" in options else [word for word in arguments[start:] if _NAME.fullmatch(word)]
 
 
 def _names_used(value: str) -> list[str]:
@@ -380,9 +389,16 @@ class Variables:
         # passes (`enter_call`); None for the script's own, known only when it runs
         self.arguments: int | None = None
         self.calls: list[_Call] = []  # the calls being read again (`enter_call`), innermost last
-        # the variables a function being read made local without a value (`local NAME`): empty
-        # there, and unset to `${NAME-default}`, whatever they held outside
-        self.unset_locals: _Scoped[str, bool] = _Scoped(self.trail)
+        # the variables known unset where they stand (`unset NAME`, or made local without a
+        # value: `local NAME`): empty, and unset to `${NAME-default}`, whatever they held
+        # before or this environment holds
+        self.known_unset: _Scoped[str, bool] = _Scoped(self.trail)
+        # the function whose body is read where it is defined ("" elsewhere; set by the
+        # reader), and for each function the blocks-set origins (`set_maybe`) its definition
+        # made; `ran`: those made by commands read where they run, or may
+        self.defining = ""
+        self.defined: dict[str, set[tuple[str, int]]] = {}
+        self.ran: set[tuple[str, int]] = set()
 
     def enter(self) -> None:
         """A block opens (`trainer.shell_lines.Reading.scopes`): what its commands set is
@@ -473,7 +489,7 @@ class Variables:
             self.maybe,
             self.unknown,
             self.set_after,
-            self.unset_locals,
+            self.known_unset,
         ]
 
     def positional(self) -> list[tuple[str, str]] | None:
@@ -596,7 +612,30 @@ class Variables:
         """`name` set on `line` inside a block that may not run, or in a subshell: it keeps
         the value it has outside, and is named wherever the verl command uses it
         (`origins`)."""
-        self.maybe[name] = _kept([*self.maybe.get(name, []), (name, line)])
+        origin = (name, line)
+        if self.defining:
+            self.defined.setdefault(self.defining, set()).add(origin)
+        else:
+            self.ran.add(origin)
+        self.maybe[name] = _kept([*self.maybe.get(name, []), origin])
+
+    def forget_definition(self, function: str) -> None:
+        """`function` is called: its body is read again there, as bash runs it, so what its
+        definition set maybe (`set_maybe`: a body defined runs nothing) is dropped from the
+        variables' origins, unless a command read where it runs, or may, set it too. Kept,
+        a variable set before the definition stayed flagged after a call that surely runs
+        (`f() { M=$M/x; }; f`, or a `local M` in the body)."""
+        dropped = self.defined.pop(function, set()) - self.ran
+        if not dropped:
+            return
+        for name, origins in list(self.maybe.items()):
+            kept = [origin for origin in origins if origin not in dropped]
+            if len(kept) == len(origins):
+                continue
+            if kept:
+                self.maybe[name] = kept
+            else:
+                self.maybe.discard(name)
 
     def origins(self, value: str) -> list[tuple[str, int]]:
         """Where the variables `value` uses (as `$NAME`, `${NAME...}`, or a name inside
@@ -625,8 +664,9 @@ class Variables:
             self.shift(words[1:])
             return True
         if words[:1] == ["unset"]:
-            for name in words[1:]:
+            for name in unset_names(words[1:]):
                 self._forget(name)
+                self.known_unset[name] = True
             return True
         if words[:1] and words[0] in _PLAIN_OPTIONS:
             options = "".join(word[1:] for word in words[1:] if word[:1] in "-+")
@@ -650,7 +690,7 @@ class Variables:
             self.make_local(name)
             if name == word:
                 self._forget(name)
-                self.unset_locals[name] = True
+                self.known_unset[name] = True
                 return
         self._assign_word(word, plain)
 
@@ -683,7 +723,7 @@ class Variables:
 
     def _forget(self, name: str) -> None:
         self._surely_set(name)
-        self.unset_locals.discard(name)
+        self.known_unset.discard(name)
         self.unknown.discard(name)
         self.values.discard(name)
         self.arrays.discard(name)
@@ -746,9 +786,9 @@ class Variables:
             self._count(name, len(value))
             return value
         if not operator and (
-            (name.isdigit() and self.arguments is not None) or name in self.unset_locals
+            (name.isdigit() and self.arguments is not None) or name in self.known_unset
         ):
-            return ""  # a positional parameter the call does not pass, or a `local NAME`
+            return ""  # a positional parameter the call does not pass, or an unset variable
         if not operator or operator[-1] == "?":  # bash takes it from elsewhere, or stops
             return match.group(0)
         if operator[-1] == "=" and name.isdigit():  # bash refuses to assign an argument
@@ -776,7 +816,8 @@ class Variables:
 
         def replace(match: re.Match) -> str:
             name = reference_name(match)
-            if name in self.values or name in self.unknown or name not in os.environ:
+            known = name in self.values or name in self.unknown or name in self.known_unset
+            if known or name not in os.environ:
                 return match.group(0)
             self._count(name, len(os.environ[name]))
             if name not in taken:

@@ -15,9 +15,11 @@ Nothing in the script is executed.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import shlex
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,10 +55,17 @@ _FORWARDED = shell_variables.FORWARDED
 # read 2**40 bodies
 MAX_READ_AGAIN = 1 << 16
 # how many readings again (`_read_again`: a function's body at its call, a loop's next
-# pass) may be open inside each other: each holds a few frames of Python's stack, and a
-# launch script calls a function from one or two others; a chain of 200 calls ran Python
-# out of stack with a traceback
-MAX_READ_DEPTH = 100
+# pass) may be open inside each other. bash sets no such bound (FUNCNEST is unset), and
+# a script may chain a few hundred functions (a bound of 100 refused such); what a reading
+# costs is its commands (`MAX_READ_AGAIN`), but each level open also holds
+# `_FRAMES_PER_READING` frames of Python's stack, which the read is given
+# (`_stack_for_readings`). A function calling itself is never read again (`_read_call`),
+# so only a chain of distinct functions, or loops nested as deep, reaches the bound.
+MAX_READ_DEPTH = 1000
+# the Python frames one reading again holds while the next opens inside it: `_read_again`,
+# `_read_command`, `_read_pieces`, `_read_piece_scopes`, `_read_piece`, `_read_call` (or
+# `_mark_bodies`, `_flag_next_pass`), with room to spare
+_FRAMES_PER_READING = 10
 # the compound commands whose header runs where the command stands (`_opens_only_its_header`)
 _HEADERS = frozenset({"for", "select", "while", "until", "if"})
 # what ends a line where the list or pipeline goes on at the next (`_script_commands`)
@@ -93,7 +102,7 @@ def script_pairs(
             f"the script starts verl {launches} times; this config is its last command's:"
             " convert the others from a script of their own"
         )
-    hydra_notes, incomplete = _hydra_config_notes(launch.words, launch.command)
+    hydra_notes, incomplete = _hydra_config_notes(launch.hydra, launch.command)
     pairs = []
     # the values make one config: one budget for them all, as large as the script's
     # variables may make them (each value's aliases count as often as they are used)
@@ -112,9 +121,7 @@ def script_pairs(
         f"${name}: taken from this environment, as the shell running the script here would"
         for name in launch.taken
     ]  # named, never quoted: the config is a file people share
-    config = verl_hydra_files.loaded_config(
-        launch.module, *_config_path_and_name(_hydra_options(launch.words))
-    )
+    config = verl_hydra_files.loaded_config(launch.module, *_config_path_and_name(launch.hydra))
     pairs, selection_notes, refused = _group_selections(pairs, config)
     notes = [*variables.notes, *launch.notes, *taken_notes, *notes, *hydra_notes]
     return (
@@ -137,6 +144,7 @@ class _Launch:
     module: str  # verl's trainer module (GRPO_MODULES, SFT_MODULES)
     words: list[str]  # its arguments as written
     texts: list[tuple[str, str]] = field(default_factory=list)  # key, value expanded
+    hydra: dict[str, str] = field(default_factory=dict)  # its Hydra options, values expanded
     notes: list[str] = field(default_factory=list)
     taken: list[str] = field(default_factory=list)  # environment variables put into paths
     refused: str = ""  # why one of its values cannot be read (`_unreadable`)
@@ -204,20 +212,43 @@ def _read_script(text: str, source: Path) -> tuple[_Launch, int, shell_variables
     script = _Script(shell_variables.Variables(MAX_EXPANDED_CHARS))
     script.blocks = shell_lines.Blocks(functools.partial(_case_word_value, script.variables))
     bodies: list[str] = []  # here-doc bodies: text for other programs, not commands
-    for number, command in _script_commands(text, source, bodies):
-        _read_command(script, command, number, source)
+    unparsed: list[tuple[int, str]] = []  # the line whose quotes never close, if any
+    with _stack_for_readings():
+        for number, command in _script_commands(text, source, bodies, unparsed):
+            _read_command(script, command, number, source)
+    if unparsed:
+        _stop_at_unparsed(script, source, *unparsed[0])
     if script.launch is None:
         raise VerlSourceError(_no_launch_message(source, bodies))
     _flag_recursive(script.launch, script.recursive)
     return script.launch, script.launches, script.variables
 
 
-def _script_commands(text: str, source: Path, bodies: list[str]) -> Iterator[tuple[int, list[str]]]:
+@contextlib.contextmanager
+def _stack_for_readings() -> Iterator[None]:
+    """Python's recursion limit raised, while the script is read, to hold `MAX_READ_DEPTH`
+    readings again inside each other (`_FRAMES_PER_READING` frames each) above the frames
+    open now; put back after. The readings call each other in Python only, which takes no
+    C stack per frame, so the limit, not the thread's stack, is what a deep chain meets."""
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(before, before + MAX_READ_DEPTH * _FRAMES_PER_READING))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(before)
+
+
+def _script_commands(
+    text: str, source: Path, bodies: list[str], unparsed: list[tuple[int, str]]
+) -> Iterator[tuple[int, list[str]]]:
     """The script's commands in order (`A=1; B=2`: two), each with the line it starts on; a
     list or pipeline that goes on at the next line after `&&`, `||` or `|` (past blank lines
     and comments, as bash reads it) is one command: read as two, what its later commands set
     was read as run, and a `&` ending it on a later line as not running the earlier ones in
-    the background. Here-doc bodies go to `bodies`."""
+    the background. Here-doc bodies go to `bodies`. At a line whose quotes never close they
+    end, that line (its number and text) put in `unparsed`: bash reads and runs a script
+    command by command, so the commands before it have run when it stops there
+    (`_stop_at_unparsed`); one that goes on into it has not."""
     going_on: list[str] = []  # a list or pipeline not ended yet
     start = 0  # the line it starts on
     for number, line in shell_lines.logical_lines(text, bodies):
@@ -229,7 +260,10 @@ def _script_commands(text: str, source: Path, bodies: list[str]) -> Iterator[tup
         try:
             words = _shell_words(line)
         except ValueError:
-            raise VerlSourceError(_unparsed_line_message(source, number, line)) from None
+            if going_on:
+                raise VerlSourceError(_unparsed_line_message(source, number, line)) from None
+            unparsed.append((number, line))
+            return
         for command in shell_quoting.commands(words):
             start = start if going_on else number
             going_on += command
@@ -282,25 +316,40 @@ def _read_pieces(
     script: _Script, pieces: list[shell_lines.Piece], number: int, source: Path
 ) -> None:
     """Take a command's pieces: the scopes each opens and closes, and what it sets or runs;
-    a piece in a case arm that never runs sets and runs nothing."""
+    a piece in a case arm that never runs sets and runs nothing. What a piece of a
+    function's body read at its definition sets is said to be the definition's
+    (`Variables.defining`)."""
+    outer = script.variables.defining
+    try:
+        for piece in pieces:
+            script.variables.defining = piece.function
+            _read_piece_scopes(script, piece, number, source)
+    finally:
+        script.variables.defining = outer
+
+
+def _read_piece_scopes(
+    script: _Script, piece: shell_lines.Piece, number: int, source: Path
+) -> None:
+    """Take one piece of a command: the scopes it opens, what it sets or runs, and the
+    scopes it closes."""
     variables = script.variables
-    for piece in pieces:
-        opened_first = piece.opened_first()
-        for _ in range(opened_first):
+    opened_first = piece.opened_first()
+    for _ in range(opened_first):
+        variables.enter()
+    if piece.skipped:  # an array it starts is read on, and not set
+        if piece.words:
+            _starts_array(script, piece, number)
+    else:
+        variables.note_sets(piece.words, number)
+        variables.read_opaque(piece.words, number)
+        if piece.words and not _starts_array(script, piece, number):
+            _read_piece(script, piece, number, source)
+    for scope in piece.scopes[opened_first:]:
+        if scope is None:
             variables.enter()
-        if piece.skipped:  # an array it starts is read on, and not set
-            if piece.words:
-                _starts_array(script, piece, number)
         else:
-            variables.note_sets(piece.words, number)
-            variables.read_opaque(piece.words, number)
-            if piece.words and not _starts_array(script, piece, number):
-                _read_piece(script, piece, number, source)
-        for scope in piece.scopes[opened_first:]:
-            if scope is None:
-                variables.enter()
-            else:
-                variables.leave(subshell=scope)
+            variables.leave(subshell=scope)
 
 
 def _starts_array(script: _Script, piece: shell_lines.Piece, number: int) -> bool:
@@ -437,6 +486,7 @@ def _read_call(script: _Script, piece: shell_lines.Piece, number: int, source: P
         return
     launch = script.launch
     lines = tuple(line for _called, line in script.calling)
+    variables.forget_definition(name)
     variables.enter_call(arguments)
     for assignment in words[:assignments]:
         variables.make_local(assignment.split("=", 1)[0].removesuffix("+"))
@@ -610,7 +660,9 @@ def _expand_launch(launch: _Launch, variables: shell_variables.Variables, source
     before YAML reads megabytes. Notes made while expanding go to the launch's notes."""
     before = len(variables.notes)
     cls = config_class(launch.command)
-    for word, written in _spread(launch.words, variables, launch.notes):
+    spread = list(_spread(launch.words, variables, launch.notes))
+    launch.hydra = _expanded_hydra_options([word for word, _written in spread], variables, launch)
+    for word, written in spread:
         if word in _FORWARDED:
             whose = (
                 "the function it stands in passes its arguments, known only when the script runs,"
@@ -734,6 +786,24 @@ def _unreadable(
     return f"{source}: {key}: {holder} {what}: {fix}"
 
 
+def _stop_at_unparsed(script: _Script, source: Path, number: int, line: str) -> None:
+    """The script read up to line `number`, whose quotes never close (`_script_commands`):
+    bash stops there with a syntax error, after running the commands before it. A verl
+    command among them that stands outside any block still open there has run, with the
+    words read (the lines after it cannot change them), and a note says where bash stops;
+    otherwise the line is refused (`_unparsed_line_message`): a block that goes on into it
+    never runs, no verl command before it was started, or the text from it on (a quote
+    never closed runs to the end) holds one, which may be the run meant."""
+    stops_before_verl = any(module in line for module in _MODULES)
+    if script.launch is None or script.blocks.open or script.array is not None or stops_before_verl:
+        raise VerlSourceError(_unparsed_line_message(source, number, line))
+    script.launch.notes.append(
+        f"line {number}: quotes that do not close: bash runs the commands before it, the"
+        " verl command among them, then stops there with a syntax error; the lines from"
+        " there on are not read"
+    )
+
+
 def _unparsed_line_message(source: Path, number: int, line: str) -> str:
     """A line this cannot split into words (a quote that never closes): said, whatever it
     holds. Skipping it converted another verl command of the script, or none, and skipping
@@ -766,12 +836,29 @@ def _no_launch_message(source: Path, bodies: list[str]) -> str:
 _HYDRA_CONFIG_OPTIONS = ("--config-path", "--config-name", "-cp", "-cn")
 
 
-def _hydra_config_notes(words: list[str], command: str) -> tuple[list[str], list[str]]:
-    """A note on the YAML the command loads with Hydra's --config-path / --config-name and,
-    for a file of the user's, those options again: its settings are not in this conversion
-    (they were left out without a word, then named at exit 0). verl's own configs hold
-    verl's defaults (`verl_hydra_files`), which need nothing carried."""
+def _expanded_hydra_options(
+    words: list[str], variables: shell_variables.Variables, launch: _Launch
+) -> dict[str, str]:
+    """The command's Hydra options (`_hydra_options`, of its words with arrays spread), each
+    value expanded by the variables as the `key=value` words are: `--config-name=$CFG` with
+    `CFG=ppo_megatron_trainer` loads verl's Megatron trainer config (read as a config of the
+    user's named `$CFG`, its backend was not told). A value from a variable set in a block
+    that may not run, or by a command that may set any, is flagged as a key's is."""
     given = _hydra_options(words)
+    for option, written in given.items():
+        value = shell_quoting.literal(variables.substitute(written))
+        _flag_maybe(launch, option, value, variables.origins(written))
+        _flag_opaque(launch, option, value, variables.opaque_origins(written))
+        given[option] = value
+    return given
+
+
+def _hydra_config_notes(given: dict[str, str], command: str) -> tuple[list[str], list[str]]:
+    """A note on the YAML the command loads with Hydra's --config-path / --config-name
+    (`given`, expanded: `_expanded_hydra_options`) and, for a file of the user's, those
+    options again: its settings are not in this conversion (they were left out without a
+    word, then named at exit 0). verl's own configs hold verl's defaults
+    (`verl_hydra_files`), which need nothing carried."""
     if not given:
         return [], []
     path, name = _config_path_and_name(given)

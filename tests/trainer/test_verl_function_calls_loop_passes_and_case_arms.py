@@ -275,8 +275,8 @@ def test_a_function_that_starts_verl_calling_itself_is_flagged(tmp_path):
 @pytest.mark.parametrize("launches", [False, True], ids=["setting-functions", "verl-at-the-end"])
 def test_a_deep_chain_of_calls_is_refused_in_one_line(tmp_path, launches):
     first = f"f0() {{ {LAUNCH}; }}\n" if launches else "f0() { MODEL=/m/a; }\n"
-    chain = "".join(f"f{n}() {{ f{n - 1}; }}\n" for n in range(1, 400))
-    lines = f"{first}{chain}f399\n{'' if launches else LAUNCH}\n"
+    chain = "".join(f"f{n}() {{ f{n - 1}; }}\n" for n in range(1, 1100))
+    lines = f"{first}{chain}f1099\n{'' if launches else LAUNCH}\n"
     with pytest.raises(VerlSourceError, match=r"more than \d+ deep .*: not a launch script$"):
         convert(tmp_path, lines)
 

@@ -149,11 +149,8 @@ def test_another_command_whose_quote_never_closes_is_named(tmp_path):
     """A line that cannot be split into words is never skipped without a word: skipping one
     whose quotes were misread (`X="$(cat "f")"`) kept the value X had before, at exit 0."""
     text = f"{LAUNCH} trainer.experiment_name=e\necho 'unfinished\n"
-    with pytest.raises(VerlSourceError) as caught:
-        convert(tmp_path, text)
-    message = str(caught.value)
-    assert message.startswith(f"{tmp_path / 'run.sh'}: line 2: quotes that do not close")
-    assert "\n" not in message
+    conversion = convert(tmp_path, text)
+    assert any(note.startswith("line 2: quotes that do not close") for note in conversion.notes)
 
 
 @pytest.mark.parametrize("depth", [5, 8])
