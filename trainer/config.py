@@ -553,9 +553,10 @@ def _unknown_key_message(
     # a hint never names the key refused: `data.apply_chat_template_kwargs.x=` was
     # refused as `data.apply_chat_template_kwargs`, "did you mean" that same key
     others = [name for name in verl if name.startswith(prefix) and name != full]
-    close = close_keys(full, [k for k in _all_keys(cls, prefix) if k != full], others)
+    candidates = [k for k in _all_keys(cls, prefix) if k != full]
+    close = close_keys(full, candidates, others)
     if root is not None:
-        close = _in_other_sections(root, full, found_in_own=bool(close)) + close
+        close = _with_other_sections(root, full, close, candidates)
     return _unknown_key_line(source, full, list(dict.fromkeys(close))[:3], verl)
 
 
@@ -607,6 +608,21 @@ def _with_section_mended(
         )
     ]
     return list(dict.fromkeys(near))[:3]
+
+
+def _with_other_sections(root: type, given: str, close: list[str], own: list[str]) -> list[str]:
+    """`close` (keys of the section of `given`, `own`, and verl's names there) with the keys
+    of other sections `given` may be meant for put first, after only the verl names closer
+    to it than each of them: a verl name alike is no key of the section's own (`trainer.
+    learning_rate` is optim.lr, not verl's trainer.total_training_steps), and a verl key
+    misspelt is that key first (`trainer.save_freqs`: trainer.save_freq, which names
+    checkpoint.save_every)."""
+    elsewhere = _in_other_sections(root, given, found_in_own=any(key in own for key in close))
+    if not elsewhere:
+        return close
+    nearest = max(_likeness(given, key) for key in elsewhere)
+    closer = [key for key in close if key not in own and _likeness(given, key) > nearest]
+    return closer + elsewhere + close
 
 
 def _in_other_sections(root: type, given: str, found_in_own: bool) -> list[str]:

@@ -71,6 +71,30 @@ GRPO_TRAINER = "verl.trainer.main_ppo"
 SFT_TRAINERS = ("verl.trainer.fsdp_sft_trainer", "verl.trainer.sft_trainer")
 
 
+@dataclass(frozen=True)
+class Unmapped:
+    """verl's `value` for its key `verl_key`, which no mfsdp key holds: the key's own rule
+    (verl_keys.RULES) reads it as if the source gave it, so a default mfsdp cannot train is
+    listed as not carried over as the same value given is; `here` is the value to set in
+    verl for the training mfsdp does."""
+
+    verl_key: str
+    value: Any
+    here: Any
+
+
+def megatron_lora(section: str) -> tuple[list[Default], list[Unmapped]]:
+    """verl's Megatron LoRA defaults (verl/workers/config/megatron_peft.py, the `lora:`
+    section of _generated_ppo_megatron_trainer.yaml) that differ from mfsdp's, for a run that
+    turns it on in `section` (verl_off_keys.MEGATRON_LORA_SECTIONS; off, none is read):
+    Megatron-Bridge's fused `lora` with a xavier-initialised A, where mfsdp trains one PEFT
+    adapter per Hugging Face module with a kaiming-initialised A, and alpha 32."""
+    return [Default("model.lora_alpha", section + "alpha", 32)], [
+        Unmapped(section + "type", "lora", "canonical_lora"),
+        Unmapped(section + "lora_A_init_method", "xavier", "kaiming"),
+    ]
+
+
 def verl_defaults(command: str, module: str | None) -> tuple[list[Default], list[str]]:
     """verl's defaults for a run of verl's trainer `module` (None: a YAML, which does not name
     it), and the mfsdp keys whose verl default depends on which of verl's SFT trainers reads

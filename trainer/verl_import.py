@@ -32,6 +32,7 @@ from trainer import (
 from trainer.config_kind import likely_kind
 from trainer.config_yaml import ExpansionBudget
 from trainer.local_paths import UNEXPANDED
+from trainer.verl_off_keys import MEGATRON_LORA_SECTIONS
 from trainer.verl_script import GRPO_MODULES, script_pairs
 from trainer.verl_source import (
     MAX_EXPANDED_CHARS,
@@ -315,6 +316,7 @@ def _convert(
     conversion.notes = list(dict.fromkeys(said))
     if whole:
         conversion.dropped += _unset_estimator(cls, conversion.tree, pairs)
+        conversion.dropped += _unset_unmapped(cls, pairs, (backend or []) + pairs)
         conversion.notes += _verl_defaults(cls, conversion.tree, pairs, module)
     conversion.notes += _steps_within_epochs(conversion.tree, module)
     conversion.dropped += _drop_unresolved_typed(cls, conversion.tree, source)
@@ -365,6 +367,7 @@ def _verl_defaults(
 
     command = verl_keys.command_of(cls)
     chosen, either = verl_defaults.verl_defaults(command, module)
+    chosen += _megatron_lora_defaults(pairs)[0]
     given = _given_keys(cls, tree, pairs)
     own = dict(_leaves(config_to_dict(cls())))
     notes = []
@@ -384,6 +387,43 @@ def _verl_defaults(
             " mfsdp's stand (docs/verl.md lists both)"
         )
     return notes
+
+
+def _megatron_lora_defaults(
+    pairs: list[tuple[str, Any]],
+) -> tuple[list[verl_defaults.Default], list[verl_defaults.Unmapped]]:
+    """verl's Megatron LoRA defaults for each section of it the run (`pairs`) turns on."""
+    given = verl_keys.keys_given(pairs)
+    chosen: list[verl_defaults.Default] = []
+    unmapped: list[verl_defaults.Unmapped] = []
+    for section in MEGATRON_LORA_SECTIONS:
+        if verl_keys.megatron_lora_on(section, given):
+            defaults, unset = verl_defaults.megatron_lora(section)
+            chosen += defaults
+            unmapped += unset
+    return chosen, unmapped
+
+
+def _unset_unmapped(
+    cls: type, pairs: list[tuple[str, Any]], context: list[tuple[str, Any]]
+) -> list[str]:
+    """verl's defaults for keys no mfsdp key holds (`verl_defaults.Unmapped`) that the source
+    does not set, each read by its key's rule as if given (`context`: the run's keys): one
+    refused is not carried over, as it is given, with what to set in verl to train as here.
+    Left out, Megatron's fused LoRA converted at exit 0 as if it were mfsdp's."""
+    given = verl_keys.keys_given(pairs)
+    dropped = []
+    for default in _megatron_lora_defaults(pairs)[1]:
+        if default.verl_key in given:
+            continue
+        why = verl_keys.refusal(cls, [(default.verl_key, default.value)], context)
+        if why is not None:
+            dropped.append(
+                f"{default.verl_key}: not set, so verl trains its default,"
+                f" {yaml_shown(default.value)}: {why}; set"
+                f" {default.verl_key}={yaml_shown(default.here)} in verl for the same training"
+            )
+    return dropped
 
 
 # verl's legacy SFT trainer: its LR schedule spans its epochs, not total_training_steps

@@ -22,7 +22,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainer.verl_off_keys import DAPO_OVERLONG, DAPO_OVERLONG_CFG, DAPO_OVERLONG_KEY
+from trainer.verl_off_keys import (
+    DAPO_OVERLONG,
+    DAPO_OVERLONG_CFG,
+    DAPO_OVERLONG_KEY,
+    MEGATRON_LORA_SECTIONS,
+)
 
 
 @dataclass(frozen=True)
@@ -255,7 +260,11 @@ def _megatron_lora() -> dict[str, Inert]:
             ("freeze_vision_model", "freeze_vision_projection", "freeze_language_model"), vision
         ),
     }
-    return {f"{MODEL}lora.{name}": Inert(why, ("sft", "grpo")) for name, why in keys.items()}
+    return {
+        section + name: Inert(why, ("sft", "grpo"))
+        for section in MEGATRON_LORA_SECTIONS
+        for name, why in keys.items()
+    }
 
 
 INERT_KEYS: dict[str, Inert] = (

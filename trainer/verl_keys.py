@@ -31,7 +31,14 @@ from typing import Any
 from mfsdp_ckpt.errors import MfsdpUsageError
 from trainer import verl_interpolation
 from trainer.verl_inert_keys import INERT_KEYS, PADDING, section_of
-from trainer.verl_off_keys import MEGATRON_ADAM, MEGATRON_OPTIMIZER_DEFAULTS, OFF_KEYS, Off, same
+from trainer.verl_off_keys import (
+    MEGATRON_ADAM,
+    MEGATRON_LORA_SECTIONS,
+    MEGATRON_OPTIMIZER_DEFAULTS,
+    OFF_KEYS,
+    Off,
+    same,
+)
 
 log = logging.getLogger("mfsdp.config")
 
@@ -205,24 +212,55 @@ def _transformer_overrides(value: Any) -> dict[str, Any]:
 
 
 # verl's Megatron LoRA (Megatron-Bridge's): read only when its rank is above 0
-MEGATRON_LORA = "actor_rollout_ref.model.lora."
-LORA_RANK = MEGATRON_LORA + "rank"
 LORA_OFF = (
     "LoRA is off (lora.rank 0, verl's default), and verl reads its lora.* settings only when"
     " it is on"
 )
 
 
-def _lora_off(key: str, given: dict[str, Any]) -> bool:
-    """Whether `key` is a setting of verl's Megatron LoRA while its rank is 0 or not given
-    (verl's default 0: off): verl builds no adapter then and reads no other `lora.*` key
-    (verl/workers/config/megatron_peft.py), so each is ignored at any value, as a bare
-    `lora.merge=false` or `lora.type: lora` is in verl."""
-    if not key.startswith(MEGATRON_LORA) or key == LORA_RANK:
-        return False
-    rank = given.get(LORA_RANK)
-    return is_unset(rank) or (isinstance(rank, int) and not isinstance(rank, bool) and rank <= 0)
+def _megatron_lora_section(key: str) -> str | None:
+    """The section of verl's Megatron LoRA settings (MEGATRON_LORA_SECTIONS) `key` is in."""
+    return next((section for section in MEGATRON_LORA_SECTIONS if key.startswith(section)), None)
 
+
+def megatron_lora_on(section: str, given: dict[str, Any]) -> bool:
+    """Whether the run (`given`: its keys as `carry_over` reads them) turns verl's Megatron
+    LoRA on in `section`: its rank given and above 0 (or a value read only at run time);
+    verl's default rank 0 builds no adapter and reads no other `lora.*` key
+    (verl/workers/config/megatron_peft.py)."""
+    rank = given.get(section + "rank")
+    off = isinstance(rank, int) and not isinstance(rank, bool) and rank <= 0
+    return not (is_unset(rank) or off)
+
+
+def _lora_off(key: str, given: dict[str, Any]) -> bool:
+    """Whether `key` is a setting of verl's Megatron LoRA while it is off: each is ignored
+    then at any value, as a bare `lora.merge=false` or `lora.type: lora` is in verl."""
+    section = _megatron_lora_section(key)
+    if section is None or key == section + "rank":
+        return False
+    return not megatron_lora_on(section, given)
+
+
+_MEGATRON_LORA_RULES = {
+    "rank": Rule("model.lora_rank"),
+    "alpha": Rule("model.lora_alpha"),
+    "target_modules": Rule("model.target_modules", _megatron_lora_targets),
+    "lora_A_init_method": Rule(
+        None,
+        _only("kaiming", "LoRA's A is initialised as PEFT does (kaiming uniform) here"),
+        why="kaiming is how A starts here too",
+    ),
+    "type": Rule(
+        None,
+        _only(
+            "canonical_lora",
+            "adapters here are one per Hugging Face module (canonical_lora); Megatron's fused"
+            " lora shares one A across q/k/v and gate/up",
+        ),
+        why="adapters here are one per Hugging Face module",
+    ),
+}
 
 LAUNCH = "a launch setting here: pass --nproc-per-node / --nnodes to mfsdp train"
 CLIP_RATIO = ACTOR + "clip_ratio"
@@ -392,26 +430,13 @@ RULES: dict[str, Rule] = {
     # liger-kernel's RoPE, RMSNorm and SwiGLU, what verl's use_liger patches into the model
     "actor_rollout_ref.model.use_liger": Rule("model.liger", commands=("grpo",)),
     "model.use_liger": Rule("model.liger", commands=("sft",)),
-    # verl's Megatron backend (model.lora.*, Megatron-Bridge's LoRA settings)
-    "actor_rollout_ref.model.lora.rank": Rule("model.lora_rank"),
-    "actor_rollout_ref.model.lora.alpha": Rule("model.lora_alpha"),
-    "actor_rollout_ref.model.lora.target_modules": Rule(
-        "model.target_modules", _megatron_lora_targets
-    ),
-    "actor_rollout_ref.model.lora.lora_A_init_method": Rule(
-        None,
-        _only("kaiming", "LoRA's A is initialised as PEFT does (kaiming uniform) here"),
-        why="kaiming is how A starts here too",
-    ),
-    "actor_rollout_ref.model.lora.type": Rule(
-        None,
-        _only(
-            "canonical_lora",
-            "adapters here are one per Hugging Face module (canonical_lora); Megatron's fused"
-            " lora shares one A across q/k/v and gate/up",
-        ),
-        why="adapters here are one per Hugging Face module",
-    ),
+    # verl's Megatron backend (model.lora.*, Megatron-Bridge's LoRA settings): GRPO's actor,
+    # and SFT on verl's Megatron engine
+    **{
+        section + name: rule
+        for section in MEGATRON_LORA_SECTIONS
+        for name, rule in _MEGATRON_LORA_RULES.items()
+    },
     # algorithm and reward (GRPO)
     "algorithm.use_kl_in_reward": Rule(
         None,
@@ -567,19 +592,21 @@ def adopt_tree(cls: type, tree: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def _failing(cls: type, pairs: list[tuple[str, Any]]) -> int:
-    """How many of `pairs` fail to carry over, each group of `groups` tried alone, without
-    their notes."""
-    failing = 0
+    """How many of `pairs` fail to carry over, each group of `groups` tried alone."""
+    return sum(refusal(cls, group, pairs) is not None for group in groups(pairs))
+
+
+def refusal(cls: type, pairs: list[tuple[str, Any]], context: list[tuple[str, Any]]) -> str | None:
+    """Why `pairs` (a group of `groups`) do not carry over in the run `context` (None: they
+    do), tried without their notes: a value tried is not one the run gives."""
     log.disabled, disabled = True, log.disabled
     try:
-        for group in groups(pairs):
-            try:
-                carry_over(cls, group, pairs)
-            except NotCarried:
-                failing += 1
+        carry_over(cls, pairs, context)
+    except NotCarried as err:
+        return err.reason
     finally:
         log.disabled = disabled
-    return failing
+    return None
 
 
 def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tuple[str, Any]]:
@@ -601,7 +628,7 @@ def carry_over(
     over. `context` is every pair of the run where `pairs` is a part of them (`groups`), for
     the rules that read another key (LoRA's rank)."""
     command = command_of(cls)
-    given = {_normalise(key.lstrip("+")): value for key, value in context or pairs}
+    given = keys_given(context or pairs)
     out: list[tuple[str, Any]] = []
     resume: dict[str, Any] = {}
     for raw, value in pairs:
@@ -672,6 +699,12 @@ def carry_over(
     if resume:
         out.append(("checkpoint.resume", _resume(resume)))
     return out
+
+
+def keys_given(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """The run's keys as the rules read them (Hydra's `+` dropped, the actor's optimizer as
+    `optim.`), each with its value."""
+    return {_normalise(key.lstrip("+")): value for key, value in pairs}
 
 
 def _verls_betas(raw_key: str, given: dict[str, Any]) -> bool:

@@ -627,7 +627,9 @@ def _model_and_data() -> Iterator[tuple[str, Off]]:
         yield f"data.{name}", Off((value,), refused, refused, ("grpo",))
 
 
-MEGATRON_LORA = MODEL + "lora."
+# verl's Megatron LoRA settings (Megatron-Bridge's, verl's HFModelConfig.lora): the GRPO
+# actor's, and SFT's on verl's Megatron engine (sft_trainer, engine=megatron); the longer first
+MEGATRON_LORA_SECTIONS = (MODEL + "lora.", "model.lora.")
 
 
 def _megatron_lora() -> Iterator[tuple[str, Off]]:
@@ -635,49 +637,41 @@ def _megatron_lora() -> Iterator[tuple[str, Off]]:
     settings that train adapters as here: no dropout, B starting at zero, the adapter in
     the model's dtype, trained from scratch."""
     both = ("sft", "grpo")  # as verl_keys' rules for lora.rank, alpha and target_modules
-    yield (
-        MEGATRON_LORA + "dropout",
-        Off(
+    settings = {
+        "dropout": Off(
             (0.0,),
             "LoRA dropout is 0 here too",
             "LoRA dropout here is 0 (it draws from the RNG, which checkpoints do not carry:"
             " resume stays exact)",
             both,
         ),
-    )
-    yield (
-        MEGATRON_LORA + "lora_B_init_method",
-        Off(("zero",), "LoRA's B starts at zero here too", "LoRA's B starts at zero here", both),
-    )
-    yield (
-        MEGATRON_LORA + "exclude_modules",
-        Off(
+        "lora_B_init_method": Off(
+            ("zero",), "LoRA's B starts at zero here too", "LoRA's B starts at zero here", both
+        ),
+        "exclude_modules": Off(
             ([], None),
             "LoRA adapts lora.target_modules (model.target_modules)",
             "LoRA here adapts lora.target_modules (model.target_modules); excluding modules is"
             " not supported",
             both,
         ),
-    )
-    yield (
-        MEGATRON_LORA + "dtype",
-        Off(
+        "dtype": Off(
             (None,),
             "the adapter's dtype follows the model's",
             "the adapter's dtype here follows the model's (lora.dtype null)",
             both,
         ),
-    )
-    yield (
-        MEGATRON_LORA + "adapter_path",
-        Off(
+        "adapter_path": Off(
             (None,),
             "adapters start fresh",
             "a Megatron adapter checkpoint is not read here: model.lora_adapter_path takes a"
             " PEFT adapter dir",
             both,
         ),
-    )
+    }
+    for section in MEGATRON_LORA_SECTIONS:
+        for name, off in settings.items():
+            yield section + name, off
 
 
 def _empty_model_overrides() -> tuple[Any, ...]:
