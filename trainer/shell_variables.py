@@ -420,7 +420,7 @@ class Variables:
 
     def enter_call(self, arguments: list[str] | None) -> None:
         """A function's body, or a loop's next pass (`arguments` None), is read again where
-        bash runs it (`trainer.verl_script`); what it sets stands, or is put back, at
+        bash runs it (`trainer.verl_script_reader`); what it sets stands, or is put back, at
         `leave_call`. A function call's `arguments` (as written, expanded here) are its
         positional parameters (`$1`, `${2:-x}`, those it does not pass unset), up to one
         whose words are known only as it runs (`"$@"`, a variable's value holding a blank,

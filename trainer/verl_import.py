@@ -33,7 +33,8 @@ from trainer.config_kind import likely_kind
 from trainer.config_yaml import ExpansionBudget
 from trainer.local_paths import UNEXPANDED
 from trainer.verl_off_keys import MEGATRON_LORA_SECTIONS
-from trainer.verl_script import GRPO_MODULES, script_pairs
+from trainer.verl_script import script_pairs
+from trainer.verl_script_state import GRPO_MODULES
 from trainer.verl_source import (
     MAX_EXPANDED_CHARS,
     MAX_SOURCE_BYTES,

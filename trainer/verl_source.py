@@ -1,6 +1,6 @@
 """What reading a verl source takes, whether a YAML config or a bash launch script: its
 error, its bounds, the bounded YAML reader, the config class a command converts into, and
-which keys name paths. A module of its own so that the script reader (trainer/verl_script.py)
+which keys name paths. A module of its own so that the script reader (trainer/verl_script*.py)
 and the conversion (trainer/verl_import.py) both import it, neither the other.
 """
 

@@ -71,7 +71,7 @@ from tests.support.interop_layouts import one_error_line, run_cli
 from tests.support.model_dirs import config_edit, train_from
 from tests.support.paths import FIXTURES, REPO
 from trainer.data.files import DECODED_FLOOR, MAX_JSONL_LINE_BYTES
-from trainer.verl_script import MAX_LINE_CHARS
+from trainer.verl_script_lines import MAX_LINE_CHARS
 from trainer.verl_source import MAX_EXPANDED_CHARS
 
 RUN = FIXTURES / "megatron_fsdp_qwen2" / "run"

@@ -9,7 +9,7 @@ import pytest
 
 from trainer.shell_arithmetic import ARITHMETIC, MAX_EXPRESSION_CHARS, evaluate
 from trainer.verl_import import Conversion, convert_verl
-from trainer.verl_script import _shell_words
+from trainer.verl_script_lines import _shell_words
 
 COMMAND = "python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo "
 

@@ -18,7 +18,7 @@ from tests.support.verl_conversions import bash_model_value as bash_value
 from tests.support.verl_conversions import convert_launch as convert
 from trainer.shell_quoting import literal
 from trainer.shell_variables import Variables
-from trainer.verl_script import _shell_words
+from trainer.verl_script_lines import _shell_words
 
 # MODEL set to each form after an earlier value (`date` at a fixed time, in UTC, so that
 # bash's value does not turn on when the test runs)

@@ -1,0 +1,139 @@
+"""The verl trainer command of a launch script, found among its commands and its values
+expanded by the script's variables as they stand there (`trainer.verl_script_reader` finds
+and follows it): arrays spread, the script's own arguments passed on named, a value bash
+would give in `$'...'` quoting or over lines refused, paths taken from the environment
+named, keys whose value is known only when the script runs flagged
+(`trainer.verl_script_flags`); and the value of a `case` word, where bash's is known here.
+A module of its own: what the command's words hold, apart from which commands run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from trainer import shell_lines, shell_quoting, shell_variables
+from trainer.verl_script_flags import flag_maybe, flag_opaque
+from trainer.verl_script_hydra import expanded_hydra_options
+from trainer.verl_script_state import GRPO_MODULES, SFT_MODULES, Launch, Script
+from trainer.verl_source import config_class, names_a_path
+
+# the script's own arguments passed on to verl: more overrides, known only when it runs
+_FORWARDED = shell_variables.FORWARDED
+
+
+def read_launch(script: Script, piece: shell_lines.Piece, source: Path) -> None:
+    """Take the command `piece` (one of a list or pipeline: `shell_quoting.simple_commands`)
+    as the script's last verl trainer command if it starts one, read with the variables as
+    they stand. One in a function's body is read again where the function is called
+    (`verl_script_reader._read_call`); if it never is, this reading, where the body stands,
+    is the one kept. Each is counted once, as written, however often it is read."""
+    words = piece.words
+    for module in GRPO_MODULES + SFT_MODULES:
+        if module in words:
+            if not script.depth:  # read where it is written, not again
+                script.launches += 1
+            command = "grpo" if module in GRPO_MODULES else "sft"
+            written = Launch(command, module, words[words.index(module) + 1 :])
+            script.launch = _expand_launch(written, script.variables, source)
+
+
+def _expand_launch(launch: Launch, variables: shell_variables.Variables, source: Path) -> Launch:
+    """`launch` with its `key=value` words expanded by the script's variables as they are
+    now; every value is expanded before any is parsed, so a substitution bomb is refused
+    before YAML reads megabytes. Notes made while expanding go to the launch's notes."""
+    before = len(variables.notes)
+    cls = config_class(launch.command)
+    spread = list(_spread(launch.words, variables, launch.notes))
+    launch.hydra = expanded_hydra_options([word for word, _written in spread], variables, launch)
+    for word, written in spread:
+        if word in _FORWARDED:
+            whose = (
+                "the function it stands in passes its arguments, known only when the script runs,"
+                if variables.in_function()
+                else "the script passes its own arguments"
+            )
+            launch.notes.append(
+                f"{word}: {whose} on to verl; the overrides it is run with are not in this"
+                " config: add them to it"
+            )
+            continue
+        key, sep, value = word.partition("=")
+        key = shell_quoting.literal(key)  # `"a[0]=1"`: its `[` was marked as quoted
+        if sep and not key.startswith("-"):
+            expanded = variables.substitute(value)
+            launch.refused = launch.refused or _unreadable(source, key, value, expanded, variables)
+            if names_a_path(cls, key):
+                expanded = variables.from_environment(expanded, launch.taken)
+            launch.texts.append((key, shell_quoting.literal(expanded)))
+            unknowable = variables.unknowable_notes(value)
+            launch.notes += [note for note in unknowable if note not in launch.notes]
+            flag_maybe(launch, key, shell_quoting.literal(expanded), variables.origins(written))
+            flag_opaque(
+                launch, key, shell_quoting.literal(expanded), variables.opaque_origins(written)
+            )
+    launch.notes[:0] = variables.notes[before:]
+    del variables.notes[before:]
+    return launch
+
+
+def _spread(
+    words: list[str], variables: shell_variables.Variables, notes: list[str]
+) -> Iterator[tuple[str, str]]:
+    """Each word of the command, arrays spread (`Variables.spread`) and `"$@"` in a call
+    whose arguments are known, with the word as written (`"${DATA[@]}"` for each of the
+    array's words, `${1}` for the first argument): the variables it reads."""
+    positional = variables.positional()
+    for written in words:
+        if written in ("$@", "${@}") and positional is not None:
+            yield from positional  # a function's known arguments (`train 1e-6 "k=v"`)
+            continue
+        for word in variables.spread([written], notes):
+            yield word, written
+
+
+def _unreadable(
+    source: Path, key: str, written: str, expanded: str, variables: shell_variables.Variables
+) -> str:
+    """Why a value is refused, in one line naming the variable it came from or the key: it
+    holds bash's `$'...'` quoting (`shell_quoting`; carried over as text, it became
+    `$evil\\nmodel:` and YAML made a mapping of it) or a line break (quotes spanning lines,
+    which verl's command line does not take either). "" for any other value."""
+    if shell_quoting.ANSI_C in expanded:
+        mark = shell_quoting.ANSI_C
+        what = (
+            "is written in bash's $'...' quoting, whose escapes (\\n, \\t, ...) are not read here"
+        )
+        fix = "write the value in plain quotes"
+    elif "\n" in expanded:
+        mark = "\n"
+        what = "holds a line break (quoted text spanning lines)"
+        fix = "write the value on one line"
+    else:
+        return ""
+    names = [
+        shell_variables.reference_name(match)
+        for match in shell_variables.REFERENCE.finditer(written)
+        if mark in variables.values.get(shell_variables.reference_name(match), "")
+    ]
+    holder = f"${names[0]} (in its value)" if names else "its value"
+    return f"{source}: {key}: {holder} {what}: {fix}"
+
+
+def case_word_value(variables: shell_variables.Variables, word: str) -> str | None:
+    """The value of a `case` word where it stands (`shell_lines.Blocks`), where bash's is
+    known here: not where it uses a variable set in a block that may not run, or by a
+    command that may set any, or to a value known only when the script runs, or an
+    argument of the script's (`${1:-vllm}`), or holds a command."""
+    notes = len(variables.notes)
+    value = variables.substitute(word)
+    argument = len(variables.notes) > notes
+    del variables.notes[notes:]
+    unknown = (
+        argument
+        or variables.origins(word)
+        or variables.opaque_origins(word)
+        or variables.unknowable_notes(word)
+        or any(mark in value for mark in ("$", "`", shell_quoting.ANSI_C))
+    )
+    return None if unknown else shell_quoting.literal(value)

@@ -1,0 +1,343 @@
+"""Reading a verl launch script's commands in order, as bash runs them, for
+`trainer.verl_script`: the blocks each opens and closes, the variables it sets
+(`trainer.shell_variables`), a bash array over lines, the verl trainer command it is
+(`trainer.verl_script_launch`), and a function's body read again where it is called and a
+loop's for its next pass, within bounds on how often and how deep. Reading a command and
+reading a body again call each other, so they stand in one module; the script's text is
+split into commands by `trainer.verl_script_lines`, a command's words classed by
+`trainer.verl_script_pieces`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from trainer import shell_lines, shell_quoting, shell_variables
+from trainer.verl_script_flags import compare_calls, flag_recursive
+from trainer.verl_script_launch import case_word_value, read_launch
+from trainer.verl_script_lines import no_launch_message, script_commands, stop_at_unparsed
+from trainer.verl_script_pieces import (
+    BRANCH_STARTS,
+    command_arguments,
+    opens_only_its_header,
+    past_openers,
+    sets_in_branch,
+)
+from trainer.verl_script_state import VERL_MODULES, Body, Launch, Script
+from trainer.verl_source import MAX_EXPANDED_CHARS, VerlSourceError
+
+# the commands read again, all told (`_read_again`): a function's body where it is called, a
+# loop's body for its next pass; functions that call each other twice at each of 40 levels
+# read 2**40 bodies
+MAX_READ_AGAIN = 1 << 16
+# how many readings again (`_read_again`: a function's body at its call, a loop's next
+# pass) may be open inside each other. bash sets no such bound (FUNCNEST is unset), and
+# a script may chain a few hundred functions (a bound of 100 refused such); what a reading
+# costs is its commands (`MAX_READ_AGAIN`), but each level open also holds
+# `_FRAMES_PER_READING` frames of Python's stack, which the read is given
+# (`_stack_for_readings`). A function calling itself is never read again (`_read_call`),
+# so only a chain of distinct functions, or loops nested as deep, reaches the bound.
+MAX_READ_DEPTH = 1000
+# the Python frames one reading again holds while the next opens inside it: `_read_again`,
+# `_read_command`, `_read_pieces`, `_read_piece_scopes`, `_read_piece`, `_read_call` (or
+# `_mark_bodies`, `_flag_next_pass`), with room to spare
+_FRAMES_PER_READING = 10
+
+
+def read_script(text: str, source: Path) -> tuple[Launch, int, shell_variables.Variables]:
+    """The script's last verl trainer command, how many it starts, and its variables."""
+    script = Script(shell_variables.Variables(MAX_EXPANDED_CHARS))
+    script.blocks = shell_lines.Blocks(functools.partial(case_word_value, script.variables))
+    bodies: list[str] = []  # here-doc bodies: text for other programs, not commands
+    unparsed: list[tuple[int, str]] = []  # the line whose quotes never close, if any
+    with _stack_for_readings():
+        for number, command in script_commands(text, source, bodies, unparsed):
+            _read_command(script, command, number, source)
+    if unparsed:
+        stop_at_unparsed(script, source, *unparsed[0])
+    if script.launch is None:
+        raise VerlSourceError(no_launch_message(source, bodies))
+    flag_recursive(script.launch, script.recursive)
+    return script.launch, script.launches, script.variables
+
+
+@contextlib.contextmanager
+def _stack_for_readings() -> Iterator[None]:
+    """Python's recursion limit raised, while the script is read, to hold `MAX_READ_DEPTH`
+    readings again inside each other (`_FRAMES_PER_READING` frames each) above the frames
+    open now; put back after. The readings call each other in Python only, which takes no
+    C stack per frame, so the limit, not the thread's stack, is what a deep chain meets."""
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(before, before + MAX_READ_DEPTH * _FRAMES_PER_READING))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(before)
+
+
+def _read_command(script: Script, words: list[str], number: int, source: Path) -> None:
+    """Take one command of the script (on line `number`), a list or pipeline piece by piece
+    (`shell_lines.Blocks.read`): the blocks each opens and closes, each a scope of the
+    variables (`shell_lines.Piece.scopes`: what a subshell sets is seen inside it only), the
+    variables it sets, the array it goes on, or the verl trainer command it is; and the
+    function and loop bodies it starts or ends (`_mark_bodies`)."""
+    script.read.append((number, words))
+    launch = script.launch
+    if script.array is not None:  # the next words of a bash array
+        _read_array(script, words)
+    else:
+        pieces = script.blocks.read(words)
+        _mark_bodies(script, source)
+        _read_pieces(script, pieces, number, source)
+    if script.launch is not launch:
+        for body in script.recording:
+            body.launch_at = len(script.read) - 1
+
+
+def _mark_bodies(script: Script, source: Path) -> None:
+    """Take where the command read last starts or ends a function's or a loop's body
+    (`shell_lines.Blocks.marks`): a function's is kept, to be read where it is called; a
+    loop's that started verl is read again for its next pass, before the command that ends
+    it runs, as bash reads the body again at the end of a pass (`_flag_next_pass`)."""
+    index = len(script.read) - 1
+    for kind, name, at in script.blocks.marks:
+        if kind != "end":
+            script.recording.append(Body(name, script.read, index, at))
+        elif script.recording:
+            body = script.recording.pop()
+            body.last, body.end = index, at
+            if body.function:
+                script.functions[body.function] = body
+                script.starters.clear()
+            elif body.launch_at >= 0:
+                _flag_next_pass(script, body, source)
+
+
+def _read_pieces(
+    script: Script, pieces: list[shell_lines.Piece], number: int, source: Path
+) -> None:
+    """Take a command's pieces: the scopes each opens and closes, and what it sets or runs;
+    a piece in a case arm that never runs sets and runs nothing. What a piece of a
+    function's body read at its definition sets is said to be the definition's
+    (`Variables.defining`)."""
+    outer = script.variables.defining
+    try:
+        for piece in pieces:
+            script.variables.defining = piece.function
+            _read_piece_scopes(script, piece, number, source)
+    finally:
+        script.variables.defining = outer
+
+
+def _read_piece_scopes(script: Script, piece: shell_lines.Piece, number: int, source: Path) -> None:
+    """Take one piece of a command: the scopes it opens, what it sets or runs, and the
+    scopes it closes."""
+    variables = script.variables
+    opened_first = piece.opened_first()
+    for _ in range(opened_first):
+        variables.enter()
+    if piece.skipped:  # an array it starts is read on, and not set
+        if piece.words:
+            _starts_array(script, piece, number)
+    else:
+        variables.note_sets(piece.words, number)
+        variables.read_opaque(piece.words, number)
+        if piece.words and not _starts_array(script, piece, number):
+            _read_piece(script, piece, number, source)
+    for scope in piece.scopes[opened_first:]:
+        if scope is None:
+            variables.enter()
+        else:
+            variables.leave(subshell=scope)
+
+
+def _starts_array(script: Script, piece: shell_lines.Piece, number: int) -> bool:
+    """Whether the command `piece` starts a bash array `NAME=( ...` (then read on to its
+    `)` by `_read_array`); one that may not run is not set (`Variables.read_guarded`)."""
+    start = shell_variables.ARRAY_START.match(piece.words[0])
+    if start is None:
+        return False
+    if piece.maybe() and not piece.skipped:
+        script.variables.read_guarded(piece.words, number)
+    script.array = shell_variables.Array(start.group(1), start.group(2) == "+")
+    script.array_guarded = piece.maybe() or piece.skipped
+    _read_array(script, [start.group(3), *piece.words[1:]] if start.group(3) else piece.words[1:])
+    return True
+
+
+def _read_array(script: Script, words: list[str]) -> None:
+    """Take the next words of the bash array being read; set it once its `)` is read."""
+    assert script.array is not None
+    if script.array.read(words):
+        if not script.array_guarded:
+            array = script.array
+            script.variables.assign_array(array.name, array.items, array.append)
+        script.array = None
+
+
+def _read_piece(script: Script, piece: shell_lines.Piece, number: int, source: Path) -> None:
+    """Take one command of a list or pipeline: the variables it sets (maybe, as in a block
+    that may not run or after `&&`/`||`: `piece.maybe()`), or the verl trainer command it
+    is."""
+    variables = script.variables
+    if piece.block == "fi" and piece.words[0] in ("else", "elif"):
+        variables.end_branch()  # what the branch before set is not seen in this one
+    if sets_in_branch(piece):
+        variables.assign_in_branch(piece.words[piece.words[0] in BRANCH_STARTS :], number)
+        return
+    if piece.maybe():
+        variables.read_guarded(piece.words, number)
+    sets_only = not piece.maybe() and variables.read_line(past_openers(piece.words))
+    sets_surely = (
+        not piece.inside
+        and not piece.conditional
+        and (not piece.blocked or opens_only_its_header(piece))
+    )
+    for name, how in shell_variables.unknowable_targets(piece.words):
+        if sets_surely:
+            variables.set_unknowable(name, how, number)
+        else:  # `read MODEL` in an uncalled function erased the MODEL set before it
+            variables.set_maybe(name, number)
+    if not sets_only:  # `: $((N = 8))` and `BS=$((N++))` set N too
+        read_launch(script, piece, source)
+        _read_call(script, piece, number, source)
+
+
+def _read_call(script: Script, piece: shell_lines.Piece, number: int, source: Path) -> None:
+    """Take the command `piece` as a call of a function the script defines (outside a
+    function's body, or in one being read again): bash runs its body there, with the
+    variables as they stand at the call, its arguments as `$1`, `$2`, ... and the
+    assignments before its name (`LR=5 train`) seen by the body only; so the body is read
+    again here, and a verl command in it is the script's last. What it sets stands after
+    the call (`setb() { B=sglang; }` sets B), less its `local` variables; where the call
+    may not run, it is put back and named (`Variables.leave_call`). A function that starts
+    verl called again with other values is flagged: this config is its last call's. A
+    function called from its own body is not read again: what it sets is named, and if it
+    starts verl, that is another run (`flag_recursive`)."""
+    words = piece.words
+    keywords = 0  # `then train`, `do train`, `if train`: the call is the command after them
+    while keywords < len(words) and words[keywords] in shell_quoting.KEYWORDS_BEFORE_COMMAND:
+        keywords += 1
+    words = past_openers(words[keywords:])
+    assignments = 0
+    while assignments < len(words) and shell_variables.ASSIGNMENT.match(words[assignments]):
+        assignments += 1
+    name, arguments = (
+        (words[assignments:][:1] or [""])[0],
+        command_arguments(words[assignments + 1 :]),
+    )
+    if piece.function or name not in script.functions:
+        return
+    variables, body = script.variables, script.functions[name]
+    if name in (called for called, _line in script.calling):
+        for line, command in body.commands():
+            variables.read_guarded(command, line)
+        if _starts_verl(script, name):
+            script.recursive.append((name, number))
+        return
+    launch = script.launch
+    lines = tuple(line for _called, line in script.calling)
+    variables.forget_definition(name)
+    variables.enter_call(arguments)
+    for assignment in words[:assignments]:
+        variables.make_local(assignment.split("=", 1)[0].removesuffix("+"))
+    variables.read_line(words[:assignments])
+    script.calling.append((name, number))
+    try:
+        _read_again(script, body.commands(), source)
+    finally:
+        script.calling.pop()
+        variables.leave_call(stands=True if not piece.maybe() else None)
+    if script.launch is not launch and script.launch is not None and not script.quiet:
+        compare_calls(script, (lines, name), number, script.launch)
+
+
+def _starts_verl(script: Script, name: str) -> bool:
+    """Whether the function `name` starts verl: its body holds a verl trainer command or
+    calls a function that does; followed call by call from a list, not Python's stack (a
+    chain of hundreds of functions each calling the next)."""
+    if name not in script.starters:
+        seen, waiting, found = {name}, [name], False
+        while waiting and not found:
+            function = script.functions.get(waiting.pop())
+            words = [
+                word
+                for _line, command in (function.commands() if function else [])
+                for word in command
+            ]
+            found = any(word in VERL_MODULES or script.starters.get(word, False) for word in words)
+            waiting += [word for word in words if word in script.functions and word not in seen]
+            seen.update(words)
+        script.starters[name] = found
+    return script.starters[name]
+
+
+def _read_again(script: Script, commands: list[tuple[int, list[str]]], source: Path) -> None:
+    """Read `commands`, a body the script runs again, with blocks of their own (each is
+    read whole, as a body at the top level of the script would be), under the variables
+    as they stand: the caller puts back what they set."""
+    if script.depth >= MAX_READ_DEPTH:
+        line = commands[0][0] if commands else 0
+        raise VerlSourceError(
+            f"{source}: line {line}: its functions and loops are read again more than"
+            f" {MAX_READ_DEPTH} deep inside each other (functions calling each other): not a"
+            " launch script"
+        )
+    saved = script.blocks, script.read, script.array, script.recording
+    script.blocks = shell_lines.Blocks(script.blocks.word_value)
+    script.read, script.array, script.recording = [], None, []
+    script.depth += 1
+    try:
+        for number, words in commands:
+            script.again += 1
+            if script.again > MAX_READ_AGAIN:
+                raise VerlSourceError(
+                    f"{source}: its functions and loops read more than {MAX_READ_AGAIN}"
+                    " commands again (functions calling each other over and over): not a"
+                    " launch script"
+                )
+            _read_command(script, words, number, source)
+    finally:
+        script.blocks, script.read, script.array, script.recording = saved
+        script.depth -= 1
+
+
+def _flag_next_pass(script: Script, body: Body, source: Path) -> None:
+    """A loop whose body started verl ends: its next pass reads the variables as the body
+    left them, so the body is read again up to that verl command (`_read_again`), and each
+    key whose value differs there is flagged: a value set after the command in the loop
+    (`for s in 1 2; do python3 ... lr=$LR; LR=...; done`) is the one its second run gets."""
+    launch = script.launch
+    assert launch is not None
+    kept = script.launch, dict(script.functions), dict(script.calls), len(script.variables.notes)
+    script.quiet += 1
+    script.variables.enter_call(None)
+    try:
+        _read_again(script, body.commands(through=body.launch_at), source)
+        again = script.launch
+    finally:
+        script.variables.leave_call(stands=False)
+        script.quiet -= 1
+        script.launch, script.functions, script.calls, notes = kept
+        script.starters.clear()
+        del script.variables.notes[notes:]
+    if again is launch or again is None:
+        return
+    second = dict(again.texts)
+    flagged = {item.split("=", 1)[0] for item in launch.incomplete}
+    flagged_again = {item.split("=", 1)[0] for item in again.incomplete}
+    line = body.read[body.first][0]
+    for key, value in launch.texts:
+        differs = second.get(key, value) != value or key in flagged_again
+        if differs and key not in flagged:
+            launch.notes.append(
+                f"{key}={value}: the loop whose body starts on line {line} sets it again after"
+                f" the verl command, for its next pass ({key}={second.get(key, value)} there,"
+                " or a value known only when the script runs): this config is the first"
+                " pass's: check it, and convert the others from scripts of their own"
+            )
+            launch.incomplete.append(f"{key}={value}")
