@@ -11,6 +11,7 @@ save, count steps or shut down.
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -85,6 +86,26 @@ def planned_steps(cfg: Any, batch_key: str, batch_size: int, rows: int, rows_nam
     if cfg.trainer.steps_within_epochs:
         return min(cfg.trainer.total_steps, by_epochs)
     return cfg.trainer.total_steps
+
+
+def _step_draws_seed(seed: int, step: int, rank: int) -> int:
+    """The seed of rank `rank`'s random draws in step `step` (0-based) of a run seeded `seed`:
+    64 bits of a hash of the three, so the streams of different (seed, step, rank) are
+    unrelated, and none lands on the small seeds derived by arithmetic (the rollout's
+    sampling seed, the mini-batch shuffle's) unless by a 2^-64 chance."""
+    key = f"{seed}/{step}/{rank}".encode()
+    digest = hashlib.blake2b(key, digest_size=8, person=b"mfsdp-step-rng").digest()
+    return int.from_bytes(digest, "little")
+
+
+def _seed_step_draws(seed: int, step: int, rank: int) -> None:
+    """Seed the global generators (CPU and every CUDA device) for step `step`: its dropout
+    masks become a function of (seed, step, rank), so a run resumed at step k draws at k+1
+    what an uninterrupted run drew there, with no RNG state in the checkpoint; what ran
+    between steps (validation, a save) cannot shift them. Re-derived rather than saved, as
+    verl and Megatron-LM save theirs, because a saved state is per rank: a resume on another
+    number of ranks would have none for the new ranks."""
+    torch.manual_seed(_step_draws_seed(seed, step, rank))
 
 
 def lr_schedule_steps(cfg: Any, total_steps: int) -> int:
@@ -286,6 +307,7 @@ class TrainingRun:
             drawn = draws_bars(self.env.is_main and self.cfg.trainer.progress_bar)
             bar = step_bar(self.name, self.total_steps, self.start, drawn)
             for step in range(self.start, self.stop):
+                _seed_step_draws(self.cfg.trainer.seed, step, self.env.rank)
                 record = hooks.train_step(step)
                 hooks.after_step(step + 1, record, metrics)
                 bar.set_postfix(hooks.bar_postfix(record), refresh=False)

@@ -9,7 +9,8 @@ push the new weights into the engine. A prompt's n responses stay on one rank, s
 never span ranks; losses are normalized by global counts (`aggregation`).
 
 Everything random is a function of (seed, step, rank): which prompts a step takes
-(`trainer.data.batching.global_batch`), the rollout's sampling seed, the mini-batch shuffle.
+(`trainer.data.batching.global_batch`), the rollout's sampling seed, the mini-batch shuffle,
+the dropout masks (the global generators, seeded at each step by `trainer.runner`).
 So resume needs only the step, the weights and the optimizer, and a resumed run computes what
 an uninterrupted run computes. The reference model is rebuilt from the initial weights
 (`model.path`, or the shape and seed), recorded in every checkpoint's manifest with its weight
