@@ -65,9 +65,34 @@ def refuse_if_removed(paths: layout.CheckpointPaths, stamps: Stamps) -> None:
             f"{paths.step_dir}: step {paths.step} was removed while it was read (a run still"
             " saving with keep_last?); read it again"
         )
-    raise CheckpointRemovedError(
-        f"{paths.dist_ckpt}: changed while it was read (files removed or added); read it again"
+    raise changed_while_read(paths.dist_ckpt, "files removed or added")
+
+
+def changed_while_read(path: str | os.PathLike[str], what: str) -> CheckpointRemovedError:
+    """The line for a file or directory found changed part-way through a read (`what` says
+    how): nobody writes into a finished checkpoint or model, so it is no damage of it."""
+    return CheckpointRemovedError(
+        f"{os.fsdecode(path)}: changed while it was read ({what}); read it again"
     )
+
+
+def shrank_while_read(
+    fd: int, needed: int, path: str | os.PathLike[str] | None = None
+) -> CheckpointRemovedError:
+    """`changed_while_read` for the open file `fd` at `path`, whose size was checked before
+    its read but which ended before byte `needed`: it was truncated (or replaced) meanwhile.
+    A reader holding only the descriptor (a kernel copy, a NaN/Inf scan) leaves out `path`:
+    the file is named as the kernel knows it now ("... (deleted)" once removed)."""
+    name = _open_file_name(fd) if path is None else path
+    return changed_while_read(name, f"{os.fstat(fd).st_size} bytes now, {needed} needed")
+
+
+def _open_file_name(fd: int) -> str:
+    """The path of the open file `fd` (Linux's /proc/self/fd), else the descriptor's number."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return f"file descriptor {fd}"
 
 
 def refuse_if_moved_on(run: Path, step: int | str) -> None:
@@ -172,6 +197,7 @@ def _guarded(
 
 __all__ = [
     "CheckpointRemovedError",
+    "changed_while_read",
     "describes_checkpoint",
     "dir_stamps",
     "reads_checkpoint",
@@ -179,4 +205,5 @@ __all__ = [
     "refuse_if_removed",
     "removal_of",
     "removal_said",
+    "shrank_while_read",
 ]

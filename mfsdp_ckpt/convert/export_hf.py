@@ -589,6 +589,7 @@ def export_hf(
         merge_onto_base,
     )
 
+    shard_size = DEFAULT_MAX_SHARD_SIZE if max_shard_size is None else max_shard_size
     mfsdp_lora = lora_manifest(ckpt, io) is not None
     if not mfsdp_lora and adapter_only:
         flags = _megatron_adapter_flags(layout_name, max_shard_size, workers)
@@ -621,7 +622,7 @@ def export_hf(
             out_dir,
             adapter_only=adapter_only,
             dtype=dtype,
-            max_shard_size=DEFAULT_MAX_SHARD_SIZE if max_shard_size is None else max_shard_size,
+            max_shard_size=shard_size,
             hf_config=hf_config,
             verify=verify,
             overwrite=overwrite,
@@ -630,7 +631,6 @@ def export_hf(
             role=role,
             allow_nonfinite=allow_nonfinite,
         )
-    max_shard_size = DEFAULT_MAX_SHARD_SIZE if max_shard_size is None else max_shard_size
     started = time.monotonic()
     out = Path(out_dir)
     prepared = prepare_source(ckpt, out, hf_config, io, role)
@@ -643,7 +643,7 @@ def export_hf(
             hf_config,
             out,
             dtype=dtype,
-            max_shard_size=max_shard_size,
+            max_shard_size=shard_size,
             verify=verify,
             overwrite=overwrite,
             lora_alpha=lora_alpha,
@@ -678,7 +678,7 @@ def export_hf(
             if plan.lora is not None:  # merged: alpha recorded or given, never guessed
                 set_lora_scale(plan.lora, source.location, local_paths, lora_alpha)
             _check_backed(plan)  # before the writer checks there is room for the plan's bytes
-            writer = ShardedSafetensorsWriter(tmp, plan.specs(), max_shard_size)
+            writer = ShardedSafetensorsWriter(tmp, plan.specs(), shard_size)
             writer.open()
 
             streamable = {item.source for item in plan.items if is_streamable(plan, item)}

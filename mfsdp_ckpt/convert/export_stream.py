@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, cast
 
+from mfsdp_ckpt.check.removed_while_read import shrank_while_read
 from mfsdp_ckpt.convert.export_errors import NonFiniteError
 from mfsdp_ckpt.convert.export_plan import ExportPlan
 from mfsdp_ckpt.convert.fused_tensors import ROW_PREFIX_TRANSFORMS
@@ -145,7 +146,7 @@ def _check_finite_range(
     plan: ExportPlan, item: MappedTensor, fd: int, offset: int, numel: int
 ) -> None:
     """NonFiniteError when `numel` raw elements at `offset` of `fd` hold NaN/Inf (counted on
-    the mapped bytes, which the copy then finds in the page cache)."""
+    bytes read, which the copy then finds in the page cache)."""
     found = count_nonfinite_in_file(fd, offset, numel, plan.entry(item).dtype)
     if found:
         raise nonfinite_error(plan, item, found, overflow=False)
@@ -218,8 +219,6 @@ def _pread_exact(fd: int, buffer: memoryview, offset: int, path: Path) -> None:
     done = 0
     while done < len(buffer):
         count = os.preadv(fd, [buffer[done:]], offset + done)
-        if count <= 0:
-            raise CheckpointFileError(
-                f"{path}: unexpected end of file at byte {offset + done} (truncated?)"
-            )
+        if count <= 0:  # its size was checked before the read
+            raise shrank_while_read(fd, offset + len(buffer), path)
         done += count

@@ -1,19 +1,20 @@
 """Count NaN/Inf in raw little-endian tensor bytes in a file, a bounded piece at a time.
 
 export-hf and import-hf copy most tensors file to file in the kernel, so their bytes never
-become a torch tensor; a diverged run's NaN must still stop them. Counting on the mapped
-bytes needs neither torch nor a copy, and reads the pages into the cache the copy then
-uses: numpy's isfinite for the types it has; for bfloat16, all exponent bits set (Inf or
+become a torch tensor; a diverged run's NaN must still stop them. Counting on bytes read
+a piece at a time needs no torch, and reads the pages into the cache the copy then uses:
+numpy's isfinite for the types it has; for bfloat16, all exponent bits set (Inf or
 NaN); for the one-byte float formats, their NaN/Inf bit patterns (torch has no isinf for
 most of them, so tensors of those dtypes are counted here too). Integer tensors hold no NaN.
 """
 
 from __future__ import annotations
 
-import mmap
-import traceback
+import os
+import threading
 from typing import TYPE_CHECKING
 
+from mfsdp_ckpt.check.removed_while_read import shrank_while_read
 from mfsdp_ckpt.format.dtypes import DType
 
 if TYPE_CHECKING:  # validate counts raw bytes without torch; only the tensor counts need it
@@ -33,7 +34,7 @@ _BYTE_NONFINITE = {
     "float8_e8m0fnu": (0xFF, 0xFF),
     "float4_e2m1fn_x2": (0x00, 0x01),  # never equal: no NaN or Inf to encode
 }
-PIECE_ELEMENTS = 1 << 20  # elements mapped and counted at a time
+PIECE_ELEMENTS = 1 << 20  # elements read and counted at a time
 
 
 def is_checked(dtype: DType) -> bool:
@@ -84,32 +85,45 @@ def count_nan_tensor(tensor: torch.Tensor) -> int:
 
 
 def count_nonfinite_in_file(fd: int, offset: int, numel: int, dtype: DType) -> int:
-    """NaN/Inf among `numel` raw `dtype` elements at byte `offset` of the file `fd`, mapped
-    PIECE_ELEMENTS at a time: a map of the whole tensor took its size in address space, and
-    under `ulimit -v` a checkpoint with one large tensor failed to export."""
+    """NaN/Inf among `numel` raw `dtype` elements at byte `offset` of the file `fd`, read
+    PIECE_ELEMENTS at a time into a buffer the thread keeps. The file is the user's: mapped,
+    a page it lost to a truncation meanwhile killed the process with SIGBUS (no line, the
+    export's temporary output left behind), which Python cannot catch; a read that comes up
+    short is CheckpointRemovedError naming the file. A piece at a time: the whole tensor at
+    once took its size in memory, and under `ulimit -v` one large tensor failed to export."""
     if numel == 0 or not is_checked(dtype):
         return 0
     end, step = offset + numel * dtype.itemsize, PIECE_ELEMENTS * dtype.itemsize
-    return sum(
-        _count_nonfinite_mapped(fd, first, min(first + step, end), dtype)
-        for first in range(offset, end, step)
-    )
+    buffer = _SCAN_BUFFER.at_least(min(step, end - offset))
+    found = 0
+    for first in range(offset, end, step):
+        piece = buffer[: min(step, end - first)]
+        _read_exactly(fd, piece, first, end)
+        found += count_nonfinite(piece, dtype)
+    return found
 
 
-def _count_nonfinite_mapped(fd: int, start: int, stop: int, dtype: DType) -> int:
-    """NaN/Inf in bytes [start, stop) of `fd`, through one read-only map (its offset rounded
-    down to ALLOCATIONGRANULARITY, as mmap requires; the head bytes are skipped).
+class _ScanBuffer(threading.local):
+    """The bytes a thread's scan reads into, allocated once and reused: a fresh buffer per
+    piece costs page faults that cost more than the read."""
 
-    An error while counting (numpy out of memory) keeps the frames it passed, and their
-    arrays over the map, alive: the map could not close, and a BufferError traceback took
-    the place of the out-of-memory line. Those frames' locals are dropped first."""
-    base = start - start % mmap.ALLOCATIONGRANULARITY
-    with mmap.mmap(fd, stop - base, prot=mmap.PROT_READ, offset=base) as mapped:
-        view = memoryview(mapped)
-        try:
-            return count_nonfinite(view[start - base :], dtype)
-        except BaseException as err:
-            traceback.clear_frames(err.__traceback__)
-            raise
-        finally:
-            view.release()
+    data: memoryview | None = None
+
+    def at_least(self, size: int) -> memoryview:
+        if self.data is None or len(self.data) < size:
+            self.data = memoryview(bytearray(size))  # replaced, never resized: views may live on
+        return self.data
+
+
+_SCAN_BUFFER = _ScanBuffer()
+
+
+def _read_exactly(fd: int, piece: memoryview, offset: int, needed: int) -> None:
+    """Fill `piece` from byte `offset` of `fd`, whose size was checked to reach `needed`
+    before the scan: ending sooner, it was truncated meanwhile."""
+    done = 0
+    while done < len(piece):
+        count = os.preadv(fd, [piece[done:]], offset + done)
+        if count <= 0:
+            raise shrank_while_read(fd, needed)
+        done += count

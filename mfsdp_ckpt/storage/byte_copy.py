@@ -15,6 +15,8 @@ import mmap
 import os
 from typing import Protocol
 
+from mfsdp_ckpt.check.removed_while_read import shrank_while_read
+
 _NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF}
 # Copied, then hashed: small enough that the hash reads the piece from the CPU cache.
 HASH_PIECE_BYTES = 1 << 20
@@ -46,11 +48,8 @@ def copy_bytes(src_fd: int, src_offset: int, dst_fd: int, dst_offset: int, lengt
             count = os.copy_file_range(
                 src_fd, dst_fd, length - done, src_offset + done, dst_offset + done
             )
-            if count <= 0:
-                raise OSError(
-                    errno.EIO,
-                    f"copy_file_range stopped at {done} of {length} bytes (source truncated?)",
-                )
+            if count <= 0:  # the source ended: it was truncated after its size was checked
+                raise shrank_while_read(src_fd, src_offset + length)
             done += count
         return
     except OSError as err:
@@ -59,7 +58,7 @@ def copy_bytes(src_fd: int, src_offset: int, dst_fd: int, dst_offset: int, lengt
     while done < length:  # through a bounded buffer
         piece = os.pread(src_fd, min(_BUFFER_BYTES, length - done), src_offset + done)
         if not piece:
-            raise OSError(errno.EIO, f"source ended at {done} of {length} bytes (truncated?)")
+            raise shrank_while_read(src_fd, src_offset + length)
         pwrite_all(dst_fd, memoryview(piece), dst_offset + done)
         done += len(piece)
 

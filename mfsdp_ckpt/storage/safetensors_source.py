@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.check.printable import first_of
+from mfsdp_ckpt.check.removed_while_read import shrank_while_read
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format import dcp_hf_shards
 from mfsdp_ckpt.format.dtypes import BY_NAME, DType
@@ -367,16 +368,14 @@ class SafetensorsSource:
             done = 0
             while done < len(buffer):
                 count = os.preadv(fd, [buffer[done:]], entry.offset + start + done)
-                if count <= 0:
-                    raise SafetensorsError(
-                        f"{path} [{entry.name}]: unexpected end of file (truncated?)"
-                    )
+                if count <= 0:  # `_entry` checked that the file holds the bytes
+                    raise shrank_while_read(fd, entry.offset + start + len(buffer), path)
                 done += count
         finally:
             os.close(fd)
 
     def count_nonfinite(self, entry: StoredTensor) -> int:
-        """NaN/Inf among the entry's values, counted on its mapped bytes a piece at a time
+        """NaN/Inf among the entry's values, counted on its bytes read a piece at a time
         (no tensor is made: import copies most weights file to file)."""
         fd = _open_weights(self.root / entry.file, self.inside)
         try:

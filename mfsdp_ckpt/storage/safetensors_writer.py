@@ -211,12 +211,8 @@ class ShardedSafetensorsWriter:
                     )
                 except OSError as err:
                     raise naming_file(err, path) from None
-                if count <= 0:
-                    raise OSError(
-                        errno.EIO,
-                        f"copy_file_range stopped at {copied} of {nbytes} bytes",
-                        str(path),
-                    )
+                if count <= 0:  # the source ended: it was truncated after its size was checked
+                    raise _source_shrank(src_fd, src_offset + nbytes)
                 copied += count
         if done:
             self._mark_written(name)
@@ -276,6 +272,14 @@ def _require_free(out_dir: Path, needed: int) -> None:
             f"{out_dir}: {needed} bytes to write, its filesystem has {free} free"
             f" ({os.strerror(errno.ENOSPC)})",
         )
+
+
+def _source_shrank(src_fd: int, needed: int) -> Exception:
+    """`shrank_while_read` naming the source; imported here, as the checkpoint layout that
+    module reads imports this one's file names."""
+    from mfsdp_ckpt.check.removed_while_read import shrank_while_read
+
+    return shrank_while_read(src_fd, needed)
 
 
 def _pwrite_all(fd: int, data: memoryview, offset: int, path: Path) -> None:
