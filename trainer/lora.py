@@ -53,6 +53,12 @@ class LoraSetup:
     base: WeightsRecord
 
 
+# A fresh adapter's dropout: verl's LoRA config sets none, so PEFT's default (0) trains there.
+# An adapter dir's own lora_dropout trains as saved (`read_adapter_dir` checks it); either
+# resumes exactly, as every step draws its masks from (seed, step, rank) (trainer/runner.py).
+FRESH_ADAPTER_DROPOUT = 0.0
+
+
 def lora_enabled(cfg: ModelConfig) -> bool:
     """verl's rule: a rank above 0 or an adapter to start from turns LoRA on."""
     return cfg.lora_rank > 0 or cfg.lora_adapter_path is not None
@@ -72,7 +78,10 @@ def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
 
     adapter = None
     settings: dict[str, Any] = dict(
-        r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, target_modules=cfg.target_modules
+        r=cfg.lora_rank,
+        lora_alpha=cfg.lora_alpha,
+        target_modules=cfg.target_modules,
+        lora_dropout=FRESH_ADAPTER_DROPOUT,
     )
     targets_key = "model.target_modules"
     if cfg.lora_adapter_path is not None:
@@ -88,8 +97,6 @@ def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
             "exclude_modules": named_exclusions(
                 settings.get("exclude_modules"), names, exclusions_key
             ),
-            # dropout draws from the RNG, which checkpoints do not carry: 0 keeps resume exact
-            "lora_dropout": 0.0,
             "bias": "none",
             "task_type": "CAUSAL_LM",
         }

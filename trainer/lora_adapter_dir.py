@@ -40,7 +40,6 @@ log = logging.getLogger("mfsdp.model")
 KEY = "model.lora_adapter_path"
 ADAPTER_NAME = "default"  # the adapter name `peft.inject_adapter_in_model` gives
 # adapter_config.json fields that say where the adapter came from, not what it computes
-# (dropout is 0 in training whatever it says: trainer/lora.py)
 METADATA = frozenset(
     {
         "peft_type",
@@ -49,7 +48,6 @@ METADATA = frozenset(
         "base_model_name_or_path",
         "revision",
         "inference_mode",
-        "lora_dropout",
         "megatron_core",
         "qalora_group_size",  # read only with use_qalora, which must be false
         "runtime_config",
@@ -78,12 +76,20 @@ def _layers(value: Any) -> bool:
     return isinstance(value, list) and all(_count(n) and n >= 0 for n in value)
 
 
+def _dropout(value: Any) -> bool:
+    """A probability nn.Dropout takes and that leaves something to train: 1 drops every
+    input of the adapter (NaN fails both comparisons)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1
+
+
 # Fields LoraConfig is built from that are checked here, with what a value must be
 CHECKED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "target_modules": (_names, "module names (a list of them, all-linear or a regex)"),
     "exclude_modules": (_no_names, "null, module names or a regex"),
     "layers_to_transform": (_layers, "null, a layer index or a list of them"),
     "task_type": (lambda v: v in (None, "CAUSAL_LM"), "CAUSAL_LM (a causal LM's adapter)"),
+    # trains as saved, as verl's PeftModel.from_pretrained(..., is_trainable=True) keeps it
+    "lora_dropout": (_dropout, "a dropout probability, a number in [0, 1)"),
 }
 # Every field LoraConfig is built from: the others are checked where every LoRA config is
 # (`lora_settings`), layers_pattern by `check_layers_pattern`
