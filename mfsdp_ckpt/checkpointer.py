@@ -14,7 +14,8 @@ the tracker valid:
 With `async_save=True` only the copy to host memory (`staging.py`) happens in the training loop; DCP
 writing and steps 2-4 run in a background thread on a dedicated gloo group, and the next save (or
 `close()`) waits for it. Policy (which step, what to keep) lives here; what the bytes of a DCP file
-mean lives in `reader.py`; where files go lives in `layout.py`.
+mean lives in `reader.py`; where files go lives in `layout.py`; what a failed save or load says
+lives in `checkpoint_failures.py`; where crash tests kill a rank mid-save lives in `kill_points.py`.
 """
 
 from __future__ import annotations
@@ -22,10 +23,8 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import logging
-import math
 import os
 import shutil
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -41,36 +40,27 @@ from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.stateful import Stateful
 
 from mfsdp_ckpt import __version__
-from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.check.validate import invalid_checkpoint, manifest_hash_errors, require_valid
-from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError, MfsdpUsageError
-from mfsdp_ckpt.format import checkpoint_resolution, layout, run_steps, step_saving
+from mfsdp_ckpt.checkpoint_failures import (
+    load_failure,
+    save_failure,
+    tracker_failure,
+)
+from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.format import checkpoint_resolution, layout, step_saving
 from mfsdp_ckpt.format.file_hash import FileRecord, hash_files
 from mfsdp_ckpt.format.manifest import CONTENT_KINDS, Manifest, read_manifest
+from mfsdp_ckpt.kill_points import kill_point, kill_targets, maybe_die
 from mfsdp_ckpt.retention import prune_steps
 from mfsdp_ckpt.storage.dcp_writer import CheckedWriter
-from mfsdp_ckpt.storage.file_errors import os_error_line
 from mfsdp_ckpt.storage.named_writes import write_bytes, writing
 from mfsdp_ckpt.storage.safe_dcp import SafeFileSystemReader, SafeLoadPlanner
 from mfsdp_ckpt.storage.staging import HostStager
-from mfsdp_ckpt.storage.tensor_memory import TensorMemoryError, memory_failure
 from mfsdp_ckpt.storage.writable import require_writable_dir
 
 log = logging.getLogger(__name__)  # INFO: what each save and load cost (`mfsdp -v ...`)
 
 MODEL, OPTIMIZER, EXTRA = CONTENT_KINDS
-KILL_AT_ENV = (
-    "MFSDP_CKPT_KILL_AT"  # <phase>[:<rank>][@<step>]: crash-safety tests SIGKILL a rank there
-)
-
-SAVE_PHASES = (
-    "before_files",  # temp dir exists, nothing written
-    "mid_file",  # a DCP data file being written holds its first bytes only
-    "after_files",  # DCP files written, not yet hashed
-    "before_manifest",  # files hashed and gathered, huggingface/ written
-    "after_manifest",  # manifest written, temp dir not yet renamed
-    "after_rename",  # step dir final, tracker not yet replaced
-)
 
 
 def _manifest_fields(states: Mapping[str, Any]) -> dict[str, Any]:
@@ -130,48 +120,6 @@ def _world_size() -> int:
     return dist.get_world_size() if dist.is_initialized() else 1
 
 
-@dataclass(frozen=True)
-class _KillPoint:
-    phase: str
-    rank: int | None  # None: every rank
-    step: int | None  # None: every save
-
-
-def _kill_point() -> _KillPoint | None:
-    """MFSDP_CKPT_KILL_AT=<phase>[:<rank>][@<step>] read, None when unset. A phase not in
-    SAVE_PHASES is refused, not ignored: the crash test that set it would pass without its
-    kill ever happening; so is a rank or step that is not a number."""
-    given = os.environ.get(KILL_AT_ENV)
-    if not given:
-        return None
-    target, has_step, step = given.partition("@")
-    phase, has_rank, rank = target.partition(":")
-    numbers = [n for n, named in ((rank, has_rank), (step, has_step)) if named]
-    if phase not in SAVE_PHASES or not all(n.isascii() and n.isdigit() for n in numbers):
-        raise MfsdpUsageError(
-            f"{KILL_AT_ENV}={given!r}: not <phase>[:<rank>][@<step>] with a phase of "
-            f"{', '.join(SAVE_PHASES)}"
-        )
-    return _KillPoint(phase, int(rank) if has_rank else None, int(step) if has_step else None)
-
-
-def _kill_targets(phase: str, step: int) -> bool:
-    """Whether MFSDP_CKPT_KILL_AT (`_kill_point`) names this phase, rank and step."""
-    point = _kill_point()
-    return (
-        point is not None
-        and point.phase == phase
-        and point.rank in (None, _rank())
-        and point.step in (None, step)
-    )
-
-
-def _maybe_die(phase: str, step: int) -> None:
-    """Crash-safety tests SIGKILL a rank here (no cleanup, no flush: as a node failure would)."""
-    if _kill_targets(phase, step):
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
 def _versions() -> dict[str, str]:
     versions = {"torch": torch.__version__, "mfsdp": __version__}
     for package in ("transformers", "megatron_fsdp"):
@@ -196,7 +144,7 @@ class Checkpointer:
     ):
         if keep_last is not None and keep_last < 1:
             raise ValueError(f"keep_last must be >= 1 or None, got {keep_last}")
-        _kill_point()  # a misspelt crash-test hook fails here, before any training
+        kill_point()  # a misspelt crash-test hook fails here, before any training
         self.run_dir = Path(run_dir)
         self.strategy = strategy
         self.keep_last = keep_last
@@ -248,7 +196,7 @@ class Checkpointer:
         except BaseException as err:  # Ctrl-C while the temp dir was made or staged
             if _rank() == 0 and self._pending is None:  # not yet handed to the thread
                 shutil.rmtree(pending.tmp, ignore_errors=True)
-            raise _save_failure(err, pending) from None
+            raise save_failure(err, pending.tmp, pending.step) from None
         return layout.step_dir(self.run_dir, step)
 
     def _start(self, pending: _PendingSave) -> None:
@@ -260,12 +208,12 @@ class Checkpointer:
                 shutil.rmtree(tmp)
             (tmp / layout.DIST_CKPT_DIR).mkdir(parents=True)
         self._barrier()
-        _maybe_die("before_files", step)
+        maybe_die("before_files", step, _rank())
         state_dict = {kind: _state_of(pending.states[kind]) for kind in pending.contents}
         writer = CheckedWriter(
             str(tmp / layout.DIST_CKPT_DIR),
             thread_count=self.io_threads,
-            kill_mid_file=_kill_targets("mid_file", step),
+            kill_mid_file=kill_targets("mid_file", step, _rank()),
         )
         if self.async_save:
             staged = self._stager.stage(
@@ -300,7 +248,7 @@ class Checkpointer:
         except BaseException as err:
             if _rank() == 0:
                 shutil.rmtree(tmp, ignore_errors=True)
-            raise _save_failure(err, pending) from None
+            raise save_failure(err, pending.tmp, pending.step) from None
 
     def wait(self) -> None:
         """Block until an async save in flight is committed; re-raise its failure here."""
@@ -340,7 +288,7 @@ class Checkpointer:
         read back and hashed here."""
         step, tmp = pending.step, pending.tmp
         dcp_dir = tmp / layout.DIST_CKPT_DIR
-        _maybe_die("after_files", step)
+        maybe_die("after_files", step, _rank())
         own = sorted(
             f"{layout.DIST_CKPT_DIR}/{name}"
             for name in os.listdir(dcp_dir)
@@ -390,7 +338,7 @@ class Checkpointer:
         for name in extra_names:
             step_saving.fsync_path(tmp / name)
         files.update(hash_files(tmp, extra_names, self.hash_workers))
-        _maybe_die("before_manifest", step)
+        maybe_die("before_manifest", step, _rank())
         manifest = Manifest(
             step=step,
             world_size=_world_size(),
@@ -408,11 +356,11 @@ class Checkpointer:
         write_bytes(manifest_path, manifest.to_json().encode(), durable=True)
         for directory in (tmp / layout.DIST_CKPT_DIR, tmp):
             step_saving.fsync_path(directory)
-        _maybe_die("after_manifest", step)
+        maybe_die("after_manifest", step, _rank())
         left = step_saving.replace_dir(tmp, layout.step_dir(self.run_dir, step))  # replaced whole
         if left is not None:
             log.warning("%s", left)
-        _maybe_die("after_rename", step)
+        maybe_die("after_rename", step, _rank())
         self._point_tracker_at(step)
         size = sum(record.size for record in files.values())
         log.info(
@@ -431,11 +379,7 @@ class Checkpointer:
         try:
             step_saving.write_tracker(self.run_dir, step)  # removes its temp file on failure
         except OSError as err:
-            raise TrackerNotUpdatedError(
-                f"{self.run_dir / layout.TRACKER_FILE}: step {step} was saved in"
-                f" {layout.step_dir(self.run_dir, step)}, but the tracker could not be updated"
-                f" ({err.strerror or err}); {_resume_advice(self.run_dir, step)}"
-            ) from None
+            raise tracker_failure(self.run_dir, step, err) from None
 
     def _prune(self, newest: int) -> None:
         """Remove what `retention.prune_steps` says; step `newest` is committed already, so
@@ -513,11 +457,7 @@ def load_checkpoint(
     try:
         dcp.load(wanted, storage_reader=reader, planner=SafeLoadPlanner(allow_partial_load=True))
     except CheckpointException as err:  # a BaseException carrying every rank's traceback
-        if _memory_failure(err) is not None:
-            raise TensorMemoryError(_out_of_memory(paths.dist_ckpt, stored)) from None
-        raise CheckpointLoadError(
-            f"{paths.dist_ckpt}: load failed: {_first_failure(err)}"
-        ) from None
+        raise load_failure(err, paths.dist_ckpt, stored) from None
     for kind in contents:
         target = states[kind]
         if hasattr(target, "load_state_dict"):
@@ -577,18 +517,6 @@ def check_same_state(
             )
 
 
-class CheckpointSaveError(MfsdpFailedError, RuntimeError):
-    """A save failed (disk full, unwritable, a rank died); the previous checkpoint is intact."""
-
-
-class TrackerNotUpdatedError(CheckpointSaveError):
-    """A step was saved whole, but the tracker naming the newest step could not be replaced."""
-
-
-class CheckpointLoadError(MfsdpFailedError, RuntimeError):
-    """DCP failed to read a checkpoint that passed validation (the message is one line)."""
-
-
 def _verify_before_load(paths: layout.CheckpointPaths, group: dist.ProcessGroup | None) -> None:
     """Every rank runs the cheap checks (same files, same verdict) and hashes its share of
     the files; the ranks agree on the outcome so that none enters DCP's collectives alone."""
@@ -603,103 +531,6 @@ def _verify_before_load(paths: layout.CheckpointPaths, group: dist.ProcessGroup 
         errors = [line for part in gathered for line in part or []]
     if errors:
         raise invalid_checkpoint(sorted(errors), paths.step_dir or paths.dist_ckpt)
-
-
-def _save_failure(err: BaseException, pending: _PendingSave) -> BaseException:
-    """What a failed save raises: KeyboardInterrupt for a Ctrl-C (DCP may have wrapped it),
-    memory running out as that failure itself (DCP may have wrapped it too: `_memory_failure`),
-    our own CheckpointSaveError as it is, a collective's RuntimeError (a peer went away: the
-    CLI reports the rank that failed first) and SystemExit as they are; anything else (an
-    OSError, DCP's gathered failures, a tokenizer's plain `Exception` on a full disk) as one
-    CheckpointSaveError naming the temp dir and the step, and the file as `PATH: reason`
-    (`_cause_line`). Wrapped, memory read "saving step N failed: MemoryError": the CLI's
-    out-of-memory line, with what frees enough for a run, is for it (`cli.errors`)."""
-    if isinstance(err, KeyboardInterrupt) or _interrupted(err):
-        return KeyboardInterrupt()
-    memory = _memory_failure(err)
-    if memory is not None:  # the machine ran out, not the step's files
-        return memory
-    if isinstance(err, CheckpointSaveError | RuntimeError) or not isinstance(
-        err, Exception | CheckpointException
-    ):
-        return err
-    if isinstance(err, CheckpointException):
-        failure = CheckpointSaveError(
-            f"{pending.tmp}: saving step {pending.step} failed: {_first_failure(err)}"
-        )
-        failure.every_rank = True  # DCP raises the gathered failures on every rank
-        return failure
-    return CheckpointSaveError(
-        f"{pending.tmp}: saving step {pending.step} failed: {_cause_line(err)}"
-    )
-
-
-def _resume_advice(run_dir: Path, saved: int) -> str:
-    """How to resume from step `saved`, whose tracker update failed: `checkpoint.resume=auto`
-    reads the tracker, which still names an older step, and refuses to train past the
-    newer step kept beside it (it would save over it): its path is what continues the run."""
-    resume = f"checkpoint.resume={layout.step_dir(run_dir, saved)}"
-    try:
-        tracked = run_steps.resume_step(run_dir)
-    except (MfsdpError, OSError) as err:
-        return f"give {resume} to continue from it (the tracker cannot be read: {err})"
-    if tracked == saved:
-        return "checkpoint.resume=auto resumes from it"
-    named = "no step" if tracked is None else f"step {tracked}"
-    return f"give {resume} to continue from it (checkpoint.resume=auto reads the tracker: {named})"
-
-
-def _interrupted(err: BaseException) -> bool:
-    """Whether DCP wrapped a KeyboardInterrupt (it turns every rank's exception into one)."""
-    failures = err.failures.values() if isinstance(err, CheckpointException) else ()
-    causes = [f[0] if isinstance(f, tuple) else f for f in failures]
-    return any(isinstance(cause, KeyboardInterrupt) for cause in causes)
-
-
-def _first_cause(err: CheckpointException) -> BaseException:
-    """The first rank's exception (DCP carries each rank's with its traceback summary)."""
-    first = next(iter(err.failures.values()), (err, None))
-    return first[0] if isinstance(first, tuple) else first
-
-
-def _memory_failure(err: BaseException) -> BaseException | None:
-    """Memory running out in `err` (`memory_failure`), or for DCP's gathered failures in the
-    first rank's exception, the one a failure of theirs is named by; None when it is not."""
-    return memory_failure(_first_cause(err) if isinstance(err, CheckpointException) else err)
-
-
-def _first_failure(err: CheckpointException) -> str:
-    """The first rank's exception as one line (DCP's own message is a page of tracebacks)."""
-    return _cause_line(_first_cause(err))
-
-
-def _cause_line(cause: BaseException) -> str:
-    """Why a save failed, in one line: an OSError as `PATH: reason` (`os_error_line`: the
-    file it names and errno's words, never Python's `[Errno 28] ...: '/x'`), anything else
-    (a bug's, a library's own error) as `Type: its first line` (`error_line`)."""
-    return os_error_line(cause) if isinstance(cause, OSError) else error_line(cause)
-
-
-def _out_of_memory(dist_ckpt: Path, stored: Mapping[str, Any]) -> str:
-    """Loading ran out of memory: DCP reads each stored piece of a tensor whole before it
-    copies it into the run's shard, so the largest piece bounds what a rank needs beyond the
-    model and optimizer it already holds. Named, so the user knows what did not fit."""
-    pieces = [
-        (math.prod(chunk.sizes) * entry.properties.dtype.itemsize, key)
-        for key, entry in stored.items()
-        for chunk in getattr(entry, "chunks", ())
-    ]
-    largest = max(pieces, default=None)
-    piece = (
-        f"; its largest stored piece, of {largest[1]}, is {largest[0]} bytes"
-        f" ({largest[0] / 2**30:.2f} GiB), read whole"
-        if largest
-        else ""
-    )
-    return (
-        f"{dist_ckpt}: out of memory loading it{piece}; free memory or raise the process's"
-        " limit (ulimit -v), or resume on a machine with more"
-    )
 
 
 def _state_of(state: Stateful | dict[str, Any]) -> dict[str, Any]:

@@ -15,12 +15,13 @@ from typing import Any, BinaryIO, TypeVar
 
 from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.errors import MfsdpFailedError
+from mfsdp_ckpt.format.layout import RUN_METRICS_FILE
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.file_errors import naming_file
 from mfsdp_ckpt.storage.unique_json import parse_json
 from trainer.run_files import refuse_link, replacing
 
-METRICS_FILE = "metrics.jsonl"
+METRICS_FILE = RUN_METRICS_FILE  # layout.py names it: a path to a run dir is told by it
 TENSORBOARD_DIR = "tensorboard"
 WANDB_DIR = "wandb"  # wandb.init(dir=run_dir) writes here
 # A record is a step's scalars, a few KB at most; a longer line is none of the logger's.

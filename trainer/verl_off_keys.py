@@ -641,8 +641,8 @@ def _megatron_lora() -> Iterator[tuple[str, Off]]:
         "dropout": Off(
             (0.0,),
             "LoRA dropout is 0 here too",
-            "LoRA dropout here is 0 (it draws from the RNG, which checkpoints do not carry:"
-            " resume stays exact)",
+            "a fresh adapter's LoRA dropout here is 0, as on verl's FSDP backend (an adapter"
+            " loaded from model.lora_adapter_path trains with its own lora_dropout)",
             both,
         ),
         "lora_B_init_method": Off(

@@ -28,7 +28,7 @@ from mfsdp_ckpt.storage.reader import (
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
-    from mfsdp_ckpt.convert.export_source import JsonConfig
+    from mfsdp_ckpt.convert.export_source import ExportSource, JsonConfig
 
 
 def config_to_check(
@@ -139,7 +139,11 @@ def _check_tied_head(
 
 
 def _check_config_against_record(
-    paths, reader: CheckpointReader, report: ValidationReport, config_file: Path, root
+    paths: layout.CheckpointPaths,
+    reader: CheckpointReader,
+    report: ValidationReport,
+    config_file: Path,
+    root: str | os.PathLike,
 ) -> None:
     """A config.json that contradicts the model the checkpoint's own record describes
     (Bridge's run_config.yaml, Megatron-LM's args) gives tensors of the same shapes a wrong
@@ -155,7 +159,9 @@ def _check_config_against_record(
         report.add(WARNING, config_file, unchecked)
 
 
-def _check_config_loads(report: ValidationReport, config_file: Path, root) -> None:
+def _check_config_loads(
+    report: ValidationReport, config_file: Path, root: str | os.PathLike
+) -> None:
     """A config.json transformers' config class refuses (`rms_norm_eps: "1e-6"`, a
     `layer_types` not one per layer) is an error: every shape in it may be right, but
     `from_pretrained` refuses the model, and export-hf --verify refuses to write it; so is
@@ -178,7 +184,11 @@ def _check_config_loads(report: ValidationReport, config_file: Path, root) -> No
 
 
 def _check_mapped_against_config(
-    paths, reader: CheckpointReader, report: ValidationReport, config_file: Path, root
+    paths: layout.CheckpointPaths,
+    reader: CheckpointReader,
+    report: ValidationReport,
+    config_file: Path,
+    root: str | os.PathLike,
 ) -> None:
     """Weights not named as in transformers (Megatron-core's GPTModel): map them as export
     would and check every resulting shape against the config, before anyone exports: with
@@ -204,7 +214,7 @@ def _check_mapped_against_config(
 
 
 def _check_against_recorded_config(
-    paths, reader: CheckpointReader, report: ValidationReport
+    paths: layout.CheckpointPaths, reader: CheckpointReader, report: ValidationReport
 ) -> None:
     """Without a Hugging Face config, the one the checkpoint's own record implies
     (Megatron-LM's args, Megatron-Bridge's run_config.yaml), as export derives it. A record
@@ -303,7 +313,12 @@ def _what(err: Exception, location: str) -> str:
     return text.split(": ", 1)[-1]
 
 
-def _critic_backbone(paths, reader: CheckpointReader, report: ValidationReport, config):
+def _critic_backbone(
+    paths: layout.CheckpointPaths,
+    reader: CheckpointReader,
+    report: ValidationReport,
+    config: JsonConfig | PretrainedConfig,
+) -> tuple[ExportSource, JsonConfig | PretrainedConfig]:
     """A verl critic's value head checked apart (`value_head`); the export source and
     config its backbone is then planned with."""
     from mfsdp_ckpt.convert.export_source import source_for
@@ -315,7 +330,12 @@ def _critic_backbone(paths, reader: CheckpointReader, report: ValidationReport, 
     return source_for(paths, backbone), value_head.backbone_config(config)
 
 
-def _check_adapter(source, report: ValidationReport, where, config_of) -> None:
+def _check_adapter(
+    source: ExportSource,
+    report: ValidationReport,
+    where: str | Path,
+    config_of: Callable[[], JsonConfig | PretrainedConfig],
+) -> None:
     """A LoRA adapter saved without its base (Megatron-Bridge's PEFT save, the HF Trainer's
     adapter-only one): each A and B against the shape of the weight the config gives the
     module it adapts, as export checks them before merging."""

@@ -170,24 +170,29 @@ def check_backing(reader: CheckpointReader, report: ValidationReport) -> None:
 
 
 def check_hashes(
-    paths, manifest: Manifest, report: ValidationReport, progress: ByteProgress | None
+    paths: layout.CheckpointPaths,
+    manifest: Manifest,
+    report: ValidationReport,
+    progress: ByteProgress | None,
 ) -> None:
     """The digest of every file the manifest records whose size is right (a wrong size is
     check_files' finding), reported to `progress` as bytes: gigabytes of a large step."""
+    step_dir = paths.step_dir
+    assert step_dir is not None  # a manifest is read from a step dir (`paths.manifest`)
     report.hash_algorithms = sorted({record.algorithm for record in manifest.files.values()})
     sized = {}
     for name, record in sorted(manifest.files.items()):
         try:
-            found = dir_entries.stat_inside(paths.step_dir / name, paths.step_dir)
+            found = dir_entries.stat_inside(step_dir / name, step_dir)
         except LeadsOutError:  # a link out of the step: check_files' finding
             continue
         if found is not None and stat.S_ISREG(found.st_mode) and found.st_size == record.size:
             sized[name] = record
     hashed = HashedBytes(sum(record.size for record in sized.values()), progress)
     for name, record in sized.items():
-        file = paths.step_dir / name
+        file = step_dir / name
         try:
-            if hash_file(file, paths.step_dir, record.algorithm, on_block=hashed.add) != record:
+            if hash_file(file, step_dir, record.algorithm, on_block=hashed.add) != record:
                 report.add(ERROR, file, HASH_MISMATCH.format(record.algorithm))
         except CheckpointFileError as err:  # a link out of the step or a special file: never read
             report.add(ERROR, file, str(err).split(": ", 1)[-1])

@@ -229,7 +229,7 @@ def plan_export(
         chosen_layout = detect_layout(paths) if layout_name == "auto" else layout_name
         geometry = recorded_geometry(source, config)
         if chosen_layout == MCORE:
-            lora, paths, stored = _megatron_lora(source, config, paths, stored, geometry)
+            lora, paths, stored = _megatron_lora(config, paths, stored, geometry)
         items = map_names(paths, stored, chosen_layout, config.model_type, geometry)
     except ShapeError as err:
         raise ExportError(f"{source.location} {err}") from None
@@ -289,7 +289,7 @@ def plan_adapter(
     paths = {path: source.reader.tensors[key].shape for path, key in stored.items()}
     try:
         geometry = recorded_geometry(source, config)
-        lora = _megatron_lora(source, config, paths, stored, geometry, base_needed=False)[0]
+        lora = _megatron_lora(config, paths, stored, geometry, base_needed=False)[0]
     except ShapeError as err:
         raise ExportError(f"{source.location} {err}") from None
     except AdapterWeightsError as err:
@@ -303,7 +303,6 @@ def plan_adapter(
 
 
 def _megatron_lora(
-    source: ExportSource,
     config: JsonConfig | PretrainedConfig,
     paths: dict[str, tuple[int, ...]],
     stored: dict[str, str],

@@ -21,7 +21,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,6 +44,7 @@ from mfsdp_ckpt.convert.export_hf import (
     model_dirs_of,
     refuse_config_against_record,
     set_config_dtype,
+    write_assets,
 )
 from mfsdp_ckpt.convert.export_plan import choose_dtype
 from mfsdp_ckpt.convert.export_scheduler import Progress
@@ -78,7 +79,7 @@ from mfsdp_ckpt.lora import (
     read_base_model,
     read_lora_settings,
 )
-from mfsdp_ckpt.storage.named_writes import write_bytes, write_text
+from mfsdp_ckpt.storage.named_writes import write_text
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.reader import CheckpointReader
 from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource
@@ -487,16 +488,12 @@ def _write_merged(
 ) -> ExportResult:
     """The HF model dir: `assets` (from `asset_location`: `_merged_assets`), and every base
     tensor (adapted ones merged) in the export dtype (`auto`: the config's)."""
-    for name, load in assets.items():
-        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
-        write_bytes(tmp / name, load())
+    write_assets(assets, tmp)
     config = load_copied_config(tmp / "config.json", asset_location)
     source = _base_source(base, base_progress)
     adapted = _check_fits_base(adapter, source)
-    deltas: dict[str, Callable[[], torch.Tensor]] = {
-        name: functools.partial(adapter.delta, module) for name, module in adapted.items()
-    }
-    result = write_merged(
+    deltas = {name: functools.partial(adapter.delta, module) for name, module in adapted.items()}
+    return write_merged(
         config,
         assets,
         asset_location,
@@ -509,16 +506,14 @@ def _write_merged(
         progress,
         allow_nonfinite=allow_nonfinite,
     )
-    result.notes += assets.left_out_note(asset_location)
-    return result
 
 
 def write_merged(
     config: JsonConfig | PretrainedConfig,
-    assets: dict[str, Callable[[], bytes]],
+    assets: AssetFiles,
     asset_location: str,
     source: SafetensorsSource,
-    deltas: dict[str, Callable[[], torch.Tensor]],
+    deltas: Mapping[str, Callable[[], torch.Tensor]],
     tmp: Path,
     dtype: str,
     max_shard_size: int,
@@ -526,11 +521,14 @@ def write_merged(
     progress: Progress | None,
     *,
     allow_nonfinite: bool = False,
+    adapter_notes: Sequence[str] = (),
 ) -> ExportResult:
     """Every tensor of the base model `source` (those in `deltas` plus their fp32 delta) in
     the export dtype (`auto`: the config's) into `tmp`, where the config and assets already
     are; one base tensor and its delta in memory at a time. One holding NaN/Inf is refused
-    unless `allow_nonfinite` (`finite_only`)."""
+    unless `allow_nonfinite` (`finite_only`). Its notes: a missing tokenizer, then
+    `adapter_notes` (what reading the adapter found), then the `assets` left out, so that
+    each LoRA kind that merges reports the same things in the same order."""
     tensors = source.tensors
     out_dtype = choose_dtype(dtype, config, [])
     dtypes = {
@@ -566,6 +564,7 @@ def write_merged(
         if any(n.startswith("tokenizer") for n in assets)
         else [f"{no_tokenizer_in(asset_location)}; AutoTokenizer will not load the export"]
     )
+    notes += [*adapter_notes, *assets.left_out_note(asset_location)]
     return ExportResult(
         "",
         MERGED_LAYOUT,

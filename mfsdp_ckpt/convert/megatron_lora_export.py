@@ -17,7 +17,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,6 +32,7 @@ from mfsdp_ckpt.convert.export_plan import choose_dtype, live_peft_hint, plan_ad
 from mfsdp_ckpt.convert.export_scheduler import Progress
 from mfsdp_ckpt.convert.export_source import (
     ExportSource,
+    JsonConfig,
     load_copied_config,
     resolve_source,
 )
@@ -63,11 +64,18 @@ from mfsdp_ckpt.lora import (
 )
 from mfsdp_ckpt.storage.named_writes import write_text
 from mfsdp_ckpt.storage.out_dir import claim_output
-from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource, other_weights_hint
+from mfsdp_ckpt.storage.safetensors_source import (
+    SafetensorsSource,
+    StoredTensor,
+    other_weights_hint,
+)
 from mfsdp_ckpt.storage.safetensors_writer import SINGLE_FILE, ShardedSafetensorsWriter, Spec
 
 if TYPE_CHECKING:
     import torch
+    from transformers import PretrainedConfig
+
+    from mfsdp_ckpt.storage.reader import CheckpointReader
 
 
 def export_megatron_adapter(
@@ -158,7 +166,7 @@ def peft_config(lora: MegatronLora, num_layers: int) -> dict:
 def _write_adapter(
     lora: MegatronLora,
     source: ExportSource,
-    config,
+    config: JsonConfig | PretrainedConfig,
     geometry: Geometry,
     tmp: Path,
     dtype: str,
@@ -289,7 +297,7 @@ def merge_onto_base(
         set_lora_scale(lora, source.location, prepared.local_paths, lora_alpha)
         base = SafetensorsSource(root)
         _check_base_fits(lora, source.reader, geometry, root, base.tensors)
-        deltas: dict[str, Callable[[], torch.Tensor]] = {
+        deltas = {
             weight: functools.partial(lora.delta, source.reader, weight, geometry)
             for weight in lora.targets
         }
@@ -305,18 +313,22 @@ def merge_onto_base(
             verify,
             progress,
             allow_nonfinite=allow_nonfinite,
+            adapter_notes=lora.notes,
         )
         if result.mismatches:
             raise ExportVerifyError(result.mismatches)
         claim.publish_synced()
-    result.notes += lora.notes + prepared.assets.left_out_note(prepared.asset_location)
     result.left_out(mtp)
     result.out_dir, result.seconds = str(out), time.monotonic() - started
     return result
 
 
 def _check_base_fits(
-    lora: MegatronLora, reader, geometry: Geometry, root: Path, tensors: dict
+    lora: MegatronLora,
+    reader: CheckpointReader,
+    geometry: Geometry,
+    root: Path,
+    tensors: Mapping[str, StoredTensor],
 ) -> None:
     """Every weight the adapter adapts is in the base with the shape B_i @ A gives."""
     for weight, target in sorted(lora.targets.items()):

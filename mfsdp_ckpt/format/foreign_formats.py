@@ -16,7 +16,6 @@ from mfsdp_ckpt.format.dir_entries import children, is_dir, is_file
 from mfsdp_ckpt.format.layout import (
     DIST_CKPT_DIR,
     HF_ASSETS_DIR,
-    SAFETENSORS_INDEX,
     VERL_CONTENTS_FILE,
     VERL_FSDP_LORA_DIR,
     VERL_MODEL_DIR,
@@ -26,6 +25,7 @@ from mfsdp_ckpt.format.layout import (
     looks_like_hf_model,
 )
 from mfsdp_ckpt.format.verl_contents import read_verl_contents
+from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE
 
 # Formats of the same tools that mfsdp does not read, by the file that marks them:
 # (what it is, what reads it). Megatron-LM tells them apart the same way
@@ -134,7 +134,7 @@ def refuse_torchtitan_folder(given: Path, names: list[str]) -> None:
         newest = torchtitan.newest_step_dir(folder, entries)
         if newest is not None:
             refuse_torchtitan(given, newest)
-        newest = torchtitan.newest_step_dir(folder, entries, marker=SAFETENSORS_INDEX)
+        newest = torchtitan.newest_step_dir(folder, entries, marker=INDEX_FILE)
         if newest is not None:
             refuse_weights_without_config(newest, children(newest))
 

@@ -49,8 +49,8 @@ HF_ASSETS_DIR = "huggingface"
 MANIFEST_FILE = "manifest.json"
 DCP_METADATA_FILE = ".metadata"
 TMP_STEP_SUFFIX = ".tmp"
-# What a training run's dir holds before its first save: the config it runs with
-# (trainer.config.RESOLVED_CONFIG_FILE) and its metrics (trainer.metrics.METRICS_FILE)
+# What a training run's dir holds before its first save: the config it runs with and its
+# metrics (trainer.config and trainer.metrics take these names from here)
 RUN_CONFIG_FILE = "config.yaml"
 RUN_METRICS_FILE = "metrics.jsonl"
 
@@ -96,7 +96,6 @@ _STEP_DIR_RE = re.compile(rf"^{STEP_DIR_PREFIX}{_STEP_NUMBER}$")
 TMP_STEP_RE = re.compile(rf"^{STEP_DIR_PREFIX}{_STEP_NUMBER}{re.escape(TMP_STEP_SUFFIX)}$")
 ITER_DIR_RE = re.compile(rf"^{MEGATRON_ITER_PREFIX}([0-9]{{7,18}})$")
 _HF_WEIGHT_SUFFIXES = (".safetensors", ".bin")
-SAFETENSORS_INDEX = "model.safetensors.index.json"
 
 
 class CheckpointPathError(MfsdpUsageError, ValueError):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE
+
 # Files transformers reads by these names: a directory there is named as no file, not
 # walked as a folder of assets (transformers takes it for a file that is not there).
 FILE_NAMES = (
@@ -52,7 +54,7 @@ def is_model_file(relative: str) -> bool:
 
 # What an export writes besides model files: the weights' index, a PEFT adapter's config
 # (the weights themselves are *.safetensors).
-_EXPORT_FILE_NAMES = frozenset({"model.safetensors.index.json", "adapter_config.json"})
+_EXPORT_FILE_NAMES = frozenset({INDEX_FILE, "adapter_config.json"})
 
 
 def is_export_file(relative: str) -> bool:

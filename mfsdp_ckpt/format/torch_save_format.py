@@ -66,6 +66,8 @@ def _pickle_tuple(values: Sequence[int]) -> bytes:
 
 
 def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """The strides torch gives a contiguous tensor of `shape`: what torch.save records for
+    one, and so what the reader expects of a blob it reads without unpickling."""
     strides, step = [], 1
     for size in reversed(shape):
         strides.append(step)

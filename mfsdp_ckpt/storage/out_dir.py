@@ -45,6 +45,13 @@ from pathlib import Path
 
 from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.format.layout import (
+    DCP_METADATA_FILE,
+    DIST_CKPT_DIR,
+    MANIFEST_FILE,
+    STEP_DIR_PREFIX,
+    TRACKER_FILE,
+)
 from mfsdp_ckpt.format.model_files import is_export_file
 from mfsdp_ckpt.format.step_saving import fsync_path
 from mfsdp_ckpt.storage.file_errors import NOT_ABOUT_THE_FILE
@@ -54,6 +61,7 @@ from mfsdp_ckpt.storage.out_lock import (
     hidden_name,
     release_out_lock,
 )
+from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE, SINGLE_FILE
 from mfsdp_ckpt.storage.tree_removal import failure_words, remove_tree, unremovable_dir
 from mfsdp_ckpt.storage.writable import not_a_directory
 
@@ -61,17 +69,12 @@ log = logging.getLogger(__name__)  # a directory left behind: one warning line
 
 _WORK_TAG = ".export-"
 _PID_ROOM = len("old-4194304")  # what follows _WORK_TAG: tmp-/old- and a pid (Linux's largest)
-# Checkpoint pieces that --overwrite must never delete (layout.py's names).
-_CHECKPOINT_MARKERS = (
-    ".metadata",
-    "dist_ckpt",
-    "manifest.json",
-    "latest_checkpointed_iteration.txt",
-)
+# Checkpoint pieces that --overwrite must never delete.
+_CHECKPOINT_MARKERS = (DCP_METADATA_FILE, DIST_CKPT_DIR, MANIFEST_FILE, TRACKER_FILE)
 # What marks a directory as an export: a model's, or a PEFT adapter's (--adapter-only).
 _EXPORT_SIGNATURES = (
-    ("config.json", "model.safetensors"),
-    ("config.json", "model.safetensors.index.json"),
+    ("config.json", SINGLE_FILE),
+    ("config.json", INDEX_FILE),
     ("adapter_config.json", "adapter_model.safetensors"),
 )
 _RENAME_NOREPLACE, _RENAME_EXCHANGE = 1, 2
@@ -210,7 +213,7 @@ def replaceable_problem(path: Path, writes: Collection[str] = ()) -> str | None:
     if not entries:
         return None
     marks = sorted(entries.intersection(_CHECKPOINT_MARKERS)) + sorted(
-        name for name in entries if name.startswith("global_step_")
+        name for name in entries if name.startswith(STEP_DIR_PREFIX)
     )
     if marks:
         return f"holds a checkpoint ({marks[0]})"

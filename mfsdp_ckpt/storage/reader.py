@@ -30,6 +30,7 @@ from mfsdp_ckpt.format.dcp_metadata import MAX_INT, MAX_METADATA_BYTES, load_pla
 from mfsdp_ckpt.format.layout import DCP_METADATA_FILE
 from mfsdp_ckpt.format.restricted_pickle import restricted_loads
 from mfsdp_ckpt.format.saved_objects import TENSOR_LAYOUT_GLOBALS
+from mfsdp_ckpt.format.torch_save_format import contiguous_strides
 from mfsdp_ckpt.storage.blob_decode import BLOB_OVERHEAD, load_blob
 from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError, LocalByteStore, RangeFile
 from mfsdp_ckpt.storage.chunk_checks import (
@@ -248,14 +249,6 @@ def _tensor_layout(data: bytes) -> tuple | None:
     return dtype, numel, offset, size, stride
 
 
-def _contiguous_strides(sizes: tuple[int, ...]) -> tuple[int, ...]:
-    strides, step = [], 1
-    for size in reversed(sizes):
-        strides.append(step)
-        step *= max(size, 1)
-    return tuple(reversed(strides))
-
-
 class CheckpointReader:
     """Tables and values of one DCP directory, read on demand.
 
@@ -389,7 +382,7 @@ class CheckpointReader:
         blob = RangeFile(self.store, chunk.file, chunk.file_offset, chunk.length)
         try:
             stored = self._stored_layout(entry, chunk, blob, self._where(entry.name, chunk.file))
-            expected = (entry.dtype, chunk.numel, 0, chunk.sizes, _contiguous_strides(chunk.sizes))
+            expected = (entry.dtype, chunk.numel, 0, chunk.sizes, contiguous_strides(chunk.sizes))
             if stored is None or stored[0] != expected:
                 return None
             record = stored[1]

@@ -222,7 +222,8 @@ def test_a_plain_exception_writing_huggingface_assets_fails_the_save_in_one_line
     """Was: a 60-line traceback (sync) or a line naming neither step nor file (async), and
     global_step_1.tmp left on the full disk. The Rust error names no file: the line names
     the dir being written (`write_hf_assets` names tokenizer.json itself)."""
-    from mfsdp_ckpt.checkpointer import Checkpointer, CheckpointSaveError
+    from mfsdp_ckpt.checkpoint_failures import CheckpointSaveError
+    from mfsdp_ckpt.checkpointer import Checkpointer
 
     run = tmp_path / "run"
     saver = Checkpointer(run, strategy="none", async_save=async_save)
@@ -242,7 +243,8 @@ def test_a_tracker_that_cannot_be_replaced_says_the_step_was_saved(tmp_path, mon
     import errno
     import os
 
-    from mfsdp_ckpt.checkpointer import Checkpointer, TrackerNotUpdatedError
+    from mfsdp_ckpt.checkpoint_failures import TrackerNotUpdatedError
+    from mfsdp_ckpt.checkpointer import Checkpointer
 
     run = tmp_path / "run"
     saver = Checkpointer(run, strategy="none")
@@ -277,7 +279,8 @@ def test_a_save_that_failed_on_every_rank_is_said_once(tmp_path, monkeypatch, ca
     import signal
 
     from cli.errors import report_errors
-    from mfsdp_ckpt.checkpointer import Checkpointer, CheckpointSaveError
+    from mfsdp_ckpt.checkpoint_failures import CheckpointSaveError
+    from mfsdp_ckpt.checkpointer import Checkpointer
     from mfsdp_ckpt.storage.dcp_writer import CheckedWriter
 
     def full_disk(self, plan, planner):

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from mfsdp_ckpt.checkpointer import Checkpointer, CheckpointSaveError
+from mfsdp_ckpt.checkpoint_failures import CheckpointSaveError
+from mfsdp_ckpt.checkpointer import Checkpointer
 from mfsdp_ckpt.format import layout, run_steps, step_saving
 
 STATE = {"model": {"w": torch.ones(2)}}

@@ -22,7 +22,8 @@ import resource, sys
 from pathlib import Path
 import torch
 from transformers import Qwen2Config
-from mfsdp_ckpt.checkpointer import Checkpointer, CheckpointSaveError
+from mfsdp_ckpt.checkpoint_failures import CheckpointSaveError
+from mfsdp_ckpt.checkpointer import Checkpointer
 from trainer.model import write_hf_assets
 from trainer.tiny import build_tokenizer, tiny_config_kwargs
 run, limit = Path(sys.argv[1]), int(sys.argv[2])
@@ -59,7 +60,8 @@ def test_a_tokenizer_the_disk_cannot_hold_names_tokenizer_json(tmp_path):
 
 
 def test_a_manifest_the_disk_cannot_hold_is_named_without_python_s_repr(tmp_path, monkeypatch):
-    from mfsdp_ckpt.checkpointer import Checkpointer, CheckpointSaveError
+    from mfsdp_ckpt.checkpoint_failures import CheckpointSaveError
+    from mfsdp_ckpt.checkpointer import Checkpointer
 
     fsync = os.fsync
 

@@ -13,7 +13,8 @@ import os
 import pytest
 import torch
 
-from mfsdp_ckpt.checkpointer import Checkpointer, CheckpointSaveError
+from mfsdp_ckpt.checkpoint_failures import CheckpointSaveError
+from mfsdp_ckpt.checkpointer import Checkpointer
 
 STATE = {"model": {"w": torch.ones(2)}}
 

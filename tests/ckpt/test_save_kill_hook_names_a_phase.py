@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from mfsdp_ckpt.checkpointer import KILL_AT_ENV, SAVE_PHASES, Checkpointer
+from mfsdp_ckpt.checkpointer import Checkpointer
 from mfsdp_ckpt.errors import MfsdpUsageError
+from mfsdp_ckpt.kill_points import KILL_AT_ENV, SAVE_PHASES
 
 
 @pytest.mark.parametrize(

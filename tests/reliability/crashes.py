@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mfsdp_ckpt.checkpointer import KILL_AT_ENV
+from mfsdp_ckpt.kill_points import KILL_AT_ENV
 from tests.reliability.outcome import Outcome, invoke
 from tests.reliability.sft_run import sft_args
 from tests.support.paths import REPO
@@ -27,7 +27,7 @@ from tests.support.sft import write_chat_jsonl
 @dataclass(frozen=True)
 class Crash:
     """One SIGKILL point of a 2-process save (MFSDP_CKPT_KILL_AT, see
-    mfsdp_ckpt/checkpointer.py): which phase, on which rank."""
+    mfsdp_ckpt/kill_points.py): which phase, on which rank."""
 
     name: str
     when: str  # the moment, in the words of the save protocol

@@ -35,7 +35,8 @@ def test_disk_full_during_save(pristine, tmp_path):
 WRITER_THREAD_FAILURE = r"""
 import resource, sys, torch
 sys.path.insert(0, sys.argv[1])
-from mfsdp_ckpt.checkpointer import Checkpointer, CheckpointSaveError
+from mfsdp_ckpt.checkpoint_failures import CheckpointSaveError
+from mfsdp_ckpt.checkpointer import Checkpointer
 # only the file with the big tensor exceeds it
 resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
 state = {"big": torch.randn(1 << 19), **{f"small{i}": torch.randn(16) for i in range(6)}}

@@ -42,7 +42,7 @@ def test_crash_during_save(chain, index):
 
 
 def test_every_save_phase_is_crashed():
-    from mfsdp_ckpt.checkpointer import SAVE_PHASES
+    from mfsdp_ckpt.kill_points import SAVE_PHASES
 
     crashed = {c.target.split(":")[0] for c in CRASHES}
     assert crashed == set(SAVE_PHASES)
