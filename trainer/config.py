@@ -45,6 +45,7 @@ import yaml
 from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.dtypes import short_dtype_name
+from mfsdp_ckpt.format.layout import RUN_CONFIG_FILE
 from trainer import verl_keys
 from trainer.config_yaml import YAMLConfigError, parse_yaml, read_yaml_file
 from trainer.override_text import dropped_markup, folded_or_trimmed
@@ -52,7 +53,7 @@ from trainer.run_files import replacing
 from trainer.shown_value import shown_value
 from trainer.yaml_colon_keys import glued_value_hint
 
-RESOLVED_CONFIG_FILE = "config.yaml"  # in the run dir: the config the run used
+RESOLVED_CONFIG_FILE = RUN_CONFIG_FILE  # in the run dir: the config the run used
 
 
 class ConfigError(MfsdpUsageError, ValueError):
@@ -111,21 +112,26 @@ UnitOpen = Annotated[float, Range("in [0, 1)", lambda v: 0 <= v < 1)]  # Adam be
 UnitPositive = Annotated[float, Range("in (0, 1]", lambda v: 0 < v <= 1)]
 
 
-def _sane_geometry(overrides: dict[str, Any]) -> bool:
+@dataclass(frozen=True)
+class Checked:
+    """A check on a field's value, declared in its annotation, that says itself why it
+    refuses one: `refusal(value, key)` is the reason (naming `key`), None where it accepts.
+    For checks of several rules, where one Range text named them all and hid which failed."""
+
+    refusal: Callable[[Any, str], str | None]
+
+
+def _geometry_refusal(overrides: dict[str, Any], key: str) -> str | None:
+    """Why `overrides` (HF config fields) make no model, as the same values in config.json
+    are refused (`num_hidden_layers=2000 is over the 1024 allowed`); None where they do."""
     try:
-        check_geometry(overrides, "model.overrides")
-    except HFConfigError:
-        return False
-    return True
+        check_geometry(overrides, f"config key '{key}'")
+    except HFConfigError as err:
+        return str(err)
+    return None
 
 
-HFOverrides = Annotated[
-    dict[str, Any],
-    Range(
-        "HF config fields whose sizes are positive integers that divide (heads by KV heads)",
-        _sane_geometry,
-    ),
-]
+HFOverrides = Annotated[dict[str, Any], Checked(_geometry_refusal)]
 
 
 # --------------------------------------------------------------------------- sections
@@ -315,7 +321,7 @@ def load_config(
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(_not_an_override(item, list(overrides[index + 1 :])))
-        pairs.append((key.strip(), parse_override_value(key.strip(), text, _cleared(cls, key))))
+        pairs.append((key.strip(), _override_value(cls, key.strip(), text)))
     for key, value in verl_keys.adopt_pairs(cls, pairs, "command-line override"):
         set_dotted(tree, key, value)
     return check_across_keys(_build_config(cls, tree, "command-line override"))
@@ -367,6 +373,34 @@ def _refuse_split_overrides(overrides: list[str]) -> None:
             f"override {typed!r}: spaces around '=' make {len(parts)} arguments of one"
             f" override; write {''.join(parts)}"
         )
+
+
+def _override_value(cls: type, key: str, text: str) -> Any:
+    """The value of the override `key=text` for a config of `cls`: for a key that takes only
+    text (a run dir, a name, checkpoint.resume), the text as typed where YAML reads it as a
+    number or boolean: `trainer.run_dir=6` was refused ("expects a string, got 6"), though
+    a dir named 6 is one, and `0x1f` or `1_000` would have become other text. A boolean
+    stays one for a key of named values (`checkpoint.resume=true` means auto or disable, not
+    a dir named true), for its error to name them."""
+    value = parse_override_value(key, text, _cleared(cls, key))
+    named = isinstance(value, bool) and key in _TEXT_VALUES
+    if isinstance(value, (bool, int, float)) and not named and _takes_text_only(cls, key):
+        return text
+    return value
+
+
+def _takes_text_only(cls: type, dotted: str) -> bool:
+    """Whether the key `dotted` of `cls` takes a string and no number or boolean (null aside)."""
+    found = _field_of(cls, dotted)
+    if found is None:
+        return False
+    kind = found[2]
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        kinds = [arg for arg in typing.get_args(kind) if arg is not type(None)]
+        kind = kinds[0] if len(kinds) == 1 else None
+    if typing.get_origin(kind) is Annotated:
+        kind = typing.get_args(kind)[0]
+    return kind is str
 
 
 def parse_override_value(key: str, text: str, clear: str | None = "null") -> Any:
@@ -497,17 +531,28 @@ def _build(cls: type, values: dict[str, Any], prefix: str, source: str, command:
     return cls(**kwargs)
 
 
+def _field_of(cls: type, dotted: str) -> tuple[Any, str, Any] | None:
+    """The field `dotted` names in `cls`: its section, name and type (annotations kept);
+    None where it names none."""
+    kind: Any = cls
+    owner, part = cls, ""
+    for part in dotted.strip().split("."):
+        is_section = dataclasses.is_dataclass(kind)
+        hints = verl_keys.field_types(cast(type, kind)) if is_section else {}
+        if part not in hints:
+            return None
+        owner, kind = kind, hints[part]
+    return owner, part, kind
+
+
 def _cleared(cls: type, dotted: str) -> str | None:
     """What clears `dotted` on the command line: `null` where the key may be unset, `[]` for
     a list (null is refused there: `data.val_files=null` "expects a list of strings"); None
     where it must hold a value, or is no key of `cls` (its own error names it)."""
-    kind: Any = cls
-    owner, part = cls, ""
-    for part in dotted.strip().split("."):
-        hints = typing.get_type_hints(kind) if dataclasses.is_dataclass(kind) else {}
-        if part not in hints:
-            return None
-        owner, kind = kind, hints[part]
+    found = _field_of(cls, dotted)
+    if found is None:
+        return None
+    owner, part, kind = found
     if type(None) in typing.get_args(kind):
         return "null"
     return "[]" if typing.get_origin(kind) is list and _empty_by_default(owner, part) else None
@@ -748,21 +793,40 @@ def _coerce(kind: Any, value: Any, key: str, source: str, command: str) -> Any:
     if kind is float:
         return _coerce_float(kind, value, key, source)
     if kind is str and not isinstance(value, str):
-        raise _expected(kind, value, key, source, "a string")
+        values = f" ({_TEXT_VALUES[key]})" if key in _TEXT_VALUES else ""
+        raise _expected(kind, value, key, source, f"a string{values}", _quoting_hint(key, value))
     if kind in (bool, str):
         return value
     # an annotation this loader does not know: a bug in the schema
     raise _expected(kind, value, key, source, _type_name(kind))
 
 
-def _expected(kind: Any, value: Any, key: str, source: str, expected: str) -> ConfigError:
-    """The one line for a value of the wrong type: what `key` expects and what it got."""
+# What a text key takes where its type cannot say (`checkpoint.resume=6` was refused as not
+# a string, not saying what it takes)
+_TEXT_VALUES = {"checkpoint.resume": "auto | disable | PATH"}
+
+
+def _quoting_hint(key: str, value: Any) -> str:
+    """For a string key given a number or boolean (YAML's reading of `6`, `true`, `0x1f`,
+    whose text is gone by now): the quoting that keeps the text as written."""
+    if not isinstance(value, (bool, int, float)):
+        return ""
+    read_as = "a boolean" if isinstance(value, bool) else "a number"
+    leaf = key.rsplit(".", 1)[-1]
+    return f', which YAML reads as {read_as}: quote the text to keep it as written ({leaf}: "...")'
+
+
+def _expected(
+    kind: Any, value: Any, key: str, source: str, expected: str, hint: str = ""
+) -> ConfigError:
+    """The one line for a value of the wrong type: what `key` expects and what it got, and
+    then `hint`."""
     # YAML reads `~` (the home directory to a shell user) and a bare `key:` as null
     got = shown_value(value)
     if value is None:
         got = "null (YAML's ~, null, or nothing after the colon)"
     empty = "; an empty list is []" if value is None and typing.get_origin(kind) is list else ""
-    return ConfigError(f"{source}: config key '{key}' expects {expected}, got {got}{empty}")
+    return ConfigError(f"{source}: config key '{key}' expects {expected}, got {got}{empty}{hint}")
 
 
 def _coerce_annotated(kind: Any, value: Any, key: str, source: str, command: str) -> Any:
@@ -776,6 +840,8 @@ def _coerce_annotated(kind: Any, value: Any, key: str, source: str, command: str
             raise RangeError(
                 f"{source}: config key '{key}' must be {check.text}, got {shown_value(value)}"
             )
+        if isinstance(check, Checked) and (why := check.refusal(coerced, key)) is not None:
+            raise RangeError(f"{source}: {why}")
     return coerced
 
 

@@ -294,11 +294,12 @@ def _convert(
     log = logging.getLogger("mfsdp.config")
     log.addHandler(collected)
     propagate, log.propagate = log.propagate, False
+    given = verl_keys.keys_given((backend or []) + pairs)  # once: per group it was quadratic
     try:
         for group in verl_keys.groups(pairs):
             shown = ", ".join(f"{key}={value}" for key, value in group)
             try:
-                adopted = verl_keys.carry_over(cls, group, (backend or []) + pairs)
+                adopted = verl_keys.carry_over(cls, group, given)
             except verl_keys.NotCarried as err:
                 conversion.dropped.append(f"{shown}: {err.reason}")
                 continue
@@ -413,11 +414,12 @@ def _unset_unmapped(
     refused is not carried over, as it is given, with what to set in verl to train as here.
     Left out, Megatron's fused LoRA converted at exit 0 as if it were mfsdp's."""
     given = verl_keys.keys_given(pairs)
+    run = verl_keys.keys_given(context)
     dropped = []
     for default in _megatron_lora_defaults(pairs)[1]:
         if default.verl_key in given:
             continue
-        why = verl_keys.refusal(cls, [(default.verl_key, default.value)], context)
+        why = verl_keys.refusal(cls, [(default.verl_key, default.value)], run)
         if why is not None:
             dropped.append(
                 f"{default.verl_key}: not set, so verl trains its default,"

@@ -23,6 +23,7 @@ import copy
 import dataclasses
 import functools
 import logging
+import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -539,12 +540,13 @@ def groups(pairs: list[tuple[str, Any]]) -> list[list[tuple[str, Any]]]:
     resume_from_path, a key of MIRRORS with the key it copies, clip_ratio with the sides it
     may fill in."""
     keys = [_normalise(key.lstrip("+")) for key, _value in pairs]
+    present = set(keys)  # looked up per key: a list here made many keys quadratic
     clip_keys = {CLIP_RATIO, *(name for names in CLIP_SIDES.values() for name in names)}
     found: dict[str, list[tuple[str, Any]]] = {}
     for key, pair in zip(keys, pairs):
         leader = "resume" if key in RESUME else MIRRORS.get(key, key)
-        leader = CLIP_RATIO if key in clip_keys and CLIP_RATIO in keys else leader
-        leader = leader if leader == "resume" or leader in keys else key
+        leader = CLIP_RATIO if key in clip_keys and CLIP_RATIO in present else leader
+        leader = leader if leader == "resume" or leader in present else key
         found.setdefault(leader, []).append(pair)
     return list(found.values())
 
@@ -592,16 +594,19 @@ def adopt_tree(cls: type, tree: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def _failing(cls: type, pairs: list[tuple[str, Any]]) -> int:
-    """How many of `pairs` fail to carry over, each group of `groups` tried alone."""
-    return sum(refusal(cls, group, pairs) is not None for group in groups(pairs))
+    """How many of `pairs` fail to carry over, each group of `groups` tried alone (in the
+    run's keys read once: read per group, a file of many keys took minutes)."""
+    given = keys_given(pairs)
+    return sum(refusal(cls, group, given) is not None for group in groups(pairs))
 
 
-def refusal(cls: type, pairs: list[tuple[str, Any]], context: list[tuple[str, Any]]) -> str | None:
-    """Why `pairs` (a group of `groups`) do not carry over in the run `context` (None: they
-    do), tried without their notes: a value tried is not one the run gives."""
+def refusal(cls: type, pairs: list[tuple[str, Any]], given: dict[str, Any]) -> str | None:
+    """Why `pairs` (a group of `groups`) do not carry over in the run whose keys are `given`
+    (`keys_given`; None: they do), tried without their notes: a value tried is not one the
+    run gives."""
     log.disabled, disabled = True, log.disabled
     try:
-        carry_over(cls, pairs, context)
+        carry_over(cls, pairs, given)
     except NotCarried as err:
         return err.reason
     finally:
@@ -622,13 +627,14 @@ def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tu
 
 
 def carry_over(
-    cls: type, pairs: list[tuple[str, Any]], context: list[tuple[str, Any]] | None = None
+    cls: type, pairs: list[tuple[str, Any]], given: dict[str, Any] | None = None
 ) -> list[tuple[str, Any]]:
     """`adopt_pairs` without a source: NotCarried for the first verl key that does not carry
-    over. `context` is every pair of the run where `pairs` is a part of them (`groups`), for
-    the rules that read another key (LoRA's rank)."""
+    over. `given` is `keys_given` of every pair of the run where `pairs` is a part of them
+    (`groups`), for the rules that read another key (LoRA's rank); the caller reads it once
+    for all its groups, as reading it per group made a file of many keys take minutes."""
     command = command_of(cls)
-    given = keys_given(context or pairs)
+    given = keys_given(pairs) if given is None else given
     out: list[tuple[str, Any]] = []
     resume: dict[str, Any] = {}
     for raw, value in pairs:
@@ -940,7 +946,7 @@ def split_foreign(
     cls: type, tree: dict[str, Any], prefix: str = ""
 ) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
     """The part of `tree` that names `cls`'s fields, and the rest as dotted pairs."""
-    hints = typing.get_type_hints(cls)
+    hints = field_types(cls)
     native: dict[str, Any] = {}
     foreign: list[tuple[str, Any]] = []
     for key, value in tree.items():
@@ -979,13 +985,21 @@ def _normalise(key: str) -> str:
     return key
 
 
+@functools.cache
+def field_types(cls: type) -> types.MappingProxyType[str, Any]:
+    """The field types of the config section `cls`, read once per class: every key of a
+    config is looked up here, and `typing.get_type_hints` evaluates each annotation anew
+    (about a millisecond a class), which made a file of thousands of keys take minutes."""
+    return types.MappingProxyType(typing.get_type_hints(cls))
+
+
 def is_native(cls: type, key: str) -> bool:
     """Whether dotted `key` names a field of `cls` (a mapping field absorbs the rest of the key)."""
     kind: Any = cls
     for part in key.split("."):
         if not dataclasses.is_dataclass(kind):
             return typing.get_origin(kind) is dict
-        hints = typing.get_type_hints(kind)
+        hints = field_types(typing.cast(type, kind))
         if part not in hints:
             return False
         kind = hints[part]

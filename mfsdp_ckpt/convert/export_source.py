@@ -176,6 +176,10 @@ MAX_ASSETS_BYTES = MAX_ASSET_BYTES
 # few hundred thousand merges, each an array at most).
 MAX_JSON_ASSET_BYTES = 64 << 20
 MAX_JSON_ASSET_CONTAINERS = 2_000_000
+# A chat template (chat_template.jinja, additional_chat_templates/*.jinja) is compiled whole
+# into Python to render each row: real ones are a few KB and the largest about 100 KB, so
+# 1 MiB is ten times that. At the generic asset bound a 900 MB one took 3 GB to compile.
+MAX_TEMPLATE_BYTES = 1 << 20
 
 
 class AssetFiles(dict[str, Callable[[], bytes]]):
@@ -427,7 +431,10 @@ def _check_assets(
 
 
 def _asset_limit(name: str) -> int:
-    """The most bytes the asset `name` may have: a JSON one is parsed, so it has less."""
+    """The most bytes the asset `name` may have: a JSON one is parsed, and a chat template
+    compiled, so they have less."""
+    if name.endswith(".jinja"):
+        return MAX_TEMPLATE_BYTES
     return MAX_JSON_ASSET_BYTES if _is_json_asset(name) else MAX_ASSET_BYTES
 
 

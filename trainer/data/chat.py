@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mfsdp_ckpt.check.printable import error_line
+from mfsdp_ckpt.convert.export_source import MAX_TEMPLATE_BYTES
 from mfsdp_ckpt.errors import MfsdpError, MfsdpUsageError
 from trainer.data.table_kinds import table_kind_hint
 from trainer.data.template_sandbox import TemplateSizeError, render
@@ -104,9 +105,27 @@ class RowLimit:
 
 
 def row_limit(tokenizer: Any, key: str, tokens: int, truncated: bool = False) -> RowLimit:
-    """The RowLimit of `tokens` tokens of `tokenizer` (its vocabulary read once)."""
+    """The RowLimit of `tokens` tokens of `tokenizer` (its vocabulary read once), whose chat
+    template is checked to be of a template's size before any row renders with it."""
+    check_template_size(tokenizer)
     longest = max((len(token) for token in tokenizer.get_vocab()), default=1)
     return RowLimit(key, tokens, max(longest, 1), _template_name(tokenizer), truncated)
+
+
+def check_template_size(tokenizer: Any) -> None:
+    """Refuse, naming its file, a chat template longer than a template file may be
+    (MAX_TEMPLATE_BYTES): one in tokenizer_config.json is bounded only by that JSON's own
+    limit, and it is compiled whole to render the rows: a huge one took GBs, then blamed
+    the first row's render time. No template at all: `chat_ids` says so, naming the row.
+    Every named template counts (a dict of them), not only the one rows render with."""
+    template = getattr(tokenizer, "chat_template", None)
+    templates = template.values() if isinstance(template, dict) else [template]
+    size = max((len(text) for text in templates if isinstance(text, str)), default=0)
+    if size > MAX_TEMPLATE_BYTES:
+        raise ChatFormatError(
+            f"{_template_name(tokenizer)}: {size} characters, more than the"
+            f" {MAX_TEMPLATE_BYTES} a chat template may have (real ones are a few KB)"
+        )
 
 
 def _template_name(tokenizer: Any) -> str:
