@@ -266,7 +266,7 @@ def _resolve(
         steps = run_steps.list_complete_steps(given)
         if step is not None and step not in steps:
             refuse_if_moved_on(given, step)
-            report.add(ERROR, tracker, f"names step {step}, which is missing or incomplete")
+            report.add(ERROR, tracker, _tracked_step_not_complete(given, step))
         chosen = step if step in steps else (steps[-1] if steps else None)
         if chosen is None:
             raise layout.CheckpointPathError(
@@ -279,6 +279,18 @@ def _resolve(
             return replace(paths, note="; ".join(filter(None, (paths.note, newer))))
         return paths
     return checkpoint_resolution.resolve_checkpoint(given, role=role)
+
+
+def _tracked_step_not_complete(run: Path, step: int) -> str:
+    """Why the step the tracker names is not read: its manifest when one is there but no
+    regular file (a FIFO, a directory, a link to /dev/zero), named with what it is, as
+    validating that step dir says; else missing or incomplete (a save stopped before its
+    manifest was written, or the step removed)."""
+    target = layout.step_dir(run, step)
+    damage = run_steps.manifest_damage(target)
+    if damage is None:
+        return f"names step {step}, which is missing or incomplete"
+    return f"names step {step}, but {target / layout.MANIFEST_FILE} is {damage}"
 
 
 def _newer_step_note(tracker: Path, step: int, newest: int) -> str:

@@ -96,6 +96,7 @@ from mfsdp_ckpt.format.generation_config import GENERATION_CONFIG_FILE
 from mfsdp_ckpt.format.hub_id import missing_hf_config
 from mfsdp_ckpt.format.model_files import top_level_names
 from mfsdp_ckpt.format.output_inside import inside_checkpoint
+from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.named_writes import write_bytes, write_text
 from mfsdp_ckpt.storage.out_dir import claim_output
@@ -468,6 +469,20 @@ def prepare_source(
     return PreparedSource(source, local_paths, asset_location, derived, assets)
 
 
+def refuse_hf_config_of_no_kind(hf_config: str | os.PathLike) -> None:
+    """ExportUsageError (exit 2) for an --hf-config that is there but neither a model dir
+    nor a regular file (a FIFO, /dev/zero, a link to one), said as `validate --hf-config`
+    says it. Taken for a model dir to list, it was "cannot list (Not a directory)", which
+    named no option and called a FIFO a directory that could not be read; checked before
+    any export path (full, LoRA merge, adapter) reads it."""
+    if not os.path.lexists(hf_config) or os.path.isdir(hf_config):
+        return  # a missing one is named by the export path that needs it
+    try:
+        safe_files.regular_file(hf_config)
+    except CheckpointFileError as err:
+        raise ExportUsageError(f"--hf-config {err}") from None
+
+
 DEFAULT_MAX_SHARD_SIZE = 5 * 10**9  # transformers' save_pretrained default
 DEFAULT_WORKERS = 4
 # why an export that writes a PEFT adapter or streams a LoRA merge has no use for a flag
@@ -589,6 +604,8 @@ def export_hf(
         merge_onto_base,
     )
 
+    if hf_config is not None:
+        refuse_hf_config_of_no_kind(hf_config)
     shard_size = DEFAULT_MAX_SHARD_SIZE if max_shard_size is None else max_shard_size
     mfsdp_lora = lora_manifest(ckpt, io) is not None
     if not mfsdp_lora and adapter_only:

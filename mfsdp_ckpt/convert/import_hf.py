@@ -41,6 +41,7 @@ import contextlib
 import datetime as _dt
 import math
 import os
+import stat
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -187,15 +188,26 @@ def _refuse_bad_request(
     if dtype != "auto" and dtype not in DTYPES:
         raise ImportUsageError(f"--dtype {dtype!r}: choose auto, {', '.join(DTYPES)}")
     if hf_dir.exists() and not hf_dir.is_dir():  # model.safetensors or config.json itself
-        raise ImportUsageError(
-            f"{hf_dir}: a file, not a directory (give the Hugging Face model dir holding it: "
-            f"{hf_dir.parent})"
-        )
+        raise ImportUsageError(_not_a_model_dir(hf_dir))
     if not hf_dir.is_dir():
         raise ImportUsageError(
             f"{hf_dir}: no such directory (give a Hugging Face model dir){hub_id_hint(hf_dir, '')}"
         )
     return experts
+
+
+def _not_a_model_dir(hf_dir: Path) -> str:
+    """The line refusing an HF_DIR that is there but no directory: a file in a model dir
+    (model.safetensors, config.json: tab completion's pick) is sent to the dir holding it;
+    a FIFO or a device (/dev/zero) is said to be what it is, as validate and export-hf say
+    it, not called a file of a model dir."""
+    mode = os.stat(hf_dir).st_mode
+    if stat.S_ISREG(mode):
+        return (
+            f"{hf_dir}: a file, not a directory (give the Hugging Face model dir holding it: "
+            f"{hf_dir.parent})"
+        )
+    return f"{hf_dir}: {safe_files.kind_name(mode)}, not a directory"
 
 
 def plan_model_import(

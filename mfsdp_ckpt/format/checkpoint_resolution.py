@@ -64,6 +64,7 @@ from mfsdp_ckpt.format.path_refusals import (
 from mfsdp_ckpt.format.run_steps import (
     is_ours,
     list_complete_steps,
+    manifest_damage,
     natural_order,
     newest_of,
     read_bridge_tracker,
@@ -414,9 +415,14 @@ def _from_our_run_dir(run: Path, tracked: str | None) -> CheckpointPaths:
             )
         target = step_dir(run, int(tracked))
         if not is_file(target / MANIFEST_FILE):
+            damage = manifest_damage(target) if is_dir(target) else None
+            what = (
+                f"{target / MANIFEST_FILE} is {damage}"
+                if damage
+                else f"{target} is missing or incomplete"
+            )
             raise DamagedRunDirError(
-                f"{run / TRACKER_FILE}: names step {int(tracked)}, but {target} is missing"
-                f" or incomplete{steps_here(run)}"
+                f"{run / TRACKER_FILE}: names step {int(tracked)}, but {what}{steps_here(run)}"
             )
     else:
         target = step_dir(run, list_complete_steps(run)[-1])

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from mfsdp_ckpt.format.dir_entries import unreadable
 from mfsdp_ckpt.format.layout import CheckpointPathError
+from mfsdp_ckpt.storage import safe_files
 
 MAX_WALK_DEPTH = 32
 MAX_WALK_ENTRIES = 100_000
@@ -40,6 +41,8 @@ def list_files(
             entries = list(os.scandir(directory))
         except PermissionError as err:
             raise unreadable(directory, "cannot list", err) from None
+        except NotADirectoryError:  # `root` itself: a FIFO or a device given for a dir
+            raise CheckpointPathError(not_a_directory(directory)) from None
         except OSError as err:
             raise CheckpointPathError(
                 f"{str(directory)[:200]}: cannot list ({err.strerror or err})"
@@ -57,3 +60,14 @@ def list_files(
             else:
                 found.append(os.path.relpath(entry.path, base))
     return sorted(found)
+
+
+def not_a_directory(path: Path) -> str:
+    """The line for a `path` listed as a directory that is none, saying what it is ("a FIFO,
+    not a directory"): "cannot list (Not a directory)" read as a directory that could not
+    be opened."""
+    try:
+        kind = safe_files.kind_name(os.stat(path).st_mode)
+    except OSError as err:  # gone or changed since: say what the listing met
+        return f"{str(path)[:200]}: cannot list ({err.strerror or err})"
+    return f"{str(path)[:200]}: {kind}, not a directory"

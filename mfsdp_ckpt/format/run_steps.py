@@ -135,11 +135,31 @@ def refuse_replacing_steps(run_dir: str | os.PathLike, resumed: int | None) -> N
 def incomplete_step(path: Path) -> str:
     """What is at a step dir's name that makes it no complete step, in words."""
     if is_dir(path):
+        damage = manifest_damage(path)
+        if damage is not None:
+            return f"holds a {MANIFEST_FILE} that is {damage}"
         return (
             f"holds no {MANIFEST_FILE}, which mfsdp writes last (damaged after it was saved,"
             " or another trainer's)"
         )
     return "is a file, not a step dir" if _is_file_followed(path) else "is not a directory"
+
+
+def manifest_damage(step: Path) -> str | None:
+    """What the `manifest.json` in `step` is when one is there but it is no regular file to
+    read ("a FIFO, not a regular file"; a link leading nowhere is "unreadable (...)"), in
+    the words reading the step itself uses; None when there is none (a save stopped before
+    writing it, which `incomplete_step` says) or it is a regular file. Such a step is not
+    complete, as before: this only names what is there, where "holds no manifest.json" or
+    "missing or incomplete" sent the user looking for a file that is there."""
+    manifest = step / MANIFEST_FILE
+    if not os.path.lexists(manifest):
+        return None
+    try:
+        mode = os.stat(manifest).st_mode
+    except OSError as err:
+        return f"unreadable ({err.strerror or err})"
+    return None if stat.S_ISREG(mode) else f"{safe_files.kind_name(mode)}, not a regular file"
 
 
 def _is_file_followed(path: Path) -> bool:

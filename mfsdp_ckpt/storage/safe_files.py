@@ -27,6 +27,7 @@ from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.confined_stat import LeadsOutError, confined_stat
 
 _KIND_NAMES = {
+    stat.S_IFREG: "a regular file",
     stat.S_IFIFO: "a FIFO",
     stat.S_IFCHR: "a character device",
     stat.S_IFBLK: "a block device",
@@ -36,7 +37,11 @@ _KIND_NAMES = {
 }
 
 
-def _kind(mode: int) -> str:
+def kind_name(mode: int) -> str:
+    """What a file of `mode` (from `os.stat`) is, in words: "a FIFO", "a character device".
+    Every refusal of something that is no regular file (or no directory) starts with it, so
+    that a manifest, a tracker, --hf-config or a model dir is said to be the same thing
+    whichever command met it."""
     return _KIND_NAMES.get(stat.S_IFMT(mode), "not a regular file")
 
 
@@ -152,7 +157,7 @@ def regular_file(
     real = resolve_inside(path, root, within)
     mode = os.stat(real).st_mode
     if not stat.S_ISREG(mode):
-        raise CheckpointFileError(f"{path}: {_kind(mode)}, not a regular file")
+        raise CheckpointFileError(f"{path}: {kind_name(mode)}, not a regular file")
     return real
 
 
@@ -181,7 +186,7 @@ def _refuse_unless_regular(fd: int, path: str | os.PathLike) -> None:
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
-        raise CheckpointFileError(f"{path}: {_kind(mode)}, not a regular file")
+        raise CheckpointFileError(f"{path}: {kind_name(mode)}, not a regular file")
 
 
 def open_regular_for_writing(path: str | os.PathLike, append: bool = False) -> int:

@@ -13,6 +13,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 import xxhash
 
+from mfsdp_ckpt.check.removed_while_read import CheckpointRemovedError
 from mfsdp_ckpt.convert.export_hf import export_hf
 from mfsdp_ckpt.convert.import_hf import import_hf
 from mfsdp_ckpt.format.dtypes import BY_NAME
@@ -130,7 +131,8 @@ def test_payload_of_the_wrong_size_is_refused(tmp_path):
 
 def test_a_failure_inside_a_file_thread_leaves_nothing(tmp_path, monkeypatch):
     """A source shorter than its header said (truncated after planning): the thread copying it
-    fails, the error reaches the caller, every thread ends, and nothing is left at OUT."""
+    fails naming the source, the error reaches the caller, every thread ends, and nothing is
+    left at OUT."""
     from mfsdp_ckpt.convert import import_hf as import_module
 
     planned = import_module._payload_ranges
@@ -144,7 +146,7 @@ def test_a_failure_inside_a_file_thread_leaves_nothing(tmp_path, monkeypatch):
 
     monkeypatch.setattr(import_module, "_payload_ranges", past_the_end)
     source = saved_hf_model(tmp_path, "qwen3", tied=False)
-    with pytest.raises(OSError, match="truncated"):
+    with pytest.raises(CheckpointRemovedError, match="changed while it was read"):
         import_hf(source, tmp_path / "out", layout_name="hf")
     assert not (tmp_path / "out").exists() and hidden_leftovers(tmp_path) == []
     assert _writer_threads() == []
