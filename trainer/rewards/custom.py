@@ -12,10 +12,12 @@ end of the run; only Ctrl-C (KeyboardInterrupt) passes through.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib.util
 import inspect
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -41,6 +43,11 @@ REWARD_KEYWORDS = ("data_source", "solution_str", "ground_truth", "extra_info")
 
 
 def load_reward_function(path: str | Path, name: str = "compute_score") -> Callable:
+    """The function `name` of the python file `path`, which is imported here: its top level
+    runs now, as the user's own code (stdout sent to stderr), once per rank. Every way it
+    can be unusable (no such file, a FIFO, a failing import or `sys.exit()`, no such name,
+    a signature verl's keyword call cannot fill) is a `RewardError` naming reward.path or
+    reward.name, raised while the run is built rather than at the first scored batch."""
     file = Path(path)
     if not os.path.lexists(file):
         raise RewardError(f"reward.path {str(file)!r}: no such file")
@@ -89,7 +96,94 @@ def _check_signature(function: Callable, name: str, file: Path) -> None:
 
 @contextlib.contextmanager
 def user_code_output() -> Iterator[None]:
-    """Run the user's reward code with its prints on stderr: stdout is the command's own (one
-    JSON object under `--json`)."""
-    with contextlib.redirect_stdout(sys.stderr):
-        yield
+    """Run the user's reward code with its output on stderr: stdout is the command's own (one
+    JSON object under `--json`). Swapping `sys.stdout` alone left file descriptor 1 on the
+    real stdout, so what a checker run as a subprocess printed (children inherit the
+    descriptor), or `os.write(1, ...)`, or C code's printf, came before the JSON object; the
+    descriptor is pointed at stderr too, and back once the call returns, raises or is stopped
+    by its time limit (an awaited `async def` function runs inside). Nested or overlapping
+    uses (threads) share one redirection, undone when the last of them ends."""
+    _enter_user_code()
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        _leave_user_code()
+
+
+_STDOUT_FD, _STDERR_FD = 1, 2
+_redirect_lock = threading.Lock()  # guards the two below, whichever thread runs user code
+_users = 0  # the user_code_output blocks running now
+_command_stdout: int | None = None  # a copy of the command's stdout while descriptor 1 is stderr
+
+
+def _enter_user_code() -> None:
+    global _users, _command_stdout
+    with _redirect_lock:
+        _users += 1
+        if _users == 1:
+            _command_stdout = _stdout_to_stderr()
+
+
+def _leave_user_code() -> None:
+    global _users
+    with _redirect_lock:
+        _users -= 1
+        if _users == 0:
+            _restore_stdout()
+
+
+def restore_command_stdout() -> None:
+    """Point descriptor 1 back at the command's own stdout now, while the user's code may still
+    run: where the run is ended under it (a call stuck in C code past reward.timeout_s), the
+    error's JSON object belongs on stdout. No effect when it is not redirected."""
+    with _redirect_lock:
+        _restore_stdout()
+
+
+def _stdout_to_stderr() -> int | None:
+    """Point descriptor 1 at stderr; a copy of the command's stdout it pointed at, or None
+    when the descriptors cannot be copied (1 or 2 closed): then only `sys.stdout` is swapped."""
+    _flush_output()  # what the command printed so far belongs on its stdout
+    try:
+        saved = os.dup(_STDOUT_FD)
+    except OSError:
+        return None
+    try:
+        os.dup2(_STDERR_FD, _STDOUT_FD)
+    except OSError:
+        os.close(saved)
+        return None
+    return saved
+
+
+def _restore_stdout() -> None:
+    global _command_stdout
+    saved, _command_stdout = _command_stdout, None
+    if saved is not None:
+        _flush_output()  # what the user's code wrote, buffered, belongs on stderr
+        os.dup2(saved, _STDOUT_FD)
+        os.close(saved)
+
+
+def _flush_output() -> None:
+    """Flush what Python and C's stdio hold for stdout and stderr, so that each buffered write
+    reaches the descriptor it was written under; a stream that cannot be flushed (closed, a
+    broken pipe) keeps its error for the command's own next write to report."""
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            stream.flush()  # type: ignore[union-attr]
+    if _C_LIBRARY is not None:
+        _C_LIBRARY.fflush(None)  # a C extension's printf, held by stdio
+
+
+def _c_library() -> ctypes.CDLL | None:
+    """The process's C library, whose stdio buffers C code's printf; None where it cannot be
+    loaded by name (then only Python's buffers are flushed)."""
+    try:
+        return ctypes.CDLL(None)
+    except OSError:
+        return None
+
+
+_C_LIBRARY = _c_library()

@@ -33,6 +33,7 @@ from trainer.rewards.custom import (
     RewardError,
     RewardFunctionError,
     load_reward_function,
+    restore_command_stdout,
     user_code_output,
 )
 from trainer.rewards.time_limit import STUCK_GRACE_S, RewardTimeout, time_limit
@@ -216,6 +217,7 @@ class RewardScorer:
         )
 
         def stop() -> None:
+            restore_command_stdout()  # the user's code still runs with descriptor 1 on stderr
             sys.stdout = stdout
             report_stranded(self._failed(source, extra, stopped))
 
