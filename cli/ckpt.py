@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from cli.choice import Choice
-from cli.errors import EXIT_FAILED, EXIT_USAGE, READ_PATH, GivenPath, fail, remember_json
+from cli.errors import EXIT_FAILED, EXIT_USAGE, READ_PATH, GivenPath, fail, json_option
 from cli.lines import say
 from cli.metadata_progress import metadata_progress
 from trainer.progress import CallbackBar
@@ -76,13 +76,7 @@ Examples:
 )
 @click.argument("path", type=READ_PATH)
 @ROLE_OPTION
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="Print one JSON object instead of a table.",
-    callback=remember_json,
-)
+@json_option("Print one JSON object instead of a table.")
 @click.option(
     "--deep",
     is_flag=True,
@@ -151,13 +145,7 @@ Examples:
     default=None,
     help="HF model dir or config.json to check weight shapes against (wins over huggingface/).",
 )
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="Print the report as JSON (for scripts and CI).",
-    callback=remember_json,
-)
+@json_option("Print the report as JSON (for scripts and CI).")
 def validate(
     path: str, role: str | None, deep: bool, strict: bool, hf_config: str | None, as_json: bool
 ) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from cli.errors import GivenPath, remember_json
+from cli.errors import GivenPath, json_option
 from cli.lines import say
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.output_inside import inside_checkpoint
@@ -164,13 +164,7 @@ _OVERWRITE = click.option(
     help="Replace tables already at the paths this command writes (by default: exit 2 naming"
     " the first). Only those files: nothing else in OUT is touched.",
 )
-_JSON = click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="Print the tables written as one JSON object (for scripts).",
-    callback=remember_json,
-)
+_JSON = json_option("Print the tables written as one JSON object (for scripts).")
 
 
 @data.command()

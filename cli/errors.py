@@ -51,6 +51,7 @@ __all__ = [
     "MfsdpGroup",
     "Terminated",
     "fail",
+    "json_option",
     "on_interrupt",
     "remember_json",
     "report_errors",
@@ -124,6 +125,13 @@ def remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> b
     if value:
         ctx.meta[JSON_OUTPUT] = True
     return value
+
+
+def json_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A command's `--json` flag (passed as `as_json`; `help`: what it prints). Declared here
+    only: a `--json` without `remember_json` as its callback printed its errors on stderr
+    alone, and a script piping stdout to `jq` read empty output."""
+    return click.option("--json", "as_json", is_flag=True, help=help, callback=remember_json)
 
 
 def fail(

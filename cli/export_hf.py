@@ -9,10 +9,10 @@ import click
 
 from cli.choice import Choice
 from cli.dtype_choice import DtypeChoice
-from cli.errors import GivenPath, remember_json
+from cli.errors import GivenPath, json_option
 from cli.lines import say
 from cli.metadata_progress import metadata_progress
-from cli.results import echo_result
+from cli.results import allow_nonfinite_option, echo_result, overwrite_option
 from trainer.progress import CallbackBar
 
 # `--max-shard-size 5`: a byte count, as transformers reads it; under SMALL_BARE_SIZE (a shard
@@ -112,19 +112,9 @@ SMALL_BARE_SIZE = 10**6
     " model; a note says how many were left out. Without it such a checkpoint is refused"
     " (exit 1): the transformers models export writes have no MTP layers.",
 )
-@click.option(
-    "--overwrite",
-    is_flag=True,
-    help="Replace DIR if it is empty or an earlier export (once the new one is done).",
-)
-@click.option(
-    "--allow-nonfinite",
-    is_flag=True,
-    help="Export weights holding NaN/Inf (by default: exit 1 naming one).",
-)
-@click.option(
-    "--json", "as_json", is_flag=True, help="Print the summary as JSON.", callback=remember_json
-)
+@overwrite_option("Replace DIR if it is empty or an earlier export (once the new one is done).")
+@allow_nonfinite_option("Export weights holding NaN/Inf (by default: exit 1 naming one).")
+@json_option("Print the summary as JSON.")
 def export_hf(
     ckpt: str,
     out_dir: str,

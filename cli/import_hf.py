@@ -6,8 +6,8 @@ import click
 
 from cli.choice import Choice
 from cli.dtype_choice import DtypeChoice
-from cli.errors import READ_PATH, GivenPath, remember_json
-from cli.results import echo_result
+from cli.errors import READ_PATH, GivenPath, json_option
+from cli.results import allow_nonfinite_option, echo_result, overwrite_option
 from trainer.progress import CallbackBar
 
 
@@ -56,20 +56,14 @@ from trainer.progress import CallbackBar
     help="auto keeps each tensor's stored dtype (bit-exact); otherwise floating tensors are cast. "
     "torch's names (bfloat16, float16, float32) work too.",
 )
-@click.option(
-    "--overwrite",
-    is_flag=True,
-    help="Replace OUT if it exists (only once the new checkpoint is complete); a checkpoint "
-    "there is never replaced.",
+@overwrite_option(
+    "Replace OUT if it exists (only once the new checkpoint is complete); a checkpoint "
+    "there is never replaced."
 )
-@click.option(
-    "--allow-nonfinite",
-    is_flag=True,
-    help="Import weights holding NaN/Inf (or overflowing --dtype) instead of failing.",
+@allow_nonfinite_option(
+    "Import weights holding NaN/Inf (or overflowing --dtype) instead of failing."
 )
-@click.option(
-    "--json", "as_json", is_flag=True, help="Print the summary as JSON.", callback=remember_json
-)
+@json_option("Print the summary as JSON.")
 def import_hf(
     hf_dir: str,
     out_dir: str,

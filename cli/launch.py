@@ -28,8 +28,8 @@ from cli.errors import (
     GivenPath,
     Terminated,
     fail,
+    json_option,
     on_interrupt,
-    remember_json,
 )
 from cli.launch_flags import check_launch
 from cli.main import settle
@@ -62,13 +62,7 @@ class Launch:
 
 
 # `--json` of every train command: the result, or a failure, as one JSON object on stdout
-json_option = click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="Print the result as JSON on stdout (a failure as {error, exit_code}).",
-    callback=remember_json,
-)
+TRAIN_JSON = json_option("Print the result as JSON on stdout (a failure as {error, exit_code}).")
 
 
 def config_option(sections: str, trainer: str) -> Callable[[Callable], Callable]:
@@ -141,7 +135,7 @@ def launch_options(command: Callable) -> Callable:
     return command
 
 
-def check_config(cls: type, config_path: str | None, overrides: list[str]) -> Any:
+def load_checked_config(cls: type, config_path: str | None, overrides: list[str]) -> Any:
     """Load and check the config without importing torch; a mistake exits 2 in one line."""
     import logging
 
@@ -436,7 +430,7 @@ def run_command(
     die_with_torchrun()  # in a rank of `--nproc-per-node N`, first of all
     flags = Launch(**launch)
     check_launch(flags)
-    cfg = check_config(config_cls, config_path, list(overrides))
+    cfg = load_checked_config(config_cls, config_path, list(overrides))
     logged_before = metrics_size(cfg.trainer.run_dir)
     on_interrupt(lambda: interrupted_run(cfg, logged_before))
     with one_run_at_a_time(cfg.trainer.run_dir, flags):

@@ -1,14 +1,29 @@
-"""How `ckpt export-hf` and `ckpt import-hf` print what they did, so both read alike."""
+"""The flags `ckpt export-hf` and `ckpt import-hf` share, and how both print what they did, so
+the two read alike."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from typing import Any
 
 import click
 
 from cli.lines import say
+
+
+def overwrite_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--overwrite` (`help`: what this command replaces): one name and one parameter for
+    both converters, whose library functions take it as `overwrite=`."""
+    return click.option("--overwrite", is_flag=True, help=help)
+
+
+def allow_nonfinite_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--allow-nonfinite` (`help`: what this command does with NaN/Inf instead of failing):
+    one name and one parameter for both converters, whose library functions take it as
+    `allow_nonfinite=`."""
+    return click.option("--allow-nonfinite", is_flag=True, help=help)
 
 
 def echo_result(result: Any, as_json: bool, derived: tuple[str, ...] = ()) -> None:

@@ -170,7 +170,7 @@ def _precedence(item: tuple[int, Any]) -> tuple[bool, bool, bool, int]:
     return not said_why, not killed, code != EXIT_PEER_LOST, rank
 
 
-def _unsaid(rank: int, failure: Any, failures: dict[int, Any]) -> str | None:
+def _unsaid(failure: Any, failures: dict[int, Any]) -> str | None:
     """The line to print for the deciding failure when no rank printed one: a usage mistake
     rank 0 did not say, a rank killed by a signal (other than Ctrl-C, which the launching
     mfsdp reports), or a rank that lost its peers with none of them saying why."""
@@ -259,7 +259,7 @@ def _run(run: Callable[[Any], Any], args: Any, argv: list[str]) -> int:
             return 0
         rank, failure = _deciding_failure(err.failures)
         code = rank_exit_code(failure.exitcode)
-        unsaid = _unsaid(rank, failure, err.failures)
+        unsaid = _unsaid(failure, err.failures)
         if unsaid is not None:
             print(f"error: rank {rank}: {printable(unsaid)}", file=sys.stderr)
         if "--json" in argv and code != EXIT_INTERRUPTED and not _rank_0_said(rank, failure):

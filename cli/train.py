@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from cli.errors import MfsdpGroup
-from cli.launch import config_option, json_option, launch_options, run_command
+from cli.launch import TRAIN_JSON, config_option, launch_options, run_command
 from cli.run_report import FinalValue, last_value
 from cli.train_grpo import grpo
 
@@ -26,7 +26,7 @@ def train() -> None:
 @train.command(context_settings={"ignore_unknown_options": False})
 @config_option("model, data, optim, strategy, checkpoint, trainer", "sft")
 @launch_options
-@json_option
+@TRAIN_JSON
 @click.argument("overrides", nargs=-1)
 def sft(config_path: str | None, as_json: bool, overrides: tuple[str, ...], **launch: Any) -> None:
     """Supervised fine-tuning with Megatron-FSDP (CUDA) or FSDP2 (anywhere).

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from cli.launch import config_option, json_option, launch_options, run_command
+from cli.launch import TRAIN_JSON, config_option, launch_options, run_command
 from cli.run_report import FinalValue, last_value
 
 
@@ -15,7 +15,7 @@ from cli.run_report import FinalValue, last_value
     "model, data, actor, optim, strategy, rollout, algorithm, reward, checkpoint, trainer", "grpo"
 )
 @launch_options
-@json_option
+@TRAIN_JSON
 @click.argument("overrides", nargs=-1)
 def grpo(config_path: str | None, as_json: bool, overrides: tuple[str, ...], **launch: Any) -> None:
     """GRPO: roll out n responses per prompt, score them with a rule or your reward function,

@@ -121,6 +121,10 @@ def linear_cross_entropy_sum(
     mode: str = "chunked",
     chunk_tokens: int = 2048,
 ) -> torch.Tensor:
+    """The summed (not mean) cross-entropy of `hidden @ weight.T` against the already shifted
+    `targets`, by `mode` ("chunked", "plain", "liger"): the SFT step scales it by the target
+    count of the whole global batch (every rank, every micro-batch), which a mean per
+    micro-batch would weigh wrongly. `chunk_tokens` is read by "chunked" only."""
     if mode == "plain":
         return plain_cross_entropy_sum(hidden, weight, targets)
     if mode == "chunked":

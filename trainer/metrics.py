@@ -339,6 +339,11 @@ def last_logged_step(run_dir: str | os.PathLike, since: int) -> int | None:
 
 
 def bar_postfix(metrics: dict[str, Any]) -> dict[str, str]:
+    """SFT's few figures for the progress bar (or the step's line when no bar is drawn),
+    short enough for one terminal line; GRPO shows its own (`GRPOSteps.bar_postfix`). The
+    train/ and perf/tokens_per_s keys are in every step's record; val/loss is there only on
+    a step that ran validation and perf/mfu is None without a known peak, so both are
+    shown only when they have a value."""
     shown = {
         "loss": f"{metrics['train/loss']:.4f}",
         "lr": f"{metrics['train/lr']:.2e}",

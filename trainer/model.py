@@ -19,7 +19,7 @@ import traceback
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import torch
 
@@ -54,6 +54,9 @@ from trainer.model_source import (
     resolve_model_source,
 )
 from trainer.shapes import SHAPES
+
+if TYPE_CHECKING:  # transformers is imported where it is used: loading it takes seconds
+    from transformers import PreTrainedTokenizerBase
 
 log = logging.getLogger("mfsdp.model")
 
@@ -151,7 +154,7 @@ def _from_model_dir(assets: Path, overrides: dict[str, Any]) -> Any:
     )
 
 
-def load_tokenizer(cfg: ModelConfig):
+def load_tokenizer(cfg: ModelConfig) -> PreTrainedTokenizerBase:
     """The tokenizer named by `tokenizer`, else the model dir's (a checkpoint's huggingface/ or
     `hf_config` dir), else the embedded tiny one. Local files only: nothing is downloaded."""
     model_source = None
@@ -179,7 +182,8 @@ def load_tokenizer(cfg: ModelConfig):
         check_chat_template_value(source)
     from transformers import AutoTokenizer
 
-    def load_and_encode():  # a wrong type in tokenizer_config.json fails only when encoding
+    # a wrong type in tokenizer_config.json fails only when encoding
+    def load_and_encode() -> tuple[PreTrainedTokenizerBase, list[int]]:
         tokenizer = AutoTokenizer.from_pretrained(
             str(source), local_files_only=True, trust_remote_code=False
         )
@@ -202,13 +206,13 @@ def load_tokenizer(cfg: ModelConfig):
     return tokenizer
 
 
-def padding_id(tokenizer) -> int:
+def padding_id(tokenizer: PreTrainedTokenizerBase) -> int:
     """The token id SFT and GRPO batches are padded with: the tokenizer's pad token, else
     its end-of-text token (a base model's tokenizer often has no pad token)."""
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
 
-def build_hf_config(cfg: ModelConfig, tokenizer) -> Any:
+def build_hf_config(cfg: ModelConfig, tokenizer: PreTrainedTokenizerBase) -> Any:
     """The transformers config the run trains: its model source's, with `model.overrides`
     (each key checked against that config first: `trainer.model_overrides`)."""
     base, make = _config_source(cfg, tokenizer)
@@ -232,7 +236,9 @@ def build_hf_config(cfg: ModelConfig, tokenizer) -> Any:
     return config
 
 
-def _config_source(cfg: ModelConfig, tokenizer) -> tuple[Any, Callable[[dict[str, Any]], Any]]:
+def _config_source(
+    cfg: ModelConfig, tokenizer: PreTrainedTokenizerBase
+) -> tuple[Any, Callable[[dict[str, Any]], Any]]:
     """The config of the run's model source (a checkpoint's derived fields, a model dir, a
     named shape) without `model.overrides`, and how to build it again with them."""
     source = resolve_model_source(cfg)
@@ -412,7 +418,9 @@ def attach_loss_forward(model: torch.nn.Module, mode: str, chunk_tokens: int) ->
     model.forward = types.MethodType(forward, model)
 
 
-def write_hf_assets(target: Path, config: Any, tokenizer, model_path: str | None) -> None:
+def write_hf_assets(
+    target: Path, config: Any, tokenizer: PreTrainedTokenizerBase, model_path: str | None
+) -> None:
     """config.json, tokenizer files and generation_config.json: what export needs besides
     weights (`hf_files.save_hf_files`: a failure names the file). The model's
     generation_config.json is copied only as a checked asset (`trainer.model_assets`):

@@ -114,6 +114,10 @@ def param_groups(
 
 
 def build_adamw(groups: list[dict], cfg: OptimConfig, device: torch.device) -> torch.optim.AdamW:
+    """The AdamW every strategy builds over its `param_groups`: fused on CUDA unless
+    `optim.fused` says otherwise, else torch's multi-tensor (foreach) kernels, never its
+    per-parameter loop. `optim.lr` here is only the starting value: the schedule (`lr_at`)
+    sets every group's lr before each update, warmup included."""
     fused = cfg.fused if cfg.fused is not None else device.type == "cuda"
     return torch.optim.AdamW(
         groups,

@@ -204,6 +204,10 @@ def _trained_tokens(row: Example) -> tuple[list[int]]:
 
 
 def run_sft(cfg: SFTConfig) -> SFTResult:
+    """Run this process's rank of an SFT run: it joins torchrun's group when RANK and
+    WORLD_SIZE are set, else it trains alone as a one-rank group, destroyed when it returns
+    or fails. `cfg` is meant to come from `cli.launch.load_checked_config`: the run-dir,
+    local-path and model-file checks happen there (before torch loads), not here."""
     return run_in_process_group("sft", cfg, _run)
 
 
@@ -215,7 +219,7 @@ def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
     matmul parameter per token (2 forward, 4 backward), and for attention 6 x layers x
     attention width x the sum of each document's squared length (packed documents do not
     attend to each other)."""
-    _check_config(cfg)
+    _check_sft_data(cfg)
     tokenizer = load_tokenizer(cfg.model)
     hf_config = build_hf_config(cfg.model, tokenizer)
     train, val = load_sft_splits(
@@ -270,7 +274,11 @@ def _run(cfg: SFTConfig, env: DistEnv) -> SFTResult:
     return run.finish(steps.result)
 
 
-def _check_config(cfg: SFTConfig) -> None:
+def _check_sft_data(cfg: SFTConfig) -> None:
+    """The data keys (and trainer.log_every) whose bad values the config's types let
+    through, checked before the tokenizer or model loads: each error names its key, where
+    the value would otherwise fail later without naming it (or leave a full-length row no
+    packed micro-batch can hold)."""
     data = cfg.data
     if data.global_batch_size < 1:
         raise ConfigError("data.global_batch_size must be >= 1")

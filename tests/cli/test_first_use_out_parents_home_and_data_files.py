@@ -111,14 +111,14 @@ def test_a_tilde_in_any_path_key_is_the_home_directory(cls, tmp_path, monkeypatc
 
 
 def test_a_tilde_path_that_exists_passes_the_checks_before_training(tmp_path, monkeypatch):
-    from cli.launch import check_config
+    from cli.launch import load_checked_config
 
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / "tok").mkdir()
     (tmp_path / "tok" / "tokenizer.json").write_text("{}")
     config_file = tmp_path / "config.yaml"
     config_file.write_text("model:\n  tokenizer: ~/tok\ntrainer:\n  run_dir: ~/runs/x\n")
-    cfg = check_config(SFTConfig, str(config_file), [])
+    cfg = load_checked_config(SFTConfig, str(config_file), [])
     assert cfg.model.tokenizer == str(tmp_path / "tok")
     assert cfg.trainer.run_dir == str(tmp_path / "runs" / "x")
 
@@ -509,7 +509,7 @@ def test_the_readme_command_list_names_every_option_of_every_command():
 def test_a_variable_in_any_path_key_is_refused_naming_it(cls, variable, tmp_path, monkeypatch):
     """`run_dir: $HOME/runs/x` (or verl's `${oc.env:HOME}`) created a directory named
     `$HOME` in the current one; nothing in a config expands it."""
-    from cli.launch import check_config
+    from cli.launch import load_checked_config
     from trainer.config import path_values
 
     monkeypatch.chdir(tmp_path)
@@ -520,7 +520,7 @@ def test_a_variable_in_any_path_key_is_refused_naming_it(cls, variable, tmp_path
         section, leaf = key.split(".")
         config_file.write_text(f"{section}:\n  {leaf}: {variable}/x\n")
         with pytest.raises(ConfigError) as caught:
-            check_config(cls, str(config_file), [])
+            load_checked_config(cls, str(config_file), [])
         assert str(caught.value).startswith(f"{key}: {variable}/x holds {variable}, which")
     assert list(tmp_path.iterdir()) == [tmp_path / "config.yaml"]
 

@@ -82,7 +82,7 @@ def test_ranks_that_only_lost_each_other_say_so_once(tmp_path):
     }
     failures[2] = ProcessFailure(2, 12, -signal.SIGTERM, str(tmp_path / "none.json"))
     rank, failure = _deciding_failure(failures)
-    assert (rank, _unsaid(rank, failure, failures)) == (0, "lost contact: rank 0")
+    assert (rank, _unsaid(failure, failures)) == (0, "lost contact: rank 0")
     assert rank_exit_code(failure.exitcode) == 1
 
 

@@ -41,34 +41,34 @@ def _demo(root):
 
 @pytest.mark.parametrize("cls", [SFTConfig, GRPOConfig])
 def test_a_dir_holding_runs_or_tables_is_refused(cls, tmp_path, monkeypatch):
-    from cli.launch import check_config
+    from cli.launch import load_checked_config
 
     monkeypatch.chdir(tmp_path)
     _demo(tmp_path / "demo")
     with pytest.raises(ConfigError) as caught:
-        check_config(cls, None, ["trainer.run_dir=demo"])
+        load_checked_config(cls, None, ["trainer.run_dir=demo"])
     assert str(caught.value) == (
         "trainer.run_dir: demo holds the run demo/sft; give that to resume it, or a new dir"
         " (e.g. trainer.run_dir=runs/NAME)"
     )
     _run(tmp_path / "demo" / "grpo")
     with pytest.raises(ConfigError, match=r"demo holds the runs demo/.*; give one of them"):
-        check_config(cls, None, ["trainer.run_dir=demo"])
+        load_checked_config(cls, None, ["trainer.run_dir=demo"])
     with pytest.raises(ConfigError) as caught:
-        check_config(cls, None, ["trainer.run_dir=demo/data"])
+        load_checked_config(cls, None, ["trainer.run_dir=demo/data"])
     assert str(caught.value).startswith(
         "trainer.run_dir: demo/data is an mfsdp data output (sft/, rl/ tables)"
     )
     with pytest.raises(ConfigError, match="demo/data/rl holds the tables of the mfsdp data"):
-        check_config(cls, None, ["trainer.run_dir=demo/data/rl"])
+        load_checked_config(cls, None, ["trainer.run_dir=demo/data/rl"])
     # the run itself, an empty dir, a dir of other files, a new dir: the run's own
-    check_config(cls, None, ["trainer.run_dir=demo/sft"])
+    load_checked_config(cls, None, ["trainer.run_dir=demo/sft"])
     (tmp_path / "empty").mkdir()
-    check_config(cls, None, ["trainer.run_dir=empty"])
+    load_checked_config(cls, None, ["trainer.run_dir=empty"])
     (tmp_path / "other" / "sft").mkdir(parents=True)
     (tmp_path / "other" / "notes.txt").write_text("mine\n")
-    check_config(cls, None, ["trainer.run_dir=other"])
-    check_config(cls, None, ["trainer.run_dir=new/run"])
+    load_checked_config(cls, None, ["trainer.run_dir=other"])
+    load_checked_config(cls, None, ["trainer.run_dir=new/run"])
 
 
 def test_train_into_a_demo_dir_exits_2_in_one_line(tmp_path):

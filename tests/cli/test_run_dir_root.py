@@ -23,12 +23,12 @@ from trainer.grpo.config import GRPOConfig
 @pytest.mark.parametrize("cls", [SFTConfig, GRPOConfig])
 @pytest.mark.parametrize("run_dir", ["/", "//", "/.", "/tmp/..", "link-to-root"])
 def test_the_root_directory_as_run_dir_is_refused(cls, run_dir, tmp_path, monkeypatch):
-    from cli.launch import check_config
+    from cli.launch import load_checked_config
 
     monkeypatch.chdir(tmp_path)
     os.symlink("/", tmp_path / "link-to-root")
     with pytest.raises(ConfigError) as caught:
-        check_config(cls, None, [f"trainer.run_dir={run_dir}"])
+        load_checked_config(cls, None, [f"trainer.run_dir={run_dir}"])
     assert str(caught.value).startswith(f"trainer.run_dir: {run_dir}")
     assert "the file system's root" in str(caught.value)
 
@@ -36,25 +36,25 @@ def test_the_root_directory_as_run_dir_is_refused(cls, run_dir, tmp_path, monkey
 @pytest.mark.parametrize("cls", [SFTConfig, GRPOConfig])
 @pytest.mark.parametrize("given", ["override", "file"])
 def test_an_empty_run_dir_is_refused(cls, given, tmp_path, monkeypatch):
-    from cli.launch import check_config
+    from cli.launch import load_checked_config
 
     monkeypatch.chdir(tmp_path)
     config_file = tmp_path / "config.yaml"
     config_file.write_text('trainer:\n  run_dir: ""\n')
     with pytest.raises(ConfigError, match=r"^trainer\.run_dir: '' is empty; give the directory"):
         if given == "file":
-            check_config(cls, str(config_file), [])
+            load_checked_config(cls, str(config_file), [])
         else:
-            check_config(cls, None, ["trainer.run_dir=''"])
+            load_checked_config(cls, None, ["trainer.run_dir=''"])
     assert list(tmp_path.iterdir()) == [config_file]
 
 
 def test_other_run_dirs_still_pass(tmp_path, monkeypatch):
-    from cli.launch import check_config
+    from cli.launch import load_checked_config
 
     monkeypatch.chdir(tmp_path)
     for run_dir in ("run", "./run", str(tmp_path / "a" / ".." / "run"), "."):
-        assert check_config(SFTConfig, None, [f"trainer.run_dir={run_dir}"]).trainer.run_dir
+        assert load_checked_config(SFTConfig, None, [f"trainer.run_dir={run_dir}"]).trainer.run_dir
 
 
 @pytest.mark.parametrize("command", ["sft", "grpo"])
@@ -92,7 +92,7 @@ def test_train_into_an_empty_run_dir_writes_nothing_in_the_current_directory(tmp
 def test_a_hugging_face_model_dir_as_run_dir_is_refused(cls, tmp_path, monkeypatch):
     """A run trained into an export (runs/demo/hf): its steps among the model's files, which
     validate then read as a run, inspect and export-hf as a model."""
-    from cli.launch import check_config
+    from cli.launch import load_checked_config
 
     monkeypatch.chdir(tmp_path)
     model = tmp_path / "hf"
@@ -100,7 +100,7 @@ def test_a_hugging_face_model_dir_as_run_dir_is_refused(cls, tmp_path, monkeypat
     (model / "config.json").write_text('{"model_type": "qwen2"}')
     (model / "model.safetensors").write_bytes(b"")
     with pytest.raises(ConfigError) as caught:
-        check_config(cls, None, [f"trainer.run_dir={model}"])
+        load_checked_config(cls, None, [f"trainer.run_dir={model}"])
     assert str(caught.value) == (
         f"trainer.run_dir: {model} is a Hugging Face model dir (config.json and weights); give"
         " a directory of the run's own (e.g. trainer.run_dir=runs/NAME)"
@@ -122,13 +122,13 @@ def _earlier_run(run_dir, steps):
 def test_starting_afresh_into_a_run_dir_with_checkpoints_is_refused(cls, tmp_path, monkeypatch):
     """checkpoint.resume=disable saved its steps beside the earlier run's (global_step_2
     beside 4 and 6) and a later resume=auto resumed from whichever was newest."""
-    from cli.launch import check_config
+    from cli.launch import load_checked_config
 
     monkeypatch.chdir(tmp_path)
     run = tmp_path / "run"
     _earlier_run(run, [4, 6])
     with pytest.raises(ConfigError) as caught:
-        check_config(cls, None, [f"trainer.run_dir={run}", "checkpoint.resume=disable"])
+        load_checked_config(cls, None, [f"trainer.run_dir={run}", "checkpoint.resume=disable"])
     assert str(caught.value) == (
         f"trainer.run_dir: {run} holds an earlier run's checkpoints (step dirs here:"
         " global_step_4, global_step_6) and checkpoint.resume=disable starts afresh, which"
@@ -136,27 +136,27 @@ def test_starting_afresh_into_a_run_dir_with_checkpoints_is_refused(cls, tmp_pat
         " checkpoint.resume=auto to continue that run"
     )
     for resume in ("auto", str(run / "global_step_4")):  # continue it, or go back to a step
-        check_config(cls, None, [f"trainer.run_dir={run}", f"checkpoint.resume={resume}"])
+        load_checked_config(cls, None, [f"trainer.run_dir={run}", f"checkpoint.resume={resume}"])
     empty = tmp_path / "empty"
     empty.mkdir()
-    check_config(cls, None, [f"trainer.run_dir={empty}", "checkpoint.resume=disable"])
+    load_checked_config(cls, None, [f"trainer.run_dir={empty}", "checkpoint.resume=disable"])
 
 
 def test_a_torch_cache_dir_that_cannot_be_made_is_named(tmp_path, monkeypatch):
     """TORCHINDUCTOR_CACHE_DIR=/proc/x stopped every run, model.compile or not, with a bare
     "[Errno 2] No such file or directory: '/proc/x'" from inside `import transformers`."""
-    from cli.launch import check_config
+    from cli.launch import load_checked_config
 
     monkeypatch.chdir(tmp_path)
     blocked = tmp_path / "a_file"
     blocked.write_text("")
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(blocked / "cache"))
     with pytest.raises(ConfigError) as caught:
-        check_config(SFTConfig, None, [])
+        load_checked_config(SFTConfig, None, [])
     assert str(caught.value) == (
         f"environment variable TORCHINDUCTOR_CACHE_DIR={blocked / 'cache'}: torch cannot"
         " create it (Not a directory); unset it or name a writable directory"
     )
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache" / "inductor"))
-    check_config(SFTConfig, None, [])
+    load_checked_config(SFTConfig, None, [])
     assert (tmp_path / "cache" / "inductor").is_dir()

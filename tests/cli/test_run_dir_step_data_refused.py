@@ -37,28 +37,32 @@ def _snapshot(run):
 
 @pytest.mark.parametrize("cls", [SFTConfig, GRPOConfig])
 def test_a_damaged_only_step_is_refused_before_the_run_starts(cls, tmp_path, monkeypatch):
-    from cli.launch import check_config
+    from cli.launch import load_checked_config
 
     monkeypatch.chdir(tmp_path)
     run = tmp_path / "run"
     step = _damaged_run(run)
     with pytest.raises(layout.DamagedRunDirError, match=f"names step 2, but {step} holds no"):
-        check_config(cls, None, [f"trainer.run_dir={run}"])
+        load_checked_config(cls, None, [f"trainer.run_dir={run}"])
     with pytest.raises(layout.DamagedRunDirError, match=f"{step} holds no manifest.json"):
-        check_config(cls, None, [f"trainer.run_dir={run}", "checkpoint.resume=disable"])
-    check_config(cls, None, [f"trainer.run_dir={run}", f"checkpoint.resume={tmp_path}/other"])
+        load_checked_config(cls, None, [f"trainer.run_dir={run}", "checkpoint.resume=disable"])
+    load_checked_config(
+        cls, None, [f"trainer.run_dir={run}", f"checkpoint.resume={tmp_path}/other"]
+    )
 
 
 @pytest.mark.parametrize("resume", ["auto", "disable"])
 def test_a_file_at_a_step_name_is_refused_before_the_run_starts(resume, tmp_path, monkeypatch):
-    from cli.launch import check_config
+    from cli.launch import load_checked_config
 
     monkeypatch.chdir(tmp_path)
     run = tmp_path / "run"
     run.mkdir()
     layout.step_dir(run, 2).write_text("hi\n")
     with pytest.raises(layout.DamagedRunDirError) as caught:
-        check_config(SFTConfig, None, [f"trainer.run_dir={run}", f"checkpoint.resume={resume}"])
+        load_checked_config(
+            SFTConfig, None, [f"trainer.run_dir={run}", f"checkpoint.resume={resume}"]
+        )
     assert str(caught.value) == (
         f"{run}/global_step_2 is a file, not a step dir, and a run starting afresh here saves"
         " over it: move it away"
@@ -66,13 +70,15 @@ def test_a_file_at_a_step_name_is_refused_before_the_run_starts(resume, tmp_path
 
 
 def test_an_unfinished_save_alone_starts_afresh(tmp_path, monkeypatch):
-    from cli.launch import check_config
+    from cli.launch import load_checked_config
 
     monkeypatch.chdir(tmp_path)
     run = tmp_path / "run"
     layout.tmp_step_dir(run, 2).mkdir(parents=True)
     for resume in ("auto", "disable"):
-        check_config(SFTConfig, None, [f"trainer.run_dir={run}", f"checkpoint.resume={resume}"])
+        load_checked_config(
+            SFTConfig, None, [f"trainer.run_dir={run}", f"checkpoint.resume={resume}"]
+        )
 
 
 def test_train_into_a_run_whose_only_step_is_damaged_changes_nothing(tmp_path):

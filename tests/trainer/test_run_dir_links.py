@@ -71,12 +71,12 @@ def test_links_the_run_does_not_write_through_are_left_alone(tmp_path):
 
 
 def test_the_launching_process_refuses_a_link_before_anything_starts(tmp_path, monkeypatch):
-    from cli.launch import check_config
+    from cli.launch import load_checked_config
 
     monkeypatch.chdir(tmp_path)
     run, outside = _linked(tmp_path, METRICS_FILE)
     with pytest.raises(RunDirLinkError) as caught:
-        check_config(SFTConfig, None, [f"trainer.run_dir={run}"])
+        load_checked_config(SFTConfig, None, [f"trainer.run_dir={run}"])
     _refused(caught, run / METRICS_FILE)
     assert outside.read_text() == PRECIOUS
 

@@ -27,6 +27,10 @@ from trainer.loss import IGNORE_INDEX
 
 
 def epoch_order(num_rows: int, epoch: int, seed: int, shuffle: bool) -> list[int]:
+    """The order of the rows in `epoch`, a pure function of its arguments: nothing about it
+    is saved, so a resumed run (on any number of ranks) computes the same order again.
+    Each epoch is shuffled differently (the seed mixes in `epoch`); without `shuffle`
+    every epoch reads the rows as the file holds them."""
     order = list(range(num_rows))
     if shuffle:
         random.Random(seed * 100_003 + epoch).shuffle(order)
@@ -100,6 +104,9 @@ class MicroBatch:
 
 
 def shifted_targets(example: Example) -> list[int]:
+    """Position t's target: the next token when the loss mask trains it, else -100. Shifted
+    within one document, whose last position never has a target: laid end to end in a
+    packed row, no document learns to predict the first token of the next one."""
     ids, mask = example.input_ids, example.loss_mask
     return [ids[t + 1] if mask[t + 1] else IGNORE_INDEX for t in range(len(ids) - 1)] + [
         IGNORE_INDEX

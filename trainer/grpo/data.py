@@ -57,6 +57,10 @@ class RLPrompt:
 
 
 def chat_turns(prompt: Any) -> list[dict]:
+    """A row's prompt as chat turns: verl's data files hold either a list of {role, content}
+    turns or bare text, which is taken as one user turn (not iterated as turns, one per
+    character). A prompt that is empty or all blank text is refused (`RLDataError`, to which
+    the caller adds the row's name): it asks the policy nothing."""
     if isinstance(prompt, str):
         if not prompt.strip():
             raise RLDataError(f"prompt is empty text ({prompt!r:.20})")

@@ -375,10 +375,14 @@ def push_weights(steps: GRPOSteps) -> None:
 
 
 def run_grpo(cfg: GRPOConfig) -> GRPOResult:
+    """Run this process's rank of a GRPO run: it joins torchrun's group when RANK and
+    WORLD_SIZE are set, else it trains alone as a one-rank group, destroyed when it returns
+    or fails. `cfg` is meant to come from `cli.launch.load_checked_config`: the run-dir,
+    local-path and model-file checks happen there (before torch loads), not here."""
     return run_in_process_group("grpo", cfg, _run)
 
 
-def check_config(cfg: GRPOConfig, world_size: int) -> None:
+def check_grpo_batches(cfg: GRPOConfig, world_size: int) -> None:
     """Batch arithmetic that must hold before anything starts; each message names the keys."""
     data, actor, n = cfg.data, cfg.actor, cfg.rollout.n
     for key, value in (
@@ -457,7 +461,7 @@ def _run(cfg: GRPOConfig, env: DistEnv) -> GRPOResult:
     while the models build (`ReferenceRecord.of`), and the engine gets the actor's weights
     (`push_weights`) only after `TrainingRun.open` has resumed them, so its first rollout
     samples from the resumed actor."""
-    check_config(cfg, env.world_size)
+    check_grpo_batches(cfg, env.world_size)
     if not cfg.data.train_files:
         raise ConfigError("data.train_files: no training files given")
     run_dir = Path(cfg.trainer.run_dir)

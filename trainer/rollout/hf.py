@@ -73,11 +73,12 @@ class HFRolloutEngine(RolloutEngine):
 
     @classmethod
     def from_pretrained(
-        cls, model_dir: str, dtype: torch.dtype, device: str | torch.device, **kwargs
+        cls, model_dir: str, dtype: torch.dtype, device: str | torch.device, **kwargs: Any
     ) -> HFRolloutEngine:
         """An engine over a Hugging Face model directory (weights on disk), for use outside
-        training. Its files are read as data: no code shipped with them runs, and weights
-        are read from safetensors only, never unpickled (trainer/model_code.py)."""
+        training; `kwargs` are the constructor's options (`decoder`, `cuda_graphs`, ...). Its
+        files are read as data: no code shipped with them runs, and weights are read from
+        safetensors only, never unpickled (trainer/model_code.py)."""
         from transformers import AutoModelForCausalLM, GenerationConfig
 
         local: dict[str, Any]  # apart: test_model_code's audit reads `local = dict(...)`

@@ -82,6 +82,9 @@ def shard_optimizer_without_phantom_step(
 
 
 def reset_step_counters(optimizer: torch.optim.Optimizer) -> None:
+    """Set every parameter's AdamW `step` back to 0, so that the next update's bias
+    correction is a first step's. A tensor count is zeroed in place, keeping its device and
+    dtype (torch's AdamW takes its counts only as tensors); a plain number is set to 0."""
     for state in optimizer.state.values():
         step = state.get("step")
         if isinstance(step, torch.Tensor):
