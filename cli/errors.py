@@ -26,7 +26,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from cli.main import settle
+from cli.main import discard_stdout, end_on_closed_stdout, settle
 from cli.stop import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from cli.stop import terminate as _terminate
 from cli.stop import terminated as _terminated
@@ -152,7 +152,7 @@ def fail(
         try:
             click.echo(json.dumps({"error": text, "exit_code": code}))
         except OSError:  # stdout is what failed (a full disk behind it): the line below says so
-            _discard_stdout()
+            discard_stdout()
     click.echo(f"error: {text}", err=True)
     _exit(code, abandon)
 
@@ -169,11 +169,11 @@ def _exit(code: int, abandon: bool = False) -> NoReturn:
 
 
 def stdout_failure(err: OSError) -> str | None:
-    """The error line for `err` when printing to stdout raised it (other than a broken pipe,
-    click's quiet exit), stdout then pointed at /dev/null; None for any other error."""
+    """The error line for `err` when printing to stdout raised it (other than a broken pipe:
+    `end_on_closed_stdout`), stdout then pointed at /dev/null; None for any other error."""
     if err.errno == errno.EPIPE or not _writing_stdout(err):
         return None
-    _discard_stdout()
+    discard_stdout()
     return f"stdout: cannot write the command's output ({err.strerror})"
 
 
@@ -191,18 +191,6 @@ def _writing_stdout(err: OSError) -> bool:
         and frame.f_globals.get("__name__") == "click.utils"
         and frame.f_locals.get("err") is False
     )
-
-
-def _discard_stdout() -> None:
-    """Point file descriptor 1 at /dev/null once writing stdout failed: Python flushes
-    stdout again at exit, and that second failure printed "Exception ignored" lines after
-    the error line."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):  # no descriptor (a test's captured stdout)
-        pass
 
 
 def on_interrupt(message: Callable[[], str]) -> None:
@@ -257,9 +245,9 @@ def report_errors(
     MemoryError, torch's allocator failing on the CPU or the GPU, a library whose import
     cannot map it: `memory_failure`) is the machine too: exit
     1, one line, with `memory_advice()` on what frees enough for the command. A broken pipe
-    (`mfsdp ... | head`) stays click's quiet exit. Any error after a Ctrl-C is the
-    interrupt: one cut into an import comes out as the library's own (numpy's "CPU
-    dispatcher tracer already initialized" when it is imported again).
+    (`mfsdp ... | head`) ends quietly with 141, as SIGPIPE ends Unix tools. Any error after a
+    Ctrl-C is the interrupt: one cut into an import comes out as the library's own (numpy's
+    "CPU dispatcher tracer already initialized" when it is imported again).
     """
     _watch_for_ctrl_c()
     installed = _watch_for_sigterm()
@@ -286,7 +274,7 @@ def report_errors(
         )
     except OSError as err:
         if err.errno == errno.EPIPE:
-            raise
+            end_on_closed_stdout()
         if is_allocation_failure(err):  # ENOMEM: not the path it names
             _fail_once(
                 *_or_interrupted(_out_of_memory(err, memory_advice()), EXIT_FAILED, interrupted),
@@ -491,6 +479,14 @@ def _tell_torchrun(message: str) -> None:
 class MfsdpGroup(click.Group):
     """A command group whose commands report errors through `report_errors`, whether it is
     run as `mfsdp` or on its own (`python -m cli.train` under torchrun)."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        """click's, but its `--help` or `--version` printed into a closed pipe ends with 141
+        (`end_on_closed_stdout`), as a command's output does, not with click's exit 1."""
+        try:
+            return super().make_context(*args, **kwargs)
+        except BrokenPipeError:
+            end_on_closed_stdout()
 
     def invoke(self, ctx: click.Context) -> Any:
         return report_errors(

@@ -56,10 +56,40 @@ def main() -> None:
         signal.signal(signal.SIGTERM, terminate)
     try:
         _imported_app().run()
+        sys.stdout.flush()  # output still buffered meets a closed pipe here, not at exit
+    except BrokenPipeError:
+        end_on_closed_stdout()
     finally:
         settle()
         if watch and not _ends_with_command:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+# What a shell reports for a tool that SIGPIPE ended (128 + 13): the reader of its stdout went
+# away (`mfsdp ... | head -1`). Not 1, which says the check or the run failed.
+EXIT_CLOSED_PIPE = 128 + signal.SIGPIPE
+
+
+def end_on_closed_stdout() -> NoReturn:
+    """End quietly with `EXIT_CLOSED_PIPE` once writing stdout met a closed pipe, as Unix tools
+    end: click's own handling exited 1 with no line, so `ckpt validate RUN | true` under
+    `pipefail` called a valid checkpoint invalid, and an import that was written in full
+    failed. What the command did before is kept."""
+    settle()
+    discard_stdout()
+    sys.exit(EXIT_CLOSED_PIPE)
+
+
+def discard_stdout() -> None:
+    """Point file descriptor 1 at /dev/null once writing stdout failed: Python flushes
+    stdout again at exit, and that second failure printed "Exception ignored ...
+    BrokenPipeError" lines (the way Python's documentation gives for SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no descriptor (a test's captured stdout)
+        pass
 
 
 def settle() -> None:
