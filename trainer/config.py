@@ -15,7 +15,8 @@ Why a hand-written loader and not OmegaConf structured configs (what verl uses) 
 whichever typed the values, three parts would stay ours, because neither library does them:
 reading YAML under bounds (`trainer.config_yaml`: size, alias expansion, python tags, depth),
 verl's key names (`trainer.verl_keys` rewrites keys before anything is typed), and the one-line
-error with its "did you mean" list. A library would replace only `_build`/`_coerce`, and bring:
+error with its "did you mean" list (`trainer.config_suggestions`). A library would replace only
+`trainer.config_coercion`, and bring:
 - OmegaConf: a new dependency (this project does not install verl); no value ranges, so the
   range checks stay here; an unknown key raises its own multi-line error (key, full key, object
   type) with no close match, which every call would have to catch and rewrite.
@@ -30,8 +31,6 @@ error with its "did you mean" list. A library would replace only `_build`/`_coer
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import math
 import os
 import types
 import typing
@@ -44,14 +43,12 @@ import yaml
 
 from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry
 from mfsdp_ckpt.errors import MfsdpUsageError
-from mfsdp_ckpt.format.dtypes import short_dtype_name
 from mfsdp_ckpt.format.layout import RUN_CONFIG_FILE
 from trainer import verl_keys
+from trainer.config_suggestions import _unknown_key_message
 from trainer.config_yaml import YAMLConfigError, parse_yaml, read_yaml_file
 from trainer.override_text import dropped_markup, folded_or_trimmed
 from trainer.run_files import replacing
-from trainer.shown_value import shown_value
-from trainer.yaml_colon_keys import glued_value_hint
 
 RESOLVED_CONFIG_FILE = RUN_CONFIG_FILE  # in the run dir: the config the run used
 
@@ -389,6 +386,11 @@ def _override_value(cls: type, key: str, text: str) -> Any:
     return value
 
 
+# What a text key takes where its type cannot say (`checkpoint.resume=6` was refused as not
+# a string, not saying what it takes)
+_TEXT_VALUES = {"checkpoint.resume": "auto | disable | PATH"}
+
+
 def _takes_text_only(cls: type, dotted: str) -> bool:
     """Whether the key `dotted` of `cls` takes a string and no number or boolean (null aside)."""
     found = _field_of(cls, dotted)
@@ -493,6 +495,8 @@ def _build_config(cls: type[T], tree: dict[str, Any], source: str) -> T:
     """`cls`, a command's whole config, from the nested `tree`. An unknown key anywhere in
     it is refused first, here, where its hint can be drawn from every key of `cls`: a key
     put in the wrong section (`trainer.lrr`) had nothing close in its own to offer."""
+    from trainer.config_coercion import _build  # it reads this module's schema
+
     command = verl_keys.command_of(cls)
     unknown = _first_unknown_key(cls, tree)
     if unknown is not None:
@@ -516,19 +520,6 @@ def _first_unknown_key(
             if found is not None:
                 return found
     return None
-
-
-def _build(cls: type, values: dict[str, Any], prefix: str, source: str, command: str) -> Any:
-    """Section `cls` at `prefix` of `mfsdp train <command>`'s config, whose keys are all
-    known (`_build_config` refused any other)."""
-    hints = typing.get_type_hints(cls, include_extras=True)
-    known = [f.name for f in dataclasses.fields(cls)]
-    kwargs = {}
-    for name in known:
-        if name not in values:
-            continue
-        kwargs[name] = _coerce(hints[name], values[name], f"{prefix}{name}", source, command)
-    return cls(**kwargs)
 
 
 def _field_of(cls: type, dotted: str) -> tuple[Any, str, Any] | None:
@@ -565,393 +556,3 @@ def _empty_by_default(owner: Any, name: str) -> bool:
     if field.default_factory is not dataclasses.MISSING:
         return field.default_factory() == []
     return field.default == []
-
-
-def _unknown_key_message(
-    cls: type,
-    prefix: str,
-    key: str,
-    source: str,
-    command: str,
-    value: Any = None,
-    root: type | None = None,
-) -> str:
-    """The unknown key `prefix + key` of section `cls`, with the keys it may be meant for:
-    the section's, and the verl keys `mfsdp train <command>` takes there, each shown with its
-    key here (`trainer.save_freq (checkpoint.save_every here)`): a verl user's typo was
-    matched against mfsdp's names alone (`trainer.save_freqs`: "did you mean trainer.seed").
-    Given the key's `value` and the whole config's class `root`, also: an unknown section
-    name holding keys is matched with the keys under it (`optimizer.lr`: optim.lr, where
-    `optimizer` alone got verl's `optim.optimizer` and `optim`, whose own error followed),
-    and a key of another section is named (`trainer.lr`, `trainer.lrr`: optim.lr)."""
-    full = f"{prefix}{key}"
-    glued = glued_value_hint(key)
-    if glued is not None:
-        return f"{source}: {full}: {glued}"
-    verl = verl_keys.names(command)
-    written = _first_leaf_key(full, value)
-    if root is not None and written != full:
-        meant = _with_section_mended(root, written, prefix.count("."), verl)
-        meant = meant or _in_other_sections(root, written, found_in_own=False)
-        if meant:  # the key refused is still the unknown name, the hint the whole key
-            return _unknown_key_line(source, full, meant, verl)
-    # a hint never names the key refused: `data.apply_chat_template_kwargs.x=` was
-    # refused as `data.apply_chat_template_kwargs`, "did you mean" that same key
-    others = [name for name in verl if name.startswith(prefix) and name != full]
-    candidates = [k for k in _all_keys(cls, prefix) if k != full]
-    close = close_keys(full, candidates, others)
-    if root is not None:
-        close = _with_other_sections(root, full, close, candidates)
-    return _unknown_key_line(source, full, list(dict.fromkeys(close))[:3], verl)
-
-
-def _unknown_key_line(source: str, key: str, close: list[str], verl: dict[str, str | None]) -> str:
-    """The error for the unknown `key`, naming the `close` keys (verl's with its key here,
-    unless it is that same key: `model.lora_rank` is both)."""
-    shown = [
-        verl_keys.shown_name(name, verl[name]) if verl.get(name, name) != name else name
-        for name in close
-    ]
-    hint = f"; did you mean {', '.join(shown)}?" if shown else ""
-    return f"{source}: unknown config key '{key}'{hint}"
-
-
-def _first_leaf_key(key: str, value: Any) -> str:
-    """`key` with the names down to the first value under it, where it holds a mapping: the
-    key written under an unknown section name (`optimizer: {lr: 1e-3}` is `optimizer.lr`)."""
-    while isinstance(value, dict) and value:
-        name, value = next(iter(value.items()))
-        key = f"{key}.{name}"
-    return key
-
-
-def _with_section_mended(
-    root: type, written: str, depth: int, verl: dict[str, str | None]
-) -> list[str]:
-    """Keys of `root` or verl's that `written` may be meant for, its part at `depth` (an
-    unknown section name) mended to a close one: the keys that are then exactly `written`
-    (`optimizer.lr`: optim.lr; `dataa.max_length`: data.max_length), else the keys close to
-    it in the mended section (`optimizer.lrr`: optim.lr). The whole key matched against
-    every key found `model.lora_rank` for `optimizer.lr` (lr: its initials)."""
-    parts = written.split(".")
-    head, rest = parts[:depth], parts[depth + 1 :]
-    keys = _all_keys(root) + list(verl)
-    split = [key.split(".") for key in keys]
-    names = {key[depth] for key in split if len(key) > depth and key[:depth] == head}
-    sections = [".".join([*head, name]) for name in _close(parts[depth], sorted(names))]
-    mended = [".".join([section, *rest]) for section in sections]
-    exact = [key for key in mended if key in verl or verl_keys.is_native(root, key)]
-    if exact:
-        return exact
-    near = [
-        found
-        for section, key in zip(sections, mended)
-        for found in close_keys(
-            key,
-            [k for k in _all_keys(root) if k.startswith(f"{section}.")],
-            [k for k in verl if k.startswith(f"{section}.")],
-        )
-    ]
-    return list(dict.fromkeys(near))[:3]
-
-
-def _with_other_sections(root: type, given: str, close: list[str], own: list[str]) -> list[str]:
-    """`close` (keys of the section of `given`, `own`, and verl's names there) with the keys
-    of other sections `given` may be meant for put first, after only the verl names closer
-    to it than each of them: a verl name alike is no key of the section's own (`trainer.
-    learning_rate` is optim.lr, not verl's trainer.total_training_steps), and a verl key
-    misspelt is that key first (`trainer.save_freqs`: trainer.save_freq, which names
-    checkpoint.save_every)."""
-    elsewhere = _in_other_sections(root, given, found_in_own=any(key in own for key in close))
-    if not elsewhere:
-        return close
-    nearest = max(_likeness(given, key) for key in elsewhere)
-    closer = [key for key in close if key not in own and _likeness(given, key) > nearest]
-    return closer + elsewhere + close
-
-
-def _in_other_sections(root: type, given: str, found_in_own: bool) -> list[str]:
-    """Keys of `root` outside the section of `given` that it may be meant for: those of the
-    same name (`trainer.lr`: optim.lr), and, where its own section has nothing close, those
-    of a name close to `given`'s or that it abbreviates (`trainer.lrr`,
-    `trainer.learning_rate`: optim.lr). Initials alone are no match where the section has
-    one: `model.lora_rnk` is `model.lora_rank`, not `optim.lr`."""
-    section, _, leaf = given.rpartition(".")
-    keys = [key for key in _all_keys(root) if not (section and key.startswith(f"{section}."))]
-    by_name: dict[str, list[str]] = {}
-    for key in keys:
-        by_name.setdefault(key.rsplit(".", 1)[-1], []).append(key)
-    names = [name for name in by_name if name == leaf]
-    if not found_in_own:
-        names += [name for name in by_name if _abbreviates(name, leaf)]
-        names += difflib.get_close_matches(leaf, list(by_name), n=3, cutoff=0.6)
-    return list(dict.fromkeys(key for name in names for key in by_name[name]))
-
-
-def close_keys(given: str, candidates: list[str], others: Sequence[str] = ()) -> list[str]:
-    """Up to three of the dotted `candidates` and `others` (verl's names) that `given` may be
-    meant for, an `other` first only where it is closer to `given` than every candidate found
-    (`optim.warmup` is mfsdp's `optim.warmup_steps` before verl's `optim.warmup_style`)."""
-    found = _close(given, candidates)
-    nearest = max((_likeness(given, key) for key in found), default=0.0)
-    closer: list[str] = []
-    rest: list[str] = []
-    for key in _close(given, [other for other in others if other not in candidates]):
-        (closer if _likeness(given, key) > nearest else rest).append(key)
-    return (closer + found + rest)[:3]
-
-
-def _likeness(given: str, key: str) -> float:
-    """How alike two dotted keys are, 1.0 where one's last part abbreviates the other's."""
-    leaf_given, leaf = given.rsplit(".", 1)[-1], key.rsplit(".", 1)[-1]
-    if _abbreviates(leaf, leaf_given) or _abbreviates(leaf_given, leaf):
-        return 1.0
-    return difflib.SequenceMatcher(None, given, key).ratio()
-
-
-def _close(given: str, candidates: list[str]) -> list[str]:
-    """Keys whose last part abbreviates the given one's or the reverse (HF's and
-    torchtitan's `learning_rate` is `optim.lr`), then keys close to the whole dotted name
-    whose last part is not far (a long section name shared is no likeness), then keys whose
-    last part is close (so `lrr` finds `optim.lr` and `optim.warmup` finds
-    `optim.warmup_steps`)."""
-    leaf_given = given.rsplit(".", 1)[-1]
-    close = [
-        candidate
-        for candidate in candidates
-        if _abbreviates(candidate.rsplit(".", 1)[-1], leaf_given)
-        or _abbreviates(leaf_given, candidate.rsplit(".", 1)[-1])
-    ]
-    for candidate in difflib.get_close_matches(given, candidates, n=3, cutoff=0.6):
-        leaf = candidate.rsplit(".", 1)[-1]
-        if candidate not in close and _likeness(leaf_given, leaf) >= LEAF_LIKENESS:
-            close.append(candidate)
-    by_leaf = {candidate.rsplit(".", 1)[-1]: candidate for candidate in candidates}
-    for leaf in difflib.get_close_matches(leaf_given, list(by_leaf), n=3, cutoff=0.6):
-        if by_leaf[leaf] not in close:
-            close.append(by_leaf[leaf])
-    return close[:3]
-
-
-LEAF_LIKENESS = 0.5  # `actor_rollout_ref.rollout.nothing` is not `...rollout.n` (0.25)
-
-
-def _abbreviates(short: str, name: str) -> bool:
-    """Whether `short` is the initials of `name`'s words (`lr` of `learning_rate`)."""
-    words = name.split("_")
-    return len(words) > 1 and short == "".join(word[:1] for word in words)
-
-
-def _all_keys(cls: type, prefix: str = "") -> list[str]:
-    keys = []
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        kind = hints[f.name]
-        if dataclasses.is_dataclass(kind):
-            keys.append(f"{prefix}{f.name}")
-            keys += _all_keys(cast(type, kind), f"{prefix}{f.name}.")
-        else:
-            keys.append(f"{prefix}{f.name}")
-    return keys
-
-
-def _coerce(kind: Any, value: Any, key: str, source: str, command: str) -> Any:
-    """Check `value` against the annotation `kind`; accept obvious widenings (int -> float).
-
-    A YAML file and a `key=value` override both reach here, so every check is made on the
-    value as parsed and names the key and its source: a wrong type caught here is one line,
-    not a traceback from deep in a run minutes later. What is accepted besides the exact
-    type is what YAML or a shell makes of a right value: `2e-5` read as a string by YAML
-    1.1, one file given where a list is expected, `bfloat16` as torch spells the dtype.
-    A union tries each member in order and, when a member's type fits but its range does
-    not, says the range rather than "expects A or B". Integers are held to int64 (torch's
-    and numpy's limit) and numbers to finite values, since no setting means nan or inf."""
-    origin = typing.get_origin(kind)
-    if origin is Annotated:
-        return _coerce_annotated(kind, value, key, source, command)
-    if dataclasses.is_dataclass(kind):
-        if not isinstance(value, dict):
-            fields = ", ".join(f.name for f in dataclasses.fields(kind))
-            raise _expected(kind, value, key, source, f"a section (mapping of {fields})")
-        return _build(cast(type, kind), value, f"{key}.", source, command)
-    if origin in (typing.Union, types.UnionType):
-        return _coerce_union(kind, value, key, source, command)
-    if origin is Literal:
-        return _coerce_literal(kind, value, key, source)
-    if origin is list:
-        return _coerce_list(kind, value, key, source, command)
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise _expected(kind, value, key, source, "a mapping")
-        return dict(value)
-    if kind is Any:
-        return value
-    if kind is bool and not isinstance(value, bool):
-        raise _expected(kind, value, key, source, "true or false")
-    if kind is int:
-        return _coerce_int(kind, value, key, source)
-    if kind is float:
-        return _coerce_float(kind, value, key, source)
-    if kind is str and not isinstance(value, str):
-        values = f" ({_TEXT_VALUES[key]})" if key in _TEXT_VALUES else ""
-        raise _expected(kind, value, key, source, f"a string{values}", _quoting_hint(key, value))
-    if kind in (bool, str):
-        return value
-    # an annotation this loader does not know: a bug in the schema
-    raise _expected(kind, value, key, source, _type_name(kind))
-
-
-# What a text key takes where its type cannot say (`checkpoint.resume=6` was refused as not
-# a string, not saying what it takes)
-_TEXT_VALUES = {"checkpoint.resume": "auto | disable | PATH"}
-
-
-def _quoting_hint(key: str, value: Any) -> str:
-    """For a string key given a number or boolean (YAML's reading of `6`, `true`, `0x1f`,
-    whose text is gone by now): the quoting that keeps the text as written."""
-    if not isinstance(value, (bool, int, float)):
-        return ""
-    read_as = "a boolean" if isinstance(value, bool) else "a number"
-    leaf = key.rsplit(".", 1)[-1]
-    return f', which YAML reads as {read_as}: quote the text to keep it as written ({leaf}: "...")'
-
-
-def _expected(
-    kind: Any, value: Any, key: str, source: str, expected: str, hint: str = ""
-) -> ConfigError:
-    """The one line for a value of the wrong type: what `key` expects and what it got, and
-    then `hint`."""
-    # YAML reads `~` (the home directory to a shell user) and a bare `key:` as null
-    got = shown_value(value)
-    if value is None:
-        got = "null (YAML's ~, null, or nothing after the colon)"
-    empty = "; an empty list is []" if value is None and typing.get_origin(kind) is list else ""
-    return ConfigError(f"{source}: config key '{key}' expects {expected}, got {got}{empty}{hint}")
-
-
-def _coerce_annotated(kind: Any, value: Any, key: str, source: str, command: str) -> Any:
-    """The base type's value, then the annotation's checks: `~` expanded, a range held."""
-    base, *checks = typing.get_args(kind)
-    coerced = _coerce(base, value, key, source, command)
-    for check in checks:
-        if isinstance(check, ExpandUser):
-            coerced = os.path.expanduser(coerced)
-        if isinstance(check, Range) and not check.accepts(coerced):
-            raise RangeError(
-                f"{source}: config key '{key}' must be {check.text}, got {shown_value(value)}"
-            )
-        if isinstance(check, Checked) and (why := check.refusal(coerced, key)) is not None:
-            raise RangeError(f"{source}: {why}")
-    return coerced
-
-
-def _coerce_union(kind: Any, value: Any, key: str, source: str, command: str) -> Any:
-    """The first member that takes `value`; where a member's type fits but its range does
-    not, its range is the message (not "expects A or B")."""
-    args = typing.get_args(kind)
-    if value is None and type(None) in args:
-        return None
-    out_of_range = None
-    for option in (a for a in args if a is not type(None)):
-        try:
-            return _coerce(option, value, key, source, command)
-        except RangeError as err:  # the type fits: its range is the message
-            out_of_range = out_of_range or err
-        except ConfigError:
-            continue
-    if out_of_range is not None:
-        raise out_of_range
-    raise _expected(kind, value, key, source, " or ".join(_type_name(a) for a in args))
-
-
-def _coerce_literal(kind: Any, value: Any, key: str, source: str) -> Any:
-    args = typing.get_args(kind)
-    if "bf16" in args and isinstance(value, str):  # a dtype: `bfloat16` as torch spells it
-        value = short_dtype_name(value)
-    if value not in args:
-        raise _expected(kind, value, key, source, "one of " + " | ".join(str(a) for a in args))
-    return value
-
-
-def _coerce_list(kind: Any, value: Any, key: str, source: str, command: str) -> list[Any]:
-    args = typing.get_args(kind)
-    element = _unannotated(args[0]) if args else None
-    if isinstance(value, str) and (element is str or typing.get_origin(element) is Literal):
-        value = [value]  # a single file is a list of one; so is `trainer.logger=console`
-    if not isinstance(value, (list, tuple)):
-        what = _plural_type_name(args[0]) if args else "values"
-        raise _expected(kind, value, key, source, f"a list of {what}")
-    if not args:
-        return list(value)
-    return [_coerce(args[0], v, f"{key}[{i}]", source, command) for i, v in enumerate(value)]
-
-
-def _coerce_int(kind: Any, value: Any, key: str, source: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _expected(kind, value, key, source, "an integer")
-    if value not in INT64:  # torch (seeds, sizes, steps) and numpy take int64 at most
-        raise RangeError(
-            f"{source}: config key '{key}' must fit in 64 bits (|x| < 2**63),"
-            f" got {shown_value(value)}"
-        )
-    return value
-
-
-def _coerce_float(kind: Any, value: Any, key: str, source: str) -> float:
-    if isinstance(value, str):  # YAML 1.1 reads `2e-5` (no dot) as a string
-        try:
-            number = float(value)
-        except ValueError:
-            raise _expected(kind, value, key, source, "a number") from None
-    elif isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _expected(kind, value, key, source, "a number")
-    else:
-        try:
-            number = float(value)
-        except OverflowError:  # an integer past float's range (1e308)
-            number = math.inf
-    if not math.isfinite(number):  # nan and inf: no setting means either
-        raise RangeError(
-            f"{source}: config key '{key}' must be a finite number, got {shown_value(value)}"
-        )
-    return number
-
-
-INT64 = range(-(2**63), 2**63)
-
-
-def _unannotated(kind: Any) -> Any:
-    """`kind` without its `Annotated` checks (`LocalPath` is a str)."""
-    return typing.get_args(kind)[0] if typing.get_origin(kind) is Annotated else kind
-
-
-class RangeError(ConfigError):
-    """A value of the right type outside its field's declared range."""
-
-
-_TYPE_WORDS = {
-    int: "an integer",
-    float: "a number",
-    bool: "true or false",
-    str: "a string",
-    type(None): "null",
-}
-
-
-_PLURAL_TYPE_WORDS = {int: "integers", float: "numbers", bool: "booleans", str: "strings"}
-
-
-def _plural_type_name(kind: Any) -> str:
-    """What a list holds, in words: "a list of numbers", not "a list of a number"."""
-    kind = _unannotated(kind)
-    return _PLURAL_TYPE_WORDS.get(kind) or f"values each {_type_name(kind)}"
-
-
-def _type_name(kind: Any) -> str:
-    if kind in _TYPE_WORDS:
-        return _TYPE_WORDS[kind]
-    if typing.get_origin(kind) is list:
-        return "a list"
-    if typing.get_origin(kind) is Annotated:
-        return _type_name(typing.get_args(kind)[0])
-    return getattr(kind, "__name__", str(kind))

@@ -25,7 +25,8 @@ from typing import Any
 from mfsdp_ckpt.storage import safe_files
 from trainer.config import ConfigError, SFTConfig
 from trainer.config_yaml import MAX_CONFIG_BYTES, YAMLConfigError, parse_yaml
-from trainer.verl_keys import VERL_ONLY_SECTION, carries, command_of
+from trainer.verl_keys import carries, command_of
+from trainer.verl_rules import VERL_ONLY_SECTION
 
 SHELL_SUFFIXES = (".sh", ".bash")
 # verl's trainers, run as modules (`python3 -m verl.trainer.main_ppo ...`)

@@ -74,7 +74,7 @@ SFT_TRAINERS = ("verl.trainer.fsdp_sft_trainer", "verl.trainer.sft_trainer")
 @dataclass(frozen=True)
 class Unmapped:
     """verl's `value` for its key `verl_key`, which no mfsdp key holds: the key's own rule
-    (verl_keys.RULES) reads it as if the source gave it, so a default mfsdp cannot train is
+    (verl_rules.RULES) reads it as if the source gave it, so a default mfsdp cannot train is
     listed as not carried over as the same value given is; `here` is the value to set in
     verl for the training mfsdp does."""
 

@@ -1,7 +1,7 @@
 """A verl run (its launch script or its YAML config) as an mfsdp config, for `mfsdp config
 from-verl`: what carries over, under which mfsdp key, and what does not and why.
 
-The key table is `trainer.verl_keys`; this module only finds the `key=value` pairs (in a
+The key table is `trainer.verl_rules`; this module only finds the `key=value` pairs (in a
 YAML config; a shell script's are read by `trainer.verl_script`) and reports.
 """
 
@@ -28,6 +28,8 @@ from trainer import (
     verl_hydra_files,
     verl_interpolation,
     verl_keys,
+    verl_megatron_optim,
+    verl_rules,
 )
 from trainer.config_kind import likely_kind
 from trainer.config_yaml import ExpansionBudget
@@ -244,7 +246,7 @@ _MEGATRON_FILES = frozenset(
 def _backend_of(defaults: list[Any]) -> list[tuple[str, Any]]:
     """The actor's strategy that the files Hydra merges in select (a YAML's `defaults:`
     list; the trainer config a script loads, `--config-name=ppo_megatron_trainer`), as a
-    key of the run for the rules that read the backend (`verl_keys.on_megatron`): verl's
+    key of the run for the rules that read the backend (`verl_megatron_optim.on_megatron`): verl's
     Megatron files set `strategy: megatron`, which the YAML or script then leaves out."""
     files = [
         option
@@ -252,7 +254,7 @@ def _backend_of(defaults: list[Any]) -> list[tuple[str, Any]]:
         for option in (entry.values() if isinstance(entry, dict) else [entry])
     ]
     if any(isinstance(name, str) and name.lstrip("/") in _MEGATRON_FILES for name in files):
-        return [(verl_keys.ACTOR + "strategy", "megatron")]
+        return [(verl_rules.ACTOR + "strategy", "megatron")]
     return []
 
 
@@ -300,7 +302,7 @@ def _convert(
             shown = ", ".join(f"{key}={value}" for key, value in group)
             try:
                 adopted = verl_keys.carry_over(cls, group, given)
-            except verl_keys.NotCarried as err:
+            except verl_rules.NotCarried as err:
                 conversion.dropped.append(f"{shown}: {err.reason}")
                 continue
             for key, value in adopted:
@@ -308,7 +310,7 @@ def _convert(
                     set_dotted(conversion.tree, key, value)
                 else:
                     conversion.dropped.append(f"{key}={value}: no such key here")
-        for key, value in verl_keys.megatron_adam_unset(cls, (backend or []) + pairs):
+        for key, value in verl_megatron_optim.megatron_adam_unset(cls, (backend or []) + pairs):
             set_dotted(conversion.tree, key, value)
     finally:
         log.removeHandler(collected)
@@ -351,10 +353,10 @@ def _unset_estimator(cls: type, tree: dict[str, Any], pairs: list[tuple[str, Any
     verl's default (gae) trains PPO with a critic, which no mfsdp run is, so converting it
     to GRPO would train something else without a word (as `algorithm.adv_estimator=gae`
     given is refused)."""
-    if verl_keys.command_of(cls) != "grpo" or verl_keys.ESTIMATOR in _given_keys(cls, tree, pairs):
+    if verl_keys.command_of(cls) != "grpo" or verl_rules.ESTIMATOR in _given_keys(cls, tree, pairs):
         return []
     return [
-        f"{verl_keys.ESTIMATOR}: not set, so verl trains its default, gae (PPO with a critic);"
+        f"{verl_rules.ESTIMATOR}: not set, so verl trains its default, gae (PPO with a critic);"
         " mfsdp trains GRPO only: set algorithm.adv_estimator=grpo if that is the run"
     ]
 

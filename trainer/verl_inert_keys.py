@@ -1,5 +1,5 @@
 """verl keys that change nothing in a run here at any value: one table, read by
-`trainer.verl_keys`, beside `trainer.verl_off_keys` (keys accepted only at the values that
+`trainer.verl_rules`, beside `trainer.verl_off_keys` (keys accepted only at the values that
 leave them off).
 
 verl prints the whole config it resolved when it starts, and people keep it as their run's

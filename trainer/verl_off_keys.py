@@ -1,5 +1,5 @@
 """verl keys for settings mfsdp has no switch for, accepted at the values that leave them off
-or that do what mfsdp does anyway: one table, read by `trainer.verl_keys`.
+or that do what mfsdp does anyway: one table, read by `trainer.verl_rules`.
 
 verl's own config files and launch scripts set them at those values (`param_offload: False`,
 `use_shm: False`, `trust_remote_code: False`, `wrap_policy.min_num_params: 0`): refused as
@@ -636,7 +636,7 @@ def _megatron_lora() -> Iterator[tuple[str, Off]]:
     """verl's Megatron LoRA (Megatron-Bridge's, read only at a lora.rank above 0) at the
     settings that train adapters as here: no dropout, B starting at zero, the adapter in
     the model's dtype, trained from scratch."""
-    both = ("sft", "grpo")  # as verl_keys' rules for lora.rank, alpha and target_modules
+    both = ("sft", "grpo")  # as verl_rules' rules for lora.rank, alpha and target_modules
     settings = {
         "dropout": Off(
             (0.0,),

@@ -25,7 +25,8 @@ from tests.support.cli_errors import one_error
 from tests.support.fresh_python import mfsdp
 from tests.support.interop_layouts import one_error_line, run_cli
 from tests.support.paths import FIXTURES, REPO
-from trainer.config import ConfigError, SFTConfig, _all_keys, load_config
+from trainer.config import ConfigError, SFTConfig, load_config
+from trainer.config_suggestions import _all_keys
 from trainer.grpo.config import GRPOConfig
 
 # Keys whose value names a file or directory, by their names: a new one is checked too.

@@ -13,7 +13,7 @@ from trainer import verl_keys
 from trainer.config import ConfigError, SFTConfig, load_config
 from trainer.grpo.config import GRPOConfig
 from trainer.verl_import import VerlSourceError, convert_verl
-from trainer.verl_keys import RULES
+from trainer.verl_rules import RULES
 
 EXAMPLES = REPO / "examples" / "verl"
 

@@ -6,7 +6,8 @@ import logging
 
 import pytest
 
-from trainer.config import ConfigError, DataConfig, SFTConfig, _unknown_key_message, load_config
+from trainer.config import ConfigError, DataConfig, SFTConfig, load_config
+from trainer.config_suggestions import _unknown_key_message
 
 
 @pytest.mark.parametrize("plus", ["", "+"])

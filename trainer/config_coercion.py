@@ -1,0 +1,230 @@
+"""Typing the config's values: each value of a YAML file or override checked against its
+field's annotation (its type, then the `Range` or `Checked` declared on it, `~` expanded in a
+`LocalPath`), or refused in one line that names the key, its source and what it expects.
+
+This module reads the schema of `trainer.config` (ConfigError, the annotation markers), so
+the loader there imports it inside `_build_config` rather than at its top.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import types
+import typing
+from typing import Annotated, Any, Literal, cast
+
+from mfsdp_ckpt.format.dtypes import short_dtype_name
+from trainer.config import _TEXT_VALUES, Checked, ConfigError, ExpandUser, Range
+from trainer.shown_value import shown_value
+
+
+def _build(cls: type, values: dict[str, Any], prefix: str, source: str, command: str) -> Any:
+    """Section `cls` at `prefix` of `mfsdp train <command>`'s config, whose keys are all
+    known (`_build_config` refused any other)."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    known = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for name in known:
+        if name not in values:
+            continue
+        kwargs[name] = _coerce(hints[name], values[name], f"{prefix}{name}", source, command)
+    return cls(**kwargs)
+
+
+def _coerce(kind: Any, value: Any, key: str, source: str, command: str) -> Any:
+    """Check `value` against the annotation `kind`; accept obvious widenings (int -> float).
+
+    A YAML file and a `key=value` override both reach here, so every check is made on the
+    value as parsed and names the key and its source: a wrong type caught here is one line,
+    not a traceback from deep in a run minutes later. What is accepted besides the exact
+    type is what YAML or a shell makes of a right value: `2e-5` read as a string by YAML
+    1.1, one file given where a list is expected, `bfloat16` as torch spells the dtype.
+    A union tries each member in order and, when a member's type fits but its range does
+    not, says the range rather than "expects A or B". Integers are held to int64 (torch's
+    and numpy's limit) and numbers to finite values, since no setting means nan or inf."""
+    origin = typing.get_origin(kind)
+    if origin is Annotated:
+        return _coerce_annotated(kind, value, key, source, command)
+    if dataclasses.is_dataclass(kind):
+        if not isinstance(value, dict):
+            fields = ", ".join(f.name for f in dataclasses.fields(kind))
+            raise _expected(kind, value, key, source, f"a section (mapping of {fields})")
+        return _build(cast(type, kind), value, f"{key}.", source, command)
+    if origin in (typing.Union, types.UnionType):
+        return _coerce_union(kind, value, key, source, command)
+    if origin is Literal:
+        return _coerce_literal(kind, value, key, source)
+    if origin is list:
+        return _coerce_list(kind, value, key, source, command)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise _expected(kind, value, key, source, "a mapping")
+        return dict(value)
+    if kind is Any:
+        return value
+    if kind is bool and not isinstance(value, bool):
+        raise _expected(kind, value, key, source, "true or false")
+    if kind is int:
+        return _coerce_int(kind, value, key, source)
+    if kind is float:
+        return _coerce_float(kind, value, key, source)
+    if kind is str and not isinstance(value, str):
+        values = f" ({_TEXT_VALUES[key]})" if key in _TEXT_VALUES else ""
+        raise _expected(kind, value, key, source, f"a string{values}", _quoting_hint(key, value))
+    if kind in (bool, str):
+        return value
+    # an annotation this loader does not know: a bug in the schema
+    raise _expected(kind, value, key, source, _type_name(kind))
+
+
+def _quoting_hint(key: str, value: Any) -> str:
+    """For a string key given a number or boolean (YAML's reading of `6`, `true`, `0x1f`,
+    whose text is gone by now): the quoting that keeps the text as written."""
+    if not isinstance(value, (bool, int, float)):
+        return ""
+    read_as = "a boolean" if isinstance(value, bool) else "a number"
+    leaf = key.rsplit(".", 1)[-1]
+    return f', which YAML reads as {read_as}: quote the text to keep it as written ({leaf}: "...")'
+
+
+def _expected(
+    kind: Any, value: Any, key: str, source: str, expected: str, hint: str = ""
+) -> ConfigError:
+    """The one line for a value of the wrong type: what `key` expects and what it got, and
+    then `hint`."""
+    # YAML reads `~` (the home directory to a shell user) and a bare `key:` as null
+    got = shown_value(value)
+    if value is None:
+        got = "null (YAML's ~, null, or nothing after the colon)"
+    empty = "; an empty list is []" if value is None and typing.get_origin(kind) is list else ""
+    return ConfigError(f"{source}: config key '{key}' expects {expected}, got {got}{empty}{hint}")
+
+
+def _coerce_annotated(kind: Any, value: Any, key: str, source: str, command: str) -> Any:
+    """The base type's value, then the annotation's checks: `~` expanded, a range held."""
+    base, *checks = typing.get_args(kind)
+    coerced = _coerce(base, value, key, source, command)
+    for check in checks:
+        if isinstance(check, ExpandUser):
+            coerced = os.path.expanduser(coerced)
+        if isinstance(check, Range) and not check.accepts(coerced):
+            raise RangeError(
+                f"{source}: config key '{key}' must be {check.text}, got {shown_value(value)}"
+            )
+        if isinstance(check, Checked) and (why := check.refusal(coerced, key)) is not None:
+            raise RangeError(f"{source}: {why}")
+    return coerced
+
+
+def _coerce_union(kind: Any, value: Any, key: str, source: str, command: str) -> Any:
+    """The first member that takes `value`; where a member's type fits but its range does
+    not, its range is the message (not "expects A or B")."""
+    args = typing.get_args(kind)
+    if value is None and type(None) in args:
+        return None
+    out_of_range = None
+    for option in (a for a in args if a is not type(None)):
+        try:
+            return _coerce(option, value, key, source, command)
+        except RangeError as err:  # the type fits: its range is the message
+            out_of_range = out_of_range or err
+        except ConfigError:
+            continue
+    if out_of_range is not None:
+        raise out_of_range
+    raise _expected(kind, value, key, source, " or ".join(_type_name(a) for a in args))
+
+
+def _coerce_literal(kind: Any, value: Any, key: str, source: str) -> Any:
+    args = typing.get_args(kind)
+    if "bf16" in args and isinstance(value, str):  # a dtype: `bfloat16` as torch spells it
+        value = short_dtype_name(value)
+    if value not in args:
+        raise _expected(kind, value, key, source, "one of " + " | ".join(str(a) for a in args))
+    return value
+
+
+def _coerce_list(kind: Any, value: Any, key: str, source: str, command: str) -> list[Any]:
+    args = typing.get_args(kind)
+    element = _unannotated(args[0]) if args else None
+    if isinstance(value, str) and (element is str or typing.get_origin(element) is Literal):
+        value = [value]  # a single file is a list of one; so is `trainer.logger=console`
+    if not isinstance(value, (list, tuple)):
+        what = _plural_type_name(args[0]) if args else "values"
+        raise _expected(kind, value, key, source, f"a list of {what}")
+    if not args:
+        return list(value)
+    return [_coerce(args[0], v, f"{key}[{i}]", source, command) for i, v in enumerate(value)]
+
+
+def _coerce_int(kind: Any, value: Any, key: str, source: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _expected(kind, value, key, source, "an integer")
+    if value not in INT64:  # torch (seeds, sizes, steps) and numpy take int64 at most
+        raise RangeError(
+            f"{source}: config key '{key}' must fit in 64 bits (|x| < 2**63),"
+            f" got {shown_value(value)}"
+        )
+    return value
+
+
+def _coerce_float(kind: Any, value: Any, key: str, source: str) -> float:
+    if isinstance(value, str):  # YAML 1.1 reads `2e-5` (no dot) as a string
+        try:
+            number = float(value)
+        except ValueError:
+            raise _expected(kind, value, key, source, "a number") from None
+    elif isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _expected(kind, value, key, source, "a number")
+    else:
+        try:
+            number = float(value)
+        except OverflowError:  # an integer past float's range (1e308)
+            number = math.inf
+    if not math.isfinite(number):  # nan and inf: no setting means either
+        raise RangeError(
+            f"{source}: config key '{key}' must be a finite number, got {shown_value(value)}"
+        )
+    return number
+
+
+INT64 = range(-(2**63), 2**63)
+
+
+def _unannotated(kind: Any) -> Any:
+    """`kind` without its `Annotated` checks (`LocalPath` is a str)."""
+    return typing.get_args(kind)[0] if typing.get_origin(kind) is Annotated else kind
+
+
+class RangeError(ConfigError):
+    """A value of the right type outside its field's declared range."""
+
+
+_TYPE_WORDS = {
+    int: "an integer",
+    float: "a number",
+    bool: "true or false",
+    str: "a string",
+    type(None): "null",
+}
+
+
+_PLURAL_TYPE_WORDS = {int: "integers", float: "numbers", bool: "booleans", str: "strings"}
+
+
+def _plural_type_name(kind: Any) -> str:
+    """What a list holds, in words: "a list of numbers", not "a list of a number"."""
+    kind = _unannotated(kind)
+    return _PLURAL_TYPE_WORDS.get(kind) or f"values each {_type_name(kind)}"
+
+
+def _type_name(kind: Any) -> str:
+    if kind in _TYPE_WORDS:
+        return _TYPE_WORDS[kind]
+    if typing.get_origin(kind) is list:
+        return "a list"
+    if typing.get_origin(kind) is Annotated:
+        return _type_name(typing.get_args(kind)[0])
+    return getattr(kind, "__name__", str(kind))

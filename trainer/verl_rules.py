@@ -1,0 +1,482 @@
+"""What each verl config key means here: the table the config loader reads verl's keys by.
+
+Each verl key has a Rule: the mfsdp key it sets and how its value is read, or the value(s)
+it is accepted at, refused at any other with why (Unsupported), or the note it is dropped
+with. Keys verl copies from another are MIRRORS; resume's two keys are read together
+(RESUME). A rule reads its key's value alone. Reading a run's keys against the table (the
+rules that read another key of the run, typos, YAML trees) is trainer.verl_keys; verl's
+optimizer keys on its Megatron backend are trainer.verl_megatron_optim. The table is apart
+from both so it reads as one list, beside trainer.verl_off_keys and trainer.verl_inert_keys,
+and so both readers import it without importing each other: with it are what they share,
+NotCarried, `normalise` (the actor's optimizer section is `optim` here) and `note` (the one
+logged line each verl key read gets).
+
+Units follow verl: GRPO's `ppo_mini_batch_size` and `data.train_batch_size` count prompts
+(each rolled out `rollout.n` times), micro-batch sizes count responses per GPU, SFT's
+`data.train_batch_size` counts sequences over all GPUs, `max_token_len_per_gpu` tokens.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mfsdp_ckpt.errors import MfsdpUsageError
+from trainer.verl_inert_keys import INERT_KEYS, PADDING
+from trainer.verl_off_keys import MEGATRON_LORA_SECTIONS, OFF_KEYS, Off
+
+log = logging.getLogger("mfsdp.config")
+
+VERL_ONLY_SECTION = "actor_rollout_ref."  # verl's; mfsdp has no section of that name
+ACTOR = "actor_rollout_ref.actor."
+REF = "actor_rollout_ref.ref."
+ROLLOUT = "actor_rollout_ref.rollout."
+PARALLEL_SIZES = (
+    "tensor_model_parallel_size",
+    "pipeline_model_parallel_size",
+    "context_parallel_size",
+    "expert_model_parallel_size",
+    "virtual_pipeline_model_parallel_size",
+    "ulysses_sequence_parallel_size",
+    "expert_tensor_parallel_size",
+    "expert_parallel_size",  # the rollout engine's
+)
+
+
+class Unsupported(MfsdpUsageError, ValueError):
+    """A verl key (or value) that mfsdp cannot honour; the message says why."""
+
+
+class NotCarried(MfsdpUsageError):
+    """A verl key that does not carry over: `text` says so naming the key (the message after
+    its source), `reason` says why alone, for `mfsdp config from-verl`, which lists the key
+    and value itself (read off the message, a value holding ': ' cut the reason short). A
+    config mistake like ConfigError, which `adopt_pairs` makes of it with the source."""
+
+    def __init__(self, text: str, reason: str = "") -> None:
+        super().__init__(text)
+        self.text = text
+        self.reason = reason or text
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How one verl key becomes mfsdp keys. `target` is the mfsdp key it sets (None: none,
+    or several); the value is `read` into it, or `convert` maps the value to {mfsdp key:
+    value} ({} drops it, with `why` logged) or raises Unsupported; `commands` limits it to
+    sft or grpo. A typo of the verl key is told its name and `target` (`close_names`)."""
+
+    target: str | None
+    convert: Callable[[Any], dict[str, Any]] | None = None
+    why: str = ""
+    commands: tuple[str, ...] = ("sft", "grpo")
+    read: Callable[[Any], Any] = lambda value: value
+
+    def apply(self, cls: type, value: Any) -> dict[str, Any]:
+        if self.convert is not None:
+            return self.convert(value)
+        return {self.target: self.read(value)} if self.target else {}
+
+
+def _freq(value: Any) -> Any:
+    """verl's -1 (never) is mfsdp's 0 (periodically never; at the end still)."""
+    return 0 if isinstance(value, int) and value < 0 else value
+
+
+def _only(allowed: Any, why: str) -> Callable[[Any], dict[str, Any]]:
+    """A key accepted only at its harmless value(s) here, dropped then; any other value fails."""
+    allowed = allowed if isinstance(allowed, tuple) else (allowed,)
+
+    def convert(value: Any) -> dict[str, Any]:
+        if value in allowed:
+            return {}
+        raise Unsupported(why)
+
+    return convert
+
+
+def _only_off(off: Off) -> Callable[[Any], dict[str, Any]]:
+    """`_only` for a key of verl_off_keys, which compares a list in any order and a flag
+    never as a number."""
+
+    def convert(value: Any) -> dict[str, Any]:
+        if off.accepts(value):
+            return {}
+        raise Unsupported(off.refused)
+
+    return convert
+
+
+def _rollout_mode(value: Any) -> dict[str, Any]:
+    if value in ("async", "sync"):
+        return {}
+    raise Unsupported("rollout.mode is async (verl's only mode now) or sync")
+
+
+def _rollout_dtype(value: Any) -> dict[str, Any]:
+    dtypes = {"bfloat16": "bf16", "bf16": "bf16", "float32": "fp32", "fp32": "fp32"}
+    if value in dtypes:
+        return {"rollout.dtype": dtypes[value]}
+    raise Unsupported("rollout.dtype here is bf16 or fp32")
+
+
+def _rollout_name(value: Any) -> dict[str, Any]:
+    if value in ("vllm", "hf", "auto"):
+        return {"rollout.name": value}
+    raise Unsupported("rollout engines here are vllm and hf (colocated); sglang is not supported")
+
+
+def _scheduler(value: Any) -> dict[str, Any]:
+    if value in ("constant", "cosine", "linear"):
+        return {"optim.scheduler": value}
+    raise Unsupported("optim.scheduler here is constant, cosine or linear")
+
+
+def _strategy(value: Any) -> dict[str, Any]:
+    if value is True:
+        return {"strategy.name": "megatron_fsdp"}
+    raise Unsupported(
+        "mfsdp shards with Megatron-FSDP or FSDP2 only; set strategy.name=fsdp2 for torch FSDP2"
+    )
+
+
+def _pad_mode(value: Any) -> dict[str, Any]:
+    if value in ("no_padding", "right"):
+        return {"data.packing": value == "no_padding"}
+    raise Unsupported("data.pad_mode here is no_padding (packed) or right (padded)")
+
+
+LORA_KEYS = ("lora_rank", "lora_alpha", "target_modules", "lora_adapter_path")  # same names here
+# verl's Megatron backend names LoRA's target modules as Megatron-core does; mfsdp adapts the
+# Hugging Face modules they fuse, one adapter each (Megatron-Bridge's canonical_lora)
+_MEGATRON_LORA_MODULES = {
+    "linear_qkv": ("q_proj", "k_proj", "v_proj"),
+    "linear_q": ("q_proj",),
+    "linear_k": ("k_proj",),
+    "linear_v": ("v_proj",),
+    "linear_proj": ("o_proj",),
+    "linear_fc1": ("gate_proj", "up_proj"),
+    "linear_fc1_gate": ("gate_proj",),
+    "linear_fc1_up": ("up_proj",),
+    "linear_fc2": ("down_proj",),
+}
+
+
+def _megatron_lora_targets(value: Any) -> dict[str, Any]:
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(n in _MEGATRON_LORA_MODULES for n in names):
+        raise Unsupported(f"Megatron LoRA target modules here are {sorted(_MEGATRON_LORA_MODULES)}")
+    hf = [m for n in names for m in _MEGATRON_LORA_MODULES[n]]
+    return {"model.target_modules": list(dict.fromkeys(hf))}
+
+
+# verl's Megatron `override_transformer_config` keys that change only what is recomputed and
+# which attention kernel runs (verl's defaults set them), not the model or its updates
+SPEED_OVERRIDES = (
+    "recompute_granularity",
+    "recompute_modules",
+    "recompute_method",
+    "recompute_num_layers",
+    "attention_backend",
+)
+SPEED_OVERRIDES_WHY = (
+    "recomputation and the attention kernel: speed or memory only (model.activation_checkpointing"
+    " here)"
+)
+
+
+def _transformer_overrides(value: Any) -> dict[str, Any]:
+    """verl's Megatron transformer overrides, accepted where they set recomputation and the
+    attention kernel only (`SPEED_OVERRIDES`); one that changes the model is refused."""
+    if isinstance(value, dict) and set(value) <= set(SPEED_OVERRIDES):
+        return {}
+    raise Unsupported(
+        f"Megatron transformer overrides here are only {', '.join(SPEED_OVERRIDES)} (speed or"
+        " memory); the model is its config.json: edit it in a copy of the model dir"
+    )
+
+
+# verl's Megatron LoRA (Megatron-Bridge's): read only when its rank is above 0
+LORA_OFF = (
+    "LoRA is off (lora.rank 0, verl's default), and verl reads its lora.* settings only when"
+    " it is on"
+)
+
+
+_MEGATRON_LORA_RULES = {
+    "rank": Rule("model.lora_rank"),
+    "alpha": Rule("model.lora_alpha"),
+    "target_modules": Rule("model.target_modules", _megatron_lora_targets),
+    "lora_A_init_method": Rule(
+        None,
+        _only("kaiming", "LoRA's A is initialised as PEFT does (kaiming uniform) here"),
+        why="kaiming is how A starts here too",
+    ),
+    "type": Rule(
+        None,
+        _only(
+            "canonical_lora",
+            "adapters here are one per Hugging Face module (canonical_lora); Megatron's fused"
+            " lora shares one A across q/k/v and gate/up",
+        ),
+        why="adapters here are one per Hugging Face module",
+    ),
+}
+
+LAUNCH = "a launch setting here: pass --nproc-per-node / --nnodes to mfsdp train"
+CLIP_RATIO = ACTOR + "clip_ratio"
+# verl's actor.yaml sets both sides (not null), so its clip_ratio alone changes nothing
+VERL_CLIP_DEFAULT = 0.2
+CLIP_SIDES = {
+    side: (f"{ACTOR}clip_ratio_{side}", f"actor.clip_ratio_{side}") for side in ("low", "high")
+}
+
+# verl key -> rule. Optimizer keys are listed once under `optim.` (SFT's section) and also
+# reached from the actor's `actor_rollout_ref.actor.optim.` (see `normalise`).
+RULES: dict[str, Rule] = {
+    # optimizer (verl's optim/fsdp.yaml and optim/megatron.yaml names)
+    "optim.lr_warmup_steps_ratio": Rule("optim.warmup_ratio"),
+    "optim.warmup_steps_ratio": Rule("optim.warmup_ratio"),
+    "optim.lr_scheduler": Rule("optim.scheduler", _scheduler),
+    "optim.min_lr_ratio": Rule(
+        None,
+        _only((0, 0.0), "optim.min_lr here is absolute: set optim.min_lr to min_lr_ratio x lr"),
+        why="0 is mfsdp's default optim.min_lr",
+    ),
+    "optim.lr_warmup_steps": Rule(
+        "optim.warmup_steps", read=lambda v: max(0, v) if isinstance(v, int) else v
+    ),
+    "optim.lr_decay_style": Rule("optim.scheduler", _scheduler),
+    "optim.warmup_style": Rule("optim.scheduler", _scheduler),
+    "optim.lr_scheduler_type": Rule("optim.scheduler", _scheduler),
+    "optim.total_training_steps": Rule(
+        None,
+        _only((-1, None), "set trainer.total_steps instead"),
+        why="verl fills it from trainer.total_training_steps",
+    ),
+    "optim.optimizer": Rule(
+        None,
+        _only(("AdamW", "adam"), "the optimizer here is AdamW"),
+        why="the optimizer here is AdamW",
+    ),
+    "optim.grad_clip": Rule("optim.clip_grad"),
+    ACTOR + "grad_clip": Rule("optim.clip_grad", commands=("grpo",)),
+    # actor (GRPO)
+    **{
+        ACTOR + name: Rule(f"actor.{name}", commands=("grpo",))
+        for name in (
+            "ppo_mini_batch_size",
+            "ppo_micro_batch_size_per_gpu",
+            "ppo_epochs",
+            "clip_ratio_low",
+            "clip_ratio_high",
+            "clip_ratio_c",
+            "loss_agg_mode",
+            "use_kl_loss",
+            "kl_loss_coef",
+            "kl_loss_type",
+            "entropy_coeff",
+        )
+    },
+    # read with clip_ratio_low and clip_ratio_high, whatever their order (`_clip_ratio`)
+    CLIP_RATIO: Rule(None, commands=("grpo",)),
+    ACTOR + "use_dynamic_bsz": Rule(
+        None,
+        _only(
+            False,
+            "dynamic (token-budget) batches are not supported yet in GRPO; "
+            "micro-batches count responses",
+        ),
+        why="fixed micro-batches are the only kind in GRPO",
+        commands=("grpo",),
+    ),
+    ACTOR + "ppo_max_token_len_per_gpu": Rule(
+        None, why="used only with use_dynamic_bsz", commands=("grpo",)
+    ),
+    ACTOR + "megatron.use_megatron_fsdp": Rule("strategy.name", _strategy, commands=("grpo",)),
+    **{
+        role + "megatron.override_transformer_config": Rule(
+            None, _transformer_overrides, why=SPEED_OVERRIDES_WHY, commands=("grpo",)
+        )
+        for role in (ACTOR, REF)
+    },
+    "actor_rollout_ref.ref.megatron.use_megatron_fsdp": Rule(
+        None, why="the reference model uses the actor's strategy", commands=("grpo",)
+    ),
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": Rule(
+        "actor.log_prob_micro_batch_size_per_gpu", commands=("grpo",)
+    ),
+    ROLLOUT + "log_prob_micro_batch_size_per_gpu": Rule(
+        "actor.log_prob_micro_batch_size_per_gpu", commands=("grpo",)
+    ),
+    ROLLOUT + "log_prob_use_dynamic_bsz": Rule(
+        None,
+        _only(False, "dynamic log-prob batches are not supported yet"),
+        why="fixed log-prob micro-batches are the only kind",
+        commands=("grpo",),
+    ),
+    "actor_rollout_ref.ref.log_prob_use_dynamic_bsz": Rule(
+        None,
+        _only(False, "dynamic log-prob batches are not supported yet"),
+        why="fixed log-prob micro-batches are the only kind",
+        commands=("grpo",),
+    ),
+    "actor_rollout_ref.hybrid_engine": Rule(
+        None,
+        _only(True, "the rollout here is always colocated with the actor"),
+        why="the rollout is always colocated with the actor",
+        commands=("grpo",),
+    ),
+    # rollout (GRPO)
+    **{
+        ROLLOUT + name: Rule(f"rollout.{name}", commands=("grpo",))
+        for name in (
+            "n",
+            "temperature",
+            "top_p",
+            "top_k",
+            "gpu_memory_utilization",
+            "enforce_eager",
+        )
+    },
+    ROLLOUT + "name": Rule("rollout.name", _rollout_name, commands=("grpo",)),
+    # verl's server-mode engines driven by its agent loop (async, now its only mode) and its
+    # removed sync mode both roll out the policy of the last update; so does the engine here,
+    # in-process between updates. Multi-turn, tools and agent loops have keys of their own.
+    ROLLOUT + "mode": Rule(
+        None,
+        _rollout_mode,
+        why="the engine here rolls out in-process between updates (on-policy), as both of"
+        " verl's modes do for single-turn GRPO",
+        commands=("grpo",),
+    ),
+    ROLLOUT + "dtype": Rule("rollout.dtype", _rollout_dtype, commands=("grpo",)),
+    **{
+        ROLLOUT + name: Rule(
+            None,
+            why="how verl moves weights into its engine; the engine here gets the actor's"
+            " weights before each rollout",
+            commands=("grpo",),
+        )
+        for name in ("load_format", "layered_summon")
+    },
+    ROLLOUT + "max_model_len": Rule(
+        None,
+        why="the engine sizes it from max_prompt_length + max_response_length",
+        commands=("grpo",),
+    ),
+    "data.max_response_length": Rule("rollout.max_response_length", commands=("grpo",)),
+    # model
+    "actor_rollout_ref.model.path": Rule("model.path"),
+    "actor_rollout_ref.model.tokenizer_path": Rule("model.tokenizer", commands=("grpo",)),
+    "actor_rollout_ref.model.enable_gradient_checkpointing": Rule("model.activation_checkpointing"),
+    "model.enable_gradient_checkpointing": Rule("model.activation_checkpointing"),
+    "model.partial_pretrain": Rule("model.path"),
+    "actor_rollout_ref.model.use_remove_padding": Rule(None, why=PADDING),
+    "model.use_remove_padding": Rule(None, why=PADDING),
+    # verl's fsdp_sft_trainer.yaml keeps it at the top level (its examples pass it so)
+    "use_remove_padding": Rule(None, why=PADDING),
+    **{
+        f"{prefix}model.{name}": Rule(f"model.{name}")
+        for prefix in ("actor_rollout_ref.", "")
+        for name in LORA_KEYS
+    },
+    # liger-kernel's RoPE, RMSNorm and SwiGLU, what verl's use_liger patches into the model
+    "actor_rollout_ref.model.use_liger": Rule("model.liger", commands=("grpo",)),
+    "model.use_liger": Rule("model.liger", commands=("sft",)),
+    # verl's Megatron backend (model.lora.*, Megatron-Bridge's LoRA settings): GRPO's actor,
+    # and SFT on verl's Megatron engine
+    **{
+        section + name: rule
+        for section in MEGATRON_LORA_SECTIONS
+        for name, rule in _MEGATRON_LORA_RULES.items()
+    },
+    # algorithm and reward (GRPO)
+    "algorithm.use_kl_in_reward": Rule(
+        None,
+        _only(False, "KL in the reward is not supported; use actor.use_kl_loss (GRPO's KL loss)"),
+        why="GRPO here puts KL in the loss (actor.use_kl_loss)",
+        commands=("grpo",),
+    ),
+    "custom_reward_function.path": Rule("reward.path", commands=("grpo",)),
+    "custom_reward_function.name": Rule("reward.name", commands=("grpo",)),
+    "reward.custom_reward_function.path": Rule("reward.path", commands=("grpo",)),
+    "reward.custom_reward_function.name": Rule("reward.name", commands=("grpo",)),
+    "reward_model.enable": Rule(
+        None,
+        _only(False, "model-based rewards are not supported yet; rewards are rules or reward.path"),
+        why="rewards are rules or reward.path",
+        commands=("grpo",),
+    ),
+    # SFT data (verl's sft_trainer.yaml)
+    "data.train_batch_size": Rule("data.global_batch_size", commands=("sft",)),
+    "data.micro_batch_size_per_gpu": Rule("data.micro_batch_size", commands=("sft",)),
+    "data.use_dynamic_bsz": Rule("data.packing", commands=("sft",)),
+    "data.max_token_len_per_gpu": Rule("data.max_tokens_per_micro_batch", commands=("sft",)),
+    "data.pad_mode": Rule("data.packing", _pad_mode, commands=("sft",)),
+    "data.multiturn.messages_key": Rule("data.messages_key", commands=("sft",)),
+    # trainer
+    "trainer.total_epochs": Rule("trainer.epochs"),
+    "trainer.total_training_steps": Rule("trainer.total_steps"),
+    "trainer.default_local_dir": Rule("trainer.run_dir"),
+    "trainer.save_freq": Rule("checkpoint.save_every", read=_freq),
+    "trainer.test_freq": Rule("trainer.eval_every", read=_freq),
+    "trainer.max_actor_ckpt_to_keep": Rule("checkpoint.keep_last"),
+    "trainer.max_ckpt_to_keep": Rule("checkpoint.keep_last"),
+    "trainer.n_gpus_per_node": Rule(None, why=LAUNCH),
+    "trainer.nnodes": Rule(None, why=LAUNCH),
+    "trainer.critic_warmup": Rule(
+        None, _only(0, "there is no critic in GRPO"), why="GRPO has no critic", commands=("grpo",)
+    ),
+    "trainer.default_hdfs_dir": Rule(
+        None,
+        _only(None, "HDFS copies are not supported; trainer.run_dir is local or a mounted path"),
+        why="null means no HDFS copy",
+    ),
+    # trainer.resume_mode + trainer.resume_from_path are read together (see `_resume`)
+    # settings mfsdp has no switch for, at the values that leave them off (verl_off_keys)
+    **{
+        key: Rule(None, _only_off(off), why=off.why, commands=off.commands)
+        for key, off in OFF_KEYS.items()
+    },
+    # settings that change nothing here at any value (verl_inert_keys; its SECTIONS too)
+    **{
+        key: Rule(None, why=inert.why, commands=inert.commands) for key, inert in INERT_KEYS.items()
+    },
+}
+# the rule of a key no rule names whose last part is one of PARALLEL_SIZES (`verl_keys.carry_over`)
+PARALLEL_RULE = Rule(
+    None,
+    _only((1, None), "mfsdp shards data-parallel only (FSDP): model parallel sizes are 1"),
+    why="model parallel sizes are 1 here (FSDP only)",
+)
+# mfsdp keys of verl's name whose "no limit" verl writes as -1, mfsdp as null
+NO_LIMIT = ("data.val_max_samples",)
+ESTIMATOR = "algorithm.adv_estimator"
+NOT_SET = "null, verl's 'not set'"
+# verl keys that copy another by default (`rollout_n: ${oc.select:actor_rollout_ref.rollout.n,1}`):
+# one setting here, read as that key's; given with a different value, they are refused
+MIRRORS = {
+    ACTOR + "rollout_n": ROLLOUT + "n",
+    "actor_rollout_ref.ref.rollout_n": ROLLOUT + "n",
+    ROLLOUT + "prompt_length": "data.max_prompt_length",
+    ROLLOUT + "response_length": "data.max_response_length",
+}
+RESUME = ("trainer.resume_mode", "trainer.resume_from_path")  # read together (`_resume`)
+
+
+def normalise(key: str) -> str:
+    """The actor's optimizer section is `optim` here (GRPO trains one model)."""
+    if key.startswith(ACTOR + "optim."):
+        key = "optim." + key[len(ACTOR + "optim.") :]
+    return key
+
+
+def note(verl_key: str, mapped: dict[str, Any], why: str) -> None:
+    if mapped:
+        shown = ", ".join(f"{key}={value}" for key, value in mapped.items())
+        log.warning("note: verl's %s is %s here", verl_key, shown)
+    else:
+        log.warning("note: verl's %s is ignored: %s", verl_key, why)
