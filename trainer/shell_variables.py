@@ -4,7 +4,8 @@ from-verl`: nothing is run, and what bash would take from elsewhere stays as wri
 Set: `NAME=value` (several on one line too, and `NAME+=more`), `export`, `readonly`,
 `declare`/`typeset`/`local` (with an option that changes the value, `-i` arithmetic, `-l`/
 `-u` case, `-n` a reference, `-a` an array, the variable is forgotten: references to it stay
-as written, and are named), bash arrays `NAME=( ... )`, `unset NAME`, and the assignment in
+as written, and are named), bash arrays `NAME=( ... )`, `unset NAME` (a readonly one kept, one
+local to a calling function revealing the value it hid), and the assignment in
 `${NAME:=default}`; a variable set to what only the running script knows (a `for`/`select`
 loop's name, `read`, `mapfile`, `printf -v`, `getopts`, `let`, an arithmetic `(( N++ ))` or
 `$(( N = 8 ))`) is left as written, and named with what set it (`unknowable_targets`).
@@ -208,7 +209,7 @@ def opaque_command(words: list[str], values: dict[str, str]) -> str:
     if name in _OPAQUE:
         runs = arguments[:1]
         return "" if runs and _sets_up_environment(runs[0], values) else " ".join([name, *runs])
-    if name in _PLAIN_OPTIONS:
+    if name in _PLAIN_OPTIONS or name == "unset":  # `unset $N`: the name it removes too
         named = [word for word in arguments if word[:1] not in "-+"]
     else:
         named = _printf_target(arguments) if name == "printf" else []
@@ -261,6 +262,19 @@ def _names_set(words: list[str]) -> list[str]:
             names.append(re.split(r"[+=\[]", word, maxsplit=1)[0])
     unset = words.index("unset") if "unset" in words else len(words)
     return names + unset_names(words[unset + 1 :])
+
+
+def _made_readonly(words: list[str]) -> list[str]:
+    """The variables the command `words` makes readonly: `readonly NAME[=value]`, `declare
+    -r`, `typeset -r`, `local -r` (not `readonly -f`, which marks functions)."""
+    words = words[_command_start(words) :]
+    if not words or words[0] not in _PLAIN_OPTIONS:
+        return []
+    options = "".join(word[1:] for word in words[1:] if word[:1] == "-")
+    if "f" in options or (words[0] != "readonly" and "r" not in options):
+        return []
+    named = (re.split(r"[+=\[]", word, maxsplit=1)[0] for word in words[1:] if word[:1] not in "-+")
+    return [name for name in named if _NAME.fullmatch(name)]
 
 
 def unset_names(arguments: list[str]) -> list[str]:
@@ -357,6 +371,9 @@ class _Call:
     function: bool  # a function's call: its `local` variables are its own
     # its local variables, each with what `Variables._local_tables` held for it before
     locals: dict[str, list[Any]] = field(default_factory=dict)
+    # those of its locals that are assignments before its name (`X=b train`): bash holds
+    # them in a scope around the call, so an `unset` in the body reveals the value outside
+    temporary: set[str] = field(default_factory=set)
 
 
 class Variables:
@@ -393,6 +410,10 @@ class Variables:
         # value: `local NAME`): empty, and unset to `${NAME-default}`, whatever they held
         # before or this environment holds
         self.known_unset: _Scoped[str, bool] = _Scoped(self.trail)
+        # the readonly variables (`readonly`, `declare -r`, `local -r`): True where the
+        # command that made one surely runs, False in a block that may not run. bash refuses
+        # to unset one, and stops the script at an assignment to one
+        self.readonly: _Scoped[str, bool] = _Scoped(self.trail)
         # the function whose body is read where it is defined ("" elsewhere; set by the
         # reader), and for each function the blocks-set origins (`set_maybe`) its definition
         # made; `ran`: those made by commands read where they run, or may
@@ -457,11 +478,7 @@ class Variables:
         call = self.calls.pop()
         if stands:
             for name, before in call.locals.items():
-                for table, held in zip(self._local_tables(), before, strict=True):
-                    if held is _ABSENT:
-                        table.discard(name)
-                    else:
-                        table[name] = held
+                self._put_back(name, before)
         self.branch_sets.pop()
         set_inside = self.trail.close(undo=not stands)
         if stands is None:
@@ -472,6 +489,12 @@ class Variables:
     def in_function(self) -> bool:
         """Whether a function's call is being read (`enter_call`)."""
         return any(call.function for call in self.calls)
+
+    def make_temporary(self, name: str) -> None:
+        """`name` is assigned before the name of the function call being read (`X=b
+        train`): local to the call (`make_local`), in a scope of its own around it."""
+        self.make_local(name)
+        self._temporary().add(name)
 
     def make_local(self, name: str) -> None:
         """`name` is local to the innermost function call being read (`local NAME`, an
@@ -490,6 +513,7 @@ class Variables:
             self.unknown,
             self.set_after,
             self.known_unset,
+            self.readonly,
         ]
 
     def positional(self) -> list[tuple[str, str]] | None:
@@ -576,9 +600,13 @@ class Variables:
         """Take note of the variables a line inside a block sets (`_names_set`), without
         setting them: bash may not run it (a branch, a loop, a function not called) or runs
         it in a subshell. Each keeps the value it has outside, and is named wherever the
-        verl command uses it (`origins`)."""
+        verl command uses it (`origins`). A variable it makes readonly may be one: an
+        `unset` of it later is known only as the script runs (`_unset`)."""
         for name in _names_set(words):
             self.set_maybe(name, line)
+        for name in _made_readonly(words) if not self.defining else []:  # read at its call
+            if name not in self.readonly:
+                self.readonly[name] = False
 
     def assign_in_branch(self, words: list[str], line: int) -> None:
         """Set the `NAME=value` words of a command inside a loop's body or an `if` branch:
@@ -651,12 +679,12 @@ class Variables:
         else:
             self.maybe.discard(name)
 
-    def read_line(self, words: list[str]) -> bool:
-        """Set what the command `words` sets; True when the line only sets variables (or is
-        `:`), so it holds no command to look at further."""
+    def read_line(self, words: list[str], line: int = 0) -> bool:
+        """Set what the command `words` (on `line`) sets; True when the line only sets
+        variables (or is `:`), so it holds no command to look at further."""
         if words and all(ASSIGNMENT.match(word) or _ELEMENT.match(word) for word in words):
             for word in words:
-                self._assign_word(word, plain=True)
+                self._assign_word(word, plain=True, line=line)
             return True
         if words[:1] and words[0] in _WRAPPERS:  # `builtin export MODEL=/m/x`
             words = words[1:]
@@ -665,8 +693,7 @@ class Variables:
             return True
         if words[:1] == ["unset"]:
             for name in unset_names(words[1:]):
-                self._forget(name)
-                self.known_unset[name] = True
+                self._unset(name, line)
             return True
         if words[:1] and words[0] in _PLAIN_OPTIONS:
             options = "".join(word[1:] for word in words[1:] if word[:1] in "-+")
@@ -674,35 +701,94 @@ class Variables:
             local = words[0] in _LOCAL and "g" not in options and self.in_function()
             for word in words[1:]:
                 if word[:1] not in "-+":
-                    self._declare(word, plain, local)
+                    self._declare(word, plain, local, line)
+            for name in _made_readonly(words):
+                self.readonly[name] = True
             return True
         for word in words:  # `: ${MODEL:=/models/x}` and any `${NAME=...}`: set as expanded
             if re.search(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?=", word):
                 self.substitute(word)
         return words[:1] == [":"]
 
-    def _declare(self, word: str, plain: bool, local: bool) -> None:
+    def _unset(self, name: str, line: int) -> None:
+        """`unset NAME` as bash does it: a readonly variable keeps its value (bash refuses;
+        one made readonly in a block that may not run is known only as the script runs); a
+        variable local to a calling function (or set before the call's name) is removed
+        from that scope, and the value it hid is seen again (`_reveal_shadowed`); any other
+        is unset where it stands."""
+        readonly = self.readonly.get(name)
+        if readonly is not None:
+            if not readonly:
+                self.set_unknowable(name, "`unset` of a variable that may be readonly", line)
+            return
+        if not self._reveal_shadowed(name):
+            self._forget(name)
+            self.known_unset[name] = True
+
+    def _reveal_shadowed(self, name: str) -> bool:
+        """Whether `name` is local to a function call outside the innermost one being read,
+        or set before the call's name (`X=b train`): `unset` in the body then removes that
+        scope's variable and the value it hid stands again (bash's dynamic scoping), also
+        after the call, which no longer puts it back."""
+        calls = [call for call in reversed(self.calls) if call.function]
+        holder = next((call for call in calls if name in call.locals), None)
+        if holder is None or (holder is calls[0] and name not in holder.temporary):
+            return False
+        holder.temporary.discard(name)
+        self._put_back(name, holder.locals.pop(name))
+        return True
+
+    def _put_back(self, name: str, before: list[Any]) -> None:
+        """`name` as the tables `_local_tables` held it `before` (`make_local`), less the
+        origins of a function's definition dropped since (`forget_definition`: the call
+        read its body where it runs)."""
+        for table, held in zip(self._local_tables(), before, strict=True):
+            if table is self.maybe and held is not _ABSENT:
+                held = [origin for origin in held if self._still_maybe(origin)]
+            if held is _ABSENT or held == []:
+                table.discard(name)
+            else:
+                table[name] = held
+
+    def _still_maybe(self, origin: tuple[str, int]) -> bool:
+        """Whether `origin` (`set_maybe`) is one a command read where it runs, or may, made,
+        or one of a definition not yet dropped by a call (`forget_definition`)."""
+        return origin in self.ran or any(origin in made for made in self.defined.values())
+
+    def _declare(self, word: str, plain: bool, local: bool, line: int) -> None:
         """One word of `export`/`readonly`/`declare`/`local` (`NAME=value` or `NAME`); in a
         function's call (`local`) NAME is the call's own, and with no value it is unset
         there, as bash makes it, whatever it holds outside."""
         name = re.split(r"[+=\[]", word, maxsplit=1)[0]
-        if local and _NAME.fullmatch(name) and name not in self._locals():
+        if local and _NAME.fullmatch(name) and name in self._temporary():
+            self._temporary().discard(name)  # now the call's own: its value before is kept
+        elif local and _NAME.fullmatch(name) and name not in self._locals():
             self.make_local(name)
             if name == word:
                 self._forget(name)
                 self.known_unset[name] = True
                 return
-        self._assign_word(word, plain)
+        self._assign_word(word, plain, line)
 
     def _locals(self) -> dict[str, list[Any]]:
         """The variables local to the innermost function call being read."""
-        call = next((call for call in reversed(self.calls) if call.function), None)
+        call = self._innermost_function_call()
         return call.locals if call is not None else {}
 
-    def _assign_word(self, word: str, plain: bool) -> None:
+    def _temporary(self) -> set[str]:
+        """The assignments before the name of the innermost function call being read."""
+        call = self._innermost_function_call()
+        return call.temporary if call is not None else set()
+
+    def _innermost_function_call(self) -> _Call | None:
+        return next((call for call in reversed(self.calls) if call.function), None)
+
+    def _assign_word(self, word: str, plain: bool, line: int = 0) -> None:
         """Set one `NAME=value` (or `NAME+=more`) word. An array element (`NAME[2]=x`), or
         any word of a `declare` whose options change values (`plain` False: `-i`, `-l`,
-        ...), makes the variable unknown instead; a bare `NAME` (`export NAME`) keeps it."""
+        ...), makes the variable unknown instead; a bare `NAME` (`export NAME`) keeps it.
+        An assignment to a variable that is (or may be) readonly makes it one whose value is
+        known only as the script runs: bash refuses it and stops the script there."""
         if element := _ELEMENT.match(word):
             self._forget(element.group(1))
             return
@@ -712,6 +798,9 @@ class Variables:
                 self._forget(word)
             return
         name, append, value = assignment.groups()
+        if name in self.readonly:
+            self.set_unknowable(name, f"an assignment to the readonly ${name}", line)
+            return
         if not plain:
             self._forget(name)
             return

@@ -191,7 +191,9 @@ def _read_piece(script: Script, piece: shell_lines.Piece, number: int, source: P
         return
     if piece.maybe():
         variables.read_guarded(piece.words, number)
-    sets_only = not piece.maybe() and variables.read_line(past_openers(piece.words))
+    else:
+        _unset_functions(script, past_openers(piece.words))
+    sets_only = not piece.maybe() and variables.read_line(past_openers(piece.words), number)
     sets_surely = (
         not piece.inside
         and not piece.conditional
@@ -244,8 +246,8 @@ def _read_call(script: Script, piece: shell_lines.Piece, number: int, source: Pa
     variables.forget_definition(name)
     variables.enter_call(arguments)
     for assignment in words[:assignments]:
-        variables.make_local(assignment.split("=", 1)[0].removesuffix("+"))
-    variables.read_line(words[:assignments])
+        variables.make_temporary(assignment.split("=", 1)[0].removesuffix("+"))
+    variables.read_line(words[:assignments], number)
     script.calling.append((name, number))
     try:
         _read_again(script, body.commands(), source)
@@ -254,6 +256,25 @@ def _read_call(script: Script, piece: shell_lines.Piece, number: int, source: Pa
         variables.leave_call(stands=True if not piece.maybe() else None)
     if script.launch is not launch and script.launch is not None and not script.quiet:
         compare_calls(script, (lines, name), number, script.launch)
+
+
+def _unset_functions(script: Script, words: list[str]) -> None:
+    """Take the command `words`, where it surely runs, as an `unset` of the script's
+    functions: `unset -f NAME`, or a plain `unset NAME` where no variable NAME is set, as bash
+    then unsets the function; a call after it runs no body (a verl command in one was
+    converted as the script's run)."""
+    words = words[words[:1] in (["builtin"], ["command"]) :]
+    if words[:1] != ["unset"]:
+        return
+    options = "".join(word[1:] for word in words[1:] if word[:1] == "-" and word != "--")
+    names = [word for word in command_arguments(words[1:]) if word[:1] != "-"]
+    variables = script.variables
+    for name in names:
+        is_variable = any(name in table for table in (variables.values, variables.arrays))
+        if ("f" in options or (not options and not is_variable)) and name in script.functions:
+            del script.functions[name]
+            script.starters.clear()
+            variables.forget_definition(name)  # its body no longer runs
 
 
 def _starts_verl(script: Script, name: str) -> bool:
