@@ -462,9 +462,8 @@ def prepare_source(
         raise no_config_json(asset_location, hf_config, local_paths)
     if derived is None:
         refuse_config_against_record(source, local_paths, asset_location, assets, hf_config)
-    if (
-        local_paths is not None
-    ):  # damaged or hostile: refused with validate's first error, before planning
+    if local_paths is not None:
+        # damaged or hostile: refused with validate's first error, before planning
         require_valid(local_paths, manifest_only=True, reader=source.reader)
     return PreparedSource(source, local_paths, asset_location, derived, assets)
 
@@ -485,63 +484,43 @@ def refuse_hf_config_of_no_kind(hf_config: str | os.PathLike) -> None:
 
 DEFAULT_MAX_SHARD_SIZE = 5 * 10**9  # transformers' save_pretrained default
 DEFAULT_WORKERS = 4
-# why an export that writes a PEFT adapter or streams a LoRA merge has no use for a flag
-_ONE_ADAPTER_FILE = (
-    "an adapter export writes one adapter_model.safetensors, the one file PEFT and vLLM load"
-)
-_ONE_AT_A_TIME = "a LoRA export reads, merges and writes one tensor at a time, in one thread"
 
 
-def _refuse_flags_not_taken(flags: dict[str, str | None]) -> None:
-    """Refuse (exit 2) the first flag given that the chosen export has no use for, naming
-    it and why: each such flag was ignored without a word. `flags` maps each flag, as
-    typed, to why it is not taken, or None where it is taken or was not given."""
-    for flag, why in flags.items():
-        if why is not None:
-            raise ExportUsageError(f"{flag}: {why}; leave {flag.split()[0]} out")
+@dataclass(frozen=True)
+class ExportOptions:
+    """What `export_hf` was asked for beyond the checkpoint and --out, handed whole to
+    each step (and to the LoRA exports, `lora_export.export_lora_kind`), so a step names
+    the options it reads rather than a dozen parameters of their own.
 
+    `max_shard_size` and `workers` stay None unless given, so that an export with no use
+    for one refuses it instead of ignoring it; `shard_size` and `threads` are what an
+    export that takes them uses."""
 
-def _mfsdp_lora_flags(
-    ckpt: str | os.PathLike,
-    adapter_only: bool,
-    layout_name: str,
-    max_shard_size: int | None,
-    workers: int | None,
-    io: str,
-) -> dict[str, str | None]:
-    """The flags an mfsdp LoRA checkpoint's export (`export_lora`) has no use for: it is
-    local and named as Hugging Face names it (`--layout hf`, `--io local` are what it does)."""
-    lora = f"{ckpt} is an mfsdp LoRA checkpoint"
-    return {
-        f"--layout {layout_name}": (
-            f"{lora}, its adapter and base named as Hugging Face names them"
-            if layout_name == "mcore"
-            else None
-        ),
-        "--max-shard-size": (
-            _ONE_ADAPTER_FILE if adapter_only and max_shard_size is not None else None
-        ),
-        "--workers": _ONE_AT_A_TIME if workers is not None else None,
-        f"--io {io}": f"{lora}, read from its local files" if io == "tensorstore" else None,
-    }
+    dtype: str
+    max_shard_size: int | None
+    hf_config: str | os.PathLike | None
+    layout_name: str
+    workers: int | None
+    verify: bool
+    overwrite: bool
+    io: str
+    buffer_bytes: int
+    progress: Progress | None
+    role: str | None
+    allow_nonfinite: bool
+    adapter_only: bool
+    base_progress: ByteProgress | None
+    lora_alpha: float | None
+    drop_mtp: bool
+    verify_progress: Progress | None
 
+    @property
+    def shard_size(self) -> int:
+        return DEFAULT_MAX_SHARD_SIZE if self.max_shard_size is None else self.max_shard_size
 
-def _megatron_adapter_flags(
-    layout_name: str, max_shard_size: int | None, workers: int | None
-) -> dict[str, str | None]:
-    """The flags the export of a Megatron or PEFT adapter saved alone has no use for, as a
-    PEFT adapter (`export_megatron_adapter`) or merged onto --hf-config's base
-    (`merge_onto_base`): neither takes a layout or threads (both take --allow-nonfinite,
-    refusing NaN/Inf without it)."""
-    return {
-        f"--layout {layout_name}": (
-            "a LoRA adapter is read under the names it was saved with"
-            if layout_name != "auto"
-            else None
-        ),
-        "--max-shard-size": _ONE_ADAPTER_FILE if max_shard_size is not None else None,
-        "--workers": _ONE_AT_A_TIME if workers is not None else None,
-    }
+    @property
+    def threads(self) -> int:
+        return DEFAULT_WORKERS if self.workers is None else self.workers
 
 
 @reads_checkpoint  # a step a run's keep_last removes meanwhile is said to be so
@@ -582,7 +561,7 @@ def export_hf(
 
     `max_shard_size` (None: DEFAULT_MAX_SHARD_SIZE) and `workers` (None: DEFAULT_WORKERS)
     are None unless given, so that an export with no use for one refuses it
-    (`_refuse_flags_not_taken`) instead of ignoring it.
+    (`lora_export._refuse_flags_not_taken`) instead of ignoring it.
 
     `progress` gets (tensors, total tensors, bytes, total bytes) as they are written, and
     `verify_progress` the same as `verify` compares them (`export_verify`).
@@ -595,180 +574,199 @@ def export_hf(
     earlier export (`out_dir.py`).
     """
     from mfsdp_ckpt.convert.lora_export import (  # they build on this module
-        export_lora,
-        lora_manifest,
-    )
-    from mfsdp_ckpt.convert.megatron_lora_export import (
-        adapter_only_checkpoint,
-        export_megatron_adapter,
-        merge_onto_base,
+        export_lora_kind,
+        merge_adapter_saved_alone,
     )
 
     if hf_config is not None:
         refuse_hf_config_of_no_kind(hf_config)
-    shard_size = DEFAULT_MAX_SHARD_SIZE if max_shard_size is None else max_shard_size
-    mfsdp_lora = lora_manifest(ckpt, io) is not None
-    if not mfsdp_lora and adapter_only:
-        flags = _megatron_adapter_flags(layout_name, max_shard_size, workers)
-        return export_megatron_adapter(
-            ckpt,
-            out_dir,
-            dtype=dtype,
-            hf_config=hf_config,
-            verify=verify,
-            overwrite=overwrite,
-            io=io,
-            role=role,
-            lora_alpha=lora_alpha,
-            progress=progress,
-            drop_mtp=drop_mtp,
-            allow_nonfinite=allow_nonfinite,
-            refuse_flags=lambda: _refuse_flags_not_taken(flags),
-        )
-    if lora_alpha is not None and mfsdp_lora:
-        raise ExportUsageError(
-            f"--lora-alpha: {ckpt} is an mfsdp LoRA checkpoint, whose manifest records its"
-            " alpha; leave --lora-alpha out"
-        )
-    if mfsdp_lora:
-        _refuse_flags_not_taken(
-            _mfsdp_lora_flags(ckpt, adapter_only, layout_name, max_shard_size, workers, io)
-        )
-        return export_lora(
-            ckpt,
-            out_dir,
-            adapter_only=adapter_only,
-            dtype=dtype,
-            max_shard_size=shard_size,
-            hf_config=hf_config,
-            verify=verify,
-            overwrite=overwrite,
-            progress=progress,
-            base_progress=base_progress,
-            role=role,
-            allow_nonfinite=allow_nonfinite,
-        )
+    options = ExportOptions(
+        dtype=dtype,
+        max_shard_size=max_shard_size,
+        hf_config=hf_config,
+        layout_name=layout_name,
+        workers=workers,
+        verify=verify,
+        overwrite=overwrite,
+        io=io,
+        buffer_bytes=buffer_bytes,
+        progress=progress,
+        role=role,
+        allow_nonfinite=allow_nonfinite,
+        adapter_only=adapter_only,
+        base_progress=base_progress,
+        lora_alpha=lora_alpha,
+        drop_mtp=drop_mtp,
+        verify_progress=verify_progress,
+    )
+    exported = export_lora_kind(ckpt, out_dir, options)
+    if exported is not None:
+        return exported
     started = time.monotonic()
     out = Path(out_dir)
     prepared = prepare_source(ckpt, out, hf_config, io, role)
     if verify:
         _refuse_unloadable_config(prepared, hf_config)
-    if hf_config is not None and adapter_only_checkpoint(prepared.source):
-        _refuse_flags_not_taken(_megatron_adapter_flags(layout_name, None, workers))
-        return merge_onto_base(
-            prepared,
-            hf_config,
-            out,
-            dtype=dtype,
-            max_shard_size=shard_size,
-            verify=verify,
-            overwrite=overwrite,
-            lora_alpha=lora_alpha,
-            progress=progress,
-            drop_mtp=drop_mtp,
-            allow_nonfinite=allow_nonfinite,
+    merged = merge_adapter_saved_alone(prepared, out, options)
+    if merged is not None:
+        return merged
+    with claim_output(out, overwrite, top_level_names(prepared.assets)) as claim:
+        written = _write_planned(prepared, claim.tmp, options)
+        mismatches, verify_seconds = _verify_written(written, claim.tmp, prepared, options)
+        claim.publish()
+    result = ExportResult(
+        out_dir=str(out),
+        layout=written.plan.layout,
+        model_type=written.plan.model_type,
+        dtype=written.plan.dtype.name,
+        tensors=len(written.writer.slots),
+        bytes=written.writer.total_bytes,
+        files=sorted(written.writer.files),
+        seconds=time.monotonic() - started,
+        mismatches=mismatches,
+        notes=_export_notes(prepared, written, hf_config, out),
+        convert_seconds=written.convert_seconds,
+        verify_seconds=verify_seconds,
+    )
+    result.left_out(written.plan.mtp)
+    return result
+
+
+@dataclass
+class _Written:
+    """An export's tensors, written and closed in the work dir, with what its result and
+    notes are made of."""
+
+    plan: ExportPlan
+    writer: ShardedSafetensorsWriter
+    vocab_notes: list[str]
+    convert_seconds: float
+
+
+def _write_planned(prepared: PreparedSource, tmp: Path, options: ExportOptions) -> _Written:
+    """Write the assets, plan the tensors against the config.json now in `tmp` and write
+    them. The config is read from `tmp` because `fit_config_file` may have fitted its vocab
+    to the checkpoint's; the written config names the dtype the plan chose. A failure
+    closes the writer's files (the claim removes `tmp`)."""
+    write_assets(prepared.assets, tmp)
+    vocab_notes = fit_config_file(
+        prepared.source.paths, prepared.source.reader, tmp, prepared.asset_location
+    )
+    plan = _plan(prepared, tmp, options)
+    writer = ShardedSafetensorsWriter(tmp, plan.specs(), options.shard_size)
+    try:
+        writer.open()
+        converting = time.monotonic()
+        _write_tensors(plan, writer, options)
+        writer.close()
+        convert_seconds = time.monotonic() - converting
+    except BaseException:
+        writer.abort()
+        raise
+    set_config_dtype(tmp / "config.json", plan.dtype)
+    for name in prepared.assets:
+        step_saving.fsync_path(tmp / name)
+    return _Written(plan, writer, vocab_notes, convert_seconds)
+
+
+def _plan(prepared: PreparedSource, tmp: Path, options: ExportOptions) -> ExportPlan:
+    """The export's plan, with a merged LoRA's scale set (its alpha recorded or given, never
+    guessed), checked to be backed by the checkpoint's bytes before the writer checks there
+    is room for them. --lora-alpha with no adapter to merge is refused (exit 2)."""
+    source = prepared.source
+    config = load_copied_config(tmp / "config.json", prepared.asset_location, _layer_cap(source))
+    plan = plan_export(
+        source,
+        config,
+        layout_name=options.layout_name,
+        dtype=options.dtype,
+        drop_mtp=options.drop_mtp,
+        hf_config=options.hf_config,
+    )
+    plan.allow_nonfinite = options.allow_nonfinite
+    if plan.lora is None and options.lora_alpha is not None:
+        raise ExportUsageError(
+            f"--lora-alpha: {source.location} holds no LoRA adapter to merge; leave"
+            " --lora-alpha out"
         )
-    workers = DEFAULT_WORKERS if workers is None else workers
-    source, local_paths, derived = prepared.source, prepared.local_paths, prepared.derived
-    asset_location, assets = prepared.asset_location, prepared.assets
-    with claim_output(out, overwrite, top_level_names(assets)) as claim:
-        tmp = claim.tmp
-        writer: ShardedSafetensorsWriter | None = None
-        try:
-            write_assets(assets, tmp)
-            vocab_notes = fit_config_file(source.paths, source.reader, tmp, asset_location)
-            config = load_copied_config(tmp / "config.json", asset_location, _layer_cap(source))
-            plan = plan_export(
-                source,
-                config,
-                layout_name=layout_name,
-                dtype=dtype,
-                drop_mtp=drop_mtp,
-                hf_config=hf_config,
-            )
-            plan.allow_nonfinite = allow_nonfinite
-            if plan.lora is None and lora_alpha is not None:
-                raise ExportUsageError(
-                    f"--lora-alpha: {source.location} holds no LoRA adapter to merge; leave"
-                    " --lora-alpha out"
-                )
-            if plan.lora is not None:  # merged: alpha recorded or given, never guessed
-                set_lora_scale(plan.lora, source.location, local_paths, lora_alpha)
-            _check_backed(plan)  # before the writer checks there is room for the plan's bytes
-            writer = ShardedSafetensorsWriter(tmp, plan.specs(), shard_size)
-            writer.open()
+    if plan.lora is not None:
+        set_lora_scale(plan.lora, source.location, prepared.local_paths, options.lora_alpha)
+    _check_backed(plan)
+    return plan
 
-            streamable = {item.source for item in plan.items if is_streamable(plan, item)}
-            buffers = PieceBuffers()
 
-            def work(item: MappedTensor) -> int:
-                if item.source in streamable and stream_tensor(plan, item, writer, buffers):
-                    return writer.slots[item.targets[0]].nbytes
-                written = 0
-                where = f"{source.location} [{item.source}]"
-                with tensor_memory(where, plan.entry(item).nbytes, "converting it"):
-                    for name, tensor in convert(plan, item):
-                        nonfinite = 0 if allow_nonfinite else count_nonfinite_tensor(tensor)
-                        if nonfinite:
-                            raise nonfinite_error(plan, item, nonfinite, overflow=None)
-                        writer.write(name, tensor)
-                        written += tensor.nbytes
-                return written
+def _write_tensors(
+    plan: ExportPlan, writer: ShardedSafetensorsWriter, options: ExportOptions
+) -> None:
+    """Every planned tensor into the open `writer`, on `options.threads` threads: one that
+    keeps its name and dtype streams file to file through per-thread buffers (costing the
+    byte budget nothing); any other is converted whole under the budget, refused if it
+    holds NaN/Inf unless allowed."""
+    streamable = {item.source for item in plan.items if is_streamable(plan, item)}
+    buffers = PieceBuffers()
 
-            def cost(
-                plan: ExportPlan, item: MappedTensor
-            ) -> int:  # streams hold only their thread's buffers
-                return 0 if item.source in streamable else task_cost(plan, item)
+    def work(item: MappedTensor) -> int:
+        if item.source in streamable and stream_tensor(plan, item, writer, buffers):
+            return writer.slots[item.targets[0]].nbytes
+        written = 0
+        where = f"{plan.source.location} [{item.source}]"
+        with tensor_memory(where, plan.entry(item).nbytes, "converting it"):
+            for name, tensor in convert(plan, item):
+                nonfinite = 0 if plan.allow_nonfinite else count_nonfinite_tensor(tensor)
+                if nonfinite:
+                    raise nonfinite_error(plan, item, nonfinite, overflow=None)
+                writer.write(name, tensor)
+                written += tensor.nbytes
+        return written
 
-            converting = time.monotonic()
-            run_tasks(plan, work, workers, buffer_bytes, progress, writer.total_bytes, cost)
-            writer.close()
-            convert_seconds = time.monotonic() - converting
-            set_config_dtype(tmp / "config.json", plan.dtype)
-            for name in assets:
-                step_saving.fsync_path(tmp / name)
-            mismatches: list[str] | None = (
-                None  # None: not verified, so the summary does not say so
-            )
-            verify_seconds: float | None = None
-            if verify:
-                verifying = time.monotonic()
-                mismatches = verify_export(
-                    plan, tmp, workers=workers, buffer_bytes=buffer_bytes, progress=verify_progress
-                )
-                if (
-                    local_paths is not None
-                ):  # bytes flipped after save match their own reads: hash them
-                    mismatches = manifest_hash_errors(local_paths, workers=workers) + mismatches
-                verify_seconds = time.monotonic() - verifying
-            if mismatches:
-                raise ExportVerifyError(mismatches)
-            claim.publish()
-        except BaseException:
-            if writer is not None:
-                writer.abort()
-            raise
+    def cost(plan: ExportPlan, item: MappedTensor) -> int:
+        return 0 if item.source in streamable else task_cost(plan, item)
+
+    threads, budget = options.threads, options.buffer_bytes
+    run_tasks(plan, work, threads, budget, options.progress, writer.total_bytes, cost)
+
+
+def _verify_written(
+    written: _Written, tmp: Path, prepared: PreparedSource, options: ExportOptions
+) -> tuple[list[str] | None, float | None]:
+    """--verify: the export read back and compared with the checkpoint, and the
+    checkpoint's files hashed against its manifest (bytes flipped after save match their
+    own reads, so only the hashes catch them). Returns the mismatches and the seconds it
+    took, (None, None) when not asked to verify (so the summary does not say verified);
+    ExportVerifyError on any mismatch, before the export is published."""
+    if not options.verify:
+        return None, None
+    verifying = time.monotonic()
+    mismatches = verify_export(
+        written.plan,
+        tmp,
+        workers=options.threads,
+        buffer_bytes=options.buffer_bytes,
+        progress=options.verify_progress,
+    )
+    if prepared.local_paths is not None:
+        mismatches = (
+            manifest_hash_errors(prepared.local_paths, workers=options.threads) + mismatches
+        )
+    if mismatches:
+        raise ExportVerifyError(mismatches)
+    return mismatches, time.monotonic() - verifying
+
+
+def _export_notes(
+    prepared: PreparedSource, written: _Written, hf_config: str | os.PathLike | None, out: Path
+) -> list[str]:
+    """What the user should know about an export that succeeded: where its config came
+    from and what was fitted, left out, cast or merged, and a missing tokenizer (without
+    one AutoTokenizer will not load the export)."""
+    local_paths, derived, plan = prepared.local_paths, prepared.derived, written.plan
     notes = [local_paths.note] if local_paths is not None and local_paths.note else []
-    notes += _config_notes(source, local_paths, derived, hf_config) + vocab_notes
-    notes += assets.left_out_note(asset_location)
+    notes += _config_notes(prepared.source, local_paths, derived, hf_config)
+    notes += written.vocab_notes
+    notes += prepared.assets.left_out_note(prepared.asset_location)
     notes += plan.dropped_padding_notes()
     notes += plan.cast_notes()
     notes += plan.lora.notes if plan.lora is not None else []
-    if not any(name.startswith("tokenizer") for name in assets):
-        notes.append(_no_tokenizer_note(asset_location, derived, out))
-    result = ExportResult(
-        out_dir=str(out),
-        layout=plan.layout,
-        model_type=plan.model_type,
-        dtype=plan.dtype.name,
-        tensors=len(writer.slots),
-        bytes=writer.total_bytes,
-        files=sorted(writer.files),
-        seconds=time.monotonic() - started,
-        mismatches=mismatches,
-        notes=notes,
-        convert_seconds=convert_seconds,
-        verify_seconds=verify_seconds,
-    )
-    result.left_out(plan.mtp)
-    return result
+    if not any(name.startswith("tokenizer") for name in prepared.assets):
+        notes.append(_no_tokenizer_note(prepared.asset_location, derived, out))
+    return notes
