@@ -71,6 +71,8 @@ PEER_LOST_SIGNS = (
     "timed out",
     "Timed out",
 )
+# Keys a launched rank adds to its torchrun error file (`_tell_torchrun`)
+SAID, ALIKE = "mfsdp_said", "mfsdp_alike"
 JSON_OUTPUT = "mfsdp.json_output"  # click ctx.meta key (shared by nested contexts)
 INTERRUPTED = "mfsdp.interrupted"  # ctx.meta key: what the running command says on Ctrl-C
 
@@ -127,11 +129,20 @@ def remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> b
     return value
 
 
-def json_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """A command's `--json` flag (passed as `as_json`; `help`: what it prints). Declared here
-    only: a `--json` without `remember_json` as its callback printed its errors on stderr
-    alone, and a script piping stdout to `jq` read empty output."""
-    return click.option("--json", "as_json", is_flag=True, help=help, callback=remember_json)
+def json_option(
+    help: str, expose_value: bool = True
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A command's `--json` flag (passed as `as_json` unless not `expose_value`; `help`: what
+    it prints). Declared here only: a `--json` without `remember_json` as its callback printed
+    its errors on stderr alone, and a script piping stdout to `jq` read empty output."""
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help=help,
+        callback=remember_json,
+        expose_value=expose_value,
+    )
 
 
 def fail(
@@ -412,10 +423,12 @@ def _fail_once(
         _ignore_ctrl_c()  # the rank is ending: a Ctrl-C now would only add a traceback
         if code == EXIT_INTERRUPTED:
             sys.exit(code)
-        _tell_torchrun(message)  # cli/torchrun.py reports it when rank 0 did not say it
         alike = code == EXIT_USAGE or every_rank
-        if code == EXIT_PEER_LOST or (alike and os.environ["RANK"] != "0"):
+        quiet = code == EXIT_PEER_LOST or (alike and os.environ["RANK"] != "0")
+        _tell_torchrun(message, said=not quiet, alike=alike)  # it says what no rank said
+        if quiet:
             _exit(code, abandon)
+        settle_command()  # torchrun's SIGTERM, once another rank failed, must not cut the line
         if os.environ["RANK"] != "0":  # their lines, but one JSON object: rank 0's
             as_json = False
     fail(message, code, as_json, abandon=abandon)
@@ -446,10 +459,13 @@ def _ignore_ctrl_c() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _tell_torchrun(message: str) -> None:
-    """Leave the message in the error file torchrun gives each rank (its reply format),
-    whole or not at all: written in place, a rank stopped between the open and the write
-    left an empty file, and torchrun crashed reading it. The temp file is made new
+def _tell_torchrun(message: str, *, said: bool = True, alike: bool = False) -> None:
+    """Leave the message in the error file torchrun gives each rank (its reply format), with
+    whether this rank prints it (`said`; rank 0's line comes with the run's JSON object under
+    --json) and whether every rank may meet it alike (`alike`: cli/torchrun.py then says it
+    without naming a rank, as one process would), whole or not at all: written in place, a
+    rank stopped between the open and the write left an empty file, and torchrun crashed
+    reading it. The temp file is made new
     (`temp_files.new_temp`): opened by a name made of the pid, a symlink placed there had
     the message written into the file it led to. A file that cannot be written is no error
     of the run's: the rank's own line still says what failed."""
@@ -465,7 +481,8 @@ def _tell_torchrun(message: str) -> None:
     try:
         partial, fd = new_temp(Path(path))
         with os.fdopen(fd, "w") as handle:
-            json.dump({"message": message, "timestamp": int(time.time())}, handle)
+            told = {"message": message, "timestamp": int(time.time())}
+            json.dump({**told, SAID: said, ALIKE: alike}, handle)
         os.replace(partial, path)
         partial = None
     except OSError:

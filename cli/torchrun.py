@@ -43,7 +43,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PEER_LOST, EXIT_USAGE
+from cli.errors import ALIKE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PEER_LOST, EXIT_USAGE, SAID
+from cli.main import EXIT_CLOSED_PIPE, end_on_closed_stdout
 from cli.result_said import expect_result, result_said
 from cli.verbosity import LEVEL_VARIABLE
 from mfsdp_ckpt.check.printable import printable
@@ -147,8 +148,9 @@ def await_run_processes(launch_id: str, timeout: float) -> None:
 
 def rank_exit_code(exitcode: int) -> int:
     """The code `mfsdp train` exits with for a rank that exited with `exitcode` (negative:
-    killed by that signal)."""
-    if exitcode in (EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED):
+    killed by that signal): a closed stdout pipe's 141 too, which says the output's reader
+    went away, not that the run failed."""
+    if exitcode in (EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_CLOSED_PIPE):
         return exitcode
     return EXIT_INTERRUPTED if exitcode == -signal.SIGINT else EXIT_FAILED
 
@@ -171,13 +173,14 @@ def _precedence(item: tuple[int, Any]) -> tuple[bool, bool, bool, int]:
 
 
 def _unsaid(failure: Any, failures: dict[int, Any]) -> str | None:
-    """The line to print for the deciding failure when no rank printed one: a usage mistake
-    rank 0 did not say, a rank killed by a signal (other than Ctrl-C, which the launching
-    mfsdp reports), or a rank that lost its peers with none of them saying why."""
+    """The line to print for the deciding failure when no rank printed one: an error no rank
+    said (one every rank may meet alike, which the ranks other than 0 leave unsaid, when rank
+    0 did not get to say it), a rank killed by a signal (other than Ctrl-C, which the
+    launching mfsdp reports), or a rank that lost its peers with none of them saying why."""
     code = failure.exitcode
-    if code == EXIT_USAGE:
-        said = failures.get(0)  # rank 0 prints usage mistakes (and leaves them here)
-        return None if said is not None and said.message == failure.message else failure.message
+    if code in (EXIT_FAILED, EXIT_USAGE):
+        said = any(_said(other) and other.message == failure.message for other in failures.values())
+        return None if said else failure.message
     if code == EXIT_PEER_LOST:
         return failure.message
     if code < 0 and code != -signal.SIGINT:
@@ -185,11 +188,21 @@ def _unsaid(failure: Any, failures: dict[int, Any]) -> str | None:
     return None
 
 
-def _rank_0_said(rank: int, failure: Any) -> bool:
-    """Whether the deciding failure is rank 0's own, which printed the run's one JSON object
-    under --json (the other ranks print none; a rank killed by a signal or that lost its peers
-    prints none either, so the launcher prints the deciding rank's)."""
-    return rank == 0 and failure.exitcode in (EXIT_FAILED, EXIT_USAGE)
+def _said(failure: Any) -> bool:
+    """Whether the failed rank printed its own error line (rank 0: with the run's JSON object
+    under --json), as it told in its error file (`cli.errors._tell_torchrun`); one that left
+    no such word (a traceback) said what it said if it exited with a code of its own."""
+    told = failure.error_file_data
+    said = told.get(SAID) if isinstance(told, dict) else None
+    return failure.exitcode in (EXIT_FAILED, EXIT_USAGE) if said is None else bool(said)
+
+
+def _named(rank: int, failure: Any, line: str) -> str:
+    """`line` as the launcher says it: after the rank's number, unless every rank may meet
+    that error alike (it is the run's, whichever rank got to it first)."""
+    told = failure.error_file_data
+    alike = isinstance(told, dict) and bool(told.get(ALIKE)) and line == failure.message
+    return line if alike else f"rank {rank}: {line}"
 
 
 def _quiet_agent_logs() -> None:
@@ -259,11 +272,14 @@ def _run(run: Callable[[Any], Any], args: Any, argv: list[str]) -> int:
             return 0
         rank, failure = _deciding_failure(err.failures)
         code = rank_exit_code(failure.exitcode)
+        if code == EXIT_CLOSED_PIPE:  # rank 0's stdout, the command's, has no reader left
+            end_on_closed_stdout()
         unsaid = _unsaid(failure, err.failures)
         if unsaid is not None:
-            print(f"error: rank {rank}: {printable(unsaid)}", file=sys.stderr)
-        if "--json" in argv and code != EXIT_INTERRUPTED and not _rank_0_said(rank, failure):
-            error = f"rank {rank}: {failure.message if unsaid is None else unsaid}"
+            print(f"error: {printable(_named(rank, failure, unsaid))}", file=sys.stderr)
+        rank_0 = err.failures.get(0)
+        if "--json" in argv and code != EXIT_INTERRUPTED and not (rank_0 and _said(rank_0)):
+            error = _named(rank, failure, failure.message if unsaid is None else unsaid)
             print(json.dumps({"error": error, "exit_code": code}))
         return code
     except (KeyboardInterrupt, SignalException):

@@ -9,8 +9,9 @@ protocol.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -76,9 +77,26 @@ def load_failure(
     """What a failed DCP load raises: memory running out as one line naming what did not
     fit (`_out_of_memory`), anything else as CheckpointLoadError with the first rank's
     failure in one line."""
-    if _memory_failure(err) is not None:
-        return TensorMemoryError(_out_of_memory(dist_ckpt, stored))
-    return CheckpointLoadError(f"{dist_ckpt}: load failed: {_first_failure(err)}")
+    failure: TensorMemoryError | CheckpointLoadError = (
+        TensorMemoryError(_out_of_memory(dist_ckpt, stored))
+        if _memory_failure(err) is not None
+        else CheckpointLoadError(f"{dist_ckpt}: load failed: {_first_failure(err)}")
+    )
+    failure.every_rank = True  # DCP raises the gathered failures on every rank
+    return failure
+
+
+@contextlib.contextmanager
+def raised_by_every_rank() -> Iterator[None]:
+    """Mark an MfsdpError raised inside as every rank's (`MfsdpError.every_rank`), for checks
+    each rank of a run makes alike on the same files (a resume's checkpoint, refused before
+    DCP reads it): rank 0 says it once. Unmarked, each rank of `mfsdp train
+    --nproc-per-node N` printed the same line, and the launcher a second JSON object."""
+    try:
+        yield
+    except MfsdpError as err:
+        err.every_rank = True
+        raise
 
 
 def _resume_advice(run_dir: Path, saved: int) -> str:

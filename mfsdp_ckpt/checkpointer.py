@@ -43,6 +43,7 @@ from mfsdp_ckpt import __version__
 from mfsdp_ckpt.check.validate import invalid_checkpoint, manifest_hash_errors, require_valid
 from mfsdp_ckpt.checkpoint_failures import (
     load_failure,
+    raised_by_every_rank,
     save_failure,
     tracker_failure,
 )
@@ -425,6 +426,34 @@ def load_checkpoint(
     """
     contents = check_contents(contents, "load_contents")
     started = time.monotonic()
+    with raised_by_every_rank():  # every rank checks the same files alike before DCP reads
+        manifest, reader, stored, wanted = _checked_for_load(paths, states, contents, group)
+    try:
+        dcp.load(wanted, storage_reader=reader, planner=SafeLoadPlanner(allow_partial_load=True))
+    except CheckpointException as err:  # a BaseException carrying every rank's traceback
+        raise load_failure(err, paths.dist_ckpt, stored) from None
+    for kind in contents:
+        target = states[kind]
+        if hasattr(target, "load_state_dict"):
+            target.load_state_dict(wanted[kind])
+        else:
+            target.update(wanted[kind])
+    log.info(
+        "%s: loaded %s in %.2f s", paths.dist_ckpt, ", ".join(contents), time.monotonic() - started
+    )
+    return manifest
+
+
+def _checked_for_load(
+    paths: layout.CheckpointPaths,
+    states: Mapping[str, Stateful | dict[str, Any]],
+    contents: tuple[str, ...],
+    group: dist.ProcessGroup | None,
+) -> tuple[Manifest | None, SafeFileSystemReader, Mapping[str, Any], dict[str, Any]]:
+    """The checks `load_checkpoint` makes before DCP reads a byte (the checkpoint valid, its
+    contents and keys this run's), then (manifest, reader, stored metadata, the state dicts
+    to load into, without the `extra` keys the checkpoint lacks)."""
+    started = time.monotonic()
     _verify_before_load(paths, group)
     log.info("%s: verified in %.2f s", paths.dist_ckpt, time.monotonic() - started)
     manifest = read_manifest(paths.manifest) if paths.manifest else None
@@ -454,20 +483,7 @@ def load_checkpoint(
     )
     for key in [k for k in flat if k.startswith(f"{EXTRA}.") and k not in stored]:
         _drop_path(wanted, mapping[key])
-    try:
-        dcp.load(wanted, storage_reader=reader, planner=SafeLoadPlanner(allow_partial_load=True))
-    except CheckpointException as err:  # a BaseException carrying every rank's traceback
-        raise load_failure(err, paths.dist_ckpt, stored) from None
-    for kind in contents:
-        target = states[kind]
-        if hasattr(target, "load_state_dict"):
-            target.load_state_dict(wanted[kind])
-        else:
-            target.update(wanted[kind])
-    log.info(
-        "%s: loaded %s in %.2f s", paths.dist_ckpt, ", ".join(contents), time.monotonic() - started
-    )
-    return manifest
+    return manifest, reader, stored, wanted
 
 
 _ANOTHER_MODEL = " (another model config? a new trainer.run_dir starts over)"

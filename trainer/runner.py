@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import torch
 
 from mfsdp_ckpt.check.printable import printable
+from mfsdp_ckpt.checkpoint_failures import raised_by_every_rank
 from mfsdp_ckpt.checkpointer import Checkpointer
 from mfsdp_ckpt.format.layout import CheckpointPaths
 from trainer.config import ConfigError, end_step, write_resolved_config
@@ -218,9 +219,10 @@ class TrainingRun:
             ),
         }
         expected = dict(states["extra"])
-        resume = resume_if_any(
-            checkpointer, cfg.checkpoint.resume, states, kind, hf_config.to_dict(), checks
-        )
+        with raised_by_every_rank():  # each rank resumes the same step, and refuses it alike
+            resume = resume_if_any(
+                checkpointer, cfg.checkpoint.resume, states, kind, hf_config.to_dict(), checks
+            )
         if resume is not None:
             apply_settings(optimizer, cfg.optim)
         if env.is_main:
