@@ -63,22 +63,6 @@ def flag_opaque(launch: Launch, key: str, value: str, origins: list[tuple[str, s
     launch.incomplete.append(f"{key}={value}")
 
 
-def flag_split(launch: Launch, key: str, value: str, split: bool) -> None:
-    """A key whose value gets a blank from a variable's value or a `${...}` default
-    (`split`): bash splits such an expansion into words where it stands outside double
-    quotes (`path=${M:-/m/a b}` passes `path=/m/a` and a stray `b`, which verl refuses), and
-    keeps it one word inside them; the quotes are gone from the words read here, so the key
-    is to check."""
-    if not split:
-        return
-    launch.notes.append(
-        f"{key}={value}: a variable's value or a ${{...}} default puts a blank into it; bash"
-        " splits it there into more words unless it stands in double quotes (a stray word"
-        " verl refuses): quote it in the script, and check the value"
-    )
-    launch.incomplete.append(f"{key}={value}")
-
-
 def flag_recursive(launch: Launch, recursive: list[tuple[str, int]]) -> None:
     """Each key of the config flagged where a function that starts verl calls itself
     (`verl_script_reader._read_call`): bash starts verl again there, with values not read

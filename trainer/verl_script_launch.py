@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from trainer import shell_lines, shell_quoting, shell_variables
-from trainer.verl_script_flags import flag_maybe, flag_opaque, flag_split
+from trainer.verl_script_flags import flag_maybe, flag_opaque
 from trainer.verl_script_hydra import expanded_hydra_options
 from trainer.verl_script_state import GRPO_MODULES, SFT_MODULES, Launch, Script
 from trainer.verl_source import config_class, names_a_path
@@ -66,9 +66,6 @@ def _expand_launch(launch: Launch, variables: shell_variables.Variables, source:
             if names_a_path(cls, key):
                 expanded = variables.from_environment(expanded, launch.taken)
             launch.texts.append((key, shell_quoting.literal(expanded)))
-            flag_split(
-                launch, key, shell_quoting.literal(expanded), _expands_blanks(value, expanded)
-            )
             unknowable = variables.unknowable_notes(value)
             launch.notes += [note for note in unknowable if note not in launch.notes]
             flag_maybe(launch, key, shell_quoting.literal(expanded), variables.origins(written))
@@ -93,13 +90,6 @@ def _spread(
             continue
         for word in variables.spread([written], notes):
             yield word, written
-
-
-def _expands_blanks(written: str, expanded: str) -> bool:
-    """Whether the value `written` expands (as `expanded`) to more blanks than its own text
-    holds outside its references: a variable's value or a `${...}` default put one there."""
-    outside = shell_variables.REFERENCE.sub("", written)
-    return any(expanded.count(blank) > outside.count(blank) for blank in " \t")
 
 
 def _unreadable(
