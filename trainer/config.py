@@ -296,32 +296,50 @@ class SFTConfig(RunConfig):
 def load_config(
     cls: type[T], path: str | os.PathLike | None = None, overrides: Sequence[str] = ()
 ) -> T:
-    """Defaults of `cls`, updated by the YAML file at `path`, then by `a.b=value` overrides."""
+    """Defaults of `cls`, updated by the YAML file at `path`, then by `a.b=value` overrides.
+    verl's keys are read with the whole run's, file and overrides together: a rule that
+    reads another key (Megatron's betas, LoRA on or off) gives one result wherever that key
+    is written."""
     tree: dict[str, Any] = {}
+    file_keys: list[tuple[str, Any]] = []
     source = str(path) if path else "config"
+    loaded = None if path is None else _read_config_file(path)
+    pairs = _override_pairs(cls, list(overrides))
     if path is not None:
-        try:
-            loaded = read_yaml_file(path)
-        except YAMLConfigError as err:
-            raise ConfigError(str(err)) from None
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(
-                f"{path}: top level must be a mapping of sections, found {type(loaded).__name__}"
-            )
-        tree = verl_keys.adopt_tree(cls, loaded or {}, source)
+        tree, file_keys = verl_keys.adopt_tree(cls, loaded or {}, source, pairs)
     config = _build_config(cls, tree, source)  # the file alone, so errors name the file
-    if not overrides:
+    adopted = verl_keys.adopt_pairs(cls, pairs, "command-line override", file_keys)
+    if not adopted:
         return check_across_keys(config)
-    _refuse_split_overrides(list(overrides))
+    for key, value in adopted:
+        set_dotted(tree, key, value)
+    return check_across_keys(_build_config(cls, tree, "command-line override"))
+
+
+def _read_config_file(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The YAML file at `path`: a mapping of sections, or None where it is empty."""
+    try:
+        loaded = read_yaml_file(path)
+    except YAMLConfigError as err:
+        raise ConfigError(str(err)) from None
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ConfigError(
+            f"{path}: top level must be a mapping of sections, found {type(loaded).__name__}"
+        )
+    return loaded
+
+
+def _override_pairs(cls: type, overrides: list[str]) -> list[tuple[str, Any]]:
+    """The `key=value` overrides as (key, value) pairs, values read as `_override_value`
+    reads them; an argument that is no override is refused in one line."""
+    _refuse_split_overrides(overrides)
     pairs = []
     for index, item in enumerate(overrides):
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(_not_an_override(item, list(overrides[index + 1 :])))
+            raise ConfigError(_not_an_override(item, overrides[index + 1 :]))
         pairs.append((key.strip(), _override_value(cls, key.strip(), text)))
-    for key, value in verl_keys.adopt_pairs(cls, pairs, "command-line override"):
-        set_dotted(tree, key, value)
-    return check_across_keys(_build_config(cls, tree, "command-line override"))
+    return pairs
 
 
 def end_step(total_steps: int, cfg: Any) -> int:

@@ -145,14 +145,25 @@ def _in_other_sections(root: type, given: str, found_in_own: bool) -> list[str]:
 def close_keys(given: str, candidates: list[str], others: Sequence[str] = ()) -> list[str]:
     """Up to three of the dotted `candidates` and `others` (verl's names) that `given` may be
     meant for, an `other` first only where it is closer to `given` than every candidate found
-    (`optim.warmup` is mfsdp's `optim.warmup_steps` before verl's `optim.warmup_style`)."""
+    (`optim.warmup` is mfsdp's `optim.warmup_steps` before verl's `optim.warmup_style`), and
+    left out where it is far less like `given` than one found (`NOISE`)."""
     found = _close(given, candidates)
     nearest = max((_likeness(given, key) for key in found), default=0.0)
     closer: list[str] = []
     rest: list[str] = []
     for key in _close(given, [other for other in others if other not in candidates]):
-        (closer if _likeness(given, key) > nearest else rest).append(key)
+        likeness = _likeness(given, key)
+        if likeness > nearest:
+            closer.append(key)
+        elif likeness >= nearest - NOISE:
+            rest.append(key)
     return (closer + found + rest)[:3]
+
+
+# how much less like the key typed than an mfsdp key found a verl name may be and still be
+# named after it: `model.pth` is model.path (0.95), and verl's Megatron model.lora.alpha
+# (0.64, the section's name shared) was named beside it as if it were meant too
+NOISE = 0.25
 
 
 def _likeness(given: str, key: str) -> float:

@@ -46,6 +46,8 @@ from trainer.verl_rules import (
     CLIP_RATIO,
     CLIP_SIDES,
     ESTIMATOR,
+    FSDP_LORA_DEFAULTS,
+    FSDP_LORA_ON_MEGATRON,
     LORA_OFF,
     MIRRORS,
     NO_LIMIT,
@@ -116,11 +118,18 @@ def command_of(cls: type) -> str:
     return "grpo" if "rollout" in {f.name for f in dataclasses.fields(cls)} else "sft"
 
 
-def adopt_tree(cls: type, tree: dict[str, Any], source: str) -> dict[str, Any]:
-    """`tree` (a loaded YAML file) with its verl keys rewritten as mfsdp keys. Keys that are
+def adopt_tree(
+    cls: type, tree: dict[str, Any], source: str, later: list[tuple[str, Any]] | None = None
+) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
+    """`tree` (a loaded YAML file) with its verl keys rewritten as mfsdp keys, and those keys
+    as the rules read them (for `adopt_pairs` to read the command line's with). Keys that are
     neither are left in place, for the loader's unknown-key error to name. The verl keys are
     read as verl's loader reads them, with the file's `${a.b}` and `${oc.select:...}`
-    references filled in (`verl_interpolation`); mfsdp's own keys as written."""
+    references filled in (`verl_interpolation`); mfsdp's own keys as written. `later`: the
+    run's command-line overrides, which win over the file's keys: a rule that reads another
+    key of the run (Megatron or not, LoRA on or off) reads the run's, wherever it is given.
+    Megatron's Adam settings for a run that sets no betas are `adopt_pairs`'s to write, once
+    the whole run is known."""
     from trainer.config import ConfigError, set_dotted
     from trainer.config_yaml import MAX_EXPANDED_CHARS
 
@@ -138,10 +147,11 @@ def adopt_tree(cls: type, tree: dict[str, Any], source: str) -> dict[str, Any]:
         raise ConfigError(f"{source}: {err}") from None
     _, foreign = split_foreign(cls, filled)
     foreign.sort(key=lambda pair: pair[0] != ESTIMATOR)  # what the file trains, said first
+    given = keys_given([*foreign, *(later or [])])
     try:
-        adopted = adopt_pairs(cls, foreign, source)
+        adopted = _carried(cls, foreign, source, given)
     except ConfigError as err:  # the first of its verl keys that fails: say where the rest are
-        more = _failing(cls, foreign) - 1
+        more = _failing(cls, foreign, given) - 1
         if more < 1:
             raise
         raise ConfigError(
@@ -150,13 +160,12 @@ def adopt_tree(cls: type, tree: dict[str, Any], source: str) -> dict[str, Any]:
         ) from None
     for key, value in adopted:
         set_dotted(native, key, value)
-    return native
+    return native, foreign
 
 
-def _failing(cls: type, pairs: list[tuple[str, Any]]) -> int:
+def _failing(cls: type, pairs: list[tuple[str, Any]], given: dict[str, Any]) -> int:
     """How many of `pairs` fail to carry over, each group of `groups` tried alone (in the
-    run's keys read once: read per group, a file of many keys took minutes)."""
-    given = keys_given(pairs)
+    run's keys, `given`, read once: read per group, a file of many keys took minutes)."""
     return sum(refusal(cls, group, given) is not None for group in groups(pairs))
 
 
@@ -174,14 +183,32 @@ def refusal(cls: type, pairs: list[tuple[str, Any]], given: dict[str, Any]) -> s
     return None
 
 
-def adopt_pairs(cls: type, pairs: list[tuple[str, Any]], source: str) -> list[tuple[str, Any]]:
-    """Dotted `(key, value)` pairs (command-line overrides, in order) with verl's keys rewritten;
-    mfsdp's own keys and unknown keys pass through unchanged. A verl key that does not carry
-    over fails naming `source`."""
+def adopt_pairs(
+    cls: type,
+    pairs: list[tuple[str, Any]],
+    source: str,
+    earlier: list[tuple[str, Any]] | None = None,
+) -> list[tuple[str, Any]]:
+    """Dotted `(key, value)` pairs (command-line overrides, in order) with verl's keys
+    rewritten, and Megatron's Adam settings where the run is on verl's Megatron backend and
+    sets no betas anywhere (`megatron_adam_unset`); mfsdp's own keys and unknown keys pass
+    through unchanged. `earlier`: the run's keys from its file (`adopt_tree`), which the
+    rules read with `pairs`: read with the command line's alone, a Megatron key given there
+    replaced the betas the file set, kept where the file held both. A verl key that does not
+    carry over fails naming `source`."""
+    run = [*(earlier or []), *pairs]
+    return _carried(cls, pairs, source, keys_given(run)) + megatron_adam_unset(cls, run)
+
+
+def _carried(
+    cls: type, pairs: list[tuple[str, Any]], source: str, given: dict[str, Any]
+) -> list[tuple[str, Any]]:
+    """`carry_over` of `pairs` in the run whose keys are `given`, a key that does not carry
+    over failing in one line naming `source`."""
     from trainer.config import ConfigError
 
     try:
-        return carry_over(cls, pairs) + megatron_adam_unset(cls, pairs)
+        return carry_over(cls, pairs, given)
     except NotCarried as err:
         raise ConfigError(f"{source}: {err.text}") from None
 
@@ -225,6 +252,9 @@ def carry_over(
             continue
         if _lora_off(key, given):
             note(raw_key, {}, LORA_OFF)
+            continue
+        if key in FSDP_LORA_DEFAULTS and on_megatron(given):
+            _fsdp_lora_on_megatron(raw_key, key, value)
             continue
         rule = rule_for(key)
         if rule is None and leaf in PARALLEL_SIZES:
@@ -289,6 +319,17 @@ def _lora_off(key: str, given: dict[str, Any]) -> bool:
     if section is None or key == section + "rank":
         return False
     return not megatron_lora_on(section, given)
+
+
+def _fsdp_lora_on_megatron(raw_key: str, key: str, value: Any) -> None:
+    """verl's FSDP-style LoRA key (`model.lora_rank`) on its Megatron backend, which never
+    reads it: ignored at verl's default, which builds no adapter in either backend; refused
+    at another, as verl trains no adapter of it and mfsdp would."""
+    if is_unset(value) or same(value, FSDP_LORA_DEFAULTS[key]):
+        note(raw_key, {}, FSDP_LORA_ON_MEGATRON)
+        return
+    why = FSDP_LORA_ON_MEGATRON
+    raise NotCarried(f"verl key '{raw_key}={value}' has no equivalent here: {why}", why)
 
 
 def _as_whole(raw_key: str, key: str, value: Any) -> tuple[str, str, Any]:

@@ -25,7 +25,7 @@ from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpUsageError
 from trainer.verl_inert_keys import INERT_KEYS, PADDING
-from trainer.verl_off_keys import MEGATRON_LORA_SECTIONS, OFF_KEYS, Off
+from trainer.verl_off_keys import MEGATRON_LORA_SECTIONS, MODEL, OFF_KEYS, Off
 
 log = logging.getLogger("mfsdp.config")
 
@@ -197,6 +197,21 @@ def _transformer_overrides(value: Any) -> dict[str, Any]:
         " memory); the model is its config.json: edit it in a copy of the model dir"
     )
 
+
+# verl's FSDP backend's LoRA keys, each at verl's default (verl/workers/config/model.py):
+# its Megatron backend never reads them, and builds its adapter from model.lora.* alone
+# (verl/workers/config/megatron_peft.py); carried over there, `lora_rank=16` trained an
+# adapter verl does not build
+FSDP_LORA_DEFAULTS = {
+    MODEL + "lora_rank": 0,
+    MODEL + "lora_alpha": 16,
+    MODEL + "target_modules": "all-linear",
+    MODEL + "lora_adapter_path": None,
+}
+FSDP_LORA_ON_MEGATRON = (
+    "verl's Megatron backend does not read it: its LoRA is model.lora.* (lora.rank,"
+    " lora.alpha, lora.target_modules)"
+)
 
 # verl's Megatron LoRA (Megatron-Bridge's): read only when its rank is above 0
 LORA_OFF = (
