@@ -474,8 +474,14 @@ def refuse_hf_config_of_no_kind(hf_config: str | os.PathLike) -> None:
     says it. Taken for a model dir to list, it was "cannot list (Not a directory)", which
     named no option and called a FIFO a directory that could not be read; checked before
     any export path (full, LoRA merge, adapter) reads it."""
-    if not os.path.lexists(hf_config) or os.path.isdir(hf_config):
-        return  # a missing one is named by the export path that needs it
+    try:
+        os.stat(hf_config)
+    except FileNotFoundError:  # missing, or a link to nothing: said (with the path's
+        return  # directory) where the export reads it
+    except OSError:
+        pass  # a link loop and the like: `regular_file` names it
+    if os.path.isdir(hf_config):
+        return
     try:
         safe_files.regular_file(hf_config)
     except CheckpointFileError as err:

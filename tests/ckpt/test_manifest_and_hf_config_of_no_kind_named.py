@@ -143,3 +143,14 @@ def test_inspect_of_the_run_names_what_the_tracked_steps_manifest_is(saved_run, 
         f"error: {run / layout.TRACKER_FILE}: names step 2, but {manifest} is {what},"
         " not a regular file"
     )
+
+
+def test_export_hf_says_a_dangling_hf_config_link_as_a_missing_path(saved_run, tmp_path):
+    """A link to nothing is a path that is not there, named with the directory relative
+    paths are read from; the check for FIFOs and devices took it for a missing file."""
+    dangling = tmp_path / "cfg"
+    dangling.symlink_to(tmp_path / "nonexistent")
+    out = tmp_path / "out"
+    code, _, err = run_cli("ckpt", "export-hf", saved_run, "--hf-config", dangling, "--out", out)
+    line = one_error_line(err)
+    assert code == 2 and line.startswith(f"error: {dangling}: no such file or directory"), line
