@@ -12,6 +12,9 @@ global_step_4` into a new run dir) was compared with the new run dir's config.ya
 did not exist, and lr 3e-3 -> 1 passed without a word. A record that is missing or cannot
 be read is one line saying the settings were not compared and why (it was silently
 skipped), and a damaged `RUN/config.yaml`, which the run then replaces, is kept aside first.
+A LoRA step's adapter settings that config.yaml does not hold (a loaded adapter's
+lora_dropout, read from its adapter_config.json) are compared with the step's manifest and
+said in the same line; the manifest keeps those the step was trained with.
 
 A path key is compared by the file it names, not by its spelling: `data.train_files` given
 relative once and absolute once (or through a link, with `./` or a trailing slash) was named
@@ -44,6 +47,7 @@ from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format import checkpoint_resolution, layout, run_steps
 from mfsdp_ckpt.format.layout import CheckpointPaths
+from mfsdp_ckpt.format.manifest import ManifestError, read_manifest
 from mfsdp_ckpt.storage import safe_files
 from trainer.config import RESOLVED_CONFIG_FILE, config_to_dict, path_values, set_dotted
 from trainer.config_yaml import MAX_CONFIG_BYTES, parse_yaml
@@ -73,6 +77,48 @@ class OwnConfigError(MfsdpUsageError, ValueError):
 
 def keep_changed_config(
     run_dir: Path, step: int, config: Any, resumed: CheckpointPaths | None = None
+) -> str | None:
+    """The note a resume from step `step` says, in one line: the config keys that changed
+    since it (`_config_changes`) and the LoRA adapter settings (`_lora_changes`); None when
+    neither changed."""
+    recorded = resumed.manifest if resumed is not None else _own_manifest(run_dir, step)
+    notes = (_config_changes(run_dir, step, config, resumed), _lora_changes(step, config, recorded))
+    return "; ".join(note for note in notes if note) or None
+
+
+def _own_manifest(run_dir: Path, step: int) -> Path:
+    return layout.step_dir(run_dir, step) / layout.MANIFEST_FILE
+
+
+def _lora_changes(step: int, config: Any, recorded: Path | None) -> str:
+    """What of the LoRA settings this run applies differs from those the resumed step's
+    manifest `recorded` holds ("" when none, or the step is no LoRA one). A loaded adapter's
+    come from its adapter_config.json, read anew at every start, which config.yaml does not
+    hold: an edited lora_dropout trained on from the step without a word, and the next
+    manifest recorded it for the whole run."""
+    if recorded is None:
+        return ""
+    try:
+        manifest = read_manifest(recorded)
+    except (ManifestError, OSError):  # the load read it (or the step has none): no record
+        return ""
+    if manifest.lora is None:
+        return ""
+    # only a LoRA run gets here, which has imported torch and peft already
+    from trainer.lora import changed_since_checkpoint
+
+    changes = changed_since_checkpoint(manifest.lora, config.model)
+    if not changes:
+        return ""
+    listed = first_of(changes, _SHOWN_CHANGES)
+    return (
+        f"resumed with LoRA settings changed since step {step}: {listed};"
+        f" {recorded} records those step {step} was trained with"
+    )
+
+
+def _config_changes(
+    run_dir: Path, step: int, config: Any, resumed: CheckpointPaths | None
 ) -> str | None:
     """When the config step `step`'s checkpoint was trained with differs from `config` in a
     key that trains: keep it as `config.until_step_<step>.yaml` in `run_dir` and return the

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, cast
 
@@ -35,6 +35,7 @@ from trainer.config import RESOLVED_CONFIG_FILE, ConfigError, ModelConfig, check
 from trainer.config_yaml import YAMLConfigError, read_yaml_file
 from trainer.lora_adapter_dir import (
     KEY,
+    AdapterDir,
     load_adapter_weights,
     note_replaced_settings,
     read_adapter_dir,
@@ -57,6 +58,12 @@ class LoraSetup:
 # An adapter dir's own lora_dropout trains as saved (`read_adapter_dir` checks it); either
 # resumes exactly, as every step draws its masks from (seed, step, rank) (trainer/runner.py).
 FRESH_ADAPTER_DROPOUT = 0.0
+# Settings that change what an adapter's steps compute, but neither the checkpoint's keys and
+# shapes (r and the targets: the load refuses those, `check_same_state`) nor the adapter's
+# scale (refused, `_refuse_another_scale`): a resume with another value trains on and says
+# so (`changed_since_checkpoint`). init_lora_weights only decides the weights of step 0,
+# which a resume loads from the checkpoint instead.
+NOTED_ON_RESUME = ("lora_dropout",)
 
 
 def lora_enabled(cfg: ModelConfig) -> bool:
@@ -76,18 +83,11 @@ def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
         return
     from peft import LoraConfig, inject_adapter_in_model
 
-    adapter = None
-    settings: dict[str, Any] = dict(
-        r=cfg.lora_rank,
-        lora_alpha=cfg.lora_alpha,
-        target_modules=cfg.target_modules,
-        lora_dropout=FRESH_ADAPTER_DROPOUT,
-    )
+    settings, adapter = _requested_settings(cfg)
     targets_key = "model.target_modules"
-    if cfg.lora_adapter_path is not None:
-        adapter = read_adapter_dir(Path(cfg.lora_adapter_path))
+    if adapter is not None:
         note_replaced_settings(cfg, adapter)
-        settings, targets_key = adapter.settings, f"{KEY}: {adapter.config_file}: target_modules"
+        targets_key = f"{KEY}: {adapter.config_file}: target_modules"
     names = [name for name, _ in model.named_modules()]
     exclusions_key = targets_key.replace("target_modules", "exclude_modules")
     config = LoraConfig(
@@ -118,6 +118,48 @@ def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
             cfg.path, random_init=cfg.random_init, seed=seed, label="base-model"
         ),
     )
+
+
+def _requested_settings(cfg: ModelConfig) -> tuple[dict[str, Any], AdapterDir | None]:
+    """The LoraConfig fields a LoRA run of `cfg` asks for, and the adapter dir they come
+    from: that dir's own (`read_adapter_dir`), else the model.* keys and a fresh adapter's
+    dropout (None)."""
+    if cfg.lora_adapter_path is not None:
+        adapter = read_adapter_dir(Path(cfg.lora_adapter_path))
+        return adapter.settings, adapter
+    fresh = dict(
+        r=cfg.lora_rank,
+        lora_alpha=cfg.lora_alpha,
+        target_modules=cfg.target_modules,
+        lora_dropout=FRESH_ADAPTER_DROPOUT,
+    )
+    return fresh, None
+
+
+def changed_since_checkpoint(recorded: dict[str, Any], cfg: ModelConfig) -> list[str]:
+    """`NOTED_ON_RESUME` settings a resumed LoRA run of `cfg` applies that differ from those
+    its checkpoint's manifest `recorded` (its `lora` record), each as "name then -> now
+    (where now is set)". An adapter dir's fields are read anew at every start, so an edited
+    adapter_config.json (or one whose field older mfsdp forced to another value) trained
+    from the resumed step on with another setting, and the next manifest recorded it for
+    the whole run; a key the record lacks is not compared."""
+    if not lora_enabled(cfg):
+        return []
+    settings, adapter = _requested_settings(cfg)
+    source = str(adapter.config_file) if adapter is not None else f"{KEY} unset: a fresh adapter"
+    changes = []
+    for name in NOTED_ON_RESUME:
+        then, now = recorded.get(name), settings.get(name, _peft_default(name))
+        if then is not None and then != now:
+            changes.append(f"{name} {then!r} -> {now!r} ({source})")
+    return changes
+
+
+def _peft_default(name: str) -> Any:
+    """The value PEFT's LoraConfig gives field `name` when an adapter_config.json omits it."""
+    from peft import LoraConfig
+
+    return next(field.default for field in fields(LoraConfig) if field.name == name)
 
 
 def is_adapter_param(name: str) -> bool:
