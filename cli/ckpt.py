@@ -86,8 +86,10 @@ Examples:
 def inspect(path: str, role: str | None, as_json: bool, deep: bool) -> None:
     from mfsdp_ckpt.check.describe import describe_checkpoint, format_description
     from mfsdp_ckpt.format.path_refusals import refuse_url
+    from trainer.threads import configure_threads
 
     refuse_url(path)  # every spelling of a file: URL is told its local path, as validate does
+    configure_threads(1)  # reading pickled objects loads torch: train's choice, for one process
     bar = CallbackBar(enabled=deep and not as_json, unit="B", desc="inspect", unit_scale=True)
     # --deep on LoRA hashes the whole base model: minutes for a 7B one
     with metadata_progress(not as_json), bar as progress:
@@ -151,11 +153,15 @@ def validate(
 ) -> None:
     from mfsdp_ckpt.check.validate import validate_checkpoint
     from mfsdp_ckpt.format.hub_id import missing_hf_config
+    from trainer.threads import configure_threads
 
     if hf_config is not None and not os.path.lexists(hf_config):
         fail(missing_hf_config(hf_config), EXIT_USAGE)
     if hf_config is not None:
         _check_hf_config_readable(hf_config)
+    # --deep scans every tensor for NaN/Inf with torch, piece by piece: torch's default of a
+    # spinning thread per core took 2-3x as long on a busy machine as train's choice
+    configure_threads(1)
     # Three bars, one after the other: a LoRA checkpoint's base model is hashed first (bytes:
     # gigabytes against an adapter of megabytes), then the checkpoint's own files, then its
     # tensors are read.

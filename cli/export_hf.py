@@ -161,6 +161,10 @@ def export_hf(
     # allocation, so set it first.
     os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
     from mfsdp_ckpt.convert.export_hf import export_hf as run_export
+    from trainer.threads import configure_threads
+
+    # --verify, a dtype conversion, LoRA merges load torch: train's choice, for one process
+    configure_threads(1)
 
     bar = CallbackBar(enabled=not as_json, unit="B", desc="export", unit_scale=True)
     # a merged LoRA export first hashes the whole base model (it must be the one trained on)

@@ -92,8 +92,10 @@ def import_hf(
     """
     from mfsdp_ckpt.convert.import_hf import import_hf as run_import
     from mfsdp_ckpt.format.path_refusals import refuse_url
+    from trainer.threads import configure_threads
 
     refuse_url(hf_dir)  # `file:///x` read as the local dir file:/x was "no such directory"
+    configure_threads(1)  # torch writes the checkpoint: train's choice, for one process
 
     def run():
         with CallbackBar(enabled=not as_json, unit="tensor", desc="import") as update:

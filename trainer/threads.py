@@ -19,13 +19,16 @@ core the others need. Both are environment variables
 OpenMP reads once when torch loads it, so they are set in this process before torch is
 imported and inherited by the ranks torchrun starts. A user's `OMP_NUM_THREADS` or
 `OMP_WAIT_POLICY` always wins. `bench/threads.py` measures the choice against fixed counts
-on an idle and a busy machine (docs/threads.md).
+on an idle and a busy machine (docs/threads.md). The `ckpt` commands that load torch choose
+the same way, as one process: `validate --deep` scans for NaN/Inf with torch ops piece by
+piece, where workers spinning on busy cores cost as much as in training.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import platform
 import sys
 import time
 from collections.abc import Mapping, MutableMapping
@@ -39,17 +42,33 @@ SAMPLE_SECONDS = 0.1
 
 
 USER_SET = "OMP_NUM_THREADS as set"  # the reason of a count the user chose
+# torchrun sets OMP_NUM_THREADS=1 for its ranks where it is unset and it starts more than one
+# per machine (torch/distributed/run.py), so a 1 there may not be the user's
+TORCHRUN_SET = "OMP_NUM_THREADS as set, by you or by torchrun"
+
+# isspace() in the C locale: what libgomp's strtoul skips around a count
+C_WHITESPACE = " \t\n\v\f\r"
+# OpenMP counts threads in an int (omp_get_max_threads): libgomp reads counts up to LONG_MAX
+# and then reports a negative number of threads.
+MAX_THREAD_COUNT = 2**31 - 1
 
 
 @dataclass(frozen=True)
 class ThreadChoice:
-    threads: int
+    threads: int  # the OMP_NUM_THREADS value
     wait_policy: str | None  # None: left to the user's setting or OpenMP's default
     reason: str
+    torch_threads: int  # what torch runs for `threads` (threads_torch_runs)
+    user_set: bool = False
 
     def describe(self) -> str:
         policy = f", OMP_WAIT_POLICY={self.wait_policy}" if self.wait_policy else ""
-        return f"{self.threads} CPU thread(s) per process ({self.reason}{policy})"
+        capped = (
+            f", {self.threads} asked: torch runs at most one per physical core"
+            if self.torch_threads < self.threads
+            else ""
+        )
+        return f"{self.torch_threads} CPU thread(s) per process ({self.reason}{capped}{policy})"
 
 
 def choose_threads(
@@ -64,7 +83,8 @@ def choose_threads(
     environ = os.environ if environ is None else environ
     user = thread_count_setting(environ.get("OMP_NUM_THREADS", ""))
     if user is not None:
-        return ThreadChoice(user, None, USER_SET)
+        reason = TORCHRUN_SET if user == 1 and _under_torchrun(local_ranks, environ) else USER_SET
+        return ThreadChoice(user, None, reason, threads_torch_runs(user, environ), user_set=True)
     cores = available_cores()
     ranks = max(1, local_ranks)
     share = max(1, len(cores) // ranks)
@@ -76,16 +96,56 @@ def choose_threads(
     # Sleeping waiters only pay where cores are contended: on an idle machine the wake-up
     # latency makes small ops slower (bench/threads.py, idle rows).
     policy = "PASSIVE" if threads < share and "OMP_WAIT_POLICY" not in environ else None
-    return ThreadChoice(threads, policy, f"{len(cores)} core(s){busy}, {ranks} local rank(s)")
+    reason = f"{len(cores)} core(s){busy}, {ranks} local rank(s)"
+    return ThreadChoice(threads, policy, reason, threads_torch_runs(threads, environ))
 
 
 def thread_count_setting(value: str) -> int | None:
     """The thread count an OMP_NUM_THREADS value sets ("4"; "4,2" is OpenMP's per-level list,
-    whose first count is this process's), or None where OpenMP rejects it ("0", "abc", "-1")."""
-    counts = [part.strip() for part in value.split(",")]
-    if all(count.isdigit() and int(count) > 0 for count in counts):
-        return int(counts[0])
-    return None
+    whose first count is this process's), or None where OpenMP rejects it ("0", "abc", "-1",
+    "2,") or mfsdp does (a count past MAX_THREAD_COUNT)."""
+    counts = [_openmp_count(part) for part in value.split(",")]
+    if any(count is None or count > MAX_THREAD_COUNT for count in counts):
+        return None
+    return counts[0]
+
+
+def _openmp_count(text: str) -> int | None:
+    """One count of an OMP_NUM_THREADS list as libgomp reads it (parse_unsigned_long_list in
+    libgomp/env.c, by strtoul in base 10), or None where libgomp warns and ignores the
+    variable: C whitespace around it and one leading "+" are allowed ("+1" runs 1 thread), and
+    only ASCII digits ("²" and "٣" are digits to Python, not to strtoul). Zero is no count."""
+    number = text.strip(C_WHITESPACE)
+    digits = number[1:] if number.startswith("+") else number
+    if not (digits.isascii() and digits.isdigit()) or int(digits) == 0:
+        return None
+    return int(digits)
+
+
+def threads_torch_runs(requested: int, environ: Mapping[str, str] | None = None) -> int:
+    """The intra-op threads torch runs for OMP_NUM_THREADS=`requested`. Built with MKL (its
+    x86-64 wheels), torch sizes OpenMP's pool by `mkl_get_max_threads()` (`init_num_threads`
+    in aten/src/ATen/ParallelOpenMP.cpp), and MKL, unless MKL_DYNAMIC=FALSE, runs no more
+    threads than the machine has physical cores, whatever this process's affinity: on 2 cores
+    OMP_NUM_THREADS=64 runs 2 threads. Without MKL, torch runs the count asked for."""
+    environ = os.environ if environ is None else environ
+    mkl_caps = environ.get("MKL_DYNAMIC", "").strip().upper() != "FALSE"
+    if platform.machine().lower() not in ("x86_64", "amd64") or not mkl_caps:
+        return requested
+    return min(requested, physical_cores())
+
+
+def physical_cores() -> int:
+    """The machine's physical cores (a core's hyper-threads counted once), all of them: MKL
+    counts these, not the CPUs this process may run on."""
+    cores = set()
+    for topology in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/topology"):
+        try:
+            package = (topology / "physical_package_id").read_text().strip()
+            cores.add((package, (topology / "core_id").read_text().strip()))
+        except OSError:  # a CPU taken offline while read
+            continue
+    return len(cores) or os.cpu_count() or 1
 
 
 def drop_malformed_thread_count(environ: MutableMapping[str, str] | None = None) -> str | None:
@@ -98,8 +158,13 @@ def drop_malformed_thread_count(environ: MutableMapping[str, str] | None = None)
     if value is None or thread_count_setting(value) is not None:
         return None
     del environ["OMP_NUM_THREADS"]
-    if not value.strip():  # `OMP_NUM_THREADS=`: unset in all but name
+    if not value.strip(C_WHITESPACE):  # `OMP_NUM_THREADS=`: unset in all but name
         return None
+    if all(_openmp_count(part) for part in value.split(",")):
+        return (
+            f"OMP_NUM_THREADS={value!r} is more threads than OpenMP counts"
+            f" (at most {MAX_THREAD_COUNT}); ignored"
+        )
     return f"OMP_NUM_THREADS={value!r} is not a positive whole number; ignored"
 
 
@@ -112,41 +177,70 @@ def configure_threads(
     if os.environ.get(CHOSEN_MARKER):
         return None
     choice = choose_threads(local_ranks)
-    os.environ["OMP_NUM_THREADS"] = str(choice.threads)
+    if not choice.user_set:  # a user's value stays as written ("4,2": a count per level)
+        os.environ["OMP_NUM_THREADS"] = str(choice.threads)
+        if "torch" in sys.modules:  # imported already (a notebook, a test): the count applies
+            sys.modules["torch"].set_num_threads(choice.torch_threads)
     if choice.wait_policy:
         os.environ["OMP_WAIT_POLICY"] = choice.wait_policy
     os.environ[CHOSEN_MARKER] = "1"
-    if "torch" in sys.modules:  # imported already (a notebook, a test): the count still applies
-        sys.modules["torch"].set_num_threads(choice.threads)
     if (
         os.environ.get("LOCAL_RANK", "0") == "0"
     ):  # under a user's own torchrun: one line per machine
         # INFO (`mfsdp -v`): an error a run stops with stays the only line it prints
         logger = logging.getLogger("mfsdp.threads")
-        user_set = choice.reason == USER_SET
-        how = "unset" if user_set else "set"
-        verb = "to let mfsdp choose" if user_set else "to override"
-        logger.info("%s; %s OMP_NUM_THREADS %s", choice.describe(), how, verb)
+        advice = (
+            how_to_let_mfsdp_choose(local_ranks)
+            if choice.user_set
+            else "set OMP_NUM_THREADS to override"
+        )
+        logger.info("%s; %s", choice.describe(), advice)
         crowded = oversubscribed(local_ranks, ranks_option) or (
-            threads_oversubscribed(choice.threads, local_ranks) if user_set else None
+            threads_oversubscribed(choice.threads, local_ranks, choice.torch_threads)
+            if choice.user_set
+            else None
         )
         if crowded:
             logger.warning("note: %s", crowded)
     return choice
 
 
-def threads_oversubscribed(threads: int, local_ranks: int) -> str | None:
+def threads_oversubscribed(
+    threads: int, local_ranks: int, torch_threads: int | None = None
+) -> str | None:
     """Why a user's OMP_NUM_THREADS is slow here, or None: more threads in all than cores
-    take turns on a core (8 threads on 2 cores was said to be "as set", without a word)."""
+    take turns on a core (8 threads on 2 cores was said to be "as set", without a word).
+    `torch_threads`: what torch runs of `threads` (threads_torch_runs), where that is fewer:
+    OMP_NUM_THREADS=64 on 2 cores was said to be 64 threads where torch ran 2."""
+    runs = threads if torch_threads is None else torch_threads
     cores = len(available_cores())
-    total = threads * max(1, local_ranks)
-    if total <= cores:
+    ranks = max(1, local_ranks)
+    if runs * ranks <= cores:
         return None
+    capped = f" (torch runs {runs}, the machine's physical cores)" if runs < threads else ""
     return (
-        f"OMP_NUM_THREADS={threads} x {max(1, local_ranks)} process(es) = {total} threads on"
-        f" {cores} CPU core(s): threads take turns on a core; unset OMP_NUM_THREADS to let"
-        " mfsdp choose"
+        f"OMP_NUM_THREADS={threads}{capped} x {ranks} process(es) = {runs * ranks} threads on"
+        f" {cores} CPU core(s): threads take turns on a core;"
+        f" {how_to_let_mfsdp_choose(local_ranks)}"
     )
+
+
+def how_to_let_mfsdp_choose(local_ranks: int, environ: Mapping[str, str] | None = None) -> str:
+    """What a user with OMP_NUM_THREADS set does to let mfsdp choose. Under their own torchrun
+    with several ranks per machine, unsetting it only brings back torchrun's 1."""
+    environ = os.environ if environ is None else environ
+    if _under_torchrun(local_ranks, environ):
+        return (
+            "torchrun sets OMP_NUM_THREADS=1 where it is unset; `mfsdp train --nproc-per-node`"
+            " launches the ranks with mfsdp's choice"
+        )
+    return "unset OMP_NUM_THREADS to let mfsdp choose"
+
+
+def _under_torchrun(local_ranks: int, environ: Mapping[str, str]) -> bool:
+    """Whether this is a rank of a user's own torchrun that sets OMP_NUM_THREADS=1 where it is
+    unset (several ranks per machine). Ranks `mfsdp train` launches never choose again."""
+    return "TORCHELASTIC_RUN_ID" in environ and local_ranks > 1
 
 
 # The most ranks `mfsdp train` starts on a CPU machine (trainer/local_ranks.py refuses more):

@@ -101,6 +101,7 @@ def test_a_users_thread_count_above_the_cores_is_noted(eight_cores):
 
 def test_a_users_count_is_logged_with_how_to_let_mfsdp_choose(monkeypatch, caplog, eight_cores):
     monkeypatch.setenv("OMP_NUM_THREADS", "16")
+    monkeypatch.setenv("MKL_DYNAMIC", "FALSE")  # torch then runs the 16 asked for
     monkeypatch.delenv(threads.CHOSEN_MARKER, raising=False)
     monkeypatch.setenv("LOCAL_RANK", "0")
     monkeypatch.delitem(sys.modules, "torch", raising=False)  # nothing to set in this process
