@@ -51,6 +51,7 @@ from trainer.override_text import dropped_markup, folded_or_trimmed
 from trainer.run_files import replacing
 
 RESOLVED_CONFIG_FILE = RUN_CONFIG_FILE  # in the run dir: the config the run used
+COMMAND_LINE = "command-line override"  # the source an override's error names
 
 
 class ConfigError(MfsdpUsageError, ValueError):
@@ -308,12 +309,12 @@ def load_config(
     if path is not None:
         tree, file_keys = verl_keys.adopt_tree(cls, loaded or {}, source, pairs)
     config = _build_config(cls, tree, source)  # the file alone, so errors name the file
-    adopted = verl_keys.adopt_pairs(cls, pairs, "command-line override", file_keys)
+    adopted = verl_keys.adopt_pairs(cls, pairs, COMMAND_LINE, file_keys)
     if not adopted:
         return check_across_keys(config)
     for key, value in adopted:
         set_dotted(tree, key, value)
-    return check_across_keys(_build_config(cls, tree, "command-line override"))
+    return check_across_keys(_build_config(cls, tree, COMMAND_LINE))
 
 
 def _read_config_file(path: str | os.PathLike) -> dict[str, Any] | None:
@@ -392,14 +393,17 @@ def _refuse_split_overrides(overrides: list[str]) -> None:
 
 def _override_value(cls: type, key: str, text: str) -> Any:
     """The value of the override `key=text` for a config of `cls`: for a key that takes only
-    text (a run dir, a name, checkpoint.resume), the text as typed where YAML reads it as a
-    number or boolean: `trainer.run_dir=6` was refused ("expects a string, got 6"), though
-    a dir named 6 is one, and `0x1f` or `1_000` would have become other text. A boolean
-    stays one for a key of named values (`checkpoint.resume=true` means auto or disable, not
-    a dir named true), for its error to name them."""
-    value = parse_override_value(key, text, _cleared(cls, key))
-    named = isinstance(value, bool) and key in _TEXT_VALUES
-    if isinstance(value, (bool, int, float)) and not named and _takes_text_only(cls, key):
+    text (a run dir, a name, checkpoint.resume, a list of files), the text as typed where
+    YAML reads it as a number or boolean: `trainer.run_dir=6` was refused ("expects a
+    string, got 6"), though a dir named 6 is one, and `0x1f` or `1_000` would have become
+    other text. The key is judged by the mfsdp key it sets, so verl's name of it
+    (`trainer.default_local_dir=6`) is read alike. A boolean stays one for a key of named
+    values (`checkpoint.resume=true` means auto or disable, not a dir named true), for its
+    error to name them."""
+    target = verl_keys.value_target(cls, key) or key
+    text_only = takes_text_only(cls, target)
+    value = parse_override_value(key, text, _cleared(cls, target), numbers_as_text=text_only)
+    if isinstance(value, bool) and text_only and target not in _TEXT_VALUES:
         return text
     return value
 
@@ -409,28 +413,37 @@ def _override_value(cls: type, key: str, text: str) -> Any:
 _TEXT_VALUES = {"checkpoint.resume": "auto | disable | PATH"}
 
 
-def _takes_text_only(cls: type, dotted: str) -> bool:
-    """Whether the key `dotted` of `cls` takes a string and no number or boolean (null aside)."""
+def takes_text_only(cls: type, dotted: str) -> bool:
+    """Whether the key `dotted` of `cls` takes text and no number or boolean: a string, a
+    list of strings, or either (null aside)."""
     found = _field_of(cls, dotted)
-    if found is None:
-        return False
-    kind = found[2]
-    if typing.get_origin(kind) in (typing.Union, types.UnionType):
-        kinds = [arg for arg in typing.get_args(kind) if arg is not type(None)]
-        kind = kinds[0] if len(kinds) == 1 else None
-    if typing.get_origin(kind) is Annotated:
-        kind = typing.get_args(kind)[0]
+    return found is not None and _is_text(found[2])
+
+
+def _is_text(kind: Any) -> bool:
+    """Whether every value of the annotation `kind` other than null is a string or a list
+    of them (`str | None`, `list[LocalPath]`, `str | list[str]`)."""
+    origin = typing.get_origin(kind)
+    if origin is Annotated:
+        return _is_text(typing.get_args(kind)[0])
+    if origin in (typing.Union, types.UnionType):
+        return all(_is_text(arg) for arg in typing.get_args(kind) if arg is not type(None))
+    if origin is list:
+        return _is_text(typing.get_args(kind)[0])
     return kind is str
 
 
-def parse_override_value(key: str, text: str, clear: str | None = "null") -> Any:
+def parse_override_value(
+    key: str, text: str, clear: str | None = "null", numbers_as_text: bool = False
+) -> Any:
     """The YAML value of one `key=value` override, under the same bounds as a config file (no
     python tags, no alias bombs). An empty value is refused rather than read as null: it is
     what `model.path=$MODEL` becomes when MODEL is unset, and it silently meant "no path"
     (a random model trained in place of the one meant); `key=null` clears a key, `key=[]` a
     list (`clear`: which, None where the key must hold a value). A value YAML would read as
     other than written (a ` #comment` dropped, a newline folded, edge spaces trimmed:
-    `override_text`) is refused, saying how to quote it."""
+    `override_text`) is refused, saying how to quote it. `numbers_as_text`: for a key that
+    takes only text, a number is the text typed (`config_yaml.parse_yaml`)."""
     if not text.strip():
         remedy = f", or {key}={clear} to clear it" if clear is not None else ""
         raise ConfigError(
@@ -441,7 +454,7 @@ def parse_override_value(key: str, text: str, clear: str | None = "null") -> Any
     if changed is not None:
         raise ConfigError(changed)
     try:
-        value = parse_yaml(text, f"override {key}")
+        value = parse_yaml(text, f"override {key}", numbers_as_text=numbers_as_text)
     except YAMLConfigError as err:
         raise ConfigError(str(err)) from None
     changed = dropped_markup(key, text)

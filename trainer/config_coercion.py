@@ -16,7 +16,7 @@ import typing
 from typing import Annotated, Any, Literal, cast
 
 from mfsdp_ckpt.format.dtypes import short_dtype_name
-from trainer.config import _TEXT_VALUES, Checked, ConfigError, ExpandUser, Range
+from trainer.config import _TEXT_VALUES, COMMAND_LINE, Checked, ConfigError, ExpandUser, Range
 from trainer.shown_value import shown_value
 
 
@@ -72,21 +72,32 @@ def _coerce(kind: Any, value: Any, key: str, source: str, command: str) -> Any:
         return _coerce_float(kind, value, key, source)
     if kind is str and not isinstance(value, str):
         values = f" ({_TEXT_VALUES[key]})" if key in _TEXT_VALUES else ""
-        raise _expected(kind, value, key, source, f"a string{values}", _quoting_hint(key, value))
+        hint = _quoting_hint(key, value, source)
+        raise _expected(kind, value, key, source, f"a string{values}", hint)
     if kind in (bool, str):
         return value
     # an annotation this loader does not know: a bug in the schema
     raise _expected(kind, value, key, source, _type_name(kind))
 
 
-def _quoting_hint(key: str, value: Any) -> str:
+def _quoting_hint(key: str, value: Any, source: str) -> str:
     """For a string key given a number or boolean (YAML's reading of `6`, `true`, `0x1f`,
-    whose text is gone by now): the quoting that keeps the text as written."""
+    whose text is gone by now): the quoting that keeps the text as written, in the form
+    `source` takes (a YAML file's `run_dir: "..."`, the shell's `key='"..."'`), a list's
+    for a list's element (`train_files[0]: "..."` is no YAML anyone writes). A key of named
+    values given a boolean is told them instead: `resume: true` quoted would name a dir."""
     if not isinstance(value, (bool, int, float)):
         return ""
     read_as = "a boolean" if isinstance(value, bool) else "a number"
-    leaf = key.rsplit(".", 1)[-1]
-    return f', which YAML reads as {read_as}: quote the text to keep it as written ({leaf}: "...")'
+    if isinstance(value, bool) and key in _TEXT_VALUES:
+        return f", which YAML reads as {read_as}: write one of {_TEXT_VALUES[key]}"
+    whole, index, _ = key.partition("[")
+    quoted = '["...", ...]' if index else '"..."'
+    if source == COMMAND_LINE:
+        form = f"{whole}='{quoted}'"
+    else:
+        form = f"{whole.rsplit('.', 1)[-1]}: {quoted}"
+    return f", which YAML reads as {read_as}: quote the text to keep it as written ({form})"
 
 
 def _expected(
@@ -134,7 +145,9 @@ def _coerce_union(kind: Any, value: Any, key: str, source: str, command: str) ->
             continue
     if out_of_range is not None:
         raise out_of_range
-    raise _expected(kind, value, key, source, " or ".join(_type_name(a) for a in args))
+    takes_text = any(_unannotated(a) is str for a in args)  # `str | None`: say the quoting too
+    hint = _quoting_hint(key, value, source) if takes_text else ""
+    raise _expected(kind, value, key, source, " or ".join(_type_name(a) for a in args), hint)
 
 
 def _coerce_literal(kind: Any, value: Any, key: str, source: str) -> Any:

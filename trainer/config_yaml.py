@@ -84,13 +84,30 @@ _ConfigLoader.add_constructor(YAML_TAG + "float", _ConfigLoader.construct_yaml_f
 _ConfigLoader.add_constructor(YAML_TAG + "timestamp", _ConfigLoader.construct_yaml_timestamp)
 
 
-def parse_yaml(text: str, source: str, budget: ExpansionBudget | None = None) -> Any:
+class _NumbersAsTextLoader(_ConfigLoader):
+    """For the value of a key that takes only text (a run dir, a name): a number is the text
+    written, as typed on a command line. `trainer.run_dir=007` and `=12:30` were refused as
+    YAML 1.1 numbers while `=6` and `=0x1f` were taken as typed."""
+
+    def construct_number_text(self, node: yaml.ScalarNode) -> str:
+        return str(self.construct_scalar(node))
+
+
+_NumbersAsTextLoader.add_constructor(YAML_TAG + "int", _NumbersAsTextLoader.construct_number_text)
+_NumbersAsTextLoader.add_constructor(YAML_TAG + "float", _NumbersAsTextLoader.construct_number_text)
+
+
+def parse_yaml(
+    text: str, source: str, budget: ExpansionBudget | None = None, numbers_as_text: bool = False
+) -> Any:
     """One YAML document of a config as plain data (None for an empty one), or
     YAMLConfigError starting with `source`; its expansion is charged to `budget` (a fresh
-    one, of MAX_EXPANDED_CHARS, when None)."""
+    one, of MAX_EXPANDED_CHARS, when None). `numbers_as_text`: its numbers are the text
+    written (`_NumbersAsTextLoader`)."""
     if budget is None:
         budget = ExpansionBudget(max_chars=MAX_EXPANDED_CHARS)
-    return bounded_yaml.parse_yaml(text, source, YAMLConfigError, budget, _ConfigLoader)
+    loader = _NumbersAsTextLoader if numbers_as_text else _ConfigLoader
+    return bounded_yaml.parse_yaml(text, source, YAMLConfigError, budget, loader)
 
 
 def read_yaml_file(path: str | os.PathLike) -> Any:

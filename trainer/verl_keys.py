@@ -410,8 +410,7 @@ def _native_value(raw_key: str, key: str, value: Any) -> Any:
 def target_of(cls: type, given: str) -> str | None:
     """The mfsdp key the key `given` (mfsdp's or verl's) sets in a config of `cls`, whatever
     its value: None where it sets none, or several."""
-    key = normalise(given.lstrip("+"))
-    key = MIRRORS.get(key, key)
+    key = _read_as(given)
     if is_native(cls, key):
         return key
     if key in RESUME:
@@ -420,11 +419,34 @@ def target_of(cls: type, given: str) -> str | None:
     return rule.target if rule is not None else None
 
 
+def value_target(cls: type, given: str) -> str | None:
+    """The mfsdp key of a config of `cls` that takes the value of the key `given` (mfsdp's
+    or verl's) with no rule converting it, for the loader to read an override's text as
+    that key's type (`trainer.default_local_dir=6` is a run dir named 6, as
+    `trainer.run_dir=6` is): None where a rule converts the value, or it sets no key of
+    this command."""
+    key = _read_as(given)
+    if is_native(cls, key):
+        return key
+    if key == RESUME[1]:  # resume_from_path: the path, read with resume_mode (`_resume`)
+        return "checkpoint.resume"
+    rule = rule_for(key)
+    if rule is None or rule.convert is not None or command_of(cls) not in rule.commands:
+        return None
+    return rule.target
+
+
+def _read_as(given: str) -> str:
+    """The key `given` as the rules read it: Hydra's `+` dropped, the actor's optimizer as
+    `optim.`, a key verl copies from another (MIRRORS) as that one."""
+    key = normalise(given.lstrip("+"))
+    return MIRRORS.get(key, key)
+
+
 def carries(cls: type, given: str) -> bool:
     """Whether `adopt_pairs` takes the key `given` into a config of `cls` (an mfsdp key, or a
     verl key a rule maps for this command), whatever its value."""
-    key = normalise(given.lstrip("+"))
-    key = MIRRORS.get(key, key)
+    key = _read_as(given)
     if is_native(cls, key) or key in RESUME:
         return True
     rule = rule_for(key)
