@@ -57,8 +57,9 @@ def flag_opaque(launch: Launch, key: str, value: str, origins: list[tuple[str, s
         return
     names = ", ".join(f"${name}" for name, _command in origins)
     launch.notes.append(
-        f"{key}={value}: {names} may be set by {origins[0][1]}, which may set any variable,"
-        f" and no assignment after it sets {'them' if len(origins) > 1 else 'it'}: check it"
+        f"{key}={value}: {names} may be set by {origins[0][1]}, which may set or unset any"
+        f" variable, and no assignment after it surely sets {'them' if len(origins) > 1 else 'it'}"
+        ": check it"
     )
     launch.incomplete.append(f"{key}={value}")
 
