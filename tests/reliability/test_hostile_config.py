@@ -261,16 +261,20 @@ def test_data_files_that_are_not_utf8_are_refused_in_one_line(tmp_path, raw):
 
 
 @pytest.mark.parametrize(
-    "overrides",
+    ("overrides", "reason"),
     [
-        "{num_attention_heads: 0}",
-        "{num_hidden_layers: -1}",
-        "{num_hidden_layers: 100000000}",
-        "{hidden_size: 0}",
-        "{num_attention_heads: 4, num_key_value_heads: 3}",
-        "{vocab_size: 1.5}",
+        ("{num_attention_heads: 0}", "num_attention_heads must be a positive integer"),
+        ("{num_hidden_layers: -1}", "num_hidden_layers must be a positive integer"),
+        ("{num_hidden_layers: 100000000}", "num_hidden_layers=100000000 is over the"),
+        ("{hidden_size: 0}", "hidden_size must be a positive integer"),
+        (
+            "{num_attention_heads: 4, num_key_value_heads: 3}",
+            "num_attention_heads=4 is not a multiple of num_key_value_heads=3",
+        ),
+        ("{vocab_size: 1.5}", "vocab_size must be a positive integer"),
     ],
 )
-def test_model_overrides_with_sizes_that_make_no_sense_are_refused(overrides):
+def test_model_overrides_with_sizes_that_make_no_sense_are_refused(overrides, reason):
+    """Each names the rule its field breaks (the same words config.json's value gets)."""
     override = f"model.overrides={overrides}"
-    refused(lambda: load_config(SFTConfig, None, [override]), "'model.overrides'", "must be")
+    refused(lambda: load_config(SFTConfig, None, [override]), "'model.overrides'", reason)
