@@ -323,7 +323,6 @@ def _convert(
         conversion.dropped += _unset_unmapped(cls, pairs, (backend or []) + pairs)
         conversion.notes += _verl_defaults(cls, conversion.tree, pairs, module)
     conversion.notes += _steps_within_epochs(conversion.tree, module)
-    _numbers_as_text(cls, conversion.tree)
     conversion.dropped += _drop_unresolved_typed(cls, conversion.tree, source)
     conversion.notes += [
         f"{key}: null in verl, the mfsdp default stays" for key in _drop_nulls(conversion.tree)
@@ -490,27 +489,6 @@ def _drop_unresolved_typed(cls: type, tree: dict[str, Any], source: str) -> list
             dropped.append(f"{key}={value}: known only when the script runs ({why}): set it here")
     _drop_empty(tree)
     return dropped
-
-
-def _numbers_as_text(cls: type, tree: dict[str, Any]) -> None:
-    """The numbers and booleans of `tree`'s text keys (`trainer.project_name=42`) as their
-    text: Hydra reads `42` as an integer, and verl, whose trainer section is a plain
-    DictConfig, keeps it and uses it as text only (`checkpoints/${trainer.project_name}/...`,
-    the trackers' names), so verl runs a project named 42. Refused, the conversion exited 2
-    ("not a verl script") and said to quote it, which the shell strips from a command line.
-    A boolean stays one for a key of named values (checkpoint.resume), whose error names them."""
-    from trainer.config import _TEXT_VALUES, set_dotted, takes_text_only
-
-    for key, value in _leaves(tree):
-        if takes_text_only(cls, key) and not (isinstance(value, bool) and key in _TEXT_VALUES):
-            set_dotted(tree, key, _as_text(value))
-
-
-def _as_text(value: Any) -> Any:
-    """A number or boolean (alone or in a list) as YAML writes it; any other value as it is."""
-    if isinstance(value, list):
-        return [_as_text(item) for item in value]
-    return yaml_shown(value) if isinstance(value, (bool, int, float)) else value
 
 
 def _drop_empty(tree: dict[str, Any]) -> None:

@@ -11,6 +11,7 @@ import pytest
 from trainer.config import ConfigError, SFTConfig, load_config
 from trainer.grpo.config import GRPOConfig
 from trainer.verl_import import convert_verl
+from trainer.verl_source import VerlSourceError
 
 
 def refusal(path: Path | None, overrides: tuple[str, ...] | list[str] = (), text: str = "") -> str:
@@ -95,24 +96,14 @@ def test_an_empty_verl_path_override_says_how_to_clear_it():
     assert str(err.value).endswith("or actor_rollout_ref.model.path=null to clear it")
 
 
-def test_from_verl_takes_a_number_for_a_name_as_its_text(tmp_path):
+def test_from_verl_never_writes_a_yaml_1_1_reading_of_text(tmp_path):
+    """Hydra keeps `0x1f`, `yes` and `off` as text; a conversion that wrote them as YAML 1.1
+    reads them ('31', 'true', 'false') put checkpoints in another dir at exit 0. Refused
+    until the value is known as written."""
     script = tmp_path / "run.sh"
     script.write_text(
         "python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo"
-        " trainer.project_name=42 trainer.experiment_name=2024"
-        " trainer.default_local_dir=7 actor_rollout_ref.model.path=1.5\n"
+        " trainer.default_local_dir=0x1f\n"
     )
-    tree = convert_verl(script).tree
-    assert (tree["trainer"]["project_name"], tree["trainer"]["experiment_name"]) == ("42", "2024")
-    assert (tree["trainer"]["run_dir"], tree["model"]["path"]) == ("7", "1.5")
-
-
-def test_from_verl_yaml_takes_a_number_for_a_name_as_its_text(tmp_path):
-    config = tmp_path / "verl.yaml"
-    config.write_text(
-        "algorithm:\n  adv_estimator: grpo\n"
-        "trainer:\n  project_name: 42\n  default_local_dir: 7\n"
-        "actor_rollout_ref:\n  rollout:\n    n: 4\n"
-    )
-    tree = convert_verl(config, "grpo").tree
-    assert (tree["trainer"]["project_name"], tree["trainer"]["run_dir"]) == ("42", "7")
+    with pytest.raises(VerlSourceError, match=r"'trainer\.run_dir' expects a string, got 31"):
+        convert_verl(script)
