@@ -154,9 +154,14 @@ def adopt_tree(
         more = _failing(cls, foreign, given) - 1
         if more < 1:
             raise
+        lister = (
+            "with this command line's keys beside them (`mfsdp config from-verl` reads the"
+            " file alone)"
+            if later
+            else f"`mfsdp config from-verl {source}` lists them all"
+        )
         raise ConfigError(
-            f"{err}; {more} more key(s) of the file do not carry over either: `mfsdp config"
-            f" from-verl {source}` lists them all"
+            f"{err}; {more} more key(s) of the file do not carry over either: {lister}"
         ) from None
     for key, value in adopted:
         set_dotted(native, key, value)

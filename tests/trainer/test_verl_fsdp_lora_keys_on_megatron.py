@@ -79,3 +79,21 @@ def test_megatron_lora_alpha_on_the_command_line_reads_the_files_rank(tmp_path):
     path = _yaml(tmp_path, {"lora": {"rank": 16}})
     cfg = load_config(GRPOConfig, path, [f"{MODEL}lora.alpha=64"])
     assert (cfg.model.lora_rank, cfg.model.lora_alpha) == (16, 64)
+
+
+def test_the_files_other_failing_keys_are_told_with_the_command_line(tmp_path):
+    """The file's keys fail only beside a command-line key that puts the run on Megatron:
+    `mfsdp config from-verl FILE` reads the file alone and lists nothing failing, so the
+    message does not send the user there."""
+    path = tmp_path / "fsdp_lora.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {"actor_rollout_ref": {"model": {"lora_rank": 8, "lora_alpha": 32}}},
+        )
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(GRPOConfig, path, ["actor_rollout_ref.actor.strategy=megatron"])
+    message = str(caught.value)
+    assert "1 more key(s) of the file do not carry over either" in message
+    assert "with this command line's keys beside them" in message
+    assert f"from-verl {path}`" not in message
