@@ -167,9 +167,10 @@ NOISE = 0.25
 
 
 def _likeness(given: str, key: str) -> float:
-    """How alike two dotted keys are, 1.0 where one's last part abbreviates the other's."""
+    """How alike two dotted keys are, 1.0 where their last parts are the same or one
+    abbreviates the other's (a long section path before the same leaf is no unlikeness)."""
     leaf_given, leaf = given.rsplit(".", 1)[-1], key.rsplit(".", 1)[-1]
-    if _abbreviates(leaf, leaf_given) or _abbreviates(leaf_given, leaf):
+    if leaf == leaf_given or _abbreviates(leaf, leaf_given) or _abbreviates(leaf_given, leaf):
         return 1.0
     return difflib.SequenceMatcher(None, given, key).ratio()
 

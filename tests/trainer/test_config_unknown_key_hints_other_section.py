@@ -27,3 +27,16 @@ def test_a_misspelt_verl_key_is_still_named_first(cls):
     assert hint(cls, "trainer.save_freqs=2").startswith(
         "trainer.save_freq (checkpoint.save_every here)"
     )
+
+
+@pytest.mark.parametrize(
+    ("override", "meant"),
+    [
+        ("rollout_is=1", "algorithm.rollout_correction.rollout_is (verl's)"),
+        ("skip_rollout=1", "actor_rollout_ref.rollout.skip_rollout (verl's)"),
+    ],
+)
+def test_a_verl_key_with_the_very_leaf_typed_is_never_left_out(override, meant):
+    """The hint's noise filter compared whole dotted names, so a verl key whose last part is
+    exactly what was typed fell far below a short mfsdp section name and was left out."""
+    assert meant in hint(GRPOConfig, override)
