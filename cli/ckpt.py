@@ -160,8 +160,10 @@ def validate(
     if hf_config is not None:
         _check_hf_config_readable(hf_config)
     # --deep scans every tensor for NaN/Inf with torch, piece by piece: torch's default of a
-    # spinning thread per core took 2-3x as long on a busy machine as train's choice
-    configure_threads(1)
+    # spinning thread per core took 2-3x as long on a busy machine as train's choice; the
+    # plain check loads no torch, and the choice's CPU sample would cost it 0.1 s
+    if deep:
+        configure_threads(1)
     # Three bars, one after the other: a LoRA checkpoint's base model is hashed first (bytes:
     # gigabytes against an adapter of megabytes), then the checkpoint's own files, then its
     # tensors are read.

@@ -77,3 +77,12 @@ def test_a_ckpt_command_that_loads_torch_runs_the_threads_train_would(checkpoint
     ran = re.search(r"torch threads: (\d+)", done.stderr)
     assert ran, f"{args} did not load torch: {done.stderr[-2000:]}"
     assert chosen == [ran.group(1)], done.stderr[-2000:]
+
+
+def test_a_plain_validate_loads_no_torch_and_chooses_no_threads(checkpoint):
+    """The choice samples the CPUs for 0.1 s: a check that reads no tensor skips it."""
+    root, _ = checkpoint
+    done = _mfsdp_at_info("ckpt", "validate", str(root / "run"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "torch threads: None" in done.stderr
+    assert "CPU thread(s) per process" not in done.stderr, done.stderr[-2000:]
