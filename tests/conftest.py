@@ -1,4 +1,6 @@
 import os
+import signal
+import threading
 
 import pytest
 
@@ -17,6 +19,22 @@ def pytest_sessionstart(session):
             import vllm  # noqa: F401
         except Exception as err:  # any import failure of the engine is the point
             raise RuntimeError(f"vLLM is required here but does not import: {err}") from err
+
+
+@pytest.fixture(autouse=True)
+def _stop_signals_handled_as_before():
+    """Ctrl-C and SIGTERM handled after each test as before it. A test that runs a launched
+    rank's error path in-process (MFSDP_CONFIG_CHECKED set) makes this process ignore both, as
+    a rank that printed its outcome does (`cli.errors.settle_command`); the subprocesses later
+    tests start then inherit the ignoring, and a SIGTERM test waited out its timeout."""
+    numbers = (signal.SIGINT, signal.SIGTERM)
+    before = {number: signal.getsignal(number) for number in numbers}
+    yield
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for number, handler in before.items():
+        if handler is not None and signal.getsignal(number) != handler:
+            signal.signal(number, handler)
 
 
 @pytest.fixture(scope="session")
