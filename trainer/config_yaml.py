@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from typing import Any
 
@@ -92,21 +93,60 @@ class _NumbersAsTextLoader(_ConfigLoader):
     def construct_number_text(self, node: yaml.ScalarNode) -> str:
         return str(self.construct_scalar(node))
 
+    def construct_integer_text(self, node: yaml.ScalarNode) -> str:
+        """An integer's text, bounded as every integer is: a verl override of 5,000 hex
+        digits is one line, as in a config file."""
+        BoundedLoader.construct_yaml_int(self, node)
+        return self.construct_number_text(node)
 
-_NumbersAsTextLoader.add_constructor(YAML_TAG + "int", _NumbersAsTextLoader.construct_number_text)
+
+_NumbersAsTextLoader.add_constructor(YAML_TAG + "int", _NumbersAsTextLoader.construct_integer_text)
 _NumbersAsTextLoader.add_constructor(YAML_TAG + "float", _NumbersAsTextLoader.construct_number_text)
 
 
+class _ExponentFloatLoader(_ConfigLoader):
+    """For a verl YAML config: a float written with an exponent and no point (`1e3`) or no
+    sign in it (`1.5e3`) is a float, as OmegaConf's YAML loader (omegaconf/_utils.py,
+    get_yaml_loader) reads it for verl; PyYAML's YAML 1.1 reads it as text, so a run verl
+    names `1000.0` was converted as `1e3`."""
+
+
+# OmegaConf's float resolver, as get_yaml_loader adds it to PyYAML's
+_ExponentFloatLoader.add_implicit_resolver(
+    YAML_TAG + "float",
+    re.compile(
+        r"""^(?:
+         [-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+        |\.[0-9_]+(?:[eE][-+][0-9]+)?
+        |[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+    list("-+0123456789."),
+)
+
+
 def parse_yaml(
-    text: str, source: str, budget: ExpansionBudget | None = None, numbers_as_text: bool = False
+    text: str,
+    source: str,
+    budget: ExpansionBudget | None = None,
+    numbers_as_text: bool = False,
+    exponent_floats: bool = False,
 ) -> Any:
     """One YAML document of a config as plain data (None for an empty one), or
     YAMLConfigError starting with `source`; its expansion is charged to `budget` (a fresh
     one, of MAX_EXPANDED_CHARS, when None). `numbers_as_text`: its numbers are the text
-    written (`_NumbersAsTextLoader`)."""
+    written (`_NumbersAsTextLoader`); `exponent_floats`: `1e3` is a float, as verl's
+    OmegaConf reads it (`_ExponentFloatLoader`)."""
     if budget is None:
         budget = ExpansionBudget(max_chars=MAX_EXPANDED_CHARS)
-    loader = _NumbersAsTextLoader if numbers_as_text else _ConfigLoader
+    loader: type[_ConfigLoader] = _ConfigLoader
+    if numbers_as_text:
+        loader = _NumbersAsTextLoader
+    elif exponent_floats:
+        loader = _ExponentFloatLoader
     return bounded_yaml.parse_yaml(text, source, YAMLConfigError, budget, loader)
 
 

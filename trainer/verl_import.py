@@ -42,7 +42,7 @@ from trainer.verl_source import (
     MAX_SOURCE_BYTES,
     VerlSourceError,
     config_class,
-    parse_bounded,
+    parse_verl_yaml,
     path_keys,
     verl_defaults_words,
     yaml_shown,
@@ -184,7 +184,7 @@ def _read_source(source: Path) -> bytes:
 
 def _yaml_tree(text: str, source: Path) -> tuple[dict[str, Any], list[Any]]:
     """The YAML's keys, and its Hydra `defaults:` list (the files merged into it: not keys)."""
-    tree = parse_bounded(text, str(source), ExpansionBudget())
+    tree = parse_verl_yaml(text, str(source), ExpansionBudget())
     if not isinstance(tree, dict):
         raise VerlSourceError(f"{source}: top level must be a mapping of sections")
     defaults = tree.pop("defaults", None)
@@ -323,6 +323,7 @@ def _convert(
         conversion.dropped += _unset_unmapped(cls, pairs, (backend or []) + pairs)
         conversion.notes += _verl_defaults(cls, conversion.tree, pairs, module)
     conversion.notes += _steps_within_epochs(conversion.tree, module)
+    _text_as_verl_uses_it(cls, conversion.tree, source)
     conversion.dropped += _drop_unresolved_typed(cls, conversion.tree, source)
     conversion.notes += [
         f"{key}: null in verl, the mfsdp default stays" for key in _drop_nulls(conversion.tree)
@@ -489,6 +490,37 @@ def _drop_unresolved_typed(cls: type, tree: dict[str, Any], source: str) -> list
             dropped.append(f"{key}={value}: known only when the script runs ({why}): set it here")
     _drop_empty(tree)
     return dropped
+
+
+# The text keys verl uses as text only, in f-strings and OmegaConf interpolations (the
+# trackers' names, `tensorboard_log/{project_name}/{experiment_name}`,
+# `checkpoints/${trainer.project_name}/${trainer.experiment_name}`): a number or boolean
+# there names the run by the text Python prints for it.
+_NAMES = frozenset({"trainer.project_name", "trainer.experiment_name"})
+
+
+def _text_as_verl_uses_it(cls: type, tree: dict[str, Any], source: str) -> None:
+    """Each number or boolean of `tree`'s text keys as verl uses it: Hydra reads
+    `trainer.project_name=42` (OmegaConf `project_name: 42`) as an integer, which verl names
+    its run by as `42`, and `1.50` as `1.5`, `true` as `True`: the text written (`1.50`,
+    `true`) would name another run than verl's. Where verl takes a path or a name it looks
+    up (trainer.default_local_dir in os.path.join, model.path in str.startswith, a column,
+    a function), it fails on a number: refused, saying so. A boolean stays one for a key of
+    named values (checkpoint.resume), whose check names them."""
+    from trainer.config import _TEXT_VALUES, set_dotted, takes_text_only
+
+    for key, value in _leaves(tree):
+        if not isinstance(value, (bool, int, float)) or not takes_text_only(cls, key):
+            continue
+        if key in _NAMES:
+            set_dotted(tree, key, str(value))
+        elif not (isinstance(value, bool) and key in _TEXT_VALUES):
+            kind = "boolean" if isinstance(value, bool) else "number"
+            raise VerlSourceError(
+                f"{source}: config key '{key}' is the {kind} {value} as verl reads it, where"
+                f" verl takes text only (a path, or a name it looks up) and fails on a {kind}:"
+                ' quote the text for verl ("\'TEXT\'" on its command line, "TEXT" in a YAML)'
+            )
 
 
 def _drop_empty(tree: dict[str, Any]) -> None:

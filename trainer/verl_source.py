@@ -6,7 +6,9 @@ and the conversion (trainer/verl_import.py) both import it, neither the other.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import re
 from typing import Any
 
 import yaml
@@ -19,6 +21,17 @@ MAX_SOURCE_BYTES = 1 << 20  # launch scripts and configs are a few KiB
 # What `$NAME` substitutions may copy, all told: each copies the value, so assignments that
 # double one (`B=$A$A`, `C=$B$B`, ...) grow it 2**lines ("billion laughs" in 40 lines).
 MAX_EXPANDED_CHARS = 4 * MAX_SOURCE_BYTES
+# The one-token values Hydra's override grammar types (hydra/grammar/OverrideLexer.g4): INT
+# is decimal only, `_` between digits; FLOAT has a point or an exponent, or is inf or nan;
+# BOOL and NULL in any case. Any other unquoted value is the text written (`0x1f`, `yes`,
+# `007`), where YAML 1.1 reads 31, true and 7.
+_INT_UNSIGNED = r"(?:0|[1-9](?:_?[0-9])*)"
+_POINT_FLOAT = rf"(?:{_INT_UNSIGNED}?\.[0-9](?:_?[0-9])*|{_INT_UNSIGNED}\.)"
+_EXPONENT_FLOAT = rf"(?:{_POINT_FLOAT}|{_INT_UNSIGNED})[eE][+-]?{_INT_UNSIGNED}"
+_HYDRA_INT = re.compile(rf"[+-]?{_INT_UNSIGNED}")
+_HYDRA_FLOAT = re.compile(rf"[+-]?(?:{_EXPONENT_FLOAT}|{_POINT_FLOAT}|(?i:inf|nan))")
+_HYDRA_BOOL = re.compile(r"(?i:true|false)")
+_HYDRA_NULL = re.compile(r"(?i:null)")
 
 
 class VerlSourceError(MfsdpUsageError, ValueError):
@@ -33,13 +46,48 @@ def config_class(command: str) -> type:
 
 
 def parse_bounded(text: str, source: str, budget: ExpansionBudget) -> Any:
-    """YAML through the config files' bounded reader (no tags, no alias bombs, no more text
-    as walked than `budget` leaves); a mistake is one line naming `source` and where in the
-    text it is."""
+    """The value of one `key=value` override of a launch script as verl gets it, through the
+    config files' bounded reader (no tags, no alias bombs, no more text as walked than
+    `budget` leaves); a mistake is one line naming `source` and where in the text it is.
+    A scalar is typed as Hydra types it (`hydra_value`), so its YAML 1.1 forms (`007`,
+    `12:30`) are not refused: Hydra reads them as the text written."""
+    trial = dataclasses.replace(budget)  # a list or mapping is read again, as YAML reads it
+    read = _parse(text, source, trial, numbers_as_text=True)
+    if isinstance(read, (list, dict)):
+        return _parse(text, source, budget)
+    budget.nodes, budget.chars = trial.nodes, trial.chars
+    return hydra_value(text, read)
+
+
+def parse_verl_yaml(text: str, source: str, budget: ExpansionBudget) -> Any:
+    """A verl YAML config as OmegaConf's loader reads it for verl (`1e3` a float), through
+    the bounded reader; a mistake is one line naming `source`."""
+    return _parse(text, source, budget, exponent_floats=True)
+
+
+def _parse(text: str, source: str, budget: ExpansionBudget, **reading: bool) -> Any:
     try:
-        return parse_yaml(text, source, budget)
+        return parse_yaml(text, source, budget, **reading)
     except YAMLConfigError as err:
         raise VerlSourceError(str(err)) from None
+
+
+def hydra_value(written: str, read: Any) -> Any:
+    """The value verl gets from the override value `written`, a scalar YAML read as `read`
+    (its numbers as text): Hydra, not YAML, types a scalar on verl's command line. `1e3` is
+    the float 1000.0 (YAML 1.1: the text), `0x1f`, `yes` and `off` are their text (YAML
+    1.1: 31, true, false): read as YAML 1.1 reads it, a run dir `0x1f` was converted as
+    `31`. A quoted value is the text inside the quotes either way. A Hydra integer is a
+    YAML one too, so the reader has bounded its digits."""
+    if _HYDRA_INT.fullmatch(written):
+        return int(written)
+    if _HYDRA_FLOAT.fullmatch(written):
+        return float(written)
+    if _HYDRA_BOOL.fullmatch(written):
+        return written.lower() == "true"
+    if _HYDRA_NULL.fullmatch(written):
+        return None
+    return read if isinstance(read, str) else written
 
 
 def verl_defaults_words(command: str) -> str:

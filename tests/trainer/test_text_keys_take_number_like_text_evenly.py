@@ -1,7 +1,7 @@
 """Every key that takes text reads a number-like value alike: an override as typed, under
 verl's name of the key too and in YAML 1.1's octal and base-60 forms; in a file, a number
 for a `str | None` key is told the quoting a `str` key is; `mfsdp config from-verl` takes a
-number where verl uses text as that text. The hints say a form the user can write: a list's
+value Hydra keeps as text as that text. The hints say a form the user can write: a list's
 for a list, the shell's on the command line, named values for checkpoint.resume."""
 
 from pathlib import Path
@@ -11,7 +11,6 @@ import pytest
 from trainer.config import ConfigError, SFTConfig, load_config
 from trainer.grpo.config import GRPOConfig
 from trainer.verl_import import convert_verl
-from trainer.verl_source import VerlSourceError
 
 
 def refusal(path: Path | None, overrides: tuple[str, ...] | list[str] = (), text: str = "") -> str:
@@ -96,14 +95,14 @@ def test_an_empty_verl_path_override_says_how_to_clear_it():
     assert str(err.value).endswith("or actor_rollout_ref.model.path=null to clear it")
 
 
-def test_from_verl_never_writes_a_yaml_1_1_reading_of_text(tmp_path):
-    """Hydra keeps `0x1f`, `yes` and `off` as text; a conversion that wrote them as YAML 1.1
-    reads them ('31', 'true', 'false') put checkpoints in another dir at exit 0. Refused
-    until the value is known as written."""
+@pytest.mark.parametrize("written", ["0x1f", "yes", "off", "007"])
+def test_from_verl_takes_the_text_hydra_keeps_for_a_run_dir(tmp_path, written):
+    """Hydra keeps `0x1f`, `yes`, `off` and `007` as the text written (its integers are
+    decimal only), so verl checkpoints into a dir of that name: the conversion writes it,
+    never a YAML 1.1 reading of it ('31', 'true', 'false', '7')."""
     script = tmp_path / "run.sh"
     script.write_text(
         "python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo"
-        " trainer.default_local_dir=0x1f\n"
+        f" trainer.default_local_dir={written}\n"
     )
-    with pytest.raises(VerlSourceError, match=r"'trainer\.run_dir' expects a string, got 31"):
-        convert_verl(script)
+    assert convert_verl(script).tree["trainer"]["run_dir"] == written
