@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from trainer import shell_quoting
 from trainer.shell_quoting import ARM_ENDS, OPERATORS, QUOTED_PATTERN_CHARS, QuoteLevels
 
 _METACHARACTERS = " \t;&|()<>"  # after one of these, `#` starts a comment
@@ -64,6 +65,11 @@ def logical_lines(text: str, bodies: list[str]) -> Iterator[tuple[int, str]]:
             continue
         elif char in "'\"":
             levels.start(char)
+        elif text.startswith("${", index):  # one word to its `}`: a `#` in it is text
+            levels.start_braces()
+            out.append("${")
+            index += 2
+            continue
         elif text.startswith("$'", index):
             levels.start("$'")
             out.append("$'")
@@ -334,7 +340,7 @@ class Blocks:
                 name_next = True
             closed, subshells = self._close_parentheses(core)
             pieces[-1].scopes += [True] * subshells
-            kept = core[: len(core) - subshells]
+            kept = shell_quoting.sliced(word, opened, len(word) - subshells)
             if kept in OPERATORS:  # the next piece starts after it
                 operators.append(kept)
                 pieces.append(self._piece())

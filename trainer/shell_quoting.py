@@ -40,7 +40,18 @@ ARM_ENDS = {";;": "\ue004", ";&": "\ue005", ";;&": "\ue006"}
 QUOTED_PATTERN_CHARS = {"*": "\ue007", "?": "\ue008", "[": "\ue009", "(": "\ue00a", ")": "\ue00b"}
 _UNQUOTED = {mark: char for char, mark in QUOTED_PATTERN_CHARS.items()}
 _RESTORED = {ord(mark): char for mark, char in _UNQUOTED.items()}
-_MARKS = LITERAL_DOLLAR + ANSI_C + COMMAND_END + "".join(ARM_ENDS.values()) + "".join(_UNQUOTED)
+# before the `$` of an expansion bash reads unquoted (`k=$M`, not `"k=$M"`): its value is split
+# into words at blanks (`Word`); a quoted one is one word, as the quotes are gone after shlex
+UNQUOTED_EXPANSION = "\ue00c"
+_EXPANSION_START = re.compile(r"\$[A-Za-z_0-9{]")
+_MARKS = (
+    LITERAL_DOLLAR
+    + ANSI_C
+    + COMMAND_END
+    + UNQUOTED_EXPANSION
+    + "".join(ARM_ENDS.values())
+    + "".join(_UNQUOTED)
+)
 # the operators between the commands of a list or pipeline (`mark` sets them apart as words)
 OPERATORS = frozenset({"&&", "||", "|", "|&", "&"})
 _CONTROL = re.compile(r";;?&?|&&|\|\||\|&|[|&]")  # `;` forms, lists and pipes, longest first
@@ -59,6 +70,8 @@ def mark(line: str) -> str:
     index, size = 0, len(line)
     while index < size:
         char = line[index]
+        if _ends_a_name(line, index):
+            _brace_name(out)
         if char == "\\" and index + 1 < size and levels.escapes():
             plain = nesting.outside() and levels.plain()
             out.append(_escaped(line[index + 1], levels.innermost(), plain))
@@ -87,11 +100,40 @@ def mark(line: str) -> str:
             index += len(apart.rstrip(" "))
             continue
         else:
+            if nesting.outside() and _EXPANSION_START.match(line, index):
+                out.append(UNQUOTED_EXPANSION)
             nesting.read(char, out[-1] if out else "", _opens_subshell(line, index, out))
             levels.start(char)
             out.append("\\" + char if char in " \t" and nesting.in_braces_only() else char)
         index += 1
     return "".join(out)
+
+
+def _ends_a_name(line: str, index: int) -> bool:
+    """Whether a quote or escape at `index` stands between text and a character a variable's
+    name goes on with (`"$M"x`, `$M"_b"`, `$M\\x`): without its quotes, `$M` read on into
+    `$Mx`, another variable."""
+    after = index + 1 + line.startswith(("$'", '$"'), index)
+    if line[index] not in "'\"\\$" or (after == index + 1 and line[index] == "$"):
+        return False
+    return after < len(line) and (line[after].isalnum() or line[after] == "_")
+
+
+def _brace_name(out: list[str]) -> None:
+    """`out` (the marked text so far) with a `$NAME` that ends it, past empty quotes, made
+    `${NAME}`, so that the text after it, unquoted by shlex, is no part of the name."""
+    end = len(out)
+    while end and out[end - 1] in ("'", '"'):
+        end -= 1
+    start = end
+    while (
+        start and len(out[start - 1]) == 1 and (out[start - 1].isalnum() or out[start - 1] == "_")
+    ):
+        start -= 1
+    named = start < end and not out[start].isdigit()
+    if named and start and out[start - 1] == "$":
+        out[start - 1] = "${"
+        out.insert(end, "}")
 
 
 def _in_quotes(char: str, quote: str) -> str:
@@ -274,6 +316,13 @@ class QuoteLevels:
         self.open = [text] if text in _QUOTES else []
         self.after_dollar = False
 
+    def start_braces(self) -> None:
+        """Take an unquoted `${`, outside any level: its word runs to the `}` that closes it,
+        quotes in it nesting as in double quotes' `${...}` (`${1:-a #b}`: a `#` in it starts
+        no comment; read as one, the line lost its `#b}` and the rest of the command)."""
+        self.open = ["{"]
+        self.after_dollar = False
+
     def read(self, char: str) -> str:
         """Take the next character (not an escaped one): the quote that makes it literal
         where it stands ("'" or '"'), or "" where it opens or closes a level or is the
@@ -345,6 +394,36 @@ def _opens_subshell(line: str, index: int, out: list[str]) -> bool:
     if not text or text[-1] in "(;&|" + COMMAND_END:
         return True
     return text.rsplit(None, 1)[-1] in KEYWORDS_BEFORE_COMMAND
+
+
+class Word(str):
+    """A word holding expansions bash reads unquoted (`k=$M`): `unquoted` holds the index of
+    each one's `$`. bash splits what such an expansion gives at blanks into words of their
+    own (`M="/m/a b"` passes `k=/m/a` and `b` to verl); read as one word, the config got the
+    path `/m/a b`, and `$ARGS` holding `a=1 b=2` gave no override at all."""
+
+    unquoted: tuple[int, ...] = ()
+
+
+def unmarked_word(text: str) -> str:
+    """A word shlex split from a marked line (`mark`), less its UNQUOTED_EXPANSION marks: a
+    `Word` that knows where they stood where it held any, else the text itself."""
+    if UNQUOTED_EXPANSION not in text:
+        return text
+    pieces = text.split(UNQUOTED_EXPANSION)
+    word = Word("".join(pieces))
+    word.unquoted = tuple(len("".join(pieces[: at + 1])) for at in range(len(pieces) - 1))
+    return word
+
+
+def sliced(word: str, start: int, end: int) -> str:
+    """`word[start:end]`, a `Word` still knowing its unquoted expansions (`Blocks` takes a
+    subshell's parentheses off the words of a command)."""
+    if not isinstance(word, Word):
+        return word[start:end]
+    kept = Word(word[start:end])
+    kept.unquoted = tuple(at - start for at in word.unquoted if start <= at < end)
+    return kept
 
 
 def literal(text: str) -> str:

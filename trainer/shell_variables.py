@@ -5,10 +5,11 @@ Set: `NAME=value` (several on one line too, and `NAME+=more`), `export`, `readon
 `declare`/`typeset`/`local` (with an option that changes the value, `-i` arithmetic, `-l`/
 `-u` case, `-n` a reference, `-a` an array, the variable is forgotten: references to it stay
 as written, and are named), bash arrays `NAME=( ... )`, `unset NAME` (a readonly one kept, one
-local to a calling function revealing the value it hid), and the assignment in
-`${NAME:=default}`; a variable set to what only the running script knows (a `for`/`select`
-loop's name, `read`, `mapfile`, `printf -v`, `getopts`, `let`, an arithmetic `(( N++ ))` or
-`$(( N = 8 ))`) is left as written, and named with what set it (`unknowable_targets`).
+local to a calling function revealing the value it hid; `unset 'NAME[0]'` one element), and
+the assignment in `${NAME:=default}`; a variable set to what only the running script knows
+(a `for`/`select` loop's name, `read`, `mapfile`, `printf -v`, `getopts`, `let`, an
+arithmetic `(( N++ ))` or `$(( N = 8 ))`) is left as written, and named with what set it
+(`unknowable_targets`).
 Expanded: `$NAME`, `${NAME}`, `${NAME:-default}` and `${NAME-default}` (with the colon an
 empty value takes the default too), `${NAME:+other}`, `${NAME:?message}`, and integer
 `$(( ... ))`. Read only as `NAME=value` lines and `:-` as set-or-not, a script's
@@ -48,6 +49,7 @@ ARRAY_SPREAD = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\[[@*]\]\}$")
 _ELEMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\[[^]]*\]\+?=")  # `NAME[2]=value`
 ORIGINS_KEPT = 4  # the blocks named for a variable set in blocks (`Variables.maybe`)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ELEMENT_NAMED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[([^]]*)\]")  # `A[0]` in `unset 'A[0]'`
 _INDEXED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\[")  # an array's `${NAME[@]}`, `${NAME[0]}`
 _GUARDED_SET = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?=")  # `${NAME:=default}` sets NAME
 # the builtins that read variables' values from input, by the options of each that take an
@@ -94,6 +96,32 @@ FORWARDED = frozenset({"$@", "$*", "${@}", "${*}"})
 _ABSENT = object()  # what a table held for a key it did not hold (`_Trail`)
 _Key = TypeVar("_Key")
 _Value = TypeVar("_Value")
+
+
+def _split_at_blanks(value: str, blanks: str) -> list[str]:
+    """`value` split at each run of `blanks` (escaped for a regex character class) outside
+    the command substitutions, `$((...))` and references (`${1:?need a model}`) it holds as
+    written: their text is no word of bash's, what they give is, known only as it runs."""
+    parts: list[str] = []
+    start = index = 0
+    closers: list[str] = []  # the `)` or `}` each substitution open here waits for
+    backquoted = False
+    blank = re.compile(f"[{blanks}]+")
+    while index < len(value):
+        char = value[index]
+        if char == "`":
+            backquoted = not backquoted
+        elif value.startswith(("$(", "${"), index) or (char == "(" and closers):
+            closers.append(")" if value[index + (char == "$")] == "(" else "}")
+            index += char == "$"
+        elif closers and char == closers[-1]:
+            closers.pop()
+        elif not closers and not backquoted and (run := blank.match(value, index)):
+            parts.append(value[start:index])
+            start = index = run.end()
+            continue
+        index += 1
+    return [*parts, value[start:]]
 
 
 class ExpansionTooLarge(MfsdpUsageError, ValueError):
@@ -261,7 +289,8 @@ def _names_set(words: list[str]) -> list[str]:
         if ASSIGNMENT.match(word) or _ELEMENT.match(word):
             names.append(re.split(r"[+=\[]", word, maxsplit=1)[0])
     unset = words.index("unset") if "unset" in words else len(words)
-    return names + unset_names(words[unset + 1 :])
+    elements = [name for name, _index in unset_elements(words[unset + 1 :])]
+    return names + unset_names(words[unset + 1 :]) + elements
 
 
 def _made_readonly(words: list[str]) -> list[str]:
@@ -281,12 +310,26 @@ def unset_names(arguments: list[str]) -> list[str]:
     """The variables `unset` removes, given its `arguments`: the names after its options
     (`unset -v A B`); none with `-f`, which removes functions only. Read as names, the
     options hid those after them (`unset -v MODEL` in a branch was not seen to unset it)."""
+    return [word for word in _unset_operands(arguments) if _NAME.fullmatch(word)]
+
+
+def unset_elements(arguments: list[str]) -> list[tuple[str, str]]:
+    """The array elements `unset` removes, given its `arguments` (`unset 'A[0]'`): each
+    array's name and the index as written. Read as no name at all, the element stayed in
+    `${A[@]}`, which passes it to verl."""
+    operands = (shell_quoting.literal(word) for word in _unset_operands(arguments))
+    matches = (_ELEMENT_NAMED.fullmatch(word) for word in operands)
+    return [(match.group(1), match.group(2)) for match in matches if match]
+
+
+def _unset_operands(arguments: list[str]) -> list[str]:
+    """The words after `unset`'s options, given its `arguments`; none with `-f`."""
     start = 0
     while start < len(arguments) and arguments[start][:1] == "-" and arguments[start] != "--":
         start += 1
     options = "".join(arguments[:start])
     start += arguments[start : start + 1] == ["--"]
-    return [] if "f" in options else [word for word in arguments[start:] if _NAME.fullmatch(word)]
+    return [] if "f" in options else arguments[start:]
 
 
 def _names_used(value: str) -> list[str]:
@@ -385,6 +428,9 @@ class Variables:
         self.trail = _Trail()
         self.values: _Scoped[str, str] = _Scoped(self.trail)
         self.arrays: _Scoped[str, list[str]] = _Scoped(self.trail)
+        # the arrays with an element unset before their last: bash keeps the other indexes,
+        # a list here does not, so a later element's index is not known (`_unset_element`)
+        self.sparse: _Scoped[str, bool] = _Scoped(self.trail)
         self.notes: list[str] = []  # defaults used for the script's arguments
         self.copied = 0
         # the variables whose value may differ where the script runs: each set (or derived
@@ -694,6 +740,8 @@ class Variables:
         if words[:1] == ["unset"]:
             for name in unset_names(words[1:]):
                 self._unset(name, line)
+            for name, index in unset_elements(words[1:]):
+                self._unset_element(name, index, line)
             return True
         if words[:1] and words[0] in _PLAIN_OPTIONS:
             options = "".join(word[1:] for word in words[1:] if word[:1] in "-+")
@@ -724,6 +772,30 @@ class Variables:
         if not self._reveal_shadowed(name):
             self._forget(name)
             self.known_unset[name] = True
+
+    def _unset_element(self, name: str, index: str, line: int) -> None:
+        """`unset 'NAME[index]'` as bash does it: `@` or `*` unsets the whole array, an
+        index (arithmetic, counted from the end where negative) removes that element, and
+        index 0 of a plain variable the variable; an index known only as the script runs
+        leaves the array so too, as does one after an element before the last was unset
+        (the indexes bash keeps are not kept here)."""
+        if index in ("@", "*"):
+            self._unset(name, line)
+            return
+        position = shell_arithmetic.evaluate(index, self.values)
+        if name in self.arrays:
+            items = self.arrays[name]
+            if position is None or name in self.sparse:
+                how = f"`unset` of the element {name}[{index}]"
+                self.set_unknowable(name, how, line)
+                return
+            at = position + len(items) if position < 0 else position
+            if 0 <= at < len(items):
+                self.arrays[name] = items[:at] + items[at + 1 :]
+                if at < len(items) - 1:
+                    self.sparse[name] = True
+        elif name in self.values and position == 0:
+            self._unset(name, line)
 
     def _reveal_shadowed(self, name: str) -> bool:
         """Whether `name` is local to a function call outside the innermost one being read,
@@ -816,11 +888,13 @@ class Variables:
         self.unknown.discard(name)
         self.values.discard(name)
         self.arrays.discard(name)
+        self.sparse.discard(name)
         self.maybe.discard(name)
 
     def assign_array(self, name: str, words: list[str], append: bool) -> None:
         if not append:
             self._surely_set(name)
+            self.sparse.discard(name)
         self._set_origins(name, " ".join(words if not append else [f"${{{name}}}", *words]))
         words = [self.substitute(word) for word in words]
         self.arrays[name] = (self.arrays.get(name, []) if append else []) + words
@@ -837,9 +911,44 @@ class Variables:
                 items = self.arrays[match.group(1)]
                 self._count(match.group(1), sum(len(item) for item in items))
                 spread += items
+            elif match.group(1) in self.unknown:
+                notes.append(
+                    f"{word}: set by {self.unknown[match.group(1)]} to words known only when"
+                    " the script runs; its keys are not here"
+                )
             else:
                 notes.append(f"{word}: an array the script does not set; its keys are not here")
         return spread
+
+    def fields(self, word: str) -> list[str] | None:
+        """The words bash makes of `word`, expanded: what each of its unquoted expansions
+        gives (`shell_quoting.Word`) split at the blanks of IFS (space, tab, newline unless
+        the script sets it), empty words dropped; a command substitution or reference left
+        as written (`$(date +%F)`, whose output bash splits) is kept whole. None where it
+        stays one word with an `=` in it as written, for the caller to read as before. A
+        word whose only `=` comes from a variable (`$ARGS` holding `a=1 b=2`) is verl's
+        overrides too: it was dropped."""
+        unquoted = getattr(word, "unquoted", ())
+        blanks = re.escape(self.values.get("IFS", " \t\n"))
+        if not unquoted or not blanks or shell_quoting.ANSI_C in blanks or "IFS" in self.unknown:
+            return None
+        notes = len(self.notes)
+        fields, at, split = [""], 0, False
+        for match in REFERENCE.finditer(word):
+            if match.start() not in unquoted:
+                continue
+            fields[-1] += self.substitute(word[at : match.start()])
+            value = self.substitute(match.group(0))
+            parts = _split_at_blanks(value, blanks)
+            fields[-1] += parts[0]
+            fields += parts[1:]
+            split = split or len(parts) > 1
+            at = match.end()
+        fields[-1] += self.substitute(word[at:])
+        if not split and "=" in word:
+            del self.notes[notes:]  # the caller expands it again
+            return None
+        return [field for field in fields if field]
 
     def _count(self, name: str, chars: int) -> None:
         self.copied += chars

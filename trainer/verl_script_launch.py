@@ -44,7 +44,7 @@ def _expand_launch(launch: Launch, variables: shell_variables.Variables, source:
     before YAML reads megabytes. Notes made while expanding go to the launch's notes."""
     before = len(variables.notes)
     cls = config_class(launch.command)
-    spread = list(_spread(launch.words, variables, launch.notes))
+    spread = _split(list(_spread(launch.words, variables, launch.notes)), variables, launch, source)
     launch.hydra = expanded_hydra_options([word for word, _written in spread], variables, launch)
     for word, written in spread:
         if word in _FORWARDED:
@@ -90,6 +90,35 @@ def _spread(
             continue
         for word in variables.spread([written], notes):
             yield word, written
+
+
+def _split(
+    spread: list[tuple[str, str]],
+    variables: shell_variables.Variables,
+    launch: Launch,
+    source: Path,
+) -> list[tuple[str, str]]:
+    """The command's words as verl receives them: each with unquoted expansions split as
+    bash splits it (`Variables.fields`), with the word as written. A word left without an
+    `=` that is no option or option's argument is refused, as Hydra refuses that override
+    and verl never starts (`M="/m/a b"` then `model.path=$M` passes `b`)."""
+    words: list[tuple[str, str]] = []
+    for word, written in spread:
+        fields = variables.fields(word)
+        if fields is None:
+            words.append((word, written))
+            continue
+        for field in fields:
+            after_option = bool(words) and words[-1][0].startswith("-") and "=" not in words[-1][0]
+            bare = not any(char in field for char in "=$") and field[:1] not in ("-", "~")
+            if bare and not after_option and not launch.refused:
+                launch.refused = (
+                    f"{source}: {written}: bash splits the unquoted value at its blanks and passes"
+                    f" {field!r} to verl as a word of its own, which Hydra refuses as an"
+                    " override without '=': quote it (\"...\") to pass one word"
+                )
+            words.append((field, written))
+    return words
 
 
 def _unreadable(

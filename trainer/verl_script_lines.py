@@ -111,10 +111,11 @@ def no_launch_message(source: Path, bodies: list[str]) -> str:
 
 
 def _shell_words(line: str) -> list[str]:
-    """shlex's words of `line`, each command substitution in it one piece of text."""
+    """shlex's words of `line`, each command substitution in it one piece of text, each
+    word with an expansion bash reads unquoted a `shell_quoting.Word`."""
     line = shell_quoting.mark(line)
     if _HELD in line:
-        return shlex.split(line)
+        return [shell_quoting.unmarked_word(word) for word in shlex.split(line)]
     held: list[str] = []
 
     def hold_text(text: str) -> str:
@@ -135,7 +136,7 @@ def _shell_words(line: str) -> list[str]:
             text = marker.sub(lambda m: held[int(m.group(1))], text)
         return text
 
-    return [restore(word) for word in shlex.split(line)]
+    return [shell_quoting.unmarked_word(restore(word)) for word in shlex.split(line)]
 
 
 def _hold_deeper(line: str, hold: Callable[[str], str]) -> str:

@@ -84,7 +84,7 @@ def test_a_line_break_in_quotes_is_refused(tmp_path):
     with pytest.raises(VerlSourceError, match=r"project_name: its value holds a line break"):
         convert(tmp_path, f"{LAUNCH} trainer.project_name='x\\\ny'\n")
     with pytest.raises(VerlSourceError, match=r"project_name: \$N \(in its value\) holds a line"):
-        convert(tmp_path, f'N="a\nb"\n{LAUNCH} trainer.project_name=$N\n')
+        convert(tmp_path, f'N="a\nb"\n{LAUNCH} trainer.project_name="$N"\n')
 
 
 def test_a_here_doc_body_is_not_read_as_commands(tmp_path):
