@@ -314,6 +314,7 @@ def report_errors(
                 every_rank=True,
             )
         if not peer_lost(err):
+            _tell_torchrun_of_a_bug(err)
             raise
         message = f"lost contact with the other ranks: {str(err).strip().splitlines()[0]}"
         code = EXIT_PEER_LOST if _in_launched_rank() else EXIT_FAILED
@@ -457,6 +458,17 @@ def _in_launched_rank() -> bool:
 def _ignore_ctrl_c() -> None:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _tell_torchrun_of_a_bug(err: Exception) -> None:
+    """In a launched rank, leave a bug's one line (`error_line`) in torchrun's error file
+    before its traceback ends the rank: torchrun's own message for a rank that left none is
+    a placeholder ("To enable traceback see ..."), which was the launcher's line and its
+    JSON object's `error`. Said as not printed: the traceback is no `error:` line."""
+    if _in_launched_rank():
+        from mfsdp_ckpt.check.printable import error_line
+
+        _tell_torchrun(error_line(err), said=False)
 
 
 def _tell_torchrun(message: str, *, said: bool = True, alike: bool = False) -> None:

@@ -161,14 +161,19 @@ def _deciding_failure(failures: dict[int, Any]) -> tuple[int, Any]:
     itself (the out-of-memory killer's SIGKILL), then one that lost its peers (they went
     away unseen), and last one torchrun terminated once another had failed. torchrun's own
     "first failure" goes by timestamps in whole seconds, so it can pick any of them."""
-    return min(failures.items(), key=_precedence)
+    first_seen = next(iter(failures), None)
+    return min(failures.items(), key=lambda item: _precedence(item, first_seen))
 
 
-def _precedence(item: tuple[int, Any]) -> tuple[bool, bool, bool, int]:
+def _precedence(item: tuple[int, Any], first_seen: int | None) -> tuple[bool, bool, bool, int]:
+    """A SIGTERM is torchrun's own (it stops the other ranks with it) except for the rank it
+    saw fail first (`failures` keeps the order torchrun saw them in, and it terminates the
+    others only after): that rank's came from elsewhere (`kill PID`, a scheduler), and was
+    reported as the lowest rank's, which torchrun had stopped."""
     rank, failure = item
     code = failure.exitcode
     said_why = code > 0 and code != EXIT_PEER_LOST
-    killed = code < 0 and code != -signal.SIGTERM  # by itself, not by torchrun
+    killed = code < 0 and (code != -signal.SIGTERM or rank == first_seen)  # not by torchrun
     return not said_why, not killed, code != EXIT_PEER_LOST, rank
 
 
@@ -197,12 +202,25 @@ def _said(failure: Any) -> bool:
     return failure.exitcode in (EXIT_FAILED, EXIT_USAGE) if said is None else bool(said)
 
 
-def _named(rank: int, failure: Any, line: str) -> str:
-    """`line` as the launcher says it: after the rank's number, unless every rank may meet
-    that error alike (it is the run's, whichever rank got to it first)."""
-    told = failure.error_file_data
-    alike = isinstance(told, dict) and bool(told.get(ALIKE)) and line == failure.message
+def _named(rank: int, failure: Any, line: str, failures: dict[int, Any]) -> str:
+    """`line` as the launcher says it: after the rank's number, unless it is an error every
+    rank may meet alike (`_met_alike`: it is the run's, whichever rank got to it first)."""
+    alike = line == failure.message and _met_alike(rank, failure, failures)
     return line if alike else f"rank {rank}: {line}"
+
+
+def _met_alike(rank: int, failure: Any, failures: dict[int, Any]) -> bool:
+    """Whether the failed `rank` told an error every rank may meet alike (`cli.errors`:
+    a checkpoint refused before DCP reads it) and another rank told the same one. The
+    rank's word alone is not enough: each rank checks its own view of the files (a node's
+    copy of the checkpoint, or its mount, may differ), and a rank that refused alone, its
+    peers waiting for it, was said without its number, so no one could tell which failed."""
+    told = failure.error_file_data
+    if not (isinstance(told, dict) and told.get(ALIKE)):
+        return False
+    return any(
+        other != rank and peer.message == failure.message for other, peer in failures.items()
+    )
 
 
 def _quiet_agent_logs() -> None:
@@ -276,10 +294,14 @@ def _run(run: Callable[[Any], Any], args: Any, argv: list[str]) -> int:
             end_on_closed_stdout()
         unsaid = _unsaid(failure, err.failures)
         if unsaid is not None:
-            print(f"error: {printable(_named(rank, failure, unsaid))}", file=sys.stderr)
+            print(
+                f"error: {printable(_named(rank, failure, unsaid, err.failures))}", file=sys.stderr
+            )
         rank_0 = err.failures.get(0)
         if "--json" in argv and code != EXIT_INTERRUPTED and not (rank_0 and _said(rank_0)):
-            error = _named(rank, failure, failure.message if unsaid is None else unsaid)
+            error = _named(
+                rank, failure, failure.message if unsaid is None else unsaid, err.failures
+            )
             print(json.dumps({"error": error, "exit_code": code}))
         return code
     except (KeyboardInterrupt, SignalException):

@@ -10,6 +10,7 @@ protocol.
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -21,7 +22,11 @@ from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError
 from mfsdp_ckpt.format import layout, run_steps
 from mfsdp_ckpt.storage.file_errors import os_error_line
-from mfsdp_ckpt.storage.tensor_memory import TensorMemoryError, memory_failure
+from mfsdp_ckpt.storage.tensor_memory import (
+    TensorMemoryError,
+    is_allocation_failure,
+    memory_failure,
+)
 
 
 class CheckpointSaveError(MfsdpFailedError, RuntimeError):
@@ -30,6 +35,10 @@ class CheckpointSaveError(MfsdpFailedError, RuntimeError):
 
 class TrackerNotUpdatedError(CheckpointSaveError):
     """A step was saved whole, but the tracker naming the newest step could not be replaced."""
+
+
+class CheckpointReadError(MfsdpFailedError):
+    """A checkpoint's file could not be read while a run loaded or resumed it (one line)."""
 
 
 class CheckpointLoadError(MfsdpFailedError, RuntimeError):
@@ -91,12 +100,21 @@ def raised_by_every_rank() -> Iterator[None]:
     """Mark an MfsdpError raised inside as every rank's (`MfsdpError.every_rank`), for checks
     each rank of a run makes alike on the same files (a resume's checkpoint, refused before
     DCP reads it): rank 0 says it once. Unmarked, each rank of `mfsdp train
-    --nproc-per-node N` printed the same line, and the launcher a second JSON object."""
+    --nproc-per-node N` printed the same line, and the launcher a second JSON object. An
+    OSError reading those files (a `.distcp` unreadable, EIO) becomes CheckpointReadError,
+    marked alike, with the line the CLI says for an OSError (`os_error_line`). A rank that
+    met either alone is still named by the launcher (`cli.torchrun._met_alike`)."""
     try:
         yield
     except MfsdpError as err:
         err.every_rank = True
         raise
+    except OSError as err:  # the same file failing each rank (unreadable, EIO) is said once too
+        if is_allocation_failure(err) or err.errno == errno.ENAMETOOLONG:
+            raise  # the CLI's own lines for these are said once already
+        failure = CheckpointReadError(os_error_line(err))
+        failure.every_rank = True
+        raise failure from err
 
 
 def _resume_advice(run_dir: Path, saved: int) -> str:

@@ -9,18 +9,49 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import click
 import torch
 import torch.distributed as dist
 
 from cli.errors import MfsdpGroup, json_option
+from mfsdp_ckpt.checkpoint_failures import raised_by_every_rank
 from mfsdp_ckpt.checkpointer import load_checkpoint
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
 
 JSON = json_option("Print a failure as {error, exit_code} on stdout.", expose_value=False)
+
+
+def two_ranks_command(*args: str) -> list[str]:
+    """cli/torchrun.py running this program with ARGS on two ranks, as the launching `mfsdp
+    train --nproc-per-node 2` runs it (with `two_ranks_env`, from the repository root)."""
+    command = [sys.executable, "-m", "cli.torchrun", "--standalone", "--nproc-per-node=2"]
+    return [*command, "-m", "tests.support.launched_rank", *args]
+
+
+def two_ranks_env() -> dict[str, str]:
+    from cli.launch import CONFIG_CHECKED
+
+    return {**os.environ, CONFIG_CHECKED: "1", "OMP_NUM_THREADS": "1"}
+
+
+def run_two_ranks(*args: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """`two_ranks_command(ARGS)` run to its end (under the command `prefix`, if any)."""
+    from tests.support.paths import REPO
+
+    return subprocess.run(
+        [*prefix, *two_ranks_command(*args)],
+        cwd=REPO,
+        env=two_ranks_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def own_failure(rank: int) -> str:
@@ -57,6 +88,56 @@ def loads(checkpoint: str, late_rank: int | None) -> None:
     if dist.get_rank() == late_rank:
         time.sleep(3)
     load_checkpoint(resolve_checkpoint(checkpoint), {"model": {}}, contents=("model",))
+
+
+@ranks.command("loads-own")
+@click.argument("checkpoints", nargs=-1, required=True)
+@JSON
+def loads_own(checkpoints: tuple[str, ...]) -> None:
+    """Rank r loads `checkpoints[r]`'s model, as a resume does: one rank's copy may be refused
+    while the others' load (a node whose copy of the checkpoint differs)."""
+    dist.init_process_group("gloo")
+    checkpoint = checkpoints[dist.get_rank()]
+    load_checkpoint(resolve_checkpoint(checkpoint), {"model": {}}, contents=("model",))
+    dist.all_reduce(torch.ones(1))  # the run goes on together, as training would
+
+
+@ranks.command("raises")
+@click.argument("raising", type=int)
+@JSON
+def raises(raising: int) -> None:
+    """Rank `raising` meets a bug of its own (not an mfsdp error) while the other waits for it."""
+    dist.init_process_group("gloo")
+    if dist.get_rank() == raising:
+        raise ValueError(own_failure(raising))
+    dist.all_reduce(torch.ones(1))
+
+
+@ranks.command("reads-own")
+@click.argument("files", nargs=-1, required=True)
+@JSON
+def reads_own(files: tuple[str, ...]) -> None:
+    """Rank r reads `files[r]` where a resume reads its checkpoint's files (errors there are
+    every rank's alike), then the run goes on together."""
+    dist.init_process_group("gloo")
+    with raised_by_every_rank():
+        Path(files[dist.get_rank()]).read_bytes()
+    dist.all_reduce(torch.ones(1))
+
+
+@ranks.command("waits")
+@click.argument("pid_dir")
+@JSON
+def waits(pid_dir: str) -> None:
+    """Each rank leaves its pid in `pid_dir`/RANK, then waits in a barrier no rank leaves: a
+    test stops one rank with a signal."""
+    dist.init_process_group("gloo")
+    pid_file = os.path.join(pid_dir, os.environ["RANK"])
+    with open(pid_file + ".tmp", "w") as handle:
+        handle.write(str(os.getpid()))
+    os.replace(pid_file + ".tmp", pid_file)
+    while True:
+        time.sleep(0.1)
 
 
 @ranks.command("prints-result")
