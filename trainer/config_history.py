@@ -34,12 +34,19 @@ config.yaml resumed the very step this run resumes, holds an earlier attempt of 
 (one that failed before its first save, out of memory say): it trained nothing there, so it
 is replaced and the note names the settings changed since it; it was refused, though the same
 file was replaced without a word by a run started fresh over it (`_earlier_attempt`).
+
+A record written by an older mfsdp lacks the keys added since: such a key at its default now
+is no change (that run could not set it), one set otherwise is named as a new key, and a
+recorded key this mfsdp no longer has is named too, after the values changed. Each added
+key was named as changed (`model.lora_rank None -> 0`), so a resume with the same command
+kept a copy of the config, and the setting the user did change was hidden behind "(+N more)".
 """
 
 from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +69,7 @@ _HOW_STARTED = (
     "trainer.run_dir",
 )
 _SHOWN_CHANGES = 6
+_ABSENT = object()  # a key one side of a comparison lacks (None is a value a key may hold)
 
 
 class ConfigRecordError(MfsdpFailedError):
@@ -246,14 +254,15 @@ def _keep_own(run_dir: Path, recorded: dict[str, Any]) -> str:
 
 def _changed_settings(earlier: dict[str, Any], config: Any, trained_in: Path) -> list[str]:
     """`changed_keys` between the config recorded in run dir `trained_in` and `config`, each
-    path key compared by the file it names (`_recorded_as_now`)."""
+    path key compared by the file it names (`_recorded_as_now`), and a key the record lacks
+    compared with its default (the mfsdp that wrote the record had no such key)."""
     started_in = _started_in(earlier, trained_in)
     compared = copy.deepcopy(earlier)
     for key, now in path_values(config):
         then = _dotted(earlier, key)
         if then is not None:
             set_dotted(compared, key, _recorded_as_now(then, now, started_in))
-    return changed_keys(compared, config_to_dict(config))
+    return changed_keys(compared, config_to_dict(config), config_to_dict(type(config)()))
 
 
 def _recorded_as_now(then: Any, now: Any, started_in: Path | None) -> Any:
@@ -321,11 +330,11 @@ def _started_in(earlier: dict[str, Any], trained_in: Path) -> Path | None:
     return Path(found.pop()) if len(found) == 1 else None
 
 
-def _dotted(tree: dict[str, Any], dotted: str) -> Any:
-    """The value at `a.b.c` of a nested dict, None where a part is missing."""
+def _dotted(tree: dict[str, Any], dotted: str, missing: Any = None) -> Any:
+    """The value at `a.b.c` of a nested dict, `missing` where a part is missing."""
     node: Any = tree
     for part in dotted.split("."):
-        node = node.get(part) if isinstance(node, dict) else None
+        node = node.get(part, missing) if isinstance(node, dict) else missing
     return node
 
 
@@ -404,14 +413,42 @@ def _read_config(path: Path, run_dir: Path) -> dict[str, Any]:
     return recorded
 
 
-def changed_keys(earlier: dict[str, Any], now: dict[str, Any], prefix: str = "") -> list[str]:
-    """`key: old -> new` for each dotted key whose value differs (one side missing: None)."""
-    changes = []
+def changed_keys(
+    earlier: dict[str, Any], now: dict[str, Any], defaults: dict[str, Any] | None = None
+) -> list[str]:
+    """What differs between the recorded config `earlier` and `now`, dotted key by key: values
+    changed (`key: old -> new`) first, then keys `earlier` lacks (`new key X = v`), then keys
+    `now` lacks (`X = v (no longer a key)`). A key `earlier` lacks whose value now is its
+    default in `defaults` is no change: the record was written by an mfsdp that had no such
+    key, so it could not have been set. Listed as changes, the keys a newer mfsdp added came
+    first in key order and hid the one setting the user did change behind "(+N more)"."""
+    changed: list[str] = []
+    added: list[str] = []
+    dropped: list[str] = []
+    known = defaults or {}
+    for dotted, old, new in _differing(earlier, now, known):
+        if old is _ABSENT:
+            if new != _dotted(known, dotted, _ABSENT):
+                added.append(f"new key {dotted} = {new!r}")
+        elif new is _ABSENT:
+            dropped.append(f"{dotted} = {old!r} (no longer a key)")
+        else:
+            changed.append(f"{dotted} {old!r} -> {new!r}")
+    return changed + added + dropped
+
+
+def _differing(
+    earlier: dict[str, Any], now: dict[str, Any], defaults: Any, prefix: str = ""
+) -> Iterator[tuple[str, Any, Any]]:
+    """(dotted key, recorded value, value now) of each key whose values differ, in key order,
+    `_ABSENT` for the side that lacks it; the keys of how the run was started left out. A
+    section is compared key by key; a mapping setting (`model.overrides`, empty by default)
+    as one value, so an entry of it is never taken for a key of the config."""
     for key in sorted(set(earlier) | set(now), key=str):
         dotted = f"{prefix}{key}"
-        old, new = earlier.get(key), now.get(key)
-        if isinstance(old, dict) and isinstance(new, dict):
-            changes += changed_keys(old, new, f"{dotted}.")
+        old, new = earlier.get(key, _ABSENT), now.get(key, _ABSENT)
+        default = defaults.get(key, _ABSENT) if isinstance(defaults, dict) else _ABSENT
+        if isinstance(old, dict) and isinstance(new, dict) and default != {}:
+            yield from _differing(old, new, default, f"{dotted}.")
         elif old != new and dotted not in _HOW_STARTED:
-            changes.append(f"{dotted} {old!r} -> {new!r}")
-    return changes
+            yield dotted, old, new

@@ -16,7 +16,7 @@ def test_changed_keys_name_each_dotted_key_with_both_values():
     earlier = {"optim": {"lr": 0.003, "betas": [0.9, 0.95]}, "trainer": {"stop_at_step": 2}}
     now = {"optim": {"lr": 0.1, "betas": [0.9, 0.95]}, "trainer": {"stop_at_step": None}}
     assert changed_keys(earlier, now) == ["optim.lr 0.003 -> 0.1"]  # stopping early trains alike
-    assert changed_keys({"a": 1}, {"b": 2}) == ["a 1 -> None", "b None -> 2"]
+    assert changed_keys({"a": 1}, {"b": 2}) == ["new key b = 2", "a = 1 (no longer a key)"]
 
 
 def test_a_resume_with_another_lr_says_so_and_keeps_the_earlier_config(tmp_path, capsys):
