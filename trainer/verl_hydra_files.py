@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-# verl/trainer/config at the commit tests/fixtures/verl_scripts names: the trainers' configs
+# verl/trainer/config at the commits tests/fixtures/verl_scripts and verl_configs name
+# (b178a3cd, and 1dda039 with its model_engine, reward, distillation and transfer_queue
+# groups and torchtitan, veomni and automodel engines): the trainers' configs
 # (`hydra.main(config_path="config", config_name=...)`) and the files of each config group
 VERL_CONFIGS = frozenset(
     {
@@ -22,6 +24,9 @@ VERL_CONFIGS = frozenset(
         "ppo_megatron_trainer",
         "_generated_ppo_trainer",
         "_generated_ppo_megatron_trainer",
+        "_generated_ppo_torchtitan_trainer",
+        "_generated_ppo_veomni_trainer",
+        "legacy_reward_impl",
         "sft_trainer",
         "sft_trainer_engine",
         "evaluation",
@@ -29,19 +34,24 @@ VERL_CONFIGS = frozenset(
         "reward_manager",
     }
 )
+_ENGINES = ("dp", "megatron", "torchtitan", "veomni")  # model_engine's files, each role's prefix
 VERL_GROUPS: dict[str, frozenset[str]] = {
     group: frozenset(files)
     for group, files in {
-        "actor": ("actor", "dp_actor", "megatron_actor"),
+        "actor": ("actor", *(f"{engine}_actor" for engine in _ENGINES)),
         "algorithm": ("rollout_correction",),
-        "critic": ("critic", "dp_critic", "megatron_critic"),
+        "critic": ("critic", *(f"{engine}_critic" for engine in _ENGINES)),
         "data": ("legacy_data",),
-        "engine": ("fsdp", "megatron", "veomni"),
+        "distillation": ("distillation",),
+        "engine": ("fsdp", "megatron", "veomni", "torchtitan", "automodel"),
         "model": ("hf_model",),
+        "model_engine": _ENGINES,
         "npu_profile": ("npu_profile",),
-        "optim": ("fsdp", "megatron", "veomni"),
+        "optim": ("fsdp", "megatron", "veomni", "torchtitan", "automodel"),
         "profiler": ("profiler",),
-        "ref": ("ref", "dp_ref", "megatron_ref"),
+        "ref": ("ref", *(f"{engine}_ref" for engine in _ENGINES)),
+        "reward": ("reward",),
+        "transfer_queue": ("transfer_queue",),
         "reward_model": (
             "reward_model",
             "dp_reward_loop",
@@ -52,17 +62,31 @@ VERL_GROUPS: dict[str, frozenset[str]] = {
         "rollout": ("rollout",),
     }.items()
 }
+# The config-group files that put verl's model on its Megatron backend when a script selects
+# them (`model_engine=megatron`, SFT's `engine=megatron`, `optim=megatron`): verl's
+# Megatron optimizer then takes Adam's betas from Megatron, never from `optim.betas`
+_MEGATRON_FILES = {
+    "model_engine": "megatron",
+    "engine": "megatron",
+    "optim": "megatron",
+    "actor": "megatron_actor",
+}
 # Each trainer config's `defaults:` list, as (group, package) -> the file it selects: what a
 # command-line selection (`optim=fsdp`, `actor@actor_rollout_ref.actor=dp_actor`) changes
 _PPO_DEFAULTS = {
     ("data", "data"): "legacy_data",
     ("rollout", "actor_rollout_ref.rollout"): "rollout",
     ("model", "actor_rollout_ref.model"): "hf_model",
+    ("model", "critic.model"): "hf_model",
     ("algorithm", "algorithm.rollout_correction"): "rollout_correction",
+    ("reward", "reward"): "reward",
+    ("distillation", "distillation"): "distillation",
+    ("transfer_queue", "transfer_queue"): "transfer_queue",
 }
 TRAINER_DEFAULTS: dict[str, dict[tuple[str, str], str]] = {
     "ppo_trainer": {
         **_PPO_DEFAULTS,
+        ("model_engine", "model_engine"): "dp",
         ("actor", "actor_rollout_ref.actor"): "dp_actor",
         ("ref", "actor_rollout_ref.ref"): "dp_ref",
         ("critic", "critic"): "dp_critic",
@@ -70,6 +94,7 @@ TRAINER_DEFAULTS: dict[str, dict[tuple[str, str], str]] = {
     },
     "ppo_megatron_trainer": {
         **_PPO_DEFAULTS,
+        ("model_engine", "model_engine"): "megatron",
         ("actor", "actor_rollout_ref.actor"): "megatron_actor",
         ("ref", "actor_rollout_ref.ref"): "megatron_ref",
         ("critic", "critic"): "megatron_critic",
@@ -148,6 +173,13 @@ def selected_group(key: str) -> tuple[str, str] | None:
     if group not in VERL_GROUPS:
         return None
     return group, package or group
+
+
+def selects_megatron(key: str, option: Any) -> bool:
+    """Whether the command-line selection `key=option` (`model_engine=megatron`) puts the
+    run on verl's Megatron backend; False for a config key."""
+    group = selected_group(key)
+    return group is not None and _MEGATRON_FILES.get(group[0]) == option
 
 
 def unlike_verl_selection(key: str, option: Any, config: str | None) -> str | None:

@@ -89,6 +89,41 @@ SECTIONS: dict[str, Inert] = {
         "rollout correction's thresholds; it is off (rollout_correction.rollout_is, rollout_rs)"
     ),
     "ray_kwargs.": Inert("Ray's settings: there is no Ray here (mfsdp train runs torchrun)"),
+    # sections verl added after b178a3cd, each read only when its switch (verl_off_keys) is on
+    "reward.reward_model.": Inert(
+        "the reward model's settings; it is off (reward.reward_model.enable)"
+    ),
+    "reward.sandbox_fusion.": Inert("the code sandbox's settings; it is off (sandbox_fusion.url)"),
+    "sandbox_fusion.": Inert("the code sandbox's settings; it is off (sandbox_fusion.url)"),
+    "distillation.": Inert("distillation's settings; it is off (distillation.enabled)"),
+    "skip.": Inert("verl's rollout caching; it is off (skip.rollout.enable and the like)"),
+    "algorithm.filter_groups.": Inert(
+        "DAPO's dynamic sampling; it is off (algorithm.filter_groups.enable)"
+    ),
+    "trainer.v1.": Inert(
+        "settings of verl's V1 trainer's asynchronous modes; it trains in sync mode"
+        " (trainer.v1.trainer_mode)"
+    ),
+    ROLLOUT + "disaggregation.": Inert(
+        "disaggregated prefill and decode; it is off (disaggregation.enabled)"
+    ),
+    **{
+        f"{role}{section}qat.": Inert("quantization-aware training; it is off (qat.enable)")
+        for role in (ACTOR, REF)
+        for section in ("", "fsdp_config.", "megatron.")
+    },
+    **{
+        f"{role}megatron.router_replay.": Inert(
+            "MoE routing replay; it is off (router_replay.mode)"
+        )
+        for role in (ACTOR, REF)
+    },
+    **{
+        f"{role}fsdp_config.turbo_config.": Inert(
+            "settings of verl's fsdp_turbo engine, read only with strategy fsdp_turbo"
+        )
+        for role in (ACTOR, REF)
+    },
     "transfer_queue.": Inert("how verl moves batches between its workers"),
 }
 
@@ -267,8 +302,77 @@ def _megatron_lora() -> dict[str, Inert]:
     }
 
 
+def _newer() -> dict[str, Inert]:
+    """Keys verl added after b178a3cd (its printed config at 1dda039) that change no update:
+    padding and chunking for speed (padding is stripped before the loss), how its checkpoints
+    and logs are written, and its trainer implementation."""
+    optimizer_only = "Muon's settings; the optimizer here is AdamW (optim.optimizer)"
+    padding = "padding to fewer distinct shapes, stripped before the loss: " + SPEED
+    per_role = {
+        "entropy_from_logits_chunk_size": SPEED,
+        "fsdp_config.entropy_from_logits_chunk_size": SPEED,
+        "megatron.entropy_from_logits_chunk_size": SPEED,
+        "megatron.entropy_from_logits_with_chunking": SPEED,
+        **dict.fromkeys(
+            (
+                "pad_to_length",
+                "fsdp_config.pad_to_length",
+                "fsdp_config.pad_to_length_bucket",
+                "megatron.pad_to_length",
+                "megatron.pad_to_length_bucket",
+                "megatron.pad_bshd_to_minibatch_max",
+            ),
+            padding,
+        ),
+        **dict.fromkeys(
+            (
+                "megatron.dist_ckpt_optim_fully_reshardable",
+                "megatron.distrib_optim_fully_reshardable_mem_efficient",
+            ),
+            "how verl's Megatron checkpoints save the optimizer",
+        ),
+    }
+    muon = (
+        "momentum",
+        "nesterov",
+        "split_qkv",
+        "scale_mode",
+        "coefficient_type",
+        "num_ns_steps",
+        "tp_mode",
+        "fp32_matmul_prec",
+        "extra_scale_factor",
+        "scalar_optimizer",
+        "match_adamw_update_rms",
+    )
+    return {
+        **{role + name: Inert(why) for role in (ACTOR, REF) for name, why in per_role.items()},
+        **{f"optim.muon_{name}": Inert(optimizer_only, ("sft", "grpo")) for name in muon},
+        ACTOR + "checkpoint.strict": Inert("a check verl runs when it exports weights"),
+        ACTOR + "checkpoint.mbridge_config": Inert(
+            "how verl's Megatron backend writes Hugging Face weights (Megatron-Bridge)"
+        ),
+        ROLLOUT + "qat": Inert("the rollout's copy of the actor's QAT settings; QAT is off"),
+        ROLLOUT + "moe_load_balance_metrics_interval": Inert("logging only"),
+        ROLLOUT + "n_gpus_per_node": Inert("read only for a rollout on nodes of its own"),
+        ROLLOUT + "seed": Inert("runs here are seeded by trainer.seed"),
+        "trainer.use_v1": Inert(
+            "which of verl's trainer implementations runs; its V1 trainer in sync mode rolls"
+            " out the policy of the last update, as here"
+        ),
+        "reward.num_workers": Inert(SPEED),
+        "reward.reward_manager.module.name": Inert("used only with reward_manager.module.path"),
+        "data.audio_key": Inert("audio: the models trained here are text models"),
+        # SFT on verl's Megatron engine, as the actor's megatron.* keys are read
+        **{
+            f"engine.{name}": Inert("Hugging Face checkpoints load directly here", ("sft",))
+            for name in ("use_mbridge", "vanilla_mbridge")
+        },
+    }
+
+
 INERT_KEYS: dict[str, Inert] = (
-    _engine() | _megatron_engine() | _roles() | _rollout() | _rest() | _megatron_lora()
+    _engine() | _megatron_engine() | _roles() | _rollout() | _rest() | _megatron_lora() | _newer()
 )
 
 

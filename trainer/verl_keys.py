@@ -63,6 +63,7 @@ from trainer.verl_rules import (
     Unsupported,
     normalise,
     note,
+    verl_only_value,
 )
 
 log = logging.getLogger("mfsdp.config")
@@ -236,6 +237,7 @@ def carry_over(
             _check_mirror(raw_key, value, MIRRORS[key], given[MIRRORS[key]])
             continue
         key = MIRRORS.get(key, key)
+        _refuse_verl_only_value(raw_key, key, value)
         if key == BETAS and verls_betas(raw_key, given) and on_megatron(given):
             out += betas_on_megatron(raw_key, value, given)
             continue
@@ -387,6 +389,15 @@ def _clip_ratio(raw_key: str, value: Any, given: dict[str, Any]) -> list[tuple[s
     return list(mapped.items())
 
 
+def _refuse_verl_only_value(raw_key: str, key: str, value: Any) -> None:
+    """A value verl takes that the key it sets here does not (`trainer.logger=[file]`,
+    `loss_agg_mode=token-sum`): refused by name, as the loader's enum error failed the whole
+    conversion."""
+    why = verl_only_value(key, value)
+    if why is not None:
+        raise NotCarried(f"verl key '{raw_key}={value}' has no equivalent here: {why}", why)
+
+
 def _check_mirror(raw_key: str, value: Any, copied: str, original: Any) -> None:
     """A verl key that copies `copied` by default, given beside it: ignored at the same
     value, refused at another (mfsdp has one setting for both)."""
@@ -501,9 +512,11 @@ def split_foreign(
 def _read_as_verl(key: str, value: Any) -> bool:
     """Whether the mfsdp key `key` is read with verl's keys (`adopt_pairs`): at a value of
     verl's meaning (`_native_value`), as one a verl key copies (MIRRORS), to be checked
-    against it, or as `optim.betas`, which verl's Megatron backend never reads (SFT's
-    `optim` section is mfsdp's too)."""
+    against it, at a value verl takes that it does not (`verl_only_value`), or as
+    `optim.betas`, which verl's Megatron backend never reads (SFT's `optim` section is
+    mfsdp's too)."""
     verl_value = (key == ESTIMATOR and value != "grpo") or (key in NO_LIMIT and same(value, -1))
+    verl_value = verl_value or verl_only_value(key, value) is not None
     return verl_value or key in MIRRORS.values() or key == BETAS
 
 

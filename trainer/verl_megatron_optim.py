@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from trainer.verl_hydra_files import selects_megatron
 from trainer.verl_off_keys import MEGATRON_ADAM, MEGATRON_OPTIMIZER_DEFAULTS, same
 from trainer.verl_rules import ACTOR, REF, NotCarried, normalise, note
 
@@ -22,6 +23,17 @@ log = logging.getLogger("mfsdp.config")
 BETAS = "optim.betas"
 OPTIMIZER_OVERRIDES = "optim.override_optimizer_config"
 MCORE_OPTIMIZER = "McoreOptimizerConfig"  # the class verl builds its Megatron optim section as
+MCORE_ENGINE = "McoreEngineConfig"  # and SFT's Megatron engine section
+# keys of verl's Megatron engine (engine/megatron.yaml) that none of its other engines has
+MEGATRON_ENGINE_ONLY = frozenset(
+    {
+        *("tensor_model_parallel_size", "pipeline_model_parallel_size"),
+        *("virtual_pipeline_model_parallel_size", "expert_model_parallel_size"),
+        *("expert_tensor_parallel_size", "use_megatron_fsdp", "use_mbridge", "vanilla_mbridge"),
+        *("override_transformer_config", "override_mcore_model_config", "override_ddp_config"),
+        *("use_dist_checkpointing", "use_distributed_optimizer"),
+    }
+)
 MEGATRON_ADAM_WHERE = (
     "verl sets them in optim.override_optimizer_config's adam_beta1, adam_beta2, adam_eps"
 )
@@ -29,10 +41,27 @@ MEGATRON_ADAM_WHERE = (
 
 def verls_betas(raw_key: str, given: dict[str, Any]) -> bool:
     """Whether `raw_key` (read as `optim.betas`) is verl's: the actor's, or a top-level one
-    in an optimizer section verl printed (SFT's Megatron engine); mfsdp's own `optim.betas`
-    beside verl's keys is the user's setting, kept as given."""
+    in an optimizer section verl printed (SFT's Megatron engine), or in a run on a Megatron
+    file or engine section (`_megatron_selected`); mfsdp's own `optim.betas` beside verl's
+    keys is the user's setting, kept as given."""
     target = given.get("optim._target_")
-    return raw_key != BETAS or (isinstance(target, str) and target.endswith(MCORE_OPTIMIZER))
+    mcore = isinstance(target, str) and target.endswith(MCORE_OPTIMIZER)
+    return raw_key != BETAS or mcore or _megatron_selected(given)
+
+
+def _megatron_selected(given: dict[str, Any]) -> bool:
+    """Whether the run selects a config-group file of verl's Megatron backend
+    (`model_engine=megatron`, `engine=megatron`, `optim=megatron`), given among its keys as
+    Hydra's selections are written, or its engine section is Megatron's: of that class (SFT's
+    printed config) or with a key only Megatron's engine has (`engine.use_megatron_fsdp`)."""
+    engine = given.get("engine._target_")
+    return (
+        any(selects_megatron(key, value) for key, value in given.items())
+        or (isinstance(engine, str) and engine.endswith(MCORE_ENGINE))
+        or any(
+            key.split(".")[1] in MEGATRON_ENGINE_ONLY for key in given if key.startswith("engine.")
+        )
+    )
 
 
 def on_megatron(given: dict[str, Any]) -> bool:
@@ -40,15 +69,18 @@ def on_megatron(given: dict[str, Any]) -> bool:
     on verl's Megatron backend, whose optimizer takes Adam's betas and eps from Megatron's
     OptimizerConfig, never from `optim.betas`: the actor's strategy where given (verl's
     main_ppo picks its workers by it), else the class of the optimizer section (verl's
-    printed config, SFT's Megatron engine too), else a `megatron.*` setting of the actor or
-    the reference model (a section only verl's Megatron configs have)."""
+    printed config, SFT's Megatron engine too), else a Megatron file a script selects or
+    SFT's Megatron engine section (`_megatron_selected`), else a `megatron.*` setting of the
+    actor or the reference model (a section only verl's Megatron configs have)."""
     strategy = given.get(ACTOR + "strategy")
     if isinstance(strategy, str):
         return strategy == "megatron"
     target = given.get("optim._target_")
     if isinstance(target, str):
         return target.endswith(MCORE_OPTIMIZER)
-    return any(key.startswith((ACTOR + "megatron.", REF + "megatron.")) for key in given)
+    return _megatron_selected(given) or any(
+        key.startswith((ACTOR + "megatron.", REF + "megatron.")) for key in given
+    )
 
 
 def _megatron_adam(given: dict[str, Any]) -> dict[str, Any]:

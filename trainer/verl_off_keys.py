@@ -735,6 +735,142 @@ def _rewards() -> Iterator[tuple[str, Off]]:
     )
 
 
+def _renamed_rewards() -> Iterator[tuple[str, Off]]:
+    """verl's reward settings under their names since its `reward` section (verl 67dc84b96,
+    reward/reward.yaml), read as their old names are (`_rewards`; `reward.reward_model.enable`
+    is a rule of trainer.verl_rules, as `reward_model.enable` is)."""
+    old_names = dict(_rewards())
+    for new, old in {
+        "reward.reward_manager.source": "reward_manager.source",
+        "reward.reward_manager.name": "reward_manager.name",
+        "reward.reward_manager.module.path": "reward_manager.module.path",
+        "reward.sandbox_fusion.url": "reward_model.sandbox_fusion.url",
+        "sandbox_fusion.url": "reward_model.sandbox_fusion.url",  # legacy_reward_impl.yaml's
+    }.items():
+        yield new, old_names[old]
+
+
+def _newer_switches() -> Iterator[tuple[str, Off]]:
+    """Switches verl added after b178a3cd (its printed config at 1dda039), at the values that
+    train as here: quantization-aware training, context parallelism, MoE routing replay,
+    low-precision optimizer states, disaggregated or separate rollout engines, its V1
+    trainer's asynchronous modes, DAPO's dynamic sampling, rollout caching and
+    distillation are off; the schedule counts updates from 0."""
+    grpo = ("grpo",)
+    for role in (ACTOR, REF):
+        for section in ("", "fsdp_config.", "megatron."):
+            yield (
+                f"{role}{section}qat.enable",
+                Off((False,), "QAT is off", "quantization-aware training is not supported", grpo),
+            )
+        yield (
+            role + "megatron.dynamic_context_parallel",
+            Off(
+                (False,),
+                "context parallelism is off",
+                "context parallelism is not supported: mfsdp shards data-parallel only",
+                grpo,
+            ),
+        )
+        yield (
+            role + "megatron.router_replay.mode",
+            Off(
+                ("disabled",), "routing replay is off", "MoE routing replay is not supported", grpo
+            ),
+        )
+    yield (
+        "optim.zero_indexed_step",
+        Off(
+            (True,),
+            "the schedule here counts updates from 0 (lr 0 at the first warmup update)",
+            "the schedule here counts updates from 0 (verl's zero_indexed_step=true)",
+        ),
+    )
+    yield (
+        "optim.use_precision_aware_optimizer",
+        Off(
+            (False,),
+            "Adam's states are fp32 here",
+            "Megatron's precision-aware optimizer is not supported: Adam's states are fp32 here",
+        ),
+    )
+    for name in ("main_grads_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
+        yield (
+            f"optim.{name}",
+            Off(
+                ("fp32", "float32"),
+                "fp32, as here",
+                "gradients and Adam's states are fp32 here",
+            ),
+        )
+    yield (
+        "optim.use_layer_wise_distributed_optimizer",
+        Off((False,), "off", "Megatron's layer-wise distributed optimizer is not supported"),
+    )
+    colocated = "the rollout here shares the trainer's GPUs (colocated)"
+    yield ROLLOUT + "full_determinism", Off((False,), DETERMINISM, DETERMINISM, grpo)
+    yield (
+        ROLLOUT + "disaggregation.enabled",
+        Off(
+            (False,), "off", f"disaggregated prefill and decode is not supported: {colocated}", grpo
+        ),
+    )
+    yield (
+        ROLLOUT + "nnodes",
+        Off((0,), colocated, f"a rollout on nodes of its own is not supported: {colocated}", grpo),
+    )
+    yield (
+        "trainer.v1.trainer_mode",
+        Off(
+            ("sync",),
+            "verl's V1 trainer in sync mode rolls out the policy of the last update, as here",
+            "asynchronous (off-policy) training is not supported: each rollout here uses the"
+            " weights of the last update",
+            grpo,
+        ),
+    )
+    sampler = "trainer.v1.sampler."  # its replay buffer's, read in sync mode too
+    yield (
+        sampler + "custom_sampler.path",
+        Off(
+            (None,),
+            "verl's own sampler: each step trains on its batch's prompts, as here",
+            "a custom sampler of verl's V1 trainer is not supported",
+            grpo,
+        ),
+    )
+    yield (
+        sampler + "sync_refill_failed_groups",
+        Off((False,), "off", "refilling failed rollout groups is not supported", grpo),
+    )
+    dapo = "DAPO's dynamic sampling (algorithm.filter_groups) is not supported"
+    yield "algorithm.filter_groups.enable", Off((False,), "off", dapo, grpo)
+    yield (
+        "data.gen_batch_size",
+        Off(
+            (None,),
+            "verl fetches data.train_batch_size prompts a step then, as here",
+            "verl fetches data.gen_batch_size prompts a step in place of data.train_batch_size"
+            " (for DAPO's dynamic sampling, not supported): set data.train_batch_size to it",
+            grpo,
+        ),
+    )
+    yield "data.function_tool_path", Off((None,), "no tools", SINGLE_TURN, grpo)
+    yield (
+        "data.mm_processor_kwargs",
+        Off(({}, None), "no multimodal inputs", "the models trained here are text models", grpo),
+    )
+    for stage in ("rollout", "async_rollout", "rollout_tq"):
+        yield (
+            f"skip.{stage}.enable",
+            Off((False,), "off", "reusing cached rollouts (verl's skip) is not supported", grpo),
+        )
+    yield (
+        "distillation.enabled",
+        Off((False,), "off", "distillation from a teacher model is not supported", grpo),
+    )
+
+
 OFF_KEYS: dict[str, Off] = dict(
     [
         *_offload(),
@@ -750,5 +886,7 @@ OFF_KEYS: dict[str, Off] = dict(
         *_model_and_data(),
         *_megatron_lora(),
         *_rewards(),
+        *_renamed_rewards(),
+        *_newer_switches(),
     ]
 )

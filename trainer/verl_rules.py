@@ -311,6 +311,11 @@ RULES: dict[str, Rule] = {
         None, why="used only with use_dynamic_bsz", commands=("grpo",)
     ),
     ACTOR + "megatron.use_megatron_fsdp": Rule("strategy.name", _strategy, commands=("grpo",)),
+    # SFT on verl's Megatron engine (engine/megatron.yaml)
+    "engine.use_megatron_fsdp": Rule("strategy.name", _strategy, commands=("sft",)),
+    "engine.override_transformer_config": Rule(
+        None, _transformer_overrides, why=SPEED_OVERRIDES_WHY, commands=("sft",)
+    ),
     **{
         role + "megatron.override_transformer_config": Rule(
             None, _transformer_overrides, why=SPEED_OVERRIDES_WHY, commands=("grpo",)
@@ -419,12 +424,18 @@ RULES: dict[str, Rule] = {
     "custom_reward_function.name": Rule("reward.name", commands=("grpo",)),
     "reward.custom_reward_function.path": Rule("reward.path", commands=("grpo",)),
     "reward.custom_reward_function.name": Rule("reward.name", commands=("grpo",)),
-    "reward_model.enable": Rule(
-        None,
-        _only(False, "model-based rewards are not supported yet; rewards are rules or reward.path"),
-        why="rewards are rules or reward.path",
-        commands=("grpo",),
-    ),
+    # reward_model.enable's name since verl's `reward` section (67dc84b96)
+    **{
+        key: Rule(
+            None,
+            _only(
+                False, "model-based rewards are not supported yet; rewards are rules or reward.path"
+            ),
+            why="rewards are rules or reward.path",
+            commands=("grpo",),
+        )
+        for key in ("reward_model.enable", "reward.reward_model.enable")
+    },
     # SFT data (verl's sft_trainer.yaml)
     "data.train_batch_size": Rule("data.global_batch_size", commands=("sft",)),
     "data.micro_batch_size_per_gpu": Rule("data.micro_batch_size", commands=("sft",)),
@@ -480,6 +491,58 @@ MIRRORS = {
     ROLLOUT + "response_length": "data.max_response_length",
 }
 RESUME = ("trainer.resume_mode", "trainer.resume_from_path")  # read together (`_resume`)
+
+
+_OTHER_TRACKER = (
+    "not a tracker here: trainer.logger expects one of console | jsonl | tensorboard | wandb;"
+    " drop it from the list"
+)
+# verl's values of keys mfsdp reads as its own or into its own key unconverted, which that
+# key does not take here (a value verl accepts, refused by name: it failed the whole
+# conversion as "not a verl script"): verl key -> {value: why}
+VERL_ONLY_VALUES: dict[str, dict[str, str]] = {
+    # verl/utils/tracking.py Tracking.supported_backend
+    "trainer.logger": {
+        "file": (
+            "verl's file logger writes {step, data} lines to"
+            " $VERL_FILE_LOGGER_ROOT/<project>/<experiment>.jsonl; mfsdp writes its metrics to"
+            " RUN_DIR/metrics.jsonl always (jsonl), one flat record a step; drop it from the list"
+        ),
+        **dict.fromkeys(
+            ("mlflow", "swanlab", "vemlp_wandb", "clearml", "trackio", "rl_insight"),
+            _OTHER_TRACKER,
+        ),
+    },
+    "trainer.device": {"npu": "devices here are cuda and cpu (trainer.device)"},
+    # verl/trainer/ppo/core_algos.py agg_loss
+    ACTOR + "loss_agg_mode": {
+        "token-sum": (
+            "the token losses summed over the whole batch, unnormalised, is not available here;"
+            " loss_agg_mode here is token-mean, seq-mean-token-sum, seq-mean-token-mean or"
+            " seq-mean-token-sum-norm"
+        )
+    },
+    # verl/trainer/ppo/core_algos.py kl_penalty: `+` takes k2's gradient with the named
+    # estimator's value (straight-through); full needs the whole vocabulary's log-probs
+    ACTOR + "kl_loss_type": {
+        **{
+            f"{name}+": "the straight-through (+) KL estimators are not available here"
+            for name in ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3")
+        },
+        "full": "the full-vocabulary KL is not available here",
+    },
+}
+
+
+def verl_only_value(key: str, value: Any) -> str | None:
+    """Why verl's `value` of `key` (read as `normalise` reads it; a list item by item) has
+    no equivalent here, or None: it is one mfsdp's key takes, or not one verl takes either
+    (the loader names that)."""
+    refused = VERL_ONLY_VALUES.get(key, {})
+    for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, str) and item in refused:
+            return f"{item}: {refused[item]}"
+    return None
 
 
 def normalise(key: str) -> str:
