@@ -86,10 +86,11 @@ Examples:
 def inspect(path: str, role: str | None, as_json: bool, deep: bool) -> None:
     from mfsdp_ckpt.check.describe import describe_checkpoint, format_description
     from mfsdp_ckpt.format.path_refusals import refuse_url
-    from trainer.threads import configure_threads
+    from trainer.threads import configure_threads_when_torch_loads
 
     refuse_url(path)  # every spelling of a file: URL is told its local path, as validate does
-    configure_threads(1)  # reading pickled objects loads torch: train's choice, for one process
+    # reading pickled objects loads torch: train's choice, for one process, made only then
+    configure_threads_when_torch_loads()
     bar = CallbackBar(enabled=deep and not as_json, unit="B", desc="inspect", unit_scale=True)
     # --deep on LoRA hashes the whole base model: minutes for a 7B one
     with metadata_progress(not as_json), bar as progress:
@@ -202,11 +203,12 @@ def _check_hf_config_readable(hf_config: str) -> None:
     it made a sound checkpoint INVALID. A dir without one is said to be what it is (a
     checkpoint's step: its huggingface/ holds the config.json), as export-hf says it."""
     from mfsdp_ckpt.convert.hf_config import HFConfigError, read_config_json
+    from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
     from mfsdp_ckpt.storage import safe_files
     from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
     given = Path(hf_config)
-    config_file = given / "config.json" if given.is_dir() else given
+    config_file = given / HF_CONFIG_FILE if given.is_dir() else given
     if given.is_dir() and not os.path.lexists(config_file):  # a checkpoint's step, a run dir
         from mfsdp_ckpt.convert.export_source import no_config_json
 

@@ -160,11 +160,12 @@ def export_hf(
     # settings docs/benchmarks.md's export runs use). Read by torch at its first large
     # allocation, so set it first.
     os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
-    from mfsdp_ckpt.convert.export_hf import export_hf as run_export
-    from trainer.threads import configure_threads
+    from trainer.threads import configure_threads_when_torch_loads
 
-    # --verify, a dtype conversion, LoRA merges load torch: train's choice, for one process
-    configure_threads(1)
+    # --verify, a dtype conversion, LoRA merges load torch: train's choice, for one process,
+    # made only when torch loads (a plain copy of safetensors loads none)
+    configure_threads_when_torch_loads()
+    from mfsdp_ckpt.convert.export_hf import export_hf as run_export
 
     bar = CallbackBar(enabled=not as_json, unit="B", desc="export", unit_scale=True)
     # a merged LoRA export first hashes the whole base model (it must be the one trained on)

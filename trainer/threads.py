@@ -17,15 +17,18 @@ switch: GNU's libgomp in torch's Linux wheels and Intel's runtime both read it; 
 it means what `KMP_BLOCKTIME=0` does), so a worker that lost its core does not burn the
 core the others need. Both are environment variables
 OpenMP reads once when torch loads it, so they are set in this process before torch is
-imported and inherited by the ranks torchrun starts. A user's `OMP_NUM_THREADS` or
-`OMP_WAIT_POLICY` always wins. `bench/threads.py` measures the choice against fixed counts
-on an idle and a busy machine (docs/threads.md). The `ckpt` commands that load torch choose
-the same way, as one process: `validate --deep` scans for NaN/Inf with torch ops piece by
-piece, where workers spinning on busy cores cost as much as in training.
+imported and inherited by the ranks torchrun starts. A user's `OMP_NUM_THREADS`,
+`MKL_NUM_THREADS` (which torch reads over it) or `OMP_WAIT_POLICY` always wins.
+`bench/threads.py` measures the choice against fixed counts on an idle and a busy machine
+(docs/threads.md). The `ckpt` commands that load torch choose the same way, as one process:
+`validate --deep` scans for NaN/Inf with torch ops piece by piece, where workers spinning on
+busy cores cost as much as in training; `inspect` and `export-hf` choose once torch loads.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.abc
 import logging
 import os
 import platform
@@ -34,6 +37,7 @@ import time
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 CHOSEN_MARKER = (
     "MFSDP_THREADS_CHOSEN"  # set once chosen, so launched ranks neither re-choose nor re-log
@@ -42,6 +46,10 @@ SAMPLE_SECONDS = 0.1
 
 
 USER_SET = "OMP_NUM_THREADS as set"  # the reason of a count the user chose
+# torch sizes its intra-op pool by MKL_NUM_THREADS where it is set, over OMP_NUM_THREADS
+# (intraop_default_num_threads, aten/src/ATen/ParallelCommon.cpp): a user's count too
+MKL_VARIABLE = "MKL_NUM_THREADS"
+MKL_USER_SET = f"{MKL_VARIABLE} as set"
 # torchrun sets OMP_NUM_THREADS=1 for its ranks where it is unset and it starts more than one
 # per machine (torch/distributed/run.py), so a 1 there may not be the user's
 TORCHRUN_SET = "OMP_NUM_THREADS as set, by you or by torchrun"
@@ -55,7 +63,7 @@ MAX_THREAD_COUNT = 2**31 - 1
 
 @dataclass(frozen=True)
 class ThreadChoice:
-    threads: int  # the OMP_NUM_THREADS value
+    threads: int  # the count: OMP_NUM_THREADS's value, or a user's MKL_NUM_THREADS
     wait_policy: str | None  # None: left to the user's setting or OpenMP's default
     reason: str
     torch_threads: int  # what torch runs for `threads` (threads_torch_runs)
@@ -81,6 +89,10 @@ def choose_threads(
     `idle_cores` None samples /proc/stat.
     """
     environ = os.environ if environ is None else environ
+    mkl_user = thread_count_setting(environ.get(MKL_VARIABLE, ""))
+    if mkl_user is not None:  # torch's intra-op count: MKL_NUM_THREADS over OMP_NUM_THREADS
+        torch_runs = threads_torch_runs(mkl_user, environ)
+        return ThreadChoice(mkl_user, None, MKL_USER_SET, torch_runs, user_set=True)
     user = thread_count_setting(environ.get("OMP_NUM_THREADS", ""))
     if user is not None:
         reason = TORCHRUN_SET if user == 1 and _under_torchrun(local_ranks, environ) else USER_SET
@@ -130,9 +142,20 @@ def threads_torch_runs(requested: int, environ: Mapping[str, str] | None = None)
     OMP_NUM_THREADS=64 runs 2 threads. Without MKL, torch runs the count asked for."""
     environ = os.environ if environ is None else environ
     mkl_caps = environ.get("MKL_DYNAMIC", "").strip().upper() != "FALSE"
-    if platform.machine().lower() not in ("x86_64", "amd64") or not mkl_caps:
+    if not torch_has_mkl() or not mkl_caps:
         return requested
     return min(requested, physical_cores())
+
+
+def torch_has_mkl() -> bool:
+    """Whether torch is built with MKL: asked of torch where it is imported already (a
+    source build, or an x86-64 wheel without MKL, is not its machine's usual wheel); else
+    told from the machine, as torch's wheels are built (MKL on x86-64 only), importing no
+    torch before its thread count is chosen."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return bool(torch.backends.mkl.is_available())
+    return platform.machine().lower() in ("x86_64", "amd64")
 
 
 def physical_cores() -> int:
@@ -205,13 +228,45 @@ def configure_threads(
     return choice
 
 
+class _ChooseBeforeTorch(importlib.abc.MetaPathFinder):
+    """Chooses the thread count just before torch is first imported, then leaves the
+    import to the finders that load it."""
+
+    def __init__(self, local_ranks: int):
+        self.local_ranks = local_ranks
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
+        if fullname == "torch":
+            with contextlib.suppress(ValueError):  # removed already, by a nested import
+                sys.meta_path.remove(self)
+            configure_threads(self.local_ranks)
+        return None
+
+
+def configure_threads_when_torch_loads(local_ranks: int = 1) -> None:
+    """`configure_threads(local_ranks)` once torch is imported, just before, for a command
+    that loads torch only for some inputs (`ckpt inspect` reading pickled objects, `ckpt
+    export-hf` converting a dtype): one that loads none makes no choice, and so no 0.1 s CPU
+    sample. Now where torch is imported already."""
+    if "torch" in sys.modules:
+        configure_threads(local_ranks)
+        return
+    if not any(isinstance(finder, _ChooseBeforeTorch) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _ChooseBeforeTorch(local_ranks))
+
+
 def threads_oversubscribed(
-    threads: int, local_ranks: int, torch_threads: int | None = None
+    threads: int,
+    local_ranks: int,
+    torch_threads: int | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> str | None:
-    """Why a user's OMP_NUM_THREADS is slow here, or None: more threads in all than cores
+    """Why a user's thread count is slow here, or None: more threads in all than cores
     take turns on a core (8 threads on 2 cores was said to be "as set", without a word).
     `torch_threads`: what torch runs of `threads` (threads_torch_runs), where that is fewer:
-    OMP_NUM_THREADS=64 on 2 cores was said to be 64 threads where torch ran 2."""
+    OMP_NUM_THREADS=64 on 2 cores was said to be 64 threads where torch ran 2. The count is
+    named by the variable it came from (`users_thread_variable`)."""
+    environ = os.environ if environ is None else environ
     runs = threads if torch_threads is None else torch_threads
     cores = len(available_cores())
     ranks = max(1, local_ranks)
@@ -219,16 +274,27 @@ def threads_oversubscribed(
         return None
     capped = f" (torch runs {runs}, the machine's physical cores)" if runs < threads else ""
     return (
-        f"OMP_NUM_THREADS={threads}{capped} x {ranks} process(es) = {runs * ranks} threads on"
-        f" {cores} CPU core(s): threads take turns on a core;"
-        f" {how_to_let_mfsdp_choose(local_ranks)}"
+        f"{users_thread_variable(environ)}={threads}{capped} x {ranks} process(es) ="
+        f" {runs * ranks} threads on {cores} CPU core(s): threads take turns on a core;"
+        f" {how_to_let_mfsdp_choose(local_ranks, environ)}"
     )
 
 
+def users_thread_variable(environ: Mapping[str, str]) -> str:
+    """The variable a user's thread count is read from: MKL_NUM_THREADS where it holds a
+    count, as torch reads it over OMP_NUM_THREADS (`choose_threads`), else OMP_NUM_THREADS."""
+    if thread_count_setting(environ.get(MKL_VARIABLE, "")) is not None:
+        return MKL_VARIABLE
+    return "OMP_NUM_THREADS"
+
+
 def how_to_let_mfsdp_choose(local_ranks: int, environ: Mapping[str, str] | None = None) -> str:
-    """What a user with OMP_NUM_THREADS set does to let mfsdp choose. Under their own torchrun
-    with several ranks per machine, unsetting it only brings back torchrun's 1."""
+    """What a user with OMP_NUM_THREADS or MKL_NUM_THREADS set does to let mfsdp choose.
+    Under their own torchrun with several ranks per machine, unsetting it only brings back
+    torchrun's 1."""
     environ = os.environ if environ is None else environ
+    if users_thread_variable(environ) == MKL_VARIABLE:
+        return f"unset {MKL_VARIABLE} (which torch reads over OMP_NUM_THREADS) to let mfsdp choose"
     if _under_torchrun(local_ranks, environ):
         return (
             "torchrun sets OMP_NUM_THREADS=1 where it is unset; `mfsdp train --nproc-per-node`"

@@ -177,7 +177,7 @@ def test_a_usage_mistake_every_rank_meets_is_one_line_and_exit_2(tmp_path):
     _out, err = process.communicate(timeout=300)
     assert process.returncode == 2, err
     assert error_lines(err) == [
-        f"error: {rl_table} row 0: no 'messages' column and no 'prompt'/'response' columns"
+        f"error: {rl_table} row 1: no 'messages' column and no 'prompt'/'response' columns"
         " (found: data_source, prompt, ability, reward_model, extra_info); a verl RL table"
         " (prompts and rewards): `mfsdp train grpo` reads it"
     ]

@@ -378,7 +378,7 @@ def test_a_json_file_is_read_as_an_array_an_object_or_lines(tmp_path, text, rows
     "text, words",
     [
         ('[{"question": "1?",\n "answer": "#### 1"}', "not valid JSON (Expecting ',' delimiter at"),
-        ("[1, 2]", "item 0 is not a JSON object (int)"),
+        ("[1, 2]", "row 1: not a JSON object (int)"),
         ('{"a": 1}\n{"a":\n', "train.json:2: not valid JSON"),
     ],
 )

@@ -217,7 +217,7 @@ def test_rl_rows_from_the_gsm8k_converter_load_unchanged(tmp_path):
     text = tokenizer.decode(prompts[0].prompt_ids)
     assert text.endswith("<|im_start|>assistant\n") and "Tom has 3 apples" in text
     with pytest.raises(
-        RLDataError, match=r"row 1: prompt has \d+ tokens > data.max_prompt_length=128"
+        RLDataError, match=r"rl\.parquet row 2: prompt has \d+ tokens > data.max_prompt_length=128"
     ):
         load_rl_prompts(
             [str(path)],
@@ -228,7 +228,7 @@ def test_rl_rows_from_the_gsm8k_converter_load_unchanged(tmp_path):
         [{"prompt": [{"role": "user", "content": "hi"}], "data_source": "x"}],
         tmp_path / "bad.parquet",
     )
-    with pytest.raises(RLDataError, match=r"row 0: no reward_model\.ground_truth"):
+    with pytest.raises(RLDataError, match=r"bad\.parquet row 1: no reward_model\.ground_truth"):
         load_rl_prompts([str(broken)], RLDataConfig(), tokenizer)
 
 

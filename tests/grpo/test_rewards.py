@@ -308,16 +308,14 @@ def test_a_reward_files_prints_go_to_stderr_not_stdout(tmp_path, capsys):
         ("openai/gsm8k", "#### 72", 72.0),
         ("lighteval/MATH", r"\boxed{72}", 72),
         ("lighteval/MATH", r"\boxed{72}", 72.0),
-        ("lighteval/MATH", r"\boxed{\frac{1}{2}}", 0.5),
     ],
 )
-def test_a_ground_truth_that_is_a_number_is_compared_as_its_text(source, response, truth):
-    """The built-in rules compare text, as verl's do; a number column is its text (math's rule
-    raised AttributeError on an int)."""
+def test_a_ground_truth_that_is_a_whole_number_is_compared_as_its_text(source, response, truth):
+    """The built-in rules compare text, as verl's do; a whole number column is its decimal
+    text (math's rule raised AttributeError on an int). Other numbers are refused
+    (tests/grpo/test_number_ground_truth_is_text_when_whole.py)."""
     assert default_compute_score(source, response, truth) == 1.0
-    assert default_compute_score(source, response.replace("72", "71"), truth) == (
-        0.0 if truth != 0.5 else 1.0
-    )
+    assert default_compute_score(source, response.replace("72", "71"), truth) == 0.0
 
 
 def test_a_reward_function_that_prints_and_exits_ends_a_grpo_run_in_one_line_and_json(tmp_path):

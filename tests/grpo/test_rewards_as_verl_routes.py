@@ -145,7 +145,7 @@ def test_a_table_row_without_a_built_in_reward_is_refused_by_its_index(tmp_path,
     else:
         path.write_text(json.dumps(rows))
     message = _refused([str(path)], tokenizer)
-    assert message.startswith(f"{path} row 2: no built-in reward for data_source 'gsm8k' ")
+    assert message.startswith(f"{path} row 3: no built-in reward for data_source 'gsm8k' ")
 
 
 @pytest.mark.parametrize(

@@ -65,7 +65,7 @@ def test_a_nan_ground_truth_is_a_missing_one(tmp_path, tokenizer):
     from tests.support.data_tables import write_parquet
 
     path = write_parquet([_row(math.nan)], tmp_path / "rl.parquet")
-    with pytest.raises(RLDataError, match=r"rl\.parquet row 0: reward_model\.ground_truth is NaN$"):
+    with pytest.raises(RLDataError, match=r"rl\.parquet row 1: reward_model\.ground_truth is NaN$"):
         load_rl_prompts([str(path)], RLDataConfig(), tokenizer)
 
 

@@ -288,7 +288,7 @@ def test_a_run_whose_template_raises_ends_in_one_escaped_line(tmp_path, trainabl
     (model / "chat_template.jinja").write_text(HOSTILE_TEMPLATES["raises"][0])
     code, err = train_from(model, trainable[1], tmp_path / "run")
     assert code == 2, err
-    one_error(err, str(trainable[1]), "row 0", "(TemplateError: bad\\x1b[2J row)")
+    one_error(err, str(trainable[1]), "row 1", "(TemplateError: bad\\x1b[2J row)")
 
 
 def test_a_tokenizer_whose_regex_gives_up_is_named_not_a_panic(tmp_path, trainable):

@@ -63,10 +63,16 @@ class ChatTooLong(ChatFormatError):
 # however. Testing two spellings only took the others' chats by prefixes, and trained on
 # the text the template's author had left out of the blocks.
 GENERATION_MARKER = re.compile(r"\{\%-?\s*generation\s*-?\%\}")
-# Where transformers finds a tokenizer dir's chat template, in the order it looks (its
-# tokenizers never read chat_template.json, a processor's file: naming it named a file the
-# template did not come from)
-TEMPLATE_FILES = ("chat_template.jinja", "tokenizer_config.json")
+# Where transformers finds a tokenizer dir's chat template, the file whose template it renders
+# first: additional_chat_templates/default.jinja replaces chat_template.jinja's (both are the
+# template named `default`), which replaces tokenizer_config.json's. Its tokenizers never read
+# chat_template.json, a processor's file: naming it, or tokenizer_config.json for a template
+# read from a .jinja file, named a file the template did not come from.
+TEMPLATE_FILES = (
+    os.path.join("additional_chat_templates", "default.jinja"),
+    "chat_template.jinja",
+    "tokenizer_config.json",
+)
 # The most text a row may render to, whatever its token limit: tokenizing takes a few
 # hundred bytes a character (a tokenizer of one token per character), so this bounds a
 # row's tokenizing to about a GB. A row truncated to its token limit may be this long.

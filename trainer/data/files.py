@@ -77,9 +77,11 @@ class DataWriteError(MfsdpFailedError):
 
 
 def row_in_table(path: str | os.PathLike, index: int) -> str:
-    """How an error names row `index` (0-based, as verl's `extra_info.index` counts) of a
-    table with no lines to number (parquet, a .json array): `t.parquet row 0`."""
-    return f"{path} row {index}"
+    """How an error names row `index` (0-based) of a table with no lines to number (parquet,
+    a .json array): counted from 1, as a .jsonl row's line is, so that every row number a
+    user reads counts alike (`t.parquet row 1` is the first row, `t.jsonl:1` the first
+    line)."""
+    return f"{path} row {index + 1}"
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,8 @@ class RowOrigins:
     its file and its place in that file, not its place among all rows (`a.jsonl,b.jsonl row
     45`). A row read from a line is named by that line, 1-based, as an error about the
     line's JSON names it (`b.jsonl:25`; blank lines are no rows, so the row's index is no
-    line number); a parquet or .json array row by its 0-based index (`row_in_table`)."""
+    line number); a parquet or .json array row by its place counted from 1
+    (`row_in_table`)."""
 
     files: tuple[str, ...]
     starts: tuple[int, ...]  # the index of each file's first row among all rows
@@ -345,7 +348,7 @@ def _read_json(path: Path) -> Rows:
     for index, row in enumerate(rows):
         if not isinstance(row, dict):
             raise DataFileError(
-                f"{path}: item {index} is not a JSON object ({type(row).__name__});"
+                f"{row_in_table(path, index)}: not a JSON object ({type(row).__name__});"
                 " expected an array of objects, one object, or one per line"
             )
         if escaped:

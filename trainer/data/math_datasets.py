@@ -48,7 +48,8 @@ def gsm8k_ground_truth(answer: str) -> str:
 
 
 def _row_index(index: int) -> str:
-    return f"row {index}"
+    """Row `index` (0-based) as an error names it: counted from 1, as `row_in_table` does."""
+    return f"row {index + 1}"
 
 
 def math_ground_truth(solution: str) -> str:

@@ -7,12 +7,13 @@ template and the generation prompt, once, before training starts, so a bad row f
 A row is refused, naming its file and row, when its prompt is empty or its ground truth is
 null, NaN or empty text: such a row trains on nothing or scores 0 whatever the response. With
 the built-in rewards (no `reward.path`), which compare the answer as text, the ground truth
-must also be text or a number (compared as its text), and the row's `data_source` one with a
-built-in rule: a source with none failed the run at its first reward, after steps were saved,
-naming no file. A custom reward function may take any other value (a list, a dict) and any
-data_source (a missing one is given as ""): both are given to it unchanged. Its `extra_info`
-must then be a dict, or missing or null (given as `{}`), as verl reads it: the function is
-given it as verl's reward manager gives it (`reward_extra_info`).
+must also be text, or a whole number (compared as its decimal text: `72` and `72.0` as "72";
+a fraction such as a float32 0.1 is refused, its text a guess), and the row's `data_source`
+one with a built-in rule: a source with none failed the run at its first reward, after steps
+were saved, naming no file. A custom reward function may take any other value (a list, a
+dict) and any data_source (a missing one is given as ""): both are given to it unchanged.
+Its `extra_info` must then be a dict, or missing or null (given as `{}`), as verl reads it:
+the function is given it as verl's reward manager gives it (`reward_extra_info`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,12 @@ from trainer.data.files import read_rows_with_origins
 from trainer.data.table_kinds import table_kind_hint
 from trainer.grpo.config import RLDataConfig
 from trainer.progress import item_bar
-from trainer.rewards.dispatch import built_in_rule, no_built_in_reward
+from trainer.rewards.dispatch import (
+    built_in_rule,
+    ground_truth_text,
+    no_built_in_reward,
+    no_text_to_compare,
+)
 
 
 class RLDataError(MfsdpUsageError, ValueError):
@@ -81,20 +87,19 @@ def chat_turns(prompt: Any) -> list[dict]:
 def checked_ground_truth(value: Any, custom_reward: bool) -> str | None:
     """Why `value` cannot be a row's ground truth, or None when it can. Null and empty text
     score 0 whatever the response; without a custom reward function (`custom_reward`) the
-    built-in rules compare text, so a list, dict or bool could never match either."""
+    built-in rules compare text, as verl's do, so a value with no text to compare
+    (`ground_truth_text`: text, or a whole number as its decimal text) is refused: a list,
+    dict or bool could never match, and a fraction only by the chance of how it was written
+    (a float32 `0.1` reads 0.10000000149011612)."""
     if value is None:
         return "reward_model.ground_truth is null"
     if isinstance(value, float) and math.isnan(value):  # a missing value, as pandas writes it
         return "reward_model.ground_truth is NaN"
     if isinstance(value, str):
         return None if value.strip() else f"reward_model.ground_truth is empty text ({value!r:.20})"
-    if custom_reward or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+    if custom_reward or ground_truth_text(value) is not None:
         return None
-    return (
-        f"reward_model.ground_truth is {type(value).__name__} {value!r:.60}: the built-in "
-        "rewards compare it as text, so nothing would match (give text or a number, or set "
-        "reward.path to a function that takes it)"
-    )
+    return f"reward_model.ground_truth is {no_text_to_compare(value)}"
 
 
 def checked_extra_info(value: Any) -> str | None:

@@ -18,8 +18,10 @@ import inspect
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TextIO
 
 from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
@@ -102,13 +104,57 @@ def user_code_output() -> Iterator[None]:
     descriptor), or `os.write(1, ...)`, or C code's printf, came before the JSON object; the
     descriptor is pointed at stderr too, and back once the call returns, raises or is stopped
     by its time limit (an awaited `async def` function runs inside). Nested or overlapping
-    uses (threads) share one redirection, undone when the last of them ends."""
+    uses (threads) share one redirection, undone when the last of them ends. A thread the
+    code started and left running prints to stderr after the call too (`_UserThreadsOnStderr`):
+    its print once the call had returned came before the JSON object."""
+    before = set(threading.enumerate())
     _enter_user_code()
     try:
         with contextlib.redirect_stdout(sys.stderr):
             yield
     finally:
         _leave_user_code()
+        _keep_on_stderr(threads_started_since(before))
+
+
+def threads_started_since(before: set[threading.Thread]) -> list[threading.Thread]:
+    """The threads alive now that were not among `before`: those the user's code started and
+    left running."""
+    return [thread for thread in threading.enumerate() if thread not in before]
+
+
+# The threads the user's code started and left running: what they print goes to stderr
+_user_threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+
+
+class _UserThreadsOnStderr:
+    """`sys.stdout` once the user's code has left a thread running: what that thread writes
+    goes to stderr, as it did during the call; every other thread's writes (the command's
+    own: its `--json` object) go to the stdout this wraps."""
+
+    def __init__(self, stdout: TextIO):
+        self.stdout = stdout
+
+    def _stream(self) -> TextIO:
+        return sys.stderr if threading.current_thread() in _user_threads else self.stdout
+
+    def write(self, text: str) -> int:
+        return self._stream().write(text)
+
+    def flush(self) -> None:
+        self._stream().flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stdout, name)
+
+
+def _keep_on_stderr(threads: list[threading.Thread]) -> None:
+    """Send what `threads` (started by the user's code) print to stderr from now on."""
+    if not threads:
+        return
+    _user_threads.update(threads)
+    if not isinstance(sys.stdout, _UserThreadsOnStderr):
+        sys.stdout = _UserThreadsOnStderr(sys.stdout)
 
 
 _STDOUT_FD, _STDERR_FD = 1, 2

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import numbers
 import reprlib
 import sys
 import threading
@@ -34,6 +35,7 @@ from trainer.rewards.custom import (
     RewardFunctionError,
     load_reward_function,
     restore_command_stdout,
+    threads_started_since,
     user_code_output,
 )
 from trainer.rewards.time_limit import STUCK_GRACE_S, RewardTimeout, time_limit
@@ -99,22 +101,53 @@ def default_compute_score(
 ) -> float:
     """The built-in rule for a data source (verl's `default_compute_score` for these sources).
 
-    The rules compare text, as verl's do; a ground truth that is a number (a JSON or parquet
-    column of numbers) is compared as its text, `72` and `72.0` as "72"."""
+    The rules compare text, as verl's do; a ground truth that is a whole number (a JSON or
+    parquet column of integers) is compared as its decimal text (`ground_truth_text`), and
+    anything else that is no text is refused (`RewardError`), not scored 0 for a right answer
+    (the data loader refuses such rows first)."""
     rule = built_in_rule(data_source)
     if rule is None:  # the data loader refuses such rows before the model loads
         raise RewardError(no_built_in_reward(data_source))
-    return rule(solution_str, _as_text(ground_truth))
+    text = ground_truth_text(ground_truth)
+    if text is None:
+        raise RewardError(f"ground_truth is {no_text_to_compare(ground_truth)}")
+    return rule(solution_str, text)
 
 
-def _as_text(ground_truth: Any) -> Any:
-    """A number as the text the rules compare (math's rule reads a box out of it); anything else
-    as it is (the data loader refuses what the rules cannot score)."""
-    if isinstance(ground_truth, bool) or not isinstance(ground_truth, (int, float)):
-        return ground_truth
-    if isinstance(ground_truth, float) and ground_truth.is_integer():
-        return str(int(ground_truth))
-    return str(ground_truth)
+# The largest whole number a float64 holds with every smaller one: past it a float column's
+# value need not be the integer that was written (2**53 + 1 reads as 2**53)
+_EXACT_FLOAT_INTEGERS = 2**53
+
+
+def ground_truth_text(value: Any) -> str | None:
+    """The text the built-in rules compare for a ground truth `value`, or None where it has
+    none. Text is itself; an integer of any width is its decimal text (`72` as "72"), and so
+    is a float that is exactly one within 2**53 (`72.0`: pandas stores an integer column with
+    a null in it as float64). Any other number has no one text: a float32 column's 0.1 reads
+    0.10000000149011612 and `5e-05` may have been written 0.00005, so a right answer would
+    score 0; a bool, a Decimal or a list is no answer's text either."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, numbers.Integral):  # int, and numpy's integers of every width
+        return str(int(value))
+    # float and numpy's floats; not Fraction (Rational) or Decimal (no Real)
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Rational):
+        number = float(value)
+        if number.is_integer() and abs(number) <= _EXACT_FLOAT_INTEGERS:
+            return str(int(number))
+    return None
+
+
+def no_text_to_compare(value: Any) -> str:
+    """Why `value`, with no `ground_truth_text`, cannot be a ground truth of the built-in
+    rules, on one line."""
+    return (
+        f"{type(value).__name__} {value!r:.60}: the built-in rewards compare text, as verl's "
+        'do, and take a number only when it is a whole one (72 as "72"); write it as text '
+        '(`"0.5"`, as the answer is written), or set reward.path to a function that takes it'
+    )
 
 
 def reward_extra_info(extra_info: Any) -> Any:
@@ -233,7 +266,7 @@ def _threads_left(before: set[threading.Thread]) -> bool:
     """Whether the stopped call left threads of its own that exit would wait for (a reward
     function waiting on a worker thread it started: the process hung at exit after its
     error line)."""
-    return any(t not in before and t.is_alive() and not t.daemon for t in threading.enumerate())
+    return any(not thread.daemon for thread in threads_started_since(before))
 
 
 class _NotAScore(RewardFunctionError):

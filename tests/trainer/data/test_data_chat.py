@@ -206,7 +206,7 @@ def _chat_row(question: str = "q", extra: str = "") -> str:
         (
             "train.json",
             "[" + _chat_row() + ", " + _chat_row(r"q\udc00") + "]",
-            r"train.json row 1: messages[0].content holds '\udc00' at character 1, a lone"
+            r"train.json row 2: messages[0].content holds '\udc00' at character 1, a lone"
             r" UTF-16 surrogate (half of a \u escape pair), which is no text",
         ),
     ],

@@ -120,5 +120,5 @@ def test_the_cases_that_differed(solution):
 
 
 def test_a_refusal_names_the_row_and_why():
-    with pytest.raises(DataFileError, match=r"^row 0: solution's last \\boxed is not followed"):
+    with pytest.raises(DataFileError, match=r"^row 1: solution's last \\boxed is not followed"):
         math_rows([{"problem": "p", "solution": "\\boxed\\frac{1}{2}"}], "train")

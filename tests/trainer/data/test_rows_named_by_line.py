@@ -39,9 +39,9 @@ def test_a_content_error_and_a_syntax_error_name_the_same_line(tmp_path):
         load_sft_splits(DataConfig(train_files=[str(path)]), build_tokenizer(), 0, False)
 
 
-def test_parquet_rows_are_named_from_0(tmp_path):
+def test_parquet_rows_are_named_from_1(tmp_path):
     path = write_parquet([GOOD, GOOD], tmp_path / "t.parquet")
-    assert read_rows_with_origins([str(path)])[1](1) == f"{path} row 1"
+    assert read_rows_with_origins([str(path)])[1](1) == f"{path} row 2"
 
 
 @pytest.mark.parametrize("text", ["", "\n\n  \n"])

@@ -59,7 +59,7 @@ def test_grpo_names_the_command_for_a_table_it_does_not_read(tables, table, hint
     with pytest.raises(RLDataError) as err:
         load_rl_prompts([tables[table]], RLDataConfig(), NO_TOKENIZER)
     message = str(err.value)
-    where = ":1" if tables[table].endswith(".jsonl") else " row 0"  # a line, or a row from 0
+    where = ":1" if tables[table].endswith(".jsonl") else " row 1"  # a line, or a row from 1
     assert message.startswith(f"{tables[table]}{where}: no 'prompt' column (found "), message
     assert message.endswith(hint), message
 
