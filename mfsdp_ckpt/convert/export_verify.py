@@ -1,5 +1,5 @@
-"""--verify: re-open the written safetensors and compare every tensor, bit for bit, with its
-source after conversion and cast.
+"""--verify: re-read the written safetensors and compare every tensor, bit for bit, with its
+source after conversion and cast, one tensor's bytes in memory at a time (per thread).
 """
 
 from __future__ import annotations
@@ -15,7 +15,11 @@ from mfsdp_ckpt.convert.export_plan import ExportPlan, convert, natural_key
 from mfsdp_ckpt.convert.export_scheduler import MIN_BUFFER_BYTES, Progress, run_tasks
 from mfsdp_ckpt.convert.name_maps import MappedTensor
 from mfsdp_ckpt.storage import safe_files
-from mfsdp_ckpt.storage.safetensors_source import index_weight_map
+from mfsdp_ckpt.storage.safetensors_source import (
+    SafetensorsError,
+    SafetensorsSource,
+    index_weight_map,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -52,9 +56,9 @@ def verify_export(
     source after conversion and cast. Returns one line per problem (empty: all equal).
     `progress` gets (tensors compared, tensors, bytes compared, bytes) as each is done.
 
-    Each file is opened once and its tensors compared while it is open (`_verify_file`),
-    one file at a time: opening a safetensors file parses its whole header, so opening it
-    per tensor costs time quadratic in its tensor count (minutes for tens of thousands)."""
+    Each file's header is read once and its tensors compared by it (`_verify_file`), one
+    file at a time: parsing a file's whole header per tensor costs time quadratic in its
+    tensor count (minutes for tens of thousands)."""
     out = Path(out_dir)
     index = index_weight_map(out)  # bounded, as any model dir's index is read
     files = sorted(set(index.values())) if index is not None else _single_files(out)
@@ -85,53 +89,60 @@ def _verify_file(
     tally: _Tally | None = None,
 ) -> list[str]:
     """Compare the tensors `file` holds (by the index, else by its header, which adds them
-    to `where`) with the items that make them, `file` open once for all of them; an item
-    whose targets lie in several files is converted once per file. Each item's compared
-    tensors are added to `tally`."""
+    to `where`) with the items that make them, its header read once for all of them; an
+    item whose targets lie in several files is converted once per file. Each item's
+    compared tensors are added to `tally`.
+
+    Each written tensor is read into memory of its own (`SafetensorsSource`, as import
+    reads), never through `safe_open`, which maps the whole file: the mapped pages count
+    in the process's memory, so verifying a 5 GB shard held 5 GB, whatever its largest
+    tensor."""
     import torch
-    from safetensors import SafetensorError, safe_open
 
     listed = {name for name, held in index.items() if held == file} if index is not None else set()
     try:  # a file linked out of the export is not the export's: never opened
-        handle = safe_open(safe_files.regular_file(out / file, out, f"the export {out}"), "pt")
-    except (SafetensorError, OSError) as err:
+        safe_files.regular_file(out / file, out, f"the export {out}")
+        written_file = SafetensorsSource(out, only=file)
+    except (SafetensorsError, OSError) as err:
         unreadable = [f"{name}: unreadable in {file} ({err})" for name in sorted(listed)]
         return unreadable or [f"{file}: unreadable ({err})"]
     problems: list[str] = []
     lock = threading.Lock()
-    with handle:
-        if index is None:
-            listed = set(handle.keys())
-            where.update(dict.fromkeys(listed, file))
+    if index is None:
+        listed = set(written_file.tensors)
+        where.update(dict.fromkeys(listed, file))
 
-        def work(item: MappedTensor) -> int:
-            found = []
-            compared, compared_bytes = 0, 0
-            for name, wanted in convert(plan, item):
-                if name not in listed:
-                    continue
-                compared, compared_bytes = compared + 1, compared_bytes + wanted.nbytes
-                try:
-                    written = handle.get_tensor(name)
-                except (SafetensorError, OSError) as err:
-                    found.append(f"{name}: unreadable in {file} ({err})")
-                    continue
-                if written.dtype != wanted.dtype or written.shape != wanted.shape:
-                    found.append(
-                        f"{name}: {tuple(written.shape)} {written.dtype} written, "
-                        f"{tuple(wanted.shape)} {wanted.dtype} expected"
-                    )
-                elif not torch.equal(bit_pattern(written), bit_pattern(wanted)):
-                    differing = int((bit_pattern(written) != bit_pattern(wanted)).sum())
-                    found.append(f"{name}: {differing} byte(s) differ from {item.source} in {file}")
-            with lock:
-                problems.extend(found)
-            if tally is not None:
-                tally.add(compared, compared_bytes)
-            return compared_bytes
+    def work(item: MappedTensor) -> int:
+        found = []
+        compared, compared_bytes = 0, 0
+        for name, wanted in convert(plan, item):
+            if name not in listed:
+                continue
+            compared, compared_bytes = compared + 1, compared_bytes + wanted.nbytes
+            if name not in written_file.tensors:
+                found.append(f"{name}: not in {file}, where the index lists it")
+                continue
+            try:
+                written = written_file.read(name)
+            except OSError as err:
+                found.append(f"{name}: unreadable in {file} ({err})")
+                continue
+            if written.dtype != wanted.dtype or written.shape != wanted.shape:
+                found.append(
+                    f"{name}: {tuple(written.shape)} {written.dtype} written, "
+                    f"{tuple(wanted.shape)} {wanted.dtype} expected"
+                )
+            elif not torch.equal(bit_pattern(written), bit_pattern(wanted)):
+                differing = int((bit_pattern(written) != bit_pattern(wanted)).sum())
+                found.append(f"{name}: {differing} byte(s) differ from {item.source} in {file}")
+        with lock:
+            problems.extend(found)
+        if tally is not None:
+            tally.add(compared, compared_bytes)
+        return compared_bytes
 
-        here = [item for item in plan.items if not listed.isdisjoint(item.targets)]
-        run_tasks(replace(plan, items=here), work, workers, buffer_bytes, None, 0)
+    here = [item for item in plan.items if not listed.isdisjoint(item.targets)]
+    run_tasks(replace(plan, items=here), work, workers, buffer_bytes, None, 0)
     return problems
 
 
