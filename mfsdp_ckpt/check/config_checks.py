@@ -17,6 +17,7 @@ from mfsdp_ckpt.check import value_head
 from mfsdp_ckpt.check.report import ERROR, NO_HF_CONFIG, WARNING, ValidationReport
 from mfsdp_ckpt.convert import tied_head
 from mfsdp_ckpt.format import dir_entries, layout, state_keys
+from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.confined_stat import LeadsOutError
@@ -39,10 +40,10 @@ def config_to_check(
     the check reports it: export refuses it, so validate must not call the step valid."""
     if hf_config is not None:
         given = Path(hf_config)
-        return given / "config.json" if given.is_dir() else given
+        return given / HF_CONFIG_FILE if given.is_dir() else given
     if paths.hf_assets is None:
         return None
-    config_file = paths.hf_assets / "config.json"
+    config_file = paths.hf_assets / HF_CONFIG_FILE
     try:
         found = dir_entries.stat_inside(config_file, paths.root, follow_symlinks=False)
     except LeadsOutError:  # huggingface/ linked out: the check refuses it by name
@@ -175,7 +176,7 @@ def _check_config_loads(
         refuse_unloadable(read_config_json(config_file, root)[1], config_file)
     except HFConfigError as err:
         report.add(ERROR, config_file, str(err).split(": ", 1)[-1])
-    if config_file.name == "config.json":  # and GenerationConfig's of the file beside it
+    if config_file.name == HF_CONFIG_FILE:  # and GenerationConfig's of the file beside it
         try:
             check_generation_config_beside(config_file.parent, root)
         except CheckpointFileError as err:

@@ -16,6 +16,7 @@ from mfsdp_ckpt.convert.mtp import DROP_MTP_FLAG, stored_mtp
 from mfsdp_ckpt.errors import CheckpointFormatError, MfsdpError
 from mfsdp_ckpt.format import checkpoint_resolution, layout, state_keys
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
+from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 from mfsdp_ckpt.lora import (
     ByteProgress,
     base_model_problems,
@@ -124,7 +125,7 @@ def describe_recorded_model(paths: layout.CheckpointPaths, reader: CheckpointRea
     restricted unpickler / safe YAML."""
     from mfsdp_ckpt.convert.megatron_record import has_recorded_config, recorded_config
 
-    own_config = paths.hf_assets is not None and paths.hf_assets.joinpath("config.json").is_file()
+    own_config = paths.hf_assets is not None and paths.hf_assets.joinpath(HF_CONFIG_FILE).is_file()
     if own_config or not has_recorded_config(paths, reader):
         return None
     try:

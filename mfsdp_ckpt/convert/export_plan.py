@@ -47,6 +47,7 @@ from mfsdp_ckpt.convert.recorded_layout import with_recorded_layout
 from mfsdp_ckpt.format import hf_trainer
 from mfsdp_ckpt.format.dir_entries import stat_inside
 from mfsdp_ckpt.format.dtypes import BFLOAT16, FLOAT16, FLOAT32, DType, short_dtype_name
+from mfsdp_ckpt.format.model_files import ADAPTER_CONFIG_FILE
 from mfsdp_ckpt.format.state_keys import AmbiguousStateError
 from mfsdp_ckpt.storage.reader import TensorEntry
 
@@ -370,7 +371,7 @@ def _named_adapter_dir(checkpoint: Path) -> Path | None:
 
 def _holds_adapter_config(folder: Path) -> bool:
     """An adapter_config.json there, a regular file and not a link (reads stay inside)."""
-    found = stat_inside(folder / "adapter_config.json", folder, follow_symlinks=False)
+    found = stat_inside(folder / ADAPTER_CONFIG_FILE, folder, follow_symlinks=False)
     return found is not None and stat.S_ISREG(found.st_mode)
 
 

@@ -30,12 +30,11 @@ from mfsdp_ckpt.errors import MfsdpError
 from mfsdp_ckpt.format import checkpoint_resolution, file_walk, finding_runs, hf_trainer, layout
 from mfsdp_ckpt.format.generation_config import GENERATION_CONFIG_FILE, generation_config
 from mfsdp_ckpt.format.hub_id import missing_hf_config
-from mfsdp_ckpt.format.model_files import FILE_NAMES, is_model_file
+from mfsdp_ckpt.format.model_files import FILE_NAMES, HF_CONFIG_FILE, INDEX_FILE, is_model_file
 from mfsdp_ckpt.format.state_keys import AmbiguousStateError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import ByteStore, CheckpointFileError
 from mfsdp_ckpt.storage.reader import CheckpointReader, TensorEntry
-from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE
 from mfsdp_ckpt.storage.tensorstore_store import is_url, join_location, open_store
 from mfsdp_ckpt.storage.unique_json import (
     DuplicateKeyError,
@@ -267,7 +266,7 @@ def _config_kept_by(paths: layout.CheckpointPaths, exported: layout.CheckpointPa
     a Megatron iteration or a bare dist_ckpt), and that leaving --hf-config out reads it
     when it is the checkpoint being exported."""
     hf_dir = paths.hf_dir
-    if hf_dir is None or not (hf_dir / "config.json").is_file():
+    if hf_dir is None or not (hf_dir / HF_CONFIG_FILE).is_file():
         return f"it keeps no config.json: {_MODEL_DIR_WANTED}"
     if exported is not None and _same_dir(paths.root, exported.root):
         return f"its config.json is in {hf_dir}, which export-hf reads when --hf-config is left out"
@@ -332,7 +331,7 @@ def _local_candidates(
     """(name, path) of each file `asset_files` copies from the local `base` (a dir, or a
     config.json given alone), the dir they are in, and the files it leaves out."""
     if base.is_file():  # a config.json given alone, whatever its name
-        return [("config.json", base)], base.parent, []
+        return [(HF_CONFIG_FILE, base)], base.parent, []
     picked, left_out = _model_files(file_walk.list_files(base, True, skip), whole)
     return [(name, base / name) for name in picked], base, left_out
 
@@ -491,17 +490,17 @@ def check_json_asset(name: str, where: str | os.PathLike, data: bytes) -> None:
     except DuplicateKeyError as err:
         raise CheckpointFileError(f"{where}: {err} in one object") from None
     except ValueError as err:  # bad syntax, nesting past MAX_JSON_DEPTH, not UTF-8, ...
-        if name == "config.json":  # refused by `read_config_json`, with the config's exit code
+        if name == HF_CONFIG_FILE:  # refused by `read_config_json`, with the config's exit code
             return
         if name == GENERATION_CONFIG_FILE and not isinstance(err, NestingError):
             return  # transformers skips one it cannot parse, and loads the model without it
         raise CheckpointFileError(f"{where}: not valid JSON ({json_problem(err)})") from None
-    if name != "config.json" and is_model_file(name) and not isinstance(parsed, dict):
+    if name != HF_CONFIG_FILE and is_model_file(name) and not isinstance(parsed, dict):
         raise CheckpointFileError(
             f"{where}: holds a JSON {type(parsed).__name__}, not the object transformers"
             f" reads from a {Path(name).name}"
         )
-    found = None if name == "config.json" else first_nonfinite(parsed)
+    found = None if name == HF_CONFIG_FILE else first_nonfinite(parsed)
     if found is not None:
         raise CheckpointFileError(
             f"{where}: {found[0] or 'the value'} is {found[1]}, not a finite number (NaN and"
@@ -589,7 +588,7 @@ def config_json_location(asset_location: str) -> str:
     if asset_location.endswith(".json"):
         return asset_location
     if is_url(asset_location) or os.path.isdir(asset_location):
-        return join_location(asset_location, "config.json")
+        return join_location(asset_location, HF_CONFIG_FILE)
     return f"{asset_location} config.json"
 
 

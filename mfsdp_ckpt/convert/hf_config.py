@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.closest_path import where_relative
+from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 from mfsdp_ckpt.storage.unique_json import first_nonfinite, parse_json, read_json_file
 
@@ -66,7 +67,7 @@ def read_config_json(
     given (the checkpoint directory), one that resolves inside it; bad JSON, a 5000-digit
     number or deep nesting is one line."""
     path = Path(path)
-    config_file = path / "config.json" if path.is_dir() else path
+    config_file = path / HF_CONFIG_FILE if path.is_dir() else path
     if not os.path.lexists(config_file):
         raise HFConfigError(f"{config_file}: no such file{where_relative(config_file)}")
     problem = weights_file_problem(config_file)

@@ -49,8 +49,8 @@ from pathlib import Path
 from mfsdp_ckpt.convert import tied_head
 from mfsdp_ckpt.convert.conversion_result import ConversionResult
 from mfsdp_ckpt.convert.export_errors import ExportUsageError
-from mfsdp_ckpt.convert.export_hf import check_out_dir
 from mfsdp_ckpt.convert.export_plan import DTYPES
+from mfsdp_ckpt.convert.export_prepare import check_out_dir
 from mfsdp_ckpt.convert.export_scheduler import Progress
 from mfsdp_ckpt.convert.export_source import (
     asset_files,
@@ -88,6 +88,7 @@ from mfsdp_ckpt.format.file_hash import FileRecord, hash_files
 from mfsdp_ckpt.format.finite import count_nonfinite_tensor
 from mfsdp_ckpt.format.hub_id import hub_id_hint
 from mfsdp_ckpt.format.manifest import Manifest
+from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 from mfsdp_ckpt.format.state_keys import MODEL_KEY_PREFIX
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
@@ -239,7 +240,7 @@ def plan_model_import(
     _refuse_non_floating_weights(source, expected)
     geometry = Geometry.from_config(config)
     if geometry.tie_word_embeddings:
-        _refuse_untied_head(source, hf_dir / "config.json")
+        _refuse_untied_head(source, hf_dir / HF_CONFIG_FILE)
     try:
         if layout_name == MCORE:
             refuse_attention_window(config)
@@ -316,7 +317,7 @@ def _read_config(hf_dir: Path):
     damaged model (exit 1), as a damaged weight file is; so is one transformers' config class
     refuses (`rms_norm_eps: "1e-6"`): the checkpoint would train and export from a model
     transformers cannot load."""
-    config_file = hf_dir / "config.json"
+    config_file = hf_dir / HF_CONFIG_FILE
     if dir_entries.stat_inside(config_file, hf_dir, follow_symlinks=False) is None:
         inside = finding_runs.checkpoint_containing(hf_dir)
         what = (

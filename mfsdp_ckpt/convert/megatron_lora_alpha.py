@@ -24,6 +24,7 @@ from mfsdp_ckpt.convert.megatron_lora import SUPPORTED_VARIANT, MegatronLora
 from mfsdp_ckpt.convert.megatron_record import run_config_data
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format.model_files import ADAPTER_CONFIG_FILE
 from mfsdp_ckpt.lora import MAX_ADAPTER_CONFIG_BYTES, not_plain_lora, plain_lora_init
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.unique_json import loads_object
@@ -72,7 +73,7 @@ def _saved_adapter_config(folder: Path | None, root: Path) -> tuple[dict, Path] 
     whatever alpha --lora-alpha gives)."""
     if folder is None:
         return None
-    file = folder / "adapter_config.json"
+    file = folder / ADAPTER_CONFIG_FILE
     text = safe_files.read_text(file, MAX_ADAPTER_CONFIG_BYTES, root)
     data = loads_object(text, str(file), CheckpointFormatError)
     found = not_plain_lora(data.get)

@@ -13,22 +13,16 @@ save holding the adapter alone exports too. The dir appears only when complete
 from __future__ import annotations
 
 import functools
-import json
 import os
-import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError, ExportVerifyError
-from mfsdp_ckpt.convert.export_hf import (
-    ExportResult,
-    PreparedSource,
-    prepare_source,
-    write_assets,
-)
+from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError
 from mfsdp_ckpt.convert.export_plan import choose_dtype, live_peft_hint, plan_adapter
+from mfsdp_ckpt.convert.export_prepare import PreparedSource, prepare_source
+from mfsdp_ckpt.convert.export_result import ExportResult
 from mfsdp_ckpt.convert.export_scheduler import Progress
 from mfsdp_ckpt.convert.export_source import (
     ExportSource,
@@ -36,14 +30,9 @@ from mfsdp_ckpt.convert.export_source import (
     load_copied_config,
     resolve_source,
 )
+from mfsdp_ckpt.convert.export_write import write_assets
 from mfsdp_ckpt.convert.fused_tensors import Geometry
-from mfsdp_ckpt.convert.lora_export import (
-    ADAPTER_LAYOUT,
-    compare_written,
-    finite_only,
-    write_all,
-    write_merged,
-)
+from mfsdp_ckpt.convert.lora_merge import write_merged
 from mfsdp_ckpt.convert.mapping_errors import MappingError
 from mfsdp_ckpt.convert.megatron_lora import (
     PEFT_KIND,
@@ -53,23 +42,18 @@ from mfsdp_ckpt.convert.megatron_lora import (
 )
 from mfsdp_ckpt.convert.megatron_lora_alpha import set_lora_scale
 from mfsdp_ckpt.convert.name_maps import model_tensors
-from mfsdp_ckpt.format.model_files import top_level_names
+from mfsdp_ckpt.convert.peft_adapter import write_peft_files
+from mfsdp_ckpt.convert.tensor_writes import publish_verified
+from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE, top_level_names
 from mfsdp_ckpt.format.state_keys import AmbiguousStateError
-from mfsdp_ckpt.lora import (
-    ADAPTER_CONFIG_FILE,
-    ADAPTER_WEIGHTS_FILE,
-    AdapterKey,
-    peft_name,
-    peft_target_modules,
-)
-from mfsdp_ckpt.storage.named_writes import write_text
+from mfsdp_ckpt.lora import AdapterKey, peft_name, peft_target_modules
 from mfsdp_ckpt.storage.out_dir import claim_output
 from mfsdp_ckpt.storage.safetensors_source import (
     SafetensorsSource,
     StoredTensor,
     other_weights_hint,
 )
-from mfsdp_ckpt.storage.safetensors_writer import SINGLE_FILE, ShardedSafetensorsWriter, Spec
+from mfsdp_ckpt.storage.safetensors_writer import Spec
 
 if TYPE_CHECKING:
     import torch
@@ -123,9 +107,9 @@ def export_megatron_adapter(
         tmp = claim.tmp
         config_dir = tmp / ".config"  # read to split the fused adapters, not exported
         config_dir.mkdir()
-        write_assets({"config.json": prepared.assets["config.json"]}, config_dir)
-        config = load_copied_config(config_dir / "config.json", prepared.asset_location)
-        (config_dir / "config.json").unlink()
+        write_assets({HF_CONFIG_FILE: prepared.assets[HF_CONFIG_FILE]}, config_dir)
+        config = load_copied_config(config_dir / HF_CONFIG_FILE, prepared.asset_location)
+        (config_dir / HF_CONFIG_FILE).unlink()
         config_dir.rmdir()
         lora, mtp, geometry = plan_adapter(source, config, drop_mtp)
         assert lora is not None  # holds_adapters said so, and plan_adapter refuses MTP-only
@@ -133,12 +117,9 @@ def export_megatron_adapter(
         result = _write_adapter(
             lora, source, config, geometry, tmp, dtype, verify, progress, allow_nonfinite
         )
-        if result.mismatches:
-            raise ExportVerifyError(result.mismatches)
-        claim.publish_synced()
+        publish_verified(claim, result)
     result.left_out(mtp)
-    result.out_dir, result.seconds = str(out), time.monotonic() - started
-    return result
+    return result.published(out, started)
 
 
 def peft_config(lora: MegatronLora, num_layers: int) -> dict:
@@ -209,35 +190,17 @@ def _write_adapter(
         return (rows, a_shape[0])
 
     specs: list[Spec] = [(name, out_dtype[name], shape(name)) for name in sources]
-    writer = ShardedSafetensorsWriter(tmp, specs, max_shard_bytes=sys.maxsize)  # PEFT: one file
-    converting = time.monotonic()
-
-    def where(name: str) -> str:
-        return f"{source.location} [{key_of(name)}] (as {name})"
-
-    write_all(writer, list(sources), finite_only(tensor, where, allow_nonfinite), progress)
-    convert_seconds = time.monotonic() - converting
-    os.replace(tmp / SINGLE_FILE, tmp / ADAPTER_WEIGHTS_FILE)
-    settings = peft_config(lora, int(config.num_hidden_layers))
-    write_text(tmp / ADAPTER_CONFIG_FILE, json.dumps(settings, indent=2, sort_keys=True) + "\n")
-    verifying = time.monotonic()
-    mismatches = (
-        compare_written(tmp / ADAPTER_WEIGHTS_FILE, list(sources), tensor) if verify else None
-    )
-    verify_seconds = time.monotonic() - verifying if verify else None
-    return ExportResult(
-        "",
-        ADAPTER_LAYOUT,
+    return write_peft_files(
+        tmp,
+        specs,
+        tensor,
+        lambda name: f"{source.location} [{key_of(name)}] (as {name})",
+        lambda: peft_config(lora, int(config.num_hidden_layers)),
         config.model_type,
-        ",".join(sorted({d.name for d in out_dtype.values()})),
-        len(specs),
-        writer.total_bytes,
-        [ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE],
-        0.0,
-        mismatches,
-        list(lora.notes),
-        convert_seconds=convert_seconds,
-        verify_seconds=verify_seconds,
+        verify=verify,
+        progress=progress,
+        allow_nonfinite=allow_nonfinite,
+        notes=lora.notes,
     )
 
 
@@ -291,7 +254,7 @@ def merge_onto_base(
     with claim_output(out, overwrite, top_level_names(prepared.assets)) as claim:
         tmp = claim.tmp
         write_assets(prepared.assets, tmp)
-        config = load_copied_config(tmp / "config.json", prepared.asset_location)
+        config = load_copied_config(tmp / HF_CONFIG_FILE, prepared.asset_location)
         lora, mtp, geometry = plan_adapter(source, config, drop_mtp)
         assert lora is not None  # adapter_only_checkpoint said so, plan_adapter refuses MTP-only
         set_lora_scale(lora, source.location, prepared.local_paths, lora_alpha)
@@ -315,12 +278,9 @@ def merge_onto_base(
             allow_nonfinite=allow_nonfinite,
             adapter_notes=lora.notes,
         )
-        if result.mismatches:
-            raise ExportVerifyError(result.mismatches)
-        claim.publish_synced()
+        publish_verified(claim, result)
     result.left_out(mtp)
-    result.out_dir, result.seconds = str(out), time.monotonic() - started
-    return result
+    return result.published(out, started)
 
 
 def _check_base_fits(

@@ -54,6 +54,7 @@ from mfsdp_ckpt.convert.megatron_record import RecordedSettings, recorded_config
 from mfsdp_ckpt.convert.record_values import value_disagreements
 from mfsdp_ckpt.errors import CheckpointFormatError
 from mfsdp_ckpt.format import layout
+from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.reader import CheckpointReader
 
@@ -287,8 +288,8 @@ def _against_own_config(given: dict[str, Any], paths: layout.CheckpointPaths | N
     if paths is None or paths.hf_dir is None:
         return None
     try:
-        check_geometry(given, "config.json")  # impossible sizes are named where export plans
-        own_file, own = read_config_json(paths.hf_dir / "config.json", paths.root)
+        check_geometry(given, HF_CONFIG_FILE)  # impossible sizes are named where export plans
+        own_file, own = read_config_json(paths.hf_dir / HF_CONFIG_FILE, paths.root)
     except HFConfigError:
         return None
     if own == given:

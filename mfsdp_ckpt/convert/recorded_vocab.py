@@ -36,6 +36,7 @@ from mfsdp_ckpt.convert.hf_config import read_config_json
 from mfsdp_ckpt.convert.mapping_errors import MappingError
 from mfsdp_ckpt.convert.name_maps import model_tensors
 from mfsdp_ckpt.convert.recorded_layout import recorded_padding
+from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 from mfsdp_ckpt.format.state_keys import AmbiguousStateError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.named_writes import write_text
@@ -144,7 +145,7 @@ def fit_config_file(
     """Export: the config.json written into `directory` (beside the tokenizer it copied
     from `named`) given the stored rows as vocab_size where `vocab_fit` proves them; its
     note, or none. ExportError naming the tokenizer.json when that has ids past the rows."""
-    config_file = directory / "config.json"
+    config_file = directory / HF_CONFIG_FILE
     data = read_config_json(config_file)[1]
     fit = vocab_fit(paths, reader, data.get("vocab_size"))
     if fit is None:
@@ -165,7 +166,7 @@ def fitted_config(config: Any, fit: VocabFit | None) -> Any:
 
     if isinstance(config, JsonConfig):
         data = {key: value for key, value in vars(config).items() if key != "hf_shapes"}
-        return json_config({**data, "vocab_size": fit.rows}, "config.json")
+        return json_config({**data, "vocab_size": fit.rows}, HF_CONFIG_FILE)
     fitted = copy.copy(config)
     fitted.vocab_size = fit.rows
     return fitted

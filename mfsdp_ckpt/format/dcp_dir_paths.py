@@ -40,6 +40,7 @@ from mfsdp_ckpt.format.layout import (
     noted,
     parse_step_dir_name,
 )
+from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 from mfsdp_ckpt.format.run_steps import is_ours
 
 
@@ -119,7 +120,7 @@ def _hf_trainer_paths(dcp: Path) -> CheckpointPaths:
         checkpoint,
         checkpoint.parent if in_run else None,
         HF_TRAINER,
-        hf_dir=checkpoint if os.path.lexists(checkpoint / "config.json") else None,
+        hf_dir=checkpoint if os.path.lexists(checkpoint / HF_CONFIG_FILE) else None,
         note=note,
         optimizer_dcp=optimizer if os.path.lexists(optimizer) else None,
         recorded_step=step,
@@ -145,7 +146,7 @@ def _bridge_hf_export(iter_dir: Path) -> Path | None:
     verl's huggingface/ is, so nothing needs deriving. A PEFT run's hf/ holds an adapter
     (adapter_config.json) and no config.json: not one."""
     hf = iter_dir / BRIDGE_HF_EXPORT_DIR
-    return hf if is_dir(hf) and is_file(hf / "config.json") else None
+    return hf if is_dir(hf) and is_file(hf / HF_CONFIG_FILE) else None
 
 
 def _role_paths(

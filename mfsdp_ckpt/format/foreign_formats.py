@@ -24,8 +24,8 @@ from mfsdp_ckpt.format.layout import (
     ForeignFormatError,
     looks_like_hf_model,
 )
+from mfsdp_ckpt.format.model_files import ADAPTER_CONFIG_FILE, HF_CONFIG_FILE, INDEX_FILE
 from mfsdp_ckpt.format.verl_contents import read_verl_contents
-from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE
 
 # Formats of the same tools that mfsdp does not read, by the file that marks them:
 # (what it is, what reads it). Megatron-LM tells them apart the same way
@@ -74,7 +74,7 @@ def refuse_foreign_format(directory: Path, names: list[str]) -> None:
             if looks_like_hf_model(hf_names)
             else ""
         )
-        if is_file(directory / VERL_FSDP_LORA_DIR / "adapter_config.json"):
+        if is_file(directory / VERL_FSDP_LORA_DIR / ADAPTER_CONFIG_FILE):
             hint += (  # fsdp_workers.py saves a LoRA run's adapter there, PEFT's format
                 f"; its {VERL_FSDP_LORA_DIR}/ holds the LoRA adapter in Hugging Face PEFT"
                 " format (peft.PeftModel.from_pretrained(base_model, DIR) loads it)"
@@ -94,7 +94,7 @@ def _verl_peft_reader(dcp: Path) -> str | None:
     if dcp.name != DIST_CKPT_DIR or dcp.parent.name != VERL_MODEL_DIR:
         return None
     adapter = dcp.parent / HF_ASSETS_DIR / VERL_PEFT_ADAPTER_DIR
-    if is_file(adapter / "adapter_config.json"):
+    if is_file(adapter / ADAPTER_CONFIG_FILE):
         return (
             f"verl saved the adapter in Hugging Face PEFT format in {adapter}"
             " (peft.PeftModel.from_pretrained(base_model, DIR) loads it)"
@@ -150,7 +150,7 @@ def refuse_weights_without_config(given: Path, names: list[str]) -> None:
     shards = dcp_hf_shards.unconsolidated_shards(weights)
     if shards:
         raise CheckpointPathError(dcp_hf_shards.message(given, shards))
-    if "config.json" in names or "adapter_config.json" in names or not weights:
+    if HF_CONFIG_FILE in names or ADAPTER_CONFIG_FILE in names or not weights:
         return  # a model dir, or a PEFT adapter (its base's config is elsewhere)
     raise CheckpointPathError(
         f"{given}: Hugging Face safetensors ({len(weights)} file(s), e.g. {weights[0]}) without"

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format import hf_trainer
+from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 
 TRACKER_FILE = "latest_checkpointed_iteration.txt"
 STEP_DIR_PREFIX = "global_step_"
@@ -225,7 +226,7 @@ def iter_step(name: str) -> int | None:
 def looks_like_hf_model(names: list[str]) -> bool:
     """Whether a dir holding `names` is a Hugging Face model dir: config.json and weights (not
     the .bin records the HF Trainer keeps beside config.json in its checkpoint-N)."""
-    return "config.json" in names and any(
+    return HF_CONFIG_FILE in names and any(
         n.endswith(_HF_WEIGHT_SUFFIXES) and not hf_trainer.STATE_BIN_RE.match(n) for n in names
     )
 

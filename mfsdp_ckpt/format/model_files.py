@@ -3,19 +3,25 @@
 A model dir downloaded whole holds much else: the weights in other formats (`.gguf`,
 `onnx/`, `tf_model.h5`), a README, images, custom code, a `.git/`. An export copies only
 the model's own files from a model dir, and `--overwrite` replaces only a directory that
-holds nothing else (`storage/out_dir.py`), so both ask here.
+holds nothing else (`storage/out_dir.py`), so both ask here. The names those files go by
+(config.json, a PEFT adapter's two files, the weights' index) are spelled here once: a
+misspelled literal elsewhere would quietly find no file.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE
+HF_CONFIG_FILE = "config.json"  # the model's config: what makes a dir a Hugging Face model dir
+# A PEFT adapter dir: its config and its weights, the two files `PeftModel.from_pretrained` reads
+ADAPTER_CONFIG_FILE = "adapter_config.json"
+ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
+INDEX_FILE = "model.safetensors.index.json"  # sharded weights: which file holds each tensor
 
 # Files transformers reads by these names: a directory there is named as no file, not
 # walked as a folder of assets (transformers takes it for a file that is not there).
 FILE_NAMES = (
-    "config.json",
+    HF_CONFIG_FILE,
     "tokenizer.json",
     "tokenizer_config.json",
     "special_tokens_map.json",
@@ -54,7 +60,7 @@ def is_model_file(relative: str) -> bool:
 
 # What an export writes besides model files: the weights' index, a PEFT adapter's config
 # (the weights themselves are *.safetensors).
-_EXPORT_FILE_NAMES = frozenset({INDEX_FILE, "adapter_config.json"})
+_EXPORT_FILE_NAMES = frozenset({INDEX_FILE, ADAPTER_CONFIG_FILE})
 
 
 def is_export_file(relative: str) -> bool:

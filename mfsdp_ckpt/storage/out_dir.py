@@ -52,7 +52,13 @@ from mfsdp_ckpt.format.layout import (
     STEP_DIR_PREFIX,
     TRACKER_FILE,
 )
-from mfsdp_ckpt.format.model_files import is_export_file
+from mfsdp_ckpt.format.model_files import (
+    ADAPTER_CONFIG_FILE,
+    ADAPTER_WEIGHTS_FILE,
+    HF_CONFIG_FILE,
+    INDEX_FILE,
+    is_export_file,
+)
 from mfsdp_ckpt.format.step_saving import fsync_path
 from mfsdp_ckpt.storage.file_errors import NOT_ABOUT_THE_FILE
 from mfsdp_ckpt.storage.out_lock import (
@@ -61,7 +67,7 @@ from mfsdp_ckpt.storage.out_lock import (
     hidden_name,
     release_out_lock,
 )
-from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE, SINGLE_FILE
+from mfsdp_ckpt.storage.safetensors_writer import SINGLE_FILE
 from mfsdp_ckpt.storage.tree_removal import failure_words, remove_tree, unremovable_dir
 from mfsdp_ckpt.storage.writable import not_a_directory
 
@@ -73,9 +79,9 @@ _PID_ROOM = len("old-4194304")  # what follows _WORK_TAG: tmp-/old- and a pid (L
 _CHECKPOINT_MARKERS = (DCP_METADATA_FILE, DIST_CKPT_DIR, MANIFEST_FILE, TRACKER_FILE)
 # What marks a directory as an export: a model's, or a PEFT adapter's (--adapter-only).
 _EXPORT_SIGNATURES = (
-    ("config.json", SINGLE_FILE),
-    ("config.json", INDEX_FILE),
-    ("adapter_config.json", "adapter_model.safetensors"),
+    (HF_CONFIG_FILE, SINGLE_FILE),
+    (HF_CONFIG_FILE, INDEX_FILE),
+    (ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE),
 )
 _RENAME_NOREPLACE, _RENAME_EXCHANGE = 1, 2
 

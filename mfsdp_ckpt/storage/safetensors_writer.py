@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.format.dtypes import DType
+from mfsdp_ckpt.format.model_files import INDEX_FILE
 from mfsdp_ckpt.format.step_saving import fsync_path
 from mfsdp_ckpt.storage.file_errors import naming_file
 
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
 
 Spec = tuple[str, DType, tuple[int, ...]]  # one output tensor: name, dtype, shape
 SINGLE_FILE = "model.safetensors"
-INDEX_FILE = "model.safetensors.index.json"
 _PWRITE_MAX = 1 << 30  # Linux caps one write at ~2 GiB; stay well under
 
 

@@ -1,0 +1,82 @@
+"""What an export is asked for: the options `export_hf` hands whole to each step.
+
+Kept apart from the driver so that the LoRA exports (`lora_export_kind`) and the CLI read the
+same options and defaults without importing the export that runs them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from mfsdp_ckpt.convert.export_errors import ExportUsageError
+from mfsdp_ckpt.convert.export_scheduler import Progress
+from mfsdp_ckpt.format.file_hash import ByteProgress
+
+
+def parse_size(text: str) -> int:
+    """`5GB`, `500MB`, `2GiB`, `1000000` -> bytes (decimal units as in transformers)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)\s*", text, re.IGNORECASE)
+    if not match:
+        raise ExportUsageError(
+            f"--max-shard-size {text!r}: expected e.g. 5GB, 500MB or a byte count"
+        )
+    number, unit = float(match.group(1)), match.group(2).upper().rstrip("B")
+    scale = {
+        "": 1,
+        "K": 10**3,
+        "M": 10**6,
+        "G": 10**9,
+        "T": 10**12,
+        "KI": 2**10,
+        "MI": 2**20,
+        "GI": 2**30,
+        "TI": 2**40,
+    }[unit]
+    if number * scale < 1:
+        raise ExportUsageError(f"--max-shard-size {text!r}: must be at least one byte")
+    return int(number * scale)
+
+
+DEFAULT_MAX_SHARD_SIZE = 5 * 10**9  # transformers' save_pretrained default
+
+
+DEFAULT_WORKERS = 4
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """What `export_hf` was asked for beyond the checkpoint and --out, handed whole to
+    each step (and to the LoRA exports, `lora_export_kind.export_lora_kind`), so a step names
+    the options it reads rather than a dozen parameters of their own.
+
+    `max_shard_size` and `workers` stay None unless given, so that an export with no use
+    for one refuses it instead of ignoring it; `shard_size` and `threads` are what an
+    export that takes them uses."""
+
+    dtype: str
+    max_shard_size: int | None
+    hf_config: str | os.PathLike | None
+    layout_name: str
+    workers: int | None
+    verify: bool
+    overwrite: bool
+    io: str
+    buffer_bytes: int
+    progress: Progress | None
+    role: str | None
+    allow_nonfinite: bool
+    adapter_only: bool
+    base_progress: ByteProgress | None
+    lora_alpha: float | None
+    drop_mtp: bool
+    verify_progress: Progress | None
+
+    @property
+    def shard_size(self) -> int:
+        return DEFAULT_MAX_SHARD_SIZE if self.max_shard_size is None else self.max_shard_size
+
+    @property
+    def threads(self) -> int:
+        return DEFAULT_WORKERS if self.workers is None else self.workers

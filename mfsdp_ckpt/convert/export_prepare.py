@@ -1,0 +1,252 @@
+"""Everything an export checks before it claims its output: --out, --hf-config, config.json.
+
+An export must fail before it writes a byte when --out would replace what it reads, or
+when no config.json (given, kept in the checkpoint, or derived from a Megatron record)
+describes the checkpoint's model. These checks are shared by the full export, the LoRA
+exports and import-hf, so they live apart from any one of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from mfsdp_ckpt.check.validate import require_valid
+from mfsdp_ckpt.convert.export_errors import ExportUsageError
+from mfsdp_ckpt.convert.export_source import (
+    AssetFiles,
+    ExportSource,
+    asset_files,
+    bridge_tokenizer_dir,
+    config_json_location,
+    no_config_json,
+    resolve_source,
+    weights_summary,
+)
+from mfsdp_ckpt.convert.hf_config import parse_config_json, weights_file_problem
+from mfsdp_ckpt.convert.megatron_config import (
+    DerivedConfig,
+    MegatronConfigError,
+    MegatronSettingsMissing,
+)
+from mfsdp_ckpt.convert.megatron_record import recorded_config
+from mfsdp_ckpt.convert.record_agreement import contradiction, refuse_uncomputable
+from mfsdp_ckpt.errors import CheckpointFormatError
+from mfsdp_ckpt.format import checkpoint_resolution, layout
+from mfsdp_ckpt.format.hub_id import missing_hf_config
+from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
+from mfsdp_ckpt.format.output_inside import inside_checkpoint
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
+from mfsdp_ckpt.storage.tensorstore_store import is_url
+from mfsdp_ckpt.storage.writable import require_writable_dir
+
+
+def check_out_dir(out: Path, protected: list[Path], model_dirs: Sequence[Path] = ()) -> None:
+    """Refuse an --out that would replace or write into what the command reads: the
+    checkpoint (`protected`: out may not be it or above it, nor lie inside a checkpoint)
+    and the Hugging Face model dirs it reads (`model_dirs`: --hf-config, a LoRA base,
+    import's source). Those are a user's downloads, and a model dir looks like an earlier
+    export: out may not be one or above one, or --overwrite would replace it. Also refuse
+    one whose parent cannot be written, where the work dir and lock file go, before any work."""
+    require_writable_dir("--out", out, beside=True, error=ExportUsageError)
+    resolved = out.resolve()
+    for keep in protected:
+        if resolved == keep or resolved in keep.parents:
+            raise ExportUsageError(
+                f"{out}: holds the checkpoint being exported; choose another --out"
+            )
+    for model_dir in model_dirs:
+        if resolved == model_dir or resolved in model_dir.parents:
+            raise ExportUsageError(
+                f"{out}: is or holds the model dir {model_dir} this command reads;"
+                " choose another --out"
+            )
+    inside = inside_checkpoint(resolved)
+    if inside is not None:
+        raise ExportUsageError(
+            f"{out}: {inside}; choose an --out outside it"
+            " (--overwrite replaces only an empty directory or an earlier export)"
+        )
+
+
+def model_dirs_of(*locations: str | os.PathLike | None) -> list[Path]:
+    """The local directories of the HF model locations given (a dir, or its config.json),
+    resolved, for `check_out_dir`; URLs and missing paths name none. A config.json's dir
+    is the one it sits in, not where a link leads (a Hugging Face cache snapshot links
+    config.json into ../../blobs/)."""
+    dirs = []
+    for location in locations:
+        if location is None or is_url(str(location)) or not os.path.exists(location):
+            continue
+        path = Path(os.path.abspath(location))
+        dirs.append((path if path.is_dir() else path.parent).resolve())
+    return dirs
+
+
+def _no_config_message(source: ExportSource, lacking: str = "") -> str:
+    return (
+        f"{source.location}: the checkpoint holds no Hugging Face config (Megatron-LM saves"
+        " none, nor does the HF Trainer with SHARDED_STATE_DICT; verl keeps it in"
+        f" {layout.HF_ASSETS_DIR}/){lacking}; pass --hf-config with the"
+        " Hugging Face model dir the run started from (config.json, and tokenizer files for"
+        f" AutoTokenizer){weights_summary(source.reader.tensors)}"
+    )
+
+
+def _derived_config(
+    source: ExportSource, paths: layout.CheckpointPaths | None
+) -> DerivedConfig | None:
+    """The config a Megatron checkpoint's own record (Bridge's run_config.yaml, Megatron-LM's
+    args) implies; None when it records none. A record without the model's sizes asks for
+    --hf-config (exit 2), naming what it lacks; a model no family here computes is exit 1."""
+    try:
+        return recorded_config(paths, source.reader)
+    except MegatronSettingsMissing as err:
+        lacking = f"; its {err.record} lacks {', '.join(err.missing)}"
+        raise ExportUsageError(_no_config_message(source, lacking)) from None
+
+
+def _derived_assets(
+    derived: DerivedConfig, paths: layout.CheckpointPaths | None, io: str
+) -> AssetFiles:
+    """config.json from the record, and the tokenizer files Megatron-Bridge saved into the
+    iteration dir (read inside the checkpoint, as its huggingface/ files are; none through
+    a URL)."""
+    text = json.dumps(derived.config, indent=2, sort_keys=True) + "\n"
+    assets = AssetFiles({HF_CONFIG_FILE: text.encode})
+    if paths is not None and paths.tokenizer_dir is not None:
+        tokenizer_dir = str(bridge_tokenizer_dir(paths.tokenizer_dir))
+        tokenizer = asset_files(tokenizer_dir, io, paths.root, whole=True)
+        assets.update({n: load for n, load in tokenizer.items() if n != HF_CONFIG_FILE})
+    return assets
+
+
+def refuse_config_against_record(
+    source: ExportSource,
+    paths: layout.CheckpointPaths | None,
+    asset_location: str,
+    assets: dict[str, Callable[[], bytes]],
+    hf_config: str | os.PathLike | None,
+) -> None:
+    """A config.json (--hf-config's, or the checkpoint's own HF dir's) that contradicts the
+    model the checkpoint records is refused before anything is written (record_agreement):
+    exit 2 for --hf-config, exit 1 for the checkpoint's own files; so is one that is no
+    config (not JSON, nested 5000 deep, no model_type, NaN), in one line naming it."""
+    config_file = config_json_location(asset_location)
+    error = ExportUsageError if hf_config is not None else CheckpointFormatError
+    data = parse_config_json(assets[HF_CONFIG_FILE](), config_file, error)
+    named = f"--hf-config {config_file}" if hf_config is not None else str(config_file)
+    refuse_uncomputable(data, paths, source.reader, named)
+    found = contradiction(data, paths, source.reader)
+    if found is None:
+        return
+    if hf_config is not None:
+        left_out = (
+            ", or leave --hf-config out to use the model the checkpoint records"
+            if _records_its_model(source, paths)
+            else ""
+        )
+        raise ExportUsageError(
+            f"--hf-config {config_file}: {found}; pass the model dir the run started from{left_out}"
+        )
+    raise CheckpointFormatError(
+        f"{config_file}: {found}; pass --hf-config with the model dir the run started from"
+    )
+
+
+def _records_its_model(source: ExportSource, paths: layout.CheckpointPaths | None) -> bool:
+    """Whether the checkpoint's own record of its model can be read: a config.json beside
+    its weights, or a Megatron record a config derives from. `contradiction` also compares
+    a record that derives none (sizes or family missing) on the numbers it holds, and
+    without --hf-config such a checkpoint has no config to export with."""
+    if paths is not None and paths.hf_dir is not None and (paths.hf_dir / HF_CONFIG_FILE).is_file():
+        return True
+    try:
+        return recorded_config(paths, source.reader) is not None
+    except (
+        MegatronSettingsMissing,
+        MegatronConfigError,
+        CheckpointFormatError,
+        CheckpointFileError,
+    ):
+        return False
+
+
+@dataclass
+class PreparedSource:
+    """A checkpoint to export and the Hugging Face files that describe it, all checked
+    before the output is claimed."""
+
+    source: ExportSource
+    local_paths: layout.CheckpointPaths | None
+    asset_location: str
+    derived: DerivedConfig | None
+    assets: AssetFiles
+
+
+def prepare_source(
+    ckpt: str | os.PathLike,
+    out: Path,
+    hf_config: str | os.PathLike | None,
+    io: str,
+    role: str | None,
+    source: ExportSource | None = None,
+) -> PreparedSource:
+    """Resolve `ckpt`, refuse an --out that would touch what is read, find config.json
+    (--hf-config, the checkpoint's own HF dir, or derived from its Megatron record) and run
+    validate's cheap checks (`source`: `ckpt` already resolved). ExportUsageError when no
+    config can be found."""
+    source = source if source is not None else resolve_source(str(ckpt), io, role)
+    check_out_dir(out, source.protected, model_dirs_of(hf_config))
+    local_paths = (
+        None if is_url(str(ckpt)) else checkpoint_resolution.resolve_checkpoint(ckpt, role=role)
+    )
+    asset_location = str(hf_config) if hf_config is not None else source.hf_assets
+    derived: DerivedConfig | None = None
+    if asset_location is None:
+        derived = _derived_config(source, local_paths)
+        asset_location = derived.source if derived is not None else None
+    if asset_location is None:
+        raise ExportUsageError(_no_config_message(source))
+    if hf_config is not None and not Path(hf_config).exists():
+        raise ExportUsageError(missing_hf_config(hf_config))
+    if hf_config is not None and weights_file_problem(hf_config):
+        raise ExportUsageError(f"--hf-config {weights_file_problem(hf_config)}")
+    asset_root = local_paths.root if local_paths is not None and hf_config is None else None
+    if derived is not None:
+        assets = _derived_assets(derived, local_paths, io)
+    else:
+        skip = source.hf_skip if hf_config is None else ()
+        assets = asset_files(asset_location, io, asset_root, skip, whole=hf_config is None)
+    if HF_CONFIG_FILE not in assets:
+        raise no_config_json(asset_location, hf_config, local_paths)
+    if derived is None:
+        refuse_config_against_record(source, local_paths, asset_location, assets, hf_config)
+    if local_paths is not None:
+        # damaged or hostile: refused with validate's first error, before planning
+        require_valid(local_paths, manifest_only=True, reader=source.reader)
+    return PreparedSource(source, local_paths, asset_location, derived, assets)
+
+
+def refuse_hf_config_of_no_kind(hf_config: str | os.PathLike) -> None:
+    """ExportUsageError (exit 2) for an --hf-config that is there but neither a model dir
+    nor a regular file (a FIFO, /dev/zero, a link to one), said as `validate --hf-config`
+    says it. Taken for a model dir to list, it was "cannot list (Not a directory)", which
+    named no option and called a FIFO a directory that could not be read; checked before
+    any export path (full, LoRA merge, adapter) reads it."""
+    try:
+        os.stat(hf_config)
+    except FileNotFoundError:  # missing, or a link to nothing: said (with the path's
+        return  # directory) where the export reads it
+    except OSError:
+        pass  # a link loop and the like: `regular_file` names it
+    if os.path.isdir(hf_config):
+        return
+    try:
+        safe_files.regular_file(hf_config)
+    except CheckpointFileError as err:
+        raise ExportUsageError(f"--hf-config {err}") from None

@@ -1,0 +1,63 @@
+"""What an export answers: the files written, the time each phase took, its notes.
+
+Every export kind (full, LoRA merged, PEFT adapter, Megatron adapter) returns this one
+record, so the CLI prints and `--json` reports them alike.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from mfsdp_ckpt.convert.conversion_result import ConversionResult
+from mfsdp_ckpt.convert.mtp import MtpLayers
+from mfsdp_ckpt.convert.units import gb_per_s, took
+
+
+@dataclass
+class ExportResult(ConversionResult):
+    files: list[str]
+    seconds: float
+    mismatches: list[str] | None = None  # None: not verified
+    notes: list[str] = field(default_factory=list)
+    dropped_mtp: dict[str, int] | None = None  # {"layers", "tensors"} left out by --drop-mtp
+    # `seconds` is the whole command's, start-up included (reading the checkpoint's metadata;
+    # --verify first imports transformers to build config.json, seconds alone): the rates
+    # are the tensors' own. None: not timed apart from `seconds` (convert), not verified.
+    convert_seconds: float | None = None  # reading, converting and writing the tensors
+    verify_seconds: float | None = None  # --verify: reading them back, comparing, hashing
+
+    def published(self, out: os.PathLike | str, started: float) -> ExportResult:
+        """This result with the --out it now stands at and the whole command's seconds since
+        `started`, set once the output is published (the LoRA exports build it before)."""
+        self.out_dir, self.seconds = str(out), time.monotonic() - started
+        return self
+
+    def left_out(self, mtp: MtpLayers | None) -> None:
+        """Record the multi-token prediction layers the export left out, and note them."""
+        if mtp is not None:
+            self.dropped_mtp = mtp.counts()
+            self.notes.append(mtp.dropped_note())
+
+    @property
+    def gb_per_s(self) -> float:
+        """The bytes over the whole command's `seconds` (`convert_gb_per_s`: the export's)."""
+        return gb_per_s(self.bytes, self.seconds) or 0.0
+
+    @property
+    def verify_gb_per_s(self) -> float | None:
+        return gb_per_s(self.bytes, self.verify_seconds)
+
+    def summary(self) -> str:
+        verified = ""
+        if self.mismatches == []:
+            timed = (
+                "" if self.verify_seconds is None else f" {took(self.bytes, self.verify_seconds)}"
+            )
+            verified = f" verified{timed},"
+        return (
+            f"exported {self.converted()},{verified} {self.seconds:.1f} s in all,"
+            f" {len(self.files)} file(s), {self.dtype}, layout {self.layout},"
+            f" {self.model_type} -> {self.out_dir}"
+        )

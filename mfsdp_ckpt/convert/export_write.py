@@ -1,0 +1,177 @@
+"""Writing a planned export into its work dir: assets, the plan, then every tensor.
+
+The plan is made against the config.json written into the work dir (its vocab may be
+fitted to the checkpoint's), so planning and writing are one step here; the driver
+(`export_hf`) only claims the output, verifies and publishes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from mfsdp_ckpt.convert.export_errors import ExportUsageError
+from mfsdp_ckpt.convert.export_options import ExportOptions
+from mfsdp_ckpt.convert.export_plan import ExportPlan, convert, plan_export, task_cost
+from mfsdp_ckpt.convert.export_prepare import PreparedSource
+from mfsdp_ckpt.convert.export_scheduler import run_tasks
+from mfsdp_ckpt.convert.export_source import ExportSource, load_copied_config
+from mfsdp_ckpt.convert.export_stream import (
+    PieceBuffers,
+    is_streamable,
+    nonfinite_error,
+    stream_tensor,
+)
+from mfsdp_ckpt.convert.hf_config import MAX_LAYERS, read_config_json
+from mfsdp_ckpt.convert.megatron_lora_alpha import set_lora_scale
+from mfsdp_ckpt.convert.name_maps import MappedTensor
+from mfsdp_ckpt.convert.recorded_vocab import fit_config_file
+from mfsdp_ckpt.format import step_saving
+from mfsdp_ckpt.format.dtypes import DType
+from mfsdp_ckpt.format.finite import count_nonfinite_tensor
+from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
+from mfsdp_ckpt.storage.named_writes import write_bytes, write_text
+from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
+from mfsdp_ckpt.storage.tensor_memory import tensor_memory
+
+# How many more layers config.json may name than the checkpoint's names hold; a few more
+# get the "checkpoint lacks weights" message that names one, many more are refused early.
+LAYER_TOLERANCE = 8
+
+
+_LAYER_INDEX = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+
+
+def _layer_cap(source: ExportSource) -> int:
+    """The most layers config.json may claim for this checkpoint: the layer indices its
+    weight names hold plus a tolerance, and never above hf_config.MAX_LAYERS."""
+    found = (_LAYER_INDEX.search(name) for name in source.reader.tensors)
+    indices = {int(match.group(1)) for match in found if match}
+    return min(MAX_LAYERS, len(indices) + LAYER_TOLERANCE)
+
+
+def _check_backed(plan: ExportPlan) -> None:
+    """Every chunk the plan reads lies inside its file and can hold its elements (or, stored
+    compressed, can be decoded here), so the sizes the output is checked to have room for
+    are backed by bytes (metadata claiming 1 TiB over a 1 KB blob is refused before the
+    free-space check says the disk is too small for it)."""
+    reader = plan.source.reader
+    adapters = plan.lora.adapter_keys if plan.lora is not None else []
+    for entry in [plan.entry(item) for item in plan.items] + [reader.tensors[k] for k in adapters]:
+        for chunk in entry.chunks:
+            if chunk.numel:
+                reader._check_stored(entry, chunk)
+
+
+def write_assets(assets: dict[str, Callable[[], bytes]], target: Path) -> None:
+    for name, load in assets.items():
+        path = target / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes(path, load())
+
+
+def set_config_dtype(config_file: Path, dtype: DType) -> None:
+    """The exported config names the dtype actually written, as save_pretrained does."""
+    data = read_config_json(config_file)[1]  # bounded, as every read of a config.json
+    data["dtype"] = dtype.name
+    if "torch_dtype" in data:
+        data["torch_dtype"] = dtype.name
+    write_text(config_file, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+@dataclass
+class WrittenExport:
+    """An export's tensors, written and closed in the work dir, with what its result and
+    notes are made of."""
+
+    plan: ExportPlan
+    writer: ShardedSafetensorsWriter
+    vocab_notes: list[str]
+    convert_seconds: float
+
+
+def write_planned(prepared: PreparedSource, tmp: Path, options: ExportOptions) -> WrittenExport:
+    """Write the assets, plan the tensors against the config.json now in `tmp` and write
+    them. The config is read from `tmp` because `fit_config_file` may have fitted its vocab
+    to the checkpoint's; the written config names the dtype the plan chose. A failure
+    closes the writer's files (the claim removes `tmp`)."""
+    write_assets(prepared.assets, tmp)
+    vocab_notes = fit_config_file(
+        prepared.source.paths, prepared.source.reader, tmp, prepared.asset_location
+    )
+    plan = _plan(prepared, tmp, options)
+    writer = ShardedSafetensorsWriter(tmp, plan.specs(), options.shard_size)
+    try:
+        writer.open()
+        converting = time.monotonic()
+        _write_tensors(plan, writer, options)
+        writer.close()
+        convert_seconds = time.monotonic() - converting
+    except BaseException:
+        writer.abort()
+        raise
+    set_config_dtype(tmp / HF_CONFIG_FILE, plan.dtype)
+    for name in prepared.assets:
+        step_saving.fsync_path(tmp / name)
+    return WrittenExport(plan, writer, vocab_notes, convert_seconds)
+
+
+def _plan(prepared: PreparedSource, tmp: Path, options: ExportOptions) -> ExportPlan:
+    """The export's plan, with a merged LoRA's scale set (its alpha recorded or given, never
+    guessed), checked to be backed by the checkpoint's bytes before the writer checks there
+    is room for them. --lora-alpha with no adapter to merge is refused (exit 2)."""
+    source = prepared.source
+    config = load_copied_config(tmp / HF_CONFIG_FILE, prepared.asset_location, _layer_cap(source))
+    plan = plan_export(
+        source,
+        config,
+        layout_name=options.layout_name,
+        dtype=options.dtype,
+        drop_mtp=options.drop_mtp,
+        hf_config=options.hf_config,
+    )
+    plan.allow_nonfinite = options.allow_nonfinite
+    if plan.lora is None and options.lora_alpha is not None:
+        raise ExportUsageError(
+            f"--lora-alpha: {source.location} holds no LoRA adapter to merge; leave"
+            " --lora-alpha out"
+        )
+    if plan.lora is not None:
+        set_lora_scale(plan.lora, source.location, prepared.local_paths, options.lora_alpha)
+    _check_backed(plan)
+    return plan
+
+
+def _write_tensors(
+    plan: ExportPlan, writer: ShardedSafetensorsWriter, options: ExportOptions
+) -> None:
+    """Every planned tensor into the open `writer`, on `options.threads` threads: one that
+    keeps its name and dtype streams file to file through per-thread buffers (costing the
+    byte budget nothing); any other is converted whole under the budget, refused if it
+    holds NaN/Inf unless allowed."""
+    streamable = {item.source for item in plan.items if is_streamable(plan, item)}
+    buffers = PieceBuffers()
+
+    def work(item: MappedTensor) -> int:
+        if item.source in streamable and stream_tensor(plan, item, writer, buffers):
+            return writer.slots[item.targets[0]].nbytes
+        written = 0
+        where = f"{plan.source.location} [{item.source}]"
+        with tensor_memory(where, plan.entry(item).nbytes, "converting it"):
+            for name, tensor in convert(plan, item):
+                nonfinite = 0 if plan.allow_nonfinite else count_nonfinite_tensor(tensor)
+                if nonfinite:
+                    raise nonfinite_error(plan, item, nonfinite, overflow=None)
+                writer.write(name, tensor)
+                written += tensor.nbytes
+        return written
+
+    def cost(plan: ExportPlan, item: MappedTensor) -> int:
+        return 0 if item.source in streamable else task_cost(plan, item)
+
+    threads, budget = options.threads, options.buffer_bytes
+    run_tasks(plan, work, threads, budget, options.progress, writer.total_bytes, cost)

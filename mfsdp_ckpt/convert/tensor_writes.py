@@ -1,0 +1,97 @@
+"""Writing tensors one at a time through a safetensors writer, refusing NaN/Inf, comparing
+back, and publishing the result only when that comparison found nothing.
+
+The LoRA exports (merged and adapter, mfsdp and Megatron) compute each tensor on demand
+rather than stream planned bytes as `export_hf` does; these are the pieces they share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mfsdp_ckpt.convert.export_errors import ExportVerifyError, NonFiniteError
+from mfsdp_ckpt.convert.export_result import ExportResult
+from mfsdp_ckpt.convert.export_scheduler import Progress
+from mfsdp_ckpt.convert.export_verify import bit_pattern
+from mfsdp_ckpt.format.finite import count_nonfinite_tensor
+from mfsdp_ckpt.storage.out_dir import OutputClaim
+from mfsdp_ckpt.storage.safetensors_writer import ShardedSafetensorsWriter
+
+if TYPE_CHECKING:
+    import torch
+
+
+def finite_only(
+    compute: Callable[[str], torch.Tensor], where: Callable[[str], str], allow_nonfinite: bool
+) -> Callable[[str], torch.Tensor]:
+    """`compute`, refusing (NonFiniteError, naming `where(name)`) a tensor that holds
+    NaN/Inf as it is written, unless `allow_nonfinite`: every other export refuses one, a
+    LoRA export wrote a diverged adapter, or the model merged with it, without a word."""
+    if allow_nonfinite:
+        return compute
+
+    def checked(name: str) -> torch.Tensor:
+        tensor = compute(name)
+        count = count_nonfinite_tensor(tensor)
+        if count:
+            dtype = str(tensor.dtype).removeprefix("torch.")
+            raise NonFiniteError(
+                f"{where(name)}: {count} NaN/Inf value(s) as {dtype} (a diverged run?);"
+                " --allow-nonfinite exports it anyway"
+            )
+        return tensor
+
+    return checked
+
+
+def write_all(
+    writer: ShardedSafetensorsWriter,
+    order: list[str],
+    compute: Callable[[str], torch.Tensor],
+    progress: Progress | None,
+) -> None:
+    """Write each tensor in `order`, one in memory at a time; on failure nothing is kept."""
+    writer.open()
+    try:
+        written = 0
+        for done, name in enumerate(order, 1):
+            writer.write(name, compute(name))
+            written += writer.slots[name].nbytes
+            if progress is not None:
+                progress(done, len(order), written, writer.total_bytes)
+        writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def compare_written(
+    file: Path, names_in_file: list[str], expected: Callable[[str], torch.Tensor]
+) -> list[str]:
+    """Bit-for-bit comparison of each written tensor with a fresh computation of it."""
+    import torch
+    from safetensors import safe_open
+
+    problems = []
+    with safe_open(str(file), framework="pt") as handle:
+        present = set(handle.keys())
+        for name in names_in_file:
+            if name not in present:
+                problems.append(f"{name}: missing from {file}")
+                continue
+            written, wanted = handle.get_tensor(name), expected(name)
+            same = written.dtype == wanted.dtype and written.shape == wanted.shape
+            if not same or not torch.equal(bit_pattern(written), bit_pattern(wanted)):
+                problems.append(f"{name}: differs in {file} from what its sources give")
+    return problems
+
+
+def publish_verified(claim: OutputClaim, result: ExportResult) -> None:
+    """Publish the work dir of an export written through `write_all`, fsynced first (the
+    writer leaves its files unsynced), unless --verify found a mismatch in `result`:
+    ExportVerifyError, and nothing appears at --out."""
+    if result.mismatches:
+        raise ExportVerifyError(result.mismatches)
+    claim.publish_synced()
