@@ -308,11 +308,23 @@ def _quiet_library_bars(cfg: Any) -> None:
     """transformers draws a "Loading weights" bar in every process that loads a model: N bars
     at once under --nproc-per-node N, and into a log file or a pipe lines of carriage
     returns. Only the main rank draws it, and only where the run's own bar is drawn (a
-    terminal, `trainer.progress_bar`); set before transformers loads, in each rank."""
+    terminal, `trainer.progress_bar`), in each rank. The variable is read once, as
+    huggingface_hub and transformers load; a config check may have loaded them already (a
+    model dir's generation_config.json is read through transformers), so their switches
+    are turned off too."""
     from trainer.progress import draws_bars
 
-    if int(os.environ.get("RANK", 0)) != 0 or not draws_bars(cfg.trainer.progress_bar):
-        os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    if int(os.environ.get("RANK", 0)) == 0 and draws_bars(cfg.trainer.progress_bar):
+        return
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    if "transformers.utils.logging" in sys.modules:
+        from transformers.utils import logging
+
+        logging.disable_progress_bar()
 
 
 def say_starting(subcommand: str, what: str) -> None:

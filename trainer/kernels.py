@@ -84,11 +84,12 @@ def _by_device(cuda_rotary: Callable, other_rotary: Callable) -> Callable:
 
 
 def import_liger(setting: str) -> ModuleType:
-    """liger-kernel's monkey_patch module, or a one-line error naming the setting that needs it."""
+    """liger-kernel's monkey_patch module, or a one-line error naming the setting that needs it
+    and the `liger` extra, which installs the liger-kernel version mfsdp is tested with."""
     try:
         from liger_kernel.transformers import monkey_patch
     except ImportError as error:
         raise ConfigError(
-            f"{setting} needs liger-kernel (pip install liger-kernel): {error}"
+            f"{setting} needs liger-kernel (pip install 'mfsdp[liger]'): {error}"
         ) from None
     return monkey_patch

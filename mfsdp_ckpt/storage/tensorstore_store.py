@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import ModuleType
 
 from mfsdp_ckpt.check.printable import error_line
+from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.storage.byte_store import (
     ByteStore,
     CheckpointFileError,
@@ -48,12 +50,25 @@ def join_location(location: str, *parts: str) -> str:
     return "/".join([location.rstrip("/"), *parts])
 
 
+def _import_tensorstore(asked_by: str) -> ModuleType:
+    """tensorstore, imported where a store is opened: it is an optional extra that a plain
+    `pip install mfsdp` leaves out, so its absence is one line naming what asked for it and
+    the extra to install (exit 2), not an import traceback."""
+    try:
+        import tensorstore
+    except ImportError as error:
+        raise MfsdpUsageError(
+            f"{asked_by} needs tensorstore (pip install 'mfsdp[tensorstore]'): {error}"
+        ) from None
+    return tensorstore
+
+
 class TensorstoreByteStore:
     """Byte ranges of files under one kvstore URL (`file:///x`, `gs://bucket/x`, ...)."""
 
-    def __init__(self, url: str):
-        import tensorstore as ts
-
+    def __init__(self, url: str, asked_by: str = "tensorstore I/O"):
+        """`asked_by`: the setting or location that chose tensorstore, named if it is missing."""
+        ts = _import_tensorstore(asked_by)
         self.root = url.rstrip("/") + "/"
         try:
             self._kv = ts.KvStore.open(self.root, context=ts.Context(_CONTEXT)).result()
@@ -131,7 +146,8 @@ def open_store(location: str, io: str = "auto") -> ByteStore:
     if io == "tensorstore" or (io == "auto" and is_url(location)):
         # as_uri: a `%` or space in a local path is escaped, as tensorstore's parser needs
         url = location if is_url(location) else Path(location).resolve().as_uri()
-        return TensorstoreByteStore(url)
+        asked_by = "--io tensorstore" if io == "tensorstore" else f"{location}: a URL"
+        return TensorstoreByteStore(url, asked_by)
     if is_url(location):
         raise ValueError(
             f"{location}: a URL needs the tensorstore I/O layer (--io tensorstore or auto)"

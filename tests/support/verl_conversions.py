@@ -32,7 +32,7 @@ def as_given(conversion: Conversion) -> dict[str, Any]:
 LAUNCH = "@LAUNCH"
 MODEL_LAUNCH = (
     "python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo"
-    " actor_rollout_ref.model.path=\"$MODEL\""
+    ' actor_rollout_ref.model.path="$MODEL"'
 )
 MODEL_KEY = "actor_rollout_ref.model.path"
 
