@@ -182,6 +182,41 @@ def selects_megatron(key: str, option: Any) -> bool:
     return group is not None and _MEGATRON_FILES.get(group[0]) == option
 
 
+# The selections that together put verl's SFT trainer on its Megatron backend, read as that
+# choice only: every default of verl's optim/megatron.yaml and engine/megatron.yaml at
+# 1dda039 trains as the defaults this conversion writes for verl's FSDP files do (lr 1e-3,
+# weight decay 0.01, clip 1.0, constant schedule without warmup, min_lr 0, bf16; Adam's
+# betas are Megatron's 0.9/0.999, as verl_megatron_optim reads them; its recompute
+# settings change memory, not the updates), and its use_megatron_fsdp=False shards as
+# Megatron's data parallel does, the same updates. One without the other mixes an engine
+# with another backend's optimizer section.
+_BACKEND_CHOICES = {
+    "sft_trainer_engine": {("optim", "megatron"), ("engine", "megatron")},
+}
+BACKEND_CHOICE = (
+    "verl's Megatron backend, whose defaults train as the values here do;"
+    " strategy.name picks how the model is sharded here"
+)
+
+
+def is_backend_choice(
+    key: str, option: Any, config: str | None, selections: list[tuple[str, Any]]
+) -> bool:
+    """Whether the selection `key=option`, among the command's `selections`, under verl's
+    trainer config `config` only puts the run on verl's Megatron backend, made with the
+    other selections it takes (`_BACKEND_CHOICES`): a note, not a setting left out."""
+    choice = _BACKEND_CHOICES.get(config or "", set())
+    made = {_file_selected(name, value) for name, value in selections}
+    return _file_selected(key, option) in choice and choice <= made
+
+
+def _file_selected(key: str, option: Any) -> tuple[str, Any] | None:
+    """(group, option) for a selection of a group's file at its own package (`optim=megatron`),
+    None for another (`actor@actor_rollout_ref.actor=...`) or a config key."""
+    group = selected_group(key)
+    return (group[0], option) if group is not None and group[0] == group[1] else None
+
+
 def unlike_verl_selection(key: str, option: Any, config: str | None) -> str | None:
     """Why the selection `key=option` makes verl's run other than verl's defaults make it,
     or None where `config` (the trainer config the command loads) already selects that

@@ -153,16 +153,23 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
         script_notes += _interpolation_notes(tree, source)
         tree, pairs = verl_keys.split_foreign(config_class(command), tree)
     else:
-        pairs, module, script_notes, incomplete, refused, to_check, config = script_pairs(
+        pairs, module, script_notes, incomplete, refused, to_check, config, selected = script_pairs(
             text, source
         )
         command = command or ("grpo" if module in GRPO_MODULES else "sft")
-        backend = _backend_of([config])
+        # the selections say the backend as the config's files do (`model_engine=megatron`)
+        backend = _backend_of([config]) + selected
     # a config file of the user's that verl merges in may set any key: verl's defaults are
     # written only where the whole run is in the source
     conversion = _convert(tree, pairs, command, str(source), module, not incomplete, backend)
     conversion.notes += script_notes
     conversion.dropped += refused
+    # a key ignored at any value changes nothing here, whatever the script sets it to
+    to_check = [
+        item
+        for item in to_check
+        if not verl_keys.ignored_at_any_value(command, item.partition("=")[0])
+    ]
     conversion.incomplete = list(dict.fromkeys(incomplete + to_check + conversion.incomplete))
     return conversion
 

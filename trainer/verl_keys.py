@@ -77,6 +77,23 @@ def rule_for(key: str) -> Rule | None:
     return None if inert is None else Rule(None, why=inert.why, commands=inert.commands)
 
 
+def ignored_at_any_value(command: str, key: str) -> bool:
+    """Whether verl's `key` (as a script writes it, `+` and all) is ignored by
+    `mfsdp train <command>` whatever its value (Ray's settings): a value known only when
+    the script runs changes nothing here, so it is not one to check. A key read beside
+    another (a mirror, the clip ratio, whose rule has no why of its own) is not."""
+    read_as = normalise(key.lstrip("+"))
+    rule = rule_for(read_as)
+    return (
+        rule is not None
+        and rule.target is None
+        and rule.convert is None
+        and bool(rule.why)
+        and read_as not in MIRRORS
+        and command in rule.commands
+    )
+
+
 @functools.cache
 def names(command: str) -> dict[str, str | None]:
     """The verl keys `mfsdp train <command>` takes, each with the mfsdp key it sets (None:

@@ -134,12 +134,19 @@ def _scheduler(value: Any) -> dict[str, Any]:
     raise Unsupported("optim.scheduler here is constant, cosine or linear")
 
 
+# verl's use_megatron_fsdp=False (its Megatron configs' default) trains with Megatron's own
+# data parallel (a distributed optimizer): the same updates as a sharded one
+MEGATRON_DATA_PARALLEL = (
+    "Megatron's own data parallel trains the same updates; strategy.name picks the sharding here"
+)
+
+
 def _strategy(value: Any) -> dict[str, Any]:
     if value is True:
         return {"strategy.name": "megatron_fsdp"}
-    raise Unsupported(
-        "mfsdp shards with Megatron-FSDP or FSDP2 only; set strategy.name=fsdp2 for torch FSDP2"
-    )
+    if value is False:
+        return {}
+    raise Unsupported("use_megatron_fsdp is True (strategy.name=megatron_fsdp) or False")
 
 
 def _pad_mode(value: Any) -> dict[str, Any]:
@@ -310,9 +317,13 @@ RULES: dict[str, Rule] = {
     ACTOR + "ppo_max_token_len_per_gpu": Rule(
         None, why="used only with use_dynamic_bsz", commands=("grpo",)
     ),
-    ACTOR + "megatron.use_megatron_fsdp": Rule("strategy.name", _strategy, commands=("grpo",)),
+    ACTOR + "megatron.use_megatron_fsdp": Rule(
+        "strategy.name", _strategy, why=MEGATRON_DATA_PARALLEL, commands=("grpo",)
+    ),
     # SFT on verl's Megatron engine (engine/megatron.yaml)
-    "engine.use_megatron_fsdp": Rule("strategy.name", _strategy, commands=("sft",)),
+    "engine.use_megatron_fsdp": Rule(
+        "strategy.name", _strategy, why=MEGATRON_DATA_PARALLEL, commands=("sft",)
+    ),
     "engine.override_transformer_config": Rule(
         None, _transformer_overrides, why=SPEED_OVERRIDES_WHY, commands=("sft",)
     ),

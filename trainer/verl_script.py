@@ -25,7 +25,12 @@ from typing import Any
 
 from trainer import shell_variables, verl_hydra_files
 from trainer.config_yaml import ExpansionBudget
-from trainer.verl_script_hydra import config_path_and_name, group_selections, hydra_config_notes
+from trainer.verl_script_hydra import (
+    config_path_and_name,
+    group_selections,
+    hydra_config_notes,
+    names_hydra_option,
+)
 from trainer.verl_script_lines import COMMAND_SUBSTITUTION
 from trainer.verl_script_reader import read_script
 from trainer.verl_source import (
@@ -37,14 +42,25 @@ from trainer.verl_source import (
 
 def script_pairs(
     text: str, source: Path
-) -> tuple[list[tuple[str, Any]], str, list[str], list[str], list[str], list[str], str | None]:
+) -> tuple[
+    list[tuple[str, Any]],
+    str,
+    list[str],
+    list[str],
+    list[str],
+    list[str],
+    str | None,
+    list[tuple[str, Any]],
+]:
     """The `key=value` arguments of the script's (last) verl trainer command, its module,
     notes on what of the command is known only when the script runs, the config file of
     the user's it names (`hydra_config_notes`), its config-group selections that are
     not carried over (`group_selections`), the keys whose variables it sets in a block
     that may not run (`flag_maybe`), and the trainer config of verl's it loads
     (`verl_hydra_files.loaded_config`; None for one of the user's): the settings verl reads
-    before the command's, such as the actor's backend `ppo_megatron_trainer` sets."""
+    before the command's, such as the actor's backend `ppo_megatron_trainer` sets, and its
+    config-group selections as (key, option) pairs, which say the backend too
+    (`model_engine=megatron`)."""
     try:
         launch, launches, variables = read_script(text, source)
     except shell_variables.ExpansionTooLarge as err:
@@ -77,7 +93,9 @@ def script_pairs(
         for name in launch.taken
     ]  # named, never quoted: the config is a file people share
     config = verl_hydra_files.loaded_config(launch.module, *config_path_and_name(launch.hydra))
-    pairs, selection_notes, refused = group_selections(pairs, config)
+    pairs, selected, selection_notes, refused = group_selections(pairs, config)
+    # the options naming a config file of the user's are listed once, with that file
+    to_check = [item for item in launch.incomplete if not (incomplete and names_hydra_option(item))]
     notes = [*variables.notes, *launch.notes, *taken_notes, *notes, *hydra_notes]
     return (
         pairs,
@@ -85,6 +103,7 @@ def script_pairs(
         notes + selection_notes,
         incomplete,
         refused,
-        launch.incomplete,
+        to_check,
         config,
+        selected,
     )

@@ -55,6 +55,12 @@ def hydra_config_notes(given: dict[str, str], command: str) -> tuple[list[str], 
     ], [shown]
 
 
+def names_hydra_option(item: str) -> bool:
+    """Whether `item` (a key to check, `--config-name=$CFG`) is one of the Hydra options:
+    for a config file of the user's they are listed already (`hydra_config_notes`)."""
+    return item.partition("=")[0] in _HYDRA_CONFIG_OPTIONS
+
+
 def _hydra_options(words: list[str]) -> dict[str, str]:
     """The command's Hydra --config-path / --config-name options (and short forms), given
     as `--option=value` or `--option value`."""
@@ -74,22 +80,27 @@ def config_path_and_name(given: dict[str, str]) -> tuple[str | None, str | None]
 
 def group_selections(
     pairs: list[tuple[str, Any]], config: str | None
-) -> tuple[list[tuple[str, Any]], list[str], list[str]]:
-    """`pairs` less the Hydra config-group selections (`optim=fsdp`), a note naming those
-    that select the file verl's trainer config (`config`, the command loads) already
-    selects (they change nothing), and "key=option: why" for each other selection: a run
-    under another file's defaults (a megatron optimizer, a critic) is not the run this
-    conversion describes."""
-    kept, same, refused = [], [], []
-    for key, option in pairs:
-        if verl_hydra_files.selected_group(key) is None:
-            kept.append((key, option))
-            continue
+) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]], list[str], list[str]]:
+    """`pairs` less the Hydra config-group selections (`optim=fsdp`), those selections as
+    (key, option) pairs (the run's backend is read off them: `model_engine=megatron` trains
+    with Megatron's Adam betas), notes naming those that select the file verl's trainer
+    config (`config`, the command loads) already selects (they change nothing) or verl's
+    Megatron backend where its defaults train as verl's do here
+    (`verl_hydra_files.is_backend_choice`), and "key=option: why" for each other selection:
+    a run under another file's defaults (a critic) is not the run this conversion describes."""
+    selected = [(key, option) for key, option in pairs if verl_hydra_files.selected_group(key)]
+    kept = [(key, option) for key, option in pairs if not verl_hydra_files.selected_group(key)]
+    same, backend, refused = [], [], []
+    for key, option in selected:
         why = verl_hydra_files.unlike_verl_selection(key, option, config)
         shown = f"{key}={yaml_shown(option)}"
         if why is None:
             same.append(shown)
+        elif verl_hydra_files.is_backend_choice(key, option, config, selected):
+            backend.append(shown)
         else:
             refused.append(f"{shown}: {why}")
     notes = [f"{', '.join(same)}: the file verl's {config} config selects anyway"] if same else []
-    return kept, notes, refused
+    if backend:
+        notes.append(f"{', '.join(backend)}: {verl_hydra_files.BACKEND_CHOICE}")
+    return kept, selected, notes, refused

@@ -11,6 +11,7 @@ split into commands by `trainer.verl_script_lines`, a command's words classed by
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import sys
 from collections.abc import Iterator
@@ -46,6 +47,15 @@ MAX_READ_DEPTH = 1000
 # `_read_command`, `_read_pieces`, `_read_piece_scopes`, `_read_piece`, `_read_call` (or
 # `_mark_bodies`, `_flag_next_pass`), with room to spare
 _FRAMES_PER_READING = 10
+
+
+@dataclasses.dataclass
+class _MaybeUnset(Body):
+    """A function's body that `unset -f` in a block that may not run (on line `unset_at`)
+    may have removed: bash then runs no body at its call (`command not found`), so the verl
+    command the call starts is one of two runs (`_flag_maybe_unset`)."""
+
+    unset_at: int = 0
 
 
 def read_script(text: str, source: Path) -> tuple[Launch, int, shell_variables.Variables]:
@@ -111,10 +121,20 @@ def _mark_bodies(script: Script, source: Path) -> None:
             body = script.recording.pop()
             body.last, body.end = index, at
             if body.function:
-                script.functions[body.function] = body
+                _define(script, body)
                 script.starters.clear()
             elif body.launch_at >= 0:
                 _flag_next_pass(script, body, source)
+
+
+def _define(script: Script, body: Body) -> None:
+    """Keep a function's body just read, as bash defines it: where the definition may not
+    run, a function an `unset -f` may have removed (`_MaybeUnset`) may still be unset."""
+    before = script.functions.get(body.function)
+    surely = not script.recording and not script.blocks.inside()
+    if isinstance(before, _MaybeUnset) and not surely:
+        body = _MaybeUnset(**vars(body), unset_at=before.unset_at)
+    script.functions[body.function] = body
 
 
 def _read_pieces(
@@ -191,6 +211,8 @@ def _read_piece(script: Script, piece: shell_lines.Piece, number: int, source: P
         return
     if piece.maybe():
         variables.read_guarded(piece.words, number)
+        if not piece.function and not piece.skipped:  # a body read where it is called
+            _maybe_unset_functions(script, past_openers(piece.words), number)
     else:
         _unset_functions(script, past_openers(piece.words))
     sets_only = not piece.maybe() and variables.read_line(past_openers(piece.words), number)
@@ -220,11 +242,7 @@ def _read_call(script: Script, piece: shell_lines.Piece, number: int, source: Pa
     verl called again with other values is flagged: this config is its last call's. A
     function called from its own body is not read again: what it sets is named, and if it
     starts verl, that is another run (`flag_recursive`)."""
-    words = piece.words
-    keywords = 0  # `then train`, `do train`, `if train`: the call is the command after them
-    while keywords < len(words) and words[keywords] in shell_quoting.KEYWORDS_BEFORE_COMMAND:
-        keywords += 1
-    words = past_openers(words[keywords:])
+    words = past_openers(_past_keywords(piece.words))
     assignments = 0
     while assignments < len(words) and shell_variables.ASSIGNMENT.match(words[assignments]):
         assignments += 1
@@ -256,25 +274,73 @@ def _read_call(script: Script, piece: shell_lines.Piece, number: int, source: Pa
         variables.leave_call(stands=True if not piece.maybe() else None)
     if script.launch is not launch and script.launch is not None and not script.quiet:
         compare_calls(script, (lines, name), number, script.launch)
+        if isinstance(body, _MaybeUnset):
+            _flag_maybe_unset(script.launch, name, body.unset_at)
+
+
+def _past_keywords(words: list[str]) -> list[str]:
+    """`words` after the keywords a command may follow (`then train`, `do train`, `if
+    train`): the command is the one after them."""
+    keywords = 0
+    while keywords < len(words) and words[keywords] in shell_quoting.KEYWORDS_BEFORE_COMMAND:
+        keywords += 1
+    return words[keywords:]
+
+
+def _flag_maybe_unset(launch: Launch, name: str, line: int) -> None:
+    """Each key of the verl command a call of `name` starts, flagged where an `unset -f`
+    in a block that may not run may have removed the function: bash then starts no verl
+    there."""
+    launch.notes.append(
+        f"{name} (which starts verl) may be unset on line {line} in a block that may not run:"
+        " then its call starts nothing; check each key"
+    )
+    launch.incomplete += [
+        f"{key}={value}" for key, value in launch.texts if f"{key}={value}" not in launch.incomplete
+    ]
 
 
 def _unset_functions(script: Script, words: list[str]) -> None:
     """Take the command `words`, where it surely runs, as an `unset` of the script's
-    functions: `unset -f NAME`, or a plain `unset NAME` where no variable NAME is set, as bash
-    then unsets the function; a call after it runs no body (a verl command in one was
+    functions (`_unset_names`): a call after it runs no body (a verl command in one was
     converted as the script's run)."""
+    for name in _unset_names(script, words):
+        del script.functions[name]
+        script.starters.clear()
+        script.variables.forget_definition(name)  # its body no longer runs
+
+
+def _maybe_unset_functions(script: Script, words: list[str], number: int) -> None:
+    """Take the command `words` (on line `number`), in a block that may not run, as an
+    `unset` of the script's functions (`_unset_names`): each may or may not be defined at
+    a call after it (`_MaybeUnset`)."""
+    for name in _unset_names(script, words):
+        script.functions[name] = _MaybeUnset(**vars(script.functions[name]), unset_at=number)
+
+
+def _unset_names(script: Script, words: list[str]) -> list[str]:
+    """The script's functions the command `words` unsets: `unset -f NAME`, or a plain
+    `unset NAME` where no variable NAME is set, as bash then unsets the function; after
+    the keywords before it (`then unset -f train`)."""
+    words = _past_keywords(words)
     words = words[words[:1] in (["builtin"], ["command"]) :]
     if words[:1] != ["unset"]:
-        return
+        return []
     options = "".join(word[1:] for word in words[1:] if word[:1] == "-" and word != "--")
     names = [word for word in command_arguments(words[1:]) if word[:1] != "-"]
     variables = script.variables
-    for name in names:
-        is_variable = any(name in table for table in (variables.values, variables.arrays))
-        if ("f" in options or (not options and not is_variable)) and name in script.functions:
-            del script.functions[name]
-            script.starters.clear()
-            variables.forget_definition(name)  # its body no longer runs
+    return [
+        name
+        for name in dict.fromkeys(names)
+        if name in script.functions
+        and (
+            "f" in options
+            or (
+                not options
+                and not any(name in table for table in (variables.values, variables.arrays))
+            )
+        )
+    ]
 
 
 def _starts_verl(script: Script, name: str) -> bool:

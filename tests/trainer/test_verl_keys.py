@@ -142,7 +142,10 @@ def test_resume_mode_and_path_read_together(resume, expected):
         ),
         ("actor_rollout_ref.rollout.tensor_model_parallel_size=4", "model parallel sizes are 1"),
         ("actor_rollout_ref.rollout.name=sglang", "sglang is not supported"),
-        ("actor_rollout_ref.actor.megatron.use_megatron_fsdp=False", "Megatron-FSDP or FSDP2 only"),
+        (
+            "actor_rollout_ref.actor.megatron.use_megatron_fsdp=sometimes",
+            "use_megatron_fsdp is True (strategy.name=megatron_fsdp) or False",
+        ),
         ("trainer.resume_mode=resume_path", "needs trainer.resume_from_path"),
     ],
 )
@@ -159,6 +162,8 @@ def test_harmless_values_of_such_keys_are_accepted():
         "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=1",
         "actor_rollout_ref.model.lora_rank=0",
         "trainer.n_gpus_per_node=8",
+        # verl's default: Megatron's own data parallel, the same updates as sharded
+        "actor_rollout_ref.actor.megatron.use_megatron_fsdp=False",
     )
     assert cfg == GRPOConfig()
 
