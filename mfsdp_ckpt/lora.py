@@ -42,12 +42,11 @@ from mfsdp_ckpt.format.lora_fields import (
     recorded_lora_settings,
 )
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError
+from mfsdp_ckpt.format.model_files import ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE
 from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, _chosen_files
 
 BASE_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
-ADAPTER_CONFIG_FILE = "adapter_config.json"  # a PEFT adapter dir: config + weights
 MAX_ADAPTER_CONFIG_BYTES = 1 << 20  # an adapter_config.json is about 1 KB
-ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
 PEFT_PREFIX = "base_model.model."  # what PeftModel puts in front of the model's own names
 _ADAPTER_KEY = re.compile(r"^(?P<module>.+)\.lora_(?P<which>[AB])\.(?P<adapter>[^.]+)\.weight$")
 

@@ -34,7 +34,7 @@ import dataclasses
 import os
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast
@@ -42,44 +42,28 @@ from typing import Annotated, Any, Literal, cast
 import yaml
 
 from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry
-from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.layout import RUN_CONFIG_FILE
 from trainer import verl_keys
-from trainer.config_suggestions import _unknown_key_message
+from trainer.config_base import (
+    COMMAND_LINE,
+    TEXT_VALUES,
+    Checked,
+    ConfigError,
+    ExpandUser,
+    LocalPath,
+    Range,
+    unannotated,
+)
+from trainer.config_coercion import build_section
+from trainer.config_suggestions import unknown_key_message
 from trainer.config_yaml import YAMLConfigError, parse_yaml, read_yaml_file
 from trainer.override_text import dropped_markup, folded_or_trimmed
 from trainer.run_files import replacing
 
 RESOLVED_CONFIG_FILE = RUN_CONFIG_FILE  # in the run dir: the config the run used
-COMMAND_LINE = "command-line override"  # the source an override's error names
-
-
-class ConfigError(MfsdpUsageError, ValueError):
-    """A configuration mistake; the message names the key (and file) and what is wrong."""
 
 
 # --------------------------------------------------------------------------- ranges
-
-
-@dataclass(frozen=True)
-class Range:
-    """A check on a field's value, declared in its annotation (`Annotated[int, Range(...)]`)
-    and applied by the loader after the type check; `text` completes "must be ..."."""
-
-    text: str
-    accepts: Callable[[Any], bool]
-
-
-@dataclass(frozen=True)
-class ExpandUser:
-    """Marks a path field: a leading `~` or `~user` is the home directory, as in a shell.
-    A shell expands it on the command line but not inside a YAML file (nor after `key=` in
-    an override, which is no assignment to bash): `run_dir: ~/runs/x` created a directory
-    named `~` in the current one, and `train_files: ~/data/x.parquet` was "no such file"
-    while the file was there."""
-
-
-LocalPath = Annotated[str, ExpandUser()]
 
 
 def path_values(config: Any, prefix: str = "") -> list[tuple[str, Any]]:
@@ -108,15 +92,6 @@ NonNegative = Annotated[T, Range(">= 0", lambda v: v >= 0)]
 Fraction = Annotated[float, Range("in [0, 1]", lambda v: 0 <= v <= 1)]
 UnitOpen = Annotated[float, Range("in [0, 1)", lambda v: 0 <= v < 1)]  # Adam betas, held-out shares
 UnitPositive = Annotated[float, Range("in (0, 1]", lambda v: 0 < v <= 1)]
-
-
-@dataclass(frozen=True)
-class Checked:
-    """A check on a field's value, declared in its annotation, that says itself why it
-    refuses one: `refusal(value, key)` is the reason (naming `key`), None where it accepts.
-    For checks of several rules, where one Range text named them all and hid which failed."""
-
-    refusal: Callable[[Any, str], str | None]
 
 
 def _geometry_refusal(overrides: dict[str, Any], key: str) -> str | None:
@@ -199,6 +174,8 @@ class DataConfig:
 
 
 Betas = Annotated[list[UnitOpen], Range("two numbers in [0, 1)", lambda v: len(v) == 2)]
+Scheduler = Literal["cosine", "linear", "constant"]  # the learning rate after warmup
+Precision = Literal["auto", "bf16", "fp32"]  # auto: bf16 on CUDA, fp32 on CPU
 
 
 @dataclass
@@ -211,7 +188,7 @@ class OptimConfig:
     weight_decay: NonNegative[float] = 0.01
     warmup_steps: NonNegative[int] = 0  # wins over warmup_ratio when > 0
     warmup_ratio: Fraction = 0.0
-    scheduler: Literal["cosine", "linear", "constant"] = "cosine"
+    scheduler: Scheduler = "cosine"
     min_lr: NonNegative[float] = 0.0
     clip_grad: NonNegative[float] = 1.0  # global grad-norm clip; 0 disables
     fused: bool | None = None  # None: fused AdamW on CUDA, foreach on CPU
@@ -222,7 +199,7 @@ class StrategyConfig:
     """How the model is sharded. `auto`: megatron_fsdp on CUDA with >= 2 ranks, else fsdp2."""
 
     name: Literal["auto", "megatron_fsdp", "fsdp2"] = "auto"
-    mixed_precision: Literal["auto", "bf16", "fp32"] = "auto"  # auto: bf16 on CUDA, fp32 on CPU
+    mixed_precision: Precision = "auto"
     # Megatron-FSDP options (see megatron_fsdp.fully_shard).
     zero_dp_strategy: Literal["no_shard", "optim", "optim_grads", "optim_grads_params"] = (
         "optim_grads_params"
@@ -403,14 +380,12 @@ def _override_value(cls: type, key: str, text: str) -> Any:
     target = verl_keys.value_target(cls, key) or key
     text_only = takes_text_only(cls, target)
     value = parse_override_value(key, text, _cleared(cls, target), numbers_as_text=text_only)
-    if isinstance(value, bool) and text_only and target not in _TEXT_VALUES:
+    if isinstance(value, bool) and text_only and target not in TEXT_VALUES:
         return text
     return value
 
 
-# What a text key takes where its type cannot say (`checkpoint.resume=6` was refused as not
-# a string, not saying what it takes)
-_TEXT_VALUES = {"checkpoint.resume": "auto | disable | PATH"}
+_TEXT_VALUES = TEXT_VALUES  # the old name, for trainer.verl_import until it imports TEXT_VALUES
 
 
 def takes_text_only(cls: type, dotted: str) -> bool:
@@ -423,9 +398,8 @@ def takes_text_only(cls: type, dotted: str) -> bool:
 def _is_text(kind: Any) -> bool:
     """Whether every value of the annotation `kind` other than null is a string or a list
     of them (`str | None`, `list[LocalPath]`, `str | list[str]`)."""
+    kind = unannotated(kind)
     origin = typing.get_origin(kind)
-    if origin is Annotated:
-        return _is_text(typing.get_args(kind)[0])
     if origin in (typing.Union, types.UnionType):
         return all(_is_text(arg) for arg in typing.get_args(kind) if arg is not type(None))
     if origin is list:
@@ -526,15 +500,13 @@ def _build_config(cls: type[T], tree: dict[str, Any], source: str) -> T:
     """`cls`, a command's whole config, from the nested `tree`. An unknown key anywhere in
     it is refused first, here, where its hint can be drawn from every key of `cls`: a key
     put in the wrong section (`trainer.lrr`) had nothing close in its own to offer."""
-    from trainer.config_coercion import _build  # it reads this module's schema
-
     command = verl_keys.command_of(cls)
     unknown = _first_unknown_key(cls, tree)
     if unknown is not None:
         section, prefix, key, value = unknown
-        said = _unknown_key_message(section, prefix, key, source, command, value, root=cls)
+        said = unknown_key_message(section, prefix, key, source, command, value, root=cls)
         raise ConfigError(said)
-    return _build(cls, tree, "", source, command)
+    return build_section(cls, tree, "", source, command)
 
 
 def _first_unknown_key(

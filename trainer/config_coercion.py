@@ -2,8 +2,8 @@
 field's annotation (its type, then the `Range` or `Checked` declared on it, `~` expanded in a
 `LocalPath`), or refused in one line that names the key, its source and what it expects.
 
-This module reads the schema of `trainer.config` (ConfigError, the annotation markers), so
-the loader there imports it inside `_build_config` rather than at its top.
+The annotation markers and ConfigError come from `trainer.config_base`, which the schema in
+`trainer.config` imports too, so this module needs nothing of the schema's own.
 """
 
 from __future__ import annotations
@@ -16,11 +16,19 @@ import typing
 from typing import Annotated, Any, Literal, cast
 
 from mfsdp_ckpt.format.dtypes import short_dtype_name
-from trainer.config import _TEXT_VALUES, COMMAND_LINE, Checked, ConfigError, ExpandUser, Range
+from trainer.config_base import (
+    COMMAND_LINE,
+    TEXT_VALUES,
+    Checked,
+    ConfigError,
+    ExpandUser,
+    Range,
+    unannotated,
+)
 from trainer.shown_value import shown_value
 
 
-def _build(cls: type, values: dict[str, Any], prefix: str, source: str, command: str) -> Any:
+def build_section(cls: type, values: dict[str, Any], prefix: str, source: str, command: str) -> Any:
     """Section `cls` at `prefix` of `mfsdp train <command>`'s config, whose keys are all
     known (`_build_config` refused any other)."""
     hints = typing.get_type_hints(cls, include_extras=True)
@@ -51,7 +59,7 @@ def _coerce(kind: Any, value: Any, key: str, source: str, command: str) -> Any:
         if not isinstance(value, dict):
             fields = ", ".join(f.name for f in dataclasses.fields(kind))
             raise _expected(kind, value, key, source, f"a section (mapping of {fields})")
-        return _build(cast(type, kind), value, f"{key}.", source, command)
+        return build_section(cast(type, kind), value, f"{key}.", source, command)
     if origin in (typing.Union, types.UnionType):
         return _coerce_union(kind, value, key, source, command)
     if origin is Literal:
@@ -71,7 +79,7 @@ def _coerce(kind: Any, value: Any, key: str, source: str, command: str) -> Any:
     if kind is float:
         return _coerce_float(kind, value, key, source)
     if kind is str and not isinstance(value, str):
-        values = f" ({_TEXT_VALUES[key]})" if key in _TEXT_VALUES else ""
+        values = f" ({TEXT_VALUES[key]})" if key in TEXT_VALUES else ""
         hint = _quoting_hint(key, value, source)
         raise _expected(kind, value, key, source, f"a string{values}", hint)
     if kind in (bool, str):
@@ -89,8 +97,8 @@ def _quoting_hint(key: str, value: Any, source: str) -> str:
     if not isinstance(value, (bool, int, float)):
         return ""
     read_as = "a boolean" if isinstance(value, bool) else "a number"
-    if isinstance(value, bool) and key in _TEXT_VALUES:
-        return f", which YAML reads as {read_as}: write one of {_TEXT_VALUES[key]}"
+    if isinstance(value, bool) and key in TEXT_VALUES:
+        return f", which YAML reads as {read_as}: write one of {TEXT_VALUES[key]}"
     whole, index, _ = key.partition("[")
     quoted = '["...", ...]' if index else '"..."'
     if source == COMMAND_LINE:
@@ -145,7 +153,7 @@ def _coerce_union(kind: Any, value: Any, key: str, source: str, command: str) ->
             continue
     if out_of_range is not None:
         raise out_of_range
-    takes_text = any(_unannotated(a) is str for a in args)  # `str | None`: say the quoting too
+    takes_text = any(unannotated(a) is str for a in args)  # `str | None`: say the quoting too
     hint = _quoting_hint(key, value, source) if takes_text else ""
     raise _expected(kind, value, key, source, " or ".join(_type_name(a) for a in args), hint)
 
@@ -161,7 +169,7 @@ def _coerce_literal(kind: Any, value: Any, key: str, source: str) -> Any:
 
 def _coerce_list(kind: Any, value: Any, key: str, source: str, command: str) -> list[Any]:
     args = typing.get_args(kind)
-    element = _unannotated(args[0]) if args else None
+    element = unannotated(args[0]) if args else None
     if isinstance(value, str) and (element is str or typing.get_origin(element) is Literal):
         value = [value]  # a single file is a list of one; so is `trainer.logger=console`
     if not isinstance(value, (list, tuple)):
@@ -206,11 +214,6 @@ def _coerce_float(kind: Any, value: Any, key: str, source: str) -> float:
 INT64 = range(-(2**63), 2**63)
 
 
-def _unannotated(kind: Any) -> Any:
-    """`kind` without its `Annotated` checks (`LocalPath` is a str)."""
-    return typing.get_args(kind)[0] if typing.get_origin(kind) is Annotated else kind
-
-
 class RangeError(ConfigError):
     """A value of the right type outside its field's declared range."""
 
@@ -229,7 +232,7 @@ _PLURAL_TYPE_WORDS = {int: "integers", float: "numbers", bool: "booleans", str: 
 
 def _plural_type_name(kind: Any) -> str:
     """What a list holds, in words: "a list of numbers", not "a list of a number"."""
-    kind = _unannotated(kind)
+    kind = unannotated(kind)
     return _PLURAL_TYPE_WORDS.get(kind) or f"values each {_type_name(kind)}"
 
 
@@ -239,5 +242,5 @@ def _type_name(kind: Any) -> str:
     if typing.get_origin(kind) is list:
         return "a list"
     if typing.get_origin(kind) is Annotated:
-        return _type_name(typing.get_args(kind)[0])
+        return _type_name(unannotated(kind))
     return getattr(kind, "__name__", str(kind))

@@ -5,7 +5,7 @@ A typo must name what was meant, not only that it is wrong: the key's own sectio
 searched (`optim.lrr`: optim.lr), with verl's names there shown with mfsdp's key
 (`trainer.save_freqs`: trainer.save_freq (checkpoint.save_every here)), then the other
 sections (`trainer.lr`: optim.lr), and an unknown section name is mended (`optimizer.lr`).
-Kept out of `trainer.config`, whose loader calls `_unknown_key_message` on the first unknown
+Kept out of `trainer.config`, whose loader calls `unknown_key_message` on the first unknown
 key it finds; `trainer.verl_keys` ranks verl's unmapped keys with `close_keys`.
 """
 
@@ -21,7 +21,7 @@ from trainer import verl_keys
 from trainer.yaml_colon_keys import glued_value_hint
 
 
-def _unknown_key_message(
+def unknown_key_message(
     cls: type,
     prefix: str,
     key: str,
@@ -52,7 +52,7 @@ def _unknown_key_message(
     # a hint never names the key refused: `data.apply_chat_template_kwargs.x=` was
     # refused as `data.apply_chat_template_kwargs`, "did you mean" that same key
     others = [name for name in verl if name.startswith(prefix) and name != full]
-    candidates = [k for k in _all_keys(cls, prefix) if k != full]
+    candidates = [k for k in all_keys(cls, prefix) if k != full]
     close = close_keys(full, candidates, others)
     if root is not None:
         close = _with_other_sections(root, full, close, candidates)
@@ -89,7 +89,7 @@ def _with_section_mended(
     every key found `model.lora_rank` for `optimizer.lr` (lr: its initials)."""
     parts = written.split(".")
     head, rest = parts[:depth], parts[depth + 1 :]
-    keys = _all_keys(root) + list(verl)
+    keys = all_keys(root) + list(verl)
     split = [key.split(".") for key in keys]
     names = {key[depth] for key in split if len(key) > depth and key[:depth] == head}
     sections = [".".join([*head, name]) for name in _close(parts[depth], sorted(names))]
@@ -102,7 +102,7 @@ def _with_section_mended(
         for section, key in zip(sections, mended)
         for found in close_keys(
             key,
-            [k for k in _all_keys(root) if k.startswith(f"{section}.")],
+            [k for k in all_keys(root) if k.startswith(f"{section}.")],
             [k for k in verl if k.startswith(f"{section}.")],
         )
     ]
@@ -131,7 +131,7 @@ def _in_other_sections(root: type, given: str, found_in_own: bool) -> list[str]:
     `trainer.learning_rate`: optim.lr). Initials alone are no match where the section has
     one: `model.lora_rnk` is `model.lora_rank`, not `optim.lr`."""
     section, _, leaf = given.rpartition(".")
-    keys = [key for key in _all_keys(root) if not (section and key.startswith(f"{section}."))]
+    keys = [key for key in all_keys(root) if not (section and key.startswith(f"{section}."))]
     by_name: dict[str, list[str]] = {}
     for key in keys:
         by_name.setdefault(key.rsplit(".", 1)[-1], []).append(key)
@@ -208,14 +208,13 @@ def _abbreviates(short: str, name: str) -> bool:
     return len(words) > 1 and short == "".join(word[:1] for word in words)
 
 
-def _all_keys(cls: type, prefix: str = "") -> list[str]:
+def all_keys(cls: type, prefix: str = "") -> list[str]:
+    """Every dotted key of the config `cls`, a section's name before its keys: what a
+    mistyped key may have meant (a section name too: `optimizer.lr` mends to optim)."""
     keys = []
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
-        kind = hints[f.name]
-        if dataclasses.is_dataclass(kind):
-            keys.append(f"{prefix}{f.name}")
-            keys += _all_keys(cast(type, kind), f"{prefix}{f.name}.")
-        else:
-            keys.append(f"{prefix}{f.name}")
+        keys.append(f"{prefix}{f.name}")
+        if dataclasses.is_dataclass(hints[f.name]):
+            keys += all_keys(cast(type, hints[f.name]), f"{prefix}{f.name}.")
     return keys

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from mfsdp_ckpt.format.generation_config import GENERATION_CONFIG_FILE
+from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 from mfsdp_ckpt.storage.named_writes import write_bytes, writing
 
-CONFIG_FILE = "config.json"
 TOKENIZER_FILE = "tokenizer.json"  # the one file tokenizers writes from Rust
 
 
@@ -25,7 +25,7 @@ def save_hf_files(target: Path, config: Any, tokenizer: Any, generation: bytes |
     failure is an OSError naming the file."""
     from transformers import GenerationConfig
 
-    with writing(target / CONFIG_FILE):
+    with writing(target / HF_CONFIG_FILE):
         config.save_pretrained(target)
     with writing(target, rust_file=target / TOKENIZER_FILE):
         tokenizer.save_pretrained(target)

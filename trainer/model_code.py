@@ -22,9 +22,11 @@ from typing import Any
 from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.convert.hf_config import read_config_json
 from mfsdp_ckpt.format.hf_trainer import STATE_BIN_RE
+from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 from mfsdp_ckpt.storage.safetensors_source import PICKLED_WEIGHTS
 from trainer.config import ConfigError, ModelConfig
 from trainer.model_assets import (
+    TOKENIZER_CONFIG_FILE,
     check_asset_dir,
     check_chat_template_value,
     copied_generation_config,
@@ -34,8 +36,6 @@ from trainer.model_source import ModelSource
 
 SUPPORTED_FAMILIES = ("qwen2", "qwen3", "llama")
 CODE_KEY = "auto_map"  # where config.json and tokenizer_config.json name shipped code
-CONFIG_FILE = "config.json"
-TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 
 
 def check_model_files(cfg: ModelConfig, source: ModelSource | None) -> None:
@@ -79,7 +79,7 @@ def check_tokenizer_files(directory: Path) -> None:
     """tokenizer_config.json and config.json of a tokenizer dir name no shipped code:
     AutoTokenizer follows either one's auto_map (config.json's may be another family's,
     a tokenizer borrowed from another model: only its code matters here)."""
-    for name in (TOKENIZER_CONFIG_FILE, CONFIG_FILE):
+    for name in (TOKENIZER_CONFIG_FILE, HF_CONFIG_FILE):
         path = directory / name
         if os.path.lexists(path):
             _refuse_code(path, read_json_asset(path))

@@ -268,7 +268,7 @@ def check_run_kind(found: CheckpointPaths, resume: str, kind: RunKind) -> None:
 
 def _has_base_weights(manifest: Manifest) -> bool:
     """A LoRA step's base is a model on disk that a merged export reads, not a random init
-    (which export-hf refuses to merge onto: `lora_export._base_source`)."""
+    (which export-hf refuses to merge onto: `lora_merge._base_source`)."""
     if manifest.base_model is None:
         return False
     base = BaseModelRecord.from_dict(manifest.base_model)

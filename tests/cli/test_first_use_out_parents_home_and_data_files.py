@@ -26,7 +26,7 @@ from tests.support.fresh_python import mfsdp
 from tests.support.interop_layouts import one_error_line, run_cli
 from tests.support.paths import FIXTURES, REPO
 from trainer.config import ConfigError, SFTConfig, load_config
-from trainer.config_suggestions import _all_keys
+from trainer.config_suggestions import all_keys
 from trainer.grpo.config import GRPOConfig
 
 # Keys whose value names a file or directory, by their names: a new one is checked too.
@@ -85,7 +85,7 @@ def test_an_out_below_a_file_names_the_file(tmp_path):
 
 def _path_keys(cls: type) -> list[str]:
     hints = typing.get_type_hints(cls)
-    keys = [key for key in _all_keys(cls) if PATH_LIKE.search(key.rsplit(".", 1)[-1])]
+    keys = [key for key in all_keys(cls) if PATH_LIKE.search(key.rsplit(".", 1)[-1])]
     return [key for key in keys if key.split(".")[0] in hints]
 
 
@@ -274,7 +274,7 @@ def test_every_config_key_and_its_default_is_printed_as_a_config_file(trainer, c
     written = tmp_path / "defaults.yaml"
     written.write_text(out)
     assert load_config(cls, written) == cls()
-    assert set(_all_keys(cls)) <= {
+    assert set(all_keys(cls)) <= {
         f"{section}.{key}" if key else section
         for section, values in yaml.safe_load(out).items()
         for key in ["", *values]

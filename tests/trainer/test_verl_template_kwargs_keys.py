@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from trainer.config import ConfigError, DataConfig, SFTConfig, load_config
-from trainer.config_suggestions import _unknown_key_message
+from trainer.config_suggestions import unknown_key_message
 
 
 @pytest.mark.parametrize("plus", ["", "+"])
@@ -29,7 +29,7 @@ def test_a_key_inside_apply_chat_template_kwargs_is_refused_as_the_mapping_is(pl
 
 
 def test_a_hint_never_names_the_key_refused():
-    said = _unknown_key_message(DataConfig, "data.", "apply_chat_template_kwargs", "x", "sft")
+    said = unknown_key_message(DataConfig, "data.", "apply_chat_template_kwargs", "x", "sft")
     assert "did you mean data.apply_chat_template_kwargs" not in said
 
 

@@ -16,8 +16,10 @@ from trainer.config import (
     NonNegative,
     OptimConfig,
     Positive,
+    Precision,
     Range,
     RunConfig,
+    Scheduler,
     TrainerConfig,
     UnitPositive,
 )
@@ -93,7 +95,7 @@ class RolloutConfig:
     top_p: UnitPositive = 1.0
     top_k: TopK = -1
     max_response_length: Positive[int] = 512
-    dtype: Literal["auto", "bf16", "fp32"] = "auto"  # auto: bf16 on CUDA, fp32 on CPU
+    dtype: Precision = "auto"
     gpu_memory_utilization: UnitPositive = 0.5  # vllm
     enforce_eager: bool = False  # vllm: no CUDA graphs
     cuda_graphs: bool = True  # hf: capture the decode step on CUDA
@@ -127,8 +129,7 @@ class ActorOptimConfig(OptimConfig):
 
     lr: NonNegative[float] = 1e-6
     betas: Betas = field(default_factory=lambda: [0.9, 0.999])
-    weight_decay: NonNegative[float] = 0.01
-    scheduler: Literal["cosine", "linear", "constant"] = "constant"
+    scheduler: Scheduler = "constant"
 
 
 @dataclass
