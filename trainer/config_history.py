@@ -437,6 +437,22 @@ def changed_keys(
     return changed + added + dropped
 
 
+def _both_sections(old: Any, new: Any, default: Any) -> bool:
+    """Whether `old` and `new` are a section of the config to compare key by key: both
+    dicts (a mapping setting, empty by default, is one value), or one a section the record
+    lacks (an older mfsdp had no such section: its keys are each new, not the section whole)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return default != {}
+    one_absent = (old is _ABSENT and isinstance(new, dict)) or (
+        new is _ABSENT and isinstance(old, dict)
+    )
+    return one_absent and isinstance(default, dict) and default != {}
+
+
+def _entries(section: Any) -> dict[str, Any]:
+    return {} if section is _ABSENT else section
+
+
 def _differing(
     earlier: dict[str, Any], now: dict[str, Any], defaults: Any, prefix: str = ""
 ) -> Iterator[tuple[str, Any, Any]]:
@@ -448,7 +464,7 @@ def _differing(
         dotted = f"{prefix}{key}"
         old, new = earlier.get(key, _ABSENT), now.get(key, _ABSENT)
         default = defaults.get(key, _ABSENT) if isinstance(defaults, dict) else _ABSENT
-        if isinstance(old, dict) and isinstance(new, dict) and default != {}:
-            yield from _differing(old, new, default, f"{dotted}.")
+        if _both_sections(old, new, default):
+            yield from _differing(_entries(old), _entries(new), default, f"{dotted}.")
         elif old != new and dotted not in _HOW_STARTED:
             yield dotted, old, new

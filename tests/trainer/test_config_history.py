@@ -97,3 +97,14 @@ def test_a_second_resume_from_the_same_step_keeps_what_that_step_was_trained_wit
     ) in capsys.readouterr().err
     assert yaml.safe_load(kept.read_text())["optim"]["lr"] == 0.003
     assert yaml.safe_load((run / "config.yaml").read_text())["optim"]["lr"] == 0.07
+
+
+def test_a_section_an_older_record_lacks_is_named_key_by_key():
+    """An mfsdp that had no `reward` section recorded none: a key of it set now is named as
+    that key, and one at its default is no change (the section was named whole)."""
+    defaults = {"optim": {"lr": 1.0}, "reward": {"a": 1, "b": 2}}
+    earlier = {"optim": {"lr": 1.0}}
+    assert changed_keys(earlier, {"optim": {"lr": 1.0}, "reward": {"a": 1, "b": 3}}, defaults) == [
+        "new key reward.b = 3"
+    ]
+    assert changed_keys(earlier, {"optim": {"lr": 1.0}, "reward": {"a": 1, "b": 2}}, defaults) == []
