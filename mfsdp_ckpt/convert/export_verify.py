@@ -69,13 +69,21 @@ def verify_export(
         found += _verify_file(plan, out, file, index, where, workers, buffer_bytes, tally)
     expected = {name for item in plan.items for name in item.targets}
     problems = [
-        f"{name}: missing from {out}" for name in sorted(expected - set(where), key=natural_key)
+        f"{name}: missing from the export"
+        for name in sorted(expected - set(where), key=natural_key)
     ]
     problems += [
         f"{name}: in {where[name]} but not in the checkpoint"
         for name in sorted(set(where) - expected)
     ]
     return problems + found
+
+
+def _inside_export(err: Exception, out: Path) -> str:
+    """`err`'s text with the export's own dir left out of the paths it names: `out` is the
+    hidden work dir of an export not yet published, gone (removed, as the export failed) by
+    the time the line is read; the file's name within the export is what the user can find."""
+    return str(err).replace(f"{out}{os.sep}", "").replace(str(out), "the export")
 
 
 def _verify_file(
@@ -104,8 +112,9 @@ def _verify_file(
         safe_files.regular_file(out / file, out, f"the export {out}")
         written_file = SafetensorsSource(out, only=file)
     except (SafetensorsError, OSError) as err:
-        unreadable = [f"{name}: unreadable in {file} ({err})" for name in sorted(listed)]
-        return unreadable or [f"{file}: unreadable ({err})"]
+        reason = _inside_export(err, out)
+        unreadable = [f"{name}: unreadable in {file} ({reason})" for name in sorted(listed)]
+        return unreadable or [f"{file}: unreadable ({reason})"]
     problems: list[str] = []
     lock = threading.Lock()
     if index is None:
@@ -125,7 +134,7 @@ def _verify_file(
             try:
                 written = written_file.read(name)
             except OSError as err:
-                found.append(f"{name}: unreadable in {file} ({err})")
+                found.append(f"{name}: unreadable in {file} ({_inside_export(err, out)})")
                 continue
             if written.dtype != wanted.dtype or written.shape != wanted.shape:
                 found.append(

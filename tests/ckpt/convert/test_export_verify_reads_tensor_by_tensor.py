@@ -174,3 +174,4 @@ def test_verify_still_names_a_flipped_byte_and_a_cut_file(wide_export, tmp_path)
     os.truncate(copy / "model.safetensors", begin)
     problems = verify_export_dir(run, copy)
     assert any(p.startswith("model.safetensors: unreadable (") for p in problems), problems
+    assert not any(str(copy) in p for p in problems), problems  # the file as the export names it
