@@ -385,7 +385,6 @@ def _override_value(cls: type, key: str, text: str) -> Any:
     return value
 
 
-_TEXT_VALUES = TEXT_VALUES  # the old name, for trainer.verl_import until it imports TEXT_VALUES
 
 
 def takes_text_only(cls: type, dotted: str) -> bool:

@@ -105,10 +105,22 @@ _NumbersAsTextLoader.add_constructor(YAML_TAG + "float", _NumbersAsTextLoader.co
 
 
 class _ExponentFloatLoader(_ConfigLoader):
-    """For a verl YAML config: a float written with an exponent and no point (`1e3`) or no
-    sign in it (`1.5e3`) is a float, as OmegaConf's YAML loader (omegaconf/_utils.py,
-    get_yaml_loader) reads it for verl; PyYAML's YAML 1.1 reads it as text, so a run verl
-    names `1000.0` was converted as `1e3`."""
+    """For a verl YAML config, its numbers as OmegaConf's YAML loader (omegaconf/_utils.py,
+    get_yaml_loader) reads them for verl: a float written with an exponent and no point
+    (`1e3`) or no sign in it (`1.5e3`) is a float, where PyYAML's YAML 1.1 reads it as text
+    (a run verl names `1000.0` was converted as `1e3`); and YAML 1.1's octal and base-60
+    numbers are the numbers verl gets (`012` is 10, `1:30` 90), where mfsdp's own configs
+    refuse them (they were refused here as if verl read them otherwise)."""
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        return BoundedLoader.construct_yaml_int(self, node)
+
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
+        return BoundedLoader.construct_yaml_float(self, node)
+
+
+_ExponentFloatLoader.add_constructor(YAML_TAG + "int", _ExponentFloatLoader.construct_yaml_int)
+_ExponentFloatLoader.add_constructor(YAML_TAG + "float", _ExponentFloatLoader.construct_yaml_float)
 
 
 # OmegaConf's float resolver, as get_yaml_loader adds it to PyYAML's

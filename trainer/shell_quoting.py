@@ -7,10 +7,11 @@ shlex reads `$'a\\nb'` as `$` and the single-quoted `a\\nb`: the value arrived a
 translation) arrived as `$text`, a reference to another variable; `\\$V` (unquoted or in
 double quotes, a literal `$V` to bash) was substituted as if unescaped. Here `$"..."` is
 read as "..." and an escaped or single-quoted `$` as a literal one (`LITERAL_DOLLAR`, which
-`literal` turns back into `$` once values are made). `$'...'` is marked `ANSI_C` and its text
-dropped: decoding its escapes as bash does (octal, hex, Unicode, control characters, a NUL
-that ends the string) is more than a launch script needs, so a value that holds one is
-refused, naming the variable, and an assignment nobody uses (`IFS=$'\\n\\t'`) costs nothing.
+`literal` turns back into `$` once values are made). `$'...'` is marked `ANSI_C`, its text
+held after the mark in characters no script writes (`ansi_c_decoded` reads it back): a value
+that holds one is refused, naming the variable, but IFS, which decides how bash splits
+unquoted expansions into words, is read from it (`IFS=$'\\n\\t'`, the usual strict mode:
+not read, a `$ARGS` holding overrides was dropped).
 
 A line holds commands apart from its quotes: shlex knows no `;`, so `A=1; B=/models/x` gave A
 the value `1;`, and `cd /x&&MODEL=/m` was one word that set nothing; `MODEL=/m/Qwen; echo hi`
@@ -43,7 +44,35 @@ _RESTORED = {ord(mark): char for mark, char in _UNQUOTED.items()}
 # before the `$` of an expansion bash reads unquoted (`k=$M`, not `"k=$M"`): its value is split
 # into words at blanks (`Word`); a quoted one is one word, as the quotes are gone after shlex
 UNQUOTED_EXPANSION = "\ue00c"
-_EXPANSION_START = re.compile(r"\$[A-Za-z_0-9{]")
+_EXPANSION_START = re.compile(r"\$[A-Za-z_0-9{@*]")
+# the text of a `$'...'` string, held after its ANSI_C mark: each character moved into a
+# private-use plane no script writes, so shlex keeps it in the word (a newline in it ended it)
+_HELD_FIRST = 0xF0000
+_UNHELD_OFFSET = 0xFFFF  # a character from here on is beyond the plane: held as _UNHELD
+_UNHELD = chr(_HELD_FIRST + _UNHELD_OFFSET)
+_HELD_TEXT = re.compile("[\U000f0000-\U000fffff]")
+_HELD_RUN = re.compile(ANSI_C + "([\U000f0000-\U000fffff]*)")
+# bash's escapes in `$'...'`: one character, octal, hex, Unicode, a control character
+_ANSI_C_ESCAPE = re.compile(
+    r"\\(?:([abeEfnrtv\\'\"?])|([0-7]{1,3})|x([0-9A-Fa-f]{1,2})|u([0-9A-Fa-f]{1,4})"
+    r"|U([0-9A-Fa-f]{1,8})|c(.))",
+    re.DOTALL,
+)
+_ANSI_C_CHARS = {
+    "a": "\a",
+    "b": "\b",
+    "e": "\x1b",
+    "E": "\x1b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "?": "?",
+}
 _MARKS = (
     LITERAL_DOLLAR
     + ANSI_C
@@ -63,7 +92,7 @@ def mark(line: str) -> str:
     `||`, `|`, `&` set apart as words; any of the marks already in it are dropped. Quotes are
     read as bash nests them (`QuoteLevels`): the `"` inside `"$(cmd "arg")-x"` opens a quote
     of its own, and the `)` after it ends the `$(`."""
-    line = line.translate({ord(char): None for char in _MARKS})
+    line = _HELD_TEXT.sub("", line.translate({ord(char): None for char in _MARKS}))
     out: list[str] = []
     nesting = _Nesting()
     levels = QuoteLevels()
@@ -79,8 +108,9 @@ def mark(line: str) -> str:
             index += 2
             continue
         elif levels.quotes_afresh() and line.startswith("$'", index):
-            out.append(ANSI_C)
-            index = _ansi_c_end(line, index + 2)
+            end = _ansi_c_end(line, index + 2)
+            out.append(ANSI_C + _held_ansi_c(line[index + 2 : end].removesuffix("'")))
+            index = end
             levels.escaped()
             continue
         elif levels.quotes_afresh() and line.startswith('$"', index):
@@ -90,7 +120,8 @@ def mark(line: str) -> str:
         elif levels.inside():
             hidden = levels.hides(char)
             quote = levels.read(char)
-            out.append("" if hidden else _in_quotes(char, quote))
+            special = char == "*" and out[-1:] == ["$"]  # `"$*"`: no pattern character
+            out.append("" if hidden else char if special else _in_quotes(char, quote))
         elif nesting.outside() and (control := _control(line, index)):
             out.append(f" {_control_mark(control)} ")
             index += len(control)
@@ -403,6 +434,16 @@ class Word(str):
     path `/m/a b`, and `$ARGS` holding `a=1 b=2` gave no override at all."""
 
     unquoted: tuple[int, ...] = ()
+    # the whole word is what an unquoted expansion gave (an element of `${A[@]}`, an
+    # argument `$@` passes), split as it stands
+    expanded: bool = False
+
+
+def expanded_word(text: str) -> Word:
+    """`text` as given by an unquoted expansion: a `Word` split whole (`Word.expanded`)."""
+    word = Word(text)
+    word.expanded = True
+    return word
 
 
 def unmarked_word(text: str) -> str:
@@ -443,3 +484,40 @@ def _ansi_c_end(line: str, start: int) -> int:
         else:
             index += 1
     return len(line)
+
+
+def _held_ansi_c(text: str) -> str:
+    """The text of a `$'...'` string held in the private-use plane (`_HELD_FIRST`), a
+    character beyond what the plane holds as `_UNHELD` (the value is then not read)."""
+    return "".join(
+        chr(_HELD_FIRST + ord(char)) if ord(char) < _UNHELD_OFFSET else _UNHELD for char in text
+    )
+
+
+def ansi_c_decoded(value: str) -> str | None:
+    """`value` with each `$'...'` string in it (its ANSI_C mark and held text) as bash
+    decodes it; None where one held a character `_held_ansi_c` could not hold."""
+    if _UNHELD in value:
+        return None
+    return _HELD_RUN.sub(
+        lambda match: _ansi_c_text("".join(chr(ord(char) - _HELD_FIRST) for char in match[1])),
+        value,
+    )
+
+
+def _ansi_c_text(text: str) -> str:
+    """The text bash makes of a `$'...'` string's `text`: its escapes decoded, cut at a
+    NUL (bash ends the string there); an escape bash does not know is kept as written."""
+    decoded = _ANSI_C_ESCAPE.sub(_ansi_c_char, text)
+    return decoded.split("\0", 1)[0]
+
+
+def _ansi_c_char(match: re.Match) -> str:
+    """The character one escape of `_ANSI_C_ESCAPE` stands for."""
+    simple, octal, hexadecimal, short, long, control = match.groups()
+    if simple is not None:
+        return _ANSI_C_CHARS[simple]
+    if control is not None:
+        return chr(ord(control.upper()) & 0x1F) if control != "?" else "\x7f"
+    number = int(octal, 8) & 0xFF if octal else int(hexadecimal or short or long, 16)
+    return chr(number) if number <= 0x10FFFF else match.group(0)

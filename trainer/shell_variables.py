@@ -98,15 +98,27 @@ _Key = TypeVar("_Key")
 _Value = TypeVar("_Value")
 
 
-def _split_at_blanks(value: str, blanks: str) -> list[str]:
-    """`value` split at each run of `blanks` (escaped for a regex character class) outside
-    the command substitutions, `$((...))` and references (`${1:?need a model}`) it holds as
-    written: their text is no word of bash's, what they give is, known only as it runs."""
+def _split_at_ifs(value: str, ifs: str) -> list[str]:
+    """The fields bash splits `value` into at IFS's characters (`ifs`), outside the command
+    substitutions, `$((...))` and references (`${1:?need a model}`) it holds as written:
+    their text is no word of bash's, what they give is, known only as it runs. As bash
+    does: a run of IFS's blanks (space, tab, newline) is one break and none at either end;
+    each other IFS character is a break of its own, so `a,,b` under `IFS=,` gives an empty
+    field between `a` and `b` (one after the last break is none); no fields for "", and the
+    value whole under an empty IFS."""
+    white = "".join(char for char in " \t\n" if char in ifs)
+    value = value.strip(white)
+    if not value or not ifs:
+        return [value] if value else []
+    others = "".join(char for char in ifs if char not in white)
+    blanks = f"[{re.escape(white)}]*" if white else ""
+    breaks = [f"{blanks}[{re.escape(others)}]{blanks}"] if others else []
+    breaks += [f"[{re.escape(white)}]+"] if white else []
     parts: list[str] = []
     start = index = 0
     closers: list[str] = []  # the `)` or `}` each substitution open here waits for
     backquoted = False
-    blank = re.compile(f"[{blanks}]+")
+    at_break = re.compile("|".join(breaks))
     while index < len(value):
         char = value[index]
         if char == "`":
@@ -116,12 +128,12 @@ def _split_at_blanks(value: str, blanks: str) -> list[str]:
             index += char == "$"
         elif closers and char == closers[-1]:
             closers.pop()
-        elif not closers and not backquoted and (run := blank.match(value, index)):
+        elif not closers and not backquoted and (run := at_break.match(value, index)):
             parts.append(value[start:index])
             start = index = run.end()
             continue
         index += 1
-    return [*parts, value[start:]]
+    return [*parts, value[start:]] if start < len(value) else parts
 
 
 class ExpansionTooLarge(MfsdpUsageError, ValueError):
@@ -281,16 +293,33 @@ def _input_targets(builtin: str, arguments: list[str]) -> list[str]:
 
 def _names_set(words: list[str]) -> list[str]:
     """The variables the command `words` assigns (`NAME=...`, `export`, an array, an
-    element, `${NAME:=...}`) or unsets; not those `unknowable_targets` names."""
+    element, `${NAME:=...}`) or unsets; not those `unknowable_targets` names, nor those
+    assigned before the name of a command it runs (`IFS=, read -r A B`: bash sets IFS for
+    `read` alone; taken as set, IFS was not known where the verl command stands)."""
     names: list[str] = []
-    for word in words:
+    prefixes = _prefix_assignments(words)
+    for at, word in enumerate(words):
         word = word.lstrip("(").rstrip(")")
         names += [match.group(1) for match in _GUARDED_SET.finditer(word)]
-        if ASSIGNMENT.match(word) or _ELEMENT.match(word):
+        if at not in prefixes and (ASSIGNMENT.match(word) or _ELEMENT.match(word)):
             names.append(re.split(r"[+=\[]", word, maxsplit=1)[0])
     unset = words.index("unset") if "unset" in words else len(words)
     elements = [name for name, _index in unset_elements(words[unset + 1 :])]
     return names + unset_names(words[unset + 1 :]) + elements
+
+
+def _prefix_assignments(words: list[str]) -> set[int]:
+    """Where in `words` the assignments before a command's name stand, in each command of
+    its list or pipeline (`_command_start`): bash sets them for that command alone."""
+    prefixes: set[int] = set()
+    start = 0
+    ends = [at for at, word in enumerate(words) if word in shell_quoting.OPERATORS]
+    for end in [*ends, len(words)]:
+        name_at = _command_start(words[start:end])
+        if start + name_at < end:
+            prefixes.update(range(start, start + name_at))
+        start = end + 1
+    return prefixes
 
 
 def _made_readonly(words: list[str]) -> list[str]:
@@ -900,8 +929,9 @@ class Variables:
         self.arrays[name] = (self.arrays.get(name, []) if append else []) + words
 
     def spread(self, words: list[str], notes: list[str]) -> list[str]:
-        """`words` with each `${NAME[@]}` replaced by the array's words (an array the
-        script does not set is named in `notes`), counted against the budget."""
+        """`words` with each `${NAME[@]}` or `${NAME[*]}` replaced by the words bash makes
+        of the array's elements (`as_words`; an array the script does not set is named in
+        `notes`), counted against the budget."""
         spread: list[str] = []
         for word in words:
             match = ARRAY_SPREAD.match(word)
@@ -910,7 +940,7 @@ class Variables:
             elif match.group(1) in self.arrays:
                 items = self.arrays[match.group(1)]
                 self._count(match.group(1), sum(len(item) for item in items))
-                spread += items
+                spread += self.as_words(word, items, notes)
             elif match.group(1) in self.unknown:
                 notes.append(
                     f"{word}: set by {self.unknown[match.group(1)]} to words known only when"
@@ -920,35 +950,75 @@ class Variables:
                 notes.append(f"{word}: an array the script does not set; its keys are not here")
         return spread
 
+    def as_words(self, written: str, items: list[str], notes: list[str]) -> list[str]:
+        """The words bash makes of `items` (an array's elements, a call's arguments) where
+        `written` (`${A[@]}`, `"${A[*]}"`, `$@`, ...) spreads them: unquoted, each element
+        split as an unquoted expansion is (`shell_quoting.expanded_word`: `"k=x y"` passes
+        `k=x` and `y`); quoted `@`, one word each; quoted `*`, one word of them all joined by
+        IFS's first character (`"${A[*]}"` holding two overrides is one word, which Hydra
+        refuses), none where IFS is not known here, said in `notes`."""
+        if 0 in getattr(written, "unquoted", ()):
+            return [shell_quoting.expanded_word(item) for item in items]
+        if "*" not in written:
+            return list(items)
+        ifs = self.ifs()
+        if ifs is None:
+            notes.append(
+                f"{written}: one word of the elements joined by IFS's first character, and IFS"
+                " is known only when the script runs; its keys are not here"
+            )
+            return []
+        return [ifs[:1].join(items)]
+
+    def ifs(self) -> str | None:
+        """The characters bash splits unquoted expansions at: IFS's value (its `$'...'`
+        strings decoded), space, tab and newline where the script leaves it unset; None
+        where it is known only as the script runs (set by `read`, in a block that may not
+        run, or to a value left as written)."""
+        value = self.values.get("IFS")
+        if "IFS" in self.unknown or "IFS" in self.maybe:
+            return None
+        if value is None:
+            return " \t\n"
+        decoded = shell_quoting.ansi_c_decoded(value)
+        if decoded is None or REFERENCE.search(decoded) or "`" in decoded:
+            return None
+        return shell_quoting.literal(decoded)
+
     def fields(self, word: str) -> list[str] | None:
         """The words bash makes of `word`, expanded: what each of its unquoted expansions
-        gives (`shell_quoting.Word`) split at the blanks of IFS (space, tab, newline unless
-        the script sets it), empty words dropped; a command substitution or reference left
-        as written (`$(date +%F)`, whose output bash splits) is kept whole. None where it
-        stays one word with an `=` in it as written, for the caller to read as before. A
-        word whose only `=` comes from a variable (`$ARGS` holding `a=1 b=2`) is verl's
-        overrides too: it was dropped."""
+        gives (`shell_quoting.Word`) split at IFS's characters (`_split_at_ifs`), an
+        expansion that gives no field adding nothing; a command substitution or reference
+        left as written (`$(date +%F)`, whose output bash splits) is kept whole. A word whose
+        whole text an unquoted expansion gave (`Word.expanded`: an element of `${A[@]}`) is
+        split as it stands. None where it stays one word with an `=` in it as written, for
+        the caller to read as before, or where IFS is not known here (`ifs`): the caller
+        must not read it as one word. A word whose only `=` comes from a variable (`$ARGS`
+        holding `a=1 b=2`) is verl's overrides too: it was dropped."""
         unquoted = getattr(word, "unquoted", ())
-        blanks = re.escape(self.values.get("IFS", " \t\n"))
-        if not unquoted or not blanks or shell_quoting.ANSI_C in blanks or "IFS" in self.unknown:
+        ifs = self.ifs()
+        if ifs is None or not (unquoted or getattr(word, "expanded", False)):
             return None
+        if getattr(word, "expanded", False):
+            return _split_at_ifs(word, ifs)
         notes = len(self.notes)
-        fields, at, split = [""], 0, False
+        fields, given, at, split = [""], [False], 0, False
         for match in REFERENCE.finditer(word):
             if match.start() not in unquoted:
                 continue
             fields[-1] += self.substitute(word[at : match.start()])
-            value = self.substitute(match.group(0))
-            parts = _split_at_blanks(value, blanks)
-            fields[-1] += parts[0]
-            fields += parts[1:]
+            parts = _split_at_ifs(self.substitute(match.group(0)), ifs)
+            if parts:
+                fields[-1] += parts[0]
+                fields += parts[1:]
+                given = [*given[:-1], True] + [True] * (len(parts) - 1)
             split = split or len(parts) > 1
             at = match.end()
         fields[-1] += self.substitute(word[at:])
         if not split and "=" in word:
             del self.notes[notes:]  # the caller expands it again
             return None
-        return [field for field in fields if field]
+        return [field for field, came in zip(fields, given, strict=True) if field or came]
 
     def _count(self, name: str, chars: int) -> None:
         self.copied += chars

@@ -330,7 +330,7 @@ def _convert(
         conversion.dropped += _unset_unmapped(cls, pairs, (backend or []) + pairs)
         conversion.notes += _verl_defaults(cls, conversion.tree, pairs, module)
     conversion.notes += _steps_within_epochs(conversion.tree, module)
-    _text_as_verl_uses_it(cls, conversion.tree, source)
+    conversion.dropped += _text_as_verl_uses_it(cls, conversion.tree, source)
     conversion.dropped += _drop_unresolved_typed(cls, conversion.tree, source)
     conversion.notes += [
         f"{key}: null in verl, the mfsdp default stays" for key in _drop_nulls(conversion.tree)
@@ -488,11 +488,7 @@ def _drop_unresolved_typed(cls: type, tree: dict[str, Any], source: str) -> list
         try:
             config_from_tree(cls, alone, source)
         except ConfigError as err:
-            *sections, leaf = key.split(".")
-            section = tree
-            for name in sections:
-                section = section[name]
-            del section[leaf]
+            _remove_dotted(tree, key)
             why = str(err).removeprefix(f"{source}: ")
             dropped.append(f"{key}={value}: known only when the script runs ({why}): set it here")
     _drop_empty(tree)
@@ -506,28 +502,51 @@ def _drop_unresolved_typed(cls: type, tree: dict[str, Any], source: str) -> list
 _NAMES = frozenset({"trainer.project_name", "trainer.experiment_name"})
 
 
-def _text_as_verl_uses_it(cls: type, tree: dict[str, Any], source: str) -> None:
+def _text_as_verl_uses_it(cls: type, tree: dict[str, Any], source: str) -> list[str]:
     """Each number or boolean of `tree`'s text keys as verl uses it: Hydra reads
     `trainer.project_name=42` (OmegaConf `project_name: 42`) as an integer, which verl names
     its run by as `42`, and `1.50` as `1.5`, `true` as `True`: the text written (`1.50`,
     `true`) would name another run than verl's. Where verl takes a path or a name it looks
     up (trainer.default_local_dir in os.path.join, model.path in str.startswith, a column,
     a function), it fails on a number: refused, saying so. A boolean stays one for a key of
-    named values (checkpoint.resume), whose check names them."""
-    from trainer.config import _TEXT_VALUES, set_dotted, takes_text_only
+    named values (checkpoint.resume), whose check names them.
 
-    for key, value in _leaves(tree):
+    The empty text Hydra reads `key=` as (a variable the script leaves unset, as verl's
+    templates do: `TRAIN_DATA_PATH=""`) names nothing verl can use: each such key is removed
+    and reported as not carried over (it was read as null, and the mfsdp default stayed
+    with a note that verl had not set it)."""
+    from trainer.config import set_dotted, takes_text_only
+    from trainer.config_base import TEXT_VALUES
+
+    dropped = []
+    for key, value in list(_leaves(tree)):
+        if key not in _NAMES and (value == "" or (isinstance(value, list) and "" in value)):
+            _remove_dotted(tree, key)
+            dropped.append(
+                f"{key}={yaml_shown(value)}: the empty text verl gets from `KEY=` or a"
+                " variable the script leaves unset, and fails on: set it here"
+            )
+            continue
         if not isinstance(value, (bool, int, float)) or not takes_text_only(cls, key):
             continue
         if key in _NAMES:
             set_dotted(tree, key, str(value))
-        elif not (isinstance(value, bool) and key in _TEXT_VALUES):
+        elif not (isinstance(value, bool) and key in TEXT_VALUES):
             kind = "boolean" if isinstance(value, bool) else "number"
             raise VerlSourceError(
                 f"{source}: config key '{key}' is the {kind} {value} as verl reads it, where"
                 f" verl takes text only (a path, or a name it looks up) and fails on a {kind}:"
                 ' quote the text for verl ("\'TEXT\'" on its command line, "TEXT" in a YAML)'
             )
+    _drop_empty(tree)
+    return dropped
+
+
+def _remove_dotted(tree: dict[str, Any], key: str) -> None:
+    *sections, leaf = key.split(".")
+    for name in sections:
+        tree = tree[name]
+    del tree[leaf]
 
 
 def _drop_empty(tree: dict[str, Any]) -> None:

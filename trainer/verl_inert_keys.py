@@ -26,6 +26,7 @@ from trainer.verl_off_keys import (
     DAPO_OVERLONG,
     DAPO_OVERLONG_CFG,
     DAPO_OVERLONG_KEY,
+    MEGATRON_ENGINES,
     MEGATRON_LORA_SECTIONS,
 )
 
@@ -110,13 +111,17 @@ SECTIONS: dict[str, Inert] = {
     **{
         f"{role}{section}qat.": Inert("quantization-aware training; it is off (qat.enable)")
         for role in (ACTOR, REF)
-        for section in ("", "fsdp_config.", "megatron.")
+        for section in ("", "fsdp_config.")
     },
     **{
-        f"{role}megatron.router_replay.": Inert(
-            "MoE routing replay; it is off (router_replay.mode)"
+        engine + "qat.": Inert("quantization-aware training; it is off (qat.enable)", commands)
+        for engine, commands in MEGATRON_ENGINES
+    },
+    **{
+        engine + "router_replay.": Inert(
+            "MoE routing replay; it is off (router_replay.mode)", commands
         )
-        for role in (ACTOR, REF)
+        for engine, commands in MEGATRON_ENGINES
     },
     **{
         f"{role}fsdp_config.turbo_config.": Inert(
@@ -148,8 +153,10 @@ def _engine() -> dict[str, Inert]:
 
 
 def _megatron_engine() -> dict[str, Inert]:
-    """verl's Megatron engine settings of the actor and the reference model that change no
-    update (its offload, parallel sizes, dtype and overrides: trainer.verl_off_keys)."""
+    """verl's Megatron engine settings (MEGATRON_ENGINES: the actor's, the reference
+    model's, SFT's) that change no update (its offload, parallel sizes, dtype and
+    overrides: trainer.verl_off_keys)."""
+    padding = "padding to fewer distinct shapes, stripped before the loss: " + SPEED
     keys = {
         "sequence_parallel": (
             "Megatron's sequence parallelism splits activations over tensor-parallel ranks,"
@@ -162,9 +169,21 @@ def _megatron_engine() -> dict[str, Inert]:
         "use_remove_padding": PADDING,
         "use_mbridge": "Hugging Face checkpoints load directly here",
         "vanilla_mbridge": "Hugging Face checkpoints load directly here",
+        "entropy_from_logits_chunk_size": SPEED,
+        "entropy_from_logits_with_chunking": SPEED,
+        **dict.fromkeys(
+            ("pad_to_length", "pad_to_length_bucket", "pad_bshd_to_minibatch_max"), padding
+        ),
+        **dict.fromkeys(
+            ("dist_ckpt_optim_fully_reshardable", "distrib_optim_fully_reshardable_mem_efficient"),
+            "how verl's Megatron checkpoints save the optimizer",
+        ),
+        "max_seqlen_per_dp_cp_rank": "used only with dynamic_context_parallel",
     }
     return {
-        f"{role}megatron.{name}": Inert(why) for role in (ACTOR, REF) for name, why in keys.items()
+        engine + name: Inert(why, commands)
+        for engine, commands in MEGATRON_ENGINES
+        for name, why in keys.items()
     }
 
 
@@ -311,25 +330,9 @@ def _newer() -> dict[str, Inert]:
     per_role = {
         "entropy_from_logits_chunk_size": SPEED,
         "fsdp_config.entropy_from_logits_chunk_size": SPEED,
-        "megatron.entropy_from_logits_chunk_size": SPEED,
-        "megatron.entropy_from_logits_with_chunking": SPEED,
         **dict.fromkeys(
-            (
-                "pad_to_length",
-                "fsdp_config.pad_to_length",
-                "fsdp_config.pad_to_length_bucket",
-                "megatron.pad_to_length",
-                "megatron.pad_to_length_bucket",
-                "megatron.pad_bshd_to_minibatch_max",
-            ),
+            ("pad_to_length", "fsdp_config.pad_to_length", "fsdp_config.pad_to_length_bucket"),
             padding,
-        ),
-        **dict.fromkeys(
-            (
-                "megatron.dist_ckpt_optim_fully_reshardable",
-                "megatron.distrib_optim_fully_reshardable_mem_efficient",
-            ),
-            "how verl's Megatron checkpoints save the optimizer",
         ),
     }
     muon = (
@@ -363,11 +366,6 @@ def _newer() -> dict[str, Inert]:
         "reward.num_workers": Inert(SPEED),
         "reward.reward_manager.module.name": Inert("used only with reward_manager.module.path"),
         "data.audio_key": Inert("audio: the models trained here are text models"),
-        # SFT on verl's Megatron engine, as the actor's megatron.* keys are read
-        **{
-            f"engine.{name}": Inert("Hugging Face checkpoints load directly here", ("sft",))
-            for name in ("use_mbridge", "vanilla_mbridge")
-        },
     }
 
 

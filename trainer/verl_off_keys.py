@@ -31,6 +31,14 @@ ROLLOUT = "actor_rollout_ref.rollout."
 SAVED = ["model", "optimizer", "extra"]  # what every checkpoint here holds
 STRATEGIES = ("fsdp", "fsdp2", "megatron")
 SET_STRATEGY = "set strategy.name here"
+# Where verl's Megatron engine settings (engine/megatron.yaml) sit, and the command reading
+# them: the actor's and the reference model's `megatron.*` in GRPO, SFT's `engine.*`. Each
+# table of its keys is written once, by name, and given at each of these.
+MEGATRON_ENGINES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (ACTOR + "megatron.", ("grpo",)),
+    (REF + "megatron.", ("grpo",)),
+    ("engine.", ("sft",)),
+)
 DETERMINISM = "deterministic kernels are not forced here"
 SINGLE_TURN = (
     "the rollout here is single-turn: one response per prompt, no tools, interactions or"
@@ -72,8 +80,9 @@ def _offload() -> Iterator[tuple[str, Off]]:
     for prefix in (ACTOR, REF):  # the critic's: trainer.verl_inert_keys (there is none)
         for name in fsdp:
             yield f"{prefix}fsdp_config.{name}", Off((False,), "no offload", OFFLOAD, ("grpo",))
+    for engine, commands in MEGATRON_ENGINES:
         for name in megatron:
-            yield f"{prefix}megatron.{name}", Off((False,), "no offload", OFFLOAD, ("grpo",))
+            yield engine + name, Off((False,), "no offload", OFFLOAD, commands)
     for name in ("cpu_offload", "offload_params"):  # verl's FSDP SFT trainer
         yield f"model.fsdp_config.{name}", Off((False,), "no offload", OFFLOAD, ("sft",))
     yield (
@@ -89,42 +98,51 @@ def _offload() -> Iterator[tuple[str, Off]]:
 
 
 def _megatron() -> Iterator[tuple[str, Off]]:
-    """verl's Megatron backend (`megatron.*` of the actor and the reference model) at the
-    settings that train as Megatron-FSDP here does: the model from model.path's Hugging
-    Face weights, its config as it is, compute in bf16."""
+    """verl's Megatron engine (MEGATRON_ENGINES) at the settings that train as Megatron-FSDP
+    here does: the model from model.path's Hugging Face weights, its config as it is,
+    compute in bf16; and the actor's and reference model's weights loaded."""
     override = (
         "overriding the model's config is not supported: edit config.json in a copy of the"
         " model dir"
     )
-    for prefix in (ACTOR, REF):
+    for engine, commands in MEGATRON_ENGINES:
         settings = {
-            "megatron.use_dist_checkpointing": Off(
+            "use_dist_checkpointing": Off(
                 (False,),
                 "the model loads from model.path's Hugging Face weights",
                 "loading the model from a Megatron dist checkpoint is not supported: model.path"
                 " is a Hugging Face model dir",
             ),
-            "megatron.override_ddp_config": Off(
+            "dist_checkpointing_path": Off(
+                (None,),
+                "the model loads from model.path's Hugging Face weights",
+                "loading the model from a Megatron dist checkpoint is not supported: model.path"
+                " is a Hugging Face model dir",
+            ),
+            "override_ddp_config": Off(
                 ({}, None),
                 "no data-parallel settings beyond mfsdp's own",
                 "overriding Megatron's data-parallel settings is not supported",
             ),
-            "megatron.override_mcore_model_config": Off(
-                ({}, None), "the model's config as it is", override
-            ),
-            "megatron.dtype": Off(
+            "override_mcore_model_config": Off(({}, None), "the model's config as it is", override),
+            "dtype": Off(
                 ("bfloat16", "bf16"),
                 "compute is bf16 here",
                 "compute is bf16 here (strategy.mixed_precision)",
             ),
-            "load_weight": Off(
+        }
+        for name, off in settings.items():
+            yield engine + name, replace(off, commands=commands)
+    for prefix in (ACTOR, REF):
+        yield (
+            prefix + "load_weight",
+            Off(
                 (True,),
                 "the model starts from model.path's weights",
                 "a model here always starts from model.path's weights",
+                ("grpo",),
             ),
-        }
-        for name, off in settings.items():
-            yield prefix + name, replace(off, commands=("grpo",))
+        )
 
 
 def _sharding() -> Iterator[tuple[str, Off]]:
@@ -757,25 +775,28 @@ def _newer_switches() -> Iterator[tuple[str, Off]]:
     trainer's asynchronous modes, DAPO's dynamic sampling, rollout caching and
     distillation are off; the schedule counts updates from 0."""
     grpo = ("grpo",)
+    qat = ("QAT is off", "quantization-aware training is not supported")
     for role in (ACTOR, REF):
-        for section in ("", "fsdp_config.", "megatron."):
-            yield (
-                f"{role}{section}qat.enable",
-                Off((False,), "QAT is off", "quantization-aware training is not supported", grpo),
-            )
+        for section in ("", "fsdp_config."):
+            yield f"{role}{section}qat.enable", Off((False,), *qat, grpo)
+    for engine, commands in MEGATRON_ENGINES:
+        yield engine + "qat.enable", Off((False,), *qat, commands)
         yield (
-            role + "megatron.dynamic_context_parallel",
+            engine + "dynamic_context_parallel",
             Off(
                 (False,),
                 "context parallelism is off",
                 "context parallelism is not supported: mfsdp shards data-parallel only",
-                grpo,
+                commands,
             ),
         )
         yield (
-            role + "megatron.router_replay.mode",
+            engine + "router_replay.mode",
             Off(
-                ("disabled",), "routing replay is off", "MoE routing replay is not supported", grpo
+                ("disabled",),
+                "routing replay is off",
+                "MoE routing replay is not supported",
+                commands,
             ),
         )
     yield (

@@ -82,11 +82,8 @@ def script_pairs(
         if COMMAND_SUBSTITUTION.search(text_value):  # the shell's output, text here
             parsed: Any = text_value
         else:
-            parsed = (
-                parse_bounded(text_value, f"{source}: {key}", budget)
-                if text_value.strip()
-                else None
-            )
+            # `key=` (an unset `$VAR`) is Hydra's empty text, not null: verl gets ''
+            parsed = parse_bounded(text_value, f"{source}: {key}", budget)
         pairs.append((key, parsed))
     taken_notes = [
         f"${name}: taken from this environment, as the shell running the script here would"

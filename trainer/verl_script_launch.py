@@ -9,6 +9,7 @@ A module of its own: what the command's words hold, apart from which commands ru
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -80,16 +81,34 @@ def _expand_launch(launch: Launch, variables: shell_variables.Variables, source:
 def _spread(
     words: list[str], variables: shell_variables.Variables, notes: list[str]
 ) -> Iterator[tuple[str, str]]:
-    """Each word of the command, arrays spread (`Variables.spread`) and `"$@"` in a call
-    whose arguments are known, with the word as written (`"${DATA[@]}"` for each of the
-    array's words, `${1}` for the first argument): the variables it reads."""
+    """Each word of the command, arrays spread (`Variables.spread`) and `$@`/`$*` in a call
+    whose arguments are known (`Variables.as_words`), with the word as written
+    (`"${DATA[@]}"` for each of the array's words, `${1}` for the first argument): the
+    variables it reads."""
     positional = variables.positional()
     for written in words:
-        if written in ("$@", "${@}") and positional is not None:
-            yield from positional  # a function's known arguments (`train 1e-6 "k=v"`)
+        if written in _FORWARDED and positional is not None:
+            yield from _arguments(written, positional, variables, notes)
             continue
         for word in variables.spread([written], notes):
             yield word, written
+
+
+def _arguments(
+    written: str,
+    positional: list[tuple[str, str]],
+    variables: shell_variables.Variables,
+    notes: list[str],
+) -> Iterator[tuple[str, str]]:
+    """The words `written` (`"$@"`, `$*`, ...) passes of a function call's known arguments
+    (`train 1e-6 "k=v"`), each with the argument it came from (`${1}`); a quoted `"$*"`,
+    one word of them all, with `written`."""
+    if "*" in written and 0 not in getattr(written, "unquoted", ()):
+        values = [value for value, _reference in positional]
+        yield from ((word, written) for word in variables.as_words(written, values, notes))
+        return
+    for value, reference in positional:
+        yield from ((word, reference) for word in variables.as_words(written, [value], notes))
 
 
 def _split(
@@ -101,24 +120,77 @@ def _split(
     """The command's words as verl receives them: each with unquoted expansions split as
     bash splits it (`Variables.fields`), with the word as written. A word left without an
     `=` that is no option or option's argument is refused, as Hydra refuses that override
-    and verl never starts (`M="/m/a b"` then `model.path=$M` passes `b`)."""
+    and verl never starts (`M="/m/a b"` then `model.path=$M` passes `b`); so is a word
+    whose splitting turns on an IFS known only when the script runs (read as one word, a
+    `$ARGS` was dropped without a word), and an override whose value holds an `=`
+    (`"${A[*]}"`: `a=1 b=2` as one word)."""
     words: list[tuple[str, str]] = []
     for word, written in spread:
         fields = variables.fields(word)
         if fields is None:
+            splits = getattr(word, "unquoted", ()) or getattr(word, "expanded", False)
+            if splits and variables.ifs() is None:
+                _refuse(launch, f"{source}: {written}: {_IFS_UNKNOWN}")
+            _refuse_second_equals(launch, source, word, written)
             words.append((word, written))
             continue
         for field in fields:
             after_option = bool(words) and words[-1][0].startswith("-") and "=" not in words[-1][0]
             bare = not any(char in field for char in "=$") and field[:1] not in ("-", "~")
-            if bare and not after_option and not launch.refused:
-                launch.refused = (
-                    f"{source}: {written}: bash splits the unquoted value at its blanks and passes"
+            if bare and not after_option:
+                _refuse(
+                    launch,
+                    f"{source}: {written}: bash splits the unquoted value at IFS and passes"
                     f" {field!r} to verl as a word of its own, which Hydra refuses as an"
-                    " override without '=': quote it (\"...\") to pass one word"
+                    " override without '=': quote it (\"...\") to pass one word",
                 )
+            elif _unread(field, after_option):
+                launch.notes.append(
+                    f"{written}: a value known only when the script runs, passed to verl as"
+                    " words of their own; the overrides it holds are not in this config: add"
+                    " them to it"
+                )
+            _refuse_second_equals(launch, source, field, written)
             words.append((field, written))
     return words
+
+
+def _refuse_second_equals(launch: Launch, source: Path, word: str, written: str) -> None:
+    """Refuse `launch` where verl receives `word` as an override whose value holds an `=`
+    outside Hydra's quotes (`"${A[*]}"` joining `a=1 b=2` into one word), which Hydra
+    refuses; a value holding an expansion left as written is not known here."""
+    if word.startswith("-") or any(char in word for char in "$`"):
+        return
+    if _HYDRA_SECOND_EQUALS.match(word):
+        _refuse(
+            launch,
+            f"{source}: {written}: verl receives {word!r} as one word, whose value holds an"
+            " '=' Hydra refuses outside quotes: pass each override as a word of its own",
+        )
+
+
+# why a word bash splits at an IFS known only as the script runs is refused
+_IFS_UNKNOWN = (
+    "bash splits the unquoted value at the characters of IFS, which the script sets to a"
+    " value known only when it runs: the words verl receives are not known here; set IFS"
+    " plainly (IFS=$' \\t\\n') or quote the value"
+)
+# an override whose value holds an `=` outside Hydra's quotes (`a=1 b=2`, `a=x=y`)
+_HYDRA_SECOND_EQUALS = re.compile(r"^[^=]*=(?:[^='\"]|'[^']*'|\"[^\"]*\")*=")
+
+
+def _unread(word: str, after_option: bool) -> bool:
+    """Whether `word` is one of verl's overrides no part of which is read here: a reference
+    left as written with no `=` outside it (`$EXTRA`, set by `read` or not by the script),
+    not an option, its argument, or the script's arguments (named on their own)."""
+    if after_option or word.startswith("-") or word in _FORWARDED:
+        return False
+    return "=" not in shell_variables.REFERENCE.sub("", word) and "$" in word
+
+
+def _refuse(launch: Launch, reason: str) -> None:
+    """Refuse `launch` for `reason`, unless it is refused already (the first reason stands)."""
+    launch.refused = launch.refused or reason
 
 
 def _unreadable(

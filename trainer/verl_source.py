@@ -32,6 +32,11 @@ _HYDRA_INT = re.compile(rf"[+-]?{_INT_UNSIGNED}")
 _HYDRA_FLOAT = re.compile(rf"[+-]?(?:{_EXPONENT_FLOAT}|{_POINT_FLOAT}|(?i:inf|nan))")
 _HYDRA_BOOL = re.compile(r"(?i:true|false)")
 _HYDRA_NULL = re.compile(r"(?i:null)")
+# Hydra's override lexer takes `~` in no unquoted value (it is not among its UNQUOTED_CHAR):
+# `k=~` and `k=~/ckpt` stop verl with "token recognition error" before it starts, where
+# YAML reads `~` as null. Inside quotes (`k='~'`) it is text. A value still holding shell
+# syntax (`${X/#~/}`) is the shell's to expand first.
+_HYDRA_QUOTED = re.compile(r"'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\"")
 
 
 class VerlSourceError(MfsdpUsageError, ValueError):
@@ -50,13 +55,28 @@ def parse_bounded(text: str, source: str, budget: ExpansionBudget) -> Any:
     config files' bounded reader (no tags, no alias bombs, no more text as walked than
     `budget` leaves); a mistake is one line naming `source` and where in the text it is.
     A scalar is typed as Hydra types it (`hydra_value`), so its YAML 1.1 forms (`007`,
-    `12:30`) are not refused: Hydra reads them as the text written."""
+    `12:30`) are not refused: Hydra reads them as the text written. An empty value (`k=`,
+    the usual `k=$UNSET`) is the empty text, as Hydra reads it; a character Hydra's
+    lexer refuses unquoted (`k=~`) is refused here as verl would."""
+    if not text.strip():
+        return ""
+    _refuse_hydra_lexer_error(text, source)
     trial = dataclasses.replace(budget)  # a list or mapping is read again, as YAML reads it
     read = _parse(text, source, trial, numbers_as_text=True)
     if isinstance(read, (list, dict)):
         return _parse(text, source, budget)
     budget.nodes, budget.chars = trial.nodes, trial.chars
     return hydra_value(text, read)
+
+
+def _refuse_hydra_lexer_error(text: str, source: str) -> None:
+    """A value with a `~` outside quotes is one line naming it: verl never starts on it, so
+    no value (YAML's null for `~`) is what verl runs with."""
+    if "~" in _HYDRA_QUOTED.sub("", text) and "$" not in text:
+        raise VerlSourceError(
+            f"{source}={text:.80}: Hydra refuses '~' outside quotes (token recognition"
+            " error), so verl does not start; quote the value ('...') for its text"
+        )
 
 
 def parse_verl_yaml(text: str, source: str, budget: ExpansionBudget) -> Any:
