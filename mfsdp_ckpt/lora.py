@@ -43,7 +43,7 @@ from mfsdp_ckpt.format.lora_fields import (
 )
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError
 from mfsdp_ckpt.format.model_files import ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE
-from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, _chosen_files
+from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, chosen_files
 
 BASE_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 MAX_ADAPTER_CONFIG_BYTES = 1 << 20  # an adapter_config.json is about 1 KB
@@ -89,7 +89,7 @@ def base_weight_files(base_dir: str | os.PathLike) -> list[str]:
     )
     if not any(name.endswith(".safetensors") for name in found):
         return found
-    return _chosen_files(root, [])[0]
+    return chosen_files(root, [])[0]
 
 
 def describe_base_model(

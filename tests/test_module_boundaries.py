@@ -17,16 +17,6 @@ from tests.support.paths import REPO
 
 PACKAGES = ("trainer", "cli", "mfsdp_ckpt")
 
-# Imports of private names in files that are being changed elsewhere: each goes once its
-# home module makes the name public (an entry no longer found is no failure).
-NOT_YET_PUBLIC = {
-    ("trainer/verl_import.py", "_TEXT_VALUES"),
-    ("trainer/model_source.py", "_refuse_critic"),
-    ("mfsdp_ckpt/lora.py", "_chosen_files"),
-    ("mfsdp_ckpt/format/manifest.py", "_check_relative_name"),
-    ("mfsdp_ckpt/storage/tensorstore_store.py", "_check_relative_name"),
-}
-
 
 def _sources() -> list[Path]:
     return sorted(path for package in PACKAGES for path in (REPO / package).rglob("*.py"))
@@ -56,7 +46,7 @@ def test_no_private_name_is_imported_from_another_module():
         for path in _sources()
         for node in _project_imports(ast.parse(path.read_text()))
         for alias in node.names
-        if _private(alias.name) and (_name(path), alias.name) not in NOT_YET_PUBLIC
+        if _private(alias.name)
     ]
     assert found == []
 

@@ -476,7 +476,7 @@ def load_checkpoint_weights(model: PreTrainedModel, source: ModelSource) -> None
     from mfsdp_ckpt.check.validate import require_valid
     from mfsdp_ckpt.convert.export_errors import ExportError, ExportUsageError
     from mfsdp_ckpt.convert.export_plan import convert, plan_export
-    from mfsdp_ckpt.convert.export_source import _refuse_critic, source_for
+    from mfsdp_ckpt.convert.export_source import refuse_critic, source_for
     from mfsdp_ckpt.convert.megatron_config import MegatronConfigError
     from mfsdp_ckpt.storage.reader import CheckpointReader
 
@@ -484,7 +484,7 @@ def load_checkpoint_weights(model: PreTrainedModel, source: ModelSource) -> None
     reader = CheckpointReader(source.checkpoint.dist_ckpt)
     require_valid(source.checkpoint, manifest_only=True, reader=reader)
     try:
-        _refuse_critic(source.checkpoint.dist_ckpt, source.checkpoint.role)
+        refuse_critic(source.checkpoint.dist_ckpt, source.checkpoint.role)
         _refuse_uncomputable_record(source, model.config, reader)
         plan = plan_export(
             source_for(source.checkpoint, reader),

@@ -75,7 +75,7 @@ def source_for(paths: layout.CheckpointPaths, reader: CheckpointReader) -> Expor
     return ExportSource(str(paths.dist_ckpt), reader, hf, protected, paths.hf_skip, paths)
 
 
-def _refuse_critic(location: str | os.PathLike, role: str | None) -> None:
+def refuse_critic(location: str | os.PathLike, role: str | None) -> None:
     if role == "critic":
         raise ExportUsageError(
             f"{location}: the critic's value head is not a language model (no lm_head);"
@@ -86,10 +86,10 @@ def _refuse_critic(location: str | os.PathLike, role: str | None) -> None:
 def resolve_source(ckpt: str, io: str, role: str | None = None) -> ExportSource:
     if not is_url(ckpt):
         paths = checkpoint_resolution.resolve_checkpoint(ckpt, role=role)
-        _refuse_critic(paths.dist_ckpt, paths.role)
+        refuse_critic(paths.dist_ckpt, paths.role)
         store = open_store(str(paths.dist_ckpt), io)
         return source_for(paths, CheckpointReader(paths.dist_ckpt, store=store))
-    _refuse_critic(ckpt, role)
+    refuse_critic(ckpt, role)
     dist_ckpt, hf = resolve_url(ckpt, open_store(ckpt, io))
     reader = CheckpointReader(dist_ckpt, store=open_store(dist_ckpt, io))
     return ExportSource(dist_ckpt, reader, hf, [])

@@ -21,7 +21,7 @@ from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.format.file_hash import FileRecord, FileRecordError
 from mfsdp_ckpt.format.manifest_digest import digest_problem, sealed
 from mfsdp_ckpt.storage import safe_files
-from mfsdp_ckpt.storage.byte_store import CheckpointFileError, _check_relative_name
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError, check_relative_name
 from mfsdp_ckpt.storage.unique_json import parse_json
 
 # 2: file records may carry `xxh3_128` instead of `sha256` (version 1 has only sha256).
@@ -94,7 +94,7 @@ class Manifest:
         files: dict[str, FileRecord] = {}
         for name, record in need("files", dict).items():
             try:
-                _check_relative_name(name)
+                check_relative_name(name)
             except CheckpointFileError as err:
                 raise ManifestError(f"{source}: {err}") from None
             try:

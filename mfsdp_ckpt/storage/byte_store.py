@@ -101,7 +101,7 @@ class RangeFile(io.RawIOBase):
         return block
 
 
-def _check_relative_name(name: str, root: str | None = None) -> None:
+def check_relative_name(name: str, root: str | None = None) -> None:
     """Refuse names that would leave the checkpoint directory (`../x`, `/etc/passwd`).
     `root`: the checkpoint dir whose `.metadata` names it, which the message starts with
     (a store reads the names its `.metadata` gives); without it the caller prefixes its own
@@ -124,7 +124,7 @@ class LocalByteStore:
         self._real_root = os.path.realpath(self.root)
 
     def _path(self, name: str) -> str:
-        _check_relative_name(name, self.root)
+        check_relative_name(name, self.root)
         path = os.path.join(self.root, name)
         real = os.path.realpath(path)
         if os.path.commonpath([real, self._real_root]) != self._real_root:

@@ -90,7 +90,7 @@ def _within(model_dir: Path) -> str:
     return f"the model dir {model_dir}"
 
 
-def _chosen_files(model_dir: Path, notes: list[str]) -> tuple[list[str], dict[str, str] | None]:
+def chosen_files(model_dir: Path, notes: list[str]) -> tuple[list[str], dict[str, str] | None]:
     """The weight files of a model dir, and the index's weight map when they come from one.
 
     The choice is transformers' (`from_pretrained` on a local dir): model.safetensors when
@@ -337,7 +337,7 @@ class SafetensorsSource:
         self.inside = None if links_anywhere else safe_files.model_dir_root(self.root)
         self.tensors: dict[str, StoredTensor] = {}
         self.notes: list[str] = []  # what a user should know about the files chosen
-        files, weight_map = ([only], None) if only else _chosen_files(self.root, self.notes)
+        files, weight_map = ([only], None) if only else chosen_files(self.root, self.notes)
         for relative in files:
             for name, entry in read_header(self.root / relative, relative, self.inside).items():
                 if name in self.tensors:

@@ -20,7 +20,7 @@ from mfsdp_ckpt.storage.byte_store import (
     ByteStore,
     CheckpointFileError,
     LocalByteStore,
-    _check_relative_name,
+    check_relative_name,
 )
 from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 from mfsdp_ckpt.storage.url_form import check_url_form, parser_refusal
@@ -82,7 +82,7 @@ class TensorstoreByteStore:
             ) from None
 
     def _read(self, name: str, byte_range: slice | None) -> bytes:
-        _check_relative_name(name, self.root)
+        check_relative_name(name, self.root)
         try:
             result = self._kv.read(name, byte_range=byte_range).result()
         except Exception as err:
@@ -108,7 +108,7 @@ class TensorstoreByteStore:
     def size(self, name: str) -> int | None:
         """kvstore has no stat: ask for a range past any real file and read the size from
         the OUT_OF_RANGE answer; fall back to reading the value when a driver words it otherwise."""
-        _check_relative_name(name, self.root)
+        check_relative_name(name, self.root)
         beyond = 1 << 62
         try:
             result = self._kv.read(name, byte_range=slice(beyond, beyond + 1)).result()

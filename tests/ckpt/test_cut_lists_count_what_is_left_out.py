@@ -15,7 +15,7 @@ from mfsdp_ckpt.format import checkpoint_resolution, layout, run_steps
 from mfsdp_ckpt.format.file_hash import FileRecord
 from mfsdp_ckpt.lora import BaseModelRecord, base_mismatch
 from mfsdp_ckpt.storage.out_dir import replaceable_problem
-from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, _chosen_files
+from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, chosen_files
 
 SHOWN = layout.MAX_RUNS_LISTED
 
@@ -107,7 +107,7 @@ def test_pickled_weights_name_two_and_count_the_rest(tmp_path):
     for name in pickled:
         (tmp_path / name).write_bytes(b"pickle")
     with pytest.raises(SafetensorsError) as caught:
-        _chosen_files(tmp_path, [])
+        chosen_files(tmp_path, [])
     assert f"; {pickled[0]}, {pickled[1]} (+2 more) is a pickle, which" in str(caught.value)
 
 
