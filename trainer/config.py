@@ -46,6 +46,7 @@ from mfsdp_ckpt.format.layout import RUN_CONFIG_FILE
 from trainer import verl_keys
 from trainer.config_base import (
     COMMAND_LINE,
+    RUN_NAMES,
     TEXT_VALUES,
     Checked,
     ConfigError,
@@ -56,9 +57,16 @@ from trainer.config_base import (
 )
 from trainer.config_coercion import build_section
 from trainer.config_suggestions import unknown_key_message
-from trainer.config_yaml import YAMLConfigError, parse_yaml, read_yaml_file
+from trainer.config_yaml import (
+    MAX_EXPANDED_CHARS,
+    ExpansionBudget,
+    YAMLConfigError,
+    parse_yaml,
+    read_config_text,
+)
 from trainer.override_text import dropped_markup, folded_or_trimmed
 from trainer.run_files import replacing
+from trainer.verl_source import VerlSourceError, parse_verl_yaml
 
 RESOLVED_CONFIG_FILE = RUN_CONFIG_FILE  # in the run dir: the config the run used
 
@@ -281,7 +289,7 @@ def load_config(
     tree: dict[str, Any] = {}
     file_keys: list[tuple[str, Any]] = []
     source = str(path) if path else "config"
-    loaded = None if path is None else _read_config_file(path)
+    loaded = None if path is None else _read_config_file(cls, path)
     pairs = _override_pairs(cls, list(overrides))
     if path is not None:
         tree, file_keys = verl_keys.adopt_tree(cls, loaded or {}, source, pairs)
@@ -294,17 +302,74 @@ def load_config(
     return check_across_keys(_build_config(cls, tree, COMMAND_LINE))
 
 
-def _read_config_file(path: str | os.PathLike) -> dict[str, Any] | None:
-    """The YAML file at `path`: a mapping of sections, or None where it is empty."""
+def _read_config_file(cls: type, path: str | os.PathLike) -> dict[str, Any] | None:
+    """The YAML file at `path` for a config of `cls`: a mapping of sections, or None where
+    it is empty. A file that sets verl's keys (`_holds_verl_keys`) is a verl config, read as
+    `mfsdp config from-verl` reads it (`_verl_reading`), so that both give one file's run
+    one name (read by mfsdp's rules, `1e3` named it `1e3` here and `1000.0` converted).
+    mfsdp's own files keep mfsdp's rules, which refuse what Hydra and YAML 1.2 read
+    otherwise (`012`, `1:30`)."""
+    source = str(path)
     try:
-        loaded = read_yaml_file(path)
+        text = read_config_text(path)
     except YAMLConfigError as err:
         raise ConfigError(str(err)) from None
+    try:
+        loaded = parse_yaml(text, source)
+    except YAMLConfigError as err:  # perhaps a form verl reads (`012`) in a verl config
+        loaded = _verl_reading(text, source, err)
+        if not _holds_verl_keys(cls, loaded):
+            raise ConfigError(str(err)) from None
+    else:
+        if _holds_verl_keys(cls, loaded):
+            loaded = _verl_reading(text, source, None)
+    return _sections(loaded, source)
+
+
+def _verl_reading(text: str, source: str, refused: YAMLConfigError | None) -> Any:
+    """The verl config `text` as OmegaConf reads it for verl (`verl_source.parse_verl_yaml`:
+    `1e3` a float, `012` 10), its run's names as verl names the run
+    (`_names_as_verl_gives_them`). Where it is no YAML verl reads either, the error is
+    `refused`, mfsdp's reading's, if there is one."""
+    try:
+        loaded = parse_verl_yaml(text, source, ExpansionBudget(max_chars=MAX_EXPANDED_CHARS))
+    except VerlSourceError as err:
+        raise ConfigError(str(refused or err)) from None
+    if isinstance(loaded, dict):
+        _names_as_verl_gives_them(loaded)
+    return loaded
+
+
+def _sections(loaded: Any, source: str) -> dict[str, Any] | None:
+    """`loaded`, a config file's document, once it is a mapping of sections (or empty)."""
     if loaded is not None and not isinstance(loaded, dict):
         raise ConfigError(
-            f"{path}: top level must be a mapping of sections, found {type(loaded).__name__}"
+            f"{source}: top level must be a mapping of sections, found {type(loaded).__name__}"
         )
     return loaded
+
+
+def _holds_verl_keys(cls: type, loaded: Any) -> bool:
+    """Whether the document `loaded` sets a key of verl's that is no key of `cls`, one the
+    loader maps to an mfsdp key with a note (`actor_rollout_ref.model.path`,
+    `trainer.total_training_steps`): a verl config, maybe with mfsdp keys beside."""
+    if not isinstance(loaded, dict):
+        return False
+    _native, foreign = verl_keys.split_foreign(cls, loaded)
+    return any(
+        not verl_keys.is_native(cls, key) and verl_keys.carries(cls, key) for key, _ in foreign
+    )
+
+
+def _names_as_verl_gives_them(tree: dict[str, Any]) -> None:
+    """In `tree`, a verl config, a number or boolean for one of its run's names (RUN_NAMES)
+    is the text verl names the run by (`1000.0` for `1e3`, `True`), as `mfsdp config
+    from-verl` writes it; in mfsdp's own file it is refused, saying to quote it."""
+    for key in RUN_NAMES:
+        section, _, name = key.partition(".")
+        values = tree.get(section)
+        if isinstance(values, dict) and isinstance(values.get(name), (bool, int, float)):
+            values[name] = str(values[name])
 
 
 def _override_pairs(cls: type, overrides: list[str]) -> list[tuple[str, Any]]:
@@ -383,8 +448,6 @@ def _override_value(cls: type, key: str, text: str) -> Any:
     if isinstance(value, bool) and text_only and target not in TEXT_VALUES:
         return text
     return value
-
-
 
 
 def takes_text_only(cls: type, dotted: str) -> bool:

@@ -53,6 +53,12 @@ LocalPath = Annotated[str, ExpandUser()]
 # a string, not saying what it takes)
 TEXT_VALUES = {"checkpoint.resume": "auto | disable | PATH"}
 
+# The text keys verl uses as text only, in f-strings and interpolations (the trackers' names,
+# `checkpoints/${trainer.project_name}/${trainer.experiment_name}`): a number or boolean a
+# verl config gives one names verl's run by the text Python prints for it (`1e3`, which
+# OmegaConf reads as 1000.0, names it `1000.0`).
+RUN_NAMES = frozenset({"trainer.project_name", "trainer.experiment_name"})
+
 
 def unannotated(kind: Any) -> Any:
     """`kind` without its `Annotated` checks (`LocalPath` is a str)."""

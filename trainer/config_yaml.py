@@ -94,9 +94,16 @@ class _NumbersAsTextLoader(_ConfigLoader):
         return str(self.construct_scalar(node))
 
     def construct_integer_text(self, node: yaml.ScalarNode) -> str:
-        """An integer's text, bounded as every integer is: a verl override of 5,000 hex
-        digits is one line, as in a config file."""
-        BoundedLoader.construct_yaml_int(self, node)
+        """An integer's text, its digits as written bounded as every integer's are (a verl
+        override of 5,000 hex digits is one line, as in a config file), but no integer made
+        of it: a word YAML 1.1's integer pattern matches and int() does not read (`0x_`,
+        `-0b__`) is a name as typed, where making it refused the name as "not a valid
+        !!int" and quoted int()'s own error."""
+        text = str(node.value).lstrip("+-").replace("_", "")
+        digits = text[2:] if text[:2] in ("0b", "0x") else text.replace(":", "")
+        if len(digits) > MAX_INT_DIGITS:
+            line = node.start_mark.line + 1
+            raise YAMLRefused(f"integer at line {line} has {len(digits)} digits; refusing")
         return self.construct_number_text(node)
 
 
@@ -164,6 +171,12 @@ def parse_yaml(
 
 def read_yaml_file(path: str | os.PathLike) -> Any:
     """The YAML document in a regular file of at most MAX_CONFIG_BYTES of UTF-8."""
+    return parse_yaml(read_config_text(path), str(path))
+
+
+def read_config_text(path: str | os.PathLike) -> str:
+    """The text of a config file: a regular file of at most MAX_CONFIG_BYTES of UTF-8, for
+    a reader that parses it as the keys in it call for (a verl config as verl reads it)."""
     try:
         info = os.stat(path)
         if not stat.S_ISREG(info.st_mode):
@@ -179,7 +192,7 @@ def read_yaml_file(path: str | os.PathLike) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise YAMLConfigError(f"{path}: not UTF-8 text (byte {err.start})") from None
-    return parse_yaml(text, str(path))
+    return text
 
 
 __all__ = [
@@ -189,5 +202,6 @@ __all__ = [
     "ExpansionBudget",
     "YAMLConfigError",
     "parse_yaml",
+    "read_config_text",
     "read_yaml_file",
 ]
