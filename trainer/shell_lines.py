@@ -19,7 +19,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from trainer import shell_quoting
-from trainer.shell_quoting import ARM_ENDS, OPERATORS, QUOTED_PATTERN_CHARS, QuoteLevels
+from trainer.shell_quoting import (
+    ARM_ENDS,
+    OPERATORS,
+    QUOTED_BRACE_CHARS,
+    QUOTED_PATTERN_CHARS,
+    QuoteLevels,
+)
 
 _METACHARACTERS = " \t;&|()<>"  # after one of these, `#` starts a comment
 _DELIMITER_END = " \t\n;&|()<>"  # what ends a here-doc's delimiter word
@@ -416,7 +422,10 @@ _ARM_ENDS = {mark: end for end, mark in ARM_ENDS.items()}
 # extglob, an escape): whether it matches is known only when the script runs
 _UNREAD_PATTERN = re.compile(r"[$`\\\[(\ue000-\uf8ff]")
 # a pattern character quoted or escaped (`"v*"`, `\?`) matches itself: a class of one
-_AS_IT_IS = {ord(mark): f"[{char}]" for char, mark in QUOTED_PATTERN_CHARS.items()}
+_AS_IT_IS = {
+    ord(mark): f"[{char}]"
+    for char, mark in (*QUOTED_PATTERN_CHARS.items(), *QUOTED_BRACE_CHARS.items())
+}
 _UNMARKED = dict.fromkeys(_AS_IT_IS)  # those marks taken out, to see what else a pattern holds
 
 

@@ -22,7 +22,10 @@ too: its commands are the script's, run apart); what ends a case arm is then a c
 its own (`ARM_ENDS`), as which arm runs turns on it; `&&`, `||`, `|`, `|&` and `&` (not `>&`, `&>`
 redirections) become words of their own, so the guarded reading (`shell_lines.Blocks`) sees
 them however they are spaced. A blank in an unquoted `${...}` is escaped: it is text of the
-one word bash reads there.
+one word bash reads there, and text quoted inside it is held between `QUOTED_REGION` marks,
+which bash never splits. A quoted or escaped `{`, `,` or `}` is marked
+(`QUOTED_BRACE_CHARS`), so those left plain are bash's brace expansion (`shell_braces`). An
+unquoted tilde prefix (`D=~/ckpt`, `${X:-~/ckpt}`) becomes the `${HOME}` bash expands it to.
 """
 
 from __future__ import annotations
@@ -39,8 +42,22 @@ ARM_ENDS = {";;": "\ue004", ";&": "\ue005", ";;&": "\ue006"}
 # a pattern character bash takes as it is, quoted or escaped (`"v*")`, `\?)` in a case arm):
 # shlex drops the quotes, and the `*` was matched as a glob; `literal` turns each back
 QUOTED_PATTERN_CHARS = {"*": "\ue007", "?": "\ue008", "[": "\ue009", "(": "\ue00a", ")": "\ue00b"}
-_UNQUOTED = {mark: char for char, mark in QUOTED_PATTERN_CHARS.items()}
-_RESTORED = {ord(mark): char for mark, char in _UNQUOTED.items()}
+# a brace-expansion character bash takes as it is, quoted or escaped (`"{a,b}"`, `\\{a,b}`):
+# marked, so that a `{`, `,` or `}` left plain in a word is one bash may expand
+# (`shell_braces`); `literal` turns each back, and a value stored in a variable holds none
+# (`stored`): what a variable gives is never brace-expanded
+QUOTED_BRACE_CHARS = {"{": "\ue00d", "}": "\ue00e", ",": "\ue00f"}
+# around text quoted inside the word of an unquoted `${NAME:-"a b"}`: bash does not split
+# what it gives (read as split, `${N:-"run 1"}` was refused as two words); `literal` and
+# `stored` drop them
+QUOTED_REGION = ("\ue010", "\ue011")
+_UNQUOTED = {
+    mark: char for char, mark in (*QUOTED_PATTERN_CHARS.items(), *QUOTED_BRACE_CHARS.items())
+}
+_RESTORED: dict[int, str | None] = {ord(mark): char for mark, char in _UNQUOTED.items()}
+_RESTORED.update(dict.fromkeys(map(ord, QUOTED_REGION)))
+_STORED: dict[int, str | None] = {ord(QUOTED_BRACE_CHARS[char]): char for char in "{},"}
+_STORED.update(dict.fromkeys(map(ord, QUOTED_REGION)))
 # before the `$` of an expansion bash reads unquoted (`k=$M`, not `"k=$M"`): its value is split
 # into words at blanks (`Word`); a quoted one is one word, as the quotes are gone after shlex
 UNQUOTED_EXPANSION = "\ue00c"
@@ -80,6 +97,7 @@ _MARKS = (
     + UNQUOTED_EXPANSION
     + "".join(ARM_ENDS.values())
     + "".join(_UNQUOTED)
+    + "".join(QUOTED_REGION)
 )
 # the operators between the commands of a list or pipeline (`mark` sets them apart as words)
 OPERATORS = frozenset({"&&", "||", "|", "|&", "&"})
@@ -97,6 +115,8 @@ def mark(line: str) -> str:
     nesting = _Nesting()
     levels = QuoteLevels()
     index, size = 0, len(line)
+    word_start = 0  # where the word being read starts, for a tilde prefix (`_tilde_at`)
+    region = False  # the quote open was opened in an unquoted `${...}` (`QUOTED_REGION`)
     while index < size:
         char = line[index]
         if _ends_a_name(line, index):
@@ -121,23 +141,61 @@ def mark(line: str) -> str:
             hidden = levels.hides(char)
             quote = levels.read(char)
             special = char == "*" and out[-1:] == ["$"]  # `"$*"`: no pattern character
+            if region and not levels.inside():
+                out.append(QUOTED_REGION[1])
+                region = False
             out.append("" if hidden else char if special else _in_quotes(char, quote))
         elif nesting.outside() and (control := _control(line, index)):
             out.append(f" {_control_mark(control)} ")
             index += len(control)
+            word_start = index
             continue
         elif nesting.outside() and (apart := _set_apart(line, index)):
             out.append(apart)
             index += len(apart.rstrip(" "))
             continue
+        elif char == "~" and _tilde_at(line, index, word_start, nesting):
+            out.append(_HOME)
         else:
             if nesting.outside() and _EXPANSION_START.match(line, index):
                 out.append(UNQUOTED_EXPANSION)
             nesting.read(char, out[-1] if out else "", _opens_subshell(line, index, out))
             levels.start(char)
             out.append("\\" + char if char in " \t" and nesting.in_braces_only() else char)
+            region = levels.inside() and nesting.in_braces_only()
+            out += [QUOTED_REGION[0]] if region else []
+            word_start = index + 1 if char in " \t" and nesting.outside() else word_start
         index += 1
     return "".join(out)
+
+
+# bash's tilde prefix `~` (`~/x`, `~` alone) as the reference to HOME it expands to: a path
+# key takes HOME from this environment where the script does not set it, and names it
+# (`Variables.from_environment`); `~user` and `~+` stay as written
+_HOME = "${HOME}"
+# where a tilde prefix may start in a word: its start, after the `=` of an assignment (also
+# an argument written as one, `export D=~/x`; not `a.b=~/x`, whose name is none), and
+# after each `:` in an assignment's value (`PATH=~/a:~/b`)
+_TILDE_AFTER = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*\+?=(?:\(|.*:)?)?", re.DOTALL)
+# in the word of an unquoted `${NAME:-~/x}` (`-`, `=`, `+`, `?`, with or without `:`)
+_TILDE_IN_BRACES = re.compile(r"\$\{[A-Za-z_0-9]+:?[-=+?]$")
+_TILDE_ENDS = " \t/;&|)"  # what may follow a tilde prefix that names no user
+
+
+def _tilde_at(line: str, index: int, word_start: int, nesting: _Nesting) -> bool:
+    """Whether the unquoted `~` at `index` (in the word from `word_start`) is a tilde
+    prefix bash expands to HOME: read as text, `D=~/ckpt` was refused as a `~` Hydra
+    refuses, where verl receives the home's path."""
+    after = line[index + 1 : index + 2]
+    if nesting.in_braces_only():
+        found = _TILDE_IN_BRACES.search(line, max(0, index - 200), index)
+        return found is not None and (not after or after in "/}")
+    if not nesting.outside():
+        return False
+    prefix = line[word_start:index]
+    if not _TILDE_AFTER.fullmatch(prefix):
+        return False
+    return not after or after in _TILDE_ENDS or (after == ":" and "=" in prefix)
 
 
 def _ends_a_name(line: str, index: int) -> bool:
@@ -177,8 +235,9 @@ def _in_quotes(char: str, quote: str) -> str:
 
 
 def _as_it_is(char: str) -> str:
-    """A quoted character: a pattern character marked as one bash takes as it is."""
-    return QUOTED_PATTERN_CHARS.get(char, char)
+    """A quoted character: a pattern or brace-expansion character marked as one bash
+    takes as it is."""
+    return QUOTED_PATTERN_CHARS.get(char) or QUOTED_BRACE_CHARS.get(char, char)
 
 
 def _escaped(char: str, quote: str, plain: bool) -> str:
@@ -187,7 +246,7 @@ def _escaped(char: str, quote: str, plain: bool) -> str:
     backslash too), or the escape as written, for shlex."""
     if char == "$":
         return LITERAL_DOLLAR
-    if char in QUOTED_PATTERN_CHARS and plain:
+    if (char in QUOTED_PATTERN_CHARS or char in QUOTED_BRACE_CHARS) and plain:
         return "\\" * (quote == '"') + _as_it_is(char)
     return "\\" + char
 
@@ -467,9 +526,26 @@ def sliced(word: str, start: int, end: int) -> str:
     return kept
 
 
+def glued(word: str, text: str) -> str:
+    """`word` with the plain `text` after it, a `Word` still knowing its unquoted
+    expansions."""
+    if not isinstance(word, Word):
+        return word + text
+    joined = Word(word + text)
+    joined.unquoted = word.unquoted
+    return joined
+
+
 def literal(text: str) -> str:
     """A value with its literal dollars and quoted pattern characters restored (`mark`)."""
     return text.replace(LITERAL_DOLLAR, "$").translate(_RESTORED)
+
+
+def stored(text: str) -> str:
+    """`text` as a variable holds it once assigned: its quoted brace characters as they are
+    and no quoted regions (`QUOTED_REGION`), as bash splits and brace-expands nothing of a
+    value by how it was quoted where it was set; its literal dollars stay marked."""
+    return text.translate(_STORED)
 
 
 def _ansi_c_end(line: str, start: int) -> int:

@@ -3,16 +3,20 @@ from-verl`: nothing is run, and what bash would take from elsewhere stays as wri
 
 Set: `NAME=value` (several on one line too, and `NAME+=more`), `export`, `readonly`,
 `declare`/`typeset`/`local` (with an option that changes the value, `-i` arithmetic, `-l`/
-`-u` case, `-n` a reference, `-a` an array, the variable is forgotten: references to it stay
-as written, and are named), bash arrays `NAME=( ... )`, `unset NAME` (a readonly one kept, one
-local to a calling function revealing the value it hid; `unset 'NAME[0]'` one element), and
-the assignment in `${NAME:=default}`; a variable set to what only the running script knows
+`-u` case, `-n` a reference, the variable is one known only as the script runs: references
+to it stay as written, and are named), bash arrays `NAME=( ... )` (`declare -a NAME=(` is
+the reader's), an element `NAME[1]=x` and a plain `NAME=x` of an array (its element 0),
+`unset NAME` (a readonly one kept, one local to a calling function revealing the value it
+hid; `unset 'NAME[0]'` one element), the positional parameters `set -- a b` sets, and the
+assignment in `${NAME:=default}`; a variable set to what only the running script knows
 (a `for`/`select` loop's name, `read`, `mapfile`, `printf -v`, `getopts`, `let`, an
 arithmetic `(( N++ ))` or `$(( N = 8 ))`) is left as written, and named with what set it
 (`unknowable_targets`).
-Expanded: `$NAME`, `${NAME}`, `${NAME:-default}` and `${NAME-default}` (with the colon an
-empty value takes the default too), `${NAME:+other}`, `${NAME:?message}`, and integer
-`$(( ... ))`. Read only as `NAME=value` lines and `:-` as set-or-not, a script's
+Expanded: `$NAME`, `${NAME}` (of an array, its element 0), `${NAME:-default}` and
+`${NAME-default}` (with the colon an empty value takes the default too), `${NAME:+other}`,
+`${NAME:?message}`, and integer `$(( ... ))`; an array's words as a whole word
+(`"${A[@]}"`, `"${A[@]:1:2}"`, `${A[1]}`), those of one not read here listed
+(`Variables.lost`). Read only as `NAME=value` lines and `:-` as set-or-not, a script's
 `EMPTY=` then `${EMPTY:-/models/x}` gave an empty model path, `declare -r MODEL=/new` left
 the previous `MODEL`, and `unset` and `+=` changed nothing. A variable the script does not set
 stays as written (a path may take it from this environment, `from_environment`); a note says where a
@@ -45,8 +49,14 @@ REFERENCE = re.compile(
 # verl's newer examples group their overrides in bash arrays: `DATA=(` ... `)` then
 # `"${DATA[@]}"` in the command (read as no keys at all, the config came out `{}` at exit 0)
 ARRAY_START = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=\((.*)$", re.DOTALL)
-ARRAY_SPREAD = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\[[@*]\]\}$")
+# an array's words as a whole word: all (`${NAME[@]}`, `${NAME[*]}`), a slice
+# `${NAME[@]:offset:length}`, or one element `${NAME[index]}` (group 4); read as no array at
+# all, a slice's words went without a word
+ARRAY_SPREAD = re.compile(
+    r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\[(?:[@*]\](?::([^:}]*)(?::([^:}]*))?)?|([^]@*][^]]*)\])\}$"
+)
 _ELEMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\[[^]]*\]\+?=")  # `NAME[2]=value`
+_ELEMENT_SET = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\[([^]]*)\](\+?)=(.*)$", re.DOTALL)
 ORIGINS_KEPT = 4  # the blocks named for a variable set in blocks (`Variables.maybe`)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ELEMENT_NAMED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[([^]]*)\]")  # `A[0]` in `unset 'A[0]'`
@@ -121,7 +131,10 @@ def _split_at_ifs(value: str, ifs: str) -> list[str]:
     at_break = re.compile("|".join(breaks))
     while index < len(value):
         char = value[index]
-        if char == "`":
+        if char == shell_quoting.QUOTED_REGION[0] and not closers:  # quoted: never split
+            end = value.find(shell_quoting.QUOTED_REGION[1], index)
+            index = len(value) if end < 0 else end
+        elif char == "`":
             backquoted = not backquoted
         elif value.startswith(("$(", "${"), index) or (char == "(" and closers):
             closers.append(")" if value[index + (char == "$")] == "(" else "}")
@@ -308,6 +321,26 @@ def _names_set(words: list[str]) -> list[str]:
     return names + unset_names(words[unset + 1 :]) + elements
 
 
+def _set_arguments(arguments: list[str]) -> list[str] | None:
+    """The positional parameters `set` with `arguments` makes (`set -- a b`, `set -e a`);
+    None where it sets options only (`set -euo pipefail`, `set -x`)."""
+    index = 0
+    while index < len(arguments) and arguments[index][:1] in ("-", "+"):
+        if arguments[index] == "--":
+            return arguments[index + 1 :]
+        index += 1 + arguments[index].endswith("o")  # `-euo pipefail`: `o` takes a word
+    return arguments[index:] if index < len(arguments) else None
+
+
+def _set_commands(words: list[str]) -> list[list[str]]:
+    """The `set` commands among the simple commands of `words`."""
+    return [
+        simple[start:]
+        for simple in shell_quoting.simple_commands(words)
+        if (start := _command_start(simple)) < len(simple) and simple[start] == "set"
+    ]
+
+
 def _prefix_assignments(words: list[str]) -> set[int]:
     """Where in `words` the assignments before a command's name stand, in each command of
     its list or pipeline (`_command_start`): bash sets them for that command alone."""
@@ -461,6 +494,10 @@ class Variables:
         # a list here does not, so a later element's index is not known (`_unset_element`)
         self.sparse: _Scoped[str, bool] = _Scoped(self.trail)
         self.notes: list[str] = []  # defaults used for the script's arguments
+        # the words of the verl command not read here, each said with why: an array's whose
+        # elements are known only when the script runs (`spread`); the reader lists them
+        # among the keys still to add, for exit 1
+        self.lost: list[str] = []
         self.copied = 0
         # the variables whose value may differ where the script runs: each set (or derived
         # from one set) in a block that may not run (`trainer.shell_lines.Blocks`), with
@@ -527,8 +564,17 @@ class Variables:
         if arguments is None:
             return
         positional = {name for table in self._local_tables() for name in table if name.isdigit()}
-        for name in sorted(positional | {str(number) for number in range(1, len(arguments) + 1)}):
+        for name in sorted(positional):
             self.make_local(name)
+        self._set_positional(arguments)
+
+    def _set_positional(self, arguments: list[str]) -> None:
+        """The positional parameters made `arguments` (as written, expanded here): a
+        function call's, or those `set -- ...` sets; in a call, local to it. Known up to one
+        whose words are known only as it runs (`"$@"`, a variable's value holding a blank,
+        which bash may split)."""
+        for number in range(1, len(arguments) + 1):
+            self.make_local(str(number))
         self._forget_positional()
         for number, written in enumerate(arguments, start=1):
             value = self.substitute(written)
@@ -536,7 +582,7 @@ class Variables:
                 self.arguments = None
                 return
             self._set_origins(str(number), written)
-            self.values[str(number)] = value
+            self.values[str(number)] = shell_quoting.stored(value)
         self.arguments = len(arguments)
 
     def _forget_positional(self) -> None:
@@ -679,6 +725,12 @@ class Variables:
         `unset` of it later is known only as the script runs (`_unset`)."""
         for name in _names_set(words):
             self.set_maybe(name, line)
+        sets_positional = any(
+            _set_arguments(simple[1:]) is not None for simple in _set_commands(words)
+        )
+        if sets_positional and not self.defining:  # read at its call
+            self._forget_positional()  # `set -- a b` that may not run: `$1` is not known
+            self.arguments = None
         for name in _made_readonly(words) if not self.defining else []:  # read at its call
             if name not in self.readonly:
                 self.readonly[name] = False
@@ -759,12 +811,17 @@ class Variables:
         variables (or is `:`), so it holds no command to look at further."""
         if words and all(ASSIGNMENT.match(word) or _ELEMENT.match(word) for word in words):
             for word in words:
-                self._assign_word(word, plain=True, line=line)
+                self._assign_word(word, "", line)
             return True
         if words[:1] and words[0] in _WRAPPERS:  # `builtin export MODEL=/m/x`
             words = words[1:]
         if words[:1] == ["shift"]:
             self.shift(words[1:])
+            return True
+        if words[:1] == ["set"]:
+            arguments = _set_arguments(words[1:])
+            if arguments is not None:
+                self._set_positional(arguments)
             return True
         if words[:1] == ["unset"]:
             for name in unset_names(words[1:]):
@@ -775,10 +832,11 @@ class Variables:
         if words[:1] and words[0] in _PLAIN_OPTIONS:
             options = "".join(word[1:] for word in words[1:] if word[:1] in "-+")
             plain = set(options) <= _PLAIN_OPTIONS[words[0]]
+            how = "" if plain else f"`{words[0]} -{options}`"
             local = words[0] in _LOCAL and "g" not in options and self.in_function()
             for word in words[1:]:
                 if word[:1] not in "-+":
-                    self._declare(word, plain, local, line)
+                    self._declare(word, how, local, line)
             for name in _made_readonly(words):
                 self.readonly[name] = True
             return True
@@ -821,8 +879,7 @@ class Variables:
             at = position + len(items) if position < 0 else position
             if 0 <= at < len(items):
                 self.arrays[name] = items[:at] + items[at + 1 :]
-                if at < len(items) - 1:
-                    self.sparse[name] = True
+                self.sparse[name] = True  # the next index bash appends at is kept too
         elif name in self.values and position == 0:
             self._unset(name, line)
 
@@ -856,7 +913,7 @@ class Variables:
         or one of a definition not yet dropped by a call (`forget_definition`)."""
         return origin in self.ran or any(origin in made for made in self.defined.values())
 
-    def _declare(self, word: str, plain: bool, local: bool, line: int) -> None:
+    def _declare(self, word: str, how: str, local: bool, line: int) -> None:
         """One word of `export`/`readonly`/`declare`/`local` (`NAME=value` or `NAME`); in a
         function's call (`local`) NAME is the call's own, and with no value it is unset
         there, as bash makes it, whatever it holds outside."""
@@ -869,7 +926,7 @@ class Variables:
                 self._forget(name)
                 self.known_unset[name] = True
                 return
-        self._assign_word(word, plain, line)
+        self._assign_word(word, how, line)
 
     def _locals(self) -> dict[str, list[Any]]:
         """The variables local to the innermost function call being read."""
@@ -884,32 +941,65 @@ class Variables:
     def _innermost_function_call(self) -> _Call | None:
         return next((call for call in reversed(self.calls) if call.function), None)
 
-    def _assign_word(self, word: str, plain: bool, line: int = 0) -> None:
-        """Set one `NAME=value` (or `NAME+=more`) word. An array element (`NAME[2]=x`), or
-        any word of a `declare` whose options change values (`plain` False: `-i`, `-l`,
-        ...), makes the variable unknown instead; a bare `NAME` (`export NAME`) keeps it.
-        An assignment to a variable that is (or may be) readonly makes it one whose value is
-        known only as the script runs: bash refuses it and stops the script there."""
-        if element := _ELEMENT.match(word):
-            self._forget(element.group(1))
+    def _assign_word(self, word: str, how: str, line: int = 0) -> None:
+        """Set one `NAME=value` (or `NAME+=more`) word: a variable's value, or where NAME
+        is an array, its element 0, as bash sets it (`_assign_element`, as `NAME[2]=x`
+        does). A word of a `declare` whose options change values (`how` names them: `-i`,
+        `-l`, `-a`, ...) makes the variable one whose value is known only as the script
+        runs (`set_unknowable`, named where it is used); a bare `NAME` (`export NAME`)
+        keeps it. An assignment to a variable that is (or may be) readonly is one too: bash
+        refuses it and stops the script there."""
+        if element := _ELEMENT_SET.match(word):
+            name, index, append, value = element.groups()
+            self._assign_element(name, index, append, value, line)
             return
         assignment = ASSIGNMENT.match(word)
         if assignment is None:
-            if not plain:
-                self._forget(word)
+            if how and _NAME.fullmatch(word):
+                self.set_unknowable(word, how, line)
             return
         name, append, value = assignment.groups()
         if name in self.readonly:
             self.set_unknowable(name, f"an assignment to the readonly ${name}", line)
             return
-        if not plain:
-            self._forget(name)
+        if how:
+            self.set_unknowable(name, how, line)
+            return
+        if name in self.arrays:
+            self._assign_element(name, "0", append, value, line)
             return
         if not append:  # what `+=` adds to may come from before
             self._surely_set(name)
         self._set_origins(name, value if not append else f"${{{name}}}{value}")
-        value = self.substitute(value)
+        value = shell_quoting.stored(self.substitute(value))
         self.values[name] = (self.values.get(name, "") if append else "") + value
+
+    def _assign_element(self, name: str, index: str, append: str, value: str, line: int) -> None:
+        """`NAME[index]=value` (`+=` adding to the element), or `NAME=value` where NAME is
+        an array (index 0), as bash sets it: an element of the array replaced, or one more
+        at its end; a plain variable's value at index 0. At an index known only as the
+        script runs, past the end, or of an array whose indexes are not kept here (`sparse`),
+        the array is one known only as the script runs (`set_unknowable`): its words went,
+        or stayed as they were, at exit 0."""
+        items = self.arrays.get(name)
+        position = shell_arithmetic.evaluate(index, self.values)
+        if items is None and name in self.unknown and name not in self.values:
+            return  # its other elements are known only as the script runs: still so
+        if items is None and name not in self.values and position == 0:
+            items = []
+        elif items is None:
+            items = [self.values[name]] if name in self.values else None
+        at = None if position is None or items is None else position
+        at = at + len(items) if at is not None and items is not None and at < 0 else at
+        if items is None or at is None or not 0 <= at <= len(items) or name in self.sparse:
+            how = f"`{name}[{index}]{append}=` (an element not read here)"
+            self.set_unknowable(name, how, line)
+            return
+        self._set_origins(name, f"${{{name}[@]}}{value}")
+        value = shell_quoting.stored(self.substitute(value))
+        before = items[at] if append and at < len(items) else ""
+        self.values.discard(name)
+        self.arrays[name] = [*items[:at], before + value, *items[at + 1 :]]
 
     def _forget(self, name: str) -> None:
         self._surely_set(name)
@@ -925,30 +1015,69 @@ class Variables:
             self._surely_set(name)
             self.sparse.discard(name)
         self._set_origins(name, " ".join(words if not append else [f"${{{name}}}", *words]))
-        words = [self.substitute(word) for word in words]
-        self.arrays[name] = (self.arrays.get(name, []) if append else []) + words
+        words = [shell_quoting.stored(self.substitute(word)) for word in words]
+        scalar = self.values.get(name)  # `X=a; X+=(b)`: the value is element 0
+        held = self.arrays.get(name, [] if scalar is None else [scalar])
+        self.values.discard(name)
+        self.arrays[name] = (held if append else []) + words
 
     def spread(self, words: list[str], notes: list[str]) -> list[str]:
         """`words` with each `${NAME[@]}` or `${NAME[*]}` replaced by the words bash makes
-        of the array's elements (`as_words`; an array the script does not set is named in
-        `notes`), counted against the budget."""
+        of the array's elements (`as_words`), a slice `${NAME[@]:1:2}` by those of its
+        elements and `${NAME[1]}` by the one, counted against the budget. An array the
+        script does not set gives none, said in `notes`; one whose elements are known only
+        when the script runs is `lost`: its keys are not here."""
         spread: list[str] = []
         for word in words:
             match = ARRAY_SPREAD.match(word)
             if match is None:
                 spread.append(word)
-            elif match.group(1) in self.arrays:
-                items = self.arrays[match.group(1)]
+            elif match.group(1) in self.arrays or match.group(1) in self.values:
+                items = self._part(match)
+                if items is None:
+                    self.lost.append(f"{word}: an index or slice of the array not read here")
+                    continue
                 self._count(match.group(1), sum(len(item) for item in items))
                 spread += self.as_words(word, items, notes)
             elif match.group(1) in self.unknown:
-                notes.append(
+                self.lost.append(
                     f"{word}: set by {self.unknown[match.group(1)]} to words known only when"
-                    " the script runs; its keys are not here"
+                    " the script runs"
                 )
             else:
-                notes.append(f"{word}: an array the script does not set; its keys are not here")
+                notes.append(f"{word}: an array the script does not set; it passes no words")
         return spread
+
+    def _arithmetic(self, text: str) -> int | None:
+        """The integer bash makes of an index or offset `text` (expanded first: `$((i+1))`,
+        `$N`); None where it is not known here."""
+        return shell_arithmetic.evaluate(self.substitute(text), self.values)
+
+    def _part(self, match: re.Match) -> list[str] | None:
+        """The elements a `spread` word names of an array (a plain variable is one of one
+        element): all, a slice (`:offset:length`, from the end where negative, as bash
+        reads them), or one; None where an index is known only as the script runs, or the
+        array's indexes are not kept here (`sparse`)."""
+        name, offset, length, index = match.groups()
+        items = self.arrays.get(name, [self.values.get(name, "")])
+        if offset is None and index is None:
+            return items
+        if name in self.sparse:
+            return None
+        if index is not None:
+            at = self._arithmetic(index)
+            if at is None:
+                return None
+            at += len(items) if at < 0 else 0
+            return items[at : at + 1] if at >= 0 else []
+        start = self._arithmetic(offset)
+        count = self._arithmetic(length) if length is not None else None
+        if start is None or (length is not None and (count is None or count < 0)):
+            return None  # a length below 0: bash stops at the array's slice
+        start += len(items) if start < 0 else 0
+        if start < 0:
+            return []
+        return items[start:] if count is None else items[start : start + count]
 
     def as_words(self, written: str, items: list[str], notes: list[str]) -> list[str]:
         """The words bash makes of `items` (an array's elements, a call's arguments) where
@@ -1041,6 +1170,8 @@ class Variables:
         (or, with a colon, empty) one; as written where bash would look elsewhere."""
         name, operator, word = reference_name(match), match.group(2), match.group(3)
         value = self.values.get(name)
+        if value is None and self.arrays.get(name) and name not in self.sparse:
+            value = self.arrays[name][0]  # `$A` of an array: its element 0
         if value is None and name in self.unknown:  # set, to what only the running script knows
             return match.group(0)
         is_set = value is not None and (value != "" or not operator or ":" not in operator)
@@ -1065,7 +1196,7 @@ class Variables:
         self._note(match.group(0), name, f"its default {word!r} is used here")
         if operator[-1] == "=":
             self._set_origins(name, word)
-            self.values[name] = default
+            self.values[name] = shell_quoting.stored(default)
         return default
 
     def _note(self, reference: str, name: str, what: str) -> None:

@@ -1,6 +1,7 @@
 """Reading a verl launch script's commands in order, as bash runs them, for
 `trainer.verl_script`: the blocks each opens and closes, the variables it sets
-(`trainer.shell_variables`), a bash array over lines, the verl trainer command it is
+(`trainer.shell_variables`), a bash array over lines, the words bash brace-expands
+(`trainer.shell_braces`), the verl trainer command it is
 (`trainer.verl_script_launch`), and a function's body read again where it is called and a
 loop's for its next pass, within bounds on how often and how deep. Reading a command and
 reading a body again call each other, so they stand in one module; the script's text is
@@ -17,7 +18,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from trainer import shell_lines, shell_quoting, shell_variables
+from trainer import shell_braces, shell_lines, shell_quoting, shell_variables
 from trainer.verl_script_flags import compare_calls, flag_recursive
 from trainer.verl_script_launch import case_word_value, read_launch
 from trainer.verl_script_lines import no_launch_message, script_commands, stop_at_unparsed
@@ -164,6 +165,7 @@ def _read_piece_scopes(script: Script, piece: shell_lines.Piece, number: int, so
         if piece.words:
             _starts_array(script, piece, number)
     else:
+        piece = dataclasses.replace(piece, words=_brace_expanded(piece.words))
         variables.note_sets(piece.words, number)
         variables.read_opaque(piece.words, number)
         if piece.words and not _starts_array(script, piece, number):
@@ -176,22 +178,69 @@ def _read_piece_scopes(script: Script, piece: shell_lines.Piece, number: int, so
 
 
 def _starts_array(script: Script, piece: shell_lines.Piece, number: int) -> bool:
-    """Whether the command `piece` starts a bash array `NAME=( ...` (then read on to its
-    `)` by `_read_array`); one that may not run is not set (`Variables.read_guarded`)."""
-    start = shell_variables.ARRAY_START.match(piece.words[0])
+    """Whether the command `piece` starts a bash array `NAME=( ...`, also as `declare -a
+    NAME=(` (`local -a`, `typeset -a`: local to a function's call as `local NAME` makes
+    it), then read on to its `)` by `_read_array`; one that may not run is not set
+    (`Variables.read_guarded`)."""
+    declared = _declared_array(piece.words)
+    start = shell_variables.ARRAY_START.match(piece.words[declared])
     if start is None:
         return False
     if piece.maybe() and not piece.skipped:
         script.variables.read_guarded(piece.words, number)
+    elif declared and not piece.skipped:
+        script.variables.read_line([piece.words[0], start.group(1)], number)
     script.array = shell_variables.Array(start.group(1), start.group(2) == "+")
     script.array_guarded = piece.maybe() or piece.skipped
-    _read_array(script, [start.group(3), *piece.words[1:]] if start.group(3) else piece.words[1:])
+    rest = piece.words[declared + 1 :]
+    _read_array(script, [start.group(3), *rest] if start.group(3) else rest)
     return True
 
 
+def _declared_array(words: list[str]) -> int:
+    """Where in the command `words` an array's `NAME=(` may stand: after `declare -a`
+    (`typeset -a`, `local -a`), else first."""
+    return 2 if len(words) > 2 and words[:2] in _DECLARE_ARRAY else 0
+
+
+# the declarations that set an array as `NAME=(` does (`_starts_array`)
+_DECLARE_ARRAY = [[builtin, "-a"] for builtin in ("declare", "typeset", "local")]
+
+
+def _brace_expanded(words: list[str]) -> list[str]:
+    """The words of one command as bash brace-expands them (`shell_braces`): all but the
+    keywords and assignments before its name (`X={a,b}` sets the text `{a,b}`), and none
+    of a `case` word or `[[ ... ]]` test, which bash does not expand."""
+    if (
+        not words
+        or words[0] in ("case", "[[")
+        or shell_variables.ARRAY_START.match(words[_declared_array(words)])
+    ):
+        return words  # an array's elements are expanded as it is read (`_read_array`)
+    before = 0
+    while before < len(words) and (
+        words[before] in shell_quoting.KEYWORDS_BEFORE_COMMAND
+        or shell_variables.ASSIGNMENT.match(words[before])
+    ):
+        before += 1
+    expanded = [made for word in words[before:] for made in shell_braces.expanded_words(word)]
+    return words[:before] + expanded
+
+
+def _element_words(word: str) -> list[str]:
+    """The elements bash brace-expands an array's `word` into; the array's closing `)`
+    written on its last element (`b{1,2})`) closes it after the last only."""
+    if not word.endswith(")"):
+        return shell_braces.expanded_words(word)
+    made = shell_braces.expanded_words(shell_quoting.sliced(word, 0, len(word) - 1))
+    return [word] if len(made) == 1 else [*made[:-1], shell_quoting.glued(made[-1], ")")]
+
+
 def _read_array(script: Script, words: list[str]) -> None:
-    """Take the next words of the bash array being read; set it once its `)` is read."""
+    """Take the next words of the bash array being read, each brace-expanded as bash
+    expands an array's elements; set it once its `)` is read."""
     assert script.array is not None
+    words = [made for word in words for made in _element_words(word)]
     if script.array.read(words):
         if not script.array_guarded:
             array = script.array
@@ -227,8 +276,20 @@ def _read_piece(script: Script, piece: shell_lines.Piece, number: int, source: P
         else:  # `read MODEL` in an uncalled function erased the MODEL set before it
             variables.set_maybe(name, number)
     if not sets_only:  # `: $((N = 8))` and `BS=$((N++))` set N too
+        launch, lost = script.launch, len(variables.lost)
         read_launch(script, piece, source)
+        if script.launch is not launch and script.launch is not None:
+            _list_lost_words(script.launch, variables, lost)
+        del variables.lost[lost:]
         _read_call(script, piece, number, source)
+
+
+def _list_lost_words(launch: Launch, variables: shell_variables.Variables, lost: int) -> None:
+    """List among the keys of `launch` still to add (`Launch.incomplete`) the words its
+    command passes that are not read here (`Variables.lost`, from index `lost` on): an
+    array's whose elements the reading does not know. Named in a note only, they went at
+    exit 0, and the config trained with mfsdp's defaults for the keys they set."""
+    launch.incomplete += [item for item in variables.lost[lost:] if item not in launch.incomplete]
 
 
 def _read_call(script: Script, piece: shell_lines.Piece, number: int, source: Path) -> None:
