@@ -129,7 +129,13 @@ def _split_at_ifs(value: str, ifs: str) -> list[str]:
     closers: list[str] = []  # the `)` or `}` each substitution open here waits for
     backquoted = False
     at_break = re.compile("|".join(breaks))
+    # the characters any branch below acts on: the others are skipped in one search
+    acted_on = re.compile(f"[{re.escape(shell_quoting.QUOTED_REGION[0] + '`$(){}' + ifs)}]")
     while index < len(value):
+        found = acted_on.search(value, index)
+        if found is None:
+            break
+        index = found.start()
         char = value[index]
         if char == shell_quoting.QUOTED_REGION[0] and not closers:  # quoted: never split
             end = value.find(shell_quoting.QUOTED_REGION[1], index)
@@ -499,6 +505,7 @@ class Variables:
         # among the keys still to add, for exit 1
         self.lost: list[str] = []
         self.copied = 0
+        self.read_ahead = 0  # copied by `fields` only to see how a word splits
         # the variables whose value may differ where the script runs: each set (or derived
         # from one set) in a block that may not run (`trainer.shell_lines.Blocks`), with
         # where: the variable set there and the line
@@ -1130,7 +1137,7 @@ class Variables:
             return None
         if getattr(word, "expanded", False):
             return _split_at_ifs(word, ifs)
-        notes = len(self.notes)
+        notes, copied = len(self.notes), self.copied
         fields, given, at, split = [""], [False], 0, False
         for match in REFERENCE.finditer(word):
             if match.start() not in unquoted:
@@ -1145,7 +1152,9 @@ class Variables:
             at = match.end()
         fields[-1] += self.substitute(word[at:])
         if not split and "=" in word:
-            del self.notes[notes:]  # the caller expands it again
+            del self.notes[notes:]  # the caller expands it again, and counts it then
+            self._count_read_ahead(word, self.copied - copied)
+            self.copied = copied
             return None
         return [field for field, came in zip(fields, given, strict=True) if field or came]
 
@@ -1154,6 +1163,18 @@ class Variables:
         if self.copied > self.max_chars:  # before the copy is made
             raise ExpansionTooLarge(
                 f"${name}: variables expand to more than {self.max_chars} characters;"
+                " not a launch script"
+            )
+
+    def _count_read_ahead(self, word: str, chars: int) -> None:
+        """What `fields` copies of a word the caller then expands itself has a budget of its
+        own, as large: counted with the caller's copy, a word used as often as `max_chars`
+        allows was refused at half that; uncounted, a script of many such words copied
+        without bound."""
+        self.read_ahead += chars
+        if self.read_ahead > self.max_chars:
+            raise ExpansionTooLarge(
+                f"{word:.40}: variables expand to more than {self.max_chars} characters;"
                 " not a launch script"
             )
 

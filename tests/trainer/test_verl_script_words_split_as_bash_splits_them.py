@@ -136,7 +136,9 @@ def test_an_element_whose_index_is_not_known_here_leaves_the_array_named(tmp_pat
     text = f'A=(trainer.total_epochs=2 trainer.save_freq=5)\n{unset}\n{VERL} "${{A[@]}}"\n'
     launch, _launches, _variables = read_script(text, tmp_path / "run.sh")
     assert launch.texts == []
-    assert any(item.startswith("${A[@]}: set by `unset` of the element") for item in launch.incomplete)
+    assert any(
+        item.startswith("${A[@]}: set by `unset` of the element") for item in launch.incomplete
+    )
 
 
 def test_a_reference_left_as_written_is_not_split(tmp_path):
