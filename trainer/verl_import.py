@@ -26,6 +26,7 @@ from trainer import (
     shell_variables,
     verl_defaults,
     verl_hydra_files,
+    verl_hydra_order,
     verl_interpolation,
     verl_keys,
     verl_megatron_optim,
@@ -157,6 +158,11 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
             text, source
         )
         command = command or ("grpo" if module in GRPO_MODULES else "sft")
+        # the overrides as Hydra leaves them: in order, and only the keys its struct takes
+        pairs, deleted, order_notes = verl_hydra_order.in_order(command, pairs)
+        pairs, struct = verl_hydra_order.struct_refusals(pairs, selected, config)
+        refused += deleted + struct
+        script_notes += order_notes
         # the selections say the backend as the config's files do (`model_engine=megatron`)
         backend = _backend_of([config]) + selected
     # a config file of the user's that verl merges in may set any key: verl's defaults are
@@ -325,6 +331,7 @@ def _convert(
     # a note said alike for several keys (a mapping's fields given one by one) is one note
     said = [message.removeprefix("note: ") for message in collected.messages]
     conversion.notes = list(dict.fromkeys(said))
+    conversion.dropped += _drop_misplaced_wholes(cls, conversion.tree)
     if whole:
         conversion.dropped += _unset_estimator(cls, conversion.tree, pairs)
         conversion.dropped += _unset_unmapped(cls, pairs, (backend or []) + pairs)
@@ -346,6 +353,13 @@ def _convert(
             conversion.notes.append(f"{key}={value}: {_unresolved(str(value), key in paths)}")
             conversion.incomplete.append(f"{key}={value}")
     return conversion
+
+
+# why a mapping or list given to a key of one value is not carried over
+_NOT_WHOLE = (
+    "a mapping or list given to a key that takes one value, which verl fails on building its"
+    " config: write the value"
+)
 
 
 def _given_keys(cls: type, tree: dict[str, Any], pairs: list[tuple[str, Any]]) -> set[str | None]:
@@ -612,6 +626,24 @@ def _leaves(tree: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
             else [(f"{prefix}{key}", value)]
         )
     return pairs
+
+
+def _drop_misplaced_wholes(cls: type, tree: dict[str, Any], prefix: str = "") -> list[str]:
+    """Remove from `tree` each mapping or list given to an mfsdp key that takes one value
+    (`verl_keys.takes_whole`): "key=value: why" for each. Read on, `optim.lr={}` was a
+    section left empty and `optim.lr={1e-6: null}` one of nulls, both dropped with mfsdp's
+    default kept, at exit 0."""
+    dropped = []
+    for key, value in list(tree.items()):
+        dotted = f"{prefix}{key}"
+        if not isinstance(value, (dict, list)) or not verl_keys.is_native(cls, dotted):
+            continue
+        if not verl_keys.takes_whole(cls, dotted, value):
+            del tree[key]
+            dropped.append(f"{dotted}={value}: {_NOT_WHOLE}")
+        elif isinstance(value, dict):
+            dropped += _drop_misplaced_wholes(cls, value, f"{dotted}.")
+    return dropped
 
 
 def _drop_nulls(tree: dict[str, Any], prefix: str = "") -> list[str]:

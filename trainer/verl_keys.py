@@ -56,6 +56,7 @@ from trainer.verl_rules import (
     PARALLEL_SIZES,
     RESUME,
     RULES,
+    SUPERSEDED_BY,
     VERL_CLIP_DEFAULT,
     VERL_ONLY_SECTION,
     NotCarried,
@@ -254,6 +255,8 @@ def carry_over(
             _check_mirror(raw_key, value, MIRRORS[key], given[MIRRORS[key]])
             continue
         key = MIRRORS.get(key, key)
+        if _superseded(raw_key, key, given):
+            continue
         _refuse_verl_only_value(raw_key, key, value)
         if key == BETAS and verls_betas(raw_key, given) and on_megatron(given):
             out += betas_on_megatron(raw_key, value, given)
@@ -313,6 +316,21 @@ def carry_over(
     if resume:
         out.append(("checkpoint.resume", _resume(resume)))
     return out
+
+
+def _superseded(raw_key: str, key: str, given: dict[str, Any]) -> bool:
+    """Whether `key` is one verl overwrites with its deprecated name's value, given not null
+    in the run (SUPERSEDED_BY): not read, with a note, wherever the two stand."""
+    deprecated = SUPERSEDED_BY.get(key)
+    if deprecated is None or is_unset(given.get(deprecated)):
+        return False
+    note(
+        raw_key,
+        {},
+        f"verl sets it to {deprecated}={given[deprecated]}, its deprecated name, which the run"
+        " gives too",
+    )
+    return True
 
 
 def keys_given(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -562,6 +580,33 @@ def is_native(cls: type, key: str) -> bool:
             return False
         kind = hints[part]
     return True
+
+
+def takes_whole(cls: type, key: str, value: Any) -> bool:
+    """Whether the mfsdp key `key` of `cls` (`is_native`) takes `value`, a mapping or a
+    list, as its value: a section or a mapping field takes a mapping, a list field a list.
+    `optim.lr={}` does not (verl fails building its config class on it); read as a section
+    left empty, or as a section of nulls, it was dropped and mfsdp's default kept."""
+    kind: Any = cls
+    for part in key.split("."):
+        if not dataclasses.is_dataclass(kind):
+            return True  # inside a mapping field, which takes any value
+        kind = field_types(typing.cast(type, kind))[part]
+    return _takes(kind, dict if isinstance(value, dict) else list)
+
+
+def _takes(kind: Any, container: type) -> bool:
+    """Whether a field of type `kind` takes a value of `container` (dict or list)."""
+    origin = typing.get_origin(kind)
+    if origin is typing.Annotated:
+        return _takes(typing.get_args(kind)[0], container)
+    if origin in (typing.Union, types.UnionType):
+        return any(_takes(arg, container) for arg in typing.get_args(kind))
+    if kind is Any:
+        return True
+    if container is dict:
+        return dataclasses.is_dataclass(kind) or dict in (kind, origin)
+    return bool({kind, origin} & {list, tuple})
 
 
 def _resume(resume: dict[str, Any]) -> str:

@@ -141,6 +141,14 @@ def betas_on_megatron(raw_key: str, value: Any, given: dict[str, Any]) -> list[t
     return [(BETAS, betas)]
 
 
+def _number_or_unknown(value: Any) -> bool:
+    """Whether `value` is a number, or text holding shell syntax (`$LR`), whose value is
+    known only when the script runs (flagged so, not refused)."""
+    if isinstance(value, str):
+        return "$" in value or "`" in value
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def optimizer_overrides_on_megatron(
     raw_key: str, value: Any, given: dict[str, Any]
 ) -> list[tuple[str, Any]]:
@@ -148,8 +156,20 @@ def optimizer_overrides_on_megatron(
     Megatron's OptimizerConfig set over verl's. adam_beta1, adam_beta2 and adam_eps are
     optim.betas and optim.eps here; a field at Megatron's default changes nothing; any
     other is refused. Null or `{}` leaves Megatron's defaults, written here too (mfsdp's
-    SFT default betas are not Megatron's)."""
+    SFT default betas are not Megatron's). Adam's fields at a value Hydra leaves text
+    (`095e-2`) are refused: the loader here read it as 0.95, where verl passes the text on."""
     overrides = {} if value is None else value
+    texts = [
+        f"{name}={setting!r}"
+        for name, setting in (overrides.items() if isinstance(overrides, dict) else [])
+        if name in MEGATRON_ADAM and not _number_or_unknown(setting)
+    ]
+    if texts:
+        why = (
+            f"{', '.join(texts)} is not a number as Hydra reads it (verl passes the text to"
+            " Megatron's Adam, which fails on it): write the number plainly (0.95)"
+        )
+        raise NotCarried(f"verl key '{raw_key}={value}' has no equivalent here: {why}", why)
     if not isinstance(overrides, dict) or not all(
         name in MEGATRON_ADAM
         or (

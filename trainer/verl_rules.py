@@ -502,6 +502,14 @@ MIRRORS = {
     ROLLOUT + "response_length": "data.max_response_length",
 }
 RESUME = ("trainer.resume_mode", "trainer.resume_from_path")  # read together (`_resume`)
+# verl's optimizer keys whose deprecated name, given not null, takes their place whatever
+# the order (verl/workers/config/optimizer.py: FSDPOptimizerConfig.__post_init__ sets
+# lr_scheduler_type = warmup_style, OptimizerConfig.__post_init__ clip_grad = grad_clip):
+# both map to one mfsdp key, where the one read last won
+SUPERSEDED_BY = {
+    "optim.lr_scheduler_type": "optim.warmup_style",
+    "optim.clip_grad": "optim.grad_clip",
+}
 
 
 _OTHER_TRACKER = (

@@ -61,7 +61,9 @@ def _expand_launch(launch: Launch, variables: shell_variables.Variables, source:
             continue
         key, sep, value = word.partition("=")
         key = shell_quoting.literal(key)  # `"a[0]=1"`: its `[` was marked as quoted
-        if sep and not key.startswith("-"):
+        if not sep and key.startswith("~"):  # Hydra's delete, `~key`: read in order with the rest
+            launch.texts.append((key, ""))
+        elif sep and not key.startswith("-"):
             expanded = variables.substitute(value)
             launch.refused = launch.refused or _unreadable(source, key, value, expanded, variables)
             if names_a_path(cls, key):

@@ -120,6 +120,7 @@ def test_sft_on_verls_megatron_fsdp_engine_trains_with_megatron_fsdp(tmp_path: P
     script.write_text(
         "torchrun --nproc_per_node=8 -m verl.trainer.sft_trainer \\\n"
         "    data.train_files=/tmp/x.parquet model.path=/tmp/model \\\n"
+        "    engine=megatron optim=megatron \\\n"
         "    engine.use_megatron_fsdp=True engine.use_mbridge=True engine.vanilla_mbridge=False\n"
     )
     new = convert_verl(script)

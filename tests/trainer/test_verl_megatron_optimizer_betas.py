@@ -54,8 +54,8 @@ def test_megatron_script_betas_are_megatrons_with_a_note(tmp_path):
     "keys",
     [
         (
-            f"{OPTIM}override_optimizer_config.adam_beta2=0.95",
-            f"{OPTIM}override_optimizer_config.adam_eps=1e-6",
+            f"+{OPTIM}override_optimizer_config.adam_beta2=0.95",
+            f"+{OPTIM}override_optimizer_config.adam_eps=1e-6",
         ),
         ("'" + OPTIM + "override_optimizer_config={adam_beta2: 0.95, adam_eps: 1e-6}'",),
     ],

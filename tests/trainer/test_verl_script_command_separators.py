@@ -13,6 +13,7 @@ import pytest
 from tests.support.verl_conversions import as_given
 from trainer.shell_quoting import COMMAND_END, mark
 from trainer.verl_import import convert_verl
+from trainer.verl_source import VerlSourceError
 
 LAUNCH = "python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo"
 USE = f"{LAUNCH} actor_rollout_ref.model.path=$MODEL\n"
@@ -27,15 +28,20 @@ SURELY_RUN = {
     "after-a-redirection": "echo hi 2>&1; MODEL=/m/b\n",
     "after-an-and-list": "true && MODEL=/m/a; MODEL=/m/b\n",
     "after-a-one-line-if": "if false; then MODEL=/m/a; fi; MODEL=/m/b\n",
-    "double-quoted": 'MODEL="/m/a;b"\n',
-    "single-quoted": "MODEL='/m/a;b'\n",
-    "escaped": "MODEL=/m/a\\;b\n",
-    "in-a-default": "MODEL=${UNSET:-/m/a;b}\n",
     "after-a-parenthesis-in-a-default": "X=${UNSET:-(x}; MODEL=/m/b; echo\n",
     "after-a-substitution-in-a-default": "X=${UNSET:-$(echo a)}; MODEL=/m/b; echo\n",
     "in-a-comment": "MODEL=/m/a # MODEL=/m/b; MODEL=/m/c\n",
     "in-arithmetic-for": "for ((i=0; i<2; i++)); do :; done; MODEL=/m/b\n",
     "case-arm-of-a-known-word": "case x in x) MODEL=/m/a;; y) MODEL=/m/c;;& esac\n",
+}
+
+# lines that put a `;` into the value (not a command separator there): verl gets `/m/a;b`,
+# which Hydra refuses outside its own quotes
+SEMICOLON_IN_VALUE = {
+    "double-quoted": 'MODEL="/m/a;b"\n',
+    "single-quoted": "MODEL='/m/a;b'\n",
+    "escaped": "MODEL=/m/a\\;b\n",
+    "in-a-default": "MODEL=${UNSET:-/m/a;b}\n",
 }
 
 # lines where what sets MODEL may not run in the script's shell: the value outside stands
@@ -69,6 +75,13 @@ def test_each_command_of_a_line_sets_what_bash_sets(tmp_path, lines):
     conversion = convert(tmp_path, OUTSIDE + lines + USE)
     assert as_given(conversion)["model"]["path"] == bash_value(OUTSIDE + lines)
     assert conversion.incomplete == []
+
+
+@pytest.mark.parametrize("lines", list(SEMICOLON_IN_VALUE.values()), ids=list(SEMICOLON_IN_VALUE))
+def test_a_semicolon_bash_keeps_in_the_value_reaches_hydra_which_refuses_it(tmp_path, lines):
+    assert bash_value(OUTSIDE + lines) == "/m/a;b"
+    with pytest.raises(VerlSourceError, match="refuses ';'"):
+        convert(tmp_path, OUTSIDE + lines + USE)
 
 
 @pytest.mark.parametrize("lines", list(MAYBE_RUN.values()), ids=list(MAYBE_RUN))
