@@ -75,9 +75,11 @@ SMALL_BARE_SIZE = 10**6
 @click.option(
     "--verify",
     is_flag=True,
-    help="Re-read every written tensor and compare it with its source, and hash the checkpoint's"
-    " files against its manifest; exit 1 on any mismatch. First, config.json is built with"
-    " transformers' own config class: one it refuses is refused before anything is written.",
+    help="Re-read every written tensor and compare it with its source, check the written files"
+    " and index hold exactly the checkpoint's tensors, as transformers loads them, and hash the"
+    " checkpoint's files against its manifest; exit 1 on any mismatch. First, config.json is"
+    " built with transformers' own config class: one it refuses is refused before anything is"
+    " written.",
 )
 @click.option(
     "--role",

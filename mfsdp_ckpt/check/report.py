@@ -50,14 +50,30 @@ class ValidationReport:
 
     def __post_init__(self) -> None:
         self._seen = set(self.findings)
+        self._errors = {f"{f.where}: {f.message}" for f in self.findings if f.severity == ERROR}
 
     def add(self, severity: str, where: str | Path, message: str) -> None:
         """One finding; the same one again is left out (two checks that open one file, the
-        digests and the assets, both meet it unreadable: one line says it)."""
+        digests and the assets, both meet it unreadable: one line says it), and so is one
+        that ends quoting an error already reported (a check that could not run, the tied
+        head's comparison, for the file an earlier line says is linked out: one fault)."""
         finding = Finding(severity, str(where), message)
-        if finding not in self._seen:
-            self._seen.add(finding)
-            self.findings.append(finding)
+        if finding in self._seen or self._quotes_an_error(message):
+            return
+        self._seen.add(finding)
+        self.findings.append(finding)
+        if severity == ERROR:
+            self._errors.add(f"{finding.where}: {message}")
+
+    def _quotes_an_error(self, message: str) -> bool:
+        """Whether `message` ends with an error line already reported (`where: message`, as
+        the exception a check caught says it), after any of its `: `."""
+        start = message.find(": ")
+        while start >= 0:
+            if message[start + 2 :] in self._errors:
+                return True
+            start = message.find(": ", start + 2)
+        return False
 
     def ok(self, strict: bool = False) -> bool:
         """No errors; with `strict`, no warnings either, and a manifest whose hashes
