@@ -216,16 +216,17 @@ def math(
 @click.option("--seed", type=int, default=0, show_default=True, help="Order of the problems.")
 @click.option(
     "--digits",
-    type=click.IntRange(1, 1000),
+    type=click.IntRange(2, 1000),
     default=10,
     show_default=True,
-    help="Operands a + b with a, b below this.",
+    help="Operands a + b with a, b below this (10: single-digit addition).",
 )
 @_OVERWRITE
 @_JSON
 def synthetic(out_dir: str, seed: int, digits: int, overwrite: bool, as_json: bool) -> None:
     """Single-digit addition ("3 + 4 =" -> "#### 7"), scored by the built-in GSM8K rule: a
     task a tiny model learns in CPU minutes (examples/grpo_tiny_cpu.yaml trains on it).
+    rl/test.parquet holds a fifth of the problems out of rl/train.parquet (split 'test').
 
     \b
     Example:

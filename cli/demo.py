@@ -25,6 +25,7 @@ import click
 from cli import demo_record
 from cli.errors import GivenPath, on_interrupt
 from cli.launch import CONFIG_CHECKED, end_as_ranks_ended, run_ranks
+from cli.main import EXIT_CLOSED_PIPE
 from cli.run_report import stopped_run_line
 from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format.output_inside import inside_checkpoint
@@ -127,7 +128,7 @@ class _Phase:
 
     def interrupted(self) -> str:
         if self.now == "data":
-            return f"interrupted while writing the demo's data and model; {self._again()}"
+            return f"interrupted while writing the demo's data and model; {self.again()}"
         if self.now == "train":
             return self.training_stopped("interrupted")
         run_dir, hf_dir = self.out / RUN_DIR, self.out / EXPORT_DIR
@@ -135,11 +136,11 @@ class _Phase:
             return (
                 f"interrupted while {self.now}; training and the export had finished: the run"
                 f" is kept in {run_dir}, the export in {hf_dir} (it loads with transformers'"
-                f" from_pretrained); {self._again()}"
+                f" from_pretrained); {self.again()}"
             )
         return (
             f"interrupted while {self.now}; training had finished, its run is kept in"
-            f" {run_dir}: {self._left()}; {self._again()}"
+            f" {run_dir}: {self._left()}; {self.again()}"
         )
 
     def training_stopped(self, stopped: str) -> str:
@@ -153,7 +154,7 @@ class _Phase:
             0,
             stopped,
             resume=f"run `mfsdp train sft --config {run_dir / 'config.yaml'}`",
-            start_over=self._again(),
+            start_over=self.again(),
             last_step=self.steps,
             then=self._left(),
         )
@@ -168,7 +169,7 @@ class _Phase:
             return f"{export} redoes the export"
         return f"`mfsdp ckpt validate --deep {run_dir}` validates it, {export} exports it"
 
-    def _again(self) -> str:
+    def again(self) -> str:
         return f"`mfsdp demo --out {self.out}` again starts over"
 
 
@@ -344,12 +345,13 @@ _STAGES = {"data": "writing the data and model", "train": "training"}
 
 @contextlib.contextmanager
 def _stopped_by_closed_stdout(out: Path, phase: _Phase, kept: Path | None) -> Iterator[None]:
-    """Stop the demo in one line on stderr once its stdout is closed (`mfsdp demo | head
-    -2`), as other commands stop there, naming the stage and what is left: it ended with
-    exit 1 and no word, its directory half built. The closed pipe is met by the demo's own
-    line, or by the training rank's (which then fails, and the demo with it). stdout is
-    pointed at /dev/null first, so that Python's flush at exit adds no "Exception ignored"
-    lines."""
+    """Stop the demo once its stdout is closed (`mfsdp demo | head -2`) with 141, as every
+    command ends there (docs/json.md), and, unlike them, one line on stderr: its directory
+    is left half built, so the line names the stage, what is kept and that running it
+    again starts over (it ended with exit 1 and no word; then with exit 1, which says the
+    demo failed). The closed pipe is met by the demo's own line, or by the training rank's
+    (which then fails, and the demo with it). stdout is pointed at /dev/null first, so
+    that Python's flush at exit adds no "Exception ignored" lines."""
     try:
         yield
     except (BrokenPipeError, SystemExit) as err:
@@ -360,9 +362,16 @@ def _stopped_by_closed_stdout(out: Path, phase: _Phase, kept: Path | None) -> It
         os.close(devnull)
         stage = _STAGES.get(phase.now, phase.now)
         previous = f" (the previous demo is kept in {kept})" if kept is not None else ""
-        raise MfsdpFailedError(
-            f"stdout closed; the demo stopped at {stage}; {out} is incomplete{previous}"
+        raise _StdoutClosed(
+            f"stdout closed; the demo stopped at {stage}; {out} is incomplete{previous};"
+            f" {phase.again()}"
         ) from None
+
+
+class _StdoutClosed(MfsdpFailedError):
+    """The demo's stdout reader went away: exit 141, as a closed pipe ends every command."""
+
+    exit_code = EXIT_CLOSED_PIPE
 
 
 def _what_to_expect(answer: str, steps: int) -> str:

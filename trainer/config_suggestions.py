@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import typing
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, cast
 
 from trainer import verl_keys
@@ -53,10 +53,26 @@ def unknown_key_message(
     # refused as `data.apply_chat_template_kwargs`, "did you mean" that same key
     others = [name for name in verl if name.startswith(prefix) and name != full]
     candidates = [k for k in all_keys(cls, prefix) if k != full]
-    close = close_keys(full, candidates, others)
+    inert = {name for name in others if verl[name] is None}
+    close = close_keys(full, candidates, others, inert)
     if root is not None:
         close = _with_other_sections(root, full, close, candidates)
+    close = _meant_for(full, all_keys(root or cls)) + close
     return _unknown_key_line(source, full, list(dict.fromkeys(close))[:3], verl)
+
+
+# mfsdp's key for what other trainers name a model's dtype (`model.dtype`, HF's
+# `torch_dtype`, verl's `model_dtype`): no spelling of it is alike, and the verl keys that
+# were (`model.lora.dtype`) set nothing here
+DTYPE_KEY = "strategy.mixed_precision"
+
+
+def _meant_for(given: str, keys: list[str]) -> list[str]:
+    """The key of `keys` that `given` names in another trainer's words, which likeness
+    cannot find: a dtype-like key is strategy.mixed_precision."""
+    leaf = given.rsplit(".", 1)[-1]
+    dtype_like = leaf in ("dtype", "precision") or leaf.endswith("_dtype")
+    return [DTYPE_KEY] if dtype_like and DTYPE_KEY in keys and given != DTYPE_KEY else []
 
 
 def _unknown_key_line(source: str, key: str, close: list[str], verl: dict[str, str | None]) -> str:
@@ -142,18 +158,25 @@ def _in_other_sections(root: type, given: str, found_in_own: bool) -> list[str]:
     return list(dict.fromkeys(key for name in names for key in by_name[name]))
 
 
-def close_keys(given: str, candidates: list[str], others: Sequence[str] = ()) -> list[str]:
+def close_keys(
+    given: str,
+    candidates: list[str],
+    others: Sequence[str] = (),
+    inert: Collection[str] = (),
+) -> list[str]:
     """Up to three of the dotted `candidates` and `others` (verl's names) that `given` may be
     meant for, an `other` first only where it is closer to `given` than every candidate found
     (`optim.warmup` is mfsdp's `optim.warmup_steps` before verl's `optim.warmup_style`), and
-    left out where it is far less like `given` than one found (`NOISE`)."""
+    left out where it is far less like `given` than one found (`NOISE`). An `other` in
+    `inert` (a verl key that sets nothing here) never comes before a candidate: following
+    it trains as if it were not given."""
     found = _close(given, candidates)
     nearest = max((_likeness(given, key) for key in found), default=0.0)
     closer: list[str] = []
     rest: list[str] = []
     for key in _close(given, [other for other in others if other not in candidates]):
         likeness = _likeness(given, key)
-        if likeness > nearest:
+        if likeness > nearest and key not in inert:
             closer.append(key)
         elif likeness >= nearest - NOISE:
             rest.append(key)

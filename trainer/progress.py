@@ -57,10 +57,11 @@ def draws_bars(configured: bool) -> bool:
 
 def step_bar(desc: str, total: int, initial: int, enabled: bool) -> Any:
     """Steps `initial` (resumed) to `total`, labelled with the runner's name (`desc`); a
-    disabled bar (other ranks, `trainer.progress_bar=false`) still takes every call."""
-    from tqdm import tqdm
+    disabled bar (other ranks, `trainer.progress_bar=false`) still takes every call. Its
+    figures fit the terminal's width before its bar graphic does (`narrow_bar`)."""
+    from trainer.narrow_bar import StepBar
 
-    return tqdm(
+    return StepBar(
         total=total,
         initial=initial,
         desc=desc,

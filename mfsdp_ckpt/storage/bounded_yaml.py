@@ -28,6 +28,7 @@ that takes it, naming the key.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,10 @@ MAX_INT_DIGITS = 4300
 _TOO_LONG_INT = 10**MAX_INT_DIGITS  # the least integer of more decimal digits
 YAML_TAG = "tag:yaml.org,2002:"
 _PYTHON_TAG = YAML_TAG + "python/"
+# PyYAML's contexts for what must be closed: reported where they opened
+_LEFT_OPEN = ("flow sequence", "flow mapping", "quoted scalar")
+_CONTEXT_WORDS = re.compile(r"^while \w+ (an? )?")
+_TAB = "a tab, where YAML takes spaces only (to indent, and after a key's colon)"
 
 
 class YAMLRefused(MfsdpFailedError):
@@ -222,13 +227,27 @@ def parse_yaml(
 
 def describe_yaml_error(err: yaml.YAMLError) -> str:
     """`at line L, column C: <what>`, so a user finds the typo without a YAML debugger
-    (PyYAML's own first line is only its context, e.g. "while parsing a flow sequence").
-    An unclosed bracket is reported where it opened, not at the end of the file."""
+    (PyYAML's own first line is only its context, e.g. "while parsing a block mapping").
+
+    The line is the problem's: a key indented one space too far is wrong where it stands,
+    while PyYAML's context is the block that holds it, often the file's first key; that
+    block is named after it, "(in the block mapping starting at line N)". Something left
+    open (a bracket, a quote) is the exception: PyYAML finds the problem only where the
+    text runs out or goes on past it, so it is reported where it opened."""
     context, problem = getattr(err, "context", None), getattr(err, "problem", None)
-    mark = getattr(err, "context_mark", None) or getattr(err, "problem_mark", None)
-    what = ", ".join(part for part in (context, problem) if part)
+    context_mark = getattr(err, "context_mark", None)
+    problem_mark = getattr(err, "problem_mark", None)
     if problem and "'\\t'" in problem:  # PyYAML's words do not say what to do about it
-        what = "a tab, where YAML takes spaces only (to indent, and after a key's colon)"
+        context, problem = None, _TAB
+    opened = context_mark is not None and context is not None and context.endswith(_LEFT_OPEN)
+    if opened or problem_mark is None:
+        mark = context_mark
+        what = ", ".join(part for part in (context, problem) if part)
+    else:
+        mark, what = problem_mark, problem or context or ""
+        if problem and context and context_mark and context_mark.line != problem_mark.line:
+            block = _CONTEXT_WORDS.sub("", context)  # "while parsing a block mapping": its name
+            what += f" (in the {block} starting at line {context_mark.line + 1})"
     if mark is None or not what:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         return f"({first})"

@@ -51,10 +51,11 @@ def test_a_closed_stdout_stops_the_demo_in_one_line_keeping_the_previous(tmp_pat
     assert demo.stdout is not None
     demo.stdout.close()  # as `| head -0` does
     _out, err = demo.communicate(timeout=120)
-    assert demo.returncode == 1
+    assert demo.returncode == 141
     kept = tmp_path / ".d2.demo-previous"
     assert err == (
         "error: stdout closed; the demo stopped at writing the data and model;"
-        f" {out} is incomplete (the previous demo is kept in {kept})\n"
+        f" {out} is incomplete (the previous demo is kept in {kept}); `mfsdp demo --out {out}`"
+        " again starts over\n"
     )
     assert (kept / "hf" / "config.json").is_file()

@@ -1,4 +1,5 @@
-"""`./dev` installs vLLM wherever it belongs once `MFSDP_SKIP_VLLM` is unset, and `./dev test`
+"""`./dev` installs vLLM wherever it belongs once `MFSDP_SKIP_VLLM=0` is given (a `.venv` set up
+with `MFSDP_SKIP_VLLM=1` remembers the skip for every later call), and `./dev test`
 stops in one line on a vLLM that does not import. The install stamp covers the repository's
 setup files only, so a setup with the variable stamped a venv without vLLM, the next one
 without it installed nothing, and the suite stopped on a pytest INTERNALERROR traceback
@@ -43,22 +44,22 @@ def venv(tmp_path) -> Path:
     return venv
 
 
-def _dev(venv: Path, *args: str, skip: bool = False) -> subprocess.CompletedProcess:
+def _dev(venv: Path, *args: str, skip: str | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "MFSDP_SKIP_VLLM"}
     env["MFSDP_VENV"] = str(venv)
-    if skip:
-        env["MFSDP_SKIP_VLLM"] = "1"
+    if skip is not None:
+        env["MFSDP_SKIP_VLLM"] = skip
     return subprocess.run(
         [str(REPO / "dev"), *args], env=env, capture_output=True, text=True, timeout=60
     )
 
 
-def test_setup_installs_vllm_once_the_variable_is_unset(venv):
-    first = _dev(venv, "setup", skip=True)
+def test_setup_installs_vllm_once_the_skip_is_undone(venv):
+    first = _dev(venv, "setup", skip="1")
     assert first.returncode == 0, first.stdout + first.stderr
     assert INSTALLING not in first.stdout.splitlines()
     assert (venv / ".mfsdp-installed").is_file()
-    second = _dev(venv, "setup")  # the stamp matches: only vLLM is missing
+    second = _dev(venv, "setup", skip="0")  # the stamp matches: only vLLM is missing
     assert second.returncode == 0, second.stdout + second.stderr
     lines = second.stdout.splitlines()
     assert "[dev] installing dependencies into" not in second.stdout

@@ -83,7 +83,8 @@ def _overrides(root: Path, know: dict, run: str, engine: str) -> list[str]:
     return [
         f"model.path={root}/warm",
         f"data.train_files={know['rl_train']}",
-        f"data.val_files={know['rl_test']}",
+        # the prompts it trains on: what is asserted is that GRPO raised the reward there
+        f"data.val_files={know['rl_train']}",
         "data.max_prompt_length=32",
         "data.train_batch_size=16",
         "actor.ppo_mini_batch_size=16",

@@ -116,8 +116,11 @@ class GRPOSteps(StepHooks):
     def after_step(self, done: int, record: dict[str, Any], metrics: MetricsLogger) -> None:
         cfg, run = self.cfg, self.run
         self.result.rewards[done] = record["reward/mean"]
-        if self.val and run.is_due(cfg.trainer.eval_every, done):
-            record.update(self.validate())
+        # validated before it is saved, the last step too: a final validation that failed
+        # after the save left a finished run, whose rerun had nothing left to do and exited
+        # 0 without ever validating; now the rerun trains that step again and validates it
+        if self.val and (run.is_due(cfg.trainer.eval_every, done) or done == run.stop):
+            record.update(self._validate_step(done))
             self.result.val_accuracy[done] = record["val/accuracy"]
         if run.is_due(cfg.checkpoint.save_every, done) or done == run.stop:
             timing: dict[str, float] = {}
@@ -147,11 +150,20 @@ class GRPOSteps(StepHooks):
         return shown
 
     def after_last_step(self, metrics: MetricsLogger) -> None:
-        stop = self.run.stop
-        if self.val and stop > self.run.start and stop not in self.result.val_accuracy:
-            final = self.validate()
-            self.result.val_accuracy[stop] = final["val/accuracy"]
-            metrics.log(stop, final)
+        """Nothing left: `after_step` validated the last step before saving it."""
+
+    def _validate_step(self, done: int) -> dict[str, float]:
+        """`validate` after step `done`; a reward that fails there says so, and that the step
+        is not saved (the line named only the row, which the train split may hold too)."""
+        try:
+            return self.validate()
+        except RewardFunctionError as err:
+            which = "the final" if done == self.run.stop else "the"
+            err.args = (  # the same error, its fields kept
+                f"{which} validation after step {done} failed, so step {done} is not saved"
+                f" (the same command trains it again, then validates): {err}",
+            )
+            raise
 
     def close(self) -> None:
         self.engine.close()

@@ -25,13 +25,23 @@ def addition_problems(
     return pairs
 
 
-def rl_row(a: int, b: int, index: int) -> dict:
+def held_out_count(problems: int) -> int:
+    """How many of `problems` the RL test split holds out: a fifth, at least one, and at
+    least one left to train on."""
+    if problems < 2:
+        raise ValueError(f"{problems} problem(s) cannot be split into train and test prompts")
+    return max(1, problems // 5)
+
+
+def rl_row(a: int, b: int, index: int, split: str = "train") -> dict:
+    """One verl RL row; `extra_info.split` names its split, as `mfsdp data gsm8k` writes it,
+    since a custom reward may branch on it."""
     return {
         "data_source": "openai/gsm8k",
         "prompt": [{"role": "user", "content": f"{a} + {b} ="}],
         "ability": "math",
         "reward_model": {"style": "rule", "ground_truth": str(a + b)},
-        "extra_info": {"split": "train", "index": index},
+        "extra_info": {"split": split, "index": index},
     }
 
 
@@ -58,11 +68,15 @@ def write_addition_data(
     max_b: int | None = None,
     declines: int = 0,
 ) -> dict[str, Path]:
-    """sft/train.parquet and rl/{train,test}.parquet (the RL test split is the train prompts: the
-    point is to watch reward rise, not to generalize)."""
+    """sft/train.parquet and rl/{train,test}.parquet. The RL test split holds out the last
+    fifth of the seeded order, prompts RL never trains on, so `val/accuracy` reads as
+    held-out accuracy, as a verl user takes a test.parquet to mean. The SFT table teaches
+    every sum: it is the warm start the learning runs begin from, and GRPO's part, answering
+    rather than declining, is what the held-out prompts measure."""
     out = Path(out_dir)
     pairs = addition_problems(seed, digits, max_b)
-    rl = [rl_row(a, b, i) for i, (a, b) in enumerate(pairs)]
+    held_out = held_out_count(len(pairs))
+    train, test = pairs[:-held_out], pairs[-held_out:]
     sft = [sft_row(a, b) for a, b in pairs]
     sft += [sft_row(a, b, DECLINE) for a, b in pairs for _ in range(declines)]
     paths = {
@@ -70,5 +84,11 @@ def write_addition_data(
         "rl_train": out / "rl" / "train.parquet",
         "rl_test": out / "rl" / "test.parquet",
     }
-    write_tables({paths["sft"]: sft, paths["rl_train"]: rl, paths["rl_test"]: rl[:32]})
+    write_tables(
+        {
+            paths["sft"]: sft,
+            paths["rl_train"]: [rl_row(a, b, i) for i, (a, b) in enumerate(train)],
+            paths["rl_test"]: [rl_row(a, b, i, "test") for i, (a, b) in enumerate(test)],
+        }
+    )
     return paths
