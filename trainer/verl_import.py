@@ -32,6 +32,7 @@ from trainer import (
     verl_megatron_optim,
     verl_rules,
 )
+from trainer.config_base import RUN_NAMES
 from trainer.config_kind import likely_kind
 from trainer.config_yaml import ExpansionBudget
 from trainer.local_paths import UNEXPANDED
@@ -509,13 +510,6 @@ def _drop_unresolved_typed(cls: type, tree: dict[str, Any], source: str) -> list
     return dropped
 
 
-# The text keys verl uses as text only, in f-strings and OmegaConf interpolations (the
-# trackers' names, `tensorboard_log/{project_name}/{experiment_name}`,
-# `checkpoints/${trainer.project_name}/${trainer.experiment_name}`): a number or boolean
-# there names the run by the text Python prints for it.
-_NAMES = frozenset({"trainer.project_name", "trainer.experiment_name"})
-
-
 def _text_as_verl_uses_it(cls: type, tree: dict[str, Any], source: str) -> list[str]:
     """Each number or boolean of `tree`'s text keys as verl uses it: Hydra reads
     `trainer.project_name=42` (OmegaConf `project_name: 42`) as an integer, which verl names
@@ -534,7 +528,7 @@ def _text_as_verl_uses_it(cls: type, tree: dict[str, Any], source: str) -> list[
 
     dropped = []
     for key, value in list(_leaves(tree)):
-        if key not in _NAMES and (value == "" or (isinstance(value, list) and "" in value)):
+        if key not in RUN_NAMES and (value == "" or (isinstance(value, list) and "" in value)):
             _remove_dotted(tree, key)
             dropped.append(
                 f"{key}={yaml_shown(value)}: the empty text verl gets from `KEY=` or a"
@@ -543,7 +537,7 @@ def _text_as_verl_uses_it(cls: type, tree: dict[str, Any], source: str) -> list[
             continue
         if not isinstance(value, (bool, int, float)) or not takes_text_only(cls, key):
             continue
-        if key in _NAMES:
+        if key in RUN_NAMES:
             set_dotted(tree, key, str(value))
         elif not (isinstance(value, bool) and key in TEXT_VALUES):
             kind = "boolean" if isinstance(value, bool) else "number"

@@ -30,6 +30,7 @@ import typing
 from typing import Any
 
 from trainer import verl_interpolation
+from trainer.verl_hydra_files import selects_megatron
 from trainer.verl_inert_keys import section_of
 from trainer.verl_megatron_optim import (
     BETAS,
@@ -166,7 +167,7 @@ def adopt_tree(
         raise ConfigError(f"{source}: {err}") from None
     _, foreign = split_foreign(cls, filled)
     foreign.sort(key=lambda pair: pair[0] != ESTIMATOR)  # what the file trains, said first
-    given = keys_given([*foreign, *(later or [])])
+    given = keys_given(_trained([*foreign, *(later or [])]))
     try:
         adopted = _carried(cls, foreign, source, given)
     except ConfigError as err:  # the first of its verl keys that fails: say where the rest are
@@ -190,16 +191,18 @@ def adopt_tree(
 def _failing(cls: type, pairs: list[tuple[str, Any]], given: dict[str, Any]) -> int:
     """How many of `pairs` fail to carry over, each group of `groups` tried alone (in the
     run's keys, `given`, read once: read per group, a file of many keys took minutes)."""
-    return sum(refusal(cls, group, given) is not None for group in groups(pairs))
+    return sum(refusal(cls, group, given, own=True) is not None for group in groups(pairs))
 
 
-def refusal(cls: type, pairs: list[tuple[str, Any]], given: dict[str, Any]) -> str | None:
+def refusal(
+    cls: type, pairs: list[tuple[str, Any]], given: dict[str, Any], own: bool = False
+) -> str | None:
     """Why `pairs` (a group of `groups`) do not carry over in the run whose keys are `given`
     (`keys_given`; None: they do), tried without their notes: a value tried is not one the
-    run gives."""
+    run gives. `own`: as `carry_over`'s."""
     log.disabled, disabled = True, log.disabled
     try:
-        carry_over(cls, pairs, given)
+        carry_over(cls, pairs, given, own=own)
     except NotCarried as err:
         return err.reason
     finally:
@@ -220,8 +223,17 @@ def adopt_pairs(
     rules read with `pairs`: read with the command line's alone, a Megatron key given there
     replaced the betas the file set, kept where the file held both. A verl key that does not
     carry over fails naming `source`."""
-    run = [*(earlier or []), *pairs]
+    run = _trained([*(earlier or []), *pairs])
     return _carried(cls, pairs, source, keys_given(run)) + megatron_adam_unset(cls, run)
+
+
+def _trained(pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """The keys of an `mfsdp train` run that say how verl would train it: `pairs` less
+    Hydra's selections of verl's Megatron files (`optim=megatron`), which select files only
+    `mfsdp config from-verl` reads; the loader refuses them as given. Read as the Megatron
+    backend, one wrote Megatron's betas into the run, with a note, before that refusal (and
+    `optim=megatron` was refused as a key never typed, `optim.betas`)."""
+    return [(key, value) for key, value in pairs if not selects_megatron(key, value)]
 
 
 def _carried(
@@ -232,18 +244,21 @@ def _carried(
     from trainer.config import ConfigError
 
     try:
-        return carry_over(cls, pairs, given)
+        return carry_over(cls, pairs, given, own=True)
     except NotCarried as err:
         raise ConfigError(f"{source}: {err.text}") from None
 
 
 def carry_over(
-    cls: type, pairs: list[tuple[str, Any]], given: dict[str, Any] | None = None
+    cls: type, pairs: list[tuple[str, Any]], given: dict[str, Any] | None = None, own: bool = False
 ) -> list[tuple[str, Any]]:
     """`adopt_pairs` without a source: NotCarried for the first verl key that does not carry
     over. `given` is `keys_given` of every pair of the run where `pairs` is a part of them
     (`groups`), for the rules that read another key (LoRA's rank); the caller reads it once
-    for all its groups, as reading it per group made a file of many keys take minutes."""
+    for all its groups, as reading it per group made a file of many keys take minutes.
+    `own`: the pairs are `mfsdp train`'s file and command line, where a key of mfsdp's name
+    is mfsdp's own (`trainer.logger=[console,file]` gets the loader's message of the values
+    it takes); else they are a verl config's, where that key is verl's too."""
     command = command_of(cls)
     given = keys_given(pairs) if given is None else given
     out: list[tuple[str, Any]] = []
@@ -257,11 +272,12 @@ def carry_over(
         key = MIRRORS.get(key, key)
         if _superseded(raw_key, key, given):
             continue
-        _refuse_verl_only_value(raw_key, key, value)
         if key == BETAS and verls_betas(raw_key, given) and on_megatron(given):
             out += betas_on_megatron(raw_key, value, given)
             continue
         if is_native(cls, key):
+            if not (own and key == raw_key):
+                _refuse_verl_only_value(raw_key, key, value)
             value = _native_value(raw_key, key, value)
             if key != raw_key:
                 note(raw_key, {key: value}, "")
@@ -299,6 +315,7 @@ def carry_over(
             raise NotCarried(
                 f"verl key '{raw_key}' is for mfsdp train {rule.commands[0]}, not {command}"
             )
+        _refuse_verl_only_value(raw_key, key, value)
         if key == CLIP_RATIO:
             out += _clip_ratio(raw_key, value, given)
             continue

@@ -23,8 +23,8 @@ log = logging.getLogger("mfsdp.config")
 BETAS = "optim.betas"
 OPTIMIZER_OVERRIDES = "optim.override_optimizer_config"
 MCORE_OPTIMIZER = "McoreOptimizerConfig"  # the class verl builds its Megatron optim section as
-MCORE_ENGINE = "McoreEngineConfig"  # and SFT's Megatron engine section
-# keys of verl's Megatron engine (engine/megatron.yaml) that none of its other engines has
+# keys of verl's Megatron engine (engine/megatron.yaml) that none of its other engines has:
+# verl's struct refuses them on another engine (`verl_hydra_order.struct_refusals`)
 MEGATRON_ENGINE_ONLY = frozenset(
     {
         *("tensor_model_parallel_size", "pipeline_model_parallel_size"),
@@ -41,27 +41,27 @@ MEGATRON_ADAM_WHERE = (
 
 def verls_betas(raw_key: str, given: dict[str, Any]) -> bool:
     """Whether `raw_key` (read as `optim.betas`) is verl's: the actor's, or a top-level one
-    in an optimizer section verl printed (SFT's Megatron engine), or in a run on a Megatron
-    file or engine section (`_megatron_selected`); mfsdp's own `optim.betas` beside verl's
-    keys is the user's setting, kept as given."""
+    in an optimizer section of verl's Megatron class (a config verl printed) or of a run
+    whose config files select Megatron's optimizer (`_megatron_selected`). mfsdp's own
+    `optim.betas` is the user's setting, kept as given beside any of verl's keys: an
+    engine's keys (`engine.tensor_model_parallel_size`) say nothing of whose optimizer
+    section it is, and read as Megatron's they replaced the betas of mfsdp's own file."""
+    return raw_key != BETAS or _mcore_optimizer(given) or _megatron_selected(given)
+
+
+def _mcore_optimizer(given: dict[str, Any]) -> bool:
+    """Whether the run's optimizer section is of verl's Megatron class (its printed config)."""
     target = given.get("optim._target_")
-    mcore = isinstance(target, str) and target.endswith(MCORE_OPTIMIZER)
-    return raw_key != BETAS or mcore or _megatron_selected(given)
+    return isinstance(target, str) and target.endswith(MCORE_OPTIMIZER)
 
 
 def _megatron_selected(given: dict[str, Any]) -> bool:
     """Whether the run selects a config-group file of verl's Megatron backend
     (`model_engine=megatron`, `engine=megatron`, `optim=megatron`), given among its keys as
-    Hydra's selections are written, or its engine section is Megatron's: of that class (SFT's
-    printed config) or with a key only Megatron's engine has (`engine.use_megatron_fsdp`)."""
-    engine = given.get("engine._target_")
-    return (
-        any(selects_megatron(key, value) for key, value in given.items())
-        or (isinstance(engine, str) and engine.endswith(MCORE_ENGINE))
-        or any(
-            key.split(".")[1] in MEGATRON_ENGINE_ONLY for key in given if key.startswith("engine.")
-        )
-    )
+    Hydra's selections are written: only `mfsdp config from-verl` reads selections (a verl
+    script's); `mfsdp train` refuses them, and leaves them out of the keys it reads here
+    (`verl_keys.adopt_pairs`)."""
+    return any(selects_megatron(key, value) for key, value in given.items())
 
 
 def on_megatron(given: dict[str, Any]) -> bool:
@@ -69,15 +69,15 @@ def on_megatron(given: dict[str, Any]) -> bool:
     on verl's Megatron backend, whose optimizer takes Adam's betas and eps from Megatron's
     OptimizerConfig, never from `optim.betas`: the actor's strategy where given (verl's
     main_ppo picks its workers by it), else the class of the optimizer section (verl's
-    printed config, SFT's Megatron engine too), else a Megatron file a script selects or
-    SFT's Megatron engine section (`_megatron_selected`), else a `megatron.*` setting of the
-    actor or the reference model (a section only verl's Megatron configs have)."""
+    printed config, SFT's Megatron engine too), else a Megatron file a script selects
+    (`_megatron_selected`), else a `megatron.*` setting of the actor or the reference model
+    (a section only verl's Megatron configs have). SFT's `engine.*` keys alone are not
+    read: they do not say which optimizer section the run has."""
     strategy = given.get(ACTOR + "strategy")
     if isinstance(strategy, str):
         return strategy == "megatron"
-    target = given.get("optim._target_")
-    if isinstance(target, str):
-        return target.endswith(MCORE_OPTIMIZER)
+    if isinstance(given.get("optim._target_"), str):
+        return _mcore_optimizer(given)
     return _megatron_selected(given) or any(
         key.startswith((ACTOR + "megatron.", REF + "megatron.")) for key in given
     )

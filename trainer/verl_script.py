@@ -25,6 +25,7 @@ from typing import Any
 
 from trainer import shell_variables, verl_hydra_files
 from trainer.config_yaml import ExpansionBudget
+from trainer.verl_hydra_value import HydraValueError, hydra_override_value
 from trainer.verl_script_hydra import (
     config_path_and_name,
     group_selections,
@@ -81,6 +82,8 @@ def script_pairs(
     for key, text_value in launch.texts:
         if COMMAND_SUBSTITUTION.search(text_value):  # the shell's output, text here
             parsed: Any = text_value
+        elif "`" in text_value:  # one bash leaves as it is: verl receives the backtick
+            parsed = _hydra_value(text_value, f"{source}: {key}")
         else:
             # `key=` (an unset `$VAR`) is Hydra's empty text, not null: verl gets ''
             parsed = parse_bounded(text_value, f"{source}: {key}", budget)
@@ -104,3 +107,14 @@ def script_pairs(
         config,
         selected,
     )
+
+
+def _hydra_value(text: str, where: str) -> Any:
+    """A value holding a backtick that is no command substitution (`'a`b'`, quoted for
+    bash), read by Hydra's grammar alone, which refuses a backtick outside quotes: the
+    reading of values holding shell syntax (`parse_bounded`) took it as text, though verl
+    does not start on it."""
+    try:
+        return hydra_override_value(text)
+    except HydraValueError as err:
+        raise VerlSourceError(f"{where}: {err}") from None

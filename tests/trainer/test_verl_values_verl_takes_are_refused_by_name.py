@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer.config import ConfigError, SFTConfig
+from trainer.config import ConfigError, SFTConfig, load_config
 from trainer.grpo.config import GRPOConfig
 from trainer.verl_import import convert_verl
 from trainer.verl_keys import adopt_pairs
@@ -72,8 +72,8 @@ def test_a_yaml_with_verls_tracker_converts_with_it_named(tmp_path: Path):
 
 
 def test_mfsdp_train_names_the_value_too():
-    with pytest.raises(ConfigError, match="file: verl's file logger"):
-        adopt_pairs(SFTConfig, [("trainer.logger", ["console", "file"])], "command line")
+    with pytest.raises(ConfigError, match=r"'trainer.logger\[1\]' expects one of console"):
+        load_config(SFTConfig, None, ["model.shape=tiny", "trainer.logger=[console,file]"])
     assert adopt_pairs(GRPOConfig, [("trainer.logger", ["console", "wandb"])], "x") == [
         ("trainer.logger", ["console", "wandb"])
     ]
