@@ -7,7 +7,8 @@ shlex reads `$'a\\nb'` as `$` and the single-quoted `a\\nb`: the value arrived a
 translation) arrived as `$text`, a reference to another variable; `\\$V` (unquoted or in
 double quotes, a literal `$V` to bash) was substituted as if unescaped. Here `$"..."` is
 read as "..." and an escaped or single-quoted `$` as a literal one (`LITERAL_DOLLAR`, which
-`literal` turns back into `$` once values are made). `$'...'` is marked `ANSI_C`, its text
+`literal` turns back into `$` once values are made); so is a backquote (`LITERAL_BACKQUOTE`:
+`'a`b`'` is text bash passes on, no command substitution). `$'...'` is marked `ANSI_C`, its text
 held after the mark in characters no script writes (`ansi_c_decoded` reads it back): a value
 that holds one is refused, naming the variable, but IFS, which decides how bash splits
 unquoted expansions into words, is read from it (`IFS=$'\\n\\t'`, the usual strict mode:
@@ -34,6 +35,8 @@ import re
 
 LITERAL_DOLLAR = "\ue001"  # a `$` bash passes as it is (single-quoted or escaped)
 ANSI_C = "\ue002"  # where a `$'...'` string stood
+# a backquote bash passes as it is (single-quoted or escaped): no command substitution
+LITERAL_BACKQUOTE = "\ue012"
 COMMAND_END = "\ue003"  # a `;` ending a command: a word of its own
 # what ends a case arm (`;;`, `;&` falling through to the next arm's commands, `;;&` testing
 # the next arm's patterns): a command of its own, so that `shell_lines.Blocks` knows which
@@ -92,6 +95,7 @@ _ANSI_C_CHARS = {
 }
 _MARKS = (
     LITERAL_DOLLAR
+    + LITERAL_BACKQUOTE
     + ANSI_C
     + COMMAND_END
     + UNQUOTED_EXPANSION
@@ -227,10 +231,10 @@ def _brace_name(out: list[str]) -> None:
 
 def _in_quotes(char: str, quote: str) -> str:
     """What stands for `char` read inside quotes (`quote`: the quote that makes it literal,
-    `QuoteLevels.read`): a single-quoted `$` marked literal, a quoted pattern character
-    marked as it is, anything else as written."""
-    if quote == "'" and char == "$":
-        return LITERAL_DOLLAR
+    `QuoteLevels.read`): a single-quoted `$` or backquote marked literal, a quoted pattern
+    character marked as it is, anything else as written."""
+    if quote == "'" and char in "$`":
+        return LITERAL_DOLLAR if char == "$" else LITERAL_BACKQUOTE
     return _as_it_is(char) if quote else char
 
 
@@ -242,10 +246,12 @@ def _as_it_is(char: str) -> str:
 
 def _escaped(char: str, quote: str, plain: bool) -> str:
     """What stands for `\\char` (`plain`: outside `$(...)`, `${...}` and backquotes): a
-    literal `$`, a pattern character marked as it is (in double quotes bash keeps the
-    backslash too), or the escape as written, for shlex."""
+    literal `$` (or backquote, outside them), a pattern character marked as it is (in
+    double quotes bash keeps the backslash too), or the escape as written, for shlex."""
     if char == "$":
         return LITERAL_DOLLAR
+    if char == "`" and plain:
+        return LITERAL_BACKQUOTE
     if (char in QUOTED_PATTERN_CHARS or char in QUOTED_BRACE_CHARS) and plain:
         return "\\" * (quote == '"') + _as_it_is(char)
     return "\\" + char
@@ -538,7 +544,7 @@ def glued(word: str, text: str) -> str:
 
 def literal(text: str) -> str:
     """A value with its literal dollars and quoted pattern characters restored (`mark`)."""
-    return text.replace(LITERAL_DOLLAR, "$").translate(_RESTORED)
+    return text.replace(LITERAL_DOLLAR, "$").replace(LITERAL_BACKQUOTE, "`").translate(_RESTORED)
 
 
 def stored(text: str) -> str:
@@ -579,6 +585,16 @@ def ansi_c_decoded(value: str) -> str | None:
         lambda match: _ansi_c_text("".join(chr(ord(char) - _HELD_FIRST) for char in match[1])),
         value,
     )
+
+
+def whole_ansi_c(word: str) -> str:
+    """A word of a command written as one `$'...'` string (`$'k=v'`), as bash passes it:
+    decoded, its `$` and backquotes literal; any other word as it is. Left marked, the
+    word held no `=` and verl's override was dropped without a word."""
+    decoded = ansi_c_decoded(word) if _HELD_RUN.fullmatch(word) else None
+    if decoded is None:
+        return word
+    return decoded.replace("$", LITERAL_DOLLAR).replace("`", LITERAL_BACKQUOTE)
 
 
 def _ansi_c_text(text: str) -> str:

@@ -103,6 +103,8 @@ _ENVIRONMENT_SETUP = re.compile(
 )
 # the words that pass on all positional parameters (`"$@"`)
 FORWARDED = frozenset({"$@", "$*", "${@}", "${*}"})
+# all the positional parameters (or their count) read within a word (`"x=$*"`, `${@:2}`)
+_PARAMETERS_IN_WORD = re.compile(r"\$[@*#]|\$\{[#!]?[@*]")
 _ABSENT = object()  # what a table held for a key it did not hold (`_Trail`)
 _Key = TypeVar("_Key")
 _Value = TypeVar("_Value")
@@ -479,6 +481,7 @@ class _Call:
     """A function's call, or a loop's next pass, being read again (`Variables.enter_call`)."""
 
     arguments: int | None  # `Variables.arguments` where it stands, put back when it ends
+    arguments_lost: str | None  # and `Variables.arguments_lost`
     function: bool  # a function's call: its `local` variables are its own
     # its local variables, each with what `Variables._local_tables` held for it before
     locals: dict[str, list[Any]] = field(default_factory=dict)
@@ -524,6 +527,10 @@ class Variables:
         # how many positional parameters (`$1`, `${2:-x}`) the function call being read
         # passes (`enter_call`); None for the script's own, known only when it runs
         self.arguments: int | None = None
+        # why the positional parameters the script set (`set -- "${A[@]}" $X`) are not
+        # known here; None where they are, or are the script's own: a `"$@"` passing them
+        # lost the script's overrides (`lost`), where the script's own are the user's
+        self.arguments_lost: str | None = None
         self.calls: list[_Call] = []  # the calls being read again (`enter_call`), innermost last
         # the variables known unset where they stand (`unset NAME`, or made local without a
         # value: `local NAME`): empty, and unset to `${NAME-default}`, whatever they held
@@ -567,7 +574,9 @@ class Variables:
         which bash may split); they are the call's own, as its `local` variables are
         (`make_local`)."""
         self.enter()
-        self.calls.append(_Call(self.arguments, function=arguments is not None))
+        self.calls.append(
+            _Call(self.arguments, self.arguments_lost, function=arguments is not None)
+        )
         if arguments is None:
             return
         positional = {name for table in self._local_tables() for name in table if name.isdigit()}
@@ -576,21 +585,70 @@ class Variables:
         self._set_positional(arguments)
 
     def _set_positional(self, arguments: list[str]) -> None:
-        """The positional parameters made `arguments` (as written, expanded here): a
-        function call's, or those `set -- ...` sets; in a call, local to it. Known up to one
-        whose words are known only as it runs (`"$@"`, a variable's value holding a blank,
-        which bash may split)."""
-        for number in range(1, len(arguments) + 1):
+        """The positional parameters made `arguments` (as written, expanded here as bash
+        expands them: `"${A[@]}"` one parameter an element, `"$@"` those set before, an
+        unquoted `$X` split at IFS): a function call's, or those `set -- ...` sets; in a
+        call, local to it. Not known where a word's are known only as it runs
+        (`arguments_lost` says why, unless they are the script's own)."""
+        words = self._parameters(arguments)
+        count = len(words) if isinstance(words, list) else 0
+        for number in range(1, max(count, len(arguments)) + 1):
             self.make_local(str(number))
         self._forget_positional()
-        for number, written in enumerate(arguments, start=1):
-            value = self.substitute(written)
-            if written in FORWARDED or ("$" in written and re.search(r"\s", value)):
-                self.arguments = None
-                return
+        if not isinstance(words, list):
+            self.arguments, self.arguments_lost = None, words
+            return
+        for number, (value, written) in enumerate(words, start=1):
             self._set_origins(str(number), written)
             self.values[str(number)] = shell_quoting.stored(value)
-        self.arguments = len(arguments)
+        self.arguments, self.arguments_lost = count, None
+
+    def _parameters(self, arguments: list[str]) -> list[tuple[str, str]] | str | None:
+        """The words bash makes of `arguments` (as written), each with the word written;
+        else why they are known only as the script runs, or None where they are the
+        script's own arguments alone (`set -- "$@"` outside a call)."""
+        words: list[tuple[str, str]] = []
+        for written in arguments:
+            if written in FORWARDED:
+                passed = self.forwarded(written, self.notes)
+                if passed is None and self.arguments_lost is None and len(arguments) > 1:
+                    return f"the script's own arguments ({written}) with other words"
+                if passed is None:
+                    return self.arguments_lost
+                words += passed
+                continue
+            if _PARAMETERS_IN_WORD.search(written):
+                return f"{written}: the parameters within a word, not read here"
+            lost = len(self.lost)
+            spread = self.spread([written], self.notes)
+            if len(self.lost) > lost:
+                why = self.lost[lost]
+                del self.lost[lost:]
+                return why
+            for word in spread:
+                fields = self.fields(word)
+                splits = getattr(word, "unquoted", ()) or getattr(word, "expanded", False)
+                if fields is None and splits and self.ifs() is None:
+                    return f"{written}: split at an IFS known only when the script runs"
+                words += [(field, written) for field in fields or [self.substitute(word)]]
+        return words
+
+    def forwarded(self, written: str, notes: list[str]) -> list[tuple[str, str]] | None:
+        """The words `written` (`"$@"`, `$*`, ...) passes of the positional parameters
+        known here (a call's, or those `set --` set), each with the parameter it came from
+        (`${1}`); a quoted `"$*"`, one word of them all, with `written`. None where they
+        are not known here (`positional`)."""
+        positional = self.positional()
+        if positional is None:
+            return None
+        if "*" in written and 0 not in getattr(written, "unquoted", ()):
+            values = [value for value, _reference in positional]
+            return [(word, written) for word in self.as_words(written, values, notes)]
+        return [
+            (word, reference)
+            for value, reference in positional
+            for word in self.as_words(written, [value], notes)
+        ]
 
     def _forget_positional(self) -> None:
         """The positional parameters set are no longer known (`$1` stays as written)."""
@@ -612,7 +670,7 @@ class Variables:
         if stands is None:
             for name, line in set_inside:
                 self.set_maybe(name, line)
-        self.arguments = call.arguments
+        self.arguments, self.arguments_lost = call.arguments, call.arguments_lost
 
     def in_function(self) -> bool:
         """Whether a function's call is being read (`enter_call`)."""
@@ -664,6 +722,7 @@ class Variables:
             return  # bash leaves them as they are where N is more than `$#`
         if count is None:
             self.arguments = None
+            self.arguments_lost = "moved by a `shift` of a count known only as the script runs"
             self._forget_positional()
             return
         for number in range(1, max(self.arguments, count) + 1):
@@ -738,6 +797,7 @@ class Variables:
         if sets_positional and not self.defining:  # read at its call
             self._forget_positional()  # `set -- a b` that may not run: `$1` is not known
             self.arguments = None
+            self.arguments_lost = "set by `set --` in a block that may not run"
         for name in _made_readonly(words) if not self.defining else []:  # read at its call
             if name not in self.readonly:
                 self.readonly[name] = False

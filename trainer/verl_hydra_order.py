@@ -22,33 +22,36 @@ def in_order(
     each deleted key carried here and notes for the others. `~key` (or `~key=value`)
     deletes the key and everything under it set before it: verl then builds its config
     class with that field's default, which is not known here, so a key mfsdp carries is
-    not carried over (it was dropped without a word, or kept at the value deleted). A
-    later `key=null` replaces what was set under the key before it (a later `key={...}` is
-    merged into it by Hydra, as the rules read it)."""
+    not carried over (it was dropped without a word, or kept at the value deleted), unless
+    a later override sets that key again (`~k` then `+k=v`: verl trains with v). A later
+    `key=null` replaces what was set at or under the key before it, as Hydra's last value
+    wins (a later `key={...}` is merged into it by Hydra, as the rules read it)."""
     kept: list[tuple[str, Any]] = []
-    dropped: list[str] = []
+    deleted: dict[str, str] = {}  # name -> why, until a later override sets it again
     notes: list[str] = []
     for key, value in pairs:
         name = key.lstrip("+~")
         if key.startswith("~") or value is None:
-            kept = [pair for pair in kept if not _under(pair[0], name, key.startswith("~"))]
+            kept = [pair for pair in kept if not _under(pair[0], name)]
         if not key.startswith("~"):
             kept.append((key, value))
+            deleted.pop(name, None)
         elif verl_keys.ignored_at_any_value(command, name):
             notes.append(f"{key}: Hydra deletes it from verl's config; ignored here at any value")
         else:
-            dropped.append(
+            deleted[name] = (
                 f"{key}: Hydra deletes {name} from verl's config, so verl trains with its config"
                 " class's default for it (or fails where no class has one), which is not known"
                 " here: write the value that run uses in this config, or drop the deletion"
             )
+    dropped = list(deleted.values())
     return kept, dropped, notes
 
 
-def _under(key: str, name: str, itself: bool) -> bool:
-    """Whether the override `key` sets `name` (`itself`) or a key under it."""
+def _under(key: str, name: str) -> bool:
+    """Whether the override `key` sets `name` or a key under it."""
     plain = key.lstrip("+")
-    return plain.startswith(name + ".") or (itself and plain == name)
+    return plain == name or plain.startswith(name + ".")
 
 
 def struct_refusals(

@@ -40,7 +40,9 @@ _TOKENS = [
         ("ID", r"[a-zA-Z_][a-zA-Z0-9_\-]*"),
         ("ESC", r"(?:\\\\|\\[()\[\]{}:=, \t])+"),
         ("WS", rf"{_WS}+"),
-        ("QUOTED_VALUE", r"\"(?:\\\\|\\\"|[^\"])*?\"|'(?:\\\\|\\'|[^'])*?'"),
+        # Hydra's: nothing, or an even run of backslashes, or text ending in a character
+        # that is no backslash then an even run, between the quotes; so `'a\'` is unclosed
+        *(("QUOTED_VALUE", rf"{q}(?:(?:\\\\)*|[\s\S]*?[^\\](?:\\\\)*){q}") for q in "\"'"),
         ("INTERPOLATION", r"\$\{[^}]+\}"),
     )
 ]
@@ -63,7 +65,8 @@ def hydra_override_value(text: str) -> Any:
     """`text` (what follows `key=` in one word verl receives) as Hydra makes it: a mapping,
     a list, or a scalar typed by Hydra's tokens (`1e-6` a float, `0x10` and `yes` text),
     quoted text unquoted; HydraValueError for what Hydra refuses."""
-    reader = _Reader(_tokens(text), text)
+    # the blanks after `=` belong to Hydra's EQUAL token, before any value (a quoted one too)
+    reader = _Reader(_tokens(text.lstrip(" \t")), text)
     value = reader.element(0)
     if reader.peek() == "COMMA":
         raise HydraValueError(
@@ -145,8 +148,7 @@ class _Reader:
                 " write the value itself"
             )
         if kind == "QUOTED_VALUE":
-            quoted = self.take(kind)
-            return quoted[1:-1].replace("\\" + quoted[0], quoted[0])
+            return _unquoted(self.take(kind))
         return self._primitive(_PRIMITIVE)
 
     def _primitive(self, kinds: frozenset[str]) -> Any:
@@ -160,7 +162,11 @@ class _Reader:
         solid = [(kind, text) for kind, text in parts if kind != "WS"]
         if len(solid) == 1:
             return _typed(*solid[0])
-        return "".join(_unescaped(kind, text) for kind, text in parts).strip(" \t")
+        while parts[-1][0] == "WS":  # blanks around it are Hydra's to trim, not escaped ones
+            parts = parts[:-1]
+        while parts[0][0] == "WS":
+            parts = parts[1:]
+        return "".join(_unescaped(kind, text) for kind, text in parts)
 
     def _list(self, depth: int) -> list[Any]:
         self.take("BRACKET_OPEN")
@@ -200,6 +206,16 @@ def _typed(kind: str, text: str) -> Any:
     if kind == "NULL":
         return None
     return _unescaped(kind, text)
+
+
+def _unquoted(quoted: str) -> str:
+    """A QUOTED_VALUE's text as Hydra unescapes it: only a run of backslashes right before
+    a quote character is an escape, each pair one backslash and an odd one the quote
+    (`"x\\\\\\"y"` is `x\\"y`, `'a\\\\'` is `a\\`); any other backslash is text."""
+    escapes = re.compile(r"\\+" + quoted[0])
+    body = escapes.sub(lambda run: run[0][1::2], quoted[1:])
+    # the closing quote: taken by the escape run before it, or stripped here
+    return body if quoted[-2] == "\\" else body[:-1]
 
 
 def _unescaped(kind: str, text: str) -> str:

@@ -128,10 +128,28 @@ def _rollout_name(value: Any) -> dict[str, Any]:
     raise Unsupported("rollout engines here are vllm and hf (colocated); sglang is not supported")
 
 
-def _scheduler(value: Any) -> dict[str, Any]:
-    if value in ("constant", "cosine", "linear"):
-        return {"optim.scheduler": value}
-    raise Unsupported("optim.scheduler here is constant, cosine or linear")
+def _scheduler(*styles: str, why: str) -> Callable[[Any], dict[str, Any]]:
+    """optim.scheduler at the `styles` verl's key takes; any other refused with `why`."""
+
+    def convert(value: Any) -> dict[str, Any]:
+        if value in styles:
+            return {"optim.scheduler": value}
+        raise Unsupported(why)
+
+    return convert
+
+
+_ANY_SCHEDULER = _scheduler(
+    "constant", "cosine", "linear", why="optim.scheduler here is constant, cosine or linear"
+)
+# verl/workers/config/optimizer.py FSDPOptimizerConfig.__post_init__ asserts both in
+# [constant, cosine]: verl does not start at linear
+_FSDP_SCHEDULER = _scheduler(
+    "constant",
+    "cosine",
+    why="verl takes constant or cosine here (FSDPOptimizerConfig asserts it) and does not"
+    " start at any other",
+)
 
 
 # verl's use_megatron_fsdp=False (its Megatron configs' default) trains with Megatron's own
@@ -261,7 +279,7 @@ RULES: dict[str, Rule] = {
     # optimizer (verl's optim/fsdp.yaml and optim/megatron.yaml names)
     "optim.lr_warmup_steps_ratio": Rule("optim.warmup_ratio"),
     "optim.warmup_steps_ratio": Rule("optim.warmup_ratio"),
-    "optim.lr_scheduler": Rule("optim.scheduler", _scheduler),
+    "optim.lr_scheduler": Rule("optim.scheduler", _ANY_SCHEDULER),
     "optim.min_lr_ratio": Rule(
         None,
         _only((0, 0.0), "optim.min_lr here is absolute: set optim.min_lr to min_lr_ratio x lr"),
@@ -270,9 +288,9 @@ RULES: dict[str, Rule] = {
     "optim.lr_warmup_steps": Rule(
         "optim.warmup_steps", read=lambda v: max(0, v) if isinstance(v, int) else v
     ),
-    "optim.lr_decay_style": Rule("optim.scheduler", _scheduler),
-    "optim.warmup_style": Rule("optim.scheduler", _scheduler),
-    "optim.lr_scheduler_type": Rule("optim.scheduler", _scheduler),
+    "optim.lr_decay_style": Rule("optim.scheduler", _ANY_SCHEDULER),
+    "optim.warmup_style": Rule("optim.scheduler", _FSDP_SCHEDULER),
+    "optim.lr_scheduler_type": Rule("optim.scheduler", _FSDP_SCHEDULER),
     "optim.total_training_steps": Rule(
         None,
         _only((-1, None), "set trainer.total_steps instead"),

@@ -17,7 +17,7 @@ from trainer import shell_lines, shell_quoting, shell_variables
 from trainer.verl_script_flags import flag_maybe, flag_opaque
 from trainer.verl_script_hydra import expanded_hydra_options
 from trainer.verl_script_state import GRPO_MODULES, SFT_MODULES, Launch, Script
-from trainer.verl_source import config_class, names_a_path
+from trainer.verl_source import config_class, hydra_refusal, names_a_path
 
 # the script's own arguments passed on to verl: more overrides, known only when it runs
 _FORWARDED = shell_variables.FORWARDED
@@ -47,7 +47,7 @@ def _expand_launch(launch: Launch, variables: shell_variables.Variables, source:
     cls = config_class(launch.command)
     spread = _split(list(_spread(launch.words, variables, launch.notes)), variables, launch, source)
     launch.hydra = expanded_hydra_options([word for word, _written in spread], variables, launch)
-    for word, written in spread:
+    for word, written in ((shell_quoting.whole_ansi_c(w), written) for w, written in spread):
         if word in _FORWARDED:
             whose = (
                 "the function it stands in passes its arguments, known only when the script runs,"
@@ -83,34 +83,22 @@ def _expand_launch(launch: Launch, variables: shell_variables.Variables, source:
 def _spread(
     words: list[str], variables: shell_variables.Variables, notes: list[str]
 ) -> Iterator[tuple[str, str]]:
-    """Each word of the command, arrays spread (`Variables.spread`) and `$@`/`$*` in a call
-    whose arguments are known (`Variables.as_words`), with the word as written
+    """Each word of the command, arrays spread (`Variables.spread`) and `$@`/`$*` where the
+    positional parameters are known (`Variables.forwarded`), with the word as written
     (`"${DATA[@]}"` for each of the array's words, `${1}` for the first argument): the
-    variables it reads."""
-    positional = variables.positional()
+    variables it reads. Parameters the script set but not known here (`set -- $(cmd)`)
+    are lost (`Variables.lost`): the overrides they hold are not in the config."""
     for written in words:
-        if written in _FORWARDED and positional is not None:
-            yield from _arguments(written, positional, variables, notes)
-            continue
+        if written in _FORWARDED:
+            passed = variables.forwarded(written, notes)
+            if passed is not None:
+                yield from passed
+                continue
+            if variables.arguments_lost is not None:  # set by the script: not the user's
+                variables.lost.append(f"{written}: {variables.arguments_lost}")
+                continue
         for word in variables.spread([written], notes):
             yield word, written
-
-
-def _arguments(
-    written: str,
-    positional: list[tuple[str, str]],
-    variables: shell_variables.Variables,
-    notes: list[str],
-) -> Iterator[tuple[str, str]]:
-    """The words `written` (`"$@"`, `$*`, ...) passes of a function call's known arguments
-    (`train 1e-6 "k=v"`), each with the argument it came from (`${1}`); a quoted `"$*"`,
-    one word of them all, with `written`."""
-    if "*" in written and 0 not in getattr(written, "unquoted", ()):
-        values = [value for value, _reference in positional]
-        yield from ((word, written) for word in variables.as_words(written, values, notes))
-        return
-    for value, reference in positional:
-        yield from ((word, reference) for word in variables.as_words(written, [value], notes))
 
 
 def _split(
@@ -133,6 +121,7 @@ def _split(
             splits = getattr(word, "unquoted", ()) or getattr(word, "expanded", False)
             if splits and variables.ifs() is None:
                 _refuse(launch, f"{source}: {written}: {_IFS_UNKNOWN}")
+            word = _override_of(word, variables)
             _refuse_second_equals(launch, source, word, written)
             words.append((word, written))
             continue
@@ -155,6 +144,16 @@ def _split(
             _refuse_second_equals(launch, source, field, written)
             words.append((field, written))
     return words
+
+
+def _override_of(word: str, variables: shell_variables.Variables) -> str:
+    """A quoted word whose `=` comes from a variable (`"$X"` holding `k=v`, `"$1"`) as the
+    override bash passes, expanded; read as written, it held no `=` and was dropped
+    without a word. Any other word as it is."""
+    if word.startswith("-") or "=" in shell_variables.REFERENCE.sub("", word):
+        return word
+    expanded = variables.substitute(word)
+    return expanded if "=" in expanded else word
 
 
 def _refuse_second_equals(launch: Launch, source: Path, word: str, written: str) -> None:
@@ -201,7 +200,9 @@ def _unreadable(
     """Why a value is refused, in one line naming the variable it came from or the key: it
     holds bash's `$'...'` quoting (`shell_quoting`; carried over as text, it became
     `$evil\\nmodel:` and YAML made a mapping of it) or a line break (quotes spanning lines,
-    which verl's command line does not take either). "" for any other value."""
+    which verl's command line does not take either), or a backquote bash passes as text
+    (`'a`b`'`: no command substitution) where Hydra refuses the value, as it refuses a
+    backquote outside its quotes. "" for any other value."""
     if shell_quoting.ANSI_C in expanded:
         mark = shell_quoting.ANSI_C
         what = (
@@ -212,6 +213,10 @@ def _unreadable(
         mark = "\n"
         what = "holds a line break (quoted text spanning lines)"
         fix = "write the value on one line"
+    elif shell_quoting.LITERAL_BACKQUOTE in expanded and (
+        refusal := hydra_refusal(shell_quoting.literal(expanded), backquotes=False)
+    ):
+        return f"{source}: {key}: {refusal}"
     else:
         return ""
     names = [

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from typing import Any
 
 import yaml
 
 from mfsdp_ckpt.errors import MfsdpUsageError
-from trainer import verl_keys
+from trainer import shell_arithmetic, shell_variables, verl_keys
 from trainer.config_yaml import ExpansionBudget, YAMLConfigError, parse_yaml
 from trainer.verl_hydra_value import HydraValueError, hydra_override_value
 
@@ -38,17 +39,18 @@ def parse_bounded(text: str, source: str, budget: ExpansionBudget) -> Any:
     """The value of one `key=value` override of a launch script as verl gets it: read by
     Hydra's override grammar (`verl_hydra_value`), so `{a:1}` is a mapping, `1e3` a float
     and `0x1f` its text; what Hydra refuses (`k=~`, `k=a#b`, the sweep `k=a,b`) is one line
-    naming `source`, as verl does not start on it. A value still holding shell syntax
-    (`$X,$Y`, known only when the script runs) that Hydra's grammar does not take is read
-    through the config files' bounded reader instead (no tags, no alias bombs, no more text
-    than `budget` leaves), a scalar as its text: no Hydra number or flag holds a `$`. An empty
-    value (`k=`, the usual `k=$UNSET`) is the empty text, as Hydra reads it."""
+    naming `source`, as verl does not start on it, as is one refused whatever bash makes
+    of the shell syntax it holds (`hydra_refusal`: `${x}}`, `$A,$B`). A value refused
+    only for its shell syntax (`run_$(date +%F)`, known only when the script runs) is read
+    through the config files' bounded reader instead (no tags, no alias bombs, no more
+    text than `budget` leaves), a scalar as its text: no Hydra number or flag holds a `$`.
+    An empty value (`k=`, the usual `k=$UNSET`) is the empty text, as Hydra reads it."""
     if not text.strip():
         return ""
     try:
         return hydra_override_value(text)
     except HydraValueError as err:
-        if "$" not in text and "`" not in text:
+        if ("$" not in text and "`" not in text) or hydra_refusal(text):
             raise VerlSourceError(f"{source}: {err}") from None
     trial = dataclasses.replace(budget)  # a list or mapping is read again, as YAML reads it
     read = _parse(text, source, trial, numbers_as_text=True)
@@ -56,6 +58,33 @@ def parse_bounded(text: str, source: str, budget: ExpansionBudget) -> Any:
         return _parse(text, source, budget)
     budget.nodes, budget.chars = trial.nodes, trial.chars
     return read if isinstance(read, str) else text
+
+
+# what bash may still expand in a value as read here: a variable's reference
+# (`$X`, `${X:-a}`), a sum (`$((N * 2))`) or a command's output (`$(cmd)`, `` `cmd` ``)
+_SHELL_EXPANSION = re.compile(
+    "|".join(
+        (shell_variables.REFERENCE.pattern, shell_arithmetic.ARITHMETIC.pattern, r"\$\([^()]*\)")
+    )
+    + r"|`[^`]*`"
+)
+
+
+def hydra_refusal(text: str, backquotes: bool = True) -> str | None:
+    """Why Hydra refuses `text` (a value as verl gets it, less what bash may still expand
+    in it: its backquoted commands too, unless `backquotes` is False, where bash passes
+    them as text), or None: refused with each expansion as a plain word, it is refused
+    whatever bash makes of them (`${` and `${x}}` quoted for bash, `x'${y}'`, a nested
+    `${a,${b}}`, a backquote outside Hydra's quotes)."""
+    expansion = _SHELL_EXPANSION if backquotes else shell_variables.REFERENCE
+    plain = expansion.sub("x", text)
+    if "$(" in plain:  # a command nested deeper: what bash makes of it is not read here
+        return None
+    try:
+        hydra_override_value(plain)
+    except HydraValueError as err:
+        return str(err)
+    return None
 
 
 def parse_verl_yaml(text: str, source: str, budget: ExpansionBudget) -> Any:
