@@ -18,6 +18,8 @@ from collections.abc import Collection, Sequence
 from typing import Any, cast
 
 from trainer import verl_keys
+from trainer.config_base import COMMAND_LINE
+from trainer.verl_hydra_files import selection_hint
 from trainer.yaml_colon_keys import glued_value_hint
 
 
@@ -42,6 +44,9 @@ def unknown_key_message(
     glued = glued_value_hint(key)
     if glued is not None:
         return f"{source}: {full}: {glued}"
+    selection = selection_hint(full, value) if source == COMMAND_LINE else None
+    if selection is not None:
+        return f"{source}: unknown config key '{full}': {selection}"
     verl = verl_keys.names(command)
     written = _first_leaf_key(full, value)
     if root is not None and written != full:

@@ -175,6 +175,23 @@ def selected_group(key: str) -> tuple[str, str] | None:
     return group, package or group
 
 
+def selection_hint(key: str, option: Any) -> str | None:
+    """What a top-level `key=option` given to `mfsdp train` is when it is one of verl's
+    config-group selections (`engine=megatron`, `optim=fsdp`): it selects a file of verl's
+    config, which `mfsdp train` does not read; the loader's own line said only "unknown
+    config key 'engine'" or "expects a section", which sent a verl user looking for a key."""
+    group = selected_group(key)
+    if group is None or "." in key.partition("@")[0] or not isinstance(option, str):
+        return None
+    if option not in VERL_GROUPS[group[0]]:
+        return None
+    return (
+        f"{key}={option} selects a file of verl's config (a Hydra config group), which"
+        " mfsdp train does not read: `mfsdp config from-verl SCRIPT_OR_YAML` converts a"
+        " verl run (docs/verl.md)"
+    )
+
+
 def selects_megatron(key: str, option: Any) -> bool:
     """Whether the command-line selection `key=option` (`model_engine=megatron`) puts the
     run on verl's Megatron backend; False for a config key."""

@@ -92,9 +92,12 @@ def test_a_resume_with_the_same_command_keeps_the_betas(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("typed", "said"),
     [
-        ("engine=megatron", "unknown config key 'engine'"),
-        ("optim=megatron", "config key 'optim' expects a section"),
-        ("model_engine=megatron", "unknown config key 'model_engine'"),
+        ("engine=megatron", "unknown config key 'engine': engine=megatron selects a file"),
+        ("optim=megatron", "override: optim=megatron selects a file of verl's config"),
+        ("model_engine=megatron", "key 'model_engine': model_engine=megatron selects a file"),
+        ("model=hf_model", "override: model=hf_model selects a file of verl's config"),
+        ("optim=adamw", "config key 'optim' expects a section"),  # no file of verl's
+        ("engine=fsdp3", "unknown config key 'engine'"),
     ],
 )
 @pytest.mark.parametrize("with_file", [True, False])
@@ -112,6 +115,8 @@ def test_a_selection_is_refused_once_as_typed(typed, said, with_file, tmp_path):
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert said in lines[0] and "betas" not in lines[0].split("(")[0], lines[0]
+    # a verl user is sent to the converter only for what is one of verl's files
+    assert ("mfsdp config from-verl" in lines[0]) == ("selects a file" in said), lines[0]
 
 
 @pytest.mark.parametrize(
