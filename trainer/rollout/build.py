@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -90,9 +91,12 @@ def build_rollout_engine(
 
         from trainer.rollout.hf import HFRolloutEngine
 
+        # a copy: `from_config` sets the config's dtype to the engine's, and the caller's is
+        # the one the run saves in every step's huggingface/ (a bf16 model was saved as fp32
+        # by a GRPO run whose engine runs in fp32, as on CPU)
         with torch.device(device):
             model = AutoModelForCausalLM.from_config(
-                hf_config, dtype=dtype, trust_remote_code=False
+                copy.deepcopy(hf_config), dtype=dtype, trust_remote_code=False
             )
         return HFRolloutEngine(
             model,
