@@ -418,7 +418,8 @@ def _check_against_config(
         sources = [produced[t][1] for t in unknown]
         raise ExportUsageError(
             f"{source.location}: {len(unknown)} tensor(s) unknown to {config.model_type}"
-            f" ({chosen_layout} layout), e.g. {', '.join(sources[:3])}{live_peft_hint(unknown)}"
+            f" ({chosen_layout} layout), e.g. {', '.join(map(repr, sources[:3]))}"
+            f"{live_peft_hint(unknown)}"
         )
     for target, (shape, src) in produced.items():
         if tuple(expected.allowed[target]) != tuple(shape):

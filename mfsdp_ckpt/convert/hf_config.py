@@ -8,6 +8,7 @@ keep in sync. `config.json` is parsed as JSON, never executed (`trust_remote_cod
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import os
 import traceback
@@ -92,9 +93,13 @@ def parse_config_json(
 
 def _config_data(data: object, where: str | os.PathLike, error: type[Exception]) -> dict:
     """Parsed config.json `data` if it is an object with a model_type and no NaN or
-    Infinity, else `error` naming `where`."""
-    if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
+    Infinity, else `error` naming `where` and what was found there instead."""
+    if not isinstance(data, dict):
+        raise error(f"{where}: expected a JSON object, found {type(data).__name__}")
+    if "model_type" not in data:
         raise error(f"{where}: no model_type")
+    if not isinstance(data["model_type"], str):
+        raise error(f"{where}: model_type must be a string, got {data['model_type']!r:.80}")
     found = first_nonfinite(data)
     if found is not None:
         raise error(
@@ -167,13 +172,20 @@ def meta_causal_lm(config: PretrainedConfig) -> torch.nn.Module:
     whatever dtype config.json names: export writes its own dtype there and import reads
     the weights' own, so that key is not what a load of theirs reads. With the eager
     attention whatever config.json asks (`attn_implementation: flash_attention_2`): a
-    kernel this machine lacks says nothing about the file, and the weights are the same."""
+    kernel this machine lacks says nothing about the file, and the weights are the same.
+
+    Built from a copy: `from_config` sets the config it is given to the dtype and attention
+    it builds, and the caller's config is config.json as read (an export's `--dtype auto`
+    reads its dtype afterwards, and found float32 over a bf16 release's config)."""
     import torch
     from transformers import AutoModelForCausalLM
 
     with torch.device("meta"):
         return AutoModelForCausalLM.from_config(
-            config, trust_remote_code=False, dtype=torch.float32, attn_implementation="eager"
+            copy.deepcopy(config),
+            trust_remote_code=False,
+            dtype=torch.float32,
+            attn_implementation="eager",
         )
 
 
@@ -320,12 +332,12 @@ def weights_disagreement(
     line starting with `where`, or None: a tensor config.json has no place for (`unknown`:
     transformers' loader would drop it, so training leaves this to it), a shape config.json
     does not give it, a parameter no file holds (transformers would initialise it at
-    random)."""
+    random). A stranger's name is the file's own, quoted: an empty or blank one shows."""
     strangers = sorted(name for name in shapes if name not in expected.allowed)
     if unknown and strangers:
         return (
             f"{where}: {len(strangers)} tensor(s) unknown to {expected.model_type},"
-            f" e.g. {strangers[0]}"
+            f" e.g. {strangers[0]!r}"
         )
     for name, shape in shapes.items():
         if name in expected.allowed and tuple(expected.allowed[name]) != tuple(shape):

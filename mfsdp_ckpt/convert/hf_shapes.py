@@ -8,6 +8,7 @@ own models by tests.
 
 from __future__ import annotations
 
+from mfsdp_ckpt.convert.config_behaviour import FAMILY_DEFAULTS
 from mfsdp_ckpt.convert.fused_tensors import is_int
 from mfsdp_ckpt.convert.hf_config import MAX_EXPERTS, SHAPE_KEYS
 from mfsdp_ckpt.convert.name_maps import MOE_NAMES, MoeNames
@@ -18,6 +19,10 @@ from mfsdp_ckpt.convert.name_maps import MOE_NAMES, MoeNames
 # construction (seconds, on a 2-core machine), more than exporting a small model.
 # tests/ckpt/convert/test_export_config_shapes.py holds these tables to the meta-device
 # model for each family and its bias / tie / head_dim / dense-layer variants.
+# A bias switch config.json leaves out (Llama configs from before `mlp_bias`, Qwen3 and
+# Megatron-derived ones without `attention_bias`) takes its config class's default,
+# `config_behaviour.FAMILY_DEFAULTS`, as transformers' model does; tie_word_embeddings must
+# be stated (else transformers answers).
 _FLAG_KEYS: dict[str, tuple[str, ...]] = {  # booleans each family's weight set depends on
     "qwen2": ("tie_word_embeddings",),
     "qwen3": ("tie_word_embeddings", "attention_bias"),
@@ -37,6 +42,8 @@ def hf_state_dict_shapes(config: dict) -> dict[str, tuple[int, ...]] | None:
     flags = _FLAG_KEYS.get(family)  # type: ignore[arg-type]
     if flags is None:
         return None
+    defaults = FAMILY_DEFAULTS.get(family, {})  # type: ignore[arg-type]
+    config = {**{key: defaults[key] for key in flags if key in defaults}, **config}
     if not all(is_int(config.get(key)) for key in SHAPE_KEYS):
         return None
     if not all(isinstance(config.get(key), bool) for key in flags):
