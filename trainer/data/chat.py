@@ -41,7 +41,7 @@ from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.convert.export_source import MAX_TEMPLATE_BYTES
 from mfsdp_ckpt.errors import MfsdpError, MfsdpUsageError
 from trainer.data.table_kinds import table_kind_hint
-from trainer.data.template_sandbox import TemplateSizeError, render
+from trainer.data.template_sandbox import TemplateSizeError, render, size_of
 
 # A chat template renders a row in milliseconds; one that loops (three nested
 # `range(100000)`) rendered the first row for ever.
@@ -104,10 +104,25 @@ class RowLimit:
         """Why text over `chars` is too long, in words."""
         if self.chars < MAX_ROW_CHARS:
             return (
-                f"more text than {self.key}={self.tokens} tokens can hold (at most"
-                f" {self.longest_token} characters each)"
+                f"more text than {self.key}={self.tokens} tokens can hold, at most"
+                f" {self.longest_token} characters each"
             )
         return f"more than the {MAX_ROW_CHARS} characters of text a row may have"
+
+    def too_long(self) -> str:
+        """A row of more text than `chars`, in words, with what lets it through: the same
+        advice the row gets once tokenized (`truncate`), whichever check finds it first. Past
+        MAX_ROW_CHARS no setting does."""
+        if self.chars >= MAX_ROW_CHARS:
+            return self.exceeded()
+        remedy = _LIMIT_REMEDIES.get(self.key)
+        return f"{self.exceeded()} (raise it{f' or set {remedy}' if remedy else ''})"
+
+
+# What lets a row longer than a token limit through besides raising the limit. A GRPO
+# prompt over data.max_prompt_length is dropped or refused as its caller's
+# data.filter_overlong_prompts says, which this module does not know: "raise it" alone.
+_LIMIT_REMEDIES = {"data.max_length": "data.truncation=left|right"}
 
 
 def row_limit(tokenizer: Any, key: str, tokens: int, truncated: bool = False) -> RowLimit:
@@ -397,15 +412,7 @@ def chat_ids(
     template = limit.template
     try:
         with _time_limit(TEMPLATE_SECONDS):
-            text, spans = render(
-                tokenizer.get_chat_template(),
-                limit.chars,
-                messages=_template_turns(turns),
-                tools=None,
-                documents=None,
-                add_generation_prompt=add_generation_prompt,
-                **tokenizer.special_tokens_map,
-            )
+            text, spans = _rendered(tokenizer, _template_turns(turns), limit, add_generation_prompt)
             encoded = _encoded(tokenizer, text)
             ids = list(encoded["input_ids"])
             if not assistant_mask:
@@ -427,6 +434,42 @@ def chat_ids(
         raise ChatFormatError(
             f"{template} cannot render it ({error_line(err, joined=True)})"
         ) from None
+
+
+def _rendered(
+    tokenizer: Any, turns: list[dict], limit: RowLimit, add_generation_prompt: bool
+) -> tuple[str, list[tuple[int, int]]]:
+    """`render` of the chat template within `limit`, the size guard's trips told apart: a row
+    whose own text, or its rendering, is longer than the limit holds is ChatTooLong with the
+    row-length advice (`RowLimit.too_long`); only a template making values past what any row
+    may (MAX_ROW_CHARS) is refused as the template (its TemplateSizeError). The bound derived
+    from a small data.max_length is a few hundred characters, which ordinary text passes:
+    such rows were blamed on the template, quoting the expression that tripped. A row the
+    template renders within the limit after all (a value it only made on the way was
+    larger) is rendered at MAX_ROW_CHARS, as a row to be truncated is."""
+    source = tokenizer.get_chat_template()
+    variables = {
+        "messages": turns,
+        "tools": None,
+        "documents": None,
+        "add_generation_prompt": add_generation_prompt,
+        **tokenizer.special_tokens_map,
+    }
+    try:
+        return render(source, limit.chars, **variables)
+    except TemplateSizeError as err:
+        if size_of(turns, MAX_ROW_CHARS) > limit.chars:
+            raise ChatTooLong(limit.too_long()) from None
+        if limit.chars >= MAX_ROW_CHARS:
+            raise
+        tripped = err
+    try:
+        text, spans = render(source, MAX_ROW_CHARS, **variables)
+    except TemplateSizeError:
+        raise tripped from None
+    if len(text) > limit.chars:
+        raise ChatTooLong(limit.too_long())
+    return text, spans
 
 
 def _encoded(tokenizer: Any, text: str) -> Any:
@@ -494,7 +537,7 @@ def tokenize_prompt_response(
         tokenizer, prompt, limit, rendered["text"], add_generation_prompt=True
     )
     if len(rendered["text"]) + len(reply_text) > limit.chars:
-        raise ChatTooLong(f"the prompt with its response is {limit.exceeded()}")
+        raise ChatTooLong(f"the prompt with its response is {limit.too_long()}")
     prompt_ids = rendered["input_ids"]
     reply_ids = list(_encoded(tokenizer, reply_text)["input_ids"])
     return Example(prompt_ids + reply_ids, [0] * len(prompt_ids) + [1] * len(reply_ids))

@@ -22,6 +22,7 @@ from mfsdp_ckpt.format.hub_id import hub_id_hint
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.temp_files import new_temp, temp_writer
+from mfsdp_ckpt.storage.tensor_memory import memory_failure, reraise_if_out_of_memory
 from mfsdp_ckpt.storage.unique_json import (
     DEFAULT_MAX_CONTAINERS,
     DuplicateKeyError,
@@ -47,6 +48,10 @@ _BATCH_ROWS = 16384
 # A jsonl line is one row, read whole: longer than this it is no row of a table (a sparse
 # file of zeros with no newline would be read whole into memory).
 MAX_JSONL_LINE_BYTES = 64 << 20
+# A parquet row is bounded alike, counted as decoded (`_decoded_bytes`): one cell of 450 MiB
+# was within the budget of a 2.6 MB file and took 5.2 GB once made a row and copied.
+MAX_ROW_BYTES = MAX_JSONL_LINE_BYTES
+_LONG_ROW = f"more than {MAX_ROW_BYTES} bytes decoded; no row of a table is that long"
 # Python holds each JSON object or array in tens to hundreds of bytes, `[]` takes 2 bytes of
 # a line: a line of empty arrays takes many times its size in memory to parse. A row of a
 # table holds a few (a chat: a list, an object per turn), so each JSON text parsed at once
@@ -70,6 +75,11 @@ class EmptyTableError(MfsdpFailedError, ValueError):
     """A data file holds no rows (empty, only blank lines, `[]`): a run trained on it failed
     only at its batch size ("exceeds the 0 training rows"), naming no file, and `mfsdp data`
     converted it into empty tables a run fails on later."""
+
+
+class DataMemoryError(MfsdpFailedError):
+    """Reading a data file ran out of memory (exit 1); names the file, which may be fine:
+    pyarrow's ArrowMemoryError was reported as "not a readable parquet file"."""
 
 
 class DataWriteError(MfsdpFailedError):
@@ -150,13 +160,22 @@ Rows = tuple[list[dict[str, Any]], tuple[int, ...] | None]
 
 
 def _read_one(path: Path) -> Rows:
+    """The file's rows; running out of memory reading them is DataMemoryError naming it."""
     check_data_file(path)
     suffix = path.suffix.lower()
-    if suffix == ".parquet":
-        return _read_parquet(path), None
-    if suffix == ".jsonl":
-        return _read_jsonl(path)
-    return _read_json(path)
+    try:
+        if suffix == ".parquet":
+            return _read_parquet(path), None
+        if suffix == ".jsonl":
+            return _read_jsonl(path)
+        return _read_json(path)
+    except Exception as err:
+        if memory_failure(err) is None:
+            raise
+    # raised past the handler: the caught error's traceback holds what was read
+    raise DataMemoryError(
+        f"{path}: out of memory reading it; free memory or raise the process's limit (ulimit -v)"
+    )
 
 
 TABLE_SUFFIXES = (".parquet", ".jsonl")  # whole tables; a .json is as often a model's config
@@ -214,13 +233,14 @@ def _read_parquet(path: Path) -> list[dict[str, Any]]:
         except DataFileError:
             raise
         except Exception as err:  # pyarrow raises several types for a broken file
+            reraise_if_out_of_memory(err)  # ArrowMemoryError: the machine, not the file
             raise DataFileError(f"{path}: not a readable parquet file ({err})") from err
 
 
 def _bounded_rows(path: Path, handle: Any, budget: int) -> list[dict[str, Any]]:
-    """The file's rows, refused once decoding them would pass `budget` bytes. Every text
-    column (nested ones too) is read as a dictionary, so a value repeated a million times
-    is held once until the rows are made."""
+    """The file's rows, refused once decoding them would pass `budget` bytes, or one row
+    MAX_ROW_BYTES. Every text column (nested ones too) is read as a dictionary, so a value
+    repeated a million times is held once until the rows are made."""
     import pyarrow.parquet as pq
 
     def too_big(amount: int) -> DataFileError:
@@ -234,6 +254,7 @@ def _bounded_rows(path: Path, handle: Any, budget: int) -> list[dict[str, Any]]:
     twice = next((name for name, count in counts.items() if count > 1), None)
     if twice is not None:  # a row is a dict: it kept the last of them, without a word
         raise DataFileError(f"{path}: column {twice!r} appears {counts[twice]} times")
+    _refuse_long_row_groups(path, footer)
     pages = sum(
         footer.row_group(group).column(column).total_uncompressed_size
         for group in range(footer.num_row_groups)
@@ -246,13 +267,59 @@ def _bounded_rows(path: Path, handle: Any, budget: int) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     decoded = 0
     for batch in pq.ParquetFile(handle, read_dictionary=texts).iter_batches(_BATCH_ROWS):
-        decoded += sum(_decoded_bytes(column) for column in batch.columns)
-        decoded += _CELL_BYTES * batch.num_rows * batch.num_columns
+        size = _batch_bytes(batch)
+        decoded += size
         if decoded > budget:
             raise too_big(decoded)
+        long_row = _first_long_row(batch, size)
+        if long_row is not None:
+            raise DataFileError(f"{row_in_table(path, len(rows) + long_row)}: {_LONG_ROW}")
         # rows are made faster from plain arrays than from dictionary ones
         rows += batch.cast(_without_dictionaries(batch.schema)).to_pylist()
     return rows
+
+
+def _refuse_long_row_groups(path: Path, footer: Any) -> None:
+    """Refuse, from the footer and before any page is read, a row group whose uncompressed
+    data is more than MAX_ROW_BYTES a row: at least one of its rows is (the average row is).
+    One row of hundreds of MiB compresses to a few MB; decoding its page alone takes its
+    size, twice over."""
+    first = 0
+    for group in range(footer.num_row_groups):
+        meta = footer.row_group(group)
+        if meta.num_rows and meta.total_byte_size > MAX_ROW_BYTES * meta.num_rows:
+            if meta.num_rows == 1:
+                raise DataFileError(f"{row_in_table(path, first)}: {_LONG_ROW}")
+            raise DataFileError(
+                f"{path} rows {first + 1}-{first + meta.num_rows}: {meta.total_byte_size}"
+                f" bytes uncompressed, more than {MAX_ROW_BYTES} a row on average; no row of a"
+                " table is that long"
+            )
+        first += meta.num_rows
+
+
+def _batch_bytes(batch: Any) -> int:
+    """What the rows of `batch` take decoded (`_decoded_bytes`), each cell charged the Python
+    object it becomes besides."""
+    cells = _CELL_BYTES * batch.num_rows * batch.num_columns
+    return cells + sum(_decoded_bytes(column) for column in batch.columns)
+
+
+def _first_long_row(batch: Any, size: int) -> int | None:
+    """The index in `batch` (of `size` bytes, `_batch_bytes`) of its first row of more than
+    MAX_ROW_BYTES decoded, None when there is none, found by halving: only a part over
+    MAX_ROW_BYTES can hold such a row, and a part is measured without copying a value, so a
+    few dozen measures find it among thousands of rows."""
+    if size <= MAX_ROW_BYTES:
+        return None
+    if batch.num_rows == 1:
+        return 0
+    half = batch.num_rows // 2
+    for start, part in ((0, batch.slice(0, half)), (half, batch.slice(half))):
+        found = _first_long_row(part, _batch_bytes(part))
+        if found is not None:
+            return start + found
+    return None
 
 
 def _without_dictionaries(schema: Any) -> Any:

@@ -321,7 +321,10 @@ def _strftime_now(format: str) -> str:
 
 
 def _shown(value: Any) -> str:
-    return f"{value!r:.20}"
+    """`value`'s repr for an error, cut to 20 characters with `...` where it is cut: cut
+    bare, a quoted string ran into the words after it (`'Tom has 11 apples a would make`)."""
+    shown = repr(value)
+    return shown if len(shown) <= 20 else f"{shown[:20]}..."
 
 
 def _int_bits(operator: str, left: int, right: int) -> int:
