@@ -27,13 +27,13 @@ def allow_nonfinite_option(help: str) -> Callable[[Callable[..., Any]], Callable
 
 
 def echo_result(result: Any, as_json: bool, derived: tuple[str, ...] = ()) -> None:
-    """With --json, every field of the `result` dataclass, then its `derived` properties, as one
-    JSON object on stdout (a script reads it); else its notes on stderr, kept apart from its
-    one-line `summary()` on stdout."""
+    """The `result` dataclass's notes on stderr, with --json too (a script that logs stderr
+    keeps them, as validate's and inspect's), then on stdout either every field of it and its
+    `derived` properties as one JSON object (a script reads it) or its one-line `summary()`."""
+    for note in result.notes:
+        say(f"note: {note}", err=True)
     if as_json:
         names = [field.name for field in dataclasses.fields(result)] + list(derived)
         click.echo(json.dumps({name: getattr(result, name) for name in names}, indent=2))
         return
-    for note in result.notes:
-        say(f"note: {note}", err=True)
     say(result.summary())

@@ -30,7 +30,7 @@ import typing
 from typing import Any
 
 from trainer import verl_interpolation
-from trainer.verl_hydra_files import selects_megatron
+from trainer.verl_hydra_files import selected_group, selects_megatron
 from trainer.verl_inert_keys import section_of
 from trainer.verl_megatron_optim import (
     BETAS,
@@ -65,6 +65,7 @@ from trainer.verl_rules import (
     Unsupported,
     normalise,
     note,
+    trainer_of,
     verl_only_value,
 )
 
@@ -93,6 +94,7 @@ def ignored_at_any_value(command: str, key: str) -> bool:
         and bool(rule.why)
         and read_as not in MIRRORS
         and command in rule.commands
+        and trainer_of(key.lstrip("+")) in (None, command)
     )
 
 
@@ -104,7 +106,8 @@ def names(command: str) -> dict[str, str | None]:
     found = {key: rule.target for key, rule in RULES.items() if command in rule.commands}
     if command == "grpo":  # the actor's optimizer section is `optim` here (`normalise`)
         found |= {ACTOR + key: target for key, target in found.items() if key.startswith("optim.")}
-    return found | dict.fromkeys(RESUME, "checkpoint.resume")
+    ours = {key: target for key, target in found.items() if trainer_of(key) in (None, command)}
+    return ours | dict.fromkeys(RESUME, "checkpoint.resume")
 
 
 def shown_name(key: str, target: str | None) -> str:
@@ -266,6 +269,8 @@ def carry_over(
     for raw, value in pairs:
         raw_key = raw.lstrip("+")  # Hydra's `+key=` (add) and `++key=` (force)
         key = normalise(raw_key)
+        if _other_trainers(cls, raw_key):
+            raise _for_other(command, raw_key)
         if key in MIRRORS and MIRRORS[key] in given:
             _check_mirror(raw_key, value, MIRRORS[key], given[MIRRORS[key]])
             continue
@@ -312,9 +317,7 @@ def carry_over(
             out.append((key, value))  # not a verl key we know: the loader names the closest keys
             continue
         if command not in rule.commands:
-            raise NotCarried(
-                f"verl key '{raw_key}' is for mfsdp train {rule.commands[0]}, not {command}"
-            )
+            raise _for_other(command, raw_key)
         _refuse_verl_only_value(raw_key, key, value)
         if key == CLIP_RATIO:
             out += _clip_ratio(raw_key, value, given)
@@ -333,6 +336,24 @@ def carry_over(
     if resume:
         out.append(("checkpoint.resume", _resume(resume)))
     return out
+
+
+def _other_trainers(cls: type, key: str) -> bool:
+    """Whether verl key `key` (as written) is the other command's by its section, one only
+    the other verl trainer's config has (`trainer_of`), though a rule may read it as a key of
+    `cls` (the actor's `optim.lr` is `optim.lr`): any key of a section `cls` lacks
+    (`actor_rollout_ref.*` in sft), else one a rule maps (`model.partial_pretrain` in grpo;
+    `model.pth` is left to the loader, which names mfsdp's `model.path`). A Hydra selection
+    (`engine=megatron`) selects no key: the loader says what it is."""
+    if trainer_of(key) in (None, command_of(cls)) or is_native(cls, key) or selected_group(key):
+        return False
+    return not is_native(cls, key.split(".", 1)[0]) or rule_for(normalise(key)) is not None
+
+
+def _for_other(command: str, key: str) -> NotCarried:
+    """The refusal of verl key `key`, the other command's, given to `mfsdp train <command>`."""
+    other = "grpo" if command == "sft" else "sft"
+    return NotCarried(f"verl key '{key}' is for mfsdp train {other}, not {command}")
 
 
 def _superseded(raw_key: str, key: str, given: dict[str, Any]) -> bool:
@@ -494,6 +515,8 @@ def value_target(cls: type, given: str) -> str | None:
     `trainer.run_dir=6` is): None where a rule converts the value, or it sets no key of
     this command."""
     key = _read_as(given)
+    if _other_trainers(cls, given.lstrip("+")):
+        return None
     if is_native(cls, key):
         return key
     if key == RESUME[1]:  # resume_from_path: the path, read with resume_mode (`_resume`)
@@ -515,6 +538,8 @@ def carries(cls: type, given: str) -> bool:
     """Whether `adopt_pairs` takes the key `given` into a config of `cls` (an mfsdp key, or a
     verl key a rule maps for this command), whatever its value."""
     key = _read_as(given)
+    if _other_trainers(cls, given.lstrip("+")):
+        return False
     if is_native(cls, key) or key in RESUME:
         return True
     rule = rule_for(key)

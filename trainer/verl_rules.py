@@ -30,6 +30,28 @@ from trainer.verl_off_keys import MEGATRON_LORA_SECTIONS, MODEL, OFF_KEYS, Off
 log = logging.getLogger("mfsdp.config")
 
 VERL_ONLY_SECTION = "actor_rollout_ref."  # verl's; mfsdp has no section of that name
+# The top-level sections (and keys) of one verl trainer's config alone, by the mfsdp command
+# that trains as that trainer: main_ppo's (_generated_ppo_trainer.yaml, its model and
+# optimizer under actor_rollout_ref) and the SFT trainer's (sft_trainer.yaml,
+# sft_trainer_engine.yaml); both have `data` and `trainer`. A verl key under one is never
+# the other command's, whatever mfsdp key its rule sets: the actor's `optim.lr` is
+# `optim.lr` here, and still no SFT setting. (The SFT trainer's newest `profiler` section is
+# no command's here: its keys are unknown keys to both.)
+TRAINER_SECTIONS = {
+    "grpo": frozenset(
+        {
+            *("actor_rollout_ref", "critic", "algorithm", "reward_model", "reward"),
+            *("reward_manager", "custom_reward_function", "sandbox_fusion", "distillation"),
+            *("global_profiler", "transfer_queue", "ray_kwargs", "skip"),
+        }
+    ),
+    "sft": frozenset(
+        {
+            *("model", "optim", "engine", "checkpoint"),
+            *("use_remove_padding", "ulysses_sequence_parallel_size"),
+        }
+    ),
+}
 ACTOR = "actor_rollout_ref.actor."
 REF = "actor_rollout_ref.ref."
 ROLLOUT = "actor_rollout_ref.rollout."
@@ -580,6 +602,13 @@ def verl_only_value(key: str, value: Any) -> str | None:
         if isinstance(item, str) and item in refused:
             return f"{item}: {refused[item]}"
     return None
+
+
+def trainer_of(key: str) -> str | None:
+    """The command (sft | grpo) whose verl trainer alone has the top-level section of verl
+    key `key` (TRAINER_SECTIONS); None for `data` and `trainer`, both's, and keys of neither."""
+    top = key.split(".", 1)[0]
+    return next((command for command, tops in TRAINER_SECTIONS.items() if top in tops), None)
 
 
 def normalise(key: str) -> str:

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from trainer.config import SFTConfig, load_config, set_dotted
+from trainer.grpo.config import GRPOConfig
 
 BETAS = [0.9, 0.98]
 MEGATRON_KEYS = [
@@ -26,7 +27,10 @@ def _betas(tmp_path: Path, in_file: dict[str, Any], overrides: list[str]) -> lis
         set_dotted(tree, key, value)
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(tree))
-    return load_config(SFTConfig, path, overrides).optim.betas
+    given = [*in_file, *(override.split("=", 1)[0] for override in overrides)]
+    # actor_rollout_ref is a section of verl's GRPO trainer only
+    cls = GRPOConfig if any(key.startswith("actor_rollout_ref.") for key in given) else SFTConfig
+    return load_config(cls, path, overrides).optim.betas
 
 
 def _override(key: str, value: Any) -> str:
