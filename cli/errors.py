@@ -73,6 +73,9 @@ PEER_LOST_SIGNS = (
 )
 # Keys a launched rank adds to its torchrun error file (`_tell_torchrun`)
 SAID, ALIKE = "mfsdp_said", "mfsdp_alike"
+# Set by cli/torchrun.py: the folder where a rank that gets a SIGINT leaves its number
+# (`_mark_interrupted`)
+INTERRUPTED_RANKS = "MFSDP_INTERRUPTED_RANKS"
 JSON_OUTPUT = "mfsdp.json_output"  # click ctx.meta key (shared by nested contexts)
 INTERRUPTED = "mfsdp.interrupted"  # ctx.meta key: what the running command says on Ctrl-C
 
@@ -352,8 +355,23 @@ def _note_ctrl_c(signum: int, frame: Any) -> None:
         return
     repeated = _ctrl_c_seen.is_set()
     _ctrl_c_seen.set()
+    if not repeated:
+        _mark_interrupted()
     if not (repeated and _in_launched_rank()):
         signal.default_int_handler(signum, frame)
+
+
+def _mark_interrupted() -> None:
+    """In a rank torchrun started (cli/torchrun.py names the folder): leave this rank's
+    number in INTERRUPTED_RANKS as its SIGINT comes. A rank interrupted alone (`kill -INT`
+    of it; the launching mfsdp got nothing) closes its connections as it stops, and the
+    ranks waiting for it lose contact and exit first: torchrun, which ends the rest with
+    SIGTERM once one has failed, saw their "lost contact" alone and named rank 1 for rank
+    0's interrupt. A mark that cannot be made leaves the run reported as before."""
+    folder, rank = os.environ.get(INTERRUPTED_RANKS), os.environ.get("RANK")
+    if folder and rank is not None:
+        with contextlib.suppress(OSError):
+            os.close(os.open(os.path.join(folder, rank), os.O_WRONLY | os.O_CREAT, 0o600))
 
 
 def _in_finalizer(frame: Any) -> bool:

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -334,8 +335,22 @@ def say_starting(subcommand: str, what: str) -> None:
     print(f"[{subcommand}] {what} ...", file=sys.stderr, flush=True)
 
 
-def run_ranks(command: list[str], ends_command: bool = True, **popen: Any) -> int:
-    """Run torchrun and return its exit code; when torchrun was killed, once no process of
+class RanksEnded(int):
+    """torchrun's exit code, and `stopped_by`: what stopped the ranks when a signal the run
+    did not send did (`rank 1: killed by SIGKILL ...`, `rank 0: interrupted`), as torchrun
+    told it (cli/torchrun.py `STOPPED_BY`); None otherwise."""
+
+    stopped_by: str | None
+
+    def __new__(cls, code: int, stopped_by: str | None = None) -> RanksEnded:
+        ended = super().__new__(cls, code)
+        ended.stopped_by = stopped_by
+        return ended
+
+
+def run_ranks(command: list[str], ends_command: bool = True, **popen: Any) -> RanksEnded:
+    """Run torchrun and return its exit code, with what stopped the ranks when a signal did
+    that the run did not send (`RanksEnded`); when torchrun was killed, once no process of
     the run lives (ranks its `kill -9` orphaned trained on, saving into a run dir whose lock
     was gone, after this process had named an older checkpoint as the newest).
 
@@ -350,28 +365,40 @@ def run_ranks(command: list[str], ends_command: bool = True, **popen: Any) -> in
     command still. torchrun, and through it every rank, gets SIGTERM should this process die
     first (`kill -9` of it); this thread waits on it, so the signal, which follows the thread
     that started the child, comes at no other time."""
-    from cli.torchrun import LAUNCH_ID, await_run_processes, dies_with_parent
+    from cli.torchrun import LAUNCH_ID, STOPPED_BY, await_run_processes, dies_with_parent
 
     dies = dies_with_parent()
     if dies is not None:
         given = popen.get("preexec_fn")
         popen["preexec_fn"] = dies if given is None else lambda: (given(), dies())
     launch_id = uuid.uuid4().hex
-    popen["env"] = {**(popen.get("env") or os.environ), LAUNCH_ID: launch_id}
-    popen.setdefault("stdin", subprocess.DEVNULL)  # no rank may wait on input (`no_input`)
-    child = subprocess.Popen(command, **popen)
-    try:
-        code = child.wait()
-    except KeyboardInterrupt as err:
-        code = _stop(child, signal.SIGTERM if isinstance(err, Terminated) else signal.SIGINT)
-        if code != 0 or not ends_command:
-            raise
-    finally:
-        if child.returncode is not None and child.returncode < 0:  # killed: its ranks were not
-            await_run_processes(launch_id, ORPHANS_GRACE_SECONDS)  # stopped, nor waited for
+    with tempfile.TemporaryDirectory(prefix="mfsdp_launch_") as folder:
+        told = os.path.join(folder, "stopped_by")
+        popen["env"] = {**(popen.get("env") or os.environ), LAUNCH_ID: launch_id, STOPPED_BY: told}
+        popen.setdefault("stdin", subprocess.DEVNULL)  # no rank may wait on input (`no_input`)
+        child = subprocess.Popen(command, **popen)
+        try:
+            code = child.wait()
+        except KeyboardInterrupt as err:
+            code = _stop(child, signal.SIGTERM if isinstance(err, Terminated) else signal.SIGINT)
+            if code != 0 or not ends_command:
+                raise
+        finally:
+            if child.returncode is not None and child.returncode < 0:  # killed: its ranks were
+                await_run_processes(launch_id, ORPHANS_GRACE_SECONDS)  # not stopped nor waited for
+        stopped_by = _told(told)
     if code == 0 and ends_command:
         settle()  # the run ended as its ranks said
-    return code
+    return RanksEnded(code, stopped_by)
+
+
+def _told(path: str) -> str | None:
+    """What torchrun left in the file at `path` (`STOPPED_BY`), None when it left nothing."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read() or None
+    except OSError:
+        return None
 
 
 def _stop(child: subprocess.Popen, sig: int) -> int:
@@ -500,11 +527,14 @@ def one_run_at_a_time(run_dir: str, launch: Launch) -> Iterator[None]:
 def end_as_ranks_ended(code: int, stopped_line: Callable[[str], str]) -> None:
     """Return when torchrun's exit `code` is 0; else end this command as the ranks ended (for
     `mfsdp train` and `mfsdp demo` alike). torchrun killed by a signal (`kill -9` of it, the
-    out-of-memory killer; it exited 128+N, without a word) and ranks stopped by a signal this
-    process did not get (the ranks leave an interrupt to the launching process to say) end
-    with `stopped_line(what stopped them)`, which names the checkpoint kept: torchrun's ranks
-    died with it (`run_ranks` waited for them), so the newest one is the one resumed. Any
-    other code is a rank's failure, which that rank said: exit with it as it is."""
+    out-of-memory killer; it exited 128+N, without a word), a rank a signal stopped that the
+    run did not send (the out-of-memory killer's SIGKILL, a `kill -INT` of one rank: torchrun
+    tells which, `RanksEnded.stopped_by`) and ranks stopped by a signal this process did not
+    get (the ranks leave an interrupt to the launching process to say) end with
+    `stopped_line(what stopped them)`, which names the checkpoint kept: the ranks have all
+    stopped (`run_ranks` waited for them), so the newest one is the one resumed; exit 130
+    for an interrupt, else 1. Any other code is a rank's failure, which that rank said:
+    exit with it as it is."""
     if code == 0:
         return
     if code < 0:
@@ -513,6 +543,9 @@ def end_as_ranks_ended(code: int, stopped_line: Callable[[str], str]) -> None:
         except ValueError:
             name = f"signal {-code}"
         fail(stopped_line(f"torchrun, the ranks' launcher, was killed by {name}"))
+    stopped_by = getattr(code, "stopped_by", None)
+    if stopped_by is not None:
+        fail(stopped_line(stopped_by), int(code))  # 130 for an interrupt, else 1
     if code == EXIT_INTERRUPTED:
         fail(stopped_line("interrupted"), EXIT_INTERRUPTED)
     sys.exit(code)

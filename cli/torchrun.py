@@ -7,8 +7,11 @@ Here torchrun runs in this process instead: its agent's log lines are turned dow
 `mfsdp -v` asked for them, and it exits with the first failed rank's code (2 a usage
 mistake, 1 a failed run, 130 interrupted), so the ranks' own messages are all a user sees.
 A rank that stopped only because another one did (its collective lost the peer) exits
-quietly with EXIT_PEER_LOST, so the one that stopped first is the one reported; a rank that
-could not say why (killed by a signal) is named here in one line.
+quietly with EXIT_PEER_LOST, so the one that stopped first is the one reported. A rank a
+signal stopped that the run did not send (the out-of-memory killer's SIGKILL, a `kill -INT`
+of that rank alone) could not say so: it is named here (`_stopped_by_signal`), and the
+launching mfsdp, which names a file for it (`STOPPED_BY`), says it with the step reached
+and the checkpoint the next run resumes from, as it says a Ctrl-C.
 
 Every process of a run dies with the one that started it (Linux): the launching mfsdp starts
 this one with a parent-death signal (`dies_with_parent`), and SIGTERM stops torchrun's agent,
@@ -43,7 +46,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from cli.errors import ALIKE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PEER_LOST, EXIT_USAGE, SAID
+from cli.errors import (
+    ALIKE,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_PEER_LOST,
+    EXIT_USAGE,
+    INTERRUPTED_RANKS,
+    SAID,
+)
 from cli.main import EXIT_CLOSED_PIPE, end_on_closed_stdout
 from cli.result_said import expect_result, result_said
 from cli.verbosity import LEVEL_VARIABLE
@@ -57,6 +68,13 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 LAUNCH_ID = "MFSDP_LAUNCH_ID"
 TORCHRUN_PID = "MFSDP_TORCHRUN_PID"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# Set by the launching mfsdp: the file this process leaves what stopped the ranks in
+# (`rank 1: killed by SIGKILL ...`), when a signal the run did not send did.
+STOPPED_BY = "MFSDP_STOPPED_BY"
+# Said after a rank that SIGKILL ended: the kernel's out-of-memory killer sends it, and says so
+# in the kernel log only.
+OUT_OF_MEMORY_HINT = " (out of memory? see dmesg)"
+INTERRUPTED = "interrupted"  # what stopped a rank that got a SIGINT of its own
 
 
 def _prctl() -> Callable[..., int] | None:
@@ -155,41 +173,65 @@ def rank_exit_code(exitcode: int) -> int:
     return EXIT_INTERRUPTED if exitcode == -signal.SIGINT else EXIT_FAILED
 
 
-def _deciding_failure(failures: dict[int, Any]) -> tuple[int, Any]:
+def _deciding_failure(
+    failures: dict[int, Any], interrupted: frozenset[int] = frozenset()
+) -> tuple[int, Any]:
     """(rank, ProcessFailure) that says why the run stopped, lowest rank first within each
-    kind: a rank that exited with its own code (it said why), then one a signal killed by
-    itself (the out-of-memory killer's SIGKILL), then one that lost its peers (they went
-    away unseen), and last one torchrun terminated once another had failed. torchrun's own
-    "first failure" goes by timestamps in whole seconds, so it can pick any of them."""
+    kind: a rank that exited with its own code (it said why), then one a signal the run did
+    not send stopped (`_stopped_by_signal`; `interrupted`: the ranks that got a SIGINT of
+    their own), then one that lost its peers (they went away unseen), and last one torchrun
+    terminated once another had failed. torchrun's own "first failure" goes by timestamps in
+    whole seconds, so it can pick any of them."""
     first_seen = next(iter(failures), None)
-    return min(failures.items(), key=lambda item: _precedence(item, first_seen))
+    return min(failures.items(), key=lambda item: _precedence(item, first_seen, interrupted))
 
 
-def _precedence(item: tuple[int, Any], first_seen: int | None) -> tuple[bool, bool, bool, int]:
-    """A SIGTERM is torchrun's own (it stops the other ranks with it) except for the rank it
-    saw fail first (`failures` keeps the order torchrun saw them in, and it terminates the
-    others only after): that rank's came from elsewhere (`kill PID`, a scheduler), and was
-    reported as the lowest rank's, which torchrun had stopped."""
+def _precedence(
+    item: tuple[int, Any], first_seen: int | None, interrupted: frozenset[int]
+) -> tuple[bool, bool, bool, int]:
+    """The sort key of `_deciding_failure`: whether the rank said why, whether a signal of its
+    own stopped it, whether it lost its peers, its number (False first)."""
     rank, failure = item
     code = failure.exitcode
-    said_why = code > 0 and code != EXIT_PEER_LOST
-    killed = code < 0 and (code != -signal.SIGTERM or rank == first_seen)  # not by torchrun
-    return not said_why, not killed, code != EXIT_PEER_LOST, rank
+    signalled = _stopped_by_signal(rank, failure, first_seen, interrupted) is not None
+    said_why = not signalled and code > 0 and code != EXIT_PEER_LOST
+    return not said_why, not signalled, code != EXIT_PEER_LOST, rank
+
+
+def _stopped_by_signal(
+    rank: int, failure: Any, first_seen: int | None, interrupted: frozenset[int]
+) -> str | None:
+    """How a signal the run did not send stopped `rank`: `interrupted` (a SIGINT of its own:
+    it left its number in `interrupted` as it came, exited 130 or died of it; a rank
+    interrupted alone closes its connections as it stops, so the ranks waiting for it lose
+    contact and end first, and torchrun's SIGTERM ends it), or `killed by SIG...`; None for
+    a rank that exited with a code of its own, or that torchrun's SIGTERM stopped once
+    another had failed. A SIGTERM is torchrun's own except for the rank it saw fail first
+    (`failures` keeps the order torchrun saw them in, and it terminates the others only
+    after): that rank's came from elsewhere (`kill PID`, a scheduler)."""
+    code = failure.exitcode
+    if rank in interrupted or code in (EXIT_INTERRUPTED, -signal.SIGINT):
+        return INTERRUPTED
+    if code >= 0 or (code == -signal.SIGTERM and rank != first_seen):
+        return None
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    return f"killed by {name}{OUT_OF_MEMORY_HINT if code == -signal.SIGKILL else ''}"
 
 
 def _unsaid(failure: Any, failures: dict[int, Any]) -> str | None:
-    """The line to print for the deciding failure when no rank printed one: an error no rank
-    said (one every rank may meet alike, which the ranks other than 0 leave unsaid, when rank
-    0 did not get to say it), a rank killed by a signal (other than Ctrl-C, which the
-    launching mfsdp reports), or a rank that lost its peers with none of them saying why."""
+    """The line to print for the deciding failure, a rank's own ending, when no rank printed
+    one: an error no rank said (one every rank may meet alike, which the ranks other than 0
+    leave unsaid, when rank 0 did not get to say it), or a rank that lost its peers with
+    none of them saying why."""
     code = failure.exitcode
     if code in (EXIT_FAILED, EXIT_USAGE):
         said = any(_said(other) and other.message == failure.message for other in failures.values())
         return None if said else failure.message
     if code == EXIT_PEER_LOST:
         return failure.message
-    if code < 0 and code != -signal.SIGINT:
-        return f"killed by {signal.Signals(-code).name}"
     return None
 
 
@@ -272,6 +314,8 @@ def main(argv: list[str]) -> int:
     os.environ[TORCHRUN_PID] = str(os.getpid())  # the ranks inherit it (`die_with_torchrun`)
     log_dir = tempfile.mkdtemp(prefix="mfsdp_torchrun_")
     expect_result(log_dir)  # rank 0 leaves a file there once it printed the run's result
+    os.environ[INTERRUPTED_RANKS] = os.path.join(log_dir, "interrupted")  # and a SIGINT's mark
+    os.mkdir(os.environ[INTERRUPTED_RANKS])
     try:
         return _run(run, parse_args(["--log-dir", log_dir, *argv]), argv)
     finally:
@@ -288,7 +332,13 @@ def _run(run: Callable[[Any], Any], args: Any, argv: list[str]) -> int:
     except ChildFailedError as err:
         if result_said():  # a rank that failed after the result was printed fails nothing
             return 0
-        rank, failure = _deciding_failure(err.failures)
+        interrupted = _interrupted_ranks()
+        rank, failure = _deciding_failure(err.failures, interrupted)
+        first_seen = next(iter(err.failures), None)
+        stopped = _stopped_by_signal(rank, failure, first_seen, interrupted)
+        if stopped is not None:
+            code = EXIT_INTERRUPTED if stopped == INTERRUPTED else EXIT_FAILED
+            return _say_stopped(f"rank {rank}: {stopped}", code, "--json" in argv)
         code = rank_exit_code(failure.exitcode)
         if code == EXIT_CLOSED_PIPE:  # rank 0's stdout, the command's, has no reader left
             end_on_closed_stdout()
@@ -298,7 +348,7 @@ def _run(run: Callable[[Any], Any], args: Any, argv: list[str]) -> int:
                 f"error: {printable(_named(rank, failure, unsaid, err.failures))}", file=sys.stderr
             )
         rank_0 = err.failures.get(0)
-        if "--json" in argv and code != EXIT_INTERRUPTED and not (rank_0 and _said(rank_0)):
+        if "--json" in argv and not (rank_0 and _said(rank_0)):
             error = _named(
                 rank, failure, failure.message if unsaid is None else unsaid, err.failures
             )
@@ -307,6 +357,31 @@ def _run(run: Callable[[Any], Any], args: Any, argv: list[str]) -> int:
     except (KeyboardInterrupt, SignalException):
         return 0 if result_said() else EXIT_INTERRUPTED  # the ranks have stopped by now
     return 0
+
+
+def _interrupted_ranks() -> frozenset[int]:
+    """The ranks that left their number in INTERRUPTED_RANKS: each got a SIGINT of its own."""
+    try:
+        names = os.listdir(os.environ[INTERRUPTED_RANKS])
+    except (KeyError, OSError):
+        return frozenset()
+    return frozenset(int(name) for name in names if name.isdigit())
+
+
+def _say_stopped(stopped: str, code: int, as_json: bool) -> int:
+    """End the run a signal stopped (`stopped`: `rank 1: killed by SIGKILL ...`) with `code`
+    (130 for an interrupt, else 1: the run failed). The launching mfsdp is told in the file
+    it named (`STOPPED_BY`), and says it with the step reached and the checkpoint the next
+    run resumes from, which it knows; this process says it alone when none is named."""
+    told = os.environ.get(STOPPED_BY)
+    if told:
+        with contextlib.suppress(OSError), open(told, "w", encoding="utf-8") as handle:
+            handle.write(stopped)
+            return code
+    print(f"error: {printable(stopped)}", file=sys.stderr)
+    if as_json:
+        print(json.dumps({"error": stopped, "exit_code": code}))
+    return code
 
 
 if __name__ == "__main__":

@@ -265,7 +265,8 @@ def _refuse_another_scale(
 ) -> None:
     """The adapter adds alpha / r * B @ A (alpha / sqrt(r) with rslora): continuing it with
     another lora_alpha loaded the trained A and B and scaled them anew, a different model
-    (rank and targets are refused as the checkpoint's keys and shapes differ)."""
+    (the rank is compared before the load, `trainer.resume.check_lora_rank`; targets are
+    refused as the checkpoint's keys differ)."""
     recorded = manifest.lora if isinstance(manifest.lora, dict) else {}
     for key in ("lora_alpha", "use_rslora"):
         trained, now = recorded.get(key), peft_config.get(key)
@@ -319,6 +320,12 @@ class AdapterState:
         self.trainable = {name for name, param in inner.named_parameters() if param.requires_grad}
         if writes_manifests():
             self.setup.base.start()
+
+    @property
+    def lora_rank(self) -> int:
+        """The adapter's rank (PEFT's `r`), which a resume compares with the one its checkpoint
+        was trained with (`trainer.resume.check_lora_rank`) before loading a tensor."""
+        return int(self.setup.peft_config["r"])
 
     def state_dict(self) -> dict[str, Any]:
         whole = self.full.state_dict() if self.full else get_model_state_dict(self.model)

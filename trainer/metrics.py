@@ -53,7 +53,8 @@ class MetricsLogger:
         trackers = require_trackers(trainer)
         if "tensorboard" in trackers:
             events = _tracker_dir(self.run_dir / TENSORBOARD_DIR)
-            self._tensorboard = _started("tensorboard", lambda: _summary_writer(events))
+            first = _first_step_to_log(self.run_dir)
+            self._tensorboard = _started("tensorboard", lambda: _summary_writer(events, first))
         if "wandb" in trackers:
             _tracker_dir(self.run_dir / WANDB_DIR)
             self._wandb = _started("wandb", lambda: _wandb_run(self.run_dir, trainer))
@@ -119,10 +120,23 @@ def _started(name: str, start: Callable[[], T]) -> T:
         ) from None
 
 
-def _summary_writer(events: Path) -> Any:
+def _summary_writer(events: Path, purge_step: int) -> Any:
+    """TensorBoard's writer into `events`, which hides the events an earlier run there wrote
+    at `purge_step` or later (TensorBoard reads its mark as a restart): a resumed run logs
+    again the steps it trains again, and TensorBoard showed each of them twice, the
+    discarded one beside the new one, where metrics.jsonl keeps the new one alone."""
     from torch.utils.tensorboard import SummaryWriter
 
-    return SummaryWriter(str(events))
+    return SummaryWriter(str(events), purge_step=purge_step)
+
+
+def _first_step_to_log(run_dir: Path) -> int:
+    """The first step a run starting now may log: one past the newest one metrics.jsonl
+    records, which holds none past the step the run resumes (`drop_steps_after` removed
+    them; the run logs every step again), or 0 where it records none (the run resumes no
+    step: an earlier run's steps are all logged again)."""
+    newest = last_logged_step(run_dir, 0)
+    return 0 if newest is None else newest + 1
 
 
 def _wandb_run(run_dir: Path, trainer: Any) -> Any:

@@ -167,9 +167,10 @@ def resume_if_any(
     `states["extra"]` is the run's progress dict (`new_progress`); after the load it holds the
     checkpoint's step. The checkpoint must have been written by this `kind` of run, and
     `model_config` (the run's HF config as a dict) must agree with the step's
-    huggingface/config.json. `checks` then see the manifest once the step's data position
-    is known to fit (GRPO: its KL reference). Returns the checkpoint loaded, or None when
-    the run starts fresh.
+    huggingface/config.json, and its adapter rank with this run's (`states["model"]`'s
+    `lora_rank`, which a LoRA run's model state has: `trainer.lora.AdapterState`). `checks`
+    then see the manifest once the step's data position is known to fit (GRPO: its KL
+    reference). Returns the checkpoint loaded, or None when the run starts fresh.
     """
     found = checkpointer.find_resume(resume)
     if found is None:
@@ -178,6 +179,7 @@ def resume_if_any(
         refuse_saving_over_newer_steps(checkpointer.run_dir, found, found.step, resume)
     with removal_of(found):  # another run's keep_last removing it meanwhile: said to be so
         check_run_kind(found, resume, kind)
+        check_lora_rank(found, getattr(states["model"], "lora_rank", 0))
         if model_config is not None:
             check_model_config(found, model_config)
         progress = states["extra"]
@@ -238,14 +240,9 @@ def check_run_kind(found: CheckpointPaths, resume: str, kind: RunKind) -> None:
     """ResumeMismatchError when another kind of run wrote the checkpoint: its step count and
     optimizer state are that run's (SFT's Adam moments continued as GRPO's). Starting from
     its weights is what works: `model.path` takes the step dir (a LoRA step, its export)."""
-    if found.manifest is None:
-        return
-    try:
-        manifest = read_manifest(found.manifest)
-    except (ManifestError, OSError):
-        return  # the load names what is wrong with it
-    written = run_kind_of(manifest.info)
-    if written is None or written == kind.name:
+    manifest = _manifest_of(found)
+    written = run_kind_of(manifest.info) if manifest is not None else None
+    if manifest is None or written is None or written == kind.name:
         return
     where = found.step_dir or found.dist_ckpt
     fresh = "a new trainer.run_dir" + ("" if resume == "auto" else " and checkpoint.resume=auto")
@@ -263,6 +260,38 @@ def check_run_kind(found: CheckpointPaths, resume: str, kind: RunKind) -> None:
         start = f"`mfsdp ckpt export-hf {where} --out DIR`, then model.path=DIR"
     raise ResumeMismatchError(
         f"{refused}: to start {kind.name} from its weights, give {start} and {fresh}"
+    )
+
+
+def _manifest_of(found: CheckpointPaths) -> Manifest | None:
+    """The checkpoint's manifest, None where it has none or it cannot be read (the load
+    names what is wrong with it)."""
+    if found.manifest is None:
+        return None
+    try:
+        return read_manifest(found.manifest)
+    except (ManifestError, OSError):
+        return None
+
+
+def check_lora_rank(found: CheckpointPaths, rank: int) -> None:
+    """ResumeMismatchError naming model.lora_rank when the training run that wrote the
+    checkpoint had another adapter rank than this run's `rank` (its manifest records the
+    adapter's PEFT config, `r` in it; none: a full-parameter run; 0 here: none). Checked
+    before the load, which refused the same step by tensor names (a full-parameter step
+    resumed with an adapter, or the other way) or by shapes (another rank), not by the key."""
+    manifest = _manifest_of(found)
+    if manifest is None or run_kind_of(manifest.info) is None:  # no training run's step
+        return
+    lora = manifest.lora if isinstance(manifest.lora, dict) else None
+    trained = lora.get("r") if lora is not None else 0
+    if not isinstance(trained, int) or trained == rank:
+        return
+    was = f"with model.lora_rank={trained}" if trained else "without LoRA (model.lora_rank=0)"
+    has = f"model.lora_rank={rank}" if rank else "model.lora_rank=0 (no LoRA)"
+    raise ResumeMismatchError(
+        f"{found.manifest}: checkpoint was trained {was}, this run has {has}: set it back"
+        " (or a new trainer.run_dir to start over)"
     )
 
 

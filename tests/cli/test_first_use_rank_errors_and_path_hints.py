@@ -44,7 +44,9 @@ def test_a_rank_that_fails_first_is_the_only_error_shown():
 def test_a_rank_killed_by_a_signal_is_named_in_one_line():
     done = _two_ranks("is-killed")
     assert done.returncode == 1, done.stderr
-    assert _error_lines(done.stderr) == ["error: rank 0: killed by SIGKILL"], done.stderr
+    assert _error_lines(done.stderr) == [
+        "error: rank 0: killed by SIGKILL (out of memory? see dmesg)"
+    ], done.stderr
 
 
 @pytest.mark.parametrize(
@@ -52,7 +54,7 @@ def test_a_rank_killed_by_a_signal_is_named_in_one_line():
     [
         (0, "fails", own_failure(0)),
         (1, "fails", f"rank 1: {own_failure(1)}"),
-        (0, "is-killed", "rank 0: killed by SIGKILL"),
+        (0, "is-killed", "rank 0: killed by SIGKILL (out of memory? see dmesg)"),
     ],
 )
 def test_under_json_the_run_prints_one_json_object_whichever_rank_stopped(stopping, how, error):

@@ -12,12 +12,12 @@ import json
 
 import pytest
 
-from mfsdp_ckpt.checkpointer import CheckpointContentsError
 from mfsdp_ckpt.format.manifest import read_manifest
 from tests.support.sft import tiny_config, write_chat_jsonl
 from tests.trainer import test_lora_adapter_dir
 from tests.trainer.test_lora_adapter_dir import CONFIG, _edited
 from tests.trainer.test_lora_rslora_resume_names_adapter_path import RESUMABLE
+from trainer.resume import ResumeMismatchError
 from trainer.sft import run_sft
 
 adapter = test_lora_adapter_dir.adapter  # its fixture: a PEFT adapter on q_proj, v_proj
@@ -71,5 +71,6 @@ def test_a_resume_with_another_lora_rank_is_still_refused(tmp_path):
     data, run = write_chat_jsonl(tmp_path / "train.jsonl", rows=8), tmp_path / "run"
     fresh = (*RESUMABLE, "model.lora_rank=2", "model.target_modules=[q_proj]")
     run_sft(tiny_config(data, run, *fresh, "trainer.total_steps=1"))
-    with pytest.raises(CheckpointContentsError):
+    said = r"checkpoint was trained with model\.lora_rank=2, this run has model\.lora_rank=4"
+    with pytest.raises(ResumeMismatchError, match=said):
         run_sft(tiny_config(data, run, *fresh, "model.lora_rank=4", "trainer.total_steps=2"))
