@@ -18,13 +18,18 @@ from contextlib import contextmanager
 from mfsdp_ckpt.errors import MfsdpFailedError
 
 # What torch's allocators say when they fail (CPU on Linux / Windows; CUDA, whose
-# torch.OutOfMemoryError is a RuntimeError too), and Python when a thread's stack cannot be
-# mapped (a worker pool under `ulimit -v`). Any other RuntimeError is not this.
+# torch.OutOfMemoryError is a RuntimeError too). Any other RuntimeError is not this.
 _ALLOCATOR_SIGNS = (
     "can't allocate memory",
     "not enough memory",
     "out of memory",
+)
+# What a thread whose stack cannot be mapped (a worker pool under `ulimit -v`) says, in
+# whatever error its library raises: Python's RuntimeError, pyarrow's plain ArrowException
+# (its decode pool, which a parquet read starts; it was reported as a damaged file).
+_THREAD_SIGNS = (
     "can't start new thread",
+    "failed to launch worker thread",
 )
 # How the dynamic loader words a shared library it could not map into memory: the first
 # `import torch` or numpy (its OpenBLAS) under an address-space limit (`ulimit -v`) or with
@@ -38,14 +43,15 @@ class TensorMemoryError(MfsdpFailedError):
 
 def is_allocation_failure(err: BaseException) -> bool:
     """Whether `err` is an allocation failing: MemoryError, an OSError of ENOMEM (mmap,
-    a file mapped), or torch's allocator error."""
+    a file mapped), torch's allocator error, or a thread that could not be started."""
     if isinstance(err, MemoryError):
         return True
     if isinstance(err, OSError):
         return err.errno == errno.ENOMEM
-    return isinstance(err, RuntimeError) and any(
-        sign in str(err).lower() for sign in _ALLOCATOR_SIGNS
-    )
+    said = str(err).lower()
+    if any(sign in said for sign in _THREAD_SIGNS):
+        return True
+    return isinstance(err, RuntimeError) and any(sign in said for sign in _ALLOCATOR_SIGNS)
 
 
 def memory_failure(err: BaseException) -> BaseException | None:
