@@ -86,13 +86,15 @@ class RowLimit:
     tokenizer's longest token having `longest_token` characters: text beyond that is
     more tokens than the limit whatever it says. A row that is to be `truncated` to the
     limit may be longer, up to MAX_ROW_CHARS, as may any row. `template` names the chat
-    template in errors (its file)."""
+    template in errors (its file). `remedy` is the setting besides `key` that lets such a
+    row through (`data.truncation=left|right`), which the caller knows."""
 
     key: str
     tokens: int
     longest_token: int
     template: str
     truncated: bool = False
+    remedy: str | None = None
 
     @property
     def chars(self) -> int:
@@ -115,22 +117,18 @@ class RowLimit:
         MAX_ROW_CHARS no setting does."""
         if self.chars >= MAX_ROW_CHARS:
             return self.exceeded()
-        remedy = _LIMIT_REMEDIES.get(self.key)
-        return f"{self.exceeded()} (raise it{f' or set {remedy}' if remedy else ''})"
+        remedy = f" or set {self.remedy}" if self.remedy else ""
+        return f"{self.exceeded()} (raise it{remedy})"
 
 
-# What lets a row longer than a token limit through besides raising the limit. A GRPO
-# prompt over data.max_prompt_length is dropped or refused as its caller's
-# data.filter_overlong_prompts says, which this module does not know: "raise it" alone.
-_LIMIT_REMEDIES = {"data.max_length": "data.truncation=left|right"}
-
-
-def row_limit(tokenizer: Any, key: str, tokens: int, truncated: bool = False) -> RowLimit:
+def row_limit(
+    tokenizer: Any, key: str, tokens: int, truncated: bool = False, remedy: str | None = None
+) -> RowLimit:
     """The RowLimit of `tokens` tokens of `tokenizer` (its vocabulary read once), whose chat
     template is checked to be of a template's size before any row renders with it."""
     check_template_size(tokenizer)
     longest = max((len(token) for token in tokenizer.get_vocab()), default=1)
-    return RowLimit(key, tokens, max(longest, 1), _template_name(tokenizer), truncated)
+    return RowLimit(key, tokens, max(longest, 1), _template_name(tokenizer), truncated, remedy)
 
 
 def check_template_size(tokenizer: Any) -> None:

@@ -42,7 +42,13 @@ def tokenize_rows(
         tuple(cfg.response_dict_keys),
     )
     examples, untrained = [], []
-    limit = row_limit(tokenizer, "data.max_length", cfg.max_length, cfg.truncation != "error")
+    limit = row_limit(
+        tokenizer,
+        "data.max_length",
+        cfg.max_length,
+        truncated=cfg.truncation != "error",
+        remedy="data.truncation=left|right",
+    )
     for index, row in enumerate(item_bar(rows, desc, progress)):
         try:
             messages, example = tokenize_sft_row(tokenizer, row, columns, limit)

@@ -140,7 +140,9 @@ def load_rl_prompts(
     rows, origins = read_rows_with_origins(files)
     rows = rows[:limit]
     prompts, dropped, shortest = [], 0, math.inf
-    bound = row_limit(tokenizer, "data.max_prompt_length", cfg.max_prompt_length)
+    # a prompt over the limit is dropped with the filter on, refused with it off
+    remedy = None if cfg.filter_overlong_prompts else "data.filter_overlong_prompts=true"
+    bound = row_limit(tokenizer, "data.max_prompt_length", cfg.max_prompt_length, remedy=remedy)
     too_long: str | None = None  # the first prompt whose text is more than the limit holds
     label = ",".join(files)
     for index, row in enumerate(item_bar(rows, f"tokenize {label}", progress)):

@@ -91,3 +91,28 @@ def test_a_value_larger_than_the_row_made_on_the_way_is_no_refusal(tokenizer):
     assert (
         rendered["input_ids"] == tokenizer(rendered["text"], add_special_tokens=False)["input_ids"]
     )
+
+
+@pytest.mark.parametrize("repeat", [1, 20], ids=["counted in tokens", "past the text bound"])
+def test_a_grpo_prompt_too_long_gets_the_filters_advice_however_long(tokenizer, tmp_path, repeat):
+    """With data.filter_overlong_prompts off, a prompt a little too long was refused with
+    "(raise it or set data.filter_overlong_prompts=true)", a much longer one, found by the
+    text bound before tokenizing, with "(raise it)" alone."""
+    import json
+
+    from trainer.grpo.config import RLDataConfig
+    from trainer.grpo.data import RLDataError, load_rl_prompts
+
+    row = {
+        "prompt": [{"role": "user", "content": QUESTION * repeat}],
+        "data_source": "openai/gsm8k",
+        "reward_model": {"style": "rule", "ground_truth": "18"},
+    }
+    path = tmp_path / "rl.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    data = RLDataConfig(max_prompt_length=16, filter_overlong_prompts=False)
+    with pytest.raises(RLDataError) as refused:
+        load_rl_prompts([str(path)], data, tokenizer)
+    line = str(refused.value)
+    assert line.startswith(f"{path}:1: ") and "data.max_prompt_length=16" in line, line
+    assert line.endswith("(raise it or set data.filter_overlong_prompts=true)"), line
