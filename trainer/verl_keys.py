@@ -340,14 +340,23 @@ def carry_over(
 
 def _other_trainers(cls: type, key: str) -> bool:
     """Whether verl key `key` (as written) is the other command's by its section, one only
-    the other verl trainer's config has (`trainer_of`), though a rule may read it as a key of
-    `cls` (the actor's `optim.lr` is `optim.lr`): any key of a section `cls` lacks
-    (`actor_rollout_ref.*` in sft), else one a rule maps (`model.partial_pretrain` in grpo;
-    `model.pth` is left to the loader, which names mfsdp's `model.path`). A Hydra selection
-    (`engine=megatron`) selects no key: the loader says what it is."""
-    if trainer_of(key) in (None, command_of(cls)) or is_native(cls, key) or selected_group(key):
+    the other verl trainer's config has (`trainer_of`) and `cls` lacks, though a rule may
+    read it as a key of `cls` (the actor's `optim.lr` is `optim.lr`): `actor_rollout_ref.*`
+    in sft, a key of verl's SFT `engine` a rule maps in grpo. A section of mfsdp's own name
+    (`model`, `optim`) is this command's, its verl names read by their rules. A Hydra
+    selection (`engine=megatron`) selects no key: the loader says what it is."""
+    command = command_of(cls)
+    if trainer_of(key) in (None, command) or is_native(cls, key) or selected_group(key):
         return False
-    return not is_native(cls, key.split(".", 1)[0]) or rule_for(normalise(key)) is not None
+    if is_native(cls, key.split(".", 1)[0]):
+        return False  # a section of mfsdp's own here: its rules and the loader answer
+    rule = rule_for(normalise(key))
+    if rule is not None:
+        return ("grpo" if command == "sft" else "sft") in rule.commands
+    # no rule: main_ppo's sections are read whole by `mfsdp train grpo`, which names what
+    # it does not know there; a key of verl's SFT `engine` no rule names is known to
+    # neither command (sent to `train sft`, it was refused there as unknown)
+    return command == "sft"
 
 
 def _for_other(command: str, key: str) -> NotCarried:

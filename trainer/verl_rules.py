@@ -35,8 +35,11 @@ VERL_ONLY_SECTION = "actor_rollout_ref."  # verl's; mfsdp has no section of that
 # optimizer under actor_rollout_ref) and the SFT trainer's (sft_trainer.yaml,
 # sft_trainer_engine.yaml); both have `data` and `trainer`. A verl key under one is never
 # the other command's, whatever mfsdp key its rule sets: the actor's `optim.lr` is
-# `optim.lr` here, and still no SFT setting. (The SFT trainer's newest `profiler` section is
-# no command's here: its keys are unknown keys to both.)
+# `optim.lr` here, and still no SFT setting. The SFT trainer's `model`, `optim` and
+# `checkpoint` are not listed: both mfsdp commands have sections of those names, where a
+# verl name (`optim.lr_warmup_steps_ratio`) is read as the mfsdp key it sets, with a note.
+# (The SFT trainer's newest `profiler` section is no command's here: its keys are unknown
+# keys to both.)
 TRAINER_SECTIONS = {
     "grpo": frozenset(
         {
@@ -47,8 +50,7 @@ TRAINER_SECTIONS = {
     ),
     "sft": frozenset(
         {
-            *("model", "optim", "engine", "checkpoint"),
-            *("use_remove_padding", "ulysses_sequence_parallel_size"),
+            *("engine", "use_remove_padding", "ulysses_sequence_parallel_size"),
         }
     ),
 }

@@ -51,8 +51,7 @@ def test_a_verl_sft_key_only_sft_takes_names_an_sft_config_to_train_grpo(tmp_pat
     with pytest.raises(ConfigError) as err:
         refuse_other_kind(GRPOConfig, path)
     assert str(err.value) == (
-        f"{path}: looks like an SFT config (it has data.micro_batch_size_per_gpu,"
-        " model.partial_pretrain):"
+        f"{path}: looks like an SFT config (it has data.micro_batch_size_per_gpu):"
         " use mfsdp train sft"
     )
 

@@ -1,9 +1,11 @@
 """A verl key is for the trainer whose verl config has its top-level section: any key of
 main_ppo's `actor_rollout_ref` (or `critic`, `algorithm`, ...) given to `mfsdp train sft` is
-refused as GRPO's in one line, and a key of verl's SFT sections (`model.partial_pretrain`,
-`optim.lr_scheduler`, ...) given to `train grpo` as SFT's. The actor's `optim.lr`,
+refused as GRPO's in one line, and a key of verl's SFT `engine` a rule maps (or its top-level
+`use_remove_padding`) given to `train grpo` as SFT's. The actor's `optim.lr`,
 `optim.clip_grad`, `model.path`, `model.lora_rank` and `enable_gradient_checkpointing` trained
-an SFT run with a note, while the actor's `grad_clip`, the same setting in verl, was refused."""
+an SFT run with a note, while the actor's `grad_clip`, the same setting in verl, was refused.
+verl's SFT names in a section both mfsdp commands have (`optim.lr_warmup_steps_ratio`,
+`model.partial_pretrain`) are read by `train grpo` as the mfsdp key they set, with a note."""
 
 from __future__ import annotations
 
@@ -40,15 +42,15 @@ OTHER_MAIN_PPO_KEYS = [
     "reward_model.enable=false",
     "actor_rollout_ref.model.use_remove_padding=null",  # a null was a note
 ]
-SFT_KEYS_GRPO_TOOK = [
+SFT_KEYS_GRPO_REFUSES = ["use_remove_padding=true"]
+# verl's SFT names in mfsdp's own sections of both commands: grpo reads them with a note
+SFT_NAMES_IN_SHARED_SECTIONS = [
     "model.partial_pretrain=/nonexist",
     "model.enable_gradient_checkpointing=true",
-    "model.lora.rank=8",
     "optim.lr_scheduler=cosine",
     "optim.warmup_steps_ratio=0.1",
+    "optim.lr_warmup_steps_ratio=0.1",
     "optim.grad_clip=1.0",
-    "use_remove_padding=true",
-    "ulysses_sequence_parallel_size=1",
 ]
 
 
@@ -68,12 +70,35 @@ def test_a_main_ppo_key_given_to_sft_is_refused_as_grpos(override):
     load_config(GRPOConfig, None, [override])  # the trainer named takes it
 
 
-@pytest.mark.parametrize("override", SFT_KEYS_GRPO_TOOK)
+@pytest.mark.parametrize("override", SFT_KEYS_GRPO_REFUSES)
 def test_a_verl_sft_key_given_to_grpo_is_refused_as_sfts(override):
     with pytest.raises(ConfigError) as err:
         load_config(GRPOConfig, None, [override])
     assert str(err.value) == f"command-line override: {_refused_as('grpo', override)}"
     load_config(SFTConfig, None, [override])
+
+
+@pytest.mark.parametrize("override", SFT_NAMES_IN_SHARED_SECTIONS)
+def test_verl_sft_names_in_a_section_both_commands_have_carry_in_both(override):
+    """A GRPO config's `optim:` with verl's `lr_warmup_steps_ratio` ran with a note; it must
+    not be sent to `train sft`."""
+    for cls in CLASSES.values():
+        load_config(cls, None, [override])
+
+
+@pytest.mark.parametrize(
+    ("override", "said"),
+    [
+        ("optim.total_training_steps=10", "set trainer.total_steps instead"),
+        ("optim.min_lr_ratio=0.1", "set optim.min_lr to min_lr_ratio x lr"),
+        ("engine.strategy=fsdp", "unknown config key 'engine'"),
+    ],
+)
+def test_grpo_keeps_its_own_advice_for_keys_neither_command_takes(override, said):
+    """Sent to `train sft` as SFT's, these were refused there too: the advice is the key's."""
+    with pytest.raises(ConfigError) as err:
+        load_config(GRPOConfig, None, [override])
+    assert said in str(err.value) and "is for mfsdp train" not in str(err.value)
 
 
 def test_the_same_in_a_yaml_file(tmp_path):
@@ -137,13 +162,9 @@ def test_a_hydra_selection_is_still_named_as_one():
 def test_typo_hints_offer_only_the_commands_own_verl_keys():
     assert not [key for key in verl_keys.names("sft") if key.startswith("actor_rollout_ref.")]
     grpo = verl_keys.names("grpo")
-    assert "optim.lr_scheduler" not in grpo and "model.partial_pretrain" not in grpo
     assert "actor_rollout_ref.actor.optim.lr_scheduler" in grpo
+    assert not [key for key in grpo if key.startswith("engine.")]
 
 
-def test_a_verl_sft_yaml_of_model_and_optim_keys_is_told_sft():
-    """`model.partial_pretrain` and `optim.lr_scheduler` are SFT's alone: such a file was of
-    neither kind, so `train grpo --config` loaded it."""
-    tree = {"model": {"partial_pretrain": "m"}, "optim": {"lr_scheduler": "cosine"}}
-    assert kind_of(tree) == "sft"
+def test_a_verl_ppo_yaml_is_told_grpo():
     assert kind_of({"actor_rollout_ref": {"model": {"path": "m"}}}) == "grpo"
