@@ -47,6 +47,10 @@ def unknown_key_message(
     selection = selection_hint(full, value) if source == COMMAND_LINE else None
     if selection is not None:
         return f"{source}: unknown config key '{full}': {selection}"
+    other = None if prefix else _other_commands_section(key, command)
+    if other is not None:
+        section = f"a section of mfsdp train {other}, not {command}"
+        return f"{source}: unknown config key '{full}': {section}"
     verl = verl_keys.names(command)
     written = _first_leaf_key(full, value)
     if root is not None and written != full:
@@ -64,6 +68,23 @@ def unknown_key_message(
         close = _with_other_sections(root, full, close, candidates)
     close = _meant_for(full, all_keys(root or cls)) + close
     return _unknown_key_line(source, full, list(dict.fromkeys(close))[:3], verl)
+
+
+def _other_commands_section(key: str, command: str) -> str | None:
+    """The other training command whose config has the section `key` that this command's
+    lacks (`rollout` given to sft is GRPO's), or None: likeness alone offered the nearest
+    spelling ("did you mean model.lora.dropout"), a verl key of no kin."""
+    from trainer.config import SFTConfig
+    from trainer.grpo.config import GRPOConfig
+
+    classes: dict[str, type] = {"sft": SFTConfig, "grpo": GRPOConfig}
+    if command not in classes:
+        return None
+    own = {f.name for f in dataclasses.fields(classes[command])}
+    for other, cls in classes.items():
+        if other != command and key not in own and key in {f.name for f in dataclasses.fields(cls)}:
+            return other
+    return None
 
 
 # mfsdp's key for what other trainers name a model's dtype (`model.dtype`, HF's
