@@ -175,7 +175,7 @@ def load_rl_prompts(
         except ChatTooLong as err:  # over-long before it is tokenized: the same policy
             if not cfg.filter_overlong_prompts:
                 raise RLDataError(f"{where}: {err}") from None
-            dropped, too_long = dropped + 1, too_long or f"{where}: {err}"
+            dropped, too_long = dropped + 1, too_long or f"{where}: {bound.exceeded()}"
             continue
         except ChatFormatError as err:
             raise RLDataError(f"{where}: {err}") from None

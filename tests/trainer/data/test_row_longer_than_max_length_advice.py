@@ -116,3 +116,25 @@ def test_a_grpo_prompt_too_long_gets_the_filters_advice_however_long(tokenizer, 
     line = str(refused.value)
     assert line.startswith(f"{path}:1: ") and "data.max_prompt_length=16" in line, line
     assert line.endswith("(raise it or set data.filter_overlong_prompts=true)"), line
+
+
+def test_all_grpo_prompts_dropped_for_length_gives_the_advice_once(tokenizer, tmp_path):
+    """With the filter on, every prompt past the text bound was dropped, and the line quoted
+    the first one's refusal, "(raise it)" included, then said "; raise it" again."""
+    import json
+
+    from trainer.grpo.config import RLDataConfig
+    from trainer.grpo.data import RLDataError, load_rl_prompts
+
+    row = {
+        "prompt": [{"role": "user", "content": QUESTION * 20}],
+        "data_source": "openai/gsm8k",
+        "reward_model": {"style": "rule", "ground_truth": "18"},
+    }
+    path = tmp_path / "rl.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    with pytest.raises(RLDataError) as refused:
+        load_rl_prompts([str(path)], RLDataConfig(max_prompt_length=16), tokenizer)
+    line = str(refused.value)
+    assert line.startswith(f"{path}: all 1 prompts are longer than"), line
+    assert line.count("raise it") == 1 and line.endswith("; raise it"), line
