@@ -175,7 +175,7 @@ def load_rl_prompts(
         except ChatTooLong as err:  # over-long before it is tokenized: the same policy
             if not cfg.filter_overlong_prompts:
                 raise RLDataError(f"{where}: {err}") from None
-            dropped, too_long = dropped + 1, too_long or f"{where}: {bound.exceeded()}"
+            dropped, too_long = dropped + 1, too_long or f"{where}: {err}"
             continue
         except ChatFormatError as err:
             raise RLDataError(f"{where}: {err}") from None
@@ -200,9 +200,12 @@ def load_rl_prompts(
             )
         )
     if rows and not prompts:  # else the run's first error blamed the batch size
-        has = shortest if shortest < math.inf else f"more than that: {too_long}"
+        # a prompt found before it was tokenized: its own line says what to do
+        counted = shortest < math.inf
+        has = shortest if counted else f"more than that: {too_long}"
+        advice = "; raise it" if counted else ""
         raise RLDataError(
             f"{label}: all {len(rows)} prompts are longer than data.max_prompt_length="
-            f"{cfg.max_prompt_length} tokens (the shortest has {has}); raise it"
+            f"{cfg.max_prompt_length} tokens (the shortest has {has}){advice}"
         )
     return prompts, dropped

@@ -137,4 +137,4 @@ def test_all_grpo_prompts_dropped_for_length_gives_the_advice_once(tokenizer, tm
         load_rl_prompts([str(path)], RLDataConfig(max_prompt_length=16), tokenizer)
     line = str(refused.value)
     assert line.startswith(f"{path}: all 1 prompts are longer than"), line
-    assert line.count("raise it") == 1 and line.endswith("; raise it"), line
+    assert line.count("raise it") == 1 and line.endswith("(raise it))"), line
