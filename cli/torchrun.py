@@ -278,6 +278,30 @@ def _quiet_agent_logs() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
+def _quiet_timer_finalizer() -> None:
+    """Drop the one error torch's rendezvous keep-alive timer raises as the run ends: its
+    finalizer joins the timer's thread, and when the last reference to the timer goes in
+    that thread itself (a keep-alive call holding the handler as the agent lets it go) it
+    fails with "cannot join current thread", which Python prints as "Exception ignored in:
+    <finalize object>" and a traceback under the run's one-line ending. The thread is a
+    daemon that stops with this process; any other unraisable error is printed as before."""
+    printed = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        error, trace = unraisable.exc_value, unraisable.exc_traceback
+        while trace is not None and trace.tb_next is not None:
+            trace = trace.tb_next
+        code = trace.tb_frame.f_code if trace is not None else None
+        joined = isinstance(error, RuntimeError) and "cannot join current thread" in str(error)
+        if joined and code is not None and code.co_name == "join":
+            caller = trace.tb_frame.f_back if trace is not None else None
+            if caller is not None and caller.f_code.co_name == "_stop_thread":
+                return
+        printed(unraisable)
+
+    sys.unraisablehook = hook
+
+
 def _stop_once() -> None:
     """Have SIGINT and SIGTERM stop torch's agent as its own handler does (it raises
     SignalException, and the agent passes the signal on to the ranks and waits for them),
@@ -310,6 +334,7 @@ def main(argv: list[str]) -> int:
     from torch.distributed.run import parse_args, run
 
     _quiet_agent_logs()
+    _quiet_timer_finalizer()
     _stop_once()
     os.environ[TORCHRUN_PID] = str(os.getpid())  # the ranks inherit it (`die_with_torchrun`)
     log_dir = tempfile.mkdtemp(prefix="mfsdp_torchrun_")

@@ -179,7 +179,7 @@ def resume_if_any(
         refuse_saving_over_newer_steps(checkpointer.run_dir, found, found.step, resume)
     with removal_of(found):  # another run's keep_last removing it meanwhile: said to be so
         check_run_kind(found, resume, kind)
-        check_lora_rank(found, getattr(states["model"], "lora_rank", 0))
+        check_lora_rank(found, getattr(states.get("model"), "lora_rank", 0))
         if model_config is not None:
             check_model_config(found, model_config)
         progress = states["extra"]
