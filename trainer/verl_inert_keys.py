@@ -26,6 +26,8 @@ from trainer.verl_off_keys import (
     DAPO_OVERLONG,
     DAPO_OVERLONG_CFG,
     DAPO_OVERLONG_KEY,
+    FSDP_ENGINES,
+    HF_MODELS,
     MEGATRON_ENGINES,
     MEGATRON_LORA_SECTIONS,
 )
@@ -42,7 +44,6 @@ class Inert:
 ACTOR = "actor_rollout_ref.actor."
 REF = "actor_rollout_ref.ref."
 ROLLOUT = "actor_rollout_ref.rollout."
-MODEL = "actor_rollout_ref.model."
 SPEED = "speed or memory only: the same updates"
 PROFILER = "the profiler's settings; profiling is off (profiler.enable, global_profiler.steps)"
 MTP = "multi-token prediction's settings; it is off (mtp.enable)"
@@ -74,16 +75,23 @@ SECTIONS: dict[str, Inert] = {
     ),
     "global_profiler.": Inert(PROFILER),
     **{f"{role}profiler.": Inert(PROFILER) for role in (ACTOR, REF, ROLLOUT)},
+    "profiler.": Inert(
+        "the profiler's settings; profiling is off (profiler.enable, trainer.profile_interval)",
+        ("sft",),
+    ),
     ROLLOUT + "multi_turn.": Inert("multi-turn settings; they are off (multi_turn.enable)"),
-    MODEL + "mtp.": Inert(MTP),
+    **{model + "mtp.": Inert(MTP, commands) for model, commands in HF_MODELS},
     ROLLOUT + "mtp.": Inert(MTP),
     ROLLOUT + "checkpoint_engine.": Inert(WEIGHT_SYNC),
     # the names verl's Megatron backend gives its fused layers when it hands them to the engine
     ROLLOUT + "layer_name_map.": Inert(WEIGHT_SYNC),
     ROLLOUT + "trace.": Inert("tracing of rollouts: logging only"),
     ROLLOUT + "prometheus.": Inert("the engine's Prometheus metrics: monitoring only"),
-    MODEL + "fused_kernel_options.": Inert(SPEED),
-    MODEL + "tiled_mlp.": Inert(SPEED),
+    **{
+        model + section: Inert(SPEED, commands)
+        for model, commands in HF_MODELS
+        for section in ("fused_kernel_options.", "tiled_mlp.")
+    },
     "algorithm.kl_ctrl.": Inert("the KL penalty in the reward; it is off (use_kl_in_reward)"),
     "algorithm.pf_ppo.": Inert("PF-PPO's reweighting; it is off (algorithm.use_pf_ppo)"),
     "algorithm.rollout_correction.": Inert(
@@ -124,17 +132,18 @@ SECTIONS: dict[str, Inert] = {
         for engine, commands in MEGATRON_ENGINES
     },
     **{
-        f"{role}fsdp_config.turbo_config.": Inert(
-            "settings of verl's fsdp_turbo engine, read only with strategy fsdp_turbo"
+        engine + "turbo_config.": Inert(
+            "settings of verl's fsdp_turbo engine, read only with strategy fsdp_turbo", commands
         )
-        for role in (ACTOR, REF)
+        for engine, commands in FSDP_ENGINES
     },
     "transfer_queue.": Inert("how verl moves batches between its workers"),
 }
 
 
 def _engine() -> dict[str, Inert]:
-    """verl's FSDP engine settings of the actor and the reference model."""
+    """verl's FSDP engine settings (FSDP_ENGINES: the actor's, the reference model's,
+    SFT's) that change no update."""
     keys = {
         "reshard_after_forward": SPEED,
         "forward_prefetch": SPEED,
@@ -146,8 +155,8 @@ def _engine() -> dict[str, Inert]:
         "forward_only": "verl sets it by role (the reference model's is true)",
     }
     return {
-        f"{role}fsdp_config.{name}": Inert(why)
-        for role in (ACTOR, REF)
+        engine + name: Inert(why, commands)
+        for engine, commands in FSDP_ENGINES
         for name, why in keys.items()
     }
 
@@ -253,7 +262,7 @@ def _rest() -> dict[str, Inert]:
     multimodal = "images and videos: the models trained here are text models"
     dataset = "what verl's dataset hands its workers: the same prompts"
     return {
-        MODEL + "use_fused_kernels": Inert(SPEED),
+        **{model + "use_fused_kernels": Inert(SPEED, commands) for model, commands in HF_MODELS},
         **{
             f"optim.{name}": Inert(
                 "used by Megatron's WSD schedule only (lr_decay_style=WSD), not available here",
@@ -263,16 +272,23 @@ def _rest() -> dict[str, Inert]:
         },
         "actor_rollout_ref.nccl_timeout": Inert("a communication timeout"),
         "data.dataloader_num_workers": Inert(SPEED),
+        "data.num_workers": Inert(SPEED, ("sft",)),  # sft_trainer's DataLoader workers
         "data.filter_overlong_prompts_workers": Inert(SPEED),
         "data.val_batch_size": Inert("how many validation prompts verl generates at once"),
-        "data.seed": Inert("the shuffle here is seeded by trainer.seed"),
+        "data.seed": Inert(
+            "the shuffle here is seeded by trainer.seed; verl's SFT dataset seeds with it only"
+            " its pick of data.train_max_samples rows (data.shuffle), and every row is read here",
+            ("sft", "grpo"),
+        ),
         "data.return_raw_input_ids": Inert(dataset),
         "data.return_raw_chat": Inert(dataset),
         "data.return_full_prompt": Inert(dataset),
+        # verl's SFT dataset (MultiTurnSFTDataset) reads these three too
         **{
-            f"data.{name}": Inert(multimodal)
-            for name in ("image_key", "video_key", "image_patch_size", "return_multi_modal_inputs")
+            f"data.{name}": Inert(multimodal, ("sft", "grpo"))
+            for name in ("image_key", "video_key", "image_patch_size")
         },
+        "data.return_multi_modal_inputs": Inert(multimodal),
         "reward_manager.module.name": Inert("used only with reward_manager.module.path"),
         "reward_model.use_reward_loop": Inert(
             "whether verl scores responses during or after generation: the same rewards"
@@ -282,7 +298,10 @@ def _rest() -> dict[str, Inert]:
         "algorithm.gamma": Inert("used by GAE and REINFORCE++, not GRPO"),
         "algorithm.lam": Inert("used by GAE, not GRPO"),
         "algorithm.kl_penalty": Inert("the KL penalty in the reward; it is off (use_kl_in_reward)"),
-        "trainer.balance_batch": Inert("reorders a step's responses across ranks: " + SPEED),
+        # sft_trainer's too after b178a3cd (its Ray trainer reads it)
+        "trainer.balance_batch": Inert(
+            "reorders a step's sequences across ranks: " + SPEED, ("sft", "grpo")
+        ),
         "trainer.log_val_generations": Inert("how many validation generations verl logs"),
         "trainer.rollout_data_dir": Inert("where verl dumps generations: logging only"),
         "trainer.validation_data_dir": Inert("where verl dumps generations: logging only"),

@@ -13,7 +13,9 @@ loops, a critic, the profiler, multi-token prediction, rollout correction, rewar
 other than the naive one) are here too, accepted only off: the settings each switch governs
 are in `trainer.verl_inert_keys`, ignored at any value since verl reads them only when the
 switch is on. So the whole config verl prints carries over, key by key, where its values
-train as mfsdp does.
+train as mfsdp does. verl's SFT trainer reads the files GRPO's actor reads (its model and
+FSDP engine, at `model.*` and `engine.*`: HF_MODELS, FSDP_ENGINES) and a profiler of its
+own: each of their keys is read for `train sft` as the actor's is for `train grpo`.
 """
 
 from __future__ import annotations
@@ -39,6 +41,18 @@ MEGATRON_ENGINES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (REF + "megatron.", ("grpo",)),
     ("engine.", ("sft",)),
 )
+# Where verl's FSDP engine settings (engine/fsdp.yaml) sit, and the command reading them:
+# the actor's and the reference model's `fsdp_config.*` in GRPO, sft_trainer's `engine.*`
+# (fsdp_sft_trainer's `model.fsdp_config.*` is a file of its own). A key of the FSDP file
+# and the Megatron one under SFT's `engine.` (`dtype`, `param_offload`) is read alike.
+FSDP_ENGINES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (ACTOR + "fsdp_config.", ("grpo",)),
+    (REF + "fsdp_config.", ("grpo",)),
+    ("engine.", ("sft",)),
+)
+# Where verl's model settings (model/hf_model.yaml) sit: GRPO's actor_rollout_ref.model,
+# sft_trainer's model (fsdp_sft_trainer's `model` shares some of their names)
+HF_MODELS: tuple[tuple[str, tuple[str, ...]], ...] = ((MODEL, ("grpo",)), ("model.", ("sft",)))
 DETERMINISM = "deterministic kernels are not forced here"
 SINGLE_TURN = (
     "the rollout here is single-turn: one response per prompt, no tools, interactions or"
@@ -77,24 +91,25 @@ def _offload() -> Iterator[tuple[str, Off]]:
     (`fsdp_config.*`) and Megatron (`megatron.*`) backends."""
     fsdp = ("param_offload", "optimizer_offload", "offload_policy", "grad_offload")
     megatron = ("param_offload", "grad_offload", "optimizer_offload")
-    for prefix in (ACTOR, REF):  # the critic's: trainer.verl_inert_keys (there is none)
+    for engine, commands in FSDP_ENGINES:  # the critic's: trainer.verl_inert_keys (none here)
         for name in fsdp:
-            yield f"{prefix}fsdp_config.{name}", Off((False,), "no offload", OFFLOAD, ("grpo",))
+            yield engine + name, Off((False,), "no offload", OFFLOAD, commands)
     for engine, commands in MEGATRON_ENGINES:
         for name in megatron:
             yield engine + name, Off((False,), "no offload", OFFLOAD, commands)
     for name in ("cpu_offload", "offload_params"):  # verl's FSDP SFT trainer
         yield f"model.fsdp_config.{name}", Off((False,), "no offload", OFFLOAD, ("sft",))
-    yield (
-        MODEL + "enable_activation_offload",
-        Off(
-            (False,),
-            "no offload",
-            "activation offload is not supported yet (model.activation_checkpointing saves"
-            " activation memory here)",
-            ("grpo",),
-        ),
-    )
+    for model, commands in HF_MODELS:
+        yield (
+            model + "enable_activation_offload",
+            Off(
+                (False,),
+                "no offload",
+                "activation offload is not supported yet (model.activation_checkpointing saves"
+                " activation memory here)",
+                commands,
+            ),
+        )
 
 
 def _megatron() -> Iterator[tuple[str, Off]]:
@@ -158,55 +173,50 @@ def _sharding() -> Iterator[tuple[str, Off]]:
         "main weights are fp32 here",
         "main weights are fp32 here (compute is bf16: strategy.mixed_precision)",
     )
-    for prefix, command in (("model.", "sft"), (ACTOR, "grpo"), (REF, "grpo")):
-        yield f"{prefix}fsdp_config.wrap_policy.min_num_params", replace(wrap, commands=(command,))
-    for prefix, command in (("model.", "sft"), (ACTOR, "grpo"), (REF, "grpo")):
-        yield f"{prefix}fsdp_config.model_dtype", replace(dtype, commands=(command,))
-    for prefix in (ACTOR, REF):
+    strategy = Off(STRATEGIES, "strategy.name picks the sharding here", SET_STRATEGY)
+    for engine, commands in (("model.fsdp_config.", ("sft",)), *FSDP_ENGINES):
+        yield f"{engine}wrap_policy.min_num_params", replace(wrap, commands=commands)
+        yield f"{engine}model_dtype", replace(dtype, commands=commands)
+    for engine, commands in FSDP_ENGINES:
         yield (
-            f"{prefix}fsdp_config.dtype",
+            f"{engine}dtype",
             Off(
                 ("bfloat16", "bf16"),
                 "compute is bf16 here",
                 "compute is bf16 here (strategy.mixed_precision)",
-                ("grpo",),
+                commands,
             ),
         )
         yield (
-            f"{prefix}fsdp_config.fsdp_size",
+            f"{engine}fsdp_size",
             Off(
                 (-1,),
                 "parameters are sharded over all ranks here, as verl's -1",
                 "parameters are sharded over all ranks here (no hybrid sharding groups)",
-                ("grpo",),
+                commands,
             ),
         )
         yield (
-            f"{prefix}fsdp_config.full_determinism",
-            Off((False,), "no deterministic kernels forced", DETERMINISM, ("grpo",)),
+            f"{engine}full_determinism",
+            Off((False,), "no deterministic kernels forced", DETERMINISM, commands),
         )
-        for key in (f"{prefix}strategy", f"{prefix}fsdp_config.strategy"):
-            yield (
-                key,
-                Off(STRATEGIES, "strategy.name picks the sharding here", SET_STRATEGY, ("grpo",)),
-            )
-    yield (
-        "model.strategy",
-        Off(STRATEGIES, "strategy.name picks the sharding here", SET_STRATEGY, ("sft",)),
-    )
+        yield f"{engine}strategy", replace(strategy, commands=commands)
+    # the roles' own, and fsdp_sft_trainer's
+    for key, command in ((ACTOR, "grpo"), (REF, "grpo"), ("model.", "sft")):
+        yield key + "strategy", replace(strategy, commands=(command,))
 
 
 def _model_files() -> Iterator[tuple[str, Off]]:
     """How verl reads the model: shared memory, code from the model dir, an extra module,
     a chat template of its own."""
-    for prefix, command in (("model.", "sft"), (MODEL, "grpo")):
+    for prefix, commands in HF_MODELS:
         yield (
             f"{prefix}use_shm",
             Off(
                 (False,),
                 "files are read directly here",
                 "shared-memory loading (use_shm) is not supported",
-                (command,),
+                commands,
             ),
         )
         yield (
@@ -215,7 +225,7 @@ def _model_files() -> Iterator[tuple[str, Off]]:
                 (False,),
                 "code in a model dir is never run here",
                 "code in a model dir is never run here (trainer/model_code.py)",
-                (command,),
+                commands,
             ),
         )
         yield (
@@ -225,18 +235,17 @@ def _model_files() -> Iterator[tuple[str, Off]]:
                 "no module is imported for the model here",
                 "importing a module for the model (external_lib) is not supported: models are"
                 " the transformers families mfsdp builds",
-                (command,),
+                commands,
             ),
         )
     template = (
         "the chat template here is the tokenizer's: set model.tokenizer to a dir whose"
         " tokenizer has the template you want"
     )
-    yield "data.chat_template", Off((None,), "the tokenizer's chat template", template, ("sft",))
-    yield (
-        MODEL + "custom_chat_template",
-        Off((None,), "the tokenizer's chat template", template, ("grpo",)),
-    )
+    chat_template = Off((None,), "the tokenizer's chat template", template)
+    yield "data.chat_template", replace(chat_template, commands=("sft",))  # fsdp_sft_trainer's
+    for prefix, commands in HF_MODELS:
+        yield prefix + "custom_chat_template", replace(chat_template, commands=commands)
 
 
 def _data() -> Iterator[tuple[str, Off]]:
@@ -335,6 +344,20 @@ def _data() -> Iterator[tuple[str, Off]]:
                 ("sft",),
             ),
         )
+    # verl's enable_thinking for rows without an enable_thinking column (after b178a3cd).
+    # Its YAML's `none` is text, which its dataset reads as true (bool('none')): thinking
+    # on, what Qwen3's template renders when it is given no enable_thinking, as here.
+    yield (
+        "data.enable_thinking_default",
+        Off(
+            ("none",),
+            "enable_thinking is not given to the chat template here (verl's none: thinking"
+            " on, Qwen3's template's default)",
+            "enable_thinking is not given to the chat template here: each row is rendered at"
+            " the template's own default",
+            ("sft",),
+        ),
+    )
     yield (
         "data.truncation",
         Off(
@@ -566,18 +589,17 @@ def _single_turn() -> Iterator[tuple[str, Off]]:
 def _features_off() -> Iterator[tuple[str, Off]]:
     """The switches of verl's features that change what is trained, off: their settings are
     in trainer.verl_inert_keys, read only when the switch is on."""
+    profiling = "profiling is not supported"
+    mtp = "multi-token prediction is not supported"
     switches: dict[str, tuple[tuple[Any, ...], str]] = {
         "critic.enable": ((None, False), NO_CRITIC),
-        ACTOR + "profiler.enable": ((False,), "profiling is not supported"),
-        REF + "profiler.enable": ((False,), "profiling is not supported"),
-        ROLLOUT + "profiler.enable": ((False,), "profiling is not supported"),
-        "global_profiler.steps": ((None, []), "profiling is not supported"),
-        MODEL + "mtp.enable": ((False,), "multi-token prediction is not supported"),
-        MODEL + "mtp.enable_train": ((False,), "multi-token prediction is not supported"),
-        MODEL + "mtp.enable_rollout": ((False,), "multi-token prediction is not supported"),
-        ROLLOUT + "mtp.enable": ((False,), "multi-token prediction is not supported"),
-        ROLLOUT + "mtp.enable_train": ((False,), "multi-token prediction is not supported"),
-        ROLLOUT + "mtp.enable_rollout": ((False,), "multi-token prediction is not supported"),
+        ACTOR + "profiler.enable": ((False,), profiling),
+        REF + "profiler.enable": ((False,), profiling),
+        ROLLOUT + "profiler.enable": ((False,), profiling),
+        "global_profiler.steps": ((None, []), profiling),
+        ROLLOUT + "mtp.enable": ((False,), mtp),
+        ROLLOUT + "mtp.enable_train": ((False,), mtp),
+        ROLLOUT + "mtp.enable_rollout": ((False,), mtp),
         "algorithm.use_pf_ppo": ((False,), "PF-PPO's reweighting of samples is not supported"),
         "algorithm.rollout_correction.rollout_is": ((None,), ROLLOUT_CORRECTION),
         "algorithm.rollout_correction.rollout_rs": ((None,), ROLLOUT_CORRECTION),
@@ -590,9 +612,14 @@ def _features_off() -> Iterator[tuple[str, Off]]:
     }
     for key, (values, refused) in switches.items():
         yield key, Off(values, refused, refused, ("grpo",))
+    for model, commands in HF_MODELS:
+        for name in ("enable", "enable_train", "enable_rollout"):
+            yield f"{model}mtp.{name}", Off((False,), mtp, mtp, commands)
+    # sft_trainer's `profiler` section (profiler/profiler.yaml), as a GRPO role's
+    yield "profiler.enable", Off((False,), profiling, profiling, ("sft",))
     yield (  # verl's sft_trainer: the first and last step profiled, -1 for none
         "trainer.profile_interval",
-        Off(([-1, -1],), "profiling is not supported", "profiling is not supported", ("sft",)),
+        Off(([-1, -1],), profiling, profiling, ("sft",)),
     )
 
 
@@ -604,34 +631,35 @@ ROLLOUT_CORRECTION = (
 
 def _model_and_data() -> Iterator[tuple[str, Off]]:
     """The model's and the RL data's settings at the values that read them as here."""
-    yield (
-        MODEL + "hf_config_path",
-        Off(
-            (None,),
-            "the model's config is read from model.path",
-            "the model's config is read from model.path here",
-            ("grpo",),
-        ),
-    )
-    yield (
-        MODEL + "override_config",
-        Off(
-            _empty_model_overrides(),
-            "the model's config as it is",
-            "overriding the model's config is not supported: edit config.json in a copy of"
-            " the model dir",
-            ("grpo",),
-        ),
-    )
-    yield (
-        MODEL + "exclude_modules",
-        Off(
-            (None,),
-            "LoRA adapts model.target_modules",
-            "LoRA here adapts model.target_modules; excluding modules is not supported",
-            ("grpo",),
-        ),
-    )
+    for model, commands in HF_MODELS:
+        yield (
+            model + "hf_config_path",
+            Off(
+                (None,),
+                "the model's config is read from model.path",
+                "the model's config is read from model.path here",
+                commands,
+            ),
+        )
+        yield (
+            model + "override_config",
+            Off(
+                _empty_model_overrides(),
+                "the model's config as it is",
+                "overriding the model's config is not supported: edit config.json in a copy of"
+                " the model dir",
+                commands,
+            ),
+        )
+        yield (
+            model + "exclude_modules",
+            Off(
+                (None,),
+                "LoRA adapts model.target_modules",
+                "LoRA here adapts model.target_modules; excluding modules is not supported",
+                commands,
+            ),
+        )
     data = {
         "tokenizer": (None, "the tokenizer here is model.tokenizer (default: the model's)"),
         "reward_fn_key": ("data_source", "the reward is picked by the data_source column here"),

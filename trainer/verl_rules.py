@@ -25,7 +25,7 @@ from typing import Any
 
 from mfsdp_ckpt.errors import MfsdpUsageError
 from trainer.verl_inert_keys import INERT_KEYS, PADDING
-from trainer.verl_off_keys import MEGATRON_LORA_SECTIONS, MODEL, OFF_KEYS, Off
+from trainer.verl_off_keys import HF_MODELS, MEGATRON_LORA_SECTIONS, MODEL, OFF_KEYS, Off
 
 log = logging.getLogger("mfsdp.config")
 
@@ -38,8 +38,6 @@ VERL_ONLY_SECTION = "actor_rollout_ref."  # verl's; mfsdp has no section of that
 # `optim.lr` here, and still no SFT setting. The SFT trainer's `model`, `optim` and
 # `checkpoint` are not listed: both mfsdp commands have sections of those names, where a
 # verl name (`optim.lr_warmup_steps_ratio`) is read as the mfsdp key it sets, with a note.
-# (The SFT trainer's newest `profiler` section is no command's here: its keys are unknown
-# keys to both.)
 TRAINER_SECTIONS = {
     "grpo": frozenset(
         {
@@ -50,7 +48,7 @@ TRAINER_SECTIONS = {
     ),
     "sft": frozenset(
         {
-            *("engine", "use_remove_padding", "ulysses_sequence_parallel_size"),
+            *("engine", "profiler", "use_remove_padding", "ulysses_sequence_parallel_size"),
         }
     ),
 }
@@ -443,7 +441,10 @@ RULES: dict[str, Rule] = {
     "data.max_response_length": Rule("rollout.max_response_length", commands=("grpo",)),
     # model
     "actor_rollout_ref.model.path": Rule("model.path"),
-    "actor_rollout_ref.model.tokenizer_path": Rule("model.tokenizer", commands=("grpo",)),
+    **{
+        model + "tokenizer_path": Rule("model.tokenizer", commands=commands)
+        for model, commands in HF_MODELS
+    },
     "actor_rollout_ref.model.enable_gradient_checkpointing": Rule("model.activation_checkpointing"),
     "model.enable_gradient_checkpointing": Rule("model.activation_checkpointing"),
     "model.partial_pretrain": Rule("model.path"),
@@ -457,8 +458,9 @@ RULES: dict[str, Rule] = {
         for name in LORA_KEYS
     },
     # liger-kernel's RoPE, RMSNorm and SwiGLU, what verl's use_liger patches into the model
-    "actor_rollout_ref.model.use_liger": Rule("model.liger", commands=("grpo",)),
-    "model.use_liger": Rule("model.liger", commands=("sft",)),
+    **{
+        model + "use_liger": Rule("model.liger", commands=commands) for model, commands in HF_MODELS
+    },
     # verl's Megatron backend (model.lora.*, Megatron-Bridge's LoRA settings): GRPO's actor,
     # and SFT on verl's Megatron engine
     **{

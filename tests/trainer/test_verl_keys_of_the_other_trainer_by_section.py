@@ -91,7 +91,7 @@ def test_verl_sft_names_in_a_section_both_commands_have_carry_in_both(override):
     [
         ("optim.total_training_steps=10", "set trainer.total_steps instead"),
         ("optim.min_lr_ratio=0.1", "set optim.min_lr to min_lr_ratio x lr"),
-        ("engine.strategy=fsdp", "unknown config key 'engine'"),
+        ("engine.no_such_key=1", "unknown config key 'engine'"),
     ],
 )
 def test_grpo_keeps_its_own_advice_for_keys_neither_command_takes(override, said):
