@@ -293,6 +293,8 @@ def load_config(
     pairs = _override_pairs(cls, list(overrides))
     if path is not None:
         tree, file_keys = verl_keys.adopt_tree(cls, loaded or {}, source, pairs)
+        if file_keys:
+            _unset_verl_nulls(cls, tree, source)
     config = _build_config(cls, tree, source)  # the file alone, so errors name the file
     adopted = verl_keys.adopt_pairs(cls, pairs, COMMAND_LINE, file_keys)
     if not adopted:
@@ -300,6 +302,24 @@ def load_config(
     for key, value in adopted:
         set_dotted(tree, key, value)
     return check_across_keys(_build_config(cls, tree, COMMAND_LINE))
+
+
+def _unset_verl_nulls(cls: type, tree: dict[str, Any], source: str, prefix: str = "") -> None:
+    """In a verl config, a null on an mfsdp key that takes none (`data.val_files: null`, as
+    the config verl's SFT trainer prints has it) is verl's "not set": the key is removed, so
+    the mfsdp default stays, with the note `mfsdp config from-verl` gives for it, where an
+    mfsdp file's null there is refused ("expects a list of strings")."""
+    for key in list(tree):
+        dotted = f"{prefix}{key}"
+        if isinstance(tree[key], dict):
+            _unset_verl_nulls(cls, tree[key], source, f"{dotted}.")
+            continue
+        found = _field_of(cls, dotted) if tree[key] is None else None
+        if found is not None and type(None) not in typing.get_args(found[2]):
+            del tree[key]
+            verl_keys.log.warning(
+                "note: %s: %s: null in verl, the mfsdp default stays", source, dotted
+            )
 
 
 def _read_config_file(cls: type, path: str | os.PathLike) -> dict[str, Any] | None:
