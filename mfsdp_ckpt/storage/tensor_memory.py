@@ -15,7 +15,7 @@ import errno
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from mfsdp_ckpt.errors import MfsdpFailedError
+from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError
 
 # What torch's allocators say when they fail (CPU on Linux / Windows; CUDA, whose
 # torch.OutOfMemoryError is a RuntimeError too). Any other RuntimeError is not this.
@@ -26,7 +26,9 @@ _ALLOCATOR_SIGNS = (
 )
 # What a thread whose stack cannot be mapped (a worker pool under `ulimit -v`) says, in
 # whatever error its library raises: Python's RuntimeError, pyarrow's plain ArrowException
-# (its decode pool, which a parquet read starts; it was reported as a damaged file).
+# (its decode pool, which a parquet read starts; it was reported as a damaged file). The
+# message starts with it: one that quotes it further on (a duplicate key or column named
+# so, in the project's own line about it) is not this.
 _THREAD_SIGNS = (
     "can't start new thread",
     "failed to launch worker thread",
@@ -43,13 +45,16 @@ class TensorMemoryError(MfsdpFailedError):
 
 def is_allocation_failure(err: BaseException) -> bool:
     """Whether `err` is an allocation failing: MemoryError, an OSError of ENOMEM (mmap,
-    a file mapped), torch's allocator error, or a thread that could not be started."""
+    a file mapped), torch's allocator error, or a thread that could not be started. The
+    project's own errors never are: their lines quote the input (keys, names, values)."""
     if isinstance(err, MemoryError):
         return True
     if isinstance(err, OSError):
         return err.errno == errno.ENOMEM
+    if isinstance(err, MfsdpError):
+        return False
     said = str(err).lower()
-    if any(sign in said for sign in _THREAD_SIGNS):
+    if said.lstrip().startswith(_THREAD_SIGNS):
         return True
     return isinstance(err, RuntimeError) and any(sign in said for sign in _ALLOCATOR_SIGNS)
 
