@@ -66,6 +66,7 @@ from trainer.config_yaml import (
 )
 from trainer.override_text import dropped_markup, folded_or_trimmed
 from trainer.run_files import replacing
+from trainer.verl_hydra_files import deletion_hint, refused_selection
 from trainer.verl_source import VerlSourceError, parse_verl_yaml
 
 RESOLVED_CONFIG_FILE = RUN_CONFIG_FILE  # in the run dir: the config the run used
@@ -290,6 +291,8 @@ def load_config(
     file_keys: list[tuple[str, Any]] = []
     source = str(path) if path else "config"
     loaded = None if path is None else _read_config_file(cls, path)
+    for key, value in (loaded or {}).items():
+        _refuse_selection(cls, key, value, source, hydra_form_only=True)
     pairs = _override_pairs(cls, list(overrides))
     if path is not None:
         tree, file_keys = verl_keys.adopt_tree(cls, loaded or {}, source, pairs)
@@ -398,11 +401,29 @@ def _override_pairs(cls: type, overrides: list[str]) -> list[tuple[str, Any]]:
     _refuse_split_overrides(overrides)
     pairs = []
     for index, item in enumerate(overrides):
+        if item.startswith("~"):
+            raise ConfigError(_hydra_delete(item))
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(_not_an_override(item, overrides[index + 1 :]))
-        pairs.append((key.strip(), _override_value(cls, key.strip(), text)))
+        value = _override_value(cls, key.strip(), text)
+        _refuse_selection(cls, key.strip(), value, COMMAND_LINE)
+        pairs.append((key.strip(), value))
     return pairs
+
+
+def _refuse_selection(
+    cls: type, key: Any, value: Any, source: str, hydra_form_only: bool = False
+) -> None:
+    """Refuse `key: value` of `source` where it is one of verl's config-group selections
+    (`refused_selection`), before the key is split on its dots. `hydra_form_only`: only in
+    the forms no mfsdp key has, a package (`actor@actor_rollout_ref.actor`) or Hydra's
+    `+`: a config file's top-level key copied from a verl command line."""
+    if not isinstance(key, str) or (hydra_form_only and "@" not in key and key[:1] != "+"):
+        return
+    selection = refused_selection(key, value, verl_keys.field_types(cls))
+    if selection is not None:
+        raise ConfigError(f"{source}: {selection}")
 
 
 def end_step(total_steps: int, cfg: Any) -> int:
@@ -432,6 +453,20 @@ def _not_an_override(item: str, rest: list[str]) -> str:
     if "." in item and rest and "=" not in rest[0]:
         return f"override {item!r}: expected key=value; write {item}={rest[0]}"
     return f"override {item!r}: expected key=value, e.g. optim.lr=2e-5"
+
+
+def _hydra_delete(item: str) -> str:
+    """The error for Hydra's delete (`~key`, `~key=value`), which no override here is: a
+    verl config group's (`~engine`) is a file of verl's config, another key's is left out
+    for its default. Read as a key, `~engine` was "expected key=value"."""
+    key = item[1:].partition("=")[0].strip()
+    removed = deletion_hint(key)
+    if removed is not None:
+        return f"override {item!r}: {removed}"
+    return (
+        f"override {item!r}: `~key` is Hydra's delete, which mfsdp train does not take;"
+        f" leave {key or 'the key'} out of the config file for its default"
+    )
 
 
 def _refuse_split_overrides(overrides: list[str]) -> None:

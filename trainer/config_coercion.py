@@ -26,7 +26,6 @@ from trainer.config_base import (
     unannotated,
 )
 from trainer.shown_value import shown_value
-from trainer.verl_hydra_files import selection_hint
 
 
 def build_section(cls: type, values: dict[str, Any], prefix: str, source: str, command: str) -> Any:
@@ -58,9 +57,6 @@ def _coerce(kind: Any, value: Any, key: str, source: str, command: str) -> Any:
         return _coerce_annotated(kind, value, key, source, command)
     if dataclasses.is_dataclass(kind):
         if not isinstance(value, dict):
-            selection = selection_hint(key, value) if source == COMMAND_LINE else None
-            if selection is not None:
-                raise ConfigError(f"{source}: {selection}")
             fields = ", ".join(f.name for f in dataclasses.fields(kind))
             raise _expected(kind, value, key, source, f"a section (mapping of {fields})")
         return build_section(cast(type, kind), value, f"{key}.", source, command)

@@ -18,8 +18,6 @@ from collections.abc import Collection, Sequence
 from typing import Any, cast
 
 from trainer import verl_keys
-from trainer.config_base import COMMAND_LINE
-from trainer.verl_hydra_files import selection_hint
 from trainer.yaml_colon_keys import glued_value_hint
 
 
@@ -44,13 +42,9 @@ def unknown_key_message(
     glued = glued_value_hint(key)
     if glued is not None:
         return f"{source}: {full}: {glued}"
-    selection = selection_hint(full, value) if source == COMMAND_LINE else None
-    if selection is not None:
-        return f"{source}: unknown config key '{full}': {selection}"
-    other = None if prefix else _other_commands_section(key, command)
+    other = _other_commands_key(full, command)
     if other is not None:
-        section = f"a section of mfsdp train {other}, not {command}"
-        return f"{source}: unknown config key '{full}': {section}"
+        return f"{source}: unknown config key '{full}': {other}"
     verl = verl_keys.names(command)
     written = _first_leaf_key(full, value)
     if root is not None and written != full:
@@ -70,20 +64,23 @@ def unknown_key_message(
     return _unknown_key_line(source, full, list(dict.fromkeys(close))[:3], verl)
 
 
-def _other_commands_section(key: str, command: str) -> str | None:
-    """The other training command whose config has the section `key` that this command's
-    lacks (`rollout` given to sft is GRPO's), or None: likeness alone offered the nearest
-    spelling ("did you mean model.lora.dropout"), a verl key of no kin."""
+def _other_commands_key(full: str, command: str) -> str | None:
+    """What the key `full` is where the other training command's config has it and this
+    command's does not: "a section of mfsdp train grpo, not sft" (`rollout`), "a key of
+    ..." (`data.max_prompt_length` given to sft, `data.messages_key` to grpo); None else.
+    Likeness alone offered the nearest spelling, a key of no kin ("did you mean
+    data.max_length" for GRPO's data.max_prompt_length). Read from both commands' config
+    classes, so a key added to one is named without a list to keep."""
     from trainer.config import SFTConfig
     from trainer.grpo.config import GRPOConfig
 
     classes: dict[str, type] = {"sft": SFTConfig, "grpo": GRPOConfig}
     if command not in classes:
         return None
-    own = {f.name for f in dataclasses.fields(classes[command])}
     for other, cls in classes.items():
-        if other != command and key not in own and key in {f.name for f in dataclasses.fields(cls)}:
-            return other
+        if other != command and verl_keys.is_native(cls, full):
+            section = any(key.startswith(f"{full}.") for key in all_keys(cls))
+            return f"a {'section' if section else 'key'} of mfsdp train {other}, not {command}"
     return None
 
 

@@ -12,6 +12,7 @@ are not in this config" and exited 0, where its help promises 1).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 # verl/trainer/config at the commits tests/fixtures/verl_scripts and verl_configs name
@@ -185,11 +186,39 @@ def selection_hint(key: str, option: Any) -> str | None:
         return None
     if option not in VERL_GROUPS[group[0]]:
         return None
-    return (
-        f"{key}={option} selects a file of verl's config (a Hydra config group), which"
-        " mfsdp train does not read: `mfsdp config from-verl SCRIPT_OR_YAML` converts a"
-        " verl run (docs/verl.md)"
-    )
+    return f"{key}={option} selects a file of verl's config {_NOT_READ}"
+
+
+def refused_selection(key: str, option: Any, sections: Collection[str]) -> str | None:
+    """The one line for the command-line override `key=option` where it is one of verl's
+    config-group selections (`selection_hint`), in a config whose top-level names are
+    `sections`: read before the loader splits the key on its dots, since
+    `actor@actor_rollout_ref.actor=megatron_actor` split was the unknown section
+    `actor@actor_rollout_ref` ("did you mean actor?", mfsdp's GRPO section), and `+engine`
+    lost its `+`. A group of a section's name (`optim=fsdp`) is that section's value; one
+    of no such name is an unknown key too."""
+    hint = selection_hint(key, option)
+    if hint is None:
+        return None
+    group = key.lstrip("+").partition("@")[0]
+    return hint if group in sections else f"unknown config key '{key}': {hint}"
+
+
+def deletion_hint(key: str) -> str | None:
+    """What Hydra's `~key` (delete) is where `key` is one of verl's config groups (`~engine`,
+    `~actor@actor_rollout_ref.actor`): it removes a file of verl's config, which `mfsdp
+    train` does not read; None for another key."""
+    group = selected_group(key)
+    if group is None or "." in key.partition("@")[0]:
+        return None
+    return f"~{key} removes a file of verl's config {_NOT_READ}"
+
+
+# what a selection of a verl config group's file is to `mfsdp train`
+_NOT_READ = (
+    "(a Hydra config group), which mfsdp train does not read: `mfsdp config from-verl"
+    " SCRIPT_OR_YAML` converts a verl run (docs/verl.md)"
+)
 
 
 def selects_megatron(key: str, option: Any) -> bool:

@@ -80,6 +80,18 @@ def rule_for(key: str) -> Rule | None:
     return None if inert is None else Rule(None, why=inert.why, commands=inert.commands)
 
 
+def key_rule(key: str) -> Rule | None:
+    """The rule `carry_over` reads verl key `key` by: `rule_for`'s, else, for a model
+    parallel size no rule names (`ulysses_sequence_parallel_size`), PARALLEL_RULE. Asked of
+    `rule_for` alone, which command a key of verl's SFT trainer is for found no rule for
+    the top-level ulysses_sequence_parallel_size: given to grpo it was carried over with a
+    note, where `use_remove_padding` beside it was refused as SFT's."""
+    rule = rule_for(key)
+    if rule is None and key.rsplit(".", 1)[-1] in PARALLEL_SIZES:
+        return PARALLEL_RULE
+    return rule
+
+
 def ignored_at_any_value(command: str, key: str) -> bool:
     """Whether verl's `key` (as a script writes it, `+` and all) is ignored by
     `mfsdp train <command>` whatever its value (Ray's settings): a value known only when
@@ -304,9 +316,7 @@ def carry_over(
         if key in FSDP_LORA_DEFAULTS and on_megatron(given):
             _fsdp_lora_on_megatron(raw_key, key, value)
             continue
-        rule = rule_for(key)
-        if rule is None and leaf in PARALLEL_SIZES:
-            rule = PARALLEL_RULE
+        rule = key_rule(key)
         # the key as written: `actor_rollout_ref.actor.optim.x` is `optim.x` only once mapped
         if rule is None and raw_key.startswith(VERL_ONLY_SECTION):
             if is_unset(value):  # a setting verl leaves at its default: nothing to carry
@@ -350,7 +360,7 @@ def _other_trainers(cls: type, key: str) -> bool:
         return False
     if is_native(cls, key.split(".", 1)[0]):
         return False  # a section of mfsdp's own here: its rules and the loader answer
-    rule = rule_for(normalise(key))
+    rule = key_rule(normalise(key))
     if rule is not None:
         return ("grpo" if command == "sft" else "sft") in rule.commands
     # no rule: main_ppo's sections are read whole by `mfsdp train grpo`, which names what
