@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import select
-import shlex
 import shutil
 import sys
 import time
@@ -23,6 +22,8 @@ from typing import TYPE_CHECKING, cast
 import click
 
 from cli import demo_record
+from cli.command_as_run import mfsdp_command
+from cli.demo_record import DEMO_DIR, EXPORT_DIR
 from cli.errors import GivenPath, on_interrupt
 from cli.launch import CONFIG_CHECKED, end_as_ranks_ended, run_ranks
 from cli.main import EXIT_CLOSED_PIPE
@@ -39,8 +40,9 @@ if TYPE_CHECKING:
     from transformers import BatchEncoding
 
 EXAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "sft_tiny_cpu.yaml"
-# What a demo dir holds: GSM8K-format rows, their tables, the initial model, the run, the export
-RAW_DIR, DATA_DIR, INIT_DIR, RUN_DIR, EXPORT_DIR = "gsm8k_format", "data", "init_model", "sft", "hf"
+# What a demo dir holds: GSM8K-format rows, their tables, the initial model, the run (and
+# the export, EXPORT_DIR, which a start over takes for the demo's own where it wrote none)
+RAW_DIR, DATA_DIR, INIT_DIR, RUN_DIR = "gsm8k_format", "data", "init_model", "sft"
 
 
 @click.command()
@@ -48,7 +50,7 @@ RAW_DIR, DATA_DIR, INIT_DIR, RUN_DIR, EXPORT_DIR = "gsm8k_format", "data", "init
     "--out",
     "out_dir",
     type=GivenPath(file_okay=False),
-    default="runs/demo",
+    default=DEMO_DIR,
     show_default=True,
     help="Demo directory: new, empty, or a previous demo's holding only what that demo wrote"
     " (which is replaced).",
@@ -129,17 +131,24 @@ class _Phase:
     def interrupted(self) -> str:
         if self.now == "data":
             return f"interrupted while writing the demo's data and model; {self.again()}"
+        return self.stopped("interrupted")
+
+    def stopped(self, how: str) -> str:
+        """The line for the demo stopped `how` (`interrupted`, `stdout closed`) once training
+        started: what of its run is kept and the commands that go on from there, however the
+        demo was stopped (a closed stdout said "OUT is incomplete" of a run whose final step
+        was saved and valid)."""
         if self.now == "train":
-            return self.training_stopped("interrupted")
+            return self.training_stopped(how)
         run_dir, hf_dir = self.out / RUN_DIR, self.out / EXPORT_DIR
         if self.now == GENERATING:
             return (
-                f"interrupted while {self.now}; training and the export had finished: the run"
+                f"{how} while {self.now}; training and the export had finished: the run"
                 f" is kept in {run_dir}, the export in {hf_dir} (it loads with transformers'"
                 f" from_pretrained); {self.again()}"
             )
         return (
-            f"interrupted while {self.now}; training had finished, its run is kept in"
+            f"{how} while {self.now}; training had finished, its run is kept in"
             f" {run_dir}: {self._left()}; {self.again()}"
         )
 
@@ -153,7 +162,7 @@ class _Phase:
             LOG_EVERY,
             0,
             stopped,
-            resume=f"run `mfsdp train sft --config {run_dir / 'config.yaml'}`",
+            resume=f"run {mfsdp_command('train sft --config', run_dir / 'config.yaml')}",
             start_over=self.again(),
             last_step=self.steps,
             then=self._left(),
@@ -161,16 +170,18 @@ class _Phase:
 
     def _left(self) -> str:
         """The commands that do what the demo had left after training, from the phase
-        stopped on: validating, then exporting (generating has no command of its own)."""
-        run_dir = shlex.quote(str(self.out / RUN_DIR))
-        hf_dir = shlex.quote(str(self.out / EXPORT_DIR))
-        export = f"`mfsdp ckpt export-hf {run_dir} --out {hf_dir} --dtype fp32 --verify`"
+        stopped on: validating, then exporting (generating has no command of its own). The
+        export goes where the demo's own goes, which a rerun of the demo then replaces."""
+        run_dir = self.out / RUN_DIR
+        export = mfsdp_command(
+            "ckpt export-hf", run_dir, "--out", self.out / EXPORT_DIR, "--dtype fp32 --verify"
+        )
         if self.now == EXPORTING:
             return f"{export} redoes the export"
-        return f"`mfsdp ckpt validate --deep {run_dir}` validates it, {export} exports it"
+        return f"{mfsdp_command('ckpt validate --deep', run_dir)} validates it, {export} exports it"
 
     def again(self) -> str:
-        return f"`mfsdp demo --out {self.out}` again starts over"
+        return f"{mfsdp_command('demo --out', self.out)} again starts over"
 
 
 # The demo's phases after training, as its Ctrl-C line names them
@@ -276,7 +287,10 @@ def _run(out: Path, nproc: int, steps: int, phase: _Phase) -> None:
     answer = _generate(hf_dir, question)
     _say(f"generate: {question!r} -> {answer!r}")
     _say(f"  {_what_to_expect(answer, steps)}")
-    _say(f"done in {time.monotonic() - started:.0f}s; run: {run_dir}, export: {hf_dir}")
+    _say(
+        f"done in {time.monotonic() - started:.0f}s; run: {run_dir}, export: {hf_dir}; next:"
+        f" {mfsdp_command('ckpt inspect', run_dir)}"
+    )
 
 
 def _quiet_model_loading() -> None:
@@ -339,19 +353,16 @@ def _stdout_closed() -> bool:
         return False
 
 
-# What the demo was doing, by `_Phase.now`, as "the demo stopped at ..." says it
-_STAGES = {"data": "writing the data and model", "train": "training"}
-
-
 @contextlib.contextmanager
 def _stopped_by_closed_stdout(out: Path, phase: _Phase, kept: Path | None) -> Iterator[None]:
     """Stop the demo once its stdout is closed (`mfsdp demo | head -2`) with 141, as every
     command ends there (docs/json.md), and, unlike them, one line on stderr: its directory
     is left half built, so the line names the stage, what is kept and that running it
     again starts over (it ended with exit 1 and no word; then with exit 1, which says the
-    demo failed). The closed pipe is met by the demo's own line, or by the training rank's
-    (which then fails, and the demo with it). stdout is pointed at /dev/null first, so
-    that Python's flush at exit adds no "Exception ignored" lines."""
+    demo failed); once training started, it is a Ctrl-C's there (`_Phase.stopped`). The
+    closed pipe is met by the demo's own line, or by the training rank's result line
+    (which then fails, and the demo with it). stdout is pointed at /dev/null first, so that
+    Python's flush at exit adds no "Exception ignored" lines."""
     try:
         yield
     except (BrokenPipeError, SystemExit) as err:
@@ -360,11 +371,12 @@ def _stopped_by_closed_stdout(out: Path, phase: _Phase, kept: Path | None) -> It
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-        stage = _STAGES.get(phase.now, phase.now)
         previous = f" (the previous demo is kept in {kept})" if kept is not None else ""
+        if phase.now != "data":
+            raise _StdoutClosed(phase.stopped("stdout closed") + previous) from None
         raise _StdoutClosed(
-            f"stdout closed; the demo stopped at {stage}; {out} is incomplete{previous};"
-            f" {phase.again()}"
+            f"stdout closed; the demo stopped at writing the data and model; {out} is"
+            f" incomplete{previous}; {phase.again()}"
         ) from None
 
 

@@ -12,12 +12,18 @@ and nothing is deleted. A demo killed before it wrote its list
 (`kill -9`, a power cut) leaves a marker without one: its directory is refused too, since
 nothing then says which of its files are the demo's.
 
+One thing the demo did not write is its own all the same: an export of its run into the
+demo's export dir (`hf`) where it never wrote one, which the line of a demo stopped after
+training suggests (`mfsdp ckpt export-hf OUT/sft --out OUT/hf`); refused, it blocked the
+start over that the same line suggests.
+
 Listing and hashing are bounded: a directory with more entries than any demo writes is
 refused before anything is hashed, and only files listed with the same size are hashed.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import stat
@@ -35,9 +41,12 @@ from mfsdp_ckpt.storage.unique_json import parse_json
 from trainer.run_files import replacing
 
 MARKER = ".mfsdp-demo"  # written first into every demo dir; holds the list once the demo ends
+EXPORT_DIR = "hf"  # the demo's export of its run, in its dir
+DEMO_DIR = "runs/demo"  # the demo's --out unless given; the examples read its data there
 MAX_ENTRIES = 10_000  # a demo writes under a hundred
 MAX_DEPTH = 16  # a demo's deepest file is 5 levels down
 MAX_MARKER_BYTES = 4 << 20
+MAX_EXPORT_FILES = 1_000  # an export's shards, index, config and tokenizer files
 # the list's object, its `dirs` and `files`, and one object per file: no more in a marker
 MAX_MARKER_CONTAINERS = MAX_ENTRIES + 3
 _WRITER = "mfsdp demo"
@@ -77,11 +86,14 @@ def record(out: Path) -> None:
 def refusal(out: Path) -> Exception | None:
     """Why the non-empty `out` may not be deleted to start the demo over (a usage error
     naming what is not the demo's, or a busy error naming the training run using a dir in
-    it), or None when it holds exactly what a previous demo wrote."""
+    it), or None when it holds exactly what a previous demo wrote, and maybe an export of
+    its run into EXPORT_DIR where it wrote none."""
     written = _read(out)
     if isinstance(written, str):
         return MfsdpUsageError(written)
     _, files, extra = _walk(out, written)
+    if EXPORT_DIR in extra and _holds_only_an_export(out / EXPORT_DIR):
+        extra.remove(EXPORT_DIR)
     busy = _training_run(out, extra)
     if busy is not None:
         return busy
@@ -162,6 +174,21 @@ def _walk(out: Path, written: Written | None) -> tuple[list[str], list[str], lis
     return dirs, files, sorted(extra)
 
 
+def _holds_only_an_export(folder: Path) -> bool:
+    """Whether `folder` is a directory (no link) holding what `mfsdp ckpt export-hf` writes
+    and nothing else: a few regular files, `config.json` and safetensors among them."""
+    if folder.is_symlink() or not folder.is_dir():
+        return False
+    with os.scandir(folder) as entries:
+        found = list(itertools.islice(entries, MAX_EXPORT_FILES + 1))
+    if len(found) > MAX_EXPORT_FILES:
+        return False
+    if not all(stat.S_ISREG(entry.stat(follow_symlinks=False).st_mode) for entry in found):
+        return False
+    names = {entry.name for entry in found}
+    return "config.json" in names and any(name.endswith(".safetensors") for name in names)
+
+
 def _training_run(out: Path, extra: list[str]) -> Exception | None:
     """A busy error (exit 1) when one of the `extra` entries is the lock of a training run
     that a live process holds (`mfsdp train sft --config OUT/sft/config.yaml` continuing
@@ -202,4 +229,4 @@ def _write(out: Path, content: dict[str, Any]) -> None:
         handle.write(json.dumps(content, indent=1).encode() + b"\n")
 
 
-__all__ = ["MARKER", "record", "refusal", "start"]
+__all__ = ["EXPORT_DIR", "MARKER", "record", "refusal", "start"]

@@ -24,6 +24,8 @@ from typing import Any
 
 import click
 
+from cli.command_as_run import mfsdp_command
+from cli.demo_record import DEMO_DIR
 from cli.errors import (
     EXIT_USAGE,
     GivenPath,
@@ -195,6 +197,15 @@ DATA_HINT = (
 DATA_SUFFIXES = (".parquet", ".jsonl", ".json")  # what trainer.data.files reads
 
 
+def _demo_data_hint(path: str, hint: str) -> str:
+    """How to make the missing data file `path`: the demo writes what lies under its default
+    directory (the examples' configs read their data there: examples/sft_tiny_cpu.yaml's
+    `runs/demo/data/sft/train.parquet`), `mfsdp data` anything else (`hint`)."""
+    if Path(os.path.normpath(path)).parts[:2] == Path(DEMO_DIR).parts:
+        return f"{mfsdp_command('demo')} writes it (the examples read the demo's data), or {hint}"
+    return hint
+
+
 def check_data_files(data: Any, kind: str, config_given: bool = True) -> None:
     """A missing data file, a directory, or a file of a format the trainers do not read is
     reported before anything starts (and before torch loads), with how to make one; `kind` is
@@ -221,7 +232,7 @@ def check_data_files(data: Any, kind: str, config_given: bool = True) -> None:
                     EXIT_USAGE,
                 )
             if not os.path.exists(path):
-                what = _list_hint(key, path) or hint
+                what = _list_hint(key, path) or _demo_data_hint(path, hint)
                 fail(f"data.{key}: {path}: no such file{where_relative(path)}; {what}", EXIT_USAGE)
             try:  # a FIFO or a device: reading it would block or never end
                 safe_files.regular_file(path)

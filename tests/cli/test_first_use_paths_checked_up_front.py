@@ -86,7 +86,7 @@ def test_a_relative_path_names_the_directory_it_was_read_from(tmp_path):
     assert done.returncode == 2
     assert done.stderr.startswith(
         "error: data.train_files: runs/demo/data/sft/train.parquet: no such file; relative "
-        f"paths are read from {tmp_path}; make it with"
+        f"paths are read from {tmp_path}; `mfsdp demo` writes it"
     ), done.stderr
     model = _run(*TINY, _data(tmp_path), "model.path=models/q05")
     assert f"relative paths are read from {REPO})" in model.stderr, model.stderr

@@ -1,0 +1,25 @@
+"""An mfsdp command line as the user who started this process can type it.
+
+`./dev demo` and `./dev mfsdp` run mfsdp from the project's `.venv`, which is not on PATH until
+activated: a line naming the next command as `mfsdp ...` sent such a user to "command not
+found". `./dev` sets MFSDP_DEV to itself as its caller ran it (`./dev`, `../mfsdp/dev`), and
+commands are then named as `./dev mfsdp ...`.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+DEV_SCRIPT = "MFSDP_DEV"
+
+
+def mfsdp_command(words: str, *args: str | Path) -> str:
+    """The mfsdp command of `words` (said as typed) and `args` (paths, quoted for a shell),
+    in backquotes: through `./dev` when this process was started by it, else `mfsdp` (on
+    PATH once `.venv` is activated)."""
+    dev = os.environ.get(DEV_SCRIPT)
+    command = f"{shlex.quote(dev)} mfsdp" if dev else "mfsdp"
+    quoted_args = " ".join(a if isinstance(a, str) else shlex.quote(str(a)) for a in args)
+    return "`" + " ".join(part for part in (command, words, quoted_args) if part) + "`"
