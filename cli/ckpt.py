@@ -186,10 +186,12 @@ def validate(
             base_progress=base_progress,
             hash_progress=hash_progress,
         )
-    _say_note(report.note)
-    if as_json:
-        click.echo(json.dumps(report.to_dict(strict), indent=2))
+    if as_json:  # its note names the step read where a failed tracker is blamed
+        found = report.to_dict(strict)
+        _say_note(found["note"])
+        click.echo(json.dumps(found, indent=2))
     else:
+        _say_note(report.note)
         for finding in report.findings:
             say(str(finding))
         say(_verdict(report, strict, deep))
@@ -223,8 +225,22 @@ def _check_hf_config_readable(hf_config: str) -> None:
 
 
 def _verdict(report, strict: bool, deep: bool) -> str:
-    """The one-line verdict; without a manifest it says what that leaves unchecked."""
-    verdict = "valid" if report.ok(strict) else "INVALID"
+    """The one-line verdict; without a manifest it says what that leaves unchecked. Where a
+    run dir's tracker alone failed, it names the run dir, and the step read in its place as
+    valid: "INVALID: RUN/global_step_N/dist_ckpt" sent users to delete a sound step."""
+    details = _details(report, strict, deep)
+    failed = report.failed_run(strict)
+    if failed is not None:
+        run, tracker = failed
+        return (
+            f"INVALID: {run} ({Path(tracker).name} failed, see above); {report.checkpoint},"
+            f" read in its place, is valid {details}"
+        )
+    return f"{'valid' if report.ok(strict) else 'INVALID'}: {report.checkpoint} {details}"
+
+
+def _details(report, strict: bool, deep: bool) -> str:
+    """What the verdict line says of the checkpoint read, in parentheses."""
     role = f" {report.role}," if report.role else ""
     unhashed = f", {'+'.join(report.hash_algorithms)} checked" if report.hash_algorithms else ""
     if not report.has_manifest:
@@ -235,7 +251,7 @@ def _verdict(report, strict: bool, deep: bool) -> str:
         report.has_optimizer_state, ""
     )
     return (
-        f"{verdict}: {report.checkpoint} ({report.layout},{role} step "
+        f"({report.layout},{role} step "
         f"{report.step if report.step is not None else '-'}, {report.tensors} tensors, "
         f"{report.tensor_bytes / 2**20:.1f} MiB, {report.files} files{optimizer}"
         f"{f', {report.adapter}' if report.adapter else ''}"

@@ -51,6 +51,21 @@ class ValidationReport:
     def __post_init__(self) -> None:
         self._seen = set(self.findings)
         self._errors = {f"{f.where}: {f.message}" for f in self.findings if f.severity == ERROR}
+        self._run_record: tuple[str, str] | None = None  # (run dir, its tracker)
+
+    def read_from_run(self, run_dir: str | Path, tracker: str | Path) -> None:
+        """The step checked was chosen in run dir `run_dir` by `tracker`: findings there are
+        the run dir's, which the verdict blames on it, not on the step (`failed_run`)."""
+        self._run_record = (str(run_dir), str(tracker))
+
+    def failed_run(self, strict: bool = False) -> tuple[str, str] | None:
+        """(run dir, tracker) when the verdict fails on the tracker alone and the step read
+        in its place passes: "INVALID" next to that step sent users to delete a sound one."""
+        if self._run_record is None or self.ok(strict):
+            return None
+        tracker = self._run_record[1]
+        step_findings = [f for f in self.findings if f.where != tracker]
+        return self._run_record if self._passes(step_findings, strict) else None
 
     def add(self, severity: str, where: str | Path, message: str) -> None:
         """One finding; the same one again is left out (two checks that open one file, the
@@ -78,14 +93,24 @@ class ValidationReport:
     def ok(self, strict: bool = False) -> bool:
         """No errors; with `strict`, no warnings either, and a manifest whose hashes
         could be checked."""
+        return self._passes(self.findings, strict)
+
+    def _passes(self, findings: list[Finding], strict: bool) -> bool:
         bad = {ERROR, WARNING} if strict else {ERROR}
         if strict and not self.has_manifest:
             return False
-        return not any(f.severity in bad for f in self.findings)
+        return not any(f.severity in bad for f in findings)
 
     def to_dict(self, strict: bool = False) -> dict:
+        """The JSON object; `checkpoint` names what the verdict is about: the run dir where
+        its tracker alone failed, with the step read in its place in `note`."""
         data = asdict(self)
         data["valid"] = self.ok(strict)
+        failed = self.failed_run(strict)
+        if failed is not None:
+            data["checkpoint"] = failed[0]
+            instead = f"{self.checkpoint}, read since {failed[1]} failed, passed its checks"
+            data["note"] = "; ".join(filter(None, (self.note, instead)))
         if strict and not self.has_manifest:  # the text verdict says it; the JSON said nothing
             data["findings"].append(
                 asdict(Finding(ERROR, self.checkpoint or self.path, STRICT_NEEDS_MANIFEST))

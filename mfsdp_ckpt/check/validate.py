@@ -36,6 +36,7 @@ from mfsdp_ckpt.check.removed_while_read import (
     refuse_if_removed,
 )
 from mfsdp_ckpt.check.report import ERROR, Progress, ValidationReport
+from mfsdp_ckpt.check.step_dir_name import misnamed_step
 from mfsdp_ckpt.check.storage_checks import (
     HASH_MISMATCH,
     check_backing,
@@ -258,6 +259,7 @@ def _resolve(
     """Resolve like the loader, but report a tracker of ours that names a missing step."""
     tracker = given / layout.TRACKER_FILE
     if _is_our_run_dir(given) and role is None:
+        report.read_from_run(given, tracker)
         try:
             step = run_steps.read_tracker(given)
         except layout.DamagedRunDirError as err:
@@ -326,6 +328,9 @@ def _check_manifest(paths: layout.CheckpointPaths, report: ValidationReport) -> 
         report.add(
             ERROR, paths.manifest, f"says step {manifest.step}, directory is step {paths.step}"
         )
+    misnamed = misnamed_step(paths.step_dir, manifest.step)
+    if misnamed is not None:
+        report.add(ERROR, paths.manifest, misnamed)
     return manifest
 
 

@@ -128,8 +128,16 @@ class LocalByteStore:
         path = os.path.join(self.root, name)
         real = os.path.realpath(path)
         if os.path.commonpath([real, self._real_root]) != self._real_root:
-            raise CheckpointFileError(f"{path}: symlink points outside the checkpoint ({real})")
+            raise CheckpointFileError(f"{path}: symlink points outside {self._within} ({real})")
         return path
+
+    @property
+    def _within(self) -> str:
+        """The directory a link must stay in, by its own name (dist_ckpt/, iter_N/): "outside
+        the checkpoint" read as outside the step dir, yet a link to a file beside dist_ckpt/
+        in the same step is refused too."""
+        name = os.path.basename(os.path.abspath(self.root)) or self.root
+        return f"the checkpoint's {name}/"
 
     def _open(self, path: str) -> int:
         """A descriptor of a regular file inside the root (safe_files: no FIFO, device or
