@@ -67,6 +67,10 @@ TRAINERS: dict[str, tuple[Default, ...]] = {
         Default("optim.scheduler", "optim.lr_scheduler_type", "constant"),
     ),
 }
+# verl's weight decay where a run sets none (optim/fsdp.yaml, sft_trainer.yaml; the actor's
+# optim section in _generated_ppo_trainer.yaml): mfsdp's default too, so not in TRAINERS,
+# though verl's FSDP backend decays every parameter with it and mfsdp weight matrices only
+FSDP_WEIGHT_DECAY = 0.01
 GRPO_TRAINER = "verl.trainer.main_ppo"
 SFT_TRAINERS = ("verl.trainer.fsdp_sft_trainer", "verl.trainer.sft_trainer")
 

@@ -337,6 +337,7 @@ def _convert(
         conversion.dropped += _unset_estimator(cls, conversion.tree, pairs)
         conversion.dropped += _unset_unmapped(cls, pairs, (backend or []) + pairs)
         conversion.notes += _verl_defaults(cls, conversion.tree, pairs, module)
+        conversion.notes += _unset_decay(cls, conversion.tree, pairs, given)
     conversion.notes += _steps_within_epochs(conversion.tree, module)
     conversion.dropped += _text_as_verl_uses_it(cls, conversion.tree, source)
     conversion.dropped += _drop_unresolved_typed(cls, conversion.tree, source)
@@ -414,6 +415,28 @@ def _verl_defaults(
             " mfsdp's stand (docs/verl.md lists both)"
         )
     return notes
+
+
+def _unset_decay(
+    cls: type, tree: dict[str, Any], pairs: list[tuple[str, Any]], run: dict[str, Any]
+) -> list[str]:
+    """A note on the weight decay of a run that leaves it to verl's default: the same value
+    here (verl_defaults.FSDP_WEIGHT_DECAY), which verl's FSDP backend applies to every
+    parameter and mfsdp to weight matrices only; a weight decay given has its note from
+    the key's reading (`verl_keys.carry_over`). `run`: the run's keys, for its backend."""
+    from trainer.config import config_to_dict
+
+    if verl_rules.WEIGHT_DECAY in _given_keys(cls, tree, pairs):
+        return []
+    if verl_megatron_optim.on_megatron(run):
+        return []
+    here = dict(_leaves(config_to_dict(cls())))[verl_rules.WEIGHT_DECAY]
+    if here != verl_defaults.FSDP_WEIGHT_DECAY:  # mfsdp's default stands for another value
+        return []
+    return [
+        f"{verl_rules.WEIGHT_DECAY}={yaml_shown(here)}: verl's default too, which the source does"
+        f" not set, {verl_rules.DECAY_SCOPE}"
+    ]
 
 
 def _megatron_lora_defaults(

@@ -308,7 +308,6 @@ def _rest() -> dict[str, Inert]:
         "trainer.esi_redundant_time": Inert("when verl saves before a cloud instance expires"),
         "trainer.max_critic_ckpt_to_keep": Inert("there is no critic in GRPO"),
         "trainer.ray_wait_register_center_timeout": Inert("a Ray timeout: there is no Ray here"),
-        "trainer.use_legacy_worker_impl": Inert("which of verl's worker implementations runs"),
     }
 
 

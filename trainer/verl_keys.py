@@ -46,6 +46,7 @@ from trainer.verl_rules import (
     ACTOR,
     CLIP_RATIO,
     CLIP_SIDES,
+    DECAY_SCOPE,
     ESTIMATOR,
     FSDP_LORA_DEFAULTS,
     FSDP_LORA_ON_MEGATRON,
@@ -60,9 +61,13 @@ from trainer.verl_rules import (
     SUPERSEDED_BY,
     VERL_CLIP_DEFAULT,
     VERL_ONLY_SECTION,
+    WEIGHT_DECAY,
+    ZERO_CLIP_WHY,
     NotCarried,
     Rule,
     Unsupported,
+    clips_to_zero,
+    decays,
     normalise,
     note,
     trainer_of,
@@ -289,14 +294,21 @@ def carry_over(
         key = MIRRORS.get(key, key)
         if _superseded(raw_key, key, given):
             continue
+        # a key of mfsdp's name in mfsdp's own file or command line is mfsdp's; any other verl's
+        verls = not (own and key == raw_key and is_native(cls, key))
+        if verls and clips_to_zero(key, value) and not on_megatron(given):
+            refused = f"verl key '{raw_key}={value}' has no equivalent here: {ZERO_CLIP_WHY}"
+            raise NotCarried(refused, ZERO_CLIP_WHY)
         if key == BETAS and verls_betas(raw_key, given) and on_megatron(given):
             out += betas_on_megatron(raw_key, value, given)
             continue
         if is_native(cls, key):
-            if not (own and key == raw_key):
+            if verls:
                 _refuse_verl_only_value(raw_key, key, value)
             value = _native_value(raw_key, key, value)
-            if key != raw_key:
+            if verls and key == WEIGHT_DECAY and decays(value) and not on_megatron(given):
+                log.warning("note: verl's %s is %s=%s, %s", raw_key, key, value, DECAY_SCOPE)
+            elif key != raw_key:
                 note(raw_key, {key: value}, "")
             out.append((key, value))
             continue
@@ -610,9 +622,11 @@ def _read_as_verl(key: str, value: Any) -> bool:
     verl's meaning (`_native_value`), as one a verl key copies (MIRRORS), to be checked
     against it, at a value verl takes that it does not (`verl_only_value`), or as
     `optim.betas`, which verl's Megatron backend never reads (SFT's `optim` section is
-    mfsdp's too)."""
+    mfsdp's too), or at a gradient clip or weight decay verl's FSDP backend trains
+    otherwise (`clips_to_zero`, DECAY_SCOPE)."""
     verl_value = (key == ESTIMATOR and value != "grpo") or (key in NO_LIMIT and same(value, -1))
     verl_value = verl_value or verl_only_value(key, value) is not None
+    verl_value = verl_value or clips_to_zero(key, value) or (key == WEIGHT_DECAY and decays(value))
     return verl_value or key in MIRRORS.values() or key == BETAS
 
 

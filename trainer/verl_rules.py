@@ -119,6 +119,18 @@ def _only(allowed: Any, why: str) -> Callable[[Any], dict[str, Any]]:
     return convert
 
 
+def _worker_normalization(value: Any) -> dict[str, Any]:
+    """verl's trainer.use_legacy_worker_impl: which of its actor workers runs, and so how a
+    mini-batch's loss is normalized over its micro-batches (trainer/grpo/aggregation.py):
+    `auto` and `enable` ran the legacy dp_actor (each micro-batch's own mean), `disable` the
+    engine workers (over the whole mini-batch)."""
+    if value in ("auto", "enable"):
+        return {"actor.loss_normalization": "micro_batch"}
+    if value == "disable":
+        return {"actor.loss_normalization": "global"}
+    raise Unsupported("use_legacy_worker_impl is auto, enable or disable")
+
+
 def _only_off(off: Off) -> Callable[[Any], dict[str, Any]]:
     """`_only` for a key of verl_off_keys, which compares a list in any order and a flag
     never as a number."""
@@ -295,6 +307,50 @@ CLIP_SIDES = {
     side: (f"{ACTOR}clip_ratio_{side}", f"actor.clip_ratio_{side}") for side in ("low", "high")
 }
 
+# verl's gradient-clip keys, as `normalise` reads them: each sets optim.clip_grad here.
+# verl's FSDP actor and optimizer pass the value to torch's clip_grad_norm_ unchecked
+# (verl/workers/actor/dp_actor.py `_optimizer_step`, verl/workers/config/optimizer.py), where
+# a norm of 0 or less scales every gradient by 0 or less: the run never learns. mfsdp's
+# optim.clip_grad=0 means no clipping, and so does Megatron's (its optimizer clips only
+# above 0), so a verl run on its Megatron backend carries over as it is.
+CLIP_KEYS = ("optim.clip_grad", "optim.grad_clip", ACTOR + "grad_clip")
+ZERO_CLIP_WHY = (
+    "verl clips to a norm of 0 or less, which zeroes every gradient (torch's"
+    " clip_grad_norm_), so its run never learns: leave it out or set a positive norm"
+    " (mfsdp's own optim.clip_grad=0 means no clipping)"
+)
+WEIGHT_DECAY = "optim.weight_decay"
+# trainer.optim.param_groups decays weight matrices only, as verl's Megatron backend
+# (Megatron-core) does; verl's FSDP backend hands every parameter to AdamW with one decay
+DECAY_SCOPE = (
+    "on weight matrices only here (biases and norm weights get none); verl's FSDP backend"
+    " decays every parameter"
+)
+
+
+def clips_to_zero(key: str, value: Any) -> bool:
+    """Whether verl key `key` (read as `normalise` reads it) at `value` is a gradient clip
+    verl's FSDP backend trains with no gradient at (ZERO_CLIP_WHY)."""
+    number = _number(value)
+    return key in CLIP_KEYS and number is not None and number <= 0
+
+
+def decays(value: Any) -> bool:
+    """Whether a weight decay `value` decays anything (DECAY_SCOPE applies)."""
+    number = _number(value)
+    return number is not None and number != 0
+
+
+def _number(value: Any) -> float | None:
+    """`value` as a number (text as a number reads too), else None; a flag is no number."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
 # verl key -> rule. Optimizer keys are listed once under `optim.` (SFT's section) and also
 # reached from the actor's `actor_rollout_ref.actor.optim.` (see `normalise`).
 RULES: dict[str, Rule] = {
@@ -342,6 +398,9 @@ RULES: dict[str, Rule] = {
             "entropy_coeff",
         )
     },
+    "trainer.use_legacy_worker_impl": Rule(
+        "actor.loss_normalization", _worker_normalization, commands=("grpo",)
+    ),
     # read with clip_ratio_low and clip_ratio_high, whatever their order (`_clip_ratio`)
     CLIP_RATIO: Rule(None, commands=("grpo",)),
     ACTOR + "use_dynamic_bsz": Rule(

@@ -1,24 +1,30 @@
 """Turn a (batch, response_len) per-token loss into the scalar whose gradient is the batch's.
 
-verl's four modes, made exact across micro-batches, gradient accumulation and data-parallel
-ranks. A mini-batch is split over R ranks and M micro-batches each; its gradient must equal the
-gradient of the mode's loss over the whole mini-batch at once. So each micro-batch's loss is
-divided by the *global* count (tokens, sequences or micro-batches of the whole mini-batch on all
-ranks), not by its own, and multiplied by the data-parallel size because gradient reduction
-averages over ranks. Summing the micro-batch losses (backward on each) then gives exactly the
-global loss.
+verl's four modes, across micro-batches, gradient accumulation and data-parallel ranks, in
+either of the two normalizations verl's workers use (`actor.loss_normalization`):
 
-Modes, for N_tok response tokens, N_seq responses and N_mb micro-batches in the global
-mini-batch:
+`global` (verl's engine workers: `trainer.use_legacy_worker_impl: disable`, and the only
+ones verl has had since): a mini-batch is split over R ranks and M micro-batches each; its
+gradient is the gradient of the mode's loss over the whole mini-batch at once. So each
+micro-batch's loss is divided by the *global* count (tokens or sequences of the whole
+mini-batch on all ranks), not by its own, and multiplied by the data-parallel size because
+gradient reduction averages over ranks. Summing the micro-batch losses (backward on each) then
+gives exactly the global loss.
+For N_tok response tokens and N_seq responses in the global mini-batch:
   token-mean               sum_i sum_t l_it / N_tok
   seq-mean-token-sum       sum_i (sum_t l_it) / N_seq
   seq-mean-token-mean      sum_i (sum_t l_it / n_i) / N_seq
-  seq-mean-token-sum-norm  sum_i (sum_t l_it / L) / N_mb, L a constant (the max response
-                           length): Dr. GRPO's length-unbiased form as verl scales it. verl's
-                           `agg_loss` divides a micro-batch's token sums by L alone (no
-                           sequence count, nor data-parallel size), and its actor weights each
-                           micro-batch 1 / (micro-batches per rank), ranks averaged: the mean
-                           over micro-batches, so the scale grows with the micro-batch size.
+  seq-mean-token-sum-norm  sum_i (sum_t l_it / L) / N_seq, L a constant (the max response
+                           length): Dr. GRPO's length-unbiased form, as verl's `agg_loss` has
+                           taken it since its legacy workers went (verl-project/verl 1dda039;
+                           before, its engine workers summed token sums over L alone).
+
+`micro_batch` (verl's legacy workers, dp_actor.py, which `use_legacy_worker_impl: auto` ran
+until verl replaced them): each micro-batch's loss is the mode over that micro-batch alone
+(`agg_loss` with no global counts; seq-mean-token-sum-norm: token sums over L alone),
+weighted 1 / (micro-batches per rank), ranks averaged: the mean over the micro-batches of their
+own means. A micro-batch of few tokens then weighs as much as one of many (token-mean): the
+same tokens are weighted differently from `global`.
 """
 
 from __future__ import annotations
@@ -35,17 +41,20 @@ LOSS_AGG_MODES = (
     "seq-mean-token-mean",
     "seq-mean-token-sum-norm",
 )
+LOSS_NORMALIZATIONS = ("global", "micro_batch")
 
 
 @dataclass(frozen=True)
 class LossScale:
-    """Counts of one global mini-batch that every micro-batch's loss is normalized by."""
+    """Counts of one global mini-batch that every micro-batch's loss is normalized by;
+    `per_micro_batch`: the `micro_batch` normalization (module docstring)."""
 
     tokens: float
     sequences: float
     dp_size: int = 1
     norm_length: float | None = None
     micro_batches: float = 1.0
+    per_micro_batch: bool = False
 
     @classmethod
     def local(cls, mask: torch.Tensor, norm_length: float | None = None) -> LossScale:
@@ -59,6 +68,7 @@ class LossScale:
         norm_length: float | None = None,
         group: dist.ProcessGroup | None = None,
         distributed: bool | None = None,
+        per_micro_batch: bool = False,
     ) -> LossScale:
         """Count the micro-batches' masks of this rank and sum the counts over the data-parallel
         group.
@@ -81,7 +91,7 @@ class LossScale:
             dist.all_reduce(counts, op=dist.ReduceOp.SUM, group=group)
             dp_size = dist.get_world_size(group)
         tokens, sequences, micro_batches = counts.tolist()
-        return cls(tokens, sequences, dp_size, norm_length, micro_batches)
+        return cls(tokens, sequences, dp_size, norm_length, micro_batches, per_micro_batch)
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -101,13 +111,33 @@ def aggregate(
         scale = LossScale.local(mask)
     mask = mask.to(loss_mat.dtype)
     token_sums = (loss_mat * mask).sum(dim=-1)
+    lengths = mask.sum(dim=-1)
+    norm_length = scale.norm_length if scale.norm_length is not None else mask.shape[-1]
+    if scale.per_micro_batch:  # its own mean, weighted 1 / (micro-batches per rank)
+        if mode == "seq-mean-token-sum-norm":  # the legacy agg_loss: token sums over L alone
+            own = token_sums.sum() / norm_length
+        else:
+            alone = LossScale(tokens=float(lengths.sum()), sequences=float((lengths > 0).sum()))
+            own = _global_share(token_sums, lengths, mode, alone, norm_length)
+        return own * scale.dp_size / scale.micro_batches
+    return _global_share(token_sums, lengths, mode, scale, norm_length)
+
+
+def _global_share(
+    token_sums: torch.Tensor,
+    lengths: torch.Tensor,
+    mode: str,
+    scale: LossScale,
+    norm_length: float,
+) -> torch.Tensor:
+    """The micro-batch's share of the mode's loss over the counts of `scale` (module
+    docstring, `global`), from its responses' token sums and lengths."""
     if mode == "token-mean":
         total, count = token_sums.sum(), scale.tokens
     elif mode == "seq-mean-token-sum":
         total, count = token_sums.sum(), scale.sequences
-    elif mode == "seq-mean-token-mean":
-        total, count = (token_sums / mask.sum(dim=-1).clamp(min=1)).sum(), scale.sequences
+    elif mode == "seq-mean-token-sum-norm":
+        total, count = token_sums.sum() / norm_length, scale.sequences
     else:
-        norm_length = scale.norm_length if scale.norm_length is not None else mask.shape[-1]
-        total, count = token_sums.sum() / norm_length, scale.micro_batches
+        total, count = (token_sums / lengths.clamp(min=1)).sum(), scale.sequences
     return total / max(count, 1.0) * scale.dp_size

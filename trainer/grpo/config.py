@@ -72,6 +72,9 @@ class ActorConfig:
     loss_agg_mode: Literal[
         "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
     ] = "token-mean"
+    # `global`: each mode over the whole mini-batch, all ranks (verl's engine workers);
+    # `micro_batch`: each micro-batch's own, averaged (verl's legacy workers): aggregation.py
+    loss_normalization: Literal["global", "micro_batch"] = "global"
     use_kl_loss: bool = True
     kl_loss_coef: NonNegative[float] = 0.001
     kl_loss_type: Literal["k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl"] = "low_var_kl"

@@ -310,6 +310,7 @@ class GRPOSteps(StepHooks):
                 scale = LossScale.of(
                     [data.response_mask[m].to(env.device) for m in micro_batches],
                     norm_length=cfg.rollout.max_response_length,
+                    per_micro_batch=actor_cfg.loss_normalization == "micro_batch",
                 )
                 stats = UpdateStats()
                 for rows in micro_batches:
