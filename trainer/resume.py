@@ -172,7 +172,7 @@ def resume_if_any(
     then see the manifest once the step's data position is known to fit (GRPO: its KL
     reference). Returns the checkpoint loaded, or None when the run starts fresh.
     """
-    found = checkpointer.find_resume(resume)
+    found = _found_by_rank_0(checkpointer, resume)
     if found is None:
         return None
     if found.step is not None:  # known by its name: refused before the load, not after it
@@ -193,6 +193,28 @@ def resume_if_any(
         progress.setdefault(key, value)  # (the load drops what the checkpoint does not hold)
     for check in checks:
         check(manifest, found)
+    return found
+
+
+def _found_by_rank_0(checkpointer: Checkpointer, resume: str) -> CheckpointPaths | None:
+    """The checkpoint `resume` names (`Checkpointer.find_resume`), looked up by rank 0 alone
+    and handed to every rank. Each rank looking it up itself, the dir of another run still
+    saving resolved to its newest step in each process at its own moment: a save committing
+    in between had the ranks load different steps into one model. One that rank 0 cannot
+    look up fails it, and each other rank looks it up itself, which says the same."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return checkpointer.find_resume(resume)
+    handed: list[Any] = [None]
+    try:
+        if dist.get_rank() == 0:
+            handed[0] = (checkpointer.find_resume(resume),)
+    finally:  # a failure hands over None: the others are not left waiting
+        dist.broadcast_object_list(handed, src=0)
+    if handed[0] is None:
+        return checkpointer.find_resume(resume)
+    found: CheckpointPaths | None = handed[0][0]
     return found
 
 

@@ -122,7 +122,15 @@ def removal_said(path: str | os.PathLike, role: str | None = None) -> Iterator[C
     (or, when it went as it was resolved, the run dir's tracker moved on) meanwhile. It
     yields the same comparison, for a block whose result records what it could not read
     instead of raising. A URL, or a path that resolves to no checkpoint, is left to the
-    block's own errors."""
+    block's own errors. The block resolves `path` to the step resolved here
+    (`resolved_once`): resolved anew, a run dir saving meanwhile was read at its next step,
+    while the removal was looked for at this one."""
+    with checkpoint_resolution.resolved_once(), _removal_said(path, role) as compare:
+        yield compare
+
+
+@contextlib.contextmanager
+def _removal_said(path: str | os.PathLike, role: str | None) -> Iterator[Callable[[], None]]:
     if is_url(str(path)):
         yield _nothing_to_compare
         return

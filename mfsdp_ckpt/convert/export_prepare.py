@@ -35,7 +35,7 @@ from mfsdp_ckpt.convert.megatron_config import (
 from mfsdp_ckpt.convert.megatron_record import recorded_config
 from mfsdp_ckpt.convert.record_agreement import contradiction, refuse_uncomputable
 from mfsdp_ckpt.errors import CheckpointFormatError
-from mfsdp_ckpt.format import checkpoint_resolution, layout
+from mfsdp_ckpt.format import layout
 from mfsdp_ckpt.format.hub_id import missing_hf_config
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 from mfsdp_ckpt.format.output_inside import inside_checkpoint
@@ -199,12 +199,15 @@ def prepare_source(
     """Resolve `ckpt`, refuse an --out that would touch what is read, find config.json
     (--hf-config, the checkpoint's own HF dir, or derived from its Megatron record) and run
     validate's cheap checks (`source`: `ckpt` already resolved). ExportUsageError when no
-    config can be found."""
+    config can be found.
+
+    `ckpt` is resolved once, and every check reads the step that resolution found
+    (`source.paths`): a run dir resolved again could name a newer step, committed by a run
+    still saving meanwhile, and that step's files were then checked against the other's
+    ("resolves outside the checkpoint") or validated with the other's reader."""
     source = source if source is not None else resolve_source(str(ckpt), io, role)
     check_out_dir(out, source.protected, model_dirs_of(hf_config))
-    local_paths = (
-        None if is_url(str(ckpt)) else checkpoint_resolution.resolve_checkpoint(ckpt, role=role)
-    )
+    local_paths = source.paths
     asset_location = str(hf_config) if hf_config is not None else source.hf_assets
     derived: DerivedConfig | None = None
     if asset_location is None:

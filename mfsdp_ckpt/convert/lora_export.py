@@ -36,12 +36,11 @@ from mfsdp_ckpt.convert.export_result import ExportResult
 from mfsdp_ckpt.convert.export_scheduler import Progress
 from mfsdp_ckpt.convert.export_source import AssetFiles, asset_files, no_config_json, source_for
 from mfsdp_ckpt.convert.lora_adapter import read_adapter
-from mfsdp_ckpt.convert.lora_checkpoint import lora_manifest
 from mfsdp_ckpt.convert.lora_merge import write_merged_lora
 from mfsdp_ckpt.convert.peft_adapter import write_peft_adapter
 from mfsdp_ckpt.convert.tensor_writes import publish_verified
 from mfsdp_ckpt.format import checkpoint_resolution, layout
-from mfsdp_ckpt.format.manifest import Manifest, ManifestError
+from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE, top_level_names
 from mfsdp_ckpt.lora import BaseModelRecord, ByteProgress, plain_lora_init, read_base_model
 from mfsdp_ckpt.storage.out_dir import claim_output
@@ -76,13 +75,8 @@ def export_lora(
     CheckpointInvalidError (damaged checkpoint, base missing or changed), OSError.
     """
     started = time.monotonic()
-    manifest = lora_manifest(ckpt)
-    if manifest is None:
-        raise ExportUsageError(
-            f"{ckpt}: not a local LoRA checkpoint (its manifest records no adapter); "
-            "--adapter-only needs one"
-        )
     paths = checkpoint_resolution.resolve_checkpoint(ckpt, role=role)
+    manifest = _lora_manifest_of(ckpt, paths)
     try:
         base = read_base_model(manifest, str(paths.manifest))
     except ManifestError as err:
@@ -124,6 +118,22 @@ def export_lora(
     return result.published(out, started)
 
 
+def _lora_manifest_of(ckpt: str | os.PathLike, paths: layout.CheckpointPaths) -> Manifest:
+    """The manifest of the step `paths` resolved, which must record an adapter. Read from
+    that one resolution: resolved again, a run dir saving meanwhile gave the manifest of one
+    step and the adapter files of the next."""
+    try:
+        manifest = read_manifest(paths.manifest) if paths.manifest else None
+    except (ManifestError, OSError):
+        manifest = None
+    if manifest is None or manifest.lora is None:
+        raise ExportUsageError(
+            f"{ckpt}: not a local LoRA checkpoint (its manifest records no adapter); "
+            "--adapter-only needs one"
+        )
+    return manifest
+
+
 def _refuse_if_invalid(
     paths: layout.CheckpointPaths, base: BaseModelRecord | None, adapter_only: bool
 ) -> None:
@@ -151,7 +161,7 @@ def _refuse_rewritten_base(manifest: Manifest, paths: layout.CheckpointPaths) ->
     injected it (PiSSA, OLoRA, ...; training refuses those now) trained on that rewritten
     base: merged onto the base on disk it is another model. Its PEFT adapter is not: peft
     redoes the rewrite when it loads one."""
-    assert manifest.lora is not None  # lora_manifest() returns only manifests with one
+    assert manifest.lora is not None  # _lora_manifest_of() returns only manifests with one
     init = manifest.lora.get("init_lora_weights", True)
     if not plain_lora_init(init):
         raise ExportError(

@@ -10,7 +10,10 @@ the layouts' names are in `layout`, what a refused path is in `path_refusals` an
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import replace
 from pathlib import Path
 
@@ -75,6 +78,29 @@ from mfsdp_ckpt.format.run_steps import (
 )
 from mfsdp_ckpt.format.verl_contents import read_verl_contents
 
+# What each path resolved to in a `resolved_once` block: (absolute path, role) -> paths.
+_RESOLVED: ContextVar[dict[tuple[str, str | None], CheckpointPaths] | None] = ContextVar(
+    "_RESOLVED", default=None
+)
+
+
+@contextlib.contextmanager
+def resolved_once() -> Iterator[None]:
+    """In the block, a path resolves once (`resolve_checkpoint`): asked again, with the same
+    role, it is the same checkpoint. A command reads a checkpoint in several places (which
+    export it is, its removal stamps, the export itself); given the dir of a run still
+    saving, each of them resolved its newest step anew, and a save committed between two
+    of them had one read step N and another step N+1. A block inside another shares the
+    outer one's resolutions."""
+    if _RESOLVED.get() is not None:
+        yield
+        return
+    token = _RESOLVED.set({})
+    try:
+        yield
+    finally:
+        _RESOLVED.reset(token)
+
 
 def checkpoint_to_resume(run_dir: str | os.PathLike, resume: str) -> CheckpointPaths | None:
     """The checkpoint `checkpoint.resume` names for a run in `run_dir`: `auto`, the step
@@ -98,10 +124,15 @@ def resolve_checkpoint(
     a `dist_ckpt/`, Megatron-LM's `iter_NNNNNNN/` or `release/`, or a directory holding
     exactly one run. `role` picks verl's actor (default) or critic. Raises
     CheckpointPathError with one line (what was looked for, or which choice to make).
+    In a `resolved_once` block, a path resolved before is that same checkpoint.
     """
     if role is not None and role not in ROLES:
         raise CheckpointPathError(f"--role {role!r}: choose {' or '.join(ROLES)}")
     refuse_url(path)
+    resolved = _RESOLVED.get() if _depth == 0 else None
+    key = (os.path.abspath(path), role)
+    if resolved is not None and key in resolved:
+        return resolved[key]
     given = _with_real_names(Path(path))
     check_is_dir(given)
     refuse_unfinished_save(given)
@@ -112,6 +143,8 @@ def resolve_checkpoint(
             f"--role {role}: {given} is a {paths.kind} checkpoint, which has no"
             f" {'/ '.join(ROLES)}/ roles"
         )
+    if resolved is not None:
+        resolved[key] = paths
     return paths
 
 
@@ -294,13 +327,18 @@ def _with(paths: CheckpointPaths, **changes) -> CheckpointPaths:
 
 
 def _from_run_dir(run: Path, names: list[str], role: str | None) -> CheckpointPaths | None:
-    """A run dir of any layout, or None when `run` is not one."""
-    steps = step_dirs(run, names)
+    """A run dir of any layout, or None when `run` is not one.
+
+    Its tracker is read before its step dirs are listed: a save renames its step into place
+    and then updates the tracker, so the step a tracker names is in any listing made after
+    it was read. `names`, listed before, missed a step a run still saving committed
+    meanwhile, and the tracker naming it read as a damaged run dir."""
     tracker = BRIDGE_TRACKER_FILE if BRIDGE_TRACKER_FILE in names else TRACKER_FILE
     if tracker == BRIDGE_TRACKER_FILE:  # Megatron-Bridge resumes from it before the .txt
         tracked = read_bridge_tracker(run)
     else:
         tracked = read_tracker_text(run) if TRACKER_FILE in names else None
+    steps = step_dirs(run, names if tracked is None else children(run))
     if not steps:
         if tracked is not None:
             raise DamagedRunDirError(

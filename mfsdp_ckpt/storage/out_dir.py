@@ -60,7 +60,7 @@ from mfsdp_ckpt.format.model_files import (
     is_export_file,
 )
 from mfsdp_ckpt.format.step_saving import fsync_path
-from mfsdp_ckpt.storage.file_errors import NOT_ABOUT_THE_FILE
+from mfsdp_ckpt.storage.file_errors import NOT_ABOUT_THE_FILE, in_work_dir
 from mfsdp_ckpt.storage.out_lock import (
     acquire_out_lock,
     ctrl_c_deferred,
@@ -294,10 +294,13 @@ class OutputClaim:
             raise self._naming_out(exc) from None
 
     def _naming_out(self, err: OSError) -> OSError:
-        """`err` as it reads against `out`: a failed write (disk full) names the hidden work
-        dir, which `release` just removed, or no file at all (pwrite, fsync); the one error
-        line must say which --out failed. An error of the process (out of memory, too many
-        open files) names none: it is not about --out."""
+        """`err` as it reads against `out`: the one error line must say which --out failed.
+        A write that failed on a file in the hidden work dir, which `release` just removed,
+        says so (`in_work_dir`): named at `out` it was a file that never existed. One that
+        names the work dir itself, or no file at all (pwrite, fsync), is said at `out`. An
+        error of the process (out of memory, too many open files) names none: it is not
+        about --out."""
+        err = in_work_dir(err, self.tmp)
         text = (err.strerror or str(err)).replace(str(self.tmp), str(self.out))
         name = str(err.filename).replace(str(self.tmp), str(self.out)) if err.filename else None
         if name is None and str(self.out) not in text and err.errno not in NOT_ABOUT_THE_FILE:
