@@ -2,7 +2,8 @@
 
 Nothing here downloads anything. The tokenizer is a byte-level BPE trained in a second on
 synthetic GSM8K-style text, with Qwen's chat markers and a chat template whose
-`{% generation %}` block lets transformers return assistant-token masks for SFT. It splits
+`{% generation %}` block lets transformers return assistant-token masks (the SFT masks here
+are verl's, which read no such block). It splits
 text exactly as Qwen2's tokenizer does (one digit a token, among others), because a saved
 model dir says `model_type: qwen2` and transformers then always loads it with
 `Qwen2Tokenizer`, which keeps only the vocabulary and merges from tokenizer.json and rebuilds

@@ -301,8 +301,8 @@ def _data() -> Iterator[tuple[str, Off]]:
         Off(
             (False,),
             "a chat the template does not render turn by turn is refused here, as verl's False",
-            "a chat the template does not render turn by turn is refused here: add"
-            " {% generation %} markers to the chat template",
+            "a chat the template does not render turn by turn is refused here, as verl"
+            " refuses it with ignore_input_ids_mismatch False",
             ("sft",),
         ),
     )

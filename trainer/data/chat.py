@@ -10,14 +10,17 @@ Each turn reaches the chat template whole, as verl's MultiTurnSFTDataset gives i
 apply_chat_template (less its keys whose value is null): a Qwen3-style template renders
 `reasoning_content`, others `name` or `tool_calls`; a turn whose `tool_calls` the template
 does not render is refused (`refuse_unrendered_tool_calls`). Loss is taken on assistant
-tokens only. When the tokenizer's chat template marks assistant text with
-`{% generation %}` (`GENERATION_MARKER`), those spans give the mask directly. Most shipped
-templates (Qwen2.5's included) do not, so the fallback renders growing prefixes of the
-conversation: the tokens an assistant turn adds after the prompt for it
-(`add_generation_prompt=True`) are that turn's tokens. The fallback checks that each
-prefix, and each generation prompt, really is a prefix of the tokenization after it, and
-refuses templates where one is not: a generation prompt a turn does not start with
-(DeepSeek-R1's `<think>`) left that turn's first tokens, or all of it, untrained.
+tokens only, on the tokens verl's MultiTurnSFTDataset trains: every token an assistant turn
+renders to after the template's generation prompt (`add_generation_prompt=True`), its
+end-of-turn tokens included. verl reads no `{% generation %}` blocks, so neither does this:
+a template whose block held the content only, its `<|im_end|>` after the block, trained no
+end-of-turn token in any row, and the model never learned to stop. verl renders each turn
+alone; here growing prefixes of the conversation are rendered, which gives the same tokens
+wherever verl's turns rendered alone are the conversation rendered whole (its sanity
+check), and is checked: each prefix, and each generation prompt, must be a prefix of the
+tokenization after it, and templates where one is not are refused. A generation prompt a
+turn does not start with (DeepSeek-R1's `<think>`) left that turn's first tokens, or all of
+it, untrained.
 
 The template is rendered here (`template_sandbox`), as transformers' apply_chat_template
 renders it but with every value it makes bounded by what the row's token limit
@@ -30,7 +33,6 @@ import contextlib
 import json
 import math
 import os
-import re
 import signal
 import threading
 from collections.abc import Iterable, Iterator
@@ -57,12 +59,6 @@ class ChatTooLong(ChatFormatError):
     its caller's policy for over-long rows (refuse, or drop) applies."""
 
 
-# A template with `{% generation %}` blocks, in any spelling Jinja takes and transformers
-# recognises (`{%- generation -%}`, `{%generation%}`: its render_jinja_template's test for
-# return_assistant_tokens_mask); Jinja itself parses each block's `endgeneration`, spelt
-# however. Testing two spellings only took the others' chats by prefixes, and trained on
-# the text the template's author had left out of the blocks.
-GENERATION_MARKER = re.compile(r"\{\%-?\s*generation\s*-?\%\}")
 # Where transformers finds a tokenizer dir's chat template, the file whose template it renders
 # first: additional_chat_templates/default.jinja replaces chat_template.jinja's (both are the
 # template named `default`), which replaces tokenizer_config.json's. Its tokenizers never read
@@ -392,12 +388,9 @@ def chat_ids(
     limit: RowLimit,
     *,
     add_generation_prompt: bool = False,
-    assistant_mask: bool = False,
 ) -> dict[str, Any]:
     """What `tokenizer.apply_chat_template(turns, tokenize=True, return_dict=True, ...)`
-    gives (`input_ids`; with `assistant_mask`, `assistant_masks` from the template's
-    `{% generation %}` blocks), with the rendering bounded by `limit`, and the rendered
-    `text`.
+    gives (`input_ids`), with the rendering bounded by `limit`, and the rendered `text`.
 
     The template is the model dir's code, run on each row: one that raises
     (`raise_exception(...)`, an undefined name) was a traceback in the rank quoting its
@@ -410,16 +403,8 @@ def chat_ids(
     template = limit.template
     try:
         with _time_limit(TEMPLATE_SECONDS):
-            text, spans = _rendered(tokenizer, _template_turns(turns), limit, add_generation_prompt)
-            encoded = _encoded(tokenizer, text)
-            ids = list(encoded["input_ids"])
-            if not assistant_mask:
-                return {"input_ids": ids, "text": text}
-            return {
-                "input_ids": ids,
-                "text": text,
-                "assistant_masks": _span_mask(encoded, spans, len(ids)),
-            }
+            text = _rendered(tokenizer, _template_turns(turns), limit, add_generation_prompt)
+            return {"input_ids": list(_encoded(tokenizer, text)["input_ids"]), "text": text}
     except TemplateSizeError as err:
         raise ChatTooLong(f"{template}: rendering it, {err}: {limit.exceeded()}") from None
     except _TemplateTimeout:
@@ -436,7 +421,7 @@ def chat_ids(
 
 def _rendered(
     tokenizer: Any, turns: list[dict], limit: RowLimit, add_generation_prompt: bool
-) -> tuple[str, list[tuple[int, int]]]:
+) -> str:
     """`render` of the chat template within `limit`, the size guard's trips told apart: a row
     whose own text, or its rendering, is longer than the limit holds is ChatTooLong with the
     row-length advice (`RowLimit.too_long`); only a template making values past what any row
@@ -462,12 +447,12 @@ def _rendered(
             raise
         tripped = err
     try:
-        text, spans = render(source, MAX_ROW_CHARS, **variables)
+        text = render(source, MAX_ROW_CHARS, **variables)
     except TemplateSizeError:
         raise tripped from None
     if len(text) > limit.chars:
         raise ChatTooLong(limit.too_long())
-    return text, spans
+    return text
 
 
 def _encoded(tokenizer: Any, text: str) -> Any:
@@ -489,21 +474,6 @@ def _tokenizer_name(tokenizer: Any) -> str:
     """`the tokenizer of DIR` for a tokenizer read from DIR, in errors."""
     source = getattr(tokenizer, "name_or_path", "")
     return f"the tokenizer of {source}" if source else "the tokenizer"
-
-
-def _span_mask(encoded: Any, spans: list[tuple[int, int]], count: int) -> list[int]:
-    """1 for each token of a `{% generation %}` span's characters, as transformers marks
-    them (`char_to_token` of each span's first and last character)."""
-    mask = [0] * count
-    for start, end in spans:
-        if end <= start:  # an empty span marks nothing (char_to_token(-1) raised OverflowError)
-            continue
-        first, last = encoded.char_to_token(start), encoded.char_to_token(end - 1)
-        if first is None:
-            break
-        for position in range(first, last + 1 if last is not None else count):
-            mask[position] = 1
-    return mask
 
 
 def tokenize_sft_row(
@@ -555,17 +525,6 @@ def _eos_token(tokenizer: Any) -> str:
     return str(eos)
 
 
-def tokenize_chat(tokenizer: Any, messages: list[dict], limit: RowLimit) -> Example:
-    """A conversation's tokens with the loss on its assistant turns, as verl's
-    MultiTurnSFTDataset takes them: the template's `{% generation %}` blocks where it has
-    them, else each assistant turn rendered after the conversation up to it."""
-    if _marks_generation(tokenizer):
-        encoded = chat_ids(tokenizer, messages, limit, assistant_mask=True)
-        refuse_unrendered_tool_calls(tokenizer, messages, limit, encoded["text"])
-        return Example(encoded["input_ids"], encoded["assistant_masks"])
-    return _tokenize_by_prefixes(tokenizer, messages, limit)
-
-
 def refuse_unrendered_tool_calls(
     tokenizer: Any,
     turns: list[dict],
@@ -594,18 +553,15 @@ def refuse_unrendered_tool_calls(
         )
 
 
-def _marks_generation(tokenizer: Any) -> bool:
-    """Whether the template `chat_ids` renders (a dict of named templates: its default) has
-    `{% generation %}` blocks. No template at all: False, and `chat_ids` says so, naming
-    the row."""
-    try:
-        source = tokenizer.get_chat_template()
-    except ValueError:
-        return False
-    return GENERATION_MARKER.search(source) is not None
+def tokenize_chat(tokenizer: Any, messages: list[dict], limit: RowLimit) -> Example:
+    """A conversation's tokens with the loss on the tokens verl's MultiTurnSFTDataset trains:
+    each assistant turn's tokens after the template's generation prompt, through its end of
+    turn, whatever `{% generation %}` blocks the template has (verl reads none). A turn's
+    tokens are what the conversation up to it, rendered with the generation prompt, leaves
+    of the conversation rendered through it. A template that renders a turn otherwise once
+    later turns follow, or whose generation prompt is not how it starts an assistant turn,
+    is refused: its turns cannot be told apart."""
 
-
-def _tokenize_by_prefixes(tokenizer: Any, messages: list[dict], limit: RowLimit) -> Example:
     def rendered(turns: list[dict], add_generation_prompt: bool) -> dict[str, Any]:
         return chat_ids(tokenizer, turns, limit, add_generation_prompt=add_generation_prompt)
 
@@ -620,8 +576,9 @@ def _tokenize_by_prefixes(tokenizer: Any, messages: list[dict], limit: RowLimit)
         through = rendered(messages[: index + 1], False)
         if full[: len(through["input_ids"])] != through["input_ids"]:
             raise ChatFormatError(
-                f"{limit.template} does not render conversations prefix by prefix; "
-                "add {% generation %} markers to it"
+                f"{limit.template} does not render conversations prefix by prefix (turn"
+                f" {index + 1} renders otherwise once later turns follow), so its assistant"
+                " turns cannot be told apart"
             )
         start = _reply_start(tokenizer, prompt, through)
         if start is None:
@@ -629,7 +586,7 @@ def _tokenize_by_prefixes(tokenizer: Any, messages: list[dict], limit: RowLimit)
                 f"{limit.template}: its generation prompt (add_generation_prompt=True) is not"
                 f" how it renders the start of assistant turn {index + 1} (DeepSeek-R1's adds"
                 " `<think>`, which its turns leave out), so that turn's tokens cannot be told"
-                " apart; add {% generation %} markers to it"
+                " apart; make the generation prompt the start of its assistant turns"
             )
         for position in range(start, len(through["input_ids"])):
             mask[position] = 1
@@ -642,9 +599,11 @@ def _reply_start(tokenizer: Any, prompt: dict[str, Any], through: dict[str, Any]
     where the generation prompt's text is not how the turn's text starts. The text decides,
     not the tokens: a reply that starts with a newline after ChatML's `assistant\n` merges
     the two into one token, so the prompt's ids are no prefix of the turn's; the reply is
-    then the tokens that start at or after the prompt's end."""
+    then the tokens that start at or after the prompt's end. A turn that renders to its
+    generation prompt alone has no reply, as in verl (which masks the generation prompt's
+    tokens): it was refused as a generation prompt the turn does not start with."""
     text, turn_text = prompt["text"], through["text"]
-    if len(text) >= len(turn_text) or not turn_text.startswith(text):
+    if not turn_text.startswith(text):
         return None
     ids, turn_ids = prompt["input_ids"], through["input_ids"]
     if turn_ids[: len(ids)] == ids:

@@ -24,8 +24,7 @@ template uses that grow their output in ways not checked here (`pprint`, `urlize
 `lipsum` generator are not offered. Constant expressions are not folded at compile time:
 the checks run when the template renders, for every value alike. Everything else is
 transformers' rendering (`transformers.utils.chat_template_utils`): its Jinja settings,
-`raise_exception`, `strftime_now`, its `tojson`, and `{% generation %}` spans for the
-assistant mask.
+`raise_exception`, `strftime_now`, its `tojson`, and its `{% generation %}` blocks.
 """
 
 from __future__ import annotations
@@ -35,7 +34,6 @@ import json
 import re
 import string
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -90,29 +88,21 @@ def _count(value: Any) -> int | None:
     return int(value) if isinstance(value, int) else None
 
 
-class _GenerationSpans(Extension):
-    """`{% generation %}...{% endgeneration %}`: record where each such block's text starts
-    and ends in the rendered output, as transformers' AssistantTracker does (its start is
-    the length written so far), for the assistant-token mask."""
+class _GenerationBlocks(Extension):
+    """`{% generation %}...{% endgeneration %}`: parsed, and rendered as its body alone, as
+    transformers renders it (its AssistantTracker adds only the spans, which the SFT masks
+    do not read: they are verl's, whatever a template's blocks cover)."""
 
     # jinja2 annotates Extension.tags as an instance attribute; it reads it off the class
     tags: ClassVar[set[str]] = {"generation"}  # type: ignore[misc]
 
-    def __init__(self, environment: jinja2.Environment):
-        super().__init__(environment)
-        self.written: list[int] | None = None  # [characters written so far], while rendering
-        self.spans: list[tuple[int, int]] = []
-
     def parse(self, parser: Any) -> nodes.Node:
         lineno = next(parser.stream).lineno
         body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-        return nodes.CallBlock(self.call_method("_span"), [], [], body).set_lineno(lineno)
+        return nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
 
-    def _span(self, caller: Callable[[], str]) -> str:
-        text = caller()
-        if self.written is not None:
-            self.spans.append((self.written[0], self.written[0] + len(text)))
-        return text
+    def _body(self, caller: Callable[[], str]) -> str:
+        return caller()
 
 
 class _TextBuffer(list):
@@ -165,7 +155,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         super().__init__(
             trim_blocks=True,
             lstrip_blocks=True,
-            extensions=[_GenerationSpans, loopcontrols],
+            extensions=[_GenerationBlocks, loopcontrols],
             optimized=False,
             finalize=jinja2.pass_context(lambda context, value: self._within(value, "output")),
         )
@@ -438,30 +428,17 @@ def _compiled(source: str, limit: int) -> jinja2.Template:
     return BoundedSandbox(limit).from_string(source)
 
 
-@contextmanager
-def _spans_recorded(template: jinja2.Template, written: list[int]) -> Iterator[_GenerationSpans]:
-    extension = template.environment.extensions[_GenerationSpans.identifier]
-    assert isinstance(extension, _GenerationSpans)
-    extension.written, extension.spans = written, []
-    try:
-        yield extension
-    finally:
-        extension.written = None
-
-
-def render(source: str, limit: int, **variables: Any) -> tuple[str, list[tuple[int, int]]]:
-    """The chat template `source` rendered with `variables` (messages, special tokens,
-    ...), and the [start, end) character span of each `{% generation %}` block in it.
+def render(source: str, limit: int, **variables: Any) -> str:
+    """The chat template `source` rendered with `variables` (messages, special tokens, ...).
     TemplateSizeError when any value it makes, or the text itself, exceeds `limit`
     characters; what else the template raises, as it raises it."""
     template = _compiled(source, limit)
     environment = template.environment
     assert isinstance(environment, BoundedSandbox)
-    written = [0]
+    written = 0
     pieces = []
-    with _spans_recorded(template, written) as extension:
-        for piece in template.generate(**variables):
-            written[0] += len(piece)
-            environment._allow(written[0], "the text written")
-            pieces.append(piece)
-        return "".join(pieces), list(extension.spans)
+    for piece in template.generate(**variables):
+        written += len(piece)
+        environment._allow(written, "the text written")
+        pieces.append(piece)
+    return "".join(pieces)

@@ -3,7 +3,6 @@ import json
 import pytest
 
 from trainer.config import DataConfig
-from trainer.data import chat
 from trainer.data.chat import (
     ChatColumns,
     ChatFormatError,
@@ -38,12 +37,14 @@ def assistant_text(tokenizer, example: Example) -> str:
     return tokenizer.decode([t for t, m in zip(example.input_ids, example.loss_mask) if m])
 
 
-def test_loss_only_on_assistant_tokens_with_generation_template(tokenizer):
+def test_loss_only_on_assistant_tokens_with_the_tiny_template(tokenizer):
+    """Each assistant turn after its generation prompt, the newline after its
+    `{% endgeneration %}` included, as verl's MultiTurnSFTDataset trains it."""
     example = tokenize_chat(tokenizer, CONVERSATION, limit(tokenizer))
     assert len(example.input_ids) == len(example.loss_mask)
     assert (
         assistant_text(tokenizer, example)
-        == "Tom has 3 + 4 = 7 apples.\n#### 7<|im_end|>#### 9<|im_end|>"
+        == "Tom has 3 + 4 = 7 apples.\n#### 7<|im_end|>\n#### 9<|im_end|>\n"
     )
     full = tokenizer.decode(example.input_ids)
     assert (
@@ -52,7 +53,7 @@ def test_loss_only_on_assistant_tokens_with_generation_template(tokenizer):
     )
 
 
-def test_prefix_fallback_for_templates_without_generation_markers(tokenizer):
+def test_generation_markers_change_nothing(tokenizer):
     plain = build_tokenizer()
     plain.chat_template = plain.chat_template.replace("{% generation %}", "").replace(
         "{% endgeneration %}", ""
@@ -60,20 +61,20 @@ def test_prefix_fallback_for_templates_without_generation_markers(tokenizer):
     example = tokenize_chat(plain, CONVERSATION, limit(plain))
     reference = tokenize_chat(tokenizer, CONVERSATION, limit(tokenizer))
     assert example.input_ids == reference.input_ids
-    # same assistant spans, plus the newline the template writes after each <|im_end|>
+    assert example.loss_mask == reference.loss_mask
     assert (
         assistant_text(plain, example)
         == "Tom has 3 + 4 = 7 apples.\n#### 7<|im_end|>\n#### 9<|im_end|>\n"
     )
 
 
-def test_prefix_fallback_refuses_templates_that_are_not_prefix_stable(tokenizer):
+def test_templates_that_do_not_render_prefix_by_prefix_are_refused(tokenizer):
     odd = build_tokenizer()
     odd.chat_template = (
         "{% for m in messages %}{{ m['content'] }}{% endfor %}{{ messages | length }}"
     )
     with pytest.raises(ChatFormatError, match="prefix"):
-        chat._tokenize_by_prefixes(odd, CONVERSATION, limit(odd))
+        tokenize_chat(odd, CONVERSATION, limit(odd))
 
 
 def test_prompt_response_columns_and_bad_rows():

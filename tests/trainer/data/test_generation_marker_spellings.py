@@ -1,12 +1,14 @@
-"""A chat template's `{% generation %}` blocks, however spelt, mark what trains.
+"""A chat template's `{% generation %}` blocks, however spelt, render, and train what verl's
+MultiTurnSFTDataset trains: every token of an assistant turn after the generation prompt,
+text the template's author left out of the blocks included (verl reads no blocks).
 
-Only `{% generation %}` and `{%- generation %}` were recognised: with `{% generation -%}`
-or `{%generation%}` the chat was taken by prefixes and trained on text the template left
-out of its blocks, and `{%- generation -%}` was refused as having no markers.
+`{%- generation -%}` was once refused as having no markers; the blocks then decided what
+trained, and a block holding the content only trained no end-of-turn token.
 """
 
 import pytest
 
+from tests.support.verl_multiturn import verl_row
 from trainer.data.chat import row_limit, tokenize_chat
 from trainer.tiny import build_tokenizer
 
@@ -17,10 +19,12 @@ CHAT = [
     {"role": "user", "content": "and?"},
     {"role": "assistant", "content": "done"},
 ]
-# Only the reply is in the block: the note and <|im_end|> after it are not to be trained
+# Only the reply is in the block; verl trains the note and <|im_end|> after it too. The
+# turn's header is an expression, so that `{%- generation` strips no newline of it (a turn
+# that does not start with the generation prompt is refused: test_generation_prompt_prefix)
 TEMPLATE = (
-    "{% for m in messages %}{% if m.role == 'assistant' %}<|im_start|>assistant\n"
-    "{START} {{ m.content }} {END} (note: not to be trained)<|im_end|>\n"
+    "{% for m in messages %}{% if m.role == 'assistant' %}{{ '<|im_start|>assistant\\n' }}"
+    "{START} {{ m.content }} {END} (a note outside the block)<|im_end|>\n"
     "{% else %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endif %}{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
@@ -43,23 +47,18 @@ def tokenizer():
 
 @pytest.mark.parametrize("end", ENDS)
 @pytest.mark.parametrize("start", STARTS)
-def test_every_spelling_trains_what_transformers_masks(tokenizer, start, end):
+def test_every_spelling_trains_what_verl_trains(tokenizer, start, end):
     tokenizer.chat_template = TEMPLATE.replace("{START}", start).replace("{END}", end)
-    expected = tokenizer.apply_chat_template(
-        CHAT, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
-    )
-    assert any(expected["assistant_masks"])
     example = tokenize_chat(tokenizer, CHAT, row_limit(tokenizer, "data.max_length", 512))
-    assert example.input_ids == list(expected["input_ids"])
-    assert example.loss_mask == list(expected["assistant_masks"])
+    assert (example.input_ids, example.loss_mask) == verl_row(tokenizer, CHAT)
+    trained = tokenizer.decode([t for t, m in zip(example.input_ids, example.loss_mask) if m])
+    assert trained.count("(a note outside the block)<|im_end|>\n") == 2
 
 
-def test_the_default_of_named_templates_is_the_one_read_for_markers(tokenizer):
-    """A tokenizer with several named templates renders its `default`: its markers count."""
+def test_the_default_of_named_templates_is_the_one_rendered(tokenizer):
+    """A tokenizer with several named templates renders its `default`."""
     marked = TEMPLATE.replace("{START}", STARTS[0]).replace("{END}", ENDS[0])
     tokenizer.chat_template = {"default": marked, "tool_use": "{{ messages }}"}
-    expected = tokenizer.apply_chat_template(
-        CHAT, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
-    )
     example = tokenize_chat(tokenizer, CHAT, row_limit(tokenizer, "data.max_length", 512))
-    assert example.loss_mask == list(expected["assistant_masks"]) and any(example.loss_mask)
+    assert (example.input_ids, example.loss_mask) == verl_row(tokenizer, CHAT)
+    assert any(example.loss_mask)

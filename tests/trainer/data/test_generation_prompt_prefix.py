@@ -47,11 +47,16 @@ def test_a_matching_generation_prompt_trains_the_whole_turn():
 
 
 def test_a_run_where_no_row_has_a_target_is_refused(tmp_path):
-    """A `{% generation %}` template that marks nothing trained loss 0.0000, exit 0."""
+    """A template whose assistant turns render to the generation prompt alone (their
+    content left out) trains nothing, as in verl, which masks the generation prompt: a run of
+    such rows trained loss 0.0000, exit 0. (Such a turn was refused as one the generation
+    prompt does not start.)"""
     tokenizer = build_tokenizer()
     tokenizer.chat_template = (
-        TURNS.replace("{% for", "{% generation %}{% endgeneration %}{% for")
-        + "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+        "{% for m in messages %}{% if m['role'] == 'assistant' %}<|im_start|>assistant\n"
+        '{% else %}{{ "<|im_start|>" + m["role"] + "\\n" + m["content"] + "<|im_end|>\\n" }}'
+        "{% endif %}{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
     )
     path = tmp_path / "train.jsonl"
     path.write_text(json.dumps({"messages": CHAT}) + "\n")

@@ -121,13 +121,14 @@ def test_max_length_counts_the_tokens_verl_trains(tmp_path):
     assert left.input_ids == ids[-8:] and left.loss_mask[-1] == 1
 
 
-def test_messages_rows_still_train_what_the_template_marks(tmp_path):
+def test_messages_rows_still_train_the_templates_assistant_turn(tmp_path):
     """`messages` rows follow verl's MultiTurnSFTDataset: the template's assistant turn,
-    its turn end included, whatever the eos_token."""
+    its turn end included (the newline outside the `{% generation %}` block too), whatever
+    the eos_token."""
     tokenizer = tokenizer_with("<|endoftext|>", generation_markers=True)
     turns = [{"role": "user", "content": PROMPT}, {"role": "assistant", "content": RESPONSE}]
     (example,) = load_rows(tmp_path, tokenizer, [{"messages": turns}])
-    assert tokenizer.decode(trained_tokens(example)) == RESPONSE + "<|im_end|>"
+    assert tokenizer.decode(trained_tokens(example)) == RESPONSE + "<|im_end|>\n"
 
 
 def test_a_tokenizer_without_an_eos_token_is_refused_for_prompt_response_rows(tmp_path):

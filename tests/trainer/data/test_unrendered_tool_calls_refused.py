@@ -29,8 +29,8 @@ REFUSED = r"'assistant' turn with tool_calls: the chat template .*does not rende
 
 @pytest.fixture(params=["marked", "by prefixes"])
 def tokenizer(request):
-    """The tiny model's template, with its `{% generation %}` blocks or without them (the
-    two ways a row's assistant tokens are found)."""
+    """The tiny model's template, with its `{% generation %}` blocks or without them (which
+    train the same tokens: the blocks decide nothing)."""
     tokenizer = build_tokenizer()
     if request.param == "by prefixes":
         template = tokenizer.chat_template.replace("{% generation %}", "")
@@ -78,7 +78,8 @@ def test_other_keys_the_template_ignores_and_empty_tool_calls_train(tokenizer, t
 
 
 def test_a_row_of_many_tool_calls_costs_one_render_more(tmp_path, monkeypatch):
-    """A render per calling turn made a row of dozens of calls cost dozens of renders."""
+    """A render per calling turn made a row of dozens of calls cost dozens of renders more
+    than the row without them."""
     import trainer.data.chat as chat
 
     tokenizer = build_tokenizer()
@@ -99,5 +100,10 @@ def test_a_row_of_many_tool_calls_costs_one_render_more(tmp_path, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(chat, "chat_ids", counted)
+    uncalled = [
+        {key: value for key, value in turn.items() if key != "tool_calls"} for turn in calls
+    ]
+    sft_rows(tokenizer, tmp_path / "none.jsonl", [uncalled])
+    without = len(renders)
     (row,) = sft_rows(tokenizer, tmp_path / "many.jsonl", [calls])
-    assert len(renders) == 2 and "weather" in tokenizer.decode(row.input_ids)
+    assert len(renders) - without == without + 1 and "weather" in tokenizer.decode(row.input_ids)
