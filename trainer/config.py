@@ -296,7 +296,7 @@ def load_config(
     pairs = _override_pairs(cls, list(overrides))
     if path is not None:
         tree, file_keys = verl_keys.adopt_tree(cls, loaded or {}, source, pairs)
-        if file_keys:
+        if _holds_verl_keys(cls, loaded):
             _unset_verl_nulls(cls, tree, source)
     config = _build_config(cls, tree, source)  # the file alone, so errors name the file
     adopted = verl_keys.adopt_pairs(cls, pairs, COMMAND_LINE, file_keys)

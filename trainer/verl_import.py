@@ -385,6 +385,17 @@ def _unset_estimator(cls: type, tree: dict[str, Any], pairs: list[tuple[str, Any
     ]
 
 
+_NORMALIZATION = "actor.loss_normalization"
+# verl's default worker changed: which one a run without the key trained with depends on
+# the verl it ran on, which the source does not say (trainer/grpo/aggregation.py)
+_UNSET_WORKER = (
+    f"{_NORMALIZATION}=global (mfsdp's default: verl's engine workers) as the source sets no"
+    " trainer.use_legacy_worker_impl, whose default (auto) ran verl's legacy actor until its"
+    f" engine workers replaced it (verl-project/verl 1dda039): {_NORMALIZATION}=micro_batch"
+    " weighs the loss as that actor did (each micro-batch's own mean, averaged)"
+)
+
+
 def _verl_defaults(
     cls: type, tree: dict[str, Any], pairs: list[tuple[str, Any]], module: str | None
 ) -> list[str]:
@@ -407,6 +418,8 @@ def _verl_defaults(
             f"{default.key}={yaml_shown(default.value)}: verl's default ({default.verl_key}), which"
             f" the source does not set; mfsdp's own is {yaml_shown(own[default.key])}"
         )
+    if command == "grpo" and _NORMALIZATION not in given:
+        notes.append(_UNSET_WORKER)
     unset = [key for key in either if key not in given]
     if unset:
         notes.append(

@@ -5,8 +5,9 @@ a full-width 3, `global_step_+3`, `global_step_3.0` or `global_step_1e3`. Such a
 is no step dir of its run (`layout.parse_step_dir_name`: resuming and the run's steps
 ignore it), so its step is its manifest's, and validate compared nothing: a copy of step 3
 named `global_step_00010` was "valid ... step 3", where `global_step_10` says the manifest
-and the directory disagree. Names that are no number (`best/`, `global_step_3_good`) are
-copies under a name of the user's, read as before.
+and the directory disagree. A zero-padded name of the step it holds (`global_step_00003`)
+is read as that step, as before. Names that are no number (`best/`, `global_step_3_good`)
+are copies under a name of the user's, read as before.
 """
 
 from __future__ import annotations
@@ -24,8 +25,11 @@ def misnamed_step(directory: Path | None, recorded: int) -> str | None:
         return None
     if parse_step_dir_name(directory.name) is not None:
         return None  # the canonical name: its number is compared with the manifest's
-    if not _spells_a_number(directory.name.removeprefix(STEP_DIR_PREFIX)):
+    number = directory.name.removeprefix(STEP_DIR_PREFIX)
+    if not _spells_a_number(number):
         return None
+    if number.isascii() and number.isdigit() and int(number) == recorded:
+        return None  # zero-padded (a copy, a sorting script's name): the step it holds
     expected = step_dir(directory.parent, recorded).name
     return f"says step {recorded}, but the directory is named {directory.name}, not {expected}"
 

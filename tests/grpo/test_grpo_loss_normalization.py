@@ -115,3 +115,25 @@ def test_verls_worker_key_sets_the_normalization(value, normalization):
     cfg = load_config(GRPOConfig, None, [f"trainer.use_legacy_worker_impl={value}"])
     assert cfg.actor.loss_normalization == normalization
     assert load_config(GRPOConfig).actor.loss_normalization == "global"
+
+
+@pytest.mark.parametrize(("given", "normalization"), [("", None), ("auto", "micro_batch")])
+def test_a_converted_script_says_which_worker_it_trains_as(tmp_path, given, normalization):
+    """A verl script without the key ran the legacy actor on a verl before 1dda039 and the
+    engine workers after: the conversion keeps mfsdp's global and says how to get the other."""
+    from trainer.verl_import import convert_verl
+
+    words = ["python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo"]
+    if given:
+        words.append(f"trainer.use_legacy_worker_impl={given}")
+    script = tmp_path / "run.sh"
+    script.write_text(" \\\n    ".join(words) + "\n")
+    conversion = convert_verl(script)
+    assert conversion.tree["actor"].get("loss_normalization") == normalization
+    told = [note for note in conversion.notes if "use_legacy_worker_impl" in note]
+    if given:
+        assert told == [
+            "verl's trainer.use_legacy_worker_impl is actor.loss_normalization=micro_batch here"
+        ]
+    else:
+        assert len(told) == 1 and "actor.loss_normalization=micro_batch weighs the loss" in told[0]

@@ -53,3 +53,15 @@ def test_an_mfsdp_configs_null_list_is_still_refused(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_config(SFTConfig, write(tmp_path, tree))
     assert "config key 'data.val_files' expects a list of strings, got null" in str(err.value)
+
+
+def test_an_mfsdp_config_with_keys_verl_shares_keeps_refusing_nulls(tmp_path):
+    """optim.betas and optim.weight_decay are read with verl's keys too, but a file of them
+    alone is mfsdp's own: its null on optim.clip_grad was replaced by the default 1.0."""
+    tree = {
+        "data": {"train_files": ["/d/t.parquet"]},
+        "optim": {"betas": [0.9, 0.95], "weight_decay": 0.1, "clip_grad": None},
+    }
+    with pytest.raises(ConfigError) as err:
+        load_config(SFTConfig, write(tmp_path, tree))
+    assert "config key 'optim.clip_grad' expects" in str(err.value)

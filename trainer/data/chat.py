@@ -577,8 +577,10 @@ def tokenize_chat(tokenizer: Any, messages: list[dict], limit: RowLimit) -> Exam
         if full[: len(through["input_ids"])] != through["input_ids"]:
             raise ChatFormatError(
                 f"{limit.template} does not render conversations prefix by prefix (turn"
-                f" {index + 1} renders otherwise once later turns follow), so its assistant"
-                " turns cannot be told apart"
+                f" {index + 1} renders otherwise once later turns follow, as Qwen3's drops an"
+                " earlier turn's reasoning), so its assistant turns cannot be told apart; verl's"
+                " MultiTurnSFTDataset refuses such a chat too (data.ignore_input_ids_mismatch"
+                " false): rows whose only assistant turn is the last train with it"
             )
         start = _reply_start(tokenizer, prompt, through)
         if start is None:

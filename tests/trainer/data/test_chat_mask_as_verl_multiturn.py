@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.verl_multiturn import verl_row
 from trainer.config import DataConfig
-from trainer.data.chat import row_limit, tokenize_chat
+from trainer.data.chat import ChatFormatError, row_limit, tokenize_chat
 from trainer.data.sft_dataset import load_sft_splits
 from trainer.tiny import CHAT_TEMPLATE, build_tokenizer
 
@@ -97,3 +97,25 @@ def test_rows_of_a_content_only_block_template_train_the_eos(tmp_path):
     for example in train:
         trained = tokenizer.decode([t for t, m in zip(example.input_ids, example.loss_mask) if m])
         assert trained.endswith("<|im_end|>\n") and tokenizer.eos_token == "<|im_end|>"
+
+
+# An assistant turn followed by later turns renders without its reasoning (Qwen3's template
+# drops an earlier turn's <think> block): the conversation is not rendered prefix by prefix.
+_DROPS_EARLIER_REASONING = _template(
+    "{{ '<|im_start|>assistant\\n' }}{% if loop.last %}{{ '<think>x</think>' }}{% endif %}"
+    "{{ message['content'] + '<|im_end|>\\n' }}"
+)
+
+
+def test_a_template_dropping_earlier_reasoning_is_refused_as_verl_refuses_it():
+    tokenizer = _tokenizer(_DROPS_EARLIER_REASONING)
+    limit = row_limit(tokenizer, "data.max_length", 1024)
+    with pytest.raises(ChatFormatError) as err:
+        tokenize_chat(tokenizer, CHATS[0], limit)
+    said = str(err.value)
+    assert "does not render conversations prefix by prefix (turn 3 renders otherwise" in said
+    assert "verl's MultiTurnSFTDataset refuses such a chat too" in said
+    assert "rows whose only assistant turn is the last train with it" in said
+    # as the line says: the single-turn row trains
+    example = tokenize_chat(tokenizer, CHATS[1], limit)
+    assert sum(example.loss_mask) > 0
