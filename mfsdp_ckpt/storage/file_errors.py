@@ -50,11 +50,12 @@ def os_error_line(err: OSError) -> str:
 
 def in_work_dir(err: OSError, work: Path) -> OSError:
     """`err`, naming a file in the work dir `work`, said as what failed: the file by its
-    name in the output, and the work dir by its name, removed with the failure. It names no
-    file itself: `out_dir.OutputClaim` puts the output's path in front. Said at that path
-    (`OUT/model.safetensors: File too large`) it named a file that never existed, since
-    the output is made only once whole. Any other error (no file in `work`, no errno,
-    NOT_ABOUT_THE_FILE, a descriptor for a name) is returned as is; the errno stays."""
+    name in the output, and that nothing of the output was kept. It names no file itself:
+    `out_dir.OutputClaim` puts the output's path in front. Said at that path
+    (`OUT/model.safetensors: File too large`) it named a file that never existed, since the
+    output is made only once whole; the work dir's own name would be one removed by the
+    time it is read. Any other error (no file in `work`, no errno, NOT_ABOUT_THE_FILE, a
+    descriptor for a name) is returned as is; the errno stays."""
     if err.errno is None or err.errno in NOT_ABOUT_THE_FILE:
         return err
     if not isinstance(err.filename, str | bytes | os.PathLike):  # none, or a descriptor
@@ -64,6 +65,6 @@ def in_work_dir(err: OSError, work: Path) -> OSError:
         return err
     return OSError(
         err.errno,
-        f"writing {path.relative_to(work)} failed in the hidden work dir {work.name}/ beside"
-        f" it (removed): {err.strerror or os.strerror(err.errno)}",
+        f"writing {path.relative_to(work)} failed ({err.strerror or os.strerror(err.errno)});"
+        " nothing of the output was kept",
     )
