@@ -72,7 +72,7 @@ PEER_LOST_SIGNS = (
     "Timed out",
 )
 # Keys a launched rank adds to its torchrun error file (`_tell_torchrun`)
-SAID, ALIKE = "mfsdp_said", "mfsdp_alike"
+SAID, ALIKE, LOST_PEERS = "mfsdp_said", "mfsdp_alike", "mfsdp_lost_peers"
 # Set by cli/torchrun.py: the folder where a rank that gets a SIGINT leaves its number
 # (`_mark_interrupted`)
 INTERRUPTED_RANKS = "MFSDP_INTERRUPTED_RANKS"
@@ -444,7 +444,8 @@ def _fail_once(
             sys.exit(code)
         alike = code == EXIT_USAGE or every_rank
         quiet = code == EXIT_PEER_LOST or (alike and os.environ["RANK"] != "0")
-        _tell_torchrun(message, said=not quiet, alike=alike)  # it says what no rank said
+        lost = code == EXIT_PEER_LOST
+        _tell_torchrun(message, said=not quiet, alike=alike, lost_peers=lost)  # if no rank says
         if quiet:
             _exit(code, abandon)
         settle_command()  # torchrun's SIGTERM, once another rank failed, must not cut the line
@@ -489,11 +490,14 @@ def _tell_torchrun_of_a_bug(err: Exception) -> None:
         _tell_torchrun(error_line(err), said=False)
 
 
-def _tell_torchrun(message: str, *, said: bool = True, alike: bool = False) -> None:
+def _tell_torchrun(
+    message: str, *, said: bool = True, alike: bool = False, lost_peers: bool = False
+) -> None:
     """Leave the message in the error file torchrun gives each rank (its reply format), with
     whether this rank prints it (`said`; rank 0's line comes with the run's JSON object under
-    --json) and whether every rank may meet it alike (`alike`: cli/torchrun.py then says it
-    without naming a rank, as one process would), whole or not at all: written in place, a
+    --json), whether every rank may meet it alike (`alike`: cli/torchrun.py then says it
+    without naming a rank, as one process would) and whether it is this rank's lost contact
+    with its peers (`lost_peers`: no failure of its own), whole or not at all: written in place, a
     rank stopped between the open and the write left an empty file, and torchrun crashed
     reading it. The temp file is made new
     (`temp_files.new_temp`): opened by a name made of the pid, a symlink placed there had
@@ -512,7 +516,7 @@ def _tell_torchrun(message: str, *, said: bool = True, alike: bool = False) -> N
         partial, fd = new_temp(Path(path))
         with os.fdopen(fd, "w") as handle:
             told = {"message": message, "timestamp": int(time.time())}
-            json.dump({**told, SAID: said, ALIKE: alike}, handle)
+            json.dump({**told, SAID: said, ALIKE: alike, LOST_PEERS: lost_peers}, handle)
         os.replace(partial, path)
         partial = None
     except OSError:

@@ -53,6 +53,7 @@ from cli.errors import (
     EXIT_PEER_LOST,
     EXIT_USAGE,
     INTERRUPTED_RANKS,
+    LOST_PEERS,
     SAID,
 )
 from cli.main import EXIT_CLOSED_PIPE, end_on_closed_stdout
@@ -194,8 +195,20 @@ def _precedence(
     rank, failure = item
     code = failure.exitcode
     signalled = _stopped_by_signal(rank, failure, first_seen, interrupted) is not None
-    said_why = not signalled and code > 0 and code != EXIT_PEER_LOST
+    own_code = code > 0 and code != EXIT_PEER_LOST
+    said_why = not signalled and (own_code or _told_before_terminated(failure))
     return not said_why, not signalled, code != EXIT_PEER_LOST, rank
+
+
+def _told_before_terminated(failure: Any) -> bool:
+    """Whether torchrun's SIGTERM stopped a rank that had already left its own failure in its
+    error file (`cli.errors._tell_torchrun`: a bug's line, written before its traceback). A
+    peer that lost contact with it can exit first (a loaded machine), and torchrun then ends
+    it mid-traceback: the peer's "lost contact" was named for the rank that failed."""
+    told = failure.error_file_data
+    if failure.exitcode != -signal.SIGTERM or not isinstance(told, dict):
+        return False
+    return SAID in told and not told.get(LOST_PEERS)  # a peer's lost contact is no failure
 
 
 def _stopped_by_signal(
@@ -227,6 +240,8 @@ def _unsaid(failure: Any, failures: dict[int, Any]) -> str | None:
     leave unsaid, when rank 0 did not get to say it), or a rank that lost its peers with
     none of them saying why."""
     code = failure.exitcode
+    if _told_before_terminated(failure):
+        return None if _said(failure) else failure.message
     if code in (EXIT_FAILED, EXIT_USAGE):
         said = any(_said(other) and other.message == failure.message for other in failures.values())
         return None if said else failure.message
