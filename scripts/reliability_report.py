@@ -200,17 +200,22 @@ def render(sections: dict[str, tuple[list[str], int]], seconds: float) -> str:
     lines += [
         "## Reading a run that is still saving",
         "",
-        "Not one of the generated tables: `tests/reliability/test_steps_removed_while_read.py`"
-        " checks",
-        "these cases. A run that saves with `checkpoint.keep_last` removes its old steps while",
-        "`validate` or `export-hf` may be reading one. When the step's directories changed"
-        " while it",
+        "Not one of the generated tables: `tests/reliability/test_steps_removed_while_read.py` and",
+        "`tests/ckpt/test_removed_while_read.py` check these cases. A run that saves with",
+        "`checkpoint.keep_last` removes its old steps while `validate`, `export-hf`, `inspect`"
+        " or a",
+        "run resuming from that run's dir (`checkpoint.resume=PATH`) may be reading one. When"
+        " the step's directories changed while it",
         "was read (a file, the step or its manifest gone), or the tracker named a step that"
         " is gone",
         "by the time the steps are listed and names a newer one now, the read fails in one line,",
         "exit 1: `step N was removed while it was read (a run still saving with keep_last?);"
         " read it",
-        "again`. It is not reported as damage (“their data file __0_0.distcp is missing”,"
+        'again`. `inspect`, which shows what it could not read (an entry "not decoded", a'
+        " record's",
+        "problem) instead of failing, says so when its read ended well too: it never describes"
+        " half",
+        "a step. It is not reported as damage (“their data file __0_0.distcp is missing”,"
         " INVALID):",
         "a step left alone that lacks a file still is. A complete step newer than the one the"
         " tracker",
