@@ -9,13 +9,15 @@ others must say what plain LoRA says (or are metadata), a field the installed pe
 know must be off (peft drops it: a newer peft's variant trained as plain LoRA), and the
 weights file is read through the project's safetensors reader (`SafetensorsSource`: header
 checked against the file, no pickle, nothing read until every tensor's name and shape fit
-the model).
+the model). Both files are read as a model dir's are (`safe_files.model_dir_root`): a
+regular file inside the dir, bounded in size, never through a link that leads out of it.
 Each refusal is one line naming model.lora_adapter_path, the file and the key or tensor.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -31,6 +33,8 @@ from mfsdp_ckpt.lora import (
     PEFT_PREFIX,
     parse_adapter_key,
 )
+from mfsdp_ckpt.storage import safe_files
+from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, SafetensorsSource
 from mfsdp_ckpt.storage.unique_json import read_json_file
 from trainer.config import ConfigError, ModelConfig
@@ -39,6 +43,7 @@ from trainer.lora_targets import check_layers_pattern
 log = logging.getLogger("mfsdp.model")
 KEY = "model.lora_adapter_path"
 ADAPTER_NAME = "default"  # the adapter name `peft.inject_adapter_in_model` gives
+ADAPTER_PICKLE_FILE = "adapter_model.bin"  # the weights as torch.save pickles them (peft)
 # adapter_config.json fields that say where the adapter came from, not what it computes
 METADATA = frozenset(
     {
@@ -121,14 +126,11 @@ def read_adapter_dir(path: Path) -> AdapterDir:
     """The adapter dir at `path`, its adapter_config.json fields and its weights file's
     header checked; ConfigError naming the file and the key otherwise."""
     config_file, weights_file = path / ADAPTER_CONFIG_FILE, path / ADAPTER_WEIGHTS_FILE
+    root = safe_files.model_dir_root(path)
     for needed in (config_file, weights_file):
-        if not needed.is_file():
-            raise ConfigError(
-                f"{KEY}: {needed} is missing "
-                f"(a PEFT adapter dir has {ADAPTER_CONFIG_FILE} and {ADAPTER_WEIGHTS_FILE})"
-            )
+        _check_file(needed, root)
     try:
-        data = read_json_file(config_file, MAX_ADAPTER_CONFIG_BYTES, ConfigError)
+        data = read_json_file(config_file, MAX_ADAPTER_CONFIG_BYTES, ConfigError, root)
     except ConfigError as err:
         raise ConfigError(f"{KEY}: {err}") from None
     if not isinstance(data, dict) or data.get("peft_type") != "LORA":
@@ -141,6 +143,38 @@ def read_adapter_dir(path: Path) -> AdapterDir:
     except SafetensorsError as err:
         raise ConfigError(f"{KEY}: {err}") from None
     return AdapterDir(path, settings, weights)
+
+
+def _check_file(file: Path, root: safe_files.ModelDirRoot) -> None:
+    """Each file read from the dir under one rule, that of a model dir's files
+    (`safe_files.model_dir_root`): a regular file inside the dir, or in the Hugging Face
+    cache its snapshot links into. A FIFO, a device, a directory or a link leading out was
+    told "is missing" (`is_file` is false for each), and the config was read through a link
+    to anywhere: a config from another folder trained silently with its own alpha. Only a
+    file that is not there at all is missing; an adapter saved as a pickle says so."""
+    if not os.path.lexists(file):
+        also = _pickle_hint(file.parent) if file.name == ADAPTER_WEIGHTS_FILE else ""
+        raise ConfigError(
+            f"{KEY}: {file} is missing "
+            f"(a PEFT adapter dir has {ADAPTER_CONFIG_FILE} and {ADAPTER_WEIGHTS_FILE}){also}"
+        )
+    try:
+        safe_files.regular_file(file, root, f"the adapter dir {file.parent}")
+    except CheckpointFileError as err:
+        raise ConfigError(f"{KEY}: {err}") from None
+
+
+def _pickle_hint(path: Path) -> str:
+    """`; adapter_model.bin is a pickle ...` when the dir holds the weights as an older
+    peft (or `safe_serialization=False`) saves them, else "": unpickling can run code, so
+    that file is never loaded, and the user is told how to write the safetensors one."""
+    if not os.path.lexists(path / ADAPTER_PICKLE_FILE):
+        return ""
+    return (
+        f"; {ADAPTER_PICKLE_FILE} is a pickle, which mfsdp never loads (it can run code): if"
+        " you trust it, load it with peft (PeftModel.from_pretrained) and save it with"
+        f" save_pretrained(..., safe_serialization=True), which writes {ADAPTER_WEIGHTS_FILE}"
+    )
 
 
 def note_replaced_settings(cfg: ModelConfig, adapter: AdapterDir) -> None:
