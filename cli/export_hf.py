@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 
@@ -10,15 +11,16 @@ import click
 from cli.choice import Choice
 from cli.dtype_choice import DtypeChoice
 from cli.errors import GivenPath, json_option
-from cli.lines import say
 from cli.metadata_progress import metadata_progress
 from cli.results import allow_nonfinite_option, echo_result, overwrite_option
 from trainer.progress import CallbackBar
 
-# `--max-shard-size 5`: a byte count, as transformers reads it; under SMALL_BARE_SIZE (a shard
-# holding a few small tensors) GB was surely meant
+# `--max-shard-size 5`: a byte count, as transformers reads it. A shard is plausibly 1 MB to
+# 1 TB: a bare number of fewer bytes surely meant a unit, the one putting it in that range
+# nearest transformers' default shard size (5 -> 5GB, 500 -> 500MB).
 _BARE_NUMBER = re.compile(r"\s*[0-9]+(\.[0-9]+)?\s*")
-SMALL_BARE_SIZE = 10**6
+PLAUSIBLE_SHARD_BYTES = (10**6, 10**12)
+_UNITS = ("KB", "MB", "GB", "TB")
 
 
 @click.command("export-hf")
@@ -38,7 +40,8 @@ SMALL_BARE_SIZE = 10**6
     "--max-shard-size",
     default=None,
     help="Largest safetensors file (5GB, 500MB, 2GiB, ...)  [default: 5GB]. A bare number counts"
-    " bytes, as in transformers; under 1 MB a note on stderr asks whether GB was meant."
+    " bytes, as in transformers; under 1 MB a note (stderr, and --json's notes) names the"
+    " unit likely meant."
     " An adapter export (one adapter_model.safetensors) refuses it.",
 )
 @click.option(
@@ -211,20 +214,35 @@ def export_hf(
 
     with metadata_progress(not as_json):
         result = run()
+    result.notes[:0] = _bare_size_notes(max_shard_size)
     echo_result(result, as_json, derived=("gb_per_s", "convert_gb_per_s", "verify_gb_per_s"))
 
 
 def _shard_size(text: str | None) -> int | None:
     """--max-shard-size in bytes (`parse_size`), None when not given (the export's default,
     or its refusal where it has no use for one). A bare number counts bytes, as transformers
-    reads it, but one under SMALL_BARE_SIZE is said on stderr: `--max-shard-size 5` wrote one
-    file per tensor without a word, where 5GB was meant."""
-    from mfsdp_ckpt.convert.export_hf import parse_size
+    reads it (`_bare_size_notes` says when that looks unmeant)."""
+    from mfsdp_ckpt.convert.export_options import parse_size
 
-    if text is None:
-        return None
-    size = parse_size(text)
-    if _BARE_NUMBER.fullmatch(text) and size < SMALL_BARE_SIZE:
-        given = text.strip()
-        say(f"note: --max-shard-size {given}: {size} bytes; did you mean {given}GB?", err=True)
-    return size
+    return None if text is None else parse_size(text)
+
+
+def _bare_size_notes(text: str | None) -> list[str]:
+    """The export's note on a bare --max-shard-size under PLAUSIBLE_SHARD_BYTES, with the
+    unit that puts it in that range nearest transformers' default: `--max-shard-size 5` wrote
+    one file per tensor without a word, where 5GB was meant. Among the export's notes, so
+    --json reports it as it reports them; none for a size with a unit or a plausible one."""
+    from mfsdp_ckpt.convert.export_options import DEFAULT_MAX_SHARD_SIZE, parse_size
+
+    if text is None or not _BARE_NUMBER.fullmatch(text):
+        return []
+    given, (low, high) = text.strip(), PLAUSIBLE_SHARD_BYTES
+    size = parse_size(given)
+    if size >= low:
+        return []
+    # one always fits: under 10**6, the number in MB lies in the range
+    fitting = [unit for unit in _UNITS if low <= parse_size(given + unit) <= high]
+    nearest = min(
+        fitting, key=lambda unit: abs(math.log(parse_size(given + unit) / DEFAULT_MAX_SHARD_SIZE))
+    )
+    return [f"--max-shard-size {given}: {size} bytes; did you mean {given}{nearest}?"]

@@ -252,7 +252,9 @@ def _refuse_checkpoint_assets_dir(path: Path) -> None:
 def _refuse_lora_checkpoint(cfg: ModelConfig, checkpoint: CheckpointPaths) -> None:
     """An mfsdp LoRA checkpoint holds the adapter alone: training from it failed after the
     model had loaded, with advice meant for other tools' PEFT saves. Its ways on, named
-    before anything loads."""
+    before anything loads. On a random-init base there is no merged model to start from
+    (the merged export refuses it), so that advice is left out: it only led to that
+    export's refusal."""
     from mfsdp_ckpt.format.manifest import ManifestError, read_manifest
 
     try:
@@ -261,12 +263,31 @@ def _refuse_lora_checkpoint(cfg: ModelConfig, checkpoint: CheckpointPaths) -> No
         return  # the checkpoint's own checks say what is wrong with it
     if manifest is None or manifest.lora is None:
         return
+    resume = "to go on training it, give its run dir as trainer.run_dir (it resumes)"
+    if not _base_has_weights(manifest.base_model):
+        raise ConfigError(
+            f"model.path: {cfg.path} is an mfsdp LoRA checkpoint (the adapter alone) whose"
+            " base model was a random init: there are no weights to start from; "
+            f"{resume}; for the adapter alone, `mfsdp ckpt export-hf {cfg.path} --out DIR"
+            " --adapter-only`"
+        )
     raise ConfigError(
         f"model.path: {cfg.path} is an mfsdp LoRA checkpoint (the adapter alone, on its base"
-        f" model): to go on training it, give its run dir as trainer.run_dir (it resumes); to"
-        f" train from the merged model, `mfsdp ckpt export-hf {cfg.path} --out DIR`, then"
-        " model.path=DIR"
+        f" model): {resume}; to train from the merged model, `mfsdp ckpt export-hf"
+        f" {cfg.path} --out DIR`, then model.path=DIR"
     )
+
+
+def _base_has_weights(base_model: dict[str, Any] | None) -> bool:
+    """Whether a LoRA manifest's `base_model` record names weights on disk: not a random
+    init, which the merged export refuses (`lora_merge._base_source`), nor a missing record
+    (read as one there too)."""
+    from mfsdp_ckpt.format.lora_fields import BaseModelRecord
+
+    if base_model is None:
+        return False
+    base = BaseModelRecord.from_dict(base_model)  # read_manifest has checked it
+    return base.path is not None and not base.random_init
 
 
 def _entries(directory: Path) -> list[str]:

@@ -27,13 +27,13 @@ def _export(run: str, out, size: str):
     return done
 
 
-@pytest.mark.parametrize("size", ["5", "999999", " 7.5 "])
-def test_a_small_bare_number_is_noted_and_kept(run, tmp_path, size):
+@pytest.mark.parametrize(("size", "unit"), [("5", "GB"), ("999999", "KB"), (" 7.5 ", "GB")])
+def test_a_small_bare_number_is_noted_and_kept(run, tmp_path, size, unit):
     done = _export(run, tmp_path / "hf", size)
     given = size.strip()
     notes = [line for line in done.stderr.splitlines() if "--max-shard-size" in line]
     assert notes == [
-        f"note: --max-shard-size {given}: {int(float(given))} bytes; did you mean {given}GB?"
+        f"note: --max-shard-size {given}: {int(float(given))} bytes; did you mean {given}{unit}?"
     ]
 
 
