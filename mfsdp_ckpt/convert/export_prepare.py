@@ -117,12 +117,12 @@ def _derived_assets(
     iteration dir (read inside the checkpoint, as its huggingface/ files are; none through
     a URL)."""
     text = json.dumps(derived.config, indent=2, sort_keys=True) + "\n"
-    assets = AssetFiles({HF_CONFIG_FILE: text.encode})
-    if paths is not None and paths.tokenizer_dir is not None:
-        tokenizer_dir = str(bridge_tokenizer_dir(paths.tokenizer_dir))
-        tokenizer = asset_files(tokenizer_dir, io, paths.root, whole=True)
-        assets.update({n: load for n, load in tokenizer.items() if n != HF_CONFIG_FILE})
-    return assets
+    if paths is None or paths.tokenizer_dir is None:
+        return AssetFiles({HF_CONFIG_FILE: text.encode})
+    tokenizer_dir = str(bridge_tokenizer_dir(paths.tokenizer_dir))
+    tokenizer = asset_files(tokenizer_dir, io, paths.root, whole=True)
+    loaders = {n: load for n, load in tokenizer.items() if n != HF_CONFIG_FILE}
+    return AssetFiles({HF_CONFIG_FILE: text.encode, **loaders}, rewritten=tokenizer.rewritten)
 
 
 def refuse_config_against_record(

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.check.printable import first_of
+from mfsdp_ckpt.convert.asset_rewrites import rewrite_assets
 from mfsdp_ckpt.convert.export_errors import ExportUsageError
 from mfsdp_ckpt.convert.hf_config import (
     MAX_LAYERS,
@@ -183,21 +184,30 @@ MAX_TEMPLATE_BYTES = 1 << 20
 
 class AssetFiles(dict[str, Callable[[], bytes]]):
     """The files an export copies, name -> loader; `left_out`: the other files (weights
-    aside) of the model dir they were picked from, for the note that says so."""
+    aside) of the model dir they were picked from, for the note that says so; `rewritten`:
+    the notes on files not copied as they are (`asset_rewrites`)."""
 
-    def __init__(self, loaders: Mapping[str, Callable[[], bytes]], left_out: Sequence[str] = ()):
+    def __init__(
+        self,
+        loaders: Mapping[str, Callable[[], bytes]],
+        left_out: Sequence[str] = (),
+        rewritten: Sequence[str] = (),
+    ):
         super().__init__(loaders)
         self.left_out = tuple(left_out)
+        self.rewritten = tuple(rewritten)
 
     def left_out_note(self, location: str) -> list[str]:
-        """One note counting the files left out, custom code (`*.py`) named first: it is
-        not copied, and an `auto_map` naming it will not find it in the export."""
+        """The notes on what is not copied as it was: one counting the files left out,
+        custom code (`*.py`) named first, then one for each file rewritten or left out
+        (`asset_rewrites`: an auto_map naming that code is not written either)."""
         if not self.left_out:
-            return []
+            return list(self.rewritten)
         named = sorted(self.left_out, key=lambda name: (not name.endswith(".py"), name))
         return [
             f"{location}: {len(named)} other file(s) not copied (only config, tokenizer and"
-            f" chat template files are): {first_of(named, 3)}"
+            f" chat template files are): {first_of(named, 3)}",
+            *self.rewritten,
         ]
 
 
@@ -299,15 +309,18 @@ def asset_files(
     `skip` names entries of a local `location` that are not assets (the HF Trainer keeps
     its own state and DCP dirs beside config and tokenizer). `whole`: the checkpoint's
     own HF dir, every file but weights, as its trainer saved them for this model; else a
-    model dir (a download), of which only the model files (`is_model_file`)."""
+    model dir (a download), of which only the model files (`is_model_file`). An auto_map
+    and a generation_config.json that is not JSON are not copied (`asset_rewrites`), each
+    said in a note (`AssetFiles.rewritten`)."""
     if not is_url(location):
         candidates, directory, left_out = _local_candidates(Path(location), skip, whole)
         root = _check_assets(candidates, directory, root)
-        loaders = {
+        loaders: dict[str, Callable[[], bytes]] = {
             name: partial(safe_files.read_bytes, path, _asset_limit(name), root=root)
             for name, path in candidates
         }
-        return AssetFiles(loaders, left_out)
+        paths = dict(candidates)
+        return AssetFiles(loaders, left_out, rewrite_assets(loaders, lambda n: str(paths[n])))
     store = open_store(location, io)
     try:
         names = store.list_files()
@@ -322,7 +335,7 @@ def asset_files(
     loaders = {
         name: partial(_remote_asset, store, join_location(location, name), name) for name in picked
     }
-    return AssetFiles(loaders, left_out)
+    return AssetFiles(loaders, left_out, rewrite_assets(loaders, partial(join_location, location)))
 
 
 def _local_candidates(
@@ -493,7 +506,7 @@ def check_json_asset(name: str, where: str | os.PathLike, data: bytes) -> None:
         if name == HF_CONFIG_FILE:  # refused by `read_config_json`, with the config's exit code
             return
         if name == GENERATION_CONFIG_FILE and not isinstance(err, NestingError):
-            return  # transformers skips one it cannot parse, and loads the model without it
+            return  # transformers skips one it cannot parse: left out of copies (`asset_rewrites`)
         raise CheckpointFileError(f"{where}: not valid JSON ({json_problem(err)})") from None
     if name != HF_CONFIG_FILE and is_model_file(name) and not isinstance(parsed, dict):
         raise CheckpointFileError(

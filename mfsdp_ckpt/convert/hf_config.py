@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mfsdp_ckpt.convert.asset_rewrites import code_map_words
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format.closest_path import where_relative
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
@@ -281,8 +282,10 @@ def load_hf_config(
         return AutoConfig.for_model(**data)
     except Exception as err:
         reraise_if_out_of_memory(err)  # the machine's limit, not config.json's fault
+        code = code_map_words(data)  # said first: transformers' reason may be cut off
         raise HFConfigError(
-            f"{config_file}: transformers cannot read it ({transformers_reason(err)})"
+            f"{config_file}: {f'{code}; ' if code else ''}transformers cannot read it"
+            f" ({transformers_reason(err)})"
         ) from None
 
 

@@ -47,12 +47,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mfsdp_ckpt.convert import tied_head
+from mfsdp_ckpt.convert.asset_rewrites import (
+    CODE_KEY,
+    CODE_NAMING_FILES,
+    code_map,
+    code_map_words,
+)
 from mfsdp_ckpt.convert.conversion_result import ConversionResult
 from mfsdp_ckpt.convert.export_errors import ExportUsageError
 from mfsdp_ckpt.convert.export_plan import DTYPES
 from mfsdp_ckpt.convert.export_prepare import check_out_dir
 from mfsdp_ckpt.convert.export_scheduler import Progress
 from mfsdp_ckpt.convert.export_source import (
+    MAX_JSON_ASSET_BYTES,
     asset_files,
     check_generation_config_beside,
     check_local_assets,
@@ -99,7 +106,11 @@ from mfsdp_ckpt.storage.dcp_stream_writer import (
 )
 from mfsdp_ckpt.storage.named_writes import write_bytes
 from mfsdp_ckpt.storage.out_dir import claim_output
-from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, SafetensorsSource
+from mfsdp_ckpt.storage.safetensors_source import (
+    SafetensorsError,
+    SafetensorsSource,
+    export_hf_advice,
+)
 
 MCORE_MODEL_PREFIX = "module."  # Megatron-LM's model state dict sits under the DDP/FSDP wrapper
 MCORE_CHECKPOINT_VERSION = 3.0  # what megatron/training/checkpointing.py writes today
@@ -322,8 +333,7 @@ def _read_config(hf_dir: Path):
         inside = finding_runs.checkpoint_containing(hf_dir)
         what = (
             f"; it is (or lies in) the training checkpoint {inside}: import-hf makes"
-            f" checkpoints of Hugging Face models, `mfsdp ckpt export-hf {inside} --out DIR`"
-            " goes the other way"
+            f" checkpoints of Hugging Face models; {export_hf_advice(inside)}"
             if inside is not None
             else ""
         )
@@ -337,9 +347,10 @@ def _read_config(hf_dir: Path):
         raise ImportFailedError(str(err)) from None
     model_type = data["model_type"]
     if model_type not in MCORE_IMPORT_FAMILIES:
+        code = code_map_words(data)
         raise ImportUsageError(
-            f"{hf_dir}: model family {model_type!r:.80} is not one import-hf reads"
-            f" ({', '.join(sorted(MCORE_IMPORT_FAMILIES))})"
+            f"{config_file}: model family {model_type!r:.80} is not one import-hf reads"
+            f" ({', '.join(sorted(MCORE_IMPORT_FAMILIES))}){f'; {code}' if code else ''}"
         )
     try:
         config, expected = load_config(config_file), expected_weights_for(config_file)
@@ -561,10 +572,7 @@ def import_hf(
         claim.publish()
     notes = list(plan.source.notes) + asset_notes
     if plan.layout == MCORE:
-        notes.append(
-            f"config and tokenizer stay in {source_dir}: pass --hf-config {source_dir} to"
-            f" export-hf, model.hf_config={source_dir} to mfsdp train"
-        )
+        notes.append(_config_stays_note(source_dir))
     if plan.experts is not None:
         notes.append(_EXPERT_NOTES[plan.experts])
     notes += [
@@ -594,6 +602,29 @@ _EXPERT_NOTES = {
     "sequential": "experts written as SequentialMLP's (mlp.experts.local_experts.<E>.): load"
     " without --moe-grouped-gemm (--mcore-experts grouped for TEGroupedMLP)",
 }
+
+
+def _config_stays_note(hf_dir: Path) -> str:
+    """The mcore layout's note on where the config and tokenizer stay (the model dir) and
+    how the next command reads them. mfsdp train refuses a config.json or
+    tokenizer_config.json with an auto_map (`trainer.model_code`), which export-hf writes
+    without (`asset_rewrites`): for such a dir, training is sent to the hf layout, whose
+    copies leave it out, instead of to a model.hf_config it would refuse."""
+    stays = f"config and tokenizer stay in {hf_dir}: pass --hf-config {hf_dir} to export-hf"
+    root = safe_files.model_dir_root(hf_dir)
+    coded = [
+        hf_dir / name
+        for name in CODE_NAMING_FILES
+        if os.path.lexists(hf_dir / name)  # checked as an asset already (`_check_assets`)
+        and code_map(safe_files.read_bytes(hf_dir / name, MAX_JSON_ASSET_BYTES, root=root))
+    ]
+    if not coded:
+        return f"{stays}, model.hf_config={hf_dir} to mfsdp train"
+    return (
+        f"{stays} (which writes {coded[0].name} without its {CODE_KEY}); mfsdp train refuses"
+        f" {coded[0]}'s {CODE_KEY} (code shipped with the model, which it never runs): to"
+        f" train from this model, import it with --layout hf, whose copy leaves it out"
+    )
 
 
 def _refuse_replacing_a_checkpoint(out: Path) -> None:
