@@ -6,15 +6,22 @@ store from the location: plain paths use `LocalByteStore` (os.pread: tensorstore
 slower on local disk, `bench/export_hf.py --io tensorstore` in docs/benchmarks.md);
 `file://`, `gs://`, `s3://`, `http(s)://` URLs use tensorstore. `--io tensorstore` forces it for a
 local path.
+
+tensorstore's C++ code logs each credential source it tried, at ERROR, on stderr while a
+store opens and makes its first request (`native_log`): those lines are kept off the
+terminal, so the command's one `error:` line is all it prints, and the last of them is
+folded into that line when the server refused the request for want of credentials.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
-from mfsdp_ckpt.check.printable import error_line
+from mfsdp_ckpt.check.printable import MAX_ERROR_CHARS, error_line, printable
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.storage.byte_store import (
     ByteStore,
@@ -22,6 +29,7 @@ from mfsdp_ckpt.storage.byte_store import (
     LocalByteStore,
     check_relative_name,
 )
+from mfsdp_ckpt.storage.native_log import captured_native_log
 from mfsdp_ckpt.storage.tensor_memory import reraise_if_out_of_memory
 from mfsdp_ckpt.storage.url_form import check_url_form, parser_refusal
 
@@ -32,6 +40,8 @@ URL_SCHEMES = ("file://", "gs://", "s3://", "http://", "https://")
 _RETRIES = {"max_retries": 4, "initial_delay": "0.5s", "max_delay": "4s"}
 _CONTEXT = {f"{kind}_request_retries": _RETRIES for kind in ("http", "gcs", "s3")}
 _SIZE_IN_ERROR = re.compile(r"value of size (\d+)")
+# a server's refusal that the credential lookup's log explains (no credentials found)
+_AUTH_REFUSED = re.compile(r"(PERMISSION_DENIED|UNAUTHENTICATED)\b")
 
 
 def is_url(location: str) -> bool:
@@ -70,25 +80,49 @@ class TensorstoreByteStore:
         """`asked_by`: the setting or location that chose tensorstore, named if it is missing."""
         ts = _import_tensorstore(asked_by)
         self.root = url.rstrip("/") + "/"
+        self._native_log: list[str] = []  # what tensorstore logged looking credentials up
+        self._looked_up = False  # its first request made: credentials found or not
         try:
-            self._kv = ts.KvStore.open(self.root, context=ts.Context(_CONTEXT)).result()
+            with captured_native_log(self._native_log):
+                self._kv = ts.KvStore.open(self.root, context=ts.Context(_CONTEXT)).result()
         except Exception as err:
             reraise_if_out_of_memory(err)  # the machine's limit, not the file's fault
             refused = parser_refusal(url, err)  # a mistake in the URL: bad usage
             if refused is not None:
                 raise refused from None
             raise CheckpointFileError(
-                f"{url}: tensorstore cannot open it ({error_line(err, with_type=False)})"
+                f"{url}: tensorstore cannot open it ({self._said(err)})"
             ) from None
+
+    def _result(self, request: Callable[[], Any]) -> Any:
+        """`request()`'s future's result; until the store's first request has run, with
+        stderr captured, as tensorstore looks its credentials up then (started within the
+        capture: the lookup runs on tensorstore's threads once the request is made)."""
+        if self._looked_up:
+            return request().result()
+        try:
+            with captured_native_log(self._native_log):
+                return request().result()
+        finally:
+            self._looked_up = True
+
+    def _said(self, err: Exception) -> str:
+        """tensorstore's error for a line quoting it; a refusal for want of credentials ends
+        with what the credential lookup logged last (which file or variable it missed)."""
+        said = error_line(err, with_type=False)
+        if self._native_log and _AUTH_REFUSED.match(said):
+            logged = printable(self._native_log[-1], MAX_ERROR_CHARS)
+            said = f"{said}; tensorstore's credential lookup: {logged}"
+        return said
 
     def _read(self, name: str, byte_range: slice | None) -> bytes:
         check_relative_name(name, self.root)
         try:
-            result = self._kv.read(name, byte_range=byte_range).result()
+            result = self._result(lambda: self._kv.read(name, byte_range=byte_range))
         except Exception as err:
             reraise_if_out_of_memory(err)  # the machine's limit, not the file's fault
             raise CheckpointFileError(
-                f"{self.root}{name}: read failed ({error_line(err, with_type=False)})"
+                f"{self.root}{name}: read failed ({self._said(err)})"
             ) from None
         if result.state != "value":
             raise CheckpointFileError(f"{self.root}{name}: file is missing")
@@ -111,7 +145,7 @@ class TensorstoreByteStore:
         check_relative_name(name, self.root)
         beyond = 1 << 62
         try:
-            result = self._kv.read(name, byte_range=slice(beyond, beyond + 1)).result()
+            result = self._result(lambda: self._kv.read(name, byte_range=slice(beyond, beyond + 1)))
         except Exception as err:
             reraise_if_out_of_memory(err)  # the machine's limit, not the file's fault
             match = _SIZE_IN_ERROR.search(str(err))
@@ -119,7 +153,7 @@ class TensorstoreByteStore:
                 return int(match.group(1))
             if "OUT_OF_RANGE" not in str(err):  # unreachable, denied: not a missing file
                 raise CheckpointFileError(
-                    f"{self.root}{name}: read failed ({error_line(err, with_type=False)})"
+                    f"{self.root}{name}: read failed ({self._said(err)})"
                 ) from None
             result = None
         if result is not None and result.state == "missing":
@@ -132,11 +166,11 @@ class TensorstoreByteStore:
     def list_files(self) -> list[str]:
         """Every key under the root; an HTTP server lists nothing (tensorstore refuses)."""
         try:
-            keys = self._kv.list().result()
+            keys = self._result(self._kv.list)
         except Exception as err:
             reraise_if_out_of_memory(err)  # the machine's limit, not the file's fault
             raise CheckpointFileError(
-                f"{self.root}: cannot list its files ({error_line(err, with_type=False)})"
+                f"{self.root}: cannot list its files ({self._said(err)})"
             ) from None
         return sorted(key.decode() for key in keys)
 
