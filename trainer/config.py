@@ -114,6 +114,8 @@ def _geometry_refusal(overrides: dict[str, Any], key: str) -> str | None:
 
 
 HFOverrides = Annotated[dict[str, Any], Checked(_geometry_refusal)]
+# the key whose values no typed field reads: transformers takes them as they are
+UNTYPED = "model.overrides"
 
 
 # --------------------------------------------------------------------------- sections
@@ -346,7 +348,20 @@ def _read_config_file(cls: type, path: str | os.PathLike) -> dict[str, Any] | No
     else:
         if _holds_verl_keys(cls, loaded):
             loaded = _verl_reading(text, source, None)
+        elif _untyped_values(loaded) is not None:
+            loaded["model"]["overrides"] = _untyped_values(
+                parse_yaml(text, source, hydra_floats=True)
+            )
     return _sections(loaded, source)
+
+
+def _untyped_values(loaded: Any) -> Any:
+    """The file's `model.overrides` (`UNTYPED`), None where it has none. Its numbers are
+    read as Hydra reads them (`1e-5` a float, `config_yaml.parse_yaml`'s `hydra_floats`):
+    a typed key makes a number of YAML 1.1's text `1e-5`, but transformers got
+    `rope_theta: 1e6` as text and the model failed on it naming no key."""
+    model = loaded.get("model") if isinstance(loaded, dict) else None
+    return model.get("overrides") if isinstance(model, dict) else None
 
 
 def _verl_reading(text: str, source: str, refused: YAMLConfigError | None) -> Any:
@@ -499,7 +514,10 @@ def _override_value(cls: type, key: str, text: str) -> Any:
     error to name them."""
     target = verl_keys.value_target(cls, key) or key
     text_only = takes_text_only(cls, target)
-    value = parse_override_value(key, text, _cleared(cls, target), numbers_as_text=text_only)
+    untyped = f"{target}.".startswith(f"{UNTYPED}.")  # read as Hydra reads it (`_untyped_values`)
+    value = parse_override_value(
+        key, text, _cleared(cls, target), numbers_as_text=text_only, hydra_floats=untyped
+    )
     if isinstance(value, bool) and text_only and target not in TEXT_VALUES:
         return text
     return value
@@ -525,7 +543,11 @@ def _is_text(kind: Any) -> bool:
 
 
 def parse_override_value(
-    key: str, text: str, clear: str | None = "null", numbers_as_text: bool = False
+    key: str,
+    text: str,
+    clear: str | None = "null",
+    numbers_as_text: bool = False,
+    hydra_floats: bool = False,
 ) -> Any:
     """The YAML value of one `key=value` override, under the same bounds as a config file (no
     python tags, no alias bombs). An empty value is refused rather than read as null: it is
@@ -534,7 +556,8 @@ def parse_override_value(
     list (`clear`: which, None where the key must hold a value). A value YAML would read as
     other than written (a ` #comment` dropped, a newline folded, edge spaces trimmed:
     `override_text`) is refused, saying how to quote it. `numbers_as_text`: for a key that
-    takes only text, a number is the text typed (`config_yaml.parse_yaml`)."""
+    takes only text, a number is the text typed; `hydra_floats`: `1e-5` is a float, as
+    Hydra reads it (`config_yaml.parse_yaml`)."""
     if not text.strip():
         remedy = f", or {key}={clear} to clear it" if clear is not None else ""
         raise ConfigError(
@@ -545,7 +568,9 @@ def parse_override_value(
     if changed is not None:
         raise ConfigError(changed)
     try:
-        value = parse_yaml(text, f"override {key}", numbers_as_text=numbers_as_text)
+        value = parse_yaml(
+            text, f"override {key}", numbers_as_text=numbers_as_text, hydra_floats=hydra_floats
+        )
     except YAMLConfigError as err:
         raise ConfigError(str(err)) from None
     changed = dropped_markup(key, text)

@@ -111,27 +111,16 @@ _NumbersAsTextLoader.add_constructor(YAML_TAG + "int", _NumbersAsTextLoader.cons
 _NumbersAsTextLoader.add_constructor(YAML_TAG + "float", _NumbersAsTextLoader.construct_number_text)
 
 
-class _ExponentFloatLoader(_ConfigLoader):
-    """For a verl YAML config, its numbers as OmegaConf's YAML loader (omegaconf/_utils.py,
-    get_yaml_loader) reads them for verl: a float written with an exponent and no point
-    (`1e3`) or no sign in it (`1.5e3`) is a float, where PyYAML's YAML 1.1 reads it as text
-    (a run verl names `1000.0` was converted as `1e3`); and YAML 1.1's octal and base-60
-    numbers are the numbers verl gets (`012` is 10, `1:30` 90), where mfsdp's own configs
-    refuse them (they were refused here as if verl read them otherwise)."""
-
-    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
-        return BoundedLoader.construct_yaml_int(self, node)
-
-    def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
-        return BoundedLoader.construct_yaml_float(self, node)
-
-
-_ExponentFloatLoader.add_constructor(YAML_TAG + "int", _ExponentFloatLoader.construct_yaml_int)
-_ExponentFloatLoader.add_constructor(YAML_TAG + "float", _ExponentFloatLoader.construct_yaml_float)
+class _HydraFloatLoader(_ConfigLoader):
+    """mfsdp's reading, but a float written with an exponent and no point (`1e-5`, `5e5`)
+    or no sign in it (`5.0e5`) is a float, as OmegaConf's YAML loader (omegaconf/_utils.py,
+    get_yaml_loader) and YAML 1.2 read it, where PyYAML's YAML 1.1 reads it as text; quoted
+    (`'1e-5'`) it stays text. For values no typed key reads (`model.overrides`, passed to
+    transformers as they are): a typed key makes a number of the text anyway."""
 
 
 # OmegaConf's float resolver, as get_yaml_loader adds it to PyYAML's
-_ExponentFloatLoader.add_implicit_resolver(
+_HydraFloatLoader.add_implicit_resolver(
     YAML_TAG + "float",
     re.compile(
         r"""^(?:
@@ -147,18 +136,38 @@ _ExponentFloatLoader.add_implicit_resolver(
 )
 
 
+class _ExponentFloatLoader(_HydraFloatLoader):
+    """For a verl YAML config, its numbers as OmegaConf's YAML loader reads them for verl:
+    its floats (`_HydraFloatLoader`: a run verl names `1000.0` was converted as `1e3`), and
+    YAML 1.1's octal and base-60 numbers are the numbers verl gets (`012` is 10, `1:30` 90),
+    where mfsdp's own configs refuse them (they were refused here as if verl read them
+    otherwise)."""
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        return BoundedLoader.construct_yaml_int(self, node)
+
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
+        return BoundedLoader.construct_yaml_float(self, node)
+
+
+_ExponentFloatLoader.add_constructor(YAML_TAG + "int", _ExponentFloatLoader.construct_yaml_int)
+_ExponentFloatLoader.add_constructor(YAML_TAG + "float", _ExponentFloatLoader.construct_yaml_float)
+
+
 def parse_yaml(
     text: str,
     source: str,
     budget: ExpansionBudget | None = None,
     numbers_as_text: bool = False,
     exponent_floats: bool = False,
+    hydra_floats: bool = False,
 ) -> Any:
     """One YAML document of a config as plain data (None for an empty one), or
     YAMLConfigError starting with `source`; its expansion is charged to `budget` (a fresh
     one, of MAX_EXPANDED_CHARS, when None). `numbers_as_text`: its numbers are the text
-    written (`_NumbersAsTextLoader`); `exponent_floats`: `1e3` is a float, as verl's
-    OmegaConf reads it (`_ExponentFloatLoader`)."""
+    written (`_NumbersAsTextLoader`); `exponent_floats`: its numbers as verl's OmegaConf
+    reads them (`_ExponentFloatLoader`); `hydra_floats`: mfsdp's reading but `1e-5` a float,
+    as Hydra reads it (`_HydraFloatLoader`)."""
     if budget is None:
         budget = ExpansionBudget(max_chars=MAX_EXPANDED_CHARS)
     loader: type[_ConfigLoader] = _ConfigLoader
@@ -166,6 +175,8 @@ def parse_yaml(
         loader = _NumbersAsTextLoader
     elif exponent_floats:
         loader = _ExponentFloatLoader
+    elif hydra_floats:
+        loader = _HydraFloatLoader
     return bounded_yaml.parse_yaml(text, source, YAMLConfigError, budget, loader)
 
 

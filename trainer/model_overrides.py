@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
+import typing
 from collections.abc import Callable
 from typing import Any
 
 from mfsdp_ckpt.convert.hf_config import transformers_reason
-from trainer.config import ConfigError
+from trainer.config import UNTYPED, ConfigError
+from trainer.shown_value import shown_value
 from trainer.yaml_colon_keys import glued_value_hint
 
-KEY = "model.overrides"
+KEY = UNTYPED
 # Read by every supported family's modelling code though its config class has no such field
 # (Qwen2's attention: `getattr(config, "head_dim", hidden_size // num_attention_heads)`).
 READ_BY_MODELS = frozenset({"head_dim"})
@@ -31,6 +34,7 @@ def overridden_config(base: Any, make: Callable[[dict[str, Any]], Any], override
     if not overrides:
         return base
     known = _known_keys(base)
+    _refuse_text_rope_numbers(base, known, overrides)
     overrides = _rope_keys_moved(base, known, overrides)
     for key in overrides:
         if key not in known:
@@ -38,10 +42,64 @@ def overridden_config(base: Any, make: Callable[[dict[str, Any]], Any], override
     try:  # a copy: transformers fills in a `rope_scaling` dict it is given
         return make(copy.deepcopy(overrides))
     except Exception as err:  # a strict-dataclass error, TypeError, ValueError, ...
-        where = _culprit(make, overrides) or KEY
+        key = _culprit(make, overrides)
+        where = KEY if key is None else f"{KEY}.{key}"
+        hint = "" if key is None else _quoted_number_hint(overrides[key])
         raise ConfigError(
-            f"{where}: transformers refuses it ({transformers_reason(err)})"
+            f"{where}: transformers refuses it ({transformers_reason(err)}){hint}"
         ) from None
+
+
+def _refuse_text_rope_numbers(base: Any, known: set[str], overrides: dict) -> None:
+    """Refuse, naming the key as written, a RoPE setting given as text where transformers
+    takes a number (`rope_theta: '5e5'`, `rope_scaling: {factor: '2'}`): these go into
+    `rope_parameters` (`_rope_keys_moved`), a dict transformers does not type-check, so the
+    text failed only in the rotary embedding, as a bare TypeError naming no key. The types
+    are transformers' own (`RopeParameters`)."""
+    if not isinstance(getattr(base, "rope_parameters", None), dict):
+        return
+    rope = base.rope_parameters
+    given = [(f"{KEY}.{k}", k, v) for k, v in overrides.items() if k not in known and k in rope]
+    for section in ("rope_scaling", "rope_parameters"):
+        if isinstance(overrides.get(section), dict):
+            given += [(f"{KEY}.{section}.{k}", k, v) for k, v in overrides[section].items()]
+    for where, name, value in given:
+        kind = _number_kinds().get(name)
+        values = value if isinstance(value, list) else [value]
+        if kind is not None and any(isinstance(v, (str, bool)) for v in values):
+            raise ConfigError(
+                f"{where}: {shown_value(value)} is not a number, which transformers takes"
+                f" ({name}: {kind.__name__}){_quoted_number_hint(value)}"
+            )
+
+
+@functools.cache
+def _number_kinds() -> dict[str, type]:
+    """The number type (float or int) of each RoPE setting transformers annotates with one
+    (`RopeParameters`; `short_factor: list[float]` is float)."""
+    from transformers.modeling_rope_utils import RopeParameters
+
+    kinds = {}
+    for name, hint in typing.get_type_hints(RopeParameters).items():
+        args = typing.get_args(hint) or (hint,)
+        args = tuple(a for arg in args for a in (typing.get_args(arg) or (arg,)))
+        kind = next((a for a in args if a in (float, int)), None)
+        if kind is not None:
+            kinds[name] = kind
+    return kinds
+
+
+def _quoted_number_hint(value: Any) -> str:
+    """How to write `value` as the number it reads as, where it is text that does
+    (`'1e-5'`, quoted in YAML or on the command line): quoted, a value stays text, as in
+    Hydra."""
+    if not isinstance(value, str):
+        return ""
+    try:
+        float(value)
+    except ValueError:
+        return ""
+    return f"; write {value} unquoted for the number (quoted, it stays text)"
 
 
 def _rope_keys_moved(base: Any, known: set[str], overrides: dict) -> dict:
@@ -104,11 +162,11 @@ def _known_keys(base: Any) -> set[str]:
 
 
 def _culprit(make: Callable[[dict[str, Any]], Any], overrides: dict) -> str | None:
-    """`model.overrides.<key>` for the first key transformers refuses on its own, None when
-    only some keys together fail."""
+    """The first key transformers refuses on its own, None when only some keys together
+    fail."""
     for key, value in overrides.items():
         try:
             make({key: copy.deepcopy(value)})
         except Exception:
-            return f"{KEY}.{key}"
+            return str(key)
     return None

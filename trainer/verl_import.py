@@ -29,6 +29,7 @@ from trainer import (
     verl_hydra_order,
     verl_interpolation,
     verl_keys,
+    verl_launch_flags,
     verl_megatron_optim,
     verl_rules,
 )
@@ -36,6 +37,7 @@ from trainer.config_base import RUN_NAMES
 from trainer.config_kind import likely_kind
 from trainer.config_yaml import ExpansionBudget
 from trainer.local_paths import UNEXPANDED
+from trainer.torchrun_options import Torchrun
 from trainer.verl_off_keys import MEGATRON_LORA_SECTIONS
 from trainer.verl_script import script_pairs
 from trainer.verl_script_state import GRPO_MODULES
@@ -108,12 +110,16 @@ class Conversion:
     # what the config still needs from the user before training, each named in a note: a
     # value holding shell syntax (`run_dir: $2`), a config file of the user's Hydra merges
     incomplete: list[str] = field(default_factory=list)
+    # the `mfsdp train` flags that start as many processes as the verl run
+    # (`verl_launch_flags`): on the command line the YAML's first comment gives
+    flags: list[str] = field(default_factory=list)
 
     def to_yaml(self, source: str) -> str:
-        """The config as YAML under comment lines of notes. The notes quote the source's
-        values: escaped (`printable`), as a newline in one would end its comment and write
-        the rest as keys of the config."""
-        comments = [f"mfsdp train {self.command} --config THIS_FILE   (converted from {source})"]
+        """The config as YAML under comment lines of notes, the first the command that trains
+        it. The notes quote the source's values: escaped (`printable`), as a newline in one
+        would end its comment and write the rest as keys of the config."""
+        command = " ".join(["mfsdp", "train", self.command, "--config", "THIS_FILE", *self.flags])
+        comments = [f"{command}   (converted from {source})"]
         comments += self.notes + [f"NOT carried over: {item}" for item in self.dropped]
         with _memory_named(source):
             lines = [f"# {printable(comment)}" for comment in comments]
@@ -145,6 +151,7 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
     module = None  # verl's trainer module; a YAML does not name it
     backend: list[tuple[str, Any]] = []  # what the files Hydra merges in say of the backend
     refused: list[str] = []  # the script's config-group selections not carried over
+    torchrun = None  # torchrun's options, where torchrun starts the script's verl command
     if source.suffix.lower() in (".yaml", ".yml"):
         tree, defaults = _yaml_tree(text, source)
         if not defaults:  # a Hydra `defaults:` list is verl's
@@ -155,8 +162,8 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
         script_notes += _interpolation_notes(tree, source)
         tree, pairs = verl_keys.split_foreign(config_class(command), tree)
     else:
-        pairs, module, script_notes, incomplete, refused, to_check, config, selected = script_pairs(
-            text, source
+        pairs, module, script_notes, incomplete, refused, to_check, config, selected, torchrun = (
+            script_pairs(text, source)
         )
         command = command or ("grpo" if module in GRPO_MODULES else "sft")
         # the overrides as Hydra leaves them: in order, and only the keys its struct takes
@@ -169,6 +176,9 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
     # a config file of the user's that verl merges in may set any key: verl's defaults are
     # written only where the whole run is in the source
     conversion = _convert(tree, pairs, command, str(source), module, not incomplete, backend)
+    launch = _launch_flags(command, pairs, torchrun)
+    conversion.flags = launch.flags
+    conversion.notes[:0] = launch.notes  # right under the command it explains
     conversion.notes += script_notes
     conversion.dropped += refused
     # a key ignored at any value changes nothing here, whatever the script sets it to
@@ -179,6 +189,20 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
     ]
     conversion.incomplete = list(dict.fromkeys(incomplete + to_check + conversion.incomplete))
     return conversion
+
+
+def _launch_flags(
+    command: str, pairs: list[tuple[str, Any]], torchrun: Torchrun | None
+) -> verl_launch_flags.LaunchFlags:
+    """The `mfsdp train` flags for the processes the verl run started: a GRPO run's from
+    trainer.n_gpus_per_node and trainer.nnodes, which place verl's Ray workers however it
+    is started; else from the torchrun command that starts it (verl's SFT trainers)."""
+    placed = verl_launch_flags.ray_flags(pairs) if command == "grpo" else None
+    if placed is not None:
+        return placed
+    if torchrun is not None:
+        return verl_launch_flags.torchrun_flags(torchrun)
+    return verl_launch_flags.LaunchFlags()
 
 
 def _read_source(source: Path) -> bytes:

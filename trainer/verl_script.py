@@ -8,6 +8,7 @@ bash as bash runs it: the commands in order by `trainer.verl_script_reader` (tex
 commands by `trainer.verl_script_lines`, a command's words classed by
 `trainer.verl_script_pieces`), the verl command's values by `trainer.verl_script_launch`,
 keys to check by `trainer.verl_script_flags`, Hydra's options by `trainer.verl_script_hydra`,
+torchrun's before the command by `trainer.verl_script_torchrun`,
 with the records they share in `trainer.verl_script_state`; built on `trainer.shell_lines`
 and `trainer.shell_quoting` (lines, quotes,
 commands), `trainer.shell_variables` (variables expanded where the command stands, arrays
@@ -21,10 +22,11 @@ Nothing in the script is executed.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from trainer import shell_variables, verl_hydra_files
 from trainer.config_yaml import ExpansionBudget
+from trainer.torchrun_options import Torchrun
 from trainer.verl_hydra_value import HydraValueError, hydra_override_value
 from trainer.verl_script_hydra import (
     config_path_and_name,
@@ -41,18 +43,21 @@ from trainer.verl_source import (
 )
 
 
-def script_pairs(
-    text: str, source: Path
-) -> tuple[
-    list[tuple[str, Any]],
-    str,
-    list[str],
-    list[str],
-    list[str],
-    list[str],
-    str | None,
-    list[tuple[str, Any]],
-]:
+class ScriptReading(NamedTuple):
+    """What `script_pairs` reads of a launch script."""
+
+    pairs: list[tuple[str, Any]]
+    module: str
+    notes: list[str]
+    incomplete: list[str]
+    refused: list[str]
+    to_check: list[str]
+    config: str | None
+    selected: list[tuple[str, Any]]
+    torchrun: Torchrun | None
+
+
+def script_pairs(text: str, source: Path) -> ScriptReading:
     """The `key=value` arguments of the script's (last) verl trainer command, its module,
     notes on what of the command is known only when the script runs, the config file of
     the user's it names (`hydra_config_notes`), its config-group selections that are
@@ -61,7 +66,8 @@ def script_pairs(
     (`verl_hydra_files.loaded_config`; None for one of the user's): the settings verl reads
     before the command's, such as the actor's backend `ppo_megatron_trainer` sets, and its
     config-group selections as (key, option) pairs, which say the backend too
-    (`model_engine=megatron`)."""
+    (`model_engine=megatron`); and torchrun's options where torchrun starts the command
+    (`trainer.verl_script_torchrun`), which say how many processes it ran on."""
     try:
         launch, launches, variables = read_script(text, source)
     except shell_variables.ExpansionTooLarge as err:
@@ -97,7 +103,7 @@ def script_pairs(
     # the options naming a config file of the user's are listed once, with that file
     to_check = [item for item in launch.incomplete if not (incomplete and names_hydra_option(item))]
     notes = [*variables.notes, *launch.notes, *taken_notes, *notes, *hydra_notes]
-    return (
+    return ScriptReading(
         pairs,
         launch.module,
         notes + selection_notes,
@@ -106,6 +112,7 @@ def script_pairs(
         to_check,
         config,
         selected,
+        launch.torchrun,
     )
 
 

@@ -17,6 +17,7 @@ from trainer import shell_lines, shell_quoting, shell_variables
 from trainer.verl_script_flags import flag_maybe, flag_opaque
 from trainer.verl_script_hydra import expanded_hydra_options
 from trainer.verl_script_state import GRPO_MODULES, SFT_MODULES, Launch, Script
+from trainer.verl_script_torchrun import read_torchrun
 from trainer.verl_source import config_class, hydra_refusal, names_a_path
 
 # the script's own arguments passed on to verl: more overrides, known only when it runs
@@ -35,7 +36,9 @@ def read_launch(script: Script, piece: shell_lines.Piece, source: Path) -> None:
             if not script.depth:  # read where it is written, not again
                 script.launches += 1
             command = "grpo" if module in GRPO_MODULES else "sft"
-            written = Launch(command, module, words[words.index(module) + 1 :])
+            at = words.index(module)
+            written = Launch(command, module, words[at + 1 :])
+            written.torchrun = read_torchrun(words[:at], script.variables, written)
             script.launch = _expand_launch(written, script.variables, source)
 
 

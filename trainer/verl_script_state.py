@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from trainer import shell_lines, shell_variables
+from trainer.torchrun_options import Torchrun
 
 GRPO_MODULES = ("verl.trainer.main_ppo",)
 SFT_MODULES = ("verl.trainer.fsdp_sft_trainer", "verl.trainer.sft_trainer")
@@ -30,6 +31,8 @@ class Launch:
     # why one of its values cannot be read (`verl_script_launch._unreadable`)
     refused: str = ""
     incomplete: list[str] = field(default_factory=list)  # keys to check (`flag_maybe`)
+    # torchrun's options where the command starts verl through it (`verl_script_torchrun`)
+    torchrun: Torchrun | None = None
 
 
 @dataclass
