@@ -27,6 +27,7 @@ from mfsdp_ckpt.check.printable import error_line
 from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry, read_config_json
 from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError
 from trainer.config import ConfigError, ModelConfig
+from trainer.finite_weights import refuse_nonfinite_weights
 from trainer.hf_files import save_hf_files
 from trainer.kernels import apply_kernels
 from trainer.local_paths import missing_path
@@ -53,10 +54,13 @@ from trainer.model_source import (
     recorded_vocab_rows,
     resolve_model_source,
 )
+from trainer.rope_check import refuse_invalid_rope, rope_verdicts_held
 from trainer.shapes import SHAPES
 
 if TYPE_CHECKING:  # transformers is imported where it is used: loading it takes seconds
     from transformers import PreTrainedTokenizerBase
+
+    from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource
 
 log = logging.getLogger("mfsdp.model")
 
@@ -149,9 +153,10 @@ def _from_model_dir(assets: Path, overrides: dict[str, Any]) -> Any:
     `overrides` set on it."""
     from transformers import AutoConfig
 
-    return AutoConfig.from_pretrained(
-        str(assets), local_files_only=True, trust_remote_code=False, **overrides
-    )
+    with rope_verdicts_held():  # refused once, from the final config (build_hf_config)
+        return AutoConfig.from_pretrained(
+            str(assets), local_files_only=True, trust_remote_code=False, **overrides
+        )
 
 
 def load_tokenizer(cfg: ModelConfig) -> PreTrainedTokenizerBase:
@@ -184,9 +189,10 @@ def load_tokenizer(cfg: ModelConfig) -> PreTrainedTokenizerBase:
 
     # a wrong type in tokenizer_config.json fails only when encoding
     def load_and_encode() -> tuple[PreTrainedTokenizerBase, list[int]]:
-        tokenizer = AutoTokenizer.from_pretrained(
-            str(source), local_files_only=True, trust_remote_code=False
-        )
+        with rope_verdicts_held():  # it builds the config too; build_hf_config refuses them
+            tokenizer = AutoTokenizer.from_pretrained(
+                str(source), local_files_only=True, trust_remote_code=False
+            )
         return tokenizer, tokenizer(TOKENIZER_PROBE)["input_ids"]
 
     tokenizer, probe_ids = _read_by_transformers(source, "tokenizer", load_and_encode)
@@ -214,7 +220,9 @@ def padding_id(tokenizer: PreTrainedTokenizerBase) -> int:
 
 def build_hf_config(cfg: ModelConfig, tokenizer: PreTrainedTokenizerBase) -> Any:
     """The transformers config the run trains: its model source's, with `model.overrides`
-    (each key checked against that config first: `trainer.model_overrides`)."""
+    (each key checked against that config first: `trainer.model_overrides`), and its RoPE
+    parameters as transformers validates them (`trainer.rope_check`: what it only warns
+    about is refused, naming the field in config.json or model.overrides)."""
     base, make = _config_source(cfg, tokenizer)
     if base.model_type not in SUPPORTED_FAMILIES:
         raise ConfigError(
@@ -232,8 +240,21 @@ def build_hf_config(cfg: ModelConfig, tokenizer: PreTrainedTokenizerBase) -> Any
             f"model: tokenizer has {len(tokenizer)} tokens but the model's vocab_size is "
             f"{config.vocab_size}"
         )
+    refuse_invalid_rope(config, cfg.overrides, *_written_fields(cfg))
     config._attn_implementation = cfg.attn_implementation
     return config
+
+
+def _written_fields(cfg: ModelConfig) -> tuple[str, dict[str, Any]]:
+    """Where the run's config (all but model.overrides) is written, and its fields there: a
+    model dir's config.json, a checkpoint's record, or a named shape."""
+    source = resolve_model_source(cfg)
+    if source is not None and source.derived is not None:
+        return "model.path", source.derived
+    if source is not None and source.assets is not None:
+        config_file, fields = read_config_json(source.assets)
+        return str(config_file), fields
+    return "model.shape", SHAPES.get(cfg.shape, {})
 
 
 def _config_source(
@@ -265,10 +286,11 @@ def _for_model(model_type: str, fields: dict[str, Any], overrides: dict[str, Any
     """`AutoConfig.for_model` of `fields` (a named shape's, a checkpoint's) with `overrides`."""
     from transformers import AutoConfig
 
-    return AutoConfig.for_model(model_type, **{**fields, **overrides})
+    with rope_verdicts_held():  # refused once, from the final config (build_hf_config)
+        return AutoConfig.for_model(model_type, **{**fields, **overrides})
 
 
-def _check_weight_files(assets: Path, config: Any) -> None:
+def _check_weight_files(assets: Path, config: Any) -> SafetensorsSource:
     """A cut-short or damaged download is named before transformers reads it (its
     SafetensorError was a traceback in every rank): every safetensors header is checked
     against its file, as import-hf checks them, without reading a weight, and the shapes
@@ -276,7 +298,7 @@ def _check_weight_files(assets: Path, config: Any) -> None:
     hidden_size was transformers' size-mismatch traceback in every rank; a missing weight
     would start from random values). Weights only as pickles (`*.bin`) are refused, naming
     them: they are never unpickled. The files may lead anywhere: the model dir is the
-    user's own, not a checkpoint handed over."""
+    user's own, not a checkpoint handed over. Returns the files, read as headers only."""
     from mfsdp_ckpt.convert.hf_config import weights_disagreement, weights_from_table
     from mfsdp_ckpt.convert.hf_shapes import hf_state_dict_shapes
     from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, SafetensorsSource
@@ -288,7 +310,7 @@ def _check_weight_files(assets: Path, config: Any) -> None:
     settings = config.to_dict()
     table = hf_state_dict_shapes(settings)
     if table is None:  # a family name_maps has no table for: transformers checks
-        return
+        return source
     expected = weights_from_table(
         config.model_type, table, bool(settings.get("tie_word_embeddings", False))
     )
@@ -296,6 +318,7 @@ def _check_weight_files(assets: Path, config: Any) -> None:
     problem = weights_disagreement(assets, shapes, expected, unknown=False)
     if problem:
         raise ModelFilesError(problem)
+    return source
 
 
 def check_attention_backend(cfg: ModelConfig, device: torch.device) -> None:
@@ -325,7 +348,7 @@ def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) 
     source = resolve_model_source(cfg) if not cfg.random_init else None
     if source is not None and source.checkpoint is None:
         assert source.assets is not None  # a source without a checkpoint is a model dir
-        _check_weight_files(source.assets, config)
+        files = _check_weight_files(source.assets, config)
         generation_config_bytes(source.assets, source)  # from_pretrained reads it too
         # ignore below: transformers types PreTrainedModel.to (`@wraps(Module.to)`) as
         # wanting the model as its first argument
@@ -342,6 +365,7 @@ def build_model(cfg: ModelConfig, config: Any, device: torch.device, seed: int) 
                 use_safetensors=True,
             ),
         ).to(device)  # type: ignore[arg-type]
+        refuse_nonfinite_weights(model, files)  # where the weights now are, not their files
     else:
         with torch.device(device):
             model = _built_by_transformers(
