@@ -9,6 +9,11 @@ them here as it parses a manifest, so every reader refuses the same manifest wit
 line, and each value is the JSON type PEFT writes: a bool is true or false, a count an
 integer (not a bool, not a string), positive where a rank or a scale needs it.
 
+Whether a base record names weights on disk is decided here too (`base_weights_dir`), for
+the same reason: the merge, resuming and every refusal that advises an export each asked
+it their own way, and told a step on a random init to run the merged export, which
+refuses it.
+
 Plain data only (no torch). `Manifest.from_json` imports it as it parses a manifest (not
 at module level: this module raises the manifest's own error).
 """
@@ -16,6 +21,7 @@ at module level: this module raises the manifest's own error).
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -198,6 +204,32 @@ class BaseModelRecord:
             except FileRecordError as err:
                 raise ManifestError(f"{where}: record for {name!r:.100} {err}") from None
         return cls(path, random_init, seed, records)
+
+
+def base_weights_dir(base: BaseModelRecord | None) -> str | None:
+    """The dir of a LoRA step's base weights on disk, as its record names it: what a merged
+    export merges the adapter onto. None where the base has no weights there: a random
+    init, whose seed alone identifies it, or a step without a record (read as one). The
+    merged export refuses such a step ("nothing to merge onto"), so every command that
+    would advise it checks here first and names `adapter_only_advice` instead."""
+    if base is None or base.random_init:
+        return None
+    return base.path
+
+
+# How a LoRA step's run goes on: resumed from its own run dir (model.path refuses an
+# adapter alone)
+RESUME_ADVICE = "to go on training it, give its run dir as trainer.run_dir (it resumes)"
+
+
+def adapter_only_advice(checkpoint: str | os.PathLike) -> str:
+    """What goes on from the LoRA step `checkpoint` whose base has no weights on disk
+    (`base_weights_dir` None): resuming its run, or exporting the adapter alone. The merged
+    export it was sent to only refused it."""
+    return (
+        f"{RESUME_ADVICE}; for the adapter alone, `mfsdp ckpt export-hf {checkpoint} --out DIR"
+        " --adapter-only`"
+    )
 
 
 def _is_plain_name(name: Any) -> bool:

@@ -28,13 +28,14 @@ from typing import TYPE_CHECKING
 
 from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.check.removed_while_read import shrank_while_read
-from mfsdp_ckpt.errors import MfsdpFailedError, MfsdpUsageError
+from mfsdp_ckpt.errors import MfsdpError, MfsdpFailedError, MfsdpUsageError
 from mfsdp_ckpt.format import dcp_hf_shards
 from mfsdp_ckpt.format.dtypes import BY_NAME, DType
 from mfsdp_ckpt.format.finding_runs import checkpoint_containing
 from mfsdp_ckpt.format.finite import count_nonfinite_in_file
 from mfsdp_ckpt.format.hf_trainer import STATE_BIN_RE
 from mfsdp_ckpt.format.layout import HF_ASSETS_DIR
+from mfsdp_ckpt.format.lora_fields import adapter_only_advice, base_weights_dir
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.safetensors_writer import INDEX_FILE, SINGLE_FILE
@@ -162,9 +163,40 @@ def _refuse_checkpoint_dir(model_dir: Path, found: str) -> None:
     what = "the config and tokenizer dir of" if model_dir.name == HF_ASSETS_DIR else "in"
     raise CheckpointDirError(
         f"{model_dir}: {found}; it is {what} the training checkpoint {inside}, whose weights"
-        f" are in its DCP files: `mfsdp ckpt export-hf {inside} --out DIR` writes them as a"
-        " Hugging Face model dir"
+        f" are in its DCP files; {export_hf_advice(inside)}"
     )
+
+
+def export_hf_advice(checkpoint: Path) -> str:
+    """How a Hugging Face model dir is made of the training checkpoint `checkpoint`, told to
+    a command given the checkpoint (or a dir in it) where it reads a model dir:
+    `mfsdp ckpt export-hf`. A LoRA step whose base has no weights on disk (a random init)
+    has no merged model, and that export refused it: such a step is told what goes on
+    from it instead (`lora_fields.adapter_only_advice`)."""
+    if _adapter_without_base_weights(checkpoint):
+        return (
+            "that checkpoint is a LoRA adapter on a random-init base, of which no merged model"
+            f" can be exported: {adapter_only_advice(checkpoint)}"
+        )
+    return f"`mfsdp ckpt export-hf {checkpoint} --out DIR` writes it as a Hugging Face model dir"
+
+
+def _adapter_without_base_weights(checkpoint: Path) -> bool:
+    """Whether `checkpoint` is a LoRA step (a run: its latest) whose recorded base has no
+    weights on disk (`lora_fields.base_weights_dir`); False where it cannot be read as one
+    (export names what is wrong with it)."""
+    from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
+    from mfsdp_ckpt.format.manifest import read_manifest
+    from mfsdp_ckpt.lora import read_base_model  # which reads safetensors with this module
+
+    try:
+        paths = resolve_checkpoint(checkpoint)
+        manifest = read_manifest(paths.manifest) if paths.manifest is not None else None
+        if manifest is None or manifest.lora is None:
+            return False
+        return base_weights_dir(read_base_model(manifest)) is None
+    except (MfsdpError, OSError):
+        return False
 
 
 def index_weight_map(model_dir: Path) -> dict[str, str] | None:
