@@ -114,7 +114,13 @@ def _rope_dicts(config: Any) -> list[dict[str, Any]]:
     rope = getattr(config, "rope_parameters", None)
     if not isinstance(rope, dict):
         return []
-    nested = config.nested_rope_parameter_keys(rope)
+    # transformers before 5.19 has no `nested_rope_parameter_keys`: a dict per layer type
+    nested_keys = getattr(config, "nested_rope_parameter_keys", None)
+    nested = (
+        nested_keys(rope)
+        if nested_keys is not None
+        else [key for key, value in rope.items() if isinstance(value, dict)]
+    )
     found = [rope[key] for key in nested] if nested else [rope]
     return [each for each in found if isinstance(each, dict)]
 
