@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from mfsdp_ckpt.check.printable import first_of
+from mfsdp_ckpt.convert.asset_rewrites import generation_config_note, generation_config_problem
 from mfsdp_ckpt.convert.export_source import (
     MAX_JSON_ASSET_BYTES,
     MAX_JSON_ASSET_CONTAINERS,
@@ -179,7 +180,29 @@ def generation_config_bytes(directory: Path, source: ModelSource | None) -> byte
 
 def copied_generation_config(model_path: str | None) -> bytes | None:
     """The generation_config.json each checkpoint of a run from `model_path` ships (that of
-    the model dir, or of a checkpoint's huggingface/), checked; None when there is none."""
+    the model dir, or of a checkpoint's huggingface/), checked; None when there is none, or
+    when it is no JSON (`unparsable_generation_config`): transformers' model loader skips
+    such a file, but GenerationConfig.from_pretrained and verl's and vLLM's readers fail on
+    it, and every checkpoint and export carried it on without a word."""
+    found = _generation_config_of(model_path)
+    if found is None or generation_config_problem(found[1]) is not None:
+        return None
+    return found[1]
+
+
+def unparsable_generation_config(model_path: str | None) -> str | None:
+    """The note on `model_path`'s generation_config.json when it is no JSON, which the run's
+    checkpoints leave out (as import-hf and export-hf do); None otherwise."""
+    found = _generation_config_of(model_path)
+    if found is None:
+        return None
+    problem = generation_config_problem(found[1])
+    return None if problem is None else generation_config_note(str(found[0]), problem)
+
+
+def _generation_config_of(model_path: str | None) -> tuple[Path, bytes] | None:
+    """The path and checked bytes of the generation_config.json a run from `model_path`
+    reads, None when there is none."""
     if model_path is None:
         return None
     try:
@@ -188,7 +211,8 @@ def copied_generation_config(model_path: str | None) -> bytes | None:
         return None
     if source is None or source.assets is None:
         return None
-    return generation_config_bytes(source.assets, source)
+    data = generation_config_bytes(source.assets, source)
+    return None if data is None else (source.assets / GENERATION_CONFIG_FILE, data)
 
 
 def _checkpoint_of(directory: Path, source: ModelSource | None) -> str | None:

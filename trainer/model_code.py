@@ -15,6 +15,7 @@ tokenizer classes it has.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -29,8 +30,8 @@ from trainer.model_assets import (
     TOKENIZER_CONFIG_FILE,
     check_asset_dir,
     check_chat_template_value,
-    copied_generation_config,
     read_json_asset,
+    unparsable_generation_config,
 )
 from trainer.model_source import ModelSource
 
@@ -50,7 +51,9 @@ def check_model_files(cfg: ModelConfig, source: ModelSource | None) -> None:
         check_asset_dir(assets, source)
         if source is not None and source.checkpoint is None and not cfg.random_init:
             check_weights_not_pickled(assets)
-    copied_generation_config(cfg.path)  # what each checkpoint copies: a checkpoint's own too
+    left_out = unparsable_generation_config(cfg.path)  # checked as each checkpoint copies it
+    if left_out is not None:
+        logging.getLogger("mfsdp.config").warning("note: %s", left_out)
     tokenizer = Path(cfg.tokenizer) if cfg.tokenizer is not None else None
     if tokenizer is None and source is not None:
         tokenizer = source.tokenizer
