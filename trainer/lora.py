@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -28,17 +28,24 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.checkpoint.stateful import Stateful
 
-from mfsdp_ckpt.format.layout import CheckpointPaths
+from mfsdp_ckpt.errors import MfsdpError
+from mfsdp_ckpt.format.dcp_metadata import load_metadata
+from mfsdp_ckpt.format.layout import DCP_METADATA_FILE, CheckpointPaths
 from mfsdp_ckpt.format.manifest import Manifest
-from mfsdp_ckpt.lora import peft_target_modules, read_base_model
+from mfsdp_ckpt.lora import parse_adapter_key, peft_target_modules, read_base_model
 from trainer.config import RESOLVED_CONFIG_FILE, ConfigError, ModelConfig, check_lora_fields
-from trainer.config_yaml import YAMLConfigError, read_yaml_file
 from trainer.lora_adapter_dir import (
     KEY,
     AdapterDir,
+    adapter_resume_remedy,
+    listed_targets,
     load_adapter_weights,
     note_replaced_settings,
+    peft_default,
     read_adapter_dir,
+    recorded_adapter_path,
+    same_setting,
+    set_by_adapter,
 )
 from trainer.lora_targets import named_exclusions, named_targets, refuse_untrainable_targets
 from trainer.resume import ResumeMismatchError
@@ -52,6 +59,7 @@ class LoraSetup:
 
     peft_config: dict[str, Any]  # JSON-safe PEFT LoraConfig (adapter_config.json contents)
     base: WeightsRecord
+    adapter_config: Path | None = None  # the adapter dir's config its settings came from
 
 
 # A fresh adapter's dropout: verl's LoRA config sets none, so PEFT's default (0) trains there.
@@ -59,11 +67,13 @@ class LoraSetup:
 # resumes exactly, as every step draws its masks from (seed, step, rank) (trainer/runner.py).
 FRESH_ADAPTER_DROPOUT = 0.0
 # Settings that change what an adapter's steps compute, but neither the checkpoint's keys and
-# shapes (r and the targets: the load refuses those, `check_same_state`) nor the adapter's
-# scale (refused, `_refuse_another_scale`): a resume with another value trains on and says
-# so (`changed_since_checkpoint`). init_lora_weights only decides the weights of step 0,
-# which a resume loads from the checkpoint instead.
+# shapes (r and the targets: refused before the load, `trainer.resume.check_lora_rank` and
+# `_refuse_other_targets`) nor the adapter's scale (refused, `_refuse_another_scale`): a
+# resume with another value trains on and says so (`changed_since_checkpoint`).
+# init_lora_weights only decides the weights of step 0, which a resume loads from the
+# checkpoint instead.
 NOTED_ON_RESUME = ("lora_dropout",)
+_MODEL_STATE = "model."  # the prefix of the model state's keys in a checkpoint's DCP metadata
 
 
 def lora_enabled(cfg: ModelConfig) -> bool:
@@ -86,7 +96,8 @@ def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
     settings, adapter = _requested_settings(cfg)
     targets_key = "model.target_modules"
     if adapter is not None:
-        note_replaced_settings(cfg, adapter)
+        if writes_manifests():  # the main rank: a note said once, not once per rank
+            note_replaced_settings(cfg, adapter)
         targets_key = f"{KEY}: {adapter.config_file}: target_modules"
     names = [name for name, _ in model.named_modules()]
     exclusions_key = targets_key.replace("target_modules", "exclude_modules")
@@ -117,6 +128,7 @@ def apply_lora(model: torch.nn.Module, cfg: ModelConfig, seed: int) -> None:
         base=WeightsRecord.of_dir(
             cfg.path, random_init=cfg.random_init, seed=seed, label="base-model"
         ),
+        adapter_config=adapter.config_file if adapter is not None else None,
     )
 
 
@@ -149,17 +161,10 @@ def changed_since_checkpoint(recorded: dict[str, Any], cfg: ModelConfig) -> list
     source = str(adapter.config_file) if adapter is not None else f"{KEY} unset: a fresh adapter"
     changes = []
     for name in NOTED_ON_RESUME:
-        then, now = recorded.get(name), settings.get(name, _peft_default(name))
+        then, now = recorded.get(name), settings.get(name, peft_default(name))
         if then is not None and then != now:
             changes.append(f"{name} {then!r} -> {now!r} ({source})")
     return changes
-
-
-def _peft_default(name: str) -> Any:
-    """The value PEFT's LoraConfig gives field `name` when an adapter_config.json omits it."""
-    from peft import LoraConfig
-
-    return next(field.default for field in fields(LoraConfig) if field.name == name)
 
 
 def is_adapter_param(name: str) -> bool:
@@ -260,48 +265,84 @@ def _jsonable(value: Any) -> Any:
     return value.to_dict() if hasattr(value, "to_dict") else str(value)
 
 
-def _refuse_another_scale(
-    manifest: Manifest, peft_config: dict[str, Any], paths: CheckpointPaths
-) -> None:
+def _refuse_another_scale(manifest: Manifest, setup: LoraSetup, paths: CheckpointPaths) -> None:
     """The adapter adds alpha / r * B @ A (alpha / sqrt(r) with rslora): continuing it with
     another lora_alpha loaded the trained A and B and scaled them anew, a different model
-    (the rank is compared before the load, `trainer.resume.check_lora_rank`; targets are
-    refused as the checkpoint's keys differ)."""
+    (the rank is compared before the load, `trainer.resume.check_lora_rank`; targets before
+    the checkpoint's keys are, `_refuse_other_targets`)."""
     recorded = manifest.lora if isinstance(manifest.lora, dict) else {}
     for key in ("lora_alpha", "use_rslora"):
-        trained, now = recorded.get(key), peft_config.get(key)
+        trained, now = recorded.get(key), setup.peft_config.get(key)
         if trained is not None and now is not None and trained != now:
+            has, remedy = _changed_setting(key, now, recorded, setup, paths)
             raise ResumeMismatchError(
                 f"{paths.manifest}: the adapter was trained with {key} {trained!r}, this run"
-                f" has {now!r} ({_setting_of(key, paths)}): its scale would change; set it"
-                " back (or a new trainer.run_dir to start over)"
+                f" has {has}: its scale would change; {remedy} (or a new trainer.run_dir to"
+                " start over)"
             )
 
 
+def _refuse_other_targets(
+    manifest: Manifest, setup: LoraSetup, adapted: set[str], paths: CheckpointPaths
+) -> None:
+    """Adapters on other modules than the checkpoint's (another model.target_modules, or
+    an adapter dir with other target_modules): refused naming the targets, trained (the
+    manifest's record) and this run's, where the load listed the checkpoint's keys this
+    run lacks. Only a checkpoint whose adapted modules (its keys) differ from this run's
+    `adapted` is refused: a record written in another form (a regex, all-linear) that
+    adapts the same modules resumes."""
+    recorded = manifest.lora if isinstance(manifest.lora, dict) else {}
+    trained, now = recorded.get("target_modules"), setup.peft_config.get("target_modules")
+    if trained is None or same_setting(trained, now):
+        return
+    stored = _modules_with_adapter_weights(paths)
+    if stored is None or stored == adapted:
+        return
+    has, remedy = _changed_setting("target_modules", now, recorded, setup, paths)
+    raise ResumeMismatchError(
+        f"{paths.manifest}: the adapter was trained with target_modules"
+        f" {listed_targets(trained)}, this run has {has}: the checkpoint's adapter weights are of"
+        f" other modules; {remedy} (or a new trainer.run_dir to start over)"
+    )
+
+
+def _changed_setting(
+    key: str, now: Any, recorded: dict[str, Any], setup: LoraSetup, paths: CheckpointPaths
+) -> tuple[str, str]:
+    """(this run's value of adapter setting `key` with what sets it, what resumes the step):
+    its adapter dir's field (`set_by_adapter`; the model.* key beside it is not used), else
+    the model.* key to set back."""
+    if setup.adapter_config is not None:
+        has = set_by_adapter(setup.adapter_config, key, now)
+        return has, adapter_resume_remedy(recorded, paths.run_dir)
+    if key == "target_modules":
+        return f"model.target_modules={listed_targets(now)}", "set it back"
+    return f"{now!r} ({_setting_of(key, paths)})", "set it back"
+
+
+def _modules_with_adapter_weights(paths: CheckpointPaths) -> set[str] | None:
+    """The modules the checkpoint holds adapter weights of, from its DCP metadata's model
+    keys; None when that cannot be read (the load says why)."""
+    try:
+        stored = load_metadata(paths.dist_ckpt / DCP_METADATA_FILE).state_dict_metadata
+    except (MfsdpError, OSError, ValueError):
+        return None
+    keys = (parse_adapter_key(k[len(_MODEL_STATE) :]) for k in stored if k.startswith(_MODEL_STATE))
+    return {key.module for key in keys if key is not None}
+
+
 def _setting_of(key: str, paths: CheckpointPaths) -> str:
-    """The config key that sets the adapter's `key`, for a refusal to name. use_rslora has
-    no model.* key: only the adapter dir a run starts from sets it, which the run dir's
-    config.yaml records (a refusal that named "use_rslora" pointed at no key)."""
+    """The config key that sets the adapter's `key` in a run without an adapter dir, for a
+    refusal to name. use_rslora has no model.* key: only the adapter dir a run starts from
+    sets it, which the run dir's config.yaml records (a refusal that named "use_rslora"
+    pointed at no key)."""
     if key != "use_rslora":
         return f"model.{key}"
     record = paths.run_dir / RESOLVED_CONFIG_FILE if paths.run_dir is not None else None
-    started_from = _recorded_adapter_path(record) if record is not None else None
+    started_from = recorded_adapter_path(record) if record is not None else None
     if started_from is None:
         return f"set by {KEY}, the adapter dir the run started from"
     return f"set by {KEY}; {record} records {KEY}={started_from}"
-
-
-def _recorded_adapter_path(record: Path) -> str | None:
-    """model.lora_adapter_path as the config file `record` holds it ("null" when unset);
-    None when it cannot be read or holds no such key (the refusal is said without it)."""
-    try:
-        config = read_yaml_file(record)
-    except YAMLConfigError:
-        return None
-    model, name = config.get("model") if isinstance(config, dict) else None, KEY.split(".")[1]
-    if not isinstance(model, dict) or name not in model:
-        return None
-    return "null" if model[name] is None else str(model[name])
 
 
 class AdapterState:
@@ -327,6 +368,12 @@ class AdapterState:
         was trained with (`trainer.resume.check_lora_rank`) before loading a tensor."""
         return int(self.setup.peft_config["r"])
 
+    @property
+    def adapter_config(self) -> Path | None:
+        """The adapter dir's adapter_config.json this run's settings come from (None: the
+        model.* keys), which a refused resume names as what sets the rank."""
+        return self.setup.adapter_config
+
     def state_dict(self) -> dict[str, Any]:
         whole = self.full.state_dict() if self.full else get_model_state_dict(self.model)
         return {k: v for k, v in whole.items() if k in self.trainable}
@@ -346,7 +393,8 @@ class AdapterState:
         saved before XXH3) and tells the others, so every rank stops together."""
         if manifest is None:
             return
-        _refuse_another_scale(manifest, self.setup.peft_config, paths)
+        _refuse_another_scale(manifest, self.setup, paths)
+        _refuse_other_targets(manifest, self.setup, set(_adapted_modules(self.model)), paths)
         if manifest.base_model is None:
             return
         problem = agreed_mismatch(

@@ -11,7 +11,11 @@ weights file is read through the project's safetensors reader (`SafetensorsSourc
 checked against the file, no pickle, nothing read until every tensor's name and shape fit
 the model). Both files are read as a model dir's are (`safe_files.model_dir_root`): a
 regular file inside the dir, bounded in size, never through a link that leads out of it.
-Each refusal is one line naming model.lora_adapter_path, the file and the key or tensor.
+Each refusal is one line naming model.lora_adapter_path, the file and the key or tensor: a
+field PEFT would fill with its default is said to be absent, a tensor holding NaN/Inf is
+named as it loads, and a dir holding an adapter elsewhere (verl's actor dir, an mfsdp LoRA
+run) says where it is. A resume refused for a setting the adapter dir gives names that file
+as what sets it, with what resumes the step (`set_by_adapter`, `adapter_resume_remedy`).
 """
 
 from __future__ import annotations
@@ -25,7 +29,13 @@ from typing import Any
 
 import torch
 
+from mfsdp_ckpt.check.printable import first_of
+from mfsdp_ckpt.errors import MfsdpError
+from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
+from mfsdp_ckpt.format.finite import count_nonfinite_tensor
+from mfsdp_ckpt.format.layout import VERL_FSDP_LORA_DIR
 from mfsdp_ckpt.format.lora_fields import LoraFieldError, lora_settings, plain_lora_init
+from mfsdp_ckpt.format.manifest import read_manifest
 from mfsdp_ckpt.lora import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
@@ -37,7 +47,9 @@ from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from mfsdp_ckpt.storage.safetensors_source import SafetensorsError, SafetensorsSource
 from mfsdp_ckpt.storage.unique_json import read_json_file
-from trainer.config import ConfigError, ModelConfig
+from trainer.config import RESOLVED_CONFIG_FILE, ConfigError, ModelConfig
+from trainer.config_yaml import YAMLConfigError, read_yaml_file
+from trainer.finite_weights import NonFiniteWeightsError
 from trainer.lora_targets import check_layers_pattern
 
 log = logging.getLogger("mfsdp.model")
@@ -103,6 +115,18 @@ USED = frozenset(
 )
 # model.* keys whose value an adapter dir's own field replaces, with that field
 REPLACED = {"lora_rank": "r", "lora_alpha": "lora_alpha", "target_modules": "target_modules"}
+# Fields an adapter_config.json must have, with why: PEFT would fill an absent one with its
+# default (`peft_default`), which is what the adapter was trained with only by chance.
+# Absent, each was told "'lora_alpha' is None", as if the file said null.
+REQUIRED = {
+    "r": "PEFT would assume {default}; set it to the adapter's rank, the first dimension of its"
+    " lora_A tensors",
+    "lora_alpha": "PEFT would assume {default}; set it to the alpha the adapter was trained with",
+    "target_modules": "PEFT would pick the model type's default modules; set it to the modules"
+    " the adapter was trained on",
+}
+# Where a dir that is no adapter dir holds one: verl's FSDP actor dir and its step dir
+ADAPTER_SUBDIRS = (VERL_FSDP_LORA_DIR, f"actor/{VERL_FSDP_LORA_DIR}")
 
 
 @dataclass(frozen=True)
@@ -153,7 +177,11 @@ def _check_file(file: Path, root: safe_files.ModelDirRoot) -> None:
     to anywhere: a config from another folder trained silently with its own alpha. Only a
     file that is not there at all is missing; an adapter saved as a pickle says so."""
     if not os.path.lexists(file):
-        also = _pickle_hint(file.parent) if file.name == ADAPTER_WEIGHTS_FILE else ""
+        also = (
+            _pickle_hint(file.parent)
+            if file.name == ADAPTER_WEIGHTS_FILE
+            else _where_the_adapter_is(file.parent)
+        )
         raise ConfigError(
             f"{KEY}: {file} is missing "
             f"(a PEFT adapter dir has {ADAPTER_CONFIG_FILE} and {ADAPTER_WEIGHTS_FILE}){also}"
@@ -162,6 +190,35 @@ def _check_file(file: Path, root: safe_files.ModelDirRoot) -> None:
         safe_files.regular_file(file, root, f"the adapter dir {file.parent}")
     except CheckpointFileError as err:
         raise ConfigError(f"{KEY}: {err}") from None
+
+
+def _where_the_adapter_is(path: Path) -> str:
+    """`; ...` saying where the adapter of the dir `path` is, for a dir that holds one
+    further down (verl's actor dir or step: `lora_adapter/`) or is an mfsdp LoRA checkpoint
+    (a run or step, whose adapter `export-hf --adapter-only` writes); else "". Each was
+    told its adapter_config.json is missing, though mfsdp knows what the dir is."""
+    inside = next(
+        (sub for sub in ADAPTER_SUBDIRS if (path / sub / ADAPTER_CONFIG_FILE).is_file()), None
+    )
+    if inside is not None:
+        return f"; it holds a PEFT adapter dir, {inside}/: point {KEY} at {path / inside}"
+    if _is_lora_checkpoint(path):
+        return (
+            f"; {path} is an mfsdp LoRA checkpoint: `mfsdp ckpt export-hf {path} --out DIR"
+            f" --adapter-only` writes its adapter, which {KEY}=DIR takes (or continue its run"
+            " with trainer.run_dir)"
+        )
+    return ""
+
+
+def _is_lora_checkpoint(path: Path) -> bool:
+    """Whether `path` resolves to an mfsdp checkpoint (a run: its newest step) whose
+    manifest records a LoRA adapter; a dir that is no checkpoint of ours is not one."""
+    try:
+        found = resolve_checkpoint(path)
+        return found.manifest is not None and read_manifest(found.manifest).lora is not None
+    except (MfsdpError, OSError):
+        return False
 
 
 def _pickle_hint(path: Path) -> str:
@@ -187,7 +244,7 @@ def note_replaced_settings(cfg: ModelConfig, adapter: AdapterDir) -> None:
     defaults = {field.name: field.default for field in fields(ModelConfig)}
     for key, name in REPLACED.items():
         given, own = getattr(cfg, key), adapter.settings[name]
-        if not _same_setting(given, defaults[key]) and not _same_setting(given, own):
+        if not same_setting(given, defaults[key]) and not same_setting(given, own):
             log.warning(
                 "note: model.%s=%s is not used: %s has %s %s, which is what trains (as verl"
                 " trains an adapter it is given)",
@@ -199,7 +256,68 @@ def note_replaced_settings(cfg: ModelConfig, adapter: AdapterDir) -> None:
             )
 
 
-def _same_setting(one: Any, other: Any) -> bool:
+def set_by_adapter(config_file: Path, name: str, value: Any) -> str:
+    """A setting this run takes from its adapter dir, as a resume refusal names it: the
+    field, the file and the key that gives the file. The model.* key beside it is not used
+    (`note_replaced_settings`), and a refusal that said to set that key back named a key no
+    value of which could clear it."""
+    shown = listed_targets(value) if isinstance(value, list) else f"{value!r:.120}"
+    return f"{name} {shown} from {config_file} ({KEY})"
+
+
+def adapter_resume_remedy(trained: dict[str, Any], run_dir: Path | None) -> str:
+    """What resumes a step whose adapter `trained` (its manifest's `lora` record, empty for
+    a step without LoRA) differs from the one this run's adapter dir sets: that dir is
+    read anew at each start, so the run's own adapter dir (which `run_dir`'s config.yaml
+    records), or no adapter dir and model.lora_rank, model.lora_alpha and
+    model.target_modules at the trained values (the step's weights replace a fresh
+    adapter's init; rslora has no model.* key, so not for an rslora adapter)."""
+    if not trained:
+        return f"drop {KEY} (the checkpoint trained no adapter)"
+    record = run_dir / RESOLVED_CONFIG_FILE if run_dir is not None else None
+    started_from = recorded_adapter_path(record) if record is not None else None
+    if started_from is None:
+        remedy = f"point {KEY} at the adapter dir the run started from"
+    elif started_from == "null":
+        remedy = f"drop {KEY} ({record} records none: the run started from a fresh adapter)"
+    else:
+        remedy = (
+            f"point {KEY} at the adapter dir the run started from ({record} records"
+            f" {KEY}={started_from})"
+        )
+    rank, alpha, targets = (trained.get(k) for k in ("r", "lora_alpha", "target_modules"))
+    if trained.get("use_rslora") or rank is None or alpha is None:
+        return remedy
+    fresh = f"model.lora_rank={rank} and model.lora_alpha={alpha}, the trained values"
+    if isinstance(targets, list):
+        fresh = (
+            f"model.lora_rank={rank}, model.lora_alpha={alpha} and"
+            f" model.target_modules={listed_targets(targets)}, the trained values"
+        )
+    either = " and set" if started_from == "null" else ", or drop it and set"
+    return f"{remedy}{either} {fresh}"
+
+
+def listed_targets(targets: Any) -> Any:
+    """target_modules as a line shows it: a list as model.target_modules takes it, its
+    first few names (a regex or all-linear, as it is)."""
+    return f"[{first_of(targets, 8)}]" if isinstance(targets, list) else targets
+
+
+def recorded_adapter_path(record: Path) -> str | None:
+    """model.lora_adapter_path as the config file `record` holds it ("null" when unset);
+    None when it cannot be read or holds no such key (a refusal is said without it)."""
+    try:
+        config = read_yaml_file(record)
+    except YAMLConfigError:
+        return None
+    model, name = config.get("model") if isinstance(config, dict) else None, KEY.split(".")[1]
+    if not isinstance(model, dict) or name not in model:
+        return None
+    return "null" if model[name] is None else str(model[name])
+
+
+def same_setting(one: Any, other: Any) -> bool:
     """Equal, a list of module names in any order."""
     if isinstance(one, list) and isinstance(other, list):
         return sorted(set(one)) == sorted(set(other))
@@ -210,12 +328,14 @@ def _checked_settings(data: dict[str, Any], config_file: Path) -> dict[str, Any]
     """The USED fields `data` sets, each of the type LoraConfig needs, and plain LoRA's
     (`lora_settings`, as a LoRA checkpoint's manifest is read)."""
     where = f"{KEY}: {config_file}"
+    absent = next((name for name in REQUIRED if name not in data), None)
+    if absent is not None:
+        why = REQUIRED[absent].format(default=peft_default(absent))
+        raise ConfigError(f"{where}: has no {absent!r} ({why})")
     try:
         lora_settings(data)
     except LoraFieldError as err:
         raise ConfigError(f"{where}: {err}") from None
-    if "target_modules" not in data:
-        raise ConfigError(f"{where}: no target_modules")
     for name, (fits, wanted) in CHECKED.items():
         if name in data and not fits(data[name]):
             raise ConfigError(f"{where}: {name} is {data[name]!r:.80}, not {wanted}")
@@ -227,6 +347,13 @@ def _checked_settings(data: dict[str, Any], config_file: Path) -> dict[str, Any]
             " the regex picks the layers"
         )
     return settings
+
+
+def peft_default(name: str) -> Any:
+    """The value PEFT's LoraConfig gives field `name` when an adapter_config.json omits it."""
+    from peft import LoraConfig
+
+    return next(field.default for field in fields(LoraConfig) if field.name == name)
 
 
 def _refuse_unknown_options(data: dict[str, Any], config_file: Path) -> None:
@@ -298,7 +425,10 @@ def load_adapter_weights(model: torch.nn.Module, adapter: AdapterDir) -> None:
     """Copy the adapter's tensors into the LoRA layers PEFT injected into `model`: every
     stored tensor must name an adapter parameter of the model, with its shape and a
     floating-point dtype, and every adapter parameter must be stored; only then is a byte
-    read (one tensor at a time)."""
+    read (one tensor at a time). A tensor holding NaN/Inf is refused naming it, as a model
+    dir's weights are (`trainer.finite_weights`): it trained to "step 1: gradient norm is
+    nan", which blamed the step, not the adapter (and GRPO pushed NaN weights to its engine
+    first)."""
     params = dict(model.named_parameters())
     where = f"{KEY}: {adapter.weights_file}"
     plan, unexpected = {}, []
@@ -326,9 +456,16 @@ def load_adapter_weights(model: torch.nn.Module, adapter: AdapterDir) -> None:
     with torch.no_grad():
         for param, name in plan.items():
             try:
-                params[param].copy_(adapter.weights.read(name))
+                values = adapter.weights.read(name)
             except SafetensorsError as err:  # the file changed since its header was read
                 raise ConfigError(f"{KEY}: {err}") from None
+            found = count_nonfinite_tensor(values)
+            if found:
+                raise NonFiniteWeightsError(
+                    f"{where} [{name}]: holds {found} NaN/Inf value(s) (a diverged run's"
+                    " adapter?); training from it would only give NaN"
+                )
+            params[param].copy_(values)
 
 
 def _parameter_of(stored: str) -> str | None:

@@ -108,14 +108,22 @@ def _checked_dir(key: str, value: str, needed: str) -> Path:
     return path
 
 
-def _refuse_unreadable_config(config_file: Path) -> None:
-    """A config.json that is not a readable config is named as such: the hint to train from
-    it (model.random_init) only led to this error next."""
+def _refuse_unreadable_config(model_dir: Path) -> None:
+    """A config.json in `model_dir` that is not a readable config is named as import-hf and
+    validate --hf-config name it (a regular file inside the model dir, then JSON with a
+    model_type): the hint to train from it (model.random_init) only led to this error next,
+    and one that is no regular file (a FIFO, a /dev/zero link, a directory) was called "no
+    config.json" beside the advice to import-hf it, which then refused that file."""
     from mfsdp_ckpt.convert.hf_config import HFConfigError, read_config_json
+    from mfsdp_ckpt.storage import safe_files
+    from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 
+    config_file = model_dir / "config.json"
+    root = safe_files.model_dir_root(model_dir)
     try:
-        read_config_json(config_file)
-    except HFConfigError as err:
+        safe_files.regular_file(config_file, root, f"the model dir {model_dir}")
+        read_config_json(config_file, root)
+    except (CheckpointFileError, HFConfigError) as err:
         raise ConfigError(f"model.path: {err}") from None
 
 
@@ -130,7 +138,8 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
             f"model.path: {cfg.path} is not a directory (give a Hugging Face model dir or a"
             " checkpoint)"
         )
-    has_config = (path / "config.json").is_file()
+    config_file = path / "config.json"
+    has_config = os.path.isfile(config_file)  # False, not PermissionError, where it cannot tell
     # the .bin records beside config.json in the HF Trainer's checkpoint-N (training_args.bin,
     # always there) are no weights: the dir is a checkpoint, which resolve_checkpoint reads
     if has_config and (cfg.random_init or looks_like_hf_model(_entries(path))):
@@ -141,15 +150,16 @@ def resolve_model_source(cfg: ModelConfig) -> ModelSource | None:
     try:  # config.json without weights may still be a checkpoint: the HF Trainer's checkpoint-N
         checkpoint = resolve_checkpoint(path)
     except CheckpointPathError as err:
+        if os.path.lexists(config_file):  # before a hint to train from it or to import it
+            _refuse_unreadable_config(path)
         if has_config:
-            _refuse_unreadable_config(path / "config.json")  # before a hint to train from it
             _refuse_checkpoint_assets_dir(path)
             raise ConfigError(_no_weights_message(cfg.path, path)) from None
         raise ConfigError(
             f"model.path: {cfg.path} is neither a Hugging Face model dir (no config.json) nor a"
             f" checkpoint ({err})"
         ) from None
-    _refuse_lora_checkpoint(cfg, checkpoint)
+    _refuse_lora_checkpoint(cfg.path, checkpoint)
     if cfg.hf_config is None and checkpoint.hf_assets is None:
         derived = _derived_source(checkpoint)
         if derived is not None:
@@ -249,13 +259,15 @@ def _refuse_checkpoint_assets_dir(path: Path) -> None:
         )
 
 
-def _refuse_lora_checkpoint(cfg: ModelConfig, checkpoint: CheckpointPaths) -> None:
+def _refuse_lora_checkpoint(given: str, checkpoint: CheckpointPaths) -> None:
     """An mfsdp LoRA checkpoint holds the adapter alone: training from it failed after the
     model had loaded, with advice meant for other tools' PEFT saves. Its ways on, named
     before anything loads. On a random-init base there is no merged model to start from
     (the merged export refuses it), so that advice is left out: it only led to that
     export's refusal."""
+    from mfsdp_ckpt.format.lora_fields import RESUME_ADVICE, adapter_only_advice, base_weights_dir
     from mfsdp_ckpt.format.manifest import ManifestError, read_manifest
+    from mfsdp_ckpt.lora import read_base_model
 
     try:
         manifest = read_manifest(checkpoint.manifest) if checkpoint.manifest else None
@@ -263,31 +275,17 @@ def _refuse_lora_checkpoint(cfg: ModelConfig, checkpoint: CheckpointPaths) -> No
         return  # the checkpoint's own checks say what is wrong with it
     if manifest is None or manifest.lora is None:
         return
-    resume = "to go on training it, give its run dir as trainer.run_dir (it resumes)"
-    if not _base_has_weights(manifest.base_model):
+    if base_weights_dir(read_base_model(manifest)) is None:  # read_manifest has checked it
         raise ConfigError(
-            f"model.path: {cfg.path} is an mfsdp LoRA checkpoint (the adapter alone) whose"
+            f"model.path: {given} is an mfsdp LoRA checkpoint (the adapter alone) whose"
             " base model was a random init: there are no weights to start from; "
-            f"{resume}; for the adapter alone, `mfsdp ckpt export-hf {cfg.path} --out DIR"
-            " --adapter-only`"
+            f"{adapter_only_advice(given)}"
         )
     raise ConfigError(
-        f"model.path: {cfg.path} is an mfsdp LoRA checkpoint (the adapter alone, on its base"
-        f" model): {resume}; to train from the merged model, `mfsdp ckpt export-hf"
-        f" {cfg.path} --out DIR`, then model.path=DIR"
+        f"model.path: {given} is an mfsdp LoRA checkpoint (the adapter alone, on its base"
+        f" model): {RESUME_ADVICE}; to train from the merged model, `mfsdp ckpt export-hf"
+        f" {given} --out DIR`, then model.path=DIR"
     )
-
-
-def _base_has_weights(base_model: dict[str, Any] | None) -> bool:
-    """Whether a LoRA manifest's `base_model` record names weights on disk: not a random
-    init, which the merged export refuses (`lora_merge._base_source`), nor a missing record
-    (read as one there too)."""
-    from mfsdp_ckpt.format.lora_fields import BaseModelRecord
-
-    if base_model is None:
-        return False
-    base = BaseModelRecord.from_dict(base_model)  # read_manifest has checked it
-    return base.path is not None and not base.random_init
 
 
 def _entries(directory: Path) -> list[str]:

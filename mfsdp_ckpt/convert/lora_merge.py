@@ -29,6 +29,7 @@ from mfsdp_ckpt.convert.export_source import (
 from mfsdp_ckpt.convert.export_write import set_config_dtype, write_assets
 from mfsdp_ckpt.convert.lora_adapter import StoredAdapter
 from mfsdp_ckpt.convert.tensor_writes import compare_written, finite_only, write_all
+from mfsdp_ckpt.format.lora_fields import base_weights_dir
 from mfsdp_ckpt.format.model_files import HF_CONFIG_FILE
 from mfsdp_ckpt.lora import BaseModelRecord, ByteProgress, base_model_problems
 from mfsdp_ckpt.storage.safetensors_source import SafetensorsSource
@@ -48,19 +49,21 @@ def _base_source(base: BaseModelRecord | None, progress: ByteProgress | None) ->
     beside them is not read), after checking that the base on disk is, byte for byte, the
     one the adapter was trained on (hashing all of it, reported to `progress`). Its files
     may lead anywhere, as in training: the base is the run's own model dir."""
-    if base is None or base.path is None or base.random_init:
+    weights = base_weights_dir(base)
+    if weights is None:
         raise ExportError(
             "the base model was a random init: there is nothing to merge onto "
             "(export the adapter with --adapter-only)"
         )
+    assert base is not None  # a dir is named by a record only
     errors, notes = base_model_problems(base, deep=True, progress=progress)
     if errors or notes:
-        where, what = errors[0] if errors else (base.path, notes[0])
+        where, what = errors[0] if errors else (weights, notes[0])
         raise ExportError(
             f"{where}: {what}; a merged export needs that exact base (--hf-config DIR names"
             " where it is now), or use --adapter-only"
         )
-    return SafetensorsSource(base.path, links_anywhere=True)
+    return SafetensorsSource(weights, links_anywhere=True)
 
 
 def write_merged_lora(

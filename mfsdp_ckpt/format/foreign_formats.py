@@ -4,13 +4,18 @@ Megatron's torch_dist and legacy formats, verl's FSDP backend and LoRA saves,
 Accelerate's per-rank shards, torchtitan's DCP and Hugging Face weights without a config
 look enough like our layouts to be misread or called "not a checkpoint". Resolution asks
 here before it reads a dir as one of ours, so each is one line saying what it is instead.
+A PEFT adapter dir (verl's `actor/lora_adapter/`, `export-hf --adapter-only`) is no
+checkpoint either, but one a LoRA run starts from: it is named as such, with the key that
+takes it (`peft_adapter_line`).
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
+from mfsdp_ckpt.check.printable import first_of
 from mfsdp_ckpt.format import hf_trainer
 from mfsdp_ckpt.format.dir_entries import children, is_dir, is_file
 from mfsdp_ckpt.format.layout import (
@@ -26,6 +31,7 @@ from mfsdp_ckpt.format.layout import (
 )
 from mfsdp_ckpt.format.model_files import ADAPTER_CONFIG_FILE, HF_CONFIG_FILE, INDEX_FILE
 from mfsdp_ckpt.format.verl_contents import read_verl_contents
+from mfsdp_ckpt.storage.unique_json import read_json_file
 
 # Formats of the same tools that mfsdp does not read, by the file that marks them:
 # (what it is, what reads it). Megatron-LM tells them apart the same way
@@ -33,6 +39,8 @@ from mfsdp_ckpt.format.verl_contents import read_verl_contents
 _TORCH_DIST_MARKER = "metadata.json"
 _MEGATRON_LEGACY_RE = re.compile(r"^mp_rank_[0-9]{2}")
 _VERL_FSDP_RE = re.compile(r"^model_world_size_[0-9]+_rank_[0-9]+\.pt$")
+# An adapter_config.json is about 1 KB; a larger file is no adapter's to describe
+_MAX_ADAPTER_CONFIG_BYTES = 1 << 20
 
 
 def refuse_foreign_format(directory: Path, names: list[str]) -> None:
@@ -158,3 +166,41 @@ def refuse_weights_without_config(given: Path, names: list[str]) -> None:
         " config.json (and tokenizer files) into it to use it as a Hugging Face model dir,"
         f" which `mfsdp ckpt import-hf {given} --out DIR` makes a checkpoint of"
     )
+
+
+def peft_adapter_line(given: Path) -> str | None:
+    """`DIR: a PEFT LoRA adapter dir (r 8, lora_alpha 16, target_modules ...), ...` for a
+    dir holding a PEFT adapter_config.json, with how a run takes it (`inspect` and
+    `validate` called it "not a checkpoint (looked for ...)", saying neither what it is nor
+    where it goes); None for any other dir. Only that small file is read, bounded and as a
+    regular file inside the dir, never the weights."""
+    config = given / ADAPTER_CONFIG_FILE
+    if not is_file(config):
+        return None
+    try:
+        data = read_json_file(config, _MAX_ADAPTER_CONFIG_BYTES, ValueError, given)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or "peft_type" not in data:
+        return None
+    kind = data["peft_type"]
+    if kind != "LORA":
+        return (
+            f"{given}: a PEFT adapter dir of peft_type {kind!r:.40}, not LoRA, which is the one"
+            " kind of adapter mfsdp trains and exports"
+        )
+    settings = ", ".join(
+        f"{name} {_said(data.get(name))}" for name in ("r", "lora_alpha", "target_modules")
+    )
+    return (
+        f"{given}: a PEFT LoRA adapter dir ({settings}), not a training checkpoint; a LoRA run"
+        f" starts from it with model.lora_adapter_path={given} (model.path: its base model)"
+    )
+
+
+def _said(value: Any) -> str:
+    """A field of an adapter_config.json as a line shows it (repr: a control character in
+    it is escaped): of a list of names, the first few."""
+    if isinstance(value, list):
+        return f"[{first_of([f'{name!r:.60}' for name in value], 4)}]"
+    return f"{value!r:.60}" if value is not None else "(none)"

@@ -17,6 +17,7 @@ from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format import hf_trainer
 from mfsdp_ckpt.format.closest_path import missing_hint
 from mfsdp_ckpt.format.dir_entries import children, is_dir, is_file, unreadable
+from mfsdp_ckpt.format.foreign_formats import peft_adapter_line
 from mfsdp_ckpt.format.layout import (
     BRIDGE_RUN_CONFIG_FILE,
     BRIDGE_TRACKER_FILE,
@@ -159,13 +160,17 @@ def refuse_unfinished_save(given: Path) -> None:
 
 
 def not_a_checkpoint(given: Path) -> CheckpointPathError:
-    """The error for a dir that is no checkpoint: a run with none saved yet, or else what
-    was looked for and, for a dir inside a checkpoint, the checkpoint to give."""
+    """The error for a dir that is no checkpoint: a run with none saved yet, a PEFT adapter
+    dir (`peft_adapter_line`), or else what was looked for and, for a dir inside a
+    checkpoint, the checkpoint to give."""
     unsaved = _run_without_steps(given)
     if unsaved is not None:
         return CheckpointPathError(
             f"{given}: is a training run with no checkpoint saved yet{unsaved}"
         )
+    adapter = peft_adapter_line(given)
+    if adapter is not None:
+        return CheckpointPathError(adapter)
     return CheckpointPathError(
         f"{given}: not a checkpoint (looked for {DCP_METADATA_FILE}, {DIST_CKPT_DIR}/, "
         f"{'/ '.join(ROLES)}/, {VERL_MODEL_DIR}/{DIST_CKPT_DIR}/, {TRACKER_FILE}, "
