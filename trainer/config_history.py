@@ -35,18 +35,23 @@ config.yaml resumed the very step this run resumes, holds an earlier attempt of 
 is replaced and the note names the settings changed since it; it was refused, though the same
 file was replaced without a word by a run started fresh over it (`_earlier_attempt`).
 
-A record written by an older mfsdp lacks the keys added since: such a key at its default now
-is no change (that run could not set it), one set otherwise is named as a new key, and a
-recorded key this mfsdp no longer has is named too, after the values changed. Each added
-key was named as changed (`model.lora_rank None -> 0`), so a resume with the same command
-kept a copy of the config, and the setting the user did change was hidden behind "(+N more)".
+A record written by an older mfsdp lacks the keys added since: such a key at the value that
+reproduces what that run trained is no change (that run could not set it), one set otherwise
+is named as a new key, and a recorded key this mfsdp no longer has is named too, after the
+values changed. Each added key was named as changed (`model.lora_rank None -> 0`), so a
+resume with the same command kept a copy of the config, and the setting the user did change
+was hidden behind "(+N more)". For most added keys that value is the default; for a key whose
+default changed what the record's settings train (`_LEGACY_VALUES`), it is the value the record
+trained as: a GRPO run on `seq-mean-token-sum-norm` recorded before `actor.loss_normalization`
+existed divided its loss by the micro-batch count, and resumed with the default `global` it
+went on 16 times smaller with no word, its config.yaml rewritten as if it had always been so.
 """
 
 from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +75,21 @@ _HOW_STARTED = (
 )
 _SHOWN_CHANGES = 6
 _ABSENT = object()  # a key one side of a comparison lacks (None is a value a key may hold)
+
+
+def _loss_normalization_then(record: dict[str, Any]) -> str:
+    """How a GRPO run recorded before `actor.loss_normalization` existed normalized its loss:
+    `seq-mean-token-sum-norm` divided by the micro-batch count (`micro_batch`), every other
+    mode by the global count (`global`)."""
+    mode = _dotted(record, "actor.loss_agg_mode")
+    return "micro_batch" if mode == "seq-mean-token-sum-norm" else "global"
+
+
+# Keys added since some records were written whose default does not reproduce what such a
+# record trained: the value that does, from the record's own settings.
+_LEGACY_VALUES: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "actor.loss_normalization": _loss_normalization_then,
+}
 
 
 class ConfigRecordError(MfsdpFailedError):
@@ -421,13 +441,22 @@ def changed_keys(
     `now` lacks (`X = v (no longer a key)`). A key `earlier` lacks whose value now is its
     default in `defaults` is no change: the record was written by an mfsdp that had no such
     key, so it could not have been set. Listed as changes, the keys a newer mfsdp added came
-    first in key order and hid the one setting the user did change behind "(+N more)"."""
+    first in key order and hid the one setting the user did change behind "(+N more)".
+    A key of `_LEGACY_VALUES` is compared with the value the record trained as instead, and
+    a difference is a changed value, with the setting that keeps the record's behaviour."""
     changed: list[str] = []
     added: list[str] = []
     dropped: list[str] = []
     known = defaults or {}
     for dotted, old, new in _differing(earlier, now, known):
-        if old is _ABSENT:
+        if old is _ABSENT and dotted in _LEGACY_VALUES:
+            then = _LEGACY_VALUES[dotted](earlier)
+            if new != then:
+                changed.append(
+                    f"{dotted} {then!r} -> {new!r} (no such key when the step was trained,"
+                    f" which trained as {then}: {dotted}={then} keeps that)"
+                )
+        elif old is _ABSENT:
             if new != _dotted(known, dotted, _ABSENT):
                 added.append(f"new key {dotted} = {new!r}")
         elif new is _ABSENT:

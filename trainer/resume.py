@@ -10,8 +10,12 @@ Rows edited or reordered with their count unchanged, or `data.shuffle` flipped, 
 on other rows too, but fixing the data is legitimate: the checkpoint also stores a digest of
 the training rows in order, one of their prompts as the data file holds them, and the
 shuffle flag, and a resume that differs in them is told so in one warning line
-(`data_change_warning`), not refused. Checkpoints saved before these were stored resume as
-before.
+(`data_change_warning`), not refused. An SFT digest is of the rows' trained tokens: where
+it differs but the prompts' matches, the rows are the same and their trained tokens are
+not (another template, or a step an older mfsdp trained with its loss mask), and the line
+says that, not that the steps read other rows. An SFT checkpoint saved before the digests
+were stored is told that its trained tokens cannot be compared (it was resumed without a
+word, onto a loss mask that has changed since); a GRPO one resumes without that line.
 
 A checkpoint is resumed only by the kind of run that wrote it (`check_run_kind`): GRPO
 continuing an SFT step took its step count and Adam state as its own.
@@ -38,8 +42,9 @@ from mfsdp_ckpt.convert.hf_config import SIZE_KEYS, HFConfigError, load_hf_confi
 from mfsdp_ckpt.errors import MfsdpUsageError
 from mfsdp_ckpt.format import layout, run_steps
 from mfsdp_ckpt.format.layout import CheckpointPaths
-from mfsdp_ckpt.format.lora_fields import BaseModelRecord
+from mfsdp_ckpt.format.lora_fields import base_weights_dir
 from mfsdp_ckpt.format.manifest import Manifest, ManifestError, read_manifest
+from mfsdp_ckpt.lora import read_base_model
 from trainer.config import end_step
 from trainer.resume_state import STEP, check_trainer_state
 
@@ -165,7 +170,8 @@ def resume_if_any(
     """Load the checkpoint `resume` names ("auto", "disable" or a path) into `states`.
 
     `states["extra"]` is the run's progress dict (`new_progress`); after the load it holds the
-    checkpoint's step. The checkpoint must have been written by this `kind` of run, and
+    checkpoint's trainer state as saved (one saved before a digest was recorded lacks it:
+    `data_change_warning` says so). The checkpoint must have been written by this `kind` of run, and
     `model_config` (the run's HF config as a dict) must agree with the step's
     huggingface/config.json, and its adapter rank with this run's (`states["model"]`'s
     `lora_rank`, which a LoRA run's model state has: `trainer.lora.AdapterState`). `checks`
@@ -179,7 +185,10 @@ def resume_if_any(
         refuse_saving_over_newer_steps(checkpointer.run_dir, found, found.step, resume)
     with removal_of(found):  # another run's keep_last removing it meanwhile: said to be so
         check_run_kind(found, resume, kind)
-        check_lora_rank(found, getattr(states.get("model"), "lora_rank", 0))
+        model = states.get("model")  # a LoRA run's: its rank, and the adapter dir it is from
+        check_lora_rank(
+            found, getattr(model, "lora_rank", 0), getattr(model, "adapter_config", None)
+        )
         if model_config is not None:
             check_model_config(found, model_config)
         progress = states["extra"]
@@ -189,8 +198,6 @@ def resume_if_any(
     if found.step is None:  # a bare dist_ckpt: its step is known once its state is loaded
         refuse_saving_over_newer_steps(checkpointer.run_dir, found, progress[STEP], resume)
     check_data_position(expected, progress, found.dist_ckpt, kind)
-    for key, value in expected.items():  # an older checkpoint lacks them: taken as unchanged
-        progress.setdefault(key, value)  # (the load drops what the checkpoint does not hold)
     for check in checks:
         check(manifest, found)
     return found
@@ -272,7 +279,7 @@ def check_run_kind(found: CheckpointPaths, resume: str, kind: RunKind) -> None:
         f"{where}: `mfsdp train {written}` wrote this checkpoint; `mfsdp train {kind.name}`"
         " does not resume its step and optimizer state as its own"
     )
-    if manifest.lora is not None and not _has_base_weights(manifest):
+    if manifest.lora is not None and base_weights_dir(read_base_model(manifest)) is None:
         raise ResumeMismatchError(
             f"{refused}, and it holds a LoRA adapter on a random-init base: no weights to"
             f" start from (export-hf has nothing to merge it onto); give {fresh}"
@@ -296,12 +303,15 @@ def _manifest_of(found: CheckpointPaths) -> Manifest | None:
         return None
 
 
-def check_lora_rank(found: CheckpointPaths, rank: int) -> None:
+def check_lora_rank(found: CheckpointPaths, rank: int, adapter_config: Path | None = None) -> None:
     """ResumeMismatchError naming model.lora_rank when the training run that wrote the
     checkpoint had another adapter rank than this run's `rank` (its manifest records the
     adapter's PEFT config, `r` in it; none: a full-parameter run; 0 here: none). Checked
     before the load, which refused the same step by tensor names (a full-parameter step
-    resumed with an adapter, or the other way) or by shapes (another rank), not by the key."""
+    resumed with an adapter, or the other way) or by shapes (another rank), not by the key.
+    A rank that is the `r` of this run's adapter dir (`adapter_config`) is named as that
+    file's, with what resumes the step: model.lora_rank is not used beside it, and "set it
+    back" named a key no value of which cleared the refusal."""
     manifest = _manifest_of(found)
     if manifest is None or run_kind_of(manifest.info) is None:  # no training run's step
         return
@@ -311,19 +321,17 @@ def check_lora_rank(found: CheckpointPaths, rank: int) -> None:
         return
     was = f"with model.lora_rank={trained}" if trained else "without LoRA (model.lora_rank=0)"
     has = f"model.lora_rank={rank}" if rank else "model.lora_rank=0 (no LoRA)"
+    remedy = "set it back"
+    if adapter_config is not None:  # imported here: torch is not loaded where this module is
+        from trainer.lora_adapter_dir import adapter_resume_remedy, set_by_adapter
+
+        was = f"with r {trained}" if trained else was
+        has = set_by_adapter(adapter_config, "r", rank)
+        remedy = adapter_resume_remedy(lora or {}, found.run_dir)
     raise ResumeMismatchError(
-        f"{found.manifest}: checkpoint was trained {was}, this run has {has}: set it back"
+        f"{found.manifest}: checkpoint was trained {was}, this run has {has}: {remedy}"
         " (or a new trainer.run_dir to start over)"
     )
-
-
-def _has_base_weights(manifest: Manifest) -> bool:
-    """A LoRA step's base is a model on disk that a merged export reads, not a random init
-    (which export-hf refuses to merge onto: `lora_merge._base_source`)."""
-    if manifest.base_model is None:
-        return False
-    base = BaseModelRecord.from_dict(manifest.base_model)
-    return base.path is not None and not base.random_init
 
 
 def check_model_config(found: CheckpointPaths, model_config: dict[str, Any]) -> None:
@@ -376,6 +384,9 @@ _RETOKENIZED = (
     " prompt/response rows trained before mfsdp tokenized them as verl's SFTDataset does)"
 )
 _DIGESTS_TOKENS = "sft"  # the kind of run whose ROWS_DIGEST is of the rows' trained tokens
+# The loss mask an SFT step trains changed on that day (5ec4898), and its tokens' digest was
+# first recorded the day before it (459dd17), with the warmup verl computes (940826c).
+_MASK_SINCE, _DIGEST_SINCE = "2026-12-05", "2026-12-03"
 
 
 def data_change_warning(
@@ -389,31 +400,75 @@ def data_change_warning(
     rows an SFT run now tokenizes to other trained tokens (`ROWS_DIGEST`), or rows whose
     prompts were edited (`PROMPTS_DIGEST`, and `PROMPT_KEYS_DIGEST` where both record it),
     or with the other `data.shuffle`: the steps after it then read other rows than an
-    uninterrupted run would. None when they agree, or the checkpoint predates them. `kind`:
-    the run resuming; tokenizing is named as a cause in SFT only (`_RETOKENIZED`)."""
+    uninterrupted run would. An SFT step whose trained tokens differ on the same prompts in
+    the same order read the same rows: the line names what changes the tokens instead
+    (`_retrained`). None when they agree; a checkpoint that predates the digests is not
+    compared, and in SFT says so (`_not_compared`). `kind`: the run resuming; tokenizing is
+    named as a cause in SFT only (`_RETOKENIZED`)."""
     step = int(restored["step"])
-    reasons = []
     files = ", ".join(train_files)
+    tokens = kind.name == _DIGESTS_TOKENS
+    if ROWS_DIGEST not in restored:
+        return _not_compared(where) if tokens else None
+    reasons, retrained = [], False
     if int(restored[ROWS_DIGEST]) != int(expected[ROWS_DIGEST]):
-        retokenized = _RETOKENIZED if kind.name == _DIGESTS_TOKENS else ""
-        reasons.append(
-            f"data.train_files ({files}) hold other rows, or rows in another order, than the"
-            f" checkpoint was trained on{retokenized}"
+        retrained = (
+            tokens and PROMPTS_DIGEST in restored and not _prompts_differ(expected, restored)
         )
-    elif _prompts_differ(expected, restored):
+        reasons.append(
+            _retrained(files)
+            if retrained
+            else f"data.train_files ({files}) hold other rows, or rows in another order, than"
+            f" the checkpoint was trained on{_RETOKENIZED if tokens else ''}"
+        )
+    elif PROMPTS_DIGEST in restored and _prompts_differ(expected, restored):
         reasons.append(
             f"data.train_files ({files}) hold other prompts than the checkpoint was trained on"
         )
-    if int(restored[SHUFFLE]) != int(expected[SHUFFLE]):
+    if SHUFFLE in restored and int(restored[SHUFFLE]) != int(expected[SHUFFLE]):
         now, then = (str(bool(x[SHUFFLE])).lower() for x in (expected, restored))
         reasons.append(
             f"data.shuffle={now} but the checkpoint was trained with data.shuffle={then}"
         )
+        retrained = False  # the rows each step reads differ too
     if not reasons:
         return None
+    then = (
+        "train other tokens of the rows an uninterrupted run reads"
+        if retrained
+        else "read other rows than an uninterrupted run would"
+    )
     return (
-        f"warning: {where}: {'; '.join(reasons)}: the steps after {step} read other rows than an"
-        " uninterrupted run would (a new trainer.run_dir starts over)"
+        f"warning: {where}: {'; '.join(reasons)}: the steps after {step} {then}"
+        " (a new trainer.run_dir starts over)"
+    )
+
+
+def _retrained(files: str) -> str:
+    """Why an SFT run's trained tokens differ from the checkpoint's on the same prompts in
+    the same order: the rows are the same, the tokens trained of them are not (it said the
+    steps read other rows, and named only causes that were false for a file nobody touched,
+    resumed by a newer mfsdp)."""
+    return (
+        f"data.train_files ({files}) hold the prompts the checkpoint was trained on, in its"
+        " order, but their trained tokens differ: another tokenizer or chat template, edited"
+        " responses, or a step written by an mfsdp before its loss-mask change of"
+        f" {_MASK_SINCE}, which did not train the newline after each assistant turn's"
+        " end-of-turn token (this mfsdp masks as verl's MultiTurnSFTDataset), or"
+        " prompt/response rows trained before mfsdp tokenized them as verl's SFTDataset does"
+    )
+
+
+def _not_compared(where: Path) -> str:
+    """The line of an SFT checkpoint saved before its trained tokens' digest was recorded:
+    the mask and warmup changed since, and nothing in it says which it was trained with."""
+    return (
+        f"warning: {where}: saved before mfsdp recorded the digest of the tokens a step trains"
+        f" ({_DIGEST_SINCE}): the tokens it trained cannot be compared with this run's; mfsdp"
+        " since then trains each assistant turn's end-of-turn token and the newline after it"
+        " (verl's MultiTurnSFTDataset mask) and warms up as verl does (optim.warmup_ratio"
+        " rounded down, from lr 0), so the steps after it may train other tokens at other"
+        " learning rates than those before (a new trainer.run_dir starts over)"
     )
 
 

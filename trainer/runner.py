@@ -27,6 +27,7 @@ from mfsdp_ckpt.format.layout import CheckpointPaths
 from trainer.config import ConfigError, end_step, write_resolved_config
 from trainer.config_history import keep_changed_config
 from trainer.distributed import DistEnv, distributed_run
+from trainer.lr_continuity import TrainedLr, schedule_break_warning
 from trainer.metrics import MetricsLogger, drop_steps_after
 from trainer.model import check_attention_backend
 from trainer.optim import apply_settings, lr_at, warmup_past_the_end
@@ -40,6 +41,7 @@ from trainer.resume import (
     nothing_left_line,
     resume_if_any,
 )
+from trainer.resume_state import STEP
 from trainer.strategies.base import Strategy
 
 Result = TypeVar("Result")
@@ -205,9 +207,10 @@ class TrainingRun:
             async_save=cfg.checkpoint.async_save,
             model_family=hf_config.model_type,
         )
+        trained_lr = TrainedLr(strategy.optimizer_state(model, optimizer))
         states: dict[str, Any] = {
             "model": strategy.model_state(model),
-            "optimizer": strategy.optimizer_state(model, optimizer),
+            "optimizer": trained_lr,
             "extra": new_progress(
                 batch_size,
                 train_rows,
@@ -223,23 +226,31 @@ class TrainingRun:
             resume = resume_if_any(
                 checkpointer, cfg.checkpoint.resume, states, kind, hf_config.to_dict(), checks
             )
+        restored = dict(states["extra"])  # the checkpoint's record, before this run's replaces it
         if resume is not None:
             apply_settings(optimizer, cfg.optim)
+            # the steps this run saves record what this run trains: the restored digests kept
+            # (a digest of another loss mask, say) warned again at every later resume of them
+            states["extra"].update({k: v for k, v in expected.items() if k != STEP})
+        step = int(restored[STEP])
+        trains = resume is None or step < end_step(total_steps, cfg)
         if env.is_main:
-            late = warmup_past_the_end(cfg.optim, total_steps, lr_schedule_steps(cfg, total_steps))
+            schedule = lr_schedule_steps(cfg, total_steps)
+            late = warmup_past_the_end(cfg.optim, total_steps, schedule)
             if late is not None:
                 print(f"[{name}] {late}", file=sys.stderr)
             if resume is not None:
                 where = resume.root
-                changed = data_change_warning(
-                    kind, expected, states["extra"], where, cfg.data.train_files
-                )
-                if changed is not None:
-                    print(printable(f"[{name}] {changed}"), file=sys.stderr)
-            trains = resume is None or int(states["extra"]["step"]) < end_step(total_steps, cfg)
+                lines = [data_change_warning(kind, expected, restored, where, cfg.data.train_files)]
+                if trains:
+                    lrs = trained_lr.lrs
+                    lines.append(schedule_break_warning(where, step, lrs, cfg.optim, schedule))
+                for line in lines:
+                    if line is not None:
+                        print(printable(f"[{name}] {line}"), file=sys.stderr)
             if trains:  # a run that trains no step leaves the config its steps were trained with
                 if resume is not None:
-                    note = keep_changed_config(run_dir, int(states["extra"]["step"]), cfg, resume)
+                    note = keep_changed_config(run_dir, step, cfg, resume)
                     if note is not None:
                         print(printable(f"[{name}] {note}"), file=sys.stderr)
                 write_resolved_config(run_dir, cfg)
@@ -253,7 +264,7 @@ class TrainingRun:
             states,
             resume,
             hf_assets,
-            start=int(states["extra"]["step"]),  # the step of the checkpoint loaded
+            start=step,  # the step of the checkpoint loaded
             last_saved=resume.root if resume is not None else None,
         )
 

@@ -45,11 +45,14 @@ def test_a_resume_onto_rows_now_tokenized_as_verl_warns_and_goes_on(tmp_path, ca
     run_sft(tiny_config(rows, run, model, *SETTINGS))
     err = capsys.readouterr().err
     assert err.count("warning:") == 1, err
+    # the same prompts in the same order: the rows are the same, their trained tokens are not
     assert (
-        f"[sft] warning: {run}/global_step_2: data.train_files ({rows}) hold other rows, or"
-        " rows in another order, than the checkpoint was trained on, or rows that tokenize to"
-        " other trained tokens (another chat template or tokenizer, or prompt/response"
-        " rows trained before mfsdp tokenized them as verl's SFTDataset does): the steps after"
-        " 2 read other rows than an uninterrupted run would"
+        f"[sft] warning: {run}/global_step_2: data.train_files ({rows}) hold the prompts the"
+        " checkpoint was trained on, in its order, but their trained tokens differ: another"
+        " tokenizer or chat template, edited responses,"
+    ) in err
+    assert (
+        "or prompt/response rows trained before mfsdp tokenized them as verl's SFTDataset"
+        " does: the steps after 2 train other tokens of the rows an uninterrupted run reads"
     ) in err
     assert json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])["step"] == 3

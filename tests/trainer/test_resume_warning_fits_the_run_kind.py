@@ -19,7 +19,7 @@ TOKENIZING = ("tokenize to other trained tokens", "chat template")
 def _warning(kind, tmp_path: Path) -> str:
     """The warning of a `kind` run resuming a checkpoint trained on other rows."""
     saved = {**new_progress(8, 16, 0, 1, True, 7), "step": 2}
-    now = new_progress(8, 16, 0, 2, True, 7)
+    now = new_progress(8, 16, 0, 2, True, 8)  # other prompts too: not the same rows
     warned = data_change_warning(kind, now, saved, tmp_path / "global_step_2", ["train.jsonl"])
     assert warned is not None and "hold other rows, or rows in another order" in warned
     return warned
