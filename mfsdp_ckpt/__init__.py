@@ -7,4 +7,4 @@ version stay instant. Import the modules you need; the folders say what they are
 (reading and writing bytes), `check/` (validate, describe), `convert/` (to and from HF).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
