@@ -140,6 +140,30 @@ def check_context_length(cfg: Any, source: ModelSource | None) -> None:
         f"data.max_prompt_length + rollout.max_response_length = {prompt} + {response} ="
         f" {prompt + response} tokens, more than the {limit.tokens} the model takes ({limit} in"
         f" {_config_named(cfg.model, source, limit.key)}); lower them to {limit.tokens} together"
+        f"{_defaults_on_a_shape(cfg)}"
+    )
+
+
+def _defaults_on_a_shape(cfg: Any) -> str:
+    """What to do when both lengths are at their defaults (verl's, 512 each) and the model is
+    a named shape's random init: a config of defaults (`mfsdp config defaults grpo`) run with
+    only data.train_files set, whose default model takes fewer positions than verl's lengths.
+    The model to train is what is missing, more likely than other lengths."""
+    from trainer.grpo.config import RLDataConfig, RolloutConfig
+
+    defaults = (RLDataConfig().max_prompt_length, RolloutConfig().max_response_length)
+    if (
+        cfg.model.path is not None
+        or (
+            cfg.data.max_prompt_length,
+            cfg.rollout.max_response_length,
+        )
+        != defaults
+    ):
+        return ""
+    return (
+        f", or set model.path to the model to train (both lengths are at their defaults, verl's,"
+        f" and model.shape={cfg.model.shape} is a random-init model of that shape)"
     )
 
 

@@ -92,3 +92,22 @@ def test_train_grpo_on_the_tiny_shape_refuses_it_in_one_line_exit_2(rows, tmp_pa
     assert "data.max_prompt_length + rollout.max_response_length" in errors[0], errors[0]
     assert "in model.shape=tiny" in errors[0], errors[0]
     assert "Traceback" not in done.stderr
+
+
+def test_a_config_of_defaults_is_told_the_model_is_what_is_missing(rows, tmp_path):
+    """`mfsdp config defaults grpo` run with only data.train_files set: verl's default lengths
+    (512 + 512) on the default shape's 512 positions. 'Lower them' alone hid that the run
+    had no model to train."""
+    done = mfsdp(
+        "train",
+        "grpo",
+        f"data.train_files=[{rows}]",
+        f"trainer.run_dir={tmp_path / 'run'}",
+    )
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 2 and len(errors) == 1, done.stderr
+    assert errors[0].endswith(
+        f"lower them to {TINY_POSITIONS} together, or set model.path to the model to train (both"
+        " lengths are at their defaults, verl's, and model.shape=tiny is a random-init model of"
+        " that shape)"
+    ), errors[0]
