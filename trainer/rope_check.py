@@ -14,6 +14,14 @@ card sets.
 The validator checks no value's type where it checks no range: a string `rope_theta` passed
 it and failed while the model built. Each value is checked against the type transformers
 declares for it (`RopeParameters`), an int counting as a float as the validator allows.
+
+Refused are only findings of a field's own value (`_REFUSED`: "factor field must be a float
+or int >= 1", a rope_type no validator knows): transformers computes RoPE from that value.
+Its other findings change nothing it computes and stay warnings, said once a process: a key
+the rope type does not read ("Unrecognized keys": a yarn dict's `finetuned`), and one field
+against another (Llama 3's original_max_position_embeddings not under
+max_position_embeddings, which its frequencies never read). Refusing them stopped runs of
+such models from starting or resuming.
 """
 
 from __future__ import annotations
@@ -31,6 +39,13 @@ from trainer.config import ConfigError
 ROPE_LOGGER = "transformers.modeling_rope_utils"
 # Where the validator's own findings are logged from (its methods), besides `warning_once`
 _VALIDATOR = re.compile(r"_validate_\w+|validate_rope|_check_received_keys")
+# The validator's findings refused: a field's own value wrong (its type or range), a rope_type
+# no validator knows. Not: "must be greater/less than" another field, "Unrecognized keys".
+_REFUSED = re.compile(
+    r"`rope_parameters`'s \w+ field must be (?!greater than|less than)|Missing validation function"
+)
+# Findings let through, said once a process (as transformers' own warning)
+_SAID: set[str] = set()
 # Where a config.json or model.overrides holds RoPE settings: transformers reads the
 # older `rope_scaling` in place of `rope_parameters` when both are there
 _ROPE_FIELDS = ("rope_scaling", "rope_parameters")
@@ -46,7 +61,7 @@ class _Held(logging.Filter):
         self.advice: list[logging.LogRecord] = []
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if _VALIDATOR.fullmatch(record.funcName):
+        if _VALIDATOR.fullmatch(record.funcName) and _REFUSED.search(record.getMessage()):
             self.findings.append(record.getMessage())
         else:
             self.advice.append(record)
@@ -68,7 +83,9 @@ def rope_verdicts_held() -> Iterator[list[str]]:
         logger.removeFilter(held)
     if not held.findings:
         for record in held.advice:
-            logger.handle(record)
+            if record.getMessage() not in _SAID:
+                _SAID.add(record.getMessage())
+                logger.handle(record)
 
 
 def refuse_invalid_rope(
