@@ -63,9 +63,11 @@ def schedule_break_warning(
 ) -> str | None:
     """One line when the lr step `step` (1-based) of checkpoint `where` was trained at, as its
     optimizer state records it (`trained`), differs beyond float rounding from the lr this
-    run's schedule (`cfg`, spanning `schedule_steps`) gives that update: the steps after it
-    follow another schedule than the steps up to it. None when they agree, or the state
-    records no lr."""
+    run's schedule (`cfg`, spanning `schedule_steps`) gives that update. None when they
+    agree, or the state records no lr. Asked only where the run's settings are the ones
+    the step was trained with (a changed setting is named by the config history's line, and
+    whether the updates to come differ depends on the schedule): so the schedule that
+    differs is the mfsdp's own."""
     if step < 1 or not trained:
         return None
     now = lr_at(step - 1, cfg, schedule_steps)
@@ -73,10 +75,9 @@ def schedule_break_warning(
     if then is None:
         return None
     return (
-        f"warning: {where}: step {step} was trained at lr {then:.6g}, but this run's schedule"
-        f" gives step {step} lr {now:.6g}: the updates after step {step} follow another"
-        " learning-rate schedule than the one it was trained on; likely causes: optim settings or"
-        " trainer.total_steps changed since (the line of changed settings names them), or a"
-        " step written by an mfsdp before 2026-12-03, whose warmup was rounded up and did not"
-        " start from 0"
+        f"warning: {where}: step {step} was trained at lr {then:.6g}, where this mfsdp's"
+        f" schedule, with the same settings, gives lr {now:.6g}: the step was written by an"
+        " mfsdp with another schedule (before 2026-12-03, whose warmup was rounded up and did"
+        f" not start from 0), and the updates after step {step} follow this one's"
+        " (docs/upgrading.md)"
     )

@@ -239,21 +239,23 @@ class TrainingRun:
             late = warmup_past_the_end(cfg.optim, total_steps, schedule)
             if late is not None:
                 print(f"[{name}] {late}", file=sys.stderr)
+            lines = []
             if resume is not None:
                 where = resume.root
-                lines = [data_change_warning(kind, expected, restored, where, cfg.data.train_files)]
-                if trains:
-                    lrs = trained_lr.lrs
-                    lines.append(schedule_break_warning(where, step, lrs, cfg.optim, schedule))
-                for line in lines:
-                    if line is not None:
-                        print(printable(f"[{name}] {line}"), file=sys.stderr)
+                lines.append(
+                    data_change_warning(kind, expected, restored, where, cfg.data.train_files)
+                )
             if trains:  # a run that trains no step leaves the config its steps were trained with
                 if resume is not None:
-                    note = keep_changed_config(run_dir, step, cfg, resume)
-                    if note is not None:
-                        print(printable(f"[{name}] {note}"), file=sys.stderr)
+                    changed = keep_changed_config(run_dir, step, cfg, resume)
+                    lines.append(changed)
+                    if changed is None:  # changed settings name why the lr differs, if it does
+                        lrs = trained_lr.lrs
+                        lines.append(schedule_break_warning(where, step, lrs, cfg.optim, schedule))
                 write_resolved_config(run_dir, cfg)
+            for line in lines:
+                if line is not None:
+                    print(printable(f"[{name}] {line}"), file=sys.stderr)
         return cls(
             name,
             cfg,
