@@ -39,8 +39,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast
 
-import yaml
-
 from mfsdp_ckpt.convert.hf_config import HFConfigError, check_geometry
 from mfsdp_ckpt.format.layout import RUN_CONFIG_FILE
 from trainer import verl_keys
@@ -61,6 +59,7 @@ from trainer.config_yaml import (
     MAX_EXPANDED_CHARS,
     ExpansionBudget,
     YAMLConfigError,
+    dump_yaml,
     parse_yaml,
     read_config_text,
 )
@@ -612,16 +611,17 @@ def config_to_dict(config: Any) -> dict[str, Any]:
 
 def defaults_yaml(cls: type) -> str:
     """Every key of `cls` at its default, as a YAML file `load_config` reads back as `cls()`."""
-    return yaml.safe_dump(config_to_dict(cls()), sort_keys=False)
+    return dump_yaml(config_to_dict(cls()))
 
 
 def write_resolved_config(run_dir: str | os.PathLike, config: Any) -> Path:
     """Write the config a run really uses (defaults, file and overrides) into its run dir, so the
     run can be understood and repeated from its outputs alone. Replaced whole (`run_files`):
-    a resume on a full disk left the previous run's config.yaml at 0 bytes."""
+    a resume on a full disk left the previous run's config.yaml at 0 bytes. Written as it
+    is read back (`dump_yaml`): `model.overrides` text such as `'1e5'` stays text."""
     path = Path(run_dir) / RESOLVED_CONFIG_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = yaml.safe_dump(config_to_dict(config), sort_keys=False)
+    text = dump_yaml(config_to_dict(config))
     with replacing(path, "write it") as handle:
         handle.write(text.encode())
     return path

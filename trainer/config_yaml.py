@@ -120,20 +120,18 @@ class _HydraFloatLoader(_ConfigLoader):
 
 
 # OmegaConf's float resolver, as get_yaml_loader adds it to PyYAML's
-_HydraFloatLoader.add_implicit_resolver(
-    YAML_TAG + "float",
-    re.compile(
-        r"""^(?:
-         [-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
-        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
-        |\.[0-9_]+(?:[eE][-+][0-9]+)?
-        |[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*
-        |[-+]?\.(?:inf|Inf|INF)
-        |\.(?:nan|NaN|NAN))$""",
-        re.X,
-    ),
-    list("-+0123456789."),
+_HYDRA_FLOAT = re.compile(
+    r"""^(?:
+     [-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+    |\.[0-9_]+(?:[eE][-+][0-9]+)?
+    |[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""",
+    re.X,
 )
+_HYDRA_FLOAT_FIRST = list("-+0123456789.")
+_HydraFloatLoader.add_implicit_resolver(YAML_TAG + "float", _HYDRA_FLOAT, _HYDRA_FLOAT_FIRST)
 
 
 class _ExponentFloatLoader(_HydraFloatLoader):
@@ -180,6 +178,23 @@ def parse_yaml(
     return bounded_yaml.parse_yaml(text, source, YAMLConfigError, budget, loader)
 
 
+class _ConfigDumper(yaml.SafeDumper):
+    """YAML 1.1's writer, quoting also the text that Hydra's float rule reads as a number
+    (`_HydraFloatLoader`): a run's `model.overrides` text `'1e5'` was written bare to its
+    config.yaml, and that file given back (`--config RUN/config.yaml`, a resume) read it as
+    the float 100000.0. PyYAML quotes text its own resolvers would read otherwise; this one
+    resolves as every reader of a config does."""
+
+
+_ConfigDumper.add_implicit_resolver(YAML_TAG + "float", _HYDRA_FLOAT, _HYDRA_FLOAT_FIRST)
+
+
+def dump_yaml(data: Any) -> str:
+    """`data` (plain dicts, lists and scalars) as YAML that `parse_yaml`, with or without
+    `hydra_floats`, reads back as `data`: keys in the order given."""
+    return yaml.dump(data, Dumper=_ConfigDumper, sort_keys=False)
+
+
 def read_yaml_file(path: str | os.PathLike) -> Any:
     """The YAML document in a regular file of at most MAX_CONFIG_BYTES of UTF-8."""
     return parse_yaml(read_config_text(path), str(path))
@@ -212,6 +227,7 @@ __all__ = [
     "MAX_INT_DIGITS",
     "ExpansionBudget",
     "YAMLConfigError",
+    "dump_yaml",
     "parse_yaml",
     "read_config_text",
     "read_yaml_file",

@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from mfsdp_ckpt.check.printable import first_of, printable
 from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.storage import safe_files
@@ -35,7 +33,7 @@ from trainer import (
 )
 from trainer.config_base import RUN_NAMES
 from trainer.config_kind import likely_kind
-from trainer.config_yaml import ExpansionBudget
+from trainer.config_yaml import ExpansionBudget, dump_yaml
 from trainer.local_paths import UNEXPANDED
 from trainer.torchrun_options import Torchrun
 from trainer.verl_off_keys import MEGATRON_LORA_SECTIONS
@@ -117,13 +115,15 @@ class Conversion:
     def to_yaml(self, source: str) -> str:
         """The config as YAML under comment lines of notes, the first the command that trains
         it. The notes quote the source's values: escaped (`printable`), as a newline in one
-        would end its comment and write the rest as keys of the config."""
+        would end its comment and write the rest as keys of the config. The config is written
+        as `mfsdp train` reads it back (`dump_yaml`: `model.overrides` text `'1e5'` stays
+        text)."""
         command = " ".join(["mfsdp", "train", self.command, "--config", "THIS_FILE", *self.flags])
         comments = [f"{command}   (converted from {source})"]
         comments += self.notes + [f"NOT carried over: {item}" for item in self.dropped]
         with _memory_named(source):
             lines = [f"# {printable(comment)}" for comment in comments]
-            body = yaml.safe_dump(self.tree, sort_keys=False) if self.tree else "{}\n"
+            body = dump_yaml(self.tree) if self.tree else "{}\n"
             return "\n".join(lines) + "\n" + body
 
 
@@ -178,7 +178,9 @@ def _convert_source(source: Path, command: str | None) -> Conversion:
     conversion = _convert(tree, pairs, command, str(source), module, not incomplete, backend)
     launch = _launch_flags(command, pairs, torchrun)
     conversion.flags = launch.flags
-    conversion.notes[:0] = launch.notes  # right under the command it explains
+    # right under the command it explains, in place of the key table's notes it says better
+    kept = [note for note in conversion.notes if note not in launch.replaced]
+    conversion.notes = launch.notes + kept
     conversion.notes += script_notes
     conversion.dropped += refused
     # a key ignored at any value changes nothing here, whatever the script sets it to

@@ -8,9 +8,11 @@ Left out, the header's command started one process where verl ran eight, and the
 batch kept made the run eight times slower, without a word. A count known only when the
 script runs (`--nproc-per-node=$1`, `${NGPUS}` unset, `gpu`) is never guessed: the command
 holds a placeholder (`--nproc-per-node N`, which `mfsdp train` refuses, so a copy of it never
-starts one process where verl ran several), and a note says where it comes from. The
-config itself is whole without it (a count is no key of it): the conversion's exit status
-stays what its keys make it.
+starts one process where verl ran several), keeping what is known of the value
+(`--rdzv-endpoint {HOST}:29500`), and a note says where it comes from. Each flag is explained
+once: the known ones by one note naming their source, each placeholder by its own (the
+placeholder was said twice, once in each). The config itself is whole without it (a count is
+no key of it): the conversion's exit status stays what its keys make it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainer.torchrun_options import Option, Torchrun
+from trainer.verl_rules import LAUNCH, ignored_note
 
 # what stands in the command for a value known only when the script runs
 _PLACEHOLDERS = {
@@ -30,28 +33,47 @@ _PLACEHOLDERS = {
 }
 _COUNT = re.compile(r"[0-9]+")
 _TORCHRUN_DEFAULT_PORT = "29500"  # torch/distributed/run.py: master_port's default
+_UNKNOWN_HOST, _UNKNOWN_PORT = _PLACEHOLDERS["--rdzv-endpoint"].split(":")
+# a host known only when the script runs beside a port known here: `HOST:29500` passes
+# mfsdp train's check (HOST is a host name), whose rendezvous then waits minutes for a
+# machine of that name; braces are no host name's, refused at once
+_HOST_BESIDE_A_PORT = "{HOST}"
 _RAY_KEYS = {"trainer.n_gpus_per_node": "--nproc-per-node", "trainer.nnodes": "--nnodes"}
 
 
 @dataclass
 class LaunchFlags:
     """The `mfsdp train` flags a converted run starts with, in order (a flag, then its value
-    or placeholder), and notes on where each comes from."""
+    or placeholder), and notes on where each comes from. `replaced`: the notes the
+    conversion's key table gives the verl keys these flags carry ("pass --nproc-per-node to
+    mfsdp train", beside the command that passes it), which these notes say instead."""
 
     flags: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
+    known: list[str] = field(default_factory=list)  # the flags whose values are known here
 
-    def add(self, flag: str, value: str | None, source: str, why: str = "") -> None:
+    def add(
+        self, flag: str, value: str | None, source: str, why: str = "", placeholder: str = ""
+    ) -> None:
         """`flag value`, from `source`; a value None is not known here (`source` is `why`):
-        its placeholder stands in the command (which `mfsdp train` refuses), with a note."""
+        `placeholder` (the flag's own where empty) stands in the command (which `mfsdp
+        train` refuses), with a note."""
         if value is None:
-            placeholder = _PLACEHOLDERS[flag]
+            placeholder = placeholder or _PLACEHOLDERS[flag]
             self.flags += [flag, placeholder]
             self.notes.append(
                 f"{flag} {placeholder} in the command above: {source} is {why}: write the value"
             )
         else:
             self.flags += [flag, value]
+            self.known += [flag, value]
+
+    def name_source(self, source: str) -> None:
+        """First among the notes, the one saying the known flags come from `source` (the
+        options or keys read); the placeholders have their own notes."""
+        if self.known:
+            self.notes.insert(0, f"{source}: {' '.join(self.known)} in the command above")
 
 
 def torchrun_flags(torchrun: Torchrun) -> LaunchFlags:
@@ -76,8 +98,7 @@ def torchrun_flags(torchrun: Torchrun) -> LaunchFlags:
     if nodes != "1" and torchrun.given("standalone") is None:
         read |= _meeting(launch, torchrun)
     others = [option.shown for option in torchrun.options if option.dest not in read]
-    if launch.flags:
-        launch.notes.insert(0, f"torchrun {shown}: {' '.join(launch.flags)} in the command above")
+    launch.name_source(f"torchrun {shown}")
     if others:
         launch.notes.append(
             f"torchrun {' '.join(others)}: not passed on; mfsdp train starts torchrun with"
@@ -88,11 +109,13 @@ def torchrun_flags(torchrun: Torchrun) -> LaunchFlags:
 
 def ray_flags(pairs: list[tuple[str, Any]]) -> LaunchFlags | None:
     """The flags for a GRPO run's trainer.n_gpus_per_node and trainer.nnodes (`pairs`: the
-    source's verl keys), the GPUs verl's Ray trainer runs on; None where it sets neither."""
+    source's verl keys), the GPUs verl's Ray trainer runs on; None where it sets neither.
+    Each key given is carried: as a flag, a placeholder, or (at 1) as `mfsdp train`'s
+    default, so the key table's note telling to pass the flags is replaced."""
     given = {key: value for key, value in pairs if key in _RAY_KEYS}
     if not given:
         return None
-    launch = LaunchFlags()
+    launch = LaunchFlags(replaced=[ignored_note(key, LAUNCH) for key in given])
     for key, flag in _RAY_KEYS.items():
         if key not in given:
             continue
@@ -101,9 +124,7 @@ def ray_flags(pairs: list[tuple[str, Any]]) -> LaunchFlags | None:
             launch.add(flag, None, f"{key}={text}", "no count known here")
         elif int(text) != 1:
             launch.add(flag, text, key)
-    if launch.flags:
-        keys = ", ".join(f"{key}={given[key]}" for key in _RAY_KEYS if key in given)
-        launch.notes.insert(0, f"{keys}: {' '.join(launch.flags)} in the command above")
+    launch.name_source(", ".join(f"{key}={given[key]}" for key in _RAY_KEYS if key in given))
     return launch
 
 
@@ -160,15 +181,7 @@ def _meeting(launch: LaunchFlags, torchrun: Torchrun) -> set[str]:
             "known only when the script runs",
         )
     elif address is not None:
-        parts = [address] + ([port] if port is not None else [])
-        known = all(part.known for part in parts)
-        value = f"{address.value}:{port.value if port is not None else _TORCHRUN_DEFAULT_PORT}"
-        launch.add(
-            "--rdzv-endpoint",
-            value if known else None,
-            f"torchrun {' '.join(part.shown for part in parts)}",
-            "known only when the script runs",
-        )
+        _master_endpoint(launch, address, port)
     else:
         launch.add(
             "--rdzv-endpoint",
@@ -181,7 +194,7 @@ def _meeting(launch: LaunchFlags, torchrun: Torchrun) -> set[str]:
         if option is None:
             continue
         if option.known:
-            launch.flags += [flag, option.value]
+            launch.add(flag, option.value, f"torchrun {option.shown}")
         else:
             launch.notes.append(
                 f"torchrun {option.shown}: known only when the script runs; left out,"
@@ -189,3 +202,24 @@ def _meeting(launch: LaunchFlags, torchrun: Torchrun) -> set[str]:
                 " it must be that"
             )
     return {"rdzv_endpoint", "master_addr", "master_port", "node_rank", "rdzv_id"}
+
+
+def _master_endpoint(launch: LaunchFlags, address: Option, port: Option | None) -> None:
+    """--rdzv-endpoint from torchrun's --master-addr and --master-port (its default port
+    where that is left out). A part known only when the script runs is a placeholder and the
+    other part is kept (`{HOST}:29500`, `node0:PORT`): a known port was dropped with the
+    unknown address."""
+    unknown = [part for part in (address, port) if part is not None and not part.known]
+    if port is not None and not port.known:
+        number, unknown_host = _UNKNOWN_PORT, _UNKNOWN_HOST
+    else:
+        number = port.value if port is not None else _TORCHRUN_DEFAULT_PORT
+        unknown_host = _HOST_BESIDE_A_PORT  # beside a known port, `HOST` would be taken
+    endpoint = f"{address.value if address.known else unknown_host}:{number}"
+    launch.add(
+        "--rdzv-endpoint",
+        None if unknown else endpoint,
+        f"torchrun {' '.join(part.shown for part in unknown)}",
+        "known only when the script runs",
+        placeholder=endpoint,
+    )

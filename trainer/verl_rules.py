@@ -686,4 +686,10 @@ def note(verl_key: str, mapped: dict[str, Any], why: str) -> None:
         shown = ", ".join(f"{key}={value}" for key, value in mapped.items())
         log.warning("note: verl's %s is %s here", verl_key, shown)
     else:
-        log.warning("note: verl's %s is ignored: %s", verl_key, why)
+        log.warning("note: %s", ignored_note(verl_key, why))
+
+
+def ignored_note(verl_key: str, why: str) -> str:
+    """The note `note` says of a verl key that sets nothing here, so that a reader that says
+    more of the key (the launch flags `mfsdp config from-verl` writes) can replace it."""
+    return f"verl's {verl_key} is ignored: {why}"
