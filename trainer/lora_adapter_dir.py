@@ -30,12 +30,8 @@ from typing import Any
 import torch
 
 from mfsdp_ckpt.check.printable import first_of
-from mfsdp_ckpt.errors import MfsdpError
-from mfsdp_ckpt.format.checkpoint_resolution import resolve_checkpoint
 from mfsdp_ckpt.format.finite import count_nonfinite_tensor
-from mfsdp_ckpt.format.layout import VERL_FSDP_LORA_DIR
 from mfsdp_ckpt.format.lora_fields import LoraFieldError, lora_settings, plain_lora_init
-from mfsdp_ckpt.format.manifest import read_manifest
 from mfsdp_ckpt.lora import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
@@ -50,12 +46,11 @@ from mfsdp_ckpt.storage.unique_json import read_json_file
 from trainer.config import RESOLVED_CONFIG_FILE, ConfigError, ModelConfig
 from trainer.config_yaml import YAMLConfigError, read_yaml_file
 from trainer.finite_weights import NonFiniteWeightsError
+from trainer.lora_adapter_hints import KEY, pickle_hint, where_the_adapter_is
 from trainer.lora_targets import check_layers_pattern
 
 log = logging.getLogger("mfsdp.model")
-KEY = "model.lora_adapter_path"
 ADAPTER_NAME = "default"  # the adapter name `peft.inject_adapter_in_model` gives
-ADAPTER_PICKLE_FILE = "adapter_model.bin"  # the weights as torch.save pickles them (peft)
 # adapter_config.json fields that say where the adapter came from, not what it computes
 METADATA = frozenset(
     {
@@ -125,8 +120,6 @@ REQUIRED = {
     "target_modules": "PEFT would pick the model type's default modules; set it to the modules"
     " the adapter was trained on",
 }
-# Where a dir that is no adapter dir holds one: verl's FSDP actor dir and its step dir
-ADAPTER_SUBDIRS = (VERL_FSDP_LORA_DIR, f"actor/{VERL_FSDP_LORA_DIR}")
 
 
 @dataclass(frozen=True)
@@ -178,9 +171,9 @@ def _check_file(file: Path, root: safe_files.ModelDirRoot) -> None:
     file that is not there at all is missing; an adapter saved as a pickle says so."""
     if not os.path.lexists(file):
         also = (
-            _pickle_hint(file.parent)
+            pickle_hint(file.parent)
             if file.name == ADAPTER_WEIGHTS_FILE
-            else _where_the_adapter_is(file.parent)
+            else where_the_adapter_is(file.parent)
         )
         raise ConfigError(
             f"{KEY}: {file} is missing "
@@ -190,48 +183,6 @@ def _check_file(file: Path, root: safe_files.ModelDirRoot) -> None:
         safe_files.regular_file(file, root, f"the adapter dir {file.parent}")
     except CheckpointFileError as err:
         raise ConfigError(f"{KEY}: {err}") from None
-
-
-def _where_the_adapter_is(path: Path) -> str:
-    """`; ...` saying where the adapter of the dir `path` is, for a dir that holds one
-    further down (verl's actor dir or step: `lora_adapter/`) or is an mfsdp LoRA checkpoint
-    (a run or step, whose adapter `export-hf --adapter-only` writes); else "". Each was
-    told its adapter_config.json is missing, though mfsdp knows what the dir is."""
-    inside = next(
-        (sub for sub in ADAPTER_SUBDIRS if (path / sub / ADAPTER_CONFIG_FILE).is_file()), None
-    )
-    if inside is not None:
-        return f"; it holds a PEFT adapter dir, {inside}/: point {KEY} at {path / inside}"
-    if _is_lora_checkpoint(path):
-        return (
-            f"; {path} is an mfsdp LoRA checkpoint: `mfsdp ckpt export-hf {path} --out DIR"
-            f" --adapter-only` writes its adapter, which {KEY}=DIR takes (or continue its run"
-            " with trainer.run_dir)"
-        )
-    return ""
-
-
-def _is_lora_checkpoint(path: Path) -> bool:
-    """Whether `path` resolves to an mfsdp checkpoint (a run: its newest step) whose
-    manifest records a LoRA adapter; a dir that is no checkpoint of ours is not one."""
-    try:
-        found = resolve_checkpoint(path)
-        return found.manifest is not None and read_manifest(found.manifest).lora is not None
-    except (MfsdpError, OSError):
-        return False
-
-
-def _pickle_hint(path: Path) -> str:
-    """`; adapter_model.bin is a pickle ...` when the dir holds the weights as an older
-    peft (or `safe_serialization=False`) saves them, else "": unpickling can run code, so
-    that file is never loaded, and the user is told how to write the safetensors one."""
-    if not os.path.lexists(path / ADAPTER_PICKLE_FILE):
-        return ""
-    return (
-        f"; {ADAPTER_PICKLE_FILE} is a pickle, which mfsdp never loads (it can run code): if"
-        " you trust it, load it with peft (PeftModel.from_pretrained) and save it with"
-        f" save_pretrained(..., safe_serialization=True), which writes {ADAPTER_WEIGHTS_FILE}"
-    )
 
 
 def note_replaced_settings(cfg: ModelConfig, adapter: AdapterDir) -> None:

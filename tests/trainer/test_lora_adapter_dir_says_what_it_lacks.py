@@ -6,7 +6,7 @@
   blamed the step, not the adapter;
 - an absent r, lora_alpha or target_modules is said to be absent, with what PEFT would
   assume (it said "'lora_alpha' is None", as if the file said null);
-- a verl actor or step dir holding lora_adapter/, or an mfsdp LoRA run or step, is named
+- a verl actor, step or run dir holding lora_adapter/, or an mfsdp LoRA run or step, is named
   with where its adapter is or what writes it (each was told its adapter_config.json is
   missing, though mfsdp knows what the dir is)."""
 
@@ -75,6 +75,23 @@ def test_a_verl_dir_holding_the_adapter_says_where_it_is(adapter, tmp_path, leve
     assert _refusal(step / level).endswith(
         f"; it holds a PEFT adapter dir, {inside}/: point model.lora_adapter_path at"
         f" {step / 'actor' / 'lora_adapter'}"
+    )
+
+
+@pytest.mark.parametrize("tracked", [True, False], ids=["tracker", "newest-step"])
+def test_a_verl_run_dir_names_its_steps_adapter(adapter, tmp_path, tracked):
+    """The step verl resumes: the tracker's, else the newest by number (10 after 9)."""
+    run = tmp_path / "checkpoints"
+    for step in (9, 10):
+        actor = run / f"global_step_{step}" / "actor"
+        actor.mkdir(parents=True)
+        shutil.copytree(adapter, actor / "lora_adapter")
+    if tracked:
+        (run / "latest_checkpointed_iteration.txt").write_text("9")
+    step = "global_step_9" if tracked else "global_step_10"
+    assert _refusal(run).endswith(
+        f"; it is a run dir whose step {step} holds a PEFT adapter dir: point"
+        f" model.lora_adapter_path at {run / step / 'actor' / 'lora_adapter'}"
     )
 
 
