@@ -38,7 +38,7 @@ def where_the_adapter_is(path: Path) -> str:
         )
     step = _newest_verl_step(path)
     inside = None if step is None else _adapter_subdir(path / step)
-    if inside is not None:
+    if step is not None and inside is not None:
         return (
             f"; it is a run dir whose step {step} holds a PEFT adapter dir: point {KEY} at"
             f" {path / step / inside}"
