@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainer.torchrun_options import Option, Torchrun
+from trainer.verl_keys import keys_given
 from trainer.verl_rules import LAUNCH, ignored_note
 
 # what stands in the command for a value known only when the script runs
@@ -111,8 +112,10 @@ def ray_flags(pairs: list[tuple[str, Any]]) -> LaunchFlags | None:
     """The flags for a GRPO run's trainer.n_gpus_per_node and trainer.nnodes (`pairs`: the
     source's verl keys), the GPUs verl's Ray trainer runs on; None where it sets neither.
     Each key given is carried: as a flag, a placeholder, or (at 1) as `mfsdp train`'s
-    default, so the key table's note telling to pass the flags is replaced."""
-    given = {key: value for key, value in pairs if key in _RAY_KEYS}
+    default, so the key table's note telling to pass the flags is replaced. Keys are read
+    as the key table reads them: `++trainer.n_gpus_per_node=8` (Hydra's force-add, common
+    in verl's scripts) was left out of the command while the table said it was ignored."""
+    given = {key: value for key, value in keys_given(pairs).items() if key in _RAY_KEYS}
     if not given:
         return None
     launch = LaunchFlags(replaced=[ignored_note(key, LAUNCH) for key in given])

@@ -142,6 +142,18 @@ def test_grpo_takes_its_trainer_keys(tmp_path):
     ), unknown.notes
 
 
+@pytest.mark.parametrize("plus", ["+", "++"])
+def test_grpo_keys_given_with_hydras_plus_are_read(tmp_path, plus):
+    """`++trainer.n_gpus_per_node=8` is read as the key table reads it: it was left out of
+    the command while the table said to pass the flags, and the last value given wins."""
+    given = (
+        f"{plus}trainer.n_gpus_per_node=2 {plus}trainer.n_gpus_per_node=8 {plus}trainer.nnodes=2"
+    )
+    conversion = convert(tmp_path, f"{GRPO} {given}\n")
+    assert command(conversion).endswith("--config THIS_FILE --nproc-per-node 8 --nnodes 2")
+    assert not any("pass --nproc-per-node" in note for note in conversion.notes), conversion.notes
+
+
 def test_grpo_started_by_torchrun_without_trainer_keys(tmp_path):
     launch = GRPO.replace("python3 -m", "torchrun --nproc_per_node=2 -m")
     conversion = convert(tmp_path, launch + "\n")
