@@ -21,7 +21,7 @@ from mfsdp_ckpt.errors import MfsdpFailedError
 from mfsdp_ckpt.storage import safe_files
 from mfsdp_ckpt.storage.byte_store import CheckpointFileError
 from trainer import (
-    shell_variables,
+    shell_command_targets,
     verl_defaults,
     verl_hydra_files,
     verl_hydra_order,
@@ -649,8 +649,8 @@ def _unresolved(value: str, is_path: bool) -> str:
     names = ", ".join(
         sorted(
             {
-                f"${shell_variables.reference_name(m)}"
-                for m in shell_variables.REFERENCE.finditer(value)
+                f"${shell_command_targets.reference_name(m)}"
+                for m in shell_command_targets.REFERENCE.finditer(value)
             }
         )
     )

@@ -9,7 +9,7 @@ keys alike, none importing another for it.
 
 from __future__ import annotations
 
-from trainer import shell_variables
+from trainer import shell_command_targets, shell_variables
 from trainer.verl_script_state import Launch, Script
 
 
@@ -30,7 +30,8 @@ def flag_maybe(launch: Launch, key: str, value: str, origins: list[tuple[str, in
         for name, numbers in lines.items()
     ) + (" and more" if len(origins) > shell_variables.ORIGINS_KEPT else "")
     left = {
-        shell_variables.reference_name(match) for match in shell_variables.REFERENCE.finditer(value)
+        shell_command_targets.reference_name(match)
+        for match in shell_command_targets.REFERENCE.finditer(value)
     }
     unresolved = [f"${name}" for name, _line in origins if name in left]
     outcome = (

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from trainer import shell_lines, shell_quoting, shell_variables
+from trainer import shell_command_targets, shell_lines, shell_quoting, shell_variables
 from trainer.verl_script_flags import flag_maybe, flag_opaque
 from trainer.verl_script_hydra import expanded_hydra_options
 from trainer.verl_script_state import GRPO_MODULES, SFT_MODULES, Launch, Script
@@ -153,7 +153,7 @@ def _override_of(word: str, variables: shell_variables.Variables) -> str:
     """A quoted word whose `=` comes from a variable (`"$X"` holding `k=v`, `"$1"`) as the
     override bash passes, expanded; read as written, it held no `=` and was dropped
     without a word. Any other word as it is."""
-    if word.startswith("-") or "=" in shell_variables.REFERENCE.sub("", word):
+    if word.startswith("-") or "=" in shell_command_targets.REFERENCE.sub("", word):
         return word
     expanded = variables.substitute(word)
     return expanded if "=" in expanded else word
@@ -189,7 +189,7 @@ def _unread(word: str, after_option: bool) -> bool:
     not an option, its argument, or the script's arguments (named on their own)."""
     if after_option or word.startswith("-") or word in _FORWARDED:
         return False
-    return "=" not in shell_variables.REFERENCE.sub("", word) and "$" in word
+    return "=" not in shell_command_targets.REFERENCE.sub("", word) and "$" in word
 
 
 def _refuse(launch: Launch, reason: str) -> None:
@@ -223,9 +223,9 @@ def _unreadable(
     else:
         return ""
     names = [
-        shell_variables.reference_name(match)
-        for match in shell_variables.REFERENCE.finditer(written)
-        if mark in variables.values.get(shell_variables.reference_name(match), "")
+        shell_command_targets.reference_name(match)
+        for match in shell_command_targets.REFERENCE.finditer(written)
+        if mark in variables.values.get(shell_command_targets.reference_name(match), "")
     ]
     holder = f"${names[0]} (in its value)" if names else "its value"
     return f"{source}: {key}: {holder} {what}: {fix}"

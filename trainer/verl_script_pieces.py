@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from trainer import shell_lines, shell_variables
+from trainer import shell_command_targets, shell_lines
 
 # the compound commands whose header runs where the command stands (`opens_only_its_header`)
 _HEADERS = frozenset({"for", "select", "while", "until", "if"})
@@ -33,9 +33,9 @@ def sets_in_branch(piece: shell_lines.Piece) -> bool:
         and not piece.conditional
         and piece.block in _BRANCH_CLOSERS
         and bool(words)
-        and all(shell_variables.ASSIGNMENT.match(word) for word in words)
+        and all(shell_command_targets.ASSIGNMENT.match(word) for word in words)
         and not any(word.split("=", 1)[1].startswith("(") for word in words)
-        and not shell_variables.unknowable_targets(words)
+        and not shell_command_targets.unknowable_targets(words)
     )
 
 

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from trainer import shell_braces, shell_lines, shell_quoting, shell_variables
+from trainer import shell_braces, shell_command_targets, shell_lines, shell_quoting, shell_variables
 from trainer.verl_script_flags import compare_calls, flag_recursive
 from trainer.verl_script_launch import case_word_value, read_launch
 from trainer.verl_script_lines import no_launch_message, script_commands, stop_at_unparsed
@@ -220,7 +220,7 @@ def _brace_expanded(words: list[str]) -> list[str]:
     before = 0
     while before < len(words) and (
         words[before] in shell_quoting.KEYWORDS_BEFORE_COMMAND
-        or shell_variables.ASSIGNMENT.match(words[before])
+        or shell_command_targets.ASSIGNMENT.match(words[before])
     ):
         before += 1
     expanded = [made for word in words[before:] for made in shell_braces.expanded_words(word)]
@@ -270,7 +270,7 @@ def _read_piece(script: Script, piece: shell_lines.Piece, number: int, source: P
         and not piece.conditional
         and (not piece.blocked or opens_only_its_header(piece))
     )
-    for name, how in shell_variables.unknowable_targets(piece.words):
+    for name, how in shell_command_targets.unknowable_targets(piece.words):
         if sets_surely:
             variables.set_unknowable(name, how, number)
         else:  # `read MODEL` in an uncalled function erased the MODEL set before it
@@ -305,7 +305,7 @@ def _read_call(script: Script, piece: shell_lines.Piece, number: int, source: Pa
     starts verl, that is another run (`flag_recursive`)."""
     words = past_openers(_past_keywords(piece.words))
     assignments = 0
-    while assignments < len(words) and shell_variables.ASSIGNMENT.match(words[assignments]):
+    while assignments < len(words) and shell_command_targets.ASSIGNMENT.match(words[assignments]):
         assignments += 1
     name, arguments = (
         (words[assignments:][:1] or [""])[0],

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from mfsdp_ckpt.errors import MfsdpUsageError
-from trainer import shell_arithmetic, shell_variables, verl_keys
+from trainer import shell_arithmetic, shell_command_targets, verl_keys
 from trainer.config_yaml import ExpansionBudget, YAMLConfigError, parse_yaml
 from trainer.verl_hydra_value import HydraValueError, hydra_override_value
 
@@ -64,7 +64,11 @@ def parse_bounded(text: str, source: str, budget: ExpansionBudget) -> Any:
 # (`$X`, `${X:-a}`), a sum (`$((N * 2))`) or a command's output (`$(cmd)`, `` `cmd` ``)
 _SHELL_EXPANSION = re.compile(
     "|".join(
-        (shell_variables.REFERENCE.pattern, shell_arithmetic.ARITHMETIC.pattern, r"\$\([^()]*\)")
+        (
+            shell_command_targets.REFERENCE.pattern,
+            shell_arithmetic.ARITHMETIC.pattern,
+            r"\$\([^()]*\)",
+        )
     )
     + r"|`[^`]*`"
 )
@@ -76,7 +80,7 @@ def hydra_refusal(text: str, backquotes: bool = True) -> str | None:
     them as text), or None: refused with each expansion as a plain word, it is refused
     whatever bash makes of them (`${` and `${x}}` quoted for bash, `x'${y}'`, a nested
     `${a,${b}}`, a backquote outside Hydra's quotes)."""
-    expansion = _SHELL_EXPANSION if backquotes else shell_variables.REFERENCE
+    expansion = _SHELL_EXPANSION if backquotes else shell_command_targets.REFERENCE
     plain = expansion.sub("x", text)
     if "$(" in plain:  # a command nested deeper: what bash makes of it is not read here
         return None
