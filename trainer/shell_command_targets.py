@@ -136,6 +136,7 @@ def _command_start(words: list[str]) -> int:
         words[start].lstrip("(") in shell_quoting.KEYWORDS_BEFORE_COMMAND
         or words[start] in WRAPPERS
         or ASSIGNMENT.match(words[start])
+        or ELEMENT.match(words[start])  # `A=1 B[2]=x`: both assignments, no command
         or words[start].endswith("()")  # a function's name: `f() { read -r MODEL; }`
         or words[start] == "function"  # with its name: `function f { read -r MODEL; }`
     ):

@@ -74,3 +74,15 @@ def test_readonly_unset_and_set():
 
 def test_names_used():
     assert targets.names_used("${A:-x} $B ${C[@]} $((D + 1))") == ["A", "B", "C", "D"]
+
+
+@pytest.mark.parametrize(
+    "words, expected",
+    [
+        (["A=1", "B[2]=x"], ["A", "B"]),  # bash sets A for the rest of the script
+        (["B[2]=x", "A=1"], ["B", "A"]),
+        (["A=1", "env"], []),  # for `env` alone
+    ],
+)
+def test_an_element_assignment_is_no_command_name(words, expected):
+    assert targets.names_set(words) == expected
