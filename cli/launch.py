@@ -231,29 +231,76 @@ def check_data_files(data: Any, kind: str, config_given: bool = True) -> None:
                     f" ({_directory_hint(path, key, kind)})",
                     EXIT_USAGE,
                 )
-            if not os.path.exists(path):
+            if _nothing_named(path):
                 what = _list_hint(key, path) or _demo_data_hint(path, hint)
                 fail(f"data.{key}: {path}: no such file{where_relative(path)}; {what}", EXIT_USAGE)
             try:  # a FIFO or a device: reading it would block or never end
                 safe_files.regular_file(path)
             except CheckpointFileError as err:
-                fail(f"data.{key}: {err}", EXIT_USAGE)
+                fail(f"data.{key}: {err}{_link_named(path)}", EXIT_USAGE)
             if not path.lower().endswith(DATA_SUFFIXES):
                 fail(f"data.{key}: {path}: not a .parquet or .jsonl file; {hint}", EXIT_USAGE)
 
 
+def _nothing_named(path: str) -> bool:
+    """Whether no file of any kind is named `path`, so that making one is the remedy. A
+    symlink leading nowhere (a loop, a link to a missing target) is listed by `ls`: it was
+    said to be "no such file", with how to make one; it is left to `safe_files`, which says
+    what it is in the words `mfsdp data` uses for the same file."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError:  # ELOOP on the way, a name too long: something safe_files names
+        pass
+    return False
+
+
+def _link_named(path: str) -> str:
+    """Where `path` points when it is a symlink, for the line refusing it: a link to a
+    missing target is otherwise "file is missing", of a file `ls` lists."""
+    if not os.path.islink(path):
+        return ""
+    return f"; it is a symlink to {os.readlink(path)}"
+
+
+LISTED_WHOLE = 8  # files a hint's list gives in full; a longer one shows its first few
+
+
 def _directory_hint(path: str, key: str, kind: str) -> str:
     """The data files a directory given as one holds (`mfsdp data` writes `sft/` and `rl/`
-    tables: the user gave `DIR/sft` or `DIR`), else where such tables would be."""
+    tables: the user gave `DIR/sft` or `DIR`), else where such tables would be. A
+    directory of shards (`part-0.parquet`, ..., or the Hub's `train-00000-of-00003`) is
+    answered with the list that reads them all: naming one of them trained on a fraction
+    of the data, and nothing said so. Thousands of shards are counted, and the list shown
+    with its first few: each must be listed (no glob is read)."""
     from trainer.data.files import data_files_in
 
     found = sorted(str(p) for p in data_files_in(Path(path), levels=2))
     if not found:
         return f"e.g. {path}/{kind}/<split>.parquet, as mfsdp data writes them"
     of_kind = [name for name in found if f"/{kind}/" in f"/{name}"] or found
-    splits = ("train",) if key == "train_files" else ("val", "test")
-    pick = next((n for n in of_kind if Path(n).stem.startswith(splits)), of_kind[0])
-    return f"it holds {first_of(of_kind, 4)}: e.g. data.{key}={pick}"
+    split, files = _split_files(of_kind, key)
+    if len(files) == 1:
+        return f"it holds {first_of(of_kind, 4)}: e.g. data.{key}={files[0]}"
+    which = f"all {len(files)} {split} files" if len(files) < len(of_kind) else "all of them"
+    if len(files) <= LISTED_WHOLE:
+        return f"it holds {first_of(of_kind, 4)}; to read {which}: data.{key}=[{','.join(files)}]"
+    return (
+        f"it holds {len(of_kind)} data files; to read {which}, list every one:"
+        f" data.{key}=[{','.join(files[:3])},...] (or under {key}: in the --config YAML)"
+    )
+
+
+def _split_files(files: list[str], key: str) -> tuple[str, list[str]]:
+    """The split of `files` that `data.{key}` reads and its files, by name (`train.parquet`,
+    `train-00000-of-00003.parquet`): validation files are `val*`, else `test*`; files of no
+    such name are all one split, named ""."""
+    for split in ("train",) if key == "train_files" else ("val", "test"):
+        named = [name for name in files if Path(name).stem.startswith(split)]
+        if named:
+            return split, named
+    return "", files
 
 
 def _list_hint(key: str, path: str) -> str | None:

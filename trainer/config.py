@@ -53,7 +53,7 @@ from trainer.config_base import (
     Range,
     unannotated,
 )
-from trainer.config_coercion import build_section
+from trainer.config_coercion import NullIsEmpty, build_section
 from trainer.config_suggestions import unknown_key_message
 from trainer.config_yaml import (
     MAX_EXPANDED_CHARS,
@@ -160,6 +160,10 @@ def check_lora_fields(cfg: ModelConfig) -> None:
         raise ConfigError("model.target_modules: give module names (q_proj, ...) or all-linear")
 
 
+# verl's sft_trainer.yaml sets the dict keys null, meaning none (`NullIsEmpty`)
+StructFields = Annotated[list[str], NullIsEmpty()]
+
+
 @dataclass
 class DataConfig:
     """Chat data (`messages` or `prompt`/`response` columns) and how it becomes micro-batches."""
@@ -172,8 +176,8 @@ class DataConfig:
     response_key: str = "response"
     # verl's: fields to descend into when prompt_key / response_key name a struct column
     # (verl's GSM8K SFT example: extra_info with prompt_dict_keys [question], response [answer])
-    prompt_dict_keys: list[str] = field(default_factory=list)
-    response_dict_keys: list[str] = field(default_factory=list)
+    prompt_dict_keys: StructFields = field(default_factory=list)
+    response_dict_keys: StructFields = field(default_factory=list)
     max_length: Positive[int] = 1024
     truncation: Literal["error", "left", "right"] = "error"
     packing: bool = True  # token-budget micro-batches of packed sequences; False: padded

@@ -3,7 +3,8 @@ field's annotation (its type, then the `Range` or `Checked` declared on it, `~` 
 `LocalPath`), or refused in one line that names the key, its source and what it expects.
 
 The annotation markers and ConfigError come from `trainer.config_base`, which the schema in
-`trainer.config` imports too, so this module needs nothing of the schema's own.
+`trainer.config` imports too, so this module needs nothing of the schema's own; `NullIsEmpty`,
+a marker only this module reads, is declared here.
 """
 
 from __future__ import annotations
@@ -26,6 +27,15 @@ from trainer.config_base import (
     unannotated,
 )
 from trainer.shown_value import shown_value
+
+
+@dataclasses.dataclass(frozen=True)
+class NullIsEmpty:
+    """Marks a list field that takes null as the empty list, as verl reads it: verl's
+    sft_trainer.yaml sets `data.prompt_dict_keys: null` and its SFTDataset reads
+    `[] if not prompt_dict_keys`, so a verl config carried over was refused ("expects a list
+    of strings, got null"). Other lists keep refusing null: there it is a mistake (an unset
+    `train_files: ~`), and `[]` is how to clear one."""
 
 
 def build_section(cls: type, values: dict[str, Any], prefix: str, source: str, command: str) -> Any:
@@ -80,12 +90,25 @@ def _coerce(kind: Any, value: Any, key: str, source: str, command: str) -> Any:
         return _coerce_float(kind, value, key, source)
     if kind is str and not isinstance(value, str):
         values = f" ({TEXT_VALUES[key]})" if key in TEXT_VALUES else ""
-        hint = _quoting_hint(key, value, source)
+        hint = _text_hint(key, value, source)
         raise _expected(kind, value, key, source, f"a string{values}", hint)
     if kind in (bool, str):
         return value
     # an annotation this loader does not know: a bug in the schema
     raise _expected(kind, value, key, source, _type_name(kind))
+
+
+def _text_hint(key: str, value: Any, source: str) -> str:
+    """What to write for the text key `key` given `value`, which is no text: a list of one
+    text is that text alone (`data.prompt_key=[extra_info]`, verl's SFTDataset reads a
+    list's first element), a number or boolean is quoted (`_quoting_hint`)."""
+    one = isinstance(value, (list, tuple)) and len(value) == 1 and isinstance(value[0], str)
+    if not one or "[" in key:  # a list's element given a list: no one line fixes that
+        return _quoting_hint(key, value, source)
+    form = (
+        f"{key}={value[0]}" if source == COMMAND_LINE else f"{key.rsplit('.', 1)[-1]}: {value[0]}"
+    )
+    return f"; give {value[0]} alone, not a list: {form}"
 
 
 def _quoting_hint(key: str, value: Any, source: str) -> str:
@@ -122,8 +145,11 @@ def _expected(
 
 
 def _coerce_annotated(kind: Any, value: Any, key: str, source: str, command: str) -> Any:
-    """The base type's value, then the annotation's checks: `~` expanded, a range held."""
+    """The base type's value (null as [] where `NullIsEmpty` marks it), then the annotation's
+    checks: `~` expanded, a range held."""
     base, *checks = typing.get_args(kind)
+    if value is None and any(isinstance(check, NullIsEmpty) for check in checks):
+        value = []
     coerced = _coerce(base, value, key, source, command)
     for check in checks:
         if isinstance(check, ExpandUser):
@@ -154,7 +180,7 @@ def _coerce_union(kind: Any, value: Any, key: str, source: str, command: str) ->
     if out_of_range is not None:
         raise out_of_range
     takes_text = any(unannotated(a) is str for a in args)  # `str | None`: say the quoting too
-    hint = _quoting_hint(key, value, source) if takes_text else ""
+    hint = _text_hint(key, value, source) if takes_text else ""
     raise _expected(kind, value, key, source, " or ".join(_type_name(a) for a in args), hint)
 
 

@@ -201,6 +201,10 @@ def messages_of(row: dict[str, Any], columns: ChatColumns) -> list[dict]:
         response = _field(row, columns.response, columns.response_fields)
         content = _text(response, columns.response, "response")
         messages = turns + [{"role": "assistant", "content": content}]
+    elif columns.messages in row:  # the column is there: this row's cell is empty
+        raise ChatFormatError(
+            f"the '{columns.messages}' cell is null (empty): no chat turns to train on"
+        )
     else:
         found = ", ".join(map(str, list(row)[:8])) or "none"
         raise ChatFormatError(
