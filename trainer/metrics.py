@@ -245,7 +245,9 @@ def _removed(dropped: list[int], torn: bool, step: int) -> str:
     """What `drop_steps_after` removed, in words."""
     said = ["a torn last line (a write cut short)"] if torn else []
     if dropped:
-        steps = f"{len(dropped)} record(s) of steps {min(dropped)}-{max(dropped)}"
+        first, last = min(dropped), max(dropped)  # "steps 3-3" said one step as a range
+        named = f"step {first}" if first == last else f"steps {first}-{last}"
+        steps = f"{len(dropped)} record(s) of {named}"
         if step < 0:
             said.insert(0, f"{steps} an earlier run logged")
             return f"{' and '.join(said)}; this run resumes no checkpoint"

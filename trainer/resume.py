@@ -269,7 +269,7 @@ def check_run_kind(found: CheckpointPaths, resume: str, kind: RunKind) -> None:
     """ResumeMismatchError when another kind of run wrote the checkpoint: its step count and
     optimizer state are that run's (SFT's Adam moments continued as GRPO's). Starting from
     its weights is what works: `model.path` takes the step dir (a LoRA step, its export)."""
-    manifest = _manifest_of(found)
+    manifest = manifest_of(found)
     written = run_kind_of(manifest.info) if manifest is not None else None
     if manifest is None or written is None or written == kind.name:
         return
@@ -292,7 +292,7 @@ def check_run_kind(found: CheckpointPaths, resume: str, kind: RunKind) -> None:
     )
 
 
-def _manifest_of(found: CheckpointPaths) -> Manifest | None:
+def manifest_of(found: CheckpointPaths) -> Manifest | None:
     """The checkpoint's manifest, None where it has none or it cannot be read (the load
     names what is wrong with it)."""
     if found.manifest is None:
@@ -312,7 +312,7 @@ def check_lora_rank(found: CheckpointPaths, rank: int, adapter_config: Path | No
     A rank that is the `r` of this run's adapter dir (`adapter_config`) is named as that
     file's, with what resumes the step: model.lora_rank is not used beside it, and "set it
     back" named a key no value of which cleared the refusal."""
-    manifest = _manifest_of(found)
+    manifest = manifest_of(found)
     if manifest is None or run_kind_of(manifest.info) is None:  # no training run's step
         return
     lora = manifest.lora if isinstance(manifest.lora, dict) else None

@@ -43,6 +43,7 @@ from trainer.resume import (
 )
 from trainer.resume_state import STEP
 from trainer.strategies.base import Strategy
+from trainer.thread_record import THREADS_INFO_KEY, thread_change_warning, threads_of_every_rank
 
 Result = TypeVar("Result")
 
@@ -172,6 +173,7 @@ class TrainingRun:
     hf_assets: Callable[[Path], None]
     start: int  # the first step to run: the resumed checkpoint's, else 0
     last_saved: Path | None = field(default=None)
+    cpu_threads: list[int] = field(default_factory=list)  # by rank, recorded in every step
 
     @classmethod
     def open(
@@ -208,6 +210,7 @@ class TrainingRun:
             model_family=hf_config.model_type,
         )
         trained_lr = TrainedLr(strategy.optimizer_state(model, optimizer))
+        cpu_threads = threads_of_every_rank(env.device)  # every rank: a collective
         states: dict[str, Any] = {
             "model": strategy.model_state(model),
             "optimizer": trained_lr,
@@ -252,6 +255,7 @@ class TrainingRun:
                     if changed is None:  # changed settings name why the lr differs, if it does
                         lrs = trained_lr.lrs
                         lines.append(schedule_break_warning(where, step, lrs, cfg.optim, schedule))
+                    lines.append(thread_change_warning(resume, cpu_threads, env.device))
                 write_resolved_config(run_dir, cfg)
             for line in lines:
                 if line is not None:
@@ -268,6 +272,7 @@ class TrainingRun:
             hf_assets,
             start=step,  # the step of the checkpoint loaded
             last_saved=resume.root if resume is not None else None,
+            cpu_threads=cpu_threads,
         )
 
     def lr(self, step: int) -> float:
@@ -304,10 +309,13 @@ class TrainingRun:
 
     def save(self, step: int, info: dict[str, Any]) -> Path:
         """Checkpoint the state at `step` (1-based), with `info` in its manifest (and the kind
-        of run that wrote it, which resume compares)."""
+        of run that wrote it, which resume compares, and its processes' CPU threads)."""
         self.states["extra"]["step"] = step
         self.last_saved = self.checkpointer.save(
-            step, self.states, hf_assets=self.hf_assets, info={RUN_INFO_KEY: self.name, **info}
+            step,
+            self.states,
+            hf_assets=self.hf_assets,
+            info={RUN_INFO_KEY: self.name, THREADS_INFO_KEY: self.cpu_threads, **info},
         )
         return self.last_saved
 

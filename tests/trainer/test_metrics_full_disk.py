@@ -70,7 +70,7 @@ def test_a_resume_drops_a_torn_last_line_with_the_later_records(tmp_path):
     run.mkdir()
     (run / METRICS_FILE).write_text(_record(1) + _record(2) + _record(3) + '{"step": 4, "t')
     assert drop_steps_after(run, 2) == (
-        f"{run / METRICS_FILE}: removed 1 record(s) of steps 3-3 an earlier run logged after"
+        f"{run / METRICS_FILE}: removed 1 record(s) of step 3 an earlier run logged after"
         " step 2 and a torn last line (a write cut short), where this run resumes; it logs"
         " those steps again"
     )
