@@ -221,13 +221,17 @@ def data_files_in(path: Path, levels: int) -> list[Path]:
 def _read_parquet(path: Path) -> list[dict[str, Any]]:
     """The rows of a parquet file, read through a descriptor opened here: pyarrow given a
     path parses it as a URI, which fails on a name that is not UTF-8 and reads a name with
-    a scheme (`s3:...`) somewhere else."""
+    a scheme (`s3:...`) somewhere else. A file of 0 bytes holds no rows, as an empty .jsonl
+    does (no parquet writer makes one: a file created and never written)."""
     try:
         handle = os.fdopen(safe_files.open_regular(path), "rb")
     except CheckpointFileError as err:
         raise DataFileError(str(err)) from None
     with handle:
-        budget = max(DECODED_FLOOR, DECODED_PER_FILE_BYTE * os.fstat(handle.fileno()).st_size)
+        size = os.fstat(handle.fileno()).st_size
+        if size == 0:
+            return []
+        budget = max(DECODED_FLOOR, DECODED_PER_FILE_BYTE * size)
         try:
             return _bounded_rows(path, handle, budget)
         except DataFileError:
@@ -239,15 +243,18 @@ def _read_parquet(path: Path) -> list[dict[str, Any]]:
 
 def _bounded_rows(path: Path, handle: Any, budget: int) -> list[dict[str, Any]]:
     """The file's rows, refused once decoding them would pass `budget` bytes, or one row
-    MAX_ROW_BYTES. Every text column (nested ones too) is read as a dictionary, so a value
-    repeated a million times is held once until the rows are made."""
-    import pyarrow.parquet as pq
+    MAX_ROW_BYTES. Every text column (nested ones too) is measured read as a dictionary, so a
+    value repeated a million times is held once until it is known to fit.
 
-    def too_big(amount: int) -> DataFileError:
-        return DataFileError(
-            f"{path}: decodes to more than {budget} bytes ({DECODED_PER_FILE_BYTE} per byte "
-            f"of file, {amount} or more): not a table of rows (a compression bomb?)"
-        )
+    Read one row group at a time: pyarrow cannot return a nested dictionary column for a
+    batch crossing row groups (each group has its own dictionary), and a file written by
+    `datasets` (1000 rows a group, verl's own) holds chat turns in many groups. A group of
+    one batch is made rows from its measured batch. A larger group is measured whole, let go,
+    then made rows from plain batches: read as dictionaries in batches, each batch held a
+    new copy of every distinct value of the group read so far (time and memory growing with
+    the group's square), and the rows were made while the group's dictionaries were held."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     footer = pq.ParquetFile(handle).metadata
     counts = collections.Counter(footer.schema.to_arrow_schema().names)
@@ -255,28 +262,67 @@ def _bounded_rows(path: Path, handle: Any, budget: int) -> list[dict[str, Any]]:
     if twice is not None:  # a row is a dict: it kept the last of them, without a word
         raise DataFileError(f"{path}: column {twice!r} appears {counts[twice]} times")
     _refuse_long_row_groups(path, footer)
+    measure = _DecodeBudget(path, budget)
     pages = sum(
         footer.row_group(group).column(column).total_uncompressed_size
         for group in range(footer.num_row_groups)
         for column in range(footer.num_columns)
     )
     if pages > budget:
-        raise too_big(pages)
+        raise measure.too_big(pages)
     texts = [leaf.path for leaf in footer.schema if leaf.physical_type == "BYTE_ARRAY"]
     handle.seek(0)
+    dictionaries = pq.ParquetFile(handle, read_dictionary=texts)
+    plain = pq.ParquetFile(handle)
     rows: list[dict[str, Any]] = []
-    decoded = 0
-    for batch in pq.ParquetFile(handle, read_dictionary=texts).iter_batches(_BATCH_ROWS):
+    for group in range(footer.num_row_groups):
+        if footer.row_group(group).num_rows <= _BATCH_ROWS:
+            for batch in dictionaries.iter_batches(_BATCH_ROWS, row_groups=[group]):
+                measure.batch(batch, first_row=len(rows))
+                rows += _made_rows(batch)
+            continue
+        measure.table(dictionaries.read_row_group(group), first_row=len(rows))
+        pa.default_memory_pool().release_unused()  # the dictionaries' memory, for the rows
+        for batch in plain.iter_batches(_BATCH_ROWS, row_groups=[group]):
+            rows += _made_rows(batch)
+    return rows
+
+
+def _made_rows(batch: Any) -> list[dict[str, Any]]:
+    """The rows of a measured `batch`, made from plain arrays: faster than from dictionary
+    ones, which a column stored as a dictionary type is read as even when not asked to."""
+    return batch.cast(_without_dictionaries(batch.schema)).to_pylist()
+
+
+class _DecodeBudget:
+    """What the rows of a file decode to so far, refused past its budget (a compression
+    bomb) or at the first row of more than MAX_ROW_BYTES, named by its place in the file."""
+
+    def __init__(self, path: Path, budget: int) -> None:
+        self.path, self.budget, self.decoded = path, budget, 0
+
+    def too_big(self, amount: int) -> DataFileError:
+        return DataFileError(
+            f"{self.path}: decodes to more than {self.budget} bytes ({DECODED_PER_FILE_BYTE}"
+            f" per byte of file, {amount} or more): not a table of rows (a compression bomb?)"
+        )
+
+    def batch(self, batch: Any, first_row: int) -> None:
+        """Charge `batch`, whose first row is row `first_row` (0-based) of the file."""
         size = _batch_bytes(batch)
-        decoded += size
-        if decoded > budget:
-            raise too_big(decoded)
+        self.decoded += size
+        if self.decoded > self.budget:
+            raise self.too_big(self.decoded)
         long_row = _first_long_row(batch, size)
         if long_row is not None:
-            raise DataFileError(f"{row_in_table(path, len(rows) + long_row)}: {_LONG_ROW}")
-        # rows are made faster from plain arrays than from dictionary ones
-        rows += batch.cast(_without_dictionaries(batch.schema)).to_pylist()
-    return rows
+            raise DataFileError(f"{row_in_table(self.path, first_row + long_row)}: {_LONG_ROW}")
+
+    def table(self, table: Any, first_row: int) -> None:
+        """Charge `table` (one row group, its dictionaries shared by every batch of it)
+        batch by batch; it is let go on return, before its rows are made."""
+        for batch in table.to_batches(_BATCH_ROWS):
+            self.batch(batch, first_row)
+            first_row += batch.num_rows
 
 
 def _refuse_long_row_groups(path: Path, footer: Any) -> None:
@@ -335,6 +381,8 @@ def _without_dictionaries(schema: Any) -> Any:
             return pa.struct([field.with_type(plain(field.type)) for field in kind])
         if pa.types.is_map(kind):
             return pa.map_(plain(kind.key_type), plain(kind.item_type))
+        if pa.types.is_fixed_size_list(kind):
+            return pa.list_(kind.value_field.with_type(plain(kind.value_type)), kind.list_size)
         if pa.types.is_list(kind) or pa.types.is_large_list(kind):
             inner = kind.value_field.with_type(plain(kind.value_type))
             return pa.list_(inner) if pa.types.is_list(kind) else pa.large_list(inner)
@@ -364,7 +412,10 @@ def _decoded_bytes(array: Any) -> int:
     if pa.types.is_struct(kind):
         fields = array.flatten()
         return _CELL_BYTES * len(array) * len(fields) + sum(map(_decoded_bytes, fields))
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_map(kind):
+    if pa.types.is_map(kind):  # list_flatten takes no map: its entries as a list of structs
+        entries = pa.struct([kind.key_field, kind.item_field])
+        return _decoded_bytes(array.cast(pa.list_(pa.field("entries", entries))))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
         values = pc.list_flatten(array)
         return 8 * len(array) + _CELL_BYTES * len(values) + _decoded_bytes(values)
     return int(array.nbytes)
